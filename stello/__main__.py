@@ -1,0 +1,5 @@
+"""`python -m stello` is the `stello` command."""
+
+from stello.cli import main
+
+main()

@@ -1,0 +1,409 @@
+import datetime
+
+from google.protobuf import timestamp_pb2 as _timestamp_pb2
+from stello.common.v1 import common_pb2 as _common_pb2
+from google.protobuf.internal import containers as _containers
+from google.protobuf.internal import enum_type_wrapper as _enum_type_wrapper
+from google.protobuf import descriptor as _descriptor
+from google.protobuf import message as _message
+from collections.abc import Iterable as _Iterable, Mapping as _Mapping
+from typing import ClassVar as _ClassVar, Optional as _Optional, Union as _Union
+
+DESCRIPTOR: _descriptor.FileDescriptor
+
+class SystemPromptMode(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
+    __slots__ = ()
+    SYSTEM_PROMPT_MODE_UNSPECIFIED: _ClassVar[SystemPromptMode]
+    SYSTEM_PROMPT_MODE_PREPEND: _ClassVar[SystemPromptMode]
+    SYSTEM_PROMPT_MODE_PRESET: _ClassVar[SystemPromptMode]
+    SYSTEM_PROMPT_MODE_APPEND: _ClassVar[SystemPromptMode]
+SYSTEM_PROMPT_MODE_UNSPECIFIED: SystemPromptMode
+SYSTEM_PROMPT_MODE_PREPEND: SystemPromptMode
+SYSTEM_PROMPT_MODE_PRESET: SystemPromptMode
+SYSTEM_PROMPT_MODE_APPEND: SystemPromptMode
+
+class Usage(_message.Message):
+    __slots__ = ("prompt_tokens", "completion_tokens", "total_tokens")
+    PROMPT_TOKENS_FIELD_NUMBER: _ClassVar[int]
+    COMPLETION_TOKENS_FIELD_NUMBER: _ClassVar[int]
+    TOTAL_TOKENS_FIELD_NUMBER: _ClassVar[int]
+    prompt_tokens: int
+    completion_tokens: int
+    total_tokens: int
+    def __init__(self, prompt_tokens: _Optional[int] = ..., completion_tokens: _Optional[int] = ..., total_tokens: _Optional[int] = ...) -> None: ...
+
+class TextDelta(_message.Message):
+    __slots__ = ("text",)
+    TEXT_FIELD_NUMBER: _ClassVar[int]
+    text: str
+    def __init__(self, text: _Optional[str] = ...) -> None: ...
+
+class ToolResult(_message.Message):
+    __slots__ = ("tool_call_id", "content", "is_error")
+    TOOL_CALL_ID_FIELD_NUMBER: _ClassVar[int]
+    CONTENT_FIELD_NUMBER: _ClassVar[int]
+    IS_ERROR_FIELD_NUMBER: _ClassVar[int]
+    tool_call_id: str
+    content: str
+    is_error: bool
+    def __init__(self, tool_call_id: _Optional[str] = ..., content: _Optional[str] = ..., is_error: _Optional[bool] = ...) -> None: ...
+
+class SessionView(_message.Message):
+    __slots__ = ("node", "turn_count", "created_at", "updated_at", "last_active_at", "config", "system_prompt", "memory", "insight")
+    NODE_FIELD_NUMBER: _ClassVar[int]
+    TURN_COUNT_FIELD_NUMBER: _ClassVar[int]
+    CREATED_AT_FIELD_NUMBER: _ClassVar[int]
+    UPDATED_AT_FIELD_NUMBER: _ClassVar[int]
+    LAST_ACTIVE_AT_FIELD_NUMBER: _ClassVar[int]
+    CONFIG_FIELD_NUMBER: _ClassVar[int]
+    SYSTEM_PROMPT_FIELD_NUMBER: _ClassVar[int]
+    MEMORY_FIELD_NUMBER: _ClassVar[int]
+    INSIGHT_FIELD_NUMBER: _ClassVar[int]
+    node: _common_pb2.TopologyNode
+    turn_count: int
+    created_at: _timestamp_pb2.Timestamp
+    updated_at: _timestamp_pb2.Timestamp
+    last_active_at: _timestamp_pb2.Timestamp
+    config: _common_pb2.SessionConfig
+    system_prompt: str
+    memory: str
+    insight: str
+    def __init__(self, node: _Optional[_Union[_common_pb2.TopologyNode, _Mapping]] = ..., turn_count: _Optional[int] = ..., created_at: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., updated_at: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., last_active_at: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., config: _Optional[_Union[_common_pb2.SessionConfig, _Mapping]] = ..., system_prompt: _Optional[str] = ..., memory: _Optional[str] = ..., insight: _Optional[str] = ...) -> None: ...
+
+class ProfileInfo(_message.Message):
+    __slots__ = ("name", "system_prompt", "system_prompt_mode", "context", "prompt", "skills", "variables")
+    NAME_FIELD_NUMBER: _ClassVar[int]
+    SYSTEM_PROMPT_FIELD_NUMBER: _ClassVar[int]
+    SYSTEM_PROMPT_MODE_FIELD_NUMBER: _ClassVar[int]
+    CONTEXT_FIELD_NUMBER: _ClassVar[int]
+    PROMPT_FIELD_NUMBER: _ClassVar[int]
+    SKILLS_FIELD_NUMBER: _ClassVar[int]
+    VARIABLES_FIELD_NUMBER: _ClassVar[int]
+    name: str
+    system_prompt: str
+    system_prompt_mode: SystemPromptMode
+    context: _common_pb2.ForkContext
+    prompt: str
+    skills: _common_pb2.SkillList
+    variables: _containers.RepeatedScalarFieldContainer[str]
+    def __init__(self, name: _Optional[str] = ..., system_prompt: _Optional[str] = ..., system_prompt_mode: _Optional[_Union[SystemPromptMode, str]] = ..., context: _Optional[_Union[_common_pb2.ForkContext, str]] = ..., prompt: _Optional[str] = ..., skills: _Optional[_Union[_common_pb2.SkillList, _Mapping]] = ..., variables: _Optional[_Iterable[str]] = ...) -> None: ...
+
+class CreateRootRequest(_message.Message):
+    __slots__ = ("space_id", "label", "system_prompt", "skills", "profile", "profile_vars", "request_id")
+    class ProfileVarsEntry(_message.Message):
+        __slots__ = ("key", "value")
+        KEY_FIELD_NUMBER: _ClassVar[int]
+        VALUE_FIELD_NUMBER: _ClassVar[int]
+        key: str
+        value: str
+        def __init__(self, key: _Optional[str] = ..., value: _Optional[str] = ...) -> None: ...
+    SPACE_ID_FIELD_NUMBER: _ClassVar[int]
+    LABEL_FIELD_NUMBER: _ClassVar[int]
+    SYSTEM_PROMPT_FIELD_NUMBER: _ClassVar[int]
+    SKILLS_FIELD_NUMBER: _ClassVar[int]
+    PROFILE_FIELD_NUMBER: _ClassVar[int]
+    PROFILE_VARS_FIELD_NUMBER: _ClassVar[int]
+    REQUEST_ID_FIELD_NUMBER: _ClassVar[int]
+    space_id: str
+    label: str
+    system_prompt: str
+    skills: _common_pb2.SkillList
+    profile: str
+    profile_vars: _containers.ScalarMap[str, str]
+    request_id: str
+    def __init__(self, space_id: _Optional[str] = ..., label: _Optional[str] = ..., system_prompt: _Optional[str] = ..., skills: _Optional[_Union[_common_pb2.SkillList, _Mapping]] = ..., profile: _Optional[str] = ..., profile_vars: _Optional[_Mapping[str, str]] = ..., request_id: _Optional[str] = ...) -> None: ...
+
+class CreateRootResponse(_message.Message):
+    __slots__ = ("session",)
+    SESSION_FIELD_NUMBER: _ClassVar[int]
+    session: _common_pb2.SessionSummary
+    def __init__(self, session: _Optional[_Union[_common_pb2.SessionSummary, _Mapping]] = ...) -> None: ...
+
+class ForkRequest(_message.Message):
+    __slots__ = ("space_id", "source_session_id", "label", "topology_parent_id", "profile", "profile_vars", "system_prompt", "skills", "context", "inherit_until_seq", "prompt", "request_id")
+    class ProfileVarsEntry(_message.Message):
+        __slots__ = ("key", "value")
+        KEY_FIELD_NUMBER: _ClassVar[int]
+        VALUE_FIELD_NUMBER: _ClassVar[int]
+        key: str
+        value: str
+        def __init__(self, key: _Optional[str] = ..., value: _Optional[str] = ...) -> None: ...
+    SPACE_ID_FIELD_NUMBER: _ClassVar[int]
+    SOURCE_SESSION_ID_FIELD_NUMBER: _ClassVar[int]
+    LABEL_FIELD_NUMBER: _ClassVar[int]
+    TOPOLOGY_PARENT_ID_FIELD_NUMBER: _ClassVar[int]
+    PROFILE_FIELD_NUMBER: _ClassVar[int]
+    PROFILE_VARS_FIELD_NUMBER: _ClassVar[int]
+    SYSTEM_PROMPT_FIELD_NUMBER: _ClassVar[int]
+    SKILLS_FIELD_NUMBER: _ClassVar[int]
+    CONTEXT_FIELD_NUMBER: _ClassVar[int]
+    INHERIT_UNTIL_SEQ_FIELD_NUMBER: _ClassVar[int]
+    PROMPT_FIELD_NUMBER: _ClassVar[int]
+    REQUEST_ID_FIELD_NUMBER: _ClassVar[int]
+    space_id: str
+    source_session_id: str
+    label: str
+    topology_parent_id: str
+    profile: str
+    profile_vars: _containers.ScalarMap[str, str]
+    system_prompt: str
+    skills: _common_pb2.SkillList
+    context: _common_pb2.ForkContext
+    inherit_until_seq: int
+    prompt: str
+    request_id: str
+    def __init__(self, space_id: _Optional[str] = ..., source_session_id: _Optional[str] = ..., label: _Optional[str] = ..., topology_parent_id: _Optional[str] = ..., profile: _Optional[str] = ..., profile_vars: _Optional[_Mapping[str, str]] = ..., system_prompt: _Optional[str] = ..., skills: _Optional[_Union[_common_pb2.SkillList, _Mapping]] = ..., context: _Optional[_Union[_common_pb2.ForkContext, str]] = ..., inherit_until_seq: _Optional[int] = ..., prompt: _Optional[str] = ..., request_id: _Optional[str] = ...) -> None: ...
+
+class ForkResponse(_message.Message):
+    __slots__ = ("session",)
+    SESSION_FIELD_NUMBER: _ClassVar[int]
+    session: _common_pb2.SessionSummary
+    def __init__(self, session: _Optional[_Union[_common_pb2.SessionSummary, _Mapping]] = ...) -> None: ...
+
+class SendRequest(_message.Message):
+    __slots__ = ("space_id", "session_id", "content", "tools", "request_id")
+    SPACE_ID_FIELD_NUMBER: _ClassVar[int]
+    SESSION_ID_FIELD_NUMBER: _ClassVar[int]
+    CONTENT_FIELD_NUMBER: _ClassVar[int]
+    TOOLS_FIELD_NUMBER: _ClassVar[int]
+    REQUEST_ID_FIELD_NUMBER: _ClassVar[int]
+    space_id: str
+    session_id: str
+    content: str
+    tools: _containers.RepeatedCompositeFieldContainer[_common_pb2.ToolDefinition]
+    request_id: str
+    def __init__(self, space_id: _Optional[str] = ..., session_id: _Optional[str] = ..., content: _Optional[str] = ..., tools: _Optional[_Iterable[_Union[_common_pb2.ToolDefinition, _Mapping]]] = ..., request_id: _Optional[str] = ...) -> None: ...
+
+class SendResponse(_message.Message):
+    __slots__ = ("assistant", "records", "pending_tool_calls", "usage")
+    ASSISTANT_FIELD_NUMBER: _ClassVar[int]
+    RECORDS_FIELD_NUMBER: _ClassVar[int]
+    PENDING_TOOL_CALLS_FIELD_NUMBER: _ClassVar[int]
+    USAGE_FIELD_NUMBER: _ClassVar[int]
+    assistant: _common_pb2.Record
+    records: _containers.RepeatedCompositeFieldContainer[_common_pb2.Record]
+    pending_tool_calls: _containers.RepeatedCompositeFieldContainer[_common_pb2.ToolCall]
+    usage: Usage
+    def __init__(self, assistant: _Optional[_Union[_common_pb2.Record, _Mapping]] = ..., records: _Optional[_Iterable[_Union[_common_pb2.Record, _Mapping]]] = ..., pending_tool_calls: _Optional[_Iterable[_Union[_common_pb2.ToolCall, _Mapping]]] = ..., usage: _Optional[_Union[Usage, _Mapping]] = ...) -> None: ...
+
+class SendStreamRequest(_message.Message):
+    __slots__ = ("space_id", "session_id", "content", "tools", "request_id")
+    SPACE_ID_FIELD_NUMBER: _ClassVar[int]
+    SESSION_ID_FIELD_NUMBER: _ClassVar[int]
+    CONTENT_FIELD_NUMBER: _ClassVar[int]
+    TOOLS_FIELD_NUMBER: _ClassVar[int]
+    REQUEST_ID_FIELD_NUMBER: _ClassVar[int]
+    space_id: str
+    session_id: str
+    content: str
+    tools: _containers.RepeatedCompositeFieldContainer[_common_pb2.ToolDefinition]
+    request_id: str
+    def __init__(self, space_id: _Optional[str] = ..., session_id: _Optional[str] = ..., content: _Optional[str] = ..., tools: _Optional[_Iterable[_Union[_common_pb2.ToolDefinition, _Mapping]]] = ..., request_id: _Optional[str] = ...) -> None: ...
+
+class SendStreamResponse(_message.Message):
+    __slots__ = ("text_delta", "tool_call", "done")
+    TEXT_DELTA_FIELD_NUMBER: _ClassVar[int]
+    TOOL_CALL_FIELD_NUMBER: _ClassVar[int]
+    DONE_FIELD_NUMBER: _ClassVar[int]
+    text_delta: TextDelta
+    tool_call: _common_pb2.ToolCall
+    done: SendResponse
+    def __init__(self, text_delta: _Optional[_Union[TextDelta, _Mapping]] = ..., tool_call: _Optional[_Union[_common_pb2.ToolCall, _Mapping]] = ..., done: _Optional[_Union[SendResponse, _Mapping]] = ...) -> None: ...
+
+class SubmitToolResultsRequest(_message.Message):
+    __slots__ = ("space_id", "session_id", "results", "tools", "request_id")
+    SPACE_ID_FIELD_NUMBER: _ClassVar[int]
+    SESSION_ID_FIELD_NUMBER: _ClassVar[int]
+    RESULTS_FIELD_NUMBER: _ClassVar[int]
+    TOOLS_FIELD_NUMBER: _ClassVar[int]
+    REQUEST_ID_FIELD_NUMBER: _ClassVar[int]
+    space_id: str
+    session_id: str
+    results: _containers.RepeatedCompositeFieldContainer[ToolResult]
+    tools: _containers.RepeatedCompositeFieldContainer[_common_pb2.ToolDefinition]
+    request_id: str
+    def __init__(self, space_id: _Optional[str] = ..., session_id: _Optional[str] = ..., results: _Optional[_Iterable[_Union[ToolResult, _Mapping]]] = ..., tools: _Optional[_Iterable[_Union[_common_pb2.ToolDefinition, _Mapping]]] = ..., request_id: _Optional[str] = ...) -> None: ...
+
+class SubmitToolResultsResponse(_message.Message):
+    __slots__ = ("assistant", "records", "pending_tool_calls", "usage")
+    ASSISTANT_FIELD_NUMBER: _ClassVar[int]
+    RECORDS_FIELD_NUMBER: _ClassVar[int]
+    PENDING_TOOL_CALLS_FIELD_NUMBER: _ClassVar[int]
+    USAGE_FIELD_NUMBER: _ClassVar[int]
+    assistant: _common_pb2.Record
+    records: _containers.RepeatedCompositeFieldContainer[_common_pb2.Record]
+    pending_tool_calls: _containers.RepeatedCompositeFieldContainer[_common_pb2.ToolCall]
+    usage: Usage
+    def __init__(self, assistant: _Optional[_Union[_common_pb2.Record, _Mapping]] = ..., records: _Optional[_Iterable[_Union[_common_pb2.Record, _Mapping]]] = ..., pending_tool_calls: _Optional[_Iterable[_Union[_common_pb2.ToolCall, _Mapping]]] = ..., usage: _Optional[_Union[Usage, _Mapping]] = ...) -> None: ...
+
+class ConsolidateRequest(_message.Message):
+    __slots__ = ("space_id", "session_id")
+    SPACE_ID_FIELD_NUMBER: _ClassVar[int]
+    SESSION_ID_FIELD_NUMBER: _ClassVar[int]
+    space_id: str
+    session_id: str
+    def __init__(self, space_id: _Optional[str] = ..., session_id: _Optional[str] = ...) -> None: ...
+
+class ConsolidateResponse(_message.Message):
+    __slots__ = ("memory",)
+    MEMORY_FIELD_NUMBER: _ClassVar[int]
+    memory: str
+    def __init__(self, memory: _Optional[str] = ...) -> None: ...
+
+class ListSessionDigestsRequest(_message.Message):
+    __slots__ = ("space_id", "status", "page_size", "page_token")
+    SPACE_ID_FIELD_NUMBER: _ClassVar[int]
+    STATUS_FIELD_NUMBER: _ClassVar[int]
+    PAGE_SIZE_FIELD_NUMBER: _ClassVar[int]
+    PAGE_TOKEN_FIELD_NUMBER: _ClassVar[int]
+    space_id: str
+    status: _common_pb2.SessionStatus
+    page_size: int
+    page_token: str
+    def __init__(self, space_id: _Optional[str] = ..., status: _Optional[_Union[_common_pb2.SessionStatus, str]] = ..., page_size: _Optional[int] = ..., page_token: _Optional[str] = ...) -> None: ...
+
+class ListSessionDigestsResponse(_message.Message):
+    __slots__ = ("digests", "next_page_token")
+    DIGESTS_FIELD_NUMBER: _ClassVar[int]
+    NEXT_PAGE_TOKEN_FIELD_NUMBER: _ClassVar[int]
+    digests: _containers.RepeatedCompositeFieldContainer[_common_pb2.SessionDigest]
+    next_page_token: str
+    def __init__(self, digests: _Optional[_Iterable[_Union[_common_pb2.SessionDigest, _Mapping]]] = ..., next_page_token: _Optional[str] = ...) -> None: ...
+
+class GetSessionRequest(_message.Message):
+    __slots__ = ("space_id", "session_id")
+    SPACE_ID_FIELD_NUMBER: _ClassVar[int]
+    SESSION_ID_FIELD_NUMBER: _ClassVar[int]
+    space_id: str
+    session_id: str
+    def __init__(self, space_id: _Optional[str] = ..., session_id: _Optional[str] = ...) -> None: ...
+
+class GetSessionResponse(_message.Message):
+    __slots__ = ("session",)
+    SESSION_FIELD_NUMBER: _ClassVar[int]
+    session: SessionView
+    def __init__(self, session: _Optional[_Union[SessionView, _Mapping]] = ...) -> None: ...
+
+class GetTreeRequest(_message.Message):
+    __slots__ = ("space_id", "root_id", "max_depth")
+    SPACE_ID_FIELD_NUMBER: _ClassVar[int]
+    ROOT_ID_FIELD_NUMBER: _ClassVar[int]
+    MAX_DEPTH_FIELD_NUMBER: _ClassVar[int]
+    space_id: str
+    root_id: str
+    max_depth: int
+    def __init__(self, space_id: _Optional[str] = ..., root_id: _Optional[str] = ..., max_depth: _Optional[int] = ...) -> None: ...
+
+class GetTreeResponse(_message.Message):
+    __slots__ = ("nodes",)
+    NODES_FIELD_NUMBER: _ClassVar[int]
+    nodes: _containers.RepeatedCompositeFieldContainer[_common_pb2.TreeNode]
+    def __init__(self, nodes: _Optional[_Iterable[_Union[_common_pb2.TreeNode, _Mapping]]] = ...) -> None: ...
+
+class ListRecordsRequest(_message.Message):
+    __slots__ = ("space_id", "session_id", "limit", "offset", "role", "after_seq", "before_seq", "newest_first")
+    SPACE_ID_FIELD_NUMBER: _ClassVar[int]
+    SESSION_ID_FIELD_NUMBER: _ClassVar[int]
+    LIMIT_FIELD_NUMBER: _ClassVar[int]
+    OFFSET_FIELD_NUMBER: _ClassVar[int]
+    ROLE_FIELD_NUMBER: _ClassVar[int]
+    AFTER_SEQ_FIELD_NUMBER: _ClassVar[int]
+    BEFORE_SEQ_FIELD_NUMBER: _ClassVar[int]
+    NEWEST_FIRST_FIELD_NUMBER: _ClassVar[int]
+    space_id: str
+    session_id: str
+    limit: int
+    offset: int
+    role: _common_pb2.RecordRole
+    after_seq: int
+    before_seq: int
+    newest_first: bool
+    def __init__(self, space_id: _Optional[str] = ..., session_id: _Optional[str] = ..., limit: _Optional[int] = ..., offset: _Optional[int] = ..., role: _Optional[_Union[_common_pb2.RecordRole, str]] = ..., after_seq: _Optional[int] = ..., before_seq: _Optional[int] = ..., newest_first: _Optional[bool] = ...) -> None: ...
+
+class ListRecordsResponse(_message.Message):
+    __slots__ = ("records",)
+    RECORDS_FIELD_NUMBER: _ClassVar[int]
+    records: _containers.RepeatedCompositeFieldContainer[_common_pb2.Record]
+    def __init__(self, records: _Optional[_Iterable[_Union[_common_pb2.Record, _Mapping]]] = ...) -> None: ...
+
+class PutInsightRequest(_message.Message):
+    __slots__ = ("space_id", "session_id", "content")
+    SPACE_ID_FIELD_NUMBER: _ClassVar[int]
+    SESSION_ID_FIELD_NUMBER: _ClassVar[int]
+    CONTENT_FIELD_NUMBER: _ClassVar[int]
+    space_id: str
+    session_id: str
+    content: str
+    def __init__(self, space_id: _Optional[str] = ..., session_id: _Optional[str] = ..., content: _Optional[str] = ...) -> None: ...
+
+class PutInsightResponse(_message.Message):
+    __slots__ = ()
+    def __init__(self) -> None: ...
+
+class PutMemoryRequest(_message.Message):
+    __slots__ = ("space_id", "session_id", "content")
+    SPACE_ID_FIELD_NUMBER: _ClassVar[int]
+    SESSION_ID_FIELD_NUMBER: _ClassVar[int]
+    CONTENT_FIELD_NUMBER: _ClassVar[int]
+    space_id: str
+    session_id: str
+    content: str
+    def __init__(self, space_id: _Optional[str] = ..., session_id: _Optional[str] = ..., content: _Optional[str] = ...) -> None: ...
+
+class PutMemoryResponse(_message.Message):
+    __slots__ = ()
+    def __init__(self) -> None: ...
+
+class ArchiveRequest(_message.Message):
+    __slots__ = ("space_id", "session_id")
+    SPACE_ID_FIELD_NUMBER: _ClassVar[int]
+    SESSION_ID_FIELD_NUMBER: _ClassVar[int]
+    space_id: str
+    session_id: str
+    def __init__(self, space_id: _Optional[str] = ..., session_id: _Optional[str] = ...) -> None: ...
+
+class ArchiveResponse(_message.Message):
+    __slots__ = ("session",)
+    SESSION_FIELD_NUMBER: _ClassVar[int]
+    session: _common_pb2.SessionSummary
+    def __init__(self, session: _Optional[_Union[_common_pb2.SessionSummary, _Mapping]] = ...) -> None: ...
+
+class UnarchiveRequest(_message.Message):
+    __slots__ = ("space_id", "session_id")
+    SPACE_ID_FIELD_NUMBER: _ClassVar[int]
+    SESSION_ID_FIELD_NUMBER: _ClassVar[int]
+    space_id: str
+    session_id: str
+    def __init__(self, space_id: _Optional[str] = ..., session_id: _Optional[str] = ...) -> None: ...
+
+class UnarchiveResponse(_message.Message):
+    __slots__ = ("session",)
+    SESSION_FIELD_NUMBER: _ClassVar[int]
+    session: _common_pb2.SessionSummary
+    def __init__(self, session: _Optional[_Union[_common_pb2.SessionSummary, _Mapping]] = ...) -> None: ...
+
+class DeleteSessionRequest(_message.Message):
+    __slots__ = ("space_id", "session_id")
+    SPACE_ID_FIELD_NUMBER: _ClassVar[int]
+    SESSION_ID_FIELD_NUMBER: _ClassVar[int]
+    space_id: str
+    session_id: str
+    def __init__(self, space_id: _Optional[str] = ..., session_id: _Optional[str] = ...) -> None: ...
+
+class DeleteSessionResponse(_message.Message):
+    __slots__ = ("deleted_ids",)
+    DELETED_IDS_FIELD_NUMBER: _ClassVar[int]
+    deleted_ids: _containers.RepeatedScalarFieldContainer[str]
+    def __init__(self, deleted_ids: _Optional[_Iterable[str]] = ...) -> None: ...
+
+class ListProfilesRequest(_message.Message):
+    __slots__ = ("space_id",)
+    SPACE_ID_FIELD_NUMBER: _ClassVar[int]
+    space_id: str
+    def __init__(self, space_id: _Optional[str] = ...) -> None: ...
+
+class ListProfilesResponse(_message.Message):
+    __slots__ = ("profiles",)
+    PROFILES_FIELD_NUMBER: _ClassVar[int]
+    profiles: _containers.RepeatedCompositeFieldContainer[ProfileInfo]
+    def __init__(self, profiles: _Optional[_Iterable[_Union[ProfileInfo, _Mapping]]] = ...) -> None: ...

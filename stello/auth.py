@@ -1,0 +1,210 @@
+"""API keys, spaces and principals: creation, hashing, lookup with a TTL cache.
+
+A key is ``stello_<key id hex>_<secret>``; only SHA-256 of the whole key is
+stored (the secret carries 256 random bits, so a slow hash adds nothing).
+A tenant key reaches exactly one space; an admin key reaches every space and
+the admin RPCs.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import secrets
+import time
+import uuid
+from dataclasses import dataclass
+from typing import Literal
+
+import asyncpg
+
+from stello.db import in_transaction
+
+Scope = Literal["tenant", "admin"]
+KEY_PREFIX = "stello_"
+DEFAULT_PRINCIPAL = "default"
+
+
+@dataclass(frozen=True, slots=True)
+class Principal:
+    """Who is calling: the key's id, owner, scope and (tenant keys) space."""
+
+    key_id: uuid.UUID
+    principal_id: uuid.UUID
+    scope: Scope
+    space_id: uuid.UUID | None
+
+    @property
+    def is_admin(self) -> bool:
+        """Whether this key has the admin scope."""
+        return self.scope == "admin"
+
+    def may_access(self, space_id: uuid.UUID) -> bool:
+        """Whether this key may touch `space_id` (others' spaces must look absent)."""
+        return self.is_admin or self.space_id == space_id
+
+
+@dataclass(frozen=True, slots=True)
+class CreatedKey:
+    """A key just created: the secret is shown once and never stored."""
+
+    key_id: uuid.UUID
+    secret: str
+    scope: Scope
+    space_id: uuid.UUID | None
+
+
+@dataclass(frozen=True, slots=True)
+class SpaceInfo:
+    """A space as `stello spaces list` shows it."""
+
+    id: uuid.UUID
+    name: str
+    principal: str
+    sessions: int
+
+
+def hash_key(secret: str) -> bytes:
+    """The stored form of a key."""
+    return hashlib.sha256(secret.encode()).digest()
+
+
+def new_secret(key_id: uuid.UUID) -> str:
+    """A fresh key string carrying its id (for humans) and 256 random bits."""
+    return f"{KEY_PREFIX}{key_id.hex[:12]}_{secrets.token_urlsafe(32)}"
+
+
+LOOKUP = """
+SELECT k.id, k.principal_id, k.scope, k.space_id
+FROM api_keys k
+WHERE k.key_hash = $1 AND k.revoked_at IS NULL
+"""
+
+UPSERT_PRINCIPAL = """
+INSERT INTO principals (id, name) VALUES ($1, $2)
+ON CONFLICT (name) DO UPDATE SET name = EXCLUDED.name
+RETURNING id
+"""
+
+UPSERT_SPACE = """
+INSERT INTO spaces (id, principal_id, name) VALUES ($1, $2, $3)
+ON CONFLICT (principal_id, name) DO UPDATE SET name = EXCLUDED.name
+RETURNING id
+"""
+
+INSERT_KEY = """
+INSERT INTO api_keys (id, key_hash, principal_id, space_id, scope, name)
+VALUES ($1, $2, $3, $4, $5, $6)
+"""
+
+
+class KeyStore:
+    """SQL for keys, spaces and principals (the kernel's own small repository)."""
+
+    def __init__(self, pool: asyncpg.Pool, cache_ttl_s: float = 5.0) -> None:
+        self._pool = pool
+        self._ttl = cache_ttl_s
+        self._cache: dict[bytes, tuple[float, Principal | None]] = {}
+
+    async def resolve(self, secret: str) -> Principal | None:
+        """The principal of a live key, or None; cached for the TTL (revocation lag)."""
+        digest = hash_key(secret)
+        now = time.monotonic()
+        if self._ttl > 0:
+            hit = self._cache.get(digest)
+            if hit is not None and hit[0] > now:
+                return hit[1]
+        async with self._pool.acquire() as con:
+            row = await con.fetchrow(LOOKUP, digest)
+        principal = (
+            None
+            if row is None
+            else Principal(row["id"], row["principal_id"], row["scope"], row["space_id"])
+        )
+        if self._ttl > 0:
+            if len(self._cache) > 10_000:
+                self._cache.clear()
+            self._cache[digest] = (now + self._ttl, principal)
+        return principal
+
+    async def create_key(
+        self,
+        *,
+        space: str | None,
+        scope: Scope = "tenant",
+        principal: str = DEFAULT_PRINCIPAL,
+        name: str = "",
+    ) -> CreatedKey:
+        """Create a key (and its principal and space when missing)."""
+
+        async def work(con: asyncpg.Connection) -> CreatedKey:
+            principal_id = await con.fetchval(UPSERT_PRINCIPAL, uuid.uuid4(), principal)
+            space_id = None
+            if space is not None:
+                space_id = await con.fetchval(UPSERT_SPACE, uuid.uuid4(), principal_id, space)
+            key_id = uuid.uuid4()
+            secret = new_secret(key_id)
+            await con.execute(
+                INSERT_KEY,
+                key_id,
+                hash_key(secret),
+                principal_id,
+                space_id if scope == "tenant" else None,
+                scope,
+                name,
+            )
+            return CreatedKey(key_id, secret, scope, space_id)
+
+        return await in_transaction(self._pool, work)
+
+    async def revoke(self, key_id: uuid.UUID) -> bool:
+        """Revoke a key by id; False when no live key has that id."""
+        async with self._pool.acquire() as con:
+            status = await con.execute(
+                "UPDATE api_keys SET revoked_at = now() WHERE id = $1 AND revoked_at IS NULL",
+                key_id,
+            )
+        self._cache.clear()
+        return bool(status.endswith(" 1"))
+
+    async def list_keys(self) -> list[asyncpg.Record]:
+        """Every key's id, scope, space name and state (never a secret)."""
+        async with self._pool.acquire() as con:
+            return list(
+                await con.fetch(
+                    """
+                    SELECT k.id, k.scope, k.name, s.name AS space, k.created_at, k.revoked_at
+                    FROM api_keys k LEFT JOIN spaces s ON s.id = k.space_id
+                    ORDER BY k.created_at, k.id
+                    """
+                )
+            )
+
+    async def list_spaces(self) -> list[SpaceInfo]:
+        """Every space with its owner and session count."""
+        async with self._pool.acquire() as con:
+            rows = await con.fetch(
+                """
+                SELECT sp.id, sp.name, p.name AS principal,
+                       (SELECT count(*) FROM sessions s WHERE s.space_id = sp.id) AS sessions
+                FROM spaces sp JOIN principals p ON p.id = sp.principal_id
+                ORDER BY sp.created_at, sp.id
+                """
+            )
+        return [SpaceInfo(r["id"], r["name"], r["principal"], r["sessions"]) for r in rows]
+
+    async def delete_space(self, space: str) -> uuid.UUID | None:
+        """Erase a space (by name or id) and all its data; None when there is none."""
+
+        async def work(con: asyncpg.Connection) -> uuid.UUID | None:
+            try:
+                as_id: uuid.UUID | None = uuid.UUID(space)
+            except ValueError:
+                as_id = None
+            found: uuid.UUID | None = await con.fetchval(
+                "DELETE FROM spaces WHERE id = $1 OR name = $2 RETURNING id", as_id, space
+            )
+            return found
+
+        deleted = await in_transaction(self._pool, work)
+        self._cache.clear()
+        return deleted

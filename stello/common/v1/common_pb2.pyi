@@ -1,0 +1,195 @@
+import datetime
+
+from google.protobuf import struct_pb2 as _struct_pb2
+from google.protobuf import timestamp_pb2 as _timestamp_pb2
+from google.protobuf.internal import containers as _containers
+from google.protobuf.internal import enum_type_wrapper as _enum_type_wrapper
+from google.protobuf import descriptor as _descriptor
+from google.protobuf import message as _message
+from collections.abc import Iterable as _Iterable, Mapping as _Mapping
+from typing import ClassVar as _ClassVar, Optional as _Optional, Union as _Union
+
+DESCRIPTOR: _descriptor.FileDescriptor
+
+class SessionStatus(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
+    __slots__ = ()
+    SESSION_STATUS_UNSPECIFIED: _ClassVar[SessionStatus]
+    SESSION_STATUS_ACTIVE: _ClassVar[SessionStatus]
+    SESSION_STATUS_ARCHIVED: _ClassVar[SessionStatus]
+
+class RecordRole(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
+    __slots__ = ()
+    RECORD_ROLE_UNSPECIFIED: _ClassVar[RecordRole]
+    RECORD_ROLE_SYSTEM: _ClassVar[RecordRole]
+    RECORD_ROLE_USER: _ClassVar[RecordRole]
+    RECORD_ROLE_ASSISTANT: _ClassVar[RecordRole]
+    RECORD_ROLE_TOOL: _ClassVar[RecordRole]
+
+class ForkContext(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
+    __slots__ = ()
+    FORK_CONTEXT_UNSPECIFIED: _ClassVar[ForkContext]
+    FORK_CONTEXT_NONE: _ClassVar[ForkContext]
+    FORK_CONTEXT_INHERIT: _ClassVar[ForkContext]
+    FORK_CONTEXT_COMPRESS: _ClassVar[ForkContext]
+SESSION_STATUS_UNSPECIFIED: SessionStatus
+SESSION_STATUS_ACTIVE: SessionStatus
+SESSION_STATUS_ARCHIVED: SessionStatus
+RECORD_ROLE_UNSPECIFIED: RecordRole
+RECORD_ROLE_SYSTEM: RecordRole
+RECORD_ROLE_USER: RecordRole
+RECORD_ROLE_ASSISTANT: RecordRole
+RECORD_ROLE_TOOL: RecordRole
+FORK_CONTEXT_UNSPECIFIED: ForkContext
+FORK_CONTEXT_NONE: ForkContext
+FORK_CONTEXT_INHERIT: ForkContext
+FORK_CONTEXT_COMPRESS: ForkContext
+
+class SessionMeta(_message.Message):
+    __slots__ = ("id", "label", "status", "turn_count", "created_at", "updated_at", "last_active_at")
+    ID_FIELD_NUMBER: _ClassVar[int]
+    LABEL_FIELD_NUMBER: _ClassVar[int]
+    STATUS_FIELD_NUMBER: _ClassVar[int]
+    TURN_COUNT_FIELD_NUMBER: _ClassVar[int]
+    CREATED_AT_FIELD_NUMBER: _ClassVar[int]
+    UPDATED_AT_FIELD_NUMBER: _ClassVar[int]
+    LAST_ACTIVE_AT_FIELD_NUMBER: _ClassVar[int]
+    id: str
+    label: str
+    status: SessionStatus
+    turn_count: int
+    created_at: _timestamp_pb2.Timestamp
+    updated_at: _timestamp_pb2.Timestamp
+    last_active_at: _timestamp_pb2.Timestamp
+    def __init__(self, id: _Optional[str] = ..., label: _Optional[str] = ..., status: _Optional[_Union[SessionStatus, str]] = ..., turn_count: _Optional[int] = ..., created_at: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., updated_at: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., last_active_at: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ...) -> None: ...
+
+class TopologyNode(_message.Message):
+    __slots__ = ("id", "parent_id", "children", "refs", "depth", "index", "label", "source_session_id", "status")
+    ID_FIELD_NUMBER: _ClassVar[int]
+    PARENT_ID_FIELD_NUMBER: _ClassVar[int]
+    CHILDREN_FIELD_NUMBER: _ClassVar[int]
+    REFS_FIELD_NUMBER: _ClassVar[int]
+    DEPTH_FIELD_NUMBER: _ClassVar[int]
+    INDEX_FIELD_NUMBER: _ClassVar[int]
+    LABEL_FIELD_NUMBER: _ClassVar[int]
+    SOURCE_SESSION_ID_FIELD_NUMBER: _ClassVar[int]
+    STATUS_FIELD_NUMBER: _ClassVar[int]
+    id: str
+    parent_id: str
+    children: _containers.RepeatedScalarFieldContainer[str]
+    refs: _containers.RepeatedScalarFieldContainer[str]
+    depth: int
+    index: int
+    label: str
+    source_session_id: str
+    status: SessionStatus
+    def __init__(self, id: _Optional[str] = ..., parent_id: _Optional[str] = ..., children: _Optional[_Iterable[str]] = ..., refs: _Optional[_Iterable[str]] = ..., depth: _Optional[int] = ..., index: _Optional[int] = ..., label: _Optional[str] = ..., source_session_id: _Optional[str] = ..., status: _Optional[_Union[SessionStatus, str]] = ...) -> None: ...
+
+class TreeNode(_message.Message):
+    __slots__ = ("id", "parent_id", "depth", "index", "label", "status", "turn_count", "source_session_id")
+    ID_FIELD_NUMBER: _ClassVar[int]
+    PARENT_ID_FIELD_NUMBER: _ClassVar[int]
+    DEPTH_FIELD_NUMBER: _ClassVar[int]
+    INDEX_FIELD_NUMBER: _ClassVar[int]
+    LABEL_FIELD_NUMBER: _ClassVar[int]
+    STATUS_FIELD_NUMBER: _ClassVar[int]
+    TURN_COUNT_FIELD_NUMBER: _ClassVar[int]
+    SOURCE_SESSION_ID_FIELD_NUMBER: _ClassVar[int]
+    id: str
+    parent_id: str
+    depth: int
+    index: int
+    label: str
+    status: SessionStatus
+    turn_count: int
+    source_session_id: str
+    def __init__(self, id: _Optional[str] = ..., parent_id: _Optional[str] = ..., depth: _Optional[int] = ..., index: _Optional[int] = ..., label: _Optional[str] = ..., status: _Optional[_Union[SessionStatus, str]] = ..., turn_count: _Optional[int] = ..., source_session_id: _Optional[str] = ...) -> None: ...
+
+class SessionSummary(_message.Message):
+    __slots__ = ("id", "parent_id", "label", "status", "turn_count", "created_at", "updated_at", "last_active_at")
+    ID_FIELD_NUMBER: _ClassVar[int]
+    PARENT_ID_FIELD_NUMBER: _ClassVar[int]
+    LABEL_FIELD_NUMBER: _ClassVar[int]
+    STATUS_FIELD_NUMBER: _ClassVar[int]
+    TURN_COUNT_FIELD_NUMBER: _ClassVar[int]
+    CREATED_AT_FIELD_NUMBER: _ClassVar[int]
+    UPDATED_AT_FIELD_NUMBER: _ClassVar[int]
+    LAST_ACTIVE_AT_FIELD_NUMBER: _ClassVar[int]
+    id: str
+    parent_id: str
+    label: str
+    status: SessionStatus
+    turn_count: int
+    created_at: _timestamp_pb2.Timestamp
+    updated_at: _timestamp_pb2.Timestamp
+    last_active_at: _timestamp_pb2.Timestamp
+    def __init__(self, id: _Optional[str] = ..., parent_id: _Optional[str] = ..., label: _Optional[str] = ..., status: _Optional[_Union[SessionStatus, str]] = ..., turn_count: _Optional[int] = ..., created_at: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., updated_at: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., last_active_at: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ...) -> None: ...
+
+class ToolCall(_message.Message):
+    __slots__ = ("id", "name", "arguments_json")
+    ID_FIELD_NUMBER: _ClassVar[int]
+    NAME_FIELD_NUMBER: _ClassVar[int]
+    ARGUMENTS_JSON_FIELD_NUMBER: _ClassVar[int]
+    id: str
+    name: str
+    arguments_json: str
+    def __init__(self, id: _Optional[str] = ..., name: _Optional[str] = ..., arguments_json: _Optional[str] = ...) -> None: ...
+
+class Record(_message.Message):
+    __slots__ = ("seq", "role", "content", "tool_calls", "tool_call_id", "created_at", "metadata")
+    SEQ_FIELD_NUMBER: _ClassVar[int]
+    ROLE_FIELD_NUMBER: _ClassVar[int]
+    CONTENT_FIELD_NUMBER: _ClassVar[int]
+    TOOL_CALLS_FIELD_NUMBER: _ClassVar[int]
+    TOOL_CALL_ID_FIELD_NUMBER: _ClassVar[int]
+    CREATED_AT_FIELD_NUMBER: _ClassVar[int]
+    METADATA_FIELD_NUMBER: _ClassVar[int]
+    seq: int
+    role: RecordRole
+    content: str
+    tool_calls: _containers.RepeatedCompositeFieldContainer[ToolCall]
+    tool_call_id: str
+    created_at: _timestamp_pb2.Timestamp
+    metadata: _struct_pb2.Struct
+    def __init__(self, seq: _Optional[int] = ..., role: _Optional[_Union[RecordRole, str]] = ..., content: _Optional[str] = ..., tool_calls: _Optional[_Iterable[_Union[ToolCall, _Mapping]]] = ..., tool_call_id: _Optional[str] = ..., created_at: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., metadata: _Optional[_Union[_struct_pb2.Struct, _Mapping]] = ...) -> None: ...
+
+class SkillList(_message.Message):
+    __slots__ = ("names",)
+    NAMES_FIELD_NUMBER: _ClassVar[int]
+    names: _containers.RepeatedScalarFieldContainer[str]
+    def __init__(self, names: _Optional[_Iterable[str]] = ...) -> None: ...
+
+class SessionConfig(_message.Message):
+    __slots__ = ("system_prompt", "skills")
+    SYSTEM_PROMPT_FIELD_NUMBER: _ClassVar[int]
+    SKILLS_FIELD_NUMBER: _ClassVar[int]
+    system_prompt: str
+    skills: SkillList
+    def __init__(self, system_prompt: _Optional[str] = ..., skills: _Optional[_Union[SkillList, _Mapping]] = ...) -> None: ...
+
+class ToolDefinition(_message.Message):
+    __slots__ = ("name", "description", "parameters")
+    NAME_FIELD_NUMBER: _ClassVar[int]
+    DESCRIPTION_FIELD_NUMBER: _ClassVar[int]
+    PARAMETERS_FIELD_NUMBER: _ClassVar[int]
+    name: str
+    description: str
+    parameters: _struct_pb2.Struct
+    def __init__(self, name: _Optional[str] = ..., description: _Optional[str] = ..., parameters: _Optional[_Union[_struct_pb2.Struct, _Mapping]] = ...) -> None: ...
+
+class SessionDigest(_message.Message):
+    __slots__ = ("id", "parent_id", "label", "status", "turn_count", "memory", "insight")
+    ID_FIELD_NUMBER: _ClassVar[int]
+    PARENT_ID_FIELD_NUMBER: _ClassVar[int]
+    LABEL_FIELD_NUMBER: _ClassVar[int]
+    STATUS_FIELD_NUMBER: _ClassVar[int]
+    TURN_COUNT_FIELD_NUMBER: _ClassVar[int]
+    MEMORY_FIELD_NUMBER: _ClassVar[int]
+    INSIGHT_FIELD_NUMBER: _ClassVar[int]
+    id: str
+    parent_id: str
+    label: str
+    status: SessionStatus
+    turn_count: int
+    memory: str
+    insight: str
+    def __init__(self, id: _Optional[str] = ..., parent_id: _Optional[str] = ..., label: _Optional[str] = ..., status: _Optional[_Union[SessionStatus, str]] = ..., turn_count: _Optional[int] = ..., memory: _Optional[str] = ..., insight: _Optional[str] = ...) -> None: ...

@@ -1,0 +1,100 @@
+"""The asyncpg pool factory and the retrying transaction helper."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from collections.abc import AsyncIterator, Awaitable, Callable
+from contextlib import asynccontextmanager
+from typing import Any, TypeVar
+
+import asyncpg
+
+from stello.errors import Unavailable
+from stello.settings import StelloSettings
+
+T = TypeVar("T")
+
+RETRYABLE = (asyncpg.SerializationError, asyncpg.DeadlockDetectedError)
+MAX_ATTEMPTS = 5
+
+# Connection-level failures: the database is unreachable, not the request wrong.
+CONNECTION_ERRORS: tuple[type[BaseException], ...] = (
+    OSError,
+    asyncpg.CannotConnectNowError,
+    asyncpg.ConnectionDoesNotExistError,
+    asyncpg.InterfaceError,
+    asyncpg.PostgresConnectionError,
+    asyncpg.AdminShutdownError,
+    asyncpg.TooManyConnectionsError,
+    TimeoutError,
+)
+
+
+async def register_codecs(con: asyncpg.Connection) -> None:
+    """Decode json/jsonb columns to Python values once per connection."""
+    for name in ("json", "jsonb"):
+        await con.set_type_codec(
+            name, encoder=json.dumps, decoder=json.loads, schema="pg_catalog"
+        )
+
+
+@asynccontextmanager
+async def create_pool(
+    dsn: str, settings: StelloSettings | None = None
+) -> AsyncIterator[asyncpg.Pool]:
+    """Open a pool for `dsn`, sized and cached as `settings` say, and close it on exit.
+
+    The pool's reset query on release is a plain ``RESET ALL``-free no-op:
+    we keep no session state in connections (PgBouncer transaction mode works),
+    and the default reset costs more than the insert itself (DESIGN §9).
+    """
+    settings = settings or StelloSettings()
+    pool = await asyncpg.create_pool(
+        dsn,
+        min_size=min(settings.db_pool_min_size, settings.db_pool_max_size),
+        max_size=settings.db_pool_max_size,
+        statement_cache_size=settings.db_statement_cache_size,
+        init=register_codecs,
+        reset=_no_reset,
+    )
+    try:
+        yield pool
+    finally:
+        await asyncio.wait_for(pool.close(), timeout=10)
+
+
+async def _no_reset(con: asyncpg.Connection) -> None:
+    """Skip asyncpg's per-release reset: transactions always end before release."""
+
+
+async def in_transaction(
+    pool: asyncpg.Pool,
+    work: Callable[[asyncpg.Connection], Awaitable[T]],
+    *,
+    isolation: str = "read_committed",
+) -> T:
+    """Run `work` in one transaction, retried on serialization failure or deadlock.
+
+    Connection failures surface as `Unavailable` so callers answer UNAVAILABLE.
+    """
+    for attempt in range(1, MAX_ATTEMPTS + 1):
+        try:
+            async with pool.acquire() as con, con.transaction(isolation=isolation):
+                return await work(con)
+        except RETRYABLE:
+            if attempt == MAX_ATTEMPTS:
+                raise
+            await asyncio.sleep(0.005 * attempt)
+        except CONNECTION_ERRORS as exc:
+            raise Unavailable(f"database unavailable: {exc.__class__.__name__}") from exc
+    raise AssertionError("unreachable")
+
+
+async def fetch(pool: asyncpg.Pool, query: str, *args: Any) -> list[asyncpg.Record]:
+    """Run a read-only query outside an explicit transaction."""
+    try:
+        async with pool.acquire() as con:
+            return list(await con.fetch(query, *args))
+    except CONNECTION_ERRORS as exc:
+        raise Unavailable(f"database unavailable: {exc.__class__.__name__}") from exc

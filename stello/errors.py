@@ -1,0 +1,256 @@
+"""Domain errors and their one mapping to gRPC status.
+
+The tree::
+
+    StelloError
+    ├── InvalidArgument        (INVALID_ARGUMENT, google.rpc.BadRequest)
+    ├── NotFound               (NOT_FOUND)
+    ├── AlreadyExists          (ALREADY_EXISTS)
+    ├── FailedPrecondition     (FAILED_PRECONDITION, PreconditionFailure)
+    ├── Aborted                (ABORTED)
+    ├── Unauthenticated        (UNAUTHENTICATED)
+    ├── PermissionDenied       (PERMISSION_DENIED)
+    ├── ResourceExhausted      (RESOURCE_EXHAUSTED)
+    ├── DeadlineExceeded       (DEADLINE_EXCEEDED)
+    ├── Cancelled              (CANCELLED)
+    └── Unavailable            (UNAVAILABLE)
+
+Every error may carry a stable ``reason`` (sent as google.rpc.ErrorInfo).
+Servers translate with `to_rpc_status`; clients translate back with
+`from_rpc_error`. Unmapped exceptions propagate untouched.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+
+import grpc
+from google.protobuf import any_pb2
+from google.rpc import error_details_pb2, status_pb2
+from grpc_status import rpc_status
+
+DOMAIN = "stello.dev"
+
+
+@dataclass(frozen=True, slots=True)
+class FieldViolation:
+    """One bad field of a request: its path and what is wrong with it."""
+
+    field: str
+    description: str
+
+
+class StelloError(Exception):
+    """Base of every error Stello maps to a gRPC status."""
+
+    code: grpc.StatusCode = grpc.StatusCode.UNKNOWN
+
+    def __init__(
+        self,
+        message: str,
+        *,
+        reason: str | None = None,
+        metadata: dict[str, str] | None = None,
+    ) -> None:
+        super().__init__(message)
+        self.message = message
+        self.reason = reason
+        self.metadata = dict(metadata or {})
+
+
+class InvalidArgument(StelloError):
+    """Raised when a request is malformed; lists the bad fields."""
+
+    code = grpc.StatusCode.INVALID_ARGUMENT
+
+    def __init__(
+        self,
+        message: str,
+        violations: Sequence[FieldViolation] = (),
+        *,
+        reason: str | None = None,
+    ) -> None:
+        super().__init__(message, reason=reason)
+        self.violations = tuple(violations)
+
+    @classmethod
+    def field(cls, name: str, description: str) -> InvalidArgument:
+        """An error about one field, with its message saying which."""
+        return cls(f"{name}: {description}", [FieldViolation(name, description)])
+
+
+class NotFound(StelloError):
+    """Raised when a session, space or key does not exist for the caller."""
+
+    code = grpc.StatusCode.NOT_FOUND
+
+
+class AlreadyExists(StelloError):
+    """Raised when a request_id is reused with a different request, or a name is taken."""
+
+    code = grpc.StatusCode.ALREADY_EXISTS
+
+
+class FailedPrecondition(StelloError):
+    """Raised when the system is not in a state that allows the operation."""
+
+    code = grpc.StatusCode.FAILED_PRECONDITION
+
+
+class Aborted(StelloError):
+    """Raised on a concurrency conflict (turn lease taken, precondition failed)."""
+
+    code = grpc.StatusCode.ABORTED
+
+
+class Unauthenticated(StelloError):
+    """Raised when the API key is missing, unknown or revoked."""
+
+    code = grpc.StatusCode.UNAUTHENTICATED
+
+
+class PermissionDenied(StelloError):
+    """Raised when a valid key lacks the scope an RPC needs."""
+
+    code = grpc.StatusCode.PERMISSION_DENIED
+
+
+class ResourceExhausted(StelloError):
+    """Raised when a limit is hit (message size, rate limit upstream)."""
+
+    code = grpc.StatusCode.RESOURCE_EXHAUSTED
+
+
+class DeadlineExceeded(StelloError):
+    """Raised when an upstream call ran past its deadline."""
+
+    code = grpc.StatusCode.DEADLINE_EXCEEDED
+
+
+class Cancelled(StelloError):
+    """Raised when the caller went away."""
+
+    code = grpc.StatusCode.CANCELLED
+
+
+class Unavailable(StelloError):
+    """Raised when a dependency (database, service, LLM endpoint) cannot be reached."""
+
+    code = grpc.StatusCode.UNAVAILABLE
+
+
+_BY_CODE: dict[grpc.StatusCode, type[StelloError]] = {
+    cls.code: cls
+    for cls in (
+        InvalidArgument,
+        NotFound,
+        AlreadyExists,
+        FailedPrecondition,
+        Aborted,
+        Unauthenticated,
+        PermissionDenied,
+        ResourceExhausted,
+        DeadlineExceeded,
+        Cancelled,
+        Unavailable,
+    )
+}
+
+
+def _pack(message: object) -> any_pb2.Any:
+    packed = any_pb2.Any()
+    packed.Pack(message)  # type: ignore[arg-type]
+    return packed
+
+
+def to_rpc_status(error: StelloError) -> status_pb2.Status:
+    """Build the google.rpc.Status (with details) that carries `error` on the wire."""
+    details = []
+    if isinstance(error, InvalidArgument) and error.violations:
+        bad_request = error_details_pb2.BadRequest(
+            field_violations=[
+                error_details_pb2.BadRequest.FieldViolation(field=v.field, description=v.description)
+                for v in error.violations
+            ]
+        )
+        details.append(_pack(bad_request))
+    if isinstance(error, FailedPrecondition) and error.reason:
+        failure = error_details_pb2.PreconditionFailure(
+            violations=[
+                error_details_pb2.PreconditionFailure.Violation(
+                    type=error.reason, subject=error.metadata.get("subject", ""),
+                    description=error.message,
+                )
+            ]
+        )
+        details.append(_pack(failure))
+    if error.reason:
+        info = error_details_pb2.ErrorInfo(
+            reason=error.reason, domain=DOMAIN, metadata=error.metadata
+        )
+        details.append(_pack(info))
+    return status_pb2.Status(
+        code=error.code.value[0], message=error.message, details=details
+    )
+
+
+async def abort_with(context: grpc.aio.ServicerContext, error: StelloError) -> None:
+    """Abort the current RPC with `error`'s status and rich details."""
+    await context.abort_with_status(rpc_status.to_status(to_rpc_status(error)))
+
+
+def error_info_reason(error: grpc.RpcError) -> str | None:
+    """The ErrorInfo reason carried by an RPC error, if any."""
+    status = rpc_status.from_call(error)  # type: ignore[arg-type]
+    if status is None:
+        return None
+    for detail in status.details:
+        if detail.Is(error_details_pb2.ErrorInfo.DESCRIPTOR):
+            info = error_details_pb2.ErrorInfo()
+            detail.Unpack(info)
+            return str(info.reason)
+    return None
+
+
+def field_violations(error: grpc.RpcError) -> list[FieldViolation]:
+    """The BadRequest field violations carried by an RPC error."""
+    status = rpc_status.from_call(error)  # type: ignore[arg-type]
+    found: list[FieldViolation] = []
+    if status is None:
+        return found
+    for detail in status.details:
+        if detail.Is(error_details_pb2.BadRequest.DESCRIPTOR):
+            bad = error_details_pb2.BadRequest()
+            detail.Unpack(bad)
+            found.extend(FieldViolation(v.field, v.description) for v in bad.field_violations)
+    return found
+
+
+def from_rpc_error(error: grpc.aio.AioRpcError) -> StelloError | grpc.aio.AioRpcError:
+    """Turn a client-side RPC error back into the domain error it carries."""
+    cls = _BY_CODE.get(error.code())
+    if cls is None:
+        return error
+    message = error.details() or error.code().name
+    if cls is InvalidArgument:
+        return InvalidArgument(message, field_violations(error), reason=error_info_reason(error))
+    return cls(message, reason=error_info_reason(error))
+
+
+@dataclass(slots=True)
+class Violations:
+    """Collects field violations while validating a request, then raises once."""
+
+    items: list[FieldViolation] = field(default_factory=list)
+
+    def add(self, name: str, description: str) -> None:
+        """Record that field `name` is wrong, and why."""
+        self.items.append(FieldViolation(name, description))
+
+    def raise_if_any(self) -> None:
+        """Raise InvalidArgument naming every recorded violation."""
+        if self.items:
+            summary = "; ".join(f"{v.field}: {v.description}" for v in self.items)
+            raise InvalidArgument(f"invalid request: {summary}", self.items)
+

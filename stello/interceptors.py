@@ -1,0 +1,254 @@
+"""Server interceptors: request ids and logging, error mapping, auth and tenancy.
+
+Passed to ``grpc.aio.server(interceptors=[...])`` in this order (outermost
+first): `RequestIdInterceptor`, `ErrorInterceptor`, `AuthInterceptor`. Each
+wraps the method handler's behaviour, so the auth check sees the decoded
+request (its ``space_id``) and every domain error raised anywhere below is
+turned into a status in one place.
+"""
+
+from __future__ import annotations
+
+import contextvars
+import logging
+import time
+import uuid
+from collections.abc import AsyncIterator, Awaitable, Callable
+from typing import Any
+
+import grpc
+
+from stello.auth import KeyStore, Principal
+from stello.db import CONNECTION_ERRORS
+from stello.errors import (
+    InvalidArgument,
+    NotFound,
+    PermissionDenied,
+    StelloError,
+    Unauthenticated,
+    Unavailable,
+    abort_with,
+)
+
+log = logging.getLogger("stello.rpc")
+
+request_id_var: contextvars.ContextVar[str] = contextvars.ContextVar("request_id", default="-")
+principal_var: contextvars.ContextVar[Principal | None] = contextvars.ContextVar(
+    "principal", default=None
+)
+api_key_var: contextvars.ContextVar[str | None] = contextvars.ContextVar("api_key", default=None)
+
+PUBLIC_PREFIXES = ("/grpc.health.v1.Health/", "/grpc.reflection.")
+
+Behavior = Callable[[Any, grpc.aio.ServicerContext], Any]
+Decorator = Callable[[Behavior, str, bool], Behavior]
+
+
+def current_principal() -> Principal:
+    """The authenticated caller of the current RPC."""
+    principal = principal_var.get()
+    if principal is None:
+        raise Unauthenticated("no authenticated principal in this context")
+    return principal
+
+
+def _wrap(handler: grpc.RpcMethodHandler, method: str, decorate: Decorator) -> Any:
+    """Rebuild `handler` with its unary or server-streaming behaviour decorated."""
+    if handler.unary_unary is not None:
+        return grpc.unary_unary_rpc_method_handler(
+            decorate(handler.unary_unary, method, False),
+            request_deserializer=handler.request_deserializer,
+            response_serializer=handler.response_serializer,
+        )
+    if handler.unary_stream is not None:
+        return grpc.unary_stream_rpc_method_handler(
+            decorate(handler.unary_stream, method, True),
+            request_deserializer=handler.request_deserializer,
+            response_serializer=handler.response_serializer,
+        )
+    return handler  # client/bidi streaming: not used by our APIs
+
+
+def _around(before: Callable[[Any, grpc.aio.ServicerContext, str], Awaitable[None]]) -> Decorator:
+    """A decorator that awaits `before(request, context, method)` ahead of the behaviour."""
+
+    def decorate(behavior: Behavior, method: str, streaming: bool) -> Behavior:
+        if streaming:
+
+            async def stream(request: Any, context: grpc.aio.ServicerContext) -> AsyncIterator[Any]:
+                await before(request, context, method)
+                async for item in behavior(request, context):
+                    yield item
+
+            return stream
+
+        async def unary(request: Any, context: grpc.aio.ServicerContext) -> Any:
+            await before(request, context, method)
+            return await behavior(request, context)
+
+        return unary
+
+    return decorate
+
+
+class RequestIdInterceptor(grpc.aio.ServerInterceptor):
+    """Gives each call a request id (``x-request-id`` or a new one) and logs its outcome."""
+
+    async def intercept_service(
+        self,
+        continuation: Callable[[grpc.HandlerCallDetails], Awaitable[grpc.RpcMethodHandler]],
+        handler_call_details: grpc.HandlerCallDetails,
+    ) -> grpc.RpcMethodHandler:
+        handler = await continuation(handler_call_details)
+        if handler is None:
+            return handler
+        metadata = dict(handler_call_details.invocation_metadata or ())
+        incoming = str(metadata.get("x-request-id") or "")
+
+        def decorate(behavior: Behavior, method: str, streaming: bool) -> Behavior:
+            async def start(request: Any, context: grpc.aio.ServicerContext, _: str) -> None:
+                request_id_var.set(incoming or uuid.uuid4().hex)
+
+            inner = _around(start)(behavior, method, streaming)
+            if streaming:
+
+                async def stream(request: Any, context: grpc.aio.ServicerContext) -> Any:
+                    began = time.perf_counter()
+                    try:
+                        async for item in inner(request, context):
+                            yield item
+                    finally:
+                        _log_call(method, context, began)
+
+                return stream
+
+            async def unary(request: Any, context: grpc.aio.ServicerContext) -> Any:
+                began = time.perf_counter()
+                try:
+                    return await inner(request, context)
+                finally:
+                    _log_call(method, context, began)
+
+            return unary
+
+        return _wrap(handler, handler_call_details.method, decorate)
+
+
+def _log_call(method: str, context: grpc.aio.ServicerContext, began: float) -> None:
+    code = context.code() or grpc.StatusCode.OK
+    name = code.name if isinstance(code, grpc.StatusCode) else str(code)
+    log.info(
+        "rpc %s %s %.1fms",
+        method,
+        name,
+        (time.perf_counter() - began) * 1000,
+        extra={"request_id": request_id_var.get()},
+    )
+
+
+class ErrorInterceptor(grpc.aio.ServerInterceptor):
+    """Maps domain errors (and an unreachable database) to gRPC status with details."""
+
+    async def intercept_service(
+        self,
+        continuation: Callable[[grpc.HandlerCallDetails], Awaitable[grpc.RpcMethodHandler]],
+        handler_call_details: grpc.HandlerCallDetails,
+    ) -> grpc.RpcMethodHandler:
+        handler = await continuation(handler_call_details)
+        if handler is None:
+            return handler
+        return _wrap(handler, handler_call_details.method, _map_errors)
+
+
+def _domain_error(exc: BaseException) -> StelloError | None:
+    if isinstance(exc, StelloError):
+        return exc
+    if isinstance(exc, CONNECTION_ERRORS):
+        return Unavailable(f"database unavailable: {exc.__class__.__name__}")
+    return None
+
+
+def _map_errors(behavior: Behavior, method: str, streaming: bool) -> Behavior:
+    if streaming:
+
+        async def stream(request: Any, context: grpc.aio.ServicerContext) -> Any:
+            try:
+                async for item in behavior(request, context):
+                    yield item
+            except Exception as exc:
+                error = _domain_error(exc)
+                if error is None:
+                    raise
+                await abort_with(context, error)
+
+        return stream
+
+    async def unary(request: Any, context: grpc.aio.ServicerContext) -> Any:
+        try:
+            return await behavior(request, context)
+        except Exception as exc:
+            error = _domain_error(exc)
+            if error is None:
+                raise
+            await abort_with(context, error)
+
+    return unary
+
+
+class AuthInterceptor(grpc.aio.ServerInterceptor):
+    """Requires ``authorization: Bearer <key>``; enforces scopes and the caller's spaces.
+
+    A request whose ``space_id`` is not the key's space answers NOT_FOUND, as if
+    the space did not exist: existence must not leak across tenants.
+    """
+
+    def __init__(self, keys: KeyStore, admin_methods: frozenset[str] = frozenset()) -> None:
+        self._keys = keys
+        self._admin_methods = admin_methods
+
+    async def intercept_service(
+        self,
+        continuation: Callable[[grpc.HandlerCallDetails], Awaitable[grpc.RpcMethodHandler]],
+        handler_call_details: grpc.HandlerCallDetails,
+    ) -> grpc.RpcMethodHandler:
+        handler = await continuation(handler_call_details)
+        method = handler_call_details.method
+        if handler is None or method.startswith(PUBLIC_PREFIXES):
+            return handler
+        metadata = dict(handler_call_details.invocation_metadata or ())
+        header = str(metadata.get("authorization") or "")
+
+        async def check(request: Any, context: grpc.aio.ServicerContext, name: str) -> None:
+            principal = await self._authenticate(header)
+            if name in self._admin_methods and not principal.is_admin:
+                raise PermissionDenied(f"{name} needs an admin-scope key")
+            self._check_space(request, principal)
+            principal_var.set(principal)
+            api_key_var.set(header.partition(" ")[2].strip())
+
+        return _wrap(handler, method, _around(check))
+
+    async def _authenticate(self, header: str) -> Principal:
+        scheme, _, secret = header.partition(" ")
+        if not header:
+            raise Unauthenticated("missing authorization metadata: send 'authorization: Bearer <key>'")
+        if scheme.lower() != "bearer" or not secret.strip():
+            raise Unauthenticated("authorization must be 'Bearer <key>'")
+        principal = await self._keys.resolve(secret.strip())
+        if principal is None:
+            raise Unauthenticated("unknown or revoked API key")
+        return principal
+
+    @staticmethod
+    def _check_space(request: Any, principal: Principal) -> None:
+        descriptor = getattr(request, "DESCRIPTOR", None)
+        if descriptor is None or "space_id" not in descriptor.fields_by_name:
+            return
+        raw = request.space_id
+        try:
+            space_id = uuid.UUID(raw)
+        except ValueError:
+            description = "is required" if not raw else f"must be a UUID, got {raw[:64]!r}"
+            raise InvalidArgument.field("space_id", description) from None
+        if not principal.may_access(space_id):
+            raise NotFound(f"space {raw} not found")

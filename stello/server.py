@@ -1,0 +1,175 @@
+"""The server factory every service uses: interceptors, health, reflection, limits.
+
+`create_server(app, address)` builds and binds a server without starting it
+(tests call it with port 0); `serve(app, address)` runs one until SIGTERM or
+SIGINT, then shuts down gracefully: health NOT_SERVING, stop accepting, let
+in-flight calls finish within the grace period.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import signal
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import asyncpg
+import grpc
+from grpc_health.v1 import health, health_pb2, health_pb2_grpc
+from grpc_reflection.v1alpha import reflection
+
+from stello.auth import KeyStore
+from stello.interceptors import AuthInterceptor, ErrorInterceptor, RequestIdInterceptor
+from stello.settings import StelloSettings
+
+log = logging.getLogger(__name__)
+
+SERVING = health_pb2.HealthCheckResponse.SERVING
+NOT_SERVING = health_pb2.HealthCheckResponse.NOT_SERVING
+
+
+@dataclass(slots=True)
+class ServiceApp:
+    """What a service hands the factory: its gRPC services and its collaborators."""
+
+    name: str
+    service_names: tuple[str, ...]
+    register: Callable[[grpc.aio.Server], None]
+    pool: asyncpg.Pool
+    keys: KeyStore
+    settings: StelloSettings
+    admin_methods: frozenset[str] = frozenset()
+    monitor: HealthMonitor | None = field(default=None)
+
+
+class HealthMonitor:
+    """Keeps grpc health in step with the database: SERVING only while a ping succeeds."""
+
+    def __init__(
+        self,
+        servicer: health.aio.HealthServicer,
+        services: tuple[str, ...],
+        pool: asyncpg.Pool,
+        interval_s: float,
+    ) -> None:
+        self._servicer = servicer
+        self._services = ("", *services)
+        self._pool = pool
+        self._interval = interval_s
+        self._task: asyncio.Task[None] | None = None
+        self.serving: bool | None = None
+
+    def start(self) -> None:
+        """Begin pinging in the background."""
+        if self._task is None:
+            self._task = asyncio.create_task(self._run(), name="stello-health")
+
+    async def stop(self) -> None:
+        """Stop pinging and report NOT_SERVING (shutdown)."""
+        if self._task is not None:
+            self._task.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await self._task
+            self._task = None
+        await self._servicer.enter_graceful_shutdown()
+
+    async def check_once(self) -> bool:
+        """Ping the database now and publish the result."""
+        ok = await self._ping()
+        if ok != self.serving:
+            self.serving = ok
+            for name in self._services:
+                await self._servicer.set(name, SERVING if ok else NOT_SERVING)
+            log.log(logging.INFO if ok else logging.WARNING, "database %s", "up" if ok else "down")
+        return ok
+
+    async def _ping(self) -> bool:
+        try:
+            async with asyncio.timeout(max(self._interval, 1.0)):
+                async with self._pool.acquire() as con:
+                    await con.fetchval("SELECT 1")
+        except Exception:  # any failure means "not ready"
+            return False
+        return True
+
+    async def _run(self) -> None:
+        while True:
+            await self.check_once()
+            await asyncio.sleep(self._interval)
+
+
+def _channel_limits(settings: StelloSettings) -> list[tuple[str, int]]:
+    return [
+        ("grpc.max_send_message_length", settings.max_message_bytes),
+        ("grpc.max_receive_message_length", settings.max_message_bytes),
+    ]
+
+
+def _bind(server: grpc.aio.Server, address: str, settings: StelloSettings) -> int:
+    if not settings.tls_cert_file:
+        return server.add_insecure_port(address)
+    cert = Path(settings.tls_cert_file).read_bytes()
+    key = Path(settings.tls_key_file or "").read_bytes()
+    client_ca = Path(settings.tls_client_ca_file).read_bytes() if settings.tls_client_ca_file else None
+    credentials = grpc.ssl_server_credentials(
+        [(key, cert)], root_certificates=client_ca, require_client_auth=client_ca is not None
+    )
+    return server.add_secure_port(address, credentials)
+
+
+async def create_server(app: ServiceApp, address: str) -> tuple[grpc.aio.Server, int]:
+    """Build a server for `app` bound to `address`; return it (not started) and its port."""
+    server = grpc.aio.server(
+        interceptors=[
+            RequestIdInterceptor(),
+            ErrorInterceptor(),
+            AuthInterceptor(app.keys, app.admin_methods),
+        ],
+        options=_channel_limits(app.settings),
+    )
+    app.register(server)
+    servicer = health.aio.HealthServicer()
+    health_pb2_grpc.add_HealthServicer_to_server(servicer, server)
+    reflection.enable_server_reflection(
+        (*app.service_names, health_pb2.DESCRIPTOR.services_by_name["Health"].full_name,
+         reflection.SERVICE_NAME),
+        server,
+    )
+    port = _bind(server, address, app.settings)
+    if port == 0:
+        raise OSError(f"could not bind {address}")
+    app.monitor = HealthMonitor(
+        servicer, app.service_names, app.pool, app.settings.health_interval_s
+    )
+    await app.monitor.check_once()
+    app.monitor.start()
+    return server, port
+
+
+async def shutdown(app: ServiceApp, server: grpc.aio.Server, grace_s: float) -> None:
+    """Graceful stop: NOT_SERVING, refuse new calls, drain in-flight ones."""
+    if app.monitor is not None:
+        await app.monitor.stop()
+    await server.stop(grace_s)
+
+
+async def serve(app: ServiceApp, address: str, on_ready: Callable[[int], None] | None = None) -> None:
+    """Run `app` on `address` until SIGTERM/SIGINT, then shut down gracefully."""
+    server, port = await create_server(app, address)
+    await server.start()
+    if on_ready is not None:
+        on_ready(port)
+    log.info("%s listening on port %d", app.name, port)
+    stop = asyncio.Event()
+    loop = asyncio.get_running_loop()
+    for signum in (signal.SIGTERM, signal.SIGINT):
+        loop.add_signal_handler(signum, stop.set)
+    try:
+        await stop.wait()
+    finally:
+        for signum in (signal.SIGTERM, signal.SIGINT):
+            loop.remove_signal_handler(signum)
+        await shutdown(app, server, app.settings.shutdown_grace_s)

@@ -1,0 +1,90 @@
+"""Settings shared by every Stello process (pydantic-settings, STELLO_ prefix).
+
+Each service subclasses `StelloSettings` with its own prefix for its own
+fields. Settings are built once in ``main()`` and passed down; never at import.
+"""
+
+from __future__ import annotations
+
+from typing import Literal
+
+from pydantic import Field, SecretStr, field_validator
+from pydantic_settings import BaseSettings, SettingsConfigDict
+
+LLMProvider = Literal["echo", "openai", "anthropic"]
+
+MIB = 1024 * 1024
+
+
+def check_database_url(value: str | None) -> str | None:
+    """Validate a PostgreSQL URL the way asyncpg will read it (socket forms included)."""
+    if value is None or value == "":
+        return None
+    from asyncpg.connect_utils import _parse_connect_dsn_and_args
+
+    if not value.startswith(("postgres://", "postgresql://")):
+        raise ValueError(
+            "database URL must start with postgresql:// "
+            "(e.g. postgresql://user@localhost/db or postgresql://user@/db?host=/run/dir)"
+        )
+    try:
+        _parse_connect_dsn_and_args(
+            dsn=value,
+            host=None,
+            port=None,
+            user=None,
+            password=None,
+            passfile=None,
+            database=None,
+            ssl=None,
+            direct_tls=None,
+            server_settings=None,
+            target_session_attrs=None,
+            krbsrvname=None,
+            gsslib=None,
+            service=None,
+            servicefile=None,
+        )
+    except Exception as exc:  # asyncpg raises several types for a bad DSN
+        raise ValueError(f"invalid database URL: {exc}") from exc
+    return value
+
+
+class StelloSettings(BaseSettings):
+    """Variables every service reads (DESIGN §1)."""
+
+    model_config = SettingsConfigDict(env_prefix="STELLO_", env_ignore_empty=True, extra="ignore")
+
+    database_url: str | None = Field(
+        default=None,
+        description="PostgreSQL URL; unset = the embedded server (stello[local]).",
+    )
+    data_dir: str | None = Field(
+        default=None, description="Where the embedded PostgreSQL keeps its data."
+    )
+    llm_provider: LLMProvider = "echo"
+    openai_base_url: str | None = None
+    openai_api_key: SecretStr | None = None
+    openai_model: str = "gpt-4o-mini"
+    anthropic_base_url: str | None = None
+    anthropic_api_key: SecretStr | None = None
+    anthropic_model: str = "claude-sonnet-4-5"
+    max_message_bytes: int = Field(default=64 * MIB, ge=1024, le=2**31 - 1)
+    auth_cache_ttl_s: float = Field(default=5.0, ge=0)
+    db_pool_min_size: int = Field(default=2, ge=0)
+    db_pool_max_size: int = Field(default=20, ge=1)
+    db_statement_cache_size: int = Field(
+        default=1024, ge=0, description="0 for PgBouncer in transaction mode."
+    )
+    health_interval_s: float = Field(default=2.0, gt=0)
+    shutdown_grace_s: float = Field(default=10.0, ge=0)
+    tls_cert_file: str | None = Field(default=None, description="PEM certificate: serve TLS.")
+    tls_key_file: str | None = None
+    tls_client_ca_file: str | None = Field(
+        default=None, description="PEM CA bundle: require client certificates (mutual TLS)."
+    )
+
+    @field_validator("database_url")
+    @classmethod
+    def _database_url(cls, value: str | None) -> str | None:
+        return check_database_url(value)

@@ -1,0 +1,528 @@
+import datetime
+
+from google.protobuf import timestamp_pb2 as _timestamp_pb2
+from stello.common.v1 import common_pb2 as _common_pb2
+from google.protobuf.internal import containers as _containers
+from google.protobuf import descriptor as _descriptor
+from google.protobuf import message as _message
+from collections.abc import Iterable as _Iterable, Mapping as _Mapping
+from typing import ClassVar as _ClassVar, Optional as _Optional, Union as _Union
+
+DESCRIPTOR: _descriptor.FileDescriptor
+
+class GetSessionRequest(_message.Message):
+    __slots__ = ("space_id", "session_id")
+    SPACE_ID_FIELD_NUMBER: _ClassVar[int]
+    SESSION_ID_FIELD_NUMBER: _ClassVar[int]
+    space_id: str
+    session_id: str
+    def __init__(self, space_id: _Optional[str] = ..., session_id: _Optional[str] = ...) -> None: ...
+
+class GetSessionResponse(_message.Message):
+    __slots__ = ("session",)
+    SESSION_FIELD_NUMBER: _ClassVar[int]
+    session: _common_pb2.SessionMeta
+    def __init__(self, session: _Optional[_Union[_common_pb2.SessionMeta, _Mapping]] = ...) -> None: ...
+
+class PutSessionRequest(_message.Message):
+    __slots__ = ("space_id", "session")
+    SPACE_ID_FIELD_NUMBER: _ClassVar[int]
+    SESSION_FIELD_NUMBER: _ClassVar[int]
+    space_id: str
+    session: _common_pb2.SessionMeta
+    def __init__(self, space_id: _Optional[str] = ..., session: _Optional[_Union[_common_pb2.SessionMeta, _Mapping]] = ...) -> None: ...
+
+class PutSessionResponse(_message.Message):
+    __slots__ = ("session",)
+    SESSION_FIELD_NUMBER: _ClassVar[int]
+    session: _common_pb2.SessionMeta
+    def __init__(self, session: _Optional[_Union[_common_pb2.SessionMeta, _Mapping]] = ...) -> None: ...
+
+class ListSessionsRequest(_message.Message):
+    __slots__ = ("space_id", "status", "page_size", "page_token")
+    SPACE_ID_FIELD_NUMBER: _ClassVar[int]
+    STATUS_FIELD_NUMBER: _ClassVar[int]
+    PAGE_SIZE_FIELD_NUMBER: _ClassVar[int]
+    PAGE_TOKEN_FIELD_NUMBER: _ClassVar[int]
+    space_id: str
+    status: _common_pb2.SessionStatus
+    page_size: int
+    page_token: str
+    def __init__(self, space_id: _Optional[str] = ..., status: _Optional[_Union[_common_pb2.SessionStatus, str]] = ..., page_size: _Optional[int] = ..., page_token: _Optional[str] = ...) -> None: ...
+
+class ListSessionsResponse(_message.Message):
+    __slots__ = ("sessions", "next_page_token")
+    SESSIONS_FIELD_NUMBER: _ClassVar[int]
+    NEXT_PAGE_TOKEN_FIELD_NUMBER: _ClassVar[int]
+    sessions: _containers.RepeatedCompositeFieldContainer[_common_pb2.SessionMeta]
+    next_page_token: str
+    def __init__(self, sessions: _Optional[_Iterable[_Union[_common_pb2.SessionMeta, _Mapping]]] = ..., next_page_token: _Optional[str] = ...) -> None: ...
+
+class AppendRecordsRequest(_message.Message):
+    __slots__ = ("space_id", "session_id", "records", "request_id")
+    SPACE_ID_FIELD_NUMBER: _ClassVar[int]
+    SESSION_ID_FIELD_NUMBER: _ClassVar[int]
+    RECORDS_FIELD_NUMBER: _ClassVar[int]
+    REQUEST_ID_FIELD_NUMBER: _ClassVar[int]
+    space_id: str
+    session_id: str
+    records: _containers.RepeatedCompositeFieldContainer[_common_pb2.Record]
+    request_id: str
+    def __init__(self, space_id: _Optional[str] = ..., session_id: _Optional[str] = ..., records: _Optional[_Iterable[_Union[_common_pb2.Record, _Mapping]]] = ..., request_id: _Optional[str] = ...) -> None: ...
+
+class AppendRecordsResponse(_message.Message):
+    __slots__ = ("records",)
+    RECORDS_FIELD_NUMBER: _ClassVar[int]
+    records: _containers.RepeatedCompositeFieldContainer[_common_pb2.Record]
+    def __init__(self, records: _Optional[_Iterable[_Union[_common_pb2.Record, _Mapping]]] = ...) -> None: ...
+
+class ListRecordsRequest(_message.Message):
+    __slots__ = ("space_id", "session_id", "limit", "offset", "role", "after_seq", "before_seq", "newest_first")
+    SPACE_ID_FIELD_NUMBER: _ClassVar[int]
+    SESSION_ID_FIELD_NUMBER: _ClassVar[int]
+    LIMIT_FIELD_NUMBER: _ClassVar[int]
+    OFFSET_FIELD_NUMBER: _ClassVar[int]
+    ROLE_FIELD_NUMBER: _ClassVar[int]
+    AFTER_SEQ_FIELD_NUMBER: _ClassVar[int]
+    BEFORE_SEQ_FIELD_NUMBER: _ClassVar[int]
+    NEWEST_FIRST_FIELD_NUMBER: _ClassVar[int]
+    space_id: str
+    session_id: str
+    limit: int
+    offset: int
+    role: _common_pb2.RecordRole
+    after_seq: int
+    before_seq: int
+    newest_first: bool
+    def __init__(self, space_id: _Optional[str] = ..., session_id: _Optional[str] = ..., limit: _Optional[int] = ..., offset: _Optional[int] = ..., role: _Optional[_Union[_common_pb2.RecordRole, str]] = ..., after_seq: _Optional[int] = ..., before_seq: _Optional[int] = ..., newest_first: _Optional[bool] = ...) -> None: ...
+
+class ListRecordsResponse(_message.Message):
+    __slots__ = ("records",)
+    RECORDS_FIELD_NUMBER: _ClassVar[int]
+    records: _containers.RepeatedCompositeFieldContainer[_common_pb2.Record]
+    def __init__(self, records: _Optional[_Iterable[_Union[_common_pb2.Record, _Mapping]]] = ...) -> None: ...
+
+class TrimRecordsRequest(_message.Message):
+    __slots__ = ("space_id", "session_id", "keep_recent")
+    SPACE_ID_FIELD_NUMBER: _ClassVar[int]
+    SESSION_ID_FIELD_NUMBER: _ClassVar[int]
+    KEEP_RECENT_FIELD_NUMBER: _ClassVar[int]
+    space_id: str
+    session_id: str
+    keep_recent: int
+    def __init__(self, space_id: _Optional[str] = ..., session_id: _Optional[str] = ..., keep_recent: _Optional[int] = ...) -> None: ...
+
+class TrimRecordsResponse(_message.Message):
+    __slots__ = ("removed_count",)
+    REMOVED_COUNT_FIELD_NUMBER: _ClassVar[int]
+    removed_count: int
+    def __init__(self, removed_count: _Optional[int] = ...) -> None: ...
+
+class GetSystemPromptRequest(_message.Message):
+    __slots__ = ("space_id", "session_id")
+    SPACE_ID_FIELD_NUMBER: _ClassVar[int]
+    SESSION_ID_FIELD_NUMBER: _ClassVar[int]
+    space_id: str
+    session_id: str
+    def __init__(self, space_id: _Optional[str] = ..., session_id: _Optional[str] = ...) -> None: ...
+
+class GetSystemPromptResponse(_message.Message):
+    __slots__ = ("content",)
+    CONTENT_FIELD_NUMBER: _ClassVar[int]
+    content: str
+    def __init__(self, content: _Optional[str] = ...) -> None: ...
+
+class PutSystemPromptRequest(_message.Message):
+    __slots__ = ("space_id", "session_id", "content")
+    SPACE_ID_FIELD_NUMBER: _ClassVar[int]
+    SESSION_ID_FIELD_NUMBER: _ClassVar[int]
+    CONTENT_FIELD_NUMBER: _ClassVar[int]
+    space_id: str
+    session_id: str
+    content: str
+    def __init__(self, space_id: _Optional[str] = ..., session_id: _Optional[str] = ..., content: _Optional[str] = ...) -> None: ...
+
+class PutSystemPromptResponse(_message.Message):
+    __slots__ = ()
+    def __init__(self) -> None: ...
+
+class GetInsightRequest(_message.Message):
+    __slots__ = ("space_id", "session_id")
+    SPACE_ID_FIELD_NUMBER: _ClassVar[int]
+    SESSION_ID_FIELD_NUMBER: _ClassVar[int]
+    space_id: str
+    session_id: str
+    def __init__(self, space_id: _Optional[str] = ..., session_id: _Optional[str] = ...) -> None: ...
+
+class GetInsightResponse(_message.Message):
+    __slots__ = ("content",)
+    CONTENT_FIELD_NUMBER: _ClassVar[int]
+    content: str
+    def __init__(self, content: _Optional[str] = ...) -> None: ...
+
+class PutInsightRequest(_message.Message):
+    __slots__ = ("space_id", "session_id", "content")
+    SPACE_ID_FIELD_NUMBER: _ClassVar[int]
+    SESSION_ID_FIELD_NUMBER: _ClassVar[int]
+    CONTENT_FIELD_NUMBER: _ClassVar[int]
+    space_id: str
+    session_id: str
+    content: str
+    def __init__(self, space_id: _Optional[str] = ..., session_id: _Optional[str] = ..., content: _Optional[str] = ...) -> None: ...
+
+class PutInsightResponse(_message.Message):
+    __slots__ = ()
+    def __init__(self) -> None: ...
+
+class ClearInsightRequest(_message.Message):
+    __slots__ = ("space_id", "session_id")
+    SPACE_ID_FIELD_NUMBER: _ClassVar[int]
+    SESSION_ID_FIELD_NUMBER: _ClassVar[int]
+    space_id: str
+    session_id: str
+    def __init__(self, space_id: _Optional[str] = ..., session_id: _Optional[str] = ...) -> None: ...
+
+class ClearInsightResponse(_message.Message):
+    __slots__ = ()
+    def __init__(self) -> None: ...
+
+class ConsumeInsightRequest(_message.Message):
+    __slots__ = ("space_id", "session_id")
+    SPACE_ID_FIELD_NUMBER: _ClassVar[int]
+    SESSION_ID_FIELD_NUMBER: _ClassVar[int]
+    space_id: str
+    session_id: str
+    def __init__(self, space_id: _Optional[str] = ..., session_id: _Optional[str] = ...) -> None: ...
+
+class ConsumeInsightResponse(_message.Message):
+    __slots__ = ("content",)
+    CONTENT_FIELD_NUMBER: _ClassVar[int]
+    content: str
+    def __init__(self, content: _Optional[str] = ...) -> None: ...
+
+class GetMemoryRequest(_message.Message):
+    __slots__ = ("space_id", "session_id")
+    SPACE_ID_FIELD_NUMBER: _ClassVar[int]
+    SESSION_ID_FIELD_NUMBER: _ClassVar[int]
+    space_id: str
+    session_id: str
+    def __init__(self, space_id: _Optional[str] = ..., session_id: _Optional[str] = ...) -> None: ...
+
+class GetMemoryResponse(_message.Message):
+    __slots__ = ("content",)
+    CONTENT_FIELD_NUMBER: _ClassVar[int]
+    content: str
+    def __init__(self, content: _Optional[str] = ...) -> None: ...
+
+class PutMemoryRequest(_message.Message):
+    __slots__ = ("space_id", "session_id", "content")
+    SPACE_ID_FIELD_NUMBER: _ClassVar[int]
+    SESSION_ID_FIELD_NUMBER: _ClassVar[int]
+    CONTENT_FIELD_NUMBER: _ClassVar[int]
+    space_id: str
+    session_id: str
+    content: str
+    def __init__(self, space_id: _Optional[str] = ..., session_id: _Optional[str] = ..., content: _Optional[str] = ...) -> None: ...
+
+class PutMemoryResponse(_message.Message):
+    __slots__ = ()
+    def __init__(self) -> None: ...
+
+class CompressionCache(_message.Message):
+    __slots__ = ("summary", "covered_until_seq")
+    SUMMARY_FIELD_NUMBER: _ClassVar[int]
+    COVERED_UNTIL_SEQ_FIELD_NUMBER: _ClassVar[int]
+    summary: str
+    covered_until_seq: int
+    def __init__(self, summary: _Optional[str] = ..., covered_until_seq: _Optional[int] = ...) -> None: ...
+
+class GetCompressionCacheRequest(_message.Message):
+    __slots__ = ("space_id", "session_id")
+    SPACE_ID_FIELD_NUMBER: _ClassVar[int]
+    SESSION_ID_FIELD_NUMBER: _ClassVar[int]
+    space_id: str
+    session_id: str
+    def __init__(self, space_id: _Optional[str] = ..., session_id: _Optional[str] = ...) -> None: ...
+
+class GetCompressionCacheResponse(_message.Message):
+    __slots__ = ("cache",)
+    CACHE_FIELD_NUMBER: _ClassVar[int]
+    cache: CompressionCache
+    def __init__(self, cache: _Optional[_Union[CompressionCache, _Mapping]] = ...) -> None: ...
+
+class PutCompressionCacheRequest(_message.Message):
+    __slots__ = ("space_id", "session_id", "cache")
+    SPACE_ID_FIELD_NUMBER: _ClassVar[int]
+    SESSION_ID_FIELD_NUMBER: _ClassVar[int]
+    CACHE_FIELD_NUMBER: _ClassVar[int]
+    space_id: str
+    session_id: str
+    cache: CompressionCache
+    def __init__(self, space_id: _Optional[str] = ..., session_id: _Optional[str] = ..., cache: _Optional[_Union[CompressionCache, _Mapping]] = ...) -> None: ...
+
+class PutCompressionCacheResponse(_message.Message):
+    __slots__ = ()
+    def __init__(self) -> None: ...
+
+class BatchGetSlotsRequest(_message.Message):
+    __slots__ = ("space_id", "session_ids")
+    SPACE_ID_FIELD_NUMBER: _ClassVar[int]
+    SESSION_IDS_FIELD_NUMBER: _ClassVar[int]
+    space_id: str
+    session_ids: _containers.RepeatedScalarFieldContainer[str]
+    def __init__(self, space_id: _Optional[str] = ..., session_ids: _Optional[_Iterable[str]] = ...) -> None: ...
+
+class BatchGetSlotsResponse(_message.Message):
+    __slots__ = ("slots",)
+    SLOTS_FIELD_NUMBER: _ClassVar[int]
+    slots: _containers.RepeatedCompositeFieldContainer[SessionSlots]
+    def __init__(self, slots: _Optional[_Iterable[_Union[SessionSlots, _Mapping]]] = ...) -> None: ...
+
+class SessionSlots(_message.Message):
+    __slots__ = ("session_id", "system_prompt", "memory", "insight")
+    SESSION_ID_FIELD_NUMBER: _ClassVar[int]
+    SYSTEM_PROMPT_FIELD_NUMBER: _ClassVar[int]
+    MEMORY_FIELD_NUMBER: _ClassVar[int]
+    INSIGHT_FIELD_NUMBER: _ClassVar[int]
+    session_id: str
+    system_prompt: str
+    memory: str
+    insight: str
+    def __init__(self, session_id: _Optional[str] = ..., system_prompt: _Optional[str] = ..., memory: _Optional[str] = ..., insight: _Optional[str] = ...) -> None: ...
+
+class BeginTurnRequest(_message.Message):
+    __slots__ = ("space_id", "session_id", "ttl_s")
+    SPACE_ID_FIELD_NUMBER: _ClassVar[int]
+    SESSION_ID_FIELD_NUMBER: _ClassVar[int]
+    TTL_S_FIELD_NUMBER: _ClassVar[int]
+    space_id: str
+    session_id: str
+    ttl_s: int
+    def __init__(self, space_id: _Optional[str] = ..., session_id: _Optional[str] = ..., ttl_s: _Optional[int] = ...) -> None: ...
+
+class BeginTurnResponse(_message.Message):
+    __slots__ = ("token", "expires_at")
+    TOKEN_FIELD_NUMBER: _ClassVar[int]
+    EXPIRES_AT_FIELD_NUMBER: _ClassVar[int]
+    token: str
+    expires_at: _timestamp_pb2.Timestamp
+    def __init__(self, token: _Optional[str] = ..., expires_at: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ...) -> None: ...
+
+class ReleaseTurnRequest(_message.Message):
+    __slots__ = ("space_id", "session_id", "token")
+    SPACE_ID_FIELD_NUMBER: _ClassVar[int]
+    SESSION_ID_FIELD_NUMBER: _ClassVar[int]
+    TOKEN_FIELD_NUMBER: _ClassVar[int]
+    space_id: str
+    session_id: str
+    token: str
+    def __init__(self, space_id: _Optional[str] = ..., session_id: _Optional[str] = ..., token: _Optional[str] = ...) -> None: ...
+
+class ReleaseTurnResponse(_message.Message):
+    __slots__ = ("released",)
+    RELEASED_FIELD_NUMBER: _ClassVar[int]
+    released: bool
+    def __init__(self, released: _Optional[bool] = ...) -> None: ...
+
+class TransactRequest(_message.Message):
+    __slots__ = ("space_id", "preconditions", "operations", "request_id")
+    SPACE_ID_FIELD_NUMBER: _ClassVar[int]
+    PRECONDITIONS_FIELD_NUMBER: _ClassVar[int]
+    OPERATIONS_FIELD_NUMBER: _ClassVar[int]
+    REQUEST_ID_FIELD_NUMBER: _ClassVar[int]
+    space_id: str
+    preconditions: _containers.RepeatedCompositeFieldContainer[Precondition]
+    operations: _containers.RepeatedCompositeFieldContainer[Operation]
+    request_id: str
+    def __init__(self, space_id: _Optional[str] = ..., preconditions: _Optional[_Iterable[_Union[Precondition, _Mapping]]] = ..., operations: _Optional[_Iterable[_Union[Operation, _Mapping]]] = ..., request_id: _Optional[str] = ...) -> None: ...
+
+class TransactResponse(_message.Message):
+    __slots__ = ("results",)
+    RESULTS_FIELD_NUMBER: _ClassVar[int]
+    results: _containers.RepeatedCompositeFieldContainer[OperationResult]
+    def __init__(self, results: _Optional[_Iterable[_Union[OperationResult, _Mapping]]] = ...) -> None: ...
+
+class Precondition(_message.Message):
+    __slots__ = ("session_last_seq", "insight_unchanged", "turn_lease")
+    class SessionLastSeqCheck(_message.Message):
+        __slots__ = ("session_id", "expected")
+        SESSION_ID_FIELD_NUMBER: _ClassVar[int]
+        EXPECTED_FIELD_NUMBER: _ClassVar[int]
+        session_id: str
+        expected: int
+        def __init__(self, session_id: _Optional[str] = ..., expected: _Optional[int] = ...) -> None: ...
+    class InsightUnchangedCheck(_message.Message):
+        __slots__ = ("session_id", "expected")
+        SESSION_ID_FIELD_NUMBER: _ClassVar[int]
+        EXPECTED_FIELD_NUMBER: _ClassVar[int]
+        session_id: str
+        expected: str
+        def __init__(self, session_id: _Optional[str] = ..., expected: _Optional[str] = ...) -> None: ...
+    class TurnLeaseCheck(_message.Message):
+        __slots__ = ("session_id", "token")
+        SESSION_ID_FIELD_NUMBER: _ClassVar[int]
+        TOKEN_FIELD_NUMBER: _ClassVar[int]
+        session_id: str
+        token: str
+        def __init__(self, session_id: _Optional[str] = ..., token: _Optional[str] = ...) -> None: ...
+    SESSION_LAST_SEQ_FIELD_NUMBER: _ClassVar[int]
+    INSIGHT_UNCHANGED_FIELD_NUMBER: _ClassVar[int]
+    TURN_LEASE_FIELD_NUMBER: _ClassVar[int]
+    session_last_seq: Precondition.SessionLastSeqCheck
+    insight_unchanged: Precondition.InsightUnchangedCheck
+    turn_lease: Precondition.TurnLeaseCheck
+    def __init__(self, session_last_seq: _Optional[_Union[Precondition.SessionLastSeqCheck, _Mapping]] = ..., insight_unchanged: _Optional[_Union[Precondition.InsightUnchangedCheck, _Mapping]] = ..., turn_lease: _Optional[_Union[Precondition.TurnLeaseCheck, _Mapping]] = ...) -> None: ...
+
+class Operation(_message.Message):
+    __slots__ = ("append_records", "put_session", "put_system_prompt", "put_insight", "clear_insight", "put_memory", "put_compression_cache", "trim_records", "bump_turn", "release_turn")
+    class AppendRecordsOp(_message.Message):
+        __slots__ = ("session_id", "records")
+        SESSION_ID_FIELD_NUMBER: _ClassVar[int]
+        RECORDS_FIELD_NUMBER: _ClassVar[int]
+        session_id: str
+        records: _containers.RepeatedCompositeFieldContainer[_common_pb2.Record]
+        def __init__(self, session_id: _Optional[str] = ..., records: _Optional[_Iterable[_Union[_common_pb2.Record, _Mapping]]] = ...) -> None: ...
+    class PutSessionOp(_message.Message):
+        __slots__ = ("session",)
+        SESSION_FIELD_NUMBER: _ClassVar[int]
+        session: _common_pb2.SessionMeta
+        def __init__(self, session: _Optional[_Union[_common_pb2.SessionMeta, _Mapping]] = ...) -> None: ...
+    class PutSystemPromptOp(_message.Message):
+        __slots__ = ("session_id", "content")
+        SESSION_ID_FIELD_NUMBER: _ClassVar[int]
+        CONTENT_FIELD_NUMBER: _ClassVar[int]
+        session_id: str
+        content: str
+        def __init__(self, session_id: _Optional[str] = ..., content: _Optional[str] = ...) -> None: ...
+    class PutInsightOp(_message.Message):
+        __slots__ = ("session_id", "content")
+        SESSION_ID_FIELD_NUMBER: _ClassVar[int]
+        CONTENT_FIELD_NUMBER: _ClassVar[int]
+        session_id: str
+        content: str
+        def __init__(self, session_id: _Optional[str] = ..., content: _Optional[str] = ...) -> None: ...
+    class ClearInsightOp(_message.Message):
+        __slots__ = ("session_id",)
+        SESSION_ID_FIELD_NUMBER: _ClassVar[int]
+        session_id: str
+        def __init__(self, session_id: _Optional[str] = ...) -> None: ...
+    class PutMemoryOp(_message.Message):
+        __slots__ = ("session_id", "content")
+        SESSION_ID_FIELD_NUMBER: _ClassVar[int]
+        CONTENT_FIELD_NUMBER: _ClassVar[int]
+        session_id: str
+        content: str
+        def __init__(self, session_id: _Optional[str] = ..., content: _Optional[str] = ...) -> None: ...
+    class PutCompressionCacheOp(_message.Message):
+        __slots__ = ("session_id", "cache")
+        SESSION_ID_FIELD_NUMBER: _ClassVar[int]
+        CACHE_FIELD_NUMBER: _ClassVar[int]
+        session_id: str
+        cache: CompressionCache
+        def __init__(self, session_id: _Optional[str] = ..., cache: _Optional[_Union[CompressionCache, _Mapping]] = ...) -> None: ...
+    class TrimRecordsOp(_message.Message):
+        __slots__ = ("session_id", "keep_recent")
+        SESSION_ID_FIELD_NUMBER: _ClassVar[int]
+        KEEP_RECENT_FIELD_NUMBER: _ClassVar[int]
+        session_id: str
+        keep_recent: int
+        def __init__(self, session_id: _Optional[str] = ..., keep_recent: _Optional[int] = ...) -> None: ...
+    class BumpTurnOp(_message.Message):
+        __slots__ = ("session_id", "touch_only")
+        SESSION_ID_FIELD_NUMBER: _ClassVar[int]
+        TOUCH_ONLY_FIELD_NUMBER: _ClassVar[int]
+        session_id: str
+        touch_only: bool
+        def __init__(self, session_id: _Optional[str] = ..., touch_only: _Optional[bool] = ...) -> None: ...
+    class ReleaseTurnOp(_message.Message):
+        __slots__ = ("session_id", "token")
+        SESSION_ID_FIELD_NUMBER: _ClassVar[int]
+        TOKEN_FIELD_NUMBER: _ClassVar[int]
+        session_id: str
+        token: str
+        def __init__(self, session_id: _Optional[str] = ..., token: _Optional[str] = ...) -> None: ...
+    APPEND_RECORDS_FIELD_NUMBER: _ClassVar[int]
+    PUT_SESSION_FIELD_NUMBER: _ClassVar[int]
+    PUT_SYSTEM_PROMPT_FIELD_NUMBER: _ClassVar[int]
+    PUT_INSIGHT_FIELD_NUMBER: _ClassVar[int]
+    CLEAR_INSIGHT_FIELD_NUMBER: _ClassVar[int]
+    PUT_MEMORY_FIELD_NUMBER: _ClassVar[int]
+    PUT_COMPRESSION_CACHE_FIELD_NUMBER: _ClassVar[int]
+    TRIM_RECORDS_FIELD_NUMBER: _ClassVar[int]
+    BUMP_TURN_FIELD_NUMBER: _ClassVar[int]
+    RELEASE_TURN_FIELD_NUMBER: _ClassVar[int]
+    append_records: Operation.AppendRecordsOp
+    put_session: Operation.PutSessionOp
+    put_system_prompt: Operation.PutSystemPromptOp
+    put_insight: Operation.PutInsightOp
+    clear_insight: Operation.ClearInsightOp
+    put_memory: Operation.PutMemoryOp
+    put_compression_cache: Operation.PutCompressionCacheOp
+    trim_records: Operation.TrimRecordsOp
+    bump_turn: Operation.BumpTurnOp
+    release_turn: Operation.ReleaseTurnOp
+    def __init__(self, append_records: _Optional[_Union[Operation.AppendRecordsOp, _Mapping]] = ..., put_session: _Optional[_Union[Operation.PutSessionOp, _Mapping]] = ..., put_system_prompt: _Optional[_Union[Operation.PutSystemPromptOp, _Mapping]] = ..., put_insight: _Optional[_Union[Operation.PutInsightOp, _Mapping]] = ..., clear_insight: _Optional[_Union[Operation.ClearInsightOp, _Mapping]] = ..., put_memory: _Optional[_Union[Operation.PutMemoryOp, _Mapping]] = ..., put_compression_cache: _Optional[_Union[Operation.PutCompressionCacheOp, _Mapping]] = ..., trim_records: _Optional[_Union[Operation.TrimRecordsOp, _Mapping]] = ..., bump_turn: _Optional[_Union[Operation.BumpTurnOp, _Mapping]] = ..., release_turn: _Optional[_Union[Operation.ReleaseTurnOp, _Mapping]] = ...) -> None: ...
+
+class OperationResult(_message.Message):
+    __slots__ = ("append_records", "put_session", "put_system_prompt", "put_insight", "clear_insight", "put_memory", "put_compression_cache", "trim_records", "bump_turn", "release_turn")
+    class AppendRecordsResult(_message.Message):
+        __slots__ = ("records",)
+        RECORDS_FIELD_NUMBER: _ClassVar[int]
+        records: _containers.RepeatedCompositeFieldContainer[_common_pb2.Record]
+        def __init__(self, records: _Optional[_Iterable[_Union[_common_pb2.Record, _Mapping]]] = ...) -> None: ...
+    class PutSessionResult(_message.Message):
+        __slots__ = ("session",)
+        SESSION_FIELD_NUMBER: _ClassVar[int]
+        session: _common_pb2.SessionMeta
+        def __init__(self, session: _Optional[_Union[_common_pb2.SessionMeta, _Mapping]] = ...) -> None: ...
+    class PutSystemPromptResult(_message.Message):
+        __slots__ = ()
+        def __init__(self) -> None: ...
+    class PutInsightResult(_message.Message):
+        __slots__ = ()
+        def __init__(self) -> None: ...
+    class ClearInsightResult(_message.Message):
+        __slots__ = ()
+        def __init__(self) -> None: ...
+    class PutMemoryResult(_message.Message):
+        __slots__ = ()
+        def __init__(self) -> None: ...
+    class PutCompressionCacheResult(_message.Message):
+        __slots__ = ()
+        def __init__(self) -> None: ...
+    class TrimRecordsResult(_message.Message):
+        __slots__ = ("removed_count",)
+        REMOVED_COUNT_FIELD_NUMBER: _ClassVar[int]
+        removed_count: int
+        def __init__(self, removed_count: _Optional[int] = ...) -> None: ...
+    class BumpTurnResult(_message.Message):
+        __slots__ = ("session",)
+        SESSION_FIELD_NUMBER: _ClassVar[int]
+        session: _common_pb2.SessionMeta
+        def __init__(self, session: _Optional[_Union[_common_pb2.SessionMeta, _Mapping]] = ...) -> None: ...
+    class ReleaseTurnResult(_message.Message):
+        __slots__ = ("released",)
+        RELEASED_FIELD_NUMBER: _ClassVar[int]
+        released: bool
+        def __init__(self, released: _Optional[bool] = ...) -> None: ...
+    APPEND_RECORDS_FIELD_NUMBER: _ClassVar[int]
+    PUT_SESSION_FIELD_NUMBER: _ClassVar[int]
+    PUT_SYSTEM_PROMPT_FIELD_NUMBER: _ClassVar[int]
+    PUT_INSIGHT_FIELD_NUMBER: _ClassVar[int]
+    CLEAR_INSIGHT_FIELD_NUMBER: _ClassVar[int]
+    PUT_MEMORY_FIELD_NUMBER: _ClassVar[int]
+    PUT_COMPRESSION_CACHE_FIELD_NUMBER: _ClassVar[int]
+    TRIM_RECORDS_FIELD_NUMBER: _ClassVar[int]
+    BUMP_TURN_FIELD_NUMBER: _ClassVar[int]
+    RELEASE_TURN_FIELD_NUMBER: _ClassVar[int]
+    append_records: OperationResult.AppendRecordsResult
+    put_session: OperationResult.PutSessionResult
+    put_system_prompt: OperationResult.PutSystemPromptResult
+    put_insight: OperationResult.PutInsightResult
+    clear_insight: OperationResult.ClearInsightResult
+    put_memory: OperationResult.PutMemoryResult
+    put_compression_cache: OperationResult.PutCompressionCacheResult
+    trim_records: OperationResult.TrimRecordsResult
+    bump_turn: OperationResult.BumpTurnResult
+    release_turn: OperationResult.ReleaseTurnResult
+    def __init__(self, append_records: _Optional[_Union[OperationResult.AppendRecordsResult, _Mapping]] = ..., put_session: _Optional[_Union[OperationResult.PutSessionResult, _Mapping]] = ..., put_system_prompt: _Optional[_Union[OperationResult.PutSystemPromptResult, _Mapping]] = ..., put_insight: _Optional[_Union[OperationResult.PutInsightResult, _Mapping]] = ..., clear_insight: _Optional[_Union[OperationResult.ClearInsightResult, _Mapping]] = ..., put_memory: _Optional[_Union[OperationResult.PutMemoryResult, _Mapping]] = ..., put_compression_cache: _Optional[_Union[OperationResult.PutCompressionCacheResult, _Mapping]] = ..., trim_records: _Optional[_Union[OperationResult.TrimRecordsResult, _Mapping]] = ..., bump_turn: _Optional[_Union[OperationResult.BumpTurnResult, _Mapping]] = ..., release_turn: _Optional[_Union[OperationResult.ReleaseTurnResult, _Mapping]] = ...) -> None: ...

@@ -1,0 +1,284 @@
+from stello.common.v1 import common_pb2 as _common_pb2
+from google.protobuf.internal import containers as _containers
+from google.protobuf import descriptor as _descriptor
+from google.protobuf import message as _message
+from collections.abc import Iterable as _Iterable, Mapping as _Mapping
+from typing import ClassVar as _ClassVar, Optional as _Optional, Union as _Union
+
+DESCRIPTOR: _descriptor.FileDescriptor
+
+class CreateSessionRequest(_message.Message):
+    __slots__ = ("space_id", "parent_id", "label", "source_session_id", "config", "provisional", "request_id")
+    SPACE_ID_FIELD_NUMBER: _ClassVar[int]
+    PARENT_ID_FIELD_NUMBER: _ClassVar[int]
+    LABEL_FIELD_NUMBER: _ClassVar[int]
+    SOURCE_SESSION_ID_FIELD_NUMBER: _ClassVar[int]
+    CONFIG_FIELD_NUMBER: _ClassVar[int]
+    PROVISIONAL_FIELD_NUMBER: _ClassVar[int]
+    REQUEST_ID_FIELD_NUMBER: _ClassVar[int]
+    space_id: str
+    parent_id: str
+    label: str
+    source_session_id: str
+    config: _common_pb2.SessionConfig
+    provisional: bool
+    request_id: str
+    def __init__(self, space_id: _Optional[str] = ..., parent_id: _Optional[str] = ..., label: _Optional[str] = ..., source_session_id: _Optional[str] = ..., config: _Optional[_Union[_common_pb2.SessionConfig, _Mapping]] = ..., provisional: _Optional[bool] = ..., request_id: _Optional[str] = ...) -> None: ...
+
+class CreateSessionResponse(_message.Message):
+    __slots__ = ("node",)
+    NODE_FIELD_NUMBER: _ClassVar[int]
+    node: _common_pb2.TopologyNode
+    def __init__(self, node: _Optional[_Union[_common_pb2.TopologyNode, _Mapping]] = ...) -> None: ...
+
+class CommitSessionRequest(_message.Message):
+    __slots__ = ("space_id", "session_id")
+    SPACE_ID_FIELD_NUMBER: _ClassVar[int]
+    SESSION_ID_FIELD_NUMBER: _ClassVar[int]
+    space_id: str
+    session_id: str
+    def __init__(self, space_id: _Optional[str] = ..., session_id: _Optional[str] = ...) -> None: ...
+
+class CommitSessionResponse(_message.Message):
+    __slots__ = ("node",)
+    NODE_FIELD_NUMBER: _ClassVar[int]
+    node: _common_pb2.TopologyNode
+    def __init__(self, node: _Optional[_Union[_common_pb2.TopologyNode, _Mapping]] = ...) -> None: ...
+
+class GetNodeRequest(_message.Message):
+    __slots__ = ("space_id", "session_id")
+    SPACE_ID_FIELD_NUMBER: _ClassVar[int]
+    SESSION_ID_FIELD_NUMBER: _ClassVar[int]
+    space_id: str
+    session_id: str
+    def __init__(self, space_id: _Optional[str] = ..., session_id: _Optional[str] = ...) -> None: ...
+
+class GetNodeResponse(_message.Message):
+    __slots__ = ("node",)
+    NODE_FIELD_NUMBER: _ClassVar[int]
+    node: _common_pb2.TopologyNode
+    def __init__(self, node: _Optional[_Union[_common_pb2.TopologyNode, _Mapping]] = ...) -> None: ...
+
+class ListRootsRequest(_message.Message):
+    __slots__ = ("space_id",)
+    SPACE_ID_FIELD_NUMBER: _ClassVar[int]
+    space_id: str
+    def __init__(self, space_id: _Optional[str] = ...) -> None: ...
+
+class ListRootsResponse(_message.Message):
+    __slots__ = ("nodes",)
+    NODES_FIELD_NUMBER: _ClassVar[int]
+    nodes: _containers.RepeatedCompositeFieldContainer[_common_pb2.TopologyNode]
+    def __init__(self, nodes: _Optional[_Iterable[_Union[_common_pb2.TopologyNode, _Mapping]]] = ...) -> None: ...
+
+class ListAllRequest(_message.Message):
+    __slots__ = ("space_id", "status", "page_size", "page_token")
+    SPACE_ID_FIELD_NUMBER: _ClassVar[int]
+    STATUS_FIELD_NUMBER: _ClassVar[int]
+    PAGE_SIZE_FIELD_NUMBER: _ClassVar[int]
+    PAGE_TOKEN_FIELD_NUMBER: _ClassVar[int]
+    space_id: str
+    status: _common_pb2.SessionStatus
+    page_size: int
+    page_token: str
+    def __init__(self, space_id: _Optional[str] = ..., status: _Optional[_Union[_common_pb2.SessionStatus, str]] = ..., page_size: _Optional[int] = ..., page_token: _Optional[str] = ...) -> None: ...
+
+class ListAllResponse(_message.Message):
+    __slots__ = ("sessions", "next_page_token")
+    SESSIONS_FIELD_NUMBER: _ClassVar[int]
+    NEXT_PAGE_TOKEN_FIELD_NUMBER: _ClassVar[int]
+    sessions: _containers.RepeatedCompositeFieldContainer[_common_pb2.SessionSummary]
+    next_page_token: str
+    def __init__(self, sessions: _Optional[_Iterable[_Union[_common_pb2.SessionSummary, _Mapping]]] = ..., next_page_token: _Optional[str] = ...) -> None: ...
+
+class GetChildrenRequest(_message.Message):
+    __slots__ = ("space_id", "session_id")
+    SPACE_ID_FIELD_NUMBER: _ClassVar[int]
+    SESSION_ID_FIELD_NUMBER: _ClassVar[int]
+    space_id: str
+    session_id: str
+    def __init__(self, space_id: _Optional[str] = ..., session_id: _Optional[str] = ...) -> None: ...
+
+class GetChildrenResponse(_message.Message):
+    __slots__ = ("nodes",)
+    NODES_FIELD_NUMBER: _ClassVar[int]
+    nodes: _containers.RepeatedCompositeFieldContainer[_common_pb2.TopologyNode]
+    def __init__(self, nodes: _Optional[_Iterable[_Union[_common_pb2.TopologyNode, _Mapping]]] = ...) -> None: ...
+
+class GetSiblingsRequest(_message.Message):
+    __slots__ = ("space_id", "session_id")
+    SPACE_ID_FIELD_NUMBER: _ClassVar[int]
+    SESSION_ID_FIELD_NUMBER: _ClassVar[int]
+    space_id: str
+    session_id: str
+    def __init__(self, space_id: _Optional[str] = ..., session_id: _Optional[str] = ...) -> None: ...
+
+class GetSiblingsResponse(_message.Message):
+    __slots__ = ("nodes",)
+    NODES_FIELD_NUMBER: _ClassVar[int]
+    nodes: _containers.RepeatedCompositeFieldContainer[_common_pb2.TopologyNode]
+    def __init__(self, nodes: _Optional[_Iterable[_Union[_common_pb2.TopologyNode, _Mapping]]] = ...) -> None: ...
+
+class GetAncestorsRequest(_message.Message):
+    __slots__ = ("space_id", "session_id")
+    SPACE_ID_FIELD_NUMBER: _ClassVar[int]
+    SESSION_ID_FIELD_NUMBER: _ClassVar[int]
+    space_id: str
+    session_id: str
+    def __init__(self, space_id: _Optional[str] = ..., session_id: _Optional[str] = ...) -> None: ...
+
+class GetAncestorsResponse(_message.Message):
+    __slots__ = ("nodes",)
+    NODES_FIELD_NUMBER: _ClassVar[int]
+    nodes: _containers.RepeatedCompositeFieldContainer[_common_pb2.TopologyNode]
+    def __init__(self, nodes: _Optional[_Iterable[_Union[_common_pb2.TopologyNode, _Mapping]]] = ...) -> None: ...
+
+class GetTreeRequest(_message.Message):
+    __slots__ = ("space_id", "root_id", "max_depth")
+    SPACE_ID_FIELD_NUMBER: _ClassVar[int]
+    ROOT_ID_FIELD_NUMBER: _ClassVar[int]
+    MAX_DEPTH_FIELD_NUMBER: _ClassVar[int]
+    space_id: str
+    root_id: str
+    max_depth: int
+    def __init__(self, space_id: _Optional[str] = ..., root_id: _Optional[str] = ..., max_depth: _Optional[int] = ...) -> None: ...
+
+class GetTreeResponse(_message.Message):
+    __slots__ = ("nodes",)
+    NODES_FIELD_NUMBER: _ClassVar[int]
+    nodes: _containers.RepeatedCompositeFieldContainer[_common_pb2.TreeNode]
+    def __init__(self, nodes: _Optional[_Iterable[_Union[_common_pb2.TreeNode, _Mapping]]] = ...) -> None: ...
+
+class AddRefRequest(_message.Message):
+    __slots__ = ("space_id", "from_id", "to_id")
+    SPACE_ID_FIELD_NUMBER: _ClassVar[int]
+    FROM_ID_FIELD_NUMBER: _ClassVar[int]
+    TO_ID_FIELD_NUMBER: _ClassVar[int]
+    space_id: str
+    from_id: str
+    to_id: str
+    def __init__(self, space_id: _Optional[str] = ..., from_id: _Optional[str] = ..., to_id: _Optional[str] = ...) -> None: ...
+
+class AddRefResponse(_message.Message):
+    __slots__ = ("node",)
+    NODE_FIELD_NUMBER: _ClassVar[int]
+    node: _common_pb2.TopologyNode
+    def __init__(self, node: _Optional[_Union[_common_pb2.TopologyNode, _Mapping]] = ...) -> None: ...
+
+class RemoveRefRequest(_message.Message):
+    __slots__ = ("space_id", "from_id", "to_id")
+    SPACE_ID_FIELD_NUMBER: _ClassVar[int]
+    FROM_ID_FIELD_NUMBER: _ClassVar[int]
+    TO_ID_FIELD_NUMBER: _ClassVar[int]
+    space_id: str
+    from_id: str
+    to_id: str
+    def __init__(self, space_id: _Optional[str] = ..., from_id: _Optional[str] = ..., to_id: _Optional[str] = ...) -> None: ...
+
+class RemoveRefResponse(_message.Message):
+    __slots__ = ("node",)
+    NODE_FIELD_NUMBER: _ClassVar[int]
+    node: _common_pb2.TopologyNode
+    def __init__(self, node: _Optional[_Union[_common_pb2.TopologyNode, _Mapping]] = ...) -> None: ...
+
+class ArchiveRequest(_message.Message):
+    __slots__ = ("space_id", "session_id")
+    SPACE_ID_FIELD_NUMBER: _ClassVar[int]
+    SESSION_ID_FIELD_NUMBER: _ClassVar[int]
+    space_id: str
+    session_id: str
+    def __init__(self, space_id: _Optional[str] = ..., session_id: _Optional[str] = ...) -> None: ...
+
+class ArchiveResponse(_message.Message):
+    __slots__ = ("node",)
+    NODE_FIELD_NUMBER: _ClassVar[int]
+    node: _common_pb2.TopologyNode
+    def __init__(self, node: _Optional[_Union[_common_pb2.TopologyNode, _Mapping]] = ...) -> None: ...
+
+class UnarchiveRequest(_message.Message):
+    __slots__ = ("space_id", "session_id")
+    SPACE_ID_FIELD_NUMBER: _ClassVar[int]
+    SESSION_ID_FIELD_NUMBER: _ClassVar[int]
+    space_id: str
+    session_id: str
+    def __init__(self, space_id: _Optional[str] = ..., session_id: _Optional[str] = ...) -> None: ...
+
+class UnarchiveResponse(_message.Message):
+    __slots__ = ("node",)
+    NODE_FIELD_NUMBER: _ClassVar[int]
+    node: _common_pb2.TopologyNode
+    def __init__(self, node: _Optional[_Union[_common_pb2.TopologyNode, _Mapping]] = ...) -> None: ...
+
+class UpdateLabelRequest(_message.Message):
+    __slots__ = ("space_id", "session_id", "label")
+    SPACE_ID_FIELD_NUMBER: _ClassVar[int]
+    SESSION_ID_FIELD_NUMBER: _ClassVar[int]
+    LABEL_FIELD_NUMBER: _ClassVar[int]
+    space_id: str
+    session_id: str
+    label: str
+    def __init__(self, space_id: _Optional[str] = ..., session_id: _Optional[str] = ..., label: _Optional[str] = ...) -> None: ...
+
+class UpdateLabelResponse(_message.Message):
+    __slots__ = ("node",)
+    NODE_FIELD_NUMBER: _ClassVar[int]
+    node: _common_pb2.TopologyNode
+    def __init__(self, node: _Optional[_Union[_common_pb2.TopologyNode, _Mapping]] = ...) -> None: ...
+
+class GetConfigRequest(_message.Message):
+    __slots__ = ("space_id", "session_id")
+    SPACE_ID_FIELD_NUMBER: _ClassVar[int]
+    SESSION_ID_FIELD_NUMBER: _ClassVar[int]
+    space_id: str
+    session_id: str
+    def __init__(self, space_id: _Optional[str] = ..., session_id: _Optional[str] = ...) -> None: ...
+
+class GetConfigResponse(_message.Message):
+    __slots__ = ("config",)
+    CONFIG_FIELD_NUMBER: _ClassVar[int]
+    config: _common_pb2.SessionConfig
+    def __init__(self, config: _Optional[_Union[_common_pb2.SessionConfig, _Mapping]] = ...) -> None: ...
+
+class PutConfigRequest(_message.Message):
+    __slots__ = ("space_id", "session_id", "config")
+    SPACE_ID_FIELD_NUMBER: _ClassVar[int]
+    SESSION_ID_FIELD_NUMBER: _ClassVar[int]
+    CONFIG_FIELD_NUMBER: _ClassVar[int]
+    space_id: str
+    session_id: str
+    config: _common_pb2.SessionConfig
+    def __init__(self, space_id: _Optional[str] = ..., session_id: _Optional[str] = ..., config: _Optional[_Union[_common_pb2.SessionConfig, _Mapping]] = ...) -> None: ...
+
+class PutConfigResponse(_message.Message):
+    __slots__ = ("config",)
+    CONFIG_FIELD_NUMBER: _ClassVar[int]
+    config: _common_pb2.SessionConfig
+    def __init__(self, config: _Optional[_Union[_common_pb2.SessionConfig, _Mapping]] = ...) -> None: ...
+
+class DeleteSubtreeRequest(_message.Message):
+    __slots__ = ("space_id", "session_id")
+    SPACE_ID_FIELD_NUMBER: _ClassVar[int]
+    SESSION_ID_FIELD_NUMBER: _ClassVar[int]
+    space_id: str
+    session_id: str
+    def __init__(self, space_id: _Optional[str] = ..., session_id: _Optional[str] = ...) -> None: ...
+
+class DeleteSubtreeResponse(_message.Message):
+    __slots__ = ("deleted_ids",)
+    DELETED_IDS_FIELD_NUMBER: _ClassVar[int]
+    deleted_ids: _containers.RepeatedScalarFieldContainer[str]
+    def __init__(self, deleted_ids: _Optional[_Iterable[str]] = ...) -> None: ...
+
+class SweepProvisionalRequest(_message.Message):
+    __slots__ = ("older_than_s", "dry_run")
+    OLDER_THAN_S_FIELD_NUMBER: _ClassVar[int]
+    DRY_RUN_FIELD_NUMBER: _ClassVar[int]
+    older_than_s: int
+    dry_run: bool
+    def __init__(self, older_than_s: _Optional[int] = ..., dry_run: _Optional[bool] = ...) -> None: ...
+
+class SweepProvisionalResponse(_message.Message):
+    __slots__ = ("removed_ids",)
+    REMOVED_IDS_FIELD_NUMBER: _ClassVar[int]
+    removed_ids: _containers.RepeatedScalarFieldContainer[str]
+    def __init__(self, removed_ids: _Optional[_Iterable[str]] = ...) -> None: ...

@@ -1,0 +1,182 @@
+"""Shared fixtures: a real database, spaces and keys, sessions by SQL, servers on port 0."""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
+from dataclasses import dataclass
+
+import asyncpg
+import grpc
+import pytest
+
+from stello.auth import KeyStore
+from stello.channels import open_channel
+from stello.db import create_pool
+from stello.runner import AppFactory
+from stello.server import ServiceApp, create_server, shutdown
+from stello.settings import StelloSettings
+from tests.support.database import create_test_database, drop_test_database, server_dsn
+
+
+@dataclass(frozen=True, slots=True)
+class TestSpace:
+    """A fresh tenant space with its key."""
+
+    __test__ = False
+
+    id: uuid.UUID
+    key: str
+    key_id: uuid.UUID
+
+    @property
+    def sid(self) -> str:
+        """The space id as it travels in requests."""
+        return str(self.id)
+
+    @property
+    def metadata(self) -> tuple[tuple[str, str], ...]:
+        """Per-call metadata authenticating as this space's key."""
+        return (("authorization", f"Bearer {self.key}"),)
+
+
+@dataclass(slots=True)
+class RunningServer:
+    """A real server bound to a loopback port, and its app."""
+
+    app: ServiceApp
+    server: grpc.aio.Server
+    port: int
+
+    @property
+    def address(self) -> str:
+        """host:port of the server."""
+        return f"127.0.0.1:{self.port}"
+
+    def channel(self, key: str | None = None) -> grpc.aio.Channel:
+        """A new channel to this server, authenticated as `key` when given."""
+        return open_channel(self.address, key=key)
+
+
+@pytest.fixture(name="admin_dsn", scope="session")
+def _admin_dsn() -> Iterator[str]:
+    with server_dsn() as dsn:
+        yield dsn
+
+
+@pytest.fixture(name="database_url", scope="session")
+async def _database_url(admin_dsn: str) -> AsyncIterator[str]:
+    dsn = await create_test_database(admin_dsn)
+    yield dsn
+    await drop_test_database(admin_dsn, dsn)
+
+
+@pytest.fixture(name="settings", scope="session")
+def _settings(database_url: str) -> StelloSettings:
+    return StelloSettings(
+        database_url=database_url, auth_cache_ttl_s=0, health_interval_s=0.2, shutdown_grace_s=5
+    )
+
+
+@pytest.fixture(name="pool", scope="session")
+async def _pool(database_url: str, settings: StelloSettings) -> AsyncIterator[asyncpg.Pool]:
+    async with create_pool(database_url, settings) as pool:
+        yield pool
+
+
+@pytest.fixture(name="keys", scope="session")
+def _keys(pool: asyncpg.Pool) -> KeyStore:
+    return KeyStore(pool, cache_ttl_s=0)
+
+
+async def new_space(keys: KeyStore) -> TestSpace:
+    """Create a space (own principal) and a tenant key for it."""
+    tag = uuid.uuid4().hex[:10]
+    created = await keys.create_key(space=f"space-{tag}", principal=f"principal-{tag}")
+    assert created.space_id is not None
+    return TestSpace(created.space_id, created.secret, created.key_id)
+
+
+@pytest.fixture(name="space")
+async def _space(keys: KeyStore) -> TestSpace:
+    return await new_space(keys)
+
+
+@pytest.fixture(name="other_space")
+async def _other_space(keys: KeyStore) -> TestSpace:
+    return await new_space(keys)
+
+
+@pytest.fixture(name="admin_key", scope="session")
+async def _admin_key(keys: KeyStore) -> str:
+    created = await keys.create_key(space=None, scope="admin", principal="test-admin")
+    return created.secret
+
+
+MakeSession = Callable[..., Awaitable[uuid.UUID]]
+
+INSERT_SESSION = """
+INSERT INTO sessions (space_id, id, parent_id, root_id, depth, sibling_index, label, status,
+                      source_session_id, provisional_until)
+SELECT $1, $2, $3,
+       COALESCE((SELECT root_id FROM sessions WHERE space_id = $1 AND id = $3), $2),
+       COALESCE((SELECT depth + 1 FROM sessions WHERE space_id = $1 AND id = $3), 0),
+       CASE WHEN $7 THEN NULL
+            WHEN $3::uuid IS NULL THEN 0
+            ELSE (SELECT count(*) FROM sessions
+                  WHERE space_id = $1 AND parent_id = $3 AND sibling_index IS NOT NULL) END,
+       $4, $5, $6, CASE WHEN $7 THEN now() + interval '1 hour' END
+"""
+
+
+@pytest.fixture(name="make_session")
+def _make_session(pool: asyncpg.Pool, space: TestSpace) -> MakeSession:
+    """Insert a session row by SQL (storage tests need not wait for the tree)."""
+
+    async def make(
+        *,
+        parent: uuid.UUID | None = None,
+        label: str = "Session",
+        status: str = "active",
+        source: uuid.UUID | None = None,
+        provisional: bool = False,
+        space_id: uuid.UUID | None = None,
+    ) -> uuid.UUID:
+        session_id = uuid.uuid4()
+        async with pool.acquire() as con:
+            await con.execute(
+                INSERT_SESSION,
+                space_id or space.id,
+                session_id,
+                parent,
+                label,
+                status,
+                source,
+                provisional,
+            )
+        return session_id
+
+    return make
+
+
+ServerStarter = Callable[[AppFactory], Awaitable[RunningServer]]
+
+
+@pytest.fixture(name="start_server")
+async def _start_server(
+    settings: StelloSettings, pool: asyncpg.Pool, keys: KeyStore
+) -> AsyncIterator[ServerStarter]:
+    """Start real servers on 127.0.0.1:0 from app factories; stop them at teardown."""
+    running: list[RunningServer] = []
+
+    async def start(factory: AppFactory) -> RunningServer:
+        app = factory(settings, pool, keys)
+        server, port = await create_server(app, "127.0.0.1:0")
+        await server.start()
+        started = RunningServer(app, server, port)
+        running.append(started)
+        return started
+
+    yield start
+    for item in reversed(running):
+        await shutdown(item.app, item.server, 0)
