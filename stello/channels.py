@@ -22,7 +22,7 @@ class _AddAuth(grpc.aio.UnaryUnaryClientInterceptor, grpc.aio.UnaryStreamClientI
 
     def _details(self, details: grpc.aio.ClientCallDetails) -> grpc.aio.ClientCallDetails:
         metadata = grpc.aio.Metadata(*(details.metadata or ()))
-        if "authorization" not in metadata:
+        if not metadata.get_all("authorization"):
             metadata.add(*self._pair)
         return grpc.aio.ClientCallDetails(
             details.method, details.timeout, metadata, details.credentials, details.wait_for_ready

@@ -1,4 +1,4 @@
-"""The `stello` command line: migrate, keys, spaces (and, as services land, up)."""
+"""The `stello` command line: up, migrate, keys, spaces."""
 
 from __future__ import annotations
 
@@ -16,6 +16,7 @@ from stello.db import create_pool
 from stello.embedded import database_url
 from stello.errors import StelloError
 from stello.migrate import migrate_dsn
+from stello.runner import event_loop_factory
 from stello.settings import StelloSettings
 
 Command = Callable[[argparse.Namespace, StelloSettings], Awaitable[int]]
@@ -118,13 +119,37 @@ async def cmd_spaces_delete(args: argparse.Namespace, settings: StelloSettings) 
     return await _with_keys(settings, work)
 
 
+async def cmd_up(args: argparse.Namespace, settings: StelloSettings) -> int:
+    """Run the whole suite locally until Ctrl-C."""
+    from stello.up import Ports, run_up
+
+    ports = Ports(args.host, args.storage_port, args.tree_port, args.gateway_port)
+
+    def ready(lines: dict[str, str]) -> None:
+        for name, value in lines.items():
+            print(f"{name}: {value}")
+        print("ready: press Ctrl-C to stop", flush=True)
+
+    await run_up(settings, ports, ready)
+    return 0
+
+
 def build_parser() -> argparse.ArgumentParser:
     """The argument parser of every subcommand."""
     parser = argparse.ArgumentParser(prog="stello", description=__doc__)
-    parser.add_argument("--database-url", help="PostgreSQL URL (default: STELLO_DATABASE_URL, else embedded)")
+    parser.add_argument(
+        "--database-url", help="PostgreSQL URL (default: STELLO_DATABASE_URL, else embedded)"
+    )
     sub = parser.add_subparsers(dest="command", required=True)
 
     sub.add_parser("migrate", help="apply pending migrations").set_defaults(run=cmd_migrate)
+
+    up = sub.add_parser("up", help="run storage, tree and gateway locally (embedded PostgreSQL)")
+    up.add_argument("--host", default="127.0.0.1")
+    up.add_argument("--storage-port", type=int, default=50061)
+    up.add_argument("--tree-port", type=int, default=50062)
+    up.add_argument("--gateway-port", type=int, default=50063)
+    up.set_defaults(run=cmd_up)
 
     keys = sub.add_parser("keys", help="manage API keys").add_subparsers(dest="keys", required=True)
     create = keys.add_parser("create", help="create a key (and its space)")
@@ -138,12 +163,14 @@ def build_parser() -> argparse.ArgumentParser:
     revoke.set_defaults(run=cmd_keys_revoke)
     keys.add_parser("list", help="list keys").set_defaults(run=cmd_keys_list)
 
-    spaces = sub.add_parser("spaces", help="manage spaces").add_subparsers(dest="spaces", required=True)
+    spaces = sub.add_parser("spaces", help="manage spaces").add_subparsers(
+        dest="spaces", required=True
+    )
     spaces.add_parser("list", help="list spaces").set_defaults(run=cmd_spaces_list)
     delete = spaces.add_parser("delete", help="erase a space and all its data")
     delete.add_argument("space", help="space name or id")
     delete.set_defaults(run=cmd_spaces_delete)
-    for sp in (sub.choices["migrate"],):
+    for sp in (sub.choices["migrate"], sub.choices["up"]):
         sp.add_argument("--database-url", dest="database_url", default=argparse.SUPPRESS)
     return parser
 
@@ -153,7 +180,8 @@ def main(argv: Sequence[str] | None = None) -> None:
     args = build_parser().parse_args(argv)
     try:
         settings = _settings(args)
-        code = asyncio.run(args.run(args, settings))
+        with asyncio.Runner(loop_factory=event_loop_factory()) as runner:
+            code = runner.run(args.run(args, settings))
     except (StelloError, OSError, asyncpg.PostgresError, ValueError) as exc:
         print(f"stello: {exc}", file=sys.stderr)
         raise SystemExit(1) from None

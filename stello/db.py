@@ -6,7 +6,7 @@ import asyncio
 import json
 from collections.abc import AsyncIterator, Awaitable, Callable
 from contextlib import asynccontextmanager
-from typing import Any, TypeVar
+from typing import Any, Literal, TypeVar, cast
 
 import asyncpg
 
@@ -34,9 +34,7 @@ CONNECTION_ERRORS: tuple[type[BaseException], ...] = (
 async def register_codecs(con: asyncpg.Connection) -> None:
     """Decode json/jsonb columns to Python values once per connection."""
     for name in ("json", "jsonb"):
-        await con.set_type_codec(
-            name, encoder=json.dumps, decoder=json.loads, schema="pg_catalog"
-        )
+        await con.set_type_codec(name, encoder=json.dumps, decoder=json.loads, schema="pg_catalog")
 
 
 @asynccontextmanager
@@ -72,7 +70,7 @@ async def in_transaction(
     pool: asyncpg.Pool,
     work: Callable[[asyncpg.Connection], Awaitable[T]],
     *,
-    isolation: str = "read_committed",
+    isolation: Literal["read_committed", "repeatable_read", "serializable"] = "read_committed",
 ) -> T:
     """Run `work` in one transaction, retried on serialization failure or deadlock.
 
@@ -81,7 +79,7 @@ async def in_transaction(
     for attempt in range(1, MAX_ATTEMPTS + 1):
         try:
             async with pool.acquire() as con, con.transaction(isolation=isolation):
-                return await work(con)
+                return await work(cast(asyncpg.Connection, con))
         except RETRYABLE:
             if attempt == MAX_ATTEMPTS:
                 raise

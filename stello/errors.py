@@ -7,7 +7,7 @@ The tree::
     ├── NotFound               (NOT_FOUND)
     ├── AlreadyExists          (ALREADY_EXISTS)
     ├── FailedPrecondition     (FAILED_PRECONDITION, PreconditionFailure)
-    ├── Aborted                (ABORTED)
+    ├── Aborted                (ABORTED, PreconditionFailure when given)
     ├── Unauthenticated        (UNAUTHENTICATED)
     ├── PermissionDenied       (PERMISSION_DENIED)
     ├── ResourceExhausted      (RESOURCE_EXHAUSTED)
@@ -24,6 +24,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass, field
+from typing import Any
 
 import grpc
 from google.protobuf import any_pb2
@@ -98,10 +99,30 @@ class FailedPrecondition(StelloError):
     code = grpc.StatusCode.FAILED_PRECONDITION
 
 
+@dataclass(frozen=True, slots=True)
+class PreconditionViolation:
+    """One failed precondition of a conditional write: its kind, what it is about, and why."""
+
+    type: str
+    subject: str
+    description: str
+
+
 class Aborted(StelloError):
     """Raised on a concurrency conflict (turn lease taken, precondition failed)."""
 
     code = grpc.StatusCode.ABORTED
+
+    def __init__(
+        self,
+        message: str,
+        *,
+        reason: str | None = None,
+        metadata: dict[str, str] | None = None,
+        violations: Sequence[PreconditionViolation] = (),
+    ) -> None:
+        super().__init__(message, reason=reason, metadata=metadata)
+        self.violations = tuple(violations)
 
 
 class Unauthenticated(StelloError):
@@ -170,7 +191,9 @@ def to_rpc_status(error: StelloError) -> status_pb2.Status:
     if isinstance(error, InvalidArgument) and error.violations:
         bad_request = error_details_pb2.BadRequest(
             field_violations=[
-                error_details_pb2.BadRequest.FieldViolation(field=v.field, description=v.description)
+                error_details_pb2.BadRequest.FieldViolation(
+                    field=v.field, description=v.description
+                )
                 for v in error.violations
             ]
         )
@@ -179,9 +202,20 @@ def to_rpc_status(error: StelloError) -> status_pb2.Status:
         failure = error_details_pb2.PreconditionFailure(
             violations=[
                 error_details_pb2.PreconditionFailure.Violation(
-                    type=error.reason, subject=error.metadata.get("subject", ""),
+                    type=error.reason,
+                    subject=error.metadata.get("subject", ""),
                     description=error.message,
                 )
+            ]
+        )
+        details.append(_pack(failure))
+    if isinstance(error, Aborted) and error.violations:
+        failure = error_details_pb2.PreconditionFailure(
+            violations=[
+                error_details_pb2.PreconditionFailure.Violation(
+                    type=v.type, subject=v.subject, description=v.description
+                )
+                for v in error.violations
             ]
         )
         details.append(_pack(failure))
@@ -190,19 +224,17 @@ def to_rpc_status(error: StelloError) -> status_pb2.Status:
             reason=error.reason, domain=DOMAIN, metadata=error.metadata
         )
         details.append(_pack(info))
-    return status_pb2.Status(
-        code=error.code.value[0], message=error.message, details=details
-    )
+    return status_pb2.Status(code=error.code.value[0], message=error.message, details=details)
 
 
-async def abort_with(context: grpc.aio.ServicerContext, error: StelloError) -> None:
+async def abort_with(context: grpc.aio.ServicerContext[Any, Any], error: StelloError) -> None:
     """Abort the current RPC with `error`'s status and rich details."""
     await context.abort_with_status(rpc_status.to_status(to_rpc_status(error)))
 
 
 def error_info_reason(error: grpc.RpcError) -> str | None:
     """The ErrorInfo reason carried by an RPC error, if any."""
-    status = rpc_status.from_call(error)  # type: ignore[arg-type]
+    status = rpc_status.from_call(error)
     if status is None:
         return None
     for detail in status.details:
@@ -215,7 +247,7 @@ def error_info_reason(error: grpc.RpcError) -> str | None:
 
 def field_violations(error: grpc.RpcError) -> list[FieldViolation]:
     """The BadRequest field violations carried by an RPC error."""
-    status = rpc_status.from_call(error)  # type: ignore[arg-type]
+    status = rpc_status.from_call(error)
     found: list[FieldViolation] = []
     if status is None:
         return found
@@ -224,6 +256,22 @@ def field_violations(error: grpc.RpcError) -> list[FieldViolation]:
             bad = error_details_pb2.BadRequest()
             detail.Unpack(bad)
             found.extend(FieldViolation(v.field, v.description) for v in bad.field_violations)
+    return found
+
+
+def precondition_violations(error: grpc.RpcError) -> list[PreconditionViolation]:
+    """The PreconditionFailure violations carried by an RPC error."""
+    status = rpc_status.from_call(error)  # type: ignore[arg-type]
+    found: list[PreconditionViolation] = []
+    if status is None:
+        return found
+    for detail in status.details:
+        if detail.Is(error_details_pb2.PreconditionFailure.DESCRIPTOR):
+            failure = error_details_pb2.PreconditionFailure()
+            detail.Unpack(failure)
+            found.extend(
+                PreconditionViolation(v.type, v.subject, v.description) for v in failure.violations
+            )
     return found
 
 
@@ -253,4 +301,3 @@ class Violations:
         if self.items:
             summary = "; ".join(f"{v.field}: {v.description}" for v in self.items)
             raise InvalidArgument(f"invalid request: {summary}", self.items)
-

@@ -25,7 +25,7 @@ MAX_REQUEST_ID_CHARS = 200
 class Message(Protocol):
     """The part of a protobuf message the fingerprint needs."""
 
-    def SerializeToString(self, *, deterministic: bool = ...) -> bytes: ...  # noqa: N802
+    def SerializeToString(self, *, deterministic: bool = ...) -> bytes: ...
 
 
 def fingerprint(request: Message) -> bytes:

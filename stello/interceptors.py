@@ -14,7 +14,7 @@ import logging
 import time
 import uuid
 from collections.abc import AsyncIterator, Awaitable, Callable
-from typing import Any
+from typing import TYPE_CHECKING, Any, TypeAlias, cast
 
 import grpc
 
@@ -40,7 +40,14 @@ api_key_var: contextvars.ContextVar[str | None] = contextvars.ContextVar("api_ke
 
 PUBLIC_PREFIXES = ("/grpc.health.v1.Health/", "/grpc.reflection.")
 
-Behavior = Callable[[Any, grpc.aio.ServicerContext], Any]
+if TYPE_CHECKING:
+    Context: TypeAlias = grpc.aio.ServicerContext[Any, Any]
+    Handler: TypeAlias = grpc.RpcMethodHandler[Any, Any]
+else:  # the runtime classes are not subscriptable
+    Context = grpc.aio.ServicerContext
+    Handler = grpc.RpcMethodHandler
+Continuation = Callable[[grpc.HandlerCallDetails], Awaitable[Handler | None]]
+Behavior = Callable[[Any, Context], Any]
 Decorator = Callable[[Behavior, str, bool], Behavior]
 
 
@@ -52,37 +59,37 @@ def current_principal() -> Principal:
     return principal
 
 
-def _wrap(handler: grpc.RpcMethodHandler, method: str, decorate: Decorator) -> Any:
+def _wrap(handler: Handler, method: str, decorate: Decorator) -> Handler:
     """Rebuild `handler` with its unary or server-streaming behaviour decorated."""
     if handler.unary_unary is not None:
         return grpc.unary_unary_rpc_method_handler(
-            decorate(handler.unary_unary, method, False),
+            decorate(cast(Behavior, handler.unary_unary), method, False),
             request_deserializer=handler.request_deserializer,
             response_serializer=handler.response_serializer,
         )
     if handler.unary_stream is not None:
         return grpc.unary_stream_rpc_method_handler(
-            decorate(handler.unary_stream, method, True),
+            decorate(cast(Behavior, handler.unary_stream), method, True),
             request_deserializer=handler.request_deserializer,
             response_serializer=handler.response_serializer,
         )
     return handler  # client/bidi streaming: not used by our APIs
 
 
-def _around(before: Callable[[Any, grpc.aio.ServicerContext, str], Awaitable[None]]) -> Decorator:
+def _around(before: Callable[[Any, Context, str], Awaitable[None]]) -> Decorator:
     """A decorator that awaits `before(request, context, method)` ahead of the behaviour."""
 
     def decorate(behavior: Behavior, method: str, streaming: bool) -> Behavior:
         if streaming:
 
-            async def stream(request: Any, context: grpc.aio.ServicerContext) -> AsyncIterator[Any]:
+            async def stream(request: Any, context: Context) -> AsyncIterator[Any]:
                 await before(request, context, method)
                 async for item in behavior(request, context):
                     yield item
 
             return stream
 
-        async def unary(request: Any, context: grpc.aio.ServicerContext) -> Any:
+        async def unary(request: Any, context: Context) -> Any:
             await before(request, context, method)
             return await behavior(request, context)
 
@@ -96,9 +103,9 @@ class RequestIdInterceptor(grpc.aio.ServerInterceptor):
 
     async def intercept_service(
         self,
-        continuation: Callable[[grpc.HandlerCallDetails], Awaitable[grpc.RpcMethodHandler]],
+        continuation: Continuation,
         handler_call_details: grpc.HandlerCallDetails,
-    ) -> grpc.RpcMethodHandler:
+    ) -> Handler | None:
         handler = await continuation(handler_call_details)
         if handler is None:
             return handler
@@ -106,13 +113,13 @@ class RequestIdInterceptor(grpc.aio.ServerInterceptor):
         incoming = str(metadata.get("x-request-id") or "")
 
         def decorate(behavior: Behavior, method: str, streaming: bool) -> Behavior:
-            async def start(request: Any, context: grpc.aio.ServicerContext, _: str) -> None:
+            async def start(request: Any, context: Context, _: str) -> None:
                 request_id_var.set(incoming or uuid.uuid4().hex)
 
             inner = _around(start)(behavior, method, streaming)
             if streaming:
 
-                async def stream(request: Any, context: grpc.aio.ServicerContext) -> Any:
+                async def stream(request: Any, context: Context) -> Any:
                     began = time.perf_counter()
                     try:
                         async for item in inner(request, context):
@@ -122,7 +129,7 @@ class RequestIdInterceptor(grpc.aio.ServerInterceptor):
 
                 return stream
 
-            async def unary(request: Any, context: grpc.aio.ServicerContext) -> Any:
+            async def unary(request: Any, context: Context) -> Any:
                 began = time.perf_counter()
                 try:
                     return await inner(request, context)
@@ -134,7 +141,7 @@ class RequestIdInterceptor(grpc.aio.ServerInterceptor):
         return _wrap(handler, handler_call_details.method, decorate)
 
 
-def _log_call(method: str, context: grpc.aio.ServicerContext, began: float) -> None:
+def _log_call(method: str, context: Context, began: float) -> None:
     code = context.code() or grpc.StatusCode.OK
     name = code.name if isinstance(code, grpc.StatusCode) else str(code)
     log.info(
@@ -151,9 +158,9 @@ class ErrorInterceptor(grpc.aio.ServerInterceptor):
 
     async def intercept_service(
         self,
-        continuation: Callable[[grpc.HandlerCallDetails], Awaitable[grpc.RpcMethodHandler]],
+        continuation: Continuation,
         handler_call_details: grpc.HandlerCallDetails,
-    ) -> grpc.RpcMethodHandler:
+    ) -> Handler | None:
         handler = await continuation(handler_call_details)
         if handler is None:
             return handler
@@ -171,7 +178,7 @@ def _domain_error(exc: BaseException) -> StelloError | None:
 def _map_errors(behavior: Behavior, method: str, streaming: bool) -> Behavior:
     if streaming:
 
-        async def stream(request: Any, context: grpc.aio.ServicerContext) -> Any:
+        async def stream(request: Any, context: Context) -> Any:
             try:
                 async for item in behavior(request, context):
                     yield item
@@ -183,7 +190,7 @@ def _map_errors(behavior: Behavior, method: str, streaming: bool) -> Behavior:
 
         return stream
 
-    async def unary(request: Any, context: grpc.aio.ServicerContext) -> Any:
+    async def unary(request: Any, context: Context) -> Any:
         try:
             return await behavior(request, context)
         except Exception as exc:
@@ -208,9 +215,9 @@ class AuthInterceptor(grpc.aio.ServerInterceptor):
 
     async def intercept_service(
         self,
-        continuation: Callable[[grpc.HandlerCallDetails], Awaitable[grpc.RpcMethodHandler]],
+        continuation: Continuation,
         handler_call_details: grpc.HandlerCallDetails,
-    ) -> grpc.RpcMethodHandler:
+    ) -> Handler | None:
         handler = await continuation(handler_call_details)
         method = handler_call_details.method
         if handler is None or method.startswith(PUBLIC_PREFIXES):
@@ -218,7 +225,7 @@ class AuthInterceptor(grpc.aio.ServerInterceptor):
         metadata = dict(handler_call_details.invocation_metadata or ())
         header = str(metadata.get("authorization") or "")
 
-        async def check(request: Any, context: grpc.aio.ServicerContext, name: str) -> None:
+        async def check(request: Any, context: Context, name: str) -> None:
             principal = await self._authenticate(header)
             if name in self._admin_methods and not principal.is_admin:
                 raise PermissionDenied(f"{name} needs an admin-scope key")
@@ -231,7 +238,9 @@ class AuthInterceptor(grpc.aio.ServerInterceptor):
     async def _authenticate(self, header: str) -> Principal:
         scheme, _, secret = header.partition(" ")
         if not header:
-            raise Unauthenticated("missing authorization metadata: send 'authorization: Bearer <key>'")
+            raise Unauthenticated(
+                "missing authorization metadata: send 'authorization: Bearer <key>'"
+            )
         if scheme.lower() != "bearer" or not secret.strip():
             raise Unauthenticated("authorization must be 'Bearer <key>'")
         principal = await self._keys.resolve(secret.strip())

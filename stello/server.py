@@ -113,7 +113,9 @@ def _bind(server: grpc.aio.Server, address: str, settings: StelloSettings) -> in
         return server.add_insecure_port(address)
     cert = Path(settings.tls_cert_file).read_bytes()
     key = Path(settings.tls_key_file or "").read_bytes()
-    client_ca = Path(settings.tls_client_ca_file).read_bytes() if settings.tls_client_ca_file else None
+    client_ca = (
+        Path(settings.tls_client_ca_file).read_bytes() if settings.tls_client_ca_file else None
+    )
     credentials = grpc.ssl_server_credentials(
         [(key, cert)], root_certificates=client_ca, require_client_auth=client_ca is not None
     )
@@ -134,8 +136,11 @@ async def create_server(app: ServiceApp, address: str) -> tuple[grpc.aio.Server,
     servicer = health.aio.HealthServicer()
     health_pb2_grpc.add_HealthServicer_to_server(servicer, server)
     reflection.enable_server_reflection(
-        (*app.service_names, health_pb2.DESCRIPTOR.services_by_name["Health"].full_name,
-         reflection.SERVICE_NAME),
+        (
+            *app.service_names,
+            health_pb2.DESCRIPTOR.services_by_name["Health"].full_name,
+            reflection.SERVICE_NAME,
+        ),
         server,
     )
     port = _bind(server, address, app.settings)
@@ -156,7 +161,9 @@ async def shutdown(app: ServiceApp, server: grpc.aio.Server, grace_s: float) -> 
     await server.stop(grace_s)
 
 
-async def serve(app: ServiceApp, address: str, on_ready: Callable[[int], None] | None = None) -> None:
+async def serve(
+    app: ServiceApp, address: str, on_ready: Callable[[int], None] | None = None
+) -> None:
     """Run `app` on `address` until SIGTERM/SIGINT, then shut down gracefully."""
     server, port = await create_server(app, address)
     await server.start()

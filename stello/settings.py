@@ -20,7 +20,9 @@ def check_database_url(value: str | None) -> str | None:
     """Validate a PostgreSQL URL the way asyncpg will read it (socket forms included)."""
     if value is None or value == "":
         return None
-    from asyncpg.connect_utils import _parse_connect_dsn_and_args
+    from asyncpg.connect_utils import (  # type: ignore[attr-defined]
+        _parse_connect_dsn_and_args,
+    )
 
     if not value.startswith(("postgres://", "postgresql://")):
         raise ValueError(

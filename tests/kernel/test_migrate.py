@@ -20,7 +20,9 @@ class TestMigrate:
         con = await asyncpg.connect(database_url)
         try:
             assert await migrate(con) == []
-            versions = [r["version"] for r in await con.fetch("SELECT version FROM schema_migrations")]
+            versions = [
+                r["version"] for r in await con.fetch("SELECT version FROM schema_migrations")
+            ]
         finally:
             await con.close()
         assert versions == [m.version for m in load_migrations()]
@@ -38,8 +40,14 @@ class TestMigrate:
         try:
             procs = [
                 await asyncio.create_subprocess_exec(
-                    sys.executable, "-m", "stello", "migrate", "--database-url", fresh,
-                    stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE,
+                    sys.executable,
+                    "-m",
+                    "stello",
+                    "migrate",
+                    "--database-url",
+                    fresh,
+                    stdout=asyncio.subprocess.PIPE,
+                    stderr=asyncio.subprocess.PIPE,
                 )
                 for _ in range(4)
             ]

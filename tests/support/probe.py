@@ -1,0 +1,90 @@
+"""A probe service for testing the kernel's server factory on its own.
+
+It uses real request/response messages (storage's GetSession pair, which carry
+`space_id`) behind a generic handler, so auth, tenancy, health and shutdown can
+be exercised before and independently of any real service.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import sys
+
+import asyncpg
+import grpc
+
+from stello.auth import KeyStore
+from stello.server import ServiceApp
+from stello.settings import StelloSettings
+from stello.storage.v1 import storage_pb2
+
+SERVICE = "stello.test.v1.Probe"
+ECHO = f"/{SERVICE}/Echo"
+SLOW = f"/{SERVICE}/Slow"
+ADMIN = f"/{SERVICE}/Admin"
+
+
+async def _echo(
+    request: storage_pb2.GetSessionRequest, context: grpc.aio.ServicerContext
+) -> storage_pb2.GetSessionResponse:
+    response = storage_pb2.GetSessionResponse()
+    response.session.id = request.session_id
+    return response
+
+
+async def _slow(
+    request: storage_pb2.GetSessionRequest, context: grpc.aio.ServicerContext
+) -> storage_pb2.GetSessionResponse:
+    await asyncio.sleep(1.5)
+    return await _echo(request, context)
+
+
+def _handler(behavior: object) -> grpc.RpcMethodHandler:
+    return grpc.unary_unary_rpc_method_handler(
+        behavior,
+        request_deserializer=storage_pb2.GetSessionRequest.FromString,
+        response_serializer=storage_pb2.GetSessionResponse.SerializeToString,
+    )
+
+
+def register(server: grpc.aio.Server) -> None:
+    """Add the probe's three methods to `server`."""
+    handlers = {"Echo": _handler(_echo), "Slow": _handler(_slow), "Admin": _handler(_echo)}
+    server.add_generic_rpc_handlers((grpc.method_handlers_generic_handler(SERVICE, handlers),))
+
+
+def probe_app(settings: StelloSettings, pool: asyncpg.Pool, keys: KeyStore) -> ServiceApp:
+    """The probe as a ServiceApp (Admin needs an admin key)."""
+    return ServiceApp(
+        name="probe",
+        service_names=(SERVICE,),
+        register=register,
+        pool=pool,
+        keys=keys,
+        settings=settings,
+        admin_methods=frozenset({ADMIN}),
+    )
+
+
+def call(channel: grpc.aio.Channel, method: str) -> grpc.aio.UnaryUnaryMultiCallable:
+    """A callable for one probe method on `channel`."""
+    return channel.unary_unary(
+        method,
+        request_serializer=storage_pb2.GetSessionRequest.SerializeToString,
+        response_deserializer=storage_pb2.GetSessionResponse.FromString,
+    )
+
+
+if __name__ == "__main__":
+    # Subprocess mode for the SIGTERM test: serve on port 0, print the port.
+    from stello.db import create_pool
+    from stello.server import serve
+
+    async def main() -> None:
+        settings = StelloSettings(database_url=sys.argv[1], shutdown_grace_s=10)
+        assert settings.database_url is not None
+        async with create_pool(settings.database_url, settings) as pool:
+            app = probe_app(settings, pool, KeyStore(pool, 0))
+            await serve(app, "127.0.0.1:0", on_ready=lambda port: print(port, flush=True))  # noqa: T201
+
+    asyncio.run(main())

@@ -1,0 +1,92 @@
+"""A TCP proxy in front of PostgreSQL that a test can cut and restore (a real outage)."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+from urllib.parse import urlsplit
+
+from asyncpg.connect_utils import _parse_connect_dsn_and_args
+
+
+def _target(dsn: str) -> tuple[str, int] | str:
+    addrs, _ = _parse_connect_dsn_and_args(
+        dsn=dsn,
+        host=None,
+        port=None,
+        user=None,
+        password=None,
+        passfile=None,
+        database=None,
+        ssl=None,
+        service=None,
+        servicefile=None,
+        direct_tls=None,
+        server_settings=None,
+        target_session_attrs=None,
+        krbsrvname=None,
+        gsslib=None,
+    )
+    first = addrs[0]
+    return first if isinstance(first, str) else (str(first[0]), int(first[1]))
+
+
+class PgProxy:
+    """Forwards 127.0.0.1:<port> to the server of `dsn` while open."""
+
+    def __init__(self, dsn: str) -> None:
+        self._target = _target(dsn)
+        self._dsn = dsn
+        self._server: asyncio.Server | None = None
+        self._pipes: set[asyncio.Task[None]] = set()
+        self.port = 0
+
+    @property
+    def dsn(self) -> str:
+        """The DSN that reaches the database through this proxy."""
+        parts = urlsplit(self._dsn)
+        user = parts.username or "postgres"
+        return f"postgresql://{user}@127.0.0.1:{self.port}{parts.path}"
+
+    async def open(self) -> None:
+        """Start (or restart) accepting connections on the same port."""
+        self._server = await asyncio.start_server(self._handle, "127.0.0.1", self.port)
+        self.port = self._server.sockets[0].getsockname()[1]
+
+    async def cut(self) -> None:
+        """Stop accepting and drop every live connection."""
+        if self._server is not None:
+            self._server.close()
+            await self._server.wait_closed()
+            self._server = None
+        for task in list(self._pipes):
+            task.cancel()
+        for task in list(self._pipes):
+            with contextlib.suppress(asyncio.CancelledError):
+                await task
+
+    async def _handle(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        task = asyncio.current_task()
+        assert task is not None
+        self._pipes.add(task)
+        try:
+            if isinstance(self._target, str):
+                up_reader, up_writer = await asyncio.open_unix_connection(self._target)
+            else:
+                up_reader, up_writer = await asyncio.open_connection(*self._target)
+            try:
+                await asyncio.gather(_pump(reader, up_writer), _pump(up_reader, writer))
+            finally:
+                up_writer.close()
+        finally:
+            writer.close()
+            self._pipes.discard(task)
+
+
+async def _pump(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+    with contextlib.suppress(ConnectionError):
+        while data := await reader.read(65536):
+            writer.write(data)
+            await writer.drain()
+    with contextlib.suppress(OSError):
+        writer.write_eof()
