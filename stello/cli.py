@@ -134,6 +134,24 @@ async def cmd_up(args: argparse.Namespace, settings: StelloSettings) -> int:
     return 0
 
 
+async def cmd_health(args: argparse.Namespace, settings: StelloSettings) -> int:
+    """Ask a server's grpc health service; exit 0 only when SERVING (container probes)."""
+    import grpc
+    from grpc_health.v1 import health_pb2, health_pb2_grpc
+
+    async with grpc.aio.insecure_channel(args.address) as channel:
+        try:
+            reply = await health_pb2_grpc.HealthStub(channel).Check(
+                health_pb2.HealthCheckRequest(service=args.service), timeout=args.timeout
+            )
+        except grpc.aio.AioRpcError as err:
+            print(f"{args.address}: {err.code().name}", file=sys.stderr)
+            return 1
+    name = health_pb2.HealthCheckResponse.ServingStatus.Name(reply.status)
+    print(f"{args.address}: {name}")
+    return 0 if reply.status == health_pb2.HealthCheckResponse.SERVING else 1
+
+
 def build_parser() -> argparse.ArgumentParser:
     """The argument parser of every subcommand."""
     parser = argparse.ArgumentParser(prog="stello", description=__doc__)
@@ -150,6 +168,12 @@ def build_parser() -> argparse.ArgumentParser:
     up.add_argument("--tree-port", type=int, default=50062)
     up.add_argument("--gateway-port", type=int, default=50063)
     up.set_defaults(run=cmd_up)
+
+    health = sub.add_parser("health", help="check a server's health (exit 0 when SERVING)")
+    health.add_argument("address", help="host:port")
+    health.add_argument("--service", default="", help="service name (default: the server)")
+    health.add_argument("--timeout", type=float, default=3.0)
+    health.set_defaults(run=cmd_health)
 
     keys = sub.add_parser("keys", help="manage API keys").add_subparsers(dest="keys", required=True)
     create = keys.add_parser("create", help="create a key (and its space)")

@@ -1,7 +1,8 @@
 """Server interceptors: request ids and logging, error mapping, auth and tenancy.
 
 Passed to ``grpc.aio.server(interceptors=[...])`` in this order (outermost
-first): `RequestIdInterceptor`, `ErrorInterceptor`, `AuthInterceptor`. Each
+first): `MetricsInterceptor` (stello.metrics), `RequestIdInterceptor`,
+`ErrorInterceptor`, `AuthInterceptor`. Each
 wraps the method handler's behaviour, so the auth check sees the decoded
 request (its ``space_id``) and every domain error raised anywhere below is
 turned into a status in one place.
@@ -59,7 +60,7 @@ def current_principal() -> Principal:
     return principal
 
 
-def _wrap(handler: Handler, method: str, decorate: Decorator) -> Handler:
+def wrap_handler(handler: Handler, method: str, decorate: Decorator) -> Handler:
     """Rebuild `handler` with its unary or server-streaming behaviour decorated."""
     if handler.unary_unary is not None:
         return grpc.unary_unary_rpc_method_handler(
@@ -138,7 +139,7 @@ class RequestIdInterceptor(grpc.aio.ServerInterceptor):
 
             return unary
 
-        return _wrap(handler, handler_call_details.method, decorate)
+        return wrap_handler(handler, handler_call_details.method, decorate)
 
 
 def _log_call(method: str, context: Context, began: float) -> None:
@@ -164,7 +165,7 @@ class ErrorInterceptor(grpc.aio.ServerInterceptor):
         handler = await continuation(handler_call_details)
         if handler is None:
             return handler
-        return _wrap(handler, handler_call_details.method, _map_errors)
+        return wrap_handler(handler, handler_call_details.method, _map_errors)
 
 
 def _domain_error(exc: BaseException) -> StelloError | None:
@@ -233,7 +234,7 @@ class AuthInterceptor(grpc.aio.ServerInterceptor):
             principal_var.set(principal)
             api_key_var.set(header.partition(" ")[2].strip())
 
-        return _wrap(handler, method, _around(check))
+        return wrap_handler(handler, method, _around(check))
 
     async def _authenticate(self, header: str) -> Principal:
         scheme, _, secret = header.partition(" ")

@@ -23,6 +23,7 @@ from grpc_reflection.v1alpha import reflection
 
 from stello.auth import KeyStore
 from stello.interceptors import AuthInterceptor, ErrorInterceptor, RequestIdInterceptor
+from stello.metrics import MetricsInterceptor, RpcMetrics
 from stello.settings import StelloSettings
 
 log = logging.getLogger(__name__)
@@ -42,7 +43,9 @@ class ServiceApp:
     keys: KeyStore
     settings: StelloSettings
     admin_methods: frozenset[str] = frozenset()
+    metrics_port: int | None = None
     monitor: HealthMonitor | None = field(default=None)
+    metrics: RpcMetrics | None = field(default=None)
 
 
 class HealthMonitor:
@@ -124,8 +127,10 @@ def _bind(server: grpc.aio.Server, address: str, settings: StelloSettings) -> in
 
 async def create_server(app: ServiceApp, address: str) -> tuple[grpc.aio.Server, int]:
     """Build a server for `app` bound to `address`; return it (not started) and its port."""
+    app.metrics = RpcMetrics(app.name)
     server = grpc.aio.server(
         interceptors=[
+            MetricsInterceptor(app.metrics),
             RequestIdInterceptor(),
             ErrorInterceptor(),
             AuthInterceptor(app.keys, app.admin_methods),
@@ -151,6 +156,8 @@ async def create_server(app: ServiceApp, address: str) -> tuple[grpc.aio.Server,
     )
     await app.monitor.check_once()
     app.monitor.start()
+    if app.metrics_port is not None:
+        app.metrics.serve(app.metrics_port)
     return server, port
 
 

@@ -71,6 +71,26 @@ class StelloSettings(BaseSettings):
     anthropic_base_url: str | None = None
     anthropic_api_key: SecretStr | None = None
     anthropic_model: str = "claude-sonnet-4-5"
+    openai_max_context_tokens: int = Field(
+        default=128_000, ge=1, description="The openai model's context window, in tokens."
+    )
+    anthropic_max_context_tokens: int = Field(
+        default=200_000, ge=1, description="The anthropic model's context window, in tokens."
+    )
+    anthropic_max_tokens: int = Field(
+        default=8192, ge=1, description="Most tokens one anthropic answer may have (max_tokens)."
+    )
+    llm_timeout_s: float = Field(
+        default=60.0,
+        gt=0,
+        description="Longest LLM wait for a connection or the next piece of an answer.",
+    )
+    llm_max_retries: int = Field(
+        default=2,
+        ge=0,
+        le=10,
+        description="Retries of an LLM call that failed with 5xx, 429, a timeout or no connection.",
+    )
     max_message_bytes: int = Field(default=64 * MIB, ge=1024, le=2**31 - 1)
     auth_cache_ttl_s: float = Field(default=5.0, ge=0)
     db_pool_min_size: int = Field(default=2, ge=0)

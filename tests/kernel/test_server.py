@@ -228,3 +228,31 @@ def test_error_reason_helper_handles_plain_errors() -> None:
             return "x"
 
     assert error_info_reason(Plain()) is None
+
+
+class TestMetrics:
+    async def test_calls_are_counted_by_code(
+        self, start_server: ServerStarter, space: TestSpace
+    ) -> None:
+        """Each RPC is counted under its method and final status code, and timed."""
+        running = await start_server(probe.probe_app)
+        async with running.channel() as channel:
+            assert await status_of(channel, probe.ECHO, request(space), space.metadata) == (
+                grpc.StatusCode.OK
+            )
+            assert await status_of(channel, probe.ECHO, request(space), ()) == (
+                grpc.StatusCode.UNAUTHENTICATED
+            )
+        metrics = running.app.metrics
+        assert metrics is not None
+
+        def count(code: str) -> float | None:
+            labels = {"service": "probe", "method": probe.ECHO, "code": code}
+            return metrics.registry.get_sample_value("stello_rpc_calls_total", labels)
+
+        assert count("OK") == 1
+        assert count("UNAUTHENTICATED") == 1
+        timed = metrics.registry.get_sample_value(
+            "stello_rpc_duration_seconds_count", {"service": "probe", "method": probe.ECHO}
+        )
+        assert timed == 2

@@ -1,0 +1,141 @@
+"""LLM providers behind one interface (DESIGN §6), and the helper calls that use them.
+
+The network providers live in `agent_gateway.llm.openai_provider` and
+`agent_gateway.llm.anthropic_provider`; `build_provider` imports them only when
+they are configured, so the SDKs cost nothing to a gateway running `echo`.
+"""
+
+from __future__ import annotations
+
+from pydantic import SecretStr
+
+from agent_gateway.llm.base import (
+    Completion,
+    Done,
+    JsonObject,
+    LLMMessage,
+    LLMProvider,
+    Role,
+    StreamEvent,
+    TextDelta,
+    ToolCallEvent,
+    ToolCallSpec,
+    ToolSpec,
+    Usage,
+    collect,
+    estimate_tokens,
+)
+from agent_gateway.llm.echo import DEFAULT_MAX_CONTEXT_TOKENS, EchoProvider, parse_tool_commands
+from agent_gateway.llm.prompts import (
+    DEFAULT_COMPRESS_PROMPT,
+    DEFAULT_CONSOLIDATE_PROMPT,
+    DEFAULT_FORK_COMPRESS_PROMPT,
+    build_compress_messages,
+    build_consolidate_messages,
+    compress_records,
+    consolidate_records,
+    fork_system_prompt,
+    strip_think,
+    transcript,
+)
+from agent_gateway.llm.remote import RAW_ARGUMENTS_KEY, parse_tool_arguments
+from stello.errors import FailedPrecondition
+from stello.settings import StelloSettings
+
+__all__ = [
+    "DEFAULT_COMPRESS_PROMPT",
+    "DEFAULT_CONSOLIDATE_PROMPT",
+    "DEFAULT_FORK_COMPRESS_PROMPT",
+    "DEFAULT_MAX_CONTEXT_TOKENS",
+    "RAW_ARGUMENTS_KEY",
+    "Completion",
+    "Done",
+    "EchoProvider",
+    "JsonObject",
+    "LLMMessage",
+    "LLMProvider",
+    "Role",
+    "StreamEvent",
+    "TextDelta",
+    "ToolCallEvent",
+    "ToolCallSpec",
+    "ToolSpec",
+    "Usage",
+    "build_compress_messages",
+    "build_consolidate_messages",
+    "build_provider",
+    "collect",
+    "compress_records",
+    "consolidate_records",
+    "estimate_tokens",
+    "fork_system_prompt",
+    "parse_tool_arguments",
+    "parse_tool_commands",
+    "strip_think",
+    "transcript",
+]
+
+
+def build_provider(
+    settings: StelloSettings, *, max_context_tokens: int = DEFAULT_MAX_CONTEXT_TOKENS
+) -> LLMProvider:
+    """The provider `settings.llm_provider` names.
+
+    Args:
+        settings: the process settings (`STELLO_LLM_PROVIDER` and the provider's own:
+            base URL, key, model, context window, `STELLO_LLM_TIMEOUT_S`,
+            `STELLO_LLM_MAX_RETRIES`).
+        max_context_tokens: the context window the `echo` provider reports (the
+            network providers report `STELLO_OPENAI_MAX_CONTEXT_TOKENS` /
+            `STELLO_ANTHROPIC_MAX_CONTEXT_TOKENS`).
+
+    Raises:
+        FailedPrecondition: the provider's API key is missing (anthropic always
+            needs one; openai needs one unless `STELLO_OPENAI_BASE_URL` points at
+            a compatible server, which then gets a placeholder key).
+    """
+    if settings.llm_provider == "openai":
+        from agent_gateway.llm.openai_provider import OpenAIProvider
+
+        openai_key = _secret(settings.openai_api_key)
+        if openai_key is None and not settings.openai_base_url:
+            raise FailedPrecondition(
+                "STELLO_OPENAI_API_KEY is not set: the openai provider needs an API key "
+                "(or set STELLO_OPENAI_BASE_URL to a compatible server that needs none)",
+                reason="LLM_API_KEY_MISSING",
+            )
+        return OpenAIProvider(
+            model=settings.openai_model,
+            api_key=openai_key,
+            base_url=settings.openai_base_url,
+            timeout_s=settings.llm_timeout_s,
+            max_retries=settings.llm_max_retries,
+            max_context_tokens=settings.openai_max_context_tokens,
+        )
+    if settings.llm_provider == "anthropic":
+        from agent_gateway.llm.anthropic_provider import AnthropicProvider
+
+        anthropic_key = _secret(settings.anthropic_api_key)
+        if anthropic_key is None:
+            raise FailedPrecondition(
+                "STELLO_ANTHROPIC_API_KEY is not set: the anthropic provider needs an API key",
+                reason="LLM_API_KEY_MISSING",
+            )
+        return AnthropicProvider(
+            model=settings.anthropic_model,
+            api_key=anthropic_key,
+            base_url=settings.anthropic_base_url,
+            max_tokens=settings.anthropic_max_tokens,
+            timeout_s=settings.llm_timeout_s,
+            max_retries=settings.llm_max_retries,
+            max_context_tokens=settings.anthropic_max_context_tokens,
+        )
+    return EchoProvider(max_context_tokens=max_context_tokens)
+
+
+def _secret(value: SecretStr | None) -> str | None:
+    """The secret's text, or None when unset or blank."""
+    if value is None:
+        return None
+    text = value.get_secret_value().strip()
+    return text or None

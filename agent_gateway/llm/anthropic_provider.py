@@ -1,0 +1,372 @@
+"""The `anthropic` provider: Anthropic's Messages API through the official SDK (DESIGN §6).
+
+Mapping a context to the Messages API:
+
+- every system message, wherever it stands, goes into the ``system``
+  parameter, in order, joined by a blank line (the system prompt, the session
+  identity, the insight, a compression summary);
+- user text is a ``text`` block; assistant text a ``text`` block followed by
+  one ``tool_use`` block per tool call; a tool message is a ``tool_result``
+  block (``is_error`` kept) in a user message;
+- consecutive messages of one role are merged into one message, as the API
+  requires (tool results of one round form one user message; a user message
+  right after them joins it);
+- blank text is not sent (the API refuses empty text blocks), and a message
+  left with no block is dropped.
+
+Tools go out as ``{name, description, input_schema}``. Streaming reads the
+server-sent events (message_start, content_block_start/delta/stop with
+``text_delta`` and ``input_json_delta``, message_delta, message_stop): text is
+yielded as it comes, a tool call once its block stops. Usage: prompt tokens
+are the input tokens plus cache reads and writes, completion tokens the
+output tokens. Errors map as `remote` describes, including the ``error``
+events a stream may carry (an ``overloaded_error`` is UNAVAILABLE).
+"""
+
+from __future__ import annotations
+
+from collections.abc import AsyncGenerator, Sequence
+from dataclasses import dataclass, field
+from types import TracebackType
+from typing import Literal, TypeAlias
+
+import anthropic
+import httpx2
+from anthropic.types import (
+    InputJSONDelta,
+    MessageDeltaUsage,
+    MessageParam,
+    RawContentBlockDeltaEvent,
+    RawContentBlockStartEvent,
+    RawContentBlockStopEvent,
+    RawMessageDeltaEvent,
+    RawMessageStartEvent,
+    TextBlock,
+    TextBlockParam,
+    ToolParam,
+    ToolResultBlockParam,
+    ToolUseBlock,
+    ToolUseBlockParam,
+)
+from anthropic.types import TextDelta as AnthropicTextDelta
+from anthropic.types import Usage as AnthropicUsage
+
+from agent_gateway.llm.base import (
+    Completion,
+    Done,
+    JsonObject,
+    LLMMessage,
+    StreamEvent,
+    TextDelta,
+    ToolCallEvent,
+    ToolCallSpec,
+    ToolSpec,
+    Usage,
+)
+from agent_gateway.llm.remote import Endpoint, error_detail, parse_tool_arguments
+from stello.errors import StelloError
+
+DEFAULT_BASE_URL = "https://api.anthropic.com"
+DEFAULT_MAX_CONTEXT_TOKENS = 200_000
+DEFAULT_MAX_TOKENS = 8192
+
+EMPTY_SCHEMA: JsonObject = {"type": "object", "properties": {}}
+
+# The HTTP status an error event inside a stream stands for (the stream itself answered 200).
+_STATUS_OF_ERROR_TYPE = {
+    "invalid_request_error": 400,
+    "authentication_error": 401,
+    "billing_error": 402,
+    "permission_error": 403,
+    "not_found_error": 404,
+    "request_too_large": 413,
+    "rate_limit_error": 429,
+    "api_error": 500,
+    "overloaded_error": 529,
+}
+
+Block: TypeAlias = TextBlockParam | ToolUseBlockParam | ToolResultBlockParam
+
+
+def to_anthropic_request(messages: Sequence[LLMMessage]) -> tuple[str, list[MessageParam]]:
+    """The ``system`` text and the ``messages`` of a Messages request for `messages`."""
+    system = "\n\n".join(m.content for m in messages if m.role == "system" and m.content)
+    turns: list[tuple[Literal["user", "assistant"], list[Block]]] = []
+    for message in messages:
+        if message.role == "system":
+            continue
+        role: Literal["user", "assistant"] = "assistant" if message.role == "assistant" else "user"
+        blocks = _blocks(message)
+        if not blocks:
+            continue
+        if turns and turns[-1][0] == role:
+            turns[-1][1].extend(blocks)
+        else:
+            turns.append((role, blocks))
+    out: list[MessageParam] = []
+    for role, blocks in turns:
+        if role == "user":
+            out.append({"role": "user", "content": blocks})
+        else:
+            out.append({"role": "assistant", "content": blocks})
+    return system, out
+
+
+def _blocks(message: LLMMessage) -> list[Block]:
+    if message.role == "tool":
+        result: ToolResultBlockParam = {
+            "type": "tool_result",
+            "tool_use_id": message.tool_call_id or "",
+            "is_error": message.is_error,
+        }
+        if message.content:
+            result["content"] = message.content
+        return [result]
+    blocks: list[Block] = []
+    if message.content.strip():
+        blocks.append({"type": "text", "text": message.content})
+    for call in message.tool_calls:
+        use: ToolUseBlockParam = {
+            "type": "tool_use",
+            "id": call.id,
+            "name": call.name,
+            "input": call.arguments,
+        }
+        blocks.append(use)
+    return blocks
+
+
+def to_anthropic_tools(tools: Sequence[ToolSpec] | None) -> list[ToolParam]:
+    """`tools` as Messages API tools ([] for none)."""
+    return [
+        {
+            "name": tool.name,
+            "description": tool.description,
+            "input_schema": tool.parameters or EMPTY_SCHEMA,
+        }
+        for tool in tools or ()
+    ]
+
+
+class AnthropicProvider:
+    """Anthropic's Messages API, through the official SDK."""
+
+    name = "anthropic"
+
+    def __init__(
+        self,
+        *,
+        model: str,
+        api_key: str,
+        base_url: str | None = None,
+        max_tokens: int = DEFAULT_MAX_TOKENS,
+        timeout_s: float = 60.0,
+        max_retries: int = 2,
+        max_context_tokens: int = DEFAULT_MAX_CONTEXT_TOKENS,
+    ) -> None:
+        """Configure the client (no connection is made until the first call).
+
+        Args:
+            model: the model name sent with every request.
+            api_key: the API key (sent as ``x-api-key``).
+            base_url: the API root (None: Anthropic's).
+            max_tokens: most tokens one answer may have.
+            timeout_s: longest wait to connect or for the next piece of an answer.
+            max_retries: retries of a call that failed with 408/409/429/5xx, a
+                timeout or no connection.
+            max_context_tokens: the model's context window, in tokens.
+        """
+        if max_context_tokens < 1:
+            raise ValueError("max_context_tokens must be at least 1")
+        if max_tokens < 1:
+            raise ValueError("max_tokens must be at least 1")
+        base_url = base_url or DEFAULT_BASE_URL
+        self._max_context_tokens = max_context_tokens
+        self._max_tokens = max_tokens
+        self._endpoint = Endpoint(
+            "anthropic", base_url, model, timeout_s, max_retries, secret=api_key
+        )
+        self._client = anthropic.AsyncAnthropic(
+            api_key=api_key, base_url=base_url, timeout=timeout_s, max_retries=max_retries
+        )
+
+    @property
+    def max_context_tokens(self) -> int:
+        """The model's context window, in tokens."""
+        return self._max_context_tokens
+
+    @property
+    def model(self) -> str:
+        """The model name sent with every request."""
+        return self._endpoint.model
+
+    async def complete(
+        self, messages: Sequence[LLMMessage], *, tools: Sequence[ToolSpec] | None = None
+    ) -> Completion:
+        """Answer `messages` with one non-streaming Messages call."""
+        system, wire = to_anthropic_request(messages)
+        try:
+            response = await self._client.messages.create(
+                model=self._endpoint.model,
+                max_tokens=self._max_tokens,
+                messages=wire,
+                system=system or anthropic.omit,
+                tools=to_anthropic_tools(tools) or anthropic.omit,
+            )
+        except (anthropic.AnthropicError, httpx2.HTTPError) as exc:
+            raise self._translate(exc) from exc
+        text: list[str] = []
+        calls: list[ToolCallSpec] = []
+        for block in response.content:
+            if isinstance(block, TextBlock):
+                text.append(block.text)
+            elif isinstance(block, ToolUseBlock):
+                calls.append(ToolCallSpec(block.id, block.name, dict(block.input)))
+        return Completion("".join(text), tuple(calls), _usage(response.usage))
+
+    async def stream(
+        self, messages: Sequence[LLMMessage], *, tools: Sequence[ToolSpec] | None = None
+    ) -> AsyncGenerator[StreamEvent, None]:
+        """Answer `messages` as text deltas and tool calls as their blocks end, then `Done`."""
+        system, wire = to_anthropic_request(messages)
+        text: list[str] = []
+        calls: list[ToolCallSpec] = []
+        open_calls: dict[int, _PartialCall] = {}
+        usage = _StreamUsage()
+        try:
+            response = await self._client.messages.create(
+                model=self._endpoint.model,
+                max_tokens=self._max_tokens,
+                messages=wire,
+                system=system or anthropic.omit,
+                tools=to_anthropic_tools(tools) or anthropic.omit,
+                stream=True,
+            )
+            async with response:
+                async for event in response:
+                    if isinstance(event, RawMessageStartEvent):
+                        usage.start(event.message.usage)
+                    elif isinstance(event, RawContentBlockStartEvent):
+                        block = event.content_block
+                        if isinstance(block, ToolUseBlock):
+                            open_calls[event.index] = _PartialCall(
+                                block.id, block.name, dict(block.input)
+                            )
+                        elif isinstance(block, TextBlock) and block.text:
+                            text.append(block.text)
+                            yield TextDelta(block.text)
+                    elif isinstance(event, RawContentBlockDeltaEvent):
+                        delta = event.delta
+                        if isinstance(delta, AnthropicTextDelta) and delta.text:
+                            text.append(delta.text)
+                            yield TextDelta(delta.text)
+                        elif isinstance(delta, InputJSONDelta) and event.index in open_calls:
+                            open_calls[event.index].json.append(delta.partial_json)
+                    elif isinstance(event, RawContentBlockStopEvent):
+                        partial = open_calls.pop(event.index, None)
+                        if partial is not None:
+                            call = partial.finish(len(calls))
+                            calls.append(call)
+                            yield ToolCallEvent(call)
+                    elif isinstance(event, RawMessageDeltaEvent):
+                        usage.delta(event.usage)
+        except (anthropic.AnthropicError, httpx2.HTTPError) as exc:
+            raise self._translate(exc) from exc
+        for index in sorted(open_calls):  # blocks the server never closed
+            call = open_calls[index].finish(len(calls))
+            calls.append(call)
+            yield ToolCallEvent(call)
+        yield Done(Completion("".join(text), tuple(calls), usage.total()))
+
+    async def aclose(self) -> None:
+        """Close the SDK client and its connections."""
+        await self._client.close()
+
+    async def __aenter__(self) -> AnthropicProvider:
+        return self
+
+    async def __aexit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        await self.aclose()
+
+    def _translate(self, exc: anthropic.AnthropicError | httpx2.HTTPError) -> StelloError:
+        """The domain error for an SDK or transport failure."""
+        endpoint = self._endpoint
+        if isinstance(exc, anthropic.APITimeoutError | httpx2.TimeoutException):
+            return endpoint.timeout_error()
+        if isinstance(exc, anthropic.APIConnectionError):
+            cause = exc.__cause__
+            return endpoint.connection_error(str(cause) if cause else exc.message)
+        if isinstance(exc, httpx2.HTTPError):
+            return endpoint.connection_error(str(exc) or type(exc).__name__)
+        if isinstance(exc, anthropic.APIStatusError):
+            detail = exc.api_message or error_detail(exc.body)
+            if exc.status_code < 400:  # an error event inside a stream that answered 200
+                status = _STATUS_OF_ERROR_TYPE.get(exc.type or "", 500)
+                return endpoint.status_error(status, detail, retried=False)
+            return endpoint.status_error(exc.status_code, detail)
+        if isinstance(exc, anthropic.APIError):
+            detail = error_detail(exc.body) or exc.message
+            return endpoint.status_error(500, detail, retried=False)
+        return endpoint.status_error(500, str(exc))
+
+
+def _usage(usage: AnthropicUsage) -> Usage:
+    prompt = (
+        (usage.input_tokens or 0)
+        + (usage.cache_creation_input_tokens or 0)
+        + (usage.cache_read_input_tokens or 0)
+    )
+    completion = usage.output_tokens or 0
+    return Usage(prompt, completion, prompt + completion)
+
+
+@dataclass(slots=True)
+class _StreamUsage:
+    """Usage as a stream reports it: at message_start, then running totals in message_delta."""
+
+    input: int = 0
+    cache_creation: int = 0
+    cache_read: int = 0
+    output: int = 0
+
+    def start(self, usage: AnthropicUsage) -> None:
+        self.input = usage.input_tokens or 0
+        self.cache_creation = usage.cache_creation_input_tokens or 0
+        self.cache_read = usage.cache_read_input_tokens or 0
+        self.output = usage.output_tokens or 0
+
+    def delta(self, usage: MessageDeltaUsage) -> None:
+        if usage.input_tokens is not None:
+            self.input = usage.input_tokens
+        if usage.cache_creation_input_tokens is not None:
+            self.cache_creation = usage.cache_creation_input_tokens
+        if usage.cache_read_input_tokens is not None:
+            self.cache_read = usage.cache_read_input_tokens
+        if usage.output_tokens is not None:
+            self.output = usage.output_tokens
+
+    def total(self) -> Usage:
+        prompt = self.input + self.cache_creation + self.cache_read
+        return Usage(prompt, self.output, prompt + self.output)
+
+
+@dataclass(slots=True)
+class _PartialCall:
+    """A tool_use block being streamed: its start, then its input JSON in pieces."""
+
+    id: str
+    name: str
+    start_input: JsonObject
+    json: list[str] = field(default_factory=list)
+
+    def finish(self, position: int) -> ToolCallSpec:
+        """The whole call; `position` (its place among the answer's calls) names an id-less one."""
+        name = self.name or "unknown_tool"
+        text = "".join(self.json)
+        arguments = parse_tool_arguments(text, tool=name) if text else self.start_input
+        return ToolCallSpec(self.id or f"tool_{position}", name, arguments)

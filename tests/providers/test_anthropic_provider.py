@@ -1,0 +1,366 @@
+"""The `anthropic` provider against a real loopback server speaking the Messages API (DESIGN §6)."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import AsyncIterator
+
+import pytest
+
+from agent_gateway.context import session_identity
+from agent_gateway.llm import (
+    RAW_ARGUMENTS_KEY,
+    Completion,
+    Done,
+    LLMMessage,
+    TextDelta,
+    ToolCallEvent,
+    ToolCallSpec,
+    ToolSpec,
+    Usage,
+    collect,
+)
+from agent_gateway.llm.anthropic_provider import AnthropicProvider
+from stello.errors import DeadlineExceeded, FailedPrecondition, ResourceExhausted, Unavailable
+from tests.providers.support import KEY, MODEL, MODES, SEARCH, Mode, call, turn_context
+from tests.support.fake_anthropic import FakeAnthropic, FakeToolCall, Reply
+
+HI = [LLMMessage("user", "hi")]
+MAX_TOKENS = 1000
+
+
+def text(value: str) -> dict[str, str]:
+    """A text block."""
+    return {"type": "text", "text": value}
+
+
+def result(tool_use_id: str, content: str, *, is_error: bool = False) -> dict[str, object]:
+    """A tool_result block."""
+    return {
+        "type": "tool_result",
+        "tool_use_id": tool_use_id,
+        "is_error": is_error,
+        "content": content,
+    }
+
+
+@pytest.fixture(name="fake")
+async def _fake() -> AsyncIterator[FakeAnthropic]:
+    async with FakeAnthropic() as fake:
+        yield fake
+
+
+@pytest.fixture(name="provider")
+async def _provider(fake: FakeAnthropic) -> AsyncIterator[AnthropicProvider]:
+    async with AnthropicProvider(
+        model=MODEL,
+        api_key=KEY,
+        base_url=fake.base_url,
+        max_tokens=MAX_TOKENS,
+        timeout_s=5.0,
+        max_retries=1,
+    ) as provider:
+        yield provider
+
+
+class TestAnthropicProviderTurns:
+    async def test_complete_plain(self, fake: FakeAnthropic, provider: AnthropicProvider) -> None:
+        """A plain turn sends exactly model, max_tokens and messages, and returns text and usage."""
+        fake.reply("hello there", prompt_tokens=12, completion_tokens=3)
+        completion = await provider.complete(HI)
+        assert completion == Completion("hello there", usage=Usage(12, 3, 15))
+        assert fake.message_bodies() == [
+            {
+                "model": MODEL,
+                "max_tokens": MAX_TOKENS,
+                "messages": [{"role": "user", "content": [text("hi")]}],
+            }
+        ]
+        request = fake.requests[0]
+        assert (request.method, request.path) == ("POST", "/v1/messages")
+        assert "anthropic-version" in request.headers
+        assert KEY in request.headers.get("x-api-key", request.headers.get("authorization", ""))
+
+    async def test_stream_plain(self, fake: FakeAnthropic, provider: AnthropicProvider) -> None:
+        """A streamed turn yields text_delta pieces, then one Done with message_delta's usage."""
+        fake.reply("hello there", prompt_tokens=7, completion_tokens=2, chunks=3)
+        events = [event async for event in provider.stream(HI)]
+        assert events == [
+            TextDelta("hell"),
+            TextDelta("o th"),
+            TextDelta("ere"),
+            Done(Completion("hello there", usage=Usage(7, 2, 9))),
+        ]
+        assert fake.message_bodies()[0]["stream"] is True
+
+    async def test_cache_tokens_count_as_prompt(
+        self, fake: FakeAnthropic, provider: AnthropicProvider
+    ) -> None:
+        """Cache reads and writes count as prompt tokens."""
+        fake.push(
+            Reply.json(
+                {
+                    "id": "msg_1",
+                    "type": "message",
+                    "role": "assistant",
+                    "model": MODEL,
+                    "content": [text("ok")],
+                    "stop_reason": "end_turn",
+                    "stop_sequence": None,
+                    "usage": {
+                        "input_tokens": 5,
+                        "cache_creation_input_tokens": 100,
+                        "cache_read_input_tokens": 1000,
+                        "output_tokens": 2,
+                    },
+                }
+            )
+        )
+        assert (await provider.complete(HI)).usage == Usage(1105, 2, 1107)
+
+    async def test_stream_tool_use(self, fake: FakeAnthropic, provider: AnthropicProvider) -> None:
+        """input_json_delta pieces become one tool call, emitted when its block stops."""
+        fake.reply(
+            "Let me look.",
+            tool_calls=[
+                FakeToolCall("search", {"q": "tea", "limit": 3}, id="toolu_1"),
+                FakeToolCall("fetch", {"url": "http://x"}, id="toolu_2"),
+            ],
+        )
+        events = [event async for event in provider.stream(HI, tools=[SEARCH])]
+        calls = (
+            ToolCallSpec("toolu_1", "search", {"q": "tea", "limit": 3}),
+            ToolCallSpec("toolu_2", "fetch", {"url": "http://x"}),
+        )
+        assert events[-3:] == [
+            ToolCallEvent(calls[0]),
+            ToolCallEvent(calls[1]),
+            Done(Completion("Let me look.", calls, Usage(10, 5, 15))),
+        ]
+
+    async def test_stream_invalid_input_json_kept_raw(
+        self, fake: FakeAnthropic, provider: AnthropicProvider
+    ) -> None:
+        """Streamed tool input that is not a JSON object is kept as raw text."""
+        fake.reply(tool_calls=[FakeToolCall("search", '{"q": "unterminated', id="toolu_1")])
+        completion = await collect(provider.stream(HI, tools=[SEARCH]))
+        assert completion.tool_calls == (
+            ToolCallSpec("toolu_1", "search", {RAW_ARGUMENTS_KEY: '{"q": "unterminated'}),
+        )
+
+    @pytest.mark.parametrize("mode", MODES)
+    async def test_tool_round_trip(
+        self, fake: FakeAnthropic, provider: AnthropicProvider, mode: Mode
+    ) -> None:
+        """The model asks for a tool; the next call carries tool_use and tool_result, exactly."""
+        fake.reply("Searching.", tool_calls=[FakeToolCall("search", {"q": "tea"}, id="toolu_9")])
+        fake.reply("Tea is a drink.")
+        messages = [LLMMessage("system", "Be brief."), LLMMessage("user", "What is tea?")]
+        first = await call(provider, mode, messages, [SEARCH])
+        assert first.tool_calls == (ToolCallSpec("toolu_9", "search", {"q": "tea"}),)
+        follow_up = [
+            *messages,
+            LLMMessage("assistant", first.content, first.tool_calls),
+            LLMMessage("tool", "tea: a drink", tool_call_id="toolu_9"),
+        ]
+        second = await call(provider, mode, follow_up, [SEARCH])
+        assert second.content == "Tea is a drink."
+        body = fake.message_bodies()[1]
+        assert body["system"] == "Be brief."
+        assert body["messages"] == [
+            {"role": "user", "content": [text("What is tea?")]},
+            {
+                "role": "assistant",
+                "content": [
+                    text("Searching."),
+                    {"type": "tool_use", "id": "toolu_9", "name": "search", "input": {"q": "tea"}},
+                ],
+            },
+            {
+                "role": "user",
+                "content": [result("toolu_9", "tea: a drink")],
+            },
+        ]
+        assert body["tools"] == [
+            {
+                "name": "search",
+                "description": "Search the notes.",
+                "input_schema": SEARCH.parameters,
+            }
+        ]
+
+    async def test_tool_without_schema(
+        self, fake: FakeAnthropic, provider: AnthropicProvider
+    ) -> None:
+        """A tool with no parameter schema is offered with the empty object schema."""
+        fake.reply("ok")
+        await provider.complete(HI, tools=[ToolSpec("ping", "Ping.")])
+        assert fake.message_bodies()[0]["tools"][0]["input_schema"] == {
+            "type": "object",
+            "properties": {},
+        }
+
+    async def test_turn_context_sent_exactly(
+        self, fake: FakeAnthropic, provider: AnthropicProvider
+    ) -> None:
+        """System prompt, identity and insight join `system`; the rest alternates roles exactly."""
+        fake.reply("Done.")
+        await provider.complete(turn_context())
+        body = fake.message_bodies()[0]
+        assert body["system"] == "\n\n".join(
+            ["You are Stello.", session_identity("Research"), "The user prefers short answers."]
+        )
+        assert body["messages"] == [
+            {"role": "user", "content": [text("What is in my notes?")]},
+            {
+                "role": "assistant",
+                "content": [
+                    {"type": "tool_use", "id": "call_a", "name": "search", "input": {"q": "notes"}}
+                ],
+            },
+            {
+                "role": "user",
+                "content": [result("call_a", "index unavailable", is_error=True)],
+            },
+            {"role": "assistant", "content": [text("I could not search them.")]},
+            {"role": "user", "content": [text("Try again.")]},
+        ]
+
+    async def test_same_role_messages_merged(
+        self, fake: FakeAnthropic, provider: AnthropicProvider
+    ) -> None:
+        """Consecutive same-role messages merge; tool results of a round share one user message."""
+        fake.reply("ok")
+        calls = (ToolCallSpec("t1", "a", {}), ToolCallSpec("t2", "b", {"x": 1}))
+        await provider.complete(
+            [
+                LLMMessage("user", "one"),
+                LLMMessage("user", "two"),
+                LLMMessage("assistant", "", calls),
+                LLMMessage("tool", "r1", tool_call_id="t1"),
+                LLMMessage("tool", "", tool_call_id="t2", is_error=True),
+                LLMMessage("system", "late note"),
+                LLMMessage("user", "three"),
+            ]
+        )
+        body = fake.message_bodies()[0]
+        assert body["system"] == "late note"
+        assert body["messages"] == [
+            {"role": "user", "content": [text("one"), text("two")]},
+            {
+                "role": "assistant",
+                "content": [
+                    {"type": "tool_use", "id": "t1", "name": "a", "input": {}},
+                    {"type": "tool_use", "id": "t2", "name": "b", "input": {"x": 1}},
+                ],
+            },
+            {
+                "role": "user",
+                "content": [
+                    result("t1", "r1"),
+                    {"type": "tool_result", "tool_use_id": "t2", "is_error": True},
+                    text("three"),
+                ],
+            },
+        ]
+
+    async def test_abandoned_stream_stops(
+        self, fake: FakeAnthropic, provider: AnthropicProvider
+    ) -> None:
+        """Closing a stream after its first delta releases it; the next call works."""
+        deltas = [
+            ("content_block_delta", {"type": "content_block_delta", "index": 0, "delta": d})
+            for d in ({"type": "text_delta", "text": f"{i} "} for i in range(50))
+        ]
+        start = {"type": "content_block_start", "index": 0, "content_block": text("")}
+        fake.push(Reply.sse([("content_block_start", start), *deltas], chunk_delay_s=0.05))
+        fake.reply("next")
+        stream = provider.stream(HI)
+        assert await anext(stream) == TextDelta("0 ")
+        await asyncio.wait_for(stream.aclose(), 1.0)
+        assert (await provider.complete(HI)).content == "next"
+
+
+class TestAnthropicProviderErrors:
+    @pytest.mark.parametrize("mode", MODES)
+    @pytest.mark.parametrize("status", [500, 529])
+    async def test_5xx_unavailable_after_retries(
+        self, fake: FakeAnthropic, provider: AnthropicProvider, mode: Mode, status: int
+    ) -> None:
+        """A 500 or 529 (overloaded) is retried (max_retries=1), then raised as UNAVAILABLE."""
+        fake.fail(status, "upstream exploded", times=2)
+        with pytest.raises(Unavailable, match=rf"unavailable .*HTTP {status}: upstream exploded"):
+            await call(provider, mode, HI)
+        assert len(fake.requests) == 2
+
+    @pytest.mark.parametrize("mode", MODES)
+    async def test_429_resource_exhausted(
+        self, fake: FakeAnthropic, provider: AnthropicProvider, mode: Mode
+    ) -> None:
+        """A 429 that persists through the retries is RESOURCE_EXHAUSTED."""
+        fake.fail(429, "Number of request tokens has exceeded your rate limit", times=2)
+        with pytest.raises(ResourceExhausted, match="exceeded your rate limit") as caught:
+            await call(provider, mode, HI)
+        assert caught.value.reason == "LLM_RATE_LIMITED"
+
+    @pytest.mark.parametrize("status", [401, 403])
+    async def test_bad_key_failed_precondition(
+        self, fake: FakeAnthropic, provider: AnthropicProvider, status: int
+    ) -> None:
+        """A 401/403 is FAILED_PRECONDITION naming the key setting, with the key masked."""
+        fake.fail(status, f"invalid x-api-key {KEY}")
+        with pytest.raises(FailedPrecondition, match="rejected the API key") as caught:
+            await provider.complete(HI)
+        assert "STELLO_ANTHROPIC_API_KEY" in caught.value.message
+        assert KEY not in caught.value.message
+        assert len(fake.requests) == 1
+
+    async def test_400_carries_provider_message(
+        self, fake: FakeAnthropic, provider: AnthropicProvider
+    ) -> None:
+        """A 400 is FAILED_PRECONDITION with the provider's own message."""
+        fake.fail(400, "prompt is too long: 210000 tokens > 200000 maximum")
+        with pytest.raises(FailedPrecondition, match="prompt is too long"):
+            await provider.complete(HI)
+
+    @pytest.mark.parametrize("mode", MODES)
+    async def test_slow_server_deadline_exceeded(self, fake: FakeAnthropic, mode: Mode) -> None:
+        """A server that answers after the timeout is DEADLINE_EXCEEDED."""
+        fake.stall(5.0)
+        async with AnthropicProvider(
+            model=MODEL, api_key=KEY, base_url=fake.base_url, timeout_s=0.2, max_retries=0
+        ) as provider:
+            with pytest.raises(DeadlineExceeded, match=r"did not answer within 0\.2s"):
+                await call(provider, mode, HI)
+
+    @pytest.mark.parametrize("mode", MODES)
+    async def test_unreachable_unavailable(self, mode: Mode) -> None:
+        """A base URL nobody listens on is UNAVAILABLE, naming the base URL setting."""
+        async with FakeAnthropic() as gone:
+            base_url = gone.base_url
+        async with AnthropicProvider(
+            model=MODEL, api_key=KEY, base_url=base_url, timeout_s=2.0, max_retries=0
+        ) as provider:
+            with pytest.raises(Unavailable, match=r"cannot reach .*STELLO_ANTHROPIC_BASE_URL"):
+                await call(provider, mode, HI)
+
+    @pytest.mark.parametrize(
+        ("error_type", "error"),
+        [
+            pytest.param("overloaded_error", Unavailable, id="overloaded"),
+            pytest.param("api_error", Unavailable, id="api-error"),
+            pytest.param("rate_limit_error", ResourceExhausted, id="rate-limit"),
+        ],
+    )
+    async def test_error_event_in_stream(
+        self,
+        fake: FakeAnthropic,
+        provider: AnthropicProvider,
+        error_type: str,
+        error: type[Exception],
+    ) -> None:
+        """An error event inside a stream that began maps by its type, without retry."""
+        fake.stream_error(error_type, "busy right now", text="par")
+        with pytest.raises(error, match="busy right now"):
+            await collect(provider.stream(HI))
+        assert len(fake.requests) == 1

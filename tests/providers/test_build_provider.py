@@ -1,0 +1,94 @@
+"""`build_provider` for the network providers: a working provider, or a clear refusal."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+
+import pytest
+from pydantic import SecretStr
+
+from agent_gateway.llm import LLMMessage, build_provider
+from agent_gateway.llm.anthropic_provider import AnthropicProvider
+from agent_gateway.llm.openai_provider import OpenAIProvider
+from stello.errors import FailedPrecondition
+from stello.settings import StelloSettings
+from tests.providers.support import KEY
+from tests.support.fake_anthropic import FakeAnthropic
+from tests.support.fake_openai import FakeOpenAI
+
+HI = [LLMMessage("user", "hi")]
+
+
+class TestBuildOpenAI:
+    async def test_from_environment(self, monkeypatch: pytest.MonkeyPatch) -> None:
+        """STELLO_* variables alone build an openai provider that reaches the configured server."""
+        async with FakeOpenAI() as fake:
+            fake.reply("from env")
+            monkeypatch.setenv("STELLO_LLM_PROVIDER", "openai")
+            monkeypatch.setenv("STELLO_OPENAI_BASE_URL", fake.base_url)
+            monkeypatch.setenv("STELLO_OPENAI_API_KEY", KEY)
+            monkeypatch.setenv("STELLO_OPENAI_MODEL", "local-model")
+            monkeypatch.setenv("STELLO_OPENAI_MAX_CONTEXT_TOKENS", "32768")
+            monkeypatch.setenv("STELLO_LLM_TIMEOUT_S", "3")
+            monkeypatch.setenv("STELLO_LLM_MAX_RETRIES", "0")
+            provider = build_provider(StelloSettings())
+            assert isinstance(provider, OpenAIProvider)
+            async with provider:
+                assert provider.max_context_tokens == 32768
+                assert (await provider.complete(HI)).content == "from env"
+            assert fake.chat_bodies()[0]["model"] == "local-model"
+            assert fake.requests[0].headers["authorization"] == f"Bearer {KEY}"
+
+    def test_local_server_needs_no_key(self) -> None:
+        """With a base URL and no key (a local server), the provider is built with a placeholder."""
+        settings = StelloSettings(llm_provider="openai", openai_base_url="http://127.0.0.1:1/v1")
+        assert isinstance(build_provider(settings), OpenAIProvider)
+
+    def test_openai_without_key_or_url(self) -> None:
+        """OpenAI itself without a key is refused at build time, naming the setting."""
+        settings = StelloSettings(llm_provider="openai", openai_api_key=SecretStr("  "))
+        with pytest.raises(FailedPrecondition, match="STELLO_OPENAI_API_KEY is not set") as caught:
+            build_provider(settings)
+        assert caught.value.reason == "LLM_API_KEY_MISSING"
+
+
+class TestBuildAnthropic:
+    async def test_from_settings(self) -> None:
+        """Anthropic settings build a provider that reaches the configured server and model."""
+        async with FakeAnthropic() as fake:
+            fake.reply("hello")
+            settings = StelloSettings(
+                llm_provider="anthropic",
+                anthropic_base_url=fake.base_url,
+                anthropic_api_key=SecretStr(KEY),
+                anthropic_model="claude-test",
+                anthropic_max_tokens=321,
+                anthropic_max_context_tokens=1000,
+            )
+            provider = build_provider(settings)
+            assert isinstance(provider, AnthropicProvider)
+            async with provider:
+                assert provider.max_context_tokens == 1000
+                assert (await provider.complete(HI)).content == "hello"
+            body = fake.message_bodies()[0]
+            assert (body["model"], body["max_tokens"]) == ("claude-test", 321)
+
+    def test_missing_key(self) -> None:
+        """Anthropic without a key is refused at build time with a clear FAILED_PRECONDITION."""
+        settings = StelloSettings(llm_provider="anthropic", anthropic_base_url="http://x")
+        with pytest.raises(FailedPrecondition, match="STELLO_ANTHROPIC_API_KEY is not set"):
+            build_provider(settings)
+
+
+class TestLazyImport:
+    def test_echo_gateway_loads_no_sdk(self) -> None:
+        """Importing the LLM package and building echo loads neither SDK (they load on demand)."""
+        code = (
+            "import sys\n"
+            "from agent_gateway.llm import build_provider\n"
+            "from stello.settings import StelloSettings\n"
+            "build_provider(StelloSettings(llm_provider='echo'))\n"
+            "assert 'openai' not in sys.modules and 'anthropic' not in sys.modules\n"
+        )
+        subprocess.run([sys.executable, "-c", code], check=True, timeout=60)

@@ -1,0 +1,42 @@
+"""The fake LLM servers themselves: scripting, defaults and recording, as later tests rely on."""
+
+from __future__ import annotations
+
+import pytest
+
+from agent_gateway.llm import LLMMessage
+from agent_gateway.llm.openai_provider import OpenAIProvider
+from stello.errors import Unavailable
+from tests.providers.support import MODEL
+from tests.support.fake_http import FakeAnswer
+from tests.support.fake_openai import FakeOpenAI
+
+HI = [LLMMessage("user", "hi")]
+
+
+class TestFakeOpenAI:
+    async def test_unscripted_request_fails_loudly(self) -> None:
+        """A request nothing was scripted for gets a 501 that says so, without retries."""
+        async with FakeOpenAI() as fake, OpenAIProvider(model=MODEL, base_url=fake.base_url) as p:
+            with pytest.raises(Unavailable, match="no scripted reply for POST /v1/chat"):
+                await p.complete(HI)
+            assert len(fake.requests) == 1
+
+    async def test_default_answers_from_the_request(self) -> None:
+        """`set_default` answers every unscripted call from the request body; scripts go first."""
+        async with FakeOpenAI() as fake, OpenAIProvider(model=MODEL, base_url=fake.base_url) as p:
+            fake.set_default(lambda body: FakeAnswer(f"seen {len(body['messages'])}"))
+            fake.reply("scripted")
+            assert (await p.complete(HI)).content == "scripted"
+            assert (await p.complete(HI * 2)).content == "seen 2"
+            assert fake.pending == 0
+            assert len(fake.chat_bodies()) == 2
+
+    async def test_clear(self) -> None:
+        """`clear` forgets the script and the recorded requests."""
+        async with FakeOpenAI() as fake, OpenAIProvider(model=MODEL, base_url=fake.base_url) as p:
+            fake.reply("a")
+            await p.complete(HI)
+            fake.reply("b")
+            fake.clear()
+            assert (fake.pending, fake.requests) == (0, [])

@@ -1,0 +1,359 @@
+"""The `openai` provider against a real loopback server speaking chat completions (DESIGN §6)."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import AsyncIterator
+
+import pytest
+
+from agent_gateway.context import session_identity
+from agent_gateway.llm import (
+    RAW_ARGUMENTS_KEY,
+    Completion,
+    Done,
+    LLMMessage,
+    TextDelta,
+    ToolCallEvent,
+    ToolCallSpec,
+    ToolSpec,
+    Usage,
+    collect,
+)
+from agent_gateway.llm.openai_provider import OpenAIProvider
+from stello.errors import DeadlineExceeded, FailedPrecondition, ResourceExhausted, Unavailable
+from tests.providers.support import KEY, MODEL, MODES, SEARCH, Mode, call, turn_context
+from tests.support.fake_openai import FakeOpenAI, FakeToolCall, Reply, chunk
+
+HI = [LLMMessage("user", "hi")]
+
+
+@pytest.fixture(name="fake")
+async def _fake() -> AsyncIterator[FakeOpenAI]:
+    async with FakeOpenAI() as fake:
+        yield fake
+
+
+@pytest.fixture(name="provider")
+async def _provider(fake: FakeOpenAI) -> AsyncIterator[OpenAIProvider]:
+    async with OpenAIProvider(
+        model=MODEL, api_key=KEY, base_url=fake.base_url, timeout_s=5.0, max_retries=1
+    ) as provider:
+        yield provider
+
+
+class TestOpenAIProviderTurns:
+    async def test_complete_plain(self, fake: FakeOpenAI, provider: OpenAIProvider) -> None:
+        """A plain turn sends exactly the model and messages and returns text and usage."""
+        fake.reply("hello there", prompt_tokens=12, completion_tokens=3)
+        completion = await provider.complete(HI)
+        assert completion.content == "hello there"
+        assert completion.tool_calls == ()
+        assert completion.usage == Usage(12, 3, 15)
+        assert fake.chat_bodies() == [
+            {"model": MODEL, "messages": [{"role": "user", "content": "hi"}]}
+        ]
+        request = fake.requests[0]
+        assert (request.method, request.path) == ("POST", "/v1/chat/completions")
+        assert request.headers["authorization"] == f"Bearer {KEY}"
+
+    async def test_stream_plain(self, fake: FakeOpenAI, provider: OpenAIProvider) -> None:
+        """A streamed turn yields the text in deltas, then one Done with the usage chunk's usage."""
+        fake.reply("hello there", prompt_tokens=7, completion_tokens=2, chunks=3)
+        events = [event async for event in provider.stream(HI)]
+        assert events[:-1] == [TextDelta("hell"), TextDelta("o th"), TextDelta("ere")]
+        assert events[-1] == Done(Completion("hello there", usage=Usage(7, 2, 9)))
+        assert fake.chat_bodies() == [
+            {
+                "model": MODEL,
+                "messages": [{"role": "user", "content": "hi"}],
+                "stream": True,
+                "stream_options": {"include_usage": True},
+            }
+        ]
+
+    async def test_stream_without_usage(self, fake: FakeOpenAI, provider: OpenAIProvider) -> None:
+        """A server that sends no usage chunk gives zero usage rather than failing."""
+        fake.push(
+            Reply.sse([(None, chunk({"content": "ok"})), (None, chunk({}, finish_reason="stop"))])
+        )
+        completion = await collect(provider.stream(HI))
+        assert completion == Completion("ok", usage=Usage())
+
+    @pytest.mark.parametrize("mode", MODES)
+    async def test_refusal_is_text(
+        self, fake: FakeOpenAI, provider: OpenAIProvider, mode: Mode
+    ) -> None:
+        """A refusal (content null, refusal set) comes back as the answer's text."""
+        if mode == "complete":
+            message = {"role": "assistant", "content": None, "refusal": "I can't help."}
+            choice = {"index": 0, "message": message, "finish_reason": "stop"}
+            fake.push(
+                Reply.json(
+                    {
+                        "id": "c",
+                        "object": "chat.completion",
+                        "created": 1,
+                        "model": MODEL,
+                        "choices": [choice],
+                    }
+                )
+            )
+        else:
+            fake.push(Reply.sse([(None, chunk({"refusal": "I can't help."})), (None, "[DONE]")]))
+        assert (await call(provider, mode, HI)).content == "I can't help."
+
+    async def test_stream_assembles_tool_calls_by_index(
+        self, fake: FakeOpenAI, provider: OpenAIProvider
+    ) -> None:
+        """Tool-call deltas are assembled per index and emitted after the text, before Done."""
+        fake.reply(
+            "Let me look.",
+            tool_calls=[
+                FakeToolCall("search", {"q": "tea", "limit": 3}, id="call_1"),
+                FakeToolCall("fetch", {"url": "http://x"}, id="call_2"),
+            ],
+        )
+        events = [event async for event in provider.stream(HI, tools=[SEARCH])]
+        calls = (
+            ToolCallSpec("call_1", "search", {"q": "tea", "limit": 3}),
+            ToolCallSpec("call_2", "fetch", {"url": "http://x"}),
+        )
+        assert [e for e in events if isinstance(e, ToolCallEvent)] == [
+            ToolCallEvent(c) for c in calls
+        ]
+        assert isinstance(events[-1], Done)
+        assert events[-1].completion.content == "Let me look."
+        assert events[-1].completion.tool_calls == calls
+        assert sum(isinstance(e, Done) for e in events) == 1
+
+    async def test_stream_interleaved_deltas_and_fallbacks(
+        self, fake: FakeOpenAI, provider: OpenAIProvider
+    ) -> None:
+        """Interleaved deltas land on their index; a call with no id or name gets the fallbacks."""
+        deltas = [
+            {"index": 1, "function": {"arguments": "{}"}},
+            {"index": 0, "id": "c0", "function": {"name": "a"}},
+            {"index": 0, "function": {"arguments": '{"n"'}},
+            {"index": 0, "function": {"arguments": ":1}"}},
+        ]
+        fake.push(
+            Reply.sse(
+                [
+                    *((None, chunk({"tool_calls": [delta]})) for delta in deltas),
+                    (None, chunk({}, finish_reason="tool_calls")),
+                    (None, "[DONE]"),
+                ]
+            )
+        )
+        completion = await collect(provider.stream(HI))
+        assert completion.tool_calls == (
+            ToolCallSpec("c0", "a", {"n": 1}),
+            ToolCallSpec("tool_1", "unknown_tool", {}),
+        )
+
+    @pytest.mark.parametrize("mode", MODES)
+    async def test_invalid_arguments_kept_raw(
+        self, fake: FakeOpenAI, provider: OpenAIProvider, mode: Mode
+    ) -> None:
+        """Arguments that are not a JSON object are kept as raw text, not turned into {}."""
+        fake.reply(tool_calls=[FakeToolCall("search", '{"q": "unterminated', id="call_1")])
+        completion = await call(provider, mode, HI, [SEARCH])
+        assert completion.tool_calls == (
+            ToolCallSpec("call_1", "search", {RAW_ARGUMENTS_KEY: '{"q": "unterminated'}),
+        )
+
+    @pytest.mark.parametrize("mode", MODES)
+    async def test_tool_round_trip(
+        self, fake: FakeOpenAI, provider: OpenAIProvider, mode: Mode
+    ) -> None:
+        """The model asks for a tool; the next call carries its call and result, exactly."""
+        fake.reply("Searching.", tool_calls=[FakeToolCall("search", {"q": "tea"}, id="call_9")])
+        fake.reply("Tea is a drink.")
+        messages = [LLMMessage("system", "Be brief."), LLMMessage("user", "What is tea?")]
+        first = await call(provider, mode, messages, [SEARCH])
+        assert first.tool_calls == (ToolCallSpec("call_9", "search", {"q": "tea"}),)
+        follow_up = [
+            *messages,
+            LLMMessage("assistant", first.content, first.tool_calls),
+            LLMMessage("tool", "tea: a drink", tool_call_id="call_9"),
+        ]
+        second = await call(provider, mode, follow_up, [SEARCH])
+        assert second.content == "Tea is a drink."
+        body = fake.chat_bodies()[1]
+        assert body["messages"] == [
+            {"role": "system", "content": "Be brief."},
+            {"role": "user", "content": "What is tea?"},
+            {
+                "role": "assistant",
+                "content": "Searching.",
+                "tool_calls": [
+                    {
+                        "id": "call_9",
+                        "type": "function",
+                        "function": {"name": "search", "arguments": '{"q":"tea"}'},
+                    }
+                ],
+            },
+            {"role": "tool", "tool_call_id": "call_9", "content": "tea: a drink"},
+        ]
+        assert body["tools"] == [
+            {
+                "type": "function",
+                "function": {
+                    "name": "search",
+                    "description": "Search the notes.",
+                    "parameters": SEARCH.parameters,
+                },
+            }
+        ]
+
+    async def test_tool_without_schema(self, fake: FakeOpenAI, provider: OpenAIProvider) -> None:
+        """A tool with no parameter schema is offered with the empty object schema."""
+        fake.reply("ok")
+        await provider.complete(HI, tools=[ToolSpec("ping", "Ping.")])
+        assert fake.chat_bodies()[0]["tools"][0]["function"]["parameters"] == {
+            "type": "object",
+            "properties": {},
+        }
+
+    async def test_turn_context_sent_exactly(
+        self, fake: FakeOpenAI, provider: OpenAIProvider
+    ) -> None:
+        """A turn's context reaches the server in spec §4.5.1 order, message for message."""
+        fake.reply("Done.")
+        await provider.complete(turn_context())
+        assert fake.chat_bodies()[0]["messages"] == [
+            {"role": "system", "content": "You are Stello."},
+            {"role": "system", "content": session_identity("Research")},
+            {"role": "system", "content": "The user prefers short answers."},
+            {"role": "user", "content": "What is in my notes?"},
+            {
+                "role": "assistant",
+                "content": None,
+                "tool_calls": [
+                    {
+                        "id": "call_a",
+                        "type": "function",
+                        "function": {"name": "search", "arguments": '{"q":"notes"}'},
+                    }
+                ],
+            },
+            {"role": "tool", "tool_call_id": "call_a", "content": "Error: index unavailable"},
+            {"role": "assistant", "content": "I could not search them."},
+            {"role": "user", "content": "Try again."},
+        ]
+
+    async def test_abandoned_stream_stops(self, fake: FakeOpenAI, provider: OpenAIProvider) -> None:
+        """Closing a stream after its first delta releases it; the next call works."""
+        fake.push(
+            Reply.sse([(None, chunk({"content": f"{i} "})) for i in range(50)], chunk_delay_s=0.05)
+        )
+        fake.reply("next")
+        stream = provider.stream(HI)
+        first = await anext(stream)
+        assert first == TextDelta("0 ")
+        await asyncio.wait_for(stream.aclose(), 1.0)
+        assert (await provider.complete(HI)).content == "next"
+
+
+class TestOpenAIProviderKeys:
+    async def test_no_key_sends_placeholder(self, fake: FakeOpenAI) -> None:
+        """A local server that needs no key gets a placeholder bearer key."""
+        fake.reply("ok")
+        async with OpenAIProvider(model=MODEL, base_url=fake.base_url) as provider:
+            assert (await provider.complete(HI)).content == "ok"
+        assert fake.requests[0].headers["authorization"] == "Bearer no-key"
+
+
+class TestOpenAIProviderErrors:
+    @pytest.mark.parametrize("mode", MODES)
+    async def test_500_unavailable_after_retries(
+        self, fake: FakeOpenAI, provider: OpenAIProvider, mode: Mode
+    ) -> None:
+        """A 500 is retried (max_retries=1) and then raised as UNAVAILABLE."""
+        fake.fail(500, "upstream exploded", times=2)
+        with pytest.raises(Unavailable, match=r"unavailable .*HTTP 500: upstream exploded"):
+            await call(provider, mode, HI)
+        assert len(fake.requests) == 2
+
+    @pytest.mark.parametrize("mode", MODES)
+    async def test_500_then_success(
+        self, fake: FakeOpenAI, provider: OpenAIProvider, mode: Mode
+    ) -> None:
+        """A single 500 is hidden by the SDK's retry."""
+        fake.fail(503)
+        fake.reply("recovered")
+        assert (await call(provider, mode, HI)).content == "recovered"
+
+    @pytest.mark.parametrize("mode", MODES)
+    async def test_429_resource_exhausted(
+        self, fake: FakeOpenAI, provider: OpenAIProvider, mode: Mode
+    ) -> None:
+        """A 429 that persists through the retries is RESOURCE_EXHAUSTED."""
+        fake.fail(429, "Rate limit reached", times=2)
+        with pytest.raises(ResourceExhausted, match="rate limiting or out of quota"):
+            await call(provider, mode, HI)
+
+    @pytest.mark.parametrize("status", [401, 403])
+    async def test_bad_key_failed_precondition(
+        self, fake: FakeOpenAI, provider: OpenAIProvider, status: int
+    ) -> None:
+        """A 401/403 is FAILED_PRECONDITION naming the key setting, with the key masked."""
+        fake.fail(status, f"Incorrect API key provided: {KEY}")
+        with pytest.raises(FailedPrecondition, match="rejected the API key") as caught:
+            await provider.complete(HI)
+        assert "STELLO_OPENAI_API_KEY" in caught.value.message
+        assert KEY not in caught.value.message
+        assert caught.value.reason == "LLM_API_KEY_REJECTED"
+        assert len(fake.requests) == 1
+
+    async def test_400_carries_provider_message(
+        self, fake: FakeOpenAI, provider: OpenAIProvider
+    ) -> None:
+        """A 400 is FAILED_PRECONDITION with the provider's own message."""
+        fake.fail(400, "This model's maximum context length is 8192 tokens.")
+        with pytest.raises(FailedPrecondition, match="maximum context length is 8192") as caught:
+            await provider.complete(HI)
+        assert caught.value.reason == "LLM_REQUEST_REJECTED"
+
+    async def test_404_names_model(self, fake: FakeOpenAI, provider: OpenAIProvider) -> None:
+        """A 404 is FAILED_PRECONDITION pointing at the model and base URL settings."""
+        fake.fail(404, "The model `test-model` does not exist")
+        with pytest.raises(FailedPrecondition, match="STELLO_OPENAI_MODEL"):
+            await provider.complete(HI)
+
+    @pytest.mark.parametrize("mode", MODES)
+    async def test_slow_server_deadline_exceeded(self, fake: FakeOpenAI, mode: Mode) -> None:
+        """A server that answers after the timeout is DEADLINE_EXCEEDED."""
+        fake.stall(5.0)
+        async with OpenAIProvider(
+            model=MODEL, api_key=KEY, base_url=fake.base_url, timeout_s=0.2, max_retries=0
+        ) as provider:
+            with pytest.raises(DeadlineExceeded, match=r"did not answer within 0\.2s"):
+                await call(provider, mode, HI)
+
+    @pytest.mark.parametrize("mode", MODES)
+    async def test_unreachable_unavailable(self, mode: Mode) -> None:
+        """A base URL nobody listens on is UNAVAILABLE, naming the base URL setting."""
+        async with FakeOpenAI() as gone:
+            base_url = gone.base_url
+        async with OpenAIProvider(
+            model=MODEL, api_key=KEY, base_url=base_url, timeout_s=2.0, max_retries=0
+        ) as provider:
+            with pytest.raises(Unavailable, match=r"cannot reach .*STELLO_OPENAI_BASE_URL"):
+                await call(provider, mode, HI)
+
+    async def test_error_event_in_stream(self, fake: FakeOpenAI, provider: OpenAIProvider) -> None:
+        """An error object inside a stream that began is UNAVAILABLE, without retry."""
+        fake.push(
+            Reply.sse(
+                [
+                    (None, chunk({"content": "par"})),
+                    (None, {"error": {"message": "model crashed", "type": "server_error"}}),
+                ]
+            )
+        )
+        with pytest.raises(Unavailable, match="model crashed"):
+            await collect(provider.stream(HI))
+        assert len(fake.requests) == 1

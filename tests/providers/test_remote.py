@@ -1,0 +1,102 @@
+"""What the network providers share: tool-argument parsing and the HTTP error mapping."""
+
+from __future__ import annotations
+
+import pytest
+
+from agent_gateway.llm import RAW_ARGUMENTS_KEY, parse_tool_arguments
+from agent_gateway.llm.remote import MAX_DETAIL_CHARS, Endpoint, error_detail
+from stello.errors import (
+    DeadlineExceeded,
+    FailedPrecondition,
+    ResourceExhausted,
+    StelloError,
+    Unavailable,
+)
+
+ENDPOINT = Endpoint("openai", "http://llm:8000/v1", "m", 30.0, 2, secret="sk-secret-1234")
+
+
+class TestParseToolArguments:
+    @pytest.mark.parametrize(
+        ("text", "expected"),
+        [
+            pytest.param('{"q": "x"}', {"q": "x"}, id="object"),
+            pytest.param("", {}, id="empty"),
+            pytest.param("  ", {}, id="blank"),
+            pytest.param('{"q": ', {RAW_ARGUMENTS_KEY: '{"q": '}, id="truncated"),
+            pytest.param("[1, 2]", {RAW_ARGUMENTS_KEY: "[1, 2]"}, id="array"),
+            pytest.param("null", {RAW_ARGUMENTS_KEY: "null"}, id="null"),
+        ],
+    )
+    def test_parse(self, text: str, expected: dict[str, object]) -> None:
+        """A JSON object decodes; blank is {}; anything else is kept raw under the raw key."""
+        assert parse_tool_arguments(text, tool="t") == expected
+
+
+class TestErrorDetail:
+    @pytest.mark.parametrize(
+        ("body", "expected"),
+        [
+            pytest.param({"error": {"message": "m1"}}, "m1", id="nested"),
+            pytest.param({"message": "m2"}, "m2", id="flat"),
+            pytest.param({"error": "m3"}, "m3", id="error-string"),
+            pytest.param(" plain text ", "plain text", id="text"),
+            pytest.param({"other": 1}, None, id="none"),
+            pytest.param(None, None, id="no-body"),
+        ],
+    )
+    def test_detail(self, body: object, expected: str | None) -> None:
+        """The human message is found in the OpenAI and Anthropic error shapes."""
+        assert error_detail(body) == expected
+
+
+class TestEndpoint:
+    @pytest.mark.parametrize(
+        ("status", "error", "reason"),
+        [
+            pytest.param(400, FailedPrecondition, "LLM_REQUEST_REJECTED", id="400"),
+            pytest.param(401, FailedPrecondition, "LLM_API_KEY_REJECTED", id="401"),
+            pytest.param(402, ResourceExhausted, "LLM_RATE_LIMITED", id="402"),
+            pytest.param(403, FailedPrecondition, "LLM_API_KEY_REJECTED", id="403"),
+            pytest.param(404, FailedPrecondition, "LLM_MODEL_NOT_FOUND", id="404"),
+            pytest.param(408, Unavailable, "LLM_UNAVAILABLE", id="408"),
+            pytest.param(413, FailedPrecondition, "LLM_REQUEST_REJECTED", id="413"),
+            pytest.param(422, FailedPrecondition, "LLM_REQUEST_REJECTED", id="422"),
+            pytest.param(429, ResourceExhausted, "LLM_RATE_LIMITED", id="429"),
+            pytest.param(500, Unavailable, "LLM_UNAVAILABLE", id="500"),
+            pytest.param(529, Unavailable, "LLM_UNAVAILABLE", id="529"),
+        ],
+    )
+    def test_status_mapping(self, status: int, error: type[StelloError], reason: str) -> None:
+        """Each HTTP status maps to its domain error and reason, with provider and status."""
+        mapped = ENDPOINT.status_error(status, "why")
+        assert type(mapped) is error
+        assert mapped.reason == reason
+        assert mapped.metadata == {"provider": "openai", "model": "m", "http_status": str(status)}
+        assert f"HTTP {status}: why" in mapped.message
+
+    def test_retries_named_only_when_retried(self) -> None:
+        """A retried error says how many retries; an error inside a stream does not."""
+        assert "after 2 retries" in ENDPOINT.status_error(500, None).message
+        assert "retries" not in ENDPOINT.status_error(500, None, retried=False).message
+
+    def test_redacts_key_and_cuts_detail(self) -> None:
+        """A provider message echoing the key is masked and cut to a readable length."""
+        mapped = ENDPOINT.status_error(401, "bad key sk-secret-1234 " + "x" * 2000)
+        assert "sk-secret-1234" not in mapped.message
+        assert "bad key *** " in mapped.message
+        assert len(mapped.message) < MAX_DETAIL_CHARS + 300
+
+    def test_timeout_and_connection(self) -> None:
+        """A timeout is DEADLINE_EXCEEDED, no connection UNAVAILABLE, each saying what to check."""
+        timeout = ENDPOINT.timeout_error()
+        assert isinstance(timeout, DeadlineExceeded)
+        assert "within 30s" in timeout.message and "STELLO_LLM_TIMEOUT_S" in timeout.message
+        down = ENDPOINT.connection_error("connection refused")
+        assert isinstance(down, Unavailable)
+        assert "STELLO_OPENAI_BASE_URL" in down.message
+
+    def test_key_not_in_repr(self) -> None:
+        """An endpoint's repr never shows the key."""
+        assert "sk-secret-1234" not in repr(ENDPOINT)

@@ -1,0 +1,318 @@
+"""A small scripted HTTP/1.1 server on loopback, the base of the fake LLM servers.
+
+It answers each request with the next scripted reply (FIFO), or with
+`FakeHTTPServer.default` when nothing is scripted, and records every request
+it received. Replies are either a whole body (with Content-Length) or a
+stream of chunks (chunked transfer encoding, as server-sent events are sent),
+optionally after a delay. Connections are kept alive as HTTP/1.1 allows.
+
+    async with FakeHTTPServer() as server:
+        server.push(Reply.json({"ok": True}))
+        ...  # point a client at server.url
+        assert server.requests[0].json() == {...}
+
+`tests/support/fake_openai.py` and `tests/support/fake_anthropic.py` build on
+it: they render a `FakeAnswer` in their provider's protocol.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import json
+from collections import deque
+from collections.abc import Callable, Iterable, Mapping
+from dataclasses import dataclass, field
+from http import HTTPStatus
+from types import TracebackType
+from typing import Any, Self
+
+JsonValue = Any
+
+
+@dataclass(frozen=True, slots=True)
+class RecordedRequest:
+    """One request the server received."""
+
+    method: str
+    path: str
+    query: str
+    headers: Mapping[str, str]
+    body: bytes
+
+    def json(self) -> JsonValue:
+        """The body decoded as JSON."""
+        return json.loads(self.body)
+
+
+@dataclass(frozen=True, slots=True)
+class Reply:
+    """One scripted answer.
+
+    `chunks` None: `body` is sent with a Content-Length. Otherwise each chunk
+    is sent as it comes (chunked transfer encoding), `chunk_delay_s` apart.
+    `delay_s` is waited before the status line (a slow server).
+    """
+
+    status: int = 200
+    headers: tuple[tuple[str, str], ...] = ()
+    body: bytes = b""
+    chunks: tuple[bytes, ...] | None = None
+    delay_s: float = 0.0
+    chunk_delay_s: float = 0.0
+
+    @classmethod
+    def json(
+        cls,
+        payload: JsonValue,
+        *,
+        status: int = 200,
+        headers: Iterable[tuple[str, str]] = (),
+        delay_s: float = 0.0,
+    ) -> Reply:
+        """A JSON answer."""
+        return cls(
+            status=status,
+            headers=(("content-type", "application/json"), *headers),
+            body=json.dumps(payload).encode(),
+            delay_s=delay_s,
+        )
+
+    @classmethod
+    def sse(
+        cls,
+        events: Iterable[tuple[str | None, JsonValue | str]],
+        *,
+        delay_s: float = 0.0,
+        chunk_delay_s: float = 0.0,
+    ) -> Reply:
+        """A server-sent-events answer: one chunk per `(event name or None, data)`.
+
+        A `str` data is sent verbatim (e.g. ``[DONE]``); anything else as JSON.
+        """
+        return cls(
+            headers=(("content-type", "text/event-stream"), ("cache-control", "no-cache")),
+            chunks=tuple(sse_event(name, data) for name, data in events),
+            delay_s=delay_s,
+            chunk_delay_s=chunk_delay_s,
+        )
+
+
+def sse_event(name: str | None, data: JsonValue | str) -> bytes:
+    """One server-sent event, blank line included."""
+    text = data if isinstance(data, str) else json.dumps(data)
+    head = f"event: {name}\n" if name else ""
+    return f"{head}data: {text}\n\n".encode()
+
+
+Responder = Callable[[RecordedRequest], Reply]
+"""Computes the reply to one request (e.g. JSON or SSE, as the request asks)."""
+
+
+@dataclass(frozen=True, slots=True)
+class FakeToolCall:
+    """A tool call a fake model makes.
+
+    `arguments` as a `str` is sent verbatim (to script malformed JSON); `id`
+    None lets the fake number it.
+    """
+
+    name: str
+    arguments: dict[str, JsonValue] | str = field(default_factory=dict)
+    id: str | None = None
+
+    def arguments_text(self) -> str:
+        """The arguments as JSON text on the wire."""
+        if isinstance(self.arguments, str):
+            return self.arguments
+        return json.dumps(self.arguments, separators=(",", ":"))
+
+
+@dataclass(frozen=True, slots=True)
+class FakeAnswer:
+    """What a fake model answers: text, tool calls, token usage, streamed in `chunks` deltas."""
+
+    text: str = ""
+    tool_calls: tuple[FakeToolCall, ...] = ()
+    prompt_tokens: int = 10
+    completion_tokens: int = 5
+    chunks: int = 3
+
+    def text_pieces(self) -> list[str]:
+        """The text cut into at most `chunks` non-empty deltas."""
+        if not self.text:
+            return []
+        size = -(-len(self.text) // max(self.chunks, 1))
+        return [self.text[i : i + size] for i in range(0, len(self.text), size)]
+
+
+def split_in_two(text: str) -> list[str]:
+    """`text` in two non-empty pieces when it has two characters (streamed tool arguments)."""
+    if len(text) < 2:
+        return [text] if text else []
+    middle = len(text) // 2
+    return [text[:middle], text[middle:]]
+
+
+def _unscripted(request: RecordedRequest) -> Reply:
+    message = f"fake server: no scripted reply for {request.method} {request.path}"
+    return Reply.json(
+        {"error": {"message": message}},
+        status=501,
+        headers=(("x-should-retry", "false"),),
+    )
+
+
+class FakeHTTPServer:
+    """A loopback HTTP/1.1 server that plays scripted replies and records requests."""
+
+    def __init__(self) -> None:
+        self.requests: list[RecordedRequest] = []
+        self.default: Responder = _unscripted
+        self._script: deque[Reply | Responder] = deque()
+        self._server: asyncio.Server | None = None
+        self._tasks: set[asyncio.Task[Any]] = set()
+        self._writers: set[asyncio.StreamWriter] = set()
+        self.port = 0
+
+    @property
+    def url(self) -> str:
+        """The server's root URL, e.g. ``http://127.0.0.1:43210``."""
+        return f"http://127.0.0.1:{self.port}"
+
+    @property
+    def pending(self) -> int:
+        """Scripted replies not used yet."""
+        return len(self._script)
+
+    def push(self, *replies: Reply | Responder) -> None:
+        """Queue replies, each answering one request, in order."""
+        self._script.extend(replies)
+
+    def clear(self) -> None:
+        """Forget the script and the recorded requests."""
+        self._script.clear()
+        self.requests.clear()
+
+    async def start(self) -> Self:
+        """Listen on 127.0.0.1, on a free port."""
+        self._server = await asyncio.start_server(self._serve, "127.0.0.1", 0)
+        self.port = self._server.sockets[0].getsockname()[1]
+        return self
+
+    async def close(self) -> None:
+        """Stop listening and drop every connection (a sleeping reply included)."""
+        if self._server is not None:
+            self._server.close()
+        for writer in list(self._writers):
+            writer.close()
+        for task in list(self._tasks):
+            task.cancel()
+        if self._tasks:
+            await asyncio.gather(*self._tasks, return_exceptions=True)
+        if self._server is not None:
+            await self._server.wait_closed()
+            self._server = None
+
+    async def __aenter__(self) -> Self:
+        return await self.start()
+
+    async def __aexit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        await self.close()
+
+    def _reply_to(self, request: RecordedRequest) -> Reply:
+        scripted = self._script.popleft() if self._script else self.default
+        return scripted if isinstance(scripted, Reply) else scripted(request)
+
+    async def _serve(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        # The connection runs in a task of our own, so `close` can cancel it (a
+        # sleeping reply) without asyncio logging the cancelled callback task.
+        task = asyncio.ensure_future(self._converse(reader, writer))
+        self._tasks.add(task)
+        self._writers.add(writer)
+        try:
+            await task
+        except asyncio.CancelledError:
+            if not task.cancelled():
+                raise
+        finally:
+            self._tasks.discard(task)
+            self._writers.discard(writer)
+            writer.close()
+            with contextlib.suppress(ConnectionError):
+                await writer.wait_closed()
+
+    async def _converse(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        try:
+            while True:
+                request = await _read_request(reader)
+                if request is None:
+                    return
+                self.requests.append(request)
+                reply = self._reply_to(request)
+                await _write_reply(writer, reply)
+                if request.headers.get("connection", "").lower() == "close":
+                    return
+        except (ConnectionError, asyncio.IncompleteReadError):
+            return
+
+
+async def _read_request(reader: asyncio.StreamReader) -> RecordedRequest | None:
+    line = await reader.readline()
+    if not line.strip():
+        return None
+    method, target, _version = line.decode("latin-1").split(" ", 2)
+    headers: dict[str, str] = {}
+    while True:
+        raw = await reader.readline()
+        if raw in (b"\r\n", b"\n", b""):
+            break
+        name, _, value = raw.decode("latin-1").partition(":")
+        headers[name.strip().lower()] = value.strip()
+    if headers.get("transfer-encoding", "").lower() == "chunked":
+        body = await _read_chunked(reader)
+    else:
+        body = await reader.readexactly(int(headers.get("content-length", "0")))
+    path, _, query = target.partition("?")
+    return RecordedRequest(method, path, query, headers, body)
+
+
+async def _read_chunked(reader: asyncio.StreamReader) -> bytes:
+    parts: list[bytes] = []
+    while True:
+        size = int((await reader.readline()).split(b";")[0].strip(), 16)
+        if size == 0:
+            await reader.readline()
+            return b"".join(parts)
+        parts.append(await reader.readexactly(size))
+        await reader.readline()
+
+
+async def _write_reply(writer: asyncio.StreamWriter, reply: Reply) -> None:
+    if reply.delay_s > 0:
+        await asyncio.sleep(reply.delay_s)
+    try:
+        reason = HTTPStatus(reply.status).phrase
+    except ValueError:  # e.g. Anthropic's 529
+        reason = "Status"
+    head = [f"HTTP/1.1 {reply.status} {reason}", *(f"{k}: {v}" for k, v in reply.headers)]
+    if reply.chunks is None:
+        head.append(f"content-length: {len(reply.body)}")
+        writer.write(("\r\n".join(head) + "\r\n\r\n").encode("latin-1") + reply.body)
+        await writer.drain()
+        return
+    head.append("transfer-encoding: chunked")
+    writer.write(("\r\n".join(head) + "\r\n\r\n").encode("latin-1"))
+    await writer.drain()
+    for chunk in reply.chunks:
+        if reply.chunk_delay_s > 0:
+            await asyncio.sleep(reply.chunk_delay_s)
+        writer.write(f"{len(chunk):x}\r\n".encode() + chunk + b"\r\n")
+        await writer.drain()
+    writer.write(b"0\r\n\r\n")
+    await writer.drain()

@@ -1,0 +1,192 @@
+"""A fake OpenAI-compatible server: chat completions, plain JSON or server-sent events.
+
+Point the `openai` SDK (or ``STELLO_OPENAI_BASE_URL``) at `FakeOpenAI.base_url`
+and script what the model answers; each scripted answer is rendered as JSON or
+as an SSE stream, whichever the request asks for (``"stream": true``), with a
+usage chunk when ``stream_options.include_usage`` is set::
+
+    async with FakeOpenAI() as fake:
+        fake.reply("hello")                                   # the next call's answer
+        fake.reply(tool_calls=[FakeToolCall("search", {"q": "x"}, id="call_1")])
+        fake.fail(429, "slow down")                           # one HTTP error answer
+        fake.fail(500, times=3)                               # three of them (retries)
+        fake.stall(5.0)                                       # a reply 5 s late
+        fake.set_default(lambda body: FakeAnswer("always"))   # when nothing is scripted
+        ...
+        fake.chat_bodies()  # the JSON bodies received, in order
+
+Unscripted requests (with no default set) get a 501 that says so. Raw replies
+(`Reply.sse`, `Reply.json`) can be pushed with `push` for wire-level cases.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable
+from typing import Any
+
+from tests.support.fake_http import (
+    FakeAnswer,
+    FakeHTTPServer,
+    FakeToolCall,
+    JsonValue,
+    RecordedRequest,
+    Reply,
+    split_in_two,
+)
+
+__all__ = ["FakeAnswer", "FakeOpenAI", "FakeToolCall", "Reply", "chunk"]
+
+CREATED = 1_700_000_000
+RETRY_FAST = (("retry-after-ms", "1"),)
+"""Sent with every scripted error so the SDK's retries do not slow tests down."""
+
+_ERROR_TYPES = {
+    400: "invalid_request_error",
+    401: "invalid_request_error",
+    403: "permission_error",
+    404: "invalid_request_error",
+    429: "rate_limit_exceeded",
+}
+
+
+def chunk(
+    delta: dict[str, Any],
+    *,
+    finish_reason: str | None = None,
+    model: str = "fake-model",
+    index: int = 0,
+) -> dict[str, Any]:
+    """One ``chat.completion.chunk`` carrying `delta` (to build raw streams by hand)."""
+    return {
+        "id": "chatcmpl-fake",
+        "object": "chat.completion.chunk",
+        "created": CREATED,
+        "model": model,
+        "choices": [{"index": index, "delta": delta, "finish_reason": finish_reason}],
+    }
+
+
+class FakeOpenAI(FakeHTTPServer):
+    """A loopback server speaking the chat completions protocol, scripted per call."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self._calls = 0
+
+    @property
+    def base_url(self) -> str:
+        """The API root to give the SDK (``.../v1``)."""
+        return f"{self.url}/v1"
+
+    def reply(
+        self,
+        text: str = "",
+        *,
+        tool_calls: Iterable[FakeToolCall] = (),
+        prompt_tokens: int = 10,
+        completion_tokens: int = 5,
+        chunks: int = 3,
+    ) -> None:
+        """Queue the model's next answer (streamed as `chunks` text deltas when streamed)."""
+        self.answer(FakeAnswer(text, tuple(tool_calls), prompt_tokens, completion_tokens, chunks))
+
+    def answer(self, answer: FakeAnswer) -> None:
+        """Queue a prepared answer."""
+        self.push(lambda request: self.render(answer, request))
+
+    def set_default(self, answer: Callable[[JsonValue], FakeAnswer]) -> None:
+        """Answer every unscripted call with `answer(request body)`."""
+        self.default = lambda request: self.render(answer(request.json()), request)
+
+    def fail(
+        self,
+        status: int,
+        message: str = "fake failure",
+        *,
+        times: int = 1,
+        error_type: str | None = None,
+    ) -> None:
+        """Queue `times` HTTP error answers in OpenAI's error shape."""
+        body = {
+            "error": {
+                "message": message,
+                "type": error_type or _ERROR_TYPES.get(status, "server_error"),
+                "param": None,
+                "code": None,
+            }
+        }
+        for _ in range(times):
+            self.push(Reply.json(body, status=status, headers=RETRY_FAST))
+
+    def stall(self, seconds: float, text: str = "too late") -> None:
+        """Queue an answer that starts only after `seconds` (a server past the deadline)."""
+        answer = FakeAnswer(text)
+
+        def late(request: RecordedRequest) -> Reply:
+            reply = self.render(answer, request)
+            return Reply(reply.status, reply.headers, reply.body, reply.chunks, delay_s=seconds)
+
+        self.push(late)
+
+    def chat_bodies(self) -> list[JsonValue]:
+        """The JSON bodies of the chat completion requests received, in order."""
+        return [r.json() for r in self.requests if r.path.endswith("/chat/completions")]
+
+    def render(self, answer: FakeAnswer, request: RecordedRequest) -> Reply:
+        """`answer` as the reply to `request`: an SSE stream if it asked for one, else JSON."""
+        self._calls += 1
+        body = request.json()
+        model = str(body.get("model", "fake-model"))
+        calls = [
+            (call.id or f"call_{self._calls}_{i}", call) for i, call in enumerate(answer.tool_calls)
+        ]
+        finish = "tool_calls" if calls else "stop"
+        usage = {
+            "prompt_tokens": answer.prompt_tokens,
+            "completion_tokens": answer.completion_tokens,
+            "total_tokens": answer.prompt_tokens + answer.completion_tokens,
+        }
+        if not body.get("stream"):
+            message: dict[str, Any] = {"role": "assistant", "content": answer.text or None}
+            if calls:
+                message["tool_calls"] = [
+                    {
+                        "id": call_id,
+                        "type": "function",
+                        "function": {"name": call.name, "arguments": call.arguments_text()},
+                    }
+                    for call_id, call in calls
+                ]
+            return Reply.json(
+                {
+                    "id": f"chatcmpl-fake-{self._calls}",
+                    "object": "chat.completion",
+                    "created": CREATED,
+                    "model": model,
+                    "choices": [{"index": 0, "message": message, "finish_reason": finish}],
+                    "usage": usage,
+                }
+            )
+        events: list[tuple[str | None, JsonValue]] = [
+            (None, chunk({"role": "assistant", "content": ""}, model=model))
+        ]
+        events += [(None, chunk({"content": piece}, model=model)) for piece in answer.text_pieces()]
+        for i, (call_id, call) in enumerate(calls):
+            opening = {
+                "index": i,
+                "id": call_id,
+                "type": "function",
+                "function": {"name": call.name, "arguments": ""},
+            }
+            events.append((None, chunk({"tool_calls": [opening]}, model=model)))
+            for piece in split_in_two(call.arguments_text()):
+                fragment = {"index": i, "function": {"arguments": piece}}
+                events.append((None, chunk({"tool_calls": [fragment]}, model=model)))
+        events.append((None, chunk({}, finish_reason=finish, model=model)))
+        if (body.get("stream_options") or {}).get("include_usage"):
+            usage_chunk = chunk({}, model=model)
+            usage_chunk["choices"] = []
+            usage_chunk["usage"] = usage
+            events.append((None, usage_chunk))
+        events.append((None, "[DONE]"))
+        return Reply.sse(events)
