@@ -261,7 +261,7 @@ def field_violations(error: grpc.RpcError) -> list[FieldViolation]:
 
 def precondition_violations(error: grpc.RpcError) -> list[PreconditionViolation]:
     """The PreconditionFailure violations carried by an RPC error."""
-    status = rpc_status.from_call(error)  # type: ignore[arg-type]
+    status = rpc_status.from_call(error)
     found: list[PreconditionViolation] = []
     if status is None:
         return found

@@ -33,7 +33,7 @@ def fingerprint(request: Message) -> bytes:
     return hashlib.sha256(request.SerializeToString(deterministic=True)).digest()
 
 
-LOCK = "SELECT pg_advisory_xact_lock(hashtextextended($1::text || '/' || $2 || '/' || $3, 0))"
+LOCK = "SELECT pg_advisory_xact_lock(hashtextextended($1::uuid::text || '/' || $2 || '/' || $3, 0))"
 
 SELECT = """
 SELECT request_hash, response FROM idempotency_keys

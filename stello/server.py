@@ -15,6 +15,7 @@ import signal
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Protocol
 
 import asyncpg
 import grpc
@@ -32,6 +33,16 @@ SERVING = health_pb2.HealthCheckResponse.SERVING
 NOT_SERVING = health_pb2.HealthCheckResponse.NOT_SERVING
 
 
+class Background(Protocol):
+    """A task a service runs beside its server (e.g. the tree's provisional sweeper)."""
+
+    def start(self) -> None:
+        """Begin running (called once the server is bound)."""
+
+    async def stop(self) -> None:
+        """Stop and wait for the task (called during shutdown)."""
+
+
 @dataclass(slots=True)
 class ServiceApp:
     """What a service hands the factory: its gRPC services and its collaborators."""
@@ -44,6 +55,7 @@ class ServiceApp:
     settings: StelloSettings
     admin_methods: frozenset[str] = frozenset()
     metrics_port: int | None = None
+    background: tuple[Background, ...] = ()
     monitor: HealthMonitor | None = field(default=None)
     metrics: RpcMetrics | None = field(default=None)
 
@@ -158,6 +170,8 @@ async def create_server(app: ServiceApp, address: str) -> tuple[grpc.aio.Server,
     app.monitor.start()
     if app.metrics_port is not None:
         app.metrics.serve(app.metrics_port)
+    for task in app.background:
+        task.start()
     return server, port
 
 
@@ -166,6 +180,8 @@ async def shutdown(app: ServiceApp, server: grpc.aio.Server, grace_s: float) -> 
     if app.monitor is not None:
         await app.monitor.stop()
     await server.stop(grace_s)
+    for task in reversed(app.background):
+        await task.stop()
 
 
 async def serve(

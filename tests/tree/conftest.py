@@ -1,0 +1,94 @@
+"""Tree fixtures: a real SessionTree server on port 0 and a small typed client for tests."""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import AsyncIterator
+from dataclasses import dataclass
+from typing import Any
+
+import asyncpg
+import grpc
+import pytest
+
+from stello.common.v1 import common_pb2
+from stello.tree.v1 import tree_pb2, tree_pb2_grpc
+from tests.support.fixtures import RunningServer, ServerStarter, TestSpace
+from tree_service.app import create_app
+
+
+@dataclass(slots=True)
+class TreeClient:
+    """A SessionTree stub bound to one space, with shorthands for the common calls."""
+
+    stub: Any
+    space: TestSpace
+
+    async def create(self, **fields: Any) -> common_pb2.TopologyNode:
+        """CreateSession in this space; `fields` as in CreateSessionRequest."""
+        reply = await self.stub.CreateSession(
+            tree_pb2.CreateSessionRequest(space_id=self.space.sid, **fields)
+        )
+        return reply.node
+
+    async def child(self, parent: str, **fields: Any) -> common_pb2.TopologyNode:
+        """CreateSession under `parent`."""
+        return await self.create(parent_id=parent, **fields)
+
+    async def commit(self, session_id: str) -> common_pb2.TopologyNode:
+        """CommitSession."""
+        reply = await self.stub.CommitSession(
+            tree_pb2.CommitSessionRequest(space_id=self.space.sid, session_id=session_id)
+        )
+        return reply.node
+
+    async def node(self, session_id: str) -> common_pb2.TopologyNode:
+        """GetNode."""
+        reply = await self.stub.GetNode(
+            tree_pb2.GetNodeRequest(space_id=self.space.sid, session_id=session_id)
+        )
+        return reply.node
+
+    async def tree(self, **fields: Any) -> list[common_pb2.TreeNode]:
+        """GetTree nodes."""
+        reply = await self.stub.GetTree(tree_pb2.GetTreeRequest(space_id=self.space.sid, **fields))
+        return list(reply.nodes)
+
+
+async def open_tree(running: RunningServer, space: TestSpace) -> AsyncIterator[TreeClient]:
+    """A client on `running` authenticated as `space`'s key."""
+    async with running.channel(space.key) as channel:
+        yield TreeClient(tree_pb2_grpc.SessionTreeStub(channel), space)
+
+
+@pytest.fixture(name="tree_server")
+async def _tree_server(start_server: ServerStarter) -> RunningServer:
+    return await start_server(create_app)
+
+
+@pytest.fixture(name="tree")
+async def _tree(tree_server: RunningServer, space: TestSpace) -> AsyncIterator[TreeClient]:
+    async for client in open_tree(tree_server, space):
+        yield client
+
+
+@pytest.fixture(name="other_tree")
+async def _other_tree(
+    tree_server: RunningServer, other_space: TestSpace
+) -> AsyncIterator[TreeClient]:
+    async for client in open_tree(tree_server, other_space):
+        yield client
+
+
+async def session_count(pool: asyncpg.Pool, space_id: uuid.UUID) -> int:
+    """Rows of `sessions` in the space, provisional included."""
+    async with pool.acquire() as con:
+        return int(
+            await con.fetchval("SELECT count(*) FROM sessions WHERE space_id = $1", space_id)
+        )
+
+
+def code_of(error: BaseException) -> grpc.StatusCode:
+    """The status code of an RPC error."""
+    assert isinstance(error, grpc.aio.AioRpcError)
+    return error.code()

@@ -1,0 +1,115 @@
+"""DeleteSubtree: one transaction, one statement over the computed set, everything owned goes."""
+
+from __future__ import annotations
+
+import asyncio
+import time
+import uuid
+
+import asyncpg
+import grpc
+import pytest
+
+from stello.tree.v1 import tree_pb2
+from tests.tree.conftest import TreeClient, session_count
+from tests.tree.owned import belongings, give_belongings
+from tests.tree.seed import chain, seed_topology
+
+pytestmark = pytest.mark.sql
+
+
+async def delete(tree: TreeClient, session_id: str) -> list[str]:
+    reply = await tree.stub.DeleteSubtree(
+        tree_pb2.DeleteSubtreeRequest(space_id=tree.space.sid, session_id=session_id)
+    )
+    return list(reply.deleted_ids)
+
+
+class TestDeleteSubtree:
+    async def test_erases_subtree_and_belongings(
+        self, tree: TreeClient, pool: asyncpg.Pool
+    ) -> None:
+        """The session, its descendants (provisional too) and their rows go; the rest stays."""
+        root = await tree.create()
+        a = await tree.child(root.id)
+        a1 = await tree.child(a.id)
+        a2 = await tree.child(a.id, provisional=True)
+        b = await tree.child(root.id)
+        for node in (a, a1, a2, b):
+            await give_belongings(pool, tree.space.id, uuid.UUID(node.id))
+        await tree.stub.AddRef(
+            tree_pb2.AddRefRequest(space_id=tree.space.sid, from_id=b.id, to_id=a1.id)
+        )
+        await tree.stub.AddRef(
+            tree_pb2.AddRefRequest(space_id=tree.space.sid, from_id=a1.id, to_id=b.id)
+        )
+        erased = await delete(tree, a.id)
+        assert erased[0] == a.id and set(erased) == {a.id, a1.id, a2.id}
+        for node in (a, a1, a2):
+            assert await belongings(pool, tree.space.id, uuid.UUID(node.id)) == 0
+        assert await belongings(pool, tree.space.id, uuid.UUID(b.id)) == 4
+        assert await session_count(pool, tree.space.id) == 2
+        after = await tree.node(b.id)
+        assert (after.index, list(after.refs)) == (1, [])
+        assert list((await tree.node(root.id)).children) == [b.id]
+
+    async def test_sources_outside_are_cleared(self, tree: TreeClient) -> None:
+        """A session forked from an erased one stays, with source_session_id cleared."""
+        root = await tree.create()
+        a = await tree.child(root.id)
+        inside = await tree.child(a.id, source_session_id=a.id)
+        outside = await tree.child(root.id, source_session_id=inside.id)
+        await delete(tree, a.id)
+        assert not (await tree.node(outside.id)).HasField("source_session_id")
+
+    async def test_second_call_is_not_found(self, tree: TreeClient) -> None:
+        """Erasure is not idempotent by id: the second call answers NOT_FOUND."""
+        root = await tree.create()
+        await tree.stub.Archive(
+            tree_pb2.ArchiveRequest(space_id=tree.space.sid, session_id=root.id)
+        )
+        assert await delete(tree, root.id) == [root.id]  # archived: allowed
+        with pytest.raises(grpc.aio.AioRpcError) as caught:
+            await delete(tree, root.id)
+        assert caught.value.code() == grpc.StatusCode.NOT_FOUND
+
+    async def test_provisional_is_not_found(self, tree: TreeClient, pool: asyncpg.Pool) -> None:
+        """A provisional session cannot be erased by id (it does not exist yet); nothing goes."""
+        hidden = await tree.create(provisional=True)
+        with pytest.raises(grpc.aio.AioRpcError) as caught:
+            await delete(tree, hidden.id)
+        assert caught.value.code() == grpc.StatusCode.NOT_FOUND
+        assert await session_count(pool, tree.space.id) == 1
+
+    async def test_concurrent_creates_under_the_subtree(
+        self, tree: TreeClient, pool: asyncpg.Pool
+    ) -> None:
+        """Children created while their ancestor is erased are erased too, or refused NOT_FOUND."""
+        root = await tree.create()
+        middle = await tree.child(root.id)
+
+        async def create() -> grpc.StatusCode:
+            try:
+                await tree.child(middle.id)
+            except grpc.aio.AioRpcError as err:
+                return err.code()
+            return grpc.StatusCode.OK
+
+        outcomes = await asyncio.gather(
+            *(create() for _ in range(20)), delete(tree, root.id), *(create() for _ in range(20))
+        )
+        codes = [o for o in outcomes if isinstance(o, grpc.StatusCode)]
+        assert set(codes) <= {grpc.StatusCode.OK, grpc.StatusCode.NOT_FOUND}
+        assert await session_count(pool, tree.space.id) == 0
+
+    @pytest.mark.slow
+    async def test_ten_thousand_deep_chain(self, tree: TreeClient, pool: asyncpg.Pool) -> None:
+        """Erasing a 10,000-deep chain from its root takes seconds, not minutes."""
+        ids = await seed_topology(pool, tree.space.id, chain(10_000))
+        await give_belongings(pool, tree.space.id, ids[-1])
+        began = time.perf_counter()
+        erased = await delete(tree, str(ids[0]))
+        elapsed = time.perf_counter() - began
+        assert erased == [str(i) for i in ids]
+        assert await session_count(pool, tree.space.id) == 0
+        assert elapsed < 10, f"took {elapsed:.1f}s"

@@ -1,0 +1,207 @@
+"""Archive, Unarchive, UpdateLabel, GetConfig and PutConfig."""
+
+from __future__ import annotations
+
+import uuid
+
+import asyncpg
+import grpc
+import pytest
+
+from stello.common.v1 import common_pb2
+from stello.errors import error_info_reason
+from stello.tree.v1 import tree_pb2
+from tests.tree.conftest import TreeClient
+
+pytestmark = pytest.mark.sql
+
+ACTIVE = common_pb2.SESSION_STATUS_ACTIVE
+ARCHIVED = common_pb2.SESSION_STATUS_ARCHIVED
+
+
+async def archive(tree: TreeClient, session_id: str) -> common_pb2.TopologyNode:
+    reply = await tree.stub.Archive(
+        tree_pb2.ArchiveRequest(space_id=tree.space.sid, session_id=session_id)
+    )
+    return reply.node
+
+
+async def unarchive(tree: TreeClient, session_id: str) -> common_pb2.TopologyNode:
+    reply = await tree.stub.Unarchive(
+        tree_pb2.UnarchiveRequest(space_id=tree.space.sid, session_id=session_id)
+    )
+    return reply.node
+
+
+async def relabel(tree: TreeClient, session_id: str, label: str) -> common_pb2.TopologyNode:
+    reply = await tree.stub.UpdateLabel(
+        tree_pb2.UpdateLabelRequest(space_id=tree.space.sid, session_id=session_id, label=label)
+    )
+    return reply.node
+
+
+async def put_config(
+    tree: TreeClient, session_id: str, config: common_pb2.SessionConfig
+) -> common_pb2.SessionConfig:
+    reply = await tree.stub.PutConfig(
+        tree_pb2.PutConfigRequest(space_id=tree.space.sid, session_id=session_id, config=config)
+    )
+    return reply.config
+
+
+async def get_config(tree: TreeClient, session_id: str) -> common_pb2.SessionConfig | None:
+    reply = await tree.stub.GetConfig(
+        tree_pb2.GetConfigRequest(space_id=tree.space.sid, session_id=session_id)
+    )
+    return reply.config if reply.HasField("config") else None
+
+
+async def updated_at(pool: asyncpg.Pool, tree: TreeClient, session_id: str) -> object:
+    async with pool.acquire() as con:
+        return await con.fetchval(
+            "SELECT updated_at FROM sessions WHERE space_id = $1 AND id = $2",
+            tree.space.id,
+            uuid.UUID(session_id),
+        )
+
+
+class TestArchive:
+    async def test_no_cascade(self, tree: TreeClient) -> None:
+        """Archiving a parent leaves its children, refs and config alone."""
+        root = await tree.create(config=common_pb2.SessionConfig(system_prompt="p"))
+        child = await tree.child(root.id)
+        other = await tree.create()
+        await tree.stub.AddRef(
+            tree_pb2.AddRefRequest(space_id=tree.space.sid, from_id=root.id, to_id=other.id)
+        )
+        node = await archive(tree, root.id)
+        assert node.status == ARCHIVED and list(node.refs) == [other.id]
+        assert (await tree.node(child.id)).status == ACTIVE
+        config = await get_config(tree, root.id)
+        assert config is not None and config.system_prompt == "p"
+
+    async def test_idempotent_and_reversible(self, tree: TreeClient, pool: asyncpg.Pool) -> None:
+        """Archiving twice changes nothing the second time; Unarchive makes it active again."""
+        root = await tree.create()
+        await archive(tree, root.id)
+        stamp = await updated_at(pool, tree, root.id)
+        assert (await archive(tree, root.id)).status == ARCHIVED
+        assert await updated_at(pool, tree, root.id) == stamp
+        assert (await unarchive(tree, root.id)).status == ACTIVE
+        assert (await unarchive(tree, root.id)).status == ACTIVE
+
+    @pytest.mark.parametrize("rpc", [archive, unarchive])
+    async def test_unknown_is_not_found(self, tree: TreeClient, rpc: object) -> None:
+        """Archive and Unarchive of an unknown id answer NOT_FOUND."""
+        with pytest.raises(grpc.aio.AioRpcError) as caught:
+            await rpc(tree, str(uuid.uuid4()))  # type: ignore[operator]
+        assert caught.value.code() == grpc.StatusCode.NOT_FOUND
+
+
+class TestUpdateLabel:
+    async def test_relabel_bumps(self, tree: TreeClient, pool: asyncpg.Pool) -> None:
+        """A new label shows in the node and the tree, and bumps updated_at."""
+        root = await tree.create(label="old")
+        stamp = await updated_at(pool, tree, root.id)
+        assert (await relabel(tree, root.id, "新名称")).label == "新名称"
+        assert [n.label for n in await tree.tree()] == ["新名称"]
+        assert await updated_at(pool, tree, root.id) > stamp  # type: ignore[operator]
+
+    async def test_archived_is_refused(self, tree: TreeClient) -> None:
+        """An archived session refuses a new label: FAILED_PRECONDITION SESSION_ARCHIVED."""
+        root = await tree.create(label="kept")
+        await archive(tree, root.id)
+        with pytest.raises(grpc.aio.AioRpcError) as caught:
+            await relabel(tree, root.id, "new")
+        assert caught.value.code() == grpc.StatusCode.FAILED_PRECONDITION
+        assert error_info_reason(caught.value) == "SESSION_ARCHIVED"
+        assert (await tree.node(root.id)).label == "kept"
+
+    async def test_unknown_is_not_found(self, tree: TreeClient) -> None:
+        """Relabelling an unknown id answers NOT_FOUND."""
+        with pytest.raises(grpc.aio.AioRpcError) as caught:
+            await relabel(tree, str(uuid.uuid4()), "x")
+        assert caught.value.code() == grpc.StatusCode.NOT_FOUND
+
+
+class TestConfig:
+    @pytest.mark.parametrize(
+        "config",
+        [
+            pytest.param(common_pb2.SessionConfig(), id="empty"),
+            pytest.param(common_pb2.SessionConfig(system_prompt=""), id="empty-prompt"),
+            pytest.param(common_pb2.SessionConfig(system_prompt="be brief"), id="prompt-only"),
+            pytest.param(
+                common_pb2.SessionConfig(skills=common_pb2.SkillList(names=[])), id="no-skills"
+            ),
+            pytest.param(
+                common_pb2.SessionConfig(
+                    system_prompt="p", skills=common_pb2.SkillList(names=["math", "code"])
+                ),
+                id="both",
+            ),
+        ],
+    )
+    async def test_round_trip_keeps_presence(
+        self, tree: TreeClient, config: common_pb2.SessionConfig
+    ) -> None:
+        """PutConfig then GetConfig answers exactly what was written, field presence included."""
+        root = await tree.create()
+        assert await put_config(tree, root.id, config) == config
+        stored = await get_config(tree, root.id)
+        assert stored == config
+        assert stored is not None
+        for name in ("system_prompt", "skills"):
+            assert stored.HasField(name) == config.HasField(name)
+
+    async def test_stored_json_has_only_set_keys(
+        self, tree: TreeClient, pool: asyncpg.Pool
+    ) -> None:
+        """The jsonb keeps a key only for set fields (skills [] kept as a key)."""
+        root = await tree.create()
+        await put_config(
+            tree, root.id, common_pb2.SessionConfig(skills=common_pb2.SkillList(names=[]))
+        )
+        async with pool.acquire() as con:
+            stored = await con.fetchval(
+                "SELECT config FROM session_configs WHERE space_id = $1", tree.space.id
+            )
+        assert stored == {"skills": []}
+
+    async def test_overwrite_not_merge(self, tree: TreeClient) -> None:
+        """A second PutConfig replaces the whole config."""
+        root = await tree.create()
+        await put_config(
+            tree,
+            root.id,
+            common_pb2.SessionConfig(system_prompt="a", skills=common_pb2.SkillList(names=["x"])),
+        )
+        await put_config(tree, root.id, common_pb2.SessionConfig(system_prompt="b"))
+        assert await get_config(tree, root.id) == common_pb2.SessionConfig(system_prompt="b")
+
+    async def test_independent_of_meta(self, tree: TreeClient, pool: asyncpg.Pool) -> None:
+        """PutConfig leaves the label and updated_at alone; UpdateLabel leaves the config alone."""
+        root = await tree.create(label="L")
+        stamp = await updated_at(pool, tree, root.id)
+        await put_config(tree, root.id, common_pb2.SessionConfig(system_prompt="p"))
+        assert await updated_at(pool, tree, root.id) == stamp
+        await relabel(tree, root.id, "M")
+        assert await get_config(tree, root.id) == common_pb2.SessionConfig(system_prompt="p")
+
+    async def test_allowed_on_archived(self, tree: TreeClient) -> None:
+        """PutConfig is allowed on an archived session."""
+        root = await tree.create()
+        await archive(tree, root.id)
+        config = common_pb2.SessionConfig(system_prompt="p")
+        assert await put_config(tree, root.id, config) == config
+
+    async def test_unknown_is_not_found(self, tree: TreeClient) -> None:
+        """GetConfig and PutConfig of an unknown or provisional id answer NOT_FOUND."""
+        hidden = await tree.create(provisional=True)
+        for session_id in (str(uuid.uuid4()), hidden.id):
+            with pytest.raises(grpc.aio.AioRpcError) as caught:
+                await get_config(tree, session_id)
+            assert caught.value.code() == grpc.StatusCode.NOT_FOUND
+            with pytest.raises(grpc.aio.AioRpcError) as caught:
+                await put_config(tree, session_id, common_pb2.SessionConfig())
+            assert caught.value.code() == grpc.StatusCode.NOT_FOUND

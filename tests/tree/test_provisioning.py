@@ -1,0 +1,247 @@
+"""The provisioning protocol: invisible until committed, swept after the TTL (DESIGN §4.1)."""
+
+from __future__ import annotations
+
+import asyncio
+import uuid
+from collections.abc import Awaitable, Callable
+from typing import Any
+
+import asyncpg
+import grpc
+import pytest
+
+from stello.common.v1 import common_pb2
+from stello.errors import field_violations
+from stello.tree.v1 import tree_pb2, tree_pb2_grpc
+from tests.support.fixtures import MakeSession, RunningServer, ServerStarter, TestSpace
+from tests.tree.conftest import TreeClient, open_tree, session_count
+from tests.tree.owned import belongings, give_belongings
+from tree_service.app import create_app, create_sweeper
+from tree_service.config import TreeSettings
+from tree_service.repository import SWEEP_LOCK_KEY
+
+pytestmark = pytest.mark.sql
+
+Read = Callable[[TreeClient, str], Awaitable[Any]]
+
+
+def _req(tree: TreeClient, session_id: str) -> dict[str, str]:
+    return {"space_id": tree.space.sid, "session_id": session_id}
+
+
+# Every read that names a session; each must answer NOT_FOUND for a provisional one.
+NAMED_READS: dict[str, Read] = {
+    "GetNode": lambda t, s: t.stub.GetNode(tree_pb2.GetNodeRequest(**_req(t, s))),
+    "GetChildren": lambda t, s: t.stub.GetChildren(tree_pb2.GetChildrenRequest(**_req(t, s))),
+    "GetSiblings": lambda t, s: t.stub.GetSiblings(tree_pb2.GetSiblingsRequest(**_req(t, s))),
+    "GetAncestors": lambda t, s: t.stub.GetAncestors(tree_pb2.GetAncestorsRequest(**_req(t, s))),
+    "GetConfig": lambda t, s: t.stub.GetConfig(tree_pb2.GetConfigRequest(**_req(t, s))),
+    "GetTree": lambda t, s: t.stub.GetTree(
+        tree_pb2.GetTreeRequest(space_id=t.space.sid, root_id=s)
+    ),
+}
+
+
+async def seen_everywhere(tree: TreeClient, root: str, sibling: str, session_id: str) -> set[str]:
+    """Names of the list reads that show `session_id`."""
+    sid = tree.space.sid
+    shown = set()
+    if session_id in (await tree.node(root)).children:
+        shown.add("GetNode.children")
+    children = await tree.stub.GetChildren(
+        tree_pb2.GetChildrenRequest(space_id=sid, session_id=root)
+    )
+    if session_id in [n.id for n in children.nodes]:
+        shown.add("GetChildren")
+    siblings = await tree.stub.GetSiblings(
+        tree_pb2.GetSiblingsRequest(space_id=sid, session_id=sibling)
+    )
+    if session_id in [n.id for n in siblings.nodes]:
+        shown.add("GetSiblings")
+    if session_id in [n.id for n in await tree.tree()]:
+        shown.add("GetTree")
+    listed = await tree.stub.ListAll(tree_pb2.ListAllRequest(space_id=sid))
+    if session_id in [s.id for s in listed.sessions]:
+        shown.add("ListAll")
+    return shown
+
+
+class TestVisibility:
+    async def test_invisible_until_committed(self, tree: TreeClient) -> None:
+        """A provisional session is absent from every read; CommitSession makes it appear."""
+        root = await tree.create()
+        sibling = await tree.child(root.id)
+        hidden = await tree.child(root.id, provisional=True, config=common_pb2.SessionConfig())
+        assert await seen_everywhere(tree, root.id, sibling.id, hidden.id) == set()
+        for name, read in NAMED_READS.items():
+            with pytest.raises(grpc.aio.AioRpcError) as caught:
+                await read(tree, hidden.id)
+            assert caught.value.code() == grpc.StatusCode.NOT_FOUND, name
+        await tree.commit(hidden.id)
+        assert await seen_everywhere(tree, root.id, sibling.id, hidden.id) == {
+            "GetNode.children",
+            "GetChildren",
+            "GetSiblings",
+            "GetTree",
+            "ListAll",
+        }
+        for read in NAMED_READS.values():
+            await read(tree, hidden.id)
+
+    async def test_provisional_root_not_listed(self, tree: TreeClient) -> None:
+        """A provisional root is not in ListRoots until committed."""
+        hidden = await tree.create(provisional=True)
+        request = tree_pb2.ListRootsRequest(space_id=tree.space.sid)
+        assert list((await tree.stub.ListRoots(request)).nodes) == []
+        await tree.commit(hidden.id)
+        assert [n.id for n in (await tree.stub.ListRoots(request)).nodes] == [hidden.id]
+
+    async def test_writes_refuse_provisional(self, tree: TreeClient) -> None:
+        """Archive, UpdateLabel, PutConfig and refs treat a provisional session as absent."""
+        hidden = await tree.create(provisional=True)
+        other = await tree.create()
+        sid = tree.space.sid
+        calls = [
+            tree.stub.Archive(tree_pb2.ArchiveRequest(space_id=sid, session_id=hidden.id)),
+            tree.stub.UpdateLabel(
+                tree_pb2.UpdateLabelRequest(space_id=sid, session_id=hidden.id, label="x")
+            ),
+            tree.stub.PutConfig(
+                tree_pb2.PutConfigRequest(
+                    space_id=sid, session_id=hidden.id, config=common_pb2.SessionConfig()
+                )
+            ),
+            tree.stub.AddRef(
+                tree_pb2.AddRefRequest(space_id=sid, from_id=other.id, to_id=hidden.id)
+            ),
+        ]
+        for call in calls:
+            with pytest.raises(grpc.aio.AioRpcError) as caught:
+                await call
+            assert caught.value.code() == grpc.StatusCode.NOT_FOUND
+
+
+@pytest.fixture(name="short_ttl")
+def _short_ttl() -> TreeSettings:
+    return TreeSettings(provisioning_ttl_s=2, sweep_interval_s=0.2)
+
+
+@pytest.fixture(name="short_tree")
+async def _short_tree(
+    start_server: ServerStarter, space: TestSpace, short_ttl: TreeSettings
+) -> Any:
+    running: RunningServer = await start_server(lambda s, p, k: create_app(s, p, k, short_ttl))
+    async for client in open_tree(running, space):
+        yield client
+
+
+class TestSweeper:
+    async def test_expired_session_is_swept_with_belongings(
+        self, short_tree: TreeClient, pool: asyncpg.Pool, short_ttl: TreeSettings
+    ) -> None:
+        """With a 2 s TTL the sweeper removes an uncommitted session, config, slots and records."""
+        tree = short_tree
+        root = await tree.create()
+        abandoned = await tree.child(
+            root.id, provisional=True, config=common_pb2.SessionConfig(system_prompt="p")
+        )
+        kept = await tree.child(root.id, provisional=True)
+        await tree.commit(kept.id)
+        await give_belongings(pool, tree.space.id, uuid.UUID(abandoned.id))
+        assert await belongings(pool, tree.space.id, uuid.UUID(abandoned.id)) == 4
+        sweeper = create_sweeper(pool, short_ttl)
+        sweeper.start()
+        try:
+            await asyncio.sleep(1.0)
+            assert await session_count(pool, tree.space.id) == 3  # not before the TTL
+            for _ in range(60):
+                if await session_count(pool, tree.space.id) == 2:
+                    break
+                await asyncio.sleep(0.1)
+        finally:
+            await sweeper.stop()
+        assert not sweeper.running
+        assert await session_count(pool, tree.space.id) == 2
+        assert await belongings(pool, tree.space.id, uuid.UUID(abandoned.id)) == 0
+        with pytest.raises(grpc.aio.AioRpcError) as caught:
+            await tree.commit(abandoned.id)
+        assert caught.value.code() == grpc.StatusCode.NOT_FOUND
+        assert list((await tree.node(root.id)).children) == [kept.id]
+
+    async def test_one_replica_sweeps_at_a_time(
+        self, pool: asyncpg.Pool, short_ttl: TreeSettings
+    ) -> None:
+        """While another replica holds the sweep lock, a sweep round does nothing."""
+        sweeper = create_sweeper(pool, short_ttl)
+        async with pool.acquire() as con:
+            await con.execute("SELECT pg_advisory_lock($1)", SWEEP_LOCK_KEY)
+            try:
+                assert await sweeper.run_once() is None
+            finally:
+                await con.execute("SELECT pg_advisory_unlock($1)", SWEEP_LOCK_KEY)
+        assert await sweeper.run_once() is not None
+
+
+class TestSweepProvisional:
+    async def test_admin_sweeps_due_sessions(
+        self,
+        tree_server: RunningServer,
+        admin_key: str,
+        make_session: MakeSession,
+        pool: asyncpg.Pool,
+        space: TestSpace,
+    ) -> None:
+        """An admin key lists (dry run) then removes due provisional sessions, never committed."""
+        expired = await make_session(provisional=True)
+        old = await make_session(provisional=True)
+        fresh = await make_session(provisional=True)
+        committed = await make_session()
+        async with pool.acquire() as con:
+            await con.execute(
+                "UPDATE sessions SET provisional_until = now() - interval '1 s'"
+                " WHERE space_id = $1 AND id = $2",
+                space.id,
+                expired,
+            )
+            await con.execute(
+                "UPDATE sessions SET created_at = now() - interval '1 hour'"
+                " WHERE space_id = $1 AND id = $2",
+                space.id,
+                old,
+            )
+        async with tree_server.channel(admin_key) as channel:
+            stub = tree_pb2_grpc.SessionTreeStub(channel)
+            sweep = tree_pb2.SweepProvisionalRequest
+            dry = await stub.SweepProvisional(sweep(older_than_s=0, dry_run=True))
+            assert str(expired) in dry.removed_ids
+            assert {str(old), str(fresh), str(committed)}.isdisjoint(dry.removed_ids)
+            assert await session_count(pool, space.id) == 4
+            by_age = await stub.SweepProvisional(sweep(older_than_s=600))
+            assert str(old) in by_age.removed_ids
+            assert {str(expired), str(fresh), str(committed)}.isdisjoint(by_age.removed_ids)
+            by_ttl = await stub.SweepProvisional(sweep())
+            assert str(expired) in by_ttl.removed_ids
+        async with pool.acquire() as con:
+            left = {
+                r["id"]
+                for r in await con.fetch("SELECT id FROM sessions WHERE space_id = $1", space.id)
+            }
+        assert left == {fresh, committed}
+
+    async def test_tenant_key_is_denied(self, tree: TreeClient, pool: asyncpg.Pool) -> None:
+        """A tenant key calling SweepProvisional answers PERMISSION_DENIED."""
+        with pytest.raises(grpc.aio.AioRpcError) as caught:
+            await tree.stub.SweepProvisional(tree_pb2.SweepProvisionalRequest())
+        assert caught.value.code() == grpc.StatusCode.PERMISSION_DENIED
+
+    async def test_negative_age_is_invalid(
+        self, tree_server: RunningServer, admin_key: str
+    ) -> None:
+        """A negative older_than_s answers INVALID_ARGUMENT naming it."""
+        async with tree_server.channel(admin_key) as channel:
+            stub = tree_pb2_grpc.SessionTreeStub(channel)
+            with pytest.raises(grpc.aio.AioRpcError) as caught:
+                await stub.SweepProvisional(tree_pb2.SweepProvisionalRequest(older_than_s=-1))
+        assert caught.value.code() == grpc.StatusCode.INVALID_ARGUMENT
+        assert [v.field for v in field_violations(caught.value)] == ["older_than_s"]

@@ -1,0 +1,216 @@
+"""Topology reads: GetNode, ListRoots, ListAll, GetChildren, GetSiblings, GetAncestors."""
+
+from __future__ import annotations
+
+import uuid
+
+import asyncpg
+import grpc
+import pytest
+
+from stello.common.v1 import common_pb2
+from stello.errors import field_violations
+from stello.tree.v1 import tree_pb2
+from tests.tree.conftest import TreeClient
+
+pytestmark = pytest.mark.sql
+
+ARCHIVED = common_pb2.SESSION_STATUS_ARCHIVED
+ACTIVE = common_pb2.SESSION_STATUS_ACTIVE
+
+
+async def list_all(tree: TreeClient, **fields: object) -> tree_pb2.ListAllResponse:
+    return await tree.stub.ListAll(tree_pb2.ListAllRequest(space_id=tree.space.sid, **fields))
+
+
+async def ids(call: object) -> list[str]:
+    reply = await call  # type: ignore[misc]
+    return [n.id for n in reply.nodes]
+
+
+class TestGetNode:
+    async def test_node_has_links_and_status(self, tree: TreeClient) -> None:
+        """GetNode answers parent, children by index, refs by insertion, depth, label and status."""
+        root = await tree.create(label="R")
+        a, b = await tree.child(root.id), await tree.child(root.id)
+        x, y, z = await tree.create(), await tree.create(), await tree.create()
+        for target in (z.id, x.id, y.id):
+            await tree.stub.AddRef(
+                tree_pb2.AddRefRequest(space_id=tree.space.sid, from_id=root.id, to_id=target)
+            )
+        for gone in (a.id, x.id):
+            await tree.stub.DeleteSubtree(
+                tree_pb2.DeleteSubtreeRequest(space_id=tree.space.sid, session_id=gone)
+            )
+        c = await tree.child(root.id)
+        await tree.stub.Archive(
+            tree_pb2.ArchiveRequest(space_id=tree.space.sid, session_id=root.id)
+        )
+        node = await tree.node(root.id)
+        assert list(node.children) == [b.id, c.id]
+        assert list(node.refs) == [z.id, y.id]
+        assert (node.label, node.depth, node.status) == ("R", 0, ARCHIVED)
+
+    async def test_unknown_is_not_found(self, tree: TreeClient) -> None:
+        """An unknown id answers NOT_FOUND."""
+        with pytest.raises(grpc.aio.AioRpcError) as caught:
+            await tree.node(str(uuid.uuid4()))
+        assert caught.value.code() == grpc.StatusCode.NOT_FOUND
+
+
+class TestListRoots:
+    async def test_empty_space(self, tree: TreeClient) -> None:
+        """An empty space has no roots."""
+        assert (
+            await ids(tree.stub.ListRoots(tree_pb2.ListRootsRequest(space_id=tree.space.sid))) == []
+        )
+
+    async def test_roots_by_creation(self, tree: TreeClient) -> None:
+        """Roots (archived included) come by (created_at, id); children are not roots."""
+        first = await tree.create()
+        await tree.child(first.id)
+        second = await tree.create()
+        await tree.stub.Archive(
+            tree_pb2.ArchiveRequest(space_id=tree.space.sid, session_id=second.id)
+        )
+        listed = await ids(tree.stub.ListRoots(tree_pb2.ListRootsRequest(space_id=tree.space.sid)))
+        assert listed == [first.id, second.id]
+
+
+class TestListAll:
+    async def test_pages_cover_everything_once(self, tree: TreeClient, pool: asyncpg.Pool) -> None:
+        """Pages of 3 walk 10 sessions in (created_at, id) order, each once, then an empty token."""
+        root = await tree.create()
+        made = [root.id] + [(await tree.child(root.id)).id for _ in range(9)]
+        async with pool.acquire() as con:
+            # Equal timestamps: the id breaks the tie, and the key paging must too.
+            await con.execute(
+                "UPDATE sessions SET created_at = '2030-01-01' WHERE space_id = $1", tree.space.id
+            )
+        seen: list[str] = []
+        token = ""
+        pages = 0
+        while True:
+            reply = await list_all(tree, page_size=3, page_token=token)
+            seen += [s.id for s in reply.sessions]
+            pages += 1
+            token = reply.next_page_token
+            if not token:
+                break
+        assert pages == 4
+        assert seen == sorted(made, key=uuid.UUID)
+
+    async def test_summary_fields(self, tree: TreeClient) -> None:
+        """A summary has parent, label, status, turn count and the three timestamps."""
+        root = await tree.create(label="R")
+        child = await tree.child(root.id, label="C")
+        reply = await list_all(tree)
+        by_id = {s.id: s for s in reply.sessions}
+        assert not by_id[root.id].HasField("parent_id")
+        summary = by_id[child.id]
+        assert (summary.parent_id, summary.label, summary.status, summary.turn_count) == (
+            root.id,
+            "C",
+            ACTIVE,
+            0,
+        )
+        assert summary.created_at.seconds > 0 and summary.last_active_at.seconds > 0
+        assert reply.next_page_token == ""
+
+    async def test_status_filter(self, tree: TreeClient) -> None:
+        """The status filter keeps only matching sessions; UNSPECIFIED keeps all."""
+        a, b = await tree.create(), await tree.create()
+        await tree.stub.Archive(tree_pb2.ArchiveRequest(space_id=tree.space.sid, session_id=b.id))
+        assert [s.id for s in (await list_all(tree, status=ARCHIVED)).sessions] == [b.id]
+        assert [s.id for s in (await list_all(tree, status=ACTIVE)).sessions] == [a.id]
+        assert len((await list_all(tree)).sessions) == 2
+
+    @pytest.mark.parametrize(
+        ("fields", "field"),
+        [
+            pytest.param({"page_size": -1}, "page_size", id="negative-size"),
+            pytest.param({"page_size": 1001}, "page_size", id="size-over-max"),
+            pytest.param({"page_token": "not-a-token"}, "page_token", id="bad-token"),
+            pytest.param({"status": 9}, "status", id="unknown-status"),
+        ],
+    )
+    async def test_bad_paging_is_invalid(
+        self, tree: TreeClient, fields: dict[str, object], field: str
+    ) -> None:
+        """A bad page size, token or status filter answers INVALID_ARGUMENT naming the field."""
+        with pytest.raises(grpc.aio.AioRpcError) as caught:
+            await list_all(tree, **fields)
+        assert caught.value.code() == grpc.StatusCode.INVALID_ARGUMENT
+        assert [v.field for v in field_violations(caught.value)] == [field]
+
+
+class TestGetChildren:
+    async def test_children_by_index(self, tree: TreeClient) -> None:
+        """Children come in index order, archived included; a leaf has none."""
+        root = await tree.create()
+        a, b = await tree.child(root.id), await tree.child(root.id)
+        await tree.stub.Archive(tree_pb2.ArchiveRequest(space_id=tree.space.sid, session_id=a.id))
+        req = tree_pb2.GetChildrenRequest
+        assert await ids(
+            tree.stub.GetChildren(req(space_id=tree.space.sid, session_id=root.id))
+        ) == [
+            a.id,
+            b.id,
+        ]
+        assert await ids(tree.stub.GetChildren(req(space_id=tree.space.sid, session_id=b.id))) == []
+
+    async def test_unknown_is_not_found(self, tree: TreeClient) -> None:
+        """Children of an unknown session answer NOT_FOUND."""
+        with pytest.raises(grpc.aio.AioRpcError) as caught:
+            await tree.stub.GetChildren(
+                tree_pb2.GetChildrenRequest(space_id=tree.space.sid, session_id=str(uuid.uuid4()))
+            )
+        assert caught.value.code() == grpc.StatusCode.NOT_FOUND
+
+
+class TestGetSiblings:
+    async def test_siblings_exclude_self(self, tree: TreeClient) -> None:
+        """Siblings are the parent's other children by index; roots have none."""
+        root = await tree.create()
+        await tree.create()  # another root is not a sibling
+        a, b, c = [await tree.child(root.id) for _ in range(3)]
+        req = tree_pb2.GetSiblingsRequest
+        assert await ids(tree.stub.GetSiblings(req(space_id=tree.space.sid, session_id=b.id))) == [
+            a.id,
+            c.id,
+        ]
+        assert (
+            await ids(tree.stub.GetSiblings(req(space_id=tree.space.sid, session_id=root.id))) == []
+        )
+
+    async def test_unknown_is_not_found(self, tree: TreeClient) -> None:
+        """Siblings of an unknown session answer NOT_FOUND."""
+        with pytest.raises(grpc.aio.AioRpcError) as caught:
+            await tree.stub.GetSiblings(
+                tree_pb2.GetSiblingsRequest(space_id=tree.space.sid, session_id=str(uuid.uuid4()))
+            )
+        assert caught.value.code() == grpc.StatusCode.NOT_FOUND
+
+
+class TestGetAncestors:
+    async def test_nearest_first(self, tree: TreeClient) -> None:
+        """Ancestors come parent first, root last; a root has none."""
+        root = await tree.create()
+        child = await tree.child(root.id)
+        grandchild = await tree.child(child.id)
+        req = tree_pb2.GetAncestorsRequest
+        reply = await tree.stub.GetAncestors(req(space_id=tree.space.sid, session_id=grandchild.id))
+        assert [(n.id, n.depth) for n in reply.nodes] == [(child.id, 1), (root.id, 0)]
+        assert reply.nodes[0].parent_id == root.id and not reply.nodes[1].HasField("parent_id")
+        assert (
+            await ids(tree.stub.GetAncestors(req(space_id=tree.space.sid, session_id=root.id)))
+            == []
+        )
+
+    async def test_unknown_is_not_found(self, tree: TreeClient) -> None:
+        """Ancestors of an unknown session answer NOT_FOUND (not an empty list)."""
+        with pytest.raises(grpc.aio.AioRpcError) as caught:
+            await tree.stub.GetAncestors(
+                tree_pb2.GetAncestorsRequest(space_id=tree.space.sid, session_id=str(uuid.uuid4()))
+            )
+        assert caught.value.code() == grpc.StatusCode.NOT_FOUND

@@ -1,0 +1,142 @@
+"""GetTree: one recursive CTE, pre-order by an explicit stack, light nodes, the node cap."""
+
+from __future__ import annotations
+
+import time
+import uuid
+
+import asyncpg
+import grpc
+import pytest
+
+from stello.common.v1 import common_pb2
+from stello.errors import error_info_reason
+from stello.tree.v1 import tree_pb2
+from tests.support.fixtures import RunningServer, ServerStarter, TestSpace
+from tests.tree.conftest import TreeClient, open_tree
+from tests.tree.seed import chain, fanout_tree, seed_topology
+from tree_service.app import create_app
+from tree_service.config import TreeSettings
+
+pytestmark = pytest.mark.sql
+
+
+def shape(nodes: list[common_pb2.TreeNode]) -> list[tuple[str, str | None, int, int]]:
+    return [
+        (n.id, n.parent_id if n.HasField("parent_id") else None, n.depth, n.index) for n in nodes
+    ]
+
+
+class TestGetTree:
+    async def test_empty_space(self, tree: TreeClient) -> None:
+        """An empty space answers an empty forest."""
+        assert await tree.tree() == []
+
+    async def test_forest_in_preorder(self, tree: TreeClient) -> None:
+        """Roots by creation, each followed by its subtree, children by index (spec §6.3.17-18)."""
+        r1 = await tree.create(label="R1")
+        a = await tree.child(r1.id, label="A")
+        b = await tree.child(r1.id, label="B")
+        a1 = await tree.child(a.id, label="A1", source_session_id=a.id)
+        r2 = await tree.create(label="R2")
+        nodes = await tree.tree()
+        assert [n.label for n in nodes] == ["R1", "A", "A1", "B", "R2"]
+        assert shape(nodes) == [
+            (r1.id, None, 0, 0),
+            (a.id, r1.id, 1, 0),
+            (a1.id, a.id, 2, 0),
+            (b.id, r1.id, 1, 1),
+            (r2.id, None, 0, 0),
+        ]
+        assert nodes[2].source_session_id == a.id
+        assert not nodes[1].HasField("source_session_id")
+        assert all(
+            n.status == common_pb2.SESSION_STATUS_ACTIVE and n.turn_count == 0 for n in nodes
+        )
+
+    async def test_subtree_and_depth_limit(self, tree: TreeClient) -> None:
+        """root_id narrows to a subtree; max_depth counts levels below it (0 = the top only)."""
+        root = await tree.create()
+        a = await tree.child(root.id)
+        a1 = await tree.child(a.id)
+        a11 = await tree.child(a1.id)
+        await tree.child(root.id)
+        assert [n.id for n in await tree.tree(root_id=a.id)] == [a.id, a1.id, a11.id]
+        assert [n.id for n in await tree.tree(root_id=a.id, max_depth=1)] == [a.id, a1.id]
+        assert [n.id for n in await tree.tree(root_id=a.id, max_depth=0)] == [a.id]
+        assert len(await tree.tree(max_depth=1)) == 3
+
+    async def test_archived_included_provisional_not(self, tree: TreeClient) -> None:
+        """Archived sessions are in the tree; provisional ones are not."""
+        root = await tree.create()
+        archived = await tree.child(root.id)
+        await tree.stub.Archive(
+            tree_pb2.ArchiveRequest(space_id=tree.space.sid, session_id=archived.id)
+        )
+        await tree.child(root.id, provisional=True)
+        nodes = await tree.tree()
+        assert [n.id for n in nodes] == [root.id, archived.id]
+        assert nodes[1].status == common_pb2.SESSION_STATUS_ARCHIVED
+
+    async def test_unknown_root_is_not_found(self, tree: TreeClient) -> None:
+        """A root_id that does not exist answers NOT_FOUND."""
+        with pytest.raises(grpc.aio.AioRpcError) as caught:
+            await tree.tree(root_id=str(uuid.uuid4()))
+        assert caught.value.code() == grpc.StatusCode.NOT_FOUND
+
+    async def test_roots_tie_on_time_break_on_id(
+        self, tree: TreeClient, pool: asyncpg.Pool
+    ) -> None:
+        """Roots created in one instant come by id."""
+        ids = await seed_topology(pool, tree.space.id, [None, None, None, 0])
+        nodes = await tree.tree()
+        tops = [uuid.UUID(n.id) for n in nodes if not n.HasField("parent_id")]
+        assert tops == sorted(ids[:3])
+
+    async def test_too_large(
+        self, start_server: ServerStarter, space: TestSpace, pool: asyncpg.Pool
+    ) -> None:
+        """Above max_tree_nodes GetTree is FAILED_PRECONDITION TREE_TOO_LARGE; narrowing works."""
+        running: RunningServer = await start_server(
+            lambda s, p, k: create_app(s, p, k, TreeSettings(max_tree_nodes=5))
+        )
+        ids = await seed_topology(pool, space.id, fanout_tree(6, 5))
+        async for tree in open_tree(running, space):
+            with pytest.raises(grpc.aio.AioRpcError) as caught:
+                await tree.tree()
+            assert caught.value.code() == grpc.StatusCode.FAILED_PRECONDITION
+            assert error_info_reason(caught.value) == "TREE_TOO_LARGE"
+            assert len(await tree.tree(root_id=str(ids[1]))) == 1
+            assert len(await tree.tree(max_depth=0)) == 1
+
+
+@pytest.mark.slow
+class TestLargeTrees:
+    async def test_ten_thousand_deep_chain(self, tree: TreeClient, pool: asyncpg.Pool) -> None:
+        """A 10,000-deep chain comes back whole, in order, each node one level deeper."""
+        ids = await seed_topology(pool, tree.space.id, chain(10_000))
+        nodes = await tree.tree()
+        assert [n.id for n in nodes] == [str(i) for i in ids]
+        assert [n.depth for n in nodes] == list(range(10_000))
+        assert all(nodes[i].parent_id == nodes[i - 1].id for i in range(1, 10_000))
+        ancestors = await tree.stub.GetAncestors(
+            tree_pb2.GetAncestorsRequest(space_id=tree.space.sid, session_id=str(ids[-1]))
+        )
+        assert [n.id for n in ancestors.nodes] == [str(i) for i in reversed(ids[:-1])]
+
+    async def test_hundred_thousand_nodes(self, tree: TreeClient, pool: asyncpg.Pool) -> None:
+        """A 100,000-node tree comes back in pre-order (checked against path order) quickly."""
+        parents = fanout_tree(100_000, 10)
+        ids = await seed_topology(pool, tree.space.id, parents)
+        paths: list[tuple[int, ...]] = [()]
+        for i in range(1, len(parents)):
+            parent = parents[i]
+            assert parent is not None
+            paths.append((*paths[parent], (i - 1) % 10))
+        expected = [str(ids[i]) for i in sorted(range(len(ids)), key=paths.__getitem__)]
+        began = time.perf_counter()
+        nodes = await tree.tree()
+        elapsed = time.perf_counter() - began
+        assert [n.id for n in nodes] == expected
+        assert [n.index for n in nodes[:3]] == [0, 0, 0]
+        assert elapsed < 5, f"GetTree of 100,000 nodes took {elapsed:.2f}s"

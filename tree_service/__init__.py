@@ -1,0 +1,23 @@
+"""The Stello tree service: SessionTree, the topology of sessions (DESIGN §2, §4.1).
+
+The only place a session id is born; it writes parent, depth, sibling index,
+root, source session and provisioning state, answers topology reads, keeps
+refs and per-session configs, erases subtrees and sweeps abandoned
+provisional sessions.
+"""
+
+from __future__ import annotations
+
+from tree_service.app import create_app, create_service, create_sweeper
+from tree_service.config import TreeSettings
+from tree_service.service import TreeService
+from tree_service.sweeper import Sweeper
+
+__all__ = [
+    "Sweeper",
+    "TreeService",
+    "TreeSettings",
+    "create_app",
+    "create_service",
+    "create_sweeper",
+]

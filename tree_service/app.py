@@ -1,0 +1,66 @@
+"""The tree service's composition root: repository -> service -> servicer -> ServiceApp.
+
+`create_app` builds what the kernel's server factory serves, with the periodic
+provisional sweeper as the app's background task (the server factory starts it
+once bound and stops it after the graceful shutdown); `create_sweeper` builds
+one on its own, for tests that drive sweeps with a short TTL.
+"""
+
+from __future__ import annotations
+
+import asyncpg
+import grpc
+
+from stello.auth import KeyStore
+from stello.server import ServiceApp
+from stello.settings import StelloSettings
+from stello.tree.v1 import tree_pb2_grpc
+from tree_service.config import TreeSettings
+from tree_service.repository import TreeRepository
+from tree_service.service import TreeService
+from tree_service.servicer import TreeServicer
+from tree_service.sweeper import Sweeper
+
+SERVICE_NAME = "stello.tree.v1.SessionTree"
+ADMIN_METHODS = frozenset({f"/{SERVICE_NAME}/SweepProvisional"})
+
+
+def create_service(pool: asyncpg.Pool, config: TreeSettings | None = None) -> TreeService:
+    """The domain service over `pool`, with the cap and TTL of `config`."""
+    config = config or TreeSettings()
+    return TreeService(
+        TreeRepository(pool),
+        max_tree_nodes=config.max_tree_nodes,
+        provisioning_ttl_s=config.provisioning_ttl_s,
+    )
+
+
+def create_app(
+    settings: StelloSettings,
+    pool: asyncpg.Pool,
+    keys: KeyStore,
+    config: TreeSettings | None = None,
+) -> ServiceApp:
+    """The SessionTree app the kernel's `create_server` serves (SweepProvisional: admin only)."""
+    servicer = TreeServicer(create_service(pool, config))
+
+    def register(server: grpc.aio.Server) -> None:
+        tree_pb2_grpc.add_SessionTreeServicer_to_server(servicer, server)
+
+    return ServiceApp(
+        name="tree",
+        service_names=(SERVICE_NAME,),
+        register=register,
+        pool=pool,
+        keys=keys,
+        settings=settings,
+        admin_methods=ADMIN_METHODS,
+        metrics_port=(config or TreeSettings()).metrics_port,
+        background=(create_sweeper(pool, config),),
+    )
+
+
+def create_sweeper(pool: asyncpg.Pool, config: TreeSettings | None = None) -> Sweeper:
+    """The periodic sweep of expired provisional sessions (not started)."""
+    config = config or TreeSettings()
+    return Sweeper(create_service(pool, config), config.sweep_interval_s)

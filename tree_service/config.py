@@ -1,0 +1,41 @@
+"""Settings of the tree service alone (``STELLO_TREE_*``); shared ones are in the kernel."""
+
+from __future__ import annotations
+
+from pydantic import Field
+from pydantic_settings import BaseSettings, SettingsConfigDict
+
+
+class TreeSettings(BaseSettings):
+    """Where the tree service listens, its GetTree cap and its provisioning clock."""
+
+    model_config = SettingsConfigDict(
+        env_prefix="STELLO_TREE_", env_ignore_empty=True, extra="ignore"
+    )
+
+    host: str = Field(default="127.0.0.1", description="Interface to listen on.")
+    port: int = Field(default=50062, ge=0, le=65535, description="TCP port; 0 = any free one.")
+    max_tree_nodes: int = Field(
+        default=200_000,
+        ge=1,
+        description="Most nodes GetTree answers; above it FAILED_PRECONDITION TREE_TOO_LARGE.",
+    )
+    sweep_interval_s: float = Field(
+        default=10.0,
+        gt=0,
+        description="Seconds between sweeps of expired provisional sessions.",
+    )
+    provisioning_ttl_s: float = Field(
+        default=60.0,
+        gt=0,
+        description="Seconds a provisional session may wait for CommitSession before it is swept.",
+    )
+
+    metrics_port: int | None = Field(
+        default=None, ge=0, le=65535, description="Serve Prometheus /metrics on this port."
+    )
+
+    @property
+    def address(self) -> str:
+        """host:port to bind."""
+        return f"{self.host}:{self.port}"

@@ -1,0 +1,134 @@
+"""Proto <-> domain conversion for the tree servicer, with request validation.
+
+Parsing functions record every problem in a `Violations` collector so one
+INVALID_ARGUMENT names all the bad fields.
+"""
+
+from __future__ import annotations
+
+import uuid
+
+from google.protobuf import unknown_fields
+from google.protobuf.message import Message
+
+from stello.common.v1 import common_pb2
+from stello.errors import Violations
+from stello.idempotency import MAX_REQUEST_ID_CHARS
+from stello.validation import parse_uuid
+from tree_service.models import Node, SessionConfig, Status, Summary, SweptSession, TreeEntry
+
+_STATUS_TO_PROTO: dict[Status, common_pb2.SessionStatus] = {
+    "active": common_pb2.SESSION_STATUS_ACTIVE,
+    "archived": common_pb2.SESSION_STATUS_ARCHIVED,
+}
+_STATUS_FROM_PROTO: dict[int, Status] = {v: k for k, v in _STATUS_TO_PROTO.items()}
+
+
+def optional_uuid(
+    message: Message, field: str, violations: Violations, name: str | None = None
+) -> uuid.UUID | None:
+    """An optional UUID field: None when unset, a violation when set but malformed."""
+    if not message.HasField(field):
+        return None
+    return parse_uuid(getattr(message, field), name or field, violations)
+
+
+def status_filter(value: int, violations: Violations, name: str = "status") -> Status | None:
+    """A status filter: UNSPECIFIED = None (no filter); unknown numbers are violations."""
+    if value == common_pb2.SESSION_STATUS_UNSPECIFIED:
+        return None
+    status = _STATUS_FROM_PROTO.get(value)
+    if status is None:
+        violations.add(name, f"is not a SessionStatus, got {value}")
+    return status
+
+
+def request_id(value: str, violations: Violations, name: str = "request_id") -> str:
+    """An idempotency key: empty = none, at most MAX_REQUEST_ID_CHARS characters."""
+    if len(value) > MAX_REQUEST_ID_CHARS:
+        violations.add(name, f"must be at most {MAX_REQUEST_ID_CHARS} characters")
+    return value
+
+
+def config_from_proto(
+    config: common_pb2.SessionConfig, violations: Violations, name: str = "config"
+) -> SessionConfig:
+    """A config with the presence of each field kept; fields we do not know are violations."""
+    for message, path in ((config, name), (config.skills, f"{name}.skills")):
+        unknown = unknown_fields.UnknownFieldSet(message)
+        numbers = sorted({unknown[i].field_number for i in range(len(unknown))})
+        if numbers:
+            violations.add(path, f"has unknown fields {numbers}; only the documented ones")
+    return SessionConfig(
+        system_prompt=config.system_prompt if config.HasField("system_prompt") else None,
+        skills=tuple(config.skills.names) if config.HasField("skills") else None,
+    )
+
+
+def config_to_proto(config: SessionConfig) -> common_pb2.SessionConfig:
+    """The proto of a stored config, unset fields left unset."""
+    message = common_pb2.SessionConfig()
+    if config.system_prompt is not None:
+        message.system_prompt = config.system_prompt
+    if config.skills is not None:
+        message.skills.SetInParent()
+        message.skills.names.extend(config.skills)
+    return message
+
+
+def node_to_proto(node: Node) -> common_pb2.TopologyNode:
+    """A TopologyNode; parent and source left unset when absent."""
+    return common_pb2.TopologyNode(
+        id=str(node.id),
+        parent_id=None if node.parent_id is None else str(node.parent_id),
+        children=[str(c) for c in node.children],
+        refs=[str(r) for r in node.refs],
+        depth=node.depth,
+        index=node.index,
+        label=node.label,
+        source_session_id=(None if node.source_session_id is None else str(node.source_session_id)),
+        status=_STATUS_TO_PROTO[node.status],
+    )
+
+
+def nodes_to_proto(nodes: list[Node]) -> list[common_pb2.TopologyNode]:
+    """TopologyNodes in the given order."""
+    return [node_to_proto(n) for n in nodes]
+
+
+def entries_to_proto(entries: list[TreeEntry]) -> list[common_pb2.TreeNode]:
+    """Light TreeNodes in the given (pre-)order."""
+    status = _STATUS_TO_PROTO
+    tree_node = common_pb2.TreeNode
+    return [
+        tree_node(
+            id=str(e.id),
+            parent_id=None if e.parent_id is None else str(e.parent_id),
+            depth=e.depth,
+            index=e.index,
+            label=e.label,
+            status=status[e.status],
+            turn_count=e.turn_count,
+            source_session_id=None if e.source_session_id is None else str(e.source_session_id),
+        )
+        for e in entries
+    ]
+
+
+def summary_to_proto(summary: Summary) -> common_pb2.SessionSummary:
+    """A SessionSummary with its three timestamps."""
+    return common_pb2.SessionSummary(
+        id=str(summary.id),
+        parent_id=None if summary.parent_id is None else str(summary.parent_id),
+        label=summary.label,
+        status=_STATUS_TO_PROTO[summary.status],
+        turn_count=summary.turn_count,
+        created_at=summary.created_at,
+        updated_at=summary.updated_at,
+        last_active_at=summary.last_active_at,
+    )
+
+
+def swept_ids(removed: list[SweptSession]) -> list[str]:
+    """The ids of swept sessions as they travel."""
+    return [str(s.id) for s in removed]

@@ -1,0 +1,94 @@
+"""Encodings the tree service stores or hands out: config JSON, replayed responses, page tokens.
+
+Pure functions, no I/O: the service calls them; the tests check them alone.
+"""
+
+from __future__ import annotations
+
+import base64
+import binascii
+import json
+import uuid
+from datetime import UTC, datetime, timedelta
+from typing import Any
+
+from stello.errors import InvalidArgument
+from tree_service.models import Node, SessionConfig
+
+_EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
+_MICROSECOND = timedelta(microseconds=1)
+
+
+def config_to_json(config: SessionConfig) -> dict[str, Any]:
+    """The stored JSON: a key only for each field that is set (skills [] included)."""
+    stored: dict[str, Any] = {}
+    if config.system_prompt is not None:
+        stored["system_prompt"] = config.system_prompt
+    if config.skills is not None:
+        stored["skills"] = list(config.skills)
+    return stored
+
+
+def config_from_json(stored: dict[str, Any]) -> SessionConfig:
+    """The config a stored JSON object describes, presence kept."""
+    skills = stored.get("skills")
+    return SessionConfig(
+        system_prompt=stored.get("system_prompt"),
+        skills=None if skills is None else tuple(skills),
+    )
+
+
+def _uuid_or_none(value: str | None) -> uuid.UUID | None:
+    return None if value is None else uuid.UUID(value)
+
+
+def encode_node(node: Node) -> bytes:
+    """A node as the stored response of an idempotent CreateSession."""
+    return json.dumps(
+        {
+            "id": str(node.id),
+            "parent_id": None if node.parent_id is None else str(node.parent_id),
+            "children": [str(c) for c in node.children],
+            "refs": [str(r) for r in node.refs],
+            "depth": node.depth,
+            "index": node.index,
+            "label": node.label,
+            "source_session_id": (
+                None if node.source_session_id is None else str(node.source_session_id)
+            ),
+            "status": node.status,
+        }
+    ).encode()
+
+
+def decode_node(stored: bytes) -> Node:
+    """The node an idempotent CreateSession answered the first time."""
+    data = json.loads(stored)
+    return Node(
+        id=uuid.UUID(data["id"]),
+        parent_id=_uuid_or_none(data["parent_id"]),
+        children=tuple(uuid.UUID(c) for c in data["children"]),
+        refs=tuple(uuid.UUID(r) for r in data["refs"]),
+        depth=data["depth"],
+        index=data["index"],
+        label=data["label"],
+        source_session_id=_uuid_or_none(data["source_session_id"]),
+        status=data["status"],
+    )
+
+
+def encode_page_token(created_at: datetime, session_id: uuid.UUID) -> str:
+    """An opaque ListAll cursor: the (created_at, id) key of the page's last session."""
+    micros = (created_at - _EPOCH) // _MICROSECOND
+    return base64.urlsafe_b64encode(f"{micros}.{session_id.hex}".encode()).decode()
+
+
+def decode_page_token(token: str) -> tuple[datetime, uuid.UUID]:
+    """The (created_at, id) key a token carries; INVALID_ARGUMENT when it is not ours."""
+    try:
+        micros, _, hex_id = base64.urlsafe_b64decode(token.encode()).decode().partition(".")
+        return _EPOCH + int(micros) * _MICROSECOND, uuid.UUID(hex=hex_id)
+    except (binascii.Error, UnicodeError, ValueError, OverflowError):
+        raise InvalidArgument.field(
+            "page_token", "is not a token from a previous ListAll; pass next_page_token as is"
+        ) from None

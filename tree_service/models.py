@@ -1,0 +1,141 @@
+"""Domain values of the session tree: what the service takes and answers.
+
+Plain frozen dataclasses, independent of gRPC: the servicer converts protos
+into these and back (`tree_service.convert`).
+"""
+
+from __future__ import annotations
+
+import uuid
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Literal
+
+Status = Literal["active", "archived"]
+STATUSES: tuple[Status, ...] = ("active", "archived")
+
+ROOT_LABEL = "Root"
+CHILD_LABEL = "Session"
+
+
+@dataclass(frozen=True, slots=True)
+class SessionConfig:
+    """A session's frozen configuration; None means the field was never set."""
+
+    system_prompt: str | None = None
+    skills: tuple[str, ...] | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class Node:
+    """A visible session as a topology node with its direct links."""
+
+    id: uuid.UUID
+    parent_id: uuid.UUID | None
+    children: tuple[uuid.UUID, ...]
+    refs: tuple[uuid.UUID, ...]
+    depth: int
+    index: int
+    label: str
+    source_session_id: uuid.UUID | None
+    status: Status
+
+
+@dataclass(frozen=True, slots=True)
+class TreeEntry:
+    """A light node of GetTree (no children or refs lists: linked by parent_id)."""
+
+    id: uuid.UUID
+    parent_id: uuid.UUID | None
+    depth: int
+    index: int
+    label: str
+    status: Status
+    turn_count: int
+    source_session_id: uuid.UUID | None
+
+
+@dataclass(frozen=True, slots=True)
+class TreeRows:
+    """What GetTree read: the top session(s) by (created_at, id), then all below, unordered."""
+
+    tops: tuple[TreeEntry, ...]
+    below: tuple[TreeEntry, ...]
+
+    def __len__(self) -> int:
+        return len(self.tops) + len(self.below)
+
+
+@dataclass(frozen=True, slots=True)
+class Summary:
+    """A session as ListAll lists it."""
+
+    id: uuid.UUID
+    parent_id: uuid.UUID | None
+    label: str
+    status: Status
+    turn_count: int
+    created_at: datetime
+    updated_at: datetime
+    last_active_at: datetime
+
+
+@dataclass(frozen=True, slots=True)
+class SummaryPage:
+    """One page of ListAll and the token of the next one ("" on the last)."""
+
+    sessions: tuple[Summary, ...]
+    next_page_token: str
+
+
+@dataclass(frozen=True, slots=True)
+class NewSession:
+    """A CreateSession request, validated.
+
+    `request_hash` fingerprints the request without its request_id; it is only
+    meaningful when `request_id` is non-empty.
+    """
+
+    space_id: uuid.UUID
+    parent_id: uuid.UUID | None
+    label: str | None
+    source_session_id: uuid.UUID | None
+    config: SessionConfig | None
+    provisional: bool
+    request_id: str = ""
+    request_hash: bytes = b""
+
+
+@dataclass(frozen=True, slots=True)
+class TreeQuery:
+    """A GetTree request: the whole forest or one subtree, optionally depth-limited."""
+
+    space_id: uuid.UUID
+    root_id: uuid.UUID | None = None
+    max_depth: int | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class PageQuery:
+    """A ListAll request: status filter (None = all), page size and opaque token."""
+
+    space_id: uuid.UUID
+    status: Status | None
+    page_size: int
+    page_token: str = ""
+
+
+@dataclass(frozen=True, slots=True)
+class SweepQuery:
+    """A sweep: provisional sessions older than `older_than_s` (0 = past their TTL)."""
+
+    older_than_s: float = 0.0
+    dry_run: bool = False
+
+
+@dataclass(frozen=True, slots=True)
+class SweptSession:
+    """A provisional session removed (or, on a dry run, due) by a sweep."""
+
+    space_id: uuid.UUID
+    id: uuid.UUID

@@ -1,0 +1,365 @@
+"""The tree's SQL access: statements from `tree_service.sql`, rows in, domain values out.
+
+`TreeRepository` runs single-statement reads on the pool and units of work in
+one transaction (`transaction`), handing the work a `TreeTx` whose methods
+each run one statement on that transaction's connection. Foreign-key
+violations (a session removed by a concurrent delete) become domain errors
+here, with the asyncpg error as their cause.
+"""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import Awaitable, Callable, Sequence
+from datetime import datetime
+from operator import itemgetter
+from typing import Any, TypeVar, cast
+
+import asyncpg
+
+from stello import idempotency
+from stello.db import fetch, in_transaction
+from stello.errors import Aborted, NotFound
+from tree_service import sql
+from tree_service.models import (
+    STATUSES,
+    Node,
+    Status,
+    Summary,
+    SweptSession,
+    TreeEntry,
+    TreeRows,
+)
+
+T = TypeVar("T")
+_STATUS: dict[str, Status] = {s: s for s in STATUSES}
+JsonObject = dict[str, Any]
+
+CONCURRENT_MODIFICATION = "CONCURRENT_MODIFICATION"
+
+# pg advisory lock key of the sweep ("stellosw"): one replica sweeps at a time.
+SWEEP_LOCK_KEY = 0x7374656C6C6F7377
+
+
+def to_node(row: asyncpg.Record) -> Node:
+    """A topology node from a row selected with the node columns."""
+    return Node(
+        id=row["id"],
+        parent_id=row["parent_id"],
+        children=tuple(row["children"]),
+        refs=tuple(row["refs"]),
+        depth=row["depth"],
+        index=row["sibling_index"] or 0,
+        label=row["label"],
+        source_session_id=row["source_session_id"],
+        status=_STATUS[row["status"]],
+    )
+
+
+def to_tree_rows(rows: list[asyncpg.Record]) -> TreeRows:
+    """The tree statements' rows split into ranked tops and the rest (hot: 100,000s of rows)."""
+    status = _STATUS
+    ranked: list[tuple[int, TreeEntry]] = []
+    below: list[TreeEntry] = []
+    for row in rows:
+        # Positional access: this loop dominates a large GetTree.
+        entry = TreeEntry(
+            row[0], row[1], row[2], row[3] or 0, row[4], status[row[5]], row[6], row[7]
+        )
+        if row[8] is None:
+            below.append(entry)
+        else:
+            ranked.append((row[8], entry))
+    ranked.sort(key=itemgetter(0))
+    return TreeRows(tuple(e for _, e in ranked), tuple(below))
+
+
+def to_summary(row: asyncpg.Record) -> Summary:
+    """A ListAll summary from a row of the listing statements."""
+    return Summary(
+        id=row["id"],
+        parent_id=row["parent_id"],
+        label=row["label"],
+        status=_STATUS[row["status"]],
+        turn_count=row["turn_count"],
+        created_at=row["created_at"],
+        updated_at=row["updated_at"],
+        last_active_at=row["last_active_at"],
+    )
+
+
+class TreeRepository:
+    """Reads on the pool, and transactions handing out a `TreeTx`."""
+
+    def __init__(self, pool: asyncpg.Pool) -> None:
+        self._pool = pool
+
+    async def transaction(self, work: Callable[[TreeTx], Awaitable[T]]) -> T:
+        """Run `work` in one transaction (retried on serialization failure or deadlock)."""
+
+        async def run(con: asyncpg.Connection) -> T:
+            return await work(TreeTx(con))
+
+        return await in_transaction(self._pool, run)
+
+    async def node(self, space_id: uuid.UUID, session_id: uuid.UUID) -> Node | None:
+        """A visible session's node, or None."""
+        rows = await fetch(self._pool, sql.GET_NODE, space_id, session_id)
+        return to_node(rows[0]) if rows else None
+
+    async def roots(self, space_id: uuid.UUID) -> list[Node]:
+        """Every visible root, by (created_at, id)."""
+        return [to_node(r) for r in await fetch(self._pool, sql.LIST_ROOTS, space_id)]
+
+    async def ancestry(self, space_id: uuid.UUID, session_id: uuid.UUID) -> list[Node]:
+        """The visible session then its ancestors nearest first; [] when not visible."""
+        return [to_node(r) for r in await fetch(self._pool, sql.ANCESTRY, space_id, session_id)]
+
+    async def summaries(
+        self,
+        space_id: uuid.UUID,
+        status: Status | None,
+        limit: int,
+        after: tuple[datetime, uuid.UUID] | None,
+    ) -> list[Summary]:
+        """Up to `limit` visible sessions by (created_at, id), after the key `after`."""
+        if after is None:
+            rows = await fetch(self._pool, sql.LIST_ALL_FIRST, space_id, status, limit)
+        else:
+            rows = await fetch(self._pool, sql.LIST_ALL_AFTER, space_id, status, limit, *after)
+        return [to_summary(r) for r in rows]
+
+    async def tree_rows(
+        self, space_id: uuid.UUID, root_id: uuid.UUID | None, max_depth: int | None, cap: int
+    ) -> TreeRows:
+        """Up to `cap` rows of the forest (or of `root_id`'s subtree)."""
+        if root_id is None:
+            rows = await fetch(self._pool, sql.FOREST, space_id, max_depth, cap)
+        else:
+            rows = await fetch(self._pool, sql.SUBTREE, space_id, max_depth, cap, root_id)
+        return to_tree_rows(rows)
+
+    async def config(self, space_id: uuid.UUID, session_id: uuid.UUID) -> tuple[bool, Any]:
+        """(visible, stored config JSON or None)."""
+        rows = await fetch(self._pool, sql.GET_CONFIG, space_id, session_id)
+        return (True, rows[0]["config"]) if rows else (False, None)
+
+    async def sweep(
+        self, older_than_s: float, batch: int, *, wait: bool
+    ) -> list[SweptSession] | None:
+        """Delete one batch of due provisional sessions, all spaces; None if another sweeps.
+
+        With `wait` it queues behind a running sweep instead of giving up.
+        """
+
+        async def work(con: asyncpg.Connection) -> list[SweptSession] | None:
+            if wait:
+                await con.execute(sql.WAIT_SWEEP_LOCK, SWEEP_LOCK_KEY)
+            elif not await con.fetchval(sql.TRY_SWEEP_LOCK, SWEEP_LOCK_KEY):
+                return None
+            rows = await con.fetch(sql.SWEEP_DELETE, older_than_s, batch)
+            return [SweptSession(r["space_id"], r["id"]) for r in rows]
+
+        return await in_transaction(self._pool, work)
+
+    async def due(self, older_than_s: float, limit: int) -> list[SweptSession]:
+        """The provisional sessions a sweep would remove now (dry run)."""
+        rows = await fetch(self._pool, sql.SWEEP_DUE, older_than_s, limit)
+        return [SweptSession(r["space_id"], r["id"]) for r in rows]
+
+    async def purge_idempotency_keys(self) -> None:
+        """Drop request_id keys past their 24 h (all spaces), with the sweep."""
+
+        async def work(con: asyncpg.Connection) -> None:
+            if await con.fetchval(sql.TRY_SWEEP_LOCK, SWEEP_LOCK_KEY):
+                await idempotency.purge_expired(con)
+
+        await in_transaction(self._pool, work)
+
+
+class TreeTx:
+    """One transaction's statements; every method runs exactly one of them."""
+
+    def __init__(self, con: asyncpg.Connection) -> None:
+        self._con = con
+
+    async def claim(
+        self, space_id: uuid.UUID, scope: str, request_id: str, request_hash: bytes
+    ) -> bytes | None:
+        """Lock the request_id for this transaction; the earlier response, if any."""
+        return await idempotency.claim(self._con, space_id, scope, request_id, request_hash)
+
+    async def remember(
+        self,
+        space_id: uuid.UUID,
+        scope: str,
+        request_id: str,
+        request_hash: bytes,
+        response: bytes,
+    ) -> None:
+        """Store this transaction's response under the request_id."""
+        await idempotency.remember(self._con, space_id, scope, request_id, request_hash, response)
+
+    async def lock_parent(
+        self, space_id: uuid.UUID, parent_id: uuid.UUID
+    ) -> tuple[uuid.UUID, int] | None:
+        """Row-lock and bump a visible parent; its (root_id, depth), or None."""
+        row = await self._con.fetchrow(sql.LOCK_PARENT, space_id, parent_id)
+        return (row["root_id"], row["depth"]) if row else None
+
+    async def share_parent(
+        self, space_id: uuid.UUID, parent_id: uuid.UUID
+    ) -> tuple[uuid.UUID, int] | None:
+        """Keep a visible parent from going away; its (root_id, depth), or None."""
+        row = await self._con.fetchrow(sql.SHARE_PARENT, space_id, parent_id)
+        return (row["root_id"], row["depth"]) if row else None
+
+    async def is_visible(self, space_id: uuid.UUID, session_id: uuid.UUID) -> bool:
+        """Whether the session exists in the space and is committed."""
+        return bool(await self._con.fetchval(sql.IS_VISIBLE, space_id, session_id))
+
+    async def insert_session(
+        self,
+        space_id: uuid.UUID,
+        session_id: uuid.UUID,
+        parent: tuple[uuid.UUID, uuid.UUID, int] | None,
+        label: str,
+        source_session_id: uuid.UUID | None,
+        provisional_ttl_s: float | None,
+    ) -> Node:
+        """Insert a session (`parent` = (id, root_id, depth)); its new node."""
+        parent_id, root_id, depth = parent if parent else (None, session_id, -1)
+        try:
+            row = await self._con.fetchrow(
+                sql.INSERT_SESSION,
+                space_id,
+                session_id,
+                parent_id,
+                root_id,
+                depth + 1,
+                label,
+                source_session_id,
+                provisional_ttl_s,
+            )
+        except asyncpg.ForeignKeyViolationError as exc:
+            raise NotFound("the parent or source session was just deleted") from exc
+        assert row is not None
+        return Node(
+            id=row["id"],
+            parent_id=row["parent_id"],
+            children=(),
+            refs=(),
+            depth=row["depth"],
+            index=row["sibling_index"] or 0,
+            label=row["label"],
+            source_session_id=row["source_session_id"],
+            status=_STATUS[row["status"]],
+        )
+
+    async def insert_config(
+        self, space_id: uuid.UUID, session_id: uuid.UUID, config: JsonObject
+    ) -> None:
+        """Store the config of a session created in this transaction."""
+        await self._con.execute(sql.INSERT_CONFIG, space_id, session_id, config)
+
+    async def lock_session(
+        self, space_id: uuid.UUID, session_id: uuid.UUID
+    ) -> tuple[uuid.UUID | None, bool] | None:
+        """Row-lock a session, provisional or not; its (parent_id, provisional), or None."""
+        row = await self._con.fetchrow(sql.LOCK_SESSION, space_id, session_id)
+        return (row["parent_id"], row["provisional"]) if row else None
+
+    async def touch(self, space_id: uuid.UUID, session_id: uuid.UUID) -> None:
+        """Bump updated_at (and take the row lock)."""
+        await self._con.execute(sql.TOUCH, space_id, session_id)
+
+    async def commit_session(self, space_id: uuid.UUID, session_id: uuid.UUID) -> Node:
+        """Give a locked provisional session its index and make it visible."""
+        row = await self._con.fetchrow(sql.COMMIT_SESSION, space_id, session_id)
+        assert row is not None
+        return to_node(row)
+
+    async def node(self, space_id: uuid.UUID, session_id: uuid.UUID) -> Node | None:
+        """A visible session's node, or None."""
+        row = await self._con.fetchrow(sql.GET_NODE, space_id, session_id)
+        return to_node(row) if row else None
+
+    async def visible_parent(
+        self, space_id: uuid.UUID, session_id: uuid.UUID
+    ) -> tuple[bool, uuid.UUID | None]:
+        """(visible, parent_id) of a session."""
+        row = await self._con.fetchrow(sql.VISIBLE_PARENT, space_id, session_id)
+        return (True, row["parent_id"]) if row else (False, None)
+
+    async def children(
+        self, space_id: uuid.UUID, parent_id: uuid.UUID, without: uuid.UUID | None = None
+    ) -> list[Node]:
+        """The visible children of a session by index, `without` left out."""
+        rows = await self._con.fetch(sql.LIST_CHILDREN, space_id, parent_id, without)
+        return [to_node(r) for r in rows]
+
+    async def ref_ends(
+        self, space_id: uuid.UUID, ids: Sequence[uuid.UUID]
+    ) -> dict[uuid.UUID, tuple[uuid.UUID, int]]:
+        """(root_id, depth) of each visible session among `ids`."""
+        rows = await self._con.fetch(sql.REF_ENDS, space_id, list(ids))
+        return {r["id"]: (r["root_id"], r["depth"]) for r in rows}
+
+    async def is_ancestor(
+        self, space_id: uuid.UUID, session_id: uuid.UUID, candidate: uuid.UUID
+    ) -> bool:
+        """Whether `candidate` is an ancestor of `session_id`."""
+        return bool(await self._con.fetchval(sql.IS_ANCESTOR, space_id, session_id, candidate))
+
+    async def insert_ref(self, space_id: uuid.UUID, from_id: uuid.UUID, to_id: uuid.UUID) -> bool:
+        """Add the ref unless present; whether it was added."""
+        try:
+            position = await self._con.fetchval(sql.INSERT_REF, space_id, from_id, to_id)
+        except asyncpg.ForeignKeyViolationError as exc:
+            raise NotFound("a session of the ref was just deleted") from exc
+        return position is not None
+
+    async def delete_ref(self, space_id: uuid.UUID, from_id: uuid.UUID, to_id: uuid.UUID) -> bool:
+        """Remove the ref if present; whether it was there."""
+        return await self._con.fetchval(sql.DELETE_REF, space_id, from_id, to_id) is not None
+
+    async def set_status(self, space_id: uuid.UUID, session_id: uuid.UUID, status: Status) -> None:
+        """Set a visible session's status (no bump when unchanged)."""
+        await self._con.execute(sql.SET_STATUS, space_id, session_id, status)
+
+    async def lock_status(self, space_id: uuid.UUID, session_id: uuid.UUID) -> Status | None:
+        """Row-lock a visible session; its status, or None."""
+        return cast(
+            "Status | None", await self._con.fetchval(sql.LOCK_STATUS, space_id, session_id)
+        )
+
+    async def set_label(self, space_id: uuid.UUID, session_id: uuid.UUID, label: str) -> Node:
+        """Replace a locked session's label; its node."""
+        row = await self._con.fetchrow(sql.SET_LABEL, space_id, session_id, label)
+        assert row is not None
+        return to_node(row)
+
+    async def put_config(
+        self, space_id: uuid.UUID, session_id: uuid.UUID, config: JsonObject
+    ) -> JsonObject | None:
+        """Overwrite a visible session's config; the stored JSON, or None if not visible."""
+        try:
+            rows = await self._con.fetch(sql.PUT_CONFIG, space_id, session_id, config)
+        except asyncpg.ForeignKeyViolationError as exc:
+            raise NotFound(f"session {session_id} was just deleted") from exc
+        return cast("JsonObject", rows[0]["config"]) if rows else None
+
+    async def lock_subtree(self, space_id: uuid.UUID, session_id: uuid.UUID) -> int:
+        """Row-lock a visible session and its descendants; how many (0 = not visible)."""
+        return int(await self._con.fetchval(sql.LOCK_SUBTREE, space_id, session_id))
+
+    async def delete_subtree(self, space_id: uuid.UUID, session_id: uuid.UUID) -> list[uuid.UUID]:
+        """Erase a visible session and its descendants; their ids, the session first."""
+        try:
+            rows = await self._con.fetch(sql.DELETE_SUBTREE, space_id, session_id)
+        except asyncpg.ForeignKeyViolationError as exc:
+            raise Aborted(
+                "a session was created under the subtree while it was being deleted; retry",
+                reason=CONCURRENT_MODIFICATION,
+            ) from exc
+        return [r["id"] for r in rows]

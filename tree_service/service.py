@@ -1,0 +1,371 @@
+"""The session tree's domain logic: ids, topology, refs, config, erasure, provisioning.
+
+`TreeService` knows nothing of gRPC: it takes validated domain inputs
+(`tree_service.models`), decides what exists and what is allowed, and runs
+each unit of work in one transaction through `TreeRepository`.
+"""
+
+from __future__ import annotations
+
+import logging
+import uuid
+
+from stello.errors import Aborted, FailedPrecondition, NotFound
+from tree_service.encoding import (
+    config_from_json,
+    config_to_json,
+    decode_node,
+    decode_page_token,
+    encode_node,
+    encode_page_token,
+)
+from tree_service.models import (
+    CHILD_LABEL,
+    ROOT_LABEL,
+    NewSession,
+    Node,
+    PageQuery,
+    SessionConfig,
+    Status,
+    SummaryPage,
+    SweepQuery,
+    SweptSession,
+    TreeEntry,
+    TreeQuery,
+    TreeRows,
+)
+from tree_service.repository import TreeRepository, TreeTx
+
+log = logging.getLogger(__name__)
+
+CREATE_SCOPE = "tree.CreateSession"
+TREE_TOO_LARGE = "TREE_TOO_LARGE"
+SESSION_ARCHIVED = "SESSION_ARCHIVED"
+REF_TO_SELF = "REF_TO_SELF"
+REF_TO_ANCESTOR = "REF_TO_ANCESTOR"
+REF_TO_DESCENDANT = "REF_TO_DESCENDANT"
+
+SWEEP_BATCH = 1000
+DELETE_ATTEMPTS = 5
+MAX_DRY_RUN = 100_000
+
+
+def _not_found(session_id: uuid.UUID) -> NotFound:
+    return NotFound(f"session {session_id} not found")
+
+
+class TreeService:
+    """Every SessionTree operation, over a repository."""
+
+    def __init__(
+        self, repository: TreeRepository, *, max_tree_nodes: int, provisioning_ttl_s: float
+    ) -> None:
+        self._repo = repository
+        self._max_tree_nodes = max_tree_nodes
+        self._provisioning_ttl_s = provisioning_ttl_s
+
+    # -- creation -----------------------------------------------------------
+
+    async def create_session(self, new: NewSession) -> Node:
+        """Create a root or a child (visible at once, or provisional); the only id birthplace."""
+        label = new.label
+        if label is None:
+            label = ROOT_LABEL if new.parent_id is None else CHILD_LABEL
+        ttl_s = self._provisioning_ttl_s if new.provisional else None
+
+        async def work(tx: TreeTx) -> Node:
+            if new.request_id:
+                earlier = await tx.claim(
+                    new.space_id, CREATE_SCOPE, new.request_id, new.request_hash
+                )
+                if earlier is not None:
+                    return decode_node(earlier)
+            parent = None
+            if new.parent_id is not None:
+                # A visible child takes its index now, under the parent's row lock.
+                lock = tx.share_parent if new.provisional else tx.lock_parent
+                found = await lock(new.space_id, new.parent_id)
+                if found is None:
+                    raise NotFound(f"parent session {new.parent_id} not found")
+                parent = (new.parent_id, *found)
+            source = new.source_session_id
+            if source is not None and not await tx.is_visible(new.space_id, source):
+                raise NotFound(f"source session {source} not found")
+            node = await tx.insert_session(new.space_id, uuid.uuid4(), parent, label, source, ttl_s)
+            if new.config is not None:
+                await tx.insert_config(new.space_id, node.id, config_to_json(new.config))
+            if new.request_id:
+                response = encode_node(node)
+                await tx.remember(
+                    new.space_id, CREATE_SCOPE, new.request_id, new.request_hash, response
+                )
+            return node
+
+        return await self._repo.transaction(work)
+
+    async def commit_session(self, space_id: uuid.UUID, session_id: uuid.UUID) -> Node:
+        """Make a provisional session visible with the next index; idempotent."""
+
+        async def work(tx: TreeTx) -> Node:
+            locked = await tx.lock_session(space_id, session_id)
+            if locked is None:
+                raise _not_found(session_id)
+            parent_id, provisional = locked
+            if not provisional:
+                node = await tx.node(space_id, session_id)
+                assert node is not None
+                return node
+            if parent_id is not None:
+                await tx.touch(space_id, parent_id)  # the parent's row lock orders the indexes
+            return await tx.commit_session(space_id, session_id)
+
+        return await self._repo.transaction(work)
+
+    # -- reads --------------------------------------------------------------
+
+    async def get_node(self, space_id: uuid.UUID, session_id: uuid.UUID) -> Node:
+        """A visible session's node."""
+        node = await self._repo.node(space_id, session_id)
+        if node is None:
+            raise _not_found(session_id)
+        return node
+
+    async def list_roots(self, space_id: uuid.UUID) -> list[Node]:
+        """Every root of the space by (created_at, id)."""
+        return await self._repo.roots(space_id)
+
+    async def list_all(self, query: PageQuery) -> SummaryPage:
+        """One page of every session of the space by (created_at, id)."""
+        after = decode_page_token(query.page_token) if query.page_token else None
+        rows = await self._repo.summaries(query.space_id, query.status, query.page_size + 1, after)
+        if len(rows) <= query.page_size:
+            return SummaryPage(tuple(rows), "")
+        page = tuple(rows[: query.page_size])
+        return SummaryPage(page, encode_page_token(page[-1].created_at, page[-1].id))
+
+    async def get_children(self, space_id: uuid.UUID, session_id: uuid.UUID) -> list[Node]:
+        """A session's visible children by index."""
+
+        async def work(tx: TreeTx) -> list[Node]:
+            visible, _ = await tx.visible_parent(space_id, session_id)
+            if not visible:
+                raise _not_found(session_id)
+            return await tx.children(space_id, session_id)
+
+        return await self._repo.transaction(work)
+
+    async def get_siblings(self, space_id: uuid.UUID, session_id: uuid.UUID) -> list[Node]:
+        """The parent's other visible children by index; [] for a root."""
+
+        async def work(tx: TreeTx) -> list[Node]:
+            visible, parent_id = await tx.visible_parent(space_id, session_id)
+            if not visible:
+                raise _not_found(session_id)
+            if parent_id is None:
+                return []
+            return await tx.children(space_id, parent_id, without=session_id)
+
+        return await self._repo.transaction(work)
+
+    async def get_ancestors(self, space_id: uuid.UUID, session_id: uuid.UUID) -> list[Node]:
+        """The ancestors nearest first; [] for a root."""
+        chain = await self._repo.ancestry(space_id, session_id)
+        if not chain:
+            raise _not_found(session_id)
+        return chain[1:]
+
+    async def get_tree(self, query: TreeQuery) -> list[TreeEntry]:
+        """The forest (or one subtree) in pre-order, capped at max_tree_nodes."""
+        cap = self._max_tree_nodes
+        rows = await self._repo.tree_rows(query.space_id, query.root_id, query.max_depth, cap + 1)
+        if len(rows) > cap:
+            raise FailedPrecondition(
+                f"the tree has more than {cap} nodes; narrow it with root_id or max_depth",
+                reason=TREE_TOO_LARGE,
+            )
+        if query.root_id is not None and not rows.tops:
+            raise _not_found(query.root_id)
+        return preorder(rows)
+
+    # -- refs, status, label, config ----------------------------------------
+
+    async def add_ref(self, space_id: uuid.UUID, from_id: uuid.UUID, to_id: uuid.UUID) -> Node:
+        """Add `from -> to` unless present; refuses self, ancestors and descendants."""
+        if from_id == to_id:
+            raise FailedPrecondition(
+                "a session cannot reference itself",
+                reason=REF_TO_SELF,
+                metadata={"subject": str(from_id)},
+            )
+
+        async def work(tx: TreeTx) -> Node:
+            ends = await tx.ref_ends(space_id, (from_id, to_id))
+            for session_id in (from_id, to_id):
+                if session_id not in ends:
+                    raise _not_found(session_id)
+            (from_root, from_depth), (to_root, to_depth) = ends[from_id], ends[to_id]
+            if from_root == to_root and to_depth != from_depth:
+                if to_depth < from_depth and await tx.is_ancestor(space_id, from_id, to_id):
+                    raise FailedPrecondition(
+                        f"session {to_id} is an ancestor of {from_id}",
+                        reason=REF_TO_ANCESTOR,
+                        metadata={"subject": str(to_id)},
+                    )
+                if to_depth > from_depth and await tx.is_ancestor(space_id, to_id, from_id):
+                    raise FailedPrecondition(
+                        f"session {to_id} is a descendant of {from_id}",
+                        reason=REF_TO_DESCENDANT,
+                        metadata={"subject": str(to_id)},
+                    )
+            if await tx.insert_ref(space_id, from_id, to_id):
+                await tx.touch(space_id, from_id)
+            return await _visible_node(tx, space_id, from_id)
+
+        return await self._repo.transaction(work)
+
+    async def remove_ref(self, space_id: uuid.UUID, from_id: uuid.UUID, to_id: uuid.UUID) -> Node:
+        """Remove `from -> to` if present; idempotent."""
+
+        async def work(tx: TreeTx) -> Node:
+            ends = await tx.ref_ends(space_id, (from_id, to_id))
+            for session_id in (from_id, to_id):
+                if session_id not in ends:
+                    raise _not_found(session_id)
+            if await tx.delete_ref(space_id, from_id, to_id):
+                await tx.touch(space_id, from_id)
+            return await _visible_node(tx, space_id, from_id)
+
+        return await self._repo.transaction(work)
+
+    async def set_status(self, space_id: uuid.UUID, session_id: uuid.UUID, status: Status) -> Node:
+        """Archive or unarchive one session (never cascades); idempotent."""
+
+        async def work(tx: TreeTx) -> Node:
+            await tx.set_status(space_id, session_id, status)
+            return await _visible_node(tx, space_id, session_id)
+
+        return await self._repo.transaction(work)
+
+    async def update_label(self, space_id: uuid.UUID, session_id: uuid.UUID, label: str) -> Node:
+        """Replace the label of an active session."""
+
+        async def work(tx: TreeTx) -> Node:
+            status = await tx.lock_status(space_id, session_id)
+            if status is None:
+                raise _not_found(session_id)
+            if status == "archived":
+                raise FailedPrecondition(
+                    f"session {session_id} is archived; unarchive it to rename it",
+                    reason=SESSION_ARCHIVED,
+                    metadata={"subject": str(session_id)},
+                )
+            return await tx.set_label(space_id, session_id, label)
+
+        return await self._repo.transaction(work)
+
+    async def get_config(self, space_id: uuid.UUID, session_id: uuid.UUID) -> SessionConfig | None:
+        """The stored config, or None when none was ever written."""
+        visible, stored = await self._repo.config(space_id, session_id)
+        if not visible:
+            raise _not_found(session_id)
+        return None if stored is None else config_from_json(stored)
+
+    async def put_config(
+        self, space_id: uuid.UUID, session_id: uuid.UUID, config: SessionConfig
+    ) -> SessionConfig:
+        """Overwrite the whole config; the config as stored."""
+
+        async def work(tx: TreeTx) -> SessionConfig:
+            stored = await tx.put_config(space_id, session_id, config_to_json(config))
+            if stored is None:
+                raise _not_found(session_id)
+            return config_from_json(stored)
+
+        return await self._repo.transaction(work)
+
+    # -- erasure and provisioning -------------------------------------------
+
+    async def delete_subtree(self, space_id: uuid.UUID, session_id: uuid.UUID) -> list[uuid.UUID]:
+        """Erase a session, its descendants and all they own; the ids, the session first."""
+
+        async def work(tx: TreeTx) -> list[uuid.UUID]:
+            if not await tx.lock_subtree(space_id, session_id):
+                raise _not_found(session_id)
+            erased = await tx.delete_subtree(space_id, session_id)
+            if not erased:
+                raise _not_found(session_id)
+            return erased
+
+        for attempt in range(1, DELETE_ATTEMPTS + 1):
+            try:
+                return await self._repo.transaction(work)
+            except Aborted:
+                # A child committed under the set between snapshot and lock: recompute.
+                if attempt == DELETE_ATTEMPTS:
+                    raise
+        raise AssertionError("unreachable")
+
+    async def sweep(self, query: SweepQuery) -> list[SweptSession]:
+        """Admin sweep: remove (or list) due provisional sessions of every space."""
+        if query.dry_run:
+            return await self._repo.due(query.older_than_s, MAX_DRY_RUN)
+        removed: list[SweptSession] = []
+        while True:
+            batch = await self._repo.sweep(query.older_than_s, SWEEP_BATCH, wait=True)
+            removed.extend(batch or ())
+            if batch is None or len(batch) < SWEEP_BATCH:
+                break
+        _log_swept(removed)
+        return removed
+
+    async def sweep_expired(self) -> list[SweptSession] | None:
+        """One periodic sweep of expired provisional sessions; None if another replica sweeps."""
+        removed: list[SweptSession] = []
+        while True:
+            batch = await self._repo.sweep(0.0, SWEEP_BATCH, wait=False)
+            if batch is None:
+                return removed or None
+            removed.extend(batch)
+            if len(batch) < SWEEP_BATCH:
+                break
+        await self._repo.purge_idempotency_keys()
+        _log_swept(removed)
+        return removed
+
+
+async def _visible_node(tx: TreeTx, space_id: uuid.UUID, session_id: uuid.UUID) -> Node:
+    node = await tx.node(space_id, session_id)
+    if node is None:
+        raise _not_found(session_id)
+    return node
+
+
+def _log_swept(removed: list[SweptSession]) -> None:
+    if removed:
+        log.info("swept %d provisional sessions", len(removed))
+
+
+def preorder(rows: TreeRows) -> list[TreeEntry]:
+    """Pre-order: each top, then its children by index, each followed by its subtree.
+
+    An explicit stack, never recursion: a 10,000-deep chain must not hit the
+    interpreter's recursion limit.
+    """
+    children: dict[uuid.UUID | None, list[TreeEntry]] = {}
+    for entry in rows.below:
+        children.setdefault(entry.parent_id, []).append(entry)
+    for siblings in children.values():
+        siblings.sort(key=_index)
+    ordered: list[TreeEntry] = []
+    stack = list(reversed(rows.tops))
+    while stack:
+        entry = stack.pop()
+        ordered.append(entry)
+        below = children.get(entry.id)
+        if below:
+            stack.extend(reversed(below))
+    return ordered
+
+
+def _index(entry: TreeEntry) -> int:
+    return entry.index

@@ -1,0 +1,233 @@
+"""SessionTree over gRPC: validate and convert, call the service once, convert back.
+
+No SQL, no rules, no try blocks: domain errors raised below are mapped to
+statuses by the kernel's ErrorInterceptor; auth and tenancy (a foreign
+space_id answers NOT_FOUND) are checked by its AuthInterceptor first.
+"""
+
+from __future__ import annotations
+
+import uuid
+from typing import Any
+
+import grpc
+
+from stello.errors import Violations
+from stello.idempotency import fingerprint
+from stello.tree.v1 import tree_pb2, tree_pb2_grpc
+from stello.validation import label, page_size, parse_uuid
+from tree_service.convert import (
+    config_from_proto,
+    config_to_proto,
+    entries_to_proto,
+    node_to_proto,
+    nodes_to_proto,
+    optional_uuid,
+    request_id,
+    status_filter,
+    summary_to_proto,
+    swept_ids,
+)
+from tree_service.models import NewSession, PageQuery, SweepQuery, TreeQuery
+from tree_service.service import TreeService
+
+Context = grpc.aio.ServicerContext[Any, Any]
+
+
+def _session(request: Any) -> tuple[uuid.UUID, uuid.UUID]:
+    """(space_id, session_id) of a request, both UUIDs, or INVALID_ARGUMENT naming them."""
+    violations = Violations()
+    space_id = parse_uuid(request.space_id, "space_id", violations)
+    session_id = parse_uuid(request.session_id, "session_id", violations)
+    violations.raise_if_any()
+    return space_id, session_id
+
+
+def _ref(request: Any) -> tuple[uuid.UUID, uuid.UUID, uuid.UUID]:
+    """(space_id, from_id, to_id) of AddRef / RemoveRef."""
+    violations = Violations()
+    space_id = parse_uuid(request.space_id, "space_id", violations)
+    from_id = parse_uuid(request.from_id, "from_id", violations)
+    to_id = parse_uuid(request.to_id, "to_id", violations)
+    violations.raise_if_any()
+    return space_id, from_id, to_id
+
+
+def _request_hash(request: tree_pb2.CreateSessionRequest) -> bytes:
+    unkeyed = tree_pb2.CreateSessionRequest()
+    unkeyed.CopyFrom(request)
+    unkeyed.ClearField("request_id")
+    return fingerprint(unkeyed)
+
+
+class TreeServicer(tree_pb2_grpc.SessionTreeServicer):
+    """The SessionTree RPCs, one service call each."""
+
+    def __init__(self, service: TreeService) -> None:
+        self._service = service
+
+    async def CreateSession(
+        self, request: tree_pb2.CreateSessionRequest, context: Context
+    ) -> tree_pb2.CreateSessionResponse:
+        violations = Violations()
+        space_id = parse_uuid(request.space_id, "space_id", violations)
+        new = NewSession(
+            space_id=space_id,
+            parent_id=optional_uuid(request, "parent_id", violations),
+            label=label(request.label, violations) if request.HasField("label") else None,
+            source_session_id=optional_uuid(request, "source_session_id", violations),
+            config=(
+                config_from_proto(request.config, violations)
+                if request.HasField("config")
+                else None
+            ),
+            provisional=request.provisional,
+            request_id=request_id(request.request_id, violations),
+            request_hash=_request_hash(request) if request.request_id else b"",
+        )
+        violations.raise_if_any()
+        node = await self._service.create_session(new)
+        return tree_pb2.CreateSessionResponse(node=node_to_proto(node))
+
+    async def CommitSession(
+        self, request: tree_pb2.CommitSessionRequest, context: Context
+    ) -> tree_pb2.CommitSessionResponse:
+        node = await self._service.commit_session(*_session(request))
+        return tree_pb2.CommitSessionResponse(node=node_to_proto(node))
+
+    async def GetNode(
+        self, request: tree_pb2.GetNodeRequest, context: Context
+    ) -> tree_pb2.GetNodeResponse:
+        node = await self._service.get_node(*_session(request))
+        return tree_pb2.GetNodeResponse(node=node_to_proto(node))
+
+    async def ListRoots(
+        self, request: tree_pb2.ListRootsRequest, context: Context
+    ) -> tree_pb2.ListRootsResponse:
+        space_id = parse_uuid(request.space_id, "space_id")
+        nodes = await self._service.list_roots(space_id)
+        return tree_pb2.ListRootsResponse(nodes=nodes_to_proto(nodes))
+
+    async def ListAll(
+        self, request: tree_pb2.ListAllRequest, context: Context
+    ) -> tree_pb2.ListAllResponse:
+        violations = Violations()
+        query = PageQuery(
+            space_id=parse_uuid(request.space_id, "space_id", violations),
+            status=status_filter(request.status, violations),
+            page_size=page_size(request.page_size, violations),
+            page_token=request.page_token,
+        )
+        violations.raise_if_any()
+        page = await self._service.list_all(query)
+        return tree_pb2.ListAllResponse(
+            sessions=[summary_to_proto(s) for s in page.sessions],
+            next_page_token=page.next_page_token,
+        )
+
+    async def GetChildren(
+        self, request: tree_pb2.GetChildrenRequest, context: Context
+    ) -> tree_pb2.GetChildrenResponse:
+        nodes = await self._service.get_children(*_session(request))
+        return tree_pb2.GetChildrenResponse(nodes=nodes_to_proto(nodes))
+
+    async def GetSiblings(
+        self, request: tree_pb2.GetSiblingsRequest, context: Context
+    ) -> tree_pb2.GetSiblingsResponse:
+        nodes = await self._service.get_siblings(*_session(request))
+        return tree_pb2.GetSiblingsResponse(nodes=nodes_to_proto(nodes))
+
+    async def GetAncestors(
+        self, request: tree_pb2.GetAncestorsRequest, context: Context
+    ) -> tree_pb2.GetAncestorsResponse:
+        nodes = await self._service.get_ancestors(*_session(request))
+        return tree_pb2.GetAncestorsResponse(nodes=nodes_to_proto(nodes))
+
+    async def GetTree(
+        self, request: tree_pb2.GetTreeRequest, context: Context
+    ) -> tree_pb2.GetTreeResponse:
+        violations = Violations()
+        max_depth = request.max_depth if request.HasField("max_depth") else None
+        if max_depth is not None and max_depth < 0:
+            violations.add("max_depth", f"must not be negative, got {max_depth}")
+        query = TreeQuery(
+            space_id=parse_uuid(request.space_id, "space_id", violations),
+            root_id=optional_uuid(request, "root_id", violations),
+            max_depth=max_depth,
+        )
+        violations.raise_if_any()
+        entries = await self._service.get_tree(query)
+        return tree_pb2.GetTreeResponse(nodes=entries_to_proto(entries))
+
+    async def AddRef(
+        self, request: tree_pb2.AddRefRequest, context: Context
+    ) -> tree_pb2.AddRefResponse:
+        node = await self._service.add_ref(*_ref(request))
+        return tree_pb2.AddRefResponse(node=node_to_proto(node))
+
+    async def RemoveRef(
+        self, request: tree_pb2.RemoveRefRequest, context: Context
+    ) -> tree_pb2.RemoveRefResponse:
+        node = await self._service.remove_ref(*_ref(request))
+        return tree_pb2.RemoveRefResponse(node=node_to_proto(node))
+
+    async def Archive(
+        self, request: tree_pb2.ArchiveRequest, context: Context
+    ) -> tree_pb2.ArchiveResponse:
+        node = await self._service.set_status(*_session(request), "archived")
+        return tree_pb2.ArchiveResponse(node=node_to_proto(node))
+
+    async def Unarchive(
+        self, request: tree_pb2.UnarchiveRequest, context: Context
+    ) -> tree_pb2.UnarchiveResponse:
+        node = await self._service.set_status(*_session(request), "active")
+        return tree_pb2.UnarchiveResponse(node=node_to_proto(node))
+
+    async def UpdateLabel(
+        self, request: tree_pb2.UpdateLabelRequest, context: Context
+    ) -> tree_pb2.UpdateLabelResponse:
+        violations = Violations()
+        space_id = parse_uuid(request.space_id, "space_id", violations)
+        session_id = parse_uuid(request.session_id, "session_id", violations)
+        new_label = label(request.label, violations)
+        violations.raise_if_any()
+        node = await self._service.update_label(space_id, session_id, new_label)
+        return tree_pb2.UpdateLabelResponse(node=node_to_proto(node))
+
+    async def GetConfig(
+        self, request: tree_pb2.GetConfigRequest, context: Context
+    ) -> tree_pb2.GetConfigResponse:
+        config = await self._service.get_config(*_session(request))
+        if config is None:
+            return tree_pb2.GetConfigResponse()
+        return tree_pb2.GetConfigResponse(config=config_to_proto(config))
+
+    async def PutConfig(
+        self, request: tree_pb2.PutConfigRequest, context: Context
+    ) -> tree_pb2.PutConfigResponse:
+        violations = Violations()
+        space_id = parse_uuid(request.space_id, "space_id", violations)
+        session_id = parse_uuid(request.session_id, "session_id", violations)
+        if not request.HasField("config"):
+            violations.add("config", "is required (an empty SessionConfig is valid)")
+        config = config_from_proto(request.config, violations)
+        violations.raise_if_any()
+        stored = await self._service.put_config(space_id, session_id, config)
+        return tree_pb2.PutConfigResponse(config=config_to_proto(stored))
+
+    async def DeleteSubtree(
+        self, request: tree_pb2.DeleteSubtreeRequest, context: Context
+    ) -> tree_pb2.DeleteSubtreeResponse:
+        erased = await self._service.delete_subtree(*_session(request))
+        return tree_pb2.DeleteSubtreeResponse(deleted_ids=[str(i) for i in erased])
+
+    async def SweepProvisional(
+        self, request: tree_pb2.SweepProvisionalRequest, context: Context
+    ) -> tree_pb2.SweepProvisionalResponse:
+        if request.older_than_s < 0:
+            violations = Violations()
+            violations.add("older_than_s", f"must not be negative, got {request.older_than_s}")
+            violations.raise_if_any()
+        query = SweepQuery(older_than_s=float(request.older_than_s), dry_run=request.dry_run)
+        removed = await self._service.sweep(query)
+        return tree_pb2.SweepProvisionalResponse(removed_ids=swept_ids(removed))

@@ -1,0 +1,344 @@
+"""Every SQL statement of the tree service, as constants the repository runs.
+
+Parameters are always ``$n``; ``$1`` is the space id in every statement but
+the sweep's, which spans spaces by design (admin maintenance). Every recursive
+CTE filters by space_id in both of its terms. Visibility is one predicate,
+``provisional_until IS NULL``: a provisional session answers as if absent.
+"""
+
+from __future__ import annotations
+
+# A topology node: its row plus committed children (index order) and refs
+# (insertion order). Composed into the statements below at import time only.
+_NODE = """
+    s.id, s.parent_id, s.depth, s.sibling_index, s.label, s.status, s.source_session_id,
+    ARRAY(SELECT c.id FROM sessions c
+          WHERE c.space_id = $1 AND c.parent_id = s.id AND c.provisional_until IS NULL
+          ORDER BY c.sibling_index) AS children,
+    ARRAY(SELECT r.to_id FROM session_refs r
+          WHERE r.space_id = $1 AND r.from_id = s.id
+          ORDER BY r.position) AS refs
+"""
+
+GET_NODE = f"""
+SELECT {_NODE}
+FROM sessions s
+WHERE s.space_id = $1 AND s.id = $2 AND s.provisional_until IS NULL
+"""
+
+LIST_ROOTS = f"""
+SELECT {_NODE}
+FROM sessions s
+WHERE s.space_id = $1 AND s.parent_id IS NULL AND s.provisional_until IS NULL
+ORDER BY s.created_at, s.id
+"""
+
+# $3: a session to leave out (GetSiblings), or NULL.
+LIST_CHILDREN = f"""
+SELECT {_NODE}
+FROM sessions s
+WHERE s.space_id = $1 AND s.parent_id = $2 AND s.provisional_until IS NULL
+  AND ($3::uuid IS NULL OR s.id <> $3)
+ORDER BY s.sibling_index
+"""
+
+# One row when the session is visible: its parent (NULL for a root).
+VISIBLE_PARENT = """
+SELECT parent_id
+FROM sessions
+WHERE space_id = $1 AND id = $2 AND provisional_until IS NULL
+"""
+
+# The session (n = 0) then its ancestors, nearest first.
+ANCESTRY = f"""
+WITH RECURSIVE chain (id, parent_id, n) AS (
+    SELECT s.id, s.parent_id, 0
+    FROM sessions s
+    WHERE s.space_id = $1 AND s.id = $2 AND s.provisional_until IS NULL
+  UNION ALL
+    SELECT p.id, p.parent_id, chain.n + 1
+    FROM chain
+    JOIN sessions p ON p.space_id = $1 AND p.id = chain.parent_id
+)
+SELECT {_NODE}
+FROM chain
+JOIN sessions s ON s.space_id = $1 AND s.id = chain.id
+ORDER BY chain.n
+"""
+
+_SUMMARY = """
+SELECT s.id, s.parent_id, s.label, s.status, s.turn_count,
+       s.created_at, s.updated_at, s.last_active_at
+FROM sessions s
+WHERE s.space_id = $1 AND s.provisional_until IS NULL
+  AND ($2::text IS NULL OR s.status = $2)
+"""
+
+# $2 status or NULL, $3 limit.
+LIST_ALL_FIRST = f"""
+{_SUMMARY}
+ORDER BY s.created_at, s.id
+LIMIT $3
+"""
+
+# $4, $5: the (created_at, id) of the last session of the previous page.
+LIST_ALL_AFTER = f"""
+{_SUMMARY}
+  AND (s.created_at, s.id) > ($4::timestamptz, $5::uuid)
+ORDER BY s.created_at, s.id
+LIMIT $3
+"""
+
+# GetTree: one recursive CTE, no path arrays (quadratic on deep chains); the
+# caller builds the pre-order. {top} picks the top session(s), ranked by
+# (created_at, id) (rank NULL below them); $2 max levels below the top (NULL =
+# all); $3 row cap (the limit stops the recursion early).
+_TREE = """
+WITH RECURSIVE tree AS (
+    SELECT s.id, s.parent_id, s.depth, s.sibling_index, s.label, s.status, s.turn_count,
+           s.source_session_id, row_number() OVER (ORDER BY s.created_at, s.id) AS top_rank,
+           0 AS level
+    FROM sessions s
+    WHERE s.space_id = $1 AND s.provisional_until IS NULL AND {top}
+  UNION ALL
+    SELECT c.id, c.parent_id, c.depth, c.sibling_index, c.label, c.status, c.turn_count,
+           c.source_session_id, NULL::bigint, tree.level + 1
+    FROM tree
+    JOIN sessions c ON c.space_id = $1 AND c.parent_id = tree.id
+    WHERE c.provisional_until IS NULL AND ($2::int4 IS NULL OR tree.level < $2)
+)
+SELECT id, parent_id, depth, sibling_index, label, status, turn_count, source_session_id,
+       top_rank
+FROM tree
+LIMIT $3
+"""
+
+# Every root of the space and their subtrees.
+FOREST = _TREE.format(top="s.parent_id IS NULL")
+
+# $4: the top session.
+SUBTREE = _TREE.format(top="s.id = $4")
+
+# -- CreateSession / CommitSession ---------------------------------------------
+
+# Takes the parent's row lock (serialising sibling indexes) and bumps it.
+LOCK_PARENT = """
+UPDATE sessions SET updated_at = now()
+WHERE space_id = $1 AND id = $2 AND provisional_until IS NULL
+RETURNING root_id, depth
+"""
+
+# A provisional child only needs its parent to stay (no index yet).
+SHARE_PARENT = """
+SELECT root_id, depth
+FROM sessions
+WHERE space_id = $1 AND id = $2 AND provisional_until IS NULL
+FOR KEY SHARE
+"""
+
+IS_VISIBLE = """
+SELECT true
+FROM sessions
+WHERE space_id = $1 AND id = $2 AND provisional_until IS NULL
+"""
+
+# $8: the provisioning TTL in seconds, or NULL to commit at once. The index
+# subquery runs after LOCK_PARENT in a new statement, so under READ COMMITTED
+# it sees every sibling committed before the lock was granted.
+INSERT_SESSION = """
+INSERT INTO sessions (space_id, id, parent_id, root_id, depth, sibling_index, label,
+                      source_session_id, provisional_until)
+VALUES ($1, $2, $3, $4, $5,
+        CASE WHEN $8::float8 IS NOT NULL THEN NULL
+             WHEN $3::uuid IS NULL THEN 0
+             ELSE (SELECT COALESCE(max(c.sibling_index) + 1, 0)
+                   FROM sessions c WHERE c.space_id = $1 AND c.parent_id = $3) END,
+        $6, $7, now() + make_interval(secs => $8::float8))
+RETURNING id, parent_id, depth, sibling_index, label, status, source_session_id
+"""
+
+LOCK_SESSION = """
+SELECT parent_id, provisional_until IS NOT NULL AS provisional
+FROM sessions
+WHERE space_id = $1 AND id = $2
+FOR NO KEY UPDATE
+"""
+
+TOUCH = """
+UPDATE sessions SET updated_at = now()
+WHERE space_id = $1 AND id = $2
+"""
+
+# max + 1 under the parent's lock: deletes leave gaps, never duplicates.
+COMMIT_SESSION = f"""
+UPDATE sessions s
+SET provisional_until = NULL,
+    sibling_index = CASE
+        WHEN s.parent_id IS NULL THEN 0
+        ELSE (SELECT COALESCE(max(c.sibling_index) + 1, 0)
+              FROM sessions c WHERE c.space_id = $1 AND c.parent_id = s.parent_id) END
+WHERE s.space_id = $1 AND s.id = $2
+RETURNING {_NODE}
+"""
+
+# -- Refs, status, label -------------------------------------------------------
+
+REF_ENDS = """
+SELECT id, root_id, depth
+FROM sessions
+WHERE space_id = $1 AND id = ANY($2::uuid[]) AND provisional_until IS NULL
+"""
+
+# Whether $3 is an ancestor of $2: walk up from $2, stopping at $3.
+IS_ANCESTOR = """
+WITH RECURSIVE up (parent_id) AS (
+    SELECT s.parent_id
+    FROM sessions s
+    WHERE s.space_id = $1 AND s.id = $2
+  UNION ALL
+    SELECT p.parent_id
+    FROM up
+    JOIN sessions p ON p.space_id = $1 AND p.id = up.parent_id
+    WHERE up.parent_id <> $3
+)
+SELECT EXISTS (SELECT 1 FROM up WHERE up.parent_id = $3)
+"""
+
+INSERT_REF = """
+INSERT INTO session_refs (space_id, from_id, to_id)
+VALUES ($1, $2, $3)
+ON CONFLICT (space_id, from_id, to_id) DO NOTHING
+RETURNING position
+"""
+
+DELETE_REF = """
+DELETE FROM session_refs
+WHERE space_id = $1 AND from_id = $2 AND to_id = $3
+RETURNING position
+"""
+
+# No-op (no bump) when the status is already $3.
+SET_STATUS = """
+UPDATE sessions SET status = $3, updated_at = now()
+WHERE space_id = $1 AND id = $2 AND provisional_until IS NULL AND status <> $3
+"""
+
+LOCK_STATUS = """
+SELECT status
+FROM sessions
+WHERE space_id = $1 AND id = $2 AND provisional_until IS NULL
+FOR NO KEY UPDATE
+"""
+
+SET_LABEL = f"""
+UPDATE sessions s SET label = $3, updated_at = now()
+WHERE s.space_id = $1 AND s.id = $2
+RETURNING {_NODE}
+"""
+
+# -- Config --------------------------------------------------------------------
+
+# One row when the session is visible; config NULL when never written.
+GET_CONFIG = """
+SELECT c.config
+FROM sessions s
+LEFT JOIN session_configs c ON c.space_id = $1 AND c.session_id = s.id
+WHERE s.space_id = $1 AND s.id = $2 AND s.provisional_until IS NULL
+"""
+
+INSERT_CONFIG = """
+INSERT INTO session_configs (space_id, session_id, config)
+VALUES ($1, $2, $3::jsonb)
+"""
+
+# Whole overwrite; no row when the session is not visible.
+PUT_CONFIG = """
+INSERT INTO session_configs (space_id, session_id, config)
+SELECT s.space_id, s.id, $3::jsonb
+FROM sessions s
+WHERE s.space_id = $1 AND s.id = $2 AND s.provisional_until IS NULL
+ON CONFLICT (space_id, session_id)
+DO UPDATE SET config = EXCLUDED.config, updated_at = now()
+RETURNING config
+"""
+
+# -- Erasure -------------------------------------------------------------------
+
+# Row-locks the visible session and every descendant first: once held, no
+# child can be created or committed under any of them (both need the parent's
+# row lock), so the DELETE below, in a fresh snapshot, sees the final set.
+LOCK_SUBTREE = """
+WITH RECURSIVE subtree (id) AS (
+    SELECT s.id
+    FROM sessions s
+    WHERE s.space_id = $1 AND s.id = $2 AND s.provisional_until IS NULL
+  UNION ALL
+    SELECT c.id
+    FROM subtree
+    JOIN sessions c ON c.space_id = $1 AND c.parent_id = subtree.id
+)
+SELECT count(*)
+FROM (
+    SELECT s.id
+    FROM sessions s
+    JOIN subtree ON s.space_id = $1 AND s.id = subtree.id
+    FOR UPDATE OF s
+) locked
+"""
+
+# The computed set (the visible session and every descendant, provisional ones
+# included) goes in ONE statement, so the NO ACTION parent key is satisfied at
+# its end; records, slots, caches, configs and refs follow by cascade.
+DELETE_SUBTREE = """
+WITH RECURSIVE subtree (id, level) AS (
+    SELECT s.id, 0
+    FROM sessions s
+    WHERE s.space_id = $1 AND s.id = $2 AND s.provisional_until IS NULL
+  UNION ALL
+    SELECT c.id, subtree.level + 1
+    FROM subtree
+    JOIN sessions c ON c.space_id = $1 AND c.parent_id = subtree.id
+), erased AS (
+    DELETE FROM sessions s
+    USING subtree
+    WHERE s.space_id = $1 AND s.id = subtree.id
+    RETURNING s.id, subtree.level
+)
+SELECT id FROM erased ORDER BY level, id
+"""
+
+# -- Sweep (spans spaces: admin maintenance) ------------------------------------
+
+TRY_SWEEP_LOCK = """
+SELECT pg_try_advisory_xact_lock($1)
+"""
+
+WAIT_SWEEP_LOCK = """
+SELECT pg_advisory_xact_lock($1)
+"""
+
+# $1 older_than_s (0 = past provisional_until), $2 batch size.
+_DUE = """
+SELECT d.space_id, d.id
+FROM sessions d
+WHERE d.provisional_until IS NOT NULL
+  AND CASE WHEN $1::float8 > 0
+           THEN d.created_at < now() - make_interval(secs => $1::float8)
+           ELSE d.provisional_until < now() END
+ORDER BY d.provisional_until, d.space_id, d.id
+LIMIT $2
+"""
+
+SWEEP_DUE = _DUE
+
+# Rows a CommitSession holds right now are skipped: it is making them visible.
+SWEEP_DELETE = f"""
+WITH due AS (
+    {_DUE}
+    FOR UPDATE SKIP LOCKED
+)
+DELETE FROM sessions s
+USING due
+WHERE s.space_id = due.space_id AND s.id = due.id AND s.provisional_until IS NOT NULL
+RETURNING s.space_id, s.id
+"""
