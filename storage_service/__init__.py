@@ -1,0 +1,13 @@
+"""Stello's SessionStorage service: conversation meta, records, slots and turn leases.
+
+`create_app` wires it for the kernel's server factory; ``python -m
+storage_service`` runs it on its own (DESIGN §1, §2).
+"""
+
+from __future__ import annotations
+
+from storage_service.app import SERVICE_NAME, create_app
+from storage_service.config import StorageSettings
+from storage_service.service import StorageService
+
+__all__ = ["SERVICE_NAME", "StorageService", "StorageSettings", "create_app"]

@@ -1,0 +1,38 @@
+"""Settings of the storage service alone (``STELLO_STORAGE_*``); shared ones are in the kernel."""
+
+from __future__ import annotations
+
+from pydantic import Field
+from pydantic_settings import BaseSettings, SettingsConfigDict
+
+from stello.settings import MIB
+
+
+class StorageSettings(BaseSettings):
+    """Where the storage service listens and the limits it enforces (DESIGN §1, §7)."""
+
+    model_config = SettingsConfigDict(
+        env_prefix="STELLO_STORAGE_", env_ignore_empty=True, extra="ignore"
+    )
+
+    host: str = Field(default="127.0.0.1", description="Interface to listen on.")
+    port: int = Field(default=50061, ge=0, le=65535, description="TCP port; 0 = any free one.")
+    metrics_port: int | None = Field(
+        default=None, ge=1, le=65535, description="Serve Prometheus /metrics here; unset = off."
+    )
+    max_record_bytes: int = Field(
+        default=MIB, ge=1, description="Largest encoded record AppendRecords accepts."
+    )
+    max_slot_bytes: int = Field(
+        default=MIB,
+        ge=1,
+        description="Largest UTF-8 slot value (system prompt, insight, memory, cache summary).",
+    )
+    max_turn_ttl_s: int = Field(
+        default=86_400, ge=1, description="Longest turn lease BeginTurn grants, in seconds."
+    )
+
+    @property
+    def address(self) -> str:
+        """host:port to bind."""
+        return f"{self.host}:{self.port}"

@@ -1,0 +1,146 @@
+"""Domain values of the conversation store: what the service takes and answers.
+
+Plain frozen dataclasses, independent of gRPC: the servicer converts protos
+into these and back (`storage_service.convert`).
+"""
+
+from __future__ import annotations
+
+import uuid
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Any, Literal
+
+from stello.errors import NotFound
+
+Role = Literal["system", "user", "assistant", "tool"]
+Status = Literal["active", "archived"]
+SlotName = Literal["system_prompt", "insight", "memory"]
+JsonObject = dict[str, Any]
+
+ROLES: tuple[Role, ...] = ("system", "user", "assistant", "tool")
+STATUSES: tuple[Status, ...] = ("active", "archived")
+SLOT_NAMES: tuple[SlotName, ...] = ("system_prompt", "insight", "memory")
+
+
+@dataclass(frozen=True, slots=True)
+class SessionMeta:
+    """The conversation meta of one session as stored."""
+
+    id: uuid.UUID
+    label: str
+    status: Status
+    turn_count: int
+    created_at: datetime
+    updated_at: datetime
+    last_active_at: datetime
+
+
+@dataclass(frozen=True, slots=True)
+class MetaUpdate:
+    """A PutSession: the new label and status of an existing session."""
+
+    session_id: uuid.UUID
+    label: str
+    status: Status
+
+
+@dataclass(frozen=True, slots=True)
+class SessionPage:
+    """One page of ListSessions and the token of the next one ("" on the last)."""
+
+    sessions: tuple[SessionMeta, ...]
+    next_page_token: str
+
+
+@dataclass(frozen=True, slots=True)
+class ToolCall:
+    """A tool call an assistant record carries."""
+
+    id: str
+    name: str
+    arguments_json: str
+
+
+@dataclass(frozen=True, slots=True)
+class NewRecord:
+    """A record to append; created_at None = the server's now."""
+
+    role: Role
+    content: str
+    tool_calls: tuple[ToolCall, ...] = ()
+    tool_call_id: str | None = None
+    created_at: datetime | None = None
+    metadata: JsonObject | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class StoredRecord:
+    """A record as stored, with its per-session seq."""
+
+    seq: int
+    role: Role
+    content: str
+    tool_calls: tuple[ToolCall, ...]
+    tool_call_id: str | None
+    created_at: datetime
+    metadata: JsonObject | None
+
+
+@dataclass(frozen=True, slots=True)
+class RecordQuery:
+    """ListRecords options, already validated (bounds exclusive, None = unbounded)."""
+
+    limit: int
+    offset: int = 0
+    role: Role | None = None
+    after_seq: int | None = None
+    before_seq: int | None = None
+    newest_first: bool = False
+
+
+@dataclass(frozen=True, slots=True)
+class SessionSlots:
+    """The three content slots of a session; None = unset, "" = a stored empty value."""
+
+    session_id: uuid.UUID
+    system_prompt: str | None
+    memory: str | None
+    insight: str | None
+
+    def get(self, slot: SlotName) -> str | None:
+        """The value of one slot by name."""
+        value: str | None = getattr(self, slot)
+        return value
+
+
+@dataclass(frozen=True, slots=True)
+class CompressionCache:
+    """The persisted compression summary and the last seq it covers."""
+
+    summary: str
+    covered_until_seq: int
+
+
+@dataclass(frozen=True, slots=True)
+class TurnLease:
+    """A turn lease just taken: its token and when it stops being live."""
+
+    token: uuid.UUID
+    expires_at: datetime
+
+
+@dataclass(frozen=True, slots=True)
+class Idempotency:
+    """A request_id and the fingerprint of the request it came with."""
+
+    request_id: str
+    request_hash: bytes
+
+
+def session_not_found(session_id: uuid.UUID) -> NotFound:
+    """The one NOT_FOUND every RPC answers for a session the caller cannot see."""
+    return NotFound(
+        f"session {session_id} not found in this space; session ids are born in "
+        "SessionTree.CreateSession (this service never creates a session)"
+    )

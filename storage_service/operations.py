@@ -1,0 +1,154 @@
+"""Transact's vocabulary: preconditions, operations and their results (domain values)."""
+
+from __future__ import annotations
+
+import uuid
+from dataclasses import dataclass
+from typing import Literal
+
+from storage_service.models import (
+    CompressionCache,
+    MetaUpdate,
+    NewRecord,
+    SessionMeta,
+    SlotName,
+    StoredRecord,
+)
+
+
+@dataclass(frozen=True, slots=True)
+class LastSeqCheck:
+    """Holds when the session's last assigned seq equals `expected`."""
+
+    session_id: uuid.UUID
+    expected: int
+
+
+@dataclass(frozen=True, slots=True)
+class InsightCheck:
+    """Holds when the insight slot equals `expected` (None = no insight)."""
+
+    session_id: uuid.UUID
+    expected: str | None
+
+
+@dataclass(frozen=True, slots=True)
+class LeaseCheck:
+    """Holds when `token` is the session's current, live turn lease."""
+
+    session_id: uuid.UUID
+    token: str
+
+
+Precondition = LastSeqCheck | InsightCheck | LeaseCheck
+
+# The wire name of each precondition kind (PreconditionFailure.type).
+PRECONDITION_KINDS: dict[type[Precondition], str] = {
+    LastSeqCheck: "session_last_seq",
+    InsightCheck: "insight_unchanged",
+    LeaseCheck: "turn_lease",
+}
+
+
+@dataclass(frozen=True, slots=True)
+class AppendOp:
+    """Append records (as AppendRecords)."""
+
+    session_id: uuid.UUID
+    records: tuple[NewRecord, ...]
+
+
+@dataclass(frozen=True, slots=True)
+class PutSessionOp:
+    """Replace label and status (as PutSession)."""
+
+    update: MetaUpdate
+
+    @property
+    def session_id(self) -> uuid.UUID:
+        """The session the put names."""
+        return self.update.session_id
+
+
+@dataclass(frozen=True, slots=True)
+class PutSlotOp:
+    """Overwrite one content slot (as PutSystemPrompt, PutInsight, PutMemory)."""
+
+    session_id: uuid.UUID
+    slot: SlotName
+    content: str
+
+
+@dataclass(frozen=True, slots=True)
+class ClearInsightOp:
+    """Delete the insight (as ClearInsight)."""
+
+    session_id: uuid.UUID
+
+
+@dataclass(frozen=True, slots=True)
+class PutCacheOp:
+    """Overwrite the compression cache (as PutCompressionCache)."""
+
+    session_id: uuid.UUID
+    cache: CompressionCache
+
+
+@dataclass(frozen=True, slots=True)
+class TrimOp:
+    """Keep only the newest records (as TrimRecords)."""
+
+    session_id: uuid.UUID
+    keep_recent: int
+
+
+@dataclass(frozen=True, slots=True)
+class BumpTurnOp:
+    """Record a committed turn (touch_only: last_active_at only)."""
+
+    session_id: uuid.UUID
+    touch_only: bool = False
+
+
+@dataclass(frozen=True, slots=True)
+class ReleaseTurnOp:
+    """End the lease if `token` is current (as ReleaseTurn)."""
+
+    session_id: uuid.UUID
+    token: str
+
+
+Operation = (
+    AppendOp
+    | PutSessionOp
+    | PutSlotOp
+    | ClearInsightOp
+    | PutCacheOp
+    | TrimOp
+    | BumpTurnOp
+    | ReleaseTurnOp
+)
+
+ResultKind = Literal[
+    "append_records",
+    "put_session",
+    "put_system_prompt",
+    "put_insight",
+    "clear_insight",
+    "put_memory",
+    "put_compression_cache",
+    "trim_records",
+    "bump_turn",
+    "release_turn",
+]
+
+
+@dataclass(frozen=True, slots=True)
+class OperationResult:
+    """The outcome of one operation; which fields are set follows `kind`."""
+
+    kind: ResultKind
+    records: tuple[StoredRecord, ...] = ()
+    session: SessionMeta | None = None
+    removed_count: int = 0
+    released: bool = False

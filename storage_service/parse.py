@@ -1,0 +1,298 @@
+"""Request validation: protos into domain input, every bad field named (BadRequest).
+
+Each ``parse_*`` collects violations under the field's path (``records[2].role``,
+``operations[1].put_insight.session_id``) and raises one InvalidArgument
+naming them all, so a bad request changes nothing.
+"""
+
+from __future__ import annotations
+
+import copy
+import uuid
+from collections.abc import Sequence
+from typing import Protocol
+
+from stello.common.v1 import common_pb2
+from stello.errors import Violations
+from stello.idempotency import MAX_REQUEST_ID_CHARS, fingerprint
+from stello.storage.v1 import storage_pb2
+from stello.validation import MAX_PAGE_SIZE, label, parse_uuid
+from storage_service.config import StorageSettings
+from storage_service.convert import (
+    ROLE_FROM_PROTO,
+    STATUS_FROM_PROTO,
+    from_timestamp,
+    struct_to_dict,
+)
+from storage_service.models import (
+    CompressionCache,
+    Idempotency,
+    MetaUpdate,
+    NewRecord,
+    RecordQuery,
+    Role,
+    Status,
+    ToolCall,
+)
+from storage_service.operations import (
+    AppendOp,
+    BumpTurnOp,
+    ClearInsightOp,
+    InsightCheck,
+    LastSeqCheck,
+    LeaseCheck,
+    Operation,
+    Precondition,
+    PutCacheOp,
+    PutSessionOp,
+    PutSlotOp,
+    ReleaseTurnOp,
+    TrimOp,
+)
+
+MAX_BATCH_IDS = 1000
+MAX_TTL_S = 86_400
+
+
+class Target(Protocol):
+    """A request naming one session of one space."""
+
+    @property
+    def space_id(self) -> str:
+        """The tenant space."""
+        ...
+
+    @property
+    def session_id(self) -> str:
+        """The session."""
+        ...
+
+
+def target(request: Target, v: Violations | None = None) -> tuple[uuid.UUID, uuid.UUID]:
+    """The (space_id, session_id) of a request; raises for malformed ids unless `v` collects."""
+    own = v or Violations()
+    space_id = parse_uuid(request.space_id, "space_id", own)
+    session_id = parse_uuid(request.session_id, "session_id", own)
+    if v is None:
+        own.raise_if_any()
+    return space_id, session_id
+
+
+def idempotency(
+    request: storage_pb2.AppendRecordsRequest | storage_pb2.TransactRequest, v: Violations
+) -> Idempotency | None:
+    """The request's idempotency key and fingerprint (request_id cleared), or None."""
+    if not request.request_id:
+        return None
+    if len(request.request_id) > MAX_REQUEST_ID_CHARS:
+        v.add("request_id", f"must be at most {MAX_REQUEST_ID_CHARS} characters")
+    bare = copy.deepcopy(request)
+    bare.request_id = ""
+    return Idempotency(request.request_id, fingerprint(bare))
+
+
+def role(value: int, name: str, v: Violations, *, allow_unspecified: bool = False) -> Role | None:
+    """A role enum value; UNSPECIFIED only where it means "no filter"."""
+    if value == common_pb2.RECORD_ROLE_UNSPECIFIED and allow_unspecified:
+        return None
+    found = ROLE_FROM_PROTO.get(value)
+    if found is None:
+        described = "UNSPECIFIED" if value == 0 else f"unknown value {value}"
+        v.add(name, f"must be a record role, got {described}")
+    return found
+
+
+def status(
+    value: int, name: str, v: Violations, *, allow_unspecified: bool = False
+) -> Status | None:
+    """A session status; UNSPECIFIED only where it means "no filter"."""
+    if value == common_pb2.SESSION_STATUS_UNSPECIFIED and allow_unspecified:
+        return None
+    found = STATUS_FROM_PROTO.get(value)
+    if found is None:
+        described = "UNSPECIFIED" if value == 0 else f"unknown value {value}"
+        v.add(name, f"must be ACTIVE or ARCHIVED, got {described}")
+    return found
+
+
+def meta_update(
+    present: bool, message: common_pb2.SessionMeta, path: str, v: Violations
+) -> MetaUpdate:
+    """The id, label and status of a put (other meta fields are output only); required."""
+    if not present:
+        v.add(path, "is required")
+        return MetaUpdate(uuid.UUID(int=0), "", "active")
+    return MetaUpdate(
+        session_id=parse_uuid(message.id, f"{path}.id", v),
+        label=label(message.label, v, f"{path}.label"),
+        status=status(message.status, f"{path}.status", v) or "active",
+    )
+
+
+def record_query(request: storage_pb2.ListRecordsRequest, v: Violations) -> RecordQuery:
+    """ListRecords options: limit unset = the maximum page, 0 = none, bounds exclusive."""
+    limit = request.limit if request.HasField("limit") else MAX_PAGE_SIZE
+    if limit < 0:
+        v.add("limit", "must not be negative")
+    elif limit > MAX_PAGE_SIZE:
+        v.add("limit", f"must be at most {MAX_PAGE_SIZE}, got {limit}")
+    if request.offset < 0:
+        v.add("offset", "must not be negative")
+    return RecordQuery(
+        limit=limit,
+        offset=request.offset,
+        role=role(request.role, "role", v, allow_unspecified=True),
+        after_seq=request.after_seq if request.HasField("after_seq") else None,
+        before_seq=request.before_seq if request.HasField("before_seq") else None,
+        newest_first=request.newest_first,
+    )
+
+
+def keep_recent(present: bool, value: int, name: str, v: Violations) -> int:
+    """A trim's keep_recent: required and non-negative."""
+    if not present:
+        v.add(name, "is required (how many of the newest records to keep)")
+    elif value < 0:
+        v.add(name, "must not be negative")
+    return value
+
+
+def batch_ids(values: Sequence[str], v: Violations) -> list[uuid.UUID]:
+    """BatchGetSlots' ids: at most 1000, each a UUID."""
+    if len(values) > MAX_BATCH_IDS:
+        v.add("session_ids", f"must list at most {MAX_BATCH_IDS} ids, got {len(values)}")
+        return []
+    return [parse_uuid(value, f"session_ids[{i}]", v) for i, value in enumerate(values)]
+
+
+class RequestParser:
+    """The validations that depend on configured limits (record, slot and lease sizes)."""
+
+    def __init__(self, config: StorageSettings) -> None:
+        self._max_record = config.max_record_bytes
+        self._max_slot = config.max_slot_bytes
+        self._max_ttl = min(config.max_turn_ttl_s, MAX_TTL_S)
+
+    def records(
+        self, records: Sequence[common_pb2.Record], path: str, v: Violations
+    ) -> tuple[NewRecord, ...]:
+        """Records to append, each checked for role, timestamp and size."""
+        parsed = []
+        for i, record in enumerate(records):
+            name = f"{path}[{i}]"
+            size = record.ByteSize()
+            if size > self._max_record:
+                v.add(name, f"is {size} bytes, over the limit of {self._max_record}")
+            created_at = None
+            if record.HasField("created_at"):
+                try:
+                    created_at = from_timestamp(record.created_at)
+                except (ValueError, OverflowError):
+                    v.add(f"{name}.created_at", "is not a representable timestamp")
+            parsed.append(
+                NewRecord(
+                    role=role(record.role, f"{name}.role", v) or "user",
+                    content=record.content,
+                    tool_calls=tuple(
+                        ToolCall(c.id, c.name, c.arguments_json) for c in record.tool_calls
+                    ),
+                    tool_call_id=record.tool_call_id if record.HasField("tool_call_id") else None,
+                    created_at=created_at,
+                    metadata=struct_to_dict(record.metadata)
+                    if record.HasField("metadata")
+                    else None,
+                )
+            )
+        return tuple(parsed)
+
+    def slot(self, content: str, name: str, v: Violations) -> str:
+        """A slot value within the size limit ("" is a value)."""
+        size = len(content.encode())
+        if size > self._max_slot:
+            v.add(name, f"is {size} bytes, over the limit of {self._max_slot}")
+        return content
+
+    def cache(
+        self, present: bool, cache: storage_pb2.CompressionCache, path: str, v: Violations
+    ) -> CompressionCache:
+        """A compression cache: required, covered_until_seq non-negative."""
+        if not present:
+            v.add(path, "is required")
+        if cache.covered_until_seq < 0:
+            v.add(f"{path}.covered_until_seq", "must not be negative")
+        return CompressionCache(
+            self.slot(cache.summary, f"{path}.summary", v), cache.covered_until_seq
+        )
+
+    def ttl(self, value: int, v: Violations) -> int:
+        """A lease lifetime within 1..the configured maximum."""
+        if not 1 <= value <= self._max_ttl:
+            v.add("ttl_s", f"must be within 1..{self._max_ttl} seconds, got {value}")
+        return value
+
+    def precondition(
+        self, message: storage_pb2.Precondition, index: int, v: Violations
+    ) -> Precondition | None:
+        """One Transact precondition; None (and a violation) when no kind is set."""
+        path = f"preconditions[{index}]"
+        kind = message.WhichOneof("kind")
+        if kind == "session_last_seq":
+            check = message.session_last_seq
+            sid = parse_uuid(check.session_id, f"{path}.{kind}.session_id", v)
+            return LastSeqCheck(sid, check.expected)
+        if kind == "insight_unchanged":
+            insight = message.insight_unchanged
+            sid = parse_uuid(insight.session_id, f"{path}.{kind}.session_id", v)
+            return InsightCheck(sid, insight.expected if insight.HasField("expected") else None)
+        if kind == "turn_lease":
+            lease = message.turn_lease
+            sid = parse_uuid(lease.session_id, f"{path}.{kind}.session_id", v)
+            if not lease.token:
+                v.add(f"{path}.{kind}.token", "is required")
+            return LeaseCheck(sid, lease.token)
+        v.add(path, "must set exactly one kind")
+        return None
+
+    def operation(
+        self, message: storage_pb2.Operation, index: int, v: Violations
+    ) -> Operation | None:
+        """One Transact operation, validated as its RPC would; None when no kind is set."""
+        kind = message.WhichOneof("kind")
+        if kind is None:
+            v.add(f"operations[{index}]", "must set exactly one kind")
+            return None
+        path = f"operations[{index}].{kind}"
+        if kind == "put_session":
+            put = message.put_session
+            return PutSessionOp(
+                meta_update(put.HasField("session"), put.session, f"{path}.session", v)
+            )
+        body = getattr(message, kind)
+        sid = parse_uuid(body.session_id, f"{path}.session_id", v)
+        if kind == "append_records":
+            return AppendOp(sid, self.records(body.records, f"{path}.records", v))
+        if kind in ("put_system_prompt", "put_insight", "put_memory"):
+            content = self.slot(body.content, f"{path}.content", v)
+            return PutSlotOp(sid, kind.removeprefix("put_"), content)
+        if kind == "clear_insight":
+            return ClearInsightOp(sid)
+        if kind == "put_compression_cache":
+            return PutCacheOp(
+                sid, self.cache(body.HasField("cache"), body.cache, f"{path}.cache", v)
+            )
+        if kind == "trim_records":
+            present = body.HasField("keep_recent")
+            return TrimOp(sid, keep_recent(present, body.keep_recent, f"{path}.keep_recent", v))
+        if kind == "bump_turn":
+            return BumpTurnOp(sid, body.touch_only)
+        if not body.token:
+            v.add(f"{path}.token", "is required")
+        return ReleaseTurnOp(sid, body.token)
+
+    def transact(
+        self, request: storage_pb2.TransactRequest, v: Violations
+    ) -> tuple[list[Precondition], list[Operation]]:
+        """Every precondition and operation of a Transact."""
+        checks = [self.precondition(p, i, v) for i, p in enumerate(request.preconditions)]
+        ops = [self.operation(o, i, v) for i, o in enumerate(request.operations)]
+        return [c for c in checks if c is not None], [o for o in ops if o is not None]

@@ -1,0 +1,393 @@
+"""All SQL of the storage service (DESIGN §3): sessions meta, records, slots, cache, lease.
+
+Every statement filters by ``space_id``. Reads treat provisional sessions
+(``provisional_until IS NOT NULL``) as absent; writes accept them. A
+`Repository` runs statements on one connection, so the service composes them
+into transactions; `Database` hands out repositories, inside a transaction or
+for one self-contained statement (a single statement is atomic on its own and
+saves the BEGIN/COMMIT round trips).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import uuid
+from collections.abc import Awaitable, Callable, Sequence
+from dataclasses import dataclass
+from datetime import datetime
+from typing import TypeVar, cast
+
+import asyncpg
+
+from stello import idempotency
+from stello.db import CONNECTION_ERRORS, MAX_ATTEMPTS, RETRYABLE, in_transaction
+from stello.errors import Unavailable
+from storage_service.models import (
+    MetaUpdate,
+    NewRecord,
+    RecordQuery,
+    SessionMeta,
+    Status,
+    StoredRecord,
+    ToolCall,
+)
+from storage_service.slot_repository import SlotRepository
+
+T = TypeVar("T")
+
+MAX_SEQ = 2**63 - 1
+
+GET_SESSION = """
+SELECT id, label, status, turn_count, created_at, updated_at, last_active_at
+FROM sessions
+WHERE space_id = $1 AND id = $2 AND provisional_until IS NULL
+"""
+
+PUT_SESSION = """
+UPDATE sessions
+SET label = $3, status = $4, updated_at = now()
+WHERE space_id = $1 AND id = $2
+RETURNING id, label, status, turn_count, created_at, updated_at, last_active_at
+"""
+
+LIST_SESSIONS = """
+SELECT id, label, status, turn_count, created_at, updated_at, last_active_at
+FROM sessions
+WHERE space_id = $1
+  AND provisional_until IS NULL
+  AND ($2::text IS NULL OR status = $2)
+  AND ($3::timestamptz IS NULL OR (created_at, id) > ($3, $4::uuid))
+ORDER BY created_at, id
+LIMIT $5
+"""
+
+SESSION_EXISTS = """
+SELECT true FROM sessions WHERE space_id = $1 AND id = $2
+"""
+
+# Seqs are assigned under the session's row lock, taken by the UPDATE and held
+# to the end of the statement's transaction: concurrent appends queue on it and
+# get contiguous ranges. No row (unknown session) means nothing is inserted.
+APPEND_RECORDS = """
+WITH bumped AS (
+    UPDATE sessions
+    SET last_seq = last_seq + $3
+    WHERE space_id = $1 AND id = $2
+    RETURNING last_seq - $3 AS base
+)
+INSERT INTO records (space_id, session_id, seq, role, content, tool_calls, tool_call_id,
+                     created_at, metadata)
+SELECT $1, $2, bumped.base + r.ord, r.role, r.content, r.tool_calls::jsonb, r.tool_call_id,
+       COALESCE(r.created_at, now()), r.metadata::jsonb
+FROM bumped,
+     unnest($4::text[], $5::text[], $6::text[], $7::text[], $8::timestamptz[], $9::text[])
+         WITH ORDINALITY AS r (role, content, tool_calls, tool_call_id, created_at, metadata, ord)
+RETURNING seq, created_at
+"""
+
+# One row per visible session (NULL record columns when nothing matches), no
+# row at all when the session is absent or provisional. Two constants because
+# the walk direction cannot be a parameter.
+LIST_RECORDS_OLDEST = """
+SELECT s.id AS session_id, r.seq, r.role, r.content, r.tool_calls, r.tool_call_id,
+       r.created_at, r.metadata
+FROM sessions s
+LEFT JOIN LATERAL (
+    SELECT seq, role, content, tool_calls, tool_call_id, created_at, metadata
+    FROM records
+    WHERE space_id = $1 AND session_id = $2
+      AND seq > $3 AND seq < $4
+      AND ($5::text IS NULL OR role = $5)
+    ORDER BY seq ASC
+    OFFSET $6
+    LIMIT $7
+) r ON true
+WHERE s.space_id = $1 AND s.id = $2 AND s.provisional_until IS NULL
+"""
+
+LIST_RECORDS_NEWEST = """
+SELECT s.id AS session_id, r.seq, r.role, r.content, r.tool_calls, r.tool_call_id,
+       r.created_at, r.metadata
+FROM sessions s
+LEFT JOIN LATERAL (
+    SELECT seq, role, content, tool_calls, tool_call_id, created_at, metadata
+    FROM records
+    WHERE space_id = $1 AND session_id = $2
+      AND seq > $3 AND seq < $4
+      AND ($5::text IS NULL OR role = $5)
+    ORDER BY seq DESC
+    OFFSET $6
+    LIMIT $7
+) r ON true
+WHERE s.space_id = $1 AND s.id = $2 AND s.provisional_until IS NULL
+"""
+
+LOCK_SESSIONS = """
+SELECT id, last_seq, turn_token, turn_expires_at > now() AS lease_live
+FROM sessions
+WHERE space_id = $1 AND id = ANY($2::uuid[])
+ORDER BY id
+FOR UPDATE
+"""
+
+# Deletes every record older than the newest `keep_recent` ($3); with fewer
+# records than that the sub-select is NULL and nothing matches.
+TRIM_RECORDS = """
+DELETE FROM records
+WHERE space_id = $1 AND session_id = $2
+  AND seq <= (SELECT seq FROM records
+              WHERE space_id = $1 AND session_id = $2
+              ORDER BY seq DESC
+              OFFSET $3 LIMIT 1)
+"""
+
+# Takes the lease unless a live one exists; a concurrent taker blocks on the
+# row lock, then re-checks the condition against the winner's lease.
+BEGIN_TURN = """
+WITH taken AS (
+    UPDATE sessions
+    SET turn_token = $3, turn_expires_at = now() + make_interval(secs => $4)
+    WHERE space_id = $1 AND id = $2
+      AND (turn_token IS NULL OR turn_expires_at <= now())
+    RETURNING turn_expires_at
+)
+SELECT EXISTS (SELECT 1 FROM sessions WHERE space_id = $1 AND id = $2) AS found,
+       (SELECT turn_expires_at FROM taken) AS expires_at
+"""
+
+RELEASE_TURN = """
+WITH released AS (
+    UPDATE sessions SET turn_token = NULL, turn_expires_at = NULL
+    WHERE space_id = $1 AND id = $2 AND turn_token = $3 AND turn_expires_at > now()
+    RETURNING id
+)
+SELECT EXISTS (SELECT 1 FROM sessions WHERE space_id = $1 AND id = $2) AS found,
+       EXISTS (SELECT 1 FROM released) AS released
+"""
+
+BUMP_TURN = """
+UPDATE sessions
+SET turn_count = turn_count + CASE WHEN $3 THEN 0 ELSE 1 END, last_active_at = now()
+WHERE space_id = $1 AND id = $2
+RETURNING id, label, status, turn_count, created_at, updated_at, last_active_at
+"""
+
+
+@dataclass(frozen=True, slots=True)
+class LockedSession:
+    """A session row locked for a Transact: what its preconditions read."""
+
+    last_seq: int
+    turn_token: uuid.UUID | None
+    lease_live: bool
+
+
+def _meta(row: asyncpg.Record) -> SessionMeta:
+    return SessionMeta(
+        id=row["id"],
+        label=row["label"],
+        status=row["status"],
+        turn_count=row["turn_count"],
+        created_at=row["created_at"],
+        updated_at=row["updated_at"],
+        last_active_at=row["last_active_at"],
+    )
+
+
+def _record(row: asyncpg.Record) -> StoredRecord:
+    calls: list[dict[str, str]] | None = row["tool_calls"]
+    return StoredRecord(
+        row["seq"],
+        row["role"],
+        row["content"],
+        tuple([ToolCall(c["id"], c["name"], c["arguments_json"]) for c in calls]) if calls else (),
+        row["tool_call_id"],
+        row["created_at"],
+        row["metadata"],
+    )
+
+
+def _calls_json(calls: Sequence[ToolCall]) -> str | None:
+    if not calls:
+        return None  # no tool calls: the key is absent, not an empty list (spec §1.5)
+    return json.dumps(
+        [{"id": c.id, "name": c.name, "arguments_json": c.arguments_json} for c in calls]
+    )
+
+
+class Repository(SlotRepository):
+    """The storage statements, run on one connection (maybe inside a transaction)."""
+
+    async def get_session(self, space_id: uuid.UUID, session_id: uuid.UUID) -> SessionMeta | None:
+        """The meta of a visible session, or None."""
+        row = await self._con.fetchrow(GET_SESSION, space_id, session_id)
+        return None if row is None else _meta(row)
+
+    async def put_session(self, space_id: uuid.UUID, update: MetaUpdate) -> SessionMeta | None:
+        """Replace label and status; None when the session does not exist."""
+        row = await self._con.fetchrow(
+            PUT_SESSION, space_id, update.session_id, update.label, update.status
+        )
+        return None if row is None else _meta(row)
+
+    async def list_sessions(
+        self,
+        space_id: uuid.UUID,
+        status: Status | None,
+        after: tuple[datetime, uuid.UUID] | None,
+        limit: int,
+    ) -> list[SessionMeta]:
+        """Visible sessions ordered by (created_at, id), strictly after `after`."""
+        after_at, after_id = after if after is not None else (None, None)
+        rows = await self._con.fetch(LIST_SESSIONS, space_id, status, after_at, after_id, limit)
+        return [_meta(row) for row in rows]
+
+    async def session_exists(self, space_id: uuid.UUID, session_id: uuid.UUID) -> bool:
+        """Whether the session exists in the space (provisional included)."""
+        return bool(await self._con.fetchval(SESSION_EXISTS, space_id, session_id))
+
+    async def append_records(
+        self, space_id: uuid.UUID, session_id: uuid.UUID, records: Sequence[NewRecord]
+    ) -> tuple[StoredRecord, ...] | None:
+        """Append `records` (non-empty) with the next seqs; None when the session is absent."""
+        rows = await self._con.fetch(
+            APPEND_RECORDS,
+            space_id,
+            session_id,
+            len(records),
+            [r.role for r in records],
+            [r.content for r in records],
+            [_calls_json(r.tool_calls) for r in records],
+            [r.tool_call_id for r in records],
+            [r.created_at for r in records],
+            [None if r.metadata is None else json.dumps(r.metadata) for r in records],
+        )
+        if not rows:
+            return None
+        stored = sorted((row["seq"], row["created_at"]) for row in rows)
+        return tuple(
+            StoredRecord(
+                seq=seq,
+                role=r.role,
+                content=r.content,
+                tool_calls=r.tool_calls,
+                tool_call_id=r.tool_call_id,
+                created_at=created_at,
+                metadata=r.metadata,
+            )
+            for (seq, created_at), r in zip(stored, records, strict=True)
+        )
+
+    async def list_records(
+        self, space_id: uuid.UUID, session_id: uuid.UUID, query: RecordQuery
+    ) -> list[StoredRecord] | None:
+        """The records `query` selects, ascending seq; None when the session is not visible."""
+        rows = await self._con.fetch(
+            LIST_RECORDS_NEWEST if query.newest_first else LIST_RECORDS_OLDEST,
+            space_id,
+            session_id,
+            query.after_seq if query.after_seq is not None else -MAX_SEQ,
+            query.before_seq if query.before_seq is not None else MAX_SEQ,
+            query.role,
+            query.offset,
+            query.limit,
+        )
+        if not rows:
+            return None
+        records = [_record(row) for row in rows if row["seq"] is not None]
+        if query.newest_first:
+            records.reverse()
+        return records
+
+    async def lock_sessions(
+        self, space_id: uuid.UUID, session_ids: Sequence[uuid.UUID]
+    ) -> dict[uuid.UUID, LockedSession]:
+        """Lock the sessions' rows (in id order, so lockers never deadlock); absent ones omitted."""
+        rows = await self._con.fetch(LOCK_SESSIONS, space_id, list(session_ids))
+        return {
+            row["id"]: LockedSession(row["last_seq"], row["turn_token"], bool(row["lease_live"]))
+            for row in rows
+        }
+
+    async def trim_records(self, space_id: uuid.UUID, session_id: uuid.UUID, keep: int) -> int:
+        """Delete all but the newest `keep` records (and the stale cache); how many went."""
+        status = await self._con.execute(TRIM_RECORDS, space_id, session_id, keep)
+        removed = int(status.rpartition(" ")[2])
+        if removed:
+            await self.clear_cache(space_id, session_id)
+        return removed
+
+    async def begin_turn(
+        self, space_id: uuid.UUID, session_id: uuid.UUID, token: uuid.UUID, ttl_s: int
+    ) -> tuple[bool, datetime | None]:
+        """(found, expiry when the lease was taken; None while another lease lives)."""
+        row = await self._con.fetchrow(BEGIN_TURN, space_id, session_id, token, float(ttl_s))
+        assert row is not None
+        return bool(row["found"]), row["expires_at"]
+
+    async def release_turn(
+        self, space_id: uuid.UUID, session_id: uuid.UUID, token: uuid.UUID | None
+    ) -> tuple[bool, bool]:
+        """(found, whether a live lease held by `token` was ended)."""
+        row = await self._con.fetchrow(RELEASE_TURN, space_id, session_id, token)
+        assert row is not None
+        return bool(row["found"]), bool(row["released"])
+
+    async def bump_turn(
+        self, space_id: uuid.UUID, session_id: uuid.UUID, touch_only: bool
+    ) -> SessionMeta | None:
+        """turn_count + 1 (unless touch_only) and last_active_at = now; None when absent."""
+        row = await self._con.fetchrow(BUMP_TURN, space_id, session_id, touch_only)
+        return None if row is None else _meta(row)
+
+    async def claim(
+        self, space_id: uuid.UUID, scope: str, request_id: str, request_hash: bytes
+    ) -> bytes | None:
+        """Lock the request_id for this transaction; the stored response of an earlier call."""
+        return await idempotency.claim(self._con, space_id, scope, request_id, request_hash)
+
+    async def remember(
+        self,
+        space_id: uuid.UUID,
+        scope: str,
+        request_id: str,
+        request_hash: bytes,
+        response: bytes,
+    ) -> None:
+        """Store the response of this transaction's work under the request_id."""
+        await idempotency.remember(self._con, space_id, scope, request_id, request_hash, response)
+
+
+class Database:
+    """Hands out repositories: in a retried transaction, or for one atomic statement."""
+
+    def __init__(self, pool: asyncpg.Pool) -> None:
+        self._pool = pool
+
+    async def transaction(self, work: Callable[[Repository], Awaitable[T]]) -> T:
+        """Run `work` in one transaction (retried on serialization failure or deadlock)."""
+
+        async def run(con: asyncpg.Connection) -> T:
+            return await work(Repository(con))
+
+        return await in_transaction(self._pool, run)
+
+    async def statement(self, work: Callable[[Repository], Awaitable[T]]) -> T:
+        """Run `work`, a single self-contained statement, outside an explicit transaction.
+
+        A statement that lost a deadlock or serialization conflict was rolled
+        back whole, so it is retried like a transaction.
+        """
+        for attempt in range(1, MAX_ATTEMPTS + 1):
+            try:
+                async with self._pool.acquire() as con:
+                    # The pool's proxy forwards every Connection method.
+                    return await work(Repository(cast(asyncpg.Connection, con)))
+            except RETRYABLE:
+                if attempt == MAX_ATTEMPTS:
+                    raise
+                await asyncio.sleep(0.005 * attempt)
+            except CONNECTION_ERRORS as exc:
+                raise Unavailable(f"database unavailable: {exc.__class__.__name__}") from exc
+        raise AssertionError("unreachable")

@@ -1,0 +1,243 @@
+"""gRPC face of SessionStorage: validate and convert, one service call, convert back.
+
+No SQL, no rules, no try blocks: domain errors raised below are mapped to
+status codes by the kernel's ErrorInterceptor.
+"""
+
+from __future__ import annotations
+
+import grpc
+
+from stello.errors import Violations
+from stello.storage.v1 import storage_pb2, storage_pb2_grpc
+from stello.validation import page_size, parse_uuid
+from storage_service import parse
+from storage_service.convert import (
+    add_records,
+    cache_to_proto,
+    meta_to_proto,
+    result_to_proto,
+    slots_to_proto,
+    timestamp,
+)
+from storage_service.parse import RequestParser
+from storage_service.service import StorageService
+
+Context = grpc.aio.ServicerContext[object, object]
+
+
+class SessionStorageServicer(storage_pb2_grpc.SessionStorageServicer):
+    """stello.storage.v1.SessionStorage over a `StorageService`."""
+
+    def __init__(self, service: StorageService, parser: RequestParser) -> None:
+        self._service = service
+        self._parse = parser
+
+    async def GetSession(
+        self, request: storage_pb2.GetSessionRequest, context: Context
+    ) -> storage_pb2.GetSessionResponse:
+        """Read a visible session's meta."""
+        meta = await self._service.get_session(*parse.target(request))
+        return storage_pb2.GetSessionResponse(session=meta_to_proto(meta))
+
+    async def PutSession(
+        self, request: storage_pb2.PutSessionRequest, context: Context
+    ) -> storage_pb2.PutSessionResponse:
+        """Replace label and status of an existing session."""
+        v = Violations()
+        space_id = parse_uuid(request.space_id, "space_id", v)
+        update = parse.meta_update(request.HasField("session"), request.session, "session", v)
+        v.raise_if_any()
+        meta = await self._service.put_session(space_id, update)
+        return storage_pb2.PutSessionResponse(session=meta_to_proto(meta))
+
+    async def ListSessions(
+        self, request: storage_pb2.ListSessionsRequest, context: Context
+    ) -> storage_pb2.ListSessionsResponse:
+        """One page of the space's committed sessions."""
+        v = Violations()
+        space_id = parse_uuid(request.space_id, "space_id", v)
+        status = parse.status(request.status, "status", v, allow_unspecified=True)
+        size = page_size(request.page_size, v)
+        v.raise_if_any()
+        page = await self._service.list_sessions(space_id, status, size, request.page_token)
+        return storage_pb2.ListSessionsResponse(
+            sessions=[meta_to_proto(m) for m in page.sessions],
+            next_page_token=page.next_page_token,
+        )
+
+    async def AppendRecords(
+        self, request: storage_pb2.AppendRecordsRequest, context: Context
+    ) -> storage_pb2.AppendRecordsResponse:
+        """Append records atomically with contiguous seqs."""
+        v = Violations()
+        space_id, session_id = parse.target(request, v)
+        records = self._parse.records(request.records, "records", v)
+        key = parse.idempotency(request, v)
+        v.raise_if_any()
+        stored = await self._service.append_records(space_id, session_id, records, key)
+        reply = storage_pb2.AppendRecordsResponse()
+        add_records(reply.records, stored)
+        return reply
+
+    async def ListRecords(
+        self, request: storage_pb2.ListRecordsRequest, context: Context
+    ) -> storage_pb2.ListRecordsResponse:
+        """Read records, always chronological."""
+        v = Violations()
+        space_id, session_id = parse.target(request, v)
+        query = parse.record_query(request, v)
+        v.raise_if_any()
+        records = await self._service.list_records(space_id, session_id, query)
+        reply = storage_pb2.ListRecordsResponse()
+        add_records(reply.records, records)
+        return reply
+
+    async def TrimRecords(
+        self, request: storage_pb2.TrimRecordsRequest, context: Context
+    ) -> storage_pb2.TrimRecordsResponse:
+        """Keep only the newest records."""
+        v = Violations()
+        space_id, session_id = parse.target(request, v)
+        keep = parse.keep_recent(
+            request.HasField("keep_recent"), request.keep_recent, "keep_recent", v
+        )
+        v.raise_if_any()
+        removed = await self._service.trim_records(space_id, session_id, keep)
+        return storage_pb2.TrimRecordsResponse(removed_count=removed)
+
+    async def GetSystemPrompt(
+        self, request: storage_pb2.GetSystemPromptRequest, context: Context
+    ) -> storage_pb2.GetSystemPromptResponse:
+        """Read the system prompt slot."""
+        content = await self._service.get_slot(*parse.target(request), "system_prompt")
+        return storage_pb2.GetSystemPromptResponse(content=content)
+
+    async def PutSystemPrompt(
+        self, request: storage_pb2.PutSystemPromptRequest, context: Context
+    ) -> storage_pb2.PutSystemPromptResponse:
+        """Overwrite the system prompt slot."""
+        v = Violations()
+        space_id, session_id = parse.target(request, v)
+        content = self._parse.slot(request.content, "content", v)
+        v.raise_if_any()
+        await self._service.put_slot(space_id, session_id, "system_prompt", content)
+        return storage_pb2.PutSystemPromptResponse()
+
+    async def GetInsight(
+        self, request: storage_pb2.GetInsightRequest, context: Context
+    ) -> storage_pb2.GetInsightResponse:
+        """Read the insight without consuming it."""
+        content = await self._service.get_slot(*parse.target(request), "insight")
+        return storage_pb2.GetInsightResponse(content=content)
+
+    async def PutInsight(
+        self, request: storage_pb2.PutInsightRequest, context: Context
+    ) -> storage_pb2.PutInsightResponse:
+        """Overwrite the insight slot."""
+        v = Violations()
+        space_id, session_id = parse.target(request, v)
+        content = self._parse.slot(request.content, "content", v)
+        v.raise_if_any()
+        await self._service.put_slot(space_id, session_id, "insight", content)
+        return storage_pb2.PutInsightResponse()
+
+    async def ClearInsight(
+        self, request: storage_pb2.ClearInsightRequest, context: Context
+    ) -> storage_pb2.ClearInsightResponse:
+        """Delete the insight."""
+        await self._service.clear_insight(*parse.target(request))
+        return storage_pb2.ClearInsightResponse()
+
+    async def ConsumeInsight(
+        self, request: storage_pb2.ConsumeInsightRequest, context: Context
+    ) -> storage_pb2.ConsumeInsightResponse:
+        """Read and clear the insight atomically."""
+        content = await self._service.consume_insight(*parse.target(request))
+        return storage_pb2.ConsumeInsightResponse(content=content)
+
+    async def GetMemory(
+        self, request: storage_pb2.GetMemoryRequest, context: Context
+    ) -> storage_pb2.GetMemoryResponse:
+        """Read the memory slot."""
+        content = await self._service.get_slot(*parse.target(request), "memory")
+        return storage_pb2.GetMemoryResponse(content=content)
+
+    async def PutMemory(
+        self, request: storage_pb2.PutMemoryRequest, context: Context
+    ) -> storage_pb2.PutMemoryResponse:
+        """Overwrite the memory slot."""
+        v = Violations()
+        space_id, session_id = parse.target(request, v)
+        content = self._parse.slot(request.content, "content", v)
+        v.raise_if_any()
+        await self._service.put_slot(space_id, session_id, "memory", content)
+        return storage_pb2.PutMemoryResponse()
+
+    async def GetCompressionCache(
+        self, request: storage_pb2.GetCompressionCacheRequest, context: Context
+    ) -> storage_pb2.GetCompressionCacheResponse:
+        """Read the compression cache."""
+        cache = await self._service.get_compression_cache(*parse.target(request))
+        if cache is None:
+            return storage_pb2.GetCompressionCacheResponse()
+        return storage_pb2.GetCompressionCacheResponse(cache=cache_to_proto(cache))
+
+    async def PutCompressionCache(
+        self, request: storage_pb2.PutCompressionCacheRequest, context: Context
+    ) -> storage_pb2.PutCompressionCacheResponse:
+        """Overwrite the compression cache."""
+        v = Violations()
+        space_id, session_id = parse.target(request, v)
+        cache = self._parse.cache(request.HasField("cache"), request.cache, "cache", v)
+        v.raise_if_any()
+        await self._service.put_compression_cache(space_id, session_id, cache)
+        return storage_pb2.PutCompressionCacheResponse()
+
+    async def BatchGetSlots(
+        self, request: storage_pb2.BatchGetSlotsRequest, context: Context
+    ) -> storage_pb2.BatchGetSlotsResponse:
+        """Read the slots of many sessions."""
+        v = Violations()
+        space_id = parse_uuid(request.space_id, "space_id", v)
+        ids = parse.batch_ids(request.session_ids, v)
+        v.raise_if_any()
+        found = await self._service.batch_get_slots(space_id, ids)
+        return storage_pb2.BatchGetSlotsResponse(slots=[slots_to_proto(s) for s in found])
+
+    async def BeginTurn(
+        self, request: storage_pb2.BeginTurnRequest, context: Context
+    ) -> storage_pb2.BeginTurnResponse:
+        """Take the session's turn lease."""
+        v = Violations()
+        space_id, session_id = parse.target(request, v)
+        ttl_s = self._parse.ttl(request.ttl_s, v)
+        v.raise_if_any()
+        lease = await self._service.begin_turn(space_id, session_id, ttl_s)
+        return storage_pb2.BeginTurnResponse(
+            token=str(lease.token), expires_at=timestamp(lease.expires_at)
+        )
+
+    async def ReleaseTurn(
+        self, request: storage_pb2.ReleaseTurnRequest, context: Context
+    ) -> storage_pb2.ReleaseTurnResponse:
+        """Give the turn lease back."""
+        v = Violations()
+        space_id, session_id = parse.target(request, v)
+        if not request.token:
+            v.add("token", "is required")
+        v.raise_if_any()
+        released = await self._service.release_turn(space_id, session_id, request.token)
+        return storage_pb2.ReleaseTurnResponse(released=released)
+
+    async def Transact(
+        self, request: storage_pb2.TransactRequest, context: Context
+    ) -> storage_pb2.TransactResponse:
+        """Preconditions and operations, all or nothing."""
+        v = Violations()
+        space_id = parse_uuid(request.space_id, "space_id", v)
+        preconditions, operations = self._parse.transact(request, v)
+        key = parse.idempotency(request, v)
+        v.raise_if_any()
+        results = await self._service.transact(space_id, preconditions, operations, key)
+        return storage_pb2.TransactResponse(results=[result_to_proto(r) for r in results])

@@ -1,0 +1,189 @@
+"""SQL of the content slots (system prompt, insight, memory) and the compression cache.
+
+Slot columns keep NULL for "unset" and '' as a stored value. Part of the
+storage repository (`storage_service.repository.Repository` extends
+`SlotRepository`); every statement filters by ``space_id``.
+"""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import Sequence
+
+import asyncpg
+
+from storage_service.models import (
+    CompressionCache,
+    SessionSlots,
+    SlotName,
+    session_not_found,
+)
+
+GET_SLOTS = """
+SELECT s.id AS session_id, sl.system_prompt, sl.memory, sl.insight
+FROM sessions s
+LEFT JOIN session_slots sl ON sl.space_id = s.space_id AND sl.session_id = s.id
+WHERE s.space_id = $1 AND s.id = $2 AND s.provisional_until IS NULL
+"""
+
+BATCH_GET_SLOTS = """
+SELECT s.id AS session_id, sl.system_prompt, sl.memory, sl.insight
+FROM sessions s
+LEFT JOIN session_slots sl ON sl.space_id = s.space_id AND sl.session_id = s.id
+WHERE s.space_id = $1 AND s.id = ANY($2::uuid[]) AND s.provisional_until IS NULL
+"""
+
+# The session row is share-locked before the slot row is written, the order a
+# Transact locks them in (so the two never deadlock); no session, no row.
+PUT_SLOT: dict[SlotName, str] = {
+    "system_prompt": """
+WITH s AS (SELECT id FROM sessions WHERE space_id = $1 AND id = $2 FOR KEY SHARE)
+INSERT INTO session_slots (space_id, session_id, system_prompt)
+SELECT $1, s.id, $3::text FROM s
+ON CONFLICT (space_id, session_id)
+DO UPDATE SET system_prompt = EXCLUDED.system_prompt, updated_at = now()
+RETURNING true
+""",
+    "insight": """
+WITH s AS (SELECT id FROM sessions WHERE space_id = $1 AND id = $2 FOR KEY SHARE)
+INSERT INTO session_slots (space_id, session_id, insight)
+SELECT $1, s.id, $3::text FROM s
+ON CONFLICT (space_id, session_id)
+DO UPDATE SET insight = EXCLUDED.insight, updated_at = now()
+RETURNING true
+""",
+    "memory": """
+WITH s AS (SELECT id FROM sessions WHERE space_id = $1 AND id = $2 FOR KEY SHARE)
+INSERT INTO session_slots (space_id, session_id, memory)
+SELECT $1, s.id, $3::text FROM s
+ON CONFLICT (space_id, session_id)
+DO UPDATE SET memory = EXCLUDED.memory, updated_at = now()
+RETURNING true
+""",
+}
+
+CLEAR_INSIGHT = """
+WITH cleared AS (
+    UPDATE session_slots SET insight = NULL, updated_at = now()
+    WHERE space_id = $1 AND session_id = $2 AND insight IS NOT NULL
+)
+SELECT EXISTS (SELECT 1 FROM sessions WHERE space_id = $1 AND id = $2)
+"""
+
+# FOR UPDATE waits for a concurrent consumer and then reads its result, so of
+# two concurrent consumers exactly one sees the insight.
+LOCK_INSIGHT = """
+SELECT (SELECT provisional_until IS NULL
+        FROM sessions WHERE space_id = $1 AND id = $2) AS visible,
+       (SELECT insight FROM session_slots
+        WHERE space_id = $1 AND session_id = $2 FOR UPDATE) AS insight
+"""
+
+LOCK_INSIGHTS = """
+SELECT session_id, insight FROM session_slots
+WHERE space_id = $1 AND session_id = ANY($2::uuid[])
+ORDER BY session_id
+FOR UPDATE
+"""
+
+GET_CACHE = """
+SELECT s.id AS session_id, c.summary, c.covered_until_seq
+FROM sessions s
+LEFT JOIN compression_caches c ON c.space_id = s.space_id AND c.session_id = s.id
+WHERE s.space_id = $1 AND s.id = $2 AND s.provisional_until IS NULL
+"""
+
+PUT_CACHE = """
+WITH s AS (SELECT id FROM sessions WHERE space_id = $1 AND id = $2 FOR KEY SHARE)
+INSERT INTO compression_caches (space_id, session_id, summary, covered_until_seq)
+SELECT $1, s.id, $3::text, $4::bigint FROM s
+ON CONFLICT (space_id, session_id)
+DO UPDATE SET summary = EXCLUDED.summary, covered_until_seq = EXCLUDED.covered_until_seq,
+              updated_at = now()
+RETURNING true
+"""
+
+CLEAR_CACHE = """
+DELETE FROM compression_caches WHERE space_id = $1 AND session_id = $2
+"""
+
+
+def _slots(row: asyncpg.Record) -> SessionSlots:
+    return SessionSlots(row["session_id"], row["system_prompt"], row["memory"], row["insight"])
+
+
+class SlotRepository:
+    """Slot and cache statements, run on one connection."""
+
+    def __init__(self, con: asyncpg.Connection) -> None:
+        self._con = con
+
+    async def get_slots(self, space_id: uuid.UUID, session_id: uuid.UUID) -> SessionSlots | None:
+        """The slots of a visible session, or None."""
+        row = await self._con.fetchrow(GET_SLOTS, space_id, session_id)
+        return None if row is None else _slots(row)
+
+    async def batch_get_slots(
+        self, space_id: uuid.UUID, session_ids: Sequence[uuid.UUID]
+    ) -> dict[uuid.UUID, SessionSlots]:
+        """The slots of those sessions that are visible, by id."""
+        rows = await self._con.fetch(BATCH_GET_SLOTS, space_id, list(session_ids))
+        return {row["session_id"]: _slots(row) for row in rows}
+
+    async def put_slot(
+        self, space_id: uuid.UUID, session_id: uuid.UUID, slot: SlotName, content: str
+    ) -> None:
+        """Overwrite one slot; NotFound when the session does not exist."""
+        try:
+            stored = await self._con.fetchval(PUT_SLOT[slot], space_id, session_id, content)
+        except asyncpg.ForeignKeyViolationError as exc:  # deleted under us
+            raise session_not_found(session_id) from exc
+        if not stored:
+            raise session_not_found(session_id)
+
+    async def clear_insight(self, space_id: uuid.UUID, session_id: uuid.UUID) -> bool:
+        """Delete the insight; False when the session does not exist."""
+        return bool(await self._con.fetchval(CLEAR_INSIGHT, space_id, session_id))
+
+    async def lock_insight(
+        self, space_id: uuid.UUID, session_id: uuid.UUID
+    ) -> tuple[bool | None, str | None]:
+        """Lock the slot row; (visible: None when absent, the insight)."""
+        row = await self._con.fetchrow(LOCK_INSIGHT, space_id, session_id)
+        assert row is not None  # a SELECT without FROM answers one row
+        return row["visible"], row["insight"]
+
+    async def lock_insights(
+        self, space_id: uuid.UUID, session_ids: Sequence[uuid.UUID]
+    ) -> dict[uuid.UUID, str | None]:
+        """Lock the slot rows of these sessions; their insights (missing row = None)."""
+        rows = await self._con.fetch(LOCK_INSIGHTS, space_id, list(session_ids))
+        return {row["session_id"]: row["insight"] for row in rows}
+
+    async def get_cache(
+        self, space_id: uuid.UUID, session_id: uuid.UUID
+    ) -> tuple[bool, CompressionCache | None]:
+        """(visible, the cache or None)."""
+        row = await self._con.fetchrow(GET_CACHE, space_id, session_id)
+        if row is None:
+            return False, None
+        if row["summary"] is None:
+            return True, None
+        return True, CompressionCache(row["summary"], row["covered_until_seq"])
+
+    async def put_cache(
+        self, space_id: uuid.UUID, session_id: uuid.UUID, cache: CompressionCache
+    ) -> None:
+        """Overwrite the cache; NotFound when the session does not exist."""
+        try:
+            stored = await self._con.fetchval(
+                PUT_CACHE, space_id, session_id, cache.summary, cache.covered_until_seq
+            )
+        except asyncpg.ForeignKeyViolationError as exc:  # deleted under us
+            raise session_not_found(session_id) from exc
+        if not stored:
+            raise session_not_found(session_id)
+
+    async def clear_cache(self, space_id: uuid.UUID, session_id: uuid.UUID) -> None:
+        """Drop the compression cache (it no longer matches the records)."""
+        await self._con.execute(CLEAR_CACHE, space_id, session_id)

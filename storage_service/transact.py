@@ -1,0 +1,160 @@
+"""Transact: preconditions checked under lock, then operations applied in order.
+
+Runs inside the caller's transaction, so any failure rolls everything back.
+The rows of every named session are locked first, in id order (no deadlock
+between two Transacts), with FOR UPDATE: that also blocks a concurrent slot
+row insert (its foreign-key check needs a KEY SHARE lock), so an insight
+that a precondition checked cannot change before the commit.
+"""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import Sequence
+
+from stello.errors import Aborted, PreconditionViolation
+from storage_service.models import SlotName, session_not_found
+from storage_service.operations import (
+    PRECONDITION_KINDS,
+    AppendOp,
+    BumpTurnOp,
+    ClearInsightOp,
+    InsightCheck,
+    LastSeqCheck,
+    Operation,
+    OperationResult,
+    Precondition,
+    PutCacheOp,
+    PutSessionOp,
+    PutSlotOp,
+    ReleaseTurnOp,
+    ResultKind,
+    TrimOp,
+)
+from storage_service.repository import LockedSession, Repository
+
+CONCURRENT_MODIFICATION = "CONCURRENT_MODIFICATION"
+
+SLOT_RESULTS: dict[SlotName, ResultKind] = {
+    "system_prompt": "put_system_prompt",
+    "insight": "put_insight",
+    "memory": "put_memory",
+}
+
+
+def lease_token(token: str) -> uuid.UUID | None:
+    """The lease token as stored, or None when it cannot be one (so it matches nothing)."""
+    try:
+        return uuid.UUID(token)
+    except ValueError:
+        return None
+
+
+def _named_sessions(
+    preconditions: Sequence[Precondition], operations: Sequence[Operation]
+) -> list[uuid.UUID]:
+    """Every session the request names, first mention first, each once."""
+    named = [p.session_id for p in preconditions] + [o.session_id for o in operations]
+    return list(dict.fromkeys(named))
+
+
+def _failure(
+    check: Precondition, session: LockedSession, insights: dict[uuid.UUID, str | None]
+) -> str | None:
+    """Why `check` does not hold, or None when it does."""
+    if isinstance(check, LastSeqCheck):
+        if session.last_seq != check.expected:
+            return (
+                f"last seq of session {check.session_id} is {session.last_seq}, "
+                f"expected {check.expected}"
+            )
+        return None
+    if isinstance(check, InsightCheck):
+        if insights.get(check.session_id) != check.expected:
+            return f"the insight of session {check.session_id} changed"
+        return None
+    token = lease_token(check.token)
+    if token is None or session.turn_token != token or not session.lease_live:
+        return f"the token is not the live turn lease of session {check.session_id}"
+    return None
+
+
+async def check_preconditions(
+    repo: Repository,
+    space_id: uuid.UUID,
+    preconditions: Sequence[Precondition],
+    operations: Sequence[Operation],
+) -> None:
+    """Lock every named session; NotFound for an absent one, Aborted when a check fails."""
+    named = _named_sessions(preconditions, operations)
+    if not named:
+        return
+    locked = await repo.lock_sessions(space_id, sorted(named))
+    for session_id in named:
+        if session_id not in locked:
+            raise session_not_found(session_id)
+    insight_ids = sorted({p.session_id for p in preconditions if isinstance(p, InsightCheck)})
+    insights = await repo.lock_insights(space_id, insight_ids) if insight_ids else {}
+    failed = []
+    for index, check in enumerate(preconditions):
+        why = _failure(check, locked[check.session_id], insights)
+        if why is not None:
+            failed.append(
+                PreconditionViolation(
+                    PRECONDITION_KINDS[type(check)], f"preconditions[{index}]", why
+                )
+            )
+    if failed:
+        subjects = ", ".join(v.subject for v in failed)
+        raise Aborted(
+            f"precondition failed ({subjects}); nothing was applied: re-read and retry",
+            reason=CONCURRENT_MODIFICATION,
+            violations=failed,
+        )
+
+
+async def apply(repo: Repository, space_id: uuid.UUID, op: Operation) -> OperationResult:
+    """Apply one operation to locked, existing sessions; its result."""
+    if isinstance(op, AppendOp):
+        records = (
+            await repo.append_records(space_id, op.session_id, op.records) if op.records else ()
+        )
+        if records is None:
+            raise session_not_found(op.session_id)
+        return OperationResult("append_records", records=records)
+    if isinstance(op, PutSessionOp):
+        meta = await repo.put_session(space_id, op.update)
+        if meta is None:
+            raise session_not_found(op.session_id)
+        return OperationResult("put_session", session=meta)
+    if isinstance(op, PutSlotOp):
+        await repo.put_slot(space_id, op.session_id, op.slot, op.content)
+        return OperationResult(SLOT_RESULTS[op.slot])
+    if isinstance(op, ClearInsightOp):
+        await repo.clear_insight(space_id, op.session_id)
+        return OperationResult("clear_insight")
+    if isinstance(op, PutCacheOp):
+        await repo.put_cache(space_id, op.session_id, op.cache)
+        return OperationResult("put_compression_cache")
+    if isinstance(op, TrimOp):
+        removed = await repo.trim_records(space_id, op.session_id, op.keep_recent)
+        return OperationResult("trim_records", removed_count=removed)
+    if isinstance(op, BumpTurnOp):
+        meta = await repo.bump_turn(space_id, op.session_id, op.touch_only)
+        if meta is None:
+            raise session_not_found(op.session_id)
+        return OperationResult("bump_turn", session=meta)
+    assert isinstance(op, ReleaseTurnOp)
+    _, released = await repo.release_turn(space_id, op.session_id, lease_token(op.token))
+    return OperationResult("release_turn", released=released)
+
+
+async def run_transact(
+    repo: Repository,
+    space_id: uuid.UUID,
+    preconditions: Sequence[Precondition],
+    operations: Sequence[Operation],
+) -> tuple[OperationResult, ...]:
+    """Check every precondition, then apply every operation in order (caller's transaction)."""
+    await check_preconditions(repo, space_id, preconditions, operations)
+    return tuple([await apply(repo, space_id, op) for op in operations])

@@ -1,0 +1,241 @@
+"""Slots, ConsumeInsight, the compression cache and BatchGetSlots (spec §6.1 items 13-15)."""
+
+from __future__ import annotations
+
+import asyncio
+import uuid
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
+from typing import Any
+
+import grpc
+import pytest
+
+from stello.errors import field_violations
+from stello.storage.v1 import storage_pb2, storage_pb2_grpc
+from storage_service import create_app
+from tests.storage.helpers import rpc_error
+from tests.support.fixtures import MakeSession, ServerStarter, TestSpace
+
+pytestmark = pytest.mark.sql
+
+Stub = storage_pb2_grpc.SessionStorageStub
+
+
+@dataclass(frozen=True)
+class Slot:
+    """How to read and write one slot through the stub."""
+
+    name: str
+    get: Callable[[Stub, str, str], Awaitable[Any]]
+    put: Callable[[Stub, str, str, str], Awaitable[Any]]
+
+
+SLOTS = [
+    Slot(
+        "system_prompt",
+        lambda s, sp, sid: s.GetSystemPrompt(
+            storage_pb2.GetSystemPromptRequest(space_id=sp, session_id=sid)
+        ),
+        lambda s, sp, sid, c: s.PutSystemPrompt(
+            storage_pb2.PutSystemPromptRequest(space_id=sp, session_id=sid, content=c)
+        ),
+    ),
+    Slot(
+        "insight",
+        lambda s, sp, sid: s.GetInsight(storage_pb2.GetInsightRequest(space_id=sp, session_id=sid)),
+        lambda s, sp, sid, c: s.PutInsight(
+            storage_pb2.PutInsightRequest(space_id=sp, session_id=sid, content=c)
+        ),
+    ),
+    Slot(
+        "memory",
+        lambda s, sp, sid: s.GetMemory(storage_pb2.GetMemoryRequest(space_id=sp, session_id=sid)),
+        lambda s, sp, sid, c: s.PutMemory(
+            storage_pb2.PutMemoryRequest(space_id=sp, session_id=sid, content=c)
+        ),
+    ),
+]
+
+
+async def batch(stub: Stub, space: TestSpace, ids: list[str]) -> list[storage_pb2.SessionSlots]:
+    reply = await stub.BatchGetSlots(
+        storage_pb2.BatchGetSlotsRequest(space_id=space.sid, session_ids=ids)
+    )
+    return list(reply.slots)
+
+
+@pytest.mark.parametrize("slot", SLOTS, ids=[s.name for s in SLOTS])
+class TestSlots:
+    async def test_unset_then_put_then_overwrite(
+        self, stub: Stub, space: TestSpace, make_session: MakeSession, slot: Slot
+    ) -> None:
+        """A slot reads unset until put, then the value, then the newer value (spec §6.1.13-15)."""
+        sid = str(await make_session())
+        assert not (await slot.get(stub, space.sid, sid)).HasField("content")
+        await slot.put(stub, space.sid, sid, "first")
+        assert (await slot.get(stub, space.sid, sid)).content == "first"
+        await slot.put(stub, space.sid, sid, "second")
+        assert (await slot.get(stub, space.sid, sid)).content == "second"
+
+    async def test_empty_string_is_distinct_from_unset(
+        self, stub: Stub, space: TestSpace, make_session: MakeSession, slot: Slot
+    ) -> None:
+        """A stored "" reads back set and empty, here and in BatchGetSlots; others stay unset."""
+        sid = str(await make_session())
+        await slot.put(stub, space.sid, sid, "")
+        reply = await slot.get(stub, space.sid, sid)
+        assert reply.HasField("content")
+        assert reply.content == ""
+        (slots,) = await batch(stub, space, [sid])
+        for other in SLOTS:
+            assert slots.HasField(other.name) is (other.name == slot.name)
+        assert getattr(slots, slot.name) == ""
+
+    async def test_read_of_unknown_session_is_not_found(
+        self, stub: Stub, space: TestSpace, slot: Slot
+    ) -> None:
+        """Reading a slot of a session that does not exist is NOT_FOUND, not unset (DESIGN §5.1)."""
+        err = await rpc_error(slot.get(stub, space.sid, str(uuid.uuid4())))
+        assert err.code() == grpc.StatusCode.NOT_FOUND
+
+    async def test_write_of_unknown_session_is_not_found(
+        self, stub: Stub, space: TestSpace, slot: Slot
+    ) -> None:
+        """Writing a slot of a session that does not exist is NOT_FOUND."""
+        err = await rpc_error(slot.put(stub, space.sid, str(uuid.uuid4()), "x"))
+        assert err.code() == grpc.StatusCode.NOT_FOUND
+
+
+class TestInsight:
+    async def test_clear_then_unset(
+        self, stub: Stub, space: TestSpace, make_session: MakeSession
+    ) -> None:
+        """After ClearInsight the insight reads unset; clearing again is a no-op (spec §6.1.14)."""
+        sid = str(await make_session())
+        await stub.PutInsight(
+            storage_pb2.PutInsightRequest(space_id=space.sid, session_id=sid, content="i")
+        )
+        for _ in range(2):
+            await stub.ClearInsight(
+                storage_pb2.ClearInsightRequest(space_id=space.sid, session_id=sid)
+            )
+            reply = await stub.GetInsight(
+                storage_pb2.GetInsightRequest(space_id=space.sid, session_id=sid)
+            )
+            assert not reply.HasField("content")
+
+    @pytest.mark.parametrize("value", ["look here", ""], ids=["text", "empty"])
+    async def test_consume_reads_and_clears(
+        self, stub: Stub, space: TestSpace, make_session: MakeSession, value: str
+    ) -> None:
+        """ConsumeInsight answers the stored insight ("" included) and leaves the slot unset."""
+        sid = str(await make_session())
+        request = storage_pb2.ConsumeInsightRequest(space_id=space.sid, session_id=sid)
+        await stub.PutInsight(
+            storage_pb2.PutInsightRequest(space_id=space.sid, session_id=sid, content=value)
+        )
+        first = await stub.ConsumeInsight(request)
+        assert first.HasField("content")
+        assert first.content == value
+        assert not (await stub.ConsumeInsight(request)).HasField("content")
+
+    async def test_concurrent_consumers_get_it_once(
+        self, stub: Stub, space: TestSpace, make_session: MakeSession
+    ) -> None:
+        """Of ten concurrent ConsumeInsight calls exactly one receives the insight."""
+        sid = str(await make_session())
+        await stub.PutInsight(
+            storage_pb2.PutInsightRequest(space_id=space.sid, session_id=sid, content="once")
+        )
+        request = storage_pb2.ConsumeInsightRequest(space_id=space.sid, session_id=sid)
+        replies = await asyncio.gather(*(stub.ConsumeInsight(request) for _ in range(10)))
+        assert sorted(r.content for r in replies if r.HasField("content")) == ["once"]
+
+    async def test_consume_on_provisional_is_not_found(
+        self, stub: Stub, space: TestSpace, make_session: MakeSession
+    ) -> None:
+        """ConsumeInsight is a read: on a provisional session it is NOT_FOUND and clears nothing."""
+        sid = str(await make_session(provisional=True))
+        await stub.PutInsight(
+            storage_pb2.PutInsightRequest(space_id=space.sid, session_id=sid, content="kept")
+        )
+        err = await rpc_error(
+            stub.ConsumeInsight(
+                storage_pb2.ConsumeInsightRequest(space_id=space.sid, session_id=sid)
+            )
+        )
+        assert err.code() == grpc.StatusCode.NOT_FOUND
+
+    async def test_consume_over_the_reply_limit_keeps_the_insight(
+        self,
+        stub: Stub,
+        space: TestSpace,
+        make_session: MakeSession,
+        start_server: ServerStarter,
+    ) -> None:
+        """An insight too large for the reply is RESOURCE_EXHAUSTED on consume and stays stored."""
+        small = await start_server(
+            lambda s, p, k: create_app(s.model_copy(update={"max_message_bytes": 4096}), p, k)
+        )
+        sid = str(await make_session())
+        target = {"space_id": space.sid, "session_id": sid}
+        await stub.PutInsight(storage_pb2.PutInsightRequest(**target, content="i" * 5000))
+        channel = small.channel(space.key)
+        try:
+            small_stub = storage_pb2_grpc.SessionStorageStub(channel)
+            err = await rpc_error(
+                small_stub.ConsumeInsight(storage_pb2.ConsumeInsightRequest(**target))
+            )
+        finally:
+            await channel.close()
+        assert err.code() == grpc.StatusCode.RESOURCE_EXHAUSTED
+        kept = await stub.GetInsight(storage_pb2.GetInsightRequest(**target))
+        assert len(kept.content) == 5000
+
+
+class TestCompressionCache:
+    async def test_unset_then_put_then_get(
+        self, stub: Stub, space: TestSpace, make_session: MakeSession
+    ) -> None:
+        """The cache reads unset until put, then exactly what was put."""
+        sid = str(await make_session())
+        get = storage_pb2.GetCompressionCacheRequest(space_id=space.sid, session_id=sid)
+        assert not (await stub.GetCompressionCache(get)).HasField("cache")
+        cache = storage_pb2.CompressionCache(summary="so far", covered_until_seq=12)
+        await stub.PutCompressionCache(
+            storage_pb2.PutCompressionCacheRequest(space_id=space.sid, session_id=sid, cache=cache)
+        )
+        assert (await stub.GetCompressionCache(get)).cache == cache
+
+
+class TestBatchGetSlots:
+    async def test_request_order_once_each_absent_left_out(
+        self,
+        stub: Stub,
+        space: TestSpace,
+        other_space: TestSpace,
+        make_session: MakeSession,
+    ) -> None:
+        """Visible sessions answer in request order, once each; absent ones are left out."""
+        first, second = str(await make_session()), str(await make_session())
+        provisional = str(await make_session(provisional=True))
+        foreign = str(await make_session(space_id=other_space.id))
+        await stub.PutMemory(
+            storage_pb2.PutMemoryRequest(space_id=space.sid, session_id=second, content="m")
+        )
+        ids = [second, str(uuid.uuid4()), first, provisional, second, foreign]
+        slots = await batch(stub, space, ids)
+        assert [s.session_id for s in slots] == [second, first]
+        assert slots[0].memory == "m"
+        assert not slots[1].HasField("memory")
+
+    async def test_empty_request_is_empty(self, stub: Stub, space: TestSpace) -> None:
+        """No ids answer no slots."""
+        assert await batch(stub, space, []) == []
+
+    async def test_more_than_a_thousand_ids_is_invalid(self, stub: Stub, space: TestSpace) -> None:
+        """Over 1000 ids is INVALID_ARGUMENT on session_ids."""
+        err = await rpc_error(batch(stub, space, [str(uuid.uuid4()) for _ in range(1001)]))
+        assert err.code() == grpc.StatusCode.INVALID_ARGUMENT
+        assert [v.field for v in field_violations(err)] == ["session_ids"]

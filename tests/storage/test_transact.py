@@ -1,0 +1,290 @@
+"""Transact: preconditions, then operations, all or nothing (spec §6.1.4-5, DESIGN §4.2)."""
+
+from __future__ import annotations
+
+import asyncio
+import uuid
+
+import asyncpg
+import grpc
+import pytest
+
+from stello.common.v1 import common_pb2
+from stello.errors import error_info_reason, field_violations, precondition_violations
+from stello.storage.v1 import storage_pb2, storage_pb2_grpc
+from tests.storage.helpers import ASSISTANT, rec, rpc_error, state
+from tests.support.fixtures import MakeSession, TestSpace
+
+pytestmark = pytest.mark.sql
+
+Stub = storage_pb2_grpc.SessionStorageStub
+Op = storage_pb2.Operation
+Check = storage_pb2.Precondition
+
+
+def append_op(session_id: uuid.UUID, *contents: str) -> Op:
+    return Op(
+        append_records=Op.AppendRecordsOp(
+            session_id=str(session_id), records=[rec(c) for c in contents]
+        )
+    )
+
+
+def prompt_op(session_id: uuid.UUID, content: str) -> Op:
+    return Op(put_system_prompt=Op.PutSystemPromptOp(session_id=str(session_id), content=content))
+
+
+async def transact(
+    stub: Stub,
+    space: TestSpace,
+    operations: list[Op],
+    preconditions: list[Check] = (),  # type: ignore[assignment]
+    request_id: str = "",
+) -> list[storage_pb2.OperationResult]:
+    reply = await stub.Transact(
+        storage_pb2.TransactRequest(
+            space_id=space.sid,
+            preconditions=preconditions,
+            operations=operations,
+            request_id=request_id,
+        )
+    )
+    return list(reply.results)
+
+
+class TestTransact:
+    async def test_committed_writes_are_visible(
+        self, stub: Stub, space: TestSpace, make_session: MakeSession, pool: asyncpg.Pool
+    ) -> None:
+        """A put_session and a system prompt of one Transact are both visible (spec §6.1.4)."""
+        sid = await make_session()
+        meta = common_pb2.SessionMeta(
+            id=str(sid), label="Renamed", status=common_pb2.SESSION_STATUS_ACTIVE
+        )
+        results = await transact(
+            stub, space, [Op(put_session=Op.PutSessionOp(session=meta)), prompt_op(sid, "Be brief")]
+        )
+        assert [r.WhichOneof("kind") for r in results] == ["put_session", "put_system_prompt"]
+        assert results[0].put_session.session.label == "Renamed"
+        after = await state(pool, space.id, sid)
+        assert (after["label"], after["system_prompt"]) == ("Renamed", "Be brief")
+
+    async def test_failing_operation_applies_nothing(
+        self, stub: Stub, space: TestSpace, make_session: MakeSession, pool: asyncpg.Pool
+    ) -> None:
+        """A failing operation answers its error and rolls back the earlier ones (spec §6.1.5)."""
+        sid = await make_session()
+        before = await state(pool, space.id, sid)
+        err = await rpc_error(
+            transact(
+                stub,
+                space,
+                [prompt_op(sid, "p"), append_op(sid, "a"), append_op(uuid.uuid4(), "x")],
+            )
+        )
+        assert err.code() == grpc.StatusCode.NOT_FOUND
+        assert await state(pool, space.id, sid) == before
+
+    async def test_one_bad_operation_is_invalid_and_applies_nothing(
+        self, stub: Stub, space: TestSpace, make_session: MakeSession, pool: asyncpg.Pool
+    ) -> None:
+        """An UNSPECIFIED role in operation 1 is INVALID_ARGUMENT naming it; nothing applies."""
+        sid = await make_session()
+        before = await state(pool, space.id, sid)
+        bad = append_op(sid, "ok", "bad")
+        bad.append_records.records[1].role = common_pb2.RECORD_ROLE_UNSPECIFIED
+        err = await rpc_error(transact(stub, space, [prompt_op(sid, "p"), bad]))
+        assert err.code() == grpc.StatusCode.INVALID_ARGUMENT
+        assert [v.field for v in field_violations(err)] == [
+            "operations[1].append_records.records[1].role"
+        ]
+        assert await state(pool, space.id, sid) == before
+
+    async def test_failed_precondition_is_aborted_and_applies_nothing(
+        self, stub: Stub, space: TestSpace, make_session: MakeSession, pool: asyncpg.Pool
+    ) -> None:
+        """A stale session_last_seq is ABORTED CONCURRENT_MODIFICATION; nothing applies."""
+        sid = await make_session()
+        await transact(stub, space, [append_op(sid, "one")])
+        before = await state(pool, space.id, sid)
+        checks = [
+            Check(session_last_seq=Check.SessionLastSeqCheck(session_id=str(sid), expected=1)),
+            Check(session_last_seq=Check.SessionLastSeqCheck(session_id=str(sid), expected=0)),
+        ]
+        err = await rpc_error(transact(stub, space, [append_op(sid, "two")], checks))
+        assert err.code() == grpc.StatusCode.ABORTED
+        assert error_info_reason(err) == "CONCURRENT_MODIFICATION"
+        assert [(v.type, v.subject) for v in precondition_violations(err)] == [
+            ("session_last_seq", "preconditions[1]")
+        ]
+        assert await state(pool, space.id, sid) == before
+
+    async def test_turn_commit(
+        self, stub: Stub, space: TestSpace, make_session: MakeSession, pool: asyncpg.Pool
+    ) -> None:
+        """A turn commit appends, bumps the turn, clears the insight and releases the lease."""
+        sid = await make_session()
+        target = {"space_id": space.sid, "session_id": str(sid)}
+        await stub.PutInsight(storage_pb2.PutInsightRequest(**target, content="hint"))
+        lease = await stub.BeginTurn(storage_pb2.BeginTurnRequest(**target, ttl_s=30))
+        checks = [
+            Check(turn_lease=Check.TurnLeaseCheck(session_id=str(sid), token=lease.token)),
+            Check(
+                insight_unchanged=Check.InsightUnchangedCheck(session_id=str(sid), expected="hint")
+            ),
+            Check(session_last_seq=Check.SessionLastSeqCheck(session_id=str(sid), expected=0)),
+        ]
+        turn = Op.AppendRecordsOp(session_id=str(sid), records=[rec("hi"), rec("hello", ASSISTANT)])
+        ops = [
+            Op(append_records=turn),
+            Op(bump_turn=Op.BumpTurnOp(session_id=str(sid))),
+            Op(clear_insight=Op.ClearInsightOp(session_id=str(sid))),
+            Op(release_turn=Op.ReleaseTurnOp(session_id=str(sid), token=lease.token)),
+        ]
+        results = await transact(stub, space, ops, checks)
+        assert [r.seq for r in results[0].append_records.records] == [1, 2]
+        assert results[1].bump_turn.session.turn_count == 1
+        assert results[3].release_turn.released
+        after = await state(pool, space.id, sid)
+        assert (after["records"], after["turn_count"], after["insight"], after["turn_token"]) == (
+            2,
+            1,
+            None,
+            None,
+        )
+        await stub.BeginTurn(storage_pb2.BeginTurnRequest(**target, ttl_s=30))
+
+    async def test_insight_put_during_the_turn_survives(
+        self, stub: Stub, space: TestSpace, make_session: MakeSession, pool: asyncpg.Pool
+    ) -> None:
+        """An insight changed after it was read fails insight_unchanged; the new one is kept."""
+        sid = await make_session()
+        target = {"space_id": space.sid, "session_id": str(sid)}
+        await stub.PutInsight(storage_pb2.PutInsightRequest(**target, content="newer"))
+        checks = [Check(insight_unchanged=Check.InsightUnchangedCheck(session_id=str(sid)))]
+        err = await rpc_error(
+            transact(
+                stub, space, [Op(clear_insight=Op.ClearInsightOp(session_id=str(sid)))], checks
+            )
+        )
+        assert err.code() == grpc.StatusCode.ABORTED
+        assert (await state(pool, space.id, sid))["insight"] == "newer"
+
+    async def test_stale_lease_fails(
+        self, stub: Stub, space: TestSpace, make_session: MakeSession
+    ) -> None:
+        """A turn_lease check with a released token is ABORTED."""
+        sid = await make_session()
+        target = {"space_id": space.sid, "session_id": str(sid)}
+        lease = await stub.BeginTurn(storage_pb2.BeginTurnRequest(**target, ttl_s=30))
+        await stub.ReleaseTurn(storage_pb2.ReleaseTurnRequest(**target, token=lease.token))
+        checks = [Check(turn_lease=Check.TurnLeaseCheck(session_id=str(sid), token=lease.token))]
+        err = await rpc_error(transact(stub, space, [append_op(sid, "late")], checks))
+        assert [v.type for v in precondition_violations(err)] == ["turn_lease"]
+
+    async def test_touch_only_keeps_the_turn_count(
+        self, stub: Stub, space: TestSpace, make_session: MakeSession
+    ) -> None:
+        """bump_turn with touch_only moves last_active_at and leaves turn_count and updated_at."""
+        sid = await make_session()
+        (result,) = await transact(
+            stub, space, [Op(bump_turn=Op.BumpTurnOp(session_id=str(sid), touch_only=True))]
+        )
+        meta = result.bump_turn.session
+        assert meta.turn_count == 0
+        assert meta.last_active_at.ToDatetime() > meta.updated_at.ToDatetime()
+
+    async def test_operations_see_earlier_ones(
+        self, stub: Stub, space: TestSpace, make_session: MakeSession
+    ) -> None:
+        """An append then a trim in one Transact trims the new records too."""
+        sid = await make_session()
+        trim = Op(trim_records=Op.TrimRecordsOp(session_id=str(sid), keep_recent=1))
+        results = await transact(stub, space, [append_op(sid, "a", "b", "c"), trim])
+        assert results[1].trim_records.removed_count == 2
+
+    async def test_writes_to_provisional_sessions(
+        self, stub: Stub, space: TestSpace, make_session: MakeSession, pool: asyncpg.Pool
+    ) -> None:
+        """The fork saga's Transact on a provisional session is accepted (DESIGN §4.1)."""
+        sid = await make_session(provisional=True)
+        await transact(stub, space, [prompt_op(sid, "child"), append_op(sid, "inherited")])
+        after = await state(pool, space.id, sid)
+        assert (after["system_prompt"], after["records"]) == ("child", 1)
+
+    async def test_empty_transact_does_nothing(self, stub: Stub, space: TestSpace) -> None:
+        """No preconditions and no operations is valid and answers no results."""
+        assert await transact(stub, space, []) == []
+
+    async def test_retry_with_same_request_id_applies_once(
+        self, stub: Stub, space: TestSpace, make_session: MakeSession, pool: asyncpg.Pool
+    ) -> None:
+        """A retry answers the first results, applying once; a changed one is REQUEST_ID_REUSED."""
+        sid = await make_session()
+        first = await transact(stub, space, [append_op(sid, "x")], request_id="fork-1/storage")
+        again = await transact(stub, space, [append_op(sid, "x")], request_id="fork-1/storage")
+        assert again == first
+        assert (await state(pool, space.id, sid))["records"] == 1
+        err = await rpc_error(
+            transact(stub, space, [append_op(sid, "y")], request_id="fork-1/storage")
+        )
+        assert err.code() == grpc.StatusCode.ALREADY_EXISTS
+        assert error_info_reason(err) == "REQUEST_ID_REUSED"
+
+    async def test_failed_call_is_not_remembered(
+        self, stub: Stub, space: TestSpace, make_session: MakeSession
+    ) -> None:
+        """A Transact that failed is not remembered: its request_id may succeed later."""
+        sid = await make_session()
+        checks = [
+            Check(session_last_seq=Check.SessionLastSeqCheck(session_id=str(sid), expected=1))
+        ]
+        err = await rpc_error(transact(stub, space, [append_op(sid, "x")], checks, request_id="r"))
+        assert err.code() == grpc.StatusCode.ABORTED
+        await transact(stub, space, [append_op(sid, "first")])
+        (result,) = await transact(stub, space, [append_op(sid, "x")], checks, request_id="r")
+        assert [r.seq for r in result.append_records.records] == [2]
+
+    async def test_concurrent_with_slot_writes(
+        self, stub: Stub, space: TestSpace, make_session: MakeSession, pool: asyncpg.Pool
+    ) -> None:
+        """Transacts and PutInsight racing on a session with no slot row yet all succeed."""
+        sid = await make_session()
+        target = {"space_id": space.sid, "session_id": str(sid)}
+        clear = Op(clear_insight=Op.ClearInsightOp(session_id=str(sid)))
+        calls = [transact(stub, space, [prompt_op(sid, f"p{i}"), clear]) for i in range(10)] + [
+            stub.PutInsight(storage_pb2.PutInsightRequest(**target, content=f"i{i}"))
+            for i in range(10)
+        ]
+        await asyncio.gather(*calls)
+        assert (await state(pool, space.id, sid))["system_prompt"].startswith("p")
+
+    async def test_replay_answers_every_result_kind(
+        self, stub: Stub, space: TestSpace, make_session: MakeSession
+    ) -> None:
+        """A replayed Transact answers exactly the first results, whatever their kinds."""
+        sid = await make_session()
+        target = {"space_id": space.sid, "session_id": str(sid)}
+        lease = await stub.BeginTurn(storage_pb2.BeginTurnRequest(**target, ttl_s=30))
+        meta = common_pb2.SessionMeta(
+            id=str(sid), label="R", status=common_pb2.SESSION_STATUS_ARCHIVED
+        )
+        cache = storage_pb2.CompressionCache(summary="s", covered_until_seq=1)
+        ops = [
+            append_op(sid, "a", "b"),
+            Op(put_session=Op.PutSessionOp(session=meta)),
+            prompt_op(sid, "p"),
+            Op(put_insight=Op.PutInsightOp(session_id=str(sid), content="")),
+            Op(clear_insight=Op.ClearInsightOp(session_id=str(sid))),
+            Op(put_memory=Op.PutMemoryOp(session_id=str(sid), content="m")),
+            Op(put_compression_cache=Op.PutCompressionCacheOp(session_id=str(sid), cache=cache)),
+            Op(trim_records=Op.TrimRecordsOp(session_id=str(sid), keep_recent=1)),
+            Op(bump_turn=Op.BumpTurnOp(session_id=str(sid))),
+            Op(release_turn=Op.ReleaseTurnOp(session_id=str(sid), token=lease.token)),
+        ]
+        first = await transact(stub, space, ops, request_id="all-kinds")
+        again = await transact(stub, space, ops, request_id="all-kinds")
+        assert again == first
+        assert [r.WhichOneof("kind") for r in first] == [op.WhichOneof("kind") for op in ops]
+        assert first[7].trim_records.removed_count == 1
+        assert first[9].release_turn.released
