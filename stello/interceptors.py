@@ -99,47 +99,72 @@ def _around(before: Callable[[Any, Context, str], Awaitable[None]]) -> Decorator
     return decorate
 
 
-class RequestIdInterceptor(grpc.aio.ServerInterceptor):
-    """Gives each call a request id (``x-request-id`` or a new one) and logs its outcome."""
+def _metadata_value(context: Context, key: str) -> str:
+    for name, value in context.invocation_metadata() or ():
+        if name == key:
+            return str(value)
+    return ""
+
+
+class HandlerInterceptor(grpc.aio.ServerInterceptor):
+    """Base of our interceptors: decorates a method's behaviour once and reuses it.
+
+    Decorators read per-call data (metadata) from the call's context, so the
+    wrapped handler of a method is built on its first call and cached.
+    """
+
+    def __init__(self) -> None:
+        self._cache: dict[str, tuple[Handler, Handler]] = {}
 
     async def intercept_service(
-        self,
-        continuation: Continuation,
-        handler_call_details: grpc.HandlerCallDetails,
+        self, continuation: Continuation, handler_call_details: grpc.HandlerCallDetails
     ) -> Handler | None:
         handler = await continuation(handler_call_details)
         if handler is None:
-            return handler
-        metadata = dict(handler_call_details.invocation_metadata or ())
-        incoming = str(metadata.get("x-request-id") or "")
+            return None
+        method = handler_call_details.method
+        hit = self._cache.get(method)
+        if hit is not None and hit[0] is handler:
+            return hit[1]
+        wrapped = self.wrap(handler, method)
+        self._cache[method] = (handler, wrapped)
+        return wrapped
 
-        def decorate(behavior: Behavior, method: str, streaming: bool) -> Behavior:
-            async def start(request: Any, context: Context, _: str) -> None:
-                request_id_var.set(incoming or uuid.uuid4().hex)
+    def wrap(self, handler: Handler, method: str) -> Handler:
+        """The handler to serve `method` with (default: `decorate` its behaviour)."""
+        return wrap_handler(handler, method, self.decorate)
 
-            inner = _around(start)(behavior, method, streaming)
-            if streaming:
+    def decorate(self, behavior: Behavior, method: str, streaming: bool) -> Behavior:
+        """Wrap one behaviour; subclasses override."""
+        raise NotImplementedError
 
-                async def stream(request: Any, context: Context) -> Any:
-                    began = time.perf_counter()
-                    try:
-                        async for item in inner(request, context):
-                            yield item
-                    finally:
-                        _log_call(method, context, began)
 
-                return stream
+class RequestIdInterceptor(HandlerInterceptor):
+    """Gives each call a request id (``x-request-id`` or a new one) and logs its outcome."""
 
-            async def unary(request: Any, context: Context) -> Any:
+    def decorate(self, behavior: Behavior, method: str, streaming: bool) -> Behavior:
+        if streaming:
+
+            async def stream(request: Any, context: Context) -> Any:
                 began = time.perf_counter()
+                request_id_var.set(_metadata_value(context, "x-request-id") or uuid.uuid4().hex)
                 try:
-                    return await inner(request, context)
+                    async for item in behavior(request, context):
+                        yield item
                 finally:
                     _log_call(method, context, began)
 
-            return unary
+            return stream
 
-        return wrap_handler(handler, handler_call_details.method, decorate)
+        async def unary(request: Any, context: Context) -> Any:
+            began = time.perf_counter()
+            request_id_var.set(_metadata_value(context, "x-request-id") or uuid.uuid4().hex)
+            try:
+                return await behavior(request, context)
+            finally:
+                _log_call(method, context, began)
+
+        return unary
 
 
 def _log_call(method: str, context: Context, began: float) -> None:
@@ -154,18 +179,11 @@ def _log_call(method: str, context: Context, began: float) -> None:
     )
 
 
-class ErrorInterceptor(grpc.aio.ServerInterceptor):
+class ErrorInterceptor(HandlerInterceptor):
     """Maps domain errors (and an unreachable database) to gRPC status with details."""
 
-    async def intercept_service(
-        self,
-        continuation: Continuation,
-        handler_call_details: grpc.HandlerCallDetails,
-    ) -> Handler | None:
-        handler = await continuation(handler_call_details)
-        if handler is None:
-            return handler
-        return wrap_handler(handler, handler_call_details.method, _map_errors)
+    def decorate(self, behavior: Behavior, method: str, streaming: bool) -> Behavior:
+        return _map_errors(behavior, method, streaming)
 
 
 def _domain_error(exc: BaseException) -> StelloError | None:
@@ -203,7 +221,7 @@ def _map_errors(behavior: Behavior, method: str, streaming: bool) -> Behavior:
     return unary
 
 
-class AuthInterceptor(grpc.aio.ServerInterceptor):
+class AuthInterceptor(HandlerInterceptor):
     """Requires ``authorization: Bearer <key>``; enforces scopes and the caller's spaces.
 
     A request whose ``space_id`` is not the key's space answers NOT_FOUND, as if
@@ -211,30 +229,23 @@ class AuthInterceptor(grpc.aio.ServerInterceptor):
     """
 
     def __init__(self, keys: KeyStore, admin_methods: frozenset[str] = frozenset()) -> None:
+        super().__init__()
         self._keys = keys
         self._admin_methods = admin_methods
 
-    async def intercept_service(
-        self,
-        continuation: Continuation,
-        handler_call_details: grpc.HandlerCallDetails,
-    ) -> Handler | None:
-        handler = await continuation(handler_call_details)
-        method = handler_call_details.method
-        if handler is None or method.startswith(PUBLIC_PREFIXES):
+    def wrap(self, handler: Handler, method: str) -> Handler:
+        if method.startswith(PUBLIC_PREFIXES):
             return handler
-        metadata = dict(handler_call_details.invocation_metadata or ())
-        header = str(metadata.get("authorization") or "")
+        return wrap_handler(handler, method, _around(self._check))
 
-        async def check(request: Any, context: Context, name: str) -> None:
-            principal = await self._authenticate(header)
-            if name in self._admin_methods and not principal.is_admin:
-                raise PermissionDenied(f"{name} needs an admin-scope key")
-            self._check_space(request, principal)
-            principal_var.set(principal)
-            api_key_var.set(header.partition(" ")[2].strip())
-
-        return wrap_handler(handler, method, _around(check))
+    async def _check(self, request: Any, context: Context, method: str) -> None:
+        header = _metadata_value(context, "authorization")
+        principal = await self._authenticate(header)
+        if method in self._admin_methods and not principal.is_admin:
+            raise PermissionDenied(f"{method} needs an admin-scope key")
+        self._check_space(request, principal)
+        principal_var.set(principal)
+        api_key_var.set(header.partition(" ")[2].strip())
 
     async def _authenticate(self, header: str) -> Principal:
         scheme, _, secret = header.partition(" ")

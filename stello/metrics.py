@@ -13,7 +13,7 @@ from typing import Any
 import grpc
 from prometheus_client import CollectorRegistry, Counter, Histogram, start_http_server
 
-from stello.interceptors import Behavior, Context, Continuation, Handler, wrap_handler
+from stello.interceptors import Behavior, Context, HandlerInterceptor
 
 
 class RpcMetrics:
@@ -46,21 +46,14 @@ class RpcMetrics:
         start_http_server(port, addr=host, registry=self.registry)
 
 
-class MetricsInterceptor(grpc.aio.ServerInterceptor):
+class MetricsInterceptor(HandlerInterceptor):
     """Times every call and counts it by its final status code."""
 
     def __init__(self, metrics: RpcMetrics) -> None:
+        super().__init__()
         self._metrics = metrics
 
-    async def intercept_service(
-        self, continuation: Continuation, handler_call_details: grpc.HandlerCallDetails
-    ) -> Handler | None:
-        handler = await continuation(handler_call_details)
-        if handler is None:
-            return handler
-        return wrap_handler(handler, handler_call_details.method, self._decorate)
-
-    def _decorate(self, behavior: Behavior, method: str, streaming: bool) -> Behavior:
+    def decorate(self, behavior: Behavior, method: str, streaming: bool) -> Behavior:
         metrics = self._metrics
 
         def finish(context: Context, began: float) -> None:
