@@ -17,7 +17,9 @@ class TestGeneratedStubs:
     def test_regenerating_changes_nothing(self, tmp_path: Path) -> None:
         """Regenerating every stub into a scratch dir gives byte-identical files."""
         gen_protos.generate(tmp_path)
-        fresh = sorted(p.relative_to(tmp_path) for p in (tmp_path / "stello").rglob("*") if p.is_file())
+        fresh = sorted(
+            p.relative_to(tmp_path) for p in (tmp_path / "stello").rglob("*") if p.is_file()
+        )
         assert fresh, "the generator produced nothing"
         stale = [str(p) for p in fresh if (ROOT / p).read_bytes() != (tmp_path / p).read_bytes()]
         assert stale == [], f"stubs out of date, run scripts/gen_protos.py: {stale}"

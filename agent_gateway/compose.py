@@ -1,0 +1,208 @@
+"""Fork and root composition, as pure functions (STELLO-SPEC §4.4.2 to §4.4.4, DESIGN §5).
+
+Layers, lowest to highest priority: the gateway's defaults -> the source's frozen
+config (forks only) -> the profile -> the request. Per field "later wins": an
+unset value (None) never overrides, a set one always does, including ``()``
+("no skills") and ``""``. The system prompt has its own rules
+(`resolve_system_prompt`). Nothing here does I/O.
+"""
+
+from __future__ import annotations
+
+import enum
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Protocol, TypeVar
+
+from stello.common.v1 import common_pb2
+
+T = TypeVar("T")
+
+ROLE_ASSISTANT = common_pb2.RECORD_ROLE_ASSISTANT
+ROLE_TOOL = common_pb2.RECORD_ROLE_TOOL
+
+
+class PromptMode(enum.StrEnum):
+    """How a profile's prompt combines with the caller's (SystemPromptMode)."""
+
+    PRESET = "preset"
+    PREPEND = "prepend"
+    APPEND = "append"
+
+
+class ContextMode(enum.StrEnum):
+    """How a fork seeds the child's records (ForkContext)."""
+
+    NONE = "none"
+    INHERIT = "inherit"
+    COMPRESS = "compress"
+
+
+@dataclass(frozen=True, slots=True)
+class ConfigLayer:
+    """One composition layer, or its result: None = the layer does not set the field."""
+
+    system_prompt: str | None = None
+    skills: tuple[str, ...] | None = None
+
+    @classmethod
+    def from_proto(cls, config: common_pb2.SessionConfig | None) -> ConfigLayer:
+        """The layer a stored SessionConfig gives (presence kept; None = empty layer)."""
+        if config is None:
+            return cls()
+        return cls(
+            config.system_prompt if config.HasField("system_prompt") else None,
+            tuple(config.skills.names) if config.HasField("skills") else None,
+        )
+
+    def to_proto(self) -> common_pb2.SessionConfig | None:
+        """The SessionConfig to store; None when no field is set (store no config)."""
+        if self.system_prompt is None and self.skills is None:
+            return None
+        config = common_pb2.SessionConfig()
+        if self.system_prompt is not None:
+            config.system_prompt = self.system_prompt
+        if self.skills is not None:
+            config.skills.names.extend(self.skills)
+            config.skills.SetInParent()
+        return config
+
+
+@dataclass(frozen=True, slots=True)
+class ProfileLayer:
+    """What a profile contributes, its template already rendered."""
+
+    system_prompt: str | None
+    mode: PromptMode
+    skills: tuple[str, ...] | None
+    context: ContextMode | None
+    prompt: str | None
+
+
+class Summarizer(Protocol):
+    """Summarises a source's records for a COMPRESS fork, through the session's provider."""
+
+    async def summarize_for_fork(self, records: Sequence[common_pb2.Record]) -> str:
+        """The summary of `records` (never called with none); provider errors propagate."""
+        ...
+
+
+def later_wins(*values: T | None) -> T | None:
+    """The last value that is set (not None); None when none is."""
+    found: T | None = None
+    for value in values:
+        if value is not None:
+            found = value
+    return found
+
+
+def resolve_system_prompt(profile: ProfileLayer | None, caller_prompt: str | None) -> str | None:
+    """Combine a profile's prompt with the caller's by the profile's mode (spec §4.4.2).
+
+    PRESET: the profile prompt when set (even ""), else the caller's. PREPEND
+    (default) and APPEND: an empty side counts as absent, else the two joined by
+    a blank line, the profile first (PREPEND) or last (APPEND). Without a
+    profile: the caller's prompt.
+    """
+    if profile is None:
+        return caller_prompt
+    mine = profile.system_prompt
+    if profile.mode is PromptMode.PRESET:
+        return mine if mine is not None else caller_prompt
+    if not mine:
+        return caller_prompt
+    if not caller_prompt:
+        return mine
+    if profile.mode is PromptMode.APPEND:
+        return f"{caller_prompt}\n\n{mine}"
+    return f"{mine}\n\n{caller_prompt}"
+
+
+def compose(
+    defaults: ConfigLayer,
+    parent: ConfigLayer,
+    profile: ProfileLayer | None,
+    options: ConfigLayer,
+) -> ConfigLayer:
+    """The four-layer composition (`mergeSessionConfig`); a root passes an empty parent.
+
+    Skills: later wins over defaults, parent, profile, options (replaced whole,
+    never merged). System prompt without a profile: later wins over defaults,
+    parent, options. With a profile: `resolve_system_prompt`, falling back to
+    later wins over defaults and parent when that gives nothing.
+    """
+    skills = later_wins(
+        defaults.skills, parent.skills, profile.skills if profile else None, options.skills
+    )
+    if profile is None:
+        prompt = later_wins(defaults.system_prompt, parent.system_prompt, options.system_prompt)
+    else:
+        prompt = resolve_system_prompt(profile, options.system_prompt)
+        if prompt is None:
+            prompt = later_wins(defaults.system_prompt, parent.system_prompt)
+    return ConfigLayer(prompt, skills)
+
+
+def effective_context(requested: ContextMode | None, profile: ProfileLayer | None) -> ContextMode:
+    """The request's context, else the profile's, else NONE."""
+    found = later_wins(profile.context if profile else None, requested)
+    return found or ContextMode.NONE
+
+
+def opening_prompt(requested: str | None, profile: ProfileLayer | None) -> str | None:
+    """The opening assistant record's text: the request's, else the profile's; None if empty."""
+    text = later_wins(profile.prompt if profile else None, requested)
+    return text or None
+
+
+def with_parent_context(system_prompt: str | None, summary: str) -> str:
+    """The child's prompt after a COMPRESS fork (spec §4.4.3 step 5)."""
+    return f"{system_prompt or ''}\n\n<parent_context>\n{summary}\n</parent_context>"
+
+
+def stored_system_prompt(composed: str | None, source_slot: str | None) -> str | None:
+    """What the child's system prompt slot gets: the composed prompt, else the source's.
+
+    Only a non-empty result is written (spec §4.4.4 step 2), so None means
+    "write nothing".
+    """
+    chosen = composed if composed is not None else source_slot
+    return chosen or None
+
+
+def drop_incomplete_tool_groups(
+    records: Sequence[common_pb2.Record],
+) -> list[common_pb2.Record]:
+    """Spec §4.5.4: keep a tool-calling assistant and its tool replies only if all are answered.
+
+    An assistant record with tool calls is kept together with the consecutive
+    tool records after it only when every call id is answered among them;
+    otherwise the whole group is dropped. A tool record outside such a group is
+    dropped. Everything else is kept, in order.
+    """
+    kept: list[common_pb2.Record] = []
+    i = 0
+    while i < len(records):
+        record = records[i]
+        if record.role == ROLE_ASSISTANT and len(record.tool_calls) > 0:
+            j = i + 1
+            while j < len(records) and records[j].role == ROLE_TOOL:
+                j += 1
+            group = records[i:j]
+            answered = {r.tool_call_id for r in group[1:] if r.HasField("tool_call_id")}
+            if all(call.id in answered for call in record.tool_calls):
+                kept.extend(group)
+            i = j
+            continue
+        if record.role != ROLE_TOOL:
+            kept.append(record)
+        i += 1
+    return kept
+
+
+def inherited_copy(record: common_pb2.Record) -> common_pb2.Record:
+    """A source record as the child's copy: everything but its seq (timestamps kept)."""
+    copy = common_pb2.Record()
+    copy.CopyFrom(record)
+    copy.ClearField("seq")
+    return copy

@@ -1,0 +1,105 @@
+"""Settings of the gateway alone (``STELLO_GATEWAY_*``); shared ones are in the kernel."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from pydantic import Field, field_validator, model_validator
+from pydantic_settings import BaseSettings, SettingsConfigDict
+
+from agent_gateway.faults import parse_fault
+
+
+class GatewaySettings(BaseSettings):
+    """Where the gateway listens, where storage and tree are, and its saga and retry bounds.
+
+    `default_system_prompt` and `default_skills` are the lowest composition layer
+    ("sessionDefaults", STELLO-SPEC §4.4.2); they apply to roots too (DESIGN §5.8).
+    """
+
+    model_config = SettingsConfigDict(
+        env_prefix="STELLO_GATEWAY_", env_ignore_empty=True, extra="ignore"
+    )
+
+    host: str = Field(default="127.0.0.1", description="Interface to listen on.")
+    port: int = Field(default=50063, ge=0, le=65535, description="TCP port; 0 = any free one.")
+    storage_address: str = Field(
+        default="127.0.0.1:50061",
+        description="host:port of the storage service; several comma-separated = round robin.",
+    )
+    tree_address: str = Field(
+        default="127.0.0.1:50062",
+        description="host:port of the tree service; several comma-separated = round robin.",
+    )
+    profiles_file: Path | None = Field(
+        default=None, description="TOML file with the fork profiles; unset = no profiles."
+    )
+    default_system_prompt: str | None = Field(
+        default=None, description="System prompt of the defaults layer (unset = none)."
+    )
+    default_skills: list[str] | None = Field(
+        default=None,
+        description='Skills of the defaults layer as JSON, e.g. ["a","b"]; unset = inherit.',
+    )
+    call_timeout_s: float = Field(
+        default=10.0, gt=0, description="Longest single call to storage or tree, in seconds."
+    )
+    max_retries: int = Field(
+        default=3, ge=0, le=10, description="Retries of a call that answered UNAVAILABLE."
+    )
+    retry_backoff_s: float = Field(
+        default=0.05, gt=0, description="First retry delay; doubles per retry (with jitter)."
+    )
+    provisioning_ttl_s: float = Field(
+        default=60.0,
+        gt=0,
+        description="The tree's STELLO_TREE_PROVISIONING_TTL_S; a saga gets at most half of it.",
+    )
+    saga_timeout_s: float | None = Field(
+        default=None,
+        gt=0,
+        description="Time budget of a CreateRoot/Fork saga; unset = half the provisioning TTL.",
+    )
+    consolidate_every_n_turns: int = Field(
+        default=0, ge=0, description="Consolidate memory every N committed turns; 0 = off."
+    )
+    max_tool_rounds: int = Field(
+        default=5, ge=1, description="Bound of the built-in tool loop of one turn."
+    )
+    fault: str | None = Field(
+        default=None,
+        description="Tests only: '<point>:exit' makes the process exit 137 at that saga point.",
+    )
+
+    @field_validator("fault")
+    @classmethod
+    def _fault(cls, value: str | None) -> str | None:
+        if value:
+            parse_fault(value)
+        return value or None
+
+    @model_validator(mode="after")
+    def _saga_within_ttl(self) -> GatewaySettings:
+        if self.saga_timeout_s is not None and self.saga_timeout_s > self.provisioning_ttl_s / 2:
+            raise ValueError(
+                f"saga_timeout_s ({self.saga_timeout_s}) must be at most half of "
+                f"provisioning_ttl_s ({self.provisioning_ttl_s}), or a saga could outlive "
+                "its provisional session; lower STELLO_GATEWAY_SAGA_TIMEOUT_S"
+            )
+        return self
+
+    @property
+    def address(self) -> str:
+        """host:port to bind."""
+        return f"{self.host}:{self.port}"
+
+    @property
+    def saga_budget_s(self) -> float:
+        """The time a CreateRoot/Fork saga may take."""
+        return self.saga_timeout_s or self.provisioning_ttl_s / 2
+
+
+def targets(address: str) -> str | list[str]:
+    """One address as given, or the list of a comma-separated one (round robin)."""
+    parts = [part.strip() for part in address.split(",") if part.strip()]
+    return parts[0] if len(parts) == 1 else parts

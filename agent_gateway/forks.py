@@ -1,0 +1,231 @@
+"""CreateRoot and Fork: validate, read the source, compose, then run the saga (DESIGN §4.1).
+
+Everything that can refuse a request (an unknown profile, a missing template
+variable, a bad option, an unknown source or parent, a failed COMPRESS summary)
+does so before anything is written. The whole operation has a time budget of
+at most half the provisioning TTL, so a saga never outlives its provisional
+session.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import hashlib
+import uuid
+from collections.abc import Coroutine, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from agent_gateway.clients import Caller, StorageClient, TreeClient
+from agent_gateway.compose import (
+    ConfigLayer,
+    ContextMode,
+    ProfileLayer,
+    Summarizer,
+    compose,
+    drop_incomplete_tool_groups,
+    effective_context,
+    inherited_copy,
+    opening_prompt,
+    stored_system_prompt,
+    with_parent_context,
+)
+from agent_gateway.profiles import ProfileRegistry
+from agent_gateway.saga import ProvisioningSaga, SessionPlan
+from stello.common.v1 import common_pb2
+from stello.errors import DeadlineExceeded, FailedPrecondition, InvalidArgument
+
+DEFAULT_ROOT_LABEL = "Root"
+# Internal ids get a scope prefix and suffixes (/again1/storage): keep them short.
+MAX_PLAIN_REQUEST_ID = 120
+
+
+@dataclass(frozen=True, slots=True)
+class RootInput:
+    """A validated CreateRoot request."""
+
+    space_id: uuid.UUID
+    label: str = DEFAULT_ROOT_LABEL
+    system_prompt: str | None = None
+    skills: tuple[str, ...] | None = None
+    profile: str | None = None
+    profile_vars: Mapping[str, str] = field(default_factory=dict)
+    request_id: str = ""
+
+
+@dataclass(frozen=True, slots=True)
+class ForkInput:
+    """A validated Fork request (context None = the profile's, else NONE)."""
+
+    space_id: uuid.UUID
+    source_id: uuid.UUID
+    label: str
+    topology_parent_id: uuid.UUID | None = None
+    profile: str | None = None
+    profile_vars: Mapping[str, str] = field(default_factory=dict)
+    system_prompt: str | None = None
+    skills: tuple[str, ...] | None = None
+    context: ContextMode | None = None
+    inherit_until_seq: int | None = None
+    prompt: str | None = None
+    request_id: str = ""
+
+
+@dataclass(frozen=True, slots=True)
+class _Source:
+    config: ConfigLayer
+    system_prompt: str | None
+    records: Sequence[common_pb2.Record]
+
+
+def internal_request_id(rpc: str, client_request_id: str) -> str:
+    """The id the saga's internal calls use: scoped per RPC; generated when the client gave none."""
+    if not client_request_id:
+        return f"agent.{rpc}/gen-{uuid.uuid4().hex}"
+    if len(client_request_id) > MAX_PLAIN_REQUEST_ID:
+        digest = hashlib.sha256(client_request_id.encode()).hexdigest()
+        return f"agent.{rpc}/sha256-{digest}"
+    return f"agent.{rpc}/{client_request_id}"
+
+
+class SessionCreator:
+    """CreateRoot and Fork over the storage and tree clients."""
+
+    def __init__(
+        self,
+        tree: TreeClient,
+        storage: StorageClient,
+        saga: ProvisioningSaga,
+        profiles: ProfileRegistry,
+        defaults: ConfigLayer,
+        budget_s: float,
+        summarizer: Summarizer | None = None,
+    ) -> None:
+        self._tree = tree
+        self._storage = storage
+        self._saga = saga
+        self._profiles = profiles
+        self._defaults = defaults
+        self._budget_s = budget_s
+        self._summarizer = summarizer
+
+    async def create_root(self, caller: Caller, request: RootInput) -> common_pb2.SessionSummary:
+        """Create a root session: defaults -> profile -> request; the profile's prompt opens it."""
+        profile = self._profile(request.profile, request.profile_vars)
+        options = ConfigLayer(request.system_prompt, request.skills)
+        config = compose(self._defaults, ConfigLayer(), profile, options)
+        opening = opening_prompt(None, profile)
+        plan = SessionPlan(
+            space_id=request.space_id,
+            label=request.label,
+            config=config.to_proto(),
+            system_prompt=config.system_prompt or None,
+            records=(_assistant(opening),) if opening else (),
+        )
+        request_id = internal_request_id("CreateRoot", request.request_id)
+        work = self._saga.run(caller.within(self._budget_s), plan, request_id)
+        return await self._within_budget(work)
+
+    async def fork(self, caller: Caller, request: ForkInput) -> common_pb2.SessionSummary:
+        """Fork `request.source_id` into a new session (STELLO-SPEC §4.4, DESIGN §4.1)."""
+        profile = self._profile(request.profile, request.profile_vars)
+        context = effective_context(request.context, profile)
+        if request.inherit_until_seq is not None and context is not ContextMode.INHERIT:
+            raise InvalidArgument.field(
+                "inherit_until_seq", f"is only allowed with INHERIT context, not {context.upper()}"
+            )
+        if context is ContextMode.COMPRESS and self._summarizer is None:
+            raise FailedPrecondition(
+                "COMPRESS forks need an LLM provider and none is configured",
+                reason="PROVIDER_NOT_CONFIGURED",
+            )
+        request_id = internal_request_id("Fork", request.request_id)
+        return await self._within_budget(
+            self._fork(caller.within(self._budget_s), request, profile, context, request_id)
+        )
+
+    async def _fork(
+        self,
+        caller: Caller,
+        request: ForkInput,
+        profile: ProfileLayer | None,
+        context: ContextMode,
+        request_id: str,
+    ) -> common_pb2.SessionSummary:
+        options = ConfigLayer(request.system_prompt, request.skills)
+        # The source's prompt slot matters only when no layer but the source could give one.
+        needs_slot = compose(self._defaults, ConfigLayer(), profile, options).system_prompt is None
+        source = await self._read_source(caller, request, context, needs_slot=needs_slot)
+        config = compose(self._defaults, source.config, profile, options)
+        records: list[common_pb2.Record] = []
+        if context is ContextMode.INHERIT:
+            records = [inherited_copy(r) for r in drop_incomplete_tool_groups(source.records)]
+        elif context is ContextMode.COMPRESS and source.records:
+            assert self._summarizer is not None  # checked in fork()
+            summary = await self._summarizer.summarize_for_fork(source.records)
+            config = ConfigLayer(with_parent_context(config.system_prompt, summary), config.skills)
+        opening = opening_prompt(request.prompt, profile)
+        if opening:
+            records.append(_assistant(opening))
+        plan = SessionPlan(
+            space_id=request.space_id,
+            label=request.label,
+            parent_id=request.topology_parent_id or request.source_id,
+            source_id=request.source_id,
+            config=config.to_proto(),
+            system_prompt=stored_system_prompt(config.system_prompt, source.system_prompt),
+            records=tuple(records),
+        )
+        return await self._saga.run(caller, plan, request_id)
+
+    async def _read_source(
+        self, caller: Caller, request: ForkInput, context: ContextMode, *, needs_slot: bool
+    ) -> _Source:
+        """Read the source's config, prompt slot and records (as needed) at once."""
+        space, source = request.space_id, request.source_id
+        reads: list[Any] = [self._tree.get_config(caller, space, source)]
+        reads.append(
+            self._storage.get_system_prompt(caller, space, source) if needs_slot else _none()
+        )
+        if context is ContextMode.INHERIT:
+            until = request.inherit_until_seq
+            reads.append(self._storage.all_records(caller, space, source, until_seq=until))
+        elif context is ContextMode.COMPRESS:
+            reads.append(self._storage.all_records(caller, space, source))
+        else:
+            reads.append(_empty())
+        parent = request.topology_parent_id
+        if parent is not None and parent != source:
+            # Fails early (NOT_FOUND) before any LLM call when the parent is unknown.
+            reads.append(self._tree.get_node(caller, space, parent))
+        config, slot, records, *_ = await asyncio.gather(*reads)
+        return _Source(ConfigLayer.from_proto(config), slot, records)
+
+    def _profile(self, name: str | None, values: Mapping[str, str]) -> ProfileLayer | None:
+        if name is None:
+            return None
+        return self._profiles.require(name).resolve(values)
+
+    async def _within_budget(
+        self, work: Coroutine[Any, Any, common_pb2.SessionSummary]
+    ) -> common_pb2.SessionSummary:
+        try:
+            async with asyncio.timeout(self._budget_s):
+                return await work
+        except TimeoutError as exc:
+            raise DeadlineExceeded(
+                f"session creation did not finish within its {self._budget_s:g} s budget; "
+                "nothing was made visible, retry with the same request_id"
+            ) from exc
+
+
+def _assistant(text: str) -> common_pb2.Record:
+    return common_pb2.Record(role=common_pb2.RECORD_ROLE_ASSISTANT, content=text)
+
+
+async def _none() -> None:
+    return None
+
+
+async def _empty() -> list[common_pb2.Record]:
+    return []

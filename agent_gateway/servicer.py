@@ -1,0 +1,311 @@
+"""stello.agent.v1.AgentGateway: proto <-> domain, one service call per RPC.
+
+Send, SendStream, SubmitToolResults and Consolidate are not defined here yet,
+so gRPC's generated base answers them UNIMPLEMENTED.
+"""
+
+from __future__ import annotations
+
+import time
+import uuid
+from typing import TYPE_CHECKING, Any, TypeAlias
+
+import grpc
+
+from agent_gateway.clients import Caller
+from agent_gateway.compose import ContextMode, PromptMode
+from agent_gateway.forks import DEFAULT_ROOT_LABEL, ForkInput, RootInput, SessionCreator
+from agent_gateway.profiles import Profile, ProfileRegistry
+from agent_gateway.service import RecordQuery, SessionDetails, SessionService
+from stello import validation
+from stello.agent.v1 import agent_pb2, agent_pb2_grpc
+from stello.common.v1 import common_pb2
+from stello.errors import Unauthenticated, Violations
+from stello.idempotency import MAX_REQUEST_ID_CHARS
+from stello.interceptors import api_key_var, request_id_var
+
+if TYPE_CHECKING:
+    Context: TypeAlias = grpc.aio.ServicerContext[Any, Any]
+
+_CONTEXTS = {
+    common_pb2.FORK_CONTEXT_UNSPECIFIED: None,
+    common_pb2.FORK_CONTEXT_NONE: ContextMode.NONE,
+    common_pb2.FORK_CONTEXT_INHERIT: ContextMode.INHERIT,
+    common_pb2.FORK_CONTEXT_COMPRESS: ContextMode.COMPRESS,
+}
+_CONTEXT_ENUMS = {mode: value for value, mode in _CONTEXTS.items() if mode is not None}
+_MODES = {
+    PromptMode.PRESET: agent_pb2.SYSTEM_PROMPT_MODE_PRESET,
+    PromptMode.PREPEND: agent_pb2.SYSTEM_PROMPT_MODE_PREPEND,
+    PromptMode.APPEND: agent_pb2.SYSTEM_PROMPT_MODE_APPEND,
+}
+_STATUSES = (
+    common_pb2.SESSION_STATUS_UNSPECIFIED,
+    common_pb2.SESSION_STATUS_ACTIVE,
+    common_pb2.SESSION_STATUS_ARCHIVED,
+)
+
+
+def _caller(context: Context) -> Caller:
+    """The caller's key (forwarded to storage and tree), deadline and request id."""
+    key = api_key_var.get()
+    if not key:
+        raise Unauthenticated("no API key in this context")
+    remaining = context.time_remaining()
+    deadline = None if remaining is None else time.monotonic() + remaining
+    return Caller(key, deadline, request_id_var.get())
+
+
+def _request_id(value: str, violations: Violations) -> str:
+    if len(value) > MAX_REQUEST_ID_CHARS:
+        violations.add("request_id", f"must be at most {MAX_REQUEST_ID_CHARS} characters")
+    return value
+
+
+def _skills(message: agent_pb2.CreateRootRequest | agent_pb2.ForkRequest) -> tuple[str, ...] | None:
+    return tuple(message.skills.names) if message.HasField("skills") else None
+
+
+def _session_ids(
+    request: agent_pb2.GetSessionRequest
+    | agent_pb2.PutInsightRequest
+    | agent_pb2.PutMemoryRequest
+    | agent_pb2.ArchiveRequest
+    | agent_pb2.UnarchiveRequest
+    | agent_pb2.DeleteSessionRequest,
+) -> tuple[uuid.UUID, uuid.UUID]:
+    violations = Violations()
+    space_id = validation.parse_uuid(request.space_id, "space_id", violations)
+    session_id = validation.parse_uuid(request.session_id, "session_id", violations)
+    violations.raise_if_any()
+    return space_id, session_id
+
+
+def _profile_info(profile: Profile) -> agent_pb2.ProfileInfo:
+    info = agent_pb2.ProfileInfo(
+        name=profile.name,
+        system_prompt_mode=_MODES[profile.mode],
+        context=(
+            _CONTEXT_ENUMS[profile.context]
+            if profile.context
+            else common_pb2.FORK_CONTEXT_UNSPECIFIED
+        ),
+        variables=list(profile.variables),
+    )
+    if profile.system_prompt is not None:
+        info.system_prompt = profile.system_prompt
+    if profile.prompt is not None:
+        info.prompt = profile.prompt
+    if profile.skills is not None:
+        info.skills.names.extend(profile.skills)
+        info.skills.SetInParent()
+    return info
+
+
+def _view(details: SessionDetails) -> agent_pb2.SessionView:
+    view = agent_pb2.SessionView(
+        node=details.node,
+        turn_count=details.meta.turn_count,
+        created_at=details.meta.created_at,
+        updated_at=details.meta.updated_at,
+        last_active_at=details.meta.last_active_at,
+    )
+    if details.config is not None:
+        view.config.CopyFrom(details.config)
+    slots = details.slots
+    for name in ("system_prompt", "memory", "insight"):
+        if slots.HasField(name):
+            setattr(view, name, getattr(slots, name))
+    return view
+
+
+class AgentGatewayServicer(agent_pb2_grpc.AgentGatewayServicer):
+    """The public API; all logic lives in SessionCreator and SessionService."""
+
+    def __init__(
+        self, creator: SessionCreator, sessions: SessionService, profiles: ProfileRegistry
+    ) -> None:
+        self._creator = creator
+        self._sessions = sessions
+        self._profiles = profiles
+
+    async def CreateRoot(
+        self, request: agent_pb2.CreateRootRequest, context: Context
+    ) -> agent_pb2.CreateRootResponse:
+        """Create a root session through the provisioning saga."""
+        violations = Violations()
+        space_id = validation.parse_uuid(request.space_id, "space_id", violations)
+        label = request.label if request.HasField("label") else DEFAULT_ROOT_LABEL
+        validation.label(label, violations)
+        request_id = _request_id(request.request_id, violations)
+        violations.raise_if_any()
+        root = RootInput(
+            space_id=space_id,
+            label=label,
+            system_prompt=request.system_prompt if request.HasField("system_prompt") else None,
+            skills=_skills(request),
+            profile=request.profile if request.HasField("profile") else None,
+            profile_vars=dict(request.profile_vars),
+            request_id=request_id,
+        )
+        session = await self._creator.create_root(_caller(context), root)
+        return agent_pb2.CreateRootResponse(session=session)
+
+    async def Fork(
+        self, request: agent_pb2.ForkRequest, context: Context
+    ) -> agent_pb2.ForkResponse:
+        """Fork a session through the provisioning saga."""
+        violations = Violations()
+        space_id = validation.parse_uuid(request.space_id, "space_id", violations)
+        source_id = validation.parse_uuid(
+            request.source_session_id, "source_session_id", violations
+        )
+        validation.label(request.label, violations)
+        parent_id = None
+        if request.HasField("topology_parent_id"):
+            parent_id = validation.parse_uuid(
+                request.topology_parent_id, "topology_parent_id", violations
+            )
+        if request.context not in _CONTEXTS:
+            violations.add("context", f"unknown ForkContext value {request.context}")
+        until = request.inherit_until_seq if request.HasField("inherit_until_seq") else None
+        if until is not None and until < 0:
+            violations.add("inherit_until_seq", "must not be negative")
+        request_id = _request_id(request.request_id, violations)
+        violations.raise_if_any()
+        fork = ForkInput(
+            space_id=space_id,
+            source_id=source_id,
+            label=request.label,
+            topology_parent_id=parent_id,
+            profile=request.profile if request.HasField("profile") else None,
+            profile_vars=dict(request.profile_vars),
+            system_prompt=request.system_prompt if request.HasField("system_prompt") else None,
+            skills=_skills(request),
+            context=_CONTEXTS[request.context],
+            inherit_until_seq=until,
+            prompt=request.prompt if request.HasField("prompt") else None,
+            request_id=request_id,
+        )
+        session = await self._creator.fork(_caller(context), fork)
+        return agent_pb2.ForkResponse(session=session)
+
+    async def ListSessionDigests(
+        self, request: agent_pb2.ListSessionDigestsRequest, context: Context
+    ) -> agent_pb2.ListSessionDigestsResponse:
+        """One page of joined digests (one ListAll + one BatchGetSlots)."""
+        violations = Violations()
+        space_id = validation.parse_uuid(request.space_id, "space_id", violations)
+        page_size = validation.page_size(request.page_size, violations)
+        if request.status not in _STATUSES:
+            violations.add("status", f"unknown SessionStatus value {request.status}")
+        violations.raise_if_any()
+        page = await self._sessions.list_digests(
+            _caller(context),
+            space_id,
+            status=request.status,
+            page_size=page_size,
+            page_token=request.page_token,
+        )
+        return agent_pb2.ListSessionDigestsResponse(
+            digests=page.digests, next_page_token=page.next_page_token
+        )
+
+    async def GetSession(
+        self, request: agent_pb2.GetSessionRequest, context: Context
+    ) -> agent_pb2.GetSessionResponse:
+        """The joined view of one session."""
+        space_id, session_id = _session_ids(request)
+        details = await self._sessions.get_session(_caller(context), space_id, session_id)
+        return agent_pb2.GetSessionResponse(session=_view(details))
+
+    async def GetTree(
+        self, request: agent_pb2.GetTreeRequest, context: Context
+    ) -> agent_pb2.GetTreeResponse:
+        """The forest or a subtree, in pre-order."""
+        violations = Violations()
+        space_id = validation.parse_uuid(request.space_id, "space_id", violations)
+        root_id = None
+        if request.HasField("root_id"):
+            root_id = validation.parse_uuid(request.root_id, "root_id", violations)
+        max_depth = request.max_depth if request.HasField("max_depth") else None
+        if max_depth is not None and max_depth < 0:
+            violations.add("max_depth", "must not be negative")
+        violations.raise_if_any()
+        nodes = await self._sessions.get_tree(
+            _caller(context), space_id, root_id=root_id, max_depth=max_depth
+        )
+        return agent_pb2.GetTreeResponse(nodes=nodes)
+
+    async def ListRecords(
+        self, request: agent_pb2.ListRecordsRequest, context: Context
+    ) -> agent_pb2.ListRecordsResponse:
+        """A session's records, chronological."""
+        violations = Violations()
+        space_id = validation.parse_uuid(request.space_id, "space_id", violations)
+        session_id = validation.parse_uuid(request.session_id, "session_id", violations)
+        limit = request.limit if request.HasField("limit") else None
+        if limit is not None and limit < 0:
+            violations.add("limit", "must not be negative")
+        if request.offset < 0:
+            violations.add("offset", "must not be negative")
+        violations.raise_if_any()
+        query = RecordQuery(
+            space_id=space_id,
+            session_id=session_id,
+            limit=limit,
+            offset=request.offset,
+            role=request.role,
+            after_seq=request.after_seq if request.HasField("after_seq") else None,
+            before_seq=request.before_seq if request.HasField("before_seq") else None,
+            newest_first=request.newest_first,
+        )
+        records = await self._sessions.list_records(_caller(context), query)
+        return agent_pb2.ListRecordsResponse(records=records)
+
+    async def PutInsight(
+        self, request: agent_pb2.PutInsightRequest, context: Context
+    ) -> agent_pb2.PutInsightResponse:
+        """Replace the insight (refused on archived sessions)."""
+        space_id, session_id = _session_ids(request)
+        await self._sessions.put_insight(_caller(context), space_id, session_id, request.content)
+        return agent_pb2.PutInsightResponse()
+
+    async def PutMemory(
+        self, request: agent_pb2.PutMemoryRequest, context: Context
+    ) -> agent_pb2.PutMemoryResponse:
+        """Replace the memory."""
+        space_id, session_id = _session_ids(request)
+        await self._sessions.put_memory(_caller(context), space_id, session_id, request.content)
+        return agent_pb2.PutMemoryResponse()
+
+    async def Archive(
+        self, request: agent_pb2.ArchiveRequest, context: Context
+    ) -> agent_pb2.ArchiveResponse:
+        """Archive a session."""
+        space_id, session_id = _session_ids(request)
+        session = await self._sessions.archive(_caller(context), space_id, session_id)
+        return agent_pb2.ArchiveResponse(session=session)
+
+    async def Unarchive(
+        self, request: agent_pb2.UnarchiveRequest, context: Context
+    ) -> agent_pb2.UnarchiveResponse:
+        """Unarchive a session."""
+        space_id, session_id = _session_ids(request)
+        session = await self._sessions.unarchive(_caller(context), space_id, session_id)
+        return agent_pb2.UnarchiveResponse(session=session)
+
+    async def DeleteSession(
+        self, request: agent_pb2.DeleteSessionRequest, context: Context
+    ) -> agent_pb2.DeleteSessionResponse:
+        """Erase a session and its subtree."""
+        space_id, session_id = _session_ids(request)
+        deleted = await self._sessions.delete_session(_caller(context), space_id, session_id)
+        return agent_pb2.DeleteSessionResponse(deleted_ids=deleted)
+
+    async def ListProfiles(
+        self, request: agent_pb2.ListProfilesRequest, context: Context
+    ) -> agent_pb2.ListProfilesResponse:
+        """The configured fork profiles, in file order."""
+        validation.parse_uuid(request.space_id, "space_id")
+        return agent_pb2.ListProfilesResponse(profiles=[_profile_info(p) for p in self._profiles])

@@ -1,0 +1,388 @@
+"""Gateway benchmark: Fork latency with its RPC count, ListSessionDigests over 10,000 sessions.
+
+Measured in one run (DESIGN §9 targets: Fork p50 <= 5 ms; ListSessionDigests =
+2 service calls per page, 10,000 sessions in 10 pages < 1 s):
+
+- Fork p50/p99 at concurrency 1, for a NONE fork and an INHERIT fork of a
+  20-record source, and CreateRoot, each server (storage, tree, gateway) in its
+  own process (uvloop) and the client here;
+- how many RPCs one Fork makes to each service, counted by the gateway's own
+  clients on an in-process gateway over the same storage and tree processes;
+- paging ListSessionDigests (page_size 1000) over 10,000 sessions seeded with
+  COPY: calls per page and total time.
+
+    python bench/bench_gateway.py [--forks 500] [--sessions 10000] [--rounds 5]
+
+Uses STELLO_BENCH_DATABASE_URL when set (a database it may fill), else starts
+the embedded PostgreSQL in a temporary folder and deletes it afterwards.
+Not part of the test run.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import os
+import statistics
+import sys
+import tempfile
+import time
+import uuid
+import warnings
+from collections.abc import AsyncIterator, Awaitable, Callable
+from contextlib import AsyncExitStack, asynccontextmanager
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+from typing import Any
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+
+from agent_gateway.app import GatewayClients
+from agent_gateway.app import create_app as gateway_app
+from agent_gateway.config import GatewaySettings
+from stello.agent.v1 import agent_pb2, agent_pb2_grpc
+from stello.auth import KeyStore
+from stello.channels import open_channel
+from stello.common.v1 import common_pb2
+from stello.db import create_pool
+from stello.embedded import embedded_server, ensure_database
+from stello.migrate import migrate_dsn
+from stello.runner import event_loop_factory
+from stello.server import ServiceApp, create_server, shutdown
+from stello.settings import StelloSettings
+from stello.storage.v1 import storage_pb2, storage_pb2_grpc
+from storage_service.app import create_app as storage_app
+from tree_service.app import create_app as tree_app
+
+SOURCE_RECORDS = 20
+
+
+def _settings(dsn: str) -> StelloSettings:
+    return StelloSettings(
+        database_url=dsn, db_pool_min_size=10, db_pool_max_size=10, auth_cache_ttl_s=60
+    )
+
+
+# ---------------------------------------------------------------- servers
+
+
+async def serve(kind: str, dsn: str, storage: str, tree: str) -> None:
+    """Serve one service on a free port, print it, run until stdin closes."""
+    settings = _settings(dsn)
+    async with create_pool(dsn, settings) as pool:
+        keys = KeyStore(pool, settings.auth_cache_ttl_s)
+        app: ServiceApp
+        if kind == "storage":
+            app = storage_app(settings, pool, keys)
+        elif kind == "tree":
+            app = tree_app(settings, pool, keys)
+        else:
+            config = GatewaySettings(storage_address=storage, tree_address=tree)
+            app = gateway_app(settings, pool, keys, config)
+        server, port = await create_server(app, "127.0.0.1:0")
+        await server.start()
+        print(f"PORT {port}", flush=True)
+        await asyncio.get_running_loop().run_in_executor(None, sys.stdin.read)
+        await shutdown(app, server, 1)
+
+
+@asynccontextmanager
+async def server_process(
+    kind: str, dsn: str, storage: str = "", tree: str = ""
+) -> AsyncIterator[str]:
+    """Start a server process of `kind`; yield its address; stop it on exit."""
+    process = await asyncio.create_subprocess_exec(
+        sys.executable,
+        __file__,
+        "serve",
+        kind,
+        dsn,
+        storage,
+        tree,
+        stdin=asyncio.subprocess.PIPE,
+        stdout=asyncio.subprocess.PIPE,
+    )
+    assert process.stdout is not None and process.stdin is not None
+    line = (await process.stdout.readline()).decode()
+    if not line.startswith("PORT "):
+        raise RuntimeError(f"{kind} server did not start: {line!r}")
+    try:
+        yield f"127.0.0.1:{line.split()[1]}"
+    finally:
+        process.stdin.close()
+        await process.wait()
+
+
+# ---------------------------------------------------------------- data
+
+
+async def new_space(dsn: str) -> tuple[uuid.UUID, str]:
+    """A fresh space and its tenant key."""
+    async with create_pool(dsn, _settings(dsn)) as pool:
+        tag = uuid.uuid4().hex[:8]
+        created = await KeyStore(pool, 0).create_key(space=f"bench-{tag}", principal=f"bench-{tag}")
+    assert created.space_id is not None
+    return created.space_id, created.secret
+
+
+async def seed_sessions(dsn: str, space_id: uuid.UUID, count: int) -> None:
+    """`count` root sessions with memory and insight, by COPY (never 10,000 RPCs)."""
+    start = datetime.now(UTC) - timedelta(hours=1)
+    ids = [uuid.uuid4() for _ in range(count)]
+    sessions = [
+        (space_id, sid, sid, 0, 0, f"session {i}", start + timedelta(milliseconds=i))
+        for i, sid in enumerate(ids)
+    ]
+    slots = [(space_id, sid, f"memory of {i} " * 8, f"insight {i}") for i, sid in enumerate(ids)]
+    async with create_pool(dsn, _settings(dsn)) as pool, pool.acquire() as con:
+        await con.copy_records_to_table(
+            "sessions",
+            records=sessions,
+            columns=["space_id", "id", "root_id", "depth", "sibling_index", "label", "created_at"],
+        )
+        await con.copy_records_to_table(
+            "session_slots",
+            records=slots,
+            columns=["space_id", "session_id", "memory", "insight"],
+        )
+        await con.execute("ANALYZE sessions; ANALYZE session_slots")
+
+
+# ---------------------------------------------------------------- measuring
+
+
+def quantile(samples: list[float], q: float) -> float:
+    """The q-quantile of `samples` (nearest rank), in ms."""
+    ordered = sorted(samples)
+    return ordered[min(len(ordered) - 1, int(q * len(ordered)))] * 1000
+
+
+async def timed(call: Callable[[], Awaitable[Any]], count: int) -> list[float]:
+    """Run `call` `count` times in a row (after a warm-up); the durations in seconds."""
+    for _ in range(min(20, count)):
+        await call()
+    durations = []
+    for _ in range(count):
+        began = time.perf_counter()
+        await call()
+        durations.append(time.perf_counter() - began)
+    return durations
+
+
+async def fork_scenarios(
+    stub: Any, storage: str, space: str, metadata: Any, forks: int
+) -> dict[str, list[float]]:
+    """Latency of CreateRoot, a NONE fork and an INHERIT fork of a 20-record source."""
+    reply = await stub.CreateRoot(
+        agent_pb2.CreateRootRequest(space_id=space, system_prompt="bench"), metadata=metadata
+    )
+    source = reply.session.id
+    records = [
+        common_pb2.Record(
+            role=common_pb2.RECORD_ROLE_USER if i % 2 == 0 else common_pb2.RECORD_ROLE_ASSISTANT,
+            content=f"record {i} " * 10,
+        )
+        for i in range(SOURCE_RECORDS)
+    ]
+    async with open_channel(storage) as channel:
+        await storage_pb2_grpc.SessionStorageStub(channel).AppendRecords(
+            storage_pb2.AppendRecordsRequest(space_id=space, session_id=source, records=records),
+            metadata=metadata,
+        )
+
+    def fork(context: int) -> Callable[[], Awaitable[Any]]:
+        request = agent_pb2.ForkRequest(
+            space_id=space, source_session_id=source, label="bench fork", context=context
+        )
+        return lambda: stub.Fork(request, metadata=metadata)
+
+    root = agent_pb2.CreateRootRequest(space_id=space, label="bench root")
+    return {
+        "CreateRoot": await timed(lambda: stub.CreateRoot(root, metadata=metadata), forks),
+        "Fork NONE": await timed(fork(common_pb2.FORK_CONTEXT_NONE), forks),
+        f"Fork INHERIT ({SOURCE_RECORDS} records)": await timed(
+            fork(common_pb2.FORK_CONTEXT_INHERIT), forks
+        ),
+    }
+
+
+async def count_fork_rpcs(
+    dsn: str, storage: str, tree: str, space: str, key: str
+) -> dict[str, dict[str, int]]:
+    """RPCs per operation by service and method, from an in-process gateway's clients."""
+    settings = _settings(dsn)
+    config = GatewaySettings(storage_address=storage, tree_address=tree)
+    clients = GatewayClients.connect(config, settings)
+    counted: dict[str, dict[str, int]] = {}
+    async with create_pool(dsn, settings) as pool:
+        app = gateway_app(settings, pool, KeyStore(pool, 60), config, clients=clients)
+        server, port = await create_server(app, "127.0.0.1:0")
+        await server.start()
+        try:
+            async with open_channel(f"127.0.0.1:{port}", key=key) as channel:
+                stub = agent_pb2_grpc.AgentGatewayStub(channel)
+                source = (
+                    await stub.CreateRoot(agent_pb2.CreateRootRequest(space_id=space))
+                ).session.id
+                await stub.Fork(
+                    agent_pb2.ForkRequest(
+                        space_id=space, source_session_id=source, label="x", prompt="hello"
+                    )
+                )
+                operations: dict[str, Any] = {
+                    "CreateRoot": agent_pb2.CreateRootRequest(space_id=space, system_prompt="s"),
+                    "Fork NONE": agent_pb2.ForkRequest(
+                        space_id=space, source_session_id=source, label="n"
+                    ),
+                    "Fork INHERIT": agent_pb2.ForkRequest(
+                        space_id=space,
+                        source_session_id=source,
+                        label="i",
+                        context=common_pb2.FORK_CONTEXT_INHERIT,
+                    ),
+                }
+                for name, request in operations.items():
+                    clients.storage.calls.clear()
+                    clients.tree.calls.clear()
+                    call = stub.CreateRoot if name == "CreateRoot" else stub.Fork
+                    await call(request)
+                    counted[name] = {
+                        **{f"tree.{m}": n for m, n in clients.tree.calls.items()},
+                        **{f"storage.{m}": n for m, n in clients.storage.calls.items()},
+                    }
+        finally:
+            await shutdown(app, server, 0)
+    return counted
+
+
+async def digests_scenario(
+    stub: Any, space: str, metadata: Any, rounds: int
+) -> list[tuple[float, int, int]]:
+    """Page through every digest at page_size 1000: (seconds, pages, digests) per round."""
+    runs = []
+    for _ in range(rounds):
+        began = time.perf_counter()
+        token, pages, seen = "", 0, 0
+        while True:
+            page = await stub.ListSessionDigests(
+                agent_pb2.ListSessionDigestsRequest(
+                    space_id=space, page_size=1000, page_token=token
+                ),
+                metadata=metadata,
+            )
+            pages += 1
+            seen += len(page.digests)
+            token = page.next_page_token
+            if not token:
+                break
+        runs.append((time.perf_counter() - began, pages, seen))
+    return runs
+
+
+async def count_digest_rpcs(
+    dsn: str, storage: str, tree: str, space: str, key: str
+) -> tuple[int, dict[str, int]]:
+    """Pages and RPCs of one full digest listing, from an in-process gateway's clients."""
+    settings = _settings(dsn)
+    config = GatewaySettings(storage_address=storage, tree_address=tree)
+    clients = GatewayClients.connect(config, settings)
+    async with create_pool(dsn, settings) as pool:
+        app = gateway_app(settings, pool, KeyStore(pool, 60), config, clients=clients)
+        server, port = await create_server(app, "127.0.0.1:0")
+        await server.start()
+        try:
+            async with open_channel(f"127.0.0.1:{port}") as channel:
+                stub = agent_pb2_grpc.AgentGatewayStub(channel)
+                [(_, pages, _)] = await digests_scenario(
+                    stub, space, (("authorization", f"Bearer {key}"),), 1
+                )
+        finally:
+            await shutdown(app, server, 0)
+    calls = {f"tree.{m}": n for m, n in clients.tree.calls.items()}
+    calls.update({f"storage.{m}": n for m, n in clients.storage.calls.items()})
+    return pages, calls
+
+
+# ---------------------------------------------------------------- run
+
+
+@asynccontextmanager
+async def database() -> AsyncIterator[str]:
+    """STELLO_BENCH_DATABASE_URL, or a fresh embedded PostgreSQL deleted afterwards."""
+    configured = os.environ.get("STELLO_BENCH_DATABASE_URL")
+    if configured:
+        await migrate_dsn(configured)
+        yield configured
+        return
+    folder = Path(tempfile.mkdtemp(prefix="stello-bench-pg-"))
+    with embedded_server(folder / "data", delete=True) as admin_dsn:
+        dsn = await ensure_database(admin_dsn, "stello_bench")
+        await migrate_dsn(dsn)
+        yield dsn
+
+
+async def run(forks: int, sessions: int, rounds: int) -> None:
+    """Start the three servers, measure, report."""
+    async with database() as dsn, AsyncExitStack() as stack:
+        storage = await stack.enter_async_context(server_process("storage", dsn))
+        tree = await stack.enter_async_context(server_process("tree", dsn))
+        gateway = await stack.enter_async_context(server_process("gateway", dsn, storage, tree))
+        fork_space, fork_key = await new_space(dsn)
+        digest_space, digest_key = await new_space(dsn)
+        await seed_sessions(dsn, digest_space, sessions)
+        channel = await stack.enter_async_context(open_channel(gateway))
+        stub = agent_pb2_grpc.AgentGatewayStub(channel)
+
+        print(f"Fork and CreateRoot, concurrency 1, {forks} calls each (ms):")
+        latencies = await fork_scenarios(
+            stub, storage, str(fork_space), (("authorization", f"Bearer {fork_key}"),), forks
+        )
+        counts = await count_fork_rpcs(dsn, storage, tree, str(fork_space), fork_key)
+        for name, samples in latencies.items():
+            key = next(k for k in counts if name.startswith(k))
+            rpcs = ", ".join(f"{m} {n}" for m, n in sorted(counts[key].items()))
+            total = sum(counts[key].values())
+            p50, p99 = quantile(samples, 0.5), quantile(samples, 0.99)
+            mean = statistics.fmean(samples) * 1000
+            print(f"  {name:<30} p50 {p50:6.2f}  p99 {p99:6.2f}  mean {mean:6.2f}", end="")
+            print(f"   RPCs {total}: {rpcs}")
+
+        print(f"ListSessionDigests over {sessions} sessions, page_size 1000, {rounds} rounds:")
+        runs = await digests_scenario(
+            stub, str(digest_space), (("authorization", f"Bearer {digest_key}"),), rounds
+        )
+        pages, calls = await count_digest_rpcs(dsn, storage, tree, str(digest_space), digest_key)
+        seconds = [r[0] for r in runs]
+        median, best = statistics.median(seconds) * 1000, min(seconds) * 1000
+        per_page = ", ".join(f"{m} {n / pages:g}" for m, n in sorted(calls.items()))
+        print(f"  {runs[0][2]} digests in {runs[0][1]} pages: median {median:.0f} ms,", end="")
+        print(f" best {best:.0f} ms; RPCs per page: {per_page}")
+        print(f"(cpus: {os.cpu_count()}; client, three servers and PostgreSQL share them)")
+
+
+def main() -> None:
+    """Command line: run the benchmark, or (internally) serve one service of it."""
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0] if __doc__ else None)
+    sub = parser.add_subparsers(dest="command")
+    serve_cmd = sub.add_parser("serve")
+    serve_cmd.add_argument("kind", choices=["storage", "tree", "gateway"])
+    serve_cmd.add_argument("dsn")
+    serve_cmd.add_argument("storage", nargs="?", default="")
+    serve_cmd.add_argument("tree", nargs="?", default="")
+    parser.add_argument("--forks", type=int, default=500, help="calls per latency scenario")
+    parser.add_argument("--sessions", type=int, default=10_000)
+    parser.add_argument("--rounds", type=int, default=5, help="full digest listings")
+    args = parser.parse_args()
+    # platformdirs warns when XDG_RUNTIME_DIR is unset (containers); the embedded server reads it.
+    warnings.filterwarnings("ignore", message=".*XDG_RUNTIME_DIR.*")
+    coroutine = (
+        serve(args.kind, args.dsn, args.storage, args.tree)
+        if args.command == "serve"
+        else run(args.forks, args.sessions, args.rounds)
+    )
+    with asyncio.Runner(loop_factory=event_loop_factory()) as runner:
+        runner.run(coroutine)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,156 @@
+"""Refused CreateRoot and Fork requests: a clear status and nothing written."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import asyncpg
+import grpc
+import pytest
+
+from stello.agent.v1 import agent_pb2, agent_pb2_grpc
+from stello.common.v1 import common_pb2
+from stello.errors import error_info_reason, field_violations
+from tests.gateway.conftest import (
+    Stack,
+    close_stack,
+    new_id,
+    open_stack,
+    record,
+    row_counts,
+    rpc_error,
+)
+from tests.support.fixtures import TestSpace
+
+pytestmark = pytest.mark.sql
+
+INVALID = grpc.StatusCode.INVALID_ARGUMENT
+
+
+@pytest.fixture(name="source")
+async def _source(stack: Stack) -> str:
+    root = await stack.root(label="source")
+    await stack.append(root.id, record("user", "q"))
+    return root.id
+
+
+async def refused(
+    stack: Stack, pool: asyncpg.Pool, call: Any, code: grpc.StatusCode
+) -> grpc.aio.AioRpcError:
+    """Run `call`, expect `code`, and check no row was written and no summary was made."""
+    before = await row_counts(pool, stack.space)
+    error = await rpc_error(call)
+    assert error.code() is code, error
+    assert await row_counts(pool, stack.space) == before
+    assert stack.summarizer.calls == []
+    return error
+
+
+def fork(stack: Stack, source: str, **fields: Any) -> agent_pb2.ForkRequest:
+    """A ForkRequest in the stack's space (label 'child' unless given)."""
+    fields = {"label": "child", "source_session_id": source, **fields}
+    return agent_pb2.ForkRequest(space_id=stack.space.sid, **fields)
+
+
+class TestProfiles:
+    """Unknown profiles and missing template variables."""
+
+    async def test_unknown_profile(self, stack: Stack, pool: asyncpg.Pool, source: str) -> None:
+        """An unknown profile is FAILED_PRECONDITION PROFILE_NOT_FOUND, for Fork and CreateRoot."""
+        error = await refused(
+            stack,
+            pool,
+            stack.gw.Fork(
+                fork(stack, source, profile="nope", context=common_pb2.FORK_CONTEXT_COMPRESS)
+            ),
+            grpc.StatusCode.FAILED_PRECONDITION,
+        )
+        assert error_info_reason(error) == "PROFILE_NOT_FOUND"
+        root = agent_pb2.CreateRootRequest(space_id=stack.space.sid, profile="nope")
+        error = await refused(
+            stack, pool, stack.gw.CreateRoot(root), grpc.StatusCode.FAILED_PRECONDITION
+        )
+        assert error_info_reason(error) == "PROFILE_NOT_FOUND"
+
+    async def test_missing_template_variable(
+        self, stack: Stack, pool: asyncpg.Pool, source: str
+    ) -> None:
+        """A template variable missing from profile_vars is INVALID_ARGUMENT naming it."""
+        call = stack.gw.Fork(fork(stack, source, profile="research", profile_vars={"topic": "t"}))
+        error = await refused(stack, pool, call, INVALID)
+        assert "region" in (error.details() or "")
+        assert [v.field for v in field_violations(error)] == ["profile_vars"]
+
+
+class TestLabelsAndIds:
+    """Labels, ids, options and the request_id."""
+
+    @pytest.mark.parametrize(
+        ("fields", "field"),
+        [
+            pytest.param({"label": ""}, "label", id="empty-label"),
+            pytest.param({"label": "x" * 201}, "label", id="long-label"),
+            pytest.param({"source_session_id": "nope"}, "source_session_id", id="bad-source"),
+            pytest.param({"topology_parent_id": "nope"}, "topology_parent_id", id="bad-parent"),
+            pytest.param(
+                {"inherit_until_seq": -1, "context": 2}, "inherit_until_seq", id="neg-seq"
+            ),
+            pytest.param({"inherit_until_seq": 1}, "inherit_until_seq", id="seq-without-inherit"),
+            pytest.param({"request_id": "r" * 201}, "request_id", id="long-request-id"),
+        ],
+    )
+    async def test_invalid_fork(
+        self, stack: Stack, pool: asyncpg.Pool, source: str, fields: dict[str, Any], field: str
+    ) -> None:
+        """Each malformed Fork field is INVALID_ARGUMENT with a violation naming it."""
+        request = fork(stack, source, **fields)
+        error = await refused(stack, pool, stack.gw.Fork(request), INVALID)
+        assert field in [v.field for v in field_violations(error)]
+
+    async def test_invalid_root_label(self, stack: Stack, pool: asyncpg.Pool) -> None:
+        """CreateRoot with a label set but empty is INVALID_ARGUMENT (unset means 'Root')."""
+        request = agent_pb2.CreateRootRequest(space_id=stack.space.sid, label="")
+        error = await refused(stack, pool, stack.gw.CreateRoot(request), INVALID)
+        assert [v.field for v in field_violations(error)] == ["label"]
+
+    async def test_unknown_source(self, stack: Stack, pool: asyncpg.Pool) -> None:
+        """A source that does not exist is NOT_FOUND."""
+        await refused(stack, pool, stack.gw.Fork(fork(stack, new_id())), grpc.StatusCode.NOT_FOUND)
+
+    async def test_unknown_parent_before_any_summary(
+        self, stack: Stack, pool: asyncpg.Pool, source: str
+    ) -> None:
+        """An unknown topology parent is NOT_FOUND before the COMPRESS summary is made."""
+        request = fork(
+            stack,
+            source,
+            topology_parent_id=new_id(),
+            context=common_pb2.FORK_CONTEXT_COMPRESS,
+        )
+        await refused(stack, pool, stack.gw.Fork(request), grpc.StatusCode.NOT_FOUND)
+
+    async def test_foreign_source_and_space(
+        self, stack: Stack, pool: asyncpg.Pool, other_space: TestSpace
+    ) -> None:
+        """Another space's session, or another space's id, is NOT_FOUND (existence never leaks)."""
+        other = await open_stack(stack.backends, stack.gateway, other_space, stack.summarizer)
+        try:
+            foreign = await other.root()
+            theirs = await row_counts(pool, other_space)
+            not_found = grpc.StatusCode.NOT_FOUND
+            await refused(stack, pool, stack.gw.Fork(fork(stack, foreign.id)), not_found)
+            request = agent_pb2.ForkRequest(
+                space_id=other_space.sid, source_session_id=foreign.id, label="x"
+            )
+            await refused(stack, pool, stack.gw.Fork(request), not_found)
+            assert await row_counts(pool, other_space) == theirs
+        finally:
+            await close_stack(other)
+
+    async def test_no_key(self, stack: Stack, pool: asyncpg.Pool, source: str) -> None:
+        """A call without a key is UNAUTHENTICATED."""
+        async with stack.gateway.channel() as channel:
+            stub = agent_pb2_grpc.AgentGatewayStub(channel)
+            await refused(
+                stack, pool, stub.Fork(fork(stack, source)), grpc.StatusCode.UNAUTHENTICATED
+            )

@@ -1,0 +1,251 @@
+"""A Fork appears all at once or not at all (DESIGN §4.1), proven with a fault at every point.
+
+In-process: a `Faults` object stops the gateway's real server at the point (the
+RPC is cut off mid-saga, as a crash would). Subprocess: ``python -m
+agent_gateway`` with ``STELLO_GATEWAY_FAULT=<point>:exit`` dies with status 137
+there. Either way no read RPC of any service shows a half-made session, the
+tree's sweeper (2 s TTL here) removes every leftover row, and retrying the same
+Fork (same request_id) ends with exactly one, complete session.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import re
+import sys
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+
+import asyncpg
+import grpc
+import pytest
+
+from agent_gateway.faults import EXIT_CODE, FAULT_POINTS
+from stello.agent.v1 import agent_pb2, agent_pb2_grpc
+from tests.gateway.conftest import (
+    TTL_S,
+    Backends,
+    FakeSummarizer,
+    GatewayStarter,
+    Stack,
+    close_stack,
+    open_stack,
+    rpc_error,
+)
+from tests.gateway.probes import (
+    assert_complete,
+    assert_invisible,
+    children_of,
+    fork_request,
+    provisional_ids,
+    seeded_source,
+    wait_until_gone,
+)
+from tests.support.fixtures import TestSpace
+
+pytestmark = pytest.mark.sql
+
+BEFORE_COMMIT = [p for p in FAULT_POINTS if p != "fork.after_commit"]
+SWEEP_WITHIN_S = TTL_S + 3.0
+
+
+class StopServerAt:
+    """Stops the gateway's own server when the saga reaches `point`, cutting the RPC off."""
+
+    def __init__(self, point: str) -> None:
+        self.point = point
+        self.server: grpc.aio.Server | None = None
+        self.stopping: asyncio.Task[None] | None = None
+
+    async def hit(self, point: str) -> None:
+        """At the point: stop the server (aborting this very call) and never return."""
+        if point != self.point:
+            return
+        assert self.server is not None
+        self.stopping = asyncio.create_task(self.server.stop(None))
+        await asyncio.Event().wait()
+
+
+class RaiseAt:
+    """Fails the saga with an unexpected error at `point` (the process lives on)."""
+
+    def __init__(self, point: str) -> None:
+        self.point = point
+
+    async def hit(self, point: str) -> None:
+        """At the point: raise."""
+        if point == self.point:
+            raise RuntimeError(f"injected fault at {point}")
+
+
+async def check_aftermath(
+    stack: Stack, pool: asyncpg.Pool, source: str, point: str, request_id: str
+) -> None:
+    """After a saga died at `point`: invisible, swept, then one complete session on retry."""
+    leftovers = await provisional_ids(pool, stack.space)
+    if point == "fork.after_commit":
+        assert leftovers == []
+        [child] = await children_of(stack, source)
+        await assert_complete(stack, child)
+    else:
+        assert len(leftovers) == 1, leftovers
+        await assert_invisible(stack, leftovers[0], source)
+        assert await wait_until_gone(pool, stack.space, leftovers, SWEEP_WITHIN_S) == 0
+        assert await children_of(stack, source) == []
+    reply = await stack.gw.Fork(fork_request(stack, source, request_id))
+    again = await stack.gw.Fork(fork_request(stack, source, request_id))
+    assert again.session.id == reply.session.id
+    assert await children_of(stack, source) == [reply.session.id]
+    await assert_complete(stack, reply.session.id)
+
+
+class TestInProcessFaults:
+    """The saga cut off inside a running gateway process."""
+
+    @pytest.mark.parametrize("point", FAULT_POINTS)
+    async def test_server_stopped_at_point(
+        self,
+        point: str,
+        start_gateway: GatewayStarter,
+        backends: Backends,
+        space: TestSpace,
+        summarizer: FakeSummarizer,
+        pool: asyncpg.Pool,
+    ) -> None:
+        """A server stopped at each point leaves nothing visible, and the sweeper cleans up."""
+        faults = StopServerAt(point)
+        dying = await start_gateway(faults=faults)
+        faults.server = dying.server
+        healthy = await start_gateway()
+        stack = await open_stack(backends, healthy, space, summarizer)
+        try:
+            source = await seeded_source(stack)
+            async with dying.channel(space.key) as channel:
+                stub = agent_pb2_grpc.AgentGatewayStub(channel)
+                error = await rpc_error(stub.Fork(fork_request(stack, source, f"r-{point}")))
+            assert error.code() in (grpc.StatusCode.UNAVAILABLE, grpc.StatusCode.CANCELLED)
+            assert faults.stopping is not None
+            await faults.stopping
+            await check_aftermath(stack, pool, source, point, f"r-{point}")
+        finally:
+            await close_stack(stack)
+
+    @pytest.mark.parametrize("point", FAULT_POINTS)
+    async def test_saga_error_at_point(
+        self,
+        point: str,
+        start_gateway: GatewayStarter,
+        backends: Backends,
+        space: TestSpace,
+        summarizer: FakeSummarizer,
+        pool: asyncpg.Pool,
+    ) -> None:
+        """A saga failing at each point shows no half-made session; a retry finishes one session."""
+        gateway = await start_gateway(faults=RaiseAt(point))
+        healthy = await start_gateway()
+        failing = await open_stack(backends, gateway, space, summarizer)
+        stack = await open_stack(backends, healthy, space, summarizer)
+        try:
+            source = await seeded_source(stack)
+            error = await rpc_error(failing.gw.Fork(fork_request(stack, source, "rid")))
+            assert error.code() is grpc.StatusCode.UNKNOWN
+            leftovers = await provisional_ids(pool, space)
+            if point != "fork.after_commit":
+                await assert_invisible(stack, leftovers[0], source)
+            # Retried at once, within the TTL: the same provisional session is finished.
+            reply = await stack.gw.Fork(fork_request(stack, source, "rid"))
+            assert leftovers in ([], [reply.session.id])
+            assert await children_of(stack, source) == [reply.session.id]
+            await assert_complete(stack, reply.session.id)
+        finally:
+            await close_stack(failing)
+            await close_stack(stack)
+
+
+@asynccontextmanager
+async def gateway_process(
+    backends: Backends, database_url: str, fault: str
+) -> AsyncIterator[tuple[asyncio.subprocess.Process, str]]:
+    """`python -m agent_gateway` over the in-process storage and tree, with a fault set."""
+    env = {
+        **os.environ,
+        "STELLO_DATABASE_URL": database_url,
+        "STELLO_AUTH_CACHE_TTL_S": "0",
+        "STELLO_GATEWAY_PORT": "0",
+        "STELLO_GATEWAY_STORAGE_ADDRESS": backends.storage.address,
+        "STELLO_GATEWAY_TREE_ADDRESS": backends.tree.address,
+        "STELLO_GATEWAY_PROVISIONING_TTL_S": str(TTL_S),
+        "STELLO_GATEWAY_FAULT": fault,
+    }
+    process = await asyncio.create_subprocess_exec(
+        sys.executable,
+        "-m",
+        "agent_gateway",
+        env=env,
+        stdout=asyncio.subprocess.DEVNULL,
+        stderr=asyncio.subprocess.PIPE,
+    )
+    assert process.stderr is not None
+    lines: list[str] = []
+    try:
+        async with asyncio.timeout(30):
+            while True:
+                line = (await process.stderr.readline()).decode()
+                lines.append(line)
+                found = re.search(r"listening on port (\d+)", line)
+                if found:
+                    break
+                if not line:
+                    raise AssertionError("gateway process ended early:\n" + "".join(lines))
+        drain = asyncio.create_task(process.stderr.read())
+        try:
+            yield process, f"127.0.0.1:{found.group(1)}"
+        finally:
+            if process.returncode is None:
+                process.terminate()
+            await process.wait()
+            await drain
+    finally:
+        if process.returncode is None:
+            process.kill()
+            await process.wait()
+
+
+class TestProcessExits:
+    """The gateway process dies (exit 137) at each point of the saga."""
+
+    @pytest.mark.parametrize("point", FAULT_POINTS)
+    async def test_process_exit_at_point(
+        self,
+        point: str,
+        stack: Stack,
+        backends: Backends,
+        database_url: str,
+        pool: asyncpg.Pool,
+    ) -> None:
+        """A gateway that dies at each point leaves nothing visible; the sweeper cleans up."""
+        source = await seeded_source(stack)
+        async with gateway_process(backends, database_url, f"{point}:exit") as (process, address):
+            async with grpc.aio.insecure_channel(address) as channel:
+                stub = agent_pb2_grpc.AgentGatewayStub(channel)
+                error = await rpc_error(
+                    stub.Fork(
+                        fork_request(stack, source, f"p-{point}"), metadata=stack.space.metadata
+                    )
+                )
+            assert error.code() is grpc.StatusCode.UNAVAILABLE
+            assert await process.wait() == EXIT_CODE
+        await check_aftermath(stack, pool, source, point, f"p-{point}")
+
+
+async def test_gateway_process_serves(stack: Stack, backends: Backends, database_url: str) -> None:
+    """`python -m agent_gateway` answers reads like the in-process gateway."""
+    source = await seeded_source(stack)
+    async with gateway_process(backends, database_url, "fork.after_commit:exit") as (_, address):
+        async with grpc.aio.insecure_channel(address) as channel:
+            stub = agent_pb2_grpc.AgentGatewayStub(channel)
+            reply = await stub.GetTree(
+                agent_pb2.GetTreeRequest(space_id=stack.space.sid), metadata=stack.space.metadata
+            )
+    assert [n.id for n in reply.nodes] == [source]

@@ -1,0 +1,123 @@
+"""Fork profiles from TOML: templates, modes, the registry (STELLO-SPEC §1.8, §6.4 item 34)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from agent_gateway.compose import ContextMode, PromptMode
+from agent_gateway.profiles import (
+    PROFILE_NOT_FOUND,
+    Profile,
+    ProfileRegistry,
+    ProfilesFileError,
+    load_profiles,
+    parse_profiles,
+    render_template,
+    template_variables,
+)
+from stello.errors import FailedPrecondition, InvalidArgument
+from tests.gateway.conftest import PROFILES_TOML
+
+
+class TestTemplates:
+    """`{name}` variables of a profile's system prompt."""
+
+    def test_variables_in_first_use_order(self) -> None:
+        """Variables are listed once each, in the order they first appear."""
+        assert template_variables("{b} {a} {b} {{c}} {not valid} {x-y}") == ("b", "a")
+
+    def test_render_replaces_and_unescapes(self) -> None:
+        """Each variable is replaced; doubled braces become literal ones; other braces stay."""
+        text = render_template("{a} {{a}} {b c} {", {"a": "1"})
+        assert text == "1 {a} {b c} {"
+
+    def test_missing_variable_is_invalid_argument(self) -> None:
+        """A variable missing from profile_vars is INVALID_ARGUMENT naming it."""
+        with pytest.raises(InvalidArgument, match="region") as caught:
+            Profile("p", "in {region}").resolve({})
+        assert caught.value.violations[0].field == "profile_vars"
+
+    def test_extra_variables_ignored(self) -> None:
+        """Values the template does not use are ignored."""
+        layer = Profile("p", "fixed").resolve({"unused": "x"})
+        assert layer.system_prompt == "fixed"
+
+
+class TestRegistry:
+    """Spec §6.4 item 34: register, get, has, names in insertion order, overwrite."""
+
+    def test_register_and_get(self) -> None:
+        """A registered profile is returned equal; an unknown name gives None."""
+        registry = ProfileRegistry()
+        research = Profile("research", "R")
+        registry.register(research)
+        assert registry.get("research") == research
+        assert registry.get("unknown") is None
+        assert registry.has("research")
+
+    def test_names_in_insertion_order_and_overwrite(self) -> None:
+        """Names come in insertion order; registering a name again replaces it."""
+        registry = ProfileRegistry([Profile("a"), Profile("b")])
+        registry.register(Profile("a", "new"))
+        assert registry.names() == ["a", "b"]
+        assert registry.require("a").system_prompt == "new"
+
+    def test_unknown_profile_is_failed_precondition(self) -> None:
+        """Requiring an unknown profile is FAILED_PRECONDITION with reason PROFILE_NOT_FOUND."""
+        with pytest.raises(FailedPrecondition, match="nope") as caught:
+            ProfileRegistry().require("nope")
+        assert caught.value.reason == PROFILE_NOT_FOUND
+
+
+class TestProfilesFile:
+    """The TOML file: order, defaults, validation."""
+
+    def test_parses_in_file_order(self) -> None:
+        """Profiles come in file order with their modes, contexts, prompts and skills."""
+        registry = parse_profiles(PROFILES_TOML)
+        assert registry.names() == ["research", "preset", "append", "compressor", "bare"]
+        research = registry.require("research")
+        assert research.mode is PromptMode.PREPEND
+        assert research.context is ContextMode.INHERIT
+        assert research.prompt == "Research started."
+        assert research.skills == ("search",)
+        assert research.variables == ("topic", "region")
+        assert registry.require("append").skills == ()
+        bare = registry.require("bare")
+        assert (bare.mode, bare.context, bare.skills, bare.system_prompt) == (
+            PromptMode.PREPEND,
+            None,
+            None,
+            None,
+        )
+
+    @pytest.mark.parametrize(
+        ("text", "problem"),
+        [
+            pytest.param("[[profiles]]\nname = 'a'\nmode = 'x'", "mode", id="unknown-key"),
+            pytest.param(
+                "[[profiles]]\nname = 'a'\nsystem_prompt_mode = 'later'",
+                "system_prompt_mode",
+                id="bad-mode",
+            ),
+            pytest.param("[[profiles]]\nname = 'a'\ncontext = 'all'", "context", id="bad-context"),
+            pytest.param("[[profiles]]\nname = 'a'\n[[profiles]]\nname = 'a'", "twice", id="dup"),
+            pytest.param("[[profiles]\n", "TOML", id="bad-toml"),
+            pytest.param("[[profiles]]\nprompt = 'x'", "name", id="no-name"),
+        ],
+    )
+    def test_invalid_file(self, text: str, problem: str) -> None:
+        """A bad file is refused at startup with a message naming the problem."""
+        with pytest.raises(ProfilesFileError, match=problem):
+            parse_profiles(text)
+
+    def test_load_from_path(self, tmp_path: Path) -> None:
+        """load_profiles reads a file; no path means no profiles; a missing file is an error."""
+        path = tmp_path / "p.toml"
+        path.write_text("[[profiles]]\nname = 'x'\n", encoding="utf-8")
+        assert load_profiles(path).names() == ["x"]
+        assert len(load_profiles(None)) == 0
+        with pytest.raises(ProfilesFileError, match="cannot read"):
+            load_profiles(tmp_path / "missing.toml")

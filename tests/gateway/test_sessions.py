@@ -1,0 +1,322 @@
+"""The gateway's session RPCs over real storage and tree (STELLO-SPEC §4.8, DESIGN §2, §5)."""
+
+from __future__ import annotations
+
+import grpc
+import pytest
+
+from agent_gateway.app import GatewayClients
+from stello.agent.v1 import agent_pb2
+from stello.common.v1 import common_pb2
+from stello.errors import error_info_reason, field_violations
+from stello.settings import StelloSettings
+from tests.gateway.conftest import (
+    Backends,
+    FakeSummarizer,
+    GatewayStarter,
+    Stack,
+    close_stack,
+    new_id,
+    open_stack,
+    record,
+    rpc_error,
+)
+from tests.support.fixtures import TestSpace
+
+pytestmark = pytest.mark.sql
+
+ACTIVE = common_pb2.SESSION_STATUS_ACTIVE
+ARCHIVED = common_pb2.SESSION_STATUS_ARCHIVED
+
+
+def ids_request(stack: Stack, cls: type, session_id: str, **fields: object) -> object:
+    """A request of `cls` for one session of the stack's space."""
+    return cls(space_id=stack.space.sid, session_id=session_id, **fields)
+
+
+async def digests(stack: Stack, **fields: object) -> agent_pb2.ListSessionDigestsResponse:
+    """One ListSessionDigests page."""
+    return await stack.gw.ListSessionDigests(
+        agent_pb2.ListSessionDigestsRequest(space_id=stack.space.sid, **fields)
+    )
+
+
+class TestDigests:
+    """ListSessionDigests: tree fields joined with storage slots, paged, filtered."""
+
+    async def test_joined_digests_in_list_order(self, stack: Stack) -> None:
+        """Digests come in (created_at, id) order with label, parent, status, memory and insight."""
+        assert list((await digests(stack)).digests) == []
+        root = await stack.root(label="a")
+        child = await stack.fork(root.id, "b")
+        await stack.gw.PutMemory(
+            ids_request(stack, agent_pb2.PutMemoryRequest, root.id, content="m")
+        )
+        await stack.gw.PutInsight(
+            ids_request(stack, agent_pb2.PutInsightRequest, child.id, content="i")
+        )
+        for _ in range(2):  # reading the insight does not consume it
+            page = await digests(stack)
+            assert [(d.id, d.label, d.status) for d in page.digests] == [
+                (root.id, "a", ACTIVE),
+                (child.id, "b", ACTIVE),
+            ]
+            first, second = page.digests
+            assert not first.HasField("parent_id")
+            assert second.parent_id == root.id
+            assert (first.memory, first.HasField("insight")) == ("m", False)
+            assert (second.HasField("memory"), second.insight) == (False, "i")
+            assert page.next_page_token == ""
+
+    async def test_status_filter(self, stack: Stack) -> None:
+        """ACTIVE and ARCHIVED filters split the sessions; UNSPECIFIED lists all."""
+        kept = await stack.root()
+        gone = await stack.root()
+        await stack.gw.Archive(ids_request(stack, agent_pb2.ArchiveRequest, gone.id))
+        assert [d.id for d in (await digests(stack, status=ACTIVE)).digests] == [kept.id]
+        assert [d.id for d in (await digests(stack, status=ARCHIVED)).digests] == [gone.id]
+        assert len((await digests(stack)).digests) == 2
+
+    async def test_two_calls_per_page(
+        self,
+        start_gateway: GatewayStarter,
+        backends: Backends,
+        space: TestSpace,
+        summarizer: FakeSummarizer,
+        settings: StelloSettings,
+    ) -> None:
+        """Paging five sessions by two takes three pages, each one ListAll and one BatchGetSlots."""
+        clients = GatewayClients.connect(backends.gateway_config(), settings)
+        gateway = await start_gateway(clients=clients)
+        stack = await open_stack(backends, gateway, space, summarizer)
+        try:
+            made = [(await stack.root(label=f"s{i}")).id for i in range(5)]
+            clients.tree.calls.clear()
+            clients.storage.calls.clear()
+            seen: list[str] = []
+            token = ""
+            pages = 0
+            while True:
+                page = await digests(stack, page_size=2, page_token=token)
+                pages += 1
+                seen.extend(d.id for d in page.digests)
+                token = page.next_page_token
+                if not token:
+                    break
+            assert seen == made
+            assert dict(clients.tree.calls) == {"ListAll": pages}
+            assert dict(clients.storage.calls) == {"BatchGetSlots": pages}
+        finally:
+            await close_stack(stack)
+
+    @pytest.mark.parametrize(
+        ("fields", "field"),
+        [
+            pytest.param({"page_size": -1}, "page_size", id="negative"),
+            pytest.param({"page_size": 1001}, "page_size", id="too-big"),
+            pytest.param({"page_token": "garbage"}, "page_token", id="bad-token"),
+            pytest.param({"status": 9}, "status", id="bad-status"),
+        ],
+    )
+    async def test_invalid_paging(
+        self, stack: Stack, fields: dict[str, object], field: str
+    ) -> None:
+        """Out-of-range page sizes, foreign tokens and unknown statuses are INVALID_ARGUMENT."""
+        error = await rpc_error(digests(stack, **fields))
+        assert error.code() is grpc.StatusCode.INVALID_ARGUMENT
+        assert field in [v.field for v in field_violations(error)]
+
+
+class TestGetSession:
+    """GetSession: the joined view."""
+
+    async def test_joined_view(self, stack: Stack) -> None:
+        """Node, meta, config and the three slots come together; the insight is not consumed."""
+        root = await stack.root(system_prompt="sys", skills=common_pb2.SkillList(names=["k"]))
+        child = await stack.fork(root.id, "c")
+        await stack.gw.PutInsight(
+            ids_request(stack, agent_pb2.PutInsightRequest, root.id, content="i")
+        )
+        await stack.gw.PutMemory(
+            ids_request(stack, agent_pb2.PutMemoryRequest, root.id, content="m")
+        )
+        view = await stack.view(root.id)
+        assert (view.node.id, view.node.label, list(view.node.children)) == (
+            root.id,
+            "Root",
+            [child.id],
+        )
+        assert view.turn_count == 0
+        assert view.created_at == root.created_at
+        assert view.config.system_prompt == "sys"
+        assert list(view.config.skills.names) == ["k"]
+        assert (view.system_prompt, view.memory, view.insight) == ("sys", "m", "i")
+        assert (await stack.view(root.id)).insight == "i"
+
+    async def test_unknown_and_foreign(self, stack: Stack, other_space: TestSpace) -> None:
+        """An unknown id, or another space's session, is NOT_FOUND; a malformed id is invalid."""
+        other = await open_stack(stack.backends, stack.gateway, other_space, stack.summarizer)
+        try:
+            foreign = await other.root()
+        finally:
+            await close_stack(other)
+        for session_id in (new_id(), foreign.id):
+            error = await rpc_error(stack.view(session_id))
+            assert error.code() is grpc.StatusCode.NOT_FOUND
+        error = await rpc_error(stack.view("nope"))
+        assert [v.field for v in field_violations(error)] == ["session_id"]
+
+
+class TestTreeAndRecords:
+    """GetTree and ListRecords pass through with the gateway's validation."""
+
+    async def test_tree(self, stack: Stack) -> None:
+        """Pre-order, narrowed by root_id and max_depth; unknown roots are NOT_FOUND."""
+        root = await stack.root()
+        a = await stack.fork(root.id, "a")
+        a1 = await stack.fork(a.id, "a1")
+        b = await stack.fork(root.id, "b")
+        reply = await stack.gw.GetTree(agent_pb2.GetTreeRequest(space_id=stack.space.sid))
+        assert [n.id for n in reply.nodes] == [root.id, a.id, a1.id, b.id]
+        reply = await stack.gw.GetTree(
+            agent_pb2.GetTreeRequest(space_id=stack.space.sid, root_id=a.id, max_depth=0)
+        )
+        assert [n.id for n in reply.nodes] == [a.id]
+        error = await rpc_error(
+            stack.gw.GetTree(agent_pb2.GetTreeRequest(space_id=stack.space.sid, root_id=new_id()))
+        )
+        assert error.code() is grpc.StatusCode.NOT_FOUND
+        error = await rpc_error(
+            stack.gw.GetTree(agent_pb2.GetTreeRequest(space_id=stack.space.sid, max_depth=-1))
+        )
+        assert [v.field for v in field_violations(error)] == ["max_depth"]
+
+    async def test_records(self, stack: Stack) -> None:
+        """Role, bounds, limit/offset and newest_first behave as storage's ListRecords."""
+        root = await stack.root()
+        await stack.append(
+            root.id, *(record("user" if i % 2 else "assistant", f"m{i}") for i in range(1, 7))
+        )
+
+        async def contents(**fields: object) -> list[str]:
+            reply = await stack.gw.ListRecords(
+                ids_request(stack, agent_pb2.ListRecordsRequest, root.id, **fields)
+            )
+            return [r.content for r in reply.records]
+
+        assert await contents(limit=2, offset=1) == ["m2", "m3"]
+        assert await contents(limit=2, newest_first=True) == ["m5", "m6"]
+        assert await contents(role=common_pb2.RECORD_ROLE_USER) == ["m1", "m3", "m5"]
+        assert await contents(after_seq=2, before_seq=5) == ["m3", "m4"]
+        assert await contents(limit=0) == []
+        for fields, field in (({"limit": -1}, "limit"), ({"offset": -1}, "offset")):
+            error = await rpc_error(contents(**fields))
+            assert field in [v.field for v in field_violations(error)]
+        error = await rpc_error(contents(limit=1001))
+        assert error.code() is grpc.StatusCode.INVALID_ARGUMENT
+
+
+class TestWrites:
+    """PutInsight, PutMemory, Archive, Unarchive, DeleteSession."""
+
+    async def test_insight_refused_on_archived(self, stack: Stack) -> None:
+        """PutInsight on an archived session is SESSION_ARCHIVED; PutMemory is allowed."""
+        root = await stack.root()
+        await stack.gw.Archive(ids_request(stack, agent_pb2.ArchiveRequest, root.id))
+        error = await rpc_error(
+            stack.gw.PutInsight(
+                ids_request(stack, agent_pb2.PutInsightRequest, root.id, content="i")
+            )
+        )
+        assert error.code() is grpc.StatusCode.FAILED_PRECONDITION
+        assert error_info_reason(error) == "SESSION_ARCHIVED"
+        await stack.gw.PutMemory(
+            ids_request(stack, agent_pb2.PutMemoryRequest, root.id, content="m")
+        )
+        view = await stack.view(root.id)
+        assert (view.memory, view.HasField("insight")) == ("m", False)
+
+    async def test_puts_on_unknown_session(self, stack: Stack) -> None:
+        """PutInsight and PutMemory on an unknown session are NOT_FOUND."""
+        for cls, rpc in (
+            (agent_pb2.PutInsightRequest, "PutInsight"),
+            (agent_pb2.PutMemoryRequest, "PutMemory"),
+        ):
+            error = await rpc_error(
+                getattr(stack.gw, rpc)(ids_request(stack, cls, new_id(), content="x"))
+            )
+            assert error.code() is grpc.StatusCode.NOT_FOUND
+
+    async def test_archive_unarchive(self, stack: Stack) -> None:
+        """Archive and Unarchive answer the session as it now is, idempotently, never cascading."""
+        root = await stack.root()
+        child = await stack.fork(root.id)
+        for _ in range(2):
+            reply = await stack.gw.Archive(ids_request(stack, agent_pb2.ArchiveRequest, root.id))
+            assert (reply.session.id, reply.session.status) == (root.id, ARCHIVED)
+        assert (await stack.view(child.id)).node.status == ACTIVE
+        reply = await stack.gw.Unarchive(ids_request(stack, agent_pb2.UnarchiveRequest, child.id))
+        assert (reply.session.status, reply.session.parent_id) == (ACTIVE, root.id)
+        reply = await stack.gw.Unarchive(ids_request(stack, agent_pb2.UnarchiveRequest, root.id))
+        assert reply.session.status == ACTIVE
+        error = await rpc_error(
+            stack.gw.Archive(ids_request(stack, agent_pb2.ArchiveRequest, new_id()))
+        )
+        assert error.code() is grpc.StatusCode.NOT_FOUND
+
+    async def test_delete_subtree(self, stack: Stack) -> None:
+        """DeleteSession erases the subtree, session first; forks elsewhere lose their source."""
+        root = await stack.root()
+        doomed = await stack.fork(root.id, "doomed")
+        below = await stack.fork(doomed.id, "below")
+        other = await stack.root(label="other")
+        elsewhere = await stack.fork(doomed.id, "elsewhere", topology_parent_id=other.id)
+        reply = await stack.gw.DeleteSession(
+            ids_request(stack, agent_pb2.DeleteSessionRequest, doomed.id)
+        )
+        assert reply.deleted_ids[0] == doomed.id
+        assert set(reply.deleted_ids) == {doomed.id, below.id}
+        view = await stack.view(elsewhere.id)
+        assert not view.node.HasField("source_session_id")
+        error = await rpc_error(
+            stack.gw.DeleteSession(ids_request(stack, agent_pb2.DeleteSessionRequest, doomed.id))
+        )
+        assert error.code() is grpc.StatusCode.NOT_FOUND
+
+
+class TestProfilesAndUnimplemented:
+    """ListProfiles, and the RPCs of part 2."""
+
+    async def test_list_profiles(self, stack: Stack) -> None:
+        """Profiles come in file order with modes, contexts, variables and skills presence."""
+        reply = await stack.gw.ListProfiles(agent_pb2.ListProfilesRequest(space_id=stack.space.sid))
+        names = [p.name for p in reply.profiles]
+        assert names == ["research", "preset", "append", "compressor", "bare"]
+        research, preset, append, compressor, bare = reply.profiles
+        assert research.system_prompt == "You research {topic} in {region}."
+        assert list(research.variables) == ["topic", "region"]
+        assert research.system_prompt_mode == agent_pb2.SYSTEM_PROMPT_MODE_PREPEND
+        assert research.context == common_pb2.FORK_CONTEXT_INHERIT
+        assert (research.prompt, list(research.skills.names)) == ("Research started.", ["search"])
+        assert preset.system_prompt_mode == agent_pb2.SYSTEM_PROMPT_MODE_PRESET
+        assert append.HasField("skills") and list(append.skills.names) == []
+        assert compressor.context == common_pb2.FORK_CONTEXT_COMPRESS
+        assert bare.system_prompt_mode == agent_pb2.SYSTEM_PROMPT_MODE_PREPEND
+        assert bare.context == common_pb2.FORK_CONTEXT_UNSPECIFIED
+        assert not bare.HasField("skills") and not bare.HasField("system_prompt")
+
+    async def test_turn_rpcs_unimplemented(self, stack: Stack) -> None:
+        """Send, SubmitToolResults and Consolidate answer UNIMPLEMENTED in this part."""
+        root = await stack.root()
+        for rpc, cls in (
+            ("Send", agent_pb2.SendRequest),
+            ("SubmitToolResults", agent_pb2.SubmitToolResultsRequest),
+            ("Consolidate", agent_pb2.ConsolidateRequest),
+        ):
+            error = await rpc_error(getattr(stack.gw, rpc)(ids_request(stack, cls, root.id)))
+            assert error.code() is grpc.StatusCode.UNIMPLEMENTED
+        stream = stack.gw.SendStream(
+            ids_request(stack, agent_pb2.SendStreamRequest, root.id), metadata=stack.space.metadata
+        )
+        error = await rpc_error(stream.read())
+        assert error.code() is grpc.StatusCode.UNIMPLEMENTED
