@@ -1,3 +1,8 @@
 """Test configuration: the shared fixtures live in tests/support (STYLE §11)."""
 
+import os
+
+# gRPC's C core logs connection churn (GOAWAY on server stop) at INFO; keep errors only.
+os.environ.setdefault("GRPC_VERBOSITY", "ERROR")
+
 pytest_plugins = ["tests.support.fixtures"]

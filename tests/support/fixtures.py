@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+import asyncio
 import uuid
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
 from dataclasses import dataclass
+from typing import Any
 
 import asyncpg
 import grpc
@@ -180,3 +182,17 @@ async def _start_server(
     yield start
     for item in reversed(running):
         await shutdown(item.app, item.server, 0)
+
+
+@pytest.fixture(name="loop_errors", autouse=True)
+async def _loop_errors() -> AsyncIterator[list[dict[str, Any]]]:
+    """Fail a test whose event loop reported an unhandled exception (STYLE §12)."""
+    loop = asyncio.get_running_loop()
+    errors: list[dict[str, Any]] = []
+    previous = loop.get_exception_handler()
+    loop.set_exception_handler(lambda _loop, context: errors.append(context))
+    try:
+        yield errors
+    finally:
+        loop.set_exception_handler(previous)
+    assert not errors, f"unhandled exceptions in the event loop: {errors}"

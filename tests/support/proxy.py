@@ -39,6 +39,7 @@ class PgProxy:
         self._dsn = dsn
         self._server: asyncio.Server | None = None
         self._pipes: set[asyncio.Task[None]] = set()
+        self._writers: set[asyncio.StreamWriter] = set()
         self.port = 0
 
     @property
@@ -59,11 +60,11 @@ class PgProxy:
             self._server.close()
             await self._server.wait_closed()
             self._server = None
-        for task in list(self._pipes):
-            task.cancel()
-        for task in list(self._pipes):
-            with contextlib.suppress(asyncio.CancelledError):
-                await task
+        # Abort the sockets rather than cancel the handlers: the pumps end on
+        # their own, as they would when a real network drops.
+        for writer in list(self._writers):
+            writer.transport.abort()
+        await asyncio.gather(*self._pipes, return_exceptions=True)
 
     async def _handle(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
         task = asyncio.current_task()
@@ -74,12 +75,15 @@ class PgProxy:
                 up_reader, up_writer = await asyncio.open_unix_connection(self._target)
             else:
                 up_reader, up_writer = await asyncio.open_connection(*self._target)
+            self._writers.update((writer, up_writer))
             try:
                 await asyncio.gather(_pump(reader, up_writer), _pump(up_reader, writer))
             finally:
                 up_writer.close()
+                self._writers.discard(up_writer)
         finally:
             writer.close()
+            self._writers.discard(writer)
             self._pipes.discard(task)
 
 
