@@ -14,13 +14,14 @@ def bearer_metadata(key: str) -> tuple[tuple[str, str], ...]:
     return (("authorization", f"Bearer {key}"),)
 
 
-class _AddAuth(grpc.aio.UnaryUnaryClientInterceptor, grpc.aio.UnaryStreamClientInterceptor):
+class _AddAuth:
     """Adds ``authorization: Bearer <key>`` to calls that carry no key of their own."""
 
     def __init__(self, key: str) -> None:
         self._pair = ("authorization", f"Bearer {key}")
 
-    def _details(self, details: grpc.aio.ClientCallDetails) -> grpc.aio.ClientCallDetails:
+    def details(self, details: grpc.aio.ClientCallDetails) -> grpc.aio.ClientCallDetails:
+        """The call's details with the key added when missing."""
         metadata = grpc.aio.Metadata(*(details.metadata or ()))
         if not metadata.get_all("authorization"):
             metadata.add(*self._pair)
@@ -28,11 +29,23 @@ class _AddAuth(grpc.aio.UnaryUnaryClientInterceptor, grpc.aio.UnaryStreamClientI
             details.method, details.timeout, metadata, details.credentials, details.wait_for_ready
         )
 
+
+# grpc.aio files an interceptor under the first call kind it subclasses, so a
+# class implementing both would only ever see unary calls: one class per kind.
+class _UnaryAuth(grpc.aio.UnaryUnaryClientInterceptor):
+    def __init__(self, auth: _AddAuth) -> None:
+        self._auth = auth
+
     async def intercept_unary_unary(self, continuation, client_call_details, request):  # type: ignore[no-untyped-def]
-        return await continuation(self._details(client_call_details), request)
+        return await continuation(self._auth.details(client_call_details), request)
+
+
+class _StreamAuth(grpc.aio.UnaryStreamClientInterceptor):
+    def __init__(self, auth: _AddAuth) -> None:
+        self._auth = auth
 
     async def intercept_unary_stream(self, continuation, client_call_details, request):  # type: ignore[no-untyped-def]
-        return await continuation(self._details(client_call_details), request)
+        return await continuation(self._auth.details(client_call_details), request)
 
 
 def open_channel(
@@ -50,7 +63,10 @@ def open_channel(
         ("grpc.max_receive_message_length", max_message_bytes),
         ("grpc.lb_policy_name", "round_robin"),
     ]
-    interceptors = [_AddAuth(key)] if key else None
+    interceptors: list[grpc.aio.ClientInterceptor] | None = None
+    if key:
+        auth = _AddAuth(key)
+        interceptors = [_UnaryAuth(auth), _StreamAuth(auth)]
     if root_certificates is None:
         return grpc.aio.insecure_channel(target, options=options, interceptors=interceptors)
     credentials = grpc.ssl_channel_credentials(root_certificates=root_certificates)

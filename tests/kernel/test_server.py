@@ -124,6 +124,24 @@ class TestAuth:
             assert await status_of(channel, probe.ADMIN, request(space), md) == grpc.StatusCode.OK
 
 
+class TestChannelKey:
+    async def test_key_reaches_unary_and_streaming_calls(
+        self, start_server: ServerStarter, space: TestSpace
+    ) -> None:
+        """open_channel(key=...) authenticates unary and server-streaming calls alike."""
+        running = await start_server(probe.probe_app)
+        async with running.channel(space.key) as channel:
+            reply = await probe.call(channel, probe.ECHO)(request(space))
+            stream = channel.unary_stream(
+                probe.STREAM,
+                request_serializer=storage_pb2.GetSessionRequest.SerializeToString,
+                response_deserializer=storage_pb2.GetSessionResponse.FromString,
+            )
+            replies = [r.session.id async for r in stream(request(space))]
+        assert reply.session.id == SESSION
+        assert replies == [SESSION, SESSION]
+
+
 class TestHealthAndReflection:
     async def test_health_needs_no_key(self, start_server: ServerStarter) -> None:
         """Health answers SERVING without a key, for the server and the service."""

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import asyncio
 import sys
+from collections.abc import AsyncIterator
 
 import asyncpg
 import grpc
@@ -22,6 +23,7 @@ SERVICE = "stello.test.v1.Probe"
 ECHO = f"/{SERVICE}/Echo"
 SLOW = f"/{SERVICE}/Slow"
 ADMIN = f"/{SERVICE}/Admin"
+STREAM = f"/{SERVICE}/Stream"
 
 
 async def _echo(
@@ -39,6 +41,13 @@ async def _slow(
     return await _echo(request, context)
 
 
+async def _stream(
+    request: storage_pb2.GetSessionRequest, context: grpc.aio.ServicerContext
+) -> AsyncIterator[storage_pb2.GetSessionResponse]:
+    for _ in range(2):
+        yield await _echo(request, context)
+
+
 def _handler(behavior: object) -> grpc.RpcMethodHandler:
     return grpc.unary_unary_rpc_method_handler(
         behavior,
@@ -48,8 +57,17 @@ def _handler(behavior: object) -> grpc.RpcMethodHandler:
 
 
 def register(server: grpc.aio.Server) -> None:
-    """Add the probe's three methods to `server`."""
-    handlers = {"Echo": _handler(_echo), "Slow": _handler(_slow), "Admin": _handler(_echo)}
+    """Add the probe's methods to `server`."""
+    handlers = {
+        "Echo": _handler(_echo),
+        "Slow": _handler(_slow),
+        "Admin": _handler(_echo),
+        "Stream": grpc.unary_stream_rpc_method_handler(
+            _stream,
+            request_deserializer=storage_pb2.GetSessionRequest.FromString,
+            response_serializer=storage_pb2.GetSessionResponse.SerializeToString,
+        ),
+    }
     server.add_generic_rpc_handlers((grpc.method_handlers_generic_handler(SERVICE, handlers),))
 
 
