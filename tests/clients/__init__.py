@@ -1,0 +1,1 @@
+"""Clients in other languages, run end to end against real in-process servers."""

@@ -1,0 +1,267 @@
+"""The Node.js client in examples/node-client against real storage, tree and gateway servers."""
+
+from __future__ import annotations
+
+import asyncio
+import hashlib
+import json
+import os
+import re
+import shutil
+from dataclasses import dataclass
+from pathlib import Path
+
+import asyncpg
+import pytest
+
+from stello.common.v1 import common_pb2
+from tests.gateway.conftest import Stack
+
+pytestmark = pytest.mark.sql
+
+ROOT = Path(__file__).resolve().parents[2]
+CLIENT_DIR = ROOT / "examples" / "node-client"
+# Written after a successful `npm ci`: the hash of the manifest and lock it installed.
+STAMP = CLIENT_DIR / "node_modules" / ".stello-installed.sha256"
+MIN_NODE_MAJOR = 18
+NPM_CI_TIMEOUT_S = 240.0
+CLIENT_TIMEOUT_S = 60.0
+PROXY_VARIABLES = {"grpc_proxy", "http_proxy", "https_proxy", "all_proxy"}
+
+MESSAGE = "Grüße from pytest 🌳"
+FORK_MESSAGE = "And now from the fork"  # fixed in client.js
+USER = common_pb2.RECORD_ROLE_USER
+ASSISTANT = common_pb2.RECORD_ROLE_ASSISTANT
+
+
+@dataclass(frozen=True, slots=True)
+class Finished:
+    """A finished process: exit code and its output."""
+
+    returncode: int
+    stdout: str
+    stderr: str
+
+    def explain(self) -> str:
+        """Both streams, for assertion messages."""
+        return f"exit {self.returncode}\n--- stdout\n{self.stdout}\n--- stderr\n{self.stderr}"
+
+
+async def run(
+    *args: str, cwd: Path, env: dict[str, str] | None = None, timeout_s: float
+) -> Finished:
+    """Run a program without blocking the event loop the servers share; kill it on timeout."""
+    process = await asyncio.create_subprocess_exec(
+        *args,
+        cwd=cwd,
+        env=env,
+        stdout=asyncio.subprocess.PIPE,
+        stderr=asyncio.subprocess.PIPE,
+    )
+    try:
+        stdout, stderr = await asyncio.wait_for(process.communicate(), timeout_s)
+    except TimeoutError:
+        process.kill()
+        await process.wait()
+        pytest.fail(f"{' '.join(args)} did not finish within {timeout_s:.0f} s")
+    assert process.returncode is not None
+    return Finished(process.returncode, stdout.decode(), stderr.decode())
+
+
+def require(tool: str) -> str:
+    """The path of `tool`; skip the test without it, but fail in CI (env CI set)."""
+    path = shutil.which(tool)
+    if path is not None:
+        return path
+    reason = f"`{tool}` is not on PATH (the Node.js client test needs Node.js >= 18 and npm)"
+    if os.environ.get("CI"):
+        pytest.fail(f"{reason}; CI must run this test, install Node.js there")
+    pytest.skip(reason)
+
+
+def lock_hash() -> str:
+    """The hash of package.json and package-lock.json, which decides if node_modules is stale."""
+    digest = hashlib.sha256()
+    for name in ("package.json", "package-lock.json"):
+        digest.update((CLIENT_DIR / name).read_bytes())
+    return digest.hexdigest()
+
+
+@dataclass(frozen=True, slots=True)
+class NodeClient:
+    """The installed client and the node binary that runs it."""
+
+    node: str
+
+    async def run(self, gateway: str, key: str, space_id: str) -> Finished:
+        """Run client.js against `gateway` as `key`, without proxies and other STELLO_ settings."""
+        env = {
+            name: value
+            for name, value in os.environ.items()
+            if not name.startswith("STELLO_") and name.lower() not in PROXY_VARIABLES
+        }
+        env.update(
+            STELLO_GATEWAY=gateway,
+            STELLO_KEY=key,
+            STELLO_SPACE_ID=space_id,
+            STELLO_MESSAGE=MESSAGE,
+            STELLO_DEADLINE_S="20",
+        )
+        return await run(
+            self.node, "client.js", cwd=CLIENT_DIR, env=env, timeout_s=CLIENT_TIMEOUT_S
+        )
+
+
+@pytest.fixture(name="node_client", scope="session")
+async def _node_client() -> NodeClient:
+    """`npm ci` once, skipped while node_modules matches the lock (see STAMP)."""
+    node = require("node")
+    npm = require("npm")
+    version = await run(node, "--version", cwd=CLIENT_DIR, timeout_s=30)
+    major = re.match(r"v(\d+)\.", version.stdout)
+    assert major and int(major.group(1)) >= MIN_NODE_MAJOR, f"Node.js {version.stdout!r} is too old"
+    wanted = lock_hash()
+    if not (STAMP.is_file() and STAMP.read_text(encoding="utf-8") == wanted):
+        installed = await run(
+            npm, "ci", "--no-audit", "--no-fund", cwd=CLIENT_DIR, timeout_s=NPM_CI_TIMEOUT_S
+        )
+        assert installed.returncode == 0, f"npm ci failed\n{installed.explain()}"
+        STAMP.write_text(wanted, encoding="utf-8")
+    return NodeClient(node)
+
+
+@dataclass(slots=True)
+class Turn:
+    """One streamed turn as the client printed it."""
+
+    session_id: str
+    content: str
+    deltas: list[str]
+    reply: str | None = None
+    stored: list[int] | None = None
+
+
+@dataclass(slots=True)
+class Output:
+    """The client's stdout, by line kind."""
+
+    root: str
+    fork: str
+    turns: list[Turn]
+    digests: set[tuple[str, str, int, str]]
+    tree: list[str]
+
+
+def parse(stdout: str) -> Output:
+    """Split the client's lines by their first word (root, send, delta, reply, ..., tree)."""
+    ids: dict[str, str] = {}
+    turns: list[Turn] = []
+    digests: set[tuple[str, str, int, str]] = set()
+    tree: list[str] | None = None
+    for line in stdout.splitlines():
+        if tree is not None:
+            tree.append(line)
+            continue
+        kind, _, rest = line.partition(": ")
+        if kind in ("root", "fork"):
+            ids[kind] = rest.split(" ", 1)[0]
+        elif kind == "send":
+            session_id, content = rest.split(" ", 1)
+            turns.append(Turn(session_id, json.loads(content), []))
+        elif kind == "delta":
+            turns[-1].deltas.append(json.loads(rest))
+        elif kind == "reply":
+            session_id, content = rest.split(" ", 1)
+            assert session_id == turns[-1].session_id
+            turns[-1].reply = json.loads(content)
+        elif kind == "stored":
+            session_id, seqs = rest.split(" ", 1)
+            assert session_id == turns[-1].session_id
+            turns[-1].stored = [int(seq) for seq in seqs.split(",")]
+        elif kind == "digest":
+            session_id, parent, turn_count, label = rest.split(" ", 3)
+            digests.add((session_id, parent.removeprefix("parent="), int(turn_count[6:]), label))
+        elif line == "tree:":
+            tree = []
+    assert tree is not None, "no tree printed"
+    return Output(ids["root"], ids["fork"], turns, digests, tree)
+
+
+SESSIONS = """
+SELECT id::text, parent_id::text, source_session_id::text, turn_count, provisional_until,
+       (SELECT count(*) FROM records r WHERE r.space_id = s.space_id AND r.session_id = s.id)
+           AS records
+FROM sessions s WHERE space_id = $1
+"""
+
+
+class TestNodeClient:
+    @pytest.mark.timeout(300)
+    async def test_walks_the_gateway(
+        self, node_client: NodeClient, stack: Stack, pool: asyncpg.Pool
+    ) -> None:
+        """Root, streamed turn, INHERIT fork, streamed turn, digests and tree, all stored."""
+        finished = await node_client.run(stack.gateway.address, stack.space.key, stack.space.sid)
+        assert finished.returncode == 0, finished.explain()
+        out = parse(finished.stdout)
+
+        assert [(t.session_id, t.content) for t in out.turns] == [
+            (out.root, MESSAGE),
+            (out.fork, FORK_MESSAGE),
+        ]
+        for turn in out.turns:
+            assert turn.deltas, f"no text_delta before done\n{finished.explain()}"
+            assert "".join(turn.deltas) == turn.reply == f"echo: {turn.content}"
+        assert out.digests == {
+            (out.root, "-", 1, "node-root"),
+            (out.fork, out.root, 1, "node-fork"),
+        }
+        assert out.tree == [
+            f"  node-root [{out.root}] turns=1",
+            f"    node-fork [{out.fork}] turns=1",
+        ]
+
+        root_records = await stack.records(out.root)
+        fork_records = await stack.records(out.fork)
+        assert [(r.role, r.content) for r in root_records] == [
+            (USER, MESSAGE),
+            (ASSISTANT, f"echo: {MESSAGE}"),
+        ]
+        inherited = [(r.role, r.content, r.created_at) for r in root_records]
+        assert [(r.role, r.content, r.created_at) for r in fork_records[:2]] == inherited
+        assert [(r.role, r.content) for r in fork_records[2:]] == [
+            (USER, FORK_MESSAGE),
+            (ASSISTANT, f"echo: {FORK_MESSAGE}"),
+        ]
+        assert [t.stored for t in out.turns] == [
+            [r.seq for r in root_records],
+            [r.seq for r in fork_records[2:]],
+        ]
+
+        rows = {row["id"]: row for row in await pool.fetch(SESSIONS, stack.space.id)}
+        assert set(rows) == {out.root, out.fork}
+        assert all(row["provisional_until"] is None for row in rows.values())
+        assert (rows[out.root]["parent_id"], rows[out.root]["records"]) == (None, 2)
+        assert rows[out.fork]["parent_id"] == rows[out.fork]["source_session_id"] == out.root
+        assert rows[out.fork]["records"] == 4
+        assert rows[out.root]["turn_count"] == rows[out.fork]["turn_count"] == 1
+
+    @pytest.mark.timeout(300)
+    async def test_bad_key_exits_with_the_grpc_error(
+        self, node_client: NodeClient, stack: Stack, pool: asyncpg.Pool
+    ) -> None:
+        """An unknown key ends the client with exit 1 and the status name; nothing is stored."""
+        finished = await node_client.run(stack.gateway.address, "stello_bogus", stack.space.sid)
+        assert finished.returncode == 1, finished.explain()
+        assert "error: CreateRoot failed: UNAUTHENTICATED" in finished.stderr, finished.explain()
+        assert finished.stdout == ""
+        assert await pool.fetch(SESSIONS, stack.space.id) == []
+
+    async def test_missing_environment_exits_2(self, node_client: NodeClient) -> None:
+        """Without its three variables the client names them and exits 2."""
+        env = {name: value for name, value in os.environ.items() if not name.startswith("STELLO_")}
+        finished = await run(
+            node_client.node, "client.js", cwd=CLIENT_DIR, env=env, timeout_s=CLIENT_TIMEOUT_S
+        )
+        assert finished.returncode == 2, finished.explain()
+        assert "STELLO_GATEWAY, STELLO_KEY, STELLO_SPACE_ID" in finished.stderr
