@@ -1,6 +1,9 @@
 # One image for every Stello service; the command picks the service:
 #   python -m storage_service | python -m tree_service | python -m agent_gateway | stello migrate
-# No embedded PostgreSQL here: set STELLO_DATABASE_URL.
+# No embedded PostgreSQL here (no `stello[local]`): set STELLO_DATABASE_URL.
+# The dependencies come from the pinned runtime lock (which includes the `tracing` extra,
+# off until STELLO_OTEL=1). CI runs these RUN and CMD lines in a fresh virtual environment
+# (tests/deploy/test_image.py), since no Docker engine is available there.
 FROM python:3.11-slim
 
 ENV PYTHONDONTWRITEBYTECODE=1 PYTHONUNBUFFERED=1 PIP_DISABLE_PIP_VERSION_CHECK=1
@@ -17,6 +20,7 @@ COPY agent_gateway ./agent_gateway
 RUN pip install --no-cache-dir --no-deps . && useradd --system --uid 10001 stello
 
 USER stello
-ENV STELLO_STORAGE_HOST=0.0.0.0 STELLO_TREE_HOST=0.0.0.0 STELLO_GATEWAY_HOST=0.0.0.0
+ENV STELLO_STORAGE_HOST=0.0.0.0 STELLO_TREE_HOST=0.0.0.0 STELLO_GATEWAY_HOST=0.0.0.0 \
+    STELLO_LOG_FORMAT=json
 EXPOSE 50061 50062 50063
 CMD ["python", "-m", "agent_gateway"]

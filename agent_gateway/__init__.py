@@ -1,34 +1,49 @@
 """The agent gateway: fork, send, tool calls, consolidation and the LLM providers.
 
 It composes the storage and tree services over gRPC only (`clients`), never
-touching tables; CreateRoot and Fork run as a provisioning saga (`saga`).
+touching tables; CreateRoot and Fork run as a provisioning saga (`saga`);
+Send, SendStream and SubmitToolResults run as leased turns committed in one
+storage Transact (`turns`); Consolidate rewrites memory (`consolidation`).
 """
 
-from agent_gateway.app import GatewayClients, create_app
+from agent_gateway.app import GatewayClients, LazyProvider, create_app
 from agent_gateway.clients import Caller, CallPolicy, StorageClient, TreeClient
 from agent_gateway.compose import ConfigLayer, ContextMode, PromptMode, Summarizer
 from agent_gateway.config import GatewaySettings
+from agent_gateway.consolidation import Consolidator
 from agent_gateway.faults import FAULT_POINTS, ExitFaults, Faults, NoFaults
 from agent_gateway.profiles import Profile, ProfileRegistry, load_profiles
 from agent_gateway.reconcile import reconcile
+from agent_gateway.tools import BuiltinTools
+from agent_gateway.turn_state import SendInput, SubmitInput, ToolResultInput, TurnDone, TurnKey
+from agent_gateway.turns import TurnService
 
 __all__ = [
     "FAULT_POINTS",
+    "BuiltinTools",
     "CallPolicy",
     "Caller",
     "ConfigLayer",
+    "Consolidator",
     "ContextMode",
     "ExitFaults",
     "Faults",
     "GatewayClients",
     "GatewaySettings",
+    "LazyProvider",
     "NoFaults",
     "Profile",
     "ProfileRegistry",
     "PromptMode",
+    "SendInput",
     "StorageClient",
+    "SubmitInput",
     "Summarizer",
+    "ToolResultInput",
     "TreeClient",
+    "TurnDone",
+    "TurnKey",
+    "TurnService",
     "create_app",
     "load_profiles",
     "reconcile",

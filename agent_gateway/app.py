@@ -2,21 +2,27 @@
 
 from __future__ import annotations
 
+from collections.abc import AsyncIterator, Callable, Sequence
 from dataclasses import dataclass
 
 import asyncpg
 import grpc
+from prometheus_client import CollectorRegistry
 
 from agent_gateway.clients import CallPolicy, StorageClient, TreeClient
 from agent_gateway.compose import ConfigLayer, Summarizer
 from agent_gateway.config import GatewaySettings, targets
+from agent_gateway.consolidation import Consolidator
 from agent_gateway.faults import Faults, faults_from_setting
 from agent_gateway.forks import SessionCreator
+from agent_gateway.llm import Completion, LLMMessage, LLMProvider, StreamEvent, ToolSpec
 from agent_gateway.profiles import load_profiles
 from agent_gateway.saga import ProvisioningSaga
 from agent_gateway.service import SessionService
 from agent_gateway.servicer import AgentGatewayServicer
 from agent_gateway.summarizer import ProviderSummarizer
+from agent_gateway.tools import BuiltinTools
+from agent_gateway.turns import TurnService
 from stello.agent.v1 import agent_pb2_grpc
 from stello.auth import KeyStore
 from stello.server import ServiceApp
@@ -60,6 +66,51 @@ def _channel(address: str, settings: StelloSettings) -> grpc.aio.Channel:
     return grpc.aio.insecure_channel(target, options=options)
 
 
+class LazyProvider:
+    """The configured provider, built on first use.
+
+    A gateway whose provider cannot be built (a missing API key) still serves
+    everything that needs no LLM; the calls that do answer the build error.
+    """
+
+    def __init__(self, build: Callable[[], LLMProvider]) -> None:
+        self._build = build
+        self._provider: LLMProvider | None = None
+
+    @property
+    def provider(self) -> LLMProvider:
+        """The provider (built now if it was not yet)."""
+        if self._provider is None:
+            self._provider = self._build()
+        return self._provider
+
+    @property
+    def max_context_tokens(self) -> int:
+        """The provider's context window."""
+        return self.provider.max_context_tokens
+
+    async def complete(
+        self, messages: Sequence[LLMMessage], *, tools: Sequence[ToolSpec] | None = None
+    ) -> Completion:
+        """The provider's `complete`."""
+        return await self.provider.complete(messages, tools=tools)
+
+    def stream(
+        self, messages: Sequence[LLMMessage], *, tools: Sequence[ToolSpec] | None = None
+    ) -> AsyncIterator[StreamEvent]:
+        """The provider's `stream`."""
+        return self.provider.stream(messages, tools=tools)
+
+    def start(self) -> None:
+        """Nothing to start: the provider is built on first use."""
+
+    async def stop(self) -> None:
+        """Close the provider's HTTP client, if it was built and has one (shutdown)."""
+        close = getattr(self._provider, "aclose", None)
+        if close is not None:
+            await close()
+
+
 def create_app(
     settings: StelloSettings,
     pool: asyncpg.Pool,
@@ -69,13 +120,16 @@ def create_app(
     faults: Faults | None = None,
     summarizer: Summarizer | None = None,
     clients: GatewayClients | None = None,
+    provider: LLMProvider | None = None,
 ) -> ServiceApp:
     """Build the gateway app.
 
     The gateway reads no table itself: `pool` serves the kernel's key lookups and
     drives health. `faults` defaults to what ``STELLO_GATEWAY_FAULT`` asks for
-    (nothing in production); `summarizer` to the configured LLM provider;
-    `clients` to channels to ``config``'s addresses.
+    (nothing in production); `provider` to the one ``STELLO_LLM_PROVIDER`` names
+    (built on first use; `echo` reports ``config.echo_max_context_tokens``);
+    `summarizer` to the fork-compress prompt over that provider; `clients` to
+    channels to ``config``'s addresses.
     """
     config = config or GatewaySettings()
     clients = clients or GatewayClients.connect(config, settings)
@@ -84,10 +138,16 @@ def create_app(
         config.default_system_prompt,
         tuple(config.default_skills) if config.default_skills is not None else None,
     )
-    if summarizer is None:
+    owned: tuple[LazyProvider, ...] = ()
+    if provider is None:
         from agent_gateway.llm import build_provider
 
-        summarizer = ProviderSummarizer(lambda: build_provider(settings))
+        echo_window = config.echo_max_context_tokens
+        provider = LazyProvider(lambda: build_provider(settings, max_context_tokens=echo_window))
+        owned = (provider,)  # a provider passed in belongs to the caller, who closes it
+    llm = provider
+    if summarizer is None:
+        summarizer = ProviderSummarizer(lambda: llm)
     saga = ProvisioningSaga(
         clients.tree, clients.storage, faults or faults_from_setting(config.fault)
     )
@@ -101,16 +161,47 @@ def create_app(
         summarizer,
     )
     sessions = SessionService(clients.tree, clients.storage)
-    servicer = AgentGatewayServicer(creator, sessions, profiles)
+    apps: list[ServiceApp] = []
+
+    def registry() -> CollectorRegistry | None:
+        metrics = apps[0].metrics if apps else None
+        return metrics.registry if metrics is not None else None
+
+    consolidator = Consolidator(
+        clients.storage,
+        provider,
+        every_n_turns=config.consolidate_every_n_turns,
+        registry=registry,
+    )
+    turns = TurnService(
+        clients.storage,
+        provider,
+        BuiltinTools(creator, profiles, enabled=config.builtin_tools),
+        consolidator,
+        max_tool_rounds=config.max_tool_rounds,
+        lease_ttl_s=config.turn_lease_ttl_s,
+    )
+    servicer = AgentGatewayServicer(
+        creator,
+        sessions,
+        profiles,
+        turns,
+        consolidator,
+        max_content_bytes=config.max_content_bytes,
+    )
 
     def register(server: grpc.aio.Server) -> None:
         agent_pb2_grpc.add_AgentGatewayServicer_to_server(servicer, server)
 
-    return ServiceApp(
+    app = ServiceApp(
         name="agent_gateway",
         service_names=(SERVICE_NAME,),
         register=register,
         pool=pool,
         keys=keys,
         settings=settings,
+        # Stopped in reverse: consolidations in flight finish before the provider closes.
+        background=(*owned, consolidator),
     )
+    apps.append(app)
+    return app

@@ -1,137 +1,26 @@
 """Typed async clients of the storage and tree services (the gateway's only way to data).
 
-Every call:
-
-- authenticates as the gateway's caller: their key is forwarded as
-  ``authorization: Bearer <key>``, so each service enforces tenancy itself;
-- carries the caller's request id (``x-request-id``) for the logs;
-- gets the time the caller has left (capped by ``call_timeout_s``) as its deadline;
-- is retried on UNAVAILABLE a bounded number of times with jittered exponential
-  backoff, never past the deadline (mutating calls are safe to retry: they carry
-  a request_id or are idempotent by nature; DeleteSubtree is not retried);
-- turns a failed RPC back into the kernel's domain error (`from_rpc_error`), so
-  the gateway's own interceptor maps it to the same status for the client.
+Each method is one RPC through `rpc.ServiceClient`'s shared call path: the
+caller's key forwarded, their deadline, bounded UNAVAILABLE retries, and
+failures turned back into the kernel's domain errors.
 """
 
 from __future__ import annotations
 
-import asyncio
-import collections
-import random
-import time
 from collections.abc import Sequence
-from dataclasses import dataclass, replace
-from typing import Any, TypeVar, cast
 from uuid import UUID
 
 import grpc
-from google.protobuf.message import Message
 
+from agent_gateway.rpc import Caller, CallPolicy, ServiceClient
 from stello.common.v1 import common_pb2
-from stello.errors import DeadlineExceeded, Unavailable, from_rpc_error
 from stello.storage.v1 import storage_pb2, storage_pb2_grpc
 from stello.tree.v1 import tree_pb2, tree_pb2_grpc
 
-R = TypeVar("R", bound=Message)
+__all__ = ["CallPolicy", "Caller", "StorageClient", "TreeClient"]
 
 
-@dataclass(frozen=True, slots=True)
-class Caller:
-    """Who the gateway acts for: their key, their deadline (monotonic) and request id."""
-
-    key: str
-    deadline: float | None = None
-    request_id: str = "-"
-
-    def within(self, seconds: float) -> Caller:
-        """This caller with a deadline no later than `seconds` from now."""
-        limit = time.monotonic() + seconds
-        if self.deadline is not None and self.deadline <= limit:
-            return self
-        return replace(self, deadline=limit)
-
-    def remaining(self) -> float | None:
-        """Seconds left before the deadline (None = no deadline)."""
-        return None if self.deadline is None else self.deadline - time.monotonic()
-
-
-@dataclass(frozen=True, slots=True)
-class CallPolicy:
-    """Per-call timeout and the UNAVAILABLE retry bounds."""
-
-    timeout_s: float = 10.0
-    max_retries: int = 3
-    backoff_s: float = 0.05
-    max_backoff_s: float = 1.0
-
-
-class _Client:
-    """Shared call path: metadata, deadline, bounded retries, error mapping, counting."""
-
-    def __init__(self, service: str, policy: CallPolicy) -> None:
-        self._service = service
-        self._policy = policy
-        self.calls: collections.Counter[str] = collections.Counter()
-        """How many RPCs (attempts included) each method made; read by the benchmark."""
-
-    async def _call(
-        self,
-        name: str,
-        method: Any,
-        request: Message,
-        reply: type[R],
-        caller: Caller,
-        *,
-        retry: bool = True,
-    ) -> R:
-        metadata = (
-            ("authorization", f"Bearer {caller.key}"),
-            ("x-request-id", caller.request_id),
-        )
-        attempt = 0
-        while True:
-            timeout = self._timeout(name, caller)
-            self.calls[name] += 1
-            try:
-                response = await method(request, timeout=timeout, metadata=metadata)
-            except grpc.aio.AioRpcError as exc:
-                delay = self._backoff(attempt, caller)
-                if retry and exc.code() is grpc.StatusCode.UNAVAILABLE and delay is not None:
-                    attempt += 1
-                    await asyncio.sleep(delay)
-                    continue
-                error = from_rpc_error(exc)
-                if error is exc:
-                    raise
-                if isinstance(error, Unavailable | DeadlineExceeded):
-                    # Transport trouble: say which hop failed, the caller cannot tell.
-                    error.message = f"{self._service}.{name}: {error.message}"
-                    error.args = (error.message,)
-                raise error from exc
-            return cast(R, response)
-
-    def _timeout(self, name: str, caller: Caller) -> float:
-        remaining = caller.remaining()
-        if remaining is None:
-            return self._policy.timeout_s
-        if remaining <= 0:
-            raise DeadlineExceeded(f"deadline passed before {self._service}.{name} was called")
-        return min(remaining, self._policy.timeout_s)
-
-    def _backoff(self, attempt: int, caller: Caller) -> float | None:
-        """The delay before retry `attempt + 1`, or None when no retry is left."""
-        if attempt >= self._policy.max_retries:
-            return None
-        delay = min(self._policy.backoff_s * 2.0**attempt, self._policy.max_backoff_s)
-        # Jitter spreads the retries of many callers after one outage.
-        delay *= random.uniform(0.5, 1.0)
-        remaining = caller.remaining()
-        if remaining is not None and remaining <= delay:
-            return None
-        return delay
-
-
-class TreeClient(_Client):
+class TreeClient(ServiceClient):
     """stello.tree.v1.SessionTree, typed."""
 
     def __init__(self, channel: grpc.aio.Channel, policy: CallPolicy) -> None:
@@ -286,7 +175,7 @@ class TreeClient(_Client):
         return reply.removed_ids
 
 
-class StorageClient(_Client):
+class StorageClient(ServiceClient):
     """stello.storage.v1.SessionStorage, typed."""
 
     def __init__(self, channel: grpc.aio.Channel, policy: CallPolicy) -> None:
@@ -405,3 +294,64 @@ class StorageClient(_Client):
             "Transact", self._stub.Transact, request, storage_pb2.TransactResponse, caller
         )
         return reply.results
+
+    async def get_memory(self, caller: Caller, space_id: UUID, session_id: UUID) -> str | None:
+        """The memory slot; None when unset."""
+        request = storage_pb2.GetMemoryRequest(space_id=str(space_id), session_id=str(session_id))
+        reply = await self._call(
+            "GetMemory", self._stub.GetMemory, request, storage_pb2.GetMemoryResponse, caller
+        )
+        return reply.content if reply.HasField("content") else None
+
+    async def get_compression_cache(
+        self, caller: Caller, space_id: UUID, session_id: UUID
+    ) -> storage_pb2.CompressionCache | None:
+        """The compression cache; None when there is none."""
+        request = storage_pb2.GetCompressionCacheRequest(
+            space_id=str(space_id), session_id=str(session_id)
+        )
+        reply = await self._call(
+            "GetCompressionCache",
+            self._stub.GetCompressionCache,
+            request,
+            storage_pb2.GetCompressionCacheResponse,
+            caller,
+        )
+        return reply.cache if reply.HasField("cache") else None
+
+    async def begin_turn(self, caller: Caller, space_id: UUID, session_id: UUID, ttl_s: int) -> str:
+        """Take the session's turn lease; its token (ABORTED TURN_IN_PROGRESS while held)."""
+        request = storage_pb2.BeginTurnRequest(
+            space_id=str(space_id), session_id=str(session_id), ttl_s=ttl_s
+        )
+        reply = await self._call(
+            "BeginTurn", self._stub.BeginTurn, request, storage_pb2.BeginTurnResponse, caller
+        )
+        return reply.token
+
+    async def release_turn(
+        self, caller: Caller, space_id: UUID, session_id: UUID, token: str
+    ) -> bool:
+        """Give the lease back, writing nothing else; whether it was still live."""
+        request = storage_pb2.ReleaseTurnRequest(
+            space_id=str(space_id), session_id=str(session_id), token=token
+        )
+        reply = await self._call(
+            "ReleaseTurn", self._stub.ReleaseTurn, request, storage_pb2.ReleaseTurnResponse, caller
+        )
+        return reply.released
+
+    async def get_remembered_result(
+        self, caller: Caller, space_id: UUID, scope: str, request_id: str
+    ) -> storage_pb2.GetRememberedResultResponse:
+        """The idempotency entry a RememberResultOp stored (`found` false when none)."""
+        request = storage_pb2.GetRememberedResultRequest(
+            space_id=str(space_id), scope=scope, request_id=request_id
+        )
+        return await self._call(
+            "GetRememberedResult",
+            self._stub.GetRememberedResult,
+            request,
+            storage_pb2.GetRememberedResultResponse,
+            caller,
+        )

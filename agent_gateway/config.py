@@ -66,6 +66,29 @@ class GatewaySettings(BaseSettings):
     max_tool_rounds: int = Field(
         default=5, ge=1, description="Bound of the built-in tool loop of one turn."
     )
+    turn_lease_ttl_s: int = Field(
+        default=300,
+        ge=1,
+        le=86_400,
+        description=(
+            "Lifetime of a turn lease in seconds: the longest a turn (its LLM and tool "
+            "calls) may take, and how long a session stays locked if a gateway dies mid-turn."
+        ),
+    )
+    builtin_tools: bool = Field(
+        default=True, description="Offer the built-in tool stello_create_session to the model."
+    )
+    echo_max_context_tokens: int = Field(
+        default=128_000, ge=1, description="Context window the echo provider reports."
+    )
+    max_content_bytes: int = Field(
+        default=1_048_576,
+        ge=1,
+        description=(
+            "Largest UTF-8 Send content or tool result, refused up front (keep it at or "
+            "below the storage's STELLO_STORAGE_MAX_RECORD_BYTES)."
+        ),
+    )
     fault: str | None = Field(
         default=None,
         description="Tests only: '<point>:exit' makes the process exit 137 at that saga point.",

@@ -218,6 +218,7 @@ async def assemble_context(
     last_prompt_tokens: int | None,
     compress: Compressor,
     pending: Sequence[Record] = (),
+    load_cache: Callable[[], Awaitable[CompressionCache | None]] | None = None,
 ) -> AssembledContext:
     """Build the context of a turn, compressing the oldest history when it is too long.
 
@@ -236,6 +237,9 @@ async def assemble_context(
         pending: records of this turn not stored yet, after `history` (the
             tool results of SubmitToolResults): always sent, never compressed,
             their seq ignored.
+        load_cache: when given, reads the stored cache in place of `cache`,
+            and only once the estimate reaches the threshold (a turn under it
+            never needs the cache, so it need not read it).
 
     Returns:
         The messages, and the new cache to store when the compressor ran. The
@@ -257,6 +261,8 @@ async def assemble_context(
     threshold = COMPRESS_THRESHOLD * provider_max_tokens
     if estimate < threshold:
         return AssembledContext(full, estimated_tokens=estimate_messages_tokens(full))
+    if load_cache is not None:
+        cache = await load_cache()
 
     fixed = estimate_messages_tokens([*prefix, *records[stored_count:], *tail])
     summary_estimate = (

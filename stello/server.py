@@ -169,7 +169,8 @@ async def create_server(app: ServiceApp, address: str) -> tuple[grpc.aio.Server,
     await app.monitor.check_once()
     app.monitor.start()
     if app.metrics_port is not None:
-        app.metrics.serve(app.metrics_port)
+        # /metrics on the interface the server listens on (0.0.0.0 in a container).
+        app.metrics.serve(app.metrics_port, address.rpartition(":")[0].strip("[]") or "127.0.0.1")
     for task in app.background:
         task.start()
     return server, port

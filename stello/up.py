@@ -9,10 +9,13 @@ Ctrl-C or SIGTERM stops the servers gracefully, then the embedded database.
 from __future__ import annotations
 
 import asyncio
+import contextlib
+import dataclasses
 import json
+import logging
 import os
 import signal
-from collections.abc import Callable
+from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -23,9 +26,12 @@ import platformdirs
 from stello.auth import KeyStore
 from stello.db import create_pool
 from stello.embedded import database_url
+from stello.errors import FailedPrecondition
 from stello.migrate import migrate_dsn
 from stello.server import ServiceApp, create_server, shutdown
 from stello.settings import StelloSettings
+
+log = logging.getLogger(__name__)
 
 LOCAL_SPACE = "local"
 
@@ -42,11 +48,13 @@ class Ports:
 
 @dataclass(frozen=True, slots=True)
 class Credentials:
-    """The local space and its key, as saved for the CLI client commands."""
+    """The local space, its key and the endpoints, as saved for the CLI client commands."""
 
     space_id: str
     key: str
     gateway: str = ""
+    storage: str = ""
+    tree: str = ""
 
 
 def credentials_path() -> Path:
@@ -61,8 +69,19 @@ def load_credentials() -> Credentials | None:
     path = credentials_path()
     if not path.is_file():
         return None
-    data = json.loads(path.read_text())
-    return Credentials(str(data["space_id"]), str(data["key"]), str(data.get("gateway", "")))
+    try:
+        data = json.loads(path.read_text())
+        return Credentials(
+            str(data["space_id"]),
+            str(data["key"]),
+            str(data.get("gateway", "")),
+            str(data.get("storage", "")),
+            str(data.get("tree", "")),
+        )
+    except (ValueError, KeyError, TypeError) as exc:
+        raise FailedPrecondition(
+            f"{path} is not a credentials file written by `stello up` ({exc}); delete it"
+        ) from None
 
 
 def save_credentials(credentials: Credentials) -> Path:
@@ -71,14 +90,7 @@ def save_credentials(credentials: Credentials) -> Path:
     path.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
     fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
     with os.fdopen(fd, "w") as handle:
-        json.dump(
-            {
-                "space_id": credentials.space_id,
-                "key": credentials.key,
-                "gateway": credentials.gateway,
-            },
-            handle,
-        )
+        json.dump(dataclasses.asdict(credentials), handle, indent=2)
     os.chmod(path, 0o600)
     return path
 
@@ -125,52 +137,101 @@ def _factories(
 async def run_up(
     settings: StelloSettings, ports: Ports, on_ready: Callable[[dict[str, str]], None]
 ) -> None:
-    """Run everything until SIGINT/SIGTERM; `on_ready` gets the printed lines as a dict."""
-    async with database_url(settings.database_url, settings.data_dir) as dsn:
-        await migrate_dsn(dsn)
-        async with create_pool(dsn, settings) as pool:
-            keys = KeyStore(pool, settings.auth_cache_ttl_s)
-            running: list[tuple[ServiceApp, grpc.aio.Server]] = []
-            addresses: dict[str, str] = {}
-            try:
-                for name, port, factory in _factories(ports):
-                    app = factory(
-                        settings,
-                        pool,
-                        keys,
-                        addresses.get("storage", ""),
-                        addresses.get("tree", ""),
+    """Run everything until SIGINT/SIGTERM; `on_ready` gets the printed lines as a dict.
+
+    The signal handlers are installed before anything starts, so a signal during
+    start-up unwinds too: servers stop, then the embedded PostgreSQL (`pg_ctl
+    stop`), and no process is left behind. A second signal skips the grace period.
+    """
+    async with _stop_on_signals():
+        provider = await describe_provider(settings)
+        async with database_url(settings.database_url, settings.data_dir) as dsn:
+            await migrate_dsn(dsn)
+            async with create_pool(dsn, settings) as pool:
+                keys = KeyStore(pool, settings.auth_cache_ttl_s)
+                running: list[tuple[ServiceApp, grpc.aio.Server]] = []
+                try:
+                    addresses = await start_servers(settings, ports, pool, keys, running)
+                    credentials = await local_credentials(keys)
+                    credentials = dataclasses.replace(credentials, **addresses)
+                    save_credentials(credentials)
+                    on_ready(
+                        {
+                            "gateway": credentials.gateway,
+                            "storage": credentials.storage,
+                            "tree": credentials.tree,
+                            "provider": provider,
+                            "space_id": credentials.space_id,
+                            "key": credentials.key,
+                        }
                     )
-                    server, bound = await create_server(app, f"{ports.host}:{port}")
-                    await server.start()
-                    running.append((app, server))
-                    addresses[name] = f"{ports.host}:{bound}"
-                credentials = await local_credentials(keys)
-                save_credentials(
-                    Credentials(credentials.space_id, credentials.key, addresses["gateway"])
-                )
-                on_ready(
-                    {
-                        "gateway": addresses["gateway"],
-                        "storage": addresses["storage"],
-                        "tree": addresses["tree"],
-                        "space_id": credentials.space_id,
-                        "key": credentials.key,
-                    }
-                )
-                await _wait_for_stop_signal()
-            finally:
-                for app, server in reversed(running):
-                    await shutdown(app, server, settings.shutdown_grace_s)
+                    await asyncio.Event().wait()  # until a signal cancels us
+                finally:
+                    for app, server in reversed(running):
+                        await shutdown(app, server, settings.shutdown_grace_s)
 
 
-async def _wait_for_stop_signal() -> None:
-    stop = asyncio.Event()
+async def start_servers(
+    settings: StelloSettings,
+    ports: Ports,
+    pool: asyncpg.Pool,
+    keys: KeyStore,
+    running: list[tuple[ServiceApp, grpc.aio.Server]],
+) -> dict[str, str]:
+    """Start storage, tree and gateway in order (appending to `running`); their addresses."""
+    addresses: dict[str, str] = {}
+    for name, port, factory in _factories(ports):
+        app = factory(settings, pool, keys, addresses.get("storage", ""), addresses.get("tree", ""))
+        address = f"{ports.host}:{port}"
+        try:
+            server, bound = await create_server(app, address)
+        except (RuntimeError, OSError) as exc:  # grpc says RuntimeError("Failed to bind ...")
+            raise FailedPrecondition(
+                f"the {name} service cannot listen on {address} (in use? is another "
+                f"`stello up` running?): choose a port with --{name}-port, 0 = any free one"
+            ) from exc
+        await server.start()
+        running.append((app, server))
+        addresses[name] = f"{ports.host}:{bound}"
+    return addresses
+
+
+async def describe_provider(settings: StelloSettings) -> str:
+    """Build the configured LLM provider once (a missing API key fails here, not at Send)."""
+    from agent_gateway.llm import build_provider
+
+    provider = build_provider(settings)
+    close = getattr(provider, "aclose", None)
+    if close is not None:
+        await close()
+    model = getattr(provider, "model", None)
+    return f"{settings.llm_provider} ({model})" if isinstance(model, str) else settings.llm_provider
+
+
+@contextlib.asynccontextmanager
+async def _stop_on_signals() -> AsyncIterator[None]:
+    """Turn SIGINT/SIGTERM into a cancellation of the current task, ended as a normal exit."""
+    task = asyncio.current_task()
+    assert task is not None
     loop = asyncio.get_running_loop()
+    received = 0
+
+    def on_signal() -> None:
+        nonlocal received
+        received += 1
+        if received == 1:
+            log.info("stopping (a second Ctrl-C skips the grace period)")
+        task.cancel()
+
     for signum in (signal.SIGINT, signal.SIGTERM):
-        loop.add_signal_handler(signum, stop.set)
+        loop.add_signal_handler(signum, on_signal)
     try:
-        await stop.wait()
+        yield
+    except asyncio.CancelledError:
+        if not received:
+            raise
+        while task.uncancel():
+            pass
     finally:
         for signum in (signal.SIGINT, signal.SIGTERM):
             loop.remove_signal_handler(signum)

@@ -138,6 +138,14 @@ class Idempotency:
     request_hash: bytes
 
 
+@dataclass(frozen=True, slots=True)
+class RememberedResult:
+    """An idempotency entry a caller above storage stored (RememberResultOp)."""
+
+    request_hash: bytes
+    response: bytes
+
+
 def session_not_found(session_id: uuid.UUID) -> NotFound:
     """The one NOT_FOUND every RPC answers for a session the caller cannot see."""
     return NotFound(

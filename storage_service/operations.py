@@ -118,7 +118,17 @@ class ReleaseTurnOp:
     token: str
 
 
-Operation = (
+@dataclass(frozen=True, slots=True)
+class RememberOp:
+    """Store an idempotency entry of a caller above storage (it names no session)."""
+
+    scope: str
+    request_id: str
+    request_hash: bytes
+    response: bytes
+
+
+SessionOperation = (
     AppendOp
     | PutSessionOp
     | PutSlotOp
@@ -128,6 +138,9 @@ Operation = (
     | BumpTurnOp
     | ReleaseTurnOp
 )
+"""The operations that write one session (and lock its row)."""
+
+Operation = SessionOperation | RememberOp
 
 ResultKind = Literal[
     "append_records",
@@ -140,6 +153,7 @@ ResultKind = Literal[
     "trim_records",
     "bump_turn",
     "release_turn",
+    "remember_result",
 ]
 
 

@@ -47,11 +47,16 @@ from storage_service.operations import (
     PutSessionOp,
     PutSlotOp,
     ReleaseTurnOp,
+    RememberOp,
     TrimOp,
 )
 
 MAX_BATCH_IDS = 1000
 MAX_TTL_S = 86_400
+MAX_SCOPE_CHARS = 100
+MAX_REQUEST_HASH_BYTES = 64
+RESERVED_SCOPE_PREFIX = "storage."
+"""Storage's own idempotency scopes; callers may not write or read under them."""
 
 
 class Target(Protocol):
@@ -89,6 +94,31 @@ def idempotency(
     bare = copy.deepcopy(request)
     bare.request_id = ""
     return Idempotency(request.request_id, fingerprint(bare))
+
+
+def remembered_key(scope: str, request_id: str, path: str, v: Violations) -> None:
+    """Check the key of a remembered result: a caller's scope and a request id."""
+    prefix = f"{path}." if path else ""
+    if not scope:
+        v.add(f"{prefix}scope", "is required")
+    elif len(scope) > MAX_SCOPE_CHARS:
+        v.add(f"{prefix}scope", f"must be at most {MAX_SCOPE_CHARS} characters")
+    elif scope.startswith(RESERVED_SCOPE_PREFIX):
+        v.add(f"{prefix}scope", f"must not start with {RESERVED_SCOPE_PREFIX!r} (storage's own)")
+    if not request_id:
+        v.add(f"{prefix}request_id", "is required")
+    elif len(request_id) > MAX_REQUEST_ID_CHARS:
+        v.add(f"{prefix}request_id", f"must be at most {MAX_REQUEST_ID_CHARS} characters")
+
+
+def remember(
+    message: storage_pb2.Operation.RememberResultOp, path: str, v: Violations
+) -> RememberOp:
+    """A RememberResultOp: a valid key and a 1..64-byte request hash."""
+    remembered_key(message.scope, message.request_id, path, v)
+    if not 1 <= len(message.request_hash) <= MAX_REQUEST_HASH_BYTES:
+        v.add(f"{path}.request_hash", f"must be 1..{MAX_REQUEST_HASH_BYTES} bytes")
+    return RememberOp(message.scope, message.request_id, message.request_hash, message.response)
 
 
 def role(value: int, name: str, v: Violations, *, allow_unspecified: bool = False) -> Role | None:
@@ -262,6 +292,8 @@ class RequestParser:
             v.add(f"operations[{index}]", "must set exactly one kind")
             return None
         path = f"operations[{index}].{kind}"
+        if kind == "remember_result":
+            return remember(message.remember_result, path, v)
         if kind == "put_session":
             put = message.put_session
             return PutSessionOp(

@@ -27,6 +27,7 @@ from storage_service.models import (
     MetaUpdate,
     NewRecord,
     RecordQuery,
+    RememberedResult,
     SessionMeta,
     Status,
     StoredRecord,
@@ -357,6 +358,17 @@ class Repository(SlotRepository):
     ) -> None:
         """Store the response of this transaction's work under the request_id."""
         await idempotency.remember(self._con, space_id, scope, request_id, request_hash, response)
+
+    async def remembered(
+        self, space_id: uuid.UUID, scope: str, request_id: str
+    ) -> RememberedResult | None:
+        """The live idempotency entry under the key, without locking it; None when absent."""
+        row = await self._con.fetchrow(
+            idempotency.SELECT, space_id, scope, request_id, idempotency.TTL_HOURS
+        )
+        if row is None:
+            return None
+        return RememberedResult(bytes(row["request_hash"]), bytes(row["response"]))
 
 
 class Database:

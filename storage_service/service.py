@@ -23,6 +23,7 @@ from storage_service.models import (
     MetaUpdate,
     NewRecord,
     RecordQuery,
+    RememberedResult,
     SessionMeta,
     SessionPage,
     SessionSlots,
@@ -305,3 +306,9 @@ class StorageService:
             )
 
         return await self._db.transaction(work)
+
+    async def get_remembered_result(
+        self, space_id: uuid.UUID, scope: str, request_id: str
+    ) -> RememberedResult | None:
+        """The entry a RememberResultOp stored under (space, scope, request_id); None if none."""
+        return await self._db.statement(lambda repo: repo.remembered(space_id, scope, request_id))

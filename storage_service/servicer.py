@@ -241,3 +241,20 @@ class SessionStorageServicer(storage_pb2_grpc.SessionStorageServicer):
         v.raise_if_any()
         results = await self._service.transact(space_id, preconditions, operations, key)
         return storage_pb2.TransactResponse(results=[result_to_proto(r) for r in results])
+
+    async def GetRememberedResult(
+        self, request: storage_pb2.GetRememberedResultRequest, context: Context
+    ) -> storage_pb2.GetRememberedResultResponse:
+        """Read an idempotency entry a RememberResultOp stored."""
+        v = Violations()
+        space_id = parse_uuid(request.space_id, "space_id", v)
+        parse.remembered_key(request.scope, request.request_id, "", v)
+        v.raise_if_any()
+        found = await self._service.get_remembered_result(
+            space_id, request.scope, request.request_id
+        )
+        if found is None:
+            return storage_pb2.GetRememberedResultResponse(found=False)
+        return storage_pb2.GetRememberedResultResponse(
+            found=True, request_hash=found.request_hash, response=found.response
+        )

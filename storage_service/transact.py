@@ -28,6 +28,7 @@ from storage_service.operations import (
     PutSessionOp,
     PutSlotOp,
     ReleaseTurnOp,
+    RememberOp,
     ResultKind,
     TrimOp,
 )
@@ -54,7 +55,9 @@ def _named_sessions(
     preconditions: Sequence[Precondition], operations: Sequence[Operation]
 ) -> list[uuid.UUID]:
     """Every session the request names, first mention first, each once."""
-    named = [p.session_id for p in preconditions] + [o.session_id for o in operations]
+    named = [p.session_id for p in preconditions] + [
+        o.session_id for o in operations if not isinstance(o, RememberOp)
+    ]
     return list(dict.fromkeys(named))
 
 
@@ -144,6 +147,9 @@ async def apply(repo: Repository, space_id: uuid.UUID, op: Operation) -> Operati
         if meta is None:
             raise session_not_found(op.session_id)
         return OperationResult("bump_turn", session=meta)
+    if isinstance(op, RememberOp):
+        await repo.remember(space_id, op.scope, op.request_id, op.request_hash, op.response)
+        return OperationResult("remember_result")
     assert isinstance(op, ReleaseTurnOp)
     _, released = await repo.release_turn(space_id, op.session_id, lease_token(op.token))
     return OperationResult("release_turn", released=released)

@@ -17,6 +17,7 @@ from agent_gateway.app import GatewayClients, create_app
 from agent_gateway.compose import Summarizer
 from agent_gateway.config import GatewaySettings
 from agent_gateway.faults import Faults
+from agent_gateway.llm import LLMProvider
 from stello.agent.v1 import agent_pb2, agent_pb2_grpc
 from stello.common.v1 import common_pb2
 from stello.storage.v1 import storage_pb2, storage_pb2_grpc
@@ -196,6 +197,7 @@ def _start_gateway(
         faults: Faults | None = None,
         summarizer_: Summarizer | None = None,
         clients: GatewayClients | None = None,
+        provider: LLMProvider | None = None,
         **overrides: Any,
     ) -> RunningServer:
         overrides.setdefault("profiles_file", profiles_file)
@@ -206,6 +208,7 @@ def _start_gateway(
             faults=faults,
             summarizer=summarizer_ or summarizer,
             clients=clients,
+            provider=provider,
         )
         return await start_server(factory)
 
@@ -277,3 +280,27 @@ async def row_counts(pool: asyncpg.Pool, space: TestSpace) -> dict[str, int]:
     row = await pool.fetchrow(ROW_COUNTS, space.id)
     assert row is not None
     return dict(row)
+
+
+StackMaker = Callable[..., Awaitable[Stack]]
+
+
+@pytest.fixture(name="make_stack")
+async def _make_stack(
+    start_gateway: GatewayStarter,
+    backends: Backends,
+    space: TestSpace,
+    summarizer: FakeSummarizer,
+) -> AsyncIterator[StackMaker]:
+    """Start a gateway with the given LLM provider (and settings overrides); open stubs on it."""
+    opened: list[Stack] = []
+
+    async def make(provider: LLMProvider | None = None, **overrides: Any) -> Stack:
+        gateway = await start_gateway(provider=provider, **overrides)
+        stack = await open_stack(backends, gateway, space, summarizer)
+        opened.append(stack)
+        return stack
+
+    yield make
+    for stack in opened:
+        await close_stack(stack)

@@ -284,8 +284,8 @@ class TestWrites:
         assert error.code() is grpc.StatusCode.NOT_FOUND
 
 
-class TestProfilesAndUnimplemented:
-    """ListProfiles, and the RPCs of part 2."""
+class TestProfiles:
+    """ListProfiles."""
 
     async def test_list_profiles(self, stack: Stack) -> None:
         """Profiles come in file order with modes, contexts, variables and skills presence."""
@@ -304,19 +304,3 @@ class TestProfilesAndUnimplemented:
         assert bare.system_prompt_mode == agent_pb2.SYSTEM_PROMPT_MODE_PREPEND
         assert bare.context == common_pb2.FORK_CONTEXT_UNSPECIFIED
         assert not bare.HasField("skills") and not bare.HasField("system_prompt")
-
-    async def test_turn_rpcs_unimplemented(self, stack: Stack) -> None:
-        """Send, SubmitToolResults and Consolidate answer UNIMPLEMENTED in this part."""
-        root = await stack.root()
-        for rpc, cls in (
-            ("Send", agent_pb2.SendRequest),
-            ("SubmitToolResults", agent_pb2.SubmitToolResultsRequest),
-            ("Consolidate", agent_pb2.ConsolidateRequest),
-        ):
-            error = await rpc_error(getattr(stack.gw, rpc)(ids_request(stack, cls, root.id)))
-            assert error.code() is grpc.StatusCode.UNIMPLEMENTED
-        stream = stack.gw.SendStream(
-            ids_request(stack, agent_pb2.SendStreamRequest, root.id), metadata=stack.space.metadata
-        )
-        error = await rpc_error(stream.read())
-        assert error.code() is grpc.StatusCode.UNIMPLEMENTED

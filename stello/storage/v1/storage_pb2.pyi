@@ -342,6 +342,26 @@ class TransactResponse(_message.Message):
     results: _containers.RepeatedCompositeFieldContainer[OperationResult]
     def __init__(self, results: _Optional[_Iterable[_Union[OperationResult, _Mapping]]] = ...) -> None: ...
 
+class GetRememberedResultRequest(_message.Message):
+    __slots__ = ("space_id", "scope", "request_id")
+    SPACE_ID_FIELD_NUMBER: _ClassVar[int]
+    SCOPE_FIELD_NUMBER: _ClassVar[int]
+    REQUEST_ID_FIELD_NUMBER: _ClassVar[int]
+    space_id: str
+    scope: str
+    request_id: str
+    def __init__(self, space_id: _Optional[str] = ..., scope: _Optional[str] = ..., request_id: _Optional[str] = ...) -> None: ...
+
+class GetRememberedResultResponse(_message.Message):
+    __slots__ = ("found", "request_hash", "response")
+    FOUND_FIELD_NUMBER: _ClassVar[int]
+    REQUEST_HASH_FIELD_NUMBER: _ClassVar[int]
+    RESPONSE_FIELD_NUMBER: _ClassVar[int]
+    found: bool
+    request_hash: bytes
+    response: bytes
+    def __init__(self, found: _Optional[bool] = ..., request_hash: _Optional[bytes] = ..., response: _Optional[bytes] = ...) -> None: ...
+
 class Precondition(_message.Message):
     __slots__ = ("session_last_seq", "insight_unchanged", "turn_lease")
     class SessionLastSeqCheck(_message.Message):
@@ -374,7 +394,7 @@ class Precondition(_message.Message):
     def __init__(self, session_last_seq: _Optional[_Union[Precondition.SessionLastSeqCheck, _Mapping]] = ..., insight_unchanged: _Optional[_Union[Precondition.InsightUnchangedCheck, _Mapping]] = ..., turn_lease: _Optional[_Union[Precondition.TurnLeaseCheck, _Mapping]] = ...) -> None: ...
 
 class Operation(_message.Message):
-    __slots__ = ("append_records", "put_session", "put_system_prompt", "put_insight", "clear_insight", "put_memory", "put_compression_cache", "trim_records", "bump_turn", "release_turn")
+    __slots__ = ("append_records", "put_session", "put_system_prompt", "put_insight", "clear_insight", "put_memory", "put_compression_cache", "trim_records", "bump_turn", "release_turn", "remember_result")
     class AppendRecordsOp(_message.Message):
         __slots__ = ("session_id", "records")
         SESSION_ID_FIELD_NUMBER: _ClassVar[int]
@@ -441,6 +461,17 @@ class Operation(_message.Message):
         session_id: str
         token: str
         def __init__(self, session_id: _Optional[str] = ..., token: _Optional[str] = ...) -> None: ...
+    class RememberResultOp(_message.Message):
+        __slots__ = ("scope", "request_id", "request_hash", "response")
+        SCOPE_FIELD_NUMBER: _ClassVar[int]
+        REQUEST_ID_FIELD_NUMBER: _ClassVar[int]
+        REQUEST_HASH_FIELD_NUMBER: _ClassVar[int]
+        RESPONSE_FIELD_NUMBER: _ClassVar[int]
+        scope: str
+        request_id: str
+        request_hash: bytes
+        response: bytes
+        def __init__(self, scope: _Optional[str] = ..., request_id: _Optional[str] = ..., request_hash: _Optional[bytes] = ..., response: _Optional[bytes] = ...) -> None: ...
     APPEND_RECORDS_FIELD_NUMBER: _ClassVar[int]
     PUT_SESSION_FIELD_NUMBER: _ClassVar[int]
     PUT_SYSTEM_PROMPT_FIELD_NUMBER: _ClassVar[int]
@@ -451,6 +482,7 @@ class Operation(_message.Message):
     TRIM_RECORDS_FIELD_NUMBER: _ClassVar[int]
     BUMP_TURN_FIELD_NUMBER: _ClassVar[int]
     RELEASE_TURN_FIELD_NUMBER: _ClassVar[int]
+    REMEMBER_RESULT_FIELD_NUMBER: _ClassVar[int]
     append_records: Operation.AppendRecordsOp
     put_session: Operation.PutSessionOp
     put_system_prompt: Operation.PutSystemPromptOp
@@ -461,10 +493,11 @@ class Operation(_message.Message):
     trim_records: Operation.TrimRecordsOp
     bump_turn: Operation.BumpTurnOp
     release_turn: Operation.ReleaseTurnOp
-    def __init__(self, append_records: _Optional[_Union[Operation.AppendRecordsOp, _Mapping]] = ..., put_session: _Optional[_Union[Operation.PutSessionOp, _Mapping]] = ..., put_system_prompt: _Optional[_Union[Operation.PutSystemPromptOp, _Mapping]] = ..., put_insight: _Optional[_Union[Operation.PutInsightOp, _Mapping]] = ..., clear_insight: _Optional[_Union[Operation.ClearInsightOp, _Mapping]] = ..., put_memory: _Optional[_Union[Operation.PutMemoryOp, _Mapping]] = ..., put_compression_cache: _Optional[_Union[Operation.PutCompressionCacheOp, _Mapping]] = ..., trim_records: _Optional[_Union[Operation.TrimRecordsOp, _Mapping]] = ..., bump_turn: _Optional[_Union[Operation.BumpTurnOp, _Mapping]] = ..., release_turn: _Optional[_Union[Operation.ReleaseTurnOp, _Mapping]] = ...) -> None: ...
+    remember_result: Operation.RememberResultOp
+    def __init__(self, append_records: _Optional[_Union[Operation.AppendRecordsOp, _Mapping]] = ..., put_session: _Optional[_Union[Operation.PutSessionOp, _Mapping]] = ..., put_system_prompt: _Optional[_Union[Operation.PutSystemPromptOp, _Mapping]] = ..., put_insight: _Optional[_Union[Operation.PutInsightOp, _Mapping]] = ..., clear_insight: _Optional[_Union[Operation.ClearInsightOp, _Mapping]] = ..., put_memory: _Optional[_Union[Operation.PutMemoryOp, _Mapping]] = ..., put_compression_cache: _Optional[_Union[Operation.PutCompressionCacheOp, _Mapping]] = ..., trim_records: _Optional[_Union[Operation.TrimRecordsOp, _Mapping]] = ..., bump_turn: _Optional[_Union[Operation.BumpTurnOp, _Mapping]] = ..., release_turn: _Optional[_Union[Operation.ReleaseTurnOp, _Mapping]] = ..., remember_result: _Optional[_Union[Operation.RememberResultOp, _Mapping]] = ...) -> None: ...
 
 class OperationResult(_message.Message):
-    __slots__ = ("append_records", "put_session", "put_system_prompt", "put_insight", "clear_insight", "put_memory", "put_compression_cache", "trim_records", "bump_turn", "release_turn")
+    __slots__ = ("append_records", "put_session", "put_system_prompt", "put_insight", "clear_insight", "put_memory", "put_compression_cache", "trim_records", "bump_turn", "release_turn", "remember_result")
     class AppendRecordsResult(_message.Message):
         __slots__ = ("records",)
         RECORDS_FIELD_NUMBER: _ClassVar[int]
@@ -505,6 +538,9 @@ class OperationResult(_message.Message):
         RELEASED_FIELD_NUMBER: _ClassVar[int]
         released: bool
         def __init__(self, released: _Optional[bool] = ...) -> None: ...
+    class RememberResultResult(_message.Message):
+        __slots__ = ()
+        def __init__(self) -> None: ...
     APPEND_RECORDS_FIELD_NUMBER: _ClassVar[int]
     PUT_SESSION_FIELD_NUMBER: _ClassVar[int]
     PUT_SYSTEM_PROMPT_FIELD_NUMBER: _ClassVar[int]
@@ -515,6 +551,7 @@ class OperationResult(_message.Message):
     TRIM_RECORDS_FIELD_NUMBER: _ClassVar[int]
     BUMP_TURN_FIELD_NUMBER: _ClassVar[int]
     RELEASE_TURN_FIELD_NUMBER: _ClassVar[int]
+    REMEMBER_RESULT_FIELD_NUMBER: _ClassVar[int]
     append_records: OperationResult.AppendRecordsResult
     put_session: OperationResult.PutSessionResult
     put_system_prompt: OperationResult.PutSystemPromptResult
@@ -525,4 +562,5 @@ class OperationResult(_message.Message):
     trim_records: OperationResult.TrimRecordsResult
     bump_turn: OperationResult.BumpTurnResult
     release_turn: OperationResult.ReleaseTurnResult
-    def __init__(self, append_records: _Optional[_Union[OperationResult.AppendRecordsResult, _Mapping]] = ..., put_session: _Optional[_Union[OperationResult.PutSessionResult, _Mapping]] = ..., put_system_prompt: _Optional[_Union[OperationResult.PutSystemPromptResult, _Mapping]] = ..., put_insight: _Optional[_Union[OperationResult.PutInsightResult, _Mapping]] = ..., clear_insight: _Optional[_Union[OperationResult.ClearInsightResult, _Mapping]] = ..., put_memory: _Optional[_Union[OperationResult.PutMemoryResult, _Mapping]] = ..., put_compression_cache: _Optional[_Union[OperationResult.PutCompressionCacheResult, _Mapping]] = ..., trim_records: _Optional[_Union[OperationResult.TrimRecordsResult, _Mapping]] = ..., bump_turn: _Optional[_Union[OperationResult.BumpTurnResult, _Mapping]] = ..., release_turn: _Optional[_Union[OperationResult.ReleaseTurnResult, _Mapping]] = ...) -> None: ...
+    remember_result: OperationResult.RememberResultResult
+    def __init__(self, append_records: _Optional[_Union[OperationResult.AppendRecordsResult, _Mapping]] = ..., put_session: _Optional[_Union[OperationResult.PutSessionResult, _Mapping]] = ..., put_system_prompt: _Optional[_Union[OperationResult.PutSystemPromptResult, _Mapping]] = ..., put_insight: _Optional[_Union[OperationResult.PutInsightResult, _Mapping]] = ..., clear_insight: _Optional[_Union[OperationResult.ClearInsightResult, _Mapping]] = ..., put_memory: _Optional[_Union[OperationResult.PutMemoryResult, _Mapping]] = ..., put_compression_cache: _Optional[_Union[OperationResult.PutCompressionCacheResult, _Mapping]] = ..., trim_records: _Optional[_Union[OperationResult.TrimRecordsResult, _Mapping]] = ..., bump_turn: _Optional[_Union[OperationResult.BumpTurnResult, _Mapping]] = ..., release_turn: _Optional[_Union[OperationResult.ReleaseTurnResult, _Mapping]] = ..., remember_result: _Optional[_Union[OperationResult.RememberResultResult, _Mapping]] = ...) -> None: ...

@@ -171,6 +171,11 @@ class SessionStorageStub:
                 request_serializer=stello_dot_storage_dot_v1_dot_storage__pb2.TransactRequest.SerializeToString,
                 response_deserializer=stello_dot_storage_dot_v1_dot_storage__pb2.TransactResponse.FromString,
                 _registered_method=True)
+        self.GetRememberedResult = channel.unary_unary(
+                '/stello.storage.v1.SessionStorage/GetRememberedResult',
+                request_serializer=stello_dot_storage_dot_v1_dot_storage__pb2.GetRememberedResultRequest.SerializeToString,
+                response_deserializer=stello_dot_storage_dot_v1_dot_storage__pb2.GetRememberedResultResponse.FromString,
+                _registered_method=True)
 
 
 class SessionStorageServicer:
@@ -531,6 +536,26 @@ class SessionStorageServicer:
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
+    def GetRememberedResult(self, request, context):
+        """Reads the idempotency entry a RememberResultOp stored for (space_id,
+        scope, request_id): `found` false when there is none (never stored, or
+        older than 24 h); else the request hash and the response as stored. The
+        caller compares the hash with its own request's: equal means "answer the
+        stored response again"; different means the request_id was reused for
+        another request (the caller's ALREADY_EXISTS REQUEST_ID_REUSED). This is
+        how the gateway makes a retried Send return the stored turn without
+        calling the LLM again. A plain read: it neither locks nor waits for a
+        turn that is still running (the turn lease refuses that one).
+
+        Errors: INVALID_ARGUMENT for a malformed space_id, an empty scope or
+        request_id, or one longer than its limit (scope 100, request_id 200
+        characters); UNAUTHENTICATED without a valid key; RESOURCE_EXHAUSTED
+        when the reply exceeds the message limit.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
 
 def add_SessionStorageServicer_to_server(servicer, server):
     rpc_method_handlers = {
@@ -633,6 +658,11 @@ def add_SessionStorageServicer_to_server(servicer, server):
                     servicer.Transact,
                     request_deserializer=stello_dot_storage_dot_v1_dot_storage__pb2.TransactRequest.FromString,
                     response_serializer=stello_dot_storage_dot_v1_dot_storage__pb2.TransactResponse.SerializeToString,
+            ),
+            'GetRememberedResult': grpc.unary_unary_rpc_method_handler(
+                    servicer.GetRememberedResult,
+                    request_deserializer=stello_dot_storage_dot_v1_dot_storage__pb2.GetRememberedResultRequest.FromString,
+                    response_serializer=stello_dot_storage_dot_v1_dot_storage__pb2.GetRememberedResultResponse.SerializeToString,
             ),
     }
     generic_handler = grpc.method_handlers_generic_handler(
@@ -1212,6 +1242,33 @@ class SessionStorage:
             '/stello.storage.v1.SessionStorage/Transact',
             stello_dot_storage_dot_v1_dot_storage__pb2.TransactRequest.SerializeToString,
             stello_dot_storage_dot_v1_dot_storage__pb2.TransactResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def GetRememberedResult(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/stello.storage.v1.SessionStorage/GetRememberedResult',
+            stello_dot_storage_dot_v1_dot_storage__pb2.GetRememberedResultRequest.SerializeToString,
+            stello_dot_storage_dot_v1_dot_storage__pb2.GetRememberedResultResponse.FromString,
             options,
             channel_credentials,
             insecure,

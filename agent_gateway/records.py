@@ -1,0 +1,145 @@
+"""Stored records <-> what a turn works with: context records, tool calls, usage.
+
+A turn writes records with everything decided by the gateway (role, content,
+tool calls, created_at at microsecond precision, metadata), so the reply it
+answers is exactly what storage then lists. Metadata keys the gateway writes:
+
+- ``is_error`` (tool records): the tool failed; the model sees a failed call;
+- ``usage`` (assistant records): the provider-reported tokens of the call that
+  produced the record; its ``prompt_tokens`` is the next turn's
+  `last_prompt_tokens` (STELLO-SPEC §4.5.2 item 1, §4.7), kept in the session
+  rather than in a process, so any gateway replica can serve the next turn;
+- ``compressed`` (assistant records): the call's context was compressed. Its
+  prompt tokens then count the summary, not the history, and would make the
+  next estimate far too low (the spec would then send the whole history
+  uncompressed), so after such a call the next turn estimates from the
+  records themselves.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from datetime import UTC, datetime
+from typing import Any
+
+from google.protobuf import struct_pb2, timestamp_pb2
+
+from agent_gateway.context import Record
+from agent_gateway.llm import Role, ToolCallSpec, Usage, parse_tool_arguments
+from stello.common.v1 import common_pb2
+
+ROLES: dict[int, Role] = {
+    common_pb2.RECORD_ROLE_SYSTEM: "system",
+    common_pb2.RECORD_ROLE_USER: "user",
+    common_pb2.RECORD_ROLE_ASSISTANT: "assistant",
+    common_pb2.RECORD_ROLE_TOOL: "tool",
+}
+ROLE_VALUES: dict[Role, common_pb2.RecordRole] = {
+    "system": common_pb2.RECORD_ROLE_SYSTEM,
+    "user": common_pb2.RECORD_ROLE_USER,
+    "assistant": common_pb2.RECORD_ROLE_ASSISTANT,
+    "tool": common_pb2.RECORD_ROLE_TOOL,
+}
+
+
+def now_micros() -> datetime:
+    """Now, at the microsecond precision PostgreSQL keeps (so replies match listings)."""
+    return datetime.now(UTC)
+
+
+def _timestamp(value: datetime) -> timestamp_pb2.Timestamp:
+    stamp = timestamp_pb2.Timestamp()
+    stamp.FromDatetime(value)
+    stamp.nanos = stamp.nanos // 1000 * 1000
+    return stamp
+
+
+def tool_call_proto(call: ToolCallSpec) -> common_pb2.ToolCall:
+    """The wire form of a tool call (arguments as compact JSON text)."""
+    return common_pb2.ToolCall(id=call.id, name=call.name, arguments_json=call.arguments_json())
+
+
+def tool_call_spec(call: common_pb2.ToolCall) -> ToolCallSpec:
+    """A stored tool call as the providers take it (arguments decoded)."""
+    return ToolCallSpec(
+        call.id, call.name, parse_tool_arguments(call.arguments_json, tool=call.name)
+    )
+
+
+def new_record(
+    role: Role,
+    content: str,
+    *,
+    seq: int,
+    created_at: datetime,
+    tool_calls: Sequence[ToolCallSpec] = (),
+    tool_call_id: str | None = None,
+    is_error: bool = False,
+    usage: Usage | None = None,
+    compressed: bool = False,
+) -> common_pb2.Record:
+    """A record as the turn stores it, with the seq storage will assign."""
+    record = common_pb2.Record(
+        seq=seq,
+        role=ROLE_VALUES[role],
+        content=content,
+        tool_calls=[tool_call_proto(c) for c in tool_calls],
+        created_at=_timestamp(created_at),
+    )
+    if tool_call_id is not None:
+        record.tool_call_id = tool_call_id
+    metadata: dict[str, Any] = {}
+    if is_error:
+        metadata["is_error"] = True
+    if usage is not None:
+        metadata["usage"] = {
+            "prompt_tokens": usage.prompt_tokens,
+            "completion_tokens": usage.completion_tokens,
+            "total_tokens": usage.total_tokens,
+        }
+    if compressed:
+        metadata["compressed"] = True
+    if metadata:
+        struct = struct_pb2.Struct()
+        struct.update(metadata)
+        record.metadata.CopyFrom(struct)
+    return record
+
+
+def is_error(record: common_pb2.Record) -> bool:
+    """Whether a tool record reports a failed call."""
+    if not record.HasField("metadata"):
+        return False
+    value = record.metadata.fields.get("is_error")
+    return value is not None and value.bool_value
+
+
+def context_record(record: common_pb2.Record) -> Record:
+    """A stored record as context assembly reads it."""
+    return Record(
+        seq=record.seq,
+        role=ROLES.get(record.role, "user"),
+        content=record.content,
+        tool_calls=tuple(tool_call_spec(c) for c in record.tool_calls),
+        tool_call_id=record.tool_call_id if record.HasField("tool_call_id") else None,
+        is_error=is_error(record),
+    )
+
+
+def last_prompt_tokens(records: Sequence[common_pb2.Record]) -> int | None:
+    """The prompt tokens of the call that wrote the newest assistant record.
+
+    None when that record has none, or when its context was compressed (see
+    the module docstring): the estimate then counts every record.
+    """
+    for record in reversed(records):
+        if record.role != common_pb2.RECORD_ROLE_ASSISTANT:
+            continue
+        fields = record.metadata.fields if record.HasField("metadata") else {}
+        compressed = fields.get("compressed")
+        usage = fields.get("usage")
+        if usage is None or (compressed is not None and compressed.bool_value):
+            return None
+        tokens = usage.struct_value.fields.get("prompt_tokens")
+        return int(tokens.number_value) if tokens is not None and tokens.number_value > 0 else None
+    return None

@@ -1,0 +1,195 @@
+"""The tools a turn offers the model: built-in ones run here, client ones by the caller.
+
+Built-in (DESIGN §4.2, STELLO-SPEC §4.4.5): ``stello_create_session`` forks the
+current session through the same saga as the Fork RPC. Its arguments are
+checked like the spec's tool does: `label` required; `profile` must name a
+configured profile (else the tool answers ``Profile "<p>" 未注册`` without
+forking); only the keys present are passed on (absent `skills` stays absent,
+``[]`` means no skills). Success answers ``{"sessionId", "label"}`` as JSON;
+any failure (bad arguments, a refused fork) answers an error result the model
+sees, never fails the turn. A fork made this way stays even if the turn fails.
+
+Client tools are declared per request (`ToolDefinition`); when the model
+calls one, the turn stops and returns the call to the client.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import uuid
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from google.protobuf import json_format
+
+from agent_gateway.clients import Caller
+from agent_gateway.compose import ContextMode
+from agent_gateway.forks import ForkInput, SessionCreator
+from agent_gateway.llm import RAW_ARGUMENTS_KEY, ToolCallSpec, ToolSpec
+from agent_gateway.profiles import ProfileRegistry
+from stello.common.v1 import common_pb2
+from stello.errors import StelloError, Violations
+from stello.validation import MAX_LABEL_CHARS
+
+CREATE_SESSION = "stello_create_session"
+BUILTIN_NAMES = frozenset({CREATE_SESSION})
+MAX_TOOLS = 128
+TOOL_NAME = re.compile(r"^[A-Za-z0-9_-]{1,64}$")
+"""What every provider accepts as a function name."""
+
+CREATE_SESSION_SPEC = ToolSpec(
+    name=CREATE_SESSION,
+    description=(
+        "Create a new child session (a fork of the current session) for a sub-task. "
+        "Returns the new session's id and label."
+    ),
+    parameters={
+        "type": "object",
+        "properties": {
+            "label": {"type": "string", "description": "Label of the new session."},
+            "systemPrompt": {"type": "string", "description": "Its system prompt."},
+            "prompt": {"type": "string", "description": "Its opening assistant message."},
+            "profile": {"type": "string", "description": "Name of a fork profile to apply."},
+            "context": {
+                "type": "string",
+                "enum": ["none", "inherit", "compress"],
+                "description": "What it starts from: nothing, this conversation, or a summary.",
+            },
+            "profileVars": {
+                "type": "object",
+                "additionalProperties": {"type": "string"},
+                "description": "Values of the profile's template variables.",
+            },
+            "skills": {
+                "type": "array",
+                "items": {"type": "string"},
+                "description": "Skills of the new session ([] = none).",
+            },
+        },
+        "required": ["label"],
+    },
+)
+
+
+@dataclass(frozen=True, slots=True)
+class ToolOutcome:
+    """A tool's answer: the tool record's content and whether the call failed."""
+
+    content: str
+    is_error: bool = False
+
+
+def client_tools(definitions: Sequence[common_pb2.ToolDefinition], v: Violations) -> list[ToolSpec]:
+    """The request's client tools; names checked (pattern, unique, not a built-in)."""
+    if len(definitions) > MAX_TOOLS:
+        v.add("tools", f"must declare at most {MAX_TOOLS} tools, got {len(definitions)}")
+        return []
+    seen: set[str] = set()
+    specs = []
+    for i, tool in enumerate(definitions):
+        name = tool.name
+        if not TOOL_NAME.match(name):
+            v.add(f"tools[{i}].name", "must be 1..64 characters of letters, digits, _ or -")
+        elif name in BUILTIN_NAMES:
+            v.add(f"tools[{i}].name", f"{name!r} is a built-in tool's name")
+        elif name in seen:
+            v.add(f"tools[{i}].name", f"{name!r} is declared twice")
+        seen.add(name)
+        parameters = (
+            json_format.MessageToDict(tool.parameters) if tool.HasField("parameters") else {}
+        )
+        specs.append(ToolSpec(name, tool.description, parameters))
+    return specs
+
+
+class BuiltinTools:
+    """The gateway's own tools, run during a turn on the caller's behalf."""
+
+    def __init__(
+        self, creator: SessionCreator, profiles: ProfileRegistry, *, enabled: bool
+    ) -> None:
+        self._creator = creator
+        self._profiles = profiles
+        self.specs: tuple[ToolSpec, ...] = (CREATE_SESSION_SPEC,) if enabled else ()
+        self.names = frozenset(spec.name for spec in self.specs)
+
+    async def run(
+        self,
+        caller: Caller,
+        space_id: uuid.UUID,
+        session_id: uuid.UUID,
+        call: ToolCallSpec,
+        request_id: str,
+    ) -> ToolOutcome:
+        """Run one built-in call; failures become error outcomes for the model.
+
+        `request_id` makes the fork idempotent (the turn derives it from its
+        lease and the call id).
+        """
+        if call.name not in self.names:
+            return ToolOutcome(f"Unknown tool: {call.name}", is_error=True)
+        try:
+            fork = self._fork_input(space_id, session_id, call.arguments, request_id)
+        except ValueError as exc:
+            return ToolOutcome(str(exc), is_error=True)
+        try:
+            session = await self._creator.fork(caller, fork)
+        except StelloError as exc:
+            return ToolOutcome(exc.message, is_error=True)
+        body = {"sessionId": session.id, "label": session.label}
+        return ToolOutcome(json.dumps(body, ensure_ascii=False, separators=(",", ":")))
+
+    def _fork_input(
+        self,
+        space_id: uuid.UUID,
+        session_id: uuid.UUID,
+        args: Mapping[str, Any],
+        request_id: str,
+    ) -> ForkInput:
+        """Spec §4.4.5's arguments as a Fork request; ValueError says what the model got wrong."""
+        if RAW_ARGUMENTS_KEY in args:
+            raise ValueError("the arguments must be a JSON object")
+        label = args.get("label")
+        if not isinstance(label, str) or not label.strip():
+            raise ValueError("label is required (a non-empty string)")
+        if len(label) > MAX_LABEL_CHARS:
+            raise ValueError(f"label must be at most {MAX_LABEL_CHARS} characters")
+        profile = _optional_str(args, "profile")
+        if profile is not None and not self._profiles.has(profile):
+            raise ValueError(f'Profile "{profile}" 未注册')
+        context = _optional_str(args, "context")
+        if context is not None and context not in ContextMode.__members__.values():
+            raise ValueError("context must be one of none, inherit, compress")
+        variables = args.get("profileVars", {})
+        if not isinstance(variables, dict) or not all(
+            isinstance(value, str) for value in variables.values()
+        ):
+            raise ValueError("profileVars must be an object of strings")
+        skills = args.get("skills")
+        if skills is not None and (
+            not isinstance(skills, list) or not all(isinstance(s, str) for s in skills)
+        ):
+            raise ValueError("skills must be an array of strings")
+        return ForkInput(
+            space_id=space_id,
+            source_id=session_id,
+            label=label,
+            profile=profile,
+            profile_vars=variables,
+            system_prompt=_optional_str(args, "systemPrompt"),
+            skills=tuple(skills) if skills is not None else None,
+            context=ContextMode(context) if context is not None else None,
+            prompt=_optional_str(args, "prompt"),
+            request_id=request_id,
+        )
+
+
+def _optional_str(args: Mapping[str, Any], key: str) -> str | None:
+    value = args.get(key)
+    if value is None:
+        return None
+    if not isinstance(value, str):
+        raise ValueError(f"{key} must be a string")
+    return value

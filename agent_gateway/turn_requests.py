@@ -1,0 +1,110 @@
+"""Send, SendStream and SubmitToolResults requests -> validated turn input (and replies back).
+
+Every bad field is named at once (BadRequest), before anything is read or
+written. The request_id's fingerprint is the deterministic encoding of the
+request with request_id cleared; SendStream is fingerprinted as the Send it
+equals (same fields), so the two share one idempotency scope.
+"""
+
+from __future__ import annotations
+
+import copy
+
+from agent_gateway.llm import TextDelta, ToolCallEvent
+from agent_gateway.records import tool_call_proto
+from agent_gateway.tools import client_tools
+from agent_gateway.turn_state import (
+    SEND_SCOPE,
+    SUBMIT_SCOPE,
+    SendInput,
+    SubmitInput,
+    ToolResultInput,
+    TurnEvent,
+    TurnKey,
+)
+from stello import validation
+from stello.agent.v1 import agent_pb2
+from stello.errors import Violations
+from stello.idempotency import MAX_REQUEST_ID_CHARS, fingerprint
+
+
+def _key(
+    scope: str,
+    request: agent_pb2.SendRequest | agent_pb2.SubmitToolResultsRequest,
+    v: Violations,
+) -> TurnKey | None:
+    if not request.request_id:
+        return None
+    if len(request.request_id) > MAX_REQUEST_ID_CHARS:
+        v.add("request_id", f"must be at most {MAX_REQUEST_ID_CHARS} characters")
+    bare = copy.deepcopy(request)
+    bare.request_id = ""
+    return TurnKey(scope, request.request_id, fingerprint(bare))
+
+
+def _content(text: str, name: str, max_bytes: int, v: Violations, *, required: bool) -> str:
+    if required and not text.strip():
+        v.add(name, "must not be empty")
+    size = len(text.encode())
+    if size > max_bytes:
+        v.add(name, f"is {size} bytes, over the limit of {max_bytes}")
+    return text
+
+
+def send_input(
+    request: agent_pb2.SendRequest | agent_pb2.SendStreamRequest, *, max_content_bytes: int
+) -> SendInput:
+    """A Send or SendStream request, validated."""
+    send = (
+        request
+        if isinstance(request, agent_pb2.SendRequest)
+        else agent_pb2.SendRequest.FromString(request.SerializeToString())
+    )
+    v = Violations()
+    space_id = validation.parse_uuid(send.space_id, "space_id", v)
+    session_id = validation.parse_uuid(send.session_id, "session_id", v)
+    content = _content(send.content, "content", max_content_bytes, v, required=True)
+    tools = client_tools(send.tools, v)
+    key = _key(SEND_SCOPE, send, v)
+    v.raise_if_any()
+    return SendInput(space_id, session_id, content, tuple(tools), key)
+
+
+def submit_input(
+    request: agent_pb2.SubmitToolResultsRequest, *, max_content_bytes: int
+) -> SubmitInput:
+    """A SubmitToolResults request, validated (ids non-empty and unique)."""
+    v = Violations()
+    space_id = validation.parse_uuid(request.space_id, "space_id", v)
+    session_id = validation.parse_uuid(request.session_id, "session_id", v)
+    if not request.results:
+        v.add("results", "must answer the pending tool calls (none given)")
+    seen: set[str] = set()
+    results = []
+    for i, result in enumerate(request.results):
+        name = f"results[{i}]"
+        if not result.tool_call_id:
+            v.add(f"{name}.tool_call_id", "is required")
+        elif result.tool_call_id in seen:
+            v.add(f"{name}.tool_call_id", f"{result.tool_call_id!r} is answered twice")
+        seen.add(result.tool_call_id)
+        _content(result.content, f"{name}.content", max_content_bytes, v, required=False)
+        results.append(ToolResultInput(result.tool_call_id, result.content, result.is_error))
+    tools = client_tools(request.tools, v)
+    key = _key(SUBMIT_SCOPE, request, v)
+    v.raise_if_any()
+    return SubmitInput(space_id, session_id, tuple(results), tuple(tools), key)
+
+
+def stream_event(event: TurnEvent) -> agent_pb2.SendStreamResponse:
+    """One SendStream event."""
+    if isinstance(event, TextDelta):
+        return agent_pb2.SendStreamResponse(text_delta=agent_pb2.TextDelta(text=event.text))
+    if isinstance(event, ToolCallEvent):
+        return agent_pb2.SendStreamResponse(tool_call=tool_call_proto(event.call))
+    return agent_pb2.SendStreamResponse(done=event.response)
+
+
+def submit_response(response: agent_pb2.SendResponse) -> agent_pb2.SubmitToolResultsResponse:
+    """A turn's reply as SubmitToolResults answers it (the same fields)."""
+    return agent_pb2.SubmitToolResultsResponse.FromString(response.SerializeToString())

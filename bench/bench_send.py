@@ -1,0 +1,259 @@
+"""Turn benchmark: Send overhead with the echo provider, RPCs per turn, SendStream first delta.
+
+Measured in one run (DESIGN §9 target: Send overhead with `echo` p50 <= 5 ms):
+
+- Send p50/p99 at concurrency 1 with the echo provider (which answers in
+  microseconds, so the latency is the gateway's own overhead: lease, reads,
+  context, commit), spread over sessions seeded with 20 records each; plain,
+  and with a request_id (one more read, and the reply stored by the commit);
+- SendStream: time to the first text delta, and to `done`;
+- how many RPCs one turn makes to storage (and tree), counted by the gateway's
+  own clients on an in-process gateway over the same storage and tree
+  processes, for Send, Send with request_id, a tool-call turn and its
+  SubmitToolResults;
+- for scale: one bare storage AppendRecords call, the cheapest write a turn
+  could be.
+
+Each server (storage, tree, gateway) runs in its own process (uvloop), the
+client here.
+
+    python bench/bench_send.py [--sends 500] [--sessions 50]
+
+Uses STELLO_BENCH_DATABASE_URL when set (a database it may fill), else starts
+the embedded PostgreSQL in a temporary folder and deletes it afterwards.
+Not part of the test run.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import itertools
+import os
+import statistics
+import sys
+import time
+import uuid
+import warnings
+from collections.abc import Awaitable, Callable
+from contextlib import AsyncExitStack
+from pathlib import Path
+from typing import Any
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+
+from agent_gateway.app import GatewayClients
+from agent_gateway.app import create_app as gateway_app
+from agent_gateway.config import GatewaySettings
+from bench.bench_gateway import _settings, database, new_space, quantile, server_process
+from stello.agent.v1 import agent_pb2, agent_pb2_grpc
+from stello.auth import KeyStore
+from stello.channels import open_channel
+from stello.common.v1 import common_pb2
+from stello.db import create_pool
+from stello.runner import event_loop_factory
+from stello.server import create_server, shutdown
+from stello.storage.v1 import storage_pb2, storage_pb2_grpc
+
+SEED_RECORDS = 20
+TOOL = common_pb2.ToolDefinition(name="lookup", description="Look something up")
+
+
+async def seeded_sessions(
+    stub: Any, storage: Any, space: str, metadata: Any, count: int
+) -> list[str]:
+    """`count` roots with a system prompt and SEED_RECORDS records each."""
+    records = [
+        common_pb2.Record(
+            role=common_pb2.RECORD_ROLE_USER if i % 2 == 0 else common_pb2.RECORD_ROLE_ASSISTANT,
+            content=f"record {i} " * 10,
+        )
+        for i in range(SEED_RECORDS)
+    ]
+    ids = []
+    for _ in range(count):
+        reply = await stub.CreateRoot(
+            agent_pb2.CreateRootRequest(space_id=space, system_prompt="You are a benchmark."),
+            metadata=metadata,
+        )
+        await storage.AppendRecords(
+            storage_pb2.AppendRecordsRequest(
+                space_id=space, session_id=reply.session.id, records=records
+            ),
+            metadata=metadata,
+        )
+        ids.append(reply.session.id)
+    return ids
+
+
+async def timed(call: Callable[[int], Awaitable[Any]], count: int) -> list[float]:
+    """Run `call(i)` `count` times in a row (after a warm-up); durations in seconds."""
+    for i in range(min(20, count)):
+        await call(-1 - i)
+    durations = []
+    for i in range(count):
+        began = time.perf_counter()
+        await call(i)
+        durations.append(time.perf_counter() - began)
+    return durations
+
+
+async def first_delta(stub: Any, request: Any, metadata: Any) -> tuple[float, float]:
+    """(seconds to the first text delta, seconds to done) of one SendStream."""
+    began = time.perf_counter()
+    first = done = 0.0
+    async for event in stub.SendStream(request, metadata=metadata):
+        kind = event.WhichOneof("event")
+        if kind == "text_delta" and not first:
+            first = time.perf_counter() - began
+        if kind == "done":
+            done = time.perf_counter() - began
+    return first, done
+
+
+async def count_turn_rpcs(
+    dsn: str, storage: str, tree: str, space: str, key: str, session: str
+) -> dict[str, dict[str, int]]:
+    """RPCs per kind of turn by service and method, from an in-process gateway's clients."""
+    settings = _settings(dsn)
+    config = GatewaySettings(storage_address=storage, tree_address=tree)
+    clients = GatewayClients.connect(config, settings)
+    counted: dict[str, dict[str, int]] = {}
+    async with create_pool(dsn, settings) as pool:
+        app = gateway_app(settings, pool, KeyStore(pool, 60), config, clients=clients)
+        server, port = await create_server(app, "127.0.0.1:0")
+        await server.start()
+        try:
+            async with open_channel(f"127.0.0.1:{port}", key=key) as channel:
+                stub = agent_pb2_grpc.AgentGatewayStub(channel)
+
+                async def measure(name: str, call: Awaitable[Any]) -> Any:
+                    clients.storage.calls.clear()
+                    clients.tree.calls.clear()
+                    reply = await call
+                    counted[name] = {
+                        **{f"tree.{m}": n for m, n in clients.tree.calls.items()},
+                        **{f"storage.{m}": n for m, n in clients.storage.calls.items()},
+                    }
+                    return reply
+
+                def send(content: str, **fields: Any) -> Any:
+                    return stub.Send(
+                        agent_pb2.SendRequest(
+                            space_id=space, session_id=session, content=content, **fields
+                        )
+                    )
+
+                await measure("Send", send("hello"))
+                await measure("Send with request_id", send("hello", request_id=uuid.uuid4().hex))
+                reply = await measure(
+                    "Send stopping on a tool call", send("/tool lookup", tools=[TOOL])
+                )
+                call_id = reply.pending_tool_calls[0].id
+                await measure(
+                    "SubmitToolResults",
+                    stub.SubmitToolResults(
+                        agent_pb2.SubmitToolResultsRequest(
+                            space_id=space,
+                            session_id=session,
+                            results=[agent_pb2.ToolResult(tool_call_id=call_id, content="42")],
+                        )
+                    ),
+                )
+        finally:
+            await shutdown(app, server, 0)
+    return counted
+
+
+def report(name: str, samples: list[float]) -> None:
+    """One latency line."""
+    p50, p99 = quantile(samples, 0.5), quantile(samples, 0.99)
+    mean = statistics.fmean(samples) * 1000
+    print(f"  {name:<34} p50 {p50:6.2f}  p99 {p99:6.2f}  mean {mean:6.2f}")
+
+
+async def run(sends: int, sessions: int) -> None:
+    """Start the three servers, measure, report."""
+    async with database() as dsn, AsyncExitStack() as stack:
+        storage_address = await stack.enter_async_context(server_process("storage", dsn))
+        tree_address = await stack.enter_async_context(server_process("tree", dsn))
+        gateway = await stack.enter_async_context(
+            server_process("gateway", dsn, storage_address, tree_address)
+        )
+        space_id, key = await new_space(dsn)
+        space = str(space_id)
+        metadata = (("authorization", f"Bearer {key}"),)
+        stub = agent_pb2_grpc.AgentGatewayStub(
+            await stack.enter_async_context(open_channel(gateway))
+        )
+        storage = storage_pb2_grpc.SessionStorageStub(
+            await stack.enter_async_context(open_channel(storage_address))
+        )
+        ids = await seeded_sessions(stub, storage, space, metadata, sessions)
+        rotation = itertools.cycle(ids)
+
+        def send(request_id: bool) -> Callable[[int], Awaitable[Any]]:
+            def call(i: int) -> Awaitable[Any]:
+                request = agent_pb2.SendRequest(
+                    space_id=space,
+                    session_id=next(rotation),
+                    content=f"message {i}",
+                    request_id=uuid.uuid4().hex if request_id else "",
+                )
+                return stub.Send(request, metadata=metadata)
+
+            return call
+
+        def append(i: int) -> Awaitable[Any]:
+            record = common_pb2.Record(role=common_pb2.RECORD_ROLE_USER, content=f"m {i}")
+            return storage.AppendRecords(
+                storage_pb2.AppendRecordsRequest(
+                    space_id=space, session_id=next(rotation), records=[record]
+                ),
+                metadata=metadata,
+            )
+
+        print(
+            f"Send with echo, concurrency 1, {sends} turns over {sessions} sessions "
+            f"of {SEED_RECORDS}+ records (ms):"
+        )
+        report("Send", await timed(send(False), sends))
+        report("Send with request_id", await timed(send(True), sends))
+        report("(storage AppendRecords, for scale)", await timed(append, sends))
+
+        streams = [
+            await first_delta(
+                stub,
+                agent_pb2.SendStreamRequest(
+                    space_id=space, session_id=next(rotation), content=f"stream {i}"
+                ),
+                metadata,
+            )
+            for i in range(sends)
+        ]
+        print(f"SendStream with echo, {sends} turns (ms):")
+        report("time to first text delta", [s[0] for s in streams])
+        report("time to done", [s[1] for s in streams])
+
+        counts = await count_turn_rpcs(dsn, storage_address, tree_address, space, key, ids[0])
+        print("RPCs per turn (from the gateway's clients):")
+        for name, calls in counts.items():
+            detail = ", ".join(f"{m} {n}" for m, n in sorted(calls.items()))
+            print(f"  {name:<34} {sum(calls.values())}: {detail}")
+        print(f"(cpus: {os.cpu_count()}; client, three servers and PostgreSQL share them)")
+
+
+def main() -> None:
+    """Command line: run the benchmark."""
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0] if __doc__ else None)
+    parser.add_argument("--sends", type=int, default=500, help="turns per latency scenario")
+    parser.add_argument("--sessions", type=int, default=50, help="sessions the turns rotate over")
+    args = parser.parse_args()
+    # platformdirs warns when XDG_RUNTIME_DIR is unset (containers); the embedded server reads it.
+    warnings.filterwarnings("ignore", message=".*XDG_RUNTIME_DIR.*")
+    with asyncio.Runner(loop_factory=event_loop_factory()) as runner:
+        runner.run(run(args.sends, args.sessions))
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,108 @@
+"""The client commands without a gateway: target resolution, errors, and tree drawing."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from stello.client_format import tree_lines
+from stello.common.v1 import common_pb2
+from tests.cli.processes import private_env, run_cli
+
+ACTIVE = common_pb2.SESSION_STATUS_ACTIVE
+ARCHIVED = common_pb2.SESSION_STATUS_ARCHIVED
+
+
+def node(id_: str, parent: str | None, label: str, turns: int = 0, status: int = ACTIVE) -> Any:
+    """A TreeNode with just what the drawing reads."""
+    made = common_pb2.TreeNode(id=id_, label=label, turn_count=turns, status=status)
+    if parent is not None:
+        made.parent_id = parent
+    return made
+
+
+class TestTreeLines:
+    def test_siblings_and_nesting(self) -> None:
+        """Siblings get ├─/└─ and descendants of a non-last child keep the │ rail."""
+        nodes = [
+            node("r", None, "Root", 2),
+            node("a", "r", "A", 1),
+            node("a1", "a", "A1"),
+            node("b", "r", "B", status=ARCHIVED),
+            node("s", None, "Second root"),
+        ]
+        assert tree_lines(nodes) == [
+            "Root  [active, 2 turns]  r",
+            "├─ A  [active, 1 turn]  a",
+            "│  └─ A1  [active, 0 turns]  a1",
+            "└─ B  [archived, 0 turns]  b",
+            "Second root  [active, 0 turns]  s",
+        ]
+
+    def test_deep_chain_needs_no_recursion(self) -> None:
+        """A chain deeper than Python's recursion limit still draws, one line per session."""
+        depth = 5000
+        nodes = [node("n0", None, "n0")]
+        nodes += [node(f"n{i}", f"n{i - 1}", f"n{i}") for i in range(1, depth)]
+        lines = tree_lines(nodes)
+        assert len(lines) == depth
+        last = f"n{depth - 1}"
+        assert lines[-1] == " " * 3 * (depth - 2) + f"└─ {last}  [active, 0 turns]  {last}"
+
+
+@pytest.mark.subprocess
+class TestErrors:
+    def test_without_stello_up_says_what_to_do(self, home: Path) -> None:
+        """No saved credentials and no flags: one line naming `stello up` and the flags, exit 1."""
+        done = run_cli(private_env(home), "tree")
+        assert done.returncode == 1
+        assert done.stderr == (
+            "stello: no gateway address: run `stello up` first, "
+            "or pass --gateway / set STELLO_GATEWAY\n"
+        )
+
+    def test_unreachable_gateway_is_one_line(self, home: Path) -> None:
+        """A gateway that does not answer: UNAVAILABLE on one line, no traceback."""
+        env = private_env(home)
+        env.update(STELLO_GATEWAY="127.0.0.1:1", STELLO_KEY="k", STELLO_SPACE_ID="s")
+        done = run_cli(env, "digests", "--timeout", "5")
+        assert done.returncode == 1
+        assert done.stderr.startswith("stello: UNAVAILABLE: ")
+        assert "is a gateway listening at 127.0.0.1:1?" in done.stderr
+        assert len(done.stderr.splitlines()) == 1
+
+    def test_flags_override_saved_credentials(self, home: Path) -> None:
+        """--gateway wins over the saved file (here pointing nowhere), and a bad --var is named."""
+        env = private_env(home)
+        saved = Path(env["STELLO_CONFIG_DIR"]) / "credentials.json"
+        saved.parent.mkdir(parents=True)
+        saved.write_text(json.dumps({"space_id": "s", "key": "k", "gateway": "127.0.0.1:2"}))
+        done = run_cli(env, "root", "--gateway", "127.0.0.1:1", "--timeout", "5")
+        assert "127.0.0.1:1?" in done.stderr
+        bad = run_cli(env, "root", "--var", "novalue")
+        assert bad.returncode == 1
+        assert bad.stderr == "stello: --var wants NAME=VALUE, got 'novalue'\n"
+
+    def test_corrupt_credentials_file(self, home: Path) -> None:
+        """A credentials file that is not ours: one line naming it."""
+        env = private_env(home)
+        saved = Path(env["STELLO_CONFIG_DIR"]) / "credentials.json"
+        saved.parent.mkdir(parents=True)
+        saved.write_text("{not json")
+        done = run_cli(env, "tree")
+        assert done.returncode == 1
+        assert done.stderr.startswith(f"stello: {saved} is not a credentials file")
+
+    def test_up_checks_the_provider_before_starting(self, home: Path) -> None:
+        """`stello up` with STELLO_LLM_PROVIDER=anthropic and no key stops at once, on one line."""
+        env = private_env(home)
+        env["STELLO_LLM_PROVIDER"] = "anthropic"
+        done = run_cli(env, "up", "--gateway-port", "0")
+        assert done.returncode == 1
+        assert done.stderr.splitlines()[-1] == (
+            "stello: STELLO_ANTHROPIC_API_KEY is not set: the anthropic provider needs an API key"
+        )
+        assert not Path(env["STELLO_DATA_DIR"]).exists()  # no database was started

@@ -1,0 +1,112 @@
+"""`stello up` as a real process, driven through the `stello` client commands."""
+
+from __future__ import annotations
+
+import json
+import socket
+import stat
+from pathlib import Path
+
+import pytest
+
+from tests.cli.processes import StelloUp, cli_json, gone, postgres_processes, private_env, run_cli
+
+pytestmark = pytest.mark.subprocess
+
+
+def assert_stopped(up: StelloUp, postmaster: int) -> None:
+    """Ctrl-C ends `stello up` with 0 and leaves no process, the embedded PostgreSQL included."""
+    code, rest = up.interrupt()
+    assert code == 0, up.stderr[-3000:]
+    assert rest == ["stopped"]
+    assert "Traceback" not in up.stderr
+    assert gone(postmaster), f"postgres {postmaster} still runs"
+    assert postgres_processes(up.data_dir) == []
+    assert not (up.data_dir / "postmaster.pid").exists()
+
+
+def test_up_client_session_and_restart(home: Path) -> None:
+    """root → fork → send → tree → digests through the CLI; Ctrl-C; a second up sees the data."""
+    env = private_env(home)
+    up = StelloUp.start(env)
+    try:
+        lines = up.lines
+        assert lines["gateway"].startswith("127.0.0.1:")
+        assert {"storage", "tree", "space_id", "key", "provider"} <= set(lines)
+        assert lines["provider"] == "echo"
+        saved = Path(env["STELLO_CONFIG_DIR"]) / "credentials.json"
+        assert stat.S_IMODE(saved.stat().st_mode) == 0o600
+        assert json.loads(saved.read_text()) == {
+            name: lines[name] for name in ("space_id", "key", "gateway", "storage", "tree")
+        }
+        postmaster = up.postmaster_pid()
+
+        root = cli_json(env, "root", "--label", "Research", "--system-prompt", "Be brief.")
+        assert root["label"] == "Research"
+        child = cli_json(env, "fork", root["id"], "--label", "Side question", "--context", "none")
+        assert child["parent_id"] == root["id"]
+
+        sent = run_cli(env, "send", child["id"], "hello there")
+        assert sent.returncode == 0, sent.stderr
+        assert "hello there" in sent.stdout  # echo answers from the last user message
+        chat = run_cli(env, "chat", child["id"], stdin="and again\n/quit\nnever sent\n")
+        assert chat.returncode == 0, chat.stderr
+        assert "and again" in chat.stdout
+        assert "never sent" not in chat.stdout
+
+        tree = run_cli(env, "tree")
+        assert tree.returncode == 0, tree.stderr
+        assert tree.stdout.splitlines() == [
+            f"Research  [active, 0 turns]  {root['id']}",
+            f"└─ Side question  [active, 2 turns]  {child['id']}",
+        ]
+        digests = cli_json(env, "digests")
+        assert {(d["label"], d["turn_count"]) for d in digests} == {
+            ("Research", 0),
+            ("Side question", 2),
+        }
+        records = cli_json(env, "records", child["id"])
+        assert [r["role"] for r in records] == ["user", "assistant"] * 2
+        newest = run_cli(env, "records", child["id"], "--limit", "1")
+        assert newest.stdout.startswith(f"[{records[-1]['seq']}] assistant: ")
+
+        admin = run_cli(env, "keys", "create", "--admin")
+        assert admin.returncode == 0, admin.stderr
+        admin_key = dict(line.split(": ", 1) for line in admin.stdout.splitlines())["key"]
+        swept = run_cli(env, "reconcile", "--admin-key", admin_key, "--dry-run")
+        assert (swept.returncode, swept.stdout) == (0, "would remove 0 provisional sessions\n")
+        denied = run_cli(env, "reconcile", "--admin-key", lines["key"])
+        assert denied.stderr.startswith("stello: PERMISSION_DENIED: ")
+
+        bad = run_cli(env, "fork", "not-a-uuid", "--label", "x")
+        assert bad.returncode == 1
+        assert bad.stderr.startswith("stello: INVALID_ARGUMENT: ")
+        assert len(bad.stderr.splitlines()) == 1
+        assert_stopped(up, postmaster)
+
+        up = StelloUp.start(env)
+        assert (up.lines["space_id"], up.lines["key"]) == (lines["space_id"], lines["key"])
+        again = cli_json(env, "tree")
+        assert [(n["label"], n["turn_count"]) for n in again] == [
+            ("Research", 0),
+            ("Side question", 2),
+        ]
+        assert_stopped(up, up.postmaster_pid())
+    finally:
+        up.kill()
+
+
+def test_port_in_use_is_one_line_and_leaves_nothing(home: Path) -> None:
+    """A gateway port already taken: one line naming the flag, exit 1, PostgreSQL stopped."""
+    env = private_env(home)
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen()
+        port = str(taken.getsockname()[1])
+        done = run_cli(env, "up", "--storage-port", "0", "--tree-port", "0", "--gateway-port", port)
+    assert done.returncode == 1
+    last = done.stderr.splitlines()[-1]
+    assert last.startswith(f"stello: the gateway service cannot listen on 127.0.0.1:{port} ")
+    assert "--gateway-port" in last
+    assert "Traceback" not in done.stderr
+    assert postgres_processes(Path(env["STELLO_DATA_DIR"])) == []

@@ -1,0 +1,144 @@
+"""Observability: request ids in log lines, /metrics over HTTP, traces across the services."""
+
+from __future__ import annotations
+
+import asyncio
+import io
+import json
+import logging
+import os
+import subprocess
+import sys
+import urllib.request
+import uuid
+from functools import partial
+from pathlib import Path
+
+import grpc
+import pytest
+from prometheus_client.parser import text_string_to_metric_families
+
+from stello.interceptors import request_id_var
+from stello.logs import LogSettings, build_handler
+from stello.storage.v1 import storage_pb2, storage_pb2_grpc
+from stello.tree.v1 import tree_pb2, tree_pb2_grpc
+from storage_service.app import create_app as storage_app
+from tests.deploy.test_replicas import free_port
+from tests.support.fixtures import ServerStarter, TestSpace
+from tree_service.app import create_app as tree_app
+from tree_service.config import TreeSettings
+
+REPO = Path(__file__).resolve().parents[2]
+SERVICES = {"storage": "stello.storage.v1.SessionStorage", "tree": "stello.tree.v1.SessionTree"}
+
+
+class CapturedLogs:
+    """A handler of `stello.logs` on a logger, writing into a string."""
+
+    def __init__(self, logger: str, log_format: str) -> None:
+        self.stream = io.StringIO()
+        self.logger = logging.getLogger(logger)
+        self.handler = build_handler(LogSettings(format=log_format), self.stream)
+        self.level = self.logger.level
+
+    def __enter__(self) -> CapturedLogs:
+        self.logger.addHandler(self.handler)
+        self.logger.setLevel(logging.INFO)
+        return self
+
+    def __exit__(self, *_: object) -> None:
+        self.logger.removeHandler(self.handler)
+        self.logger.setLevel(self.level)
+
+    def lines(self) -> list[str]:
+        """What was written, one entry per line."""
+        return self.stream.getvalue().splitlines()
+
+
+class TestLogs:
+    def test_json_line_carries_the_current_request_id(self) -> None:
+        """Inside an RPC's context any logger's JSON line has that request id; outside, '-'."""
+        with CapturedLogs("stello.test", "json") as logs:
+            token = request_id_var.set("req-42")
+            try:
+                logging.getLogger("stello.test").info("inside %s", "a call", extra={"n": 3})
+            finally:
+                request_id_var.reset(token)
+            logging.getLogger("stello.test").warning("outside")
+        inside, outside = (json.loads(line) for line in logs.lines())
+        assert inside["message"] == "inside a call"
+        assert (inside["request_id"], inside["level"], inside["n"]) == ("req-42", "INFO", 3)
+        assert outside["request_id"] == "-"
+
+    @pytest.mark.sql
+    async def test_rpc_log_line_has_the_callers_request_id(
+        self, start_server: ServerStarter, space: TestSpace
+    ) -> None:
+        """The per-call log line (text format) names the x-request-id the client sent."""
+        running = await start_server(storage_app)
+        with CapturedLogs("stello.rpc", "text") as logs:
+            async with running.channel() as channel:
+                with pytest.raises(grpc.aio.AioRpcError):
+                    await storage_pb2_grpc.SessionStorageStub(channel).GetSession(
+                        storage_pb2.GetSessionRequest(
+                            space_id=space.sid, session_id=str(uuid.uuid4())
+                        ),
+                        metadata=(*space.metadata, ("x-request-id", "trace-me-7")),
+                    )
+        (line,) = [line for line in logs.lines() if "GetSession" in line]
+        method = "/stello.storage.v1.SessionStorage/GetSession"
+        assert f"INFO stello.rpc [trace-me-7] rpc {method} " in line
+        assert " NOT_FOUND " in line
+
+
+@pytest.mark.sql
+async def test_metrics_are_scraped_over_http(start_server: ServerStarter, space: TestSpace) -> None:
+    """STELLO_TREE_METRICS_PORT serves Prometheus text with a count per method and code."""
+    port = free_port()
+    running = await start_server(partial(tree_app, config=TreeSettings(metrics_port=port)))
+    async with running.channel() as channel:
+        stub = tree_pb2_grpc.SessionTreeStub(channel)
+        for _ in range(3):
+            with pytest.raises(grpc.aio.AioRpcError):
+                await stub.GetNode(
+                    tree_pb2.GetNodeRequest(space_id=space.sid, session_id=str(uuid.uuid4())),
+                    metadata=space.metadata,
+                )
+    url = f"http://127.0.0.1:{port}/metrics"
+    text = await asyncio.to_thread(lambda: urllib.request.urlopen(url, timeout=5).read().decode())
+    samples = {
+        (sample.name, sample.labels.get("method"), sample.labels.get("code")): sample.value
+        for family in text_string_to_metric_families(text)
+        for sample in family.samples
+    }
+    method = "/stello.tree.v1.SessionTree/GetNode"
+    assert samples[("stello_rpc_calls_total", method, "NOT_FOUND")] == 3
+    assert samples[("stello_rpc_duration_seconds_count", method, None)] == 3
+
+
+@pytest.mark.sql
+@pytest.mark.subprocess
+def test_one_send_is_one_trace_across_the_services(database_url: str) -> None:
+    """With tracing on, a Send (gateway, storage) and a Fork (and tree) are one trace each."""
+    done = subprocess.run(
+        [sys.executable, "-m", "tests.deploy.trace_probe", database_url],
+        cwd=REPO,
+        env={**os.environ, "STELLO_AUTH_CACHE_TTL_S": "0"},
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
+    assert done.returncode == 0, done.stderr[-3000:]
+    traces = json.loads(done.stdout)
+    for rpc, services in (("Send", {"storage"}), ("Fork", {"storage", "tree"})):
+        spans = traces[rpc.lower()]
+        assert len({s["trace_id"] for s in spans}) == 1, spans
+        name = f"/stello.agent.v1.AgentGateway/{rpc}"
+        ours = [s for s in spans if s["name"] == name]
+        assert sorted(s["kind"] for s in ours) == ["CLIENT", "SERVER"]  # caller's, gateway's
+        (gateway,) = [s for s in ours if s["kind"] == "SERVER"]
+        calls = [s for s in spans if s["parent_id"] == gateway["span_id"]]
+        assert calls and {s["kind"] for s in calls} == {"CLIENT"}  # the gateway's own calls
+        served = {s["name"].split("/")[1] for s in spans if s["kind"] == "SERVER"}
+        assert served == {"stello.agent.v1.AgentGateway"} | {SERVICES[x] for x in services}

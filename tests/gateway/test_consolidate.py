@@ -1,0 +1,194 @@
+"""Consolidate and the automatic consolidation every N turns (STELLO-SPEC §4.6, §6.8).
+
+Restates §6.2 item 61, §6.6 item 10 and §6.8 items 1-5: the consolidator is
+the gateway's provider with the default prompt (no per-session function, no
+role context in v1: DESIGN §5.13), and automatic failures are logged and
+counted rather than swallowed (DESIGN §6).
+"""
+
+from __future__ import annotations
+
+import grpc
+import pytest
+
+from agent_gateway.llm import DEFAULT_COMPRESS_PROMPT, DEFAULT_CONSOLIDATE_PROMPT
+from stello.agent.v1 import agent_pb2
+from stello.errors import Unavailable, error_info_reason
+from tests.gateway.conftest import Stack, StackMaker, new_id, rpc_error
+from tests.gateway.turns_support import (
+    SpyProvider,
+    answer,
+    send,
+    submit,
+    tool_call,
+    tool_definition,
+    trim,
+    wait_for,
+)
+
+pytestmark = pytest.mark.sql
+
+FAILED = ("stello_gateway_auto_consolidations_total", {"outcome": "failed"})
+SUCCEEDED = ("stello_gateway_auto_consolidations_total", {"outcome": "succeeded"})
+
+
+async def consolidate(stack: Stack, session_id: str) -> str:
+    """Consolidate; answers the new memory."""
+    reply = await stack.gw.Consolidate(
+        agent_pb2.ConsolidateRequest(space_id=stack.space.sid, session_id=session_id)
+    )
+    return str(reply.memory)
+
+
+async def memory(stack: Stack, session_id: str) -> str | None:
+    """The stored memory."""
+    view = await stack.view(session_id)
+    return view.memory if view.HasField("memory") else None
+
+
+def counted(stack: Stack, sample: tuple[str, dict[str, str]]) -> float:
+    """A sample of the gateway's metrics registry (0 when never counted)."""
+    metrics = stack.gateway.app.metrics
+    assert metrics is not None
+    return metrics.registry.get_sample_value(*sample) or 0.0
+
+
+class TestConsolidate:
+    """The Consolidate RPC."""
+
+    async def test_writes_memory_from_all_records(self, make_stack: StackMaker) -> None:
+        """One LLM call over all records replaces the memory; nothing is trimmed (61; §6.6 10)."""
+        spy = SpyProvider()
+        stack = await make_stack(spy)
+        root = await stack.root()
+        await send(stack, root.id, "one")
+        await send(stack, root.id, "two")
+        spy.then_helper(answer("Summary: 4 messages"))
+        new = await consolidate(stack, root.id)
+        assert new == "Summary: 4 messages" == await memory(stack, root.id)
+        call = spy.calls[-1]
+        assert call.messages[1].content.splitlines()[1:] == [
+            "user: one",
+            "assistant: echo: one",
+            "user: two",
+            "assistant: echo: two",
+        ]
+        assert len(spy.calls) == 3
+        assert len(await stack.records(root.id)) == 4
+        assert await trim(stack, root.id, 2) == 2
+        assert len(await stack.records(root.id)) == 2
+
+    async def test_default_prompt_messages(self, make_stack: StackMaker) -> None:
+        """The consolidator sends [system prompt, user transcript], no role context (§6.8 1-3)."""
+        spy = SpyProvider()
+        stack = await make_stack(spy)
+        root = await stack.root()
+        await send(stack, root.id, "hi")
+        await consolidate(stack, root.id)
+        assert spy.calls[-1].pairs() == [
+            ("system", DEFAULT_CONSOLIDATE_PROMPT),
+            ("user", "对话记录:\nuser: hi\nassistant: echo: hi"),
+        ]
+
+    async def test_current_memory_first(self, make_stack: StackMaker) -> None:
+        """An existing memory goes before the transcript (spec §4.9 item 5)."""
+        spy = SpyProvider()
+        stack = await make_stack(spy)
+        root = await stack.root()
+        await stack.gw.PutMemory(
+            agent_pb2.PutMemoryRequest(
+                space_id=stack.space.sid, session_id=root.id, content="existing memory"
+            )
+        )
+        await send(stack, root.id, "msg1")
+        await consolidate(stack, root.id)
+        assert spy.calls[-1].messages[1].content == (
+            "当前摘要:\nexisting memory\n\n对话记录:\nuser: msg1\nassistant: echo: msg1"
+        )
+
+    async def test_empty_answer_is_empty_memory(self, make_stack: StackMaker) -> None:
+        """An empty answer (a null content) stores '' (§6.8 item 5)."""
+        spy = SpyProvider().then_helper(answer(""))
+        stack = await make_stack(spy)
+        root = await stack.root()
+        assert await consolidate(stack, root.id) == ""
+        assert await memory(stack, root.id) == ""
+
+    async def test_compressor_messages(self, make_stack: StackMaker) -> None:
+        """The in-session compressor likewise sends [system prompt, user transcript] (§6.8 4)."""
+        spy = SpyProvider(max_context_tokens=30)
+        stack = await make_stack(spy)
+        root = await stack.root()
+        await send(stack, root.id, "a fairly long first message here")
+        await send(stack, root.id, "second")
+        compression = spy.compressions[0]
+        assert [m.role for m in compression.messages] == ["system", "user"]
+        assert compression.messages[0].content == DEFAULT_COMPRESS_PROMPT
+        assert compression.messages[1].content.startswith("对话记录:\n")
+
+    async def test_archived(self, make_stack: StackMaker) -> None:
+        """An archived session is FAILED_PRECONDITION SESSION_ARCHIVED; memory unchanged."""
+        spy = SpyProvider()
+        stack = await make_stack(spy)
+        root = await stack.root()
+        await stack.gw.Archive(
+            agent_pb2.ArchiveRequest(space_id=stack.space.sid, session_id=root.id)
+        )
+        error = await rpc_error(consolidate(stack, root.id))
+        assert error.code() is grpc.StatusCode.FAILED_PRECONDITION
+        assert error_info_reason(error) == "SESSION_ARCHIVED"
+        assert spy.calls == [] and await memory(stack, root.id) is None
+
+    async def test_unknown_session(self, make_stack: StackMaker) -> None:
+        """An unknown session is NOT_FOUND."""
+        stack = await make_stack(SpyProvider())
+        error = await rpc_error(consolidate(stack, new_id()))
+        assert error.code() is grpc.StatusCode.NOT_FOUND
+
+    async def test_provider_failure(self, make_stack: StackMaker) -> None:
+        """A provider failure answers its status and leaves the memory as it was."""
+        spy = SpyProvider(helper_error=Unavailable("down"))
+        stack = await make_stack(spy)
+        root = await stack.root()
+        error = await rpc_error(consolidate(stack, root.id))
+        assert error.code() is grpc.StatusCode.UNAVAILABLE
+        assert await memory(stack, root.id) is None
+
+
+class TestAutomatic:
+    """Consolidation after every N committed turns (spec §4.6, DESIGN §6)."""
+
+    async def test_every_n_turns(self, make_stack: StackMaker) -> None:
+        """With N = 2 the memory is written after the second turn, not the first."""
+        spy = SpyProvider().then(answer("", tool_call("lookup", "c1")))
+        stack = await make_stack(spy, consolidate_every_n_turns=2)
+        root = await stack.root()
+        await send(stack, root.id, "one", tools=[tool_definition("lookup")])
+        await submit(stack, root.id, ("c1", "r"))  # a continuation is not a turn
+        assert await memory(stack, root.id) is None
+        await send(stack, root.id, "two")
+        await wait_for(lambda: counted(stack, SUCCEEDED) == 1)
+        written = await memory(stack, root.id)
+        assert written is not None and written.startswith("echo: 对话记录:")
+        assert counted(stack, FAILED) == 0
+
+    async def test_failure_is_counted(self, make_stack: StackMaker) -> None:
+        """A failing automatic consolidation is counted and logged; the turn is unaffected."""
+        spy = SpyProvider(helper_error=Unavailable("consolidator down"))
+        stack = await make_stack(spy, consolidate_every_n_turns=1)
+        root = await stack.root()
+        reply = await send(stack, root.id, "one")
+        assert reply.assistant.content == "echo: one"
+        await wait_for(lambda: counted(stack, FAILED) == 1)
+        assert counted(stack, SUCCEEDED) == 0
+        assert await memory(stack, root.id) is None
+        assert (await stack.view(root.id)).turn_count == 1
+
+    async def test_off_by_default(self, make_stack: StackMaker) -> None:
+        """Without N no consolidation runs."""
+        spy = SpyProvider()
+        stack = await make_stack(spy)
+        root = await stack.root()
+        for text in ("a", "b", "c"):
+            await send(stack, root.id, text)
+        assert not any(call.helper for call in spy.calls)

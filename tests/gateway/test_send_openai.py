@@ -1,0 +1,151 @@
+"""Turns through the gateway with the OpenAI-compatible provider, against a loopback fake server.
+
+The provider is the real `openai` SDK provider; only the HTTP endpoint is a
+fake (tests/support/fake_openai.py). The bodies the fake received show the
+exact context of a turn (STELLO-SPEC §4.5.1 order; memory never).
+"""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator
+
+import pytest
+
+from agent_gateway.context import session_identity
+from agent_gateway.llm.openai_provider import OpenAIProvider
+from agent_gateway.tools import CREATE_SESSION
+from stello.agent.v1 import agent_pb2
+from tests.gateway.conftest import Stack, StackMaker, rpc_error
+from tests.gateway.turns_support import (
+    put_insight,
+    roles,
+    send,
+    stream_events,
+    submit,
+    tool_definition,
+)
+from tests.support.fake_openai import FakeOpenAI, FakeToolCall
+
+pytestmark = pytest.mark.sql
+
+MODEL = "fake-chat"
+
+
+@pytest.fixture(name="fake")
+async def _fake() -> AsyncIterator[FakeOpenAI]:
+    async with FakeOpenAI() as fake:
+        yield fake
+
+
+@pytest.fixture(name="openai_stack")
+async def _openai_stack(make_stack: StackMaker, fake: FakeOpenAI) -> AsyncIterator[Stack]:
+    async with OpenAIProvider(
+        model=MODEL, api_key="sk-test", base_url=fake.base_url, timeout_s=5.0, max_retries=0
+    ) as provider:
+        yield await make_stack(provider)
+
+
+class TestOpenAITurns:
+    """Plain, streamed and tool turns over the chat completions protocol."""
+
+    async def test_exact_context(self, openai_stack: Stack, fake: FakeOpenAI) -> None:
+        """The second turn sends prompt, identity, insight, history, user — and no memory."""
+        stack = openai_stack
+        root = await stack.root(label="Research", system_prompt="You are Stello.")
+        fake.reply("first answer")
+        await send(stack, root.id, "first question")
+        await put_insight(stack, root.id, "The user prefers short answers.")
+        await stack.gw.PutMemory(
+            agent_pb2.PutMemoryRequest(
+                space_id=stack.space.sid, session_id=root.id, content="never sent"
+            )
+        )
+        fake.reply("second answer", prompt_tokens=40, completion_tokens=2)
+        reply = await send(stack, root.id, "second question")
+        body = fake.chat_bodies()[1]
+        assert body["model"] == MODEL
+        assert body["messages"] == [
+            {"role": "system", "content": "You are Stello."},
+            {"role": "system", "content": session_identity("Research")},
+            {"role": "system", "content": "The user prefers short answers."},
+            {"role": "user", "content": "first question"},
+            {"role": "assistant", "content": "first answer"},
+            {"role": "user", "content": "second question"},
+        ]
+        assert [t["function"]["name"] for t in body["tools"]] == [CREATE_SESSION]
+        assert "stream" not in body
+        assert reply.assistant.content == "second answer"
+        assert (reply.usage.prompt_tokens, reply.usage.completion_tokens) == (40, 2)
+
+    async def test_streamed(self, openai_stack: Stack, fake: FakeOpenAI) -> None:
+        """SendStream relays the server's deltas, then done with the stored turn."""
+        stack = openai_stack
+        root = await stack.root()
+        fake.reply("streamed over the wire", chunks=3)
+        events = await stream_events(stack, root.id, "hi")
+        deltas = [e.text_delta.text for e in events if e.WhichOneof("event") == "text_delta"]
+        assert "".join(deltas) == "streamed over the wire" and len(deltas) == 3
+        done = events[-1].done
+        assert done.assistant.content == "streamed over the wire"
+        assert list(done.records) == await stack.records(root.id)
+        body = fake.chat_bodies()[0]
+        assert body["stream"] is True
+        assert body["stream_options"] == {"include_usage": True}
+
+    async def test_tool_round_trip(self, openai_stack: Stack, fake: FakeOpenAI) -> None:
+        """A client tool call, its result through SubmitToolResults, then the final answer."""
+        stack = openai_stack
+        root = await stack.root()
+        fake.reply(tool_calls=[FakeToolCall("search", {"q": "tides"}, id="call_1")])
+        search = tool_definition(
+            "search", "Search", type="object", properties={"q": {"type": "string"}}
+        )
+        first = await send(stack, root.id, "look it up", tools=[search])
+        assert [(c.id, c.name, c.arguments_json) for c in first.pending_tool_calls] == [
+            ("call_1", "search", '{"q":"tides"}')
+        ]
+        fake.reply("high tide at noon")
+        final = await submit(stack, root.id, ("call_1", "noon"), tools=[search])
+        assert final.assistant.content == "high tide at noon"
+        messages = fake.chat_bodies()[1]["messages"]
+        assert messages[-2:] == [
+            {
+                "role": "assistant",
+                "content": None,
+                "tool_calls": [
+                    {
+                        "id": "call_1",
+                        "type": "function",
+                        "function": {"name": "search", "arguments": '{"q":"tides"}'},
+                    }
+                ],
+            },
+            {"role": "tool", "tool_call_id": "call_1", "content": "noon"},
+        ]
+        assert [t["function"]["name"] for t in fake.chat_bodies()[1]["tools"]] == [
+            CREATE_SESSION,
+            "search",
+        ]
+        assert roles(await stack.records(root.id)) == ["user", "assistant", "tool", "assistant"]
+
+    async def test_builtin_round_trip(self, openai_stack: Stack, fake: FakeOpenAI) -> None:
+        """The model's stello_create_session call runs in the gateway; its result goes back."""
+        stack = openai_stack
+        root = await stack.root()
+        fake.reply(tool_calls=[FakeToolCall(CREATE_SESSION, {"label": "kid"}, id="call_b")])
+        fake.reply("made it")
+        reply = await send(stack, root.id, "make a child")
+        assert reply.assistant.content == "made it"
+        tool_message = fake.chat_bodies()[1]["messages"][-1]
+        assert tool_message["role"] == "tool" and tool_message["tool_call_id"] == "call_b"
+        assert '"label":"kid"' in tool_message["content"]
+        assert len((await stack.view(root.id)).node.children) == 1
+
+    async def test_server_error(self, openai_stack: Stack, fake: FakeOpenAI) -> None:
+        """A 5xx from the endpoint is UNAVAILABLE and stores nothing."""
+        stack = openai_stack
+        root = await stack.root()
+        fake.fail(503, "overloaded")
+        error = await rpc_error(send(stack, root.id, "hi"))
+        assert error.code().name == "UNAVAILABLE"
+        assert await stack.records(root.id) == []

@@ -1,0 +1,158 @@
+"""RememberResultOp and GetRememberedResult: a caller's idempotency entry, stored with its work."""
+
+from __future__ import annotations
+
+import uuid
+
+import grpc
+import pytest
+
+from stello.errors import field_violations
+from stello.storage.v1 import storage_pb2, storage_pb2_grpc
+from tests.storage.helpers import rec, rpc_error
+from tests.support.fixtures import MakeSession, TestSpace
+
+pytestmark = pytest.mark.sql
+
+Stub = storage_pb2_grpc.SessionStorageStub
+Op = storage_pb2.Operation
+Check = storage_pb2.Precondition
+HASH = b"\x01" * 32
+
+
+def remember_op(request_id: str, response: bytes = b"reply", scope: str = "gateway.Send") -> Op:
+    return Op(
+        remember_result=Op.RememberResultOp(
+            scope=scope, request_id=request_id, request_hash=HASH, response=response
+        )
+    )
+
+
+def append_op(session_id: uuid.UUID, content: str) -> Op:
+    return Op(append_records=Op.AppendRecordsOp(session_id=str(session_id), records=[rec(content)]))
+
+
+async def remembered(
+    stub: Stub, space: TestSpace, request_id: str, scope: str = "gateway.Send"
+) -> storage_pb2.GetRememberedResultResponse:
+    reply: storage_pb2.GetRememberedResultResponse = await stub.GetRememberedResult(
+        storage_pb2.GetRememberedResultRequest(
+            space_id=space.sid, scope=scope, request_id=request_id
+        )
+    )
+    return reply
+
+
+class TestRememberResult:
+    async def test_stored_with_the_work(
+        self, stub: Stub, space: TestSpace, make_session: MakeSession
+    ) -> None:
+        """A Transact's remember_result is read back with its hash and response."""
+        sid = await make_session()
+        reply = await stub.Transact(
+            storage_pb2.TransactRequest(
+                space_id=space.sid, operations=[append_op(sid, "hi"), remember_op("r1", b"turn")]
+            )
+        )
+        assert [r.WhichOneof("kind") for r in reply.results] == [
+            "append_records",
+            "remember_result",
+        ]
+        found = await remembered(stub, space, "r1")
+        assert (found.found, found.request_hash, found.response) == (True, HASH, b"turn")
+
+    async def test_failed_precondition_stores_nothing(
+        self, stub: Stub, space: TestSpace, make_session: MakeSession
+    ) -> None:
+        """A Transact aborted by a precondition leaves no entry (stored iff committed)."""
+        sid = await make_session()
+        check = Check(session_last_seq=Check.SessionLastSeqCheck(session_id=str(sid), expected=7))
+        error = await rpc_error(
+            stub.Transact(
+                storage_pb2.TransactRequest(
+                    space_id=space.sid,
+                    preconditions=[check],
+                    operations=[append_op(sid, "hi"), remember_op("r2")],
+                )
+            )
+        )
+        assert error.code() is grpc.StatusCode.ABORTED
+        assert not (await remembered(stub, space, "r2")).found
+
+    async def test_unknown_key_and_other_scope(self, stub: Stub, space: TestSpace) -> None:
+        """An unknown id, or a known id under another scope, is not found."""
+        await stub.Transact(
+            storage_pb2.TransactRequest(space_id=space.sid, operations=[remember_op("r3")])
+        )
+        assert not (await remembered(stub, space, "never")).found
+        assert not (await remembered(stub, space, "r3", scope="gateway.Other")).found
+
+    async def test_other_space_does_not_see_it(
+        self, stub: Stub, stub_for: object, space: TestSpace, other_space: TestSpace
+    ) -> None:
+        """An entry is kept per space: another space's same key is not found."""
+        await stub.Transact(
+            storage_pb2.TransactRequest(space_id=space.sid, operations=[remember_op("r4")])
+        )
+        other = stub_for(other_space.key)  # type: ignore[operator]
+        assert not (await remembered(other, other_space, "r4")).found
+
+    async def test_a_later_op_replaces_it(self, stub: Stub, space: TestSpace) -> None:
+        """A second remember_result under the same key replaces the first."""
+        for response in (b"first", b"second"):
+            await stub.Transact(
+                storage_pb2.TransactRequest(
+                    space_id=space.sid, operations=[remember_op("r5", response)]
+                )
+            )
+        assert (await remembered(stub, space, "r5")).response == b"second"
+
+    @pytest.mark.parametrize(
+        ("scope", "request_id", "request_hash", "field"),
+        [
+            pytest.param("", "r", HASH, "operations[0].remember_result.scope", id="no-scope"),
+            pytest.param(
+                "storage.Transact",
+                "r",
+                HASH,
+                "operations[0].remember_result.scope",
+                id="storage-scope",
+            ),
+            pytest.param(
+                "gateway.Send", "", HASH, "operations[0].remember_result.request_id", id="no-id"
+            ),
+            pytest.param(
+                "gateway.Send",
+                "r",
+                b"",
+                "operations[0].remember_result.request_hash",
+                id="no-hash",
+            ),
+        ],
+    )
+    async def test_invalid_op(
+        self,
+        stub: Stub,
+        space: TestSpace,
+        scope: str,
+        request_id: str,
+        request_hash: bytes,
+        field: str,
+    ) -> None:
+        """A remember_result lacking scope, id or hash, or in storage.*, is INVALID_ARGUMENT."""
+        op = Op(
+            remember_result=Op.RememberResultOp(
+                scope=scope, request_id=request_id, request_hash=request_hash, response=b"x"
+            )
+        )
+        error = await rpc_error(
+            stub.Transact(storage_pb2.TransactRequest(space_id=space.sid, operations=[op]))
+        )
+        assert error.code() is grpc.StatusCode.INVALID_ARGUMENT
+        assert [v.field for v in field_violations(error)] == [field]
+
+    async def test_get_validates_key(self, stub: Stub, space: TestSpace) -> None:
+        """GetRememberedResult without a scope or request_id is INVALID_ARGUMENT naming both."""
+        error = await rpc_error(remembered(stub, space, "", scope=""))
+        assert error.code() is grpc.StatusCode.INVALID_ARGUMENT
+        assert {v.field for v in field_violations(error)} == {"scope", "request_id"}
