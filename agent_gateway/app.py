@@ -200,6 +200,7 @@ def create_app(
         pool=pool,
         keys=keys,
         settings=settings,
+        metrics_port=config.metrics_port,
         # Stopped in reverse: consolidations in flight finish before the provider closes.
         background=(*owned, consolidator),
     )

@@ -14,12 +14,11 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Protocol, TypeVar
 
+from agent_gateway.context import kept_tool_group_indices
+from agent_gateway.records import context_record
 from stello.common.v1 import common_pb2
 
 T = TypeVar("T")
-
-ROLE_ASSISTANT = common_pb2.RECORD_ROLE_ASSISTANT
-ROLE_TOOL = common_pb2.RECORD_ROLE_TOOL
 
 
 class PromptMode(enum.StrEnum):
@@ -173,31 +172,9 @@ def stored_system_prompt(composed: str | None, source_slot: str | None) -> str |
 def drop_incomplete_tool_groups(
     records: Sequence[common_pb2.Record],
 ) -> list[common_pb2.Record]:
-    """Spec §4.5.4: keep a tool-calling assistant and its tool replies only if all are answered.
-
-    An assistant record with tool calls is kept together with the consecutive
-    tool records after it only when every call id is answered among them;
-    otherwise the whole group is dropped. A tool record outside such a group is
-    dropped. Everything else is kept, in order.
-    """
-    kept: list[common_pb2.Record] = []
-    i = 0
-    while i < len(records):
-        record = records[i]
-        if record.role == ROLE_ASSISTANT and len(record.tool_calls) > 0:
-            j = i + 1
-            while j < len(records) and records[j].role == ROLE_TOOL:
-                j += 1
-            group = records[i:j]
-            answered = {r.tool_call_id for r in group[1:] if r.HasField("tool_call_id")}
-            if all(call.id in answered for call in record.tool_calls):
-                kept.extend(group)
-            i = j
-            continue
-        if record.role != ROLE_TOOL:
-            kept.append(record)
-        i += 1
-    return kept
+    """Spec §4.5.4 over stored records: the same sanitiser the turn context uses."""
+    views = [context_record(r) for r in records]
+    return [records[i] for i in kept_tool_group_indices(views)]
 
 
 def inherited_copy(record: common_pb2.Record) -> common_pb2.Record:

@@ -23,6 +23,9 @@ class GatewaySettings(BaseSettings):
 
     host: str = Field(default="127.0.0.1", description="Interface to listen on.")
     port: int = Field(default=50063, ge=0, le=65535, description="TCP port; 0 = any free one.")
+    metrics_port: int | None = Field(
+        default=None, ge=0, le=65535, description="Serve Prometheus /metrics on this port."
+    )
     storage_address: str = Field(
         default="127.0.0.1:50061",
         description="host:port of the storage service; several comma-separated = round robin.",

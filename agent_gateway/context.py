@@ -38,6 +38,7 @@ __all__ = [
     "context_prefix",
     "estimate_messages_tokens",
     "estimate_tokens",
+    "kept_tool_group_indices",
     "remove_incomplete_tool_groups",
     "session_identity",
 ]
@@ -130,7 +131,8 @@ class ToolGroupMember(Protocol):
 M = TypeVar("M", bound=ToolGroupMember)
 
 
-def _kept_indices(records: Sequence[ToolGroupMember]) -> list[int]:
+def kept_tool_group_indices(records: Sequence[ToolGroupMember]) -> list[int]:
+    """Indexes of the records the sanitiser keeps (spec §4.5.4), in order."""
     kept: list[int] = []
     i = 0
     while i < len(records):
@@ -158,7 +160,7 @@ def remove_incomplete_tool_groups(records: Sequence[M]) -> list[M]:
     it only if they answer every call id; otherwise all of them go. A tool
     message with no preceding assistant tool call goes. Everything else stays.
     """
-    return [records[i] for i in _kept_indices(records)]
+    return [records[i] for i in kept_tool_group_indices(records)]
 
 
 def estimate_messages_tokens(messages: Iterable[LLMMessage | Record]) -> int:
@@ -248,7 +250,7 @@ async def assemble_context(
     """
     prefix = context_prefix(system_prompt, label, insight)
     combined = [*history, *pending]
-    kept = _kept_indices(combined)
+    kept = kept_tool_group_indices(combined)
     records = [combined[i] for i in kept]
     stored_count = sum(1 for i in kept if i < len(history))
     tail = [LLMMessage("user", user_message)] if user_message is not None else []

@@ -25,17 +25,18 @@ import asyncio
 import os
 import statistics
 import sys
-import tempfile
 import time
 import uuid
 import warnings
-from collections.abc import AsyncIterator, Awaitable, Callable
-from contextlib import AsyncExitStack, asynccontextmanager
+from collections.abc import Awaitable, Callable
+from contextlib import AsyncExitStack
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+
+from harness import database, server_process, wait_for_stdin_close
 
 from agent_gateway.app import GatewayClients
 from agent_gateway.app import create_app as gateway_app
@@ -45,8 +46,6 @@ from stello.auth import KeyStore
 from stello.channels import open_channel
 from stello.common.v1 import common_pb2
 from stello.db import create_pool
-from stello.embedded import embedded_server, ensure_database
-from stello.migrate import migrate_dsn
 from stello.runner import event_loop_factory
 from stello.server import ServiceApp, create_server, shutdown
 from stello.settings import StelloSettings
@@ -82,35 +81,8 @@ async def serve(kind: str, dsn: str, storage: str, tree: str) -> None:
         server, port = await create_server(app, "127.0.0.1:0")
         await server.start()
         print(f"PORT {port}", flush=True)
-        await asyncio.get_running_loop().run_in_executor(None, sys.stdin.read)
+        await wait_for_stdin_close()
         await shutdown(app, server, 1)
-
-
-@asynccontextmanager
-async def server_process(
-    kind: str, dsn: str, storage: str = "", tree: str = ""
-) -> AsyncIterator[str]:
-    """Start a server process of `kind`; yield its address; stop it on exit."""
-    process = await asyncio.create_subprocess_exec(
-        sys.executable,
-        __file__,
-        "serve",
-        kind,
-        dsn,
-        storage,
-        tree,
-        stdin=asyncio.subprocess.PIPE,
-        stdout=asyncio.subprocess.PIPE,
-    )
-    assert process.stdout is not None and process.stdin is not None
-    line = (await process.stdout.readline()).decode()
-    if not line.startswith("PORT "):
-        raise RuntimeError(f"{kind} server did not start: {line!r}")
-    try:
-        yield f"127.0.0.1:{line.split()[1]}"
-    finally:
-        process.stdin.close()
-        await process.wait()
 
 
 # ---------------------------------------------------------------- data
@@ -306,27 +278,14 @@ async def count_digest_rpcs(
 # ---------------------------------------------------------------- run
 
 
-@asynccontextmanager
-async def database() -> AsyncIterator[str]:
-    """STELLO_BENCH_DATABASE_URL, or a fresh embedded PostgreSQL deleted afterwards."""
-    configured = os.environ.get("STELLO_BENCH_DATABASE_URL")
-    if configured:
-        await migrate_dsn(configured)
-        yield configured
-        return
-    folder = Path(tempfile.mkdtemp(prefix="stello-bench-pg-"))
-    with embedded_server(folder / "data", delete=True) as admin_dsn:
-        dsn = await ensure_database(admin_dsn, "stello_bench")
-        await migrate_dsn(dsn)
-        yield dsn
-
-
 async def run(forks: int, sessions: int, rounds: int) -> None:
     """Start the three servers, measure, report."""
     async with database() as dsn, AsyncExitStack() as stack:
-        storage = await stack.enter_async_context(server_process("storage", dsn))
-        tree = await stack.enter_async_context(server_process("tree", dsn))
-        gateway = await stack.enter_async_context(server_process("gateway", dsn, storage, tree))
+        storage = await stack.enter_async_context(server_process(__file__, "storage", dsn))
+        tree = await stack.enter_async_context(server_process(__file__, "tree", dsn))
+        gateway = await stack.enter_async_context(
+            server_process(__file__, "gateway", dsn, storage, tree)
+        )
         fork_space, fork_key = await new_space(dsn)
         digest_space, digest_key = await new_space(dsn)
         await seed_sessions(dsn, digest_space, sessions)

@@ -42,10 +42,13 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
+from harness import database, server_process
+
 from agent_gateway.app import GatewayClients
 from agent_gateway.app import create_app as gateway_app
 from agent_gateway.config import GatewaySettings
-from bench.bench_gateway import _settings, database, new_space, quantile, server_process
+from bench import bench_gateway
+from bench.bench_gateway import _settings, new_space, quantile
 from stello.agent.v1 import agent_pb2, agent_pb2_grpc
 from stello.auth import KeyStore
 from stello.channels import open_channel
@@ -175,10 +178,14 @@ def report(name: str, samples: list[float]) -> None:
 async def run(sends: int, sessions: int) -> None:
     """Start the three servers, measure, report."""
     async with database() as dsn, AsyncExitStack() as stack:
-        storage_address = await stack.enter_async_context(server_process("storage", dsn))
-        tree_address = await stack.enter_async_context(server_process("tree", dsn))
+        storage_address = await stack.enter_async_context(
+            server_process(bench_gateway.__file__, "storage", dsn)
+        )
+        tree_address = await stack.enter_async_context(
+            server_process(bench_gateway.__file__, "tree", dsn)
+        )
         gateway = await stack.enter_async_context(
-            server_process("gateway", dsn, storage_address, tree_address)
+            server_process(bench_gateway.__file__, "gateway", dsn, storage_address, tree_address)
         )
         space_id, key = await new_space(dsn)
         space = str(space_id)

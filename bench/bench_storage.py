@@ -18,12 +18,9 @@ import argparse
 import asyncio
 import os
 import sys
-import tempfile
 import time
 import uuid
 import warnings
-from collections.abc import AsyncIterator, Awaitable, Callable
-from contextlib import asynccontextmanager
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
@@ -34,12 +31,12 @@ import grpc
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
+from harness import Call, Result, database, load, server_process, wait_for_stdin_close
+
 from stello.auth import KeyStore
 from stello.channels import open_channel
 from stello.common.v1 import common_pb2
 from stello.db import create_pool
-from stello.embedded import embedded_server, ensure_database
-from stello.migrate import migrate_dsn
 from stello.runner import event_loop_factory
 from stello.server import create_server, shutdown
 from stello.settings import StelloSettings
@@ -142,34 +139,11 @@ async def serve(kind: str, dsn: str) -> None:
             server, port = await _baseline_server(pool)
         await server.start()
         print(f"PORT {port}", flush=True)
-        await asyncio.get_running_loop().run_in_executor(None, sys.stdin.read)
+        await wait_for_stdin_close()
         if app is not None:
             await shutdown(app, server, 1)
         else:
             await server.stop(1)
-
-
-@asynccontextmanager
-async def server_process(kind: str, dsn: str) -> AsyncIterator[str]:
-    """Start a server process of `kind`; yield its address; stop it on exit."""
-    process = await asyncio.create_subprocess_exec(
-        sys.executable,
-        __file__,
-        "serve",
-        kind,
-        dsn,
-        stdin=asyncio.subprocess.PIPE,
-        stdout=asyncio.subprocess.PIPE,
-    )
-    assert process.stdout is not None and process.stdin is not None
-    line = (await process.stdout.readline()).decode()
-    if not line.startswith("PORT "):
-        raise RuntimeError(f"{kind} server did not start: {line!r}")
-    try:
-        yield f"127.0.0.1:{line.split()[1]}"
-    finally:
-        process.stdin.close()
-        await process.wait()
 
 
 # ---------------------------------------------------------------- data
@@ -234,53 +208,6 @@ async def seed(dsn: str, total_records: int) -> Fixture:
 # ---------------------------------------------------------------- load
 
 
-@dataclass(frozen=True, slots=True)
-class Result:
-    """One scenario's measurements."""
-
-    calls: int
-    seconds: float
-    latencies_ms: list[float]
-
-    @property
-    def rps(self) -> float:
-        """Completed calls per second."""
-        return self.calls / self.seconds
-
-    def quantile(self, q: float) -> float:
-        """Latency at quantile q, in milliseconds."""
-        ordered = sorted(self.latencies_ms)
-        return ordered[min(len(ordered) - 1, int(q * len(ordered)))]
-
-
-Call = Callable[[int], Awaitable[Any]]
-
-
-async def load(call: Call, concurrency: int, seconds: float) -> Result:
-    """Run `concurrency` workers calling back to back; measure after a warm-up second."""
-    latencies: list[float] = []
-    measuring = False
-    stop = False
-
-    async def worker(index: int) -> None:
-        while not stop:
-            began = time.perf_counter()
-            await call(index)
-            if measuring:
-                latencies.append((time.perf_counter() - began) * 1000)
-
-    tasks = [asyncio.create_task(worker(i)) for i in range(concurrency)]
-    await asyncio.sleep(1.0)
-    measuring = True
-    started = time.perf_counter()
-    await asyncio.sleep(seconds)
-    measuring = False
-    elapsed = time.perf_counter() - started
-    stop = True
-    await asyncio.gather(*tasks)
-    return Result(len(latencies), elapsed, latencies)
-
-
 def scenario_calls(stub: storage_pb2_grpc.SessionStorageStub, fx: Fixture) -> dict[str, Call]:
     """The calls each scenario makes; `index` is the worker number."""
     space = str(fx.space_id)
@@ -314,7 +241,10 @@ async def measure(
     checkpoint, autovacuum) cannot favour one side.
     """
     samples: dict[tuple[str, str, int], list[Result]] = {}
-    async with server_process("baseline", dsn) as base, server_process("ours", dsn) as ours:
+    async with (
+        server_process(__file__, "baseline", dsn) as base,
+        server_process(__file__, "ours", dsn) as ours,
+    ):
         channels = {
             kind: open_channel(address, key=fx.key)
             for kind, address in (("baseline", base), ("ours", ours))
@@ -359,21 +289,6 @@ def report(results: dict[tuple[str, str, int], Result]) -> None:
                 f"{base.quantile(0.99):>8.2f}/{ours.quantile(0.99):<8.2f}"
             )
     print(f"(cpus: {os.cpu_count()}; client, servers and PostgreSQL share them)")
-
-
-@asynccontextmanager
-async def database() -> AsyncIterator[str]:
-    """STELLO_BENCH_DATABASE_URL, or a fresh embedded PostgreSQL deleted afterwards."""
-    configured = os.environ.get("STELLO_BENCH_DATABASE_URL")
-    if configured:
-        await migrate_dsn(configured)
-        yield configured
-        return
-    folder = Path(tempfile.mkdtemp(prefix="stello-bench-pg-"))
-    with embedded_server(folder / "data", delete=True) as admin_dsn:
-        dsn = await ensure_database(admin_dsn, "stello_bench")
-        await migrate_dsn(dsn)
-        yield dsn
 
 
 async def run(seconds: float, total_records: int, rounds: int) -> None:

@@ -19,12 +19,9 @@ import argparse
 import asyncio
 import os
 import sys
-import tempfile
 import time
 import uuid
 import warnings
-from collections.abc import AsyncIterator, Awaitable, Callable
-from contextlib import asynccontextmanager
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -34,12 +31,12 @@ import grpc
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
+from harness import Call, Result, database, load, repeat, server_process, wait_for_stdin_close
+
 from stello.auth import KeyStore
 from stello.channels import open_channel
 from stello.common.v1 import common_pb2
 from stello.db import create_pool
-from stello.embedded import embedded_server, ensure_database
-from stello.migrate import migrate_dsn
 from stello.runner import event_loop_factory
 from stello.server import create_server
 from stello.settings import StelloSettings
@@ -212,31 +209,8 @@ async def serve(kind: str, dsn: str) -> None:
             server, port = await _baseline_server(pool)
         await server.start()
         print(f"PORT {port}", flush=True)
-        await asyncio.get_running_loop().run_in_executor(None, sys.stdin.read)
+        await wait_for_stdin_close()
         await server.stop(1)
-
-
-@asynccontextmanager
-async def server_process(kind: str, dsn: str) -> AsyncIterator[str]:
-    """Start a server process of `kind`; yield its address; stop it on exit."""
-    process = await asyncio.create_subprocess_exec(
-        sys.executable,
-        __file__,
-        "serve",
-        kind,
-        dsn,
-        stdin=asyncio.subprocess.PIPE,
-        stdout=asyncio.subprocess.PIPE,
-    )
-    assert process.stdout is not None and process.stdin is not None
-    line = (await process.stdout.readline()).decode()
-    if not line.startswith("PORT "):
-        raise RuntimeError(f"{kind} server did not start: {line!r}")
-    try:
-        yield f"127.0.0.1:{line.split()[1]}"
-    finally:
-        process.stdin.close()
-        await process.wait()
 
 
 # ---------------------------------------------------------------- data
@@ -318,65 +292,6 @@ async def seed(dsn: str, tree_nodes: int) -> Fixture:
 # ---------------------------------------------------------------- load
 
 
-@dataclass(frozen=True, slots=True)
-class Result:
-    """One scenario's measurements."""
-
-    calls: int
-    seconds: float
-    latencies_ms: list[float]
-
-    @property
-    def rps(self) -> float:
-        """Completed calls per second."""
-        return self.calls / self.seconds
-
-    def quantile(self, q: float) -> float:
-        """Latency at quantile q, in milliseconds."""
-        ordered = sorted(self.latencies_ms)
-        return ordered[min(len(ordered) - 1, int(q * len(ordered)))]
-
-
-Call = Callable[[int], Awaitable[Any]]
-
-
-async def load(call: Call, concurrency: int, seconds: float) -> Result:
-    """Run `concurrency` workers calling back to back; measure after a warm-up second."""
-    latencies: list[float] = []
-    measuring = False
-    stop = False
-
-    async def worker(index: int) -> None:
-        while not stop:
-            began = time.perf_counter()
-            await call(index)
-            if measuring:
-                latencies.append((time.perf_counter() - began) * 1000)
-
-    tasks = [asyncio.create_task(worker(i)) for i in range(concurrency)]
-    await asyncio.sleep(1.0)
-    measuring = True
-    started = time.perf_counter()
-    await asyncio.sleep(seconds)
-    measuring = False
-    elapsed = time.perf_counter() - started
-    stop = True
-    await asyncio.gather(*tasks)
-    return Result(len(latencies), elapsed, latencies)
-
-
-async def repeat(call: Call, times: int) -> Result:
-    """One warm-up call, then `times` calls back to back (for calls of a second or so)."""
-    await call(0)
-    latencies = []
-    started = time.perf_counter()
-    for _ in range(times):
-        began = time.perf_counter()
-        await call(0)
-        latencies.append((time.perf_counter() - began) * 1000)
-    return Result(times, time.perf_counter() - started, latencies)
-
-
 def scenario_calls(
     stub: tree_pb2_grpc.SessionTreeStub, tree_stub: tree_pb2_grpc.SessionTreeStub, fx: Fixture
 ) -> dict[str, Call]:
@@ -429,7 +344,10 @@ async def measure(
 ) -> dict[tuple[str, str, int], Result]:
     """Every scenario against both servers, interleaved, `rounds` times; the median round kept."""
     samples: dict[tuple[str, str, int], list[Result]] = {}
-    async with server_process("baseline", dsn) as base, server_process("ours", dsn) as ours:
+    async with (
+        server_process(__file__, "baseline", dsn) as base,
+        server_process(__file__, "ours", dsn) as ours,
+    ):
         channels = {
             kind: (open_channel(address, key=fx.key), open_channel(address, key=fx.tree_key))
             for kind, address in (("baseline", base), ("ours", ours))
@@ -481,21 +399,6 @@ def report(fx: Fixture, results: dict[tuple[str, str, int], Result]) -> None:
         )
     print("(Create+CommitSession counts pairs: two RPCs per call)")
     print(f"(cpus: {os.cpu_count()}; client, servers and PostgreSQL share them)")
-
-
-@asynccontextmanager
-async def database() -> AsyncIterator[str]:
-    """STELLO_BENCH_DATABASE_URL, or a fresh embedded PostgreSQL deleted afterwards."""
-    configured = os.environ.get("STELLO_BENCH_DATABASE_URL")
-    if configured:
-        await migrate_dsn(configured)
-        yield configured
-        return
-    folder = Path(tempfile.mkdtemp(prefix="stello-bench-pg-"))
-    with embedded_server(folder / "data", delete=True) as admin_dsn:
-        dsn = await ensure_database(admin_dsn, "stello_bench")
-        await migrate_dsn(dsn)
-        yield dsn
 
 
 async def run(seconds: float, rounds: int, tree_nodes: int, tree_repeats: int) -> None:

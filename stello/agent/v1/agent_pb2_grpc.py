@@ -51,7 +51,8 @@ class AgentGatewayStub:
     should be retried with the same request_id).
     - Idempotency (CreateRoot, Fork, Send, SendStream, SubmitToolResults): a
     non-empty `request_id` is kept 24 h per (space, RPC, request_id) with a
-    hash of the request and the stored response. Same id and same request:
+    hash of the request and the stored response (Send and SendStream share
+    one scope: a turn sent by either is found by a retry through either). Same id and same request:
     the first response again, nothing new done (a retried Send does not call
     the LLM). Same id, different request: ALREADY_EXISTS, reason
     REQUEST_ID_REUSED. Empty `request_id` = no idempotency (Fork and
@@ -179,7 +180,8 @@ class AgentGatewayServicer:
     should be retried with the same request_id).
     - Idempotency (CreateRoot, Fork, Send, SendStream, SubmitToolResults): a
     non-empty `request_id` is kept 24 h per (space, RPC, request_id) with a
-    hash of the request and the stored response. Same id and same request:
+    hash of the request and the stored response (Send and SendStream share
+    one scope: a turn sent by either is found by a retry through either). Same id and same request:
     the first response again, nothing new done (a retried Send does not call
     the LLM). Same id, different request: ALREADY_EXISTS, reason
     REQUEST_ID_REUSED. Empty `request_id` = no idempotency (Fork and
@@ -354,8 +356,9 @@ class AgentGatewayServicer:
         before the LLM call, so a stream is never refused after text was shown:
         TURN_IN_PROGRESS, SESSION_ARCHIVED and validation errors end the stream
         before any event. Events: zero or more `text_delta` (assistant text as
-        the provider produces it) and `tool_call` (each tool call once it is
-        complete, built-in and client alike), then exactly one `done` carrying
+        the provider produces it, in every model round of the turn, including the
+        rounds after built-in tool calls) and `tool_call` (each tool call once it
+        is complete, built-in and client alike), then exactly one `done` carrying
         the same SendResponse a unary Send would have returned, sent after the
         commit. A stream that ends with an error status (LLM error, commit
         failure, client cancellation) has written nothing, even if deltas were
@@ -691,7 +694,8 @@ class AgentGateway:
     should be retried with the same request_id).
     - Idempotency (CreateRoot, Fork, Send, SendStream, SubmitToolResults): a
     non-empty `request_id` is kept 24 h per (space, RPC, request_id) with a
-    hash of the request and the stored response. Same id and same request:
+    hash of the request and the stored response (Send and SendStream share
+    one scope: a turn sent by either is found by a retry through either). Same id and same request:
     the first response again, nothing new done (a retried Send does not call
     the LLM). Same id, different request: ALREADY_EXISTS, reason
     REQUEST_ID_REUSED. Empty `request_id` = no idempotency (Fork and

@@ -1,0 +1,121 @@
+"""What every benchmark shares: load generation, results, server processes, a database.
+
+Benchmarks run as scripts (``python bench/bench_storage.py``), so this module
+is imported as a sibling (``from harness import ...``).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import sys
+import tempfile
+import time
+from collections.abc import AsyncIterator, Awaitable, Callable
+from contextlib import asynccontextmanager
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from stello.embedded import embedded_server, ensure_database
+from stello.migrate import migrate_dsn
+
+Call = Callable[[int], Awaitable[Any]]
+
+
+@dataclass(frozen=True, slots=True)
+class Result:
+    """One scenario's measurements."""
+
+    calls: int
+    seconds: float
+    latencies_ms: list[float]
+
+    @property
+    def rps(self) -> float:
+        """Completed calls per second."""
+        return self.calls / self.seconds
+
+    def quantile(self, q: float) -> float:
+        """Latency at quantile q, in milliseconds."""
+        ordered = sorted(self.latencies_ms)
+        return ordered[min(len(ordered) - 1, int(q * len(ordered)))]
+
+
+async def load(call: Call, concurrency: int, seconds: float) -> Result:
+    """Run `concurrency` workers calling back to back; measure after a warm-up second."""
+    latencies: list[float] = []
+    measuring = False
+    stop = False
+
+    async def worker(index: int) -> None:
+        while not stop:
+            began = time.perf_counter()
+            await call(index)
+            if measuring:
+                latencies.append((time.perf_counter() - began) * 1000)
+
+    tasks = [asyncio.create_task(worker(i)) for i in range(concurrency)]
+    await asyncio.sleep(1.0)
+    measuring = True
+    started = time.perf_counter()
+    await asyncio.sleep(seconds)
+    measuring = False
+    elapsed = time.perf_counter() - started
+    stop = True
+    await asyncio.gather(*tasks)
+    return Result(len(latencies), elapsed, latencies)
+
+
+async def repeat(call: Call, times: int) -> Result:
+    """One warm-up call, then `times` calls back to back (for calls of a second or so)."""
+    await call(0)
+    latencies = []
+    started = time.perf_counter()
+    for _ in range(times):
+        began = time.perf_counter()
+        await call(0)
+        latencies.append((time.perf_counter() - began) * 1000)
+    return Result(times, time.perf_counter() - started, latencies)
+
+
+async def wait_for_stdin_close() -> None:
+    """Block until the parent closes our stdin (how a benchmark stops its servers)."""
+    await asyncio.get_running_loop().run_in_executor(None, sys.stdin.read)
+
+
+@asynccontextmanager
+async def server_process(script: str, *args: str) -> AsyncIterator[str]:
+    """Run ``script serve ARGS`` (which prints ``PORT n``); yield its address; stop it on exit."""
+    process = await asyncio.create_subprocess_exec(
+        sys.executable,
+        script,
+        "serve",
+        *args,
+        stdin=asyncio.subprocess.PIPE,
+        stdout=asyncio.subprocess.PIPE,
+    )
+    assert process.stdout is not None and process.stdin is not None
+    line = (await process.stdout.readline()).decode()
+    if not line.startswith("PORT "):
+        raise RuntimeError(f"{args[0] if args else script} server did not start: {line!r}")
+    try:
+        yield f"127.0.0.1:{line.split()[1]}"
+    finally:
+        process.stdin.close()
+        await process.wait()
+
+
+@asynccontextmanager
+async def database() -> AsyncIterator[str]:
+    """STELLO_BENCH_DATABASE_URL, or a fresh embedded PostgreSQL deleted afterwards."""
+    configured = os.environ.get("STELLO_BENCH_DATABASE_URL")
+    if configured:
+        await migrate_dsn(configured)
+        yield configured
+        return
+    folder = Path(tempfile.mkdtemp(prefix="stello-bench-pg-"))
+    with embedded_server(folder / "data", delete=True) as admin_dsn:
+        dsn = await ensure_database(admin_dsn, "stello_bench")
+        await migrate_dsn(dsn)
+        yield dsn
