@@ -25,6 +25,7 @@ from agent_gateway.tools import BuiltinTools
 from agent_gateway.turns import TurnService
 from stello.agent.v1 import agent_pb2_grpc
 from stello.auth import KeyStore
+from stello.channels import open_channel
 from stello.server import ServiceApp
 from stello.settings import StelloSettings
 
@@ -52,18 +53,7 @@ class GatewayClients:
 
 
 def _channel(address: str, settings: StelloSettings) -> grpc.aio.Channel:
-    target = targets(address)
-    if not isinstance(target, str):
-        target = "ipv4:" + ",".join(target)
-    options: list[tuple[str, int | str]] = [
-        ("grpc.max_send_message_length", settings.max_message_bytes),
-        ("grpc.max_receive_message_length", settings.max_message_bytes),
-        ("grpc.lb_policy_name", "round_robin"),
-        # Subchannels of our own: a gateway never inherits the reconnect backoff that
-        # another channel in the process built up against an address now reused.
-        ("grpc.use_local_subchannel_pool", 1),
-    ]
-    return grpc.aio.insecure_channel(target, options=options)
+    return open_channel(targets(address), max_message_bytes=settings.max_message_bytes)
 
 
 class LazyProvider:

@@ -62,6 +62,9 @@ def open_channel(
         ("grpc.max_send_message_length", max_message_bytes),
         ("grpc.max_receive_message_length", max_message_bytes),
         ("grpc.lb_policy_name", "round_robin"),
+        # Subchannels of our own: a channel never inherits the reconnect backoff that
+        # another channel in the process built up against an address now reused.
+        ("grpc.use_local_subchannel_pool", 1),
     ]
     interceptors: list[grpc.aio.ClientInterceptor] | None = None
     if key:
