@@ -20,10 +20,16 @@ from storage_service.convert import (
     slots_to_proto,
     timestamp,
 )
+from storage_service.models import SlotName
 from storage_service.parse import RequestParser
 from storage_service.service import StorageService
 
 Context = grpc.aio.ServicerContext[object, object]
+SlotWrite = (
+    storage_pb2.PutSystemPromptRequest
+    | storage_pb2.PutInsightRequest
+    | storage_pb2.PutMemoryRequest
+)
 
 
 class SessionStorageServicer(storage_pb2_grpc.SessionStorageServicer):
@@ -32,6 +38,14 @@ class SessionStorageServicer(storage_pb2_grpc.SessionStorageServicer):
     def __init__(self, service: StorageService, parser: RequestParser) -> None:
         self._service = service
         self._parse = parser
+
+    async def _put_slot(self, request: SlotWrite, slot: SlotName) -> None:
+        """Validate a Put<Slot> request and overwrite that slot."""
+        v = Violations()
+        space_id, session_id = parse.target(request, v)
+        content = self._parse.slot(request.content, "content", v)
+        v.raise_if_any()
+        await self._service.put_slot(space_id, session_id, slot, content)
 
     async def GetSession(
         self, request: storage_pb2.GetSessionRequest, context: Context
@@ -117,11 +131,7 @@ class SessionStorageServicer(storage_pb2_grpc.SessionStorageServicer):
         self, request: storage_pb2.PutSystemPromptRequest, context: Context
     ) -> storage_pb2.PutSystemPromptResponse:
         """Overwrite the system prompt slot."""
-        v = Violations()
-        space_id, session_id = parse.target(request, v)
-        content = self._parse.slot(request.content, "content", v)
-        v.raise_if_any()
-        await self._service.put_slot(space_id, session_id, "system_prompt", content)
+        await self._put_slot(request, "system_prompt")
         return storage_pb2.PutSystemPromptResponse()
 
     async def GetInsight(
@@ -135,11 +145,7 @@ class SessionStorageServicer(storage_pb2_grpc.SessionStorageServicer):
         self, request: storage_pb2.PutInsightRequest, context: Context
     ) -> storage_pb2.PutInsightResponse:
         """Overwrite the insight slot."""
-        v = Violations()
-        space_id, session_id = parse.target(request, v)
-        content = self._parse.slot(request.content, "content", v)
-        v.raise_if_any()
-        await self._service.put_slot(space_id, session_id, "insight", content)
+        await self._put_slot(request, "insight")
         return storage_pb2.PutInsightResponse()
 
     async def ClearInsight(
@@ -167,11 +173,7 @@ class SessionStorageServicer(storage_pb2_grpc.SessionStorageServicer):
         self, request: storage_pb2.PutMemoryRequest, context: Context
     ) -> storage_pb2.PutMemoryResponse:
         """Overwrite the memory slot."""
-        v = Violations()
-        space_id, session_id = parse.target(request, v)
-        content = self._parse.slot(request.content, "content", v)
-        v.raise_if_any()
-        await self._service.put_slot(space_id, session_id, "memory", content)
+        await self._put_slot(request, "memory")
         return storage_pb2.PutMemoryResponse()
 
     async def GetCompressionCache(
