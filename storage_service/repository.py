@@ -88,9 +88,9 @@ RETURNING seq, created_at
 """
 
 # One row per visible session (NULL record columns when nothing matches), no
-# row at all when the session is absent or provisional. Two constants because
-# the walk direction cannot be a parameter.
-LIST_RECORDS_OLDEST = """
+# row at all when the session is absent or provisional. The walk direction
+# cannot be a parameter, so one template gives the two constants.
+_LIST_RECORDS = """
 SELECT s.id AS session_id, r.seq, r.role, r.content, r.tool_calls, r.tool_call_id,
        r.created_at, r.metadata
 FROM sessions s
@@ -100,29 +100,14 @@ LEFT JOIN LATERAL (
     WHERE space_id = $1 AND session_id = $2
       AND seq > $3 AND seq < $4
       AND ($5::text IS NULL OR role = $5)
-    ORDER BY seq ASC
+    ORDER BY seq {direction}
     OFFSET $6
     LIMIT $7
 ) r ON true
 WHERE s.space_id = $1 AND s.id = $2 AND s.provisional_until IS NULL
 """
-
-LIST_RECORDS_NEWEST = """
-SELECT s.id AS session_id, r.seq, r.role, r.content, r.tool_calls, r.tool_call_id,
-       r.created_at, r.metadata
-FROM sessions s
-LEFT JOIN LATERAL (
-    SELECT seq, role, content, tool_calls, tool_call_id, created_at, metadata
-    FROM records
-    WHERE space_id = $1 AND session_id = $2
-      AND seq > $3 AND seq < $4
-      AND ($5::text IS NULL OR role = $5)
-    ORDER BY seq DESC
-    OFFSET $6
-    LIMIT $7
-) r ON true
-WHERE s.space_id = $1 AND s.id = $2 AND s.provisional_until IS NULL
-"""
+LIST_RECORDS_OLDEST = _LIST_RECORDS.format(direction="ASC")
+LIST_RECORDS_NEWEST = _LIST_RECORDS.format(direction="DESC")
 
 LOCK_SESSIONS = """
 SELECT id, last_seq, turn_token, turn_expires_at > now() AS lease_live

@@ -27,7 +27,6 @@ from __future__ import annotations
 
 from collections.abc import AsyncGenerator, Sequence
 from dataclasses import dataclass, field
-from types import TracebackType
 from typing import Literal, TypeAlias
 
 import anthropic
@@ -63,7 +62,7 @@ from agent_gateway.llm.base import (
     ToolSpec,
     Usage,
 )
-from agent_gateway.llm.remote import Endpoint, error_detail, parse_tool_arguments
+from agent_gateway.llm.remote import Endpoint, SdkProvider, error_detail, parse_tool_arguments
 from stello.errors import StelloError
 
 DEFAULT_BASE_URL = "https://api.anthropic.com"
@@ -148,7 +147,7 @@ def to_anthropic_tools(tools: Sequence[ToolSpec] | None) -> list[ToolParam]:
     ]
 
 
-class AnthropicProvider:
+class AnthropicProvider(SdkProvider[anthropic.AsyncAnthropic]):
     """Anthropic's Messages API, through the official SDK."""
 
     name = "anthropic"
@@ -277,21 +276,6 @@ class AnthropicProvider:
             calls.append(call)
             yield ToolCallEvent(call)
         yield Done(Completion("".join(text), tuple(calls), usage.total()))
-
-    async def aclose(self) -> None:
-        """Close the SDK client and its connections."""
-        await self._client.close()
-
-    async def __aenter__(self) -> AnthropicProvider:
-        return self
-
-    async def __aexit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
-        await self.aclose()
 
     def _translate(self, exc: anthropic.AnthropicError | httpx2.HTTPError) -> StelloError:
         """The domain error for an SDK or transport failure."""

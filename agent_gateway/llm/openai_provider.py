@@ -26,7 +26,6 @@ from __future__ import annotations
 
 from collections.abc import AsyncGenerator, Sequence
 from dataclasses import dataclass, field
-from types import TracebackType
 
 import httpx2
 import openai
@@ -50,7 +49,7 @@ from agent_gateway.llm.base import (
     ToolSpec,
     Usage,
 )
-from agent_gateway.llm.remote import Endpoint, error_detail, parse_tool_arguments
+from agent_gateway.llm.remote import Endpoint, SdkProvider, error_detail, parse_tool_arguments
 from stello.errors import StelloError
 
 DEFAULT_BASE_URL = "https://api.openai.com/v1"
@@ -61,7 +60,7 @@ NO_KEY = "no-key"
 EMPTY_SCHEMA: JsonObject = {"type": "object", "properties": {}}
 
 
-class OpenAIProvider:
+class OpenAIProvider(SdkProvider[openai.AsyncOpenAI]):
     """An OpenAI-compatible chat completions endpoint, through the official SDK."""
 
     name = "openai"
@@ -177,21 +176,6 @@ class OpenAIProvider:
         for spec in finished:
             yield ToolCallEvent(spec)
         yield Done(Completion(content="".join(text), tool_calls=finished, usage=usage))
-
-    async def aclose(self) -> None:
-        """Close the SDK client and its connections."""
-        await self._client.close()
-
-    async def __aenter__(self) -> OpenAIProvider:
-        return self
-
-    async def __aexit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
-        await self.aclose()
 
     def _translate(self, exc: openai.OpenAIError | httpx2.HTTPError) -> StelloError:
         """The domain error for an SDK or transport failure."""

@@ -26,6 +26,8 @@ from __future__ import annotations
 import json
 import logging
 from dataclasses import dataclass, field
+from types import TracebackType
+from typing import Generic, Protocol, Self, TypeVar
 
 from agent_gateway.llm.base import JsonObject
 from stello.errors import (
@@ -192,3 +194,31 @@ class Endpoint:
             reason="LLM_TIMEOUT",
             metadata=self._metadata(),
         )
+
+
+class _Closable(Protocol):
+    async def close(self) -> None: ...
+
+
+ClientT = TypeVar("ClientT", bound=_Closable)
+
+
+class SdkProvider(Generic[ClientT]):
+    """Closing shared by the SDK-backed providers: `aclose` and ``async with``."""
+
+    _client: ClientT
+
+    async def aclose(self) -> None:
+        """Close the SDK client and its connections."""
+        await self._client.close()
+
+    async def __aenter__(self) -> Self:
+        return self
+
+    async def __aexit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        await self.aclose()
