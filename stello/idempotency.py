@@ -1,9 +1,10 @@
 """request_id idempotency, shared by every service that accepts one (DESIGN §2).
 
-Inside the caller's transaction: `claim` serializes concurrent calls with the
-same key and returns the stored response of an earlier identical call (or
-raises ALREADY_EXISTS for a different one); `remember` stores the response in
-the same transaction as the work, so a response is stored iff the work committed.
+Inside the caller's transaction: `claim` (one statement) serializes concurrent
+calls with the same key on the key's row and returns the stored response of an
+earlier identical call (or raises ALREADY_EXISTS for a different one);
+`remember` stores the response in the same transaction as the work, so a
+response is stored iff the work committed.
 Keys live 24 hours.
 """
 
@@ -33,12 +34,27 @@ def fingerprint(request: Message) -> bytes:
     return hashlib.sha256(request.SerializeToString(deterministic=True)).digest()
 
 
-LOCK = "SELECT pg_advisory_xact_lock(hashtextextended($1::uuid::text || '/' || $2 || '/' || $3, 0))"
+# One statement claims the key: a new key is inserted with no response yet
+# (other calls with the same key then wait on its row until this transaction
+# ends); an existing one is locked and returned as it is, or reset when it has
+# expired. The answer's response is NULL exactly when the key is ours to fill.
+CLAIM = """
+INSERT INTO idempotency_keys AS k (space_id, scope, request_id, request_hash, response)
+VALUES ($1, $2, $3, $4, NULL)
+ON CONFLICT (space_id, scope, request_id) DO UPDATE
+SET request_hash = CASE WHEN k.response IS NULL OR k.created_at <= now() - $5 * interval '1 hour'
+                        THEN EXCLUDED.request_hash ELSE k.request_hash END,
+    response = CASE WHEN k.created_at <= now() - $5 * interval '1 hour'
+                    THEN NULL ELSE k.response END,
+    created_at = CASE WHEN k.response IS NULL OR k.created_at <= now() - $5 * interval '1 hour'
+                      THEN now() ELSE k.created_at END
+RETURNING request_hash, response
+"""
 
 SELECT = """
 SELECT request_hash, response FROM idempotency_keys
 WHERE space_id = $1 AND scope = $2 AND request_id = $3
-  AND created_at > now() - make_interval(hours => $4)
+  AND created_at > now() - make_interval(hours => $4) AND response IS NOT NULL
 """
 
 UPSERT = """
@@ -58,10 +74,15 @@ async def claim(
     request_id: str,
     request_hash: bytes,
 ) -> bytes | None:
-    """Lock the key for this transaction; return the earlier response, if any."""
-    await con.execute(LOCK, space_id, scope, request_id)
-    row = await con.fetchrow(SELECT, space_id, scope, request_id, TTL_HOURS)
-    if row is None:
+    """Lock the key for this transaction; return the earlier response, if any.
+
+    One round trip. A call with the same key in another transaction waits here
+    until this one ends, then sees its stored response (or, if it rolled back,
+    claims the key itself).
+    """
+    row = await con.fetchrow(CLAIM, space_id, scope, request_id, request_hash, TTL_HOURS)
+    assert row is not None
+    if row["response"] is None:
         return None
     if bytes(row["request_hash"]) != request_hash:
         raise AlreadyExists(

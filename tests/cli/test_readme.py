@@ -12,7 +12,7 @@ from types import ModuleType
 
 import pytest
 
-from tests.cli.processes import StelloUp, private_env
+from tests.cli.processes import StelloUp, client_env, private_env
 
 REPO = Path(__file__).resolve().parents[2]
 README = (REPO / "README.md").read_text()
@@ -80,7 +80,7 @@ def test_client_session_runs_word_for_word(home: Path, tmp_path: Path) -> None:
     try:
         done = subprocess.run(
             ["bash", "-euo", "pipefail", "-c", script],
-            env=env,
+            env=client_env(env),
             stdin=subprocess.DEVNULL,
             capture_output=True,
             text=True,

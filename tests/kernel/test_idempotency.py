@@ -1,0 +1,124 @@
+"""request_id idempotency in the kernel: claim and remember against a real database."""
+
+from __future__ import annotations
+
+import asyncio
+
+import asyncpg
+import pytest
+
+from stello import idempotency
+from stello.errors import AlreadyExists
+from tests.support.fixtures import TestSpace
+
+pytestmark = pytest.mark.sql
+
+SCOPE = "test.kernel"
+
+
+async def claim_and_remember(
+    pool: asyncpg.Pool, space: TestSpace, request_id: str, request_hash: bytes, response: bytes
+) -> bytes | None:
+    """One whole idempotent unit of work: the earlier response, or None after storing ours."""
+    async with pool.acquire() as con, con.transaction():
+        earlier = await idempotency.claim(con, space.id, SCOPE, request_id, request_hash)
+        if earlier is None:
+            await idempotency.remember(con, space.id, SCOPE, request_id, request_hash, response)
+        return earlier
+
+
+class TestClaim:
+    async def test_first_call_claims_and_a_retry_gets_the_stored_response(
+        self, pool: asyncpg.Pool, space: TestSpace
+    ) -> None:
+        """The first claim is ours; after it commits, the same key answers its response."""
+        assert await claim_and_remember(pool, space, "r", b"h", b"first") is None
+        assert await claim_and_remember(pool, space, "r", b"h", b"second") == b"first"
+
+    async def test_different_request_is_refused(self, pool: asyncpg.Pool, space: TestSpace) -> None:
+        """The same key with another request hash is REQUEST_ID_REUSED and changes nothing."""
+        await claim_and_remember(pool, space, "r", b"h", b"first")
+        with pytest.raises(AlreadyExists) as caught:
+            await claim_and_remember(pool, space, "r", b"other", b"x")
+        assert caught.value.reason == idempotency.REQUEST_ID_REUSED
+        assert await claim_and_remember(pool, space, "r", b"h", b"y") == b"first"
+
+    async def test_rolled_back_claim_leaves_the_key_free(
+        self, pool: asyncpg.Pool, space: TestSpace
+    ) -> None:
+        """Work that fails rolls its claim back: the next call is first again."""
+        with pytest.raises(RuntimeError):
+            async with pool.acquire() as con, con.transaction():
+                assert await idempotency.claim(con, space.id, SCOPE, "r", b"h") is None
+                raise RuntimeError("the work failed")
+        assert await claim_and_remember(pool, space, "r", b"h", b"after") is None
+        assert await claim_and_remember(pool, space, "r", b"h", b"again") == b"after"
+
+    async def test_expired_key_is_claimed_afresh(
+        self, pool: asyncpg.Pool, space: TestSpace
+    ) -> None:
+        """A key older than the TTL counts as unused, even for a different request."""
+        await claim_and_remember(pool, space, "r", b"h", b"old")
+        await pool.execute(
+            "UPDATE idempotency_keys SET created_at = now() - interval '25 hours' "
+            "WHERE space_id = $1 AND scope = $2",
+            space.id,
+            SCOPE,
+        )
+        assert await claim_and_remember(pool, space, "r", b"new hash", b"new") is None
+        assert await claim_and_remember(pool, space, "r", b"new hash", b"x") == b"new"
+
+    async def test_concurrent_call_waits_for_the_first_and_gets_its_response(
+        self, pool: asyncpg.Pool, space: TestSpace
+    ) -> None:
+        """While one transaction holds the key, a second claim waits, then sees its answer."""
+        claimed = asyncio.Event()
+        release = asyncio.Event()
+
+        async def first() -> None:
+            async with pool.acquire() as con, con.transaction():
+                assert await idempotency.claim(con, space.id, SCOPE, "r", b"h") is None
+                claimed.set()
+                await release.wait()
+                await idempotency.remember(con, space.id, SCOPE, "r", b"h", b"first")
+
+        holder = asyncio.create_task(first())
+        await claimed.wait()
+        second = asyncio.create_task(claim_and_remember(pool, space, "r", b"h", b"second"))
+        await asyncio.sleep(0.2)
+        assert not second.done()  # blocked on the first transaction's key row
+        release.set()
+        await holder
+        assert await second == b"first"
+
+    async def test_concurrent_call_claims_when_the_first_rolls_back(
+        self, pool: asyncpg.Pool, space: TestSpace
+    ) -> None:
+        """A waiting claim whose holder rolls back becomes the first call itself."""
+        claimed = asyncio.Event()
+        release = asyncio.Event()
+
+        async def first() -> None:
+            async with pool.acquire() as con, con.transaction():
+                await idempotency.claim(con, space.id, SCOPE, "r", b"h")
+                claimed.set()
+                await release.wait()
+                raise RuntimeError("the work failed")
+
+        holder = asyncio.create_task(first())
+        await claimed.wait()
+        second = asyncio.create_task(claim_and_remember(pool, space, "r", b"h", b"second"))
+        await asyncio.sleep(0.2)
+        assert not second.done()
+        release.set()
+        with pytest.raises(RuntimeError):
+            await holder
+        assert await second is None
+        assert await claim_and_remember(pool, space, "r", b"h", b"x") == b"second"
+
+    async def test_keys_are_per_space(
+        self, pool: asyncpg.Pool, space: TestSpace, other_space: TestSpace
+    ) -> None:
+        """One request_id in two spaces is two keys."""
+        await claim_and_remember(pool, space, "r", b"h", b"mine")
+        assert await claim_and_remember(pool, other_space, "r", b"other", b"theirs") is None
