@@ -85,20 +85,17 @@ async def _baseline_server(pool: asyncpg.Pool) -> tuple[grpc.aio.Server, int]:
         parent = uuid.UUID(request.parent_id)
         session = uuid.uuid4()
         async with pool.acquire() as con, con.transaction():
-            lock = sql.SHARE_PARENT if request.provisional else sql.LOCK_PARENT
-            found = await con.fetchrow(lock, space, parent)
-            assert found is not None
-            root_id, depth = found
+            if not request.provisional:
+                assert await con.fetchrow(sql.LOCK_PARENT, space, parent) is not None
             row = await con.fetchrow(
-                sql.INSERT_SESSION,
+                sql.CREATE_SESSION,
                 space,
                 session,
                 parent,
-                root_id,
-                depth + 1,
                 request.label or "Session",
                 None,
                 60.0 if request.provisional else None,
+                None,
             )
         assert row is not None
         return tree_pb2.CreateSessionResponse(
@@ -117,11 +114,9 @@ async def _baseline_server(pool: asyncpg.Pool) -> tuple[grpc.aio.Server, int]:
     ) -> tree_pb2.CommitSessionResponse:
         space, session = uuid.UUID(request.space_id), uuid.UUID(request.session_id)
         async with pool.acquire() as con, con.transaction():
-            locked = await con.fetchrow(sql.LOCK_SESSION, space, session)
-            assert locked is not None
-            parent_id, provisional = locked
+            provisional = await con.fetchval(sql.LOCK_FOR_COMMIT, space, session)
+            assert provisional is not None
             if provisional:
-                await con.execute(sql.TOUCH, space, parent_id)
                 row = await con.fetchrow(sql.COMMIT_SESSION, space, session)
             else:
                 row = await con.fetchrow(sql.GET_NODE, space, session)

@@ -9,7 +9,7 @@ from __future__ import annotations
 import uuid
 from dataclasses import dataclass
 from datetime import datetime
-from typing import Literal
+from typing import Any, Literal
 
 Status = Literal["active", "archived"]
 STATUSES: tuple[Status, ...] = ("active", "archived")
@@ -104,6 +104,19 @@ class NewSession:
     provisional: bool
     request_id: str = ""
     request_hash: bytes = b""
+
+
+@dataclass(frozen=True, slots=True)
+class SessionSpec:
+    """What CreateSession writes besides the ids: one statement's parameters."""
+
+    parent_id: uuid.UUID | None
+    label: str
+    source_id: uuid.UUID | None
+    provisional_ttl_s: float | None
+    """None = visible at once."""
+    config: dict[str, Any] | None
+    """The stored config as JSON; None = store none."""
 
 
 @dataclass(frozen=True, slots=True)

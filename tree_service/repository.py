@@ -24,6 +24,7 @@ from tree_service import sql
 from tree_service.models import (
     STATUSES,
     Node,
+    SessionSpec,
     Status,
     Summary,
     SweptSession,
@@ -200,50 +201,39 @@ class TreeTx:
         """Store this transaction's response under the request_id."""
         await idempotency.remember(self._con, space_id, scope, request_id, request_hash, response)
 
-    async def lock_parent(
-        self, space_id: uuid.UUID, parent_id: uuid.UUID
-    ) -> tuple[uuid.UUID, int] | None:
-        """Row-lock and bump a visible parent; its (root_id, depth), or None."""
-        row = await self._con.fetchrow(sql.LOCK_PARENT, space_id, parent_id)
-        return (row["root_id"], row["depth"]) if row else None
+    async def lock_parent(self, space_id: uuid.UUID, parent_id: uuid.UUID) -> bool:
+        """Row-lock and bump a visible parent; False when there is none."""
+        return await self._con.fetchrow(sql.LOCK_PARENT, space_id, parent_id) is not None
 
-    async def share_parent(
-        self, space_id: uuid.UUID, parent_id: uuid.UUID
-    ) -> tuple[uuid.UUID, int] | None:
-        """Keep a visible parent from going away; its (root_id, depth), or None."""
-        row = await self._con.fetchrow(sql.SHARE_PARENT, space_id, parent_id)
-        return (row["root_id"], row["depth"]) if row else None
-
-    async def is_visible(self, space_id: uuid.UUID, session_id: uuid.UUID) -> bool:
-        """Whether the session exists in the space and is committed."""
-        return bool(await self._con.fetchval(sql.IS_VISIBLE, space_id, session_id))
-
-    async def insert_session(
+    async def create_session(
         self,
         space_id: uuid.UUID,
         session_id: uuid.UUID,
-        parent: tuple[uuid.UUID, uuid.UUID, int] | None,
-        label: str,
-        source_session_id: uuid.UUID | None,
-        provisional_ttl_s: float | None,
+        spec: SessionSpec,
     ) -> Node:
-        """Insert a session (`parent` = (id, root_id, depth)); its new node."""
-        parent_id, root_id, depth = parent if parent else (None, session_id, -1)
+        """Insert a session and its config in one statement; its new node.
+
+        Raises:
+            NotFound: the parent or the source is not a visible session of the space.
+        """
         try:
             row = await self._con.fetchrow(
-                sql.INSERT_SESSION,
+                sql.CREATE_SESSION,
                 space_id,
                 session_id,
-                parent_id,
-                root_id,
-                depth + 1,
-                label,
-                source_session_id,
-                provisional_ttl_s,
+                spec.parent_id,
+                spec.label,
+                spec.source_id,
+                spec.provisional_ttl_s,
+                spec.config,
             )
         except asyncpg.ForeignKeyViolationError as exc:
             raise NotFound("the parent or source session was just deleted") from exc
         assert row is not None
+        if not row["parent_found"]:
+            raise NotFound(f"parent session {spec.parent_id} not found")
+        if not row["source_found"]:
+            raise NotFound(f"source session {spec.source_id} not found")
         return Node(
             id=row["id"],
             parent_id=row["parent_id"],
@@ -256,18 +246,10 @@ class TreeTx:
             status=_STATUS[row["status"]],
         )
 
-    async def insert_config(
-        self, space_id: uuid.UUID, session_id: uuid.UUID, config: JsonObject
-    ) -> None:
-        """Store the config of a session created in this transaction."""
-        await self._con.execute(sql.INSERT_CONFIG, space_id, session_id, config)
-
-    async def lock_session(
-        self, space_id: uuid.UUID, session_id: uuid.UUID
-    ) -> tuple[uuid.UUID | None, bool] | None:
-        """Row-lock a session, provisional or not; its (parent_id, provisional), or None."""
-        row = await self._con.fetchrow(sql.LOCK_SESSION, space_id, session_id)
-        return (row["parent_id"], row["provisional"]) if row else None
+    async def lock_for_commit(self, space_id: uuid.UUID, session_id: uuid.UUID) -> bool | None:
+        """Row-lock a session and, if provisional, its parent; provisional?, None when absent."""
+        row = await self._con.fetchrow(sql.LOCK_FOR_COMMIT, space_id, session_id)
+        return None if row is None else bool(row["provisional"])
 
     async def touch(self, space_id: uuid.UUID, session_id: uuid.UUID) -> None:
         """Bump updated_at (and take the row lock)."""

@@ -26,6 +26,7 @@ from tree_service.models import (
     Node,
     PageQuery,
     SessionConfig,
+    SessionSpec,
     Status,
     SummaryPage,
     SweepQuery,
@@ -71,7 +72,13 @@ class TreeService:
         label = new.label
         if label is None:
             label = ROOT_LABEL if new.parent_id is None else CHILD_LABEL
-        ttl_s = self._provisioning_ttl_s if new.provisional else None
+        spec = SessionSpec(
+            parent_id=new.parent_id,
+            label=label,
+            source_id=new.source_session_id,
+            provisional_ttl_s=self._provisioning_ttl_s if new.provisional else None,
+            config=None if new.config is None else config_to_json(new.config),
+        )
 
         async def work(tx: TreeTx) -> Node:
             if new.request_id:
@@ -80,20 +87,11 @@ class TreeService:
                 )
                 if earlier is not None:
                     return decode_node(earlier)
-            parent = None
-            if new.parent_id is not None:
+            if new.parent_id is not None and not new.provisional:
                 # A visible child takes its index now, under the parent's row lock.
-                lock = tx.share_parent if new.provisional else tx.lock_parent
-                found = await lock(new.space_id, new.parent_id)
-                if found is None:
+                if not await tx.lock_parent(new.space_id, new.parent_id):
                     raise NotFound(f"parent session {new.parent_id} not found")
-                parent = (new.parent_id, *found)
-            source = new.source_session_id
-            if source is not None and not await tx.is_visible(new.space_id, source):
-                raise NotFound(f"source session {source} not found")
-            node = await tx.insert_session(new.space_id, uuid.uuid4(), parent, label, source, ttl_s)
-            if new.config is not None:
-                await tx.insert_config(new.space_id, node.id, config_to_json(new.config))
+            node = await tx.create_session(new.space_id, uuid.uuid4(), spec)
             if new.request_id:
                 response = encode_node(node)
                 await tx.remember(
@@ -107,16 +105,13 @@ class TreeService:
         """Make a provisional session visible with the next index; idempotent."""
 
         async def work(tx: TreeTx) -> Node:
-            locked = await tx.lock_session(space_id, session_id)
-            if locked is None:
+            provisional = await tx.lock_for_commit(space_id, session_id)
+            if provisional is None:
                 raise _not_found(session_id)
-            parent_id, provisional = locked
             if not provisional:
                 node = await tx.node(space_id, session_id)
                 assert node is not None
                 return node
-            if parent_id is not None:
-                await tx.touch(space_id, parent_id)  # the parent's row lock orders the indexes
             return await tx.commit_session(space_id, session_id)
 
         return await self._repo.transaction(work)

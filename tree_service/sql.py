@@ -125,43 +125,70 @@ SUBTREE = _TREE.format(top="s.id = $4")
 LOCK_PARENT = """
 UPDATE sessions SET updated_at = now()
 WHERE space_id = $1 AND id = $2 AND provisional_until IS NULL
-RETURNING root_id, depth
+RETURNING id
 """
 
-# A provisional child only needs its parent to stay (no index yet).
-SHARE_PARENT = """
-SELECT root_id, depth
-FROM sessions
-WHERE space_id = $1 AND id = $2 AND provisional_until IS NULL
-FOR KEY SHARE
+# One statement creates a session and its config: $3 the parent (NULL for a
+# root), $4 the label, $5 the source, $6 the provisioning TTL in seconds (NULL =
+# visible now), $7 the config (NULL = none). It inserts nothing when the parent or the source
+# is not a visible session of the space, and always answers one row that says
+# which. A provisional session takes no index yet; a visible child takes the
+# next one, so its caller holds the parent's row lock (LOCK_PARENT) first and
+# this statement's snapshot sees every sibling committed before that.
+CREATE_SESSION = """
+WITH parent AS (
+    SELECT root_id, depth
+    FROM sessions
+    WHERE space_id = $1 AND id = $3 AND provisional_until IS NULL
+    FOR KEY SHARE
+), source AS (
+    SELECT id
+    FROM sessions
+    WHERE space_id = $1 AND id = $5 AND provisional_until IS NULL
+), created AS (
+    INSERT INTO sessions (space_id, id, parent_id, root_id, depth, sibling_index, label,
+                          source_session_id, provisional_until)
+    SELECT $1, $2, $3,
+           COALESCE((SELECT root_id FROM parent), $2),
+           COALESCE((SELECT depth + 1 FROM parent), 0),
+           CASE WHEN $6::float8 IS NOT NULL THEN NULL
+                WHEN $3::uuid IS NULL THEN 0
+                ELSE (SELECT COALESCE(max(c.sibling_index) + 1, 0)
+                      FROM sessions c WHERE c.space_id = $1 AND c.parent_id = $3) END,
+           $4, $5, now() + make_interval(secs => $6::float8)
+    WHERE ($3::uuid IS NULL OR EXISTS (SELECT FROM parent))
+      AND ($5::uuid IS NULL OR EXISTS (SELECT FROM source))
+    RETURNING id, parent_id, depth, sibling_index, label, status, source_session_id
+), config AS (
+    INSERT INTO session_configs (space_id, session_id, config)
+    SELECT $1, created.id, $7::jsonb
+    FROM created
+    WHERE $7::jsonb IS NOT NULL
+)
+SELECT created.*,
+       $3::uuid IS NULL OR EXISTS (SELECT FROM parent) AS parent_found,
+       $5::uuid IS NULL OR EXISTS (SELECT FROM source) AS source_found
+FROM (VALUES (1)) AS one
+LEFT JOIN created ON true
 """
 
-IS_VISIBLE = """
-SELECT true
-FROM sessions
-WHERE space_id = $1 AND id = $2 AND provisional_until IS NULL
-"""
-
-# $8: the provisioning TTL in seconds, or NULL to commit at once. The index
-# subquery runs after LOCK_PARENT in a new statement, so under READ COMMITTED
-# it sees every sibling committed before the lock was granted.
-INSERT_SESSION = """
-INSERT INTO sessions (space_id, id, parent_id, root_id, depth, sibling_index, label,
-                      source_session_id, provisional_until)
-VALUES ($1, $2, $3, $4, $5,
-        CASE WHEN $8::float8 IS NOT NULL THEN NULL
-             WHEN $3::uuid IS NULL THEN 0
-             ELSE (SELECT COALESCE(max(c.sibling_index) + 1, 0)
-                   FROM sessions c WHERE c.space_id = $1 AND c.parent_id = $3) END,
-        $6, $7, now() + make_interval(secs => $8::float8))
-RETURNING id, parent_id, depth, sibling_index, label, status, source_session_id
-"""
-
-LOCK_SESSION = """
-SELECT parent_id, provisional_until IS NOT NULL AS provisional
-FROM sessions
-WHERE space_id = $1 AND id = $2
-FOR NO KEY UPDATE
+# CommitSession's first statement: row-lock the session (provisional or not)
+# and, when it is still provisional, bump its parent, which takes the parent's
+# row lock: commits under one parent then assign indexes one at a time. No row
+# when the session does not exist.
+LOCK_FOR_COMMIT = """
+WITH target AS (
+    SELECT parent_id, provisional_until IS NOT NULL AS provisional
+    FROM sessions
+    WHERE space_id = $1 AND id = $2
+    FOR NO KEY UPDATE
+), parent AS (
+    UPDATE sessions p SET updated_at = now()
+    FROM target
+    WHERE p.space_id = $1 AND p.id = target.parent_id AND target.provisional
+    RETURNING p.id
+)
+SELECT provisional FROM target
 """
 
 TOUCH = """
@@ -244,11 +271,6 @@ SELECT c.config
 FROM sessions s
 LEFT JOIN session_configs c ON c.space_id = $1 AND c.session_id = s.id
 WHERE s.space_id = $1 AND s.id = $2 AND s.provisional_until IS NULL
-"""
-
-INSERT_CONFIG = """
-INSERT INTO session_configs (space_id, session_id, config)
-VALUES ($1, $2, $3::jsonb)
 """
 
 # Whole overwrite; no row when the session is not visible.

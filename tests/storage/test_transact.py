@@ -288,3 +288,66 @@ class TestTransact:
         assert [r.WhichOneof("kind") for r in first] == [op.WhichOneof("kind") for op in ops]
         assert first[7].trim_records.removed_count == 1
         assert first[9].release_turn.released
+
+
+def single_ops(session_id: uuid.UUID) -> dict[str, Op]:
+    """One operation of every kind that names a session, for `session_id`."""
+    sid = str(session_id)
+    meta = common_pb2.SessionMeta(id=sid, label="x", status=common_pb2.SESSION_STATUS_ACTIVE)
+    return {
+        "append_records": append_op(session_id, "a"),
+        "put_session": Op(put_session=Op.PutSessionOp(session=meta)),
+        "put_system_prompt": prompt_op(session_id, "p"),
+        "put_insight": Op(put_insight=Op.PutInsightOp(session_id=sid, content="i")),
+        "clear_insight": Op(clear_insight=Op.ClearInsightOp(session_id=sid)),
+        "put_memory": Op(put_memory=Op.PutMemoryOp(session_id=sid, content="m")),
+        "put_compression_cache": Op(
+            put_compression_cache=Op.PutCompressionCacheOp(
+                session_id=sid, cache=storage_pb2.CompressionCache(summary="s")
+            )
+        ),
+        "trim_records": Op(trim_records=Op.TrimRecordsOp(session_id=sid, keep_recent=1)),
+        "bump_turn": Op(bump_turn=Op.BumpTurnOp(session_id=sid)),
+        "release_turn": Op(release_turn=Op.ReleaseTurnOp(session_id=sid, token="t")),
+    }
+
+
+KINDS = list(single_ops(uuid.uuid4()))
+
+
+class TestSingleSessionNotFound:
+    """A Transact naming one session and no precondition skips the lock statement:
+    every operation kind must still answer NOT_FOUND alone, and after a write."""
+
+    @pytest.mark.parametrize("kind", KINDS)
+    async def test_unknown_session(self, stub: Stub, space: TestSpace, kind: str) -> None:
+        """Each kind of operation on a session that does not exist: NOT_FOUND naming it."""
+        missing = uuid.uuid4()
+        err = await rpc_error(transact(stub, space, [single_ops(missing)[kind]]))
+        assert err.code() == grpc.StatusCode.NOT_FOUND
+        assert str(missing) in (err.details() or "")
+
+    @pytest.mark.parametrize("kind", KINDS)
+    async def test_other_space_session_after_a_write(
+        self,
+        stub: Stub,
+        space: TestSpace,
+        other_space: TestSpace,
+        pool: asyncpg.Pool,
+        kind: str,
+    ) -> None:
+        """Another space's session, after a write to it in the same request: NOT_FOUND,
+        and nothing of the request is applied to either space."""
+        async with pool.acquire() as con:
+            foreign = uuid.uuid4()
+            await con.execute(
+                "INSERT INTO sessions (space_id, id, root_id, depth, sibling_index, label) "
+                "VALUES ($1, $2, $2, 0, 0, 'theirs')",
+                other_space.id,
+                foreign,
+            )
+        before = await state(pool, other_space.id, foreign)
+        ops = single_ops(foreign)
+        err = await rpc_error(transact(stub, space, [ops["put_memory"], ops[kind]]))
+        assert err.code() == grpc.StatusCode.NOT_FOUND
+        assert await state(pool, other_space.id, foreign) == before
