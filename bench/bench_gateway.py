@@ -3,6 +3,11 @@
 Measured in one run (DESIGN §9 targets: Fork p50 <= 5 ms; ListSessionDigests =
 2 service calls per page, 10,000 sessions in 10 pages < 1 s):
 
+- Fork NONE against its baseline, interleaved in rounds: bare grpc.aio
+  storage, tree and gateway servers making the same RPCs in the same order
+  and running the same SQL (bench/fork_baseline.py), with the p50 of an empty
+  unary RPC to a bare server as the machine's yardstick (DESIGN §9 was written
+  on a machine doing 2.2-2.5k of those a second);
 - Fork p50/p99 at concurrency 1, for a NONE fork and an INHERIT fork of a
   20-record source, and CreateRoot, each server (storage, tree, gateway) in its
   own process (uvloop) and the client here;
@@ -36,6 +41,7 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
+import fork_baseline
 from harness import database, server_process, wait_for_stdin_close
 
 from agent_gateway.app import GatewayClients
@@ -67,6 +73,9 @@ def _settings(dsn: str) -> StelloSettings:
 
 async def serve(kind: str, dsn: str, storage: str, tree: str) -> None:
     """Serve one service on a free port, print it, run until stdin closes."""
+    if kind.startswith("bare-"):
+        await serve_bare(kind, dsn, storage, tree)
+        return
     settings = _settings(dsn)
     async with create_pool(dsn, settings) as pool:
         keys = KeyStore(pool, settings.auth_cache_ttl_s)
@@ -83,6 +92,26 @@ async def serve(kind: str, dsn: str, storage: str, tree: str) -> None:
         print(f"PORT {port}", flush=True)
         await wait_for_stdin_close()
         await shutdown(app, server, 1)
+
+
+async def serve_bare(kind: str, dsn: str, storage: str, tree: str) -> None:
+    """Serve one bare server of the Fork baseline (bench/fork_baseline.py)."""
+    async with AsyncExitStack() as stack:
+        if kind == "bare-gateway":
+            gateway = await stack.enter_async_context(fork_baseline.BareGateway(storage, tree))
+            server, port = gateway.server()
+        else:
+            pool = await stack.enter_async_context(create_pool(dsn, _settings(dsn)))
+            make = (
+                fork_baseline.storage_server
+                if kind == "bare-storage"
+                else fork_baseline.tree_server
+            )
+            server, port = make(pool)
+        await server.start()
+        print(f"PORT {port}", flush=True)
+        await wait_for_stdin_close()
+        await server.stop(1)
 
 
 # ---------------------------------------------------------------- data
@@ -176,6 +205,30 @@ async def fork_scenarios(
             fork(common_pb2.FORK_CONTEXT_INHERIT), forks
         ),
     }
+
+
+async def fork_versus_baseline(
+    stub: Any, bare_channel: Any, space: str, metadata: Any, forks: int, rounds: int = 5
+) -> tuple[list[float], list[float], list[float]]:
+    """Fork NONE through our gateway and through the bare chain, interleaved in rounds.
+
+    Also times the bare gateway's empty PING, the cheapest unary RPC of this
+    machine. Returns (ours, bare chain, ping) durations in seconds.
+    """
+    root = agent_pb2.CreateRootRequest(space_id=space, system_prompt="bench")
+    source = (await stub.CreateRoot(root, metadata=metadata)).session.id
+    request = agent_pb2.ForkRequest(space_id=space, source_session_id=source, label="bench fork")
+    bare = agent_pb2_grpc.AgentGatewayStub(bare_channel)
+    ping = bare_channel.unary_unary(fork_baseline.PING)
+    ours: list[float] = []
+    baseline: list[float] = []
+    pings: list[float] = []
+    per_round = max(1, forks // rounds)
+    for _ in range(rounds):
+        ours += await timed(lambda: stub.Fork(request, metadata=metadata), per_round)
+        baseline += await timed(lambda: bare.Fork(request), per_round)
+        pings += await timed(lambda: ping(b""), per_round)
+    return ours, baseline, pings
 
 
 async def count_fork_rpcs(
@@ -289,13 +342,39 @@ async def run(forks: int, sessions: int, rounds: int) -> None:
         fork_space, fork_key = await new_space(dsn)
         digest_space, digest_key = await new_space(dsn)
         await seed_sessions(dsn, digest_space, sessions)
+        bare_storage = await stack.enter_async_context(
+            server_process(__file__, "bare-storage", dsn)
+        )
+        bare_tree = await stack.enter_async_context(server_process(__file__, "bare-tree", dsn))
+        bare_gateway = await stack.enter_async_context(
+            server_process(__file__, "bare-gateway", dsn, bare_storage, bare_tree)
+        )
         channel = await stack.enter_async_context(open_channel(gateway))
         stub = agent_pb2_grpc.AgentGatewayStub(channel)
+        bare_channel = await stack.enter_async_context(open_channel(bare_gateway))
+        metadata = (("authorization", f"Bearer {fork_key}"),)
+
+        print(f"Fork NONE against its baseline, {forks} calls each, interleaved (ms):")
+        ours, baseline, pings = await fork_versus_baseline(
+            stub, bare_channel, str(fork_space), metadata, forks
+        )
+        ours_p50, base_p50 = quantile(ours, 0.5), quantile(baseline, 0.5)
+        for name, samples in (("ours", ours), ("bare chain (same RPCs, same SQL)", baseline)):
+            p50, p99 = quantile(samples, 0.5), quantile(samples, 0.99)
+            print(f"  {name:<34} p50 {p50:6.2f}  p99 {p99:6.2f}")
+        print(f"  ratio (bare p50 / ours p50): {base_p50 / ours_p50:.0%}")
+        ping_p50 = quantile(pings, 0.5)
+        print(
+            f"  yardstick: an empty unary RPC to a bare grpc.aio server p50 {ping_p50:.2f} ms"
+            f" ({1000 / ping_p50:,.0f}/s in a row; DESIGN §9's machine: 2.2-2.5k/s)"
+        )
+        print(
+            f"  Fork NONE p50 in empty-RPC times: {ours_p50 / ping_p50:.1f}"
+            f" (the 5 ms target at 2.35k/s is {5 / (1000 / 2350):.1f})"
+        )
 
         print(f"Fork and CreateRoot, concurrency 1, {forks} calls each (ms):")
-        latencies = await fork_scenarios(
-            stub, storage, str(fork_space), (("authorization", f"Bearer {fork_key}"),), forks
-        )
+        latencies = await fork_scenarios(stub, storage, str(fork_space), metadata, forks)
         counts = await count_fork_rpcs(dsn, storage, tree, str(fork_space), fork_key)
         for name, samples in latencies.items():
             key = next(k for k in counts if name.startswith(k))
@@ -324,7 +403,10 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0] if __doc__ else None)
     sub = parser.add_subparsers(dest="command")
     serve_cmd = sub.add_parser("serve")
-    serve_cmd.add_argument("kind", choices=["storage", "tree", "gateway"])
+    serve_cmd.add_argument(
+        "kind",
+        choices=["storage", "tree", "gateway", "bare-storage", "bare-tree", "bare-gateway"],
+    )
     serve_cmd.add_argument("dsn")
     serve_cmd.add_argument("storage", nargs="?", default="")
     serve_cmd.add_argument("tree", nargs="?", default="")
