@@ -31,7 +31,7 @@ from agent_gateway.compose import (
     with_parent_context,
 )
 from agent_gateway.profiles import ProfileRegistry
-from agent_gateway.saga import ProvisioningSaga, SessionPlan
+from agent_gateway.saga import ClientKey, ProvisioningSaga, SessionPlan
 from stello.common.v1 import common_pb2
 from stello.errors import DeadlineExceeded, FailedPrecondition, InvalidArgument
 
@@ -51,6 +51,8 @@ class RootInput:
     profile: str | None = None
     profile_vars: Mapping[str, str] = field(default_factory=dict)
     request_id: str = ""
+    request_hash: bytes = b""
+    """Fingerprint of the request without its request_id (when it has one)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -69,6 +71,8 @@ class ForkInput:
     inherit_until_seq: int | None = None
     prompt: str | None = None
     request_id: str = ""
+    request_hash: bytes = b""
+    """Fingerprint of the request without its request_id (when it has one)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -86,6 +90,15 @@ def internal_request_id(rpc: str, client_request_id: str) -> str:
         digest = hashlib.sha256(client_request_id.encode()).hexdigest()
         return f"agent.{rpc}/sha256-{digest}"
     return f"agent.{rpc}/{client_request_id}"
+
+
+def client_key(rpc: str, client_request_id: str, request_hash: bytes) -> ClientKey | None:
+    """The key a request is remembered under; None without a client request_id."""
+    if not client_request_id:
+        return None
+    if not request_hash:
+        raise ValueError("a request with a request_id needs its fingerprint")
+    return ClientKey(f"agent.{rpc}", client_request_id, request_hash)
 
 
 class SessionCreator:
@@ -123,8 +136,20 @@ class SessionCreator:
             records=(_assistant(opening),) if opening else (),
         )
         request_id = internal_request_id("CreateRoot", request.request_id)
-        work = self._saga.run(caller.within(self._budget_s), plan, request_id)
-        return await self._within_budget(work)
+        key = client_key("CreateRoot", request.request_id, request.request_hash)
+        return await self._within_budget(
+            self._create_root(caller.within(self._budget_s), plan, request_id, key)
+        )
+
+    async def _create_root(
+        self,
+        caller: Caller,
+        plan: SessionPlan,
+        request_id: str,
+        key: ClientKey | None,
+    ) -> common_pb2.SessionSummary:
+        earlier = await self._saga.replay(caller, plan.space_id, key) if key else None
+        return earlier or await self._saga.run(caller, plan, request_id, key)
 
     async def fork(self, caller: Caller, request: ForkInput) -> common_pb2.SessionSummary:
         """Fork `request.source_id` into a new session (STELLO-SPEC §4.4, DESIGN §4.1)."""
@@ -140,8 +165,9 @@ class SessionCreator:
                 reason="PROVIDER_NOT_CONFIGURED",
             )
         request_id = internal_request_id("Fork", request.request_id)
+        key = client_key("Fork", request.request_id, request.request_hash)
         return await self._within_budget(
-            self._fork(caller.within(self._budget_s), request, profile, context, request_id)
+            self._fork(caller.within(self._budget_s), request, profile, context, request_id, key)
         )
 
     async def _fork(
@@ -151,11 +177,24 @@ class SessionCreator:
         profile: ProfileLayer | None,
         context: ContextMode,
         request_id: str,
+        key: ClientKey | None,
     ) -> common_pb2.SessionSummary:
         options = ConfigLayer(request.system_prompt, request.skills)
         # The source's prompt slot matters only when no layer but the source could give one.
         needs_slot = compose(self._defaults, ConfigLayer(), profile, options).system_prompt is None
-        source = await self._read_source(caller, request, context, needs_slot=needs_slot)
+        # A request seen before is answered from what it made (even if the source has changed
+        # or gone since): looked up beside the reads, so it costs no time.
+        earlier, source = await asyncio.gather(
+            self._saga.replay(caller, request.space_id, key) if key else _none(),
+            self._read_source(caller, request, context, needs_slot=needs_slot),
+            return_exceptions=True,
+        )
+        if isinstance(earlier, BaseException):
+            raise earlier
+        if earlier is not None:
+            return earlier
+        if isinstance(source, BaseException):
+            raise source
         config = compose(self._defaults, source.config, profile, options)
         records: list[common_pb2.Record] = []
         if context is ContextMode.INHERIT:
@@ -176,7 +215,7 @@ class SessionCreator:
             system_prompt=stored_system_prompt(config.system_prompt, source.system_prompt),
             records=tuple(records),
         )
-        return await self._saga.run(caller, plan, request_id)
+        return await self._saga.run(caller, plan, request_id, key)
 
     async def _read_source(
         self, caller: Caller, request: ForkInput, context: ContextMode, *, needs_slot: bool

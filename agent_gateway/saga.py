@@ -9,16 +9,30 @@ Every step is idempotent (request ids, an idempotent commit), so running the
 saga again with the same R finishes the same session rather than making a
 second one.
 
+Retries of a client's request_id (DESIGN §2) are answered by the client's
+request, not by what was composed from it: a retried Fork may compose other
+content (the source got new records, a COMPRESS summary came out different).
+So CreateSession's id also carries a digest of the plan (different content,
+different provisional session), while the Transact's id does not: of all the
+attempts of one request_id exactly one Transact writes, and with it it
+remembers the client's request fingerprint and the session id (scope
+`agent.Fork` / `agent.CreateRoot`). Any other attempt meets that Transact's
+key (ALREADY_EXISTS REQUEST_ID_REUSED), finds the remembered session, commits
+it (idempotent) and answers it; its own provisional session is swept. A
+request seen before is answered the same way up front (`replay`), and a
+different request under the same id is refused before anything is written.
+
 One case needs care: a retry that arrives after the sweeper removed the first
 attempt's row gets that dead session id back from CreateSession (the tree
-remembers R's answer for 24 h), and storage or the commit then answers
-NOT_FOUND for it. The saga then moves on to a derived id (R/again1, ...),
-deterministically, so every retry walks the same chain and still ends on one
-session.
+remembers R's answer for 24 h), or finds it remembered, and the commit then
+answers NOT_FOUND for it. The saga then moves on to derived ids (R/again1,
+...), deterministically, so every retry walks the same chain and still ends on
+one session.
 """
 
 from __future__ import annotations
 
+import hashlib
 import logging
 from dataclasses import dataclass, field
 from uuid import UUID
@@ -26,7 +40,8 @@ from uuid import UUID
 from agent_gateway.clients import Caller, StorageClient, TreeClient
 from agent_gateway.faults import Faults
 from stello.common.v1 import common_pb2
-from stello.errors import Aborted, NotFound
+from stello.errors import Aborted, AlreadyExists, NotFound
+from stello.idempotency import REQUEST_ID_REUSED
 from stello.storage.v1 import storage_pb2
 
 log = logging.getLogger(__name__)
@@ -48,6 +63,28 @@ class SessionPlan:
     """Written to the system prompt slot when set (never empty)."""
     records: tuple[common_pb2.Record, ...] = field(default=())
     """Inherited records, then the opening record, in order."""
+
+
+@dataclass(frozen=True, slots=True)
+class ClientKey:
+    """The client's request_id, scoped per RPC, and its request's fingerprint."""
+
+    scope: str
+    request_id: str
+    request_hash: bytes
+
+
+def plan_digest(plan: SessionPlan) -> str:
+    """A short digest of everything the plan writes (tells attempts of one request apart)."""
+    digest = hashlib.sha256()
+    for part in (plan.label, str(plan.parent_id), str(plan.source_id), plan.system_prompt or ""):
+        digest.update(part.encode())
+        digest.update(b"\0")
+    if plan.config is not None:
+        digest.update(plan.config.SerializeToString(deterministic=True))
+    for record in plan.records:
+        digest.update(record.SerializeToString(deterministic=True))
+    return digest.hexdigest()[:16]
 
 
 def summary_of(meta: common_pb2.SessionMeta, parent_id: str | None) -> common_pb2.SessionSummary:
@@ -75,15 +112,19 @@ class ProvisioningSaga:
         self._faults = faults
 
     async def run(
-        self, caller: Caller, plan: SessionPlan, request_id: str
+        self, caller: Caller, plan: SessionPlan, request_id: str, key: ClientKey | None = None
     ) -> common_pb2.SessionSummary:
         """Provision `plan` under the internal request id `request_id`; answer the session.
+
+        With the client's `key`, the session is remembered under it (see the module
+        docstring) and an earlier attempt's session wins over this one's.
 
         Raises:
             NotFound: the parent or source is not a visible session of the space.
             AlreadyExists: `request_id` was used for a different request.
             Aborted: the provisional session vanished on every attempt.
         """
+        digest = plan_digest(plan)
         for attempt in range(MAX_ATTEMPTS):
             rid = request_id if attempt == 0 else f"{request_id}/again{attempt}"
             node = await self._tree.create_session(
@@ -94,22 +135,33 @@ class ProvisioningSaga:
                 source_id=plan.source_id,
                 config=plan.config,
                 provisional=True,
-                request_id=rid,
+                request_id=f"{rid}/{digest}",
             )
             await self._faults.hit("fork.after_create")
+            operations = self._operations(plan, node)
+            if key is not None:
+                operations.append(_remember(key, node))
             try:
                 results = await self._storage.transact(
-                    caller, plan.space_id, self._operations(plan, node), request_id=f"{rid}/storage"
+                    caller, plan.space_id, operations, request_id=f"{rid}/storage"
                 )
-                await self._faults.hit("fork.after_storage")
-                await self._faults.hit("fork.before_commit")
-                committed = await self._tree.commit_session(caller, plan.space_id, node.id)
+            except AlreadyExists as exc:
+                earlier = await self._earlier(caller, plan.space_id, key, exc)
+                if earlier is not None:
+                    return earlier
+                continue
             except NotFound:
                 log.warning(
                     "provisional session %s of %s is gone (swept before a retry); trying again",
                     node.id,
                     rid,
                 )
+                continue
+            await self._faults.hit("fork.after_storage")
+            await self._faults.hit("fork.before_commit")
+            try:
+                committed = await self._tree.commit_session(caller, plan.space_id, node.id)
+            except NotFound:
                 continue
             await self._faults.hit("fork.after_commit")
             meta = results[0].put_session.session
@@ -119,6 +171,63 @@ class ProvisioningSaga:
             f"the session of request {request_id!r} was swept on each of {MAX_ATTEMPTS} "
             "attempts; retry with a new request_id"
         )
+
+    async def replay(
+        self, caller: Caller, space_id: UUID, key: ClientKey
+    ) -> common_pb2.SessionSummary | None:
+        """The session an earlier call with `key` made (committed now), or None.
+
+        Raises:
+            AlreadyExists: the request_id was used for a different request.
+        """
+        remembered = await self._remembered(caller, space_id, key)
+        return None if remembered is None else await self._finish(caller, space_id, remembered)
+
+    async def _earlier(
+        self, caller: Caller, space_id: UUID, key: ClientKey | None, exc: AlreadyExists
+    ) -> common_pb2.SessionSummary | None:
+        """After the Transact's id was taken: the session of the attempt that took it.
+
+        None when that session is gone (the saga then moves on to the next id).
+        """
+        if key is None or exc.reason != REQUEST_ID_REUSED:
+            raise exc
+        remembered = await self._remembered(caller, space_id, key)
+        if remembered is None:
+            raise exc  # taken by a call that remembered nothing under the key
+        return await self._finish(caller, space_id, remembered)
+
+    async def _remembered(
+        self, caller: Caller, space_id: UUID, key: ClientKey
+    ) -> common_pb2.SessionSummary | None:
+        """The session remembered under `key` (id and parent only), or None."""
+        found = await self._storage.get_remembered_result(
+            caller, space_id, key.scope, key.request_id
+        )
+        if not found.found:
+            return None
+        if found.request_hash != key.request_hash:
+            raise AlreadyExists(
+                f"request_id {key.request_id!r} was already used for a different request; "
+                "use a new request_id for a new request",
+                reason=REQUEST_ID_REUSED,
+            )
+        return common_pb2.SessionSummary.FromString(found.response)
+
+    async def _finish(
+        self, caller: Caller, space_id: UUID, remembered: common_pb2.SessionSummary
+    ) -> common_pb2.SessionSummary | None:
+        """Commit a remembered session (idempotent) and answer it; None when it is gone."""
+        try:
+            await self._tree.commit_session(caller, space_id, remembered.id)
+            meta = await self._storage.get_session(caller, space_id, remembered.id)
+        except NotFound:
+            log.warning(
+                "session %s remembered for a request is gone; making it again", remembered.id
+            )
+            return None
+        parent = remembered.parent_id if remembered.HasField("parent_id") else None
+        return summary_of(meta, parent)
 
     @staticmethod
     def _operations(
@@ -151,3 +260,18 @@ class ProvisioningSaga:
                 )
             )
         return operations
+
+
+def _remember(key: ClientKey, node: common_pb2.TopologyNode) -> storage_pb2.Operation:
+    """Remember the session under the client's key, with the Transact that fills it."""
+    remembered = common_pb2.SessionSummary(id=node.id)
+    if node.HasField("parent_id"):
+        remembered.parent_id = node.parent_id
+    return storage_pb2.Operation(
+        remember_result=storage_pb2.Operation.RememberResultOp(
+            scope=key.scope,
+            request_id=key.request_id,
+            request_hash=key.request_hash,
+            response=remembered.SerializeToString(deterministic=True),
+        )
+    )

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import copy
 import time
 import uuid
 from collections.abc import AsyncIterator
@@ -21,7 +22,7 @@ from stello import validation
 from stello.agent.v1 import agent_pb2, agent_pb2_grpc
 from stello.common.v1 import common_pb2
 from stello.errors import Unauthenticated, Violations
-from stello.idempotency import MAX_REQUEST_ID_CHARS
+from stello.idempotency import MAX_REQUEST_ID_CHARS, fingerprint
 from stello.interceptors import api_key_var, request_id_var
 
 if TYPE_CHECKING:
@@ -60,6 +61,15 @@ def _request_id(value: str, violations: Violations) -> str:
     if len(value) > MAX_REQUEST_ID_CHARS:
         violations.add("request_id", f"must be at most {MAX_REQUEST_ID_CHARS} characters")
     return value
+
+
+def _request_hash(request: agent_pb2.CreateRootRequest | agent_pb2.ForkRequest) -> bytes:
+    """The fingerprint of the request without its request_id (b"" when it has none)."""
+    if not request.request_id:
+        return b""
+    bare = copy.deepcopy(request)
+    bare.request_id = ""
+    return fingerprint(bare)
 
 
 def _skills(message: agent_pb2.CreateRootRequest | agent_pb2.ForkRequest) -> tuple[str, ...] | None:
@@ -158,6 +168,7 @@ class AgentGatewayServicer(agent_pb2_grpc.AgentGatewayServicer):
             profile=request.profile if request.HasField("profile") else None,
             profile_vars=dict(request.profile_vars),
             request_id=request_id,
+            request_hash=_request_hash(request),
         )
         session = await self._creator.create_root(_caller(context), root)
         return agent_pb2.CreateRootResponse(session=session)
@@ -197,6 +208,7 @@ class AgentGatewayServicer(agent_pb2_grpc.AgentGatewayServicer):
             inherit_until_seq=until,
             prompt=request.prompt if request.HasField("prompt") else None,
             request_id=request_id,
+            request_hash=_request_hash(request),
         )
         session = await self._creator.fork(_caller(context), fork)
         return agent_pb2.ForkResponse(session=session)

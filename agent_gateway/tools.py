@@ -15,6 +15,7 @@ calls one, the turn stops and returns the call to the client.
 
 from __future__ import annotations
 
+import hashlib
 import json
 import re
 import uuid
@@ -183,7 +184,14 @@ class BuiltinTools:
             context=ContextMode(context) if context is not None else None,
             prompt=_optional_str(args, "prompt"),
             request_id=request_id,
+            request_hash=_arguments_hash(session_id, args),
         )
+
+
+def _arguments_hash(session_id: uuid.UUID, args: Mapping[str, Any]) -> bytes:
+    """The fingerprint of one call's fork: its session and its arguments."""
+    canonical = json.dumps([str(session_id), args], sort_keys=True, ensure_ascii=False)
+    return hashlib.sha256(canonical.encode()).digest()
 
 
 def _optional_str(args: Mapping[str, Any], key: str) -> str | None:

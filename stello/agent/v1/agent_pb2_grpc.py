@@ -242,6 +242,14 @@ class AgentGatewayServicer:
         or if the gateway dies, nothing is visible; a retried Fork with the same
         request_id yields exactly one session.
 
+        A retry is answered by the request it repeats, not by composing it
+        again: it gets the session the first call made (finishing it if that
+        call died after writing it), even if the source has changed or been
+        deleted since, and a COMPRESS retry makes no second LLM call. If that
+        session no longer exists (deleted, or never finished and swept), the
+        retry makes it anew. A different request under a used request_id is
+        refused before anything is read from the LLM or written.
+
         Placement: the child goes under `topology_parent_id` when set, else
         under the source; its source_session_id is always the source. Forking
         from an archived source, or under an archived parent, is allowed.
