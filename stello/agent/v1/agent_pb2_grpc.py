@@ -329,6 +329,13 @@ class AgentGatewayServicer:
         insight put during the LLM call survives for the next turn), and the
         lease release.
 
+        If the commit's reply is lost between the gateway and storage (the
+        connection drops after storage committed), the gateway retries it. With
+        a request_id the turn is recognised as this call's own and answered;
+        without one the call answers ABORTED, reason CONCURRENT_MODIFICATION,
+        although the turn was stored (once): send a request_id to tell the two
+        apart.
+
         An LLM error, a cancelled call or a failed commit writes nothing and
         keeps the insight; the lease is released. A session fork made by the
         built-in tool stays even if the turn later fails. With a request_id, a
