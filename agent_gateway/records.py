@@ -22,11 +22,12 @@ from collections.abc import Sequence
 from datetime import UTC, datetime
 from typing import Any
 
-from google.protobuf import struct_pb2, timestamp_pb2
+from google.protobuf import struct_pb2
 
 from agent_gateway.context import Record
 from agent_gateway.llm import Role, ToolCallSpec, Usage, parse_tool_arguments
 from stello.common.v1 import common_pb2
+from stello.timestamps import timestamp
 
 ROLES: dict[int, Role] = {
     common_pb2.RECORD_ROLE_SYSTEM: "system",
@@ -45,13 +46,6 @@ ROLE_VALUES: dict[Role, common_pb2.RecordRole] = {
 def now_micros() -> datetime:
     """Now, at the microsecond precision PostgreSQL keeps (so replies match listings)."""
     return datetime.now(UTC)
-
-
-def _timestamp(value: datetime) -> timestamp_pb2.Timestamp:
-    stamp = timestamp_pb2.Timestamp()
-    stamp.FromDatetime(value)
-    stamp.nanos = stamp.nanos // 1000 * 1000
-    return stamp
 
 
 def tool_call_proto(call: ToolCallSpec) -> common_pb2.ToolCall:
@@ -84,7 +78,7 @@ def new_record(
         role=ROLE_VALUES[role],
         content=content,
         tool_calls=[tool_call_proto(c) for c in tool_calls],
-        created_at=_timestamp(created_at),
+        created_at=timestamp(created_at),
     )
     if tool_call_id is not None:
         record.tool_call_id = tool_call_id

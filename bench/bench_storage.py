@@ -41,8 +41,9 @@ from stello.runner import event_loop_factory
 from stello.server import create_server, shutdown
 from stello.settings import StelloSettings
 from stello.storage.v1 import storage_pb2, storage_pb2_grpc
+from stello.timestamps import set_timestamp
 from storage_service import create_app
-from storage_service.convert import ROLE_TO_PROTO, set_timestamp
+from storage_service.convert import ROLE_TO_PROTO
 from storage_service.repository import APPEND_RECORDS, LIST_RECORDS_NEWEST, MAX_SEQ
 
 SERVICE = "stello.storage.v1.SessionStorage"

@@ -16,12 +16,12 @@ from stello.common.v1 import common_pb2
 from stello.errors import Violations
 from stello.idempotency import MAX_REQUEST_ID_CHARS, fingerprint
 from stello.storage.v1 import storage_pb2
+from stello.timestamps import from_timestamp
 from stello.validation import MAX_PAGE_SIZE, label, parse_uuid
 from storage_service.config import StorageSettings
 from storage_service.convert import (
     ROLE_FROM_PROTO,
     STATUS_FROM_PROTO,
-    from_timestamp,
     struct_to_dict,
 )
 from storage_service.models import (

@@ -10,6 +10,7 @@ import grpc
 
 from stello.errors import Violations
 from stello.storage.v1 import storage_pb2, storage_pb2_grpc
+from stello.timestamps import timestamp
 from stello.validation import page_size, parse_uuid
 from storage_service import parse
 from storage_service.convert import (
@@ -18,7 +19,6 @@ from storage_service.convert import (
     meta_to_proto,
     result_to_proto,
     slots_to_proto,
-    timestamp,
 )
 from storage_service.models import SlotName
 from storage_service.parse import RequestParser

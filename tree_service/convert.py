@@ -7,6 +7,8 @@ INVALID_ARGUMENT names all the bad fields.
 from __future__ import annotations
 
 import uuid
+from collections.abc import Sequence
+from typing import Any
 
 from google.protobuf import unknown_fields
 from google.protobuf.message import Message
@@ -14,6 +16,7 @@ from google.protobuf.message import Message
 from stello.common.v1 import common_pb2
 from stello.errors import Violations
 from stello.idempotency import MAX_REQUEST_ID_CHARS
+from stello.timestamps import set_timestamp
 from stello.validation import parse_uuid
 from tree_service.models import Node, SessionConfig, Status, Summary, SweptSession, TreeEntry
 
@@ -115,18 +118,25 @@ def entries_to_proto(entries: list[TreeEntry]) -> list[common_pb2.TreeNode]:
     ]
 
 
-def summary_to_proto(summary: Summary) -> common_pb2.SessionSummary:
-    """A SessionSummary with its three timestamps."""
-    return common_pb2.SessionSummary(
-        id=str(summary.id),
-        parent_id=None if summary.parent_id is None else str(summary.parent_id),
-        label=summary.label,
-        status=_STATUS_TO_PROTO[summary.status],
-        turn_count=summary.turn_count,
-        created_at=summary.created_at,
-        updated_at=summary.updated_at,
-        last_active_at=summary.last_active_at,
-    )
+def add_summaries(target: Any, summaries: Sequence[Summary]) -> None:
+    """Append SessionSummaries (three timestamps each) to a repeated field, built in place.
+
+    Filling each message where it lives saves building it apart and copying it
+    in: a page of a thousand shows it.
+    """
+    status = _STATUS_TO_PROTO
+    for summary in summaries:
+        message = target.add(
+            id=str(summary.id),
+            label=summary.label,
+            status=status[summary.status],
+            turn_count=summary.turn_count,
+        )
+        if summary.parent_id is not None:
+            message.parent_id = str(summary.parent_id)
+        set_timestamp(message.created_at, summary.created_at)
+        set_timestamp(message.updated_at, summary.updated_at)
+        set_timestamp(message.last_active_at, summary.last_active_at)
 
 
 def swept_ids(removed: list[SweptSession]) -> list[str]:

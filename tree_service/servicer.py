@@ -17,6 +17,7 @@ from stello.idempotency import fingerprint
 from stello.tree.v1 import tree_pb2, tree_pb2_grpc
 from stello.validation import label, page_size, parse_uuid
 from tree_service.convert import (
+    add_summaries,
     config_from_proto,
     config_to_proto,
     entries_to_proto,
@@ -25,7 +26,6 @@ from tree_service.convert import (
     optional_uuid,
     request_id,
     status_filter,
-    summary_to_proto,
     swept_ids,
 )
 from tree_service.models import NewSession, PageQuery, SweepQuery, TreeQuery
@@ -120,10 +120,9 @@ class TreeServicer(tree_pb2_grpc.SessionTreeServicer):
         )
         violations.raise_if_any()
         page = await self._service.list_all(query)
-        return tree_pb2.ListAllResponse(
-            sessions=[summary_to_proto(s) for s in page.sessions],
-            next_page_token=page.next_page_token,
-        )
+        reply = tree_pb2.ListAllResponse(next_page_token=page.next_page_token)
+        add_summaries(reply.sessions, page.sessions)
+        return reply
 
     async def GetChildren(
         self, request: tree_pb2.GetChildrenRequest, context: Context
