@@ -42,7 +42,7 @@ from typing import Any
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 import fork_baseline
-from harness import database, server_process, wait_for_stdin_close
+from harness import database, server_process, wait_for_stdin_close, yardstick, yardstick_lines
 
 from agent_gateway.app import GatewayClients
 from agent_gateway.app import create_app as gateway_app
@@ -208,18 +208,19 @@ async def fork_scenarios(
 
 
 async def fork_versus_baseline(
-    stub: Any, bare_channel: Any, space: str, metadata: Any, forks: int, rounds: int = 5
+    stub: Any,
+    bare: Any,
+    ping: Callable[[], Awaitable[Any]],
+    space: str,
+    metadata: Any,
+    forks: int,
+    rounds: int = 5,
 ) -> tuple[list[float], list[float], list[float]]:
-    """Fork NONE through our gateway and through the bare chain, interleaved in rounds.
-
-    Also times the bare gateway's empty PING, the cheapest unary RPC of this
-    machine. Returns (ours, bare chain, ping) durations in seconds.
-    """
+    """Fork NONE through our gateway and through the bare chain, and the yardstick's
+    PING, interleaved in rounds. Returns the three lists of durations in seconds."""
     root = agent_pb2.CreateRootRequest(space_id=space, system_prompt="bench")
     source = (await stub.CreateRoot(root, metadata=metadata)).session.id
     request = agent_pb2.ForkRequest(space_id=space, source_session_id=source, label="bench fork")
-    bare = agent_pb2_grpc.AgentGatewayStub(bare_channel)
-    ping = bare_channel.unary_unary(fork_baseline.PING)
     ours: list[float] = []
     baseline: list[float] = []
     pings: list[float] = []
@@ -227,7 +228,7 @@ async def fork_versus_baseline(
     for _ in range(rounds):
         ours += await timed(lambda: stub.Fork(request, metadata=metadata), per_round)
         baseline += await timed(lambda: bare.Fork(request), per_round)
-        pings += await timed(lambda: ping(b""), per_round)
+        pings += await timed(ping, per_round)
     return ours, baseline, pings
 
 
@@ -351,27 +352,23 @@ async def run(forks: int, sessions: int, rounds: int) -> None:
         )
         channel = await stack.enter_async_context(open_channel(gateway))
         stub = agent_pb2_grpc.AgentGatewayStub(channel)
-        bare_channel = await stack.enter_async_context(open_channel(bare_gateway))
+        bare = agent_pb2_grpc.AgentGatewayStub(
+            await stack.enter_async_context(open_channel(bare_gateway))
+        )
+        ping = await stack.enter_async_context(yardstick())
         metadata = (("authorization", f"Bearer {fork_key}"),)
 
         print(f"Fork NONE against its baseline, {forks} calls each, interleaved (ms):")
         ours, baseline, pings = await fork_versus_baseline(
-            stub, bare_channel, str(fork_space), metadata, forks
+            stub, bare, ping, str(fork_space), metadata, forks
         )
         ours_p50, base_p50 = quantile(ours, 0.5), quantile(baseline, 0.5)
         for name, samples in (("ours", ours), ("bare chain (same RPCs, same SQL)", baseline)):
             p50, p99 = quantile(samples, 0.5), quantile(samples, 0.99)
             print(f"  {name:<34} p50 {p50:6.2f}  p99 {p99:6.2f}")
         print(f"  ratio (bare p50 / ours p50): {base_p50 / ours_p50:.0%}")
-        ping_p50 = quantile(pings, 0.5)
-        print(
-            f"  yardstick: an empty unary RPC to a bare grpc.aio server p50 {ping_p50:.2f} ms"
-            f" ({1000 / ping_p50:,.0f}/s in a row; DESIGN §9's machine: 2.2-2.5k/s)"
-        )
-        print(
-            f"  Fork NONE p50 in empty-RPC times: {ours_p50 / ping_p50:.1f}"
-            f" (the 5 ms target at 2.35k/s is {5 / (1000 / 2350):.1f})"
-        )
+        for line in yardstick_lines("Fork NONE", ours_p50, quantile(pings, 0.5)):
+            print(line)
 
         print(f"Fork and CreateRoot, concurrency 1, {forks} calls each (ms):")
         latencies = await fork_scenarios(stub, storage, str(fork_space), metadata, forks)

@@ -12,7 +12,9 @@ Measured in one run (DESIGN §9 target: Send overhead with `echo` p50 <= 5 ms):
   processes, for Send, Send with request_id, a tool-call turn and its
   SubmitToolResults;
 - for scale: one bare storage AppendRecords call, the cheapest write a turn
-  could be.
+  could be, and the yardstick of bench/harness.py (an empty unary RPC to a
+  bare grpc.aio server, timed interleaved with the plain Sends) against which
+  DESIGN §9's 5 ms reads on this machine.
 
 Each server (storage, tree, gateway) runs in its own process (uvloop), the
 client here.
@@ -42,7 +44,7 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from harness import database, server_process
+from harness import database, server_process, yardstick, yardstick_lines
 
 from agent_gateway.app import GatewayClients
 from agent_gateway.app import create_app as gateway_app
@@ -59,6 +61,7 @@ from stello.server import create_server, shutdown
 from stello.storage.v1 import storage_pb2, storage_pb2_grpc
 
 SEED_RECORDS = 20
+ROUNDS = 5
 TOOL = common_pb2.ToolDefinition(name="lookup", description="Look something up")
 
 
@@ -224,9 +227,17 @@ async def run(sends: int, sessions: int) -> None:
             f"Send with echo, concurrency 1, {sends} turns over {sessions} sessions "
             f"of {SEED_RECORDS}+ records (ms):"
         )
-        report("Send", await timed(send(False), sends))
+        ping = await stack.enter_async_context(yardstick())
+        plain: list[float] = []
+        pings: list[float] = []
+        for _ in range(ROUNDS):  # interleaved: the machine's speed drifts
+            plain += await timed(send(False), max(1, sends // ROUNDS))
+            pings += await timed(lambda i: ping(), max(1, sends // ROUNDS))
+        report("Send", plain)
         report("Send with request_id", await timed(send(True), sends))
         report("(storage AppendRecords, for scale)", await timed(append, sends))
+        for line in yardstick_lines("Send", quantile(plain, 0.5), quantile(pings, 0.5)):
+            print(line)
 
         streams = [
             await first_delta(

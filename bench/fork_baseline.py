@@ -35,8 +35,6 @@ from tree_service.encoding import config_from_json, config_to_json
 
 ACTIVE = common_pb2.SESSION_STATUS_ACTIVE
 PROVISIONING_TTL_S = 60.0
-# The cheapest unary RPC a bare grpc.aio server answers: the machine's yardstick.
-PING = "/bench.Bare/Ping"
 
 
 def _server(service: str, handlers: dict[str, grpc.RpcMethodHandler]) -> tuple[Any, int]:
@@ -257,18 +255,8 @@ class BareGateway:
         )
 
     def server(self) -> tuple[Any, int]:
-        """A bare AgentGateway server answering Fork, and PING (empty in, empty out)."""
-        server, port = _server(
+        """A bare AgentGateway server answering Fork."""
+        return _server(
             "stello.agent.v1.AgentGateway",
             {"Fork": _unary(self.fork, agent_pb2.ForkRequest, agent_pb2.ForkResponse)},
         )
-
-        async def ping(request: bytes, context: Any) -> bytes:
-            return b""
-
-        service, method = PING.strip("/").split("/")
-        handler = grpc.unary_unary_rpc_method_handler(ping)
-        server.add_generic_rpc_handlers(
-            [grpc.method_handlers_generic_handler(service, {method: handler})]
-        )
-        return server, port

@@ -17,6 +17,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+import grpc
+
 from stello.embedded import embedded_server, ensure_database
 from stello.migrate import migrate_dsn
 
@@ -119,3 +121,64 @@ async def database() -> AsyncIterator[str]:
         dsn = await ensure_database(admin_dsn, "stello_bench")
         await migrate_dsn(dsn)
         yield dsn
+
+
+# ---------------------------------------------------------------- the yardstick
+
+PING = "/bench.Bare/Ping"
+"""An empty unary RPC of a bare grpc.aio server: the cheapest call this machine makes."""
+
+DESIGN_PINGS_PER_S = 2350
+"""DESIGN §9's machine: a bare grpc.aio server answered ~2.2-2.5k unary RPC/s."""
+
+
+async def serve_ping() -> None:
+    """Serve PING on a free port, print it, run until stdin closes."""
+    server = grpc.aio.server()
+
+    async def ping(request: bytes, context: Any) -> bytes:
+        return b""
+
+    service, method = PING.strip("/").split("/")
+    handler = grpc.unary_unary_rpc_method_handler(ping)
+    server.add_generic_rpc_handlers(
+        [grpc.method_handlers_generic_handler(service, {method: handler})]
+    )
+    port = server.add_insecure_port("127.0.0.1:0")
+    await server.start()
+    print(f"PORT {port}", flush=True)
+    await wait_for_stdin_close()
+    await server.stop(1)
+
+
+@asynccontextmanager
+async def yardstick() -> AsyncIterator[Callable[[], Awaitable[Any]]]:
+    """A PING server in its own process; yields the call that pings it once."""
+    async with server_process(__file__, "ping") as address:
+        channel = grpc.aio.insecure_channel(address)
+        try:
+            ping = channel.unary_unary(PING)
+            yield lambda: ping(b"")
+        finally:
+            await channel.close()
+
+
+def yardstick_lines(name: str, p50_ms: float, ping_p50_ms: float) -> list[str]:
+    """How `name`'s p50 reads in PINGs, beside a 5 ms target on DESIGN §9's machine."""
+    rate = 1000 / ping_p50_ms
+    target = 5 / (1000 / DESIGN_PINGS_PER_S)
+    return [
+        f"  yardstick: an empty unary RPC to a bare grpc.aio server, p50 {ping_p50_ms:.2f} ms"
+        f" ({rate:,.0f}/s in a row; DESIGN §9's machine: 2.2-2.5k/s)",
+        f"  {name} p50 = {p50_ms / ping_p50_ms:.1f} empty RPCs"
+        f" (5 ms on DESIGN §9's machine = {target:.1f})",
+    ]
+
+
+if __name__ == "__main__":
+    # `python harness.py serve ping`: the yardstick's server (see `yardstick`).
+    from stello.runner import event_loop_factory
+
+    assert sys.argv[1:] == ["serve", "ping"], sys.argv
+    with asyncio.Runner(loop_factory=event_loop_factory()) as runner:
+        runner.run(serve_ping())
