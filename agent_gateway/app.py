@@ -25,7 +25,7 @@ from agent_gateway.tools import BuiltinTools
 from agent_gateway.turns import TurnService
 from stello.agent.v1 import agent_pb2_grpc
 from stello.auth import KeyStore
-from stello.channels import open_channel
+from stello.channels import ClientTls, open_channel
 from stello.server import ServiceApp
 from stello.settings import StelloSettings
 
@@ -41,19 +41,36 @@ class GatewayClients:
 
     @classmethod
     def connect(cls, config: GatewaySettings, settings: StelloSettings) -> GatewayClients:
-        """Open one channel per service; the caller's key is added per call."""
+        """Open one channel per service (TLS when configured); the caller's key is added per call.
+
+        Raises:
+            stello.errors.FailedPrecondition: a TLS file cannot be read.
+        """
         policy = CallPolicy(
             timeout_s=config.call_timeout_s,
             max_retries=config.max_retries,
             backoff_s=config.retry_backoff_s,
         )
-        storage = _channel(config.storage_address, settings)
-        tree = _channel(config.tree_address, settings)
+        tls = services_tls(config)
+        storage = _channel(config.storage_address, settings, tls)
+        tree = _channel(config.tree_address, settings, tls)
         return cls(StorageClient(storage, policy), TreeClient(tree, policy))
 
 
-def _channel(address: str, settings: StelloSettings) -> grpc.aio.Channel:
-    return open_channel(targets(address), max_message_bytes=settings.max_message_bytes)
+def services_tls(config: GatewaySettings) -> ClientTls | None:
+    """The TLS material of the channels to storage and tree; None = plaintext."""
+    if config.services_ca_file is None:
+        return None
+    return ClientTls.from_files(
+        config.services_ca_file,
+        config.services_cert_file,
+        config.services_key_file,
+        config.services_server_name,
+    )
+
+
+def _channel(address: str, settings: StelloSettings, tls: ClientTls | None) -> grpc.aio.Channel:
+    return open_channel(targets(address), max_message_bytes=settings.max_message_bytes, tls=tls)
 
 
 class LazyProvider:

@@ -8,6 +8,7 @@ from pydantic import Field, field_validator, model_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
 from agent_gateway.faults import parse_fault
+from stello.settings import check_pair
 
 
 class GatewaySettings(BaseSettings):
@@ -33,6 +34,24 @@ class GatewaySettings(BaseSettings):
     tree_address: str = Field(
         default="127.0.0.1:50062",
         description="host:port of the tree service; several comma-separated = round robin.",
+    )
+    services_ca_file: Path | None = Field(
+        default=None,
+        description="PEM CA bundle that verifies the storage and tree servers; set = TLS to both.",
+    )
+    services_cert_file: Path | None = Field(
+        default=None,
+        description="PEM certificate the gateway presents to storage and tree (mutual TLS).",
+    )
+    services_key_file: Path | None = Field(
+        default=None, description="PEM private key of STELLO_GATEWAY_SERVICES_CERT_FILE."
+    )
+    services_server_name: str | None = Field(
+        default=None,
+        description=(
+            "Name expected in the storage and tree certificates instead of the address's "
+            "host; needed with several comma-separated addresses."
+        ),
     )
     profiles_file: Path | None = Field(
         default=None, description="TOML file with the fork profiles; unset = no profiles."
@@ -114,6 +133,31 @@ class GatewaySettings(BaseSettings):
             )
         return self
 
+    @model_validator(mode="after")
+    def _services_tls(self) -> GatewaySettings:
+        check_pair(
+            "STELLO_GATEWAY_SERVICES_CERT_FILE",
+            self.services_cert_file,
+            "STELLO_GATEWAY_SERVICES_KEY_FILE",
+            self.services_key_file,
+            "the gateway's client certificate (mutual TLS) needs its private key",
+        )
+        if self.services_ca_file is None:
+            _plaintext_only(self)
+        elif not self.services_server_name and self._several_addresses():
+            raise ValueError(
+                "with TLS and several storage or tree addresses, set "
+                "STELLO_GATEWAY_SERVICES_SERVER_NAME to the name in the servers' certificates "
+                "(a list of addresses cannot be checked against a certificate)"
+            )
+        return self
+
+    def _several_addresses(self) -> bool:
+        return any(
+            not isinstance(targets(address), str)
+            for address in (self.storage_address, self.tree_address)
+        )
+
     @property
     def address(self) -> str:
         """host:port to bind."""
@@ -123,6 +167,19 @@ class GatewaySettings(BaseSettings):
     def saga_budget_s(self) -> float:
         """The time a CreateRoot/Fork saga may take."""
         return self.saga_timeout_s or self.provisioning_ttl_s / 2
+
+
+def _plaintext_only(config: GatewaySettings) -> None:
+    """Refuse TLS settings that would be ignored because no CA turns TLS on."""
+    for name, value in (
+        ("STELLO_GATEWAY_SERVICES_CERT_FILE", config.services_cert_file),
+        ("STELLO_GATEWAY_SERVICES_SERVER_NAME", config.services_server_name),
+    ):
+        if value:
+            raise ValueError(
+                f"{name} needs STELLO_GATEWAY_SERVICES_CA_FILE: TLS to storage and tree is on "
+                f"only with the CA that verifies their certificates; set it, or unset {name}"
+            )
 
 
 def targets(address: str) -> str | list[str]:

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from agent_gateway.clients import Caller, CallPolicy, TreeClient
-from stello.channels import open_channel
+from stello.channels import ClientTls, open_channel
 
 
 async def reconcile(
@@ -13,6 +13,7 @@ async def reconcile(
     dry_run: bool = False,
     *,
     timeout_s: float = 60.0,
+    tls: ClientTls | None = None,
 ) -> list[str]:
     """Call the tree's SweepProvisional with an admin key; answer the removed ids.
 
@@ -23,11 +24,12 @@ async def reconcile(
             seconds ago; 0 = those past their provisioning TTL.
         dry_run: only list what would be removed.
         timeout_s: how long to wait for the tree.
+        tls: TLS to the tree (None = plaintext).
 
     Raises:
         stello.errors.StelloError: the tree's answer, as a domain error.
     """
-    async with open_channel(tree_address) as channel:
+    async with open_channel(tree_address, tls=tls) as channel:
         tree = TreeClient(channel, CallPolicy(timeout_s=timeout_s))
         removed = await tree.sweep_provisional(
             Caller(admin_key).within(timeout_s), older_than_s=older_than_s, dry_run=dry_run

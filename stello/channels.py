@@ -1,12 +1,72 @@
-"""Client channels to Stello services: auth metadata, message limits, load balancing."""
+"""Client channels to Stello services: auth metadata, message limits, load balancing, TLS."""
 
 from __future__ import annotations
 
 from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
 
 import grpc
 
+from stello.errors import FailedPrecondition
 from stello.settings import MIB
+
+
+@dataclass(frozen=True, slots=True)
+class ClientTls:
+    """What a client needs to reach a TLS server, and its own certificate for mutual TLS.
+
+    Attributes:
+        root_certificates: PEM roots that verify the server's certificate.
+        certificate_chain: PEM certificate the client presents (mutual TLS), or None.
+        private_key: PEM private key of `certificate_chain`, or None.
+        server_name: the name expected in the server's certificate instead of the
+            target's host (``grpc.ssl_target_name_override``), or None.
+    """
+
+    root_certificates: bytes
+    certificate_chain: bytes | None = None
+    private_key: bytes | None = None
+    server_name: str | None = None
+
+    def __post_init__(self) -> None:
+        if (self.certificate_chain is None) != (self.private_key is None):
+            raise ValueError("a client certificate needs its private key: give both or neither")
+
+    @classmethod
+    def from_files(
+        cls,
+        ca_file: str | Path,
+        cert_file: str | Path | None = None,
+        key_file: str | Path | None = None,
+        server_name: str | None = None,
+    ) -> ClientTls:
+        """Read the PEM files; FailedPrecondition naming a file that cannot be used."""
+        return cls(
+            read_pem(ca_file, "CA file"),
+            read_pem(cert_file, "certificate file") if cert_file else None,
+            read_pem(key_file, "key file") if key_file else None,
+            server_name or None,
+        )
+
+    def credentials(self) -> grpc.ChannelCredentials:
+        """The channel credentials of this material."""
+        return grpc.ssl_channel_credentials(
+            root_certificates=self.root_certificates,
+            private_key=self.private_key,
+            certificate_chain=self.certificate_chain,
+        )
+
+
+def read_pem(path: str | Path, what: str) -> bytes:
+    """The bytes of a PEM file; FailedPrecondition naming `what` and the file when unusable."""
+    try:
+        data = Path(path).read_bytes()
+    except OSError as exc:
+        raise FailedPrecondition(f"cannot read the {what} {path}: {exc.strerror or exc}") from None
+    if b"-----BEGIN " not in data:
+        raise FailedPrecondition(f"the {what} {path} is not PEM (no -----BEGIN line)")
+    return data
 
 
 def bearer_metadata(key: str) -> tuple[tuple[str, str], ...]:
@@ -54,8 +114,17 @@ def open_channel(
     key: str | None = None,
     max_message_bytes: int = 64 * MIB,
     root_certificates: bytes | None = None,
+    tls: ClientTls | None = None,
 ) -> grpc.aio.Channel:
-    """A channel to one address, or round-robin over several; `key` authenticates every call."""
+    """A channel to one address, or round-robin over several; `key` authenticates every call.
+
+    Plaintext unless `tls` (or just `root_certificates`, the same as
+    ``tls=ClientTls(root_certificates)``) is given.
+    """
+    if root_certificates is not None:
+        if tls is not None:
+            raise TypeError("pass root_certificates or tls, not both")
+        tls = ClientTls(root_certificates)
     if not isinstance(target, str):
         target = "ipv4:" + ",".join(target)
     options: list[tuple[str, int | str]] = [
@@ -70,7 +139,10 @@ def open_channel(
     if key:
         auth = _AddAuth(key)
         interceptors = [_UnaryAuth(auth), _StreamAuth(auth)]
-    if root_certificates is None:
+    if tls is None:
         return grpc.aio.insecure_channel(target, options=options, interceptors=interceptors)
-    credentials = grpc.ssl_channel_credentials(root_certificates=root_certificates)
-    return grpc.aio.secure_channel(target, credentials, options=options, interceptors=interceptors)
+    if tls.server_name:
+        options.append(("grpc.ssl_target_name_override", tls.server_name))
+    return grpc.aio.secure_channel(
+        target, tls.credentials(), options=options, interceptors=interceptors
+    )

@@ -228,6 +228,13 @@ def _connection_options() -> argparse.ArgumentParser:
     group.add_argument("--gateway", help="gateway host:port (STELLO_GATEWAY)")
     group.add_argument("--key", help="API key (STELLO_KEY)")
     group.add_argument("--space", help="space id (STELLO_SPACE_ID)")
+    group.add_argument(
+        "--ca-file", help="PEM CA that verifies the server: connect with TLS (STELLO_CA_FILE)"
+    )
+    group.add_argument(
+        "--cert-file", help="PEM client certificate for mutual TLS (STELLO_CERT_FILE)"
+    )
+    group.add_argument("--key-file", help="PEM private key of --cert-file (STELLO_KEY_FILE)")
     common.add_argument("--json", action="store_true", help="print JSON for scripts")
     common.add_argument("--timeout", type=float, default=30.0, help="seconds per call (default 30)")
     return common

@@ -2,7 +2,9 @@
 
 They talk to a running gateway (the tree service for `reconcile`) with the
 endpoint and key `stello up` saved; ``--gateway``/``--key``/``--space`` or
-``STELLO_GATEWAY``/``STELLO_KEY``/``STELLO_SPACE_ID`` override them. Output is
+``STELLO_GATEWAY``/``STELLO_KEY``/``STELLO_SPACE_ID`` override them. ``--ca-file``
+(``STELLO_CA_FILE``) turns TLS on, ``--cert-file``/``--key-file`` add a client
+certificate (mutual TLS); `stello up` itself is plaintext. Output is
 readable text, or JSON with ``--json``. A failed call is one line on stderr
 (status code and details) and a non-zero exit, raised here as `ClientError`.
 """
@@ -24,7 +26,7 @@ import grpc
 
 from stello import client_format as fmt
 from stello.agent.v1 import agent_pb2, agent_pb2_grpc
-from stello.channels import bearer_metadata, open_channel
+from stello.channels import ClientTls, bearer_metadata, open_channel
 from stello.common.v1 import common_pb2
 from stello.up import Credentials, load_credentials
 
@@ -47,11 +49,12 @@ class ClientError(Exception):
 
 @dataclass(frozen=True, slots=True)
 class Target:
-    """Where a client command connects and as whom."""
+    """Where a client command connects, as whom, and over TLS or not (`tls` None)."""
 
     gateway: str
     key: str
     space_id: str
+    tls: ClientTls | None = None
 
     @property
     def metadata(self) -> tuple[tuple[str, str], ...]:
@@ -80,7 +83,29 @@ def resolve_target(args: argparse.Namespace) -> Target:
     ):
         if not value:
             raise ClientError(f"no {what}: run `stello up` first, or pass {flag} / set {env}")
-    return Target(gateway, key, space)
+    return Target(gateway, key, space, resolve_tls(args))
+
+
+def resolve_tls(args: argparse.Namespace) -> ClientTls | None:
+    """TLS from the flags, else the environment; None (plaintext) without a CA file.
+
+    Raises:
+        ClientError: a certificate without its key, or without a CA file.
+        stello.errors.FailedPrecondition: a file cannot be read.
+    """
+    ca = _pick(args.ca_file, "STELLO_CA_FILE", None)
+    cert = _pick(args.cert_file, "STELLO_CERT_FILE", None)
+    key = _pick(args.key_file, "STELLO_KEY_FILE", None)
+    if bool(cert) != bool(key):
+        raise ClientError(
+            "a client certificate needs its private key: pass both --cert-file and --key-file "
+            "(STELLO_CERT_FILE, STELLO_KEY_FILE), or neither"
+        )
+    if cert and not ca:
+        raise ClientError(
+            "--cert-file needs --ca-file (STELLO_CA_FILE): the CA that verifies the server"
+        )
+    return ClientTls.from_files(ca, cert or None, key or None) if ca else None
 
 
 def write(text: str = "", *, end: str = "\n", stream: Any = None) -> None:
@@ -105,7 +130,7 @@ Work = Callable[[agent_pb2_grpc.AgentGatewayStub, Target], Awaitable[int]]
 
 async def _with_gateway(args: argparse.Namespace, work: Work) -> int:
     target = resolve_target(args)
-    async with open_channel(target.gateway) as channel:
+    async with open_channel(target.gateway, tls=target.tls) as channel:
         try:
             return await work(agent_pb2_grpc.AgentGatewayStub(channel), target)
         except grpc.aio.AioRpcError as err:
@@ -347,9 +372,10 @@ async def cmd_reconcile(args: argparse.Namespace) -> int:
             "reconcile needs an admin key: create one with `stello keys create --admin`, "
             "then pass --admin-key or set STELLO_ADMIN_KEY"
         )
+    tls = resolve_tls(args)
     try:
         removed = await reconcile(
-            tree, admin_key, args.older_than, args.dry_run, timeout_s=args.timeout
+            tree, admin_key, args.older_than, args.dry_run, timeout_s=args.timeout, tls=tls
         )
     except StelloError as exc:
         raise ClientError(f"{exc.code.name}: {fmt.one_line(exc.message)}") from None

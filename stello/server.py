@@ -14,7 +14,6 @@ import logging
 import signal
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from pathlib import Path
 from typing import Protocol
 
 import asyncpg
@@ -23,6 +22,7 @@ from grpc_health.v1 import health, health_pb2, health_pb2_grpc
 from grpc_reflection.v1alpha import reflection
 
 from stello.auth import KeyStore
+from stello.channels import read_pem
 from stello.interceptors import AuthInterceptor, ErrorInterceptor, RequestIdInterceptor
 from stello.metrics import MetricsInterceptor, RpcMetrics
 from stello.settings import StelloSettings
@@ -126,10 +126,12 @@ def _channel_limits(settings: StelloSettings) -> list[tuple[str, int]]:
 def _bind(server: grpc.aio.Server, address: str, settings: StelloSettings) -> int:
     if not settings.tls_cert_file:
         return server.add_insecure_port(address)
-    cert = Path(settings.tls_cert_file).read_bytes()
-    key = Path(settings.tls_key_file or "").read_bytes()
+    cert = read_pem(settings.tls_cert_file, "STELLO_TLS_CERT_FILE")
+    key = read_pem(settings.tls_key_file or "", "STELLO_TLS_KEY_FILE")
     client_ca = (
-        Path(settings.tls_client_ca_file).read_bytes() if settings.tls_client_ca_file else None
+        read_pem(settings.tls_client_ca_file, "STELLO_TLS_CLIENT_CA_FILE")
+        if settings.tls_client_ca_file
+        else None
     )
     credentials = grpc.ssl_server_credentials(
         [(key, cert)], root_certificates=client_ca, require_client_auth=client_ca is not None

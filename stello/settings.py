@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from typing import Literal
 
-from pydantic import Field, SecretStr, field_validator
+from pydantic import Field, SecretStr, field_validator, model_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
 LLMProvider = Literal["echo", "openai", "anthropic"]
@@ -50,6 +50,16 @@ def check_database_url(value: str | None) -> str | None:
     except Exception as exc:  # asyncpg raises several types for a bad DSN
         raise ValueError(f"invalid database URL: {exc}") from exc
     return value
+
+
+def check_pair(
+    first: str, first_value: object, second: str, second_value: object, why: str
+) -> None:
+    """Raise ValueError naming the missing variable when only one of a pair is set."""
+    if bool(first_value) == bool(second_value):
+        return
+    given, missing = (first, second) if first_value else (second, first)
+    raise ValueError(f"{given} is set but {missing} is not: {why}; set both, or neither")
 
 
 class StelloSettings(BaseSettings):
@@ -110,3 +120,20 @@ class StelloSettings(BaseSettings):
     @classmethod
     def _database_url(cls, value: str | None) -> str | None:
         return check_database_url(value)
+
+    @model_validator(mode="after")
+    def _tls(self) -> StelloSettings:
+        # Half a TLS configuration would serve plaintext, or fail obscurely at bind: refuse it.
+        check_pair(
+            "STELLO_TLS_CERT_FILE",
+            self.tls_cert_file,
+            "STELLO_TLS_KEY_FILE",
+            self.tls_key_file,
+            "the server's certificate needs its private key",
+        )
+        if self.tls_client_ca_file and not self.tls_cert_file:
+            raise ValueError(
+                "STELLO_TLS_CLIENT_CA_FILE (mutual TLS) needs TLS: set STELLO_TLS_CERT_FILE "
+                "and STELLO_TLS_KEY_FILE too"
+            )
+        return self

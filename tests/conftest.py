@@ -5,4 +5,4 @@ import os
 # gRPC's C core logs connection churn (GOAWAY on server stop) at INFO; keep errors only.
 os.environ.setdefault("GRPC_VERBOSITY", "ERROR")
 
-pytest_plugins = ["tests.support.fixtures"]
+pytest_plugins = ["tests.support.fixtures", "tests.support.certs"]

@@ -1,0 +1,154 @@
+"""The client commands over TLS: --ca-file, --cert-file, --key-file and their variables.
+
+Storage, tree and gateway run in-process, all serving TLS (mutual TLS in the second
+variant), the gateway reaching the other two with its STELLO_GATEWAY_SERVICES_* settings;
+the `stello` commands run as real processes (off the event loop, which serves them).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import subprocess
+from dataclasses import dataclass
+from functools import partial
+from pathlib import Path
+
+import pytest
+
+from agent_gateway.app import create_app as gateway_app
+from agent_gateway.config import GatewaySettings
+from storage_service.app import create_app as storage_app
+from tests.cli.processes import private_env, run_cli
+from tests.support.certs import TlsFiles, serving_tls
+from tests.support.fixtures import ServerStarter, TestSpace
+from tree_service.app import create_app as tree_app
+
+pytestmark = pytest.mark.subprocess
+
+
+@dataclass(frozen=True, slots=True)
+class Suite:
+    """Addresses of servers that all serve TLS, and whether they want client certificates."""
+
+    gateway: str
+    tree: str
+    mutual: bool
+
+
+async def start_suite(start_server: ServerStarter, files: TlsFiles, *, mutual: bool) -> Suite:
+    """Storage, tree and a gateway over them, every one serving TLS with `files`."""
+    storage = await start_server(serving_tls(storage_app, files, mutual=mutual))
+    tree = await start_server(serving_tls(tree_app, files, mutual=mutual))
+    services = {"services_cert_file": files.client_cert, "services_key_file": files.client_key}
+    config = GatewaySettings(
+        storage_address=storage.address,
+        tree_address=tree.address,
+        services_ca_file=files.ca,
+        **(services if mutual else {}),
+    )
+    gateway_factory = partial(gateway_app, config=config)
+    gateway = await start_server(serving_tls(gateway_factory, files, mutual=mutual))
+    return Suite(gateway.address, tree.address, mutual)
+
+
+@pytest.fixture(
+    name="suite", params=[pytest.param(False, id="tls"), pytest.param(True, id="mutual-tls")]
+)
+async def _suite(
+    request: pytest.FixtureRequest, start_server: ServerStarter, tls_files: TlsFiles
+) -> Suite:
+    return await start_suite(start_server, tls_files, mutual=request.param)
+
+
+def client_env(home: Path, space: TestSpace, gateway: str) -> dict[str, str]:
+    """A private environment naming the gateway, key and space (TLS left to each test)."""
+    env = private_env(home)
+    env.update(STELLO_GATEWAY=gateway, STELLO_KEY=space.key, STELLO_SPACE_ID=space.sid)
+    return env
+
+
+def tls_flags(files: TlsFiles, suite: Suite) -> list[str]:
+    """--ca-file, and the client certificate when the suite wants one."""
+    flags = ["--ca-file", str(files.ca)]
+    if suite.mutual:
+        flags += ["--cert-file", str(files.client_cert), "--key-file", str(files.client_key)]
+    return flags
+
+
+async def stello(env: dict[str, str], *args: str) -> subprocess.CompletedProcess[str]:
+    """Run a `stello` command in a thread, so this loop keeps serving the servers."""
+    return await asyncio.to_thread(run_cli, env, *args)
+
+
+@pytest.mark.sql
+class TestOverTls:
+    async def test_root_and_tree_with_flags(
+        self, suite: Suite, tls_files: TlsFiles, space: TestSpace, home: Path
+    ) -> None:
+        """`root` and `tree` with --ca-file (and the client certificate) reach a TLS gateway."""
+        env = client_env(home, space, suite.gateway)
+        flags = tls_flags(tls_files, suite)
+        made = await stello(env, "root", "--label", "Secure", "--json", *flags)
+        assert made.returncode == 0, made.stderr
+        root = json.loads(made.stdout)
+        tree = await stello(env, "tree", *flags)
+        assert (tree.returncode, tree.stdout) == (0, f"Secure  [active, 0 turns]  {root['id']}\n")
+
+    async def test_variables_instead_of_flags(
+        self, suite: Suite, tls_files: TlsFiles, space: TestSpace, home: Path
+    ) -> None:
+        """STELLO_CA_FILE, STELLO_CERT_FILE and STELLO_KEY_FILE work like the flags."""
+        env = client_env(home, space, suite.gateway)
+        env["STELLO_CA_FILE"] = str(tls_files.ca)
+        if suite.mutual:
+            env.update(STELLO_CERT_FILE=str(tls_files.client_cert))
+            env.update(STELLO_KEY_FILE=str(tls_files.client_key))
+        done = await stello(env, "digests", "--json")
+        assert (done.returncode, done.stdout, done.stderr) == (0, "[]\n", "")
+
+    async def test_without_tls_material_is_unavailable(
+        self, suite: Suite, tls_files: TlsFiles, space: TestSpace, home: Path
+    ) -> None:
+        """Without --ca-file (mutual TLS: without a certificate) a call fails on one line."""
+        env = client_env(home, space, suite.gateway)
+        short = ["--ca-file", str(tls_files.ca)] if suite.mutual else []
+        done = await stello(env, "tree", "--timeout", "5", *short)
+        assert done.returncode == 1
+        assert done.stderr.startswith("stello: UNAVAILABLE: ")
+        assert len(done.stderr.splitlines()) == 1
+
+    async def test_reconcile_reaches_the_tree(
+        self, suite: Suite, tls_files: TlsFiles, admin_key: str, home: Path
+    ) -> None:
+        """`reconcile --ca-file` talks TLS to the tree service."""
+        env = private_env(home)
+        args = ["--tree", suite.tree, "--admin-key", admin_key, "--dry-run", "--json"]
+        done = await stello(env, "reconcile", *args, *tls_flags(tls_files, suite))
+        assert done.returncode == 0, done.stderr
+        assert json.loads(done.stdout)["dry_run"] is True
+
+
+class TestTlsErrors:
+    def test_unreadable_ca_file_is_one_line(self, home: Path) -> None:
+        """A --ca-file that cannot be read: one line naming it, exit 1, no traceback."""
+        env = private_env(home)
+        env.update(STELLO_GATEWAY="127.0.0.1:1", STELLO_KEY="k", STELLO_SPACE_ID="s")
+        missing = home / "missing.pem"
+        done = run_cli(env, "tree", "--ca-file", str(missing))
+        assert (done.returncode, done.stdout) == (1, "")
+        assert done.stderr == (
+            f"stello: cannot read the CA file {missing}: No such file or directory\n"
+        )
+
+    def test_certificate_without_key_is_one_line(self, home: Path, tls_files: TlsFiles) -> None:
+        """STELLO_CERT_FILE without STELLO_KEY_FILE: one line saying to pass both, exit 1."""
+        env = private_env(home)
+        env.update(STELLO_GATEWAY="127.0.0.1:1", STELLO_KEY="k", STELLO_SPACE_ID="s")
+        env.update(STELLO_CA_FILE=str(tls_files.ca), STELLO_CERT_FILE=str(tls_files.client_cert))
+        done = run_cli(env, "tree")
+        assert done.returncode == 1
+        assert done.stderr == (
+            "stello: a client certificate needs its private key: pass both --cert-file and "
+            "--key-file (STELLO_CERT_FILE, STELLO_KEY_FILE), or neither\n"
+        )
