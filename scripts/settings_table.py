@@ -44,9 +44,12 @@ CLIENT_VARIABLES = {
     "STELLO_GATEWAY": "client commands: gateway host:port (default: saved by `stello up`)",
     "STELLO_KEY": "client commands: API key (default: saved by `stello up`)",
     "STELLO_SPACE_ID": "client commands: space id (default: saved by `stello up`)",
-    "STELLO_CA_FILE": "client commands: PEM CA that verifies the gateway (or tree); set = TLS",
+    "STELLO_CA_FILE": "client commands and `stello health`: PEM CA that verifies the server; "
+    "set = TLS",
     "STELLO_CERT_FILE": "client commands: PEM client certificate for mutual TLS",
     "STELLO_KEY_FILE": "client commands: PEM private key of STELLO_CERT_FILE",
+    "STELLO_SERVER_NAME": "client commands and `stello health`: the name in the server's "
+    "certificate, when the address is not it",
     "STELLO_TREE": "`stello reconcile`: tree host:port (default: saved by `stello up`)",
     "STELLO_ADMIN_KEY": "`stello reconcile`: an admin-scope key",
     "STELLO_TEST_DATABASE_URL": "tests: an existing PostgreSQL instead of the embedded one",

@@ -21,7 +21,8 @@ import grpc
 
 from stello import client_cli as client
 from stello.auth import KeyStore
-from stello.client_cli import ClientError
+from stello.channels import open_channel
+from stello.client_cli import ClientError, resolve_tls
 from stello.client_format import rpc_error_line
 from stello.db import create_pool
 from stello.embedded import database_url
@@ -157,10 +158,9 @@ async def cmd_up(args: argparse.Namespace, settings: StelloSettings) -> int:
 
 async def cmd_health(args: argparse.Namespace, settings: StelloSettings) -> int:
     """Ask a server's grpc health service; exit 0 only when SERVING (container probes)."""
-    import grpc
     from grpc_health.v1 import health_pb2, health_pb2_grpc
 
-    async with grpc.aio.insecure_channel(args.address) as channel:
+    async with open_channel(args.address, tls=resolve_tls(args)) as channel:
         try:
             reply = await health_pb2_grpc.HealthStub(channel).Check(
                 health_pb2.HealthCheckRequest(service=args.service), timeout=args.timeout
@@ -195,6 +195,7 @@ def build_parser() -> argparse.ArgumentParser:
     health.add_argument("address", help="host:port")
     health.add_argument("--service", default="", help="service name (default: the server)")
     health.add_argument("--timeout", type=float, default=3.0)
+    _add_tls_options(health.add_argument_group("TLS (default: plaintext)"))
     health.set_defaults(run=cmd_health)
 
     keys = sub.add_parser("keys", help="manage API keys").add_subparsers(dest="keys", required=True)
@@ -222,12 +223,8 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
-def _connection_options() -> argparse.ArgumentParser:
-    common = argparse.ArgumentParser(add_help=False)
-    group = common.add_argument_group("connection (default: what `stello up` saved)")
-    group.add_argument("--gateway", help="gateway host:port (STELLO_GATEWAY)")
-    group.add_argument("--key", help="API key (STELLO_KEY)")
-    group.add_argument("--space", help="space id (STELLO_SPACE_ID)")
+def _add_tls_options(group: Any) -> None:
+    """--ca-file, --cert-file, --key-file, --server-name (each with its variable)."""
     group.add_argument(
         "--ca-file", help="PEM CA that verifies the server: connect with TLS (STELLO_CA_FILE)"
     )
@@ -235,6 +232,20 @@ def _connection_options() -> argparse.ArgumentParser:
         "--cert-file", help="PEM client certificate for mutual TLS (STELLO_CERT_FILE)"
     )
     group.add_argument("--key-file", help="PEM private key of --cert-file (STELLO_KEY_FILE)")
+    group.add_argument(
+        "--server-name",
+        help="name expected in the server's certificate instead of the address's host "
+        "(STELLO_SERVER_NAME)",
+    )
+
+
+def _connection_options() -> argparse.ArgumentParser:
+    common = argparse.ArgumentParser(add_help=False)
+    group = common.add_argument_group("connection (default: what `stello up` saved)")
+    group.add_argument("--gateway", help="gateway host:port (STELLO_GATEWAY)")
+    group.add_argument("--key", help="API key (STELLO_KEY)")
+    group.add_argument("--space", help="space id (STELLO_SPACE_ID)")
+    _add_tls_options(group)
     common.add_argument("--json", action="store_true", help="print JSON for scripts")
     common.add_argument("--timeout", type=float, default=30.0, help="seconds per call (default 30)")
     return common

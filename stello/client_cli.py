@@ -105,7 +105,13 @@ def resolve_tls(args: argparse.Namespace) -> ClientTls | None:
         raise ClientError(
             "--cert-file needs --ca-file (STELLO_CA_FILE): the CA that verifies the server"
         )
-    return ClientTls.from_files(ca, cert or None, key or None) if ca else None
+    server_name = _pick(getattr(args, "server_name", None), "STELLO_SERVER_NAME", None)
+    if server_name and not ca:
+        raise ClientError(
+            "--server-name needs --ca-file (STELLO_CA_FILE): it is checked against the "
+            "server's certificate"
+        )
+    return ClientTls.from_files(ca, cert or None, key or None, server_name or None) if ca else None
 
 
 def write(text: str = "", *, end: str = "\n", stream: Any = None) -> None:

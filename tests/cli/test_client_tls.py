@@ -129,7 +129,44 @@ class TestOverTls:
         assert json.loads(done.stdout)["dry_run"] is True
 
 
+@pytest.mark.sql
+class TestHealthOverTls:
+    async def test_health_with_the_tls_flags(
+        self, suite: Suite, tls_files: TlsFiles, home: Path
+    ) -> None:
+        """`stello health --ca-file` (and the client certificate) reads a TLS server: SERVING."""
+        done = await stello(private_env(home), "health", suite.tree, *tls_flags(tls_files, suite))
+        assert (done.returncode, done.stdout) == (0, f"{suite.tree}: SERVING\n")
+
+    async def test_health_without_tls_is_unavailable(self, suite: Suite, home: Path) -> None:
+        """Plaintext health against a TLS server: exit 1, UNAVAILABLE."""
+        done = await stello(private_env(home), "health", suite.tree)
+        assert (done.returncode, done.stderr) == (1, f"{suite.tree}: UNAVAILABLE\n")
+
+    async def test_server_name_is_checked(
+        self, suite: Suite, tls_files: TlsFiles, home: Path
+    ) -> None:
+        """--server-name replaces the address's host in the certificate check: a name the
+        certificate has passes, another fails (as a probe inside a container needs)."""
+        flags = tls_flags(tls_files, suite)
+        env = private_env(home)
+        good = await stello(env, "health", suite.tree, *flags, "--server-name", "localhost")
+        assert good.returncode == 0, good.stderr
+        env["STELLO_SERVER_NAME"] = "not-in-the.certificate"
+        bad = await stello(env, "health", suite.tree, *flags)
+        assert (bad.returncode, bad.stderr) == (1, f"{suite.tree}: UNAVAILABLE\n")
+
+
 class TestTlsErrors:
+    def test_server_name_without_ca_is_one_line(self, home: Path) -> None:
+        """--server-name without --ca-file: one line saying what it needs, exit 1."""
+        done = run_cli(private_env(home), "health", "127.0.0.1:1", "--server-name", "x")
+        assert (done.returncode, done.stdout) == (1, "")
+        assert done.stderr == (
+            "stello: --server-name needs --ca-file (STELLO_CA_FILE): it is checked against "
+            "the server's certificate\n"
+        )
+
     def test_unreadable_ca_file_is_one_line(self, home: Path) -> None:
         """A --ca-file that cannot be read: one line naming it, exit 1, no traceback."""
         env = private_env(home)
