@@ -7,7 +7,7 @@ storage Transact (`turns`); Consolidate rewrites memory (`consolidation`).
 """
 
 from agent_gateway.app import GatewayClients, LazyProvider, create_app
-from agent_gateway.clients import Caller, CallPolicy, StorageClient, TreeClient
+from agent_gateway.clients import Caller, CallPolicy, RequestKey, StorageClient, TreeClient
 from agent_gateway.compose import ConfigLayer, ContextMode, PromptMode, Summarizer
 from agent_gateway.config import GatewaySettings
 from agent_gateway.consolidation import Consolidator
@@ -15,7 +15,7 @@ from agent_gateway.faults import FAULT_POINTS, ExitFaults, Faults, NoFaults
 from agent_gateway.profiles import Profile, ProfileRegistry, load_profiles
 from agent_gateway.reconcile import reconcile
 from agent_gateway.tools import BuiltinTools
-from agent_gateway.turn_state import SendInput, SubmitInput, ToolResultInput, TurnDone, TurnKey
+from agent_gateway.turn_state import SendInput, SubmitInput, ToolResultInput, TurnDone
 from agent_gateway.turns import TurnService
 
 __all__ = [
@@ -35,6 +35,7 @@ __all__ = [
     "Profile",
     "ProfileRegistry",
     "PromptMode",
+    "RequestKey",
     "SendInput",
     "StorageClient",
     "SubmitInput",
@@ -42,7 +43,6 @@ __all__ = [
     "ToolResultInput",
     "TreeClient",
     "TurnDone",
-    "TurnKey",
     "TurnService",
     "create_app",
     "load_profiles",

@@ -8,16 +8,41 @@ failures turned back into the kernel's domain errors.
 from __future__ import annotations
 
 from collections.abc import Sequence
+from dataclasses import dataclass
 from uuid import UUID
 
 import grpc
 
 from agent_gateway.rpc import Caller, CallPolicy, ServiceClient
 from stello.common.v1 import common_pb2
+from stello.errors import AlreadyExists
+from stello.idempotency import REQUEST_ID_REUSED
 from stello.storage.v1 import storage_pb2, storage_pb2_grpc
 from stello.tree.v1 import tree_pb2, tree_pb2_grpc
 
-__all__ = ["CallPolicy", "Caller", "StorageClient", "TreeClient"]
+__all__ = ["CallPolicy", "Caller", "RequestKey", "StorageClient", "TreeClient", "remember_op"]
+
+
+@dataclass(frozen=True, slots=True)
+class RequestKey:
+    """A client's request_id, its scope (one per RPC), and the fingerprint of the request
+    (request_id cleared): what the gateway remembers an answer under."""
+
+    scope: str
+    request_id: str
+    request_hash: bytes
+
+
+def remember_op(key: RequestKey, response: bytes) -> storage_pb2.Operation:
+    """The Transact operation that stores `response` under `key`, with the work it answers."""
+    return storage_pb2.Operation(
+        remember_result=storage_pb2.Operation.RememberResultOp(
+            scope=key.scope,
+            request_id=key.request_id,
+            request_hash=key.request_hash,
+            response=response,
+        )
+    )
 
 
 class TreeClient(ServiceClient):
@@ -340,6 +365,23 @@ class StorageClient(ServiceClient):
             "ReleaseTurn", self._stub.ReleaseTurn, request, storage_pb2.ReleaseTurnResponse, caller
         )
         return reply.released
+
+    async def remembered(self, caller: Caller, space_id: UUID, key: RequestKey) -> bytes | None:
+        """The answer remembered under `key`, or None.
+
+        Raises:
+            AlreadyExists: the request_id was used for a different request.
+        """
+        found = await self.get_remembered_result(caller, space_id, key.scope, key.request_id)
+        if not found.found:
+            return None
+        if found.request_hash != key.request_hash:
+            raise AlreadyExists(
+                f"request_id {key.request_id!r} was already used for a different request; "
+                "use a new request_id for a new request",
+                reason=REQUEST_ID_REUSED,
+            )
+        return found.response
 
     async def get_remembered_result(
         self, caller: Caller, space_id: UUID, scope: str, request_id: str

@@ -16,7 +16,7 @@ from collections.abc import Coroutine, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from agent_gateway.clients import Caller, StorageClient, TreeClient
+from agent_gateway.clients import Caller, RequestKey, StorageClient, TreeClient
 from agent_gateway.compose import (
     ConfigLayer,
     ContextMode,
@@ -31,7 +31,7 @@ from agent_gateway.compose import (
     with_parent_context,
 )
 from agent_gateway.profiles import ProfileRegistry
-from agent_gateway.saga import ClientKey, ProvisioningSaga, SessionPlan
+from agent_gateway.saga import ProvisioningSaga, SessionPlan
 from stello.common.v1 import common_pb2
 from stello.errors import DeadlineExceeded, FailedPrecondition, InvalidArgument
 
@@ -92,13 +92,13 @@ def internal_request_id(rpc: str, client_request_id: str) -> str:
     return f"agent.{rpc}/{client_request_id}"
 
 
-def client_key(rpc: str, client_request_id: str, request_hash: bytes) -> ClientKey | None:
+def client_key(rpc: str, client_request_id: str, request_hash: bytes) -> RequestKey | None:
     """The key a request is remembered under; None without a client request_id."""
     if not client_request_id:
         return None
     if not request_hash:
         raise ValueError("a request with a request_id needs its fingerprint")
-    return ClientKey(f"agent.{rpc}", client_request_id, request_hash)
+    return RequestKey(f"agent.{rpc}", client_request_id, request_hash)
 
 
 class SessionCreator:
@@ -146,7 +146,7 @@ class SessionCreator:
         caller: Caller,
         plan: SessionPlan,
         request_id: str,
-        key: ClientKey | None,
+        key: RequestKey | None,
     ) -> common_pb2.SessionSummary:
         earlier = await self._saga.replay(caller, plan.space_id, key) if key else None
         return earlier or await self._saga.run(caller, plan, request_id, key)
@@ -177,7 +177,7 @@ class SessionCreator:
         profile: ProfileLayer | None,
         context: ContextMode,
         request_id: str,
-        key: ClientKey | None,
+        key: RequestKey | None,
     ) -> common_pb2.SessionSummary:
         options = ConfigLayer(request.system_prompt, request.skills)
         # The source's prompt slot matters only when no layer but the source could give one.

@@ -37,7 +37,7 @@ import logging
 from dataclasses import dataclass, field
 from uuid import UUID
 
-from agent_gateway.clients import Caller, StorageClient, TreeClient
+from agent_gateway.clients import Caller, RequestKey, StorageClient, TreeClient, remember_op
 from agent_gateway.faults import Faults
 from stello.common.v1 import common_pb2
 from stello.errors import Aborted, AlreadyExists, NotFound
@@ -63,15 +63,6 @@ class SessionPlan:
     """Written to the system prompt slot when set (never empty)."""
     records: tuple[common_pb2.Record, ...] = field(default=())
     """Inherited records, then the opening record, in order."""
-
-
-@dataclass(frozen=True, slots=True)
-class ClientKey:
-    """The client's request_id, scoped per RPC, and its request's fingerprint."""
-
-    scope: str
-    request_id: str
-    request_hash: bytes
 
 
 def plan_digest(plan: SessionPlan) -> str:
@@ -112,7 +103,7 @@ class ProvisioningSaga:
         self._faults = faults
 
     async def run(
-        self, caller: Caller, plan: SessionPlan, request_id: str, key: ClientKey | None = None
+        self, caller: Caller, plan: SessionPlan, request_id: str, key: RequestKey | None = None
     ) -> common_pb2.SessionSummary:
         """Provision `plan` under the internal request id `request_id`; answer the session.
 
@@ -173,7 +164,7 @@ class ProvisioningSaga:
         )
 
     async def replay(
-        self, caller: Caller, space_id: UUID, key: ClientKey
+        self, caller: Caller, space_id: UUID, key: RequestKey
     ) -> common_pb2.SessionSummary | None:
         """The session an earlier call with `key` made (committed now), or None.
 
@@ -184,7 +175,7 @@ class ProvisioningSaga:
         return None if remembered is None else await self._finish(caller, space_id, remembered)
 
     async def _earlier(
-        self, caller: Caller, space_id: UUID, key: ClientKey | None, exc: AlreadyExists
+        self, caller: Caller, space_id: UUID, key: RequestKey | None, exc: AlreadyExists
     ) -> common_pb2.SessionSummary | None:
         """After the Transact's id was taken: the session of the attempt that took it.
 
@@ -198,21 +189,11 @@ class ProvisioningSaga:
         return await self._finish(caller, space_id, remembered)
 
     async def _remembered(
-        self, caller: Caller, space_id: UUID, key: ClientKey
+        self, caller: Caller, space_id: UUID, key: RequestKey
     ) -> common_pb2.SessionSummary | None:
         """The session remembered under `key` (id and parent only), or None."""
-        found = await self._storage.get_remembered_result(
-            caller, space_id, key.scope, key.request_id
-        )
-        if not found.found:
-            return None
-        if found.request_hash != key.request_hash:
-            raise AlreadyExists(
-                f"request_id {key.request_id!r} was already used for a different request; "
-                "use a new request_id for a new request",
-                reason=REQUEST_ID_REUSED,
-            )
-        return common_pb2.SessionSummary.FromString(found.response)
+        response = await self._storage.remembered(caller, space_id, key)
+        return None if response is None else common_pb2.SessionSummary.FromString(response)
 
     async def _finish(
         self, caller: Caller, space_id: UUID, remembered: common_pb2.SessionSummary
@@ -262,16 +243,9 @@ class ProvisioningSaga:
         return operations
 
 
-def _remember(key: ClientKey, node: common_pb2.TopologyNode) -> storage_pb2.Operation:
+def _remember(key: RequestKey, node: common_pb2.TopologyNode) -> storage_pb2.Operation:
     """Remember the session under the client's key, with the Transact that fills it."""
     remembered = common_pb2.SessionSummary(id=node.id)
     if node.HasField("parent_id"):
         remembered.parent_id = node.parent_id
-    return storage_pb2.Operation(
-        remember_result=storage_pb2.Operation.RememberResultOp(
-            scope=key.scope,
-            request_id=key.request_id,
-            request_hash=key.request_hash,
-            response=remembered.SerializeToString(deterministic=True),
-        )
-    )
+    return remember_op(key, remembered.SerializeToString(deterministic=True))

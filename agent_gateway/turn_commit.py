@@ -28,9 +28,9 @@ from __future__ import annotations
 import logging
 from dataclasses import dataclass
 
-from agent_gateway.clients import Caller, StorageClient
+from agent_gateway.clients import Caller, RequestKey, StorageClient, remember_op
 from agent_gateway.context import CompressionCache
-from agent_gateway.turn_state import ASSISTANT, Plan, Turn, TurnKey
+from agent_gateway.turn_state import ASSISTANT, Plan, Turn
 from stello.agent.v1 import agent_pb2
 from stello.common.v1 import common_pb2
 from stello.errors import Aborted, StelloError
@@ -199,15 +199,8 @@ def _operations(
     return ops
 
 
-def _remember(key: TurnKey, response: agent_pb2.SendResponse) -> storage_pb2.Operation:
-    return Op(
-        remember_result=Op.RememberResultOp(
-            scope=key.scope,
-            request_id=key.request_id,
-            request_hash=key.request_hash,
-            response=response.SerializeToString(deterministic=True),
-        )
-    )
+def _remember(key: RequestKey, response: agent_pb2.SendResponse) -> storage_pb2.Operation:
+    return remember_op(key, response.SerializeToString(deterministic=True))
 
 
 def _unnumbered(record: common_pb2.Record) -> common_pb2.Record:

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import copy
 
+from agent_gateway.clients import RequestKey
 from agent_gateway.llm import TextDelta, ToolCallEvent
 from agent_gateway.records import tool_call_proto
 from agent_gateway.tools import client_tools
@@ -20,7 +21,6 @@ from agent_gateway.turn_state import (
     SubmitInput,
     ToolResultInput,
     TurnEvent,
-    TurnKey,
 )
 from stello import validation
 from stello.agent.v1 import agent_pb2
@@ -32,14 +32,14 @@ def _key(
     scope: str,
     request: agent_pb2.SendRequest | agent_pb2.SubmitToolResultsRequest,
     v: Violations,
-) -> TurnKey | None:
+) -> RequestKey | None:
     if not request.request_id:
         return None
     if len(request.request_id) > MAX_REQUEST_ID_CHARS:
         v.add("request_id", f"must be at most {MAX_REQUEST_ID_CHARS} characters")
     bare = copy.deepcopy(request)
     bare.request_id = ""
-    return TurnKey(scope, request.request_id, fingerprint(bare))
+    return RequestKey(scope, request.request_id, fingerprint(bare))
 
 
 def _content(text: str, name: str, max_bytes: int, v: Violations, *, required: bool) -> str:

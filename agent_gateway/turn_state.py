@@ -15,6 +15,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Protocol
 
+from agent_gateway.clients import RequestKey
 from agent_gateway.llm import Role, TextDelta, ToolCallEvent, ToolCallSpec, ToolSpec, Usage
 from agent_gateway.records import new_record, now_micros
 from stello.agent.v1 import agent_pb2
@@ -31,15 +32,6 @@ ASSISTANT = common_pb2.RECORD_ROLE_ASSISTANT
 
 
 @dataclass(frozen=True, slots=True)
-class TurnKey:
-    """A request_id, its scope, and the fingerprint of the request (request_id cleared)."""
-
-    scope: str
-    request_id: str
-    request_hash: bytes
-
-
-@dataclass(frozen=True, slots=True)
 class SendInput:
     """A validated Send or SendStream request."""
 
@@ -47,7 +39,7 @@ class SendInput:
     session_id: uuid.UUID
     content: str
     tools: tuple[ToolSpec, ...] = ()
-    key: TurnKey | None = None
+    key: RequestKey | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -67,7 +59,7 @@ class SubmitInput:
     session_id: uuid.UUID
     results: tuple[ToolResultInput, ...]
     tools: tuple[ToolSpec, ...] = ()
-    key: TurnKey | None = None
+    key: RequestKey | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -100,7 +92,7 @@ class Plan(Protocol):
         ...
 
     @property
-    def key(self) -> TurnKey | None:
+    def key(self) -> RequestKey | None:
         """The request's idempotency key, if any."""
         ...
 
@@ -156,7 +148,7 @@ class SendPlan:
     space_id: uuid.UUID
     session_id: uuid.UUID
     tools: tuple[ToolSpec, ...]
-    key: TurnKey | None
+    key: RequestKey | None
     content: str
     touch_only: bool = False
 
@@ -173,7 +165,7 @@ class SubmitPlan:
     space_id: uuid.UUID
     session_id: uuid.UUID
     tools: tuple[ToolSpec, ...]
-    key: TurnKey | None
+    key: RequestKey | None
     results: tuple[ToolResultInput, ...]
     touch_only: bool = True
 

@@ -43,7 +43,7 @@ from collections.abc import AsyncIterator, Sequence
 from dataclasses import replace
 from functools import partial
 
-from agent_gateway.clients import Caller, StorageClient
+from agent_gateway.clients import Caller, RequestKey, StorageClient
 from agent_gateway.consolidation import Consolidator
 from agent_gateway.context import CompressionCache, assemble_context
 from agent_gateway.llm import (
@@ -72,19 +72,16 @@ from agent_gateway.turn_state import (
     Turn,
     TurnDone,
     TurnEvent,
-    TurnKey,
 )
 from stello.agent.v1 import agent_pb2
 from stello.common.v1 import common_pb2
 from stello.errors import (
-    AlreadyExists,
     DeadlineExceeded,
     FailedPrecondition,
     NotFound,
     ResourceExhausted,
     StelloError,
 )
-from stello.idempotency import REQUEST_ID_REUSED
 
 log = logging.getLogger(__name__)
 
@@ -219,20 +216,10 @@ class TurnService:
         return meta, None
 
     async def _stored(
-        self, caller: Caller, space_id: uuid.UUID, key: TurnKey
+        self, caller: Caller, space_id: uuid.UUID, key: RequestKey
     ) -> agent_pb2.SendResponse | None:
-        found = await self._storage.get_remembered_result(
-            caller, space_id, key.scope, key.request_id
-        )
-        if not found.found:
-            return None
-        if found.request_hash != key.request_hash:
-            raise AlreadyExists(
-                f"request_id {key.request_id!r} was already used for a different request; "
-                "use a new request_id for a new request",
-                reason=REQUEST_ID_REUSED,
-            )
-        return agent_pb2.SendResponse.FromString(found.response)
+        response = await self._storage.remembered(caller, space_id, key)
+        return None if response is None else agent_pb2.SendResponse.FromString(response)
 
     async def _leased(
         self,
