@@ -150,6 +150,20 @@ def compress_request(stack: Stack, source: str, request_id: str) -> agent_pb2.Fo
     )
 
 
+async def fork_failing_after_storage(
+    start_gateway: GatewayStarter, backends: Backends, space: TestSpace, stack: Stack, source: str
+) -> None:
+    """Fork `source` (request_id "k") through a gateway that fails between the Transact and
+    the commit: the session is written and remembered, still provisional."""
+    broken = await start_gateway(faults=RaiseAt("fork.after_storage"))
+    failing = await open_stack(backends, broken, space, stack.summarizer)
+    try:
+        error = await rpc_error(failing.gw.Fork(fork_request(stack, source, "k")))
+        assert error.code() is grpc.StatusCode.UNKNOWN
+    finally:
+        await close_stack(failing)
+
+
 class TestRetryAnswersTheRequest:
     """A retried Fork answers the client's request, not what composing it gives this time."""
 
@@ -232,14 +246,8 @@ class TestRetryAnswersTheRequest:
     ) -> None:
         """A gateway that failed between the Transact and the commit; the source then changed:
         the retry commits and answers that very session, with its original records."""
-        broken = await start_gateway(faults=RaiseAt("fork.after_storage"))
-        failing = await open_stack(backends, broken, space, stack.summarizer)
-        try:
-            source = await seeded_source(stack)
-            error = await rpc_error(failing.gw.Fork(fork_request(stack, source, "k")))
-            assert error.code() is grpc.StatusCode.UNKNOWN
-        finally:
-            await close_stack(failing)
+        source = await seeded_source(stack)
+        await fork_failing_after_storage(start_gateway, backends, space, stack, source)
         [made] = await provisional_ids(pool, stack.space)
         await stack.append(source, record("user", "later"))
         reply = await stack.gw.Fork(fork_request(stack, source, "k"))
@@ -258,13 +266,8 @@ class TestRetryAnswersTheRequest:
     ) -> None:
         """The remembered session was swept (never committed): the retry makes it again, and
         later retries answer the new one."""
-        broken = await start_gateway(faults=RaiseAt("fork.after_storage"))
-        failing = await open_stack(backends, broken, space, stack.summarizer)
-        try:
-            source = await seeded_source(stack)
-            await rpc_error(failing.gw.Fork(fork_request(stack, source, "k")))
-        finally:
-            await close_stack(failing)
+        source = await seeded_source(stack)
+        await fork_failing_after_storage(start_gateway, backends, space, stack, source)
         swept = await provisional_ids(pool, stack.space)
         assert await wait_until_gone(pool, stack.space, swept, TTL_S + 3.0) == 0
         reply = await stack.gw.Fork(fork_request(stack, source, "k"))

@@ -27,6 +27,35 @@ async def claim_and_remember(
         return earlier
 
 
+async def claim_while_held(
+    pool: asyncpg.Pool, space: TestSpace, *, commit: bool
+) -> tuple[asyncio.Task[None], asyncio.Task[bytes | None]]:
+    """A first transaction claims "r"; a second call claims it meanwhile and must wait.
+
+    The first then stores b"first" and commits (`commit`) or fails and rolls back; the
+    tasks of both are returned once the first has ended its transaction's work.
+    """
+    claimed = asyncio.Event()
+    release = asyncio.Event()
+
+    async def first() -> None:
+        async with pool.acquire() as con, con.transaction():
+            assert await idempotency.claim(con, space.id, SCOPE, "r", b"h") is None
+            claimed.set()
+            await release.wait()
+            if not commit:
+                raise RuntimeError("the work failed")
+            await idempotency.remember(con, space.id, SCOPE, "r", b"h", b"first")
+
+    holder = asyncio.create_task(first())
+    await claimed.wait()
+    second = asyncio.create_task(claim_and_remember(pool, space, "r", b"h", b"second"))
+    await asyncio.sleep(0.2)
+    assert not second.done()  # blocked on the first transaction's key row
+    release.set()
+    return holder, second
+
+
 class TestClaim:
     async def test_first_call_claims_and_a_retry_gets_the_stored_response(
         self, pool: asyncpg.Pool, space: TestSpace
@@ -72,22 +101,7 @@ class TestClaim:
         self, pool: asyncpg.Pool, space: TestSpace
     ) -> None:
         """While one transaction holds the key, a second claim waits, then sees its answer."""
-        claimed = asyncio.Event()
-        release = asyncio.Event()
-
-        async def first() -> None:
-            async with pool.acquire() as con, con.transaction():
-                assert await idempotency.claim(con, space.id, SCOPE, "r", b"h") is None
-                claimed.set()
-                await release.wait()
-                await idempotency.remember(con, space.id, SCOPE, "r", b"h", b"first")
-
-        holder = asyncio.create_task(first())
-        await claimed.wait()
-        second = asyncio.create_task(claim_and_remember(pool, space, "r", b"h", b"second"))
-        await asyncio.sleep(0.2)
-        assert not second.done()  # blocked on the first transaction's key row
-        release.set()
+        holder, second = await claim_while_held(pool, space, commit=True)
         await holder
         assert await second == b"first"
 
@@ -95,22 +109,7 @@ class TestClaim:
         self, pool: asyncpg.Pool, space: TestSpace
     ) -> None:
         """A waiting claim whose holder rolls back becomes the first call itself."""
-        claimed = asyncio.Event()
-        release = asyncio.Event()
-
-        async def first() -> None:
-            async with pool.acquire() as con, con.transaction():
-                await idempotency.claim(con, space.id, SCOPE, "r", b"h")
-                claimed.set()
-                await release.wait()
-                raise RuntimeError("the work failed")
-
-        holder = asyncio.create_task(first())
-        await claimed.wait()
-        second = asyncio.create_task(claim_and_remember(pool, space, "r", b"h", b"second"))
-        await asyncio.sleep(0.2)
-        assert not second.done()
-        release.set()
+        holder, second = await claim_while_held(pool, space, commit=False)
         with pytest.raises(RuntimeError):
             await holder
         assert await second is None
