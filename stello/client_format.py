@@ -200,5 +200,21 @@ def rpc_error_line(error: grpc.aio.AioRpcError, target: str = "") -> str:
     details = one_line(error.details() or "")
     line = f"{name}: {details}" if details else name
     if code == grpc.StatusCode.UNAVAILABLE and target:
-        line += f" (is a gateway listening at {target}? start one with `stello up`)"
+        line += f" ({_unreachable_hint(details, target)})"
     return line
+
+
+def _unreachable_hint(details: str, target: str) -> str:
+    """What to check when `target` did not answer, from how the connection failed."""
+    lowered = details.lower()
+    if "handshake" in lowered or "ssl" in lowered or "certificate" in lowered:
+        return (
+            f"the TLS handshake with {target} failed: check --ca-file, --server-name, "
+            "and --cert-file/--key-file if the server wants a client certificate"
+        )
+    if "socket closed" in lowered:
+        return (
+            f"{target} closed the connection: if it serves TLS, pass --ca-file "
+            "(and --cert-file/--key-file for mutual TLS)"
+        )
+    return f"is a gateway listening at {target}? start one with `stello up`"

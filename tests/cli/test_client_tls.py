@@ -110,13 +110,16 @@ class TestOverTls:
     async def test_without_tls_material_is_unavailable(
         self, suite: Suite, tls_files: TlsFiles, space: TestSpace, home: Path
     ) -> None:
-        """Without --ca-file (mutual TLS: without a certificate) a call fails on one line."""
+        """Without --ca-file (mutual TLS: without a certificate) a call fails on one line,
+        with a hint about TLS."""
         env = client_env(home, space, suite.gateway)
         short = ["--ca-file", str(tls_files.ca)] if suite.mutual else []
         done = await stello(env, "tree", "--timeout", "5", *short)
         assert done.returncode == 1
         assert done.stderr.startswith("stello: UNAVAILABLE: ")
         assert len(done.stderr.splitlines()) == 1
+        # The hint points at TLS, not at starting a gateway (one is running).
+        assert "--ca-file" in done.stderr and "stello up" not in done.stderr
 
     async def test_reconcile_reaches_the_tree(
         self, suite: Suite, tls_files: TlsFiles, admin_key: str, home: Path
