@@ -6,6 +6,9 @@ Measured in one run (DESIGN §9 target: Send overhead with `echo` p50 <= 5 ms):
   microseconds, so the latency is the gateway's own overhead: lease, reads,
   context, commit), spread over sessions seeded with 20 records each; plain,
   and with a request_id (one more read, and the reply stored by the commit);
+- the plain Send against its baseline, interleaved: a bare grpc.aio storage
+  and gateway making the same calls in the same order and running the same
+  SQL (bench/send_baseline.py);
 - SendStream: time to the first text delta, and to `done`;
 - how many RPCs one turn makes to storage (and tree), counted by the gateway's
   own clients on an in-process gateway over the same storage and tree
@@ -44,6 +47,7 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
+import send_baseline
 from harness import database, server_process, yardstick, yardstick_lines
 
 from agent_gateway.app import GatewayClients
@@ -228,12 +232,36 @@ async def run(sends: int, sessions: int) -> None:
             f"of {SEED_RECORDS}+ records (ms):"
         )
         ping = await stack.enter_async_context(yardstick())
+        bare_storage = await stack.enter_async_context(
+            server_process(send_baseline.__file__, "storage", dsn)
+        )
+        bare = agent_pb2_grpc.AgentGatewayStub(
+            await stack.enter_async_context(
+                open_channel(
+                    await stack.enter_async_context(
+                        server_process(send_baseline.__file__, "gateway", bare_storage)
+                    )
+                )
+            )
+        )
+
+        def bare_send(i: int) -> Awaitable[Any]:
+            request = agent_pb2.SendRequest(
+                space_id=space, session_id=next(rotation), content=f"message {i}"
+            )
+            return bare.Send(request)
+
         plain: list[float] = []
+        baseline: list[float] = []
         pings: list[float] = []
         for _ in range(ROUNDS):  # interleaved: the machine's speed drifts
             plain += await timed(send(False), max(1, sends // ROUNDS))
+            baseline += await timed(bare_send, max(1, sends // ROUNDS))
             pings += await timed(lambda i: ping(), max(1, sends // ROUNDS))
         report("Send", plain)
+        report("bare chain (same RPCs, same SQL)", baseline)
+        ratio = quantile(baseline, 0.5) / quantile(plain, 0.5)
+        print(f"  ratio (bare p50 / ours p50): {ratio:.0%}")
         report("Send with request_id", await timed(send(True), sends))
         report("(storage AppendRecords, for scale)", await timed(append, sends))
         for line in yardstick_lines("Send", quantile(plain, 0.5), quantile(pings, 0.5)):
