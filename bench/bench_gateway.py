@@ -5,9 +5,10 @@ Measured in one run (DESIGN §9 targets: Fork p50 <= 5 ms; ListSessionDigests =
 
 - Fork NONE against its baseline, interleaved in rounds: bare grpc.aio
   storage, tree and gateway servers making the same RPCs in the same order
-  and running the same SQL (bench/fork_baseline.py), with the p50 of an empty
-  unary RPC to a bare server as the machine's yardstick (DESIGN §9 was written
-  on a machine doing 2.2-2.5k of those a second);
+  and running the same SQL (bench/fork_baseline.py); beside them the
+  machine's yardstick (bench/harness.py): how many empty unary RPCs a bare
+  grpc.aio server answers per second, measured as DESIGN §9 quotes its
+  machine's (2.2-2.5k/s), and one such call's p50;
 - Fork p50/p99 at concurrency 1, for a NONE fork and an INHERIT fork of a
   20-record source, and CreateRoot, each server (storage, tree, gateway) in its
   own process (uvloop) and the client here;
@@ -42,7 +43,14 @@ from typing import Any
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 import fork_baseline
-from harness import database, server_process, wait_for_stdin_close, yardstick, yardstick_lines
+from harness import (
+    database,
+    server_process,
+    wait_for_stdin_close,
+    yardstick,
+    yardstick_lines,
+    yardstick_rate,
+)
 
 from agent_gateway.app import GatewayClients
 from agent_gateway.app import create_app as gateway_app
@@ -367,7 +375,8 @@ async def run(forks: int, sessions: int, rounds: int) -> None:
             p50, p99 = quantile(samples, 0.5), quantile(samples, 0.99)
             print(f"  {name:<34} p50 {p50:6.2f}  p99 {p99:6.2f}")
         print(f"  ratio (bare p50 / ours p50): {base_p50 / ours_p50:.0%}")
-        for line in yardstick_lines("Fork NONE", ours_p50, quantile(pings, 0.5)):
+        rate = await yardstick_rate(ping)
+        for line in yardstick_lines("Fork NONE", ours_p50, base_p50, quantile(pings, 0.5), rate):
             print(line)
 
         print(f"Fork and CreateRoot, concurrency 1, {forks} calls each (ms):")

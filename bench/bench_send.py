@@ -15,9 +15,9 @@ Measured in one run (DESIGN §9 target: Send overhead with `echo` p50 <= 5 ms):
   processes, for Send, Send with request_id, a tool-call turn and its
   SubmitToolResults;
 - for scale: one bare storage AppendRecords call, the cheapest write a turn
-  could be, and the yardstick of bench/harness.py (an empty unary RPC to a
-  bare grpc.aio server, timed interleaved with the plain Sends) against which
-  DESIGN §9's 5 ms reads on this machine.
+  could be, and the machine's yardstick (bench/harness.py): the empty unary
+  RPCs per second of a bare grpc.aio server, as DESIGN §9 quotes its
+  machine's, and one such call's p50 (timed interleaved with the Sends).
 
 Each server (storage, tree, gateway) runs in its own process (uvloop), the
 client here.
@@ -48,7 +48,7 @@ from typing import Any
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 import send_baseline
-from harness import database, server_process, yardstick, yardstick_lines
+from harness import database, server_process, yardstick, yardstick_lines, yardstick_rate
 
 from agent_gateway.app import GatewayClients
 from agent_gateway.app import create_app as gateway_app
@@ -264,7 +264,9 @@ async def run(sends: int, sessions: int) -> None:
         print(f"  ratio (bare p50 / ours p50): {ratio:.0%}")
         report("Send with request_id", await timed(send(True), sends))
         report("(storage AppendRecords, for scale)", await timed(append, sends))
-        for line in yardstick_lines("Send", quantile(plain, 0.5), quantile(pings, 0.5)):
+        rate = await yardstick_rate(ping)
+        medians = quantile(plain, 0.5), quantile(baseline, 0.5), quantile(pings, 0.5)
+        for line in yardstick_lines("Send", *medians, rate):
             print(line)
 
         streams = [
