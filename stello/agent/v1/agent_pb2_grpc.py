@@ -203,7 +203,9 @@ class AgentGatewayServicer:
         the system prompt and any opening record in one transaction, then the
         tree commits it. On OK the session is fully there (config, system prompt,
         records) and visible; on any failure nothing is visible (leftovers are
-        swept within the provisioning TTL).
+        swept within the provisioning TTL). A retry with the same request_id
+        answers the session the first call made (finishing it if that call died
+        after writing it), as Fork does.
 
         Composition (lowest to highest priority): the gateway's defaults (they
         apply to roots too) -> the named profile, if any -> the request's
