@@ -262,11 +262,16 @@ class StorageClient(ServiceClient):
             after = records[-1].seq
 
     async def batch_get_slots(
-        self, caller: Caller, space_id: UUID, session_ids: Sequence[str]
+        self,
+        caller: Caller,
+        space_id: UUID,
+        session_ids: Sequence[str],
+        slots: Sequence[storage_pb2.SlotKind] = (),
     ) -> Sequence[storage_pb2.SessionSlots]:
-        """The slots of the committed sessions among `session_ids`, in request order."""
+        """The `slots` (default: all) of the committed sessions among `session_ids`, in
+        request order."""
         request = storage_pb2.BatchGetSlotsRequest(
-            space_id=str(space_id), session_ids=list(session_ids)
+            space_id=str(space_id), session_ids=list(session_ids), slots=list(slots)
         )
         reply = await self._call(
             "BatchGetSlots",

@@ -79,7 +79,8 @@ class SessionService:
         slots: dict[str, storage_pb2.SessionSlots] = {}
         if page.sessions:
             ids = [s.id for s in page.sessions]
-            found = await self._storage.batch_get_slots(caller, space_id, ids)
+            wanted = (storage_pb2.SLOT_KIND_MEMORY, storage_pb2.SLOT_KIND_INSIGHT)
+            found = await self._storage.batch_get_slots(caller, space_id, ids, wanted)
             slots = {s.session_id: s for s in found}
         digests = []
         for session in page.sessions:

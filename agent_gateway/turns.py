@@ -82,8 +82,12 @@ from stello.errors import (
     ResourceExhausted,
     StelloError,
 )
+from stello.storage.v1 import storage_pb2
 
 log = logging.getLogger(__name__)
+
+# Memory is never part of a turn's context (STELLO-SPEC §4.5): not read either.
+TURN_SLOTS = (storage_pb2.SLOT_KIND_SYSTEM_PROMPT, storage_pb2.SLOT_KIND_INSIGHT)
 
 TOOL_ROUNDS_EXCEEDED = "TOOL_ROUNDS_EXCEEDED"
 
@@ -232,7 +236,7 @@ class TurnService:
     ) -> AsyncIterator[TurnEvent]:
         space, session = plan.space_id, plan.session_id
         slots, history, stored = await asyncio.gather(
-            self._storage.batch_get_slots(caller, space, [str(session)]),
+            self._storage.batch_get_slots(caller, space, [str(session)], TURN_SLOTS),
             self._storage.all_records(caller, space, session),
             self._stored(caller, space, plan.key) if plan.key else _none(),
         )

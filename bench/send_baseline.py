@@ -102,7 +102,8 @@ class BareStorage:
         space = uuid.UUID(request.space_id)
         ids = [uuid.UUID(i) for i in request.session_ids]
         async with self._pool.acquire() as con:
-            rows = await con.fetch(BATCH_GET_SLOTS, space, ids)
+            # The slots a turn reads: system prompt and insight.
+            rows = await con.fetch(BATCH_GET_SLOTS, space, ids, True, False, True)
         reply = storage_pb2.BatchGetSlotsResponse()
         for row in rows:
             slots = reply.slots.add(session_id=str(row["session_id"]))

@@ -31,6 +31,7 @@ from storage_service.models import (
     NewRecord,
     RecordQuery,
     Role,
+    SlotName,
     Status,
     ToolCall,
 )
@@ -193,6 +194,23 @@ def batch_ids(values: Sequence[str], v: Violations) -> list[uuid.UUID]:
         v.add("session_ids", f"must list at most {MAX_BATCH_IDS} ids, got {len(values)}")
         return []
     return [parse_uuid(value, f"session_ids[{i}]", v) for i, value in enumerate(values)]
+
+
+SLOT_KINDS: dict[int, SlotName] = {
+    storage_pb2.SLOT_KIND_SYSTEM_PROMPT: "system_prompt",
+    storage_pb2.SLOT_KIND_MEMORY: "memory",
+    storage_pb2.SLOT_KIND_INSIGHT: "insight",
+}
+
+
+def slot_kinds(values: Sequence[int], v: Violations) -> frozenset[SlotName]:
+    """BatchGetSlots' slot selection: the named slots, or all three when none is named."""
+    if not values:
+        return frozenset(SLOT_KINDS.values())
+    for i, value in enumerate(values):
+        if value not in SLOT_KINDS:
+            v.add(f"slots[{i}]", f"must be a SlotKind other than UNSPECIFIED, got {value}")
+    return frozenset(SLOT_KINDS[value] for value in values if value in SLOT_KINDS)
 
 
 class RequestParser:

@@ -13,11 +13,13 @@ import binascii
 import json
 import uuid
 from collections.abc import Awaitable, Callable, Sequence
+from collections.abc import Set as AbstractSet
 from datetime import UTC, datetime, timedelta
 from typing import Generic, Protocol, TypeVar
 
 from stello.errors import Aborted, InvalidArgument, ResourceExhausted
 from storage_service.models import (
+    SLOT_NAMES,
     CompressionCache,
     Idempotency,
     MetaUpdate,
@@ -253,13 +255,16 @@ class StorageService:
         await self._db.statement(lambda repo: repo.put_cache(space_id, session_id, cache))
 
     async def batch_get_slots(
-        self, space_id: uuid.UUID, session_ids: Sequence[uuid.UUID]
+        self,
+        space_id: uuid.UUID,
+        session_ids: Sequence[uuid.UUID],
+        slots: AbstractSet[SlotName] = frozenset(SLOT_NAMES),
     ) -> list[SessionSlots]:
-        """Slots of the visible sessions among `session_ids`, request order, each once."""
+        """`slots` of the visible sessions among `session_ids`, request order, each once."""
         unique = list(dict.fromkeys(session_ids))
         if not unique:
             return []
-        found = await self._db.statement(lambda repo: repo.batch_get_slots(space_id, unique))
+        found = await self._db.statement(lambda repo: repo.batch_get_slots(space_id, unique, slots))
         return [found[session_id] for session_id in unique if session_id in found]
 
     async def begin_turn(self, space_id: uuid.UUID, session_id: uuid.UUID, ttl_s: int) -> TurnLease:

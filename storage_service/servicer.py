@@ -203,8 +203,9 @@ class SessionStorageServicer(storage_pb2_grpc.SessionStorageServicer):
         v = Violations()
         space_id = parse_uuid(request.space_id, "space_id", v)
         ids = parse.batch_ids(request.session_ids, v)
+        slots = parse.slot_kinds(request.slots, v)
         v.raise_if_any()
-        found = await self._service.batch_get_slots(space_id, ids)
+        found = await self._service.batch_get_slots(space_id, ids, slots)
         return storage_pb2.BatchGetSlotsResponse(slots=[slots_to_proto(s) for s in found])
 
     async def BeginTurn(

@@ -9,10 +9,12 @@ from __future__ import annotations
 
 import uuid
 from collections.abc import Sequence
+from collections.abc import Set as AbstractSet
 
 import asyncpg
 
 from storage_service.models import (
+    SLOT_NAMES,
     CompressionCache,
     SessionSlots,
     SlotName,
@@ -26,8 +28,13 @@ LEFT JOIN session_slots sl ON sl.space_id = s.space_id AND sl.session_id = s.id
 WHERE s.space_id = $1 AND s.id = $2 AND s.provisional_until IS NULL
 """
 
+# $3, $4, $5: whether to read the system prompt, the memory, the insight (a slot
+# not read is NULL and never detoasted).
 BATCH_GET_SLOTS = """
-SELECT s.id AS session_id, sl.system_prompt, sl.memory, sl.insight
+SELECT s.id AS session_id,
+       CASE WHEN $3 THEN sl.system_prompt END AS system_prompt,
+       CASE WHEN $4 THEN sl.memory END AS memory,
+       CASE WHEN $5 THEN sl.insight END AS insight
 FROM sessions s
 LEFT JOIN session_slots sl ON sl.space_id = s.space_id AND sl.session_id = s.id
 WHERE s.space_id = $1 AND s.id = ANY($2::uuid[]) AND s.provisional_until IS NULL
@@ -124,10 +131,14 @@ class SlotRepository:
         return None if row is None else _slots(row)
 
     async def batch_get_slots(
-        self, space_id: uuid.UUID, session_ids: Sequence[uuid.UUID]
+        self,
+        space_id: uuid.UUID,
+        session_ids: Sequence[uuid.UUID],
+        slots: AbstractSet[SlotName] = frozenset(SLOT_NAMES),
     ) -> dict[uuid.UUID, SessionSlots]:
-        """The slots of those sessions that are visible, by id."""
-        rows = await self._con.fetch(BATCH_GET_SLOTS, space_id, list(session_ids))
+        """The `slots` of those sessions that are visible, by id (the others None)."""
+        wanted = ("system_prompt" in slots, "memory" in slots, "insight" in slots)
+        rows = await self._con.fetch(BATCH_GET_SLOTS, space_id, list(session_ids), *wanted)
         return {row["session_id"]: _slots(row) for row in rows}
 
     async def put_slot(

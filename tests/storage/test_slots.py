@@ -239,3 +239,37 @@ class TestBatchGetSlots:
         err = await rpc_error(batch(stub, space, [str(uuid.uuid4()) for _ in range(1001)]))
         assert err.code() == grpc.StatusCode.INVALID_ARGUMENT
         assert [v.field for v in field_violations(err)] == ["session_ids"]
+
+    async def test_slot_selection_reads_only_those(
+        self, stub: Stub, space: TestSpace, make_session: MakeSession
+    ) -> None:
+        """`slots` names what to read: the other slots are left unset, even when stored."""
+        sid = str(await make_session())
+        for request in (
+            storage_pb2.PutSystemPromptRequest(space_id=space.sid, session_id=sid, content="p"),
+            storage_pb2.PutMemoryRequest(space_id=space.sid, session_id=sid, content="m"),
+            storage_pb2.PutInsightRequest(space_id=space.sid, session_id=sid, content="i"),
+        ):
+            await getattr(stub, type(request).__name__.removesuffix("Request"))(request)
+        every = await batch(stub, space, [sid])
+        assert (every[0].system_prompt, every[0].memory, every[0].insight) == ("p", "m", "i")
+        kinds = [storage_pb2.SLOT_KIND_MEMORY, storage_pb2.SLOT_KIND_INSIGHT]
+        reply = await stub.BatchGetSlots(
+            storage_pb2.BatchGetSlotsRequest(space_id=space.sid, session_ids=[sid], slots=kinds)
+        )
+        [some] = reply.slots
+        assert (some.session_id, some.memory, some.insight) == (sid, "m", "i")
+        assert not some.HasField("system_prompt")
+
+    @pytest.mark.parametrize("kind", [storage_pb2.SLOT_KIND_UNSPECIFIED, 9])
+    async def test_unknown_slot_kind_is_invalid(
+        self, stub: Stub, space: TestSpace, make_session: MakeSession, kind: int
+    ) -> None:
+        """UNSPECIFIED or an unknown SlotKind is INVALID_ARGUMENT naming its position."""
+        sid = str(await make_session())
+        request = storage_pb2.BatchGetSlotsRequest(
+            space_id=space.sid, session_ids=[sid], slots=[storage_pb2.SLOT_KIND_MEMORY, kind]
+        )
+        err = await rpc_error(stub.BatchGetSlots(request))
+        assert err.code() == grpc.StatusCode.INVALID_ARGUMENT
+        assert [v.field for v in field_violations(err)] == ["slots[1]"]

@@ -3,12 +3,24 @@ import datetime
 from google.protobuf import timestamp_pb2 as _timestamp_pb2
 from stello.common.v1 import common_pb2 as _common_pb2
 from google.protobuf.internal import containers as _containers
+from google.protobuf.internal import enum_type_wrapper as _enum_type_wrapper
 from google.protobuf import descriptor as _descriptor
 from google.protobuf import message as _message
 from collections.abc import Iterable as _Iterable, Mapping as _Mapping
 from typing import ClassVar as _ClassVar, Optional as _Optional, Union as _Union
 
 DESCRIPTOR: _descriptor.FileDescriptor
+
+class SlotKind(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
+    __slots__ = ()
+    SLOT_KIND_UNSPECIFIED: _ClassVar[SlotKind]
+    SLOT_KIND_SYSTEM_PROMPT: _ClassVar[SlotKind]
+    SLOT_KIND_MEMORY: _ClassVar[SlotKind]
+    SLOT_KIND_INSIGHT: _ClassVar[SlotKind]
+SLOT_KIND_UNSPECIFIED: SlotKind
+SLOT_KIND_SYSTEM_PROMPT: SlotKind
+SLOT_KIND_MEMORY: SlotKind
+SLOT_KIND_INSIGHT: SlotKind
 
 class GetSessionRequest(_message.Message):
     __slots__ = ("space_id", "session_id")
@@ -265,12 +277,14 @@ class PutCompressionCacheResponse(_message.Message):
     def __init__(self) -> None: ...
 
 class BatchGetSlotsRequest(_message.Message):
-    __slots__ = ("space_id", "session_ids")
+    __slots__ = ("space_id", "session_ids", "slots")
     SPACE_ID_FIELD_NUMBER: _ClassVar[int]
     SESSION_IDS_FIELD_NUMBER: _ClassVar[int]
+    SLOTS_FIELD_NUMBER: _ClassVar[int]
     space_id: str
     session_ids: _containers.RepeatedScalarFieldContainer[str]
-    def __init__(self, space_id: _Optional[str] = ..., session_ids: _Optional[_Iterable[str]] = ...) -> None: ...
+    slots: _containers.RepeatedScalarFieldContainer[SlotKind]
+    def __init__(self, space_id: _Optional[str] = ..., session_ids: _Optional[_Iterable[str]] = ..., slots: _Optional[_Iterable[_Union[SlotKind, str]]] = ...) -> None: ...
 
 class BatchGetSlotsResponse(_message.Message):
     __slots__ = ("slots",)

@@ -462,10 +462,12 @@ class SessionStorageServicer:
         order, a repeated id answered once; ids that are unknown, of another
         space, deleted or provisional are left out of the reply rather than
         failing the call, so a concurrent delete never breaks a listing and
-        existence never leaks. An empty list answers an empty list.
+        existence never leaks. An empty list answers an empty list. `slots`
+        narrows the read to some slots (the others are left unset).
 
         Errors: INVALID_ARGUMENT for a malformed space_id, any malformed session
-        id, or more than 1000 session_ids; UNAUTHENTICATED without a valid key;
+        id, more than 1000 session_ids, or an unspecified or unknown slot kind;
+        UNAUTHENTICATED without a valid key;
         RESOURCE_EXHAUSTED when the reply exceeds the message limit.
         """
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)
