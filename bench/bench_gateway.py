@@ -135,14 +135,19 @@ async def new_space(dsn: str) -> tuple[uuid.UUID, str]:
 
 
 async def seed_sessions(dsn: str, space_id: uuid.UUID, count: int) -> None:
-    """`count` root sessions with memory and insight, by COPY (never 10,000 RPCs)."""
+    """`count` root sessions with memory, insight and system prompt, by COPY (never 10,000
+    RPCs)."""
     start = datetime.now(UTC) - timedelta(hours=1)
     ids = [uuid.uuid4() for _ in range(count)]
     sessions = [
         (space_id, sid, sid, 0, 0, f"session {i}", start + timedelta(milliseconds=i))
         for i, sid in enumerate(ids)
     ]
-    slots = [(space_id, sid, f"memory of {i} " * 8, f"insight {i}") for i, sid in enumerate(ids)]
+    # Each with a ~2 KB system prompt too, as real agents have: a listing must not carry them.
+    slots = [
+        (space_id, sid, f"memory of {i} " * 8, f"insight {i}", f"system prompt {i}. " * 100)
+        for i, sid in enumerate(ids)
+    ]
     async with create_pool(dsn, _settings(dsn)) as pool, pool.acquire() as con:
         await con.copy_records_to_table(
             "sessions",
@@ -152,7 +157,7 @@ async def seed_sessions(dsn: str, space_id: uuid.UUID, count: int) -> None:
         await con.copy_records_to_table(
             "session_slots",
             records=slots,
-            columns=["space_id", "session_id", "memory", "insight"],
+            columns=["space_id", "session_id", "memory", "insight", "system_prompt"],
         )
         await con.execute("ANALYZE sessions; ANALYZE session_slots")
 
