@@ -83,10 +83,11 @@ def _failure(
 
 
 def _finds_its_session(op: Operation) -> bool:
-    """Whether applying `op` raises NotFound by itself for an absent session."""
+    """Whether applying `op` raises NotFound by itself for an absent session (a remembered
+    result names no session, so it needs none)."""
     if isinstance(op, AppendOp):
         return bool(op.records)
-    return isinstance(op, PutSessionOp | PutSlotOp | PutCacheOp | BumpTurnOp)
+    return isinstance(op, PutSessionOp | PutSlotOp | PutCacheOp | BumpTurnOp | RememberOp)
 
 
 async def check_preconditions(
