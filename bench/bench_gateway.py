@@ -204,7 +204,7 @@ async def fork_scenarios(
             metadata=metadata,
         )
 
-    def fork(context: int) -> Callable[[], Awaitable[Any]]:
+    def fork(context: common_pb2.ForkContext) -> Callable[[], Awaitable[Any]]:
         request = agent_pb2.ForkRequest(
             space_id=space, source_session_id=source, label="bench fork", context=context
         )

@@ -47,14 +47,14 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
+import bench_gateway
 import send_baseline
+from bench_gateway import _settings, new_space, quantile
 from harness import database, server_process, yardstick, yardstick_lines, yardstick_rate
 
 from agent_gateway.app import GatewayClients
 from agent_gateway.app import create_app as gateway_app
 from agent_gateway.config import GatewaySettings
-from bench import bench_gateway
-from bench.bench_gateway import _settings, new_space, quantile
 from stello.agent.v1 import agent_pb2, agent_pb2_grpc
 from stello.auth import KeyStore
 from stello.channels import open_channel
@@ -207,25 +207,27 @@ async def run(sends: int, sessions: int) -> None:
         rotation = itertools.cycle(ids)
 
         def send(request_id: bool) -> Callable[[int], Awaitable[Any]]:
-            def call(i: int) -> Awaitable[Any]:
+            def call(i: int) -> Awaitable[agent_pb2.SendResponse]:
                 request = agent_pb2.SendRequest(
                     space_id=space,
                     session_id=next(rotation),
                     content=f"message {i}",
                     request_id=uuid.uuid4().hex if request_id else "",
                 )
-                return stub.Send(request, metadata=metadata)
+                reply: Awaitable[agent_pb2.SendResponse] = stub.Send(request, metadata=metadata)
+                return reply
 
             return call
 
-        def append(i: int) -> Awaitable[Any]:
+        def append(i: int) -> Awaitable[storage_pb2.AppendRecordsResponse]:
             record = common_pb2.Record(role=common_pb2.RECORD_ROLE_USER, content=f"m {i}")
-            return storage.AppendRecords(
+            reply: Awaitable[storage_pb2.AppendRecordsResponse] = storage.AppendRecords(
                 storage_pb2.AppendRecordsRequest(
                     space_id=space, session_id=next(rotation), records=[record]
                 ),
                 metadata=metadata,
             )
+            return reply
 
         print(
             f"Send with echo, concurrency 1, {sends} turns over {sessions} sessions "
@@ -245,11 +247,12 @@ async def run(sends: int, sessions: int) -> None:
             )
         )
 
-        def bare_send(i: int) -> Awaitable[Any]:
+        def bare_send(i: int) -> Awaitable[agent_pb2.SendResponse]:
             request = agent_pb2.SendRequest(
                 space_id=space, session_id=next(rotation), content=f"message {i}"
             )
-            return bare.Send(request)
+            reply: Awaitable[agent_pb2.SendResponse] = bare.Send(request)
+            return reply
 
         plain: list[float] = []
         baseline: list[float] = []

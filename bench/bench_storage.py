@@ -57,7 +57,7 @@ def _settings(dsn: str) -> StelloSettings:
     return StelloSettings(database_url=dsn, db_pool_min_size=20, db_pool_max_size=20)
 
 
-def baseline_handlers(pool: asyncpg.Pool) -> dict[str, grpc.RpcMethodHandler]:
+def baseline_handlers(pool: asyncpg.Pool) -> dict[str, grpc.RpcMethodHandler[Any, Any]]:
     """The baseline's two methods: no validation, no domain layer, the same SQL."""
 
     async def append(
@@ -105,7 +105,7 @@ def baseline_handlers(pool: asyncpg.Pool) -> dict[str, grpc.RpcMethodHandler]:
             set_timestamp(message.created_at, row["created_at"])
         return reply
 
-    handlers = {
+    handlers: dict[str, grpc.RpcMethodHandler[Any, Any]] = {
         "AppendRecords": grpc.unary_unary_rpc_method_handler(
             append,
             request_deserializer=storage_pb2.AppendRecordsRequest.FromString,

@@ -36,14 +36,18 @@ from tree_service.encoding import config_from_json, config_to_json
 ACTIVE = common_pb2.SESSION_STATUS_ACTIVE
 PROVISIONING_TTL_S = 60.0
 
+# idempotency.claim and remember take an asyncpg.Connection; the pool's PoolConnectionProxy
+# forwards every Connection method, but asyncpg-stubs do not type it as one: hence the
+# ignore[arg-type]s below.
 
-def _server(service: str, handlers: dict[str, grpc.RpcMethodHandler]) -> tuple[Any, int]:
+
+def _server(service: str, handlers: dict[str, grpc.RpcMethodHandler[Any, Any]]) -> tuple[Any, int]:
     server = grpc.aio.server()
     server.add_generic_rpc_handlers([grpc.method_handlers_generic_handler(service, handlers)])
     return server, server.add_insecure_port("127.0.0.1:0")
 
 
-def _unary(behaviour: Any, request: Any, response: Any) -> grpc.RpcMethodHandler:
+def _unary(behaviour: Any, request: Any, response: Any) -> grpc.RpcMethodHandler[Any, Any]:
     return grpc.unary_unary_rpc_method_handler(
         behaviour,
         request_deserializer=request.FromString,
@@ -81,7 +85,7 @@ def tree_server(pool: asyncpg.Pool) -> tuple[Any, int]:
         scope, request_id = "tree.CreateSession", request.request_id
         request_hash = idempotency.fingerprint(request)
         async with pool.acquire() as con, con.transaction():
-            earlier = await idempotency.claim(con, space, scope, request_id, request_hash)
+            earlier = await idempotency.claim(con, space, scope, request_id, request_hash)  # type: ignore[arg-type]
             if earlier is not None:
                 return tree_pb2.CreateSessionResponse.FromString(earlier)
             row = await con.fetchrow(
@@ -97,7 +101,7 @@ def tree_server(pool: asyncpg.Pool) -> tuple[Any, int]:
             assert row is not None and row["id"] is not None
             reply = tree_pb2.CreateSessionResponse(node=_topology(row))
             response = reply.SerializeToString()
-            await idempotency.remember(con, space, scope, request_id, request_hash, response)
+            await idempotency.remember(con, space, scope, request_id, request_hash, response)  # type: ignore[arg-type]
         return reply
 
     async def commit(request: Any, context: Any) -> tree_pb2.CommitSessionResponse:
@@ -141,7 +145,7 @@ def storage_server(pool: asyncpg.Pool) -> tuple[Any, int]:
         meta_op, prompt_op = (op for op in request.operations)
         meta, prompt = meta_op.put_session.session, prompt_op.put_system_prompt
         async with pool.acquire() as con, con.transaction():
-            earlier = await idempotency.claim(con, space, scope, request_id, request_hash)
+            earlier = await idempotency.claim(con, space, scope, request_id, request_hash)  # type: ignore[arg-type]
             if earlier is not None:
                 return storage_pb2.TransactResponse.FromString(earlier)
             session = uuid.UUID(meta.id)
@@ -165,7 +169,7 @@ def storage_server(pool: asyncpg.Pool) -> tuple[Any, int]:
                 ]
             )
             response = reply.SerializeToString()
-            await idempotency.remember(con, space, scope, request_id, request_hash, response)
+            await idempotency.remember(con, space, scope, request_id, request_hash, response)  # type: ignore[arg-type]
         return reply
 
     return _server(

@@ -141,7 +141,7 @@ async def serve_ping() -> None:
         return b""
 
     service, method = PING.strip("/").split("/")
-    handler = grpc.unary_unary_rpc_method_handler(ping)
+    handler: grpc.RpcMethodHandler[bytes, bytes] = grpc.unary_unary_rpc_method_handler(ping)
     server.add_generic_rpc_handlers(
         [grpc.method_handlers_generic_handler(service, {method: handler})]
     )
@@ -158,7 +158,7 @@ async def yardstick() -> AsyncIterator[Callable[[], Awaitable[Any]]]:
     async with server_process(__file__, "ping") as address:
         channel = grpc.aio.insecure_channel(address)
         try:
-            ping = channel.unary_unary(PING)
+            ping: grpc.aio.UnaryUnaryMultiCallable[bytes, bytes] = channel.unary_unary(PING)
             yield lambda: ping(b"")
         finally:
             await channel.close()

@@ -54,7 +54,7 @@ LEASE_TTL_S = 300
 Op, Check = storage_pb2.Operation, storage_pb2.Precondition
 
 
-def _unary(behaviour: Any, request: Any, response: Any) -> grpc.RpcMethodHandler:
+def _unary(behaviour: Any, request: Any, response: Any) -> grpc.RpcMethodHandler[Any, Any]:
     return grpc.unary_unary_rpc_method_handler(
         behaviour,
         request_deserializer=request.FromString,

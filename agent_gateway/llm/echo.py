@@ -21,7 +21,7 @@ import asyncio
 import hashlib
 import json
 import re
-from collections.abc import AsyncIterator, Sequence
+from collections.abc import AsyncGenerator, Sequence
 
 from agent_gateway.llm.base import (
     Completion,
@@ -124,7 +124,7 @@ class EchoProvider:
 
     async def stream(
         self, messages: Sequence[LLMMessage], *, tools: Sequence[ToolSpec] | None = None
-    ) -> AsyncIterator[StreamEvent]:
+    ) -> AsyncGenerator[StreamEvent, None]:
         """Answer `messages` as a few text deltas, then the tool calls, then `Done`."""
         completion = self.answer(messages)
         text = completion.content

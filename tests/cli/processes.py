@@ -90,7 +90,8 @@ def postgres_processes(data_dir: Path) -> list[psutil.Process]:
 def gone(pid: int) -> bool:
     """True when `pid` no longer runs (a zombie awaiting its reaper counts as gone)."""
     try:
-        return psutil.Process(pid).status() == psutil.STATUS_ZOMBIE
+        # psutil is untyped here (no types-psutil in the lock): its answers are Any.
+        return bool(psutil.Process(pid).status() == psutil.STATUS_ZOMBIE)
     except psutil.NoSuchProcess:
         return True
 

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
-from typing import Any
 
 import pytest
 
@@ -16,7 +15,13 @@ ACTIVE = common_pb2.SESSION_STATUS_ACTIVE
 ARCHIVED = common_pb2.SESSION_STATUS_ARCHIVED
 
 
-def node(id_: str, parent: str | None, label: str, turns: int = 0, status: int = ACTIVE) -> Any:
+def node(
+    id_: str,
+    parent: str | None,
+    label: str,
+    turns: int = 0,
+    status: common_pb2.SessionStatus = ACTIVE,
+) -> common_pb2.TreeNode:
     """A TreeNode with just what the drawing reads."""
     made = common_pb2.TreeNode(id=id_, label=label, turn_count=turns, status=status)
     if parent is not None:

@@ -13,6 +13,7 @@ import subprocess
 from dataclasses import dataclass
 from functools import partial
 from pathlib import Path
+from typing import TypedDict
 
 import pytest
 
@@ -25,6 +26,13 @@ from tests.support.fixtures import ServerStarter, TestSpace
 from tree_service.app import create_app as tree_app
 
 pytestmark = pytest.mark.subprocess
+
+
+class ServicesClientCert(TypedDict, total=False):
+    """The gateway's client certificate for storage and tree (GatewaySettings fields)."""
+
+    services_cert_file: Path
+    services_key_file: Path
 
 
 @dataclass(frozen=True, slots=True)
@@ -40,12 +48,14 @@ async def start_suite(start_server: ServerStarter, files: TlsFiles, *, mutual: b
     """Storage, tree and a gateway over them, every one serving TLS with `files`."""
     storage = await start_server(serving_tls(storage_app, files, mutual=mutual))
     tree = await start_server(serving_tls(tree_app, files, mutual=mutual))
-    services = {"services_cert_file": files.client_cert, "services_key_file": files.client_key}
+    services = ServicesClientCert(
+        services_cert_file=files.client_cert, services_key_file=files.client_key
+    )
     config = GatewaySettings(
         storage_address=storage.address,
         tree_address=tree.address,
         services_ca_file=files.ca,
-        **(services if mutual else {}),
+        **(services if mutual else ServicesClientCert()),
     )
     gateway_factory = partial(gateway_app, config=config)
     gateway = await start_server(serving_tls(gateway_factory, files, mutual=mutual))

@@ -81,7 +81,9 @@ def _image(tmp_path_factory: pytest.TempPathFactory) -> Image:
             for source in sources:
                 copy(REPO / source, image.app / target, source)
         elif keyword == "ENV":
-            image.env.update(pair.split("=", 1) for pair in shlex.split(rest))
+            for pair in shlex.split(rest):
+                name, value = pair.split("=", 1)
+                image.env[name] = value
         elif keyword == "RUN":
             for command in rest.split("&&"):
                 command = command.strip()

@@ -13,6 +13,7 @@ import urllib.request
 import uuid
 from functools import partial
 from pathlib import Path
+from typing import Literal
 
 import grpc
 import pytest
@@ -35,7 +36,7 @@ SERVICES = {"storage": "stello.storage.v1.SessionStorage", "tree": "stello.tree.
 class CapturedLogs:
     """A handler of `stello.logs` on a logger, writing into a string."""
 
-    def __init__(self, logger: str, log_format: str) -> None:
+    def __init__(self, logger: str, log_format: Literal["text", "json"]) -> None:
         self.stream = io.StringIO()
         self.logger = logging.getLogger(logger)
         self.handler = build_handler(LogSettings(format=log_format), self.stream)

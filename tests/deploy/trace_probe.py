@@ -13,13 +13,14 @@ import json
 import sys
 import uuid
 
+import grpc
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 
 from stello.agent.v1 import agent_pb2, agent_pb2_grpc
 from stello.auth import KeyStore
 from stello.channels import open_channel
 from stello.db import create_pool
-from stello.server import shutdown
+from stello.server import ServiceApp, shutdown
 from stello.settings import StelloSettings
 from stello.tracing import TracingSettings, setup_tracing
 from stello.up import Ports, start_servers
@@ -50,7 +51,7 @@ async def probe(dsn: str, exporter: InMemorySpanExporter) -> dict[str, list[dict
         tag = uuid.uuid4().hex[:10]
         created = await keys.create_key(space=f"trace-{tag}", principal=f"trace-{tag}")
         space = str(created.space_id)
-        running: list = []
+        running: list[tuple[ServiceApp, grpc.aio.Server]] = []
         try:
             addresses = await start_servers(
                 settings, Ports("127.0.0.1", 0, 0, 0), pool, keys, running

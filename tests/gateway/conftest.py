@@ -77,8 +77,7 @@ class FakeSummarizer:
 
 def record(role: str, content: str, **fields: Any) -> common_pb2.Record:
     """A record with role given by name (user, assistant, tool, system)."""
-    value = common_pb2.RecordRole.Value(f"RECORD_ROLE_{role.upper()}")
-    return common_pb2.Record(role=value, content=content, **fields)
+    return common_pb2.Record(role=f"RECORD_ROLE_{role.upper()}", content=content, **fields)
 
 
 @dataclass(slots=True)
@@ -117,7 +116,7 @@ class Stack:
 
     async def root(self, **fields: Any) -> common_pb2.SessionSummary:
         """CreateRoot in this space."""
-        reply = await self.gw.CreateRoot(
+        reply: agent_pb2.CreateRootResponse = await self.gw.CreateRoot(
             agent_pb2.CreateRootRequest(space_id=self.space.sid, **fields)
         )
         return reply.session
@@ -126,7 +125,7 @@ class Stack:
         self, source: str, label: str = "child", **fields: Any
     ) -> common_pb2.SessionSummary:
         """Fork `source` in this space."""
-        reply = await self.gw.Fork(
+        reply: agent_pb2.ForkResponse = await self.gw.Fork(
             agent_pb2.ForkRequest(
                 space_id=self.space.sid, source_session_id=source, label=label, **fields
             )
@@ -135,23 +134,23 @@ class Stack:
 
     async def append(self, session_id: str, *records: common_pb2.Record) -> list[common_pb2.Record]:
         """Append records straight to storage."""
-        reply = await self.storage.AppendRecords(
+        reply: storage_pb2.AppendRecordsResponse = await self.storage.AppendRecords(
             storage_pb2.AppendRecordsRequest(
                 space_id=self.space.sid, session_id=session_id, records=list(records)
             )
         )
         return list(reply.records)
 
-    async def view(self, session_id: str) -> Any:
+    async def view(self, session_id: str) -> agent_pb2.SessionView:
         """GetSession's joined view."""
-        reply = await self.gw.GetSession(
+        reply: agent_pb2.GetSessionResponse = await self.gw.GetSession(
             agent_pb2.GetSessionRequest(space_id=self.space.sid, session_id=session_id)
         )
         return reply.session
 
     async def records(self, session_id: str) -> list[common_pb2.Record]:
         """Every record of a session, through the gateway."""
-        reply = await self.gw.ListRecords(
+        reply: agent_pb2.ListRecordsResponse = await self.gw.ListRecords(
             agent_pb2.ListRecordsRequest(space_id=self.space.sid, session_id=session_id)
         )
         return list(reply.records)

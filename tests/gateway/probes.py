@@ -5,10 +5,12 @@ from __future__ import annotations
 import asyncio
 import time
 import uuid
+from collections.abc import Callable
 from typing import Any
 
 import asyncpg
 import grpc
+from google.protobuf.message import Message
 
 from stello.agent.v1 import agent_pb2
 from stello.common.v1 import common_pb2
@@ -87,7 +89,7 @@ async def _not_found(call: Any) -> None:
 async def assert_invisible(stack: Stack, session_id: str, source_id: str) -> None:
     """Every read RPC of all three services answers as if `session_id` did not exist."""
     sid = stack.space.sid
-    by_id = {"space_id": sid, "session_id": session_id}
+    cls: Callable[..., Message]  # the request class of each read RPC, of all three services
     for rpc, cls in (
         ("GetNode", tree_pb2.GetNodeRequest),
         ("GetConfig", tree_pb2.GetConfigRequest),
@@ -95,7 +97,7 @@ async def assert_invisible(stack: Stack, session_id: str, source_id: str) -> Non
         ("GetSiblings", tree_pb2.GetSiblingsRequest),
         ("GetAncestors", tree_pb2.GetAncestorsRequest),
     ):
-        await _not_found(getattr(stack.tree, rpc)(cls(**by_id)))
+        await _not_found(getattr(stack.tree, rpc)(cls(space_id=sid, session_id=session_id)))
     await _not_found(stack.tree.GetTree(tree_pb2.GetTreeRequest(space_id=sid, root_id=session_id)))
     for rpc, cls in (
         ("GetSession", storage_pb2.GetSessionRequest),
@@ -105,12 +107,12 @@ async def assert_invisible(stack: Stack, session_id: str, source_id: str) -> Non
         ("GetMemory", storage_pb2.GetMemoryRequest),
         ("GetCompressionCache", storage_pb2.GetCompressionCacheRequest),
     ):
-        await _not_found(getattr(stack.storage, rpc)(cls(**by_id)))
+        await _not_found(getattr(stack.storage, rpc)(cls(space_id=sid, session_id=session_id)))
     for rpc, cls in (
         ("GetSession", agent_pb2.GetSessionRequest),
         ("ListRecords", agent_pb2.ListRecordsRequest),
     ):
-        await _not_found(getattr(stack.gw, rpc)(cls(**by_id)))
+        await _not_found(getattr(stack.gw, rpc)(cls(space_id=sid, session_id=session_id)))
     slots = await stack.storage.BatchGetSlots(
         storage_pb2.BatchGetSlotsRequest(space_id=sid, session_ids=[session_id, source_id])
     )

@@ -20,10 +20,12 @@ from tests.gateway.turns_support import SpyProvider, answer, insight, put_insigh
 pytestmark = pytest.mark.sql
 
 
-async def digests(stack: Stack, status: int = 0) -> list[common_pb2.SessionDigest]:
+async def digests(
+    stack: Stack, status: common_pb2.SessionStatus = common_pb2.SESSION_STATUS_UNSPECIFIED
+) -> list[common_pb2.SessionDigest]:
     """Every digest of the space (one page)."""
     reply = await stack.gw.ListSessionDigests(
-        agent_pb2.ListSessionDigestsRequest(space_id=stack.space.sid, status=status)  # type: ignore[arg-type]
+        agent_pb2.ListSessionDigestsRequest(space_id=stack.space.sid, status=status)
     )
     return list(reply.digests)
 

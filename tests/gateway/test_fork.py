@@ -19,6 +19,7 @@ from stello.storage.v1 import storage_pb2
 from stello.tree.v1 import tree_pb2
 from tests.gateway.conftest import (
     Backends,
+    FakeSummarizer,
     GatewayStarter,
     Stack,
     close_stack,
@@ -37,9 +38,10 @@ NONE = common_pb2.FORK_CONTEXT_NONE
 
 async def config_of(stack: Stack, session_id: str) -> tree_pb2.GetConfigResponse:
     """The tree's stored config answer."""
-    return await stack.tree.GetConfig(
+    reply: tree_pb2.GetConfigResponse = await stack.tree.GetConfig(
         tree_pb2.GetConfigRequest(space_id=stack.space.sid, session_id=session_id)
     )
+    return reply
 
 
 class TestCreateRoot:
@@ -62,11 +64,11 @@ class TestCreateRoot:
         start_gateway: GatewayStarter,
         backends: Backends,
         space: TestSpace,
-        summarizer: object,
+        summarizer: FakeSummarizer,
     ) -> None:
         """The gateway's default prompt and skills are the lowest layer of a root too."""
         gateway = await start_gateway(default_system_prompt="D", default_skills=["x"])
-        stack = await open_stack(backends, gateway, space, summarizer)  # type: ignore[arg-type]
+        stack = await open_stack(backends, gateway, space, summarizer)
         try:
             root = await stack.root(label="r")
             view = await stack.view(root.id)

@@ -101,7 +101,7 @@ class TestAnthropicTurns:
         done = events[-1].done
         assert done.assistant.content == "streamed over the wire"
         assert list(done.records) == await stack.records(root.id)
-        assert fake.message_bodies()[0]["stream"] is True  # type: ignore[index]
+        assert fake.message_bodies()[0]["stream"] is True
 
     async def test_tool_round_trip(self, anthropic_stack: Stack, fake: FakeAnthropic) -> None:
         """A tool_use, its result through SubmitToolResults as a tool_result, then the answer."""

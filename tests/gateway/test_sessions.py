@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 import grpc
 import pytest
 
@@ -34,11 +36,12 @@ def ids_request(stack: Stack, cls: type, session_id: str, **fields: object) -> o
     return cls(space_id=stack.space.sid, session_id=session_id, **fields)
 
 
-async def digests(stack: Stack, **fields: object) -> agent_pb2.ListSessionDigestsResponse:
+async def digests(stack: Stack, **fields: Any) -> agent_pb2.ListSessionDigestsResponse:
     """One ListSessionDigests page."""
-    return await stack.gw.ListSessionDigests(
+    reply: agent_pb2.ListSessionDigestsResponse = await stack.gw.ListSessionDigests(
         agent_pb2.ListSessionDigestsRequest(space_id=stack.space.sid, **fields)
     )
+    return reply
 
 
 class TestDigests:

@@ -211,7 +211,7 @@ class TestServicesTlsSettings:
             ),
         ],
     )
-    def test_incomplete_tls_is_refused(self, values: dict[str, str], message: str) -> None:
+    def test_incomplete_tls_is_refused(self, values: dict[str, Any], message: str) -> None:
         """TLS settings that cannot work or would be ignored fail, naming what to set."""
         with pytest.raises(ValidationError, match=message):
             GatewaySettings(**values)

@@ -69,7 +69,7 @@ class SlowForks:
             self.active -= 1
 
 
-async def children(stack: Stack, session_id: str) -> list[common_pb2.TopologyNode]:
+async def children(stack: Stack, session_id: str) -> list[agent_pb2.SessionView]:
     """The visible children of a session."""
     view = await stack.view(session_id)
     return [await stack.view(child) for child in view.node.children]

@@ -15,15 +15,18 @@ pytestmark = pytest.mark.sql
 
 SCOPE = "test.kernel"
 
+# claim and remember take an asyncpg.Connection; the pool's PoolConnectionProxy forwards every
+# Connection method, but asyncpg-stubs do not type it as one: hence the ignore[arg-type]s.
+
 
 async def claim_and_remember(
     pool: asyncpg.Pool, space: TestSpace, request_id: str, request_hash: bytes, response: bytes
 ) -> bytes | None:
     """One whole idempotent unit of work: the earlier response, or None after storing ours."""
     async with pool.acquire() as con, con.transaction():
-        earlier = await idempotency.claim(con, space.id, SCOPE, request_id, request_hash)
+        earlier = await idempotency.claim(con, space.id, SCOPE, request_id, request_hash)  # type: ignore[arg-type]
         if earlier is None:
-            await idempotency.remember(con, space.id, SCOPE, request_id, request_hash, response)
+            await idempotency.remember(con, space.id, SCOPE, request_id, request_hash, response)  # type: ignore[arg-type]
         return earlier
 
 
@@ -40,12 +43,12 @@ async def claim_while_held(
 
     async def first() -> None:
         async with pool.acquire() as con, con.transaction():
-            assert await idempotency.claim(con, space.id, SCOPE, "r", b"h") is None
+            assert await idempotency.claim(con, space.id, SCOPE, "r", b"h") is None  # type: ignore[arg-type]
             claimed.set()
             await release.wait()
             if not commit:
                 raise RuntimeError("the work failed")
-            await idempotency.remember(con, space.id, SCOPE, "r", b"h", b"first")
+            await idempotency.remember(con, space.id, SCOPE, "r", b"h", b"first")  # type: ignore[arg-type]
 
     holder = asyncio.create_task(first())
     await claimed.wait()
@@ -78,7 +81,7 @@ class TestClaim:
         """Work that fails rolls its claim back: the next call is first again."""
         with pytest.raises(RuntimeError):
             async with pool.acquire() as con, con.transaction():
-                assert await idempotency.claim(con, space.id, SCOPE, "r", b"h") is None
+                assert await idempotency.claim(con, space.id, SCOPE, "r", b"h") is None  # type: ignore[arg-type]
                 raise RuntimeError("the work failed")
         assert await claim_and_remember(pool, space, "r", b"h", b"after") is None
         assert await claim_and_remember(pool, space, "r", b"h", b"again") == b"after"

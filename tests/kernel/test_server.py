@@ -6,6 +6,7 @@ import asyncio
 import signal
 import sys
 import time
+from collections.abc import Sequence
 
 import grpc
 import pytest
@@ -33,7 +34,10 @@ def request(space: TestSpace | str) -> storage_pb2.GetSessionRequest:
 
 
 async def status_of(
-    channel: grpc.aio.Channel, method: str, req: object, md: object
+    channel: grpc.aio.Channel,
+    method: str,
+    req: storage_pb2.GetSessionRequest,
+    md: Sequence[tuple[str, str]],
 ) -> grpc.StatusCode:
     try:
         await probe.call(channel, method)(req, metadata=md)

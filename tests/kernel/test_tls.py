@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
 import asyncpg
 import grpc
@@ -151,7 +152,7 @@ class TestServerSettings:
         ],
     )
     def test_half_a_tls_configuration_is_refused(
-        self, values: dict[str, str], message: str
+        self, values: dict[str, Any], message: str
     ) -> None:
         """Settings that would silently serve plaintext are refused, naming what is missing."""
         with pytest.raises(ValidationError, match=message):

@@ -171,4 +171,4 @@ class TestEchoProvider:
         stream = EchoProvider(delay_s=0.01).stream(user("hello world"))
         first = await anext(stream)
         assert isinstance(first, TextDelta)
-        await stream.aclose()  # type: ignore[attr-defined]
+        await stream.aclose()

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+
 import pytest
 
 from agent_gateway.context import Record
@@ -9,8 +11,10 @@ from agent_gateway.llm import (
     DEFAULT_COMPRESS_PROMPT,
     DEFAULT_CONSOLIDATE_PROMPT,
     DEFAULT_FORK_COMPRESS_PROMPT,
+    Completion,
     LLMMessage,
     ToolCallSpec,
+    ToolSpec,
     build_compress_messages,
     build_consolidate_messages,
     compress_records,
@@ -141,7 +145,9 @@ class TestConsolidateMessages:
         """<think> blocks in the consolidator's answer never reach memory."""
 
         class Thinking(SpyProvider):
-            async def complete(self, messages, *, tools=None):  # type: ignore[no-untyped-def]
+            async def complete(
+                self, messages: Sequence[LLMMessage], *, tools: Sequence[ToolSpec] | None = None
+            ) -> Completion:
                 completion = await super().complete(messages, tools=tools)
                 return type(completion)("<think>plan</think>\n Summary: 4 messages \n")
 

@@ -19,7 +19,8 @@ SYSTEM = common_pb2.RECORD_ROLE_SYSTEM
 
 
 def rec(content: str, role: int = USER, **fields: Any) -> common_pb2.Record:
-    """A record to append."""
+    """A record to append; `role` is a raw number (tests pass unknown ones on purpose, which
+    the generated stub's RecordRole type does not admit)."""
     return common_pb2.Record(role=role, content=content, **fields)  # type: ignore[arg-type]
 
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import uuid
 from datetime import UTC, datetime
+from typing import Any
 
 import grpc
 import pytest
@@ -38,13 +39,13 @@ async def append(
 
 
 async def listed(
-    stub: Stub, space: TestSpace, session_id: uuid.UUID, **options: object
+    stub: Stub, space: TestSpace, session_id: uuid.UUID, **options: Any
 ) -> list[common_pb2.Record]:
     reply = await stub.ListRecords(
         storage_pb2.ListRecordsRequest(
             space_id=space.sid,
             session_id=str(session_id),
-            **options,  # type: ignore[arg-type]
+            **options,
         )
     )
     return list(reply.records)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import uuid
+from collections.abc import Callable
 
 import grpc
 import pytest
@@ -88,13 +89,13 @@ class TestRememberResult:
         assert not (await remembered(stub, space, "r3", scope="gateway.Other")).found
 
     async def test_other_space_does_not_see_it(
-        self, stub: Stub, stub_for: object, space: TestSpace, other_space: TestSpace
+        self, stub: Stub, stub_for: Callable[[str], Stub], space: TestSpace, other_space: TestSpace
     ) -> None:
         """An entry is kept per space: another space's same key is not found."""
         await stub.Transact(
             storage_pb2.TransactRequest(space_id=space.sid, operations=[remember_op("r4")])
         )
-        other = stub_for(other_space.key)  # type: ignore[operator]
+        other = stub_for(other_space.key)
         assert not (await remembered(other, other_space, "r4")).found
 
     async def test_a_later_op_replaces_it(self, stub: Stub, space: TestSpace) -> None:

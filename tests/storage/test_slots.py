@@ -261,9 +261,10 @@ class TestBatchGetSlots:
         assert (some.session_id, some.memory, some.insight) == (sid, "m", "i")
         assert not some.HasField("system_prompt")
 
+    # SlotKind is an open proto3 enum: 9 is a value no SlotKind constant names.
     @pytest.mark.parametrize("kind", [storage_pb2.SLOT_KIND_UNSPECIFIED, 9])
     async def test_unknown_slot_kind_is_invalid(
-        self, stub: Stub, space: TestSpace, make_session: MakeSession, kind: int
+        self, stub: Stub, space: TestSpace, make_session: MakeSession, kind: storage_pb2.SlotKind
     ) -> None:
         """UNSPECIFIED or an unknown SlotKind is INVALID_ARGUMENT naming its position."""
         sid = str(await make_session())

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import uuid
+from collections.abc import Sequence
 
 import asyncpg
 import grpc
@@ -38,7 +39,7 @@ async def transact(
     stub: Stub,
     space: TestSpace,
     operations: list[Op],
-    preconditions: list[Check] = (),  # type: ignore[assignment]
+    preconditions: Sequence[Check] = (),
     request_id: str = "",
 ) -> list[storage_pb2.OperationResult]:
     reply = await stub.Transact(

@@ -104,7 +104,7 @@ CASES = [
             space_id=sp,
             session_id=s,
             offset=-1,
-            role=42,  # type: ignore[arg-type]
+            role=42,  # type: ignore[arg-type]  # no such RecordRole, on purpose
         ),
         ["offset", "role"],
         "negative-offset-unknown-role",
@@ -140,7 +140,7 @@ CASES = [
         lambda sp, s: storage_pb2.ListSessionsRequest(
             space_id=sp,
             page_size=1001,
-            status=7,  # type: ignore[arg-type]
+            status=7,  # type: ignore[arg-type]  # no such SessionStatus, on purpose
         ),
         ["status", "page_size"],
         "page-size-over-max",

@@ -9,7 +9,8 @@ from __future__ import annotations
 
 import asyncio
 import sys
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Awaitable, Callable
+from typing import Any, TypeAlias
 
 import asyncpg
 import grpc
@@ -25,30 +26,31 @@ SLOW = f"/{SERVICE}/Slow"
 ADMIN = f"/{SERVICE}/Admin"
 STREAM = f"/{SERVICE}/Stream"
 
+# The probe's methods all take and answer storage's GetSession pair.
+Request: TypeAlias = storage_pb2.GetSessionRequest
+Response: TypeAlias = storage_pb2.GetSessionResponse
+Context: TypeAlias = grpc.aio.ServicerContext[Request, Response]
 
-async def _echo(
-    request: storage_pb2.GetSessionRequest, context: grpc.aio.ServicerContext
-) -> storage_pb2.GetSessionResponse:
+
+async def _echo(request: Request, context: Context) -> Response:
     response = storage_pb2.GetSessionResponse()
     response.session.id = request.session_id
     return response
 
 
-async def _slow(
-    request: storage_pb2.GetSessionRequest, context: grpc.aio.ServicerContext
-) -> storage_pb2.GetSessionResponse:
+async def _slow(request: Request, context: Context) -> Response:
     await asyncio.sleep(1.5)
     return await _echo(request, context)
 
 
-async def _stream(
-    request: storage_pb2.GetSessionRequest, context: grpc.aio.ServicerContext
-) -> AsyncIterator[storage_pb2.GetSessionResponse]:
+async def _stream(request: Request, context: Context) -> AsyncIterator[Response]:
     for _ in range(2):
         yield await _echo(request, context)
 
 
-def _handler(behavior: object) -> grpc.RpcMethodHandler:
+def _handler(
+    behavior: Callable[[Request, Context], Awaitable[Response]],
+) -> grpc.RpcMethodHandler[Request, Response]:
     return grpc.unary_unary_rpc_method_handler(
         behavior,
         request_deserializer=storage_pb2.GetSessionRequest.FromString,
@@ -58,7 +60,7 @@ def _handler(behavior: object) -> grpc.RpcMethodHandler:
 
 def register(server: grpc.aio.Server) -> None:
     """Add the probe's methods to `server`."""
-    handlers = {
+    handlers: dict[str, grpc.RpcMethodHandler[Any, Any]] = {
         "Echo": _handler(_echo),
         "Slow": _handler(_slow),
         "Admin": _handler(_echo),
@@ -84,7 +86,9 @@ def probe_app(settings: StelloSettings, pool: asyncpg.Pool, keys: KeyStore) -> S
     )
 
 
-def call(channel: grpc.aio.Channel, method: str) -> grpc.aio.UnaryUnaryMultiCallable:
+def call(
+    channel: grpc.aio.Channel, method: str
+) -> grpc.aio.UnaryUnaryMultiCallable[Request, Response]:
     """A callable for one probe method on `channel`."""
     return channel.unary_unary(
         method,

@@ -6,7 +6,8 @@ import asyncio
 import contextlib
 from urllib.parse import urlsplit
 
-from asyncpg.connect_utils import _parse_connect_dsn_and_args
+# asyncpg's own DSN parser (libpq forms, PG* variables); private, so asyncpg-stubs omit it.
+from asyncpg.connect_utils import _parse_connect_dsn_and_args  # type: ignore[attr-defined]
 
 
 def _target(dsn: str) -> tuple[str, int] | str:

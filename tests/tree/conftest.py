@@ -26,7 +26,7 @@ class TreeClient:
 
     async def create(self, **fields: Any) -> common_pb2.TopologyNode:
         """CreateSession in this space; `fields` as in CreateSessionRequest."""
-        reply = await self.stub.CreateSession(
+        reply: tree_pb2.CreateSessionResponse = await self.stub.CreateSession(
             tree_pb2.CreateSessionRequest(space_id=self.space.sid, **fields)
         )
         return reply.node
@@ -37,21 +37,23 @@ class TreeClient:
 
     async def commit(self, session_id: str) -> common_pb2.TopologyNode:
         """CommitSession."""
-        reply = await self.stub.CommitSession(
+        reply: tree_pb2.CommitSessionResponse = await self.stub.CommitSession(
             tree_pb2.CommitSessionRequest(space_id=self.space.sid, session_id=session_id)
         )
         return reply.node
 
     async def node(self, session_id: str) -> common_pb2.TopologyNode:
         """GetNode."""
-        reply = await self.stub.GetNode(
+        reply: tree_pb2.GetNodeResponse = await self.stub.GetNode(
             tree_pb2.GetNodeRequest(space_id=self.space.sid, session_id=session_id)
         )
         return reply.node
 
     async def tree(self, **fields: Any) -> list[common_pb2.TreeNode]:
         """GetTree nodes."""
-        reply = await self.stub.GetTree(tree_pb2.GetTreeRequest(space_id=self.space.sid, **fields))
+        reply: tree_pb2.GetTreeResponse = await self.stub.GetTree(
+            tree_pb2.GetTreeRequest(space_id=self.space.sid, **fields)
+        )
         return list(reply.nodes)
 
 

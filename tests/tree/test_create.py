@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import uuid
+from datetime import datetime
 
 import asyncpg
 import grpc
@@ -18,13 +19,14 @@ from tests.tree.conftest import TreeClient, session_count
 pytestmark = pytest.mark.sql
 
 
-async def updated_at(pool: asyncpg.Pool, space: TestSpace, session_id: str) -> object:
+async def updated_at(pool: asyncpg.Pool, space: TestSpace, session_id: str) -> datetime:
     async with pool.acquire() as con:
-        return await con.fetchval(
+        stamp: datetime = await con.fetchval(
             "SELECT updated_at FROM sessions WHERE space_id = $1 AND id = $2",
             space.id,
             uuid.UUID(session_id),
         )
+    return stamp
 
 
 class TestCreateSession:
@@ -68,7 +70,7 @@ class TestCreateSession:
             "Session",
         )
         assert (second.index, second.label) == (1, "B")
-        assert await updated_at(pool, tree.space, root.id) > before  # type: ignore[operator]
+        assert await updated_at(pool, tree.space, root.id) > before
         assert list((await tree.node(root.id)).children) == [first.id, second.id]
 
     async def test_source_session_is_recorded(self, tree: TreeClient) -> None:
@@ -191,7 +193,7 @@ class TestCommitSession:
         committed = await tree.commit(hidden.id)
         assert committed.index == 1
         assert list((await tree.node(root.id)).children)[-1] == hidden.id
-        assert await updated_at(pool, tree.space, root.id) > before  # type: ignore[operator]
+        assert await updated_at(pool, tree.space, root.id) > before
 
     async def test_commit_is_idempotent(self, tree: TreeClient) -> None:
         """Committing twice answers the same node and changes nothing."""

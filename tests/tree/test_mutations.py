@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import uuid
+from collections.abc import Awaitable, Callable
+from datetime import datetime
 
 import asyncpg
 import grpc
@@ -20,21 +22,21 @@ ARCHIVED = common_pb2.SESSION_STATUS_ARCHIVED
 
 
 async def archive(tree: TreeClient, session_id: str) -> common_pb2.TopologyNode:
-    reply = await tree.stub.Archive(
+    reply: tree_pb2.ArchiveResponse = await tree.stub.Archive(
         tree_pb2.ArchiveRequest(space_id=tree.space.sid, session_id=session_id)
     )
     return reply.node
 
 
 async def unarchive(tree: TreeClient, session_id: str) -> common_pb2.TopologyNode:
-    reply = await tree.stub.Unarchive(
+    reply: tree_pb2.UnarchiveResponse = await tree.stub.Unarchive(
         tree_pb2.UnarchiveRequest(space_id=tree.space.sid, session_id=session_id)
     )
     return reply.node
 
 
 async def relabel(tree: TreeClient, session_id: str, label: str) -> common_pb2.TopologyNode:
-    reply = await tree.stub.UpdateLabel(
+    reply: tree_pb2.UpdateLabelResponse = await tree.stub.UpdateLabel(
         tree_pb2.UpdateLabelRequest(space_id=tree.space.sid, session_id=session_id, label=label)
     )
     return reply.node
@@ -43,26 +45,27 @@ async def relabel(tree: TreeClient, session_id: str, label: str) -> common_pb2.T
 async def put_config(
     tree: TreeClient, session_id: str, config: common_pb2.SessionConfig
 ) -> common_pb2.SessionConfig:
-    reply = await tree.stub.PutConfig(
+    reply: tree_pb2.PutConfigResponse = await tree.stub.PutConfig(
         tree_pb2.PutConfigRequest(space_id=tree.space.sid, session_id=session_id, config=config)
     )
     return reply.config
 
 
 async def get_config(tree: TreeClient, session_id: str) -> common_pb2.SessionConfig | None:
-    reply = await tree.stub.GetConfig(
+    reply: tree_pb2.GetConfigResponse = await tree.stub.GetConfig(
         tree_pb2.GetConfigRequest(space_id=tree.space.sid, session_id=session_id)
     )
     return reply.config if reply.HasField("config") else None
 
 
-async def updated_at(pool: asyncpg.Pool, tree: TreeClient, session_id: str) -> object:
+async def updated_at(pool: asyncpg.Pool, tree: TreeClient, session_id: str) -> datetime:
     async with pool.acquire() as con:
-        return await con.fetchval(
+        stamp: datetime = await con.fetchval(
             "SELECT updated_at FROM sessions WHERE space_id = $1 AND id = $2",
             tree.space.id,
             uuid.UUID(session_id),
         )
+    return stamp
 
 
 class TestArchive:
@@ -91,10 +94,12 @@ class TestArchive:
         assert (await unarchive(tree, root.id)).status == ACTIVE
 
     @pytest.mark.parametrize("rpc", [archive, unarchive])
-    async def test_unknown_is_not_found(self, tree: TreeClient, rpc: object) -> None:
+    async def test_unknown_is_not_found(
+        self, tree: TreeClient, rpc: Callable[[TreeClient, str], Awaitable[common_pb2.TopologyNode]]
+    ) -> None:
         """Archive and Unarchive of an unknown id answer NOT_FOUND."""
         with pytest.raises(grpc.aio.AioRpcError) as caught:
-            await rpc(tree, str(uuid.uuid4()))  # type: ignore[operator]
+            await rpc(tree, str(uuid.uuid4()))
         assert caught.value.code() == grpc.StatusCode.NOT_FOUND
 
 
@@ -105,7 +110,7 @@ class TestUpdateLabel:
         stamp = await updated_at(pool, tree, root.id)
         assert (await relabel(tree, root.id, "新名称")).label == "新名称"
         assert [n.label for n in await tree.tree()] == ["新名称"]
-        assert await updated_at(pool, tree, root.id) > stamp  # type: ignore[operator]
+        assert await updated_at(pool, tree, root.id) > stamp
 
     async def test_archived_is_refused(self, tree: TreeClient) -> None:
         """An archived session refuses a new label: FAILED_PRECONDITION SESSION_ARCHIVED."""

@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import uuid
+from collections.abc import Awaitable
+from typing import Any
 
 import asyncpg
 import grpc
@@ -19,12 +21,15 @@ ARCHIVED = common_pb2.SESSION_STATUS_ARCHIVED
 ACTIVE = common_pb2.SESSION_STATUS_ACTIVE
 
 
-async def list_all(tree: TreeClient, **fields: object) -> tree_pb2.ListAllResponse:
-    return await tree.stub.ListAll(tree_pb2.ListAllRequest(space_id=tree.space.sid, **fields))
+async def list_all(tree: TreeClient, **fields: Any) -> tree_pb2.ListAllResponse:
+    reply: tree_pb2.ListAllResponse = await tree.stub.ListAll(
+        tree_pb2.ListAllRequest(space_id=tree.space.sid, **fields)
+    )
+    return reply
 
 
-async def ids(call: object) -> list[str]:
-    reply = await call  # type: ignore[misc]
+async def ids(call: Awaitable[Any]) -> list[str]:
+    reply = await call
     return [n.id for n in reply.nodes]
 
 

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import asyncio
 import uuid
+from typing import Any
 
 import grpc
 import pytest
@@ -28,55 +29,59 @@ ARCHIVED = common_pb2.SESSION_STATUS_ARCHIVED
 
 
 async def roots(tree: TreeClient) -> list[common_pb2.TopologyNode]:
-    reply = await tree.stub.ListRoots(tree_pb2.ListRootsRequest(space_id=tree.space.sid))
+    reply: tree_pb2.ListRootsResponse = await tree.stub.ListRoots(
+        tree_pb2.ListRootsRequest(space_id=tree.space.sid)
+    )
     return list(reply.nodes)
 
 
 async def summaries(tree: TreeClient) -> list[common_pb2.SessionSummary]:
-    reply = await tree.stub.ListAll(tree_pb2.ListAllRequest(space_id=tree.space.sid))
+    reply: tree_pb2.ListAllResponse = await tree.stub.ListAll(
+        tree_pb2.ListAllRequest(space_id=tree.space.sid)
+    )
     return list(reply.sessions)
 
 
 async def ancestors(tree: TreeClient, session_id: str) -> list[common_pb2.TopologyNode]:
-    reply = await tree.stub.GetAncestors(
+    reply: tree_pb2.GetAncestorsResponse = await tree.stub.GetAncestors(
         tree_pb2.GetAncestorsRequest(space_id=tree.space.sid, session_id=session_id)
     )
     return list(reply.nodes)
 
 
 async def siblings(tree: TreeClient, session_id: str) -> list[common_pb2.TopologyNode]:
-    reply = await tree.stub.GetSiblings(
+    reply: tree_pb2.GetSiblingsResponse = await tree.stub.GetSiblings(
         tree_pb2.GetSiblingsRequest(space_id=tree.space.sid, session_id=session_id)
     )
     return list(reply.nodes)
 
 
 async def add_ref(tree: TreeClient, from_id: str, to_id: str) -> common_pb2.TopologyNode:
-    reply = await tree.stub.AddRef(
+    reply: tree_pb2.AddRefResponse = await tree.stub.AddRef(
         tree_pb2.AddRefRequest(space_id=tree.space.sid, from_id=from_id, to_id=to_id)
     )
     return reply.node
 
 
-async def put_config(tree: TreeClient, session_id: str, **fields: object) -> None:
+async def put_config(tree: TreeClient, session_id: str, **fields: Any) -> None:
     await tree.stub.PutConfig(
         tree_pb2.PutConfigRequest(
             space_id=tree.space.sid,
             session_id=session_id,
-            config=common_pb2.SessionConfig(**fields),  # type: ignore[arg-type]
+            config=common_pb2.SessionConfig(**fields),
         )
     )
 
 
 async def get_config(tree: TreeClient, session_id: str) -> common_pb2.SessionConfig | None:
-    reply = await tree.stub.GetConfig(
+    reply: tree_pb2.GetConfigResponse = await tree.stub.GetConfig(
         tree_pb2.GetConfigRequest(space_id=tree.space.sid, session_id=session_id)
     )
     return reply.config if reply.HasField("config") else None
 
 
 async def relabel(tree: TreeClient, session_id: str, label: str) -> common_pb2.TopologyNode:
-    reply = await tree.stub.UpdateLabel(
+    reply: tree_pb2.UpdateLabelResponse = await tree.stub.UpdateLabel(
         tree_pb2.UpdateLabelRequest(space_id=tree.space.sid, session_id=session_id, label=label)
     )
     return reply.node
