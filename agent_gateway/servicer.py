@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import copy
 import time
 import uuid
 from collections.abc import AsyncIterator
@@ -65,11 +64,7 @@ def _request_id(value: str, violations: Violations) -> str:
 
 def _request_hash(request: agent_pb2.CreateRootRequest | agent_pb2.ForkRequest) -> bytes:
     """The fingerprint of the request without its request_id (b"" when it has none)."""
-    if not request.request_id:
-        return b""
-    bare = copy.deepcopy(request)
-    bare.request_id = ""
-    return fingerprint(bare)
+    return fingerprint(request) if request.request_id else b""
 
 
 def _skills(message: agent_pb2.CreateRootRequest | agent_pb2.ForkRequest) -> tuple[str, ...] | None:

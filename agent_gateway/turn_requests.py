@@ -8,8 +8,6 @@ equals (same fields), so the two share one idempotency scope.
 
 from __future__ import annotations
 
-import copy
-
 from agent_gateway.clients import RequestKey
 from agent_gateway.llm import TextDelta, ToolCallEvent
 from agent_gateway.records import tool_call_proto
@@ -37,9 +35,7 @@ def _key(
         return None
     if len(request.request_id) > MAX_REQUEST_ID_CHARS:
         v.add("request_id", f"must be at most {MAX_REQUEST_ID_CHARS} characters")
-    bare = copy.deepcopy(request)
-    bare.request_id = ""
-    return RequestKey(scope, request.request_id, fingerprint(bare))
+    return RequestKey(scope, request.request_id, fingerprint(request))
 
 
 def _content(text: str, name: str, max_bytes: int, v: Violations, *, required: bool) -> str:

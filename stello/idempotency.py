@@ -10,6 +10,7 @@ Keys live 24 hours.
 
 from __future__ import annotations
 
+import copy
 import hashlib
 import uuid
 from typing import Protocol
@@ -23,15 +24,23 @@ REQUEST_ID_REUSED = "REQUEST_ID_REUSED"
 MAX_REQUEST_ID_CHARS = 200
 
 
-class Message(Protocol):
-    """The part of a protobuf message the fingerprint needs."""
+class KeyedRequest(Protocol):
+    """The part of a protobuf request the fingerprint needs."""
+
+    request_id: str
 
     def SerializeToString(self, *, deterministic: bool = ...) -> bytes: ...
 
 
-def fingerprint(request: Message) -> bytes:
-    """SHA-256 of the request's deterministic encoding (callers clear request_id first)."""
-    return hashlib.sha256(request.SerializeToString(deterministic=True)).digest()
+def fingerprint(request: KeyedRequest) -> bytes:
+    """SHA-256 of the request's deterministic encoding without its request_id.
+
+    What tells a retry (same fingerprint) from another request under a used id.
+    The caller's message is left as it is.
+    """
+    bare = copy.deepcopy(request)
+    bare.request_id = ""
+    return hashlib.sha256(bare.SerializeToString(deterministic=True)).digest()
 
 
 # One statement claims the key: a new key is inserted with no response yet

@@ -7,7 +7,6 @@ naming them all, so a bad request changes nothing.
 
 from __future__ import annotations
 
-import copy
 import uuid
 from collections.abc import Sequence
 from typing import Protocol
@@ -92,9 +91,7 @@ def idempotency(
         return None
     if len(request.request_id) > MAX_REQUEST_ID_CHARS:
         v.add("request_id", f"must be at most {MAX_REQUEST_ID_CHARS} characters")
-    bare = copy.deepcopy(request)
-    bare.request_id = ""
-    return Idempotency(request.request_id, fingerprint(bare))
+    return Idempotency(request.request_id, fingerprint(request))
 
 
 def remembered_key(scope: str, request_id: str, path: str, v: Violations) -> None:

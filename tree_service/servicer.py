@@ -53,13 +53,6 @@ def _ref(request: Any) -> tuple[uuid.UUID, uuid.UUID, uuid.UUID]:
     return space_id, from_id, to_id
 
 
-def _request_hash(request: tree_pb2.CreateSessionRequest) -> bytes:
-    unkeyed = tree_pb2.CreateSessionRequest()
-    unkeyed.CopyFrom(request)
-    unkeyed.ClearField("request_id")
-    return fingerprint(unkeyed)
-
-
 class TreeServicer(tree_pb2_grpc.SessionTreeServicer):
     """The SessionTree RPCs, one service call each."""
 
@@ -83,7 +76,7 @@ class TreeServicer(tree_pb2_grpc.SessionTreeServicer):
             ),
             provisional=request.provisional,
             request_id=request_id(request.request_id, violations),
-            request_hash=_request_hash(request) if request.request_id else b"",
+            request_hash=fingerprint(request) if request.request_id else b"",
         )
         violations.raise_if_any()
         node = await self._service.create_session(new)

@@ -189,16 +189,6 @@ class AnthropicProvider(SdkProvider[anthropic.AsyncAnthropic]):
             api_key=api_key, base_url=base_url, timeout=timeout_s, max_retries=max_retries
         )
 
-    @property
-    def max_context_tokens(self) -> int:
-        """The model's context window, in tokens."""
-        return self._max_context_tokens
-
-    @property
-    def model(self) -> str:
-        """The model name sent with every request."""
-        return self._endpoint.model
-
     async def complete(
         self, messages: Sequence[LLMMessage], *, tools: Sequence[ToolSpec] | None = None
     ) -> Completion:
@@ -279,14 +269,10 @@ class AnthropicProvider(SdkProvider[anthropic.AsyncAnthropic]):
 
     def _translate(self, exc: anthropic.AnthropicError | httpx2.HTTPError) -> StelloError:
         """The domain error for an SDK or transport failure."""
+        unanswered = self._unanswered(exc, anthropic.APITimeoutError, anthropic.APIConnectionError)
+        if unanswered is not None:
+            return unanswered
         endpoint = self._endpoint
-        if isinstance(exc, anthropic.APITimeoutError | httpx2.TimeoutException):
-            return endpoint.timeout_error()
-        if isinstance(exc, anthropic.APIConnectionError):
-            cause = exc.__cause__
-            return endpoint.connection_error(str(cause) if cause else exc.message)
-        if isinstance(exc, httpx2.HTTPError):
-            return endpoint.connection_error(str(exc) or type(exc).__name__)
         if isinstance(exc, anthropic.APIStatusError):
             detail = exc.api_message or error_detail(exc.body)
             if exc.status_code < 400:  # an error event inside a stream that answered 200

@@ -99,16 +99,6 @@ class OpenAIProvider(SdkProvider[openai.AsyncOpenAI]):
             max_retries=max_retries,
         )
 
-    @property
-    def max_context_tokens(self) -> int:
-        """The model's context window, in tokens."""
-        return self._max_context_tokens
-
-    @property
-    def model(self) -> str:
-        """The model name sent with every request."""
-        return self._endpoint.model
-
     async def complete(
         self, messages: Sequence[LLMMessage], *, tools: Sequence[ToolSpec] | None = None
     ) -> Completion:
@@ -179,14 +169,10 @@ class OpenAIProvider(SdkProvider[openai.AsyncOpenAI]):
 
     def _translate(self, exc: openai.OpenAIError | httpx2.HTTPError) -> StelloError:
         """The domain error for an SDK or transport failure."""
+        unanswered = self._unanswered(exc, openai.APITimeoutError, openai.APIConnectionError)
+        if unanswered is not None:
+            return unanswered
         endpoint = self._endpoint
-        if isinstance(exc, openai.APITimeoutError | httpx2.TimeoutException):
-            return endpoint.timeout_error()
-        if isinstance(exc, openai.APIConnectionError):
-            cause = exc.__cause__
-            return endpoint.connection_error(str(cause) if cause else exc.message)
-        if isinstance(exc, httpx2.HTTPError):
-            return endpoint.connection_error(str(exc) or type(exc).__name__)
         if isinstance(exc, openai.APIStatusError):
             return endpoint.status_error(exc.status_code, error_detail(exc.body) or exc.message)
         if isinstance(exc, openai.APIError):
