@@ -41,33 +41,18 @@ WHERE s.space_id = $1 AND s.id = ANY($2::uuid[]) AND s.provisional_until IS NULL
 """
 
 # The session row is share-locked before the slot row is written, the order a
-# Transact locks them in (so the two never deadlock); no session, no row.
-PUT_SLOT: dict[SlotName, str] = {
-    "system_prompt": """
+# Transact locks them in (so the two never deadlock); no session, no row. The
+# column cannot be a parameter, so one template gives the statement of each
+# slot (its names are the fixed SLOT_NAMES, never input).
+_PUT_SLOT = """
 WITH s AS (SELECT id FROM sessions WHERE space_id = $1 AND id = $2 FOR KEY SHARE)
-INSERT INTO session_slots (space_id, session_id, system_prompt)
+INSERT INTO session_slots (space_id, session_id, {column})
 SELECT $1, s.id, $3::text FROM s
 ON CONFLICT (space_id, session_id)
-DO UPDATE SET system_prompt = EXCLUDED.system_prompt, updated_at = now()
+DO UPDATE SET {column} = EXCLUDED.{column}, updated_at = now()
 RETURNING true
-""",
-    "insight": """
-WITH s AS (SELECT id FROM sessions WHERE space_id = $1 AND id = $2 FOR KEY SHARE)
-INSERT INTO session_slots (space_id, session_id, insight)
-SELECT $1, s.id, $3::text FROM s
-ON CONFLICT (space_id, session_id)
-DO UPDATE SET insight = EXCLUDED.insight, updated_at = now()
-RETURNING true
-""",
-    "memory": """
-WITH s AS (SELECT id FROM sessions WHERE space_id = $1 AND id = $2 FOR KEY SHARE)
-INSERT INTO session_slots (space_id, session_id, memory)
-SELECT $1, s.id, $3::text FROM s
-ON CONFLICT (space_id, session_id)
-DO UPDATE SET memory = EXCLUDED.memory, updated_at = now()
-RETURNING true
-""",
-}
+"""
+PUT_SLOT: dict[SlotName, str] = {slot: _PUT_SLOT.format(column=slot) for slot in SLOT_NAMES}
 
 CLEAR_INSIGHT = """
 WITH cleared AS (
