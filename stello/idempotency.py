@@ -117,3 +117,27 @@ async def remember(
 async def purge_expired(con: asyncpg.Connection) -> str:
     """Delete keys older than the TTL; returns the command status."""
     return str(await con.execute(PURGE, TTL_HOURS))
+
+
+class KeyStatements:
+    """`claim` and `remember` on a repository's connection (mixed into the repositories of the
+    services that accept a request_id)."""
+
+    _con: asyncpg.Connection
+
+    async def claim(
+        self, space_id: uuid.UUID, scope: str, request_id: str, request_hash: bytes
+    ) -> bytes | None:
+        """Lock the request_id for this transaction; the stored response of an earlier call."""
+        return await claim(self._con, space_id, scope, request_id, request_hash)
+
+    async def remember(
+        self,
+        space_id: uuid.UUID,
+        scope: str,
+        request_id: str,
+        request_hash: bytes,
+        response: bytes,
+    ) -> None:
+        """Store the response of this transaction's work under the request_id."""
+        await remember(self._con, space_id, scope, request_id, request_hash, response)

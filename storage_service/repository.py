@@ -202,7 +202,7 @@ def _calls_json(calls: Sequence[ToolCall]) -> str | None:
     )
 
 
-class Repository(SlotRepository):
+class Repository(SlotRepository, idempotency.KeyStatements):
     """The storage statements, run on one connection (maybe inside a transaction)."""
 
     async def get_session(self, space_id: uuid.UUID, session_id: uuid.UUID) -> SessionMeta | None:
@@ -326,23 +326,6 @@ class Repository(SlotRepository):
         """turn_count + 1 (unless touch_only) and last_active_at = now; None when absent."""
         row = await self._con.fetchrow(BUMP_TURN, space_id, session_id, touch_only)
         return None if row is None else _meta(row)
-
-    async def claim(
-        self, space_id: uuid.UUID, scope: str, request_id: str, request_hash: bytes
-    ) -> bytes | None:
-        """Lock the request_id for this transaction; the stored response of an earlier call."""
-        return await idempotency.claim(self._con, space_id, scope, request_id, request_hash)
-
-    async def remember(
-        self,
-        space_id: uuid.UUID,
-        scope: str,
-        request_id: str,
-        request_hash: bytes,
-        response: bytes,
-    ) -> None:
-        """Store the response of this transaction's work under the request_id."""
-        await idempotency.remember(self._con, space_id, scope, request_id, request_hash, response)
 
     async def remembered(
         self, space_id: uuid.UUID, scope: str, request_id: str

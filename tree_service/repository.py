@@ -178,28 +178,11 @@ class TreeRepository:
         await in_transaction(self._pool, work)
 
 
-class TreeTx:
+class TreeTx(idempotency.KeyStatements):
     """One transaction's statements; every method runs exactly one of them."""
 
     def __init__(self, con: asyncpg.Connection) -> None:
         self._con = con
-
-    async def claim(
-        self, space_id: uuid.UUID, scope: str, request_id: str, request_hash: bytes
-    ) -> bytes | None:
-        """Lock the request_id for this transaction; the earlier response, if any."""
-        return await idempotency.claim(self._con, space_id, scope, request_id, request_hash)
-
-    async def remember(
-        self,
-        space_id: uuid.UUID,
-        scope: str,
-        request_id: str,
-        request_hash: bytes,
-        response: bytes,
-    ) -> None:
-        """Store this transaction's response under the request_id."""
-        await idempotency.remember(self._con, space_id, scope, request_id, request_hash, response)
 
     async def lock_parent(self, space_id: uuid.UUID, parent_id: uuid.UUID) -> bool:
         """Row-lock and bump a visible parent; False when there is none."""
