@@ -34,8 +34,9 @@ import sys
 import time
 import uuid
 import warnings
-from collections.abc import Awaitable, Callable
-from contextlib import AsyncExitStack
+from collections.abc import AsyncIterator, Awaitable, Callable
+from contextlib import AsyncExitStack, asynccontextmanager
+from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
@@ -245,52 +246,71 @@ async def fork_versus_baseline(
     return ours, baseline, pings
 
 
-async def count_fork_rpcs(
-    dsn: str, storage: str, tree: str, space: str, key: str
-) -> dict[str, dict[str, int]]:
-    """RPCs per operation by service and method, from an in-process gateway's clients."""
+@dataclass
+class CountingGateway:
+    """An in-process gateway whose clients count the RPCs they make, and a stub on it."""
+
+    clients: GatewayClients
+    stub: Any
+    last: Any = None
+    """The reply of the last counted call."""
+
+    async def count(self, call: Awaitable[Any]) -> dict[str, int]:
+        """The RPCs `call` made, as ``service.Method``: count; its reply goes to `last`."""
+        self.clients.storage.calls.clear()
+        self.clients.tree.calls.clear()
+        self.last = await call
+        return {
+            **{f"tree.{m}": n for m, n in self.clients.tree.calls.items()},
+            **{f"storage.{m}": n for m, n in self.clients.storage.calls.items()},
+        }
+
+
+@asynccontextmanager
+async def counting_gateway(
+    dsn: str, storage: str, tree: str, key: str
+) -> AsyncIterator[CountingGateway]:
+    """A gateway in this process over the storage and tree processes, called as `key`."""
     settings = _settings(dsn)
     config = GatewaySettings(storage_address=storage, tree_address=tree)
     clients = GatewayClients.connect(config, settings)
-    counted: dict[str, dict[str, int]] = {}
     async with create_pool(dsn, settings) as pool:
         app = gateway_app(settings, pool, KeyStore(pool, 60), config, clients=clients)
         server, port = await create_server(app, "127.0.0.1:0")
         await server.start()
         try:
             async with open_channel(f"127.0.0.1:{port}", key=key) as channel:
-                stub = agent_pb2_grpc.AgentGatewayStub(channel)
-                source = (
-                    await stub.CreateRoot(agent_pb2.CreateRootRequest(space_id=space))
-                ).session.id
-                await stub.Fork(
-                    agent_pb2.ForkRequest(
-                        space_id=space, source_session_id=source, label="x", prompt="hello"
-                    )
-                )
-                operations: dict[str, Any] = {
-                    "CreateRoot": agent_pb2.CreateRootRequest(space_id=space, system_prompt="s"),
-                    "Fork NONE": agent_pb2.ForkRequest(
-                        space_id=space, source_session_id=source, label="n"
-                    ),
-                    "Fork INHERIT": agent_pb2.ForkRequest(
-                        space_id=space,
-                        source_session_id=source,
-                        label="i",
-                        context=common_pb2.FORK_CONTEXT_INHERIT,
-                    ),
-                }
-                for name, request in operations.items():
-                    clients.storage.calls.clear()
-                    clients.tree.calls.clear()
-                    call = stub.CreateRoot if name == "CreateRoot" else stub.Fork
-                    await call(request)
-                    counted[name] = {
-                        **{f"tree.{m}": n for m, n in clients.tree.calls.items()},
-                        **{f"storage.{m}": n for m, n in clients.storage.calls.items()},
-                    }
+                yield CountingGateway(clients, agent_pb2_grpc.AgentGatewayStub(channel))
         finally:
             await shutdown(app, server, 0)
+
+
+async def count_fork_rpcs(
+    dsn: str, storage: str, tree: str, space: str, key: str
+) -> dict[str, dict[str, int]]:
+    """RPCs per operation by service and method, from an in-process gateway's clients."""
+    counted: dict[str, dict[str, int]] = {}
+    async with counting_gateway(dsn, storage, tree, key) as gateway:
+        stub = gateway.stub
+        source = (await stub.CreateRoot(agent_pb2.CreateRootRequest(space_id=space))).session.id
+        await stub.Fork(
+            agent_pb2.ForkRequest(
+                space_id=space, source_session_id=source, label="x", prompt="hello"
+            )
+        )
+        operations: dict[str, Any] = {
+            "CreateRoot": agent_pb2.CreateRootRequest(space_id=space, system_prompt="s"),
+            "Fork NONE": agent_pb2.ForkRequest(space_id=space, source_session_id=source, label="n"),
+            "Fork INHERIT": agent_pb2.ForkRequest(
+                space_id=space,
+                source_session_id=source,
+                label="i",
+                context=common_pb2.FORK_CONTEXT_INHERIT,
+            ),
+        }
+        for name, request in operations.items():
+            call = stub.CreateRoot if name == "CreateRoot" else stub.Fork
+            counted[name] = await gateway.count(call(request))
     return counted
 
 
@@ -322,23 +342,9 @@ async def count_digest_rpcs(
     dsn: str, storage: str, tree: str, space: str, key: str
 ) -> tuple[int, dict[str, int]]:
     """Pages and RPCs of one full digest listing, from an in-process gateway's clients."""
-    settings = _settings(dsn)
-    config = GatewaySettings(storage_address=storage, tree_address=tree)
-    clients = GatewayClients.connect(config, settings)
-    async with create_pool(dsn, settings) as pool:
-        app = gateway_app(settings, pool, KeyStore(pool, 60), config, clients=clients)
-        server, port = await create_server(app, "127.0.0.1:0")
-        await server.start()
-        try:
-            async with open_channel(f"127.0.0.1:{port}") as channel:
-                stub = agent_pb2_grpc.AgentGatewayStub(channel)
-                [(_, pages, _)] = await digests_scenario(
-                    stub, space, (("authorization", f"Bearer {key}"),), 1
-                )
-        finally:
-            await shutdown(app, server, 0)
-    calls = {f"tree.{m}": n for m, n in clients.tree.calls.items()}
-    calls.update({f"storage.{m}": n for m, n in clients.storage.calls.items()})
+    async with counting_gateway(dsn, storage, tree, key) as gateway:
+        calls = await gateway.count(digests_scenario(gateway.stub, space, (), 1))
+        [(_, pages, _)] = gateway.last
     return pages, calls
 
 

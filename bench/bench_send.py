@@ -49,19 +49,13 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 import bench_gateway
 import send_baseline
-from bench_gateway import _settings, new_space, quantile
+from bench_gateway import new_space, quantile
 from harness import database, server_process, yardstick, yardstick_lines, yardstick_rate
 
-from agent_gateway.app import GatewayClients
-from agent_gateway.app import create_app as gateway_app
-from agent_gateway.config import GatewaySettings
 from stello.agent.v1 import agent_pb2, agent_pb2_grpc
-from stello.auth import KeyStore
 from stello.channels import open_channel
 from stello.common.v1 import common_pb2
-from stello.db import create_pool
 from stello.runner import event_loop_factory
-from stello.server import create_server, shutdown
 from stello.storage.v1 import storage_pb2, storage_pb2_grpc
 
 SEED_RECORDS = 20
@@ -125,53 +119,34 @@ async def count_turn_rpcs(
     dsn: str, storage: str, tree: str, space: str, key: str, session: str
 ) -> dict[str, dict[str, int]]:
     """RPCs per kind of turn by service and method, from an in-process gateway's clients."""
-    settings = _settings(dsn)
-    config = GatewaySettings(storage_address=storage, tree_address=tree)
-    clients = GatewayClients.connect(config, settings)
     counted: dict[str, dict[str, int]] = {}
-    async with create_pool(dsn, settings) as pool:
-        app = gateway_app(settings, pool, KeyStore(pool, 60), config, clients=clients)
-        server, port = await create_server(app, "127.0.0.1:0")
-        await server.start()
-        try:
-            async with open_channel(f"127.0.0.1:{port}", key=key) as channel:
-                stub = agent_pb2_grpc.AgentGatewayStub(channel)
+    async with bench_gateway.counting_gateway(dsn, storage, tree, key) as gateway:
+        stub = gateway.stub
 
-                async def measure(name: str, call: Awaitable[Any]) -> Any:
-                    clients.storage.calls.clear()
-                    clients.tree.calls.clear()
-                    reply = await call
-                    counted[name] = {
-                        **{f"tree.{m}": n for m, n in clients.tree.calls.items()},
-                        **{f"storage.{m}": n for m, n in clients.storage.calls.items()},
-                    }
-                    return reply
+        def send(content: str, **fields: Any) -> Awaitable[agent_pb2.SendResponse]:
+            request = agent_pb2.SendRequest(
+                space_id=space, session_id=session, content=content, **fields
+            )
+            reply: Awaitable[agent_pb2.SendResponse] = stub.Send(request)
+            return reply
 
-                def send(content: str, **fields: Any) -> Any:
-                    return stub.Send(
-                        agent_pb2.SendRequest(
-                            space_id=space, session_id=session, content=content, **fields
-                        )
-                    )
-
-                await measure("Send", send("hello"))
-                await measure("Send with request_id", send("hello", request_id=uuid.uuid4().hex))
-                reply = await measure(
-                    "Send stopping on a tool call", send("/tool lookup", tools=[TOOL])
+        counted["Send"] = await gateway.count(send("hello"))
+        counted["Send with request_id"] = await gateway.count(
+            send("hello", request_id=uuid.uuid4().hex)
+        )
+        counted["Send stopping on a tool call"] = await gateway.count(
+            send("/tool lookup", tools=[TOOL])
+        )
+        call_id = gateway.last.pending_tool_calls[0].id
+        counted["SubmitToolResults"] = await gateway.count(
+            stub.SubmitToolResults(
+                agent_pb2.SubmitToolResultsRequest(
+                    space_id=space,
+                    session_id=session,
+                    results=[agent_pb2.ToolResult(tool_call_id=call_id, content="42")],
                 )
-                call_id = reply.pending_tool_calls[0].id
-                await measure(
-                    "SubmitToolResults",
-                    stub.SubmitToolResults(
-                        agent_pb2.SubmitToolResultsRequest(
-                            space_id=space,
-                            session_id=session,
-                            results=[agent_pb2.ToolResult(tool_call_id=call_id, content="42")],
-                        )
-                    ),
-                )
-        finally:
-            await shutdown(app, server, 0)
+            )
+        )
     return counted
 
 
