@@ -76,14 +76,37 @@ async def in_transaction(
 
     Connection failures surface as `Unavailable` so callers answer UNAVAILABLE.
     """
-    for attempt in range(1, MAX_ATTEMPTS + 1):
+
+    async def attempt() -> T:
+        async with pool.acquire() as con, con.transaction(isolation=isolation):
+            return await work(cast(asyncpg.Connection, con))
+
+    return await _retried(attempt)
+
+
+async def in_statement(pool: asyncpg.Pool, work: Callable[[asyncpg.Connection], Awaitable[T]]) -> T:
+    """Run `work`, one self-contained statement, outside an explicit transaction.
+
+    A statement that lost a deadlock or serialization conflict was rolled back
+    whole, so it is retried like a transaction; connection failures surface as
+    `Unavailable`.
+    """
+
+    async def attempt() -> T:
+        async with pool.acquire() as con:
+            return await work(cast(asyncpg.Connection, con))
+
+    return await _retried(attempt)
+
+
+async def _retried(attempt: Callable[[], Awaitable[T]]) -> T:
+    for number in range(1, MAX_ATTEMPTS + 1):
         try:
-            async with pool.acquire() as con, con.transaction(isolation=isolation):
-                return await work(cast(asyncpg.Connection, con))
+            return await attempt()
         except RETRYABLE:
-            if attempt == MAX_ATTEMPTS:
+            if number == MAX_ATTEMPTS:
                 raise
-            await asyncio.sleep(0.005 * attempt)
+            await asyncio.sleep(0.005 * number)
         except CONNECTION_ERRORS as exc:
             raise Unavailable(f"database unavailable: {exc.__class__.__name__}") from exc
     raise AssertionError("unreachable")

@@ -10,19 +10,17 @@ saves the BEGIN/COMMIT round trips).
 
 from __future__ import annotations
 
-import asyncio
 import json
 import uuid
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass
 from datetime import datetime
-from typing import TypeVar, cast
+from typing import TypeVar
 
 import asyncpg
 
 from stello import idempotency
-from stello.db import CONNECTION_ERRORS, MAX_ATTEMPTS, RETRYABLE, in_transaction
-from stello.errors import Unavailable
+from stello.db import in_statement, in_transaction
 from storage_service.models import (
     MetaUpdate,
     NewRecord,
@@ -354,20 +352,10 @@ class Database:
         return await in_transaction(self._pool, run)
 
     async def statement(self, work: Callable[[Repository], Awaitable[T]]) -> T:
-        """Run `work`, a single self-contained statement, outside an explicit transaction.
+        """Run `work`, a single self-contained statement, outside an explicit transaction
+        (retried like a transaction)."""
 
-        A statement that lost a deadlock or serialization conflict was rolled
-        back whole, so it is retried like a transaction.
-        """
-        for attempt in range(1, MAX_ATTEMPTS + 1):
-            try:
-                async with self._pool.acquire() as con:
-                    # The pool's proxy forwards every Connection method.
-                    return await work(Repository(cast(asyncpg.Connection, con)))
-            except RETRYABLE:
-                if attempt == MAX_ATTEMPTS:
-                    raise
-                await asyncio.sleep(0.005 * attempt)
-            except CONNECTION_ERRORS as exc:
-                raise Unavailable(f"database unavailable: {exc.__class__.__name__}") from exc
-        raise AssertionError("unreachable")
+        async def run(con: asyncpg.Connection) -> T:
+            return await work(Repository(con))
+
+        return await in_statement(self._pool, run)
