@@ -41,6 +41,7 @@ from stello.runner import event_loop_factory
 from stello.server import create_server
 from stello.settings import StelloSettings
 from stello.tree.v1 import tree_pb2, tree_pb2_grpc
+from tests.tree.seed import seed_topology  # the tests' COPY seeding, shared
 from tree_service import create_app, sql
 
 SERVICE = "stello.tree.v1.SessionTree"
@@ -224,33 +225,6 @@ class Fixture:
     tree_nodes: int
 
 
-COLUMNS = ["space_id", "id", "parent_id", "root_id", "depth", "sibling_index", "label"]
-
-
-def _rows(
-    space_id: uuid.UUID, parents: list[int | None]
-) -> tuple[list[uuid.UUID], list[tuple[Any, ...]]]:
-    """COPY rows for a topology; `parents[i]` is the position of i's parent (< i)."""
-    ids = [uuid.uuid4() for _ in parents]
-    depth: list[int] = []
-    root: list[uuid.UUID] = []
-    used: dict[int, int] = {}
-    rows = []
-    for i, parent in enumerate(parents):
-        if parent is None:
-            depth.append(0)
-            root.append(ids[i])
-            index = 0
-        else:
-            depth.append(depth[parent] + 1)
-            root.append(root[parent])
-            index = used.get(parent, 0)
-            used[parent] = index + 1
-        parent_id = None if parent is None else ids[parent]
-        rows.append((space_id, ids[i], parent_id, root[i], depth[i], index, f"n{i}"))
-    return ids, rows
-
-
 async def seed(dsn: str, tree_nodes: int) -> Fixture:
     """WORKERS parent roots and a CHAIN_DEPTH chain in one space; a 10-ary tree in another."""
     settings = _settings(dsn)
@@ -261,18 +235,15 @@ async def seed(dsn: str, tree_nodes: int) -> Fixture:
         big = await keys.create_key(space=f"bench-tree-{tag}")
         assert main.space_id is not None and big.space_id is not None
         started = time.perf_counter()
-        parent_ids, parent_rows = _rows(main.space_id, [None] * WORKERS)
-        chain_ids, chain_rows = _rows(main.space_id, [None, *range(CHAIN_DEPTH)])
-        _, tree_rows = _rows(big.space_id, [None, *((i - 1) // 10 for i in range(1, tree_nodes))])
+        parent_ids = await seed_topology(pool, main.space_id, [None] * WORKERS)
+        chain_ids = await seed_topology(pool, main.space_id, [None, *range(CHAIN_DEPTH)])
+        tree = [None, *((i - 1) // 10 for i in range(1, tree_nodes))]
+        await seed_topology(pool, big.space_id, tree)
         async with pool.acquire() as con:
-            for rows in (parent_rows, chain_rows, tree_rows):
-                await con.copy_records_to_table("sessions", records=rows, columns=COLUMNS)
             await con.execute("VACUUM (ANALYZE) sessions")
             await con.execute("CHECKPOINT")
-        print(
-            f"seeded {len(parent_rows) + len(chain_rows) + len(tree_rows):,} sessions by COPY "
-            f"in {time.perf_counter() - started:.1f}s"
-        )
+        seeded = len(parent_ids) + len(chain_ids) + len(tree)
+        print(f"seeded {seeded:,} sessions by COPY in {time.perf_counter() - started:.1f}s")
     return Fixture(
         main.space_id,
         main.secret,
