@@ -141,9 +141,7 @@ class Endpoint:
         """
         said = f"HTTP {status}" + (f": {self.redact(detail)}" if detail else "")
         if not retried:
-            said = f"error during the answer, as HTTP {status}" + (
-                f": {self.redact(detail)}" if detail else ""
-            )
+            said = f"error during the answer, as {said}"
         retries = self._retries() if retried else ""
         metadata = self._metadata(status)
         if status in (401, 403):
