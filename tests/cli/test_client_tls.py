@@ -71,7 +71,7 @@ async def _suite(
     return await start_suite(start_server, tls_files, mutual=request.param)
 
 
-def client_env(home: Path, space: TestSpace, gateway: str) -> dict[str, str]:
+def gateway_env(home: Path, space: TestSpace, gateway: str) -> dict[str, str]:
     """A private environment naming the gateway, key and space (TLS left to each test)."""
     env = private_env(home)
     env.update(STELLO_GATEWAY=gateway, STELLO_KEY=space.key, STELLO_SPACE_ID=space.sid)
@@ -97,7 +97,7 @@ class TestOverTls:
         self, suite: Suite, tls_files: TlsFiles, space: TestSpace, home: Path
     ) -> None:
         """`root` and `tree` with --ca-file (and the client certificate) reach a TLS gateway."""
-        env = client_env(home, space, suite.gateway)
+        env = gateway_env(home, space, suite.gateway)
         flags = tls_flags(tls_files, suite)
         made = await stello(env, "root", "--label", "Secure", "--json", *flags)
         assert made.returncode == 0, made.stderr
@@ -109,7 +109,7 @@ class TestOverTls:
         self, suite: Suite, tls_files: TlsFiles, space: TestSpace, home: Path
     ) -> None:
         """STELLO_CA_FILE, STELLO_CERT_FILE and STELLO_KEY_FILE work like the flags."""
-        env = client_env(home, space, suite.gateway)
+        env = gateway_env(home, space, suite.gateway)
         env["STELLO_CA_FILE"] = str(tls_files.ca)
         if suite.mutual:
             env.update(STELLO_CERT_FILE=str(tls_files.client_cert))
@@ -122,7 +122,7 @@ class TestOverTls:
     ) -> None:
         """Without --ca-file (mutual TLS: without a certificate) a call fails on one line,
         with a hint about TLS."""
-        env = client_env(home, space, suite.gateway)
+        env = gateway_env(home, space, suite.gateway)
         short = ["--ca-file", str(tls_files.ca)] if suite.mutual else []
         done = await stello(env, "tree", "--timeout", "5", *short)
         assert done.returncode == 1
