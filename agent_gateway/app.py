@@ -15,8 +15,16 @@ from agent_gateway.config import GatewaySettings, targets
 from agent_gateway.consolidation import Consolidator
 from agent_gateway.faults import Faults, faults_from_setting
 from agent_gateway.forks import SessionCreator
-from agent_gateway.llm import Completion, LLMMessage, LLMProvider, StreamEvent, ToolSpec
-from agent_gateway.profiles import load_profiles
+from agent_gateway.llm import (
+    Completion,
+    LLMMessage,
+    LLMProvider,
+    Prompts,
+    StreamEvent,
+    ToolSpec,
+)
+from agent_gateway.profiles import ProfileRegistry, load_profiles
+from agent_gateway.prompt_config import SessionPrompts, load_prompts
 from agent_gateway.saga import ProvisioningSaga
 from agent_gateway.service import SessionService
 from agent_gateway.servicer import AgentGatewayServicer
@@ -128,6 +136,8 @@ def create_app(
     summarizer: Summarizer | None = None,
     clients: GatewayClients | None = None,
     provider: LLMProvider | None = None,
+    prompts: Prompts | None = None,
+    profiles: ProfileRegistry | None = None,
 ) -> ServiceApp:
     """Build the gateway app.
 
@@ -136,11 +146,16 @@ def create_app(
     (nothing in production); `provider` to the one ``STELLO_LLM_PROVIDER`` names
     (built on first use; `echo` reports ``config.echo_max_context_tokens``);
     `summarizer` to the fork-compress prompt over that provider; `clients` to
-    channels to ``config``'s addresses.
+    channels to ``config``'s addresses; `prompts` and `profiles` to what
+    ``config`` names (`__main__` reads them before anything starts).
+
+    Raises:
+        PromptsFileError, ProfilesFileError: the prompts or profiles file is not valid.
     """
     config = config or GatewaySettings()
+    prompts = prompts or load_prompts(config.prompts, config.prompts_file)
+    profiles = profiles if profiles is not None else load_profiles(config.profiles_file)
     clients = clients or GatewayClients.connect(config, settings)
-    profiles = load_profiles(config.profiles_file)
     defaults = ConfigLayer(
         config.default_system_prompt,
         tuple(config.default_skills) if config.default_skills is not None else None,
@@ -154,7 +169,7 @@ def create_app(
         owned = (provider,)  # a provider passed in belongs to the caller, who closes it
     llm = provider
     if summarizer is None:
-        summarizer = ProviderSummarizer(lambda: llm)
+        summarizer = ProviderSummarizer(lambda: llm, prompts)
     saga = ProvisioningSaga(
         clients.tree, clients.storage, faults or faults_from_setting(config.fault)
     )
@@ -166,7 +181,9 @@ def create_app(
         defaults,
         config.saga_budget_s,
         summarizer,
+        prompts=prompts,
     )
+    session_prompts = SessionPrompts(clients.tree, prompts)
     sessions = SessionService(clients.tree, clients.storage)
     apps: list[ServiceApp] = []
 
@@ -177,14 +194,16 @@ def create_app(
     consolidator = Consolidator(
         clients.storage,
         provider,
+        session_prompts,
         every_n_turns=config.consolidate_every_n_turns,
         registry=registry,
     )
     turns = TurnService(
         clients.storage,
         provider,
-        BuiltinTools(creator, profiles, enabled=config.builtin_tools),
+        BuiltinTools(creator, profiles, prompts, enabled=config.builtin_tools),
         consolidator,
+        session_prompts,
         max_tool_rounds=config.max_tool_rounds,
         lease_ttl_s=config.turn_lease_ttl_s,
     )

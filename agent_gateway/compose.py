@@ -4,7 +4,9 @@ Layers, lowest to highest priority: the gateway's defaults -> the source's froze
 config (forks only) -> the profile -> the request. Per field "later wins": an
 unset value (None) never overrides, a set one always does, including ``()``
 ("no skills") and ``""``. The system prompt has its own rules
-(`resolve_system_prompt`). Nothing here does I/O.
+(`resolve_system_prompt`). The compressor and consolidator prompt overrides
+come from the source and the profile only (unset = the gateway's configured
+texts at the time of use, DESIGN §5.16). Nothing here does I/O.
 """
 
 from __future__ import annotations
@@ -43,6 +45,8 @@ class ConfigLayer:
 
     system_prompt: str | None = None
     skills: tuple[str, ...] | None = None
+    compressor_prompt: str | None = None
+    consolidator_prompt: str | None = None
 
     @classmethod
     def from_proto(cls, config: common_pb2.SessionConfig | None) -> ConfigLayer:
@@ -52,11 +56,13 @@ class ConfigLayer:
         return cls(
             config.system_prompt if config.HasField("system_prompt") else None,
             tuple(config.skills.names) if config.HasField("skills") else None,
+            config.compressor_prompt if config.HasField("compressor_prompt") else None,
+            config.consolidator_prompt if config.HasField("consolidator_prompt") else None,
         )
 
     def to_proto(self) -> common_pb2.SessionConfig | None:
         """The SessionConfig to store; None when no field is set (store no config)."""
-        if self.system_prompt is None and self.skills is None:
+        if self == ConfigLayer():
             return None
         config = common_pb2.SessionConfig()
         if self.system_prompt is not None:
@@ -64,6 +70,10 @@ class ConfigLayer:
         if self.skills is not None:
             config.skills.names.extend(self.skills)
             config.skills.SetInParent()
+        if self.compressor_prompt is not None:
+            config.compressor_prompt = self.compressor_prompt
+        if self.consolidator_prompt is not None:
+            config.consolidator_prompt = self.consolidator_prompt
         return config
 
 
@@ -76,6 +86,8 @@ class ProfileLayer:
     skills: tuple[str, ...] | None
     context: ContextMode | None
     prompt: str | None
+    compressor_prompt: str | None = None
+    consolidator_prompt: str | None = None
 
 
 class Summarizer(Protocol):
@@ -128,7 +140,8 @@ def compose(
     Skills: later wins over defaults, parent, profile, options (replaced whole,
     never merged). System prompt without a profile: later wins over defaults,
     parent, options. With a profile: `resolve_system_prompt`, falling back to
-    later wins over defaults and parent when that gives nothing.
+    later wins over defaults and parent when that gives nothing. Compressor
+    and consolidator prompts: later wins over defaults, parent, profile.
     """
     skills = later_wins(
         defaults.skills, parent.skills, profile.skills if profile else None, options.skills
@@ -139,7 +152,17 @@ def compose(
         prompt = resolve_system_prompt(profile, options.system_prompt)
         if prompt is None:
             prompt = later_wins(defaults.system_prompt, parent.system_prompt)
-    return ConfigLayer(prompt, skills)
+    compressor = later_wins(
+        defaults.compressor_prompt,
+        parent.compressor_prompt,
+        profile.compressor_prompt if profile else None,
+    )
+    consolidator = later_wins(
+        defaults.consolidator_prompt,
+        parent.consolidator_prompt,
+        profile.consolidator_prompt if profile else None,
+    )
+    return ConfigLayer(prompt, skills, compressor, consolidator)
 
 
 def effective_context(requested: ContextMode | None, profile: ProfileLayer | None) -> ContextMode:
@@ -152,11 +175,6 @@ def opening_prompt(requested: str | None, profile: ProfileLayer | None) -> str |
     """The opening assistant record's text: the request's, else the profile's; None if empty."""
     text = later_wins(profile.prompt if profile else None, requested)
     return text or None
-
-
-def with_parent_context(system_prompt: str | None, summary: str) -> str:
-    """The child's prompt after a COMPRESS fork (spec §4.4.3 step 5)."""
-    return f"{system_prompt or ''}\n\n<parent_context>\n{summary}\n</parent_context>"
 
 
 def stored_system_prompt(composed: str | None, source_slot: str | None) -> str | None:

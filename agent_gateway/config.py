@@ -8,6 +8,7 @@ from pydantic import Field, field_validator, model_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
 from agent_gateway.faults import parse_fault
+from agent_gateway.llm.prompt_texts import PresetName
 from stello.settings import check_pair
 
 
@@ -55,6 +56,19 @@ class GatewaySettings(BaseSettings):
     )
     profiles_file: Path | None = Field(
         default=None, description="TOML file with the fork profiles; unset = no profiles."
+    )
+    prompts: PresetName = Field(
+        default="en",
+        description=(
+            "Language preset of the built-in prompts: en, or zh (the reference's Chinese "
+            'texts); README "Prompts".'
+        ),
+    )
+    prompts_file: Path | None = Field(
+        default=None,
+        description=(
+            'TOML file replacing built-in prompts by key (README "Prompts"); checked at start.'
+        ),
     )
     default_system_prompt: str | None = Field(
         default=None, description="System prompt of the defaults layer (unset = none)."

@@ -1,8 +1,10 @@
 """Consolidation: a session's memory rewritten by the LLM (STELLO-SPEC §4.6, DESIGN §6).
 
 `consolidate` is the Consolidate RPC: the current memory and every record go
-to the provider with the default consolidation prompt (spec §4.9 item 5) and
-the answer replaces the memory (no trimming). Archived sessions are refused
+to the provider in the consolidator structure of spec §4.9 item 5, with the
+session's consolidator prompt (its frozen override, else the configured
+``consolidator`` text, DESIGN §5.16), and the answer replaces the memory (no
+trimming). Archived sessions are refused
 (DESIGN §5.4). It takes no turn lease: a turn never writes memory.
 
 `after_turn` is the automatic trigger: after a committed user turn whose new
@@ -26,6 +28,7 @@ from prometheus_client import CollectorRegistry, Counter
 
 from agent_gateway.clients import Caller, StorageClient
 from agent_gateway.llm import LLMProvider, consolidate_records
+from agent_gateway.prompt_config import SessionPrompts
 from agent_gateway.records import context_record
 from agent_gateway.service import SESSION_ARCHIVED
 from stello.common.v1 import common_pb2
@@ -43,6 +46,7 @@ class Consolidator:
         self,
         storage: StorageClient,
         provider: LLMProvider,
+        prompts: SessionPrompts,
         *,
         every_n_turns: int = 0,
         registry: Callable[[], CollectorRegistry | None] = lambda: None,
@@ -52,11 +56,13 @@ class Consolidator:
         Args:
             storage: the storage client.
             provider: the LLM that writes the memory.
+            prompts: the session's consolidator prompt and the configured texts.
             every_n_turns: consolidate automatically every N committed turns; 0 = never.
             registry: gives the metrics registry to count on, once the server exists.
         """
         self._storage = storage
         self._provider = provider
+        self._prompts = prompts
         self._every = every_n_turns
         self._registry = registry
         self._tasks: set[asyncio.Task[None]] = set()
@@ -85,12 +91,15 @@ class Consolidator:
                 reason=SESSION_ARCHIVED,
                 metadata={"subject": f"session/{session_id}"},
             )
-        memory, records = await asyncio.gather(
+        memory, records, prompt = await asyncio.gather(
             self._storage.get_memory(caller, space_id, session_id),
             self._storage.all_records(caller, space_id, session_id),
+            self._prompts.consolidator(caller, space_id, session_id),
         )
         lines = [context_record(record) for record in records]
-        new_memory = await consolidate_records(self._provider, memory, lines)
+        new_memory = await consolidate_records(
+            self._provider, memory, lines, self._prompts.prompts, prompt=prompt
+        )
         await self._storage.put_memory(caller, space_id, session_id, new_memory)
         return new_memory
 

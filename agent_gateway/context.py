@@ -3,7 +3,8 @@
 The context of a turn, in order (spec §4.5.1, DESIGN §5.5):
 
 1. the system prompt, when non-empty;
-2. the session identity, when the label is non-empty;
+2. the session identity (the configured ``session_identity`` text), when the
+   label is non-empty;
 3. the insight, when non-empty;
 4. the compression summary, when auto-compression applies;
 5. the history with incomplete tool-call groups removed (§4.5.4), or only its
@@ -26,6 +27,7 @@ from dataclasses import dataclass
 from typing import Protocol, TypeVar
 
 from agent_gateway.llm.base import LLMMessage, Role, ToolCallSpec, estimate_tokens
+from agent_gateway.llm.prompts import Prompts
 
 __all__ = [
     "COMPRESS_THRESHOLD",
@@ -40,7 +42,6 @@ __all__ = [
     "estimate_tokens",
     "kept_tool_group_indices",
     "remove_incomplete_tool_groups",
-    "session_identity",
 ]
 
 COMPRESS_THRESHOLD = 0.8
@@ -168,18 +169,15 @@ def estimate_messages_tokens(messages: Iterable[LLMMessage | Record]) -> int:
     return sum(estimate_tokens(m.content) for m in messages)
 
 
-def session_identity(label: str) -> str:
-    """The session identity text for `label` (spec §4.5.1 row 3)."""
-    return f"<session_identity>\n你当前在「{label}」子会话中。\n</session_identity>"
-
-
-def context_prefix(system_prompt: str | None, label: str, insight: str | None) -> list[LLMMessage]:
+def context_prefix(
+    system_prompt: str | None, label: str, insight: str | None, prompts: Prompts
+) -> list[LLMMessage]:
     """System prompt, identity and insight, each only when non-empty (never memory)."""
     prefix: list[LLMMessage] = []
     if system_prompt:
         prefix.append(LLMMessage("system", system_prompt))
     if label:
-        prefix.append(LLMMessage("system", session_identity(label)))
+        prefix.append(LLMMessage("system", prompts.identity(label)))
     if insight:
         prefix.append(LLMMessage("system", insight))
     return prefix
@@ -219,6 +217,7 @@ async def assemble_context(
     cache: CompressionCache | None,
     last_prompt_tokens: int | None,
     compress: Compressor,
+    prompts: Prompts,
     pending: Sequence[Record] = (),
     load_cache: Callable[[], Awaitable[CompressionCache | None]] | None = None,
 ) -> AssembledContext:
@@ -236,6 +235,7 @@ async def assemble_context(
             call, when known (0 or None = unknown).
         compress: called with the records to summarise on a cache miss; its
             errors propagate (nothing is to be written then).
+        prompts: the configured texts (the session identity comes from them).
         pending: records of this turn not stored yet, after `history` (the
             tool results of SubmitToolResults): always sent, never compressed,
             their seq ignored.
@@ -248,7 +248,7 @@ async def assemble_context(
         summary replaces exactly the records it covers; the window sent is
         every sanitised record after them. An empty summary adds no message.
     """
-    prefix = context_prefix(system_prompt, label, insight)
+    prefix = context_prefix(system_prompt, label, insight, prompts)
     combined = [*history, *pending]
     kept = kept_tool_group_indices(combined)
     records = [combined[i] for i in kept]

@@ -13,7 +13,7 @@ import asyncio
 import hashlib
 import uuid
 from collections.abc import Coroutine, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from agent_gateway.clients import Caller, RequestKey, StorageClient, TreeClient
@@ -28,8 +28,8 @@ from agent_gateway.compose import (
     inherited_copy,
     opening_prompt,
     stored_system_prompt,
-    with_parent_context,
 )
+from agent_gateway.llm import Prompts
 from agent_gateway.profiles import ProfileRegistry
 from agent_gateway.saga import ProvisioningSaga, SessionPlan
 from stello.common.v1 import common_pb2
@@ -113,7 +113,21 @@ class SessionCreator:
         defaults: ConfigLayer,
         budget_s: float,
         summarizer: Summarizer | None = None,
+        *,
+        prompts: Prompts,
     ) -> None:
+        """Set up CreateRoot and Fork.
+
+        Args:
+            tree: the tree client.
+            storage: the storage client.
+            saga: runs the provisioning protocol.
+            profiles: the configured fork profiles.
+            defaults: the gateway's defaults layer.
+            budget_s: the time a CreateRoot/Fork may take.
+            summarizer: summarises a COMPRESS fork's source; None = COMPRESS refused.
+            prompts: the configured texts (the `parent_context` block).
+        """
         self._tree = tree
         self._storage = storage
         self._saga = saga
@@ -121,6 +135,7 @@ class SessionCreator:
         self._defaults = defaults
         self._budget_s = budget_s
         self._summarizer = summarizer
+        self._prompts = prompts
 
     async def create_root(self, caller: Caller, request: RootInput) -> common_pb2.SessionSummary:
         """Create a root session: defaults -> profile -> request; the profile's prompt opens it."""
@@ -202,7 +217,8 @@ class SessionCreator:
         elif context is ContextMode.COMPRESS and source.records:
             assert self._summarizer is not None  # checked in fork()
             summary = await self._summarizer.summarize_for_fork(source.records)
-            config = ConfigLayer(with_parent_context(config.system_prompt, summary), config.skills)
+            prompt = self._prompts.with_parent_context(config.system_prompt, summary)
+            config = replace(config, system_prompt=prompt)
         opening = opening_prompt(request.prompt, profile)
         if opening:
             records.append(_assistant(opening))

@@ -9,15 +9,23 @@ The file lists profiles in order::
     context = "inherit"              # none | inherit | compress (forks only)
     prompt = "Let's start."          # opening assistant record
     skills = ["search"]              # absent = inherit; [] = no skills
+    compressor_prompt = "Summarise the research so far, sources included."
+    consolidator_prompt = "Write the findings as one short paragraph."
 
 Only ``system_prompt`` is a template: ``{name}`` is replaced by the request's
 ``profile_vars[name]`` (a missing one is INVALID_ARGUMENT); ``{{`` and ``}}``
 are literal braces; any other brace is kept as written.
+
+``compressor_prompt`` and ``consolidator_prompt`` replace the gateway's
+``compressor`` / ``consolidator`` texts (`agent_gateway.llm.prompt_texts`)
+for the sessions made with the profile: they are kept in the session's
+frozen config, so its later compressions and consolidations use them, and
+forks of it inherit them. They have no variables (a ``{name}`` in them is
+refused when the file is read; ``{{``/``}}`` are literal braces).
 """
 
 from __future__ import annotations
 
-import re
 import tomllib
 from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass
@@ -27,33 +35,12 @@ from typing import Literal
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from agent_gateway.compose import ContextMode, ProfileLayer, PromptMode
+from agent_gateway.llm import PromptKey, template_problem
+from agent_gateway.llm.prompt_texts import COMPRESSOR, CONSOLIDATOR
+from agent_gateway.templates import render_template, template_variables
 from stello.errors import FailedPrecondition, InvalidArgument
 
 PROFILE_NOT_FOUND = "PROFILE_NOT_FOUND"
-
-_TOKEN = re.compile(r"\{\{|\}\}|\{([A-Za-z_][A-Za-z0-9_]*)\}")
-
-
-def template_variables(template: str) -> tuple[str, ...]:
-    """The `{name}` variables of `template`, in first-use order, each once."""
-    names = [m.group(1) for m in _TOKEN.finditer(template) if m.group(1)]
-    return tuple(dict.fromkeys(names))
-
-
-def render_template(template: str, values: Mapping[str, str]) -> str:
-    """Replace each `{name}` with `values[name]`; `{{`/`}}` become literal braces.
-
-    Raises:
-        KeyError: a variable has no value (the first missing name).
-    """
-
-    def substitute(match: re.Match[str]) -> str:
-        name = match.group(1)
-        if name is None:
-            return match.group(0)[0]
-        return values[name]
-
-    return _TOKEN.sub(substitute, template)
 
 
 @dataclass(frozen=True, slots=True)
@@ -66,6 +53,8 @@ class Profile:
     context: ContextMode | None = None
     prompt: str | None = None
     skills: tuple[str, ...] | None = None
+    compressor_prompt: str | None = None
+    consolidator_prompt: str | None = None
 
     @property
     def variables(self) -> tuple[str, ...]:
@@ -89,7 +78,15 @@ class Profile:
         rendered = (
             render_template(self.system_prompt, values) if self.system_prompt is not None else None
         )
-        return ProfileLayer(rendered, self.mode, self.skills, self.context, self.prompt)
+        return ProfileLayer(
+            rendered,
+            self.mode,
+            self.skills,
+            self.context,
+            self.prompt,
+            self.compressor_prompt,
+            self.consolidator_prompt,
+        )
 
 
 class ProfileRegistry:
@@ -150,6 +147,8 @@ class _ProfileEntry(BaseModel):
     context: Literal["none", "inherit", "compress"] | None = None
     prompt: str | None = None
     skills: list[str] | None = None
+    compressor_prompt: str | None = None
+    consolidator_prompt: str | None = None
 
 
 class _ProfilesFile(BaseModel):
@@ -166,7 +165,8 @@ def parse_profiles(text: str, source: str = "<profiles>") -> ProfileRegistry:
     """The registry a TOML document describes.
 
     Raises:
-        ProfilesFileError: bad TOML, an unknown key or value, or a name used twice.
+        ProfilesFileError: bad TOML, an unknown key or value, a name used twice,
+            or a prompt override using a template variable.
     """
     try:
         data = _ProfilesFile.model_validate(tomllib.loads(text))
@@ -189,9 +189,23 @@ def parse_profiles(text: str, source: str = "<profiles>") -> ProfileRegistry:
                 context=ContextMode(entry.context) if entry.context else None,
                 prompt=entry.prompt,
                 skills=tuple(entry.skills) if entry.skills is not None else None,
+                compressor_prompt=_override(source, entry, COMPRESSOR, entry.compressor_prompt),
+                consolidator_prompt=_override(
+                    source, entry, CONSOLIDATOR, entry.consolidator_prompt
+                ),
             )
         )
     return registry
+
+
+def _override(source: str, entry: _ProfileEntry, key: PromptKey, text: str | None) -> str | None:
+    """A profile's override of a built-in text, checked and rendered (literal braces)."""
+    if text is None:
+        return None
+    problem = template_problem(key, text)
+    if problem is not None:
+        raise ProfilesFileError(f"{source}: profile {entry.name!r}: {key.name}_prompt: {problem}")
+    return render_template(text, {})
 
 
 def load_profiles(path: Path | None) -> ProfileRegistry:

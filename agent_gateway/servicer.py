@@ -105,6 +105,10 @@ def _profile_info(profile: Profile) -> agent_pb2.ProfileInfo:
     if profile.skills is not None:
         info.skills.names.extend(profile.skills)
         info.skills.SetInParent()
+    if profile.compressor_prompt is not None:
+        info.compressor_prompt = profile.compressor_prompt
+    if profile.consolidator_prompt is not None:
+        info.consolidator_prompt = profile.consolidator_prompt
     return info
 
 

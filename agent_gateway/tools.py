@@ -3,7 +3,8 @@
 Built-in (DESIGN §4.2, STELLO-SPEC §4.4.5): ``stello_create_session`` forks the
 current session through the same saga as the Fork RPC. Its arguments are
 checked like the spec's tool does: `label` required; `profile` must name a
-configured profile (else the tool answers ``Profile "<p>" 未注册`` without
+configured profile (else the tool answers the configured ``unknown_profile``
+text, the reference's ``Profile "<p>" 未注册`` under the ``zh`` preset, without
 forking); only the keys present are passed on (absent `skills` stays absent,
 ``[]`` means no skills). Success answers ``{"sessionId", "label"}`` as JSON;
 any failure (bad arguments, a refused fork) answers an error result the model
@@ -28,7 +29,8 @@ from google.protobuf import json_format
 from agent_gateway.clients import Caller
 from agent_gateway.compose import ContextMode
 from agent_gateway.forks import ForkInput, SessionCreator
-from agent_gateway.llm import RAW_ARGUMENTS_KEY, ToolCallSpec, ToolSpec
+from agent_gateway.llm import RAW_ARGUMENTS_KEY, Prompts, ToolCallSpec, ToolSpec
+from agent_gateway.llm.prompt_texts import UNKNOWN_PROFILE
 from agent_gateway.profiles import ProfileRegistry
 from stello.common.v1 import common_pb2
 from stello.errors import StelloError, Violations
@@ -109,10 +111,16 @@ class BuiltinTools:
     """The gateway's own tools, run during a turn on the caller's behalf."""
 
     def __init__(
-        self, creator: SessionCreator, profiles: ProfileRegistry, *, enabled: bool
+        self,
+        creator: SessionCreator,
+        profiles: ProfileRegistry,
+        prompts: Prompts,
+        *,
+        enabled: bool,
     ) -> None:
         self._creator = creator
         self._profiles = profiles
+        self._prompts = prompts
         self.specs: tuple[ToolSpec, ...] = (CREATE_SESSION_SPEC,) if enabled else ()
         self.names = frozenset(spec.name for spec in self.specs)
 
@@ -159,7 +167,7 @@ class BuiltinTools:
             raise ValueError(f"label must be at most {MAX_LABEL_CHARS} characters")
         profile = _optional_str(args, "profile")
         if profile is not None and not self._profiles.has(profile):
-            raise ValueError(f'Profile "{profile}" 未注册')
+            raise ValueError(self._prompts.text(UNKNOWN_PROFILE, profile=profile))
         context = _optional_str(args, "context")
         if context is not None and context not in ContextMode.__members__.values():
             raise ValueError("context must be one of none, inherit, compress")

@@ -14,7 +14,9 @@ One turn, in order:
 4. Under the lease, at once: slots (system prompt, insight), every record
    and, with a request_id, the stored reply again (a duplicate that committed
    between step 1 and the lease is answered, not re-run). The compression
-   cache is read only when the context reaches the compression threshold.
+   cache is read only when the context reaches the compression threshold,
+   and the session's compressor prompt (its frozen config's override, else
+   the configured text) only when the compressor runs.
 5. The context (`context.assemble_context`), then the LLM, outside any
    transaction: built-in tool calls run here and the model is called again,
    at most `max_tool_rounds` times per request (then RESOURCE_EXHAUSTED
@@ -45,7 +47,7 @@ from functools import partial
 
 from agent_gateway.clients import Caller, RequestKey, StorageClient
 from agent_gateway.consolidation import Consolidator
-from agent_gateway.context import CompressionCache, assemble_context
+from agent_gateway.context import CompressionCache, Record, assemble_context
 from agent_gateway.llm import (
     Completion,
     Done,
@@ -57,6 +59,7 @@ from agent_gateway.llm import (
     ToolSpec,
     compress_records,
 )
+from agent_gateway.prompt_config import SessionPrompts
 from agent_gateway.records import context_record, last_prompt_tokens, tool_call_proto
 from agent_gateway.service import SESSION_ARCHIVED
 from agent_gateway.tools import BuiltinTools
@@ -112,12 +115,14 @@ class TurnService:
         provider: LLMProvider,
         builtins: BuiltinTools,
         consolidator: Consolidator,
+        prompts: SessionPrompts,
         *,
         max_tool_rounds: int,
         lease_ttl_s: int,
     ) -> None:
         self._storage = storage
         self._provider = provider
+        self._prompts = prompts
         self._builtins = builtins
         self._consolidator = consolidator
         self._max_tool_rounds = max_tool_rounds
@@ -259,7 +264,8 @@ class TurnService:
             provider_max_tokens=provider.max_context_tokens,
             cache=None,
             last_prompt_tokens=last_prompt_tokens(history),
-            compress=partial(compress_records, provider),
+            compress=partial(self._compress, caller, space, session),
+            prompts=self._prompts.prompts,
             pending=[context_record(r) for r in turn.records if r.role == TOOL],
             load_cache=partial(self._cache, caller, space, session),
         )
@@ -347,6 +353,17 @@ class TurnService:
             messages.append(
                 LLMMessage("tool", outcome.content, tool_call_id=call.id, is_error=outcome.is_error)
             )
+
+    async def _compress(
+        self,
+        caller: Caller,
+        space_id: uuid.UUID,
+        session_id: uuid.UUID,
+        records: Sequence[Record],
+    ) -> str:
+        """Summarise the oldest records with the session's compressor prompt."""
+        prompt = await self._prompts.compressor(caller, space_id, session_id)
+        return await compress_records(self._provider, records, self._prompts.prompts, prompt=prompt)
 
     async def _cache(
         self, caller: Caller, space_id: uuid.UUID, session_id: uuid.UUID

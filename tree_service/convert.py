@@ -65,6 +65,12 @@ def config_from_proto(
     return SessionConfig(
         system_prompt=config.system_prompt if config.HasField("system_prompt") else None,
         skills=tuple(config.skills.names) if config.HasField("skills") else None,
+        compressor_prompt=(
+            config.compressor_prompt if config.HasField("compressor_prompt") else None
+        ),
+        consolidator_prompt=(
+            config.consolidator_prompt if config.HasField("consolidator_prompt") else None
+        ),
     )
 
 
@@ -76,6 +82,10 @@ def config_to_proto(config: SessionConfig) -> common_pb2.SessionConfig:
     if config.skills is not None:
         message.skills.SetInParent()
         message.skills.names.extend(config.skills)
+    if config.compressor_prompt is not None:
+        message.compressor_prompt = config.compressor_prompt
+    if config.consolidator_prompt is not None:
+        message.consolidator_prompt = config.consolidator_prompt
     return message
 
 

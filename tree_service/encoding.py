@@ -15,6 +15,8 @@ from typing import Any
 from stello.errors import InvalidArgument
 from tree_service.models import Node, SessionConfig
 
+_PROMPTS = ("compressor_prompt", "consolidator_prompt")
+"""The config's optional prompt overrides, stored under their own names."""
 _EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
 _MICROSECOND = timedelta(microseconds=1)
 
@@ -26,6 +28,10 @@ def config_to_json(config: SessionConfig) -> dict[str, Any]:
         stored["system_prompt"] = config.system_prompt
     if config.skills is not None:
         stored["skills"] = list(config.skills)
+    for name in _PROMPTS:
+        value = getattr(config, name)
+        if value is not None:
+            stored[name] = value
     return stored
 
 
@@ -35,6 +41,8 @@ def config_from_json(stored: dict[str, Any]) -> SessionConfig:
     return SessionConfig(
         system_prompt=stored.get("system_prompt"),
         skills=None if skills is None else tuple(skills),
+        compressor_prompt=stored.get("compressor_prompt"),
+        consolidator_prompt=stored.get("consolidator_prompt"),
     )
 
 

@@ -24,6 +24,8 @@ class SessionConfig:
 
     system_prompt: str | None = None
     skills: tuple[str, ...] | None = None
+    compressor_prompt: str | None = None
+    consolidator_prompt: str | None = None
 
 
 @dataclass(frozen=True, slots=True)

@@ -26,16 +26,15 @@ from agent_gateway.llm.base import (
     estimate_tokens,
 )
 from agent_gateway.llm.echo import DEFAULT_MAX_CONTEXT_TOKENS, EchoProvider, parse_tool_commands
+from agent_gateway.llm.prompt_texts import KEYS, PRESETS, PresetName, PromptKey
 from agent_gateway.llm.prompts import (
-    DEFAULT_COMPRESS_PROMPT,
-    DEFAULT_CONSOLIDATE_PROMPT,
-    DEFAULT_FORK_COMPRESS_PROMPT,
-    build_compress_messages,
-    build_consolidate_messages,
+    PromptError,
+    Prompts,
     compress_records,
     consolidate_records,
-    fork_system_prompt,
+    prompt_key,
     strip_think,
+    template_problem,
     transcript,
 )
 from agent_gateway.llm.remote import RAW_ARGUMENTS_KEY, parse_tool_arguments
@@ -43,10 +42,9 @@ from stello.errors import FailedPrecondition
 from stello.settings import StelloSettings
 
 __all__ = [
-    "DEFAULT_COMPRESS_PROMPT",
-    "DEFAULT_CONSOLIDATE_PROMPT",
-    "DEFAULT_FORK_COMPRESS_PROMPT",
     "DEFAULT_MAX_CONTEXT_TOKENS",
+    "KEYS",
+    "PRESETS",
     "RAW_ARGUMENTS_KEY",
     "Completion",
     "Done",
@@ -54,6 +52,10 @@ __all__ = [
     "JsonObject",
     "LLMMessage",
     "LLMProvider",
+    "PresetName",
+    "PromptError",
+    "PromptKey",
+    "Prompts",
     "Role",
     "StreamEvent",
     "TextDelta",
@@ -61,17 +63,16 @@ __all__ = [
     "ToolCallSpec",
     "ToolSpec",
     "Usage",
-    "build_compress_messages",
-    "build_consolidate_messages",
     "build_provider",
     "collect",
     "compress_records",
     "consolidate_records",
     "estimate_tokens",
-    "fork_system_prompt",
     "parse_tool_arguments",
     "parse_tool_commands",
+    "prompt_key",
     "strip_think",
+    "template_problem",
     "transcript",
 ]
 

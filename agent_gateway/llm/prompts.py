@@ -1,61 +1,157 @@
-"""Default prompts and the helper LLM calls: compression, fork compression, consolidation.
+"""The configured built-in texts (`Prompts`) and the helper LLM calls that use them.
 
-Message shapes follow STELLO-SPEC §4.9 exactly:
+The texts come from the registry (`agent_gateway.llm.prompt_texts`): a
+preset, with a prompts file's overrides (`agent_gateway.prompt_config`).
+Whatever the texts, the message structures are those of STELLO-SPEC §4.9:
 
-- compressor: ``[system prompt, (system <role_context>)?, user "对话记录:\\n" + lines]``;
-- consolidator: the same, with ``"当前摘要:\\n" + memory + "\\n\\n"`` before
-  ``"对话记录:"`` when the current memory is non-empty.
+- session identity: one system message, the ``session_identity`` text;
+- compressor: ``[system prompt, (system <role_context>)?, user
+  transcript_header + "\\n" + lines]``;
+- consolidator: the same, with ``memory_header + "\\n" + memory + "\\n\\n"``
+  before the transcript header when the current memory is non-empty;
+- COMPRESS fork: ``(system prompt or "") + "\\n\\n" + parent_context``.
 
 Lines are ``"<role>: <content>"`` joined by newlines; tool calls are not
 rendered. Answers have their ``<think>…</think>`` blocks removed and are
-trimmed. Memory never enters a compression (spec §4.7).
+trimmed. Memory never enters a compression (spec §4.7). The system prompt of
+a compression or consolidation can be given per call (`prompt`): a
+session's frozen override (DESIGN §5.16).
 """
 
 from __future__ import annotations
 
 import re
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
 from typing import Protocol
 
 from agent_gateway.llm.base import LLMMessage, LLMProvider
-
-DEFAULT_COMPRESS_PROMPT = (
-    "你是一名对话压缩助手。请把下面的对话历史压缩成一段简洁的摘要，"
-    "保留理解后续对话所需的关键上下文。\n"
-    "要求：\n"
-    "- 保留核心主题、已经做出的决定和关键事实\n"
-    "- 去掉重复内容和冗余细节\n"
-    "- 写成一段连贯的文字\n"
-    "- 措辞精炼，像一份上下文备忘录"
+from agent_gateway.llm.prompt_texts import (
+    COMPRESSOR,
+    CONSOLIDATOR,
+    KEYS,
+    MEMORY_HEADER,
+    PARENT_CONTEXT,
+    PRESETS,
+    SESSION_IDENTITY,
+    TRANSCRIPT_HEADER,
+    PresetName,
+    PromptKey,
 )
-"""System prompt of the in-session compressor (spec §4.9 items 3 and 4)."""
-
-DEFAULT_FORK_COMPRESS_PROMPT = (
-    "你是一名对话压缩助手。请把下面的对话历史压缩成一段简洁的摘要，"
-    "作为子会话开场时的上下文背景。\n"
-    "要求：\n"
-    "- 保留核心主题、关键事实和已经确认的结论\n"
-    "- 突出对子会话后续工作有用的人物、设定和待办事项\n"
-    "- 去掉寒暄、重复内容和已经了结的细节\n"
-    "- 写成一段连贯的文字，不使用列表或 Markdown\n"
-    "- 语气简洁客观，像一份交接备忘录"
-)
-"""System prompt of the fork compressor (`ForkContext.COMPRESS`, spec §4.4.3)."""
-
-DEFAULT_CONSOLIDATE_PROMPT = (
-    "你是一名对话摘要助手。请把对话提炼成一段 100 到 150 字的简洁摘要。\n"
-    "要求：\n"
-    "- 聚焦核心目标和已经确认的成果\n"
-    "- 不写讨论过程、寒暄和尚未解决的事项\n"
-    "- 写成一段连贯的文字，不使用列表或 Markdown\n"
-    "- 语气客观精炼，像一条工作备忘"
-)
-"""System prompt of the consolidator that writes a session's memory (spec §4.6)."""
-
-TRANSCRIPT_HEADER = "对话记录:\n"
-MEMORY_HEADER = "当前摘要:\n"
+from agent_gateway.templates import render_template, template_variables
 
 _THINK = re.compile(r"<think>.*?</think>\s*", re.DOTALL)
+_BY_NAME = {key.name: key for key in KEYS}
+
+
+class PromptError(ValueError):
+    """Raised when a prompt text names an unknown key or uses a variable its key lacks."""
+
+
+def prompt_key(name: str) -> PromptKey:
+    """The key called `name`.
+
+    Raises:
+        PromptError: no such key (the message lists the known ones).
+    """
+    key = _BY_NAME.get(name)
+    if key is None:
+        known = ", ".join(_BY_NAME)
+        raise PromptError(f"unknown prompt key {name!r}; the keys are {known}")
+    return key
+
+
+def template_problem(key: PromptKey, text: str) -> str | None:
+    """What is wrong with `text` as the template of `key`; None when it is fine."""
+    used = template_variables(text)
+    for name in used:
+        if name not in key.variables:
+            has = ", ".join(f"{{{v}}}" for v in key.variables) or "no variables"
+            return (
+                f"{key.name} uses the template variable {{{name}}}, which it does not have "
+                f"(it has {has}); write {{{{ and }}}} for literal braces"
+            )
+    for name in key.required:
+        if name not in used:
+            return f"{key.name} must contain {{{name}}} (or its value would be lost)"
+    return None
+
+
+@dataclass(frozen=True, slots=True)
+class Prompts:
+    """A complete set of the built-in texts: every key of the registry, checked.
+
+    Build it with `Prompts.preset`; the composition root passes one set to
+    every path that adds text to a model call.
+    """
+
+    texts: Mapping[str, str] = field(default_factory=lambda: dict(PRESETS["en"]))
+
+    def __post_init__(self) -> None:
+        missing = [key.name for key in KEYS if key.name not in self.texts]
+        if missing:
+            raise PromptError(f"prompt set without {', '.join(missing)}")
+        for name, text in self.texts.items():
+            problem = template_problem(prompt_key(name), text)
+            if problem is not None:
+                raise PromptError(problem)
+
+    @classmethod
+    def preset(cls, name: PresetName = "en", overrides: Mapping[str, str] | None = None) -> Prompts:
+        """The preset's texts, each key of `overrides` replaced.
+
+        Raises:
+            PromptError: an unknown preset or key, or a text its key cannot take.
+        """
+        texts = PRESETS.get(name)
+        if texts is None:
+            raise PromptError(f"unknown prompt preset {name!r}; the presets are en, zh")
+        return cls({**texts, **(overrides or {})})
+
+    def text(self, key: PromptKey, **values: str) -> str:
+        """The text of `key` with its variables replaced by `values`."""
+        return render_template(self.texts[key.name], values)
+
+    def identity(self, label: str) -> str:
+        """The session identity message's text for `label` (spec §4.5.1 row 3)."""
+        return self.text(SESSION_IDENTITY, label=label)
+
+    def with_parent_context(self, system_prompt: str | None, summary: str) -> str:
+        """The child's system prompt after a COMPRESS fork (spec §4.9 item 6)."""
+        return f"{system_prompt or ''}\n\n{self.text(PARENT_CONTEXT, summary=summary)}"
+
+    def compress_messages(
+        self,
+        records: Iterable[Transcribable],
+        *,
+        prompt: str | None = None,
+        role_context: str | None = None,
+    ) -> list[LLMMessage]:
+        """The messages of a compressor call; `prompt` defaults to the compressor text."""
+        return [
+            LLMMessage("system", self.text(COMPRESSOR) if prompt is None else prompt),
+            *_role_context(role_context),
+            LLMMessage("user", self._transcript(records)),
+        ]
+
+    def consolidate_messages(
+        self,
+        current_memory: str | None,
+        records: Iterable[Transcribable],
+        *,
+        prompt: str | None = None,
+        role_context: str | None = None,
+    ) -> list[LLMMessage]:
+        """The messages of a consolidator call; `prompt` defaults to the consolidator text."""
+        memory = f"{self.text(MEMORY_HEADER)}\n{current_memory}\n\n" if current_memory else ""
+        return [
+            LLMMessage("system", self.text(CONSOLIDATOR) if prompt is None else prompt),
+            *_role_context(role_context),
+            LLMMessage("user", memory + self._transcript(records)),
+        ]
+
+    def _transcript(self, records: Iterable[Transcribable]) -> str:
+        return f"{self.text(TRANSCRIPT_HEADER)}\n{transcript(records)}"
 
 
 class Transcribable(Protocol):
@@ -88,49 +184,20 @@ def _role_context(role_context: str | None) -> list[LLMMessage]:
     return [LLMMessage("system", f"<role_context>\n{role_context}\n</role_context>")]
 
 
-def build_compress_messages(
-    records: Iterable[Transcribable],
-    *,
-    prompt: str = DEFAULT_COMPRESS_PROMPT,
-    role_context: str | None = None,
-) -> list[LLMMessage]:
-    """The messages of a compressor call (pass DEFAULT_FORK_COMPRESS_PROMPT for a fork)."""
-    return [
-        LLMMessage("system", prompt),
-        *_role_context(role_context),
-        LLMMessage("user", TRANSCRIPT_HEADER + transcript(records)),
-    ]
-
-
-def build_consolidate_messages(
-    current_memory: str | None,
-    records: Iterable[Transcribable],
-    *,
-    prompt: str = DEFAULT_CONSOLIDATE_PROMPT,
-    role_context: str | None = None,
-) -> list[LLMMessage]:
-    """The messages of a consolidator call over the current memory and all records."""
-    memory = f"{MEMORY_HEADER}{current_memory}\n\n" if current_memory else ""
-    return [
-        LLMMessage("system", prompt),
-        *_role_context(role_context),
-        LLMMessage("user", memory + TRANSCRIPT_HEADER + transcript(records)),
-    ]
-
-
 async def compress_records(
     provider: LLMProvider,
     records: Sequence[Transcribable],
+    prompts: Prompts,
     *,
-    prompt: str = DEFAULT_COMPRESS_PROMPT,
+    prompt: str | None = None,
     role_context: str | None = None,
 ) -> str:
     """Summarise `records` with `provider`; provider errors propagate.
 
-    The in-session compressor uses the defaults; a fork passes
-    ``prompt=DEFAULT_FORK_COMPRESS_PROMPT``.
+    `prompt` defaults to the set's compressor text; a fork passes its
+    fork_compressor text, a session its frozen override.
     """
-    messages = build_compress_messages(records, prompt=prompt, role_context=role_context)
+    messages = prompts.compress_messages(records, prompt=prompt, role_context=role_context)
     completion = await provider.complete(messages)
     return strip_think(completion.content)
 
@@ -139,18 +206,14 @@ async def consolidate_records(
     provider: LLMProvider,
     current_memory: str | None,
     records: Sequence[Transcribable],
+    prompts: Prompts,
     *,
-    prompt: str = DEFAULT_CONSOLIDATE_PROMPT,
+    prompt: str | None = None,
     role_context: str | None = None,
 ) -> str:
     """The new memory of a session from its current memory and all its records."""
-    messages = build_consolidate_messages(
+    messages = prompts.consolidate_messages(
         current_memory, records, prompt=prompt, role_context=role_context
     )
     completion = await provider.complete(messages)
     return strip_think(completion.content)
-
-
-def fork_system_prompt(system_prompt: str | None, summary: str) -> str:
-    """The child's system prompt after a compressing fork (spec §4.9 item 6)."""
-    return f"{system_prompt or ''}\n\n<parent_context>\n{summary}\n</parent_context>"

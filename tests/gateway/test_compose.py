@@ -1,7 +1,8 @@
 """Fork composition as pure functions: STELLO-SPEC §6.4 items 1-33 and the §6.5 compress step.
 
-v1 composes only the system prompt and skills (DESIGN §5.13: no per-fork llm,
-tools or compressor functions). The spec items about llm, tools, consolidateFn,
+v1 composes the system prompt, skills and the compressor/consolidator prompt
+overrides (DESIGN §5.13: no per-fork llm, tools or compressor functions;
+§5.16: prompts are texts). The spec items about llm, tools, consolidateFn,
 compressFn and forkCompressFn are restated on `later_wins`, the rule those
 fields follow; a profile's `systemPromptFn` becomes its `{name}` template.
 """
@@ -22,7 +23,6 @@ from agent_gateway.compose import (
     opening_prompt,
     resolve_system_prompt,
     stored_system_prompt,
-    with_parent_context,
 )
 from agent_gateway.profiles import Profile
 from stello.common.v1 import common_pb2
@@ -250,16 +250,6 @@ class TestForkContext:
         assert effective_context(None, None) is ContextMode.NONE
         assert effective_context(None, profile()) is ContextMode.NONE
 
-    def test_parent_context_appended(self) -> None:
-        """Item 2: the summary is appended in a <parent_context> block after a blank line."""
-        assert with_parent_context("role", "摘要内容") == (
-            "role\n\n<parent_context>\n摘要内容\n</parent_context>"
-        )
-
-    def test_parent_context_without_prompt(self) -> None:
-        """Item 4: without a prompt the block still starts after a blank line."""
-        assert with_parent_context(None, "X") == "\n\n<parent_context>\nX\n</parent_context>"
-
     @pytest.mark.parametrize(
         ("composed", "source", "expected"),
         [
@@ -298,6 +288,39 @@ class TestForkContext:
         assert config.HasField("skills")
         assert not config.HasField("system_prompt")
         assert ConfigLayer.from_proto(config) == ConfigLayer(skills=())
+
+    def test_prompt_overrides_round_trip(self) -> None:
+        """Compressor and consolidator overrides are stored, presence kept, and read back."""
+        layer = ConfigLayer(compressor_prompt="C", consolidator_prompt="")
+        config = layer.to_proto()
+        assert config is not None
+        assert config.compressor_prompt == "C" and config.HasField("consolidator_prompt")
+        assert not config.HasField("system_prompt") and not config.HasField("skills")
+        assert ConfigLayer.from_proto(config) == layer
+
+
+class TestPromptOverrides:
+    """DESIGN §5.16: a profile's compressor/consolidator prompts, kept in the frozen config."""
+
+    def test_profile_sets_them(self) -> None:
+        """A profile's overrides reach the composed config; the request cannot set them."""
+        layer = ProfileLayer(None, PromptMode.PREPEND, None, None, None, "C", "K")
+        result = compose(EMPTY, EMPTY, layer, ConfigLayer(system_prompt="F"))
+        assert (result.compressor_prompt, result.consolidator_prompt) == ("C", "K")
+
+    def test_inherited_from_the_source(self) -> None:
+        """A fork without a profile, or with one that sets none, keeps the source's overrides."""
+        parent = ConfigLayer(compressor_prompt="C", consolidator_prompt="K")
+        for layer in (None, profile("P")):
+            result = compose(EMPTY, parent, layer, EMPTY)
+            assert (result.compressor_prompt, result.consolidator_prompt) == ("C", "K")
+
+    def test_profile_wins_over_the_source(self) -> None:
+        """Later wins per field: the profile's override replaces the source's, the other stays."""
+        parent = ConfigLayer(compressor_prompt="C", consolidator_prompt="K")
+        layer = ProfileLayer(None, PromptMode.PREPEND, None, None, None, "C2", None)
+        result = compose(EMPTY, parent, layer, EMPTY)
+        assert (result.compressor_prompt, result.consolidator_prompt) == ("C2", "K")
 
 
 def _assistant_calls(*ids: str) -> common_pb2.Record:

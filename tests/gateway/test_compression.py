@@ -12,8 +12,8 @@ import asyncpg
 import grpc
 import pytest
 
-from agent_gateway.context import session_identity
-from agent_gateway.llm import DEFAULT_COMPRESS_PROMPT, LLMMessage
+from agent_gateway.llm import LLMMessage
+from agent_gateway.llm.prompt_texts import COMPRESSOR
 from stello.agent.v1 import agent_pb2
 from stello.errors import Unavailable
 from tests.gateway.conftest import Stack, StackMaker, record, row_counts, rpc_error
@@ -25,6 +25,7 @@ from tests.gateway.turns_support import (
     send,
     trim,
 )
+from tests.llm.support import ENGLISH, identity
 
 pytestmark = pytest.mark.sql
 
@@ -54,7 +55,7 @@ class TestTrigger:
         await send(stack, root.id, "msg1")
         await send(stack, root.id, "msg2")
         assert spy.turns[1].pairs() == [
-            ("system", session_identity("Root")),
+            ("system", identity("Root")),
             ("user", "msg1"),
             ("assistant", "echo: msg1"),
             ("user", "msg2"),
@@ -71,8 +72,7 @@ class TestTrigger:
         await seed(stack, root.id, 40)
         await send(stack, root.id, "question")
         assert [c.compression for c in spy.calls] == [True, False]
-        assert "压缩" in spy.calls[0].messages[0].content
-        assert spy.calls[0].messages[0].content == DEFAULT_COMPRESS_PROMPT
+        assert spy.calls[0].messages[0].content == ENGLISH.text(COMPRESSOR)
         cache = await compression_cache(stack, root.id)
         assert cache is not None and cache.covered_until_seq > 0
         turn = spy.turns[0].messages

@@ -1,9 +1,9 @@
 """Consolidate and the automatic consolidation every N turns (STELLO-SPEC §4.6, §6.8).
 
 Restates §6.2 item 61, §6.6 item 10 and §6.8 items 1-5: the consolidator is
-the gateway's provider with the default prompt (no per-session function, no
-role context in v1: DESIGN §5.13), and automatic failures are logged and
-counted rather than swallowed (DESIGN §6).
+the gateway's provider with the configured prompt (English by default; no
+per-session function, no role context in v1: DESIGN §5.13, §5.16), and
+automatic failures are logged and counted rather than swallowed (DESIGN §6).
 """
 
 from __future__ import annotations
@@ -11,7 +11,7 @@ from __future__ import annotations
 import grpc
 import pytest
 
-from agent_gateway.llm import DEFAULT_COMPRESS_PROMPT, DEFAULT_CONSOLIDATE_PROMPT
+from agent_gateway.llm.prompt_texts import COMPRESSOR, CONSOLIDATOR
 from stello.agent.v1 import agent_pb2
 from stello.errors import Unavailable, error_info_reason
 from tests.gateway.conftest import Stack, StackMaker, new_id, rpc_error
@@ -25,6 +25,7 @@ from tests.gateway.turns_support import (
     trim,
     wait_for,
 )
+from tests.llm.support import ENGLISH
 
 pytestmark = pytest.mark.sql
 
@@ -86,8 +87,8 @@ class TestConsolidate:
         await send(stack, root.id, "hi")
         await consolidate(stack, root.id)
         assert spy.calls[-1].pairs() == [
-            ("system", DEFAULT_CONSOLIDATE_PROMPT),
-            ("user", "对话记录:\nuser: hi\nassistant: echo: hi"),
+            ("system", ENGLISH.text(CONSOLIDATOR)),
+            ("user", "Conversation:\nuser: hi\nassistant: echo: hi"),
         ]
 
     async def test_current_memory_first(self, make_stack: StackMaker) -> None:
@@ -103,7 +104,7 @@ class TestConsolidate:
         await send(stack, root.id, "msg1")
         await consolidate(stack, root.id)
         assert spy.calls[-1].messages[1].content == (
-            "当前摘要:\nexisting memory\n\n对话记录:\nuser: msg1\nassistant: echo: msg1"
+            "Current summary:\nexisting memory\n\nConversation:\nuser: msg1\nassistant: echo: msg1"
         )
 
     async def test_empty_answer_is_empty_memory(self, make_stack: StackMaker) -> None:
@@ -123,8 +124,8 @@ class TestConsolidate:
         await send(stack, root.id, "second")
         compression = spy.compressions[0]
         assert [m.role for m in compression.messages] == ["system", "user"]
-        assert compression.messages[0].content == DEFAULT_COMPRESS_PROMPT
-        assert compression.messages[1].content.startswith("对话记录:\n")
+        assert compression.messages[0].content == ENGLISH.text(COMPRESSOR)
+        assert compression.messages[1].content.startswith("Conversation:\n")
 
     async def test_archived(self, make_stack: StackMaker) -> None:
         """An archived session is FAILED_PRECONDITION SESSION_ARCHIVED; memory unchanged."""
@@ -169,7 +170,7 @@ class TestAutomatic:
         await send(stack, root.id, "two")
         await wait_for(lambda: counted(stack, SUCCEEDED) == 1)
         written = await memory(stack, root.id)
-        assert written is not None and written.startswith("echo: 对话记录:")
+        assert written is not None and written.startswith("echo: Conversation:")
         assert counted(stack, FAILED) == 0
 
     async def test_failure_is_counted(self, make_stack: StackMaker) -> None:

@@ -13,11 +13,11 @@ import uuid
 
 import pytest
 
-from agent_gateway.context import session_identity
 from stello.agent.v1 import agent_pb2
 from stello.common.v1 import common_pb2
 from tests.gateway.conftest import Stack, StackMaker
 from tests.gateway.turns_support import SpyProvider, answer, send, tool_definition
+from tests.llm.support import identity
 
 pytestmark = pytest.mark.sql
 
@@ -112,7 +112,7 @@ class TestForkedSession:
         assert reply.assistant.content == "child answer"
         call = spy.turns[-1]
         assert call.pairs() == [
-            ("system", session_identity("research")),
+            ("system", identity("research")),
             ("user", "hello"),
             ("assistant", "echo: hello"),
             ("user", "go on"),

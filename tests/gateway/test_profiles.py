@@ -14,9 +14,8 @@ from agent_gateway.profiles import (
     ProfilesFileError,
     load_profiles,
     parse_profiles,
-    render_template,
-    template_variables,
 )
+from agent_gateway.templates import render_template, template_variables
 from stello.errors import FailedPrecondition, InvalidArgument
 from tests.gateway.conftest import PROFILES_TOML
 
@@ -106,12 +105,33 @@ class TestProfilesFile:
             pytest.param("[[profiles]]\nname = 'a'\n[[profiles]]\nname = 'a'", "twice", id="dup"),
             pytest.param("[[profiles]\n", "TOML", id="bad-toml"),
             pytest.param("[[profiles]]\nprompt = 'x'", "name", id="no-name"),
+            pytest.param(
+                "[[profiles]]\nname = 'a'\ncompressor_prompt = 'on {topic}'",
+                r"profile 'a': compressor_prompt: .*\{topic\}.*no variables",
+                id="compressor-variable",
+            ),
+            pytest.param(
+                "[[profiles]]\nname = 'a'\nconsolidator_prompt = '{label}'",
+                r"consolidator_prompt: .*\{label\}",
+                id="consolidator-variable",
+            ),
         ],
     )
     def test_invalid_file(self, text: str, problem: str) -> None:
         """A bad file is refused at startup with a message naming the problem."""
         with pytest.raises(ProfilesFileError, match=problem):
             parse_profiles(text)
+
+    def test_prompt_overrides(self) -> None:
+        """A profile's compressor and consolidator prompts are read, literal braces unescaped."""
+        registry = parse_profiles(
+            "[[profiles]]\nname = 'a'\ncompressor_prompt = 'Keep {{json}}.'\n"
+            "consolidator_prompt = 'Short.'\n[[profiles]]\nname = 'b'\n"
+        )
+        layer = registry.require("a").resolve({})
+        assert (layer.compressor_prompt, layer.consolidator_prompt) == ("Keep {json}.", "Short.")
+        bare = registry.require("b").resolve({})
+        assert (bare.compressor_prompt, bare.consolidator_prompt) == (None, None)
 
     def test_load_from_path(self, tmp_path: Path) -> None:
         """load_profiles reads a file; no path means no profiles; a missing file is an error."""

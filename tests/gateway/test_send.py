@@ -15,7 +15,6 @@ import grpc
 import pytest
 
 from agent_gateway.app import LazyProvider
-from agent_gateway.context import session_identity
 from agent_gateway.llm import LLMMessage, build_provider
 from agent_gateway.tools import CREATE_SESSION
 from stello.agent.v1 import agent_pb2
@@ -35,6 +34,7 @@ from tests.gateway.turns_support import (
     tool_call,
     tool_definition,
 )
+from tests.llm.support import identity
 
 pytestmark = pytest.mark.sql
 
@@ -127,7 +127,7 @@ class TestContextOrder:
         await send(stack, root.id, "问题1")
         assert spy.turns[0].pairs() == [
             ("system", "你是助手"),
-            ("system", session_identity("Root")),
+            ("system", identity("Root")),
             ("system", "an insight"),
             ("user", "问题1"),
         ]
@@ -142,7 +142,7 @@ class TestContextOrder:
         await send(stack, root.id, "问题2")
         assert spy.turns[1].pairs() == [
             ("system", "你是助手"),
-            ("system", session_identity("Root")),
+            ("system", identity("Root")),
             ("user", "问题1"),
             ("assistant", "echo: 问题1"),
             ("user", "问题2"),
@@ -150,9 +150,9 @@ class TestContextOrder:
         assert (await stack.view(root.id)).HasField("insight") is False
 
     async def test_identity_text_exact(self, make_stack: StackMaker) -> None:
-        """The identity is exactly the spec's text for the label, after the prompt (item 39)."""
+        """Under zh the identity is exactly the spec's text, after the prompt (item 39)."""
         spy = SpyProvider()
-        stack = await make_stack(spy)
+        stack = await make_stack(spy, prompts="zh")
         root = await stack.root(label="战略规划", system_prompt="你是助手")
         await send(stack, root.id, "hi")
         assert spy.turns[0].messages[1] == LLMMessage(
@@ -165,7 +165,7 @@ class TestContextOrder:
         stack = await make_stack(spy)
         root = await stack.root(label="调研分支")
         await send(stack, root.id, "hi")
-        assert spy.turns[0].messages[0].content == session_identity("调研分支")
+        assert spy.turns[0].messages[0].content == identity("调研分支")
 
     async def test_order_with_label_prompt_insight(self, make_stack: StackMaker) -> None:
         """Prompt, identity naming the label, insight — in that order (item 41)."""
@@ -174,9 +174,9 @@ class TestContextOrder:
         root = await stack.root(label="文书", system_prompt="你是顾问")
         await put_insight(stack, root.id, "note")
         await send(stack, root.id, "hi")
-        first, identity, note = spy.turns[0].messages[:3]
+        first, named, note = spy.turns[0].messages[:3]
         assert first.content == "你是顾问"
-        assert "文书" in identity.content and "<session_identity>" in identity.content
+        assert "文书" in named.content and "<session_identity>" in named.content
         assert note.content == "note"
 
     async def test_empty_label_no_identity(

@@ -12,7 +12,6 @@ from collections.abc import AsyncIterator
 
 import pytest
 
-from agent_gateway.context import session_identity
 from agent_gateway.llm.anthropic_provider import AnthropicProvider
 from stello.agent.v1 import agent_pb2
 from tests.gateway.conftest import Stack, StackMaker, rpc_error
@@ -24,6 +23,7 @@ from tests.gateway.turns_support import (
     submit,
     tool_definition,
 )
+from tests.llm.support import identity
 from tests.support.fake_anthropic import FakeAnthropic
 from tests.support.fake_http import FakeToolCall
 
@@ -79,7 +79,7 @@ class TestAnthropicTurns:
             system if isinstance(system, str) else "\n\n".join(block["text"] for block in system)
         )
         assert system_text == "\n\n".join(
-            ["You are Stello.", session_identity("Research"), "The user prefers short answers."]
+            ["You are Stello.", identity("Research"), "The user prefers short answers."]
         )
         messages = body["messages"]
         assert [(m["role"], _texts(m)) for m in messages] == [

@@ -11,7 +11,6 @@ from collections.abc import AsyncIterator
 
 import pytest
 
-from agent_gateway.context import session_identity
 from agent_gateway.llm.openai_provider import OpenAIProvider
 from agent_gateway.tools import CREATE_SESSION
 from stello.agent.v1 import agent_pb2
@@ -24,6 +23,7 @@ from tests.gateway.turns_support import (
     submit,
     tool_definition,
 )
+from tests.llm.support import identity
 from tests.support.fake_openai import FakeOpenAI, FakeToolCall
 
 pytestmark = pytest.mark.sql
@@ -66,7 +66,7 @@ class TestOpenAITurns:
         assert body["model"] == MODEL
         assert body["messages"] == [
             {"role": "system", "content": "You are Stello."},
-            {"role": "system", "content": session_identity("Research")},
+            {"role": "system", "content": identity("Research")},
             {"role": "system", "content": "The user prefers short answers."},
             {"role": "user", "content": "first question"},
             {"role": "assistant", "content": "first answer"},

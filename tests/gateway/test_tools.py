@@ -281,7 +281,9 @@ class TestBuiltinTool:
     @pytest.mark.parametrize(
         ("arguments", "message"),
         [
-            pytest.param({"label": "x", "profile": "nope"}, 'Profile "nope" 未注册', id="profile"),
+            pytest.param(
+                {"label": "x", "profile": "nope"}, 'Profile "nope" is not configured', id="profile"
+            ),
             pytest.param({"prompt": "p"}, "label is required", id="no-label"),
             pytest.param({"label": "x", "context": "all"}, "context must be", id="context"),
             pytest.param({"label": "x", "skills": "a"}, "skills must be", id="skills"),

@@ -11,8 +11,7 @@ from typing import Any
 import grpc
 
 from agent_gateway.llm import (
-    DEFAULT_COMPRESS_PROMPT,
-    DEFAULT_CONSOLIDATE_PROMPT,
+    PRESETS,
     Completion,
     Done,
     EchoProvider,
@@ -24,12 +23,15 @@ from agent_gateway.llm import (
     ToolSpec,
     Usage,
 )
+from agent_gateway.llm.prompt_texts import COMPRESSOR, CONSOLIDATOR
 from stello.agent.v1 import agent_pb2
 from stello.common.v1 import common_pb2
 from stello.storage.v1 import storage_pb2
 from tests.gateway.conftest import Stack
 
-HELPER_PROMPTS = (DEFAULT_COMPRESS_PROMPT, DEFAULT_CONSOLIDATE_PROMPT)
+COMPRESSOR_PROMPTS = frozenset(texts[COMPRESSOR.name] for texts in PRESETS.values())
+HELPER_PROMPTS = COMPRESSOR_PROMPTS | {texts[CONSOLIDATOR.name] for texts in PRESETS.values()}
+"""The system prompts of compression and consolidation calls, in every preset."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -48,7 +50,7 @@ class Call:
     @property
     def compression(self) -> bool:
         """A compression call."""
-        return bool(self.messages) and self.messages[0].content == DEFAULT_COMPRESS_PROMPT
+        return bool(self.messages) and self.messages[0].content in COMPRESSOR_PROMPTS
 
     def pairs(self) -> list[tuple[str, str]]:
         """The messages as (role, content)."""

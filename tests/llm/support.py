@@ -9,11 +9,22 @@ from agent_gateway.llm import (
     Completion,
     EchoProvider,
     LLMMessage,
+    Prompts,
     Role,
     StreamEvent,
     ToolCallSpec,
     ToolSpec,
 )
+
+ENGLISH = Prompts.preset("en")
+"""The default prompt set (what a gateway uses with no prompt settings)."""
+CHINESE = Prompts.preset("zh")
+"""The reference's texts (STELLO_GATEWAY_PROMPTS=zh)."""
+
+
+def identity(label: str) -> str:
+    """The default (English) session identity text for `label`."""
+    return ENGLISH.identity(label)
 
 
 def history(*items: tuple[Role, str] | Record) -> list[Record]:

@@ -15,12 +15,22 @@ from agent_gateway.context import (
     Record,
     assemble_context,
     remove_incomplete_tool_groups,
-    session_identity,
 )
 from agent_gateway.llm import LLMMessage, Role, ToolCallSpec, compress_records
-from tests.llm.support import SpyProvider, answer, calls, history, long_records
+from agent_gateway.llm.prompt_texts import COMPRESSOR
+from tests.llm.support import (
+    CHINESE,
+    ENGLISH,
+    SpyProvider,
+    answer,
+    calls,
+    history,
+    identity,
+    long_records,
+)
 
 IDENTITY_战略规划 = "<session_identity>\n你当前在「战略规划」子会话中。\n</session_identity>"
+"""The spec's identity text (§4.5.1 row 3), as the zh preset gives it."""
 
 
 class SpyCompressor:
@@ -46,8 +56,12 @@ async def assemble(
     compress: Compressor = never,
     **overrides: Any,
 ) -> AssembledContext:
-    """assemble_context with harmless defaults: no prompt, label, insight or cache; 1M window."""
+    """assemble_context with harmless defaults: no prompt, label, insight or cache; 1M window.
+
+    The texts are the English defaults unless `prompts` is given.
+    """
     arguments: dict[str, Any] = {
+        "prompts": ENGLISH,
         "system_prompt": None,
         "label": "",
         "insight": None,
@@ -118,7 +132,11 @@ class TestContextOrder:
     async def test_prompt_identity_insight(self) -> None:
         """With a prompt, label and insight the order is prompt, identity, insight (item 27)."""
         context = await assemble(
-            user_message="问题1", system_prompt="你是助手", label="战略规划", insight="洞察"
+            user_message="问题1",
+            system_prompt="你是助手",
+            label="战略规划",
+            insight="洞察",
+            prompts=CHINESE,
         )
         assert context.messages == (
             LLMMessage("system", "你是助手"),
@@ -130,7 +148,9 @@ class TestContextOrder:
     async def test_second_turn_includes_previous_turn(self) -> None:
         """Without insight the second turn is prompt, identity, 问题1, reply, 问题2 (item 28)."""
         records = history(("user", "问题1"), ("assistant", "回答1"))
-        context = await assemble(records, "问题2", system_prompt="你是助手", label="战略规划")
+        context = await assemble(
+            records, "问题2", system_prompt="你是助手", label="战略规划", prompts=CHINESE
+        )
         assert contents(context) == ["你是助手", IDENTITY_战略规划, "问题1", "回答1", "问题2"]
         assert [m.role for m in context.messages] == [
             "system",
@@ -141,15 +161,22 @@ class TestContextOrder:
         ]
 
     async def test_identity_exact_text(self) -> None:
-        """The identity is exactly the spec's text, right after the prompt (item 39)."""
-        context = await assemble(system_prompt="你是助手", label="战略规划")
+        """Under zh the identity is exactly the spec's text, right after the prompt (item 39)."""
+        context = await assemble(system_prompt="你是助手", label="战略规划", prompts=CHINESE)
         assert context.messages[1] == LLMMessage("system", IDENTITY_战略规划)
-        assert session_identity("战略规划") == IDENTITY_战略规划
+
+    async def test_identity_english_default(self) -> None:
+        """By default the identity is the English text naming the label, in the same place."""
+        context = await assemble(system_prompt="You help.", label="Research")
+        assert context.messages[1] == LLMMessage(
+            "system",
+            '<session_identity>\nYou are in the "Research" sub-session.\n</session_identity>',
+        )
 
     async def test_identity_first_without_prompt(self) -> None:
         """Without a system prompt the identity comes first (item 40)."""
         context = await assemble(label="调研分支")
-        assert context.messages[0] == LLMMessage("system", session_identity("调研分支"))
+        assert context.messages[0] == LLMMessage("system", identity("调研分支"))
 
     async def test_order_with_all_three(self) -> None:
         """Prompt, identity naming the label, then insight (item 41)."""
@@ -169,7 +196,7 @@ class TestContextOrder:
         """With a 1M window the second turn is identity, msg1, reply, msg2 (item 54)."""
         records = history(("user", "msg1"), ("assistant", "reply"))
         context = await assemble(records, "msg2", label="L")
-        assert contents(context) == [session_identity("L"), "msg1", "reply", "msg2"]
+        assert contents(context) == [identity("L"), "msg1", "reply", "msg2"]
         assert not context.compressed
         assert context.cache is None
         assert context.cache_to_store is None
@@ -269,18 +296,18 @@ class TestCompression:
         assert context.compressed
 
     async def test_builtin_compressor(self) -> None:
-        """Without its own compressor the provider compresses with the '压缩' prompt (item 56)."""
+        """Without its own compressor the provider compresses with the compressor text (item 56)."""
         provider = SpyProvider(max_context_tokens=50)
 
         async def builtin(records: Sequence[Record]) -> str:
-            return await compress_records(provider, records)
+            return await compress_records(provider, records, ENGLISH)
 
         context = await assemble(
             long_records(20), "input", provider_max_tokens=50, compress=builtin
         )
         await provider.complete(context.messages)
         compression, real = provider.calls
-        assert "压缩" in compression[0].content
+        assert compression[0] == LLMMessage("system", ENGLISH.text(COMPRESSOR))
         summary = context.cache_to_store
         assert summary is not None
         assert LLMMessage("system", summary.summary) in real
@@ -347,7 +374,7 @@ class TestCompression:
         provider = SpyProvider(max_context_tokens=50)
 
         async def builtin(records: Sequence[Record]) -> str:
-            return await compress_records(provider, records)
+            return await compress_records(provider, records, ENGLISH)
 
         context = await assemble(
             long_records(20), "q", insight="INSIGHT", provider_max_tokens=50, compress=builtin

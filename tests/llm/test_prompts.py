@@ -1,48 +1,167 @@
-"""Default prompts and the compressor / consolidator calls (STELLO-SPEC §4.9, §6.8)."""
+"""The prompt registry, its presets and the helper calls' messages (STELLO-SPEC §4.9, §6.8).
+
+The structures are the spec's whatever the texts (DESIGN §5.16): each
+builder is checked under the English default and the reference's ``zh``.
+"""
 
 from __future__ import annotations
 
+import re
 from collections.abc import Sequence
 
 import pytest
 
 from agent_gateway.context import Record
 from agent_gateway.llm import (
-    DEFAULT_COMPRESS_PROMPT,
-    DEFAULT_CONSOLIDATE_PROMPT,
-    DEFAULT_FORK_COMPRESS_PROMPT,
+    KEYS,
+    PRESETS,
     Completion,
     LLMMessage,
+    PromptError,
+    PromptKey,
+    Prompts,
     ToolCallSpec,
     ToolSpec,
-    build_compress_messages,
-    build_consolidate_messages,
     compress_records,
     consolidate_records,
-    fork_system_prompt,
+    prompt_key,
     strip_think,
+    template_problem,
     transcript,
 )
-from tests.llm.support import SpyProvider, history
+from agent_gateway.llm.prompt_texts import (
+    COMPRESSOR,
+    CONSOLIDATOR,
+    FORK_COMPRESSOR,
+    MEMORY_HEADER,
+    PARENT_CONTEXT,
+    SESSION_IDENTITY,
+    TRANSCRIPT_HEADER,
+    UNKNOWN_PROFILE,
+)
+from tests.llm.support import CHINESE, ENGLISH, SpyProvider, history
 
 RECORDS = history(("user", "msg1"), ("assistant", "reply1"))
 LINES = "user: msg1\nassistant: reply1"
+BOTH = [pytest.param(ENGLISH, id="en"), pytest.param(CHINESE, id="zh")]
+
+# The reference's texts (its packages' DEFAULT_*_PROMPT and session identity), exactly.
+ZH_COMPRESS = (
+    "你是对话压缩助手。请将以下对话历史压缩为一段简洁的摘要，保留关键上下文信息。\n"
+    "要求：\n"
+    "- 保留对话的核心主题、已做出的决定和关键事实\n"
+    "- 省略重复信息和冗余细节\n"
+    "- 输出一段连贯文字\n"
+    "- 语言精炼，像一份上下文备忘录"
+)
+ZH_FORK_COMPRESS = (
+    "你是对话压缩助手。请将以下对话历史压缩为一段简洁的摘要，作为子会话开场的上下文背景。\n"
+    "要求：\n"
+    "- 保留对话的核心主题、关键事实、已确认的结论\n"
+    "- 突出对子会话延续可能有用的人物 / 设定 / 待办\n"
+    "- 省略寒暄、重复信息和已收尾的细节\n"
+    "- 输出一段连贯文字，不用列表或 Markdown 标记\n"
+    "- 语言精炼客观，像一份交接备忘"
+)
+ZH_CONSOLIDATE = (
+    "你是对话摘要助手。请将对话提炼为一段 100-150 字的简洁摘要。\n"
+    "要求：\n"
+    "- 聚焦核心目标和关键成果，只保留已确认的结论\n"
+    "- 省略讨论过程、寒暄和未决事项\n"
+    "- 输出一段连贯文字，不用列表或 Markdown 标记\n"
+    "- 语言精炼客观，像一条工作备忘"
+)
 
 
-class TestDefaultPrompts:
-    def test_compress_prompt_mentions_compression(self) -> None:
-        """The in-session compress prompt asks for compression (contains '压缩')."""
-        assert "压缩" in DEFAULT_COMPRESS_PROMPT
+def has_cjk(text: str) -> bool:
+    """Whether `text` holds a CJK ideograph or CJK/full-width punctuation."""
+    return any(
+        "\u4e00" <= c <= "\u9fff" or "\u3000" <= c <= "\u303f" or "\uff00" <= c <= "\uffef"
+        for c in text
+    )
 
-    def test_fork_compress_prompt(self) -> None:
-        """The fork-compress prompt frames the summary as the sub-session's opening."""
-        assert "子会话开场" in DEFAULT_FORK_COMPRESS_PROMPT
-        assert DEFAULT_FORK_COMPRESS_PROMPT != DEFAULT_COMPRESS_PROMPT
 
-    def test_consolidate_prompt(self) -> None:
-        """The consolidate prompt asks for a 100 to 150 character summary."""
-        assert "100" in DEFAULT_CONSOLIDATE_PROMPT
-        assert "150" in DEFAULT_CONSOLIDATE_PROMPT
+class TestRegistry:
+    """Every key, its variables and its presets."""
+
+    def test_every_preset_has_exactly_the_keys(self) -> None:
+        """Each preset gives a text for every key and for nothing else."""
+        names = {key.name for key in KEYS}
+        for texts in PRESETS.values():
+            assert set(texts) == names
+
+    def test_english_has_no_cjk(self) -> None:
+        """No English default holds a CJK character (the issue's 24% were all of this kind)."""
+        assert [name for name, text in PRESETS["en"].items() if has_cjk(text)] == []
+
+    def test_zh_is_the_reference(self) -> None:
+        """The zh preset holds the reference's texts, exactly."""
+        texts = PRESETS["zh"]
+        assert texts[COMPRESSOR.name] == ZH_COMPRESS
+        assert texts[FORK_COMPRESSOR.name] == ZH_FORK_COMPRESS
+        assert texts[CONSOLIDATOR.name] == ZH_CONSOLIDATE
+        assert (
+            CHINESE.identity("L")
+            == "<session_identity>\n你当前在「L」子会话中。\n</session_identity>"
+        )
+        assert (texts[TRANSCRIPT_HEADER.name], texts[MEMORY_HEADER.name]) == (
+            "对话记录:",
+            "当前摘要:",
+        )
+        assert CHINESE.text(UNKNOWN_PROFILE, profile="p") == 'Profile "p" 未注册'
+
+    def test_presets_differ_in_language_only(self) -> None:
+        """The English texts are not the Chinese ones, except the tag-only parent_context."""
+        same = [key.name for key in KEYS if ENGLISH.texts[key.name] == CHINESE.texts[key.name]]
+        assert same == [PARENT_CONTEXT.name]
+
+    def test_unknown_key(self) -> None:
+        """An unknown key is refused with the list of known keys."""
+        with pytest.raises(PromptError, match=r"unknown prompt key 'compresor'.*compressor"):
+            prompt_key("compresor")
+
+    @pytest.mark.parametrize(
+        ("key", "text", "problem"),
+        [
+            pytest.param(CONSOLIDATOR, "Sum up {label}.", r"\{label\}.*no variables", id="var"),
+            pytest.param(SESSION_IDENTITY, "In {lable}.", r"\{lable\}.*\{label\}", id="typo"),
+            pytest.param(PARENT_CONTEXT, "<p/>", r"must contain \{summary\}", id="required"),
+        ],
+    )
+    def test_template_problems(self, key: PromptKey, text: str, problem: str) -> None:
+        """A variable the key lacks, or a required one left out, is named."""
+        found = template_problem(key, text)
+        assert found is not None and re.search(problem, found)
+
+    def test_literal_braces_are_fine(self) -> None:
+        """Doubled braces and non-identifier braces are text, not variables."""
+        assert template_problem(COMPRESSOR, 'Answer {{"a": 1}} or { "b": 2 }.') is None
+        assert Prompts.preset("en", {COMPRESSOR.name: "{{x}}"}).text(COMPRESSOR) == "{x}"
+
+
+class TestPromptSet:
+    """`Prompts`: presets, overrides and their checks."""
+
+    def test_default_is_english(self) -> None:
+        """With no argument the set is the English preset."""
+        assert Prompts() == Prompts.preset("en") == ENGLISH
+
+    def test_override_replaces_one_key(self) -> None:
+        """An override replaces exactly its key; every other text is the preset's."""
+        changed = Prompts.preset("zh", {CONSOLIDATOR.name: "Sum up."})
+        assert changed.text(CONSOLIDATOR) == "Sum up."
+        others = [key.name for key in KEYS if key is not CONSOLIDATOR]
+        assert all(changed.texts[name] == CHINESE.texts[name] for name in others)
+
+    def test_override_checked(self) -> None:
+        """An override with a variable its key lacks is refused."""
+        with pytest.raises(PromptError, match=r"\{label\}"):
+            Prompts.preset("en", {COMPRESSOR.name: "{label}"})
+
+    def test_unknown_preset(self) -> None:
+        """An unknown preset name is refused naming the presets."""
+        with pytest.raises(PromptError, match="en, zh"):
+            Prompts.preset("fr")  # type: ignore[arg-type]  # deliberately not a preset
 
 
 class TestTranscript:
@@ -75,70 +194,95 @@ class TestStripThink:
 
 
 class TestCompressMessages:
-    def test_without_role_context(self) -> None:
-        """Without role context the compressor gets [system prompt, user transcript]."""
-        assert build_compress_messages(RECORDS) == [
-            LLMMessage("system", DEFAULT_COMPRESS_PROMPT),
+    def test_zh_exact(self) -> None:
+        """Under zh the compressor gets the spec's [system prompt, user "对话记录:\\n" + lines]."""
+        assert CHINESE.compress_messages(RECORDS) == [
+            LLMMessage("system", ZH_COMPRESS),
             LLMMessage("user", "对话记录:\n" + LINES),
         ]
 
-    def test_with_role_context(self) -> None:
-        """A role context is a second system message wrapped in <role_context>."""
-        messages = build_compress_messages(RECORDS, role_context="你是留学顾问")
-        assert len(messages) == 3
+    def test_english_default(self) -> None:
+        """By default the same two messages carry the English prompt and header."""
+        assert ENGLISH.compress_messages(RECORDS) == [
+            LLMMessage("system", ENGLISH.text(COMPRESSOR)),
+            LLMMessage("user", "Conversation:\n" + LINES),
+        ]
+
+    @pytest.mark.parametrize("prompts", BOTH)
+    def test_with_role_context(self, prompts: Prompts) -> None:
+        """A role context is a second system message wrapped in <role_context> (§6.8 item 4)."""
+        messages = prompts.compress_messages(RECORDS, role_context="你是留学顾问")
+        assert [m.role for m in messages] == ["system", "system", "user"]
         assert messages[1] == LLMMessage("system", "<role_context>\n你是留学顾问\n</role_context>")
 
-    def test_empty_role_context(self) -> None:
+    @pytest.mark.parametrize("prompts", BOTH)
+    def test_empty_role_context(self, prompts: Prompts) -> None:
         """An empty role context adds nothing."""
-        assert len(build_compress_messages(RECORDS, role_context="")) == 2
+        assert len(prompts.compress_messages(RECORDS, role_context="")) == 2
 
-    def test_fork_prompt(self) -> None:
-        """A fork compression uses the fork-compress prompt as the system message."""
-        messages = build_compress_messages(RECORDS, prompt=DEFAULT_FORK_COMPRESS_PROMPT)
-        assert messages[0] == LLMMessage("system", DEFAULT_FORK_COMPRESS_PROMPT)
+    def test_given_prompt(self) -> None:
+        """A given prompt (a fork's, a session's override) replaces only the system message."""
+        messages = CHINESE.compress_messages(RECORDS, prompt=ZH_FORK_COMPRESS)
+        assert messages == [
+            LLMMessage("system", ZH_FORK_COMPRESS),
+            LLMMessage("user", "对话记录:\n" + LINES),
+        ]
 
     async def test_compress_records_calls_provider(self) -> None:
         """compress_records sends the built messages and returns the cleaned answer."""
         provider = SpyProvider()
-        summary = await compress_records(provider, RECORDS)
-        assert provider.calls == [build_compress_messages(RECORDS)]
-        assert summary == "echo: 对话记录:\n" + LINES
+        summary = await compress_records(provider, RECORDS, ENGLISH)
+        assert provider.calls == [ENGLISH.compress_messages(RECORDS)]
+        assert summary == "echo: Conversation:\n" + LINES
 
 
 class TestConsolidateMessages:
-    def test_without_memory(self) -> None:
-        """Without memory the consolidator gets [system prompt, user transcript] (§6.8 item 1)."""
-        assert build_consolidate_messages(None, RECORDS) == [
-            LLMMessage("system", DEFAULT_CONSOLIDATE_PROMPT),
+    def test_zh_exact(self) -> None:
+        """Under zh, without memory: [system prompt, user "对话记录:\\n" + lines] (§6.8 item 1)."""
+        assert CHINESE.consolidate_messages(None, RECORDS) == [
+            LLMMessage("system", ZH_CONSOLIDATE),
             LLMMessage("user", "对话记录:\n" + LINES),
         ]
 
-    def test_with_memory(self) -> None:
-        """Existing memory comes first under '当前摘要:' (spec item 18 shape)."""
-        messages = build_consolidate_messages("existing memory", RECORDS)
+    def test_zh_with_memory(self) -> None:
+        """Under zh an existing memory comes first under '当前摘要:' (spec §4.9 item 5)."""
+        messages = CHINESE.consolidate_messages("existing memory", RECORDS)
         assert messages[-1] == LLMMessage(
             "user", "当前摘要:\nexisting memory\n\n对话记录:\n" + LINES
         )
 
-    def test_empty_memory(self) -> None:
-        """An empty memory adds no '当前摘要' part."""
-        assert build_consolidate_messages("", RECORDS) == build_consolidate_messages(None, RECORDS)
+    def test_english_with_memory(self) -> None:
+        """By default the same structure carries the English headers."""
+        messages = ENGLISH.consolidate_messages("existing memory", RECORDS)
+        assert messages == [
+            LLMMessage("system", ENGLISH.text(CONSOLIDATOR)),
+            LLMMessage("user", "Current summary:\nexisting memory\n\nConversation:\n" + LINES),
+        ]
 
-    def test_with_role_context(self) -> None:
+    @pytest.mark.parametrize("prompts", BOTH)
+    def test_empty_memory(self, prompts: Prompts) -> None:
+        """An empty memory adds no memory part."""
+        assert prompts.consolidate_messages("", RECORDS) == prompts.consolidate_messages(
+            None, RECORDS
+        )
+
+    @pytest.mark.parametrize("prompts", BOTH)
+    def test_with_role_context(self, prompts: Prompts) -> None:
         """A role context gives 3 messages with the exact <role_context> text (§6.8 item 2)."""
-        messages = build_consolidate_messages(None, RECORDS, role_context="你是留学顾问")
+        messages = prompts.consolidate_messages(None, RECORDS, role_context="你是留学顾问")
         assert [m.role for m in messages] == ["system", "system", "user"]
         assert messages[1].content == "<role_context>\n你是留学顾问\n</role_context>"
 
-    def test_empty_role_context(self) -> None:
+    @pytest.mark.parametrize("prompts", BOTH)
+    def test_empty_role_context(self, prompts: Prompts) -> None:
         """An empty role context gives 2 messages (§6.8 item 3)."""
-        assert len(build_consolidate_messages(None, RECORDS, role_context="")) == 2
+        assert len(prompts.consolidate_messages(None, RECORDS, role_context="")) == 2
 
     async def test_consolidate_records_returns_new_memory(self) -> None:
         """The provider's answer, cleaned, is the new memory (spec item 17 shape)."""
         provider = SpyProvider()
-        memory = await consolidate_records(provider, "old", RECORDS)
-        assert provider.calls == [build_consolidate_messages("old", RECORDS)]
+        memory = await consolidate_records(provider, "old", RECORDS, CHINESE)
+        assert provider.calls == [CHINESE.consolidate_messages("old", RECORDS)]
         assert memory == "echo: 当前摘要:\nold\n\n对话记录:\n" + LINES
 
     async def test_consolidate_strips_think(self) -> None:
@@ -151,16 +295,26 @@ class TestConsolidateMessages:
                 completion = await super().complete(messages, tools=tools)
                 return type(completion)("<think>plan</think>\n Summary: 4 messages \n")
 
-        assert await consolidate_records(Thinking(), None, RECORDS) == "Summary: 4 messages"
+        memory = await consolidate_records(Thinking(), None, RECORDS, ENGLISH)
+        assert memory == "Summary: 4 messages"
 
 
-class TestForkSystemPrompt:
-    def test_with_prompt(self) -> None:
-        """The summary is appended to the prompt inside <parent_context>."""
-        assert fork_system_prompt("你是助手", "摘要") == (
+class TestParentContext:
+    @pytest.mark.parametrize("prompts", BOTH)
+    def test_with_prompt(self, prompts: Prompts) -> None:
+        """The summary is appended to the prompt inside <parent_context> (spec §4.9 item 6)."""
+        assert prompts.with_parent_context("你是助手", "摘要") == (
             "你是助手\n\n<parent_context>\n摘要\n</parent_context>"
         )
 
-    def test_without_prompt(self) -> None:
+    @pytest.mark.parametrize("prompts", BOTH)
+    def test_without_prompt(self, prompts: Prompts) -> None:
         """Without a prompt the result still starts with the two newlines."""
-        assert fork_system_prompt(None, "S") == "\n\n<parent_context>\nS\n</parent_context>"
+        assert (
+            prompts.with_parent_context(None, "S") == "\n\n<parent_context>\nS\n</parent_context>"
+        )
+
+    def test_override(self) -> None:
+        """A configured block replaces the tags; the blank line before it stays."""
+        prompts = Prompts.preset("en", {PARENT_CONTEXT.name: "Background:\n{summary}"})
+        assert prompts.with_parent_context("P", "S") == "P\n\nBackground:\nS"

@@ -9,6 +9,7 @@ import pytest
 
 from agent_gateway.context import Record, context_prefix
 from agent_gateway.llm import Completion, LLMMessage, LLMProvider, ToolCallSpec, ToolSpec, collect
+from tests.llm.support import ENGLISH
 
 Mode = Literal["complete", "stream"]
 
@@ -50,7 +51,7 @@ def turn_context() -> list[LLMMessage]:
         Record(4, "assistant", "I could not search them."),
     ]
     return [
-        *context_prefix("You are Stello.", "Research", "The user prefers short answers."),
+        *context_prefix("You are Stello.", "Research", "The user prefers short answers.", ENGLISH),
         *(record.to_message() for record in history),
         LLMMessage("user", "Try again."),
     ]

@@ -7,7 +7,6 @@ from collections.abc import AsyncIterator
 
 import pytest
 
-from agent_gateway.context import session_identity
 from agent_gateway.llm import (
     RAW_ARGUMENTS_KEY,
     Completion,
@@ -22,6 +21,7 @@ from agent_gateway.llm import (
 )
 from agent_gateway.llm.anthropic_provider import AnthropicProvider
 from stello.errors import DeadlineExceeded, FailedPrecondition, ResourceExhausted, Unavailable
+from tests.llm.support import identity
 from tests.providers.support import KEY, MODEL, MODES, SEARCH, Mode, call, turn_context
 from tests.support.fake_anthropic import FakeAnthropic, FakeToolCall, Reply
 
@@ -208,7 +208,7 @@ class TestAnthropicProviderTurns:
         await provider.complete(turn_context())
         body = fake.message_bodies()[0]
         assert body["system"] == "\n\n".join(
-            ["You are Stello.", session_identity("Research"), "The user prefers short answers."]
+            ["You are Stello.", identity("Research"), "The user prefers short answers."]
         )
         assert body["messages"] == [
             {"role": "user", "content": [text("What is in my notes?")]},

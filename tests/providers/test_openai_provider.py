@@ -7,7 +7,6 @@ from collections.abc import AsyncIterator
 
 import pytest
 
-from agent_gateway.context import session_identity
 from agent_gateway.llm import (
     RAW_ARGUMENTS_KEY,
     Completion,
@@ -22,6 +21,7 @@ from agent_gateway.llm import (
 )
 from agent_gateway.llm.openai_provider import OpenAIProvider
 from stello.errors import DeadlineExceeded, FailedPrecondition, ResourceExhausted, Unavailable
+from tests.llm.support import identity
 from tests.providers.support import KEY, MODEL, MODES, SEARCH, Mode, call, turn_context
 from tests.support.fake_openai import FakeOpenAI, FakeToolCall, Reply, chunk
 
@@ -225,7 +225,7 @@ class TestOpenAIProviderTurns:
         await provider.complete(turn_context())
         assert fake.chat_bodies()[0]["messages"] == [
             {"role": "system", "content": "You are Stello."},
-            {"role": "system", "content": session_identity("Research")},
+            {"role": "system", "content": identity("Research")},
             {"role": "system", "content": "The user prefers short answers."},
             {"role": "user", "content": "What is in my notes?"},
             {

@@ -145,6 +145,10 @@ class TestConfig:
                 ),
                 id="both",
             ),
+            pytest.param(
+                common_pb2.SessionConfig(compressor_prompt="C", consolidator_prompt=""),
+                id="prompt-overrides",
+            ),
         ],
     )
     async def test_round_trip_keeps_presence(
@@ -156,7 +160,7 @@ class TestConfig:
         stored = await get_config(tree, root.id)
         assert stored == config
         assert stored is not None
-        for name in ("system_prompt", "skills"):
+        for name in ("system_prompt", "skills", "compressor_prompt", "consolidator_prompt"):
             assert stored.HasField(name) == config.HasField(name)
 
     async def test_stored_json_has_only_set_keys(

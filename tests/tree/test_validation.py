@@ -18,7 +18,7 @@ pytestmark = pytest.mark.sql
 
 def with_unknown_field(config: common_pb2.SessionConfig, skills: bool = False) -> Any:
     """A config carrying a field number this server does not know (a newer client's field)."""
-    extra = b"\x1a\x02hi"  # field 3, length-delimited
+    extra = b"\x9a\x06\x02hi"  # field 99, length-delimited
     if skills:
         inner = common_pb2.SkillList.FromString(config.skills.SerializeToString() + extra)
         parsed = common_pb2.SessionConfig()

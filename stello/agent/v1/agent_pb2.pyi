@@ -71,7 +71,7 @@ class SessionView(_message.Message):
     def __init__(self, node: _Optional[_Union[_common_pb2.TopologyNode, _Mapping]] = ..., turn_count: _Optional[int] = ..., created_at: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., updated_at: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., last_active_at: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., config: _Optional[_Union[_common_pb2.SessionConfig, _Mapping]] = ..., system_prompt: _Optional[str] = ..., memory: _Optional[str] = ..., insight: _Optional[str] = ...) -> None: ...
 
 class ProfileInfo(_message.Message):
-    __slots__ = ("name", "system_prompt", "system_prompt_mode", "context", "prompt", "skills", "variables")
+    __slots__ = ("name", "system_prompt", "system_prompt_mode", "context", "prompt", "skills", "variables", "compressor_prompt", "consolidator_prompt")
     NAME_FIELD_NUMBER: _ClassVar[int]
     SYSTEM_PROMPT_FIELD_NUMBER: _ClassVar[int]
     SYSTEM_PROMPT_MODE_FIELD_NUMBER: _ClassVar[int]
@@ -79,6 +79,8 @@ class ProfileInfo(_message.Message):
     PROMPT_FIELD_NUMBER: _ClassVar[int]
     SKILLS_FIELD_NUMBER: _ClassVar[int]
     VARIABLES_FIELD_NUMBER: _ClassVar[int]
+    COMPRESSOR_PROMPT_FIELD_NUMBER: _ClassVar[int]
+    CONSOLIDATOR_PROMPT_FIELD_NUMBER: _ClassVar[int]
     name: str
     system_prompt: str
     system_prompt_mode: SystemPromptMode
@@ -86,7 +88,9 @@ class ProfileInfo(_message.Message):
     prompt: str
     skills: _common_pb2.SkillList
     variables: _containers.RepeatedScalarFieldContainer[str]
-    def __init__(self, name: _Optional[str] = ..., system_prompt: _Optional[str] = ..., system_prompt_mode: _Optional[_Union[SystemPromptMode, str]] = ..., context: _Optional[_Union[_common_pb2.ForkContext, str]] = ..., prompt: _Optional[str] = ..., skills: _Optional[_Union[_common_pb2.SkillList, _Mapping]] = ..., variables: _Optional[_Iterable[str]] = ...) -> None: ...
+    compressor_prompt: str
+    consolidator_prompt: str
+    def __init__(self, name: _Optional[str] = ..., system_prompt: _Optional[str] = ..., system_prompt_mode: _Optional[_Union[SystemPromptMode, str]] = ..., context: _Optional[_Union[_common_pb2.ForkContext, str]] = ..., prompt: _Optional[str] = ..., skills: _Optional[_Union[_common_pb2.SkillList, _Mapping]] = ..., variables: _Optional[_Iterable[str]] = ..., compressor_prompt: _Optional[str] = ..., consolidator_prompt: _Optional[str] = ...) -> None: ...
 
 class CreateRootRequest(_message.Message):
     __slots__ = ("space_id", "label", "system_prompt", "skills", "profile", "profile_vars", "request_id")

@@ -214,7 +214,9 @@ class AgentGatewayServicer:
         SystemPromptMode) and the profile's `prompt`, if any, becomes the
         opening assistant record; the profile's context is ignored (a root has
         no source). `skills` unset = inherit from the lower layers; set and empty
-        = no skills. `label` unset defaults to "Root".
+        = no skills. `label` unset defaults to "Root". The profile's
+        compressor_prompt / consolidator_prompt, when set, are kept in the
+        root's config and used by its compressions and consolidations.
 
         Errors:
         - INVALID_ARGUMENT: malformed space_id; `label` set but empty or longer
@@ -275,11 +277,15 @@ class AgentGatewayServicer:
         - INHERIT: the source's records are copied (timestamps kept), all of
         them or those with seq <= `inherit_until_seq`, after dropping
         incomplete tool-call groups.
-        - COMPRESS: the source's records are summarised by the LLM once, and the
-        summary is appended to the child's system prompt as
-        "\n\n<parent_context>\n" + summary + "\n</parent_context>" (stored in
-        both the config and the system prompt slot); no records are copied. A
-        source without records makes no LLM call and leaves the prompt as is.
+        - COMPRESS: the source's records are summarised by the LLM once (the
+        gateway's `fork_compressor` prompt), and the summary is appended to
+        the child's system prompt as "\n\n" + the `parent_context` text, by
+        default "<parent_context>\n" + summary + "\n</parent_context>" (stored
+        in both the config and the system prompt slot); no records are copied.
+        A source without records makes no LLM call and leaves the prompt as is.
+        The compressor and consolidator prompts of the child's config
+        (SessionConfig.compressor_prompt, consolidator_prompt) are the profile's
+        when it sets them, else the source's.
         `prompt` (else the profile's prompt), when non-empty, is written as an
         opening assistant record after any inherited records; it is not sent to
         the LLM. Memory and insight are never copied; the source is not changed.
@@ -427,8 +433,9 @@ class AgentGatewayServicer:
 
     def Consolidate(self, request, context):
         """Consolidate rewrites the session's memory: the LLM receives the current
-        memory and all the session's records (the default consolidation prompt
-        of spec §4.9) and its answer replaces the memory (no trimming). It waits
+        memory and all the session's records (the message structure of spec
+        §4.9, with the session config's consolidator_prompt, else the gateway's
+        `consolidator` text) and its answer replaces the memory (no trimming). It waits
         for the result (not fire-and-forget). The gateway may also consolidate
         automatically every N committed turns when configured; those failures
         are logged and counted, never swallowed silently.

@@ -159,12 +159,16 @@ class SkillList(_message.Message):
     def __init__(self, names: _Optional[_Iterable[str]] = ...) -> None: ...
 
 class SessionConfig(_message.Message):
-    __slots__ = ("system_prompt", "skills")
+    __slots__ = ("system_prompt", "skills", "compressor_prompt", "consolidator_prompt")
     SYSTEM_PROMPT_FIELD_NUMBER: _ClassVar[int]
     SKILLS_FIELD_NUMBER: _ClassVar[int]
+    COMPRESSOR_PROMPT_FIELD_NUMBER: _ClassVar[int]
+    CONSOLIDATOR_PROMPT_FIELD_NUMBER: _ClassVar[int]
     system_prompt: str
     skills: SkillList
-    def __init__(self, system_prompt: _Optional[str] = ..., skills: _Optional[_Union[SkillList, _Mapping]] = ...) -> None: ...
+    compressor_prompt: str
+    consolidator_prompt: str
+    def __init__(self, system_prompt: _Optional[str] = ..., skills: _Optional[_Union[SkillList, _Mapping]] = ..., compressor_prompt: _Optional[str] = ..., consolidator_prompt: _Optional[str] = ...) -> None: ...
 
 class ToolDefinition(_message.Message):
     __slots__ = ("name", "description", "parameters")
