@@ -3,7 +3,9 @@
 It composes the storage and tree services over gRPC only (`clients`), never
 touching tables; CreateRoot and Fork run as a provisioning saga (`saga`);
 Send, SendStream and SubmitToolResults run as leased turns committed in one
-storage Transact (`turns`); Consolidate rewrites memory (`consolidation`).
+storage Transact (`turns`); Consolidate rewrites memory (`consolidation`). The
+texts the gateway adds to model calls are one configured set
+(`prompt_config`, `llm.prompt_texts`).
 """
 
 from agent_gateway.app import GatewayClients, LazyProvider, create_app
@@ -13,6 +15,7 @@ from agent_gateway.config import GatewaySettings
 from agent_gateway.consolidation import Consolidator
 from agent_gateway.faults import FAULT_POINTS, ExitFaults, Faults, NoFaults
 from agent_gateway.profiles import Profile, ProfileRegistry, load_profiles
+from agent_gateway.prompt_config import SessionPrompts, load_prompts
 from agent_gateway.reconcile import reconcile
 from agent_gateway.tools import BuiltinTools
 from agent_gateway.turn_state import SendInput, SubmitInput, ToolResultInput, TurnDone
@@ -37,6 +40,7 @@ __all__ = [
     "PromptMode",
     "RequestKey",
     "SendInput",
+    "SessionPrompts",
     "StorageClient",
     "SubmitInput",
     "Summarizer",
@@ -46,5 +50,6 @@ __all__ = [
     "TurnService",
     "create_app",
     "load_profiles",
+    "load_prompts",
     "reconcile",
 ]

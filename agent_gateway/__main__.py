@@ -4,6 +4,8 @@ from __future__ import annotations
 
 from functools import partial
 
+from pydantic import ValidationError
+
 from agent_gateway.app import create_app
 from agent_gateway.config import GatewaySettings
 from agent_gateway.profiles import ProfilesFileError, load_profiles
@@ -15,15 +17,16 @@ from stello.settings import StelloSettings
 def main() -> None:
     """Read the settings and the prompts and profiles files once, then serve.
 
-    A prompts or profiles file that is not valid stops the process before
-    anything starts, with one line naming the file and the problem (exit 1).
+    Invalid gateway settings, or a prompts or profiles file that is not
+    valid, stop the process before anything starts, with a message naming
+    the variable, or the file, line and problem (exit status 1).
     """
     settings = StelloSettings()
-    config = GatewaySettings()
     try:
+        config = GatewaySettings()
         prompts = load_prompts(config.prompts, config.prompts_file)
         profiles = load_profiles(config.profiles_file)
-    except (PromptsFileError, ProfilesFileError) as exc:
+    except (ValidationError, PromptsFileError, ProfilesFileError) as exc:
         raise SystemExit(f"agent_gateway: {exc}") from None
     factory = partial(create_app, config=config, prompts=prompts, profiles=profiles)
     run(settings, config.address, factory)

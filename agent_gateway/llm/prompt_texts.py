@@ -91,8 +91,8 @@ _EN: Mapping[str, str] = {
         '<session_identity>\nYou are in the "{label}" sub-session.\n</session_identity>'
     ),
     COMPRESSOR.name: (
-        "You compress conversations. Summarise the conversation history below in one "
-        "concise summary that keeps the context needed to carry the conversation on.\n"
+        "You are a conversation compression assistant. Compress the conversation history "
+        "below into one concise summary that keeps the context needed to continue it.\n"
         "Requirements:\n"
         "- Keep the core topic, the decisions made and the key facts\n"
         "- Leave out repetition and redundant detail\n"
@@ -101,8 +101,9 @@ _EN: Mapping[str, str] = {
         "- Write in the language the conversation is in"
     ),
     FORK_COMPRESSOR.name: (
-        "You compress conversations. Summarise the conversation history below in one "
-        "concise summary that a new sub-session starts from as its background.\n"
+        "You are a conversation compression assistant. Compress the conversation history "
+        "below into one concise summary that a new sub-session starts from as its "
+        "background.\n"
         "Requirements:\n"
         "- Keep the core topic, the key facts and the conclusions already confirmed\n"
         "- Bring out the people, settings and open tasks the sub-session may need to "
@@ -113,12 +114,12 @@ _EN: Mapping[str, str] = {
         "- Write in the language the conversation is in"
     ),
     CONSOLIDATOR.name: (
-        "You summarise conversations. Distil the conversation into one concise summary "
-        "of 60 to 100 words; when a current summary is given, the new one replaces it "
-        "and keeps what still holds.\n"
+        "You are a conversation summary assistant. Distil the conversation into one concise "
+        "summary of 60 to 100 words.\n"
         "Requirements:\n"
         "- Focus on the core goals and the key results; keep only confirmed conclusions\n"
         "- Leave out the discussion itself, small talk and open questions\n"
+        "- When a current summary is given, the new one replaces it: keep what still holds\n"
         "- Write one coherent paragraph, without lists or Markdown\n"
         "- Be terse and objective, like a work memo\n"
         "- Write in the language the conversation is in"

@@ -189,7 +189,11 @@ def _start_gateway(
     profiles_file: Path,
     summarizer: FakeSummarizer,
 ) -> GatewayStarter:
-    """Start a gateway over the backends; keyword overrides go to GatewaySettings."""
+    """Start a gateway over the backends; keyword overrides go to GatewaySettings.
+
+    COMPRESS forks use the FakeSummarizer unless `fake_summarizer` is False
+    (then the gateway's own, over its provider and configured prompts).
+    """
 
     async def start(
         *,
@@ -197,6 +201,7 @@ def _start_gateway(
         summarizer_: Summarizer | None = None,
         clients: GatewayClients | None = None,
         provider: LLMProvider | None = None,
+        fake_summarizer: bool = True,
         **overrides: Any,
     ) -> RunningServer:
         overrides.setdefault("profiles_file", profiles_file)
@@ -205,7 +210,7 @@ def _start_gateway(
             create_app,
             config=config,
             faults=faults,
-            summarizer=summarizer_ or summarizer,
+            summarizer=summarizer_ or (summarizer if fake_summarizer else None),
             clients=clients,
             provider=provider,
         )

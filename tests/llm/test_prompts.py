@@ -39,46 +39,20 @@ from agent_gateway.llm.prompt_texts import (
     TRANSCRIPT_HEADER,
     UNKNOWN_PROFILE,
 )
-from tests.llm.support import CHINESE, ENGLISH, SpyProvider, history
+from tests.llm.support import (
+    CHINESE,
+    ENGLISH,
+    ZH_COMPRESS,
+    ZH_CONSOLIDATE,
+    ZH_FORK_COMPRESS,
+    SpyProvider,
+    has_cjk,
+    history,
+)
 
 RECORDS = history(("user", "msg1"), ("assistant", "reply1"))
 LINES = "user: msg1\nassistant: reply1"
 BOTH = [pytest.param(ENGLISH, id="en"), pytest.param(CHINESE, id="zh")]
-
-# The reference's texts (its packages' DEFAULT_*_PROMPT and session identity), exactly.
-ZH_COMPRESS = (
-    "你是对话压缩助手。请将以下对话历史压缩为一段简洁的摘要，保留关键上下文信息。\n"
-    "要求：\n"
-    "- 保留对话的核心主题、已做出的决定和关键事实\n"
-    "- 省略重复信息和冗余细节\n"
-    "- 输出一段连贯文字\n"
-    "- 语言精炼，像一份上下文备忘录"
-)
-ZH_FORK_COMPRESS = (
-    "你是对话压缩助手。请将以下对话历史压缩为一段简洁的摘要，作为子会话开场的上下文背景。\n"
-    "要求：\n"
-    "- 保留对话的核心主题、关键事实、已确认的结论\n"
-    "- 突出对子会话延续可能有用的人物 / 设定 / 待办\n"
-    "- 省略寒暄、重复信息和已收尾的细节\n"
-    "- 输出一段连贯文字，不用列表或 Markdown 标记\n"
-    "- 语言精炼客观，像一份交接备忘"
-)
-ZH_CONSOLIDATE = (
-    "你是对话摘要助手。请将对话提炼为一段 100-150 字的简洁摘要。\n"
-    "要求：\n"
-    "- 聚焦核心目标和关键成果，只保留已确认的结论\n"
-    "- 省略讨论过程、寒暄和未决事项\n"
-    "- 输出一段连贯文字，不用列表或 Markdown 标记\n"
-    "- 语言精炼客观，像一条工作备忘"
-)
-
-
-def has_cjk(text: str) -> bool:
-    """Whether `text` holds a CJK ideograph or CJK/full-width punctuation."""
-    return any(
-        "\u4e00" <= c <= "\u9fff" or "\u3000" <= c <= "\u303f" or "\uff00" <= c <= "\uffef"
-        for c in text
-    )
 
 
 class TestRegistry:
