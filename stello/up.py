@@ -44,6 +44,7 @@ class Ports:
     storage: int = 50061
     tree: int = 50062
     gateway: int = 50063
+    console: int | None = 50064  # None = no web console
 
 
 @dataclass(frozen=True, slots=True)
@@ -155,17 +156,20 @@ async def run_up(
                     credentials = await local_credentials(keys)
                     credentials = dataclasses.replace(credentials, **addresses)
                     save_credentials(credentials)
-                    on_ready(
-                        {
-                            "gateway": credentials.gateway,
-                            "storage": credentials.storage,
-                            "tree": credentials.tree,
-                            "provider": provider,
-                            "space_id": credentials.space_id,
-                            "key": credentials.key,
-                        }
-                    )
-                    await asyncio.Event().wait()  # until a signal cancels us
+                    async with contextlib.AsyncExitStack() as console_stack:
+                        console = await start_console(console_stack, ports, credentials)
+                        on_ready(
+                            {
+                                "gateway": credentials.gateway,
+                                "storage": credentials.storage,
+                                "tree": credentials.tree,
+                                "provider": provider,
+                                "space_id": credentials.space_id,
+                                "key": credentials.key,
+                                "console": console,
+                            }
+                        )
+                        await asyncio.Event().wait()  # until a signal cancels us
                 finally:
                     for app, server in reversed(running):
                         await shutdown(app, server, settings.shutdown_grace_s)
@@ -194,6 +198,26 @@ async def start_servers(
         running.append((app, server))
         addresses[name] = f"{ports.host}:{bound}"
     return addresses
+
+
+async def start_console(
+    stack: contextlib.AsyncExitStack, ports: Ports, credentials: Credentials
+) -> str:
+    """Serve the web console (DESIGN §8.1) until `stack` closes; its URL, or why it is off."""
+    if ports.console is None:
+        return "off (--no-console)"
+    try:
+        from stello.console import Caller, ConsoleOptions, running_console
+    except ImportError:  # installed without the console's extra
+        return "off: pip install 'stello[console]' for the web console"
+    options = ConsoleOptions(
+        gateway=credentials.gateway,
+        host=ports.host,
+        port=ports.console,
+        caller=Caller(credentials.key, credentials.space_id),
+    )
+    running = await stack.enter_async_context(running_console(options, "--console-port"))
+    return running.url
 
 
 async def describe_provider(settings: StelloSettings) -> str:

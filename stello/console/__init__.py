@@ -1,0 +1,24 @@
+"""The web console (DESIGN §8.1): a page for people over the gateway's public API.
+
+A small ASGI app (Starlette on uvicorn) that calls the gateway over gRPC with
+the user's key and serves plain JavaScript modules; `stello up` runs it on
+loopback behind a per-launch token, `python -m stello.console` in a deployment.
+It imports no service package: it is a client of `stello.agent.v1`.
+"""
+
+from __future__ import annotations
+
+from stello.console.app import ConsoleOptions, RunningConsole, create_console, running_console
+from stello.console.gateway import Caller, ConsoleGateway
+from stello.console.security import AccessPolicy, LaunchToken
+
+__all__ = [
+    "AccessPolicy",
+    "Caller",
+    "ConsoleGateway",
+    "ConsoleOptions",
+    "LaunchToken",
+    "RunningConsole",
+    "create_console",
+    "running_console",
+]

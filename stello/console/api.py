@@ -1,0 +1,276 @@
+"""The console's JSON endpoints and its server-sent-events relay of SendStream.
+
+Each handler does three things, like a servicer (STYLE §2): read the request
+into typed values (a wrong type is INVALID_ARGUMENT naming the form field),
+make one `ConsoleGateway` call as the request's caller, answer JSON. Gateway
+errors become JSON errors in one handler (`stello.console.errors`).
+
+Who a request acts as: the local console of `stello up` acts with the key it
+was started with (its page signed in with the launch token); a deployed
+console forwards the key the page sends in ``Authorization: Bearer`` with the
+space in ``X-Stello-Space`` (kept in the browser's sessionStorage, never in a URL).
+"""
+
+from __future__ import annotations
+
+import json
+import uuid
+from collections.abc import AsyncIterator, Callable
+from typing import Any
+
+import grpc
+from starlette.requests import Request
+from starlette.responses import JSONResponse, Response, StreamingResponse
+from starlette.routing import Route
+
+from stello.console.errors import ConsoleInputError, rpc_error_body, rpc_error_status
+from stello.console.gateway import CONTEXTS, STATUSES, Caller, ConsoleGateway, ForkForm, RootForm
+
+CallerOf = Callable[[Request], Caller]
+RECORDS_PAGE = 50
+DIGESTS_PAGE = 50
+LIVE_NOTE = "live updates need the gateway's WatchSpace, which it does not have yet: use Refresh"
+
+
+def fixed_caller(caller: Caller) -> CallerOf:
+    """Every request acts as `caller` (the local console)."""
+    return lambda _request: caller
+
+
+def header_caller(request: Request) -> Caller:
+    """The key and space the page sent (a deployed console)."""
+    scheme, _, key = request.headers.get("authorization", "").partition(" ")
+    space = request.headers.get("x-stello-space", "").strip()
+    if scheme.lower() != "bearer" or not key.strip() or not space:
+        raise ConsoleInputError(
+            "sign in: enter your API key and space id in the page", 401, "UNAUTHENTICATED"
+        )
+    return Caller(key.strip(), space)
+
+
+class ConsoleApi:
+    """The endpoints, over one gateway stub; `caller_of` says who each request acts as."""
+
+    def __init__(
+        self, gateway: ConsoleGateway, caller_of: CallerOf, *, local: bool, address: str
+    ) -> None:
+        self._gateway = gateway
+        self._caller_of = caller_of
+        self._local = local
+        self._address = address
+
+    def routes(self) -> list[Route]:
+        """The /api routes."""
+        return [
+            Route("/api/config", self.config),
+            Route("/api/tree", self.tree),
+            Route("/api/roots", self.create_root, methods=["POST"]),
+            Route("/api/digests", self.digests),
+            Route("/api/profiles", self.profiles),
+            Route("/api/sessions/{id}", self.session),
+            Route("/api/sessions/{id}", self.delete, methods=["DELETE"]),
+            Route("/api/sessions/{id}/records", self.records),
+            Route("/api/sessions/{id}/send", self.send, methods=["POST"]),
+            Route("/api/sessions/{id}/fork", self.fork, methods=["POST"]),
+            Route("/api/sessions/{id}/archive", self.archive, methods=["POST"]),
+            Route("/api/sessions/{id}/unarchive", self.unarchive, methods=["POST"]),
+            Route("/api/sessions/{id}/insight", self.put_insight, methods=["PUT"]),
+            Route("/api/sessions/{id}/memory", self.put_memory, methods=["PUT"]),
+        ]
+
+    def error_response(self, _request: Request, exc: Exception) -> Response:
+        """A gateway or input error as the page's JSON error."""
+        if isinstance(exc, grpc.aio.AioRpcError):
+            return JSONResponse(rpc_error_body(exc, self._address), rpc_error_status(exc))
+        assert isinstance(exc, ConsoleInputError)
+        return JSONResponse(exc.body(), exc.status)
+
+    async def config(self, request: Request) -> Response:
+        """How the page signs in, the local space, and whether live updates exist."""
+        space = self._caller_of(request).space_id if self._local else None
+        return JSONResponse(
+            {
+                "mode": "local" if self._local else "key",
+                "space_id": space,
+                "live": False,
+                "live_note": LIVE_NOTE,
+            }
+        )
+
+    async def tree(self, request: Request) -> Response:
+        """The forest."""
+        return JSONResponse({"nodes": await self._gateway.tree(self._caller_of(request))})
+
+    async def session(self, request: Request) -> Response:
+        """One session's joined view."""
+        caller = self._caller_of(request)
+        return JSONResponse(await self._gateway.session(caller, request.path_params["id"]))
+
+    async def records(self, request: Request) -> Response:
+        """A page of records: ?before=SEQ (default: from the newest) &limit=N (default 50)."""
+        before = _query_int(request, "before", None, minimum=1)
+        limit = _query_int(request, "limit", RECORDS_PAGE, minimum=1, maximum=1000)
+        assert limit is not None
+        caller = self._caller_of(request)
+        page = await self._gateway.records(caller, request.path_params["id"], before, limit)
+        return JSONResponse(page)
+
+    async def digests(self, request: Request) -> Response:
+        """A page of digests: ?status=active|archived &page_token= &page_size= (default 50)."""
+        status = request.query_params.get("status", "")
+        if status not in STATUSES:
+            raise ConsoleInputError(f"status: must be active, archived or empty, got {status!r}")
+        size = _query_int(request, "page_size", DIGESTS_PAGE, minimum=1, maximum=1000)
+        assert size is not None
+        token = request.query_params.get("page_token", "")
+        caller = self._caller_of(request)
+        return JSONResponse(await self._gateway.digests(caller, status, token, size))
+
+    async def profiles(self, request: Request) -> Response:
+        """The fork profiles."""
+        caller = self._caller_of(request)
+        return JSONResponse({"profiles": await self._gateway.profiles(caller)})
+
+    async def create_root(self, request: Request) -> Response:
+        """A new root: {label?, system_prompt?, profile?, profile_vars?, request_id?}."""
+        body = await _json_body(request)
+        form = RootForm(
+            label=_text(body, "label"),
+            system_prompt=_text(body, "system_prompt"),
+            profile=_text(body, "profile"),
+            profile_vars=_vars(body),
+            request_id=_text(body, "request_id") or "",
+        )
+        caller = self._caller_of(request)
+        return JSONResponse(await self._gateway.create_root(caller, form))
+
+    async def fork(self, request: Request) -> Response:
+        """A fork: {label, context, inherit_until_seq?, profile?, profile_vars?, system_prompt?,
+        prompt?, request_id?}."""
+        body = await _json_body(request)
+        context = _text(body, "context") or ""
+        if context not in CONTEXTS:
+            raise ConsoleInputError(f"context: must be none, inherit or compress, got {context!r}")
+        form = ForkForm(
+            label=_text(body, "label") or "",
+            context=context,
+            inherit_until_seq=_int(body, "inherit_until_seq"),
+            profile=_text(body, "profile"),
+            profile_vars=_vars(body),
+            system_prompt=_text(body, "system_prompt"),
+            prompt=_text(body, "prompt"),
+            request_id=_text(body, "request_id") or "",
+        )
+        caller = self._caller_of(request)
+        return JSONResponse(await self._gateway.fork(caller, request.path_params["id"], form))
+
+    async def archive(self, request: Request) -> Response:
+        """Archive a session."""
+        caller = self._caller_of(request)
+        return JSONResponse(await self._gateway.archive(caller, request.path_params["id"]))
+
+    async def unarchive(self, request: Request) -> Response:
+        """Unarchive a session."""
+        caller = self._caller_of(request)
+        return JSONResponse(await self._gateway.unarchive(caller, request.path_params["id"]))
+
+    async def delete(self, request: Request) -> Response:
+        """Delete a session and its subtree (the page asked for confirmation)."""
+        caller = self._caller_of(request)
+        return JSONResponse(await self._gateway.delete(caller, request.path_params["id"]))
+
+    async def put_insight(self, request: Request) -> Response:
+        """Replace the insight: {content}."""
+        content = _text(await _json_body(request), "content", required=True)
+        assert content is not None
+        caller = self._caller_of(request)
+        session_id = request.path_params["id"]
+        return JSONResponse(await self._gateway.put_insight(caller, session_id, content))
+
+    async def put_memory(self, request: Request) -> Response:
+        """Replace the memory: {content}."""
+        content = _text(await _json_body(request), "content", required=True)
+        assert content is not None
+        caller = self._caller_of(request)
+        session_id = request.path_params["id"]
+        return JSONResponse(await self._gateway.put_memory(caller, session_id, content))
+
+    async def send(self, request: Request) -> Response:
+        """One turn, its events relayed as server-sent events: {content, request_id?}."""
+        body = await _json_body(request)
+        content = _text(body, "content", required=True)
+        assert content is not None
+        request_id = _text(body, "request_id") or uuid.uuid4().hex
+        caller = self._caller_of(request)
+        events = self._gateway.send(caller, request.path_params["id"], content, request_id)
+        return StreamingResponse(
+            self._relay(events),
+            media_type="text/event-stream",
+            headers={"x-accel-buffering": "no"},
+        )
+
+    async def _relay(self, events: AsyncIterator[tuple[str, dict[str, Any]]]) -> AsyncIterator[str]:
+        """Each event as ``event: NAME`` / ``data: JSON``; a failure as a final `error` event."""
+        try:
+            async for name, data in events:
+                yield _sse(name, data)
+        except grpc.aio.AioRpcError as err:
+            yield _sse("error", rpc_error_body(err, self._address)["error"])
+
+
+def _sse(name: str, data: dict[str, Any]) -> str:
+    """One server-sent event (JSON escapes newlines, so the data is one line)."""
+    return f"event: {name}\ndata: {json.dumps(data, ensure_ascii=False)}\n\n"
+
+
+async def _json_body(request: Request) -> dict[str, Any]:
+    try:
+        body = await request.json()
+    except ValueError:
+        raise ConsoleInputError("the request body must be a JSON object") from None
+    if not isinstance(body, dict):
+        raise ConsoleInputError("the request body must be a JSON object")
+    return body
+
+
+def _text(body: dict[str, Any], name: str, *, required: bool = False) -> str | None:
+    value = body.get(name)
+    if value is None and not required:
+        return None
+    if not isinstance(value, str):
+        raise ConsoleInputError(f"{name}: must be text")
+    return value
+
+
+def _vars(body: dict[str, Any]) -> dict[str, str]:
+    value = body.get("profile_vars") or {}
+    if not isinstance(value, dict) or not all(
+        isinstance(k, str) and isinstance(v, str) for k, v in value.items()
+    ):
+        raise ConsoleInputError("profile_vars: must map variable names to text")
+    return value
+
+
+def _int(body: dict[str, Any], name: str) -> int | None:
+    value = body.get(name)
+    if value is None:
+        return None
+    if isinstance(value, bool) or not isinstance(value, int):
+        raise ConsoleInputError(f"{name}: must be a whole number")
+    return value
+
+
+def _query_int(
+    request: Request, name: str, default: int | None, *, minimum: int, maximum: int | None = None
+) -> int | None:
+    raw = request.query_params.get(name, "")
+    if not raw:
+        return default
+    try:
+        value = int(raw)
+    except ValueError:
+        raise ConsoleInputError(f"{name}: must be a whole number, got {raw!r}") from None
+    if value < minimum or (maximum is not None and value > maximum):
+        bounds = f"at least {minimum}" if maximum is None else f"from {minimum} to {maximum}"
+        raise ConsoleInputError(f"{name}: must be {bounds}, got {value}")
+    return value

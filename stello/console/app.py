@@ -1,0 +1,166 @@
+"""The console's composition root: gateway channel, API, static assets, the guard, uvicorn.
+
+`running_console(...)` starts one on a loopback (or given) address and stops it
+at exit; `stello up` and `python -m stello.console` both use it. The static
+assets (plain JavaScript modules and CSS, no build step, nothing fetched from
+the network) ship in the wheel beside this module.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import socket
+from collections.abc import AsyncIterator, Generator
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import grpc
+import uvicorn
+from starlette.applications import Starlette
+from starlette.requests import Request
+from starlette.responses import FileResponse, Response
+from starlette.routing import Mount, Route
+from starlette.staticfiles import StaticFiles
+from starlette.types import ASGIApp
+
+from stello.channels import ClientTls, open_channel
+from stello.console.api import CallerOf, ConsoleApi, fixed_caller, header_caller
+from stello.console.errors import ConsoleInputError
+from stello.console.gateway import Caller, ConsoleGateway
+from stello.console.security import AccessPolicy, Guard, LaunchToken
+from stello.errors import FailedPrecondition
+
+log = logging.getLogger(__name__)
+
+STATIC = Path(__file__).parent / "static"
+DEFAULT_PORT = 50064
+
+
+@dataclass(frozen=True, slots=True)
+class ConsoleOptions:
+    """What a console serves and where it reaches the gateway.
+
+    Attributes:
+        gateway: the gateway's host:port.
+        host: the interface to listen on.
+        port: the port (0 = any free one).
+        caller: the key and space every request acts as (the local console of
+            `stello up`, signed in by a launch token); None = a deployed console,
+            where the page sends the user's key.
+        tls: how to reach a TLS gateway; None = plaintext.
+        allowed_hosts: Host header values accepted besides loopback names.
+    """
+
+    gateway: str
+    host: str = "127.0.0.1"
+    port: int = DEFAULT_PORT
+    caller: Caller | None = None
+    tls: ClientTls | None = None
+    allowed_hosts: frozenset[str] = field(default_factory=frozenset)
+
+
+@dataclass(frozen=True, slots=True)
+class RunningConsole:
+    """A console that listens: its address and, for the local one, the sign-in URL."""
+
+    host: str
+    port: int
+    launch: LaunchToken | None
+
+    @property
+    def url(self) -> str:
+        """The page's URL, with the launch token when there is one."""
+        host = "127.0.0.1" if self.host in ("0.0.0.0", "") else self.host
+        base = f"http://{host}:{self.port}/"
+        return f"{base}?token={self.launch.token}" if self.launch else base
+
+
+def create_console(
+    gateway: ConsoleGateway, options: ConsoleOptions, launch: LaunchToken | None
+) -> ASGIApp:
+    """The ASGI app: the guard around the API, the page and its assets."""
+    caller_of: CallerOf = (
+        fixed_caller(options.caller) if options.caller is not None else header_caller
+    )
+    api = ConsoleApi(gateway, caller_of, local=options.caller is not None, address=options.gateway)
+
+    async def page(_request: Request) -> Response:
+        return FileResponse(STATIC / "index.html")
+
+    app = Starlette(
+        routes=[
+            *api.routes(),
+            Route("/", page),
+            Mount("/static", StaticFiles(directory=STATIC), name="static"),
+        ],
+        exception_handlers={
+            grpc.aio.AioRpcError: api.error_response,
+            ConsoleInputError: api.error_response,
+        },
+    )
+    return Guard(app, AccessPolicy(options.allowed_hosts, launch))
+
+
+class _QuietServer(uvicorn.Server):
+    """uvicorn without its own signal handlers: the process that embeds it owns the signals."""
+
+    @contextlib.contextmanager
+    def capture_signals(self) -> Generator[None, None, None]:
+        yield
+
+
+@contextlib.asynccontextmanager
+async def running_console(
+    options: ConsoleOptions, port_flag: str = "--port"
+) -> AsyncIterator[RunningConsole]:
+    """Serve the console until the block exits; FailedPrecondition (naming `port_flag`) when
+    the port is taken."""
+    sock = _bind(options.host, options.port, port_flag)
+    launch = LaunchToken() if options.caller is not None else None
+    async with open_channel(options.gateway, tls=options.tls) as channel:
+        app = create_console(ConsoleGateway(channel), options, launch)
+        config = uvicorn.Config(
+            app,
+            log_config=None,
+            log_level="warning",  # `stello up` is quiet; errors still show
+            access_log=False,
+            lifespan="off",
+            http="h11",
+            ws="none",
+            proxy_headers=False,
+            server_header=False,
+            timeout_graceful_shutdown=2,
+        )
+        server = _QuietServer(config)
+        task = asyncio.create_task(server.serve(sockets=[sock]), name="stello-console")
+        try:
+            while not server.started:
+                if task.done():
+                    task.result()
+                    raise FailedPrecondition("the console stopped while starting")
+                await asyncio.sleep(0.01)
+            yield RunningConsole(options.host, sock.getsockname()[1], launch)
+        finally:
+            server.should_exit = True
+            await task
+            sock.close()
+
+
+def _bind(host: str, port: int, port_flag: str) -> socket.socket:
+    """A listening socket, bound before uvicorn starts so a taken port is a clear error."""
+    family = socket.AF_INET6 if ":" in host else socket.AF_INET
+    sock = socket.socket(family, socket.SOCK_STREAM)
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)  # not past TIME_WAIT only
+    try:
+        sock.bind((host.strip("[]"), port))
+    except OSError as exc:
+        sock.close()
+        raise FailedPrecondition(
+            f"the console cannot listen on {host}:{port} ({exc.strerror or exc}; is another "
+            f"console running?): choose a port with {port_flag} (0 = any free one)"
+        ) from None
+    sock.listen(128)
+    sock.setblocking(False)
+    return sock

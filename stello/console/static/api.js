@@ -1,0 +1,115 @@
+// The console's JSON endpoints and its server-sent-events stream. A deployed console
+// sends the key the user entered (kept in sessionStorage, never in a URL) in a header;
+// the local console of `stello up` signs in with its cookie and sends none.
+
+const KEY = "stello.console.key";
+const SPACE = "stello.console.space";
+let keyMode = false;
+
+/** An error the gateway (or the console) answered: its code and message. */
+export class ApiError extends Error {
+  constructor(code, message, reason = null) {
+    super(message);
+    this.code = code;
+    this.reason = reason;
+  }
+
+  toString() {
+    return `${this.code}: ${this.message}`;
+  }
+}
+
+/** "key": requests carry the key from sessionStorage; "local": the cookie suffices. */
+export function setMode(mode) {
+  keyMode = mode === "key";
+}
+
+export function signedIn() {
+  return !keyMode || Boolean(sessionStorage.getItem(KEY) && sessionStorage.getItem(SPACE));
+}
+
+export function signIn(key, space) {
+  sessionStorage.setItem(KEY, key.trim());
+  sessionStorage.setItem(SPACE, space.trim());
+}
+
+export function signOut() {
+  sessionStorage.removeItem(KEY);
+  sessionStorage.removeItem(SPACE);
+}
+
+export function space() {
+  return sessionStorage.getItem(SPACE);
+}
+
+function headers(json) {
+  const result = {};
+  if (json) result["content-type"] = "application/json";
+  if (keyMode) {
+    result.authorization = `Bearer ${sessionStorage.getItem(KEY) || ""}`;
+    result["x-stello-space"] = sessionStorage.getItem(SPACE) || "";
+  }
+  return result;
+}
+
+async function request(method, path, body) {
+  try {
+    return await fetch(path, {
+      method,
+      headers: headers(body !== undefined),
+      body: body === undefined ? undefined : JSON.stringify(body),
+      credentials: "same-origin",
+      cache: "no-store",
+    });
+  } catch {
+    throw new ApiError("UNAVAILABLE", "the console did not answer: is it still running?");
+  }
+}
+
+async function answer(response) {
+  const type = response.headers.get("content-type") || "";
+  if (type.startsWith("application/json")) {
+    const data = await response.json();
+    if (response.ok) return data;
+    const error = data.error || {};
+    throw new ApiError(error.code || String(response.status), error.message || "", error.reason);
+  }
+  const text = (await response.text()).trim();
+  if (!response.ok) throw new ApiError(String(response.status), text || response.statusText);
+  return text;
+}
+
+/** One JSON call; throws ApiError with the gateway's message when it fails. */
+export async function call(method, path, body) {
+  return answer(await request(method, path, body));
+}
+
+/** POST `body`, then `onEvent(name, data)` for each server-sent event until the stream ends. */
+export async function stream(path, body, onEvent) {
+  const response = await request("POST", path, body);
+  if (!response.ok) await answer(response);
+  const reader = response.body.pipeThrough(new TextDecoderStream()).getReader();
+  let buffer = "";
+  for (;;) {
+    const { value, done } = await reader.read();
+    if (done) break;
+    buffer += value;
+    let cut;
+    while ((cut = buffer.indexOf("\n\n")) >= 0) {
+      const block = buffer.slice(0, cut);
+      buffer = buffer.slice(cut + 2);
+      let name = "message";
+      let data = "";
+      for (const line of block.split("\n")) {
+        if (line.startsWith("event: ")) name = line.slice(7);
+        else if (line.startsWith("data: ")) data += line.slice(6);
+      }
+      onEvent(name, data ? JSON.parse(data) : null);
+    }
+  }
+}
+
+/** A fresh idempotency key for a mutating call (a retry of the same click reuses it). */
+export function requestId() {
+  return crypto.randomUUID();
+}

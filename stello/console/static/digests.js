@@ -1,0 +1,81 @@
+// Digests: every session's label, status, turns, memory and insight as a table,
+// one page at a time (ListSessionDigests' page tokens), filtered by status.
+
+import { call } from "./api.js";
+import { el, replace } from "./dom.js";
+
+const PAGE_SIZE = 50;
+
+export class DigestsView {
+  constructor(container, app) {
+    this.container = container;
+    this.app = app;
+    this.status = "";
+    this.tokens = [""]; // the token of each page seen so far; the last is the current one
+    this.next = "";
+  }
+
+  async show() {
+    const token = this.tokens[this.tokens.length - 1];
+    const query = new URLSearchParams({ status: this.status, page_size: String(PAGE_SIZE), page_token: token });
+    const page = await call("GET", `/api/digests?${query}`);
+    this.next = page.next_page_token;
+    this.draw(page.digests);
+  }
+
+  async go(change) {
+    change();
+    try {
+      await this.show();
+    } catch (error) {
+      this.app.reportError(error);
+    }
+  }
+
+  draw(digests) {
+    const filter = el(
+      "select",
+      {
+        id: "digest-status",
+        onchange: (event) => this.go(() => {
+          this.status = event.target.value;
+          this.tokens = [""];
+        }),
+      },
+      ["", "active", "archived"].map((value) =>
+        el("option", { value, selected: value === this.status }, value || "all statuses"),
+      ),
+    );
+    const rows = digests.map((digest) =>
+      el(
+        "tr",
+        { class: digest.status === "archived" ? "archived" : null, dataset: { id: digest.id }, onclick: () => this.app.open(digest.id) },
+        el("td", {}, digest.label),
+        el("td", {}, digest.status),
+        el("td", { class: "number" }, String(digest.turn_count)),
+        el("td", { class: "text-cell" }, digest.memory ?? ""),
+        el("td", { class: "text-cell" }, digest.insight ?? ""),
+        el("td", {}, el("code", {}, digest.id.slice(0, 8))),
+      ),
+    );
+    const page = this.tokens.length;
+    replace(
+      this.container,
+      el("h2", {}, "Digests"),
+      el(
+        "div",
+        { class: "actions" },
+        filter,
+        el("button", { type: "button", id: "digest-prev", disabled: page === 1, onclick: () => this.go(() => this.tokens.pop()) }, "‹ Previous"),
+        el("span", { class: "muted", id: "digest-page" }, `page ${page}`),
+        el("button", { type: "button", id: "digest-next", disabled: !this.next, onclick: () => this.go(() => this.tokens.push(this.next)) }, "Next ›"),
+      ),
+      el(
+        "table",
+        { class: "digests", id: "digests" },
+        el("thead", {}, el("tr", {}, ["Label", "Status", "Turns", "Memory", "Insight", "Id"].map((h) => el("th", {}, h)))),
+        el("tbody", {}, rows.length ? rows : el("tr", {}, el("td", { colspan: "6", class: "muted" }, "No sessions."))),
+      ),
+    );
+  }
+}

@@ -1,0 +1,72 @@
+// Building the page from data: every text from a model or a user goes in as a text node
+// (append / textContent), never as markup. The page's Content Security Policy enforces
+// Trusted Types, so an HTML sink such as innerHTML would throw rather than parse.
+
+/**
+ * A new element: `props` are attributes (class, dataset, on<event> listeners, and DOM
+ * properties such as value or disabled when not a string); children are nodes or text.
+ */
+export function el(tag, props = {}, ...children) {
+  const node = document.createElement(tag);
+  for (const [name, value] of Object.entries(props)) {
+    if (value === undefined || value === null || value === false) continue;
+    if (name === "class") node.className = value;
+    else if (name === "dataset") Object.assign(node.dataset, value);
+    else if (name.startsWith("on")) node.addEventListener(name.slice(2), value);
+    else if (name === "value") node.value = value; // a textarea's text is its property only
+    else if (typeof value !== "string" && name in node) node[name] = value;
+    else node.setAttribute(name, value === true ? "" : String(value));
+  }
+  append(node, children);
+  return node;
+}
+
+/** Append nodes and texts (nested arrays flattened; null and false skipped). */
+export function append(node, children) {
+  for (const child of [children].flat(Infinity)) {
+    if (child === null || child === undefined || child === false) continue;
+    node.append(child instanceof Node ? child : String(child));
+  }
+}
+
+/** Replace every child of `node`. */
+export function replace(node, ...children) {
+  node.replaceChildren();
+  append(node, children);
+}
+
+/** "1 turn", "3 turns". */
+export function plural(count, word) {
+  return `${count} ${word}${count === 1 ? "" : "s"}`;
+}
+
+/** An ISO time as the browser's local date and time ("" when none). */
+export function when(iso) {
+  return iso ? new Date(iso).toLocaleString() : "";
+}
+
+/** A modal dialog with `content`; resolves with the submitted FormData, or null. */
+export function dialog(title, content, submitLabel, { danger = false } = {}) {
+  return new Promise((resolve) => {
+    const form = el(
+      "form",
+      { method: "dialog", class: "dialog-form" },
+      el("h3", {}, title),
+      content,
+      el(
+        "div",
+        { class: "dialog-actions" },
+        el("button", { type: "submit", value: "cancel", formnovalidate: true }, "Cancel"),
+        el("button", { type: "submit", value: "ok", class: danger ? "danger" : "primary" }, submitLabel),
+      ),
+    );
+    const box = el("dialog", {}, form);
+    box.addEventListener("close", () => {
+      const data = box.returnValue === "ok" ? new FormData(form) : null;
+      box.remove();
+      resolve(data);
+    });
+    document.body.append(box);
+    box.showModal();
+  });
+}

@@ -1,0 +1,195 @@
+"""Console fixtures: the gateway stack of tests/gateway, a console in front of it, Chromium.
+
+The console runs in the test's event loop on a loopback port (the same
+`running_console` `stello up` uses); the browser is Debian's Chromium driven
+by Playwright (`executable_path`, never a downloaded browser), installed by
+scripts/system_packages. Screenshots go to artifacts/console/ (gitignored).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import re
+import shutil
+from collections.abc import AsyncIterator, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import pytest
+from playwright.async_api import Browser, BrowserContext, ConsoleMessage, Page, async_playwright
+
+from agent_gateway.llm import Completion, Done, LLMMessage, StreamEvent, TextDelta, ToolSpec, Usage
+from stello.console import Caller, ConsoleOptions, RunningConsole, running_console
+from tests.gateway.conftest import (  # noqa: F401 (fixtures used by name)
+    GatewayStarter,
+    Stack,
+    _backends,
+    _profiles_file,
+    _start_gateway,
+    _summarizer,
+    close_stack,
+    open_stack,
+)
+from tests.gateway.conftest import Backends, FakeSummarizer
+from tests.support.fixtures import TestSpace
+
+REPO = Path(__file__).resolve().parents[2]
+ARTIFACTS = REPO / "artifacts" / "console"
+CHROMIUM = "/usr/bin/chromium"
+CHROMIUM_FLAGS = [
+    "--headless",
+    "--no-sandbox",
+    "--disable-gpu",
+    "--disable-background-networking",
+    "--disable-component-update",
+    "--disable-sync",
+    "--no-first-run",
+]
+REPLY_HEAD = "Streaming "
+
+
+class HeldProvider:
+    """An LLM behind the provider interface that echoes, and can hold its reply mid-stream.
+
+    The first delta is REPLY_HEAD; while `release` is clear, the rest waits,
+    so a test can see the page show a reply before the turn is done.
+    """
+
+    max_context_tokens = 1_000_000
+
+    def __init__(self) -> None:
+        self.release = asyncio.Event()
+        self.release.set()
+
+    def _text(self, messages: Sequence[LLMMessage]) -> str:
+        last = next((m.content for m in reversed(messages) if m.role == "user"), "")
+        return f"{REPLY_HEAD}reply to: {last}"
+
+    async def complete(
+        self, messages: Sequence[LLMMessage], *, tools: Sequence[ToolSpec] | None = None
+    ) -> Completion:
+        """The whole reply at once."""
+        return Completion(self._text(messages), (), Usage(1, 1, 2))
+
+    async def stream(
+        self, messages: Sequence[LLMMessage], *, tools: Sequence[ToolSpec] | None = None
+    ) -> AsyncIterator[StreamEvent]:
+        """REPLY_HEAD, then (once released) the rest, then Done."""
+        text = self._text(messages)
+        yield TextDelta(REPLY_HEAD)
+        await self.release.wait()
+        yield TextDelta(text[len(REPLY_HEAD) :])
+        yield Done(Completion(text, (), Usage(1, 1, 2)))
+
+
+@dataclass
+class ConsoleStack:
+    """A gateway stack with a console in front of it, signed in as the stack's space."""
+
+    stack: Stack
+    console: RunningConsole
+    provider: HeldProvider
+
+    @property
+    def port(self) -> int:
+        """The console's port."""
+        return self.console.port
+
+    @property
+    def base(self) -> str:
+        """The page's address without the token."""
+        return f"http://127.0.0.1:{self.console.port}/"
+
+
+@pytest.fixture(name="console")
+async def _console(
+    start_gateway: GatewayStarter, backends: Backends, space: TestSpace, summarizer: FakeSummarizer
+) -> AsyncIterator[ConsoleStack]:
+    """The local console (as `stello up` runs it) over a real gateway, storage and tree."""
+    provider = HeldProvider()
+    gateway = await start_gateway(provider=provider)
+    stack = await open_stack(backends, gateway, space, summarizer)
+    options = ConsoleOptions(
+        gateway=gateway.address, port=0, caller=Caller(space.key, space.sid)
+    )
+    try:
+        async with running_console(options) as console:
+            yield ConsoleStack(stack, console, provider)
+    finally:
+        await close_stack(stack)
+
+
+@pytest.fixture(name="key_console")
+async def _key_console(
+    start_gateway: GatewayStarter, backends: Backends, space: TestSpace, summarizer: FakeSummarizer
+) -> AsyncIterator[ConsoleStack]:
+    """A deployed console (the page sends the key) over a real gateway."""
+    provider = HeldProvider()
+    gateway = await start_gateway(provider=provider)
+    stack = await open_stack(backends, gateway, space, summarizer)
+    try:
+        async with running_console(ConsoleOptions(gateway=gateway.address, port=0)) as console:
+            yield ConsoleStack(stack, console, provider)
+    finally:
+        await close_stack(stack)
+
+
+@pytest.fixture(name="browser", scope="session")
+async def _browser() -> AsyncIterator[Browser]:
+    """Debian's Chromium, headless; Playwright gives each launch a fresh profile directory."""
+    if shutil.which(CHROMIUM) is None:
+        pytest.fail(f"{CHROMIUM} is missing: run scripts/system_packages (scripts/test does)")
+    async with async_playwright() as playwright:
+        browser = await playwright.chromium.launch(
+            executable_path=CHROMIUM, headless=True, args=CHROMIUM_FLAGS
+        )
+        yield browser
+        await browser.close()
+
+
+@dataclass
+class BrowserPage:
+    """A page in a fresh browser context, with everything its console and errors reported."""
+
+    context: BrowserContext
+    page: Page
+    messages: list[ConsoleMessage] = field(default_factory=list)
+    errors: list[str] = field(default_factory=list)
+
+    def console_errors(self, *allowed: str) -> list[str]:
+        """Console errors and uncaught page errors, but those matching an `allowed` pattern."""
+        found = [m.text for m in self.messages if m.type == "error"] + self.errors
+        return [text for text in found if not any(re.search(p, text) for p in allowed)]
+
+    async def shot(self, name: str) -> Path:
+        """A screenshot in artifacts/console/NAME.png."""
+        ARTIFACTS.mkdir(parents=True, exist_ok=True)
+        path = ARTIFACTS / f"{name}.png"
+        await self.page.screenshot(path=str(path))
+        return path
+
+
+@pytest.fixture(name="browser_page")
+async def _browser_page(browser: Browser) -> AsyncIterator[BrowserPage]:
+    """A new context (no cookies, no storage) and page, 1280x800."""
+    context = await browser.new_context(viewport={"width": 1280, "height": 800})
+    context.set_default_timeout(15_000)
+    page = await context.new_page()
+    opened = BrowserPage(context, page)
+    page.on("console", opened.messages.append)
+    page.on("pageerror", lambda error: opened.errors.append(str(error)))
+    try:
+        yield opened
+    finally:
+        await context.close()
+
+
+def seeded_forest(roots: int, per_root: int) -> list[int | None]:
+    """`roots` trees of `per_root` sessions each, every node with up to three children."""
+    parents: list[int | None] = []
+    for tree in range(roots):
+        base = tree * per_root
+        parents.append(None)
+        parents += [base + (j - 1) // 3 for j in range(1, per_root)]
+    return parents

@@ -1,0 +1,222 @@
+"""The console's guard (DESIGN §8.1): launch token and cookie, Host, Origin, CSP headers."""
+
+from __future__ import annotations
+
+import pytest
+
+from tests.console.conftest import ConsoleStack
+from tests.console.http import Reply, fetch
+
+pytestmark = pytest.mark.sql
+
+
+async def signed_in(console: ConsoleStack) -> str:
+    """Exchange the launch token; the Cookie header value it sets."""
+    assert console.console.launch is not None
+    reply = await fetch(console.port, f"/?token={console.console.launch.token}")
+    cookie = reply.header("set-cookie")
+    assert cookie is not None
+    return cookie.split(";", 1)[0]
+
+
+class TestSignIn:
+    async def test_the_token_becomes_a_strict_http_only_cookie(self, console: ConsoleStack) -> None:
+        """?token= answers 303 to the same path without it, setting HttpOnly SameSite=Strict."""
+        assert console.console.launch is not None
+        reply = await fetch(console.port, f"/?token={console.console.launch.token}")
+        assert reply.status == 303
+        assert reply.header("location") == "/"
+        cookie = reply.header("set-cookie") or ""
+        assert cookie.startswith(f"stello_console_{console.port}=")
+        assert "HttpOnly" in cookie and "SameSite=Strict" in cookie
+        assert console.console.launch.token not in cookie
+
+    async def test_the_cookie_opens_the_page_and_the_api(self, console: ConsoleStack) -> None:
+        """With the cookie, the page and /api answer 200."""
+        cookie = await signed_in(console)
+        page = await fetch(console.port, "/", headers={"Cookie": cookie})
+        api = await fetch(console.port, "/api/tree", headers={"Cookie": cookie})
+        assert (page.status, api.status) == (200, 200)
+        assert "app.js" in page.text and api.json() == {"nodes": []}
+
+    @pytest.mark.parametrize("path", ["/", "/api/tree", "/static/app.js"])
+    async def test_without_the_cookie_everything_is_refused(
+        self, console: ConsoleStack, path: str
+    ) -> None:
+        """No cookie: 403 with a message saying to open the printed URL."""
+        reply = await fetch(console.port, path)
+        assert reply.status == 403
+        assert "open the URL `stello up` printed" in reply.text
+
+    async def test_a_wrong_token_or_cookie_is_refused(self, console: ConsoleStack) -> None:
+        """A guessed token gets no cookie; a forged cookie opens nothing."""
+        wrong = await fetch(console.port, "/?token=guess")
+        forged = await fetch(
+            console.port, "/api/tree", headers={"Cookie": f"stello_console_{console.port}=x"}
+        )
+        assert (wrong.status, forged.status) == (403, 403)
+        assert wrong.header("set-cookie") is None
+
+    async def test_the_redirect_stays_on_this_site(self, console: ConsoleStack) -> None:
+        """A path like //evil.example redirects to /evil.example, never to another host."""
+        assert console.console.launch is not None
+        token = console.console.launch.token
+        reply = await fetch(console.port, f"//evil.example?token={token}")
+        assert reply.status == 303 and reply.header("location") == "/evil.example"
+
+
+class TestHostAndOrigin:
+    @pytest.mark.parametrize(
+        "host",
+        [
+            pytest.param("evil.example", id="rebound-name"),
+            pytest.param("evil.example:{port}", id="rebound-name-with-port"),
+            pytest.param("127.0.0.1:1", id="other-port"),
+            pytest.param("", id="empty"),
+        ],
+    )
+    async def test_a_foreign_host_is_refused(self, console: ConsoleStack, host: str) -> None:
+        """A Host that is not this server (DNS rebinding) is refused, even with the cookie."""
+        cookie = await signed_in(console)
+        reply = await fetch(
+            console.port,
+            "/api/tree",
+            host=host.format(port=console.port),
+            headers={"Cookie": cookie},
+        )
+        assert reply.status == 403 and "is not this console" in reply.text
+
+    @pytest.mark.parametrize("name", ["127.0.0.1", "localhost"])
+    async def test_loopback_names_are_this_host(self, console: ConsoleStack, name: str) -> None:
+        """127.0.0.1 and localhost with the listening port are accepted."""
+        cookie = await signed_in(console)
+        reply = await fetch(
+            console.port, "/api/tree", host=f"{name}:{console.port}", headers={"Cookie": cookie}
+        )
+        assert reply.status == 200
+
+    async def test_a_foreign_origin_is_refused(self, console: ConsoleStack) -> None:
+        """A request from another origin is refused, reads and writes alike."""
+        cookie = await signed_in(console)
+        evil = {"Cookie": cookie, "Origin": "http://evil.example"}
+        read = await fetch(console.port, "/api/tree", headers=evil)
+        write = await fetch(
+            console.port,
+            "/api/roots",
+            method="POST",
+            headers={**evil, "Content-Type": "application/json"},
+            body={"label": "x"},
+        )
+        assert (read.status, write.status) == (403, 403)
+        assert "http://evil.example" in read.text
+        assert (await fetch(console.port, "/api/tree", headers={"Cookie": cookie})).json() == {
+            "nodes": []
+        }
+
+    async def test_a_write_without_origin_is_refused(self, console: ConsoleStack) -> None:
+        """A POST with no Origin header is refused and creates nothing."""
+        cookie = await signed_in(console)
+        reply = await fetch(
+            console.port, "/api/roots", method="POST", headers={"Cookie": cookie}, body={}
+        )
+        assert reply.status == 403 and "Origin" in reply.text
+        tree = await fetch(console.port, "/api/tree", headers={"Cookie": cookie})
+        assert tree.json() == {"nodes": []}
+
+    async def test_a_cross_site_fetch_is_refused(self, console: ConsoleStack) -> None:
+        """Sec-Fetch-Site: cross-site is refused even for a read."""
+        cookie = await signed_in(console)
+        reply = await fetch(
+            console.port, "/api/tree", headers={"Cookie": cookie, "Sec-Fetch-Site": "cross-site"}
+        )
+        assert reply.status == 403
+
+    async def test_its_own_origin_may_write(self, console: ConsoleStack) -> None:
+        """A POST from the console's own origin goes through."""
+        cookie = await signed_in(console)
+        reply = await fetch(
+            console.port,
+            "/api/roots",
+            method="POST",
+            headers={"Cookie": cookie, "Origin": f"http://127.0.0.1:{console.port}"},
+            body={"label": "Made here"},
+        )
+        assert reply.status == 200 and reply.json()["label"] == "Made here"
+
+
+class TestHeaders:
+    @staticmethod
+    def assert_strict(reply: Reply) -> None:
+        """The strict policy and its companions are on the reply."""
+        policy = reply.header("content-security-policy") or ""
+        assert "script-src 'self'" in policy and "default-src 'none'" in policy
+        assert "unsafe-inline" not in policy and "unsafe-eval" not in policy
+        assert "require-trusted-types-for 'script'" in policy
+        assert reply.header("x-content-type-options") == "nosniff"
+        assert reply.header("referrer-policy") == "no-referrer"
+
+    async def test_every_answer_carries_the_policy(self, console: ConsoleStack) -> None:
+        """Page, assets, API answers and refusals all carry the Content Security Policy."""
+        cookie = await signed_in(console)
+        for path in ("/", "/static/app.js", "/api/tree", "/api/sessions/nope"):
+            self.assert_strict(await fetch(console.port, path, headers={"Cookie": cookie}))
+        self.assert_strict(await fetch(console.port, "/"))
+
+    async def test_the_page_has_no_inline_script(self, console: ConsoleStack) -> None:
+        """index.html loads its script from a file and has no inline handlers or styles."""
+        cookie = await signed_in(console)
+        page = (await fetch(console.port, "/", headers={"Cookie": cookie})).text
+        assert '<script type="module" src="/static/app.js"></script>' in page
+        assert page.count("<script") == 1
+        assert " on" not in page.replace(" one", "")  # no onclick= and friends
+        assert "style=" not in page and "<style" not in page
+
+
+class TestDeployedConsole:
+    async def test_the_api_wants_a_key(self, key_console: ConsoleStack) -> None:
+        """Without Authorization and X-Stello-Space the API answers 401 asking to sign in."""
+        reply = await fetch(key_console.port, "/api/tree")
+        assert reply.status == 401
+        assert reply.json()["error"]["code"] == "UNAUTHENTICATED"
+        assert "API key" in reply.json()["error"]["message"]
+
+    async def test_the_page_sends_the_key(self, key_console: ConsoleStack) -> None:
+        """With the key and space in headers the API acts as that key; the page needs none."""
+        space = key_console.stack.space
+        page = await fetch(key_console.port, "/")
+        reply = await fetch(
+            key_console.port,
+            "/api/tree",
+            headers={"Authorization": f"Bearer {space.key}", "X-Stello-Space": space.sid},
+        )
+        assert (page.status, reply.status) == (200, 200)
+
+    async def test_a_wrong_key_is_the_gateways_unauthenticated(
+        self, key_console: ConsoleStack
+    ) -> None:
+        """A key the gateway does not know answers 401 with the gateway's message."""
+        space = key_console.stack.space
+        reply = await fetch(
+            key_console.port,
+            "/api/tree",
+            headers={"Authorization": "Bearer nope", "X-Stello-Space": space.sid},
+        )
+        assert reply.status == 401 and reply.json()["error"]["code"] == "UNAUTHENTICATED"
+
+    async def test_another_spaces_session_is_not_found(
+        self, key_console: ConsoleStack, other_space: object
+    ) -> None:
+        """A key of another space cannot read this space's session: NOT_FOUND, no leak."""
+        from tests.support.fixtures import TestSpace
+
+        assert isinstance(other_space, TestSpace)
+        root = await key_console.stack.root(label="Private")
+        reply = await fetch(
+            key_console.port,
+            f"/api/sessions/{root.id}",
+            headers={
+                "Authorization": f"Bearer {other_space.key}",
+                "X-Stello-Space": other_space.sid,
+            },
+        )
+        assert reply.status == 404 and "Private" not in reply.text
