@@ -14,7 +14,6 @@ import shutil
 from collections.abc import AsyncIterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
 
 import pytest
 from playwright.async_api import Browser, BrowserContext, ConsoleMessage, Page, async_playwright
@@ -22,6 +21,8 @@ from playwright.async_api import Browser, BrowserContext, ConsoleMessage, Page, 
 from agent_gateway.llm import Completion, Done, LLMMessage, StreamEvent, TextDelta, ToolSpec, Usage
 from stello.console import Caller, ConsoleOptions, RunningConsole, running_console
 from tests.gateway.conftest import (  # noqa: F401 (fixtures used by name)
+    Backends,
+    FakeSummarizer,
     GatewayStarter,
     Stack,
     _backends,
@@ -31,7 +32,6 @@ from tests.gateway.conftest import (  # noqa: F401 (fixtures used by name)
     close_stack,
     open_stack,
 )
-from tests.gateway.conftest import Backends, FakeSummarizer
 from tests.support.fixtures import TestSpace
 
 REPO = Path(__file__).resolve().parents[2]
@@ -110,9 +110,7 @@ async def _console(
     provider = HeldProvider()
     gateway = await start_gateway(provider=provider)
     stack = await open_stack(backends, gateway, space, summarizer)
-    options = ConsoleOptions(
-        gateway=gateway.address, port=0, caller=Caller(space.key, space.sid)
-    )
+    options = ConsoleOptions(gateway=gateway.address, port=0, caller=Caller(space.key, space.sid))
     try:
         async with running_console(options) as console:
             yield ConsoleStack(stack, console, provider)
@@ -177,7 +175,7 @@ async def _browser_page(browser: Browser) -> AsyncIterator[BrowserPage]:
     context.set_default_timeout(15_000)
     page = await context.new_page()
     opened = BrowserPage(context, page)
-    page.on("console", opened.messages.append)
+    page.on("console", lambda message: opened.messages.append(message))
     page.on("pageerror", lambda error: opened.errors.append(str(error)))
     try:
         yield opened

@@ -68,9 +68,7 @@ async def fetch(
     status_line, *header_lines = head.decode("latin-1").split("\r\n")
     pairs = [tuple(line.split(": ", 1)) for line in header_lines]
     reply_headers = [(name, value) for name, value in pairs]
-    chunked = any(
-        k.lower() == "transfer-encoding" and v == "chunked" for k, v in reply_headers
-    )
+    chunked = any(k.lower() == "transfer-encoding" and v == "chunked" for k, v in reply_headers)
     return Reply(int(status_line.split()[1]), reply_headers, _dechunk(rest) if chunked else rest)
 
 

@@ -1,0 +1,300 @@
+"""The console in a real headless Chromium: forest, send, fork, archive, injection, refusals.
+
+Each test writes a screenshot of the view it reached to artifacts/console/
+(gitignored); `forest-session.png` is the one committed as docs/console.png.
+"""
+
+from __future__ import annotations
+
+import asyncpg
+import pytest
+from playwright.async_api import expect
+
+from stello.agent.v1 import agent_pb2
+from tests.console.conftest import REPLY_HEAD, BrowserPage, ConsoleStack, seeded_forest
+from tests.gateway.conftest import record
+from tests.tree.seed import seed_topology
+
+pytestmark = [pytest.mark.sql, pytest.mark.browser]
+
+XSS = "<img src=x onerror=alert(1)>"
+
+
+async def open_console(console: ConsoleStack, browser: BrowserPage, fragment: str = "") -> None:
+    """Open the printed URL (token exchanged for the cookie), then go to `fragment`."""
+    await browser.page.goto(console.console.url)
+    await expect(browser.page.locator("#forest")).to_be_visible()
+    if fragment:
+        await browser.page.goto(console.base + fragment)
+
+
+class TestForest:
+    async def test_a_thousand_sessions_load_as_a_virtual_list(
+        self, console: ConsoleStack, browser_page: BrowserPage, pool: asyncpg.Pool
+    ) -> None:
+        """1,000 seeded sessions in 20 trees: counted, drawn as a few rows, the last reachable."""
+        await seed_topology(pool, console.stack.space.id, seeded_forest(20, 50))
+        tree = await console.stack.gw.GetTree(
+            agent_pb2.GetTreeRequest(space_id=console.stack.space.sid)
+        )
+        page = browser_page.page
+        await open_console(console, browser_page)
+        await expect(page.locator(".forest-count")).to_have_text("1000 sessions in 20 trees")
+        rows = await page.locator("#forest .node").count()
+        assert 10 < rows < 100, rows
+        await page.locator("#forest").evaluate("(el) => { el.scrollTop = el.scrollHeight; }")
+        last = tree.nodes[-1].id  # the end of the pre-order
+        await expect(page.locator(f'#forest .node[data-id="{last}"]')).to_be_visible()
+        await browser_page.shot("forest")
+        assert browser_page.console_errors() == []
+
+    async def test_a_node_collapses_and_expands(
+        self, console: ConsoleStack, browser_page: BrowserPage
+    ) -> None:
+        """The toggle hides a node's subtree and shows it again."""
+        root = await console.stack.root(label="Top")
+        child = await console.stack.fork(root.id, "Below")
+        page = browser_page.page
+        await open_console(console, browser_page)
+        below = page.locator(f'#forest .node[data-id="{child.id}"]')
+        await expect(below).to_be_visible()
+        toggle = page.locator(f'#forest .node[data-id="{root.id}"] .toggle')
+        await toggle.click()
+        await expect(below).to_have_count(0)
+        await toggle.click()
+        await expect(below).to_be_visible()
+        assert browser_page.console_errors() == []
+
+
+class TestSession:
+    async def test_a_send_streams_its_reply_into_the_page(
+        self, console: ConsoleStack, browser_page: BrowserPage
+    ) -> None:
+        """The reply's first words show while the model still writes; then the turn is stored."""
+        root = await console.stack.root(label="Chat")
+        page = browser_page.page
+        await open_console(console, browser_page, f"#/session/{root.id}")
+        console.provider.release.clear()
+        await page.locator("#message").fill("hello there")
+        await page.locator("#send").click()
+        await expect(page.locator("#streaming")).to_have_text(REPLY_HEAD)
+        assert await console.stack.records(root.id) == []  # nothing stored mid-stream
+        console.provider.release.set()
+        stored = page.locator('#records li.role-assistant[data-seq="2"] .content')
+        await expect(stored).to_have_text(f"{REPLY_HEAD}reply to: hello there")
+        await expect(page.locator('#records li.role-user[data-seq="1"] .content')).to_have_text(
+            "hello there"
+        )
+        await expect(page.locator(f'#forest .node[data-id="{root.id}"] .turns')).to_have_text(
+            "1 turn"
+        )
+        await browser_page.shot("session-sent")
+        assert [r.content for r in await console.stack.records(root.id)] == [
+            "hello there",
+            f"{REPLY_HEAD}reply to: hello there",
+        ]
+        assert browser_page.console_errors() == []
+
+    async def test_fork_from_the_third_record_keeps_the_first_three(
+        self, console: ConsoleStack, browser_page: BrowserPage
+    ) -> None:
+        """ "Fork here" on record #3 makes a child whose records are #1..#3, shown as opened."""
+        root = await console.stack.root(label="Source")
+        await console.stack.append(
+            root.id,
+            *(record(role, f"message {n}") for n, role in enumerate(["user", "assistant"] * 3, 1)),
+        )
+        page = browser_page.page
+        await open_console(console, browser_page, f"#/session/{root.id}")
+        third = page.locator('#records li[data-seq="3"]')
+        await third.hover()
+        await third.locator(".fork-here").click()
+        await expect(page.locator("#fork-up-to")).to_have_value("3")
+        await page.locator("#fork-label").fill("From three")
+        await browser_page.shot("fork-dialog")
+        await page.get_by_role("button", name="Fork", exact=True).click()
+        await expect(page.locator("#session-label")).to_have_text("From three")
+        await expect(page.locator("#records li[data-seq]")).to_have_count(3)
+        await expect(page.locator("#lineage")).to_contain_text("Source")
+        children = (await console.stack.view(root.id)).node.children
+        assert len(children) == 1
+        assert [r.content for r in await console.stack.records(children[0])] == [
+            "message 1",
+            "message 2",
+            "message 3",
+        ]
+        await browser_page.shot("forest-session")
+        assert browser_page.console_errors() == []
+
+    async def test_archive_dims_the_node_and_unarchive_restores_it(
+        self, console: ConsoleStack, browser_page: BrowserPage
+    ) -> None:
+        """Archive marks the forest node archived (dimmed) and the session; Unarchive undoes it."""
+        root = await console.stack.root(label="Old")
+        page = browser_page.page
+        await open_console(console, browser_page, f"#/session/{root.id}")
+        node = page.locator(f'#forest .node[data-id="{root.id}"]')
+        await page.locator("#archive").click()
+        await expect(node).to_have_class("node archived selected")
+        opacity = await node.evaluate("(el) => getComputedStyle(el).opacity")
+        assert float(opacity) < 0.6
+        await expect(page.locator("#session-status")).to_have_text("archived")
+        await expect(page.locator("#send")).to_be_disabled()
+        await browser_page.shot("archived")
+        await page.locator("#unarchive").click()
+        await expect(node).to_have_class("node selected")
+        view = await console.stack.view(root.id)
+        assert view.node.status == 1  # SESSION_STATUS_ACTIVE
+        assert browser_page.console_errors() == []
+
+    async def test_delete_asks_then_erases_the_subtree(
+        self, console: ConsoleStack, browser_page: BrowserPage
+    ) -> None:
+        """Delete names what goes; Cancel keeps it; Delete erases the session and its child."""
+        root = await console.stack.root(label="Doomed")
+        await console.stack.fork(root.id, "Doomed child")
+        page = browser_page.page
+        await open_console(console, browser_page, f"#/session/{root.id}")
+        await page.locator("#delete").click()
+        await expect(page.locator("#delete-what")).to_contain_text("and the 1 session below it")
+        await page.get_by_role("button", name="Cancel").click()
+        assert len((await console.stack.view(root.id)).node.children) == 1
+        await page.locator("#delete").click()
+        await page.locator("dialog button.danger").click()
+        await expect(page.locator(".forest-count")).to_have_text("No sessions yet: create a root.")
+        tree = await console.stack.gw.GetTree(
+            agent_pb2.GetTreeRequest(space_id=console.stack.space.sid)
+        )
+        assert list(tree.nodes) == []
+        assert browser_page.console_errors() == []
+
+    async def test_insight_and_memory_are_saved(
+        self, console: ConsoleStack, browser_page: BrowserPage
+    ) -> None:
+        """The insight and memory editors put their text through the gateway."""
+        root = await console.stack.root(label="Notes", system_prompt="Be brief.")
+        page = browser_page.page
+        await open_console(console, browser_page, f"#/session/{root.id}")
+        await expect(page.locator("#system-prompt")).to_have_text("Be brief.")
+        for name, text in (("insight", "look at X next"), ("memory", "knows about Y")):
+            await page.locator(f"details:has(#{name}-text) summary").click()
+            await page.locator(f"#{name}-text").fill(text)
+            await page.locator(f"#save-{name}").click()
+            await expect(page.locator(f"#save-{name}")).to_have_text("Saved")
+        view = await console.stack.view(root.id)
+        assert (view.insight, view.memory) == ("look at X next", "knows about Y")
+        await browser_page.shot("session-slots")
+        assert browser_page.console_errors() == []
+
+    async def test_markup_in_a_record_shows_as_text_and_runs_nothing(
+        self, console: ConsoleStack, browser_page: BrowserPage
+    ) -> None:
+        """A record, label and memory holding <img onerror> show literally; no image, no alert."""
+        root = await console.stack.root(label=XSS)
+        await console.stack.append(root.id, record("user", XSS), record("assistant", XSS))
+        await console.stack.gw.PutMemory(
+            agent_pb2.PutMemoryRequest(
+                space_id=console.stack.space.sid, session_id=root.id, content=XSS
+            )
+        )
+        page = browser_page.page
+        dialogs: list[str] = []
+        page.on("dialog", lambda d: dialogs.append(d.message))
+        await open_console(console, browser_page, f"#/session/{root.id}")
+        await expect(page.locator('#records li[data-seq="1"] .content')).to_have_text(XSS)
+        await expect(page.locator("#session-label")).to_have_text(XSS)
+        await expect(page.locator("#memory-text")).to_have_value(XSS)
+        await page.goto(console.base + "#/digests")
+        await expect(page.locator("#digests tbody tr").first).to_contain_text(XSS)
+        assert await page.locator("img").count() == 0
+        assert dialogs == []
+        assert browser_page.console_errors() == []
+
+    async def test_a_gateway_error_shows_its_message(
+        self, console: ConsoleStack, browser_page: BrowserPage
+    ) -> None:
+        """An unknown session shows the gateway's NOT_FOUND message, not a blank page."""
+        page = browser_page.page
+        missing = "00000000-0000-4000-8000-000000000000"
+        await open_console(console, browser_page, f"#/session/{missing}")
+        await expect(page.locator("#error-text")).to_contain_text("NOT_FOUND")
+        await expect(page.locator("#view-error")).to_contain_text("NOT_FOUND")
+        await browser_page.shot("error")
+        assert browser_page.console_errors(r"Failed to load resource.*404") == []
+
+
+class TestDigests:
+    async def test_digests_page_and_filter_by_status(
+        self, console: ConsoleStack, browser_page: BrowserPage
+    ) -> None:
+        """60 sessions: two pages of 50 and 10; the archived filter shows only archived ones."""
+        first = await console.stack.root(label="r0")
+        for n in range(1, 60):
+            await console.stack.root(label=f"r{n}")
+        await console.stack.gw.Archive(
+            agent_pb2.ArchiveRequest(space_id=console.stack.space.sid, session_id=first.id)
+        )
+        page = browser_page.page
+        await open_console(console, browser_page, "#/digests")
+        rows = page.locator("#digests tbody tr[data-id]")
+        await expect(rows).to_have_count(50)
+        await browser_page.shot("digests")
+        await page.locator("#digest-next").click()
+        await expect(rows).to_have_count(10)
+        await expect(page.locator("#digest-page")).to_have_text("page 2")
+        await page.locator("#digest-prev").click()
+        await expect(rows).to_have_count(50)
+        await page.locator("#digest-status").select_option("archived")
+        await expect(rows).to_have_count(1)
+        await expect(rows.first).to_contain_text("r0")
+        assert browser_page.console_errors() == []
+
+
+class TestRefusals:
+    async def test_the_page_without_the_token_is_refused(
+        self, console: ConsoleStack, browser_page: BrowserPage
+    ) -> None:
+        """Opening the address without the token shows the refusal, not the console."""
+        reply = await browser_page.page.goto(console.base)
+        assert reply is not None and reply.status == 403
+        await expect(browser_page.page.locator("body")).to_contain_text("not signed in")
+        assert await browser_page.page.locator("#forest").count() == 0
+
+    async def test_a_foreign_page_cannot_read_the_api(
+        self, console: ConsoleStack, browser_page: BrowserPage
+    ) -> None:
+        """A page on another origin (localhost vs 127.0.0.1) gets no answer from the API."""
+        await open_console(console, browser_page)
+        other = f"http://localhost:{console.port}/"
+        # The signed-in browser opens a page of another origin, which calls the console.
+        await browser_page.page.goto(other)
+        status = await browser_page.page.evaluate(
+            "async (url) => (await fetch(url, {method: 'POST', body: '{}'}).catch(() => null))"
+            "?.status ?? 'blocked'",
+            f"http://127.0.0.1:{console.port}/api/roots",
+        )
+        assert status in (403, "blocked")
+        tree = await console.stack.gw.GetTree(
+            agent_pb2.GetTreeRequest(space_id=console.stack.space.sid)
+        )
+        assert list(tree.nodes) == []
+
+
+class TestDeployed:
+    async def test_sign_in_with_a_key_keeps_it_in_session_storage(
+        self, key_console: ConsoleStack, browser_page: BrowserPage
+    ) -> None:
+        """The deployed page asks for key and space, keeps them in sessionStorage, not the URL."""
+        space = key_console.stack.space
+        root = await key_console.stack.root(label="Deployed")
+        page = browser_page.page
+        await page.goto(key_console.base)
+        await page.locator("#sign-in-key").fill(space.key)
+        await page.locator("#sign-in-space").fill(space.sid)
+        await page.locator("#sign-in").click()
+        await expect(page.locator(f'#forest .node[data-id="{root.id}"]')).to_be_visible()
+        assert space.key not in page.url
+        stored = await page.evaluate("() => sessionStorage.getItem('stello.console.key')")
+        assert stored == space.key
+        assert await browser_page.context.cookies() == []
+        assert browser_page.console_errors() == []
