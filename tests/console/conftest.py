@@ -20,6 +20,7 @@ from playwright.async_api import Browser, BrowserContext, ConsoleMessage, Page, 
 
 from agent_gateway.llm import Completion, Done, LLMMessage, StreamEvent, TextDelta, ToolSpec, Usage
 from stello.console import Caller, ConsoleOptions, RunningConsole, running_console
+from tests.cli.conftest import _home  # noqa: F401 (a fixture used by name)
 from tests.gateway.conftest import (  # noqa: F401 (fixtures used by name)
     Backends,
     FakeSummarizer,

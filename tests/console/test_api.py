@@ -1,0 +1,280 @@
+"""The console's JSON endpoints and SendStream relay, over HTTP against a real gateway."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+import pytest
+
+from stello.common.v1 import common_pb2
+from tests.console.conftest import REPLY_HEAD, ConsoleStack
+from tests.console.http import Reply, fetch
+from tests.gateway.conftest import record
+
+pytestmark = pytest.mark.sql
+
+
+@dataclass
+class Api:
+    """Signed-in requests from the console's own origin."""
+
+    console: ConsoleStack
+    cookie: str
+
+    async def call(self, method: str, path: str, body: Any = None) -> Reply:
+        """One request with the cookie and the console's Origin."""
+        headers = {"Cookie": self.cookie, "Origin": f"http://127.0.0.1:{self.console.port}"}
+        if body is not None:
+            headers["Content-Type"] = "application/json"
+        return await fetch(self.console.port, path, method=method, headers=headers, body=body)
+
+    async def ok(self, method: str, path: str, body: Any = None) -> Any:
+        """The JSON of a call that must answer 200."""
+        reply = await self.call(method, path, body)
+        assert reply.status == 200, reply.text
+        return reply.json()
+
+
+@pytest.fixture(name="api")
+async def _api(console: ConsoleStack) -> Api:
+    assert console.console.launch is not None
+    reply = await fetch(console.port, f"/?token={console.console.launch.token}")
+    cookie = reply.header("set-cookie")
+    assert cookie is not None
+    return Api(console, cookie.split(";", 1)[0])
+
+
+async def seed_records(console: ConsoleStack, session_id: str, count: int) -> None:
+    """`count` user records (contents m1, m2, ...) straight into storage."""
+    await console.stack.append(session_id, *(record("user", f"m{n}") for n in range(1, count + 1)))
+
+
+class TestRecords:
+    async def test_records_come_newest_page_first_then_older(self, api: Api) -> None:
+        """120 records, pages of 50: #71..#120, then #21..#70, then #1..#20 with no more."""
+        root = await api.console.stack.root(label="Long")
+        await seed_records(api.console, root.id, 120)
+        first = await api.ok("GET", f"/api/sessions/{root.id}/records?limit=50")
+        assert [r["seq"] for r in first["records"]] == list(range(71, 121))
+        assert first["older"] is True
+        second = await api.ok("GET", f"/api/sessions/{root.id}/records?limit=50&before=71")
+        assert [r["seq"] for r in second["records"]] == list(range(21, 71))
+        last = await api.ok("GET", f"/api/sessions/{root.id}/records?limit=50&before=21")
+        assert [r["seq"] for r in last["records"]] == list(range(1, 21))
+        assert last["older"] is False
+
+    async def test_a_record_shows_role_tool_calls_and_answer(self, api: Api) -> None:
+        """Roles, tool calls and the tool record's call id travel as plain JSON."""
+        root = await api.console.stack.root(label="Tools")
+        await api.console.stack.append(
+            root.id,
+            record("user", "find it"),
+            record(
+                "assistant",
+                "",
+                tool_calls=[common_pb2.ToolCall(id="c1", name="search", arguments_json="{}")],
+            ),
+            record("tool", "found", tool_call_id="c1"),
+        )
+        page = await api.ok("GET", f"/api/sessions/{root.id}/records")
+        roles = [(r["role"], r["tool_call_id"]) for r in page["records"]]
+        assert roles == [("user", None), ("assistant", None), ("tool", "c1")]
+        assert page["records"][1]["tool_calls"] == [
+            {"id": "c1", "name": "search", "arguments_json": "{}"}
+        ]
+
+    @pytest.mark.parametrize(
+        ("query", "field"),
+        [
+            pytest.param("limit=0", "limit", id="limit-zero"),
+            pytest.param("limit=5000", "limit", id="limit-too-big"),
+            pytest.param("before=x", "before", id="before-not-a-number"),
+        ],
+    )
+    async def test_bad_paging_names_the_parameter(self, api: Api, query: str, field: str) -> None:
+        """A bad page parameter is 400 INVALID_ARGUMENT naming it."""
+        root = await api.console.stack.root()
+        reply = await api.call("GET", f"/api/sessions/{root.id}/records?{query}")
+        assert reply.status == 400
+        error = reply.json()["error"]
+        assert error["code"] == "INVALID_ARGUMENT" and error["message"].startswith(f"{field}:")
+
+
+class TestSession:
+    async def test_the_view_joins_topology_config_and_slots(self, api: Api) -> None:
+        """GetSession's view: label, status, children, config, system prompt, memory, insight."""
+        stack = api.console.stack
+        root = await stack.root(label="Joined", system_prompt="Be kind.")
+        child = await stack.fork(root.id, "Kid")
+        await api.ok("PUT", f"/api/sessions/{root.id}/insight", {"content": "note"})
+        await api.ok("PUT", f"/api/sessions/{root.id}/memory", {"content": "remembered"})
+        view = await api.ok("GET", f"/api/sessions/{root.id}")
+        assert view["label"] == "Joined" and view["status"] == "active"
+        assert view["children"] == [child.id]
+        assert view["system_prompt"] == "Be kind."
+        assert view["config"]["system_prompt"] == "Be kind."
+        assert (view["insight"], view["memory"]) == ("note", "remembered")
+
+    async def test_an_unknown_session_is_the_gateways_not_found(self, api: Api) -> None:
+        """404 with the gateway's code and message."""
+        reply = await api.call("GET", "/api/sessions/00000000-0000-4000-8000-000000000000")
+        assert reply.status == 404
+        assert reply.json()["error"]["code"] == "NOT_FOUND"
+        assert reply.json()["error"]["message"]
+
+    async def test_a_malformed_id_is_invalid_argument(self, api: Api) -> None:
+        """A session id that is not a UUID is 400 with the gateway's field violation text."""
+        reply = await api.call("GET", "/api/sessions/not-a-uuid")
+        assert reply.status == 400 and reply.json()["error"]["code"] == "INVALID_ARGUMENT"
+
+    async def test_put_insight_on_an_archived_session_is_refused(self, api: Api) -> None:
+        """FAILED_PRECONDITION SESSION_ARCHIVED arrives with its reason; the insight is unset."""
+        root = await api.console.stack.root()
+        await api.ok("POST", f"/api/sessions/{root.id}/archive", {})
+        reply = await api.call("PUT", f"/api/sessions/{root.id}/insight", {"content": "x"})
+        assert reply.status == 412
+        assert reply.json()["error"]["reason"] == "SESSION_ARCHIVED"
+        assert not (await api.console.stack.view(root.id)).HasField("insight")
+
+
+class TestFork:
+    async def test_fork_inherits_up_to_the_given_seq(self, api: Api) -> None:
+        """context inherit with inherit_until_seq 3: the child has records 1..3."""
+        root = await api.console.stack.root(label="Src")
+        await seed_records(api.console, root.id, 6)
+        child = await api.ok(
+            "POST",
+            f"/api/sessions/{root.id}/fork",
+            {"label": "Cut", "context": "inherit", "inherit_until_seq": 3, "request_id": "r1"},
+        )
+        assert child["label"] == "Cut" and child["parent_id"] == root.id
+        records = await api.console.stack.records(child["id"])
+        assert [r.content for r in records] == ["m1", "m2", "m3"]
+
+    async def test_a_repeated_fork_request_makes_one_child(self, api: Api) -> None:
+        """The same request_id twice answers the same child (the page may retry a click)."""
+        root = await api.console.stack.root()
+        body = {"label": "Once", "context": "none", "request_id": "same"}
+        first = await api.ok("POST", f"/api/sessions/{root.id}/fork", body)
+        second = await api.ok("POST", f"/api/sessions/{root.id}/fork", body)
+        assert first["id"] == second["id"]
+        assert len((await api.console.stack.view(root.id)).node.children) == 1
+
+    async def test_a_profile_with_variables(self, api: Api) -> None:
+        """profile and profile_vars reach the gateway (the profile's prompt is rendered)."""
+        root = await api.console.stack.root()
+        child = await api.ok(
+            "POST",
+            f"/api/sessions/{root.id}/fork",
+            {
+                "label": "Researcher",
+                "profile": "research",
+                "profile_vars": {"topic": "ferns", "region": "Chile"},
+            },
+        )
+        view = await api.console.stack.view(child["id"])
+        assert "You research ferns in Chile." in view.system_prompt
+
+    @pytest.mark.parametrize(
+        ("body", "field"),
+        [
+            pytest.param({"label": 3}, "label", id="label-not-text"),
+            pytest.param({"label": "x", "context": "copy"}, "context", id="unknown-context"),
+            pytest.param(
+                {"label": "x", "inherit_until_seq": "3"}, "inherit_until_seq", id="seq-not-int"
+            ),
+            pytest.param({"label": "x", "profile_vars": ["a"]}, "profile_vars", id="vars-list"),
+        ],
+    )
+    async def test_bad_fork_input_names_the_field_and_creates_nothing(
+        self, api: Api, body: dict[str, Any], field: str
+    ) -> None:
+        """A wrongly typed field is 400 naming it; no child appears."""
+        root = await api.console.stack.root()
+        reply = await api.call("POST", f"/api/sessions/{root.id}/fork", body)
+        assert reply.status == 400 and reply.json()["error"]["message"].startswith(f"{field}:")
+        assert list((await api.console.stack.view(root.id)).node.children) == []
+
+    async def test_an_empty_label_is_the_gateways_invalid_argument(self, api: Api) -> None:
+        """The gateway's own validation message comes through."""
+        root = await api.console.stack.root()
+        reply = await api.call("POST", f"/api/sessions/{root.id}/fork", {"label": ""})
+        assert reply.status == 400 and "label" in reply.json()["error"]["message"]
+
+    async def test_a_body_that_is_not_json_is_refused(self, api: Api) -> None:
+        """A non-object body is 400 saying so."""
+        root = await api.console.stack.root()
+        reply = await api.call("POST", f"/api/sessions/{root.id}/fork", ["label"])
+        assert reply.status == 400 and "JSON object" in reply.json()["error"]["message"]
+
+
+class TestSend:
+    async def test_send_relays_deltas_then_the_stored_turn(self, api: Api) -> None:
+        """Server-sent events: text deltas, then `done` with the stored user and assistant."""
+        root = await api.console.stack.root()
+        reply = await api.call("POST", f"/api/sessions/{root.id}/send", {"content": "hi"})
+        assert reply.status == 200
+        assert (reply.header("content-type") or "").startswith("text/event-stream")
+        events = reply.events()
+        names = [name for name, _ in events]
+        assert names == ["delta", "delta", "done"]
+        assert events[0][1] == {"text": REPLY_HEAD}
+        done = events[-1][1]
+        assert [(r["seq"], r["role"]) for r in done["records"]] == [(1, "user"), (2, "assistant")]
+        assert done["assistant"]["content"] == f"{REPLY_HEAD}reply to: hi"
+
+    async def test_a_refused_send_is_an_error_event_and_stores_nothing(self, api: Api) -> None:
+        """Sending to an archived session: one `error` event with SESSION_ARCHIVED."""
+        root = await api.console.stack.root()
+        await api.ok("POST", f"/api/sessions/{root.id}/archive", {})
+        reply = await api.call("POST", f"/api/sessions/{root.id}/send", {"content": "hi"})
+        events = reply.events()
+        assert [name for name, _ in events] == ["error"]
+        assert events[0][1]["code"] == "FAILED_PRECONDITION"
+        assert events[0][1]["reason"] == "SESSION_ARCHIVED"
+        assert await api.console.stack.records(root.id) == []
+
+    async def test_send_needs_content(self, api: Api) -> None:
+        """No content: 400 naming it, before any call."""
+        root = await api.console.stack.root()
+        reply = await api.call("POST", f"/api/sessions/{root.id}/send", {})
+        assert reply.status == 400 and reply.json()["error"]["message"].startswith("content:")
+
+
+class TestDigestsAndTree:
+    async def test_digests_page_with_tokens_and_filter(self, api: Api) -> None:
+        """page_size 2 over three roots: 2, then 1; status=archived lists the archived one."""
+        stack = api.console.stack
+        ids = [(await stack.root(label=f"d{n}")).id for n in range(3)]
+        await api.ok("POST", f"/api/sessions/{ids[1]}/archive", {})
+        first = await api.ok("GET", "/api/digests?page_size=2")
+        assert len(first["digests"]) == 2 and first["next_page_token"]
+        second = await api.ok(
+            "GET", f"/api/digests?page_size=2&page_token={first['next_page_token']}"
+        )
+        assert len(second["digests"]) == 1 and not second["next_page_token"]
+        archived = await api.ok("GET", "/api/digests?status=archived")
+        assert [d["id"] for d in archived["digests"]] == [ids[1]]
+
+    async def test_an_unknown_status_is_refused(self, api: Api) -> None:
+        """status must be active, archived or empty."""
+        reply = await api.call("GET", "/api/digests?status=gone")
+        assert reply.status == 400 and reply.json()["error"]["message"].startswith("status:")
+
+    async def test_tree_create_root_and_delete(self, api: Api) -> None:
+        """A root made through the API shows in the tree; deleting it answers its ids."""
+        root = await api.ok("POST", "/api/roots", {"label": "Made", "system_prompt": "Hi."})
+        nodes = (await api.ok("GET", "/api/tree"))["nodes"]
+        assert [(n["id"], n["label"], n["turn_count"]) for n in nodes] == [(root["id"], "Made", 0)]
+        deleted = await api.ok("DELETE", f"/api/sessions/{root['id']}")
+        assert deleted == {"deleted_ids": [root["id"]]}
+        assert (await api.ok("GET", "/api/tree"))["nodes"] == []
+
+    async def test_profiles_and_config(self, api: Api) -> None:
+        """The profiles of the gateway's file, and a config saying live updates are off."""
+        names = [p["name"] for p in (await api.ok("GET", "/api/profiles"))["profiles"]]
+        assert names[:2] == ["research", "preset"]
+        config = await api.ok("GET", "/api/config")
+        assert config["mode"] == "local" and config["space_id"] == api.console.stack.space.sid
+        assert config["live"] is False and "WatchSpace" in config["live_note"]

@@ -1,0 +1,98 @@
+"""`stello up` serves the console and prints its URL; `python -m stello.console` in a deployment."""
+
+from __future__ import annotations
+
+import asyncio
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from tests.cli.processes import StelloUp, private_env
+from tests.console.conftest import ConsoleStack
+from tests.console.http import fetch
+
+pytestmark = [pytest.mark.subprocess, pytest.mark.timeout(180)]
+
+
+async def exchange(url: str) -> tuple[int, str]:
+    """Open the printed URL: its port, and the cookie the token is exchanged for."""
+    address, _, query = url.removeprefix("http://").partition("/")
+    port = int(address.rsplit(":", 1)[1])
+    reply = await fetch(port, "/" + query)
+    assert reply.status == 303, reply.text
+    cookie = reply.header("set-cookie")
+    assert cookie is not None
+    return port, cookie.split(";", 1)[0]
+
+
+class TestStelloUp:
+    async def test_up_prints_the_console_url_and_serves_the_space(self, home: Path) -> None:
+        """The `console:` line has a token; its cookie opens the local space; Ctrl-C stops it."""
+        up = await asyncio.to_thread(StelloUp.start, private_env(home), "--console-port", "0")
+        try:
+            url = up.lines["console"]
+            assert url.startswith("http://127.0.0.1:") and "?token=" in url
+            port, cookie = await exchange(url)
+            config = await fetch(port, "/api/config", headers={"Cookie": cookie})
+            assert config.json()["space_id"] == up.lines["space_id"]
+            assert (await fetch(port, "/api/tree", headers={"Cookie": cookie})).json() == {
+                "nodes": []
+            }
+            assert (await fetch(port, "/api/tree")).status == 403
+            code, rest = await asyncio.to_thread(up.interrupt)
+            assert (code, rest[-1:]) == (0, ["stopped"])
+        finally:
+            await asyncio.to_thread(up.kill)
+
+    async def test_no_console_says_it_is_off(self, home: Path) -> None:
+        """--no-console serves nothing and says so on the console line."""
+        up = await asyncio.to_thread(StelloUp.start, private_env(home), "--no-console")
+        try:
+            assert up.lines["console"] == "off (--no-console)"
+        finally:
+            await asyncio.to_thread(up.kill)
+
+
+class TestDeployment:
+    def test_the_gateway_address_is_required(self, home: Path) -> None:
+        """Without --gateway or STELLO_GATEWAY: one line on stderr naming both, exit 1."""
+        done = subprocess.run(
+            [sys.executable, "-m", "stello.console"],
+            env=private_env(home),
+            capture_output=True,
+            text=True,
+            timeout=60,
+            check=False,
+        )
+        assert done.returncode == 1
+        assert "--gateway" in done.stderr and "STELLO_GATEWAY" in done.stderr
+
+    async def test_it_serves_the_page_for_a_key(
+        self, key_console: ConsoleStack, home: Path
+    ) -> None:
+        """`python -m stello.console --gateway ADDR --port 0` prints its URL (no token) and
+        answers API calls made with a key."""
+        gateway = key_console.stack.gateway.address
+        process = await asyncio.create_subprocess_exec(
+            sys.executable, "-m", "stello.console", "--gateway", gateway, "--port", "0",
+            env=private_env(home), stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE,
+        )  # fmt: skip
+        try:
+            assert process.stdout is not None
+            line = (await asyncio.wait_for(process.stdout.readline(), 60)).decode().strip()
+            assert line.startswith("console: http://127.0.0.1:") and "token" not in line
+            port = int(line.rsplit(":", 1)[1].rstrip("/"))
+            space = key_console.stack.space
+            root = await key_console.stack.root(label="Deployed")
+            reply = await fetch(
+                port,
+                "/api/tree",
+                headers={"Authorization": f"Bearer {space.key}", "X-Stello-Space": space.sid},
+            )
+            assert [node["id"] for node in reply.json()["nodes"]] == [root.id]
+        finally:
+            process.terminate()
+            await asyncio.wait_for(process.wait(), 30)
+        assert process.returncode == 0
