@@ -48,6 +48,27 @@ class TestForest:
         await browser_page.shot("forest")
         assert browser_page.console_errors() == []
 
+    @pytest.mark.slow
+    async def test_ten_thousand_sessions_stay_a_few_rows(
+        self, console: ConsoleStack, browser_page: BrowserPage, pool: asyncpg.Pool
+    ) -> None:
+        """10,000 sessions: the document holds only the rows in view, wherever it scrolls."""
+        await seed_topology(pool, console.stack.space.id, seeded_forest(100, 100))
+        tree = await console.stack.gw.GetTree(
+            agent_pb2.GetTreeRequest(space_id=console.stack.space.sid)
+        )
+        page = browser_page.page
+        await open_console(console, browser_page)
+        await expect(page.locator(".forest-count")).to_have_text("10000 sessions in 100 trees")
+        forest = page.locator("#forest")
+        for fraction in (0.5, 1.0):
+            await forest.evaluate("(el, f) => { el.scrollTop = el.scrollHeight * f; }", fraction)
+            assert await page.locator("#forest .node").count() < 100
+        last = page.locator(f'#forest .node[data-id="{tree.nodes[-1].id}"]')
+        await last.click()
+        await expect(page.locator("#session-label")).to_have_text(tree.nodes[-1].label)
+        assert browser_page.console_errors() == []
+
     async def test_a_node_collapses_and_expands(
         self, console: ConsoleStack, browser_page: BrowserPage
     ) -> None:

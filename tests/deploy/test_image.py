@@ -123,7 +123,7 @@ def test_dockerfile_installs_from_the_lock_without_the_embedded_database() -> No
 
 
 def test_wheel_has_the_stubs_and_migrations(image: Image, tmp_path: Path) -> None:
-    """`pip wheel --no-deps` of the image's sources holds every generated stub and migration."""
+    """`pip wheel --no-deps` of the image's sources holds every stub, migration and console asset."""
     subprocess.run(
         [sys.executable, "-m", "pip", "wheel", "--no-deps", "-q", "-w", str(tmp_path), "."],
         cwd=image.app, check=True, capture_output=True, timeout=300,
@@ -139,6 +139,9 @@ def test_wheel_has_the_stubs_and_migrations(image: Image, tmp_path: Path) -> Non
     assert migrations and {f"stello/migrations/{m}" for m in migrations} <= names
     for package in ("storage_service", "tree_service", "agent_gateway"):
         assert f"{package}/__main__.py" in names
+    assets = {p.name for p in (REPO / "stello/console/static").iterdir()}
+    assert {"index.html", "app.js", "style.css"} <= assets
+    assert {f"stello/console/static/{a}" for a in assets} <= names  # the web console's page
     info = {n.split("/", 1)[1]: n for n in names if ".dist-info/" in n}
     entry_points = zipfile.ZipFile(wheel).read(info["entry_points.txt"]).decode()
     assert "stello = stello.cli:main" in entry_points

@@ -1,6 +1,6 @@
 // Building the page from data: every text from a model or a user goes in as a text node
 // (append / textContent), never as markup. The page's Content Security Policy enforces
-// Trusted Types, so an HTML sink such as innerHTML would throw rather than parse.
+// Trusted Types, so assigning markup to any HTML sink would throw rather than parse.
 
 /**
  * A new element: `props` are attributes (class, dataset, on<event> listeners, and DOM
