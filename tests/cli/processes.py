@@ -16,7 +16,10 @@ from typing import Any
 import psutil
 
 READY_TIMEOUT_S = 90.0
-FREE_PORTS = ("--storage-port", "0", "--tree-port", "0", "--gateway-port", "0")
+FREE_PORTS = (
+    *("--storage-port", "0", "--tree-port", "0", "--gateway-port", "0"),
+    *("--console-port", "0"),
+)
 
 
 def private_env(home: Path) -> dict[str, str]:

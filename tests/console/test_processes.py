@@ -3,13 +3,14 @@
 from __future__ import annotations
 
 import asyncio
+import socket
 import subprocess
 import sys
 from pathlib import Path
 
 import pytest
 
-from tests.cli.processes import StelloUp, private_env
+from tests.cli.processes import FREE_PORTS, StelloUp, postgres_processes, private_env, run_cli
 from tests.console.conftest import ConsoleStack
 from tests.console.http import fetch
 
@@ -30,7 +31,7 @@ async def exchange(url: str) -> tuple[int, str]:
 class TestStelloUp:
     async def test_up_prints_the_console_url_and_serves_the_space(self, home: Path) -> None:
         """The `console:` line has a token; its cookie opens the local space; Ctrl-C stops it."""
-        up = await asyncio.to_thread(StelloUp.start, private_env(home), "--console-port", "0")
+        up = await asyncio.to_thread(StelloUp.start, private_env(home))
         try:
             url = up.lines["console"]
             assert url.startswith("http://127.0.0.1:") and "?token=" in url
@@ -53,6 +54,20 @@ class TestStelloUp:
             assert up.lines["console"] == "off (--no-console)"
         finally:
             await asyncio.to_thread(up.kill)
+
+    def test_a_taken_console_port_is_one_line_and_leaves_nothing(self, home: Path) -> None:
+        """The console's port in use: one line naming --console-port, exit 1, nothing left."""
+        env = private_env(home)
+        with socket.socket() as taken:
+            taken.bind(("127.0.0.1", 0))
+            taken.listen()
+            port = str(taken.getsockname()[1])
+            done = run_cli(env, "up", *FREE_PORTS, "--console-port", port)
+        assert done.returncode == 1
+        last = done.stderr.splitlines()[-1]
+        assert last.startswith(f"stello: the console cannot listen on 127.0.0.1:{port} ")
+        assert "--console-port" in last and "Traceback" not in done.stderr
+        assert postgres_processes(Path(env["STELLO_DATA_DIR"])) == []
 
 
 class TestDeployment:

@@ -123,7 +123,7 @@ def test_dockerfile_installs_from_the_lock_without_the_embedded_database() -> No
 
 
 def test_wheel_has_the_stubs_and_migrations(image: Image, tmp_path: Path) -> None:
-    """`pip wheel --no-deps` of the image's sources holds every stub, migration and console asset."""
+    """`pip wheel --no-deps` of the image's sources holds the stubs, migrations, console assets."""
     subprocess.run(
         [sys.executable, "-m", "pip", "wheel", "--no-deps", "-q", "-w", str(tmp_path), "."],
         cwd=image.app, check=True, capture_output=True, timeout=300,
