@@ -8,8 +8,9 @@ page, so nothing is answered before these checks:
   resolves to 127.0.0.1 (DNS rebinding) is refused.
 - **Origin**, when sent, must be this server's own; a request that changes
   something (any method but GET and HEAD) must send it; a browser's
-  ``Sec-Fetch-Site: cross-site`` is refused. Cross-site request forgery needs one
-  of those.
+  ``Sec-Fetch-Site`` must be ``same-origin`` or ``none`` (typed or opened from
+  outside a page): a page on another port of the same host is "same-site" and
+  would carry the cookie. Request forgery needs one of those.
 - **Sign-in** (the local console of `stello up`): ``?token=`` with the launch's
   token is exchanged for an HttpOnly, SameSite=Strict cookie and redirected to
   the same path without it; every other request needs that cookie. A deployed
@@ -105,8 +106,9 @@ class AccessPolicy:
             return f"requests from {origin} are refused: the console answers its own page only"
         if origin is None and method not in SAFE_METHODS:
             return f"a {method} request must carry an Origin header (send it from the console)"
-        if headers.get("sec-fetch-site") == "cross-site":
-            return "cross-site requests are refused"
+        # "same-site" too: a page on another port of this host shares the cookie's site.
+        if headers.get("sec-fetch-site", "same-origin") not in ("same-origin", "none"):
+            return "requests from other sites or ports are refused: use the console's own page"
         return None
 
 

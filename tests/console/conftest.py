@@ -16,7 +16,14 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 import pytest
-from playwright.async_api import Browser, BrowserContext, ConsoleMessage, Page, async_playwright
+from playwright.async_api import (
+    Browser,
+    BrowserContext,
+    ConsoleMessage,
+    Page,
+    async_playwright,
+    expect,
+)
 
 from agent_gateway.llm import Completion, Done, LLMMessage, StreamEvent, TextDelta, ToolSpec, Usage
 from stello.console import Caller, ConsoleOptions, RunningConsole, running_console
@@ -48,6 +55,8 @@ CHROMIUM_FLAGS = [
     "--no-first-run",
 ]
 REPLY_HEAD = "Streaming "
+TIMEOUT_MS = 20_000  # generous: a loaded 2-core machine
+expect.set_options(timeout=TIMEOUT_MS)
 
 
 class HeldProvider:
@@ -173,7 +182,7 @@ class BrowserPage:
 async def _browser_page(browser: Browser) -> AsyncIterator[BrowserPage]:
     """A new context (no cookies, no storage) and page, 1280x800."""
     context = await browser.new_context(viewport={"width": 1280, "height": 800})
-    context.set_default_timeout(15_000)
+    context.set_default_timeout(TIMEOUT_MS)
     page = await context.new_page()
     opened = BrowserPage(context, page)
     page.on("console", lambda message: opened.messages.append(message))

@@ -11,6 +11,7 @@ import pytest
 from playwright.async_api import expect
 
 from stello.agent.v1 import agent_pb2
+from stello.console.convert import HAS_INHERITED
 from tests.console.conftest import REPLY_HEAD, BrowserPage, ConsoleStack, seeded_forest
 from tests.gateway.conftest import record
 from tests.tree.seed import seed_topology
@@ -231,6 +232,20 @@ class TestSession:
         assert dialogs == []
         assert browser_page.console_errors() == []
 
+    @pytest.mark.skipif(not HAS_INHERITED, reason="Record.inherited comes with issue #16")
+    async def test_inherited_records_are_marked(
+        self, console: ConsoleStack, browser_page: BrowserPage
+    ) -> None:
+        """A fork's inherited records carry the inherited badge; its own records do not."""
+        root = await console.stack.root(label="Source")
+        await console.stack.append(root.id, record("user", "old"))
+        child = await console.stack.fork(root.id, "Heir", context=2, prompt="new")  # INHERIT
+        page = browser_page.page
+        await open_console(console, browser_page, f"#/session/{child.id}")
+        await expect(page.locator('#records li[data-seq="1"] .badge.inherited')).to_be_visible()
+        await expect(page.locator('#records li[data-seq="2"] .badge.inherited')).to_have_count(0)
+        assert browser_page.console_errors() == []
+
     async def test_a_gateway_error_shows_its_message(
         self, console: ConsoleStack, browser_page: BrowserPage
     ) -> None:
@@ -246,14 +261,12 @@ class TestSession:
 
 class TestDigests:
     async def test_digests_page_and_filter_by_status(
-        self, console: ConsoleStack, browser_page: BrowserPage
+        self, console: ConsoleStack, browser_page: BrowserPage, pool: asyncpg.Pool
     ) -> None:
         """60 sessions: two pages of 50 and 10; the archived filter shows only archived ones."""
-        first = await console.stack.root(label="r0")
-        for n in range(1, 60):
-            await console.stack.root(label=f"r{n}")
+        ids = await seed_topology(pool, console.stack.space.id, [None] * 60)
         await console.stack.gw.Archive(
-            agent_pb2.ArchiveRequest(space_id=console.stack.space.sid, session_id=first.id)
+            agent_pb2.ArchiveRequest(space_id=console.stack.space.sid, session_id=str(ids[7]))
         )
         page = browser_page.page
         await open_console(console, browser_page, "#/digests")
@@ -267,7 +280,7 @@ class TestDigests:
         await expect(rows).to_have_count(50)
         await page.locator("#digest-status").select_option("archived")
         await expect(rows).to_have_count(1)
-        await expect(rows.first).to_contain_text("r0")
+        await expect(rows.first).to_contain_text("n7")
         assert browser_page.console_errors() == []
 
 

@@ -123,13 +123,25 @@ class TestHostAndOrigin:
         tree = await fetch(console.port, "/api/tree", headers={"Cookie": cookie})
         assert tree.json() == {"nodes": []}
 
-    async def test_a_cross_site_fetch_is_refused(self, console: ConsoleStack) -> None:
-        """Sec-Fetch-Site: cross-site is refused even for a read."""
+    @pytest.mark.parametrize("site", ["cross-site", "same-site"])
+    async def test_another_sites_fetch_is_refused(self, console: ConsoleStack, site: str) -> None:
+        """Sec-Fetch-Site cross-site or same-site (another port of this host) is refused."""
         cookie = await signed_in(console)
         reply = await fetch(
-            console.port, "/api/tree", headers={"Cookie": cookie, "Sec-Fetch-Site": "cross-site"}
+            console.port, "/api/tree", headers={"Cookie": cookie, "Sec-Fetch-Site": site}
         )
         assert reply.status == 403
+
+    @pytest.mark.parametrize("site", ["same-origin", "none"])
+    async def test_its_own_page_and_a_typed_address_pass(
+        self, console: ConsoleStack, site: str
+    ) -> None:
+        """Sec-Fetch-Site same-origin (its page) or none (the address bar) goes through."""
+        cookie = await signed_in(console)
+        reply = await fetch(
+            console.port, "/api/tree", headers={"Cookie": cookie, "Sec-Fetch-Site": site}
+        )
+        assert reply.status == 200
 
     async def test_its_own_origin_may_write(self, console: ConsoleStack) -> None:
         """A POST from the console's own origin goes through."""
