@@ -2,15 +2,20 @@
 
 from __future__ import annotations
 
+import asyncio
+import json
+import socket
 from dataclasses import dataclass
 from typing import Any
 
 import pytest
 
 from stello.common.v1 import common_pb2
+from stello.console import Caller, ConsoleOptions, running_console
 from tests.console.conftest import REPLY_HEAD, ConsoleStack
 from tests.console.http import Reply, fetch
 from tests.gateway.conftest import record
+from tests.support.fixtures import TestSpace
 
 pytestmark = pytest.mark.sql
 
@@ -278,3 +283,55 @@ class TestDigestsAndTree:
         config = await api.ok("GET", "/api/config")
         assert config["mode"] == "local" and config["space_id"] == api.console.stack.space.sid
         assert config["live"] is False and "WatchSpace" in config["live_note"]
+
+
+class TestStreamEnds:
+    async def test_leaving_mid_reply_cancels_the_turn_and_stores_nothing(self, api: Api) -> None:
+        """The page goes away after the first delta: the turn is cancelled, nothing is stored,
+        and the session takes the next turn at once (the lease was released)."""
+        console = api.console
+        root = await console.stack.root()
+        console.provider.release.clear()
+        reader, writer = await asyncio.open_connection("127.0.0.1", console.port)
+        body = json.dumps({"content": "going"}).encode()
+        writer.write(
+            (
+                f"POST /api/sessions/{root.id}/send HTTP/1.1\r\nHost: 127.0.0.1:{console.port}\r\n"
+                f"Cookie: {api.cookie}\r\nOrigin: http://127.0.0.1:{console.port}\r\n"
+                f"Content-Type: application/json\r\nContent-Length: {len(body)}\r\n\r\n"
+            ).encode()
+            + body
+        )
+        seen = b""
+        while REPLY_HEAD.encode() not in seen:
+            seen += await asyncio.wait_for(reader.read(1024), 20)
+        writer.close()
+        await writer.wait_closed()
+        await asyncio.sleep(0.5)  # the console notices the closed connection
+        console.provider.release.set()
+        assert await console.stack.records(root.id) == []
+        reply = await api.call("POST", f"/api/sessions/{root.id}/send", {"content": "again"})
+        assert [name for name, _ in reply.events()][-1] == "done"
+        assert [r.content for r in await console.stack.records(root.id)] == [
+            "again",
+            f"{REPLY_HEAD}reply to: again",
+        ]
+
+
+class TestGatewayDown:
+    async def test_an_unreachable_gateway_is_unavailable_with_a_hint(
+        self, space: TestSpace
+    ) -> None:
+        """No gateway at the address: 503 UNAVAILABLE naming the address to check."""
+        with socket.socket() as probe:
+            probe.bind(("127.0.0.1", 0))
+            dead = f"127.0.0.1:{probe.getsockname()[1]}"
+        options = ConsoleOptions(gateway=dead, port=0, caller=Caller(space.key, space.sid))
+        async with running_console(options) as console:
+            assert console.launch is not None
+            signed = await fetch(console.port, f"/?token={console.launch.token}")
+            cookie = (signed.header("set-cookie") or "").split(";", 1)[0]
+            reply = await fetch(console.port, "/api/tree", headers={"Cookie": cookie})
+        assert reply.status == 503
+        error = reply.json()["error"]
+        assert error["code"] == "UNAVAILABLE" and dead in error["message"]

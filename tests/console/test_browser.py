@@ -112,6 +112,7 @@ class TestSession:
         await expect(page.locator(f'#forest .node[data-id="{root.id}"] .turns')).to_have_text(
             "1 turn"
         )
+        await expect(page.locator("#session-meta")).to_contain_text("1 turn ·")
         await browser_page.shot("session-sent")
         assert [r.content for r in await console.stack.records(root.id)] == [
             "hello there",
@@ -333,4 +334,37 @@ class TestDeployed:
         stored = await page.evaluate("() => sessionStorage.getItem('stello.console.key')")
         assert stored == space.key
         assert await browser_page.context.cookies() == []
+        assert browser_page.console_errors() == []
+
+    async def test_a_wrong_key_asks_again_with_the_gateways_message(
+        self, key_console: ConsoleStack, browser_page: BrowserPage
+    ) -> None:
+        """A key the gateway refuses brings the sign-in back, saying why; nothing is kept."""
+        page = browser_page.page
+        await page.goto(key_console.base)
+        await page.locator("#sign-in-key").fill("not-a-key")
+        await page.locator("#sign-in-space").fill(key_console.stack.space.sid)
+        await page.locator("#sign-in").click()
+        await expect(page.locator(".sign-in .error-text")).not_to_be_empty()
+        await expect(page.locator("#sign-in-key")).to_be_visible()
+        stored = await page.evaluate("() => sessionStorage.getItem('stello.console.key')")
+        assert stored is None
+        assert browser_page.console_errors(r"Failed to load resource.*401") == []
+
+
+class TestNewRoot:
+    async def test_new_root_appears_and_opens(
+        self, console: ConsoleStack, browser_page: BrowserPage
+    ) -> None:
+        """ "New root" with a label and system prompt creates it and opens its view."""
+        page = browser_page.page
+        await open_console(console, browser_page)
+        await expect(page.locator(".forest-count")).to_have_text("No sessions yet: create a root.")
+        await page.locator("#new-root").click()
+        await page.locator("#root-label").fill("Fresh")
+        await page.locator("#root-system-prompt").fill("You are new.")
+        await page.get_by_role("button", name="Create").click()
+        await expect(page.locator("#session-label")).to_have_text("Fresh")
+        await expect(page.locator("#system-prompt")).to_have_text("You are new.")
+        await expect(page.locator(".forest-count")).to_have_text("1 session in 1 tree")
         assert browser_page.console_errors() == []

@@ -33,6 +33,8 @@ class App {
   }
 
   askKey(message = "") {
+    for (const id of ["new-root", "refresh", "sign-out"]) $(id).hidden = true;
+    replace($("forest-pane"));
     const key = el("input", { id: "sign-in-key", type: "password", required: true, autocomplete: "off" });
     const spaceId = el("input", { id: "sign-in-space", required: true, placeholder: "space id (a UUID)" });
     replace(

@@ -52,14 +52,7 @@ export class SessionView {
           " ",
           el("span", { class: `status status-${view.status}`, id: "session-status" }, view.status),
         ),
-        el(
-          "p",
-          { class: "meta muted" },
-          `${plural(view.turn_count, "turn")} · created ${when(view.created_at)}`,
-          view.last_active_at ? ` · last active ${when(view.last_active_at)}` : "",
-          " · ",
-          el("code", {}, view.id),
-        ),
+        this.meta(),
         view.source_session_id ? this.source(view.source_session_id) : null,
         this.actions(archived),
         this.slots(archived),
@@ -69,6 +62,24 @@ export class SessionView {
         this.sendBox(archived),
       ),
     );
+  }
+
+  meta() {
+    const view = this.view;
+    return el(
+      "p",
+      { class: "meta muted", id: "session-meta" },
+      `${plural(view.turn_count, "turn")} · created ${when(view.created_at)}`,
+      view.last_active_at ? ` · last active ${when(view.last_active_at)}` : "",
+      " · ",
+      el("code", {}, view.id),
+    );
+  }
+
+  /** Re-read the view after a turn: the turn count and last activity changed. */
+  async refreshMeta() {
+    this.view = await call("GET", `/api/sessions/${this.id}`);
+    this.container.querySelector("#session-meta")?.replaceWith(this.meta());
   }
 
   lineage() {
@@ -253,7 +264,7 @@ export class SessionView {
       pendingReply.remove();
       this.addPage({ records: done.records }, false);
       text.value = "";
-      this.app.refreshForest();
+      await Promise.all([this.app.refreshForest(), this.refreshMeta().catch((e) => this.app.reportError(e))]);
     } else {
       const message = failure ? `${failure.code}: ${failure.message}` : "the stream ended without a reply";
       pendingReply.replaceChildren(el("div", { class: "record-head" }, el("span", { class: "role" }, "not stored")), el("div", { class: "content error-text" }, message));
