@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import logging
 import socket
 from collections.abc import AsyncIterator, Generator
 from dataclasses import dataclass, field
@@ -31,8 +30,6 @@ from stello.console.errors import ConsoleInputError
 from stello.console.gateway import Caller, ConsoleGateway
 from stello.console.security import AccessPolicy, Guard, LaunchToken
 from stello.errors import FailedPrecondition
-
-log = logging.getLogger(__name__)
 
 STATIC = Path(__file__).parent / "static"
 DEFAULT_PORT = 50064

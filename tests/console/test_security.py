@@ -4,8 +4,10 @@ from __future__ import annotations
 
 import pytest
 
+from stello.console import ConsoleOptions, running_console
 from tests.console.conftest import ConsoleStack
 from tests.console.http import Reply, fetch
+from tests.support.fixtures import TestSpace
 
 pytestmark = pytest.mark.sql
 
@@ -219,8 +221,6 @@ class TestDeployedConsole:
         self, key_console: ConsoleStack, other_space: object
     ) -> None:
         """A key of another space cannot read this space's session: NOT_FOUND, no leak."""
-        from tests.support.fixtures import TestSpace
-
         assert isinstance(other_space, TestSpace)
         root = await key_console.stack.root(label="Private")
         reply = await fetch(
@@ -232,3 +232,20 @@ class TestDeployedConsole:
             },
         )
         assert reply.status == 404 and "Private" not in reply.text
+
+
+async def test_an_allowed_host_is_answered(space: TestSpace) -> None:
+    """--allowed-host NAME: that Host (say, behind a proxy) is answered; others still refused."""
+    options = ConsoleOptions(
+        gateway="127.0.0.1:9", port=0, allowed_hosts=frozenset({"console.example.com"})
+    )
+    async with running_console(options) as console:
+        named = await fetch(console.port, "/", host="console.example.com")
+        other = await fetch(console.port, "/", host="other.example.com")
+        origin = await fetch(
+            console.port,
+            "/",
+            host="console.example.com",
+            headers={"Origin": "https://console.example.com"},
+        )
+    assert (named.status, other.status, origin.status) == (200, 403, 200)
