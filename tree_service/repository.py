@@ -276,8 +276,15 @@ class TreeTx(idempotency.KeyStatements):
         """Whether `candidate` is an ancestor of `session_id`."""
         return bool(await self._con.fetchval(sql.IS_ANCESTOR, space_id, session_id, candidate))
 
+    async def lock_ref_source(self, space_id: uuid.UUID, from_id: uuid.UUID) -> bool:
+        """Row-lock a visible from-session (serialising its ref order); False when absent."""
+        return await self._con.fetchval(sql.LOCK_REF_SOURCE, space_id, from_id) is not None
+
     async def insert_ref(self, space_id: uuid.UUID, from_id: uuid.UUID, to_id: uuid.UUID) -> bool:
-        """Add the ref unless present; whether it was added."""
+        """Add the ref last in the from-session's order unless present; whether it was added.
+
+        The caller holds the from-session's row lock (`lock_ref_source`).
+        """
         try:
             position = await self._con.fetchval(sql.INSERT_REF, space_id, from_id, to_id)
         except asyncpg.ForeignKeyViolationError as exc:

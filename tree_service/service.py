@@ -212,6 +212,8 @@ class TreeService:
                         reason=REF_TO_DESCENDANT,
                         metadata={"subject": str(to_id)},
                     )
+            if not await tx.lock_ref_source(space_id, from_id):
+                raise _not_found(from_id)
             if await tx.insert_ref(space_id, from_id, to_id):
                 await tx.touch(space_id, from_id)
             return await _visible_node(tx, space_id, from_id)

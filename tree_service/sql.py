@@ -231,9 +231,22 @@ WITH RECURSIVE up (parent_id) AS (
 SELECT EXISTS (SELECT 1 FROM up WHERE up.parent_id = $3)
 """
 
+# AddRef's first write: row-lock the from-session, so the INSERT_REF after it
+# (a new statement, a new snapshot) sees every ref committed before it.
+LOCK_REF_SOURCE = """
+SELECT id
+FROM sessions
+WHERE space_id = $1 AND id = $2 AND provisional_until IS NULL
+FOR NO KEY UPDATE
+"""
+
+# A per-session order (no sequence spans spaces): max + 1 under the
+# from-session's row lock; removals leave gaps, never duplicates.
 INSERT_REF = """
-INSERT INTO session_refs (space_id, from_id, to_id)
-VALUES ($1, $2, $3)
+INSERT INTO session_refs (space_id, from_id, to_id, position)
+SELECT $1, $2, $3, COALESCE(max(r.position) + 1, 0)
+FROM session_refs r
+WHERE r.space_id = $1 AND r.from_id = $2
 ON CONFLICT (space_id, from_id, to_id) DO NOTHING
 RETURNING position
 """
@@ -309,8 +322,10 @@ FROM (
 """
 
 # The computed set (the visible session and every descendant, provisional ones
-# included) goes in ONE statement, so the NO ACTION parent key is satisfied at
-# its end; records, slots, caches, configs and refs follow by cascade.
+# included) goes in ONE statement, so the NO ACTION parent and source keys are
+# satisfied at its end: the sessions outside the set forked from one inside it
+# lose their source here (Citus allows no SET NULL key action on a key holding
+# space_id); records, slots, caches, configs and refs follow by cascade.
 DELETE_SUBTREE = """
 WITH RECURSIVE subtree (id, level) AS (
     SELECT s.id, 0
@@ -320,6 +335,11 @@ WITH RECURSIVE subtree (id, level) AS (
     SELECT c.id, subtree.level + 1
     FROM subtree
     JOIN sessions c ON c.space_id = $1 AND c.parent_id = subtree.id
+), unsourced AS (
+    UPDATE sessions f SET source_session_id = NULL
+    FROM subtree
+    WHERE f.space_id = $1 AND f.source_session_id = subtree.id
+      AND NOT EXISTS (SELECT FROM subtree gone WHERE gone.id = f.id)
 ), erased AS (
     DELETE FROM sessions s
     USING subtree

@@ -4,11 +4,12 @@ from __future__ import annotations
 
 import asyncio
 import sys
+import uuid
 
 import asyncpg
 import pytest
 
-from stello.migrate import load_migrations, migrate
+from stello.migrate import CREATE_TABLE, load_migrations, migrate
 from tests.support.database import create_test_database, drop_test_database
 
 pytestmark = pytest.mark.sql
@@ -66,3 +67,84 @@ class TestMigrate:
         finally:
             await drop_test_database(admin_dsn, fresh)
             await drop_test_database(admin_dsn, dsn)
+
+
+class TestTenantLocalOrder:
+    """0004: refs ordered per session instead of by one identity sequence."""
+
+    async def test_existing_refs_keep_their_order(self, admin_dsn: str) -> None:
+        """Refs written under the identity keep their order, renumbered 0.. per session."""
+        dsn = await create_test_database(admin_dsn)
+        name = dsn.partition("?")[0].rpartition("/")[2]
+        old = dsn.replace(name, name + "_old")
+        con = await asyncpg.connect(admin_dsn)
+        try:
+            await con.execute(f'CREATE DATABASE "{name}_old"')
+        finally:
+            await con.close()
+        con = await asyncpg.connect(old)
+        try:
+            await con.execute(CREATE_TABLE)
+            for migration in load_migrations():
+                if migration.version < "0004":
+                    await con.execute(migration.sql)
+                    await con.execute(
+                        "INSERT INTO schema_migrations (version) VALUES ($1)", migration.version
+                    )
+            expected = await seed_refs(con)
+            assert await migrate(con) == [
+                m.version for m in load_migrations() if m.version >= "0004"
+            ]
+            rows = await con.fetch(
+                "SELECT space_id, from_id, to_id, position FROM session_refs"
+                " ORDER BY space_id, from_id, position"
+            )
+            identity = await con.fetchval(
+                "SELECT is_identity FROM information_schema.columns"
+                " WHERE table_name = 'session_refs' AND column_name = 'position'"
+            )
+        finally:
+            await con.close()
+            await drop_test_database(admin_dsn, old)
+            await drop_test_database(admin_dsn, dsn)
+        got: dict[tuple[uuid.UUID, uuid.UUID], list[tuple[uuid.UUID, int]]] = {}
+        for r in rows:
+            got.setdefault((r["space_id"], r["from_id"]), []).append((r["to_id"], r["position"]))
+        assert got == {
+            key: [(to, n) for n, to in enumerate(targets)] for key, targets in expected.items()
+        }
+        assert identity == "NO"
+
+
+async def seed_refs(
+    con: asyncpg.Connection,
+) -> dict[tuple[uuid.UUID, uuid.UUID], list[uuid.UUID]]:
+    """Two spaces of two sources and three targets, refs added interleaved; each order."""
+    principal = uuid.uuid4()
+    await con.execute("INSERT INTO principals (id, name) VALUES ($1, 'p')", principal)
+    plan: list[tuple[uuid.UUID, uuid.UUID, list[uuid.UUID]]] = []
+    for n in range(2):
+        space = uuid.uuid4()
+        await con.execute(
+            "INSERT INTO spaces (id, principal_id, name) VALUES ($1, $2, $3)",
+            space,
+            principal,
+            f"s{n}",
+        )
+        ids = [uuid.uuid4() for _ in range(5)]
+        for session in ids:
+            await con.execute(
+                "INSERT INTO sessions (space_id, id, root_id, label) VALUES ($1, $2, $2, 'x')",
+                space,
+                session,
+            )
+        plan += [(space, ids[0], ids[2:]), (space, ids[1], ids[:1] + ids[4:2:-1])]
+    for round_ in range(3):
+        for space, source, targets in plan:
+            await con.execute(
+                "INSERT INTO session_refs (space_id, from_id, to_id) VALUES ($1, $2, $3)",
+                space,
+                source,
+                targets[round_],
+            )
+    return {(space, source): targets for space, source, targets in plan}

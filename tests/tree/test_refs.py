@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import uuid
 
 import asyncpg
@@ -120,6 +121,52 @@ class TestAddRef:
             after = dict(list(map(tuple, await con.fetch(query, tree.space.id))))
         assert after[uuid.UUID(a.id)] > before[uuid.UUID(a.id)]
         assert after[uuid.UUID(b.id)] == before[uuid.UUID(b.id)]
+
+
+class TestRefOrder:
+    """The refs' order is per from-session (no sequence spans spaces, DESIGN §3)."""
+
+    async def test_positions_count_per_session(self, tree: TreeClient, pool: asyncpg.Pool) -> None:
+        """Each from-session numbers its refs 0, 1, ... whatever other sessions hold."""
+        a, b, c, d = [await tree.create() for _ in range(4)]
+        await add_ref(tree, a.id, c.id)
+        await add_ref(tree, b.id, c.id)
+        await add_ref(tree, a.id, d.id)
+        await add_ref(tree, b.id, d.id)
+        async with pool.acquire() as con:
+            rows = await con.fetch(
+                "SELECT from_id, position FROM session_refs WHERE space_id = $1"
+                " ORDER BY from_id, position",
+                tree.space.id,
+            )
+        positions: dict[str, list[int]] = {}
+        for row in rows:
+            positions.setdefault(str(row["from_id"]), []).append(row["position"])
+        assert positions == {a.id: [0, 1], b.id: [0, 1]}
+
+    async def test_concurrent_adds_keep_one_order(
+        self, tree: TreeClient, pool: asyncpg.Pool
+    ) -> None:
+        """20 parallel AddRefs from one session get 20 distinct positions 0..19, all listed."""
+        source = await tree.create()
+        targets = [await tree.create() for _ in range(20)]
+        await asyncio.gather(*(add_ref(tree, source.id, t.id) for t in targets))
+        async with pool.acquire() as con:
+            rows = await con.fetch(
+                "SELECT to_id FROM session_refs WHERE space_id = $1 AND from_id = $2"
+                " ORDER BY position",
+                tree.space.id,
+                uuid.UUID(source.id),
+            )
+            positions = await con.fetchval(
+                "SELECT array_agg(position ORDER BY position) FROM session_refs"
+                " WHERE space_id = $1 AND from_id = $2",
+                tree.space.id,
+                uuid.UUID(source.id),
+            )
+        assert positions == list(range(20))
+        assert list((await tree.node(source.id)).refs) == [str(r["to_id"]) for r in rows]
+        assert {str(r["to_id"]) for r in rows} == {t.id for t in targets}
 
 
 class TestRemoveRef:
