@@ -40,16 +40,40 @@ def _server_module() -> Any:
 
 
 @contextmanager
-def embedded_server(data_dir: Path | None = None, *, delete: bool = False) -> Iterator[str]:
-    """Start (or join) the embedded cluster in `data_dir`; yield the admin DSN; stop on exit."""
+def embedded_server(
+    data_dir: Path | None = None, *, delete: bool = False, config: dict[str, str] | None = None
+) -> Iterator[str]:
+    """Start (or join) the embedded cluster in `data_dir`; yield the admin DSN; stop on exit.
+
+    `config` holds server settings (e.g. ``shared_preload_libraries``) written
+    with ALTER SYSTEM; the cluster restarts once when they change.
+    """
     module = _server_module()
     folder = (data_dir or default_data_dir()).expanduser().resolve()
     folder.parent.mkdir(parents=True, exist_ok=True)
     server = module.get_server(folder, cleanup_mode="delete" if delete else "stop")
     try:
+        if config:
+            _configure(module, server, config)
         yield str(server.get_uri())
     finally:
         server.cleanup()
+
+
+def _configure(module: Any, server: Any, config: dict[str, str]) -> None:
+    """Apply `config` with ALTER SYSTEM and restart the server if any value changed."""
+    uri = str(server.get_uri())
+
+    def psql(statement: str) -> str:
+        return str(module.psql(["-XtAc", statement, uri])).strip()
+
+    if all(psql(f"SHOW {name}") == value for name, value in config.items()):
+        return
+    for name, value in config.items():
+        psql(f"ALTER SYSTEM SET {name} = '{value}'")
+    # pg_ctl restart reuses the options of the last start (socket only, no TCP).
+    module.pg_ctl(["-w", "restart"], pgdata=server.pgdata, user=server.system_user, timeout=30)
+    server.ensure_postgres_running()
 
 
 async def ensure_database(admin_dsn: str, name: str) -> str:

@@ -18,6 +18,14 @@ import asyncpg
 from stello.embedded import embedded_server, with_database
 from stello.migrate import migrate
 
+# The embedded server records every statement (tests/distribution reads them
+# to prove each one filters by space_id).
+STATEMENT_STATS = {
+    "shared_preload_libraries": "pg_stat_statements",
+    "pg_stat_statements.max": "20000",
+    "pg_stat_statements.track": "all",
+}
+
 
 @contextmanager
 def server_dsn() -> Iterator[str]:
@@ -27,7 +35,7 @@ def server_dsn() -> Iterator[str]:
         yield configured
         return
     folder = Path(tempfile.mkdtemp(prefix="stello-test-pg-"))
-    with embedded_server(folder / "data", delete=True) as dsn:
+    with embedded_server(folder / "data", delete=True, config=STATEMENT_STATS) as dsn:
         yield dsn
 
 

@@ -1,0 +1,406 @@
+"""The three services on a database of their own, and one pass over every RPC they serve.
+
+`recorded_services` starts storage, tree and gateway (echo model, small window
+so compression and consolidation run) against a fresh migrated database;
+`drive_every_rpc` then makes each call a client or the gateway makes, on the
+success paths and the common refusals, so the statements PostgreSQL records
+for that database are the ones the services run.
+"""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import AsyncIterator, Awaitable
+from contextlib import asynccontextmanager
+from dataclasses import dataclass
+from functools import partial
+from typing import Any
+
+import asyncpg
+import grpc
+
+from agent_gateway.app import create_app as gateway_app
+from agent_gateway.config import GatewaySettings
+from stello.agent.v1 import agent_pb2, agent_pb2_grpc
+from stello.auth import KeyStore
+from stello.channels import open_channel
+from stello.common.v1 import common_pb2
+from stello.db import create_pool
+from stello.runner import AppFactory
+from stello.server import ServiceApp, create_server, shutdown
+from stello.settings import StelloSettings
+from stello.storage.v1 import storage_pb2, storage_pb2_grpc
+from stello.tree.v1 import tree_pb2, tree_pb2_grpc
+from storage_service.app import create_app as storage_app
+from tree_service.app import create_app as tree_app
+from tree_service.app import create_sweeper
+from tree_service.config import TreeSettings
+from tree_service.sweeper import Sweeper
+
+ROLE = common_pb2.RecordRole
+FORK = common_pb2.ForkContext
+STATUS = common_pb2.SessionStatus
+
+
+@dataclass(slots=True)
+class Services:
+    """The running apps, stubs authenticated as one space, and an admin key."""
+
+    apps: dict[str, ServiceApp]
+    pool: asyncpg.Pool
+    space_id: str
+    other_space_id: str
+    gw: Any
+    storage: Any
+    tree: Any
+    admin_tree: Any
+    sweeper: Sweeper
+
+
+@asynccontextmanager
+async def recorded_services(dsn: str) -> AsyncIterator[Services]:
+    """Storage, tree and gateway on `dsn`, with two spaces; all stopped at exit."""
+    settings = StelloSettings(database_url=dsn, auth_cache_ttl_s=0, shutdown_grace_s=1)
+    async with create_pool(dsn, settings) as pool:
+        keys = KeyStore(pool, cache_ttl_s=0)
+        space = await keys.create_key(space="recorded", principal="recorded")
+        other = await keys.create_key(space="elsewhere", principal="recorded")
+        admin = await keys.create_key(space=None, scope="admin", principal="recorded-admin")
+        assert space.space_id is not None and other.space_id is not None
+        running: list[tuple[ServiceApp, grpc.aio.Server]] = []
+        channels: list[grpc.aio.Channel] = []
+        try:
+            ports = {}
+            tree_config = TreeSettings(sweep_interval_s=3600)
+            factories: dict[str, AppFactory] = {
+                "storage": storage_app,
+                "tree": partial(tree_app, config=tree_config),
+            }
+            for name, factory in factories.items():
+                app = factory(settings, pool, keys)
+                server, ports[name] = await create_server(app, "127.0.0.1:0")
+                await server.start()
+                running.append((app, server))
+            config = GatewaySettings(
+                storage_address=f"127.0.0.1:{ports['storage']}",
+                tree_address=f"127.0.0.1:{ports['tree']}",
+                echo_max_context_tokens=400,
+                consolidate_every_n_turns=2,
+            )
+            app = gateway_app(settings, pool, keys, config)
+            server, ports["gateway"] = await create_server(app, "127.0.0.1:0")
+            await server.start()
+            running.append((app, server))
+
+            def stub(name: str, key: str, kind: Any) -> Any:
+                channel = open_channel(f"127.0.0.1:{ports[name]}", key=key)
+                channels.append(channel)
+                return kind(channel)
+
+            yield Services(
+                apps={a.name: a for a, _ in running},
+                pool=pool,
+                space_id=str(space.space_id),
+                other_space_id=str(other.space_id),
+                gw=stub("gateway", space.secret, agent_pb2_grpc.AgentGatewayStub),
+                storage=stub("storage", space.secret, storage_pb2_grpc.SessionStorageStub),
+                tree=stub("tree", space.secret, tree_pb2_grpc.SessionTreeStub),
+                admin_tree=stub("tree", admin.secret, tree_pb2_grpc.SessionTreeStub),
+                sweeper=create_sweeper(pool, tree_config),
+            )
+        finally:
+            for channel in channels:
+                await channel.close()
+            for app, server in reversed(running):
+                await shutdown(app, server, 0)
+
+
+async def attempt(call: Awaitable[Any]) -> Any:
+    """Await a call whose refusal is part of the pass (its statements ran all the same)."""
+    try:
+        return await call
+    except grpc.aio.AioRpcError:
+        return None
+
+
+def user(content: str) -> common_pb2.Record:
+    """A user record."""
+    return common_pb2.Record(role=ROLE.RECORD_ROLE_USER, content=content)
+
+
+async def drive_every_rpc(s: Services) -> None:
+    """Call every RPC of the three services at least once, as clients and the gateway would."""
+    await _drive_gateway(s)
+    await _drive_storage(s)
+    await _drive_tree(s)
+
+
+async def _drive_gateway(s: Services) -> None:
+    sid = s.space_id
+    gw = s.gw
+    root = (
+        await gw.CreateRoot(
+            agent_pb2.CreateRootRequest(
+                space_id=sid, label="root", system_prompt="Be brief.", request_id="root-1"
+            )
+        )
+    ).session
+    await gw.CreateRoot(
+        agent_pb2.CreateRootRequest(
+            space_id=sid, label="root", system_prompt="Be brief.", request_id="root-1"
+        )
+    )
+    for n in range(6):
+        await gw.Send(
+            agent_pb2.SendRequest(
+                space_id=sid, session_id=root.id, content=f"turn {n} " + "words " * 40
+            )
+        )
+    await gw.Send(
+        agent_pb2.SendRequest(space_id=sid, session_id=root.id, content="again", request_id="s-1")
+    )
+    await gw.Send(
+        agent_pb2.SendRequest(space_id=sid, session_id=root.id, content="again", request_id="s-1")
+    )
+    async for _ in gw.SendStream(
+        agent_pb2.SendStreamRequest(space_id=sid, session_id=root.id, content="stream")
+    ):
+        pass
+    lookup = common_pb2.ToolDefinition(name="lookup", description="Look up.")
+    sent = await gw.Send(
+        agent_pb2.SendRequest(
+            space_id=sid, session_id=root.id, content='/tool lookup {"q": 1}', tools=[lookup]
+        )
+    )
+    await gw.SubmitToolResults(
+        agent_pb2.SubmitToolResultsRequest(
+            space_id=sid,
+            session_id=root.id,
+            results=[
+                agent_pb2.ToolResult(tool_call_id=c.id, content="found")
+                for c in sent.pending_tool_calls
+            ],
+            tools=[lookup],
+            request_id="submit-1",
+        )
+    )
+    await gw.Send(
+        agent_pb2.SendRequest(
+            space_id=sid,
+            session_id=root.id,
+            content='/tool stello_create_session {"label": "by tool"}',
+        )
+    )
+    await gw.Consolidate(agent_pb2.ConsolidateRequest(space_id=sid, session_id=root.id))
+    forks = []
+    for context in (FORK.FORK_CONTEXT_NONE, FORK.FORK_CONTEXT_INHERIT, FORK.FORK_CONTEXT_COMPRESS):
+        reply = await gw.Fork(
+            agent_pb2.ForkRequest(
+                space_id=sid,
+                source_session_id=root.id,
+                label=f"fork {context}",
+                context=context,
+                prompt="Go on.",
+                request_id=f"fork-{context}",
+            )
+        )
+        forks.append(reply.session)
+    await gw.Fork(
+        agent_pb2.ForkRequest(
+            space_id=sid,
+            source_session_id=root.id,
+            label="cut",
+            context=FORK.FORK_CONTEXT_INHERIT,
+            inherit_until_seq=2,
+            topology_parent_id=forks[0].id,
+        )
+    )
+    await gw.ListSessionDigests(agent_pb2.ListSessionDigestsRequest(space_id=sid, page_size=2))
+    await gw.GetSession(agent_pb2.GetSessionRequest(space_id=sid, session_id=root.id))
+    await gw.GetTree(agent_pb2.GetTreeRequest(space_id=sid))
+    await gw.ListRecords(
+        agent_pb2.ListRecordsRequest(space_id=sid, session_id=root.id, limit=3, newest_first=True)
+    )
+    await gw.PutInsight(
+        agent_pb2.PutInsightRequest(space_id=sid, session_id=forks[1].id, content="hint")
+    )
+    await gw.PutMemory(
+        agent_pb2.PutMemoryRequest(space_id=sid, session_id=forks[1].id, content="memo")
+    )
+    await gw.Send(agent_pb2.SendRequest(space_id=sid, session_id=forks[1].id, content="hello"))
+    await gw.Archive(agent_pb2.ArchiveRequest(space_id=sid, session_id=forks[2].id))
+    await gw.Unarchive(agent_pb2.UnarchiveRequest(space_id=sid, session_id=forks[2].id))
+    await gw.ListProfiles(agent_pb2.ListProfilesRequest(space_id=sid))
+    await gw.DeleteSession(agent_pb2.DeleteSessionRequest(space_id=sid, session_id=forks[0].id))
+    await attempt(gw.GetSession(agent_pb2.GetSessionRequest(space_id=sid, session_id=forks[0].id)))
+    await attempt(
+        gw.GetSession(agent_pb2.GetSessionRequest(space_id=s.other_space_id, session_id=root.id))
+    )
+
+
+async def _drive_storage(s: Services) -> None:
+    sid, st = s.space_id, s.storage
+    node = (await s.tree.CreateSession(tree_pb2.CreateSessionRequest(space_id=sid))).node
+    session = node.id
+    req = {"space_id": sid, "session_id": session}
+    await st.AppendRecords(
+        storage_pb2.AppendRecordsRequest(
+            **req, records=[user("a"), user("b"), user("c")], request_id="append-1"
+        )
+    )
+    meta = (await st.GetSession(storage_pb2.GetSessionRequest(**req))).session
+    meta.label = "renamed"
+    await st.PutSession(storage_pb2.PutSessionRequest(space_id=sid, session=meta))
+    active = STATUS.SESSION_STATUS_ACTIVE
+    listed = await st.ListSessions(
+        storage_pb2.ListSessionsRequest(space_id=sid, page_size=1, status=active)
+    )
+    await st.ListSessions(
+        storage_pb2.ListSessionsRequest(
+            space_id=sid, page_size=1, page_token=listed.next_page_token, status=active
+        )
+    )
+    for query in (
+        storage_pb2.ListRecordsRequest(**req, limit=2),
+        storage_pb2.ListRecordsRequest(**req, newest_first=True, limit=2),
+        storage_pb2.ListRecordsRequest(
+            **req, after_seq=1, before_seq=3, role=ROLE.RECORD_ROLE_USER, offset=1
+        ),
+    ):
+        await st.ListRecords(query)
+    for slot in ("SystemPrompt", "Insight", "Memory"):
+        put = getattr(storage_pb2, f"Put{slot}Request")(**req, content=f"{slot} text")
+        await getattr(st, f"Put{slot}")(put)
+        await getattr(st, f"Get{slot}")(getattr(storage_pb2, f"Get{slot}Request")(**req))
+    await st.ConsumeInsight(storage_pb2.ConsumeInsightRequest(**req))
+    await st.ClearInsight(storage_pb2.ClearInsightRequest(**req))
+    cache = storage_pb2.CompressionCache(summary="so far", covered_until_seq=2)
+    await st.PutCompressionCache(storage_pb2.PutCompressionCacheRequest(**req, cache=cache))
+    await st.GetCompressionCache(storage_pb2.GetCompressionCacheRequest(**req))
+    await st.BatchGetSlots(storage_pb2.BatchGetSlotsRequest(space_id=sid, session_ids=[session]))
+    await st.BatchGetSlots(
+        storage_pb2.BatchGetSlotsRequest(
+            space_id=sid, session_ids=[session], slots=[storage_pb2.SLOT_KIND_MEMORY]
+        )
+    )
+    token = (await st.BeginTurn(storage_pb2.BeginTurnRequest(**req, ttl_s=30))).token
+    await attempt(st.BeginTurn(storage_pb2.BeginTurnRequest(**req, ttl_s=30)))
+    await _transact(s, session, token)
+    await st.ReleaseTurn(storage_pb2.ReleaseTurnRequest(**req, token=token))
+    await st.GetRememberedResult(
+        storage_pb2.GetRememberedResultRequest(space_id=sid, scope="recorded", request_id="r-1")
+    )
+    await st.TrimRecords(storage_pb2.TrimRecordsRequest(**req, keep_recent=2))
+    await attempt(
+        st.GetSession(storage_pb2.GetSessionRequest(space_id=sid, session_id=str(uuid.uuid4())))
+    )
+
+
+async def _transact(s: Services, session: str, token: str) -> None:
+    """Every Transact operation and precondition, committed, then one refused precondition."""
+    op, check = storage_pb2.Operation, storage_pb2.Precondition
+    meta = (
+        await s.storage.GetSession(
+            storage_pb2.GetSessionRequest(space_id=s.space_id, session_id=session)
+        )
+    ).session
+    operations = [
+        op(append_records=op.AppendRecordsOp(session_id=session, records=[user("t")])),
+        op(put_session=op.PutSessionOp(session=meta)),
+        op(put_system_prompt=op.PutSystemPromptOp(session_id=session, content="p")),
+        op(put_insight=op.PutInsightOp(session_id=session, content="i")),
+        op(clear_insight=op.ClearInsightOp(session_id=session)),
+        op(put_memory=op.PutMemoryOp(session_id=session, content="m")),
+        op(
+            put_compression_cache=op.PutCompressionCacheOp(
+                session_id=session,
+                cache=storage_pb2.CompressionCache(summary="s", covered_until_seq=1),
+            )
+        ),
+        op(trim_records=op.TrimRecordsOp(session_id=session, keep_recent=3)),
+        op(bump_turn=op.BumpTurnOp(session_id=session)),
+        op(
+            remember_result=op.RememberResultOp(
+                scope="recorded", request_id="r-1", request_hash=b"h", response=b"r"
+            )
+        ),
+        op(release_turn=op.ReleaseTurnOp(session_id=session, token=token)),
+    ]
+    preconditions = [
+        check(session_last_seq=check.SessionLastSeqCheck(session_id=session, expected=3)),
+        check(insight_unchanged=check.InsightUnchangedCheck(session_id=session)),
+        check(turn_lease=check.TurnLeaseCheck(session_id=session, token=token)),
+    ]
+    await s.storage.Transact(
+        storage_pb2.TransactRequest(
+            space_id=s.space_id,
+            preconditions=preconditions,
+            operations=operations,
+            request_id="tx-1",
+        )
+    )
+    await attempt(
+        s.storage.Transact(
+            storage_pb2.TransactRequest(
+                space_id=s.space_id, preconditions=preconditions, operations=operations[:1]
+            )
+        )
+    )
+
+
+async def _drive_tree(s: Services) -> None:
+    sid, tr = s.space_id, s.tree
+    root = (
+        await tr.CreateSession(
+            tree_pb2.CreateSessionRequest(
+                space_id=sid,
+                label="t",
+                config=common_pb2.SessionConfig(system_prompt="x"),
+                request_id="create-1",
+            )
+        )
+    ).node
+    kids = [
+        (
+            await tr.CreateSession(tree_pb2.CreateSessionRequest(space_id=sid, parent_id=root.id))
+        ).node
+        for _ in range(2)
+    ]
+    hidden = (
+        await tr.CreateSession(
+            tree_pb2.CreateSessionRequest(
+                space_id=sid, parent_id=kids[0].id, source_session_id=kids[1].id, provisional=True
+            )
+        )
+    ).node
+    await tr.CommitSession(tree_pb2.CommitSessionRequest(space_id=sid, session_id=hidden.id))
+    await tr.CreateSession(
+        tree_pb2.CreateSessionRequest(space_id=sid, parent_id=root.id, provisional=True)
+    )
+    one = {"space_id": sid, "session_id": kids[0].id}
+    await tr.GetNode(tree_pb2.GetNodeRequest(**one))
+    await tr.ListRoots(tree_pb2.ListRootsRequest(space_id=sid))
+    page = await tr.ListAll(tree_pb2.ListAllRequest(space_id=sid, page_size=2))
+    await tr.ListAll(
+        tree_pb2.ListAllRequest(space_id=sid, page_size=2, page_token=page.next_page_token)
+    )
+    await tr.GetChildren(tree_pb2.GetChildrenRequest(space_id=sid, session_id=root.id))
+    await tr.GetSiblings(tree_pb2.GetSiblingsRequest(**one))
+    await tr.GetAncestors(tree_pb2.GetAncestorsRequest(space_id=sid, session_id=hidden.id))
+    await tr.GetTree(tree_pb2.GetTreeRequest(space_id=sid, root_id=root.id, max_depth=1))
+    await tr.AddRef(tree_pb2.AddRefRequest(space_id=sid, from_id=kids[0].id, to_id=kids[1].id))
+    await attempt(tr.AddRef(tree_pb2.AddRefRequest(space_id=sid, from_id=hidden.id, to_id=root.id)))
+    await tr.RemoveRef(
+        tree_pb2.RemoveRefRequest(space_id=sid, from_id=kids[0].id, to_id=kids[1].id)
+    )
+    await tr.Archive(tree_pb2.ArchiveRequest(**one))
+    await tr.Unarchive(tree_pb2.UnarchiveRequest(**one))
+    await tr.UpdateLabel(tree_pb2.UpdateLabelRequest(**one, label="relabelled"))
+    await tr.PutConfig(
+        tree_pb2.PutConfigRequest(**one, config=common_pb2.SessionConfig(system_prompt="y"))
+    )
+    await tr.GetConfig(tree_pb2.GetConfigRequest(**one))
+    await tr.DeleteSubtree(tree_pb2.DeleteSubtreeRequest(space_id=sid, session_id=kids[1].id))
+    await s.admin_tree.SweepProvisional(tree_pb2.SweepProvisionalRequest(dry_run=True))
+    await s.admin_tree.SweepProvisional(tree_pb2.SweepProvisionalRequest())
+    await s.sweeper.run_once()  # the periodic sweep, and the purge of expired request_ids
