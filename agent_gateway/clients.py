@@ -235,31 +235,28 @@ class StorageClient(ServiceClient):
 
     async def list_records(
         self, caller: Caller, request: storage_pb2.ListRecordsRequest
-    ) -> Sequence[common_pb2.Record]:
-        """One ListRecords call, as given."""
-        reply = await self._call(
+    ) -> storage_pb2.ListRecordsResponse:
+        """One ListRecords call (one page), as given."""
+        reply: storage_pb2.ListRecordsResponse = await self._call(
             "ListRecords", self._stub.ListRecords, request, storage_pb2.ListRecordsResponse, caller
         )
-        return reply.records
+        return reply
 
     async def all_records(
         self, caller: Caller, space_id: UUID, session_id: UUID, *, until_seq: int | None = None
     ) -> list[common_pb2.Record]:
-        """Every record of a session (up to `until_seq`), paging by seq."""
-        page = 1000
+        """Every record of a session (up to `until_seq`), page after page (pages are bounded
+        in bytes, so a short page is not the last: the token says)."""
         found: list[common_pb2.Record] = []
-        after = 0
+        request = storage_pb2.ListRecordsRequest(space_id=str(space_id), session_id=str(session_id))
+        if until_seq is not None:
+            request.before_seq = until_seq + 1
         while True:
-            request = storage_pb2.ListRecordsRequest(
-                space_id=str(space_id), session_id=str(session_id), limit=page, after_seq=after
-            )
-            if until_seq is not None:
-                request.before_seq = until_seq + 1
-            records = await self.list_records(caller, request)
-            found.extend(records)
-            if len(records) < page:
+            reply = await self.list_records(caller, request)
+            found.extend(reply.records)
+            if not reply.next_page_token:
                 return found
-            after = records[-1].seq
+            request.page_token = reply.next_page_token
 
     async def batch_get_slots(
         self,

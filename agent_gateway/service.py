@@ -43,6 +43,7 @@ class RecordQuery:
     after_seq: int | None = None
     before_seq: int | None = None
     newest_first: bool = False
+    page_token: str = ""
 
 
 @dataclass(frozen=True, slots=True)
@@ -127,14 +128,18 @@ class SessionService:
         """The forest or one subtree, in pre-order (the tree's GetTree)."""
         return await self._tree.get_tree(caller, space_id, root_id=root_id, max_depth=max_depth)
 
-    async def list_records(self, caller: Caller, query: RecordQuery) -> Sequence[common_pb2.Record]:
-        """A session's records, chronological (storage's ListRecords)."""
+    async def list_records(
+        self, caller: Caller, query: RecordQuery
+    ) -> storage_pb2.ListRecordsResponse:
+        """One page of a session's records, chronological, and the next token (storage's
+        ListRecords)."""
         request = storage_pb2.ListRecordsRequest(
             space_id=str(query.space_id),
             session_id=str(query.session_id),
             offset=query.offset,
             role=query.role,
             newest_first=query.newest_first,
+            page_token=query.page_token,
         )
         if query.limit is not None:
             request.limit = query.limit

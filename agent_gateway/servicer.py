@@ -311,9 +311,12 @@ class AgentGatewayServicer(agent_pb2_grpc.AgentGatewayServicer):
             after_seq=request.after_seq if request.HasField("after_seq") else None,
             before_seq=request.before_seq if request.HasField("before_seq") else None,
             newest_first=request.newest_first,
+            page_token=request.page_token,
         )
-        records = await self._sessions.list_records(_caller(context), query)
-        return agent_pb2.ListRecordsResponse(records=records)
+        page = await self._sessions.list_records(_caller(context), query)
+        return agent_pb2.ListRecordsResponse(
+            records=page.records, next_page_token=page.next_page_token
+        )
 
     async def PutInsight(
         self, request: agent_pb2.PutInsightRequest, context: Context

@@ -28,7 +28,10 @@ def create_app(
     """Wire the storage service over `pool` into an app the kernel's server factory runs."""
     config = config or StorageSettings()
     service = StorageService(
-        Database(pool), ProtoCodecs.create(), max_reply_bytes=settings.max_message_bytes
+        Database(pool),
+        ProtoCodecs.create(),
+        max_reply_bytes=settings.max_message_bytes,
+        max_page_bytes=config.max_page_bytes,
     )
     servicer = SessionStorageServicer(service, RequestParser(config))
 

@@ -28,6 +28,12 @@ class StorageSettings(BaseSettings):
         ge=1,
         description="Largest UTF-8 slot value (system prompt, insight, memory, cache summary).",
     )
+    max_page_bytes: int = Field(
+        default=4 * MIB,
+        ge=1024,
+        description="Most bytes of records one ListRecords page carries (at least one record; "
+        "at most half of STELLO_MAX_MESSAGE_BYTES).",
+    )
     max_turn_ttl_s: int = Field(
         default=86_400, ge=1, description="Longest turn lease BeginTurn grants, in seconds."
     )

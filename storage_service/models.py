@@ -97,6 +97,15 @@ class RecordQuery:
     after_seq: int | None = None
     before_seq: int | None = None
     newest_first: bool = False
+    page_token: str = ""
+
+
+@dataclass(frozen=True, slots=True)
+class RecordPage:
+    """One ListRecords page, ascending seq, and the token of the next ("" on the last)."""
+
+    records: tuple[StoredRecord, ...]
+    next_page_token: str
 
 
 @dataclass(frozen=True, slots=True)

@@ -173,6 +173,7 @@ def record_query(request: storage_pb2.ListRecordsRequest, v: Violations) -> Reco
         after_seq=request.after_seq if request.HasField("after_seq") else None,
         before_seq=request.before_seq if request.HasField("before_seq") else None,
         newest_first=request.newest_first,
+        page_token=request.page_token,
     )
 
 

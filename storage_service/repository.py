@@ -86,21 +86,39 @@ RETURNING seq, created_at
 """
 
 # One row per visible session (NULL record columns when nothing matches), no
-# row at all when the session is absent or provisional. The walk direction
-# cannot be a parameter, so one template gives the two constants.
+# row at all when the session is absent or provisional. The walk takes $7 + 1
+# records (the extra one only tells whether more are left: `walked`) and keeps
+# the first $7 whose running size stays within $8 bytes, the first always. A
+# record's size is estimated from the stored lengths without detoasting the
+# content (jsonb counted twice: its protobuf Struct form is larger). The walk
+# direction cannot be a parameter, so one template gives the two constants.
 _LIST_RECORDS = """
 SELECT s.id AS session_id, r.seq, r.role, r.content, r.tool_calls, r.tool_call_id,
-       r.created_at, r.metadata
+       r.created_at, r.metadata, r.walked
 FROM sessions s
 LEFT JOIN LATERAL (
-    SELECT seq, role, content, tool_calls, tool_call_id, created_at, metadata
-    FROM records
-    WHERE space_id = $1 AND session_id = $2
-      AND seq > $3 AND seq < $4
-      AND ($5::text IS NULL OR role = $5)
-    ORDER BY seq {direction}
-    OFFSET $6
-    LIMIT $7
+    SELECT sized.seq, sized.role, sized.content, sized.tool_calls, sized.tool_call_id,
+           sized.created_at, sized.metadata, sized.walked
+    FROM (
+        SELECT page.*,
+               row_number() OVER (ORDER BY page.seq {direction}) AS n,
+               sum(page.size) OVER (ORDER BY page.seq {direction}) AS running,
+               count(*) OVER () AS walked
+        FROM (
+            SELECT seq, role, content, tool_calls, tool_call_id, created_at, metadata,
+                   64 + octet_length(content) + COALESCE(octet_length(tool_call_id), 0)
+                   + 2 * COALESCE(octet_length(tool_calls::text), 0)
+                   + 2 * COALESCE(octet_length(metadata::text), 0) AS size
+            FROM records
+            WHERE space_id = $1 AND session_id = $2
+              AND seq > $3 AND seq < $4
+              AND ($5::text IS NULL OR role = $5)
+            ORDER BY seq {direction}
+            OFFSET $6
+            LIMIT $7 + 1
+        ) page
+    ) sized
+    WHERE sized.n <= $7 AND (sized.n = 1 OR sized.running <= $8)
 ) r ON true
 WHERE s.space_id = $1 AND s.id = $2 AND s.provisional_until IS NULL
 """
@@ -264,9 +282,10 @@ class Repository(SlotRepository, idempotency.KeyStatements):
         )
 
     async def list_records(
-        self, space_id: uuid.UUID, session_id: uuid.UUID, query: RecordQuery
-    ) -> list[StoredRecord] | None:
-        """The records `query` selects, ascending seq; None when the session is not visible."""
+        self, space_id: uuid.UUID, session_id: uuid.UUID, query: RecordQuery, max_bytes: int
+    ) -> tuple[list[StoredRecord], bool] | None:
+        """The records `query` selects within `max_bytes` (at least one), ascending seq, and
+        whether the walk left records; None when the session is not visible."""
         rows = await self._con.fetch(
             LIST_RECORDS_NEWEST if query.newest_first else LIST_RECORDS_OLDEST,
             space_id,
@@ -276,13 +295,15 @@ class Repository(SlotRepository, idempotency.KeyStatements):
             query.role,
             query.offset,
             query.limit,
+            max_bytes,
         )
         if not rows:
             return None
         records = [_record(row) for row in rows if row["seq"] is not None]
+        more = bool(records) and rows[0]["walked"] > len(records)
         if query.newest_first:
             records.reverse()
-        return records
+        return records, more
 
     async def lock_sessions(
         self, space_id: uuid.UUID, session_ids: Sequence[uuid.UUID]

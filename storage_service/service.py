@@ -18,12 +18,14 @@ from datetime import UTC, datetime, timedelta
 from typing import Generic, Protocol, TypeVar
 
 from stello.errors import Aborted, InvalidArgument, ResourceExhausted
+from storage_service import record_pages
 from storage_service.models import (
     SLOT_NAMES,
     CompressionCache,
     Idempotency,
     MetaUpdate,
     NewRecord,
+    RecordPage,
     RecordQuery,
     RememberedResult,
     SessionMeta,
@@ -120,11 +122,14 @@ def _parse_page_token(
 class StorageService:
     """SessionStorage's behaviour (DESIGN §2, STELLO-SPEC §2 with DESIGN §5's overrides)."""
 
-    def __init__(self, db: Database, codecs: Codecs, *, max_reply_bytes: int) -> None:
+    def __init__(
+        self, db: Database, codecs: Codecs, *, max_reply_bytes: int, max_page_bytes: int
+    ) -> None:
         self._db = db
         self._append_once = _Idempotent(APPEND_SCOPE, codecs.records)
         self._transact_once = _Idempotent(TRANSACT_SCOPE, codecs.results)
         self._max_reply_bytes = max_reply_bytes
+        self._max_page_bytes = min(max_page_bytes, max_reply_bytes // 2)
 
     async def get_session(self, space_id: uuid.UUID, session_id: uuid.UUID) -> SessionMeta:
         """The meta of a visible session."""
@@ -179,14 +184,24 @@ class StorageService:
 
     async def list_records(
         self, space_id: uuid.UUID, session_id: uuid.UUID, query: RecordQuery
-    ) -> list[StoredRecord]:
-        """The records `query` selects, always ascending seq."""
-        records = await self._db.statement(
-            lambda repo: repo.list_records(space_id, session_id, query)
+    ) -> RecordPage:
+        """One page of the records `query` selects (ascending seq), bounded in count and bytes."""
+        walk = (
+            record_pages.resume(space_id, session_id, query, query.page_token)
+            if query.page_token
+            else query
         )
-        if records is None:
+        found = await self._db.statement(
+            lambda repo: repo.list_records(space_id, session_id, walk, self._max_page_bytes)
+        )
+        if found is None:
             raise session_not_found(session_id)
-        return records
+        records, more = found
+        if not more:
+            return RecordPage(tuple(records), "")
+        position = records[0].seq if query.newest_first else records[-1].seq
+        token = record_pages.next_token(space_id, session_id, query, position)
+        return RecordPage(tuple(records), token)
 
     async def trim_records(
         self, space_id: uuid.UUID, session_id: uuid.UUID, keep_recent: int

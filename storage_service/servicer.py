@@ -102,9 +102,9 @@ class SessionStorageServicer(storage_pb2_grpc.SessionStorageServicer):
         space_id, session_id = parse.target(request, v)
         query = parse.record_query(request, v)
         v.raise_if_any()
-        records = await self._service.list_records(space_id, session_id, query)
-        reply = storage_pb2.ListRecordsResponse()
-        add_records(reply.records, records)
+        page = await self._service.list_records(space_id, session_id, query)
+        reply = storage_pb2.ListRecordsResponse(next_page_token=page.next_page_token)
+        add_records(reply.records, page.records)
         return reply
 
     async def TrimRecords(

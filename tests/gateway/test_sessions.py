@@ -218,6 +218,56 @@ class TestTreeAndRecords:
         error = await rpc_error(contents(limit=1001))
         assert error.code() is grpc.StatusCode.INVALID_ARGUMENT
 
+    async def test_record_pages(self, stack: Stack, other_space: TestSpace) -> None:
+        """next_page_token passes through both ways; a token elsewhere is INVALID_ARGUMENT."""
+        root, other = await stack.root(), await stack.root()
+        await stack.append(root.id, *(record("user", f"m{i}") for i in range(1, 8)))
+
+        async def pages(**fields: Any) -> list[list[str]]:
+            found, token = [], ""
+            while True:
+                reply = await stack.gw.ListRecords(
+                    ids_request(
+                        stack, agent_pb2.ListRecordsRequest, root.id, **fields, page_token=token
+                    )
+                )
+                found.append([r.content for r in reply.records])
+                token = reply.next_page_token
+                if not token:
+                    return found
+
+        assert await pages(limit=3) == [["m1", "m2", "m3"], ["m4", "m5", "m6"], ["m7"]]
+        assert await pages(limit=3, newest_first=True) == [
+            ["m5", "m6", "m7"],
+            ["m2", "m3", "m4"],
+            ["m1"],
+        ]
+        first = await stack.gw.ListRecords(
+            ids_request(stack, agent_pb2.ListRecordsRequest, root.id, limit=3)
+        )
+        error = await rpc_error(
+            stack.gw.ListRecords(
+                ids_request(
+                    stack, agent_pb2.ListRecordsRequest, other.id, page_token=first.next_page_token
+                )
+            )
+        )
+        assert error.code() is grpc.StatusCode.INVALID_ARGUMENT
+        assert [v.field for v in field_violations(error)] == ["page_token"]
+        theirs = await open_stack(stack.backends, stack.gateway, other_space, stack.summarizer)
+        try:
+            for token, code in (
+                (first.next_page_token, grpc.StatusCode.INVALID_ARGUMENT),
+                ("", grpc.StatusCode.NOT_FOUND),
+            ):
+                request = ids_request(
+                    theirs, agent_pb2.ListRecordsRequest, root.id, page_token=token
+                )
+                error = await rpc_error(theirs.gw.ListRecords(request))
+                assert error.code() is code
+        finally:
+            await close_stack(theirs)
+
 
 class TestWrites:
     """PutInsight, PutMemory, Archive, Unarchive, DeleteSession."""

@@ -305,7 +305,7 @@ class GetTreeResponse(_message.Message):
     def __init__(self, nodes: _Optional[_Iterable[_Union[_common_pb2.TreeNode, _Mapping]]] = ...) -> None: ...
 
 class ListRecordsRequest(_message.Message):
-    __slots__ = ("space_id", "session_id", "limit", "offset", "role", "after_seq", "before_seq", "newest_first")
+    __slots__ = ("space_id", "session_id", "limit", "offset", "role", "after_seq", "before_seq", "newest_first", "page_token")
     SPACE_ID_FIELD_NUMBER: _ClassVar[int]
     SESSION_ID_FIELD_NUMBER: _ClassVar[int]
     LIMIT_FIELD_NUMBER: _ClassVar[int]
@@ -314,6 +314,7 @@ class ListRecordsRequest(_message.Message):
     AFTER_SEQ_FIELD_NUMBER: _ClassVar[int]
     BEFORE_SEQ_FIELD_NUMBER: _ClassVar[int]
     NEWEST_FIRST_FIELD_NUMBER: _ClassVar[int]
+    PAGE_TOKEN_FIELD_NUMBER: _ClassVar[int]
     space_id: str
     session_id: str
     limit: int
@@ -322,13 +323,16 @@ class ListRecordsRequest(_message.Message):
     after_seq: int
     before_seq: int
     newest_first: bool
-    def __init__(self, space_id: _Optional[str] = ..., session_id: _Optional[str] = ..., limit: _Optional[int] = ..., offset: _Optional[int] = ..., role: _Optional[_Union[_common_pb2.RecordRole, str]] = ..., after_seq: _Optional[int] = ..., before_seq: _Optional[int] = ..., newest_first: _Optional[bool] = ...) -> None: ...
+    page_token: str
+    def __init__(self, space_id: _Optional[str] = ..., session_id: _Optional[str] = ..., limit: _Optional[int] = ..., offset: _Optional[int] = ..., role: _Optional[_Union[_common_pb2.RecordRole, str]] = ..., after_seq: _Optional[int] = ..., before_seq: _Optional[int] = ..., newest_first: _Optional[bool] = ..., page_token: _Optional[str] = ...) -> None: ...
 
 class ListRecordsResponse(_message.Message):
-    __slots__ = ("records",)
+    __slots__ = ("records", "next_page_token")
     RECORDS_FIELD_NUMBER: _ClassVar[int]
+    NEXT_PAGE_TOKEN_FIELD_NUMBER: _ClassVar[int]
     records: _containers.RepeatedCompositeFieldContainer[_common_pb2.Record]
-    def __init__(self, records: _Optional[_Iterable[_Union[_common_pb2.Record, _Mapping]]] = ...) -> None: ...
+    next_page_token: str
+    def __init__(self, records: _Optional[_Iterable[_Union[_common_pb2.Record, _Mapping]]] = ..., next_page_token: _Optional[str] = ...) -> None: ...
 
 class PutInsightRequest(_message.Message):
     __slots__ = ("space_id", "session_id", "content")

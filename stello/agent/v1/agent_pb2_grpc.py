@@ -503,11 +503,15 @@ class AgentGatewayServicer:
         """ListRecords lists a session's records, always in chronological (seq)
         order, as storage's ListRecords: filtered by role and seq bounds, paged
         by limit/offset; `newest_first` picks the newest `limit` records (still
-        returned oldest first).
+        returned oldest first). Pages are bounded in bytes as well as count;
+        `next_page_token` (set while records are left) continues the walk when
+        sent back as `page_token` with the same other fields: to newer records
+        oldest-first, to older ones newest-first.
 
         Errors:
         - INVALID_ARGUMENT: malformed ids; negative limit or offset; limit above
-        the maximum page.
+        the maximum page; a page_token not issued for this session and these
+        filters.
         - NOT_FOUND: the session is not in the space.
         - UNAUTHENTICATED: no valid key.
         """

@@ -301,11 +301,24 @@ class SessionStorageServicer:
         before_seq = the first seq of the previous reply pages backwards.
         A session with no records answers an empty list.
 
+        Pages are bounded in bytes as well as in count: a reply carries at most
+        STELLO_STORAGE_MAX_PAGE_BYTES of records (estimated from their stored
+        sizes; never more than half the message limit) and always at least one
+        record when any matches, so every session can be read whatever its
+        records' sizes. `next_page_token` is set when records the walk would
+        have taken are left (cut by `limit` or by bytes); send the same request
+        again with `page_token` set to it for the next page: oldest-first walks
+        continue to newer records (after the reply's last seq), newest-first
+        walks to older ones (before its first seq). `offset` applies to the
+        first page only; `limit` is the size of each page and may change
+        between pages. A token is bound to its space, session, role, seq
+        bounds, direction and offset. No token is given when `limit` is 0.
+
         Errors: INVALID_ARGUMENT for a malformed space_id or session_id, an
-        unknown role value, a negative limit or offset, or a limit above 1000;
-        NOT_FOUND when the session is not in the space or is provisional;
-        UNAUTHENTICATED without a valid key; RESOURCE_EXHAUSTED when the reply
-        exceeds the message limit.
+        unknown role value, a negative limit or offset, a limit above 1000, or
+        a page_token not issued by ListRecords for this session and these
+        filters; NOT_FOUND when the session is not in the space or is
+        provisional; UNAUTHENTICATED without a valid key.
         """
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)
         context.set_details('Method not implemented!')
