@@ -303,9 +303,12 @@ def _add_client_commands(sub: Any) -> None:
     digests = command("digests", client.cmd_digests, "list session digests (memory, insight)")
     digests.add_argument("--status", choices=["all", "active", "archived"], default="all")
 
-    records = command("records", client.cmd_records, "show a session's records")
+    records = command("records", client.cmd_records, "show a session's records, every page")
     records.add_argument("session", metavar="SESSION")
     records.add_argument("--limit", type=int, metavar="N", help="only the newest N records")
+    records.add_argument(
+        "--page-size", type=int, default=1000, metavar="N", help="records per call (1-1000)"
+    )
 
     reconcile = command("reconcile", client.cmd_reconcile, "sweep provisional sessions (admin key)")
     reconcile.add_argument("--admin-key", help="an admin-scope key (STELLO_ADMIN_KEY)")

@@ -18,7 +18,7 @@ import os
 import sys
 import threading
 import uuid
-from collections.abc import AsyncIterator, Awaitable, Callable
+from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -36,6 +36,8 @@ CONTEXTS = {
     "inherit": common_pb2.FORK_CONTEXT_INHERIT,
     "compress": common_pb2.FORK_CONTEXT_COMPRESS,
 }
+MAX_RECORDS_PAGE = 1000  # the gateway's largest ListRecords limit
+
 STATUSES = {
     "all": common_pb2.SESSION_STATUS_UNSPECIFIED,
     "active": common_pb2.SESSION_STATUS_ACTIVE,
@@ -343,22 +345,45 @@ async def cmd_digests(args: argparse.Namespace) -> int:
 
 
 async def cmd_records(args: argparse.Namespace) -> int:
-    """Show a session's records (the newest N with --limit)."""
+    """Show every record of a session page by page, or the newest N with --limit."""
+    if not 1 <= args.page_size <= MAX_RECORDS_PAGE:
+        raise ClientError(f"--page-size must be between 1 and {MAX_RECORDS_PAGE}")
+    if args.limit is not None and args.limit < 0:
+        raise ClientError("--limit must not be negative")
 
     async def work(stub: agent_pb2_grpc.AgentGatewayStub, target: Target) -> int:
-        request = agent_pb2.ListRecordsRequest(space_id=target.space_id, session_id=args.session)
-        if args.limit is not None:
-            request.limit = args.limit
-            request.newest_first = True
-        reply = await stub.ListRecords(request, timeout=args.timeout, metadata=target.metadata)
+        newest = args.limit is not None
+        request = agent_pb2.ListRecordsRequest(
+            space_id=target.space_id, session_id=args.session, newest_first=newest
+        )
+        pages: list[list[common_pb2.Record]] = []
+        taken = 0
+        while not newest or taken < args.limit:
+            request.limit = min(args.page_size, args.limit - taken) if newest else args.page_size
+            reply = await stub.ListRecords(request, timeout=args.timeout, metadata=target.metadata)
+            taken += len(reply.records)
+            if newest or args.json:
+                pages.append(list(reply.records))
+            else:
+                _write_records(reply.records)  # oldest first: printed as the pages come
+            if not reply.next_page_token:
+                break
+            request.page_token = reply.next_page_token
+        if newest:
+            pages.reverse()  # newest-first pages, each chronological
+        kept = [record for page in pages for record in page]
         if args.json:
-            write(fmt.dumps([fmt.record_dict(record) for record in reply.records]))
+            write(fmt.dumps([fmt.record_dict(record) for record in kept]))
         else:
-            for record in reply.records:
-                write("\n".join(fmt.record_lines(record)))
+            _write_records(kept)
         return 0
 
     return await _with_gateway(args, work)
+
+
+def _write_records(records: Sequence[common_pb2.Record]) -> None:
+    for record in records:
+        write("\n".join(fmt.record_lines(record)))
 
 
 async def cmd_reconcile(args: argparse.Namespace) -> int:

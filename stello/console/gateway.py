@@ -104,7 +104,8 @@ class ConsoleGateway:
         """The newest `limit` (at least 1) records below `before_seq`, oldest first.
 
         `before_seq` None = from the newest record. One more is asked for than
-        shown, so `older` tells whether a page remains.
+        shown, so `older` tells whether a page remains; a page cut short by its
+        byte bound says so with its next_page_token.
         """
         request = agent_pb2.ListRecordsRequest(
             space_id=caller.space_id, session_id=session_id, limit=limit + 1, newest_first=True
@@ -115,7 +116,7 @@ class ConsoleGateway:
         records = list(reply.records)
         return {
             "records": [record_dict(record) for record in records[-limit:]],
-            "older": len(records) > limit,
+            "older": len(records) > limit or bool(reply.next_page_token),
         }
 
     async def digests(

@@ -69,6 +69,24 @@ class TestRecords:
         assert [r["seq"] for r in last["records"]] == list(range(1, 21))
         assert last["older"] is False
 
+    async def test_pages_cut_by_bytes_still_lead_to_older(self, api: Api) -> None:
+        """60 records of 100 KiB: pages of 50 hold fewer (4 MiB bound) yet reach #1 once each."""
+        root = await api.console.stack.root(label="Large")
+        big = [record("user", f"{n:03}" + "w" * 100 * 1024) for n in range(1, 61)]
+        for start in range(0, 60, 10):
+            await api.console.stack.append(root.id, *big[start : start + 10])
+        seen: list[int] = []
+        before = ""
+        while True:
+            page = await api.ok("GET", f"/api/sessions/{root.id}/records?limit=50{before}")
+            seqs = [r["seq"] for r in page["records"]]
+            assert 0 < len(seqs) < 50
+            seen = seqs + seen
+            if not page["older"]:
+                break
+            before = f"&before={seqs[0]}"
+        assert seen == list(range(1, 61))
+
     async def test_a_record_shows_role_tool_calls_and_answer(self, api: Api) -> None:
         """Roles, tool calls and the tool record's call id travel as plain JSON."""
         root = await api.console.stack.root(label="Tools")
