@@ -43,11 +43,13 @@ from stello.settings import StelloSettings
 from stello.storage.v1 import storage_pb2, storage_pb2_grpc
 from stello.timestamps import set_timestamp
 from storage_service import create_app
+from storage_service.config import StorageSettings
 from storage_service.convert import ROLE_TO_PROTO
 from storage_service.repository import APPEND_RECORDS, LIST_RECORDS_NEWEST, MAX_SEQ
 
 SERVICE = "stello.storage.v1.SessionStorage"
 CONTENT = "benchmark record " * 6  # ~100 bytes, a short chat message
+PAGE_BYTES = StorageSettings().max_page_bytes  # the byte bound ours applies (same SQL)
 
 
 # ---------------------------------------------------------------- servers
@@ -96,6 +98,7 @@ def baseline_handlers(pool: asyncpg.Pool) -> dict[str, grpc.RpcMethodHandler[Any
                 None,
                 0,
                 request.limit,
+                PAGE_BYTES,
             )
         reply = storage_pb2.ListRecordsResponse()
         for row in reversed(rows):

@@ -36,6 +36,7 @@ from stello.runner import event_loop_factory
 from stello.settings import StelloSettings
 from stello.storage.v1 import storage_pb2, storage_pb2_grpc
 from stello.timestamps import set_timestamp
+from storage_service.config import StorageSettings
 from storage_service.convert import ROLE_FROM_PROTO, ROLE_TO_PROTO
 from storage_service.repository import (
     APPEND_RECORDS,
@@ -51,6 +52,7 @@ from storage_service.slot_repository import BATCH_GET_SLOTS
 
 USER, ASSISTANT = common_pb2.RECORD_ROLE_USER, common_pb2.RECORD_ROLE_ASSISTANT
 LEASE_TTL_S = 300
+PAGE_BYTES = StorageSettings().max_page_bytes  # the byte bound storage applies (same SQL)
 Op, Check = storage_pb2.Operation, storage_pb2.Precondition
 
 
@@ -118,7 +120,7 @@ class BareStorage:
         async with self._pool.acquire() as con:
             rows = await con.fetch(
                 LIST_RECORDS_OLDEST, space, session, request.after_seq, MAX_SEQ, None, 0,
-                request.limit,
+                request.limit, PAGE_BYTES,
             )  # fmt: skip
         reply = storage_pb2.ListRecordsResponse()
         for row in rows:
