@@ -43,7 +43,7 @@ def _settings(args: argparse.Namespace) -> StelloSettings:
 
 async def _with_keys(settings: StelloSettings, work: Callable[[KeyStore], Awaitable[int]]) -> int:
     async with database_url(settings.database_url, settings.data_dir) as dsn:
-        await migrate_dsn(dsn)
+        await migrate_dsn(settings.direct_dsn(dsn))
         async with create_pool(dsn, settings) as pool:
             return await work(KeyStore(pool, 0))
 
@@ -51,7 +51,7 @@ async def _with_keys(settings: StelloSettings, work: Callable[[KeyStore], Awaita
 async def cmd_migrate(args: argparse.Namespace, settings: StelloSettings) -> int:
     """Apply pending migrations."""
     async with database_url(settings.database_url, settings.data_dir) as dsn:
-        applied = await migrate_dsn(dsn)
+        applied = await migrate_dsn(settings.direct_dsn(dsn))
     print("applied: " + (", ".join(applied) if applied else "nothing (up to date)"))
     return 0
 

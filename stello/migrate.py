@@ -61,8 +61,13 @@ async def migrate(con: asyncpg.Connection) -> list[str]:
 
 
 async def migrate_dsn(dsn: str) -> list[str]:
-    """Connect to `dsn`, apply pending migrations, disconnect."""
-    con = await asyncpg.connect(dsn)
+    """Connect to `dsn`, apply pending migrations, disconnect.
+
+    `dsn` is the direct URL (STELLO_DATABASE_DIRECT_URL) where one is set; the
+    connection prepares no named statements, so a PgBouncer in transaction mode
+    in front of the server works as well.
+    """
+    con = await asyncpg.connect(dsn, statement_cache_size=0)
     try:
         return await migrate(con)
     finally:

@@ -37,7 +37,7 @@ async def run_service(
     """Serve the app `factory` builds until SIGTERM/SIGINT."""
     async with database_url(settings.database_url, settings.data_dir) as dsn:
         if migrate:
-            await migrate_dsn(dsn)
+            await migrate_dsn(settings.direct_dsn(dsn))
         async with create_pool(dsn, settings) as pool:
             keys = KeyStore(pool, settings.auth_cache_ttl_s)
             await serve(factory(settings, pool, keys), address)

@@ -71,6 +71,11 @@ class StelloSettings(BaseSettings):
         default=None,
         description="PostgreSQL URL; unset = the embedded server (stello[local]).",
     )
+    database_direct_url: str | None = Field(
+        default=None,
+        description="PostgreSQL URL that bypasses PgBouncer, for what needs a session "
+        "(migrations); unset = STELLO_DATABASE_URL.",
+    )
     data_dir: str | None = Field(
         default=None, description="Where the embedded PostgreSQL keeps its data."
     )
@@ -106,7 +111,10 @@ class StelloSettings(BaseSettings):
     db_pool_min_size: int = Field(default=2, ge=0)
     db_pool_max_size: int = Field(default=20, ge=1)
     db_statement_cache_size: int = Field(
-        default=1024, ge=0, description="0 for PgBouncer in transaction mode."
+        default=1024,
+        ge=0,
+        description="asyncpg's prepared statements per connection; 0 behind a PgBouncer "
+        "older than 1.21 (README: PgBouncer).",
     )
     health_interval_s: float = Field(default=2.0, gt=0)
     shutdown_grace_s: float = Field(default=10.0, ge=0)
@@ -116,13 +124,22 @@ class StelloSettings(BaseSettings):
         default=None, description="PEM CA bundle: require client certificates (mutual TLS)."
     )
 
-    @field_validator("database_url")
+    @field_validator("database_url", "database_direct_url")
     @classmethod
     def _database_url(cls, value: str | None) -> str | None:
         return check_database_url(value)
 
+    def direct_dsn(self, pooled: str) -> str:
+        """The DSN for session work (migrations): the direct URL, else the pooled `pooled`."""
+        return self.database_direct_url or pooled
+
     @model_validator(mode="after")
-    def _tls(self) -> StelloSettings:
+    def _consistent(self) -> StelloSettings:
+        if self.database_direct_url and not self.database_url:
+            raise ValueError(
+                "STELLO_DATABASE_DIRECT_URL is set but STELLO_DATABASE_URL is not: the direct "
+                "URL bypasses the pooler of STELLO_DATABASE_URL; set both, or neither"
+            )
         # Half a TLS configuration would serve plaintext, or fail obscurely at bind: refuse it.
         check_pair(
             "STELLO_TLS_CERT_FILE",

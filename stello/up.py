@@ -147,7 +147,7 @@ async def run_up(
     async with _stop_on_signals():
         provider = await describe_provider(settings)
         async with database_url(settings.database_url, settings.data_dir) as dsn:
-            await migrate_dsn(dsn)
+            await migrate_dsn(settings.direct_dsn(dsn))
             async with create_pool(dsn, settings) as pool:
                 keys = KeyStore(pool, settings.auth_cache_ttl_s)
                 running: list[tuple[ServiceApp, grpc.aio.Server]] = []

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import configparser
 import importlib.util
 import re
 from pathlib import Path
@@ -38,8 +39,10 @@ def known_variables() -> set[str]:
 
 
 def test_the_five_services() -> None:
-    """PostgreSQL, a one-shot migration, and the three Stello services."""
-    assert set(SERVICES) == {"postgres", "migrate", "storage", "tree", "gateway"}
+    """PostgreSQL, a one-shot migration, the three Stello services; PgBouncer only on request."""
+    default = {name for name, service in SERVICES.items() if "profiles" not in service}
+    assert default == {"postgres", "migrate", "storage", "tree", "gateway"}
+    assert SERVICES["pgbouncer"]["profiles"] == ["pgbouncer"]
 
 
 def test_postgres_is_healthy_when_pg_isready_answers() -> None:
@@ -58,7 +61,7 @@ def test_migrate_runs_once_after_postgres_is_healthy() -> None:
     assert migrate["command"] == ["stello", "migrate"]
     assert migrate["restart"] == "no"
     assert migrate["depends_on"] == {"postgres": HEALTHY}
-    assert migrate["environment"]["STELLO_DATABASE_URL"].endswith("@postgres:5432/stello")
+    assert migrate["environment"]["STELLO_DATABASE_DIRECT_URL"].endswith("@postgres:5432/stello")
 
 
 def test_services_start_in_order_and_report_health() -> None:
@@ -69,6 +72,7 @@ def test_services_start_in_order_and_report_health() -> None:
         assert service["image"] == SERVICES["migrate"]["image"]  # one image
         assert service["depends_on"]["postgres"] == HEALTHY
         assert service["depends_on"]["migrate"] == MIGRATED
+        assert service["depends_on"]["pgbouncer"] == {**HEALTHY, "required": False}
         port = PORTS[name]
         assert service["healthcheck"]["test"] == ["CMD", "stello", "health", f"127.0.0.1:{port}"]
         assert service["ports"] == [f"{port}:{port}"]
@@ -93,3 +97,34 @@ def test_variables_are_known_and_the_password_is_required() -> None:
     for name, op, _ in references:
         assert op in (":?", ":-"), f"${{{name}}} needs a default (:-) or a message (:?)"
     assert "STELLO_POSTGRES_PASSWORD" in SERVICES["postgres"]["environment"]["POSTGRES_PASSWORD"]
+
+
+def test_pgbouncer_pools_transactions_in_front_of_postgres() -> None:
+    """The optional PgBouncer (Debian's package) pools by transaction in front of postgres."""
+    bouncer = SERVICES["pgbouncer"]
+    assert bouncer["build"] == "deploy/pgbouncer"
+    assert bouncer["depends_on"] == {"postgres": HEALTHY}
+    ini = configparser.ConfigParser()
+    ini.read(REPO / "deploy/pgbouncer/pgbouncer.ini")
+    settings = ini["pgbouncer"]
+    assert settings["pool_mode"] == "transaction"
+    assert int(settings["max_prepared_statements"]) > 0  # asyncpg's cache stays on
+    assert ini["databases"]["*"] == "host=postgres port=5432"
+    port = settings["listen_port"]
+    assert bouncer["healthcheck"]["test"][:2] == ["CMD", "pg_isready"]
+    assert ["-p", port] == bouncer["healthcheck"]["test"][4:6]
+    assert bouncer["ports"] == [f"{port}:{port}"]
+    dockerfile = (REPO / "deploy/pgbouncer/Dockerfile").read_text()
+    assert "apt-get install" in dockerfile and "pgbouncer" in dockerfile
+
+
+def test_services_reach_postgres_or_pgbouncer_and_migrate_directly() -> None:
+    """STELLO_COMPOSE_DATABASE picks the pooled address; the direct URL is always postgres."""
+    env = COMPOSE["x-stello-env"]
+    pooled, direct = env["STELLO_DATABASE_URL"], env["STELLO_DATABASE_DIRECT_URL"]
+    assert pooled.endswith("@${STELLO_COMPOSE_DATABASE:-postgres:5432}/stello")
+    assert direct.endswith("@postgres:5432/stello")
+    for name in MODULES:
+        service_env = SERVICES[name]["environment"]
+        assert service_env["STELLO_DATABASE_URL"] == pooled
+        assert service_env["STELLO_DATABASE_DIRECT_URL"] == direct

@@ -207,10 +207,14 @@ async def run(image: Image, cwd: Path, *command: str, **env: str) -> tuple[int, 
 
 
 async def test_entry_points_serve_from_the_virtualenv(
-    image: Image, start: Starter, database_url: str, space: TestSpace, tmp_path: Path
+    image: Image,
+    start: Starter,
+    database_env: dict[str, str],
+    space: TestSpace,
+    tmp_path: Path,
 ) -> None:
     """migrate, storage, tree and the CMD (gateway) run from the venv, answer, stop on SIGTERM."""
-    db = {"STELLO_DATABASE_URL": database_url, "STELLO_AUTH_CACHE_TTL_S": "0"}
+    db = {**database_env, "STELLO_AUTH_CACHE_TTL_S": "0"}
     code, out = await run(image, tmp_path, "python", "-c", "import stello; print(stello.__file__)")
     assert code == 0 and out.startswith(str(image.venv)), out  # the installed copy, not /app
     code, out = await run(image, tmp_path, "stello", "migrate", **db)

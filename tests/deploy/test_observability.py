@@ -119,12 +119,14 @@ async def test_metrics_are_scraped_over_http(start_server: ServerStarter, space:
 
 @pytest.mark.sql
 @pytest.mark.subprocess
-def test_one_send_is_one_trace_across_the_services(database_url: str) -> None:
+def test_one_send_is_one_trace_across_the_services(
+    database_url: str, database_env: dict[str, str]
+) -> None:
     """With tracing on, a Send (gateway, storage) and a Fork (and tree) are one trace each."""
     done = subprocess.run(
         [sys.executable, "-m", "tests.deploy.trace_probe", database_url],
         cwd=REPO,
-        env={**os.environ, "STELLO_AUTH_CACHE_TTL_S": "0"},
+        env={**os.environ, **database_env, "STELLO_AUTH_CACHE_TTL_S": "0"},
         capture_output=True,
         text=True,
         timeout=60,

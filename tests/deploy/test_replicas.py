@@ -63,12 +63,12 @@ class Replica:
         return calls
 
 
-async def start_replica(database_url: str) -> Replica:
+async def start_replica(database_env: dict[str, str]) -> Replica:
     """Start one storage process on free ports (metrics on)."""
     port, metrics_port = free_port(), free_port()
     env = {
         **os.environ,
-        "STELLO_DATABASE_URL": database_url,
+        **database_env,
         "STELLO_STORAGE_PORT": str(port),
         "STELLO_STORAGE_METRICS_PORT": str(metrics_port),
         "STELLO_AUTH_CACHE_TTL_S": "0",
@@ -106,10 +106,10 @@ async def append_with_retry(
 
 
 async def test_killing_a_replica_loses_no_acknowledged_write(
-    database_url: str, space: TestSpace, make_session: MakeSession, pool: asyncpg.Pool
+    database_env: dict[str, str], space: TestSpace, make_session: MakeSession, pool: asyncpg.Pool
 ) -> None:
     """Appends spread over two replicas; one is SIGKILLed mid-run; every acked record is stored."""
-    first, second = await asyncio.gather(start_replica(database_url), start_replica(database_url))
+    first, second = await asyncio.gather(start_replica(database_env), start_replica(database_env))
     sessions = [await make_session() for _ in range(SESSIONS)]
     acked: dict[uuid.UUID, set[tuple[int, str]]] = {session: set() for session in sessions}
     half = asyncio.Event()

@@ -165,12 +165,12 @@ class TestInProcessFaults:
 
 @asynccontextmanager
 async def gateway_process(
-    backends: Backends, database_url: str, fault: str
+    backends: Backends, database_env: dict[str, str], fault: str
 ) -> AsyncIterator[tuple[asyncio.subprocess.Process, str]]:
     """`python -m agent_gateway` over the in-process storage and tree, with a fault set."""
     env = {
         **os.environ,
-        "STELLO_DATABASE_URL": database_url,
+        **database_env,
         "STELLO_AUTH_CACHE_TTL_S": "0",
         "STELLO_GATEWAY_PORT": "0",
         "STELLO_GATEWAY_STORAGE_ADDRESS": backends.storage.address,
@@ -221,12 +221,12 @@ class TestProcessExits:
         point: str,
         stack: Stack,
         backends: Backends,
-        database_url: str,
+        database_env: dict[str, str],
         pool: asyncpg.Pool,
     ) -> None:
         """A gateway that dies at each point leaves nothing visible; the sweeper cleans up."""
         source = await seeded_source(stack)
-        async with gateway_process(backends, database_url, f"{point}:exit") as (process, address):
+        async with gateway_process(backends, database_env, f"{point}:exit") as (process, address):
             async with grpc.aio.insecure_channel(address) as channel:
                 stub = agent_pb2_grpc.AgentGatewayStub(channel)
                 error = await rpc_error(
@@ -239,10 +239,12 @@ class TestProcessExits:
         await check_aftermath(stack, pool, source, point, f"p-{point}")
 
 
-async def test_gateway_process_serves(stack: Stack, backends: Backends, database_url: str) -> None:
+async def test_gateway_process_serves(
+    stack: Stack, backends: Backends, database_env: dict[str, str]
+) -> None:
     """`python -m agent_gateway` answers reads like the in-process gateway."""
     source = await seeded_source(stack)
-    async with gateway_process(backends, database_url, "fork.after_commit:exit") as (_, address):
+    async with gateway_process(backends, database_env, "fork.after_commit:exit") as (_, address):
         async with grpc.aio.insecure_channel(address) as channel:
             stub = agent_pb2_grpc.AgentGatewayStub(channel)
             reply = await stub.GetTree(

@@ -16,9 +16,9 @@ pytestmark = pytest.mark.sql
 
 
 class TestMigrate:
-    async def test_second_run_applies_nothing(self, database_url: str) -> None:
+    async def test_second_run_applies_nothing(self, direct_database_url: str) -> None:
         """Migrating an up-to-date database is a no-op that keeps one row per version."""
-        con = await asyncpg.connect(database_url)
+        con = await asyncpg.connect(direct_database_url)
         try:
             assert await migrate(con) == []
             versions = [

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import os
 import signal
 import sys
 import time
@@ -207,7 +208,7 @@ async def _wait_for(stub: health_pb2_grpc.HealthStub, wanted: int, within_s: flo
 
 class TestGracefulShutdown:
     async def test_sigterm_lets_in_flight_calls_finish(
-        self, database_url: str, space: TestSpace
+        self, database_url: str, database_env: dict[str, str], space: TestSpace
     ) -> None:
         """On SIGTERM a call already running completes OK, then the process exits cleanly."""
         proc = await asyncio.create_subprocess_exec(
@@ -215,6 +216,7 @@ class TestGracefulShutdown:
             "-m",
             "tests.support.probe",
             database_url,
+            env={**os.environ, **database_env},
             stdout=asyncio.subprocess.PIPE,
             stderr=asyncio.subprocess.PIPE,
         )

@@ -28,12 +28,14 @@ def free_port() -> int:
 
 
 class TestMain:
-    async def test_serves_until_sigterm(self, database_url: str, space: TestSpace) -> None:
+    async def test_serves_until_sigterm(
+        self, database_env: dict[str, str], space: TestSpace
+    ) -> None:
         """It serves health and SessionStorage on STELLO_STORAGE_PORT, then exits 0 on SIGTERM."""
         port = free_port()
         env = {
             **os.environ,
-            "STELLO_DATABASE_URL": database_url,
+            **database_env,
             "STELLO_STORAGE_PORT": str(port),
             "STELLO_AUTH_CACHE_TTL_S": "0",
         }

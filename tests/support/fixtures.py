@@ -18,6 +18,7 @@ from stello.db import create_pool
 from stello.runner import AppFactory
 from stello.server import ServiceApp, create_server, shutdown
 from stello.settings import StelloSettings
+from tests.support.bouncer import Bouncer, bouncer_requested, database_of, pgbouncer
 from tests.support.database import create_test_database, drop_test_database, server_dsn
 
 
@@ -66,18 +67,59 @@ def _admin_dsn() -> Iterator[str]:
         yield dsn
 
 
-@pytest.fixture(name="database_url", scope="session")
-async def _database_url(admin_dsn: str) -> AsyncIterator[str]:
+@pytest.fixture(name="bouncer", scope="session")
+def _bouncer(admin_dsn: str) -> Iterator[Bouncer | None]:
+    """The PgBouncer every connection goes through (STELLO_TEST_PGBOUNCER=1), else None."""
+    if not bouncer_requested():
+        yield None
+        return
+    with pgbouncer(admin_dsn) as running:
+        yield running
+
+
+@pytest.fixture(name="direct_database_url", scope="session")
+async def _direct_database_url(admin_dsn: str) -> AsyncIterator[str]:
+    """The run's database, reached directly (what STELLO_DATABASE_DIRECT_URL names)."""
     dsn = await create_test_database(admin_dsn)
     yield dsn
     await drop_test_database(admin_dsn, dsn)
 
 
+@pytest.fixture(name="database_url", scope="session")
+def _database_url(direct_database_url: str, bouncer: Bouncer | None) -> str:
+    """The run's database as the services reach it: through PgBouncer when one runs."""
+    if bouncer is None:
+        return direct_database_url
+    return bouncer.dsn(database_of(direct_database_url))
+
+
 @pytest.fixture(name="settings", scope="session")
-def _settings(database_url: str) -> StelloSettings:
-    return StelloSettings(
-        database_url=database_url, auth_cache_ttl_s=0, health_interval_s=0.2, shutdown_grace_s=5
+def _settings(
+    database_url: str, direct_database_url: str, bouncer: Bouncer | None
+) -> StelloSettings:
+    settings = StelloSettings(
+        database_url=database_url,
+        database_direct_url=direct_database_url,
+        auth_cache_ttl_s=0,
+        health_interval_s=0.2,
+        shutdown_grace_s=5,
     )
+    if bouncer is not None and bouncer.statement_cache_size is not None:
+        settings = settings.model_copy(
+            update={"db_statement_cache_size": bouncer.statement_cache_size}
+        )
+    return settings
+
+
+@pytest.fixture(name="database_env", scope="session")
+def _database_env(settings: StelloSettings) -> dict[str, str]:
+    """The database variables of a service process started by a test (as `settings` has them)."""
+    assert settings.database_url is not None and settings.database_direct_url is not None
+    return {
+        "STELLO_DATABASE_URL": settings.database_url,
+        "STELLO_DATABASE_DIRECT_URL": settings.database_direct_url,
+        "STELLO_DB_STATEMENT_CACHE_SIZE": str(settings.db_statement_cache_size),
+    }
 
 
 @pytest.fixture(name="pool", scope="session")

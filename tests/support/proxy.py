@@ -10,7 +10,8 @@ from urllib.parse import urlsplit
 from asyncpg.connect_utils import _parse_connect_dsn_and_args  # type: ignore[attr-defined]
 
 
-def _target(dsn: str) -> tuple[str, int] | str:
+def target_of(dsn: str) -> tuple[str, int] | str:
+    """(host, port) of the server behind `dsn`, or the path of its Unix socket."""
     addrs, _ = _parse_connect_dsn_and_args(
         dsn=dsn,
         host=None,
@@ -36,7 +37,7 @@ class PgProxy:
     """Forwards 127.0.0.1:<port> to the server of `dsn` while open."""
 
     def __init__(self, dsn: str) -> None:
-        self._target = _target(dsn)
+        self._target = target_of(dsn)
         self._dsn = dsn
         self._server: asyncio.Server | None = None
         self._pipes: set[asyncio.Task[None]] = set()

@@ -174,12 +174,10 @@ class TestSweeper:
     ) -> None:
         """While another replica holds the sweep lock, a sweep round does nothing."""
         sweeper = create_sweeper(pool, short_ttl)
-        async with pool.acquire() as con:
-            await con.execute("SELECT pg_advisory_lock($1)", SWEEP_LOCK_KEY)
-            try:
-                assert await sweeper.run_once() is None
-            finally:
-                await con.execute("SELECT pg_advisory_unlock($1)", SWEEP_LOCK_KEY)
+        # Held as a replica's sweep holds it: for its transaction (no session state).
+        async with pool.acquire() as con, con.transaction():
+            await con.execute("SELECT pg_advisory_xact_lock($1)", SWEEP_LOCK_KEY)
+            assert await sweeper.run_once() is None
         assert await sweeper.run_once() is not None
 
 
