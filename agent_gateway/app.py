@@ -31,6 +31,7 @@ from agent_gateway.servicer import AgentGatewayServicer
 from agent_gateway.summarizer import ProviderSummarizer
 from agent_gateway.tools import BuiltinTools
 from agent_gateway.turns import TurnService
+from agent_gateway.watch import Watchers
 from stello.agent.v1 import agent_pb2_grpc
 from stello.auth import KeyStore
 from stello.channels import ClientTls, open_channel
@@ -207,12 +208,16 @@ def create_app(
         max_tool_rounds=config.max_tool_rounds,
         lease_ttl_s=config.turn_lease_ttl_s,
     )
+    watchers = Watchers(
+        clients.storage, config.watch_poll_interval_s, ring_events=config.watch_ring_events
+    )
     servicer = AgentGatewayServicer(
         creator,
         sessions,
         profiles,
         turns,
         consolidator,
+        watchers,
         max_content_bytes=config.max_content_bytes,
     )
 
@@ -228,7 +233,7 @@ def create_app(
         settings=settings,
         metrics_port=config.metrics_port,
         # Stopped in reverse: consolidations in flight finish before the provider closes.
-        background=(*owned, consolidator),
+        background=(*owned, consolidator, watchers),
     )
     apps.append(app)
     return app

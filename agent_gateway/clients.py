@@ -399,3 +399,14 @@ class StorageClient(ServiceClient):
             storage_pb2.GetRememberedResultResponse,
             caller,
         )
+
+    async def read_events(
+        self, caller: Caller, space_id: UUID, after: int | None, limit: int
+    ) -> storage_pb2.ReadEventsResponse:
+        """Up to `limit` events after position `after` (None: only the newest position)."""
+        request = storage_pb2.ReadEventsRequest(space_id=str(space_id), limit=limit)
+        if after is not None:
+            request.after_position = after
+        return await self._call(
+            "ReadEvents", self._stub.ReadEvents, request, storage_pb2.ReadEventsResponse, caller
+        )

@@ -125,6 +125,17 @@ class GatewaySettings(BaseSettings):
             "below the storage's STELLO_STORAGE_MAX_RECORD_BYTES)."
         ),
     )
+    watch_poll_interval_s: float = Field(
+        default=0.1,
+        gt=0,
+        description="Seconds between a space's event polls while WatchSpace streams it.",
+    )
+    watch_ring_events: int = Field(
+        default=1024,
+        ge=1,
+        description="Newest events each watched space keeps in memory; a watcher further "
+        "behind reads from storage.",
+    )
     fault: str | None = Field(
         default=None,
         description="Tests only: '<point>:exit' makes the process exit 137 at that saga point.",

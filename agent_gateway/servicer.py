@@ -17,6 +17,7 @@ from agent_gateway.profiles import Profile, ProfileRegistry
 from agent_gateway.service import RecordQuery, SessionDetails, SessionService
 from agent_gateway.turn_requests import send_input, stream_event, submit_input, submit_response
 from agent_gateway.turns import TurnService
+from agent_gateway.watch import Watchers, WatchInput
 from stello import validation
 from stello.agent.v1 import agent_pb2, agent_pb2_grpc
 from stello.common.v1 import common_pb2
@@ -54,6 +55,24 @@ def _caller(context: Context) -> Caller:
     remaining = context.time_remaining()
     deadline = None if remaining is None else time.monotonic() + remaining
     return Caller(key, deadline, request_id_var.get())
+
+
+def watch_input(request: agent_pb2.WatchSpaceRequest) -> WatchInput:
+    """WatchSpace's request, validated: the space, the cursor's position, the kinds kept."""
+    violations = Violations()
+    space_id = validation.parse_uuid(request.space_id, "space_id", violations)
+    after = None
+    if request.HasField("after_cursor"):
+        cursor = request.after_cursor
+        if cursor.isascii() and cursor.isdigit() and len(cursor) <= 18:
+            after = int(cursor)
+        else:
+            violations.add("after_cursor", "must be a cursor WatchSpace sent (SpaceEvent.cursor)")
+    for index, kind in enumerate(request.kinds):
+        if kind not in common_pb2.EventKind.values() or kind == common_pb2.EVENT_KIND_UNSPECIFIED:
+            violations.add(f"kinds[{index}]", "must be a known EventKind")
+    violations.raise_if_any()
+    return WatchInput(space_id, after, frozenset(request.kinds))
 
 
 def _request_id(value: str, violations: Violations) -> str:
@@ -139,6 +158,7 @@ class AgentGatewayServicer(agent_pb2_grpc.AgentGatewayServicer):
         profiles: ProfileRegistry,
         turns: TurnService,
         consolidator: Consolidator,
+        watchers: Watchers,
         *,
         max_content_bytes: int,
     ) -> None:
@@ -147,6 +167,7 @@ class AgentGatewayServicer(agent_pb2_grpc.AgentGatewayServicer):
         self._profiles = profiles
         self._turns = turns
         self._consolidator = consolidator
+        self._watchers = watchers
         self._max_content_bytes = max_content_bytes
 
     async def CreateRoot(
@@ -364,3 +385,10 @@ class AgentGatewayServicer(agent_pb2_grpc.AgentGatewayServicer):
         """The configured fork profiles, in file order."""
         validation.parse_uuid(request.space_id, "space_id")
         return agent_pb2.ListProfilesResponse(profiles=[_profile_info(p) for p in self._profiles])
+
+    async def WatchSpace(
+        self, request: agent_pb2.WatchSpaceRequest, context: Context
+    ) -> AsyncIterator[agent_pb2.WatchSpaceResponse]:
+        """Stream the space's events after the cursor, then live ones."""
+        async for event in self._watchers.watch(_caller(context), watch_input(request)):
+            yield agent_pb2.WatchSpaceResponse(event=event)

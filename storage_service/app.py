@@ -11,6 +11,8 @@ from stello.settings import StelloSettings
 from stello.storage.v1 import storage_pb2_grpc
 from storage_service.config import StorageSettings
 from storage_service.convert import ProtoCodecs
+from storage_service.event_log import EventLog, Purger
+from storage_service.event_repository import EventRepository
 from storage_service.parse import RequestParser
 from storage_service.repository import Database
 from storage_service.service import StorageService
@@ -33,7 +35,8 @@ def create_app(
         max_reply_bytes=settings.max_message_bytes,
         max_page_bytes=config.max_page_bytes,
     )
-    servicer = SessionStorageServicer(service, RequestParser(config))
+    events = EventRepository(pool)
+    servicer = SessionStorageServicer(service, RequestParser(config), EventLog(events))
 
     def register(server: grpc.aio.Server) -> None:
         storage_pb2_grpc.add_SessionStorageServicer_to_server(servicer, server)
@@ -46,4 +49,11 @@ def create_app(
         keys=keys,
         settings=settings,
         metrics_port=config.metrics_port,
+        background=(create_purger(pool, config),),
     )
+
+
+def create_purger(pool: asyncpg.Pool, config: StorageSettings | None = None) -> Purger:
+    """The periodic purge of events past their retention (not started)."""
+    config = config or StorageSettings()
+    return Purger(EventRepository(pool), config.event_retention_s, config.event_purge_interval_s)

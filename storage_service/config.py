@@ -37,6 +37,15 @@ class StorageSettings(BaseSettings):
     max_turn_ttl_s: int = Field(
         default=86_400, ge=1, description="Longest turn lease BeginTurn grants, in seconds."
     )
+    event_retention_s: float = Field(
+        default=86_400,
+        gt=0,
+        description="Seconds a space's events stay readable by WatchSpace; older cursors "
+        "are CURSOR_EXPIRED.",
+    )
+    event_purge_interval_s: float = Field(
+        default=60.0, gt=0, description="Seconds between purges of events past their retention."
+    )
 
     @property
     def address(self) -> str:

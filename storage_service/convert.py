@@ -12,6 +12,7 @@ from google.protobuf import json_format
 from stello.common.v1 import common_pb2
 from stello.storage.v1 import storage_pb2
 from stello.timestamps import from_timestamp, set_timestamp
+from storage_service.event_repository import StoredEvent
 from storage_service.models import (
     CompressionCache,
     Role,
@@ -115,6 +116,23 @@ def record_from_proto(record: common_pb2.Record) -> StoredRecord:
         created_at=from_timestamp(record.created_at),
         metadata=struct_to_dict(record.metadata) if record.HasField("metadata") else None,
     )
+
+
+def add_event(container: Any, event: StoredEvent) -> None:
+    """Append `event` as a SpaceEvent (its cursor: the position as decimal text)."""
+    message = container.add(
+        cursor=str(event.position),
+        kind=common_pb2.EventKind.Value(f"EVENT_KIND_{event.kind.upper()}"),
+        session_id=str(event.session_id) if event.session_id is not None else "",
+        session_ids=[str(i) for i in event.session_ids],
+    )
+    if event.other_id is not None:
+        message.other_session_id = str(event.other_id)
+    if event.first_seq is not None:
+        message.first_seq = event.first_seq
+    if event.last_seq is not None:
+        message.last_seq = event.last_seq
+    set_timestamp(message.committed_at, event.created_at)
 
 
 def slots_to_proto(slots: SessionSlots) -> storage_pb2.SessionSlots:

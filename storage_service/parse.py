@@ -344,3 +344,18 @@ class RequestParser:
         checks = [self.precondition(p, i, v) for i, p in enumerate(request.preconditions)]
         ops = [self.operation(o, i, v) for i, o in enumerate(request.operations)]
         return [c for c in checks if c is not None], [o for o in ops if o is not None]
+
+
+MAX_EVENTS_PAGE = 1000
+DEFAULT_EVENTS_PAGE = 500
+
+
+def read_events(request: storage_pb2.ReadEventsRequest, v: Violations) -> tuple[int | None, int]:
+    """ReadEvents' position (None: unset) and page size (default 500, at most 1000)."""
+    after = request.after_position if request.HasField("after_position") else None
+    if after is not None and after < 0:
+        v.add("after_position", "must not be negative")
+    limit = request.limit if request.HasField("limit") else DEFAULT_EVENTS_PAGE
+    if not 0 <= limit <= MAX_EVENTS_PAGE:
+        v.add("limit", f"must be between 0 and {MAX_EVENTS_PAGE}")
+    return after, limit

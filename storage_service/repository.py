@@ -136,12 +136,16 @@ FOR UPDATE
 # Deletes every record older than the newest `keep_recent` ($3); with fewer
 # records than that the sub-select is NULL and nothing matches.
 TRIM_RECORDS = """
-DELETE FROM records
-WHERE space_id = $1 AND session_id = $2
-  AND seq <= (SELECT seq FROM records
-              WHERE space_id = $1 AND session_id = $2
-              ORDER BY seq DESC
-              OFFSET $3 LIMIT 1)
+WITH trimmed AS (
+    DELETE FROM records
+    WHERE space_id = $1 AND session_id = $2
+      AND seq <= (SELECT seq FROM records
+                  WHERE space_id = $1 AND session_id = $2
+                  ORDER BY seq DESC
+                  OFFSET $3 LIMIT 1)
+    RETURNING seq
+)
+SELECT count(*) AS removed, min(seq) AS first_seq, max(seq) AS last_seq FROM trimmed
 """
 
 # Takes the lease unless a live one exists; a concurrent taker blocks on the
@@ -231,7 +235,10 @@ class Repository(SlotRepository, idempotency.KeyStatements):
         row = await self._con.fetchrow(
             PUT_SESSION, space_id, update.session_id, update.label, update.status
         )
-        return None if row is None else _meta(row)
+        if row is None:
+            return None
+        self._changed(space_id, "session_updated", update.session_id)
+        return _meta(row)
 
     async def list_sessions(
         self,
@@ -268,6 +275,13 @@ class Repository(SlotRepository, idempotency.KeyStatements):
         if not rows:
             return None
         stored = sorted((row["seq"], row["created_at"]) for row in rows)
+        self._changed(
+            space_id,
+            "records_appended",
+            session_id,
+            first_seq=stored[0][0],
+            last_seq=stored[-1][0],
+        )
         return tuple(
             StoredRecord(
                 seq=seq,
@@ -317,10 +331,18 @@ class Repository(SlotRepository, idempotency.KeyStatements):
 
     async def trim_records(self, space_id: uuid.UUID, session_id: uuid.UUID, keep: int) -> int:
         """Delete all but the newest `keep` records (and the stale cache); how many went."""
-        status = await self._con.execute(TRIM_RECORDS, space_id, session_id, keep)
-        removed = int(status.rpartition(" ")[2])
+        row = await self._con.fetchrow(TRIM_RECORDS, space_id, session_id, keep)
+        assert row is not None  # an aggregate answers one row
+        removed = int(row["removed"])
         if removed:
             await self.clear_cache(space_id, session_id)
+            self._changed(
+                space_id,
+                "records_trimmed",
+                session_id,
+                first_seq=row["first_seq"],
+                last_seq=row["last_seq"],
+            )
         return removed
 
     async def begin_turn(
@@ -344,7 +366,11 @@ class Repository(SlotRepository, idempotency.KeyStatements):
     ) -> SessionMeta | None:
         """turn_count + 1 (unless touch_only) and last_active_at = now; None when absent."""
         row = await self._con.fetchrow(BUMP_TURN, space_id, session_id, touch_only)
-        return None if row is None else _meta(row)
+        if row is None:
+            return None
+        if not touch_only:
+            self._changed(space_id, "turn_committed", session_id)
+        return _meta(row)
 
     async def remembered(
         self, space_id: uuid.UUID, scope: str, request_id: str
@@ -365,10 +391,15 @@ class Database:
         self._pool = pool
 
     async def transaction(self, work: Callable[[Repository], Awaitable[T]]) -> T:
-        """Run `work` in one transaction (retried on serialization failure or deadlock)."""
+        """Run `work` in one transaction (retried on serialization failure or deadlock);
+        the events of its changes are written as the last statement (DESIGN §4.6)."""
 
         async def run(con: asyncpg.Connection) -> T:
-            return await work(Repository(con))
+            repo = Repository(con)
+            result = await work(repo)
+            if repo.outbox.pending:
+                await repo.outbox.flush(con)
+            return result
 
         return await in_transaction(self._pool, run)
 
@@ -377,6 +408,10 @@ class Database:
         (retried like a transaction)."""
 
         async def run(con: asyncpg.Connection) -> T:
-            return await work(Repository(con))
+            repo = Repository(con)
+            result = await work(repo)
+            # A change writes its event in its own transaction: never use this for one.
+            assert not repo.outbox.pending, "a write with events must use transaction()"
+            return result
 
         return await in_statement(self._pool, run)

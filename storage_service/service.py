@@ -140,7 +140,7 @@ class StorageService:
 
     async def put_session(self, space_id: uuid.UUID, update: MetaUpdate) -> SessionMeta:
         """Replace label and status of an existing session (never creates one)."""
-        meta = await self._db.statement(lambda repo: repo.put_session(space_id, update))
+        meta = await self._db.transaction(lambda repo: repo.put_session(space_id, update))
         if meta is None:
             raise session_not_found(update.session_id)
         return meta
@@ -177,7 +177,7 @@ class StorageService:
             return stored
 
         if key is None:
-            return await self._db.statement(append)
+            return await self._db.transaction(append)
         return await self._db.transaction(
             lambda repo: self._append_once.run(repo, space_id, key, lambda: append(repo))
         )
@@ -228,11 +228,11 @@ class StorageService:
         self, space_id: uuid.UUID, session_id: uuid.UUID, slot: SlotName, content: str
     ) -> None:
         """Overwrite one slot ("" is a stored value)."""
-        await self._db.statement(lambda repo: repo.put_slot(space_id, session_id, slot, content))
+        await self._db.transaction(lambda repo: repo.put_slot(space_id, session_id, slot, content))
 
     async def clear_insight(self, space_id: uuid.UUID, session_id: uuid.UUID) -> None:
         """Delete the insight; a no-op when there is none."""
-        if not await self._db.statement(lambda repo: repo.clear_insight(space_id, session_id)):
+        if not await self._db.transaction(lambda repo: repo.clear_insight(space_id, session_id)):
             raise session_not_found(session_id)
 
     async def consume_insight(self, space_id: uuid.UUID, session_id: uuid.UUID) -> str | None:

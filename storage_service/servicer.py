@@ -14,12 +14,14 @@ from stello.timestamps import timestamp
 from stello.validation import page_size, parse_uuid
 from storage_service import parse
 from storage_service.convert import (
+    add_event,
     add_records,
     cache_to_proto,
     meta_to_proto,
     result_to_proto,
     slots_to_proto,
 )
+from storage_service.event_log import EventLog
 from storage_service.models import SlotName
 from storage_service.parse import RequestParser
 from storage_service.service import StorageService
@@ -35,9 +37,10 @@ SlotWrite = (
 class SessionStorageServicer(storage_pb2_grpc.SessionStorageServicer):
     """stello.storage.v1.SessionStorage over a `StorageService`."""
 
-    def __init__(self, service: StorageService, parser: RequestParser) -> None:
+    def __init__(self, service: StorageService, parser: RequestParser, events: EventLog) -> None:
         self._service = service
         self._parse = parser
+        self._events = events
 
     async def _put_slot(self, request: SlotWrite, slot: SlotName) -> None:
         """Validate a Put<Slot> request and overwrite that slot."""
@@ -261,3 +264,17 @@ class SessionStorageServicer(storage_pb2_grpc.SessionStorageServicer):
         return storage_pb2.GetRememberedResultResponse(
             found=True, request_hash=found.request_hash, response=found.response
         )
+
+    async def ReadEvents(
+        self, request: storage_pb2.ReadEventsRequest, context: Context
+    ) -> storage_pb2.ReadEventsResponse:
+        """The space's events after a position, in commit order."""
+        v = Violations()
+        space_id = parse_uuid(request.space_id, "space_id", v)
+        after, limit = parse.read_events(request, v)
+        v.raise_if_any()
+        rows = await self._events.read(space_id, after, limit)
+        reply = storage_pb2.ReadEventsResponse(last_position=rows.last_position)
+        for event in rows.events:
+            add_event(reply.events, event)
+        return reply

@@ -13,6 +13,7 @@ from collections.abc import Set as AbstractSet
 
 import asyncpg
 
+from stello.events import Event, EventKind, Outbox
 from storage_service.models import (
     SLOT_NAMES,
     CompressionCache,
@@ -58,8 +59,10 @@ CLEAR_INSIGHT = """
 WITH cleared AS (
     UPDATE session_slots SET insight = NULL, updated_at = now()
     WHERE space_id = $1 AND session_id = $2 AND insight IS NOT NULL
+    RETURNING true
 )
-SELECT EXISTS (SELECT 1 FROM sessions WHERE space_id = $1 AND id = $2)
+SELECT EXISTS (SELECT 1 FROM sessions WHERE space_id = $1 AND id = $2) AS found,
+       EXISTS (SELECT 1 FROM cleared) AS cleared
 """
 
 # FOR UPDATE waits for a concurrent consumer and then reads its result, so of
@@ -100,6 +103,13 @@ DELETE FROM compression_caches WHERE space_id = $1 AND session_id = $2
 """
 
 
+SLOT_PUT_EVENTS: dict[SlotName, EventKind] = {
+    "system_prompt": "system_prompt_put",
+    "insight": "insight_put",
+    "memory": "memory_put",
+}
+
+
 def _slots(row: asyncpg.Record) -> SessionSlots:
     return SessionSlots(row["session_id"], row["system_prompt"], row["memory"], row["insight"])
 
@@ -109,6 +119,20 @@ class SlotRepository:
 
     def __init__(self, con: asyncpg.Connection) -> None:
         self._con = con
+        # The changes' events, written last by the unit of work (DESIGN §4.6).
+        self.outbox = Outbox()
+
+    def _changed(
+        self,
+        space_id: uuid.UUID,
+        kind: EventKind,
+        session_id: uuid.UUID,
+        first_seq: int | None = None,
+        last_seq: int | None = None,
+    ) -> None:
+        """Queue the event of a change to a session (dropped while it is provisional)."""
+        event = Event(kind, session_id, first_seq=first_seq, last_seq=last_seq, if_visible=True)
+        self.outbox.add(space_id, event)
 
     async def get_slots(self, space_id: uuid.UUID, session_id: uuid.UUID) -> SessionSlots | None:
         """The slots of a visible session, or None."""
@@ -136,10 +160,15 @@ class SlotRepository:
             raise session_not_found(session_id) from exc
         if not stored:
             raise session_not_found(session_id)
+        self._changed(space_id, SLOT_PUT_EVENTS[slot], session_id)
 
     async def clear_insight(self, space_id: uuid.UUID, session_id: uuid.UUID) -> bool:
         """Delete the insight; False when the session does not exist."""
-        return bool(await self._con.fetchval(CLEAR_INSIGHT, space_id, session_id))
+        row = await self._con.fetchrow(CLEAR_INSIGHT, space_id, session_id)
+        assert row is not None  # a SELECT without FROM answers one row
+        if row["cleared"]:
+            self._changed(space_id, "insight_cleared", session_id)
+        return bool(row["found"])
 
     async def lock_insight(
         self, space_id: uuid.UUID, session_id: uuid.UUID

@@ -20,6 +20,7 @@ import asyncpg
 from stello import idempotency
 from stello.db import fetch, in_transaction
 from stello.errors import Aborted, NotFound
+from stello.events import Event, EventKind, Outbox
 from tree_service import sql
 from tree_service.models import (
     STATUSES,
@@ -96,10 +97,15 @@ class TreeRepository:
         self._pool = pool
 
     async def transaction(self, work: Callable[[TreeTx], Awaitable[T]]) -> T:
-        """Run `work` in one transaction (retried on serialization failure or deadlock)."""
+        """Run `work` in one transaction (retried on serialization failure or deadlock);
+        the events of its changes are written as the last statement (DESIGN §4.6)."""
 
         async def run(con: asyncpg.Connection) -> T:
-            return await work(TreeTx(con))
+            tx = TreeTx(con)
+            result = await work(tx)
+            if tx.outbox.pending:
+                await tx.outbox.flush(con)
+            return result
 
         return await in_transaction(self._pool, run)
 
@@ -183,6 +189,11 @@ class TreeTx(idempotency.KeyStatements):
 
     def __init__(self, con: asyncpg.Connection) -> None:
         self._con = con
+        # The changes' events, written last by `TreeRepository.transaction`.
+        self.outbox = Outbox()
+
+    def _changed(self, space_id: uuid.UUID, kind: EventKind, session_id: uuid.UUID) -> None:
+        self.outbox.add(space_id, Event(kind, session_id))
 
     async def lock_parent(self, space_id: uuid.UUID, parent_id: uuid.UUID) -> bool:
         """Row-lock and bump a visible parent; False when there is none."""
@@ -217,6 +228,8 @@ class TreeTx(idempotency.KeyStatements):
             raise NotFound(f"parent session {spec.parent_id} not found")
         if not row["source_found"]:
             raise NotFound(f"source session {spec.source_id} not found")
+        if spec.provisional_ttl_s is None:  # visible at once: committed as it is born
+            self._changed(space_id, "session_committed", session_id)
         return Node(
             id=row["id"],
             parent_id=row["parent_id"],
@@ -242,6 +255,7 @@ class TreeTx(idempotency.KeyStatements):
         """Give a locked provisional session its index and make it visible."""
         row = await self._con.fetchrow(sql.COMMIT_SESSION, space_id, session_id)
         assert row is not None
+        self._changed(space_id, "session_committed", session_id)
         return to_node(row)
 
     async def node(self, space_id: uuid.UUID, session_id: uuid.UUID) -> Node | None:
@@ -289,15 +303,24 @@ class TreeTx(idempotency.KeyStatements):
             position = await self._con.fetchval(sql.INSERT_REF, space_id, from_id, to_id)
         except asyncpg.ForeignKeyViolationError as exc:
             raise NotFound("a session of the ref was just deleted") from exc
-        return position is not None
+        if position is None:
+            return False
+        self.outbox.add(space_id, Event("ref_added", from_id, other_id=to_id))
+        return True
 
     async def delete_ref(self, space_id: uuid.UUID, from_id: uuid.UUID, to_id: uuid.UUID) -> bool:
         """Remove the ref if present; whether it was there."""
-        return await self._con.fetchval(sql.DELETE_REF, space_id, from_id, to_id) is not None
+        if await self._con.fetchval(sql.DELETE_REF, space_id, from_id, to_id) is None:
+            return False
+        self.outbox.add(space_id, Event("ref_removed", from_id, other_id=to_id))
+        return True
 
     async def set_status(self, space_id: uuid.UUID, session_id: uuid.UUID, status: Status) -> None:
-        """Set a visible session's status (no bump when unchanged)."""
-        await self._con.execute(sql.SET_STATUS, space_id, session_id, status)
+        """Set a visible session's status (no bump and no event when unchanged)."""
+        done = await self._con.execute(sql.SET_STATUS, space_id, session_id, status)
+        if done.rpartition(" ")[2] != "0":
+            kind: EventKind = "session_archived" if status == "archived" else "session_unarchived"
+            self._changed(space_id, kind, session_id)
 
     async def lock_status(self, space_id: uuid.UUID, session_id: uuid.UUID) -> Status | None:
         """Row-lock a visible session; its status, or None."""
@@ -309,6 +332,7 @@ class TreeTx(idempotency.KeyStatements):
         """Replace a locked session's label; its node."""
         row = await self._con.fetchrow(sql.SET_LABEL, space_id, session_id, label)
         assert row is not None
+        self._changed(space_id, "session_updated", session_id)
         return to_node(row)
 
     async def put_config(
@@ -319,7 +343,10 @@ class TreeTx(idempotency.KeyStatements):
             rows = await self._con.fetch(sql.PUT_CONFIG, space_id, session_id, config)
         except asyncpg.ForeignKeyViolationError as exc:
             raise NotFound(f"session {session_id} was just deleted") from exc
-        return cast("JsonObject", rows[0]["config"]) if rows else None
+        if not rows:
+            return None
+        self._changed(space_id, "config_put", session_id)
+        return cast("JsonObject", rows[0]["config"])
 
     async def lock_subtree(self, space_id: uuid.UUID, session_id: uuid.UUID) -> int:
         """Row-lock a visible session and its descendants; how many (0 = not visible)."""
@@ -334,4 +361,9 @@ class TreeTx(idempotency.KeyStatements):
                 "a session was created under the subtree while it was being deleted; retry",
                 reason=CONCURRENT_MODIFICATION,
             ) from exc
-        return [r["id"] for r in rows]
+        erased = [r["id"] for r in rows]
+        if erased:
+            self.outbox.add(
+                space_id, Event("subtree_deleted", session_id, session_ids=tuple(erased))
+            )
+        return erased

@@ -415,3 +415,19 @@ class ListProfilesResponse(_message.Message):
     PROFILES_FIELD_NUMBER: _ClassVar[int]
     profiles: _containers.RepeatedCompositeFieldContainer[ProfileInfo]
     def __init__(self, profiles: _Optional[_Iterable[_Union[ProfileInfo, _Mapping]]] = ...) -> None: ...
+
+class WatchSpaceRequest(_message.Message):
+    __slots__ = ("space_id", "after_cursor", "kinds")
+    SPACE_ID_FIELD_NUMBER: _ClassVar[int]
+    AFTER_CURSOR_FIELD_NUMBER: _ClassVar[int]
+    KINDS_FIELD_NUMBER: _ClassVar[int]
+    space_id: str
+    after_cursor: str
+    kinds: _containers.RepeatedScalarFieldContainer[_common_pb2.EventKind]
+    def __init__(self, space_id: _Optional[str] = ..., after_cursor: _Optional[str] = ..., kinds: _Optional[_Iterable[_Union[_common_pb2.EventKind, str]]] = ...) -> None: ...
+
+class WatchSpaceResponse(_message.Message):
+    __slots__ = ("event",)
+    EVENT_FIELD_NUMBER: _ClassVar[int]
+    event: _common_pb2.SpaceEvent
+    def __init__(self, event: _Optional[_Union[_common_pb2.SpaceEvent, _Mapping]] = ...) -> None: ...

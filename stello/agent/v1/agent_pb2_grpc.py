@@ -152,6 +152,11 @@ class AgentGatewayStub:
                 request_serializer=stello_dot_agent_dot_v1_dot_agent__pb2.ListProfilesRequest.SerializeToString,
                 response_deserializer=stello_dot_agent_dot_v1_dot_agent__pb2.ListProfilesResponse.FromString,
                 _registered_method=True)
+        self.WatchSpace = channel.unary_stream(
+                '/stello.agent.v1.AgentGateway/WatchSpace',
+                request_serializer=stello_dot_agent_dot_v1_dot_agent__pb2.WatchSpaceRequest.SerializeToString,
+                response_deserializer=stello_dot_agent_dot_v1_dot_agent__pb2.WatchSpaceResponse.FromString,
+                _registered_method=True)
 
 
 class AgentGatewayServicer:
@@ -605,6 +610,39 @@ class AgentGatewayServicer:
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
+    def WatchSpace(self, request, context):
+        """WatchSpace streams every committed change of the space (DESIGN §4.6):
+        first each retained event after `after_cursor`, then the live ones as
+        they commit, until the client cancels. Events arrive in the space's
+        commit order (so in commit order per session), each once, each with its
+        cursor; resuming with the last cursor received loses and repeats nothing.
+        Unset `after_cursor` starts at the present (only changes committed from
+        now on). `kinds` keeps only those kinds (empty: all); cursors still
+        advance past the others.
+
+        Events name ids, kinds and seqs only: read what changed with GetSession,
+        ListRecords, GetTree. Sessions being provisioned produce nothing until
+        their saga commits them (EVENT_KIND_SESSION_COMMITTED); a failed call or
+        saga produces nothing. Events are kept for the storage's
+        STELLO_STORAGE_EVENT_RETENTION_S (default 24 h). Live events arrive
+        within the gateway's STELLO_GATEWAY_WATCH_POLL_INTERVAL_S (default
+        0.1 s; sooner after writes through this gateway): one poller per space
+        per gateway reads them for all its watchers. A reader slower than the
+        changes is never buffered without bound: it falls back to reading from
+        the table, at its own pace, and writers never wait for it.
+
+        Errors (the stream's final status; none ends a healthy stream):
+        - INVALID_ARGUMENT: malformed space_id; `after_cursor` not a cursor, or
+        beyond the space's newest event (not this space's); an unknown kind.
+        - FAILED_PRECONDITION, reason CURSOR_EXPIRED: events after `after_cursor`
+        were already purged; re-read the state and watch from the present.
+        - UNAVAILABLE: storage unreachable; resume with the last cursor.
+        - UNAUTHENTICATED: no valid key.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
 
 def add_AgentGatewayServicer_to_server(servicer, server):
     rpc_method_handlers = {
@@ -687,6 +725,11 @@ def add_AgentGatewayServicer_to_server(servicer, server):
                     servicer.ListProfiles,
                     request_deserializer=stello_dot_agent_dot_v1_dot_agent__pb2.ListProfilesRequest.FromString,
                     response_serializer=stello_dot_agent_dot_v1_dot_agent__pb2.ListProfilesResponse.SerializeToString,
+            ),
+            'WatchSpace': grpc.unary_stream_rpc_method_handler(
+                    servicer.WatchSpace,
+                    request_deserializer=stello_dot_agent_dot_v1_dot_agent__pb2.WatchSpaceRequest.FromString,
+                    response_serializer=stello_dot_agent_dot_v1_dot_agent__pb2.WatchSpaceResponse.SerializeToString,
             ),
     }
     generic_handler = grpc.method_handlers_generic_handler(
@@ -1159,6 +1202,33 @@ class AgentGateway:
             '/stello.agent.v1.AgentGateway/ListProfiles',
             stello_dot_agent_dot_v1_dot_agent__pb2.ListProfilesRequest.SerializeToString,
             stello_dot_agent_dot_v1_dot_agent__pb2.ListProfilesResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def WatchSpace(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_stream(
+            request,
+            target,
+            '/stello.agent.v1.AgentGateway/WatchSpace',
+            stello_dot_agent_dot_v1_dot_agent__pb2.WatchSpaceRequest.SerializeToString,
+            stello_dot_agent_dot_v1_dot_agent__pb2.WatchSpaceResponse.FromString,
             options,
             channel_credentials,
             insecure,

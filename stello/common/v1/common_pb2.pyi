@@ -31,6 +31,25 @@ class ForkContext(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
     FORK_CONTEXT_NONE: _ClassVar[ForkContext]
     FORK_CONTEXT_INHERIT: _ClassVar[ForkContext]
     FORK_CONTEXT_COMPRESS: _ClassVar[ForkContext]
+
+class EventKind(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
+    __slots__ = ()
+    EVENT_KIND_UNSPECIFIED: _ClassVar[EventKind]
+    EVENT_KIND_SESSION_COMMITTED: _ClassVar[EventKind]
+    EVENT_KIND_SESSION_UPDATED: _ClassVar[EventKind]
+    EVENT_KIND_SESSION_ARCHIVED: _ClassVar[EventKind]
+    EVENT_KIND_SESSION_UNARCHIVED: _ClassVar[EventKind]
+    EVENT_KIND_SUBTREE_DELETED: _ClassVar[EventKind]
+    EVENT_KIND_RECORDS_APPENDED: _ClassVar[EventKind]
+    EVENT_KIND_RECORDS_TRIMMED: _ClassVar[EventKind]
+    EVENT_KIND_TURN_COMMITTED: _ClassVar[EventKind]
+    EVENT_KIND_SYSTEM_PROMPT_PUT: _ClassVar[EventKind]
+    EVENT_KIND_INSIGHT_PUT: _ClassVar[EventKind]
+    EVENT_KIND_INSIGHT_CLEARED: _ClassVar[EventKind]
+    EVENT_KIND_MEMORY_PUT: _ClassVar[EventKind]
+    EVENT_KIND_CONFIG_PUT: _ClassVar[EventKind]
+    EVENT_KIND_REF_ADDED: _ClassVar[EventKind]
+    EVENT_KIND_REF_REMOVED: _ClassVar[EventKind]
 SESSION_STATUS_UNSPECIFIED: SessionStatus
 SESSION_STATUS_ACTIVE: SessionStatus
 SESSION_STATUS_ARCHIVED: SessionStatus
@@ -43,6 +62,22 @@ FORK_CONTEXT_UNSPECIFIED: ForkContext
 FORK_CONTEXT_NONE: ForkContext
 FORK_CONTEXT_INHERIT: ForkContext
 FORK_CONTEXT_COMPRESS: ForkContext
+EVENT_KIND_UNSPECIFIED: EventKind
+EVENT_KIND_SESSION_COMMITTED: EventKind
+EVENT_KIND_SESSION_UPDATED: EventKind
+EVENT_KIND_SESSION_ARCHIVED: EventKind
+EVENT_KIND_SESSION_UNARCHIVED: EventKind
+EVENT_KIND_SUBTREE_DELETED: EventKind
+EVENT_KIND_RECORDS_APPENDED: EventKind
+EVENT_KIND_RECORDS_TRIMMED: EventKind
+EVENT_KIND_TURN_COMMITTED: EventKind
+EVENT_KIND_SYSTEM_PROMPT_PUT: EventKind
+EVENT_KIND_INSIGHT_PUT: EventKind
+EVENT_KIND_INSIGHT_CLEARED: EventKind
+EVENT_KIND_MEMORY_PUT: EventKind
+EVENT_KIND_CONFIG_PUT: EventKind
+EVENT_KIND_REF_ADDED: EventKind
+EVENT_KIND_REF_REMOVED: EventKind
 
 class SessionMeta(_message.Message):
     __slots__ = ("id", "label", "status", "turn_count", "created_at", "updated_at", "last_active_at")
@@ -197,3 +232,23 @@ class SessionDigest(_message.Message):
     memory: str
     insight: str
     def __init__(self, id: _Optional[str] = ..., parent_id: _Optional[str] = ..., label: _Optional[str] = ..., status: _Optional[_Union[SessionStatus, str]] = ..., turn_count: _Optional[int] = ..., memory: _Optional[str] = ..., insight: _Optional[str] = ...) -> None: ...
+
+class SpaceEvent(_message.Message):
+    __slots__ = ("cursor", "kind", "session_id", "other_session_id", "first_seq", "last_seq", "session_ids", "committed_at")
+    CURSOR_FIELD_NUMBER: _ClassVar[int]
+    KIND_FIELD_NUMBER: _ClassVar[int]
+    SESSION_ID_FIELD_NUMBER: _ClassVar[int]
+    OTHER_SESSION_ID_FIELD_NUMBER: _ClassVar[int]
+    FIRST_SEQ_FIELD_NUMBER: _ClassVar[int]
+    LAST_SEQ_FIELD_NUMBER: _ClassVar[int]
+    SESSION_IDS_FIELD_NUMBER: _ClassVar[int]
+    COMMITTED_AT_FIELD_NUMBER: _ClassVar[int]
+    cursor: str
+    kind: EventKind
+    session_id: str
+    other_session_id: str
+    first_seq: int
+    last_seq: int
+    session_ids: _containers.RepeatedScalarFieldContainer[str]
+    committed_at: _timestamp_pb2.Timestamp
+    def __init__(self, cursor: _Optional[str] = ..., kind: _Optional[_Union[EventKind, str]] = ..., session_id: _Optional[str] = ..., other_session_id: _Optional[str] = ..., first_seq: _Optional[int] = ..., last_seq: _Optional[int] = ..., session_ids: _Optional[_Iterable[str]] = ..., committed_at: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ...) -> None: ...

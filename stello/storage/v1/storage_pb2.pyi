@@ -582,3 +582,21 @@ class OperationResult(_message.Message):
     release_turn: OperationResult.ReleaseTurnResult
     remember_result: OperationResult.RememberResultResult
     def __init__(self, append_records: _Optional[_Union[OperationResult.AppendRecordsResult, _Mapping]] = ..., put_session: _Optional[_Union[OperationResult.PutSessionResult, _Mapping]] = ..., put_system_prompt: _Optional[_Union[OperationResult.PutSystemPromptResult, _Mapping]] = ..., put_insight: _Optional[_Union[OperationResult.PutInsightResult, _Mapping]] = ..., clear_insight: _Optional[_Union[OperationResult.ClearInsightResult, _Mapping]] = ..., put_memory: _Optional[_Union[OperationResult.PutMemoryResult, _Mapping]] = ..., put_compression_cache: _Optional[_Union[OperationResult.PutCompressionCacheResult, _Mapping]] = ..., trim_records: _Optional[_Union[OperationResult.TrimRecordsResult, _Mapping]] = ..., bump_turn: _Optional[_Union[OperationResult.BumpTurnResult, _Mapping]] = ..., release_turn: _Optional[_Union[OperationResult.ReleaseTurnResult, _Mapping]] = ..., remember_result: _Optional[_Union[OperationResult.RememberResultResult, _Mapping]] = ...) -> None: ...
+
+class ReadEventsRequest(_message.Message):
+    __slots__ = ("space_id", "after_position", "limit")
+    SPACE_ID_FIELD_NUMBER: _ClassVar[int]
+    AFTER_POSITION_FIELD_NUMBER: _ClassVar[int]
+    LIMIT_FIELD_NUMBER: _ClassVar[int]
+    space_id: str
+    after_position: int
+    limit: int
+    def __init__(self, space_id: _Optional[str] = ..., after_position: _Optional[int] = ..., limit: _Optional[int] = ...) -> None: ...
+
+class ReadEventsResponse(_message.Message):
+    __slots__ = ("events", "last_position")
+    EVENTS_FIELD_NUMBER: _ClassVar[int]
+    LAST_POSITION_FIELD_NUMBER: _ClassVar[int]
+    events: _containers.RepeatedCompositeFieldContainer[_common_pb2.SpaceEvent]
+    last_position: int
+    def __init__(self, events: _Optional[_Iterable[_Union[_common_pb2.SpaceEvent, _Mapping]]] = ..., last_position: _Optional[int] = ...) -> None: ...

@@ -176,6 +176,11 @@ class SessionStorageStub:
                 request_serializer=stello_dot_storage_dot_v1_dot_storage__pb2.GetRememberedResultRequest.SerializeToString,
                 response_deserializer=stello_dot_storage_dot_v1_dot_storage__pb2.GetRememberedResultResponse.FromString,
                 _registered_method=True)
+        self.ReadEvents = channel.unary_unary(
+                '/stello.storage.v1.SessionStorage/ReadEvents',
+                request_serializer=stello_dot_storage_dot_v1_dot_storage__pb2.ReadEventsRequest.SerializeToString,
+                response_deserializer=stello_dot_storage_dot_v1_dot_storage__pb2.ReadEventsResponse.FromString,
+                _registered_method=True)
 
 
 class SessionStorageServicer:
@@ -571,6 +576,34 @@ class SessionStorageServicer:
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
+    def ReadEvents(self, request, context):
+        """The space's events after a position, in commit order (DESIGN §4.6): what
+        the gateway's WatchSpace streams. Every committed change of the space
+        (storage's and the tree's writes) wrote its event in its own transaction,
+        at a position taken as that transaction's last statement, so positions
+        increase in commit order and a position once passed is never filled in
+        later. Provisional sessions, rolled-back transactions and failed sagas
+        wrote none. Events are kept `STELLO_STORAGE_EVENT_RETENTION_S` (default
+        24 h). A plain read: it never waits for writers and writers never wait
+        for it.
+
+        `after_position` unset answers no events, only `last_position` (where a
+        watcher starting now begins). Answers at most `limit` events (unset: 500,
+        at most 1000), oldest first; fewer than `limit` means the reader is
+        caught up with what was committed when the call ran.
+
+        Errors: INVALID_ARGUMENT for a malformed space_id, a negative
+        after_position or limit, a limit above 1000, or an after_position beyond
+        `last_position` (it is not this space's); FAILED_PRECONDITION with
+        ErrorInfo reason `CURSOR_EXPIRED` when events after `after_position`
+        were already purged (resume from a newer cursor, after re-reading the
+        state); UNAUTHENTICATED without a valid key; RESOURCE_EXHAUSTED when the
+        reply exceeds the message limit.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
 
 def add_SessionStorageServicer_to_server(servicer, server):
     rpc_method_handlers = {
@@ -678,6 +711,11 @@ def add_SessionStorageServicer_to_server(servicer, server):
                     servicer.GetRememberedResult,
                     request_deserializer=stello_dot_storage_dot_v1_dot_storage__pb2.GetRememberedResultRequest.FromString,
                     response_serializer=stello_dot_storage_dot_v1_dot_storage__pb2.GetRememberedResultResponse.SerializeToString,
+            ),
+            'ReadEvents': grpc.unary_unary_rpc_method_handler(
+                    servicer.ReadEvents,
+                    request_deserializer=stello_dot_storage_dot_v1_dot_storage__pb2.ReadEventsRequest.FromString,
+                    response_serializer=stello_dot_storage_dot_v1_dot_storage__pb2.ReadEventsResponse.SerializeToString,
             ),
     }
     generic_handler = grpc.method_handlers_generic_handler(
@@ -1284,6 +1322,33 @@ class SessionStorage:
             '/stello.storage.v1.SessionStorage/GetRememberedResult',
             stello_dot_storage_dot_v1_dot_storage__pb2.GetRememberedResultRequest.SerializeToString,
             stello_dot_storage_dot_v1_dot_storage__pb2.GetRememberedResultResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def ReadEvents(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/stello.storage.v1.SessionStorage/ReadEvents',
+            stello_dot_storage_dot_v1_dot_storage__pb2.ReadEventsRequest.SerializeToString,
+            stello_dot_storage_dot_v1_dot_storage__pb2.ReadEventsResponse.FromString,
             options,
             channel_credentials,
             insecure,

@@ -1,0 +1,228 @@
+"""WatchSpace's delivery (DESIGN §4.6): one poller per space, fanned out to its watchers.
+
+A `SpacePoller` reads the space's new events from storage (`ReadEvents`) every
+`interval_s`, or at once when `wake` is called after a local write, and keeps
+the newest ones in a bounded ring. Each watcher keeps only its position: it
+takes what follows it from the ring, and when it fell behind the ring (a slow
+reader, or one resuming an old cursor) it reads the missed events from storage
+itself, page by page at its own pace. Memory stays bounded by the ring, and
+writers never wait for readers (nothing here touches a write path).
+
+Storage hands out positions in commit order, so "every event after my
+position" never skips one that commits later; a watcher delivers each event
+once, in position order, and its cursor resumes exactly there.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+from collections import deque
+from collections.abc import AsyncIterator
+from dataclasses import dataclass, replace
+from uuid import UUID
+
+from agent_gateway.clients import Caller, StorageClient
+from stello.common.v1 import common_pb2
+from stello.errors import InvalidArgument, StelloError, Unauthenticated
+from stello.storage.v1 import storage_pb2
+
+log = logging.getLogger(__name__)
+
+PAGE = 500
+RING_EVENTS = 1024
+
+
+@dataclass(frozen=True, slots=True)
+class WatchInput:
+    """What a WatchSpace call asks for: the space, where to start, which kinds."""
+
+    space_id: UUID
+    after: int | None
+    kinds: frozenset[int]
+
+
+class SpacePoller:
+    """Reads one space's new events for all its watchers on this gateway."""
+
+    def __init__(
+        self, storage: StorageClient, space_id: UUID, interval_s: float, ring_events: int
+    ) -> None:
+        self._storage = storage
+        self._space_id = space_id
+        self._interval_s = interval_s
+        self._ring: deque[tuple[int, common_pb2.SpaceEvent]] = deque(maxlen=ring_events)
+        self._callers: dict[int, Caller] = {}
+        self._changed = asyncio.Condition()
+        self._woken = asyncio.Event()
+        self._task: asyncio.Task[None] | None = None
+        self.position: int | None = None  # the newest position read (None: not started)
+        self.floor = 0  # every event after floor, up to position, is in the ring
+        self.failure: StelloError | None = None
+
+    def join(self, watcher: int, caller: Caller) -> None:
+        """Add a watcher; its key may serve the poller's reads (all reach the space)."""
+        self._callers[watcher] = replace(caller, deadline=None)
+        if self._task is None:
+            self._task = asyncio.create_task(self._run(), name=f"stello-watch-{self._space_id}")
+
+    def leave(self, watcher: int) -> bool:
+        """Remove a watcher; whether none is left."""
+        self._callers.pop(watcher, None)
+        return not self._callers
+
+    def wake(self) -> None:
+        """Poll now instead of at the next interval (after a local write)."""
+        self._woken.set()
+
+    async def stop(self) -> None:
+        """End the polling task."""
+        task, self._task = self._task, None
+        if task is not None:
+            task.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await task
+
+    def after(self, position: int) -> list[tuple[int, common_pb2.SpaceEvent]] | None:
+        """The ring's events after `position`, or None when the ring no longer reaches it."""
+        if position < self.floor:
+            return None
+        return [item for item in self._ring if item[0] > position]
+
+    async def wait_beyond(self, position: int) -> None:
+        """Return once the poller has read past `position` (or failed)."""
+        async with self._changed:
+            await self._changed.wait_for(
+                lambda: (
+                    self.failure is not None
+                    or (self.position is not None and self.position > position)
+                )
+            )
+
+    async def _fail(self, error: StelloError) -> None:
+        self.failure = error
+        async with self._changed:
+            self._changed.notify_all()
+
+    async def _run(self) -> None:
+        while True:
+            if not self._callers:
+                await self._fail(Unauthenticated("no key of a watcher of this space is valid"))
+                return
+            try:
+                full = await self._poll()
+            except Unauthenticated:
+                continue  # that watcher's key was dropped; poll with another one
+            except StelloError as exc:
+                if isinstance(exc, InvalidArgument):
+                    await self._fail(exc)  # cannot recover: end the watchers with it
+                    return
+                log.warning("polling the events of space %s failed: %s", self._space_id, exc)
+                full = False
+            if full:
+                continue
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(self._woken.wait(), self._interval_s)
+            self._woken.clear()
+
+    async def _poll(self) -> bool:
+        """Read one page of new events into the ring; whether more may be waiting."""
+        watcher, caller = next(reversed(self._callers.items()))
+        try:
+            reply = await self._storage.read_events(
+                caller, self._space_id, self.position, PAGE if self.position is not None else 0
+            )
+        except Unauthenticated:
+            self._callers.pop(watcher, None)  # revoked: the watcher ends at its own next read
+            raise
+        if self.position is None:
+            self.position = self.floor = reply.last_position
+        for event in reply.events:
+            position = int(event.cursor)
+            if len(self._ring) == self._ring.maxlen:
+                self.floor = self._ring[0][0]
+            self._ring.append((position, event))
+            self.position = position
+        async with self._changed:
+            self._changed.notify_all()
+        return len(reply.events) == PAGE
+
+
+class Watchers:
+    """The gateway's pollers by space; streams the events each watcher asks for."""
+
+    def __init__(
+        self, storage: StorageClient, interval_s: float, ring_events: int = RING_EVENTS
+    ) -> None:
+        self._storage = storage
+        self._interval_s = interval_s
+        self._ring_events = ring_events
+        self._pollers: dict[UUID, SpacePoller] = {}
+        self._next_id = 0
+
+    def start(self) -> None:
+        """Nothing to start: pollers start with their first watcher."""
+
+    async def stop(self) -> None:
+        """End every poller (the server has stopped its streams)."""
+        pollers, self._pollers = list(self._pollers.values()), {}
+        for poller in pollers:
+            await poller.stop()
+
+    def wake(self, space_id: UUID) -> None:
+        """Let the space's poller read now (after a write through this gateway)."""
+        poller = self._pollers.get(space_id)
+        if poller is not None:
+            poller.wake()
+
+    async def watch(self, caller: Caller, ask: WatchInput) -> AsyncIterator[common_pb2.SpaceEvent]:
+        """The space's events after `ask.after` (None: from now), live, until cancelled."""
+        caller = replace(caller, deadline=None)  # each read gets the call timeout
+        # The first read is the watcher's own: its key, its tenancy, its cursor checked.
+        first = await self._read(caller, ask, ask.after)
+        position = first.last_position if ask.after is None else ask.after
+        self._next_id += 1
+        watcher = self._next_id
+        poller = self._pollers.get(ask.space_id)
+        if poller is None:
+            poller = self._pollers[ask.space_id] = SpacePoller(
+                self._storage, ask.space_id, self._interval_s, self._ring_events
+            )
+        poller.join(watcher, caller)
+        try:
+            pending = list(first.events) if ask.after is not None else []
+            while True:
+                for event in pending:
+                    position = int(event.cursor)
+                    if not ask.kinds or event.kind in ask.kinds:
+                        yield event
+                pending = await self._next(caller, ask, poller, position)
+        finally:
+            if poller.leave(watcher) and self._pollers.get(ask.space_id) is poller:
+                del self._pollers[ask.space_id]
+                await poller.stop()
+
+    async def _next(
+        self, caller: Caller, ask: WatchInput, poller: SpacePoller, position: int
+    ) -> list[common_pb2.SpaceEvent]:
+        """The events after `position`: from the ring, else (fallen behind) from storage."""
+        while True:
+            if poller.failure is not None:
+                raise poller.failure
+            if poller.position is not None and poller.position > position:
+                ring = poller.after(position)
+                if ring is None:
+                    return list((await self._read(caller, ask, position)).events)
+                return [event for _, event in ring]
+            await poller.wait_beyond(position)
+
+    async def _read(
+        self, caller: Caller, ask: WatchInput, after: int | None
+    ) -> storage_pb2.ReadEventsResponse:
+        try:
+            return await self._storage.read_events(caller, ask.space_id, after, PAGE)
+        except InvalidArgument as exc:
+            raise InvalidArgument.field(
+                "after_cursor", "is beyond this space's newest event (a cursor of another space?)"
+            ) from exc

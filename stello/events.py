@@ -1,0 +1,125 @@
+"""The space outbox (DESIGN §4.6): a change's events, written by its transaction's last statement.
+
+A repository `add`s an event where it makes the change (one place per write
+kind); the unit of work's wrapper calls `flush` as the transaction's last
+statement. `flush` takes the space's next positions from `space_positions`
+(migration 0005), whose row then stays locked until the commit: positions are
+handed out in commit order, so a reader can never find a smaller position
+committed after it passed it. Events carry ids, kinds and seqs only.
+
+Events of a session that is still provisional are dropped in the same
+statement (a provisional session produces nothing until it is committed), and
+a transaction that rolls back takes its events and positions with it.
+"""
+
+from __future__ import annotations
+
+import json
+import uuid
+from dataclasses import dataclass
+from typing import Literal
+
+import asyncpg
+
+EventKind = Literal[
+    "session_committed",
+    "session_updated",
+    "session_archived",
+    "session_unarchived",
+    "subtree_deleted",
+    "records_appended",
+    "records_trimmed",
+    "turn_committed",
+    "system_prompt_put",
+    "insight_put",
+    "insight_cleared",
+    "memory_put",
+    "config_put",
+    "ref_added",
+    "ref_removed",
+    # Shared memory (#19) adds "shared_memory_upserted" / "shared_memory_removed" here,
+    # written by its repository methods with `Outbox.add`, and to the proto's EventKind.
+]
+EVENT_KINDS: tuple[EventKind, ...] = EventKind.__args__  # type: ignore[attr-defined]
+
+
+@dataclass(frozen=True, slots=True)
+class Event:
+    """One change: its kind and the ids and seqs it names (DESIGN §4.6)."""
+
+    kind: EventKind
+    session_id: uuid.UUID | None = None
+    other_id: uuid.UUID | None = None
+    first_seq: int | None = None
+    last_seq: int | None = None
+    session_ids: tuple[uuid.UUID, ...] = ()
+    # Storage writes to provisional sessions too: their events are kept only
+    # once the session is visible (checked by the flush, under the same snapshot).
+    if_visible: bool = False
+
+
+# $1 space; then one array per column. Provisional sessions' events are filtered
+# first, so the positions taken are exactly the events kept.
+FLUSH = """
+WITH kept AS (
+    SELECT e.*, row_number() OVER (ORDER BY e.ord) AS n
+    FROM unnest($2::text[], $3::uuid[], $4::uuid[], $5::int8[], $6::int8[], $7::text[],
+                $8::bool[])
+         WITH ORDINALITY AS e (kind, session_id, other_id, first_seq, last_seq, ids,
+                               if_visible, ord)
+    WHERE NOT e.if_visible
+       OR EXISTS (SELECT 1 FROM sessions s
+                  WHERE s.space_id = $1 AND s.id = e.session_id
+                    AND s.provisional_until IS NULL)
+), counted AS (
+    SELECT count(*) AS added FROM kept
+), taken AS (
+    INSERT INTO space_positions AS p (space_id, last_position)
+    SELECT $1, added FROM counted WHERE added > 0
+    ON CONFLICT (space_id)
+    DO UPDATE SET last_position = p.last_position + EXCLUDED.last_position
+    RETURNING p.last_position
+)
+INSERT INTO space_events (space_id, position, kind, session_id, other_id, first_seq, last_seq,
+                          session_ids)
+SELECT $1, taken.last_position - counted.added + kept.n, kept.kind, kept.session_id,
+       kept.other_id, kept.first_seq, kept.last_seq,
+       CASE WHEN kept.ids IS NOT NULL
+            THEN ARRAY(SELECT jsonb_array_elements_text(kept.ids::jsonb)::uuid) END
+FROM kept, counted, taken
+"""
+
+
+class Outbox:
+    """The events of one unit of work, per space, until its last statement writes them."""
+
+    def __init__(self) -> None:
+        self._pending: dict[uuid.UUID, list[Event]] = {}
+
+    def add(self, space_id: uuid.UUID, event: Event) -> None:
+        """Queue `event` of `space_id` for this transaction's `flush`."""
+        self._pending.setdefault(space_id, []).append(event)
+
+    @property
+    def pending(self) -> bool:
+        """Whether any event waits for `flush`."""
+        return bool(self._pending)
+
+    async def flush(self, con: asyncpg.Connection) -> None:
+        """Write the queued events; call it as the transaction's last statement."""
+        pending, self._pending = self._pending, {}
+        for space_id, events in sorted(pending.items()):  # one lock order: no deadlock
+            await con.execute(
+                FLUSH,
+                space_id,
+                [e.kind for e in events],
+                [e.session_id for e in events],
+                [e.other_id for e in events],
+                [e.first_seq for e in events],
+                [e.last_seq for e in events],
+                [
+                    json.dumps([str(i) for i in e.session_ids]) if e.session_ids else None
+                    for e in events
+                ],
+                [e.if_visible for e in events],
+            )

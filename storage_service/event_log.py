@@ -1,0 +1,85 @@
+"""The space's events for readers (DESIGN §4.6): pages by position, and the retention purge.
+
+Positions are handed out in commit order (`stello.events`), so a page after a
+position never misses an event that commits later. Knows nothing of gRPC.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import uuid
+
+from stello.errors import FailedPrecondition, InvalidArgument
+from storage_service.event_repository import EventRepository, EventRows
+
+log = logging.getLogger(__name__)
+
+CURSOR_EXPIRED = "CURSOR_EXPIRED"
+
+
+class EventLog:
+    """Pages of a space's events after a position."""
+
+    def __init__(self, repo: EventRepository) -> None:
+        self._repo = repo
+
+    async def read(self, space_id: uuid.UUID, after: int | None, limit: int) -> EventRows:
+        """Up to `limit` events after `after` (None: none, only the newest position).
+
+        Raises:
+            FailedPrecondition: CURSOR_EXPIRED, events after `after` were purged.
+            InvalidArgument: `after` is beyond the space's newest position.
+        """
+        rows = await self._repo.read(space_id, after or 0, 0 if after is None else limit)
+        if after is None:
+            return rows
+        if after < rows.purged_through:
+            raise FailedPrecondition(
+                f"events after position {after} were purged (retention); "
+                "re-read the state and watch from the present",
+                reason=CURSOR_EXPIRED,
+            )
+        if after > rows.last_position:
+            raise InvalidArgument.field(
+                "after_position",
+                f"is beyond this space's newest event ({rows.last_position}); "
+                "it is a position of another space",
+            )
+        return rows
+
+
+class Purger:
+    """The storage app's background task: drops events past their retention, periodically."""
+
+    def __init__(self, repo: EventRepository, retention_s: float, interval_s: float) -> None:
+        self._repo = repo
+        self._retention_s = retention_s
+        self._interval_s = interval_s
+        self._task: asyncio.Task[None] | None = None
+
+    def start(self) -> None:
+        """Begin purging in the background (idempotent); needs a running loop."""
+        if self._task is None:
+            self._task = asyncio.create_task(self._run(), name="stello-storage-event-purge")
+
+    async def stop(self) -> None:
+        """Cancel the task and wait for it to end (idempotent)."""
+        task, self._task = self._task, None
+        if task is not None:
+            task.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await task
+
+    async def run_once(self) -> int | None:
+        """Purge now; how many events went, or None when another replica holds the lock."""
+        return await self._repo.purge(self._retention_s)
+
+    async def _run(self) -> None:
+        while True:
+            try:
+                await self.run_once()
+            except Exception:  # keep purging: a failed round (database down) is retried
+                log.exception("event purge failed; retrying in %.1fs", self._interval_s)
+            await asyncio.sleep(self._interval_s)
