@@ -1,7 +1,7 @@
 """The `stello` command line.
 
 Operator commands (up, migrate, health, keys, spaces) live here; the client
-commands (root, fork, send, chat, tree, digests, records, reconcile) talk to a
+commands (root, fork, send, chat, tree, digests, records, watch, reconcile) talk to a
 running gateway and live in `stello.client_cli`.
 """
 
@@ -24,6 +24,7 @@ from stello.auth import KeyStore
 from stello.channels import open_channel
 from stello.client_cli import ClientError, resolve_tls
 from stello.client_format import rpc_error_line
+from stello.client_watch import add_watch_command
 from stello.db import create_pool
 from stello.embedded import database_url
 from stello.errors import StelloError
@@ -309,6 +310,8 @@ def _add_client_commands(sub: Any) -> None:
     records.add_argument(
         "--page-size", type=int, default=1000, metavar="N", help="records per call (1-1000)"
     )
+
+    add_watch_command(command)
 
     reconcile = command("reconcile", client.cmd_reconcile, "sweep provisional sessions (admin key)")
     reconcile.add_argument("--admin-key", help="an admin-scope key (STELLO_ADMIN_KEY)")

@@ -27,8 +27,6 @@ from stello.tree.v1 import tree_pb2
 from tests.gateway.conftest import Stack, record
 from tests.gateway.watching import Kind, Watch
 
-pytestmark = pytest.mark.sql
-
 WRITERS = 8
 Log = dict[str, list[str]]
 
@@ -233,11 +231,13 @@ async def run_load(stack: Stack, pool: asyncpg.Pool, seconds: float) -> None:
     assert sum(map(len, log.values())) > 100, "the writers wrote too little to tell"
 
 
+@pytest.mark.sql
 async def test_eight_writers_and_a_resuming_watcher(stack: Stack, pool: asyncpg.Pool) -> None:
     """Under 8 writers for 4 s the resumed watcher gets exactly the committed events, in order."""
     await run_load(stack, pool, 4.0)
 
 
+# Not `sql`: the 20 s version runs once per CI run (the main pass), the 4 s one in every pass.
 @pytest.mark.slow
 @pytest.mark.timeout(180)
 async def test_eight_writers_for_twenty_seconds(stack: Stack, pool: asyncpg.Pool) -> None:
