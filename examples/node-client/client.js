@@ -2,9 +2,10 @@
 // A Node.js client of the Stello AgentGateway, with stubs loaded at run time from
 // ../../protos by @grpc/proto-loader (no code generation step).
 //
-// It creates a root session, streams one turn on it, forks the root with
-// context INHERIT, streams one turn on the fork, lists the space's digests and
-// prints the tree under the root. Every output line starts with a fixed word so
+// It watches the space (WatchSpace, from its first event) while it creates a
+// root session, streams one turn on it, forks the root with context INHERIT,
+// streams one turn on the fork and lists the space's digests; then it prints
+// the events it saw (once the fork's turn arrived) and the tree under the root. Every output line starts with a fixed word so
 // a test (tests/clients/test_node_client.py) can check it; text from the model
 // is JSON-encoded so that it stays on one line.
 //
@@ -164,6 +165,59 @@ async function sendStream(client, config, sessionId, content) {
 }
 
 /**
+ * Watch the space from its first event (cursor "0") in the background.
+ * `until(kind, sessionId)` resolves once such an event arrived (or rejects after
+ * the deadline); `stop()` cancels the stream and answers every event seen.
+ * @param {any} client
+ * @param {Config} config
+ */
+function watchSpace(client, config) {
+  const { metadata } = callOptions(config);
+  const call = client.WatchSpace({ space_id: config.spaceId, after_cursor: "0" }, metadata);
+  /** @type {any[]} */
+  const events = [];
+  /** @type {Array<() => void>} */
+  const waiters = [];
+  /** @type {Error | null} */
+  let failure = null;
+  const done = (async () => {
+    try {
+      for await (const message of call) {
+        events.push(message.event);
+        waiters.splice(0).forEach((wake) => wake());
+      }
+    } catch (err) {
+      if (/** @type {any} */ (err).code !== grpc.status.CANCELLED) {
+        failure = new CallError("WatchSpace", /** @type {grpc.ServiceError} */ (err));
+        waiters.splice(0).forEach((wake) => wake());
+      }
+    }
+  })();
+  /**
+   * @param {string} kind
+   * @param {string} sessionId
+   */
+  async function until(kind, sessionId) {
+    const deadline = Date.now() + config.deadlineS * 1000;
+    const seen = () => events.some((e) => e.kind === kind && e.session_id === sessionId);
+    while (!seen()) {
+      if (failure) throw failure;
+      if (Date.now() > deadline) throw new Error(`no ${kind} event of ${sessionId} in time`);
+      await new Promise((resolve) => {
+        waiters.push(() => resolve(undefined));
+        setTimeout(resolve, 200);
+      });
+    }
+  }
+  async function stop() {
+    call.cancel();
+    await done;
+    return events;
+  }
+  return { until, stop };
+}
+
+/**
  * Every digest of the space, following next_page_token.
  * @param {any} client
  * @param {Config} config
@@ -207,6 +261,7 @@ function printTree(nodes) {
  */
 async function main(config) {
   const client = openGateway(config);
+  const watch = watchSpace(client, config);
   try {
     const root = (
       await unary(client, config, "CreateRoot", {
@@ -235,9 +290,15 @@ async function main(config) {
       console.log(`digest: ${digest.id} parent=${parent} turns=${digest.turn_count} ${digest.label}`);
     }
 
+    await watch.until("EVENT_KIND_TURN_COMMITTED", fork.id);
+    for (const event of await watch.stop()) {
+      console.log(`event: ${event.cursor} ${event.kind} ${event.session_id}`);
+    }
+
     const tree = await unary(client, config, "GetTree", { space_id: config.spaceId, root_id: root.id });
     printTree(tree.nodes);
   } finally {
+    await watch.stop();
     client.close();
   }
 }

@@ -149,6 +149,7 @@ class Output:
     fork: str
     turns: list[Turn]
     digests: set[tuple[str, str, int, str]]
+    events: list[tuple[str, str, str]]
     tree: list[str]
 
 
@@ -157,6 +158,7 @@ def parse(stdout: str) -> Output:
     ids: dict[str, str] = {}
     turns: list[Turn] = []
     digests: set[tuple[str, str, int, str]] = set()
+    events: list[tuple[str, str, str]] = []
     tree: list[str] | None = None
     for line in stdout.splitlines():
         if tree is not None:
@@ -181,10 +183,13 @@ def parse(stdout: str) -> Output:
         elif kind == "digest":
             session_id, parent, turn_count, label = rest.split(" ", 3)
             digests.add((session_id, parent.removeprefix("parent="), int(turn_count[6:]), label))
+        elif kind == "event":
+            cursor, event_kind, session_id = rest.split(" ")
+            events.append((cursor, event_kind.removeprefix("EVENT_KIND_"), session_id))
         elif line == "tree:":
             tree = []
     assert tree is not None, "no tree printed"
-    return Output(ids["root"], ids["fork"], turns, digests, tree)
+    return Output(ids["root"], ids["fork"], turns, digests, events, tree)
 
 
 SESSIONS = """
@@ -200,7 +205,8 @@ class TestNodeClient:
     async def test_walks_the_gateway(
         self, node_client: NodeClient, stack: Stack, pool: asyncpg.Pool
     ) -> None:
-        """Root, streamed turn, INHERIT fork, streamed turn, digests and tree, all stored."""
+        """Root, streamed turn, INHERIT fork, streamed turn, digests and tree, all stored, and
+        the client's WatchSpace saw each committed change once, in order."""
         finished = await node_client.run(stack.gateway.address, stack.space.key, stack.space.sid)
         assert finished.returncode == 0, finished.explain()
         out = parse(finished.stdout)
@@ -219,6 +225,14 @@ class TestNodeClient:
         assert out.tree == [
             f"  node-root [{out.root}] turns=1",
             f"    node-fork [{out.fork}] turns=1",
+        ]
+        assert out.events == [
+            ("1", "SESSION_COMMITTED", out.root),
+            ("2", "RECORDS_APPENDED", out.root),
+            ("3", "TURN_COMMITTED", out.root),
+            ("4", "SESSION_COMMITTED", out.fork),
+            ("5", "RECORDS_APPENDED", out.fork),
+            ("6", "TURN_COMMITTED", out.fork),
         ]
 
         root_records = await stack.records(out.root)
