@@ -211,6 +211,8 @@ def create_app(
     watchers = Watchers(
         clients.storage, config.watch_poll_interval_s, ring_events=config.watch_ring_events
     )
+    # A write through this gateway wakes the space's poller at once (DESIGN §4.6).
+    clients.storage.after_write = clients.tree.after_write = watchers.wake
     servicer = AgentGatewayServicer(
         creator,
         sessions,

@@ -23,6 +23,7 @@ import asyncio
 import collections
 import random
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, replace
 from typing import Any, TypeVar, cast
 
@@ -70,6 +71,31 @@ class CallPolicy:
     max_backoff_s: float = 1.0
 
 
+# The storage and tree RPCs that change a space (and so write events, DESIGN §4.6).
+WRITES = frozenset(
+    {
+        "AddRef",
+        "AppendRecords",
+        "Archive",
+        "ClearInsight",
+        "CommitSession",
+        "ConsumeInsight",
+        "CreateSession",
+        "DeleteSubtree",
+        "PutConfig",
+        "PutInsight",
+        "PutMemory",
+        "PutSession",
+        "PutSystemPrompt",
+        "RemoveRef",
+        "Transact",
+        "TrimRecords",
+        "Unarchive",
+        "UpdateLabel",
+    }
+)
+
+
 class ServiceClient:
     """Shared call path: metadata, deadline, bounded retries, error mapping, counting."""
 
@@ -78,6 +104,8 @@ class ServiceClient:
         self._policy = policy
         self.calls: collections.Counter[str] = collections.Counter()
         """How many RPCs (attempts included) each method made; read by the benchmark."""
+        self.after_write: Callable[[str], None] | None = None
+        """Told the space id after each successful write (wakes WatchSpace's poller)."""
 
     async def _call(
         self,
@@ -116,6 +144,8 @@ class ServiceClient:
                     error.message = f"{self._service}.{name}: {error.message}"
                     error.args = (error.message,)
                 raise error from exc
+            if self.after_write is not None and name in WRITES:
+                self.after_write(getattr(request, "space_id", ""))
             return cast(R, response)
 
     def _timeout(self, name: str, caller: Caller) -> float:

@@ -170,11 +170,12 @@ class Watchers:
         for poller in pollers:
             await poller.stop()
 
-    def wake(self, space_id: UUID) -> None:
+    def wake(self, space_id: str) -> None:
         """Let the space's poller read now (after a write through this gateway)."""
-        poller = self._pollers.get(space_id)
-        if poller is not None:
-            poller.wake()
+        with contextlib.suppress(ValueError):
+            poller = self._pollers.get(UUID(space_id))
+            if poller is not None:
+                poller.wake()
 
     async def watch(self, caller: Caller, ask: WatchInput) -> AsyncIterator[common_pb2.SpaceEvent]:
         """The space's events after `ask.after` (None: from now), live, until cancelled."""
@@ -212,7 +213,7 @@ class Watchers:
                 raise poller.failure
             if poller.position is not None and poller.position > position:
                 ring = poller.after(position)
-                if ring is None:
+                if not ring:  # behind the ring (or a gap, which positions never have)
                     return list((await self._read(caller, ask, position)).events)
                 return [event for _, event in ring]
             await poller.wait_beyond(position)

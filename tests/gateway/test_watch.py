@@ -145,6 +145,24 @@ class TestStream:
         assert (Kind.Name(event.kind), event.cursor) == ("EVENT_KIND_TURN_COMMITTED", "3")
 
 
+class TestWake:
+    async def test_a_write_through_the_gateway_wakes_the_poller(
+        self, make_stack: StackMaker
+    ) -> None:
+        """With a 60 s poll interval, a CreateRoot through this gateway still arrives at once."""
+        stack = await make_stack(watch_poll_interval_s=60)
+        watch = Watch(stack.gw, stack.space.sid)
+        try:
+            await asyncio.sleep(0.3)  # the poller took its starting position
+            began = time.monotonic()
+            root = await stack.root(label="r")
+            [event] = await watch.take(1, within_s=20)
+            assert event.session_id == root.id
+            assert time.monotonic() - began < 10  # far below the interval
+        finally:
+            watch.close()
+
+
 class TestRefusals:
     async def test_bad_cursor_and_kind_are_invalid(self, stack: Stack) -> None:
         """A cursor that is not one, or one beyond the space, and kind 0 name their fields."""
