@@ -68,13 +68,14 @@ SELECT true FROM sessions WHERE space_id = $1 AND id = $2
 # Seqs are assigned under the session's row lock, taken by the UPDATE and held
 # to the end of the statement's transaction: concurrent appends queue on it and
 # get contiguous ranges. No row (unknown session) means nothing is inserted.
-APPEND_RECORDS = """
-WITH bumped AS (
+_BUMP_SEQ = """
+bumped AS (
     UPDATE sessions
     SET last_seq = last_seq + $3
     WHERE space_id = $1 AND id = $2
-    RETURNING last_seq - $3 AS base
-)
+    RETURNING last_seq - $3 AS base, provisional_until IS NULL AS visible
+)"""
+_INSERT_RECORDS = """
 INSERT INTO records (space_id, session_id, seq, role, content, tool_calls, tool_call_id,
                      created_at, metadata)
 SELECT $1, $2, bumped.base + r.ord, r.role, r.content, r.tool_calls::jsonb, r.tool_call_id,
@@ -82,7 +83,26 @@ SELECT $1, $2, bumped.base + r.ord, r.role, r.content, r.tool_calls::jsonb, r.to
 FROM bumped,
      unnest($4::text[], $5::text[], $6::text[], $7::text[], $8::timestamptz[], $9::text[])
          WITH ORDINALITY AS r (role, content, tool_calls, tool_call_id, created_at, metadata, ord)
-RETURNING seq, created_at
+RETURNING seq, created_at"""
+APPEND_RECORDS = f"WITH {_BUMP_SEQ}\n{_INSERT_RECORDS}\n"
+
+# AppendRecords on its own, one statement that is its whole transaction: the
+# event's position is taken in it (the space's row stays locked until this
+# statement commits), as `stello.events.Outbox.flush` does at a transaction's
+# end. A provisional session takes no position and writes no event.
+APPEND_RECORDS_ALONE = f"""
+WITH {_BUMP_SEQ}, inserted AS ({_INSERT_RECORDS}
+), taken AS (
+    INSERT INTO space_positions AS p (space_id, last_position)
+    SELECT $1, 1 FROM bumped WHERE bumped.visible
+    ON CONFLICT (space_id) DO UPDATE SET last_position = p.last_position + 1
+    RETURNING p.last_position
+), event AS (
+    INSERT INTO space_events (space_id, position, kind, session_id, first_seq, last_seq)
+    SELECT $1, taken.last_position, 'records_appended', $2, bumped.base + 1, bumped.base + $3
+    FROM taken, bumped
+)
+SELECT seq, created_at FROM inserted
 """
 
 # One row per visible session (NULL record columns when nothing matches), no
@@ -257,11 +277,20 @@ class Repository(SlotRepository, idempotency.KeyStatements):
         return bool(await self._con.fetchval(SESSION_EXISTS, space_id, session_id))
 
     async def append_records(
-        self, space_id: uuid.UUID, session_id: uuid.UUID, records: Sequence[NewRecord]
+        self,
+        space_id: uuid.UUID,
+        session_id: uuid.UUID,
+        records: Sequence[NewRecord],
+        *,
+        alone: bool = False,
     ) -> tuple[StoredRecord, ...] | None:
-        """Append `records` (non-empty) with the next seqs; None when the session is absent."""
+        """Append `records` (non-empty) with the next seqs; None when the session is absent.
+
+        `alone`: the statement is its own transaction and writes its event itself
+        (one round trip); else the event waits in the outbox for the transaction's end.
+        """
         rows = await self._con.fetch(
-            APPEND_RECORDS,
+            APPEND_RECORDS_ALONE if alone else APPEND_RECORDS,
             space_id,
             session_id,
             len(records),
@@ -275,13 +304,14 @@ class Repository(SlotRepository, idempotency.KeyStatements):
         if not rows:
             return None
         stored = sorted((row["seq"], row["created_at"]) for row in rows)
-        self._changed(
-            space_id,
-            "records_appended",
-            session_id,
-            first_seq=stored[0][0],
-            last_seq=stored[-1][0],
-        )
+        if not alone:
+            self._changed(
+                space_id,
+                "records_appended",
+                session_id,
+                first_seq=stored[0][0],
+                last_seq=stored[-1][0],
+            )
         return tuple(
             StoredRecord(
                 seq=seq,

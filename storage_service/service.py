@@ -166,18 +166,18 @@ class StorageService:
     ) -> tuple[StoredRecord, ...]:
         """Append atomically with the next contiguous seqs; answers the stored records."""
 
-        async def append(repo: Repository) -> tuple[StoredRecord, ...]:
+        async def append(repo: Repository, alone: bool = False) -> tuple[StoredRecord, ...]:
             if not records:
                 if not await repo.session_exists(space_id, session_id):
                     raise session_not_found(session_id)
                 return ()
-            stored = await repo.append_records(space_id, session_id, records)
+            stored = await repo.append_records(space_id, session_id, records, alone=alone)
             if stored is None:
                 raise session_not_found(session_id)
             return stored
 
-        if key is None:
-            return await self._db.transaction(append)
+        if key is None:  # one statement, its event included: no BEGIN/COMMIT round trips
+            return await self._db.statement(lambda repo: append(repo, alone=True))
         return await self._db.transaction(
             lambda repo: self._append_once.run(repo, space_id, key, lambda: append(repo))
         )
