@@ -6,15 +6,11 @@ position never misses an event that commits later. Knows nothing of gRPC.
 
 from __future__ import annotations
 
-import asyncio
-import contextlib
-import logging
 import uuid
 
 from stello.errors import FailedPrecondition, InvalidArgument
+from stello.periodic import Periodic
 from storage_service.event_repository import EventRepository, EventRows
-
-log = logging.getLogger(__name__)
 
 CURSOR_EXPIRED = "CURSOR_EXPIRED"
 
@@ -50,36 +46,17 @@ class EventLog:
         return rows
 
 
-class Purger:
+class Purger(Periodic):
     """The storage app's background task: drops events past their retention, periodically."""
 
+    task_name = "stello-storage-event-purge"
+    what = "event purge"
+
     def __init__(self, repo: EventRepository, retention_s: float, interval_s: float) -> None:
+        super().__init__(interval_s)
         self._repo = repo
         self._retention_s = retention_s
-        self._interval_s = interval_s
-        self._task: asyncio.Task[None] | None = None
-
-    def start(self) -> None:
-        """Begin purging in the background (idempotent); needs a running loop."""
-        if self._task is None:
-            self._task = asyncio.create_task(self._run(), name="stello-storage-event-purge")
-
-    async def stop(self) -> None:
-        """Cancel the task and wait for it to end (idempotent)."""
-        task, self._task = self._task, None
-        if task is not None:
-            task.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await task
 
     async def run_once(self) -> int | None:
         """Purge now; how many events went, or None when another replica holds the lock."""
         return await self._repo.purge(self._retention_s)
-
-    async def _run(self) -> None:
-        while True:
-            try:
-                await self.run_once()
-            except Exception:  # keep purging: a failed round (database down) is retried
-                log.exception("event purge failed; retrying in %.1fs", self._interval_s)
-            await asyncio.sleep(self._interval_s)

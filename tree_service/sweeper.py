@@ -11,50 +11,21 @@ request.
 
 from __future__ import annotations
 
-import asyncio
-import contextlib
-import logging
-
+from stello.periodic import Periodic
 from tree_service.models import SweptSession
 from tree_service.service import TreeService
 
-log = logging.getLogger(__name__)
 
-
-class Sweeper:
+class Sweeper(Periodic):
     """A background task that sweeps on a fixed interval until stopped."""
 
+    task_name = "stello-tree-sweeper"
+    what = "provisional sweep"
+
     def __init__(self, service: TreeService, interval_s: float) -> None:
+        super().__init__(interval_s)
         self._service = service
-        self._interval_s = interval_s
-        self._task: asyncio.Task[None] | None = None
-
-    @property
-    def running(self) -> bool:
-        """Whether the background task is alive."""
-        return self._task is not None and not self._task.done()
-
-    def start(self) -> None:
-        """Begin sweeping in the background (idempotent); needs a running loop."""
-        if self._task is None:
-            self._task = asyncio.create_task(self._run(), name="stello-tree-sweeper")
-
-    async def stop(self) -> None:
-        """Cancel the task and wait for it to end (idempotent)."""
-        task, self._task = self._task, None
-        if task is not None:
-            task.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await task
 
     async def run_once(self) -> list[SweptSession] | None:
         """Sweep now; the removed sessions, or None when another replica holds the lock."""
         return await self._service.sweep_expired()
-
-    async def _run(self) -> None:
-        while True:
-            try:
-                await self.run_once()
-            except Exception:  # keep sweeping: a failed round (database down) is retried
-                log.exception("provisional sweep failed; retrying in %.1fs", self._interval_s)
-            await asyncio.sleep(self._interval_s)
