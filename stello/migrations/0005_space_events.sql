@@ -33,3 +33,11 @@ CREATE TABLE space_events (
 
 -- The retention purge walks each space's oldest events.
 CREATE INDEX space_events_created ON space_events (space_id, created_at);
+
+-- Tenant tables, co-located with sessions where Citus runs (docs/scaling.md).
+DO $$ BEGIN
+  IF EXISTS (SELECT FROM pg_extension WHERE extname = 'citus') THEN
+    PERFORM create_distributed_table('space_positions', 'space_id', colocate_with => 'sessions');
+    PERFORM create_distributed_table('space_events', 'space_id', colocate_with => 'sessions');
+  END IF;
+END $$;

@@ -231,6 +231,9 @@ async def _drive_gateway(s: Services) -> None:
     await gw.Archive(agent_pb2.ArchiveRequest(space_id=sid, session_id=forks[2].id))
     await gw.Unarchive(agent_pb2.UnarchiveRequest(space_id=sid, session_id=forks[2].id))
     await gw.ListProfiles(agent_pb2.ListProfilesRequest(space_id=sid))
+    watch = gw.WatchSpace(agent_pb2.WatchSpaceRequest(space_id=sid, after_cursor="0"))
+    await watch.read()
+    watch.cancel()
     await gw.DeleteSession(agent_pb2.DeleteSessionRequest(space_id=sid, session_id=forks[0].id))
     await attempt(gw.GetSession(agent_pb2.GetSessionRequest(space_id=sid, session_id=forks[0].id)))
     await attempt(
@@ -291,6 +294,7 @@ async def _drive_storage(s: Services) -> None:
         storage_pb2.GetRememberedResultRequest(space_id=sid, scope="recorded", request_id="r-1")
     )
     await st.TrimRecords(storage_pb2.TrimRecordsRequest(**req, keep_recent=2))
+    await st.ReadEvents(storage_pb2.ReadEventsRequest(space_id=sid, after_position=0, limit=5))
     await attempt(
         st.GetSession(storage_pb2.GetSessionRequest(space_id=sid, session_id=str(uuid.uuid4())))
     )
