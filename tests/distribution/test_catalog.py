@@ -14,8 +14,9 @@ pytestmark = pytest.mark.sql
 
 
 @pytest.fixture(name="con")
-async def _con(database_url: str) -> AsyncIterator[asyncpg.Connection]:
-    con = await asyncpg.connect(database_url)
+async def _con(direct_database_url: str) -> AsyncIterator[asyncpg.Connection]:
+    # Direct: a lone connection with asyncpg's statement cache, as migrations use.
+    con = await asyncpg.connect(direct_database_url)
     try:
         yield con
     finally:
