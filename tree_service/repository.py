@@ -136,6 +136,13 @@ class TreeRepository:
             rows = await fetch(self._pool, sql.LIST_ALL_AFTER, space_id, status, limit, *after)
         return [to_summary(r) for r in rows]
 
+    async def by_prefix(
+        self, space_id: uuid.UUID, low: uuid.UUID, high: uuid.UUID, limit: int
+    ) -> list[Summary]:
+        """Up to `limit` visible sessions with ids in [low, high], by id."""
+        rows = await fetch(self._pool, sql.RESOLVE_PREFIX, space_id, low, high, limit)
+        return [to_summary(r) for r in rows]
+
     async def tree_rows(
         self, space_id: uuid.UUID, root_id: uuid.UUID | None, max_depth: int | None, cap: int
     ) -> TreeRows:

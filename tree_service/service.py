@@ -11,6 +11,7 @@ import logging
 import uuid
 
 from stello.errors import Aborted, FailedPrecondition, NotFound
+from stello.prefixes import prefix_range
 from tree_service.encoding import (
     config_from_json,
     config_to_json,
@@ -28,6 +29,7 @@ from tree_service.models import (
     SessionConfig,
     SessionSpec,
     Status,
+    Summary,
     SummaryPage,
     SweepQuery,
     SweptSession,
@@ -181,6 +183,11 @@ class TreeService:
         if query.root_id is not None and not rows.tops:
             raise _not_found(query.root_id)
         return preorder(rows)
+
+    async def resolve_prefix(self, space_id: uuid.UUID, digits: str, limit: int) -> list[Summary]:
+        """Up to `limit` visible sessions whose id starts with the hex `digits`, by id."""
+        low, high = prefix_range(digits)
+        return await self._repo.by_prefix(space_id, low, high, limit)
 
     # -- refs, status, label, config ----------------------------------------
 

@@ -14,6 +14,7 @@ import grpc
 
 from stello.errors import Violations
 from stello.idempotency import fingerprint
+from stello.prefixes import match_limit, parse_prefix
 from stello.tree.v1 import tree_pb2, tree_pb2_grpc
 from stello.validation import label, page_size, parse_uuid
 from tree_service.convert import (
@@ -223,3 +224,16 @@ class TreeServicer(tree_pb2_grpc.SessionTreeServicer):
         query = SweepQuery(older_than_s=float(request.older_than_s), dry_run=request.dry_run)
         removed = await self._service.sweep(query)
         return tree_pb2.SweepProvisionalResponse(removed_ids=swept_ids(removed))
+
+    async def ResolveSessionPrefix(
+        self, request: tree_pb2.ResolveSessionPrefixRequest, context: Context
+    ) -> tree_pb2.ResolveSessionPrefixResponse:
+        violations = Violations()
+        space_id = parse_uuid(request.space_id, "space_id", violations)
+        digits = parse_prefix(request.prefix, violations)
+        limit = match_limit(request.limit, violations)
+        violations.raise_if_any()
+        found = await self._service.resolve_prefix(space_id, digits, limit)
+        reply = tree_pb2.ResolveSessionPrefixResponse()
+        add_summaries(reply.sessions, found)
+        return reply

@@ -89,6 +89,17 @@ ORDER BY s.created_at, s.id
 LIMIT $3
 """
 
+# ResolveSessionPrefix: $2, $3 the lowest and highest id of the prefix, $4 the
+# limit. One range of the (space_id, id) primary key: only matching rows are read.
+RESOLVE_PREFIX = """
+SELECT s.id, s.parent_id, s.label, s.status, s.turn_count,
+       s.created_at, s.updated_at, s.last_active_at
+FROM sessions s
+WHERE s.space_id = $1 AND s.id BETWEEN $2 AND $3 AND s.provisional_until IS NULL
+ORDER BY s.id
+LIMIT $4
+"""
+
 # GetTree: one recursive CTE, no path arrays (quadratic on deep chains); the
 # caller builds the pre-order. {top} picks the top session(s), ranked by
 # (created_at, id) (rank NULL below them); $2 max levels below the top (NULL =

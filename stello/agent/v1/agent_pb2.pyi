@@ -17,10 +17,19 @@ class SystemPromptMode(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
     SYSTEM_PROMPT_MODE_PREPEND: _ClassVar[SystemPromptMode]
     SYSTEM_PROMPT_MODE_PRESET: _ClassVar[SystemPromptMode]
     SYSTEM_PROMPT_MODE_APPEND: _ClassVar[SystemPromptMode]
+
+class KeyScope(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
+    __slots__ = ()
+    KEY_SCOPE_UNSPECIFIED: _ClassVar[KeyScope]
+    KEY_SCOPE_TENANT: _ClassVar[KeyScope]
+    KEY_SCOPE_ADMIN: _ClassVar[KeyScope]
 SYSTEM_PROMPT_MODE_UNSPECIFIED: SystemPromptMode
 SYSTEM_PROMPT_MODE_PREPEND: SystemPromptMode
 SYSTEM_PROMPT_MODE_PRESET: SystemPromptMode
 SYSTEM_PROMPT_MODE_APPEND: SystemPromptMode
+KEY_SCOPE_UNSPECIFIED: KeyScope
+KEY_SCOPE_TENANT: KeyScope
+KEY_SCOPE_ADMIN: KeyScope
 
 class Usage(_message.Message):
     __slots__ = ("prompt_tokens", "completion_tokens", "total_tokens")
@@ -431,3 +440,95 @@ class WatchSpaceResponse(_message.Message):
     EVENT_FIELD_NUMBER: _ClassVar[int]
     event: _common_pb2.SpaceEvent
     def __init__(self, event: _Optional[_Union[_common_pb2.SpaceEvent, _Mapping]] = ...) -> None: ...
+
+class UpdateLabelRequest(_message.Message):
+    __slots__ = ("space_id", "session_id", "label")
+    SPACE_ID_FIELD_NUMBER: _ClassVar[int]
+    SESSION_ID_FIELD_NUMBER: _ClassVar[int]
+    LABEL_FIELD_NUMBER: _ClassVar[int]
+    space_id: str
+    session_id: str
+    label: str
+    def __init__(self, space_id: _Optional[str] = ..., session_id: _Optional[str] = ..., label: _Optional[str] = ...) -> None: ...
+
+class UpdateLabelResponse(_message.Message):
+    __slots__ = ("session",)
+    SESSION_FIELD_NUMBER: _ClassVar[int]
+    session: _common_pb2.SessionSummary
+    def __init__(self, session: _Optional[_Union[_common_pb2.SessionSummary, _Mapping]] = ...) -> None: ...
+
+class ResolveSessionPrefixRequest(_message.Message):
+    __slots__ = ("space_id", "prefix", "limit")
+    SPACE_ID_FIELD_NUMBER: _ClassVar[int]
+    PREFIX_FIELD_NUMBER: _ClassVar[int]
+    LIMIT_FIELD_NUMBER: _ClassVar[int]
+    space_id: str
+    prefix: str
+    limit: int
+    def __init__(self, space_id: _Optional[str] = ..., prefix: _Optional[str] = ..., limit: _Optional[int] = ...) -> None: ...
+
+class ResolveSessionPrefixResponse(_message.Message):
+    __slots__ = ("sessions",)
+    SESSIONS_FIELD_NUMBER: _ClassVar[int]
+    sessions: _containers.RepeatedCompositeFieldContainer[_common_pb2.SessionSummary]
+    def __init__(self, sessions: _Optional[_Iterable[_Union[_common_pb2.SessionSummary, _Mapping]]] = ...) -> None: ...
+
+class SpaceInfo(_message.Message):
+    __slots__ = ("id", "name")
+    ID_FIELD_NUMBER: _ClassVar[int]
+    NAME_FIELD_NUMBER: _ClassVar[int]
+    id: str
+    name: str
+    def __init__(self, id: _Optional[str] = ..., name: _Optional[str] = ...) -> None: ...
+
+class WhoAmIRequest(_message.Message):
+    __slots__ = ()
+    def __init__(self) -> None: ...
+
+class WhoAmIResponse(_message.Message):
+    __slots__ = ("principal", "key_id", "scope", "spaces")
+    PRINCIPAL_FIELD_NUMBER: _ClassVar[int]
+    KEY_ID_FIELD_NUMBER: _ClassVar[int]
+    SCOPE_FIELD_NUMBER: _ClassVar[int]
+    SPACES_FIELD_NUMBER: _ClassVar[int]
+    principal: str
+    key_id: str
+    scope: KeyScope
+    spaces: _containers.RepeatedCompositeFieldContainer[SpaceInfo]
+    def __init__(self, principal: _Optional[str] = ..., key_id: _Optional[str] = ..., scope: _Optional[_Union[KeyScope, str]] = ..., spaces: _Optional[_Iterable[_Union[SpaceInfo, _Mapping]]] = ...) -> None: ...
+
+class ImportSessionRequest(_message.Message):
+    __slots__ = ("space_id", "parent_id", "source_session_id", "label", "status", "config", "system_prompt", "memory", "insight", "inherit_until_seq", "records", "turn_count", "request_id")
+    SPACE_ID_FIELD_NUMBER: _ClassVar[int]
+    PARENT_ID_FIELD_NUMBER: _ClassVar[int]
+    SOURCE_SESSION_ID_FIELD_NUMBER: _ClassVar[int]
+    LABEL_FIELD_NUMBER: _ClassVar[int]
+    STATUS_FIELD_NUMBER: _ClassVar[int]
+    CONFIG_FIELD_NUMBER: _ClassVar[int]
+    SYSTEM_PROMPT_FIELD_NUMBER: _ClassVar[int]
+    MEMORY_FIELD_NUMBER: _ClassVar[int]
+    INSIGHT_FIELD_NUMBER: _ClassVar[int]
+    INHERIT_UNTIL_SEQ_FIELD_NUMBER: _ClassVar[int]
+    RECORDS_FIELD_NUMBER: _ClassVar[int]
+    TURN_COUNT_FIELD_NUMBER: _ClassVar[int]
+    REQUEST_ID_FIELD_NUMBER: _ClassVar[int]
+    space_id: str
+    parent_id: str
+    source_session_id: str
+    label: str
+    status: _common_pb2.SessionStatus
+    config: _common_pb2.SessionConfig
+    system_prompt: str
+    memory: str
+    insight: str
+    inherit_until_seq: int
+    records: _containers.RepeatedCompositeFieldContainer[_common_pb2.Record]
+    turn_count: int
+    request_id: str
+    def __init__(self, space_id: _Optional[str] = ..., parent_id: _Optional[str] = ..., source_session_id: _Optional[str] = ..., label: _Optional[str] = ..., status: _Optional[_Union[_common_pb2.SessionStatus, str]] = ..., config: _Optional[_Union[_common_pb2.SessionConfig, _Mapping]] = ..., system_prompt: _Optional[str] = ..., memory: _Optional[str] = ..., insight: _Optional[str] = ..., inherit_until_seq: _Optional[int] = ..., records: _Optional[_Iterable[_Union[_common_pb2.Record, _Mapping]]] = ..., turn_count: _Optional[int] = ..., request_id: _Optional[str] = ...) -> None: ...
+
+class ImportSessionResponse(_message.Message):
+    __slots__ = ("session",)
+    SESSION_FIELD_NUMBER: _ClassVar[int]
+    session: _common_pb2.SessionSummary
+    def __init__(self, session: _Optional[_Union[_common_pb2.SessionSummary, _Mapping]] = ...) -> None: ...

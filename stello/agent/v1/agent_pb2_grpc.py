@@ -34,6 +34,7 @@ class AgentGatewayStub:
     - Authentication: every call needs `authorization: Bearer <key>`; a missing,
     unknown or revoked key is UNAUTHENTICATED. The gateway forwards the
     caller's key to storage and tree, which enforce tenancy themselves.
+    - Every request but WhoAmI's carries `space_id`.
     - `space_id` and every session id are UUIDs; anything else is
     INVALID_ARGUMENT with a google.rpc.BadRequest field violation naming the
     field. Labels longer than 200 characters, oversized records and page
@@ -49,14 +50,14 @@ class AgentGatewayStub:
     - A reply larger than STELLO_MAX_MESSAGE_BYTES is RESOURCE_EXHAUSTED.
     - Storage or tree unreachable: UNAVAILABLE (safe to retry; mutating RPCs
     should be retried with the same request_id).
-    - Idempotency (CreateRoot, Fork, Send, SendStream, SubmitToolResults): a
-    non-empty `request_id` is kept 24 h per (space, RPC, request_id) with a
-    hash of the request and the stored response (Send and SendStream share
+    - Idempotency (CreateRoot, Fork, Send, SendStream, SubmitToolResults,
+    ImportSession): a non-empty `request_id` is kept 24 h per (space, RPC,
+    request_id) with a hash of the request and the stored response (Send and SendStream share
     one scope: a turn sent by either is found by a retry through either). Same id and same request:
     the first response again, nothing new done (a retried Send does not call
     the LLM). Same id, different request: ALREADY_EXISTS, reason
-    REQUEST_ID_REUSED. Empty `request_id` = no idempotency (Fork and
-    CreateRoot still use a generated one internally, so the gateway's own
+    REQUEST_ID_REUSED. Empty `request_id` = no idempotency (Fork,
+    CreateRoot and ImportSession still use a generated one internally, so the gateway's own
     retries never duplicate).
     - LLM provider errors (Send, SendStream, SubmitToolResults, Consolidate,
     and Fork/CreateRoot with COMPRESS context) map to: UNAVAILABLE (endpoint
@@ -157,6 +158,26 @@ class AgentGatewayStub:
                 request_serializer=stello_dot_agent_dot_v1_dot_agent__pb2.WatchSpaceRequest.SerializeToString,
                 response_deserializer=stello_dot_agent_dot_v1_dot_agent__pb2.WatchSpaceResponse.FromString,
                 _registered_method=True)
+        self.UpdateLabel = channel.unary_unary(
+                '/stello.agent.v1.AgentGateway/UpdateLabel',
+                request_serializer=stello_dot_agent_dot_v1_dot_agent__pb2.UpdateLabelRequest.SerializeToString,
+                response_deserializer=stello_dot_agent_dot_v1_dot_agent__pb2.UpdateLabelResponse.FromString,
+                _registered_method=True)
+        self.ResolveSessionPrefix = channel.unary_unary(
+                '/stello.agent.v1.AgentGateway/ResolveSessionPrefix',
+                request_serializer=stello_dot_agent_dot_v1_dot_agent__pb2.ResolveSessionPrefixRequest.SerializeToString,
+                response_deserializer=stello_dot_agent_dot_v1_dot_agent__pb2.ResolveSessionPrefixResponse.FromString,
+                _registered_method=True)
+        self.WhoAmI = channel.unary_unary(
+                '/stello.agent.v1.AgentGateway/WhoAmI',
+                request_serializer=stello_dot_agent_dot_v1_dot_agent__pb2.WhoAmIRequest.SerializeToString,
+                response_deserializer=stello_dot_agent_dot_v1_dot_agent__pb2.WhoAmIResponse.FromString,
+                _registered_method=True)
+        self.ImportSession = channel.unary_unary(
+                '/stello.agent.v1.AgentGateway/ImportSession',
+                request_serializer=stello_dot_agent_dot_v1_dot_agent__pb2.ImportSessionRequest.SerializeToString,
+                response_deserializer=stello_dot_agent_dot_v1_dot_agent__pb2.ImportSessionResponse.FromString,
+                _registered_method=True)
 
 
 class AgentGatewayServicer:
@@ -168,6 +189,7 @@ class AgentGatewayServicer:
     - Authentication: every call needs `authorization: Bearer <key>`; a missing,
     unknown or revoked key is UNAUTHENTICATED. The gateway forwards the
     caller's key to storage and tree, which enforce tenancy themselves.
+    - Every request but WhoAmI's carries `space_id`.
     - `space_id` and every session id are UUIDs; anything else is
     INVALID_ARGUMENT with a google.rpc.BadRequest field violation naming the
     field. Labels longer than 200 characters, oversized records and page
@@ -183,14 +205,14 @@ class AgentGatewayServicer:
     - A reply larger than STELLO_MAX_MESSAGE_BYTES is RESOURCE_EXHAUSTED.
     - Storage or tree unreachable: UNAVAILABLE (safe to retry; mutating RPCs
     should be retried with the same request_id).
-    - Idempotency (CreateRoot, Fork, Send, SendStream, SubmitToolResults): a
-    non-empty `request_id` is kept 24 h per (space, RPC, request_id) with a
-    hash of the request and the stored response (Send and SendStream share
+    - Idempotency (CreateRoot, Fork, Send, SendStream, SubmitToolResults,
+    ImportSession): a non-empty `request_id` is kept 24 h per (space, RPC,
+    request_id) with a hash of the request and the stored response (Send and SendStream share
     one scope: a turn sent by either is found by a retry through either). Same id and same request:
     the first response again, nothing new done (a retried Send does not call
     the LLM). Same id, different request: ALREADY_EXISTS, reason
-    REQUEST_ID_REUSED. Empty `request_id` = no idempotency (Fork and
-    CreateRoot still use a generated one internally, so the gateway's own
+    REQUEST_ID_REUSED. Empty `request_id` = no idempotency (Fork,
+    CreateRoot and ImportSession still use a generated one internally, so the gateway's own
     retries never duplicate).
     - LLM provider errors (Send, SendStream, SubmitToolResults, Consolidate,
     and Fork/CreateRoot with COMPRESS context) map to: UNAVAILABLE (endpoint
@@ -643,6 +665,116 @@ class AgentGatewayServicer:
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
+    def UpdateLabel(self, request, context):
+        """UpdateLabel renames a session (one label per session: the tree, storage,
+        digests and GetSession all show the new one) and returns the session as
+        it now is. The config is untouched.
+
+        Errors:
+        - INVALID_ARGUMENT: malformed ids; `label` empty or longer than 200
+        characters.
+        - NOT_FOUND: the session is not in the space.
+        - FAILED_PRECONDITION, reason SESSION_ARCHIVED: the session is archived.
+        - UNAUTHENTICATED: no valid key.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def ResolveSessionPrefix(self, request, context):
+        """ResolveSessionPrefix finds the sessions of the space whose id starts
+        with `prefix` (what a person types instead of a whole UUID), in id
+        order, at most `limit` (0 = 10; at most 100), as the tree's
+        ResolveSessionPrefix answers them: one range scan of the space's id
+        index, never a read of the whole space; provisional sessions left out.
+        `prefix` is 1..32 hex digits, hyphens ignored, any case. One answer =
+        a unique prefix; ask for `limit` 2 or more to see the candidates of an
+        ambiguous one.
+
+        Errors:
+        - INVALID_ARGUMENT: malformed space_id; `prefix` empty, not hex or
+        longer than 32 digits; `limit` negative or above 100.
+        - UNAUTHENTICATED: no valid key.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def WhoAmI(self, request, context):
+        """WhoAmI answers who the caller's key belongs to and the spaces it
+        reaches (id and name), so a client needs only its key: a tenant key
+        reaches its one space; an admin key every space of its principal. The
+        request carries no space_id (finding it is the point). Never changes
+        anything.
+
+        Errors:
+        - UNAUTHENTICATED: no valid key.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def ImportSession(self, request, context):
+        """ImportSession creates a session with the given records, config and
+        slots: what `stello import` uses to bring back an exported subtree, one
+        session per call, parents first.
+
+        It is the provisioning saga of CreateRoot and Fork (DESIGN §4.1): tree
+        CreateSession (provisional, with `config`) -> one storage Transact
+        (label and status, the system prompt, memory and insight slots, the
+        records, the turn count) -> tree CommitSession, with the same fault
+        points and guarantees: on OK the session is fully there; on any failure,
+        or if the gateway dies, nothing is visible (leftovers are swept within
+        the provisioning TTL); a retry with the same request_id answers the
+        session the first call made (finishing it if that call died after
+        writing it), and a different request under a used request_id is refused
+        before anything is written.
+
+        Nothing is composed: the config is stored as given (no gateway
+        defaults, no profile), and the system prompt slot is written only when
+        `system_prompt` is set and non-empty. Records keep their role, content,
+        tool calls, tool_call_id, metadata and created_at (unset = now); their
+        `seq` is ignored: they are numbered in the order given, after any
+        inherited ones. The session's own timestamps are the import's.
+
+        Placement: under `parent_id` when set, else a new root; it becomes the
+        parent's last child. `source_session_id` records the session it was
+        forked from. With `inherit_until_seq` the session first gets the
+        source's records with seq <= that value exactly as a Fork with INHERIT
+        context and the same `inherit_until_seq` gives them (the same
+        mechanism: an open tool-call group at the cut is left out), then
+        `records`; so an exported INHERIT fork re-imports by reference to its
+        re-imported source, not as a copy of its own.
+
+        Size: everything is written in one transaction, so the request, and the
+        write with any inherited records, must fit STELLO_MAX_MESSAGE_BYTES
+        (64 MiB by default; a larger request is refused by gRPC as
+        RESOURCE_EXHAUSTED before the gateway sees it). Import a larger session
+        by raising STELLO_MAX_MESSAGE_BYTES on the client, the gateway and
+        storage. Each record (its encoding) and each slot must be at most
+        STELLO_GATEWAY_MAX_CONTENT_BYTES. Every limit is checked before
+        anything is written.
+
+        Errors:
+        - INVALID_ARGUMENT: malformed ids; `label` empty or longer than 200
+        characters; an unknown `status`; a record whose role is UNSPECIFIED or
+        unknown, whose created_at is not a representable time, whose tool call
+        has no name, or that is over the size limit; a slot over the size
+        limit; text containing U+0000; `turn_count` or `inherit_until_seq`
+        negative; `inherit_until_seq` without `source_session_id`; the whole
+        write over the message limit (field `records`).
+        - NOT_FOUND: the parent or the source is not in the space.
+        - ALREADY_EXISTS, reason REQUEST_ID_REUSED: request_id reused with a
+        different request.
+        - DEADLINE_EXCEEDED: the saga did not finish within its time budget;
+        nothing is visible.
+        - UNAVAILABLE: storage or tree unreachable; nothing is visible.
+        - UNAUTHENTICATED: no valid key.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
 
 def add_AgentGatewayServicer_to_server(servicer, server):
     rpc_method_handlers = {
@@ -731,6 +863,26 @@ def add_AgentGatewayServicer_to_server(servicer, server):
                     request_deserializer=stello_dot_agent_dot_v1_dot_agent__pb2.WatchSpaceRequest.FromString,
                     response_serializer=stello_dot_agent_dot_v1_dot_agent__pb2.WatchSpaceResponse.SerializeToString,
             ),
+            'UpdateLabel': grpc.unary_unary_rpc_method_handler(
+                    servicer.UpdateLabel,
+                    request_deserializer=stello_dot_agent_dot_v1_dot_agent__pb2.UpdateLabelRequest.FromString,
+                    response_serializer=stello_dot_agent_dot_v1_dot_agent__pb2.UpdateLabelResponse.SerializeToString,
+            ),
+            'ResolveSessionPrefix': grpc.unary_unary_rpc_method_handler(
+                    servicer.ResolveSessionPrefix,
+                    request_deserializer=stello_dot_agent_dot_v1_dot_agent__pb2.ResolveSessionPrefixRequest.FromString,
+                    response_serializer=stello_dot_agent_dot_v1_dot_agent__pb2.ResolveSessionPrefixResponse.SerializeToString,
+            ),
+            'WhoAmI': grpc.unary_unary_rpc_method_handler(
+                    servicer.WhoAmI,
+                    request_deserializer=stello_dot_agent_dot_v1_dot_agent__pb2.WhoAmIRequest.FromString,
+                    response_serializer=stello_dot_agent_dot_v1_dot_agent__pb2.WhoAmIResponse.SerializeToString,
+            ),
+            'ImportSession': grpc.unary_unary_rpc_method_handler(
+                    servicer.ImportSession,
+                    request_deserializer=stello_dot_agent_dot_v1_dot_agent__pb2.ImportSessionRequest.FromString,
+                    response_serializer=stello_dot_agent_dot_v1_dot_agent__pb2.ImportSessionResponse.SerializeToString,
+            ),
     }
     generic_handler = grpc.method_handlers_generic_handler(
             'stello.agent.v1.AgentGateway', rpc_method_handlers)
@@ -748,6 +900,7 @@ class AgentGateway:
     - Authentication: every call needs `authorization: Bearer <key>`; a missing,
     unknown or revoked key is UNAUTHENTICATED. The gateway forwards the
     caller's key to storage and tree, which enforce tenancy themselves.
+    - Every request but WhoAmI's carries `space_id`.
     - `space_id` and every session id are UUIDs; anything else is
     INVALID_ARGUMENT with a google.rpc.BadRequest field violation naming the
     field. Labels longer than 200 characters, oversized records and page
@@ -763,14 +916,14 @@ class AgentGateway:
     - A reply larger than STELLO_MAX_MESSAGE_BYTES is RESOURCE_EXHAUSTED.
     - Storage or tree unreachable: UNAVAILABLE (safe to retry; mutating RPCs
     should be retried with the same request_id).
-    - Idempotency (CreateRoot, Fork, Send, SendStream, SubmitToolResults): a
-    non-empty `request_id` is kept 24 h per (space, RPC, request_id) with a
-    hash of the request and the stored response (Send and SendStream share
+    - Idempotency (CreateRoot, Fork, Send, SendStream, SubmitToolResults,
+    ImportSession): a non-empty `request_id` is kept 24 h per (space, RPC,
+    request_id) with a hash of the request and the stored response (Send and SendStream share
     one scope: a turn sent by either is found by a retry through either). Same id and same request:
     the first response again, nothing new done (a retried Send does not call
     the LLM). Same id, different request: ALREADY_EXISTS, reason
-    REQUEST_ID_REUSED. Empty `request_id` = no idempotency (Fork and
-    CreateRoot still use a generated one internally, so the gateway's own
+    REQUEST_ID_REUSED. Empty `request_id` = no idempotency (Fork,
+    CreateRoot and ImportSession still use a generated one internally, so the gateway's own
     retries never duplicate).
     - LLM provider errors (Send, SendStream, SubmitToolResults, Consolidate,
     and Fork/CreateRoot with COMPRESS context) map to: UNAVAILABLE (endpoint
@@ -1229,6 +1382,114 @@ class AgentGateway:
             '/stello.agent.v1.AgentGateway/WatchSpace',
             stello_dot_agent_dot_v1_dot_agent__pb2.WatchSpaceRequest.SerializeToString,
             stello_dot_agent_dot_v1_dot_agent__pb2.WatchSpaceResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def UpdateLabel(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/stello.agent.v1.AgentGateway/UpdateLabel',
+            stello_dot_agent_dot_v1_dot_agent__pb2.UpdateLabelRequest.SerializeToString,
+            stello_dot_agent_dot_v1_dot_agent__pb2.UpdateLabelResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def ResolveSessionPrefix(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/stello.agent.v1.AgentGateway/ResolveSessionPrefix',
+            stello_dot_agent_dot_v1_dot_agent__pb2.ResolveSessionPrefixRequest.SerializeToString,
+            stello_dot_agent_dot_v1_dot_agent__pb2.ResolveSessionPrefixResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def WhoAmI(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/stello.agent.v1.AgentGateway/WhoAmI',
+            stello_dot_agent_dot_v1_dot_agent__pb2.WhoAmIRequest.SerializeToString,
+            stello_dot_agent_dot_v1_dot_agent__pb2.WhoAmIResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def ImportSession(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/stello.agent.v1.AgentGateway/ImportSession',
+            stello_dot_agent_dot_v1_dot_agent__pb2.ImportSessionRequest.SerializeToString,
+            stello_dot_agent_dot_v1_dot_agent__pb2.ImportSessionResponse.FromString,
             options,
             channel_credentials,
             insecure,

@@ -466,12 +466,14 @@ class Operation(_message.Message):
         keep_recent: int
         def __init__(self, session_id: _Optional[str] = ..., keep_recent: _Optional[int] = ...) -> None: ...
     class BumpTurnOp(_message.Message):
-        __slots__ = ("session_id", "touch_only")
+        __slots__ = ("session_id", "touch_only", "turns")
         SESSION_ID_FIELD_NUMBER: _ClassVar[int]
         TOUCH_ONLY_FIELD_NUMBER: _ClassVar[int]
+        TURNS_FIELD_NUMBER: _ClassVar[int]
         session_id: str
         touch_only: bool
-        def __init__(self, session_id: _Optional[str] = ..., touch_only: _Optional[bool] = ...) -> None: ...
+        turns: int
+        def __init__(self, session_id: _Optional[str] = ..., touch_only: _Optional[bool] = ..., turns: _Optional[int] = ...) -> None: ...
     class ReleaseTurnOp(_message.Message):
         __slots__ = ("session_id", "token")
         SESSION_ID_FIELD_NUMBER: _ClassVar[int]

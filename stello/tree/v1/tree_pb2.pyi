@@ -282,3 +282,19 @@ class SweepProvisionalResponse(_message.Message):
     REMOVED_IDS_FIELD_NUMBER: _ClassVar[int]
     removed_ids: _containers.RepeatedScalarFieldContainer[str]
     def __init__(self, removed_ids: _Optional[_Iterable[str]] = ...) -> None: ...
+
+class ResolveSessionPrefixRequest(_message.Message):
+    __slots__ = ("space_id", "prefix", "limit")
+    SPACE_ID_FIELD_NUMBER: _ClassVar[int]
+    PREFIX_FIELD_NUMBER: _ClassVar[int]
+    LIMIT_FIELD_NUMBER: _ClassVar[int]
+    space_id: str
+    prefix: str
+    limit: int
+    def __init__(self, space_id: _Optional[str] = ..., prefix: _Optional[str] = ..., limit: _Optional[int] = ...) -> None: ...
+
+class ResolveSessionPrefixResponse(_message.Message):
+    __slots__ = ("sessions",)
+    SESSIONS_FIELD_NUMBER: _ClassVar[int]
+    sessions: _containers.RepeatedCompositeFieldContainer[_common_pb2.SessionSummary]
+    def __init__(self, sessions: _Optional[_Iterable[_Union[_common_pb2.SessionSummary, _Mapping]]] = ...) -> None: ...

@@ -150,6 +150,11 @@ class SessionTreeStub:
                 request_serializer=stello_dot_tree_dot_v1_dot_tree__pb2.SweepProvisionalRequest.SerializeToString,
                 response_deserializer=stello_dot_tree_dot_v1_dot_tree__pb2.SweepProvisionalResponse.FromString,
                 _registered_method=True)
+        self.ResolveSessionPrefix = channel.unary_unary(
+                '/stello.tree.v1.SessionTree/ResolveSessionPrefix',
+                request_serializer=stello_dot_tree_dot_v1_dot_tree__pb2.ResolveSessionPrefixRequest.SerializeToString,
+                response_deserializer=stello_dot_tree_dot_v1_dot_tree__pb2.ResolveSessionPrefixResponse.FromString,
+                _registered_method=True)
 
 
 class SessionTreeServicer:
@@ -460,6 +465,24 @@ class SessionTreeServicer:
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
+    def ResolveSessionPrefix(self, request, context):
+        """Finds the visible sessions of the space whose id starts with `prefix`
+        (what a person types instead of a whole UUID), in id order, at most
+        `limit` of them (0 = 10; at most 100). `prefix` is 1..32 hex digits,
+        hyphens ignored, any case ("1a2b", "1A2B-3C"). The answer is one range
+        scan of the (space_id, id) primary key between the prefix padded with
+        0s and with fs, so it reads only the matching rows, never the whole
+        space. Provisional sessions are left out. Ask for `limit` 2 to tell a
+        unique prefix (one answer) from an ambiguous one (two).
+
+        Errors: INVALID_ARGUMENT (malformed space_id; `prefix` empty, longer
+        than 32 hex digits or not hex; `limit` negative or above 100);
+        UNAUTHENTICATED.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
 
 def add_SessionTreeServicer_to_server(servicer, server):
     rpc_method_handlers = {
@@ -552,6 +575,11 @@ def add_SessionTreeServicer_to_server(servicer, server):
                     servicer.SweepProvisional,
                     request_deserializer=stello_dot_tree_dot_v1_dot_tree__pb2.SweepProvisionalRequest.FromString,
                     response_serializer=stello_dot_tree_dot_v1_dot_tree__pb2.SweepProvisionalResponse.SerializeToString,
+            ),
+            'ResolveSessionPrefix': grpc.unary_unary_rpc_method_handler(
+                    servicer.ResolveSessionPrefix,
+                    request_deserializer=stello_dot_tree_dot_v1_dot_tree__pb2.ResolveSessionPrefixRequest.FromString,
+                    response_serializer=stello_dot_tree_dot_v1_dot_tree__pb2.ResolveSessionPrefixResponse.SerializeToString,
             ),
     }
     generic_handler = grpc.method_handlers_generic_handler(
@@ -1066,6 +1094,33 @@ class SessionTree:
             '/stello.tree.v1.SessionTree/SweepProvisional',
             stello_dot_tree_dot_v1_dot_tree__pb2.SweepProvisionalRequest.SerializeToString,
             stello_dot_tree_dot_v1_dot_tree__pb2.SweepProvisionalResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def ResolveSessionPrefix(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/stello.tree.v1.SessionTree/ResolveSessionPrefix',
+            stello_dot_tree_dot_v1_dot_tree__pb2.ResolveSessionPrefixRequest.SerializeToString,
+            stello_dot_tree_dot_v1_dot_tree__pb2.ResolveSessionPrefixResponse.FromString,
             options,
             channel_credentials,
             insecure,
