@@ -104,10 +104,11 @@ class TrimOp:
 
 @dataclass(frozen=True, slots=True)
 class BumpTurnOp:
-    """Record a committed turn (touch_only: last_active_at only)."""
+    """Record committed turns, `turns` of them (touch_only: last_active_at only)."""
 
     session_id: uuid.UUID
     touch_only: bool = False
+    turns: int = 1
 
 
 @dataclass(frozen=True, slots=True)

@@ -332,7 +332,9 @@ class RequestParser:
             present = body.HasField("keep_recent")
             return TrimOp(sid, keep_recent(present, body.keep_recent, f"{path}.keep_recent", v))
         if kind == "bump_turn":
-            return BumpTurnOp(sid, body.touch_only)
+            if body.turns < 0:
+                v.add(f"{path}.turns", "must not be negative")
+            return BumpTurnOp(sid, body.touch_only, body.turns or 1)
         if not body.token:
             v.add(f"{path}.token", "is required")
         return ReleaseTurnOp(sid, body.token)

@@ -194,7 +194,7 @@ SELECT EXISTS (SELECT 1 FROM sessions WHERE space_id = $1 AND id = $2) AS found,
 
 BUMP_TURN = """
 UPDATE sessions
-SET turn_count = turn_count + CASE WHEN $3 THEN 0 ELSE 1 END, last_active_at = now()
+SET turn_count = turn_count + CASE WHEN $3 THEN 0 ELSE $4 END, last_active_at = now()
 WHERE space_id = $1 AND id = $2
 RETURNING id, label, status, turn_count, created_at, updated_at, last_active_at
 """
@@ -392,10 +392,10 @@ class Repository(SlotRepository, idempotency.KeyStatements):
         return bool(row["found"]), bool(row["released"])
 
     async def bump_turn(
-        self, space_id: uuid.UUID, session_id: uuid.UUID, touch_only: bool
+        self, space_id: uuid.UUID, session_id: uuid.UUID, touch_only: bool, turns: int = 1
     ) -> SessionMeta | None:
-        """turn_count + 1 (unless touch_only) and last_active_at = now; None when absent."""
-        row = await self._con.fetchrow(BUMP_TURN, space_id, session_id, touch_only)
+        """turn_count + `turns` (unless touch_only), last_active_at = now; None when absent."""
+        row = await self._con.fetchrow(BUMP_TURN, space_id, session_id, touch_only, turns)
         if row is None:
             return None
         if not touch_only:

@@ -158,7 +158,7 @@ async def apply(repo: Repository, space_id: uuid.UUID, op: Operation) -> Operati
         removed = await repo.trim_records(space_id, op.session_id, op.keep_recent)
         return OperationResult("trim_records", removed_count=removed)
     if isinstance(op, BumpTurnOp):
-        meta = await repo.bump_turn(space_id, op.session_id, op.touch_only)
+        meta = await repo.bump_turn(space_id, op.session_id, op.touch_only, op.turns)
         if meta is None:
             raise session_not_found(op.session_id)
         return OperationResult("bump_turn", session=meta)

@@ -195,6 +195,19 @@ class TestTransact:
         assert meta.turn_count == 0
         assert meta.last_active_at.ToDatetime() > meta.updated_at.ToDatetime()
 
+    async def test_bump_counts_several_turns(
+        self, stub: Stub, space: TestSpace, make_session: MakeSession
+    ) -> None:
+        """bump_turn with turns=N adds N turns at once (an import); a negative count is refused."""
+        sid = await make_session()
+        (result,) = await transact(
+            stub, space, [Op(bump_turn=Op.BumpTurnOp(session_id=str(sid), turns=7))]
+        )
+        assert result.bump_turn.session.turn_count == 7
+        bad = Op(bump_turn=Op.BumpTurnOp(session_id=str(sid), turns=-1))
+        err = await rpc_error(transact(stub, space, [bad]))
+        assert [v.field for v in field_violations(err)] == ["operations[0].bump_turn.turns"]
+
     async def test_operations_see_earlier_ones(
         self, stub: Stub, space: TestSpace, make_session: MakeSession
     ) -> None:
