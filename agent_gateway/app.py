@@ -15,6 +15,7 @@ from agent_gateway.config import GatewaySettings, targets
 from agent_gateway.consolidation import Consolidator
 from agent_gateway.faults import Faults, faults_from_setting
 from agent_gateway.forks import SessionCreator
+from agent_gateway.imports import SessionImporter
 from agent_gateway.llm import (
     Completion,
     LLMMessage,
@@ -165,8 +166,12 @@ def create_app(
     if provider is None:
         from agent_gateway.llm import build_provider
 
-        echo_window = config.echo_max_context_tokens
-        provider = LazyProvider(lambda: build_provider(settings, max_context_tokens=echo_window))
+        echo_window, echo_delay = config.echo_max_context_tokens, config.echo_delay_s
+        provider = LazyProvider(
+            lambda: build_provider(
+                settings, max_context_tokens=echo_window, echo_delay_s=echo_delay
+            )
+        )
         owned = (provider,)  # a provider passed in belongs to the caller, who closes it
     llm = provider
     if summarizer is None:
@@ -213,6 +218,9 @@ def create_app(
     )
     # A write through this gateway wakes the space's poller at once (DESIGN §4.6).
     clients.storage.after_write = clients.tree.after_write = watchers.wake
+    importer = SessionImporter(
+        clients.storage, saga, config.saga_budget_s, settings.max_message_bytes
+    )
     servicer = AgentGatewayServicer(
         creator,
         sessions,
@@ -220,6 +228,8 @@ def create_app(
         turns,
         consolidator,
         watchers,
+        importer,
+        keys,
         max_content_bytes=config.max_content_bytes,
     )
 

@@ -117,6 +117,15 @@ class GatewaySettings(BaseSettings):
     echo_max_context_tokens: int = Field(
         default=128_000, ge=1, description="Context window the echo provider reports."
     )
+    echo_delay_s: float = Field(
+        default=0.0,
+        ge=0,
+        le=60,
+        description=(
+            "Seconds the echo provider waits before each streamed piece of a reply (and "
+            "before a whole one): a slow model, to try Ctrl-C while a reply streams."
+        ),
+    )
     max_content_bytes: int = Field(
         default=1_048_576,
         ge=1,

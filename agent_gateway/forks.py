@@ -23,12 +23,11 @@ from agent_gateway.compose import (
     ProfileLayer,
     Summarizer,
     compose,
-    drop_incomplete_tool_groups,
     effective_context,
-    inherited_copy,
     opening_prompt,
     stored_system_prompt,
 )
+from agent_gateway.inherit import inherited_records
 from agent_gateway.llm import Prompts
 from agent_gateway.profiles import ProfileRegistry
 from agent_gateway.saga import ProvisioningSaga, SessionPlan
@@ -80,6 +79,7 @@ class _Source:
     config: ConfigLayer
     system_prompt: str | None
     records: Sequence[common_pb2.Record]
+    """INHERIT: the child's inherited records; COMPRESS: the source's records to summarise."""
 
 
 def internal_request_id(rpc: str, client_request_id: str) -> str:
@@ -213,7 +213,7 @@ class SessionCreator:
         config = compose(self._defaults, source.config, profile, options)
         records: list[common_pb2.Record] = []
         if context is ContextMode.INHERIT:
-            records = [inherited_copy(r) for r in drop_incomplete_tool_groups(source.records)]
+            records = list(source.records)
         elif context is ContextMode.COMPRESS and source.records:
             assert self._summarizer is not None  # checked in fork()
             summary = await self._summarizer.summarize_for_fork(source.records)
@@ -244,7 +244,7 @@ class SessionCreator:
         )
         if context is ContextMode.INHERIT:
             until = request.inherit_until_seq
-            reads.append(self._storage.all_records(caller, space, source, until_seq=until))
+            reads.append(inherited_records(self._storage, caller, space, source, until))
         elif context is ContextMode.COMPRESS:
             reads.append(self._storage.all_records(caller, space, source))
         else:
@@ -264,14 +264,25 @@ class SessionCreator:
     async def _within_budget(
         self, work: Coroutine[Any, Any, common_pb2.SessionSummary]
     ) -> common_pb2.SessionSummary:
-        try:
-            async with asyncio.timeout(self._budget_s):
-                return await work
-        except TimeoutError as exc:
-            raise DeadlineExceeded(
-                f"session creation did not finish within its {self._budget_s:g} s budget; "
-                "nothing was made visible, retry with the same request_id"
-            ) from exc
+        return await within_budget(self._budget_s, work)
+
+
+async def within_budget(
+    budget_s: float, work: Coroutine[Any, Any, common_pb2.SessionSummary]
+) -> common_pb2.SessionSummary:
+    """Await a session creation; DEADLINE_EXCEEDED once it has taken `budget_s`.
+
+    Raises:
+        DeadlineExceeded: the budget ran out (nothing was made visible).
+    """
+    try:
+        async with asyncio.timeout(budget_s):
+            return await work
+    except TimeoutError as exc:
+        raise DeadlineExceeded(
+            f"session creation did not finish within its {budget_s:g} s budget; "
+            "nothing was made visible, retry with the same request_id"
+        ) from exc
 
 
 def _assistant(text: str) -> common_pb2.Record:

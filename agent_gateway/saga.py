@@ -34,6 +34,7 @@ from __future__ import annotations
 
 import hashlib
 import logging
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from uuid import UUID
 
@@ -62,13 +63,23 @@ class SessionPlan:
     system_prompt: str | None = None
     """Written to the system prompt slot when set (never empty)."""
     records: tuple[common_pb2.Record, ...] = field(default=())
-    """Inherited records, then the opening record, in order."""
+    """Inherited records, then the opening record (or an import's own records), in order."""
+    memory: str | None = None
+    """ImportSession: written to the memory slot when set ("" included)."""
+    insight: str | None = None
+    """ImportSession: written to the insight slot when set ("" included)."""
+    archived: bool = False
+    """ImportSession: the session is stored archived."""
+    turns: int = 0
+    """ImportSession: committed user turns to count."""
 
 
 def plan_digest(plan: SessionPlan) -> str:
     """A short digest of everything the plan writes (tells attempts of one request apart)."""
     digest = hashlib.sha256()
-    for part in (plan.label, str(plan.parent_id), str(plan.source_id), plan.system_prompt or ""):
+    parts = (plan.label, str(plan.parent_id), str(plan.source_id), plan.system_prompt or "")
+    slots = (repr(plan.memory), repr(plan.insight), str(plan.archived), str(plan.turns))
+    for part in (*parts, *slots):
         digest.update(part.encode())
         digest.update(b"\0")
     if plan.config is not None:
@@ -155,7 +166,7 @@ class ProvisioningSaga:
             except NotFound:
                 continue
             await self._faults.hit("fork.after_commit")
-            meta = results[0].put_session.session
+            meta = _answered_meta(results)
             parent = committed.parent_id if committed.HasField("parent_id") else None
             return summary_of(meta, parent)
         raise Aborted(
@@ -215,23 +226,37 @@ class ProvisioningSaga:
         plan: SessionPlan, node: common_pb2.TopologyNode
     ) -> list[storage_pb2.Operation]:
         # The meta put comes first: its result carries the timestamps of the answer.
+        status = (
+            common_pb2.SESSION_STATUS_ARCHIVED
+            if plan.archived
+            else common_pb2.SESSION_STATUS_ACTIVE
+        )
         operations = [
             storage_pb2.Operation(
                 put_session=storage_pb2.Operation.PutSessionOp(
-                    session=common_pb2.SessionMeta(
-                        id=node.id, label=node.label, status=common_pb2.SESSION_STATUS_ACTIVE
-                    )
+                    session=common_pb2.SessionMeta(id=node.id, label=node.label, status=status)
                 )
             )
         ]
+        Op = storage_pb2.Operation
         if plan.system_prompt:
             operations.append(
-                storage_pb2.Operation(
-                    put_system_prompt=storage_pb2.Operation.PutSystemPromptOp(
+                Op(
+                    put_system_prompt=Op.PutSystemPromptOp(
                         session_id=node.id, content=plan.system_prompt
                     )
                 )
             )
+        if plan.memory is not None:
+            operations.append(
+                Op(put_memory=Op.PutMemoryOp(session_id=node.id, content=plan.memory))
+            )
+        if plan.insight is not None:
+            operations.append(
+                Op(put_insight=Op.PutInsightOp(session_id=node.id, content=plan.insight))
+            )
+        if plan.turns:
+            operations.append(Op(bump_turn=Op.BumpTurnOp(session_id=node.id, turns=plan.turns)))
         if plan.records:
             operations.append(
                 storage_pb2.Operation(
@@ -241,6 +266,15 @@ class ProvisioningSaga:
                 )
             )
         return operations
+
+
+def _answered_meta(results: Sequence[storage_pb2.OperationResult]) -> common_pb2.SessionMeta:
+    """The session's meta after the Transact: from its last put_session or bump_turn result."""
+    meta = results[0].put_session.session
+    for result in results:
+        if result.HasField("bump_turn"):
+            meta = result.bump_turn.session
+    return meta
 
 
 def _remember(key: RequestKey, node: common_pb2.TopologyNode) -> storage_pb2.Operation:

@@ -188,6 +188,19 @@ class SessionService:
         node = await self._tree.unarchive(caller, space_id, session_id)
         return await self._summary(caller, space_id, node)
 
+    async def rename(
+        self, caller: Caller, space_id: uuid.UUID, session_id: uuid.UUID, label: str
+    ) -> common_pb2.SessionSummary:
+        """Give the session a new label (refused while archived); answer it as it now is."""
+        node = await self._tree.update_label(caller, space_id, session_id, label)
+        return await self._summary(caller, space_id, node)
+
+    async def resolve_prefix(
+        self, caller: Caller, space_id: uuid.UUID, prefix: str, limit: int
+    ) -> Sequence[common_pb2.SessionSummary]:
+        """The sessions whose id starts with the hex `prefix` (the tree's range scan)."""
+        return await self._tree.resolve_prefix(caller, space_id, prefix, limit)
+
     async def delete_session(
         self, caller: Caller, space_id: uuid.UUID, session_id: uuid.UUID
     ) -> Sequence[str]:

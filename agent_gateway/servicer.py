@@ -13,6 +13,8 @@ from agent_gateway.clients import Caller
 from agent_gateway.compose import ContextMode, PromptMode
 from agent_gateway.consolidation import Consolidator
 from agent_gateway.forks import DEFAULT_ROOT_LABEL, ForkInput, RootInput, SessionCreator
+from agent_gateway.import_requests import import_input
+from agent_gateway.imports import SessionImporter
 from agent_gateway.profiles import Profile, ProfileRegistry
 from agent_gateway.service import RecordQuery, SessionDetails, SessionService
 from agent_gateway.turn_requests import send_input, stream_event, submit_input, submit_response
@@ -20,10 +22,12 @@ from agent_gateway.turns import TurnService
 from agent_gateway.watch import Watchers, WatchInput
 from stello import validation
 from stello.agent.v1 import agent_pb2, agent_pb2_grpc
+from stello.auth import KeyStore
 from stello.common.v1 import common_pb2
 from stello.errors import Unauthenticated, Violations
 from stello.idempotency import MAX_REQUEST_ID_CHARS, fingerprint
-from stello.interceptors import api_key_var, request_id_var
+from stello.interceptors import api_key_var, current_principal, request_id_var
+from stello.prefixes import match_limit, parse_prefix
 
 if TYPE_CHECKING:
     Context: TypeAlias = grpc.aio.ServicerContext[Any, Any]
@@ -159,6 +163,8 @@ class AgentGatewayServicer(agent_pb2_grpc.AgentGatewayServicer):
         turns: TurnService,
         consolidator: Consolidator,
         watchers: Watchers,
+        importer: SessionImporter,
+        keys: KeyStore,
         *,
         max_content_bytes: int,
     ) -> None:
@@ -168,6 +174,8 @@ class AgentGatewayServicer(agent_pb2_grpc.AgentGatewayServicer):
         self._turns = turns
         self._consolidator = consolidator
         self._watchers = watchers
+        self._importer = importer
+        self._keys = keys
         self._max_content_bytes = max_content_bytes
 
     async def CreateRoot(
@@ -392,3 +400,48 @@ class AgentGatewayServicer(agent_pb2_grpc.AgentGatewayServicer):
         """Stream the space's events after the cursor, then live ones."""
         async for event in self._watchers.watch(_caller(context), watch_input(request)):
             yield agent_pb2.WatchSpaceResponse(event=event)
+
+    async def UpdateLabel(
+        self, request: agent_pb2.UpdateLabelRequest, context: Context
+    ) -> agent_pb2.UpdateLabelResponse:
+        """Rename a session."""
+        violations = Violations()
+        space_id = validation.parse_uuid(request.space_id, "space_id", violations)
+        session_id = validation.parse_uuid(request.session_id, "session_id", violations)
+        validation.label(request.label, violations)
+        violations.raise_if_any()
+        session = await self._sessions.rename(_caller(context), space_id, session_id, request.label)
+        return agent_pb2.UpdateLabelResponse(session=session)
+
+    async def ResolveSessionPrefix(
+        self, request: agent_pb2.ResolveSessionPrefixRequest, context: Context
+    ) -> agent_pb2.ResolveSessionPrefixResponse:
+        """The sessions whose id starts with a prefix."""
+        violations = Violations()
+        space_id = validation.parse_uuid(request.space_id, "space_id", violations)
+        digits = parse_prefix(request.prefix, violations)
+        limit = match_limit(request.limit, violations)
+        violations.raise_if_any()
+        found = await self._sessions.resolve_prefix(_caller(context), space_id, digits, limit)
+        return agent_pb2.ResolveSessionPrefixResponse(sessions=found)
+
+    async def WhoAmI(
+        self, request: agent_pb2.WhoAmIRequest, context: Context
+    ) -> agent_pb2.WhoAmIResponse:
+        """The caller's principal and the spaces its key reaches."""
+        principal = current_principal()
+        identity = await self._keys.identity(principal)
+        return agent_pb2.WhoAmIResponse(
+            principal=identity.principal,
+            key_id=str(principal.key_id),
+            scope=agent_pb2.KEY_SCOPE_ADMIN if principal.is_admin else agent_pb2.KEY_SCOPE_TENANT,
+            spaces=[agent_pb2.SpaceInfo(id=str(i), name=name) for i, name in identity.spaces],
+        )
+
+    async def ImportSession(
+        self, request: agent_pb2.ImportSessionRequest, context: Context
+    ) -> agent_pb2.ImportSessionResponse:
+        """Create a session from given records, config and slots through the saga."""
+        imported = import_input(request, max_content_bytes=self._max_content_bytes)
+        session = await self._importer.import_session(_caller(context), imported)
+        return agent_pb2.ImportSessionResponse(session=session)

@@ -97,6 +97,24 @@ VALUES ($1, $2, $3, $4, $5, $6)
 """
 
 
+@dataclass(frozen=True, slots=True)
+class Identity:
+    """Who a key belongs to and the spaces it reaches (id, name), in creation order."""
+
+    principal: str
+    spaces: tuple[tuple[uuid.UUID, str], ...]
+
+
+# A tenant key reaches its one space ($2); an admin key every space of its principal.
+IDENTITY = """
+SELECT p.name AS principal, s.id, s.name
+FROM principals p
+LEFT JOIN spaces s ON s.principal_id = p.id AND ($2::uuid IS NULL OR s.id = $2)
+WHERE p.id = $1
+ORDER BY s.created_at, s.id
+"""
+
+
 class KeyStore:
     """SQL for keys, spaces and principals (the kernel's own small repository)."""
 
@@ -125,6 +143,13 @@ class KeyStore:
                 self._cache.clear()
             self._cache[digest] = (now + self._ttl, principal)
         return principal
+
+    async def identity(self, principal: Principal) -> Identity:
+        """The principal's name and the spaces `principal`'s key reaches."""
+        async with self._pool.acquire() as con:
+            rows = await con.fetch(IDENTITY, principal.principal_id, principal.space_id)
+        name = rows[0]["principal"] if rows else ""
+        return Identity(name, tuple((r["id"], r["name"]) for r in rows if r["id"] is not None))
 
     async def create_key(
         self,

@@ -78,7 +78,10 @@ __all__ = [
 
 
 def build_provider(
-    settings: StelloSettings, *, max_context_tokens: int = DEFAULT_MAX_CONTEXT_TOKENS
+    settings: StelloSettings,
+    *,
+    max_context_tokens: int = DEFAULT_MAX_CONTEXT_TOKENS,
+    echo_delay_s: float = 0.0,
 ) -> LLMProvider:
     """The provider `settings.llm_provider` names.
 
@@ -89,6 +92,7 @@ def build_provider(
         max_context_tokens: the context window the `echo` provider reports (the
             network providers report `STELLO_OPENAI_MAX_CONTEXT_TOKENS` /
             `STELLO_ANTHROPIC_MAX_CONTEXT_TOKENS`).
+        echo_delay_s: seconds the `echo` provider waits before each streamed delta.
 
     Raises:
         FailedPrecondition: the provider's API key is missing (anthropic always
@@ -131,7 +135,7 @@ def build_provider(
             max_retries=settings.llm_max_retries,
             max_context_tokens=settings.anthropic_max_context_tokens,
         )
-    return EchoProvider(max_context_tokens=max_context_tokens)
+    return EchoProvider(max_context_tokens=max_context_tokens, delay_s=echo_delay_s)
 
 
 def _secret(value: SecretStr | None) -> str | None:

@@ -1,0 +1,337 @@
+"""ImportSession: a session from given records, config and slots, through the saga (DESIGN §4.1)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import asyncpg
+import grpc
+import pytest
+from google.protobuf import struct_pb2, timestamp_pb2
+
+from agent_gateway.app import create_app
+from stello.agent.v1 import agent_pb2, agent_pb2_grpc
+from stello.auth import KeyStore
+from stello.common.v1 import common_pb2
+from stello.errors import error_info_reason, field_violations
+from stello.settings import StelloSettings
+from tests.gateway.conftest import (
+    Backends,
+    Stack,
+    StackMaker,
+    close_stack,
+    new_id,
+    open_stack,
+    record,
+    row_counts,
+    rpc_error,
+)
+from tests.gateway.probes import provisional_ids
+from tests.support.fixtures import ServerStarter, TestSpace
+
+pytestmark = pytest.mark.sql
+
+ARCHIVED = common_pb2.SESSION_STATUS_ARCHIVED
+
+
+def stamp(seconds: int) -> timestamp_pb2.Timestamp:
+    """A timestamp `seconds` after 2024-01-01."""
+    return timestamp_pb2.Timestamp(seconds=1_704_067_200 + seconds)
+
+
+def metadata(**values: Any) -> struct_pb2.Struct:
+    """A Struct of `values`."""
+    struct = struct_pb2.Struct()
+    struct.update(values)
+    return struct
+
+
+def conversation() -> list[common_pb2.Record]:
+    """A conversation with every kind of record: timestamps, a tool round trip, metadata."""
+    call = common_pb2.ToolCall(id="call_1", name="lookup", arguments_json='{"q": "x"}')
+    return [
+        record("user", "what is x?", created_at=stamp(1), seq=41),
+        record("assistant", "", tool_calls=[call], created_at=stamp(2)),
+        record(
+            "tool",
+            "x is 1",
+            tool_call_id="call_1",
+            created_at=stamp(3),
+            metadata=metadata(is_error=False),
+        ),
+        record("assistant", "x is 1.", created_at=stamp(4), metadata=metadata(model="m", n=2)),
+    ]
+
+
+def import_request(stack: Stack, **fields: Any) -> agent_pb2.ImportSessionRequest:
+    """An ImportSessionRequest in the stack's space (label "imported" unless given)."""
+    fields.setdefault("label", "imported")
+    return agent_pb2.ImportSessionRequest(space_id=stack.space.sid, **fields)
+
+
+async def import_session(stack: Stack, **fields: Any) -> common_pb2.SessionSummary:
+    """ImportSession; its session."""
+    reply: agent_pb2.ImportSessionResponse = await stack.gw.ImportSession(
+        import_request(stack, **fields)
+    )
+    return reply.session
+
+
+def content(records: list[common_pb2.Record]) -> list[tuple[Any, ...]]:
+    """What a record holds but its seq."""
+    return [
+        (
+            r.role,
+            r.content,
+            [(c.id, c.name, c.arguments_json) for c in r.tool_calls],
+            r.tool_call_id if r.HasField("tool_call_id") else None,
+            r.created_at.seconds,
+            dict(r.metadata),
+        )
+        for r in records
+    ]
+
+
+class TestImport:
+    async def test_everything_is_kept(self, stack: Stack) -> None:
+        """Records (roles, times, tool calls, metadata), config, slots, status and turns arrive."""
+        parent = await stack.root(label="parent")
+        config = common_pb2.SessionConfig(system_prompt="cfg", skills=common_pb2.SkillList())
+        session = await import_session(
+            stack,
+            parent_id=parent.id,
+            label="brought back",
+            status=ARCHIVED,
+            config=config,
+            system_prompt="be brief",
+            memory="remembered",
+            insight="",
+            records=conversation(),
+            turn_count=3,
+        )
+        assert (session.label, session.parent_id, session.status) == (
+            "brought back",
+            parent.id,
+            ARCHIVED,
+        )
+        assert session.turn_count == 3
+        view = await stack.view(session.id)
+        assert view.config == config and view.config.HasField("skills")
+        assert (view.system_prompt, view.memory, view.insight) == ("be brief", "remembered", "")
+        assert view.node.status == ARCHIVED and view.turn_count == 3
+        records = await stack.records(session.id)
+        assert [r.seq for r in records] == [1, 2, 3, 4]  # the given seq (41) is ignored
+        assert content(records) == content(conversation())
+        assert list((await stack.view(parent.id)).node.children) == [session.id]
+
+    async def test_root_with_nothing(self, stack: Stack) -> None:
+        """Only a label: a root with no records, no config and empty slots."""
+        session = await import_session(stack, label="bare")
+        view = await stack.view(session.id)
+        assert not session.HasField("parent_id")
+        assert not view.HasField("config")
+        assert not any(view.HasField(s) for s in ("system_prompt", "memory", "insight"))
+        assert await stack.records(session.id) == []
+
+    async def test_inherits_like_a_fork(self, stack: Stack) -> None:
+        """With inherit_until_seq the session starts with what a Fork INHERIT would copy."""
+        source = await import_session(stack, label="source", records=conversation())
+        for until in (1, 2, 4):
+            fork = await stack.fork(
+                source.id, context=common_pb2.FORK_CONTEXT_INHERIT, inherit_until_seq=until
+            )
+            own = [record("user", "mine", created_at=stamp(9))]
+            imported = await import_session(
+                stack, source_session_id=source.id, inherit_until_seq=until, records=own
+            )
+            forked = await stack.records(fork.id)
+            records = await stack.records(imported.id)
+            assert records[: len(forked)] == forked
+            assert content(records[len(forked) :]) == content(own)
+            assert (await stack.view(imported.id)).node.source_session_id == source.id
+        # seq 2 cuts the tool group open: the call is left out, as a fork leaves it out.
+        cut = await import_session(stack, source_session_id=source.id, inherit_until_seq=2)
+        assert [r.content for r in await stack.records(cut.id)] == ["what is x?"]
+
+    async def test_source_without_inheritance_is_a_link(self, stack: Stack) -> None:
+        """source_session_id alone records the source and copies nothing."""
+        source = await import_session(stack, label="source", records=conversation())
+        linked = await import_session(stack, source_session_id=source.id)
+        assert (await stack.view(linked.id)).node.source_session_id == source.id
+        assert await stack.records(linked.id) == []
+
+
+class TestRefused:
+    @pytest.mark.parametrize(
+        ("fields", "bad"),
+        [
+            pytest.param({"label": ""}, ["label"], id="empty-label"),
+            pytest.param({"label": "x" * 201}, ["label"], id="long-label"),
+            pytest.param({"label": "a\x00b"}, ["label"], id="nul-label"),
+            pytest.param({"parent_id": "p"}, ["parent_id"], id="parent"),
+            pytest.param({"status": 7}, ["status"], id="status"),
+            pytest.param({"turn_count": -1}, ["turn_count"], id="turns"),
+            pytest.param({"inherit_until_seq": 3}, ["inherit_until_seq"], id="until-no-source"),
+            pytest.param({"memory": "m\x00"}, ["memory"], id="nul-slot"),
+            pytest.param({"insight": "i" * 2000}, ["insight"], id="big-slot"),
+            pytest.param(
+                {"config": common_pb2.SessionConfig(system_prompt="\x00")},
+                ["config.system_prompt"],
+                id="nul-config",
+            ),
+            pytest.param(
+                {"records": [common_pb2.Record(content="x")]}, ["records[0].role"], id="role"
+            ),
+            pytest.param(
+                {"records": [record("user", "ok"), record("user", "x" * 2000)]},
+                ["records[1]"],
+                id="big-record",
+            ),
+            pytest.param(
+                {"records": [record("user", "x\x00")]}, ["records[0].content"], id="nul-content"
+            ),
+            pytest.param(
+                {
+                    "records": [
+                        record("user", "x", created_at=timestamp_pb2.Timestamp(seconds=-(10**12)))
+                    ]
+                },
+                ["records[0].created_at"],
+                id="time",
+            ),
+            pytest.param(
+                {"records": [record("assistant", "", tool_calls=[common_pb2.ToolCall(id="c")])]},
+                ["records[0].tool_calls[0].name"],
+                id="tool-name",
+            ),
+            pytest.param({"request_id": "r" * 201}, ["request_id"], id="request-id"),
+        ],
+    )
+    async def test_bad_fields_are_named_and_nothing_is_written(
+        self,
+        make_stack: StackMaker,
+        pool: asyncpg.Pool,
+        fields: dict[str, Any],
+        bad: list[str],
+    ) -> None:
+        """Each bad field is INVALID_ARGUMENT naming it, before any row is written."""
+        stack = await make_stack(max_content_bytes=1000)
+        before = await row_counts(pool, stack.space)
+        error = await rpc_error(import_session(stack, **fields))
+        assert error.code() is grpc.StatusCode.INVALID_ARGUMENT, error
+        assert [v.field for v in field_violations(error)] == bad
+        assert await row_counts(pool, stack.space) == before
+
+    async def test_deep_metadata_is_refused(self, stack: Stack, pool: asyncpg.Pool) -> None:
+        """Metadata nested deeper than 16 levels is INVALID_ARGUMENT naming it."""
+        deep: dict[str, Any] = {}
+        for _ in range(20):
+            deep = {"d": deep}
+        error = await rpc_error(
+            import_session(stack, records=[record("user", "x", metadata=metadata(**deep))])
+        )
+        assert [v.field for v in field_violations(error)] == ["records[0].metadata"]
+
+    async def test_unknown_or_foreign_parent_and_source(
+        self, stack: Stack, pool: asyncpg.Pool, other_space: TestSpace
+    ) -> None:
+        """A parent or source of another space, or none at all, is NOT_FOUND; nothing is left."""
+        other = await open_stack(stack.backends, stack.gateway, other_space, stack.summarizer)
+        try:
+            theirs = await other.root(label="theirs")
+            counts = await row_counts(pool, other_space)
+            for fields in (
+                {"parent_id": theirs.id},
+                {"source_session_id": theirs.id},
+                {"source_session_id": theirs.id, "inherit_until_seq": 5},
+                {"parent_id": new_id()},
+            ):
+                error = await rpc_error(import_session(stack, **fields))
+                assert error.code() is grpc.StatusCode.NOT_FOUND, fields
+            assert await row_counts(pool, other_space) == counts
+            tree = await stack.gw.GetTree(agent_pb2.GetTreeRequest(space_id=stack.space.sid))
+            assert list(tree.nodes) == []
+            assert await provisional_ids(pool, stack.space) == []
+        finally:
+            await close_stack(other)
+
+    async def test_another_spaces_id_is_not_found(
+        self, stack: Stack, other_space: TestSpace, pool: asyncpg.Pool
+    ) -> None:
+        """Importing into a space the key does not reach is NOT_FOUND and writes nothing there."""
+        counts = await row_counts(pool, other_space)
+        error = await rpc_error(
+            stack.gw.ImportSession(
+                agent_pb2.ImportSessionRequest(space_id=other_space.sid, label="x")
+            )
+        )
+        assert error.code() is grpc.StatusCode.NOT_FOUND
+        assert await row_counts(pool, other_space) == counts
+
+    async def test_write_over_the_message_limit(
+        self,
+        start_server: ServerStarter,
+        backends: Backends,
+        space: TestSpace,
+        stack: Stack,
+        pool: asyncpg.Pool,
+    ) -> None:
+        """Inherited records count: a write over the message limit is refused on `records`."""
+
+        def small(settings: StelloSettings, p: asyncpg.Pool, k: KeyStore) -> Any:
+            limited = settings.model_copy(update={"max_message_bytes": 200_000})
+            return create_app(limited, p, k, backends.gateway_config())
+
+        gateway = await start_server(small)
+        limited = await open_stack(backends, gateway, space, stack.summarizer)
+        try:
+            big = [record("user", "x" * 50_000) for _ in range(2)]
+            source = await import_session(limited, label="source", records=big)
+            before = await row_counts(pool, space)
+            error = await rpc_error(
+                import_session(
+                    limited, source_session_id=source.id, inherit_until_seq=2, records=big
+                )
+            )
+            assert error.code() is grpc.StatusCode.INVALID_ARGUMENT
+            [violation] = field_violations(error)
+            assert violation.field == "records"
+            assert "STELLO_MAX_MESSAGE_BYTES" in violation.description
+            assert await row_counts(pool, space) == before
+        finally:
+            await close_stack(limited)
+
+
+class TestRequestId:
+    async def test_retry_answers_the_same_session(self, stack: Stack, pool: asyncpg.Pool) -> None:
+        """The same request_id and request answer the first session; one session exists."""
+        first = await import_session(stack, records=conversation(), request_id="imp")
+        counts = await row_counts(pool, stack.space)
+        again = await import_session(stack, records=conversation(), request_id="imp")
+        assert again.id == first.id
+        assert await row_counts(pool, stack.space) == counts
+
+    async def test_reuse_for_another_request_is_refused(
+        self, stack: Stack, pool: asyncpg.Pool
+    ) -> None:
+        """Another request under a used request_id is ALREADY_EXISTS and writes nothing."""
+        await import_session(stack, label="one", request_id="imp")
+        counts = await row_counts(pool, stack.space)
+        error = await rpc_error(import_session(stack, label="two", request_id="imp"))
+        assert error.code() is grpc.StatusCode.ALREADY_EXISTS
+        assert error_info_reason(error) == "REQUEST_ID_REUSED"
+        assert await row_counts(pool, stack.space) == counts
+        assert await provisional_ids(pool, stack.space) == []
+
+    async def test_scope_is_its_own(self, stack: Stack) -> None:
+        """A request_id used by CreateRoot does not collide with ImportSession's."""
+        root = await stack.root(label="r", request_id="shared")
+        imported = await import_session(stack, label="r", request_id="shared")
+        assert imported.id != root.id
+
+    async def test_no_key(self, stack: Stack) -> None:
+        """Without a key ImportSession is UNAUTHENTICATED."""
+        async with stack.gateway.channel() as channel:
+            stub = agent_pb2_grpc.AgentGatewayStub(channel)
+            error = await rpc_error(stub.ImportSession(import_request(stack)))
+        assert error.code() is grpc.StatusCode.UNAUTHENTICATED
