@@ -16,8 +16,9 @@ import signal
 import sys
 from collections.abc import Sequence
 
-from stello.cli import _add_tls_options
-from stello.client_cli import ClientError, resolve_tls
+from stello.cli.connect import resolve_tls
+from stello.cli.errors import ClientError
+from stello.cli.parser import tls_options
 from stello.console.app import DEFAULT_PORT, ConsoleOptions, running_console
 from stello.errors import StelloError
 from stello.logs import LogSettings, configure_logging
@@ -42,7 +43,7 @@ def build_parser() -> argparse.ArgumentParser:
         help="a Host header the console answers besides loopback names, as browsers send it "
         "(e.g. console.example.com, or console.example.com:8080); repeatable",
     )
-    _add_tls_options(parser.add_argument_group("TLS to the gateway (default: plaintext)"))
+    tls_options(parser.add_argument_group("TLS to the gateway (default: plaintext)"))
     return parser
 
 

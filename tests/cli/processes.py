@@ -101,7 +101,8 @@ def gone(pid: int) -> bool:
 
 @dataclass
 class StelloUp:
-    """A running `stello up` with its printed lines (gateway, storage, tree, space_id, key)."""
+    """A running `stello up` with its printed lines (gateway, storage, tree, space_id, key,
+    ready, saved)."""
 
     env: dict[str, str]
     process: subprocess.Popen[str]
@@ -112,7 +113,7 @@ class StelloUp:
 
     @classmethod
     def start(cls, env: dict[str, str], *extra: str) -> StelloUp:
-        """Start it on free ports and wait for its `ready:` line."""
+        """Start it on free ports and wait for the last line of its banner (`saved:`)."""
         stderr_path = Path(env["HOME"]) / f"stello-up-{time.monotonic_ns()}.log"
         with stderr_path.open("w") as stderr:
             process = subprocess.Popen(
@@ -127,7 +128,7 @@ class StelloUp:
         output: list[str] = []
         deadline = time.monotonic() + READY_TIMEOUT_S
         reader = _LineReader(process.stdout)
-        while "ready" not in lines:
+        while "saved" not in lines:
             line = reader.next(deadline - time.monotonic())
             if line is None:
                 process.kill()

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from stello.client_format import tree_lines
+from stello.cli.format import tree_lines
 from stello.common.v1 import common_pb2
 from tests.cli.processes import private_env, run_cli
 
@@ -45,6 +45,16 @@ class TestTreeLines:
             "│  └─ A1  [active, 0 turns]  a1",
             "└─ B  [archived, 0 turns]  b",
             "Second root  [active, 0 turns]  s",
+        ]
+
+    def test_previews_short_ids_and_the_mark(self) -> None:
+        """Ids are cut to 8 digits, a preview follows when given, and the marked node gets ◀."""
+        long_id = "0123456789abcdef"
+        nodes = [node(long_id, None, "Root"), node("c" * 16, long_id, "Child")]
+        lines = tree_lines(nodes, previews={long_id: "user: hi"}, mark="c" * 16)
+        assert lines == [
+            "Root  [active, 0 turns]  01234567  user: hi",
+            "└─ Child  [active, 0 turns]  cccccccc  ◀",
         ]
 
     def test_deep_chain_needs_no_recursion(self) -> None:
@@ -88,8 +98,10 @@ class TestErrors:
         done = run_cli(env, "root", "--gateway", "127.0.0.1:1", "--timeout", "5")
         assert "127.0.0.1:1?" in done.stderr
         bad = run_cli(env, "root", "--var", "novalue")
-        assert bad.returncode == 1
-        assert bad.stderr == "stello: --var wants NAME=VALUE, got 'novalue'\n"
+        assert bad.returncode == 2
+        assert bad.stderr == (
+            "stello root: --var wants NAME=VALUE, got 'novalue' (see `stello root --help`)\n"
+        )
 
     def test_corrupt_credentials_file(self, home: Path) -> None:
         """A credentials file that is not ours: one line naming it."""

@@ -103,7 +103,10 @@ class TestOverTls:
         assert made.returncode == 0, made.stderr
         root = json.loads(made.stdout)
         tree = await stello(env, "tree", *flags)
-        assert (tree.returncode, tree.stdout) == (0, f"Secure  [active, 0 turns]  {root['id']}\n")
+        assert (tree.returncode, tree.stdout) == (
+            0,
+            f"Secure  [active, 0 turns]  {root['id'][:8]}\n",
+        )
 
     async def test_variables_instead_of_flags(
         self, suite: Suite, tls_files: TlsFiles, space: TestSpace, home: Path

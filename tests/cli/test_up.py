@@ -35,6 +35,9 @@ def test_up_client_session_and_restart(home: Path) -> None:
         assert {"storage", "tree", "space_id", "key", "provider"} <= set(lines)
         assert lines["provider"] == "echo"
         saved = Path(env["STELLO_CONFIG_DIR"]) / "credentials.json"
+        # The banner ends by saying where the key is kept.
+        assert up.output[-1].startswith(f"saved: {saved} ")
+        assert [line.partition(":")[0] for line in up.output[-3:]] == ["key", "ready", "saved"]
         assert stat.S_IMODE(saved.stat().st_mode) == 0o600
         assert json.loads(saved.read_text()) == {
             name: lines[name] for name in ("space_id", "key", "gateway", "storage", "tree")
@@ -57,8 +60,8 @@ def test_up_client_session_and_restart(home: Path) -> None:
         tree = run_cli(env, "tree")
         assert tree.returncode == 0, tree.stderr
         assert tree.stdout.splitlines() == [
-            f"Research  [active, 0 turns]  {root['id']}",
-            f"└─ Side question  [active, 2 turns]  {child['id']}",
+            f"Research  [active, 0 turns]  {root['id'][:8]}",
+            f"└─ Side question  [active, 2 turns]  {child['id'][:8]}  assistant: echo: and again",
         ]
         digests = cli_json(env, "digests")
         assert {(d["label"], d["turn_count"]) for d in digests} == {
@@ -67,8 +70,8 @@ def test_up_client_session_and_restart(home: Path) -> None:
         }
         records = cli_json(env, "records", child["id"])
         assert [r["role"] for r in records] == ["user", "assistant"] * 2
-        newest = run_cli(env, "records", child["id"], "--limit", "1")
-        assert newest.stdout.startswith(f"[{records[-1]['seq']}] assistant: ")
+        newest = run_cli(env, "records", child["id"][:8], "--limit", "1")
+        assert newest.stdout.startswith(f"[{records[-1]['seq']}] assistant · ")
 
         admin = run_cli(env, "keys", "create", "--admin")
         assert admin.returncode == 0, admin.stderr
@@ -79,9 +82,14 @@ def test_up_client_session_and_restart(home: Path) -> None:
         assert denied.stderr.startswith("stello: PERMISSION_DENIED: ")
 
         bad = run_cli(env, "fork", "not-a-uuid", "--label", "x")
-        assert bad.returncode == 1
-        assert bad.stderr.startswith("stello: INVALID_ARGUMENT: ")
+        assert bad.returncode == 2
+        assert bad.stderr.startswith("stello fork: SOURCE: 'not-a-uuid' is neither a session id")
         assert len(bad.stderr.splitlines()) == 1
+        unknown = run_cli(env, "fork", "0" * 32, "--label", "x")
+        assert (unknown.returncode, unknown.stderr) == (
+            1,
+            "stello: NOT_FOUND: session 00000000-0000-0000-0000-000000000000 not found\n",
+        )
         assert_stopped(up, postmaster)
 
         up = StelloUp.start(env)
@@ -97,8 +105,10 @@ def test_up_client_session_and_restart(home: Path) -> None:
 
 
 def test_port_in_use_is_one_line_and_leaves_nothing(home: Path) -> None:
-    """A gateway port already taken: one line naming the flag, exit 1, PostgreSQL stopped."""
+    """A gateway port already taken: one line naming the flag, exit 1, PostgreSQL stopped;
+    gRPC's own log line (add_port.cc) is not shown unless GRPC_VERBOSITY asks for it."""
     env = private_env(home)
+    env.pop("GRPC_VERBOSITY", None)
     with socket.socket() as taken:
         taken.bind(("127.0.0.1", 0))
         taken.listen()
@@ -109,4 +119,5 @@ def test_port_in_use_is_one_line_and_leaves_nothing(home: Path) -> None:
     assert last.startswith(f"stello: the gateway service cannot listen on 127.0.0.1:{port} ")
     assert "--gateway-port" in last
     assert "Traceback" not in done.stderr
+    assert "add_port.cc" not in done.stderr and "fork_posix.cc" not in done.stderr
     assert postgres_processes(Path(env["STELLO_DATA_DIR"])) == []

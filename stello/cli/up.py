@@ -138,7 +138,8 @@ def _factories(
 async def run_up(
     settings: StelloSettings, ports: Ports, on_ready: Callable[[dict[str, str]], None]
 ) -> None:
-    """Run everything until SIGINT/SIGTERM; `on_ready` gets the printed lines as a dict.
+    """Run everything until SIGINT/SIGTERM; `on_ready` gets the printed lines as a dict
+    (endpoints, provider, space_id, key, and `saved`: the credentials file's path).
 
     The signal handlers are installed before anything starts, so a signal during
     start-up unwinds too: servers stop, then the embedded PostgreSQL (`pg_ctl
@@ -155,7 +156,7 @@ async def run_up(
                     addresses = await start_servers(settings, ports, pool, keys, running)
                     credentials = await local_credentials(keys)
                     credentials = dataclasses.replace(credentials, **addresses)
-                    save_credentials(credentials)
+                    saved = save_credentials(credentials)
                     async with contextlib.AsyncExitStack() as console_stack:
                         console = await start_console(console_stack, ports, credentials)
                         on_ready(
@@ -164,9 +165,10 @@ async def run_up(
                                 "storage": credentials.storage,
                                 "tree": credentials.tree,
                                 "provider": provider,
+                                "console": console,
                                 "space_id": credentials.space_id,
                                 "key": credentials.key,
-                                "console": console,
+                                "saved": str(saved),
                             }
                         )
                         await asyncio.Event().wait()  # until a signal cancels us

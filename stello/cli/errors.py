@@ -1,0 +1,106 @@
+"""What a failed command says: one line on stderr, in the words of the command line.
+
+The gateway names the fields of its protos (`inherit_until_seq`,
+`profile_vars`); a person typed flags (`--up-to`, `--var`). `rpc_error_line`
+renders a failed call with the field violations of its google.rpc.BadRequest
+detail, every field name (in the path and in the text) replaced by the flag
+or argument that set it.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Mapping
+
+import grpc
+
+from stello.cli.style import one_line
+from stello.errors import field_violations
+
+# Request fields -> what sets them on the command line (a command adds its own).
+FLAGS: dict[str, str] = {
+    "space_id": "--space",
+    "session_id": "SESSION",
+    "source_session_id": "SOURCE",
+    "topology_parent_id": "--parent",
+    "label": "--label",
+    "profile": "--profile",
+    "profile_vars": "--var",
+    "system_prompt": "--system-prompt",
+    "inherit_until_seq": "--up-to",
+    "context": "--context",
+    "prompt": "--prompt",
+    "root_id": "--root",
+    "max_depth": "--depth",
+    "limit": "--limit",
+    "status": "--status",
+    "prefix": "SESSION",
+}
+
+
+class ClientError(Exception):
+    """Raised when a command cannot do its work; the message is the one line shown (exit 1)."""
+
+
+class UsageError(ClientError):
+    """Raised when the command line itself is wrong (exit 2, as argparse's own errors)."""
+
+
+def field_flag(path: str, flags: Mapping[str, str]) -> str:
+    """The flag of a violation's field path (`label` → `--label`); the path when none."""
+    return flags.get(path, path)
+
+
+def flag_names(text: str, flags: Mapping[str, str]) -> str:
+    """`text` with the field names of `flags` replaced by their flags.
+
+    Only names with an underscore (`inherit_until_seq`, `profile_vars`) are
+    replaced in free text: plain words such as "label" or "context" are also
+    English, and a message saying "INHERIT context" must keep saying so.
+    """
+    names = sorted((n for n in flags if "_" in n), key=len, reverse=True)
+    if not names:
+        return text
+    pattern = re.compile(r"(?<![\w.-])(" + "|".join(re.escape(n) for n in names) + r")(?![\w-])")
+    return pattern.sub(lambda m: flags[m.group(1)], text)
+
+
+def rpc_error_line(
+    error: grpc.aio.AioRpcError, target: str = "", flags: Mapping[str, str] | None = None
+) -> str:
+    """A failed call as one line: status code and details, fields named as flags.
+
+    With field violations the details are rebuilt from them (`--up-to: is only
+    allowed with INHERIT context, not NONE`); an unreachable gateway gets a hint
+    of what to check.
+    """
+    names = {**FLAGS, **(flags or {})}
+    code = error.code()
+    name = code.name if isinstance(code, grpc.StatusCode) else str(code)
+    violations = field_violations(error) if code == grpc.StatusCode.INVALID_ARGUMENT else []
+    if violations:
+        details = "; ".join(
+            f"{field_flag(v.field, names)}: {flag_names(v.description, names)}" for v in violations
+        )
+    else:
+        details = flag_names(one_line(error.details() or ""), names)
+    line = f"{name}: {one_line(details)}" if details else name
+    if code == grpc.StatusCode.UNAVAILABLE and target:
+        line += f" ({_unreachable_hint(details, target)})"
+    return line
+
+
+def _unreachable_hint(details: str, target: str) -> str:
+    """What to check when `target` did not answer, from how the connection failed."""
+    lowered = details.lower()
+    if "handshake" in lowered or "ssl" in lowered or "certificate" in lowered:
+        return (
+            f"the TLS handshake with {target} failed: check --ca-file, --server-name, "
+            "and --cert-file/--key-file if the server wants a client certificate"
+        )
+    if "socket closed" in lowered:
+        return (
+            f"{target} closed the connection: if it serves TLS, pass --ca-file "
+            "(and --cert-file/--key-file for mutual TLS)"
+        )
+    return f"is a gateway listening at {target}? start one with `stello up`"

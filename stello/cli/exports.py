@@ -1,0 +1,162 @@
+"""The pieces of an export file: records to and from JSON, forks by reference, Markdown.
+
+`stello.cli.transfer` describes the file; this module holds what it is made of.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from datetime import UTC, datetime
+from typing import Any
+
+from google.protobuf import struct_pb2, timestamp_pb2
+
+from stello.agent.v1 import agent_pb2
+from stello.cli import format as fmt
+from stello.cli.errors import ClientError
+from stello.cli.style import when
+from stello.common.v1 import common_pb2
+
+FORMAT_VERSION = 1
+ROLES = {
+    "system": common_pb2.RECORD_ROLE_SYSTEM,
+    "user": common_pb2.RECORD_ROLE_USER,
+    "assistant": common_pb2.RECORD_ROLE_ASSISTANT,
+    "tool": common_pb2.RECORD_ROLE_TOOL,
+}
+
+
+def _own(record: common_pb2.Record) -> bytes:
+    """What identifies a record in any session: everything but its seq."""
+    copy = common_pb2.Record()
+    copy.CopyFrom(record)
+    copy.ClearField("seq")
+    return copy.SerializeToString(deterministic=True)
+
+
+def inherited_prefix(
+    child: Sequence[common_pb2.Record], source: Sequence[common_pb2.Record]
+) -> tuple[int, int, int] | None:
+    """How many of `child`'s first records a Fork INHERIT from `source` gave it.
+
+    Answers (how many, the source seq of the cut, how many source records are at
+    or before it), or None when the child's records do not start that way. With
+    inheritance by reference (DESIGN §4.4) records say they are inherited; until
+    then they are copies, recognised by content (timestamps included) and checked:
+    the source's records through the cut, sanitised as a fork does, must be
+    exactly the child's first ones.
+    """
+    if any(fmt.is_inherited(r) for r in child):
+        count = next((i for i, r in enumerate(child) if not fmt.is_inherited(r)), len(child))
+        until = child[count - 1].seq if count else 0
+    else:
+        count, until = _matched(child, source)
+    if count == 0:
+        return None
+    from agent_gateway.compose import drop_incomplete_tool_groups  # what a fork copies
+
+    through = [r for r in source if r.seq <= until]
+    kept = drop_incomplete_tool_groups(through)
+    if [_own(r) for r in kept] != [_own(r) for r in child[:count]]:
+        return None
+    return count, until, len(through)
+
+
+def _matched(
+    child: Sequence[common_pb2.Record], source: Sequence[common_pb2.Record]
+) -> tuple[int, int]:
+    """The child's leading records found in order among the source's, and the last one's seq."""
+    wanted = [_own(r) for r in child]
+    count, until = 0, 0
+    for record in source:
+        if count < len(wanted) and _own(record) == wanted[count]:
+            count += 1
+            until = record.seq
+    return count, until
+
+
+def record_from_dict(value: Any) -> common_pb2.Record:
+    """A Record from its export form (`stello.cli.format.record_dict`); seq is not kept.
+
+    Raises:
+        ClientError: the value is not a record of the format.
+    """
+    if not isinstance(value, dict) or value.get("role") not in ROLES:
+        role = value.get("role") if isinstance(value, dict) else value
+        raise ClientError(f"a record must have a role of {sorted(ROLES)}, got {role!r}")
+    record = common_pb2.Record(role=ROLES[value["role"]], content=str(value.get("content") or ""))
+    for call in value.get("tool_calls") or []:
+        record.tool_calls.add(
+            id=str(call.get("id", "")),
+            name=str(call.get("name", "")),
+            arguments_json=str(call.get("arguments_json", "")),
+        )
+    if value.get("tool_call_id") is not None:
+        record.tool_call_id = str(value["tool_call_id"])
+    if value.get("created_at"):
+        record.created_at.CopyFrom(_timestamp(str(value["created_at"])))
+    if value.get("metadata"):
+        record.metadata.CopyFrom(struct_of(value["metadata"]))
+    return record
+
+
+def _timestamp(text: str) -> timestamp_pb2.Timestamp:
+    stamp = timestamp_pb2.Timestamp()
+    try:
+        stamp.FromJsonString(text)
+    except ValueError:
+        raise ClientError(f"created_at must be an RFC 3339 time, got {text!r}") from None
+    return stamp
+
+
+def struct_of(value: Any) -> struct_pb2.Struct:
+    """A Struct of a JSON object."""
+    if not isinstance(value, dict):
+        raise ClientError(f"metadata must be a JSON object, got {value!r}")
+    struct = struct_pb2.Struct()
+    struct.update(value)
+    return struct
+
+
+def _when(stamp: timestamp_pb2.Timestamp) -> str:
+    moment = when(stamp)
+    return moment.strftime("%Y-%m-%d %H:%M UTC") if moment else ""
+
+
+def _quoted(title: str, text: str | None) -> list[str]:
+    if not text:
+        return []
+    return [f"**{title}**", "", *(f"> {line}" for line in text.splitlines()), ""]
+
+
+def markdown(fetched: Sequence[tuple[agent_pb2.SessionView, list[common_pb2.Record]]]) -> str:
+    """The sessions as a page to read: one section each (parents first), every record."""
+    labels = {view.node.id: view.node.label for view, _ in fetched}
+    exported = datetime.now(UTC).strftime("%Y-%m-%d %H:%M UTC")
+    lines = [f"# Stello export: {fetched[0][0].node.label}" if fetched else "# Stello export"]
+    lines += ["", f"Exported {exported}.", ""]
+    for view, records in fetched:
+        node = view.node
+        lines += [f"## {node.label}", ""]
+        about = [f"`{node.id}`", fmt.status_name(node.status), f"{view.turn_count} turns"]
+        if node.HasField("parent_id"):
+            about.append(f"under {labels.get(node.parent_id, node.parent_id)}")
+        if node.HasField("source_session_id"):
+            about.append(
+                f"forked from {labels.get(node.source_session_id, node.source_session_id)}"
+            )
+        lines += [" · ".join(about), ""]
+        lines += _quoted(
+            "System prompt", view.system_prompt if view.HasField("system_prompt") else None
+        )
+        lines += _quoted("Memory", view.memory if view.HasField("memory") else None)
+        lines += _quoted("Insight", view.insight if view.HasField("insight") else None)
+        for record in records:
+            head = f"**{fmt.role_name(record.role)}** · {_when(record.created_at)}"
+            if fmt.is_inherited(record):
+                head += " · inherited"
+            lines += [head, "", record.content or "", ""]
+            lines += [f"→ `{c.name}({c.arguments_json})`" for c in record.tool_calls]
+            if record.tool_calls:
+                lines.append("")
+    return "\n".join(lines).rstrip() + "\n"

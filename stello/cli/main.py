@@ -1,0 +1,58 @@
+"""`stello ...`: parse, run the command on one event loop, and end with the right exit code.
+
+Exit codes: 0 done; 1 the command failed (one line on stderr: the status code
+and what to do); 2 the command line is wrong (one line); 130 interrupted
+(Ctrl-C). A reader that closes the pipe early (``stello digests | head``) ends
+the command quietly with 0.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import sys
+import warnings
+from collections.abc import Sequence
+
+import asyncpg
+import grpc
+
+from stello.cli.errors import ClientError, UsageError, rpc_error_line
+from stello.cli.parser import build_parser
+from stello.cli.style import Style, one_line
+from stello.errors import StelloError
+from stello.runner import event_loop_factory
+
+
+def fail(message: str, code: int) -> SystemExit:
+    """Print `stello: message` (red on a terminal) and answer the exit to raise."""
+    style = Style.of(sys.stderr)
+    sys.stderr.write(f"{style.paint('stello:', 'red', 'bold')} {message}\n")
+    sys.stderr.flush()
+    return SystemExit(code)
+
+
+def main(argv: Sequence[str] | None = None) -> None:
+    """Run the `stello` command; errors print one line and exit non-zero."""
+    args = build_parser().parse_args(argv)
+    # platformdirs warns when XDG_RUNTIME_DIR is unset (containers, CI); nothing to act on here.
+    warnings.filterwarnings("ignore", message=".*XDG_RUNTIME_DIR.*")
+    try:
+        with asyncio.Runner(loop_factory=event_loop_factory()) as runner:
+            code = runner.run(args.run(args))
+    except BrokenPipeError:
+        # The reader went away: say nothing more (and let the interpreter's final flush
+        # of stdout hit /dev/null, not the closed pipe).
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        raise SystemExit(0) from None
+    except UsageError as exc:
+        prog = args.parser.prog
+        sys.stderr.write(f"{prog}: {exc} (see `{prog} --help`)\n")
+        raise SystemExit(2) from None
+    except grpc.aio.AioRpcError as exc:
+        raise fail(rpc_error_line(exc, flags=getattr(args, "flags", None)), 1) from None
+    except (ClientError, StelloError, OSError, asyncpg.PostgresError, ValueError) as exc:
+        raise fail(one_line(str(exc)), 1) from None
+    except KeyboardInterrupt:
+        raise SystemExit(130) from None
+    raise SystemExit(code)

@@ -1,0 +1,222 @@
+"""The `stello` argument parser: a registry of command groups, and errors on one line.
+
+Each command group (a module of this package) has ``register(commands)``,
+adding its subcommands through `Commands`; `COMMAND_GROUPS` lists them, so a new
+group is one module and one line here. Connection flags (``--gateway``,
+``--key``, ``--space``, TLS, ``--json``, ``--timeout``) and ``--database-url``
+are accepted before the subcommand as well as after it. A usage error is one
+line naming the problem (an unknown flag before a missing one, with the flag
+it was probably meant to be) and exits 2.
+"""
+
+from __future__ import annotations
+
+import argparse
+import difflib
+import importlib
+import sys
+from collections.abc import Awaitable, Callable, Mapping
+from typing import Any, ClassVar, NoReturn
+
+from stello import __version__
+
+Run = Callable[[argparse.Namespace], Awaitable[int]]
+
+COMMAND_GROUPS = (
+    "stello.cli.admin",
+    "stello.cli.sessions",
+    "stello.cli.talk",
+    "stello.cli.chat",
+    "stello.cli.views",
+    "stello.cli.transfer",
+)
+SESSION_HELP = (
+    "the session: its id, or the first digits of it as `stello tree` shows them "
+    "(enough to be unique in the space)"
+)
+DESCRIPTION = """\
+Stello on the command line: run the services (`stello up`) and talk to them.
+
+Client commands reach the gateway, key and space `stello up` saved, or what
+--gateway, --key and --space (or STELLO_GATEWAY, STELLO_KEY, STELLO_SPACE_ID)
+name; --space takes a space's name or id and may be left out when the key
+reaches one space. A SESSION is a session's id or its first digits.
+"""
+
+
+class StelloParser(argparse.ArgumentParser):
+    """An ArgumentParser whose errors are one line (exit 2), unknown flags first."""
+
+    root: ClassVar[StelloParser | None] = None
+    argv: ClassVar[list[str]] = []
+
+    def parse_args(self, args: Any = None, namespace: Any = None) -> Any:
+        """Parse; leftover arguments are reported by the subcommand they were given to."""
+        argv = list(sys.argv[1:] if args is None else args)
+        StelloParser.root, StelloParser.argv = self, argv
+        parsed, extras = self.parse_known_args(argv, namespace)
+        if extras:
+            leaf: StelloParser = getattr(parsed, "parser", self)
+            leaf.error(f"unrecognized arguments: {' '.join(extras)}")
+        return parsed
+
+    def error(self, message: str) -> NoReturn:
+        unknown = self._unknown_flags()
+        if unknown and not message.startswith("unrecognized"):
+            message = f"unrecognized arguments: {' '.join(unknown)}"
+        if message.startswith("unrecognized") and unknown:
+            guess = difflib.get_close_matches(unknown[0].split("=")[0], self._known(), n=1)
+            if guess:
+                message += f" (did you mean {guess[0]}?)"
+        sys.stderr.write(f"{self.prog}: {message} (see `{self.prog} --help`)\n")
+        raise SystemExit(2)
+
+    def _known(self) -> list[str]:
+        known = set(self._option_string_actions)
+        if StelloParser.root is not None:
+            known |= set(StelloParser.root._option_string_actions)
+        return sorted(known)
+
+    def _unknown_flags(self) -> list[str]:
+        known = self._known()
+        found = []
+        for token in StelloParser.argv:
+            if token == "--":
+                break
+            if not token.startswith("-") or token == "-" or token[1:2].isdigit():
+                continue
+            name = token.split("=")[0]
+            if not any(option.startswith(name) for option in known):
+                found.append(token)
+        return found
+
+
+def tls_options(group: Any, *, default: Any = None) -> None:
+    """--ca-file, --cert-file, --key-file, --server-name (each with its variable)."""
+    group.add_argument(
+        "--ca-file",
+        default=default,
+        metavar="PEM",
+        help="CA that verifies the server: connect with TLS (STELLO_CA_FILE)",
+    )
+    group.add_argument(
+        "--cert-file",
+        default=default,
+        metavar="PEM",
+        help="client certificate for mutual TLS (STELLO_CERT_FILE)",
+    )
+    group.add_argument(
+        "--key-file", default=default, metavar="PEM", help="its private key (STELLO_KEY_FILE)"
+    )
+    group.add_argument(
+        "--server-name",
+        default=default,
+        metavar="NAME",
+        help="the name in the server's certificate when the address is not it (STELLO_SERVER_NAME)",
+    )
+
+
+def connection_options(parser: argparse.ArgumentParser, *, default: Any = None) -> None:
+    """The flags every client command takes, before or after its name.
+
+    The top-level parser gets real defaults; each subcommand gets them as
+    SUPPRESS, so a flag given before the subcommand is not reset after it.
+    """
+    suppress = default is argparse.SUPPRESS
+    group = parser.add_argument_group("connection (default: what `stello up` saved)")
+    group.add_argument("--gateway", default=default, metavar="HOST:PORT", help="STELLO_GATEWAY")
+    group.add_argument("--key", default=default, help="API key (STELLO_KEY)")
+    group.add_argument(
+        "--space",
+        default=default,
+        help="space name or id (STELLO_SPACE_ID); optional when the key reaches one space",
+    )
+    tls_options(group, default=default)
+    parser.add_argument(
+        "--json",
+        action="store_true",
+        default=argparse.SUPPRESS if suppress else False,
+        help="print JSON for scripts",
+    )
+    parser.add_argument(
+        "--timeout",
+        type=float,
+        default=argparse.SUPPRESS if suppress else 30.0,
+        metavar="S",
+        help="seconds per call (default 30)",
+    )
+
+
+class Commands:
+    """Adds subcommands to a parser: client ones (connection flags) and local ones."""
+
+    def __init__(self, sub: Any) -> None:
+        self._sub = sub
+
+    def _add(self, name: str, run: Run, help_: str, description: str | None, parent: Any) -> Any:
+        target = parent if parent is not None else self._sub
+        parser = target.add_parser(
+            name,
+            help=help_,
+            description=description or help_[0].upper() + help_[1:] + ".",
+            formatter_class=argparse.RawDescriptionHelpFormatter,
+        )
+        parser.set_defaults(run=run, parser=parser)
+        return parser
+
+    def client(
+        self,
+        name: str,
+        run: Run,
+        help_: str,
+        description: str | None = None,
+        *,
+        flags: Mapping[str, str] | None = None,
+    ) -> Any:
+        """A command that talks to the gateway; `flags` names request fields as its flags."""
+        parser = self._add(name, run, help_, description, None)
+        connection_options(parser, default=argparse.SUPPRESS)
+        parser.set_defaults(flags=dict(flags or {}))
+        return parser
+
+    def local(
+        self, name: str, run: Run, help_: str, description: str | None = None, *, parent: Any = None
+    ) -> Any:
+        """A command that runs here (services, database maintenance)."""
+        return self._add(name, run, help_, description, parent)
+
+    def group(self, name: str, help_: str) -> Any:
+        """A command with subcommands of its own (`stello keys create`)."""
+        parser = self._sub.add_parser(name, help=help_, description=help_[0].upper() + help_[1:])
+        parser.set_defaults(parser=parser)
+        return parser.add_subparsers(dest=name, required=True, metavar="COMMAND")
+
+    @staticmethod
+    def database_option(parser: Any) -> None:
+        """--database-url, also accepted before the subcommand."""
+        parser.add_argument("--database-url", default=argparse.SUPPRESS, help=DATABASE_HELP)
+
+
+DATABASE_HELP = "PostgreSQL URL (default: STELLO_DATABASE_URL, else the embedded one)"
+
+
+def session_argument(parser: Any, name: str = "session", metavar: str = "SESSION") -> None:
+    """A positional SESSION argument, explained."""
+    parser.add_argument(name, metavar=metavar, help=SESSION_HELP)
+
+
+def build_parser() -> StelloParser:
+    """The parser of every command, from `COMMAND_GROUPS`."""
+    parser = StelloParser(
+        prog="stello",
+        description=DESCRIPTION,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    parser.add_argument("--version", action="version", version=f"stello {__version__}")
+    parser.add_argument("--database-url", default=None, help=DATABASE_HELP)
+    connection_options(parser)
+    sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
+    commands = Commands(sub)
+    for module in COMMAND_GROUPS:
+        importlib.import_module(module).register(commands)
+    return parser

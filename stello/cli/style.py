@@ -1,0 +1,117 @@
+"""How output looks: colour only on a terminal, relative times, short ids, one-line cuts.
+
+Colour follows the NO_COLOR convention (https://no-color.org): none when the
+variable is set to anything, none when the stream is not a terminal (a pipe,
+a file), else ANSI colours. Nothing here does I/O but `write`, which also makes
+a closed pipe (``stello digests | head``) end the command quietly.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from typing import TextIO
+
+from google.protobuf.timestamp_pb2 import Timestamp
+
+SHORT_ID = 8
+_CODES = {
+    "bold": "1",
+    "dim": "2",
+    "red": "31",
+    "green": "32",
+    "yellow": "33",
+    "blue": "34",
+    "magenta": "35",
+    "cyan": "36",
+}
+ROLE_COLOURS = {"user": "cyan", "assistant": "green", "tool": "yellow", "system": "magenta"}
+
+
+@dataclass(frozen=True, slots=True)
+class Style:
+    """ANSI colours when `colour` is on, plain text otherwise."""
+
+    colour: bool = False
+
+    @classmethod
+    def of(cls, stream: TextIO) -> Style:
+        """Colour when `stream` is a terminal and NO_COLOR is not set."""
+        if os.environ.get("NO_COLOR"):
+            return cls(False)
+        isatty = getattr(stream, "isatty", None)
+        return cls(bool(isatty and isatty()))
+
+    def paint(self, text: str, *names: str) -> str:
+        """`text` in the named colours/weights (e.g. "bold", "green")."""
+        if not self.colour or not text or not names:
+            return text
+        codes = ";".join(_CODES[name] for name in names)
+        return f"\x1b[{codes}m{text}\x1b[0m"
+
+    def dim(self, text: str) -> str:
+        """Secondary text (ids, times)."""
+        return self.paint(text, "dim")
+
+    def bold(self, text: str) -> str:
+        """Names (labels)."""
+        return self.paint(text, "bold")
+
+    def role(self, role: str) -> str:
+        """A record role in its colour."""
+        return self.paint(role, ROLE_COLOURS.get(role, "bold"))
+
+
+PLAIN = Style(False)
+
+
+def write(text: str = "", *, end: str = "\n", stream: TextIO | None = None) -> None:
+    """Write `text` and flush (streamed deltas show as they arrive)."""
+    out = stream or sys.stdout
+    out.write(text + end)
+    out.flush()
+
+
+def short_id(session_id: str) -> str:
+    """The first digits of an id: what `stello tree` shows and any command accepts."""
+    return session_id[:SHORT_ID]
+
+
+def one_line(text: str, width: int = 0) -> str:
+    """`text` with its whitespace runs collapsed; cut to `width` characters when given."""
+    flat = " ".join(text.split())
+    if width and len(flat) > width:
+        return flat[: width - 1] + "…"
+    return flat
+
+
+def when(stamp: Timestamp) -> datetime | None:
+    """The aware datetime of a Timestamp; None when it is unset."""
+    if not stamp.seconds and not stamp.nanos:
+        return None
+    return stamp.ToDatetime(tzinfo=UTC)
+
+
+def ago(stamp: Timestamp, now: datetime | None = None) -> str:
+    """How long ago `stamp` was, for people: "just now", "5 min ago", "3 days ago", a date."""
+    then = when(stamp)
+    if then is None:
+        return "never"
+    seconds = int(((now or datetime.now(UTC)) - then).total_seconds())
+    if seconds < 10:
+        return "just now"
+    for size, unit in ((86_400, "day"), (3600, "h"), (60, "min")):
+        if seconds >= size:
+            count = seconds // size
+            if unit == "day" and count > 30:
+                return then.date().isoformat()
+            plural = "s" if unit == "day" and count != 1 else ""
+            return f"{count} {unit}{plural} ago"
+    return f"{seconds} s ago"
+
+
+def plural(count: int, word: str) -> str:
+    """`1 turn`, `2 turns`."""
+    return f"{count} {word}" if count == 1 else f"{count} {word}s"

@@ -1,0 +1,166 @@
+"""send and records: one turn streamed as it arrives, and a session's records.
+
+A turn is stored only when it completes (the gateway commits it at the end of
+the stream): interrupting `stello send` with Ctrl-C before that stores
+nothing, and the command says so before it exits 130.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import sys
+import uuid
+from dataclasses import dataclass
+
+from stello.agent.v1 import agent_pb2
+from stello.cli import format as fmt
+from stello.cli.connect import Client, gateway
+from stello.cli.parser import Commands, session_argument
+from stello.cli.sessions import text_argument
+from stello.cli.style import Style, write
+from stello.common.v1 import common_pb2
+
+NOT_STORED = "interrupted: the turn was not stored (nothing was written; send it again)"
+STORED = "interrupted after the turn was stored"
+RECORDS_PAGE = 1000
+
+
+@dataclass(slots=True)
+class Turn:
+    """What a streamed turn has shown so far."""
+
+    done: agent_pb2.SendResponse | None = None
+    at_line_start: bool = True
+
+
+async def stream_turn(
+    client: Client,
+    session_id: str,
+    text: str,
+    *,
+    as_json: bool = False,
+    seconds: float | None = None,
+    turn: Turn | None = None,
+) -> Turn:
+    """One SendStream turn: deltas printed as they arrive, tool calls on their own lines.
+
+    `turn` (when given) is filled as events arrive, so a caller that cancels
+    this can tell whether the turn was committed (`done` arrived).
+    """
+    turn = turn or Turn()
+    style = Style.of(sys.stdout)
+    request = agent_pb2.SendStreamRequest(
+        space_id=client.space_id, session_id=session_id, content=text, request_id=uuid.uuid4().hex
+    )
+    stream = client.stub.SendStream(request, timeout=seconds, metadata=client.metadata)
+    async for event in stream:
+        kind = event.WhichOneof("event")
+        if kind == "text_delta" and not as_json and event.text_delta.text:
+            write(event.text_delta.text, end="")
+            turn.at_line_start = event.text_delta.text.endswith("\n")
+        elif kind == "tool_call" and not as_json:
+            if not turn.at_line_start:
+                write()
+            call = event.tool_call
+            write(style.paint(f"→ {call.name}({call.arguments_json})", "yellow"))
+            turn.at_line_start = True
+        elif kind == "done":
+            turn.done = event.done
+    if as_json:
+        write(fmt.dumps(fmt.turn_dict(turn.done) if turn.done is not None else None))
+        return turn
+    if not turn.at_line_start:
+        write()
+        turn.at_line_start = True
+    if turn.done is not None and turn.done.pending_tool_calls:
+        names = ", ".join(call.name for call in turn.done.pending_tool_calls)
+        write(f"(waiting for tool results: {names})", stream=sys.stderr)
+    return turn
+
+
+async def cmd_send(args: argparse.Namespace) -> int:
+    """Send one message and stream the reply; Ctrl-C before the end stores nothing."""
+    text = text_argument(args.message)
+    async with gateway(args) as client:
+        session_id = await client.session(args.session)
+        turn = Turn()
+        try:
+            await stream_turn(
+                client,
+                session_id,
+                text,
+                as_json=args.json,
+                seconds=args.stream_timeout,
+                turn=turn,
+            )
+        except asyncio.CancelledError:
+            if not turn.at_line_start:
+                write()
+            write(f"stello: {STORED if turn.done else NOT_STORED}", stream=sys.stderr)
+            raise
+    return 0
+
+
+async def all_records(client: Client, session_id: str) -> list[common_pb2.Record]:
+    """Every record of a session, a page at a time (oldest first)."""
+    found: list[common_pb2.Record] = []
+    while True:
+        request = agent_pb2.ListRecordsRequest(
+            space_id=client.space_id, session_id=session_id, limit=RECORDS_PAGE
+        )
+        if found:
+            request.after_seq = found[-1].seq
+        page = list((await client.call(client.stub.ListRecords, request)).records)
+        found += page
+        if len(page) < RECORDS_PAGE:
+            return found
+
+
+async def newest_records(client: Client, session_id: str, count: int) -> list[common_pb2.Record]:
+    """The newest `count` records, oldest first."""
+    request = agent_pb2.ListRecordsRequest(
+        space_id=client.space_id, session_id=session_id, limit=count, newest_first=True
+    )
+    return list((await client.call(client.stub.ListRecords, request)).records)
+
+
+async def cmd_records(args: argparse.Namespace) -> int:
+    """Show a session's records (the newest N with --limit)."""
+    async with gateway(args) as client:
+        session_id = await client.session(args.session)
+        if args.limit is not None:
+            records = await newest_records(client, session_id, args.limit)
+        else:
+            records = await all_records(client, session_id)
+    if args.json:
+        write(fmt.dumps([fmt.record_dict(record) for record in records]))
+        return 0
+    style = Style.of(sys.stdout)
+    for record in records:
+        write("\n".join(fmt.record_lines(record, style)))
+    return 0
+
+
+def register(commands: Commands) -> None:
+    """Add send and records."""
+    send = commands.client(
+        "send",
+        cmd_send,
+        "send a message; the reply streams as it arrives",
+        "Send MESSAGE to SESSION as one turn: the reply streams as the model writes it,\n"
+        "and the turn (message and reply) is stored when it completes. Ctrl-C before\n"
+        "that stores nothing.",
+        flags={"content": "MESSAGE"},
+    )
+    session_argument(send)
+    send.add_argument("message", metavar="MESSAGE", help="the text (- reads it from stdin)")
+    send.add_argument(
+        "--stream-timeout",
+        type=float,
+        metavar="S",
+        help="seconds the whole turn may take (default: no limit)",
+    )
+    records = commands.client("records", cmd_records, "show a session's records, oldest first")
+    session_argument(records)
+    records.add_argument("--limit", type=int, metavar="N", help="only the newest N records")

@@ -1,0 +1,280 @@
+"""export and import: a session's whole subtree to a file and back.
+
+The JSON file (``stello export SESSION``) is::
+
+    {"stello_export": 1, "exported_at": "...Z", "sessions": [
+      {"id": "...", "parent_id": "..." or null, "source_session_id": "..." or null,
+       "label": "...", "status": "active", "turn_count": 2,
+       "config": {"system_prompt": "...", "skills": [...]} or null,
+       "system_prompt": ... , "memory": ..., "insight": ... (each a string or null),
+       "inherits": {"from": "<id>", "until_seq": 4, "count": 4},   (only when by reference)
+       "records": [{"seq": 1, "role": "user", "content": "...", "tool_calls": [...],
+                    "tool_call_id": null, "created_at": "...Z", "metadata": {...}}, ...]},
+      ...]}
+
+Sessions come parents first (pre-order). A fork whose first records are what a
+Fork INHERIT from its source (in the same file) gives keeps only its own
+records and ``inherits``: the source's records through ``until_seq`` (the
+``count``-th of them). `stello import FILE` recreates the subtree through the
+gateway's ImportSession, one session per call, parents, earlier siblings and
+sources first; such a fork is imported by reference to its re-imported source,
+through the mechanism of a Fork INHERIT. Importing the same file again within
+24 h answers the sessions of the first import (each call carries a request id
+made from the file and the session), so an interrupted import finishes when run
+again. ``--format markdown`` writes a page for reading (not for import).
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import hashlib
+import json
+import sys
+from collections.abc import Sequence
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+import grpc
+
+from stello.agent.v1 import agent_pb2
+from stello.cli import format as fmt
+from stello.cli.connect import Client, gateway
+from stello.cli.errors import ClientError, rpc_error_line
+from stello.cli.exports import FORMAT_VERSION, inherited_prefix, markdown, record_from_dict
+from stello.cli.parser import Commands, session_argument
+from stello.cli.style import plural, write
+from stello.cli.talk import all_records
+from stello.cli.views import tree_nodes
+from stello.common.v1 import common_pb2
+
+FETCH_CALLS = 8
+STATUSES = {
+    "active": common_pb2.SESSION_STATUS_ACTIVE,
+    "archived": common_pb2.SESSION_STATUS_ARCHIVED,
+}
+
+
+async def _fetch(
+    client: Client, nodes: Sequence[common_pb2.TreeNode]
+) -> list[tuple[agent_pb2.SessionView, list[common_pb2.Record]]]:
+    """Every session's joined view and records, a few sessions at a time."""
+    gate = asyncio.Semaphore(FETCH_CALLS)
+
+    async def one(
+        node: common_pb2.TreeNode,
+    ) -> tuple[agent_pb2.SessionView, list[common_pb2.Record]]:
+        async with gate:
+            request = agent_pb2.GetSessionRequest(space_id=client.space_id, session_id=node.id)
+            view = (await client.call(client.stub.GetSession, request)).session
+            return view, await all_records(client, node.id)
+
+    return list(await asyncio.gather(*(one(node) for node in nodes)))
+
+
+def export_document(
+    fetched: Sequence[tuple[agent_pb2.SessionView, list[common_pb2.Record]]],
+) -> dict[str, Any]:
+    """The JSON document of fetched sessions (pre-order), forks by reference where possible."""
+    records_of = {view.node.id: records for view, records in fetched}
+    sessions = []
+    for view, records in fetched:
+        entry = fmt.view_dict(view)
+        for name in ("children", "refs", "updated_at"):
+            entry.pop(name)
+        source = entry["source_session_id"]
+        cut = inherited_prefix(records, records_of[source]) if source in records_of else None
+        if cut is not None:
+            count, until_seq, position = cut
+            entry["inherits"] = {"from": source, "until_seq": until_seq, "count": position}
+            records = records[count:]
+        entry["records"] = [fmt.record_dict(r) for r in records]
+        sessions.append(entry)
+    exported = datetime.now(UTC).isoformat().replace("+00:00", "Z")
+    return {"stello_export": FORMAT_VERSION, "exported_at": exported, "sessions": sessions}
+
+
+async def cmd_export(args: argparse.Namespace) -> int:
+    """Write a session's subtree as JSON (for import) or Markdown (for reading)."""
+    async with gateway(args) as client:
+        top = await client.session(args.session)
+        fetched = await _fetch(client, await tree_nodes(client, top))
+    if args.format == "markdown":
+        text = markdown(fetched)
+    else:
+        text = json.dumps(export_document(fetched), ensure_ascii=False, indent=1) + "\n"
+    if args.output and args.output != "-":
+        await asyncio.to_thread(Path(args.output).write_text, text, encoding="utf-8")
+        write(f"exported {plural(len(fetched), 'session')} to {args.output}", stream=sys.stderr)
+    else:
+        write(text, end="")
+    return 0
+
+
+def _load(path: str) -> tuple[list[dict[str, Any]], str]:
+    """The sessions of an export file and a digest of it."""
+    try:
+        raw = sys.stdin.buffer.read() if path == "-" else Path(path).read_bytes()
+        document = json.loads(raw)
+    except (OSError, ValueError) as exc:
+        raise ClientError(f"{path}: cannot read an export from it ({exc})") from None
+    if not isinstance(document, dict) or document.get("stello_export") != FORMAT_VERSION:
+        raise ClientError(
+            f"{path}: not a Stello export (version {FORMAT_VERSION}): write one with "
+            "`stello export SESSION > FILE`"
+        )
+    sessions = document.get("sessions")
+    if not isinstance(sessions, list) or not all(isinstance(s, dict) for s in sessions):
+        raise ClientError(f"{path}: `sessions` must be a list of objects")
+    return sessions, hashlib.sha256(raw).hexdigest()[:16]
+
+
+def import_order(sessions: Sequence[dict[str, Any]]) -> list[int]:
+    """Positions in the order to import: parents, earlier siblings and sources first.
+
+    Parents and siblings come in file order (pre-order) anyway; a source may sit
+    later in the file (a fork placed elsewhere with --parent). A source that
+    cannot come first (a cycle, which no real export has: every session was made
+    after its source) is cut from its fork, which then keeps its own copy.
+    """
+    index = {s.get("id"): i for i, s in enumerate(sessions)}
+    needs: list[set[int]] = [set() for _ in sessions]
+    source_of: dict[int, int] = {}
+    last_child: dict[int, int] = {}
+    for i, session in enumerate(sessions):
+        parent = index.get(session.get("parent_id"))
+        if parent is not None:
+            needs[i] |= {parent, last_child.get(parent, parent)}
+            last_child[parent] = i
+        source = index.get(session.get("source_session_id"))
+        if source is not None and source != i:
+            needs[i].add(source)
+            source_of[i] = source
+    order: list[int] = []
+    while len(order) < len(sessions):
+        done = set(order)
+        ready = [i for i in range(len(sessions)) if i not in done and needs[i] <= done]
+        if ready:
+            order.append(ready[0])
+            continue
+        stuck = min(i for i in source_of if i not in done and source_of[i] not in done)
+        needs[stuck].discard(source_of.pop(stuck))
+        _copy_instead(sessions[stuck])
+    return order
+
+
+def _copy_instead(entry: dict[str, Any]) -> None:
+    """Cut a fork from its source; with `inherits` its records cannot come back: refuse."""
+    if entry.get("inherits"):
+        raise ClientError(
+            f"session {entry.get('id')} inherits from a source that cannot be imported before "
+            "it; export the subtree again"
+        )
+    entry["source_session_id"] = None
+
+
+async def _import_one(
+    client: Client,
+    entry: dict[str, Any],
+    made: dict[str, str],
+    parent: str | None,
+    request_id: str,
+) -> common_pb2.SessionSummary:
+    """ImportSession of one file entry; `made` maps the file's ids to the new ones."""
+    request = agent_pb2.ImportSessionRequest(
+        space_id=client.space_id,
+        label=str(entry.get("label") or "Imported"),
+        status=STATUSES.get(str(entry.get("status")), common_pb2.SESSION_STATUS_ACTIVE),
+        turn_count=int(entry.get("turn_count") or 0),
+        records=[record_from_dict(r) for r in entry.get("records") or []],
+        request_id=request_id,
+    )
+    parent_id = made.get(str(entry.get("parent_id"))) or parent
+    if parent_id:
+        request.parent_id = parent_id
+    source = made.get(str(entry.get("source_session_id")))
+    if source:
+        request.source_session_id = source
+    inherits = entry.get("inherits")
+    if source and isinstance(inherits, dict) and int(inherits.get("count") or 0) > 0:
+        request.inherit_until_seq = await _seq_at(client, source, int(inherits["count"]))
+    config = entry.get("config")
+    if isinstance(config, dict):
+        request.config.SetInParent()
+        if "system_prompt" in config:
+            request.config.system_prompt = str(config["system_prompt"])
+        if "skills" in config:
+            request.config.skills.SetInParent()
+            request.config.skills.names.extend(str(s) for s in config["skills"])
+    for name in ("system_prompt", "memory", "insight"):
+        if entry.get(name) is not None:
+            setattr(request, name, str(entry[name]))
+    reply: agent_pb2.ImportSessionResponse = await client.call(client.stub.ImportSession, request)
+    return reply.session
+
+
+async def _seq_at(client: Client, session_id: str, position: int) -> int:
+    """The seq of a session's `position`-th record (1-based): one small ListRecords."""
+    request = agent_pb2.ListRecordsRequest(
+        space_id=client.space_id, session_id=session_id, offset=position - 1, limit=1
+    )
+    found = (await client.call(client.stub.ListRecords, request)).records
+    if not found:
+        raise ClientError(f"the imported source {session_id} has fewer than {position} records")
+    return int(found[0].seq)
+
+
+async def cmd_import(args: argparse.Namespace) -> int:
+    """Recreate an exported subtree in the space (under --parent, else as new roots)."""
+    sessions, digest = _load(args.file)
+    async with gateway(args) as client:
+        parent = await client.session(args.parent, "--parent") if args.parent else None
+        made: dict[str, str] = {}
+        order = import_order(sessions)
+        for count, position in enumerate(order, 1):
+            entry = sessions[position]
+            old = str(entry.get("id") or position)
+            request_id = f"import:{digest}:{parent or 'root'}:{old}"
+            try:
+                session = await _import_one(client, entry, made, parent, request_id)
+            except grpc.aio.AioRpcError as err:
+                line = rpc_error_line(err, client.target.gateway, client.flags)
+                raise ClientError(f"{_which(entry, count, len(order))}: {line}") from None
+            except ClientError as exc:
+                raise ClientError(f"{_which(entry, count, len(order))}: {exc}") from None
+            made[old] = session.id
+    if args.json:
+        write(fmt.dumps({"imported": made}))
+    else:
+        tops = [made[str(s.get("id"))] for s in sessions if str(s.get("parent_id")) not in made]
+        write(f"imported {plural(len(made), 'session')}; top: {', '.join(tops)}")
+    return 0
+
+
+def _which(entry: dict[str, Any], count: int, total: int) -> str:
+    return f"importing session {count} of {total} ({entry.get('label')!r})"
+
+
+def register(commands: Commands) -> None:
+    """Add export and import."""
+    export = commands.client(
+        "export",
+        cmd_export,
+        "write a session and its subtree to a file (JSON to import, or Markdown to read)",
+    )
+    session_argument(export)
+    export.add_argument(
+        "--format", choices=["json", "markdown"], default="json", help="default json"
+    )
+    export.add_argument("-o", "--output", metavar="FILE", help="write here (default stdout)")
+    imported = commands.client(
+        "import",
+        cmd_import,
+        "recreate an exported subtree in the space (records, configs, slots, topology)",
+        flags={"parent_id": "--parent"},
+    )
+    imported.add_argument("file", metavar="FILE", help="a file of `stello export` (- = stdin)")
+    imported.add_argument(
+        "--parent", metavar="SESSION", help="place the subtree under SESSION (default: a root)"
+    )

@@ -1,0 +1,167 @@
+"""tree, digests, profiles, whoami: what is in the space, and who is asking.
+
+`tree` previews each session's newest record: one small ListRecords per
+session (at most PREVIEW_CALLS at once), and only for trees of at most
+MAX_PREVIEWED sessions, so a large forest costs one GetTree, as without
+previews (``--no-preview`` skips them always).
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import sys
+from collections.abc import Sequence
+
+from stello.agent.v1 import agent_pb2
+from stello.cli import format as fmt
+from stello.cli.connect import Client, gateway
+from stello.cli.parser import Commands
+from stello.cli.style import Style, write
+from stello.cli.talk import newest_records
+from stello.common.v1 import common_pb2
+
+STATUSES = {
+    "all": common_pb2.SESSION_STATUS_UNSPECIFIED,
+    "active": common_pb2.SESSION_STATUS_ACTIVE,
+    "archived": common_pb2.SESSION_STATUS_ARCHIVED,
+}
+MAX_PREVIEWED = 200
+PREVIEW_CALLS = 8
+
+
+async def previews(client: Client, nodes: Sequence[common_pb2.TreeNode]) -> dict[str, str]:
+    """Each session's newest record on one line ("" when it has none)."""
+    gate = asyncio.Semaphore(PREVIEW_CALLS)
+
+    async def one(session_id: str) -> tuple[str, str]:
+        async with gate:
+            newest = await newest_records(client, session_id, 1)
+        return session_id, fmt.preview(newest[-1] if newest else None)
+
+    return dict(await asyncio.gather(*(one(node.id) for node in nodes)))
+
+
+async def tree_nodes(
+    client: Client, root: str | None = None, depth: int | None = None
+) -> list[common_pb2.TreeNode]:
+    """The forest (or the subtree under `root`), in pre-order."""
+    request = agent_pb2.GetTreeRequest(space_id=client.space_id)
+    if root is not None:
+        request.root_id = root
+    if depth is not None:
+        request.max_depth = depth
+    return list((await client.call(client.stub.GetTree, request)).nodes)
+
+
+async def draw_tree(
+    client: Client,
+    nodes: Sequence[common_pb2.TreeNode],
+    *,
+    preview: bool = True,
+    mark: str | None = None,
+) -> list[str]:
+    """The lines `stello tree` prints for `nodes` (previews when few enough)."""
+    shown = await previews(client, nodes) if preview and len(nodes) <= MAX_PREVIEWED else None
+    return fmt.tree_lines(nodes, Style.of(sys.stdout), shown, mark)
+
+
+async def cmd_tree(args: argparse.Namespace) -> int:
+    """Show the forest as an indented tree."""
+    async with gateway(args) as client:
+        root = await client.session(args.root, "--root") if args.root is not None else None
+        nodes = await tree_nodes(client, root, args.depth)
+        if args.json:
+            write(fmt.dumps([fmt.node_dict(node) for node in nodes]))
+        elif not nodes:
+            write("no sessions yet: create one with `stello root`")
+        else:
+            write("\n".join(await draw_tree(client, nodes, preview=args.preview)))
+    return 0
+
+
+async def cmd_digests(args: argparse.Namespace) -> int:
+    """List every session's digest, all pages."""
+    style = Style.of(sys.stdout)
+    async with gateway(args) as client:
+        token = ""
+        found: list[dict[str, object]] = []
+        while True:
+            request = agent_pb2.ListSessionDigestsRequest(
+                space_id=client.space_id,
+                status=STATUSES[args.status],
+                page_size=1000,
+                page_token=token,
+            )
+            reply = await client.call(client.stub.ListSessionDigests, request)
+            for digest in reply.digests:
+                if args.json:
+                    found.append(fmt.digest_dict(digest))
+                else:
+                    write("\n".join(fmt.digest_lines(digest, style)))
+            token = reply.next_page_token
+            if not token:
+                break
+    if args.json:
+        write(fmt.dumps(found))
+    return 0
+
+
+async def cmd_profiles(args: argparse.Namespace) -> int:
+    """List the gateway's fork profiles."""
+    async with gateway(args) as client:
+        request = agent_pb2.ListProfilesRequest(space_id=client.space_id)
+        reply = await client.call(client.stub.ListProfiles, request)
+    if args.json:
+        write(fmt.dumps([fmt.profile_dict(p) for p in reply.profiles]))
+    elif not reply.profiles:
+        write("no profiles: the gateway reads them from STELLO_GATEWAY_PROFILES_FILE (TOML)")
+    else:
+        style = Style.of(sys.stdout)
+        for profile in reply.profiles:
+            write("\n".join(fmt.profile_lines(profile, style)))
+    return 0
+
+
+async def cmd_whoami(args: argparse.Namespace) -> int:
+    """Who the key belongs to, and the spaces it reaches."""
+    async with gateway(args) as client:
+        reply = await client.call(client.stub.WhoAmI, agent_pb2.WhoAmIRequest())
+    scope = agent_pb2.KeyScope.Name(reply.scope).removeprefix("KEY_SCOPE_").lower()
+    if args.json:
+        spaces = [{"id": s.id, "name": s.name} for s in reply.spaces]
+        body = {"principal": reply.principal, "key_id": reply.key_id, "scope": scope}
+        write(fmt.dumps({**body, "spaces": spaces, "space_id": client.space_id}))
+        return 0
+    write(f"principal: {reply.principal}")
+    write(f"key: {reply.key_id} ({scope})")
+    for space in reply.spaces:
+        current = "  (in use)" if space.id == client.space_id else ""
+        write(f"space: {space.name}  {space.id}{current}")
+    return 0
+
+
+def register(commands: Commands) -> None:
+    """Add tree, digests, profiles and whoami."""
+    tree = commands.client(
+        "tree",
+        cmd_tree,
+        "show the forest: labels, status, turns, short ids and the newest record of each",
+        flags={"root_id": "--root", "max_depth": "--depth"},
+    )
+    tree.add_argument("--root", metavar="SESSION", help="only the tree under SESSION")
+    tree.add_argument("--depth", type=int, metavar="N", help="at most N levels below the top")
+    tree.add_argument(
+        "--no-preview",
+        dest="preview",
+        action="store_false",
+        help="leave out each session's newest record (one call less per session)",
+    )
+    digests = commands.client(
+        "digests", cmd_digests, "list every session with its memory and insight"
+    )
+    digests.add_argument(
+        "--status", choices=sorted(STATUSES), default="all", help="only these (default all)"
+    )
+    commands.client("profiles", cmd_profiles, "list the fork profiles of the gateway")
+    commands.client("whoami", cmd_whoami, "show the key's owner and the spaces it reaches")

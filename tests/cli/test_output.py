@@ -1,0 +1,154 @@
+"""How the client commands look, without a gateway: colour, times, records, errors as flags."""
+
+from __future__ import annotations
+
+import io
+from datetime import UTC, datetime, timedelta
+
+import grpc
+import pytest
+from google.protobuf import descriptor_pb2, descriptor_pool, message_factory
+from google.protobuf.timestamp_pb2 import Timestamp
+from grpc.aio import AioRpcError, Metadata
+
+from stello.cli import format as fmt
+from stello.cli.errors import flag_names, rpc_error_line
+from stello.cli.style import PLAIN, Style, ago
+from stello.common.v1 import common_pb2
+from stello.errors import (
+    FailedPrecondition,
+    InvalidArgument,
+    StelloError,
+    Violations,
+    to_rpc_status,
+)
+
+NOW = datetime(2025, 6, 1, 12, 0, tzinfo=UTC)
+
+
+def stamp(moment: datetime) -> Timestamp:
+    """A Timestamp of an aware datetime."""
+    made = Timestamp()
+    made.FromDatetime(moment)
+    return made
+
+
+def rpc_error(error: StelloError) -> AioRpcError:
+    """The client-side error a server raising `error` gives (with its status details)."""
+    status = to_rpc_status(error)
+    trailing = Metadata(("grpc-status-details-bin", status.SerializeToString()))
+    return AioRpcError(error.code, Metadata(), trailing, details=error.message)
+
+
+class TestStyle:
+    def test_colour_only_on_a_terminal_without_no_color(
+        self, monkeypatch: pytest.MonkeyPatch
+    ) -> None:
+        """A pipe gets plain text; a terminal gets ANSI codes unless NO_COLOR is set."""
+
+        class Terminal(io.StringIO):
+            def isatty(self) -> bool:
+                return True
+
+        monkeypatch.delenv("NO_COLOR", raising=False)
+        assert Style.of(io.StringIO()).bold("x") == "x"
+        assert Style.of(Terminal()).bold("x") == "\x1b[1mx\x1b[0m"
+        monkeypatch.setenv("NO_COLOR", "1")
+        assert Style.of(Terminal()).bold("x") == "x"
+
+    @pytest.mark.parametrize(
+        ("delta", "said"),
+        [
+            pytest.param(timedelta(seconds=3), "just now", id="now"),
+            pytest.param(timedelta(seconds=42), "42 s ago", id="seconds"),
+            pytest.param(timedelta(minutes=5, seconds=9), "5 min ago", id="minutes"),
+            pytest.param(timedelta(hours=3), "3 h ago", id="hours"),
+            pytest.param(timedelta(days=1), "1 day ago", id="a-day"),
+            pytest.param(timedelta(days=12), "12 days ago", id="days"),
+            pytest.param(timedelta(days=400), "2024-04-27", id="a-date"),
+        ],
+    )
+    def test_relative_times(self, delta: timedelta, said: str) -> None:
+        """Times read as how long ago, then as a date past a month."""
+        assert ago(stamp(NOW - delta), NOW) == said
+
+    def test_unset_time(self) -> None:
+        """An unset timestamp reads "never"."""
+        assert ago(Timestamp(), NOW) == "never"
+
+
+class TestRecords:
+    def test_record_lines(self) -> None:
+        """`[seq] role · time: text`, more lines indented, then each tool call."""
+        call = common_pb2.ToolCall(id="call_1", name="lookup", arguments_json="{}")
+        record = common_pb2.Record(
+            seq=3,
+            role=common_pb2.RECORD_ROLE_ASSISTANT,
+            content="one\ntwo",
+            tool_calls=[call],
+            created_at=stamp(NOW - timedelta(minutes=2)),
+        )
+        assert fmt.record_lines(record, PLAIN, NOW) == [
+            "[3] assistant · 2 min ago: one",
+            "    two",
+            "    → lookup({})  call_1",
+        ]
+        assert fmt.record_lines(record, PLAIN, NOW, width=12) == [
+            "[3] assistant · 2 min ago: one two"
+        ]
+
+    def test_inherited_marker_hook(self) -> None:
+        """A record type with an `inherited` field is marked when it is set; ours has none yet."""
+        assert not fmt.is_inherited(common_pb2.Record(content="own"))
+        proto = descriptor_pb2.FileDescriptorProto(name="lineage_probe.proto", package="probe")
+        message = proto.message_type.add(name="Record")
+        message.field.add(
+            name="inherited",
+            number=1,
+            type=descriptor_pb2.FieldDescriptorProto.TYPE_BOOL,
+            label=descriptor_pb2.FieldDescriptorProto.LABEL_OPTIONAL,
+        )
+        pool = descriptor_pool.DescriptorPool()
+        pool.Add(proto)
+        cls = message_factory.GetMessageClass(pool.FindMessageTypeByName("probe.Record"))
+        assert fmt.is_inherited(cls(inherited=True))
+        assert not fmt.is_inherited(cls(inherited=False))
+
+
+class TestErrorsAsFlags:
+    def test_field_violations_name_flags(self) -> None:
+        """Violations of `inherit_until_seq` and `profile_vars` read as --up-to and --var."""
+        violations = Violations()
+        violations.add("inherit_until_seq", "is only allowed with INHERIT context, not NONE")
+        violations.add("profile_vars", "needs topic; give them in profile_vars")
+        with pytest.raises(InvalidArgument) as caught:
+            violations.raise_if_any()
+        assert rpc_error_line(rpc_error(caught.value)) == (
+            "INVALID_ARGUMENT: --up-to: is only allowed with INHERIT context, not NONE; "
+            "--var: needs topic; give them in --var"
+        )
+
+    def test_a_command_names_its_own_arguments(self) -> None:
+        """A command's own mapping wins (`content` is MESSAGE for send)."""
+        error = rpc_error(InvalidArgument.field("content", "must not be empty"))
+        assert rpc_error_line(error, flags={"content": "MESSAGE"}) == (
+            "INVALID_ARGUMENT: MESSAGE: must not be empty"
+        )
+
+    def test_plain_words_stay_words(self) -> None:
+        """Free text keeps English words that are also field names ("context", "profile")."""
+        error = rpc_error(
+            FailedPrecondition("fork profile 'x' is not configured", reason="PROFILE_NOT_FOUND")
+        )
+        assert rpc_error_line(error) == ("FAILED_PRECONDITION: fork profile 'x' is not configured")
+        assert flag_names("set session_id and label", {"session_id": "SESSION"}) == (
+            "set SESSION and label"
+        )
+
+    def test_unreachable_gateway_hint(self) -> None:
+        """UNAVAILABLE says where nothing answered and how to start a gateway."""
+        error = AioRpcError(grpc.StatusCode.UNAVAILABLE, Metadata(), Metadata(), "failed")
+        assert rpc_error_line(error, "127.0.0.1:1") == (
+            "UNAVAILABLE: failed (is a gateway listening at 127.0.0.1:1? "
+            "start one with `stello up`)"
+        )

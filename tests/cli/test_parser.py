@@ -1,0 +1,127 @@
+"""The `stello` command line itself: help for everything, flags anywhere, one-line usage errors."""
+
+from __future__ import annotations
+
+import argparse
+from collections.abc import Iterator
+
+import pytest
+
+from stello import __version__
+from stello.cli.main import main
+from stello.cli.parser import SESSION_HELP, build_parser
+
+
+def leaves(parser: argparse.ArgumentParser) -> Iterator[argparse.ArgumentParser]:
+    """Every (sub)command parser that runs something."""
+    subs = [a for a in parser._actions if isinstance(a, argparse._SubParsersAction)]
+    if not subs:
+        yield parser
+    for action in subs:
+        for child in action.choices.values():
+            yield from leaves(child)
+
+
+def usage_error(capsys: pytest.CaptureFixture[str], *argv: str) -> str:
+    """Run `stello ARGV`, which must be a usage error (exit 2); its one line of stderr."""
+    with pytest.raises(SystemExit) as caught:
+        main(list(argv))
+    assert caught.value.code == 2
+    err = capsys.readouterr().err
+    assert len(err.splitlines()) == 1, err
+    return err
+
+
+class TestHelp:
+    def test_every_command_and_argument_is_explained(self) -> None:
+        """Each subcommand has a description and every one of its arguments a help text."""
+        parser = build_parser()
+        found = list(leaves(parser))
+        names = {p.prog.removeprefix("stello ") for p in found}
+        assert {"up", "migrate", "show", "export", "import", "keys create", "chat"} <= names
+        for leaf in found:
+            assert leaf.description, leaf.prog
+            for action in leaf._actions:
+                if isinstance(action, argparse._HelpAction):
+                    continue
+                assert action.help, f"{leaf.prog} {action.option_strings or action.dest}"
+
+    def test_session_is_explained(self) -> None:
+        """SESSION says it takes an id or its first digits."""
+        parser = build_parser()
+        show = next(p for p in leaves(parser) if p.prog == "stello show")
+        [session] = [a for a in show._actions if a.dest == "session"]
+        assert session.help == SESSION_HELP
+        assert "first digits" in SESSION_HELP
+
+    def test_version(self, capsys: pytest.CaptureFixture[str]) -> None:
+        """--version prints the version."""
+        with pytest.raises(SystemExit) as caught:
+            main(["--version"])
+        assert caught.value.code == 0
+        assert capsys.readouterr().out == f"stello {__version__}\n"
+
+
+class TestGlobalFlags:
+    @pytest.mark.parametrize(
+        "argv",
+        [
+            pytest.param(["--json", "--gateway", "g:1", "--space", "s", "tree"], id="before"),
+            pytest.param(["tree", "--json", "--gateway", "g:1", "--space", "s"], id="after"),
+            pytest.param(
+                ["--gateway", "x:1", "tree", "--gateway", "g:1", "--json", "--space", "s"],
+                id="after-wins",
+            ),
+        ],
+    )
+    def test_before_or_after_the_subcommand(self, argv: list[str]) -> None:
+        """Connection flags and --json work on either side of the subcommand."""
+        args = build_parser().parse_args(argv)
+        assert (args.json, args.gateway, args.space, args.timeout) == (True, "g:1", "s", 30.0)
+
+    def test_database_url_before_the_subcommand(self) -> None:
+        """--database-url may come first too."""
+        args = build_parser().parse_args(["--database-url", "postgresql://x", "migrate"])
+        assert args.database_url == "postgresql://x"
+
+
+class TestUsageErrors:
+    def test_misspelt_flag_is_named(self, capsys: pytest.CaptureFixture[str]) -> None:
+        """`--lable x` reports the unknown flag and the one meant, not a missing --label."""
+        err = usage_error(capsys, "fork", "abc", "--lable", "x")
+        assert err == (
+            "stello fork: unrecognized arguments: --lable x (did you mean --label?) "
+            "(see `stello fork --help`)\n"
+        )
+
+    def test_unknown_flag_before_missing_arguments(
+        self, capsys: pytest.CaptureFixture[str]
+    ) -> None:
+        """A misspelt flag is reported even when positional arguments are missing too."""
+        err = usage_error(capsys, "send", "--stream-timout", "3")
+        assert err.startswith("stello send: unrecognized arguments: --stream-timout")
+        assert "did you mean --stream-timeout?" in err
+
+    def test_missing_label(self, capsys: pytest.CaptureFixture[str]) -> None:
+        """fork without --label says it is required, on one line."""
+        err = usage_error(capsys, "fork", "abc", "--gateway", "127.0.0.1:1", "--key", "k")
+        assert err == (
+            "stello fork: --label is required (the new session's label) "
+            "(see `stello fork --help`)\n"
+        )
+
+    def test_up_to_implies_inherit_only(self, capsys: pytest.CaptureFixture[str]) -> None:
+        """--up-to with another --context is refused before anything is sent."""
+        err = usage_error(
+            capsys, "fork", "abc", "--label", "x", "--context", "none", "--up-to", "2"
+        )
+        assert "--up-to SEQ inherits the records up to SEQ, so it needs --context inherit" in err
+
+    def test_bad_choice(self, capsys: pytest.CaptureFixture[str]) -> None:
+        """A value outside the choices is one line, exit 2."""
+        err = usage_error(capsys, "digests", "--status", "gone")
+        assert err.startswith("stello digests: argument --status: invalid choice: 'gone'")
+
+    def test_no_command(self, capsys: pytest.CaptureFixture[str]) -> None:
+        """`stello` alone asks for a command on one line."""
+        assert "the following arguments are required: COMMAND" in usage_error(capsys)
