@@ -11,26 +11,27 @@ import logging
 import sys
 import uuid
 from collections.abc import Awaitable, Callable
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import grpc
 
-from stello.auth import KeyStore
 from stello.channels import open_channel
 from stello.cli.connect import pick, resolve_tls
+from stello.cli.credentials import load_credentials
 from stello.cli.errors import ClientError, UsageError
 from stello.cli.format import dumps
 from stello.cli.parser import Commands, tls_options
 from stello.cli.style import one_line, plural, write
-from stello.cli.up import load_credentials
-from stello.db import create_pool
-from stello.embedded import database_url
-from stello.migrate import migrate_dsn
-from stello.settings import StelloSettings
+
+if TYPE_CHECKING:  # the database commands import these when they run (a client needs none)
+    from stello.auth import KeyStore
+    from stello.settings import StelloSettings
 
 
 def settings_of(args: argparse.Namespace) -> StelloSettings:
     """The kernel settings, with --database-url over STELLO_DATABASE_URL."""
+    from stello.settings import StelloSettings
+
     overrides: dict[str, Any] = {}
     if getattr(args, "database_url", None):
         overrides["database_url"] = args.database_url
@@ -38,6 +39,11 @@ def settings_of(args: argparse.Namespace) -> StelloSettings:
 
 
 async def _with_keys(args: argparse.Namespace, work: Callable[[KeyStore], Awaitable[int]]) -> int:
+    from stello.auth import KeyStore
+    from stello.db import create_pool
+    from stello.embedded import database_url
+    from stello.migrate import migrate_dsn
+
     settings = settings_of(args)
     async with database_url(settings.database_url, settings.data_dir) as dsn:
         await migrate_dsn(dsn)
@@ -47,6 +53,9 @@ async def _with_keys(args: argparse.Namespace, work: Callable[[KeyStore], Awaita
 
 async def cmd_migrate(args: argparse.Namespace) -> int:
     """Apply pending migrations."""
+    from stello.embedded import database_url
+    from stello.migrate import migrate_dsn
+
     settings = settings_of(args)
     async with database_url(settings.database_url, settings.data_dir) as dsn:
         applied = await migrate_dsn(dsn)

@@ -26,12 +26,12 @@ import grpc
 from stello.agent.v1 import agent_pb2
 from stello.cli import format as fmt
 from stello.cli.connect import Client, gateway
+from stello.cli.credentials import credentials_path
 from stello.cli.errors import ClientError, UsageError, rpc_error_line
 from stello.cli.parser import Commands, session_argument
 from stello.cli.sessions import CONTEXTS, fork_context, profile_vars, view_of
 from stello.cli.style import Style, ago, plural, short_id, write
 from stello.cli.talk import Turn, newest_records, stream_turn
-from stello.cli.up import credentials_path
 from stello.cli.views import draw_tree, tree_nodes
 
 BANNER_RECORDS = 4

@@ -23,11 +23,11 @@ import grpc
 
 from stello.agent.v1 import agent_pb2, agent_pb2_grpc
 from stello.channels import ClientTls, bearer_metadata, open_channel
+from stello.cli.credentials import Credentials, load_credentials
 from stello.cli.errors import ClientError, UsageError, rpc_error_line
-from stello.cli.up import Credentials, load_credentials
-from stello.settings import MIB
 
 CANDIDATES_SHOWN = 4
+DEFAULT_MESSAGE_BYTES = 64 * 1024 * 1024  # STELLO_MAX_MESSAGE_BYTES' default
 _HEX = frozenset(string.hexdigits)
 
 
@@ -93,7 +93,7 @@ def message_limit() -> int:
     """The client's gRPC message limit: STELLO_MAX_MESSAGE_BYTES, as the servers'."""
     value = os.environ.get("STELLO_MAX_MESSAGE_BYTES", "").strip()
     try:
-        return int(value) if value else 64 * MIB
+        return int(value) if value else DEFAULT_MESSAGE_BYTES
     except ValueError:
         raise ClientError(
             f"STELLO_MAX_MESSAGE_BYTES must be a number of bytes, got {value!r}"

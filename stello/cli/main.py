@@ -8,11 +8,12 @@ the command quietly with 0.
 
 from __future__ import annotations
 
+import argparse
 import asyncio
 import os
 import sys
 import warnings
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 
 import asyncpg
 import grpc
@@ -21,7 +22,6 @@ from stello.cli.errors import ClientError, UsageError, rpc_error_line
 from stello.cli.parser import build_parser
 from stello.cli.style import Style, one_line
 from stello.errors import StelloError
-from stello.runner import event_loop_factory
 
 
 def fail(message: str, code: int) -> SystemExit:
@@ -32,13 +32,22 @@ def fail(message: str, code: int) -> SystemExit:
     return SystemExit(code)
 
 
+def _loop_factory(args: argparse.Namespace) -> Callable[[], asyncio.AbstractEventLoop] | None:
+    """uvloop for `stello up` (it serves); asyncio's own loop for a command (starts sooner)."""
+    if args.command != "up":
+        return None
+    from stello.runner import event_loop_factory
+
+    return event_loop_factory()
+
+
 def main(argv: Sequence[str] | None = None) -> None:
     """Run the `stello` command; errors print one line and exit non-zero."""
     args = build_parser().parse_args(argv)
     # platformdirs warns when XDG_RUNTIME_DIR is unset (containers, CI); nothing to act on here.
     warnings.filterwarnings("ignore", message=".*XDG_RUNTIME_DIR.*")
     try:
-        with asyncio.Runner(loop_factory=event_loop_factory()) as runner:
+        with asyncio.Runner(loop_factory=_loop_factory(args)) as runner:
             code = runner.run(args.run(args))
     except BrokenPipeError:
         # The reader went away: say nothing more (and let the interpreter's final flush

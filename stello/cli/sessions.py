@@ -66,9 +66,10 @@ def text_argument(value: str) -> str:
 
 async def cmd_root(args: argparse.Namespace) -> int:
     """Create a root session."""
+    values = profile_vars(args.var)  # a bad --var fails before any call
     async with gateway(args) as client:
         request = agent_pb2.CreateRootRequest(
-            space_id=client.space_id, profile_vars=profile_vars(args.var), request_id=_rid()
+            space_id=client.space_id, profile_vars=values, request_id=_rid()
         )
         for name in ("label", "system_prompt", "profile"):
             if getattr(args, name) is not None:
@@ -83,12 +84,13 @@ async def cmd_fork(args: argparse.Namespace) -> int:
     if args.label is None:
         raise UsageError("--label is required (the new session's label)")
     context = fork_context(args)
+    values = profile_vars(args.var)
     async with gateway(args) as client:
         request = agent_pb2.ForkRequest(
             space_id=client.space_id,
             source_session_id=await client.session(args.source, "SOURCE"),
             label=args.label,
-            profile_vars=profile_vars(args.var),
+            profile_vars=values,
             context=context,
             request_id=_rid(),
         )

@@ -11,19 +11,16 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import dataclasses
-import json
 import logging
-import os
 import signal
 from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass
-from pathlib import Path
 
 import asyncpg
 import grpc
-import platformdirs
 
 from stello.auth import KeyStore
+from stello.cli.credentials import Credentials, load_credentials, save_credentials
 from stello.db import create_pool
 from stello.embedded import database_url
 from stello.errors import FailedPrecondition
@@ -45,55 +42,6 @@ class Ports:
     tree: int = 50062
     gateway: int = 50063
     console: int | None = 50064  # None = no web console
-
-
-@dataclass(frozen=True, slots=True)
-class Credentials:
-    """The local space, its key and the endpoints, as saved for the CLI client commands."""
-
-    space_id: str
-    key: str
-    gateway: str = ""
-    storage: str = ""
-    tree: str = ""
-
-
-def credentials_path() -> Path:
-    """The file `stello up` writes and the client commands read."""
-    override = os.environ.get("STELLO_CONFIG_DIR")
-    folder = Path(override) if override else Path(platformdirs.user_config_dir("stello"))
-    return folder / "credentials.json"
-
-
-def load_credentials() -> Credentials | None:
-    """The saved credentials, or None when there are none."""
-    path = credentials_path()
-    if not path.is_file():
-        return None
-    try:
-        data = json.loads(path.read_text())
-        return Credentials(
-            str(data["space_id"]),
-            str(data["key"]),
-            str(data.get("gateway", "")),
-            str(data.get("storage", "")),
-            str(data.get("tree", "")),
-        )
-    except (ValueError, KeyError, TypeError) as exc:
-        raise FailedPrecondition(
-            f"{path} is not a credentials file written by `stello up` ({exc}); delete it"
-        ) from None
-
-
-def save_credentials(credentials: Credentials) -> Path:
-    """Write the credentials readable by the owner only."""
-    path = credentials_path()
-    path.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
-    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
-    with os.fdopen(fd, "w") as handle:
-        json.dump(dataclasses.asdict(credentials), handle, indent=2)
-    os.chmod(path, 0o600)
-    return path
 
 
 async def local_credentials(keys: KeyStore) -> Credentials:

@@ -1,13 +1,18 @@
-"""CLI fixtures: a private home for each test, outside pytest's own temporary folder."""
+"""CLI fixtures: a private home for each test, and servers the CLI tests share."""
 
 from __future__ import annotations
 
 import shutil
 import tempfile
-from collections.abc import Iterator
+from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
 
+import asyncpg
 import pytest
+
+from stello.auth import KeyStore
+from stello.settings import StelloSettings
+from tests.cli.suite import Servers, Suite, readme_profiles, start_suite
 
 
 @pytest.fixture(name="home")
@@ -21,3 +26,19 @@ def _home() -> Iterator[Path]:
     folder = Path(tempfile.mkdtemp(prefix="stello-cli-"))
     yield folder / "home"
     shutil.rmtree(folder, ignore_errors=True)
+
+
+@pytest.fixture(name="suite", scope="session")
+async def _suite(
+    settings: StelloSettings, pool: asyncpg.Pool, keys: KeyStore
+) -> AsyncIterator[Suite]:
+    """Storage, tree and two gateways (one with a slow echo), shared by the CLI tests."""
+    folder = Path(tempfile.mkdtemp(prefix="stello-cli-suite-"))
+    profiles = folder / "profiles.toml"
+    profiles.write_text(readme_profiles(), encoding="utf-8")
+    servers = Servers(settings, pool, keys)
+    try:
+        yield await start_suite(servers, profiles)
+    finally:
+        await servers.stop()
+        shutil.rmtree(folder, ignore_errors=True)

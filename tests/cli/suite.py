@@ -1,0 +1,103 @@
+"""One storage, tree and two gateways in this process for every CLI test that needs them.
+
+The `stello` commands under test run as real processes (off the event loop that
+serves these servers: `stello` below runs them in a thread). One gateway
+answers at once; the other's echo model waits before each streamed piece, so a
+reply is still streaming when a test presses Ctrl-C. Both read the README's
+profiles example as their profiles file.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import re
+import subprocess
+from dataclasses import dataclass
+from functools import partial
+from pathlib import Path
+
+import asyncpg
+import grpc
+
+from agent_gateway.app import create_app as gateway_app
+from agent_gateway.config import GatewaySettings
+from stello.auth import KeyStore
+from stello.runner import AppFactory
+from stello.server import ServiceApp, create_server, shutdown
+from stello.settings import StelloSettings
+from storage_service.app import create_app as storage_app
+from tests.cli.processes import private_env, run_cli
+from tests.support.fixtures import TestSpace
+from tree_service.app import create_app as tree_app
+
+README = Path(__file__).resolve().parents[2] / "README.md"
+PROFILES_MARKER = "<!-- profiles example: the file tests/cli/suite.py serves -->"
+SLOW_DELTA_S = 0.4
+
+
+def readme_profiles() -> str:
+    """The README's example profiles file (its first toml block after the marker)."""
+    after = README.read_text().partition(PROFILES_MARKER)[2]
+    found = re.search(r"```toml\n(.*?)```", after, flags=re.DOTALL)
+    assert found, "README.md lost its profiles example"
+    return found.group(1)
+
+
+@dataclass(frozen=True, slots=True)
+class Suite:
+    """Addresses of the running servers."""
+
+    gateway: str
+    slow_gateway: str
+    tree: str
+
+    def env(self, home: Path, space: TestSpace, *, slow: bool = False) -> dict[str, str]:
+        """A private environment naming a gateway and the space's key (the space itself is
+        left to the key: the CLI asks the gateway which one it reaches)."""
+        env = private_env(home)
+        env.update(STELLO_GATEWAY=self.slow_gateway if slow else self.gateway, STELLO_KEY=space.key)
+        return env
+
+
+async def stello(
+    env: dict[str, str], *args: str, stdin: str | None = None
+) -> subprocess.CompletedProcess[str]:
+    """Run `stello ARGS` in a thread, so this loop keeps serving the servers."""
+    return await asyncio.to_thread(run_cli, env, *args, stdin=stdin)
+
+
+class Servers:
+    """Started servers, stopped in reverse order."""
+
+    def __init__(self, settings: StelloSettings, pool: asyncpg.Pool, keys: KeyStore) -> None:
+        self._settings, self._pool, self._keys = settings, pool, keys
+        self._running: list[tuple[ServiceApp, grpc.aio.Server]] = []
+
+    async def start(self, factory: AppFactory) -> str:
+        """Start one server on a free port; its address."""
+        app = factory(self._settings, self._pool, self._keys)
+        server, port = await create_server(app, "127.0.0.1:0")
+        await server.start()
+        self._running.append((app, server))
+        return f"127.0.0.1:{port}"
+
+    async def stop(self) -> None:
+        """Stop them all."""
+        for app, server in reversed(self._running):
+            await shutdown(app, server, 0)
+
+
+async def start_suite(servers: Servers, profiles: Path) -> Suite:
+    """Storage, tree, and the fast and slow gateways over them."""
+    storage = await servers.start(storage_app)
+    tree = await servers.start(tree_app)
+    addresses = []
+    for delay in (0.0, SLOW_DELTA_S):
+        config = GatewaySettings(
+            storage_address=storage,
+            tree_address=tree,
+            profiles_file=profiles,
+            echo_delay_s=delay,
+        )
+        addresses.append(await servers.start(partial(gateway_app, config=config)))
+    return Suite(addresses[0], addresses[1], tree)

@@ -1,0 +1,235 @@
+"""Every client command as a real `stello` process against running servers, errors included."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import subprocess
+import sys
+from collections.abc import AsyncIterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from stello.agent.v1 import agent_pb2, agent_pb2_grpc
+from stello.auth import KeyStore
+from stello.channels import open_channel
+from tests.cli.processes import client_env
+from tests.cli.suite import Suite, stello
+from tests.support.fixtures import TestSpace
+
+pytestmark = [pytest.mark.subprocess, pytest.mark.sql]
+
+
+async def ok(env: dict[str, str], *args: str, stdin: str | None = None) -> str:
+    """Run a command that must succeed; its stdout."""
+    done = await stello(env, *args, stdin=stdin)
+    assert done.returncode == 0, f"stello {' '.join(args)}: {done.stderr}"
+    assert "\x1b[" not in done.stdout  # no colour into a pipe
+    return done.stdout
+
+
+async def as_json(env: dict[str, str], *args: str) -> Any:
+    """Run a command with --json; its answer."""
+    return json.loads(await ok(env, *args, "--json"))
+
+
+async def failed(env: dict[str, str], *args: str, code: int = 1) -> str:
+    """Run a command that must fail with `code` on one line; that line."""
+    done = await stello(env, *args)
+    assert done.returncode == code, (done.returncode, done.stdout, done.stderr)
+    assert len(done.stderr.splitlines()) == 1, done.stderr
+    return done.stderr.rstrip("\n")
+
+
+@pytest.fixture(name="env")
+def _env(suite: Suite, home: Path, space: TestSpace) -> dict[str, str]:
+    return suite.env(home, space)
+
+
+@pytest.fixture(name="gw")
+async def _gw(suite: Suite, space: TestSpace) -> AsyncIterator[Any]:
+    """A gateway stub as the space's key, to set things up quickly."""
+    async with open_channel(suite.gateway, key=space.key) as channel:
+        yield agent_pb2_grpc.AgentGatewayStub(channel)
+
+
+class TestSpaceFromTheKey:
+    async def test_no_space_needed(self, env: dict[str, str], space: TestSpace) -> None:
+        """Without --space the key's one space is used; `whoami` names it."""
+        who = await as_json(env, "whoami")
+        assert who["space_id"] == space.sid
+        assert [s["id"] for s in who["spaces"]] == [space.sid]
+        made = await as_json(env, "root", "--label", "here")
+        assert [n["id"] for n in await as_json(env, "tree")] == [made["id"]]
+
+    async def test_space_by_name_or_id(self, env: dict[str, str], space: TestSpace) -> None:
+        """--space takes the space's name or its id; an unknown name lists the spaces."""
+        name = (await as_json(env, "whoami"))["spaces"][0]["name"]
+        assert (await as_json(env, "whoami", "--space", name))["space_id"] == space.sid
+        assert (await as_json(env, "--space", space.sid, "whoami"))["space_id"] == space.sid
+        line = await failed(env, "tree", "--space", "nope")
+        assert line == (
+            f"stello: --space: this key reaches no space named 'nope' (its spaces: "
+            f"{name} ({space.sid}))"
+        )
+
+    async def test_admin_key_with_several_spaces(
+        self, suite: Suite, home: Path, keys: KeyStore, space: TestSpace
+    ) -> None:
+        """A key reaching several spaces must be told which: the error lists them."""
+        owner = f"owner-{space.sid[:8]}"
+        await keys.create_key(space="one", principal=owner)
+        await keys.create_key(space="two", principal=owner)
+        admin = await keys.create_key(space=None, scope="admin", principal=owner)
+        env = suite.env(home, space)
+        env["STELLO_KEY"] = admin.secret
+        line = await failed(env, "tree")
+        assert line.startswith("stello: this key reaches 2 spaces (one (")
+        assert line.endswith("choose one with --space NAME or set STELLO_SPACE_ID")
+        assert await as_json(env, "tree", "--space", "two") == []
+
+
+class TestSessionCommands:
+    async def test_lifecycle_by_prefix(self, env: dict[str, str]) -> None:
+        """show, rename, archive, unarchive, insight, memory, consolidate, delete by 8 digits."""
+        root = (
+            await ok(env, "root", "--label", "Research", "--system-prompt", "Be brief.", "-q")
+        ).strip()
+        short = root[:8]
+        shown = await ok(env, "show", short)
+        assert shown.splitlines()[0] == f"Research  {root}"
+        assert "system prompt:\n    Be brief." in shown
+        assert (await as_json(env, "rename", short, "Renamed"))["label"] == "Renamed"
+        assert (await as_json(env, "archive", short))["status"] == "archived"
+        refused = await failed(env, "send", short, "hello")
+        assert refused.startswith("stello: FAILED_PRECONDITION: session ")
+        assert (await as_json(env, "unarchive", short))["status"] == "active"
+        assert await ok(env, "insight", short) == "(no insight)\n"
+        assert await ok(env, "insight", short, "-", stdin="look here") == "insight set\n"
+        assert await ok(env, "insight", short) == "look here\n"
+        assert await ok(env, "memory", short, "kept") == "memory set\n"
+        view = await as_json(env, "show", short)
+        assert (view["label"], view["insight"], view["memory"]) == ("Renamed", "look here", "kept")
+        await ok(env, "send", short, "remember this")
+        consolidated = await ok(env, "consolidate", short)
+        assert consolidated.strip() and consolidated != "kept\n"
+        assert (await as_json(env, "show", short))["memory"] == consolidated.rstrip("\n")
+        child = (await ok(env, "fork", short, "--label", "kid", "-q")).strip()
+        deleted = await as_json(env, "delete", short, "--yes")
+        assert deleted["deleted_ids"] == [root, child]
+        gone = await failed(env, "show", short)
+        assert gone == (
+            f"stello: SESSION: no session id starts with {short!r} in this space "
+            "(`stello tree` lists them)"
+        )
+
+    async def test_delete_needs_yes_without_a_terminal(self, env: dict[str, str]) -> None:
+        """With stdin not a terminal, delete refuses to ask and erases nothing (exit 2)."""
+        root = (await ok(env, "root", "-q")).strip()
+        line = await failed(env, "delete", root, code=2)
+        assert "refusing to erase without --yes" in line
+        assert [n["id"] for n in await as_json(env, "tree")] == [root]
+
+    async def test_prefixes(self, env: dict[str, str], gw: Any, space: TestSpace) -> None:
+        """An ambiguous prefix lists candidates; a non-hex one is a usage error (exit 2)."""
+        ids = []
+        for i in range(17):  # 17 ids, 16 first digits: two share one
+            reply = await gw.CreateRoot(
+                agent_pb2.CreateRootRequest(space_id=space.sid, label=f"r{i}")
+            )
+            ids.append(reply.session.id)
+        digit = next(d for d in "0123456789abcdef" if sum(i.startswith(d) for i in ids) > 1)
+        line = await failed(env, "show", digit)
+        assert line.startswith(f"stello: SESSION: {digit!r} is the start of several session ids: ")
+        assert line.endswith("; type more of it")
+        usage = await failed(env, "records", "xyz", code=2)
+        assert usage.startswith("stello records: SESSION: 'xyz' is neither a session id")
+
+    async def test_fork_flags_and_their_errors(self, env: dict[str, str]) -> None:
+        """--up-to inherits; gateway errors name --var and --label, not proto fields."""
+        root = (await ok(env, "root", "-q")).strip()
+        await ok(env, "send", root, "one")
+        await ok(env, "send", root, "two")
+        child = (await ok(env, "fork", root, "--label", "cut", "--up-to", "2", "-q")).strip()
+        assert [r["content"] for r in await as_json(env, "records", child)] == ["one", "echo: one"]
+        line = await failed(
+            env, "fork", root, "--label", "x", "--profile", "researcher", "--var", "topic=t"
+        )
+        assert line == (
+            "stello: INVALID_ARGUMENT: --var: profile 'researcher' needs the template "
+            "variable(s) audience; give them in --var"
+        )
+        assert await failed(env, "root", "--label", " ") == (
+            "stello: INVALID_ARGUMENT: --label: must not be empty"
+        )
+        made = await as_json(
+            env,
+            "fork",
+            root,
+            "--label",
+            "R",
+            "--profile",
+            "researcher",
+            "--var",
+            "topic=forks",
+            "--var",
+            "audience=us",
+        )
+        view = await as_json(env, "show", made["id"])
+        assert view["system_prompt"] == "You research forks for us. Cite sources."
+        assert view["config"]["skills"] == ["search"]
+
+    async def test_profiles(self, env: dict[str, str]) -> None:
+        """`profiles` lists the README's example file, with its variables."""
+        listed = await as_json(env, "profiles")
+        assert [p["name"] for p in listed] == ["researcher", "summary"]
+        assert listed[0]["variables"] == ["topic", "audience"]
+        text = await ok(env, "profiles")
+        assert "    variables: topic, audience  (give each with --var)" in text
+
+
+class TestOutput:
+    async def test_tree_previews(self, env: dict[str, str]) -> None:
+        """`tree` shows each session's newest record; --no-preview leaves it out."""
+        root = (await ok(env, "root", "--label", "R", "-q")).strip()
+        await ok(env, "send", root, "hi")
+        assert await ok(env, "tree") == f"R  [active, 1 turn]  {root[:8]}  assistant: echo: hi\n"
+        assert await ok(env, "tree", "--no-preview") == f"R  [active, 1 turn]  {root[:8]}\n"
+
+    async def test_records_with_times(self, env: dict[str, str]) -> None:
+        """`records` says how long ago each record was made."""
+        root = (await ok(env, "root", "-q")).strip()
+        await ok(env, "send", root, "hi")
+        lines = (await ok(env, "records", root)).splitlines()
+        assert [line.split(" · ")[0] for line in lines] == ["[1] user", "[2] assistant"]
+        assert all(" ago: " in line or " just now: " in line for line in lines)
+
+    async def test_broken_pipe_is_quiet(
+        self, env: dict[str, str], gw: Any, space: TestSpace
+    ) -> None:
+        """`stello digests | head -1` ends with the first line, no error, exit 0."""
+        for i in range(400):
+            await gw.CreateRoot(agent_pb2.CreateRootRequest(space_id=space.sid, label=f"s{i}"))
+        command = f'"{sys.executable}" -m stello digests | head -1'
+        done = await asyncio.to_thread(
+            subprocess.run,
+            ["bash", "-o", "pipefail", "-c", command],
+            env=client_env(env),
+            capture_output=True,
+            text=True,
+            timeout=60,
+            check=False,
+        )
+        assert (done.returncode, done.stderr) == (0, "")
+        assert len(done.stdout.splitlines()) == 1
+
+    async def test_health_defaults_to_the_gateway(self, env: dict[str, str], suite: Suite) -> None:
+        """`stello health` with no address asks the gateway the environment (or `up`) names."""
+        assert await ok(env, "health") == f"{suite.gateway}: SERVING\n"
+        saved = Path(env["STELLO_CONFIG_DIR"]) / "credentials.json"
+        saved.parent.mkdir(parents=True, exist_ok=True)
+        saved.write_text(json.dumps({"space_id": "s", "key": "k", "gateway": suite.gateway}))
+        del env["STELLO_GATEWAY"]
+        assert await ok(env, "health") == f"{suite.gateway}: SERVING\n"
