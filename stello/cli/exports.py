@@ -14,7 +14,7 @@ from google.protobuf import struct_pb2, timestamp_pb2
 from stello.agent.v1 import agent_pb2
 from stello.cli import format as fmt
 from stello.cli.errors import ClientError
-from stello.cli.style import when
+from stello.cli.style import plural, when
 from stello.common.v1 import common_pb2
 
 FORMAT_VERSION = 1
@@ -138,7 +138,7 @@ def markdown(fetched: Sequence[tuple[agent_pb2.SessionView, list[common_pb2.Reco
     for view, records in fetched:
         node = view.node
         lines += [f"## {node.label}", ""]
-        about = [f"`{node.id}`", fmt.status_name(node.status), f"{view.turn_count} turns"]
+        about = [f"`{node.id}`", fmt.status_name(node.status), plural(view.turn_count, "turn")]
         if node.HasField("parent_id"):
             about.append(f"under {labels.get(node.parent_id, node.parent_id)}")
         if node.HasField("source_session_id"):
@@ -155,7 +155,7 @@ def markdown(fetched: Sequence[tuple[agent_pb2.SessionView, list[common_pb2.Reco
             head = f"**{fmt.role_name(record.role)}** · {_when(record.created_at)}"
             if fmt.is_inherited(record):
                 head += " · inherited"
-            lines += [head, "", record.content or "", ""]
+            lines += [head, ""] + ([record.content, ""] if record.content else [])
             lines += [f"→ `{c.name}({c.arguments_json})`" for c in record.tool_calls]
             if record.tool_calls:
                 lines.append("")

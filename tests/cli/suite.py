@@ -32,7 +32,7 @@ from tree_service.app import create_app as tree_app
 
 README = Path(__file__).resolve().parents[2] / "README.md"
 PROFILES_MARKER = "<!-- profiles example: the file tests/cli/suite.py serves -->"
-SLOW_DELTA_S = 0.4
+SLOW_DELTA_S = 1.0
 
 
 def readme_profiles() -> str:

@@ -1,0 +1,226 @@
+"""export → import: the copy of a subtree equals the original (records, configs, slots, topology).
+
+The subtree is built through the gateway with every kind of session: a root with a
+system prompt, skills, memory, insight and a client tool round trip; INHERIT forks
+(all records, and one cut inside the tool group), a fork of a fork, a NONE fork
+placed under another session, a COMPRESS fork, an archived one.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import AsyncIterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from stello.agent.v1 import agent_pb2, agent_pb2_grpc
+from stello.channels import open_channel
+from stello.cli.errors import ClientError
+from stello.cli.exports import inherited_prefix
+from stello.cli.transfer import import_order
+from stello.common.v1 import common_pb2
+from tests.cli.suite import Suite, stello
+from tests.support.fixtures import TestSpace
+
+pytestmark = [pytest.mark.subprocess, pytest.mark.sql]
+
+INHERIT = common_pb2.FORK_CONTEXT_INHERIT
+
+
+class Builder:
+    """Gateway calls in one space, shortened."""
+
+    def __init__(self, stub: Any, space: TestSpace) -> None:
+        self.gw = stub
+        self.sid = space.sid
+
+    async def fork(self, source: str, label: str, **fields: Any) -> str:
+        reply = await self.gw.Fork(
+            agent_pb2.ForkRequest(
+                space_id=self.sid, source_session_id=source, label=label, **fields
+            )
+        )
+        return str(reply.session.id)
+
+    async def send(self, session: str, text: str, **fields: Any) -> agent_pb2.SendResponse:
+        request = agent_pb2.SendRequest(
+            space_id=self.sid, session_id=session, content=text, **fields
+        )
+        reply: agent_pb2.SendResponse = await self.gw.Send(request)
+        return reply
+
+
+@pytest.fixture(name="builder")
+async def _builder(suite: Suite, space: TestSpace) -> AsyncIterator[Builder]:
+    async with open_channel(suite.gateway, key=space.key) as channel:
+        yield Builder(agent_pb2_grpc.AgentGatewayStub(channel), space)
+
+
+async def build_subtree(b: Builder) -> str:
+    """The subtree of the module docstring; its root's id."""
+    root = await b.gw.CreateRoot(
+        agent_pb2.CreateRootRequest(
+            space_id=b.sid,
+            label="Research",
+            system_prompt="Be brief.",
+            skills=common_pb2.SkillList(names=["search"]),
+        )
+    )
+    r = str(root.session.id)
+    await b.send(r, "q1")
+    lookup = common_pb2.ToolDefinition(name="lookup", description="look it up")
+    turn = await b.send(r, '/tool lookup {"q": 1}', tools=[lookup])
+    [call] = turn.pending_tool_calls
+    await b.gw.SubmitToolResults(
+        agent_pb2.SubmitToolResultsRequest(
+            space_id=b.sid,
+            session_id=r,
+            results=[agent_pb2.ToolResult(tool_call_id=call.id, content="found", is_error=True)],
+            tools=[lookup],
+        )
+    )
+    await b.gw.PutMemory(agent_pb2.PutMemoryRequest(space_id=b.sid, session_id=r, content="m"))
+    await b.gw.PutInsight(agent_pb2.PutInsightRequest(space_id=b.sid, session_id=r, content="i"))
+    a = await b.fork(r, "All of it", context=INHERIT)
+    await b.send(a, "a1")
+    await b.fork(r, "Elsewhere", topology_parent_id=a, context=common_pb2.FORK_CONTEXT_NONE)
+    c = await b.fork(a, "Fork of a fork", context=INHERIT, inherit_until_seq=7)
+    await b.gw.Archive(agent_pb2.ArchiveRequest(space_id=b.sid, session_id=c))
+    await b.fork(r, "Cut in the tool call", context=INHERIT, inherit_until_seq=4)
+    await b.fork(r, "Summary", context=common_pb2.FORK_CONTEXT_COMPRESS, prompt="Go on.")
+    return r
+
+
+def normalised(document: dict[str, Any]) -> list[dict[str, Any]]:
+    """The sessions with ids replaced by their place in the file and the import's times left
+    out (session times are the import's; records keep theirs)."""
+    place = {s["id"]: i for i, s in enumerate(document["sessions"])}
+    found = []
+    for session in document["sessions"]:
+        entry = dict(session)
+        for name in ("id", "created_at", "last_active_at"):
+            entry.pop(name)
+        for name in ("parent_id", "source_session_id"):
+            entry[name] = place.get(entry[name], "outside" if entry[name] else None)
+        if "inherits" in entry:
+            entry["inherits"] = {**entry["inherits"], "from": place[entry["inherits"]["from"]]}
+        found.append(entry)
+    return found
+
+
+async def test_export_import_round_trip(
+    builder: Builder, suite: Suite, home: Path, space: TestSpace
+) -> None:
+    """The imported copy exports exactly as the original did; forks come back by reference."""
+    root = await build_subtree(builder)
+    env = suite.env(home, space)
+    exported = home / "tree.json"
+    done = await stello(env, "export", root[:8], "-o", str(exported))
+    assert done.returncode == 0, done.stderr
+    original = json.loads(exported.read_text())
+    labels = [s["label"] for s in original["sessions"]]
+    assert labels[0] == "Research" and len(labels) == 6
+    by_label = {s["label"]: s for s in original["sessions"]}
+    # INHERIT forks keep only their own records and a reference to their source.
+    assert by_label["All of it"]["inherits"]["count"] == 6
+    assert [r["content"] for r in by_label["All of it"]["records"]] == ["a1", "echo: a1"]
+    assert by_label["Fork of a fork"]["inherits"]["from"] == by_label["All of it"]["id"]
+    assert by_label["Fork of a fork"]["records"] == []
+    cut = by_label["Cut in the tool call"]  # forked at 4, the open tool call left out
+    assert (cut["inherits"]["until_seq"], cut["records"]) == (3, [])
+    assert "inherits" not in by_label["Summary"] and "inherits" not in by_label["Elsewhere"]
+
+    imported = await stello(env, "import", str(exported), "--json")
+    assert imported.returncode == 0, imported.stderr
+    made = json.loads(imported.stdout)["imported"]
+    assert set(made) == {s["id"] for s in original["sessions"]}
+    again = await stello(env, "export", made[root])
+    assert again.returncode == 0, again.stderr
+    copy = json.loads(again.stdout)
+    assert normalised(copy) == normalised(original)
+    assert not set(made.values()) & {s["id"] for s in original["sessions"]}
+
+    # The same file again: the first import's sessions, not a second copy.
+    twice = await stello(env, "import", str(exported), "--json")
+    assert json.loads(twice.stdout)["imported"] == made
+    tree = await stello(env, "tree", "--json")
+    assert len(json.loads(tree.stdout)) == 12
+
+
+async def test_markdown_is_for_reading(
+    builder: Builder, suite: Suite, home: Path, space: TestSpace
+) -> None:
+    """--format markdown writes each session as a section with its records."""
+    root = await build_subtree(builder)
+    done = await stello(suite.env(home, space), "export", root, "--format", "markdown")
+    assert done.returncode == 0, done.stderr
+    page = done.stdout
+    assert page.startswith("# Stello export: Research\n")
+    assert "## Fork of a fork" in page and "**user** · " in page
+    assert "> Be brief." in page and '→ `lookup({"q":1})`' in page
+
+
+async def test_bad_files_are_one_line(suite: Suite, home: Path, space: TestSpace) -> None:
+    """A file that is not an export, or a record the gateway refuses, fails naming the session."""
+    env = suite.env(home, space)
+    junk = home / "junk.json"
+    junk.write_text('{"hello": 1}')
+    done = await stello(env, "import", str(junk))
+    assert (done.returncode, done.stderr) == (
+        1,
+        f"stello: {junk}: not a Stello export (version 1): write one with "
+        "`stello export SESSION > FILE`\n",
+    )
+    bad = {
+        "stello_export": 1,
+        "sessions": [
+            {"id": "x", "label": "L", "records": [{"role": "user", "content": "a\u0000"}]}
+        ],
+    }
+    done = await stello(env, "import", "-", stdin=json.dumps(bad))
+    assert done.returncode == 1
+    assert done.stderr == (
+        "stello: importing session 1 of 1 ('L'): INVALID_ARGUMENT: records[0].content: "
+        "must not contain U+0000 (NUL)\n"
+    )
+
+
+class TestFileLogic:
+    def test_copies_are_recognised_only_when_exact(self) -> None:
+        """A child's leading records count as inherited only if a fork would give exactly them."""
+        user = common_pb2.RECORD_ROLE_USER
+        source = [common_pb2.Record(seq=i, role=user, content=f"r{i}") for i in (1, 2, 3)]
+        own = common_pb2.Record(seq=3, role=user, content="mine")
+        child = [
+            common_pb2.Record(seq=1, role=user, content="r1"),
+            common_pb2.Record(seq=2, role=user, content="r2"),
+            own,
+        ]
+        assert inherited_prefix(child, source) == (2, 2, 2)
+        assert inherited_prefix([own], source) is None
+        changed = [common_pb2.Record(seq=1, role=user, content="r1"), own]
+        changed[0].created_at.seconds = 5  # the same text at another time is not a copy
+        assert inherited_prefix(changed, source) is None
+
+    def test_sources_come_first(self) -> None:
+        """A fork whose source sits later in the file is imported after it; siblings keep order."""
+        sessions: list[dict[str, Any]] = [
+            {"id": "r", "parent_id": None},
+            {"id": "a", "parent_id": "r", "source_session_id": "b", "inherits": {"count": 1}},
+            {"id": "b", "parent_id": "r"},
+        ]
+        # a needs b (its source) and b needs a (an earlier sibling): a real export never has
+        # that, so a's reference cannot be kept and the import says so.
+        with pytest.raises(ClientError, match="cannot be imported before it"):
+            import_order([dict(s) for s in sessions])
+        sessions[1].pop("inherits")
+        assert import_order([dict(s) for s in sessions]) == [0, 1, 2]
+        nested: list[dict[str, Any]] = [
+            {"id": "r", "parent_id": None},
+            {"id": "a", "parent_id": "r"},
+            {"id": "a1", "parent_id": "a", "source_session_id": "b"},
+            {"id": "b", "parent_id": "r"},
+        ]
+        assert import_order(nested) == [0, 1, 3, 2]
