@@ -8,6 +8,7 @@ it at or below storage's STELLO_STORAGE_MAX_RECORD_BYTES); slots likewise.
 
 from __future__ import annotations
 
+import math
 import uuid
 from collections.abc import Iterator
 
@@ -137,13 +138,13 @@ def _record(
 
 
 def _struct(struct: struct_pb2.Struct, name: str, v: Violations) -> None:
-    """At most MAX_STRUCT_DEPTH levels, and no U+0000 in a key or a string."""
+    """At most MAX_STRUCT_DEPTH levels; no U+0000 in a key or string, no NaN or infinity."""
     for depth, text in _walk(struct, 1):
         if depth > MAX_STRUCT_DEPTH:
             v.add(name, f"must nest at most {MAX_STRUCT_DEPTH} levels")
             return
         if "\x00" in text:
-            v.add(name, "must not contain U+0000 (NUL)")
+            v.add(name, "must be JSON: no U+0000 (NUL) in text, no NaN or infinite number")
             return
 
 
@@ -160,6 +161,8 @@ def _walk(value: struct_pb2.Struct | struct_pb2.ListValue, depth: int) -> Iterat
         kind = item.WhichOneof("kind")
         if kind == "string_value":
             yield depth, item.string_value
+        elif kind == "number_value" and not math.isfinite(item.number_value):
+            yield depth, "\x00"  # JSON has no NaN or infinity: refused as text would be
         elif kind in ("struct_value", "list_value"):
             if depth >= MAX_STRUCT_DEPTH:
                 yield depth + 1, ""

@@ -232,6 +232,13 @@ class TestRefused:
         )
         assert [v.field for v in field_violations(error)] == ["records[0].metadata"]
 
+    async def test_metadata_that_is_not_json_is_refused(self, stack: Stack) -> None:
+        """NaN in metadata (no JSON can hold it) is INVALID_ARGUMENT naming the metadata."""
+        error = await rpc_error(
+            import_session(stack, records=[record("user", "x", metadata=metadata(n=float("nan")))])
+        )
+        assert [v.field for v in field_violations(error)] == ["records[0].metadata"]
+
     async def test_unknown_or_foreign_parent_and_source(
         self, stack: Stack, pool: asyncpg.Pool, other_space: TestSpace
     ) -> None:
