@@ -99,8 +99,9 @@ def _text(value: str, name: str, v: Violations) -> None:
 
 
 def _config(config: common_pb2.SessionConfig, v: Violations) -> None:
-    if config.HasField("system_prompt"):
-        _text(config.system_prompt, "config.system_prompt", v)
+    for field in config.DESCRIPTOR.fields:
+        if field.type == field.TYPE_STRING and config.HasField(field.name):
+            _text(getattr(config, field.name), f"config.{field.name}", v)
     for i, skill in enumerate(config.skills.names):
         _text(skill, f"config.skills.names[{i}]", v)
 

@@ -10,13 +10,13 @@ from typing import TYPE_CHECKING, Any, TypeAlias
 import grpc
 
 from agent_gateway.clients import Caller
-from agent_gateway.compose import ContextMode, PromptMode
 from agent_gateway.consolidation import Consolidator
 from agent_gateway.forks import DEFAULT_ROOT_LABEL, ForkInput, RootInput, SessionCreator
 from agent_gateway.import_requests import import_input
 from agent_gateway.imports import SessionImporter
-from agent_gateway.profiles import Profile, ProfileRegistry
-from agent_gateway.service import RecordQuery, SessionDetails, SessionService
+from agent_gateway.profiles import ProfileRegistry
+from agent_gateway.replies import CONTEXTS, profile_info, session_view
+from agent_gateway.service import RecordQuery, SessionService
 from agent_gateway.turn_requests import send_input, stream_event, submit_input, submit_response
 from agent_gateway.turns import TurnService
 from agent_gateway.watch import Watchers, WatchInput
@@ -32,18 +32,6 @@ from stello.prefixes import match_limit, parse_prefix
 if TYPE_CHECKING:
     Context: TypeAlias = grpc.aio.ServicerContext[Any, Any]
 
-_CONTEXTS = {
-    common_pb2.FORK_CONTEXT_UNSPECIFIED: None,
-    common_pb2.FORK_CONTEXT_NONE: ContextMode.NONE,
-    common_pb2.FORK_CONTEXT_INHERIT: ContextMode.INHERIT,
-    common_pb2.FORK_CONTEXT_COMPRESS: ContextMode.COMPRESS,
-}
-_CONTEXT_ENUMS = {mode: value for value, mode in _CONTEXTS.items() if mode is not None}
-_MODES = {
-    PromptMode.PRESET: agent_pb2.SYSTEM_PROMPT_MODE_PRESET,
-    PromptMode.PREPEND: agent_pb2.SYSTEM_PROMPT_MODE_PREPEND,
-    PromptMode.APPEND: agent_pb2.SYSTEM_PROMPT_MODE_APPEND,
-}
 _STATUSES = (
     common_pb2.SESSION_STATUS_UNSPECIFIED,
     common_pb2.SESSION_STATUS_ACTIVE,
@@ -110,48 +98,6 @@ def _session_ids(
     return space_id, session_id
 
 
-def _profile_info(profile: Profile) -> agent_pb2.ProfileInfo:
-    info = agent_pb2.ProfileInfo(
-        name=profile.name,
-        system_prompt_mode=_MODES[profile.mode],
-        context=(
-            _CONTEXT_ENUMS[profile.context]
-            if profile.context
-            else common_pb2.FORK_CONTEXT_UNSPECIFIED
-        ),
-        variables=list(profile.variables),
-    )
-    if profile.system_prompt is not None:
-        info.system_prompt = profile.system_prompt
-    if profile.prompt is not None:
-        info.prompt = profile.prompt
-    if profile.skills is not None:
-        info.skills.names.extend(profile.skills)
-        info.skills.SetInParent()
-    if profile.compressor_prompt is not None:
-        info.compressor_prompt = profile.compressor_prompt
-    if profile.consolidator_prompt is not None:
-        info.consolidator_prompt = profile.consolidator_prompt
-    return info
-
-
-def _view(details: SessionDetails) -> agent_pb2.SessionView:
-    view = agent_pb2.SessionView(
-        node=details.node,
-        turn_count=details.meta.turn_count,
-        created_at=details.meta.created_at,
-        updated_at=details.meta.updated_at,
-        last_active_at=details.meta.last_active_at,
-    )
-    if details.config is not None:
-        view.config.CopyFrom(details.config)
-    slots = details.slots
-    for name in ("system_prompt", "memory", "insight"):
-        if slots.HasField(name):
-            setattr(view, name, getattr(slots, name))
-    return view
-
-
 class AgentGatewayServicer(agent_pb2_grpc.AgentGatewayServicer):
     """The public API; the logic lives in the creator and the session, turn and memory services."""
 
@@ -216,7 +162,7 @@ class AgentGatewayServicer(agent_pb2_grpc.AgentGatewayServicer):
             parent_id = validation.parse_uuid(
                 request.topology_parent_id, "topology_parent_id", violations
             )
-        if request.context not in _CONTEXTS:
+        if request.context not in CONTEXTS:
             violations.add("context", f"unknown ForkContext value {request.context}")
         until = request.inherit_until_seq if request.HasField("inherit_until_seq") else None
         if until is not None and until < 0:
@@ -232,7 +178,7 @@ class AgentGatewayServicer(agent_pb2_grpc.AgentGatewayServicer):
             profile_vars=dict(request.profile_vars),
             system_prompt=request.system_prompt if request.HasField("system_prompt") else None,
             skills=_skills(request),
-            context=_CONTEXTS[request.context],
+            context=CONTEXTS[request.context],
             inherit_until_seq=until,
             prompt=request.prompt if request.HasField("prompt") else None,
             request_id=request_id,
@@ -298,7 +244,7 @@ class AgentGatewayServicer(agent_pb2_grpc.AgentGatewayServicer):
         """The joined view of one session."""
         space_id, session_id = _session_ids(request)
         details = await self._sessions.get_session(_caller(context), space_id, session_id)
-        return agent_pb2.GetSessionResponse(session=_view(details))
+        return agent_pb2.GetSessionResponse(session=session_view(details))
 
     async def GetTree(
         self, request: agent_pb2.GetTreeRequest, context: Context
@@ -392,7 +338,7 @@ class AgentGatewayServicer(agent_pb2_grpc.AgentGatewayServicer):
     ) -> agent_pb2.ListProfilesResponse:
         """The configured fork profiles, in file order."""
         validation.parse_uuid(request.space_id, "space_id")
-        return agent_pb2.ListProfilesResponse(profiles=[_profile_info(p) for p in self._profiles])
+        return agent_pb2.ListProfilesResponse(profiles=[profile_info(p) for p in self._profiles])
 
     async def WatchSpace(
         self, request: agent_pb2.WatchSpaceRequest, context: Context

@@ -103,13 +103,32 @@ def digest_dict(digest: common_pb2.SessionDigest) -> JsonDict:
 
 
 def config_dict(config: common_pb2.SessionConfig) -> JsonDict:
-    """A SessionConfig as a plain dict (a missing key = the field is unset)."""
+    """A SessionConfig as a plain dict: every set field by its name (a missing key = unset),
+    skills as a list of names."""
     found: JsonDict = {}
-    if config.HasField("system_prompt"):
-        found["system_prompt"] = config.system_prompt
-    if config.HasField("skills"):
-        found["skills"] = list(config.skills.names)
+    for field in config.DESCRIPTOR.fields:
+        if config.HasField(field.name):
+            value = getattr(config, field.name)
+            found[field.name] = list(value.names) if field.name == "skills" else value
     return found
+
+
+def config_from_dict(value: JsonDict) -> common_pb2.SessionConfig:
+    """The SessionConfig of `config_dict`'s form.
+
+    Raises:
+        ValueError: a key that is no SessionConfig field.
+    """
+    config = common_pb2.SessionConfig()
+    for name, item in value.items():
+        if name not in config.DESCRIPTOR.fields_by_name:
+            raise ValueError(f"config has no field {name!r}")
+        if name == "skills":
+            config.skills.SetInParent()
+            config.skills.names.extend(str(skill) for skill in item)
+        else:
+            setattr(config, name, str(item))
+    return config
 
 
 def view_dict(view: agent_pb2.SessionView) -> JsonDict:
@@ -181,6 +200,8 @@ def profile_dict(profile: agent_pb2.ProfileInfo) -> JsonDict:
         "prompt": _optional(profile, "prompt"),
         "skills": list(profile.skills.names) if profile.HasField("skills") else None,
         "variables": list(profile.variables),
+        "compressor_prompt": _optional(profile, "compressor_prompt"),
+        "consolidator_prompt": _optional(profile, "consolidator_prompt"),
     }
 
 
@@ -326,6 +347,11 @@ def view_lines(view: agent_pb2.SessionView, style: Style = PLAIN) -> list[str]:
         lines.append(f"refs: {', '.join(short_id(r) for r in node.refs)}")
     if view.HasField("config"):
         lines.append(f"skills: {_skills(view.config)}")
+        for name in ("compressor_prompt", "consolidator_prompt"):
+            if view.config.HasField(name):
+                lines.append(
+                    f"{name.replace('_', ' ')}: {one_line(getattr(view.config, name), 100)}"
+                )
     else:
         lines.append("config: (none stored)")
     lines += _block("system prompt", _optional(view, "system_prompt"))
@@ -348,4 +374,7 @@ def profile_lines(profile: agent_pb2.ProfileInfo, style: Style = PLAIN) -> list[
         lines.append(f"    opening message: {info['prompt']}")
     if info["skills"] is not None:
         lines.append(f"    skills: {', '.join(info['skills']) or 'none'}")
+    for name in ("compressor_prompt", "consolidator_prompt"):
+        if info[name] is not None:
+            lines.append(f"    {name.replace('_', ' ')}: {info[name]}")
     return lines

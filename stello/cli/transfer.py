@@ -201,12 +201,10 @@ async def _import_one(
         request.inherit_until_seq = await _seq_at(client, source, int(inherits["count"]))
     config = entry.get("config")
     if isinstance(config, dict):
-        request.config.SetInParent()
-        if "system_prompt" in config:
-            request.config.system_prompt = str(config["system_prompt"])
-        if "skills" in config:
-            request.config.skills.SetInParent()
-            request.config.skills.names.extend(str(s) for s in config["skills"])
+        try:
+            request.config.CopyFrom(fmt.config_from_dict(config))
+        except (ValueError, TypeError) as exc:
+            raise ClientError(str(exc)) from None
     for name in ("system_prompt", "memory", "insight"):
         if entry.get(name) is not None:
             setattr(request, name, str(entry[name]))

@@ -60,12 +60,13 @@ async def _builder(suite: Suite, space: TestSpace) -> AsyncIterator[Builder]:
 
 async def build_subtree(b: Builder) -> str:
     """The subtree of the module docstring; its root's id."""
-    root = await b.gw.CreateRoot(
+    root = await b.gw.CreateRoot(  # the README's profile: a config with every kind of field
         agent_pb2.CreateRootRequest(
             space_id=b.sid,
             label="Research",
             system_prompt="Be brief.",
-            skills=common_pb2.SkillList(names=["search"]),
+            profile="researcher",
+            profile_vars={"topic": "forks", "audience": "us"},
         )
     )
     r = str(root.session.id)
@@ -86,9 +87,9 @@ async def build_subtree(b: Builder) -> str:
     a = await b.fork(r, "All of it", context=INHERIT)
     await b.send(a, "a1")
     await b.fork(r, "Elsewhere", topology_parent_id=a, context=common_pb2.FORK_CONTEXT_NONE)
-    c = await b.fork(a, "Fork of a fork", context=INHERIT, inherit_until_seq=7)
+    c = await b.fork(a, "Fork of a fork", context=INHERIT, inherit_until_seq=8)
     await b.gw.Archive(agent_pb2.ArchiveRequest(space_id=b.sid, session_id=c))
-    await b.fork(r, "Cut in the tool call", context=INHERIT, inherit_until_seq=4)
+    await b.fork(r, "Cut in the tool call", context=INHERIT, inherit_until_seq=5)
     await b.fork(r, "Summary", context=common_pb2.FORK_CONTEXT_COMPRESS, prompt="Go on.")
     return r
 
@@ -124,12 +125,17 @@ async def test_export_import_round_trip(
     assert labels[0] == "Research" and len(labels) == 6
     by_label = {s["label"]: s for s in original["sessions"]}
     # INHERIT forks keep only their own records and a reference to their source.
-    assert by_label["All of it"]["inherits"]["count"] == 6
+    assert by_label["All of it"]["inherits"]["count"] == 7
+    assert set(original["sessions"][0]["config"]) == {
+        "system_prompt",
+        "skills",
+        "compressor_prompt",
+    }
     assert [r["content"] for r in by_label["All of it"]["records"]] == ["a1", "echo: a1"]
     assert by_label["Fork of a fork"]["inherits"]["from"] == by_label["All of it"]["id"]
     assert by_label["Fork of a fork"]["records"] == []
-    cut = by_label["Cut in the tool call"]  # forked at 4, the open tool call left out
-    assert (cut["inherits"]["until_seq"], cut["records"]) == (3, [])
+    cut = by_label["Cut in the tool call"]  # forked at 5, the open tool call left out
+    assert (cut["inherits"]["until_seq"], cut["records"]) == (4, [])
     assert "inherits" not in by_label["Summary"] and "inherits" not in by_label["Elsewhere"]
 
     imported = await stello(env, "import", str(exported), "--json")
@@ -159,7 +165,7 @@ async def test_markdown_is_for_reading(
     page = done.stdout
     assert page.startswith("# Stello export: Research\n")
     assert "## Fork of a fork" in page and "**user** · " in page
-    assert "> Be brief." in page and '→ `lookup({"q":1})`' in page
+    assert "> You research forks for us. Cite sources." in page and '→ `lookup({"q":1})`' in page
 
 
 async def test_bad_files_are_one_line(suite: Suite, home: Path, space: TestSpace) -> None:
