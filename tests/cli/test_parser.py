@@ -4,12 +4,14 @@ from __future__ import annotations
 
 import argparse
 from collections.abc import Iterator
+from pathlib import Path
 
 import pytest
 
 from stello import __version__
 from stello.cli.main import main
 from stello.cli.parser import SESSION_HELP, build_parser
+from tests.cli.processes import private_env, run_cli
 
 
 def leaves(parser: argparse.ArgumentParser) -> Iterator[argparse.ArgumentParser]:
@@ -23,7 +25,8 @@ def leaves(parser: argparse.ArgumentParser) -> Iterator[argparse.ArgumentParser]
 
 
 def usage_error(capsys: pytest.CaptureFixture[str], *argv: str) -> str:
-    """Run `stello ARGV`, which must be a usage error (exit 2); its one line of stderr."""
+    """Run `stello ARGV` here, which must be a usage error the parser finds (exit 2, before
+    any event loop runs); its one line of stderr."""
     with pytest.raises(SystemExit) as caught:
         main(list(argv))
     assert caught.value.code == 2
@@ -102,20 +105,23 @@ class TestUsageErrors:
         assert err.startswith("stello send: unrecognized arguments: --stream-timout")
         assert "did you mean --stream-timeout?" in err
 
-    def test_missing_label(self, capsys: pytest.CaptureFixture[str]) -> None:
-        """fork without --label says it is required, on one line."""
-        err = usage_error(capsys, "fork", "abc", "--gateway", "127.0.0.1:1", "--key", "k")
-        assert err == (
+    @pytest.mark.subprocess
+    def test_command_level_usage_errors(self, home: Path) -> None:
+        """fork without --label, or --up-to with another --context: one line, exit 2, before
+        any call (the gateway named here does not exist)."""
+        env = private_env(home)
+        env.update(STELLO_GATEWAY="127.0.0.1:1", STELLO_KEY="k")
+        done = run_cli(env, "fork", "abc")
+        assert (done.returncode, done.stderr) == (
+            2,
             "stello fork: --label is required (the new session's label) "
-            "(see `stello fork --help`)\n"
+            "(see `stello fork --help`)\n",
         )
-
-    def test_up_to_implies_inherit_only(self, capsys: pytest.CaptureFixture[str]) -> None:
-        """--up-to with another --context is refused before anything is sent."""
-        err = usage_error(
-            capsys, "fork", "abc", "--label", "x", "--context", "none", "--up-to", "2"
+        done = run_cli(env, "fork", "abc", "--label", "x", "--context", "none", "--up-to", "2")
+        assert done.returncode == 2
+        assert "--up-to SEQ inherits the records up to SEQ, so it needs --context inherit" in (
+            done.stderr
         )
-        assert "--up-to SEQ inherits the records up to SEQ, so it needs --context inherit" in err
 
     def test_bad_choice(self, capsys: pytest.CaptureFixture[str]) -> None:
         """A value outside the choices is one line, exit 2."""
