@@ -73,6 +73,7 @@ def test_up_client_session_and_restart(home: Path) -> None:
         newest = run_cli(env, "records", child["id"][:8], "--limit", "1")
         assert newest.stdout.startswith(f"[{records[-1]['seq']}] assistant · ")
 
+        assert " stello.rpc " not in up.stderr  # quiet: no line per call unless at DEBUG
         admin = run_cli(env, "keys", "create", "--admin")
         assert admin.returncode == 0, admin.stderr
         admin_key = dict(line.split(": ", 1) for line in admin.stdout.splitlines())["key"]
