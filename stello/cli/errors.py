@@ -66,15 +66,20 @@ def flag_names(text: str, flags: Mapping[str, str]) -> str:
 
 
 def rpc_error_line(
-    error: grpc.aio.AioRpcError, target: str = "", flags: Mapping[str, str] | None = None
+    error: grpc.aio.AioRpcError,
+    target: str = "",
+    flags: Mapping[str, str] | None = None,
+    *,
+    as_flags: bool = True,
 ) -> str:
     """A failed call as one line: status code and details, fields named as flags.
 
     With field violations the details are rebuilt from them (`--up-to: is only
     allowed with INHERIT context, not NONE`); an unreachable gateway gets a hint
-    of what to check.
+    of what to check. `as_flags=False` keeps the gateway's field names (for a
+    client that is not this command line: the web console).
     """
-    names = {**FLAGS, **(flags or {})}
+    names = {**FLAGS, **(flags or {})} if as_flags else {}
     code = error.code()
     name = code.name if isinstance(code, grpc.StatusCode) else str(code)
     violations = field_violations(error) if code == grpc.StatusCode.INVALID_ARGUMENT else []

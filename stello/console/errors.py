@@ -13,7 +13,7 @@ from typing import Any
 import grpc
 from google.rpc import error_details_pb2, status_pb2
 
-from stello import client_format as fmt
+from stello.cli.errors import rpc_error_line
 
 HTTP_STATUS = {
     grpc.StatusCode.INVALID_ARGUMENT: 400,
@@ -49,7 +49,7 @@ class ConsoleInputError(Exception):
 def rpc_error_body(error: grpc.aio.AioRpcError, gateway: str = "") -> dict[str, Any]:
     """A failed gateway call as the page's JSON error."""
     code = error.code()
-    message = fmt.rpc_error_line(error, gateway).partition(": ")[2] or code.name
+    message = rpc_error_line(error, gateway, as_flags=False).partition(": ")[2] or code.name
     return {"error": {"code": code.name, "message": message, "reason": _reason(error)}}
 
 

@@ -14,9 +14,9 @@ from typing import Any
 
 import grpc
 
-from stello import client_format as fmt
 from stello.agent.v1 import agent_pb2, agent_pb2_grpc
 from stello.channels import bearer_metadata
+from stello.cli import format as fmt
 from stello.common.v1 import common_pb2
 from stello.console.convert import record_dict, view_dict
 
