@@ -46,7 +46,7 @@ async def _with_keys(args: argparse.Namespace, work: Callable[[KeyStore], Awaita
 
     settings = settings_of(args)
     async with database_url(settings.database_url, settings.data_dir) as dsn:
-        await migrate_dsn(dsn)
+        await migrate_dsn(settings.direct_dsn(dsn))
         async with create_pool(dsn, settings) as pool:
             return await work(KeyStore(pool, 0))
 
@@ -58,7 +58,7 @@ async def cmd_migrate(args: argparse.Namespace) -> int:
 
     settings = settings_of(args)
     async with database_url(settings.database_url, settings.data_dir) as dsn:
-        applied = await migrate_dsn(dsn)
+        applied = await migrate_dsn(settings.direct_dsn(dsn))
     write("applied: " + (", ".join(applied) if applied else "nothing (up to date)"))
     return 0
 

@@ -29,6 +29,7 @@ COMMAND_GROUPS = (
     "stello.cli.chat",
     "stello.cli.views",
     "stello.cli.transfer",
+    "stello.cli.watch",
 )
 SESSION_HELP = (
     "the session: its id, or the first digits of it as `stello tree` shows them "

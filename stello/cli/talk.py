@@ -11,11 +11,13 @@ import argparse
 import asyncio
 import sys
 import uuid
+from collections.abc import AsyncIterator
 from dataclasses import dataclass
 
 from stello.agent.v1 import agent_pb2
 from stello.cli import format as fmt
 from stello.cli.connect import Client, gateway
+from stello.cli.errors import UsageError
 from stello.cli.parser import Commands, session_argument
 from stello.cli.sessions import text_argument
 from stello.cli.style import Style, write
@@ -23,7 +25,7 @@ from stello.common.v1 import common_pb2
 
 NOT_STORED = "interrupted: the turn was not stored (nothing was written; send it again)"
 STORED = "interrupted after the turn was stored"
-RECORDS_PAGE = 1000
+MAX_PAGE = 1000  # the gateway's largest ListRecords limit
 
 
 @dataclass(slots=True)
@@ -102,44 +104,64 @@ async def cmd_send(args: argparse.Namespace) -> int:
     return 0
 
 
+async def record_pages(
+    client: Client, session_id: str, *, page_size: int = MAX_PAGE, newest: int | None = None
+) -> AsyncIterator[list[common_pb2.Record]]:
+    """A session's records a page (one call) at a time: oldest first, or with `newest` the
+    newest that many, the newest page first (each page chronological)."""
+    request = agent_pb2.ListRecordsRequest(
+        space_id=client.space_id, session_id=session_id, newest_first=newest is not None
+    )
+    taken = 0
+    while newest is None or taken < newest:
+        request.limit = page_size if newest is None else min(page_size, newest - taken)
+        reply = await client.call(client.stub.ListRecords, request)
+        taken += len(reply.records)
+        yield list(reply.records)
+        if not reply.next_page_token:
+            return
+        request.page_token = reply.next_page_token
+
+
 async def all_records(client: Client, session_id: str) -> list[common_pb2.Record]:
-    """Every record of a session, a page at a time (oldest first)."""
-    found: list[common_pb2.Record] = []
-    while True:
-        request = agent_pb2.ListRecordsRequest(
-            space_id=client.space_id, session_id=session_id, limit=RECORDS_PAGE
-        )
-        if found:
-            request.after_seq = found[-1].seq
-        page = list((await client.call(client.stub.ListRecords, request)).records)
-        found += page
-        if len(page) < RECORDS_PAGE:
-            return found
+    """Every record of a session, oldest first."""
+    return [r async for page in record_pages(client, session_id) for r in page]
 
 
 async def newest_records(client: Client, session_id: str, count: int) -> list[common_pb2.Record]:
     """The newest `count` records, oldest first."""
-    request = agent_pb2.ListRecordsRequest(
-        space_id=client.space_id, session_id=session_id, limit=count, newest_first=True
-    )
-    return list((await client.call(client.stub.ListRecords, request)).records)
+    pages = [page async for page in record_pages(client, session_id, newest=count)]
+    return [record for page in reversed(pages) for record in page]
 
 
 async def cmd_records(args: argparse.Namespace) -> int:
-    """Show a session's records (the newest N with --limit)."""
+    """Show every record of a session page by page, or the newest N with --limit."""
+    if not 1 <= args.page_size <= MAX_PAGE:
+        raise UsageError(f"--page-size must be between 1 and {MAX_PAGE}")
+    if args.limit is not None and args.limit < 0:
+        raise UsageError("--limit must not be negative")
+    style = Style.of(sys.stdout)
     async with gateway(args) as client:
         session_id = await client.session(args.session)
-        if args.limit is not None:
-            records = await newest_records(client, session_id, args.limit)
-        else:
-            records = await all_records(client, session_id)
+        pages = record_pages(client, session_id, page_size=args.page_size, newest=args.limit)
+        if args.limit is None and not args.json:
+            async for page in pages:  # oldest first: printed as the pages come
+                _write_records(page, style)
+            return 0
+        kept = [page async for page in pages]
+    if args.limit is not None:
+        kept.reverse()  # newest-first pages, each chronological
+    records = [record for page in kept for record in page]
     if args.json:
         write(fmt.dumps([fmt.record_dict(record) for record in records]))
-        return 0
-    style = Style.of(sys.stdout)
+    else:
+        _write_records(records, style)
+    return 0
+
+
+def _write_records(records: list[common_pb2.Record], style: Style) -> None:
     for record in records:
         write("\n".join(fmt.record_lines(record, style)))
-    return 0
 
 
 def register(commands: Commands) -> None:
@@ -161,6 +183,15 @@ def register(commands: Commands) -> None:
         metavar="S",
         help="seconds the whole turn may take (default: no limit)",
     )
-    records = commands.client("records", cmd_records, "show a session's records, oldest first")
+    records = commands.client(
+        "records", cmd_records, "show a session's records, oldest first, every page"
+    )
     session_argument(records)
     records.add_argument("--limit", type=int, metavar="N", help="only the newest N records")
+    records.add_argument(
+        "--page-size",
+        type=int,
+        default=MAX_PAGE,
+        metavar="N",
+        help=f"records per call (1-{MAX_PAGE}, default {MAX_PAGE})",
+    )

@@ -7,8 +7,8 @@ from pathlib import Path
 
 import pytest
 
-from stello.cli import build_parser
-from stello.client_cli import ClientError
+from stello.cli.errors import ClientError
+from stello.cli.parser import build_parser
 from tests.gateway.conftest import (  # noqa: F401 (fixtures used by name)
     Stack,
     _backends,
@@ -47,8 +47,19 @@ async def run_records(stack: Stack, session: str, *flags: str) -> int:
         ]
     )
     before = list_records_calls(stack)
-    assert await args.client(args) == 0
+    assert await args.run(args) == 0
     return list_records_calls(stack) - before
+
+
+def said(capsys: pytest.CaptureFixture[str]) -> list[tuple[int, str]]:
+    """(seq, text) of each printed `[seq] user · <when>: text` line."""
+    found = []
+    for line in capsys.readouterr().out.splitlines():
+        head, _, text = line.partition(": ")
+        seq, role = head.split(" · ")[0].split(" ")
+        assert role == "user", line
+        found.append((int(seq.strip("[]")), text))
+    return found
 
 
 def list_records_calls(stack: Stack) -> int:
@@ -70,8 +81,7 @@ class TestRecordsCommand:
     ) -> None:
         """Without --limit it prints every record, oldest first, one page per call."""
         assert await run_records(stack, session, "--page-size", "2") == 4
-        lines = capsys.readouterr().out.splitlines()
-        assert lines == [f"[{n}] user: m{n}" for n in range(1, 8)]
+        assert said(capsys) == [(n, f"m{n}") for n in range(1, 8)]
 
     async def test_json_and_newest(
         self, stack: Stack, session: str, capsys: pytest.CaptureFixture[str]
@@ -80,8 +90,7 @@ class TestRecordsCommand:
         await run_records(stack, session, "--json", "--page-size", "3")
         assert [r["seq"] for r in json.loads(capsys.readouterr().out)] == list(range(1, 8))
         assert await run_records(stack, session, "--limit", "5", "--page-size", "2") == 3
-        lines = capsys.readouterr().out.splitlines()
-        assert lines == [f"[{n}] user: m{n}" for n in range(3, 8)]
+        assert said(capsys) == [(n, f"m{n}") for n in range(3, 8)]
 
     @pytest.mark.parametrize(
         "flags", [("--page-size", "0"), ("--page-size", "1001"), ("--limit", "-1")]

@@ -142,12 +142,12 @@ async def test_saga_error_at_point(
 
 
 async def test_process_exit_after_storage(
-    stack: Stack, backends: Backends, database_url: str, pool: asyncpg.Pool
+    stack: Stack, backends: Backends, database_env: dict[str, str], pool: asyncpg.Pool
 ) -> None:
     """A gateway process that dies (137) between storage and commit leaves nothing visible."""
     point = "fork.after_storage"
     parent = (await stack.root(label="parent")).id
-    async with gateway_process(backends, database_url, f"{point}:exit") as (process, address):
+    async with gateway_process(backends, database_env, f"{point}:exit") as (process, address):
         async with grpc.aio.insecure_channel(address) as channel:
             stub = agent_pb2_grpc.AgentGatewayStub(channel)
             error = await rpc_error(

@@ -1,7 +1,7 @@
 """`stello watch`: the space's changes as they commit (WatchSpace, DESIGN §4.6).
 
-Kept apart from `stello.client_cli` so the command is one module: the
-connection comes from the same flags, environment and saved credentials.
+One command group of its own: the connection comes from the same flags,
+environment and saved credentials as every client command.
 """
 
 from __future__ import annotations
@@ -9,20 +9,19 @@ from __future__ import annotations
 import argparse
 from typing import Any
 
-import grpc
-
-from stello import client_format as fmt
-from stello.agent.v1 import agent_pb2, agent_pb2_grpc
-from stello.channels import open_channel
-from stello.client_cli import ClientError, resolve_target, write
+from stello.agent.v1 import agent_pb2
+from stello.cli import format as fmt
+from stello.cli.connect import gateway
+from stello.cli.parser import Commands
+from stello.cli.style import write
 from stello.common.v1 import common_pb2
 
 HELP = "stream the space's changes as they commit (Ctrl-C stops)"
 
 
-def add_watch_command(command: Any) -> None:
-    """Register `stello watch` with the client commands' `command` helper."""
-    watch = command("watch", cmd_watch, HELP)
+def register(commands: Commands) -> None:
+    """Add watch."""
+    watch = commands.client("watch", cmd_watch, HELP, flags={"after_cursor": "--after"})
     watch.add_argument("--after", metavar="CURSOR", help="resume after this cursor (default: now)")
     watch.add_argument("--count", type=int, metavar="N", help="stop after N events")
 
@@ -58,21 +57,14 @@ def event_line(event: common_pb2.SpaceEvent) -> str:
 
 async def cmd_watch(args: argparse.Namespace) -> int:
     """Print each event of the space as it commits, after --after (default: from now)."""
-    target = resolve_target(args)
-    request = agent_pb2.WatchSpaceRequest(space_id=target.space_id)
-    if args.after is not None:
-        request.after_cursor = args.after
     seen = 0
-    async with open_channel(target.gateway, tls=target.tls) as channel:
-        stub = agent_pb2_grpc.AgentGatewayStub(channel)
-        try:
-            async for message in stub.WatchSpace(request, metadata=target.metadata):
-                write(
-                    fmt.dumps(event_dict(message.event)) if args.json else event_line(message.event)
-                )
-                seen += 1
-                if args.count is not None and seen >= args.count:
-                    break
-        except grpc.aio.AioRpcError as err:
-            raise ClientError(fmt.rpc_error_line(err, target.gateway)) from None
+    async with gateway(args) as client:
+        request = agent_pb2.WatchSpaceRequest(space_id=client.space_id)
+        if args.after is not None:
+            request.after_cursor = args.after
+        async for message in client.stub.WatchSpace(request, metadata=client.metadata):
+            write(fmt.dumps(event_dict(message.event)) if args.json else event_line(message.event))
+            seen += 1
+            if args.count is not None and seen >= args.count:
+                break
     return 0
