@@ -231,6 +231,7 @@ async def _drive_gateway(s: Services) -> None:
     await gw.Archive(agent_pb2.ArchiveRequest(space_id=sid, session_id=forks[2].id))
     await gw.Unarchive(agent_pb2.UnarchiveRequest(space_id=sid, session_id=forks[2].id))
     await gw.ListProfiles(agent_pb2.ListProfilesRequest(space_id=sid))
+    await _drive_cli_rpcs(gw, sid, root.id, forks[1].id)
     watch = gw.WatchSpace(agent_pb2.WatchSpaceRequest(space_id=sid, after_cursor="0"))
     await watch.read()
     watch.cancel()
@@ -238,6 +239,30 @@ async def _drive_gateway(s: Services) -> None:
     await attempt(gw.GetSession(agent_pb2.GetSessionRequest(space_id=sid, session_id=forks[0].id)))
     await attempt(
         gw.GetSession(agent_pb2.GetSessionRequest(space_id=s.other_space_id, session_id=root.id))
+    )
+
+
+async def _drive_cli_rpcs(gw: Any, sid: str, root_id: str, inheriting_id: str) -> None:
+    """The RPCs the command line leans on: rename, id prefixes, the key's spaces, import."""
+    await gw.UpdateLabel(agent_pb2.UpdateLabelRequest(space_id=sid, session_id=root_id, label="r"))
+    await gw.ResolveSessionPrefix(
+        agent_pb2.ResolveSessionPrefixRequest(space_id=sid, prefix=root_id[:4], limit=2)
+    )
+    await gw.WhoAmI(agent_pb2.WhoAmIRequest())
+    await gw.ImportSession(
+        agent_pb2.ImportSessionRequest(
+            space_id=sid,
+            parent_id=root_id,
+            source_session_id=inheriting_id,
+            inherit_until_seq=2,
+            label="imported",
+            memory="m",
+            insight="i",
+            system_prompt="p",
+            records=[user("own")],
+            turn_count=1,
+            request_id="import-1",
+        )
     )
 
 
