@@ -23,6 +23,7 @@ from agent_gateway.watch import Watchers, WatchInput
 from stello import validation
 from stello.agent.v1 import agent_pb2, agent_pb2_grpc
 from stello.auth import KeyStore
+from stello.channels import WATCH_CURSOR_METADATA
 from stello.common.v1 import common_pb2
 from stello.errors import Unauthenticated, Violations
 from stello.idempotency import MAX_REQUEST_ID_CHARS, fingerprint
@@ -343,8 +344,12 @@ class AgentGatewayServicer(agent_pb2_grpc.AgentGatewayServicer):
     async def WatchSpace(
         self, request: agent_pb2.WatchSpaceRequest, context: Context
     ) -> AsyncIterator[agent_pb2.WatchSpaceResponse]:
-        """Stream the space's events after the cursor, then live ones."""
-        async for event in self._watchers.watch(_caller(context), watch_input(request)):
+        """Stream the space's events after the cursor (sent first as metadata), then live ones."""
+
+        async def started(position: int) -> None:
+            await context.send_initial_metadata(((WATCH_CURSOR_METADATA, str(position)),))
+
+        async for event in self._watchers.watch(_caller(context), watch_input(request), started):
             yield agent_pb2.WatchSpaceResponse(event=event)
 
     async def UpdateLabel(

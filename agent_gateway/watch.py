@@ -19,7 +19,7 @@ import asyncio
 import contextlib
 import logging
 from collections import deque
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Awaitable, Callable
 from dataclasses import dataclass, replace
 from uuid import UUID
 
@@ -32,6 +32,9 @@ log = logging.getLogger(__name__)
 
 PAGE = 500
 RING_EVENTS = 1024
+
+# Told the position a watch starts after, once it is fixed (before any event).
+Started = Callable[[int], Awaitable[None]]
 
 
 @dataclass(frozen=True, slots=True)
@@ -177,12 +180,20 @@ class Watchers:
             if poller is not None:
                 poller.wake()
 
-    async def watch(self, caller: Caller, ask: WatchInput) -> AsyncIterator[common_pb2.SpaceEvent]:
-        """The space's events after `ask.after` (None: from now), live, until cancelled."""
+    async def watch(
+        self, caller: Caller, ask: WatchInput, started: Started | None = None
+    ) -> AsyncIterator[common_pb2.SpaceEvent]:
+        """The space's events after `ask.after` (None: from now), live, until cancelled.
+
+        `started` is awaited with the position the watch starts after (for an
+        unset cursor: the present), once the first read fixed it, before any event.
+        """
         caller = replace(caller, deadline=None)  # each read gets the call timeout
         # The first read is the watcher's own: its key, its tenancy, its cursor checked.
         first = await self._read(caller, ask, ask.after)
         position = first.last_position if ask.after is None else ask.after
+        if started is not None:
+            await started(position)
         self._next_id += 1
         watcher = self._next_id
         poller = self._pollers.get(ask.space_id)

@@ -11,6 +11,10 @@ import grpc
 from stello.errors import FailedPrecondition
 from stello.settings import MIB
 
+# WatchSpace's initial metadata: the cursor the stream starts after, sent as soon
+# as the gateway fixed it (before any event), so a client knows when to read state.
+WATCH_CURSOR_METADATA = "stello-watch-cursor"
+
 
 @dataclass(frozen=True, slots=True)
 class ClientTls:

@@ -11,6 +11,7 @@ import pytest
 
 from agent_gateway.faults import FAULT_POINTS
 from stello.agent.v1 import agent_pb2
+from stello.channels import WATCH_CURSOR_METADATA
 from stello.common.v1 import common_pb2
 from stello.errors import error_info_reason, field_violations
 from stello.tree.v1 import tree_pb2
@@ -143,6 +144,34 @@ class TestStream:
         finally:
             watch.close()
         assert (Kind.Name(event.kind), event.cursor) == ("EVENT_KIND_TURN_COMMITTED", "3")
+
+
+class TestStartCursor:
+    async def test_the_initial_metadata_names_where_the_stream_starts(self, stack: Stack) -> None:
+        """Before any event, `stello-watch-cursor` says the present (or the cursor given)."""
+        await stack.root(label="before")
+        now = Watch(stack.gw, stack.space.sid)
+        given = Watch(stack.gw, stack.space.sid, "0")
+        try:
+            start = dict(await asyncio.wait_for(now.call.initial_metadata(), 10))
+            assert start[WATCH_CURSOR_METADATA] == "1"
+            assert dict(await given.call.initial_metadata())[WATCH_CURSOR_METADATA] == "0"
+            after = await stack.root(label="after")  # no sleep: the start is known to be fixed
+            assert kinds_of(await now.take(1)) == [("EVENT_KIND_SESSION_COMMITTED", after.id)]
+            assert [e.cursor for e in await given.take(2)] == ["1", "2"]
+        finally:
+            now.close()
+            given.close()
+
+    async def test_a_refused_watch_names_no_start(self, stack: Stack) -> None:
+        """A cursor beyond the space's newest event fails without a start cursor."""
+        watch = Watch(stack.gw, stack.space.sid, "5")
+        try:
+            error = await watch.error()
+            assert error.code() == grpc.StatusCode.INVALID_ARGUMENT
+            assert WATCH_CURSOR_METADATA not in dict(await watch.call.initial_metadata())
+        finally:
+            watch.close()
 
 
 class TestWake:

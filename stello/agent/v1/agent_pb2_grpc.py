@@ -653,6 +653,11 @@ class AgentGatewayServicer:
         changes is never buffered without bound: it falls back to reading from
         the table, at its own pace, and writers never wait for it.
 
+        Once the start is fixed (the cursor checked, or the present read), before
+        any event, the call's initial metadata carries `stello-watch-cursor`: the
+        cursor the stream starts after. A client that reads the state after it
+        has arrived misses no change (every later one is streamed).
+
         Errors (the stream's final status; none ends a healthy stream):
         - INVALID_ARGUMENT: malformed space_id; `after_cursor` not a cursor, or
         beyond the space's newest event (not this space's); an unknown kind.
