@@ -1,4 +1,4 @@
-"""The console's JSON endpoints and its server-sent-events relay of SendStream.
+"""The console's JSON endpoints and its server-sent-events relays of SendStream and WatchSpace.
 
 Each handler does three things, like a servicer (STYLE §2): read the request
 into typed values (a wrong type is INVALID_ARGUMENT naming the form field),
@@ -13,7 +13,6 @@ space in ``X-Stello-Space`` (kept in the browser's sessionStorage, never in a UR
 
 from __future__ import annotations
 
-import json
 import uuid
 from collections.abc import AsyncIterator, Callable
 from typing import Any
@@ -24,12 +23,22 @@ from starlette.responses import JSONResponse, Response, StreamingResponse
 from starlette.routing import Route
 
 from stello.console.errors import ConsoleInputError, rpc_error_body, rpc_error_status
-from stello.console.gateway import CONTEXTS, STATUSES, Caller, ConsoleGateway, ForkForm, RootForm
+from stello.console.gateway import (
+    CONTEXTS,
+    STATUSES,
+    Caller,
+    ConsoleGateway,
+    ForkForm,
+    RecordPage,
+    RootForm,
+)
+from stello.console.live import LiveRelay, sse
 
 CallerOf = Callable[[Request], Caller]
 RECORDS_PAGE = 50
 DIGESTS_PAGE = 50
-LIVE_NOTE = "live updates need the gateway's WatchSpace, which it does not have yet: use Refresh"
+MAX_NODES = 100
+MAX_CURSOR_DIGITS = 18
 
 
 def fixed_caller(caller: Caller) -> CallerOf:
@@ -52,9 +61,16 @@ class ConsoleApi:
     """The endpoints, over one gateway stub; `caller_of` says who each request acts as."""
 
     def __init__(
-        self, gateway: ConsoleGateway, caller_of: CallerOf, *, local: bool, address: str
+        self,
+        gateway: ConsoleGateway,
+        live: LiveRelay,
+        caller_of: CallerOf,
+        *,
+        local: bool,
+        address: str,
     ) -> None:
         self._gateway = gateway
+        self._live = live
         self._caller_of = caller_of
         self._local = local
         self._address = address
@@ -64,6 +80,8 @@ class ConsoleApi:
         return [
             Route("/api/config", self.config),
             Route("/api/tree", self.tree),
+            Route("/api/nodes", self.nodes),
+            Route("/api/events", self.events),
             Route("/api/roots", self.create_root, methods=["POST"]),
             Route("/api/digests", self.digests),
             Route("/api/profiles", self.profiles),
@@ -86,20 +104,35 @@ class ConsoleApi:
         return JSONResponse(exc.body(), exc.status)
 
     async def config(self, request: Request) -> Response:
-        """How the page signs in, the local space, and whether live updates exist."""
+        """How the page signs in, the local space, and that live updates run."""
         space = self._caller_of(request).space_id if self._local else None
         return JSONResponse(
-            {
-                "mode": "local" if self._local else "key",
-                "space_id": space,
-                "live": False,
-                "live_note": LIVE_NOTE,
-            }
+            {"mode": "local" if self._local else "key", "space_id": space, "live": True}
         )
 
     async def tree(self, request: Request) -> Response:
         """The forest."""
         return JSONResponse({"nodes": await self._gateway.tree(self._caller_of(request))})
+
+    async def nodes(self, request: Request) -> Response:
+        """Forest nodes by id, in the order asked (?id=A&id=B, at most 100): {nodes, missing},
+        `missing` naming those no longer in the space."""
+        ids = request.query_params.getlist("id")
+        if not 1 <= len(ids) <= MAX_NODES:
+            raise ConsoleInputError(f"id: give 1 to {MAX_NODES} session ids, got {len(ids)}")
+        for value in ids:
+            _uuid(value, "id")
+        caller = self._caller_of(request)
+        return JSONResponse(await self._gateway.nodes(caller, ids))
+
+    async def events(self, request: Request) -> Response:
+        """The space's changes as server-sent events (`stello.console.live`), after the cursor
+        in ``Last-Event-ID`` or ``?after=`` (neither: from now)."""
+        after = _cursor(request, "last-event-id", "Last-Event-ID") or _cursor(
+            request, None, "after"
+        )
+        caller = self._caller_of(request)
+        return _event_stream(self._live.stream(caller, after))
 
     async def session(self, request: Request) -> Response:
         """One session's joined view."""
@@ -107,13 +140,15 @@ class ConsoleApi:
         return JSONResponse(await self._gateway.session(caller, request.path_params["id"]))
 
     async def records(self, request: Request) -> Response:
-        """A page of records: ?before=SEQ (default: from the newest) &limit=N (default 50)."""
-        before = _query_int(request, "before", None, minimum=1)
+        """A page of records, oldest first: the newest ones, or those after ?after=SEQ;
+        &limit=N (default 50); &page_token= (a page's next_page_token) continues the walk,
+        to older records without `after`, to newer ones with it: {records, next_page_token}."""
+        after = _query_int(request, "after", None, minimum=0)
         limit = _query_int(request, "limit", RECORDS_PAGE, minimum=1, maximum=1000)
         assert limit is not None
+        page = RecordPage(limit, after, request.query_params.get("page_token", ""))
         caller = self._caller_of(request)
-        page = await self._gateway.records(caller, request.path_params["id"], before, limit)
-        return JSONResponse(page)
+        return JSONResponse(await self._gateway.records(caller, request.path_params["id"], page))
 
     async def digests(self, request: Request) -> Response:
         """A page of digests: ?status=active|archived &page_token= &page_size= (default 50)."""
@@ -203,24 +238,41 @@ class ConsoleApi:
         request_id = _text(body, "request_id") or uuid.uuid4().hex
         caller = self._caller_of(request)
         events = self._gateway.send(caller, request.path_params["id"], content, request_id)
-        return StreamingResponse(
-            self._relay(events),
-            media_type="text/event-stream",
-            headers={"x-accel-buffering": "no"},
-        )
+        return _event_stream(self._relay(events))
 
     async def _relay(self, events: AsyncIterator[tuple[str, dict[str, Any]]]) -> AsyncIterator[str]:
         """Each event as ``event: NAME`` / ``data: JSON``; a failure as a final `error` event."""
         try:
             async for name, data in events:
-                yield _sse(name, data)
+                yield sse(name, data)
         except grpc.aio.AioRpcError as err:
-            yield _sse("error", rpc_error_body(err, self._address)["error"])
+            yield sse("error", rpc_error_body(err, self._address)["error"])
 
 
-def _sse(name: str, data: dict[str, Any]) -> str:
-    """One server-sent event (JSON escapes newlines, so the data is one line)."""
-    return f"event: {name}\ndata: {json.dumps(data, ensure_ascii=False)}\n\n"
+def _event_stream(events: AsyncIterator[str]) -> StreamingResponse:
+    """Server-sent events, unbuffered by proxies (nginx honours x-accel-buffering)."""
+    return StreamingResponse(
+        events, media_type="text/event-stream", headers={"x-accel-buffering": "no"}
+    )
+
+
+def _cursor(request: Request, header: str | None, name: str) -> str | None:
+    """The cursor in header `header` (or query parameter `name`), checked; None when absent."""
+    raw = request.headers.get(header) if header else request.query_params.get(name)
+    if raw is None or raw == "":
+        return None
+    if not (raw.isascii() and raw.isdigit() and len(raw) <= MAX_CURSOR_DIGITS):
+        raise ConsoleInputError(f"{name}: must be a cursor the console sent (an event id)")
+    return raw
+
+
+def _uuid(value: str, name: str) -> None:
+    try:
+        canonical = str(uuid.UUID(value)) == value.lower()
+    except ValueError:
+        canonical = False
+    if not canonical:
+        raise ConsoleInputError(f"{name}: must be session ids (UUIDs), got {value!r}")
 
 
 async def _json_body(request: Request) -> dict[str, Any]:

@@ -28,6 +28,7 @@ from stello.channels import ClientTls, open_channel
 from stello.console.api import CallerOf, ConsoleApi, fixed_caller, header_caller
 from stello.console.errors import ConsoleInputError
 from stello.console.gateway import Caller, ConsoleGateway
+from stello.console.live import HEARTBEAT_S, LiveRelay
 from stello.console.security import AccessPolicy, Guard, LaunchToken
 from stello.errors import FailedPrecondition
 
@@ -48,6 +49,7 @@ class ConsoleOptions:
             where the page sends the user's key.
         tls: how to reach a TLS gateway; None = plaintext.
         allowed_hosts: Host header values accepted besides loopback names.
+        heartbeat_s: how often an idle live stream carries a keep-alive comment.
     """
 
     gateway: str
@@ -56,6 +58,7 @@ class ConsoleOptions:
     caller: Caller | None = None
     tls: ClientTls | None = None
     allowed_hosts: frozenset[str] = field(default_factory=frozenset)
+    heartbeat_s: float = HEARTBEAT_S
 
 
 @dataclass(frozen=True, slots=True)
@@ -75,13 +78,15 @@ class RunningConsole:
 
 
 def create_console(
-    gateway: ConsoleGateway, options: ConsoleOptions, launch: LaunchToken | None
+    gateway: ConsoleGateway, live: LiveRelay, options: ConsoleOptions, launch: LaunchToken | None
 ) -> ASGIApp:
-    """The ASGI app: the guard around the API, the page and its assets."""
+    """The ASGI app: the guard around the API (and its live relay), the page and its assets."""
     caller_of: CallerOf = (
         fixed_caller(options.caller) if options.caller is not None else header_caller
     )
-    api = ConsoleApi(gateway, caller_of, local=options.caller is not None, address=options.gateway)
+    api = ConsoleApi(
+        gateway, live, caller_of, local=options.caller is not None, address=options.gateway
+    )
 
     async def page(_request: Request) -> Response:
         return FileResponse(STATIC / "index.html")
@@ -117,7 +122,9 @@ async def running_console(
     sock = _bind(options.host, options.port, port_flag)
     launch = LaunchToken() if options.caller is not None else None
     async with open_channel(options.gateway, tls=options.tls) as channel:
-        app = create_console(ConsoleGateway(channel), options, launch)
+        gateway = ConsoleGateway(channel)
+        live = LiveRelay(gateway, options.gateway, options.heartbeat_s)
+        app = create_console(gateway, live, options, launch)
         config = uvicorn.Config(
             app,
             log_config=None,
@@ -140,6 +147,7 @@ async def running_console(
                 await asyncio.sleep(0.01)
             yield RunningConsole(options.host, sock.getsockname()[1], launch)
         finally:
+            live.stop()  # open live streams end now, not at uvicorn's graceful timeout
             server.should_exit = True
             await task
             sock.close()

@@ -1,4 +1,4 @@
-"""Gateway replies as the console's JSON: the client commands' plain dicts, plus a session view.
+"""Gateway replies as the console's JSON: the client commands' plain dicts, a session view, events.
 
 Records carry ``inherited`` once the Record message has that field (DESIGN
 §4.4, "Fork by reference"); until then the key is absent and the page marks
@@ -66,4 +66,17 @@ def view_dict(view: agent_pb2.SessionView) -> JsonDict:
         "system_prompt": _optional(view, "system_prompt"),
         "memory": _optional(view, "memory"),
         "insight": _optional(view, "insight"),
+    }
+
+
+def event_dict(event: common_pb2.SpaceEvent) -> JsonDict:
+    """A WatchSpace event: cursor, kind (``records_appended``, ...), the ids and seqs it names."""
+    return {
+        "cursor": event.cursor,
+        "kind": common_pb2.EventKind.Name(event.kind).removeprefix("EVENT_KIND_").lower(),
+        "session_id": event.session_id,
+        "other_session_id": _optional(event, "other_session_id"),
+        "first_seq": _optional(event, "first_seq"),
+        "last_seq": _optional(event, "last_seq"),
+        "session_ids": list(event.session_ids),
     }

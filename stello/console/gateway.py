@@ -2,12 +2,14 @@
 
 The console is a client like any other: it imports no service package and
 reads nothing but the public `stello.agent.v1.AgentGateway` API. Records come
-page by page (ListRecords' ``before_seq``/``limit``, newest first), never a
-whole history at once (STYLE §17).
+page by page (ListRecords' byte-bounded pages and their tokens), never a whole
+history at once (STYLE §17); the forest changes node by node (GetTree of one
+session) as WatchSpace reports them.
 """
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import AsyncIterator
 from dataclasses import dataclass, field
 from typing import Any
@@ -15,10 +17,10 @@ from typing import Any
 import grpc
 
 from stello.agent.v1 import agent_pb2, agent_pb2_grpc
-from stello.channels import bearer_metadata
+from stello.channels import WATCH_CURSOR_METADATA, bearer_metadata
 from stello.cli import format as fmt
 from stello.common.v1 import common_pb2
-from stello.console.convert import record_dict, view_dict
+from stello.console.convert import event_dict, record_dict, view_dict
 
 JsonDict = dict[str, Any]
 
@@ -63,6 +65,16 @@ class ForkForm:
 
 
 @dataclass(frozen=True, slots=True)
+class RecordPage:
+    """Which page of records: `limit` of them after seq `after` (None: the newest ones),
+    continuing a walk when `token` is a page's next_page_token."""
+
+    limit: int
+    after: int | None = None
+    token: str = ""
+
+
+@dataclass(frozen=True, slots=True)
 class RootForm:
     """The new-root dialog's fields, as CreateRootRequest takes them (None = not set)."""
 
@@ -98,25 +110,56 @@ class ConsoleGateway:
         )
         return view_dict(reply.session)
 
-    async def records(
-        self, caller: Caller, session_id: str, before_seq: int | None, limit: int
-    ) -> JsonDict:
-        """The newest `limit` (at least 1) records below `before_seq`, oldest first.
+    async def node(self, caller: Caller, session_id: str) -> JsonDict:
+        """One session as a forest node (GetTree of it alone: `max_depth` 0)."""
+        reply = await self._stub.GetTree(
+            agent_pb2.GetTreeRequest(space_id=caller.space_id, root_id=session_id, max_depth=0),
+            **self._call(caller),
+        )
+        return fmt.node_dict(reply.nodes[0])
 
-        `before_seq` None = from the newest record. One more is asked for than
-        shown, so `older` tells whether a page remains; a page cut short by its
-        byte bound says so with its next_page_token.
+    async def nodes(self, caller: Caller, session_ids: list[str]) -> JsonDict:
+        """The sessions as forest nodes, in the order given, and the ids no longer there.
+
+        One GetTree of each (at once); NOT_FOUND names a session that is gone
+        (or never was in the space); any other failure raises.
+        """
+        found = await asyncio.gather(
+            *(self.node(caller, session_id) for session_id in session_ids),
+            return_exceptions=True,
+        )
+        nodes, missing = [], []
+        for session_id, result in zip(session_ids, found, strict=True):
+            if isinstance(result, grpc.aio.AioRpcError) and (
+                result.code() == grpc.StatusCode.NOT_FOUND
+            ):
+                missing.append(session_id)
+            elif isinstance(result, BaseException):
+                raise result
+            else:
+                nodes.append(result)
+        return {"nodes": nodes, "missing": missing}
+
+    async def records(self, caller: Caller, session_id: str, page: RecordPage) -> JsonDict:
+        """One page of records, oldest first, and the token of the next one ("" = none).
+
+        Without `page.after` the walk goes from the newest record to older ones;
+        with it, from the record after that seq to newer ones. Pages are
+        bounded in count and bytes; the token continues the same walk.
         """
         request = agent_pb2.ListRecordsRequest(
-            space_id=caller.space_id, session_id=session_id, limit=limit + 1, newest_first=True
+            space_id=caller.space_id,
+            session_id=session_id,
+            limit=page.limit,
+            newest_first=page.after is None,
+            page_token=page.token,
         )
-        if before_seq is not None:
-            request.before_seq = before_seq
+        if page.after is not None:
+            request.after_seq = page.after
         reply = await self._stub.ListRecords(request, **self._call(caller))
-        records = list(reply.records)
         return {
-            "records": [record_dict(record) for record in records[-limit:]],
-            "older": len(records) > limit or bool(reply.next_page_token),
+            "records": [record_dict(record) for record in reply.records],
+            "next_page_token": reply.next_page_token,
         }
 
     async def digests(
@@ -256,6 +299,28 @@ class ConsoleGateway:
                     done = fmt.turn_dict(event.done)
                     done["records"] = [record_dict(record) for record in event.done.records]
                     yield "done", done
+        finally:
+            call.cancel()
+
+    async def watch(
+        self, caller: Caller, after_cursor: str | None
+    ) -> AsyncIterator[tuple[str, JsonDict]]:
+        """The space's changes (WatchSpace) after `after_cursor` (None: from now).
+
+        First ("ready", {cursor, resumed}) once the gateway fixed where the
+        stream starts (its initial metadata), then ("change", event) per
+        event; the gateway's failure raises. Closing the iterator cancels the call.
+        """
+        request = agent_pb2.WatchSpaceRequest(space_id=caller.space_id)
+        if after_cursor is not None:
+            request.after_cursor = after_cursor
+        call = self._stub.WatchSpace(request, metadata=caller.metadata)
+        try:
+            start = dict(await call.initial_metadata() or ()).get(WATCH_CURSOR_METADATA)
+            if start is not None:
+                yield "ready", {"cursor": str(start), "resumed": after_cursor is not None}
+            async for message in call:
+                yield "change", event_dict(message.event)
         finally:
             call.cancel()
 

@@ -13,8 +13,10 @@ import re
 import shutil
 from collections.abc import AsyncIterator, Sequence
 from dataclasses import dataclass, field
+from functools import partial
 from pathlib import Path
 
+import asyncpg
 import pytest
 from playwright.async_api import (
     Browser,
@@ -25,8 +27,12 @@ from playwright.async_api import (
     expect,
 )
 
+from agent_gateway.app import create_app
 from agent_gateway.llm import Completion, Done, LLMMessage, StreamEvent, TextDelta, ToolSpec, Usage
+from stello.auth import KeyStore
 from stello.console import Caller, ConsoleOptions, RunningConsole, running_console
+from stello.server import create_server, shutdown
+from stello.settings import StelloSettings
 from tests.cli.conftest import _home  # noqa: F401 (a fixture used by name)
 from tests.gateway.conftest import (  # noqa: F401 (fixtures used by name)
     Backends,
@@ -40,7 +46,7 @@ from tests.gateway.conftest import (  # noqa: F401 (fixtures used by name)
     close_stack,
     open_stack,
 )
-from tests.support.fixtures import TestSpace
+from tests.support.fixtures import RunningServer, TestSpace
 
 REPO = Path(__file__).resolve().parents[2]
 ARTIFACTS = REPO / "artifacts" / "console"
@@ -126,6 +132,59 @@ async def _console(
             yield ConsoleStack(stack, console, provider)
     finally:
         await close_stack(stack)
+
+
+@dataclass
+class GatewayRestart:
+    """Stops the console's gateway and starts a new one on its port: a gateway restart.
+
+    The stopped server's app is shut down by `start_server` at teardown, the
+    new ones by this fixture.
+    """
+
+    console: ConsoleStack
+    backends: Backends
+    profiles_file: Path
+    summarizer: FakeSummarizer
+    settings: StelloSettings
+    pool: asyncpg.Pool
+    keys: KeyStore
+    started: list[RunningServer] = field(default_factory=list)
+
+    async def stop(self) -> None:
+        """Stop the running gateway at once: its streams end, its port is free."""
+        running = self.started[-1] if self.started else self.console.stack.gateway
+        await running.server.stop(0)
+
+    async def start(self) -> None:
+        """A new gateway on the old port, over the same storage, tree and provider."""
+        factory = partial(
+            create_app,
+            config=self.backends.gateway_config(profiles_file=self.profiles_file),
+            summarizer=self.summarizer,
+            provider=self.console.provider,
+        )
+        app = factory(self.settings, self.pool, self.keys)
+        server, port = await create_server(app, self.console.stack.gateway.address)
+        await server.start()
+        self.started.append(RunningServer(app, server, port))
+
+
+@pytest.fixture(name="gateway_restart")
+async def _gateway_restart(
+    console: ConsoleStack,
+    backends: Backends,
+    profiles_file: Path,
+    summarizer: FakeSummarizer,
+    settings: StelloSettings,
+    pool: asyncpg.Pool,
+    keys: KeyStore,
+) -> AsyncIterator[GatewayRestart]:
+    """Restart the gateway behind `console` (stop, then start on the same port)."""
+    restart = GatewayRestart(console, backends, profiles_file, summarizer, settings, pool, keys)
+    yield restart
+    for running in reversed(restart.started):
+        await shutdown(running.app, running.server, 0)
 
 
 @pytest.fixture(name="key_console")

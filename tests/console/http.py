@@ -82,3 +82,99 @@ def _dechunk(data: bytes) -> bytes:
         out += data[:size]
         data = data[size + 2 :]
     return out
+
+
+@dataclass(frozen=True, slots=True)
+class Event:
+    """One server-sent event: its name, JSON data and id (None when it has none)."""
+
+    name: str
+    data: Any
+    id: str | None
+
+
+class EventStream:
+    """An event-stream response read as it comes: event by event, comments counted apart."""
+
+    def __init__(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        self._reader = reader
+        self._writer = writer
+        self._text = ""
+        self.status = 0
+        self.headers: list[tuple[str, str]] = []
+        self.comments: list[str] = []
+        self.ended = False  # the response's last chunk arrived
+
+    @classmethod
+    async def open(cls, port: int, path: str, headers: dict[str, str] | None = None) -> EventStream:
+        """GET `path` on 127.0.0.1:`port`; the stream once its status line and headers are in."""
+        reader, writer = await asyncio.open_connection("127.0.0.1", port)
+        lines = [f"GET {path} HTTP/1.1", f"Host: 127.0.0.1:{port}"]
+        lines += [f"{name}: {value}" for name, value in (headers or {}).items()]
+        writer.write("\r\n".join([*lines, "", ""]).encode())
+        await writer.drain()
+        stream = cls(reader, writer)
+        head = await asyncio.wait_for(reader.readuntil(b"\r\n\r\n"), 30)
+        status_line, *header_lines = head.decode("latin-1").strip().split("\r\n")
+        stream.status = int(status_line.split()[1])
+        stream.headers = [(k, v) for k, _, v in (h.partition(": ") for h in header_lines)]
+        return stream
+
+    def header(self, name: str) -> str | None:
+        """The first value of header `name` (case-insensitive), or None."""
+        return next((v for k, v in self.headers if k.lower() == name.lower()), None)
+
+    async def next(self, within_s: float = 10.0) -> Event:
+        """The next event (fails when none comes within `within_s` or the stream ends)."""
+        return await asyncio.wait_for(self._next_event(), within_s)
+
+    async def take(self, count: int, within_s: float = 10.0) -> list[Event]:
+        """The next `count` events."""
+        return [await self.next(within_s) for _ in range(count)]
+
+    async def rest(self, within_s: float = 10.0) -> list[Event]:
+        """Every event until the response ends."""
+        found: list[Event] = []
+        while True:
+            try:
+                found.append(await self.next(within_s))
+            except EOFError:
+                return found
+
+    async def close(self) -> None:
+        """Close the connection (the page going away)."""
+        self._writer.close()
+        await self._writer.wait_closed()
+
+    async def _next_event(self) -> Event:
+        while True:
+            cut = self._text.find("\n\n")
+            if cut >= 0:
+                block, self._text = self._text[:cut], self._text[cut + 2 :]
+                event = self._parse(block)
+                if event is not None:
+                    return event
+                continue
+            if self.ended:
+                raise EOFError("the event stream ended")
+            await self._read_chunk()
+
+    def _parse(self, block: str) -> Event | None:
+        fields: dict[str, str] = {}
+        for line in block.split("\n"):
+            if line.startswith(":"):
+                self.comments.append(line[1:].strip())
+            else:
+                name, _, value = line.partition(": ")
+                fields[name] = value
+        if "event" not in fields:
+            return None
+        return Event(fields["event"], json.loads(fields["data"]), fields.get("id"))
+
+    async def _read_chunk(self) -> None:
+        size_line = await self._reader.readuntil(b"\r\n")
+        size = int(size_line.split(b";")[0], 16)
+        data = await self._reader.readexactly(size + 2)
+        if size == 0:
+            self.ended = True
+        self._text += data[:size].decode()

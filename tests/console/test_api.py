@@ -56,18 +56,31 @@ async def seed_records(console: ConsoleStack, session_id: str, count: int) -> No
 
 
 class TestRecords:
-    async def test_records_come_newest_page_first_then_older(self, api: Api) -> None:
-        """120 records, pages of 50: #71..#120, then #21..#70, then #1..#20 with no more."""
+    async def test_records_come_newest_page_first_then_older_by_token(self, api: Api) -> None:
+        """120 records, pages of 50: #71..#120, then by its token #21..#70, then #1..#20."""
         root = await api.console.stack.root(label="Long")
         await seed_records(api.console, root.id, 120)
-        first = await api.ok("GET", f"/api/sessions/{root.id}/records?limit=50")
+        path = f"/api/sessions/{root.id}/records?limit=50"
+        first = await api.ok("GET", path)
         assert [r["seq"] for r in first["records"]] == list(range(71, 121))
-        assert first["older"] is True
-        second = await api.ok("GET", f"/api/sessions/{root.id}/records?limit=50&before=71")
+        second = await api.ok("GET", f"{path}&page_token={first['next_page_token']}")
         assert [r["seq"] for r in second["records"]] == list(range(21, 71))
-        last = await api.ok("GET", f"/api/sessions/{root.id}/records?limit=50&before=21")
+        last = await api.ok("GET", f"{path}&page_token={second['next_page_token']}")
         assert [r["seq"] for r in last["records"]] == list(range(1, 21))
-        assert last["older"] is False
+        assert last["next_page_token"] == ""
+
+    async def test_records_after_a_seq_walk_to_newer_ones(self, api: Api) -> None:
+        """?after=SEQ: the records after it, oldest first, the token leading to newer ones."""
+        root = await api.console.stack.root(label="Growing")
+        await seed_records(api.console, root.id, 7)
+        path = f"/api/sessions/{root.id}/records?after=2&limit=3"
+        first = await api.ok("GET", path)
+        assert [r["seq"] for r in first["records"]] == [3, 4, 5]
+        rest = await api.ok("GET", f"{path}&page_token={first['next_page_token']}")
+        assert [r["seq"] for r in rest["records"]] == [6, 7]
+        assert rest["next_page_token"] == ""
+        none = await api.ok("GET", f"/api/sessions/{root.id}/records?after=7")
+        assert none == {"records": [], "next_page_token": ""}
 
     async def test_pages_cut_by_bytes_still_lead_to_older(self, api: Api) -> None:
         """60 records of 100 KiB: pages of 50 hold fewer (4 MiB bound) yet reach #1 once each."""
@@ -76,15 +89,17 @@ class TestRecords:
         for start in range(0, 60, 10):
             await api.console.stack.append(root.id, *big[start : start + 10])
         seen: list[int] = []
-        before = ""
+        token = ""
         while True:
-            page = await api.ok("GET", f"/api/sessions/{root.id}/records?limit=50{before}")
+            page = await api.ok(
+                "GET", f"/api/sessions/{root.id}/records?limit=50&page_token={token}"
+            )
             seqs = [r["seq"] for r in page["records"]]
             assert 0 < len(seqs) < 50
             seen = seqs + seen
-            if not page["older"]:
+            token = page["next_page_token"]
+            if not token:
                 break
-            before = f"&before={seqs[0]}"
         assert seen == list(range(1, 61))
 
     async def test_a_record_shows_role_tool_calls_and_answer(self, api: Api) -> None:
@@ -112,7 +127,9 @@ class TestRecords:
         [
             pytest.param("limit=0", "limit", id="limit-zero"),
             pytest.param("limit=5000", "limit", id="limit-too-big"),
-            pytest.param("before=x", "before", id="before-not-a-number"),
+            pytest.param("after=x", "after", id="after-not-a-number"),
+            pytest.param("after=-1", "after", id="after-negative"),
+            pytest.param("page_token=nope", "page_token", id="token-not-issued"),
         ],
     )
     async def test_bad_paging_names_the_parameter(self, api: Api, query: str, field: str) -> None:
@@ -121,7 +138,7 @@ class TestRecords:
         reply = await api.call("GET", f"/api/sessions/{root.id}/records?{query}")
         assert reply.status == 400
         error = reply.json()["error"]
-        assert error["code"] == "INVALID_ARGUMENT" and error["message"].startswith(f"{field}:")
+        assert error["code"] == "INVALID_ARGUMENT" and field in error["message"].split(":")[0]
 
 
 class TestSession:
@@ -295,12 +312,43 @@ class TestDigestsAndTree:
         assert (await api.ok("GET", "/api/tree"))["nodes"] == []
 
     async def test_profiles_and_config(self, api: Api) -> None:
-        """The profiles of the gateway's file, and a config saying live updates are off."""
+        """The profiles of the gateway's file, and a config saying live updates run."""
         names = [p["name"] for p in (await api.ok("GET", "/api/profiles"))["profiles"]]
         assert names[:2] == ["research", "preset"]
         config = await api.ok("GET", "/api/config")
         assert config["mode"] == "local" and config["space_id"] == api.console.stack.space.sid
-        assert config["live"] is False and "WatchSpace" in config["live_note"]
+        assert config["live"] is True
+
+
+class TestNodes:
+    async def test_nodes_come_in_the_order_asked_and_gone_ones_are_named(self, api: Api) -> None:
+        """?id=...: each session as a forest node (as GetTree has it); deleted ones are missing."""
+        stack = api.console.stack
+        root = await stack.root(label="Top")
+        child = await stack.fork(root.id, "Below")
+        gone = await stack.fork(root.id, "Gone")
+        await api.ok("DELETE", f"/api/sessions/{gone.id}")
+        reply = await api.ok("GET", f"/api/nodes?id={child.id}&id={gone.id}&id={root.id}")
+        assert [(n["id"], n["label"], n["depth"]) for n in reply["nodes"]] == [
+            (child.id, "Below", 1),
+            (root.id, "Top", 0),
+        ]
+        tree = {n["id"]: n for n in (await api.ok("GET", "/api/tree"))["nodes"]}
+        assert reply["nodes"] == [tree[child.id], tree[root.id]]
+        assert reply["missing"] == [gone.id]
+
+    @pytest.mark.parametrize(
+        "query",
+        [
+            pytest.param("", id="none"),
+            pytest.param("id=not-a-uuid", id="not-a-uuid"),
+            pytest.param("&".join(["id=00000000-0000-4000-8000-000000000000"] * 101), id="101"),
+        ],
+    )
+    async def test_bad_ids_are_refused_naming_the_parameter(self, api: Api, query: str) -> None:
+        """No id, a malformed one or more than 100: 400 naming `id`."""
+        reply = await api.call("GET", f"/api/nodes?{query}")
+        assert reply.status == 400 and reply.json()["error"]["message"].startswith("id:")
 
 
 class TestStreamEnds:

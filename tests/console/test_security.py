@@ -41,7 +41,7 @@ class TestSignIn:
         assert (page.status, api.status) == (200, 200)
         assert "app.js" in page.text and api.json() == {"nodes": []}
 
-    @pytest.mark.parametrize("path", ["/", "/api/tree", "/static/app.js"])
+    @pytest.mark.parametrize("path", ["/", "/api/tree", "/api/events", "/static/app.js"])
     async def test_without_the_cookie_everything_is_refused(
         self, console: ConsoleStack, path: str
     ) -> None:
@@ -156,6 +156,31 @@ class TestHostAndOrigin:
             body={"label": "Made here"},
         )
         assert reply.status == 200 and reply.json()["label"] == "Made here"
+
+
+class TestLiveRelay:
+    @pytest.mark.parametrize(
+        ("host", "headers", "says"),
+        [
+            pytest.param("evil.example:{port}", {}, "is not this console", id="rebound-host"),
+            pytest.param(None, {"Origin": "http://evil.example"}, "evil.example", id="origin"),
+            pytest.param(None, {"Sec-Fetch-Site": "same-site"}, "other sites", id="same-site"),
+            pytest.param(None, {"Sec-Fetch-Site": "cross-site"}, "other sites", id="cross-site"),
+        ],
+    )
+    async def test_the_event_stream_is_guarded_like_every_endpoint(
+        self, console: ConsoleStack, host: str | None, headers: dict[str, str], says: str
+    ) -> None:
+        """Even signed in, another Host, Origin or site gets no event stream: 403."""
+        cookie = await signed_in(console)
+        reply = await fetch(
+            console.port,
+            "/api/events",
+            host=host.format(port=console.port) if host else None,
+            headers={"Cookie": cookie, **headers},
+        )
+        assert reply.status == 403 and says in reply.text
+        assert reply.header("content-type") == "text/plain; charset=utf-8"
 
 
 class TestHeaders:
