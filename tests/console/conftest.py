@@ -168,6 +168,8 @@ class GatewayRestart:
         server, port = await create_server(app, self.console.stack.gateway.address)
         await server.start()
         self.started.append(RunningServer(app, server, port))
+        # The test's own stubs reconnect now rather than after their channel's backoff.
+        await asyncio.wait_for(self.console.stack.channels[0].channel_ready(), 10)
 
 
 @pytest.fixture(name="gateway_restart")
@@ -223,11 +225,14 @@ class BrowserPage:
     page: Page
     messages: list[ConsoleMessage] = field(default_factory=list)
     errors: list[str] = field(default_factory=list)
+    refused: list[str] = field(default_factory=list)
 
     def console_errors(self, *allowed: str) -> list[str]:
-        """Console errors and uncaught page errors, but those matching an `allowed` pattern."""
+        """Console errors and uncaught page errors, but those matching an `allowed` pattern;
+        when any is left, the requests answered with an error follow it (which ones failed)."""
         found = [m.text for m in self.messages if m.type == "error"] + self.errors
-        return [text for text in found if not any(re.search(p, text) for p in allowed)]
+        left = [text for text in found if not any(re.search(p, text) for p in allowed)]
+        return left + [f"(answered {refused})" for refused in self.refused] if left else []
 
     async def shot(self, name: str) -> Path:
         """A screenshot in artifacts/console/NAME.png."""
@@ -246,6 +251,14 @@ async def _browser_page(browser: Browser) -> AsyncIterator[BrowserPage]:
     opened = BrowserPage(context, page)
     page.on("console", lambda message: opened.messages.append(message))
     page.on("pageerror", lambda error: opened.errors.append(str(error)))
+    page.on(
+        "response",
+        lambda reply: (
+            opened.refused.append(f"{reply.status} {reply.request.method} {reply.url}")
+            if reply.status >= 400
+            else None
+        ),
+    )
     try:
         yield opened
     finally:

@@ -1,4 +1,4 @@
-// The console's JSON endpoints and its server-sent-events stream. A deployed console
+// The console's JSON endpoints and its server-sent-events streams. A deployed console
 // sends the key the user entered (kept in sessionStorage, never in a URL) in a header;
 // the local console of `stello up` signs in with its cookie and sends none.
 
@@ -42,8 +42,8 @@ export function space() {
   return sessionStorage.getItem(SPACE);
 }
 
-function headers(json) {
-  const result = {};
+function headers(json, extra = {}) {
+  const result = { ...extra };
   if (json) result["content-type"] = "application/json";
   if (keyMode) {
     result.authorization = `Bearer ${sessionStorage.getItem(KEY) || ""}`;
@@ -52,16 +52,18 @@ function headers(json) {
   return result;
 }
 
-async function request(method, path, body) {
+async function request(method, path, body, { headers: extra, signal } = {}) {
   try {
     return await fetch(path, {
       method,
-      headers: headers(body !== undefined),
+      headers: headers(body !== undefined, extra),
       body: body === undefined ? undefined : JSON.stringify(body),
       credentials: "same-origin",
       cache: "no-store",
+      signal,
     });
-  } catch {
+  } catch (error) {
+    if (signal?.aborted) throw error;
     throw new ApiError("UNAVAILABLE", "the console did not answer: is it still running?");
   }
 }
@@ -84,9 +86,13 @@ export async function call(method, path, body) {
   return answer(await request(method, path, body));
 }
 
-/** POST `body`, then `onEvent(name, data)` for each server-sent event until the stream ends. */
-export async function stream(path, body, onEvent) {
-  const response = await request("POST", path, body);
+/**
+ * Send the request (POST `body` unless `options.method` says otherwise), then call
+ * `onEvent(name, data, id)` for each server-sent event until the stream ends; comments
+ * (heartbeats) are skipped. `options.headers` and `options.signal` go to fetch.
+ */
+export async function stream(path, body, onEvent, options = {}) {
+  const response = await request(options.method || "POST", path, body, options);
   if (!response.ok) await answer(response);
   const reader = response.body.pipeThrough(new TextDecoderStream()).getReader();
   let buffer = "";
@@ -98,13 +104,15 @@ export async function stream(path, body, onEvent) {
     while ((cut = buffer.indexOf("\n\n")) >= 0) {
       const block = buffer.slice(0, cut);
       buffer = buffer.slice(cut + 2);
-      let name = "message";
+      let name = null;
+      let id = null;
       let data = "";
       for (const line of block.split("\n")) {
         if (line.startsWith("event: ")) name = line.slice(7);
         else if (line.startsWith("data: ")) data += line.slice(6);
+        else if (line.startsWith("id: ")) id = line.slice(4);
       }
-      onEvent(name, data ? JSON.parse(data) : null);
+      if (name !== null) onEvent(name, data ? JSON.parse(data) : null, id);
     }
   }
 }

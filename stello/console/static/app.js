@@ -1,20 +1,30 @@
 // The console page: sign-in when a deployed console needs a key, then the forest beside
-// the open view (a session or the digests), chosen by the address's #fragment.
+// the open view (a session or the digests), chosen by the address's #fragment, both kept
+// up to date by the space's live changes (live.js): each batch refetches only the nodes
+// and the parts of the open view that its events name.
 
 import { ApiError, call, requestId, setMode, signIn, signOut, signedIn, space } from "./api.js";
 import { DigestsView } from "./digests.js";
 import { dialog, el, replace } from "./dom.js";
 import { Forest } from "./forest.js";
-import { showLive } from "./live.js";
+import { Live } from "./live.js";
 import { SessionView } from "./session.js";
 
 const $ = (id) => document.getElementById(id);
+const NODES_PER_CALL = 100;
+const FIRST_CONTACT_MS = 5000;
+// Events that change a forest node's label, status or turn count: the node is refetched.
+const NODE_KINDS = new Set(["session_committed", "session_updated", "turn_committed"]);
 
 class App {
   constructor() {
     this.config = null;
     this.tree = null;
     this.view = null;
+    this.live = null;
+    this.routing = false;
+    this.routed = null;
+    this.resyncing = null;
   }
 
   async boot() {
@@ -27,12 +37,13 @@ class App {
       return;
     }
     setMode(this.config.mode);
-    showLive($("live"), this.config);
+    window.addEventListener("pagehide", () => this.live?.stop());
     if (!signedIn()) this.askKey();
     else await this.start();
   }
 
   askKey(message = "") {
+    this.live?.stop();
     for (const id of ["new-root", "refresh", "sign-out"]) $(id).hidden = true;
     replace($("forest-pane"));
     const key = el("input", { id: "sign-in-key", type: "password", required: true, autocomplete: "off" });
@@ -67,17 +78,76 @@ class App {
     $("refresh").onclick = () => this.refresh();
     $("new-root").onclick = () => this.newRoot();
     $("sign-out").onclick = () => {
+      this.live?.stop();
       signOut();
       location.reload();
     };
-    if (await this.refreshForest()) {
+    this.live?.stop();
+    this.live = new Live($("live"), this);
+    // The state is read once the stream's start is known, so no change falls between them.
+    const waited = new Promise((resolve) => setTimeout(() => resolve(false), FIRST_CONTACT_MS));
+    if (!(await Promise.race([this.live.start(), waited]))) await this.resync();
+    if (!signedIn()) return; // the key was refused: the sign-in form shows why
+    // Navigation follows the address from now on (the first view took it as it was).
+    if (!this.routing) {
       window.addEventListener("hashchange", () => this.route());
-      await this.route();
+      this.routing = true;
+      if (this.routed !== null && location.hash !== this.routed) await this.route();
     }
   }
 
   forest() {
     return this.tree;
+  }
+
+  /** Reload the forest and the open view (one at a time); false when the forest failed. */
+  async resync() {
+    while (this.resyncing) await this.resyncing;
+    this.resyncing = this.reload();
+    try {
+      return await this.resyncing;
+    } finally {
+      this.resyncing = null;
+    }
+  }
+
+  async reload() {
+    if (!(await this.refreshForest())) return false;
+    await this.route();
+    return true;
+  }
+
+  /** A batch of live changes: the nodes they name are refetched (deletes and archives need
+   * no call), then the open view takes the events that concern it. */
+  async apply(events) {
+    const refetch = new Set();
+    let changed = false;
+    for (const event of events) {
+      if (NODE_KINDS.has(event.kind)) refetch.add(event.session_id);
+      else if (event.kind === "session_archived" || event.kind === "session_unarchived") {
+        const status = event.kind === "session_archived" ? "archived" : "active";
+        changed = this.tree.setStatus(event.session_id, status) || changed;
+      } else if (event.kind === "subtree_deleted") {
+        this.tree.remove(event.session_ids);
+        for (const id of event.session_ids) refetch.delete(id);
+        changed = true;
+      }
+    }
+    if (refetch.size) await this.refreshNodes([...refetch]);
+    else if (changed) this.tree.changed();
+    if (refetch.size || changed) this.view?.forestChanged?.();
+    await this.view?.onEvents?.(events);
+  }
+
+  /** Refetch these sessions' forest nodes (a hundred a call); gone ones leave the forest. */
+  async refreshNodes(ids) {
+    for (let start = 0; start < ids.length; start += NODES_PER_CALL) {
+      const query = new URLSearchParams(ids.slice(start, start + NODES_PER_CALL).map((id) => ["id", id]));
+      const { nodes, missing } = await call("GET", `/api/nodes?${query}`);
+      for (const node of nodes) this.tree.upsert(node);
+      this.tree.remove(missing);
+    }
+    this.tree.changed();
   }
 
   /** Reload the forest; false when it failed (the error is shown). */
@@ -98,7 +168,7 @@ class App {
   }
 
   async refresh() {
-    if (await this.refreshForest()) await this.route();
+    await this.resync();
   }
 
   open(id) {
@@ -113,24 +183,27 @@ class App {
 
   async route() {
     const hash = location.hash;
+    this.routed = hash;
     const detail = $("detail");
     $("nav-digests").classList.toggle("current", hash === "#/digests");
     $("nav-forest").classList.toggle("current", hash !== "#/digests");
+    let view = null;
+    if (hash.startsWith("#/session/")) {
+      const id = decodeURIComponent(hash.slice("#/session/".length));
+      this.tree.select(id);
+      view = new SessionView(detail, this, id);
+    } else if (hash === "#/digests") {
+      view = new DigestsView(detail, this);
+    } else {
+      this.tree.select(null);
+      replace(detail, el("div", { class: "welcome muted" }, el("h2", {}, "Stello"), el("p", {}, "Pick a session in the forest, or create a root.")));
+    }
+    this.view = view;
+    if (!view) return;
     try {
-      if (hash.startsWith("#/session/")) {
-        const id = decodeURIComponent(hash.slice("#/session/".length));
-        this.tree.select(id);
-        this.view = new SessionView(detail, this, id);
-        await this.view.show();
-      } else if (hash === "#/digests") {
-        this.view = new DigestsView(detail, this);
-        await this.view.show();
-      } else {
-        this.view = null;
-        this.tree.select(null);
-        replace(detail, el("div", { class: "welcome muted" }, el("h2", {}, "Stello"), el("p", {}, "Pick a session in the forest, or create a root.")));
-      }
+      await view.show();
     } catch (error) {
+      if (this.view !== view) return; // the page moved on meanwhile
       this.reportError(error);
       replace(detail, el("p", { class: "error-text", id: "view-error" }, String(error)));
     }
@@ -153,7 +226,7 @@ class App {
     if (form.get("system_prompt")) body.system_prompt = form.get("system_prompt");
     try {
       const root = await call("POST", "/api/roots", body);
-      await this.refreshForest();
+      await this.refreshNodes([root.id]);
       this.open(root.id);
     } catch (error) {
       this.reportError(error);

@@ -1,10 +1,22 @@
 // Digests: every session's label, status, turns, memory and insight as a table,
-// one page at a time (ListSessionDigests' page tokens), filtered by status.
+// one page at a time (ListSessionDigests' page tokens), filtered by status. A batch of
+// live changes that touch what the table shows re-reads the page on screen (one call).
 
 import { call } from "./api.js";
 import { el, replace } from "./dom.js";
 
 const PAGE_SIZE = 50;
+const SHOWN_KINDS = new Set([
+  "session_committed",
+  "session_updated",
+  "session_archived",
+  "session_unarchived",
+  "subtree_deleted",
+  "turn_committed",
+  "insight_put",
+  "insight_cleared",
+  "memory_put",
+]);
 
 export class DigestsView {
   constructor(container, app) {
@@ -19,8 +31,13 @@ export class DigestsView {
     const token = this.tokens[this.tokens.length - 1];
     const query = new URLSearchParams({ status: this.status, page_size: String(PAGE_SIZE), page_token: token });
     const page = await call("GET", `/api/digests?${query}`);
+    if (this.app.view !== this) return;
     this.next = page.next_page_token;
     this.draw(page.digests);
+  }
+
+  async onEvents(events) {
+    if (events.some((event) => SHOWN_KINDS.has(event.kind))) await this.show();
   }
 
   async go(change) {

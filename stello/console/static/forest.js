@@ -1,6 +1,7 @@
 // The forest: every session of the space as a collapsible tree, drawn as a virtual list.
 // Only the rows in view exist in the document (fixed row height), so 10,000 sessions
-// scroll as smoothly as ten; flattening runs on load and on a toggle, never on scroll.
+// scroll as smoothly as ten; flattening runs on load, on a toggle and once per batch of
+// live changes (upsert / setStatus / remove, then changed()), never on scroll.
 
 import { el, plural, replace } from "./dom.js";
 
@@ -40,8 +41,58 @@ export class Forest {
       }
     }
     for (const id of [...this.collapsed]) if (!this.nodes.has(id)) this.collapsed.delete(id);
-    this.count.textContent = nodes.length
-      ? `${plural(nodes.length, "session")} in ${plural(this.roots.length, "tree")}`
+    this.changed();
+  }
+
+  /** Add a session (a new root goes last, a child among its siblings by index), or take
+   * its new label, status and turn count. Call changed() after a batch. */
+  upsert(node) {
+    const known = this.nodes.has(node.id);
+    this.nodes.set(node.id, node);
+    if (known) return;
+    const parent = node.parent_id && this.nodes.has(node.parent_id) ? node.parent_id : null;
+    if (parent === null) {
+      this.roots.push(node.id);
+      return;
+    }
+    if (!this.children.has(parent)) this.children.set(parent, []);
+    const kids = this.children.get(parent);
+    let at = kids.length;
+    while (at > 0 && this.nodes.get(kids[at - 1]).index > node.index) at -= 1;
+    kids.splice(at, 0, node.id);
+  }
+
+  /** Set a session's status (archive events name no more); whether anything changed. */
+  setStatus(id, status) {
+    const node = this.nodes.get(id);
+    if (!node || node.status === status) return false;
+    this.nodes.set(id, { ...node, status });
+    return true;
+  }
+
+  /** Drop sessions and everything below them. Call changed() after a batch. */
+  remove(ids) {
+    for (const id of ids) {
+      const node = this.nodes.get(id);
+      if (!node) continue;
+      const siblings = node.parent_id && this.nodes.has(node.parent_id) ? this.children.get(node.parent_id) : this.roots;
+      siblings.splice(siblings.indexOf(id), 1);
+      const stack = [id];
+      while (stack.length) {
+        const gone = stack.pop();
+        stack.push(...(this.children.get(gone) || []));
+        this.nodes.delete(gone);
+        this.children.delete(gone);
+        this.collapsed.delete(gone);
+      }
+    }
+  }
+
+  /** Redraw after loading or changing sessions: the count line and the visible rows. */
+  changed() {
+    const total = this.nodes.size;
+    this.count.textContent = total
+      ? `${plural(total, "session")} in ${plural(this.roots.length, "tree")}`
       : "No sessions yet: create a root.";
     this.flatten();
   }

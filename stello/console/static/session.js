@@ -1,23 +1,45 @@
 // One session: its lineage, meta, system prompt, config, insight and memory, its records
-// page by page (the newest first, older ones on request), and the actions on it.
+// page by page (the newest first, older ones on request, by ListRecords' page tokens), and
+// the actions on it. Live changes that name it update it in place: new records are read
+// after the last one shown, trimmed ones leave, and the header and slots are re-read
+// (an edit in progress is kept).
 
 import { call, requestId, stream } from "./api.js";
 import { dialog, el, plural, replace, when } from "./dom.js";
 
 const PAGE = 50;
+const NEWER_PAGES = 4; // further behind than this, the view jumps to the newest page
+// Events that change what the header, meta or slots show: the view is re-read.
+const VIEW_KINDS = new Set([
+  "session_updated",
+  "session_archived",
+  "session_unarchived",
+  "turn_committed",
+  "system_prompt_put",
+  "insight_put",
+  "insight_cleared",
+  "memory_put",
+  "config_put",
+]);
 
 /** The view of one session, drawn into `container`. */
 export class SessionView {
   /**
-   * `app` gives forest(), reportError(error), refreshForest() and open(id) for
-   * navigation after a fork or delete.
+   * `app` gives forest(), reportError(error), refreshNodes(ids), open(id) for navigation
+   * after a fork or delete, and `view` (the view it shows now).
    */
   constructor(container, app, id) {
     this.container = container;
     this.app = app;
     this.id = id;
     this.view = null;
-    this.oldest = null;
+    this.shown = null;
+    this.gone = false;
+    this.newest = null; // the highest seq shown
+    this.olderToken = "";
+    this.newer = null; // the read of newer records in progress
+    this.newerAgain = false;
+    this.editors = {};
     this.list = el("ol", { class: "records", id: "records" });
     this.older = el(
       "button",
@@ -26,32 +48,37 @@ export class SessionView {
     );
   }
 
-  async show() {
+  show() {
+    this.shown = this.load();
+    return this.shown;
+  }
+
+  async load() {
     const [view, page] = await Promise.all([
       call("GET", `/api/sessions/${this.id}`),
       call("GET", `/api/sessions/${this.id}/records?limit=${PAGE}`),
     ]);
+    if (!this.current()) return;
     this.view = view;
     this.draw();
-    this.addPage(page, false);
+    this.takeNewest(page);
+  }
+
+  current() {
+    return this.app.view === this && !this.gone;
   }
 
   draw() {
     const view = this.view;
     const archived = view.status === "archived";
+    this.sendForm = this.sendBox(archived);
     replace(
       this.container,
       el(
         "article",
         { class: `session${archived ? " is-archived" : ""}`, dataset: { id: view.id } },
         this.lineage(),
-        el(
-          "h2",
-          {},
-          el("span", { id: "session-label" }, view.label),
-          " ",
-          el("span", { class: `status status-${view.status}`, id: "session-status" }, view.status),
-        ),
+        this.head(),
         this.meta(),
         view.source_session_id ? this.source(view.source_session_id) : null,
         this.actions(archived),
@@ -59,8 +86,19 @@ export class SessionView {
         el("h3", {}, "Records"),
         this.older,
         this.list,
-        this.sendBox(archived),
+        this.sendForm,
       ),
+    );
+  }
+
+  head() {
+    const view = this.view;
+    return el(
+      "h2",
+      { id: "session-head" },
+      el("span", { id: "session-label" }, view.label),
+      " ",
+      el("span", { class: `status status-${view.status}`, id: "session-status" }, view.status),
     );
   }
 
@@ -76,20 +114,45 @@ export class SessionView {
     );
   }
 
-  /** Re-read the view after a turn: the turn count and last activity changed. */
-  async refreshMeta() {
-    this.view = await call("GET", `/api/sessions/${this.id}`);
-    this.container.querySelector("#session-meta")?.replaceWith(this.meta());
+  /** Re-read the view and update the header, meta, actions and slots in place. */
+  async refreshView() {
+    const view = await call("GET", `/api/sessions/${this.id}`);
+    if (!this.current()) return;
+    this.view = view;
+    const archived = view.status === "archived";
+    this.container.querySelector("article.session")?.classList.toggle("is-archived", archived);
+    this.swap("#session-head", this.head());
+    this.swap("#session-meta", this.meta());
+    this.swap("#session-actions", this.actions(archived));
+    this.swap("#lineage-nav", this.lineage());
+    this.container.querySelector("#system-prompt").textContent = view.system_prompt ?? "(none)";
+    this.swap("#config", this.config());
+    this.editors.insight.take(view.insight, archived);
+    this.editors.memory.take(view.memory, false);
+    this.setSendable(!archived);
+  }
+
+  swap(selector, node) {
+    this.container.querySelector(selector)?.replaceWith(node);
+  }
+
+  /** The forest changed (labels of ancestors, say): redraw what the view takes from it. */
+  forestChanged() {
+    if (this.view && this.current()) this.swap("#lineage-nav", this.lineage());
   }
 
   lineage() {
     const chain = this.app.forest().ancestors(this.id).reverse();
-    if (!chain.length) return el("nav", { class: "lineage muted" }, "Root session");
+    if (!chain.length) return el("nav", { class: "lineage muted", id: "lineage-nav" }, "Root session");
     const links = [];
     for (const node of chain) {
       links.push(el("a", { href: `#/session/${node.id}` }, node.label), " › ");
     }
-    return el("nav", { class: "lineage", id: "lineage", "aria-label": "lineage" }, links, this.view.label);
+    return el(
+      "nav",
+      { class: "lineage", id: "lineage-nav", "aria-label": "lineage" },
+      el("span", { id: "lineage" }, links, this.view.label),
+    );
   }
 
   source(sourceId) {
@@ -105,7 +168,7 @@ export class SessionView {
   actions(archived) {
     return el(
       "div",
-      { class: "actions" },
+      { class: "actions", id: "session-actions" },
       el("button", { type: "button", id: "fork", onclick: () => this.fork(null) }, "Fork…"),
       archived
         ? el("button", { type: "button", id: "unarchive", onclick: () => this.setArchived(false) }, "Unarchive")
@@ -114,10 +177,23 @@ export class SessionView {
     );
   }
 
+  config() {
+    const config = this.view.config;
+    const skills = !config || config.skills === null ? "inherited (all)" : config.skills.join(", ") || "none";
+    return el(
+      "dl",
+      { id: "config" },
+      el("dt", {}, "system prompt"),
+      el("dd", {}, el("pre", { class: "text" }, config?.system_prompt ?? "(not set)")),
+      el("dt", {}, "skills"),
+      el("dd", {}, skills),
+    );
+  }
+
   slots(archived) {
     const view = this.view;
-    const config = view.config;
-    const skills = !config || config.skills === null ? "inherited (all)" : config.skills.join(", ") || "none";
+    this.editors.insight = new SlotEditor(this, "insight", "Insight (one-shot note for the next turn)", view.insight, archived);
+    this.editors.memory = new SlotEditor(this, "memory", "Memory", view.memory, false);
     return el(
       "div",
       { class: "slots" },
@@ -127,65 +203,113 @@ export class SessionView {
         el("summary", {}, "System prompt"),
         el("pre", { class: "text", id: "system-prompt" }, view.system_prompt ?? "(none)"),
       ),
-      el(
-        "details",
-        {},
-        el("summary", {}, "Config"),
-        el(
-          "dl",
-          { id: "config" },
-          el("dt", {}, "system prompt"),
-          el("dd", {}, el("pre", { class: "text" }, config?.system_prompt ?? "(not set)")),
-          el("dt", {}, "skills"),
-          el("dd", {}, skills),
-        ),
-      ),
-      this.slotEditor("insight", "Insight (one-shot note for the next turn)", view.insight, archived),
-      this.slotEditor("memory", "Memory", view.memory, false),
+      el("details", {}, el("summary", {}, "Config"), this.config()),
+      this.editors.insight.node,
+      this.editors.memory.node,
     );
   }
 
-  slotEditor(name, title, value, readOnly) {
-    const text = el("textarea", { id: `${name}-text`, rows: 2, value: value ?? "", disabled: readOnly });
-    const save = el("button", { type: "button", id: `save-${name}`, disabled: readOnly }, "Save");
-    save.addEventListener("click", async () => {
-      save.disabled = true;
-      try {
-        await call("PUT", `/api/sessions/${this.id}/${name}`, { content: text.value });
-        save.textContent = "Saved";
-      } catch (error) {
-        this.app.reportError(error);
-      } finally {
-        save.disabled = false;
-      }
-    });
-    text.addEventListener("input", () => {
-      save.textContent = "Save";
-    });
-    return el("details", { open: Boolean(value) }, el("summary", {}, title), text, save);
+  /** The newest page: the list starts over with it; its token leads to older records. */
+  takeNewest(page) {
+    this.list.replaceChildren();
+    this.newest = null;
+    this.addNewer(page.records);
+    this.olderToken = page.next_page_token;
+    this.older.hidden = !this.olderToken;
+    this.markEmpty();
   }
 
-  /** Add records: an older page at the top, a turn's new ones at the bottom. */
-  addPage(page, older) {
+  /** Records after the newest shown go at the bottom (above a reply still streaming). */
+  addNewer(records) {
+    const fresh = records.filter((record) => this.newest === null || record.seq > this.newest);
+    if (!fresh.length) return;
     this.list.querySelector(".empty")?.remove();
-    const items = page.records.map((record) => this.recordItem(record));
-    if (older) this.list.prepend(...items);
-    else this.list.append(...items);
-    if (page.records.length && (older || this.oldest === null)) this.oldest = page.records[0].seq;
-    if (page.older !== undefined) this.older.hidden = !page.older;
+    const pending = this.list.querySelector(".pending");
+    for (const record of fresh) this.list.insertBefore(this.recordItem(record), pending);
+    this.newest = fresh[fresh.length - 1].seq;
+  }
+
+  markEmpty() {
     if (!this.list.children.length) this.list.append(el("li", { class: "empty muted" }, "No records yet."));
   }
 
   async loadOlder() {
     this.older.disabled = true;
     try {
-      const page = await call("GET", `/api/sessions/${this.id}/records?limit=${PAGE}&before=${this.oldest}`);
-      this.addPage(page, true);
+      const page = await call("GET", `/api/sessions/${this.id}/records?limit=${PAGE}&page_token=${encodeURIComponent(this.olderToken)}`);
+      const first = this.list.querySelector("li[data-seq]");
+      const oldest = first ? Number(first.dataset.seq) : Infinity;
+      this.list.prepend(...page.records.filter((r) => r.seq < oldest).map((r) => this.recordItem(r)));
+      this.olderToken = page.next_page_token;
+      this.older.hidden = !this.olderToken;
     } catch (error) {
       this.app.reportError(error);
     } finally {
       this.older.disabled = false;
     }
+  }
+
+  /** Read the records after the newest shown, page by page (one read at a time). */
+  loadNewer() {
+    if (this.newer) {
+      this.newerAgain = true;
+      return this.newer;
+    }
+    this.newer = (async () => {
+      do {
+        this.newerAgain = false;
+        await this.readNewer();
+      } while (this.newerAgain && this.current());
+    })().finally(() => (this.newer = null));
+    return this.newer;
+  }
+
+  async readNewer() {
+    const base = `/api/sessions/${this.id}/records?limit=${PAGE}&after=${this.newest ?? 0}`;
+    let token = "";
+    for (let pages = 0; pages < NEWER_PAGES; pages += 1) {
+      const page = await call("GET", `${base}&page_token=${encodeURIComponent(token)}`);
+      if (!this.current()) return;
+      this.addNewer(page.records);
+      token = page.next_page_token;
+      if (!token) return;
+    }
+    this.takeNewest(await call("GET", `/api/sessions/${this.id}/records?limit=${PAGE}`));
+  }
+
+  /** Live changes: those naming this session update it; its deletion says so. */
+  async onEvents(events) {
+    await this.shown?.catch(() => {});
+    if (!this.view || !this.current()) return;
+    let newer = false;
+    let reread = false;
+    for (const event of events) {
+      if (event.kind === "subtree_deleted" && event.session_ids.includes(this.id)) {
+        this.markGone();
+        return;
+      }
+      if (event.session_id !== this.id) continue;
+      if (event.kind === "records_appended") newer = newer || this.newest === null || event.last_seq > this.newest;
+      else if (event.kind === "records_trimmed") this.dropRecords(event.first_seq, event.last_seq);
+      else if (VIEW_KINDS.has(event.kind)) reread = true;
+    }
+    await Promise.all([newer ? this.loadNewer() : null, reread ? this.refreshView() : null]);
+  }
+
+  dropRecords(first, last) {
+    for (const item of [...this.list.querySelectorAll("li[data-seq]")]) {
+      const seq = Number(item.dataset.seq);
+      if (seq >= first && seq <= last) item.remove();
+    }
+    this.markEmpty();
+  }
+
+  markGone() {
+    this.gone = true;
+    replace(
+      this.container,
+      el("p", { class: "muted", id: "view-gone" }, "This session was deleted. ", el("a", { href: "#/" }, "Back to the forest")),
+    );
   }
 
   recordItem(record) {
@@ -220,25 +344,30 @@ export class SessionView {
   }
 
   sendBox(archived) {
-    const text = el("textarea", {
-      id: "message",
-      rows: 3,
-      placeholder: archived ? "Archived: unarchive it to send" : "Message (Ctrl+Enter sends)",
-      disabled: archived,
-    });
-    const button = el("button", { type: "submit", id: "send", class: "primary", disabled: archived }, "Send");
-    const form = el("form", { class: "send", onsubmit: (event) => this.send(event, text, button) }, text, button);
-    text.addEventListener("keydown", (event) => {
+    this.message = el("textarea", { id: "message", rows: 3 });
+    this.sendButton = el("button", { type: "submit", id: "send", class: "primary" }, "Send");
+    const form = el("form", { class: "send", onsubmit: (event) => this.send(event) }, this.message, this.sendButton);
+    this.message.addEventListener("keydown", (event) => {
       if (event.key === "Enter" && (event.ctrlKey || event.metaKey)) form.requestSubmit();
     });
+    this.setSendable(!archived);
     return form;
   }
 
-  async send(event, text, button) {
+  setSendable(sendable) {
+    this.sendable = sendable;
+    this.message.disabled = !sendable;
+    this.message.placeholder = sendable ? "Message (Ctrl+Enter sends)" : "Archived: unarchive it to send";
+    this.sendButton.disabled = !sendable || this.sending;
+  }
+
+  async send(event) {
     event.preventDefault();
+    const text = this.message;
     const content = text.value;
     if (!content.trim()) return;
-    button.disabled = true;
+    this.sending = true;
+    this.sendButton.disabled = true;
     this.list.querySelector(".empty")?.remove();
     const pendingUser = el("li", { class: "record role-user pending" }, el("div", { class: "record-head" }, el("span", { class: "role" }, "user")), el("div", { class: "content" }, content));
     const reply = el("div", { class: "content", id: "streaming" });
@@ -258,15 +387,19 @@ export class SessionView {
     } catch (error) {
       failure = { code: error.code, message: error.message };
     }
-    button.disabled = false;
+    this.sending = false;
+    this.setSendable(this.sendable);
     if (done) {
       pendingUser.remove();
       pendingReply.remove();
-      this.addPage({ records: done.records }, false);
+      this.addNewer(done.records);
       text.value = "";
-      await Promise.all([this.app.refreshForest(), this.refreshMeta().catch((e) => this.app.reportError(e))]);
+      const report = (error) => this.app.reportError(error);
+      await Promise.all([this.app.refreshNodes([this.id]).catch(report), this.refreshView().catch(report)]);
     } else {
       const message = failure ? `${failure.code}: ${failure.message}` : "the stream ended without a reply";
+      pendingReply.classList.remove("pending");
+      pendingUser.classList.remove("pending");
       pendingReply.replaceChildren(el("div", { class: "record-head" }, el("span", { class: "role" }, "not stored")), el("div", { class: "content error-text" }, message));
       pendingUser.classList.add("failed");
       this.app.reportError({ toString: () => message });
@@ -311,7 +444,7 @@ export class SessionView {
     if (Object.keys(vars).length) body.profile_vars = vars;
     try {
       const child = await call("POST", `/api/sessions/${this.id}/fork`, body);
-      await this.app.refreshForest();
+      await this.app.refreshNodes([child.id]);
       this.app.open(child.id);
     } catch (error) {
       this.app.reportError(error);
@@ -330,8 +463,7 @@ export class SessionView {
   async setArchived(archived) {
     try {
       await call("POST", `/api/sessions/${this.id}/${archived ? "archive" : "unarchive"}`, {});
-      await this.app.refreshForest();
-      await this.app.reopen();
+      await Promise.all([this.app.refreshNodes([this.id]), this.refreshView()]);
     } catch (error) {
       this.app.reportError(error);
     }
@@ -348,13 +480,49 @@ export class SessionView {
     );
     if (!confirmed) return;
     try {
-      await call("DELETE", `/api/sessions/${this.id}`);
-      const parent = this.view.parent_id;
-      await this.app.refreshForest();
-      this.app.open(parent);
+      const { deleted_ids: deleted } = await call("DELETE", `/api/sessions/${this.id}`);
+      const forest = this.app.forest();
+      forest.remove(deleted);
+      forest.changed();
+      this.app.open(this.view.parent_id);
     } catch (error) {
       this.app.reportError(error);
     }
+  }
+}
+
+/** An insight or memory editor; a live change replaces its text unless it is being edited. */
+class SlotEditor {
+  constructor(session, name, title, value, readOnly) {
+    this.text = el("textarea", { id: `${name}-text`, rows: 2, value: value ?? "", disabled: readOnly });
+    this.saved = value ?? "";
+    this.save = el("button", { type: "button", id: `save-${name}`, disabled: readOnly }, "Save");
+    this.save.addEventListener("click", async () => {
+      this.save.disabled = true;
+      const content = this.text.value;
+      try {
+        await call("PUT", `/api/sessions/${session.id}/${name}`, { content });
+        this.saved = content;
+        this.save.textContent = "Saved";
+      } catch (error) {
+        session.app.reportError(error);
+      } finally {
+        this.save.disabled = this.text.disabled;
+      }
+    });
+    this.text.addEventListener("input", () => {
+      this.save.textContent = "Save";
+    });
+    this.node = el("details", { open: Boolean(value) }, el("summary", {}, title), this.text, this.save);
+  }
+
+  /** The stored value changed: show it, unless the user has unsaved text here. */
+  take(value, readOnly) {
+    const stored = value ?? "";
+    if (this.text.value === this.saved) this.text.value = stored;
+    this.saved = stored;
+    this.text.disabled = readOnly;
+    this.save.disabled = readOnly;
   }
 }
 
