@@ -6,9 +6,9 @@
 
 import { call, requestId, stream } from "./api.js";
 import { dialog, el, plural, replace, when } from "./dom.js";
+import { RecordList } from "./records.js";
+import { SlotEditor } from "./slots.js";
 
-const PAGE = 50;
-const NEWER_PAGES = 4; // further behind than this, the view jumps to the newest page
 // Events that change what the header, meta or slots show: the view is re-read.
 const VIEW_KINDS = new Set([
   "session_updated",
@@ -35,17 +35,8 @@ export class SessionView {
     this.view = null;
     this.shown = null;
     this.gone = false;
-    this.newest = null; // the highest seq shown
-    this.olderToken = "";
-    this.newer = null; // the read of newer records in progress
-    this.newerAgain = false;
     this.editors = {};
-    this.list = el("ol", { class: "records", id: "records" });
-    this.older = el(
-      "button",
-      { type: "button", id: "older", hidden: true, onclick: () => this.loadOlder() },
-      "Load older records",
-    );
+    this.records = new RecordList(`/api/sessions/${id}/records`, this);
   }
 
   show() {
@@ -54,14 +45,11 @@ export class SessionView {
   }
 
   async load() {
-    const [view, page] = await Promise.all([
-      call("GET", `/api/sessions/${this.id}`),
-      call("GET", `/api/sessions/${this.id}/records?limit=${PAGE}`),
-    ]);
+    const [view, page] = await Promise.all([call("GET", `/api/sessions/${this.id}`), this.records.first()]);
     if (!this.current()) return;
     this.view = view;
     this.draw();
-    this.takeNewest(page);
+    this.records.takeNewest(page);
   }
 
   current() {
@@ -84,8 +72,8 @@ export class SessionView {
         this.actions(archived),
         this.slots(archived),
         el("h3", {}, "Records"),
-        this.older,
-        this.list,
+        this.records.older,
+        this.records.list,
         this.sendForm,
       ),
     );
@@ -209,74 +197,6 @@ export class SessionView {
     );
   }
 
-  /** The newest page: the list starts over with it; its token leads to older records. */
-  takeNewest(page) {
-    this.list.replaceChildren();
-    this.newest = null;
-    this.addNewer(page.records);
-    this.olderToken = page.next_page_token;
-    this.older.hidden = !this.olderToken;
-    this.markEmpty();
-  }
-
-  /** Records after the newest shown go at the bottom (above a reply still streaming). */
-  addNewer(records) {
-    const fresh = records.filter((record) => this.newest === null || record.seq > this.newest);
-    if (!fresh.length) return;
-    this.list.querySelector(".empty")?.remove();
-    const pending = this.list.querySelector(".pending");
-    for (const record of fresh) this.list.insertBefore(this.recordItem(record), pending);
-    this.newest = fresh[fresh.length - 1].seq;
-  }
-
-  markEmpty() {
-    if (!this.list.children.length) this.list.append(el("li", { class: "empty muted" }, "No records yet."));
-  }
-
-  async loadOlder() {
-    this.older.disabled = true;
-    try {
-      const page = await call("GET", `/api/sessions/${this.id}/records?limit=${PAGE}&page_token=${encodeURIComponent(this.olderToken)}`);
-      const first = this.list.querySelector("li[data-seq]");
-      const oldest = first ? Number(first.dataset.seq) : Infinity;
-      this.list.prepend(...page.records.filter((r) => r.seq < oldest).map((r) => this.recordItem(r)));
-      this.olderToken = page.next_page_token;
-      this.older.hidden = !this.olderToken;
-    } catch (error) {
-      this.app.reportError(error);
-    } finally {
-      this.older.disabled = false;
-    }
-  }
-
-  /** Read the records after the newest shown, page by page (one read at a time). */
-  loadNewer() {
-    if (this.newer) {
-      this.newerAgain = true;
-      return this.newer;
-    }
-    this.newer = (async () => {
-      do {
-        this.newerAgain = false;
-        await this.readNewer();
-      } while (this.newerAgain && this.current());
-    })().finally(() => (this.newer = null));
-    return this.newer;
-  }
-
-  async readNewer() {
-    const base = `/api/sessions/${this.id}/records?limit=${PAGE}&after=${this.newest ?? 0}`;
-    let token = "";
-    for (let pages = 0; pages < NEWER_PAGES; pages += 1) {
-      const page = await call("GET", `${base}&page_token=${encodeURIComponent(token)}`);
-      if (!this.current()) return;
-      this.addNewer(page.records);
-      token = page.next_page_token;
-      if (!token) return;
-    }
-    this.takeNewest(await call("GET", `/api/sessions/${this.id}/records?limit=${PAGE}`));
-  }
-
   /** Live changes: those naming this session update it; its deletion says so. */
   async onEvents(events) {
     await this.shown?.catch(() => {});
@@ -289,19 +209,11 @@ export class SessionView {
         return;
       }
       if (event.session_id !== this.id) continue;
-      if (event.kind === "records_appended") newer = newer || this.newest === null || event.last_seq > this.newest;
-      else if (event.kind === "records_trimmed") this.dropRecords(event.first_seq, event.last_seq);
+      if (event.kind === "records_appended") newer = newer || this.records.lacks(event.last_seq);
+      else if (event.kind === "records_trimmed") this.records.drop(event.first_seq, event.last_seq);
       else if (VIEW_KINDS.has(event.kind)) reread = true;
     }
-    await Promise.all([newer ? this.loadNewer() : null, reread ? this.refreshView() : null]);
-  }
-
-  dropRecords(first, last) {
-    for (const item of [...this.list.querySelectorAll("li[data-seq]")]) {
-      const seq = Number(item.dataset.seq);
-      if (seq >= first && seq <= last) item.remove();
-    }
-    this.markEmpty();
+    await Promise.all([newer ? this.records.loadNewer() : null, reread ? this.refreshView() : null]);
   }
 
   markGone() {
@@ -309,37 +221,6 @@ export class SessionView {
     replace(
       this.container,
       el("p", { class: "muted", id: "view-gone" }, "This session was deleted. ", el("a", { href: "#/" }, "Back to the forest")),
-    );
-  }
-
-  recordItem(record) {
-    const head = el(
-      "div",
-      { class: "record-head" },
-      el("span", { class: "seq" }, `#${record.seq}`),
-      el("span", { class: "role" }, record.role),
-      record.inherited ? el("span", { class: "badge inherited", title: "read from the source session" }, "inherited") : null,
-      record.tool_call_id ? el("span", { class: "muted" }, `answers ${record.tool_call_id}`) : null,
-      el("span", { class: "grow" }),
-      el("span", { class: "muted" }, when(record.created_at)),
-      el(
-        "button",
-        { type: "button", class: "fork-here", title: "fork with the records up to this one", onclick: () => this.fork(record.seq) },
-        "Fork here",
-      ),
-    );
-    return el(
-      "li",
-      { class: `record role-${record.role}${record.inherited ? " inherited" : ""}`, dataset: { seq: String(record.seq) } },
-      head,
-      el("div", { class: "content" }, record.content),
-      record.tool_calls.length
-        ? el(
-            "ul",
-            { class: "tool-calls" },
-            record.tool_calls.map((c) => el("li", {}, `→ ${c.name}(${c.arguments_json})`, el("span", { class: "muted" }, `  ${c.id}`))),
-          )
-        : null,
     );
   }
 
@@ -368,12 +249,11 @@ export class SessionView {
     if (!content.trim()) return;
     this.sending = true;
     this.sendButton.disabled = true;
-    this.list.querySelector(".empty")?.remove();
     const pendingUser = el("li", { class: "record role-user pending" }, el("div", { class: "record-head" }, el("span", { class: "role" }, "user")), el("div", { class: "content" }, content));
     const reply = el("div", { class: "content", id: "streaming" });
     const calls = el("ul", { class: "tool-calls" });
     const pendingReply = el("li", { class: "record role-assistant pending" }, el("div", { class: "record-head" }, el("span", { class: "role" }, "assistant"), el("span", { class: "muted" }, "streaming…")), reply, calls);
-    this.list.append(pendingUser, pendingReply);
+    this.records.addPending(pendingUser, pendingReply);
     pendingReply.scrollIntoView({ block: "nearest" });
     let done = null;
     let failure = null;
@@ -392,7 +272,7 @@ export class SessionView {
     if (done) {
       pendingUser.remove();
       pendingReply.remove();
-      this.addNewer(done.records);
+      this.records.addNewer(done.records);
       text.value = "";
       const report = (error) => this.app.reportError(error);
       await Promise.all([this.app.refreshNodes([this.id]).catch(report), this.refreshView().catch(report)]);
@@ -488,41 +368,6 @@ export class SessionView {
     } catch (error) {
       this.app.reportError(error);
     }
-  }
-}
-
-/** An insight or memory editor; a live change replaces its text unless it is being edited. */
-class SlotEditor {
-  constructor(session, name, title, value, readOnly) {
-    this.text = el("textarea", { id: `${name}-text`, rows: 2, value: value ?? "", disabled: readOnly });
-    this.saved = value ?? "";
-    this.save = el("button", { type: "button", id: `save-${name}`, disabled: readOnly }, "Save");
-    this.save.addEventListener("click", async () => {
-      this.save.disabled = true;
-      const content = this.text.value;
-      try {
-        await call("PUT", `/api/sessions/${session.id}/${name}`, { content });
-        this.saved = content;
-        this.save.textContent = "Saved";
-      } catch (error) {
-        session.app.reportError(error);
-      } finally {
-        this.save.disabled = this.text.disabled;
-      }
-    });
-    this.text.addEventListener("input", () => {
-      this.save.textContent = "Save";
-    });
-    this.node = el("details", { open: Boolean(value) }, el("summary", {}, title), this.text, this.save);
-  }
-
-  /** The stored value changed: show it, unless the user has unsaved text here. */
-  take(value, readOnly) {
-    const stored = value ?? "";
-    if (this.text.value === this.saved) this.text.value = stored;
-    this.saved = stored;
-    this.text.disabled = readOnly;
-    this.save.disabled = readOnly;
   }
 }
 
