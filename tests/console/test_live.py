@@ -131,6 +131,7 @@ class TestStream:
             cursors = [e.id for e in await everything.take(3)]
         finally:
             await everything.close()
+        assert seen.id is not None
         assert cursors == [seen.id, str(int(seen.id) + 1), str(int(seen.id) + 2)]
 
     async def test_the_page_leaving_ends_its_watch(self, console: ConsoleStack) -> None:
