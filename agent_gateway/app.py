@@ -58,6 +58,7 @@ class GatewayClients:
         """
         policy = CallPolicy(
             timeout_s=config.call_timeout_s,
+            long_timeout_s=config.long_call_timeout_s,
             max_retries=config.max_retries,
             backoff_s=config.retry_backoff_s,
         )

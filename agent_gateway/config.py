@@ -80,6 +80,14 @@ class GatewaySettings(BaseSettings):
     call_timeout_s: float = Field(
         default=10.0, gt=0, description="Longest single call to storage or tree, in seconds."
     )
+    long_call_timeout_s: float = Field(
+        default=600.0,
+        gt=0,
+        description=(
+            "Longest DeleteSubtree or GetTree call when the client set no deadline (with one, "
+            "they get the client's deadline, whatever call_timeout_s says)."
+        ),
+    )
     max_retries: int = Field(
         default=3, ge=0, le=10, description="Retries of a call that answered UNAVAILABLE."
     )

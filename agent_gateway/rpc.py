@@ -5,7 +5,10 @@ Every call:
 - authenticates as the gateway's caller: their key is forwarded as
   ``authorization: Bearer <key>``, so each service enforces tenancy itself;
 - carries the caller's request id (``x-request-id``) for the logs;
-- gets the time the caller has left (capped by ``call_timeout_s``) as its deadline;
+- gets the time the caller has left as its deadline: capped by ``call_timeout_s``
+  for the short calls, whole for the long ones (DeleteSubtree, GetTree: their
+  cost grows with the subtree, so the caller's deadline decides, or
+  ``long_call_timeout_s`` when the caller set none);
 - is retried on UNAVAILABLE a bounded number of times with jittered exponential
   backoff, never past the deadline (mutating calls are safe to retry: they carry
   a request_id or are idempotent by nature; DeleteSubtree is not retried;
@@ -14,7 +17,9 @@ Every call:
 - turns a failed RPC back into the kernel's domain error (`from_rpc_error`), so
   the gateway's own interceptor maps it to the same status for the client (an
   ABORTED one keeps its PreconditionFailure violations: which precondition
-  failed decides what a turn's commit does next).
+  failed decides what a turn's commit does next); an INTERNAL or unmapped
+  status becomes `Internal`, which the gateway answers with its own error id
+  (the service's text, with its error id, goes to the gateway's log only).
 """
 
 from __future__ import annotations
@@ -33,6 +38,8 @@ from google.protobuf.message import Message
 from stello.errors import (
     Aborted,
     DeadlineExceeded,
+    Internal,
+    StelloError,
     Unavailable,
     from_rpc_error,
     precondition_violations,
@@ -66,6 +73,7 @@ class CallPolicy:
     """Per-call timeout and the UNAVAILABLE retry bounds."""
 
     timeout_s: float = 10.0
+    long_timeout_s: float = 600.0
     max_retries: int = 3
     backoff_s: float = 0.05
     max_backoff_s: float = 1.0
@@ -116,6 +124,7 @@ class ServiceClient:
         caller: Caller,
         *,
         retry: bool = True,
+        long: bool = False,
     ) -> R:
         metadata = (
             ("authorization", f"Bearer {caller.key}"),
@@ -123,7 +132,7 @@ class ServiceClient:
         )
         attempt = 0
         while True:
-            timeout = self._timeout(name, caller)
+            timeout = self._timeout(name, caller, long)
             self.calls[name] += 1
             try:
                 response = await method(request, timeout=timeout, metadata=metadata)
@@ -134,27 +143,27 @@ class ServiceClient:
                     await asyncio.sleep(delay)
                     continue
                 error = from_rpc_error(exc)
-                if error is exc:
-                    raise
                 if isinstance(error, Aborted):
                     # Which precondition failed decides what the gateway does next.
                     error.violations = tuple(precondition_violations(exc))
-                if isinstance(error, Unavailable | DeadlineExceeded):
-                    # Transport trouble: say which hop failed, the caller cannot tell.
-                    error.message = f"{self._service}.{name}: {error.message}"
+                if isinstance(error, Unavailable | DeadlineExceeded | Internal):
+                    # Say which hop failed (the caller cannot tell), in words, never
+                    # the transport's debug text.
+                    error.message = f"{self._service}.{name}: {_plain(exc, error)}"
                     error.args = (error.message,)
                 raise error from exc
             if self.after_write is not None and name in WRITES:
                 self.after_write(getattr(request, "space_id", ""))
             return cast(R, response)
 
-    def _timeout(self, name: str, caller: Caller) -> float:
+    def _timeout(self, name: str, caller: Caller, long: bool) -> float:
+        cap = self._policy.long_timeout_s if long else self._policy.timeout_s
         remaining = caller.remaining()
         if remaining is None:
-            return self._policy.timeout_s
+            return cap
         if remaining <= 0:
-            raise DeadlineExceeded(f"deadline passed before {self._service}.{name} was called")
-        return min(remaining, self._policy.timeout_s)
+            raise DeadlineExceeded(f"the deadline passed before {self._service}.{name} was called")
+        return remaining if long else min(remaining, cap)
 
     def _backoff(self, attempt: int, caller: Caller) -> float | None:
         """The delay before retry `attempt + 1`, or None when no retry is left."""
@@ -167,3 +176,17 @@ class ServiceClient:
         if remaining is not None and remaining <= delay:
             return None
         return delay
+
+
+def _plain(exc: grpc.aio.AioRpcError, error: StelloError) -> str:
+    """A failed call in words a person can act on (grpc's own texts name the transport)."""
+    code = exc.code()
+    if code is grpc.StatusCode.DEADLINE_EXCEEDED:
+        return "did not answer within the deadline"
+    trailers = exc.trailing_metadata() or ()
+    if code is grpc.StatusCode.UNAVAILABLE and not any(
+        key == "grpc-status-details-bin" for key, _ in trailers
+    ):
+        # No Stello status: the service could not be reached (not a database outage there).
+        return "the service is unavailable; retry the call"
+    return error.message

@@ -117,7 +117,7 @@ class TreeClient(ServiceClient):
         if max_depth is not None:
             request.max_depth = max_depth
         reply = await self._call(
-            "GetTree", self._stub.GetTree, request, tree_pb2.GetTreeResponse, caller
+            "GetTree", self._stub.GetTree, request, tree_pb2.GetTreeResponse, caller, long=True
         )
         return reply.nodes
 
@@ -144,7 +144,10 @@ class TreeClient(ServiceClient):
     async def delete_subtree(
         self, caller: Caller, space_id: UUID, session_id: UUID
     ) -> Sequence[str]:
-        """Erase the session and its subtree; not retried (a second call is NOT_FOUND)."""
+        """Erase the session and its subtree; not retried (a second call is NOT_FOUND).
+
+        A long call: it gets the caller's whole deadline (a large subtree takes seconds).
+        """
         request = tree_pb2.DeleteSubtreeRequest(space_id=str(space_id), session_id=str(session_id))
         reply = await self._call(
             "DeleteSubtree",
@@ -153,6 +156,7 @@ class TreeClient(ServiceClient):
             tree_pb2.DeleteSubtreeResponse,
             caller,
             retry=False,
+            long=True,
         )
         return reply.deleted_ids
 

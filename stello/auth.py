@@ -17,7 +17,7 @@ from typing import Literal
 
 import asyncpg
 
-from stello.db import in_transaction
+from stello.db import in_statement, in_transaction
 
 Scope = Literal["tenant", "admin"]
 KEY_PREFIX = "stello_"
@@ -131,8 +131,11 @@ class KeyStore:
             hit = self._cache.get(digest)
             if hit is not None and hit[0] > now:
                 return hit[1]
-        async with self._pool.acquire() as con:
-            row = await con.fetchrow(LOOKUP, digest)
+
+        async def lookup(con: asyncpg.Connection) -> asyncpg.Record | None:
+            return await con.fetchrow(LOOKUP, digest)
+
+        row = await in_statement(self._pool, lookup)
         principal = (
             None
             if row is None

@@ -1,11 +1,24 @@
-"""The asyncpg pool factory and the retrying transaction helper."""
+"""The asyncpg pool factory and the retrying transaction helpers.
+
+A unit of work (`in_transaction`, `in_statement`, `fetch`) is retried on a
+serialization failure or deadlock, and on a connection whose protocol is out
+of step with the server. The last happens after a PostgreSQL restart: the
+server's FATAL "terminating connection" reaches an idle pooled connection
+before its socket closes, asyncpg's protocol is left consuming an error with no
+caller, and the pool hands the connection out; the next statement fails in the
+driver (``InternalClientError: cannot switch to state 15; another operation (2)
+is in progress``) before anything is sent. Such a connection is terminated and
+the work retried on another one. What cannot be retried surfaces as
+`Unavailable` (UNAVAILABLE, retryable by the client).
+"""
 
 from __future__ import annotations
 
 import asyncio
 import json
-from collections.abc import AsyncIterator, Awaitable, Callable
-from contextlib import asynccontextmanager
+import logging
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
+from contextlib import asynccontextmanager, contextmanager
 from typing import Any, Literal, TypeVar, cast
 
 import asyncpg
@@ -14,6 +27,7 @@ from stello.errors import Unavailable
 from stello.settings import StelloSettings
 
 T = TypeVar("T")
+log = logging.getLogger(__name__)
 
 RETRYABLE = (asyncpg.SerializationError, asyncpg.DeadlockDetectedError)
 MAX_ATTEMPTS = 5
@@ -24,11 +38,24 @@ CONNECTION_ERRORS: tuple[type[BaseException], ...] = (
     asyncpg.CannotConnectNowError,
     asyncpg.ConnectionDoesNotExistError,
     asyncpg.InterfaceError,
+    asyncpg.InternalClientError,
     asyncpg.PostgresConnectionError,
     asyncpg.AdminShutdownError,
+    asyncpg.CrashShutdownError,
     asyncpg.TooManyConnectionsError,
     TimeoutError,
 )
+
+UNAVAILABLE_MESSAGE = "the database is unavailable; retry the call"
+
+
+class _Desynchronised(Exception):
+    """A connection's protocol was out of step with the server; nothing was sent on it."""
+
+
+def unavailable(exc: BaseException) -> Unavailable:
+    """The client-facing error of a lost database (the driver's text stays in the log)."""
+    return Unavailable(UNAVAILABLE_MESSAGE)
 
 
 async def register_codecs(con: asyncpg.Connection) -> None:
@@ -78,8 +105,10 @@ async def in_transaction(
     """
 
     async def attempt() -> T:
-        async with pool.acquire() as con, con.transaction(isolation=isolation):
-            return await work(cast(asyncpg.Connection, con))
+        async with pool.acquire() as con:
+            with _terminated_if_desynchronised(con):
+                async with con.transaction(isolation=isolation):
+                    return await work(cast(asyncpg.Connection, con))
 
     return await _retried(attempt)
 
@@ -94,9 +123,23 @@ async def in_statement(pool: asyncpg.Pool, work: Callable[[asyncpg.Connection], 
 
     async def attempt() -> T:
         async with pool.acquire() as con:
-            return await work(cast(asyncpg.Connection, con))
+            with _terminated_if_desynchronised(con):
+                return await work(cast(asyncpg.Connection, con))
 
     return await _retried(attempt)
+
+
+@contextmanager
+def _terminated_if_desynchronised(con: Any) -> Iterator[None]:
+    """Terminate `con` (never back to the pool) when its protocol refused a statement."""
+    try:
+        yield
+    except asyncpg.InternalClientError as exc:
+        con.terminate()
+        # Raised by the driver's state machine before the statement was written.
+        if str(exc).startswith("cannot switch to state"):
+            raise _Desynchronised(str(exc)) from exc
+        raise
 
 
 async def _retried(attempt: Callable[[], Awaitable[T]]) -> T:
@@ -107,15 +150,20 @@ async def _retried(attempt: Callable[[], Awaitable[T]]) -> T:
             if number == MAX_ATTEMPTS:
                 raise
             await asyncio.sleep(0.005 * number)
+        except _Desynchronised as exc:
+            log.warning("database connection out of step with the server (%s); retrying", exc)
+            if number == MAX_ATTEMPTS:
+                raise unavailable(exc) from exc
         except CONNECTION_ERRORS as exc:
-            raise Unavailable(f"database unavailable: {exc.__class__.__name__}") from exc
+            log.warning("database unavailable: %s: %s", exc.__class__.__name__, exc)
+            raise unavailable(exc) from exc
     raise AssertionError("unreachable")
 
 
 async def fetch(pool: asyncpg.Pool, query: str, *args: Any) -> list[asyncpg.Record]:
     """Run a read-only query outside an explicit transaction."""
-    try:
-        async with pool.acquire() as con:
-            return list(await con.fetch(query, *args))
-    except CONNECTION_ERRORS as exc:
-        raise Unavailable(f"database unavailable: {exc.__class__.__name__}") from exc
+
+    async def work(con: asyncpg.Connection) -> list[asyncpg.Record]:
+        return list(await con.fetch(query, *args))
+
+    return await in_statement(pool, work)

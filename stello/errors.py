@@ -13,11 +13,15 @@ The tree::
     ├── ResourceExhausted      (RESOURCE_EXHAUSTED)
     ├── DeadlineExceeded       (DEADLINE_EXCEEDED)
     ├── Cancelled              (CANCELLED)
-    └── Unavailable            (UNAVAILABLE)
+    ├── Unavailable            (UNAVAILABLE)
+    └── Internal               (INTERNAL: a bug; the client sees only an error id)
 
 Every error may carry a stable ``reason`` (sent as google.rpc.ErrorInfo).
 Servers translate with `to_rpc_status`; clients translate back with
-`from_rpc_error`. Unmapped exceptions propagate untouched.
+`from_rpc_error` (a status no class maps, UNKNOWN included, becomes
+`Internal`). Exceptions that are no StelloError reach the kernel's error
+boundary (`stello.interceptors`), which answers INTERNAL with an error id and
+logs them: nothing a client sees carries an exception class or driver text.
 """
 
 from __future__ import annotations
@@ -161,6 +165,15 @@ class Unavailable(StelloError):
     code = grpc.StatusCode.UNAVAILABLE
 
 
+class Internal(StelloError):
+    """Raised when a service called answered INTERNAL or an unmapped status (a bug there).
+
+    The message is for the log; the error boundary answers the client with an error id.
+    """
+
+    code = grpc.StatusCode.INTERNAL
+
+
 _BY_CODE: dict[grpc.StatusCode, type[StelloError]] = {
     cls.code: cls
     for cls in (
@@ -275,11 +288,12 @@ def precondition_violations(error: grpc.RpcError) -> list[PreconditionViolation]
     return found
 
 
-def from_rpc_error(error: grpc.aio.AioRpcError) -> StelloError | grpc.aio.AioRpcError:
-    """Turn a client-side RPC error back into the domain error it carries."""
+def from_rpc_error(error: grpc.aio.AioRpcError) -> StelloError:
+    """Turn a client-side RPC error back into the domain error it carries (`Internal` for a
+    status no domain error maps: UNKNOWN, INTERNAL, UNIMPLEMENTED, DATA_LOSS, ...)."""
     cls = _BY_CODE.get(error.code())
     if cls is None:
-        return error
+        return Internal(f"{error.code().name}: {error.details()}")
     message = error.details() or error.code().name
     if cls is InvalidArgument:
         return InvalidArgument(message, field_violations(error), reason=error_info_reason(error))

@@ -1,15 +1,25 @@
-"""Server interceptors: request ids and logging, error mapping, auth and tenancy.
+"""Server interceptors: request ids and logging, the error boundary, auth and tenancy.
 
 Passed to ``grpc.aio.server(interceptors=[...])`` in this order (outermost
 first): `MetricsInterceptor` (stello.metrics), `RequestIdInterceptor`,
 `ErrorInterceptor`, `AuthInterceptor`. Each
 wraps the method handler's behaviour, so the auth check sees the decoded
-request (its ``space_id``) and every domain error raised anywhere below is
-turned into a status in one place.
+request (its ``space_id``) and every error raised anywhere below is turned
+into a status in one place.
+
+The error boundary (DESIGN §7) keeps internals from clients: a request that
+does not parse, or holds what no text or JSON can (U+0000, a Struct nested
+past 16 levels), is INVALID_ARGUMENT naming the field, before auth and the
+handler; domain errors keep their status; a lost database is UNAVAILABLE;
+anything else is INTERNAL "internal error (id ...)", the id, method and
+traceback in the log. Nothing answers UNKNOWN. A call the client cancelled
+or that outlived its deadline is logged and counted as CANCELLED or
+DEADLINE_EXCEEDED (`outcome`).
 """
 
 from __future__ import annotations
 
+import asyncio
 import contextvars
 import logging
 import time
@@ -20,8 +30,10 @@ from typing import TYPE_CHECKING, Any, TypeAlias, cast
 import grpc
 
 from stello.auth import KeyStore, Principal
-from stello.db import CONNECTION_ERRORS
+from stello.db import CONNECTION_ERRORS, UNAVAILABLE_MESSAGE
 from stello.errors import (
+    FieldViolation,
+    Internal,
     InvalidArgument,
     NotFound,
     PermissionDenied,
@@ -30,6 +42,8 @@ from stello.errors import (
     Unavailable,
     abort_with,
 )
+from stello.validation import request_violations
+from stello.wire import locate_parse_failure
 
 log = logging.getLogger("stello.rpc")
 
@@ -60,18 +74,25 @@ def current_principal() -> Principal:
     return principal
 
 
-def wrap_handler(handler: Handler, method: str, decorate: Decorator) -> Handler:
-    """Rebuild `handler` with its unary or server-streaming behaviour decorated."""
+def wrap_handler(
+    handler: Handler,
+    method: str,
+    decorate: Decorator,
+    deserializer: Callable[[bytes], Any] | None = None,
+) -> Handler:
+    """Rebuild `handler` with its unary or server-streaming behaviour decorated (and its
+    request deserializer replaced, when one is given)."""
+    parse = deserializer or handler.request_deserializer
     if handler.unary_unary is not None:
         return grpc.unary_unary_rpc_method_handler(
             decorate(cast(Behavior, handler.unary_unary), method, False),
-            request_deserializer=handler.request_deserializer,
+            request_deserializer=parse,
             response_serializer=handler.response_serializer,
         )
     if handler.unary_stream is not None:
         return grpc.unary_stream_rpc_method_handler(
             decorate(cast(Behavior, handler.unary_stream), method, True),
-            request_deserializer=handler.request_deserializer,
+            request_deserializer=parse,
             response_serializer=handler.response_serializer,
         )
     return handler  # client/bidi streaming: not used by our APIs
@@ -139,6 +160,24 @@ class HandlerInterceptor(grpc.aio.ServerInterceptor):
         raise NotImplementedError
 
 
+def outcome(context: Context, error: BaseException | None) -> grpc.StatusCode:
+    """The status a finished call ended with, as the client saw it.
+
+    A handler the client abandoned is cancelled by grpc, with no status set:
+    CANCELLED, or DEADLINE_EXCEEDED when its deadline had passed.
+    """
+    code = context.code()
+    if isinstance(code, grpc.StatusCode) and code is not grpc.StatusCode.OK:
+        return code
+    remaining = context.time_remaining()
+    expired = remaining is not None and remaining <= 0
+    if isinstance(error, asyncio.CancelledError) or context.cancelled():
+        return grpc.StatusCode.DEADLINE_EXCEEDED if expired else grpc.StatusCode.CANCELLED
+    if error is not None:
+        return grpc.StatusCode.UNKNOWN
+    return grpc.StatusCode.DEADLINE_EXCEEDED if expired else grpc.StatusCode.OK
+
+
 class RequestIdInterceptor(HandlerInterceptor):
     """Gives each call a request id (``x-request-id`` or a new one) and logs its outcome."""
 
@@ -148,50 +187,101 @@ class RequestIdInterceptor(HandlerInterceptor):
             async def stream(request: Any, context: Context) -> Any:
                 began = time.perf_counter()
                 request_id_var.set(_metadata_value(context, "x-request-id") or uuid.uuid4().hex)
+                error: BaseException | None = None
                 try:
                     async for item in behavior(request, context):
                         yield item
+                except BaseException as exc:
+                    error = exc
+                    raise
                 finally:
-                    _log_call(method, context, began)
+                    _log_call(method, outcome(context, error), began)
 
             return stream
 
         async def unary(request: Any, context: Context) -> Any:
             began = time.perf_counter()
             request_id_var.set(_metadata_value(context, "x-request-id") or uuid.uuid4().hex)
+            error: BaseException | None = None
             try:
                 return await behavior(request, context)
+            except BaseException as exc:
+                error = exc
+                raise
             finally:
-                _log_call(method, context, began)
+                _log_call(method, outcome(context, error), began)
 
         return unary
 
 
-def _log_call(method: str, context: Context, began: float) -> None:
-    code = context.code() or grpc.StatusCode.OK
-    name = code.name if isinstance(code, grpc.StatusCode) else str(code)
+def _log_call(method: str, code: grpc.StatusCode, began: float) -> None:
     log.info(
         "rpc %s %s %.1fms",
         method,
-        name,
+        code.name,
         (time.perf_counter() - began) * 1000,
         extra={"request_id": request_id_var.get()},
     )
 
 
+class Unparsed:
+    """A request whose bytes did not parse, carried to the boundary that refuses it."""
+
+    __slots__ = ("violation",)
+
+    def __init__(self, violation: FieldViolation) -> None:
+        self.violation = violation
+
+
+def _tolerant(deserialize: Callable[[bytes], Any] | None) -> Callable[[bytes], Any] | None:
+    """`deserialize`, answering an `Unparsed` instead of raising (grpc would say UNKNOWN)."""
+    if deserialize is None:
+        return None
+    descriptor = getattr(getattr(deserialize, "__self__", None), "DESCRIPTOR", None)
+
+    def parse(data: bytes) -> Any:
+        try:
+            return deserialize(data)
+        except Exception as exc:  # DecodeError, RecursionError: bytes we cannot read
+            if descriptor is None:
+                return Unparsed(FieldViolation("request", f"does not parse: {exc}"))
+            return Unparsed(locate_parse_failure(descriptor, data))
+
+    return parse
+
+
 class ErrorInterceptor(HandlerInterceptor):
-    """Maps domain errors (and an unreachable database) to gRPC status with details."""
+    """The error boundary: parse and text checks, then every failure as a documented status."""
+
+    def wrap(self, handler: Handler, method: str) -> Handler:
+        return wrap_handler(handler, method, self.decorate, _tolerant(handler.request_deserializer))
 
     def decorate(self, behavior: Behavior, method: str, streaming: bool) -> Behavior:
         return _map_errors(behavior, method, streaming)
 
 
-def _domain_error(exc: BaseException) -> StelloError | None:
-    if isinstance(exc, StelloError):
+def check_request(request: Any) -> None:
+    """Refuse a request that did not parse or holds what cannot be stored (InvalidArgument)."""
+    if isinstance(request, Unparsed):
+        violation = request.violation
+        raise InvalidArgument(f"{violation.field}: {violation.description}", [violation])
+    if hasattr(request, "ListFields"):
+        found = request_violations(request)
+        if found:
+            summary = "; ".join(f"{v.field}: {v.description}" for v in found)
+            raise InvalidArgument(f"invalid request: {summary}", found)
+
+
+def client_error(exc: Exception, method: str) -> StelloError:
+    """What the client is told of `exc`; internals go to the log only, under an error id."""
+    if isinstance(exc, StelloError) and not isinstance(exc, Internal):
         return exc
     if isinstance(exc, CONNECTION_ERRORS):
-        return Unavailable(f"database unavailable: {exc.__class__.__name__}")
-    return None
+        log.warning("%s: database unavailable: %s: %s", method, exc.__class__.__name__, exc)
+        return Unavailable(UNAVAILABLE_MESSAGE)
+    error_id = uuid.uuid4().hex[:16]
+    log.error("internal error (id %s) in %s", error_id, method, exc_info=exc)
+    return Internal(f"internal error (id {error_id})")
 
 
 def _map_errors(behavior: Behavior, method: str, streaming: bool) -> Behavior:
@@ -199,24 +289,24 @@ def _map_errors(behavior: Behavior, method: str, streaming: bool) -> Behavior:
 
         async def stream(request: Any, context: Context) -> Any:
             try:
+                check_request(request)
                 async for item in behavior(request, context):
                     yield item
+            except grpc.aio.AbortError:
+                raise  # the status is already set
             except Exception as exc:
-                error = _domain_error(exc)
-                if error is None:
-                    raise
-                await abort_with(context, error)
+                await abort_with(context, client_error(exc, method))
 
         return stream
 
     async def unary(request: Any, context: Context) -> Any:
         try:
+            check_request(request)
             return await behavior(request, context)
+        except grpc.aio.AbortError:
+            raise
         except Exception as exc:
-            error = _domain_error(exc)
-            if error is None:
-                raise
-            await abort_with(context, error)
+            await abort_with(context, client_error(exc, method))
 
     return unary
 

@@ -13,7 +13,7 @@ from typing import Any
 import grpc
 from prometheus_client import CollectorRegistry, Counter, Histogram, start_http_server
 
-from stello.interceptors import Behavior, Context, HandlerInterceptor
+from stello.interceptors import Behavior, Context, HandlerInterceptor, outcome
 
 
 class RpcMetrics:
@@ -47,7 +47,8 @@ class RpcMetrics:
 
 
 class MetricsInterceptor(HandlerInterceptor):
-    """Times every call and counts it by its final status code."""
+    """Times every call and counts it by its final status code (an abandoned call as
+    CANCELLED or DEADLINE_EXCEEDED, never OK)."""
 
     def __init__(self, metrics: RpcMetrics) -> None:
         super().__init__()
@@ -56,28 +57,34 @@ class MetricsInterceptor(HandlerInterceptor):
     def decorate(self, behavior: Behavior, method: str, streaming: bool) -> Behavior:
         metrics = self._metrics
 
-        def finish(context: Context, began: float) -> None:
-            code = context.code()
-            status = code if isinstance(code, grpc.StatusCode) else grpc.StatusCode.OK
-            metrics.observe(method, status, time.perf_counter() - began)
+        def finish(context: Context, began: float, error: BaseException | None) -> None:
+            metrics.observe(method, outcome(context, error), time.perf_counter() - began)
 
         if streaming:
 
             async def stream(request: Any, context: Context) -> AsyncIterator[Any]:
                 began = time.perf_counter()
+                error: BaseException | None = None
                 try:
                     async for item in behavior(request, context):
                         yield item
+                except BaseException as exc:
+                    error = exc
+                    raise
                 finally:
-                    finish(context, began)
+                    finish(context, began, error)
 
             return stream
 
         async def unary(request: Any, context: Context) -> Any:
             began = time.perf_counter()
+            error: BaseException | None = None
             try:
                 return await behavior(request, context)
+            except BaseException as exc:
+                error = exc
+                raise
             finally:
-                finish(context, began)
+                finish(context, began, error)
 
         return unary

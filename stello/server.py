@@ -116,10 +116,13 @@ class HealthMonitor:
             await asyncio.sleep(self._interval)
 
 
-def _channel_limits(settings: StelloSettings) -> list[tuple[str, int]]:
+def _server_options(settings: StelloSettings) -> list[tuple[str, int]]:
     return [
         ("grpc.max_send_message_length", settings.max_message_bytes),
         ("grpc.max_receive_message_length", settings.max_message_bytes),
+        # One process per port (DESIGN §7): with SO_REUSEPORT a second server would bind
+        # the same port and the kernel would split the connections between the two.
+        ("grpc.so_reuseport", 0),
     ]
 
 
@@ -149,7 +152,7 @@ async def create_server(app: ServiceApp, address: str) -> tuple[grpc.aio.Server,
             ErrorInterceptor(),
             AuthInterceptor(app.keys, app.admin_methods),
         ],
-        options=_channel_limits(app.settings),
+        options=_server_options(app.settings),
     )
     app.register(server)
     servicer = health.aio.HealthServicer()
@@ -162,9 +165,18 @@ async def create_server(app: ServiceApp, address: str) -> tuple[grpc.aio.Server,
         ),
         server,
     )
-    port = _bind(server, address, app.settings)
+    try:
+        port = _bind(server, address, app.settings)
+    except RuntimeError as exc:  # grpc: "Failed to bind to address ..."
+        port = 0
+        cause: BaseException | None = exc
+    else:
+        cause = None
     if port == 0:
-        raise OSError(f"could not bind {address}")
+        raise OSError(
+            f"cannot listen on {address}: the port is in use (or the address is not this "
+            "machine's); one process per port"
+        ) from cause
     app.monitor = HealthMonitor(
         servicer, app.service_names, app.pool, app.settings.health_interval_s
     )

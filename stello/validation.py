@@ -1,10 +1,20 @@
-"""Request validation helpers shared by the servicers (proto -> domain input)."""
+"""Request validation helpers shared by the servicers (proto -> domain input).
+
+`request_violations` is the check the kernel's error boundary runs on every
+request before its handler: what PostgreSQL text and jsonb cannot hold is
+refused by field path, before anything is written or any model is called.
+"""
 
 from __future__ import annotations
 
+import math
 import uuid
+from typing import Any
 
-from stello.errors import InvalidArgument, Violations
+from google.protobuf.descriptor import Descriptor, FieldDescriptor
+from google.protobuf.message import Message
+
+from stello.errors import FieldViolation, InvalidArgument, Violations
 
 MAX_LABEL_CHARS = 200
 DEFAULT_PAGE_SIZE = 100
@@ -41,3 +51,86 @@ def label(value: str, violations: Violations, name: str = "label") -> str:
     elif len(value) > MAX_LABEL_CHARS:
         violations.add(name, f"must be at most {MAX_LABEL_CHARS} characters, got {len(value)}")
     return value
+
+
+# -- checks every request gets at the error boundary (DESIGN §7) --------------
+
+MAX_STRUCT_DEPTH = 16
+"""Deepest google.protobuf.Struct nesting a request may carry (a Struct or list is a level)."""
+
+NUL_DESCRIPTION = "contains U+0000 (NUL), which text cannot hold"
+_STRUCT_TYPES = frozenset(
+    {"google.protobuf.Struct", "google.protobuf.Value", "google.protobuf.ListValue"}
+)
+
+
+def request_violations(message: Message, path: str = "") -> list[FieldViolation]:
+    """What no stored text or JSON can hold, by field path: U+0000 in any string (map keys
+    included), a Struct nested deeper than `MAX_STRUCT_DEPTH`, a NaN or infinite number."""
+    found: list[FieldViolation] = []
+    _message(message, path, found)
+    return found
+
+
+def _message(message: Message, path: str, found: list[FieldViolation]) -> None:
+    for field, value in message.ListFields():
+        name = f"{path}.{field.name}" if path else field.name
+        entry = field.message_type
+        if entry is not None and entry.GetOptions().map_entry:
+            _map(entry, value, name, found)
+        elif field.is_repeated:
+            for i, item in enumerate(value):
+                _value(field, item, f"{name}[{i}]", found)
+        else:
+            _value(field, value, name, found)
+
+
+def _map(entry: Descriptor, items: Any, name: str, found: list[FieldViolation]) -> None:
+    value_field = entry.fields_by_name["value"]
+    for key, value in items.items():
+        if isinstance(key, str) and "\x00" in key:
+            found.append(FieldViolation(name, f"a key {NUL_DESCRIPTION}"))
+            continue
+        _value(value_field, value, f"{name}[{key!r}]", found)
+
+
+def _value(field: FieldDescriptor, value: Any, name: str, found: list[FieldViolation]) -> None:
+    if field.type == FieldDescriptor.TYPE_STRING:
+        if "\x00" in value:
+            found.append(FieldViolation(name, NUL_DESCRIPTION))
+    elif field.message_type is not None:
+        if field.message_type.full_name in _STRUCT_TYPES:
+            problem = struct_problem(value)
+            if problem:
+                found.append(FieldViolation(name, problem))
+        else:
+            _message(value, name, found)
+
+
+def struct_problem(value: Message) -> str | None:
+    """Why a Struct, Value or ListValue cannot be stored as JSON, or None."""
+    # An explicit stack: a hostile Struct may nest as deep as the parser allows.
+    stack: list[tuple[Any, int]] = [(value, 0)]
+    while stack:
+        item, depth = stack.pop()
+        kind = item.DESCRIPTOR.full_name
+        if kind == "google.protobuf.Value":
+            which = item.WhichOneof("kind")
+            if which == "string_value" and "\x00" in item.string_value:
+                return NUL_DESCRIPTION
+            if which == "number_value" and not math.isfinite(item.number_value):
+                return "holds a NaN or infinite number, which JSON cannot hold"
+            if which in ("struct_value", "list_value"):
+                stack.append((getattr(item, which), depth))
+            continue
+        depth += 1
+        if depth > MAX_STRUCT_DEPTH:
+            return f"nests deeper than {MAX_STRUCT_DEPTH} levels"
+        if kind == "google.protobuf.Struct":
+            for key, child in item.fields.items():
+                if "\x00" in key:
+                    return f"a key {NUL_DESCRIPTION}"
+                stack.append((child, depth))
+        else:
+            stack.extend((child, depth) for child in item.values)
+    return None

@@ -34,10 +34,16 @@ def target_of(dsn: str) -> tuple[str, int] | str:
 
 
 class PgProxy:
-    """Forwards 127.0.0.1:<port> to the server of `dsn` while open."""
+    """Forwards 127.0.0.1:<port> to the server of `dsn` while open.
 
-    def __init__(self, dsn: str) -> None:
+    `linger_s` keeps a client's socket open that long after the server closed
+    its side, as a slow network does: what the server said last (a FATAL
+    "terminating connection") reaches the client well before the close.
+    """
+
+    def __init__(self, dsn: str, *, linger_s: float = 0.0) -> None:
         self._target = target_of(dsn)
+        self._linger_s = linger_s
         self._dsn = dsn
         self._server: asyncio.Server | None = None
         self._pipes: set[asyncio.Task[None]] = set()
@@ -79,7 +85,9 @@ class PgProxy:
                 up_reader, up_writer = await asyncio.open_connection(*self._target)
             self._writers.update((writer, up_writer))
             try:
-                await asyncio.gather(_pump(reader, up_writer), _pump(up_reader, writer))
+                await asyncio.gather(
+                    _pump(reader, up_writer), _pump(up_reader, writer, self._linger_s)
+                )
             finally:
                 up_writer.close()
                 self._writers.discard(up_writer)
@@ -89,10 +97,14 @@ class PgProxy:
             self._pipes.discard(task)
 
 
-async def _pump(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+async def _pump(
+    reader: asyncio.StreamReader, writer: asyncio.StreamWriter, linger_s: float = 0.0
+) -> None:
     with contextlib.suppress(ConnectionError):
         while data := await reader.read(65536):
             writer.write(data)
             await writer.drain()
+    if linger_s:
+        await asyncio.sleep(linger_s)
     with contextlib.suppress(OSError):
         writer.write_eof()

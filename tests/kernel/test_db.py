@@ -1,0 +1,44 @@
+"""The pool and transaction helpers against a real server that drops connections."""
+
+from __future__ import annotations
+
+import asyncio
+
+import asyncpg
+import pytest
+
+from stello.db import create_pool, in_statement, in_transaction
+from stello.settings import StelloSettings
+from tests.support.proxy import PgProxy
+
+pytestmark = pytest.mark.sql
+
+
+async def _pid(con: asyncpg.Connection) -> int:
+    return int(await con.fetchval("SELECT pg_backend_pid()"))
+
+
+async def _one(con: asyncpg.Connection) -> int:
+    return int(await con.fetchval("SELECT 1"))
+
+
+class TestTerminatedBackend:
+    """A backend the server terminated (as on a restart) whose socket has not closed yet."""
+
+    @pytest.mark.parametrize("helper", [in_transaction, in_statement], ids=["tx", "statement"])
+    async def test_next_unit_of_work_gets_a_good_connection(
+        self, settings: StelloSettings, database_url: str, pool: asyncpg.Pool, helper: object
+    ) -> None:
+        """The server's FATAL on an idle pooled connection does not fail the next caller."""
+        proxy = PgProxy(database_url, linger_s=2.0)
+        await proxy.open()
+        one = settings.model_copy(update={"db_pool_min_size": 1, "db_pool_max_size": 1})
+        try:
+            async with create_pool(proxy.dsn, one) as small:
+                pid = await in_statement(small, _pid)
+                await pool.execute("SELECT pg_terminate_backend($1)", pid)
+                await asyncio.sleep(0.3)  # the FATAL has arrived; the socket lingers open
+                run = in_transaction if helper is in_transaction else in_statement
+                assert await run(small, _one) == 1
+        finally:
+            await proxy.cut()
