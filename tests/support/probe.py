@@ -25,6 +25,10 @@ ECHO = f"/{SERVICE}/Echo"
 SLOW = f"/{SERVICE}/Slow"
 ADMIN = f"/{SERVICE}/Admin"
 STREAM = f"/{SERVICE}/Stream"
+BOOM = f"/{SERVICE}/Boom"
+BOOM_STREAM = f"/{SERVICE}/BoomStream"
+DRIVER = f"/{SERVICE}/Driver"
+RECORDS = f"/{SERVICE}/Records"
 
 # The probe's methods all take and answer storage's GetSession pair.
 Request: TypeAlias = storage_pb2.GetSessionRequest
@@ -48,10 +52,39 @@ async def _stream(request: Request, context: Context) -> AsyncIterator[Response]
         yield await _echo(request, context)
 
 
+async def _boom(request: Request, context: Context) -> Response:
+    raise RuntimeError("SELECT secret FROM internals -- a bug's text")
+
+
+async def _boom_stream(request: Request, context: Context) -> AsyncIterator[Response]:
+    yield await _echo(request, context)
+    raise RuntimeError("SELECT secret FROM internals -- a bug's text")
+
+
+async def _driver(request: Request, context: Context) -> Response:
+    raise asyncpg.InternalClientError("cannot switch to state 15; another operation (2)")
+
+
+async def _records(
+    request: storage_pb2.AppendRecordsRequest, context: Context
+) -> storage_pb2.AppendRecordsResponse:
+    return storage_pb2.AppendRecordsResponse(records=request.records)
+
+
 def _handler(
     behavior: Callable[[Request, Context], Awaitable[Response]],
 ) -> grpc.RpcMethodHandler[Request, Response]:
     return grpc.unary_unary_rpc_method_handler(
+        behavior,
+        request_deserializer=storage_pb2.GetSessionRequest.FromString,
+        response_serializer=storage_pb2.GetSessionResponse.SerializeToString,
+    )
+
+
+def _stream_handler(
+    behavior: Callable[[Request, Context], AsyncIterator[Response]],
+) -> grpc.RpcMethodHandler[Request, Response]:
+    return grpc.unary_stream_rpc_method_handler(
         behavior,
         request_deserializer=storage_pb2.GetSessionRequest.FromString,
         response_serializer=storage_pb2.GetSessionResponse.SerializeToString,
@@ -64,10 +97,14 @@ def register(server: grpc.aio.Server) -> None:
         "Echo": _handler(_echo),
         "Slow": _handler(_slow),
         "Admin": _handler(_echo),
-        "Stream": grpc.unary_stream_rpc_method_handler(
-            _stream,
-            request_deserializer=storage_pb2.GetSessionRequest.FromString,
-            response_serializer=storage_pb2.GetSessionResponse.SerializeToString,
+        "Stream": _stream_handler(_stream),
+        "Boom": _handler(_boom),
+        "BoomStream": _stream_handler(_boom_stream),
+        "Driver": _handler(_driver),
+        "Records": grpc.unary_unary_rpc_method_handler(
+            _records,
+            request_deserializer=storage_pb2.AppendRecordsRequest.FromString,
+            response_serializer=storage_pb2.AppendRecordsResponse.SerializeToString,
         ),
     }
     server.add_generic_rpc_handlers((grpc.method_handlers_generic_handler(SERVICE, handlers),))
@@ -95,6 +132,13 @@ def call(
         request_serializer=storage_pb2.GetSessionRequest.SerializeToString,
         response_deserializer=storage_pb2.GetSessionResponse.FromString,
     )
+
+
+def raw_call(
+    channel: grpc.aio.Channel, method: str
+) -> grpc.aio.UnaryUnaryMultiCallable[bytes, bytes]:
+    """A callable sending raw request bytes (what no stub would serialize) to `method`."""
+    return channel.unary_unary(method)
 
 
 if __name__ == "__main__":
