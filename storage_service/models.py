@@ -157,7 +157,4 @@ class RememberedResult:
 
 def session_not_found(session_id: uuid.UUID) -> NotFound:
     """The one NOT_FOUND every RPC answers for a session the caller cannot see."""
-    return NotFound(
-        f"session {session_id} not found in this space; session ids are born in "
-        "SessionTree.CreateSession (this service never creates a session)"
-    )
+    return NotFound(f"session {session_id} not found")

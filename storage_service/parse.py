@@ -7,6 +7,7 @@ naming them all, so a bad request changes nothing.
 
 from __future__ import annotations
 
+import json
 import uuid
 from collections.abc import Sequence
 from typing import Protocol
@@ -117,6 +118,18 @@ def remember(
     if not 1 <= len(message.request_hash) <= MAX_REQUEST_HASH_BYTES:
         v.add(f"{path}.request_hash", f"must be 1..{MAX_REQUEST_HASH_BYTES} bytes")
     return RememberOp(message.scope, message.request_id, message.request_hash, message.response)
+
+
+def arguments(text: str, name: str, v: Violations) -> None:
+    """A tool call's arguments: a JSON object text, or "" for none (common.proto)."""
+    if not text:
+        return
+    try:
+        value = json.loads(text)
+    except ValueError:
+        value = None
+    if not isinstance(value, dict):
+        v.add(name, 'must be a JSON object text (e.g. {"q": "tides"}), or empty for none')
 
 
 def role(value: int, name: str, v: Violations, *, allow_unspecified: bool = False) -> Role | None:
@@ -235,6 +248,8 @@ class RequestParser:
                     created_at = from_timestamp(record.created_at)
                 except (ValueError, OverflowError):
                     v.add(f"{name}.created_at", "is not a representable timestamp")
+            for j, call in enumerate(record.tool_calls):
+                arguments(call.arguments_json, f"{name}.tool_calls[{j}].arguments_json", v)
             parsed.append(
                 NewRecord(
                     role=role(record.role, f"{name}.role", v) or "user",

@@ -14,7 +14,8 @@ from stello.common.v1 import common_pb2
 from stello.errors import field_violations
 from stello.settings import MIB
 from stello.storage.v1 import storage_pb2, storage_pb2_grpc
-from tests.storage.helpers import rec, rpc_error, state
+from tests.storage.helpers import ASSISTANT, TOOL, rec, rpc_error, state
+from tests.support.hostile import nested_struct
 from tests.support.fixtures import MakeSession, TestSpace
 
 pytestmark = pytest.mark.sql
@@ -24,6 +25,7 @@ Op = storage_pb2.Operation
 Check = storage_pb2.Precondition
 Build = Callable[[str, str], Any]
 ACTIVE = common_pb2.SESSION_STATUS_ACTIVE
+ToolCall = common_pb2.ToolCall
 
 
 def meta(session_id: str, **fields: Any) -> common_pb2.SessionMeta:
@@ -219,6 +221,142 @@ CASES = [
         ],
         "transact-bad-operations",
     ),
+    # Finding 2 of issue #13: U+0000 in any text field (PostgreSQL text cannot hold it).
+    case(
+        "AppendRecords",
+        lambda sp, s: storage_pb2.AppendRecordsRequest(
+            space_id=sp,
+            session_id=s,
+            records=[
+                rec("a\x00b"),
+                rec(
+                    "", ASSISTANT, tool_calls=[ToolCall(id="c\x00", name="n", arguments_json="{}")]
+                ),
+                rec("r", TOOL, tool_call_id="c\x00"),
+                rec("", ASSISTANT, tool_calls=[ToolCall(id="c", name="n\x00")]),
+                rec(
+                    "",
+                    ASSISTANT,
+                    tool_calls=[ToolCall(id="c", name="n", arguments_json='{"a":"\x00"}')],
+                ),
+            ],
+        ),
+        [
+            "records[0].content",
+            "records[1].tool_calls[0].id",
+            "records[2].tool_call_id",
+            "records[3].tool_calls[0].name",
+            "records[4].tool_calls[0].arguments_json",
+        ],
+        "nul-in-records",
+    ),
+    case(
+        "AppendRecords",
+        lambda sp, s: storage_pb2.AppendRecordsRequest(
+            space_id=sp, session_id=s, records=[rec("x")], request_id="r\x00"
+        ),
+        ["request_id"],
+        "nul-in-request-id",
+    ),
+    case(
+        "PutSession",
+        lambda sp, s: storage_pb2.PutSessionRequest(space_id=sp, session=meta(s, label="L\x00")),
+        ["session.label"],
+        "nul-in-label",
+    ),
+    case(
+        "PutInsight",
+        lambda sp, s: storage_pb2.PutInsightRequest(space_id=sp, session_id=s, content="\x00"),
+        ["content"],
+        "nul-in-slot",
+    ),
+    case(
+        "GetRememberedResult",
+        lambda sp, s: storage_pb2.GetRememberedResultRequest(
+            space_id=sp, scope="agent.\x00", request_id="r"
+        ),
+        ["scope"],
+        "nul-in-scope",
+    ),
+    case(
+        "Transact",
+        lambda sp, s: storage_pb2.TransactRequest(
+            space_id=sp,
+            operations=[
+                Op(put_memory=Op.PutMemoryOp(session_id=s, content="ok")),
+                Op(put_system_prompt=Op.PutSystemPromptOp(session_id=s, content="p\x00")),
+            ],
+        ),
+        ["operations[1].put_system_prompt.content"],
+        "nul-in-transact",
+    ),
+    # Finding 5: a Struct deeper than 16 levels would poison every later read of the record.
+    case(
+        "AppendRecords",
+        lambda sp, s: storage_pb2.AppendRecordsRequest(
+            space_id=sp, session_id=s, records=[rec("deep", metadata=nested_struct(17))]
+        ),
+        ["records[0].metadata"],
+        "metadata-17-levels",
+    ),
+    case(
+        "Transact",
+        lambda sp, s: storage_pb2.TransactRequest(
+            space_id=sp,
+            operations=[
+                Op(
+                    append_records=Op.AppendRecordsOp(
+                        session_id=s, records=[rec("deep", metadata=nested_struct(32))]
+                    )
+                )
+            ],
+        ),
+        ["operations[0].append_records.records[0].metadata"],
+        "transact-metadata-32-levels",
+    ),
+    # Finding 10: arguments_json is a JSON object text (common.proto).
+    case(
+        "AppendRecords",
+        lambda sp, s: storage_pb2.AppendRecordsRequest(
+            space_id=sp,
+            session_id=s,
+            records=[
+                rec(
+                    "",
+                    ASSISTANT,
+                    tool_calls=[
+                        ToolCall(id="a", name="n", arguments_json="not json"),
+                        ToolCall(id="b", name="n", arguments_json="[1,2]"),
+                        ToolCall(id="c", name="n", arguments_json='"text"'),
+                    ],
+                )
+            ],
+        ),
+        [
+            "records[0].tool_calls[0].arguments_json",
+            "records[0].tool_calls[1].arguments_json",
+            "records[0].tool_calls[2].arguments_json",
+        ],
+        "arguments-not-an-object",
+    ),
+    case(
+        "Transact",
+        lambda sp, s: storage_pb2.TransactRequest(
+            space_id=sp,
+            operations=[
+                Op(
+                    append_records=Op.AppendRecordsOp(
+                        session_id=s,
+                        records=[
+                            rec("", ASSISTANT, tool_calls=[ToolCall(id="a", arguments_json="[]")])
+                        ],
+                    )
+                )
+            ],
+        ),
+        ["operations[0].append_records.records[0].tool_calls[0].arguments_json"],
+        "transact-arguments-not-an-object",
+    ),
 ]
 
 
@@ -257,3 +395,40 @@ class TestInvalidArgument:
             )
         )
         assert err.code() == grpc.StatusCode.INVALID_ARGUMENT
+
+
+class TestAccepted:
+    """The edges of what is stored: the limits themselves pass, and read back unchanged."""
+
+    async def test_sixteen_level_metadata_and_object_arguments(
+        self, stub: Stub, space: TestSpace, make_session: MakeSession
+    ) -> None:
+        """16-level metadata and object (or empty) arguments_json are stored and read back."""
+        session_id = str(await make_session())
+        calls = [
+            ToolCall(id="a", name="n", arguments_json='{"q": [1, {"r": null}]}'),
+            ToolCall(id="b", name="n", arguments_json=""),
+        ]
+        records = [
+            rec("deep", metadata=nested_struct(16)),
+            rec("", ASSISTANT, tool_calls=calls),
+        ]
+        await stub.AppendRecords(
+            storage_pb2.AppendRecordsRequest(
+                space_id=space.sid, session_id=session_id, records=records
+            )
+        )
+        reply = await stub.ListRecords(
+            storage_pb2.ListRecordsRequest(space_id=space.sid, session_id=session_id)
+        )
+        assert reply.records[0].metadata == records[0].metadata
+        assert list(reply.records[1].tool_calls) == calls
+
+    async def test_not_found_names_no_internals(self, stub: Stub, space: TestSpace) -> None:
+        """An unknown session is a plain NOT_FOUND naming it (finding 11: no service internals)."""
+        missing = str(uuid.uuid4())
+        err = await rpc_error(
+            stub.GetSession(storage_pb2.GetSessionRequest(space_id=space.sid, session_id=missing))
+        )
+        assert err.code() == grpc.StatusCode.NOT_FOUND
+        assert err.details() == f"session {missing} not found"
