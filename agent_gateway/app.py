@@ -14,7 +14,7 @@ from agent_gateway.compose import ConfigLayer, Summarizer
 from agent_gateway.config import GatewaySettings, targets
 from agent_gateway.consolidation import Consolidator
 from agent_gateway.faults import Faults, faults_from_setting
-from agent_gateway.forks import SessionCreator
+from agent_gateway.forks import SessionCreator, SizeLimits
 from agent_gateway.imports import SessionImporter
 from agent_gateway.llm import (
     Completion,
@@ -31,6 +31,7 @@ from agent_gateway.service import SessionService
 from agent_gateway.servicer import AgentGatewayServicer
 from agent_gateway.summarizer import ProviderSummarizer
 from agent_gateway.tools import BuiltinTools
+from agent_gateway.turn_requests import ContentLimits
 from agent_gateway.turns import TurnService
 from agent_gateway.watch import Watchers
 from stello.agent.v1 import agent_pb2_grpc
@@ -189,6 +190,7 @@ def create_app(
         config.saga_budget_s,
         summarizer,
         prompts=prompts,
+        limits=SizeLimits(settings.max_record_bytes, settings.max_slot_bytes),
     )
     session_prompts = SessionPrompts(clients.tree, prompts)
     sessions = SessionService(clients.tree, clients.storage)
@@ -231,7 +233,7 @@ def create_app(
         watchers,
         importer,
         keys,
-        max_content_bytes=config.max_content_bytes,
+        limits=ContentLimits(config.max_content_bytes, settings.max_record_bytes),
     )
 
     def register(server: grpc.aio.Server) -> None:

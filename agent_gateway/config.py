@@ -138,8 +138,8 @@ class GatewaySettings(BaseSettings):
         default=1_048_576,
         ge=1,
         description=(
-            "Largest UTF-8 Send content or tool result, refused up front (keep it at or "
-            "below the storage's STELLO_STORAGE_MAX_RECORD_BYTES)."
+            "Largest UTF-8 Send content or tool result, refused up front (the record it "
+            "makes is checked against STELLO_MAX_RECORD_BYTES too)."
         ),
     )
     watch_poll_interval_s: float = Field(

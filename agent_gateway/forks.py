@@ -1,8 +1,9 @@
 """CreateRoot and Fork: validate, read the source, compose, then run the saga (DESIGN §4.1).
 
 Everything that can refuse a request (an unknown profile, a missing template
-variable, a bad option, an unknown source or parent, a failed COMPRESS summary)
-does so before anything is written. The whole operation has a time budget of
+variable, a bad option, a system prompt or opening prompt over storage's
+limits, an unknown source or parent, a failed COMPRESS summary) does so before
+anything is written. The whole operation has a time budget of
 at most half the provisioning TTL, so a saga never outlives its provisional
 session.
 """
@@ -32,11 +33,50 @@ from agent_gateway.llm import Prompts
 from agent_gateway.profiles import ProfileRegistry
 from agent_gateway.saga import ProvisioningSaga, SessionPlan
 from stello.common.v1 import common_pb2
-from stello.errors import DeadlineExceeded, FailedPrecondition, InvalidArgument
+from stello.errors import DeadlineExceeded, FailedPrecondition, InvalidArgument, Violations
+from stello.settings import MIB
 
 DEFAULT_ROOT_LABEL = "Root"
 # Internal ids get a scope prefix and suffixes (/again1/storage): keep them short.
 MAX_PLAIN_REQUEST_ID = 120
+
+
+@dataclass(frozen=True, slots=True)
+class SizeLimits:
+    """What storage accepts (``STELLO_MAX_RECORD_BYTES``, ``STELLO_MAX_SLOT_BYTES``)."""
+
+    record_bytes: int = MIB
+    slot_bytes: int = MIB
+
+    def check_request(self, system_prompt: str | None, prompt: str | None) -> None:
+        """Refuse the client's own fields over the limits (before anything is read)."""
+        v = Violations()
+        if system_prompt is not None:
+            self._slot(system_prompt, "system_prompt", "", v)
+        if prompt is not None:
+            self._record(_assistant(prompt), "prompt", v)
+        v.raise_if_any()
+
+    def check_plan(self, system_prompt: str | None, opening: str | None, opening_from: str) -> None:
+        """Refuse a composed session that storage would refuse (before the saga writes):
+        its system prompt (with profile and defaults), its opening record (named by
+        `opening_from`, the field it came from: ``prompt`` or ``profile``)."""
+        v = Violations()
+        if system_prompt is not None:
+            self._slot(system_prompt, "system_prompt", " as composed", v)
+        if opening:
+            self._record(_assistant(opening), opening_from, v)
+        v.raise_if_any()
+
+    def _slot(self, text: str, name: str, how: str, v: Violations) -> None:
+        size = len(text.encode())
+        if size > self.slot_bytes:
+            v.add(name, f"is {size} bytes{how}, over the limit of {self.slot_bytes}")
+
+    def _record(self, record: common_pb2.Record, name: str, v: Violations) -> None:
+        size = record.ByteSize()
+        if size > self.record_bytes:
+            v.add(name, f"makes a record of {size} bytes, over the limit of {self.record_bytes}")
 
 
 @dataclass(frozen=True, slots=True)
@@ -115,6 +155,7 @@ class SessionCreator:
         summarizer: Summarizer | None = None,
         *,
         prompts: Prompts,
+        limits: SizeLimits | None = None,
     ) -> None:
         """Set up CreateRoot and Fork.
 
@@ -127,7 +168,9 @@ class SessionCreator:
             budget_s: the time a CreateRoot/Fork may take.
             summarizer: summarises a COMPRESS fork's source; None = COMPRESS refused.
             prompts: the configured texts (the `parent_context` block).
+            limits: the record and slot sizes storage accepts (checked before writing).
         """
+        self._limits = limits or SizeLimits()
         self._tree = tree
         self._storage = storage
         self._saga = saga
@@ -139,6 +182,7 @@ class SessionCreator:
 
     async def create_root(self, caller: Caller, request: RootInput) -> common_pb2.SessionSummary:
         """Create a root session: defaults -> profile -> request; the profile's prompt opens it."""
+        self._limits.check_request(request.system_prompt, None)
         profile = self._profile(request.profile, request.profile_vars)
         options = ConfigLayer(request.system_prompt, request.skills)
         config = compose(self._defaults, ConfigLayer(), profile, options)
@@ -150,6 +194,7 @@ class SessionCreator:
             system_prompt=config.system_prompt or None,
             records=(_assistant(opening),) if opening else (),
         )
+        self._limits.check_plan(plan.system_prompt, opening, "profile")
         request_id = internal_request_id("CreateRoot", request.request_id)
         key = client_key("CreateRoot", request.request_id, request.request_hash)
         return await self._within_budget(
@@ -168,6 +213,7 @@ class SessionCreator:
 
     async def fork(self, caller: Caller, request: ForkInput) -> common_pb2.SessionSummary:
         """Fork `request.source_id` into a new session (STELLO-SPEC §4.4, DESIGN §4.1)."""
+        self._limits.check_request(request.system_prompt, request.prompt)
         profile = self._profile(request.profile, request.profile_vars)
         context = effective_context(request.context, profile)
         if request.inherit_until_seq is not None and context is not ContextMode.INHERIT:
@@ -231,6 +277,8 @@ class SessionCreator:
             system_prompt=stored_system_prompt(config.system_prompt, source.system_prompt),
             records=tuple(records),
         )
+        opening_from = "prompt" if request.prompt is not None else "profile"
+        self._limits.check_plan(plan.system_prompt, opening, opening_from)
         return await self._saga.run(caller, plan, request_id, key)
 
     async def _read_source(

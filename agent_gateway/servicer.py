@@ -17,7 +17,13 @@ from agent_gateway.imports import SessionImporter
 from agent_gateway.profiles import ProfileRegistry
 from agent_gateway.replies import CONTEXTS, profile_info, session_view
 from agent_gateway.service import RecordQuery, SessionService
-from agent_gateway.turn_requests import send_input, stream_event, submit_input, submit_response
+from agent_gateway.turn_requests import (
+    ContentLimits,
+    send_input,
+    stream_event,
+    submit_input,
+    submit_response,
+)
 from agent_gateway.turns import TurnService
 from agent_gateway.watch import Watchers, WatchInput
 from stello import validation
@@ -113,7 +119,7 @@ class AgentGatewayServicer(agent_pb2_grpc.AgentGatewayServicer):
         importer: SessionImporter,
         keys: KeyStore,
         *,
-        max_content_bytes: int,
+        limits: ContentLimits,
     ) -> None:
         self._creator = creator
         self._sessions = sessions
@@ -123,7 +129,7 @@ class AgentGatewayServicer(agent_pb2_grpc.AgentGatewayServicer):
         self._watchers = watchers
         self._importer = importer
         self._keys = keys
-        self._max_content_bytes = max_content_bytes
+        self._limits = limits
 
     async def CreateRoot(
         self, request: agent_pb2.CreateRootRequest, context: Context
@@ -192,14 +198,14 @@ class AgentGatewayServicer(agent_pb2_grpc.AgentGatewayServicer):
         self, request: agent_pb2.SendRequest, context: Context
     ) -> agent_pb2.SendResponse:
         """Run one conversation turn and answer it once committed."""
-        turn = send_input(request, max_content_bytes=self._max_content_bytes)
+        turn = send_input(request, limits=self._limits)
         return await self._turns.send(_caller(context), turn)
 
     async def SendStream(
         self, request: agent_pb2.SendStreamRequest, context: Context
     ) -> AsyncIterator[agent_pb2.SendStreamResponse]:
         """Run one turn, streaming text deltas and tool calls, then `done`."""
-        turn = send_input(request, max_content_bytes=self._max_content_bytes)
+        turn = send_input(request, limits=self._limits)
         async for event in self._turns.send_events(_caller(context), turn, stream=True):
             yield stream_event(event)
 
@@ -207,7 +213,7 @@ class AgentGatewayServicer(agent_pb2_grpc.AgentGatewayServicer):
         self, request: agent_pb2.SubmitToolResultsRequest, context: Context
     ) -> agent_pb2.SubmitToolResultsResponse:
         """Answer the pending client tool calls and continue the turn."""
-        turn = submit_input(request, max_content_bytes=self._max_content_bytes)
+        turn = submit_input(request, limits=self._limits)
         return submit_response(await self._turns.submit(_caller(context), turn))
 
     async def Consolidate(
@@ -393,6 +399,6 @@ class AgentGatewayServicer(agent_pb2_grpc.AgentGatewayServicer):
         self, request: agent_pb2.ImportSessionRequest, context: Context
     ) -> agent_pb2.ImportSessionResponse:
         """Create a session from given records, config and slots through the saga."""
-        imported = import_input(request, max_content_bytes=self._max_content_bytes)
+        imported = import_input(request, max_content_bytes=self._limits.content_bytes)
         session = await self._importer.import_session(_caller(context), imported)
         return agent_pb2.ImportSessionResponse(session=session)

@@ -107,6 +107,22 @@ class StelloSettings(BaseSettings):
         description="Retries of an LLM call that failed with 5xx, 429, a timeout or no connection.",
     )
     max_message_bytes: int = Field(default=64 * MIB, ge=1024, le=2**31 - 1)
+    max_record_bytes: int = Field(
+        default=MIB,
+        ge=1,
+        description=(
+            "Largest encoded record storage accepts; the gateway refuses a Send or tool result "
+            "that would exceed it before calling the model."
+        ),
+    )
+    max_slot_bytes: int = Field(
+        default=MIB,
+        ge=1,
+        description=(
+            "Largest UTF-8 slot value (system prompt, insight, memory, cache summary); the "
+            "gateway checks a CreateRoot/Fork system prompt against it before writing."
+        ),
+    )
     auth_cache_ttl_s: float = Field(default=5.0, ge=0)
     db_pool_min_size: int = Field(default=2, ge=0)
     db_pool_max_size: int = Field(default=20, ge=1)

@@ -18,6 +18,10 @@ PARSER_DEPTH = 100
 """protobuf's default recursion limit for nested messages."""
 
 WHOLE_REQUEST = "request"
+# Inside these the path stops growing: a Struct is named as the field that holds it.
+_OPAQUE = frozenset(
+    {"google.protobuf.Struct", "google.protobuf.Value", "google.protobuf.ListValue"}
+)
 
 
 class _Bad(Exception):
@@ -48,17 +52,20 @@ def _varint(data: memoryview, at: int, path: str) -> tuple[int, int]:
             return value, at
 
 
-def _walk(descriptor: Descriptor, data: memoryview, path: str, depth: int) -> None:
+def _walk(
+    descriptor: Descriptor, data: memoryview, path: str, depth: int, opaque: bool = False
+) -> None:
     if depth > PARSER_DEPTH:
         raise _Bad(path, f"nests messages deeper than {PARSER_DEPTH} levels")
     seen: dict[int, int] = {}
+    opaque = opaque or descriptor.full_name in _OPAQUE
     at = 0
     while at < len(data):
         tag, at = _varint(data, at, path)
         number, wire_type = tag >> 3, tag & 7
         field = descriptor.fields_by_number.get(number)
         name = path
-        if field is not None:
+        if field is not None and not opaque:
             name = f"{path}.{field.name}" if path else field.name
             if field.is_repeated:
                 index = seen.get(number, 0)
@@ -74,7 +81,7 @@ def _walk(descriptor: Descriptor, data: memoryview, path: str, depth: int) -> No
             if at + size > len(data):
                 raise _Bad(name, "is truncated (a length past the end of the message)")
             if field is not None:
-                _payload(field, data[at : at + size], name, depth)
+                _payload(field, data[at : at + size], name, depth, opaque)
             at += size
         else:
             raise _Bad(name, f"uses an unsupported wire type {wire_type}")
@@ -82,11 +89,13 @@ def _walk(descriptor: Descriptor, data: memoryview, path: str, depth: int) -> No
         raise _Bad(path, "is truncated")
 
 
-def _payload(field: FieldDescriptor, chunk: memoryview, name: str, depth: int) -> None:
+def _payload(
+    field: FieldDescriptor, chunk: memoryview, name: str, depth: int, opaque: bool
+) -> None:
     if field.type == FieldDescriptor.TYPE_STRING:
         try:
             str(chunk, "utf-8")
         except UnicodeDecodeError:
             raise _Bad(name, "is not valid UTF-8") from None
     elif field.message_type is not None:
-        _walk(field.message_type, chunk, name, depth + 1)
+        _walk(field.message_type, chunk, name, depth + 1, opaque)

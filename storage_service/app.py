@@ -36,7 +36,7 @@ def create_app(
         max_page_bytes=config.max_page_bytes,
     )
     events = EventRepository(pool)
-    servicer = SessionStorageServicer(service, RequestParser(config), EventLog(events))
+    servicer = SessionStorageServicer(service, RequestParser(settings, config), EventLog(events))
 
     def register(server: grpc.aio.Server) -> None:
         storage_pb2_grpc.add_SessionStorageServicer_to_server(servicer, server)

@@ -9,7 +9,11 @@ from stello.settings import MIB
 
 
 class StorageSettings(BaseSettings):
-    """Where the storage service listens and the limits it enforces (DESIGN §1, §7)."""
+    """Where the storage service listens and how long a turn lease may be (DESIGN §1, §7).
+
+    The record and slot size limits are shared (`StelloSettings`): the gateway checks
+    them on the client's own fields before it writes anything or calls a model.
+    """
 
     model_config = SettingsConfigDict(
         env_prefix="STELLO_STORAGE_", env_ignore_empty=True, extra="ignore"
@@ -19,14 +23,6 @@ class StorageSettings(BaseSettings):
     port: int = Field(default=50061, ge=0, le=65535, description="TCP port; 0 = any free one.")
     metrics_port: int | None = Field(
         default=None, ge=1, le=65535, description="Serve Prometheus /metrics here; unset = off."
-    )
-    max_record_bytes: int = Field(
-        default=MIB, ge=1, description="Largest encoded record AppendRecords accepts."
-    )
-    max_slot_bytes: int = Field(
-        default=MIB,
-        ge=1,
-        description="Largest UTF-8 slot value (system prompt, insight, memory, cache summary).",
     )
     max_page_bytes: int = Field(
         default=4 * MIB,

@@ -15,6 +15,7 @@ from typing import Protocol
 from stello.common.v1 import common_pb2
 from stello.errors import Violations
 from stello.idempotency import MAX_REQUEST_ID_CHARS, fingerprint
+from stello.settings import StelloSettings
 from stello.storage.v1 import storage_pb2
 from stello.timestamps import from_timestamp
 from stello.validation import MAX_PAGE_SIZE, label, parse_uuid
@@ -227,9 +228,9 @@ def slot_kinds(values: Sequence[int], v: Violations) -> frozenset[SlotName]:
 class RequestParser:
     """The validations that depend on configured limits (record, slot and lease sizes)."""
 
-    def __init__(self, config: StorageSettings) -> None:
-        self._max_record = config.max_record_bytes
-        self._max_slot = config.max_slot_bytes
+    def __init__(self, settings: StelloSettings, config: StorageSettings) -> None:
+        self._max_record = settings.max_record_bytes
+        self._max_slot = settings.max_slot_bytes
         self._max_ttl = min(config.max_turn_ttl_s, MAX_TTL_S)
 
     def records(

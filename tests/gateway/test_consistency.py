@@ -149,7 +149,8 @@ class TestInProcessFaults:
         try:
             source = await seeded_source(stack)
             error = await rpc_error(failing.gw.Fork(fork_request(stack, source, "rid")))
-            assert error.code() is grpc.StatusCode.UNKNOWN
+            assert error.code() is grpc.StatusCode.INTERNAL
+            assert "injected fault" not in (error.details() or "")
             leftovers = await provisional_ids(pool, space)
             if point != "fork.after_commit":
                 await assert_invisible(stack, leftovers[0], source)

@@ -159,7 +159,7 @@ async def fork_failing_after_storage(
     failing = await open_stack(backends, broken, space, stack.summarizer)
     try:
         error = await rpc_error(failing.gw.Fork(fork_request(stack, source, "k")))
-        assert error.code() is grpc.StatusCode.UNKNOWN
+        assert error.code() is grpc.StatusCode.INTERNAL
     finally:
         await close_stack(failing)
 

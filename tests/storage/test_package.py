@@ -24,18 +24,18 @@ class TestPackage:
 
 class TestStorageSettings:
     def test_defaults(self) -> None:
-        """Without variables it listens on 127.0.0.1:50061 and allows 1 MiB records."""
+        """Without variables it listens on 127.0.0.1:50061 and grants leases up to a day."""
         config = StorageSettings()
         assert config.address == "127.0.0.1:50061"
-        assert config.max_record_bytes == 1024 * 1024
+        assert config.max_turn_ttl_s == 86_400
 
     def test_reads_its_own_prefix(self, monkeypatch: pytest.MonkeyPatch) -> None:
         """STELLO_STORAGE_* variables configure it; empty ones are ignored."""
         monkeypatch.setenv("STELLO_STORAGE_PORT", "6000")
-        monkeypatch.setenv("STELLO_STORAGE_MAX_RECORD_BYTES", "2048")
+        monkeypatch.setenv("STELLO_STORAGE_MAX_TURN_TTL_S", "60")
         monkeypatch.setenv("STELLO_STORAGE_HOST", "")
         config = StorageSettings()
-        assert (config.address, config.max_record_bytes) == ("127.0.0.1:6000", 2048)
+        assert (config.address, config.max_turn_ttl_s) == ("127.0.0.1:6000", 60)
 
     def test_rejects_a_bad_port(self) -> None:
         """A port outside 0..65535 is refused with a message naming the field."""

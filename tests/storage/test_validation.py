@@ -15,8 +15,8 @@ from stello.errors import field_violations
 from stello.settings import MIB
 from stello.storage.v1 import storage_pb2, storage_pb2_grpc
 from tests.storage.helpers import ASSISTANT, TOOL, rec, rpc_error, state
-from tests.support.hostile import nested_struct
 from tests.support.fixtures import MakeSession, TestSpace
+from tests.support.hostile import nested_struct
 
 pytestmark = pytest.mark.sql
 
