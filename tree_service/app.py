@@ -32,6 +32,7 @@ def create_service(pool: asyncpg.Pool, config: TreeSettings | None = None) -> Tr
         TreeRepository(pool),
         max_tree_nodes=config.max_tree_nodes,
         provisioning_ttl_s=config.provisioning_ttl_s,
+        tree_timeout_s=config.get_tree_timeout_s,
     )
 
 

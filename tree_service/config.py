@@ -20,6 +20,11 @@ class TreeSettings(BaseSettings):
         ge=1,
         description="Most nodes GetTree answers; above it FAILED_PRECONDITION TREE_TOO_LARGE.",
     )
+    get_tree_timeout_s: float = Field(
+        default=30.0,
+        gt=0,
+        description="Longest GetTree read (a statement timeout); past it TREE_TOO_LARGE.",
+    )
     sweep_interval_s: float = Field(
         default=10.0,
         gt=0,

@@ -57,6 +57,10 @@ class TreeEntry:
     source_session_id: uuid.UUID | None
 
 
+class TreeReadTooLong(Exception):
+    """Raised by the repository when reading a tree ran past its statement timeout."""
+
+
 @dataclass(frozen=True, slots=True)
 class TreeRows:
     """What GetTree read: the top session(s) by (created_at, id), then all below, unordered."""

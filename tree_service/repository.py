@@ -30,6 +30,7 @@ from tree_service.models import (
     Summary,
     SweptSession,
     TreeEntry,
+    TreeReadTooLong,
     TreeRows,
 )
 
@@ -144,13 +145,30 @@ class TreeRepository:
         return [to_summary(r) for r in rows]
 
     async def tree_rows(
-        self, space_id: uuid.UUID, root_id: uuid.UUID | None, max_depth: int | None, cap: int
+        self,
+        space_id: uuid.UUID,
+        root_id: uuid.UUID | None,
+        max_depth: int | None,
+        cap: int,
+        *,
+        timeout_s: float,
     ) -> TreeRows:
-        """Up to `cap` rows of the forest (or of `root_id`'s subtree)."""
-        if root_id is None:
-            rows = await fetch(self._pool, sql.FOREST, space_id, max_depth, cap)
-        else:
-            rows = await fetch(self._pool, sql.SUBTREE, space_id, max_depth, cap, root_id)
+        """Up to `cap` rows of the forest (or of `root_id`'s subtree).
+
+        Raises:
+            TreeReadTooLong: the read ran past `timeout_s`.
+        """
+
+        async def work(con: asyncpg.Connection) -> list[asyncpg.Record]:
+            await con.execute(sql.TREE_SETTINGS, f"{max(1, int(timeout_s * 1000))}ms")
+            if root_id is None:
+                return list(await con.fetch(sql.FOREST, space_id, max_depth, cap))
+            return list(await con.fetch(sql.SUBTREE, space_id, max_depth, cap, root_id))
+
+        try:
+            rows = await in_transaction(self._pool, work)
+        except asyncpg.QueryCanceledError as exc:
+            raise TreeReadTooLong(str(exc)) from exc
         return to_tree_rows(rows)
 
     async def config(self, space_id: uuid.UUID, session_id: uuid.UUID) -> tuple[bool, Any]:

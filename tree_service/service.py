@@ -35,6 +35,7 @@ from tree_service.models import (
     SweptSession,
     TreeEntry,
     TreeQuery,
+    TreeReadTooLong,
     TreeRows,
 )
 from tree_service.repository import TreeRepository, TreeTx
@@ -61,10 +62,16 @@ class TreeService:
     """Every SessionTree operation, over a repository."""
 
     def __init__(
-        self, repository: TreeRepository, *, max_tree_nodes: int, provisioning_ttl_s: float
+        self,
+        repository: TreeRepository,
+        *,
+        max_tree_nodes: int,
+        provisioning_ttl_s: float,
+        tree_timeout_s: float = 30.0,
     ) -> None:
         self._repo = repository
         self._max_tree_nodes = max_tree_nodes
+        self._tree_timeout_s = tree_timeout_s
         self._provisioning_ttl_s = provisioning_ttl_s
 
     # -- creation -----------------------------------------------------------
@@ -174,7 +181,20 @@ class TreeService:
     async def get_tree(self, query: TreeQuery) -> list[TreeEntry]:
         """The forest (or one subtree) in pre-order, capped at max_tree_nodes."""
         cap = self._max_tree_nodes
-        rows = await self._repo.tree_rows(query.space_id, query.root_id, query.max_depth, cap + 1)
+        try:
+            rows = await self._repo.tree_rows(
+                query.space_id,
+                query.root_id,
+                query.max_depth,
+                cap + 1,
+                timeout_s=self._tree_timeout_s,
+            )
+        except TreeReadTooLong as exc:
+            raise FailedPrecondition(
+                f"the tree took longer than {self._tree_timeout_s:g} s to read; narrow it with "
+                "root_id or max_depth",
+                reason=TREE_TOO_LARGE,
+            ) from exc
         if len(rows) > cap:
             raise FailedPrecondition(
                 f"the tree has more than {cap} nodes; narrow it with root_id or max_depth",

@@ -103,7 +103,9 @@ LIMIT $4
 # GetTree: one recursive CTE, no path arrays (quadratic on deep chains); the
 # caller builds the pre-order. {top} picks the top session(s), ranked by
 # (created_at, id) (rank NULL below them); $2 max levels below the top (NULL =
-# all); $3 row cap (the limit stops the recursion early).
+# all); $3 row cap (the limit stops the recursion early). Each level's children
+# are read by a LATERAL lookup per parent, so the rows read are the rows
+# answered whatever the planner believes about the space (see TREE_SETTINGS).
 _TREE = """
 WITH RECURSIVE tree AS (
     SELECT s.id, s.parent_id, s.depth, s.sibling_index, s.label, s.status, s.turn_count,
@@ -115,13 +117,31 @@ WITH RECURSIVE tree AS (
     SELECT c.id, c.parent_id, c.depth, c.sibling_index, c.label, c.status, c.turn_count,
            c.source_session_id, NULL::bigint, tree.level + 1
     FROM tree
-    JOIN sessions c ON c.space_id = $1 AND c.parent_id = tree.id
-    WHERE c.provisional_until IS NULL AND ($2::int4 IS NULL OR tree.level < $2)
+    CROSS JOIN LATERAL (
+        SELECT k.id, k.parent_id, k.depth, k.sibling_index, k.label, k.status, k.turn_count,
+               k.source_session_id
+        FROM sessions k
+        WHERE k.space_id = $1 AND k.parent_id = tree.id AND k.provisional_until IS NULL
+        ORDER BY k.sibling_index
+    ) c
+    WHERE $2::int4 IS NULL OR tree.level < $2
 )
 SELECT id, parent_id, depth, sibling_index, label, status, turn_count, source_session_id,
        top_rank
 FROM tree
 LIMIT $3
+"""
+
+# Run first in GetTree's transaction (SET LOCAL: PgBouncer transaction mode keeps working).
+# A plan is made for each call (a generic one cached while the space was small would scan
+# the whole space once per level: quadratic on a chain, minutes after a bulk load), the
+# children of a node are one (space_id, parent_id) index range each, found in sibling order
+# (no sort: the planner, which may believe the space holds one row, cannot pick another
+# index), and a statement timeout bounds what is left ($1, e.g. '30000ms').
+TREE_SETTINGS = """
+SELECT set_config('plan_cache_mode', 'force_custom_plan', true),
+       set_config('enable_sort', 'off', true),
+       set_config('statement_timeout', $1, true)
 """
 
 # Every root of the space and their subtrees.

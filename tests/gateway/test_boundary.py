@@ -124,7 +124,9 @@ class TestUnparsable:
         data = invalid_utf8(
             agent_pb2.SendRequest(space_id=guarded.space.sid, session_id=root.id, content=MARKER)
         )
-        raw = guarded.channels[0].unary_unary("/stello.agent.v1.AgentGateway/Send")
+        raw: grpc.aio.UnaryUnaryMultiCallable[bytes, bytes] = guarded.channels[0].unary_unary(
+            "/stello.agent.v1.AgentGateway/Send"
+        )
         error = await refused(guarded, pool, spy, raw(data))
         assert error.code() is INVALID
         assert [v.field for v in field_violations(error)] == ["content"]

@@ -9,16 +9,25 @@ import asyncpg
 import grpc
 import pytest
 
+from stello.auth import KeyStore
+from stello.channels import open_channel
 from stello.common.v1 import common_pb2
+from stello.db import create_pool
 from stello.errors import error_info_reason
-from stello.tree.v1 import tree_pb2
+from stello.server import create_server, shutdown
+from stello.settings import StelloSettings
+from stello.tree.v1 import tree_pb2, tree_pb2_grpc
+from tests.support.database import create_test_database, drop_test_database
 from tests.support.fixtures import RunningServer, ServerStarter, TestSpace
 from tests.tree.conftest import TreeClient, open_tree
-from tests.tree.seed import chain, fanout_tree, seed_topology
+from tests.tree.seed import COLUMNS, chain, fanout_tree, seed_topology
 from tree_service.app import create_app
 from tree_service.config import TreeSettings
 
 pytestmark = pytest.mark.sql
+
+BULK_CHAIN = 40_000
+BULK_CAP = 2_000
 
 
 def shape(nodes: list[common_pb2.TreeNode]) -> list[tuple[str, str | None, int, int]]:
@@ -109,6 +118,21 @@ class TestGetTree:
             assert len(await tree.tree(root_id=str(ids[1]))) == 1
             assert len(await tree.tree(max_depth=0)) == 1
 
+    async def test_read_past_its_timeout(
+        self, start_server: ServerStarter, space: TestSpace, pool: asyncpg.Pool
+    ) -> None:
+        """A read longer than STELLO_TREE_GET_TREE_TIMEOUT_S is TREE_TOO_LARGE, not a hang."""
+        running: RunningServer = await start_server(
+            lambda s, p, k: create_app(s, p, k, TreeSettings(get_tree_timeout_s=0.001))
+        )
+        await seed_topology(pool, space.id, chain(5_000))
+        async for tree in open_tree(running, space):
+            with pytest.raises(grpc.aio.AioRpcError) as caught:
+                await tree.tree()
+            assert caught.value.code() == grpc.StatusCode.FAILED_PRECONDITION
+            assert error_info_reason(caught.value) == "TREE_TOO_LARGE"
+            assert "longer than" in (caught.value.details() or "")
+
 
 @pytest.mark.slow
 class TestLargeTrees:
@@ -140,3 +164,64 @@ class TestLargeTrees:
         assert [n.id for n in nodes] == expected
         assert [n.index for n in nodes[:3]] == [0, 0, 0]
         assert elapsed < 5, f"GetTree of 100,000 nodes took {elapsed:.2f}s"
+
+
+class TestAfterBulkLoad:
+    """Finding 8 of issue #13: GetTree stays bounded when the planner's picture is stale."""
+
+    async def test_too_large_answers_at_once_after_a_bulk_load(
+        self, admin_dsn: str, settings: StelloSettings
+    ) -> None:
+        """A space loaded by COPY behind a plan cached while the table was tiny (one pooled
+        connection; statistics from five rows of another space) still answers
+        TREE_TOO_LARGE well within the client's deadline (the cached plan rescanned the
+        whole space once per level: many seconds on a 40,000 chain, for 2,000 rows)."""
+        dsn = await create_test_database(admin_dsn)
+        try:
+            one = settings.model_copy(update={"db_pool_min_size": 1, "db_pool_max_size": 1})
+            async with create_pool(dsn, one) as pool:
+                keys = KeyStore(pool, 0)
+                small, loaded = [await _space(keys, name) for name in ("small", "loaded")]
+                app = create_app(one, pool, keys, TreeSettings(max_tree_nodes=BULK_CAP))
+                server, port = await create_server(app, "127.0.0.1:0")
+                await server.start()
+                try:
+                    error = await _after_bulk_load(pool, port, small, loaded)
+                finally:
+                    await shutdown(app, server, 0)
+        finally:
+            await drop_test_database(admin_dsn, dsn)
+        assert error.code() == grpc.StatusCode.FAILED_PRECONDITION, error
+        assert error_info_reason(error) == "TREE_TOO_LARGE"
+
+
+async def _space(keys: KeyStore, name: str) -> TestSpace:
+    created = await keys.create_key(space=name, principal=name)
+    assert created.space_id is not None
+    return TestSpace(created.space_id, created.secret, created.key_id)
+
+
+async def _get_tree(port: int, space: TestSpace, deadline_s: float) -> list[common_pb2.TreeNode]:
+    async with open_channel(f"127.0.0.1:{port}", key=space.key) as channel:
+        stub = tree_pb2_grpc.SessionTreeStub(channel)
+        reply = await stub.GetTree(tree_pb2.GetTreeRequest(space_id=space.sid), timeout=deadline_s)
+    return list(reply.nodes)
+
+
+async def _after_bulk_load(
+    pool: asyncpg.Pool, port: int, small: TestSpace, loaded: TestSpace
+) -> grpc.aio.AioRpcError:
+    """GetTree of `loaded` after its chain was COPYed behind a plan made for `small`."""
+    await seed_topology(pool, small.id, chain(5))  # analyzed while the table is tiny
+    for _ in range(8):  # past the point where PostgreSQL settles on a generic plan
+        assert len(await _get_tree(port, small, 10)) == 5
+    ids = [uuid.uuid4() for _ in range(BULK_CHAIN)]
+    rows = [
+        (loaded.id, ids[i], ids[i - 1] if i else None, ids[0], i, 0, "bulk")
+        for i in range(BULK_CHAIN)
+    ]
+    async with pool.acquire() as con:  # no ANALYZE: as right after a bulk load
+        await con.copy_records_to_table("sessions", records=rows, columns=COLUMNS)
+    with pytest.raises(grpc.aio.AioRpcError) as caught:
+        await _get_tree(port, loaded, 5)
+    return caught.value
