@@ -324,7 +324,9 @@ class SessionTreeServicer:
         root(s): 0 = the root(s) only; unset = no limit. Archived sessions are
         included. Not paged: above STELLO_TREE_MAX_TREE_NODES nodes (default
         200,000) the answer is FAILED_PRECONDITION with ErrorInfo reason
-        TREE_TOO_LARGE; narrow with `root_id` or `max_depth`.
+        TREE_TOO_LARGE; narrow with `root_id` or `max_depth`. So is a read that
+        takes longer than STELLO_TREE_GET_TREE_TIMEOUT_S (default 30 s): the
+        server bounds the call itself, whatever the client's deadline.
 
         Errors: INVALID_ARGUMENT (malformed ids, negative max_depth); NOT_FOUND
         (root_id unknown in this space, or provisional); FAILED_PRECONDITION
