@@ -89,7 +89,7 @@ class TestPutSession:
     async def test_unknown_id_is_not_found_and_creates_nothing(
         self, stub: Stub, space: TestSpace
     ) -> None:
-        """An id the tree never created is NOT_FOUND (no upsert), saying where ids are born."""
+        """An id the tree never created is NOT_FOUND (no upsert), naming only the session."""
         session_id = uuid.uuid4()
         err = await rpc_error(
             stub.PutSession(
@@ -100,7 +100,7 @@ class TestPutSession:
             )
         )
         assert err.code() == grpc.StatusCode.NOT_FOUND
-        assert "SessionTree.CreateSession" in (err.details() or "")
+        assert err.details() == f"session {session_id} not found"
         assert (await rpc_error(get(stub, space, session_id))).code() == grpc.StatusCode.NOT_FOUND
 
     async def test_allowed_on_provisional(
