@@ -248,7 +248,9 @@ class AgentGatewayServicer:
         Errors:
         - INVALID_ARGUMENT: malformed space_id; `label` set but empty or longer
         than 200 characters; a template variable the profile needs is missing
-        from `profile_vars`.
+        from `profile_vars`; `system_prompt` (alone, or composed with the
+        profile and the defaults) over STELLO_MAX_SLOT_BYTES, checked before
+        anything is written.
         - FAILED_PRECONDITION, reason PROFILE_NOT_FOUND: `profile` names no
         configured profile.
         - ALREADY_EXISTS, reason REQUEST_ID_REUSED: request_id reused with a
@@ -378,7 +380,9 @@ class AgentGatewayServicer:
 
         Errors:
         - INVALID_ARGUMENT: malformed ids; invalid tool definitions (empty or
-        duplicate names, a name taken by a built-in tool).
+        duplicate names, a name taken by a built-in tool); `content` empty,
+        over STELLO_GATEWAY_MAX_CONTENT_BYTES, or making a record over
+        STELLO_MAX_RECORD_BYTES (checked before the lease and the LLM call).
         - NOT_FOUND: the session is not in the space.
         - FAILED_PRECONDITION, reason SESSION_ARCHIVED: the session is archived.
         - ABORTED, reason TURN_IN_PROGRESS: another turn holds the lease
@@ -608,11 +612,14 @@ class AgentGatewayServicer:
         descendants) with everything that belongs to them — records, slots,
         config, compression cache, refs from and to them — in one transaction.
         Sessions elsewhere that were forked from an erased session keep existing
-        with source_session_id cleared. Allowed on archived sessions.
+        with source_session_id cleared. Allowed on archived sessions. A large
+        subtree takes seconds: the tree's call gets the caller's whole deadline
+        (without one, STELLO_GATEWAY_LONG_CALL_TIMEOUT_S), not the per-call cap.
 
         Errors:
         - INVALID_ARGUMENT: malformed ids.
         - NOT_FOUND: the session is not in the space (including a second delete).
+        - DEADLINE_EXCEEDED: the caller's deadline passed; nothing was deleted.
         - UNAUTHENTICATED: no valid key.
         """
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)
