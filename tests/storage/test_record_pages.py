@@ -65,8 +65,12 @@ class TestByteBound:
         self, space: TestSpace, make_session: MakeSession, start_server: ServerStarter
     ) -> None:
         """28 records of 2.5 MiB (70 MiB, over the 64 MiB limit) read in pages of at most 6 MiB."""
-        config = StorageSettings(max_record_bytes=3 * MIB, max_page_bytes=6 * MIB)
-        server = await start_server(partial(create_app, config=config))
+        config = StorageSettings(max_page_bytes=6 * MIB)
+        server = await start_server(
+            lambda s, p, k: create_app(
+                s.model_copy(update={"max_record_bytes": 3 * MIB}), p, k, config=config
+            )
+        )
         session_id = await make_session()
         size = 5 * MIB // 2
         async with server.channel(space.key) as channel:
