@@ -2,10 +2,18 @@
 
 from __future__ import annotations
 
-from pydantic import Field
+import os
+
+from pydantic import Field, model_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
 from stello.settings import MIB
+
+RENAMED = {
+    "STELLO_STORAGE_MAX_RECORD_BYTES": "STELLO_MAX_RECORD_BYTES",
+    "STELLO_STORAGE_MAX_SLOT_BYTES": "STELLO_MAX_SLOT_BYTES",
+}
+"""Variables that moved to the shared settings (the gateway checks the same limits)."""
 
 
 class StorageSettings(BaseSettings):
@@ -42,6 +50,14 @@ class StorageSettings(BaseSettings):
     event_purge_interval_s: float = Field(
         default=60.0, gt=0, description="Seconds between purges of events past their retention."
     )
+
+    @model_validator(mode="after")
+    def _no_renamed_variables(self) -> StorageSettings:
+        # Ignored silently, an old name would leave the limit at its default.
+        for old, new in RENAMED.items():
+            if os.environ.get(old):
+                raise ValueError(f"{old} is now {new} (shared by storage and the gateway)")
+        return self
 
     @property
     def address(self) -> str:

@@ -37,6 +37,12 @@ class TestStorageSettings:
         config = StorageSettings()
         assert (config.address, config.max_turn_ttl_s) == ("127.0.0.1:6000", 60)
 
+    def test_refuses_a_renamed_variable(self, monkeypatch: pytest.MonkeyPatch) -> None:
+        """The record limit's old storage-only name stops the start, naming the new one."""
+        monkeypatch.setenv("STELLO_STORAGE_MAX_RECORD_BYTES", "2048")
+        with pytest.raises(pydantic.ValidationError, match="STELLO_MAX_RECORD_BYTES"):
+            StorageSettings()
+
     def test_rejects_a_bad_port(self) -> None:
         """A port outside 0..65535 is refused with a message naming the field."""
         with pytest.raises(pydantic.ValidationError, match="port"):
