@@ -11,6 +11,7 @@ import math
 import uuid
 from typing import Any
 
+from google.protobuf import struct_pb2
 from google.protobuf.descriptor import Descriptor, FieldDescriptor
 from google.protobuf.message import Message
 
@@ -72,39 +73,76 @@ def request_violations(message: Message, path: str = "") -> list[FieldViolation]
     return found
 
 
+_SKIP, _TEXT, _MESSAGE, _STRUCT, _MAP = range(5)
+_KINDS: dict[FieldDescriptor, int] = {}
+
+
+def _kind(field: FieldDescriptor) -> int:
+    """What the check does with a field (classified once per field: this runs on every call)."""
+    kind = _KINDS.get(field)
+    if kind is None:
+        entry = field.message_type
+        if field.type == FieldDescriptor.TYPE_STRING:
+            kind = _TEXT
+        elif entry is None:
+            kind = _SKIP
+        elif entry.GetOptions().map_entry:
+            kind = _MAP
+        elif entry.full_name in _STRUCT_TYPES:
+            kind = _STRUCT
+        else:
+            kind = _MESSAGE
+        _KINDS[field] = kind
+    return kind
+
+
 def _message(message: Message, path: str, found: list[FieldViolation]) -> None:
     for field, value in message.ListFields():
+        kind = _kind(field)
+        if kind == _SKIP:
+            continue
         name = f"{path}.{field.name}" if path else field.name
-        entry = field.message_type
-        if entry is not None and entry.GetOptions().map_entry:
-            _map(entry, value, name, found)
+        if kind == _MAP:
+            assert field.message_type is not None
+            _map(field.message_type, value, name, found)
         elif field.is_repeated:
             for i, item in enumerate(value):
-                _value(field, item, f"{name}[{i}]", found)
+                _value(kind, field, item, name, i, found)
         else:
-            _value(field, value, name, found)
+            _value(kind, field, value, name, None, found)
 
 
 def _map(entry: Descriptor, items: Any, name: str, found: list[FieldViolation]) -> None:
     value_field = entry.fields_by_name["value"]
+    kind = _kind(value_field)
     for key, value in items.items():
         if isinstance(key, str) and "\x00" in key:
             found.append(FieldViolation(name, f"a key {NUL_DESCRIPTION}"))
-            continue
-        _value(value_field, value, f"{name}[{key!r}]", found)
+        elif kind != _SKIP:
+            _value(kind, value_field, value, f"{name}[{key!r}]", None, found)
 
 
-def _value(field: FieldDescriptor, value: Any, name: str, found: list[FieldViolation]) -> None:
-    if field.type == FieldDescriptor.TYPE_STRING:
+def _value(
+    kind: int,
+    field: FieldDescriptor,
+    value: Any,
+    name: str,
+    index: int | None,
+    found: list[FieldViolation],
+) -> None:
+    if kind == _TEXT:
         if "\x00" in value:
-            found.append(FieldViolation(name, NUL_DESCRIPTION))
-    elif field.message_type is not None:
-        if field.message_type.full_name in _STRUCT_TYPES:
-            problem = struct_problem(value)
-            if problem:
-                found.append(FieldViolation(name, problem))
-        else:
-            _message(value, name, found)
+            found.append(FieldViolation(_at(name, index), NUL_DESCRIPTION))
+    elif kind == _STRUCT:
+        problem = struct_problem(value)
+        if problem:
+            found.append(FieldViolation(_at(name, index), problem))
+    else:
+        _message(value, _at(name, index), found)
+
+
+def _at(name: str, index: int | None) -> str:
+    return name if index is None else f"{name}[{index}]"
 
 
 def struct_problem(value: Message) -> str | None:
@@ -113,20 +151,23 @@ def struct_problem(value: Message) -> str | None:
     stack: list[tuple[Any, int]] = [(value, 0)]
     while stack:
         item, depth = stack.pop()
-        kind = item.DESCRIPTOR.full_name
-        if kind == "google.protobuf.Value":
+        if isinstance(item, struct_pb2.Value):
             which = item.WhichOneof("kind")
-            if which == "string_value" and "\x00" in item.string_value:
-                return NUL_DESCRIPTION
-            if which == "number_value" and not math.isfinite(item.number_value):
-                return "holds a NaN or infinite number, which JSON cannot hold"
-            if which in ("struct_value", "list_value"):
-                stack.append((getattr(item, which), depth))
+            if which == "string_value":
+                if "\x00" in item.string_value:
+                    return NUL_DESCRIPTION
+            elif which == "number_value":
+                if not math.isfinite(item.number_value):
+                    return "holds a NaN or infinite number, which JSON cannot hold"
+            elif which == "struct_value":
+                stack.append((item.struct_value, depth))
+            elif which == "list_value":
+                stack.append((item.list_value, depth))
             continue
         depth += 1
         if depth > MAX_STRUCT_DEPTH:
             return f"nests deeper than {MAX_STRUCT_DEPTH} levels"
-        if kind == "google.protobuf.Struct":
+        if isinstance(item, struct_pb2.Struct):
             for key, child in item.fields.items():
                 if "\x00" in key:
                     return f"a key {NUL_DESCRIPTION}"
