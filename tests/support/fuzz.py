@@ -12,6 +12,7 @@ kept from the server.
 
 from __future__ import annotations
 
+import asyncio
 import logging
 import math
 import os
@@ -47,6 +48,8 @@ COMMON_CODES = frozenset(
         grpc.StatusCode.RESOURCE_EXHAUSTED,
     }
 )
+OPEN_FOR_S = 0.3
+"""How long an endless stream is watched before the client cancels it."""
 _CODE_NAMES = {code.name: code for code in grpc.StatusCode}
 _RPC = re.compile(r"((?:[ \t]*//[^\n]*\n)+)[ \t]*rpc (\w+)\(")
 
@@ -60,18 +63,21 @@ class Rpc:
     request: Descriptor
     streaming: bool
     codes: frozenset[grpc.StatusCode]
+    endless: bool = False
+    """A stream that stays open until the client cancels (WatchSpace)."""
 
 
 def rpcs(service: ServiceDescriptor, proto: str) -> list[Rpc]:
     """Every RPC of `service`, with the codes its comments in `proto` document."""
     text = (PROTOS / proto).read_text(encoding="utf-8")
+    comments = {name: " ".join(comment.split()) for comment, name in _RPC.findall(text)}
     documented = {
         name: frozenset(
             _CODE_NAMES[word]
             for word in re.findall(r"\b[A-Z_]{2,}\b", comment)
             if word in _CODE_NAMES
         )
-        for comment, name in _RPC.findall(text)
+        for name, comment in comments.items()
     }
     found = []
     for method in service.methods:
@@ -83,6 +89,7 @@ def rpcs(service: ServiceDescriptor, proto: str) -> list[Rpc]:
                 method.input_type,
                 method.server_streaming,
                 documented[method.name] | COMMON_CODES | {grpc.StatusCode.OK},
+                endless="until the client cancels" in comments[method.name],
             )
         )
     return found
@@ -271,8 +278,13 @@ async def call(channel: grpc.aio.Channel, rpc: Rpc, data: bytes, metadata: Any) 
     try:
         if rpc.streaming:
             stream: grpc.aio.UnaryStreamMultiCallable[bytes, bytes] = channel.unary_stream(rpc.path)
-            async for _ in stream(data, metadata=metadata, timeout=30):
-                pass
+            replies = stream(data, metadata=metadata, timeout=30)
+            try:
+                async with asyncio.timeout(OPEN_FOR_S if rpc.endless else None):
+                    async for _ in replies:
+                        pass
+            except TimeoutError:
+                replies.cancel()  # still open and healthy: as good as OK
         else:
             unary: grpc.aio.UnaryUnaryMultiCallable[bytes, bytes] = channel.unary_unary(rpc.path)
             await unary(data, metadata=metadata, timeout=30)
