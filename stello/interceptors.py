@@ -53,6 +53,9 @@ principal_var: contextvars.ContextVar[Principal | None] = contextvars.ContextVar
 )
 api_key_var: contextvars.ContextVar[str | None] = contextvars.ContextVar("api_key", default=None)
 
+DEADLINE_SLACK_S = 0.1
+"""A call cancelled this close to its deadline was cancelled by the deadline."""
+
 PUBLIC_PREFIXES = ("/grpc.health.v1.Health/", "/grpc.reflection.")
 
 if TYPE_CHECKING:
@@ -164,13 +167,15 @@ def outcome(context: Context, error: BaseException | None) -> grpc.StatusCode:
     """The status a finished call ended with, as the client saw it.
 
     A handler the client abandoned is cancelled by grpc, with no status set:
-    CANCELLED, or DEADLINE_EXCEEDED when its deadline had passed.
+    CANCELLED, or DEADLINE_EXCEEDED when its deadline had passed (or was due
+    within `DEADLINE_SLACK_S`).
     """
     code = context.code()
     if isinstance(code, grpc.StatusCode) and code is not grpc.StatusCode.OK:
         return code
     remaining = context.time_remaining()
-    expired = remaining is not None and remaining <= 0
+    # The client's own deadline timer cancels the call a moment before the server's fires.
+    expired = remaining is not None and remaining <= DEADLINE_SLACK_S
     if isinstance(error, asyncio.CancelledError) or context.cancelled():
         return grpc.StatusCode.DEADLINE_EXCEEDED if expired else grpc.StatusCode.CANCELLED
     if error is not None:

@@ -27,10 +27,11 @@ class TestTerminatedBackend:
 
     @pytest.mark.parametrize("helper", [in_transaction, in_statement], ids=["tx", "statement"])
     async def test_next_unit_of_work_gets_a_good_connection(
-        self, settings: StelloSettings, database_url: str, pool: asyncpg.Pool, helper: object
+        self, settings: StelloSettings, direct_database_url: str, pool: asyncpg.Pool, helper: object
     ) -> None:
-        """The server's FATAL on an idle pooled connection does not fail the next caller."""
-        proxy = PgProxy(database_url, linger_s=2.0)
+        """The server's FATAL on an idle pooled connection does not fail the next caller
+        (reached directly: the FATAL is PostgreSQL's own, PgBouncer would answer for it)."""
+        proxy = PgProxy(direct_database_url, linger_s=2.0)
         await proxy.open()
         one = settings.model_copy(update={"db_pool_min_size": 1, "db_pool_max_size": 1})
         try:

@@ -26,7 +26,7 @@ TERMINATE = "SELECT pg_terminate_backend(p) FROM unnest($1::int[]) p"
 
 async def test_calls_after_the_server_terminated_every_connection(
     settings: StelloSettings,
-    database_url: str,
+    direct_database_url: str,
     pool: asyncpg.Pool,
     space: TestSpace,
     make_session: MakeSession,
@@ -35,7 +35,7 @@ async def test_calls_after_the_server_terminated_every_connection(
     restart); AppendRecords and BeginTurn on them still answer OK. (The health ping is slowed
     down: a failing ping would discard the connections before the calls meet them.)"""
     session_id = str(await make_session())
-    proxy = PgProxy(database_url, linger_s=2.0)
+    proxy = PgProxy(direct_database_url, linger_s=2.0)
     await proxy.open()
     sized = settings.model_copy(
         update={"db_pool_min_size": 3, "db_pool_max_size": 3, "health_interval_s": 60}
