@@ -59,7 +59,7 @@ def label(value: str, violations: Violations, name: str = "label") -> str:
 MAX_STRUCT_DEPTH = 16
 """Deepest google.protobuf.Struct nesting a request may carry (a Struct or list is a level)."""
 
-NUL_DESCRIPTION = "contains U+0000 (NUL), which text cannot hold"
+NUL_DESCRIPTION = "must not contain U+0000 (NUL)"
 _STRUCT_TYPES = frozenset(
     {"google.protobuf.Struct", "google.protobuf.Value", "google.protobuf.ListValue"}
 )

@@ -143,8 +143,22 @@ async def test_reads_only_the_matching_rows(
             100,
         )
     plan = (json.loads(raw) if isinstance(raw, str) else raw)[0]["Plan"]
-    scan = plan["Plans"][0]
-    assert scan["Node Type"] in ("Index Scan", "Index Only Scan"), plan
+    scan = _index_node(plan)
+    # An index scan in key order, or a bitmap scan of the same range then a sort of the
+    # few matches: the planner picks by statistics the rest of the suite shapes; either
+    # way only the primary-key range of the prefix is read.
+    assert scan["Node Type"] in ("Index Scan", "Index Only Scan", "Bitmap Index Scan"), plan
     assert scan["Index Name"] == "sessions_pkey"
     assert "id >=" in scan["Index Cond"] and "id <=" in scan["Index Cond"]
-    assert scan["Actual Rows"] == len(matches[:100]) < 5000
+    assert scan["Actual Rows"] <= len(matches) < 5000
+
+
+def _index_node(plan: dict[str, Any]) -> dict[str, Any]:
+    """The first node of `plan` (depth first) that reads an index."""
+    if "Index Name" in plan:
+        return plan
+    for child in plan.get("Plans", ()):
+        found = _index_node(child)
+        if found:
+            return found
+    return {}
