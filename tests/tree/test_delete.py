@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import asyncio
-import time
 import uuid
 
 import asyncpg
@@ -104,12 +103,13 @@ class TestDeleteSubtree:
 
     @pytest.mark.slow
     async def test_ten_thousand_deep_chain(self, tree: TreeClient, pool: asyncpg.Pool) -> None:
-        """Erasing a 10,000-deep chain from its root takes seconds, not minutes."""
+        """Erasing a 10,000-deep chain from its root erases it all in one call.
+
+        Without the indexes on the foreign keys' columns this ran for minutes and hit the test's
+        timeout; its speed is measured in bench/, not asserted here.
+        """
         ids = await seed_topology(pool, tree.space.id, chain(10_000))
         await give_belongings(pool, tree.space.id, ids[-1])
-        began = time.perf_counter()
         erased = await delete(tree, str(ids[0]))
-        elapsed = time.perf_counter() - began
         assert erased == [str(i) for i in ids]
         assert await session_count(pool, tree.space.id) == 0
-        assert elapsed < 10, f"took {elapsed:.1f}s"

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import time
 import uuid
 
 import asyncpg
@@ -149,7 +148,10 @@ class TestLargeTrees:
         assert [n.id for n in ancestors.nodes] == [str(i) for i in reversed(ids[:-1])]
 
     async def test_hundred_thousand_nodes(self, tree: TreeClient, pool: asyncpg.Pool) -> None:
-        """A 100,000-node tree comes back in pre-order (checked against path order) quickly."""
+        """A 100,000-node tree comes back whole in pre-order (checked against path order).
+
+        How fast is measured by bench/bench_tree.py against a bare server, not asserted here.
+        """
         parents = fanout_tree(100_000, 10)
         ids = await seed_topology(pool, tree.space.id, parents)
         paths: list[tuple[int, ...]] = [()]
@@ -158,12 +160,9 @@ class TestLargeTrees:
             assert parent is not None
             paths.append((*paths[parent], (i - 1) % 10))
         expected = [str(ids[i]) for i in sorted(range(len(ids)), key=paths.__getitem__)]
-        began = time.perf_counter()
         nodes = await tree.tree()
-        elapsed = time.perf_counter() - began
         assert [n.id for n in nodes] == expected
         assert [n.index for n in nodes[:3]] == [0, 0, 0]
-        assert elapsed < 5, f"GetTree of 100,000 nodes took {elapsed:.2f}s"
 
 
 class TestAfterBulkLoad:
