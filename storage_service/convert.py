@@ -150,7 +150,7 @@ def slots_to_proto(slots: SessionSlots) -> storage_pb2.SessionSlots:
 def cache_to_proto(cache: CompressionCache) -> storage_pb2.CompressionCache:
     """The wire form of a compression cache."""
     return storage_pb2.CompressionCache(
-        summary=cache.summary, covered_until_seq=cache.covered_until_seq
+        summary=cache.summary, covered_until_seq=cache.covered_until_seq, lossy=cache.lossy
     )
 
 

@@ -125,10 +125,15 @@ class SessionSlots:
 
 @dataclass(frozen=True, slots=True)
 class CompressionCache:
-    """The persisted compression summary and the last seq it covers."""
+    """A persisted compression summary and the last seq it covers.
+
+    `lossy`: it names some older records by count only (a catch-up, DESIGN
+    §4.3); a background fold replaces it by a complete one.
+    """
 
     summary: str
     covered_until_seq: int
+    lossy: bool = False
 
 
 @dataclass(frozen=True, slots=True)

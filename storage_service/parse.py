@@ -283,7 +283,7 @@ class RequestParser:
         if cache.covered_until_seq < 0:
             v.add(f"{path}.covered_until_seq", "must not be negative")
         return CompressionCache(
-            self.slot(cache.summary, f"{path}.summary", v), cache.covered_until_seq
+            self.slot(cache.summary, f"{path}.summary", v), cache.covered_until_seq, cache.lossy
         )
 
     def ttl(self, value: int, v: Violations) -> int:

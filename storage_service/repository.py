@@ -68,30 +68,43 @@ SELECT true FROM sessions WHERE space_id = $1 AND id = $2
 # Seqs are assigned under the session's row lock, taken by the UPDATE and held
 # to the end of the statement's transaction: concurrent appends queue on it and
 # get contiguous ranges. No row (unknown session) means nothing is inserted.
+# The token columns (migration 0006) are counted under the same lock: each
+# record's estimate, and the cumulative one continuing the session's total.
+_NEW_RECORDS = """
+incoming AS (
+    SELECT r.role, r.content, r.tool_calls::jsonb AS tool_calls, r.tool_call_id, r.created_at,
+           r.metadata::jsonb AS metadata, r.ord,
+           stello_record_tokens(r.content, r.tool_calls::jsonb) AS tokens
+    FROM unnest($4::text[], $5::text[], $6::text[], $7::text[], $8::timestamptz[], $9::text[])
+         WITH ORDINALITY AS r (role, content, tool_calls, tool_call_id, created_at, metadata, ord)
+), added AS (
+    SELECT COALESCE(sum(tokens), 0) AS tokens FROM incoming
+)"""
 _BUMP_SEQ = """
 bumped AS (
     UPDATE sessions
-    SET last_seq = last_seq + $3
+    SET last_seq = last_seq + $3, token_total = token_total + added.tokens
+    FROM added
     WHERE space_id = $1 AND id = $2
-    RETURNING last_seq - $3 AS base, provisional_until IS NULL AS visible
+    RETURNING last_seq - $3 AS base, token_total - added.tokens AS base_tokens,
+              provisional_until IS NULL AS visible
 )"""
 _INSERT_RECORDS = """
 INSERT INTO records (space_id, session_id, seq, role, content, tool_calls, tool_call_id,
-                     created_at, metadata)
-SELECT $1, $2, bumped.base + r.ord, r.role, r.content, r.tool_calls::jsonb, r.tool_call_id,
-       COALESCE(r.created_at, now()), r.metadata::jsonb
-FROM bumped,
-     unnest($4::text[], $5::text[], $6::text[], $7::text[], $8::timestamptz[], $9::text[])
-         WITH ORDINALITY AS r (role, content, tool_calls, tool_call_id, created_at, metadata, ord)
+                     created_at, metadata, token_estimate, token_cumulative)
+SELECT $1, $2, bumped.base + r.ord, r.role, r.content, r.tool_calls, r.tool_call_id,
+       COALESCE(r.created_at, now()), r.metadata, r.tokens,
+       bumped.base_tokens + sum(r.tokens) OVER (ORDER BY r.ord)
+FROM bumped, incoming r
 RETURNING seq, created_at"""
-APPEND_RECORDS = f"WITH {_BUMP_SEQ}\n{_INSERT_RECORDS}\n"
+APPEND_RECORDS = f"WITH {_NEW_RECORDS}, {_BUMP_SEQ}\n{_INSERT_RECORDS}\n"
 
 # AppendRecords on its own, one statement that is its whole transaction: the
 # event's position is taken in it (the space's row stays locked until this
 # statement commits), as `stello.events.Outbox.flush` does at a transaction's
 # end. A provisional session takes no position and writes no event.
 APPEND_RECORDS_ALONE = f"""
-WITH {_BUMP_SEQ}, inserted AS ({_INSERT_RECORDS}
+WITH {_NEW_RECORDS}, {_BUMP_SEQ}, inserted AS ({_INSERT_RECORDS}
 ), taken AS (
     INSERT INTO space_positions AS p (space_id, last_position)
     SELECT $1, 1 FROM bumped WHERE bumped.visible

@@ -81,20 +81,32 @@ ORDER BY session_id
 FOR UPDATE
 """
 
+# Summaries are kept by the seq they cover (migration 0006); the cache is the
+# newest of them.
 GET_CACHE = """
-SELECT s.id AS session_id, c.summary, c.covered_until_seq
+SELECT s.id AS session_id, c.summary, c.covered_until_seq, c.lossy
 FROM sessions s
-LEFT JOIN compression_caches c ON c.space_id = s.space_id AND c.session_id = s.id
+LEFT JOIN LATERAL (
+    SELECT summary, covered_until_seq, lossy FROM compression_caches
+    WHERE space_id = s.space_id AND session_id = s.id
+    ORDER BY covered_until_seq DESC
+    LIMIT 1
+) c ON true
 WHERE s.space_id = $1 AND s.id = $2 AND s.provisional_until IS NULL
 """
 
+# A put becomes the cache: it replaces the summary at its seq and drops the
+# newer ones (they no longer follow from it), keeping the older ones.
 PUT_CACHE = """
-WITH s AS (SELECT id FROM sessions WHERE space_id = $1 AND id = $2 FOR KEY SHARE)
-INSERT INTO compression_caches (space_id, session_id, summary, covered_until_seq)
-SELECT $1, s.id, $3::text, $4::bigint FROM s
-ON CONFLICT (space_id, session_id)
-DO UPDATE SET summary = EXCLUDED.summary, covered_until_seq = EXCLUDED.covered_until_seq,
-              updated_at = now()
+WITH s AS (SELECT id FROM sessions WHERE space_id = $1 AND id = $2 FOR KEY SHARE),
+dropped AS (
+    DELETE FROM compression_caches
+    WHERE space_id = $1 AND session_id = $2 AND covered_until_seq > $4
+)
+INSERT INTO compression_caches (space_id, session_id, summary, covered_until_seq, lossy)
+SELECT $1, s.id, $3::text, $4::bigint, $5::boolean FROM s
+ON CONFLICT (space_id, session_id, covered_until_seq)
+DO UPDATE SET summary = EXCLUDED.summary, lossy = EXCLUDED.lossy, updated_at = now()
 RETURNING true
 """
 
@@ -194,15 +206,20 @@ class SlotRepository:
             return False, None
         if row["summary"] is None:
             return True, None
-        return True, CompressionCache(row["summary"], row["covered_until_seq"])
+        return True, CompressionCache(row["summary"], row["covered_until_seq"], row["lossy"])
 
     async def put_cache(
         self, space_id: uuid.UUID, session_id: uuid.UUID, cache: CompressionCache
     ) -> None:
-        """Overwrite the cache; NotFound when the session does not exist."""
+        """Make `cache` the cache (newer summaries go); NotFound when the session is absent."""
         try:
             stored = await self._con.fetchval(
-                PUT_CACHE, space_id, session_id, cache.summary, cache.covered_until_seq
+                PUT_CACHE,
+                space_id,
+                session_id,
+                cache.summary,
+                cache.covered_until_seq,
+                cache.lossy,
             )
         except asyncpg.ForeignKeyViolationError as exc:  # deleted under us
             raise session_not_found(session_id) from exc
@@ -210,5 +227,5 @@ class SlotRepository:
             raise session_not_found(session_id)
 
     async def clear_cache(self, space_id: uuid.UUID, session_id: uuid.UUID) -> None:
-        """Drop the compression cache (it no longer matches the records)."""
+        """Drop every summary (they no longer match the records)."""
         await self._con.execute(CLEAR_CACHE, space_id, session_id)

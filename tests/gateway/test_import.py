@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import uuid
 from typing import Any
 
 import asyncpg
@@ -27,6 +28,7 @@ from tests.gateway.conftest import (
     rpc_error,
 )
 from tests.gateway.probes import provisional_ids
+from tests.storage.tokens import token_problems
 from tests.support.fixtures import ServerStarter, TestSpace
 
 pytestmark = pytest.mark.sql
@@ -123,6 +125,11 @@ class TestImport:
         assert [r.seq for r in records] == [1, 2, 3, 4]  # the given seq (41) is ignored
         assert content(records) == content(conversation())
         assert list((await stack.view(parent.id)).node.children) == [session.id]
+
+    async def test_records_are_counted_in_tokens(self, stack: Stack, pool: asyncpg.Pool) -> None:
+        """Imported records get their token estimates and cumulatives like any append."""
+        session = await import_session(stack, records=conversation())
+        assert await token_problems(pool, stack.space.id, uuid.UUID(session.id)) == []
 
     async def test_root_with_nothing(self, stack: Stack) -> None:
         """Only a label: a root with no records, no config and empty slots."""

@@ -9,7 +9,9 @@ import uuid
 import asyncpg
 import pytest
 
+from stello.embedded import with_database
 from stello.migrate import CREATE_TABLE, load_migrations, migrate
+from tests.storage.tokens import session_token_problems
 from tests.support.database import create_test_database, drop_test_database
 
 pytestmark = pytest.mark.sql
@@ -148,3 +150,83 @@ async def seed_refs(
                 targets[round_],
             )
     return {(space, source): targets for space, source, targets in plan}
+
+
+class TestBoundedTurns:
+    """0006: token columns filled for existing records, summaries kept by seq."""
+
+    async def test_existing_records_get_their_tokens(self, admin_dsn: str) -> None:
+        """Records written before 0006 get exact estimates and cumulatives (a trimmed session
+        from its oldest remaining record); the cache row stays, as a complete summary."""
+        name = f"stello_test_{uuid.uuid4().hex[:12]}_old"
+        con = await asyncpg.connect(admin_dsn)
+        try:
+            await con.execute(f'CREATE DATABASE "{name}"')
+        finally:
+            await con.close()
+        old = with_database(admin_dsn, name)
+        con = await asyncpg.connect(old)
+        try:
+            await con.execute(CREATE_TABLE)
+            for migration in load_migrations():
+                if migration.version < "0006":
+                    await con.execute(migration.sql)
+                    await con.execute(
+                        "INSERT INTO schema_migrations (version) VALUES ($1)", migration.version
+                    )
+            space, sessions = await seed_records(con)
+            assert "0006_bounded_turns" in await migrate(con)
+            problems = [
+                problem
+                for session, trimmed in sessions
+                for problem in await session_token_problems(con, space, session, trimmed=trimmed)
+            ]
+            cache = await con.fetchrow("SELECT covered_until_seq, lossy FROM compression_caches")
+        finally:
+            await con.close()
+            await drop_test_database(admin_dsn, old)
+        assert problems == []
+        assert cache is not None and tuple(cache) == (2, False)
+
+
+async def seed_records(con: asyncpg.Connection) -> tuple[uuid.UUID, list[tuple[uuid.UUID, bool]]]:
+    """A space with a session of mixed records (a cache on it), a trimmed one and an empty one."""
+    principal, space = uuid.uuid4(), uuid.uuid4()
+    await con.execute("INSERT INTO principals (id, name) VALUES ($1, 'p')", principal)
+    await con.execute(
+        "INSERT INTO spaces (id, principal_id, name) VALUES ($1, $2, 's')", space, principal
+    )
+    full, trimmed, empty = uuid.uuid4(), uuid.uuid4(), uuid.uuid4()
+    for session in (full, trimmed, empty):
+        await con.execute(
+            "INSERT INTO sessions (space_id, id, root_id, label) VALUES ($1, $2, $2, 'x')",
+            space,
+            session,
+        )
+    calls = '[{"id": "c1", "name": "search", "arguments_json": "{\\"q\\":\\"天气\\"}"}]'
+    rows = [
+        (full, 1, "user", "hello there", None),
+        (full, 2, "assistant", "", calls),
+        (full, 3, "tool", "晴天，二十五度", None),
+        (full, 4, "assistant", "x" * 4001, None),
+        (trimmed, 3, "user", "kept", None),
+        (trimmed, 4, "assistant", "also kept 🎉", None),
+    ]
+    for session, seq, role, content, tool_calls in rows:
+        await con.execute(
+            "INSERT INTO records (space_id, session_id, seq, role, content, tool_calls)"
+            " VALUES ($1, $2, $3, $4, $5, $6::jsonb)",
+            space,
+            session,
+            seq,
+            role,
+            content,
+            tool_calls,
+        )
+    await con.execute(
+        "INSERT INTO compression_caches (space_id, session_id, summary, covered_until_seq)"
+        " VALUES ($1, $2, 'so far', 2)",
+        space,
+        full,
+    )
+    return space, [(full, False), (trimmed, True), (empty, False)]

@@ -38,7 +38,11 @@ SELECT s.label, s.status, s.turn_count, s.last_seq, s.turn_token, s.updated_at,
        sl.system_prompt, sl.insight, sl.memory, c.summary, c.covered_until_seq
 FROM sessions s
 LEFT JOIN session_slots sl ON sl.space_id = s.space_id AND sl.session_id = s.id
-LEFT JOIN compression_caches c ON c.space_id = s.space_id AND c.session_id = s.id
+LEFT JOIN LATERAL (
+    SELECT summary, covered_until_seq FROM compression_caches c
+    WHERE c.space_id = s.space_id AND c.session_id = s.id
+    ORDER BY covered_until_seq DESC LIMIT 1
+) c ON true
 WHERE s.space_id = $1 AND s.id = $2
 """
 

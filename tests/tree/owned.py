@@ -13,8 +13,8 @@ async def give_belongings(pool: asyncpg.Pool, space_id: uuid.UUID, session_id: u
     """One record, one slot row, a compression cache and a config for the session."""
     async with pool.acquire() as con, con.transaction():
         await con.execute(
-            "INSERT INTO records (space_id, session_id, seq, role, content)"
-            " VALUES ($1, $2, 1, 'user', 'hello')",
+            "INSERT INTO records (space_id, session_id, seq, role, content, token_estimate,"
+            " token_cumulative) VALUES ($1, $2, 1, 'user', 'hello', 2, 2)",
             space_id,
             session_id,
         )

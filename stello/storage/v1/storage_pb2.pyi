@@ -245,12 +245,14 @@ class PutMemoryResponse(_message.Message):
     def __init__(self) -> None: ...
 
 class CompressionCache(_message.Message):
-    __slots__ = ("summary", "covered_until_seq")
+    __slots__ = ("summary", "covered_until_seq", "lossy")
     SUMMARY_FIELD_NUMBER: _ClassVar[int]
     COVERED_UNTIL_SEQ_FIELD_NUMBER: _ClassVar[int]
+    LOSSY_FIELD_NUMBER: _ClassVar[int]
     summary: str
     covered_until_seq: int
-    def __init__(self, summary: _Optional[str] = ..., covered_until_seq: _Optional[int] = ...) -> None: ...
+    lossy: bool
+    def __init__(self, summary: _Optional[str] = ..., covered_until_seq: _Optional[int] = ..., lossy: _Optional[bool] = ...) -> None: ...
 
 class GetCompressionCacheRequest(_message.Message):
     __slots__ = ("space_id", "session_id")

@@ -333,8 +333,8 @@ class SessionStorageServicer:
         """Keeps the newest `keep_recent` records of a session and deletes the
         rest; answers how many were removed. keep_recent at or above the record
         count is a no-op (removed_count 0); 0 deletes every record. Not
-        tool-group aware. When at least one record is removed the compression
-        cache is cleared too (its summary no longer matches the records). The
+        tool-group aware. When at least one record is removed every compression
+        summary is cleared too (they no longer match the records). The
         session's last seq is unchanged, so later appends continue the
         numbering. Idempotent by nature. Allowed on provisional sessions.
 
@@ -449,8 +449,8 @@ class SessionStorageServicer:
         raise NotImplementedError('Method not implemented!')
 
     def GetCompressionCache(self, request, context):
-        """Reads the compression cache; `cache` is unset when there is none (never
-        put, or cleared by a trim).
+        """Reads the compression cache (the newest summary); `cache` is unset when
+        there is none (never put, or cleared by a trim).
 
         Errors: INVALID_ARGUMENT for a malformed space_id or session_id;
         NOT_FOUND when the session is not in the space or is provisional;
@@ -462,8 +462,10 @@ class SessionStorageServicer:
         raise NotImplementedError('Method not implemented!')
 
     def PutCompressionCache(self, request, context):
-        """Overwrites the compression cache with `cache`. Idempotent by nature.
-        Allowed on provisional sessions.
+        """Makes `cache` the compression cache: it replaces the summary stored at
+        its covered_until_seq and drops the newer ones (they no longer follow
+        from it); older summaries are kept (a fork from a past point starts
+        from them). Idempotent by nature. Allowed on provisional sessions.
 
         Errors: INVALID_ARGUMENT for a malformed space_id or session_id, an
         unset `cache`, or a negative covered_until_seq; NOT_FOUND when the
