@@ -59,7 +59,7 @@ def _caller(context: Context) -> Caller:
 def watch_input(request: agent_pb2.WatchSpaceRequest) -> WatchInput:
     """WatchSpace's request, validated: the space, the cursor's position, the kinds kept."""
     violations = Violations()
-    space_id = validation.parse_uuid(request.space_id, "space_id", violations)
+    space_id = validation.space_uuid(request.space_id, violations)
     after = None
     if request.HasField("after_cursor"):
         cursor = request.after_cursor
@@ -99,7 +99,7 @@ def _session_ids(
     | agent_pb2.ConsolidateRequest,
 ) -> tuple[uuid.UUID, uuid.UUID]:
     violations = Violations()
-    space_id = validation.parse_uuid(request.space_id, "space_id", violations)
+    space_id = validation.space_uuid(request.space_id, violations)
     session_id = validation.parse_uuid(request.session_id, "session_id", violations)
     violations.raise_if_any()
     return space_id, session_id
@@ -136,7 +136,7 @@ class AgentGatewayServicer(agent_pb2_grpc.AgentGatewayServicer):
     ) -> agent_pb2.CreateRootResponse:
         """Create a root session through the provisioning saga."""
         violations = Violations()
-        space_id = validation.parse_uuid(request.space_id, "space_id", violations)
+        space_id = validation.space_uuid(request.space_id, violations)
         label = request.label if request.HasField("label") else DEFAULT_ROOT_LABEL
         validation.label(label, violations)
         request_id = _request_id(request.request_id, violations)
@@ -159,7 +159,7 @@ class AgentGatewayServicer(agent_pb2_grpc.AgentGatewayServicer):
     ) -> agent_pb2.ForkResponse:
         """Fork a session through the provisioning saga."""
         violations = Violations()
-        space_id = validation.parse_uuid(request.space_id, "space_id", violations)
+        space_id = validation.space_uuid(request.space_id, violations)
         source_id = validation.parse_uuid(
             request.source_session_id, "source_session_id", violations
         )
@@ -229,7 +229,7 @@ class AgentGatewayServicer(agent_pb2_grpc.AgentGatewayServicer):
     ) -> agent_pb2.ListSessionDigestsResponse:
         """One page of joined digests (one ListAll + one BatchGetSlots)."""
         violations = Violations()
-        space_id = validation.parse_uuid(request.space_id, "space_id", violations)
+        space_id = validation.space_uuid(request.space_id, violations)
         page_size = validation.page_size(request.page_size, violations)
         if request.status not in _STATUSES:
             violations.add("status", f"unknown SessionStatus value {request.status}")
@@ -258,7 +258,7 @@ class AgentGatewayServicer(agent_pb2_grpc.AgentGatewayServicer):
     ) -> agent_pb2.GetTreeResponse:
         """The forest or a subtree, in pre-order."""
         violations = Violations()
-        space_id = validation.parse_uuid(request.space_id, "space_id", violations)
+        space_id = validation.space_uuid(request.space_id, violations)
         root_id = None
         if request.HasField("root_id"):
             root_id = validation.parse_uuid(request.root_id, "root_id", violations)
@@ -276,7 +276,7 @@ class AgentGatewayServicer(agent_pb2_grpc.AgentGatewayServicer):
     ) -> agent_pb2.ListRecordsResponse:
         """A session's records, chronological."""
         violations = Violations()
-        space_id = validation.parse_uuid(request.space_id, "space_id", violations)
+        space_id = validation.space_uuid(request.space_id, violations)
         session_id = validation.parse_uuid(request.session_id, "session_id", violations)
         limit = request.limit if request.HasField("limit") else None
         if limit is not None and limit < 0:
@@ -344,7 +344,7 @@ class AgentGatewayServicer(agent_pb2_grpc.AgentGatewayServicer):
         self, request: agent_pb2.ListProfilesRequest, context: Context
     ) -> agent_pb2.ListProfilesResponse:
         """The configured fork profiles, in file order."""
-        validation.parse_uuid(request.space_id, "space_id")
+        validation.space_uuid(request.space_id)
         return agent_pb2.ListProfilesResponse(profiles=[profile_info(p) for p in self._profiles])
 
     async def WatchSpace(
@@ -363,7 +363,7 @@ class AgentGatewayServicer(agent_pb2_grpc.AgentGatewayServicer):
     ) -> agent_pb2.UpdateLabelResponse:
         """Rename a session."""
         violations = Violations()
-        space_id = validation.parse_uuid(request.space_id, "space_id", violations)
+        space_id = validation.space_uuid(request.space_id, violations)
         session_id = validation.parse_uuid(request.session_id, "session_id", violations)
         validation.label(request.label, violations)
         violations.raise_if_any()
@@ -375,7 +375,7 @@ class AgentGatewayServicer(agent_pb2_grpc.AgentGatewayServicer):
     ) -> agent_pb2.ResolveSessionPrefixResponse:
         """The sessions whose id starts with a prefix."""
         violations = Violations()
-        space_id = validation.parse_uuid(request.space_id, "space_id", violations)
+        space_id = validation.space_uuid(request.space_id, violations)
         digits = parse_prefix(request.prefix, violations)
         limit = match_limit(request.limit, violations)
         violations.raise_if_any()

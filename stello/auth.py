@@ -4,6 +4,12 @@ A key is ``stello_<key id hex>_<secret>``; only SHA-256 of the whole key is
 stored (the secret carries 256 random bits, so a slow hash adds nothing).
 A tenant key reaches exactly one space; an admin key reaches every space and
 the admin RPCs.
+
+A resolved key is cached in memory for ``STELLO_AUTH_CACHE_TTL_S`` (the
+revocation lag), keyed by the key text itself: the digest a hit costs is the
+dict's own string hash (keyed per process), an exact comparison settles a
+collision, and SHA-256 runs only on a miss, for the lookup. The text stays in
+this process's memory, where each call's metadata holds it anyway.
 """
 
 from __future__ import annotations
@@ -12,6 +18,7 @@ import hashlib
 import secrets
 import time
 import uuid
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Literal
 
@@ -118,19 +125,25 @@ ORDER BY s.created_at, s.id
 class KeyStore:
     """SQL for keys, spaces and principals (the kernel's own small repository)."""
 
-    def __init__(self, pool: asyncpg.Pool, cache_ttl_s: float = 5.0) -> None:
+    def __init__(
+        self,
+        pool: asyncpg.Pool,
+        cache_ttl_s: float = 5.0,
+        clock: Callable[[], float] = time.monotonic,
+    ) -> None:
         self._pool = pool
         self._ttl = cache_ttl_s
-        self._cache: dict[bytes, tuple[float, Principal | None]] = {}
+        self._clock = clock
+        self._cache: dict[str, tuple[float, Principal | None]] = {}
 
     async def resolve(self, secret: str) -> Principal | None:
         """The principal of a live key, or None; cached for the TTL (revocation lag)."""
-        digest = hash_key(secret)
-        now = time.monotonic()
+        now = self._clock()
         if self._ttl > 0:
-            hit = self._cache.get(digest)
+            hit = self._cache.get(secret)
             if hit is not None and hit[0] > now:
                 return hit[1]
+        digest = hash_key(secret)
 
         async def lookup(con: asyncpg.Connection) -> asyncpg.Record | None:
             return await con.fetchrow(LOOKUP, digest)
@@ -144,7 +157,7 @@ class KeyStore:
         if self._ttl > 0:
             if len(self._cache) > 10_000:
                 self._cache.clear()
-            self._cache[digest] = (now + self._ttl, principal)
+            self._cache[secret] = (now + self._ttl, principal)
         return principal
 
     async def identity(self, principal: Principal) -> Identity:

@@ -5,7 +5,7 @@ logger. ``STELLO_LOG_FORMAT=text`` (the default) writes
 ``time level logger [request_id] message``; ``json`` writes one JSON object per
 line (``time``, ``level``, ``logger``, ``message``, ``request_id``, and
 ``exception`` when there is one) for log collectors. The request id comes from
-`stello.interceptors.request_id_var`, set per call by the request-id interceptor
+`stello.interceptors.request_id_var`, set per call by the call chain
 (``-`` outside an RPC).
 """
 

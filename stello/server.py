@@ -1,4 +1,4 @@
-"""The server factory every service uses: interceptors, health, reflection, limits.
+"""The server factory every service uses: the call chain, health, reflection, limits.
 
 `create_server(app, address)` builds and binds a server without starting it
 (tests call it with port 0); `serve(app, address)` runs one until SIGTERM or
@@ -23,8 +23,8 @@ from grpc_reflection.v1alpha import reflection
 
 from stello.auth import KeyStore
 from stello.channels import read_pem
-from stello.interceptors import AuthInterceptor, ErrorInterceptor, RequestIdInterceptor
-from stello.metrics import MetricsInterceptor, RpcMetrics
+from stello.interceptors import AccessLog, CallChain
+from stello.metrics import RpcMetrics
 from stello.settings import StelloSettings
 
 log = logging.getLogger(__name__)
@@ -147,10 +147,12 @@ async def create_server(app: ServiceApp, address: str) -> tuple[grpc.aio.Server,
     app.metrics = RpcMetrics(app.name)
     server = grpc.aio.server(
         interceptors=[
-            MetricsInterceptor(app.metrics),
-            RequestIdInterceptor(),
-            ErrorInterceptor(),
-            AuthInterceptor(app.keys, app.admin_methods),
+            CallChain(
+                app.keys,
+                app.metrics,
+                admin_methods=app.admin_methods,
+                access=AccessLog.of(app.settings),
+            )
         ],
         options=_server_options(app.settings),
     )

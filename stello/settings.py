@@ -133,6 +133,15 @@ class StelloSettings(BaseSettings):
         "older than 1.21 (README: PgBouncer).",
     )
     health_interval_s: float = Field(default=2.0, gt=0)
+    access_log: bool = Field(
+        default=False,
+        description="1 = one INFO line per call (else DEBUG; failed and slow calls always INFO).",
+    )
+    slow_call_ms: float = Field(
+        default=1000.0,
+        ge=0,
+        description="A call that takes longer is logged at INFO whatever STELLO_ACCESS_LOG says.",
+    )
     shutdown_grace_s: float = Field(default=10.0, ge=0)
     tls_cert_file: str | None = Field(default=None, description="PEM certificate: serve TLS.")
     tls_key_file: str | None = None

@@ -7,6 +7,7 @@ refused by field path, before anything is written or any model is called.
 
 from __future__ import annotations
 
+import contextvars
 import math
 import uuid
 from typing import Any
@@ -34,6 +35,21 @@ def parse_uuid(value: str, name: str, violations: Violations | None = None) -> u
             raise InvalidArgument.field(name, description) from None
         violations.add(name, description)
         return uuid.UUID(int=0)
+
+
+checked_space: contextvars.ContextVar[tuple[str, uuid.UUID] | None] = contextvars.ContextVar(
+    "checked_space", default=None
+)
+"""The current call's ``space_id`` as sent and as parsed, set by the auth check."""
+
+
+def space_uuid(value: str, violations: Violations | None = None) -> uuid.UUID:
+    """The ``space_id`` field `value` as a UUID: the one the auth check of this call parsed
+    (no second parse), else parsed here like `parse_uuid`."""
+    checked = checked_space.get()
+    if checked is not None and checked[0] == value:
+        return checked[1]
+    return parse_uuid(value, "space_id", violations)
 
 
 def page_size(value: int, violations: Violations, name: str = "page_size") -> int:

@@ -18,7 +18,7 @@ from stello.idempotency import MAX_REQUEST_ID_CHARS, fingerprint
 from stello.settings import StelloSettings
 from stello.storage.v1 import storage_pb2
 from stello.timestamps import from_timestamp
-from stello.validation import MAX_PAGE_SIZE, label, parse_uuid
+from stello.validation import MAX_PAGE_SIZE, label, parse_uuid, space_uuid
 from storage_service.config import StorageSettings
 from storage_service.convert import (
     ROLE_FROM_PROTO,
@@ -78,7 +78,7 @@ class Target(Protocol):
 def target(request: Target, v: Violations | None = None) -> tuple[uuid.UUID, uuid.UUID]:
     """The (space_id, session_id) of a request; raises for malformed ids unless `v` collects."""
     own = v or Violations()
-    space_id = parse_uuid(request.space_id, "space_id", own)
+    space_id = space_uuid(request.space_id, own)
     session_id = parse_uuid(request.session_id, "session_id", own)
     if v is None:
         own.raise_if_any()

@@ -1,7 +1,7 @@
 """gRPC face of SessionStorage: validate and convert, one service call, convert back.
 
 No SQL, no rules, no try blocks: domain errors raised below are mapped to
-status codes by the kernel's ErrorInterceptor.
+status codes by the kernel's call chain (`stello.interceptors`).
 """
 
 from __future__ import annotations
@@ -11,7 +11,7 @@ import grpc
 from stello.errors import Violations
 from stello.storage.v1 import storage_pb2, storage_pb2_grpc
 from stello.timestamps import timestamp
-from stello.validation import page_size, parse_uuid
+from stello.validation import page_size, space_uuid
 from storage_service import parse
 from storage_service.convert import (
     add_event,
@@ -62,7 +62,7 @@ class SessionStorageServicer(storage_pb2_grpc.SessionStorageServicer):
     ) -> storage_pb2.PutSessionResponse:
         """Replace label and status of an existing session."""
         v = Violations()
-        space_id = parse_uuid(request.space_id, "space_id", v)
+        space_id = space_uuid(request.space_id, v)
         update = parse.meta_update(request.HasField("session"), request.session, "session", v)
         v.raise_if_any()
         meta = await self._service.put_session(space_id, update)
@@ -73,7 +73,7 @@ class SessionStorageServicer(storage_pb2_grpc.SessionStorageServicer):
     ) -> storage_pb2.ListSessionsResponse:
         """One page of the space's committed sessions."""
         v = Violations()
-        space_id = parse_uuid(request.space_id, "space_id", v)
+        space_id = space_uuid(request.space_id, v)
         status = parse.status(request.status, "status", v, allow_unspecified=True)
         size = page_size(request.page_size, v)
         v.raise_if_any()
@@ -204,7 +204,7 @@ class SessionStorageServicer(storage_pb2_grpc.SessionStorageServicer):
     ) -> storage_pb2.BatchGetSlotsResponse:
         """Read the slots of many sessions."""
         v = Violations()
-        space_id = parse_uuid(request.space_id, "space_id", v)
+        space_id = space_uuid(request.space_id, v)
         ids = parse.batch_ids(request.session_ids, v)
         slots = parse.slot_kinds(request.slots, v)
         v.raise_if_any()
@@ -241,7 +241,7 @@ class SessionStorageServicer(storage_pb2_grpc.SessionStorageServicer):
     ) -> storage_pb2.TransactResponse:
         """Preconditions and operations, all or nothing."""
         v = Violations()
-        space_id = parse_uuid(request.space_id, "space_id", v)
+        space_id = space_uuid(request.space_id, v)
         preconditions, operations = self._parse.transact(request, v)
         key = parse.idempotency(request, v)
         v.raise_if_any()
@@ -253,7 +253,7 @@ class SessionStorageServicer(storage_pb2_grpc.SessionStorageServicer):
     ) -> storage_pb2.GetRememberedResultResponse:
         """Read an idempotency entry a RememberResultOp stored."""
         v = Violations()
-        space_id = parse_uuid(request.space_id, "space_id", v)
+        space_id = space_uuid(request.space_id, v)
         parse.remembered_key(request.scope, request.request_id, "", v)
         v.raise_if_any()
         found = await self._service.get_remembered_result(
@@ -270,7 +270,7 @@ class SessionStorageServicer(storage_pb2_grpc.SessionStorageServicer):
     ) -> storage_pb2.ReadEventsResponse:
         """The space's events after a position, in commit order."""
         v = Violations()
-        space_id = parse_uuid(request.space_id, "space_id", v)
+        space_id = space_uuid(request.space_id, v)
         after, limit = parse.read_events(request, v)
         v.raise_if_any()
         rows = await self._events.read(space_id, after, limit)

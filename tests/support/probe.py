@@ -19,12 +19,15 @@ from stello.auth import KeyStore
 from stello.server import ServiceApp
 from stello.settings import StelloSettings
 from stello.storage.v1 import storage_pb2
+from stello.validation import checked_space
 
 SERVICE = "stello.test.v1.Probe"
 ECHO = f"/{SERVICE}/Echo"
 SLOW = f"/{SERVICE}/Slow"
 ADMIN = f"/{SERVICE}/Admin"
 STREAM = f"/{SERVICE}/Stream"
+SLOW_STREAM = f"/{SERVICE}/SlowStream"
+SPACE = f"/{SERVICE}/Space"
 BOOM = f"/{SERVICE}/Boom"
 BOOM_STREAM = f"/{SERVICE}/BoomStream"
 DRIVER = f"/{SERVICE}/Driver"
@@ -50,6 +53,21 @@ async def _slow(request: Request, context: Context) -> Response:
 async def _stream(request: Request, context: Context) -> AsyncIterator[Response]:
     for _ in range(2):
         yield await _echo(request, context)
+
+
+async def _slow_stream(request: Request, context: Context) -> AsyncIterator[Response]:
+    yield await _echo(request, context)
+    await asyncio.sleep(1.5)
+    yield await _echo(request, context)
+
+
+async def _space(request: Request, context: Context) -> Response:
+    """The space the chain handed over: id = parsed, label = as sent (both empty if none)."""
+    checked = checked_space.get()
+    response = storage_pb2.GetSessionResponse()
+    if checked is not None:
+        response.session.label, response.session.id = checked[0], str(checked[1])
+    return response
 
 
 async def _boom(request: Request, context: Context) -> Response:
@@ -98,6 +116,8 @@ def register(server: grpc.aio.Server) -> None:
         "Slow": _handler(_slow),
         "Admin": _handler(_echo),
         "Stream": _stream_handler(_stream),
+        "SlowStream": _stream_handler(_slow_stream),
+        "Space": _handler(_space),
         "Boom": _handler(_boom),
         "BoomStream": _stream_handler(_boom_stream),
         "Driver": _handler(_driver),

@@ -1,0 +1,82 @@
+"""The error boundary (DESIGN §7): what a client is told when a request or a handler fails.
+
+A request that does not parse, or holds what no text or JSON can (U+0000, a
+Struct nested past 16 levels), is INVALID_ARGUMENT naming the field, before
+auth and the handler; domain errors keep their status; a lost database is
+UNAVAILABLE; anything else is INTERNAL "internal error (id ...)", the id,
+method and traceback in the log. Nothing answers UNKNOWN. The call chain
+(`stello.interceptors`) applies these to every call.
+"""
+
+from __future__ import annotations
+
+import logging
+import uuid
+from collections.abc import Callable
+from typing import Any
+
+from google.protobuf.descriptor import Descriptor
+
+from stello.db import CONNECTION_ERRORS, UNAVAILABLE_MESSAGE
+from stello.errors import FieldViolation, Internal, InvalidArgument, StelloError, Unavailable
+from stello.validation import request_violations
+from stello.wire import locate_parse_failure
+
+log = logging.getLogger("stello.rpc")
+
+
+class Unparsed:
+    """A request whose bytes did not parse, carried to the boundary that refuses it."""
+
+    __slots__ = ("violation",)
+
+    def __init__(self, violation: FieldViolation) -> None:
+        self.violation = violation
+
+
+def request_descriptor(deserialize: Callable[[bytes], Any] | None) -> Descriptor | None:
+    """The message type a method's deserializer (``Message.FromString``) builds, if known."""
+    owner = getattr(deserialize, "__self__", None)
+    descriptor = getattr(owner, "DESCRIPTOR", None)
+    return descriptor if isinstance(descriptor, Descriptor) else None
+
+
+def tolerant(deserialize: Callable[[bytes], Any] | None) -> Callable[[bytes], Any] | None:
+    """`deserialize`, answering an `Unparsed` instead of raising (grpc would say UNKNOWN)."""
+    if deserialize is None:
+        return None
+    descriptor = request_descriptor(deserialize)
+
+    def parse(data: bytes) -> Any:
+        try:
+            return deserialize(data)
+        except Exception as exc:  # DecodeError, RecursionError: bytes we cannot read
+            if descriptor is None:
+                return Unparsed(FieldViolation("request", f"does not parse: {exc}"))
+            return Unparsed(locate_parse_failure(descriptor, data))
+
+    return parse
+
+
+def check_request(request: Any) -> None:
+    """Refuse a request that did not parse or holds what cannot be stored (InvalidArgument)."""
+    if isinstance(request, Unparsed):
+        violation = request.violation
+        raise InvalidArgument(f"{violation.field}: {violation.description}", [violation])
+    if hasattr(request, "ListFields"):
+        found = request_violations(request)
+        if found:
+            summary = "; ".join(f"{v.field}: {v.description}" for v in found)
+            raise InvalidArgument(f"invalid request: {summary}", found)
+
+
+def client_error(exc: Exception, method: str) -> StelloError:
+    """What the client is told of `exc`; internals go to the log only, under an error id."""
+    if isinstance(exc, StelloError) and not isinstance(exc, Internal):
+        return exc
+    if isinstance(exc, CONNECTION_ERRORS):
+        log.warning("%s: database unavailable: %s: %s", method, exc.__class__.__name__, exc)
+        return Unavailable(UNAVAILABLE_MESSAGE)
+    error_id = uuid.uuid4().hex[:16]
+    log.error("internal error (id %s) in %s", error_id, method, exc_info=exc)
+    return Internal(f"internal error (id {error_id})")

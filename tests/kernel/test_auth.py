@@ -1,0 +1,62 @@
+"""The key store's principal cache: a hit needs no SQL, the TTL bounds the revocation lag."""
+
+from __future__ import annotations
+
+import asyncpg
+import pytest
+
+from stello.auth import KeyStore
+from tests.support.fixtures import TestSpace
+
+pytestmark = pytest.mark.sql
+
+REVOKE_IN_SQL = "UPDATE api_keys SET revoked_at = now() WHERE id = $1"
+
+
+class Clock:
+    """A monotonic clock the test moves by hand."""
+
+    def __init__(self) -> None:
+        self.now = 1000.0
+
+    def __call__(self) -> float:
+        return self.now
+
+
+class TestPrincipalCache:
+    async def test_cached_for_the_ttl(self, pool: asyncpg.Pool, space: TestSpace) -> None:
+        """A key revoked behind the cache's back still resolves until its TTL ends, then not."""
+        clock = Clock()
+        keys = KeyStore(pool, cache_ttl_s=5, clock=clock)
+        first = await keys.resolve(space.key)
+        assert first is not None and first.space_id == space.id
+        await pool.execute(REVOKE_IN_SQL, space.key_id)
+        clock.now += 4.9
+        assert await keys.resolve(space.key) == first  # a hit: no lookup saw the revocation
+        clock.now += 0.1
+        assert await keys.resolve(space.key) is None
+
+    async def test_revoke_takes_effect_at_once(self, pool: asyncpg.Pool, space: TestSpace) -> None:
+        """Revoking through the store drops its cached principals: the next call fails."""
+        keys = KeyStore(pool, cache_ttl_s=5, clock=Clock())
+        assert await keys.resolve(space.key) is not None
+        assert await keys.revoke(space.key_id)
+        assert await keys.resolve(space.key) is None
+
+    async def test_keys_are_cached_apart(
+        self, pool: asyncpg.Pool, space: TestSpace, other_space: TestSpace
+    ) -> None:
+        """Each cached key answers its own principal; an unknown key stays unknown."""
+        keys = KeyStore(pool, cache_ttl_s=5, clock=Clock())
+        for _ in range(2):
+            mine, theirs = await keys.resolve(space.key), await keys.resolve(other_space.key)
+            assert mine is not None and mine.space_id == space.id
+            assert theirs is not None and theirs.space_id == other_space.id
+            assert await keys.resolve(space.key + "x") is None
+
+    async def test_ttl_zero_never_caches(self, pool: asyncpg.Pool, space: TestSpace) -> None:
+        """With STELLO_AUTH_CACHE_TTL_S=0 every call looks the key up (revocation at once)."""
+        keys = KeyStore(pool, cache_ttl_s=0, clock=Clock())
+        assert await keys.resolve(space.key) is not None
+        await pool.execute(REVOKE_IN_SQL, space.key_id)
+        assert await keys.resolve(space.key) is None
