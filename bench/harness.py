@@ -86,9 +86,31 @@ async def wait_for_stdin_close() -> None:
     await asyncio.get_running_loop().run_in_executor(None, sys.stdin.read)
 
 
+@dataclass(frozen=True, slots=True)
+class Served:
+    """A server process a benchmark started: where it listens and its pid."""
+
+    address: str
+    pid: int
+
+
+def cpu_seconds(pid: int) -> float:
+    """User plus system CPU time process `pid` (all its threads) has used so far."""
+    stat = Path(f"/proc/{pid}/stat").read_text()
+    fields = stat[stat.rindex(")") + 2 :].split()  # after "pid (comm) "; field 3 is fields[0]
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
 @asynccontextmanager
 async def server_process(script: str, *args: str) -> AsyncIterator[str]:
     """Run ``script serve ARGS`` (which prints ``PORT n``); yield its address; stop it on exit."""
+    async with served_process(script, *args) as served:
+        yield served.address
+
+
+@asynccontextmanager
+async def served_process(script: str, *args: str) -> AsyncIterator[Served]:
+    """`server_process`, yielding the address and the pid (for its CPU time)."""
     process = await asyncio.create_subprocess_exec(
         sys.executable,
         script,
@@ -102,7 +124,7 @@ async def server_process(script: str, *args: str) -> AsyncIterator[str]:
     if not line.startswith("PORT "):
         raise RuntimeError(f"{args[0] if args else script} server did not start: {line!r}")
     try:
-        yield f"127.0.0.1:{line.split()[1]}"
+        yield Served(f"127.0.0.1:{line.split()[1]}", process.pid)
     finally:
         process.stdin.close()
         await process.wait()

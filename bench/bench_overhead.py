@@ -1,0 +1,556 @@
+"""Per-call overhead: our servers' CPU per call against bare grpc.aio servers, same SQL, same hops.
+
+Measured in one run (DESIGN §9: per hop, server CPU <= 1.3x the bare server's):
+
+- storage AppendRecords of one record (1 hop, one statement: APPEND_RECORDS_ALONE);
+- tree GetNode (1 hop, GET_NODE);
+- the gateway's GetSession (5 hops: the gateway, then storage GetSession and
+  BatchGetSlots and tree GetNode and GetConfig in parallel, each one statement).
+
+Ours are the real storage, tree and gateway; the bare ones are grpc.aio servers
+with one plain handler per method (no interceptor, auth, validation or domain
+layer) running the same SQL constants and answering the same messages. Each
+server is its own process (uvloop, the same pool); the client runs here. A
+scenario makes a fixed number of calls at a fixed concurrency after a warm-up,
+and its CPU is the user + system time (/proc/<pid>/stat, every thread) of the
+server processes the call reaches, over that many calls. Ours and bare take
+turns, in alternating order, round after round, and the CPU of all rounds is
+summed per kind (a busy moment of a shared machine falls on both alike); the
+spread of the per-round ratios is printed beside it.
+
+    python bench/bench_overhead.py [--calls 1000] [--concurrency 16] [--rounds 8]
+
+Uses STELLO_BENCH_DATABASE_URL when set (a database it may fill), else starts
+the embedded PostgreSQL in a temporary folder and deletes it afterwards.
+Not part of the test run.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import os
+import statistics
+import sys
+import time
+import uuid
+import warnings
+from collections.abc import Awaitable, Callable
+from contextlib import AsyncExitStack
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import asyncpg
+import grpc
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+
+from harness import Served, cpu_seconds, database, served_process, wait_for_stdin_close
+
+from agent_gateway.app import create_app as gateway_app
+from agent_gateway.config import GatewaySettings
+from stello.agent.v1 import agent_pb2, agent_pb2_grpc
+from stello.auth import KeyStore
+from stello.channels import open_channel
+from stello.common.v1 import common_pb2
+from stello.db import create_pool
+from stello.runner import event_loop_factory
+from stello.server import ServiceApp, create_server, shutdown
+from stello.settings import StelloSettings
+from stello.storage.v1 import storage_pb2, storage_pb2_grpc
+from stello.timestamps import set_timestamp
+from stello.tree.v1 import tree_pb2, tree_pb2_grpc
+from storage_service.app import create_app as storage_app
+from storage_service.repository import APPEND_RECORDS_ALONE, GET_SESSION
+from storage_service.slot_repository import BATCH_GET_SLOTS
+from tree_service import sql
+from tree_service.app import create_app as tree_app
+
+CONTENT = "benchmark record " * 6  # ~100 bytes, a short chat message
+STATUS = {
+    "active": common_pb2.SESSION_STATUS_ACTIVE,
+    "archived": common_pb2.SESSION_STATUS_ARCHIVED,
+}
+ROLE = {common_pb2.RECORD_ROLE_USER: "user"}
+SERVICES = ("storage", "tree", "gateway")
+SCRIPT = str(Path(__file__).resolve())
+
+
+def _settings(dsn: str) -> StelloSettings:
+    return StelloSettings(
+        database_url=dsn, db_pool_min_size=10, db_pool_max_size=10, auth_cache_ttl_s=60
+    )
+
+
+# ---------------------------------------------------------------- bare servers
+
+
+def _server(service: str, handlers: dict[str, Any]) -> tuple[grpc.aio.Server, int]:
+    server = grpc.aio.server()
+    server.add_generic_rpc_handlers([grpc.method_handlers_generic_handler(service, handlers)])
+    return server, server.add_insecure_port("127.0.0.1:0")
+
+
+def _unary(behaviour: Any, request: Any, response: Any) -> grpc.RpcMethodHandler[Any, Any]:
+    return grpc.unary_unary_rpc_method_handler(
+        behaviour,
+        request_deserializer=request.FromString,
+        response_serializer=response.SerializeToString,
+    )
+
+
+def _text(value: uuid.UUID | None) -> str | None:
+    return None if value is None else str(value)
+
+
+def bare_storage(pool: asyncpg.Pool) -> tuple[grpc.aio.Server, int]:
+    """AppendRecords, GetSession and BatchGetSlots with storage's SQL."""
+
+    async def append(request: Any, context: Any) -> storage_pb2.AppendRecordsResponse:
+        records = request.records
+        none = [None] * len(records)
+        async with pool.acquire() as con:
+            rows = await con.fetch(
+                APPEND_RECORDS_ALONE,
+                uuid.UUID(request.space_id),
+                uuid.UUID(request.session_id),
+                len(records),
+                [ROLE[r.role] for r in records],
+                [r.content for r in records],
+                none,
+                none,
+                none,
+                none,
+            )
+        reply = storage_pb2.AppendRecordsResponse()
+        for row, record in zip(rows, records, strict=True):
+            message = reply.records.add(seq=row["seq"], role=record.role, content=record.content)
+            set_timestamp(message.created_at, row["created_at"])
+        return reply
+
+    async def get_session(request: Any, context: Any) -> storage_pb2.GetSessionResponse:
+        async with pool.acquire() as con:
+            row = await con.fetchrow(
+                GET_SESSION, uuid.UUID(request.space_id), uuid.UUID(request.session_id)
+            )
+        assert row is not None
+        reply = storage_pb2.GetSessionResponse()
+        meta = reply.session
+        meta.id, meta.label, meta.status = str(row["id"]), row["label"], STATUS[row["status"]]
+        meta.turn_count = row["turn_count"]
+        set_timestamp(meta.created_at, row["created_at"])
+        set_timestamp(meta.updated_at, row["updated_at"])
+        set_timestamp(meta.last_active_at, row["last_active_at"])
+        return reply
+
+    async def batch_get_slots(request: Any, context: Any) -> storage_pb2.BatchGetSlotsResponse:
+        ids = [uuid.UUID(i) for i in request.session_ids]
+        async with pool.acquire() as con:
+            rows = await con.fetch(
+                BATCH_GET_SLOTS, uuid.UUID(request.space_id), ids, True, True, True
+            )
+        reply = storage_pb2.BatchGetSlotsResponse()
+        for row in rows:
+            slots = reply.slots.add(session_id=str(row["session_id"]))
+            for name in ("system_prompt", "memory", "insight"):
+                if row[name] is not None:
+                    setattr(slots, name, row[name])
+        return reply
+
+    return _server(
+        "stello.storage.v1.SessionStorage",
+        {
+            "AppendRecords": _unary(
+                append, storage_pb2.AppendRecordsRequest, storage_pb2.AppendRecordsResponse
+            ),
+            "GetSession": _unary(
+                get_session, storage_pb2.GetSessionRequest, storage_pb2.GetSessionResponse
+            ),
+            "BatchGetSlots": _unary(
+                batch_get_slots,
+                storage_pb2.BatchGetSlotsRequest,
+                storage_pb2.BatchGetSlotsResponse,
+            ),
+        },
+    )
+
+
+def bare_tree(pool: asyncpg.Pool) -> tuple[grpc.aio.Server, int]:
+    """GetNode and GetConfig with the tree's SQL."""
+
+    async def get_node(request: Any, context: Any) -> tree_pb2.GetNodeResponse:
+        async with pool.acquire() as con:
+            row = await con.fetchrow(
+                sql.GET_NODE, uuid.UUID(request.space_id), uuid.UUID(request.session_id)
+            )
+        assert row is not None
+        return tree_pb2.GetNodeResponse(
+            node=common_pb2.TopologyNode(
+                id=str(row["id"]),
+                parent_id=_text(row["parent_id"]),
+                children=[str(c) for c in row["children"]],
+                refs=[str(r) for r in row["refs"]],
+                depth=row["depth"],
+                index=row["sibling_index"] or 0,
+                label=row["label"],
+                source_session_id=_text(row["source_session_id"]),
+                status=STATUS[row["status"]],
+            )
+        )
+
+    async def get_config(request: Any, context: Any) -> tree_pb2.GetConfigResponse:
+        async with pool.acquire() as con:
+            config = await con.fetchval(
+                sql.GET_CONFIG, uuid.UUID(request.space_id), uuid.UUID(request.session_id)
+            )
+        assert config is None  # the benchmark's session has none
+        return tree_pb2.GetConfigResponse()
+
+    return _server(
+        "stello.tree.v1.SessionTree",
+        {
+            "GetNode": _unary(get_node, tree_pb2.GetNodeRequest, tree_pb2.GetNodeResponse),
+            "GetConfig": _unary(get_config, tree_pb2.GetConfigRequest, tree_pb2.GetConfigResponse),
+        },
+    )
+
+
+class BareGateway:
+    """GetSession as the same four parallel calls to the bare storage and tree servers."""
+
+    def __init__(self, storage: str, tree: str) -> None:
+        self._channels = [open_channel(storage), open_channel(tree)]
+        self.storage = storage_pb2_grpc.SessionStorageStub(self._channels[0])
+        self.tree = tree_pb2_grpc.SessionTreeStub(self._channels[1])
+
+    async def close(self) -> None:
+        """Close both channels."""
+        for channel in self._channels:
+            await channel.close()
+
+    async def get_session(self, request: Any, context: Any) -> agent_pb2.GetSessionResponse:
+        space, session = request.space_id, request.session_id
+        node, meta, config, slots = await asyncio.gather(
+            self.tree.GetNode(tree_pb2.GetNodeRequest(space_id=space, session_id=session)),
+            self.storage.GetSession(
+                storage_pb2.GetSessionRequest(space_id=space, session_id=session)
+            ),
+            self.tree.GetConfig(tree_pb2.GetConfigRequest(space_id=space, session_id=session)),
+            self.storage.BatchGetSlots(
+                storage_pb2.BatchGetSlotsRequest(space_id=space, session_ids=[session])
+            ),
+        )
+        view = agent_pb2.SessionView(
+            node=node.node,
+            turn_count=meta.session.turn_count,
+            created_at=meta.session.created_at,
+            updated_at=meta.session.updated_at,
+            last_active_at=meta.session.last_active_at,
+        )
+        if config.HasField("config"):
+            view.config.CopyFrom(config.config)
+        found = slots.slots[0]
+        for name in ("system_prompt", "memory", "insight"):
+            if found.HasField(name):
+                setattr(view, name, getattr(found, name))
+        return agent_pb2.GetSessionResponse(session=view)
+
+    def server(self) -> tuple[grpc.aio.Server, int]:
+        """A bare AgentGateway server answering GetSession."""
+        return _server(
+            "stello.agent.v1.AgentGateway",
+            {
+                "GetSession": _unary(
+                    self.get_session, agent_pb2.GetSessionRequest, agent_pb2.GetSessionResponse
+                )
+            },
+        )
+
+
+# ---------------------------------------------------------------- serving
+
+
+async def serve(kind: str, service: str, dsn: str, storage: str, tree: str) -> None:
+    """Serve one of the six servers on a free port, print it, run until stdin closes."""
+    settings = _settings(dsn)
+    async with AsyncExitStack() as stack:
+        pool = await stack.enter_async_context(create_pool(dsn, settings))
+        app: ServiceApp | None = None
+        if kind == "ours":
+            keys = KeyStore(pool, settings.auth_cache_ttl_s)
+            if service == "storage":
+                app = storage_app(settings, pool, keys)
+            elif service == "tree":
+                app = tree_app(settings, pool, keys)
+            else:
+                config = GatewaySettings(storage_address=storage, tree_address=tree)
+                app = gateway_app(settings, pool, keys, config)
+            server, port = await create_server(app, "127.0.0.1:0")
+        elif service == "gateway":
+            gateway = BareGateway(storage, tree)
+            stack.push_async_callback(gateway.close)
+            server, port = gateway.server()
+        else:
+            server, port = (bare_storage if service == "storage" else bare_tree)(pool)
+        await server.start()
+        print(f"PORT {port}", flush=True)
+        await wait_for_stdin_close()
+        if app is not None:
+            await shutdown(app, server, 1)
+        else:
+            await server.stop(1)
+
+
+# ---------------------------------------------------------------- data
+
+
+@dataclass(frozen=True, slots=True)
+class Fixture:
+    """A space and its key, sessions to append to, one session to read (with slots)."""
+
+    space_id: str
+    key: str
+    append_sessions: list[str]
+    read_session: str
+
+
+INSERT_SESSION = """
+INSERT INTO sessions (space_id, id, root_id, sibling_index, label)
+VALUES ($1, $2, $2, 0, 'bench')
+"""
+
+
+async def seed(dsn: str) -> Fixture:
+    """A fresh space with 64 empty sessions and one with a system prompt and a memory."""
+    async with create_pool(dsn, _settings(dsn)) as pool:
+        tag = uuid.uuid4().hex[:8]
+        created = await KeyStore(pool, 0).create_key(space=f"bench-{tag}", principal=f"bench-{tag}")
+        assert created.space_id is not None
+        space = created.space_id
+        appenders = [uuid.uuid4() for _ in range(64)]
+        reader = uuid.uuid4()
+        async with pool.acquire() as con:
+            await con.executemany(INSERT_SESSION, [(space, s) for s in [*appenders, reader]])
+            await con.execute(
+                "INSERT INTO session_slots (space_id, session_id, system_prompt, memory) "
+                "VALUES ($1, $2, $3, $4)",
+                space,
+                reader,
+                "You are a helpful assistant. " * 20,
+                "the user likes short answers",
+            )
+            await con.execute("ANALYZE sessions; ANALYZE session_slots")
+    return Fixture(str(space), created.secret, [str(s) for s in appenders], str(reader))
+
+
+# ---------------------------------------------------------------- measuring
+
+Call = Callable[[int], Awaitable[Any]]
+
+
+@dataclass(frozen=True, slots=True)
+class Sample:
+    """One scenario's run against one kind: calls, wall time, server CPU."""
+
+    calls: int
+    seconds: float
+    cpu_s: float
+
+    @property
+    def cpu_us_per_call(self) -> float:
+        """Server CPU per call, in microseconds."""
+        return self.cpu_s / self.calls * 1e6
+
+    @property
+    def rps(self) -> float:
+        """Calls per second."""
+        return self.calls / self.seconds
+
+    @staticmethod
+    def total(runs: list[Sample]) -> Sample:
+        """The runs taken together."""
+        return Sample(
+            sum(r.calls for r in runs), sum(r.seconds for r in runs), sum(r.cpu_s for r in runs)
+        )
+
+
+async def run_calls(call: Call, concurrency: int, total: int) -> None:
+    """`total` calls, `concurrency` at a time."""
+    remaining = iter(range(total))
+
+    async def worker(index: int) -> None:
+        for _ in remaining:
+            await call(index)
+
+    await asyncio.gather(*(worker(i) for i in range(concurrency)))
+
+
+async def measure_once(call: Call, pids: list[int], concurrency: int, total: int) -> Sample:
+    """Warm up, then `total` calls; the CPU the processes `pids` spent on them."""
+    await run_calls(call, concurrency, max(200, total // 10))
+    before = sum(cpu_seconds(pid) for pid in pids)
+    started = time.perf_counter()
+    await run_calls(call, concurrency, total)
+    elapsed = time.perf_counter() - started
+    return Sample(total, elapsed, sum(cpu_seconds(pid) for pid in pids) - before)
+
+
+def scenario_calls(
+    channels: dict[str, grpc.aio.Channel], fx: Fixture
+) -> dict[str, tuple[Call, tuple[str, ...]]]:
+    """Each scenario's call and the services it reaches (whose CPU counts)."""
+    storage = storage_pb2_grpc.SessionStorageStub(channels["storage"])
+    tree = tree_pb2_grpc.SessionTreeStub(channels["tree"])
+    gateway = agent_pb2_grpc.AgentGatewayStub(channels["gateway"])
+    record = common_pb2.Record(role=common_pb2.RECORD_ROLE_USER, content=CONTENT)
+
+    async def append(index: int) -> Any:
+        session = fx.append_sessions[index % len(fx.append_sessions)]
+        return await storage.AppendRecords(
+            storage_pb2.AppendRecordsRequest(
+                space_id=fx.space_id, session_id=session, records=[record]
+            )
+        )
+
+    async def get_node(index: int) -> Any:
+        return await tree.GetNode(
+            tree_pb2.GetNodeRequest(space_id=fx.space_id, session_id=fx.read_session)
+        )
+
+    async def get_session(index: int) -> Any:
+        reply = await gateway.GetSession(
+            agent_pb2.GetSessionRequest(space_id=fx.space_id, session_id=fx.read_session)
+        )
+        assert reply.session.memory
+        return reply
+
+    return {
+        "storage AppendRecords": (append, ("storage",)),
+        "tree GetNode": (get_node, ("tree",)),
+        "gateway GetSession": (get_session, SERVICES),
+    }
+
+
+HOPS = {"storage AppendRecords": 1, "tree GetNode": 1, "gateway GetSession": 5}
+
+
+async def start_kind(stack: AsyncExitStack, kind: str, dsn: str) -> dict[str, Served]:
+    """The storage, tree and gateway processes of `kind` (ours or bare)."""
+    storage = await stack.enter_async_context(
+        served_process(SCRIPT, kind, "storage", dsn, "-", "-")
+    )
+    tree = await stack.enter_async_context(served_process(SCRIPT, kind, "tree", dsn, "-", "-"))
+    gateway = await stack.enter_async_context(
+        served_process(SCRIPT, kind, "gateway", dsn, storage.address, tree.address)
+    )
+    return {"storage": storage, "tree": tree, "gateway": gateway}
+
+
+async def measure(
+    dsn: str, fx: Fixture, total: int, concurrency: int, rounds: int
+) -> dict[tuple[str, str], list[Sample]]:
+    """Every scenario on both kinds, `rounds` times, the two kinds taking turns (in
+    alternating order) so that a busy moment of the machine falls on both alike."""
+    samples: dict[tuple[str, str], list[Sample]] = {}
+    async with AsyncExitStack() as stack:
+        servers = {kind: await start_kind(stack, kind, dsn) for kind in ("bare", "ours")}
+        calls = {}
+        for kind, served in servers.items():
+            channels = {
+                name: open_channel(s.address, key=fx.key if kind == "ours" else None)
+                for name, s in served.items()
+            }
+            for channel in channels.values():
+                stack.push_async_callback(channel.close)
+            calls[kind] = scenario_calls(channels, fx)
+        for name in HOPS:
+            for index in range(rounds):
+                kinds = ("bare", "ours") if index % 2 == 0 else ("ours", "bare")
+                for kind in kinds:
+                    call, reached = calls[kind][name]
+                    pids = [servers[kind][service].pid for service in reached]
+                    sample = await measure_once(call, pids, concurrency, total)
+                    samples.setdefault((name, kind), []).append(sample)
+            bare = Sample.total(samples[(name, "bare")])
+            ours = Sample.total(samples[(name, "ours")])
+            print(
+                f"  {name:22} bare {bare.cpu_us_per_call:5.0f} µs, ours "
+                f"{ours.cpu_us_per_call:5.0f} µs server CPU per call (rounds: "
+                + " ".join(f"{r:.2f}x" for r in round_ratios(samples, name))
+                + ")",
+                flush=True,
+            )
+    return samples
+
+
+def round_ratios(samples: dict[tuple[str, str], list[Sample]], name: str) -> list[float]:
+    """ours / bare CPU per call of each round of `name`."""
+    return [
+        ours.cpu_us_per_call / bare.cpu_us_per_call
+        for bare, ours in zip(samples[(name, "bare")], samples[(name, "ours")], strict=True)
+    ]
+
+
+def report(samples: dict[tuple[str, str], list[Sample]], concurrency: int) -> None:
+    """The table: server CPU per call and per hop, ours against bare, and throughput."""
+    print()
+    print(
+        f"{'scenario':22} {'hops':>4} {'bare µs':>8} {'ours µs':>8} {'ours/bare':>9} "
+        f"{'rounds min-max':>15} {'per hop bare/ours µs':>21} {'calls/s bare/ours':>18}"
+    )
+    ratios = []
+    for name, hops in HOPS.items():
+        bare = Sample.total(samples[(name, "bare")])
+        ours = Sample.total(samples[(name, "ours")])
+        ratio = ours.cpu_us_per_call / bare.cpu_us_per_call
+        ratios.append(ratio)
+        spread = round_ratios(samples, name)
+        per_hop = f"{bare.cpu_us_per_call / hops:.0f}/{ours.cpu_us_per_call / hops:.0f}"
+        print(
+            f"{name:22} {hops:>4} {bare.cpu_us_per_call:>8.0f} {ours.cpu_us_per_call:>8.0f} "
+            f"{ratio:>8.2f}x {f'{min(spread):.2f}-{max(spread):.2f}x':>15} {per_hop:>21} "
+            f"{bare.rps:>8.0f}/{ours.rps:<8.0f}"
+        )
+    print(
+        f"target per hop <= 1.3x: worst {max(ratios):.2f}x, geometric mean "
+        f"{statistics.geometric_mean(ratios):.2f}x (concurrency {concurrency}; "
+        f"cpus: {os.cpu_count()}, client, servers and PostgreSQL share them)"
+    )
+
+
+async def run(total: int, concurrency: int, rounds: int) -> None:
+    """Seed, measure both kinds, report."""
+    async with database() as dsn:
+        fx = await seed(dsn)
+        samples = await measure(dsn, fx, total, concurrency, rounds)
+        report(samples, concurrency)
+
+
+def main() -> None:
+    """Command line: run the benchmark, or (internally) serve one of its servers."""
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0] if __doc__ else None)
+    sub = parser.add_subparsers(dest="command")
+    serve_cmd = sub.add_parser("serve")
+    serve_cmd.add_argument("kind", choices=["ours", "bare"])
+    serve_cmd.add_argument("service", choices=SERVICES)
+    serve_cmd.add_argument("dsn")
+    serve_cmd.add_argument("storage")
+    serve_cmd.add_argument("tree")
+    parser.add_argument("--calls", type=int, default=1000, help="per round and kind")
+    parser.add_argument("--concurrency", type=int, default=16)
+    parser.add_argument("--rounds", type=int, default=8, help="turns each kind takes")
+    args = parser.parse_args()
+    # platformdirs warns when XDG_RUNTIME_DIR is unset (containers); the embedded server reads it.
+    warnings.filterwarnings("ignore", message=".*XDG_RUNTIME_DIR.*")
+    coroutine = (
+        serve(args.kind, args.service, args.dsn, args.storage, args.tree)
+        if args.command == "serve"
+        else run(args.calls, args.concurrency, args.rounds)
+    )
+    with asyncio.Runner(loop_factory=event_loop_factory()) as runner:
+        runner.run(coroutine)
+
+
+if __name__ == "__main__":
+    main()
