@@ -260,9 +260,9 @@ class CallChain(grpc.aio.ServerInterceptor):
         """Read the metadata once: set the request id, answer the authorization header."""
         header = request_id = ""
         for key, value in context.invocation_metadata() or ():
-            if key == "authorization":
+            if key == "authorization" and not header:  # the first of each counts
                 header = str(value)
-            elif key == "x-request-id":
+            elif key == "x-request-id" and not request_id:
                 request_id = str(value)
         request_id_var.set(request_id or self._ids.new())
         return header
