@@ -387,6 +387,11 @@ class AgentGatewayServicer:
         - FAILED_PRECONDITION, reason SESSION_ARCHIVED: the session is archived.
         - ABORTED, reason TURN_IN_PROGRESS: another turn holds the lease
         (including the first call of the same request_id still running).
+        A live turn's lease is renewed while it runs; one whose gateway died
+        or lost storage ends within STELLO_GATEWAY_TURN_LEASE_TTL_S. Retry
+        after a pause with the same request_id: it answers the first call's
+        turn once committed, or takes over its ended lease (a fork made by
+        the built-in tool in the first attempt is not made again).
         - ABORTED, reason CONCURRENT_MODIFICATION: the commit's preconditions
         failed (the lease expired and was taken over); nothing was written.
         - RESOURCE_EXHAUSTED, reason TOOL_ROUNDS_EXCEEDED: the built-in tool loop
