@@ -61,6 +61,27 @@ class TestRenewal:
         lease = await pool.fetchrow(LEASE, stack.space.id, uuid.UUID(root.id))
         assert lease is not None and lease["turn_token"] is None
 
+    async def test_a_turn_past_its_maximum_loses_the_lease(
+        self, make_stack: StackMaker, pool: asyncpg.Pool
+    ) -> None:
+        """Renewals stop at STELLO_GATEWAY_TURN_MAX_S: a turn still running a TTL later has
+        lost its lease to the next turn, and its commit is ABORTED, writing nothing."""
+        gate = asyncio.Event()
+        spy = SpyProvider(gate=gate)
+        stack = await make_stack(spy, turn_lease_ttl_s=1, turn_max_s=0.5)
+        root = await stack.root()
+        turn = asyncio.ensure_future(send(stack, root.id, "endless"))
+        await spy.started.wait()
+        await asyncio.sleep(2.5)  # past the maximum and one more TTL
+        request = storage_pb2.BeginTurnRequest(
+            space_id=stack.space.sid, session_id=root.id, ttl_s=30
+        )
+        assert (await stack.storage.BeginTurn(request)).token
+        gate.set()
+        error = await rpc_error(turn)
+        assert error_info_reason(error) == "CONCURRENT_MODIFICATION"
+        assert await stack.records(root.id) == []
+
 
 class TestBuiltinForkOnce:
     async def test_a_retried_turn_repeats_its_fork(
