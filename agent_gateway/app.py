@@ -182,6 +182,7 @@ def create_app(
     saga = ProvisioningSaga(
         clients.tree, clients.storage, faults or faults_from_setting(config.fault)
     )
+    sizes = SizeLimits(settings.max_record_bytes, settings.max_slot_bytes)
     creator = SessionCreator(
         clients.tree,
         clients.storage,
@@ -191,7 +192,7 @@ def create_app(
         config.saga_budget_s,
         summarizer,
         prompts=prompts,
-        limits=SizeLimits(settings.max_record_bytes, settings.max_slot_bytes),
+        limits=sizes,
     )
     session_prompts = SessionPrompts(clients.tree, prompts)
     sessions = SessionService(clients.tree, clients.storage)
@@ -237,6 +238,7 @@ def create_app(
         importer,
         keys,
         limits=ContentLimits(config.max_content_bytes, settings.max_record_bytes),
+        sizes=sizes,
     )
 
     def register(server: grpc.aio.Server) -> None:
