@@ -232,6 +232,8 @@ async def test_entry_points_serve_from_the_virtualenv(
         **ports,
         STELLO_GATEWAY_STORAGE_ADDRESS=f"127.0.0.1:{storage_port}",
         STELLO_GATEWAY_TREE_ADDRESS=f"127.0.0.1:{tree_port}",
+        # A fast OK call is logged at DEBUG unless access lines are asked for.
+        STELLO_ACCESS_LOG="1",
     )
     gateway_port = await gateway.port()
     for port in (storage_port, tree_port, gateway_port):
