@@ -3,7 +3,8 @@
 It composes the storage and tree services over gRPC only (`clients`), never
 touching tables; CreateRoot and Fork run as a provisioning saga (`saga`);
 Send, SendStream and SubmitToolResults run as leased turns committed in one
-storage Transact (`turns`); Consolidate rewrites memory (`consolidation`). The
+storage Transact (`turns`), under leases kept alive while they run
+(`lease_keeper`); Consolidate rewrites memory (`consolidation`). The
 texts the gateway adds to model calls are one configured set
 (`prompt_config`, `llm.prompt_texts`).
 """
@@ -14,6 +15,7 @@ from agent_gateway.compose import ConfigLayer, ContextMode, PromptMode, Summariz
 from agent_gateway.config import GatewaySettings
 from agent_gateway.consolidation import Consolidator
 from agent_gateway.faults import FAULT_POINTS, ExitFaults, Faults, NoFaults
+from agent_gateway.lease_keeper import LeaseKeeper, LeaseTimes
 from agent_gateway.profiles import Profile, ProfileRegistry, load_profiles
 from agent_gateway.prompt_config import SessionPrompts, load_prompts
 from agent_gateway.reconcile import reconcile
@@ -34,6 +36,8 @@ __all__ = [
     "GatewayClients",
     "GatewaySettings",
     "LazyProvider",
+    "LeaseKeeper",
+    "LeaseTimes",
     "NoFaults",
     "Profile",
     "ProfileRegistry",

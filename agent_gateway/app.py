@@ -16,6 +16,7 @@ from agent_gateway.consolidation import Consolidator
 from agent_gateway.faults import Faults, faults_from_setting
 from agent_gateway.forks import SessionCreator, SizeLimits
 from agent_gateway.imports import SessionImporter
+from agent_gateway.lease_keeper import LeaseKeeper, LeaseTimes
 from agent_gateway.llm import (
     Completion,
     LLMMessage,
@@ -181,6 +182,7 @@ def create_app(
     saga = ProvisioningSaga(
         clients.tree, clients.storage, faults or faults_from_setting(config.fault)
     )
+    sizes = SizeLimits(settings.max_record_bytes, settings.max_slot_bytes)
     creator = SessionCreator(
         clients.tree,
         clients.storage,
@@ -190,7 +192,7 @@ def create_app(
         config.saga_budget_s,
         summarizer,
         prompts=prompts,
-        limits=SizeLimits(settings.max_record_bytes, settings.max_slot_bytes),
+        limits=sizes,
     )
     session_prompts = SessionPrompts(clients.tree, prompts)
     sessions = SessionService(clients.tree, clients.storage)
@@ -207,6 +209,8 @@ def create_app(
         every_n_turns=config.consolidate_every_n_turns,
         registry=registry,
     )
+    times = LeaseTimes(config.turn_lease_ttl_s, config.turn_max_s, backoff_s=config.retry_backoff_s)
+    leases = LeaseKeeper(clients.storage, times)
     turns = TurnService(
         clients.storage,
         provider,
@@ -214,7 +218,7 @@ def create_app(
         consolidator,
         session_prompts,
         max_tool_rounds=config.max_tool_rounds,
-        lease_ttl_s=config.turn_lease_ttl_s,
+        leases=leases,
     )
     watchers = Watchers(
         clients.storage, config.watch_poll_interval_s, ring_events=config.watch_ring_events
@@ -234,6 +238,7 @@ def create_app(
         importer,
         keys,
         limits=ContentLimits(config.max_content_bytes, settings.max_record_bytes),
+        sizes=sizes,
     )
 
     def register(server: grpc.aio.Server) -> None:
@@ -247,8 +252,9 @@ def create_app(
         keys=keys,
         settings=settings,
         metrics_port=config.metrics_port,
-        # Stopped in reverse: consolidations in flight finish before the provider closes.
-        background=(*owned, consolidator, watchers),
+        # Stopped in reverse: consolidations in flight finish before the provider
+        # closes; releases still being retried get a moment before the channels close.
+        background=(*owned, consolidator, leases, watchers),
     )
     apps.append(app)
     return app

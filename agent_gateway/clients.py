@@ -214,6 +214,19 @@ class StorageClient(ServiceClient):
         )
         return reply.released
 
+    async def renew_turn(
+        self, caller: Caller, space_id: UUID, session_id: UUID, token: str, ttl_s: int
+    ) -> bool:
+        """Extend the lease `token` holds to `ttl_s` from now; False when another turn took it
+        (or it was released)."""
+        request = storage_pb2.RenewTurnRequest(
+            space_id=str(space_id), session_id=str(session_id), token=token, ttl_s=ttl_s
+        )
+        reply = await self._call(
+            "RenewTurn", self._stub.RenewTurn, request, storage_pb2.RenewTurnResponse, caller
+        )
+        return reply.renewed
+
     async def remembered(self, caller: Caller, space_id: UUID, key: RequestKey) -> bytes | None:
         """The answer remembered under `key`, or None.
 

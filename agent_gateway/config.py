@@ -111,12 +111,21 @@ class GatewaySettings(BaseSettings):
         default=5, ge=1, description="Bound of the built-in tool loop of one turn."
     )
     turn_lease_ttl_s: int = Field(
-        default=300,
+        default=10,
         ge=1,
         le=86_400,
         description=(
-            "Lifetime of a turn lease in seconds: the longest a turn (its LLM and tool "
-            "calls) may take, and how long a session stays locked if a gateway dies mid-turn."
+            "Lifetime of a turn lease in seconds, renewed every third of it while the turn "
+            "runs: how long a session stays locked after its gateway died mid-turn or lost "
+            "storage (a failed turn's release is retried meanwhile)."
+        ),
+    )
+    turn_max_s: float = Field(
+        default=600,
+        gt=0,
+        description=(
+            "Longest a turn keeps its lease renewed (its LLM and tool calls), in seconds; "
+            "past it the lease lapses within a TTL and the turn's commit is ABORTED."
         ),
     )
     builtin_tools: bool = Field(

@@ -11,7 +11,13 @@ import grpc
 
 from agent_gateway.clients import Caller
 from agent_gateway.consolidation import Consolidator
-from agent_gateway.forks import DEFAULT_ROOT_LABEL, ForkInput, RootInput, SessionCreator
+from agent_gateway.forks import (
+    DEFAULT_ROOT_LABEL,
+    ForkInput,
+    RootInput,
+    SessionCreator,
+    SizeLimits,
+)
 from agent_gateway.import_requests import import_input
 from agent_gateway.imports import SessionImporter
 from agent_gateway.profiles import ProfileRegistry
@@ -120,6 +126,7 @@ class AgentGatewayServicer(agent_pb2_grpc.AgentGatewayServicer):
         keys: KeyStore,
         *,
         limits: ContentLimits,
+        sizes: SizeLimits,
     ) -> None:
         self._creator = creator
         self._sessions = sessions
@@ -130,6 +137,7 @@ class AgentGatewayServicer(agent_pb2_grpc.AgentGatewayServicer):
         self._importer = importer
         self._keys = keys
         self._limits = limits
+        self._sizes = sizes
 
     async def CreateRoot(
         self, request: agent_pb2.CreateRootRequest, context: Context
@@ -399,6 +407,6 @@ class AgentGatewayServicer(agent_pb2_grpc.AgentGatewayServicer):
         self, request: agent_pb2.ImportSessionRequest, context: Context
     ) -> agent_pb2.ImportSessionResponse:
         """Create a session from given records, config and slots through the saga."""
-        imported = import_input(request, max_content_bytes=self._limits.content_bytes)
+        imported = import_input(request, limits=self._sizes)
         session = await self._importer.import_session(_caller(context), imported)
         return agent_pb2.ImportSessionResponse(session=session)

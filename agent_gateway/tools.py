@@ -135,7 +135,7 @@ class BuiltinTools:
         """Run one built-in call; failures become error outcomes for the model.
 
         `request_id` makes the fork idempotent (the turn derives it from its
-        lease and the call id).
+        request and the call's place in it: `turns.builtin_request_id`).
         """
         if call.name not in self.names:
             return ToolOutcome(f"Unknown tool: {call.name}", is_error=True)

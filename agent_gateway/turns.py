@@ -30,6 +30,8 @@ One turn, in order:
    turn_lease precondition (lost: ABORTED CONCURRENT_MODIFICATION). Then,
    every N counted turns, a background consolidation (`consolidation`).
 
+The lease lives on a short TTL, renewed while the turn runs, and a failed
+turn's release is retried while storage is unreachable (`lease_keeper`).
 Anything that fails or is cancelled before the commit writes nothing and
 keeps the insight; the lease is then released (shielded from cancellation).
 A cancellation racing the commit itself may still commit; a retry with the
@@ -39,6 +41,7 @@ same request_id then answers that turn.
 from __future__ import annotations
 
 import asyncio
+import hashlib
 import logging
 import uuid
 from collections.abc import AsyncIterator, Sequence
@@ -48,6 +51,7 @@ from functools import partial
 from agent_gateway.clients import Caller, RequestKey, StorageClient
 from agent_gateway.consolidation import Consolidator
 from agent_gateway.context import CompressionCache, Record, assemble_context
+from agent_gateway.lease_keeper import LeaseKeeper
 from agent_gateway.llm import (
     Completion,
     Done,
@@ -83,7 +87,6 @@ from stello.errors import (
     FailedPrecondition,
     NotFound,
     ResourceExhausted,
-    StelloError,
 )
 from stello.storage.v1 import storage_pb2
 
@@ -118,7 +121,7 @@ class TurnService:
         prompts: SessionPrompts,
         *,
         max_tool_rounds: int,
-        lease_ttl_s: int,
+        leases: LeaseKeeper,
     ) -> None:
         self._storage = storage
         self._provider = provider
@@ -126,9 +129,8 @@ class TurnService:
         self._builtins = builtins
         self._consolidator = consolidator
         self._max_tool_rounds = max_tool_rounds
-        self._lease_ttl_s = lease_ttl_s
+        self._leases = leases
         self._committer = TurnCommitter(storage)
-        self._releases: set[asyncio.Task[None]] = set()
 
     async def send(self, caller: Caller, request: SendInput) -> agent_pb2.SendResponse:
         """Run one user turn and answer it once committed."""
@@ -161,9 +163,7 @@ class TurnService:
         # BeginTurn is not bound by the caller's deadline: a reply lost to it
         # would leave a lease nobody knows the token of (locked until its TTL).
         begin = asyncio.ensure_future(
-            self._storage.begin_turn(
-                _unbounded(caller), plan.space_id, plan.session_id, self._lease_ttl_s
-            )
+            self._leases.begin(_unbounded(caller), plan.space_id, plan.session_id)
         )
         try:
             meta, stored = await self._meta_and_stored(caller, plan)
@@ -185,12 +185,17 @@ class TurnService:
             yield TurnDone(stored)
             return
         lease = Lease(token)
+        kept = self._leases.keep(caller, plan.space_id, plan.session_id, token)
         try:
             async for event in self._leased(caller, plan, meta, lease, stream=stream):
                 yield event
         finally:
+            kept.stop()
             if not lease.released:
-                await _settled(self._give_back(caller, plan, lease.token))
+                given = self._leases.give_back(
+                    caller, plan.space_id, plan.session_id, token, kept.expires_by
+                )
+                await _settled(given)
 
     async def _abandon(self, begin: asyncio.Future[str], caller: Caller, plan: Plan) -> None:
         """Give back the lease a refused turn may have taken, even if cancelled meanwhile."""
@@ -200,7 +205,7 @@ class TurnService:
             if task.cancelled() or task.exception() is not None:
                 settled.set_result(None)  # no lease was taken
                 return
-            release = self._give_back(caller, plan, task.result())
+            release = self._leases.give_back(caller, plan.space_id, plan.session_id, task.result())
             release.add_done_callback(lambda _: settled.set_result(None))
 
         begin.add_done_callback(give_back)
@@ -309,7 +314,7 @@ class TurnService:
                         reason=TOOL_ROUNDS_EXCEEDED,
                     )
                 rounds += 1
-                await self._run_tools(caller, plan, lease, mine, turn, messages)
+                await self._run_tools(caller, plan, lease, rounds, mine, turn, messages)
             if pending:
                 break
         response = agent_pb2.SendResponse(
@@ -334,6 +339,7 @@ class TurnService:
         caller: Caller,
         plan: Plan,
         lease: Lease,
+        round_: int,
         calls: Sequence[ToolCallSpec],
         turn: Turn,
         messages: list[LLMMessage],
@@ -341,11 +347,14 @@ class TurnService:
         """Run the gateway's calls at once; add their results to the turn, in call order."""
         outcomes = await asyncio.gather(
             *(
-                # The fork's request id: one per call of this lease, so no duplicate fork.
                 self._builtins.run(
-                    caller, plan.space_id, plan.session_id, call, f"{lease.token}/{call.id}"
+                    caller,
+                    plan.space_id,
+                    plan.session_id,
+                    call,
+                    builtin_request_id(plan, lease.token, round_, index, call.id),
                 )
-                for call in calls
+                for index, call in enumerate(calls)
             )
         )
         for call, outcome in zip(calls, outcomes, strict=True):
@@ -371,19 +380,19 @@ class TurnService:
         stored = await self._storage.get_compression_cache(caller, space_id, session_id)
         return CompressionCache(stored.summary, stored.covered_until_seq) if stored else None
 
-    def _give_back(self, caller: Caller, plan: Plan, token: str) -> asyncio.Task[None]:
-        """Release a lease in a task of its own (a cancelled turn still gives it back)."""
-        task = asyncio.create_task(self._release(_unbounded(caller), plan, token))
-        self._releases.add(task)
-        task.add_done_callback(self._releases.discard)
-        return task
 
-    async def _release(self, caller: Caller, plan: Plan, token: str) -> None:
-        try:
-            await self._storage.release_turn(caller, plan.space_id, plan.session_id, token)
-        except StelloError as exc:
-            # The lease then ends with its TTL; the turn's own error matters more.
-            log.warning("could not release the turn lease of %s: %s", plan.session_id, exc)
+def builtin_request_id(plan: Plan, token: str, round_: int, index: int, call_id: str) -> str:
+    """The request id of a built-in tool call (its fork), so that no turn forks twice.
+
+    With the client's request_id it follows the request and the call's place in
+    the turn (round, index), not the lease: a retry that takes over the expired
+    lease of its own first attempt repeats that attempt's fork instead of making
+    a second one. Without one, each turn is new: the lease and the call id.
+    """
+    if plan.key is None:
+        return f"{token}/{call_id}"
+    request = f"{plan.key.scope}\0{plan.key.request_id}".encode()
+    return f"turn-{hashlib.sha256(request).hexdigest()[:32]}/{round_}.{index}"
 
 
 def _unbounded(caller: Caller) -> Caller:

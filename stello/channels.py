@@ -138,6 +138,10 @@ def open_channel(
         # Subchannels of our own: a channel never inherits the reconnect backoff that
         # another channel in the process built up against an address now reused.
         ("grpc.use_local_subchannel_pool", 1),
+        # Reconnect at least every 2 s (gRPC's default backoff grows to 120 s): a
+        # service back from a short outage is reached again within seconds, so the
+        # gateway's turns and lease releases resume (DESIGN §4.2, issue #13).
+        ("grpc.max_reconnect_backoff_ms", 2000),
     ]
     interceptors: list[grpc.aio.ClientInterceptor] | None = None
     if key:

@@ -39,7 +39,9 @@ class StorageSettings(BaseSettings):
         "at most half of STELLO_MAX_MESSAGE_BYTES).",
     )
     max_turn_ttl_s: int = Field(
-        default=86_400, ge=1, description="Longest turn lease BeginTurn grants, in seconds."
+        default=86_400,
+        ge=1,
+        description="Longest turn lease BeginTurn grants (and RenewTurn extends to), in seconds.",
     )
     event_retention_s: float = Field(
         default=86_400,

@@ -205,6 +205,18 @@ SELECT EXISTS (SELECT 1 FROM sessions WHERE space_id = $1 AND id = $2) AS found,
        EXISTS (SELECT 1 FROM released) AS released
 """
 
+# Extends the lease while `token` ($3) still holds it, expired or not: an
+# expired lease nobody took since is still its holder's to keep.
+RENEW_TURN = """
+WITH renewed AS (
+    UPDATE sessions SET turn_expires_at = now() + make_interval(secs => $4)
+    WHERE space_id = $1 AND id = $2 AND turn_token = $3
+    RETURNING turn_expires_at
+)
+SELECT EXISTS (SELECT 1 FROM sessions WHERE space_id = $1 AND id = $2) AS found,
+       (SELECT turn_expires_at FROM renewed) AS expires_at
+"""
+
 BUMP_TURN = """
 UPDATE sessions
 SET turn_count = turn_count + CASE WHEN $3 THEN 0 ELSE $4 END, last_active_at = now()
@@ -403,6 +415,14 @@ class Repository(SlotRepository, idempotency.KeyStatements):
         row = await self._con.fetchrow(RELEASE_TURN, space_id, session_id, token)
         assert row is not None
         return bool(row["found"]), bool(row["released"])
+
+    async def renew_turn(
+        self, space_id: uuid.UUID, session_id: uuid.UUID, token: uuid.UUID | None, ttl_s: int
+    ) -> tuple[bool, datetime | None]:
+        """(found, the new expiry when `token` still holds the lease; else None)."""
+        row = await self._con.fetchrow(RENEW_TURN, space_id, session_id, token, float(ttl_s))
+        assert row is not None
+        return bool(row["found"]), row["expires_at"]
 
     async def bump_turn(
         self, space_id: uuid.UUID, session_id: uuid.UUID, touch_only: bool, turns: int = 1

@@ -306,6 +306,18 @@ class StorageService:
             raise session_not_found(session_id)
         return released
 
+    async def renew_turn(
+        self, space_id: uuid.UUID, session_id: uuid.UUID, token: str, ttl_s: int
+    ) -> datetime | None:
+        """Extend the lease `token` holds to `ttl_s` from now; its new expiry, or None when
+        the token no longer holds it (released, or taken by another turn)."""
+        found, expires_at = await self._db.statement(
+            lambda repo: repo.renew_turn(space_id, session_id, lease_token(token), ttl_s)
+        )
+        if not found:
+            raise session_not_found(session_id)
+        return expires_at
+
     async def transact(
         self,
         space_id: uuid.UUID,

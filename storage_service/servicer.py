@@ -236,6 +236,21 @@ class SessionStorageServicer(storage_pb2_grpc.SessionStorageServicer):
         released = await self._service.release_turn(space_id, session_id, request.token)
         return storage_pb2.ReleaseTurnResponse(released=released)
 
+    async def RenewTurn(
+        self, request: storage_pb2.RenewTurnRequest, context: Context
+    ) -> storage_pb2.RenewTurnResponse:
+        """Extend the turn lease while its turn runs."""
+        v = Violations()
+        space_id, session_id = parse.target(request, v)
+        if not request.token:
+            v.add("token", "is required")
+        ttl_s = self._parse.ttl(request.ttl_s, v)
+        v.raise_if_any()
+        expires_at = await self._service.renew_turn(space_id, session_id, request.token, ttl_s)
+        if expires_at is None:
+            return storage_pb2.RenewTurnResponse(renewed=False)
+        return storage_pb2.RenewTurnResponse(renewed=True, expires_at=timestamp(expires_at))
+
     async def Transact(
         self, request: storage_pb2.TransactRequest, context: Context
     ) -> storage_pb2.TransactResponse:

@@ -313,6 +313,7 @@ async def _drive_storage(s: Services) -> None:
     )
     token = (await st.BeginTurn(storage_pb2.BeginTurnRequest(**req, ttl_s=30))).token
     await attempt(st.BeginTurn(storage_pb2.BeginTurnRequest(**req, ttl_s=30)))
+    await st.RenewTurn(storage_pb2.RenewTurnRequest(**req, token=token, ttl_s=30))
     await _transact(s, session, token)
     await st.ReleaseTurn(storage_pb2.ReleaseTurnRequest(**req, token=token))
     await st.GetRememberedResult(

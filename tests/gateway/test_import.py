@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import uuid
+from collections.abc import AsyncIterator
 from typing import Any
 
 import asyncpg
@@ -160,12 +161,38 @@ class TestImport:
         cut = await import_session(stack, source_session_id=source.id, inherit_until_seq=2)
         assert [r.content for r in await stack.records(cut.id)] == ["what is x?"]
 
+    async def test_a_record_over_the_content_limit_is_imported(
+        self, make_stack: StackMaker
+    ) -> None:
+        """Records are bounded by the shared record limit, not by Send's content limit: a long
+        answer exported from one deployment re-imports."""
+        stack = await make_stack(max_content_bytes=1000)
+        imported = await import_session(stack, records=[record("assistant", "y" * 5000)])
+        assert [len(r.content) for r in await stack.records(imported.id)] == [5000]
+
     async def test_source_without_inheritance_is_a_link(self, stack: Stack) -> None:
         """source_session_id alone records the source and copies nothing."""
         source = await import_session(stack, label="source", records=conversation())
         linked = await import_session(stack, source_session_id=source.id)
         assert (await stack.view(linked.id)).node.source_session_id == source.id
         assert await stack.records(linked.id) == []
+
+
+@pytest.fixture(name="small")
+async def _small(
+    start_server: ServerStarter, backends: Backends, space: TestSpace, stack: Stack
+) -> AsyncIterator[Stack]:
+    """A gateway whose shared record and slot limits (STELLO_MAX_RECORD_BYTES,
+    STELLO_MAX_SLOT_BYTES) are 1000 bytes, over the same storage and tree."""
+
+    def factory(settings: StelloSettings, p: asyncpg.Pool, k: KeyStore) -> Any:
+        limited = settings.model_copy(update={"max_record_bytes": 1000, "max_slot_bytes": 1000})
+        return create_app(limited, p, k, backends.gateway_config())
+
+    gateway = await start_server(factory)
+    small = await open_stack(backends, gateway, space, stack.summarizer)
+    yield small
+    await close_stack(small)
 
 
 class TestRefused:
@@ -215,18 +242,44 @@ class TestRefused:
         ],
     )
     async def test_bad_fields_are_named_and_nothing_is_written(
-        self,
-        make_stack: StackMaker,
-        pool: asyncpg.Pool,
-        fields: dict[str, Any],
-        bad: list[str],
+        self, small: Stack, pool: asyncpg.Pool, fields: dict[str, Any], bad: list[str]
     ) -> None:
-        """Each bad field is INVALID_ARGUMENT naming it, before any row is written."""
-        stack = await make_stack(max_content_bytes=1000)
-        before = await row_counts(pool, stack.space)
-        error = await rpc_error(import_session(stack, **fields))
+        """Each bad field is INVALID_ARGUMENT naming it, before any row is written (sizes
+        against the shared 1000-byte record and slot limits)."""
+        before = await row_counts(pool, small.space)
+        error = await rpc_error(import_session(small, **fields))
         assert error.code() is grpc.StatusCode.INVALID_ARGUMENT, error
         assert [v.field for v in field_violations(error)] == bad
+        assert await row_counts(pool, small.space) == before
+
+    async def test_size_limits_name_the_shared_settings(
+        self, small: Stack, pool: asyncpg.Pool
+    ) -> None:
+        """A record over STELLO_MAX_RECORD_BYTES and a slot over STELLO_MAX_SLOT_BYTES are
+        named with the setting that bounds them, together, and nothing is written."""
+        before = await row_counts(pool, small.space)
+        error = await rpc_error(
+            import_session(small, system_prompt="p" * 1001, records=[record("user", "x" * 1000)])
+        )
+        described = {v.field: v.description for v in field_violations(error)}
+        assert set(described) == {"system_prompt", "records[0]"}
+        assert "STELLO_MAX_SLOT_BYTES" in described["system_prompt"]
+        assert "STELLO_MAX_RECORD_BYTES" in described["records[0]"]
+        assert await row_counts(pool, small.space) == before
+
+    @pytest.mark.parametrize("arguments", ["not json", "[1, 2]", '"text"'])
+    async def test_tool_arguments_must_be_a_json_object(
+        self, stack: Stack, pool: asyncpg.Pool, arguments: str
+    ) -> None:
+        """Tool-call arguments that are not a JSON object text are refused by the gateway
+        itself, naming the field, before the provisional session is written."""
+        call = common_pb2.ToolCall(id="c", name="lookup", arguments_json=arguments)
+        before = await row_counts(pool, stack.space)
+        error = await rpc_error(
+            import_session(stack, records=[record("assistant", "", tool_calls=[call])])
+        )
+        fields = [v.field for v in field_violations(error)]
+        assert fields == ["records[0].tool_calls[0].arguments_json"]
         assert await row_counts(pool, stack.space) == before
 
     async def test_deep_metadata_is_refused(self, stack: Stack, pool: asyncpg.Pool) -> None:

@@ -8,6 +8,7 @@ are serialised, streamed or not).
 from __future__ import annotations
 
 import asyncio
+import uuid
 
 import asyncpg
 import grpc
@@ -33,6 +34,9 @@ from tests.gateway.turns_support import (
 )
 
 pytestmark = pytest.mark.sql
+
+# The lease ends as if no renewal had reached storage for a whole TTL.
+LAPSE = "UPDATE sessions SET turn_expires_at = now() - interval '1 second' WHERE id = $1"
 
 
 class TestLease:
@@ -82,15 +86,16 @@ class TestLease:
     async def test_lease_lost_before_commit(
         self, make_stack: StackMaker, pool: asyncpg.Pool
     ) -> None:
-        """A turn that outlived its lease, taken by another, is ABORTED and writes nothing."""
+        """A turn whose lease lapsed (no renewal reached storage) and was taken by another is
+        ABORTED and writes nothing."""
         gate = asyncio.Event()
         spy = SpyProvider(gate=gate)
-        stack = await make_stack(spy, turn_lease_ttl_s=1)
+        stack = await make_stack(spy)
         root = await stack.root()
         before = await row_counts(pool, stack.space)
         turn = asyncio.ensure_future(send(stack, root.id, "slow"))
         await spy.started.wait()
-        await asyncio.sleep(1.1)
+        await pool.execute(LAPSE, uuid.UUID(root.id))
         await stack.storage.BeginTurn(
             storage_pb2.BeginTurnRequest(space_id=stack.space.sid, session_id=root.id, ttl_s=30)
         )

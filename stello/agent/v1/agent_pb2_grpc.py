@@ -387,6 +387,11 @@ class AgentGatewayServicer:
         - FAILED_PRECONDITION, reason SESSION_ARCHIVED: the session is archived.
         - ABORTED, reason TURN_IN_PROGRESS: another turn holds the lease
         (including the first call of the same request_id still running).
+        A live turn's lease is renewed while it runs; one whose gateway died
+        or lost storage ends within STELLO_GATEWAY_TURN_LEASE_TTL_S. Retry
+        after a pause with the same request_id: it answers the first call's
+        turn once committed, or takes over its ended lease (a fork made by
+        the built-in tool in the first attempt is not made again).
         - ABORTED, reason CONCURRENT_MODIFICATION: the commit's preconditions
         failed (the lease expired and was taken over); nothing was written.
         - RESOURCE_EXHAUSTED, reason TOOL_ROUNDS_EXCEEDED: the built-in tool loop
@@ -763,16 +768,18 @@ class AgentGatewayServicer:
         (64 MiB by default; a larger request is refused by gRPC as
         RESOURCE_EXHAUSTED before the gateway sees it). Import a larger session
         by raising STELLO_MAX_MESSAGE_BYTES on the client, the gateway and
-        storage. Each record (its encoding) and each slot must be at most
-        STELLO_GATEWAY_MAX_CONTENT_BYTES. Every limit is checked before
-        anything is written.
+        storage. Each record (its encoding) must be at most
+        STELLO_MAX_RECORD_BYTES and each slot at most STELLO_MAX_SLOT_BYTES (the
+        limits storage keeps). Every limit is checked before anything is
+        written.
 
         Errors:
         - INVALID_ARGUMENT: malformed ids; `label` empty or longer than 200
         characters; an unknown `status`; a record whose role is UNSPECIFIED or
         unknown, whose created_at is not a representable time, whose tool call
-        has no name, or that is over the size limit; a slot over the size
-        limit; text containing U+0000; `turn_count` or `inherit_until_seq`
+        has no name or arguments that are not a JSON object text, or that is
+        over the size limit; a slot over the size limit; text containing
+        U+0000; metadata nested deeper than 16 levels or holding NaN; `turn_count` or `inherit_until_seq`
         negative; `inherit_until_seq` without `source_session_id`; the whole
         write over the message limit (field `records`).
         - NOT_FOUND: the parent or the source is not in the space.

@@ -344,6 +344,26 @@ class ReleaseTurnResponse(_message.Message):
     released: bool
     def __init__(self, released: _Optional[bool] = ...) -> None: ...
 
+class RenewTurnRequest(_message.Message):
+    __slots__ = ("space_id", "session_id", "token", "ttl_s")
+    SPACE_ID_FIELD_NUMBER: _ClassVar[int]
+    SESSION_ID_FIELD_NUMBER: _ClassVar[int]
+    TOKEN_FIELD_NUMBER: _ClassVar[int]
+    TTL_S_FIELD_NUMBER: _ClassVar[int]
+    space_id: str
+    session_id: str
+    token: str
+    ttl_s: int
+    def __init__(self, space_id: _Optional[str] = ..., session_id: _Optional[str] = ..., token: _Optional[str] = ..., ttl_s: _Optional[int] = ...) -> None: ...
+
+class RenewTurnResponse(_message.Message):
+    __slots__ = ("renewed", "expires_at")
+    RENEWED_FIELD_NUMBER: _ClassVar[int]
+    EXPIRES_AT_FIELD_NUMBER: _ClassVar[int]
+    renewed: bool
+    expires_at: _timestamp_pb2.Timestamp
+    def __init__(self, renewed: _Optional[bool] = ..., expires_at: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ...) -> None: ...
+
 class TransactRequest(_message.Message):
     __slots__ = ("space_id", "preconditions", "operations", "request_id")
     SPACE_ID_FIELD_NUMBER: _ClassVar[int]

@@ -166,6 +166,11 @@ class SessionStorageStub:
                 request_serializer=stello_dot_storage_dot_v1_dot_storage__pb2.ReleaseTurnRequest.SerializeToString,
                 response_deserializer=stello_dot_storage_dot_v1_dot_storage__pb2.ReleaseTurnResponse.FromString,
                 _registered_method=True)
+        self.RenewTurn = channel.unary_unary(
+                '/stello.storage.v1.SessionStorage/RenewTurn',
+                request_serializer=stello_dot_storage_dot_v1_dot_storage__pb2.RenewTurnRequest.SerializeToString,
+                response_deserializer=stello_dot_storage_dot_v1_dot_storage__pb2.RenewTurnResponse.FromString,
+                _registered_method=True)
         self.Transact = channel.unary_unary(
                 '/stello.storage.v1.SessionStorage/Transact',
                 request_serializer=stello_dot_storage_dot_v1_dot_storage__pb2.TransactRequest.SerializeToString,
@@ -528,6 +533,26 @@ class SessionStorageServicer:
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
+    def RenewTurn(self, request, context):
+        """Extends the session's turn lease held by `token` to `ttl_s` seconds from
+        now, and writes nothing else: the gateway takes leases on a short TTL and
+        renews them while the turn's LLM and tool calls run, so a lease whose
+        holder died or lost storage ends within one TTL. A lease that expired is
+        renewed too while no other turn has taken it since (the token is still
+        the session's): a hiccup longer than the TTL does not fail a turn nobody
+        else wanted. A token that was released or superseded (another turn took
+        the expired lease) is a no-op answering `renewed` false: that turn's
+        commit will fail its TurnLeaseCheck. Allowed on provisional and archived
+        sessions.
+
+        Errors: INVALID_ARGUMENT for a malformed space_id or session_id, an empty
+        token, or a ttl_s outside 1..86400; NOT_FOUND when the session is not in
+        the space; UNAUTHENTICATED without a valid key.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
     def Transact(self, request, context):
         """Runs a list of write operations all-or-nothing in one database
         transaction (the gRPC form of the spec's `transaction(fn)`). First every
@@ -703,6 +728,11 @@ def add_SessionStorageServicer_to_server(servicer, server):
                     servicer.ReleaseTurn,
                     request_deserializer=stello_dot_storage_dot_v1_dot_storage__pb2.ReleaseTurnRequest.FromString,
                     response_serializer=stello_dot_storage_dot_v1_dot_storage__pb2.ReleaseTurnResponse.SerializeToString,
+            ),
+            'RenewTurn': grpc.unary_unary_rpc_method_handler(
+                    servicer.RenewTurn,
+                    request_deserializer=stello_dot_storage_dot_v1_dot_storage__pb2.RenewTurnRequest.FromString,
+                    response_serializer=stello_dot_storage_dot_v1_dot_storage__pb2.RenewTurnResponse.SerializeToString,
             ),
             'Transact': grpc.unary_unary_rpc_method_handler(
                     servicer.Transact,
@@ -1270,6 +1300,33 @@ class SessionStorage:
             '/stello.storage.v1.SessionStorage/ReleaseTurn',
             stello_dot_storage_dot_v1_dot_storage__pb2.ReleaseTurnRequest.SerializeToString,
             stello_dot_storage_dot_v1_dot_storage__pb2.ReleaseTurnResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def RenewTurn(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/stello.storage.v1.SessionStorage/RenewTurn',
+            stello_dot_storage_dot_v1_dot_storage__pb2.RenewTurnRequest.SerializeToString,
+            stello_dot_storage_dot_v1_dot_storage__pb2.RenewTurnResponse.FromString,
             options,
             channel_credentials,
             insecure,

@@ -1,0 +1,203 @@
+"""Turn leases that cannot outlive a hiccup (DESIGN §4.2; issue #13, finding 1).
+
+Storage grants a turn's lease for a short TTL (``STELLO_GATEWAY_TURN_LEASE_TTL_S``,
+seconds), and the keeper renews it every third of that TTL while the turn runs
+(RenewTurn), so a live turn keeps its lease however long its LLM and tool
+calls take (up to ``STELLO_GATEWAY_TURN_MAX_S``), while a gateway that dies
+frees its sessions within one TTL. A renewal storage cannot answer is tried
+again at the next tick; a late one still renews a lease no other turn took
+meanwhile.
+
+A turn that ends without its commit gives the lease back (ReleaseTurn). The
+turn waits for the first attempt only, so a failed call answers with its
+session free in the usual case; while storage stays unreachable the release
+is retried in a task of its own with backoff, off the client's path, and
+given up once the lease has ended by itself (one TTL after the last expiry
+storage confirmed): releasing it then is moot.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import random
+import time
+import uuid
+from dataclasses import dataclass, field, replace
+
+from agent_gateway.clients import Caller, StorageClient
+from stello.errors import DeadlineExceeded, StelloError, Unavailable
+
+log = logging.getLogger(__name__)
+
+STOP_GRACE_S = 2.0
+"""How long a shutdown waits for releases still being retried."""
+
+
+@dataclass(frozen=True, slots=True)
+class LeaseTimes:
+    """The lease's timing: its TTL, how long a turn keeps renewing, the release backoff."""
+
+    ttl_s: int
+    max_turn_s: float
+    backoff_s: float = 0.05
+    max_backoff_s: float = 1.0
+
+    @property
+    def renew_every_s(self) -> float:
+        """A third of the TTL: two renewals may fail before the lease lapses."""
+        return self.ttl_s / 3
+
+
+@dataclass(slots=True)
+class KeptLease:
+    """A lease the keeper renews until `stop`."""
+
+    token: str
+    expires_by: float
+    """Monotonic time by which the lease has surely ended unless renewed again."""
+    renewal: asyncio.Task[None] | None = field(default=None, repr=False)
+
+    def stop(self) -> None:
+        """Stop renewing (a renewal in flight is abandoned: it cannot revive a released lease)."""
+        if self.renewal is not None:
+            self.renewal.cancel()
+
+
+class LeaseKeeper:
+    """Takes, renews and gives back turn leases through storage."""
+
+    def __init__(self, storage: StorageClient, times: LeaseTimes) -> None:
+        self._storage = storage
+        self._times = times
+        self._releases: set[asyncio.Task[None]] = set()
+
+    async def begin(self, caller: Caller, space_id: uuid.UUID, session_id: uuid.UUID) -> str:
+        """Take the session's lease for one TTL; its token (ABORTED TURN_IN_PROGRESS while
+        another lease lives)."""
+        return await self._storage.begin_turn(caller, space_id, session_id, self._times.ttl_s)
+
+    def keep(
+        self, caller: Caller, space_id: uuid.UUID, session_id: uuid.UUID, token: str
+    ) -> KeptLease:
+        """Renew the lease `token` (just taken) until the returned lease is stopped."""
+        lease = KeptLease(token, time.monotonic() + self._times.ttl_s)
+        lease.renewal = asyncio.create_task(
+            self._renew(_unbounded(caller), space_id, session_id, lease),
+            name=f"stello-lease-{session_id}",
+        )
+        return lease
+
+    def give_back(
+        self,
+        caller: Caller,
+        space_id: uuid.UUID,
+        session_id: uuid.UUID,
+        token: str,
+        expires_by: float | None = None,
+    ) -> asyncio.Future[None]:
+        """Release the lease in a task of its own (a cancelled turn still gives it back).
+
+        Answers a future done after the first attempt; later attempts, while storage
+        is unreachable, go on without it until `expires_by` (default: one TTL from now).
+        """
+        first: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+        ends = expires_by if expires_by is not None else time.monotonic() + self._times.ttl_s
+        task = asyncio.create_task(
+            self._release(_unbounded(caller), space_id, session_id, token, ends, first)
+        )
+        self._releases.add(task)
+        task.add_done_callback(self._releases.discard)
+        return first
+
+    def start(self) -> None:
+        """Nothing to start: renewals and releases start with turns."""
+
+    async def stop(self) -> None:
+        """Let releases still being retried finish for a moment, then cancel them (shutdown)."""
+        if not self._releases:
+            return
+        _, late = await asyncio.wait(list(self._releases), timeout=STOP_GRACE_S)
+        for task in late:
+            task.cancel()
+        await asyncio.gather(*late, return_exceptions=True)
+
+    async def _renew(
+        self, caller: Caller, space_id: uuid.UUID, session_id: uuid.UUID, lease: KeptLease
+    ) -> None:
+        every = self._times.renew_every_s
+        stop_at = time.monotonic() + self._times.max_turn_s
+        tick = time.monotonic()
+        while True:
+            tick += every
+            await asyncio.sleep(max(0.0, tick - time.monotonic()))
+            if time.monotonic() >= stop_at:
+                log.warning(
+                    "turn on %s ran past %s s (STELLO_GATEWAY_TURN_MAX_S): its lease is no "
+                    "longer renewed",
+                    session_id,
+                    self._times.max_turn_s,
+                )
+                return
+            try:
+                renewed = await self._storage.renew_turn(
+                    caller.within(every), space_id, session_id, lease.token, self._times.ttl_s
+                )
+            except StelloError as exc:
+                # Tried again at the next tick: a late renewal still keeps a lease
+                # no other turn took meanwhile.
+                log.warning("could not renew the turn lease of %s: %s", session_id, exc)
+                continue
+            if not renewed:
+                log.warning("the turn lease of %s was taken by another turn", session_id)
+                return
+            lease.expires_by = time.monotonic() + self._times.ttl_s
+
+    async def _release(
+        self,
+        caller: Caller,
+        space_id: uuid.UUID,
+        session_id: uuid.UUID,
+        token: str,
+        expires_by: float,
+        first: asyncio.Future[None],
+    ) -> None:
+        delay = self._times.backoff_s
+        try:
+            while True:
+                try:
+                    await self._storage.release_turn(
+                        caller.within(self._times.renew_every_s), space_id, session_id, token
+                    )
+                    return
+                except (Unavailable, DeadlineExceeded) as exc:
+                    retry_at = time.monotonic() + delay
+                    if retry_at >= expires_by:
+                        log.warning(
+                            "could not release the turn lease of %s (%s); it ends by itself "
+                            "within %.1f s",
+                            session_id,
+                            exc,
+                            max(0.0, expires_by - time.monotonic()),
+                        )
+                        return
+                except StelloError as exc:
+                    # Not a hiccup (the session was deleted, the key revoked): the
+                    # lease, if any, ends with its TTL.
+                    log.warning("could not release the turn lease of %s: %s", session_id, exc)
+                    return
+                _settle(first)
+                await asyncio.sleep(delay * random.uniform(0.5, 1.0))
+                delay = min(delay * 2, self._times.max_backoff_s)
+        finally:
+            _settle(first)
+
+
+def _settle(future: asyncio.Future[None]) -> None:
+    if not future.done():
+        future.set_result(None)
+
+
+def _unbounded(caller: Caller) -> Caller:
+    """The caller without their deadline (each call gets a bound of its own)."""
+    return replace(caller, deadline=None)

@@ -1,0 +1,117 @@
+"""Turn leases on a short TTL (DESIGN §4.2; issue #13 finding 1): renewed while the turn runs,
+and the built-in fork of a retried turn made once.
+
+The outages themselves (storage killed, PostgreSQL restarted, a gateway killed mid-turn) are
+in tests/gateway/test_lease_outage.py, with real processes.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import uuid
+
+import asyncpg
+import grpc
+import pytest
+
+from agent_gateway.llm import ToolCallSpec
+from agent_gateway.tools import CREATE_SESSION
+from stello.errors import Unavailable, error_info_reason
+from stello.storage.v1 import storage_pb2
+from tests.gateway.conftest import Stack, StackMaker, rpc_error
+from tests.gateway.turns_support import SpyProvider, answer, send
+
+pytestmark = pytest.mark.sql
+
+LEASE = """
+SELECT turn_token, turn_expires_at - now() AS left FROM sessions WHERE space_id = $1 AND id = $2
+"""
+CHILDREN = "SELECT count(*) FROM sessions WHERE space_id = $1 AND parent_id = $2"
+
+
+async def begin_elsewhere(stack: Stack, session_id: str) -> grpc.aio.AioRpcError:
+    """BeginTurn straight on storage, as another turn would; it must be refused."""
+    request = storage_pb2.BeginTurnRequest(
+        space_id=stack.space.sid, session_id=session_id, ttl_s=30
+    )
+    return await rpc_error(stack.storage.BeginTurn(request))
+
+
+class TestRenewal:
+    async def test_a_turn_longer_than_its_ttl_keeps_the_lease(
+        self, make_stack: StackMaker, pool: asyncpg.Pool
+    ) -> None:
+        """While the model answers for longer than the 2 s TTL, the lease is renewed: it never
+        reaches further than one TTL ahead, another turn stays TURN_IN_PROGRESS past the TTL,
+        and the turn commits and gives it back."""
+        gate = asyncio.Event()
+        spy = SpyProvider(gate=gate)
+        stack = await make_stack(spy, turn_lease_ttl_s=2)
+        root = await stack.root()
+        turn = asyncio.ensure_future(send(stack, root.id, "slow"))
+        await spy.started.wait()
+        await asyncio.sleep(3.0)  # one and a half TTLs: the first lease alone has ended
+        error = await begin_elsewhere(stack, root.id)
+        assert error_info_reason(error) == "TURN_IN_PROGRESS"
+        lease = await pool.fetchrow(LEASE, stack.space.id, uuid.UUID(root.id))
+        assert lease is not None and lease["left"].total_seconds() <= 2.0
+        gate.set()
+        reply = await turn
+        assert reply.assistant.content == "echo: slow"
+        lease = await pool.fetchrow(LEASE, stack.space.id, uuid.UUID(root.id))
+        assert lease is not None and lease["turn_token"] is None
+
+    async def test_a_turn_past_its_maximum_loses_the_lease(
+        self, make_stack: StackMaker, pool: asyncpg.Pool
+    ) -> None:
+        """Renewals stop at STELLO_GATEWAY_TURN_MAX_S: a turn still running a TTL later has
+        lost its lease to the next turn, and its commit is ABORTED, writing nothing."""
+        gate = asyncio.Event()
+        spy = SpyProvider(gate=gate)
+        stack = await make_stack(spy, turn_lease_ttl_s=1, turn_max_s=0.5)
+        root = await stack.root()
+        turn = asyncio.ensure_future(send(stack, root.id, "endless"))
+        await spy.started.wait()
+        await asyncio.sleep(2.5)  # past the maximum and one more TTL
+        request = storage_pb2.BeginTurnRequest(
+            space_id=stack.space.sid, session_id=root.id, ttl_s=30
+        )
+        assert (await stack.storage.BeginTurn(request)).token
+        gate.set()
+        error = await rpc_error(turn)
+        assert error_info_reason(error) == "CONCURRENT_MODIFICATION"
+        assert await stack.records(root.id) == []
+
+
+class TestBuiltinForkOnce:
+    async def test_a_retried_turn_repeats_its_fork(
+        self, make_stack: StackMaker, pool: asyncpg.Pool
+    ) -> None:
+        """A Send whose first attempt failed after its built-in fork, retried with its
+        request_id, makes no second fork though the model's call id differs this time: the
+        fork's request id follows the turn's request and the call's place, not the lease."""
+        spy = SpyProvider().then(
+            answer("", ToolCallSpec("call-first", CREATE_SESSION, {"label": "Kid"})),
+            Unavailable("the model went away"),
+            answer("", ToolCallSpec("call-again", CREATE_SESSION, {"label": "Kid"})),
+        )
+        stack = await make_stack(spy)
+        root = await stack.root()
+        first = await rpc_error(send(stack, root.id, "fork once", request_id="r-fork"))
+        assert first.code() is grpc.StatusCode.UNAVAILABLE
+        assert await pool.fetchval(CHILDREN, stack.space.id, uuid.UUID(root.id)) == 1
+        reply = await send(stack, root.id, "fork once", request_id="r-fork")
+        assert [r.tool_call_id for r in reply.records if r.tool_call_id] == ["call-again"]
+        assert await pool.fetchval(CHILDREN, stack.space.id, uuid.UUID(root.id)) == 1
+
+    async def test_turns_without_request_id_fork_each_time(
+        self, make_stack: StackMaker, pool: asyncpg.Pool
+    ) -> None:
+        """Without a request_id every Send is a new turn, and each of its forks is new."""
+        call = ToolCallSpec("same-id", CREATE_SESSION, {"label": "Kid"})
+        spy = SpyProvider().then(answer("", call), answer("one"), answer("", call), answer("two"))
+        stack = await make_stack(spy)
+        root = await stack.root()
+        await send(stack, root.id, "fork")
+        await send(stack, root.id, "fork")
+        assert await pool.fetchval(CHILDREN, stack.space.id, uuid.UUID(root.id)) == 2
