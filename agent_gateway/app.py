@@ -29,6 +29,7 @@ from agent_gateway.prompt_config import SessionPrompts, load_prompts
 from agent_gateway.saga import ProvisioningSaga
 from agent_gateway.service import SessionService
 from agent_gateway.servicer import AgentGatewayServicer
+from agent_gateway.shared_memory import SharedMemory
 from agent_gateway.summarizer import ProviderSummarizer
 from agent_gateway.tools import BuiltinTools
 from agent_gateway.turn_requests import ContentLimits
@@ -193,6 +194,7 @@ def create_app(
         limits=SizeLimits(settings.max_record_bytes, settings.max_slot_bytes),
     )
     session_prompts = SessionPrompts(clients.tree, prompts)
+    memory = SharedMemory(clients.storage, max_body_bytes=settings.max_slot_bytes)
     sessions = SessionService(clients.tree, clients.storage)
     apps: list[ServiceApp] = []
 
@@ -233,6 +235,7 @@ def create_app(
         watchers,
         importer,
         keys,
+        memory,
         limits=ContentLimits(config.max_content_bytes, settings.max_record_bytes),
     )
 

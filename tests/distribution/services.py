@@ -232,6 +232,7 @@ async def _drive_gateway(s: Services) -> None:
     await gw.Unarchive(agent_pb2.UnarchiveRequest(space_id=sid, session_id=forks[2].id))
     await gw.ListProfiles(agent_pb2.ListProfilesRequest(space_id=sid))
     await _drive_cli_rpcs(gw, sid, root.id, forks[1].id)
+    await _drive_shared_memory(gw, agent_pb2, sid)
     watch = gw.WatchSpace(agent_pb2.WatchSpaceRequest(space_id=sid, after_cursor="0"))
     await watch.read()
     watch.cancel()
@@ -320,9 +321,30 @@ async def _drive_storage(s: Services) -> None:
     )
     await st.TrimRecords(storage_pb2.TrimRecordsRequest(**req, keep_recent=2))
     await st.ReadEvents(storage_pb2.ReadEventsRequest(space_id=sid, after_position=0, limit=5))
+    await _drive_shared_memory(st, storage_pb2, sid)
     await attempt(
         st.GetSession(storage_pb2.GetSessionRequest(space_id=sid, session_id=str(uuid.uuid4())))
     )
+
+
+async def _drive_shared_memory(stub: Any, pb: Any, sid: str) -> None:
+    """The shared memory RPCs of storage or the gateway (`pb` the module of their messages):
+    upserts (new, replaced, retried), pages, get, removes."""
+    for slug in ("a", "b", "a"):
+        await stub.UpsertSharedMemoryEntry(
+            pb.UpsertSharedMemoryEntryRequest(
+                space_id=sid, slug=slug, summary=f"about {slug}", body="text", request_id=slug
+            )
+        )
+    first = await stub.ListSharedMemory(pb.ListSharedMemoryRequest(space_id=sid, page_size=1))
+    await stub.ListSharedMemory(
+        pb.ListSharedMemoryRequest(space_id=sid, page_size=1, page_token=first.next_page_token)
+    )
+    await stub.GetSharedMemoryEntry(pb.GetSharedMemoryEntryRequest(space_id=sid, slug="a"))
+    for request_id in ("rm", ""):
+        await stub.RemoveSharedMemoryEntry(
+            pb.RemoveSharedMemoryEntryRequest(space_id=sid, slug="b", request_id=request_id)
+        )
 
 
 async def _transact(s: Services, session: str, token: str) -> None:

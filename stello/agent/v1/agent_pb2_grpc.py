@@ -51,8 +51,8 @@ class AgentGatewayStub:
     - Storage or tree unreachable: UNAVAILABLE (safe to retry; mutating RPCs
     should be retried with the same request_id).
     - Idempotency (CreateRoot, Fork, Send, SendStream, SubmitToolResults,
-    ImportSession): a non-empty `request_id` is kept 24 h per (space, RPC,
-    request_id) with a hash of the request and the stored response (Send and SendStream share
+    ImportSession, UpsertSharedMemoryEntry, RemoveSharedMemoryEntry): a
+    non-empty `request_id` is kept 24 h per (space, RPC, request_id) with a hash of the request and the stored response (Send and SendStream share
     one scope: a turn sent by either is found by a retry through either). Same id and same request:
     the first response again, nothing new done (a retried Send does not call
     the LLM). Same id, different request: ALREADY_EXISTS, reason
@@ -133,6 +133,26 @@ class AgentGatewayStub:
                 request_serializer=stello_dot_agent_dot_v1_dot_agent__pb2.PutMemoryRequest.SerializeToString,
                 response_deserializer=stello_dot_agent_dot_v1_dot_agent__pb2.PutMemoryResponse.FromString,
                 _registered_method=True)
+        self.ListSharedMemory = channel.unary_unary(
+                '/stello.agent.v1.AgentGateway/ListSharedMemory',
+                request_serializer=stello_dot_agent_dot_v1_dot_agent__pb2.ListSharedMemoryRequest.SerializeToString,
+                response_deserializer=stello_dot_agent_dot_v1_dot_agent__pb2.ListSharedMemoryResponse.FromString,
+                _registered_method=True)
+        self.GetSharedMemoryEntry = channel.unary_unary(
+                '/stello.agent.v1.AgentGateway/GetSharedMemoryEntry',
+                request_serializer=stello_dot_agent_dot_v1_dot_agent__pb2.GetSharedMemoryEntryRequest.SerializeToString,
+                response_deserializer=stello_dot_agent_dot_v1_dot_agent__pb2.GetSharedMemoryEntryResponse.FromString,
+                _registered_method=True)
+        self.UpsertSharedMemoryEntry = channel.unary_unary(
+                '/stello.agent.v1.AgentGateway/UpsertSharedMemoryEntry',
+                request_serializer=stello_dot_agent_dot_v1_dot_agent__pb2.UpsertSharedMemoryEntryRequest.SerializeToString,
+                response_deserializer=stello_dot_agent_dot_v1_dot_agent__pb2.UpsertSharedMemoryEntryResponse.FromString,
+                _registered_method=True)
+        self.RemoveSharedMemoryEntry = channel.unary_unary(
+                '/stello.agent.v1.AgentGateway/RemoveSharedMemoryEntry',
+                request_serializer=stello_dot_agent_dot_v1_dot_agent__pb2.RemoveSharedMemoryEntryRequest.SerializeToString,
+                response_deserializer=stello_dot_agent_dot_v1_dot_agent__pb2.RemoveSharedMemoryEntryResponse.FromString,
+                _registered_method=True)
         self.Archive = channel.unary_unary(
                 '/stello.agent.v1.AgentGateway/Archive',
                 request_serializer=stello_dot_agent_dot_v1_dot_agent__pb2.ArchiveRequest.SerializeToString,
@@ -206,8 +226,8 @@ class AgentGatewayServicer:
     - Storage or tree unreachable: UNAVAILABLE (safe to retry; mutating RPCs
     should be retried with the same request_id).
     - Idempotency (CreateRoot, Fork, Send, SendStream, SubmitToolResults,
-    ImportSession): a non-empty `request_id` is kept 24 h per (space, RPC,
-    request_id) with a hash of the request and the stored response (Send and SendStream share
+    ImportSession, UpsertSharedMemoryEntry, RemoveSharedMemoryEntry): a
+    non-empty `request_id` is kept 24 h per (space, RPC, request_id) with a hash of the request and the stored response (Send and SendStream share
     one scope: a turn sent by either is found by a retry through either). Same id and same request:
     the first response again, nothing new done (a retried Send does not call
     the LLM). Same id, different request: ALREADY_EXISTS, reason
@@ -579,6 +599,75 @@ class AgentGatewayServicer:
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
+    def ListSharedMemory(self, request, context):
+        """ListSharedMemory lists the space's shared memory (DESIGN §4.5): entries
+        {slug, summary, body} every session of the space may recall, in
+        insertion order (replacing an entry keeps its place), without their
+        bodies (GetSharedMemoryEntry reads one). Storage's ListSharedMemory:
+        `page_size` 0 = 100, at most 1000; `total_count` is how many entries the
+        space holds.
+
+        Errors:
+        - INVALID_ARGUMENT: malformed space_id; page_size negative or above
+        1000; a page_token not issued for this space.
+        - UNAUTHENTICATED: no valid key.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def GetSharedMemoryEntry(self, request, context):
+        """GetSharedMemoryEntry reads one entry of the space's shared memory, body
+        included (what the stello_memory_recall tool answers a model).
+
+        Errors:
+        - INVALID_ARGUMENT: malformed space_id; a slug that breaks the slug rules
+        (stello.common.v1.SharedMemoryEntry.slug).
+        - NOT_FOUND: the space holds no entry with that slug.
+        - UNAUTHENTICATED: no valid key.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def UpsertSharedMemoryEntry(self, request, context):
+        """UpsertSharedMemoryEntry creates the entry `slug` at the end of the
+        order, or replaces the summary and body of the existing one in its
+        place, and answers it as stored with `created` telling which. Every
+        session of the space sees it from its next turn (the index of spec §4.9
+        item 7 is rendered fresh each turn). Idempotent through `request_id`
+        (kept 24 h per space): the same request again answers the first reply;
+        another request under the same id is ALREADY_EXISTS REQUEST_ID_REUSED.
+
+        Errors:
+        - INVALID_ARGUMENT: malformed space_id; a slug that breaks the slug
+        rules; an empty summary, one over 1000 characters or with a line
+        break; an empty body or one over STELLO_MAX_SLOT_BYTES (checked
+        before anything is written).
+        - ALREADY_EXISTS, reason REQUEST_ID_REUSED: request_id reused with a
+        different request.
+        - UNAUTHENTICATED: no valid key.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def RemoveSharedMemoryEntry(self, request, context):
+        """RemoveSharedMemoryEntry removes the entry `slug`; `removed` is false
+        when there was none (a no-op, not an error). Idempotent, and through
+        `request_id` as UpsertSharedMemoryEntry.
+
+        Errors:
+        - INVALID_ARGUMENT: malformed space_id; a slug that breaks the slug
+        rules.
+        - ALREADY_EXISTS, reason REQUEST_ID_REUSED: request_id reused with a
+        different request.
+        - UNAUTHENTICATED: no valid key.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
     def Archive(self, request, context):
         """Archive makes the session read-only for turns (Send, SendStream,
         SubmitToolResults, Consolidate and PutInsight then answer
@@ -850,6 +939,26 @@ def add_AgentGatewayServicer_to_server(servicer, server):
                     request_deserializer=stello_dot_agent_dot_v1_dot_agent__pb2.PutMemoryRequest.FromString,
                     response_serializer=stello_dot_agent_dot_v1_dot_agent__pb2.PutMemoryResponse.SerializeToString,
             ),
+            'ListSharedMemory': grpc.unary_unary_rpc_method_handler(
+                    servicer.ListSharedMemory,
+                    request_deserializer=stello_dot_agent_dot_v1_dot_agent__pb2.ListSharedMemoryRequest.FromString,
+                    response_serializer=stello_dot_agent_dot_v1_dot_agent__pb2.ListSharedMemoryResponse.SerializeToString,
+            ),
+            'GetSharedMemoryEntry': grpc.unary_unary_rpc_method_handler(
+                    servicer.GetSharedMemoryEntry,
+                    request_deserializer=stello_dot_agent_dot_v1_dot_agent__pb2.GetSharedMemoryEntryRequest.FromString,
+                    response_serializer=stello_dot_agent_dot_v1_dot_agent__pb2.GetSharedMemoryEntryResponse.SerializeToString,
+            ),
+            'UpsertSharedMemoryEntry': grpc.unary_unary_rpc_method_handler(
+                    servicer.UpsertSharedMemoryEntry,
+                    request_deserializer=stello_dot_agent_dot_v1_dot_agent__pb2.UpsertSharedMemoryEntryRequest.FromString,
+                    response_serializer=stello_dot_agent_dot_v1_dot_agent__pb2.UpsertSharedMemoryEntryResponse.SerializeToString,
+            ),
+            'RemoveSharedMemoryEntry': grpc.unary_unary_rpc_method_handler(
+                    servicer.RemoveSharedMemoryEntry,
+                    request_deserializer=stello_dot_agent_dot_v1_dot_agent__pb2.RemoveSharedMemoryEntryRequest.FromString,
+                    response_serializer=stello_dot_agent_dot_v1_dot_agent__pb2.RemoveSharedMemoryEntryResponse.SerializeToString,
+            ),
             'Archive': grpc.unary_unary_rpc_method_handler(
                     servicer.Archive,
                     request_deserializer=stello_dot_agent_dot_v1_dot_agent__pb2.ArchiveRequest.FromString,
@@ -929,8 +1038,8 @@ class AgentGateway:
     - Storage or tree unreachable: UNAVAILABLE (safe to retry; mutating RPCs
     should be retried with the same request_id).
     - Idempotency (CreateRoot, Fork, Send, SendStream, SubmitToolResults,
-    ImportSession): a non-empty `request_id` is kept 24 h per (space, RPC,
-    request_id) with a hash of the request and the stored response (Send and SendStream share
+    ImportSession, UpsertSharedMemoryEntry, RemoveSharedMemoryEntry): a
+    non-empty `request_id` is kept 24 h per (space, RPC, request_id) with a hash of the request and the stored response (Send and SendStream share
     one scope: a turn sent by either is found by a retry through either). Same id and same request:
     the first response again, nothing new done (a retried Send does not call
     the LLM). Same id, different request: ALREADY_EXISTS, reason
@@ -1259,6 +1368,114 @@ class AgentGateway:
             '/stello.agent.v1.AgentGateway/PutMemory',
             stello_dot_agent_dot_v1_dot_agent__pb2.PutMemoryRequest.SerializeToString,
             stello_dot_agent_dot_v1_dot_agent__pb2.PutMemoryResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def ListSharedMemory(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/stello.agent.v1.AgentGateway/ListSharedMemory',
+            stello_dot_agent_dot_v1_dot_agent__pb2.ListSharedMemoryRequest.SerializeToString,
+            stello_dot_agent_dot_v1_dot_agent__pb2.ListSharedMemoryResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def GetSharedMemoryEntry(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/stello.agent.v1.AgentGateway/GetSharedMemoryEntry',
+            stello_dot_agent_dot_v1_dot_agent__pb2.GetSharedMemoryEntryRequest.SerializeToString,
+            stello_dot_agent_dot_v1_dot_agent__pb2.GetSharedMemoryEntryResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def UpsertSharedMemoryEntry(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/stello.agent.v1.AgentGateway/UpsertSharedMemoryEntry',
+            stello_dot_agent_dot_v1_dot_agent__pb2.UpsertSharedMemoryEntryRequest.SerializeToString,
+            stello_dot_agent_dot_v1_dot_agent__pb2.UpsertSharedMemoryEntryResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def RemoveSharedMemoryEntry(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/stello.agent.v1.AgentGateway/RemoveSharedMemoryEntry',
+            stello_dot_agent_dot_v1_dot_agent__pb2.RemoveSharedMemoryEntryRequest.SerializeToString,
+            stello_dot_agent_dot_v1_dot_agent__pb2.RemoveSharedMemoryEntryResponse.FromString,
             options,
             channel_credentials,
             insecure,
