@@ -122,6 +122,18 @@ class GatewaySettings(BaseSettings):
     builtin_tools: bool = Field(
         default=True, description="Offer the built-in tool stello_create_session to the model."
     )
+    memory_tools: bool = Field(
+        default=False,
+        description=(
+            "Offer the shared memory tools (stello_memory_recall, _remember, _forget) in every "
+            "turn; a request's memory_tools field decides for its own turn."
+        ),
+    )
+    skills_file: Path | None = Field(
+        default=None,
+        description='TOML file with the skills activate_skill offers (README "Skills"); unset = '
+        "none.",
+    )
     echo_max_context_tokens: int = Field(
         default=128_000, ge=1, description="Context window the echo provider reports."
     )

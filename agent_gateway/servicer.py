@@ -8,6 +8,7 @@ from typing import TYPE_CHECKING, Any, TypeAlias
 
 import grpc
 
+from agent_gateway.builtins import BuiltinTools
 from agent_gateway.callers import caller_of as _caller
 from agent_gateway.consolidation import Consolidator
 from agent_gateway.forks import DEFAULT_ROOT_LABEL, ForkInput, RootInput, SessionCreator
@@ -18,6 +19,7 @@ from agent_gateway.profiles import ProfileRegistry
 from agent_gateway.replies import CONTEXTS, profile_info, session_view
 from agent_gateway.service import RecordQuery, SessionService
 from agent_gateway.shared_memory import SharedMemory
+from agent_gateway.skill_rpcs import SkillRpcs
 from agent_gateway.turn_requests import (
     ContentLimits,
     send_input,
@@ -96,9 +98,9 @@ def _session_ids(
     return space_id, session_id
 
 
-class AgentGatewayServicer(SharedMemoryRpcs, agent_pb2_grpc.AgentGatewayServicer):
+class AgentGatewayServicer(SharedMemoryRpcs, SkillRpcs, agent_pb2_grpc.AgentGatewayServicer):
     """The public API; the logic lives in the creator and the session, turn and memory services
-    (the shared memory RPCs in `memory_rpcs`)."""
+    (the shared memory RPCs in `memory_rpcs`, ListSkills in `skill_rpcs`)."""
 
     def __init__(
         self,
@@ -111,6 +113,7 @@ class AgentGatewayServicer(SharedMemoryRpcs, agent_pb2_grpc.AgentGatewayServicer
         importer: SessionImporter,
         keys: KeyStore,
         memory: SharedMemory,
+        builtins: BuiltinTools,
         *,
         limits: ContentLimits,
     ) -> None:
@@ -123,6 +126,7 @@ class AgentGatewayServicer(SharedMemoryRpcs, agent_pb2_grpc.AgentGatewayServicer
         self._importer = importer
         self._keys = keys
         self._memory = memory
+        self._builtins = builtins
         self._limits = limits
 
     async def CreateRoot(

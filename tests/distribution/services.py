@@ -231,6 +231,7 @@ async def _drive_gateway(s: Services) -> None:
     await gw.Archive(agent_pb2.ArchiveRequest(space_id=sid, session_id=forks[2].id))
     await gw.Unarchive(agent_pb2.UnarchiveRequest(space_id=sid, session_id=forks[2].id))
     await gw.ListProfiles(agent_pb2.ListProfilesRequest(space_id=sid))
+    await gw.ListSkills(agent_pb2.ListSkillsRequest(space_id=sid, session_id=root.id))
     await _drive_cli_rpcs(gw, sid, root.id, forks[1].id)
     await _drive_shared_memory(gw, agent_pb2, sid)
     watch = gw.WatchSpace(agent_pb2.WatchSpaceRequest(space_id=sid, after_cursor="0"))

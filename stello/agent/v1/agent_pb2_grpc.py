@@ -173,6 +173,11 @@ class AgentGatewayStub:
                 request_serializer=stello_dot_agent_dot_v1_dot_agent__pb2.ListProfilesRequest.SerializeToString,
                 response_deserializer=stello_dot_agent_dot_v1_dot_agent__pb2.ListProfilesResponse.FromString,
                 _registered_method=True)
+        self.ListSkills = channel.unary_unary(
+                '/stello.agent.v1.AgentGateway/ListSkills',
+                request_serializer=stello_dot_agent_dot_v1_dot_agent__pb2.ListSkillsRequest.SerializeToString,
+                response_deserializer=stello_dot_agent_dot_v1_dot_agent__pb2.ListSkillsResponse.FromString,
+                _registered_method=True)
         self.WatchSpace = channel.unary_stream(
                 '/stello.agent.v1.AgentGateway/WatchSpace',
                 request_serializer=stello_dot_agent_dot_v1_dot_agent__pb2.WatchSpaceRequest.SerializeToString,
@@ -375,11 +380,17 @@ class AgentGatewayServicer:
         groups removed (or only the recent window after compression), then
         the user message. Memory is never put into the context.
         3. Calls the LLM outside any transaction, offering the built-in tools
-        and the client tools declared in `tools`. Built-in tool calls (e.g.
-        stello_create_session) run in the gateway and the model is called
-        again; the loop is bounded (STELLO_GATEWAY_MAX_TOOL_ROUNDS, default
-        5). When the model calls a client tool, the turn stops and returns
-        those calls in `pending_tool_calls`; SubmitToolResults continues it.
+        and the client tools declared in `tools`. The built-in tools are
+        stello_create_session (STELLO_GATEWAY_BUILTIN_TOOLS, on by default),
+        the shared memory tools stello_memory_recall, _remember and _forget
+        (`memory_tools`, else STELLO_GATEWAY_MEMORY_TOOLS, off by default)
+        and activate_skill (when the session's skill allow-list leaves at
+        least one configured skill). Built-in tool calls run in the gateway
+        and the model is called again; a failing one is an error result the
+        model sees, never a failed turn. The loop is bounded
+        (STELLO_GATEWAY_MAX_TOOL_ROUNDS, default 5). When the model calls a
+        client tool, the turn stops and returns those calls in
+        `pending_tool_calls`; SubmitToolResults continues it.
         4. Commits in one storage Transact: the user record, the assistant and
         tool records, turn_count + 1, last_active_at, clearing the insight
         (only if it is still the one that was put into the context — an
@@ -394,9 +405,11 @@ class AgentGatewayServicer:
         apart.
 
         An LLM error, a cancelled call or a failed commit writes nothing and
-        keeps the insight; the lease is released. A session fork made by the
-        built-in tool stays even if the turn later fails. With a request_id, a
-        retried Send returns the stored turn without calling the LLM.
+        keeps the insight; the lease is released. A session fork made by
+        stello_create_session, and a shared memory write made by
+        stello_memory_remember or stello_memory_forget, stay even if the turn
+        later fails. With a request_id, a retried Send returns the stored turn
+        without calling the LLM.
 
         Errors:
         - INVALID_ARGUMENT: malformed ids; invalid tool definitions (empty or
@@ -728,6 +741,23 @@ class AgentGatewayServicer:
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
+    def ListSkills(self, request, context):
+        """ListSkills lists the skills of the gateway's configuration
+        (STELLO_GATEWAY_SKILLS_FILE, TOML), in file order: what the built-in
+        activate_skill tool offers. With `session_id`, only those the session's
+        frozen config allows (SessionConfig.skills: unset = every skill, empty =
+        none, a list = the configured skills it names), which are exactly those
+        its turns offer. Not paged.
+
+        Errors:
+        - INVALID_ARGUMENT: malformed space_id or session_id.
+        - NOT_FOUND: `session_id` is not in the space.
+        - UNAUTHENTICATED: no valid key.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
     def WatchSpace(self, request, context):
         """WatchSpace streams every committed change of the space (DESIGN §4.6):
         first each retained event after `after_cursor`, then the live ones as
@@ -978,6 +1008,11 @@ def add_AgentGatewayServicer_to_server(servicer, server):
                     servicer.ListProfiles,
                     request_deserializer=stello_dot_agent_dot_v1_dot_agent__pb2.ListProfilesRequest.FromString,
                     response_serializer=stello_dot_agent_dot_v1_dot_agent__pb2.ListProfilesResponse.SerializeToString,
+            ),
+            'ListSkills': grpc.unary_unary_rpc_method_handler(
+                    servicer.ListSkills,
+                    request_deserializer=stello_dot_agent_dot_v1_dot_agent__pb2.ListSkillsRequest.FromString,
+                    response_serializer=stello_dot_agent_dot_v1_dot_agent__pb2.ListSkillsResponse.SerializeToString,
             ),
             'WatchSpace': grpc.unary_stream_rpc_method_handler(
                     servicer.WatchSpace,
@@ -1584,6 +1619,33 @@ class AgentGateway:
             '/stello.agent.v1.AgentGateway/ListProfiles',
             stello_dot_agent_dot_v1_dot_agent__pb2.ListProfilesRequest.SerializeToString,
             stello_dot_agent_dot_v1_dot_agent__pb2.ListProfilesResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def ListSkills(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/stello.agent.v1.AgentGateway/ListSkills',
+            stello_dot_agent_dot_v1_dot_agent__pb2.ListSkillsRequest.SerializeToString,
+            stello_dot_agent_dot_v1_dot_agent__pb2.ListSkillsResponse.FromString,
             options,
             channel_credentials,
             insecure,
