@@ -14,6 +14,7 @@ from agent_gateway.consolidation import Consolidator
 from agent_gateway.forks import DEFAULT_ROOT_LABEL, ForkInput, RootInput, SessionCreator
 from agent_gateway.import_requests import import_input
 from agent_gateway.imports import SessionImporter
+from agent_gateway.lineage_rpcs import LineageRpcs
 from agent_gateway.memory_rpcs import SharedMemoryRpcs
 from agent_gateway.profiles import ProfileRegistry
 from agent_gateway.replies import CONTEXTS, profile_info, session_view
@@ -98,9 +99,12 @@ def _session_ids(
     return space_id, session_id
 
 
-class AgentGatewayServicer(SharedMemoryRpcs, SkillRpcs, agent_pb2_grpc.AgentGatewayServicer):
+class AgentGatewayServicer(
+    SharedMemoryRpcs, SkillRpcs, LineageRpcs, agent_pb2_grpc.AgentGatewayServicer
+):
     """The public API; the logic lives in the creator and the session, turn and memory services
-    (the shared memory RPCs in `memory_rpcs`, ListSkills in `skill_rpcs`)."""
+    (the shared memory RPCs in `memory_rpcs`, ListSkills in `skill_rpcs`, GetLineage in
+    `lineage_rpcs`)."""
 
     def __init__(
         self,

@@ -217,6 +217,7 @@ async def _drive_gateway(s: Services) -> None:
     )
     await gw.ListSessionDigests(agent_pb2.ListSessionDigestsRequest(space_id=sid, page_size=2))
     await gw.GetSession(agent_pb2.GetSessionRequest(space_id=sid, session_id=root.id))
+    await gw.GetLineage(agent_pb2.GetLineageRequest(space_id=sid, session_id=forks[0].id))
     await gw.GetTree(agent_pb2.GetTreeRequest(space_id=sid))
     await gw.ListRecords(
         agent_pb2.ListRecordsRequest(space_id=sid, session_id=root.id, limit=3, newest_first=True)
@@ -439,6 +440,14 @@ async def _drive_tree(s: Services) -> None:
     await tr.GetChildren(tree_pb2.GetChildrenRequest(space_id=sid, session_id=root.id))
     await tr.GetSiblings(tree_pb2.GetSiblingsRequest(**one))
     await tr.GetAncestors(tree_pb2.GetAncestorsRequest(space_id=sid, session_id=hidden.id))
+    first = await tr.ListAncestors(
+        tree_pb2.ListAncestorsRequest(space_id=sid, session_id=hidden.id, page_size=1)
+    )
+    await tr.ListAncestors(
+        tree_pb2.ListAncestorsRequest(
+            space_id=sid, session_id=hidden.id, page_size=1, page_token=first.next_page_token
+        )
+    )
     await tr.GetTree(tree_pb2.GetTreeRequest(space_id=sid, root_id=root.id, max_depth=1))
     await tr.AddRef(tree_pb2.AddRefRequest(space_id=sid, from_id=kids[0].id, to_id=kids[1].id))
     await attempt(tr.AddRef(tree_pb2.AddRefRequest(space_id=sid, from_id=hidden.id, to_id=root.id)))

@@ -303,6 +303,26 @@ class GetSessionResponse(_message.Message):
     session: SessionView
     def __init__(self, session: _Optional[_Union[SessionView, _Mapping]] = ...) -> None: ...
 
+class GetLineageRequest(_message.Message):
+    __slots__ = ("space_id", "session_id", "page_size", "page_token")
+    SPACE_ID_FIELD_NUMBER: _ClassVar[int]
+    SESSION_ID_FIELD_NUMBER: _ClassVar[int]
+    PAGE_SIZE_FIELD_NUMBER: _ClassVar[int]
+    PAGE_TOKEN_FIELD_NUMBER: _ClassVar[int]
+    space_id: str
+    session_id: str
+    page_size: int
+    page_token: str
+    def __init__(self, space_id: _Optional[str] = ..., session_id: _Optional[str] = ..., page_size: _Optional[int] = ..., page_token: _Optional[str] = ...) -> None: ...
+
+class GetLineageResponse(_message.Message):
+    __slots__ = ("ancestors", "next_page_token")
+    ANCESTORS_FIELD_NUMBER: _ClassVar[int]
+    NEXT_PAGE_TOKEN_FIELD_NUMBER: _ClassVar[int]
+    ancestors: _containers.RepeatedCompositeFieldContainer[_common_pb2.SessionDigest]
+    next_page_token: str
+    def __init__(self, ancestors: _Optional[_Iterable[_Union[_common_pb2.SessionDigest, _Mapping]]] = ..., next_page_token: _Optional[str] = ...) -> None: ...
+
 class GetTreeRequest(_message.Message):
     __slots__ = ("space_id", "root_id", "max_depth")
     SPACE_ID_FIELD_NUMBER: _ClassVar[int]

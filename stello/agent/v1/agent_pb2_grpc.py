@@ -113,6 +113,11 @@ class AgentGatewayStub:
                 request_serializer=stello_dot_agent_dot_v1_dot_agent__pb2.GetSessionRequest.SerializeToString,
                 response_deserializer=stello_dot_agent_dot_v1_dot_agent__pb2.GetSessionResponse.FromString,
                 _registered_method=True)
+        self.GetLineage = channel.unary_unary(
+                '/stello.agent.v1.AgentGateway/GetLineage',
+                request_serializer=stello_dot_agent_dot_v1_dot_agent__pb2.GetLineageRequest.SerializeToString,
+                response_deserializer=stello_dot_agent_dot_v1_dot_agent__pb2.GetLineageResponse.FromString,
+                _registered_method=True)
         self.GetTree = channel.unary_unary(
                 '/stello.agent.v1.AgentGateway/GetTree',
                 request_serializer=stello_dot_agent_dot_v1_dot_agent__pb2.GetTreeRequest.SerializeToString,
@@ -546,6 +551,30 @@ class AgentGatewayServicer:
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
+    def GetLineage(self, request, context):
+        """GetLineage answers a session's ancestors nearest first (its parent, the
+        parent's parent, ..., the root), each as a SessionDigest: id, parent,
+        label, status, turn count, memory and insight (DESIGN §4.5; the
+        recursive context an orchestrator assembles, seed 002's
+        assembleContext). The session itself is not in the answer (GetSession
+        reads it). Reading the insight does not consume it. Paged: `page_size`
+        0 = 100, at most 1000; `next_page_token` continues up the chain (empty
+        at the root). Each page costs exactly one tree ListAncestors call and
+        one storage BatchGetSlots call, however deep the chain: a page reads
+        only its own ancestors. An ancestor erased between the two calls is
+        left out.
+
+        Errors:
+        - INVALID_ARGUMENT: malformed ids; page_size negative or above 1000; a
+        page_token not issued for this session.
+        - NOT_FOUND: the session is not in the space (or was erased between
+        pages).
+        - UNAUTHENTICATED: no valid key.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
     def GetTree(self, request, context):
         """GetTree returns the forest (or the subtree under `root_id`) as light
         TreeNodes in pre-order, linked by parent_id: roots in (created_at, id)
@@ -949,6 +978,11 @@ def add_AgentGatewayServicer_to_server(servicer, server):
                     request_deserializer=stello_dot_agent_dot_v1_dot_agent__pb2.GetSessionRequest.FromString,
                     response_serializer=stello_dot_agent_dot_v1_dot_agent__pb2.GetSessionResponse.SerializeToString,
             ),
+            'GetLineage': grpc.unary_unary_rpc_method_handler(
+                    servicer.GetLineage,
+                    request_deserializer=stello_dot_agent_dot_v1_dot_agent__pb2.GetLineageRequest.FromString,
+                    response_serializer=stello_dot_agent_dot_v1_dot_agent__pb2.GetLineageResponse.SerializeToString,
+            ),
             'GetTree': grpc.unary_unary_rpc_method_handler(
                     servicer.GetTree,
                     request_deserializer=stello_dot_agent_dot_v1_dot_agent__pb2.GetTreeRequest.FromString,
@@ -1295,6 +1329,33 @@ class AgentGateway:
             '/stello.agent.v1.AgentGateway/GetSession',
             stello_dot_agent_dot_v1_dot_agent__pb2.GetSessionRequest.SerializeToString,
             stello_dot_agent_dot_v1_dot_agent__pb2.GetSessionResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def GetLineage(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/stello.agent.v1.AgentGateway/GetLineage',
+            stello_dot_agent_dot_v1_dot_agent__pb2.GetLineageRequest.SerializeToString,
+            stello_dot_agent_dot_v1_dot_agent__pb2.GetLineageResponse.FromString,
             options,
             channel_credentials,
             insecure,
