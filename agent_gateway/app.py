@@ -15,6 +15,7 @@ from agent_gateway.compose import ConfigLayer, Summarizer
 from agent_gateway.config import GatewaySettings, targets
 from agent_gateway.consolidation import Consolidator
 from agent_gateway.faults import Faults, faults_from_setting
+from agent_gateway.fork_guard import ForkGuard
 from agent_gateway.forks import SessionCreator, SizeLimits
 from agent_gateway.imports import SessionImporter
 from agent_gateway.llm import (
@@ -213,9 +214,15 @@ def create_app(
         every_n_turns=config.consolidate_every_n_turns,
         registry=registry,
     )
+    guard = ForkGuard(
+        clients.storage,
+        prompts,
+        min_turns=config.fork_min_turns,
+        cooldown_turns=config.fork_cooldown_turns,
+    )
     builtins = BuiltinTools(
         create_session=(
-            CreateSessionTool(creator, profiles, prompts) if config.builtin_tools else None
+            CreateSessionTool(creator, profiles, prompts, guard) if config.builtin_tools else None
         ),
         memory=MemoryTools(memory),
         memory_by_default=config.memory_tools,

@@ -303,6 +303,49 @@ class StorageClient(ServiceClient):
         )
         return reply.removed
 
+    async def claim_fork(
+        self,
+        caller: Caller,
+        space_id: UUID,
+        session_id: UUID,
+        *,
+        min_turns: int,
+        cooldown_turns: int,
+    ) -> storage_pb2.ClaimForkResponse:
+        """Check and take the session's fork guard (granted or not, with the counts)."""
+        request = storage_pb2.ClaimForkRequest(
+            space_id=str(space_id),
+            session_id=str(session_id),
+            min_turns=min_turns,
+            cooldown_turns=cooldown_turns,
+        )
+        return await self._call(
+            "ClaimFork", self._stub.ClaimFork, request, storage_pb2.ClaimForkResponse, caller
+        )
+
+    async def release_fork_claim(
+        self,
+        caller: Caller,
+        space_id: UUID,
+        session_id: UUID,
+        claim: storage_pb2.ClaimForkResponse,
+    ) -> bool:
+        """Give back a granted claim whose fork failed; False when a later one replaced it."""
+        request = storage_pb2.ReleaseForkClaimRequest(
+            space_id=str(space_id),
+            session_id=str(session_id),
+            claimed_turn=claim.turn_count,
+            previous_fork_turn=claim.last_fork_turn if claim.HasField("last_fork_turn") else None,
+        )
+        reply = await self._call(
+            "ReleaseForkClaim",
+            self._stub.ReleaseForkClaim,
+            request,
+            storage_pb2.ReleaseForkClaimResponse,
+            caller,
+        )
+        return reply.released
+
     async def read_events(
         self, caller: Caller, space_id: UUID, after: int | None, limit: int
     ) -> storage_pb2.ReadEventsResponse:

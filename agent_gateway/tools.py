@@ -11,6 +11,8 @@ forking); only the keys present are passed on (absent `skills` stays absent,
 ``[]`` means no skills). Success answers ``{"sessionId", "label"}`` as JSON;
 any failure (bad arguments, a refused fork) answers an error result the model
 sees, never fails the turn. A fork made this way stays even if the turn fails.
+With a fork guard set (`fork_guard`), a session may fork itself only after
+enough turns and a cooldown; a refusal is an error result too.
 
 Client tools are declared per request (`ToolDefinition`); when the model
 calls one, the turn stops and returns the call to the client.
@@ -30,6 +32,7 @@ from google.protobuf import json_format
 
 from agent_gateway.clients import Caller
 from agent_gateway.compose import ContextMode
+from agent_gateway.fork_guard import ForkGuard
 from agent_gateway.forks import ForkInput, SessionCreator
 from agent_gateway.llm import RAW_ARGUMENTS_KEY, Prompts, ToolCallSpec, ToolSpec
 from agent_gateway.llm.prompt_texts import UNKNOWN_PROFILE
@@ -120,11 +123,16 @@ class CreateSessionTool:
     """``stello_create_session``: forks the turn's session through the Fork saga."""
 
     def __init__(
-        self, creator: SessionCreator, profiles: ProfileRegistry, prompts: Prompts
+        self,
+        creator: SessionCreator,
+        profiles: ProfileRegistry,
+        prompts: Prompts,
+        guard: ForkGuard | None = None,
     ) -> None:
         self._creator = creator
         self._profiles = profiles
         self._prompts = prompts
+        self._guard = guard if guard is not None and guard.enabled else None
 
     async def run(
         self,
@@ -143,9 +151,16 @@ class CreateSessionTool:
             fork = self._fork_input(space_id, session_id, call.arguments, request_id)
         except ValueError as exc:
             return ToolOutcome(str(exc), is_error=True)
+        claim = None
         try:
+            if self._guard is not None:
+                claim = await self._guard.claim(caller, space_id, session_id)
+                if isinstance(claim, str):
+                    return ToolOutcome(claim, is_error=True)
             session = await self._creator.fork(caller, fork)
         except StelloError as exc:
+            if self._guard is not None and claim is not None and not isinstance(claim, str):
+                await self._guard.give_back(caller, space_id, session_id, claim)
             return ToolOutcome(exc.message, is_error=True)
         body = {"sessionId": session.id, "label": session.label}
         return ToolOutcome(json.dumps(body, ensure_ascii=False, separators=(",", ":")))

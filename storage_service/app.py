@@ -13,6 +13,7 @@ from storage_service.config import StorageSettings
 from storage_service.convert import ProtoCodecs
 from storage_service.event_log import EventLog, Purger
 from storage_service.event_repository import EventRepository
+from storage_service.fork_guard import ForkGuard
 from storage_service.parse import RequestParser
 from storage_service.repository import Database
 from storage_service.service import StorageService
@@ -39,7 +40,11 @@ def create_app(
     )
     events = EventRepository(pool)
     servicer = SessionStorageServicer(
-        service, RequestParser(settings, config), EventLog(events), SharedMemoryService(db)
+        service,
+        RequestParser(settings, config),
+        EventLog(events),
+        SharedMemoryService(db),
+        ForkGuard(db),
     )
 
     def register(server: grpc.aio.Server) -> None:

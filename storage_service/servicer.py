@@ -24,6 +24,7 @@ from storage_service.convert import (
     slots_to_proto,
 )
 from storage_service.event_log import EventLog
+from storage_service.fork_guard import ForkGuard
 from storage_service.models import SlotName
 from storage_service.parse import RequestParser
 from storage_service.service import StorageService
@@ -46,11 +47,13 @@ class SessionStorageServicer(storage_pb2_grpc.SessionStorageServicer):
         parser: RequestParser,
         events: EventLog,
         memory: SharedMemoryService,
+        guard: ForkGuard,
     ) -> None:
         self._service = service
         self._parse = parser
         self._events = events
         self._memory = memory
+        self._guard = guard
 
     async def _put_slot(self, request: SlotWrite, slot: SlotName) -> None:
         """Validate a Put<Slot> request and overwrite that slot."""
@@ -242,6 +245,40 @@ class SessionStorageServicer(storage_pb2_grpc.SessionStorageServicer):
         v.raise_if_any()
         removed = await self._memory.remove_entry(space_id, request.slug, key)
         return storage_pb2.RemoveSharedMemoryEntryResponse(removed=removed)
+
+    async def ClaimFork(
+        self, request: storage_pb2.ClaimForkRequest, context: Context
+    ) -> storage_pb2.ClaimForkResponse:
+        """Check and take the session's fork guard."""
+        v = Violations()
+        space_id, session_id = parse.target(request, v)
+        for name in ("min_turns", "cooldown_turns"):
+            if getattr(request, name) < 0:
+                v.add(name, "must not be negative")
+        v.raise_if_any()
+        claim = await self._guard.claim(
+            space_id, session_id, request.min_turns, request.cooldown_turns
+        )
+        return storage_pb2.ClaimForkResponse(
+            granted=claim.granted,
+            turn_count=claim.state.turn_count,
+            last_fork_turn=claim.state.last_fork_turn,
+        )
+
+    async def ReleaseForkClaim(
+        self, request: storage_pb2.ReleaseForkClaimRequest, context: Context
+    ) -> storage_pb2.ReleaseForkClaimResponse:
+        """Give back a fork claim whose fork failed."""
+        v = Violations()
+        space_id, session_id = parse.target(request, v)
+        previous = request.previous_fork_turn if request.HasField("previous_fork_turn") else None
+        if request.claimed_turn < 0:
+            v.add("claimed_turn", "must not be negative")
+        if previous is not None and previous < 0:
+            v.add("previous_fork_turn", "must not be negative")
+        v.raise_if_any()
+        released = await self._guard.release(space_id, session_id, request.claimed_turn, previous)
+        return storage_pb2.ReleaseForkClaimResponse(released=released)
 
     async def GetCompressionCache(
         self, request: storage_pb2.GetCompressionCacheRequest, context: Context

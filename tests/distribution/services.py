@@ -324,6 +324,11 @@ async def _drive_storage(s: Services) -> None:
     await st.TrimRecords(storage_pb2.TrimRecordsRequest(**req, keep_recent=2))
     await st.ReadEvents(storage_pb2.ReadEventsRequest(space_id=sid, after_position=0, limit=5))
     await _drive_shared_memory(st, storage_pb2, sid)
+    claim = await st.ClaimFork(storage_pb2.ClaimForkRequest(**req, min_turns=0, cooldown_turns=2))
+    await st.ClaimFork(storage_pb2.ClaimForkRequest(**req, min_turns=0, cooldown_turns=2))
+    await st.ReleaseForkClaim(
+        storage_pb2.ReleaseForkClaimRequest(**req, claimed_turn=claim.turn_count)
+    )
     await attempt(
         st.GetSession(storage_pb2.GetSessionRequest(space_id=sid, session_id=str(uuid.uuid4())))
     )

@@ -316,6 +316,46 @@ class RemoveSharedMemoryEntryResponse(_message.Message):
     removed: bool
     def __init__(self, removed: _Optional[bool] = ...) -> None: ...
 
+class ClaimForkRequest(_message.Message):
+    __slots__ = ("space_id", "session_id", "min_turns", "cooldown_turns")
+    SPACE_ID_FIELD_NUMBER: _ClassVar[int]
+    SESSION_ID_FIELD_NUMBER: _ClassVar[int]
+    MIN_TURNS_FIELD_NUMBER: _ClassVar[int]
+    COOLDOWN_TURNS_FIELD_NUMBER: _ClassVar[int]
+    space_id: str
+    session_id: str
+    min_turns: int
+    cooldown_turns: int
+    def __init__(self, space_id: _Optional[str] = ..., session_id: _Optional[str] = ..., min_turns: _Optional[int] = ..., cooldown_turns: _Optional[int] = ...) -> None: ...
+
+class ClaimForkResponse(_message.Message):
+    __slots__ = ("granted", "turn_count", "last_fork_turn")
+    GRANTED_FIELD_NUMBER: _ClassVar[int]
+    TURN_COUNT_FIELD_NUMBER: _ClassVar[int]
+    LAST_FORK_TURN_FIELD_NUMBER: _ClassVar[int]
+    granted: bool
+    turn_count: int
+    last_fork_turn: int
+    def __init__(self, granted: _Optional[bool] = ..., turn_count: _Optional[int] = ..., last_fork_turn: _Optional[int] = ...) -> None: ...
+
+class ReleaseForkClaimRequest(_message.Message):
+    __slots__ = ("space_id", "session_id", "claimed_turn", "previous_fork_turn")
+    SPACE_ID_FIELD_NUMBER: _ClassVar[int]
+    SESSION_ID_FIELD_NUMBER: _ClassVar[int]
+    CLAIMED_TURN_FIELD_NUMBER: _ClassVar[int]
+    PREVIOUS_FORK_TURN_FIELD_NUMBER: _ClassVar[int]
+    space_id: str
+    session_id: str
+    claimed_turn: int
+    previous_fork_turn: int
+    def __init__(self, space_id: _Optional[str] = ..., session_id: _Optional[str] = ..., claimed_turn: _Optional[int] = ..., previous_fork_turn: _Optional[int] = ...) -> None: ...
+
+class ReleaseForkClaimResponse(_message.Message):
+    __slots__ = ("released",)
+    RELEASED_FIELD_NUMBER: _ClassVar[int]
+    released: bool
+    def __init__(self, released: _Optional[bool] = ...) -> None: ...
+
 class CompressionCache(_message.Message):
     __slots__ = ("summary", "covered_until_seq", "lossy")
     SUMMARY_FIELD_NUMBER: _ClassVar[int]

@@ -161,6 +161,16 @@ class SessionStorageStub:
                 request_serializer=stello_dot_storage_dot_v1_dot_storage__pb2.RemoveSharedMemoryEntryRequest.SerializeToString,
                 response_deserializer=stello_dot_storage_dot_v1_dot_storage__pb2.RemoveSharedMemoryEntryResponse.FromString,
                 _registered_method=True)
+        self.ClaimFork = channel.unary_unary(
+                '/stello.storage.v1.SessionStorage/ClaimFork',
+                request_serializer=stello_dot_storage_dot_v1_dot_storage__pb2.ClaimForkRequest.SerializeToString,
+                response_deserializer=stello_dot_storage_dot_v1_dot_storage__pb2.ClaimForkResponse.FromString,
+                _registered_method=True)
+        self.ReleaseForkClaim = channel.unary_unary(
+                '/stello.storage.v1.SessionStorage/ReleaseForkClaim',
+                request_serializer=stello_dot_storage_dot_v1_dot_storage__pb2.ReleaseForkClaimRequest.SerializeToString,
+                response_deserializer=stello_dot_storage_dot_v1_dot_storage__pb2.ReleaseForkClaimResponse.FromString,
+                _registered_method=True)
         self.GetCompressionCache = channel.unary_unary(
                 '/stello.storage.v1.SessionStorage/GetCompressionCache',
                 request_serializer=stello_dot_storage_dot_v1_dot_storage__pb2.GetCompressionCacheRequest.SerializeToString,
@@ -532,6 +542,40 @@ class SessionStorageServicer:
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
+    def ClaimFork(self, request, context):
+        """Takes the fork guard of a session for the gateway's built-in
+        stello_create_session tool (STELLO-SPEC §4.11, DESIGN §4.5): under the
+        session's row lock, checks that it has at least `min_turns` committed
+        turns and that at least `cooldown_turns` turns have passed since its last
+        granted claim, and if both hold records this claim at the current turn
+        count. Answers `granted` and the counts it judged by (so the caller can
+        say why it refused). Concurrent claims are serialised on the row: of two
+        claims at one turn count with a cooldown, one is granted. The counters
+        live in the session's row, so every gateway process sees the same guard.
+        Writes no event (guard bookkeeping, not a change a watcher reads).
+
+        Errors: INVALID_ARGUMENT for a malformed space_id or session_id, or a
+        negative min_turns or cooldown_turns; NOT_FOUND when the session is not
+        in the space or is provisional; UNAUTHENTICATED without a valid key.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def ReleaseForkClaim(self, request, context):
+        """Gives back a granted fork claim whose fork then failed: the session's
+        last fork turn becomes `previous_fork_turn` again (unset = never forked),
+        if it still is `claimed_turn` (a later claim is left alone). Answers
+        whether it was given back. Idempotent by nature.
+
+        Errors: INVALID_ARGUMENT for a malformed space_id or session_id, or a
+        negative turn; NOT_FOUND when the session is not in the space;
+        UNAUTHENTICATED without a valid key.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
     def GetCompressionCache(self, request, context):
         """Reads the compression cache (the newest summary); `cache` is unset when
         there is none (never put, or cleared by a trim).
@@ -782,6 +826,16 @@ def add_SessionStorageServicer_to_server(servicer, server):
                     servicer.RemoveSharedMemoryEntry,
                     request_deserializer=stello_dot_storage_dot_v1_dot_storage__pb2.RemoveSharedMemoryEntryRequest.FromString,
                     response_serializer=stello_dot_storage_dot_v1_dot_storage__pb2.RemoveSharedMemoryEntryResponse.SerializeToString,
+            ),
+            'ClaimFork': grpc.unary_unary_rpc_method_handler(
+                    servicer.ClaimFork,
+                    request_deserializer=stello_dot_storage_dot_v1_dot_storage__pb2.ClaimForkRequest.FromString,
+                    response_serializer=stello_dot_storage_dot_v1_dot_storage__pb2.ClaimForkResponse.SerializeToString,
+            ),
+            'ReleaseForkClaim': grpc.unary_unary_rpc_method_handler(
+                    servicer.ReleaseForkClaim,
+                    request_deserializer=stello_dot_storage_dot_v1_dot_storage__pb2.ReleaseForkClaimRequest.FromString,
+                    response_serializer=stello_dot_storage_dot_v1_dot_storage__pb2.ReleaseForkClaimResponse.SerializeToString,
             ),
             'GetCompressionCache': grpc.unary_unary_rpc_method_handler(
                     servicer.GetCompressionCache,
@@ -1347,6 +1401,60 @@ class SessionStorage:
             '/stello.storage.v1.SessionStorage/RemoveSharedMemoryEntry',
             stello_dot_storage_dot_v1_dot_storage__pb2.RemoveSharedMemoryEntryRequest.SerializeToString,
             stello_dot_storage_dot_v1_dot_storage__pb2.RemoveSharedMemoryEntryResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def ClaimFork(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/stello.storage.v1.SessionStorage/ClaimFork',
+            stello_dot_storage_dot_v1_dot_storage__pb2.ClaimForkRequest.SerializeToString,
+            stello_dot_storage_dot_v1_dot_storage__pb2.ClaimForkResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def ReleaseForkClaim(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/stello.storage.v1.SessionStorage/ReleaseForkClaim',
+            stello_dot_storage_dot_v1_dot_storage__pb2.ReleaseForkClaimRequest.SerializeToString,
+            stello_dot_storage_dot_v1_dot_storage__pb2.ReleaseForkClaimResponse.FromString,
             options,
             channel_credentials,
             insecure,
