@@ -43,7 +43,7 @@ content = "North is up."
 """
 ALL = ["tides", "knots", "charts"]
 README = Path(__file__).resolve().parents[2] / "README.md"
-SKILLS_MARKER = "<!-- skills example: read by the tests (a valid skills file) -->"
+SKILLS_MARKER = "<!-- skills example: the file tests/cli/suite.py serves -->"
 
 
 @pytest.fixture(name="skills_file")
