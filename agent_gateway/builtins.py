@@ -13,6 +13,7 @@ error result (``Unknown tool: <name>``), never a failed turn.
 
 from __future__ import annotations
 
+import hashlib
 import uuid
 from dataclasses import dataclass
 
@@ -30,8 +31,18 @@ from agent_gateway.tools import (
     CreateSessionTool,
     ToolOutcome,
 )
+from stello.idempotency import MAX_REQUEST_ID_CHARS
 
 MEMORY_NAMES = frozenset({MEMORY_RECALL, MEMORY_REMEMBER, MEMORY_FORGET})
+
+
+def _write_id(request_id: str) -> str:
+    """The request id of a memory write: the call's, kept within storage's 200 characters
+    whatever the provider's call ids look like."""
+    rid = f"tool/{request_id}"
+    if len(rid) <= MAX_REQUEST_ID_CHARS:
+        return rid
+    return f"tool/sha256-{hashlib.sha256(request_id.encode()).hexdigest()}"
 
 
 @dataclass(frozen=True, slots=True)
@@ -59,7 +70,7 @@ class TurnTools:
         if call.name == CREATE_SESSION and self.create_session is not None:
             return await self.create_session.run(caller, space_id, session_id, call, request_id)
         if call.name in MEMORY_NAMES and self.memory is not None:
-            return await self.memory.run(caller, space_id, call, f"tool/{request_id}")
+            return await self.memory.run(caller, space_id, call, _write_id(request_id))
         if call.name == ACTIVATE_SKILL and self.skills:
             text, is_error = activate(self.skills, call.arguments)
             return ToolOutcome(text, is_error=is_error)

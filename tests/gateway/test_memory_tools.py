@@ -205,6 +205,21 @@ class TestResults:
         )
         assert listed.total_count == 0
 
+    async def test_a_long_call_id_still_writes(
+        self, openai_stack: OpenAIStack, fake: FakeOpenAI
+    ) -> None:
+        """A provider's 300-character call id still makes a write (its request id is hashed)."""
+        stack = await openai_stack()
+        root = await stack.root()
+        call = FakeToolCall(
+            MEMORY_REMEMBER, {"slug": "long", "summary": "s", "body": "b"}, id="c" * 300
+        )
+        fake.reply(tool_calls=[call])
+        fake.reply("done")
+        reply = await send(stack, root.id, "go", memory_tools=True)
+        assert json.loads(reply.records[2].content) == {"slug": "long"}
+        assert (await entry(stack, "long")).body == "b"
+
 
 class TestSharing:
     async def test_writes_stay_when_the_turn_fails(
