@@ -10,6 +10,7 @@ texts the gateway adds to model calls are one configured set
 """
 
 from agent_gateway.app import GatewayClients, LazyProvider, create_app
+from agent_gateway.builtins import BuiltinTools
 from agent_gateway.clients import Caller, CallPolicy, RequestKey, StorageClient, TreeClient
 from agent_gateway.compose import ConfigLayer, ContextMode, PromptMode, Summarizer
 from agent_gateway.config import GatewaySettings
@@ -19,7 +20,6 @@ from agent_gateway.lease_keeper import LeaseKeeper, LeaseTimes
 from agent_gateway.profiles import Profile, ProfileRegistry, load_profiles
 from agent_gateway.prompt_config import SessionPrompts, load_prompts
 from agent_gateway.reconcile import reconcile
-from agent_gateway.tools import BuiltinTools
 from agent_gateway.turn_state import SendInput, SubmitInput, ToolResultInput, TurnDone
 from agent_gateway.turns import TurnService
 

@@ -10,14 +10,15 @@ from agent_gateway.app import create_app
 from agent_gateway.config import GatewaySettings
 from agent_gateway.profiles import ProfilesFileError, load_profiles
 from agent_gateway.prompt_config import PromptsFileError, load_prompts
+from agent_gateway.skills import SkillsFileError, load_skills
 from stello.runner import main as run
 from stello.settings import StelloSettings
 
 
 def main() -> None:
-    """Read the settings and the prompts and profiles files once, then serve.
+    """Read the settings and the prompts, profiles and skills files once, then serve.
 
-    Invalid gateway settings, or a prompts or profiles file that is not
+    Invalid gateway settings, or a prompts, profiles or skills file that is not
     valid, stop the process before anything starts, with a message naming
     the variable, or the file, line and problem (exit status 1).
     """
@@ -26,9 +27,10 @@ def main() -> None:
         config = GatewaySettings()
         prompts = load_prompts(config.prompts, config.prompts_file)
         profiles = load_profiles(config.profiles_file)
-    except (ValidationError, PromptsFileError, ProfilesFileError) as exc:
+        skills = load_skills(config.skills_file)
+    except (ValidationError, PromptsFileError, ProfilesFileError, SkillsFileError) as exc:
         raise SystemExit(f"agent_gateway: {exc}") from None
-    factory = partial(create_app, config=config, prompts=prompts, profiles=profiles)
+    factory = partial(create_app, config=config, prompts=prompts, profiles=profiles, skills=skills)
     run(settings, config.address, factory)
 
 

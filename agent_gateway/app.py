@@ -9,11 +9,13 @@ import asyncpg
 import grpc
 from prometheus_client import CollectorRegistry
 
+from agent_gateway.builtins import BuiltinTools
 from agent_gateway.clients import CallPolicy, StorageClient, TreeClient
 from agent_gateway.compose import ConfigLayer, Summarizer
 from agent_gateway.config import GatewaySettings, targets
 from agent_gateway.consolidation import Consolidator
 from agent_gateway.faults import Faults, faults_from_setting
+from agent_gateway.fork_guard import ForkGuard
 from agent_gateway.forks import SessionCreator, SizeLimits
 from agent_gateway.imports import SessionImporter
 from agent_gateway.lease_keeper import LeaseKeeper, LeaseTimes
@@ -25,13 +27,16 @@ from agent_gateway.llm import (
     StreamEvent,
     ToolSpec,
 )
+from agent_gateway.memory_tools import MemoryTools
 from agent_gateway.profiles import ProfileRegistry, load_profiles
 from agent_gateway.prompt_config import SessionPrompts, load_prompts
 from agent_gateway.saga import ProvisioningSaga
 from agent_gateway.service import SessionService
 from agent_gateway.servicer import AgentGatewayServicer
+from agent_gateway.shared_memory import SharedMemory
+from agent_gateway.skills import SkillRegistry, load_skills
 from agent_gateway.summarizer import ProviderSummarizer
-from agent_gateway.tools import BuiltinTools
+from agent_gateway.tools import CreateSessionTool
 from agent_gateway.turn_requests import ContentLimits
 from agent_gateway.turns import TurnService
 from agent_gateway.watch import Watchers
@@ -143,6 +148,7 @@ def create_app(
     provider: LLMProvider | None = None,
     prompts: Prompts | None = None,
     profiles: ProfileRegistry | None = None,
+    skills: SkillRegistry | None = None,
 ) -> ServiceApp:
     """Build the gateway app.
 
@@ -151,11 +157,11 @@ def create_app(
     (nothing in production); `provider` to the one ``STELLO_LLM_PROVIDER`` names
     (built on first use; `echo` reports ``config.echo_max_context_tokens``);
     `summarizer` to the fork-compress prompt over that provider; `clients` to
-    channels to ``config``'s addresses; `prompts` and `profiles` to what
+    channels to ``config``'s addresses; `prompts`, `profiles` and `skills` to what
     ``config`` names (`__main__` reads them before anything starts).
 
     Raises:
-        PromptsFileError, ProfilesFileError: the prompts or profiles file is not valid.
+        PromptsFileError, ProfilesFileError, SkillsFileError: a file is not valid.
     """
     config = config or GatewaySettings()
     prompts = prompts or load_prompts(config.prompts, config.prompts_file)
@@ -195,6 +201,7 @@ def create_app(
         limits=sizes,
     )
     session_prompts = SessionPrompts(clients.tree, prompts)
+    memory = SharedMemory(clients.storage, max_body_bytes=settings.max_slot_bytes)
     sessions = SessionService(clients.tree, clients.storage)
     apps: list[ServiceApp] = []
 
@@ -211,10 +218,25 @@ def create_app(
     )
     times = LeaseTimes(config.turn_lease_ttl_s, config.turn_max_s, backoff_s=config.retry_backoff_s)
     leases = LeaseKeeper(clients.storage, times)
+    guard = ForkGuard(
+        clients.storage,
+        prompts,
+        min_turns=config.fork_min_turns,
+        cooldown_turns=config.fork_cooldown_turns,
+    )
+    builtins = BuiltinTools(
+        create_session=(
+            CreateSessionTool(creator, profiles, prompts, guard) if config.builtin_tools else None
+        ),
+        memory=MemoryTools(memory),
+        memory_by_default=config.memory_tools,
+        skills=skills if skills is not None else load_skills(config.skills_file),
+        tree=clients.tree,
+    )
     turns = TurnService(
         clients.storage,
         provider,
-        BuiltinTools(creator, profiles, prompts, enabled=config.builtin_tools),
+        builtins,
         consolidator,
         session_prompts,
         max_tool_rounds=config.max_tool_rounds,
@@ -237,6 +259,8 @@ def create_app(
         watchers,
         importer,
         keys,
+        memory,
+        builtins,
         limits=ContentLimits(config.max_content_bytes, settings.max_record_bytes),
         sizes=sizes,
     )

@@ -259,6 +259,106 @@ class StorageClient(ServiceClient):
             caller,
         )
 
+    async def list_shared_memory(
+        self, caller: Caller, space_id: UUID, *, page_size: int, page_token: str = ""
+    ) -> storage_pb2.ListSharedMemoryResponse:
+        """One page of the space's shared memory entries (no bodies) and their count."""
+        request = storage_pb2.ListSharedMemoryRequest(
+            space_id=str(space_id), page_size=page_size, page_token=page_token
+        )
+        return await self._call(
+            "ListSharedMemory",
+            self._stub.ListSharedMemory,
+            request,
+            storage_pb2.ListSharedMemoryResponse,
+            caller,
+        )
+
+    async def get_shared_memory_entry(
+        self, caller: Caller, space_id: UUID, slug: str
+    ) -> common_pb2.SharedMemoryEntry:
+        """One shared memory entry, body included (NOT_FOUND when the slug has none)."""
+        request = storage_pb2.GetSharedMemoryEntryRequest(space_id=str(space_id), slug=slug)
+        reply = await self._call(
+            "GetSharedMemoryEntry",
+            self._stub.GetSharedMemoryEntry,
+            request,
+            storage_pb2.GetSharedMemoryEntryResponse,
+            caller,
+        )
+        return reply.entry
+
+    async def upsert_shared_memory_entry(
+        self, caller: Caller, request: storage_pb2.UpsertSharedMemoryEntryRequest
+    ) -> storage_pb2.UpsertSharedMemoryEntryResponse:
+        """Create or replace a shared memory entry (idempotent by its request_id)."""
+        return await self._call(
+            "UpsertSharedMemoryEntry",
+            self._stub.UpsertSharedMemoryEntry,
+            request,
+            storage_pb2.UpsertSharedMemoryEntryResponse,
+            caller,
+        )
+
+    async def remove_shared_memory_entry(
+        self, caller: Caller, space_id: UUID, slug: str, *, request_id: str = ""
+    ) -> bool:
+        """Remove a shared memory entry; whether there was one."""
+        request = storage_pb2.RemoveSharedMemoryEntryRequest(
+            space_id=str(space_id), slug=slug, request_id=request_id
+        )
+        reply = await self._call(
+            "RemoveSharedMemoryEntry",
+            self._stub.RemoveSharedMemoryEntry,
+            request,
+            storage_pb2.RemoveSharedMemoryEntryResponse,
+            caller,
+        )
+        return reply.removed
+
+    async def claim_fork(
+        self,
+        caller: Caller,
+        space_id: UUID,
+        session_id: UUID,
+        *,
+        min_turns: int,
+        cooldown_turns: int,
+    ) -> storage_pb2.ClaimForkResponse:
+        """Check and take the session's fork guard (granted or not, with the counts)."""
+        request = storage_pb2.ClaimForkRequest(
+            space_id=str(space_id),
+            session_id=str(session_id),
+            min_turns=min_turns,
+            cooldown_turns=cooldown_turns,
+        )
+        return await self._call(
+            "ClaimFork", self._stub.ClaimFork, request, storage_pb2.ClaimForkResponse, caller
+        )
+
+    async def release_fork_claim(
+        self,
+        caller: Caller,
+        space_id: UUID,
+        session_id: UUID,
+        claim: storage_pb2.ClaimForkResponse,
+    ) -> bool:
+        """Give back a granted claim whose fork failed; False when a later one replaced it."""
+        request = storage_pb2.ReleaseForkClaimRequest(
+            space_id=str(space_id),
+            session_id=str(session_id),
+            claimed_turn=claim.turn_count,
+            previous_fork_turn=claim.last_fork_turn if claim.HasField("last_fork_turn") else None,
+        )
+        reply = await self._call(
+            "ReleaseForkClaim",
+            self._stub.ReleaseForkClaim,
+            request,
+            storage_pb2.ReleaseForkClaimResponse,
+            caller,
+        )
+        return reply.released
+
     async def read_events(
         self, caller: Caller, space_id: UUID, after: int | None, limit: int
     ) -> storage_pb2.ReadEventsResponse:

@@ -131,6 +131,34 @@ class GatewaySettings(BaseSettings):
     builtin_tools: bool = Field(
         default=True, description="Offer the built-in tool stello_create_session to the model."
     )
+    fork_min_turns: int = Field(
+        default=0,
+        ge=0,
+        description=(
+            "Committed turns a session needs before stello_create_session may fork it "
+            "(spec §4.11's minTurns; the reference's guard uses 3); 0 = no minimum."
+        ),
+    )
+    fork_cooldown_turns: int = Field(
+        default=0,
+        ge=0,
+        description=(
+            "Turns between two forks of one session by stello_create_session (spec §4.11's "
+            "cooldownTurns; the reference's guard uses 5); 0 = none. Counted in the database."
+        ),
+    )
+    memory_tools: bool = Field(
+        default=False,
+        description=(
+            "Offer the shared memory tools (stello_memory_recall, _remember, _forget) in every "
+            "turn; a request's memory_tools field decides for its own turn."
+        ),
+    )
+    skills_file: Path | None = Field(
+        default=None,
+        description='TOML file with the skills activate_skill offers (README "Skills"); unset = '
+        "none.",
+    )
     echo_max_context_tokens: int = Field(
         default=128_000, ge=1, description="Context window the echo provider reports."
     )

@@ -96,10 +96,12 @@ WRITES = frozenset(
         "PutSession",
         "PutSystemPrompt",
         "RemoveRef",
+        "RemoveSharedMemoryEntry",
         "Transact",
         "TrimRecords",
         "Unarchive",
         "UpdateLabel",
+        "UpsertSharedMemoryEntry",
     }
 )
 

@@ -96,10 +96,42 @@ class SessionService:
             )
             if session.HasField("parent_id"):
                 digest.parent_id = session.parent_id
-            if slot.HasField("memory"):
-                digest.memory = slot.memory
-            if slot.HasField("insight"):
-                digest.insight = slot.insight
+            _fill_slots(digest, slot)
+            digests.append(digest)
+        return DigestPage(digests, page.next_page_token)
+
+    async def lineage(
+        self,
+        caller: Caller,
+        space_id: uuid.UUID,
+        session_id: uuid.UUID,
+        *,
+        page_size: int,
+        page_token: str,
+    ) -> DigestPage:
+        """One page of the session's ancestors, nearest first, as digests: exactly one tree
+        ListAncestors and one storage BatchGetSlots (an ancestor erased between them is left
+        out)."""
+        page = await self._tree.list_ancestors(
+            caller, space_id, session_id, page_size=page_size, page_token=page_token
+        )
+        slots: dict[str, storage_pb2.SessionSlots] = {}
+        if page.nodes:
+            wanted = (storage_pb2.SLOT_KIND_MEMORY, storage_pb2.SLOT_KIND_INSIGHT)
+            ids = [node.id for node in page.nodes]
+            found = await self._storage.batch_get_slots(caller, space_id, ids, wanted)
+            slots = {s.session_id: s for s in found}
+        digests = []
+        for node in page.nodes:
+            slot = slots.get(node.id)
+            if slot is None:
+                continue
+            digest = common_pb2.SessionDigest(
+                id=node.id, label=node.label, status=node.status, turn_count=node.turn_count
+            )
+            if node.HasField("parent_id"):
+                digest.parent_id = node.parent_id
+            _fill_slots(digest, slot)
             digests.append(digest)
         return DigestPage(digests, page.next_page_token)
 
@@ -212,3 +244,11 @@ class SessionService:
     ) -> common_pb2.SessionSummary:
         meta = await self._storage.get_session(caller, space_id, node.id)
         return summary_of(meta, node.parent_id if node.HasField("parent_id") else None)
+
+
+def _fill_slots(digest: common_pb2.SessionDigest, slot: storage_pb2.SessionSlots) -> None:
+    """Set the digest's memory and insight from the slots that hold one."""
+    if slot.HasField("memory"):
+        digest.memory = slot.memory
+    if slot.HasField("insight"):
+        digest.insight = slot.insight

@@ -2,14 +2,14 @@
 
 from __future__ import annotations
 
-import time
 import uuid
 from collections.abc import AsyncIterator
 from typing import TYPE_CHECKING, Any, TypeAlias
 
 import grpc
 
-from agent_gateway.clients import Caller
+from agent_gateway.builtins import BuiltinTools
+from agent_gateway.callers import caller_of as _caller
 from agent_gateway.consolidation import Consolidator
 from agent_gateway.forks import (
     DEFAULT_ROOT_LABEL,
@@ -20,9 +20,13 @@ from agent_gateway.forks import (
 )
 from agent_gateway.import_requests import import_input
 from agent_gateway.imports import SessionImporter
+from agent_gateway.lineage_rpcs import LineageRpcs
+from agent_gateway.memory_rpcs import SharedMemoryRpcs
 from agent_gateway.profiles import ProfileRegistry
 from agent_gateway.replies import CONTEXTS, profile_info, session_view
 from agent_gateway.service import RecordQuery, SessionService
+from agent_gateway.shared_memory import SharedMemory
+from agent_gateway.skill_rpcs import SkillRpcs
 from agent_gateway.turn_requests import (
     ContentLimits,
     send_input,
@@ -37,9 +41,9 @@ from stello.agent.v1 import agent_pb2, agent_pb2_grpc
 from stello.auth import KeyStore
 from stello.channels import WATCH_CURSOR_METADATA
 from stello.common.v1 import common_pb2
-from stello.errors import Unauthenticated, Violations
+from stello.errors import Violations
 from stello.idempotency import MAX_REQUEST_ID_CHARS, fingerprint
-from stello.interceptors import api_key_var, current_principal, request_id_var
+from stello.interceptors import current_principal
 from stello.prefixes import match_limit, parse_prefix
 
 if TYPE_CHECKING:
@@ -50,16 +54,6 @@ _STATUSES = (
     common_pb2.SESSION_STATUS_ACTIVE,
     common_pb2.SESSION_STATUS_ARCHIVED,
 )
-
-
-def _caller(context: Context) -> Caller:
-    """The caller's key (forwarded to storage and tree), deadline and request id."""
-    key = api_key_var.get()
-    if not key:
-        raise Unauthenticated("no API key in this context")
-    remaining = context.time_remaining()
-    deadline = None if remaining is None else time.monotonic() + remaining
-    return Caller(key, deadline, request_id_var.get())
 
 
 def watch_input(request: agent_pb2.WatchSpaceRequest) -> WatchInput:
@@ -111,8 +105,12 @@ def _session_ids(
     return space_id, session_id
 
 
-class AgentGatewayServicer(agent_pb2_grpc.AgentGatewayServicer):
-    """The public API; the logic lives in the creator and the session, turn and memory services."""
+class AgentGatewayServicer(
+    SharedMemoryRpcs, SkillRpcs, LineageRpcs, agent_pb2_grpc.AgentGatewayServicer
+):
+    """The public API; the logic lives in the creator and the session, turn and memory services
+    (the shared memory RPCs in `memory_rpcs`, ListSkills in `skill_rpcs`, GetLineage in
+    `lineage_rpcs`)."""
 
     def __init__(
         self,
@@ -124,6 +122,8 @@ class AgentGatewayServicer(agent_pb2_grpc.AgentGatewayServicer):
         watchers: Watchers,
         importer: SessionImporter,
         keys: KeyStore,
+        memory: SharedMemory,
+        builtins: BuiltinTools,
         *,
         limits: ContentLimits,
         sizes: SizeLimits,
@@ -136,6 +136,8 @@ class AgentGatewayServicer(agent_pb2_grpc.AgentGatewayServicer):
         self._watchers = watchers
         self._importer = importer
         self._keys = keys
+        self._memory = memory
+        self._builtins = builtins
         self._limits = limits
         self._sizes = sizes
 

@@ -1,6 +1,8 @@
 """The tools a turn offers the model: built-in ones run here, client ones by the caller.
 
-Built-in (DESIGN §4.2, STELLO-SPEC §4.4.5): ``stello_create_session`` forks the
+Which built-in tools a turn offers is `builtins.BuiltinTools`' choice (the
+memory tools in `memory_tools`, ``activate_skill`` in `skills`). Here:
+``stello_create_session`` (DESIGN §4.2, STELLO-SPEC §4.4.5) forks the
 current session through the same saga as the Fork RPC. Its arguments are
 checked like the spec's tool does: `label` required; `profile` must name a
 configured profile (else the tool answers the configured ``unknown_profile``
@@ -9,6 +11,8 @@ forking); only the keys present are passed on (absent `skills` stays absent,
 ``[]`` means no skills). Success answers ``{"sessionId", "label"}`` as JSON;
 any failure (bad arguments, a refused fork) answers an error result the model
 sees, never fails the turn. A fork made this way stays even if the turn fails.
+With a fork guard set (`fork_guard`), a session may fork itself only after
+enough turns and a cooldown; a refusal is an error result too.
 
 Client tools are declared per request (`ToolDefinition`); when the model
 calls one, the turn stops and returns the call to the client.
@@ -28,6 +32,7 @@ from google.protobuf import json_format
 
 from agent_gateway.clients import Caller
 from agent_gateway.compose import ContextMode
+from agent_gateway.fork_guard import ForkGuard
 from agent_gateway.forks import ForkInput, SessionCreator
 from agent_gateway.llm import RAW_ARGUMENTS_KEY, Prompts, ToolCallSpec, ToolSpec
 from agent_gateway.llm.prompt_texts import UNKNOWN_PROFILE
@@ -37,7 +42,14 @@ from stello.errors import StelloError, Violations
 from stello.validation import MAX_LABEL_CHARS
 
 CREATE_SESSION = "stello_create_session"
-BUILTIN_NAMES = frozenset({CREATE_SESSION})
+MEMORY_RECALL = "stello_memory_recall"
+MEMORY_REMEMBER = "stello_memory_remember"
+MEMORY_FORGET = "stello_memory_forget"
+ACTIVATE_SKILL = "activate_skill"
+BUILTIN_NAMES = frozenset(
+    {CREATE_SESSION, MEMORY_RECALL, MEMORY_REMEMBER, MEMORY_FORGET, ACTIVATE_SKILL}
+)
+"""Every name the gateway may offer as its own (a client tool may not take one)."""
 MAX_TOOLS = 128
 TOOL_NAME = re.compile(r"^[A-Za-z0-9_-]{1,64}$")
 """What every provider accepts as a function name."""
@@ -107,22 +119,20 @@ def client_tools(definitions: Sequence[common_pb2.ToolDefinition], v: Violations
     return specs
 
 
-class BuiltinTools:
-    """The gateway's own tools, run during a turn on the caller's behalf."""
+class CreateSessionTool:
+    """``stello_create_session``: forks the turn's session through the Fork saga."""
 
     def __init__(
         self,
         creator: SessionCreator,
         profiles: ProfileRegistry,
         prompts: Prompts,
-        *,
-        enabled: bool,
+        guard: ForkGuard | None = None,
     ) -> None:
         self._creator = creator
         self._profiles = profiles
         self._prompts = prompts
-        self.specs: tuple[ToolSpec, ...] = (CREATE_SESSION_SPEC,) if enabled else ()
-        self.names = frozenset(spec.name for spec in self.specs)
+        self._guard = guard if guard is not None and guard.enabled else None
 
     async def run(
         self,
@@ -132,20 +142,25 @@ class BuiltinTools:
         call: ToolCallSpec,
         request_id: str,
     ) -> ToolOutcome:
-        """Run one built-in call; failures become error outcomes for the model.
+        """Run one call; failures become error outcomes for the model.
 
         `request_id` makes the fork idempotent (the turn derives it from its
         request and the call's place in it: `turns.builtin_request_id`).
         """
-        if call.name not in self.names:
-            return ToolOutcome(f"Unknown tool: {call.name}", is_error=True)
         try:
             fork = self._fork_input(space_id, session_id, call.arguments, request_id)
         except ValueError as exc:
             return ToolOutcome(str(exc), is_error=True)
+        claim = None
         try:
+            if self._guard is not None:
+                claim = await self._guard.claim(caller, space_id, session_id)
+                if isinstance(claim, str):
+                    return ToolOutcome(claim, is_error=True)
             session = await self._creator.fork(caller, fork)
         except StelloError as exc:
+            if self._guard is not None and claim is not None and not isinstance(claim, str):
+                await self._guard.give_back(caller, space_id, session_id, claim)
             return ToolOutcome(exc.message, is_error=True)
         body = {"sessionId": session.id, "label": session.label}
         return ToolOutcome(json.dumps(body, ensure_ascii=False, separators=(",", ":")))

@@ -90,6 +90,30 @@ class TreeClient(ServiceClient):
         )
         return reply.config if reply.HasField("config") else None
 
+    async def list_ancestors(
+        self,
+        caller: Caller,
+        space_id: UUID,
+        session_id: UUID,
+        *,
+        page_size: int,
+        page_token: str,
+    ) -> tree_pb2.ListAncestorsResponse:
+        """One page of the session's ancestors, nearest first."""
+        request = tree_pb2.ListAncestorsRequest(
+            space_id=str(space_id),
+            session_id=str(session_id),
+            page_size=page_size,
+            page_token=page_token,
+        )
+        return await self._call(
+            "ListAncestors",
+            self._stub.ListAncestors,
+            request,
+            tree_pb2.ListAncestorsResponse,
+            caller,
+        )
+
     async def list_all(
         self,
         caller: Caller,

@@ -112,7 +112,8 @@ def send_input(
     tools = client_tools(send.tools, v)
     key = _key(SEND_SCOPE, send, v)
     v.raise_if_any()
-    return SendInput(space_id, session_id, content, tuple(tools), key)
+    memory_tools = send.memory_tools if send.HasField("memory_tools") else None
+    return SendInput(space_id, session_id, content, tuple(tools), key, memory_tools)
 
 
 def submit_input(
@@ -145,7 +146,8 @@ def submit_input(
     tools = client_tools(request.tools, v)
     key = _key(SUBMIT_SCOPE, request, v)
     v.raise_if_any()
-    return SubmitInput(space_id, session_id, tuple(results), tuple(tools), key)
+    memory_tools = request.memory_tools if request.HasField("memory_tools") else None
+    return SubmitInput(space_id, session_id, tuple(results), tuple(tools), key, memory_tools)
 
 
 def stream_event(event: TurnEvent) -> agent_pb2.SendStreamResponse:

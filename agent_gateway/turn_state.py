@@ -40,6 +40,8 @@ class SendInput:
     content: str
     tools: tuple[ToolSpec, ...] = ()
     key: RequestKey | None = None
+    memory_tools: bool | None = None
+    """Offer the shared memory tools (None: as the gateway's setting says)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -60,6 +62,8 @@ class SubmitInput:
     results: tuple[ToolResultInput, ...]
     tools: tuple[ToolSpec, ...] = ()
     key: RequestKey | None = None
+    memory_tools: bool | None = None
+    """Offer the shared memory tools (None: as the gateway's setting says)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -99,6 +103,11 @@ class Plan(Protocol):
     @property
     def touch_only(self) -> bool:
         """True when the turn must not count (tool-result continuations)."""
+        ...
+
+    @property
+    def memory_tools(self) -> bool | None:
+        """The request's choice of the shared memory tools (None: the gateway's setting)."""
         ...
 
     def opening(self, turn: Turn, history: Sequence[common_pb2.Record]) -> str | None:
@@ -151,6 +160,7 @@ class SendPlan:
     key: RequestKey | None
     content: str
     touch_only: bool = False
+    memory_tools: bool | None = None
 
     def opening(self, turn: Turn, history: Sequence[common_pb2.Record]) -> str | None:
         """Add the user record; the user message is the content."""
@@ -168,6 +178,7 @@ class SubmitPlan:
     key: RequestKey | None
     results: tuple[ToolResultInput, ...]
     touch_only: bool = True
+    memory_tools: bool | None = None
 
     def opening(self, turn: Turn, history: Sequence[common_pb2.Record]) -> str | None:
         """Check the results against the pending calls; add their tool records; no user message.

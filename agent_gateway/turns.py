@@ -48,6 +48,7 @@ from collections.abc import AsyncIterator, Sequence
 from dataclasses import replace
 from functools import partial
 
+from agent_gateway.builtins import BuiltinTools, TurnTools
 from agent_gateway.clients import Caller, RequestKey, StorageClient
 from agent_gateway.consolidation import Consolidator
 from agent_gateway.context import CompressionCache, Record, assemble_context
@@ -66,7 +67,6 @@ from agent_gateway.llm import (
 from agent_gateway.prompt_config import SessionPrompts
 from agent_gateway.records import context_record, last_prompt_tokens, tool_call_proto
 from agent_gateway.service import SESSION_ARCHIVED
-from agent_gateway.tools import BuiltinTools
 from agent_gateway.turn_commit import Lease, TurnCommitter
 from agent_gateway.turn_state import (
     ASSISTANT,
@@ -141,14 +141,24 @@ class TurnService:
     ) -> AsyncIterator[TurnEvent]:
         """Run one user turn as events; `stream` uses the provider's stream for every round."""
         plan = SendPlan(
-            request.space_id, request.session_id, request.tools, request.key, request.content
+            request.space_id,
+            request.session_id,
+            request.tools,
+            request.key,
+            request.content,
+            memory_tools=request.memory_tools,
         )
         return self._run(caller, plan, stream=stream)
 
     async def submit(self, caller: Caller, request: SubmitInput) -> agent_pb2.SendResponse:
         """Store the results of the pending client tool calls and continue the turn."""
         plan = SubmitPlan(
-            request.space_id, request.session_id, request.tools, request.key, request.results
+            request.space_id,
+            request.session_id,
+            request.tools,
+            request.key,
+            request.results,
+            memory_tools=request.memory_tools,
         )
         return await _last(self._run(caller, plan, stream=False))
 
@@ -275,7 +285,10 @@ class TurnService:
             load_cache=partial(self._cache, caller, space, session),
         )
         messages = list(assembled.messages)
-        tools = (*self._builtins.specs, *plan.tools)
+        builtins = await self._builtins.for_turn(
+            caller, space, session, memory_tools=plan.memory_tools
+        )
+        tools = (*builtins.specs, *plan.tools)
         client_names = {tool.name for tool in plan.tools}
         pending: tuple[ToolCallSpec, ...] = ()
         rounds = 0
@@ -314,7 +327,7 @@ class TurnService:
                         reason=TOOL_ROUNDS_EXCEEDED,
                     )
                 rounds += 1
-                await self._run_tools(caller, plan, lease, rounds, mine, turn, messages)
+                await self._run_tools(caller, plan, lease, rounds, builtins, mine, turn, messages)
             if pending:
                 break
         response = agent_pb2.SendResponse(
@@ -340,6 +353,7 @@ class TurnService:
         plan: Plan,
         lease: Lease,
         round_: int,
+        builtins: TurnTools,
         calls: Sequence[ToolCallSpec],
         turn: Turn,
         messages: list[LLMMessage],
@@ -347,7 +361,7 @@ class TurnService:
         """Run the gateway's calls at once; add their results to the turn, in call order."""
         outcomes = await asyncio.gather(
             *(
-                self._builtins.run(
+                builtins.run(
                     caller,
                     plan.space_id,
                     plan.session_id,

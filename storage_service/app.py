@@ -13,10 +13,12 @@ from storage_service.config import StorageSettings
 from storage_service.convert import ProtoCodecs
 from storage_service.event_log import EventLog, Purger
 from storage_service.event_repository import EventRepository
+from storage_service.fork_guard import ForkGuard
 from storage_service.parse import RequestParser
 from storage_service.repository import Database
 from storage_service.service import StorageService
 from storage_service.servicer import SessionStorageServicer
+from storage_service.shared_memory import SharedMemoryService
 
 SERVICE_NAME = "stello.storage.v1.SessionStorage"
 
@@ -29,14 +31,21 @@ def create_app(
 ) -> ServiceApp:
     """Wire the storage service over `pool` into an app the kernel's server factory runs."""
     config = config or StorageSettings()
+    db = Database(pool)
     service = StorageService(
-        Database(pool),
+        db,
         ProtoCodecs.create(),
         max_reply_bytes=settings.max_message_bytes,
         max_page_bytes=config.max_page_bytes,
     )
     events = EventRepository(pool)
-    servicer = SessionStorageServicer(service, RequestParser(settings, config), EventLog(events))
+    servicer = SessionStorageServicer(
+        service,
+        RequestParser(settings, config),
+        EventLog(events),
+        SharedMemoryService(db),
+        ForkGuard(db),
+    )
 
     def register(server: grpc.aio.Server) -> None:
         storage_pb2_grpc.add_SessionStorageServicer_to_server(servicer, server)

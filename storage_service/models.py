@@ -160,6 +160,34 @@ class RememberedResult:
     response: bytes
 
 
+@dataclass(frozen=True, slots=True)
+class SharedMemoryEntry:
+    """One entry of a space's shared memory; body None in listings."""
+
+    slug: str
+    summary: str
+    body: str | None
+    created_at: datetime
+    updated_at: datetime
+
+
+@dataclass(frozen=True, slots=True)
+class SharedMemoryPage:
+    """One page of entries in insertion order, the next token ("" = last), the space's count."""
+
+    entries: tuple[SharedMemoryEntry, ...]
+    next_page_token: str
+    total_count: int
+
+
+@dataclass(frozen=True, slots=True)
+class Upserted:
+    """An upsert's answer: the entry as stored and whether the slug was new."""
+
+    entry: SharedMemoryEntry
+    created: bool
+
+
 def session_not_found(session_id: uuid.UUID) -> NotFound:
     """The one NOT_FOUND every RPC answers for a session the caller cannot see."""
     return NotFound(f"session {session_id} not found")

@@ -12,6 +12,7 @@ import uuid
 from collections.abc import Sequence
 from typing import Protocol
 
+from stello import memory_rules
 from stello.common.v1 import common_pb2
 from stello.errors import Violations
 from stello.idempotency import MAX_REQUEST_ID_CHARS, fingerprint
@@ -86,7 +87,11 @@ def target(request: Target, v: Violations | None = None) -> tuple[uuid.UUID, uui
 
 
 def idempotency(
-    request: storage_pb2.AppendRecordsRequest | storage_pb2.TransactRequest, v: Violations
+    request: storage_pb2.AppendRecordsRequest
+    | storage_pb2.TransactRequest
+    | storage_pb2.UpsertSharedMemoryEntryRequest
+    | storage_pb2.RemoveSharedMemoryEntryRequest,
+    v: Violations,
 ) -> Idempotency | None:
     """The request's idempotency key and fingerprint (request_id cleared), or None."""
     if not request.request_id:
@@ -266,6 +271,12 @@ class RequestParser:
                 )
             )
         return tuple(parsed)
+
+    def memory_entry(
+        self, request: storage_pb2.UpsertSharedMemoryEntryRequest, v: Violations
+    ) -> None:
+        """An upsert's slug, summary and body, by the shared memory rules."""
+        memory_rules.check_entry(request.slug, request.summary, request.body, self._max_slot, v)
 
     def slot(self, content: str, name: str, v: Violations) -> str:
         """A slot value within the size limit ("" is a value)."""

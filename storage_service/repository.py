@@ -1,4 +1,6 @@
-"""All SQL of the storage service (DESIGN §3): sessions meta, records, slots, cache, lease.
+"""All SQL of the storage service (DESIGN §3): sessions meta, records, slots, cache, lease
+(slots and cache in `slot_repository`, shared memory in `memory_repository`, the fork
+guard in `guard_repository`).
 
 Every statement filters by ``space_id``. Reads treat provisional sessions
 (``provisional_until IS NOT NULL``) as absent; writes accept them. A
@@ -21,6 +23,8 @@ import asyncpg
 
 from stello import idempotency
 from stello.db import in_statement, in_transaction
+from storage_service.guard_repository import GuardRepository
+from storage_service.memory_repository import MemoryRepository
 from storage_service.models import (
     MetaUpdate,
     NewRecord,
@@ -267,7 +271,7 @@ def _calls_json(calls: Sequence[ToolCall]) -> str | None:
     )
 
 
-class Repository(SlotRepository, idempotency.KeyStatements):
+class Repository(SlotRepository, MemoryRepository, GuardRepository, idempotency.KeyStatements):
     """The storage statements, run on one connection (maybe inside a transaction)."""
 
     async def get_session(self, space_id: uuid.UUID, session_id: uuid.UUID) -> SessionMeta | None:

@@ -75,7 +75,7 @@ class Codecs(Protocol):
         ...
 
 
-class _Idempotent(Generic[T]):
+class Idempotent(Generic[T]):
     """Runs work at most once per request_id, inside the work's transaction."""
 
     def __init__(self, scope: str, codec: Codec[T]) -> None:
@@ -126,8 +126,8 @@ class StorageService:
         self, db: Database, codecs: Codecs, *, max_reply_bytes: int, max_page_bytes: int
     ) -> None:
         self._db = db
-        self._append_once = _Idempotent(APPEND_SCOPE, codecs.records)
-        self._transact_once = _Idempotent(TRANSACT_SCOPE, codecs.results)
+        self._append_once = Idempotent(APPEND_SCOPE, codecs.records)
+        self._transact_once = Idempotent(TRANSACT_SCOPE, codecs.results)
         self._max_reply_bytes = max_reply_bytes
         self._max_page_bytes = min(max_page_bytes, max_reply_bytes // 2)
 

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import grpc
 
+from stello import memory_rules
 from stello.errors import Violations
 from stello.storage.v1 import storage_pb2, storage_pb2_grpc
 from stello.timestamps import timestamp
@@ -17,14 +18,17 @@ from storage_service.convert import (
     add_event,
     add_records,
     cache_to_proto,
+    entry_to_proto,
     meta_to_proto,
     result_to_proto,
     slots_to_proto,
 )
 from storage_service.event_log import EventLog
+from storage_service.fork_guard import ForkGuard
 from storage_service.models import SlotName
 from storage_service.parse import RequestParser
 from storage_service.service import StorageService
+from storage_service.shared_memory import SharedMemoryService
 
 Context = grpc.aio.ServicerContext[object, object]
 SlotWrite = (
@@ -37,10 +41,19 @@ SlotWrite = (
 class SessionStorageServicer(storage_pb2_grpc.SessionStorageServicer):
     """stello.storage.v1.SessionStorage over a `StorageService`."""
 
-    def __init__(self, service: StorageService, parser: RequestParser, events: EventLog) -> None:
+    def __init__(
+        self,
+        service: StorageService,
+        parser: RequestParser,
+        events: EventLog,
+        memory: SharedMemoryService,
+        guard: ForkGuard,
+    ) -> None:
         self._service = service
         self._parse = parser
         self._events = events
+        self._memory = memory
+        self._guard = guard
 
     async def _put_slot(self, request: SlotWrite, slot: SlotName) -> None:
         """Validate a Put<Slot> request and overwrite that slot."""
@@ -178,6 +191,94 @@ class SessionStorageServicer(storage_pb2_grpc.SessionStorageServicer):
         """Overwrite the memory slot."""
         await self._put_slot(request, "memory")
         return storage_pb2.PutMemoryResponse()
+
+    async def ListSharedMemory(
+        self, request: storage_pb2.ListSharedMemoryRequest, context: Context
+    ) -> storage_pb2.ListSharedMemoryResponse:
+        """One page of the space's shared memory entries, in insertion order."""
+        v = Violations()
+        space_id = space_uuid(request.space_id, v)
+        size = page_size(request.page_size, v)
+        v.raise_if_any()
+        page = await self._memory.list_entries(space_id, size, request.page_token)
+        return storage_pb2.ListSharedMemoryResponse(
+            entries=[entry_to_proto(e) for e in page.entries],
+            next_page_token=page.next_page_token,
+            total_count=page.total_count,
+        )
+
+    async def GetSharedMemoryEntry(
+        self, request: storage_pb2.GetSharedMemoryEntryRequest, context: Context
+    ) -> storage_pb2.GetSharedMemoryEntryResponse:
+        """One shared memory entry, body included."""
+        v = Violations()
+        space_id = space_uuid(request.space_id, v)
+        memory_rules.check_slug(request.slug, v)
+        v.raise_if_any()
+        entry = await self._memory.get_entry(space_id, request.slug)
+        return storage_pb2.GetSharedMemoryEntryResponse(entry=entry_to_proto(entry))
+
+    async def UpsertSharedMemoryEntry(
+        self, request: storage_pb2.UpsertSharedMemoryEntryRequest, context: Context
+    ) -> storage_pb2.UpsertSharedMemoryEntryResponse:
+        """Create or replace a shared memory entry."""
+        v = Violations()
+        space_id = space_uuid(request.space_id, v)
+        self._parse.memory_entry(request, v)
+        key = parse.idempotency(request, v)
+        v.raise_if_any()
+        upserted = await self._memory.upsert_entry(
+            space_id, request.slug, request.summary, request.body, key
+        )
+        return storage_pb2.UpsertSharedMemoryEntryResponse(
+            entry=entry_to_proto(upserted.entry), created=upserted.created
+        )
+
+    async def RemoveSharedMemoryEntry(
+        self, request: storage_pb2.RemoveSharedMemoryEntryRequest, context: Context
+    ) -> storage_pb2.RemoveSharedMemoryEntryResponse:
+        """Remove a shared memory entry (absent: a no-op)."""
+        v = Violations()
+        space_id = space_uuid(request.space_id, v)
+        memory_rules.check_slug(request.slug, v)
+        key = parse.idempotency(request, v)
+        v.raise_if_any()
+        removed = await self._memory.remove_entry(space_id, request.slug, key)
+        return storage_pb2.RemoveSharedMemoryEntryResponse(removed=removed)
+
+    async def ClaimFork(
+        self, request: storage_pb2.ClaimForkRequest, context: Context
+    ) -> storage_pb2.ClaimForkResponse:
+        """Check and take the session's fork guard."""
+        v = Violations()
+        space_id, session_id = parse.target(request, v)
+        for name in ("min_turns", "cooldown_turns"):
+            if getattr(request, name) < 0:
+                v.add(name, "must not be negative")
+        v.raise_if_any()
+        claim = await self._guard.claim(
+            space_id, session_id, request.min_turns, request.cooldown_turns
+        )
+        return storage_pb2.ClaimForkResponse(
+            granted=claim.granted,
+            turn_count=claim.state.turn_count,
+            last_fork_turn=claim.state.last_fork_turn,
+        )
+
+    async def ReleaseForkClaim(
+        self, request: storage_pb2.ReleaseForkClaimRequest, context: Context
+    ) -> storage_pb2.ReleaseForkClaimResponse:
+        """Give back a fork claim whose fork failed."""
+        v = Violations()
+        space_id, session_id = parse.target(request, v)
+        previous = request.previous_fork_turn if request.HasField("previous_fork_turn") else None
+        if request.claimed_turn < 0:
+            v.add("claimed_turn", "must not be negative")
+        if previous is not None and previous < 0:
+            v.add("previous_fork_turn", "must not be negative")
+        v.raise_if_any()
+        released = await self._guard.release(space_id, session_id, request.claimed_turn, previous)
+        return storage_pb2.ReleaseForkClaimResponse(released=released)
 
     async def GetCompressionCache(
         self, request: storage_pb2.GetCompressionCacheRequest, context: Context

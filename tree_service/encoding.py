@@ -100,3 +100,23 @@ def decode_page_token(token: str) -> tuple[datetime, uuid.UUID]:
         raise InvalidArgument.field(
             "page_token", "is not a token from a previous ListAll; pass next_page_token as is"
         ) from None
+
+
+def encode_ancestor_token(session_id: uuid.UUID, after: uuid.UUID) -> str:
+    """An opaque ListAncestors cursor: the session and the last ancestor answered."""
+    return base64.urlsafe_b64encode(f"a.{session_id.hex}.{after.hex}".encode()).decode()
+
+
+def decode_ancestor_token(token: str, session_id: uuid.UUID) -> uuid.UUID:
+    """The ancestor a token continues after; INVALID_ARGUMENT when it is not for `session_id`."""
+    try:
+        kind, session_hex, after_hex = base64.urlsafe_b64decode(token.encode()).decode().split(".")
+        if kind != "a" or uuid.UUID(hex=session_hex) != session_id:
+            raise ValueError("issued for another session")
+        return uuid.UUID(hex=after_hex)
+    except (binascii.Error, UnicodeError, ValueError):
+        raise InvalidArgument.field(
+            "page_token",
+            "is not a token from a previous ListAncestors of this session; pass "
+            "next_page_token as is",
+        ) from None

@@ -123,6 +123,28 @@ class TreeRepository:
         """The visible session then its ancestors nearest first; [] when not visible."""
         return [to_node(r) for r in await fetch(self._pool, sql.ANCESTRY, space_id, session_id)]
 
+    async def ancestor_page(
+        self, space_id: uuid.UUID, session_id: uuid.UUID, start: uuid.UUID, limit: int
+    ) -> list[TreeEntry] | None:
+        """`start` then up to `limit` of its ancestors, nearest first; None when the session
+        (or `start`) is not visible."""
+        rows = await fetch(self._pool, sql.ANCESTOR_PAGE, space_id, start, limit, session_id)
+        if not rows:
+            return None
+        return [
+            TreeEntry(
+                r["id"],
+                r["parent_id"],
+                r["depth"],
+                r["sibling_index"] or 0,
+                r["label"],
+                _STATUS[r["status"]],
+                r["turn_count"],
+                r["source_session_id"],
+            )
+            for r in rows
+        ]
+
     async def summaries(
         self,
         space_id: uuid.UUID,

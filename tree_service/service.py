@@ -15,8 +15,10 @@ from stello.prefixes import prefix_range
 from tree_service.encoding import (
     config_from_json,
     config_to_json,
+    decode_ancestor_token,
     decode_node,
     decode_page_token,
+    encode_ancestor_token,
     encode_node,
     encode_page_token,
 )
@@ -177,6 +179,18 @@ class TreeService:
         if not chain:
             raise _not_found(session_id)
         return chain[1:]
+
+    async def list_ancestors(
+        self, space_id: uuid.UUID, session_id: uuid.UUID, page_size: int, page_token: str
+    ) -> tuple[list[TreeEntry], str]:
+        """One page of the ancestors nearest first, and the next page's token ("" at the root)."""
+        start = decode_ancestor_token(page_token, session_id) if page_token else session_id
+        chain = await self._repo.ancestor_page(space_id, session_id, start, page_size)
+        if chain is None:
+            raise _not_found(session_id)
+        page = chain[1:]
+        more = bool(page) and page[-1].parent_id is not None
+        return page, encode_ancestor_token(session_id, page[-1].id) if more else ""
 
     async def get_tree(self, query: TreeQuery) -> list[TreeEntry]:
         """The forest (or one subtree) in pre-order, capped at max_tree_nodes."""

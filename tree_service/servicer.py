@@ -136,6 +136,21 @@ class TreeServicer(tree_pb2_grpc.SessionTreeServicer):
         nodes = await self._service.get_ancestors(*_session(request))
         return tree_pb2.GetAncestorsResponse(nodes=nodes_to_proto(nodes))
 
+    async def ListAncestors(
+        self, request: tree_pb2.ListAncestorsRequest, context: Context
+    ) -> tree_pb2.ListAncestorsResponse:
+        violations = Violations()
+        space_id = space_uuid(request.space_id, violations)
+        session_id = parse_uuid(request.session_id, "session_id", violations)
+        size = page_size(request.page_size, violations)
+        violations.raise_if_any()
+        entries, token = await self._service.list_ancestors(
+            space_id, session_id, size, request.page_token
+        )
+        return tree_pb2.ListAncestorsResponse(
+            nodes=entries_to_proto(entries), next_page_token=token
+        )
+
     async def GetTree(
         self, request: tree_pb2.GetTreeRequest, context: Context
     ) -> tree_pb2.GetTreeResponse:

@@ -66,6 +66,30 @@ JOIN sessions s ON s.space_id = $1 AND s.id = chain.id
 ORDER BY chain.n
 """
 
+# ListAncestors: $2 where the walk starts (the session, or the last ancestor of
+# the previous page: n = 0), $3 the ancestors to read (n = 1..$3), $4 the
+# session itself, which must still be visible (else no row at all). Each step
+# is one primary-key lookup, so a page reads its own rows only.
+ANCESTOR_PAGE = """
+WITH RECURSIVE chain (id, parent_id, n) AS (
+    SELECT s.id, s.parent_id, 0
+    FROM sessions s
+    WHERE s.space_id = $1 AND s.id = $2 AND s.provisional_until IS NULL
+      AND EXISTS (SELECT 1 FROM sessions v
+                  WHERE v.space_id = $1 AND v.id = $4 AND v.provisional_until IS NULL)
+  UNION ALL
+    SELECT p.id, p.parent_id, chain.n + 1
+    FROM chain
+    JOIN sessions p ON p.space_id = $1 AND p.id = chain.parent_id
+    WHERE chain.n < $3
+)
+SELECT s.id, s.parent_id, s.depth, s.sibling_index, s.label, s.status, s.turn_count,
+       s.source_session_id
+FROM chain
+JOIN sessions s ON s.space_id = $1 AND s.id = chain.id
+ORDER BY chain.n
+"""
+
 _SUMMARY = """
 SELECT s.id, s.parent_id, s.label, s.status, s.turn_count,
        s.created_at, s.updated_at, s.last_active_at

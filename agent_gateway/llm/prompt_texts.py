@@ -74,6 +74,19 @@ UNKNOWN_PROFILE = PromptKey(
     variables=("profile",),
 )
 
+FORK_TOO_EARLY = PromptKey(
+    "fork_too_early",
+    "Tool error of stello_create_session while the session has fewer committed turns than "
+    "STELLO_GATEWAY_FORK_MIN_TURNS.",
+    variables=("turns", "min_turns"),
+)
+FORK_COOLING_DOWN = PromptKey(
+    "fork_cooling_down",
+    "Tool error of stello_create_session within STELLO_GATEWAY_FORK_COOLDOWN_TURNS turns of "
+    "the session's last fork by the tool.",
+    variables=("turns", "last_fork", "next_turn"),
+)
+
 KEYS: tuple[PromptKey, ...] = (
     SESSION_IDENTITY,
     COMPRESSOR,
@@ -83,6 +96,8 @@ KEYS: tuple[PromptKey, ...] = (
     MEMORY_HEADER,
     PARENT_CONTEXT,
     UNKNOWN_PROFILE,
+    FORK_TOO_EARLY,
+    FORK_COOLING_DOWN,
 )
 """Every key, in the order README documents them."""
 
@@ -128,9 +143,18 @@ _EN: Mapping[str, str] = {
     MEMORY_HEADER.name: "Current summary:",
     PARENT_CONTEXT.name: "<parent_context>\n{summary}\n</parent_context>",
     UNKNOWN_PROFILE.name: 'Profile "{profile}" is not configured',
+    FORK_TOO_EARLY.name: (
+        "Not enough turns to create a session yet: this session has {turns} committed "
+        "turn(s), {min_turns} are needed"
+    ),
+    FORK_COOLING_DOWN.name: (
+        "Cooling down: this session created a session at turn {last_fork}; the next one is "
+        "allowed from turn {next_turn} (now {turns})"
+    ),
 }
 
-# The reference's texts, exactly (STELLO-SPEC §4.5.1, §4.4.5, §4.9).
+# The reference's texts, exactly (STELLO-SPEC §4.5.1, §4.4.5, §4.9); the fork guard's carry
+# the reference's reasons, 轮次不足 and 冷却期 (§4.11), with the counts.
 _ZH: Mapping[str, str] = {
     SESSION_IDENTITY.name: "<session_identity>\n你当前在「{label}」子会话中。\n</session_identity>",
     COMPRESSOR.name: (
@@ -162,6 +186,10 @@ _ZH: Mapping[str, str] = {
     MEMORY_HEADER.name: "当前摘要:",
     PARENT_CONTEXT.name: "<parent_context>\n{summary}\n</parent_context>",
     UNKNOWN_PROFILE.name: 'Profile "{profile}" 未注册',
+    FORK_TOO_EARLY.name: "轮次不足：当前 {turns} 轮，至少需要 {min_turns} 轮",
+    FORK_COOLING_DOWN.name: (
+        "冷却期：上次拆分在第 {last_fork} 轮，第 {next_turn} 轮起可再拆分（当前 {turns} 轮）"
+    ),
 }
 
 PRESETS: Mapping[PresetName, Mapping[str, str]] = {"en": _EN, "zh": _ZH}

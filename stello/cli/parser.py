@@ -56,7 +56,12 @@ class StelloParser(argparse.ArgumentParser):
         argv = list(sys.argv[1:] if args is None else args)
         StelloParser.root, StelloParser.argv = self, argv
         parsed, extras = self.parse_known_args(argv, namespace)
-        if extras:
+        # argparse stops filling a `*` positional at the first flag: a command that names
+        # one in `more_positionals` collects the plain arguments that follow its flags too.
+        into = getattr(parsed, "more_positionals", None)
+        if extras and into and not any(e.startswith("-") and e != "-" for e in extras):
+            getattr(parsed, into).extend(extras)
+        elif extras:
             leaf: StelloParser = getattr(parsed, "parser", self)
             leaf.error(f"unrecognized arguments: {' '.join(extras)}")
         return parsed

@@ -12,6 +12,7 @@ from typing import Any
 
 from stello.agent.v1 import agent_pb2
 from stello.cli import format as fmt
+from stello.cli import shared
 from stello.cli.connect import Client, gateway
 from stello.cli.errors import ClientError, UsageError
 from stello.cli.parser import Commands, session_argument
@@ -47,6 +48,13 @@ def show_session(args: argparse.Namespace, session: common_pb2.SessionSummary) -
         write("\n".join(fmt.session_lines(session)))
 
 
+def skill_list(value: str | None) -> common_pb2.SkillList | None:
+    """--skills NAMES: comma-separated names; "" = none; absent (None) = inherit."""
+    if value is None:
+        return None
+    return common_pb2.SkillList(names=[name.strip() for name in value.split(",") if name.strip()])
+
+
 def fork_context(args: argparse.Namespace) -> common_pb2.ForkContext:
     """The ForkContext of --context; --up-to alone means inherit (it copies records)."""
     if args.up_to is not None and args.context not in (None, "inherit"):
@@ -74,6 +82,9 @@ async def cmd_root(args: argparse.Namespace) -> int:
         for name in ("label", "system_prompt", "profile"):
             if getattr(args, name) is not None:
                 setattr(request, name, getattr(args, name))
+        skills = skill_list(args.skills)
+        if skills is not None:
+            request.skills.CopyFrom(skills)
         reply = await client.call(client.stub.CreateRoot, request)
     show_session(args, reply.session)
     return 0
@@ -104,6 +115,9 @@ async def cmd_fork(args: argparse.Namespace) -> int:
         ):
             if value is not None:
                 setattr(request, field, value)
+        skills = skill_list(args.skills)
+        if skills is not None:
+            request.skills.CopyFrom(skills)
         reply = await client.call(client.stub.Fork, request)
     show_session(args, reply.session)
     return 0
@@ -234,8 +248,43 @@ async def cmd_insight(args: argparse.Namespace) -> int:
 
 
 async def cmd_memory(args: argparse.Namespace) -> int:
-    """Show the memory, or set it."""
+    """Show or set a session's memory; or, with an action first, the space's shared memory."""
+    if args.target in shared.ACTIONS:
+        return await shared.cmd_shared_memory(args)
+    if len(args.rest) > 1 or args.summary is not None:
+        raise UsageError(
+            "memory SESSION takes at most one TEXT (the shared memory: memory list|get|put|rm)"
+        )
+    args.session, args.text = args.target, (args.rest[0] if args.rest else None)
     return await _slot(args, "memory")
+
+
+MEMORY_HELP = """stello memory SESSION [TEXT]     show, or set (- reads stdin), a session's memory
+                                 (never sent to the model)
+stello memory list               the space's shared memory: slug and summary of each entry
+stello memory get SLUG           an entry's body
+stello memory put SLUG --summary TEXT BODY
+                                 create or replace an entry (BODY - reads stdin)
+stello memory rm SLUG            remove an entry
+
+The shared memory is the space's: every session's model may recall its entries
+(memory tools, README "Shared memory")."""
+
+
+def _register_memory(commands: Commands) -> None:
+    memory = commands.client(
+        "memory",
+        cmd_memory,
+        "a session's memory, or the space's shared memory (list, get, put, rm)",
+        MEMORY_HELP,
+        flags={"content": "TEXT", "slug": "SLUG", "summary": "--summary", "body": "BODY"},
+    )
+    memory.add_argument(
+        "target", metavar="SESSION|ACTION", help=f"a session, or one of {', '.join(shared.ACTIONS)}"
+    )
+    memory.add_argument("rest", nargs="*", metavar="ARG", help="TEXT, or the action's SLUG [BODY]")
+    memory.set_defaults(more_positionals="rest")
+    shared.add_memory_actions(memory)
 
 
 async def cmd_consolidate(args: argparse.Namespace) -> int:
@@ -255,7 +304,7 @@ def _rid() -> str:
 
 
 def profile_options(parser: argparse.ArgumentParser) -> None:
-    """--profile and --var."""
+    """--profile, --var and --skills."""
     parser.add_argument(
         "--profile", metavar="NAME", help="a profile of the gateway's file (`stello profiles`)"
     )
@@ -264,6 +313,11 @@ def profile_options(parser: argparse.ArgumentParser) -> None:
         action="append",
         metavar="NAME=VALUE",
         help="a value of the profile's {NAME} variables (repeat for each)",
+    )
+    parser.add_argument(
+        "--skills",
+        metavar="NAMES",
+        help='the skills it may activate, comma-separated ("" = none; default: inherit)',
     )
 
 
@@ -294,13 +348,15 @@ def register(commands: Commands) -> None:
     )
     session_argument(delete)
     delete.add_argument("-y", "--yes", action="store_true", help="do not ask")
-    for name, run, help_ in (
-        ("insight", cmd_insight, "show or set the insight: a note the next turn reads once"),
-        ("memory", cmd_memory, "show or set the memory (never sent to the model)"),
-    ):
-        slot = commands.client(name, run, help_, flags={"content": "TEXT"})
-        session_argument(slot)
-        slot.add_argument("text", nargs="?", metavar="TEXT", help=f"the new {name} (- reads stdin)")
+    insight = commands.client(
+        "insight",
+        cmd_insight,
+        "show or set the insight: a note the next turn reads once",
+        flags={"content": "TEXT"},
+    )
+    session_argument(insight)
+    insight.add_argument("text", nargs="?", metavar="TEXT", help="the new insight (- reads stdin)")
+    _register_memory(commands)
     consolidate = commands.client(
         "consolidate", cmd_consolidate, "rewrite a session's memory with the model"
     )

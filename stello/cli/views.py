@@ -1,4 +1,5 @@
-"""tree, digests, profiles, whoami: what is in the space, and who is asking.
+"""tree, digests, profiles, whoami (and skills, lineage from `shared`): what is in the space,
+and who is asking.
 
 `tree` previews each session's newest record: one small ListRecords per
 session (at most PREVIEW_CALLS at once), and only for trees of at most
@@ -17,6 +18,7 @@ from stello.agent.v1 import agent_pb2
 from stello.cli import format as fmt
 from stello.cli.connect import Client, gateway
 from stello.cli.parser import Commands
+from stello.cli.shared import register_views
 from stello.cli.style import Style, write
 from stello.cli.talk import newest_records
 from stello.common.v1 import common_pb2
@@ -165,3 +167,4 @@ def register(commands: Commands) -> None:
     )
     commands.client("profiles", cmd_profiles, "list the fork profiles of the gateway")
     commands.client("whoami", cmd_whoami, "show the key's owner and the spaces it reaches")
+    register_views(commands)

@@ -12,7 +12,7 @@ import pytest
 
 from stello.auth import KeyStore
 from stello.settings import StelloSettings
-from tests.cli.suite import Servers, Suite, readme_profiles, start_suite
+from tests.cli.suite import Servers, Suite, readme_profiles, readme_skills, start_suite
 
 
 @pytest.fixture(name="home")
@@ -36,9 +36,11 @@ async def _suite(
     folder = Path(tempfile.mkdtemp(prefix="stello-cli-suite-"))
     profiles = folder / "profiles.toml"
     profiles.write_text(readme_profiles(), encoding="utf-8")
+    skills = folder / "skills.toml"
+    skills.write_text(readme_skills(), encoding="utf-8")
     servers = Servers(settings, pool, keys)
     try:
-        yield await start_suite(servers, profiles)
+        yield await start_suite(servers, profiles, skills)
     finally:
         await servers.stop()
         shutil.rmtree(folder, ignore_errors=True)

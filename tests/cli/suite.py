@@ -4,7 +4,7 @@ The `stello` commands under test run as real processes (off the event loop that
 serves these servers: `stello` below runs them in a thread). One gateway
 answers at once; the other's echo model waits before each streamed piece, so a
 reply is still streaming when a test presses Ctrl-C. Both read the README's
-profiles example as their profiles file.
+profiles and skills examples as their files.
 """
 
 from __future__ import annotations
@@ -32,15 +32,26 @@ from tree_service.app import create_app as tree_app
 
 README = Path(__file__).resolve().parents[2] / "README.md"
 PROFILES_MARKER = "<!-- profiles example: the file tests/cli/suite.py serves -->"
+SKILLS_MARKER = "<!-- skills example: the file tests/cli/suite.py serves -->"
 SLOW_DELTA_S = 1.0
 
 
-def readme_profiles() -> str:
-    """The README's example profiles file (its first toml block after the marker)."""
-    after = README.read_text().partition(PROFILES_MARKER)[2]
+def readme_block(marker: str) -> str:
+    """The README's first toml block after `marker`."""
+    after = README.read_text().partition(marker)[2]
     found = re.search(r"```toml\n(.*?)```", after, flags=re.DOTALL)
-    assert found, "README.md lost its profiles example"
+    assert found, f"README.md lost its example after {marker}"
     return found.group(1)
+
+
+def readme_profiles() -> str:
+    """The README's example profiles file."""
+    return readme_block(PROFILES_MARKER)
+
+
+def readme_skills() -> str:
+    """The README's example skills file."""
+    return readme_block(SKILLS_MARKER)
 
 
 @dataclass(frozen=True, slots=True)
@@ -87,7 +98,7 @@ class Servers:
             await shutdown(app, server, 0)
 
 
-async def start_suite(servers: Servers, profiles: Path) -> Suite:
+async def start_suite(servers: Servers, profiles: Path, skills: Path | None = None) -> Suite:
     """Storage, tree, and the fast and slow gateways over them."""
     storage = await servers.start(storage_app)
     tree = await servers.start(tree_app)
@@ -97,6 +108,7 @@ async def start_suite(servers: Servers, profiles: Path) -> Suite:
             storage_address=storage,
             tree_address=tree,
             profiles_file=profiles,
+            skills_file=skills,
             echo_delay_s=delay,
         )
         addresses.append(await servers.start(partial(gateway_app, config=config)))

@@ -217,6 +217,7 @@ async def _drive_gateway(s: Services) -> None:
     )
     await gw.ListSessionDigests(agent_pb2.ListSessionDigestsRequest(space_id=sid, page_size=2))
     await gw.GetSession(agent_pb2.GetSessionRequest(space_id=sid, session_id=root.id))
+    await gw.GetLineage(agent_pb2.GetLineageRequest(space_id=sid, session_id=forks[0].id))
     await gw.GetTree(agent_pb2.GetTreeRequest(space_id=sid))
     await gw.ListRecords(
         agent_pb2.ListRecordsRequest(space_id=sid, session_id=root.id, limit=3, newest_first=True)
@@ -231,7 +232,9 @@ async def _drive_gateway(s: Services) -> None:
     await gw.Archive(agent_pb2.ArchiveRequest(space_id=sid, session_id=forks[2].id))
     await gw.Unarchive(agent_pb2.UnarchiveRequest(space_id=sid, session_id=forks[2].id))
     await gw.ListProfiles(agent_pb2.ListProfilesRequest(space_id=sid))
+    await gw.ListSkills(agent_pb2.ListSkillsRequest(space_id=sid, session_id=root.id))
     await _drive_cli_rpcs(gw, sid, root.id, forks[1].id)
+    await _drive_shared_memory(gw, agent_pb2, sid)
     watch = gw.WatchSpace(agent_pb2.WatchSpaceRequest(space_id=sid, after_cursor="0"))
     await watch.read()
     watch.cancel()
@@ -321,9 +324,35 @@ async def _drive_storage(s: Services) -> None:
     )
     await st.TrimRecords(storage_pb2.TrimRecordsRequest(**req, keep_recent=2))
     await st.ReadEvents(storage_pb2.ReadEventsRequest(space_id=sid, after_position=0, limit=5))
+    await _drive_shared_memory(st, storage_pb2, sid)
+    claim = await st.ClaimFork(storage_pb2.ClaimForkRequest(**req, min_turns=0, cooldown_turns=2))
+    await st.ClaimFork(storage_pb2.ClaimForkRequest(**req, min_turns=0, cooldown_turns=2))
+    await st.ReleaseForkClaim(
+        storage_pb2.ReleaseForkClaimRequest(**req, claimed_turn=claim.turn_count)
+    )
     await attempt(
         st.GetSession(storage_pb2.GetSessionRequest(space_id=sid, session_id=str(uuid.uuid4())))
     )
+
+
+async def _drive_shared_memory(stub: Any, pb: Any, sid: str) -> None:
+    """The shared memory RPCs of storage or the gateway (`pb` the module of their messages):
+    upserts (new, replaced, retried), pages, get, removes."""
+    for slug in ("a", "b", "a"):
+        await stub.UpsertSharedMemoryEntry(
+            pb.UpsertSharedMemoryEntryRequest(
+                space_id=sid, slug=slug, summary=f"about {slug}", body="text", request_id=slug
+            )
+        )
+    first = await stub.ListSharedMemory(pb.ListSharedMemoryRequest(space_id=sid, page_size=1))
+    await stub.ListSharedMemory(
+        pb.ListSharedMemoryRequest(space_id=sid, page_size=1, page_token=first.next_page_token)
+    )
+    await stub.GetSharedMemoryEntry(pb.GetSharedMemoryEntryRequest(space_id=sid, slug="a"))
+    for request_id in ("rm", ""):
+        await stub.RemoveSharedMemoryEntry(
+            pb.RemoveSharedMemoryEntryRequest(space_id=sid, slug="b", request_id=request_id)
+        )
 
 
 async def _transact(s: Services, session: str, token: str) -> None:
@@ -417,6 +446,14 @@ async def _drive_tree(s: Services) -> None:
     await tr.GetChildren(tree_pb2.GetChildrenRequest(space_id=sid, session_id=root.id))
     await tr.GetSiblings(tree_pb2.GetSiblingsRequest(**one))
     await tr.GetAncestors(tree_pb2.GetAncestorsRequest(space_id=sid, session_id=hidden.id))
+    first = await tr.ListAncestors(
+        tree_pb2.ListAncestorsRequest(space_id=sid, session_id=hidden.id, page_size=1)
+    )
+    await tr.ListAncestors(
+        tree_pb2.ListAncestorsRequest(
+            space_id=sid, session_id=hidden.id, page_size=1, page_token=first.next_page_token
+        )
+    )
     await tr.GetTree(tree_pb2.GetTreeRequest(space_id=sid, root_id=root.id, max_depth=1))
     await tr.AddRef(tree_pb2.AddRefRequest(space_id=sid, from_id=kids[0].id, to_id=kids[1].id))
     await attempt(tr.AddRef(tree_pb2.AddRefRequest(space_id=sid, from_id=hidden.id, to_id=root.id)))

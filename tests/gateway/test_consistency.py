@@ -11,11 +11,6 @@ Fork (same request_id) ends with exactly one, complete session.
 from __future__ import annotations
 
 import asyncio
-import os
-import re
-import sys
-from collections.abc import AsyncIterator
-from contextlib import asynccontextmanager
 
 import asyncpg
 import grpc
@@ -42,6 +37,7 @@ from tests.gateway.probes import (
     seeded_source,
     wait_until_gone,
 )
+from tests.gateway.processes import gateway_process
 from tests.support.fixtures import TestSpace
 
 pytestmark = pytest.mark.sql
@@ -162,55 +158,6 @@ class TestInProcessFaults:
         finally:
             await close_stack(failing)
             await close_stack(stack)
-
-
-@asynccontextmanager
-async def gateway_process(
-    backends: Backends, database_env: dict[str, str], fault: str
-) -> AsyncIterator[tuple[asyncio.subprocess.Process, str]]:
-    """`python -m agent_gateway` over the in-process storage and tree, with a fault set."""
-    env = {
-        **os.environ,
-        **database_env,
-        "STELLO_AUTH_CACHE_TTL_S": "0",
-        "STELLO_GATEWAY_PORT": "0",
-        "STELLO_GATEWAY_STORAGE_ADDRESS": backends.storage.address,
-        "STELLO_GATEWAY_TREE_ADDRESS": backends.tree.address,
-        "STELLO_GATEWAY_PROVISIONING_TTL_S": str(TTL_S),
-        "STELLO_GATEWAY_FAULT": fault,
-    }
-    process = await asyncio.create_subprocess_exec(
-        sys.executable,
-        "-m",
-        "agent_gateway",
-        env=env,
-        stdout=asyncio.subprocess.DEVNULL,
-        stderr=asyncio.subprocess.PIPE,
-    )
-    assert process.stderr is not None
-    lines: list[str] = []
-    try:
-        async with asyncio.timeout(30):
-            while True:
-                line = (await process.stderr.readline()).decode()
-                lines.append(line)
-                found = re.search(r"listening on port (\d+)", line)
-                if found:
-                    break
-                if not line:
-                    raise AssertionError("gateway process ended early:\n" + "".join(lines))
-        drain = asyncio.create_task(process.stderr.read())
-        try:
-            yield process, f"127.0.0.1:{found.group(1)}"
-        finally:
-            if process.returncode is None:
-                process.terminate()
-            await process.wait()
-            await drain
-    finally:
-        if process.returncode is None:
-            process.kill()
-            await process.wait()
 
 
 class TestProcessExits:

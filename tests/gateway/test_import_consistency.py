@@ -26,7 +26,8 @@ from tests.gateway.conftest import (
     rpc_error,
 )
 from tests.gateway.probes import assert_invisible, provisional_ids, wait_until_gone
-from tests.gateway.test_consistency import SWEEP_WITHIN_S, RaiseAt, StopServerAt, gateway_process
+from tests.gateway.processes import gateway_process
+from tests.gateway.test_consistency import SWEEP_WITHIN_S, RaiseAt, StopServerAt
 from tests.support.fixtures import TestSpace
 
 pytestmark = pytest.mark.sql

@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from stello.agent.v1 import agent_pb2
-from stello.cli.watch import event_line
+from stello.cli.watch import event_dict, event_line
 from stello.common.v1 import common_pb2
 from tests.cli.processes import client_env, private_env
 from tests.gateway.conftest import Stack
@@ -82,3 +82,12 @@ def test_a_line_names_seqs_refs_and_erased_sessions() -> None:
         "10 ref_added s -> t",
         "11 subtree_deleted s (2 sessions)",
     ]
+
+
+def test_a_shared_memory_event_names_its_slug() -> None:
+    """A shared memory event shows its slug where a session event shows its session."""
+    event = common_pb2.SpaceEvent(
+        cursor="12", kind=common_pb2.EVENT_KIND_SHARED_MEMORY_UPSERTED, slug="tides"
+    )
+    assert event_line(event) == "12 shared_memory_upserted tides"
+    assert event_dict(event)["slug"] == "tides"

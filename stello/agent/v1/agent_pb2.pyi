@@ -174,18 +174,20 @@ class ForkResponse(_message.Message):
     def __init__(self, session: _Optional[_Union[_common_pb2.SessionSummary, _Mapping]] = ...) -> None: ...
 
 class SendRequest(_message.Message):
-    __slots__ = ("space_id", "session_id", "content", "tools", "request_id")
+    __slots__ = ("space_id", "session_id", "content", "tools", "request_id", "memory_tools")
     SPACE_ID_FIELD_NUMBER: _ClassVar[int]
     SESSION_ID_FIELD_NUMBER: _ClassVar[int]
     CONTENT_FIELD_NUMBER: _ClassVar[int]
     TOOLS_FIELD_NUMBER: _ClassVar[int]
     REQUEST_ID_FIELD_NUMBER: _ClassVar[int]
+    MEMORY_TOOLS_FIELD_NUMBER: _ClassVar[int]
     space_id: str
     session_id: str
     content: str
     tools: _containers.RepeatedCompositeFieldContainer[_common_pb2.ToolDefinition]
     request_id: str
-    def __init__(self, space_id: _Optional[str] = ..., session_id: _Optional[str] = ..., content: _Optional[str] = ..., tools: _Optional[_Iterable[_Union[_common_pb2.ToolDefinition, _Mapping]]] = ..., request_id: _Optional[str] = ...) -> None: ...
+    memory_tools: bool
+    def __init__(self, space_id: _Optional[str] = ..., session_id: _Optional[str] = ..., content: _Optional[str] = ..., tools: _Optional[_Iterable[_Union[_common_pb2.ToolDefinition, _Mapping]]] = ..., request_id: _Optional[str] = ..., memory_tools: _Optional[bool] = ...) -> None: ...
 
 class SendResponse(_message.Message):
     __slots__ = ("assistant", "records", "pending_tool_calls", "usage")
@@ -200,18 +202,20 @@ class SendResponse(_message.Message):
     def __init__(self, assistant: _Optional[_Union[_common_pb2.Record, _Mapping]] = ..., records: _Optional[_Iterable[_Union[_common_pb2.Record, _Mapping]]] = ..., pending_tool_calls: _Optional[_Iterable[_Union[_common_pb2.ToolCall, _Mapping]]] = ..., usage: _Optional[_Union[Usage, _Mapping]] = ...) -> None: ...
 
 class SendStreamRequest(_message.Message):
-    __slots__ = ("space_id", "session_id", "content", "tools", "request_id")
+    __slots__ = ("space_id", "session_id", "content", "tools", "request_id", "memory_tools")
     SPACE_ID_FIELD_NUMBER: _ClassVar[int]
     SESSION_ID_FIELD_NUMBER: _ClassVar[int]
     CONTENT_FIELD_NUMBER: _ClassVar[int]
     TOOLS_FIELD_NUMBER: _ClassVar[int]
     REQUEST_ID_FIELD_NUMBER: _ClassVar[int]
+    MEMORY_TOOLS_FIELD_NUMBER: _ClassVar[int]
     space_id: str
     session_id: str
     content: str
     tools: _containers.RepeatedCompositeFieldContainer[_common_pb2.ToolDefinition]
     request_id: str
-    def __init__(self, space_id: _Optional[str] = ..., session_id: _Optional[str] = ..., content: _Optional[str] = ..., tools: _Optional[_Iterable[_Union[_common_pb2.ToolDefinition, _Mapping]]] = ..., request_id: _Optional[str] = ...) -> None: ...
+    memory_tools: bool
+    def __init__(self, space_id: _Optional[str] = ..., session_id: _Optional[str] = ..., content: _Optional[str] = ..., tools: _Optional[_Iterable[_Union[_common_pb2.ToolDefinition, _Mapping]]] = ..., request_id: _Optional[str] = ..., memory_tools: _Optional[bool] = ...) -> None: ...
 
 class SendStreamResponse(_message.Message):
     __slots__ = ("text_delta", "tool_call", "done")
@@ -224,18 +228,20 @@ class SendStreamResponse(_message.Message):
     def __init__(self, text_delta: _Optional[_Union[TextDelta, _Mapping]] = ..., tool_call: _Optional[_Union[_common_pb2.ToolCall, _Mapping]] = ..., done: _Optional[_Union[SendResponse, _Mapping]] = ...) -> None: ...
 
 class SubmitToolResultsRequest(_message.Message):
-    __slots__ = ("space_id", "session_id", "results", "tools", "request_id")
+    __slots__ = ("space_id", "session_id", "results", "tools", "request_id", "memory_tools")
     SPACE_ID_FIELD_NUMBER: _ClassVar[int]
     SESSION_ID_FIELD_NUMBER: _ClassVar[int]
     RESULTS_FIELD_NUMBER: _ClassVar[int]
     TOOLS_FIELD_NUMBER: _ClassVar[int]
     REQUEST_ID_FIELD_NUMBER: _ClassVar[int]
+    MEMORY_TOOLS_FIELD_NUMBER: _ClassVar[int]
     space_id: str
     session_id: str
     results: _containers.RepeatedCompositeFieldContainer[ToolResult]
     tools: _containers.RepeatedCompositeFieldContainer[_common_pb2.ToolDefinition]
     request_id: str
-    def __init__(self, space_id: _Optional[str] = ..., session_id: _Optional[str] = ..., results: _Optional[_Iterable[_Union[ToolResult, _Mapping]]] = ..., tools: _Optional[_Iterable[_Union[_common_pb2.ToolDefinition, _Mapping]]] = ..., request_id: _Optional[str] = ...) -> None: ...
+    memory_tools: bool
+    def __init__(self, space_id: _Optional[str] = ..., session_id: _Optional[str] = ..., results: _Optional[_Iterable[_Union[ToolResult, _Mapping]]] = ..., tools: _Optional[_Iterable[_Union[_common_pb2.ToolDefinition, _Mapping]]] = ..., request_id: _Optional[str] = ..., memory_tools: _Optional[bool] = ...) -> None: ...
 
 class SubmitToolResultsResponse(_message.Message):
     __slots__ = ("assistant", "records", "pending_tool_calls", "usage")
@@ -296,6 +302,26 @@ class GetSessionResponse(_message.Message):
     SESSION_FIELD_NUMBER: _ClassVar[int]
     session: SessionView
     def __init__(self, session: _Optional[_Union[SessionView, _Mapping]] = ...) -> None: ...
+
+class GetLineageRequest(_message.Message):
+    __slots__ = ("space_id", "session_id", "page_size", "page_token")
+    SPACE_ID_FIELD_NUMBER: _ClassVar[int]
+    SESSION_ID_FIELD_NUMBER: _ClassVar[int]
+    PAGE_SIZE_FIELD_NUMBER: _ClassVar[int]
+    PAGE_TOKEN_FIELD_NUMBER: _ClassVar[int]
+    space_id: str
+    session_id: str
+    page_size: int
+    page_token: str
+    def __init__(self, space_id: _Optional[str] = ..., session_id: _Optional[str] = ..., page_size: _Optional[int] = ..., page_token: _Optional[str] = ...) -> None: ...
+
+class GetLineageResponse(_message.Message):
+    __slots__ = ("ancestors", "next_page_token")
+    ANCESTORS_FIELD_NUMBER: _ClassVar[int]
+    NEXT_PAGE_TOKEN_FIELD_NUMBER: _ClassVar[int]
+    ancestors: _containers.RepeatedCompositeFieldContainer[_common_pb2.SessionDigest]
+    next_page_token: str
+    def __init__(self, ancestors: _Optional[_Iterable[_Union[_common_pb2.SessionDigest, _Mapping]]] = ..., next_page_token: _Optional[str] = ...) -> None: ...
 
 class GetTreeRequest(_message.Message):
     __slots__ = ("space_id", "root_id", "max_depth")
@@ -371,6 +397,78 @@ class PutMemoryResponse(_message.Message):
     __slots__ = ()
     def __init__(self) -> None: ...
 
+class ListSharedMemoryRequest(_message.Message):
+    __slots__ = ("space_id", "page_size", "page_token")
+    SPACE_ID_FIELD_NUMBER: _ClassVar[int]
+    PAGE_SIZE_FIELD_NUMBER: _ClassVar[int]
+    PAGE_TOKEN_FIELD_NUMBER: _ClassVar[int]
+    space_id: str
+    page_size: int
+    page_token: str
+    def __init__(self, space_id: _Optional[str] = ..., page_size: _Optional[int] = ..., page_token: _Optional[str] = ...) -> None: ...
+
+class ListSharedMemoryResponse(_message.Message):
+    __slots__ = ("entries", "next_page_token", "total_count")
+    ENTRIES_FIELD_NUMBER: _ClassVar[int]
+    NEXT_PAGE_TOKEN_FIELD_NUMBER: _ClassVar[int]
+    TOTAL_COUNT_FIELD_NUMBER: _ClassVar[int]
+    entries: _containers.RepeatedCompositeFieldContainer[_common_pb2.SharedMemoryEntry]
+    next_page_token: str
+    total_count: int
+    def __init__(self, entries: _Optional[_Iterable[_Union[_common_pb2.SharedMemoryEntry, _Mapping]]] = ..., next_page_token: _Optional[str] = ..., total_count: _Optional[int] = ...) -> None: ...
+
+class GetSharedMemoryEntryRequest(_message.Message):
+    __slots__ = ("space_id", "slug")
+    SPACE_ID_FIELD_NUMBER: _ClassVar[int]
+    SLUG_FIELD_NUMBER: _ClassVar[int]
+    space_id: str
+    slug: str
+    def __init__(self, space_id: _Optional[str] = ..., slug: _Optional[str] = ...) -> None: ...
+
+class GetSharedMemoryEntryResponse(_message.Message):
+    __slots__ = ("entry",)
+    ENTRY_FIELD_NUMBER: _ClassVar[int]
+    entry: _common_pb2.SharedMemoryEntry
+    def __init__(self, entry: _Optional[_Union[_common_pb2.SharedMemoryEntry, _Mapping]] = ...) -> None: ...
+
+class UpsertSharedMemoryEntryRequest(_message.Message):
+    __slots__ = ("space_id", "slug", "summary", "body", "request_id")
+    SPACE_ID_FIELD_NUMBER: _ClassVar[int]
+    SLUG_FIELD_NUMBER: _ClassVar[int]
+    SUMMARY_FIELD_NUMBER: _ClassVar[int]
+    BODY_FIELD_NUMBER: _ClassVar[int]
+    REQUEST_ID_FIELD_NUMBER: _ClassVar[int]
+    space_id: str
+    slug: str
+    summary: str
+    body: str
+    request_id: str
+    def __init__(self, space_id: _Optional[str] = ..., slug: _Optional[str] = ..., summary: _Optional[str] = ..., body: _Optional[str] = ..., request_id: _Optional[str] = ...) -> None: ...
+
+class UpsertSharedMemoryEntryResponse(_message.Message):
+    __slots__ = ("entry", "created")
+    ENTRY_FIELD_NUMBER: _ClassVar[int]
+    CREATED_FIELD_NUMBER: _ClassVar[int]
+    entry: _common_pb2.SharedMemoryEntry
+    created: bool
+    def __init__(self, entry: _Optional[_Union[_common_pb2.SharedMemoryEntry, _Mapping]] = ..., created: _Optional[bool] = ...) -> None: ...
+
+class RemoveSharedMemoryEntryRequest(_message.Message):
+    __slots__ = ("space_id", "slug", "request_id")
+    SPACE_ID_FIELD_NUMBER: _ClassVar[int]
+    SLUG_FIELD_NUMBER: _ClassVar[int]
+    REQUEST_ID_FIELD_NUMBER: _ClassVar[int]
+    space_id: str
+    slug: str
+    request_id: str
+    def __init__(self, space_id: _Optional[str] = ..., slug: _Optional[str] = ..., request_id: _Optional[str] = ...) -> None: ...
+
+class RemoveSharedMemoryEntryResponse(_message.Message):
+    __slots__ = ("removed",)
+    REMOVED_FIELD_NUMBER: _ClassVar[int]
+    removed: bool
+    def __init__(self, removed: _Optional[bool] = ...) -> None: ...
+
 class ArchiveRequest(_message.Message):
     __slots__ = ("space_id", "session_id")
     SPACE_ID_FIELD_NUMBER: _ClassVar[int]
@@ -424,6 +522,30 @@ class ListProfilesResponse(_message.Message):
     PROFILES_FIELD_NUMBER: _ClassVar[int]
     profiles: _containers.RepeatedCompositeFieldContainer[ProfileInfo]
     def __init__(self, profiles: _Optional[_Iterable[_Union[ProfileInfo, _Mapping]]] = ...) -> None: ...
+
+class SkillInfo(_message.Message):
+    __slots__ = ("name", "description", "content")
+    NAME_FIELD_NUMBER: _ClassVar[int]
+    DESCRIPTION_FIELD_NUMBER: _ClassVar[int]
+    CONTENT_FIELD_NUMBER: _ClassVar[int]
+    name: str
+    description: str
+    content: str
+    def __init__(self, name: _Optional[str] = ..., description: _Optional[str] = ..., content: _Optional[str] = ...) -> None: ...
+
+class ListSkillsRequest(_message.Message):
+    __slots__ = ("space_id", "session_id")
+    SPACE_ID_FIELD_NUMBER: _ClassVar[int]
+    SESSION_ID_FIELD_NUMBER: _ClassVar[int]
+    space_id: str
+    session_id: str
+    def __init__(self, space_id: _Optional[str] = ..., session_id: _Optional[str] = ...) -> None: ...
+
+class ListSkillsResponse(_message.Message):
+    __slots__ = ("skills",)
+    SKILLS_FIELD_NUMBER: _ClassVar[int]
+    skills: _containers.RepeatedCompositeFieldContainer[SkillInfo]
+    def __init__(self, skills: _Optional[_Iterable[_Union[SkillInfo, _Mapping]]] = ...) -> None: ...
 
 class WatchSpaceRequest(_message.Message):
     __slots__ = ("space_id", "after_cursor", "kinds")

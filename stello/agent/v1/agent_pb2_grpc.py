@@ -51,8 +51,8 @@ class AgentGatewayStub:
     - Storage or tree unreachable: UNAVAILABLE (safe to retry; mutating RPCs
     should be retried with the same request_id).
     - Idempotency (CreateRoot, Fork, Send, SendStream, SubmitToolResults,
-    ImportSession): a non-empty `request_id` is kept 24 h per (space, RPC,
-    request_id) with a hash of the request and the stored response (Send and SendStream share
+    ImportSession, UpsertSharedMemoryEntry, RemoveSharedMemoryEntry): a
+    non-empty `request_id` is kept 24 h per (space, RPC, request_id) with a hash of the request and the stored response (Send and SendStream share
     one scope: a turn sent by either is found by a retry through either). Same id and same request:
     the first response again, nothing new done (a retried Send does not call
     the LLM). Same id, different request: ALREADY_EXISTS, reason
@@ -113,6 +113,11 @@ class AgentGatewayStub:
                 request_serializer=stello_dot_agent_dot_v1_dot_agent__pb2.GetSessionRequest.SerializeToString,
                 response_deserializer=stello_dot_agent_dot_v1_dot_agent__pb2.GetSessionResponse.FromString,
                 _registered_method=True)
+        self.GetLineage = channel.unary_unary(
+                '/stello.agent.v1.AgentGateway/GetLineage',
+                request_serializer=stello_dot_agent_dot_v1_dot_agent__pb2.GetLineageRequest.SerializeToString,
+                response_deserializer=stello_dot_agent_dot_v1_dot_agent__pb2.GetLineageResponse.FromString,
+                _registered_method=True)
         self.GetTree = channel.unary_unary(
                 '/stello.agent.v1.AgentGateway/GetTree',
                 request_serializer=stello_dot_agent_dot_v1_dot_agent__pb2.GetTreeRequest.SerializeToString,
@@ -133,6 +138,26 @@ class AgentGatewayStub:
                 request_serializer=stello_dot_agent_dot_v1_dot_agent__pb2.PutMemoryRequest.SerializeToString,
                 response_deserializer=stello_dot_agent_dot_v1_dot_agent__pb2.PutMemoryResponse.FromString,
                 _registered_method=True)
+        self.ListSharedMemory = channel.unary_unary(
+                '/stello.agent.v1.AgentGateway/ListSharedMemory',
+                request_serializer=stello_dot_agent_dot_v1_dot_agent__pb2.ListSharedMemoryRequest.SerializeToString,
+                response_deserializer=stello_dot_agent_dot_v1_dot_agent__pb2.ListSharedMemoryResponse.FromString,
+                _registered_method=True)
+        self.GetSharedMemoryEntry = channel.unary_unary(
+                '/stello.agent.v1.AgentGateway/GetSharedMemoryEntry',
+                request_serializer=stello_dot_agent_dot_v1_dot_agent__pb2.GetSharedMemoryEntryRequest.SerializeToString,
+                response_deserializer=stello_dot_agent_dot_v1_dot_agent__pb2.GetSharedMemoryEntryResponse.FromString,
+                _registered_method=True)
+        self.UpsertSharedMemoryEntry = channel.unary_unary(
+                '/stello.agent.v1.AgentGateway/UpsertSharedMemoryEntry',
+                request_serializer=stello_dot_agent_dot_v1_dot_agent__pb2.UpsertSharedMemoryEntryRequest.SerializeToString,
+                response_deserializer=stello_dot_agent_dot_v1_dot_agent__pb2.UpsertSharedMemoryEntryResponse.FromString,
+                _registered_method=True)
+        self.RemoveSharedMemoryEntry = channel.unary_unary(
+                '/stello.agent.v1.AgentGateway/RemoveSharedMemoryEntry',
+                request_serializer=stello_dot_agent_dot_v1_dot_agent__pb2.RemoveSharedMemoryEntryRequest.SerializeToString,
+                response_deserializer=stello_dot_agent_dot_v1_dot_agent__pb2.RemoveSharedMemoryEntryResponse.FromString,
+                _registered_method=True)
         self.Archive = channel.unary_unary(
                 '/stello.agent.v1.AgentGateway/Archive',
                 request_serializer=stello_dot_agent_dot_v1_dot_agent__pb2.ArchiveRequest.SerializeToString,
@@ -152,6 +177,11 @@ class AgentGatewayStub:
                 '/stello.agent.v1.AgentGateway/ListProfiles',
                 request_serializer=stello_dot_agent_dot_v1_dot_agent__pb2.ListProfilesRequest.SerializeToString,
                 response_deserializer=stello_dot_agent_dot_v1_dot_agent__pb2.ListProfilesResponse.FromString,
+                _registered_method=True)
+        self.ListSkills = channel.unary_unary(
+                '/stello.agent.v1.AgentGateway/ListSkills',
+                request_serializer=stello_dot_agent_dot_v1_dot_agent__pb2.ListSkillsRequest.SerializeToString,
+                response_deserializer=stello_dot_agent_dot_v1_dot_agent__pb2.ListSkillsResponse.FromString,
                 _registered_method=True)
         self.WatchSpace = channel.unary_stream(
                 '/stello.agent.v1.AgentGateway/WatchSpace',
@@ -206,8 +236,8 @@ class AgentGatewayServicer:
     - Storage or tree unreachable: UNAVAILABLE (safe to retry; mutating RPCs
     should be retried with the same request_id).
     - Idempotency (CreateRoot, Fork, Send, SendStream, SubmitToolResults,
-    ImportSession): a non-empty `request_id` is kept 24 h per (space, RPC,
-    request_id) with a hash of the request and the stored response (Send and SendStream share
+    ImportSession, UpsertSharedMemoryEntry, RemoveSharedMemoryEntry): a
+    non-empty `request_id` is kept 24 h per (space, RPC, request_id) with a hash of the request and the stored response (Send and SendStream share
     one scope: a turn sent by either is found by a retry through either). Same id and same request:
     the first response again, nothing new done (a retried Send does not call
     the LLM). Same id, different request: ALREADY_EXISTS, reason
@@ -355,11 +385,17 @@ class AgentGatewayServicer:
         groups removed (or only the recent window after compression), then
         the user message. Memory is never put into the context.
         3. Calls the LLM outside any transaction, offering the built-in tools
-        and the client tools declared in `tools`. Built-in tool calls (e.g.
-        stello_create_session) run in the gateway and the model is called
-        again; the loop is bounded (STELLO_GATEWAY_MAX_TOOL_ROUNDS, default
-        5). When the model calls a client tool, the turn stops and returns
-        those calls in `pending_tool_calls`; SubmitToolResults continues it.
+        and the client tools declared in `tools`. The built-in tools are
+        stello_create_session (STELLO_GATEWAY_BUILTIN_TOOLS, on by default),
+        the shared memory tools stello_memory_recall, _remember and _forget
+        (`memory_tools`, else STELLO_GATEWAY_MEMORY_TOOLS, off by default)
+        and activate_skill (when the session's skill allow-list leaves at
+        least one configured skill). Built-in tool calls run in the gateway
+        and the model is called again; a failing one is an error result the
+        model sees, never a failed turn. The loop is bounded
+        (STELLO_GATEWAY_MAX_TOOL_ROUNDS, default 5). When the model calls a
+        client tool, the turn stops and returns those calls in
+        `pending_tool_calls`; SubmitToolResults continues it.
         4. Commits in one storage Transact: the user record, the assistant and
         tool records, turn_count + 1, last_active_at, clearing the insight
         (only if it is still the one that was put into the context — an
@@ -374,9 +410,11 @@ class AgentGatewayServicer:
         apart.
 
         An LLM error, a cancelled call or a failed commit writes nothing and
-        keeps the insight; the lease is released. A session fork made by the
-        built-in tool stays even if the turn later fails. With a request_id, a
-        retried Send returns the stored turn without calling the LLM.
+        keeps the insight; the lease is released. A session fork made by
+        stello_create_session, and a shared memory write made by
+        stello_memory_remember or stello_memory_forget, stay even if the turn
+        later fails. With a request_id, a retried Send returns the stored turn
+        without calling the LLM.
 
         Errors:
         - INVALID_ARGUMENT: malformed ids; invalid tool definitions (empty or
@@ -518,6 +556,30 @@ class AgentGatewayServicer:
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
+    def GetLineage(self, request, context):
+        """GetLineage answers a session's ancestors nearest first (its parent, the
+        parent's parent, ..., the root), each as a SessionDigest: id, parent,
+        label, status, turn count, memory and insight (DESIGN §4.5; the
+        recursive context an orchestrator assembles, seed 002's
+        assembleContext). The session itself is not in the answer (GetSession
+        reads it). Reading the insight does not consume it. Paged: `page_size`
+        0 = 100, at most 1000; `next_page_token` continues up the chain (empty
+        at the root). Each page costs exactly one tree ListAncestors call and
+        one storage BatchGetSlots call, however deep the chain: a page reads
+        only its own ancestors. An ancestor erased between the two calls is
+        left out.
+
+        Errors:
+        - INVALID_ARGUMENT: malformed ids; page_size negative or above 1000; a
+        page_token not issued for this session.
+        - NOT_FOUND: the session is not in the space (or was erased between
+        pages).
+        - UNAUTHENTICATED: no valid key.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
     def GetTree(self, request, context):
         """GetTree returns the forest (or the subtree under `root_id`) as light
         TreeNodes in pre-order, linked by parent_id: roots in (created_at, id)
@@ -584,6 +646,75 @@ class AgentGatewayServicer:
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
+    def ListSharedMemory(self, request, context):
+        """ListSharedMemory lists the space's shared memory (DESIGN §4.5): entries
+        {slug, summary, body} every session of the space may recall, in
+        insertion order (replacing an entry keeps its place), without their
+        bodies (GetSharedMemoryEntry reads one). Storage's ListSharedMemory:
+        `page_size` 0 = 100, at most 1000; `total_count` is how many entries the
+        space holds.
+
+        Errors:
+        - INVALID_ARGUMENT: malformed space_id; page_size negative or above
+        1000; a page_token not issued for this space.
+        - UNAUTHENTICATED: no valid key.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def GetSharedMemoryEntry(self, request, context):
+        """GetSharedMemoryEntry reads one entry of the space's shared memory, body
+        included (what the stello_memory_recall tool answers a model).
+
+        Errors:
+        - INVALID_ARGUMENT: malformed space_id; a slug that breaks the slug rules
+        (stello.common.v1.SharedMemoryEntry.slug).
+        - NOT_FOUND: the space holds no entry with that slug.
+        - UNAUTHENTICATED: no valid key.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def UpsertSharedMemoryEntry(self, request, context):
+        """UpsertSharedMemoryEntry creates the entry `slug` at the end of the
+        order, or replaces the summary and body of the existing one in its
+        place, and answers it as stored with `created` telling which. Every
+        session of the space sees it from its next turn (the index of spec §4.9
+        item 7 is rendered fresh each turn). Idempotent through `request_id`
+        (kept 24 h per space): the same request again answers the first reply;
+        another request under the same id is ALREADY_EXISTS REQUEST_ID_REUSED.
+
+        Errors:
+        - INVALID_ARGUMENT: malformed space_id; a slug that breaks the slug
+        rules; an empty summary, one over 1000 characters or with a line
+        break; an empty body or one over STELLO_MAX_SLOT_BYTES (checked
+        before anything is written).
+        - ALREADY_EXISTS, reason REQUEST_ID_REUSED: request_id reused with a
+        different request.
+        - UNAUTHENTICATED: no valid key.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def RemoveSharedMemoryEntry(self, request, context):
+        """RemoveSharedMemoryEntry removes the entry `slug`; `removed` is false
+        when there was none (a no-op, not an error). Idempotent, and through
+        `request_id` as UpsertSharedMemoryEntry.
+
+        Errors:
+        - INVALID_ARGUMENT: malformed space_id; a slug that breaks the slug
+        rules.
+        - ALREADY_EXISTS, reason REQUEST_ID_REUSED: request_id reused with a
+        different request.
+        - UNAUTHENTICATED: no valid key.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
     def Archive(self, request, context):
         """Archive makes the session read-only for turns (Send, SendStream,
         SubmitToolResults, Consolidate and PutInsight then answer
@@ -638,6 +769,23 @@ class AgentGatewayServicer:
 
         Errors:
         - INVALID_ARGUMENT: malformed space_id.
+        - UNAUTHENTICATED: no valid key.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def ListSkills(self, request, context):
+        """ListSkills lists the skills of the gateway's configuration
+        (STELLO_GATEWAY_SKILLS_FILE, TOML), in file order: what the built-in
+        activate_skill tool offers. With `session_id`, only those the session's
+        frozen config allows (SessionConfig.skills: unset = every skill, empty =
+        none, a list = the configured skills it names), which are exactly those
+        its turns offer. Not paged.
+
+        Errors:
+        - INVALID_ARGUMENT: malformed space_id or session_id.
+        - NOT_FOUND: `session_id` is not in the space.
         - UNAUTHENTICATED: no valid key.
         """
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)
@@ -837,6 +985,11 @@ def add_AgentGatewayServicer_to_server(servicer, server):
                     request_deserializer=stello_dot_agent_dot_v1_dot_agent__pb2.GetSessionRequest.FromString,
                     response_serializer=stello_dot_agent_dot_v1_dot_agent__pb2.GetSessionResponse.SerializeToString,
             ),
+            'GetLineage': grpc.unary_unary_rpc_method_handler(
+                    servicer.GetLineage,
+                    request_deserializer=stello_dot_agent_dot_v1_dot_agent__pb2.GetLineageRequest.FromString,
+                    response_serializer=stello_dot_agent_dot_v1_dot_agent__pb2.GetLineageResponse.SerializeToString,
+            ),
             'GetTree': grpc.unary_unary_rpc_method_handler(
                     servicer.GetTree,
                     request_deserializer=stello_dot_agent_dot_v1_dot_agent__pb2.GetTreeRequest.FromString,
@@ -857,6 +1010,26 @@ def add_AgentGatewayServicer_to_server(servicer, server):
                     request_deserializer=stello_dot_agent_dot_v1_dot_agent__pb2.PutMemoryRequest.FromString,
                     response_serializer=stello_dot_agent_dot_v1_dot_agent__pb2.PutMemoryResponse.SerializeToString,
             ),
+            'ListSharedMemory': grpc.unary_unary_rpc_method_handler(
+                    servicer.ListSharedMemory,
+                    request_deserializer=stello_dot_agent_dot_v1_dot_agent__pb2.ListSharedMemoryRequest.FromString,
+                    response_serializer=stello_dot_agent_dot_v1_dot_agent__pb2.ListSharedMemoryResponse.SerializeToString,
+            ),
+            'GetSharedMemoryEntry': grpc.unary_unary_rpc_method_handler(
+                    servicer.GetSharedMemoryEntry,
+                    request_deserializer=stello_dot_agent_dot_v1_dot_agent__pb2.GetSharedMemoryEntryRequest.FromString,
+                    response_serializer=stello_dot_agent_dot_v1_dot_agent__pb2.GetSharedMemoryEntryResponse.SerializeToString,
+            ),
+            'UpsertSharedMemoryEntry': grpc.unary_unary_rpc_method_handler(
+                    servicer.UpsertSharedMemoryEntry,
+                    request_deserializer=stello_dot_agent_dot_v1_dot_agent__pb2.UpsertSharedMemoryEntryRequest.FromString,
+                    response_serializer=stello_dot_agent_dot_v1_dot_agent__pb2.UpsertSharedMemoryEntryResponse.SerializeToString,
+            ),
+            'RemoveSharedMemoryEntry': grpc.unary_unary_rpc_method_handler(
+                    servicer.RemoveSharedMemoryEntry,
+                    request_deserializer=stello_dot_agent_dot_v1_dot_agent__pb2.RemoveSharedMemoryEntryRequest.FromString,
+                    response_serializer=stello_dot_agent_dot_v1_dot_agent__pb2.RemoveSharedMemoryEntryResponse.SerializeToString,
+            ),
             'Archive': grpc.unary_unary_rpc_method_handler(
                     servicer.Archive,
                     request_deserializer=stello_dot_agent_dot_v1_dot_agent__pb2.ArchiveRequest.FromString,
@@ -876,6 +1049,11 @@ def add_AgentGatewayServicer_to_server(servicer, server):
                     servicer.ListProfiles,
                     request_deserializer=stello_dot_agent_dot_v1_dot_agent__pb2.ListProfilesRequest.FromString,
                     response_serializer=stello_dot_agent_dot_v1_dot_agent__pb2.ListProfilesResponse.SerializeToString,
+            ),
+            'ListSkills': grpc.unary_unary_rpc_method_handler(
+                    servicer.ListSkills,
+                    request_deserializer=stello_dot_agent_dot_v1_dot_agent__pb2.ListSkillsRequest.FromString,
+                    response_serializer=stello_dot_agent_dot_v1_dot_agent__pb2.ListSkillsResponse.SerializeToString,
             ),
             'WatchSpace': grpc.unary_stream_rpc_method_handler(
                     servicer.WatchSpace,
@@ -936,8 +1114,8 @@ class AgentGateway:
     - Storage or tree unreachable: UNAVAILABLE (safe to retry; mutating RPCs
     should be retried with the same request_id).
     - Idempotency (CreateRoot, Fork, Send, SendStream, SubmitToolResults,
-    ImportSession): a non-empty `request_id` is kept 24 h per (space, RPC,
-    request_id) with a hash of the request and the stored response (Send and SendStream share
+    ImportSession, UpsertSharedMemoryEntry, RemoveSharedMemoryEntry): a
+    non-empty `request_id` is kept 24 h per (space, RPC, request_id) with a hash of the request and the stored response (Send and SendStream share
     one scope: a turn sent by either is found by a retry through either). Same id and same request:
     the first response again, nothing new done (a retried Send does not call
     the LLM). Same id, different request: ALREADY_EXISTS, reason
@@ -1169,6 +1347,33 @@ class AgentGateway:
             _registered_method=True)
 
     @staticmethod
+    def GetLineage(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/stello.agent.v1.AgentGateway/GetLineage',
+            stello_dot_agent_dot_v1_dot_agent__pb2.GetLineageRequest.SerializeToString,
+            stello_dot_agent_dot_v1_dot_agent__pb2.GetLineageResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
     def GetTree(request,
             target,
             options=(),
@@ -1277,6 +1482,114 @@ class AgentGateway:
             _registered_method=True)
 
     @staticmethod
+    def ListSharedMemory(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/stello.agent.v1.AgentGateway/ListSharedMemory',
+            stello_dot_agent_dot_v1_dot_agent__pb2.ListSharedMemoryRequest.SerializeToString,
+            stello_dot_agent_dot_v1_dot_agent__pb2.ListSharedMemoryResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def GetSharedMemoryEntry(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/stello.agent.v1.AgentGateway/GetSharedMemoryEntry',
+            stello_dot_agent_dot_v1_dot_agent__pb2.GetSharedMemoryEntryRequest.SerializeToString,
+            stello_dot_agent_dot_v1_dot_agent__pb2.GetSharedMemoryEntryResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def UpsertSharedMemoryEntry(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/stello.agent.v1.AgentGateway/UpsertSharedMemoryEntry',
+            stello_dot_agent_dot_v1_dot_agent__pb2.UpsertSharedMemoryEntryRequest.SerializeToString,
+            stello_dot_agent_dot_v1_dot_agent__pb2.UpsertSharedMemoryEntryResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def RemoveSharedMemoryEntry(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/stello.agent.v1.AgentGateway/RemoveSharedMemoryEntry',
+            stello_dot_agent_dot_v1_dot_agent__pb2.RemoveSharedMemoryEntryRequest.SerializeToString,
+            stello_dot_agent_dot_v1_dot_agent__pb2.RemoveSharedMemoryEntryResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
     def Archive(request,
             target,
             options=(),
@@ -1374,6 +1687,33 @@ class AgentGateway:
             '/stello.agent.v1.AgentGateway/ListProfiles',
             stello_dot_agent_dot_v1_dot_agent__pb2.ListProfilesRequest.SerializeToString,
             stello_dot_agent_dot_v1_dot_agent__pb2.ListProfilesResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def ListSkills(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/stello.agent.v1.AgentGateway/ListSkills',
+            stello_dot_agent_dot_v1_dot_agent__pb2.ListSkillsRequest.SerializeToString,
+            stello_dot_agent_dot_v1_dot_agent__pb2.ListSkillsResponse.FromString,
             options,
             channel_credentials,
             insecure,

@@ -50,6 +50,8 @@ class EventKind(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
     EVENT_KIND_CONFIG_PUT: _ClassVar[EventKind]
     EVENT_KIND_REF_ADDED: _ClassVar[EventKind]
     EVENT_KIND_REF_REMOVED: _ClassVar[EventKind]
+    EVENT_KIND_SHARED_MEMORY_UPSERTED: _ClassVar[EventKind]
+    EVENT_KIND_SHARED_MEMORY_REMOVED: _ClassVar[EventKind]
 SESSION_STATUS_UNSPECIFIED: SessionStatus
 SESSION_STATUS_ACTIVE: SessionStatus
 SESSION_STATUS_ARCHIVED: SessionStatus
@@ -78,6 +80,8 @@ EVENT_KIND_MEMORY_PUT: EventKind
 EVENT_KIND_CONFIG_PUT: EventKind
 EVENT_KIND_REF_ADDED: EventKind
 EVENT_KIND_REF_REMOVED: EventKind
+EVENT_KIND_SHARED_MEMORY_UPSERTED: EventKind
+EVENT_KIND_SHARED_MEMORY_REMOVED: EventKind
 
 class SessionMeta(_message.Message):
     __slots__ = ("id", "label", "status", "turn_count", "created_at", "updated_at", "last_active_at")
@@ -234,7 +238,7 @@ class SessionDigest(_message.Message):
     def __init__(self, id: _Optional[str] = ..., parent_id: _Optional[str] = ..., label: _Optional[str] = ..., status: _Optional[_Union[SessionStatus, str]] = ..., turn_count: _Optional[int] = ..., memory: _Optional[str] = ..., insight: _Optional[str] = ...) -> None: ...
 
 class SpaceEvent(_message.Message):
-    __slots__ = ("cursor", "kind", "session_id", "other_session_id", "first_seq", "last_seq", "session_ids", "committed_at")
+    __slots__ = ("cursor", "kind", "session_id", "other_session_id", "first_seq", "last_seq", "session_ids", "committed_at", "slug")
     CURSOR_FIELD_NUMBER: _ClassVar[int]
     KIND_FIELD_NUMBER: _ClassVar[int]
     SESSION_ID_FIELD_NUMBER: _ClassVar[int]
@@ -243,6 +247,7 @@ class SpaceEvent(_message.Message):
     LAST_SEQ_FIELD_NUMBER: _ClassVar[int]
     SESSION_IDS_FIELD_NUMBER: _ClassVar[int]
     COMMITTED_AT_FIELD_NUMBER: _ClassVar[int]
+    SLUG_FIELD_NUMBER: _ClassVar[int]
     cursor: str
     kind: EventKind
     session_id: str
@@ -251,4 +256,19 @@ class SpaceEvent(_message.Message):
     last_seq: int
     session_ids: _containers.RepeatedScalarFieldContainer[str]
     committed_at: _timestamp_pb2.Timestamp
-    def __init__(self, cursor: _Optional[str] = ..., kind: _Optional[_Union[EventKind, str]] = ..., session_id: _Optional[str] = ..., other_session_id: _Optional[str] = ..., first_seq: _Optional[int] = ..., last_seq: _Optional[int] = ..., session_ids: _Optional[_Iterable[str]] = ..., committed_at: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ...) -> None: ...
+    slug: str
+    def __init__(self, cursor: _Optional[str] = ..., kind: _Optional[_Union[EventKind, str]] = ..., session_id: _Optional[str] = ..., other_session_id: _Optional[str] = ..., first_seq: _Optional[int] = ..., last_seq: _Optional[int] = ..., session_ids: _Optional[_Iterable[str]] = ..., committed_at: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., slug: _Optional[str] = ...) -> None: ...
+
+class SharedMemoryEntry(_message.Message):
+    __slots__ = ("slug", "summary", "body", "created_at", "updated_at")
+    SLUG_FIELD_NUMBER: _ClassVar[int]
+    SUMMARY_FIELD_NUMBER: _ClassVar[int]
+    BODY_FIELD_NUMBER: _ClassVar[int]
+    CREATED_AT_FIELD_NUMBER: _ClassVar[int]
+    UPDATED_AT_FIELD_NUMBER: _ClassVar[int]
+    slug: str
+    summary: str
+    body: str
+    created_at: _timestamp_pb2.Timestamp
+    updated_at: _timestamp_pb2.Timestamp
+    def __init__(self, slug: _Optional[str] = ..., summary: _Optional[str] = ..., body: _Optional[str] = ..., created_at: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., updated_at: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ...) -> None: ...

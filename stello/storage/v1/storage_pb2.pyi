@@ -244,6 +244,118 @@ class PutMemoryResponse(_message.Message):
     __slots__ = ()
     def __init__(self) -> None: ...
 
+class ListSharedMemoryRequest(_message.Message):
+    __slots__ = ("space_id", "page_size", "page_token")
+    SPACE_ID_FIELD_NUMBER: _ClassVar[int]
+    PAGE_SIZE_FIELD_NUMBER: _ClassVar[int]
+    PAGE_TOKEN_FIELD_NUMBER: _ClassVar[int]
+    space_id: str
+    page_size: int
+    page_token: str
+    def __init__(self, space_id: _Optional[str] = ..., page_size: _Optional[int] = ..., page_token: _Optional[str] = ...) -> None: ...
+
+class ListSharedMemoryResponse(_message.Message):
+    __slots__ = ("entries", "next_page_token", "total_count")
+    ENTRIES_FIELD_NUMBER: _ClassVar[int]
+    NEXT_PAGE_TOKEN_FIELD_NUMBER: _ClassVar[int]
+    TOTAL_COUNT_FIELD_NUMBER: _ClassVar[int]
+    entries: _containers.RepeatedCompositeFieldContainer[_common_pb2.SharedMemoryEntry]
+    next_page_token: str
+    total_count: int
+    def __init__(self, entries: _Optional[_Iterable[_Union[_common_pb2.SharedMemoryEntry, _Mapping]]] = ..., next_page_token: _Optional[str] = ..., total_count: _Optional[int] = ...) -> None: ...
+
+class GetSharedMemoryEntryRequest(_message.Message):
+    __slots__ = ("space_id", "slug")
+    SPACE_ID_FIELD_NUMBER: _ClassVar[int]
+    SLUG_FIELD_NUMBER: _ClassVar[int]
+    space_id: str
+    slug: str
+    def __init__(self, space_id: _Optional[str] = ..., slug: _Optional[str] = ...) -> None: ...
+
+class GetSharedMemoryEntryResponse(_message.Message):
+    __slots__ = ("entry",)
+    ENTRY_FIELD_NUMBER: _ClassVar[int]
+    entry: _common_pb2.SharedMemoryEntry
+    def __init__(self, entry: _Optional[_Union[_common_pb2.SharedMemoryEntry, _Mapping]] = ...) -> None: ...
+
+class UpsertSharedMemoryEntryRequest(_message.Message):
+    __slots__ = ("space_id", "slug", "summary", "body", "request_id")
+    SPACE_ID_FIELD_NUMBER: _ClassVar[int]
+    SLUG_FIELD_NUMBER: _ClassVar[int]
+    SUMMARY_FIELD_NUMBER: _ClassVar[int]
+    BODY_FIELD_NUMBER: _ClassVar[int]
+    REQUEST_ID_FIELD_NUMBER: _ClassVar[int]
+    space_id: str
+    slug: str
+    summary: str
+    body: str
+    request_id: str
+    def __init__(self, space_id: _Optional[str] = ..., slug: _Optional[str] = ..., summary: _Optional[str] = ..., body: _Optional[str] = ..., request_id: _Optional[str] = ...) -> None: ...
+
+class UpsertSharedMemoryEntryResponse(_message.Message):
+    __slots__ = ("entry", "created")
+    ENTRY_FIELD_NUMBER: _ClassVar[int]
+    CREATED_FIELD_NUMBER: _ClassVar[int]
+    entry: _common_pb2.SharedMemoryEntry
+    created: bool
+    def __init__(self, entry: _Optional[_Union[_common_pb2.SharedMemoryEntry, _Mapping]] = ..., created: _Optional[bool] = ...) -> None: ...
+
+class RemoveSharedMemoryEntryRequest(_message.Message):
+    __slots__ = ("space_id", "slug", "request_id")
+    SPACE_ID_FIELD_NUMBER: _ClassVar[int]
+    SLUG_FIELD_NUMBER: _ClassVar[int]
+    REQUEST_ID_FIELD_NUMBER: _ClassVar[int]
+    space_id: str
+    slug: str
+    request_id: str
+    def __init__(self, space_id: _Optional[str] = ..., slug: _Optional[str] = ..., request_id: _Optional[str] = ...) -> None: ...
+
+class RemoveSharedMemoryEntryResponse(_message.Message):
+    __slots__ = ("removed",)
+    REMOVED_FIELD_NUMBER: _ClassVar[int]
+    removed: bool
+    def __init__(self, removed: _Optional[bool] = ...) -> None: ...
+
+class ClaimForkRequest(_message.Message):
+    __slots__ = ("space_id", "session_id", "min_turns", "cooldown_turns")
+    SPACE_ID_FIELD_NUMBER: _ClassVar[int]
+    SESSION_ID_FIELD_NUMBER: _ClassVar[int]
+    MIN_TURNS_FIELD_NUMBER: _ClassVar[int]
+    COOLDOWN_TURNS_FIELD_NUMBER: _ClassVar[int]
+    space_id: str
+    session_id: str
+    min_turns: int
+    cooldown_turns: int
+    def __init__(self, space_id: _Optional[str] = ..., session_id: _Optional[str] = ..., min_turns: _Optional[int] = ..., cooldown_turns: _Optional[int] = ...) -> None: ...
+
+class ClaimForkResponse(_message.Message):
+    __slots__ = ("granted", "turn_count", "last_fork_turn")
+    GRANTED_FIELD_NUMBER: _ClassVar[int]
+    TURN_COUNT_FIELD_NUMBER: _ClassVar[int]
+    LAST_FORK_TURN_FIELD_NUMBER: _ClassVar[int]
+    granted: bool
+    turn_count: int
+    last_fork_turn: int
+    def __init__(self, granted: _Optional[bool] = ..., turn_count: _Optional[int] = ..., last_fork_turn: _Optional[int] = ...) -> None: ...
+
+class ReleaseForkClaimRequest(_message.Message):
+    __slots__ = ("space_id", "session_id", "claimed_turn", "previous_fork_turn")
+    SPACE_ID_FIELD_NUMBER: _ClassVar[int]
+    SESSION_ID_FIELD_NUMBER: _ClassVar[int]
+    CLAIMED_TURN_FIELD_NUMBER: _ClassVar[int]
+    PREVIOUS_FORK_TURN_FIELD_NUMBER: _ClassVar[int]
+    space_id: str
+    session_id: str
+    claimed_turn: int
+    previous_fork_turn: int
+    def __init__(self, space_id: _Optional[str] = ..., session_id: _Optional[str] = ..., claimed_turn: _Optional[int] = ..., previous_fork_turn: _Optional[int] = ...) -> None: ...
+
+class ReleaseForkClaimResponse(_message.Message):
+    __slots__ = ("released",)
+    RELEASED_FIELD_NUMBER: _ClassVar[int]
+    released: bool
+    def __init__(self, released: _Optional[bool] = ...) -> None: ...
+
 class CompressionCache(_message.Message):
     __slots__ = ("summary", "covered_until_seq", "lossy")
     SUMMARY_FIELD_NUMBER: _ClassVar[int]

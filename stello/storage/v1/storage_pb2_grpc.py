@@ -48,9 +48,9 @@ class SessionStorageStub:
     * Slots (system prompt, insight, memory): an unset `optional` field means
     "no value"; a set empty string "" is a stored value, distinct from unset,
     on every read and write.
-    * Idempotency (`request_id` on AppendRecords and Transact): empty means
-    none. A non-empty id is remembered for 24 h per (space, RPC, request_id)
-    with a hash of the request and the response. The same id with the same
+    * Idempotency (`request_id` on AppendRecords, Transact and the shared
+    memory writes): empty means none. A non-empty id is remembered for 24 h
+    per (space, RPC, request_id) with a hash of the request and the response. The same id with the same
     request answers the first response again and does nothing new; the same
     id with a different request is ALREADY_EXISTS, ErrorInfo reason
     `REQUEST_ID_REUSED`. Only successful calls are remembered: a call that
@@ -141,6 +141,36 @@ class SessionStorageStub:
                 request_serializer=stello_dot_storage_dot_v1_dot_storage__pb2.PutMemoryRequest.SerializeToString,
                 response_deserializer=stello_dot_storage_dot_v1_dot_storage__pb2.PutMemoryResponse.FromString,
                 _registered_method=True)
+        self.ListSharedMemory = channel.unary_unary(
+                '/stello.storage.v1.SessionStorage/ListSharedMemory',
+                request_serializer=stello_dot_storage_dot_v1_dot_storage__pb2.ListSharedMemoryRequest.SerializeToString,
+                response_deserializer=stello_dot_storage_dot_v1_dot_storage__pb2.ListSharedMemoryResponse.FromString,
+                _registered_method=True)
+        self.GetSharedMemoryEntry = channel.unary_unary(
+                '/stello.storage.v1.SessionStorage/GetSharedMemoryEntry',
+                request_serializer=stello_dot_storage_dot_v1_dot_storage__pb2.GetSharedMemoryEntryRequest.SerializeToString,
+                response_deserializer=stello_dot_storage_dot_v1_dot_storage__pb2.GetSharedMemoryEntryResponse.FromString,
+                _registered_method=True)
+        self.UpsertSharedMemoryEntry = channel.unary_unary(
+                '/stello.storage.v1.SessionStorage/UpsertSharedMemoryEntry',
+                request_serializer=stello_dot_storage_dot_v1_dot_storage__pb2.UpsertSharedMemoryEntryRequest.SerializeToString,
+                response_deserializer=stello_dot_storage_dot_v1_dot_storage__pb2.UpsertSharedMemoryEntryResponse.FromString,
+                _registered_method=True)
+        self.RemoveSharedMemoryEntry = channel.unary_unary(
+                '/stello.storage.v1.SessionStorage/RemoveSharedMemoryEntry',
+                request_serializer=stello_dot_storage_dot_v1_dot_storage__pb2.RemoveSharedMemoryEntryRequest.SerializeToString,
+                response_deserializer=stello_dot_storage_dot_v1_dot_storage__pb2.RemoveSharedMemoryEntryResponse.FromString,
+                _registered_method=True)
+        self.ClaimFork = channel.unary_unary(
+                '/stello.storage.v1.SessionStorage/ClaimFork',
+                request_serializer=stello_dot_storage_dot_v1_dot_storage__pb2.ClaimForkRequest.SerializeToString,
+                response_deserializer=stello_dot_storage_dot_v1_dot_storage__pb2.ClaimForkResponse.FromString,
+                _registered_method=True)
+        self.ReleaseForkClaim = channel.unary_unary(
+                '/stello.storage.v1.SessionStorage/ReleaseForkClaim',
+                request_serializer=stello_dot_storage_dot_v1_dot_storage__pb2.ReleaseForkClaimRequest.SerializeToString,
+                response_deserializer=stello_dot_storage_dot_v1_dot_storage__pb2.ReleaseForkClaimResponse.FromString,
+                _registered_method=True)
         self.GetCompressionCache = channel.unary_unary(
                 '/stello.storage.v1.SessionStorage/GetCompressionCache',
                 request_serializer=stello_dot_storage_dot_v1_dot_storage__pb2.GetCompressionCacheRequest.SerializeToString,
@@ -211,9 +241,9 @@ class SessionStorageServicer:
     * Slots (system prompt, insight, memory): an unset `optional` field means
     "no value"; a set empty string "" is a stored value, distinct from unset,
     on every read and write.
-    * Idempotency (`request_id` on AppendRecords and Transact): empty means
-    none. A non-empty id is remembered for 24 h per (space, RPC, request_id)
-    with a hash of the request and the response. The same id with the same
+    * Idempotency (`request_id` on AppendRecords, Transact and the shared
+    memory writes): empty means none. A non-empty id is remembered for 24 h
+    per (space, RPC, request_id) with a hash of the request and the response. The same id with the same
     request answers the first response again and does nothing new; the same
     id with a different request is ALREADY_EXISTS, ErrorInfo reason
     `REQUEST_ID_REUSED`. Only successful calls are remembered: a call that
@@ -448,6 +478,104 @@ class SessionStorageServicer:
         Errors: INVALID_ARGUMENT for a malformed space_id or session_id;
         NOT_FOUND when the session is not in the space; UNAUTHENTICATED without
         a valid key.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def ListSharedMemory(self, request, context):
+        """Lists the space's shared memory entries (DESIGN §4.5) in insertion
+        order (an upsert of an existing slug keeps its place), without their
+        bodies (GetSharedMemoryEntry reads one). Pages with page_size (0 = the
+        default 100, at most 1000) and page_token; an empty next_page_token
+        marks the last page. `total_count` is the number of entries the space
+        holds, whatever the page.
+
+        Errors: INVALID_ARGUMENT for a malformed space_id, a negative page_size
+        or one above 1000, or a page_token this RPC did not issue for the space;
+        UNAUTHENTICATED without a valid key; RESOURCE_EXHAUSTED when the reply
+        exceeds the message limit.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def GetSharedMemoryEntry(self, request, context):
+        """Reads one shared memory entry, body included.
+
+        Errors: INVALID_ARGUMENT for a malformed space_id or a slug that breaks
+        the slug rules (SharedMemoryEntry.slug); NOT_FOUND when the space holds
+        no entry with that slug; UNAUTHENTICATED without a valid key;
+        RESOURCE_EXHAUSTED when the reply exceeds the message limit.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def UpsertSharedMemoryEntry(self, request, context):
+        """Creates the entry `slug` at the end of the order, or replaces the
+        summary and body of the existing one (which keeps its place and its
+        created_at), and answers it as stored (body included) with `created`
+        telling which. Of concurrent upserts of one slug, each is applied whole
+        and the last to commit wins; one entry remains. Writes the event
+        SHARED_MEMORY_UPSERTED in the same transaction. Idempotent through
+        `request_id` (see the service comment).
+
+        Errors: INVALID_ARGUMENT for a malformed space_id, a slug that breaks
+        the slug rules, an empty summary or one over 1000 characters or with a
+        line break, an empty body or one over STELLO_MAX_SLOT_BYTES (nothing is
+        written); ALREADY_EXISTS (reason REQUEST_ID_REUSED) for a reused
+        request_id with a different request; UNAUTHENTICATED without a valid
+        key.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def RemoveSharedMemoryEntry(self, request, context):
+        """Removes the entry `slug`; answers whether there was one (removing an
+        absent slug is a no-op that answers `removed` false and writes no
+        event). Writes the event SHARED_MEMORY_REMOVED in the same transaction.
+        Idempotent by nature, and through `request_id` (the first answer again).
+
+        Errors: INVALID_ARGUMENT for a malformed space_id or a slug that breaks
+        the slug rules; ALREADY_EXISTS (reason REQUEST_ID_REUSED) for a reused
+        request_id with a different request; UNAUTHENTICATED without a valid
+        key.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def ClaimFork(self, request, context):
+        """Takes the fork guard of a session for the gateway's built-in
+        stello_create_session tool (STELLO-SPEC §4.11, DESIGN §4.5): under the
+        session's row lock, checks that it has at least `min_turns` committed
+        turns and that at least `cooldown_turns` turns have passed since its last
+        granted claim, and if both hold records this claim at the current turn
+        count. Answers `granted` and the counts it judged by (so the caller can
+        say why it refused). Concurrent claims are serialised on the row: of two
+        claims at one turn count with a cooldown, one is granted. The counters
+        live in the session's row, so every gateway process sees the same guard.
+        Writes no event (guard bookkeeping, not a change a watcher reads).
+
+        Errors: INVALID_ARGUMENT for a malformed space_id or session_id, or a
+        negative min_turns or cooldown_turns; NOT_FOUND when the session is not
+        in the space or is provisional; UNAUTHENTICATED without a valid key.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def ReleaseForkClaim(self, request, context):
+        """Gives back a granted fork claim whose fork then failed: the session's
+        last fork turn becomes `previous_fork_turn` again (unset = never forked),
+        if it still is `claimed_turn` (a later claim is left alone). Answers
+        whether it was given back. Idempotent by nature.
+
+        Errors: INVALID_ARGUMENT for a malformed space_id or session_id, or a
+        negative turn; NOT_FOUND when the session is not in the space;
+        UNAUTHENTICATED without a valid key.
         """
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)
         context.set_details('Method not implemented!')
@@ -704,6 +832,36 @@ def add_SessionStorageServicer_to_server(servicer, server):
                     request_deserializer=stello_dot_storage_dot_v1_dot_storage__pb2.PutMemoryRequest.FromString,
                     response_serializer=stello_dot_storage_dot_v1_dot_storage__pb2.PutMemoryResponse.SerializeToString,
             ),
+            'ListSharedMemory': grpc.unary_unary_rpc_method_handler(
+                    servicer.ListSharedMemory,
+                    request_deserializer=stello_dot_storage_dot_v1_dot_storage__pb2.ListSharedMemoryRequest.FromString,
+                    response_serializer=stello_dot_storage_dot_v1_dot_storage__pb2.ListSharedMemoryResponse.SerializeToString,
+            ),
+            'GetSharedMemoryEntry': grpc.unary_unary_rpc_method_handler(
+                    servicer.GetSharedMemoryEntry,
+                    request_deserializer=stello_dot_storage_dot_v1_dot_storage__pb2.GetSharedMemoryEntryRequest.FromString,
+                    response_serializer=stello_dot_storage_dot_v1_dot_storage__pb2.GetSharedMemoryEntryResponse.SerializeToString,
+            ),
+            'UpsertSharedMemoryEntry': grpc.unary_unary_rpc_method_handler(
+                    servicer.UpsertSharedMemoryEntry,
+                    request_deserializer=stello_dot_storage_dot_v1_dot_storage__pb2.UpsertSharedMemoryEntryRequest.FromString,
+                    response_serializer=stello_dot_storage_dot_v1_dot_storage__pb2.UpsertSharedMemoryEntryResponse.SerializeToString,
+            ),
+            'RemoveSharedMemoryEntry': grpc.unary_unary_rpc_method_handler(
+                    servicer.RemoveSharedMemoryEntry,
+                    request_deserializer=stello_dot_storage_dot_v1_dot_storage__pb2.RemoveSharedMemoryEntryRequest.FromString,
+                    response_serializer=stello_dot_storage_dot_v1_dot_storage__pb2.RemoveSharedMemoryEntryResponse.SerializeToString,
+            ),
+            'ClaimFork': grpc.unary_unary_rpc_method_handler(
+                    servicer.ClaimFork,
+                    request_deserializer=stello_dot_storage_dot_v1_dot_storage__pb2.ClaimForkRequest.FromString,
+                    response_serializer=stello_dot_storage_dot_v1_dot_storage__pb2.ClaimForkResponse.SerializeToString,
+            ),
+            'ReleaseForkClaim': grpc.unary_unary_rpc_method_handler(
+                    servicer.ReleaseForkClaim,
+                    request_deserializer=stello_dot_storage_dot_v1_dot_storage__pb2.ReleaseForkClaimRequest.FromString,
+                    response_serializer=stello_dot_storage_dot_v1_dot_storage__pb2.ReleaseForkClaimResponse.SerializeToString,
+            ),
             'GetCompressionCache': grpc.unary_unary_rpc_method_handler(
                     servicer.GetCompressionCache,
                     request_deserializer=stello_dot_storage_dot_v1_dot_storage__pb2.GetCompressionCacheRequest.FromString,
@@ -780,9 +938,9 @@ class SessionStorage:
     * Slots (system prompt, insight, memory): an unset `optional` field means
     "no value"; a set empty string "" is a stored value, distinct from unset,
     on every read and write.
-    * Idempotency (`request_id` on AppendRecords and Transact): empty means
-    none. A non-empty id is remembered for 24 h per (space, RPC, request_id)
-    with a hash of the request and the response. The same id with the same
+    * Idempotency (`request_id` on AppendRecords, Transact and the shared
+    memory writes): empty means none. A non-empty id is remembered for 24 h
+    per (space, RPC, request_id) with a hash of the request and the response. The same id with the same
     request answers the first response again and does nothing new; the same
     id with a different request is ALREADY_EXISTS, ErrorInfo reason
     `REQUEST_ID_REUSED`. Only successful calls are remembered: a call that
@@ -1165,6 +1323,168 @@ class SessionStorage:
             '/stello.storage.v1.SessionStorage/PutMemory',
             stello_dot_storage_dot_v1_dot_storage__pb2.PutMemoryRequest.SerializeToString,
             stello_dot_storage_dot_v1_dot_storage__pb2.PutMemoryResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def ListSharedMemory(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/stello.storage.v1.SessionStorage/ListSharedMemory',
+            stello_dot_storage_dot_v1_dot_storage__pb2.ListSharedMemoryRequest.SerializeToString,
+            stello_dot_storage_dot_v1_dot_storage__pb2.ListSharedMemoryResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def GetSharedMemoryEntry(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/stello.storage.v1.SessionStorage/GetSharedMemoryEntry',
+            stello_dot_storage_dot_v1_dot_storage__pb2.GetSharedMemoryEntryRequest.SerializeToString,
+            stello_dot_storage_dot_v1_dot_storage__pb2.GetSharedMemoryEntryResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def UpsertSharedMemoryEntry(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/stello.storage.v1.SessionStorage/UpsertSharedMemoryEntry',
+            stello_dot_storage_dot_v1_dot_storage__pb2.UpsertSharedMemoryEntryRequest.SerializeToString,
+            stello_dot_storage_dot_v1_dot_storage__pb2.UpsertSharedMemoryEntryResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def RemoveSharedMemoryEntry(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/stello.storage.v1.SessionStorage/RemoveSharedMemoryEntry',
+            stello_dot_storage_dot_v1_dot_storage__pb2.RemoveSharedMemoryEntryRequest.SerializeToString,
+            stello_dot_storage_dot_v1_dot_storage__pb2.RemoveSharedMemoryEntryResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def ClaimFork(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/stello.storage.v1.SessionStorage/ClaimFork',
+            stello_dot_storage_dot_v1_dot_storage__pb2.ClaimForkRequest.SerializeToString,
+            stello_dot_storage_dot_v1_dot_storage__pb2.ClaimForkResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def ReleaseForkClaim(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/stello.storage.v1.SessionStorage/ReleaseForkClaim',
+            stello_dot_storage_dot_v1_dot_storage__pb2.ReleaseForkClaimRequest.SerializeToString,
+            stello_dot_storage_dot_v1_dot_storage__pb2.ReleaseForkClaimResponse.FromString,
             options,
             channel_credentials,
             insecure,

@@ -133,6 +133,26 @@ class GetAncestorsResponse(_message.Message):
     nodes: _containers.RepeatedCompositeFieldContainer[_common_pb2.TopologyNode]
     def __init__(self, nodes: _Optional[_Iterable[_Union[_common_pb2.TopologyNode, _Mapping]]] = ...) -> None: ...
 
+class ListAncestorsRequest(_message.Message):
+    __slots__ = ("space_id", "session_id", "page_size", "page_token")
+    SPACE_ID_FIELD_NUMBER: _ClassVar[int]
+    SESSION_ID_FIELD_NUMBER: _ClassVar[int]
+    PAGE_SIZE_FIELD_NUMBER: _ClassVar[int]
+    PAGE_TOKEN_FIELD_NUMBER: _ClassVar[int]
+    space_id: str
+    session_id: str
+    page_size: int
+    page_token: str
+    def __init__(self, space_id: _Optional[str] = ..., session_id: _Optional[str] = ..., page_size: _Optional[int] = ..., page_token: _Optional[str] = ...) -> None: ...
+
+class ListAncestorsResponse(_message.Message):
+    __slots__ = ("nodes", "next_page_token")
+    NODES_FIELD_NUMBER: _ClassVar[int]
+    NEXT_PAGE_TOKEN_FIELD_NUMBER: _ClassVar[int]
+    nodes: _containers.RepeatedCompositeFieldContainer[_common_pb2.TreeNode]
+    next_page_token: str
+    def __init__(self, nodes: _Optional[_Iterable[_Union[_common_pb2.TreeNode, _Mapping]]] = ..., next_page_token: _Optional[str] = ...) -> None: ...
+
 class GetTreeRequest(_message.Message):
     __slots__ = ("space_id", "root_id", "max_depth")
     SPACE_ID_FIELD_NUMBER: _ClassVar[int]

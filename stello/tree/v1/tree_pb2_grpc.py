@@ -100,6 +100,11 @@ class SessionTreeStub:
                 request_serializer=stello_dot_tree_dot_v1_dot_tree__pb2.GetAncestorsRequest.SerializeToString,
                 response_deserializer=stello_dot_tree_dot_v1_dot_tree__pb2.GetAncestorsResponse.FromString,
                 _registered_method=True)
+        self.ListAncestors = channel.unary_unary(
+                '/stello.tree.v1.SessionTree/ListAncestors',
+                request_serializer=stello_dot_tree_dot_v1_dot_tree__pb2.ListAncestorsRequest.SerializeToString,
+                response_deserializer=stello_dot_tree_dot_v1_dot_tree__pb2.ListAncestorsResponse.FromString,
+                _registered_method=True)
         self.GetTree = channel.unary_unary(
                 '/stello.tree.v1.SessionTree/GetTree',
                 request_serializer=stello_dot_tree_dot_v1_dot_tree__pb2.GetTreeRequest.SerializeToString,
@@ -310,6 +315,23 @@ class SessionTreeServicer:
 
         Errors: INVALID_ARGUMENT (malformed ids); NOT_FOUND (unknown in this
         space, or provisional); UNAUTHENTICATED.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def ListAncestors(self, request, context):
+        """Lists the ancestors of a session nearest first, as light TreeNodes, one
+        page at a time: GetAncestors for chains too deep to answer whole (the
+        gateway's GetLineage). Each page reads only its own rows: the walk
+        starts after the last ancestor of the previous page (`page_token`), not
+        at the session. `page_size` 0 = 100, at most 1000; an empty
+        next_page_token marks the root's page. A root answers an empty list.
+
+        Errors: INVALID_ARGUMENT (malformed ids, a page_size out of range, a
+        page_token not issued by ListAncestors for this session); NOT_FOUND
+        (unknown in this space, or provisional, or deleted between pages);
+        UNAUTHENTICATED.
         """
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)
         context.set_details('Method not implemented!')
@@ -527,6 +549,11 @@ def add_SessionTreeServicer_to_server(servicer, server):
                     servicer.GetAncestors,
                     request_deserializer=stello_dot_tree_dot_v1_dot_tree__pb2.GetAncestorsRequest.FromString,
                     response_serializer=stello_dot_tree_dot_v1_dot_tree__pb2.GetAncestorsResponse.SerializeToString,
+            ),
+            'ListAncestors': grpc.unary_unary_rpc_method_handler(
+                    servicer.ListAncestors,
+                    request_deserializer=stello_dot_tree_dot_v1_dot_tree__pb2.ListAncestorsRequest.FromString,
+                    response_serializer=stello_dot_tree_dot_v1_dot_tree__pb2.ListAncestorsResponse.SerializeToString,
             ),
             'GetTree': grpc.unary_unary_rpc_method_handler(
                     servicer.GetTree,
@@ -826,6 +853,33 @@ class SessionTree:
             '/stello.tree.v1.SessionTree/GetAncestors',
             stello_dot_tree_dot_v1_dot_tree__pb2.GetAncestorsRequest.SerializeToString,
             stello_dot_tree_dot_v1_dot_tree__pb2.GetAncestorsResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def ListAncestors(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/stello.tree.v1.SessionTree/ListAncestors',
+            stello_dot_tree_dot_v1_dot_tree__pb2.ListAncestorsRequest.SerializeToString,
+            stello_dot_tree_dot_v1_dot_tree__pb2.ListAncestorsResponse.FromString,
             options,
             channel_credentials,
             insecure,

@@ -1,0 +1,81 @@
+"""The fork guard of ``stello_create_session`` (STELLO-SPEC §4.11, DESIGN §4.5).
+
+A session may fork itself through the tool once it has
+``STELLO_GATEWAY_FORK_MIN_TURNS`` committed turns, and then only every
+``STELLO_GATEWAY_FORK_COOLDOWN_TURNS`` turns. Unlike the reference, which
+keeps the last fork's turn in process memory, the counter is in the session's
+row: storage's ClaimFork checks and records a claim in one transaction, so two
+gateway processes (or two calls of one answer) cannot both fork inside a
+cooldown. A claim whose fork fails is given back. A refusal is a tool error
+result with the configured text (``fork_too_early`` / ``fork_cooling_down``).
+"""
+
+from __future__ import annotations
+
+import logging
+import uuid
+
+from agent_gateway.clients import Caller, StorageClient
+from agent_gateway.llm import Prompts
+from agent_gateway.llm.prompt_texts import FORK_COOLING_DOWN, FORK_TOO_EARLY
+from stello.errors import StelloError
+from stello.storage.v1 import storage_pb2
+
+log = logging.getLogger(__name__)
+
+
+class ForkGuard:
+    """Claims forks of a session through storage's counter."""
+
+    def __init__(
+        self, storage: StorageClient, prompts: Prompts, *, min_turns: int, cooldown_turns: int
+    ) -> None:
+        self._storage = storage
+        self._prompts = prompts
+        self._min_turns = min_turns
+        self._cooldown_turns = cooldown_turns
+
+    @property
+    def enabled(self) -> bool:
+        """Whether either bound is set (else no claim is taken at all)."""
+        return self._min_turns > 0 or self._cooldown_turns > 0
+
+    async def claim(
+        self, caller: Caller, space_id: uuid.UUID, session_id: uuid.UUID
+    ) -> storage_pb2.ClaimForkResponse | str:
+        """The granted claim, or the refusal the model is told."""
+        claim = await self._storage.claim_fork(
+            caller,
+            space_id,
+            session_id,
+            min_turns=self._min_turns,
+            cooldown_turns=self._cooldown_turns,
+        )
+        if claim.granted:
+            return claim
+        turns = claim.turn_count
+        if turns < self._min_turns:
+            return self._prompts.text(
+                FORK_TOO_EARLY, turns=str(turns), min_turns=str(self._min_turns)
+            )
+        last = claim.last_fork_turn
+        return self._prompts.text(
+            FORK_COOLING_DOWN,
+            turns=str(turns),
+            last_fork=str(last),
+            next_turn=str(last + self._cooldown_turns),
+        )
+
+    async def give_back(
+        self,
+        caller: Caller,
+        space_id: uuid.UUID,
+        session_id: uuid.UUID,
+        claim: storage_pb2.ClaimForkResponse,
+    ) -> None:
+        """Return the claim of a fork that failed (a failure to do so is logged: the session
+        then waits out the cooldown)."""
+        try:
+            await self._storage.release_fork_claim(caller, space_id, session_id, claim)
+        except StelloError as exc:
+            log.warning("could not give back the fork claim of %s: %s", session_id, exc)

@@ -1,0 +1,194 @@
+"""`stello memory list|get|put|rm`, `stello skills`, `stello lineage`: what sessions share.
+
+`stello memory` keeps its session form (`stello memory SESSION [TEXT]`, in
+`sessions`): its first argument is a shared memory action (`list`, `get`,
+`put`, `rm`) or a session, and no session reference is one of those words (a
+SESSION is hex digits). The shared memory is the space's (DESIGN §4.5); skills
+are the gateway's (`STELLO_GATEWAY_SKILLS_FILE`); a lineage is a session's
+ancestors nearest first, with their memory and insight.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from typing import Any
+
+from stello.agent.v1 import agent_pb2
+from stello.cli import format as fmt
+from stello.cli.connect import Client, gateway
+from stello.cli.errors import UsageError
+from stello.cli.style import Style, write
+from stello.common.v1 import common_pb2
+
+ACTIONS = ("list", "get", "put", "rm")
+PAGE = 1000
+
+
+def entry_dict(entry: common_pb2.SharedMemoryEntry) -> dict[str, Any]:
+    """A shared memory entry as JSON (the body only when it was read)."""
+    data: dict[str, Any] = {"slug": entry.slug, "summary": entry.summary}
+    if entry.HasField("body"):
+        data["body"] = entry.body
+    data["created_at"] = fmt.iso(entry.created_at)
+    data["updated_at"] = fmt.iso(entry.updated_at)
+    return data
+
+
+def _slug(args: argparse.Namespace) -> str:
+    if len(args.rest) != 1:
+        raise UsageError(f"memory {args.target} takes one SLUG, got {len(args.rest)} arguments")
+    slug: str = args.rest[0]
+    return slug
+
+
+async def cmd_shared_memory(args: argparse.Namespace) -> int:
+    """`stello memory ACTION ...` on the space's shared memory."""
+    if args.summary is not None and args.target != "put":
+        raise UsageError("--summary goes with `stello memory put`")
+    async with gateway(args) as client:
+        if args.target == "list":
+            if args.rest:
+                raise UsageError("memory list takes no arguments")
+            await _list(args, client)
+        elif args.target == "get":
+            await _get(args, client, _slug(args))
+        elif args.target == "put":
+            await _put(args, client)
+        else:
+            await _remove(args, client, _slug(args))
+    return 0
+
+
+async def _list(args: argparse.Namespace, client: Client) -> None:
+    entries: list[common_pb2.SharedMemoryEntry] = []
+    token = ""
+    while True:
+        request = agent_pb2.ListSharedMemoryRequest(
+            space_id=client.space_id, page_size=PAGE, page_token=token
+        )
+        reply = await client.call(client.stub.ListSharedMemory, request)
+        entries += reply.entries
+        token = reply.next_page_token
+        if not token:
+            break
+    if args.json:
+        write(fmt.dumps([entry_dict(e) for e in entries]))
+    elif not entries:
+        write(
+            "no shared memory yet: add an entry with `stello memory put SLUG --summary TEXT BODY`"
+        )
+    else:
+        style = Style.of(sys.stdout)
+        write("\n".join(f"{style.bold(e.slug)}: {e.summary}" for e in entries))
+
+
+async def _get(args: argparse.Namespace, client: Client, slug: str) -> None:
+    request = agent_pb2.GetSharedMemoryEntryRequest(space_id=client.space_id, slug=slug)
+    entry = (await client.call(client.stub.GetSharedMemoryEntry, request)).entry
+    write(fmt.dumps(entry_dict(entry)) if args.json else entry.body)
+
+
+async def _put(args: argparse.Namespace, client: Client) -> None:
+    if len(args.rest) != 2:
+        raise UsageError("memory put takes SLUG and BODY (- reads stdin), and --summary TEXT")
+    if args.summary is None:
+        raise UsageError("memory put needs --summary TEXT (the line the index shows)")
+    slug, body = args.rest
+    request = agent_pb2.UpsertSharedMemoryEntryRequest(
+        space_id=client.space_id,
+        slug=slug,
+        summary=args.summary,
+        body=sys.stdin.read() if body == "-" else body,
+    )
+    reply = await client.call(client.stub.UpsertSharedMemoryEntry, request)
+    if args.json:
+        write(fmt.dumps({**entry_dict(reply.entry), "created": reply.created}))
+    else:
+        write(f"{slug} {'created' if reply.created else 'replaced'}")
+
+
+async def _remove(args: argparse.Namespace, client: Client, slug: str) -> None:
+    request = agent_pb2.RemoveSharedMemoryEntryRequest(space_id=client.space_id, slug=slug)
+    reply = await client.call(client.stub.RemoveSharedMemoryEntry, request)
+    if args.json:
+        write(fmt.dumps({"slug": slug, "removed": reply.removed}))
+    else:
+        write(f"{slug} removed" if reply.removed else f"no entry {slug} (nothing removed)")
+
+
+async def cmd_skills(args: argparse.Namespace) -> int:
+    """List the gateway's skills, or those SESSION may activate."""
+    async with gateway(args) as client:
+        request = agent_pb2.ListSkillsRequest(space_id=client.space_id)
+        if args.session is not None:
+            request.session_id = await client.session(args.session)
+        reply = await client.call(client.stub.ListSkills, request)
+    if args.json:
+        skills = [
+            {"name": s.name, "description": s.description, "content": s.content}
+            for s in reply.skills
+        ]
+        write(fmt.dumps(skills))
+    elif not reply.skills:
+        write(
+            "no skills for this session (its config allows none)"
+            if args.session is not None
+            else "no skills: the gateway reads them from STELLO_GATEWAY_SKILLS_FILE (TOML)"
+        )
+    else:
+        style = Style.of(sys.stdout)
+        write("\n".join(f"{style.bold(s.name)}: {s.description}" for s in reply.skills))
+    return 0
+
+
+async def cmd_lineage(args: argparse.Namespace) -> int:
+    """Show SESSION's ancestors nearest first, with their memory and insight."""
+    style = Style.of(sys.stdout)
+    found: list[dict[str, Any]] = []
+    async with gateway(args) as client:
+        session_id = await client.session(args.session)
+        token, any_shown = "", False
+        while True:
+            request = agent_pb2.GetLineageRequest(
+                space_id=client.space_id, session_id=session_id, page_size=PAGE, page_token=token
+            )
+            reply = await client.call(client.stub.GetLineage, request)
+            for digest in reply.ancestors:
+                any_shown = True
+                if args.json:
+                    found.append(fmt.digest_dict(digest))
+                else:
+                    write("\n".join(fmt.digest_lines(digest, style)))
+            token = reply.next_page_token
+            if not token:
+                break
+    if args.json:
+        write(fmt.dumps(found))
+    elif not any_shown:
+        write("a root: no ancestors")
+    return 0
+
+
+def add_memory_actions(memory: argparse.ArgumentParser) -> None:
+    """Give `stello memory`'s parser its shared memory form (see the module docstring)."""
+    memory.add_argument(
+        "--summary", metavar="TEXT", help="memory put: the entry's one-line summary"
+    )
+
+
+def register_views(commands: Any) -> None:
+    """Add skills and lineage (`stello memory` is registered by `sessions`)."""
+    skills = commands.client(
+        "skills",
+        cmd_skills,
+        "list the gateway's skills, or those a session may activate",
+        flags={"session_id": "SESSION"},
+    )
+    skills.add_argument("session", nargs="?", metavar="SESSION", help="only this session's")
+    lineage = commands.client(
+        "lineage",
+        cmd_lineage,
+        "show a session's ancestors, nearest first, with their memory and insight",
+    )
+    lineage.add_argument("session", metavar="SESSION", help="the session whose ancestors to show")

@@ -1,0 +1,102 @@
+"""SQL of a space's shared memory (DESIGN §4.5, migration 0007).
+
+Entries are ordered by (created_at, slug) within their space: an upsert of an
+existing slug keeps its created_at, so it keeps its place; a new one takes
+`clock_timestamp()`, so it goes last. Every write queues its event on the
+repository's outbox (no session: the event names the slug). Part of the
+storage repository (`storage_service.repository.Repository` mixes it in);
+every statement filters by ``space_id``.
+"""
+
+from __future__ import annotations
+
+import uuid
+from datetime import datetime
+
+import asyncpg
+
+from stello.errors import NotFound
+from stello.events import Event, Outbox
+from storage_service.models import SharedMemoryEntry, Upserted
+
+# One statement, one snapshot: the space's count and the page agree. A space
+# without entries answers one row with NULL entry columns.
+LIST_ENTRIES = """
+SELECT m.total, e.slug, e.summary, e.created_at, e.updated_at
+FROM (SELECT count(*) AS total FROM shared_memory WHERE space_id = $1) m
+LEFT JOIN LATERAL (
+    SELECT slug, summary, created_at, updated_at
+    FROM shared_memory
+    WHERE space_id = $1
+      AND ($2::timestamptz IS NULL OR (created_at, slug) > ($2, $3::text))
+    ORDER BY created_at, slug
+    LIMIT $4
+) e ON true
+ORDER BY e.created_at, e.slug
+"""
+
+GET_ENTRY = """
+SELECT slug, summary, body, created_at, updated_at
+FROM shared_memory
+WHERE space_id = $1 AND slug = $2
+"""
+
+# xmax is 0 on a row this statement inserted (not on one it updated).
+UPSERT_ENTRY = """
+INSERT INTO shared_memory AS m (space_id, slug, summary, body, created_at, updated_at)
+VALUES ($1, $2, $3, $4, clock_timestamp(), clock_timestamp())
+ON CONFLICT (space_id, slug)
+DO UPDATE SET summary = EXCLUDED.summary, body = EXCLUDED.body, updated_at = EXCLUDED.updated_at
+RETURNING created_at, updated_at, (xmax = 0) AS created
+"""
+
+REMOVE_ENTRY = """
+DELETE FROM shared_memory WHERE space_id = $1 AND slug = $2 RETURNING true
+"""
+
+
+def _entry(row: asyncpg.Record, body: str | None) -> SharedMemoryEntry:
+    return SharedMemoryEntry(
+        row["slug"], row["summary"], body, row["created_at"], row["updated_at"]
+    )
+
+
+class MemoryRepository:
+    """Shared memory statements, on the repository's connection and outbox."""
+
+    _con: asyncpg.Connection
+    outbox: Outbox
+
+    async def list_entries(
+        self, space_id: uuid.UUID, after: tuple[datetime, str] | None, limit: int
+    ) -> tuple[list[SharedMemoryEntry], int]:
+        """Up to `limit` entries (no bodies) after the key `after`, and the space's count."""
+        after_at, after_slug = after if after is not None else (None, None)
+        rows = await self._con.fetch(LIST_ENTRIES, space_id, after_at, after_slug, limit)
+        entries = [_entry(row, None) for row in rows if row["slug"] is not None]
+        return entries, int(rows[0]["total"])
+
+    async def get_entry(self, space_id: uuid.UUID, slug: str) -> SharedMemoryEntry | None:
+        """The entry, body included, or None."""
+        row = await self._con.fetchrow(GET_ENTRY, space_id, slug)
+        return None if row is None else _entry(row, row["body"])
+
+    async def upsert_entry(
+        self, space_id: uuid.UUID, slug: str, summary: str, body: str
+    ) -> Upserted:
+        """Create the entry at the end of the order, or replace it in its place."""
+        try:
+            row = await self._con.fetchrow(UPSERT_ENTRY, space_id, slug, summary, body)
+        except asyncpg.ForeignKeyViolationError as exc:  # the space was deleted under us
+            raise NotFound(f"space {space_id} not found") from exc
+        assert row is not None  # an upsert answers its row
+        self.outbox.add(space_id, Event("shared_memory_upserted", slug=slug))
+        entry = SharedMemoryEntry(slug, summary, body, row["created_at"], row["updated_at"])
+        return Upserted(entry, bool(row["created"]))
+
+    async def remove_entry(self, space_id: uuid.UUID, slug: str) -> bool:
+        """Delete the entry; False when there was none (then no event)."""
+        removed = bool(await self._con.fetchval(REMOVE_ENTRY, space_id, slug))
+        if removed:
+            self.outbox.add(space_id, Event("shared_memory_removed", slug=slug))
+        return removed

@@ -1,0 +1,155 @@
+"""A space's shared memory (DESIGN §4.5, STELLO-SPEC §1.11): list, get, upsert, remove.
+
+Knows nothing of gRPC. Writes run in one transaction with their event and,
+with a request_id, with the stored reply (`service.Idempotent`); the reply is
+kept as JSON, without the body an upsert wrote (a replay is the same request,
+so its body is the one to answer).
+"""
+
+from __future__ import annotations
+
+import base64
+import binascii
+import json
+import uuid
+from datetime import UTC, datetime, timedelta
+
+from stello.errors import InvalidArgument, NotFound
+from storage_service.models import Idempotency, SharedMemoryEntry, SharedMemoryPage, Upserted
+from storage_service.repository import Database, Repository
+from storage_service.service import Idempotent
+
+UPSERT_SCOPE = "storage.UpsertSharedMemoryEntry"
+REMOVE_SCOPE = "storage.RemoveSharedMemoryEntry"
+_EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
+
+
+class _UpsertCodec:
+    """An upsert's reply without its body (the replayed request carries it)."""
+
+    def __init__(self, body: str) -> None:
+        self._body = body
+
+    def encode(self, value: Upserted) -> bytes:
+        """The stored form: slug, summary, timestamps, created."""
+        entry = value.entry
+        return json.dumps(
+            {
+                "slug": entry.slug,
+                "summary": entry.summary,
+                "created_at": entry.created_at.isoformat(),
+                "updated_at": entry.updated_at.isoformat(),
+                "created": value.created,
+            }
+        ).encode()
+
+    def decode(self, data: bytes) -> Upserted:
+        """The reply a first call answered, with this request's body."""
+        stored = json.loads(data)
+        entry = SharedMemoryEntry(
+            stored["slug"],
+            stored["summary"],
+            self._body,
+            datetime.fromisoformat(stored["created_at"]),
+            datetime.fromisoformat(stored["updated_at"]),
+        )
+        return Upserted(entry, bool(stored["created"]))
+
+
+class _RemoveCodec:
+    """A remove's reply: whether an entry went."""
+
+    def encode(self, value: bool) -> bytes:
+        """b"1" or b"0"."""
+        return b"1" if value else b"0"
+
+    def decode(self, data: bytes) -> bool:
+        """What a first call answered."""
+        return data == b"1"
+
+
+def _page_token(space_id: uuid.UUID, last: SharedMemoryEntry) -> str:
+    micros = (last.created_at - _EPOCH) // timedelta(microseconds=1)
+    payload = {"space": str(space_id), "at": micros, "slug": last.slug}
+    return base64.urlsafe_b64encode(json.dumps(payload).encode()).decode().rstrip("=")
+
+
+def _parse_page_token(token: str, space_id: uuid.UUID) -> tuple[datetime, str]:
+    try:
+        padded = token + "=" * (-len(token) % 4)
+        payload = json.loads(base64.urlsafe_b64decode(padded.encode()))
+        if payload["space"] != str(space_id) or not isinstance(payload["slug"], str):
+            raise ValueError("issued for another space")
+        return _EPOCH + timedelta(microseconds=int(payload["at"])), payload["slug"]
+    except (ValueError, KeyError, TypeError, binascii.Error) as exc:
+        raise InvalidArgument.field(
+            "page_token", "was not issued by ListSharedMemory for this space"
+        ) from exc
+
+
+def entry_not_found(slug: str) -> NotFound:
+    """The NOT_FOUND of a slug the space holds no entry for."""
+    return NotFound(f"shared memory entry {slug!r} not found")
+
+
+class SharedMemoryService:
+    """The shared memory RPCs' behaviour over the storage repository."""
+
+    def __init__(self, db: Database) -> None:
+        self._db = db
+        self._remove_once = Idempotent(REMOVE_SCOPE, _RemoveCodec())
+
+    async def list_entries(
+        self, space_id: uuid.UUID, page_size: int, page_token: str
+    ) -> SharedMemoryPage:
+        """One page of entries in insertion order (no bodies) and the space's count."""
+        after = _parse_page_token(page_token, space_id) if page_token else None
+        rows, total = await self._db.statement(
+            lambda repo: repo.list_entries(space_id, after, page_size + 1)
+        )
+        page = tuple(rows[:page_size])
+        more = len(rows) > page_size
+        return SharedMemoryPage(page, _page_token(space_id, page[-1]) if more else "", total)
+
+    async def get_entry(self, space_id: uuid.UUID, slug: str) -> SharedMemoryEntry:
+        """One entry, body included.
+
+        Raises:
+            NotFound: the space holds no entry `slug`.
+        """
+        entry = await self._db.statement(lambda repo: repo.get_entry(space_id, slug))
+        if entry is None:
+            raise entry_not_found(slug)
+        return entry
+
+    async def upsert_entry(
+        self,
+        space_id: uuid.UUID,
+        slug: str,
+        summary: str,
+        body: str,
+        key: Idempotency | None = None,
+    ) -> Upserted:
+        """Create or replace the entry, with its event (and its reply under `key`)."""
+
+        async def upsert(repo: Repository) -> Upserted:
+            return await repo.upsert_entry(space_id, slug, summary, body)
+
+        if key is None:
+            return await self._db.transaction(upsert)
+        once = Idempotent(UPSERT_SCOPE, _UpsertCodec(body))
+        return await self._db.transaction(
+            lambda repo: once.run(repo, space_id, key, lambda: upsert(repo))
+        )
+
+    async def remove_entry(
+        self, space_id: uuid.UUID, slug: str, key: Idempotency | None = None
+    ) -> bool:
+        """Remove the entry; whether there was one."""
+        if key is None:
+            return await self._db.transaction(lambda repo: repo.remove_entry(space_id, slug))
+        return await self._db.transaction(
+            lambda repo: self._remove_once.run(
+                repo, space_id, key, lambda: repo.remove_entry(space_id, slug)
+            )
+        )

@@ -1,0 +1,101 @@
+"""`stello memory list|get|put|rm`, `stello skills`, `stello lineage` as real processes."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from tests.cli.suite import Suite, stello
+from tests.support.fixtures import TestSpace
+
+# Not `sql`: the PostgreSQL 15 pass runs the gateway tests, which carry this SQL.
+pytestmark = pytest.mark.subprocess
+
+
+async def ok(env: dict[str, str], *args: str, stdin: str | None = None) -> str:
+    """Run a command that must succeed; its stdout."""
+    done = await stello(env, *args, stdin=stdin)
+    assert done.returncode == 0, f"stello {' '.join(args)}: {done.stderr}"
+    return done.stdout
+
+
+async def as_json(env: dict[str, str], *args: str) -> Any:
+    """Run a command with --json; its answer."""
+    return json.loads(await ok(env, *args, "--json"))
+
+
+async def failed(env: dict[str, str], *args: str, code: int = 1) -> str:
+    """Run a command that must fail with `code` on one line; that line."""
+    done = await stello(env, *args)
+    assert done.returncode == code, (done.returncode, done.stdout, done.stderr)
+    assert len(done.stderr.splitlines()) == 1, done.stderr
+    return done.stderr.rstrip("\n")
+
+
+@pytest.fixture(name="env")
+def _env(suite: Suite, home: Path, space: TestSpace) -> dict[str, str]:
+    return suite.env(home, space)
+
+
+class TestSharedMemory:
+    async def test_put_list_get_rm(self, env: dict[str, str]) -> None:
+        """put creates and replaces, list shows slug: summary in order, get the body, rm removes."""
+        assert (await ok(env, "memory", "list")).startswith("no shared memory yet")
+        assert await ok(env, "memory", "put", "tides", "--summary", "when", "High at 6.") == (
+            "tides created\n"
+        )
+        await ok(env, "memory", "put", "knots", "--summary", "which", "-", stdin="Bowline.")
+        replaced = await as_json(env, "memory", "put", "tides", "--summary", "times", "6 and 18")
+        assert (replaced["created"], replaced["body"]) == (False, "6 and 18")
+        assert await ok(env, "memory", "list") == "tides: times\nknots: which\n"
+        assert [e["slug"] for e in await as_json(env, "memory", "list")] == ["tides", "knots"]
+        assert await ok(env, "memory", "get", "knots") == "Bowline.\n"
+        assert await ok(env, "memory", "rm", "knots") == "knots removed\n"
+        assert await ok(env, "memory", "rm", "knots") == "no entry knots (nothing removed)\n"
+        missing = await failed(env, "memory", "get", "knots")
+        assert missing.startswith("stello: NOT_FOUND: ") and "knots" in missing
+
+    async def test_usage_and_refusals(self, env: dict[str, str]) -> None:
+        """A missing --summary or SLUG is a usage error (2); a bad field names the argument."""
+        assert "--summary" in await failed(env, "memory", "put", "a", "body", code=2)
+        assert "one SLUG" in await failed(env, "memory", "get", code=2)
+        blank = await failed(env, "memory", "put", "a", "--summary", "two\nlines", "b")
+        assert blank.startswith("stello: INVALID_ARGUMENT: --summary: must be one line")
+
+    async def test_the_session_form_still_works(self, env: dict[str, str]) -> None:
+        """`stello memory SESSION TEXT` sets that session's memory, as before."""
+        root = (await ok(env, "root", "-q")).strip()
+        assert await ok(env, "memory", root[:8], "kept") == "memory set\n"
+        assert await ok(env, "memory", root[:8]) == "kept\n"
+        assert "at most one TEXT" in await failed(env, "memory", root[:8], "a", "b", code=2)
+
+
+class TestSkillsAndLineage:
+    async def test_skills_all_and_per_session(self, env: dict[str, str]) -> None:
+        """skills lists the README example's skills; a session's allow-list narrows them."""
+        assert (await ok(env, "skills")).splitlines() == [
+            "tides: Tide tables and how to read them.",
+            "knots: Which knot for which job.",
+        ]
+        root = (await ok(env, "root", "--skills", "knots", "-q")).strip()
+        assert [s["name"] for s in await as_json(env, "skills", root[:8])] == ["knots"]
+        child = (await ok(env, "fork", root, "--label", "kid", "--skills", "", "-q")).strip()
+        assert (await ok(env, "skills", child)).startswith("no skills for this session")
+
+    async def test_lineage(self, env: dict[str, str]) -> None:
+        """lineage shows the ancestors nearest first with their memory; a root has none."""
+        root = (await ok(env, "root", "--label", "Top", "-q")).strip()
+        mid = (await ok(env, "fork", root, "--label", "Mid", "-q")).strip()
+        leaf = (await ok(env, "fork", mid, "--label", "Leaf", "-q")).strip()
+        await ok(env, "memory", root, "the plan")
+        ancestors = await as_json(env, "lineage", leaf[:8])
+        assert [(a["label"], a["memory"]) for a in ancestors] == [
+            ("Mid", None),
+            ("Top", "the plan"),
+        ]
+        lines = (await ok(env, "lineage", leaf)).splitlines()
+        assert "Mid" in lines[0] and "Top" in lines[1] and lines[2] == "    memory: the plan"
+        assert await ok(env, "lineage", root) == "a root: no ancestors\n"

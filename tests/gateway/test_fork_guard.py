@@ -1,0 +1,155 @@
+"""The fork guard of stello_create_session (STELLO-SPEC §4.11, §6.7; DESIGN §4.5).
+
+Its counter lives in the database, so the guard holds across gateway processes:
+the last test runs two `python -m agent_gateway` processes over one storage.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+import asyncpg
+import grpc
+import pytest
+
+from agent_gateway.tools import CREATE_SESSION
+from stello.agent.v1 import agent_pb2, agent_pb2_grpc
+from tests.gateway.conftest import Backends, Stack, StackMaker
+from tests.gateway.processes import gateway_process
+from tests.gateway.turns_support import SpyProvider, answer, send, tool_call
+
+pytestmark = pytest.mark.sql
+
+
+def fork_command(label: str, **extra: Any) -> str:
+    """What the echo model turns into one stello_create_session call."""
+    return f"/tool {CREATE_SESSION} {json.dumps({'label': label, **extra})}"
+
+
+def tool_result(reply: Any) -> tuple[str, bool]:
+    """The first tool record of a turn: (content, is_error)."""
+    record = next(r for r in reply.records if r.role == 4)
+    return record.content, bool(record.metadata.fields["is_error"].bool_value)
+
+
+async def child_labels(stack: Stack, session_id: str) -> list[str]:
+    """The labels of the session's children."""
+    view = await stack.view(session_id)
+    return [(await stack.view(child)).node.label for child in view.node.children]
+
+
+class TestGuard:
+    async def test_off_by_default(self, stack: Stack) -> None:
+        """Without the settings a session forks itself at its first turn."""
+        root = await stack.root()
+        content, is_error = tool_result(await send(stack, root.id, fork_command("early")))
+        assert not is_error and json.loads(content)["label"] == "early"
+
+    async def test_too_early_then_cooling_down_then_allowed(self, make_stack: StackMaker) -> None:
+        """Min 2 turns and cooldown 2: refused at 0, allowed at 2, refused at 3, allowed at 4."""
+        stack = await make_stack(fork_min_turns=2, fork_cooldown_turns=2)
+        root = await stack.root()
+        outcomes = []
+        for turn in range(5):
+            reply = await send(stack, root.id, fork_command(f"at {turn}"))
+            outcomes.append(tool_result(reply))
+        assert [is_error for _, is_error in outcomes] == [True, True, False, True, False]
+        assert outcomes[0][0] == (
+            "Not enough turns to create a session yet: this session has 0 committed turn(s), "
+            "2 are needed"
+        )
+        assert outcomes[3][0] == (
+            "Cooling down: this session created a session at turn 2; the next one is allowed "
+            "from turn 4 (now 3)"
+        )
+        assert await child_labels(stack, root.id) == ["at 2", "at 4"]
+
+    async def test_the_zh_preset_carries_the_reference_reasons(
+        self, make_stack: StackMaker
+    ) -> None:
+        """Under the zh preset the refusals contain 轮次不足 and 冷却期 (spec §6.7 1, 3)."""
+        stack = await make_stack(fork_min_turns=1, fork_cooldown_turns=5, prompts="zh")
+        root = await stack.root()
+        early, _ = tool_result(await send(stack, root.id, fork_command("a")))
+        await send(stack, root.id, fork_command("b"))
+        cooling, _ = tool_result(await send(stack, root.id, fork_command("c")))
+        assert "轮次不足" in early and "冷却期" in cooling
+
+    async def test_calls_of_one_answer_fork_once_within_a_cooldown(
+        self, make_stack: StackMaker
+    ) -> None:
+        """Three calls in one answer with a cooldown: one fork, two refusals."""
+        spy = SpyProvider().then(
+            answer("", *(tool_call(CREATE_SESSION, f"c{i}", label=f"k{i}") for i in range(3))),
+            answer("done"),
+        )
+        stack = await make_stack(spy, fork_cooldown_turns=3)
+        root = await stack.root()
+        reply = await send(stack, root.id, "fan out")
+        errors = [
+            bool(r.metadata.fields["is_error"].bool_value) for r in reply.records if r.role == 4
+        ]
+        assert sorted(errors) == [False, True, True]
+        assert len(await child_labels(stack, root.id)) == 1
+
+    async def test_a_failed_fork_gives_its_claim_back(self, make_stack: StackMaker) -> None:
+        """A fork that fails after its claim (a missing profile variable) keeps no cooldown."""
+        stack = await make_stack(fork_cooldown_turns=5)
+        root = await stack.root()
+        failed, is_error = tool_result(
+            await send(stack, root.id, fork_command("bad", profile="research"))
+        )
+        assert is_error and "topic" in failed
+        content, is_error = tool_result(await send(stack, root.id, fork_command("good")))
+        assert not is_error, content
+        assert await child_labels(stack, root.id) == ["good"]
+
+    async def test_the_client_fork_rpc_is_not_guarded(self, make_stack: StackMaker) -> None:
+        """The guard is the tool's: a client's Fork at turn 0 is made."""
+        stack = await make_stack(fork_min_turns=5)
+        root = await stack.root()
+        assert (await stack.fork(root.id, label="by client")).label == "by client"
+
+
+@pytest.mark.subprocess
+@pytest.mark.slow
+async def test_the_guard_holds_across_two_gateway_processes(
+    stack: Stack, backends: Backends, database_env: dict[str, str], pool: asyncpg.Pool
+) -> None:
+    """Two gateway processes share one session's counter: a fork through one cools the other."""
+    settings = {"STELLO_GATEWAY_FORK_MIN_TURNS": "1", "STELLO_GATEWAY_FORK_COOLDOWN_TURNS": "3"}
+    root = await stack.root()
+    async with (
+        gateway_process(backends, database_env, "", **settings) as (_, first),
+        gateway_process(backends, database_env, "", **settings) as (_, second),
+        grpc.aio.insecure_channel(first) as one,
+        grpc.aio.insecure_channel(second) as two,
+    ):
+        gateways = [agent_pb2_grpc.AgentGatewayStub(c) for c in (one, two)]
+
+        async def fork_through(index: int, label: str) -> tuple[str, bool]:
+            reply = await gateways[index].Send(
+                agent_pb2.SendRequest(
+                    space_id=stack.space.sid, session_id=root.id, content=fork_command(label)
+                ),
+                metadata=stack.space.metadata,
+            )
+            return tool_result(reply)
+
+        outcomes = [
+            await fork_through(0, "t0"),  # 0 turns: too early
+            await fork_through(1, "t1"),  # 1: allowed, through the second process
+            await fork_through(0, "t2"),  # 2: cooling down, seen by the first
+            await fork_through(0, "t3"),  # 3: still cooling down
+            await fork_through(0, "t4"),  # 4: allowed again
+        ]
+    assert [is_error for _, is_error in outcomes] == [True, False, True, True, False]
+    assert "allowed from turn 4" in outcomes[2][0]
+    assert await child_labels(stack, root.id) == ["t1", "t4"]
+    stored = await pool.fetchval(
+        "SELECT last_fork_turn FROM sessions WHERE space_id = $1 AND id = $2",
+        stack.space.id,
+        root.id,
+    )
+    assert stored == 4
