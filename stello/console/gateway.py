@@ -10,7 +10,7 @@ session) as WatchSpace reports them.
 from __future__ import annotations
 
 import asyncio
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Awaitable, Callable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -23,6 +23,9 @@ from stello.common.v1 import common_pb2
 from stello.console.convert import event_dict, record_dict, view_dict
 
 JsonDict = dict[str, Any]
+
+# How long a read that met UNAVAILABLE waits for the channel before it is asked again.
+READY_WAIT_S = 2.0
 
 CONTEXTS = {
     "": common_pb2.FORK_CONTEXT_UNSPECIFIED,
@@ -89,32 +92,52 @@ class ConsoleGateway:
     """One console's gateway stub; every method acts as the `Caller` it is given."""
 
     def __init__(self, channel: grpc.aio.Channel, timeout_s: float = 30.0) -> None:
+        self._channel = channel
         self._stub = agent_pb2_grpc.AgentGatewayStub(channel)
         self._timeout = timeout_s
 
     def _call(self, caller: Caller) -> dict[str, Any]:
         return {"timeout": self._timeout, "metadata": caller.metadata}
 
+    async def _read(
+        self, method: Callable[..., Awaitable[Any]], request: Any, caller: Caller
+    ) -> Any:
+        """A read, asked once more after UNAVAILABLE if the channel is ready within
+        READY_WAIT_S: a gateway that has just come back (the channel still in its
+        reconnect backoff) is not an outage to show. Reads are safe to repeat."""
+        try:
+            return await method(request, **self._call(caller))
+        except grpc.aio.AioRpcError as error:
+            if error.code() != grpc.StatusCode.UNAVAILABLE:
+                raise
+            try:
+                await asyncio.wait_for(self._channel.channel_ready(), READY_WAIT_S)
+            except TimeoutError:
+                raise error from None
+            return await method(request, **self._call(caller))
+
     async def tree(self, caller: Caller) -> list[JsonDict]:
         """The forest in pre-order (GetTree, capped by the gateway)."""
-        reply = await self._stub.GetTree(
-            agent_pb2.GetTreeRequest(space_id=caller.space_id), **self._call(caller)
+        reply = await self._read(
+            self._stub.GetTree, agent_pb2.GetTreeRequest(space_id=caller.space_id), caller
         )
         return [fmt.node_dict(node) for node in reply.nodes]
 
     async def session(self, caller: Caller, session_id: str) -> JsonDict:
         """The joined view of one session (GetSession)."""
-        reply = await self._stub.GetSession(
+        reply = await self._read(
+            self._stub.GetSession,
             agent_pb2.GetSessionRequest(space_id=caller.space_id, session_id=session_id),
-            **self._call(caller),
+            caller,
         )
         return view_dict(reply.session)
 
     async def node(self, caller: Caller, session_id: str) -> JsonDict:
         """One session as a forest node (GetTree of it alone: `max_depth` 0)."""
-        reply = await self._stub.GetTree(
+        reply = await self._read(
+            self._stub.GetTree,
             agent_pb2.GetTreeRequest(space_id=caller.space_id, root_id=session_id, max_depth=0),
-            **self._call(caller),
+            caller,
         )
         return fmt.node_dict(reply.nodes[0])
 
@@ -156,7 +179,7 @@ class ConsoleGateway:
         )
         if page.after is not None:
             request.after_seq = page.after
-        reply = await self._stub.ListRecords(request, **self._call(caller))
+        reply = await self._read(self._stub.ListRecords, request, caller)
         return {
             "records": [record_dict(record) for record in reply.records],
             "next_page_token": reply.next_page_token,
@@ -166,14 +189,15 @@ class ConsoleGateway:
         self, caller: Caller, status: str, page_token: str, page_size: int
     ) -> JsonDict:
         """One page of session digests (ListSessionDigests)."""
-        reply = await self._stub.ListSessionDigests(
+        reply = await self._read(
+            self._stub.ListSessionDigests,
             agent_pb2.ListSessionDigestsRequest(
                 space_id=caller.space_id,
                 status=STATUSES[status],
                 page_size=page_size,
                 page_token=page_token,
             ),
-            **self._call(caller),
+            caller,
         )
         return {
             "digests": [fmt.digest_dict(digest) for digest in reply.digests],
@@ -182,8 +206,8 @@ class ConsoleGateway:
 
     async def profiles(self, caller: Caller) -> list[JsonDict]:
         """The gateway's fork profiles: name, context and template variables."""
-        reply = await self._stub.ListProfiles(
-            agent_pb2.ListProfilesRequest(space_id=caller.space_id), **self._call(caller)
+        reply = await self._read(
+            self._stub.ListProfiles, agent_pb2.ListProfilesRequest(space_id=caller.space_id), caller
         )
         return [
             {
