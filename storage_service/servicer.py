@@ -22,6 +22,7 @@ from storage_service.convert import (
     meta_to_proto,
     result_to_proto,
     slots_to_proto,
+    turn_start_to_proto,
 )
 from storage_service.event_log import EventLog
 from storage_service.fork_guard import ForkGuard
@@ -315,15 +316,20 @@ class SessionStorageServicer(storage_pb2_grpc.SessionStorageServicer):
     async def BeginTurn(
         self, request: storage_pb2.BeginTurnRequest, context: Context
     ) -> storage_pb2.BeginTurnResponse:
-        """Take the session's turn lease."""
+        """Take the session's turn lease; with a window, answer the turn too."""
         v = Violations()
         space_id, session_id = parse.target(request, v)
         ttl_s = self._parse.ttl(request.ttl_s, v)
+        key = parse.turn_key(request, v)
+        budget = parse.turn_budget(request, v)
         v.raise_if_any()
-        lease = await self._service.begin_turn(space_id, session_id, ttl_s)
-        return storage_pb2.BeginTurnResponse(
-            token=str(lease.token), expires_at=timestamp(lease.expires_at)
-        )
+        if key is None and budget is None:
+            lease = await self._service.begin_turn(space_id, session_id, ttl_s)
+            return storage_pb2.BeginTurnResponse(
+                token=str(lease.token), expires_at=timestamp(lease.expires_at)
+            )
+        start = await self._service.start_turn(space_id, session_id, ttl_s, key, budget)
+        return turn_start_to_proto(start)
 
     async def ReleaseTurn(
         self, request: storage_pb2.ReleaseTurnRequest, context: Context

@@ -637,10 +637,37 @@ class SessionStorageServicer:
         Not idempotent: every call that succeeds issues a new token. Allowed on
         provisional and archived sessions.
 
-        Errors: INVALID_ARGUMENT for a malformed space_id or session_id, or a
-        ttl_s outside 1..86400; NOT_FOUND when the session is not in the space;
+        With `window` set, BeginTurn answers the whole turn in this one round
+        trip (DESIGN §4.3), in this order:
+        1. with `request_id`, the entry remembered under (`scope`,
+        `request_id`) first, when there is one (even for a session that no
+        longer exists): `remembered` is set, no lease is taken and nothing
+        else is answered;
+        2. NOT_FOUND for a session that is absent or provisional (a turn runs
+        only on a committed session);
+        3. an archived session takes no lease: `token` stays empty and
+        `turn.session` tells the status (the caller refuses the turn);
+        4. the lease (ABORTED TURN_IN_PROGRESS while another lives), then,
+        read under the session's row lock: its meta and last seq, the
+        system prompt and insight slots, the compression cache, and the
+        newest records after the cache that fit a budget of
+        window_tokens - (system prompt + insight + summary) - reserve_tokens
+        estimated tokens. The window starts on a tool-group boundary (a
+        tool record pulls in the assistant record that called it, over
+        budget if need be) and always holds the trailing tool group and the
+        newest record; it is cut, newest kept, at the reply size limit.
+        The estimates are those stored with each record (ceil(code points /
+        4) of the content and the tool calls' names and arguments): the cost
+        of the turn depends on the budget, never on the history's length.
+
+        Errors: INVALID_ARGUMENT for a malformed space_id or session_id, a
+        ttl_s outside 1..86400, a request_id without a scope (or a scope or
+        request_id over their limits, or a scope of storage's own), or a window
+        with window_tokens below 1 or a negative reserve_tokens; NOT_FOUND when
+        the session is not in the space (with `window`: or is provisional);
         ABORTED with ErrorInfo reason TURN_IN_PROGRESS while another live lease
-        exists; UNAUTHENTICATED without a valid key.
+        exists; UNAUTHENTICATED without a valid key; RESOURCE_EXHAUSTED when the
+        reply exceeds the message limit (the slots are too large).
         """
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)
         context.set_details('Method not implemented!')
