@@ -116,6 +116,7 @@ class SessionSlots:
     system_prompt: str | None
     memory: str | None
     insight: str | None
+    memory_covered_until_seq: int | None = None
 
     def get(self, slot: SlotName) -> str | None:
         """The value of one slot by name."""

@@ -249,6 +249,26 @@ class StorageService:
         """Overwrite one slot ("" is a stored value)."""
         await self._db.transaction(lambda repo: repo.put_slot(space_id, session_id, slot, content))
 
+    async def get_memory(
+        self, space_id: uuid.UUID, session_id: uuid.UUID
+    ) -> tuple[str | None, int | None]:
+        """The memory slot of a visible session and the seq it covers (None = unset)."""
+        slots = await self._db.statement(lambda repo: repo.get_slots(space_id, session_id))
+        if slots is None:
+            raise session_not_found(session_id)
+        return slots.memory, slots.memory_covered_until_seq
+
+    async def put_memory(
+        self, space_id: uuid.UUID, session_id: uuid.UUID, content: str, covered: int | None
+    ) -> None:
+        """Overwrite the memory; with `covered`, the seq it covers too."""
+        if covered is None:
+            await self.put_slot(space_id, session_id, "memory", content)
+            return
+        await self._db.transaction(
+            lambda repo: repo.put_memory_covering(space_id, session_id, content, covered)
+        )
+
     async def clear_insight(self, space_id: uuid.UUID, session_id: uuid.UUID) -> None:
         """Delete the insight; a no-op when there is none."""
         if not await self._db.transaction(lambda repo: repo.clear_insight(space_id, session_id)):
@@ -274,10 +294,17 @@ class StorageService:
         return await self._db.transaction(consume)
 
     async def get_compression_cache(
-        self, space_id: uuid.UUID, session_id: uuid.UUID
+        self,
+        space_id: uuid.UUID,
+        session_id: uuid.UUID,
+        at_or_below: int | None = None,
+        complete_only: bool = False,
     ) -> CompressionCache | None:
-        """The compression cache of a visible session; None = no cache."""
-        visible, cache = await self._db.statement(lambda repo: repo.get_cache(space_id, session_id))
+        """The newest summary of a visible session (at or below a seq, complete if asked);
+        None = none."""
+        visible, cache = await self._db.statement(
+            lambda repo: repo.get_cache(space_id, session_id, at_or_below, complete_only)
+        )
         if not visible:
             raise session_not_found(session_id)
         return cache

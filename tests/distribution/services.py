@@ -84,7 +84,7 @@ async def recorded_services(dsn: str) -> AsyncIterator[Services]:
             config = GatewaySettings(
                 storage_address=f"127.0.0.1:{ports['storage']}",
                 tree_address=f"127.0.0.1:{ports['tree']}",
-                echo_max_context_tokens=400,
+                echo_max_context_tokens=1_500,
                 consolidate_every_n_turns=2,
             )
             app = gateway_app(settings, pool, keys, config)

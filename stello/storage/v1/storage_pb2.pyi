@@ -225,20 +225,24 @@ class GetMemoryRequest(_message.Message):
     def __init__(self, space_id: _Optional[str] = ..., session_id: _Optional[str] = ...) -> None: ...
 
 class GetMemoryResponse(_message.Message):
-    __slots__ = ("content",)
+    __slots__ = ("content", "covered_until_seq")
     CONTENT_FIELD_NUMBER: _ClassVar[int]
+    COVERED_UNTIL_SEQ_FIELD_NUMBER: _ClassVar[int]
     content: str
-    def __init__(self, content: _Optional[str] = ...) -> None: ...
+    covered_until_seq: int
+    def __init__(self, content: _Optional[str] = ..., covered_until_seq: _Optional[int] = ...) -> None: ...
 
 class PutMemoryRequest(_message.Message):
-    __slots__ = ("space_id", "session_id", "content")
+    __slots__ = ("space_id", "session_id", "content", "covered_until_seq")
     SPACE_ID_FIELD_NUMBER: _ClassVar[int]
     SESSION_ID_FIELD_NUMBER: _ClassVar[int]
     CONTENT_FIELD_NUMBER: _ClassVar[int]
+    COVERED_UNTIL_SEQ_FIELD_NUMBER: _ClassVar[int]
     space_id: str
     session_id: str
     content: str
-    def __init__(self, space_id: _Optional[str] = ..., session_id: _Optional[str] = ..., content: _Optional[str] = ...) -> None: ...
+    covered_until_seq: int
+    def __init__(self, space_id: _Optional[str] = ..., session_id: _Optional[str] = ..., content: _Optional[str] = ..., covered_until_seq: _Optional[int] = ...) -> None: ...
 
 class PutMemoryResponse(_message.Message):
     __slots__ = ()
@@ -367,12 +371,16 @@ class CompressionCache(_message.Message):
     def __init__(self, summary: _Optional[str] = ..., covered_until_seq: _Optional[int] = ..., lossy: _Optional[bool] = ...) -> None: ...
 
 class GetCompressionCacheRequest(_message.Message):
-    __slots__ = ("space_id", "session_id")
+    __slots__ = ("space_id", "session_id", "at_or_below_seq", "complete_only")
     SPACE_ID_FIELD_NUMBER: _ClassVar[int]
     SESSION_ID_FIELD_NUMBER: _ClassVar[int]
+    AT_OR_BELOW_SEQ_FIELD_NUMBER: _ClassVar[int]
+    COMPLETE_ONLY_FIELD_NUMBER: _ClassVar[int]
     space_id: str
     session_id: str
-    def __init__(self, space_id: _Optional[str] = ..., session_id: _Optional[str] = ...) -> None: ...
+    at_or_below_seq: int
+    complete_only: bool
+    def __init__(self, space_id: _Optional[str] = ..., session_id: _Optional[str] = ..., at_or_below_seq: _Optional[int] = ..., complete_only: _Optional[bool] = ...) -> None: ...
 
 class GetCompressionCacheResponse(_message.Message):
     __slots__ = ("cache",)

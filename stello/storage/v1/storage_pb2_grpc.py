@@ -460,7 +460,8 @@ class SessionStorageServicer:
         raise NotImplementedError('Method not implemented!')
 
     def GetMemory(self, request, context):
-        """Reads the memory slot; `content` is unset when none was ever put.
+        """Reads the memory slot; `content` is unset when none was ever put; with
+        the seq it covers when a put gave one.
 
         Errors: INVALID_ARGUMENT for a malformed space_id or session_id;
         NOT_FOUND when the session is not in the space or is provisional;
@@ -472,12 +473,12 @@ class SessionStorageServicer:
         raise NotImplementedError('Method not implemented!')
 
     def PutMemory(self, request, context):
-        """Overwrites the memory slot. There is no clear. Idempotent by nature.
-        Allowed on provisional sessions.
+        """Overwrites the memory slot (and, when given, the seq it covers). There
+        is no clear. Idempotent by nature. Allowed on provisional sessions.
 
-        Errors: INVALID_ARGUMENT for a malformed space_id or session_id;
-        NOT_FOUND when the session is not in the space; UNAUTHENTICATED without
-        a valid key.
+        Errors: INVALID_ARGUMENT for a malformed space_id or session_id, or a
+        negative covered_until_seq; NOT_FOUND when the session is not in the
+        space; UNAUTHENTICATED without a valid key.
         """
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)
         context.set_details('Method not implemented!')
@@ -583,12 +584,14 @@ class SessionStorageServicer:
 
     def GetCompressionCache(self, request, context):
         """Reads the compression cache (the newest summary); `cache` is unset when
-        there is none (never put, or cleared by a trim).
+        there is none (never put, or cleared by a trim). With at_or_below_seq,
+        the newest summary covering no record after that seq (where a fork from
+        a past point starts); with complete_only, the newest that is not lossy.
 
-        Errors: INVALID_ARGUMENT for a malformed space_id or session_id;
-        NOT_FOUND when the session is not in the space or is provisional;
-        UNAUTHENTICATED without a valid key; RESOURCE_EXHAUSTED when the reply
-        exceeds the message limit.
+        Errors: INVALID_ARGUMENT for a malformed space_id or session_id, or a
+        negative at_or_below_seq; NOT_FOUND when the session is not in the space
+        or is provisional; UNAUTHENTICATED without a valid key;
+        RESOURCE_EXHAUSTED when the reply exceeds the message limit.
         """
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)
         context.set_details('Method not implemented!')
