@@ -9,12 +9,16 @@ import asyncpg
 import grpc
 from prometheus_client import CollectorRegistry
 
+from agent_gateway.background_fold import BackgroundFolds
+from agent_gateway.budget import Calibration, Counter
 from agent_gateway.builtins import BuiltinTools
 from agent_gateway.clients import CallPolicy, StorageClient, TreeClient
 from agent_gateway.compose import ConfigLayer, Summarizer
+from agent_gateway.compression import TurnCompression
 from agent_gateway.config import GatewaySettings, targets
 from agent_gateway.consolidation import Consolidator
 from agent_gateway.faults import Faults, faults_from_setting
+from agent_gateway.folding import Folder
 from agent_gateway.fork_guard import ForkGuard
 from agent_gateway.forks import SessionCreator, SizeLimits
 from agent_gateway.imports import SessionImporter
@@ -115,16 +119,24 @@ class LazyProvider:
         return self.provider.max_context_tokens
 
     async def complete(
-        self, messages: Sequence[LLMMessage], *, tools: Sequence[ToolSpec] | None = None
+        self,
+        messages: Sequence[LLMMessage],
+        *,
+        tools: Sequence[ToolSpec] | None = None,
+        max_tokens: int | None = None,
     ) -> Completion:
         """The provider's `complete`."""
-        return await self.provider.complete(messages, tools=tools)
+        return await self.provider.complete(messages, tools=tools, max_tokens=max_tokens)
 
     def stream(
-        self, messages: Sequence[LLMMessage], *, tools: Sequence[ToolSpec] | None = None
+        self,
+        messages: Sequence[LLMMessage],
+        *,
+        tools: Sequence[ToolSpec] | None = None,
+        max_tokens: int | None = None,
     ) -> AsyncIterator[StreamEvent]:
         """The provider's `stream`."""
-        return self.provider.stream(messages, tools=tools)
+        return self.provider.stream(messages, tools=tools, max_tokens=max_tokens)
 
     def start(self) -> None:
         """Nothing to start: the provider is built on first use."""
@@ -182,9 +194,11 @@ def create_app(
             )
         )
         owned = (provider,)  # a provider passed in belongs to the caller, who closes it
-    llm = provider
+    # One calibration per provider: what its tokenizer counts over the gateway's bound.
+    counter = Counter(Calibration())
+    folder = Folder(provider, prompts, counter, settings.max_record_bytes)
     if summarizer is None:
-        summarizer = ProviderSummarizer(lambda: llm, prompts)
+        summarizer = ProviderSummarizer(lambda: folder, prompts)
     saga = ProvisioningSaga(
         clients.tree, clients.storage, faults or faults_from_setting(config.fault)
     )
@@ -209,9 +223,10 @@ def create_app(
         metrics = apps[0].metrics if apps else None
         return metrics.registry if metrics is not None else None
 
+    folds = BackgroundFolds(clients.storage, folder, session_prompts)
     consolidator = Consolidator(
         clients.storage,
-        provider,
+        folder,
         session_prompts,
         every_n_turns=config.consolidate_every_n_turns,
         registry=registry,
@@ -239,8 +254,12 @@ def create_app(
         builtins,
         consolidator,
         session_prompts,
+        TurnCompression(clients.storage, folder, session_prompts, counter),
+        folds,
+        counter,
         max_tool_rounds=config.max_tool_rounds,
         leases=leases,
+        record_bytes=settings.max_record_bytes,
     )
     watchers = Watchers(
         clients.storage, config.watch_poll_interval_s, ring_events=config.watch_ring_events
@@ -276,9 +295,10 @@ def create_app(
         keys=keys,
         settings=settings,
         metrics_port=config.metrics_port,
-        # Stopped in reverse: consolidations in flight finish before the provider
-        # closes; releases still being retried get a moment before the channels close.
-        background=(*owned, consolidator, leases, watchers),
+        # Stopped in reverse: consolidations and folds in flight finish before the
+        # provider closes; releases still being retried get a moment before the channels
+        # close.
+        background=(*owned, consolidator, folds, leases, watchers),
     )
     apps.append(app)
     return app

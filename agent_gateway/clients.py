@@ -137,12 +137,20 @@ class StorageClient(ServiceClient):
         )
 
     async def put_memory(
-        self, caller: Caller, space_id: UUID, session_id: UUID, content: str
+        self,
+        caller: Caller,
+        space_id: UUID,
+        session_id: UUID,
+        content: str,
+        *,
+        covered: int | None = None,
     ) -> None:
-        """Replace the memory slot."""
+        """Replace the memory slot (and the seq it covers, when given)."""
         request = storage_pb2.PutMemoryRequest(
             space_id=str(space_id), session_id=str(session_id), content=content
         )
+        if covered is not None:
+            request.covered_until_seq = covered
         await self._call(
             "PutMemory", self._stub.PutMemory, request, storage_pb2.PutMemoryResponse, caller
         )
@@ -176,13 +184,34 @@ class StorageClient(ServiceClient):
         )
         return reply.content if reply.HasField("content") else None
 
-    async def get_compression_cache(
+    async def get_memory_covering(
         self, caller: Caller, space_id: UUID, session_id: UUID
-    ) -> storage_pb2.CompressionCache | None:
-        """The compression cache; None when there is none."""
-        request = storage_pb2.GetCompressionCacheRequest(
-            space_id=str(space_id), session_id=str(session_id)
+    ) -> tuple[str | None, int | None]:
+        """The memory slot and the seq it covers (None when unset or not known)."""
+        request = storage_pb2.GetMemoryRequest(space_id=str(space_id), session_id=str(session_id))
+        reply = await self._call(
+            "GetMemory", self._stub.GetMemory, request, storage_pb2.GetMemoryResponse, caller
         )
+        content = reply.content if reply.HasField("content") else None
+        covered = reply.covered_until_seq if reply.HasField("covered_until_seq") else None
+        return content, covered
+
+    async def get_compression_cache(
+        self,
+        caller: Caller,
+        space_id: UUID,
+        session_id: UUID,
+        *,
+        at_or_below_seq: int | None = None,
+        complete_only: bool = False,
+    ) -> storage_pb2.CompressionCache | None:
+        """The newest summary (covering no record after `at_or_below_seq`, not lossy with
+        `complete_only`); None when there is none."""
+        request = storage_pb2.GetCompressionCacheRequest(
+            space_id=str(space_id), session_id=str(session_id), complete_only=complete_only
+        )
+        if at_or_below_seq is not None:
+            request.at_or_below_seq = at_or_below_seq
         reply = await self._call(
             "GetCompressionCache",
             self._stub.GetCompressionCache,
@@ -191,6 +220,30 @@ class StorageClient(ServiceClient):
             caller,
         )
         return reply.cache if reply.HasField("cache") else None
+
+    async def put_compression_cache(
+        self, caller: Caller, space_id: UUID, session_id: UUID, cache: storage_pb2.CompressionCache
+    ) -> None:
+        """Make `cache` the session's compression cache (newer summaries are dropped)."""
+        request = storage_pb2.PutCompressionCacheRequest(
+            space_id=str(space_id), session_id=str(session_id), cache=cache
+        )
+        await self._call(
+            "PutCompressionCache",
+            self._stub.PutCompressionCache,
+            request,
+            storage_pb2.PutCompressionCacheResponse,
+            caller,
+        )
+
+    async def start_turn(
+        self, caller: Caller, request: storage_pb2.BeginTurnRequest
+    ) -> storage_pb2.BeginTurnResponse:
+        """BeginTurn with a window: the remembered reply, or the lease and the turn."""
+        reply: storage_pb2.BeginTurnResponse = await self._call(
+            "BeginTurn", self._stub.BeginTurn, request, storage_pb2.BeginTurnResponse, caller
+        )
+        return reply
 
     async def begin_turn(self, caller: Caller, space_id: UUID, session_id: UUID, ttl_s: int) -> str:
         """Take the session's turn lease; its token (ABORTED TURN_IN_PROGRESS while held)."""

@@ -91,10 +91,18 @@ class ProfileLayer:
 
 
 class Summarizer(Protocol):
-    """Summarises a source's records for a COMPRESS fork, through the session's provider."""
+    """Summarises a source for a COMPRESS fork, through the session's provider."""
 
-    async def summarize_for_fork(self, records: Sequence[common_pb2.Record]) -> str:
-        """The summary of `records` (never called with none); provider errors propagate."""
+    async def summarize_for_fork(
+        self,
+        records: Sequence[common_pb2.Record],
+        *,
+        summary: str | None = None,
+        omitted: int = 0,
+    ) -> str:
+        """The summary of the source's `summary` (its newest, if any) and the `records` after
+        it (never called with neither), `omitted` records between them left out (too many to
+        read); provider errors propagate."""
         ...
 
 

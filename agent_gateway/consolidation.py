@@ -1,11 +1,16 @@
 """Consolidation: a session's memory rewritten by the LLM (STELLO-SPEC §4.6, DESIGN §6).
 
-`consolidate` is the Consolidate RPC: the current memory and every record go
-to the provider in the consolidator structure of spec §4.9 item 5, with the
-session's consolidator prompt (its frozen override, else the configured
-``consolidator`` text, DESIGN §5.16), and the answer replaces the memory (no
-trimming). Archived sessions are refused
-(DESIGN §5.4). It takes no turn lease: a turn never writes memory.
+`consolidate` is the Consolidate RPC, a fold (DESIGN §4.3): the memory
+records the last seq it covers, so a consolidation reads the current memory
+and only the records after that seq (all of them the first time), page by
+page, in chunks that each fit the window with the memory and its answer; each
+chunk is one call in the consolidator structure of spec §4.9 item 5 (the
+memory so far, then the chunk's transcript), with the session's consolidator
+prompt (its frozen override, else the configured ``consolidator`` text,
+DESIGN §5.16); with no new record, one call over the memory alone. The last
+answer replaces the memory (no trimming), with the seq it now covers.
+Archived sessions are refused (DESIGN §5.4). It takes no turn lease: a turn
+never writes memory.
 
 `after_turn` is the automatic trigger: after a committed user turn whose new
 turn_count is a multiple of `every_n_turns`, the same consolidation runs as a
@@ -22,14 +27,14 @@ import asyncio
 import logging
 import uuid
 from collections.abc import Callable
+from contextlib import aclosing
 from dataclasses import replace
 
 from prometheus_client import CollectorRegistry, Counter
 
 from agent_gateway.clients import Caller, StorageClient
-from agent_gateway.llm import LLMProvider, consolidate_records
+from agent_gateway.folding import Folder
 from agent_gateway.prompt_config import SessionPrompts
-from agent_gateway.records import context_record
 from agent_gateway.service import SESSION_ARCHIVED
 from stello.common.v1 import common_pb2
 from stello.errors import FailedPrecondition
@@ -45,7 +50,7 @@ class Consolidator:
     def __init__(
         self,
         storage: StorageClient,
-        provider: LLMProvider,
+        folder: Folder,
         prompts: SessionPrompts,
         *,
         every_n_turns: int = 0,
@@ -55,13 +60,13 @@ class Consolidator:
 
         Args:
             storage: the storage client.
-            provider: the LLM that writes the memory.
+            folder: makes the calls to the LLM that writes the memory.
             prompts: the session's consolidator prompt and the configured texts.
             every_n_turns: consolidate automatically every N committed turns; 0 = never.
             registry: gives the metrics registry to count on, once the server exists.
         """
         self._storage = storage
-        self._provider = provider
+        self._folder = folder
         self._prompts = prompts
         self._every = every_n_turns
         self._registry = registry
@@ -79,7 +84,7 @@ class Consolidator:
         )
 
     async def consolidate(self, caller: Caller, space_id: uuid.UUID, session_id: uuid.UUID) -> str:
-        """Rewrite the memory from the current memory and all records; answer it.
+        """Fold the records after the memory's seq into the memory; answer it.
 
         Raises:
             FailedPrecondition: reason SESSION_ARCHIVED.
@@ -91,16 +96,22 @@ class Consolidator:
                 reason=SESSION_ARCHIVED,
                 metadata={"subject": f"session/{session_id}"},
             )
-        memory, records, prompt = await asyncio.gather(
-            self._storage.get_memory(caller, space_id, session_id),
-            self._storage.all_records(caller, space_id, session_id),
+        (memory, covered), prompt = await asyncio.gather(
+            self._storage.get_memory_covering(caller, space_id, session_id),
             self._prompts.consolidator(caller, space_id, session_id),
         )
-        lines = [context_record(record) for record in records]
-        new_memory = await consolidate_records(
-            self._provider, memory, lines, self._prompts.prompts, prompt=prompt
-        )
-        await self._storage.put_memory(caller, space_id, session_id, new_memory)
+        capacity = self._folder.capacity(prompt)
+        last = covered or 0
+        new_memory: str | None = None
+        chunks = self._folder.chunks(self._storage, caller, space_id, session_id, last, capacity)
+        async with aclosing(chunks):
+            async for chunk in chunks:
+                current = memory if new_memory is None else new_memory
+                new_memory = await self._folder.consolidate(current, chunk, prompt=prompt)
+                last = chunk[-1].seq
+        if new_memory is None:  # nothing new: the memory alone, as the reference does
+            new_memory = await self._folder.consolidate(memory, [], prompt=prompt)
+        await self._storage.put_memory(caller, space_id, session_id, new_memory, covered=last)
         return new_memory
 
     def after_turn(

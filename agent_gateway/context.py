@@ -1,54 +1,43 @@
-"""Context assembly for a turn: pure functions over records (STELLO-SPEC §4.5, §4.7).
+"""A turn's context: the messages it sends, built from what BeginTurn read (DESIGN §4.3).
 
-The context of a turn, in order (spec §4.5.1, DESIGN §5.5):
+The context of a turn, in order (STELLO-SPEC §4.5.1, DESIGN §5.5):
 
 1. the system prompt, when non-empty;
 2. the session identity (the configured ``session_identity`` text), when the
    label is non-empty;
 3. the insight, when non-empty;
-4. the compression summary, when auto-compression applies;
-5. the history with incomplete tool-call groups removed (§4.5.4), or only its
-   recent window after compression;
+4. the summary of the records before the window, when there is one;
+5. the window (the newest records after the summary) with incomplete
+   tool-call groups removed (§4.5.4), and this turn's own tool results;
 6. the user message — or, when continuing a turn with tool results
    (SubmitToolResults, DESIGN §4.2), no user message: the context then ends
-   with the new tool messages.
+   with the new tool messages;
+7. what the tool loop adds (the model's calls and their results).
 
-Memory is never part of it. Compression starts when the estimate reaches 80%
-of the provider's context window (§4.7). The summary is cached by the seq of
-the last record it covers (DESIGN §5.11): the cache is reused when that seq is
-unchanged, otherwise the compressor runs and the new cache is returned for
-the caller to store.
+Memory is never part of it. `TurnContext` holds these parts, counts them in
+the provider's tokens (`agent_gateway.budget.Counter`) and gives up its
+oldest window records, whole tool groups at a time, when a compression
+(`agent_gateway.compression`) folds them into the summary.
 """
 
 from __future__ import annotations
 
-from collections.abc import Awaitable, Callable, Iterable, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Protocol, TypeVar
 
-from agent_gateway.llm.base import LLMMessage, Role, ToolCallSpec, estimate_tokens
+from agent_gateway.llm.base import LLMMessage, Role, ToolCallSpec, ToolSpec
 from agent_gateway.llm.prompts import Prompts
 
 __all__ = [
-    "COMPRESS_THRESHOLD",
-    "SUMMARY_ESTIMATE_TOKENS",
-    "AssembledContext",
-    "CompressionCache",
-    "Compressor",
     "Record",
-    "assemble_context",
+    "Summary",
+    "TurnContext",
     "context_prefix",
-    "estimate_messages_tokens",
-    "estimate_tokens",
     "kept_tool_group_indices",
     "remove_incomplete_tool_groups",
+    "tool_groups",
 ]
-
-COMPRESS_THRESHOLD = 0.8
-"""Compression starts when the estimate reaches this share of the context window."""
-
-SUMMARY_ESTIMATE_TOKENS = 500
-"""Tokens reserved for a summary that does not exist yet."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -74,35 +63,16 @@ class Record:
 
 
 @dataclass(frozen=True, slots=True)
-class CompressionCache:
-    """A compression summary standing in for every record with seq <= covered_until_seq."""
+class Summary:
+    """A compression summary standing in for every record with seq <= covered_until_seq.
 
-    summary: str
-    covered_until_seq: int
-
-
-Compressor = Callable[[Sequence[Record]], Awaitable[str]]
-"""Summarises the oldest records (e.g. `llm.compress_records` bound to a provider)."""
-
-
-@dataclass(frozen=True, slots=True)
-class AssembledContext:
-    """The messages of a turn and what compression did to build them.
-
-    Attributes:
-        messages: the context, in the order of the module docstring.
-        compressed: a summary replaced the oldest records.
-        cache: the summary in use (reused or new); None when not compressed.
-        cache_to_store: the new summary when the compressor ran (store it, e.g.
-            PutCompressionCache); None when nothing changed.
-        estimated_tokens: ceil(len/4) summed over `messages`.
+    `lossy`: it names some of the oldest records it covers by count only (a
+    catch-up); a background fold replaces it by a complete one.
     """
 
-    messages: tuple[LLMMessage, ...]
-    compressed: bool = False
-    cache: CompressionCache | None = None
-    cache_to_store: CompressionCache | None = None
-    estimated_tokens: int = 0
+    text: str
+    covered_until_seq: int
+    lossy: bool = False
 
 
 class _HasId(Protocol):
@@ -164,11 +134,6 @@ def remove_incomplete_tool_groups(records: Sequence[M]) -> list[M]:
     return [records[i] for i in kept_tool_group_indices(records)]
 
 
-def estimate_messages_tokens(messages: Iterable[LLMMessage | Record]) -> int:
-    """The spec §4.7 estimate of messages: ceil(len/4) of each content (tool calls not counted)."""
-    return sum(estimate_tokens(m.content) for m in messages)
-
-
 def context_prefix(
     system_prompt: str | None, label: str, insight: str | None, prompts: Prompts
 ) -> list[LLMMessage]:
@@ -183,112 +148,82 @@ def context_prefix(
     return prefix
 
 
-def _window_start(records: Sequence[Record], budget: float, keep_from: int) -> int:
-    """Where the recent window starts; records[keep_from:] are always in it (spec §4.7)."""
-    start = keep_from
-    if budget > 0:
-        used = 0
-        for i in range(keep_from - 1, -1, -1):
-            cost = estimate_tokens(records[i].content)
-            if used + cost > budget:
-                break
-            used += cost
-            start = i
-    # Never split a tool group: extend back to its assistant, or skip orphans.
-    while start < len(records) and records[start].role == "tool":
-        j = start - 1
-        while j >= 0 and records[j].role == "tool":
-            j -= 1
-        if j >= 0 and records[j].role == "assistant" and records[j].tool_calls:
-            start = j
-            break
-        start += 1
-    return min(start, keep_from)
+def tool_groups(records: Sequence[Record]) -> list[list[Record]]:
+    """`records` cut into what is evicted together: an assistant record with tool calls and
+    the tool records after it, or one other record."""
+    groups: list[list[Record]] = []
+    for record in records:
+        if record.role == "tool" and groups and _calls(groups[-1][0]):
+            groups[-1].append(record)
+        else:
+            groups.append([record])
+    return groups
 
 
-async def assemble_context(
-    *,
-    system_prompt: str | None,
-    label: str,
-    insight: str | None,
-    history: Sequence[Record],
-    user_message: str | None,
-    provider_max_tokens: int,
-    cache: CompressionCache | None,
-    last_prompt_tokens: int | None,
-    compress: Compressor,
-    prompts: Prompts,
-    pending: Sequence[Record] = (),
-    load_cache: Callable[[], Awaitable[CompressionCache | None]] | None = None,
-) -> AssembledContext:
-    """Build the context of a turn, compressing the oldest history when it is too long.
+def _calls(record: Record) -> bool:
+    return record.role == "assistant" and bool(record.tool_calls)
+
+
+class TurnContext:
+    """The parts of a turn's context (see the module docstring) and what they cost.
 
     Args:
-        system_prompt: the session's system prompt (None or '' = none).
-        label: the session's label ('' = no identity message).
-        insight: the insight put into this turn (None or '' = none).
-        history: the session's stored records, in seq order.
-        user_message: the user's message; None when continuing with tool results.
-        provider_max_tokens: the provider's context window.
-        cache: the stored compression cache, if any.
-        last_prompt_tokens: the provider-reported prompt tokens of the previous
-            call, when known (0 or None = unknown).
-        compress: called with the records to summarise on a cache miss; its
-            errors propagate (nothing is to be written then).
-        prompts: the configured texts (the session identity comes from them).
-        pending: records of this turn not stored yet, after `history` (the
-            tool results of SubmitToolResults): always sent, never compressed,
-            their seq ignored.
-        load_cache: when given, reads the stored cache in place of `cache`,
-            and only once the estimate reaches the threshold (a turn under it
-            never needs the cache, so it need not read it).
-
-    Returns:
-        The messages, and the new cache to store when the compressor ran. The
-        summary replaces exactly the records it covers; the window sent is
-        every sanitised record after them. An empty summary adds no message.
+        prefix: system prompt, identity and insight messages.
+        summary: the summary in use, if any.
+        window: the stored records after it, ascending (some at or before its
+            seq when the trailing tool group reaches back that far).
+        pending: this turn's own records sent after the window (the tool
+            results of SubmitToolResults); never evicted.
+        user: the user message; None when continuing with tool results.
+        tools: the tool schemas offered (they count too).
     """
-    prefix = context_prefix(system_prompt, label, insight, prompts)
-    combined = [*history, *pending]
-    kept = kept_tool_group_indices(combined)
-    records = [combined[i] for i in kept]
-    stored_count = sum(1 for i in kept if i < len(history))
-    tail = [LLMMessage("user", user_message)] if user_message is not None else []
 
-    full = (*prefix, *(r.to_message() for r in records), *tail)
-    if last_prompt_tokens:
-        estimate = last_prompt_tokens + estimate_messages_tokens([*records[-2:], *tail])
-    else:
-        estimate = estimate_messages_tokens(full)
-    threshold = COMPRESS_THRESHOLD * provider_max_tokens
-    if estimate < threshold:
-        return AssembledContext(full, estimated_tokens=estimate_messages_tokens(full))
-    if load_cache is not None:
-        cache = await load_cache()
+    def __init__(
+        self,
+        prefix: Sequence[LLMMessage],
+        summary: Summary | None,
+        window: Sequence[Record],
+        pending: Sequence[Record],
+        user: str | None,
+        tools: Sequence[ToolSpec],
+    ) -> None:
+        self.prefix = list(prefix)
+        self.summary = summary
+        self.window = list(window)
+        self.pending = list(pending)
+        self.user = user
+        self.tools = list(tools)
+        self.loop: list[LLMMessage] = []
+        """The tool loop's messages: the model's calls and their results."""
 
-    fixed = estimate_messages_tokens([*prefix, *records[stored_count:], *tail])
-    summary_estimate = (
-        estimate_tokens(cache.summary)
-        if cache is not None and cache.summary
-        else SUMMARY_ESTIMATE_TOKENS
-    )
-    count = _window_start(records, threshold - fixed - summary_estimate, stored_count)
-    if count == 0:
-        return AssembledContext(full, estimated_tokens=estimate_messages_tokens(full))
+    def records(self) -> list[Record]:
+        """The window and the pending records, sanitised."""
+        return remove_incomplete_tool_groups([*self.window, *self.pending])
 
-    covered_until_seq = records[count - 1].seq
-    to_store: CompressionCache | None = None
-    if cache is not None and cache.covered_until_seq == covered_until_seq:
-        used = cache
-    else:
-        used = CompressionCache(await compress(records[:count]), covered_until_seq)
-        to_store = used
-    summary = [LLMMessage("system", used.summary)] if used.summary else []
-    messages = (*prefix, *summary, *(r.to_message() for r in records[count:]), *tail)
-    return AssembledContext(
-        messages,
-        compressed=True,
-        cache=used,
-        cache_to_store=to_store,
-        estimated_tokens=estimate_messages_tokens(messages),
-    )
+    def messages(self) -> list[LLMMessage]:
+        """The context, in order."""
+        messages = list(self.prefix)
+        if self.summary is not None and self.summary.text:
+            messages.append(LLMMessage("system", self.summary.text))
+        messages.extend(record.to_message() for record in self.records())
+        if self.user is not None:
+            messages.append(LLMMessage("user", self.user))
+        return messages + self.loop
+
+    def evictable(self) -> list[list[Record]]:
+        """The window's tool groups, oldest first, that a compression may fold: all but a
+        trailing tool group (the one SubmitToolResults continues)."""
+        groups = tool_groups(self.window)
+        if groups and _calls(groups[-1][0]):
+            groups.pop()
+        return groups
+
+    def evict(self, count: int) -> list[Record]:
+        """Take the oldest `count` evictable groups out of the window; their records."""
+        evicted = [record for group in self.evictable()[:count] for record in group]
+        self.window = self.window[len(evicted) :]
+        return evicted
+
+    def use(self, summary: Summary) -> None:
+        """Send `summary` in place of the records it covers (already evicted)."""
+        self.summary = summary

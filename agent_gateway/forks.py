@@ -28,13 +28,14 @@ from agent_gateway.compose import (
     opening_prompt,
     stored_system_prompt,
 )
-from agent_gateway.inherit import inherited_records
+from agent_gateway.inherit import inherited
 from agent_gateway.llm import Prompts
 from agent_gateway.profiles import ProfileRegistry
 from agent_gateway.saga import ProvisioningSaga, SessionPlan
 from stello.common.v1 import common_pb2
 from stello.errors import DeadlineExceeded, FailedPrecondition, InvalidArgument, Violations
 from stello.settings import MIB
+from stello.storage.v1 import storage_pb2
 
 DEFAULT_ROOT_LABEL = "Root"
 # Internal ids get a scope prefix and suffixes (/again1/storage): keep them short.
@@ -115,11 +116,29 @@ class ForkInput:
 
 
 @dataclass(frozen=True, slots=True)
+class _Tail:
+    """What a COMPRESS fork summarises: the source's newest summary and the records after
+    it (the newest `FORK_TAIL_RECORDS` at most; `omitted` older ones between them)."""
+
+    summary: str | None = None
+    records: Sequence[common_pb2.Record] = ()
+    omitted: int = 0
+
+
+@dataclass(frozen=True, slots=True)
 class _Source:
     config: ConfigLayer
     system_prompt: str | None
     records: Sequence[common_pb2.Record]
-    """INHERIT: the child's inherited records; COMPRESS: the source's records to summarise."""
+    """INHERIT: the child's inherited records."""
+    tail: _Tail = _Tail()
+    """COMPRESS: what to summarise."""
+    cache: storage_pb2.CompressionCache | None = None
+    """INHERIT: the source's summary of the inherited records, in the child's seqs."""
+
+
+FORK_TAIL_RECORDS = 1000
+"""A COMPRESS fork reads at most this many of the source's newest records (one page)."""
 
 
 def internal_request_id(rpc: str, client_request_id: str) -> str:
@@ -260,9 +279,14 @@ class SessionCreator:
         records: list[common_pb2.Record] = []
         if context is ContextMode.INHERIT:
             records = list(source.records)
-        elif context is ContextMode.COMPRESS and source.records:
+        elif context is ContextMode.COMPRESS and (source.tail.records or source.tail.summary):
             assert self._summarizer is not None  # checked in fork()
-            summary = await self._summarizer.summarize_for_fork(source.records)
+            tail = source.tail
+            summary = tail.summary or ""
+            if tail.records:
+                summary = await self._summarizer.summarize_for_fork(
+                    tail.records, summary=tail.summary, omitted=tail.omitted
+                )
             prompt = self._prompts.with_parent_context(config.system_prompt, summary)
             config = replace(config, system_prompt=prompt)
         opening = opening_prompt(request.prompt, profile)
@@ -276,6 +300,7 @@ class SessionCreator:
             config=config.to_proto(),
             system_prompt=stored_system_prompt(config.system_prompt, source.system_prompt),
             records=tuple(records),
+            cache=source.cache,
         )
         opening_from = "prompt" if request.prompt is not None else "profile"
         self._limits.check_plan(plan.system_prompt, opening, opening_from)
@@ -292,17 +317,43 @@ class SessionCreator:
         )
         if context is ContextMode.INHERIT:
             until = request.inherit_until_seq
-            reads.append(inherited_records(self._storage, caller, space, source, until))
+            reads.append(inherited(self._storage, caller, space, source, until))
         elif context is ContextMode.COMPRESS:
-            reads.append(self._storage.all_records(caller, space, source))
+            reads.append(self._tail(caller, space, source))
         else:
             reads.append(_empty())
         parent = request.topology_parent_id
         if parent is not None and parent != source:
             # Fails early (NOT_FOUND) before any LLM call when the parent is unknown.
             reads.append(self._tree.get_node(caller, space, parent))
-        config, slot, records, *_ = await asyncio.gather(*reads)
-        return _Source(ConfigLayer.from_proto(config), slot, records)
+        config, slot, found, *_ = await asyncio.gather(*reads)
+        layer = ConfigLayer.from_proto(config)
+        if isinstance(found, _Tail):
+            return _Source(layer, slot, (), found)
+        if isinstance(found, tuple):
+            return _Source(layer, slot, found[0], cache=found[1])
+        return _Source(layer, slot, found)
+
+    async def _tail(self, caller: Caller, space: uuid.UUID, source: uuid.UUID) -> _Tail:
+        """The source's newest summary and its newest records after it (bounded reads)."""
+        cache = await self._storage.get_compression_cache(caller, space, source)
+        covered = cache.covered_until_seq if cache else 0
+        newest = storage_pb2.ListRecordsRequest(
+            space_id=str(space),
+            session_id=str(source),
+            after_seq=covered,
+            newest_first=True,
+            limit=FORK_TAIL_RECORDS,
+        )
+        page = await self._storage.list_records(caller, newest)
+        omitted = 0
+        if page.next_page_token and page.records:
+            oldest = storage_pb2.ListRecordsRequest(
+                space_id=str(space), session_id=str(source), after_seq=covered, limit=1
+            )
+            first = (await self._storage.list_records(caller, oldest)).records[0].seq
+            omitted = page.records[0].seq - first
+        return _Tail(cache.summary if cache else None, list(page.records), omitted)
 
     def _profile(self, name: str | None, values: Mapping[str, str]) -> ProfileLayer | None:
         if name is None:

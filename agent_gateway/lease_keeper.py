@@ -27,6 +27,7 @@ from dataclasses import dataclass, field, replace
 
 from agent_gateway.clients import Caller, StorageClient
 from stello.errors import DeadlineExceeded, StelloError, Unavailable
+from stello.storage.v1 import storage_pb2
 
 log = logging.getLogger(__name__)
 
@@ -76,6 +77,14 @@ class LeaseKeeper:
         """Take the session's lease for one TTL; its token (ABORTED TURN_IN_PROGRESS while
         another lease lives)."""
         return await self._storage.begin_turn(caller, space_id, session_id, self._times.ttl_s)
+
+    async def start_turn(
+        self, caller: Caller, request: storage_pb2.BeginTurnRequest
+    ) -> storage_pb2.BeginTurnResponse:
+        """BeginTurn with a window (DESIGN §4.3), the lease for one TTL: the remembered reply,
+        or the lease's token (empty for an archived session) and the turn."""
+        request.ttl_s = self._times.ttl_s
+        return await self._storage.start_turn(caller, request)
 
     def keep(
         self, caller: Caller, space_id: uuid.UUID, session_id: uuid.UUID, token: str

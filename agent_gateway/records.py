@@ -6,14 +6,10 @@ answers is exactly what storage then lists. Metadata keys the gateway writes:
 
 - ``is_error`` (tool records): the tool failed; the model sees a failed call;
 - ``usage`` (assistant records): the provider-reported tokens of the call that
-  produced the record; its ``prompt_tokens`` is the next turn's
-  `last_prompt_tokens` (STELLO-SPEC §4.5.2 item 1, §4.7), kept in the session
-  rather than in a process, so any gateway replica can serve the next turn;
-- ``compressed`` (assistant records): the call's context was compressed. Its
-  prompt tokens then count the summary, not the history, and would make the
-  next estimate far too low (the spec would then send the whole history
-  uncompressed), so after such a call the next turn estimates from the
-  records themselves.
+  produced the record (STELLO-SPEC §4.5.2 item 1; the gateway's count of a
+  prompt is calibrated from them, `agent_gateway.budget`);
+- ``compressed`` (assistant records): the call's context carried a summary in
+  place of older records.
 """
 
 from __future__ import annotations
@@ -118,22 +114,3 @@ def context_record(record: common_pb2.Record) -> Record:
         tool_call_id=record.tool_call_id if record.HasField("tool_call_id") else None,
         is_error=is_error(record),
     )
-
-
-def last_prompt_tokens(records: Sequence[common_pb2.Record]) -> int | None:
-    """The prompt tokens of the call that wrote the newest assistant record.
-
-    None when that record has none, or when its context was compressed (see
-    the module docstring): the estimate then counts every record.
-    """
-    for record in reversed(records):
-        if record.role != common_pb2.RECORD_ROLE_ASSISTANT:
-            continue
-        fields = record.metadata.fields if record.HasField("metadata") else {}
-        compressed = fields.get("compressed")
-        usage = fields.get("usage")
-        if usage is None or (compressed is not None and compressed.bool_value):
-            return None
-        tokens = usage.struct_value.fields.get("prompt_tokens")
-        return int(tokens.number_value) if tokens is not None and tokens.number_value > 0 else None
-    return None

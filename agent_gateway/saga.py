@@ -72,6 +72,8 @@ class SessionPlan:
     """ImportSession: the session is stored archived."""
     turns: int = 0
     """ImportSession: committed user turns to count."""
+    cache: storage_pb2.CompressionCache | None = None
+    """Fork INHERIT: the source's summary of the inherited records, in the child's seqs."""
 
 
 def plan_digest(plan: SessionPlan) -> str:
@@ -84,6 +86,8 @@ def plan_digest(plan: SessionPlan) -> str:
         digest.update(b"\0")
     if plan.config is not None:
         digest.update(plan.config.SerializeToString(deterministic=True))
+    if plan.cache is not None:
+        digest.update(plan.cache.SerializeToString(deterministic=True))
     for record in plan.records:
         digest.update(record.SerializeToString(deterministic=True))
     return digest.hexdigest()[:16]
@@ -265,6 +269,9 @@ class ProvisioningSaga:
                     )
                 )
             )
+        if plan.cache is not None:
+            cache = Op.PutCompressionCacheOp(session_id=node.id, cache=plan.cache)
+            operations.append(Op(put_compression_cache=cache))
         return operations
 
 

@@ -1,47 +1,58 @@
 """The COMPRESS fork's summariser over the configured LLM provider (STELLO-SPEC §4.4.3).
 
 `compose.Summarizer` is the need; this is the production answer: the
-configured ``fork_compressor`` text in the compressor structure of spec §4.9,
-through `agent_gateway.llm`. The provider is built on first use, so a gateway
-whose provider is not available still serves everything but COMPRESS forks
-(which then answer the provider's error).
+configured ``fork_compressor`` text in the fold structure of DESIGN §5.14
+(the source's newest summary, then its records after it), through
+`agent_gateway.folding`: at most `CALLS` calls, the newest records folded
+first and the older ones named by count when they do not fit (DESIGN §4.3).
+The provider is built on first use, so a gateway whose provider is not
+available still serves everything but COMPRESS forks (which then answer the
+provider's error).
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
 
-from agent_gateway.llm import LLMProvider, Prompts, compress_records
+from agent_gateway.folding import Folder, Packer
+from agent_gateway.llm import Prompts
 from agent_gateway.llm.prompt_texts import FORK_COMPRESSOR
+from agent_gateway.records import context_record
 from stello.common.v1 import common_pb2
 
-_ROLES = {
-    common_pb2.RECORD_ROLE_SYSTEM: "system",
-    common_pb2.RECORD_ROLE_USER: "user",
-    common_pb2.RECORD_ROLE_ASSISTANT: "assistant",
-    common_pb2.RECORD_ROLE_TOOL: "tool",
-}
-
-
-@dataclass(frozen=True, slots=True)
-class _Line:
-    role: str
-    content: str
+CALLS = 3
+"""Calls one COMPRESS fork may make."""
 
 
 class ProviderSummarizer:
-    """Summarises a fork's source records with the fork-compress prompt."""
+    """Summarises a fork's source with the fork-compress prompt."""
 
-    def __init__(self, provider: Callable[[], LLMProvider], prompts: Prompts) -> None:
-        self._factory = provider
-        self._provider: LLMProvider | None = None
+    def __init__(self, folder: Callable[[], Folder], prompts: Prompts) -> None:
+        self._factory = folder
+        self._folder: Folder | None = None
         self._prompts = prompts
 
-    async def summarize_for_fork(self, records: Sequence[common_pb2.Record]) -> str:
-        """One LLM call over `records`; provider errors propagate as domain errors."""
-        if self._provider is None:
-            self._provider = self._factory()
-        lines = [_Line(_ROLES.get(r.role, "user"), r.content) for r in records]
+    async def summarize_for_fork(
+        self,
+        records: Sequence[common_pb2.Record],
+        *,
+        summary: str | None = None,
+        omitted: int = 0,
+    ) -> str:
+        """The source's summary and records folded (see the module docstring)."""
+        if self._folder is None:
+            self._folder = self._factory()
+        folder = self._folder
         prompt = self._prompts.text(FORK_COMPRESSOR)
-        return await compress_records(self._provider, lines, self._prompts, prompt=prompt)
+        capacity = folder.capacity(prompt)
+        packer = Packer(capacity, CALLS)
+        taken = 0
+        for record in reversed(records):
+            if not packer.add(folder.line(context_record(record), capacity)):
+                break
+            taken += 1
+        omitted += len(records) - taken
+        text = summary
+        for i, chunk in enumerate(packer.in_order()):
+            text = await folder.fold(text, chunk, prompt=prompt, omitted=omitted if i == 0 else 0)
+        return text or ""

@@ -29,7 +29,7 @@ import logging
 from dataclasses import dataclass
 
 from agent_gateway.clients import Caller, RequestKey, StorageClient, remember_op
-from agent_gateway.context import CompressionCache
+from agent_gateway.context import Summary
 from agent_gateway.turn_state import ASSISTANT, Plan, Turn
 from stello.agent.v1 import agent_pb2
 from stello.common.v1 import common_pb2
@@ -74,7 +74,7 @@ class TurnCommitter:
         lease: Lease,
         turn: Turn,
         insight: str | None,
-        cache: CompressionCache | None,
+        cache: Summary | None,
         response: agent_pb2.SendResponse,
     ) -> Committed:
         """The one Transact of the turn (see the module docstring for the retries)."""
@@ -177,7 +177,7 @@ def _operations(
     plan: Plan,
     lease: Lease,
     turn: Turn,
-    cache: CompressionCache | None,
+    cache: Summary | None,
     *,
     consume: bool,
     predicted: bool,
@@ -192,7 +192,7 @@ def _operations(
         ops.append(Op(clear_insight=Op.ClearInsightOp(session_id=sid)))
     if cache is not None:
         stored = storage_pb2.CompressionCache(
-            summary=cache.summary, covered_until_seq=cache.covered_until_seq
+            summary=cache.text, covered_until_seq=cache.covered_until_seq, lossy=cache.lossy
         )
         ops.append(Op(put_compression_cache=Op.PutCompressionCacheOp(session_id=sid, cache=stored)))
     ops.append(Op(release_turn=Op.ReleaseTurnOp(session_id=sid, token=lease.token)))

@@ -11,7 +11,7 @@ the opening is the same turn.
 from __future__ import annotations
 
 import uuid
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Protocol
 
@@ -26,6 +26,9 @@ SEND_SCOPE = "gateway.Send"
 """Send and SendStream share it: they are the same turn, streamed or not."""
 SUBMIT_SCOPE = "gateway.SubmitToolResults"
 NO_PENDING_TOOL_CALLS = "NO_PENDING_TOOL_CALLS"
+
+Oversized = Callable[[str], "str | None"]
+"""The error result replacing a tool result too large for the model's window; None: fits."""
 
 TOOL = common_pb2.RECORD_ROLE_TOOL
 ASSISTANT = common_pb2.RECORD_ROLE_ASSISTANT
@@ -110,8 +113,11 @@ class Plan(Protocol):
         """The request's choice of the shared memory tools (None: the gateway's setting)."""
         ...
 
-    def opening(self, turn: Turn, history: Sequence[common_pb2.Record]) -> str | None:
-        """Add the request's own records to `turn`; answer the user message (None: none)."""
+    def opening(
+        self, turn: Turn, history: Sequence[common_pb2.Record], oversized: Oversized
+    ) -> str | None:
+        """Add the request's own records to `turn` (`history`: the newest stored records,
+        the trailing tool group whole); answer the user message (None: none)."""
         ...
 
 
@@ -162,8 +168,10 @@ class SendPlan:
     touch_only: bool = False
     memory_tools: bool | None = None
 
-    def opening(self, turn: Turn, history: Sequence[common_pb2.Record]) -> str | None:
-        """Add the user record; the user message is the content."""
+    def opening(
+        self, turn: Turn, history: Sequence[common_pb2.Record], oversized: Oversized
+    ) -> str | None:
+        """Add the user record; the user message is the content (checked before the turn)."""
         turn.add("user", self.content)
         return self.content
 
@@ -180,8 +188,11 @@ class SubmitPlan:
     touch_only: bool = True
     memory_tools: bool | None = None
 
-    def opening(self, turn: Turn, history: Sequence[common_pb2.Record]) -> str | None:
-        """Check the results against the pending calls; add their tool records; no user message.
+    def opening(
+        self, turn: Turn, history: Sequence[common_pb2.Record], oversized: Oversized
+    ) -> str | None:
+        """Check the results against the pending calls; add their tool records (a result
+        `oversized` refuses replaced by the error result it gives); no user message.
 
         Raises:
             FailedPrecondition: reason NO_PENDING_TOOL_CALLS.
@@ -214,7 +225,16 @@ class SubmitPlan:
             )
         for call in pending:  # the model's call order, not the request's
             result = by_id[call.id]
-            turn.add("tool", result.content, tool_call_id=call.id, is_error=result.is_error)
+            refused = oversized(result.content)
+            content, is_error = (
+                (result.content, result.is_error)
+                if refused is None
+                else (
+                    refused,
+                    True,
+                )
+            )
+            turn.add("tool", content, tool_call_id=call.id, is_error=is_error)
         return None
 
 

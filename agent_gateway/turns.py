@@ -1,35 +1,42 @@
-"""Turns: Send, SendStream and SubmitToolResults (DESIGN §4.2, STELLO-SPEC §4.5).
+"""Turns: Send, SendStream and SubmitToolResults (DESIGN §4.2, §4.3, STELLO-SPEC §4.5).
 
 One turn, in order:
 
-1. With a request_id, the stored reply of an earlier identical request is
-   answered again (no LLM call); a different request under the same id is
-   ALREADY_EXISTS REQUEST_ID_REUSED. Read at once with the session's meta.
-2. An archived session is FAILED_PRECONDITION SESSION_ARCHIVED, whatever the
-   lease says.
-3. The turn lease (BeginTurn) before any LLM call: ABORTED TURN_IN_PROGRESS
-   while another turn holds it — including the first call of the same
-   request_id still running. It is asked for together with steps 1 and 2 (a
-   round trip less) and given back at once when they refuse the turn.
-4. Under the lease, at once: slots (system prompt, insight), every record
-   and, with a request_id, the stored reply again (a duplicate that committed
-   between step 1 and the lease is answered, not re-run). The compression
-   cache is read only when the context reaches the compression threshold,
-   and the session's compressor prompt (its frozen config's override, else
-   the configured text) only when the compressor runs.
-5. The context (`context.assemble_context`), then the LLM, outside any
-   transaction: built-in tool calls run here and the model is called again,
-   at most `max_tool_rounds` times per request (then RESOURCE_EXHAUSTED
-   TOOL_ROUNDS_EXCEEDED, nothing written); a client tool call stops the turn
-   with `pending_tool_calls`. A stream forwards every round's text deltas and
-   tool calls as they arrive.
-6. One Transact (`turn_commit`): the new records, the turn count (a
+1. Before anything is read: a user message too large for the model's window
+   (over half of it) is INVALID_ARGUMENT on ``content``.
+2. One BeginTurn (storage, DESIGN §4.3), which answers in this order: with a
+   request_id, the stored reply of an earlier request under it (answered
+   again, no LLM call; a different request under the same id is
+   ALREADY_EXISTS REQUEST_ID_REUSED); NOT_FOUND; an archived session
+   (FAILED_PRECONDITION SESSION_ARCHIVED, no lease taken); the turn lease
+   (ABORTED TURN_IN_PROGRESS while another turn holds it — including the
+   first call of the same request_id still running); then, under the lease,
+   the meta and last seq (the turn's records are numbered after it), the
+   system prompt and insight, the newest summary, and the newest records
+   after it that fit the window's budget with the tail's estimate.
+3. The context (`context.TurnContext`) from that alone, never the whole
+   history. When it would reach 80% of the window, or the window did not
+   reach back to the summary, the turn compresses first (`compression`,
+   at most three compressor calls per turn, the session's compressor
+   prompt read then).
+4. The LLM, outside any transaction, each call counted against the window
+   before it is sent (`budget`) and capped by max_tokens so its answer fits
+   the window and a record: built-in tool calls run here (a result too
+   large for the window is replaced by an error result) and the model is
+   called again — the budget rechecked, compressing again if need be — at
+   most `max_tool_rounds` times per request (then RESOURCE_EXHAUSTED
+   TOOL_ROUNDS_EXCEEDED, nothing written); a client tool call stops the
+   turn with `pending_tool_calls`. A stream forwards every round's text
+   deltas and tool calls as they arrive.
+5. One Transact (`turn_commit`): the new records, the turn count (a
    continuation only touches last_active_at), the insight cleared if it was
-   used and is unchanged (one put meanwhile survives), the new compression
-   cache, the lease release and the reply for the request_id, under the
-   turn_lease precondition (lost: ABORTED CONCURRENT_MODIFICATION). Then,
-   every N counted turns, a background consolidation (`consolidation`).
+   used and is unchanged (one put meanwhile survives), the new summary, the
+   lease release and the reply for the request_id, under the turn_lease
+   precondition (lost: ABORTED CONCURRENT_MODIFICATION). Then, every N
+   counted turns, a background consolidation (`consolidation`), and, when
+   the summary is lossy, a background fold (`background_fold`).
 
+A turn without compression is BeginTurn and the commit: two storage calls.
 The lease lives on a short TTL, renewed while the turn runs, and a failed
 turn's release is retried while storage is unreachable (`lease_keeper`).
 Anything that fails or is cancelled before the commit writes nothing and
@@ -43,15 +50,17 @@ from __future__ import annotations
 import asyncio
 import hashlib
 import logging
-import uuid
 from collections.abc import AsyncIterator, Sequence
 from dataclasses import replace
-from functools import partial
 
+from agent_gateway.background_fold import BackgroundFolds
+from agent_gateway.budget import Counter, Window
 from agent_gateway.builtins import BuiltinTools, TurnTools
-from agent_gateway.clients import Caller, RequestKey, StorageClient
+from agent_gateway.clients import Caller, StorageClient
+from agent_gateway.compression import CALLS_PER_TURN, TurnCompression
 from agent_gateway.consolidation import Consolidator
-from agent_gateway.context import CompressionCache, Record, assemble_context
+from agent_gateway.context import Summary, TurnContext, context_prefix
+from agent_gateway.folding import CallBudget
 from agent_gateway.lease_keeper import LeaseKeeper
 from agent_gateway.llm import (
     Completion,
@@ -62,12 +71,13 @@ from agent_gateway.llm import (
     ToolCallEvent,
     ToolCallSpec,
     ToolSpec,
-    compress_records,
 )
 from agent_gateway.prompt_config import SessionPrompts
-from agent_gateway.records import context_record, last_prompt_tokens, tool_call_proto
+from agent_gateway.records import context_record, tool_call_proto
 from agent_gateway.service import SESSION_ARCHIVED
 from agent_gateway.turn_commit import Lease, TurnCommitter
+from agent_gateway.turn_start import begin_request, remembered, summary
+from agent_gateway.turn_start import unread as unread_range
 from agent_gateway.turn_state import (
     ASSISTANT,
     TOOL,
@@ -81,21 +91,17 @@ from agent_gateway.turn_state import (
     TurnEvent,
 )
 from stello.agent.v1 import agent_pb2
-from stello.common.v1 import common_pb2
 from stello.errors import (
     DeadlineExceeded,
     FailedPrecondition,
-    NotFound,
     ResourceExhausted,
 )
 from stello.storage.v1 import storage_pb2
 
 log = logging.getLogger(__name__)
 
-# Memory is never part of a turn's context (STELLO-SPEC §4.5): not read either.
-TURN_SLOTS = (storage_pb2.SLOT_KIND_SYSTEM_PROMPT, storage_pb2.SLOT_KIND_INSIGHT)
-
 TOOL_ROUNDS_EXCEEDED = "TOOL_ROUNDS_EXCEEDED"
+CONTEXT_TOO_LARGE = "CONTEXT_TOO_LARGE"
 
 
 async def _last(events: AsyncIterator[TurnEvent]) -> agent_pb2.SendResponse:
@@ -119,18 +125,31 @@ class TurnService:
         builtins: BuiltinTools,
         consolidator: Consolidator,
         prompts: SessionPrompts,
+        compression: TurnCompression,
+        folds: BackgroundFolds,
+        counter: Counter,
         *,
         max_tool_rounds: int,
         leases: LeaseKeeper,
+        record_bytes: int,
     ) -> None:
         self._storage = storage
         self._provider = provider
         self._prompts = prompts
         self._builtins = builtins
         self._consolidator = consolidator
+        self._compression = compression
+        self._folds = folds
+        self._counter = counter
         self._max_tool_rounds = max_tool_rounds
         self._leases = leases
+        self._record_bytes = record_bytes
         self._committer = TurnCommitter(storage)
+
+    @property
+    def window(self) -> Window:
+        """The provider's window now."""
+        return Window(self._provider.max_context_tokens, self._record_bytes)
 
     async def send(self, caller: Caller, request: SendInput) -> agent_pb2.SendResponse:
         """Run one user turn and answer it once committed."""
@@ -163,139 +182,111 @@ class TurnService:
         return await _last(self._run(caller, plan, stream=False))
 
     async def _run(self, caller: Caller, plan: Plan, *, stream: bool) -> AsyncIterator[TurnEvent]:
-        # The lease is asked for at once with the session's meta (one round trip
-        # less per turn); the refusals keep their order all the same: a stored
-        # reply, then NOT_FOUND, then SESSION_ARCHIVED, and only then
-        # TURN_IN_PROGRESS. A lease taken for a refused turn is given back.
         remaining = caller.remaining()
         if remaining is not None and remaining <= 0:
             raise DeadlineExceeded("the call's deadline passed before the turn began")
+        window = self.window
+        if isinstance(plan, SendPlan):
+            window.check_message(self._counter, plan.content, "content")
         # BeginTurn is not bound by the caller's deadline: a reply lost to it
         # would leave a lease nobody knows the token of (locked until its TTL).
         begin = asyncio.ensure_future(
-            self._leases.begin(_unbounded(caller), plan.space_id, plan.session_id)
+            self._leases.start_turn(_unbounded(caller), begin_request(plan, window, self._counter))
         )
         try:
-            meta, stored = await self._meta_and_stored(caller, plan)
-            if stored is None and meta.status == common_pb2.SESSION_STATUS_ARCHIVED:
-                raise FailedPrecondition(
-                    f"session {plan.session_id} is archived; unarchive it to continue it",
-                    reason=SESSION_ARCHIVED,
-                    metadata={"subject": f"session/{plan.session_id}"},
-                )
             # Shielded: cancelling this call must not cancel a BeginTurn that
             # storage may already have granted (its token would be lost).
-            token = None if stored is not None else await asyncio.shield(begin)
+            reply = await asyncio.shield(begin)
         except BaseException:
             await self._abandon(begin, caller, plan)
             raise
-        if token is None:
-            await self._abandon(begin, caller, plan)
-            assert stored is not None
-            yield TurnDone(stored)
+        if reply.HasField("remembered"):
+            yield TurnDone(remembered(plan, reply.remembered))
             return
-        lease = Lease(token)
-        kept = self._leases.keep(caller, plan.space_id, plan.session_id, token)
+        if not reply.token:
+            raise FailedPrecondition(
+                f"session {plan.session_id} is archived; unarchive it to continue it",
+                reason=SESSION_ARCHIVED,
+                metadata={"subject": f"session/{plan.session_id}"},
+            )
+        lease = Lease(reply.token)
+        kept = self._leases.keep(caller, plan.space_id, plan.session_id, lease.token)
         try:
-            async for event in self._leased(caller, plan, meta, lease, stream=stream):
+            async for event in self._leased(caller, plan, reply.turn, lease, stream=stream):
                 yield event
         finally:
             kept.stop()
             if not lease.released:
                 given = self._leases.give_back(
-                    caller, plan.space_id, plan.session_id, token, kept.expires_by
+                    caller, plan.space_id, plan.session_id, lease.token, kept.expires_by
                 )
                 await _settled(given)
 
-    async def _abandon(self, begin: asyncio.Future[str], caller: Caller, plan: Plan) -> None:
+    async def _abandon(
+        self, begin: asyncio.Future[storage_pb2.BeginTurnResponse], caller: Caller, plan: Plan
+    ) -> None:
         """Give back the lease a refused turn may have taken, even if cancelled meanwhile."""
         settled: asyncio.Future[None] = asyncio.get_running_loop().create_future()
 
-        def give_back(task: asyncio.Future[str]) -> None:
-            if task.cancelled() or task.exception() is not None:
+        def give_back(task: asyncio.Future[storage_pb2.BeginTurnResponse]) -> None:
+            if task.cancelled() or task.exception() is not None or not task.result().token:
                 settled.set_result(None)  # no lease was taken
                 return
-            release = self._leases.give_back(caller, plan.space_id, plan.session_id, task.result())
+            release = self._leases.give_back(
+                caller, plan.space_id, plan.session_id, task.result().token
+            )
             release.add_done_callback(lambda _: settled.set_result(None))
 
         begin.add_done_callback(give_back)
         await _settled(settled)
 
-    async def _meta_and_stored(
-        self, caller: Caller, plan: Plan
-    ) -> tuple[common_pb2.SessionMeta, agent_pb2.SendResponse | None]:
-        """The session's meta and, with a request_id, the stored reply (it wins over NOT_FOUND)."""
-        meta_call = self._storage.get_session(caller, plan.space_id, plan.session_id)
-        if plan.key is None:
-            return await meta_call, None
-        meta, stored = await asyncio.gather(
-            meta_call, self._stored(caller, plan.space_id, plan.key), return_exceptions=True
-        )
-        if isinstance(stored, BaseException):
-            raise stored
-        if stored is not None:
-            return common_pb2.SessionMeta(), stored
-        if isinstance(meta, BaseException):
-            raise meta
-        return meta, None
-
-    async def _stored(
-        self, caller: Caller, space_id: uuid.UUID, key: RequestKey
-    ) -> agent_pb2.SendResponse | None:
-        response = await self._storage.remembered(caller, space_id, key)
-        return None if response is None else agent_pb2.SendResponse.FromString(response)
-
     async def _leased(
         self,
         caller: Caller,
         plan: Plan,
-        meta: common_pb2.SessionMeta,
+        state: storage_pb2.TurnState,
         lease: Lease,
         *,
         stream: bool,
     ) -> AsyncIterator[TurnEvent]:
         space, session = plan.space_id, plan.session_id
-        slots, history, stored = await asyncio.gather(
-            self._storage.batch_get_slots(caller, space, [str(session)], TURN_SLOTS),
-            self._storage.all_records(caller, space, session),
-            self._stored(caller, space, plan.key) if plan.key else _none(),
-        )
-        if stored is not None:
-            yield TurnDone(stored)
-            return
-        if not slots:
-            raise NotFound(f"session {session} not found")
-        slot = slots[0]
-        insight = slot.insight if slot.HasField("insight") else None
-        turn = Turn(base_seq=history[-1].seq if history else 0)
-        user_message = plan.opening(turn, history)
-        provider = self._provider
-        assembled = await assemble_context(
-            system_prompt=slot.system_prompt if slot.HasField("system_prompt") else None,
-            label=meta.label,
-            insight=insight,
-            history=[context_record(r) for r in history],
-            user_message=user_message,
-            provider_max_tokens=provider.max_context_tokens,
-            cache=None,
-            last_prompt_tokens=last_prompt_tokens(history),
-            compress=partial(self._compress, caller, space, session),
-            prompts=self._prompts.prompts,
-            pending=[context_record(r) for r in turn.records if r.role == TOOL],
-            load_cache=partial(self._cache, caller, space, session),
-        )
-        messages = list(assembled.messages)
+        window = self.window
+        insight = state.insight if state.HasField("insight") else None
+        turn = Turn(base_seq=state.last_seq)
+        user_message = plan.opening(turn, state.records, self._oversized)
         builtins = await self._builtins.for_turn(
             caller, space, session, memory_tools=plan.memory_tools
         )
-        tools = (*builtins.specs, *plan.tools)
+        ctx = TurnContext(
+            context_prefix(
+                state.system_prompt if state.HasField("system_prompt") else None,
+                state.session.label,
+                insight,
+                self._prompts.prompts,
+            ),
+            summary(state),
+            [context_record(r) for r in state.records],
+            [context_record(r) for r in turn.records if r.role == TOOL],
+            user_message,
+            (*builtins.specs, *plan.tools),
+        )
+        calls = CallBudget(CALLS_PER_TURN)
+        stored: Summary | None = None
+        unread = unread_range(state)
+        if unread is not None or self._compression.over(ctx, window):
+            stored = await self._compression.compress(caller, space, session, ctx, calls, unread)
         client_names = {tool.name for tool in plan.tools}
         pending: tuple[ToolCallSpec, ...] = ()
         rounds = 0
         while True:
+            if rounds and self._compression.over(ctx, window):
+                stored = (
+                    await self._compression.compress(caller, space, session, ctx, calls) or stored
+                )
+            messages, max_tokens = self._fitted(ctx, window)
             completion: Completion | None = None
             if stream:
-                async for event in _streamed(provider, messages, tools):
+                async for event in _streamed(self._provider, messages, ctx.tools, max_tokens):
                     if isinstance(event, Done):
                         completion = event.completion
                     else:
@@ -303,21 +294,26 @@ class TurnService:
                 if completion is None:
                     raise RuntimeError("the LLM stream ended without a Done event")
             else:
-                completion = await provider.complete(messages, tools=tools or None)
+                completion = await self._provider.complete(
+                    messages, tools=ctx.tools or None, max_tokens=max_tokens
+                )
+            self._counter.calibration.observe(
+                completion.usage.prompt_tokens, self._counter.raw(messages, ctx.tools)
+            )
             turn.usage += completion.usage
-            calls = completion.tool_calls
+            calls_made = completion.tool_calls
             turn.add(
                 "assistant",
                 completion.content,
-                tool_calls=calls,
+                tool_calls=calls_made,
                 usage=completion.usage,
-                compressed=assembled.compressed,
+                compressed=ctx.summary is not None,
             )
-            messages.append(LLMMessage("assistant", completion.content, calls))
-            if not calls:
+            ctx.loop.append(LLMMessage("assistant", completion.content, calls_made))
+            if not calls_made:
                 break
-            pending = tuple(call for call in calls if call.name in client_names)
-            mine = [call for call in calls if call.name not in client_names]
+            pending = tuple(call for call in calls_made if call.name in client_names)
+            mine = [call for call in calls_made if call.name not in client_names]
             if mine:
                 if rounds >= self._max_tool_rounds:
                     raise ResourceExhausted(
@@ -327,7 +323,7 @@ class TurnService:
                         reason=TOOL_ROUNDS_EXCEEDED,
                     )
                 rounds += 1
-                await self._run_tools(caller, plan, lease, rounds, builtins, mine, turn, messages)
+                await self._run_tools(caller, plan, lease, rounds, builtins, mine, turn, ctx)
             if pending:
                 break
         response = agent_pb2.SendResponse(
@@ -341,11 +337,45 @@ class TurnService:
             ),
         )
         committed = await self._committer.commit(
-            caller, plan, lease, turn, insight, assembled.cache_to_store, response
+            caller, plan, lease, turn, insight, stored, response
         )
         if not plan.touch_only:
             self._consolidator.after_turn(caller, space, session, committed.turn_count)
+        newest = stored or summary(state)
+        if newest is not None and newest.lossy:
+            self._folds.schedule(caller, space, session)
         yield TurnDone(committed.response)
+
+    def _fitted(self, ctx: TurnContext, window: Window) -> tuple[list[LLMMessage], int]:
+        """The messages of the next call and its max_tokens, once they fit the window.
+
+        Raises:
+            ResourceExhausted: reason CONTEXT_TOO_LARGE; what the turn must send (its
+                system prompt, insight, own records) leaves no room for an answer.
+        """
+        messages = ctx.messages()
+        prompt = self._counter.messages(messages, ctx.tools)
+        max_tokens = window.reply_tokens(prompt)
+        if max_tokens < window.min_reply_tokens:
+            raise ResourceExhausted(
+                f"the context of this turn takes about {prompt} of the model's "
+                f"{window.tokens} tokens even with the history summarised (the system prompt, "
+                "the insight, tool schemas and this turn's own messages); nothing was written",
+                reason=CONTEXT_TOO_LARGE,
+            )
+        return messages, max_tokens
+
+    def _oversized(self, content: str) -> str | None:
+        """The error result that replaces a tool result too large for the window; None
+        when it fits."""
+        window = self.window
+        tokens = self._counter.text(content)
+        if tokens <= window.record_tokens:
+            return None
+        return (
+            f"the tool result was about {tokens} tokens, more than half the model's window "
+            f"of {window.tokens}; it was not kept: return less"
+        )
 
     async def _run_tools(
         self,
@@ -356,7 +386,7 @@ class TurnService:
         builtins: TurnTools,
         calls: Sequence[ToolCallSpec],
         turn: Turn,
-        messages: list[LLMMessage],
+        ctx: TurnContext,
     ) -> None:
         """Run the gateway's calls at once; add their results to the turn, in call order."""
         outcomes = await asyncio.gather(
@@ -372,27 +402,12 @@ class TurnService:
             )
         )
         for call, outcome in zip(calls, outcomes, strict=True):
-            turn.add("tool", outcome.content, tool_call_id=call.id, is_error=outcome.is_error)
-            messages.append(
-                LLMMessage("tool", outcome.content, tool_call_id=call.id, is_error=outcome.is_error)
-            )
-
-    async def _compress(
-        self,
-        caller: Caller,
-        space_id: uuid.UUID,
-        session_id: uuid.UUID,
-        records: Sequence[Record],
-    ) -> str:
-        """Summarise the oldest records with the session's compressor prompt."""
-        prompt = await self._prompts.compressor(caller, space_id, session_id)
-        return await compress_records(self._provider, records, self._prompts.prompts, prompt=prompt)
-
-    async def _cache(
-        self, caller: Caller, space_id: uuid.UUID, session_id: uuid.UUID
-    ) -> CompressionCache | None:
-        stored = await self._storage.get_compression_cache(caller, space_id, session_id)
-        return CompressionCache(stored.summary, stored.covered_until_seq) if stored else None
+            content, is_error = outcome.content, outcome.is_error
+            refused = self._oversized(content)
+            if refused is not None:
+                content, is_error = refused, True
+            turn.add("tool", content, tool_call_id=call.id, is_error=is_error)
+            ctx.loop.append(LLMMessage("tool", content, tool_call_id=call.id, is_error=is_error))
 
 
 def builtin_request_id(plan: Plan, token: str, round_: int, index: int, call_id: str) -> str:
@@ -419,15 +434,14 @@ async def _settled(future: asyncio.Future[None]) -> None:
     await asyncio.shield(future)
 
 
-async def _none() -> None:
-    return None
-
-
 async def _streamed(
-    provider: LLMProvider, messages: Sequence[LLMMessage], tools: Sequence[ToolSpec]
+    provider: LLMProvider,
+    messages: Sequence[LLMMessage],
+    tools: Sequence[ToolSpec],
+    max_tokens: int,
 ) -> AsyncIterator[TextDelta | ToolCallEvent | Done]:
     """The provider's stream, closed as soon as the turn stops reading it."""
-    events = provider.stream(messages, tools=tools or None)
+    events = provider.stream(messages, tools=tools or None, max_tokens=max_tokens)
     try:
         async for event in events:
             yield event

@@ -22,6 +22,7 @@ from storage_service.models import (
     Status,
     StoredRecord,
     ToolCall,
+    TurnStart,
 )
 from storage_service.operations import OperationResult
 
@@ -239,3 +240,29 @@ class ProtoCodecs:
     def create(cls) -> ProtoCodecs:
         """Both codecs."""
         return cls(RecordsCodec(), ResultsCodec())
+
+
+def turn_start_to_proto(start: TurnStart) -> storage_pb2.BeginTurnResponse:
+    """The wire form of BeginTurn's answer."""
+    reply = storage_pb2.BeginTurnResponse()
+    if start.lease is not None:
+        reply.token = str(start.lease.token)
+        set_timestamp(reply.expires_at, start.lease.expires_at)
+    if start.remembered is not None:
+        reply.remembered.request_hash = start.remembered.request_hash
+        reply.remembered.response = start.remembered.response
+    state = start.state
+    if state is not None:
+        turn = reply.turn
+        fill_meta(turn.session, state.session)
+        turn.last_seq = state.last_seq
+        if state.system_prompt is not None:
+            turn.system_prompt = state.system_prompt
+        if state.insight is not None:
+            turn.insight = state.insight
+        if state.cache is not None:
+            turn.cache.CopyFrom(cache_to_proto(state.cache))
+        add_records(turn.records, state.records)
+        turn.tail_tokens = state.tail_tokens
+        turn.first_tail_seq = state.first_tail_seq
+    return reply

@@ -116,6 +116,7 @@ class SessionSlots:
     system_prompt: str | None
     memory: str | None
     insight: str | None
+    memory_covered_until_seq: int | None = None
 
     def get(self, slot: SlotName) -> str | None:
         """The value of one slot by name."""
@@ -191,3 +192,47 @@ class Upserted:
 def session_not_found(session_id: uuid.UUID) -> NotFound:
     """The one NOT_FOUND every RPC answers for a session the caller cannot see."""
     return NotFound(f"session {session_id} not found")
+
+
+@dataclass(frozen=True, slots=True)
+class TurnBudget:
+    """What BeginTurn's window may hold, in estimated tokens (`stello.tokens`)."""
+
+    window_tokens: int
+    reserve_tokens: int = 0
+
+
+@dataclass(frozen=True, slots=True)
+class TurnKey:
+    """The caller's idempotency scope and request_id of a turn."""
+
+    scope: str
+    request_id: str
+
+
+@dataclass(frozen=True, slots=True)
+class TurnState:
+    """What a turn starts from (DESIGN §4.3): read under the session's row lock.
+
+    `records` is the window (ascending seq); `tail_tokens` the estimate of every
+    record after the cache; `first_tail_seq` the first of them (0 = none).
+    """
+
+    session: SessionMeta
+    last_seq: int
+    system_prompt: str | None
+    insight: str | None
+    cache: CompressionCache | None
+    records: tuple[StoredRecord, ...] = ()
+    tail_tokens: int = 0
+    first_tail_seq: int = 0
+
+
+@dataclass(frozen=True, slots=True)
+class TurnStart:
+    """BeginTurn's answer: a remembered entry, or the lease (None for an archived
+    session) and, when a window was asked for, the turn."""
+
+    lease: TurnLease | None = None
+    remembered: RememberedResult | None = None
+    state: TurnState | None = None

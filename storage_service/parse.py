@@ -36,6 +36,8 @@ from storage_service.models import (
     SlotName,
     Status,
     ToolCall,
+    TurnBudget,
+    TurnKey,
 )
 from storage_service.operations import (
     AppendOp,
@@ -124,6 +126,29 @@ def remember(
     if not 1 <= len(message.request_hash) <= MAX_REQUEST_HASH_BYTES:
         v.add(f"{path}.request_hash", f"must be 1..{MAX_REQUEST_HASH_BYTES} bytes")
     return RememberOp(message.scope, message.request_id, message.request_hash, message.response)
+
+
+MAX_WINDOW_TOKENS = 2**40
+
+
+def turn_key(request: storage_pb2.BeginTurnRequest, v: Violations) -> TurnKey | None:
+    """BeginTurn's remembered key: none without a request_id, else a valid scope with it."""
+    if not request.request_id:
+        return None
+    remembered_key(request.scope, request.request_id, "", v)
+    return TurnKey(request.scope, request.request_id)
+
+
+def turn_budget(request: storage_pb2.BeginTurnRequest, v: Violations) -> TurnBudget | None:
+    """BeginTurn's window: none when unset; window_tokens >= 1, reserve_tokens >= 0."""
+    if not request.HasField("window"):
+        return None
+    window = request.window
+    if not 1 <= window.window_tokens <= MAX_WINDOW_TOKENS:
+        v.add("window.window_tokens", f"must be within 1..{MAX_WINDOW_TOKENS}")
+    if not 0 <= window.reserve_tokens <= MAX_WINDOW_TOKENS:
+        v.add("window.reserve_tokens", f"must be within 0..{MAX_WINDOW_TOKENS}")
+    return TurnBudget(window.window_tokens, window.reserve_tokens)
 
 
 def arguments(text: str, name: str, v: Violations) -> None:

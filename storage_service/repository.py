@@ -36,6 +36,7 @@ from storage_service.models import (
     ToolCall,
 )
 from storage_service.slot_repository import SlotRepository
+from storage_service.turn_repository import TurnRepository
 
 T = TypeVar("T")
 
@@ -271,7 +272,9 @@ def _calls_json(calls: Sequence[ToolCall]) -> str | None:
     )
 
 
-class Repository(SlotRepository, MemoryRepository, GuardRepository, idempotency.KeyStatements):
+class Repository(
+    SlotRepository, MemoryRepository, GuardRepository, TurnRepository, idempotency.KeyStatements
+):
     """The storage statements, run on one connection (maybe inside a transaction)."""
 
     async def get_session(self, space_id: uuid.UUID, session_id: uuid.UUID) -> SessionMeta | None:

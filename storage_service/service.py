@@ -34,12 +34,17 @@ from storage_service.models import (
     SlotName,
     Status,
     StoredRecord,
+    TurnBudget,
+    TurnKey,
     TurnLease,
+    TurnStart,
+    TurnState,
     session_not_found,
 )
 from storage_service.operations import Operation, OperationResult, Precondition
 from storage_service.repository import Database, Repository
 from storage_service.transact import lease_token, run_transact
+from storage_service.turn_window import read_turn
 
 T = TypeVar("T")
 
@@ -96,6 +101,20 @@ class Idempotent(Generic[T]):
         encoded = self._codec.encode(result)
         await repo.remember(space_id, self._scope, key.request_id, key.request_hash, encoded)
         return result
+
+
+def _lease(
+    session_id: uuid.UUID, token: uuid.UUID, found: bool, expires_at: datetime | None
+) -> TurnLease:
+    """The lease BeginTurn's statement took; NotFound or Aborted TURN_IN_PROGRESS."""
+    if not found:
+        raise session_not_found(session_id)
+    if expires_at is None:
+        raise Aborted(
+            f"session {session_id} has a turn in progress; retry after it ends",
+            reason=TURN_IN_PROGRESS,
+        )
+    return TurnLease(token, expires_at)
 
 
 def _page_token(space_id: uuid.UUID, status: Status | None, last: SessionMeta) -> str:
@@ -230,6 +249,26 @@ class StorageService:
         """Overwrite one slot ("" is a stored value)."""
         await self._db.transaction(lambda repo: repo.put_slot(space_id, session_id, slot, content))
 
+    async def get_memory(
+        self, space_id: uuid.UUID, session_id: uuid.UUID
+    ) -> tuple[str | None, int | None]:
+        """The memory slot of a visible session and the seq it covers (None = unset)."""
+        slots = await self._db.statement(lambda repo: repo.get_slots(space_id, session_id))
+        if slots is None:
+            raise session_not_found(session_id)
+        return slots.memory, slots.memory_covered_until_seq
+
+    async def put_memory(
+        self, space_id: uuid.UUID, session_id: uuid.UUID, content: str, covered: int | None
+    ) -> None:
+        """Overwrite the memory; with `covered`, the seq it covers too."""
+        if covered is None:
+            await self.put_slot(space_id, session_id, "memory", content)
+            return
+        await self._db.transaction(
+            lambda repo: repo.put_memory_covering(space_id, session_id, content, covered)
+        )
+
     async def clear_insight(self, space_id: uuid.UUID, session_id: uuid.UUID) -> None:
         """Delete the insight; a no-op when there is none."""
         if not await self._db.transaction(lambda repo: repo.clear_insight(space_id, session_id)):
@@ -255,10 +294,17 @@ class StorageService:
         return await self._db.transaction(consume)
 
     async def get_compression_cache(
-        self, space_id: uuid.UUID, session_id: uuid.UUID
+        self,
+        space_id: uuid.UUID,
+        session_id: uuid.UUID,
+        at_or_below: int | None = None,
+        complete_only: bool = False,
     ) -> CompressionCache | None:
-        """The compression cache of a visible session; None = no cache."""
-        visible, cache = await self._db.statement(lambda repo: repo.get_cache(space_id, session_id))
+        """The newest summary of a visible session (at or below a seq, complete if asked);
+        None = none."""
+        visible, cache = await self._db.statement(
+            lambda repo: repo.get_cache(space_id, session_id, at_or_below, complete_only)
+        )
         if not visible:
             raise session_not_found(session_id)
         return cache
@@ -288,14 +334,47 @@ class StorageService:
         found, expires_at = await self._db.statement(
             lambda repo: repo.begin_turn(space_id, session_id, token, ttl_s)
         )
-        if not found:
-            raise session_not_found(session_id)
-        if expires_at is None:
-            raise Aborted(
-                f"session {session_id} has a turn in progress; retry after it ends",
-                reason=TURN_IN_PROGRESS,
+        return _lease(session_id, token, found, expires_at)
+
+    async def start_turn(
+        self,
+        space_id: uuid.UUID,
+        session_id: uuid.UUID,
+        ttl_s: int,
+        key: TurnKey | None,
+        budget: TurnBudget | None,
+    ) -> TurnStart:
+        """BeginTurn with a request_id or a window, in one transaction (see the proto): a
+        remembered entry first; with a window, NotFound for a provisional session, no lease
+        for an archived one, else the lease and the turn read under the session's lock."""
+
+        async def start(repo: Repository) -> TurnStart:
+            if key is not None:
+                found = await repo.remembered(space_id, key.scope, key.request_id)
+                if found is not None:
+                    return TurnStart(remembered=found)
+            if budget is None:
+                return TurnStart(lease=await take(repo))
+            locked = await repo.lock_turn(space_id, session_id)
+            if locked is None or not locked.visible:
+                raise session_not_found(session_id)
+            if locked.meta.status == "archived":
+                state = TurnState(
+                    locked.meta, locked.last_seq, locked.system_prompt, locked.insight, None
+                )
+                return TurnStart(state=state)
+            lease = await take(repo)
+            state = await read_turn(
+                repo, space_id, session_id, locked, budget, self._max_page_bytes
             )
-        return TurnLease(token, expires_at)
+            return TurnStart(lease=lease, state=state)
+
+        async def take(repo: Repository) -> TurnLease:
+            token = uuid.uuid4()
+            found, expires_at = await repo.begin_turn(space_id, session_id, token, ttl_s)
+            return _lease(session_id, token, found, expires_at)
+
+        return await self._db.transaction(start)
 
     async def release_turn(self, space_id: uuid.UUID, session_id: uuid.UUID, token: str) -> bool:
         """End the lease if `token` holds it; whether a live lease was ended."""

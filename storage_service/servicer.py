@@ -22,6 +22,7 @@ from storage_service.convert import (
     meta_to_proto,
     result_to_proto,
     slots_to_proto,
+    turn_start_to_proto,
 )
 from storage_service.event_log import EventLog
 from storage_service.fork_guard import ForkGuard
@@ -181,15 +182,22 @@ class SessionStorageServicer(storage_pb2_grpc.SessionStorageServicer):
     async def GetMemory(
         self, request: storage_pb2.GetMemoryRequest, context: Context
     ) -> storage_pb2.GetMemoryResponse:
-        """Read the memory slot."""
-        content = await self._service.get_slot(*parse.target(request), "memory")
-        return storage_pb2.GetMemoryResponse(content=content)
+        """Read the memory slot and the seq it covers."""
+        content, covered = await self._service.get_memory(*parse.target(request))
+        return storage_pb2.GetMemoryResponse(content=content, covered_until_seq=covered)
 
     async def PutMemory(
         self, request: storage_pb2.PutMemoryRequest, context: Context
     ) -> storage_pb2.PutMemoryResponse:
-        """Overwrite the memory slot."""
-        await self._put_slot(request, "memory")
+        """Overwrite the memory slot (and the seq it covers, when given)."""
+        v = Violations()
+        space_id, session_id = parse.target(request, v)
+        content = self._parse.slot(request.content, "content", v)
+        covered = request.covered_until_seq if request.HasField("covered_until_seq") else None
+        if covered is not None and covered < 0:
+            v.add("covered_until_seq", "must not be negative")
+        v.raise_if_any()
+        await self._service.put_memory(space_id, session_id, content, covered)
         return storage_pb2.PutMemoryResponse()
 
     async def ListSharedMemory(
@@ -283,8 +291,16 @@ class SessionStorageServicer(storage_pb2_grpc.SessionStorageServicer):
     async def GetCompressionCache(
         self, request: storage_pb2.GetCompressionCacheRequest, context: Context
     ) -> storage_pb2.GetCompressionCacheResponse:
-        """Read the compression cache."""
-        cache = await self._service.get_compression_cache(*parse.target(request))
+        """Read the compression cache (or an older summary)."""
+        v = Violations()
+        space_id, session_id = parse.target(request, v)
+        below = request.at_or_below_seq if request.HasField("at_or_below_seq") else None
+        if below is not None and below < 0:
+            v.add("at_or_below_seq", "must not be negative")
+        v.raise_if_any()
+        cache = await self._service.get_compression_cache(
+            space_id, session_id, below, request.complete_only
+        )
         if cache is None:
             return storage_pb2.GetCompressionCacheResponse()
         return storage_pb2.GetCompressionCacheResponse(cache=cache_to_proto(cache))
@@ -315,15 +331,20 @@ class SessionStorageServicer(storage_pb2_grpc.SessionStorageServicer):
     async def BeginTurn(
         self, request: storage_pb2.BeginTurnRequest, context: Context
     ) -> storage_pb2.BeginTurnResponse:
-        """Take the session's turn lease."""
+        """Take the session's turn lease; with a window, answer the turn too."""
         v = Violations()
         space_id, session_id = parse.target(request, v)
         ttl_s = self._parse.ttl(request.ttl_s, v)
+        key = parse.turn_key(request, v)
+        budget = parse.turn_budget(request, v)
         v.raise_if_any()
-        lease = await self._service.begin_turn(space_id, session_id, ttl_s)
-        return storage_pb2.BeginTurnResponse(
-            token=str(lease.token), expires_at=timestamp(lease.expires_at)
-        )
+        if key is None and budget is None:
+            lease = await self._service.begin_turn(space_id, session_id, ttl_s)
+            return storage_pb2.BeginTurnResponse(
+                token=str(lease.token), expires_at=timestamp(lease.expires_at)
+            )
+        start = await self._service.start_turn(space_id, session_id, ttl_s, key, budget)
+        return turn_start_to_proto(start)
 
     async def ReleaseTurn(
         self, request: storage_pb2.ReleaseTurnRequest, context: Context

@@ -23,7 +23,7 @@ from storage_service.models import (
 )
 
 GET_SLOTS = """
-SELECT s.id AS session_id, sl.system_prompt, sl.memory, sl.insight
+SELECT s.id AS session_id, sl.system_prompt, sl.memory, sl.insight, sl.memory_covered_until_seq
 FROM sessions s
 LEFT JOIN session_slots sl ON sl.space_id = s.space_id AND sl.session_id = s.id
 WHERE s.space_id = $1 AND s.id = $2 AND s.provisional_until IS NULL
@@ -55,6 +55,18 @@ RETURNING true
 """
 PUT_SLOT: dict[SlotName, str] = {slot: _PUT_SLOT.format(column=slot) for slot in SLOT_NAMES}
 
+# A consolidation's memory, with the last seq it covers (migration 0006).
+PUT_MEMORY_COVERING = """
+WITH s AS (SELECT id FROM sessions WHERE space_id = $1 AND id = $2 FOR KEY SHARE)
+INSERT INTO session_slots (space_id, session_id, memory, memory_covered_until_seq)
+SELECT $1, s.id, $3::text, $4::bigint FROM s
+ON CONFLICT (space_id, session_id)
+DO UPDATE SET memory = EXCLUDED.memory,
+              memory_covered_until_seq = EXCLUDED.memory_covered_until_seq,
+              updated_at = now()
+RETURNING true
+"""
+
 CLEAR_INSIGHT = """
 WITH cleared AS (
     UPDATE session_slots SET insight = NULL, updated_at = now()
@@ -82,13 +94,14 @@ FOR UPDATE
 """
 
 # Summaries are kept by the seq they cover (migration 0006); the cache is the
-# newest of them.
+# newest of them ($3: at or below that seq; $4: complete ones only).
 GET_CACHE = """
 SELECT s.id AS session_id, c.summary, c.covered_until_seq, c.lossy
 FROM sessions s
 LEFT JOIN LATERAL (
     SELECT summary, covered_until_seq, lossy FROM compression_caches
     WHERE space_id = s.space_id AND session_id = s.id
+      AND covered_until_seq <= $3 AND NOT ($4 AND lossy)
     ORDER BY covered_until_seq DESC
     LIMIT 1
 ) c ON true
@@ -115,6 +128,8 @@ DELETE FROM compression_caches WHERE space_id = $1 AND session_id = $2
 """
 
 
+MAX_SEQ = 2**63 - 1
+
 SLOT_PUT_EVENTS: dict[SlotName, EventKind] = {
     "system_prompt": "system_prompt_put",
     "insight": "insight_put",
@@ -123,7 +138,10 @@ SLOT_PUT_EVENTS: dict[SlotName, EventKind] = {
 
 
 def _slots(row: asyncpg.Record) -> SessionSlots:
-    return SessionSlots(row["session_id"], row["system_prompt"], row["memory"], row["insight"])
+    covered = row["memory_covered_until_seq"] if "memory_covered_until_seq" in row else None
+    return SessionSlots(
+        row["session_id"], row["system_prompt"], row["memory"], row["insight"], covered
+    )
 
 
 class SlotRepository:
@@ -174,6 +192,20 @@ class SlotRepository:
             raise session_not_found(session_id)
         self._changed(space_id, SLOT_PUT_EVENTS[slot], session_id)
 
+    async def put_memory_covering(
+        self, space_id: uuid.UUID, session_id: uuid.UUID, content: str, covered_until_seq: int
+    ) -> None:
+        """Overwrite the memory and the seq it covers; NotFound when the session is absent."""
+        try:
+            stored = await self._con.fetchval(
+                PUT_MEMORY_COVERING, space_id, session_id, content, covered_until_seq
+            )
+        except asyncpg.ForeignKeyViolationError as exc:  # deleted under us
+            raise session_not_found(session_id) from exc
+        if not stored:
+            raise session_not_found(session_id)
+        self._changed(space_id, "memory_put", session_id)
+
     async def clear_insight(self, space_id: uuid.UUID, session_id: uuid.UUID) -> bool:
         """Delete the insight; False when the session does not exist."""
         row = await self._con.fetchrow(CLEAR_INSIGHT, space_id, session_id)
@@ -198,10 +230,15 @@ class SlotRepository:
         return {row["session_id"]: row["insight"] for row in rows}
 
     async def get_cache(
-        self, space_id: uuid.UUID, session_id: uuid.UUID
+        self,
+        space_id: uuid.UUID,
+        session_id: uuid.UUID,
+        at_or_below: int | None = None,
+        complete_only: bool = False,
     ) -> tuple[bool, CompressionCache | None]:
-        """(visible, the cache or None)."""
-        row = await self._con.fetchrow(GET_CACHE, space_id, session_id)
+        """(visible, the newest summary at or below a seq, complete if asked, or None)."""
+        below = MAX_SEQ if at_or_below is None else at_or_below
+        row = await self._con.fetchrow(GET_CACHE, space_id, session_id, below, complete_only)
         if row is None:
             return False, None
         if row["summary"] is None:

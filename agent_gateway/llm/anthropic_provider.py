@@ -190,14 +190,18 @@ class AnthropicProvider(SdkProvider[anthropic.AsyncAnthropic]):
         )
 
     async def complete(
-        self, messages: Sequence[LLMMessage], *, tools: Sequence[ToolSpec] | None = None
+        self,
+        messages: Sequence[LLMMessage],
+        *,
+        tools: Sequence[ToolSpec] | None = None,
+        max_tokens: int | None = None,
     ) -> Completion:
         """Answer `messages` with one non-streaming Messages call."""
         system, wire = to_anthropic_request(messages)
         try:
             response = await self._client.messages.create(
                 model=self._endpoint.model,
-                max_tokens=self._max_tokens,
+                max_tokens=self._limit(max_tokens),
                 messages=wire,
                 system=system or anthropic.omit,
                 tools=to_anthropic_tools(tools) or anthropic.omit,
@@ -214,7 +218,11 @@ class AnthropicProvider(SdkProvider[anthropic.AsyncAnthropic]):
         return Completion("".join(text), tuple(calls), _usage(response.usage))
 
     async def stream(
-        self, messages: Sequence[LLMMessage], *, tools: Sequence[ToolSpec] | None = None
+        self,
+        messages: Sequence[LLMMessage],
+        *,
+        tools: Sequence[ToolSpec] | None = None,
+        max_tokens: int | None = None,
     ) -> AsyncGenerator[StreamEvent, None]:
         """Answer `messages` as text deltas and tool calls as their blocks end, then `Done`."""
         system, wire = to_anthropic_request(messages)
@@ -225,7 +233,7 @@ class AnthropicProvider(SdkProvider[anthropic.AsyncAnthropic]):
         try:
             response = await self._client.messages.create(
                 model=self._endpoint.model,
-                max_tokens=self._max_tokens,
+                max_tokens=self._limit(max_tokens),
                 messages=wire,
                 system=system or anthropic.omit,
                 tools=to_anthropic_tools(tools) or anthropic.omit,
@@ -266,6 +274,10 @@ class AnthropicProvider(SdkProvider[anthropic.AsyncAnthropic]):
             calls.append(call)
             yield ToolCallEvent(call)
         yield Done(Completion("".join(text), tuple(calls), usage.total()))
+
+    def _limit(self, max_tokens: int | None) -> int:
+        """The call's max_tokens: the configured one, or the caller's when that is lower."""
+        return self._max_tokens if max_tokens is None else max(1, min(max_tokens, self._max_tokens))
 
     def _translate(self, exc: anthropic.AnthropicError | httpx2.HTTPError) -> StelloError:
         """The domain error for an SDK or transport failure."""

@@ -128,15 +128,25 @@ class LLMProvider(Protocol):
         ...
 
     async def complete(
-        self, messages: Sequence[LLMMessage], *, tools: Sequence[ToolSpec] | None = None
+        self,
+        messages: Sequence[LLMMessage],
+        *,
+        tools: Sequence[ToolSpec] | None = None,
+        max_tokens: int | None = None,
     ) -> Completion:
-        """Answer `messages` in one piece, offering `tools` (None or empty: no tools)."""
+        """Answer `messages` in one piece, offering `tools` (None or empty: no tools), in at
+        most `max_tokens` tokens (None: the provider's own limit)."""
         ...
 
     def stream(
-        self, messages: Sequence[LLMMessage], *, tools: Sequence[ToolSpec] | None = None
+        self,
+        messages: Sequence[LLMMessage],
+        *,
+        tools: Sequence[ToolSpec] | None = None,
+        max_tokens: int | None = None,
     ) -> AsyncIterator[StreamEvent]:
-        """Answer `messages` as text deltas and tool calls, ending with exactly one `Done`."""
+        """Answer `messages` as text deltas and tool calls, ending with exactly one `Done`
+        (`tools` and `max_tokens` as for `complete`)."""
         ...
 
 

@@ -8,7 +8,8 @@ It lets the tool loop, compression and consolidation run with no network:
   ``tool results: NAME: CONTENT; NAME (error): CONTENT`` in call order;
 - otherwise: ``echo: <last user message>``.
 
-Answers are cut to `max_reply_chars`, so echoing a compression or
+Answers are cut to `max_reply_chars` (and to the call's `max_tokens`, four
+characters a token), so echoing a compression or
 consolidation transcript yields a bounded summary. Tool-call ids are a hash of
 the whole context and the call's position: the same context always gives the
 same ids. `tools` is ignored: echo calls whatever tool the command names.
@@ -115,18 +116,26 @@ class EchoProvider:
         return self._max_context_tokens
 
     async def complete(
-        self, messages: Sequence[LLMMessage], *, tools: Sequence[ToolSpec] | None = None
+        self,
+        messages: Sequence[LLMMessage],
+        *,
+        tools: Sequence[ToolSpec] | None = None,
+        max_tokens: int | None = None,
     ) -> Completion:
         """Answer `messages` at once (see the module docstring for what it says)."""
         if self._delay_s > 0:
             await asyncio.sleep(self._delay_s)
-        return self.answer(messages)
+        return self.answer(messages, max_tokens=max_tokens)
 
     async def stream(
-        self, messages: Sequence[LLMMessage], *, tools: Sequence[ToolSpec] | None = None
+        self,
+        messages: Sequence[LLMMessage],
+        *,
+        tools: Sequence[ToolSpec] | None = None,
+        max_tokens: int | None = None,
     ) -> AsyncGenerator[StreamEvent, None]:
         """Answer `messages` as a few text deltas, then the tool calls, then `Done`."""
-        completion = self.answer(messages)
+        completion = self.answer(messages, max_tokens=max_tokens)
         text = completion.content
         size = -(-len(text) // self._stream_chunks)
         for start in range(0, len(text), max(size, 1)):
@@ -137,8 +146,11 @@ class EchoProvider:
             yield ToolCallEvent(call)
         yield Done(completion)
 
-    def answer(self, messages: Sequence[LLMMessage]) -> Completion:
-        """The completion for `messages`, computed synchronously."""
+    def answer(
+        self, messages: Sequence[LLMMessage], *, max_tokens: int | None = None
+    ) -> Completion:
+        """The completion for `messages`, computed synchronously (at most `max_tokens` of
+        its own estimate, ceil(len/4))."""
         calls: tuple[ToolCallSpec, ...] = ()
         if messages and messages[-1].role == "tool":
             content = _tool_results_summary(messages)
@@ -150,7 +162,12 @@ class EchoProvider:
             else:
                 content = ""
                 calls = _tool_calls(messages, commands)
-        content = content[: self._max_reply_chars]
+        limit = (
+            self._max_reply_chars
+            if max_tokens is None
+            else min(self._max_reply_chars, max_tokens * 4)
+        )
+        content = content[:limit]
         prompt_tokens = sum(estimate_tokens(m.content) for m in messages)
         completion_tokens = estimate_tokens(content) + sum(
             estimate_tokens(c.name + c.arguments_json()) for c in calls

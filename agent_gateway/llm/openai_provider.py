@@ -100,7 +100,11 @@ class OpenAIProvider(SdkProvider[openai.AsyncOpenAI]):
         )
 
     async def complete(
-        self, messages: Sequence[LLMMessage], *, tools: Sequence[ToolSpec] | None = None
+        self,
+        messages: Sequence[LLMMessage],
+        *,
+        tools: Sequence[ToolSpec] | None = None,
+        max_tokens: int | None = None,
     ) -> Completion:
         """Answer `messages` with one non-streaming chat completion."""
         try:
@@ -108,6 +112,7 @@ class OpenAIProvider(SdkProvider[openai.AsyncOpenAI]):
                 model=self._endpoint.model,
                 messages=to_openai_messages(messages),
                 tools=to_openai_tools(tools) or openai.omit,
+                max_tokens=openai.omit if max_tokens is None else max_tokens,
             )
         except (openai.OpenAIError, httpx2.HTTPError) as exc:
             raise self._translate(exc) from exc
@@ -132,7 +137,11 @@ class OpenAIProvider(SdkProvider[openai.AsyncOpenAI]):
         return Completion(content=content, tool_calls=tuple(calls), usage=usage)
 
     async def stream(
-        self, messages: Sequence[LLMMessage], *, tools: Sequence[ToolSpec] | None = None
+        self,
+        messages: Sequence[LLMMessage],
+        *,
+        tools: Sequence[ToolSpec] | None = None,
+        max_tokens: int | None = None,
     ) -> AsyncGenerator[StreamEvent, None]:
         """Answer `messages` as streamed text deltas, then the tool calls, then `Done`."""
         text: list[str] = []
@@ -143,6 +152,7 @@ class OpenAIProvider(SdkProvider[openai.AsyncOpenAI]):
                 model=self._endpoint.model,
                 messages=to_openai_messages(messages),
                 tools=to_openai_tools(tools) or openai.omit,
+                max_tokens=openai.omit if max_tokens is None else max_tokens,
                 stream=True,
                 stream_options={"include_usage": True},
             )

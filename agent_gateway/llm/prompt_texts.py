@@ -68,6 +68,13 @@ PARENT_CONTEXT = PromptKey(
     variables=("summary",),
     required=("summary",),
 )
+OMITTED_RECORDS = PromptKey(
+    "omitted_records",
+    "First transcript line of a catch-up compression that cannot fold every older record "
+    "in its calls: names how many are left out (a background fold adds them later).",
+    variables=("count",),
+    required=("count",),
+)
 UNKNOWN_PROFILE = PromptKey(
     "unknown_profile",
     "Tool error the model gets when stello_create_session names no configured profile.",
@@ -95,6 +102,7 @@ KEYS: tuple[PromptKey, ...] = (
     TRANSCRIPT_HEADER,
     MEMORY_HEADER,
     PARENT_CONTEXT,
+    OMITTED_RECORDS,
     UNKNOWN_PROFILE,
     FORK_TOO_EARLY,
     FORK_COOLING_DOWN,
@@ -142,6 +150,7 @@ _EN: Mapping[str, str] = {
     TRANSCRIPT_HEADER.name: "Conversation:",
     MEMORY_HEADER.name: "Current summary:",
     PARENT_CONTEXT.name: "<parent_context>\n{summary}\n</parent_context>",
+    OMITTED_RECORDS.name: "({count} earlier messages are not included in this summary.)",
     UNKNOWN_PROFILE.name: 'Profile "{profile}" is not configured',
     FORK_TOO_EARLY.name: (
         "Not enough turns to create a session yet: this session has {turns} committed "
@@ -154,7 +163,8 @@ _EN: Mapping[str, str] = {
 }
 
 # The reference's texts, exactly (STELLO-SPEC §4.5.1, §4.4.5, §4.9); the fork guard's carry
-# the reference's reasons, 轮次不足 and 冷却期 (§4.11), with the counts.
+# the reference's reasons, 轮次不足 and 冷却期 (§4.11), with the counts; omitted_records has
+# no counterpart there (the reference never compresses part of a history).
 _ZH: Mapping[str, str] = {
     SESSION_IDENTITY.name: "<session_identity>\n你当前在「{label}」子会话中。\n</session_identity>",
     COMPRESSOR.name: (
@@ -185,6 +195,7 @@ _ZH: Mapping[str, str] = {
     TRANSCRIPT_HEADER.name: "对话记录:",
     MEMORY_HEADER.name: "当前摘要:",
     PARENT_CONTEXT.name: "<parent_context>\n{summary}\n</parent_context>",
+    OMITTED_RECORDS.name: "（此前另有 {count} 条消息未纳入本摘要。）",
     UNKNOWN_PROFILE.name: 'Profile "{profile}" 未注册',
     FORK_TOO_EARLY.name: "轮次不足：当前 {turns} 轮，至少需要 {min_turns} 轮",
     FORK_COOLING_DOWN.name: (

@@ -9,7 +9,10 @@ Whatever the texts, the message structures are those of STELLO-SPEC §4.9:
   transcript_header + "\\n" + lines]``;
 - consolidator: the same, with ``memory_header + "\\n" + memory + "\\n\\n"``
   before the transcript header when the current memory is non-empty;
-- COMPRESS fork: ``(system prompt or "") + "\\n\\n" + parent_context``.
+- COMPRESS fork: ``(system prompt or "") + "\\n\\n" + parent_context``;
+- a fold of an incremental compression (DESIGN §5.14): ``[system prompt,
+  user ("<previous_summary>\\n" + summary + "\\n</previous_summary>\\n\\n")? +
+  transcript_header + "\\n" + (omitted_records + "\\n")? + lines]``.
 
 Lines are ``"<role>: <content>"`` joined by newlines; tool calls are not
 rendered. Answers have their ``<think>…</think>`` blocks removed and are
@@ -31,6 +34,7 @@ from agent_gateway.llm.prompt_texts import (
     CONSOLIDATOR,
     KEYS,
     MEMORY_HEADER,
+    OMITTED_RECORDS,
     PARENT_CONTEXT,
     PRESETS,
     SESSION_IDENTITY,
@@ -132,6 +136,26 @@ class Prompts:
             LLMMessage("system", self.text(COMPRESSOR) if prompt is None else prompt),
             *_role_context(role_context),
             LLMMessage("user", self._transcript(records)),
+        ]
+
+    def fold_messages(
+        self,
+        summary: str | None,
+        records: Iterable[Transcribable],
+        *,
+        prompt: str | None = None,
+        omitted: int = 0,
+    ) -> list[LLMMessage]:
+        """The messages of one fold of a compression (DESIGN §5.14): the previous summary,
+        when there is one, then the transcript (after the `omitted_records` line when
+        `omitted` older records are left out); `prompt` defaults to the compressor text."""
+        previous = f"<previous_summary>\n{summary}\n</previous_summary>\n\n" if summary else ""
+        lines = transcript(records)
+        if omitted:
+            lines = f"{self.text(OMITTED_RECORDS, count=str(omitted))}\n{lines}"
+        return [
+            LLMMessage("system", self.text(COMPRESSOR) if prompt is None else prompt),
+            LLMMessage("user", f"{previous}{self.text(TRANSCRIPT_HEADER)}\n{lines}"),
         ]
 
     def consolidate_messages(

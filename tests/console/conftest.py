@@ -83,13 +83,21 @@ class HeldProvider:
         return f"{REPLY_HEAD}reply to: {last}"
 
     async def complete(
-        self, messages: Sequence[LLMMessage], *, tools: Sequence[ToolSpec] | None = None
+        self,
+        messages: Sequence[LLMMessage],
+        *,
+        tools: Sequence[ToolSpec] | None = None,
+        max_tokens: int | None = None,
     ) -> Completion:
         """The whole reply at once."""
         return Completion(self._text(messages), (), Usage(1, 1, 2))
 
     async def stream(
-        self, messages: Sequence[LLMMessage], *, tools: Sequence[ToolSpec] | None = None
+        self,
+        messages: Sequence[LLMMessage],
+        *,
+        tools: Sequence[ToolSpec] | None = None,
+        max_tokens: int | None = None,
     ) -> AsyncIterator[StreamEvent]:
         """REPLY_HEAD, then (once released) the rest, then Done."""
         text = self._text(messages)

@@ -84,7 +84,7 @@ async def recorded_services(dsn: str) -> AsyncIterator[Services]:
             config = GatewaySettings(
                 storage_address=f"127.0.0.1:{ports['storage']}",
                 tree_address=f"127.0.0.1:{ports['tree']}",
-                echo_max_context_tokens=400,
+                echo_max_context_tokens=1_500,
                 consolidate_every_n_turns=2,
             )
             app = gateway_app(settings, pool, keys, config)
@@ -319,6 +319,13 @@ async def _drive_storage(s: Services) -> None:
     await st.RenewTurn(storage_pb2.RenewTurnRequest(**req, token=token, ttl_s=30))
     await _transact(s, session, token)
     await st.ReleaseTurn(storage_pb2.ReleaseTurnRequest(**req, token=token))
+    window = storage_pb2.TurnWindow(window_tokens=1)
+    turn = await st.BeginTurn(
+        storage_pb2.BeginTurnRequest(
+            **req, ttl_s=30, window=window, scope="recorded", request_id="r-turn"
+        )
+    )
+    await st.ReleaseTurn(storage_pb2.ReleaseTurnRequest(**req, token=turn.token))
     await st.GetRememberedResult(
         storage_pb2.GetRememberedResultRequest(space_id=sid, scope="recorded", request_id="r-1")
     )

@@ -65,11 +65,20 @@ class FakeSummarizer:
 
     def __init__(self) -> None:
         self.calls: list[list[str]] = []
+        self.given: list[tuple[str | None, int]] = []
         self.error: Exception | None = None
 
-    async def summarize_for_fork(self, records: Sequence[common_pb2.Record]) -> str:
-        """Summarise as 'summary of N records: first..last'."""
+    async def summarize_for_fork(
+        self,
+        records: Sequence[common_pb2.Record],
+        *,
+        summary: str | None = None,
+        omitted: int = 0,
+    ) -> str:
+        """Summarise as 'summary of N records: first..last' (the source's summary and the
+        omitted count are recorded in `given`)."""
         self.calls.append([r.content for r in records])
+        self.given.append((summary, omitted))
         if self.error is not None:
             raise self.error
         return f"summary of {len(records)} records: {records[0].content}..{records[-1].content}"

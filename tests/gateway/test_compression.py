@@ -1,9 +1,12 @@
-"""Automatic compression at 80% of the context window (STELLO-SPEC §4.7, §6.2 items 54-67).
+"""Incremental, bounded compression with hysteresis (DESIGN §4.3, §5.14; STELLO-SPEC §6.2 54-67).
 
-With DESIGN §5's overrides: the summary cache is keyed by the seq it covers
-(§5.11) and stored by the turn's commit, TrimRecords clears it, compression
-uses the gateway's provider (there is no per-session compressFn), and memory
-is never in a context (§5.5).
+With DESIGN §5's overrides of spec §4.7: a turn compresses when its context
+would reach 80% of the window, evicting the oldest records until those left
+take at most 40%; the compressor folds the previous summary and the evicted
+records (§5.14), in chunks that fit the window, at most three calls a turn; a
+longer catch-up is lossy and completed by a background fold. Summaries are
+kept by the seq they cover (§5.11) and stored by the turn's commit;
+TrimRecords clears them; memory is never in a context (§5.5).
 """
 
 from __future__ import annotations
@@ -12,10 +15,11 @@ import asyncpg
 import grpc
 import pytest
 
+from agent_gateway.budget import Calibration, Counter, Window
 from agent_gateway.llm import LLMMessage
 from agent_gateway.llm.prompt_texts import COMPRESSOR
 from stello.agent.v1 import agent_pb2
-from stello.errors import Unavailable
+from stello.errors import Unavailable, field_violations
 from tests.gateway.conftest import Stack, StackMaker, record, row_counts, rpc_error
 from tests.gateway.turns_support import (
     SpyProvider,
@@ -23,15 +27,23 @@ from tests.gateway.turns_support import (
     compression_cache,
     put_insight,
     send,
+    submit,
+    tool_call,
+    tool_definition,
     trim,
+    wait_for,
 )
 from tests.llm.support import ENGLISH, identity
 
 pytestmark = pytest.mark.sql
 
+WINDOW = 2_000
+"""The provider's window: 23 of the 200-character records below reach its 80%."""
+COUNT = Counter(Calibration())
 
-async def seed(stack: Stack, session_id: str, count: int, size: int = 100) -> None:
-    """`count` alternating user/assistant records of `size` characters."""
+
+async def seed(stack: Stack, session_id: str, count: int, size: int = 200) -> None:
+    """`count` alternating user/assistant records of `size` characters, numbered."""
     roles = ("user", "assistant")
     await stack.append(
         session_id,
@@ -39,9 +51,21 @@ async def seed(stack: Stack, session_id: str, count: int, size: int = 100) -> No
     )
 
 
-def non_system(messages: list[LLMMessage]) -> list[LLMMessage]:
-    """The messages that are not system messages."""
-    return [m for m in messages if m.role != "system"]
+def numbers(messages: list[LLMMessage]) -> list[int]:
+    """The record numbers of the seeded records among `messages`."""
+    return [int(m.content[:4]) for m in messages if m.content[:4].isdigit()]
+
+
+def transcript(call_messages: list[LLMMessage]) -> list[str]:
+    """The transcript lines of a compressor call (after any previous summary block)."""
+    content = call_messages[1].content.rsplit("</previous_summary>\n\n", 1)[-1]
+    return content.split("Conversation:\n", 1)[1].splitlines()
+
+
+def folded(call_messages: list[LLMMessage]) -> list[int]:
+    """The record numbers on the transcript lines of a compressor call."""
+    texts = [line.split(": ", 1)[1] for line in transcript(call_messages) if ": " in line]
+    return [int(text[:4]) for text in texts if text[:4].isdigit()]
 
 
 class TestTrigger:
@@ -63,68 +87,113 @@ class TestTrigger:
         assert spy.compressions == []
         assert await compression_cache(stack, root.id) is None  # item 64
 
-    async def test_overflow_compresses_with_own_provider(self, make_stack: StackMaker) -> None:
-        """An overflow first asks the provider for a summary, then sends it in place of the
-        old records, ending with the user message (items 55, 56, 63)."""
-        spy = SpyProvider(max_context_tokens=50)
+    async def test_overflow_folds_the_oldest_records(self, make_stack: StackMaker) -> None:
+        """Over 80% the oldest records are folded (compressor prompt, transcript of exactly
+        them), the turn sends the summary and the rest, ending with the user message; the
+        summary is stored by the seq it covers (items 55, 56, 63)."""
+        spy = SpyProvider(max_context_tokens=WINDOW)
         stack = await make_stack(spy)
         root = await stack.root()
-        await seed(stack, root.id, 40)
+        await seed(stack, root.id, 30)
         await send(stack, root.id, "question")
-        assert [c.compression for c in spy.calls] == [True, False]
-        assert spy.calls[0].messages[0].content == ENGLISH.text(COMPRESSOR)
-        cache = await compression_cache(stack, root.id)
-        assert cache is not None and cache.covered_until_seq > 0
+        assert spy.compressions and len(spy.compressions) <= 3
+        assert all(c.messages[0].content == ENGLISH.text(COMPRESSOR) for c in spy.compressions)
         turn = spy.turns[0].messages
-        assert LLMMessage("system", cache.summary) in turn
-        assert len(non_system(turn)) < 40
+        cache = await compression_cache(stack, root.id)
+        assert cache is not None and not cache.lossy
+        evicted = [n for c in spy.compressions for n in folded(c.messages)]
+        kept = numbers(turn)
+        assert evicted + kept == list(range(30))
+        assert cache.covered_until_seq == len(evicted)  # seq n + 1 holds record n
+        assert turn[1] == LLMMessage("system", cache.summary)
         assert turn[-1] == LLMMessage("user", "question")
+        window = Window(WINDOW, 1 << 20)
+        assert COUNT.messages(turn[2:-1]) <= window.low_water
+        assert COUNT.messages(turn) <= window.threshold
 
-    async def test_window_shift_recompresses(self, make_stack: StackMaker) -> None:
-        """When the window moves, each turn compresses again (item 57)."""
-        spy = SpyProvider(max_context_tokens=50)
+    async def test_every_call_fits_the_window(self, make_stack: StackMaker) -> None:
+        """Each call's prompt and its max_tokens fit the window; summaries are capped."""
+        spy = SpyProvider(max_context_tokens=WINDOW)
         stack = await make_stack(spy)
         root = await stack.root()
-        await seed(stack, root.id, 40)
-        await send(stack, root.id, "one")
-        await send(stack, root.id, "two")
-        assert len(spy.compressions) == 2
+        await seed(stack, root.id, 60)
+        await send(stack, root.id, "question")
+        window = Window(WINDOW, 1 << 20)
+        for call in spy.calls:
+            assert call.max_tokens is not None
+            assert COUNT.messages(call.messages, call.tools or ()) + call.max_tokens <= WINDOW
+        assert {c.max_tokens for c in spy.compressions} == {window.summary_tokens}
 
-    async def test_provider_prompt_tokens_count(self, make_stack: StackMaker) -> None:
-        """The provider's reported prompt tokens of the last turn trigger compression (item 58).
+    async def test_hysteresis(self, make_stack: StackMaker) -> None:
+        """After a compression the summary is reused, with no compressor call, until the
+        records grow back past 80%: over 40 turns compressions stay rare.
 
-        Twenty short records alone stay under 80 of 100 tokens; the 70 prompt
-        tokens the provider reported, plus the newest records, do not.
+        The bound: a compression leaves the records at most half the room the threshold
+        leaves beside the rest (here the summary, identity and tool schemas take ~700 of the
+        1,600), so ~450 tokens pass between two; a turn adds ~70, so at most one turn in six
+        compresses, with at most three calls.
         """
-        spy = SpyProvider(max_context_tokens=100).then(answer("ok", prompt=70))
+        spy = SpyProvider(max_context_tokens=WINDOW)
         stack = await make_stack(spy)
         root = await stack.root()
-        await seed(stack, root.id, 20, size=8)
-        await send(stack, root.id, "hello there, friend")
-        assert spy.compressions == []
-        await send(stack, root.id, "hello there, again!")
-        assert len(spy.compressions) == 1
+        await seed(stack, root.id, 30)
+        await send(stack, root.id, "first")
+        first = await compression_cache(stack, root.id)
+        calls_before = len(spy.calls)
+        await send(stack, root.id, "second")
+        assert len(spy.calls) == calls_before + 1
+        assert await compression_cache(stack, root.id) == first
+        for i in range(40):
+            await send(stack, root.id, f"message {i} " + "y" * 80)
+        runs: list[int] = []  # compressor calls before each turn call
+        pending = 0
+        for call in spy.calls[calls_before:]:
+            if call.compression:
+                pending += 1
+            else:
+                runs.append(pending)
+                pending = 0
+        compressing = [n for n in runs if n]
+        assert 1 <= len(compressing) <= 41 // 6 + 1
+        assert max(compressing) <= 3
+
+    async def test_next_fold_starts_from_the_summary(self, make_stack: StackMaker) -> None:
+        """The next compression folds the previous summary and the newly evicted records
+        (DESIGN §5.14): [system prompt, user previous summary block + transcript]."""
+        spy = SpyProvider(max_context_tokens=WINDOW)
+        stack = await make_stack(spy)
+        root = await stack.root()
+        await seed(stack, root.id, 30)
+        await send(stack, root.id, "first")
+        first = await compression_cache(stack, root.id)
+        count = len(spy.compressions)
+        await seed(stack, root.id, 30)
+        await send(stack, root.id, "second")
+        fold = spy.compressions[count]
+        assert fold.messages[1].content.startswith(
+            f"<previous_summary>\n{first.summary}\n</previous_summary>\n\nConversation:\n"
+        )
+        assert folded(fold.messages)[0] == first.covered_until_seq  # the next seeded one
 
     async def test_insight_then_summary_then_user(self, make_stack: StackMaker) -> None:
         """With an insight and an overflow: insight, then summary, then the user (59, 60)."""
-        spy = SpyProvider(max_context_tokens=50)
+        spy = SpyProvider(max_context_tokens=WINDOW)
         stack = await make_stack(spy)
         root = await stack.root()
-        await seed(stack, root.id, 20)
+        await seed(stack, root.id, 30)
         await put_insight(stack, root.id, "the insight")
         await send(stack, root.id, "question")
         cache = await compression_cache(stack, root.id)
         contents = [m.content for m in spy.turns[0].messages]
         assert contents.index("the insight") < contents.index(cache.summary)
         assert contents.index(cache.summary) < contents.index("question")
-        assert len(contents) < 22
 
     async def test_memory_not_in_compressed_prompt(self, make_stack: StackMaker) -> None:
         """Memory is neither in the compressor's input nor in the real prompt (item 62)."""
-        spy = SpyProvider(max_context_tokens=50)
+        spy = SpyProvider(max_context_tokens=WINDOW)
         stack = await make_stack(spy)
         root = await stack.root()
-        await seed(stack, root.id, 20)
+        await seed(stack, root.id, 30)
         await stack.gw.PutMemory(
             agent_pb2.PutMemoryRequest(
                 space_id=stack.space.sid, session_id=root.id, content="consolidated summary"
@@ -140,10 +209,10 @@ class TestTrigger:
         self, make_stack: StackMaker, pool: asyncpg.Pool
     ) -> None:
         """A failing compression fails the turn with its error; no cache, no records (item 66)."""
-        spy = SpyProvider(max_context_tokens=50, helper_error=Unavailable("compressor down"))
+        spy = SpyProvider(max_context_tokens=WINDOW, helper_error=Unavailable("compressor down"))
         stack = await make_stack(spy)
         root = await stack.root()
-        await seed(stack, root.id, 20)
+        await seed(stack, root.id, 30)
         before = await row_counts(pool, stack.space)
         error = await rpc_error(send(stack, root.id, "question"))
         assert error.code() is grpc.StatusCode.UNAVAILABLE
@@ -152,51 +221,138 @@ class TestTrigger:
         assert spy.turns == []
 
 
-class TestCache:
-    """The summary cache, keyed by the seq it covers (DESIGN §5.11)."""
+class TestLimits:
+    """What cannot fit the window is refused before anything is written."""
 
-    async def huge_history(self, make_stack: StackMaker, spy: SpyProvider) -> tuple[Stack, str]:
-        """Ten 1000-token records: three fit the window, seven are summarised (seqs 1..7)."""
+    async def test_message_over_half_the_window(
+        self, make_stack: StackMaker, pool: asyncpg.Pool
+    ) -> None:
+        """A message over half the window is INVALID_ARGUMENT on content; no call, no row."""
+        spy = SpyProvider(max_context_tokens=WINDOW)
         stack = await make_stack(spy)
         root = await stack.root()
-        await seed(stack, root.id, 10, size=4000)
-        return stack, root.id
+        before = await row_counts(pool, stack.space)
+        error = await rpc_error(send(stack, root.id, "z" * 3_100))  # ~1,034 tokens
+        assert error.code() is grpc.StatusCode.INVALID_ARGUMENT
+        assert [v.field for v in field_violations(error)] == ["content"]
+        assert spy.calls == [] and await row_counts(pool, stack.space) == before
+        assert (await send(stack, root.id, "z" * 2_800)).assistant.content  # ~934: accepted
 
-    async def test_reused_while_window_stays(self, make_stack: StackMaker) -> None:
-        """Turns whose window starts at the same seq reuse the summary: one compression (65)."""
-        spy = SpyProvider(max_context_tokens=5000, max_reply_chars=400)
-        stack, session = await self.huge_history(make_stack, spy)
-        await send(stack, session, "a")
-        first = await compression_cache(stack, session)
-        assert first.covered_until_seq == 7
-        await send(stack, session, "b")
-        await send(stack, session, "c")
-        assert len(spy.compressions) == 1
-        assert await compression_cache(stack, session) == first
-        assert all(LLMMessage("system", first.summary) in c.messages for c in spy.turns)
+    async def test_chinese_is_counted_per_character(self, make_stack: StackMaker) -> None:
+        """CJK text counts a token a character: 1,100 characters are over half the window."""
+        stack = await make_stack(SpyProvider(max_context_tokens=WINDOW))
+        root = await stack.root()
+        error = await rpc_error(send(stack, root.id, "字" * 1_100))
+        assert error.code() is grpc.StatusCode.INVALID_ARGUMENT
+
+    async def test_tool_result_over_half_the_window(self, make_stack: StackMaker) -> None:
+        """A client tool result over half the window is stored and sent as an error result."""
+        spy = SpyProvider(max_context_tokens=WINDOW).then(answer("", tool_call("fetch", "c1")))
+        stack = await make_stack(spy)
+        root = await stack.root()
+        await send(stack, root.id, "go", tools=[tool_definition("fetch")])
+        reply = await submit(stack, root.id, ("c1", "r" * 4_000))
+        tool = reply.records[0]
+        assert tool.metadata.fields["is_error"].bool_value
+        assert "more than half the model's window" in tool.content
+        assert spy.turns[-1].messages[-1].is_error
+
+
+class TestCache:
+    """Summaries kept by the seq they cover (DESIGN §5.11)."""
 
     async def test_recomputed_after_trim(self, make_stack: StackMaker) -> None:
-        """TrimRecords clears the cache, so the next overflow summarises again."""
-        spy = SpyProvider(max_context_tokens=5000, max_reply_chars=400)
-        stack, session = await self.huge_history(make_stack, spy)
-        await send(stack, session, "a")
-        await send(stack, session, "b")
-        assert await trim(stack, session, 8) == 6
-        assert await compression_cache(stack, session) is None
-        await send(stack, session, "c")
-        assert len(spy.compressions) == 2
-        cache = await compression_cache(stack, session)
-        assert cache.covered_until_seq == 7
-        assert len(spy.compressions[1].messages[1].content.splitlines()) == 2  # only seq 7
+        """TrimRecords clears the summaries, so the next overflow folds again from none."""
+        spy = SpyProvider(max_context_tokens=WINDOW)
+        stack = await make_stack(spy)
+        root = await stack.root()
+        await seed(stack, root.id, 30)
+        await send(stack, root.id, "a")
+        assert await trim(stack, root.id, 28) > 0
+        assert await compression_cache(stack, root.id) is None
+        count = len(spy.compressions)
+        await seed(stack, root.id, 10)
+        await send(stack, root.id, "b")
+        assert len(spy.compressions) > count
+        assert spy.compressions[count].messages[1].content.startswith("Conversation:\n")
 
     async def test_shared_by_gateways(self, make_stack: StackMaker) -> None:
         """A summary stored through one gateway is reused by another (item 67)."""
-        first_spy = SpyProvider(max_context_tokens=5000, max_reply_chars=400)
-        stack, session = await self.huge_history(make_stack, first_spy)
-        await send(stack, session, "a")
-        second_spy = SpyProvider(max_context_tokens=5000, max_reply_chars=400)
+        first_spy = SpyProvider(max_context_tokens=WINDOW)
+        stack = await make_stack(first_spy)
+        root = await stack.root()
+        await seed(stack, root.id, 30)
+        await send(stack, root.id, "a")
+        second_spy = SpyProvider(max_context_tokens=WINDOW)
         other = await make_stack(second_spy)
-        await send(other, session, "b")
+        await send(other, root.id, "b")
         assert second_spy.compressions == []
-        cache = await compression_cache(stack, session)
+        cache = await compression_cache(stack, root.id)
         assert LLMMessage("system", cache.summary) in second_spy.turns[0].messages
+
+
+class TestCatchUp:
+    """A tail longer than three compressor calls can fold (DESIGN §4.3)."""
+
+    @pytest.mark.slow
+    async def test_lossy_then_folded_in_the_background(self, make_stack: StackMaker) -> None:
+        """The first turn after a long append makes three compressor calls, naming the older
+        records by count; the background fold then stores a complete summary at that seq."""
+        spy = SpyProvider(max_context_tokens=WINDOW)
+        stack = await make_stack(spy)
+        root = await stack.root()
+        await seed(stack, root.id, 300)
+        await send(stack, root.id, "question")
+        turn_calls = spy.calls[: spy.calls.index(spy.turns[0]) + 1]
+        assert len([c for c in turn_calls if c.compression]) == 3
+        omitted = int(transcript(spy.compressions[0].messages)[0].split(" ", 1)[0].lstrip("("))
+        assert omitted > 0
+        lossy = await compression_cache(stack, root.id)
+        assert lossy is not None and lossy.lossy
+        assert folded(spy.compressions[0].messages)[0] == omitted  # the records before: omitted
+
+        async def complete() -> bool:
+            cache = await compression_cache(stack, root.id)
+            return cache is not None and not cache.lossy
+
+        await wait_for(complete, within_s=30)
+        final = await compression_cache(stack, root.id)
+        assert final.covered_until_seq == lossy.covered_until_seq
+        background = spy.compressions[3:]
+        assert folded(background[0].messages)[0] == 0
+        assert [n for c in background for n in folded(c.messages)] == list(
+            range(final.covered_until_seq)
+        )
+        await send(stack, root.id, "next")
+        assert LLMMessage("system", final.summary) in spy.turns[-1].messages
+
+
+class TestToolLoop:
+    """The budget is rechecked before every model call of the tool loop."""
+
+    async def test_results_that_overflow_compress_before_the_next_call(
+        self, make_stack: StackMaker
+    ) -> None:
+        """A context just under 80% takes no compression; the built-in tool call and its
+        result push it over, so the loop's next call compresses first; every call fits."""
+        call = tool_call("stello_create_session", "c1", label="L" * 150)
+        spy = SpyProvider(max_context_tokens=WINDOW).then(answer("probe"))
+        stack = await make_stack(spy, builtin_tools=True)
+        probe = await stack.root()
+        await send(stack, probe.id, "fork please")
+        base = COUNT.messages(spy.calls[0].messages, spy.calls[0].tools or ())
+        threshold = Window(WINDOW, 1 << 20).threshold
+        root = await stack.root()
+        roles = ("user", "assistant")
+        # Records of 8 characters count 7 tokens each (3 for the text, 4 per message).
+        count = (threshold - base - 10) // 7
+        await stack.append(root.id, *(record(roles[i % 2], f"{i:04d}abcd") for i in range(count)))
+        spy.calls.clear()
+        spy.then(answer("", call), answer("done"))
+        reply = await send(stack, root.id, "fork please")
+        assert reply.assistant.content == "done"
+        kinds = ["compression" if c.compression else "turn" for c in spy.calls]
+        assert kinds[0] == "turn" and kinds[-1] == "turn" and "compression" in kinds[1:-1]
+        for made in spy.calls:
+            prompt = COUNT.messages(made.messages, made.tools or ())
+            assert prompt + (made.max_tokens or 0) <= WINDOW

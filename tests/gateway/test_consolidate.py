@@ -14,7 +14,7 @@ import pytest
 from agent_gateway.llm.prompt_texts import COMPRESSOR, CONSOLIDATOR
 from stello.agent.v1 import agent_pb2
 from stello.errors import Unavailable, error_info_reason
-from tests.gateway.conftest import Stack, StackMaker, new_id, rpc_error
+from tests.gateway.conftest import Stack, StackMaker, new_id, record, rpc_error
 from tests.gateway.turns_support import (
     SpyProvider,
     answer,
@@ -117,15 +117,49 @@ class TestConsolidate:
 
     async def test_compressor_messages(self, make_stack: StackMaker) -> None:
         """The in-session compressor likewise sends [system prompt, user transcript] (§6.8 4)."""
-        spy = SpyProvider(max_context_tokens=30)
+        spy = SpyProvider(max_context_tokens=2_000)
         stack = await make_stack(spy)
         root = await stack.root()
-        await send(stack, root.id, "a fairly long first message here")
+        await stack.append(root.id, *(record("user", f"{i:03d} " + "x" * 200) for i in range(30)))
         await send(stack, root.id, "second")
         compression = spy.compressions[0]
         assert [m.role for m in compression.messages] == ["system", "user"]
         assert compression.messages[0].content == ENGLISH.text(COMPRESSOR)
-        assert compression.messages[1].content.startswith("Conversation:\n")
+        assert compression.messages[1].content.startswith("Conversation:\nuser: 000 ")
+
+    async def test_folds_only_what_is_new(self, make_stack: StackMaker) -> None:
+        """The memory records the seq it covers: the next consolidation reads the memory and
+        only the records after it (DESIGN §4.3)."""
+        spy = SpyProvider()
+        stack = await make_stack(spy)
+        root = await stack.root()
+        await send(stack, root.id, "one")
+        spy.then_helper(answer("memory one"))
+        await consolidate(stack, root.id)
+        await send(stack, root.id, "two")
+        await consolidate(stack, root.id)
+        assert spy.calls[-1].messages[1].content == (
+            "Current summary:\nmemory one\n\nConversation:\nuser: two\nassistant: echo: two"
+        )
+
+    async def test_long_history_in_chunks(self, make_stack: StackMaker) -> None:
+        """Records beyond one call's room are folded in chunks, the memory carried from one
+        call to the next; each call fits the window."""
+        spy = SpyProvider(max_context_tokens=2_000)
+        stack = await make_stack(spy)
+        root = await stack.root()
+        await stack.append(root.id, *(record("user", f"{i:03d} " + "x" * 200) for i in range(40)))
+        await consolidate(stack, root.id)
+        calls = [c for c in spy.calls if c.helper]
+        assert len(calls) >= 2
+        lines = [
+            line[6:9]
+            for c in calls
+            for line in c.messages[1].content.rsplit("Conversation:\n", 1)[1].splitlines()
+        ]
+        assert lines == [f"{i:03d}" for i in range(40)]
+        assert calls[1].messages[1].content.startswith("Current summary:\n")
+        assert all(c.max_tokens == 250 for c in calls)
 
     async def test_archived(self, make_stack: StackMaker) -> None:
         """An archived session is FAILED_PRECONDITION SESSION_ARCHIVED; memory unchanged."""

@@ -219,6 +219,15 @@ class TestForkPlacementAndConfig:
         assert sorted(n.index for n in nodes) == list(range(10))
 
 
+async def put_cache(stack: Stack, session_id: str, cache: storage_pb2.CompressionCache) -> None:
+    """Store a summary through storage (puts of rising seqs keep the older ones)."""
+    await stack.storage.PutCompressionCache(
+        storage_pb2.PutCompressionCacheRequest(
+            space_id=stack.space.sid, session_id=session_id, cache=cache
+        )
+    )
+
+
 class TestForkContext:
     """NONE, INHERIT (all or up to a seq) and COMPRESS (spec §6.5 items 1-15, DESIGN §5.9)."""
 
@@ -272,6 +281,45 @@ class TestForkContext:
         assert view.system_prompt == expected
         assert stack.summarizer.calls == [["q", "a"]]
         assert await stack.records(child.id) == []
+
+    async def test_compress_starts_from_the_source_summary(self, stack: Stack) -> None:
+        """DESIGN §4.3: COMPRESS folds the source's newest summary and only the records after
+        it; a summary with nothing after it is the parent context as it is (no call)."""
+        source = await stack.root()
+        await stack.append(source.id, *(record("user", f"m{i}") for i in range(1, 6)))
+        cache = storage_pb2.CompressionCache(summary="the story so far", covered_until_seq=3)
+        await put_cache(stack, source.id, cache)
+        child = await stack.fork(source.id, context=COMPRESS, system_prompt="role")
+        assert stack.summarizer.calls == [["m4", "m5"]]
+        assert stack.summarizer.given == [("the story so far", 0)]
+        assert "summary of 2 records: m4..m5" in (await stack.view(child.id)).system_prompt
+        await put_cache(
+            stack, source.id, storage_pb2.CompressionCache(summary="all", covered_until_seq=5)
+        )
+        later = await stack.fork(source.id, context=COMPRESS)
+        assert len(stack.summarizer.calls) == 1
+        assert (await stack.view(later.id)).system_prompt == (
+            "\n\n<parent_context>\nall\n</parent_context>"
+        )
+
+    async def test_inherit_starts_from_the_source_summary(self, stack: Stack) -> None:
+        """DESIGN §4.3: an INHERIT child starts from the source's newest summary at or below
+        its cut, in the child's own numbering."""
+        source = await stack.root()
+        await stack.append(source.id, *(record("user", f"m{i}") for i in range(1, 9)))
+        for summary, seq in (("to 2", 2), ("to 4", 4), ("to 7", 7)):
+            cache = storage_pb2.CompressionCache(summary=summary, covered_until_seq=seq)
+            await put_cache(stack, source.id, cache)
+        child = await stack.fork(source.id, context=INHERIT, inherit_until_seq=5)
+        reply = await stack.storage.GetCompressionCache(
+            storage_pb2.GetCompressionCacheRequest(space_id=stack.space.sid, session_id=child.id)
+        )
+        assert (reply.cache.summary, reply.cache.covered_until_seq) == ("to 4", 4)
+        whole = await stack.fork(source.id, context=INHERIT)
+        reply = await stack.storage.GetCompressionCache(
+            storage_pb2.GetCompressionCacheRequest(space_id=stack.space.sid, session_id=whole.id)
+        )
+        assert (reply.cache.summary, reply.cache.covered_until_seq) == ("to 7", 7)
 
     async def test_compress_empty_source(self, stack: Stack) -> None:
         """Items 3, 12: an empty source makes no summary call and leaves the prompt as is."""

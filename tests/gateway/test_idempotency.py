@@ -123,10 +123,16 @@ class TestCreateRootRequestId:
 class ChangingSummarizer(FakeSummarizer):
     """A summariser whose every summary differs, as a real LLM's may."""
 
-    async def summarize_for_fork(self, records: Sequence[common_pb2.Record]) -> str:
+    async def summarize_for_fork(
+        self,
+        records: Sequence[common_pb2.Record],
+        *,
+        summary: str | None = None,
+        omitted: int = 0,
+    ) -> str:
         """The deterministic summary, numbered by call."""
-        summary = await super().summarize_for_fork(records)
-        return f"{summary} (take {len(self.calls)})"
+        made = await super().summarize_for_fork(records, summary=summary, omitted=omitted)
+        return f"{made} (take {len(self.calls)})"
 
 
 @pytest.fixture(name="changing")

@@ -4,12 +4,14 @@ DESIGN §5.16: English by default, the reference's Chinese under
 ``STELLO_GATEWAY_PROMPTS=zh``, any key replaced by a prompts file, and the
 compressor/consolidator prompts of a profile kept in the sessions it makes.
 Whatever the texts, the message structures are spec §4.9's. Every path that
-adds text runs once per gateway: a turn that compresses, a COMPRESS fork, a
-Consolidate with a memory, and a turn of the forked child.
+adds text runs once per gateway: a Consolidate with a memory, a turn that
+compresses (one fold, DESIGN §5.14), a COMPRESS fork (a fold of the source's
+summary and its records after it), and a turn of the forked child.
 """
 
 from __future__ import annotations
 
+import itertools
 import json
 from collections.abc import AsyncIterator
 from dataclasses import dataclass
@@ -43,8 +45,9 @@ from tests.support.fake_openai import FakeAnswer, FakeOpenAI
 
 pytestmark = pytest.mark.sql
 
-WINDOW = 400
-"""The provider's context window: the seeded history below overflows it."""
+WINDOW = 4_000
+"""The provider's context window: SEEDED and EXTRA overflow it, and the records a
+compression folds fit one call."""
 ANSWER = "The model's answer."
 """What the fake model answers every call (so every summary is this)."""
 SEEDED = [
@@ -54,6 +57,13 @@ LINES = "\n".join(
     f"{'user' if i % 2 == 0 else 'assistant'}: line {i:02d} " + "x" * 52 for i in range(24)
 )
 """The transcript of SEEDED, as the compressor and consolidator get it."""
+EXTRA = [
+    record("user" if i % 2 == 0 else "assistant", f"more {i:02d} " + "y" * 192) for i in range(37)
+]
+EXTRA_LINES = [
+    f"{'user' if i % 2 == 0 else 'assistant'}: more {i:02d} " + "y" * 192 for i in range(37)
+]
+"""The transcript lines of EXTRA."""
 
 Messages = list[dict[str, Any]]
 
@@ -62,21 +72,26 @@ Messages = list[dict[str, Any]]
 class Calls:
     """The messages of each model call, in the order the scenario makes them."""
 
+    consolidation: Messages
     compression: Messages
     turn: Messages
     fork_compression: Messages
-    consolidation: Messages
     child_turn: Messages
 
     def all(self) -> list[Messages]:
         """Every call's messages."""
         return [
+            self.consolidation,
             self.compression,
             self.turn,
             self.fork_compression,
-            self.consolidation,
             self.child_turn,
         ]
+
+    @property
+    def folded(self) -> int:
+        """How many EXTRA records the compression folded (the rest stay in the window)."""
+        return sum(1 for line in self.compression[1]["content"].splitlines() if "more " in line)
 
 
 @pytest.fixture(name="fake")
@@ -123,14 +138,15 @@ async def run_paths(
     make_stack: StackMaker, provider: OpenAIProvider, fake: FakeOpenAI, **settings: Any
 ) -> Calls:
     """One gateway with `settings`; every path that adds text, once; the calls it made."""
-    stack = await make_stack(provider, fake_summarizer=False, **settings)
+    stack = await make_stack(provider, fake_summarizer=False, builtin_tools=False, **settings)
     before = len(fake.chat_bodies())
     root = await stack.root(label="Research", system_prompt="You are Stello.")
     await stack.append(root.id, *SEEDED)
-    await send(stack, root.id, "question")
-    child = await stack.fork(root.id, "Notes", context=common_pb2.FORK_CONTEXT_COMPRESS)
     await put_memory(stack, root.id, "earlier memory")
     await consolidate(stack, root.id)
+    await stack.append(root.id, *EXTRA)
+    await send(stack, root.id, "question")
+    child = await stack.fork(root.id, "Notes", context=common_pb2.FORK_CONTEXT_COMPRESS)
     await send(stack, child.id, "next")
     bodies = fake.chat_bodies()[before:]
     assert len(bodies) == 5
@@ -157,40 +173,48 @@ def skeleton(calls: Calls, prompts: Prompts) -> list[Messages]:
     ]
 
 
-SPEC_STRUCTURE = [
-    [
-        {"role": "system", "content": "{compressor}"},
-        {"role": "user", "content": "{transcript_header}\n" + LINES},
-    ],
-    [
-        {"role": "system", "content": "You are Stello."},
-        {"role": "system", "content": "{session_identity:Research}"},
-        {"role": "system", "content": ANSWER},
-        {"role": "user", "content": "question"},
-    ],
-    [
-        {"role": "system", "content": "{fork_compressor}"},
-        {
-            "role": "user",
-            "content": "{transcript_header}\n" + LINES + f"\nuser: question\nassistant: {ANSWER}",
-        },
-    ],
-    [
-        {"role": "system", "content": "{consolidator}"},
-        {
-            "role": "user",
-            "content": "{memory_header}\nearlier memory\n\n{transcript_header}\n"
-            + LINES
-            + f"\nuser: question\nassistant: {ANSWER}",
-        },
-    ],
-    [
-        {"role": "system", "content": "You are Stello.\n\n{parent_context}"},
-        {"role": "system", "content": "{session_identity:Notes}"},
-        {"role": "user", "content": "next"},
-    ],
-]
-"""Spec §4.9's messages of the five calls (count, order, roles, where each text goes)."""
+def spec_structure(folded: int) -> list[Messages]:
+    """Spec §4.9's messages of the five calls (count, order, roles, where each text goes),
+    DESIGN §5.14's for the folds, when the compression folded SEEDED and `folded` of EXTRA."""
+    kept = EXTRA_LINES[folded:]
+    return [
+        [
+            {"role": "system", "content": "{consolidator}"},
+            {
+                "role": "user",
+                "content": "{memory_header}\nearlier memory\n\n{transcript_header}\n" + LINES,
+            },
+        ],
+        [
+            {"role": "system", "content": "{compressor}"},
+            {
+                "role": "user",
+                "content": "{transcript_header}\n" + LINES + "\n" + "\n".join(EXTRA_LINES[:folded]),
+            },
+        ],
+        [
+            {"role": "system", "content": "You are Stello."},
+            {"role": "system", "content": "{session_identity:Research}"},
+            {"role": "system", "content": ANSWER},
+            *({"role": line.split(": ", 1)[0], "content": line.split(": ", 1)[1]} for line in kept),
+            {"role": "user", "content": "question"},
+        ],
+        [
+            {"role": "system", "content": "{fork_compressor}"},
+            {
+                "role": "user",
+                "content": f"<previous_summary>\n{ANSWER}\n</previous_summary>\n\n"
+                "{transcript_header}\n"
+                + "\n".join(kept)
+                + f"\nuser: question\nassistant: {ANSWER}",
+            },
+        ],
+        [
+            {"role": "system", "content": "You are Stello.\n\n{parent_context}"},
+            {"role": "system", "content": "{session_identity:Notes}"},
+            {"role": "user", "content": "next"},
+        ],
+    ]
 
 
 class TestDefaults:
@@ -221,14 +245,19 @@ class TestChinesePreset:
         calls = await run_paths(make_stack, provider, fake, prompts="zh")
         assert calls.compression == [
             {"role": "system", "content": ZH_COMPRESS},
-            {"role": "user", "content": "对话记录:\n" + LINES},
+            {
+                "role": "user",
+                "content": "对话记录:\n" + LINES + "\n" + "\n".join(EXTRA_LINES[: calls.folded]),
+            },
         ]
         assert calls.turn[1] == {
             "role": "system",
             "content": "<session_identity>\n你当前在「Research」子会话中。\n</session_identity>",
         }
         assert calls.fork_compression[0] == {"role": "system", "content": ZH_FORK_COMPRESS}
-        assert calls.fork_compression[1]["content"].startswith("对话记录:\nuser: line 00")
+        assert calls.fork_compression[1]["content"].startswith(
+            f"<previous_summary>\n{ANSWER}\n</previous_summary>\n\n对话记录:\n"
+        )
         assert calls.consolidation[0] == {"role": "system", "content": ZH_CONSOLIDATE}
         assert calls.consolidation[1]["content"].startswith(
             "当前摘要:\nearlier memory\n\n对话记录:\nuser: line 00"
@@ -273,9 +302,9 @@ class TestStructures:
         english = await run_paths(make_stack, provider, fake)
         chinese = await run_paths(make_stack, provider, fake, prompts="zh")
         from_file = await run_paths(make_stack, provider, fake, prompts="zh", prompts_file=path)
-        assert skeleton(english, ENGLISH) == SPEC_STRUCTURE
-        assert skeleton(chinese, CHINESE) == SPEC_STRUCTURE
-        assert skeleton(from_file, custom) == SPEC_STRUCTURE
+        for calls, prompts in ((english, ENGLISH), (chinese, CHINESE), (from_file, custom)):
+            assert 0 < calls.folded < len(EXTRA)
+            assert skeleton(calls, prompts) == spec_structure(calls.folded)
         assert from_file.compression[0]["content"] == "Squeeze."
 
 
@@ -339,7 +368,7 @@ class TestProfileOverrides:
         root = await stack.root(profile="terse")
         view = await stack.view(root.id)
         assert view.config.compressor_prompt == "Compress tersely."
-        await stack.append(root.id, *SEEDED)
+        await stack.append(root.id, *SEEDED, *EXTRA)
         await send(stack, root.id, "question")
         await consolidate(stack, root.id)
         child = await stack.fork(root.id, "kid", context=common_pb2.FORK_CONTEXT_INHERIT)
@@ -347,12 +376,16 @@ class TestProfileOverrides:
         plain = await stack.root()
         await consolidate(stack, plain.id)
         helpers = [body for body in fake.chat_bodies() if "tools" not in body]
-        assert [messages(body)[0]["content"] for body in helpers] == [
-            "Compress tersely.",  # the root's compression
-            "Remember tersely.",  # the root's consolidation
-            "Remember tersely.",  # the child's: inherited through its frozen config
-            ENGLISH.text(CONSOLIDATOR),  # a session made without the profile
+        prompts = [messages(body)[0]["content"] for body in helpers]
+        # The root's compression; the root's consolidation, then the child's (inherited
+        # through its frozen config), each folding its records in chunks; a session made
+        # without the profile.
+        assert [text for text, _ in itertools.groupby(prompts)] == [
+            "Compress tersely.",
+            "Remember tersely.",
+            ENGLISH.text(CONSOLIDATOR),
         ]
+        assert prompts.count("Remember tersely.") >= 2
 
     async def test_listed_with_the_profile(
         self, make_stack: StackMaker, provider: OpenAIProvider, tmp_path: Path

@@ -1,5 +1,6 @@
 """The gateway reads only the slots it uses: digests memory and insight, turns the system
-prompt and insight (a listing never carries every long system prompt)."""
+prompt and insight through BeginTurn (a listing never carries every long system prompt), and a
+turn without compression makes two storage calls (DESIGN §4.3, §9)."""
 
 from __future__ import annotations
 
@@ -19,18 +20,16 @@ from tests.gateway.turns_support import send
 
 pytestmark = pytest.mark.sql
 
-SYSTEM_PROMPT, MEMORY, INSIGHT = (
-    storage_pb2.SLOT_KIND_SYSTEM_PROMPT,
-    storage_pb2.SLOT_KIND_MEMORY,
-    storage_pb2.SLOT_KIND_INSIGHT,
-)
+MEMORY, INSIGHT = storage_pb2.SLOT_KIND_MEMORY, storage_pb2.SLOT_KIND_INSIGHT
 
 
 class RecordSlotReads(grpc.aio.UnaryUnaryClientInterceptor):
-    """Keeps the `slots` of every BatchGetSlots request that goes through."""
+    """Keeps the `slots` of every BatchGetSlots request that goes through, and the name of
+    every call."""
 
     def __init__(self) -> None:
         self.asked: list[list[int]] = []
+        self.methods: list[str] = []
 
     async def intercept_unary_unary(
         self,
@@ -40,6 +39,10 @@ class RecordSlotReads(grpc.aio.UnaryUnaryClientInterceptor):
     ) -> Any:
         if isinstance(request, storage_pb2.BatchGetSlotsRequest):
             self.asked.append(list(request.slots))
+        method = client_call_details.method
+        self.methods.append(
+            (method.decode() if isinstance(method, bytes) else method).split("/")[-1]
+        )
         return await continuation(client_call_details, request)
 
 
@@ -57,8 +60,9 @@ async def _recorded(backends: Backends) -> AsyncIterator[tuple[RecordSlotReads, 
 async def test_digests_and_turns_read_only_their_slots(
     make_stack: StackMaker, recorded: tuple[RecordSlotReads, GatewayClients]
 ) -> None:
-    """ListSessionDigests asks for memory and insight, a turn for system prompt and insight,
-    GetSession for all; the answers still carry what they did."""
+    """ListSessionDigests asks for memory and insight, a turn no slot (BeginTurn answers its
+    system prompt and insight, never the memory), GetSession for all; the answers still carry
+    what they did."""
     record, clients = recorded
     stack = await make_stack(clients=clients)
     root = await stack.root(system_prompt="a long system prompt")
@@ -73,8 +77,25 @@ async def test_digests_and_turns_read_only_their_slots(
     assert record.asked == [[MEMORY, INSIGHT]]
     record.asked.clear()
     await send(stack, root.id, "hello")
-    assert record.asked == [[SYSTEM_PROMPT, INSIGHT]]
+    assert record.asked == []
     record.asked.clear()
     view = await stack.view(root.id)
     assert (view.system_prompt, view.memory) == ("a long system prompt", "m")
     assert record.asked == [[]]
+
+
+async def test_a_turn_is_two_storage_calls(
+    make_stack: StackMaker, recorded: tuple[RecordSlotReads, GatewayClients]
+) -> None:
+    """A turn without compression is BeginTurn and the commit Transact, whatever the history
+    (with a request_id too: BeginTurn answers the remembered reply first)."""
+    record, clients = recorded
+    stack = await make_stack(clients=clients)
+    root = await stack.root(system_prompt="be brief")
+    for i in range(3):
+        record.methods.clear()
+        await send(stack, root.id, f"turn {i}", request_id=f"r{i}")
+        assert record.methods == ["BeginTurn", "Transact"]
+    record.methods.clear()
+    await send(stack, root.id, "turn 2", request_id="r2")  # the stored reply
+    assert record.methods == ["BeginTurn"]

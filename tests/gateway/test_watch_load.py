@@ -78,7 +78,9 @@ class Writer:
 
     async def memory(self, session: str) -> None:
         await self.stack.storage.PutMemory(
-            storage_pb2.PutMemoryRequest(**self.ids, session_id=session, content="m")
+            storage_pb2.PutMemoryRequest(
+                space_id=self.stack.space.sid, session_id=session, content="m"
+            )
         )
         self.committed(session, "MEMORY_PUT")
 

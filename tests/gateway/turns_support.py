@@ -41,6 +41,7 @@ class Call:
     messages: list[LLMMessage]
     tools: list[ToolSpec] | None
     streamed: bool
+    max_tokens: int | None = None
 
     @property
     def helper(self) -> bool:
@@ -126,13 +127,17 @@ class SpyProvider:
             if isinstance(answer, BaseException):
                 raise answer
             return answer
-        return self._echo.answer(call.messages)
+        return self._echo.answer(call.messages, max_tokens=call.max_tokens)
 
     async def complete(
-        self, messages: Sequence[LLMMessage], *, tools: Sequence[ToolSpec] | None = None
+        self,
+        messages: Sequence[LLMMessage],
+        *,
+        tools: Sequence[ToolSpec] | None = None,
+        max_tokens: int | None = None,
     ) -> Completion:
         """Record the call, wait if asked, then answer."""
-        call = Call(list(messages), list(tools) if tools else None, streamed=False)
+        call = Call(list(messages), list(tools) if tools else None, False, max_tokens)
         self.calls.append(call)
         self.started.set()
         try:
@@ -143,10 +148,14 @@ class SpyProvider:
         return self._answer(call)
 
     async def stream(
-        self, messages: Sequence[LLMMessage], *, tools: Sequence[ToolSpec] | None = None
+        self,
+        messages: Sequence[LLMMessage],
+        *,
+        tools: Sequence[ToolSpec] | None = None,
+        max_tokens: int | None = None,
     ) -> AsyncIterator[StreamEvent]:
         """Record the call, then stream the answer in `stream_chunks` pieces (waits before each)."""
-        call = Call(list(messages), list(tools) if tools else None, streamed=True)
+        call = Call(list(messages), list(tools) if tools else None, True, max_tokens)
         self.calls.append(call)
         self.started.set()
         try:

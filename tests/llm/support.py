@@ -113,15 +113,23 @@ class SpyProvider:
         return self.inner.max_context_tokens
 
     async def complete(
-        self, messages: Sequence[LLMMessage], *, tools: Sequence[ToolSpec] | None = None
+        self,
+        messages: Sequence[LLMMessage],
+        *,
+        tools: Sequence[ToolSpec] | None = None,
+        max_tokens: int | None = None,
     ) -> Completion:
         """Record the messages, then answer like echo."""
         self.calls.append(list(messages))
-        return await self.inner.complete(messages, tools=tools)
+        return await self.inner.complete(messages, tools=tools, max_tokens=max_tokens)
 
     def stream(
-        self, messages: Sequence[LLMMessage], *, tools: Sequence[ToolSpec] | None = None
+        self,
+        messages: Sequence[LLMMessage],
+        *,
+        tools: Sequence[ToolSpec] | None = None,
+        max_tokens: int | None = None,
     ) -> AsyncIterator[StreamEvent]:
         """Record the messages, then stream like echo."""
         self.calls.append(list(messages))
-        return self.inner.stream(messages, tools=tools)
+        return self.inner.stream(messages, tools=tools, max_tokens=max_tokens)

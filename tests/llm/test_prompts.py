@@ -264,9 +264,13 @@ class TestConsolidateMessages:
 
         class Thinking(SpyProvider):
             async def complete(
-                self, messages: Sequence[LLMMessage], *, tools: Sequence[ToolSpec] | None = None
+                self,
+                messages: Sequence[LLMMessage],
+                *,
+                tools: Sequence[ToolSpec] | None = None,
+                max_tokens: int | None = None,
             ) -> Completion:
-                completion = await super().complete(messages, tools=tools)
+                completion = await super().complete(messages, tools=tools, max_tokens=max_tokens)
                 return type(completion)("<think>plan</think>\n Summary: 4 messages \n")
 
         memory = await consolidate_records(Thinking(), None, RECORDS, ENGLISH)

@@ -53,7 +53,7 @@ class TestWrites:
     ) -> None:
         """Appends, trims, slot puts, clears, label/status and a turn each write one event."""
         sid = str(await make_session())
-        ids = {"space_id": space.sid, "session_id": sid}
+        ids: dict[str, Any] = {"space_id": space.sid, "session_id": sid}
         await stub.AppendRecords(
             storage_pb2.AppendRecordsRequest(**ids, records=[rec("a"), rec("b"), rec("c")])
         )
@@ -212,7 +212,7 @@ class TestReadEvents:
     ) -> None:
         """Past retention the purge drops events; a cursor before them is CURSOR_EXPIRED."""
         sid = str(await make_session())
-        ids = {"space_id": space.sid, "session_id": sid}
+        ids: dict[str, Any] = {"space_id": space.sid, "session_id": sid}
         await stub.PutMemory(storage_pb2.PutMemoryRequest(**ids, content="old"))
         await asyncio.sleep(0.05)
         purger = create_purger(pool, StorageSettings(event_retention_s=0.01))

@@ -4,6 +4,7 @@ answers the next AppendRecords and BeginTurn, never UNKNOWN."""
 from __future__ import annotations
 
 import asyncio
+from typing import Any
 
 import asyncpg
 import pytest
@@ -52,7 +53,7 @@ async def test_calls_after_the_server_terminated_every_connection(
                 await asyncio.sleep(0.3)  # the FATAL arrived; the sockets linger open
                 async with open_channel(f"127.0.0.1:{port}", key=space.key) as channel:
                     stub = storage_pb2_grpc.SessionStorageStub(channel)
-                    target = {"space_id": space.sid, "session_id": session_id}
+                    target: dict[str, Any] = {"space_id": space.sid, "session_id": session_id}
                     appended = await stub.AppendRecords(
                         storage_pb2.AppendRecordsRequest(**target, records=[rec("after")])
                     )

@@ -208,6 +208,63 @@ class TestCompressionCache:
         )
         assert (await stub.GetCompressionCache(get)).cache == cache
 
+    async def test_summaries_kept_by_seq(
+        self, stub: Stub, space: TestSpace, make_session: MakeSession
+    ) -> None:
+        """Summaries are kept by the seq they cover: the newest is the cache, an older one is
+        found at or below a seq, a lossy one skipped when complete ones are asked for, and a
+        put below the newest drops the newer ones (DESIGN §4.3)."""
+        sid = str(await make_session())
+
+        async def put(summary: str, seq: int, lossy: bool = False) -> None:
+            cache = storage_pb2.CompressionCache(
+                summary=summary, covered_until_seq=seq, lossy=lossy
+            )
+            await stub.PutCompressionCache(
+                storage_pb2.PutCompressionCacheRequest(
+                    space_id=space.sid, session_id=sid, cache=cache
+                )
+            )
+
+        async def get(**options: Any) -> str | None:
+            reply = await stub.GetCompressionCache(
+                storage_pb2.GetCompressionCacheRequest(
+                    space_id=space.sid, session_id=sid, **options
+                )
+            )
+            return reply.cache.summary if reply.HasField("cache") else None
+
+        await put("a", 3)
+        await put("b", 6)
+        await put("c", 9, lossy=True)
+        assert await get() == "c"
+        assert await get(at_or_below_seq=8) == "b"
+        assert await get(at_or_below_seq=2) is None
+        assert await get(complete_only=True) == "b"
+        await put("b2", 6)
+        assert (await get(), await get(at_or_below_seq=5)) == ("b2", "a")
+
+    async def test_memory_records_the_seq_it_covers(
+        self, stub: Stub, space: TestSpace, make_session: MakeSession
+    ) -> None:
+        """PutMemory with covered_until_seq stores it; a put without leaves it as it was."""
+        sid = str(await make_session())
+        get = storage_pb2.GetMemoryRequest(space_id=space.sid, session_id=sid)
+        await stub.PutMemory(
+            storage_pb2.PutMemoryRequest(space_id=space.sid, session_id=sid, content="m")
+        )
+        assert not (await stub.GetMemory(get)).HasField("covered_until_seq")
+        await stub.PutMemory(
+            storage_pb2.PutMemoryRequest(
+                space_id=space.sid, session_id=sid, content="m2", covered_until_seq=12
+            )
+        )
+        await stub.PutMemory(
+            storage_pb2.PutMemoryRequest(space_id=space.sid, session_id=sid, content="edited")
+        )
+        reply = await stub.GetMemory(get)
+        assert (reply.content, reply.covered_until_seq) == ("edited", 12)
+
 
 class TestBatchGetSlots:
     async def test_request_order_once_each_absent_left_out(

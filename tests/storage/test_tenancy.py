@@ -83,7 +83,7 @@ def method(stub: Stub, name: str) -> Any:
 async def seed_foreign(stub_for: StubFor, owner: TestSpace, session_id: uuid.UUID) -> None:
     """Give the other space's session data of every kind, written by its own key."""
     other = stub_for(owner.key)
-    target = {"space_id": owner.sid, "session_id": str(session_id)}
+    target: dict[str, Any] = {"space_id": owner.sid, "session_id": str(session_id)}
     await other.AppendRecords(storage_pb2.AppendRecordsRequest(**target, records=[rec("secret")]))
     await other.PutSystemPrompt(storage_pb2.PutSystemPromptRequest(**target, content="p"))
     await other.PutInsight(storage_pb2.PutInsightRequest(**target, content="i"))

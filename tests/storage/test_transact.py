@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import uuid
 from collections.abc import Sequence
+from typing import Any
 
 import asyncpg
 import grpc
@@ -125,7 +126,7 @@ class TestTransact:
     ) -> None:
         """A turn commit appends, bumps the turn, clears the insight and releases the lease."""
         sid = await make_session()
-        target = {"space_id": space.sid, "session_id": str(sid)}
+        target: dict[str, Any] = {"space_id": space.sid, "session_id": str(sid)}
         await stub.PutInsight(storage_pb2.PutInsightRequest(**target, content="hint"))
         lease = await stub.BeginTurn(storage_pb2.BeginTurnRequest(**target, ttl_s=30))
         checks = [
@@ -160,7 +161,7 @@ class TestTransact:
     ) -> None:
         """An insight changed after it was read fails insight_unchanged; the new one is kept."""
         sid = await make_session()
-        target = {"space_id": space.sid, "session_id": str(sid)}
+        target: dict[str, Any] = {"space_id": space.sid, "session_id": str(sid)}
         await stub.PutInsight(storage_pb2.PutInsightRequest(**target, content="newer"))
         checks = [Check(insight_unchanged=Check.InsightUnchangedCheck(session_id=str(sid)))]
         err = await rpc_error(
@@ -176,7 +177,7 @@ class TestTransact:
     ) -> None:
         """A turn_lease check with a released token is ABORTED."""
         sid = await make_session()
-        target = {"space_id": space.sid, "session_id": str(sid)}
+        target: dict[str, Any] = {"space_id": space.sid, "session_id": str(sid)}
         lease = await stub.BeginTurn(storage_pb2.BeginTurnRequest(**target, ttl_s=30))
         await stub.ReleaseTurn(storage_pb2.ReleaseTurnRequest(**target, token=lease.token))
         checks = [Check(turn_lease=Check.TurnLeaseCheck(session_id=str(sid), token=lease.token))]
@@ -264,7 +265,7 @@ class TestTransact:
     ) -> None:
         """Transacts and PutInsight racing on a session with no slot row yet all succeed."""
         sid = await make_session()
-        target = {"space_id": space.sid, "session_id": str(sid)}
+        target: dict[str, Any] = {"space_id": space.sid, "session_id": str(sid)}
         clear = Op(clear_insight=Op.ClearInsightOp(session_id=str(sid)))
         calls = [transact(stub, space, [prompt_op(sid, f"p{i}"), clear]) for i in range(10)] + [
             stub.PutInsight(storage_pb2.PutInsightRequest(**target, content=f"i{i}"))
@@ -278,7 +279,7 @@ class TestTransact:
     ) -> None:
         """A replayed Transact answers exactly the first results, whatever their kinds."""
         sid = await make_session()
-        target = {"space_id": space.sid, "session_id": str(sid)}
+        target: dict[str, Any] = {"space_id": space.sid, "session_id": str(sid)}
         lease = await stub.BeginTurn(storage_pb2.BeginTurnRequest(**target, ttl_s=30))
         meta = common_pb2.SessionMeta(
             id=str(sid), label="R", status=common_pb2.SESSION_STATUS_ARCHIVED

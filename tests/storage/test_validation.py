@@ -388,7 +388,7 @@ class TestInvalidArgument:
     ) -> None:
         """A bad request is INVALID_ARGUMENT naming every bad field, and stores nothing."""
         session_id = await make_session()
-        target = {"space_id": space.sid, "session_id": str(session_id)}
+        target: dict[str, Any] = {"space_id": space.sid, "session_id": str(session_id)}
         await stub.AppendRecords(storage_pb2.AppendRecordsRequest(**target, records=[rec("kept")]))
         await stub.PutMemory(storage_pb2.PutMemoryRequest(**target, content="kept"))
         before = await state(pool, space.id, session_id)

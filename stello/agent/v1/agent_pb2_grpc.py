@@ -380,10 +380,16 @@ class AgentGatewayServicer:
         TURN_IN_PROGRESS.
         2. Builds the context, in this order: the system prompt (when
         non-empty), the session identity (the label), the insight (when
-        non-empty), the compression summary (when auto-compression applies at
-        80% of the context window), the history with incomplete tool-call
-        groups removed (or only the recent window after compression), then
-        the user message. Memory is never put into the context.
+        non-empty), the compression summary (when there is one), the newest
+        records after it with incomplete tool-call groups removed, then the
+        user message. Memory is never put into the context. Its cost depends
+        on the model's window, never on the history's length (DESIGN §4.3):
+        when the context would reach 80% of the window, the oldest records
+        are folded into the summary first until those left take at most 40%
+        (at most three compressor calls a turn; a longer backlog is summarised
+        lossily, the older records named by count, and folded completely in
+        the background). Every model call is counted against the window
+        before it is sent and capped by max_tokens so its answer fits.
         3. Calls the LLM outside any transaction, offering the built-in tools
         and the client tools declared in `tools`. The built-in tools are
         stello_create_session (STELLO_GATEWAY_BUILTIN_TOOLS, on by default),
@@ -420,7 +426,8 @@ class AgentGatewayServicer:
         - INVALID_ARGUMENT: malformed ids; invalid tool definitions (empty or
         duplicate names, a name taken by a built-in tool); `content` empty,
         over STELLO_GATEWAY_MAX_CONTENT_BYTES, or making a record over
-        STELLO_MAX_RECORD_BYTES (checked before the lease and the LLM call).
+        STELLO_MAX_RECORD_BYTES, or more than half the model's context window
+        in tokens (checked before the lease and the LLM call).
         - NOT_FOUND: the session is not in the space.
         - FAILED_PRECONDITION, reason SESSION_ARCHIVED: the session is archived.
         - ABORTED, reason TURN_IN_PROGRESS: another turn holds the lease
@@ -434,6 +441,12 @@ class AgentGatewayServicer:
         failed (the lease expired and was taken over); nothing was written.
         - RESOURCE_EXHAUSTED, reason TOOL_ROUNDS_EXCEEDED: the built-in tool loop
         exceeded its bound; nothing was written.
+        - RESOURCE_EXHAUSTED, reason CONTEXT_TOO_LARGE: what the turn must send
+        beside the history (system prompt, insight, tool schemas, its own
+        messages) leaves the model's window no room for an answer; nothing
+        was written.
+        - FAILED_PRECONDITION, reason WINDOW_TOO_SMALL: the model's window cannot
+        hold a compressor call; nothing was written.
         - ALREADY_EXISTS, reason REQUEST_ID_REUSED: request_id reused with a
         different request.
         - UNAVAILABLE (provider endpoint down), RESOURCE_EXHAUSTED (provider rate
@@ -463,7 +476,7 @@ class AgentGatewayServicer:
 
         Errors: as Send (INVALID_ARGUMENT, NOT_FOUND, FAILED_PRECONDITION
         SESSION_ARCHIVED, ABORTED TURN_IN_PROGRESS / CONCURRENT_MODIFICATION,
-        RESOURCE_EXHAUSTED TOOL_ROUNDS_EXCEEDED, ALREADY_EXISTS
+        RESOURCE_EXHAUSTED TOOL_ROUNDS_EXCEEDED / CONTEXT_TOO_LARGE, ALREADY_EXISTS
         REQUEST_ID_REUSED, the LLM error mapping, CANCELLED, UNAUTHENTICATED),
         delivered as the stream's final status.
         """
@@ -482,7 +495,9 @@ class AgentGatewayServicer:
         like Send (system prompt, identity, insight, compression summary,
         sanitised history including the new tool records; no new user message;
         memory never), calls the LLM with the built-in tools and `tools`, and
-        commits atomically like Send. It never increments turn_count. The model
+        commits atomically like Send. A result larger than half the model's
+        context window is stored and sent as an error result saying so (its
+        content would not fit). It never increments turn_count. The model
         may call client tools again: the response then carries new
         `pending_tool_calls`. The tool loop stays bounded.
 
@@ -495,7 +510,8 @@ class AgentGatewayServicer:
         - FAILED_PRECONDITION, reason NO_PENDING_TOOL_CALLS: the session has no
         pending client tool calls.
         - ABORTED, reason TURN_IN_PROGRESS / CONCURRENT_MODIFICATION: as Send.
-        - RESOURCE_EXHAUSTED, reason TOOL_ROUNDS_EXCEEDED: as Send.
+        - RESOURCE_EXHAUSTED, reason TOOL_ROUNDS_EXCEEDED or CONTEXT_TOO_LARGE:
+        as Send.
         - ALREADY_EXISTS, reason REQUEST_ID_REUSED: request_id reused with a
         different request.
         - The LLM error mapping and CANCELLED as Send; nothing written.
@@ -507,9 +523,12 @@ class AgentGatewayServicer:
 
     def Consolidate(self, request, context):
         """Consolidate rewrites the session's memory: the LLM receives the current
-        memory and all the session's records (the message structure of spec
-        §4.9, with the session config's consolidator_prompt, else the gateway's
-        `consolidator` text) and its answer replaces the memory (no trimming). It waits
+        memory and the session's records after the last seq the memory covers
+        (all of them the first time), in chunks that each fit the model's
+        window, the memory carried from one call to the next (the message
+        structure of spec §4.9, with the session config's consolidator_prompt,
+        else the gateway's `consolidator` text); the last answer replaces the
+        memory (no trimming) and records the seq it now covers. It waits
         for the result (not fire-and-forget). The gateway may also consolidate
         automatically every N committed turns when configured; those failures
         are logged and counted, never swallowed silently.

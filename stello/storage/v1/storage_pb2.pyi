@@ -225,20 +225,24 @@ class GetMemoryRequest(_message.Message):
     def __init__(self, space_id: _Optional[str] = ..., session_id: _Optional[str] = ...) -> None: ...
 
 class GetMemoryResponse(_message.Message):
-    __slots__ = ("content",)
+    __slots__ = ("content", "covered_until_seq")
     CONTENT_FIELD_NUMBER: _ClassVar[int]
+    COVERED_UNTIL_SEQ_FIELD_NUMBER: _ClassVar[int]
     content: str
-    def __init__(self, content: _Optional[str] = ...) -> None: ...
+    covered_until_seq: int
+    def __init__(self, content: _Optional[str] = ..., covered_until_seq: _Optional[int] = ...) -> None: ...
 
 class PutMemoryRequest(_message.Message):
-    __slots__ = ("space_id", "session_id", "content")
+    __slots__ = ("space_id", "session_id", "content", "covered_until_seq")
     SPACE_ID_FIELD_NUMBER: _ClassVar[int]
     SESSION_ID_FIELD_NUMBER: _ClassVar[int]
     CONTENT_FIELD_NUMBER: _ClassVar[int]
+    COVERED_UNTIL_SEQ_FIELD_NUMBER: _ClassVar[int]
     space_id: str
     session_id: str
     content: str
-    def __init__(self, space_id: _Optional[str] = ..., session_id: _Optional[str] = ..., content: _Optional[str] = ...) -> None: ...
+    covered_until_seq: int
+    def __init__(self, space_id: _Optional[str] = ..., session_id: _Optional[str] = ..., content: _Optional[str] = ..., covered_until_seq: _Optional[int] = ...) -> None: ...
 
 class PutMemoryResponse(_message.Message):
     __slots__ = ()
@@ -367,12 +371,16 @@ class CompressionCache(_message.Message):
     def __init__(self, summary: _Optional[str] = ..., covered_until_seq: _Optional[int] = ..., lossy: _Optional[bool] = ...) -> None: ...
 
 class GetCompressionCacheRequest(_message.Message):
-    __slots__ = ("space_id", "session_id")
+    __slots__ = ("space_id", "session_id", "at_or_below_seq", "complete_only")
     SPACE_ID_FIELD_NUMBER: _ClassVar[int]
     SESSION_ID_FIELD_NUMBER: _ClassVar[int]
+    AT_OR_BELOW_SEQ_FIELD_NUMBER: _ClassVar[int]
+    COMPLETE_ONLY_FIELD_NUMBER: _ClassVar[int]
     space_id: str
     session_id: str
-    def __init__(self, space_id: _Optional[str] = ..., session_id: _Optional[str] = ...) -> None: ...
+    at_or_below_seq: int
+    complete_only: bool
+    def __init__(self, space_id: _Optional[str] = ..., session_id: _Optional[str] = ..., at_or_below_seq: _Optional[int] = ..., complete_only: _Optional[bool] = ...) -> None: ...
 
 class GetCompressionCacheResponse(_message.Message):
     __slots__ = ("cache",)
@@ -423,22 +431,68 @@ class SessionSlots(_message.Message):
     def __init__(self, session_id: _Optional[str] = ..., system_prompt: _Optional[str] = ..., memory: _Optional[str] = ..., insight: _Optional[str] = ...) -> None: ...
 
 class BeginTurnRequest(_message.Message):
-    __slots__ = ("space_id", "session_id", "ttl_s")
+    __slots__ = ("space_id", "session_id", "ttl_s", "scope", "request_id", "window")
     SPACE_ID_FIELD_NUMBER: _ClassVar[int]
     SESSION_ID_FIELD_NUMBER: _ClassVar[int]
     TTL_S_FIELD_NUMBER: _ClassVar[int]
+    SCOPE_FIELD_NUMBER: _ClassVar[int]
+    REQUEST_ID_FIELD_NUMBER: _ClassVar[int]
+    WINDOW_FIELD_NUMBER: _ClassVar[int]
     space_id: str
     session_id: str
     ttl_s: int
-    def __init__(self, space_id: _Optional[str] = ..., session_id: _Optional[str] = ..., ttl_s: _Optional[int] = ...) -> None: ...
+    scope: str
+    request_id: str
+    window: TurnWindow
+    def __init__(self, space_id: _Optional[str] = ..., session_id: _Optional[str] = ..., ttl_s: _Optional[int] = ..., scope: _Optional[str] = ..., request_id: _Optional[str] = ..., window: _Optional[_Union[TurnWindow, _Mapping]] = ...) -> None: ...
+
+class TurnWindow(_message.Message):
+    __slots__ = ("window_tokens", "reserve_tokens")
+    WINDOW_TOKENS_FIELD_NUMBER: _ClassVar[int]
+    RESERVE_TOKENS_FIELD_NUMBER: _ClassVar[int]
+    window_tokens: int
+    reserve_tokens: int
+    def __init__(self, window_tokens: _Optional[int] = ..., reserve_tokens: _Optional[int] = ...) -> None: ...
+
+class RememberedTurn(_message.Message):
+    __slots__ = ("request_hash", "response")
+    REQUEST_HASH_FIELD_NUMBER: _ClassVar[int]
+    RESPONSE_FIELD_NUMBER: _ClassVar[int]
+    request_hash: bytes
+    response: bytes
+    def __init__(self, request_hash: _Optional[bytes] = ..., response: _Optional[bytes] = ...) -> None: ...
+
+class TurnState(_message.Message):
+    __slots__ = ("session", "last_seq", "system_prompt", "insight", "cache", "records", "tail_tokens", "first_tail_seq")
+    SESSION_FIELD_NUMBER: _ClassVar[int]
+    LAST_SEQ_FIELD_NUMBER: _ClassVar[int]
+    SYSTEM_PROMPT_FIELD_NUMBER: _ClassVar[int]
+    INSIGHT_FIELD_NUMBER: _ClassVar[int]
+    CACHE_FIELD_NUMBER: _ClassVar[int]
+    RECORDS_FIELD_NUMBER: _ClassVar[int]
+    TAIL_TOKENS_FIELD_NUMBER: _ClassVar[int]
+    FIRST_TAIL_SEQ_FIELD_NUMBER: _ClassVar[int]
+    session: _common_pb2.SessionMeta
+    last_seq: int
+    system_prompt: str
+    insight: str
+    cache: CompressionCache
+    records: _containers.RepeatedCompositeFieldContainer[_common_pb2.Record]
+    tail_tokens: int
+    first_tail_seq: int
+    def __init__(self, session: _Optional[_Union[_common_pb2.SessionMeta, _Mapping]] = ..., last_seq: _Optional[int] = ..., system_prompt: _Optional[str] = ..., insight: _Optional[str] = ..., cache: _Optional[_Union[CompressionCache, _Mapping]] = ..., records: _Optional[_Iterable[_Union[_common_pb2.Record, _Mapping]]] = ..., tail_tokens: _Optional[int] = ..., first_tail_seq: _Optional[int] = ...) -> None: ...
 
 class BeginTurnResponse(_message.Message):
-    __slots__ = ("token", "expires_at")
+    __slots__ = ("token", "expires_at", "remembered", "turn")
     TOKEN_FIELD_NUMBER: _ClassVar[int]
     EXPIRES_AT_FIELD_NUMBER: _ClassVar[int]
+    REMEMBERED_FIELD_NUMBER: _ClassVar[int]
+    TURN_FIELD_NUMBER: _ClassVar[int]
     token: str
     expires_at: _timestamp_pb2.Timestamp
-    def __init__(self, token: _Optional[str] = ..., expires_at: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ...) -> None: ...
+    remembered: RememberedTurn
+    turn: TurnState
+    def __init__(self, token: _Optional[str] = ..., expires_at: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., remembered: _Optional[_Union[RememberedTurn, _Mapping]] = ..., turn: _Optional[_Union[TurnState, _Mapping]] = ...) -> None: ...
 
 class ReleaseTurnRequest(_message.Message):
     __slots__ = ("space_id", "session_id", "token")

@@ -460,7 +460,8 @@ class SessionStorageServicer:
         raise NotImplementedError('Method not implemented!')
 
     def GetMemory(self, request, context):
-        """Reads the memory slot; `content` is unset when none was ever put.
+        """Reads the memory slot; `content` is unset when none was ever put; with
+        the seq it covers when a put gave one.
 
         Errors: INVALID_ARGUMENT for a malformed space_id or session_id;
         NOT_FOUND when the session is not in the space or is provisional;
@@ -472,12 +473,12 @@ class SessionStorageServicer:
         raise NotImplementedError('Method not implemented!')
 
     def PutMemory(self, request, context):
-        """Overwrites the memory slot. There is no clear. Idempotent by nature.
-        Allowed on provisional sessions.
+        """Overwrites the memory slot (and, when given, the seq it covers). There
+        is no clear. Idempotent by nature. Allowed on provisional sessions.
 
-        Errors: INVALID_ARGUMENT for a malformed space_id or session_id;
-        NOT_FOUND when the session is not in the space; UNAUTHENTICATED without
-        a valid key.
+        Errors: INVALID_ARGUMENT for a malformed space_id or session_id, or a
+        negative covered_until_seq; NOT_FOUND when the session is not in the
+        space; UNAUTHENTICATED without a valid key.
         """
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)
         context.set_details('Method not implemented!')
@@ -583,12 +584,14 @@ class SessionStorageServicer:
 
     def GetCompressionCache(self, request, context):
         """Reads the compression cache (the newest summary); `cache` is unset when
-        there is none (never put, or cleared by a trim).
+        there is none (never put, or cleared by a trim). With at_or_below_seq,
+        the newest summary covering no record after that seq (where a fork from
+        a past point starts); with complete_only, the newest that is not lossy.
 
-        Errors: INVALID_ARGUMENT for a malformed space_id or session_id;
-        NOT_FOUND when the session is not in the space or is provisional;
-        UNAUTHENTICATED without a valid key; RESOURCE_EXHAUSTED when the reply
-        exceeds the message limit.
+        Errors: INVALID_ARGUMENT for a malformed space_id or session_id, or a
+        negative at_or_below_seq; NOT_FOUND when the session is not in the space
+        or is provisional; UNAUTHENTICATED without a valid key;
+        RESOURCE_EXHAUSTED when the reply exceeds the message limit.
         """
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)
         context.set_details('Method not implemented!')
@@ -637,10 +640,37 @@ class SessionStorageServicer:
         Not idempotent: every call that succeeds issues a new token. Allowed on
         provisional and archived sessions.
 
-        Errors: INVALID_ARGUMENT for a malformed space_id or session_id, or a
-        ttl_s outside 1..86400; NOT_FOUND when the session is not in the space;
+        With `window` set, BeginTurn answers the whole turn in this one round
+        trip (DESIGN §4.3), in this order:
+        1. with `request_id`, the entry remembered under (`scope`,
+        `request_id`) first, when there is one (even for a session that no
+        longer exists): `remembered` is set, no lease is taken and nothing
+        else is answered;
+        2. NOT_FOUND for a session that is absent or provisional (a turn runs
+        only on a committed session);
+        3. an archived session takes no lease: `token` stays empty and
+        `turn.session` tells the status (the caller refuses the turn);
+        4. the lease (ABORTED TURN_IN_PROGRESS while another lives), then,
+        read under the session's row lock: its meta and last seq, the
+        system prompt and insight slots, the compression cache, and the
+        newest records after the cache that fit a budget of
+        window_tokens - (system prompt + insight + summary) - reserve_tokens
+        estimated tokens. The window starts on a tool-group boundary (a
+        tool record pulls in the assistant record that called it, over
+        budget if need be) and always holds the trailing tool group and the
+        newest record; it is cut, newest kept, at the reply size limit.
+        The estimates are those stored with each record (ceil(code points /
+        4) of the content and the tool calls' names and arguments): the cost
+        of the turn depends on the budget, never on the history's length.
+
+        Errors: INVALID_ARGUMENT for a malformed space_id or session_id, a
+        ttl_s outside 1..86400, a request_id without a scope (or a scope or
+        request_id over their limits, or a scope of storage's own), or a window
+        with window_tokens below 1 or a negative reserve_tokens; NOT_FOUND when
+        the session is not in the space (with `window`: or is provisional);
         ABORTED with ErrorInfo reason TURN_IN_PROGRESS while another live lease
-        exists; UNAUTHENTICATED without a valid key.
+        exists; UNAUTHENTICATED without a valid key; RESOURCE_EXHAUSTED when the
+        reply exceeds the message limit (the slots are too large).
         """
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)
         context.set_details('Method not implemented!')

@@ -1,0 +1,96 @@
+"""The window of a turn: the newest records after the cache within a budget (DESIGN §4.3).
+
+Read inside BeginTurn's transaction, under the session's row lock. The budget
+is the caller's window less the stored prefix (system prompt, insight,
+summary: their estimates by `stello.tokens`, the rule the stored columns
+follow) and the caller's reserve. The window's start comes from the token
+columns alone (two index probes); then the records are read newest first, cut
+at the reply size limit, and the start is moved back to a tool-group boundary
+(the assistant record whose calls the first tool records answer), so a
+trailing open tool group is always whole (SubmitToolResults needs it). The
+newest record is always in it, whatever its size. Nothing here reads more
+than the window and one tool group.
+"""
+
+from __future__ import annotations
+
+import uuid
+
+from stello.tokens import record_tokens
+from storage_service.models import RecordQuery, StoredRecord, TurnBudget, TurnState
+from storage_service.repository import Repository
+from storage_service.turn_repository import LockedTurn
+
+WINDOW_MAX_RECORDS = 10_000
+"""A window never holds more records than this (records of a few characters each)."""
+
+
+def prefix_tokens(locked: LockedTurn) -> int:
+    """The estimate of what storage holds of the context before the records."""
+    texts = (locked.system_prompt, locked.insight, locked.cache.summary if locked.cache else None)
+    return sum(record_tokens(text) for text in texts if text)
+
+
+async def read_turn(
+    repo: Repository,
+    space_id: uuid.UUID,
+    session_id: uuid.UUID,
+    locked: LockedTurn,
+    budget: TurnBudget,
+    max_bytes: int,
+) -> TurnState:
+    """The turn of a locked session whose lease was just taken."""
+    covered = locked.cache.covered_until_seq if locked.cache else 0
+    first = await repo.first_after(space_id, session_id, covered)
+    state = TurnState(
+        session=locked.meta,
+        last_seq=locked.last_seq,
+        system_prompt=locked.system_prompt,
+        insight=locked.insight,
+        cache=locked.cache,
+    )
+    if first is None:
+        return state
+    tail_tokens = locked.token_total - first.before
+    available = budget.window_tokens - budget.reserve_tokens - prefix_tokens(locked)
+    after = first.seq - 1
+    if tail_tokens > available:
+        floor = locked.token_total - available
+        start = await repo.reaching(space_id, session_id, floor)
+        if start is None:
+            after = locked.last_seq
+        else:
+            after = start.seq - 1 if start.before >= floor else start.seq
+    after = min(after, locked.last_seq - 1)  # the newest record, whatever its size
+    query = RecordQuery(limit=WINDOW_MAX_RECORDS, after_seq=after, newest_first=True)
+    found = await repo.list_records(space_id, session_id, query, max_bytes)
+    records = found[0] if found else []
+    records = await _from_group_start(repo, space_id, session_id, records, max_bytes)
+    return TurnState(
+        session=state.session,
+        last_seq=state.last_seq,
+        system_prompt=state.system_prompt,
+        insight=state.insight,
+        cache=state.cache,
+        records=tuple(records),
+        tail_tokens=tail_tokens,
+        first_tail_seq=first.seq,
+    )
+
+
+async def _from_group_start(
+    repo: Repository,
+    space_id: uuid.UUID,
+    session_id: uuid.UUID,
+    records: list[StoredRecord],
+    max_bytes: int,
+) -> list[StoredRecord]:
+    """`records` starting at the assistant record whose calls its first tool records answer."""
+    if not records or records[0].role != "tool":
+        return records
+    caller = await repo.caller_before(space_id, session_id, records[0].seq)
+    if caller is None:
+        return records  # orphan tool results: the context's sanitiser drops them
+    query = RecordQuery(limit=WINDOW_MAX_RECORDS, after_seq=caller - 1, before_seq=records[0].seq)
+    found = await repo.list_records(space_id, session_id, query, max_bytes)
+    return [*(found[0] if found else []), *records]

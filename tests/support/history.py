@@ -1,0 +1,126 @@
+"""Long histories written straight into the database, and the rows a call reads from them.
+
+`seed_history` COPYs records (never 100,000 RPCs) with their token
+columns, so the seeded rows hold what an append would have written.
+`RowReads` counts the tuples PostgreSQL read from a table between two points
+(pg_stat_user_tables and pg_stat_user_indexes): rows read, not rows
+answered, and not time.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import uuid
+from collections.abc import Callable
+from datetime import UTC, datetime
+from typing import Any
+
+import asyncpg
+
+from stello.tokens import record_tokens
+
+COLUMNS = [
+    "space_id",
+    "session_id",
+    "seq",
+    "role",
+    "content",
+    "created_at",
+    "token_estimate",
+    "token_cumulative",
+]
+
+
+def alternating(index: int) -> tuple[str, str]:
+    """User and assistant records of 200 characters, in turn (the issue's measure)."""
+    role = "user" if index % 2 == 0 else "assistant"
+    text = f"{role} message {index} "
+    return role, (text * (200 // len(text) + 1))[:200]
+
+
+async def seed_history(
+    con: asyncpg.Connection | asyncpg.pool.PoolConnectionProxy,
+    space_id: uuid.UUID,
+    session_id: uuid.UUID,
+    count: int,
+    record: Callable[[int], tuple[str, str]] = alternating,
+    *,
+    recount: bool = False,
+) -> None:
+    """Append `count` records (role, content from `record(i)`) after the session's last seq.
+
+    The token columns are counted by `stello.tokens` as the rows are written
+    (the twin of the SQL rule, tests/storage/test_tokens.py); `recount` has
+    ``stello_recount_tokens`` (the migration's backfill) count them instead.
+    """
+    row = await con.fetchrow(
+        "SELECT last_seq, token_total FROM sessions WHERE space_id = $1 AND id = $2",
+        space_id,
+        session_id,
+    )
+    assert row is not None
+    base, total = row["last_seq"], row["token_total"]
+    now = datetime.now(UTC)
+    rows: list[tuple[Any, ...]] = []
+    for i in range(count):
+        role, content = record(i)
+        tokens = 0 if recount else record_tokens(content)
+        total += tokens
+        rows.append((space_id, session_id, base + i + 1, role, content, now, tokens, total))
+    await con.copy_records_to_table("records", records=rows, columns=COLUMNS)
+    await con.execute(
+        "UPDATE sessions SET last_seq = $3, token_total = $4 WHERE space_id = $1 AND id = $2",
+        space_id,
+        session_id,
+        base + count,
+        total,
+    )
+    if recount:
+        await con.execute("SELECT stello_recount_tokens($1, $2)", space_id, session_id)
+    # As after any bulk load: statistics for the planner.
+    await con.execute("ANALYZE records")
+
+
+READS = """
+SELECT COALESCE(t.seq_tup_read, 0) + COALESCE(t.idx_tup_fetch, 0) AS heap,
+       (SELECT COALESCE(sum(i.idx_tup_read), 0) FROM pg_stat_user_indexes i
+        WHERE i.relid = t.relid) AS index
+FROM pg_stat_user_tables t
+WHERE t.relname = $1
+"""
+
+OTHER_BACKENDS = """
+SELECT pid FROM pg_stat_activity
+WHERE datname = current_database() AND pid <> pg_backend_pid()
+  AND backend_type = 'client backend'
+"""
+
+
+class RowReads:
+    """Tuples read from one table by every other connection to the database.
+
+    Each backend flushes its table counters when it exits; `count` ends every
+    other client backend of the database (the services' pools reconnect, as
+    they do after a database restart) and then reads the counters, so what a
+    call read is the difference of two counts around it.
+    """
+
+    def __init__(self, con: asyncpg.Connection, table: str) -> None:
+        self._con = con
+        self._table = table
+
+    async def count(self) -> int:
+        """Heap tuples plus index entries read from the table so far."""
+        pids = [row["pid"] for row in await self._con.fetch(OTHER_BACKENDS)]
+        await self._con.execute("SELECT pg_terminate_backend(pid) FROM unnest($1::int[]) pid", pids)
+        for _ in range(500):
+            alive = await self._con.fetchval(
+                "SELECT count(*) FROM pg_stat_activity WHERE pid = ANY($1::int[])", pids
+            )
+            if not alive:
+                break
+            await asyncio.sleep(0.01)
+        await self._con.execute("SELECT pg_stat_clear_snapshot()")
+        row = await self._con.fetchrow(READS, self._table)
+        assert row is not None
+        return int(row["heap"]) + int(row["index"])
