@@ -47,8 +47,8 @@ DECAY = 0.98
 
 def bound(text: str) -> int:
     """Tokens `text` takes at most: ASCII characters in threes, every other one alone."""
-    other = sum(1 for char in text if ord(char) > 127)
-    return other + math.ceil((len(text) - other) / 3)
+    ascii_chars = len(text.encode("ascii", "ignore"))
+    return len(text) - ascii_chars + math.ceil(ascii_chars / 3)
 
 
 @dataclass(slots=True)
@@ -155,8 +155,7 @@ def _message_bound(message: LLMMessage) -> int:
 
 
 def _tool_json(tool: ToolSpec) -> str:
-    # Default separators: no shorter than what an SDK sends.
-    return json.dumps(
-        {"name": tool.name, "description": tool.description, "parameters": tool.parameters},
-        ensure_ascii=False,
-    )
+    # The chat completions form (the longest of the providers'), default separators and
+    # escaped non-ASCII: no shorter than what an SDK sends.
+    function = {"name": tool.name, "description": tool.description, "parameters": tool.parameters}
+    return json.dumps({"type": "function", "function": function})

@@ -20,6 +20,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import json
+import socket
 from collections import deque
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
@@ -250,7 +251,7 @@ class FakeHTTPServer:
     async def _converse(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
         try:
             while True:
-                request = await _read_request(reader)
+                request = await _read_request(reader, lambda: _ack_at_once(writer))
                 if request is None:
                     return
                 self.requests.append(request)
@@ -262,7 +263,20 @@ class FakeHTTPServer:
             return
 
 
-async def _read_request(reader: asyncio.StreamReader) -> RecordedRequest | None:
+def _ack_at_once(writer: asyncio.StreamWriter) -> None:
+    """Acknowledge what arrives at once: a client that writes its headers and its body
+    apart (Nagle) would otherwise wait for the delayed ACK, ~40 ms a request."""
+    sock = writer.get_extra_info("socket")
+    quickack = getattr(socket, "TCP_QUICKACK", None)
+    if sock is not None and quickack is not None:
+        with contextlib.suppress(OSError):
+            sock.setsockopt(socket.IPPROTO_TCP, quickack, 1)
+
+
+async def _read_request(
+    reader: asyncio.StreamReader, ack: Callable[[], None] = lambda: None
+) -> RecordedRequest | None:
+    ack()
     line = await reader.readline()
     if not line.strip():
         return None
@@ -274,6 +288,7 @@ async def _read_request(reader: asyncio.StreamReader) -> RecordedRequest | None:
             break
         name, _, value = raw.decode("latin-1").partition(":")
         headers[name.strip().lower()] = value.strip()
+    ack()
     if headers.get("transfer-encoding", "").lower() == "chunked":
         body = await _read_chunked(reader)
     else:
