@@ -234,6 +234,9 @@ class TestResume:
         page = browser_page.page
         urls = requests_of(page)
         await open_live(console, browser_page, f"#/session/{root.id}")
+        # The view's reads answered first: live is up before they are, and a read the stop
+        # cuts off is a 503 the page reports (not what this test is about).
+        await expect(page.locator("#records .empty")).to_be_visible()
         await gateway_restart.stop()
         await expect(page.locator("#live")).to_have_attribute("data-state", "reconnecting")
         await stack.append(root.id, record("user", "missed"))
