@@ -35,6 +35,9 @@ SUMMARY_SHARE = 1 / 8
 """A summary's answer is capped at this share of the window (max_tokens)."""
 RECORD_SHARE = 1 / 2
 """A message or tool result over this share of the window is refused."""
+REPLY_SHARE = 1 / 4
+"""An answer's max_tokens is at most this share of the window: room for a tokenizer counting
+more than the calibration knows yet (the first calls of a provider)."""
 MESSAGE_OVERHEAD = 4
 """Tokens a chat format adds per message (role, separators)."""
 MAX_SUMMARY_TOKENS = 4096
@@ -128,11 +131,11 @@ class Window:
 
     def reply_tokens(self, prompt: int) -> int:
         """max_tokens of an answer to a prompt of `prompt` tokens: what the window leaves
-        (a margin kept), and never more than a record can hold."""
+        (a margin kept), at most `REPLY_SHARE` of it, and never more than a record holds."""
         margin = max(8, self.tokens // 64)
-        return max(
-            0, min(self.tokens - prompt - margin, self.record_bytes // REPLY_BYTES_PER_TOKEN)
-        )
+        room = self.tokens - prompt - margin
+        cap = min(int(self.tokens * REPLY_SHARE), self.record_bytes // REPLY_BYTES_PER_TOKEN)
+        return max(0, min(room, cap))
 
     def check_message(self, counter: Counter, content: str, field: str) -> None:
         """Refuse a user message too large for the window (before anything is written).

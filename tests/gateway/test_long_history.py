@@ -241,6 +241,32 @@ class TestGrowth:
         assert sum(3 + strict_tokens(m["content"]) for m in messages) <= WINDOW
 
 
+class TestCalibration:
+    async def test_a_tokenizer_stricter_than_the_bound(
+        self, make_stack: StackMaker, pool: asyncpg.Pool
+    ) -> None:
+        """A model counting English at two characters a token (the gateway's bound assumes
+        three) reports it; the gateway's count follows, so a growing session compresses in
+        time and no request is refused."""
+        async with FakeOpenAI() as fake:
+            model = StrictModel(WINDOW, frozenset({ENGLISH.text(COMPRESSOR)}), per_token=2)
+            model.attach(fake)
+            async with OpenAIProvider(
+                model="strict",
+                api_key="sk-test",
+                base_url=fake.base_url,
+                timeout_s=10.0,
+                max_retries=0,
+                max_context_tokens=WINDOW,
+            ) as provider:
+                stack = await make_stack(provider, fake_summarizer=False)
+                session = (await stack.root()).id
+                for n in range(30):
+                    await send(stack, session, f"turn {n} " + "plain english words " * 10)
+        assert model.refused == []
+        assert model.summaries
+
+
 class TestTurnsAsBefore:
     """DESIGN §4.2's guarantees hold on a long history."""
 

@@ -27,22 +27,23 @@ CJK = re.compile("[\u3000-\u9fff\uac00-\ud7af\uf900-\uffef]")
 """CJK ideographs and punctuation, kana, hangul, full-width forms."""
 
 
-def strict_tokens(text: str) -> int:
-    """One token per CJK character, one per three other characters."""
+def strict_tokens(text: str, per_token: int = 3) -> int:
+    """One token per CJK character, one per `per_token` other characters."""
     cjk = len(CJK.findall(text))
-    return cjk + math.ceil((len(text) - cjk) / 3)
+    return cjk + math.ceil((len(text) - cjk) / per_token)
 
 
-def prompt_tokens(body: dict[str, Any]) -> int:
+def prompt_tokens(body: dict[str, Any], per_token: int = 3) -> int:
     """The tokens of a chat completions request's messages and tools."""
     total = 0
     for message in body.get("messages", []):
-        total += 3 + strict_tokens(message.get("content") or "")
+        total += 3 + strict_tokens(message.get("content") or "", per_token)
         for call in message.get("tool_calls") or []:
             function = call.get("function", {})
-            total += strict_tokens(function.get("name", "") + function.get("arguments", ""))
+            text = function.get("name", "") + function.get("arguments", "")
+            total += strict_tokens(text, per_token)
     if body.get("tools"):
-        total += strict_tokens(json.dumps(body["tools"], separators=(",", ":")))
+        total += strict_tokens(json.dumps(body["tools"], separators=(",", ":")), per_token)
     return total
 
 
@@ -61,6 +62,8 @@ class StrictModel:
 
     window: int
     summary_prompts: frozenset[str]
+    per_token: int = 3
+    """Characters of a token outside CJK (2: stricter than the gateway's bound)."""
     bodies: list[dict[str, Any]] = field(default_factory=list)
     refused: list[Refusal] = field(default_factory=list)
     replies: list[FakeAnswer] = field(default_factory=list)
@@ -89,7 +92,7 @@ class StrictModel:
         """The model's answer to one request."""
         body = request.json()
         self.bodies.append(body)
-        prompt = prompt_tokens(body)
+        prompt = prompt_tokens(body, self.per_token)
         limit = int(body.get("max_tokens") or 0)
         if prompt + limit > self.window:
             self.refused.append(Refusal(prompt, limit, self.window))
@@ -117,13 +120,13 @@ class StrictModel:
             )
             answer = FakeAnswer(f"Reply to: {last[:40]}")
         text = answer.text
-        while limit and strict_tokens(text) > limit:
+        while limit and strict_tokens(text, self.per_token) > limit:
             text = text[: len(text) // 2]
         sized = FakeAnswer(
             text,
             answer.tool_calls,
             prompt_tokens=prompt,
-            completion_tokens=strict_tokens(text),
+            completion_tokens=strict_tokens(text, self.per_token),
             chunks=answer.chunks,
         )
         return fake.render(sized, request)
