@@ -20,8 +20,10 @@ from agent_gateway.llm.openai_provider import OpenAIProvider
 from agent_gateway.llm.prompt_texts import COMPRESSOR
 from stello.agent.v1 import agent_pb2
 from stello.common.v1 import common_pb2
+from stello.storage.v1 import storage_pb2
 from tests.gateway.conftest import Stack, StackMaker
 from tests.gateway.turns_support import (
+    SpyProvider,
     compression_cache,
     put_insight,
     send,
@@ -32,7 +34,7 @@ from tests.gateway.turns_support import (
 from tests.llm.support import ENGLISH, identity
 from tests.support.fake_http import FakeAnswer, FakeToolCall
 from tests.support.fake_openai import FakeOpenAI
-from tests.support.history import seed_history
+from tests.support.history import RowReads, seed_history
 from tests.support.strict_openai import StrictModel, strict_tokens
 
 pytestmark = pytest.mark.sql
@@ -196,6 +198,35 @@ class TestAnyLength:
             if line.startswith(("user: ", "assistant: "))
         }
         assert numbers == set(range(folded.covered_until_seq))  # record n has seq n + 1
+
+
+class TestRowsRead:
+    @pytest.mark.slow
+    async def test_a_turn_on_100000_records_reads_its_window(
+        self, make_stack: StackMaker, pool: asyncpg.Pool, direct_database_url: str
+    ) -> None:
+        """A whole turn (BeginTurn, the model, the commit) on a 100,000-record session whose
+        summary leaves 20 records reads about those, counted in tuples PostgreSQL read."""
+        spy = SpyProvider(max_context_tokens=8_000)
+        stack = await make_stack(spy)
+        session = await seeded_root(stack, pool, 100_000, english)
+        cache = storage_pb2.CompressionCache(summary="so far", covered_until_seq=99_980)
+        await stack.storage.PutCompressionCache(
+            storage_pb2.PutCompressionCacheRequest(
+                space_id=stack.space.sid, session_id=session, cache=cache
+            )
+        )
+        counter = await asyncpg.connect(direct_database_url)
+        try:
+            reads = RowReads(counter, "records")
+            before = await reads.count()
+            await send(stack, session, "one more")
+            read = await reads.count() - before
+        finally:
+            await counter.close()
+        assert spy.compressions == []
+        assert len(spy.turns[0].messages) == 2 + 20 + 1  # identity, summary, the 20, the user
+        assert read <= 4 * 20 + 40, f"read {read} tuples for a 20-record window"
 
 
 class TestGrowth:
