@@ -54,6 +54,17 @@ def access_lines(logs: pytest.LogCaptureFixture, method: str) -> list[logging.Lo
     return [r for r in logs.records if r.getMessage().startswith(prefix)]
 
 
+async def logged(logs: pytest.LogCaptureFixture, method: str) -> list[logging.LogRecord]:
+    """The access lines of `method` once there is one (the server writes a call's line after
+    its reply is sent, so the client may hear the answer first); empty after 5 s."""
+    for _ in range(500):
+        lines = access_lines(logs, method)
+        if lines:
+            return lines
+        await asyncio.sleep(0.01)
+    return []
+
+
 async def call_echo(
     running: RunningServer, space: TestSpace, metadata: tuple[tuple[str, str], ...] | None = None
 ) -> grpc.StatusCode:
@@ -86,7 +97,7 @@ class TestAccessLines:
         """By default a fast OK call's access line is DEBUG (invisible at INFO)."""
         running = await start_server(probe.probe_app)
         assert await call_echo(running, space) is OK
-        assert [r.levelno for r in access_lines(rpc_logs, probe.ECHO)] == [logging.DEBUG]
+        assert [r.levelno for r in await logged(rpc_logs, probe.ECHO)] == [logging.DEBUG]
 
     async def test_access_log_on_is_info(
         self, start_server: ServerStarter, space: TestSpace, rpc_logs: pytest.LogCaptureFixture
@@ -94,7 +105,7 @@ class TestAccessLines:
         """With STELLO_ACCESS_LOG on, every call has one INFO line: method, code, time."""
         running = await start_server(probe_with(access_log=True))
         assert await call_echo(running, space) is OK
-        (line,) = access_lines(rpc_logs, probe.ECHO)
+        (line,) = await logged(rpc_logs, probe.ECHO)
         assert line.levelno == logging.INFO
         assert re.fullmatch(rf"rpc {probe.ECHO} OK \d+\.\dms", line.getMessage())
 
@@ -104,7 +115,7 @@ class TestAccessLines:
         """A call that failed is INFO with its code even when the access log is off."""
         running = await start_server(probe.probe_app)
         assert await call_echo(running, space, metadata=()) is grpc.StatusCode.UNAUTHENTICATED
-        (line,) = access_lines(rpc_logs, probe.ECHO)
+        (line,) = await logged(rpc_logs, probe.ECHO)
         assert line.levelno == logging.INFO
         assert " UNAUTHENTICATED " in line.getMessage()
 
@@ -115,7 +126,7 @@ class TestAccessLines:
         running = await start_server(probe.probe_app)
         async with running.channel() as channel:
             await probe.call(channel, probe.SLOW)(request(space.sid), metadata=space.metadata)
-        (line,) = access_lines(rpc_logs, probe.SLOW)
+        (line,) = await logged(rpc_logs, probe.SLOW)
         assert line.levelno == logging.INFO
         assert " OK " in line.getMessage()
 
@@ -231,7 +242,7 @@ class TestCodesCounted:
             call.cancel()
             assert await settled(running, probe.SLOW_STREAM, "CANCELLED")
         assert calls_counted(running, probe.SLOW_STREAM, "OK") == 0
-        (line,) = access_lines(rpc_logs, probe.SLOW_STREAM)
+        (line,) = await logged(rpc_logs, probe.SLOW_STREAM)
         assert " CANCELLED " in line.getMessage()
         assert line.levelno == logging.INFO
 
@@ -252,7 +263,7 @@ class TestCodesCounted:
             assert caught.value.code() is grpc.StatusCode.DEADLINE_EXCEEDED
             assert await settled(running, probe.SLOW_STREAM, "DEADLINE_EXCEEDED")
         assert calls_counted(running, probe.SLOW_STREAM, "OK") == 0
-        (line,) = access_lines(rpc_logs, probe.SLOW_STREAM)
+        (line,) = await logged(rpc_logs, probe.SLOW_STREAM)
         assert " DEADLINE_EXCEEDED " in line.getMessage()
 
 
