@@ -54,15 +54,18 @@ def access_lines(logs: pytest.LogCaptureFixture, method: str) -> list[logging.Lo
     return [r for r in logs.records if r.getMessage().startswith(prefix)]
 
 
-async def logged(logs: pytest.LogCaptureFixture, method: str) -> list[logging.LogRecord]:
-    """The access lines of `method` once there is one (the server writes a call's line after
-    its reply is sent, so the client may hear the answer first); empty after 5 s."""
+async def logged(
+    logs: pytest.LogCaptureFixture, method: str, count: int = 1
+) -> list[logging.LogRecord]:
+    """The access lines of `method` once there are `count` (the server writes a call's line
+    after its reply is sent, so the client may hear the answer first); fewer after 5 s."""
+    lines = access_lines(logs, method)
     for _ in range(500):
-        lines = access_lines(logs, method)
-        if lines:
-            return lines
+        if len(lines) >= count:
+            break
         await asyncio.sleep(0.01)
-    return []
+        lines = access_lines(logs, method)
+    return lines
 
 
 async def call_echo(
@@ -180,7 +183,7 @@ class TestRequestIds:
             assert await call_echo(running, space) is OK
         mine = (*space.metadata, ("x-request-id", "mine-1"))
         assert await call_echo(running, space, metadata=mine) is OK
-        ids = [getattr(r, "request_id", None) for r in access_lines(rpc_logs, probe.ECHO)]
+        ids = [getattr(r, "request_id", None) for r in await logged(rpc_logs, probe.ECHO, 4)]
         assert ids[3] == "mine-1"
         assert len(set(ids)) == 4
 
