@@ -31,6 +31,7 @@ from agent_gateway.llm import (
     StreamEvent,
     ToolSpec,
 )
+from agent_gateway.memory_index import IndexCaps
 from agent_gateway.memory_tools import MemoryTools
 from agent_gateway.profiles import ProfileRegistry, load_profiles
 from agent_gateway.prompt_config import SessionPrompts, load_prompts
@@ -260,6 +261,7 @@ def create_app(
         max_tool_rounds=config.max_tool_rounds,
         leases=leases,
         record_bytes=settings.max_record_bytes,
+        memory_index=IndexCaps(config.memory_index_max_entries, config.memory_index_max_tokens),
     )
     watchers = Watchers(
         clients.storage, config.watch_poll_interval_s, ring_events=config.watch_ring_events

@@ -6,7 +6,8 @@
 - ``activate_skill`` when the session's allow-list leaves at least one
   configured skill (`skills`): unset = every skill, ``[]`` = none (no tool).
 
-The choice is made once per turn (`BuiltinTools.for_turn`) and the turn's
+The choice is made once per turn (`BuiltinTools.for_turn`, from what BeginTurn
+answered: no call of its own) and the turn's
 `TurnTools` runs what the model calls; a name the turn did not offer is an
 error result (``Unknown tool: <name>``), never a failed turn.
 """
@@ -15,6 +16,7 @@ from __future__ import annotations
 
 import hashlib
 import uuid
+from collections.abc import Sequence
 from dataclasses import dataclass
 
 from agent_gateway.clients import Caller, TreeClient
@@ -98,8 +100,8 @@ class BuiltinTools:
     async def visible_skills(
         self, caller: Caller, space_id: uuid.UUID, session_id: uuid.UUID
     ) -> list[Skill]:
-        """The configured skills the session's allow-list leaves (one tree read, none when no
-        skill is configured).
+        """The configured skills the session's allow-list leaves (ListSkills: one tree read,
+        none when no skill is configured).
 
         Raises:
             NotFound: the session is not in the space.
@@ -114,23 +116,23 @@ class BuiltinTools:
         """Every configured skill, in file order."""
         return list(self._skills)
 
-    async def for_turn(
-        self,
-        caller: Caller,
-        space_id: uuid.UUID,
-        session_id: uuid.UUID,
-        *,
-        memory_tools: bool | None = None,
+    def memory_offered(self, memory_tools: bool | None) -> bool:
+        """Whether a turn offers the memory tools (`memory_tools`: the request's choice, None
+        = the gateway's setting)."""
+        return self._memory_by_default if memory_tools is None else memory_tools
+
+    def for_turn(
+        self, *, memory_tools: bool | None = None, allowed: Sequence[str] | None = None
     ) -> TurnTools:
-        """The tools a turn of the session offers (`memory_tools`: the request's choice,
-        None = the gateway's setting)."""
+        """The tools a turn offers: `memory_tools` as `memory_offered`; `allowed`, the
+        session's skill allow-list as BeginTurn answered it (None = unset, every skill)."""
         specs: list[ToolSpec] = []
         if self._create_session is not None:
             specs.append(CREATE_SESSION_SPEC)
-        with_memory = self._memory_by_default if memory_tools is None else memory_tools
+        with_memory = self.memory_offered(memory_tools)
         if with_memory:
             specs.extend(MEMORY_SPECS)
-        skills = await self.visible_skills(caller, space_id, session_id)
+        skills = self._skills.visible(allowed)
         if skills:
             specs.append(activate_skill_spec(skills))
         return TurnTools(

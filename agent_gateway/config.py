@@ -154,6 +154,23 @@ class GatewaySettings(BaseSettings):
             "turn; a request's memory_tools field decides for its own turn."
         ),
     )
+    memory_index_max_entries: int = Field(
+        default=50,
+        ge=1,
+        le=1000,
+        description=(
+            "Most shared memory entries the index of a turn shows (the first in insertion "
+            "order; a line says how many more there are)."
+        ),
+    )
+    memory_index_max_tokens: int = Field(
+        default=2000,
+        ge=0,
+        description=(
+            "Most estimated tokens the index's entry lines take (counted in the turn's "
+            'budget); entries past it are left to the "more" line.'
+        ),
+    )
     skills_file: Path | None = Field(
         default=None,
         description='TOML file with the skills activate_skill offers (README "Skills"); unset = '

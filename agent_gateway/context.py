@@ -3,21 +3,24 @@
 The context of a turn, in order (STELLO-SPEC §4.5.1, DESIGN §5.5):
 
 1. the system prompt, when non-empty;
-2. the session identity (the configured ``session_identity`` text), when the
+2. the space's shared memory index (`agent_gateway.memory_index`, DESIGN
+   §4.5), when the turn offers the memory tools and it shows an entry;
+3. the session identity (the configured ``session_identity`` text), when the
    label is non-empty;
-3. the insight, when non-empty;
-4. the summary of the records before the window, when there is one;
-5. the window (the newest records after the summary) with incomplete
+4. the insight, when non-empty;
+5. the summary of the records before the window, when there is one;
+6. the window (the newest records after the summary) with incomplete
    tool-call groups removed (§4.5.4), and this turn's own tool results;
-6. the user message — or, when continuing a turn with tool results
+7. the user message — or, when continuing a turn with tool results
    (SubmitToolResults, DESIGN §4.2), no user message: the context then ends
    with the new tool messages;
-7. what the tool loop adds (the model's calls and their results).
+8. what the tool loop adds (the model's calls and their results).
 
-Memory is never part of it. `TurnContext` holds these parts, counts them in
-the provider's tokens (`agent_gateway.budget.Counter`) and gives up its
-oldest window records, whole tool groups at a time, when a compression
-(`agent_gateway.compression`) folds them into the summary.
+The session's own memory is never part of it (DESIGN §5.5). `TurnContext`
+holds these parts, counts them in the provider's tokens
+(`agent_gateway.budget.Counter`) and gives up its oldest window records, whole
+tool groups at a time, when a compression (`agent_gateway.compression`) folds
+them into the summary.
 """
 
 from __future__ import annotations
@@ -135,12 +138,19 @@ def remove_incomplete_tool_groups(records: Sequence[M]) -> list[M]:
 
 
 def context_prefix(
-    system_prompt: str | None, label: str, insight: str | None, prompts: Prompts
+    system_prompt: str | None,
+    label: str,
+    insight: str | None,
+    prompts: Prompts,
+    shared_index: str | None = None,
 ) -> list[LLMMessage]:
-    """System prompt, identity and insight, each only when non-empty (never memory)."""
+    """System prompt, the space's shared memory index (`shared_index`), identity and
+    insight, each only when non-empty (never the session's own memory)."""
     prefix: list[LLMMessage] = []
     if system_prompt:
         prefix.append(LLMMessage("system", system_prompt))
+    if shared_index:
+        prefix.append(LLMMessage("system", shared_index))
     if label:
         prefix.append(LLMMessage("system", prompts.identity(label)))
     if insight:

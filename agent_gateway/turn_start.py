@@ -20,9 +20,14 @@ from stello.storage.v1 import storage_pb2
 from stello.tokens import estimate_tokens
 
 
-def begin_request(plan: Plan, window: Window, counter: Counter) -> storage_pb2.BeginTurnRequest:
+def begin_request(
+    plan: Plan,
+    window: Window,
+    counter: Counter,
+    index: storage_pb2.MemoryIndexWindow | None = None,
+) -> storage_pb2.BeginTurnRequest:
     """BeginTurn with the window's budget: at least what fits, in storage's estimate (the
-    lease's TTL is the lease keeper's to set)."""
+    lease's TTL is the lease keeper's to set); with `index`, the shared memory index too."""
     own = plan.content if isinstance(plan, SendPlan) else ""
     schemas = sum(estimate_tokens(t.name + t.description) for t in plan.tools)
     request = storage_pb2.BeginTurnRequest(
@@ -33,6 +38,8 @@ def begin_request(plan: Plan, window: Window, counter: Counter) -> storage_pb2.B
             reserve_tokens=estimate_tokens(own) + schemas,
         ),
     )
+    if index is not None:
+        request.memory_index.CopyFrom(index)
     if plan.key is not None:
         request.scope = plan.key.scope
         request.request_id = plan.key.request_id

@@ -12,8 +12,10 @@ One turn, in order:
    (ABORTED TURN_IN_PROGRESS while another turn holds it — including the
    first call of the same request_id still running); then, under the lease,
    the meta and last seq (the turn's records are numbered after it), the
-   system prompt and insight, the newest summary, and the newest records
-   after it that fit the window's budget with the tail's estimate.
+   system prompt and insight, the newest summary, the skill allow-list,
+   with the memory tools offered the shared memory index (DESIGN §4.5), and
+   the newest records after it that fit the window's budget with the tail's
+   estimate.
 3. The context (`context.TurnContext`) from that alone, never the whole
    history. When it would reach 80% of the window, or the window did not
    reach back to the summary, the turn compresses first (`compression`,
@@ -72,6 +74,7 @@ from agent_gateway.llm import (
     ToolCallSpec,
     ToolSpec,
 )
+from agent_gateway.memory_index import IndexCaps, render_index
 from agent_gateway.prompt_config import SessionPrompts
 from agent_gateway.records import context_record, tool_call_proto
 from agent_gateway.service import SESSION_ARCHIVED
@@ -132,6 +135,7 @@ class TurnService:
         max_tool_rounds: int,
         leases: LeaseKeeper,
         record_bytes: int,
+        memory_index: IndexCaps | None = None,
     ) -> None:
         self._storage = storage
         self._provider = provider
@@ -144,6 +148,7 @@ class TurnService:
         self._max_tool_rounds = max_tool_rounds
         self._leases = leases
         self._record_bytes = record_bytes
+        self._memory_index = memory_index or IndexCaps()
         self._committer = TurnCommitter(storage)
 
     @property
@@ -190,8 +195,13 @@ class TurnService:
             window.check_message(self._counter, plan.content, "content")
         # BeginTurn is not bound by the caller's deadline: a reply lost to it
         # would leave a lease nobody knows the token of (locked until its TTL).
+        index = None
+        if self._builtins.memory_offered(plan.memory_tools):
+            index = self._memory_index.window(self._prompts.prompts)
         begin = asyncio.ensure_future(
-            self._leases.start_turn(_unbounded(caller), begin_request(plan, window, self._counter))
+            self._leases.start_turn(
+                _unbounded(caller), begin_request(plan, window, self._counter, index)
+            )
         )
         try:
             # Shielded: cancelling this call must not cancel a BeginTurn that
@@ -254,8 +264,9 @@ class TurnService:
         insight = state.insight if state.HasField("insight") else None
         turn = Turn(base_seq=state.last_seq)
         user_message = plan.opening(turn, state.records, self._oversized)
-        builtins = await self._builtins.for_turn(
-            caller, space, session, memory_tools=plan.memory_tools
+        builtins = self._builtins.for_turn(
+            memory_tools=plan.memory_tools,
+            allowed=state.skills.names if state.HasField("skills") else None,
         )
         ctx = TurnContext(
             context_prefix(
@@ -263,6 +274,7 @@ class TurnService:
                 state.session.label,
                 insight,
                 self._prompts.prompts,
+                render_index(state.memory_index, state.memory_total, self._prompts.prompts),
             ),
             summary(state),
             [context_record(r) for r in state.records],

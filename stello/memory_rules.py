@@ -11,8 +11,11 @@ calls storage, so a refused request never reaches a write.
 from __future__ import annotations
 
 import unicodedata
+from collections.abc import Sequence
+from typing import Protocol
 
 from stello.errors import Violations
+from stello.tokens import estimate_tokens
 
 MAX_SLUG_CHARS = 128
 MAX_SUMMARY_CHARS = 1000
@@ -75,3 +78,28 @@ def check_entry(
     ):
         if problem:
             violations.add(name, problem)
+
+
+def index_line(slug: str, summary: str) -> str:
+    """An entry's line in the index of spec §4.9 item 7 (without its line break)."""
+    return f"- {slug}: {summary}"
+
+
+class _Indexed(Protocol):
+    @property
+    def slug(self) -> str: ...
+
+    @property
+    def summary(self) -> str: ...
+
+
+def index_cut(entries: Sequence[_Indexed], max_tokens: int) -> int:
+    """How many of `entries` (in order) the index shows within `max_tokens`: their lines,
+    each with its line break, estimated by `stello.tokens` (storage budgets with it, the
+    gateway renders with it)."""
+    used = 0
+    for count, entry in enumerate(entries):
+        used += estimate_tokens(index_line(entry.slug, entry.summary) + "\n")
+        if used > max_tokens:
+            return count
+    return len(entries)

@@ -265,4 +265,9 @@ def turn_start_to_proto(start: TurnStart) -> storage_pb2.BeginTurnResponse:
         add_records(turn.records, state.records)
         turn.tail_tokens = state.tail_tokens
         turn.first_tail_seq = state.first_tail_seq
+        turn.memory_index.extend(entry_to_proto(e) for e in state.memory_index)
+        turn.memory_total = state.memory_total
+        if state.skills is not None:
+            turn.skills.names.extend(state.skills)
+            turn.skills.SetInParent()
     return reply

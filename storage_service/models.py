@@ -195,11 +195,22 @@ def session_not_found(session_id: uuid.UUID) -> NotFound:
 
 
 @dataclass(frozen=True, slots=True)
+class IndexCaps:
+    """How much of the shared memory a turn's index may show (DESIGN §4.5)."""
+
+    max_entries: int
+    max_tokens: int
+    overhead_tokens: int = 0
+
+
+@dataclass(frozen=True, slots=True)
 class TurnBudget:
-    """What BeginTurn's window may hold, in estimated tokens (`stello.tokens`)."""
+    """What BeginTurn's window may hold, in estimated tokens (`stello.tokens`); `index`:
+    read the shared memory index too, within those caps."""
 
     window_tokens: int
     reserve_tokens: int = 0
+    index: IndexCaps | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -226,6 +237,10 @@ class TurnState:
     records: tuple[StoredRecord, ...] = ()
     tail_tokens: int = 0
     first_tail_seq: int = 0
+    memory_index: tuple[SharedMemoryEntry, ...] = ()
+    memory_total: int = 0
+    skills: tuple[str, ...] | None = None
+    """The frozen config's skill allow-list; None = not set."""
 
 
 @dataclass(frozen=True, slots=True)

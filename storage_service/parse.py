@@ -29,6 +29,7 @@ from storage_service.convert import (
 from storage_service.models import (
     CompressionCache,
     Idempotency,
+    IndexCaps,
     MetaUpdate,
     NewRecord,
     RecordQuery,
@@ -148,7 +149,20 @@ def turn_budget(request: storage_pb2.BeginTurnRequest, v: Violations) -> TurnBud
         v.add("window.window_tokens", f"must be within 1..{MAX_WINDOW_TOKENS}")
     if not 0 <= window.reserve_tokens <= MAX_WINDOW_TOKENS:
         v.add("window.reserve_tokens", f"must be within 0..{MAX_WINDOW_TOKENS}")
-    return TurnBudget(window.window_tokens, window.reserve_tokens)
+    return TurnBudget(window.window_tokens, window.reserve_tokens, _index_caps(request, v))
+
+
+def _index_caps(request: storage_pb2.BeginTurnRequest, v: Violations) -> IndexCaps | None:
+    """BeginTurn's shared memory index caps: none when unset."""
+    if not request.HasField("memory_index"):
+        return None
+    caps = request.memory_index
+    if not 1 <= caps.max_entries <= MAX_PAGE_SIZE:
+        v.add("memory_index.max_entries", f"must be within 1..{MAX_PAGE_SIZE}")
+    for name in ("max_tokens", "overhead_tokens"):
+        if not 0 <= getattr(caps, name) <= MAX_WINDOW_TOKENS:
+            v.add(f"memory_index.{name}", f"must be within 0..{MAX_WINDOW_TOKENS}")
+    return IndexCaps(caps.max_entries, caps.max_tokens, caps.overhead_tokens)
 
 
 def arguments(text: str, name: str, v: Violations) -> None:

@@ -1,5 +1,8 @@
 """SQL of BeginTurn's turn (DESIGN §4.3): the locked session row and the window's probes.
 
+The row comes with its slots, newest summary and the skill allow-list of its
+frozen config (`session_configs`, which the tree writes; storage only reads it).
+
 Part of the storage repository (`storage_service.repository.Repository`
 extends `TurnRepository`). Every probe is one index lookup whatever the
 history's length: the token columns of migration 0006 turn "the newest records
@@ -21,9 +24,11 @@ from storage_service.models import CompressionCache, SessionMeta
 LOCK_TURN = """
 SELECT s.id, s.label, s.status, s.turn_count, s.created_at, s.updated_at, s.last_active_at,
        s.last_seq, s.token_total, s.provisional_until IS NULL AS visible,
-       sl.system_prompt, sl.insight, c.summary, c.covered_until_seq, c.lossy
+       sl.system_prompt, sl.insight, c.summary, c.covered_until_seq, c.lossy,
+       cf.config -> 'skills' AS skills
 FROM sessions s
 LEFT JOIN session_slots sl ON sl.space_id = s.space_id AND sl.session_id = s.id
+LEFT JOIN session_configs cf ON cf.space_id = s.space_id AND cf.session_id = s.id
 LEFT JOIN LATERAL (
     SELECT summary, covered_until_seq, lossy FROM compression_caches
     WHERE space_id = s.space_id AND session_id = s.id
@@ -74,6 +79,8 @@ class LockedTurn:
     system_prompt: str | None
     insight: str | None
     cache: CompressionCache | None
+    skills: tuple[str, ...] | None = None
+    """The frozen config's skill allow-list (the tree writes it); None = not set."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -118,6 +125,7 @@ class TurnRepository:
             system_prompt=row["system_prompt"],
             insight=row["insight"],
             cache=cache,
+            skills=tuple(row["skills"]) if row["skills"] is not None else None,
         )
 
     async def first_after(

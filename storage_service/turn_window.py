@@ -3,7 +3,8 @@
 Read inside BeginTurn's transaction, under the session's row lock. The budget
 is the caller's window less the stored prefix (system prompt, insight,
 summary: their estimates by `stello.tokens`, the rule the stored columns
-follow) and the caller's reserve. The window's start comes from the token
+follow; and, when asked for and not empty, the shared memory index, DESIGN
+§4.5) and the caller's reserve. The window's start comes from the token
 columns alone (two index probes); then the records are read newest first, cut
 at the reply size limit, and the start is moved back to a tool-group boundary
 (the assistant record whose calls the first tool records answer), so a
@@ -15,9 +16,18 @@ than the window and one tool group.
 from __future__ import annotations
 
 import uuid
+from dataclasses import replace
 
-from stello.tokens import record_tokens
-from storage_service.models import RecordQuery, StoredRecord, TurnBudget, TurnState
+from stello.memory_rules import index_cut, index_line
+from stello.tokens import estimate_tokens, record_tokens
+from storage_service.models import (
+    IndexCaps,
+    RecordQuery,
+    SharedMemoryEntry,
+    StoredRecord,
+    TurnBudget,
+    TurnState,
+)
 from storage_service.repository import Repository
 from storage_service.turn_repository import LockedTurn
 
@@ -41,6 +51,7 @@ async def read_turn(
 ) -> TurnState:
     """The turn of a locked session whose lease was just taken."""
     covered = locked.cache.covered_until_seq if locked.cache else 0
+    index, total, index_tokens = await _index(repo, space_id, budget.index)
     first = await repo.first_after(space_id, session_id, covered)
     state = TurnState(
         session=locked.meta,
@@ -48,11 +59,14 @@ async def read_turn(
         system_prompt=locked.system_prompt,
         insight=locked.insight,
         cache=locked.cache,
+        memory_index=index,
+        memory_total=total,
+        skills=locked.skills,
     )
     if first is None:
         return state
     tail_tokens = locked.token_total - first.before
-    available = budget.window_tokens - budget.reserve_tokens - prefix_tokens(locked)
+    available = budget.window_tokens - budget.reserve_tokens - prefix_tokens(locked) - index_tokens
     after = first.seq - 1
     if tail_tokens > available:
         floor = locked.token_total - available
@@ -66,16 +80,22 @@ async def read_turn(
     found = await repo.list_records(space_id, session_id, query, max_bytes)
     records = found[0] if found else []
     records = await _from_group_start(repo, space_id, session_id, records, max_bytes)
-    return TurnState(
-        session=state.session,
-        last_seq=state.last_seq,
-        system_prompt=state.system_prompt,
-        insight=state.insight,
-        cache=state.cache,
-        records=tuple(records),
-        tail_tokens=tail_tokens,
-        first_tail_seq=first.seq,
-    )
+    return replace(state, records=tuple(records), tail_tokens=tail_tokens, first_tail_seq=first.seq)
+
+
+async def _index(
+    repo: Repository, space_id: uuid.UUID, caps: IndexCaps | None
+) -> tuple[tuple[SharedMemoryEntry, ...], int, int]:
+    """The shared memory entries the index shows within `caps`, the space's count, and what
+    the index costs the budget (0 when it shows none, as it is then not sent)."""
+    if caps is None:
+        return (), 0, 0
+    entries, total = await repo.list_entries(space_id, None, caps.max_entries)
+    shown = entries[: index_cut(entries, caps.max_tokens)]
+    if not shown:
+        return (), total, 0
+    lines = sum(estimate_tokens(index_line(e.slug, e.summary) + "\n") for e in shown)
+    return tuple(shown), total, lines + caps.overhead_tokens
 
 
 async def _from_group_start(

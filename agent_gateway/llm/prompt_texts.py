@@ -94,6 +94,19 @@ FORK_COOLING_DOWN = PromptKey(
     variables=("turns", "last_fork", "next_turn"),
 )
 
+SHARED_MEMORY_HINT = PromptKey(
+    "shared_memory_hint",
+    "Lines after the shared memory index (spec §4.9 item 7), after a blank line: how to read "
+    "and keep the entries.",
+)
+SHARED_MEMORY_MORE = PromptKey(
+    "shared_memory_more",
+    "Last line inside the shared memory index when it shows fewer entries than the space "
+    "holds (STELLO_GATEWAY_MEMORY_INDEX_MAX_ENTRIES, _MAX_TOKENS).",
+    variables=("count",),
+    required=("count",),
+)
+
 KEYS: tuple[PromptKey, ...] = (
     SESSION_IDENTITY,
     COMPRESSOR,
@@ -106,6 +119,8 @@ KEYS: tuple[PromptKey, ...] = (
     UNKNOWN_PROFILE,
     FORK_TOO_EARLY,
     FORK_COOLING_DOWN,
+    SHARED_MEMORY_HINT,
+    SHARED_MEMORY_MORE,
 )
 """Every key, in the order README documents them."""
 
@@ -160,6 +175,12 @@ _EN: Mapping[str, str] = {
         "Cooling down: this session created a session at turn {last_fork}; the next one is "
         "allowed from turn {next_turn} (now {turns})"
     ),
+    SHARED_MEMORY_HINT.name: (
+        "To read an entry, call stello_memory_recall with its slug.\n"
+        "To keep the shared memory current, call stello_memory_remember (add or replace an "
+        "entry) and stello_memory_forget (remove one)."
+    ),
+    SHARED_MEMORY_MORE.name: "{count} more: recall by slug",
 }
 
 # The reference's texts, exactly (STELLO-SPEC §4.5.1, §4.4.5, §4.9); the fork guard's carry
@@ -201,6 +222,11 @@ _ZH: Mapping[str, str] = {
     FORK_COOLING_DOWN.name: (
         "冷却期：上次拆分在第 {last_fork} 轮，第 {next_turn} 轮起可再拆分（当前 {turns} 轮）"
     ),
+    SHARED_MEMORY_HINT.name: (
+        "需要某条内容时，用 slug 调用 stello_memory_recall 读取。\n"
+        "用 stello_memory_remember（新增或更新）和 stello_memory_forget（删除）维护共享记忆。"
+    ),
+    SHARED_MEMORY_MORE.name: "另有 {count} 条：按 slug 读取",
 }
 
 PRESETS: Mapping[PresetName, Mapping[str, str]] = {"en": _EN, "zh": _ZH}

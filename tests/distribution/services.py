@@ -235,6 +235,9 @@ async def _drive_gateway(s: Services) -> None:
     await gw.ListSkills(agent_pb2.ListSkillsRequest(space_id=sid, session_id=root.id))
     await _drive_cli_rpcs(gw, sid, root.id, forks[1].id)
     await _drive_shared_memory(gw, agent_pb2, sid)
+    await gw.Send(  # BeginTurn reads the index too
+        agent_pb2.SendRequest(space_id=sid, session_id=root.id, content="i", memory_tools=True)
+    )
     watch = gw.WatchSpace(agent_pb2.WatchSpaceRequest(space_id=sid, after_cursor="0"))
     await watch.read()
     watch.cancel()

@@ -431,20 +431,32 @@ class SessionSlots(_message.Message):
     def __init__(self, session_id: _Optional[str] = ..., system_prompt: _Optional[str] = ..., memory: _Optional[str] = ..., insight: _Optional[str] = ...) -> None: ...
 
 class BeginTurnRequest(_message.Message):
-    __slots__ = ("space_id", "session_id", "ttl_s", "scope", "request_id", "window")
+    __slots__ = ("space_id", "session_id", "ttl_s", "scope", "request_id", "window", "memory_index")
     SPACE_ID_FIELD_NUMBER: _ClassVar[int]
     SESSION_ID_FIELD_NUMBER: _ClassVar[int]
     TTL_S_FIELD_NUMBER: _ClassVar[int]
     SCOPE_FIELD_NUMBER: _ClassVar[int]
     REQUEST_ID_FIELD_NUMBER: _ClassVar[int]
     WINDOW_FIELD_NUMBER: _ClassVar[int]
+    MEMORY_INDEX_FIELD_NUMBER: _ClassVar[int]
     space_id: str
     session_id: str
     ttl_s: int
     scope: str
     request_id: str
     window: TurnWindow
-    def __init__(self, space_id: _Optional[str] = ..., session_id: _Optional[str] = ..., ttl_s: _Optional[int] = ..., scope: _Optional[str] = ..., request_id: _Optional[str] = ..., window: _Optional[_Union[TurnWindow, _Mapping]] = ...) -> None: ...
+    memory_index: MemoryIndexWindow
+    def __init__(self, space_id: _Optional[str] = ..., session_id: _Optional[str] = ..., ttl_s: _Optional[int] = ..., scope: _Optional[str] = ..., request_id: _Optional[str] = ..., window: _Optional[_Union[TurnWindow, _Mapping]] = ..., memory_index: _Optional[_Union[MemoryIndexWindow, _Mapping]] = ...) -> None: ...
+
+class MemoryIndexWindow(_message.Message):
+    __slots__ = ("max_entries", "max_tokens", "overhead_tokens")
+    MAX_ENTRIES_FIELD_NUMBER: _ClassVar[int]
+    MAX_TOKENS_FIELD_NUMBER: _ClassVar[int]
+    OVERHEAD_TOKENS_FIELD_NUMBER: _ClassVar[int]
+    max_entries: int
+    max_tokens: int
+    overhead_tokens: int
+    def __init__(self, max_entries: _Optional[int] = ..., max_tokens: _Optional[int] = ..., overhead_tokens: _Optional[int] = ...) -> None: ...
 
 class TurnWindow(_message.Message):
     __slots__ = ("window_tokens", "reserve_tokens")
@@ -463,7 +475,7 @@ class RememberedTurn(_message.Message):
     def __init__(self, request_hash: _Optional[bytes] = ..., response: _Optional[bytes] = ...) -> None: ...
 
 class TurnState(_message.Message):
-    __slots__ = ("session", "last_seq", "system_prompt", "insight", "cache", "records", "tail_tokens", "first_tail_seq")
+    __slots__ = ("session", "last_seq", "system_prompt", "insight", "cache", "records", "tail_tokens", "first_tail_seq", "memory_index", "memory_total", "skills")
     SESSION_FIELD_NUMBER: _ClassVar[int]
     LAST_SEQ_FIELD_NUMBER: _ClassVar[int]
     SYSTEM_PROMPT_FIELD_NUMBER: _ClassVar[int]
@@ -472,6 +484,9 @@ class TurnState(_message.Message):
     RECORDS_FIELD_NUMBER: _ClassVar[int]
     TAIL_TOKENS_FIELD_NUMBER: _ClassVar[int]
     FIRST_TAIL_SEQ_FIELD_NUMBER: _ClassVar[int]
+    MEMORY_INDEX_FIELD_NUMBER: _ClassVar[int]
+    MEMORY_TOTAL_FIELD_NUMBER: _ClassVar[int]
+    SKILLS_FIELD_NUMBER: _ClassVar[int]
     session: _common_pb2.SessionMeta
     last_seq: int
     system_prompt: str
@@ -480,7 +495,10 @@ class TurnState(_message.Message):
     records: _containers.RepeatedCompositeFieldContainer[_common_pb2.Record]
     tail_tokens: int
     first_tail_seq: int
-    def __init__(self, session: _Optional[_Union[_common_pb2.SessionMeta, _Mapping]] = ..., last_seq: _Optional[int] = ..., system_prompt: _Optional[str] = ..., insight: _Optional[str] = ..., cache: _Optional[_Union[CompressionCache, _Mapping]] = ..., records: _Optional[_Iterable[_Union[_common_pb2.Record, _Mapping]]] = ..., tail_tokens: _Optional[int] = ..., first_tail_seq: _Optional[int] = ...) -> None: ...
+    memory_index: _containers.RepeatedCompositeFieldContainer[_common_pb2.SharedMemoryEntry]
+    memory_total: int
+    skills: _common_pb2.SkillList
+    def __init__(self, session: _Optional[_Union[_common_pb2.SessionMeta, _Mapping]] = ..., last_seq: _Optional[int] = ..., system_prompt: _Optional[str] = ..., insight: _Optional[str] = ..., cache: _Optional[_Union[CompressionCache, _Mapping]] = ..., records: _Optional[_Iterable[_Union[_common_pb2.Record, _Mapping]]] = ..., tail_tokens: _Optional[int] = ..., first_tail_seq: _Optional[int] = ..., memory_index: _Optional[_Iterable[_Union[_common_pb2.SharedMemoryEntry, _Mapping]]] = ..., memory_total: _Optional[int] = ..., skills: _Optional[_Union[_common_pb2.SkillList, _Mapping]] = ...) -> None: ...
 
 class BeginTurnResponse(_message.Message):
     __slots__ = ("token", "expires_at", "remembered", "turn")

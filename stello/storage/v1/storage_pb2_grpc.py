@@ -652,9 +652,12 @@ class SessionStorageServicer:
         `turn.session` tells the status (the caller refuses the turn);
         4. the lease (ABORTED TURN_IN_PROGRESS while another lives), then,
         read under the session's row lock: its meta and last seq, the
-        system prompt and insight slots, the compression cache, and the
-        newest records after the cache that fit a budget of
-        window_tokens - (system prompt + insight + summary) - reserve_tokens
+        system prompt and insight slots, the compression cache, the skill
+        allow-list of its frozen config, with `memory_index` the first
+        entries of the space's shared memory that fit its caps (DESIGN
+        §4.5), and the newest records after the cache that fit a budget of
+        window_tokens - (system prompt + insight + summary + the index,
+        when it has an entry) - reserve_tokens
         estimated tokens. The window starts on a tool-group boundary (a
         tool record pulls in the assistant record that called it, over
         budget if need be) and always holds the trailing tool group and the
@@ -665,9 +668,11 @@ class SessionStorageServicer:
 
         Errors: INVALID_ARGUMENT for a malformed space_id or session_id, a
         ttl_s outside 1..86400, a request_id without a scope (or a scope or
-        request_id over their limits, or a scope of storage's own), or a window
-        with window_tokens below 1 or a negative reserve_tokens; NOT_FOUND when
-        the session is not in the space (with `window`: or is provisional);
+        request_id over their limits, or a scope of storage's own), a window
+        with window_tokens below 1 or a negative reserve_tokens, or memory_index
+        caps out of range (max_entries 1..1000, the others not negative);
+        NOT_FOUND when the session is not in the space (with `window`: or is
+        provisional);
         ABORTED with ErrorInfo reason TURN_IN_PROGRESS while another live lease
         exists; UNAUTHENTICATED without a valid key; RESOURCE_EXHAUSTED when the
         reply exceeds the message limit (the slots are too large).
