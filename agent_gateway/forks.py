@@ -28,7 +28,6 @@ from agent_gateway.compose import (
     opening_prompt,
     stored_system_prompt,
 )
-from agent_gateway.inherit import inherited
 from agent_gateway.llm import Prompts
 from agent_gateway.profiles import ProfileRegistry
 from agent_gateway.saga import ProvisioningSaga, SessionPlan
@@ -129,12 +128,8 @@ class _Tail:
 class _Source:
     config: ConfigLayer
     system_prompt: str | None
-    records: Sequence[common_pb2.Record]
-    """INHERIT: the child's inherited records."""
     tail: _Tail = _Tail()
-    """COMPRESS: what to summarise."""
-    cache: storage_pb2.CompressionCache | None = None
-    """INHERIT: the source's summary of the inherited records, in the child's seqs."""
+    """COMPRESS: what to summarise (INHERIT reads nothing: storage inherits by reference)."""
 
 
 FORK_TAIL_RECORDS = 1000
@@ -277,9 +272,7 @@ class SessionCreator:
             raise source
         config = compose(self._defaults, source.config, profile, options)
         records: list[common_pb2.Record] = []
-        if context is ContextMode.INHERIT:
-            records = list(source.records)
-        elif context is ContextMode.COMPRESS and (source.tail.records or source.tail.summary):
+        if context is ContextMode.COMPRESS and (source.tail.records or source.tail.summary):
             assert self._summarizer is not None  # checked in fork()
             tail = source.tail
             summary = tail.summary or ""
@@ -299,8 +292,9 @@ class SessionCreator:
             source_id=request.source_id,
             config=config.to_proto(),
             system_prompt=stored_system_prompt(config.system_prompt, source.system_prompt),
+            inherit=context is ContextMode.INHERIT,
+            inherit_until_seq=request.inherit_until_seq,
             records=tuple(records),
-            cache=source.cache,
         )
         opening_from = "prompt" if request.prompt is not None else "profile"
         self._limits.check_plan(plan.system_prompt, opening, opening_from)
@@ -309,30 +303,27 @@ class SessionCreator:
     async def _read_source(
         self, caller: Caller, request: ForkInput, context: ContextMode, *, needs_slot: bool
     ) -> _Source:
-        """Read the source's config, prompt slot and records (as needed) at once."""
+        """Read the source's config, prompt slot and COMPRESS tail (as needed) at once.
+
+        INHERIT reads no record: storage gives the child the source's records by
+        reference in the saga's Transact (DESIGN §4.4), whatever their number.
+        """
         space, source = request.space_id, request.source_id
         reads: list[Any] = [self._tree.get_config(caller, space, source)]
         reads.append(
             self._storage.get_system_prompt(caller, space, source) if needs_slot else _none()
         )
-        if context is ContextMode.INHERIT:
-            until = request.inherit_until_seq
-            reads.append(inherited(self._storage, caller, space, source, until))
-        elif context is ContextMode.COMPRESS:
+        if context is ContextMode.COMPRESS:
             reads.append(self._tail(caller, space, source))
         else:
-            reads.append(_empty())
+            reads.append(_none())
         parent = request.topology_parent_id
         if parent is not None and parent != source:
             # Fails early (NOT_FOUND) before any LLM call when the parent is unknown.
             reads.append(self._tree.get_node(caller, space, parent))
         config, slot, found, *_ = await asyncio.gather(*reads)
         layer = ConfigLayer.from_proto(config)
-        if isinstance(found, _Tail):
-            return _Source(layer, slot, (), found)
-        if isinstance(found, tuple):
-            return _Source(layer, slot, found[0], cache=found[1])
-        return _Source(layer, slot, found)
+        return _Source(layer, slot, found if isinstance(found, _Tail) else _Tail())
 
     async def _tail(self, caller: Caller, space: uuid.UUID, source: uuid.UUID) -> _Tail:
         """The source's newest summary and its newest records after it (bounded reads)."""
@@ -390,7 +381,3 @@ def _assistant(text: str) -> common_pb2.Record:
 
 async def _none() -> None:
     return None
-
-
-async def _empty() -> list[common_pb2.Record]:
-    return []

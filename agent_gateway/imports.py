@@ -1,22 +1,21 @@
 """ImportSession: a session made from given records, config and slots (DESIGN §4.1 saga).
 
-Nothing is composed: the plan is the request. An inherited part comes from
-`inherit.inherited_records`, the mechanism of a Fork INHERIT, so an exported
-INHERIT fork re-imports the way a fork is made. Every limit is checked before
-anything is written: the request's own (`import_requests`), and here the size
-of the one Transact that writes it all, inherited records included.
+Nothing is composed: the plan is the request. An inherited part is a lineage,
+the mechanism of a Fork INHERIT (storage inherits the source's records by
+reference, DESIGN §4.4), so an exported INHERIT fork re-imports the way a fork
+is made, at no cost whatever the source's history. Every limit is checked
+before anything is written: the request's own (`import_requests`), and here
+the size of the one Transact that writes its own records and slots.
 """
 
 from __future__ import annotations
 
-import asyncio
 import uuid
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 
 from agent_gateway.clients import Caller, RequestKey, StorageClient
 from agent_gateway.forks import client_key, internal_request_id, within_budget
-from agent_gateway.inherit import inherited_records
 from agent_gateway.saga import ProvisioningSaga, SessionPlan
 from stello.common.v1 import common_pb2
 from stello.errors import InvalidArgument
@@ -80,19 +79,12 @@ class SessionImporter:
     async def _import(
         self, caller: Caller, request: ImportInput, request_id: str, key: RequestKey | None
     ) -> common_pb2.SessionSummary:
-        earlier, inherited = await asyncio.gather(
-            self._saga.replay(caller, request.space_id, key) if key else _none(),
-            self._inherited(caller, request),
-            return_exceptions=True,
-        )
-        if isinstance(earlier, BaseException):
-            raise earlier
+        earlier = await self._saga.replay(caller, request.space_id, key) if key else None
         if earlier is not None:
             return earlier
-        if isinstance(inherited, BaseException):
-            raise inherited
-        records = (*inherited, *request.records)
+        records = tuple(request.records)
         self._check_size(records, request.slots)
+        inherit = request.inherit_until_seq is not None and request.source_id is not None
         plan = SessionPlan(
             space_id=request.space_id,
             label=request.label,
@@ -100,6 +92,8 @@ class SessionImporter:
             source_id=request.source_id,
             config=request.config,
             system_prompt=request.slots.get("system_prompt") or None,
+            inherit=inherit,
+            inherit_until_seq=request.inherit_until_seq,
             records=records,
             memory=request.slots.get("memory"),
             insight=request.slots.get("insight"),
@@ -108,23 +102,12 @@ class SessionImporter:
         )
         return await self._saga.run(caller, plan, request_id, key)
 
-    async def _inherited(self, caller: Caller, request: ImportInput) -> list[common_pb2.Record]:
-        if request.inherit_until_seq is None or request.source_id is None:
-            return []
-        return await inherited_records(
-            self._storage, caller, request.space_id, request.source_id, request.inherit_until_seq
-        )
-
     def _check_size(self, records: tuple[common_pb2.Record, ...], slots: Mapping[str, str]) -> None:
         size = sum(r.ByteSize() for r in records) + sum(len(v.encode()) for v in slots.values())
         if size > self._max_write_bytes:
             raise InvalidArgument.field(
                 "records",
-                f"the session's records and slots ({size} bytes, inherited records "
-                f"included) do not fit one write of at most {self._max_write_bytes} bytes; "
+                f"the session's records and slots ({size} bytes) do not fit one write "
+                f"of at most {self._max_write_bytes} bytes; "
                 "raise STELLO_MAX_MESSAGE_BYTES on the client, the gateway and storage",
             )
-
-
-async def _none() -> None:
-    return None

@@ -1,7 +1,8 @@
 """The provisioning saga of CreateRoot and Fork (DESIGN §4.1).
 
 `tree.CreateSession(provisional, config, request_id=R)` -> one
-`storage.Transact(put session meta, put system prompt, append records,
+`storage.Transact(put session meta, put system prompt, inherit the source's
+records by reference (Fork INHERIT, DESIGN §4.4), append records,
 request_id=R/storage)` -> `tree.CommitSession`. Until the commit the session is
 invisible to every read of every service; if the gateway fails or dies on the
 way, the tree's sweeper removes the leftovers once the provisioning TTL passes.
@@ -62,8 +63,12 @@ class SessionPlan:
     """Stored as the frozen config; None = store none."""
     system_prompt: str | None = None
     """Written to the system prompt slot when set (never empty)."""
+    inherit: bool = False
+    """The session shows `source_id`'s records (through `inherit_until_seq`) by reference."""
+    inherit_until_seq: int | None = None
+    """With `inherit`: the last seq to inherit; None = all."""
     records: tuple[common_pb2.Record, ...] = field(default=())
-    """Inherited records, then the opening record (or an import's own records), in order."""
+    """Its own records, after any inherited ones: the opening record, or an import's."""
     memory: str | None = None
     """ImportSession: written to the memory slot when set ("" included)."""
     insight: str | None = None
@@ -72,8 +77,6 @@ class SessionPlan:
     """ImportSession: the session is stored archived."""
     turns: int = 0
     """ImportSession: committed user turns to count."""
-    cache: storage_pb2.CompressionCache | None = None
-    """Fork INHERIT: the source's summary of the inherited records, in the child's seqs."""
 
 
 def plan_digest(plan: SessionPlan) -> str:
@@ -81,13 +84,12 @@ def plan_digest(plan: SessionPlan) -> str:
     digest = hashlib.sha256()
     parts = (plan.label, str(plan.parent_id), str(plan.source_id), plan.system_prompt or "")
     slots = (repr(plan.memory), repr(plan.insight), str(plan.archived), str(plan.turns))
-    for part in (*parts, *slots):
+    inherit = (str(plan.inherit), repr(plan.inherit_until_seq))
+    for part in (*parts, *slots, *inherit):
         digest.update(part.encode())
         digest.update(b"\0")
     if plan.config is not None:
         digest.update(plan.config.SerializeToString(deterministic=True))
-    if plan.cache is not None:
-        digest.update(plan.cache.SerializeToString(deterministic=True))
     for record in plan.records:
         digest.update(record.SerializeToString(deterministic=True))
     return digest.hexdigest()[:16]
@@ -261,6 +263,11 @@ class ProvisioningSaga:
             )
         if plan.turns:
             operations.append(Op(bump_turn=Op.BumpTurnOp(session_id=node.id, turns=plan.turns)))
+        if plan.inherit and plan.source_id is not None:
+            inherit = Op.InheritRecordsOp(session_id=node.id, source_id=str(plan.source_id))
+            if plan.inherit_until_seq is not None:
+                inherit.until_seq = plan.inherit_until_seq
+            operations.append(Op(inherit_records=inherit))
         if plan.records:
             operations.append(
                 storage_pb2.Operation(
@@ -269,9 +276,6 @@ class ProvisioningSaga:
                     )
                 )
             )
-        if plan.cache is not None:
-            cache = Op.PutCompressionCacheOp(session_id=node.id, cache=plan.cache)
-            operations.append(Op(put_compression_cache=cache))
         return operations
 
 

@@ -91,6 +91,8 @@ def fill_record(message: common_pb2.Record, record: StoredRecord) -> None:
     if record.metadata is not None:
         message.metadata.SetInParent()
         message.metadata.update(record.metadata)
+    if record.inherited:
+        message.inherited = True
 
 
 def add_records(container: Any, records: Iterable[StoredRecord]) -> None:
@@ -181,6 +183,8 @@ def result_to_proto(result: OperationResult) -> storage_pb2.OperationResult:
         branch.removed_count = result.removed_count
     elif result.kind == "release_turn":
         branch.released = result.released
+    elif result.kind == "inherit_records":
+        branch.until_seq = result.until_seq
     return message
 
 
@@ -197,6 +201,8 @@ def result_from_proto(message: storage_pb2.OperationResult) -> OperationResult:
         return OperationResult(kind, removed_count=branch.removed_count)
     if kind == "release_turn":
         return OperationResult(kind, released=branch.released)
+    if kind == "inherit_records":
+        return OperationResult(kind, until_seq=branch.until_seq)
     return OperationResult(kind)
 
 

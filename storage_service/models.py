@@ -85,6 +85,8 @@ class StoredRecord:
     tool_call_id: str | None
     created_at: datetime
     metadata: JsonObject | None
+    inherited: bool = False
+    """Read through a Fork INHERIT's lineage: one of the source's records (DESIGN §4.4)."""
 
 
 @dataclass(frozen=True, slots=True)

@@ -129,8 +129,18 @@ class RememberOp:
     response: bytes
 
 
+@dataclass(frozen=True, slots=True)
+class InheritOp:
+    """Give a new session the records of `source_id` through `until_seq` by reference."""
+
+    session_id: uuid.UUID
+    source_id: uuid.UUID
+    until_seq: int | None
+
+
 SessionOperation = (
     AppendOp
+    | InheritOp
     | PutSessionOp
     | PutSlotOp
     | ClearInsightOp
@@ -155,6 +165,7 @@ ResultKind = Literal[
     "bump_turn",
     "release_turn",
     "remember_result",
+    "inherit_records",
 ]
 
 
@@ -167,3 +178,5 @@ class OperationResult:
     session: SessionMeta | None = None
     removed_count: int = 0
     released: bool = False
+    until_seq: int = 0
+    """inherit_records: the cut (the last inherited seq; 0 = none)."""

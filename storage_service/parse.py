@@ -44,6 +44,7 @@ from storage_service.operations import (
     AppendOp,
     BumpTurnOp,
     ClearInsightOp,
+    InheritOp,
     InsightCheck,
     LastSeqCheck,
     LeaseCheck,
@@ -127,6 +128,22 @@ def remember(
     if not 1 <= len(message.request_hash) <= MAX_REQUEST_HASH_BYTES:
         v.add(f"{path}.request_hash", f"must be 1..{MAX_REQUEST_HASH_BYTES} bytes")
     return RememberOp(message.scope, message.request_id, message.request_hash, message.response)
+
+
+def inherit_op(
+    session_id: uuid.UUID,
+    message: storage_pb2.Operation.InheritRecordsOp,
+    path: str,
+    v: Violations,
+) -> InheritOp:
+    """An InheritRecordsOp: a source other than the session, a non-negative until_seq."""
+    source = parse_uuid(message.source_id, f"{path}.source_id", v)
+    if message.source_id and source == session_id:
+        v.add(f"{path}.source_id", "must name another session than session_id")
+    until = message.until_seq if message.HasField("until_seq") else None
+    if until is not None and until < 0:
+        v.add(f"{path}.until_seq", "must not be negative")
+    return InheritOp(session_id, source, until)
 
 
 MAX_WINDOW_TOKENS = 2**40
@@ -385,6 +402,8 @@ class RequestParser:
         sid = parse_uuid(body.session_id, f"{path}.session_id", v)
         if kind == "append_records":
             return AppendOp(sid, self.records(body.records, f"{path}.records", v))
+        if kind == "inherit_records":
+            return inherit_op(sid, body, path, v)
         if kind in ("put_system_prompt", "put_insight", "put_memory"):
             content = self.slot(body.content, f"{path}.content", v)
             return PutSlotOp(sid, kind.removeprefix("put_"), content)

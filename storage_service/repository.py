@@ -24,6 +24,7 @@ import asyncpg
 from stello import idempotency
 from stello.db import in_statement, in_transaction
 from storage_service.guard_repository import GuardRepository
+from storage_service.lineage_repository import PARTS, LineageRepository
 from storage_service.memory_repository import MemoryRepository
 from storage_service.models import (
     MetaUpdate,
@@ -124,34 +125,45 @@ SELECT seq, created_at FROM inserted
 """
 
 # One row per visible session (NULL record columns when nothing matches), no
-# row at all when the session is absent or provisional. The walk takes $7 + 1
-# records (the extra one only tells whether more are left: `walked`) and keeps
-# the first $7 whose running size stays within $8 bytes, the first always. A
-# record's size is estimated from the stored lengths without detoasting the
-# content (jsonb counted twice: its protobuf Struct form is larger). The walk
-# direction cannot be a parameter, so one template gives the two constants.
+# row at all when the session is absent or provisional. The walk goes over the
+# session's view (`PARTS`: inherited segments, then its own records; DESIGN
+# §4.4), one index range per part, and takes $7 + 1 records (the extra one
+# only tells whether more are left: `walked`), keeping the first $7 whose
+# running size stays within $8 bytes, the first always. A record's size is
+# estimated from the stored lengths without detoasting the content (jsonb
+# counted twice: its protobuf Struct form is larger). The walk direction
+# cannot be a parameter, so one template gives the two constants.
 _LIST_RECORDS = """
+WITH {parts}
 SELECT s.id AS session_id, r.seq, r.role, r.content, r.tool_calls, r.tool_call_id,
-       r.created_at, r.metadata, r.walked
+       r.created_at, r.metadata, r.inherited, r.walked
 FROM sessions s
 LEFT JOIN LATERAL (
     SELECT sized.seq, sized.role, sized.content, sized.tool_calls, sized.tool_call_id,
-           sized.created_at, sized.metadata, sized.walked
+           sized.created_at, sized.metadata, sized.inherited, sized.walked
     FROM (
         SELECT page.*,
                row_number() OVER (ORDER BY page.seq {direction}) AS n,
                sum(page.size) OVER (ORDER BY page.seq {direction}) AS running,
                count(*) OVER () AS walked
         FROM (
-            SELECT seq, role, content, tool_calls, tool_call_id, created_at, metadata,
-                   64 + octet_length(content) + COALESCE(octet_length(tool_call_id), 0)
-                   + 2 * COALESCE(octet_length(tool_calls::text), 0)
-                   + 2 * COALESCE(octet_length(metadata::text), 0) AS size
-            FROM records
-            WHERE space_id = $1 AND session_id = $2
-              AND seq > $3 AND seq < $4
-              AND ($5::text IS NULL OR role = $5)
-            ORDER BY seq {direction}
+            SELECT x.*
+            FROM parts p
+            CROSS JOIN LATERAL (
+                SELECT seq, role, content, tool_calls, tool_call_id, created_at, metadata,
+                       p.inherited,
+                       64 + octet_length(content) + COALESCE(octet_length(tool_call_id), 0)
+                       + 2 * COALESCE(octet_length(tool_calls::text), 0)
+                       + 2 * COALESCE(octet_length(metadata::text), 0) AS size
+                FROM records
+                WHERE space_id = $1 AND session_id = p.holder_id
+                  AND seq >= p.from_seq AND seq <= p.to_seq
+                  AND seq > $3 AND seq < $4
+                  AND ($5::text IS NULL OR role = $5)
+                ORDER BY seq {direction}
+                LIMIT $6::bigint + $7 + 1
+            ) x
+            ORDER BY x.seq {direction}
             OFFSET $6
             LIMIT $7 + 1
         ) page
@@ -160,8 +172,8 @@ LEFT JOIN LATERAL (
 ) r ON true
 WHERE s.space_id = $1 AND s.id = $2 AND s.provisional_until IS NULL
 """
-LIST_RECORDS_OLDEST = _LIST_RECORDS.format(direction="ASC")
-LIST_RECORDS_NEWEST = _LIST_RECORDS.format(direction="DESC")
+LIST_RECORDS_OLDEST = _LIST_RECORDS.format(parts=PARTS, direction="ASC")
+LIST_RECORDS_NEWEST = _LIST_RECORDS.format(parts=PARTS, direction="DESC")
 
 LOCK_SESSIONS = """
 SELECT id, last_seq, turn_token, turn_expires_at > now() AS lease_live
@@ -171,19 +183,41 @@ ORDER BY id
 FOR UPDATE
 """
 
-# Deletes every record older than the newest `keep_recent` ($3); with fewer
-# records than that the sub-select is NULL and nothing matches.
-TRIM_RECORDS = """
-WITH trimmed AS (
-    DELETE FROM records
-    WHERE space_id = $1 AND session_id = $2
-      AND seq <= (SELECT seq FROM records
-                  WHERE space_id = $1 AND session_id = $2
-                  ORDER BY seq DESC
-                  OFFSET $3 LIMIT 1)
-    RETURNING seq
+# The seq through which TrimRecords removes records from the view (the
+# newest record older than the newest `keep_recent` ($3); NULL with fewer
+# records than that), and how many records of the view it removes.
+TRIM_CUT = f"""
+WITH {PARTS}, cut AS (
+    SELECT x.seq
+    FROM parts p
+    CROSS JOIN LATERAL (
+        SELECT seq FROM records
+        WHERE space_id = $1 AND session_id = p.holder_id
+          AND seq >= p.from_seq AND seq <= p.to_seq
+        ORDER BY seq DESC
+        LIMIT $3::bigint + 1
+    ) x
+    ORDER BY x.seq DESC
+    OFFSET $3
+    LIMIT 1
+), removed AS (
+    SELECT x.n, x.first_seq
+    FROM cut, parts p
+    CROSS JOIN LATERAL (
+        SELECT count(*) AS n, min(seq) AS first_seq FROM records
+        WHERE space_id = $1 AND session_id = p.holder_id
+          AND seq >= p.from_seq AND seq <= p.to_seq AND seq <= cut.seq
+    ) x
 )
-SELECT count(*) AS removed, min(seq) AS first_seq, max(seq) AS last_seq FROM trimmed
+SELECT (SELECT seq FROM cut) AS through, COALESCE(sum(n), 0) AS removed,
+       min(first_seq) AS first_seq
+FROM removed
+"""
+
+# The view stops at `through`; rows a fork still reads go to an heir first
+# (migration 0009).
+RELEASE = """
+SELECT stello_release_records($1, ARRAY[$2::uuid], $3)
 """
 
 # Takes the lease unless a live one exists; a concurrent taker blocks on the
@@ -261,6 +295,7 @@ def _record(row: asyncpg.Record) -> StoredRecord:
         row["tool_call_id"],
         row["created_at"],
         row["metadata"],
+        row["inherited"],
     )
 
 
@@ -273,7 +308,12 @@ def _calls_json(calls: Sequence[ToolCall]) -> str | None:
 
 
 class Repository(
-    SlotRepository, MemoryRepository, GuardRepository, TurnRepository, idempotency.KeyStatements
+    SlotRepository,
+    MemoryRepository,
+    GuardRepository,
+    TurnRepository,
+    LineageRepository,
+    idempotency.KeyStatements,
 ):
     """The storage statements, run on one connection (maybe inside a transaction)."""
 
@@ -393,17 +433,18 @@ class Repository(
 
     async def trim_records(self, space_id: uuid.UUID, session_id: uuid.UUID, keep: int) -> int:
         """Delete all but the newest `keep` records (and the stale cache); how many went."""
-        row = await self._con.fetchrow(TRIM_RECORDS, space_id, session_id, keep)
+        row = await self._con.fetchrow(TRIM_CUT, space_id, session_id, keep)
         assert row is not None  # an aggregate answers one row
         removed = int(row["removed"])
         if removed:
+            await self._con.execute(RELEASE, space_id, session_id, row["through"])
             await self.clear_cache(space_id, session_id)
             self._changed(
                 space_id,
                 "records_trimmed",
                 session_id,
                 first_seq=row["first_seq"],
-                last_seq=row["last_seq"],
+                last_seq=row["through"],
             )
         return removed
 

@@ -19,6 +19,7 @@ from storage_service.operations import (
     AppendOp,
     BumpTurnOp,
     ClearInsightOp,
+    InheritOp,
     InsightCheck,
     LastSeqCheck,
     Operation,
@@ -87,7 +88,9 @@ def _finds_its_session(op: Operation) -> bool:
     result names no session, so it needs none)."""
     if isinstance(op, AppendOp):
         return bool(op.records)
-    return isinstance(op, PutSessionOp | PutSlotOp | PutCacheOp | BumpTurnOp | RememberOp)
+    return isinstance(
+        op, PutSessionOp | PutSlotOp | PutCacheOp | BumpTurnOp | RememberOp | InheritOp
+    )
 
 
 async def check_preconditions(
@@ -140,6 +143,9 @@ async def apply(repo: Repository, space_id: uuid.UUID, op: Operation) -> Operati
         if records is None:
             raise session_not_found(op.session_id)
         return OperationResult("append_records", records=records)
+    if isinstance(op, InheritOp):
+        cut = await repo.inherit(space_id, op.session_id, op.source_id, op.until_seq)
+        return OperationResult("inherit_records", until_seq=cut)
     if isinstance(op, PutSessionOp):
         meta = await repo.put_session(space_id, op.update)
         if meta is None:

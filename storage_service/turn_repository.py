@@ -17,6 +17,7 @@ from dataclasses import dataclass
 
 import asyncpg
 
+from storage_service.lineage_repository import PARTS
 from storage_service.models import CompressionCache, SessionMeta
 
 # FOR UPDATE OF s: a Transact (a turn's commit) and a slot put (FOR KEY SHARE)
@@ -39,31 +40,89 @@ WHERE s.space_id = $1 AND s.id = $2
 FOR UPDATE OF s
 """
 
+# Every probe goes over the session's view (`PARTS`, DESIGN §4.4): one index
+# probe per part, the parts being its inherited segments and its own records.
+
 # The first record after a seq, with the cumulative estimate before it.
-FIRST_AFTER = """
-SELECT seq, token_cumulative - token_estimate AS before
-FROM records
-WHERE space_id = $1 AND session_id = $2 AND seq > $3
-ORDER BY seq
+FIRST_AFTER = f"""
+WITH {PARTS}
+SELECT x.seq, x.before
+FROM parts p
+CROSS JOIN LATERAL (
+    SELECT seq, token_cumulative - token_estimate AS before
+    FROM records
+    WHERE space_id = $1 AND session_id = p.holder_id
+      AND seq >= p.from_seq AND seq <= p.to_seq AND seq > $3
+    ORDER BY seq
+    LIMIT 1
+) x
+ORDER BY x.seq
 LIMIT 1
 """
 
-# The first record whose cumulative estimate reaches $3 (records_tokens).
-REACHING = """
-SELECT seq, token_cumulative - token_estimate AS before
-FROM records
-WHERE space_id = $1 AND session_id = $2 AND token_cumulative >= $3
-ORDER BY token_cumulative
-LIMIT 1
+# The first record whose cumulative estimate reaches $3 (records_tokens). The
+# cumulative grows with seq along the view, so the record is in the first
+# part whose last record reaches $3; there it is that part's first record
+# when the records before it already reach $3 (the part starts after a trim),
+# else the holder's first record (by seq) reaching $3, which lies in the
+# part: the holder's rows below the part are on the same line before it, and
+# its last record in the part reaches $3. That probe names no seq bound, so it
+# is one descent of records_tokens (cumulative, seq) whatever the statistics.
+REACHING = f"""
+WITH {PARTS}, chosen AS (
+    SELECT p.holder_id, p.from_seq, p.to_seq
+    FROM parts p
+    CROSS JOIN LATERAL (
+        SELECT token_cumulative AS cumulative
+        FROM records
+        WHERE space_id = $1 AND session_id = p.holder_id
+          AND seq >= p.from_seq AND seq <= p.to_seq
+        ORDER BY seq DESC
+        LIMIT 1
+    ) e
+    WHERE e.cumulative >= $3
+    ORDER BY p.from_seq
+    LIMIT 1
+), first AS (
+    SELECT c.holder_id, c.to_seq, f.seq, f.before
+    FROM chosen c
+    CROSS JOIN LATERAL (
+        SELECT seq, token_cumulative - token_estimate AS before
+        FROM records
+        WHERE space_id = $1 AND session_id = c.holder_id AND seq >= c.from_seq
+        ORDER BY seq
+        LIMIT 1
+    ) f
+)
+SELECT seq, before FROM first WHERE before >= $3
+UNION ALL
+SELECT x.seq, x.before
+FROM first f
+CROSS JOIN LATERAL (
+    SELECT seq, token_cumulative - token_estimate AS before
+    FROM records
+    WHERE space_id = $1 AND session_id = f.holder_id AND token_cumulative >= $3
+    ORDER BY token_cumulative, seq
+    LIMIT 1
+) x
+WHERE f.before < $3
 """
 
 # The nearest record before $3 that is not a tool result: the caller of the
 # tool records after it (a backward walk that stops at the first match).
-CALLER_BEFORE = """
-SELECT seq, role, tool_calls IS NOT NULL AND jsonb_array_length(tool_calls) > 0 AS calls
-FROM records
-WHERE space_id = $1 AND session_id = $2 AND seq < $3 AND role <> 'tool'
-ORDER BY seq DESC
+CALLER_BEFORE = f"""
+WITH {PARTS}
+SELECT x.seq, x.role, x.calls
+FROM parts p
+CROSS JOIN LATERAL (
+    SELECT seq, role, tool_calls IS NOT NULL AND jsonb_array_length(tool_calls) > 0 AS calls
+    FROM records
+    WHERE space_id = $1 AND session_id = p.holder_id
+      AND seq >= p.from_seq AND seq <= p.to_seq AND seq < $3 AND role <> 'tool'
+    ORDER BY seq DESC
+    LIMIT 1
+) x
+ORDER BY x.seq DESC
 LIMIT 1
 """
 

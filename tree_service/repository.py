@@ -211,7 +211,13 @@ class TreeRepository:
                 await con.execute(sql.WAIT_SWEEP_LOCK, SWEEP_LOCK_KEY)
             elif not await con.fetchval(sql.TRY_SWEEP_LOCK, SWEEP_LOCK_KEY):
                 return None
-            rows = await con.fetch(sql.SWEEP_DELETE, older_than_s, batch)
+            claimed = await con.fetch(sql.SWEEP_CLAIM, older_than_s, batch)
+            if not claimed:
+                return []
+            spaces = [r["space_id"] for r in claimed]
+            ids = [r["id"] for r in claimed]
+            await con.execute(sql.SWEEP_RELEASE, spaces, ids)
+            rows = await con.fetch(sql.SWEEP_DELETE, spaces, ids)
             return [SweptSession(r["space_id"], r["id"]) for r in rows]
 
         return await in_transaction(self._pool, work)
@@ -402,6 +408,7 @@ class TreeTx(idempotency.KeyStatements):
     async def delete_subtree(self, space_id: uuid.UUID, session_id: uuid.UUID) -> list[uuid.UUID]:
         """Erase a visible session and its descendants; their ids, the session first."""
         try:
+            await self._con.execute(sql.RELEASE_SUBTREE, space_id, session_id)
             rows = await self._con.fetch(sql.DELETE_SUBTREE, space_id, session_id)
         except asyncpg.ForeignKeyViolationError as exc:
             raise Aborted(

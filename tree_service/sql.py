@@ -376,6 +376,24 @@ FROM (
 ) locked
 """
 
+# Before the DELETE, the set gives up its records (storage's
+# `stello_release_records`, migration 0009): rows that forks outside it still
+# read through their lineage move, once, to one of them (DESIGN §4.4), and
+# the set's own segments and lineages go. Same set as the DELETE's (the
+# locks above keep it final).
+RELEASE_SUBTREE = """
+WITH RECURSIVE subtree (id) AS (
+    SELECT s.id
+    FROM sessions s
+    WHERE s.space_id = $1 AND s.id = $2 AND s.provisional_until IS NULL
+  UNION ALL
+    SELECT c.id
+    FROM subtree
+    JOIN sessions c ON c.space_id = $1 AND c.parent_id = subtree.id
+)
+SELECT stello_release_records($1, (SELECT array_agg(id) FROM subtree), NULL)
+"""
+
 # The computed set (the visible session and every descendant, provisional ones
 # included) goes in ONE statement, so the NO ACTION parent and source keys are
 # satisfied at its end: the sessions outside the set forked from one inside it
@@ -429,13 +447,22 @@ LIMIT $2
 SWEEP_DUE = _DUE
 
 # Rows a CommitSession holds right now are skipped: it is making them visible.
-SWEEP_DELETE = f"""
-WITH due AS (
-    {_DUE}
-    FOR UPDATE SKIP LOCKED
-)
+SWEEP_CLAIM = f"""
+{_DUE}
+FOR UPDATE OF d SKIP LOCKED
+"""
+
+# The claimed sessions give up their records first, per space (a provisional
+# session can hold rows for forks: DESIGN §4.4, migration 0009).
+SWEEP_RELEASE = """
+SELECT stello_release_records(d.space_id, array_agg(d.id), NULL)
+FROM unnest($1::uuid[], $2::uuid[]) AS d (space_id, id)
+GROUP BY d.space_id
+"""
+
+SWEEP_DELETE = """
 DELETE FROM sessions s
-USING due
-WHERE s.space_id = due.space_id AND s.id = due.id AND s.provisional_until IS NOT NULL
+USING unnest($1::uuid[], $2::uuid[]) AS d (space_id, id)
+WHERE s.space_id = d.space_id AND s.id = d.id AND s.provisional_until IS NOT NULL
 RETURNING s.space_id, s.id
 """

@@ -27,10 +27,11 @@ ROLES = {
 
 
 def _own(record: common_pb2.Record) -> bytes:
-    """What identifies a record in any session: everything but its seq."""
+    """What identifies a record in any session: everything but its seq and `inherited`."""
     copy = common_pb2.Record()
     copy.CopyFrom(record)
     copy.ClearField("seq")
+    copy.ClearField("inherited")
     return copy.SerializeToString(deterministic=True)
 
 
@@ -40,20 +41,24 @@ def inherited_prefix(
     """How many of `child`'s first records a Fork INHERIT from `source` gave it.
 
     Answers (how many, the source seq of the cut, how many source records are at
-    or before it), or None when the child's records do not start that way. With
-    inheritance by reference (DESIGN §4.4) records say they are inherited; until
-    then they are copies, recognised by content (timestamps included) and checked:
-    the source's records through the cut, sanitised as a fork does, must be
-    exactly the child's first ones.
+    or before it), or None when the child's records do not start that way. Forks
+    by reference (DESIGN §4.4) mark their inherited records, which are the
+    source's through the cut verbatim (seqs kept); they are checked against the
+    source (a trim on either side since makes them differ: then the child is
+    exported with copies). Forks made before that hold copies, recognised by
+    content (timestamps included): the source's records through the cut,
+    sanitised as such a fork did, must be exactly the child's first ones.
     """
     if any(fmt.is_inherited(r) for r in child):
         count = next((i for i, r in enumerate(child) if not fmt.is_inherited(r)), len(child))
-        until = child[count - 1].seq if count else 0
-    else:
-        count, until = _matched(child, source)
+        until = child[count - 1].seq
+        through = [r for r in source if r.seq <= until]
+        same = [(r.seq, _own(r)) for r in through] == [(r.seq, _own(r)) for r in child[:count]]
+        return (count, until, len(through)) if same else None
+    count, until = _matched(child, source)
     if count == 0:
         return None
-    from agent_gateway.compose import drop_incomplete_tool_groups  # what a fork copies
+    from agent_gateway.compose import drop_incomplete_tool_groups  # what a copying fork kept
 
     through = [r for r in source if r.seq <= until]
     kept = drop_incomplete_tool_groups(through)

@@ -50,8 +50,7 @@ def iso(stamp: Timestamp) -> str | None:
 def is_inherited(record: Message) -> bool:
     """Whether the record was read through a fork's lineage (the `inherited` Record field).
 
-    The field arrives with inheritance by reference (DESIGN §4.4); until the
-    protos carry it every record is the session's own.
+    Messages without the field (another record-like message) are never inherited.
     """
     field = record.DESCRIPTOR.fields_by_name.get("inherited")
     return bool(field is not None and getattr(record, field.name))

@@ -1,8 +1,7 @@
 """Gateway replies as the console's JSON: the client commands' plain dicts, a session view, events.
 
-Records carry ``inherited`` once the Record message has that field (DESIGN
-§4.4, "Fork by reference"); until then the key is absent and the page marks
-nothing.
+Records carry ``inherited``: true for the records a Fork INHERIT shows from
+its source (DESIGN §4.4, "Fork by reference"); the page marks them.
 """
 
 from __future__ import annotations
@@ -17,14 +16,10 @@ from stello.common.v1 import common_pb2
 
 JsonDict = dict[str, Any]
 
-HAS_INHERITED = "inherited" in common_pb2.Record.DESCRIPTOR.fields_by_name
-
-
 def record_dict(record: common_pb2.Record) -> JsonDict:
-    """A record as the client commands show it, with ``inherited`` when the API has it."""
+    """A record as the client commands show it, with ``inherited`` always present."""
     data = fmt.record_dict(record)
-    if HAS_INHERITED:
-        data["inherited"] = bool(getattr(record, "inherited"))  # noqa: B009 (not in older stubs)
+    data["inherited"] = record.inherited
     return data
 
 

@@ -207,6 +207,18 @@ class TestOutput:
         assert [line.split(" · ")[0] for line in lines] == ["[1] user", "[2] assistant"]
         assert all(" ago: " in line or " just now: " in line for line in lines)
 
+    async def test_inherited_records_are_marked(self, env: dict[str, str]) -> None:
+        """A fork's inherited records say so (text and --json); its own do not."""
+        root = (await ok(env, "root", "-q")).strip()
+        await ok(env, "send", root, "hi")
+        child = (await ok(env, "fork", root, "--label", "c", "--context", "inherit", "-q")).strip()
+        await ok(env, "send", child, "more")
+        lines = (await ok(env, "records", child)).splitlines()
+        marked = [line.split(": ", 1)[0].endswith(" · inherited") for line in lines]
+        assert marked == [True, True, False, False], lines
+        flags = [r.get("inherited", False) for r in await as_json(env, "records", child)]
+        assert flags == [True, True, False, False]
+
     async def test_broken_pipe_is_quiet(
         self, env: dict[str, str], gw: Any, space: TestSpace
     ) -> None:

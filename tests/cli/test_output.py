@@ -98,8 +98,9 @@ class TestRecords:
         ]
 
     def test_inherited_marker_hook(self) -> None:
-        """A record type with an `inherited` field is marked when it is set; ours has none yet."""
+        """A record with `inherited` set is marked; one without the field never is."""
         assert not fmt.is_inherited(common_pb2.Record(content="own"))
+        assert fmt.is_inherited(common_pb2.Record(content="theirs", inherited=True))
         proto = descriptor_pb2.FileDescriptorProto(name="lineage_probe.proto", package="probe")
         message = proto.message_type.add(name="Record")
         message.field.add(

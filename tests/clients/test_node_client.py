@@ -257,7 +257,7 @@ class TestNodeClient:
         assert all(row["provisional_until"] is None for row in rows.values())
         assert (rows[out.root]["parent_id"], rows[out.root]["records"]) == (None, 2)
         assert rows[out.fork]["parent_id"] == rows[out.fork]["source_session_id"] == out.root
-        assert rows[out.fork]["records"] == 4
+        assert rows[out.fork]["records"] == 2  # its own: it reads the root's two by reference
         assert rows[out.root]["turn_count"] == rows[out.fork]["turn_count"] == 1
 
     @pytest.mark.timeout(300)

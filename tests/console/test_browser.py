@@ -11,7 +11,6 @@ import pytest
 from playwright.async_api import expect
 
 from stello.agent.v1 import agent_pb2
-from stello.console.convert import HAS_INHERITED
 from tests.console.conftest import REPLY_HEAD, BrowserPage, ConsoleStack, seeded_forest
 from tests.gateway.conftest import record
 from tests.tree.seed import seed_topology
@@ -234,7 +233,6 @@ class TestSession:
         assert dialogs == []
         assert browser_page.console_errors() == []
 
-    @pytest.mark.skipif(not HAS_INHERITED, reason="Record.inherited comes with issue #16")
     async def test_inherited_records_are_marked(
         self, console: ConsoleStack, browser_page: BrowserPage
     ) -> None:

@@ -9,6 +9,7 @@ for that database are the ones the services run.
 
 from __future__ import annotations
 
+import asyncio
 import uuid
 from collections.abc import AsyncIterator, Awaitable
 from contextlib import asynccontextmanager
@@ -480,4 +481,6 @@ async def _drive_tree(s: Services) -> None:
     await tr.DeleteSubtree(tree_pb2.DeleteSubtreeRequest(space_id=sid, session_id=kids[1].id))
     await s.admin_tree.SweepProvisional(tree_pb2.SweepProvisionalRequest(dry_run=True))
     await s.admin_tree.SweepProvisional(tree_pb2.SweepProvisionalRequest())
+    await asyncio.sleep(1.1)  # the provisional session under the root is now a second old
+    await s.admin_tree.SweepProvisional(tree_pb2.SweepProvisionalRequest(older_than_s=1))
     await s.sweeper.run_once()  # the periodic sweep, and the purge of expired request_ids

@@ -343,7 +343,9 @@ class TestRefused:
         stack: Stack,
         pool: asyncpg.Pool,
     ) -> None:
-        """Inherited records count: a write over the message limit is refused on `records`."""
+        """A write over the message limit is refused on `records`, before anything is
+        written; inherited records cost nothing (a lineage, DESIGN §4.4), so a child of a
+        source as large as the limit allows is made."""
 
         def small(settings: StelloSettings, p: asyncpg.Pool, k: KeyStore) -> Any:
             limited = settings.model_copy(update={"max_message_bytes": 200_000})
@@ -354,11 +356,16 @@ class TestRefused:
         try:
             big = [record("user", "x" * 50_000) for _ in range(2)]
             source = await import_session(limited, label="source", records=big)
+            child = await import_session(
+                limited, source_session_id=source.id, inherit_until_seq=2, records=big
+            )
+            page = await limited.gw.ListRecords(
+                agent_pb2.ListRecordsRequest(space_id=space.sid, session_id=child.id, limit=1)
+            )
+            assert page.records[0].inherited and page.records[0].seq == 1
             before = await row_counts(pool, space)
             error = await rpc_error(
-                import_session(
-                    limited, source_session_id=source.id, inherit_until_seq=2, records=big
-                )
+                import_session(limited, source_session_id=source.id, records=[*big, *big[:1]])
             )
             assert error.code() is grpc.StatusCode.INVALID_ARGUMENT
             [violation] = field_violations(error)

@@ -96,6 +96,22 @@ WHERE datname = current_database() AND pid <> pg_backend_pid()
 """
 
 
+async def end_other_backends(con: asyncpg.Connection) -> None:
+    """End every other client backend of the database (they flush their statistics as they
+    exit; the services' pools reconnect, as after a database restart), then read fresh
+    statistics on `con`."""
+    pids = [row["pid"] for row in await con.fetch(OTHER_BACKENDS)]
+    await con.execute("SELECT pg_terminate_backend(pid) FROM unnest($1::int[]) pid", pids)
+    for _ in range(500):
+        alive = await con.fetchval(
+            "SELECT count(*) FROM pg_stat_activity WHERE pid = ANY($1::int[])", pids
+        )
+        if not alive:
+            break
+        await asyncio.sleep(0.01)
+    await con.execute("SELECT pg_stat_clear_snapshot()")
+
+
 class RowReads:
     """Tuples read from one table by every other connection to the database.
 
@@ -111,16 +127,23 @@ class RowReads:
 
     async def count(self) -> int:
         """Heap tuples plus index entries read from the table so far."""
-        pids = [row["pid"] for row in await self._con.fetch(OTHER_BACKENDS)]
-        await self._con.execute("SELECT pg_terminate_backend(pid) FROM unnest($1::int[]) pid", pids)
-        for _ in range(500):
-            alive = await self._con.fetchval(
-                "SELECT count(*) FROM pg_stat_activity WHERE pid = ANY($1::int[])", pids
-            )
-            if not alive:
-                break
-            await asyncio.sleep(0.01)
-        await self._con.execute("SELECT pg_stat_clear_snapshot()")
+        await end_other_backends(self._con)
         row = await self._con.fetchrow(READS, self._table)
         assert row is not None
         return int(row["heap"]) + int(row["index"])
+
+
+class RowInserts:
+    """Rows inserted into one table by every other connection (as `RowReads` counts)."""
+
+    def __init__(self, con: asyncpg.Connection, table: str) -> None:
+        self._con = con
+        self._table = table
+
+    async def count(self) -> int:
+        """`n_tup_ins` of the table so far."""
+        await end_other_backends(self._con)
+        found = await self._con.fetchval(
+            "SELECT n_tup_ins FROM pg_stat_user_tables WHERE relname = $1", self._table
+        )
+        return int(found or 0)

@@ -333,9 +333,16 @@ class AgentGatewayServicer:
 
         Context (`context`, else the profile's, else NONE):
         - NONE: the child starts with no records.
-        - INHERIT: the source's records are copied (timestamps kept), all of
-        them or those with seq <= `inherit_until_seq`, after dropping
-        incomplete tool-call groups.
+        - INHERIT: by reference, not by copy (DESIGN §4.4): the child shows the
+        source's records verbatim — seq, role, content, tool calls,
+        created_at, metadata, read with `inherited` = true — all of them or
+        those with seq <= `inherit_until_seq`, except a tool-call group still
+        open at that cut (left out); tool groups left unanswered earlier stay
+        (turn context drops them, as in any session). Its own records are
+        numbered after the cut. It costs the same whatever the history's
+        length, and later changes of the source (appends, trims, deletes)
+        never change what the child shows. The child starts from the source's
+        newest compression summary at or below the cut.
         - COMPRESS: the source's records are summarised by the LLM once (the
         gateway's `fork_compressor` prompt), and the summary is appended to
         the child's system prompt as "\n\n" + the `parent_context` text, by

@@ -174,7 +174,7 @@ class ToolCall(_message.Message):
     def __init__(self, id: _Optional[str] = ..., name: _Optional[str] = ..., arguments_json: _Optional[str] = ...) -> None: ...
 
 class Record(_message.Message):
-    __slots__ = ("seq", "role", "content", "tool_calls", "tool_call_id", "created_at", "metadata")
+    __slots__ = ("seq", "role", "content", "tool_calls", "tool_call_id", "created_at", "metadata", "inherited")
     SEQ_FIELD_NUMBER: _ClassVar[int]
     ROLE_FIELD_NUMBER: _ClassVar[int]
     CONTENT_FIELD_NUMBER: _ClassVar[int]
@@ -182,6 +182,7 @@ class Record(_message.Message):
     TOOL_CALL_ID_FIELD_NUMBER: _ClassVar[int]
     CREATED_AT_FIELD_NUMBER: _ClassVar[int]
     METADATA_FIELD_NUMBER: _ClassVar[int]
+    INHERITED_FIELD_NUMBER: _ClassVar[int]
     seq: int
     role: RecordRole
     content: str
@@ -189,7 +190,8 @@ class Record(_message.Message):
     tool_call_id: str
     created_at: _timestamp_pb2.Timestamp
     metadata: _struct_pb2.Struct
-    def __init__(self, seq: _Optional[int] = ..., role: _Optional[_Union[RecordRole, str]] = ..., content: _Optional[str] = ..., tool_calls: _Optional[_Iterable[_Union[ToolCall, _Mapping]]] = ..., tool_call_id: _Optional[str] = ..., created_at: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., metadata: _Optional[_Union[_struct_pb2.Struct, _Mapping]] = ...) -> None: ...
+    inherited: bool
+    def __init__(self, seq: _Optional[int] = ..., role: _Optional[_Union[RecordRole, str]] = ..., content: _Optional[str] = ..., tool_calls: _Optional[_Iterable[_Union[ToolCall, _Mapping]]] = ..., tool_call_id: _Optional[str] = ..., created_at: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., metadata: _Optional[_Union[_struct_pb2.Struct, _Mapping]] = ..., inherited: _Optional[bool] = ...) -> None: ...
 
 class SkillList(_message.Message):
     __slots__ = ("names",)

@@ -339,7 +339,10 @@ class SessionStorageServicer:
         So {limit: 2, offset: 1} over msg-0..msg-4 answers [msg-1, msg-2];
         {limit: 50, newest_first: true} answers the newest 50, oldest first; and
         before_seq = the first seq of the previous reply pages backwards.
-        A session with no records answers an empty list.
+        A session with no records answers an empty list. A session made by a
+        Fork INHERIT (Operation.InheritRecordsOp) shows the source's records
+        through its cut first, verbatim (their seqs kept, `inherited` = true),
+        then its own; every option applies to that whole sequence.
 
         Pages are bounded in bytes as well as in count: a reply carries at most
         STELLO_STORAGE_MAX_PAGE_BYTES of records (estimated from their stored
@@ -372,6 +375,10 @@ class SessionStorageServicer:
         summary is cleared too (they no longer match the records). The
         session's last seq is unchanged, so later appends continue the
         numbering. Idempotent by nature. Allowed on provisional sessions.
+        Records a session inherited (a Fork INHERIT) count like its own: trimming
+        them narrows only its own view, never the source's records; trimming a
+        source whose forks still show the trimmed records hands those rows to
+        one of the forks first, so no fork's records change.
 
         Errors: INVALID_ARGUMENT for a malformed space_id or session_id, an
         unset keep_recent, or a negative keep_recent; NOT_FOUND when the session

@@ -462,8 +462,12 @@ class SessionTreeServicer:
         config, refs from and to them, turn leases) in one transaction, and
         answers the erased ids, the given session first. Sessions that had one
         of them as `source_session_id` keep existing with that field cleared.
-        The remaining siblings keep their indexes. Allowed on archived
-        sessions. Not idempotent by id: a second call is NOT_FOUND.
+        A surviving Fork INHERIT of an erased session keeps every record it
+        showed (DESIGN §4.4): the rows it reads move, in the same transaction,
+        to one surviving fork (the one that inherited the most), and no row of
+        an erased session remains. The remaining siblings keep their indexes.
+        Allowed on archived sessions. Not idempotent by id: a second call is
+        NOT_FOUND.
 
         Errors: INVALID_ARGUMENT (malformed ids); NOT_FOUND (unknown in this
         space, or provisional); UNAUTHENTICATED.

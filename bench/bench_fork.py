@@ -1,0 +1,179 @@
+"""Fork benchmark: Fork INHERIT at 0 to 100,000 records of source history (DESIGN §4.4, §9).
+
+Measured in one run, beside Fork NONE of the same sources as the baseline:
+
+- Fork INHERIT p50/p99 at concurrency 1 from roots of 0, 1,000, 10,000 and
+  100,000 records of 200 characters (seeded with COPY, token columns counted
+  by ``stello_recount_tokens``), the sizes interleaved round by round (the
+  machine's speed drifts), and Fork NONE from the same roots;
+- rows inserted per fork into records, record_segments and session_lineages
+  (``n_tup_ins`` of pg_stat_user_tables, flushed by ending the services'
+  connections around a batch of forks), per size.
+
+Targets (issue #16): INHERIT at 100,000 <= 2x Fork NONE; rows per fork
+independent of the history.
+
+    python bench/bench_fork.py [--forks 100] [--rounds 5]
+
+Uses STELLO_BENCH_DATABASE_URL when set (a database it may fill), else starts
+the embedded PostgreSQL in a temporary folder and deletes it afterwards.
+Not part of the test run.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import sys
+import time
+import uuid
+import warnings
+from contextlib import AsyncExitStack
+from pathlib import Path
+from typing import Any
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+
+import asyncpg
+import bench_gateway
+from bench_gateway import new_space, quantile
+from harness import database, server_process
+
+from stello.agent.v1 import agent_pb2, agent_pb2_grpc
+from stello.channels import open_channel
+from stello.common.v1 import common_pb2
+from stello.runner import event_loop_factory
+from tests.support.history import end_other_backends, seed_history
+
+SIZES = (0, 1_000, 10_000, 100_000)
+TABLES = ("records", "record_segments", "session_lineages")
+INSERTS = "SELECT relname, n_tup_ins FROM pg_stat_user_tables WHERE relname = ANY($1::text[])"
+
+
+async def seeded_root(dsn: str, stub: Any, space: str, metadata: Any, size: int) -> str:
+    """A root with `size` records of 200 characters."""
+    reply = await stub.CreateRoot(agent_pb2.CreateRootRequest(space_id=space), metadata=metadata)
+    con = await asyncpg.connect(dsn)
+    try:
+        await seed_history(con, uuid.UUID(space), uuid.UUID(reply.session.id), size, recount=True)
+    finally:
+        await con.close()
+    return str(reply.session.id)
+
+
+async def forks(
+    stub: Any,
+    space: str,
+    root: str,
+    metadata: Any,
+    count: int,
+    context: common_pb2.ForkContext.ValueType,
+) -> list[float]:
+    """`count` Forks of `root` with `context`; durations in seconds."""
+    durations = []
+    for i in range(count):
+        request = agent_pb2.ForkRequest(
+            space_id=space, source_session_id=root, label=f"fork {i}", context=context
+        )
+        began = time.perf_counter()
+        await stub.Fork(request, metadata=metadata)
+        durations.append(time.perf_counter() - began)
+    return durations
+
+
+async def inserted(con: asyncpg.Connection) -> dict[str, int]:
+    """Rows inserted into the lineage tables so far (every other connection ended first)."""
+    await end_other_backends(con)
+    rows = await con.fetch(INSERTS, list(TABLES))
+    return {row["relname"]: int(row["n_tup_ins"]) for row in rows}
+
+
+async def rows_per_fork(
+    dsn: str, stub: Any, space: str, roots: dict[int, str], metadata: Any, count: int
+) -> dict[int, dict[str, float]]:
+    """Rows inserted per Fork INHERIT, per size, over `count` forks each."""
+    con = await asyncpg.connect(dsn)
+    try:
+        per_size: dict[int, dict[str, float]] = {}
+        for size, root in roots.items():
+            before = await inserted(con)
+            await forks(stub, space, root, metadata, count, common_pb2.FORK_CONTEXT_INHERIT)
+            after = await inserted(con)
+            per_size[size] = {t: (after.get(t, 0) - before.get(t, 0)) / count for t in TABLES}
+        return per_size
+    finally:
+        await con.close()
+
+
+def line(name: str, samples: list[float], base: float | None) -> str:
+    """One latency line (`samples` in seconds; `base`: Fork NONE's p50 in ms)."""
+    p50, p99 = quantile(samples, 0.5), quantile(samples, 0.99)
+    ratio = f"  ({p50 / base:4.2f}x Fork NONE)" if base else ""
+    return f"  {name:<30} p50 {p50:7.2f}  p99 {p99:7.2f} ms{ratio}"
+
+
+async def run(count: int, rounds: int) -> None:
+    """Start the three servers, seed, measure, report."""
+    async with database() as dsn, AsyncExitStack() as stack:
+        storage = await stack.enter_async_context(
+            server_process(bench_gateway.__file__, "storage", dsn)
+        )
+        tree = await stack.enter_async_context(server_process(bench_gateway.__file__, "tree", dsn))
+        gateway = await stack.enter_async_context(
+            server_process(bench_gateway.__file__, "gateway", dsn, storage, tree)
+        )
+        space_id, key = await new_space(dsn)
+        space = str(space_id)
+        metadata = (("authorization", f"Bearer {key}"),)
+        stub = agent_pb2_grpc.AgentGatewayStub(
+            await stack.enter_async_context(open_channel(gateway))
+        )
+        began = time.perf_counter()
+        roots = {size: await seeded_root(dsn, stub, space, metadata, size) for size in SIZES}
+        print(
+            f"seeded roots of {', '.join(f'{s:,}' for s in SIZES)} records "
+            f"in {time.perf_counter() - began:.1f} s"
+        )
+        for size in SIZES:  # warm-up
+            await forks(stub, space, roots[size], metadata, 3, common_pb2.FORK_CONTEXT_INHERIT)
+        inherit: dict[int, list[float]] = {size: [] for size in SIZES}
+        none: list[float] = []
+        per_round = max(1, count // rounds)
+        for _ in range(rounds):  # interleaved: the machine's speed drifts
+            for size in SIZES:
+                inherit[size] += await forks(
+                    stub, space, roots[size], metadata, per_round, common_pb2.FORK_CONTEXT_INHERIT
+                )
+            none += await forks(
+                stub, space, roots[SIZES[-1]], metadata, per_round, common_pb2.FORK_CONTEXT_NONE
+            )
+        base = quantile(none, 0.5)
+        print(f"Fork at concurrency 1, {per_round * rounds} forks per line:")
+        print(line(f"NONE from {SIZES[-1]:,} records", none, None))
+        for size in SIZES:
+            print(line(f"INHERIT from {size:>7,} records", inherit[size], base))
+        ratio = quantile(inherit[SIZES[-1]], 0.5) / base
+        verdict = "met" if ratio <= 2.0 else "NOT met"
+        print(f"  target: INHERIT at {SIZES[-1]:,} <= 2x Fork NONE: {ratio:.2f}x, {verdict}")
+        counted = await rows_per_fork(dsn, stub, space, roots, metadata, 20)
+        print("Rows inserted per Fork INHERIT (20 forks per size):")
+        for size, rows in counted.items():
+            cells = "  ".join(f"{table} {rows[table]:.2f}" for table in TABLES)
+            print(f"  {size:>7,} records: {cells}")
+        same = len({tuple(rows.values()) for rows in counted.values()}) == 1
+        print(f"  target: rows per fork independent of the history: {'met' if same else 'NOT met'}")
+
+
+def main() -> None:
+    """Command line: run the benchmark."""
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0] if __doc__ else None)
+    parser.add_argument("--forks", type=int, default=100, help="forks per line")
+    parser.add_argument("--rounds", type=int, default=5, help="interleaved rounds")
+    args = parser.parse_args()
+    warnings.filterwarnings("ignore", message=".*XDG_RUNTIME_DIR.*")
+    with asyncio.Runner(loop_factory=event_loop_factory()) as runner:
+        runner.run(run(args.forks, args.rounds))
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,232 @@
+"""SQL of fork by reference (DESIGN §4.4, migration 0009): a session's view and its lineage.
+
+A session's records are its *view*: its segments (ranges of another
+session's rows, `record_segments`), then its own rows after its lineage's
+cut. `PARTS` lists them for one session in one CTE, so every read of records
+is one index range per part (a session without a lineage has exactly one).
+`InheritRecordsOp` writes a lineage: the source's segments cut at the cut,
+plus the source's own part, and never touches a record. What happens to the
+rows when a source is trimmed or deleted is `stello_release_records`'s job
+(the migration).
+
+Part of the storage repository (`storage_service.repository.Repository`
+extends `LineageRepository`).
+"""
+
+from __future__ import annotations
+
+import uuid
+from dataclasses import dataclass
+
+import asyncpg
+
+from stello.errors import FailedPrecondition, NotFound
+
+# The parts of the view of session $2 of space $1, in seq order.
+PARTS = """
+parts AS (
+    SELECT g.holder_id, g.from_seq, g.to_seq, true AS inherited
+    FROM record_segments g
+    WHERE g.space_id = $1 AND g.session_id = $2
+  UNION ALL
+    SELECT $2::uuid, COALESCE((SELECT l.until_seq FROM session_lineages l
+                               WHERE l.space_id = $1 AND l.session_id = $2), 0) + 1,
+           9223372036854775807::bigint, false
+)"""
+
+# The holders of the source's segments, key-share locked before the source
+# itself: a release (trim or delete) locks the holder first and its readers
+# after, so taking them in the same order never deadlocks with one.
+LOCK_HOLDERS = """
+SELECT s.id
+FROM sessions s
+WHERE s.space_id = $1
+  AND s.id IN (SELECT g.holder_id FROM record_segments g
+               WHERE g.space_id = $1 AND g.session_id = $2)
+ORDER BY s.id
+FOR KEY SHARE OF s
+"""
+
+# FOR SHARE: no release can repoint the source's segments (it locks the
+# readers FOR UPDATE) until this fork has copied them and committed.
+LOCK_SOURCE = """
+SELECT s.last_seq, COALESCE(l.until_seq, 0) AS own_after
+FROM sessions s
+LEFT JOIN session_lineages l ON l.space_id = s.space_id AND l.session_id = s.id
+WHERE s.space_id = $1 AND s.id = $2 AND s.provisional_until IS NULL
+FOR SHARE OF s
+"""
+
+# The newest record of the view at or below seq $3.
+LAST_AT = f"""
+WITH {PARTS}
+SELECT x.seq, x.role, x.calls, x.cumulative
+FROM parts p
+CROSS JOIN LATERAL (
+    SELECT seq, role, tool_calls AS calls, token_cumulative AS cumulative
+    FROM records
+    WHERE space_id = $1 AND session_id = p.holder_id
+      AND seq >= p.from_seq AND seq <= p.to_seq AND seq <= $3
+    ORDER BY seq DESC
+    LIMIT 1
+) x
+ORDER BY x.seq DESC
+LIMIT 1
+"""
+
+# The tool records of the view after seq $3 through seq $4 (one tool group).
+TOOL_IDS = f"""
+WITH {PARTS}
+SELECT x.tool_call_id
+FROM parts p
+CROSS JOIN LATERAL (
+    SELECT tool_call_id
+    FROM records
+    WHERE space_id = $1 AND session_id = p.holder_id
+      AND seq >= p.from_seq AND seq <= p.to_seq AND seq > $3 AND seq <= $4
+      AND role = 'tool'
+) x
+"""
+
+# $1 space, $2 child, $3 source, $4 cut, $5 the cumulative estimate at the cut,
+# $6 the source's own cut (its own rows are after it). The child must be new:
+# no record ever appended (last_seq 0) and no lineage.
+INHERIT = """
+WITH child AS (
+    UPDATE sessions SET last_seq = $4, token_total = $5
+    WHERE space_id = $1 AND id = $2 AND last_seq = 0
+      AND NOT EXISTS (SELECT FROM session_lineages l WHERE l.space_id = $1 AND l.session_id = $2)
+    RETURNING id
+), lineage AS (
+    INSERT INTO session_lineages (space_id, session_id, source_id, until_seq)
+    SELECT $1, child.id, $3, $4 FROM child
+), segments AS (
+    INSERT INTO record_segments (space_id, session_id, from_seq, to_seq, holder_id)
+    SELECT $1, child.id, g.from_seq, LEAST(g.to_seq, $4), g.holder_id
+    FROM child, record_segments g
+    WHERE g.space_id = $1 AND g.session_id = $3 AND g.from_seq <= $4
+  UNION ALL
+    SELECT $1, child.id, $6 + 1, $4, $3 FROM child WHERE $6 < $4
+), cache AS (
+    INSERT INTO compression_caches (space_id, session_id, summary, covered_until_seq, lossy)
+    SELECT $1, child.id, c.summary, c.covered_until_seq, c.lossy
+    FROM child, LATERAL (
+        SELECT summary, covered_until_seq, lossy
+        FROM compression_caches
+        WHERE space_id = $1 AND session_id = $3 AND covered_until_seq <= $4
+        ORDER BY covered_until_seq DESC
+        LIMIT 1
+    ) c
+    WHERE $4 > 0
+)
+SELECT count(*) AS made FROM child
+"""
+
+SESSION_STATE = """
+SELECT last_seq, EXISTS (SELECT FROM session_lineages l
+                         WHERE l.space_id = $1 AND l.session_id = $2) AS has_lineage
+FROM sessions WHERE space_id = $1 AND id = $2
+"""
+
+
+@dataclass(frozen=True, slots=True)
+class _Last:
+    seq: int
+    role: str
+    call_ids: frozenset[str]
+    cumulative: int
+
+
+class LineageRepository:
+    """The lineage statements, run on one connection (inside a Transact)."""
+
+    _con: asyncpg.Connection
+
+    async def inherit(
+        self, space_id: uuid.UUID, session_id: uuid.UUID, source_id: uuid.UUID, until: int | None
+    ) -> int:
+        """Give `session_id` the records of `source_id` through `until` by reference; the cut.
+
+        Raises:
+            NotFound: the source (or the session) is not in the space.
+            FailedPrecondition: the session already has records or a lineage.
+        """
+        await self._con.fetch(LOCK_HOLDERS, space_id, source_id)
+        source = await self._con.fetchrow(LOCK_SOURCE, space_id, source_id)
+        if source is None:
+            raise NotFound(f"source session {source_id} not found")
+        last_seq: int = source["last_seq"]
+        cut = last_seq if until is None else min(until, last_seq)
+        last = await self._last_at(space_id, source_id, cut)
+        if last is not None:
+            cut = await self._closed_cut(space_id, source_id, last)
+            if cut != last.seq:
+                last = await self._last_at(space_id, source_id, cut)
+        cumulative = last.cumulative if last is not None else 0
+        made = await self._con.fetchval(
+            INHERIT, space_id, session_id, source_id, cut, cumulative, source["own_after"]
+        )
+        if not made:
+            await self._refuse(space_id, session_id)
+        return cut
+
+    async def _last_at(self, space_id: uuid.UUID, session_id: uuid.UUID, seq: int) -> _Last | None:
+        row = await self._con.fetchrow(LAST_AT, space_id, session_id, seq)
+        if row is None:
+            return None
+        calls: list[dict[str, str]] | None = row["calls"]
+        ids = frozenset(c["id"] for c in calls) if calls else frozenset()
+        return _Last(row["seq"], row["role"], ids, row["cumulative"])
+
+    async def _closed_cut(self, space_id: uuid.UUID, source_id: uuid.UUID, last: _Last) -> int:
+        """The cut moved below a tool group still open at `last` (else `last`'s seq)."""
+        if last.role == "assistant" and last.call_ids:
+            return last.seq - 1  # calls with no results yet
+        if last.role != "tool":
+            return last.seq
+        caller = await self.caller_at_or_below(space_id, source_id, last.seq)
+        if caller is None or caller.role != "assistant" or not caller.call_ids:
+            return last.seq  # orphan tool results stay (context assembly drops them)
+        answered = await self._con.fetch(TOOL_IDS, space_id, source_id, caller.seq, last.seq)
+        if caller.call_ids - {r["tool_call_id"] for r in answered}:
+            return caller.seq - 1
+        return last.seq
+
+    async def caller_at_or_below(
+        self, space_id: uuid.UUID, session_id: uuid.UUID, seq: int
+    ) -> _Last | None:
+        """The nearest record at or below `seq` that is not a tool result."""
+        row = await self._con.fetchrow(NOT_TOOL_AT, space_id, session_id, seq)
+        if row is None:
+            return None
+        calls: list[dict[str, str]] | None = row["calls"]
+        ids = frozenset(c["id"] for c in calls) if calls else frozenset()
+        return _Last(row["seq"], row["role"], ids, row["cumulative"])
+
+    async def _refuse(self, space_id: uuid.UUID, session_id: uuid.UUID) -> None:
+        row = await self._con.fetchrow(SESSION_STATE, space_id, session_id)
+        if row is None:
+            raise NotFound(f"session {session_id} not found")
+        raise FailedPrecondition(
+            f"session {session_id} already has records or inherited ones "
+            f"(last seq {row['last_seq']}); only a new session can inherit",
+            reason="SESSION_NOT_EMPTY",
+        )
+
+
+# The nearest record of the view at or below seq $3 that is not a tool result.
+NOT_TOOL_AT = f"""
+WITH {PARTS}
+SELECT x.seq, x.role, x.calls, x.cumulative
+FROM parts p
+CROSS JOIN LATERAL (
+    SELECT seq, role, tool_calls AS calls, token_cumulative AS cumulative
+    FROM records
+    WHERE space_id = $1 AND session_id = p.holder_id
+      AND seq >= p.from_seq AND seq <= p.to_seq AND seq <= $3 AND role <> 'tool'
+    ORDER BY seq DESC
+    LIMIT 1
+) x
+ORDER BY x.seq DESC
+LIMIT 1
+"""
