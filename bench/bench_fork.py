@@ -67,7 +67,7 @@ async def forks(
     root: str,
     metadata: Any,
     count: int,
-    context: common_pb2.ForkContext.ValueType,
+    context: common_pb2.ForkContext,
 ) -> list[float]:
     """`count` Forks of `root` with `context`; durations in seconds."""
     durations = []
