@@ -16,6 +16,7 @@ from stello.common.v1 import common_pb2
 
 JsonDict = dict[str, Any]
 
+
 def record_dict(record: common_pb2.Record) -> JsonDict:
     """A record as the client commands show it, with ``inherited`` always present."""
     data = fmt.record_dict(record)
