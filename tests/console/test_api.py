@@ -276,6 +276,24 @@ class TestLineage:
         assert (bare.status, foreign.status, rebound.status) == (403, 403, 403)
         assert root.id not in bare.text + foreign.text + rebound.text
 
+    async def test_a_deployed_console_answers_it_for_the_key_only(
+        self, key_console: ConsoleStack
+    ) -> None:
+        """The key the page sends: none is 401 asking to sign in; the space's key reads it."""
+        space = key_console.stack.space
+        root = await key_console.stack.root(label="Top")
+        child = await key_console.stack.fork(root.id, "Kid")
+        path = f"/api/sessions/{child.id}/lineage"
+        bare = await fetch(key_console.port, path)
+        assert bare.status == 401 and bare.json()["error"]["code"] == "UNAUTHENTICATED"
+        keyed = await fetch(
+            key_console.port,
+            path,
+            headers={"Authorization": f"Bearer {space.key}", "X-Stello-Space": space.sid},
+        )
+        assert keyed.status == 200
+        assert [a["label"] for a in keyed.json()["ancestors"]] == ["Top"]
+
 
 class TestFork:
     async def test_fork_inherits_up_to_the_given_seq(self, api: Api) -> None:
