@@ -37,6 +37,8 @@ from stello.console.live import LiveRelay, sse
 CallerOf = Callable[[Request], Caller]
 RECORDS_PAGE = 50
 DIGESTS_PAGE = 50
+LINEAGE_PAGE = 50
+MAX_LINEAGE_PAGE = 1000
 MAX_NODES = 100
 MAX_CURSOR_DIGITS = 18
 
@@ -88,6 +90,7 @@ class ConsoleApi:
             Route("/api/sessions/{id}", self.session),
             Route("/api/sessions/{id}", self.delete, methods=["DELETE"]),
             Route("/api/sessions/{id}/records", self.records),
+            Route("/api/sessions/{id}/lineage", self.lineage),
             Route("/api/sessions/{id}/send", self.send, methods=["POST"]),
             Route("/api/sessions/{id}/fork", self.fork, methods=["POST"]),
             Route("/api/sessions/{id}/archive", self.archive, methods=["POST"]),
@@ -138,6 +141,18 @@ class ConsoleApi:
         """One session's joined view."""
         caller = self._caller_of(request)
         return JSONResponse(await self._gateway.session(caller, request.path_params["id"]))
+
+    async def lineage(self, request: Request) -> Response:
+        """A page of the session's ancestors, nearest first (parent, ..., root):
+        ?page_size=N (default 50, at most 1000) &page_token= (a page's next_page_token)
+        continues up the chain: {ancestors, next_page_token}, each ancestor a digest
+        (id, parent_id, label, status, turn_count, memory, insight)."""
+        size = _query_int(request, "page_size", LINEAGE_PAGE, minimum=1, maximum=MAX_LINEAGE_PAGE)
+        assert size is not None
+        token = request.query_params.get("page_token", "")
+        caller = self._caller_of(request)
+        session_id = request.path_params["id"]
+        return JSONResponse(await self._gateway.lineage(caller, session_id, size, token))
 
     async def records(self, request: Request) -> Response:
         """A page of records, oldest first: the newest ones, or those after ?after=SEQ;

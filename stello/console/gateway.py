@@ -132,6 +132,26 @@ class ConsoleGateway:
         )
         return view_dict(reply.session)
 
+    async def lineage(
+        self, caller: Caller, session_id: str, page_size: int, page_token: str
+    ) -> JsonDict:
+        """One page of the session's ancestors, nearest first (GetLineage), as digests, and
+        the token of the next page up the chain ("" = the page ends at the root)."""
+        reply = await self._read(
+            self._stub.GetLineage,
+            agent_pb2.GetLineageRequest(
+                space_id=caller.space_id,
+                session_id=session_id,
+                page_size=page_size,
+                page_token=page_token,
+            ),
+            caller,
+        )
+        return {
+            "ancestors": [fmt.digest_dict(digest) for digest in reply.ancestors],
+            "next_page_token": reply.next_page_token,
+        }
+
     async def node(self, caller: Caller, session_id: str) -> JsonDict:
         """One session as a forest node (GetTree of it alone: `max_depth` 0)."""
         reply = await self._read(

@@ -8,6 +8,7 @@ import socket
 from dataclasses import dataclass
 from typing import Any
 
+import asyncpg
 import pytest
 
 from stello.common.v1 import common_pb2
@@ -16,6 +17,7 @@ from tests.console.conftest import REPLY_HEAD, ConsoleStack
 from tests.console.http import Reply, fetch
 from tests.gateway.conftest import record
 from tests.support.fixtures import TestSpace
+from tests.tree.seed import chain, seed_topology
 
 pytestmark = pytest.mark.sql
 
@@ -176,6 +178,121 @@ class TestSession:
         assert reply.status == 412
         assert reply.json()["error"]["reason"] == "SESSION_ARCHIVED"
         assert not (await api.console.stack.view(root.id)).HasField("insight")
+
+
+class TestLineage:
+    async def test_the_ancestors_come_nearest_first_as_digests(self, api: Api) -> None:
+        """root > mid > leaf: the leaf's lineage is mid then root, with status, turns and slots."""
+        stack = api.console.stack
+        root = await stack.root(label="Root")
+        mid = await stack.fork(root.id, "Mid")
+        leaf = await stack.fork(mid.id, "Leaf")
+        await api.ok("PUT", f"/api/sessions/{root.id}/memory", {"content": "kept"})
+        await api.ok("PUT", f"/api/sessions/{mid.id}/insight", {"content": "hint"})
+        await api.ok("POST", f"/api/sessions/{root.id}/archive", {})
+        reply = await api.ok("GET", f"/api/sessions/{leaf.id}/lineage")
+        assert reply == {
+            "ancestors": [
+                {
+                    "id": mid.id,
+                    "parent_id": root.id,
+                    "label": "Mid",
+                    "status": "active",
+                    "turn_count": 0,
+                    "memory": None,
+                    "insight": "hint",
+                },
+                {
+                    "id": root.id,
+                    "parent_id": None,
+                    "label": "Root",
+                    "status": "archived",
+                    "turn_count": 0,
+                    "memory": "kept",
+                    "insight": None,
+                },
+            ],
+            "next_page_token": "",
+        }
+        assert await api.ok("GET", f"/api/sessions/{root.id}/lineage") == {
+            "ancestors": [],
+            "next_page_token": "",
+        }
+
+    async def test_a_long_chain_comes_page_by_page(self, api: Api, pool: asyncpg.Pool) -> None:
+        """A chain of 12: the leaf's 11 ancestors in pages of 5, 5 and 1, each once, in order."""
+        ids = [str(i) for i in await seed_topology(pool, api.console.stack.space.id, chain(12))]
+        path = f"/api/sessions/{ids[-1]}/lineage?page_size=5"
+        seen: list[list[str]] = []
+        token = ""
+        while True:
+            page = await api.ok("GET", f"{path}&page_token={token}" if token else path)
+            seen.append([a["id"] for a in page["ancestors"]])
+            token = page["next_page_token"]
+            if not token:
+                break
+        assert [len(p) for p in seen] == [5, 5, 1]
+        assert [i for p in seen for i in p] == list(reversed(ids[:-1]))
+
+    async def test_an_unknown_session_is_not_found(self, api: Api) -> None:
+        """404 with the gateway's code and message."""
+        reply = await api.call("GET", "/api/sessions/00000000-0000-4000-8000-000000000000/lineage")
+        assert reply.status == 404
+        error = reply.json()["error"]
+        assert error["code"] == "NOT_FOUND" and error["message"]
+
+    @pytest.mark.parametrize(
+        ("query", "field"),
+        [
+            pytest.param("page_size=0", "page_size", id="size-zero"),
+            pytest.param("page_size=1001", "page_size", id="size-too-big"),
+            pytest.param("page_size=x", "page_size", id="size-not-a-number"),
+            pytest.param("page_token=nope", "page_token", id="token-not-issued"),
+        ],
+    )
+    async def test_bad_paging_names_the_parameter(self, api: Api, query: str, field: str) -> None:
+        """A bad page parameter is 400 INVALID_ARGUMENT naming it."""
+        root = await api.console.stack.root()
+        reply = await api.call("GET", f"/api/sessions/{root.id}/lineage?{query}")
+        assert reply.status == 400
+        error = reply.json()["error"]
+        assert error["code"] == "INVALID_ARGUMENT" and field in error["message"].split(":")[0]
+
+    async def test_refused_without_the_token_or_from_another_origin(self, api: Api) -> None:
+        """No cookie (the launch token never exchanged), a foreign Origin or Host: 403, and
+        nothing of the lineage in the answer."""
+        root = await api.console.stack.root()
+        child = await api.console.stack.fork(root.id, "Kid")
+        path = f"/api/sessions/{child.id}/lineage"
+        bare = await fetch(api.console.port, path)
+        foreign = await fetch(
+            api.console.port,
+            path,
+            headers={"Cookie": api.cookie, "Origin": "http://evil.example"},
+        )
+        rebound = await fetch(
+            api.console.port, path, host="evil.example", headers={"Cookie": api.cookie}
+        )
+        assert (bare.status, foreign.status, rebound.status) == (403, 403, 403)
+        assert root.id not in bare.text + foreign.text + rebound.text
+
+    async def test_a_deployed_console_answers_it_for_the_key_only(
+        self, key_console: ConsoleStack
+    ) -> None:
+        """The key the page sends: none is 401 asking to sign in; the space's key reads it."""
+        space = key_console.stack.space
+        root = await key_console.stack.root(label="Top")
+        child = await key_console.stack.fork(root.id, "Kid")
+        path = f"/api/sessions/{child.id}/lineage"
+        bare = await fetch(key_console.port, path)
+        assert bare.status == 401 and bare.json()["error"]["code"] == "UNAUTHENTICATED"
+        keyed = await fetch(
+            key_console.port,
+            path,
+            headers={"Authorization": f"Bearer {space.key}", "X-Stello-Space": space.sid},
+        )
+        assert keyed.status == 200
+        assert [a["label"] for a in keyed.json()["ancestors"]] == ["Top"]
 
 
 class TestFork:

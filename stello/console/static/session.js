@@ -1,11 +1,13 @@
-// One session: its lineage, meta, system prompt, config, insight and memory, its records
-// page by page (the newest first, older ones on request, by ListRecords' page tokens), and
-// the actions on it. Live changes that name it update it in place: new records are read
-// after the last one shown, trimmed ones leave, and the header and slots are re-read
-// (an edit in progress is kept).
+// One session: its lineage (GetLineage, page by page), meta, system prompt, config,
+// insight and memory, its records page by page (the newest first, older ones on request,
+// by ListRecords' page tokens), and the actions on it. Live changes that name it update it
+// in place: new records are read after the last one shown, trimmed ones leave, and the
+// header and slots are re-read (an edit in progress is kept); changes that name one of its
+// ancestors re-read the lineage.
 
 import { call, requestId, stream } from "./api.js";
 import { dialog, el, plural, replace, when } from "./dom.js";
+import { Lineage } from "./lineage.js";
 import { RecordList } from "./records.js";
 import { SlotEditor } from "./slots.js";
 
@@ -20,6 +22,16 @@ const VIEW_KINDS = new Set([
   "insight_cleared",
   "memory_put",
   "config_put",
+]);
+// Events that change what the lineage shows of an ancestor: the lineage is re-read.
+const ANCESTOR_KINDS = new Set([
+  "session_updated",
+  "session_archived",
+  "session_unarchived",
+  "turn_committed",
+  "insight_put",
+  "insight_cleared",
+  "memory_put",
 ]);
 
 /** The view of one session, drawn into `container`. */
@@ -37,6 +49,7 @@ export class SessionView {
     this.gone = false;
     this.editors = {};
     this.records = new RecordList(`/api/sessions/${id}/records`, this);
+    this.ancestry = new Lineage(id);
   }
 
   show() {
@@ -45,7 +58,11 @@ export class SessionView {
   }
 
   async load() {
-    const [view, page] = await Promise.all([call("GET", `/api/sessions/${this.id}`), this.records.first()]);
+    const [view, page] = await Promise.all([
+      call("GET", `/api/sessions/${this.id}`),
+      this.records.first(),
+      this.ancestry.first(),
+    ]);
     if (!this.current()) return;
     this.view = view;
     this.draw();
@@ -124,23 +141,24 @@ export class SessionView {
     this.container.querySelector(selector)?.replaceWith(node);
   }
 
-  /** The forest changed (labels of ancestors, say): redraw what the view takes from it. */
-  forestChanged() {
-    if (this.view && this.current()) this.swap("#lineage-nav", this.lineage());
+  lineage() {
+    return this.ancestry.node(this.view, () => this.moreLineage());
   }
 
-  lineage() {
-    const chain = this.app.forest().ancestors(this.id).reverse();
-    if (!chain.length) return el("nav", { class: "lineage muted", id: "lineage-nav" }, "Root session");
-    const links = [];
-    for (const node of chain) {
-      links.push(el("a", { href: `#/session/${node.id}` }, node.label), " › ");
+  /** The next page of ancestors, up the chain. */
+  async moreLineage() {
+    try {
+      await this.ancestry.more();
+      if (this.current()) this.swap("#lineage-nav", this.lineage());
+    } catch (error) {
+      this.app.reportError(error);
     }
-    return el(
-      "nav",
-      { class: "lineage", id: "lineage-nav", "aria-label": "lineage" },
-      el("span", { id: "lineage" }, links, this.view.label),
-    );
+  }
+
+  /** Re-read the ancestors shown (one of them changed) and redraw them. */
+  async refreshLineage() {
+    await this.ancestry.reload();
+    if (this.current()) this.swap("#lineage-nav", this.lineage());
   }
 
   source(sourceId) {
@@ -203,17 +221,23 @@ export class SessionView {
     if (!this.view || !this.current()) return;
     let newer = false;
     let reread = false;
+    let ancestors = false;
     for (const event of events) {
       if (event.kind === "subtree_deleted" && event.session_ids.includes(this.id)) {
         this.markGone();
         return;
       }
+      if (ANCESTOR_KINDS.has(event.kind) && this.ancestry.has(event.session_id)) ancestors = true;
       if (event.session_id !== this.id) continue;
       if (event.kind === "records_appended") newer = newer || this.records.lacks(event.last_seq);
       else if (event.kind === "records_trimmed") this.records.drop(event.first_seq, event.last_seq);
       else if (VIEW_KINDS.has(event.kind)) reread = true;
     }
-    await Promise.all([newer ? this.records.loadNewer() : null, reread ? this.refreshView() : null]);
+    await Promise.all([
+      newer ? this.records.loadNewer() : null,
+      reread ? this.refreshView() : null,
+      ancestors ? this.refreshLineage() : null,
+    ]);
   }
 
   markGone() {

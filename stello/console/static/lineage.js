@@ -1,0 +1,132 @@
+// A session's lineage, read from the gateway's GetLineage page by page (never from the
+// loaded forest, which may not hold the ancestors: a deep link, a lazily expanded forest).
+// The first page shows the nearest ancestors; when the chain goes on, a button reads the
+// next page up (each request one bounded page). Drawn root first, nearest last, then the
+// session itself; each ancestor with its status (archived dimmed), turn count, and its
+// memory and insight in collapsed details, as text only.
+
+import { call } from "./api.js";
+import { el, plural } from "./dom.js";
+
+/** Ancestors asked for per request. */
+export const LINEAGE_PAGE = 20;
+// The endpoint's largest page (GetLineage's bound): a reload asks for at most this many.
+const MAX_PAGE = 1000;
+
+export class Lineage {
+  /** `id`: the session; its ancestors come from /api/sessions/ID/lineage. */
+  constructor(id) {
+    this.path = `/api/sessions/${id}/lineage`;
+    this.ancestors = []; // nearest first, as the pages came
+    this.token = "";
+    this.read = false;
+    this.pending = Promise.resolve();
+  }
+
+  /** Ids of the ancestors shown (a live change naming one re-reads them). */
+  has(id) {
+    return this.ancestors.some((ancestor) => ancestor.id === id);
+  }
+
+  /** Read the first page (the view's first load). */
+  first() {
+    return this.serial(async () => {
+      const page = await this.page(LINEAGE_PAGE, "");
+      this.ancestors = page.ancestors;
+      this.token = page.next_page_token;
+      this.read = true;
+    });
+  }
+
+  /** Read the next page up the chain. */
+  more() {
+    return this.serial(async () => {
+      if (!this.token) return;
+      const page = await this.page(LINEAGE_PAGE, this.token);
+      this.ancestors = this.ancestors.concat(page.ancestors);
+      this.token = page.next_page_token;
+    });
+  }
+
+  /** Re-read as many ancestors as are shown (labels, statuses, slots changed), in pages of
+   * at most MAX_PAGE. */
+  reload() {
+    return this.serial(async () => {
+      const want = Math.max(this.ancestors.length, LINEAGE_PAGE);
+      let found = [];
+      let token = "";
+      do {
+        const page = await this.page(Math.min(want - found.length, MAX_PAGE), token);
+        found = found.concat(page.ancestors);
+        token = page.next_page_token;
+      } while (token && found.length < want);
+      this.ancestors = found;
+      this.token = token;
+    });
+  }
+
+  page(size, token) {
+    const query = new URLSearchParams({ page_size: String(size) });
+    if (token) query.set("page_token", token);
+    return call("GET", `${this.path}?${query}`);
+  }
+
+  /** One change at a time, in the order asked (a failure does not block the next). */
+  serial(step) {
+    const run = this.pending.then(step, step);
+    this.pending = run.catch(() => {});
+    return run;
+  }
+
+  /**
+   * The nav the view shows: `view` is the session's own view (its label and depth, which
+   * says how many ancestors are not read yet); `onMore` reads the next page.
+   */
+  node(view, onMore) {
+    if (!this.read || (!this.ancestors.length && !this.token)) {
+      return el("nav", { class: "lineage muted", id: "lineage-nav" }, "Root session");
+    }
+    const items = [];
+    if (this.token) {
+      const left = Math.max(view.depth - this.ancestors.length, 1);
+      items.push(
+        el(
+          "li",
+          { class: "lineage-more" },
+          el("button", { type: "button", id: "lineage-more", onclick: onMore }, `${left} more ${left === 1 ? "ancestor" : "ancestors"}…`),
+        ),
+      );
+    }
+    for (const ancestor of [...this.ancestors].reverse()) items.push(this.ancestor(ancestor));
+    items.push(el("li", { class: "lineage-self", "aria-current": "page" }, view.label));
+    return el(
+      "nav",
+      { class: "lineage", id: "lineage-nav", "aria-label": "lineage" },
+      el("ol", { id: "lineage" }, items),
+    );
+  }
+
+  ancestor(ancestor) {
+    const archived = ancestor.status === "archived";
+    return el(
+      "li",
+      { class: `ancestor${archived ? " archived" : ""}`, dataset: { id: ancestor.id, status: ancestor.status } },
+      el("a", { href: `#/session/${ancestor.id}`, title: ancestor.id }, ancestor.label),
+      archived ? el("span", { class: "badge" }, "archived") : null,
+      el("span", { class: "turns muted" }, plural(ancestor.turn_count, "turn")),
+      slot("memory", "Memory", ancestor.memory),
+      slot("insight", "Insight", ancestor.insight),
+    );
+  }
+}
+
+/** An ancestor's memory or insight, collapsed, as text (absent: nothing). */
+function slot(name, title, value) {
+  if (value === null || value === undefined) return null;
+  return el(
+    "details",
+    { class: `lineage-slot lineage-${name}` },
+    el("summary", {}, title),
+    el("pre", { class: "text" }, value),
+  );
+}
