@@ -21,7 +21,21 @@ from stello.errors import AlreadyExists
 from stello.idempotency import REQUEST_ID_REUSED
 from stello.storage.v1 import storage_pb2, storage_pb2_grpc
 
-__all__ = ["CallPolicy", "Caller", "RequestKey", "StorageClient", "TreeClient", "remember_op"]
+__all__ = [
+    "ALL_SLOTS",
+    "CallPolicy",
+    "Caller",
+    "RequestKey",
+    "StorageClient",
+    "TreeClient",
+    "remember_op",
+]
+
+ALL_SLOTS = (
+    storage_pb2.SLOT_KIND_SYSTEM_PROMPT,
+    storage_pb2.SLOT_KIND_MEMORY,
+    storage_pb2.SLOT_KIND_INSIGHT,
+)
 
 
 @dataclass(frozen=True, slots=True)
@@ -62,6 +76,23 @@ class StorageClient(ServiceClient):
             "GetSession", self._stub.GetSession, request, storage_pb2.GetSessionResponse, caller
         )
         return reply.session
+
+    async def get_session_with_slots(
+        self,
+        caller: Caller,
+        space_id: UUID,
+        session_id: UUID | str,
+        slots: Sequence[storage_pb2.SlotKind] = ALL_SLOTS,
+    ) -> tuple[common_pb2.SessionMeta, storage_pb2.SessionSlots]:
+        """The conversation meta of a visible session and its `slots` (default: all), in
+        one call."""
+        request = storage_pb2.GetSessionRequest(
+            space_id=str(space_id), session_id=str(session_id), slots=list(slots)
+        )
+        reply = await self._call(
+            "GetSession", self._stub.GetSession, request, storage_pb2.GetSessionResponse, caller
+        )
+        return reply.session, reply.slots
 
     async def get_system_prompt(
         self, caller: Caller, space_id: UUID, session_id: UUID

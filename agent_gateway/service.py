@@ -15,7 +15,7 @@ from dataclasses import dataclass
 from agent_gateway.clients import Caller, StorageClient, TreeClient
 from agent_gateway.saga import summary_of
 from stello.common.v1 import common_pb2
-from stello.errors import FailedPrecondition, NotFound
+from stello.errors import FailedPrecondition
 from stello.storage.v1 import storage_pb2
 
 SESSION_ARCHIVED = "SESSION_ARCHIVED"
@@ -138,16 +138,13 @@ class SessionService:
     async def get_session(
         self, caller: Caller, space_id: uuid.UUID, session_id: uuid.UUID
     ) -> SessionDetails:
-        """Node, meta, config and slots of one session, read in parallel."""
-        node, meta, config, slots = await asyncio.gather(
-            self._tree.get_node(caller, space_id, session_id),
-            self._storage.get_session(caller, space_id, session_id),
-            self._tree.get_config(caller, space_id, session_id),
-            self._storage.batch_get_slots(caller, space_id, [str(session_id)]),
+        """Node, meta, config and slots of one session: one tree call (node and config) and
+        one storage call (meta and slots), in parallel."""
+        (node, config), (meta, slots) = await asyncio.gather(
+            self._tree.get_node_with_config(caller, space_id, session_id),
+            self._storage.get_session_with_slots(caller, space_id, session_id),
         )
-        if not slots:
-            raise NotFound(f"session {session_id} not found")
-        return SessionDetails(node, meta, config, slots[0])
+        return SessionDetails(node, meta, config, slots)
 
     async def get_tree(
         self,

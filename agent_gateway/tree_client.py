@@ -80,6 +80,19 @@ class TreeClient(ServiceClient):
         )
         return reply.node
 
+    async def get_node_with_config(
+        self, caller: Caller, space_id: UUID, session_id: UUID
+    ) -> tuple[common_pb2.TopologyNode, common_pb2.SessionConfig | None]:
+        """One visible session as a topology node and its frozen config (None when none was
+        ever written), in one call."""
+        request = tree_pb2.GetNodeRequest(
+            space_id=str(space_id), session_id=str(session_id), include_config=True
+        )
+        reply = await self._call(
+            "GetNode", self._stub.GetNode, request, tree_pb2.GetNodeResponse, caller
+        )
+        return reply.node, reply.config if reply.HasField("config") else None
+
     async def get_config(
         self, caller: Caller, space_id: UUID, session_id: UUID
     ) -> common_pb2.SessionConfig | None:

@@ -4,8 +4,18 @@ Measured in one run (DESIGN §9: per hop, server CPU <= 1.3x the bare server's):
 
 - storage AppendRecords of one record (1 hop, one statement: APPEND_RECORDS_ALONE);
 - tree GetNode (1 hop, GET_NODE);
-- the gateway's GetSession (5 hops: the gateway, then storage GetSession and
-  BatchGetSlots and tree GetNode and GetConfig in parallel, each one statement).
+- the gateway's GetSession (3 hops: the gateway, then storage GetSession with the
+  slots and tree GetNode with the config in parallel, each one statement).
+
+Before the timing, each gateway scenario's costs are counted on our servers:
+internal calls per gateway call from storage's and tree's own metrics (their
+/metrics endpoint's stello_rpc_calls, before and after), and SQL statements per
+call from pg_stat_statements (the embedded PostgreSQL this starts preloads it;
+a STELLO_BENCH_DATABASE_URL server without it gets "not counted"), for ours and
+the bare chain alike. GetSession's throughput and CPU per call are then set
+against a direct tree GetNode of the same run (#18: >= 0.5x its throughput).
+A Fork NONE scenario joins by adding its call to `scenario_calls`, its hops to
+`HOPS` and its name to `COUNTED` (and, for the bare chain, its handlers).
 
 Ours are the real storage, tree and gateway; the bare ones are grpc.aio servers
 with one plain handler per method (no interceptor, auth, validation or domain
@@ -21,7 +31,8 @@ spread of the per-round ratios is printed beside it.
     python bench/bench_overhead.py [--calls 1000] [--concurrency 16] [--rounds 8]
 
 Uses STELLO_BENCH_DATABASE_URL when set (a database it may fill), else starts
-the embedded PostgreSQL in a temporary folder and deletes it afterwards.
+the embedded PostgreSQL (with pg_stat_statements) in a temporary folder and
+deletes it afterwards.
 Not part of the test run.
 """
 
@@ -30,13 +41,18 @@ from __future__ import annotations
 import argparse
 import asyncio
 import os
+import re
+import socket
 import statistics
 import sys
+import tempfile
 import time
+import urllib.request
 import uuid
 import warnings
-from collections.abc import Awaitable, Callable
-from contextlib import AsyncExitStack
+from collections import Counter
+from collections.abc import AsyncIterator, Awaitable, Callable
+from contextlib import AsyncExitStack, asynccontextmanager
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -46,7 +62,7 @@ import grpc
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from harness import Served, cpu_seconds, database, served_process, wait_for_stdin_close
+from harness import Served, cpu_seconds, served_process, wait_for_stdin_close
 
 from agent_gateway.app import create_app as gateway_app
 from agent_gateway.config import GatewaySettings
@@ -55,6 +71,8 @@ from stello.auth import KeyStore
 from stello.channels import open_channel
 from stello.common.v1 import common_pb2
 from stello.db import create_pool
+from stello.embedded import embedded_server, ensure_database
+from stello.migrate import migrate_dsn
 from stello.runner import event_loop_factory
 from stello.server import ServiceApp, create_server, shutdown
 from stello.settings import StelloSettings
@@ -63,7 +81,7 @@ from stello.timestamps import set_timestamp
 from stello.tree.v1 import tree_pb2, tree_pb2_grpc
 from storage_service.app import create_app as storage_app
 from storage_service.repository import APPEND_RECORDS_ALONE, GET_SESSION
-from storage_service.slot_repository import BATCH_GET_SLOTS
+from storage_service.slot_repository import GET_SESSION_WITH_SLOTS
 from tree_service import sql
 from tree_service.app import create_app as tree_app
 
@@ -73,8 +91,15 @@ STATUS = {
     "archived": common_pb2.SESSION_STATUS_ARCHIVED,
 }
 ROLE = {common_pb2.RECORD_ROLE_USER: "user"}
+SLOT_KINDS = (
+    storage_pb2.SLOT_KIND_SYSTEM_PROMPT,
+    storage_pb2.SLOT_KIND_MEMORY,
+    storage_pb2.SLOT_KIND_INSIGHT,
+)
 SERVICES = ("storage", "tree", "gateway")
 SCRIPT = str(Path(__file__).resolve())
+SLOTS = ("system_prompt", "memory", "insight")
+STATEMENTS = {"shared_preload_libraries": "pg_stat_statements", "pg_stat_statements.track": "all"}
 
 
 def _settings(dsn: str) -> StelloSettings:
@@ -105,7 +130,7 @@ def _text(value: uuid.UUID | None) -> str | None:
 
 
 def bare_storage(pool: asyncpg.Pool) -> tuple[grpc.aio.Server, int]:
-    """AppendRecords, GetSession and BatchGetSlots with storage's SQL."""
+    """AppendRecords and GetSession (with the slots asked for) with storage's SQL."""
 
     async def append(request: Any, context: Any) -> storage_pb2.AppendRecordsResponse:
         records = request.records
@@ -130,10 +155,13 @@ def bare_storage(pool: asyncpg.Pool) -> tuple[grpc.aio.Server, int]:
         return reply
 
     async def get_session(request: Any, context: Any) -> storage_pb2.GetSessionResponse:
+        space, session = uuid.UUID(request.space_id), uuid.UUID(request.session_id)
         async with pool.acquire() as con:
-            row = await con.fetchrow(
-                GET_SESSION, uuid.UUID(request.space_id), uuid.UUID(request.session_id)
-            )
+            if request.slots:
+                wanted = [kind in request.slots for kind in SLOT_KINDS]
+                row = await con.fetchrow(GET_SESSION_WITH_SLOTS, space, session, *wanted)
+            else:
+                row = await con.fetchrow(GET_SESSION, space, session)
         assert row is not None
         reply = storage_pb2.GetSessionResponse()
         meta = reply.session
@@ -142,20 +170,11 @@ def bare_storage(pool: asyncpg.Pool) -> tuple[grpc.aio.Server, int]:
         set_timestamp(meta.created_at, row["created_at"])
         set_timestamp(meta.updated_at, row["updated_at"])
         set_timestamp(meta.last_active_at, row["last_active_at"])
-        return reply
-
-    async def batch_get_slots(request: Any, context: Any) -> storage_pb2.BatchGetSlotsResponse:
-        ids = [uuid.UUID(i) for i in request.session_ids]
-        async with pool.acquire() as con:
-            rows = await con.fetch(
-                BATCH_GET_SLOTS, uuid.UUID(request.space_id), ids, True, True, True
-            )
-        reply = storage_pb2.BatchGetSlotsResponse()
-        for row in rows:
-            slots = reply.slots.add(session_id=str(row["session_id"]))
-            for name in ("system_prompt", "memory", "insight"):
+        if request.slots:
+            reply.slots.session_id = meta.id
+            for name in SLOTS:
                 if row[name] is not None:
-                    setattr(slots, name, row[name])
+                    setattr(reply.slots, name, row[name])
         return reply
 
     return _server(
@@ -167,24 +186,22 @@ def bare_storage(pool: asyncpg.Pool) -> tuple[grpc.aio.Server, int]:
             "GetSession": _unary(
                 get_session, storage_pb2.GetSessionRequest, storage_pb2.GetSessionResponse
             ),
-            "BatchGetSlots": _unary(
-                batch_get_slots,
-                storage_pb2.BatchGetSlotsRequest,
-                storage_pb2.BatchGetSlotsResponse,
-            ),
         },
     )
 
 
 def bare_tree(pool: asyncpg.Pool) -> tuple[grpc.aio.Server, int]:
-    """GetNode and GetConfig with the tree's SQL."""
+    """GetNode (with the config when asked) with the tree's SQL."""
 
     async def get_node(request: Any, context: Any) -> tree_pb2.GetNodeResponse:
+        statement = sql.GET_NODE_WITH_CONFIG if request.include_config else sql.GET_NODE
         async with pool.acquire() as con:
             row = await con.fetchrow(
-                sql.GET_NODE, uuid.UUID(request.space_id), uuid.UUID(request.session_id)
+                statement, uuid.UUID(request.space_id), uuid.UUID(request.session_id)
             )
         assert row is not None
+        if request.include_config:
+            assert row["config"] is None  # the benchmark's session has none
         return tree_pb2.GetNodeResponse(
             node=common_pb2.TopologyNode(
                 id=str(row["id"]),
@@ -199,25 +216,16 @@ def bare_tree(pool: asyncpg.Pool) -> tuple[grpc.aio.Server, int]:
             )
         )
 
-    async def get_config(request: Any, context: Any) -> tree_pb2.GetConfigResponse:
-        async with pool.acquire() as con:
-            config = await con.fetchval(
-                sql.GET_CONFIG, uuid.UUID(request.space_id), uuid.UUID(request.session_id)
-            )
-        assert config is None  # the benchmark's session has none
-        return tree_pb2.GetConfigResponse()
-
     return _server(
         "stello.tree.v1.SessionTree",
         {
             "GetNode": _unary(get_node, tree_pb2.GetNodeRequest, tree_pb2.GetNodeResponse),
-            "GetConfig": _unary(get_config, tree_pb2.GetConfigRequest, tree_pb2.GetConfigResponse),
         },
     )
 
 
 class BareGateway:
-    """GetSession as the same four parallel calls to the bare storage and tree servers."""
+    """GetSession as the same two parallel calls to the bare storage and tree servers."""
 
     def __init__(self, storage: str, tree: str) -> None:
         self._channels = [open_channel(storage), open_channel(tree)]
@@ -231,14 +239,12 @@ class BareGateway:
 
     async def get_session(self, request: Any, context: Any) -> agent_pb2.GetSessionResponse:
         space, session = request.space_id, request.session_id
-        node, meta, config, slots = await asyncio.gather(
-            self.tree.GetNode(tree_pb2.GetNodeRequest(space_id=space, session_id=session)),
-            self.storage.GetSession(
-                storage_pb2.GetSessionRequest(space_id=space, session_id=session)
+        node, meta = await asyncio.gather(
+            self.tree.GetNode(
+                tree_pb2.GetNodeRequest(space_id=space, session_id=session, include_config=True)
             ),
-            self.tree.GetConfig(tree_pb2.GetConfigRequest(space_id=space, session_id=session)),
-            self.storage.BatchGetSlots(
-                storage_pb2.BatchGetSlotsRequest(space_id=space, session_ids=[session])
+            self.storage.GetSession(
+                storage_pb2.GetSessionRequest(space_id=space, session_id=session, slots=SLOT_KINDS)
             ),
         )
         view = agent_pb2.SessionView(
@@ -248,12 +254,11 @@ class BareGateway:
             updated_at=meta.session.updated_at,
             last_active_at=meta.session.last_active_at,
         )
-        if config.HasField("config"):
-            view.config.CopyFrom(config.config)
-        found = slots.slots[0]
-        for name in ("system_prompt", "memory", "insight"):
-            if found.HasField(name):
-                setattr(view, name, getattr(found, name))
+        if node.HasField("config"):
+            view.config.CopyFrom(node.config)
+        for name in SLOTS:
+            if meta.slots.HasField(name):
+                setattr(view, name, getattr(meta.slots, name))
         return agent_pb2.GetSessionResponse(session=view)
 
     def server(self) -> tuple[grpc.aio.Server, int]:
@@ -271,8 +276,9 @@ class BareGateway:
 # ---------------------------------------------------------------- serving
 
 
-async def serve(kind: str, service: str, dsn: str, storage: str, tree: str) -> None:
-    """Serve one of the six servers on a free port, print it, run until stdin closes."""
+async def serve(kind: str, service: str, dsn: str, storage: str, tree: str, metrics: str) -> None:
+    """Serve one of the six servers on a free port, print it, run until stdin closes (ours
+    expose /metrics on port `metrics` unless it is "-")."""
     settings = _settings(dsn)
     async with AsyncExitStack() as stack:
         pool = await stack.enter_async_context(create_pool(dsn, settings))
@@ -286,6 +292,8 @@ async def serve(kind: str, service: str, dsn: str, storage: str, tree: str) -> N
             else:
                 config = GatewaySettings(storage_address=storage, tree_address=tree)
                 app = gateway_app(settings, pool, keys, config)
+            if metrics != "-":
+                app.metrics_port = int(metrics)
             server, port = await create_server(app, "127.0.0.1:0")
         elif service == "gateway":
             gateway = BareGateway(storage, tree)
@@ -351,11 +359,13 @@ Call = Callable[[int], Awaitable[Any]]
 
 @dataclass(frozen=True, slots=True)
 class Sample:
-    """One scenario's run against one kind: calls, wall time, server CPU."""
+    """One scenario's run against one kind: calls, wall time, server CPU (and its split by
+    service)."""
 
     calls: int
     seconds: float
     cpu_s: float
+    by_service: tuple[tuple[str, float], ...] = ()
 
     @property
     def cpu_us_per_call(self) -> float:
@@ -370,9 +380,19 @@ class Sample:
     @staticmethod
     def total(runs: list[Sample]) -> Sample:
         """The runs taken together."""
+        split: Counter[str] = Counter()
+        for r in runs:
+            split.update(dict(r.by_service))
         return Sample(
-            sum(r.calls for r in runs), sum(r.seconds for r in runs), sum(r.cpu_s for r in runs)
+            sum(r.calls for r in runs),
+            sum(r.seconds for r in runs),
+            sum(r.cpu_s for r in runs),
+            tuple(split.items()),
         )
+
+    def split_us(self) -> str:
+        """Server CPU per call of each service reached, e.g. "gateway 1500 storage 800"."""
+        return " ".join(f"{name} {cpu / self.calls * 1e6:.0f}" for name, cpu in self.by_service)
 
 
 async def run_calls(call: Call, concurrency: int, total: int) -> None:
@@ -386,14 +406,15 @@ async def run_calls(call: Call, concurrency: int, total: int) -> None:
     await asyncio.gather(*(worker(i) for i in range(concurrency)))
 
 
-async def measure_once(call: Call, pids: list[int], concurrency: int, total: int) -> Sample:
-    """Warm up, then `total` calls; the CPU the processes `pids` spent on them."""
+async def measure_once(call: Call, pids: dict[str, int], concurrency: int, total: int) -> Sample:
+    """Warm up, then `total` calls; the CPU the processes `pids` (by service) spent on them."""
     await run_calls(call, concurrency, max(200, total // 10))
-    before = sum(cpu_seconds(pid) for pid in pids)
+    before = {name: cpu_seconds(pid) for name, pid in pids.items()}
     started = time.perf_counter()
     await run_calls(call, concurrency, total)
     elapsed = time.perf_counter() - started
-    return Sample(total, elapsed, sum(cpu_seconds(pid) for pid in pids) - before)
+    spent = tuple((name, cpu_seconds(pid) - before[name]) for name, pid in pids.items())
+    return Sample(total, elapsed, sum(cpu for _, cpu in spent), spent)
 
 
 def scenario_calls(
@@ -432,44 +453,185 @@ def scenario_calls(
     }
 
 
-HOPS = {"storage AppendRecords": 1, "tree GetNode": 1, "gateway GetSession": 5}
+HOPS = {"storage AppendRecords": 1, "tree GetNode": 1, "gateway GetSession": 3}
+COUNTED = ("gateway GetSession",)
+"""The gateway scenarios whose internal calls and statements are counted (a Fork NONE
+scenario joins here)."""
+AGAINST = {"gateway GetSession": ("tree GetNode", 0.5)}
+"""A scenario set against another of the same run: its throughput must be at least this
+fraction of the other's (#18)."""
+COUNT_CALLS = 200
 
 
-async def start_kind(stack: AsyncExitStack, kind: str, dsn: str) -> dict[str, Served]:
+def free_port() -> int:
+    """A loopback port free right now (for a server's /metrics)."""
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        port: int = probe.getsockname()[1]
+        return port
+
+
+@dataclass(frozen=True, slots=True)
+class Kind:
+    """One kind's server processes and the /metrics ports of storage and tree (ours only)."""
+
+    served: dict[str, Served]
+    metrics: dict[str, int]
+
+
+async def start_kind(stack: AsyncExitStack, kind: str, dsn: str) -> Kind:
     """The storage, tree and gateway processes of `kind` (ours or bare)."""
+    metrics = {name: free_port() for name in ("storage", "tree")} if kind == "ours" else {}
+
+    def port(name: str) -> str:
+        return str(metrics[name]) if name in metrics else "-"
+
     storage = await stack.enter_async_context(
-        served_process(SCRIPT, kind, "storage", dsn, "-", "-")
+        served_process(SCRIPT, kind, "storage", dsn, "-", "-", port("storage"))
     )
-    tree = await stack.enter_async_context(served_process(SCRIPT, kind, "tree", dsn, "-", "-"))
+    tree = await stack.enter_async_context(
+        served_process(SCRIPT, kind, "tree", dsn, "-", "-", port("tree"))
+    )
     gateway = await stack.enter_async_context(
-        served_process(SCRIPT, kind, "gateway", dsn, storage.address, tree.address)
+        served_process(SCRIPT, kind, "gateway", dsn, storage.address, tree.address, "-")
     )
-    return {"storage": storage, "tree": tree, "gateway": gateway}
+    return Kind({"storage": storage, "tree": tree, "gateway": gateway}, metrics)
+
+
+# ---------------------------------------------------------------- counting
+
+CALLS_LINE = re.compile(r"^stello_rpc_calls_total\{(?P<labels>[^}]*)\} (?P<value>\S+)$")
+METHOD_LABEL = re.compile(r'method="(?P<method>[^"]*)"')
+
+
+def rpc_calls(port: int) -> Counter[str]:
+    """The calls a server handled so far, by method (its own stello_rpc_calls metric)."""
+    with urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=10) as reply:
+        text = reply.read().decode()
+    counts: Counter[str] = Counter()
+    for line in text.splitlines():
+        found = CALLS_LINE.match(line)
+        if found is None:
+            continue
+        method = METHOD_LABEL.search(found["labels"])
+        if method is not None:
+            counts[method["method"].rpartition("/")[2]] += int(float(found["value"]))
+    return counts
+
+
+STATEMENTS_SEEN = """
+SELECT s.query, s.calls
+FROM pg_stat_statements s
+JOIN pg_database d ON d.oid = s.dbid
+WHERE d.datname = current_database() AND s.query NOT LIKE '%pg_stat_statements%'
+"""
+
+
+async def statements_counted(con: asyncpg.Connection) -> bool:
+    """Whether pg_stat_statements counts this server's statements (created if loaded)."""
+    loaded = await con.fetchval("SHOW shared_preload_libraries")
+    if "pg_stat_statements" not in loaded:
+        return False
+    await con.execute("CREATE EXTENSION IF NOT EXISTS pg_stat_statements")
+    return True
+
+
+@dataclass(frozen=True, slots=True)
+class Costs:
+    """What `calls` gateway calls of one scenario cost: internal calls (None: not counted)
+    by service and method, and statements by text (None: not counted)."""
+
+    calls: int
+    internal: dict[str, Counter[str]] | None
+    statements: dict[str, int] | None
+
+    def internal_per_call(self) -> float | None:
+        """Internal calls per gateway call."""
+        if self.internal is None:
+            return None
+        return sum(sum(c.values()) for c in self.internal.values()) / self.calls
+
+    def per_call_statements(self) -> dict[str, int]:
+        """The statements run at least once per gateway call (the rest is background: health
+        pings, the sweeper), with how many times per call."""
+        found = self.statements or {}
+        return {q: n // self.calls for q, n in found.items() if n >= self.calls}
+
+
+async def count_costs(call: Call, kind: Kind, dsn: str, total: int) -> Costs:
+    """Make `total` calls one at a time and count what they cost (nothing else runs)."""
+    con = await asyncpg.connect(dsn)
+    try:
+        counting = await statements_counted(con)
+        await run_calls(call, 1, 20)  # warm: auth caches, prepared statements
+        before = {name: rpc_calls(port) for name, port in kind.metrics.items()}
+        if counting:
+            await con.execute("SELECT pg_stat_statements_reset()")
+        await run_calls(call, 1, total)
+        statements = None
+        if counting:
+            rows = await con.fetch(STATEMENTS_SEEN)
+            statements = {" ".join(row["query"].split()): row["calls"] for row in rows}
+        internal = None
+        if kind.metrics:
+            internal = {name: rpc_calls(port) - before[name] for name, port in kind.metrics.items()}
+    finally:
+        await con.close()
+    return Costs(total, internal, statements)
+
+
+def print_costs(name: str, kind: str, costs: Costs) -> None:
+    """One scenario's counted costs, per gateway call."""
+    internal = costs.internal_per_call()
+    if internal is not None and costs.internal is not None:
+        by_method = ", ".join(
+            f"{service} {method} {n / costs.calls:g}"
+            for service, counts in costs.internal.items()
+            for method, n in sorted(counts.items())
+        )
+        print(f"  {name} ({kind}): {internal:g} internal calls per call ({by_method})")
+    if costs.statements is None:
+        print(f"  {name} ({kind}): statements not counted (pg_stat_statements not loaded)")
+        return
+    per_call = costs.per_call_statements()
+    print(f"  {name} ({kind}): {sum(per_call.values())} SQL statements per call:")
+    for query, n in sorted(per_call.items()):
+        print(f"    {n} x {query[:110]}")
+
+
+# ---------------------------------------------------------------- measuring both
 
 
 async def measure(
     dsn: str, fx: Fixture, total: int, concurrency: int, rounds: int
 ) -> dict[tuple[str, str], list[Sample]]:
-    """Every scenario on both kinds, `rounds` times, the two kinds taking turns (in
-    alternating order) so that a busy moment of the machine falls on both alike."""
+    """Count the gateway scenarios' costs, then every scenario on both kinds, `rounds` times,
+    the two kinds taking turns (in alternating order) so that a busy moment of the machine
+    falls on both alike."""
     samples: dict[tuple[str, str], list[Sample]] = {}
     async with AsyncExitStack() as stack:
-        servers = {kind: await start_kind(stack, kind, dsn) for kind in ("bare", "ours")}
+        kinds = {kind: await start_kind(stack, kind, dsn) for kind in ("bare", "ours")}
         calls = {}
-        for kind, served in servers.items():
+        for kind, started in kinds.items():
             channels = {
                 name: open_channel(s.address, key=fx.key if kind == "ours" else None)
-                for name, s in served.items()
+                for name, s in started.served.items()
             }
             for channel in channels.values():
                 stack.push_async_callback(channel.close)
             calls[kind] = scenario_calls(channels, fx)
+        print(f"counted over {COUNT_CALLS} sequential calls:", flush=True)
+        for name in COUNTED:
+            for kind in ("ours", "bare"):
+                costs = await count_costs(calls[kind][name][0], kinds[kind], dsn, COUNT_CALLS)
+                print_costs(name, kind, costs)
+        print("timed:", flush=True)
         for name in HOPS:
             for index in range(rounds):
-                kinds = ("bare", "ours") if index % 2 == 0 else ("ours", "bare")
-                for kind in kinds:
+                order = ("bare", "ours") if index % 2 == 0 else ("ours", "bare")
+                for kind in order:
                     call, reached = calls[kind][name]
-                    pids = [servers[kind][service].pid for service in reached]
+                    pids = {service: kinds[kind].served[service].pid for service in reached}
                     sample = await measure_once(call, pids, concurrency, total)
                     samples.setdefault((name, kind), []).append(sample)
             bare = Sample.total(samples[(name, "bare")])
@@ -493,7 +655,8 @@ def round_ratios(samples: dict[tuple[str, str], list[Sample]], name: str) -> lis
 
 
 def report(samples: dict[tuple[str, str], list[Sample]], concurrency: int) -> None:
-    """The table: server CPU per call and per hop, ours against bare, and throughput."""
+    """The table: server CPU per call and per hop, ours against bare, and throughput; then
+    each scenario set against another (AGAINST)."""
     print()
     print(
         f"{'scenario':22} {'hops':>4} {'bare µs':>8} {'ours µs':>8} {'ours/bare':>9} "
@@ -517,10 +680,36 @@ def report(samples: dict[tuple[str, str], list[Sample]], concurrency: int) -> No
         f"{statistics.geometric_mean(ratios):.2f}x (concurrency {concurrency}; "
         f"cpus: {os.cpu_count()}, client, servers and PostgreSQL share them)"
     )
+    for name, (other, target) in AGAINST.items():
+        for kind in ("ours", "bare"):
+            mine = Sample.total(samples[(name, kind)])
+            base = Sample.total(samples[(other, kind)])
+            print(
+                f"{name} against {other} ({kind}): throughput {mine.rps:.0f}/{base.rps:.0f} "
+                f"calls/s = {mine.rps / base.rps:.2f}x (target >= {target}x), server CPU per "
+                f"call {mine.cpu_us_per_call:.0f}/{base.cpu_us_per_call:.0f} µs = "
+                f"{mine.cpu_us_per_call / base.cpu_us_per_call:.2f}x ({mine.split_us()} µs)"
+            )
+
+
+@asynccontextmanager
+async def database() -> AsyncIterator[str]:
+    """STELLO_BENCH_DATABASE_URL, or a fresh embedded PostgreSQL preloading
+    pg_stat_statements, deleted afterwards."""
+    configured = os.environ.get("STELLO_BENCH_DATABASE_URL")
+    if configured:
+        await migrate_dsn(configured)
+        yield configured
+        return
+    folder = Path(tempfile.mkdtemp(prefix="stello-bench-pg-"))
+    with embedded_server(folder / "data", delete=True, config=STATEMENTS) as admin_dsn:
+        dsn = await ensure_database(admin_dsn, "stello_bench")
+        await migrate_dsn(dsn)
+        yield dsn
 
 
 async def run(total: int, concurrency: int, rounds: int) -> None:
-    """Seed, measure both kinds, report."""
+    """Seed, count and measure both kinds, report."""
     async with database() as dsn:
         fx = await seed(dsn)
         samples = await measure(dsn, fx, total, concurrency, rounds)
@@ -537,6 +726,7 @@ def main() -> None:
     serve_cmd.add_argument("dsn")
     serve_cmd.add_argument("storage")
     serve_cmd.add_argument("tree")
+    serve_cmd.add_argument("metrics", help='port of /metrics (ours), or "-"')
     parser.add_argument("--calls", type=int, default=1000, help="per round and kind")
     parser.add_argument("--concurrency", type=int, default=16)
     parser.add_argument("--rounds", type=int, default=8, help="turns each kind takes")
@@ -544,7 +734,7 @@ def main() -> None:
     # platformdirs warns when XDG_RUNTIME_DIR is unset (containers); the embedded server reads it.
     warnings.filterwarnings("ignore", message=".*XDG_RUNTIME_DIR.*")
     coroutine = (
-        serve(args.kind, args.service, args.dsn, args.storage, args.tree)
+        serve(args.kind, args.service, args.dsn, args.storage, args.tree, args.metrics)
         if args.command == "serve"
         else run(args.calls, args.concurrency, args.rounds)
     )

@@ -286,6 +286,11 @@ def slot_kinds(values: Sequence[int], v: Violations) -> frozenset[SlotName]:
     return frozenset(SLOT_KINDS[value] for value in values if value in SLOT_KINDS)
 
 
+def session_slots(values: Sequence[int], v: Violations) -> frozenset[SlotName]:
+    """GetSession's slot selection: the named slots, none when none is named."""
+    return slot_kinds(values, v) if values else frozenset()
+
+
 class RequestParser:
     """The validations that depend on configured limits (record, slot and lease sizes)."""
 

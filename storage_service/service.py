@@ -157,6 +157,17 @@ class StorageService:
             raise session_not_found(session_id)
         return meta
 
+    async def get_session_with_slots(
+        self, space_id: uuid.UUID, session_id: uuid.UUID, slots: AbstractSet[SlotName]
+    ) -> tuple[SessionMeta, SessionSlots]:
+        """The meta of a visible session and its `slots` (the others None), one statement."""
+        found = await self._db.statement(
+            lambda repo: repo.get_session_with_slots(space_id, session_id, slots)
+        )
+        if found is None:
+            raise session_not_found(session_id)
+        return found
+
     async def put_session(self, space_id: uuid.UUID, update: MetaUpdate) -> SessionMeta:
         """Replace label and status of an existing session (never creates one)."""
         meta = await self._db.transaction(lambda repo: repo.put_session(space_id, update))

@@ -67,9 +67,18 @@ class SessionStorageServicer(storage_pb2_grpc.SessionStorageServicer):
     async def GetSession(
         self, request: storage_pb2.GetSessionRequest, context: Context
     ) -> storage_pb2.GetSessionResponse:
-        """Read a visible session's meta."""
-        meta = await self._service.get_session(*parse.target(request))
-        return storage_pb2.GetSessionResponse(session=meta_to_proto(meta))
+        """Read a visible session's meta, and the slots asked for with it."""
+        if not request.slots:
+            meta = await self._service.get_session(*parse.target(request))
+            return storage_pb2.GetSessionResponse(session=meta_to_proto(meta))
+        v = Violations()
+        space_id, session_id = parse.target(request, v)
+        slots = parse.session_slots(request.slots, v)
+        v.raise_if_any()
+        meta, found = await self._service.get_session_with_slots(space_id, session_id, slots)
+        return storage_pb2.GetSessionResponse(
+            session=meta_to_proto(meta), slots=slots_to_proto(found)
+        )
 
     async def PutSession(
         self, request: storage_pb2.PutSessionRequest, context: Context

@@ -17,6 +17,7 @@ from stello.events import Event, EventKind, Outbox
 from storage_service.models import (
     SLOT_NAMES,
     CompressionCache,
+    SessionMeta,
     SessionSlots,
     SlotName,
     session_not_found,
@@ -39,6 +40,18 @@ SELECT s.id AS session_id,
 FROM sessions s
 LEFT JOIN session_slots sl ON sl.space_id = s.space_id AND sl.session_id = s.id
 WHERE s.space_id = $1 AND s.id = ANY($2::uuid[]) AND s.provisional_until IS NULL
+"""
+
+# GetSession with slots: the meta and the slots asked for ($3, $4, $5 as in
+# BATCH_GET_SLOTS), in one statement (a joined view reads storage once).
+GET_SESSION_WITH_SLOTS = """
+SELECT s.id, s.label, s.status, s.turn_count, s.created_at, s.updated_at, s.last_active_at,
+       CASE WHEN $3 THEN sl.system_prompt END AS system_prompt,
+       CASE WHEN $4 THEN sl.memory END AS memory,
+       CASE WHEN $5 THEN sl.insight END AS insight
+FROM sessions s
+LEFT JOIN session_slots sl ON sl.space_id = s.space_id AND sl.session_id = s.id
+WHERE s.space_id = $1 AND s.id = $2 AND s.provisional_until IS NULL
 """
 
 # The session row is share-locked before the slot row is written, the order a
@@ -179,6 +192,25 @@ class SlotRepository:
         wanted = ("system_prompt" in slots, "memory" in slots, "insight" in slots)
         rows = await self._con.fetch(BATCH_GET_SLOTS, space_id, list(session_ids), *wanted)
         return {row["session_id"]: _slots(row) for row in rows}
+
+    async def get_session_with_slots(
+        self, space_id: uuid.UUID, session_id: uuid.UUID, slots: AbstractSet[SlotName]
+    ) -> tuple[SessionMeta, SessionSlots] | None:
+        """The meta and the `slots` of a visible session (the others None), or None."""
+        wanted = ("system_prompt" in slots, "memory" in slots, "insight" in slots)
+        row = await self._con.fetchrow(GET_SESSION_WITH_SLOTS, space_id, session_id, *wanted)
+        if row is None:
+            return None
+        meta = SessionMeta(
+            id=row["id"],
+            label=row["label"],
+            status=row["status"],
+            turn_count=row["turn_count"],
+            created_at=row["created_at"],
+            updated_at=row["updated_at"],
+            last_active_at=row["last_active_at"],
+        )
+        return meta, SessionSlots(row["id"], row["system_prompt"], row["memory"], row["insight"])
 
     async def put_slot(
         self, space_id: uuid.UUID, session_id: uuid.UUID, slot: SlotName, content: str

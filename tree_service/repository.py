@@ -115,6 +115,14 @@ class TreeRepository:
         rows = await fetch(self._pool, sql.GET_NODE, space_id, session_id)
         return to_node(rows[0]) if rows else None
 
+    async def node_with_config(
+        self, space_id: uuid.UUID, session_id: uuid.UUID
+    ) -> tuple[Node, Any] | None:
+        """A visible session's node and its stored config JSON (None when never written),
+        or None, in one statement."""
+        rows = await fetch(self._pool, sql.GET_NODE_WITH_CONFIG, space_id, session_id)
+        return (to_node(rows[0]), rows[0]["config"]) if rows else None
+
     async def roots(self, space_id: uuid.UUID) -> list[Node]:
         """Every visible root, by (created_at, id)."""
         return [to_node(r) for r in await fetch(self._pool, sql.LIST_ROOTS, space_id)]

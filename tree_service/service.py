@@ -136,6 +136,16 @@ class TreeService:
             raise _not_found(session_id)
         return node
 
+    async def get_node_with_config(
+        self, space_id: uuid.UUID, session_id: uuid.UUID
+    ) -> tuple[Node, SessionConfig | None]:
+        """A visible session's node and its stored config (None when never written)."""
+        found = await self._repo.node_with_config(space_id, session_id)
+        if found is None:
+            raise _not_found(session_id)
+        node, stored = found
+        return node, None if stored is None else config_from_json(stored)
+
     async def list_roots(self, space_id: uuid.UUID) -> list[Node]:
         """Every root of the space by (created_at, id)."""
         return await self._repo.roots(space_id)

@@ -92,8 +92,14 @@ class TreeServicer(tree_pb2_grpc.SessionTreeServicer):
     async def GetNode(
         self, request: tree_pb2.GetNodeRequest, context: Context
     ) -> tree_pb2.GetNodeResponse:
-        node = await self._service.get_node(*_session(request))
-        return tree_pb2.GetNodeResponse(node=node_to_proto(node))
+        if not request.include_config:
+            node = await self._service.get_node(*_session(request))
+            return tree_pb2.GetNodeResponse(node=node_to_proto(node))
+        node, config = await self._service.get_node_with_config(*_session(request))
+        reply = tree_pb2.GetNodeResponse(node=node_to_proto(node))
+        if config is not None:
+            reply.config.CopyFrom(config_to_proto(config))
+        return reply
 
     async def ListRoots(
         self, request: tree_pb2.ListRootsRequest, context: Context

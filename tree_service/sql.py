@@ -26,6 +26,15 @@ FROM sessions s
 WHERE s.space_id = $1 AND s.id = $2 AND s.provisional_until IS NULL
 """
 
+# GetNode with include_config: the node and its stored config (NULL when never
+# written) in one statement, so a joined view reads the tree once.
+GET_NODE_WITH_CONFIG = f"""
+SELECT {_NODE}, c.config
+FROM sessions s
+LEFT JOIN session_configs c ON c.space_id = $1 AND c.session_id = s.id
+WHERE s.space_id = $1 AND s.id = $2 AND s.provisional_until IS NULL
+"""
+
 LIST_ROOTS = f"""
 SELECT {_NODE}
 FROM sessions s

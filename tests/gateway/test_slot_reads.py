@@ -20,12 +20,13 @@ from tests.gateway.turns_support import send
 
 pytestmark = pytest.mark.sql
 
+SYSTEM_PROMPT = storage_pb2.SLOT_KIND_SYSTEM_PROMPT
 MEMORY, INSIGHT = storage_pb2.SLOT_KIND_MEMORY, storage_pb2.SLOT_KIND_INSIGHT
 
 
 class RecordSlotReads(grpc.aio.UnaryUnaryClientInterceptor):
-    """Keeps the `slots` of every BatchGetSlots request that goes through, and the name of
-    every call."""
+    """Keeps the `slots` of every BatchGetSlots and GetSession request that goes through, and
+    the name of every call."""
 
     def __init__(self) -> None:
         self.asked: list[list[int]] = []
@@ -37,7 +38,7 @@ class RecordSlotReads(grpc.aio.UnaryUnaryClientInterceptor):
         client_call_details: grpc.aio.ClientCallDetails,
         request: Any,
     ) -> Any:
-        if isinstance(request, storage_pb2.BatchGetSlotsRequest):
+        if isinstance(request, storage_pb2.BatchGetSlotsRequest | storage_pb2.GetSessionRequest):
             self.asked.append(list(request.slots))
         method = client_call_details.method
         self.methods.append(
@@ -61,8 +62,8 @@ async def test_digests_and_turns_read_only_their_slots(
     make_stack: StackMaker, recorded: tuple[RecordSlotReads, GatewayClients]
 ) -> None:
     """ListSessionDigests asks for memory and insight, a turn no slot (BeginTurn answers its
-    system prompt and insight, never the memory), GetSession for all; the answers still carry
-    what they did."""
+    system prompt and insight, never the memory), GetSession all three with the meta; the
+    answers still carry what they did."""
     record, clients = recorded
     stack = await make_stack(clients=clients)
     root = await stack.root(system_prompt="a long system prompt")
@@ -81,7 +82,7 @@ async def test_digests_and_turns_read_only_their_slots(
     record.asked.clear()
     view = await stack.view(root.id)
     assert (view.system_prompt, view.memory) == ("a long system prompt", "m")
-    assert record.asked == [[]]
+    assert record.asked == [[SYSTEM_PROMPT, MEMORY, INSIGHT]]
 
 
 async def test_a_turn_is_two_storage_calls(

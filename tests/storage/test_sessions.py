@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import uuid
+from typing import Any
 
 import grpc
 import pytest
@@ -18,6 +19,9 @@ pytestmark = pytest.mark.sql
 Stub = storage_pb2_grpc.SessionStorageStub
 ACTIVE = common_pb2.SESSION_STATUS_ACTIVE
 ARCHIVED = common_pb2.SESSION_STATUS_ARCHIVED
+SYSTEM_PROMPT = storage_pb2.SLOT_KIND_SYSTEM_PROMPT
+MEMORY = storage_pb2.SLOT_KIND_MEMORY
+INSIGHT = storage_pb2.SLOT_KIND_INSIGHT
 
 
 async def get(stub: Stub, space: TestSpace, session_id: uuid.UUID) -> common_pb2.SessionMeta:
@@ -51,6 +55,72 @@ class TestGetSession:
         """A provisional session reads as absent until the tree commits it (DESIGN §4.1)."""
         session_id = await make_session(provisional=True)
         err = await rpc_error(get(stub, space, session_id))
+        assert err.code() == grpc.StatusCode.NOT_FOUND
+
+
+class TestGetSessionWithSlots:
+    """GetSession with `slots`: the meta and the slots asked for, in one call."""
+
+    async def test_answers_the_meta_and_the_slots_asked_for(
+        self, stub: Stub, space: TestSpace, make_session: MakeSession
+    ) -> None:
+        """The meta is plain GetSession's; the slots asked for are BatchGetSlots', the others
+        unset; a stored "" is answered set."""
+        session_id = await make_session(label="Planning")
+        target: dict[str, Any] = {"space_id": space.sid, "session_id": str(session_id)}
+        await stub.PutSystemPrompt(storage_pb2.PutSystemPromptRequest(**target, content="p"))
+        await stub.PutMemory(storage_pb2.PutMemoryRequest(**target, content="m"))
+        await stub.PutInsight(storage_pb2.PutInsightRequest(**target, content=""))
+        every = [SYSTEM_PROMPT, MEMORY, INSIGHT]
+        reply = await stub.GetSession(storage_pb2.GetSessionRequest(**target, slots=every))
+        batch = await stub.BatchGetSlots(
+            storage_pb2.BatchGetSlotsRequest(space_id=space.sid, session_ids=[str(session_id)])
+        )
+        assert reply.session == await get(stub, space, session_id)
+        assert reply.HasField("slots") and reply.slots == batch.slots[0]
+        assert (reply.slots.system_prompt, reply.slots.memory, reply.slots.insight) == (
+            "p",
+            "m",
+            "",
+        )
+        narrow = await stub.GetSession(
+            storage_pb2.GetSessionRequest(**target, slots=[MEMORY, MEMORY])
+        )
+        assert narrow.slots.memory == "m"
+        assert not narrow.slots.HasField("system_prompt")
+        assert not narrow.slots.HasField("insight")
+
+    async def test_no_slots_asked_leaves_them_unset(
+        self, stub: Stub, space: TestSpace, make_session: MakeSession
+    ) -> None:
+        """Without `slots` the reply carries the meta only (no slot is read)."""
+        session_id = await make_session()
+        target: dict[str, Any] = {"space_id": space.sid, "session_id": str(session_id)}
+        await stub.PutMemory(storage_pb2.PutMemoryRequest(**target, content="m"))
+        reply = await stub.GetSession(storage_pb2.GetSessionRequest(**target))
+        assert not reply.HasField("slots")
+
+    async def test_a_session_without_slots_answers_them_unset(
+        self, stub: Stub, space: TestSpace, make_session: MakeSession
+    ) -> None:
+        """A session that never had a slot answers `slots` set (its id) with every slot unset."""
+        session_id = await make_session()
+        reply = await stub.GetSession(
+            storage_pb2.GetSessionRequest(
+                space_id=space.sid, session_id=str(session_id), slots=[MEMORY, INSIGHT]
+            )
+        )
+        assert reply.slots == storage_pb2.SessionSlots(session_id=str(session_id))
+
+    async def test_unknown_id_is_not_found(self, stub: Stub, space: TestSpace) -> None:
+        """An unknown session answers NOT_FOUND with slots asked for too."""
+        err = await rpc_error(
+            stub.GetSession(
+                storage_pb2.GetSessionRequest(
+                    space_id=space.sid, session_id=str(uuid.uuid4()), slots=[MEMORY]
+                )
+            )
+        )
         assert err.code() == grpc.StatusCode.NOT_FOUND
 
 

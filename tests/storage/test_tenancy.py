@@ -26,6 +26,9 @@ Check = storage_pb2.Precondition
 # Every RPC that names one session, with a valid request for (space_id, session_id).
 READS: dict[str, Build] = {
     "GetSession": lambda sp, s: storage_pb2.GetSessionRequest(space_id=sp, session_id=s),
+    "GetSession with slots": lambda sp, s: storage_pb2.GetSessionRequest(
+        space_id=sp, session_id=s, slots=[storage_pb2.SLOT_KIND_MEMORY]
+    ),
     "ListRecords": lambda sp, s: storage_pb2.ListRecordsRequest(space_id=sp, session_id=s),
     "GetSystemPrompt": lambda sp, s: storage_pb2.GetSystemPromptRequest(space_id=sp, session_id=s),
     "GetInsight": lambda sp, s: storage_pb2.GetInsightRequest(space_id=sp, session_id=s),
@@ -77,7 +80,7 @@ EVERY = {**READS, **WRITES}
 
 
 def method(stub: Stub, name: str) -> Any:
-    return getattr(stub, name.removesuffix("Precondition"))
+    return getattr(stub, name.split()[0].removesuffix("Precondition"))
 
 
 async def seed_foreign(stub_for: StubFor, owner: TestSpace, session_id: uuid.UUID) -> None:

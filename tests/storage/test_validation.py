@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import uuid
 from collections.abc import Callable
-from typing import Any
+from typing import Any, cast
 
 import asyncpg
 import grpc
@@ -49,6 +49,28 @@ CASES = [
         lambda sp, s: storage_pb2.GetSessionRequest(space_id=sp),
         ["session_id"],
         "missing-session-id",
+    ),
+    case(
+        "GetSession",
+        lambda sp, s: storage_pb2.GetSessionRequest(
+            space_id=sp,
+            session_id=s,
+            slots=[
+                storage_pb2.SLOT_KIND_MEMORY,
+                storage_pb2.SLOT_KIND_UNSPECIFIED,
+                cast(storage_pb2.SlotKind, 9),
+            ],
+        ),
+        ["slots[1]", "slots[2]"],
+        "unspecified-and-unknown-slot-kind",
+    ),
+    case(
+        "GetSession",
+        lambda sp, s: storage_pb2.GetSessionRequest(
+            space_id=sp, session_id="y", slots=[storage_pb2.SLOT_KIND_UNSPECIFIED]
+        ),
+        ["session_id", "slots[0]"],
+        "malformed-id-and-slot-kind",
     ),
     case(
         "AppendRecords",

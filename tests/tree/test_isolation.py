@@ -51,6 +51,9 @@ class TestIsolation:
         sid = tree.space.sid
         calls = [
             tree.stub.GetNode(tree_pb2.GetNodeRequest(space_id=sid, session_id=theirs.id)),
+            tree.stub.GetNode(
+                tree_pb2.GetNodeRequest(space_id=sid, session_id=theirs.id, include_config=True)
+            ),
             tree.stub.GetTree(tree_pb2.GetTreeRequest(space_id=sid, root_id=theirs.id)),
             tree.stub.UpdateLabel(
                 tree_pb2.UpdateLabelRequest(space_id=sid, session_id=theirs.id, label="mine")

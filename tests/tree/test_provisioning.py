@@ -26,13 +26,16 @@ pytestmark = pytest.mark.sql
 Read = Callable[[TreeClient, str], Awaitable[Any]]
 
 
-def _req(tree: TreeClient, session_id: str) -> dict[str, str]:
+def _req(tree: TreeClient, session_id: str) -> dict[str, Any]:
     return {"space_id": tree.space.sid, "session_id": session_id}
 
 
 # Every read that names a session; each must answer NOT_FOUND for a provisional one.
 NAMED_READS: dict[str, Read] = {
     "GetNode": lambda t, s: t.stub.GetNode(tree_pb2.GetNodeRequest(**_req(t, s))),
+    "GetNode with config": lambda t, s: t.stub.GetNode(
+        tree_pb2.GetNodeRequest(**_req(t, s), include_config=True)
+    ),
     "GetChildren": lambda t, s: t.stub.GetChildren(tree_pb2.GetChildrenRequest(**_req(t, s))),
     "GetSiblings": lambda t, s: t.stub.GetSiblings(tree_pb2.GetSiblingsRequest(**_req(t, s))),
     "GetAncestors": lambda t, s: t.stub.GetAncestors(tree_pb2.GetAncestorsRequest(**_req(t, s))),

@@ -63,6 +63,60 @@ class TestGetNode:
         assert caught.value.code() == grpc.StatusCode.NOT_FOUND
 
 
+class TestGetNodeWithConfig:
+    """GetNode with include_config: the node and the stored config in one call."""
+
+    async def _get(self, tree: TreeClient, session_id: str, **fields: Any) -> Any:
+        return await tree.stub.GetNode(
+            tree_pb2.GetNodeRequest(space_id=tree.space.sid, session_id=session_id, **fields)
+        )
+
+    async def test_answers_the_node_and_the_config_as_get_config(self, tree: TreeClient) -> None:
+        """The node is GetNode's, the config GetConfig's exactly (presence of each field kept)."""
+        root = await tree.create(label="R")
+        node = await tree.create(
+            parent_id=root.id,
+            label="C",
+            config=common_pb2.SessionConfig(
+                system_prompt="be brief", skills=common_pb2.SkillList(names=[])
+            ),
+        )
+        reply = await self._get(tree, node.id, include_config=True)
+        config = await tree.stub.GetConfig(
+            tree_pb2.GetConfigRequest(space_id=tree.space.sid, session_id=node.id)
+        )
+        assert reply.node == await tree.node(node.id)
+        assert reply.HasField("config") and reply.config == config.config
+        assert reply.config.HasField("skills") and list(reply.config.skills.names) == []
+        assert reply.config.system_prompt == "be brief"
+
+    async def test_no_config_written_is_unset(self, tree: TreeClient) -> None:
+        """A session that never had a config answers the node and `config` unset."""
+        node = await tree.create(label="plain")
+        reply = await self._get(tree, node.id, include_config=True)
+        assert reply.node.label == "plain"
+        assert not reply.HasField("config")
+
+    async def test_without_the_flag_no_config_is_read(self, tree: TreeClient) -> None:
+        """Plain GetNode leaves `config` unset even when the session has one."""
+        node = await tree.create(config=common_pb2.SessionConfig(system_prompt="p"))
+        reply = await self._get(tree, node.id)
+        assert not reply.HasField("config")
+
+    async def test_malformed_session_id_is_invalid(self, tree: TreeClient) -> None:
+        """A malformed session_id is INVALID_ARGUMENT naming the field."""
+        with pytest.raises(grpc.aio.AioRpcError) as caught:
+            await self._get(tree, "nope", include_config=True)
+        assert caught.value.code() == grpc.StatusCode.INVALID_ARGUMENT
+        assert [v.field for v in field_violations(caught.value)] == ["session_id"]
+
+    async def test_unknown_is_not_found(self, tree: TreeClient) -> None:
+        """An unknown id answers NOT_FOUND."""
+        with pytest.raises(grpc.aio.AioRpcError) as caught:
+            await self._get(tree, str(uuid.uuid4()), include_config=True)
+        assert caught.value.code() == grpc.StatusCode.NOT_FOUND
+
+
 class TestListRoots:
     async def test_empty_space(self, tree: TreeClient) -> None:
         """An empty space has no roots."""

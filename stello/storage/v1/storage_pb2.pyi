@@ -23,18 +23,22 @@ SLOT_KIND_MEMORY: SlotKind
 SLOT_KIND_INSIGHT: SlotKind
 
 class GetSessionRequest(_message.Message):
-    __slots__ = ("space_id", "session_id")
+    __slots__ = ("space_id", "session_id", "slots")
     SPACE_ID_FIELD_NUMBER: _ClassVar[int]
     SESSION_ID_FIELD_NUMBER: _ClassVar[int]
+    SLOTS_FIELD_NUMBER: _ClassVar[int]
     space_id: str
     session_id: str
-    def __init__(self, space_id: _Optional[str] = ..., session_id: _Optional[str] = ...) -> None: ...
+    slots: _containers.RepeatedScalarFieldContainer[SlotKind]
+    def __init__(self, space_id: _Optional[str] = ..., session_id: _Optional[str] = ..., slots: _Optional[_Iterable[_Union[SlotKind, str]]] = ...) -> None: ...
 
 class GetSessionResponse(_message.Message):
-    __slots__ = ("session",)
+    __slots__ = ("session", "slots")
     SESSION_FIELD_NUMBER: _ClassVar[int]
+    SLOTS_FIELD_NUMBER: _ClassVar[int]
     session: _common_pb2.SessionMeta
-    def __init__(self, session: _Optional[_Union[_common_pb2.SessionMeta, _Mapping]] = ...) -> None: ...
+    slots: SessionSlots
+    def __init__(self, session: _Optional[_Union[_common_pb2.SessionMeta, _Mapping]] = ..., slots: _Optional[_Union[SessionSlots, _Mapping]] = ...) -> None: ...
 
 class PutSessionRequest(_message.Message):
     __slots__ = ("space_id", "session")

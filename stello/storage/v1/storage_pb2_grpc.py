@@ -259,11 +259,13 @@ class SessionStorageServicer:
     """
 
     def GetSession(self, request, context):
-        """Reads the conversation meta of one session.
+        """Reads the conversation meta of one session and, when `slots` names some,
+        those content slots too, in the same read (one statement: a joined view
+        such as the gateway's GetSession needs one storage call, not two).
 
-        Errors: INVALID_ARGUMENT for a malformed space_id or session_id;
-        NOT_FOUND when the session is not in the space or is provisional;
-        UNAUTHENTICATED without a valid key.
+        Errors: INVALID_ARGUMENT for a malformed space_id or session_id, or a
+        slot kind that is UNSPECIFIED or unknown; NOT_FOUND when the session is
+        not in the space or is provisional; UNAUTHENTICATED without a valid key.
         """
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)
         context.set_details('Method not implemented!')

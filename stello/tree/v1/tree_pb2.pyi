@@ -46,18 +46,22 @@ class CommitSessionResponse(_message.Message):
     def __init__(self, node: _Optional[_Union[_common_pb2.TopologyNode, _Mapping]] = ...) -> None: ...
 
 class GetNodeRequest(_message.Message):
-    __slots__ = ("space_id", "session_id")
+    __slots__ = ("space_id", "session_id", "include_config")
     SPACE_ID_FIELD_NUMBER: _ClassVar[int]
     SESSION_ID_FIELD_NUMBER: _ClassVar[int]
+    INCLUDE_CONFIG_FIELD_NUMBER: _ClassVar[int]
     space_id: str
     session_id: str
-    def __init__(self, space_id: _Optional[str] = ..., session_id: _Optional[str] = ...) -> None: ...
+    include_config: bool
+    def __init__(self, space_id: _Optional[str] = ..., session_id: _Optional[str] = ..., include_config: _Optional[bool] = ...) -> None: ...
 
 class GetNodeResponse(_message.Message):
-    __slots__ = ("node",)
+    __slots__ = ("node", "config")
     NODE_FIELD_NUMBER: _ClassVar[int]
+    CONFIG_FIELD_NUMBER: _ClassVar[int]
     node: _common_pb2.TopologyNode
-    def __init__(self, node: _Optional[_Union[_common_pb2.TopologyNode, _Mapping]] = ...) -> None: ...
+    config: _common_pb2.SessionConfig
+    def __init__(self, node: _Optional[_Union[_common_pb2.TopologyNode, _Mapping]] = ..., config: _Optional[_Union[_common_pb2.SessionConfig, _Mapping]] = ...) -> None: ...
 
 class ListRootsRequest(_message.Message):
     __slots__ = ("space_id",)

@@ -249,7 +249,10 @@ class SessionTreeServicer:
     def GetNode(self, request, context):
         """Returns one session as a topology node: parent, children in index order
         (committed ones only), refs in insertion order, depth, index, label,
-        source session and status. Archived sessions are returned.
+        source session and status. Archived sessions are returned. With
+        `include_config` it answers the session's stored configuration too, as
+        GetConfig would, in the same read (one statement: a joined view needs one
+        tree call, not two).
 
         Errors: INVALID_ARGUMENT (malformed ids); NOT_FOUND (unknown in this
         space, or provisional); UNAUTHENTICATED.
