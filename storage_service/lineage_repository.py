@@ -57,7 +57,8 @@ WHERE s.space_id = $1 AND s.id = $2 AND s.provisional_until IS NULL
 FOR SHARE OF s
 """
 
-# The newest record of the view at or below seq $3.
+# The newest record of the view at or below seq $3 (with $4, the newest that is
+# not a tool result).
 LAST_AT = f"""
 WITH {PARTS}
 SELECT x.seq, x.role, x.calls, x.cumulative
@@ -67,6 +68,7 @@ CROSS JOIN LATERAL (
     FROM records
     WHERE space_id = $1 AND session_id = p.holder_id
       AND seq >= p.from_seq AND seq <= p.to_seq AND seq <= $3
+      AND (NOT $4 OR role <> 'tool')
     ORDER BY seq DESC
     LIMIT 1
 ) x
@@ -170,8 +172,11 @@ class LineageRepository:
             await self._refuse(space_id, session_id)
         return cut
 
-    async def _last_at(self, space_id: uuid.UUID, session_id: uuid.UUID, seq: int) -> _Last | None:
-        row = await self._con.fetchrow(LAST_AT, space_id, session_id, seq)
+    async def _last_at(
+        self, space_id: uuid.UUID, session_id: uuid.UUID, seq: int, *, skip_tools: bool = False
+    ) -> _Last | None:
+        """The newest record at or below `seq` (with `skip_tools`, that is not a tool result)."""
+        row = await self._con.fetchrow(LAST_AT, space_id, session_id, seq, skip_tools)
         if row is None:
             return None
         calls: list[dict[str, str]] | None = row["calls"]
@@ -184,24 +189,13 @@ class LineageRepository:
             return last.seq - 1  # calls with no results yet
         if last.role != "tool":
             return last.seq
-        caller = await self.caller_at_or_below(space_id, source_id, last.seq)
+        caller = await self._last_at(space_id, source_id, last.seq, skip_tools=True)
         if caller is None or caller.role != "assistant" or not caller.call_ids:
             return last.seq  # orphan tool results stay (context assembly drops them)
         answered = await self._con.fetch(TOOL_IDS, space_id, source_id, caller.seq, last.seq)
         if caller.call_ids - {r["tool_call_id"] for r in answered}:
             return caller.seq - 1
         return last.seq
-
-    async def caller_at_or_below(
-        self, space_id: uuid.UUID, session_id: uuid.UUID, seq: int
-    ) -> _Last | None:
-        """The nearest record at or below `seq` that is not a tool result."""
-        row = await self._con.fetchrow(NOT_TOOL_AT, space_id, session_id, seq)
-        if row is None:
-            return None
-        calls: list[dict[str, str]] | None = row["calls"]
-        ids = frozenset(c["id"] for c in calls) if calls else frozenset()
-        return _Last(row["seq"], row["role"], ids, row["cumulative"])
 
     async def _refuse(self, space_id: uuid.UUID, session_id: uuid.UUID) -> None:
         row = await self._con.fetchrow(SESSION_STATE, space_id, session_id)
@@ -212,21 +206,3 @@ class LineageRepository:
             f"(last seq {row['last_seq']}); only a new session can inherit",
             reason="SESSION_NOT_EMPTY",
         )
-
-
-# The nearest record of the view at or below seq $3 that is not a tool result.
-NOT_TOOL_AT = f"""
-WITH {PARTS}
-SELECT x.seq, x.role, x.calls, x.cumulative
-FROM parts p
-CROSS JOIN LATERAL (
-    SELECT seq, role, tool_calls AS calls, token_cumulative AS cumulative
-    FROM records
-    WHERE space_id = $1 AND session_id = p.holder_id
-      AND seq >= p.from_seq AND seq <= p.to_seq AND seq <= $3 AND role <> 'tool'
-    ORDER BY seq DESC
-    LIMIT 1
-) x
-ORDER BY x.seq DESC
-LIMIT 1
-"""

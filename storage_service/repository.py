@@ -36,6 +36,7 @@ from storage_service.models import (
     StoredRecord,
     ToolCall,
 )
+from storage_service.rows import meta_of
 from storage_service.slot_repository import SlotRepository
 from storage_service.turn_repository import TurnRepository
 
@@ -273,18 +274,6 @@ class LockedSession:
     lease_live: bool
 
 
-def _meta(row: asyncpg.Record) -> SessionMeta:
-    return SessionMeta(
-        id=row["id"],
-        label=row["label"],
-        status=row["status"],
-        turn_count=row["turn_count"],
-        created_at=row["created_at"],
-        updated_at=row["updated_at"],
-        last_active_at=row["last_active_at"],
-    )
-
-
 def _record(row: asyncpg.Record) -> StoredRecord:
     calls: list[dict[str, str]] | None = row["tool_calls"]
     return StoredRecord(
@@ -320,7 +309,7 @@ class Repository(
     async def get_session(self, space_id: uuid.UUID, session_id: uuid.UUID) -> SessionMeta | None:
         """The meta of a visible session, or None."""
         row = await self._con.fetchrow(GET_SESSION, space_id, session_id)
-        return None if row is None else _meta(row)
+        return None if row is None else meta_of(row)
 
     async def put_session(self, space_id: uuid.UUID, update: MetaUpdate) -> SessionMeta | None:
         """Replace label and status; None when the session does not exist."""
@@ -330,7 +319,7 @@ class Repository(
         if row is None:
             return None
         self._changed(space_id, "session_updated", update.session_id)
-        return _meta(row)
+        return meta_of(row)
 
     async def list_sessions(
         self,
@@ -342,7 +331,7 @@ class Repository(
         """Visible sessions ordered by (created_at, id), strictly after `after`."""
         after_at, after_id = after if after is not None else (None, None)
         rows = await self._con.fetch(LIST_SESSIONS, space_id, status, after_at, after_id, limit)
-        return [_meta(row) for row in rows]
+        return [meta_of(row) for row in rows]
 
     async def session_exists(self, space_id: uuid.UUID, session_id: uuid.UUID) -> bool:
         """Whether the session exists in the space (provisional included)."""
@@ -481,7 +470,7 @@ class Repository(
             return None
         if not touch_only:
             self._changed(space_id, "turn_committed", session_id)
-        return _meta(row)
+        return meta_of(row)
 
     async def remembered(
         self, space_id: uuid.UUID, scope: str, request_id: str

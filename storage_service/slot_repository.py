@@ -22,6 +22,7 @@ from storage_service.models import (
     SlotName,
     session_not_found,
 )
+from storage_service.rows import meta_of
 
 GET_SLOTS = """
 SELECT s.id AS session_id, sl.system_prompt, sl.memory, sl.insight, sl.memory_covered_until_seq
@@ -201,15 +202,7 @@ class SlotRepository:
         row = await self._con.fetchrow(GET_SESSION_WITH_SLOTS, space_id, session_id, *wanted)
         if row is None:
             return None
-        meta = SessionMeta(
-            id=row["id"],
-            label=row["label"],
-            status=row["status"],
-            turn_count=row["turn_count"],
-            created_at=row["created_at"],
-            updated_at=row["updated_at"],
-            last_active_at=row["last_active_at"],
-        )
+        meta = meta_of(row)
         return meta, SessionSlots(row["id"], row["system_prompt"], row["memory"], row["insight"])
 
     async def put_slot(

@@ -19,6 +19,7 @@ import asyncpg
 
 from storage_service.lineage_repository import PARTS
 from storage_service.models import CompressionCache, SessionMeta
+from storage_service.rows import meta_of
 
 # FOR UPDATE OF s: a Transact (a turn's commit) and a slot put (FOR KEY SHARE)
 # wait until the turn has been read, so what it reads is one consistent state.
@@ -167,15 +168,7 @@ class TurnRepository:
         cache = None
         if row["summary"] is not None:
             cache = CompressionCache(row["summary"], row["covered_until_seq"], row["lossy"])
-        meta = SessionMeta(
-            id=row["id"],
-            label=row["label"],
-            status=row["status"],
-            turn_count=row["turn_count"],
-            created_at=row["created_at"],
-            updated_at=row["updated_at"],
-            last_active_at=row["last_active_at"],
-        )
+        meta = meta_of(row)
         return LockedTurn(
             visible=row["visible"],
             meta=meta,

@@ -366,7 +366,8 @@ RETURNING config
 # Row-locks the visible session and every descendant first: once held, no
 # child can be created or committed under any of them (both need the parent's
 # row lock), so the DELETE below, in a fresh snapshot, sees the final set.
-LOCK_SUBTREE = """
+# The visible session $2 and every descendant (provisional ones included).
+_SUBTREE = """
 WITH RECURSIVE subtree (id) AS (
     SELECT s.id
     FROM sessions s
@@ -375,7 +376,9 @@ WITH RECURSIVE subtree (id) AS (
     SELECT c.id
     FROM subtree
     JOIN sessions c ON c.space_id = $1 AND c.parent_id = subtree.id
-)
+)"""
+
+LOCK_SUBTREE = f"""{_SUBTREE}
 SELECT count(*)
 FROM (
     SELECT s.id
@@ -390,16 +393,7 @@ FROM (
 # read through their lineage move, once, to one of them (DESIGN §4.4), and
 # the set's own segments and lineages go. Same set as the DELETE's (the
 # locks above keep it final).
-RELEASE_SUBTREE = """
-WITH RECURSIVE subtree (id) AS (
-    SELECT s.id
-    FROM sessions s
-    WHERE s.space_id = $1 AND s.id = $2 AND s.provisional_until IS NULL
-  UNION ALL
-    SELECT c.id
-    FROM subtree
-    JOIN sessions c ON c.space_id = $1 AND c.parent_id = subtree.id
-)
+RELEASE_SUBTREE = f"""{_SUBTREE}
 SELECT stello_release_records($1, (SELECT array_agg(id) FROM subtree), NULL)
 """
 
