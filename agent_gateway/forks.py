@@ -26,7 +26,6 @@ from agent_gateway.compose import (
     compose,
     effective_context,
     opening_prompt,
-    stored_system_prompt,
 )
 from agent_gateway.llm import Prompts
 from agent_gateway.profiles import ProfileRegistry
@@ -127,7 +126,6 @@ class _Tail:
 @dataclass(frozen=True, slots=True)
 class _Source:
     config: ConfigLayer
-    system_prompt: str | None
     tail: _Tail = _Tail()
     """COMPRESS: what to summarise (INHERIT reads nothing: storage inherits by reference)."""
 
@@ -255,13 +253,11 @@ class SessionCreator:
         key: RequestKey | None,
     ) -> common_pb2.SessionSummary:
         options = ConfigLayer(request.system_prompt, request.skills)
-        # The source's prompt slot matters only when no layer but the source could give one.
-        needs_slot = compose(self._defaults, ConfigLayer(), profile, options).system_prompt is None
         # A request seen before is answered from what it made (even if the source has changed
         # or gone since): looked up beside the reads, so it costs no time.
         earlier, source = await asyncio.gather(
             self._saga.replay(caller, request.space_id, key) if key else _none(),
-            self._read_source(caller, request, context, needs_slot=needs_slot),
+            self._read_source(caller, request, context),
             return_exceptions=True,
         )
         if isinstance(earlier, BaseException):
@@ -291,7 +287,10 @@ class SessionCreator:
             parent_id=request.topology_parent_id or request.source_id,
             source_id=request.source_id,
             config=config.to_proto(),
-            system_prompt=stored_system_prompt(config.system_prompt, source.system_prompt),
+            # Only a non-empty prompt is written (spec §4.4.4 step 2); when no layer gives
+            # one the child keeps the source's slot, copied by the saga's Transact.
+            system_prompt=config.system_prompt or None,
+            copy_system_prompt=config.system_prompt is None,
             inherit=context is ContextMode.INHERIT,
             inherit_until_seq=request.inherit_until_seq,
             records=tuple(records),
@@ -301,18 +300,16 @@ class SessionCreator:
         return await self._saga.run(caller, plan, request_id, key)
 
     async def _read_source(
-        self, caller: Caller, request: ForkInput, context: ContextMode, *, needs_slot: bool
+        self, caller: Caller, request: ForkInput, context: ContextMode
     ) -> _Source:
-        """Read the source's config, prompt slot and COMPRESS tail (as needed) at once.
+        """Read the source's config and COMPRESS tail (as needed) at once.
 
-        INHERIT reads no record: storage gives the child the source's records by
-        reference in the saga's Transact (DESIGN §4.4), whatever their number.
+        Neither the prompt slot nor (INHERIT) a record is read: storage copies the
+        slot when no layer gives a prompt and gives the child the source's records
+        by reference, both in the saga's Transact (DESIGN §4.1, §4.4).
         """
         space, source = request.space_id, request.source_id
         reads: list[Any] = [self._tree.get_config(caller, space, source)]
-        reads.append(
-            self._storage.get_system_prompt(caller, space, source) if needs_slot else _none()
-        )
         if context is ContextMode.COMPRESS:
             reads.append(self._tail(caller, space, source))
         else:
@@ -321,9 +318,9 @@ class SessionCreator:
         if parent is not None and parent != source:
             # Fails early (NOT_FOUND) before any LLM call when the parent is unknown.
             reads.append(self._tree.get_node(caller, space, parent))
-        config, slot, found, *_ = await asyncio.gather(*reads)
+        config, found, *_ = await asyncio.gather(*reads)
         layer = ConfigLayer.from_proto(config)
-        return _Source(layer, slot, found if isinstance(found, _Tail) else _Tail())
+        return _Source(layer, found if isinstance(found, _Tail) else _Tail())
 
     async def _tail(self, caller: Caller, space: uuid.UUID, source: uuid.UUID) -> _Tail:
         """The source's newest summary and its newest records after it (bounded reads)."""

@@ -1,7 +1,8 @@
 """The provisioning saga of CreateRoot and Fork (DESIGN §4.1).
 
 `tree.CreateSession(provisional, config, request_id=R)` -> one
-`storage.Transact(put session meta, put system prompt, inherit the source's
+`storage.Transact(put session meta, put system prompt (or copy the source's when
+the composition gives none, so nothing reads it first), inherit the source's
 records by reference (Fork INHERIT, DESIGN §4.4), append records,
 request_id=R/storage)` -> `tree.CommitSession`. Until the commit the session is
 invisible to every read of every service; if the gateway fails or dies on the
@@ -63,6 +64,9 @@ class SessionPlan:
     """Stored as the frozen config; None = store none."""
     system_prompt: str | None = None
     """Written to the system prompt slot when set (never empty)."""
+    copy_system_prompt: bool = False
+    """Without `system_prompt`: the slot gets `source_id`'s (when it has one), copied by
+    storage in the Transact (no read before it)."""
     inherit: bool = False
     """The session shows `source_id`'s records (through `inherit_until_seq`) by reference."""
     inherit_until_seq: int | None = None
@@ -84,7 +88,7 @@ def plan_digest(plan: SessionPlan) -> str:
     digest = hashlib.sha256()
     parts = (plan.label, str(plan.parent_id), str(plan.source_id), plan.system_prompt or "")
     slots = (repr(plan.memory), repr(plan.insight), str(plan.archived), str(plan.turns))
-    inherit = (str(plan.inherit), repr(plan.inherit_until_seq))
+    inherit = (str(plan.inherit), repr(plan.inherit_until_seq), str(plan.copy_system_prompt))
     for part in (*parts, *slots, *inherit):
         digest.update(part.encode())
         digest.update(b"\0")
@@ -253,6 +257,9 @@ class ProvisioningSaga:
                     )
                 )
             )
+        elif plan.copy_system_prompt and plan.source_id is not None:
+            copy = Op.CopySystemPromptOp(session_id=node.id, source_id=str(plan.source_id))
+            operations.append(Op(copy_system_prompt=copy))
         if plan.memory is not None:
             operations.append(
                 Op(put_memory=Op.PutMemoryOp(session_id=node.id, content=plan.memory))

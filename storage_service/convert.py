@@ -185,6 +185,8 @@ def result_to_proto(result: OperationResult) -> storage_pb2.OperationResult:
         branch.released = result.released
     elif result.kind == "inherit_records":
         branch.until_seq = result.until_seq
+    elif result.kind == "copy_system_prompt":
+        branch.copied = result.copied
     return message
 
 
@@ -203,6 +205,8 @@ def result_from_proto(message: storage_pb2.OperationResult) -> OperationResult:
         return OperationResult(kind, released=branch.released)
     if kind == "inherit_records":
         return OperationResult(kind, until_seq=branch.until_seq)
+    if kind == "copy_system_prompt":
+        return OperationResult(kind, copied=branch.copied)
     return OperationResult(kind)
 
 

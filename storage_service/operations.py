@@ -138,9 +138,18 @@ class InheritOp:
     until_seq: int | None
 
 
+@dataclass(frozen=True, slots=True)
+class CopyPromptOp:
+    """Copy the system prompt slot of `source_id` to the session (when it has one)."""
+
+    session_id: uuid.UUID
+    source_id: uuid.UUID
+
+
 SessionOperation = (
     AppendOp
     | InheritOp
+    | CopyPromptOp
     | PutSessionOp
     | PutSlotOp
     | ClearInsightOp
@@ -166,6 +175,7 @@ ResultKind = Literal[
     "release_turn",
     "remember_result",
     "inherit_records",
+    "copy_system_prompt",
 ]
 
 
@@ -180,3 +190,5 @@ class OperationResult:
     released: bool = False
     until_seq: int = 0
     """inherit_records: the cut (the last inherited seq; 0 = none)."""
+    copied: bool = False
+    """copy_system_prompt: whether the source had a prompt to copy."""

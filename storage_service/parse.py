@@ -44,6 +44,7 @@ from storage_service.operations import (
     AppendOp,
     BumpTurnOp,
     ClearInsightOp,
+    CopyPromptOp,
     InheritOp,
     InsightCheck,
     LastSeqCheck,
@@ -144,6 +145,19 @@ def inherit_op(
     if until is not None and until < 0:
         v.add(f"{path}.until_seq", "must not be negative")
     return InheritOp(session_id, source, until)
+
+
+def copy_prompt_op(
+    session_id: uuid.UUID,
+    message: storage_pb2.Operation.CopySystemPromptOp,
+    path: str,
+    v: Violations,
+) -> CopyPromptOp:
+    """A CopySystemPromptOp: a source other than the session."""
+    source = parse_uuid(message.source_id, f"{path}.source_id", v)
+    if message.source_id and source == session_id:
+        v.add(f"{path}.source_id", "must name another session than session_id")
+    return CopyPromptOp(session_id, source)
 
 
 MAX_WINDOW_TOKENS = 2**40
@@ -409,6 +423,8 @@ class RequestParser:
             return AppendOp(sid, self.records(body.records, f"{path}.records", v))
         if kind == "inherit_records":
             return inherit_op(sid, body, path, v)
+        if kind == "copy_system_prompt":
+            return copy_prompt_op(sid, body, path, v)
         if kind in ("put_system_prompt", "put_insight", "put_memory"):
             content = self.slot(body.content, f"{path}.content", v)
             return PutSlotOp(sid, kind.removeprefix("put_"), content)

@@ -69,6 +69,29 @@ RETURNING true
 """
 PUT_SLOT: dict[SlotName, str] = {slot: _PUT_SLOT.format(column=slot) for slot in SLOT_NAMES}
 
+# CopySystemPromptOp: the visible source's non-empty prompt onto an existing
+# session, as PUT_SLOT writes it; found flags for both and whether it copied.
+COPY_SYSTEM_PROMPT = """
+WITH target AS (
+    SELECT id FROM sessions WHERE space_id = $1 AND id = $2 FOR KEY SHARE
+), source AS (
+    SELECT sl.system_prompt
+    FROM sessions s
+    LEFT JOIN session_slots sl ON sl.space_id = $1 AND sl.session_id = s.id
+    WHERE s.space_id = $1 AND s.id = $3 AND s.provisional_until IS NULL
+), copied AS (
+    INSERT INTO session_slots (space_id, session_id, system_prompt)
+    SELECT $1, target.id, source.system_prompt FROM target, source
+    WHERE source.system_prompt <> ''
+    ON CONFLICT (space_id, session_id)
+    DO UPDATE SET system_prompt = EXCLUDED.system_prompt, updated_at = now()
+    RETURNING true
+)
+SELECT EXISTS (SELECT FROM target) AS target_found,
+       EXISTS (SELECT FROM source) AS source_found,
+       EXISTS (SELECT FROM copied) AS copied
+"""
+
 # A consolidation's memory, with the last seq it covers (migration 0006).
 PUT_MEMORY_COVERING = """
 WITH s AS (SELECT id FROM sessions WHERE space_id = $1 AND id = $2 FOR KEY SHARE)
@@ -216,6 +239,27 @@ class SlotRepository:
         if not stored:
             raise session_not_found(session_id)
         self._changed(space_id, SLOT_PUT_EVENTS[slot], session_id)
+
+    async def copy_system_prompt(
+        self, space_id: uuid.UUID, session_id: uuid.UUID, source_id: uuid.UUID
+    ) -> bool:
+        """Copy the source's non-empty system prompt onto the session; whether it had one.
+
+        Raises:
+            NotFound: the session does not exist, or the source is not a visible session.
+        """
+        try:
+            row = await self._con.fetchrow(COPY_SYSTEM_PROMPT, space_id, session_id, source_id)
+        except asyncpg.ForeignKeyViolationError as exc:  # deleted under us
+            raise session_not_found(session_id) from exc
+        assert row is not None
+        if not row["target_found"]:
+            raise session_not_found(session_id)
+        if not row["source_found"]:
+            raise session_not_found(source_id)
+        if row["copied"]:
+            self._changed(space_id, SLOT_PUT_EVENTS["system_prompt"], session_id)
+        return bool(row["copied"])
 
     async def put_memory_covering(
         self, space_id: uuid.UUID, session_id: uuid.UUID, content: str, covered_until_seq: int

@@ -19,6 +19,7 @@ from storage_service.operations import (
     AppendOp,
     BumpTurnOp,
     ClearInsightOp,
+    CopyPromptOp,
     InheritOp,
     InsightCheck,
     LastSeqCheck,
@@ -89,7 +90,8 @@ def _finds_its_session(op: Operation) -> bool:
     if isinstance(op, AppendOp):
         return bool(op.records)
     return isinstance(
-        op, PutSessionOp | PutSlotOp | PutCacheOp | BumpTurnOp | RememberOp | InheritOp
+        op,
+        PutSessionOp | PutSlotOp | PutCacheOp | BumpTurnOp | RememberOp | InheritOp | CopyPromptOp,
     )
 
 
@@ -146,6 +148,9 @@ async def apply(repo: Repository, space_id: uuid.UUID, op: Operation) -> Operati
     if isinstance(op, InheritOp):
         cut = await repo.inherit(space_id, op.session_id, op.source_id, op.until_seq)
         return OperationResult("inherit_records", until_seq=cut)
+    if isinstance(op, CopyPromptOp):
+        copied = await repo.copy_system_prompt(space_id, op.session_id, op.source_id)
+        return OperationResult("copy_system_prompt", copied=copied)
     if isinstance(op, PutSessionOp):
         meta = await repo.put_session(space_id, op.update)
         if meta is None:

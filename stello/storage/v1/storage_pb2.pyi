@@ -622,7 +622,7 @@ class Precondition(_message.Message):
     def __init__(self, session_last_seq: _Optional[_Union[Precondition.SessionLastSeqCheck, _Mapping]] = ..., insight_unchanged: _Optional[_Union[Precondition.InsightUnchangedCheck, _Mapping]] = ..., turn_lease: _Optional[_Union[Precondition.TurnLeaseCheck, _Mapping]] = ...) -> None: ...
 
 class Operation(_message.Message):
-    __slots__ = ("append_records", "put_session", "put_system_prompt", "put_insight", "clear_insight", "put_memory", "put_compression_cache", "trim_records", "bump_turn", "release_turn", "remember_result", "inherit_records")
+    __slots__ = ("append_records", "put_session", "put_system_prompt", "put_insight", "clear_insight", "put_memory", "put_compression_cache", "trim_records", "bump_turn", "release_turn", "remember_result", "inherit_records", "copy_system_prompt")
     class AppendRecordsOp(_message.Message):
         __slots__ = ("session_id", "records")
         SESSION_ID_FIELD_NUMBER: _ClassVar[int]
@@ -711,6 +711,13 @@ class Operation(_message.Message):
         source_id: str
         until_seq: int
         def __init__(self, session_id: _Optional[str] = ..., source_id: _Optional[str] = ..., until_seq: _Optional[int] = ...) -> None: ...
+    class CopySystemPromptOp(_message.Message):
+        __slots__ = ("session_id", "source_id")
+        SESSION_ID_FIELD_NUMBER: _ClassVar[int]
+        SOURCE_ID_FIELD_NUMBER: _ClassVar[int]
+        session_id: str
+        source_id: str
+        def __init__(self, session_id: _Optional[str] = ..., source_id: _Optional[str] = ...) -> None: ...
     APPEND_RECORDS_FIELD_NUMBER: _ClassVar[int]
     PUT_SESSION_FIELD_NUMBER: _ClassVar[int]
     PUT_SYSTEM_PROMPT_FIELD_NUMBER: _ClassVar[int]
@@ -723,6 +730,7 @@ class Operation(_message.Message):
     RELEASE_TURN_FIELD_NUMBER: _ClassVar[int]
     REMEMBER_RESULT_FIELD_NUMBER: _ClassVar[int]
     INHERIT_RECORDS_FIELD_NUMBER: _ClassVar[int]
+    COPY_SYSTEM_PROMPT_FIELD_NUMBER: _ClassVar[int]
     append_records: Operation.AppendRecordsOp
     put_session: Operation.PutSessionOp
     put_system_prompt: Operation.PutSystemPromptOp
@@ -735,10 +743,11 @@ class Operation(_message.Message):
     release_turn: Operation.ReleaseTurnOp
     remember_result: Operation.RememberResultOp
     inherit_records: Operation.InheritRecordsOp
-    def __init__(self, append_records: _Optional[_Union[Operation.AppendRecordsOp, _Mapping]] = ..., put_session: _Optional[_Union[Operation.PutSessionOp, _Mapping]] = ..., put_system_prompt: _Optional[_Union[Operation.PutSystemPromptOp, _Mapping]] = ..., put_insight: _Optional[_Union[Operation.PutInsightOp, _Mapping]] = ..., clear_insight: _Optional[_Union[Operation.ClearInsightOp, _Mapping]] = ..., put_memory: _Optional[_Union[Operation.PutMemoryOp, _Mapping]] = ..., put_compression_cache: _Optional[_Union[Operation.PutCompressionCacheOp, _Mapping]] = ..., trim_records: _Optional[_Union[Operation.TrimRecordsOp, _Mapping]] = ..., bump_turn: _Optional[_Union[Operation.BumpTurnOp, _Mapping]] = ..., release_turn: _Optional[_Union[Operation.ReleaseTurnOp, _Mapping]] = ..., remember_result: _Optional[_Union[Operation.RememberResultOp, _Mapping]] = ..., inherit_records: _Optional[_Union[Operation.InheritRecordsOp, _Mapping]] = ...) -> None: ...
+    copy_system_prompt: Operation.CopySystemPromptOp
+    def __init__(self, append_records: _Optional[_Union[Operation.AppendRecordsOp, _Mapping]] = ..., put_session: _Optional[_Union[Operation.PutSessionOp, _Mapping]] = ..., put_system_prompt: _Optional[_Union[Operation.PutSystemPromptOp, _Mapping]] = ..., put_insight: _Optional[_Union[Operation.PutInsightOp, _Mapping]] = ..., clear_insight: _Optional[_Union[Operation.ClearInsightOp, _Mapping]] = ..., put_memory: _Optional[_Union[Operation.PutMemoryOp, _Mapping]] = ..., put_compression_cache: _Optional[_Union[Operation.PutCompressionCacheOp, _Mapping]] = ..., trim_records: _Optional[_Union[Operation.TrimRecordsOp, _Mapping]] = ..., bump_turn: _Optional[_Union[Operation.BumpTurnOp, _Mapping]] = ..., release_turn: _Optional[_Union[Operation.ReleaseTurnOp, _Mapping]] = ..., remember_result: _Optional[_Union[Operation.RememberResultOp, _Mapping]] = ..., inherit_records: _Optional[_Union[Operation.InheritRecordsOp, _Mapping]] = ..., copy_system_prompt: _Optional[_Union[Operation.CopySystemPromptOp, _Mapping]] = ...) -> None: ...
 
 class OperationResult(_message.Message):
-    __slots__ = ("append_records", "put_session", "put_system_prompt", "put_insight", "clear_insight", "put_memory", "put_compression_cache", "trim_records", "bump_turn", "release_turn", "remember_result", "inherit_records")
+    __slots__ = ("append_records", "put_session", "put_system_prompt", "put_insight", "clear_insight", "put_memory", "put_compression_cache", "trim_records", "bump_turn", "release_turn", "remember_result", "inherit_records", "copy_system_prompt")
     class AppendRecordsResult(_message.Message):
         __slots__ = ("records",)
         RECORDS_FIELD_NUMBER: _ClassVar[int]
@@ -787,6 +796,11 @@ class OperationResult(_message.Message):
         UNTIL_SEQ_FIELD_NUMBER: _ClassVar[int]
         until_seq: int
         def __init__(self, until_seq: _Optional[int] = ...) -> None: ...
+    class CopySystemPromptResult(_message.Message):
+        __slots__ = ("copied",)
+        COPIED_FIELD_NUMBER: _ClassVar[int]
+        copied: bool
+        def __init__(self, copied: _Optional[bool] = ...) -> None: ...
     APPEND_RECORDS_FIELD_NUMBER: _ClassVar[int]
     PUT_SESSION_FIELD_NUMBER: _ClassVar[int]
     PUT_SYSTEM_PROMPT_FIELD_NUMBER: _ClassVar[int]
@@ -799,6 +813,7 @@ class OperationResult(_message.Message):
     RELEASE_TURN_FIELD_NUMBER: _ClassVar[int]
     REMEMBER_RESULT_FIELD_NUMBER: _ClassVar[int]
     INHERIT_RECORDS_FIELD_NUMBER: _ClassVar[int]
+    COPY_SYSTEM_PROMPT_FIELD_NUMBER: _ClassVar[int]
     append_records: OperationResult.AppendRecordsResult
     put_session: OperationResult.PutSessionResult
     put_system_prompt: OperationResult.PutSystemPromptResult
@@ -811,7 +826,8 @@ class OperationResult(_message.Message):
     release_turn: OperationResult.ReleaseTurnResult
     remember_result: OperationResult.RememberResultResult
     inherit_records: OperationResult.InheritRecordsResult
-    def __init__(self, append_records: _Optional[_Union[OperationResult.AppendRecordsResult, _Mapping]] = ..., put_session: _Optional[_Union[OperationResult.PutSessionResult, _Mapping]] = ..., put_system_prompt: _Optional[_Union[OperationResult.PutSystemPromptResult, _Mapping]] = ..., put_insight: _Optional[_Union[OperationResult.PutInsightResult, _Mapping]] = ..., clear_insight: _Optional[_Union[OperationResult.ClearInsightResult, _Mapping]] = ..., put_memory: _Optional[_Union[OperationResult.PutMemoryResult, _Mapping]] = ..., put_compression_cache: _Optional[_Union[OperationResult.PutCompressionCacheResult, _Mapping]] = ..., trim_records: _Optional[_Union[OperationResult.TrimRecordsResult, _Mapping]] = ..., bump_turn: _Optional[_Union[OperationResult.BumpTurnResult, _Mapping]] = ..., release_turn: _Optional[_Union[OperationResult.ReleaseTurnResult, _Mapping]] = ..., remember_result: _Optional[_Union[OperationResult.RememberResultResult, _Mapping]] = ..., inherit_records: _Optional[_Union[OperationResult.InheritRecordsResult, _Mapping]] = ...) -> None: ...
+    copy_system_prompt: OperationResult.CopySystemPromptResult
+    def __init__(self, append_records: _Optional[_Union[OperationResult.AppendRecordsResult, _Mapping]] = ..., put_session: _Optional[_Union[OperationResult.PutSessionResult, _Mapping]] = ..., put_system_prompt: _Optional[_Union[OperationResult.PutSystemPromptResult, _Mapping]] = ..., put_insight: _Optional[_Union[OperationResult.PutInsightResult, _Mapping]] = ..., clear_insight: _Optional[_Union[OperationResult.ClearInsightResult, _Mapping]] = ..., put_memory: _Optional[_Union[OperationResult.PutMemoryResult, _Mapping]] = ..., put_compression_cache: _Optional[_Union[OperationResult.PutCompressionCacheResult, _Mapping]] = ..., trim_records: _Optional[_Union[OperationResult.TrimRecordsResult, _Mapping]] = ..., bump_turn: _Optional[_Union[OperationResult.BumpTurnResult, _Mapping]] = ..., release_turn: _Optional[_Union[OperationResult.ReleaseTurnResult, _Mapping]] = ..., remember_result: _Optional[_Union[OperationResult.RememberResultResult, _Mapping]] = ..., inherit_records: _Optional[_Union[OperationResult.InheritRecordsResult, _Mapping]] = ..., copy_system_prompt: _Optional[_Union[OperationResult.CopySystemPromptResult, _Mapping]] = ...) -> None: ...
 
 class ReadEventsRequest(_message.Message):
     __slots__ = ("space_id", "after_position", "limit")
