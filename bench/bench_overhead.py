@@ -5,7 +5,11 @@ Measured in one run (DESIGN §9: per hop, server CPU <= 1.3x the bare server's):
 - storage AppendRecords of one record (1 hop, one statement: APPEND_RECORDS_ALONE);
 - tree GetNode (1 hop, GET_NODE);
 - the gateway's GetSession (3 hops: the gateway, then storage GetSession with the
-  slots and tree GetNode with the config in parallel, each one statement).
+  slots and tree GetNode with the config in parallel, each one statement);
+- the gateway's Fork NONE without request_id (3 hops, 4 internal calls: tree GetConfig,
+  then the saga's tree CreateSession, storage Transact (put the meta, copy the source's
+  system prompt) and tree CommitSession); the bare chain makes the same four calls with the
+  same statements and events, without idempotency keys.
 
 Before the timing, each gateway scenario's costs are counted on our servers:
 internal calls per gateway call from storage's and tree's own metrics (their
@@ -70,8 +74,9 @@ from stello.agent.v1 import agent_pb2, agent_pb2_grpc
 from stello.auth import KeyStore
 from stello.channels import open_channel
 from stello.common.v1 import common_pb2
-from stello.db import create_pool
+from stello.db import create_pool, in_transaction
 from stello.embedded import embedded_server, ensure_database
+from stello.events import Event, Outbox
 from stello.migrate import migrate_dsn
 from stello.runner import event_loop_factory
 from stello.server import ServiceApp, create_server, shutdown
@@ -80,8 +85,8 @@ from stello.storage.v1 import storage_pb2, storage_pb2_grpc
 from stello.timestamps import set_timestamp
 from stello.tree.v1 import tree_pb2, tree_pb2_grpc
 from storage_service.app import create_app as storage_app
-from storage_service.repository import APPEND_RECORDS_ALONE, GET_SESSION
-from storage_service.slot_repository import GET_SESSION_WITH_SLOTS
+from storage_service.repository import APPEND_RECORDS_ALONE, GET_SESSION, PUT_SESSION
+from storage_service.slot_repository import COPY_SYSTEM_PROMPT, GET_SESSION_WITH_SLOTS
 from tree_service import sql
 from tree_service.app import create_app as tree_app
 
@@ -177,9 +182,38 @@ def bare_storage(pool: asyncpg.Pool) -> tuple[grpc.aio.Server, int]:
                     setattr(reply.slots, name, row[name])
         return reply
 
+    async def transact(request: Any, context: Any) -> storage_pb2.TransactResponse:
+        """A Fork's Transact: put the meta, copy the source's system prompt."""
+        space = uuid.UUID(request.space_id)
+        put, copy = request.operations[0].put_session, request.operations[1].copy_system_prompt
+        session = uuid.UUID(put.session.id)
+
+        async def work(con: asyncpg.Connection) -> storage_pb2.TransactResponse:
+            outbox = Outbox()
+            row = await con.fetchrow(PUT_SESSION, space, session, put.session.label, "active")
+            assert row is not None
+            outbox.add(space, Event("session_updated", session, if_visible=True))
+            copied = await con.fetchrow(
+                COPY_SYSTEM_PROMPT, space, session, uuid.UUID(copy.source_id)
+            )
+            assert copied is not None and copied["copied"]
+            outbox.add(space, Event("system_prompt_put", session, if_visible=True))
+            await outbox.flush(con)
+            reply = storage_pb2.TransactResponse()
+            meta = reply.results.add().put_session.session
+            meta.id, meta.label, meta.status = str(row["id"]), row["label"], STATUS[row["status"]]
+            set_timestamp(meta.created_at, row["created_at"])
+            set_timestamp(meta.updated_at, row["updated_at"])
+            set_timestamp(meta.last_active_at, row["last_active_at"])
+            reply.results.add().copy_system_prompt.copied = True
+            return reply
+
+        return await in_transaction(pool, work)
+
     return _server(
         "stello.storage.v1.SessionStorage",
         {
+            "Transact": _unary(transact, storage_pb2.TransactRequest, storage_pb2.TransactResponse),
             "AppendRecords": _unary(
                 append, storage_pb2.AppendRecordsRequest, storage_pb2.AppendRecordsResponse
             ),
@@ -216,10 +250,73 @@ def bare_tree(pool: asyncpg.Pool) -> tuple[grpc.aio.Server, int]:
             )
         )
 
+    async def get_config(request: Any, context: Any) -> tree_pb2.GetConfigResponse:
+        async with pool.acquire() as con:
+            row = await con.fetchrow(
+                sql.GET_CONFIG, uuid.UUID(request.space_id), uuid.UUID(request.session_id)
+            )
+        assert row is not None and row["config"] is None  # the benchmark's source has none
+        return tree_pb2.GetConfigResponse()
+
+    async def create_session(request: Any, context: Any) -> tree_pb2.CreateSessionResponse:
+        space, parent = uuid.UUID(request.space_id), uuid.UUID(request.parent_id)
+
+        async def work(con: asyncpg.Connection) -> asyncpg.Record:
+            row = await con.fetchrow(
+                sql.CREATE_SESSION, space, uuid.uuid4(), parent, request.label, parent, 60.0, None
+            )
+            assert row is not None and row["parent_found"] and row["source_found"]
+            return row
+
+        row = await in_transaction(pool, work)
+        return tree_pb2.CreateSessionResponse(
+            node=common_pb2.TopologyNode(
+                id=str(row["id"]),
+                parent_id=str(row["parent_id"]),
+                depth=row["depth"],
+                label=row["label"],
+                source_session_id=str(row["source_session_id"]),
+                status=STATUS[row["status"]],
+            )
+        )
+
+    async def commit_session(request: Any, context: Any) -> tree_pb2.CommitSessionResponse:
+        space, session = uuid.UUID(request.space_id), uuid.UUID(request.session_id)
+
+        async def work(con: asyncpg.Connection) -> asyncpg.Record:
+            locked = await con.fetchrow(sql.LOCK_FOR_COMMIT, space, session)
+            assert locked is not None and locked["provisional"]
+            row = await con.fetchrow(sql.COMMIT_SESSION, space, session)
+            assert row is not None
+            outbox = Outbox()
+            outbox.add(space, Event("session_committed", session))
+            await outbox.flush(con)
+            return row
+
+        row = await in_transaction(pool, work)
+        return tree_pb2.CommitSessionResponse(
+            node=common_pb2.TopologyNode(
+                id=str(row["id"]),
+                parent_id=_text(row["parent_id"]),
+                depth=row["depth"],
+                index=row["sibling_index"] or 0,
+                label=row["label"],
+                source_session_id=_text(row["source_session_id"]),
+                status=STATUS[row["status"]],
+            )
+        )
+
     return _server(
         "stello.tree.v1.SessionTree",
         {
             "GetNode": _unary(get_node, tree_pb2.GetNodeRequest, tree_pb2.GetNodeResponse),
+            "GetConfig": _unary(get_config, tree_pb2.GetConfigRequest, tree_pb2.GetConfigResponse),
+            "CreateSession": _unary(
+                create_session, tree_pb2.CreateSessionRequest, tree_pb2.CreateSessionResponse
+            ),
+            "CommitSession": _unary(
+                commit_session, tree_pb2.CommitSessionRequest, tree_pb2.CommitSessionResponse
+            ),
         },
     )
 
@@ -261,14 +358,63 @@ class BareGateway:
                 setattr(view, name, getattr(meta.slots, name))
         return agent_pb2.GetSessionResponse(session=view)
 
+    async def fork(self, request: Any, context: Any) -> agent_pb2.ForkResponse:
+        """Fork NONE in the minimum calls: the source's config, then create, fill, commit."""
+        space, source = request.space_id, request.source_session_id
+        await self.tree.GetConfig(tree_pb2.GetConfigRequest(space_id=space, session_id=source))
+        created = await self.tree.CreateSession(
+            tree_pb2.CreateSessionRequest(
+                space_id=space,
+                parent_id=source,
+                label=request.label,
+                source_session_id=source,
+                provisional=True,
+            )
+        )
+        node = created.node
+        Op = storage_pb2.Operation
+        filled = await self.storage.Transact(
+            storage_pb2.TransactRequest(
+                space_id=space,
+                operations=[
+                    Op(
+                        put_session=Op.PutSessionOp(
+                            session=common_pb2.SessionMeta(id=node.id, label=node.label)
+                        )
+                    ),
+                    Op(
+                        copy_system_prompt=Op.CopySystemPromptOp(
+                            session_id=node.id, source_id=source
+                        )
+                    ),
+                ],
+            )
+        )
+        await self.tree.CommitSession(
+            tree_pb2.CommitSessionRequest(space_id=space, session_id=node.id)
+        )
+        meta = filled.results[0].put_session.session
+        return agent_pb2.ForkResponse(
+            session=common_pb2.SessionSummary(
+                id=meta.id,
+                label=meta.label,
+                status=meta.status,
+                parent_id=source,
+                created_at=meta.created_at,
+                updated_at=meta.updated_at,
+                last_active_at=meta.last_active_at,
+            )
+        )
+
     def server(self) -> tuple[grpc.aio.Server, int]:
-        """A bare AgentGateway server answering GetSession."""
+        """A bare AgentGateway server answering GetSession and Fork."""
         return _server(
             "stello.agent.v1.AgentGateway",
             {
                 "GetSession": _unary(
                     self.get_session, agent_pb2.GetSessionRequest, agent_pb2.GetSessionResponse
-                )
+                ),
+                "Fork": _unary(self.fork, agent_pb2.ForkRequest, agent_pb2.ForkResponse),
             },
         )
 
@@ -321,6 +467,8 @@ class Fixture:
     key: str
     append_sessions: list[str]
     read_session: str
+    fork_source: str
+    """Forked by the Fork NONE scenario (a system prompt slot, no config)."""
 
 
 INSERT_SESSION = """
@@ -337,9 +485,18 @@ async def seed(dsn: str) -> Fixture:
         assert created.space_id is not None
         space = created.space_id
         appenders = [uuid.uuid4() for _ in range(64)]
-        reader = uuid.uuid4()
+        reader, source = uuid.uuid4(), uuid.uuid4()
         async with pool.acquire() as con:
-            await con.executemany(INSERT_SESSION, [(space, s) for s in [*appenders, reader]])
+            await con.executemany(
+                INSERT_SESSION, [(space, s) for s in [*appenders, reader, source]]
+            )
+            await con.execute(
+                "INSERT INTO session_slots (space_id, session_id, system_prompt) "
+                "VALUES ($1, $2, $3)",
+                space,
+                source,
+                "You fork well. " * 20,
+            )
             await con.execute(
                 "INSERT INTO session_slots (space_id, session_id, system_prompt, memory) "
                 "VALUES ($1, $2, $3, $4)",
@@ -349,7 +506,9 @@ async def seed(dsn: str) -> Fixture:
                 "the user likes short answers",
             )
             await con.execute("ANALYZE sessions; ANALYZE session_slots")
-    return Fixture(str(space), created.secret, [str(s) for s in appenders], str(reader))
+    return Fixture(
+        str(space), created.secret, [str(s) for s in appenders], str(reader), str(source)
+    )
 
 
 # ---------------------------------------------------------------- measuring
@@ -446,17 +605,34 @@ def scenario_calls(
         assert reply.session.memory
         return reply
 
+    async def fork_none(index: int) -> Any:
+        reply = await gateway.Fork(
+            agent_pb2.ForkRequest(
+                space_id=fx.space_id,
+                source_session_id=fx.fork_source,
+                label=f"fork {index}",
+                context=common_pb2.FORK_CONTEXT_NONE,
+            )
+        )
+        assert reply.session.parent_id == fx.fork_source
+        return reply
+
     return {
         "storage AppendRecords": (append, ("storage",)),
         "tree GetNode": (get_node, ("tree",)),
         "gateway GetSession": (get_session, SERVICES),
+        "gateway Fork NONE": (fork_none, SERVICES),
     }
 
 
-HOPS = {"storage AppendRecords": 1, "tree GetNode": 1, "gateway GetSession": 3}
-COUNTED = ("gateway GetSession",)
-"""The gateway scenarios whose internal calls and statements are counted (a Fork NONE
-scenario joins here)."""
+HOPS = {
+    "storage AppendRecords": 1,
+    "tree GetNode": 1,
+    "gateway GetSession": 3,
+    "gateway Fork NONE": 3,
+}
+COUNTED = ("gateway GetSession", "gateway Fork NONE")
+"""The gateway scenarios whose internal calls and statements are counted."""
 AGAINST = {"gateway GetSession": ("tree GetNode", 0.5)}
 """A scenario set against another of the same run: its throughput must be at least this
 fraction of the other's (#18)."""
