@@ -185,16 +185,6 @@ def opening_prompt(requested: str | None, profile: ProfileLayer | None) -> str |
     return text or None
 
 
-def stored_system_prompt(composed: str | None, source_slot: str | None) -> str | None:
-    """What the child's system prompt slot gets: the composed prompt, else the source's.
-
-    Only a non-empty result is written (spec §4.4.4 step 2), so None means
-    "write nothing".
-    """
-    chosen = composed if composed is not None else source_slot
-    return chosen or None
-
-
 def drop_incomplete_tool_groups(
     records: Sequence[common_pb2.Record],
 ) -> list[common_pb2.Record]:

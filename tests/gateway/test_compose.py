@@ -22,7 +22,6 @@ from agent_gateway.compose import (
     inherited_copy,
     opening_prompt,
     resolve_system_prompt,
-    stored_system_prompt,
 )
 from agent_gateway.profiles import Profile
 from stello.common.v1 import common_pb2
@@ -249,21 +248,6 @@ class TestForkContext:
         """Without a requested or profile context the fork starts empty (NONE)."""
         assert effective_context(None, None) is ContextMode.NONE
         assert effective_context(None, profile()) is ContextMode.NONE
-
-    @pytest.mark.parametrize(
-        ("composed", "source", "expected"),
-        [
-            pytest.param("C", "S", "C", id="composed-wins"),
-            pytest.param(None, "S", "S", id="item35-source-slot-inherited"),
-            pytest.param(None, None, None, id="nothing"),
-            pytest.param("", "S", None, id="empty-composed-writes-nothing"),
-        ],
-    )
-    def test_stored_system_prompt(
-        self, composed: str | None, source: str | None, expected: str | None
-    ) -> None:
-        """Spec §4.4.4 step 2: the composed prompt, else the source's slot; only a non-empty one."""
-        assert stored_system_prompt(composed, source) == expected
 
     @pytest.mark.parametrize(
         ("requested", "layer", "expected"),
