@@ -48,6 +48,7 @@ class TestLineage:
         dialogs: list[str] = []
         page.on("dialog", lambda d: dialogs.append(d.message))
         await open_console(console, browser_page)
+        await expect(page.locator(".forest-count")).to_have_text(EMPTY_FOREST)
         await expect(page.locator("#live")).to_have_attribute("data-state", "live")
         space = console.stack.space
         ids = await seed_topology(pool, space.id, chain(5))
@@ -98,6 +99,9 @@ class TestLineage:
         next page; two bounded requests in all."""
         page = browser_page.page
         await open_console(console, browser_page)
+        # The forest is loaded (empty) and live before the chain is seeded behind its back.
+        await expect(page.locator(".forest-count")).to_have_text(EMPTY_FOREST)
+        await expect(page.locator("#live")).to_have_attribute("data-state", "live")
         ids = await seed_topology(pool, console.stack.space.id, chain(24))
         asked: list[str] = []
         page.on("request", lambda r: asked.append(r.url) if "/lineage" in r.url else None)
