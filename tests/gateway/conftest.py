@@ -20,6 +20,7 @@ from agent_gateway.faults import Faults
 from agent_gateway.llm import LLMProvider
 from stello.agent.v1 import agent_pb2, agent_pb2_grpc
 from stello.common.v1 import common_pb2
+from stello.settings import StelloSettings
 from stello.storage.v1 import storage_pb2, storage_pb2_grpc
 from stello.tree.v1 import tree_pb2_grpc
 from storage_service.app import create_app as storage_app
@@ -317,3 +318,35 @@ async def _make_stack(
     yield make
     for stack in opened:
         await close_stack(stack)
+
+
+@dataclass(frozen=True, slots=True)
+class Counted:
+    """A stack whose gateway's storage and tree clients count their calls."""
+
+    stack: Stack
+    clients: GatewayClients
+
+    def clear(self) -> None:
+        """Forget the calls made so far."""
+        self.clients.storage.calls.clear()
+        self.clients.tree.calls.clear()
+
+    def calls(self) -> tuple[dict[str, int], dict[str, int]]:
+        """The (storage, tree) calls since the last `clear`, by method."""
+        return dict(self.clients.storage.calls), dict(self.clients.tree.calls)
+
+
+@pytest.fixture(name="counted")
+async def _counted(
+    start_gateway: GatewayStarter,
+    backends: Backends,
+    space: TestSpace,
+    summarizer: FakeSummarizer,
+    settings: StelloSettings,
+) -> AsyncIterator[Counted]:
+    clients = GatewayClients.connect(backends.gateway_config(), settings)
+    gateway = await start_gateway(clients=clients)
+    stack = await open_stack(backends, gateway, space, summarizer)
+    yield Counted(stack, clients)
+    await close_stack(stack)

@@ -7,48 +7,24 @@ Counted on the gateway's own clients (attempts included), over real servers."""
 from __future__ import annotations
 
 import uuid
-from collections.abc import AsyncIterator
 
 import asyncpg
 import grpc
 import pytest
 
-from agent_gateway.app import GatewayClients
 from stello.common.v1 import common_pb2
-from stello.settings import StelloSettings
 from stello.storage.v1 import storage_pb2
 from tests.gateway.conftest import (
-    Backends,
-    FakeSummarizer,
-    GatewayStarter,
-    close_stack,
-    open_stack,
+    Counted,
     record,
     rpc_error,
 )
-from tests.gateway.test_read_calls import Counted
-from tests.support.fixtures import TestSpace
 
 pytestmark = pytest.mark.sql
 
 SAGA_TREE = {"CreateSession": 1, "CommitSession": 1}
 FORK_TREE = {"GetConfig": 1, **SAGA_TREE}
 INHERIT = common_pb2.FORK_CONTEXT_INHERIT
-
-
-@pytest.fixture(name="counted")
-async def _counted(
-    start_gateway: GatewayStarter,
-    backends: Backends,
-    space: TestSpace,
-    summarizer: FakeSummarizer,
-    settings: StelloSettings,
-) -> AsyncIterator[Counted]:
-    clients = GatewayClients.connect(backends.gateway_config(), settings)
-    gateway = await start_gateway(clients=clients)
-    stack = await open_stack(backends, gateway, space, summarizer)
-    yield Counted(stack, clients)
-    await close_stack(stack)
 
 
 class TestFork:

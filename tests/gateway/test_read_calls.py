@@ -6,22 +6,15 @@ they need. Counted on the gateway's own clients (attempts included), over real s
 from __future__ import annotations
 
 import uuid
-from collections.abc import AsyncIterator
-from dataclasses import dataclass
 
 import asyncpg
 import grpc
 import pytest
 
-from agent_gateway.app import GatewayClients
 from stello.agent.v1 import agent_pb2
 from stello.common.v1 import common_pb2
-from stello.settings import StelloSettings
 from tests.gateway.conftest import (
-    Backends,
-    FakeSummarizer,
-    GatewayStarter,
-    Stack,
+    Counted,
     close_stack,
     new_id,
     open_stack,
@@ -31,38 +24,6 @@ from tests.gateway.conftest import (
 from tests.support.fixtures import TestSpace
 
 pytestmark = pytest.mark.sql
-
-
-@dataclass(frozen=True, slots=True)
-class Counted:
-    """A stack whose gateway's storage and tree clients count their calls."""
-
-    stack: Stack
-    clients: GatewayClients
-
-    def clear(self) -> None:
-        """Forget the calls made so far."""
-        self.clients.storage.calls.clear()
-        self.clients.tree.calls.clear()
-
-    def calls(self) -> tuple[dict[str, int], dict[str, int]]:
-        """The (storage, tree) calls since the last `clear`, by method."""
-        return dict(self.clients.storage.calls), dict(self.clients.tree.calls)
-
-
-@pytest.fixture(name="counted")
-async def _counted(
-    start_gateway: GatewayStarter,
-    backends: Backends,
-    space: TestSpace,
-    summarizer: FakeSummarizer,
-    settings: StelloSettings,
-) -> AsyncIterator[Counted]:
-    clients = GatewayClients.connect(backends.gateway_config(), settings)
-    gateway = await start_gateway(clients=clients)
-    stack = await open_stack(backends, gateway, space, summarizer)
-    yield Counted(stack, clients)
-    await close_stack(stack)
 
 
 class TestGetSession:
