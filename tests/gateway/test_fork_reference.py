@@ -22,6 +22,7 @@ from stello.tree.v1 import tree_pb2
 from tests.gateway.conftest import Stack, StackMaker, record
 from tests.gateway.lineage_support import ids_left, records_rows
 from tests.gateway.turns_support import SpyProvider, answer, send
+from tests.support.fixtures import MakeSession
 from tests.support.history import RowInserts, end_other_backends, seed_history
 from tree_service.repository import TreeRepository
 
@@ -135,20 +136,17 @@ class TestErasure:
             assert await records_rows(con, stack.space.id) == 2
 
     async def test_a_swept_provisional_heir_gives_up_what_it_held(
-        self, stack: Stack, pool: asyncpg.Pool
+        self, stack: Stack, pool: asyncpg.Pool, make_session: MakeSession
     ) -> None:
         """Forks whose sagas never committed can be the only readers of a deleted source; the
         one that took its rows over is swept like any other, and nothing is left behind."""
         root, source = await anchored_source(stack, 4)
         held = []
         for until in (4, 2):
-            node = await stack.tree.CreateSession(
-                tree_pb2.CreateSessionRequest(
-                    space_id=stack.space.sid, parent_id=root, label=f"p{until}", provisional=True
-                )
-            )
+            # Provisional for an hour: only the explicit sweep below removes them.
+            child = await make_session(parent=uuid.UUID(root), provisional=True)
             op = storage_pb2.Operation.InheritRecordsOp(
-                session_id=node.node.id, source_id=source, until_seq=until
+                session_id=str(child), source_id=source, until_seq=until
             )
             await stack.storage.Transact(
                 storage_pb2.TransactRequest(
@@ -156,12 +154,12 @@ class TestErasure:
                     operations=[storage_pb2.Operation(inherit_records=op)],
                 )
             )
-            held.append(node.node.id)
+            held.append(child)
         await delete(stack, source)
         async with pool.acquire() as con:
             assert await records_rows(con, stack.space.id) == 4
-        swept = await TreeRepository(pool).sweep(0.001, 100, wait=True)
-        assert swept is not None and set(held) <= {str(s.id) for s in swept}
+        swept = await TreeRepository(pool).sweep(0.001, 1000, wait=True)
+        assert swept is not None and set(held) <= {s.id for s in swept}
         async with pool.acquire() as con:
             assert await records_rows(con, stack.space.id) == 0
             assert await ids_left(con, stack.space.id, [source, *held]) == []
@@ -203,7 +201,7 @@ WHERE dbid = (SELECT oid FROM pg_database WHERE datname = current_database()) AN
 
 class TestStatements:
     async def test_a_delete_runs_as_many_statements_for_1_or_5_forks(
-        self, stack: Stack, all_statements: asyncpg.Connection
+        self, stack: Stack, pool: asyncpg.Pool, all_statements: asyncpg.Connection
     ) -> None:
         """The hand-over is set-based: the statements inside it do not grow with the number
         of forks that read the deleted source."""
@@ -218,6 +216,9 @@ class TestStatements:
                     inherit_until_seq=2 + i % 4,
                     topology_parent_id=root,
                 )
+            # Leftover provisional sessions of earlier tests, swept now rather than by the
+            # tree's periodic sweep (which runs the same hand-over) while this delete counts.
+            await TreeRepository(pool).sweep(0, 1000, wait=True)
             await all_statements.execute("SELECT pg_stat_statements_reset()")
             await delete(stack, source)
             counts.append(await all_statements.fetchval(NESTED_CALLS))
@@ -227,14 +228,18 @@ class TestStatements:
 
 async def fork_retrying(stack: Stack, source: str, label: str, **fields: Any) -> str:
     """Fork as a client should under load: a DEADLINE_EXCEEDED saga (nothing made visible)
-    is retried with the same request_id."""
+    is retried with the same request_id; an ABORTED one (swept on every attempt) with a new
+    one, as its message says."""
     request_id = uuid.uuid4().hex
     for attempt in range(4):
         try:
             fork = await stack.fork(source, label, request_id=request_id, **fields)
         except grpc.aio.AioRpcError as error:
-            if error.code() is not grpc.StatusCode.DEADLINE_EXCEEDED or attempt == 3:
+            retried = (grpc.StatusCode.DEADLINE_EXCEEDED, grpc.StatusCode.ABORTED)
+            if error.code() not in retried or attempt == 3:
                 raise
+            if error.code() is grpc.StatusCode.ABORTED:
+                request_id = uuid.uuid4().hex
         else:
             return fork.id
     raise AssertionError("unreachable")
