@@ -55,8 +55,9 @@ CREATE INDEX records_tokens ON records (space_id, session_id, token_cumulative, 
 -- (`p_through` NULL: DeleteSubtree and the sweep call it just before their
 -- DELETE). Rows that other sessions still read are not lost: for each
 -- releasing holder, the rows its surviving readers' segments cover move, once,
--- to one heir (the reader whose segment reaches highest, visible sessions
--- first; `UPDATE records SET session_id`, seqs kept), and the readers'
+-- to one heir (the reader whose segment reaches highest: every row another
+-- reader needs is on its line; of equals, a visible one; `UPDATE records SET
+-- session_id`, seqs kept), and the readers'
 -- segments point at the heir (a segment crossing `p_through` is split: the
 -- part above stays with its holder). Then the rest of the released rows go,
 -- and so do rows an heir kept only for the releasing sessions; the releasing
@@ -104,7 +105,7 @@ BEGIN
         ), heirs AS (
             SELECT DISTINCT ON (n.holder) n.holder, n.reader AS heir
             FROM needs n
-            ORDER BY n.holder, n.visible DESC, n.upto DESC, n.reader
+            ORDER BY n.holder, n.upto DESC, n.visible DESC, n.reader
         ), moved AS (
             UPDATE records r
             SET session_id = h.heir

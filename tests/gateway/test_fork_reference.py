@@ -164,6 +164,35 @@ class TestErasure:
             assert await records_rows(con, stack.space.id) == 0
             assert await ids_left(con, stack.space.id, [source, *held]) == []
 
+    async def test_the_heir_is_the_fork_that_reaches_highest_even_provisional(
+        self, stack: Stack, pool: asyncpg.Pool, make_session: MakeSession
+    ) -> None:
+        """A visible fork at a lower cut than a provisional one: the rows go to the one that
+        reaches highest (they lie on its line only), then on to the visible one when it is
+        swept; neither's records change on the way."""
+        root, source = await anchored_source(stack, 10)
+        low = await stack.fork(
+            source, "low", context=INHERIT, inherit_until_seq=5, topology_parent_id=root
+        )
+        await stack.append(low.id, record("user", "own of low"))
+        high = await make_session(parent=uuid.UUID(root), provisional=True)
+        op = storage_pb2.Operation.InheritRecordsOp(session_id=str(high), source_id=source)
+        await stack.storage.Transact(
+            storage_pb2.TransactRequest(
+                space_id=stack.space.sid, operations=[storage_pb2.Operation(inherit_records=op)]
+            )
+        )
+        before = shown(await stack.records(low.id))
+        await delete(stack, source)
+        assert shown(await stack.records(low.id)) == before
+        async with pool.acquire() as con:
+            assert await records_rows(con, stack.space.id) == 10 + 1
+        await TreeRepository(pool).sweep(0.001, 1000, wait=True)
+        assert shown(await stack.records(low.id)) == before
+        async with pool.acquire() as con:
+            assert await records_rows(con, stack.space.id) == 5 + 1
+            assert await ids_left(con, stack.space.id, [source, high]) == []
+
 
 @pytest.fixture(name="all_statements")
 async def _all_statements(
