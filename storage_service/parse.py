@@ -131,6 +131,14 @@ def remember(
     return RememberOp(message.scope, message.request_id, message.request_hash, message.response)
 
 
+def other_source(session_id: uuid.UUID, value: str, path: str, v: Violations) -> uuid.UUID:
+    """The `source_id` of an operation that reads another session into `session_id`."""
+    source = parse_uuid(value, path, v)
+    if value and source == session_id:
+        v.add(path, "must name another session than session_id")
+    return source
+
+
 def inherit_op(
     session_id: uuid.UUID,
     message: storage_pb2.Operation.InheritRecordsOp,
@@ -138,9 +146,7 @@ def inherit_op(
     v: Violations,
 ) -> InheritOp:
     """An InheritRecordsOp: a source other than the session, a non-negative until_seq."""
-    source = parse_uuid(message.source_id, f"{path}.source_id", v)
-    if message.source_id and source == session_id:
-        v.add(f"{path}.source_id", "must name another session than session_id")
+    source = other_source(session_id, message.source_id, f"{path}.source_id", v)
     until = message.until_seq if message.HasField("until_seq") else None
     if until is not None and until < 0:
         v.add(f"{path}.until_seq", "must not be negative")
@@ -154,10 +160,9 @@ def copy_prompt_op(
     v: Violations,
 ) -> CopyPromptOp:
     """A CopySystemPromptOp: a source other than the session."""
-    source = parse_uuid(message.source_id, f"{path}.source_id", v)
-    if message.source_id and source == session_id:
-        v.add(f"{path}.source_id", "must name another session than session_id")
-    return CopyPromptOp(session_id, source)
+    return CopyPromptOp(
+        session_id, other_source(session_id, message.source_id, f"{path}.source_id", v)
+    )
 
 
 MAX_WINDOW_TOKENS = 2**40
