@@ -1,4 +1,9 @@
-"""Gateway fixtures: real storage, tree (with a 2 s provisioning TTL) and gateway servers."""
+"""Gateway fixtures: real storage, tree and gateway servers.
+
+The stacks' provisioning TTL is `STACK_TTL_S` (a saga's budget is half of it, so a loaded
+machine does not run a fixture's Fork out of time); the modules that wait for the sweeper to
+remove a provisional session override the `provisioning_ttl_s` fixture with the short `TTL_S`.
+"""
 
 from __future__ import annotations
 
@@ -30,6 +35,9 @@ from tree_service.app import create_sweeper
 from tree_service.config import TreeSettings
 
 TTL_S = 2.0
+"""The short provisioning TTL of the tests that wait for the sweeper."""
+STACK_TTL_S = 20.0
+"""Every other stack's TTL (saga budget 10 s)."""
 SWEEP_INTERVAL_S = 0.25
 
 PROFILES_TOML = """
@@ -92,7 +100,7 @@ def record(role: str, content: str, **fields: Any) -> common_pb2.Record:
 
 @dataclass(slots=True)
 class Backends:
-    """Storage and tree servers (the tree's sweeper runs with a 2 s TTL)."""
+    """Storage and tree servers (the tree's sweeper runs with `provisioning_ttl_s`)."""
 
     storage: RunningServer
     tree: RunningServer
@@ -103,7 +111,7 @@ class Backends:
         values: dict[str, Any] = {
             "storage_address": self.storage.address,
             "tree_address": self.tree.address,
-            "provisioning_ttl_s": TTL_S,
+            "provisioning_ttl_s": self.tree_config.provisioning_ttl_s,
             "call_timeout_s": 5.0,
             "retry_backoff_s": 0.01,
         }
@@ -169,9 +177,19 @@ class Stack:
 GatewayStarter = Callable[..., Awaitable[RunningServer]]
 
 
+@pytest.fixture(name="provisioning_ttl_s")
+def _provisioning_ttl_s() -> float:
+    """The stacks' provisioning TTL (overridden with `TTL_S` where a test waits for a sweep)."""
+    return STACK_TTL_S
+
+
 @pytest.fixture(name="backends")
-async def _backends(start_server: ServerStarter, pool: asyncpg.Pool) -> AsyncIterator[Backends]:
-    tree_config = TreeSettings(provisioning_ttl_s=TTL_S, sweep_interval_s=SWEEP_INTERVAL_S)
+async def _backends(
+    start_server: ServerStarter, pool: asyncpg.Pool, provisioning_ttl_s: float
+) -> AsyncIterator[Backends]:
+    tree_config = TreeSettings(
+        provisioning_ttl_s=provisioning_ttl_s, sweep_interval_s=SWEEP_INTERVAL_S
+    )
     storage = await start_server(storage_app)
     tree = await start_server(partial(tree_app, config=tree_config))
     sweeper = create_sweeper(pool, tree_config)

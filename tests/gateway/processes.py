@@ -9,7 +9,7 @@ import sys
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 
-from tests.gateway.conftest import TTL_S, Backends
+from tests.gateway.conftest import Backends
 
 
 @asynccontextmanager
@@ -25,7 +25,7 @@ async def gateway_process(
         "STELLO_GATEWAY_PORT": "0",
         "STELLO_GATEWAY_STORAGE_ADDRESS": backends.storage.address,
         "STELLO_GATEWAY_TREE_ADDRESS": backends.tree.address,
-        "STELLO_GATEWAY_PROVISIONING_TTL_S": str(TTL_S),
+        "STELLO_GATEWAY_PROVISIONING_TTL_S": str(backends.tree_config.provisioning_ttl_s),
         "STELLO_GATEWAY_FAULT": fault,
         **settings,
     }

@@ -46,6 +46,12 @@ BEFORE_COMMIT = [p for p in FAULT_POINTS if p != "fork.after_commit"]
 SWEEP_WITHIN_S = TTL_S + 3.0
 
 
+@pytest.fixture(name="provisioning_ttl_s")
+def _provisioning_ttl_s() -> float:
+    """The short TTL: these tests wait for the sweeper to remove what a failed saga left."""
+    return TTL_S
+
+
 class StopServerAt:
     """Stops the gateway's own server when the saga reaches `point`, cutting the RPC off."""
 

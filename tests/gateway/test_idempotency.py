@@ -38,6 +38,12 @@ from tests.support.fixtures import TestSpace
 pytestmark = pytest.mark.sql
 
 
+@pytest.fixture(name="provisioning_ttl_s")
+def _provisioning_ttl_s() -> float:
+    """The short TTL: these tests wait for the sweeper to remove what a failed saga left."""
+    return TTL_S
+
+
 class TestForkRequestId:
     """A retried Fork gives one session; a different request under the same id is refused."""
 

@@ -16,6 +16,7 @@ from agent_gateway.faults import EXIT_CODE, FAULT_POINTS
 from stello.agent.v1 import agent_pb2, agent_pb2_grpc
 from stello.common.v1 import common_pb2
 from tests.gateway.conftest import (
+    TTL_S,
     Backends,
     FakeSummarizer,
     GatewayStarter,
@@ -31,6 +32,12 @@ from tests.gateway.test_consistency import SWEEP_WITHIN_S, RaiseAt, StopServerAt
 from tests.support.fixtures import TestSpace
 
 pytestmark = pytest.mark.sql
+
+
+@pytest.fixture(name="provisioning_ttl_s")
+def _provisioning_ttl_s() -> float:
+    """The short TTL: these tests wait for the sweeper to remove what a failed saga left."""
+    return TTL_S
 
 
 def request(stack: Stack, parent: str, request_id: str) -> agent_pb2.ImportSessionRequest:
