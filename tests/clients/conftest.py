@@ -6,6 +6,7 @@ from __future__ import annotations
 from tests.gateway.conftest import (  # noqa: F401
     _backends,
     _profiles_file,
+    _provisioning_ttl_s,
     _stack,
     _start_gateway,
     _summarizer,

@@ -41,6 +41,7 @@ from tests.gateway.conftest import (  # noqa: F401 (fixtures used by name)
     Stack,
     _backends,
     _profiles_file,
+    _provisioning_ttl_s,
     _start_gateway,
     _summarizer,
     close_stack,
