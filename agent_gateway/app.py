@@ -44,7 +44,7 @@ from agent_gateway.summarizer import ProviderSummarizer
 from agent_gateway.tools import CreateSessionTool
 from agent_gateway.turn_requests import ContentLimits
 from agent_gateway.turns import TurnService
-from agent_gateway.watch import Watchers
+from agent_gateway.watch import Watchers, key_check
 from stello.agent.v1 import agent_pb2_grpc
 from stello.auth import KeyStore
 from stello.channels import ClientTls, open_channel
@@ -264,7 +264,11 @@ def create_app(
         memory_index=IndexCaps(config.memory_index_max_entries, config.memory_index_max_tokens),
     )
     watchers = Watchers(
-        clients.storage, config.watch_poll_interval_s, ring_events=config.watch_ring_events
+        clients.storage,
+        config.watch_poll_interval_s,
+        ring_events=config.watch_ring_events,
+        key_check=key_check(keys),
+        recheck_s=settings.auth_cache_ttl_s,
     )
     # A write through this gateway wakes the space's poller at once (DESIGN §4.6).
     clients.storage.after_write = clients.tree.after_write = watchers.wake

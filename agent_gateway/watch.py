@@ -11,6 +11,13 @@ writers never wait for readers (nothing here touches a write path).
 Storage hands out positions in commit order, so "every event after my
 position" never skips one that commits later; a watcher delivers each event
 once, in position order, and its cursor resumes exactly there.
+
+A watcher fed from the ring makes no call of its own, so nothing would notice
+its key being revoked while another watcher's key polls: each stream rechecks
+its own key (`KeyCheck`) before it delivers events when its last check is older
+than `recheck_s` (the auth cache's TTL: the lag DESIGN §7 allows a revocation),
+and at that interval while idle. A revoked key ends the stream UNAUTHENTICATED,
+a key that no longer reaches the space NOT_FOUND, before any further event.
 """
 
 from __future__ import annotations
@@ -18,14 +25,16 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+import time
 from collections import deque
 from collections.abc import AsyncIterator, Awaitable, Callable
 from dataclasses import dataclass, replace
 from uuid import UUID
 
 from agent_gateway.clients import Caller, StorageClient
+from stello.auth import KeyStore
 from stello.common.v1 import common_pb2
-from stello.errors import InvalidArgument, StelloError, Unauthenticated
+from stello.errors import InvalidArgument, NotFound, StelloError, Unauthenticated
 from stello.storage.v1 import storage_pb2
 
 log = logging.getLogger(__name__)
@@ -35,6 +44,27 @@ RING_EVENTS = 1024
 
 # Told the position a watch starts after, once it is fixed (before any event).
 Started = Callable[[int], Awaitable[None]]
+# Raises when the caller's key no longer reaches the space (Unauthenticated: revoked or
+# unknown; NotFound: the space is out of its reach); returns when it still does.
+KeyCheck = Callable[[Caller, UUID], Awaitable[None]]
+IDLE_RECHECK_S = 1.0
+"""An idle stream rechecks its key at least this often (or every `recheck_s` when longer)."""
+
+
+def key_check(keys: KeyStore) -> KeyCheck:
+    """A `KeyCheck` against the gateway's key store (cached as every call's check is)."""
+
+    async def check(caller: Caller, space_id: UUID) -> None:
+        principal = await keys.resolve(caller.key)
+        if principal is None:
+            raise Unauthenticated(
+                "the API key of this stream was revoked; watch again with a live key "
+                "(after_cursor = the last cursor received loses nothing)"
+            )
+        if not principal.may_access(space_id):
+            raise NotFound(f"space {space_id} not found")
+
+    return check
 
 
 @dataclass(frozen=True, slots=True)
@@ -156,11 +186,22 @@ class Watchers:
     """The gateway's pollers by space; streams the events each watcher asks for."""
 
     def __init__(
-        self, storage: StorageClient, interval_s: float, ring_events: int = RING_EVENTS
+        self,
+        storage: StorageClient,
+        interval_s: float,
+        ring_events: int = RING_EVENTS,
+        *,
+        key_check: KeyCheck | None = None,
+        recheck_s: float = 5.0,
     ) -> None:
+        """Deliver events read from `storage` every `interval_s`; `key_check` (None = none)
+        is called with a stream's caller before it delivers events `recheck_s` or more after
+        its last check (0 = before every delivery)."""
         self._storage = storage
         self._interval_s = interval_s
         self._ring_events = ring_events
+        self._key_check = key_check
+        self._recheck_s = recheck_s
         self._pollers: dict[UUID, SpacePoller] = {}
         self._next_id = 0
 
@@ -202,9 +243,11 @@ class Watchers:
                 self._storage, ask.space_id, self._interval_s, self._ring_events
             )
         poller.join(watcher, caller)
+        checked = time.monotonic()  # the first read checked the key
         try:
             pending = list(first.events) if ask.after is not None else []
             while True:
+                checked = await self._recheck(caller, ask.space_id, checked, bool(pending))
                 for event in pending:
                     position = int(event.cursor)
                     if not ask.kinds or event.kind in ask.kinds:
@@ -215,10 +258,24 @@ class Watchers:
                 del self._pollers[ask.space_id]
                 await poller.stop()
 
+    async def _recheck(
+        self, caller: Caller, space_id: UUID, checked: float, delivering: bool
+    ) -> float:
+        """Check the stream's key when due (before a delivery, or idle for long); when checked."""
+        if self._key_check is None:
+            return checked
+        elapsed = time.monotonic() - checked
+        due = self._recheck_s if delivering else max(self._recheck_s, IDLE_RECHECK_S)
+        if elapsed < due:
+            return checked
+        await self._key_check(caller, space_id)
+        return time.monotonic()
+
     async def _next(
         self, caller: Caller, ask: WatchInput, poller: SpacePoller, position: int
     ) -> list[common_pb2.SpaceEvent]:
-        """The events after `position`: from the ring, else (fallen behind) from storage."""
+        """The events after `position`: from the ring, else (fallen behind) from storage;
+        none when the stream has been idle long enough to recheck its key."""
         while True:
             if poller.failure is not None:
                 raise poller.failure
@@ -227,7 +284,14 @@ class Watchers:
                 if not ring:  # behind the ring (or a gap, which positions never have)
                     return list((await self._read(caller, ask, position)).events)
                 return [event for _, event in ring]
-            await poller.wait_beyond(position)
+            if self._key_check is None:
+                await poller.wait_beyond(position)
+                continue
+            idle = max(self._recheck_s, IDLE_RECHECK_S)
+            try:
+                await asyncio.wait_for(poller.wait_beyond(position), idle)
+            except TimeoutError:
+                return []
 
     async def _read(
         self, caller: Caller, ask: WatchInput, after: int | None

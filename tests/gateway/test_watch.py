@@ -10,7 +10,8 @@ import grpc
 import pytest
 
 from agent_gateway.faults import FAULT_POINTS
-from stello.agent.v1 import agent_pb2
+from stello.agent.v1 import agent_pb2, agent_pb2_grpc
+from stello.auth import KeyStore
 from stello.channels import WATCH_CURSOR_METADATA
 from stello.common.v1 import common_pb2
 from stello.errors import error_info_reason, field_violations
@@ -308,3 +309,47 @@ class TestSlowReaders:
         assert [e.first_seq for e in events] == list(range(61, 361))
         # Generous for a loaded 2-core box: a stalled reader costs writers nothing by design.
         assert stalled < alone * 3, (alone, stalled)
+
+
+class TestRevocation:
+    async def test_a_revoked_key_ends_its_stream_while_another_key_polls(
+        self, stack: Stack, keys: KeyStore, admin_key: str
+    ) -> None:
+        """A stream fed from the poller's ring by another watcher's key (here an admin's,
+        which joined last and so polls) gets no event after its own key is revoked: it ends
+        UNAUTHENTICATED, and the other stream goes on."""
+        root = await stack.root(label="before")
+        mine = Watch(stack.gw, stack.space.sid, "0")
+        async with stack.gateway.channel(admin_key) as channel:
+            admin = Watch(agent_pb2_grpc.AgentGatewayStub(channel), stack.space.sid, "0")
+            try:
+                assert (await mine.next()).session_id == root.id
+                assert (await admin.next()).session_id == root.id
+                assert await keys.revoke(stack.space.key_id)
+                later = await agent_pb2_grpc.AgentGatewayStub(channel).CreateRoot(
+                    agent_pb2.CreateRootRequest(space_id=stack.space.sid, label="after")
+                )
+                assert (await admin.next()).session_id == later.session.id
+                error = await mine.error()
+                assert error.code() == grpc.StatusCode.UNAUTHENTICATED
+                assert "revoked" in (error.details() or "")
+            finally:
+                mine.close()
+                admin.close()
+
+    async def test_an_idle_stream_of_a_revoked_key_ends(
+        self, stack: Stack, keys: KeyStore, admin_key: str
+    ) -> None:
+        """With no event to deliver, the stream still ends once its key is revoked."""
+        async with stack.gateway.channel(admin_key) as channel:
+            admin = Watch(agent_pb2_grpc.AgentGatewayStub(channel), stack.space.sid)
+            mine = Watch(stack.gw, stack.space.sid)
+            try:
+                await asyncio.wait_for(mine.call.initial_metadata(), 10)
+                await asyncio.wait_for(admin.call.initial_metadata(), 10)
+                assert await keys.revoke(stack.space.key_id)
+                error = await mine.error(within_s=5.0)
+                assert error.code() == grpc.StatusCode.UNAUTHENTICATED
+            finally:
+                mine.close()
+                admin.close()
