@@ -112,9 +112,11 @@ class App {
   }
 
   async reload() {
-    if (!(await this.refreshForest())) return false;
-    await this.route();
-    return true;
+    const loaded = await this.refreshForest();
+    // A forest that failed to load (too large, say) still lets the address open its view;
+    // a refused key has put up the sign-in form instead.
+    if (signedIn()) await this.route();
+    return loaded;
   }
 
   /** A batch of live changes: the nodes they name are refetched (deletes and archives need
@@ -162,6 +164,7 @@ class App {
         this.askKey(error.message);
         return false;
       }
+      this.tree.failed(error);
       this.reportError(error);
       return false;
     }

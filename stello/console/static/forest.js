@@ -97,6 +97,12 @@ export class Forest {
     this.flatten();
   }
 
+  /** Say the forest could not be loaded; what was drawn stays, and a link still opens a
+   * session. */
+  failed(error) {
+    this.count.textContent = `The forest could not be loaded (${error}); a session still opens by its link.`;
+  }
+
   get(id) {
     return this.nodes.get(id);
   }
