@@ -38,8 +38,8 @@ class TestForestTooLarge:
         self, console: ConsoleStack, browser_page: BrowserPage, pool: asyncpg.Pool
     ) -> None:
         """Five sessions over a cap of three: the forest pane and the error banner say the
-        forest failed (TREE_TOO_LARGE: "more than 3 nodes"), and the link of the deepest session shows its label
-        and its four ancestors (from GetLineage, not from the forest)."""
+        forest failed (TREE_TOO_LARGE: "more than 3 nodes"), and the link of the deepest
+        session shows its label and its four ancestors (from GetLineage, not the forest)."""
         page = browser_page.page
         space = console.stack.space
         ids = await seed_topology(pool, space.id, chain(5))
