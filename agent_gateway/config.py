@@ -124,8 +124,9 @@ class GatewaySettings(BaseSettings):
         default=600,
         gt=0,
         description=(
-            "Longest a turn keeps its lease renewed (its LLM and tool calls), in seconds; "
-            "past it the lease lapses within a TTL and the turn's commit is ABORTED."
+            "Longest a turn may run (its LLM and tool calls), in seconds; past it the turn "
+            "is ended (its model call cut short, DEADLINE_EXCEEDED, nothing stored) and "
+            "its lease given back."
         ),
     )
     builtin_tools: bool = Field(

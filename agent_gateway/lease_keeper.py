@@ -8,6 +8,15 @@ frees its sessions within one TTL. A renewal storage cannot answer is tried
 again at the next tick; a late one still renews a lease no other turn took
 meanwhile.
 
+A turn that can no longer commit stops paying for its model: when a renewal
+finds the lease taken by another turn (it lapsed while storage could not be
+reached), or the turn runs past its maximum, the keeper marks the lease lost,
+and the model call in flight, awaited through `KeptLease.guard`, is cut short
+(its task cancelled, the way `asyncio.timeout` does it) and answers the lease's
+error: ABORTED CONCURRENT_MODIFICATION, or DEADLINE_EXCEEDED past the maximum.
+Only model calls are cut: a commit is never interrupted (one already sent may
+have been stored), and the turn checks the lease before it commits.
+
 A turn that ends without its commit gives the lease back (ReleaseTurn). The
 turn waits for the first attempt only, so a failed call answers with its
 session free in the usual case; while storage stays unreachable the release
@@ -23,16 +32,20 @@ import logging
 import random
 import time
 import uuid
+from collections.abc import AsyncIterator, Awaitable
 from dataclasses import dataclass, field, replace
+from typing import Any, TypeVar
 
 from agent_gateway.clients import Caller, StorageClient
-from stello.errors import DeadlineExceeded, StelloError, Unavailable
+from stello.errors import Aborted, DeadlineExceeded, StelloError, Unavailable
 from stello.storage.v1 import storage_pb2
 
 log = logging.getLogger(__name__)
 
 STOP_GRACE_S = 2.0
 """How long a shutdown waits for releases still being retried."""
+CONCURRENT_MODIFICATION = "CONCURRENT_MODIFICATION"
+T = TypeVar("T")
 
 
 @dataclass(frozen=True, slots=True)
@@ -58,11 +71,56 @@ class KeptLease:
     expires_by: float
     """Monotonic time by which the lease has surely ended unless renewed again."""
     renewal: asyncio.Task[None] | None = field(default=None, repr=False)
+    lost: StelloError | None = None
+    """Why the turn may no longer commit (set once, by the renewal); None while held."""
+    _guarded: asyncio.Task[Any] | None = field(default=None, repr=False)
 
     def stop(self) -> None:
         """Stop renewing (a renewal in flight is abandoned: it cannot revive a released lease)."""
         if self.renewal is not None:
             self.renewal.cancel()
+
+    def lose(self, error: StelloError) -> None:
+        """Mark the lease lost: a guarded call in progress is cut short with `error`."""
+        if self.lost is not None:
+            return
+        self.lost = error
+        if self._guarded is not None:
+            self._guarded.cancel()
+
+    def check(self) -> None:
+        """Raise the lease's error once it is lost."""
+        if self.lost is not None:
+            raise self.lost
+
+    async def guard(self, work: Awaitable[T]) -> T:
+        """Await `work` (a model call) in this task while the lease holds; once it is lost,
+        `work` is cancelled and the lease's error raised instead."""
+        self.check()
+        task = asyncio.current_task()
+        assert task is not None
+        self._guarded = task
+        try:
+            result = await work
+        except asyncio.CancelledError:
+            if self.lost is not None and task.uncancel() == 0:
+                raise self.lost from None
+            raise
+        finally:
+            self._guarded = None
+        if self.lost is not None and task.cancelling():
+            task.uncancel()  # `work` swallowed the cut: the turn still ends here
+            raise self.lost
+        return result
+
+    async def guarded(self, events: AsyncIterator[T]) -> AsyncIterator[T]:
+        """`events` (a model's stream), each step guarded; what it yields is not."""
+        while True:
+            try:
+                event = await self.guard(anext(events))
+            except StopAsyncIteration:
+                return
+            yield event
 
 
 class LeaseKeeper:
@@ -142,10 +200,15 @@ class LeaseKeeper:
             await asyncio.sleep(max(0.0, tick - time.monotonic()))
             if time.monotonic() >= stop_at:
                 log.warning(
-                    "turn on %s ran past %s s (STELLO_GATEWAY_TURN_MAX_S): its lease is no "
-                    "longer renewed",
+                    "turn on %s ran past %s s (STELLO_GATEWAY_TURN_MAX_S): it is ended",
                     session_id,
                     self._times.max_turn_s,
+                )
+                lease.lose(
+                    DeadlineExceeded(
+                        f"the turn ran past {self._times.max_turn_s:g} s "
+                        "(STELLO_GATEWAY_TURN_MAX_S); nothing of it was stored"
+                    )
                 )
                 return
             try:
@@ -159,6 +222,13 @@ class LeaseKeeper:
                 continue
             if not renewed:
                 log.warning("the turn lease of %s was taken by another turn", session_id)
+                lease.lose(
+                    Aborted(
+                        f"the turn lease of session {session_id} lapsed while it could not be "
+                        "renewed and another turn took it; nothing of this turn was stored",
+                        reason=CONCURRENT_MODIFICATION,
+                    )
+                )
                 return
             lease.expires_by = time.monotonic() + self._times.ttl_s
 

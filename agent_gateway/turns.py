@@ -63,7 +63,7 @@ from agent_gateway.compression import CALLS_PER_TURN, TurnCompression
 from agent_gateway.consolidation import Consolidator
 from agent_gateway.context import Summary, TurnContext, context_prefix
 from agent_gateway.folding import CallBudget
-from agent_gateway.lease_keeper import LeaseKeeper
+from agent_gateway.lease_keeper import KeptLease, LeaseKeeper
 from agent_gateway.llm import (
     Completion,
     Done,
@@ -222,7 +222,8 @@ class TurnService:
         lease = Lease(reply.token)
         kept = self._leases.keep(caller, plan.space_id, plan.session_id, lease.token)
         try:
-            async for event in self._leased(caller, plan, reply.turn, lease, stream=stream):
+            leased = self._leased(caller, plan, reply.turn, lease, kept, stream=stream)
+            async for event in leased:
                 yield event
         finally:
             kept.stop()
@@ -256,6 +257,7 @@ class TurnService:
         plan: Plan,
         state: storage_pb2.TurnState,
         lease: Lease,
+        kept: KeptLease,
         *,
         stream: bool,
     ) -> AsyncIterator[TurnEvent]:
@@ -297,8 +299,10 @@ class TurnService:
                 )
             messages, max_tokens = self._fitted(ctx, window)
             completion: Completion | None = None
+            # A model call is cut short once the lease is lost (it could not commit).
             if stream:
-                async for event in _streamed(self._provider, messages, ctx.tools, max_tokens):
+                model = _streamed(self._provider, messages, ctx.tools, max_tokens)
+                async for event in kept.guarded(model):
                     if isinstance(event, Done):
                         completion = event.completion
                     else:
@@ -306,8 +310,10 @@ class TurnService:
                 if completion is None:
                     raise RuntimeError("the LLM stream ended without a Done event")
             else:
-                completion = await self._provider.complete(
-                    messages, tools=ctx.tools or None, max_tokens=max_tokens
+                completion = await kept.guard(
+                    self._provider.complete(
+                        messages, tools=ctx.tools or None, max_tokens=max_tokens
+                    )
                 )
             self._counter.calibration.observe(
                 completion.usage.prompt_tokens, self._counter.raw(messages, ctx.tools)
@@ -348,6 +354,7 @@ class TurnService:
                 total_tokens=turn.usage.total_tokens,
             ),
         )
+        kept.check()
         committed = await self._committer.commit(
             caller, plan, lease, turn, insight, stored, response
         )

@@ -19,7 +19,7 @@ from agent_gateway.tools import CREATE_SESSION
 from stello.errors import Unavailable, error_info_reason
 from stello.storage.v1 import storage_pb2
 from tests.gateway.conftest import Stack, StackMaker, rpc_error
-from tests.gateway.turns_support import SpyProvider, answer, send
+from tests.gateway.turns_support import SpyProvider, answer, send, stream_events
 
 pytestmark = pytest.mark.sql
 
@@ -27,6 +27,10 @@ LEASE = """
 SELECT turn_token, turn_expires_at - now() AS left FROM sessions WHERE space_id = $1 AND id = $2
 """
 CHILDREN = "SELECT count(*) FROM sessions WHERE space_id = $1 AND parent_id = $2"
+TAKE_LEASE = """
+UPDATE sessions SET turn_token = $3, turn_expires_at = now() + interval '30 seconds'
+WHERE space_id = $1 AND id = $2
+"""
 
 
 async def begin_elsewhere(stack: Stack, session_id: str) -> grpc.aio.AioRpcError:
@@ -61,26 +65,49 @@ class TestRenewal:
         lease = await pool.fetchrow(LEASE, stack.space.id, uuid.UUID(root.id))
         assert lease is not None and lease["turn_token"] is None
 
-    async def test_a_turn_past_its_maximum_loses_the_lease(
+    async def test_a_turn_past_its_maximum_is_ended(
         self, make_stack: StackMaker, pool: asyncpg.Pool
     ) -> None:
-        """Renewals stop at STELLO_GATEWAY_TURN_MAX_S: a turn still running a TTL later has
-        lost its lease to the next turn, and its commit is ABORTED, writing nothing."""
-        gate = asyncio.Event()
-        spy = SpyProvider(gate=gate)
+        """At STELLO_GATEWAY_TURN_MAX_S the turn is ended: its model call (which would never
+        answer) is cut short, the call answers DEADLINE_EXCEEDED naming the setting, nothing is
+        written and the lease is given back at once (another turn may start)."""
+        spy = SpyProvider(gate=asyncio.Event())  # never set
         stack = await make_stack(spy, turn_lease_ttl_s=1, turn_max_s=0.5)
         root = await stack.root()
-        turn = asyncio.ensure_future(send(stack, root.id, "endless"))
-        await spy.started.wait()
-        await asyncio.sleep(2.5)  # past the maximum and one more TTL
-        request = storage_pb2.BeginTurnRequest(
-            space_id=stack.space.sid, session_id=root.id, ttl_s=30
-        )
-        assert (await stack.storage.BeginTurn(request)).token
-        gate.set()
-        error = await rpc_error(turn)
-        assert error_info_reason(error) == "CONCURRENT_MODIFICATION"
+        error = await rpc_error(asyncio.wait_for(send(stack, root.id, "endless"), 10))
+        assert error.code() is grpc.StatusCode.DEADLINE_EXCEEDED
+        assert "STELLO_GATEWAY_TURN_MAX_S" in (error.details() or "")
+        assert spy.cancelled == 1
         assert await stack.records(root.id) == []
+        lease = await pool.fetchrow(LEASE, stack.space.id, uuid.UUID(root.id))
+        assert lease is not None and lease["turn_token"] is None
+
+    @pytest.mark.parametrize("streamed", [False, True], ids=["send", "stream"])
+    async def test_a_lease_taken_by_another_turn_cuts_the_model_call_short(
+        self, streamed: bool, make_stack: StackMaker, pool: asyncpg.Pool
+    ) -> None:
+        """A lease that lapsed and was taken (here: written over, as a turn taking an expired
+        lease does) is seen by the next renewal: the model call in flight is cut short and the
+        turn answers ABORTED CONCURRENT_MODIFICATION at once, writing nothing; the other turn
+        keeps the lease."""
+        spy = SpyProvider(gate=asyncio.Event())  # never set: only the cut ends the call
+        stack = await make_stack(spy, turn_lease_ttl_s=1)
+        root = await stack.root()
+        if streamed:
+            turn = asyncio.ensure_future(stream_events(stack, root.id, "held"))
+        else:
+            turn = asyncio.ensure_future(send(stack, root.id, "held"))
+        await asyncio.wait_for(spy.started.wait(), 10)
+        other = uuid.uuid4()
+        await pool.execute(TAKE_LEASE, stack.space.id, uuid.UUID(root.id), other)
+        error = await rpc_error(asyncio.wait_for(turn, 10))
+        assert error.code() is grpc.StatusCode.ABORTED
+        assert error_info_reason(error) == "CONCURRENT_MODIFICATION"
+        assert "another turn took it" in (error.details() or "")
+        assert spy.cancelled == 1
+        assert await stack.records(root.id) == []
+        lease = await pool.fetchrow(LEASE, stack.space.id, uuid.UUID(root.id))
+        assert lease is not None and lease["turn_token"] == other
 
 
 class TestBuiltinForkOnce:

@@ -444,8 +444,10 @@ class AgentGatewayServicer:
         after a pause with the same request_id: it answers the first call's
         turn once committed, or takes over its ended lease (a fork made by
         the built-in tool in the first attempt is not made again).
-        - ABORTED, reason CONCURRENT_MODIFICATION: the commit's preconditions
-        failed (the lease expired and was taken over); nothing was written.
+        - ABORTED, reason CONCURRENT_MODIFICATION: the lease expired and was
+        taken over by another turn (seen by the next renewal, which cuts the
+        model call in flight short, or by the commit's preconditions); nothing
+        was written.
         - RESOURCE_EXHAUSTED, reason TOOL_ROUNDS_EXCEEDED: the built-in tool loop
         exceeded its bound; nothing was written.
         - RESOURCE_EXHAUSTED, reason CONTEXT_TOO_LARGE: what the turn must send
@@ -458,7 +460,9 @@ class AgentGatewayServicer:
         different request.
         - UNAVAILABLE (provider endpoint down), RESOURCE_EXHAUSTED (provider rate
         limit), FAILED_PRECONDITION (provider rejected the key),
-        DEADLINE_EXCEEDED (provider timeout or deadline): nothing written.
+        DEADLINE_EXCEEDED (provider timeout or deadline, or the turn ran past
+        STELLO_GATEWAY_TURN_MAX_S: its model call is cut short and the lease
+        given back): nothing written.
         - CANCELLED: the client cancelled; nothing written.
         - UNAUTHENTICATED: no valid key.
         """
