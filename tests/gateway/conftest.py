@@ -34,7 +34,7 @@ from tree_service.app import create_app as tree_app
 from tree_service.app import create_sweeper
 from tree_service.config import TreeSettings
 
-TTL_S = 2.0
+TTL_S = 4.0
 """The short provisioning TTL of the tests that wait for the sweeper."""
 STACK_TTL_S = 20.0
 """Every other stack's TTL (saga budget 10 s)."""

@@ -4,7 +4,7 @@ In-process: a `Faults` object stops the gateway's real server at the point (the
 RPC is cut off mid-saga, as a crash would). Subprocess: ``python -m
 agent_gateway`` with ``STELLO_GATEWAY_FAULT=<point>:exit`` dies with status 137
 there. Either way no read RPC of any service shows a half-made session, the
-tree's sweeper (2 s TTL here) removes every leftover row, and retrying the same
+tree's sweeper (a 4 s TTL here) removes every leftover row, and retrying the same
 Fork (same request_id) ends with exactly one, complete session.
 """
 
