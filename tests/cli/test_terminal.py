@@ -48,6 +48,14 @@ def spawn(env: dict[str, str], *args: str, colour: bool = False) -> pexpect.spaw
     return child
 
 
+def ended(child: pexpect.spawn[str]) -> None:
+    """Read the child's output to its end, wait for it to exit, then close it (`close`
+    alone gives a slow exit 0.1 s, then kills it: no exit status on a loaded machine)."""
+    child.expect(pexpect.EOF)
+    child.wait()
+    child.close()
+
+
 async def drive(script: Callable[[], Any]) -> Any:
     """Run a blocking pexpect script off the loop."""
     return await asyncio.to_thread(script)
@@ -76,8 +84,7 @@ async def new_root(suite: Suite, space: TestSpace, label: str) -> str:
 def quit_with_ctrl_d(child: pexpect.spawn[str]) -> None:
     """Ctrl-D at the prompt ends the chat with status 0."""
     child.sendeof()
-    child.expect(pexpect.EOF)
-    child.close()
+    ended(child)
     assert child.exitstatus == 0, child.before
 
 
@@ -149,8 +156,7 @@ class TestChat:
             child.expect_exact("stopped: nothing of this turn was stored")
             child.expect_exact("Slow>")
             child.sendline("/quit")
-            child.expect(pexpect.EOF)
-            child.close()
+            ended(child)
             assert child.exitstatus == 0
 
         await drive(script)
@@ -164,8 +170,7 @@ class TestChat:
 
         def script() -> str:
             child = spawn(env, "chat", "abcdef12")
-            child.expect(pexpect.EOF)
-            child.close()
+            ended(child)
             assert child.exitstatus == 1
             return str(child.before)
 
@@ -186,8 +191,7 @@ class TestSend:
             child = spawn(env, "send", root, LONG)
             child.expect_exact("echo: word0")
             child.sendintr()
-            child.expect(pexpect.EOF)
-            child.close()
+            ended(child)
             assert child.exitstatus == 130, child.before
             return str(child.before)
 
@@ -203,8 +207,7 @@ class TestSend:
 
         def script(colour: bool) -> str:
             child = spawn(env, "records", root, colour=colour)
-            child.expect(pexpect.EOF)
-            child.close()
+            ended(child)
             return str(child.before)
 
         assert "\x1b[36muser\x1b[0m" in await drive(lambda: script(True))
@@ -221,8 +224,7 @@ class TestDelete:
             child = spawn(env, "delete", root[:8])
             child.expect_exact(f'Erase "Doomed" ({root[:8]}), records and all? [y/N] ')
             child.sendline(answer)
-            child.expect(pexpect.EOF)
-            child.close()
+            ended(child)
             return int(child.exitstatus or 0)
 
         assert await drive(lambda: script("n")) == 1
