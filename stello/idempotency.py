@@ -1,11 +1,20 @@
 """request_id idempotency, shared by every service that accepts one (DESIGN §2).
 
-Inside the caller's transaction: `claim` (one statement) serializes concurrent
-calls with the same key on the key's row and returns the stored response of an
-earlier identical call (or raises ALREADY_EXISTS for a different one);
-`remember` stores the response in the same transaction as the work, so a
-response is stored iff the work committed.
-Keys live 24 hours.
+Inside the caller's transaction, one of two shapes:
+
+- `claim` before the work (one statement) serializes concurrent calls with the
+  same key on the key's row and returns the stored response of an earlier
+  identical call (or raises ALREADY_EXISTS for a different one); `remember`
+  stores the response after the work;
+- or the work first, then `remember_new` (one statement, the only one the key
+  costs): it inserts the key with its response unless a live entry holds it
+  (a concurrent call with the key waits on that row until this transaction
+  ends). When it answers False the caller rolls its work back and answers from
+  `stored` (`answer_of` tells a retry from another request). A call whose
+  work fails looks the key up too, before answering the error: a retry whose
+  work can no longer succeed still gets the first answer.
+
+Either way a response is stored iff the work committed. Keys live 24 hours.
 """
 
 from __future__ import annotations
@@ -73,6 +82,17 @@ ON CONFLICT (space_id, scope, request_id) DO UPDATE
 SET request_hash = EXCLUDED.request_hash, response = EXCLUDED.response, created_at = now()
 """
 
+# Inserts the key with its response; an expired entry is replaced, a live one
+# is left alone (no row returned). Waits for a concurrent insert of the key.
+INSERT_NEW = """
+INSERT INTO idempotency_keys AS k (space_id, scope, request_id, request_hash, response)
+VALUES ($1, $2, $3, $4, $5)
+ON CONFLICT (space_id, scope, request_id) DO UPDATE
+SET request_hash = EXCLUDED.request_hash, response = EXCLUDED.response, created_at = now()
+WHERE k.created_at <= now() - make_interval(hours => $6)
+RETURNING 1
+"""
+
 PURGE = "DELETE FROM idempotency_keys WHERE created_at < now() - make_interval(hours => $1)"
 
 
@@ -93,13 +113,8 @@ async def claim(
     assert row is not None
     if row["response"] is None:
         return None
-    if bytes(row["request_hash"]) != request_hash:
-        raise AlreadyExists(
-            f"request_id {request_id!r} was already used for a different request; "
-            "use a new request_id for a new request",
-            reason=REQUEST_ID_REUSED,
-        )
-    return bytes(row["response"])
+    entry = (bytes(row["request_hash"]), bytes(row["response"]))
+    return answer_of(entry, request_id, request_hash)
 
 
 async def remember(
@@ -112,6 +127,44 @@ async def remember(
 ) -> None:
     """Store the response of the work done in this transaction under the key."""
     await con.execute(UPSERT, space_id, scope, request_id, request_hash, response)
+
+
+async def remember_new(
+    con: asyncpg.Connection,
+    space_id: uuid.UUID,
+    scope: str,
+    request_id: str,
+    request_hash: bytes,
+    response: bytes,
+) -> bool:
+    """Store the response under a new (or expired) key; False when a live entry holds it."""
+    row = await con.fetchrow(
+        INSERT_NEW, space_id, scope, request_id, request_hash, response, TTL_HOURS
+    )
+    return row is not None
+
+
+async def stored(
+    con: asyncpg.Connection, space_id: uuid.UUID, scope: str, request_id: str
+) -> tuple[bytes, bytes] | None:
+    """The live entry under the key as (request_hash, response), without locking it."""
+    row = await con.fetchrow(SELECT, space_id, scope, request_id, TTL_HOURS)
+    return None if row is None else (bytes(row["request_hash"]), bytes(row["response"]))
+
+
+def answer_of(entry: tuple[bytes, bytes], request_id: str, request_hash: bytes) -> bytes:
+    """The stored response when `entry` was stored for this request.
+
+    Raises:
+        AlreadyExists: the entry was stored for a different request.
+    """
+    if entry[0] != request_hash:
+        raise AlreadyExists(
+            f"request_id {request_id!r} was already used for a different request; "
+            "use a new request_id for a new request",
+            reason=REQUEST_ID_REUSED,
+        )
+    return entry[1]
 
 
 async def purge_expired(con: asyncpg.Connection) -> str:
@@ -141,3 +194,20 @@ class KeyStatements:
     ) -> None:
         """Store the response of this transaction's work under the request_id."""
         await remember(self._con, space_id, scope, request_id, request_hash, response)
+
+    async def remember_new(
+        self,
+        space_id: uuid.UUID,
+        scope: str,
+        request_id: str,
+        request_hash: bytes,
+        response: bytes,
+    ) -> bool:
+        """Store this transaction's response under a new key; False when one is live."""
+        return await remember_new(self._con, space_id, scope, request_id, request_hash, response)
+
+    async def stored(
+        self, space_id: uuid.UUID, scope: str, request_id: str
+    ) -> tuple[bytes, bytes] | None:
+        """The live entry under the key as (request_hash, response); None when none."""
+        return await stored(self._con, space_id, scope, request_id)

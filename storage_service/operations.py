@@ -127,6 +127,9 @@ class RememberOp:
     request_id: str
     request_hash: bytes
     response: bytes
+    require_new: bool = False
+    """A live entry under the key fails the Transact (ALREADY_EXISTS) instead of being
+    replaced."""
 
 
 @dataclass(frozen=True, slots=True)

@@ -128,7 +128,13 @@ def remember(
     remembered_key(message.scope, message.request_id, path, v)
     if not 1 <= len(message.request_hash) <= MAX_REQUEST_HASH_BYTES:
         v.add(f"{path}.request_hash", f"must be 1..{MAX_REQUEST_HASH_BYTES} bytes")
-    return RememberOp(message.scope, message.request_id, message.request_hash, message.response)
+    return RememberOp(
+        message.scope,
+        message.request_id,
+        message.request_hash,
+        message.response,
+        message.require_new,
+    )
 
 
 def other_source(session_id: uuid.UUID, value: str, path: str, v: Violations) -> uuid.UUID:

@@ -12,7 +12,8 @@ from __future__ import annotations
 import uuid
 from collections.abc import Sequence
 
-from stello.errors import Aborted, PreconditionViolation
+from stello.errors import Aborted, AlreadyExists, PreconditionViolation
+from stello.idempotency import REQUEST_ID_REUSED
 from storage_service.models import SlotName, session_not_found
 from storage_service.operations import (
     PRECONDITION_KINDS,
@@ -136,8 +137,24 @@ async def check_preconditions(
         )
 
 
-async def apply(repo: Repository, space_id: uuid.UUID, op: Operation) -> OperationResult:
-    """Apply one operation to locked, existing sessions; its result."""
+async def remember(repo: Repository, space_id: uuid.UUID, op: RememberOp, index: int) -> None:
+    """Store a caller's idempotency entry; with `require_new`, AlreadyExists when the key
+    has a live entry (the whole Transact then rolls back)."""
+    entry = (space_id, op.scope, op.request_id, op.request_hash, op.response)
+    if not op.require_new:
+        await repo.remember(*entry)
+    elif not await repo.remember_new(*entry):
+        raise AlreadyExists(
+            f"operations[{index}].remember_result.request_id {op.request_id!r} already has a "
+            f"live entry in scope {op.scope!r} (require_new); nothing was applied",
+            reason=REQUEST_ID_REUSED,
+        )
+
+
+async def apply(
+    repo: Repository, space_id: uuid.UUID, op: Operation, index: int = 0
+) -> OperationResult:
+    """Apply one operation (the `index`th) to locked, existing sessions; its result."""
     if isinstance(op, AppendOp):
         records = (
             await repo.append_records(space_id, op.session_id, op.records) if op.records else ()
@@ -174,7 +191,7 @@ async def apply(repo: Repository, space_id: uuid.UUID, op: Operation) -> Operati
             raise session_not_found(op.session_id)
         return OperationResult("bump_turn", session=meta)
     if isinstance(op, RememberOp):
-        await repo.remember(space_id, op.scope, op.request_id, op.request_hash, op.response)
+        await remember(repo, space_id, op, index)
         return OperationResult("remember_result")
     assert isinstance(op, ReleaseTurnOp)
     _, released = await repo.release_turn(space_id, op.session_id, lease_token(op.token))
@@ -189,4 +206,4 @@ async def run_transact(
 ) -> tuple[OperationResult, ...]:
     """Check every precondition, then apply every operation in order (caller's transaction)."""
     await check_preconditions(repo, space_id, preconditions, operations)
-    return tuple([await apply(repo, space_id, op) for op in operations])
+    return tuple([await apply(repo, space_id, op, i) for i, op in enumerate(operations)])

@@ -5,10 +5,11 @@ from __future__ import annotations
 import uuid
 from collections.abc import Callable
 
+import asyncpg
 import grpc
 import pytest
 
-from stello.errors import field_violations
+from stello.errors import error_info_reason, field_violations
 from stello.storage.v1 import storage_pb2, storage_pb2_grpc
 from tests.storage.helpers import rec, rpc_error
 from tests.support.fixtures import MakeSession, TestSpace
@@ -21,10 +22,20 @@ Check = storage_pb2.Precondition
 HASH = b"\x01" * 32
 
 
-def remember_op(request_id: str, response: bytes = b"reply", scope: str = "gateway.Send") -> Op:
+def remember_op(
+    request_id: str,
+    response: bytes = b"reply",
+    scope: str = "gateway.Send",
+    *,
+    require_new: bool = False,
+) -> Op:
     return Op(
         remember_result=Op.RememberResultOp(
-            scope=scope, request_id=request_id, request_hash=HASH, response=response
+            scope=scope,
+            request_id=request_id,
+            request_hash=HASH,
+            response=response,
+            require_new=require_new,
         )
     )
 
@@ -157,3 +168,98 @@ class TestRememberResult:
         error = await rpc_error(remembered(stub, space, "", scope=""))
         assert error.code() is grpc.StatusCode.INVALID_ARGUMENT
         assert {v.field for v in field_violations(error)} == {"scope", "request_id"}
+
+
+async def record_count(pool: asyncpg.Pool, space: TestSpace, session_id: uuid.UUID) -> int:
+    count: int = await pool.fetchval(
+        "SELECT count(*) FROM records WHERE space_id = $1 AND session_id = $2",
+        space.id,
+        session_id,
+    )
+    return count
+
+
+class TestRequireNew:
+    async def test_new_key_is_stored_with_the_work(
+        self, stub: Stub, space: TestSpace, make_session: MakeSession, pool: asyncpg.Pool
+    ) -> None:
+        """require_new under an unused key stores the entry and applies the operations."""
+        sid = await make_session()
+        await stub.Transact(
+            storage_pb2.TransactRequest(
+                space_id=space.sid,
+                operations=[remember_op("n1", b"made", require_new=True), append_op(sid, "hi")],
+            )
+        )
+        found = await remembered(stub, space, "n1")
+        assert (found.found, found.response) == (True, b"made")
+        assert await record_count(pool, space, sid) == 1
+
+    async def test_live_key_fails_and_applies_nothing(
+        self, stub: Stub, space: TestSpace, make_session: MakeSession, pool: asyncpg.Pool
+    ) -> None:
+        """require_new under a live entry is ALREADY_EXISTS REQUEST_ID_REUSED naming the
+        field; the entry and the session stay as they were."""
+        sid = await make_session()
+        await stub.Transact(
+            storage_pb2.TransactRequest(space_id=space.sid, operations=[remember_op("n2", b"1")])
+        )
+        error = await rpc_error(
+            stub.Transact(
+                storage_pb2.TransactRequest(
+                    space_id=space.sid,
+                    operations=[
+                        append_op(sid, "before"),
+                        remember_op("n2", b"2", require_new=True),
+                        append_op(sid, "after"),
+                    ],
+                )
+            )
+        )
+        assert error.code() is grpc.StatusCode.ALREADY_EXISTS
+        assert error_info_reason(error) == "REQUEST_ID_REUSED"
+        assert "operations[1].remember_result.request_id" in (error.details() or "")
+        assert (await remembered(stub, space, "n2")).response == b"1"
+        assert await record_count(pool, space, sid) == 0
+
+    async def test_expired_key_is_replaced(
+        self, stub: Stub, space: TestSpace, pool: asyncpg.Pool
+    ) -> None:
+        """An entry past its 24 h does not count: require_new replaces it."""
+        await stub.Transact(
+            storage_pb2.TransactRequest(space_id=space.sid, operations=[remember_op("n3", b"old")])
+        )
+        await pool.execute(
+            "UPDATE idempotency_keys SET created_at = now() - interval '25 hours' "
+            "WHERE space_id = $1 AND request_id = 'n3'",
+            space.id,
+        )
+        await stub.Transact(
+            storage_pb2.TransactRequest(
+                space_id=space.sid, operations=[remember_op("n3", b"new", require_new=True)]
+            )
+        )
+        assert (await remembered(stub, space, "n3")).response == b"new"
+
+    async def test_same_key_twice_in_one_transact(
+        self, stub: Stub, space: TestSpace, make_session: MakeSession, pool: asyncpg.Pool
+    ) -> None:
+        """A require_new after an operation of the same Transact stored the key fails it
+        whole: no entry, no record."""
+        sid = await make_session()
+        error = await rpc_error(
+            stub.Transact(
+                storage_pb2.TransactRequest(
+                    space_id=space.sid,
+                    operations=[
+                        remember_op("n4", b"a", require_new=True),
+                        append_op(sid, "hi"),
+                        remember_op("n4", b"b", require_new=True),
+                    ],
+                )
+            )
+        )
+        assert error.code() is grpc.StatusCode.ALREADY_EXISTS
+        assert "operations[2]" in (error.details() or "")
+        assert not (await remembered(stub, space, "n4")).found
+        assert await record_count(pool, space, sid) == 0

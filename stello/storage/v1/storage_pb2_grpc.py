@@ -747,7 +747,8 @@ class SessionStorageServicer:
         `operations[i]`); NOT_FOUND when a session named by a precondition or an
         operation is not in the space; ABORTED (reason CONCURRENT_MODIFICATION)
         for a failed precondition, nothing applied; ALREADY_EXISTS (reason
-        REQUEST_ID_REUSED) for a reused request_id with a different request;
+        REQUEST_ID_REUSED) for a reused request_id with a different request, or
+        for a RememberResultOp with `require_new` whose key has a live entry;
         UNAUTHENTICATED without a valid key; RESOURCE_EXHAUSTED when the reply
         exceeds the message limit.
         """
