@@ -1,35 +1,44 @@
 """The provisioning saga of CreateRoot and Fork (DESIGN §4.1).
 
 `tree.CreateSession(provisional, config, request_id=R)` -> one
-`storage.Transact(put session meta, put system prompt (or copy the source's when
-the composition gives none, so nothing reads it first), inherit the source's
-records by reference (Fork INHERIT, DESIGN §4.4), append records,
-request_id=R/storage)` -> `tree.CommitSession`. Until the commit the session is
-invisible to every read of every service; if the gateway fails or dies on the
-way, the tree's sweeper removes the leftovers once the provisioning TTL passes.
-Every step is idempotent (request ids, an idempotent commit), so running the
-saga again with the same R finishes the same session rather than making a
+`storage.Transact(remember the session under the key K (first, require_new),
+put session meta, put system prompt (or copy the source's when the composition
+gives none, so nothing reads it first), inherit the source's records by
+reference (Fork INHERIT, DESIGN §4.4), append records)` -> `tree.CommitSession`.
+Until the commit the session is invisible to every read of every service; if
+the gateway fails or dies on the way, the tree's sweeper removes the leftovers
+once the provisioning TTL passes. Every step is idempotent (CreateSession's
+request id, the Transact's remembered key, an idempotent commit), so running
+the saga again with the same R finishes the same session rather than making a
 second one.
+
+K is the client's key (scope `agent.Fork` / `agent.CreateRoot`: its request_id
+and request fingerprint) or, without one, a key of the saga's own (scope
+`agent.saga.generated`, which no client key is in, the generated R). The
+remembered entry is the Transact's once-only key: the Transact sends no
+request_id of its own, and `require_new` makes it fail ALREADY_EXISTS
+REQUEST_ID_REUSED, nothing applied, when K already has a live entry. So of all
+the attempts under one K exactly one Transact writes; any other one (a retry
+of the client's, or this very attempt's Transact retried after its reply was
+lost) finds the remembered session (`_earlier`), commits it (idempotent) and
+answers it; its own provisional session, if it made one, is swept.
 
 Retries of a client's request_id (DESIGN §2) are answered by the client's
 request, not by what was composed from it: a retried Fork may compose other
 content (the source got new records, a COMPRESS summary came out different).
 So CreateSession's id also carries a digest of the plan (different content,
-different provisional session), while the Transact's id does not: of all the
-attempts of one request_id exactly one Transact writes, and with it it
-remembers the client's request fingerprint and the session id (scope
-`agent.Fork` / `agent.CreateRoot`). Any other attempt meets that Transact's
-key (ALREADY_EXISTS REQUEST_ID_REUSED), finds the remembered session, commits
-it (idempotent) and answers it; its own provisional session is swept. A
-request seen before is answered the same way up front (`replay`), and a
-different request under the same id is refused before anything is written.
+different provisional session), while K does not. A request seen before is
+answered up front (`replay`), and a different request under the same id is
+refused before anything is written.
 
 One case needs care: a retry that arrives after the sweeper removed the first
 attempt's row gets that dead session id back from CreateSession (the tree
-remembers R's answer for 24 h), or finds it remembered, and the commit then
-answers NOT_FOUND for it. The saga then moves on to derived ids (R/again1,
-...), deterministically, so every retry walks the same chain and still ends on
-one session.
+remembers R's answer for 24 h), or finds it remembered under K, and the commit
+then answers NOT_FOUND for it. The saga then moves on to derived ids
+(R/again1, ...), deterministically, so every retry walks the same chain and
+still ends on one session. There K's live entry names the dead session, so a
+later attempt's Transact replaces it (no require_new) and is kept once-only by
+a storage request_id of its own (R/again1/storage) instead.
 """
 
 from __future__ import annotations
@@ -50,6 +59,8 @@ from stello.storage.v1 import storage_pb2
 log = logging.getLogger(__name__)
 
 MAX_ATTEMPTS = 3
+GENERATED_SCOPE = "agent.saga.generated"
+"""The scope of a saga's own key (client keys are in `agent.<Rpc>`)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -137,6 +148,7 @@ class ProvisioningSaga:
             Aborted: the provisional session vanished on every attempt.
         """
         digest = plan_digest(plan)
+        once = key if key is not None else generated_key(request_id)
         for attempt in range(MAX_ATTEMPTS):
             rid = request_id if attempt == 0 else f"{request_id}/again{attempt}"
             node = await self._tree.create_session(
@@ -150,15 +162,21 @@ class ProvisioningSaga:
                 request_id=f"{rid}/{digest}",
             )
             await self._faults.hit("fork.after_create")
-            operations = self._operations(plan, node)
-            if key is not None:
-                operations.append(_remember(key, node))
+            # The first attempt's Transact is made once-only by its remembered entry alone;
+            # a later one (the entry names a swept session) replaces that entry, under a
+            # storage request_id of its own.
+            first = attempt == 0
+            remember = _remember(once, node, require_new=first)
+            operations = [remember, *self._operations(plan, node)]
             try:
                 results = await self._storage.transact(
-                    caller, plan.space_id, operations, request_id=f"{rid}/storage"
+                    caller,
+                    plan.space_id,
+                    operations,
+                    request_id="" if first else f"{rid}/storage",
                 )
             except AlreadyExists as exc:
-                earlier = await self._earlier(caller, plan.space_id, key, exc)
+                earlier = await self._earlier(caller, plan.space_id, once, exc)
                 if earlier is not None:
                     return earlier
                 continue
@@ -196,13 +214,13 @@ class ProvisioningSaga:
         return None if remembered is None else await self._finish(caller, space_id, remembered)
 
     async def _earlier(
-        self, caller: Caller, space_id: UUID, key: RequestKey | None, exc: AlreadyExists
+        self, caller: Caller, space_id: UUID, key: RequestKey, exc: AlreadyExists
     ) -> common_pb2.SessionSummary | None:
-        """After the Transact's id was taken: the session of the attempt that took it.
+        """After the Transact's key was taken: the session of the attempt that took it.
 
         None when that session is gone (the saga then moves on to the next id).
         """
-        if key is None or exc.reason != REQUEST_ID_REUSED:
+        if exc.reason != REQUEST_ID_REUSED:
             raise exc
         remembered = await self._remembered(caller, space_id, key)
         if remembered is None:
@@ -287,17 +305,27 @@ class ProvisioningSaga:
 
 
 def _answered_meta(results: Sequence[storage_pb2.OperationResult]) -> common_pb2.SessionMeta:
-    """The session's meta after the Transact: from its last put_session or bump_turn result."""
-    meta = results[0].put_session.session
+    """The session's meta after the Transact: from its put_session or last bump_turn result."""
+    meta = next(r.put_session.session for r in results if r.HasField("put_session"))
     for result in results:
         if result.HasField("bump_turn"):
             meta = result.bump_turn.session
     return meta
 
 
-def _remember(key: RequestKey, node: common_pb2.TopologyNode) -> storage_pb2.Operation:
-    """Remember the session under the client's key, with the Transact that fills it."""
+def generated_key(request_id: str) -> RequestKey:
+    """The key a saga without a client request_id remembers its session under: a scope of
+    its own (no client key can be in it), the generated internal id."""
+    return RequestKey(GENERATED_SCOPE, request_id, hashlib.sha256(request_id.encode()).digest())
+
+
+def _remember(
+    key: RequestKey, node: common_pb2.TopologyNode, *, require_new: bool
+) -> storage_pb2.Operation:
+    """Remember the session under `key`, with the Transact that fills it."""
     remembered = common_pb2.SessionSummary(id=node.id)
     if node.HasField("parent_id"):
         remembered.parent_id = node.parent_id
-    return remember_op(key, remembered.SerializeToString(deterministic=True))
+    op = remember_op(key, remembered.SerializeToString(deterministic=True))
+    op.remember_result.require_new = require_new
+    return op
