@@ -201,6 +201,15 @@ class TreeRepository:
             raise TreeReadTooLong(str(exc)) from exc
         return to_tree_rows(rows)
 
+    async def stored(
+        self, space_id: uuid.UUID, scope: str, request_id: str
+    ) -> tuple[bytes, bytes] | None:
+        """The live idempotency entry under the key as (request_hash, response), or None."""
+        rows = await fetch(
+            self._pool, idempotency.SELECT, space_id, scope, request_id, idempotency.TTL_HOURS
+        )
+        return (bytes(rows[0]["request_hash"]), bytes(rows[0]["response"])) if rows else None
+
     async def config(self, space_id: uuid.UUID, session_id: uuid.UUID) -> tuple[bool, Any]:
         """(visible, stored config JSON or None)."""
         rows = await fetch(self._pool, sql.GET_CONFIG, space_id, session_id)

@@ -11,6 +11,7 @@ import logging
 import uuid
 
 from stello.errors import Aborted, FailedPrecondition, NotFound
+from stello.idempotency import answer_of
 from stello.prefixes import prefix_range
 from tree_service.encoding import (
     config_from_json,
@@ -56,6 +57,14 @@ DELETE_ATTEMPTS = 5
 MAX_DRY_RUN = 100_000
 
 
+class _Answered(Exception):
+    """Rolls a CreateSession's work back: an earlier call's node answers it."""
+
+    def __init__(self, node: Node) -> None:
+        super().__init__(f"answered by the earlier session {node.id}")
+        self.node = node
+
+
 def _not_found(session_id: uuid.UUID) -> NotFound:
     return NotFound(f"session {session_id} not found")
 
@@ -91,26 +100,39 @@ class TreeService:
             config=None if new.config is None else config_to_json(new.config),
         )
 
-        async def work(tx: TreeTx) -> Node:
-            if new.request_id:
-                earlier = await tx.claim(
-                    new.space_id, CREATE_SCOPE, new.request_id, new.request_hash
-                )
-                if earlier is not None:
-                    return decode_node(earlier)
-            if new.parent_id is not None and not new.provisional:
-                # A visible child takes its index now, under the parent's row lock.
-                if not await tx.lock_parent(new.space_id, new.parent_id):
-                    raise NotFound(f"parent session {new.parent_id} not found")
-            node = await tx.create_session(new.space_id, uuid.uuid4(), spec)
-            if new.request_id:
-                response = encode_node(node)
-                await tx.remember(
-                    new.space_id, CREATE_SCOPE, new.request_id, new.request_hash, response
-                )
-            return node
+        if not new.request_id:
+            return await self._repo.transaction(lambda tx: self._create(tx, new, spec))
+        try:
+            return await self._repo.transaction(lambda tx: self._create_once(tx, new, spec))
+        except _Answered as answered:
+            return answered.node
+        except (NotFound, FailedPrecondition):
+            # A retry whose work can no longer succeed (its parent went since) still gets
+            # the first call's answer.
+            entry = await self._repo.stored(new.space_id, CREATE_SCOPE, new.request_id)
+            if entry is None:
+                raise
+            return decode_node(answer_of(entry, new.request_id, new.request_hash))
 
-        return await self._repo.transaction(work)
+    @staticmethod
+    async def _create(tx: TreeTx, new: NewSession, spec: SessionSpec) -> Node:
+        if new.parent_id is not None and not new.provisional:
+            # A visible child takes its index now, under the parent's row lock.
+            if not await tx.lock_parent(new.space_id, new.parent_id):
+                raise NotFound(f"parent session {new.parent_id} not found")
+        return await tx.create_session(new.space_id, uuid.uuid4(), spec)
+
+    @classmethod
+    async def _create_once(cls, tx: TreeTx, new: NewSession, spec: SessionSpec) -> Node:
+        """The work, then its key in one insert; a live key (a retry, or a concurrent call
+        that committed first: the insert waits for it) rolls the work back for its answer."""
+        node = await cls._create(tx, new, spec)
+        key = (new.space_id, CREATE_SCOPE, new.request_id)
+        if await tx.remember_new(*key, new.request_hash, encode_node(node)):
+            return node
+        entry = await tx.stored(*key)
+        assert entry is not None  # locked live by the insert, read with the same now()
+        raise _Answered(decode_node(answer_of(entry, new.request_id, new.request_hash)))
 
     async def commit_session(self, space_id: uuid.UUID, session_id: uuid.UUID) -> Node:
         """Make a provisional session visible with the next index; idempotent."""

@@ -158,6 +158,36 @@ class TestIdempotency:
         assert len({r.id for r in replies}) == 1
         assert await session_count(pool, tree.space.id) == 1
 
+    async def test_concurrent_visible_children_make_one_node(
+        self, tree: TreeClient, pool: asyncpg.Pool
+    ) -> None:
+        """Ten concurrent identical keyed creates of a visible child answer one node; the
+        rolled-back attempts leave no row and no index gap (the next child is index 1)."""
+        root = await tree.create()
+        replies = await asyncio.gather(
+            *(tree.child(root.id, label="once", request_id="r-v") for _ in range(10))
+        )
+        assert len({r.id for r in replies}) == 1
+        assert (await tree.child(root.id)).index == 1
+        assert await session_count(pool, tree.space.id) == 3
+
+    async def test_retry_after_its_source_went_answers_the_first_node(
+        self, tree: TreeClient, pool: asyncpg.Pool
+    ) -> None:
+        """A retry whose work would now fail (its source was deleted) still answers the
+        first node: the key is looked up before the error is answered."""
+        source = await tree.create(label="source")
+        first = await tree.create(source_session_id=source.id, request_id="r-s")
+        await tree.stub.DeleteSubtree(
+            tree_pb2.DeleteSubtreeRequest(space_id=tree.space.sid, session_id=source.id)
+        )
+        again = await tree.create(source_session_id=source.id, request_id="r-s")
+        assert again == first
+        with pytest.raises(grpc.aio.AioRpcError) as caught:
+            await tree.create(source_session_id=source.id, request_id="r-new")
+        assert caught.value.code() == grpc.StatusCode.NOT_FOUND
+        assert await session_count(pool, tree.space.id) == 1
+
     async def test_different_request_is_already_exists(
         self, tree: TreeClient, pool: asyncpg.Pool
     ) -> None:
