@@ -1,0 +1,117 @@
+"""Fork and CreateRoot in few SQL statements (#18): the remembered entry is the Transact's
+once-only key and the tree's key is one insert after the work, so a Fork NONE or a CreateRoot
+writes two idempotency keys (the tree's and the remembered session), each in one statement, and
+no claim. Counted with pg_stat_statements (top-level statements of this database; transaction
+control and the tree's periodic sweep left out: they do not depend on the call)."""
+
+from __future__ import annotations
+
+from collections import Counter
+from collections.abc import AsyncIterator, Awaitable, Callable
+from typing import Any
+
+import asyncpg
+import pytest
+
+from tests.gateway.conftest import Stack
+
+pytestmark = pytest.mark.sql
+
+COUNTED = """
+SELECT query, sum(calls)::int AS calls
+FROM pg_stat_statements
+WHERE dbid = (SELECT oid FROM pg_database WHERE datname = current_database()) AND toplevel
+  AND query NOT LIKE '%pg_stat_statements%'
+GROUP BY query
+"""
+
+# Statements that are not the call's work: transaction control (the sweeper's transactions
+# have it too), the sweep's own (its lock, the due rows, the key purge), and the key lookups
+# of authentication (tests cache keys for 0 s: one per RPC).
+NOT_THE_CALL = ("BEGIN", "COMMIT", "ROLLBACK", "SELECT pg_try_advisory_xact_lock")
+OTHER_MARKS = (
+    "FROM sessions d",
+    "DELETE FROM idempotency_keys WHERE created_at <",
+    "FROM api_keys k",
+)
+
+KEY_INSERT = "INSERT INTO idempotency_keys"
+
+# A Fork NONE (no request_id): tree GetConfig (1); CreateSession: the session with its config,
+# its key (2); Transact: the remembered session, the meta, the prompt, the events (4);
+# CommitSession: the lock, the commit, the events (3). Main before #18 ran 12 (claims and
+# upserts: 4 key statements).
+FORK_NONE_STATEMENTS = 10
+# A CreateRoot with a system prompt: CreateSession (2); Transact: the remembered session, the
+# meta, the prompt, the events (4); CommitSession (3).
+CREATE_ROOT_STATEMENTS = 9
+
+
+@pytest.fixture(name="statements")
+async def _statements(
+    direct_database_url: str,
+) -> AsyncIterator[Callable[[Callable[[], Awaitable[Any]]], Awaitable[Counter[str]]]]:
+    """Counts the top-level statements `work` makes: by query text, the call's only."""
+    con = await asyncpg.connect(direct_database_url)
+    if "pg_stat_statements" not in await con.fetchval("SHOW shared_preload_libraries"):
+        await con.close()
+        pytest.skip("this server does not preload pg_stat_statements (the embedded one does)")
+    await con.execute("CREATE EXTENSION IF NOT EXISTS pg_stat_statements")
+
+    async def count(work: Callable[[], Awaitable[Any]]) -> Counter[str]:
+        await con.execute("SELECT pg_stat_statements_reset()")
+        await work()
+        counted: Counter[str] = Counter()
+        for row in await con.fetch(COUNTED):
+            query = " ".join(row["query"].split())
+            if query.startswith(NOT_THE_CALL) or any(m in query for m in OTHER_MARKS):
+                continue
+            counted[query] += row["calls"]
+        return counted
+
+    try:
+        yield count
+    finally:
+        await con.close()
+
+
+def key_inserts(counted: Counter[str]) -> int:
+    return sum(n for query, n in counted.items() if query.startswith(KEY_INSERT))
+
+
+class TestStatements:
+    async def test_fork_none(
+        self,
+        stack: Stack,
+        statements: Callable[[Callable[[], Awaitable[Any]]], Awaitable[Counter[str]]],
+    ) -> None:
+        """A Fork NONE without request_id runs 10 statements, 2 of them key inserts."""
+        root = await stack.root(system_prompt="be brief")
+        await stack.fork(root.id, "warm")  # the pools' connections and prepared statements
+        counted = await statements(lambda: stack.fork(root.id, "counted"))
+        assert key_inserts(counted) == 2, counted
+        assert sum(counted.values()) == FORK_NONE_STATEMENTS, counted
+
+    async def test_fork_none_with_request_id(
+        self,
+        stack: Stack,
+        statements: Callable[[Callable[[], Awaitable[Any]]], Awaitable[Counter[str]]],
+    ) -> None:
+        """A client request_id adds only the up-front lookup: still 2 key inserts (no
+        storage key beside the remembered session)."""
+        root = await stack.root(system_prompt="be brief")
+        await stack.fork(root.id, "warm", request_id="warm")
+        counted = await statements(lambda: stack.fork(root.id, "counted", request_id="c"))
+        assert key_inserts(counted) == 2, counted
+        assert sum(counted.values()) == FORK_NONE_STATEMENTS + 1, counted
+
+    async def test_create_root(
+        self,
+        stack: Stack,
+        statements: Callable[[Callable[[], Awaitable[Any]]], Awaitable[Counter[str]]],
+    ) -> None:
+        """A CreateRoot with a system prompt runs 9 statements, 2 of them key inserts."""
+        await stack.root(system_prompt="warm")
+        counted = await statements(lambda: stack.root(system_prompt="be brief"))
+        assert key_inserts(counted) == 2, counted
+        assert sum(counted.values()) == CREATE_ROOT_STATEMENTS, counted
