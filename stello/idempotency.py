@@ -167,6 +167,15 @@ def answer_of(entry: tuple[bytes, bytes], request_id: str, request_hash: bytes) 
     return entry[1]
 
 
+class Answered(Exception):
+    """Raised inside a unit of work whose key an earlier call holds: rolls the work back;
+    `response` (that call's, for the same request) is the answer."""
+
+    def __init__(self, response: bytes) -> None:
+        super().__init__("answered by an earlier call with the same request_id")
+        self.response = response
+
+
 async def purge_expired(con: asyncpg.Connection) -> str:
     """Delete keys older than the TTL; returns the command status."""
     return str(await con.execute(PURGE, TTL_HOURS))
@@ -211,3 +220,20 @@ class KeyStatements:
     ) -> tuple[bytes, bytes] | None:
         """The live entry under the key as (request_hash, response); None when none."""
         return await stored(self._con, space_id, scope, request_id)
+
+    async def remember_or_answer(
+        self,
+        space_id: uuid.UUID,
+        scope: str,
+        request_id: str,
+        request_hash: bytes,
+        response: bytes,
+    ) -> None:
+        """After the work: store its response under the key (one statement), or, when an
+        earlier call's entry is live, raise `Answered` with its response (AlreadyExists for
+        another request)."""
+        if await self.remember_new(space_id, scope, request_id, request_hash, response):
+            return
+        entry = await self.stored(space_id, scope, request_id)
+        assert entry is not None  # locked live by the insert, read with the same now()
+        raise Answered(answer_of(entry, request_id, request_hash))

@@ -17,7 +17,8 @@ from collections.abc import Set as AbstractSet
 from datetime import UTC, datetime, timedelta
 from typing import Generic, Protocol, TypeVar
 
-from stello.errors import Aborted, InvalidArgument, ResourceExhausted
+from stello.errors import Aborted, FailedPrecondition, InvalidArgument, NotFound, ResourceExhausted
+from stello.idempotency import Answered, answer_of
 from storage_service import record_pages
 from storage_service.models import (
     SLOT_NAMES,
@@ -81,7 +82,9 @@ class Codecs(Protocol):
 
 
 class Idempotent(Generic[T]):
-    """Runs work at most once per request_id, inside the work's transaction."""
+    """Runs work at most once per request_id: the work, then its key in the same
+    transaction (one insert); an earlier call's live key answers instead (the work rolled
+    back), and a failing work answers it too when there is one (stello.idempotency)."""
 
     def __init__(self, scope: str, codec: Codec[T]) -> None:
         self._scope = scope
@@ -89,18 +92,38 @@ class Idempotent(Generic[T]):
 
     async def run(
         self,
-        repo: Repository,
+        db: Database,
         space_id: uuid.UUID,
         key: Idempotency,
-        work: Callable[[], Awaitable[T]],
+        work: Callable[[Repository], Awaitable[T]],
     ) -> T:
-        stored = await repo.claim(space_id, self._scope, key.request_id, key.request_hash)
-        if stored is not None:
-            return self._codec.decode(stored)
-        result = await work()
-        encoded = self._codec.encode(result)
-        await repo.remember(space_id, self._scope, key.request_id, key.request_hash, encoded)
-        return result
+        """`work` in one transaction, at most once for `key`; its result or the first one's.
+
+        Raises:
+            AlreadyExists: the request_id was used for a different request.
+        """
+
+        async def once(repo: Repository) -> T:
+            result = await work(repo)
+            encoded = self._codec.encode(result)
+            await repo.remember_or_answer(
+                space_id, self._scope, key.request_id, key.request_hash, encoded
+            )
+            return result
+
+        try:
+            return await db.transaction(once)
+        except Answered as answered:
+            return self._codec.decode(answered.response)
+        except (NotFound, FailedPrecondition, Aborted):
+            # A retry whose work can no longer succeed (a precondition its first call
+            # changed, a session gone since) still gets the first call's answer.
+            entry = await db.statement(
+                lambda repo: repo.stored(space_id, self._scope, key.request_id)
+            )
+            if entry is None:
+                raise
+            return self._codec.decode(answer_of(entry, key.request_id, key.request_hash))
 
 
 def _lease(
@@ -208,9 +231,7 @@ class StorageService:
 
         if key is None:  # one statement, its event included: no BEGIN/COMMIT round trips
             return await self._db.statement(lambda repo: append(repo, alone=True))
-        return await self._db.transaction(
-            lambda repo: self._append_once.run(repo, space_id, key, lambda: append(repo))
-        )
+        return await self._append_once.run(self._db, space_id, key, append)
 
     async def list_records(
         self, space_id: uuid.UUID, session_id: uuid.UUID, query: RecordQuery
@@ -418,16 +439,11 @@ class StorageService:
         """All preconditions, then all operations, in one transaction: all or nothing."""
 
         async def work(repo: Repository) -> tuple[OperationResult, ...]:
-            if key is None:
-                return await run_transact(repo, space_id, preconditions, operations)
-            return await self._transact_once.run(
-                repo,
-                space_id,
-                key,
-                lambda: run_transact(repo, space_id, preconditions, operations),
-            )
+            return await run_transact(repo, space_id, preconditions, operations)
 
-        return await self._db.transaction(work)
+        if key is None:
+            return await self._db.transaction(work)
+        return await self._transact_once.run(self._db, space_id, key, work)
 
     async def get_remembered_result(
         self, space_id: uuid.UUID, scope: str, request_id: str

@@ -138,9 +138,7 @@ class SharedMemoryService:
         if key is None:
             return await self._db.transaction(upsert)
         once = Idempotent(UPSERT_SCOPE, _UpsertCodec(body))
-        return await self._db.transaction(
-            lambda repo: once.run(repo, space_id, key, lambda: upsert(repo))
-        )
+        return await once.run(self._db, space_id, key, upsert)
 
     async def remove_entry(
         self, space_id: uuid.UUID, slug: str, key: Idempotency | None = None
@@ -148,8 +146,6 @@ class SharedMemoryService:
         """Remove the entry; whether there was one."""
         if key is None:
             return await self._db.transaction(lambda repo: repo.remove_entry(space_id, slug))
-        return await self._db.transaction(
-            lambda repo: self._remove_once.run(
-                repo, space_id, key, lambda: repo.remove_entry(space_id, slug)
-            )
+        return await self._remove_once.run(
+            self._db, space_id, key, lambda repo: repo.remove_entry(space_id, slug)
         )

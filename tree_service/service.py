@@ -11,7 +11,7 @@ import logging
 import uuid
 
 from stello.errors import Aborted, FailedPrecondition, NotFound
-from stello.idempotency import answer_of
+from stello.idempotency import Answered, answer_of
 from stello.prefixes import prefix_range
 from tree_service.encoding import (
     config_from_json,
@@ -57,14 +57,6 @@ DELETE_ATTEMPTS = 5
 MAX_DRY_RUN = 100_000
 
 
-class _Answered(Exception):
-    """Rolls a CreateSession's work back: an earlier call's node answers it."""
-
-    def __init__(self, node: Node) -> None:
-        super().__init__(f"answered by the earlier session {node.id}")
-        self.node = node
-
-
 def _not_found(session_id: uuid.UUID) -> NotFound:
     return NotFound(f"session {session_id} not found")
 
@@ -104,8 +96,8 @@ class TreeService:
             return await self._repo.transaction(lambda tx: self._create(tx, new, spec))
         try:
             return await self._repo.transaction(lambda tx: self._create_once(tx, new, spec))
-        except _Answered as answered:
-            return answered.node
+        except Answered as answered:
+            return decode_node(answered.response)
         except (NotFound, FailedPrecondition):
             # A retry whose work can no longer succeed (its parent went since) still gets
             # the first call's answer.
@@ -127,12 +119,10 @@ class TreeService:
         """The work, then its key in one insert; a live key (a retry, or a concurrent call
         that committed first: the insert waits for it) rolls the work back for its answer."""
         node = await cls._create(tx, new, spec)
-        key = (new.space_id, CREATE_SCOPE, new.request_id)
-        if await tx.remember_new(*key, new.request_hash, encode_node(node)):
-            return node
-        entry = await tx.stored(*key)
-        assert entry is not None  # locked live by the insert, read with the same now()
-        raise _Answered(decode_node(answer_of(entry, new.request_id, new.request_hash)))
+        await tx.remember_or_answer(
+            new.space_id, CREATE_SCOPE, new.request_id, new.request_hash, encode_node(node)
+        )
+        return node
 
     async def commit_session(self, space_id: uuid.UUID, session_id: uuid.UUID) -> Node:
         """Make a provisional session visible with the next index; idempotent."""

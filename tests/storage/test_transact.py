@@ -246,6 +246,20 @@ class TestTransact:
         assert err.code() == grpc.StatusCode.ALREADY_EXISTS
         assert error_info_reason(err) == "REQUEST_ID_REUSED"
 
+    async def test_retry_whose_precondition_now_fails_answers_the_first(
+        self, stub: Stub, space: TestSpace, make_session: MakeSession, pool: asyncpg.Pool
+    ) -> None:
+        """A retry whose work can no longer succeed (its first call moved the last seq past
+        the check) answers the first results, not ABORTED; nothing applied twice."""
+        sid = await make_session()
+        checks = [
+            Check(session_last_seq=Check.SessionLastSeqCheck(session_id=str(sid), expected=0))
+        ]
+        first = await transact(stub, space, [append_op(sid, "x")], checks, request_id="p")
+        again = await transact(stub, space, [append_op(sid, "x")], checks, request_id="p")
+        assert again == first
+        assert (await state(pool, space.id, sid))["records"] == 1
+
     async def test_failed_call_is_not_remembered(
         self, stub: Stub, space: TestSpace, make_session: MakeSession
     ) -> None:
