@@ -50,8 +50,10 @@ class SessionStorageStub:
     on every read and write.
     * Idempotency (`request_id` on AppendRecords, Transact and the shared
     memory writes): empty means none. A non-empty id is remembered for 24 h
-    per (space, RPC, request_id) with a hash of the request and the response. The same id with the same
-    request answers the first response again and does nothing new; the same
+    per (space, RPC, request_id) with a hash of the request and the
+    response. The same id with the same request answers the first response
+    again and does nothing new (even when the call would now fail: a
+    precondition its first call changed, a session deleted since); the same
     id with a different request is ALREADY_EXISTS, ErrorInfo reason
     `REQUEST_ID_REUSED`. Only successful calls are remembered: a call that
     failed may be retried with the same id.
@@ -243,8 +245,10 @@ class SessionStorageServicer:
     on every read and write.
     * Idempotency (`request_id` on AppendRecords, Transact and the shared
     memory writes): empty means none. A non-empty id is remembered for 24 h
-    per (space, RPC, request_id) with a hash of the request and the response. The same id with the same
-    request answers the first response again and does nothing new; the same
+    per (space, RPC, request_id) with a hash of the request and the
+    response. The same id with the same request answers the first response
+    again and does nothing new (even when the call would now fail: a
+    precondition its first call changed, a session deleted since); the same
     id with a different request is ALREADY_EXISTS, ErrorInfo reason
     `REQUEST_ID_REUSED`. Only successful calls are remembered: a call that
     failed may be retried with the same id.
@@ -985,8 +989,10 @@ class SessionStorage:
     on every read and write.
     * Idempotency (`request_id` on AppendRecords, Transact and the shared
     memory writes): empty means none. A non-empty id is remembered for 24 h
-    per (space, RPC, request_id) with a hash of the request and the response. The same id with the same
-    request answers the first response again and does nothing new; the same
+    per (space, RPC, request_id) with a hash of the request and the
+    response. The same id with the same request answers the first response
+    again and does nothing new (even when the call would now fail: a
+    precondition its first call changed, a session deleted since); the same
     id with a different request is ALREADY_EXISTS, ErrorInfo reason
     `REQUEST_ID_REUSED`. Only successful calls are remembered: a call that
     failed may be retried with the same id.

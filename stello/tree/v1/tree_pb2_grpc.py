@@ -219,7 +219,8 @@ class SessionTreeServicer:
         - Idempotency: a non-empty `request_id` is kept 24 h per (space, RPC,
         request_id) with a hash of the request and the stored response. The
         same id with the same request answers the first response again and
-        creates nothing; the same id with a different request is
+        creates nothing (even when the request would now fail: its parent or
+        source deleted since); the same id with a different request is
         ALREADY_EXISTS, ErrorInfo reason REQUEST_ID_REUSED. Empty = no
         idempotency.
 
