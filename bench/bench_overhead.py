@@ -7,9 +7,10 @@ Measured in one run (DESIGN §9: per hop, server CPU <= 1.3x the bare server's):
 - the gateway's GetSession (3 hops: the gateway, then storage GetSession with the
   slots and tree GetNode with the config in parallel, each one statement);
 - the gateway's Fork NONE without request_id (3 hops, 4 internal calls: tree GetConfig,
-  then the saga's tree CreateSession, storage Transact (put the meta, copy the source's
-  system prompt) and tree CommitSession); the bare chain makes the same four calls with the
-  same statements and events, without idempotency keys.
+  then the saga's tree CreateSession, storage Transact (remember the session under the
+  saga's key, put the meta, copy the source's system prompt) and tree CommitSession); the
+  bare chain makes the same four calls with the same statements and events, without
+  idempotency keys.
 
 Before the timing, each gateway scenario's costs are counted on our servers:
 internal calls per gateway call from storage's and tree's own metrics (their
