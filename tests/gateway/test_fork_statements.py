@@ -26,13 +26,23 @@ GROUP BY query
 """
 
 # Statements that are not the call's work: transaction control (the sweeper's transactions
-# have it too), the sweep's own (its lock, the due rows, the key purge), and the key lookups
-# of authentication (tests cache keys for 0 s: one per RPC).
-NOT_THE_CALL = ("BEGIN", "COMMIT", "ROLLBACK", "SELECT pg_try_advisory_xact_lock")
+# have it too), PgBouncer's parameter sync (SET, when it hands a server connection to another
+# client), the sweep's own (its lock, the due rows, the key purge), the key lookups of
+# authentication (tests cache keys for 0 s: one per RPC), and a new pool connection's setup
+# (asyncpg's type introspection, with JIT set off and back). Background work may still land
+# in a count (a health ping, a connection opened meanwhile): each call is counted RUNS times
+# and the quietest count is the call's.
+RUNS = 3
+# The servers' readiness pings (their health follows the database) and PgBouncer's server
+# check, as pg_stat_statements shows them (constants normalised or not).
+PINGS = ("SELECT 1", "SELECT $1")
+NOT_THE_CALL = ("BEGIN", "COMMIT", "ROLLBACK", "SET ", "SELECT pg_try_advisory_xact_lock")
 OTHER_MARKS = (
     "FROM sessions d",
     "DELETE FROM idempotency_keys WHERE created_at <",
     "FROM api_keys k",
+    "typeinfo_tree",
+    "set_config(",
 )
 
 KEY_INSERT = "INSERT INTO idempotency_keys"
@@ -58,21 +68,31 @@ async def _statements(
         pytest.skip("this server does not preload pg_stat_statements (the embedded one does)")
     await con.execute("CREATE EXTENSION IF NOT EXISTS pg_stat_statements")
 
-    async def count(work: Callable[[], Awaitable[Any]]) -> Counter[str]:
+    async def count_once(work: Callable[[], Awaitable[Any]]) -> Counter[str]:
         await con.execute("SELECT pg_stat_statements_reset()")
         await work()
         counted: Counter[str] = Counter()
         for row in await con.fetch(COUNTED):
             query = " ".join(row["query"].split())
-            if query.startswith(NOT_THE_CALL) or any(m in query for m in OTHER_MARKS):
+            if query.upper() in PINGS or query.startswith(NOT_THE_CALL):
+                continue
+            if any(mark in query for mark in OTHER_MARKS):
                 continue
             counted[query] += row["calls"]
         return counted
+
+    async def count(work: Callable[[], Awaitable[Any]]) -> Counter[str]:
+        runs = [await count_once(work) for _ in range(RUNS)]
+        return min(runs, key=lambda counted: sum(counted.values()))
 
     try:
         yield count
     finally:
         await con.close()
+
+
+def described(counted: Counter[str]) -> str:
+    return "\n".join(f"{n} x {query[:90]}" for query, n in sorted(counted.items()))
 
 
 def key_inserts(counted: Counter[str]) -> int:
@@ -89,8 +109,8 @@ class TestStatements:
         root = await stack.root(system_prompt="be brief")
         await stack.fork(root.id, "warm")  # the pools' connections and prepared statements
         counted = await statements(lambda: stack.fork(root.id, "counted"))
-        assert key_inserts(counted) == 2, counted
-        assert sum(counted.values()) == FORK_NONE_STATEMENTS, counted
+        assert key_inserts(counted) == 2, described(counted)
+        assert sum(counted.values()) == FORK_NONE_STATEMENTS, described(counted)
 
     async def test_fork_none_with_request_id(
         self,
@@ -101,9 +121,12 @@ class TestStatements:
         storage key beside the remembered session)."""
         root = await stack.root(system_prompt="be brief")
         await stack.fork(root.id, "warm", request_id="warm")
-        counted = await statements(lambda: stack.fork(root.id, "counted", request_id="c"))
-        assert key_inserts(counted) == 2, counted
-        assert sum(counted.values()) == FORK_NONE_STATEMENTS + 1, counted
+        ids = iter(range(RUNS))
+        counted = await statements(
+            lambda: stack.fork(root.id, "counted", request_id=f"c{next(ids)}")
+        )
+        assert key_inserts(counted) == 2, described(counted)
+        assert sum(counted.values()) == FORK_NONE_STATEMENTS + 1, described(counted)
 
     async def test_create_root(
         self,
@@ -113,5 +136,5 @@ class TestStatements:
         """A CreateRoot with a system prompt runs 9 statements, 2 of them key inserts."""
         await stack.root(system_prompt="warm")
         counted = await statements(lambda: stack.root(system_prompt="be brief"))
-        assert key_inserts(counted) == 2, counted
-        assert sum(counted.values()) == CREATE_ROOT_STATEMENTS, counted
+        assert key_inserts(counted) == 2, described(counted)
+        assert sum(counted.values()) == CREATE_ROOT_STATEMENTS, described(counted)
