@@ -14,9 +14,10 @@ check and the reply renumbered from what storage assigned, then remembered by
 a second Transact. A lost lease, or records added by someone else, is ABORTED
 CONCURRENT_MODIFICATION with nothing written.
 
-The commit carries no storage request_id (it would cost three statements per
-turn): the lease precondition already keeps a retried commit from writing
-twice. A retry whose first attempt did commit (its reply lost on the way)
+The commit carries no storage request_id (it would cost a key insert per
+turn) and its remembered reply is a plain one (no require_new, unlike the
+provisioning saga's): the lease precondition already keeps a retried commit
+from writing twice. A retry whose first attempt did commit (its reply lost on the way)
 meets the lease that attempt released; with a request_id the remembered
 reply then shows the turn is this one's own and answers it. Without one the
 client is told ABORTED although the turn was stored (a lost reply is

@@ -124,3 +124,105 @@ class TestClaim:
         """One request_id in two spaces is two keys."""
         await claim_and_remember(pool, space, "r", b"h", b"mine")
         assert await claim_and_remember(pool, other_space, "r", b"other", b"theirs") is None
+
+
+class Keys(idempotency.KeyStatements):
+    """The key statements on one connection (as a repository mixes them in)."""
+
+    def __init__(self, con: asyncpg.Connection) -> None:
+        self._con = con
+
+
+async def work_then_key(
+    pool: asyncpg.Pool, space: TestSpace, request_hash: bytes, response: bytes
+) -> bytes | None:
+    """One work-first unit under key "w": None after storing ours, else the answer."""
+    try:
+        async with pool.acquire() as con, con.transaction():
+            await Keys(con).remember_or_answer(space.id, SCOPE, "w", request_hash, response)  # type: ignore[arg-type]
+    except idempotency.Answered as answered:
+        return answered.response
+    return None
+
+
+WAITING_ON_THE_KEY = """
+SELECT count(*) FROM pg_stat_activity
+WHERE datname = current_database() AND wait_event_type = 'Lock'
+  AND query LIKE '%INSERT INTO idempotency_keys%'
+"""
+
+
+async def key_while_held(
+    pool: asyncpg.Pool, space: TestSpace, *, commit: bool
+) -> tuple[asyncio.Task[None], asyncio.Task[bytes | None]]:
+    """A first unit stores "w" and holds its transaction; a second one's insert waits on the
+    key's row (seen in pg_stat_activity); then the first commits or rolls back."""
+    stored = asyncio.Event()
+    release = asyncio.Event()
+
+    async def first() -> None:
+        async with pool.acquire() as con, con.transaction():
+            await Keys(con).remember_or_answer(space.id, SCOPE, "w", b"h", b"first")  # type: ignore[arg-type]
+            stored.set()
+            await release.wait()
+            if not commit:
+                raise RuntimeError("the work failed")
+
+    holder = asyncio.create_task(first())
+    await stored.wait()
+    second = asyncio.create_task(work_then_key(pool, space, b"h", b"second"))
+    async with asyncio.timeout(10):  # a database condition: polled (no event can tell it)
+        while True:
+            if await pool.fetchval(WAITING_ON_THE_KEY):
+                break
+            await asyncio.sleep(0.01)
+    assert not second.done()
+    release.set()
+    return holder, second
+
+
+class TestRememberNew:
+    async def test_new_key_is_stored_then_answers_a_retry(
+        self, pool: asyncpg.Pool, space: TestSpace
+    ) -> None:
+        """The first unit stores its response; a retry is answered with it (Answered)."""
+        assert await work_then_key(pool, space, b"h", b"first") is None
+        assert await work_then_key(pool, space, b"h", b"again") == b"first"
+
+    async def test_different_request_is_refused(self, pool: asyncpg.Pool, space: TestSpace) -> None:
+        """A live key with another request hash is REQUEST_ID_REUSED, the entry unchanged."""
+        await work_then_key(pool, space, b"h", b"first")
+        with pytest.raises(AlreadyExists) as caught:
+            await work_then_key(pool, space, b"other", b"x")
+        assert caught.value.reason == idempotency.REQUEST_ID_REUSED
+        assert await work_then_key(pool, space, b"h", b"y") == b"first"
+
+    async def test_expired_key_is_replaced(self, pool: asyncpg.Pool, space: TestSpace) -> None:
+        """A key past the TTL is taken afresh, even by another request."""
+        await work_then_key(pool, space, b"h", b"old")
+        await pool.execute(
+            "UPDATE idempotency_keys SET created_at = now() - interval '25 hours' "
+            "WHERE space_id = $1 AND scope = $2",
+            space.id,
+            SCOPE,
+        )
+        assert await work_then_key(pool, space, b"new hash", b"new") is None
+        assert await work_then_key(pool, space, b"new hash", b"x") == b"new"
+
+    async def test_concurrent_unit_waits_and_is_answered(
+        self, pool: asyncpg.Pool, space: TestSpace
+    ) -> None:
+        """A second unit's insert waits for the first's transaction, then is answered."""
+        holder, second = await key_while_held(pool, space, commit=True)
+        await holder
+        assert await second == b"first"
+
+    async def test_concurrent_unit_stores_when_the_first_rolls_back(
+        self, pool: asyncpg.Pool, space: TestSpace
+    ) -> None:
+        """A waiting insert whose holder rolls back stores its own response."""
+        holder, second = await key_while_held(pool, space, commit=False)
+        with pytest.raises(RuntimeError):
+            await holder
+        assert await second is None
+        assert await work_then_key(pool, space, b"h", b"x") == b"second"
