@@ -162,19 +162,8 @@ class ProvisioningSaga:
                 request_id=f"{rid}/{digest}",
             )
             await self._faults.hit("fork.after_create")
-            # The first attempt's Transact is made once-only by its remembered entry alone;
-            # a later one (the entry names a swept session) replaces that entry, under a
-            # storage request_id of its own.
-            first = attempt == 0
-            remember = _remember(once, node, require_new=first)
-            operations = [remember, *self._operations(plan, node)]
             try:
-                results = await self._storage.transact(
-                    caller,
-                    plan.space_id,
-                    operations,
-                    request_id="" if first else f"{rid}/storage",
-                )
+                results = await self._fill(caller, plan, node, once, rid if attempt else "")
             except AlreadyExists as exc:
                 earlier = await self._earlier(caller, plan.space_id, once, exc)
                 if earlier is not None:
@@ -200,6 +189,27 @@ class ProvisioningSaga:
         raise Aborted(
             f"the session of request {request_id!r} was swept on each of {MAX_ATTEMPTS} "
             "attempts; retry with a new request_id"
+        )
+
+    async def _fill(
+        self,
+        caller: Caller,
+        plan: SessionPlan,
+        node: common_pb2.TopologyNode,
+        once: RequestKey,
+        again: str,
+    ) -> Sequence[storage_pb2.OperationResult]:
+        """The Transact that fills the provisional session and remembers it under `once`.
+
+        The first attempt's (`again` empty) is made once-only by its remembered entry
+        alone (require_new); a later one's (the entry names a swept session) replaces
+        that entry, under a storage request_id of its own (`again`/storage).
+        """
+        remember = _remember(once, node, require_new=not again)
+        operations = [remember, *self._operations(plan, node)]
+        request_id = f"{again}/storage" if again else ""
+        return await self._storage.transact(
+            caller, plan.space_id, operations, request_id=request_id
         )
 
     async def replay(
