@@ -35,6 +35,11 @@ from tree_service.models import (
 )
 
 T = TypeVar("T")
+
+SUBTREE_EVENT_IDS = 1000
+"""A SUBTREE_DELETED event names at most this many sessions: a larger subtree's deletion
+writes several, with the same root, at consecutive positions (one transaction)."""
+
 _STATUS: dict[str, Status] = {s: s for s in STATUSES}
 JsonObject = dict[str, Any]
 
@@ -433,8 +438,7 @@ class TreeTx(idempotency.KeyStatements):
                 reason=CONCURRENT_MODIFICATION,
             ) from exc
         erased = [r["id"] for r in rows]
-        if erased:
-            self.outbox.add(
-                space_id, Event("subtree_deleted", session_id, session_ids=tuple(erased))
-            )
+        for start in range(0, len(erased), SUBTREE_EVENT_IDS):
+            chunk = tuple(erased[start : start + SUBTREE_EVENT_IDS])
+            self.outbox.add(space_id, Event("subtree_deleted", session_id, session_ids=chunk))
         return erased

@@ -12,7 +12,7 @@ import pytest
 from stello.tree.v1 import tree_pb2
 from tests.tree.conftest import TreeClient, session_count
 from tests.tree.owned import belongings, give_belongings
-from tests.tree.seed import chain, seed_topology
+from tests.tree.seed import chain, fanout_tree, seed_topology
 
 pytestmark = pytest.mark.sql
 
@@ -113,3 +113,29 @@ class TestDeleteSubtree:
         erased = await delete(tree, str(ids[0]))
         assert erased == [str(i) for i in ids]
         assert await session_count(pool, tree.space.id) == 0
+
+
+SUBTREE_EVENTS = """
+SELECT position, session_id, session_ids FROM space_events
+WHERE space_id = $1 AND kind = 'subtree_deleted' ORDER BY position
+"""
+
+
+class TestDeletionEvents:
+    async def test_a_large_subtree_is_named_in_events_of_at_most_a_thousand(
+        self, tree: TreeClient, pool: asyncpg.Pool
+    ) -> None:
+        """Erasing 2,500 sessions writes three SUBTREE_DELETED events of the same root, at
+        consecutive positions, naming each erased session once, the root first; no event
+        is larger than SUBTREE_EVENT_IDS ids."""
+        ids = await seed_topology(pool, tree.space.id, fanout_tree(2_500, 50))
+        erased = await delete(tree, str(ids[0]))
+        events = await pool.fetch(SUBTREE_EVENTS, tree.space.id)
+        assert [len(e["session_ids"]) for e in events] == [1000, 1000, 500]
+        assert {e["session_id"] for e in events} == {ids[0]}
+        positions = [e["position"] for e in events]
+        assert positions == list(range(positions[0], positions[0] + 3))
+        named = [str(i) for e in events for i in e["session_ids"]]
+        assert named == erased
+        assert named[0] == str(ids[0])
+        assert set(named) == {str(i) for i in ids}
