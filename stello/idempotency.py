@@ -182,16 +182,10 @@ async def purge_expired(con: asyncpg.Connection) -> str:
 
 
 class KeyStatements:
-    """`claim` and `remember` on a repository's connection (mixed into the repositories of the
-    services that accept a request_id)."""
+    """The work-first key statements (and `remember`) on a repository's connection (mixed
+    into the repositories of the services that accept a request_id)."""
 
     _con: asyncpg.Connection
-
-    async def claim(
-        self, space_id: uuid.UUID, scope: str, request_id: str, request_hash: bytes
-    ) -> bytes | None:
-        """Lock the request_id for this transaction; the stored response of an earlier call."""
-        return await claim(self._con, space_id, scope, request_id, request_hash)
 
     async def remember(
         self,
