@@ -3,11 +3,15 @@
 from __future__ import annotations
 
 import asyncio
+import contextlib
+import fcntl
 import hashlib
 import json
 import os
 import re
 import shutil
+import tempfile
+from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -23,6 +27,10 @@ ROOT = Path(__file__).resolve().parents[2]
 CLIENT_DIR = ROOT / "examples" / "node-client"
 # Written after a successful `npm ci`: the hash of the manifest and lock it installed.
 STAMP = CLIENT_DIR / "node_modules" / ".stello-installed.sha256"
+# Held while one test process checks the stamp and installs (per checkout, outside it).
+INSTALL_LOCK = Path(tempfile.gettempdir()) / (
+    "stello-node-client-" + hashlib.sha256(str(CLIENT_DIR).encode()).hexdigest()[:16] + ".lock"
+)
 MIN_NODE_MAJOR = 18
 NPM_CI_TIMEOUT_S = 240.0
 CLIENT_TIMEOUT_S = 60.0
@@ -79,6 +87,16 @@ def require(tool: str) -> str:
     pytest.skip(reason)
 
 
+@contextlib.contextmanager
+def lock_file(path: Path) -> Iterator[int]:
+    """An open descriptor of `path` (created); closing it releases a lock taken on it."""
+    fd = os.open(path, os.O_CREAT | os.O_RDWR, 0o600)
+    try:
+        yield fd
+    finally:
+        os.close(fd)
+
+
 def lock_hash() -> str:
     """The hash of package.json and package-lock.json, which decides if node_modules is stale."""
     digest = hashlib.sha256()
@@ -121,12 +139,15 @@ async def _node_client() -> NodeClient:
     major = re.match(r"v(\d+)\.", version.stdout)
     assert major and int(major.group(1)) >= MIN_NODE_MAJOR, f"Node.js {version.stdout!r} is too old"
     wanted = lock_hash()
-    if not (STAMP.is_file() and STAMP.read_text(encoding="utf-8") == wanted):
-        installed = await run(
-            npm, "ci", "--no-audit", "--no-fund", cwd=CLIENT_DIR, timeout_s=NPM_CI_TIMEOUT_S
-        )
-        assert installed.returncode == 0, f"npm ci failed\n{installed.explain()}"
-        STAMP.write_text(wanted, encoding="utf-8")
+    # The test passes of scripts/test run side by side: one installs, the others wait for it.
+    with lock_file(INSTALL_LOCK) as lock:
+        await asyncio.to_thread(fcntl.flock, lock, fcntl.LOCK_EX)
+        if not (STAMP.is_file() and STAMP.read_text(encoding="utf-8") == wanted):
+            installed = await run(
+                npm, "ci", "--no-audit", "--no-fund", cwd=CLIENT_DIR, timeout_s=NPM_CI_TIMEOUT_S
+            )
+            assert installed.returncode == 0, f"npm ci failed\n{installed.explain()}"
+            STAMP.write_text(wanted, encoding="utf-8")
     return NodeClient(node)
 
 
