@@ -47,7 +47,14 @@ import grpc
 
 from stello.auth import KeyStore, Principal
 from stello.boundary import check_request, client_error, request_descriptor, tolerant
-from stello.errors import InvalidArgument, NotFound, PermissionDenied, Unauthenticated, abort_with
+from stello.errors import (
+    InvalidArgument,
+    NotFound,
+    PermissionDenied,
+    StelloError,
+    Unauthenticated,
+    abort_with,
+)
 from stello.metrics import MethodMetrics, RpcMetrics
 from stello.settings import StelloSettings
 from stello.validation import checked_space
@@ -216,6 +223,7 @@ class CallChain(grpc.aio.ServerInterceptor):
             began = time.perf_counter()
             header = self._start(context)
             error: BaseException | None = None
+            finished = False
             try:
                 await self._admit(plan, request, header)
                 return await behavior(request, context)
@@ -224,12 +232,15 @@ class CallChain(grpc.aio.ServerInterceptor):
                 raise
             except Exception as exc:
                 error = exc
-                await abort_with(context, client_error(exc, plan.name))
+                failure = self._failed(plan, context, exc, began)
+                finished = True
+                await abort_with(context, failure)
             except BaseException as exc:  # cancelled: the client left or the deadline passed
                 error = exc
                 raise
             finally:
-                self._finish(plan, context, error, began)
+                if not finished:
+                    self._finish(plan, context, error, began)
 
         return unary
 
@@ -238,6 +249,7 @@ class CallChain(grpc.aio.ServerInterceptor):
             began = time.perf_counter()
             header = self._start(context)
             error: BaseException | None = None
+            finished = False
             try:
                 await self._admit(plan, request, header)
                 async for item in behavior(request, context):
@@ -247,12 +259,15 @@ class CallChain(grpc.aio.ServerInterceptor):
                 raise
             except Exception as exc:
                 error = exc
-                await abort_with(context, client_error(exc, plan.name))
+                failure = self._failed(plan, context, exc, began)
+                finished = True
+                await abort_with(context, failure)
             except BaseException as exc:
                 error = exc
                 raise
             finally:
-                self._finish(plan, context, error, began)
+                if not finished:
+                    self._finish(plan, context, error, began)
 
         return stream
 
@@ -266,6 +281,17 @@ class CallChain(grpc.aio.ServerInterceptor):
                 request_id = str(value)
         request_id_var.set(request_id or self._ids.new())
         return header
+
+    def _failed(
+        self, plan: MethodPlan, context: Context, exc: Exception, began: float
+    ) -> StelloError:
+        """What the client is told of `exc`, the call counted and logged with it first:
+        grpc sends the status as the handler aborts, and a client that then reads the
+        metrics must find the call there."""
+        failure = client_error(exc, plan.name)
+        context.set_code(failure.code)
+        self._finish(plan, context, exc, began)
+        return failure
 
     def _finish(
         self, plan: MethodPlan, context: Context, error: BaseException | None, began: float
