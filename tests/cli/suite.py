@@ -29,11 +29,14 @@ from storage_service.app import create_app as storage_app
 from tests.cli.processes import private_env, run_cli
 from tests.support.fixtures import TestSpace
 from tree_service.app import create_app as tree_app
+from tree_service.config import TreeSettings
 
 README = Path(__file__).resolve().parents[2] / "README.md"
 PROFILES_MARKER = "<!-- profiles example: the file tests/cli/suite.py serves -->"
 SKILLS_MARKER = "<!-- skills example: the file tests/cli/suite.py serves -->"
 SLOW_DELTA_S = 1.0
+SWEEP_S = 3600.0
+"""The suite tree's sweep interval: once at start, then not within a test run."""
 
 
 def readme_block(marker: str) -> str:
@@ -101,7 +104,9 @@ class Servers:
 async def start_suite(servers: Servers, profiles: Path, skills: Path | None = None) -> Suite:
     """Storage, tree, and the fast and slow gateways over them."""
     storage = await servers.start(storage_app)
-    tree = await servers.start(tree_app)
+    # The suite lives for the whole test session: its periodic sweep (which reaches every
+    # space) must not remove another test's expired provisional session under its feet.
+    tree = await servers.start(partial(tree_app, config=TreeSettings(sweep_interval_s=SWEEP_S)))
     addresses = []
     for delay in (0.0, SLOW_DELTA_S):
         config = GatewaySettings(
