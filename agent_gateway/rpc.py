@@ -28,7 +28,7 @@ import asyncio
 import collections
 import random
 import time
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, replace
 from typing import Any, TypeVar, cast
 
@@ -46,6 +46,8 @@ from stello.errors import (
 )
 
 R = TypeVar("R", bound=Message)
+A = TypeVar("A")
+B = TypeVar("B")
 
 
 @dataclass(frozen=True, slots=True)
@@ -178,6 +180,30 @@ class ServiceClient:
         if remaining is not None and remaining <= delay:
             return None
         return delay
+
+
+async def both(first: Awaitable[A], second: Awaitable[B]) -> tuple[A, B]:
+    """Both results, `first` run in a task while `second` runs here (two calls in parallel).
+
+    What ``asyncio.gather`` answers for two, at about a third of its CPU (one task and
+    no gathering future, not two tasks and one): a failure of either is raised, and a
+    caller cancelled while waiting cancels both. When `second` fails, `first` is
+    cancelled (a read nobody will use) and its own failure, if any, is not reported.
+    """
+    task = asyncio.ensure_future(first)
+    try:
+        second_result = await second
+    except BaseException:
+        task.cancel()
+        task.add_done_callback(_retrieved)
+        raise
+    return await task, second_result
+
+
+def _retrieved(task: asyncio.Future[Any]) -> None:
+    """Mark a dropped task's failure as seen (asyncio logs one nobody retrieved)."""
+    if not task.cancelled():
+        task.exception()
 
 
 def _plain(exc: grpc.aio.AioRpcError, error: StelloError) -> str:

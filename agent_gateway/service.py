@@ -7,12 +7,12 @@ NOT_FOUND. Writes go to the one service that owns the data.
 
 from __future__ import annotations
 
-import asyncio
 import uuid
 from collections.abc import Sequence
 from dataclasses import dataclass
 
 from agent_gateway.clients import Caller, StorageClient, TreeClient
+from agent_gateway.rpc import both
 from agent_gateway.saga import summary_of
 from stello.common.v1 import common_pb2
 from stello.errors import FailedPrecondition
@@ -140,7 +140,7 @@ class SessionService:
     ) -> SessionDetails:
         """Node, meta, config and slots of one session: one tree call (node and config) and
         one storage call (meta and slots), in parallel."""
-        (node, config), (meta, slots) = await asyncio.gather(
+        (node, config), (meta, slots) = await both(
             self._tree.get_node_with_config(caller, space_id, session_id),
             self._storage.get_session_with_slots(caller, space_id, session_id),
         )

@@ -20,6 +20,7 @@ import pytest
 
 from agent_gateway.clients import Caller, CallPolicy, TreeClient
 from agent_gateway.reconcile import reconcile
+from agent_gateway.rpc import both
 from stello.channels import open_channel
 from stello.common.v1 import common_pb2
 from stello.errors import DeadlineExceeded, NotFound, PermissionDenied, Unavailable
@@ -175,3 +176,78 @@ class TestReconcile:
         """A tenant key may not reconcile (PERMISSION_DENIED)."""
         with pytest.raises(PermissionDenied):
             await reconcile(backends.tree.address, space.key)
+
+
+class TestBoth:
+    """`both`: two calls in parallel, gather's outcome for two."""
+
+    async def test_results_in_order_run_in_parallel(self) -> None:
+        """Each result in its place; the two run at once (each waits for the other)."""
+        first_started, second_started = asyncio.Event(), asyncio.Event()
+
+        async def first() -> str:
+            first_started.set()
+            await second_started.wait()
+            return "first"
+
+        async def second() -> int:
+            second_started.set()
+            await first_started.wait()
+            return 2
+
+        assert await asyncio.wait_for(both(first(), second()), 5) == ("first", 2)
+
+    async def test_a_failure_of_either_is_raised(self) -> None:
+        """The first's failure after the second answered, or the second's."""
+
+        async def fails() -> None:
+            raise NotFound("session x not found")
+
+        async def answers() -> int:
+            return 1
+
+        with pytest.raises(NotFound):
+            await both(fails(), answers())
+        with pytest.raises(NotFound):
+            await both(answers(), fails())
+
+    async def test_the_second_failing_cancels_the_first(self) -> None:
+        """A read nobody will use is cancelled, and nothing is left running."""
+        forever = asyncio.Event()
+        cancelled = asyncio.Event()
+
+        async def waits() -> None:
+            try:
+                await forever.wait()
+            except asyncio.CancelledError:
+                cancelled.set()
+                raise
+
+        async def fails() -> None:
+            await asyncio.sleep(0)
+            raise NotFound("session x not found")
+
+        with pytest.raises(NotFound):
+            await both(waits(), fails())
+        await asyncio.wait_for(cancelled.wait(), 5)
+
+    async def test_a_cancelled_caller_cancels_both(self) -> None:
+        """Cancelling the waiting caller cancels the call in the task and the one inline."""
+        cancelled: list[str] = []
+        started = asyncio.Event()
+
+        async def waits(name: str) -> None:
+            try:
+                started.set()
+                await asyncio.Event().wait()
+            except asyncio.CancelledError:
+                cancelled.append(name)
+                raise
+
+        caller = asyncio.ensure_future(both(waits("first"), waits("second")))
+        await started.wait()
+        await asyncio.sleep(0)
+        caller.cancel()
+        with pytest.raises(asyncio.CancelledError):
+            await caller
+        assert sorted(cancelled) == ["first", "second"]
