@@ -8,6 +8,7 @@ import asyncpg
 import pytest
 
 from stello.db import create_pool, in_statement, in_transaction
+from stello.errors import Unavailable
 from stello.settings import StelloSettings
 from tests.support.proxy import PgProxy
 
@@ -43,3 +44,49 @@ class TestTerminatedBackend:
                 assert await run(small, _one) == 1
         finally:
             await proxy.cut()
+
+
+class TestRefusedByTheDriver:
+    """A statement the driver's protocol refused: its connection never goes back to the pool."""
+
+    @pytest.mark.parametrize("helper", [in_transaction, in_statement], ids=["tx", "statement"])
+    async def test_out_of_step_is_retried_on_another_connection(
+        self, settings: StelloSettings, database_url: str, helper: object
+    ) -> None:
+        """Refused before it was written ("cannot switch to state"): the connection is
+        terminated and the work runs again on a fresh one."""
+        one = settings.model_copy(update={"db_pool_min_size": 1, "db_pool_max_size": 1})
+        pids: list[int] = []
+
+        async def work(con: asyncpg.Connection) -> int:
+            pids.append(await _pid(con))
+            if len(pids) == 1:
+                raise asyncpg.InternalClientError("cannot switch to state 15; another operation")
+            return await _one(con)
+
+        run = in_transaction if helper is in_transaction else in_statement
+        async with create_pool(database_url, one) as small:
+            assert await run(small, work) == 1
+        assert len(pids) == 2 and pids[0] != pids[1]  # the pool's only connection was replaced
+
+    @pytest.mark.parametrize("helper", [in_transaction, in_statement], ids=["tx", "statement"])
+    async def test_other_refusals_are_unavailable(
+        self, settings: StelloSettings, database_url: str, helper: object
+    ) -> None:
+        """Any other InternalClientError: the connection terminated, not retried, Unavailable
+        (a lost database, as the driver's other connection errors)."""
+        one = settings.model_copy(update={"db_pool_min_size": 1, "db_pool_max_size": 1})
+        pids: list[int] = []
+        refusal = asyncpg.InternalClientError("the driver refused")
+
+        async def work(con: asyncpg.Connection) -> int:
+            pids.append(await _pid(con))
+            raise refusal
+
+        run = in_transaction if helper is in_transaction else in_statement
+        async with create_pool(database_url, one) as small:
+            with pytest.raises(Unavailable) as raised:
+                await run(small, work)
+            assert raised.value.__cause__ is refusal
+            assert len(pids) == 1  # not retried
+            assert await in_statement(small, _pid) != pids[0]  # the connection was replaced
