@@ -19,6 +19,17 @@ async def _pid(con: asyncpg.Connection) -> int:
     return int(await con.fetchval("SELECT pg_backend_pid()"))
 
 
+def _client(con: asyncpg.Connection) -> int:
+    """Which client connection this is: the backend key the server sent it (through
+    PgBouncer, one PgBouncer makes for each client connection, while pg_backend_pid() may
+    name a server connection another client used before)."""
+    return con.get_server_pid()
+
+
+async def _client_of(con: asyncpg.Connection) -> int:
+    return _client(con)
+
+
 async def _one(con: asyncpg.Connection) -> int:
     return int(await con.fetchval("SELECT 1"))
 
@@ -59,7 +70,7 @@ class TestRefusedByTheDriver:
         pids: list[int] = []
 
         async def work(con: asyncpg.Connection) -> int:
-            pids.append(await _pid(con))
+            pids.append(_client(con))
             if len(pids) == 1:
                 raise asyncpg.InternalClientError("cannot switch to state 15; another operation")
             return await _one(con)
@@ -80,7 +91,7 @@ class TestRefusedByTheDriver:
         refusal = asyncpg.InternalClientError("the driver refused")
 
         async def work(con: asyncpg.Connection) -> int:
-            pids.append(await _pid(con))
+            pids.append(_client(con))
             raise refusal
 
         run = in_transaction if helper is in_transaction else in_statement
@@ -89,4 +100,4 @@ class TestRefusedByTheDriver:
                 await run(small, work)
             assert raised.value.__cause__ is refusal
             assert len(pids) == 1  # not retried
-            assert await in_statement(small, _pid) != pids[0]  # the connection was replaced
+            assert await in_statement(small, _client_of) != pids[0]  # the connection was replaced
