@@ -2,28 +2,21 @@
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator
 from typing import Any
 
 import asyncpg
 import grpc
 import pytest
 
-from agent_gateway.app import GatewayClients
 from stello.agent.v1 import agent_pb2, agent_pb2_grpc
 from stello.errors import field_violations
-from stello.settings import StelloSettings
 from tests.gateway.conftest import (
-    Backends,
-    FakeSummarizer,
-    GatewayStarter,
+    Counted,
     Stack,
-    close_stack,
     new_id,
-    open_stack,
     rpc_error,
 )
-from tests.support.fixtures import TestSpace, new_space
+from tests.support.fixtures import new_space
 from tests.tree.seed import chain, seed_topology
 
 pytestmark = pytest.mark.sql
@@ -38,29 +31,13 @@ async def lineage(stack: Stack, session_id: str, size: int = 0, token: str = "")
     )
 
 
-@pytest.fixture(name="counted")
-async def _counted(
-    start_gateway: GatewayStarter,
-    backends: Backends,
-    space: TestSpace,
-    summarizer: FakeSummarizer,
-    settings: StelloSettings,
-) -> AsyncIterator[tuple[Stack, GatewayClients]]:
-    """A stack whose gateway's storage and tree clients count their calls."""
-    clients = GatewayClients.connect(backends.gateway_config(), settings)
-    gateway = await start_gateway(clients=clients)
-    stack = await open_stack(backends, gateway, space, summarizer)
-    yield stack, clients
-    await close_stack(stack)
-
-
 class TestLineage:
     async def test_a_thousand_deep_chain_each_ancestor_once_two_calls_a_page(
-        self, counted: tuple[Stack, GatewayClients], pool: asyncpg.Pool
+        self, counted: Counted, pool: asyncpg.Pool
     ) -> None:
         """Over 1,000 ancestors, pages of 100 give each once nearest first with its slots,
         each page one tree ListAncestors and one storage BatchGetSlots."""
-        stack, clients = counted
+        stack, clients = counted.stack, counted.clients
         ids = await seed_topology(pool, stack.space.id, chain(1001))
         slots = [(stack.space.id, ids[i], f"memory {i}", f"insight {i}") for i in range(0, 1000, 3)]
         async with pool.acquire() as con:

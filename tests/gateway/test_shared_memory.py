@@ -2,27 +2,21 @@
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator
 from typing import Any
 
 import grpc
 import pytest
 
-from agent_gateway.app import GatewayClients
 from stello.agent.v1 import agent_pb2, agent_pb2_grpc
 from stello.errors import error_info_reason, field_violations
 from stello.idempotency import REQUEST_ID_REUSED
 from stello.settings import StelloSettings
 from tests.gateway.conftest import (
-    Backends,
-    FakeSummarizer,
-    GatewayStarter,
+    Counted,
     Stack,
-    close_stack,
-    open_stack,
     rpc_error,
 )
-from tests.support.fixtures import TestSpace, new_space
+from tests.support.fixtures import new_space
 
 pytestmark = pytest.mark.sql
 
@@ -43,22 +37,6 @@ async def entries(stack: Stack, page_size: int = 0, page_token: str = "") -> Any
             space_id=stack.space.sid, page_size=page_size, page_token=page_token
         )
     )
-
-
-@pytest.fixture(name="counted")
-async def _counted(
-    start_gateway: GatewayStarter,
-    backends: Backends,
-    space: TestSpace,
-    summarizer: FakeSummarizer,
-    settings: StelloSettings,
-) -> AsyncIterator[tuple[Stack, GatewayClients]]:
-    """A stack whose gateway's storage and tree clients count their calls."""
-    clients = GatewayClients.connect(backends.gateway_config(), settings)
-    gateway = await start_gateway(clients=clients)
-    stack = await open_stack(backends, gateway, space, summarizer)
-    yield stack, clients
-    await close_stack(stack)
 
 
 class TestPassthrough:
@@ -142,10 +120,10 @@ class TestCheckedFirst:
         ],
     )
     async def test_a_bad_upsert_never_reaches_storage(
-        self, counted: tuple[Stack, GatewayClients], fields: dict[str, str], bad: list[str]
+        self, counted: Counted, fields: dict[str, str], bad: list[str]
     ) -> None:
         """The gateway refuses what storage would, naming the client's fields, with no call."""
-        stack, clients = counted
+        stack, clients = counted.stack, counted.clients
         values = {"slug": "ok", "summary": "s", "body": "b"} | fields
         clients.storage.calls.clear()
         error = await rpc_error(upsert(stack, **values))
@@ -154,20 +132,18 @@ class TestCheckedFirst:
         assert not clients.storage.calls
 
     async def test_a_body_over_the_slot_limit_never_reaches_storage(
-        self, counted: tuple[Stack, GatewayClients], settings: StelloSettings
+        self, counted: Counted, settings: StelloSettings
     ) -> None:
         """A body over STELLO_MAX_SLOT_BYTES is INVALID_ARGUMENT `body` before any call."""
-        stack, clients = counted
+        stack, clients = counted.stack, counted.clients
         clients.storage.calls.clear()
         error = await rpc_error(upsert(stack, "big", body="x" * (settings.max_slot_bytes + 1)))
         assert [v.field for v in field_violations(error)] == ["body"]
         assert not clients.storage.calls
 
-    async def test_each_rpc_is_one_storage_call(
-        self, counted: tuple[Stack, GatewayClients]
-    ) -> None:
+    async def test_each_rpc_is_one_storage_call(self, counted: Counted) -> None:
         """List, get, upsert and remove each make exactly one storage call and no tree call."""
-        stack, clients = counted
+        stack, clients = counted.stack, counted.clients
         clients.storage.calls.clear()
         clients.tree.calls.clear()
         await upsert(stack, "k")
