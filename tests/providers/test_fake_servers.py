@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import asyncio
+
 import pytest
 
 from agent_gateway.llm import LLMMessage
@@ -40,3 +42,19 @@ class TestFakeOpenAI:
             fake.reply("b")
             fake.clear()
             assert (fake.pending, fake.requests) == (0, [])
+
+    @pytest.mark.parametrize("body", [b"", b"not json"])
+    async def test_unreadable_body_answers_400(self, body: bytes) -> None:
+        """A body the fake cannot read is answered 400 (as a real provider does), not dropped
+        with an exception in the event loop (the autouse `loop_errors` fixture would see it)."""
+        async with FakeOpenAI() as fake:
+            fake.set_default(lambda body: FakeAnswer("never"))
+            reader, writer = await asyncio.open_connection("127.0.0.1", fake.port)
+            head = f"POST /v1/chat/completions HTTP/1.1\r\ncontent-length: {len(body)}\r\n"
+            writer.write(head.encode() + b"connection: close\r\n\r\n" + body)
+            answer = await reader.read()
+            writer.close()
+            await writer.wait_closed()
+            assert answer.startswith(b"HTTP/1.1 400 ")
+            assert b"could not read the body of POST /v1/chat/completions" in answer
+            assert [r.body for r in fake.rejected] == [body]

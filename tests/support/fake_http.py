@@ -164,11 +164,30 @@ def _unscripted(request: RecordedRequest) -> Reply:
     )
 
 
+def _unreadable(request: RecordedRequest, exc: ValueError) -> Reply:
+    """What a real provider answers a body it cannot parse: 400, not a dropped connection."""
+    message = (
+        f"fake server: could not read the body of {request.method} {request.path} "
+        f"({len(request.body)} bytes, content-length {request.headers.get('content-length')!r}, "
+        f"transfer-encoding {request.headers.get('transfer-encoding')!r}): {exc}"
+    )
+    return Reply.json(
+        {"error": {"message": message, "type": "invalid_request_error"}},
+        status=400,
+        headers=(("x-should-retry", "false"),),
+    )
+
+
 class FakeHTTPServer:
-    """A loopback HTTP/1.1 server that plays scripted replies and records requests."""
+    """A loopback HTTP/1.1 server that plays scripted replies and records requests.
+
+    A responder that cannot read a request's body (not JSON) answers 400, as a real
+    provider does, and the request is kept in `rejected` too.
+    """
 
     def __init__(self) -> None:
         self.requests: list[RecordedRequest] = []
+        self.rejected: list[RecordedRequest] = []
         self.default: Responder = _unscripted
         self._script: deque[Reply | Responder] = deque()
         self._server: asyncio.Server | None = None
@@ -228,7 +247,13 @@ class FakeHTTPServer:
 
     def _reply_to(self, request: RecordedRequest) -> Reply:
         scripted = self._script.popleft() if self._script else self.default
-        return scripted if isinstance(scripted, Reply) else scripted(request)
+        if isinstance(scripted, Reply):
+            return scripted
+        try:
+            return scripted(request)
+        except ValueError as exc:  # a body that is not the JSON the responder reads
+            self.rejected.append(request)
+            return _unreadable(request, exc)
 
     async def _serve(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
         # The connection runs in a task of our own, so `close` can cancel it (a
