@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator, Callable, Sequence
+from collections.abc import AsyncIterator, Callable, Mapping, Sequence
 from dataclasses import dataclass
 
 import asyncpg
@@ -48,6 +48,7 @@ from agent_gateway.watch import Watchers, key_check
 from stello.agent.v1 import agent_pb2_grpc
 from stello.auth import KeyStore
 from stello.channels import ClientTls, open_channel
+from stello.inproc import LocalChannel, LocalServer
 from stello.server import ServiceApp
 from stello.settings import StelloSettings
 
@@ -62,8 +63,18 @@ class GatewayClients:
     tree: TreeClient
 
     @classmethod
-    def connect(cls, config: GatewaySettings, settings: StelloSettings) -> GatewayClients:
+    def connect(
+        cls,
+        config: GatewaySettings,
+        settings: StelloSettings,
+        *,
+        local: Mapping[str, LocalServer] | None = None,
+    ) -> GatewayClients:
         """Open one channel per service (TLS when configured); the caller's key is added per call.
+
+        A service in `local` ("storage", "tree": its server runs in this process) is called
+        in-process for its unary methods (`stello.inproc.LocalChannel`), the rest over its
+        channel.
 
         Raises:
             stello.errors.FailedPrecondition: a TLS file cannot be read.
@@ -75,8 +86,9 @@ class GatewayClients:
             backoff_s=config.retry_backoff_s,
         )
         tls = services_tls(config)
-        storage = _channel(config.storage_address, settings, tls)
-        tree = _channel(config.tree_address, settings, tls)
+        local = local or {}
+        storage = _channel(config.storage_address, settings, tls, local.get("storage"))
+        tree = _channel(config.tree_address, settings, tls, local.get("tree"))
         return cls(StorageClient(storage, policy), TreeClient(tree, policy))
 
 
@@ -92,8 +104,11 @@ def services_tls(config: GatewaySettings) -> ClientTls | None:
     )
 
 
-def _channel(address: str, settings: StelloSettings, tls: ClientTls | None) -> grpc.aio.Channel:
-    return open_channel(targets(address), max_message_bytes=settings.max_message_bytes, tls=tls)
+def _channel(
+    address: str, settings: StelloSettings, tls: ClientTls | None, local: LocalServer | None
+) -> grpc.aio.Channel:
+    network = open_channel(targets(address), max_message_bytes=settings.max_message_bytes, tls=tls)
+    return network if local is None else LocalChannel(local, network)
 
 
 class LazyProvider:

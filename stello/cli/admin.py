@@ -161,8 +161,10 @@ async def cmd_up(args: argparse.Namespace) -> int:
         write("ready: press Ctrl-C to stop")
         write(f"saved: {saved} (the key and endpoints; the stello client commands read them)")
 
+    # Traced, every hop is a span: the gateway's calls then go over loopback gRPC.
+    local_calls = not args.network_calls and tracing is None
     try:
-        await run_up(settings, ports, ready)
+        await run_up(settings, ports, ready, local_calls=local_calls)
     finally:
         if tracing is not None:
             tracing.shutdown()
@@ -260,6 +262,13 @@ def register(commands: Commands) -> None:
         help="the web console's port (default 50064; 0 = any free one)",
     )
     up.add_argument("--no-console", action="store_true", help="do not serve the web console")
+    up.add_argument(
+        "--network-calls",
+        action="store_true",
+        help="the gateway calls storage and tree over loopback gRPC, as separate deployments "
+        "do (default: in-process, through the same interceptors; always over the network "
+        "when tracing is on)",
+    )
     commands.database_option(up)
     migrate = commands.local(
         "migrate",

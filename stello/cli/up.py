@@ -13,7 +13,7 @@ import contextlib
 import dataclasses
 import logging
 import signal
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator, Callable, Mapping
 from dataclasses import dataclass
 
 import asyncpg
@@ -24,6 +24,7 @@ from stello.cli.credentials import Credentials, load_credentials, save_credentia
 from stello.db import create_pool
 from stello.embedded import database_url
 from stello.errors import FailedPrecondition
+from stello.inproc import LocalServer
 from stello.migrate import migrate_dsn
 from stello.server import ServiceApp, create_server, shutdown
 from stello.settings import StelloSettings
@@ -55,26 +56,45 @@ async def local_credentials(keys: KeyStore) -> Credentials:
     return Credentials(str(created.space_id), created.secret)
 
 
-def _factories(
-    ports: Ports,
-) -> list[
-    tuple[str, int, Callable[[StelloSettings, asyncpg.Pool, KeyStore, str, str], ServiceApp]]
-]:
-    """The three services in start order; the gateway learns the others' addresses."""
+@dataclass(frozen=True, slots=True)
+class Started:
+    """A service that is running: its address, and its handlers for in-process calls."""
+
+    address: str
+    local: LocalServer | None
+
+
+Factory = Callable[[StelloSettings, asyncpg.Pool, KeyStore, Mapping[str, Started]], ServiceApp]
+
+
+def _factories(ports: Ports, local_calls: bool) -> list[tuple[str, int, Factory]]:
+    """The three services in start order; the gateway learns the others' addresses and,
+    with `local_calls`, calls them in-process (`stello.inproc`) instead of over loopback."""
+    from agent_gateway.app import GatewayClients
     from agent_gateway.app import create_app as gateway_app
     from agent_gateway.config import GatewaySettings
     from storage_service.app import create_app as storage_app
     from tree_service.app import create_app as tree_app
 
-    def storage(s: StelloSettings, p: asyncpg.Pool, k: KeyStore, _a: str, _b: str) -> ServiceApp:
+    def storage(
+        s: StelloSettings, p: asyncpg.Pool, k: KeyStore, _: Mapping[str, Started]
+    ) -> ServiceApp:
         return storage_app(s, p, k)
 
-    def tree(s: StelloSettings, p: asyncpg.Pool, k: KeyStore, _a: str, _b: str) -> ServiceApp:
+    def tree(
+        s: StelloSettings, p: asyncpg.Pool, k: KeyStore, _: Mapping[str, Started]
+    ) -> ServiceApp:
         return tree_app(s, p, k)
 
-    def gateway(s: StelloSettings, p: asyncpg.Pool, k: KeyStore, st: str, tr: str) -> ServiceApp:
-        config = GatewaySettings(storage_address=st, tree_address=tr)
-        return gateway_app(s, p, k, config)
+    def gateway(
+        s: StelloSettings, p: asyncpg.Pool, k: KeyStore, started: Mapping[str, Started]
+    ) -> ServiceApp:
+        config = GatewaySettings(
+            storage_address=started["storage"].address, tree_address=started["tree"].address
+        )
+        local = {name: run.local for name, run in started.items() if local_calls and run.local}
+        clients = GatewayClients.connect(config, s, local=local)
+        return gateway_app(s, p, k, config, clients=clients)
 
     return [
         ("storage", ports.storage, storage),
@@ -84,10 +104,17 @@ def _factories(
 
 
 async def run_up(
-    settings: StelloSettings, ports: Ports, on_ready: Callable[[dict[str, str]], None]
+    settings: StelloSettings,
+    ports: Ports,
+    on_ready: Callable[[dict[str, str]], None],
+    *,
+    local_calls: bool = True,
 ) -> None:
     """Run everything until SIGINT/SIGTERM; `on_ready` gets the printed lines as a dict
     (endpoints, provider, space_id, key, and `saved`: the credentials file's path).
+
+    With `local_calls` the gateway calls storage and tree in-process (`stello.inproc`),
+    else over loopback gRPC, as separate deployments do; both still listen for clients.
 
     The signal handlers are installed before anything starts, so a signal during
     start-up unwinds too: servers stop, then the embedded PostgreSQL (`pg_ctl
@@ -101,7 +128,9 @@ async def run_up(
                 keys = KeyStore(pool, settings.auth_cache_ttl_s)
                 running: list[tuple[ServiceApp, grpc.aio.Server]] = []
                 try:
-                    addresses = await start_servers(settings, ports, pool, keys, running)
+                    addresses = await start_servers(
+                        settings, ports, pool, keys, running, local_calls=local_calls
+                    )
                     credentials = await local_credentials(keys)
                     credentials = dataclasses.replace(credentials, **addresses)
                     saved = save_credentials(credentials)
@@ -131,11 +160,13 @@ async def start_servers(
     pool: asyncpg.Pool,
     keys: KeyStore,
     running: list[tuple[ServiceApp, grpc.aio.Server]],
+    *,
+    local_calls: bool = True,
 ) -> dict[str, str]:
     """Start storage, tree and gateway in order (appending to `running`); their addresses."""
-    addresses: dict[str, str] = {}
-    for name, port, factory in _factories(ports):
-        app = factory(settings, pool, keys, addresses.get("storage", ""), addresses.get("tree", ""))
+    started: dict[str, Started] = {}
+    for name, port, factory in _factories(ports, local_calls):
+        app = factory(settings, pool, keys, started)
         address = f"{ports.host}:{port}"
         try:
             server, bound = await create_server(app, address)
@@ -146,8 +177,8 @@ async def start_servers(
             ) from exc
         await server.start()
         running.append((app, server))
-        addresses[name] = f"{ports.host}:{bound}"
-    return addresses
+        started[name] = Started(f"{ports.host}:{bound}", app.local)
+    return {name: run.address for name, run in started.items()}
 
 
 async def start_console(

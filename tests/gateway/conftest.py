@@ -198,6 +198,25 @@ async def _backends(
     await sweeper.stop()
 
 
+@pytest.fixture(name="local_calls")
+def _local_calls() -> bool:
+    """Whether the stacks' gateways call storage and tree in-process (`stello.inproc`), as
+    `stello up` does; tests/gateway/test_local_calls.py reruns test classes with True."""
+    return False
+
+
+def gateway_clients(
+    config: GatewaySettings, backends: Backends, settings: StelloSettings, local_calls: bool
+) -> GatewayClients:
+    """The gateway's clients of the backends (as `config` sets them up): in-process calls
+    with `local_calls`."""
+    local = {}
+    if local_calls:
+        assert backends.storage.app.local is not None and backends.tree.app.local is not None
+        local = {"storage": backends.storage.app.local, "tree": backends.tree.app.local}
+    return GatewayClients.connect(config, settings, local=local)
+
+
 @pytest.fixture(name="profiles_file")
 def _profiles_file(tmp_path: Path) -> Path:
     path = tmp_path / "profiles.toml"
@@ -216,6 +235,8 @@ def _start_gateway(
     backends: Backends,
     profiles_file: Path,
     summarizer: FakeSummarizer,
+    settings: StelloSettings,
+    local_calls: bool,
 ) -> GatewayStarter:
     """Start a gateway over the backends; keyword overrides go to GatewaySettings.
 
@@ -234,6 +255,8 @@ def _start_gateway(
     ) -> RunningServer:
         overrides.setdefault("profiles_file", profiles_file)
         config = backends.gateway_config(**overrides)
+        if clients is None and local_calls:
+            clients = gateway_clients(config, backends, settings, local_calls)
         factory = partial(
             create_app,
             config=config,
@@ -362,8 +385,9 @@ async def _counted(
     space: TestSpace,
     summarizer: FakeSummarizer,
     settings: StelloSettings,
+    local_calls: bool,
 ) -> AsyncIterator[Counted]:
-    clients = GatewayClients.connect(backends.gateway_config(), settings)
+    clients = gateway_clients(backends.gateway_config(), backends, settings, local_calls)
     gateway = await start_gateway(clients=clients)
     stack = await open_stack(backends, gateway, space, summarizer)
     yield Counted(stack, clients)

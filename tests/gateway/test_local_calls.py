@@ -1,0 +1,53 @@
+"""Gateway behaviour with in-process calls to storage and tree (`stello up`'s default).
+
+The classes below are the ones of the modules they come from, collected again
+here with the `local_calls` fixture True: the gateway's clients reach the
+backends through `stello.inproc.LocalChannel` (their interceptors and handlers,
+no network). Chosen to cover every shape of internal call: reads that fan out
+and the calls they count, forks (the saga), turns and their streams, leases,
+consolidation, the error boundary and refused input (with the fixtures of their
+modules). Not here: tests whose point is a backend's network (an unreachable or
+failing storage server, TLS, outages), which in-process calls do not have.
+"""
+
+from __future__ import annotations
+
+import pytest
+
+from tests.gateway.test_bad_input import TestLabelsAndIds as TestLabelsAndIdsLocal
+from tests.gateway.test_bad_input import _source
+from tests.gateway.test_boundary import TestLimitsBeforeWrites as TestLimitsBeforeWritesLocal
+from tests.gateway.test_boundary import _guarded, _spy
+from tests.gateway.test_consolidate import TestConsolidate as TestConsolidateLocal
+from tests.gateway.test_fork import TestForkContext as TestForkContextLocal
+from tests.gateway.test_fork import TestForkPlacementAndConfig as TestForkPlacementLocal
+from tests.gateway.test_lease import TestRenewal as TestRenewalLocal
+from tests.gateway.test_read_calls import TestGetSession as TestGetSessionCallsLocal
+from tests.gateway.test_read_calls import TestOtherReads as TestOtherReadsLocal
+from tests.gateway.test_send import TestStream as TestStreamLocal
+from tests.gateway.test_send import TestTurnResult as TestTurnResultLocal
+from tests.gateway.test_sessions import TestDigests as TestDigestsLocal
+from tests.gateway.test_sessions import TestWrites as TestWritesLocal
+
+__all__ = [
+    "TestConsolidateLocal",
+    "TestDigestsLocal",
+    "TestForkContextLocal",
+    "TestForkPlacementLocal",
+    "TestGetSessionCallsLocal",
+    "TestLabelsAndIdsLocal",
+    "TestLimitsBeforeWritesLocal",
+    "TestOtherReadsLocal",
+    "TestRenewalLocal",
+    "TestStreamLocal",
+    "TestTurnResultLocal",
+    "TestWritesLocal",
+    "_guarded",
+    "_source",
+    "_spy",
+]
+
+
+@pytest.fixture(name="local_calls")
+def _local_calls() -> bool:
+    return True
