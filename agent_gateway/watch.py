@@ -34,7 +34,7 @@ from uuid import UUID
 from agent_gateway.clients import Caller, StorageClient
 from stello.auth import KeyStore
 from stello.common.v1 import common_pb2
-from stello.errors import InvalidArgument, NotFound, StelloError, Unauthenticated
+from stello.errors import InvalidArgument, StelloError, Unauthenticated
 from stello.storage.v1 import storage_pb2
 
 log = logging.getLogger(__name__)
@@ -61,8 +61,7 @@ def key_check(keys: KeyStore) -> KeyCheck:
                 "the API key of this stream was revoked; watch again with a live key "
                 "(after_cursor = the last cursor received loses nothing)"
             )
-        if not principal.may_access(space_id):
-            raise NotFound(f"space {space_id} not found")
+        principal.check_space(space_id)
 
     return check
 

@@ -18,7 +18,10 @@ internal calls per gateway call from storage's and tree's own metrics (their
 call from pg_stat_statements (the embedded PostgreSQL this starts preloads it;
 a STELLO_BENCH_DATABASE_URL server without it gets "not counted"), for ours and
 the bare chain alike. GetSession's throughput and CPU per call are then set
-against a direct tree GetNode of the same run (#18: >= 0.5x its throughput).
+against a direct tree GetNode of the same run (#18: >= 0.5x its throughput). Last, unless
+--no-up, the `stello up` shape of bench/bench_up.py: the three servers in one process, the
+gateway calling the others in-process (or over loopback), GetSession against a direct
+GetNode of that process.
 A Fork NONE scenario joins by adding its call to `scenario_calls`, its hops to
 `HOPS` and its name to `COUNTED` (and, for the bare chain, its handlers).
 
@@ -67,6 +70,7 @@ import grpc
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
+import bench_up
 from harness import Served, cpu_seconds, served_process, wait_for_stdin_close
 
 from agent_gateway.app import create_app as gateway_app
@@ -885,12 +889,16 @@ async def database() -> AsyncIterator[str]:
         yield dsn
 
 
-async def run(total: int, concurrency: int, rounds: int) -> None:
-    """Seed, count and measure both kinds, report."""
+async def run(total: int, concurrency: int, rounds: int, up: bool) -> None:
+    """Seed, count and measure both kinds, report; then, with `up`, the `stello up` shape."""
     async with database() as dsn:
         fx = await seed(dsn)
         samples = await measure(dsn, fx, total, concurrency, rounds)
         report(samples, concurrency)
+        if up:
+            print()
+            print("== the `stello up` shape (bench/bench_up.py): one process, in-process calls")
+            await bench_up.run_on(dsn, total, concurrency, max(2, rounds // 2))
 
 
 def main() -> None:
@@ -907,13 +915,16 @@ def main() -> None:
     parser.add_argument("--calls", type=int, default=1000, help="per round and kind")
     parser.add_argument("--concurrency", type=int, default=16)
     parser.add_argument("--rounds", type=int, default=8, help="turns each kind takes")
+    parser.add_argument(
+        "--no-up", action="store_true", help="skip the `stello up` shape (bench/bench_up.py)"
+    )
     args = parser.parse_args()
     # platformdirs warns when XDG_RUNTIME_DIR is unset (containers); the embedded server reads it.
     warnings.filterwarnings("ignore", message=".*XDG_RUNTIME_DIR.*")
     coroutine = (
         serve(args.kind, args.service, args.dsn, args.storage, args.tree, args.metrics)
         if args.command == "serve"
-        else run(args.calls, args.concurrency, args.rounds)
+        else run(args.calls, args.concurrency, args.rounds, not args.no_up)
     )
     with asyncio.Runner(loop_factory=event_loop_factory()) as runner:
         runner.run(coroutine)

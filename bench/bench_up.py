@@ -208,8 +208,14 @@ def spread(values: list[float]) -> str:
 
 
 async def run(total: int, concurrency: int, rounds: int) -> None:
-    """Measure and print."""
-    async with database() as dsn, AsyncExitStack() as stack:
+    """Measure and print, over STELLO_BENCH_DATABASE_URL or an embedded database."""
+    async with database() as dsn:
+        await run_on(dsn, total, concurrency, rounds)
+
+
+async def run_on(dsn: str, total: int, concurrency: int, rounds: int) -> None:
+    """Measure and print over `dsn` (bench/bench_overhead.py runs this after its own)."""
+    async with AsyncExitStack() as stack:
         processes = {kind: await stack.enter_async_context(started(kind, dsn)) for kind in KINDS}
         names = list(processes[KINDS[0]].calls)
         samples: dict[tuple[str, str], list[Sample]] = {}

@@ -25,6 +25,7 @@ from typing import Literal
 import asyncpg
 
 from stello.db import in_statement, in_transaction
+from stello.errors import NotFound
 
 Scope = Literal["tenant", "admin"]
 KEY_PREFIX = "stello_"
@@ -48,6 +49,14 @@ class Principal:
     def may_access(self, space_id: uuid.UUID) -> bool:
         """Whether this key may touch `space_id` (others' spaces must look absent)."""
         return self.is_admin or self.space_id == space_id
+
+    def check_space(self, space_id: uuid.UUID, shown: str | None = None) -> None:
+        """NotFound, as if the space did not exist, unless this key may touch `space_id`
+        (named in the message as `shown`, the request's text, when given): existence
+        must not leak across tenants. Every call's chain and every WatchSpace stream's
+        recheck use this one rule."""
+        if not self.may_access(space_id):
+            raise NotFound(f"space {shown if shown is not None else space_id} not found")
 
 
 @dataclass(frozen=True, slots=True)

@@ -49,7 +49,6 @@ from stello.auth import KeyStore, Principal
 from stello.boundary import check_request, client_error, request_descriptor, tolerant
 from stello.errors import (
     InvalidArgument,
-    NotFound,
     PermissionDenied,
     StelloError,
     Unauthenticated,
@@ -346,6 +345,5 @@ def _space(raw: str, principal: Principal) -> tuple[str, uuid.UUID]:
     except ValueError:
         description = "is required" if not raw else f"must be a UUID, got {raw[:64]!r}"
         raise InvalidArgument.field("space_id", description) from None
-    if not principal.may_access(space_id):
-        raise NotFound(f"space {raw} not found")
+    principal.check_space(space_id, raw)
     return raw, space_id
