@@ -51,6 +51,15 @@ class TracingSettings(BaseSettings):
         return self.otel or bool(self.otlp_endpoint)
 
 
+_installed = False
+
+
+def installed() -> bool:
+    """Whether `setup_tracing` instrumented grpc in this process (`stello up` then sends the
+    gateway's calls over loopback gRPC, so every hop is a span)."""
+    return _installed
+
+
 def setup_tracing(
     settings: TracingSettings, service: str, exporter: SpanExporter | None = None
 ) -> TracerProvider | None:
@@ -98,6 +107,8 @@ def setup_tracing(
     client: Any = GrpcAioInstrumentorClient()  # type: ignore[no-untyped-call]
     server.instrument(tracer_provider=provider)
     client.instrument(tracer_provider=provider)
+    global _installed
+    _installed = True
     return provider
 
 

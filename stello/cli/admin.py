@@ -161,10 +161,8 @@ async def cmd_up(args: argparse.Namespace) -> int:
         write("ready: press Ctrl-C to stop")
         write(f"saved: {saved} (the key and endpoints; the stello client commands read them)")
 
-    # Traced, every hop is a span: the gateway's calls then go over loopback gRPC.
-    local_calls = not args.network_calls and tracing is None
     try:
-        await run_up(settings, ports, ready, local_calls=local_calls)
+        await run_up(settings, ports, ready, local_calls=not args.network_calls)
     finally:
         if tracing is not None:
             tracing.shutdown()

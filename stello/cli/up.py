@@ -19,6 +19,7 @@ from dataclasses import dataclass
 import asyncpg
 import grpc
 
+from stello import tracing
 from stello.auth import KeyStore
 from stello.cli.credentials import Credentials, load_credentials, save_credentials
 from stello.db import create_pool
@@ -69,12 +70,15 @@ Factory = Callable[[StelloSettings, asyncpg.Pool, KeyStore, Mapping[str, Started
 
 def _factories(ports: Ports, local_calls: bool) -> list[tuple[str, int, Factory]]:
     """The three services in start order; the gateway learns the others' addresses and,
-    with `local_calls`, calls them in-process (`stello.inproc`) instead of over loopback."""
+    with `local_calls`, calls them in-process (`stello.inproc`) instead of over loopback,
+    unless tracing is installed (in-process calls would make no spans)."""
     from agent_gateway.app import GatewayClients
     from agent_gateway.app import create_app as gateway_app
     from agent_gateway.config import GatewaySettings
     from storage_service.app import create_app as storage_app
     from tree_service.app import create_app as tree_app
+
+    local_calls = local_calls and not tracing.installed()
 
     def storage(
         s: StelloSettings, p: asyncpg.Pool, k: KeyStore, _: Mapping[str, Started]

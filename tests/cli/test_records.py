@@ -12,6 +12,7 @@ from stello.cli.parser import build_parser
 from tests.gateway.conftest import (  # noqa: F401 (fixtures used by name)
     Stack,
     _backends,
+    _local_calls,
     _profiles_file,
     _provisioning_ttl_s,
     _stack,

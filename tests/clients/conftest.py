@@ -5,6 +5,7 @@ from __future__ import annotations
 # Imported for pytest, which registers these fixtures by name (backends, stack, ...).
 from tests.gateway.conftest import (  # noqa: F401
     _backends,
+    _local_calls,
     _profiles_file,
     _provisioning_ttl_s,
     _stack,

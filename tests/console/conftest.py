@@ -40,6 +40,7 @@ from tests.gateway.conftest import (  # noqa: F401 (fixtures used by name)
     GatewayStarter,
     Stack,
     _backends,
+    _local_calls,
     _profiles_file,
     _provisioning_ttl_s,
     _start_gateway,

@@ -58,3 +58,20 @@ class TestFakeOpenAI:
             assert answer.startswith(b"HTTP/1.1 400 ")
             assert b"could not read the body of POST /v1/chat/completions" in answer
             assert [r.body for r in fake.rejected] == [body]
+
+    @pytest.mark.parametrize(
+        "opening",
+        [b"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n", b"garbage\r\n\r\n"],
+        ids=["http2-preface", "garbage"],
+    )
+    async def test_a_client_that_is_not_http1_is_hung_up_on(self, opening: bytes) -> None:
+        """A stray client (a gRPC channel reconnecting to a port this fake now holds) gets
+        the connection closed, nothing recorded, nothing raised in the event loop."""
+        async with FakeOpenAI() as fake:
+            fake.set_default(lambda body: FakeAnswer("never"))
+            reader, writer = await asyncio.open_connection("127.0.0.1", fake.port)
+            writer.write(opening)
+            assert await reader.read() == b""
+            writer.close()
+            await writer.wait_closed()
+            assert (fake.requests, fake.rejected) == ([], [])
