@@ -71,7 +71,7 @@ import grpc
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 import bench_up
-from harness import Served, cpu_seconds, served_process, wait_for_stdin_close
+from harness import Served, cpu_seconds, run_calls, served_process, wait_for_stdin_close
 
 from agent_gateway.app import create_app as gateway_app
 from agent_gateway.config import GatewaySettings
@@ -557,17 +557,6 @@ class Sample:
     def split_us(self) -> str:
         """Server CPU per call of each service reached, e.g. "gateway 1500 storage 800"."""
         return " ".join(f"{name} {cpu / self.calls * 1e6:.0f}" for name, cpu in self.by_service)
-
-
-async def run_calls(call: Call, concurrency: int, total: int) -> None:
-    """`total` calls, `concurrency` at a time."""
-    remaining = iter(range(total))
-
-    async def worker(index: int) -> None:
-        for _ in remaining:
-            await call(index)
-
-    await asyncio.gather(*(worker(i) for i in range(concurrency)))
 
 
 async def measure_once(call: Call, pids: dict[str, int], concurrency: int, total: int) -> Sample:

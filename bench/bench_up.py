@@ -40,7 +40,7 @@ import grpc
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from harness import Call, cpu_seconds, database, wait_for_stdin_close
+from harness import Call, cpu_seconds, database, run_calls, wait_for_stdin_close
 
 from stello.agent.v1 import agent_pb2, agent_pb2_grpc
 from stello.auth import KeyStore
@@ -173,17 +173,6 @@ class Sample:
     def cpu_us(self) -> float:
         """Server CPU per call, in microseconds."""
         return self.cpu / self.calls * 1e6
-
-
-async def run_calls(call: Call, concurrency: int, total: int) -> None:
-    """`total` calls, `concurrency` at a time."""
-    remaining = iter(range(total))
-
-    async def worker(index: int) -> None:
-        for number in remaining:
-            await call(number)
-
-    await asyncio.gather(*(worker(i) for i in range(concurrency)))
 
 
 async def measure(call: Call, pid: int, concurrency: int, total: int) -> Sample:

@@ -69,6 +69,17 @@ async def load(call: Call, concurrency: int, seconds: float) -> Result:
     return Result(len(latencies), elapsed, latencies)
 
 
+async def run_calls(call: Call, concurrency: int, total: int) -> None:
+    """`total` calls, `concurrency` at a time (each worker passes its own index)."""
+    remaining = iter(range(total))
+
+    async def worker(index: int) -> None:
+        for _ in remaining:
+            await call(index)
+
+    await asyncio.gather(*(worker(i) for i in range(concurrency)))
+
+
 async def repeat(call: Call, times: int) -> Result:
     """One warm-up call, then `times` calls back to back (for calls of a second or so)."""
     await call(0)

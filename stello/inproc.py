@@ -269,6 +269,22 @@ def _expire(task: asyncio.Task[Any], context: LocalContext) -> None:
     task.cancel()
 
 
+def _networked(kind: str) -> Callable[..., Any]:
+    """A `LocalChannel` method that makes the multicallable of the network channel."""
+
+    def networked(
+        self: LocalChannel,
+        method: str,
+        request_serializer: Callable[[Any], bytes] | None = None,
+        response_deserializer: Callable[[bytes], Any] | None = None,
+        _registered_method: bool | None = False,
+    ) -> Any:
+        return getattr(self._network, kind)(method, request_serializer, response_deserializer)
+
+    networked.__doc__ = f"The network channel's {kind} multicallable (streams are not local)."
+    return networked
+
+
 class LocalChannel(grpc.aio.Channel):
     """A channel whose unary calls reach `server` in-process; the rest go through `network`.
 
@@ -294,35 +310,9 @@ class LocalChannel(grpc.aio.Channel):
             response_deserializer or _identity,
         )
 
-    def unary_stream(
-        self,
-        method: str,
-        request_serializer: Callable[[Any], bytes] | None = None,
-        response_deserializer: Callable[[bytes], Any] | None = None,
-        _registered_method: bool | None = False,
-    ) -> Any:
-        """Over the network."""
-        return self._network.unary_stream(method, request_serializer, response_deserializer)
-
-    def stream_unary(
-        self,
-        method: str,
-        request_serializer: Callable[[Any], bytes] | None = None,
-        response_deserializer: Callable[[bytes], Any] | None = None,
-        _registered_method: bool | None = False,
-    ) -> Any:
-        """Over the network."""
-        return self._network.stream_unary(method, request_serializer, response_deserializer)
-
-    def stream_stream(
-        self,
-        method: str,
-        request_serializer: Callable[[Any], bytes] | None = None,
-        response_deserializer: Callable[[bytes], Any] | None = None,
-        _registered_method: bool | None = False,
-    ) -> Any:
-        """Over the network."""
-        return self._network.stream_stream(method, request_serializer, response_deserializer)
+    unary_stream = _networked("unary_stream")
+    stream_unary = _networked("stream_unary")
+    stream_stream = _networked("stream_stream")
 
     async def close(self, grace: float | None = None) -> None:
         """Close the network channel."""
