@@ -9,6 +9,7 @@ texts the gateway adds to model calls are one configured set
 (`prompt_config`, `llm.prompt_texts`).
 """
 
+import stello  # noqa: F401 (first: its import settles gRPC fork support before grpc loads)
 from agent_gateway.app import GatewayClients, LazyProvider, create_app
 from agent_gateway.builtins import BuiltinTools
 from agent_gateway.clients import Caller, CallPolicy, RequestKey, StorageClient, TreeClient

@@ -6,6 +6,7 @@ storage_service`` runs it on its own (DESIGN §1, §2).
 
 from __future__ import annotations
 
+import stello  # noqa: F401 (first: its import settles gRPC fork support before grpc loads)
 from storage_service.app import SERVICE_NAME, create_app
 from storage_service.config import StorageSettings
 from storage_service.service import StorageService

@@ -8,6 +8,7 @@ provisional sessions.
 
 from __future__ import annotations
 
+import stello  # noqa: F401 (first: its import settles gRPC fork support before grpc loads)
 from tree_service.app import create_app, create_service, create_sweeper
 from tree_service.config import TreeSettings
 from tree_service.service import TreeService
