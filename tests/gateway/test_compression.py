@@ -11,6 +11,9 @@ TrimRecords clears them; memory is never in a context (§5.5).
 
 from __future__ import annotations
 
+import asyncio
+from dataclasses import dataclass, field
+
 import asyncpg
 import grpc
 import pytest
@@ -291,6 +294,19 @@ class TestCache:
         assert LLMMessage("system", cache.summary) in second_spy.turns[0].messages
 
 
+@dataclass(slots=True)
+class HeldFold(SpyProvider):
+    """A spy whose compression calls after the first three (the turn's) wait for `release`:
+    the background fold cannot replace the turn's lossy summary before the test read it."""
+
+    release: asyncio.Event = field(default_factory=asyncio.Event)
+
+    async def _wait(self) -> None:
+        await SpyProvider._wait(self)
+        if self.calls[-1].compression and len(self.compressions) > 3:
+            await self.release.wait()
+
+
 class TestCatchUp:
     """A tail longer than three compressor calls can fold (DESIGN §4.3)."""
 
@@ -298,7 +314,7 @@ class TestCatchUp:
     async def test_lossy_then_folded_in_the_background(self, make_stack: StackMaker) -> None:
         """The first turn after a long append makes three compressor calls, naming the older
         records by count; the background fold then stores a complete summary at that seq."""
-        spy = SpyProvider(max_context_tokens=WINDOW)
+        spy = HeldFold(max_context_tokens=WINDOW)
         stack = await make_stack(spy)
         root = await stack.root()
         await seed(stack, root.id, 300)
@@ -310,6 +326,7 @@ class TestCatchUp:
         lossy = await compression_cache(stack, root.id)
         assert lossy is not None and lossy.lossy
         assert folded(spy.compressions[0].messages)[0] == omitted  # the records before: omitted
+        spy.release.set()
 
         async def complete() -> bool:
             cache = await compression_cache(stack, root.id)
