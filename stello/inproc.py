@@ -54,7 +54,7 @@ class LocalServer:
     def __init__(self, max_message_bytes: int) -> None:
         self.max_message_bytes = max_message_bytes
         self._handlers: list[grpc.GenericRpcHandler] = []
-        self._interceptors: tuple[grpc.aio.ServerInterceptor, ...] = ()
+        self._chain: Continuation = self._find
         self.stopping = False
         """Set when the server shuts down: local calls then answer UNAVAILABLE."""
 
@@ -64,14 +64,14 @@ class LocalServer:
 
     def set_interceptors(self, interceptors: Sequence[grpc.aio.ServerInterceptor]) -> None:
         """The server's interceptors, outermost first (as grpc.aio.server takes them)."""
-        self._interceptors = tuple(interceptors)
+        chain: Continuation = self._find
+        for interceptor in reversed(interceptors):
+            chain = _through(interceptor, chain)
+        self._chain = chain
 
     async def resolve(self, details: CallDetails) -> Handler | None:
         """The handler a call to `details.method` reaches, through the interceptors."""
-        continuation: Continuation = self._find
-        for interceptor in reversed(self._interceptors):
-            continuation = _through(interceptor, continuation)
-        return await continuation(details)
+        return await self._chain(details)
 
     async def _find(self, details: grpc.HandlerCallDetails) -> Handler | None:
         for generic in self._handlers:
