@@ -96,10 +96,24 @@ WHERE datname = current_database() AND pid <> pg_backend_pid()
 """
 
 
+BUSY_BACKENDS = """
+SELECT count(*) FROM pg_stat_activity
+WHERE datname = current_database() AND pid <> pg_backend_pid()
+  AND backend_type = 'client backend' AND state IS DISTINCT FROM 'idle'
+"""
+
+
 async def end_other_backends(con: asyncpg.Connection) -> None:
     """End every other client backend of the database (they flush their statistics as they
     exit; the services' pools reconnect, as after a database restart), then read fresh
-    statistics on `con`."""
+    statistics on `con`.
+
+    They are ended once all are idle (up to 2 s): a backend ended mid-statement (a server's
+    health ping, a pool's reset) fails its client's call, which the event loop reports."""
+    for _ in range(200):
+        if not await con.fetchval(BUSY_BACKENDS):
+            break
+        await asyncio.sleep(0.01)
     pids = [row["pid"] for row in await con.fetch(OTHER_BACKENDS)]
     await con.execute("SELECT pg_terminate_backend(pid) FROM unnest($1::int[]) pid", pids)
     for _ in range(500):
