@@ -7,7 +7,6 @@ from typing import Any
 import grpc
 import pytest
 
-from agent_gateway.app import GatewayClients
 from stello.agent.v1 import agent_pb2
 from stello.common.v1 import common_pb2
 from stello.errors import error_info_reason, field_violations
@@ -18,6 +17,7 @@ from tests.gateway.conftest import (
     GatewayStarter,
     Stack,
     close_stack,
+    gateway_clients,
     new_id,
     open_stack,
     record,
@@ -87,9 +87,10 @@ class TestDigests:
         space: TestSpace,
         summarizer: FakeSummarizer,
         settings: StelloSettings,
+        local_calls: bool,
     ) -> None:
         """Paging five sessions by two takes three pages, each one ListAll and one BatchGetSlots."""
-        clients = GatewayClients.connect(backends.gateway_config(), settings)
+        clients = gateway_clients(backends.gateway_config(), backends, settings, local_calls)
         gateway = await start_gateway(clients=clients)
         stack = await open_stack(backends, gateway, space, summarizer)
         try:
