@@ -7,6 +7,8 @@ import os
 import signal
 import socket
 import sys
+import tempfile
+import time
 import urllib.request
 import uuid
 from dataclasses import dataclass
@@ -64,30 +66,56 @@ class Replica:
 
 
 async def start_replica(database_env: dict[str, str]) -> Replica:
-    """Start one storage process on free ports (metrics on)."""
-    port, metrics_port = free_port(), free_port()
-    env = {
-        **os.environ,
-        **database_env,
-        "STELLO_STORAGE_PORT": str(port),
-        "STELLO_STORAGE_METRICS_PORT": str(metrics_port),
-        "STELLO_AUTH_CACHE_TTL_S": "0",
-    }
-    process = await asyncio.create_subprocess_exec(
-        sys.executable,
-        "-m",
-        "storage_service",
-        env=env,
-        stdout=asyncio.subprocess.DEVNULL,
-        stderr=asyncio.subprocess.DEVNULL,
-    )
-    replica = Replica(process, port, metrics_port)
+    """Start one storage process on free ports (metrics on), SERVING within 30 s.
+
+    Ports are picked free but may be taken before the process binds them (the CI passes run
+    side by side): a process that exits saying so is started again on new ports; one that
+    exits otherwise fails the test with its stderr."""
+    for _ in range(3):
+        port, metrics_port = free_port(), free_port()
+        env = {
+            **os.environ,
+            **database_env,
+            "STELLO_STORAGE_PORT": str(port),
+            "STELLO_STORAGE_METRICS_PORT": str(metrics_port),
+            "STELLO_AUTH_CACHE_TTL_S": "0",
+        }
+        with tempfile.TemporaryFile() as stderr:
+            process = await asyncio.create_subprocess_exec(
+                sys.executable,
+                "-m",
+                "storage_service",
+                env=env,
+                stdout=asyncio.subprocess.DEVNULL,
+                stderr=stderr,
+            )
+            replica = Replica(process, port, metrics_port)
+            if await serving(replica):
+                return replica
+            await process.wait()
+            stderr.seek(0)
+            said = stderr.read().decode(errors="replace")
+        if "in use" not in said:
+            raise AssertionError(f"storage exited ({process.returncode}): {said[-2000:]}")
+    raise AssertionError("no free ports for a storage replica in three tries")
+
+
+async def serving(replica: Replica) -> bool:
+    """True once the replica answers SERVING (within 30 s); False when its process exited."""
+    deadline = time.monotonic() + 30
     async with open_channel(replica.address) as channel:
-        reply = await health_pb2_grpc.HealthStub(channel).Check(
-            health_pb2.HealthCheckRequest(), wait_for_ready=True, timeout=30
-        )
-    assert reply.status == health_pb2.HealthCheckResponse.SERVING
-    return replica
+        health = health_pb2_grpc.HealthStub(channel)
+        while time.monotonic() < deadline:
+            if replica.process.returncode is not None:
+                return False
+            try:
+                reply = await health.Check(health_pb2.HealthCheckRequest(), timeout=0.5)
+            except grpc.aio.AioRpcError:
+                await asyncio.sleep(0.05)
+                continue
+            assert reply.status == health_pb2.HealthCheckResponse.SERVING
+            return True
+    raise AssertionError(f"storage on {replica.address} not SERVING within 30 s")
 
 
 async def append_with_retry(
