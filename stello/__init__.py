@@ -11,11 +11,12 @@ import os
 
 # gRPC's fork handlers (on in its C core by default since grpcio 1.74, though gRPC Python
 # documents fork support as opt-in) restart its poller thread in every forked child; a
-# child that closes its inherited descriptors before exec (subprocess, pexpect, the
-# embedded PostgreSQL's pg_ctl) then dies on that poller (EBADF, or SIGSEGV: a third of
-# the children forked beside live calls, measured). Stello forks only to exec, so they
-# are off unless the environment asks for them. Read when grpc is first imported: every
-# entry package imports `stello` before anything imports grpc (tests/kernel/test_fork.py).
+# child that closes its inherited descriptors before exec can then die on that poller
+# (EBADF, or SIGSEGV: a third of pexpect children forked beside live calls, measured;
+# subprocess's children, which close them in C at once, far more rarely). Stello forks
+# only to exec, so they are off unless the environment asks for them. Read when grpc is
+# first imported: every entry package imports `stello` before anything imports grpc
+# (tests/kernel/test_fork.py).
 os.environ.setdefault("GRPC_ENABLE_FORK_SUPPORT", "false")
 
 __all__ = ["__version__"]
