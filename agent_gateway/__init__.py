@@ -11,18 +11,18 @@ texts the gateway adds to model calls are one configured set
 
 import stello  # noqa: F401 (first: its import settles gRPC fork support before grpc loads)
 from agent_gateway.app import GatewayClients, LazyProvider, create_app
-from agent_gateway.builtins import BuiltinTools
 from agent_gateway.clients import Caller, CallPolicy, RequestKey, StorageClient, TreeClient
-from agent_gateway.compose import ConfigLayer, ContextMode, PromptMode, Summarizer
 from agent_gateway.config import GatewaySettings
-from agent_gateway.consolidation import Consolidator
-from agent_gateway.faults import FAULT_POINTS, ExitFaults, Faults, NoFaults
-from agent_gateway.lease_keeper import LeaseKeeper, LeaseTimes
-from agent_gateway.profiles import Profile, ProfileRegistry, load_profiles
-from agent_gateway.prompt_config import SessionPrompts, load_prompts
+from agent_gateway.forks.compose import ConfigLayer, ContextMode, PromptMode, Summarizer
+from agent_gateway.forks.faults import FAULT_POINTS, ExitFaults, Faults, NoFaults
+from agent_gateway.forks.profiles import Profile, ProfileRegistry, load_profiles
+from agent_gateway.history.consolidation import Consolidator
+from agent_gateway.llm.prompt_config import SessionPrompts, load_prompts
 from agent_gateway.reconcile import reconcile
-from agent_gateway.turn_state import SendInput, SubmitInput, ToolResultInput, TurnDone
-from agent_gateway.turns import TurnService
+from agent_gateway.tools.builtins import BuiltinTools
+from agent_gateway.turns.lease_keeper import LeaseKeeper, LeaseTimes
+from agent_gateway.turns.service import TurnService
+from agent_gateway.turns.state import SendInput, SubmitInput, ToolResultInput, TurnDone
 
 __all__ = [
     "FAULT_POINTS",

@@ -8,9 +8,9 @@ from pydantic import ValidationError
 
 from agent_gateway.app import create_app
 from agent_gateway.config import GatewaySettings
-from agent_gateway.profiles import ProfilesFileError, load_profiles
-from agent_gateway.prompt_config import PromptsFileError, load_prompts
-from agent_gateway.skills import SkillsFileError, load_skills
+from agent_gateway.forks.profiles import ProfilesFileError, load_profiles
+from agent_gateway.llm.prompt_config import PromptsFileError, load_prompts
+from agent_gateway.tools.skills import SkillsFileError, load_skills
 from stello.runner import main as run
 from stello.settings import StelloSettings
 

@@ -9,20 +9,21 @@ import asyncpg
 import grpc
 from prometheus_client import CollectorRegistry
 
-from agent_gateway.background_fold import BackgroundFolds
-from agent_gateway.budget import Calibration, Counter
-from agent_gateway.builtins import BuiltinTools
 from agent_gateway.clients import CallPolicy, StorageClient, TreeClient
-from agent_gateway.compose import ConfigLayer, Summarizer
-from agent_gateway.compression import TurnCompression
 from agent_gateway.config import GatewaySettings, targets
-from agent_gateway.consolidation import Consolidator
-from agent_gateway.faults import Faults, faults_from_setting
-from agent_gateway.folding import Folder
-from agent_gateway.fork_guard import ForkGuard
-from agent_gateway.forks import SessionCreator, SizeLimits
-from agent_gateway.imports import SessionImporter
-from agent_gateway.lease_keeper import LeaseKeeper, LeaseTimes
+from agent_gateway.forks.compose import ConfigLayer, Summarizer
+from agent_gateway.forks.creator import SessionCreator, SizeLimits
+from agent_gateway.forks.faults import Faults, faults_from_setting
+from agent_gateway.forks.guard import ForkGuard
+from agent_gateway.forks.imports import SessionImporter
+from agent_gateway.forks.profiles import ProfileRegistry, load_profiles
+from agent_gateway.forks.saga import ProvisioningSaga
+from agent_gateway.history.background_fold import BackgroundFolds
+from agent_gateway.history.budget import Calibration, Counter
+from agent_gateway.history.compression import TurnCompression
+from agent_gateway.history.consolidation import Consolidator
+from agent_gateway.history.folding import Folder
+from agent_gateway.history.summarizer import ProviderSummarizer
 from agent_gateway.llm import (
     Completion,
     LLMMessage,
@@ -31,20 +32,19 @@ from agent_gateway.llm import (
     StreamEvent,
     ToolSpec,
 )
-from agent_gateway.memory_index import IndexCaps
-from agent_gateway.memory_tools import MemoryTools
-from agent_gateway.profiles import ProfileRegistry, load_profiles
-from agent_gateway.prompt_config import SessionPrompts, load_prompts
-from agent_gateway.saga import ProvisioningSaga
-from agent_gateway.service import SessionService
+from agent_gateway.llm.prompt_config import SessionPrompts, load_prompts
+from agent_gateway.memory.index import IndexCaps
+from agent_gateway.memory.shared import SharedMemory
 from agent_gateway.servicer import AgentGatewayServicer
-from agent_gateway.shared_memory import SharedMemory
-from agent_gateway.skills import SkillRegistry, load_skills
-from agent_gateway.summarizer import ProviderSummarizer
-from agent_gateway.tools import CreateSessionTool
-from agent_gateway.turn_requests import ContentLimits
-from agent_gateway.turns import TurnService
-from agent_gateway.watch import Watchers, key_check
+from agent_gateway.sessions.service import SessionService
+from agent_gateway.sessions.watch import Watchers, key_check
+from agent_gateway.tools.builtins import BuiltinTools
+from agent_gateway.tools.create_session import CreateSessionTool
+from agent_gateway.tools.memory import MemoryTools
+from agent_gateway.tools.skills import SkillRegistry, load_skills
+from agent_gateway.turns.lease_keeper import LeaseKeeper, LeaseTimes
+from agent_gateway.turns.requests import ContentLimits
+from agent_gateway.turns.service import TurnService
 from stello.agent.v1 import agent_pb2_grpc
 from stello.auth import KeyStore
 from stello.channels import ClientTls, open_channel

@@ -7,7 +7,7 @@ from pathlib import Path
 from pydantic import Field, field_validator, model_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
-from agent_gateway.faults import parse_fault
+from agent_gateway.forks.faults import parse_fault
 from agent_gateway.llm.prompt_texts import PresetName
 from stello.settings import check_pair
 

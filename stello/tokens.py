@@ -6,7 +6,7 @@ reads them). Storage stores it per record and cumulatively through the SQL
 function ``stello_record_tokens`` of migration 0006, which computes exactly
 this; the gateway uses this one for text it has not stored yet. What a model
 really counts differs (CJK text ~4x more): the gateway calibrates it
-(`agent_gateway.budget`).
+(`agent_gateway.history.budget`).
 """
 
 from __future__ import annotations

@@ -1,7 +1,7 @@
 """The configured built-in texts (`Prompts`) and the helper LLM calls that use them.
 
 The texts come from the registry (`agent_gateway.llm.prompt_texts`): a
-preset, with a prompts file's overrides (`agent_gateway.prompt_config`).
+preset, with a prompts file's overrides (`agent_gateway.llm.prompt_config`).
 Whatever the texts, the message structures are those of STELLO-SPEC §4.9:
 
 - session identity: one system message, the ``session_identity`` text;
@@ -42,7 +42,7 @@ from agent_gateway.llm.prompt_texts import (
     PresetName,
     PromptKey,
 )
-from agent_gateway.templates import render_template, template_variables
+from agent_gateway.llm.templates import render_template, template_variables
 
 _THINK = re.compile(r"<think>.*?</think>\s*", re.DOTALL)
 _BY_NAME = {key.name: key for key in KEYS}

@@ -58,7 +58,7 @@ def inherited_prefix(
     count, until = _matched(child, source)
     if count == 0:
         return None
-    from agent_gateway.compose import drop_incomplete_tool_groups  # what a copying fork kept
+    from agent_gateway.forks.compose import drop_incomplete_tool_groups  # what a copying fork kept
 
     through = [r for r in source if r.seq <= until]
     kept = drop_incomplete_tool_groups(through)

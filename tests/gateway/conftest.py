@@ -19,9 +19,9 @@ import grpc
 import pytest
 
 from agent_gateway.app import GatewayClients, create_app
-from agent_gateway.compose import Summarizer
 from agent_gateway.config import GatewaySettings
-from agent_gateway.faults import Faults
+from agent_gateway.forks.compose import Summarizer
+from agent_gateway.forks.faults import Faults
 from agent_gateway.llm import LLMProvider
 from stello.agent.v1 import agent_pb2, agent_pb2_grpc
 from stello.common.v1 import common_pb2

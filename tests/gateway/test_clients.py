@@ -19,8 +19,8 @@ import grpc
 import pytest
 
 from agent_gateway.clients import Caller, CallPolicy, TreeClient
+from agent_gateway.clients.rpc import both
 from agent_gateway.reconcile import reconcile
-from agent_gateway.rpc import both
 from stello.channels import open_channel
 from stello.common.v1 import common_pb2
 from stello.errors import DeadlineExceeded, NotFound, PermissionDenied, Unavailable

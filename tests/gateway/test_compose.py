@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import pytest
 
-from agent_gateway.compose import (
+from agent_gateway.forks.compose import (
     ConfigLayer,
     ContextMode,
     ProfileLayer,
@@ -23,7 +23,7 @@ from agent_gateway.compose import (
     opening_prompt,
     resolve_system_prompt,
 )
-from agent_gateway.profiles import Profile
+from agent_gateway.forks.profiles import Profile
 from stello.common.v1 import common_pb2
 from tests.gateway.conftest import record
 

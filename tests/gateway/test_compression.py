@@ -18,7 +18,7 @@ import asyncpg
 import grpc
 import pytest
 
-from agent_gateway.budget import Calibration, Counter, Window
+from agent_gateway.history.budget import Calibration, Counter, Window
 from agent_gateway.llm import LLMMessage
 from agent_gateway.llm.prompt_texts import COMPRESSOR
 from stello.agent.v1 import agent_pb2

@@ -7,7 +7,7 @@ from pydantic import ValidationError
 
 import agent_gateway
 from agent_gateway.config import GatewaySettings, targets
-from agent_gateway.faults import (
+from agent_gateway.forks.faults import (
     FAULT_POINTS,
     ExitFaults,
     NoFaults,

@@ -16,7 +16,7 @@ import asyncpg
 import grpc
 import pytest
 
-from agent_gateway.faults import EXIT_CODE, FAULT_POINTS
+from agent_gateway.forks.faults import EXIT_CODE, FAULT_POINTS
 from stello.agent.v1 import agent_pb2, agent_pb2_grpc
 from tests.gateway.conftest import (
     TTL_S,

@@ -12,7 +12,7 @@ import asyncpg
 import grpc
 import pytest
 
-from agent_gateway.faults import EXIT_CODE, FAULT_POINTS
+from agent_gateway.forks.faults import EXIT_CODE, FAULT_POINTS
 from stello.agent.v1 import agent_pb2, agent_pb2_grpc
 from stello.common.v1 import common_pb2
 from tests.gateway.conftest import (

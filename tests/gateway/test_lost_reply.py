@@ -18,7 +18,7 @@ import pytest
 
 from agent_gateway.app import GatewayClients
 from agent_gateway.clients import StorageClient, TreeClient
-from agent_gateway.rpc import CallPolicy
+from agent_gateway.clients.rpc import CallPolicy
 from stello.errors import error_info_reason
 from tests.gateway.conftest import Backends, StackMaker, row_counts, rpc_error
 from tests.gateway.probes import assert_complete, children_of, fork_request, seeded_source

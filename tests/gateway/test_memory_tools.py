@@ -15,7 +15,12 @@ import grpc
 import pytest
 
 from agent_gateway.llm.openai_provider import OpenAIProvider
-from agent_gateway.tools import CREATE_SESSION, MEMORY_FORGET, MEMORY_RECALL, MEMORY_REMEMBER
+from agent_gateway.tools.create_session import (
+    CREATE_SESSION,
+    MEMORY_FORGET,
+    MEMORY_RECALL,
+    MEMORY_REMEMBER,
+)
 from stello.agent.v1 import agent_pb2, agent_pb2_grpc
 from tests.gateway.conftest import Stack, StackMaker, rpc_error
 from tests.gateway.turns_support import roles, send, submit, tool_definition

@@ -6,8 +6,8 @@ from pathlib import Path
 
 import pytest
 
-from agent_gateway.compose import ContextMode, PromptMode
-from agent_gateway.profiles import (
+from agent_gateway.forks.compose import ContextMode, PromptMode
+from agent_gateway.forks.profiles import (
     PROFILE_NOT_FOUND,
     Profile,
     ProfileRegistry,
@@ -15,7 +15,7 @@ from agent_gateway.profiles import (
     load_profiles,
     parse_profiles,
 )
-from agent_gateway.templates import render_template, template_variables
+from agent_gateway.llm.templates import render_template, template_variables
 from stello.errors import FailedPrecondition, InvalidArgument
 from tests.gateway.conftest import PROFILES_TOML
 

@@ -12,8 +12,8 @@ from pydantic import ValidationError
 
 from agent_gateway.config import GatewaySettings
 from agent_gateway.llm import KEYS, PRESETS, Prompts
+from agent_gateway.llm.prompt_config import PromptsFileError, load_prompts, parse_prompts
 from agent_gateway.llm.prompt_texts import COMPRESSOR, CONSOLIDATOR, SESSION_IDENTITY
-from agent_gateway.prompt_config import PromptsFileError, load_prompts, parse_prompts
 from tests.llm.support import CHINESE, ENGLISH
 
 EXAMPLE = '''\

@@ -12,7 +12,7 @@ import pytest
 
 from agent_gateway.app import GatewayClients
 from agent_gateway.clients import StorageClient, TreeClient
-from agent_gateway.rpc import CallPolicy
+from agent_gateway.clients.rpc import CallPolicy
 from stello.agent.v1 import agent_pb2
 from stello.storage.v1 import storage_pb2
 from tests.gateway.conftest import Backends, StackMaker

@@ -9,7 +9,7 @@ import asyncpg
 import grpc
 import pytest
 
-from agent_gateway.faults import FAULT_POINTS
+from agent_gateway.forks.faults import FAULT_POINTS
 from stello.agent.v1 import agent_pb2, agent_pb2_grpc
 from stello.auth import KeyStore
 from stello.channels import WATCH_CURSOR_METADATA

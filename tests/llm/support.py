@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from collections.abc import AsyncIterator, Sequence
 
-from agent_gateway.context import Record
+from agent_gateway.history.context import Record
 from agent_gateway.llm import (
     Completion,
     EchoProvider,

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from agent_gateway.budget import Calibration, Counter, Window, bound
-from agent_gateway.folding import Line, Packer, cut
+from agent_gateway.history.budget import Calibration, Counter, Window, bound
+from agent_gateway.history.folding import Line, Packer, cut
 from agent_gateway.llm import LLMMessage, ToolCallSpec, ToolSpec
 from stello.errors import InvalidArgument
 from stello.tokens import estimate_tokens

@@ -7,7 +7,7 @@ from collections.abc import Sequence
 
 import pytest
 
-from agent_gateway.context import (
+from agent_gateway.history.context import (
     Record,
     Summary,
     TurnContext,

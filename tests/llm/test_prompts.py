@@ -11,7 +11,7 @@ from collections.abc import Sequence
 
 import pytest
 
-from agent_gateway.context import Record
+from agent_gateway.history.context import Record
 from agent_gateway.llm import (
     KEYS,
     PRESETS,

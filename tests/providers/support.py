@@ -7,7 +7,7 @@ from typing import Literal
 
 import pytest
 
-from agent_gateway.context import Record, context_prefix
+from agent_gateway.history.context import Record, context_prefix
 from agent_gateway.llm import Completion, LLMMessage, LLMProvider, ToolCallSpec, ToolSpec, collect
 from tests.llm.support import ENGLISH
 

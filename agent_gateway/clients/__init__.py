@@ -1,0 +1,25 @@
+"""The gateway's only way to data: typed clients of storage and tree, and their call path.
+
+- `rpc`: who calls and how (the caller's key and deadline forwarded, bounded
+  retries on UNAVAILABLE, status codes back to the kernel's domain errors);
+- `storage`: one method per SessionStorage RPC, and the remembered-reply helpers;
+- `tree`: one method per SessionTree RPC.
+
+Nothing above this package opens a channel or touches a table.
+"""
+
+from __future__ import annotations
+
+from agent_gateway.clients.rpc import Caller, CallPolicy
+from agent_gateway.clients.storage import ALL_SLOTS, RequestKey, StorageClient, remember_op
+from agent_gateway.clients.tree import TreeClient
+
+__all__ = [
+    "ALL_SLOTS",
+    "CallPolicy",
+    "Caller",
+    "RequestKey",
+    "StorageClient",
+    "TreeClient",
+    "remember_op",
+]

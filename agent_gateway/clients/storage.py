@@ -1,0 +1,443 @@
+"""The gateway's typed async client of the storage service (stello.storage.v1.SessionStorage).
+
+Each method is one RPC through `rpc.ServiceClient`'s shared call path: the
+caller's key forwarded, their deadline, bounded UNAVAILABLE retries, and
+failures turned back into the kernel's domain errors.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from uuid import UUID
+
+import grpc
+
+from agent_gateway.clients.rpc import Caller, CallPolicy, ServiceClient
+from stello.common.v1 import common_pb2
+from stello.errors import AlreadyExists
+from stello.idempotency import REQUEST_ID_REUSED
+from stello.storage.v1 import storage_pb2, storage_pb2_grpc
+
+ALL_SLOTS = (
+    storage_pb2.SLOT_KIND_SYSTEM_PROMPT,
+    storage_pb2.SLOT_KIND_MEMORY,
+    storage_pb2.SLOT_KIND_INSIGHT,
+)
+
+
+@dataclass(frozen=True, slots=True)
+class RequestKey:
+    """A client's request_id, its scope (one per RPC), and the fingerprint of the request
+    (request_id cleared): what the gateway remembers an answer under."""
+
+    scope: str
+    request_id: str
+    request_hash: bytes
+
+
+def remember_op(key: RequestKey, response: bytes) -> storage_pb2.Operation:
+    """The Transact operation that stores `response` under `key`, with the work it answers."""
+    return storage_pb2.Operation(
+        remember_result=storage_pb2.Operation.RememberResultOp(
+            scope=key.scope,
+            request_id=key.request_id,
+            request_hash=key.request_hash,
+            response=response,
+        )
+    )
+
+
+class StorageClient(ServiceClient):
+    """stello.storage.v1.SessionStorage, typed."""
+
+    def __init__(self, channel: grpc.aio.Channel, policy: CallPolicy) -> None:
+        super().__init__("SessionStorage", policy)
+        self._stub = storage_pb2_grpc.SessionStorageStub(channel)
+
+    async def get_session(
+        self, caller: Caller, space_id: UUID, session_id: UUID | str
+    ) -> common_pb2.SessionMeta:
+        """The conversation meta of a visible session."""
+        request = storage_pb2.GetSessionRequest(space_id=str(space_id), session_id=str(session_id))
+        reply = await self._call(
+            "GetSession", self._stub.GetSession, request, storage_pb2.GetSessionResponse, caller
+        )
+        return reply.session
+
+    async def get_session_with_slots(
+        self,
+        caller: Caller,
+        space_id: UUID,
+        session_id: UUID | str,
+        slots: Sequence[storage_pb2.SlotKind] = ALL_SLOTS,
+    ) -> tuple[common_pb2.SessionMeta, storage_pb2.SessionSlots]:
+        """The conversation meta of a visible session and its `slots` (default: all), in
+        one call."""
+        request = storage_pb2.GetSessionRequest(
+            space_id=str(space_id), session_id=str(session_id), slots=list(slots)
+        )
+        reply = await self._call(
+            "GetSession", self._stub.GetSession, request, storage_pb2.GetSessionResponse, caller
+        )
+        return reply.session, reply.slots
+
+    async def get_system_prompt(
+        self, caller: Caller, space_id: UUID, session_id: UUID
+    ) -> str | None:
+        """The system prompt slot; None when unset."""
+        request = storage_pb2.GetSystemPromptRequest(
+            space_id=str(space_id), session_id=str(session_id)
+        )
+        reply = await self._call(
+            "GetSystemPrompt",
+            self._stub.GetSystemPrompt,
+            request,
+            storage_pb2.GetSystemPromptResponse,
+            caller,
+        )
+        return reply.content if reply.HasField("content") else None
+
+    async def list_records(
+        self, caller: Caller, request: storage_pb2.ListRecordsRequest
+    ) -> storage_pb2.ListRecordsResponse:
+        """One ListRecords call (one page), as given."""
+        reply: storage_pb2.ListRecordsResponse = await self._call(
+            "ListRecords", self._stub.ListRecords, request, storage_pb2.ListRecordsResponse, caller
+        )
+        return reply
+
+    async def all_records(
+        self, caller: Caller, space_id: UUID, session_id: UUID, *, until_seq: int | None = None
+    ) -> list[common_pb2.Record]:
+        """Every record of a session (up to `until_seq`), page after page (pages are bounded
+        in bytes, so a short page is not the last: the token says)."""
+        found: list[common_pb2.Record] = []
+        request = storage_pb2.ListRecordsRequest(space_id=str(space_id), session_id=str(session_id))
+        if until_seq is not None:
+            request.before_seq = until_seq + 1
+        while True:
+            reply = await self.list_records(caller, request)
+            found.extend(reply.records)
+            if not reply.next_page_token:
+                return found
+            request.page_token = reply.next_page_token
+
+    async def batch_get_slots(
+        self,
+        caller: Caller,
+        space_id: UUID,
+        session_ids: Sequence[str],
+        slots: Sequence[storage_pb2.SlotKind] = (),
+    ) -> Sequence[storage_pb2.SessionSlots]:
+        """The `slots` (default: all) of the committed sessions among `session_ids`, in
+        request order."""
+        request = storage_pb2.BatchGetSlotsRequest(
+            space_id=str(space_id), session_ids=list(session_ids), slots=list(slots)
+        )
+        reply = await self._call(
+            "BatchGetSlots",
+            self._stub.BatchGetSlots,
+            request,
+            storage_pb2.BatchGetSlotsResponse,
+            caller,
+        )
+        return reply.slots
+
+    async def put_insight(
+        self, caller: Caller, space_id: UUID, session_id: UUID, content: str
+    ) -> None:
+        """Replace the insight slot."""
+        request = storage_pb2.PutInsightRequest(
+            space_id=str(space_id), session_id=str(session_id), content=content
+        )
+        await self._call(
+            "PutInsight", self._stub.PutInsight, request, storage_pb2.PutInsightResponse, caller
+        )
+
+    async def put_memory(
+        self,
+        caller: Caller,
+        space_id: UUID,
+        session_id: UUID,
+        content: str,
+        *,
+        covered: int | None = None,
+    ) -> None:
+        """Replace the memory slot (and the seq it covers, when given)."""
+        request = storage_pb2.PutMemoryRequest(
+            space_id=str(space_id), session_id=str(session_id), content=content
+        )
+        if covered is not None:
+            request.covered_until_seq = covered
+        await self._call(
+            "PutMemory", self._stub.PutMemory, request, storage_pb2.PutMemoryResponse, caller
+        )
+
+    async def transact(
+        self,
+        caller: Caller,
+        space_id: UUID,
+        operations: Sequence[storage_pb2.Operation],
+        *,
+        request_id: str,
+        preconditions: Sequence[storage_pb2.Precondition] = (),
+    ) -> Sequence[storage_pb2.OperationResult]:
+        """Apply `operations` all-or-nothing; idempotent by request_id."""
+        request = storage_pb2.TransactRequest(
+            space_id=str(space_id),
+            preconditions=list(preconditions),
+            operations=list(operations),
+            request_id=request_id,
+        )
+        reply = await self._call(
+            "Transact", self._stub.Transact, request, storage_pb2.TransactResponse, caller
+        )
+        return reply.results
+
+    async def get_memory(self, caller: Caller, space_id: UUID, session_id: UUID) -> str | None:
+        """The memory slot; None when unset."""
+        request = storage_pb2.GetMemoryRequest(space_id=str(space_id), session_id=str(session_id))
+        reply = await self._call(
+            "GetMemory", self._stub.GetMemory, request, storage_pb2.GetMemoryResponse, caller
+        )
+        return reply.content if reply.HasField("content") else None
+
+    async def get_memory_covering(
+        self, caller: Caller, space_id: UUID, session_id: UUID
+    ) -> tuple[str | None, int | None]:
+        """The memory slot and the seq it covers (None when unset or not known)."""
+        request = storage_pb2.GetMemoryRequest(space_id=str(space_id), session_id=str(session_id))
+        reply = await self._call(
+            "GetMemory", self._stub.GetMemory, request, storage_pb2.GetMemoryResponse, caller
+        )
+        content = reply.content if reply.HasField("content") else None
+        covered = reply.covered_until_seq if reply.HasField("covered_until_seq") else None
+        return content, covered
+
+    async def get_compression_cache(
+        self,
+        caller: Caller,
+        space_id: UUID,
+        session_id: UUID,
+        *,
+        at_or_below_seq: int | None = None,
+        complete_only: bool = False,
+    ) -> storage_pb2.CompressionCache | None:
+        """The newest summary (covering no record after `at_or_below_seq`, not lossy with
+        `complete_only`); None when there is none."""
+        request = storage_pb2.GetCompressionCacheRequest(
+            space_id=str(space_id), session_id=str(session_id), complete_only=complete_only
+        )
+        if at_or_below_seq is not None:
+            request.at_or_below_seq = at_or_below_seq
+        reply = await self._call(
+            "GetCompressionCache",
+            self._stub.GetCompressionCache,
+            request,
+            storage_pb2.GetCompressionCacheResponse,
+            caller,
+        )
+        return reply.cache if reply.HasField("cache") else None
+
+    async def put_compression_cache(
+        self, caller: Caller, space_id: UUID, session_id: UUID, cache: storage_pb2.CompressionCache
+    ) -> None:
+        """Make `cache` the session's compression cache (newer summaries are dropped)."""
+        request = storage_pb2.PutCompressionCacheRequest(
+            space_id=str(space_id), session_id=str(session_id), cache=cache
+        )
+        await self._call(
+            "PutCompressionCache",
+            self._stub.PutCompressionCache,
+            request,
+            storage_pb2.PutCompressionCacheResponse,
+            caller,
+        )
+
+    async def start_turn(
+        self, caller: Caller, request: storage_pb2.BeginTurnRequest
+    ) -> storage_pb2.BeginTurnResponse:
+        """BeginTurn with a window: the remembered reply, or the lease and the turn."""
+        reply: storage_pb2.BeginTurnResponse = await self._call(
+            "BeginTurn", self._stub.BeginTurn, request, storage_pb2.BeginTurnResponse, caller
+        )
+        return reply
+
+    async def begin_turn(self, caller: Caller, space_id: UUID, session_id: UUID, ttl_s: int) -> str:
+        """Take the session's turn lease; its token (ABORTED TURN_IN_PROGRESS while held)."""
+        request = storage_pb2.BeginTurnRequest(
+            space_id=str(space_id), session_id=str(session_id), ttl_s=ttl_s
+        )
+        reply = await self._call(
+            "BeginTurn", self._stub.BeginTurn, request, storage_pb2.BeginTurnResponse, caller
+        )
+        return reply.token
+
+    async def release_turn(
+        self, caller: Caller, space_id: UUID, session_id: UUID, token: str
+    ) -> bool:
+        """Give the lease back, writing nothing else; whether it was still live."""
+        request = storage_pb2.ReleaseTurnRequest(
+            space_id=str(space_id), session_id=str(session_id), token=token
+        )
+        reply = await self._call(
+            "ReleaseTurn", self._stub.ReleaseTurn, request, storage_pb2.ReleaseTurnResponse, caller
+        )
+        return reply.released
+
+    async def renew_turn(
+        self, caller: Caller, space_id: UUID, session_id: UUID, token: str, ttl_s: int
+    ) -> bool:
+        """Extend the lease `token` holds to `ttl_s` from now; False when another turn took it
+        (or it was released)."""
+        request = storage_pb2.RenewTurnRequest(
+            space_id=str(space_id), session_id=str(session_id), token=token, ttl_s=ttl_s
+        )
+        reply = await self._call(
+            "RenewTurn", self._stub.RenewTurn, request, storage_pb2.RenewTurnResponse, caller
+        )
+        return reply.renewed
+
+    async def remembered(self, caller: Caller, space_id: UUID, key: RequestKey) -> bytes | None:
+        """The answer remembered under `key`, or None.
+
+        Raises:
+            AlreadyExists: the request_id was used for a different request.
+        """
+        found = await self.get_remembered_result(caller, space_id, key.scope, key.request_id)
+        if not found.found:
+            return None
+        if found.request_hash != key.request_hash:
+            raise AlreadyExists(
+                f"request_id {key.request_id!r} was already used for a different request; "
+                "use a new request_id for a new request",
+                reason=REQUEST_ID_REUSED,
+            )
+        return found.response
+
+    async def get_remembered_result(
+        self, caller: Caller, space_id: UUID, scope: str, request_id: str
+    ) -> storage_pb2.GetRememberedResultResponse:
+        """The idempotency entry a RememberResultOp stored (`found` false when none)."""
+        request = storage_pb2.GetRememberedResultRequest(
+            space_id=str(space_id), scope=scope, request_id=request_id
+        )
+        return await self._call(
+            "GetRememberedResult",
+            self._stub.GetRememberedResult,
+            request,
+            storage_pb2.GetRememberedResultResponse,
+            caller,
+        )
+
+    async def list_shared_memory(
+        self, caller: Caller, space_id: UUID, *, page_size: int, page_token: str = ""
+    ) -> storage_pb2.ListSharedMemoryResponse:
+        """One page of the space's shared memory entries (no bodies) and their count."""
+        request = storage_pb2.ListSharedMemoryRequest(
+            space_id=str(space_id), page_size=page_size, page_token=page_token
+        )
+        return await self._call(
+            "ListSharedMemory",
+            self._stub.ListSharedMemory,
+            request,
+            storage_pb2.ListSharedMemoryResponse,
+            caller,
+        )
+
+    async def get_shared_memory_entry(
+        self, caller: Caller, space_id: UUID, slug: str
+    ) -> common_pb2.SharedMemoryEntry:
+        """One shared memory entry, body included (NOT_FOUND when the slug has none)."""
+        request = storage_pb2.GetSharedMemoryEntryRequest(space_id=str(space_id), slug=slug)
+        reply = await self._call(
+            "GetSharedMemoryEntry",
+            self._stub.GetSharedMemoryEntry,
+            request,
+            storage_pb2.GetSharedMemoryEntryResponse,
+            caller,
+        )
+        return reply.entry
+
+    async def upsert_shared_memory_entry(
+        self, caller: Caller, request: storage_pb2.UpsertSharedMemoryEntryRequest
+    ) -> storage_pb2.UpsertSharedMemoryEntryResponse:
+        """Create or replace a shared memory entry (idempotent by its request_id)."""
+        return await self._call(
+            "UpsertSharedMemoryEntry",
+            self._stub.UpsertSharedMemoryEntry,
+            request,
+            storage_pb2.UpsertSharedMemoryEntryResponse,
+            caller,
+        )
+
+    async def remove_shared_memory_entry(
+        self, caller: Caller, space_id: UUID, slug: str, *, request_id: str = ""
+    ) -> bool:
+        """Remove a shared memory entry; whether there was one."""
+        request = storage_pb2.RemoveSharedMemoryEntryRequest(
+            space_id=str(space_id), slug=slug, request_id=request_id
+        )
+        reply = await self._call(
+            "RemoveSharedMemoryEntry",
+            self._stub.RemoveSharedMemoryEntry,
+            request,
+            storage_pb2.RemoveSharedMemoryEntryResponse,
+            caller,
+        )
+        return reply.removed
+
+    async def claim_fork(
+        self,
+        caller: Caller,
+        space_id: UUID,
+        session_id: UUID,
+        *,
+        min_turns: int,
+        cooldown_turns: int,
+    ) -> storage_pb2.ClaimForkResponse:
+        """Check and take the session's fork guard (granted or not, with the counts)."""
+        request = storage_pb2.ClaimForkRequest(
+            space_id=str(space_id),
+            session_id=str(session_id),
+            min_turns=min_turns,
+            cooldown_turns=cooldown_turns,
+        )
+        return await self._call(
+            "ClaimFork", self._stub.ClaimFork, request, storage_pb2.ClaimForkResponse, caller
+        )
+
+    async def release_fork_claim(
+        self,
+        caller: Caller,
+        space_id: UUID,
+        session_id: UUID,
+        claim: storage_pb2.ClaimForkResponse,
+    ) -> bool:
+        """Give back a granted claim whose fork failed; False when a later one replaced it."""
+        request = storage_pb2.ReleaseForkClaimRequest(
+            space_id=str(space_id),
+            session_id=str(session_id),
+            claimed_turn=claim.turn_count,
+            previous_fork_turn=claim.last_fork_turn if claim.HasField("last_fork_turn") else None,
+        )
+        reply = await self._call(
+            "ReleaseForkClaim",
+            self._stub.ReleaseForkClaim,
+            request,
+            storage_pb2.ReleaseForkClaimResponse,
+            caller,
+        )
+        return reply.released
+
+    async def read_events(
+        self, caller: Caller, space_id: UUID, after: int | None, limit: int
+    ) -> storage_pb2.ReadEventsResponse:
+        """Up to `limit` events after position `after` (None: only the newest position)."""
+        request = storage_pb2.ReadEventsRequest(space_id=str(space_id), limit=limit)
+        if after is not None:
+            request.after_position = after
+        return await self._call(
+            "ReadEvents", self._stub.ReadEvents, request, storage_pb2.ReadEventsResponse, caller
+        )

@@ -1,0 +1,240 @@
+"""The gateway's typed async client of the tree service (stello.tree.v1.SessionTree).
+
+One method per RPC through `rpc.ServiceClient`'s shared call path, as the
+storage client in `agent_gateway.clients`.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from uuid import UUID
+
+import grpc
+
+from agent_gateway.clients.rpc import Caller, CallPolicy, ServiceClient
+from stello.common.v1 import common_pb2
+from stello.tree.v1 import tree_pb2, tree_pb2_grpc
+
+
+class TreeClient(ServiceClient):
+    """stello.tree.v1.SessionTree, typed."""
+
+    def __init__(self, channel: grpc.aio.Channel, policy: CallPolicy) -> None:
+        super().__init__("SessionTree", policy)
+        self._stub = tree_pb2_grpc.SessionTreeStub(channel)
+
+    async def create_session(
+        self,
+        caller: Caller,
+        space_id: UUID,
+        *,
+        parent_id: UUID | None,
+        label: str,
+        source_id: UUID | None,
+        config: common_pb2.SessionConfig | None,
+        provisional: bool,
+        request_id: str,
+    ) -> common_pb2.TopologyNode:
+        """Create a session (provisional: invisible until committed); idempotent by request_id."""
+        request = tree_pb2.CreateSessionRequest(
+            space_id=str(space_id),
+            label=label,
+            config=config,
+            provisional=provisional,
+            request_id=request_id,
+        )
+        if parent_id is not None:
+            request.parent_id = str(parent_id)
+        if source_id is not None:
+            request.source_session_id = str(source_id)
+        reply = await self._call(
+            "CreateSession",
+            self._stub.CreateSession,
+            request,
+            tree_pb2.CreateSessionResponse,
+            caller,
+        )
+        return reply.node
+
+    async def commit_session(
+        self, caller: Caller, space_id: UUID, session_id: str
+    ) -> common_pb2.TopologyNode:
+        """Make a provisional session visible (idempotent)."""
+        request = tree_pb2.CommitSessionRequest(space_id=str(space_id), session_id=session_id)
+        reply = await self._call(
+            "CommitSession",
+            self._stub.CommitSession,
+            request,
+            tree_pb2.CommitSessionResponse,
+            caller,
+        )
+        return reply.node
+
+    async def get_node(
+        self, caller: Caller, space_id: UUID, session_id: UUID
+    ) -> common_pb2.TopologyNode:
+        """One visible session as a topology node."""
+        request = tree_pb2.GetNodeRequest(space_id=str(space_id), session_id=str(session_id))
+        reply = await self._call(
+            "GetNode", self._stub.GetNode, request, tree_pb2.GetNodeResponse, caller
+        )
+        return reply.node
+
+    async def get_node_with_config(
+        self, caller: Caller, space_id: UUID, session_id: UUID
+    ) -> tuple[common_pb2.TopologyNode, common_pb2.SessionConfig | None]:
+        """One visible session as a topology node and its frozen config (None when none was
+        ever written), in one call."""
+        request = tree_pb2.GetNodeRequest(
+            space_id=str(space_id), session_id=str(session_id), include_config=True
+        )
+        reply = await self._call(
+            "GetNode", self._stub.GetNode, request, tree_pb2.GetNodeResponse, caller
+        )
+        return reply.node, reply.config if reply.HasField("config") else None
+
+    async def get_config(
+        self, caller: Caller, space_id: UUID, session_id: UUID
+    ) -> common_pb2.SessionConfig | None:
+        """The session's frozen config; None when none was ever written."""
+        request = tree_pb2.GetConfigRequest(space_id=str(space_id), session_id=str(session_id))
+        reply = await self._call(
+            "GetConfig", self._stub.GetConfig, request, tree_pb2.GetConfigResponse, caller
+        )
+        return reply.config if reply.HasField("config") else None
+
+    async def list_ancestors(
+        self,
+        caller: Caller,
+        space_id: UUID,
+        session_id: UUID,
+        *,
+        page_size: int,
+        page_token: str,
+    ) -> tree_pb2.ListAncestorsResponse:
+        """One page of the session's ancestors, nearest first."""
+        request = tree_pb2.ListAncestorsRequest(
+            space_id=str(space_id),
+            session_id=str(session_id),
+            page_size=page_size,
+            page_token=page_token,
+        )
+        return await self._call(
+            "ListAncestors",
+            self._stub.ListAncestors,
+            request,
+            tree_pb2.ListAncestorsResponse,
+            caller,
+        )
+
+    async def list_all(
+        self,
+        caller: Caller,
+        space_id: UUID,
+        *,
+        status: common_pb2.SessionStatus,
+        page_size: int,
+        page_token: str,
+    ) -> tree_pb2.ListAllResponse:
+        """One page of every session of the space, in (created_at, id) order."""
+        request = tree_pb2.ListAllRequest(
+            space_id=str(space_id), status=status, page_size=page_size, page_token=page_token
+        )
+        return await self._call(
+            "ListAll", self._stub.ListAll, request, tree_pb2.ListAllResponse, caller
+        )
+
+    async def get_tree(
+        self, caller: Caller, space_id: UUID, *, root_id: UUID | None, max_depth: int | None
+    ) -> Sequence[common_pb2.TreeNode]:
+        """The forest (or one subtree) in pre-order."""
+        request = tree_pb2.GetTreeRequest(space_id=str(space_id))
+        if root_id is not None:
+            request.root_id = str(root_id)
+        if max_depth is not None:
+            request.max_depth = max_depth
+        reply = await self._call(
+            "GetTree", self._stub.GetTree, request, tree_pb2.GetTreeResponse, caller, long=True
+        )
+        return reply.nodes
+
+    async def archive(
+        self, caller: Caller, space_id: UUID, session_id: UUID
+    ) -> common_pb2.TopologyNode:
+        """Archive the session (idempotent, never cascades)."""
+        request = tree_pb2.ArchiveRequest(space_id=str(space_id), session_id=str(session_id))
+        reply = await self._call(
+            "Archive", self._stub.Archive, request, tree_pb2.ArchiveResponse, caller
+        )
+        return reply.node
+
+    async def unarchive(
+        self, caller: Caller, space_id: UUID, session_id: UUID
+    ) -> common_pb2.TopologyNode:
+        """Make the session active again (idempotent, never cascades)."""
+        request = tree_pb2.UnarchiveRequest(space_id=str(space_id), session_id=str(session_id))
+        reply = await self._call(
+            "Unarchive", self._stub.Unarchive, request, tree_pb2.UnarchiveResponse, caller
+        )
+        return reply.node
+
+    async def delete_subtree(
+        self, caller: Caller, space_id: UUID, session_id: UUID
+    ) -> Sequence[str]:
+        """Erase the session and its subtree; not retried (a second call is NOT_FOUND).
+
+        A long call: it gets the caller's whole deadline (a large subtree takes seconds).
+        """
+        request = tree_pb2.DeleteSubtreeRequest(space_id=str(space_id), session_id=str(session_id))
+        reply = await self._call(
+            "DeleteSubtree",
+            self._stub.DeleteSubtree,
+            request,
+            tree_pb2.DeleteSubtreeResponse,
+            caller,
+            retry=False,
+            long=True,
+        )
+        return reply.deleted_ids
+
+    async def sweep_provisional(
+        self, caller: Caller, *, older_than_s: int, dry_run: bool
+    ) -> Sequence[str]:
+        """Admin: remove (or list, with dry_run) expired provisional sessions."""
+        request = tree_pb2.SweepProvisionalRequest(older_than_s=older_than_s, dry_run=dry_run)
+        reply = await self._call(
+            "SweepProvisional",
+            self._stub.SweepProvisional,
+            request,
+            tree_pb2.SweepProvisionalResponse,
+            caller,
+        )
+        return reply.removed_ids
+
+    async def update_label(
+        self, caller: Caller, space_id: UUID, session_id: UUID, label: str
+    ) -> common_pb2.TopologyNode:
+        """Rename the session (SESSION_ARCHIVED when it is archived)."""
+        request = tree_pb2.UpdateLabelRequest(
+            space_id=str(space_id), session_id=str(session_id), label=label
+        )
+        reply = await self._call(
+            "UpdateLabel", self._stub.UpdateLabel, request, tree_pb2.UpdateLabelResponse, caller
+        )
+        return reply.node
+
+    async def resolve_prefix(
+        self, caller: Caller, space_id: UUID, prefix: str, limit: int
+    ) -> Sequence[common_pb2.SessionSummary]:
+        """The visible sessions whose id starts with `prefix`, by id, at most `limit`."""
+        request = tree_pb2.ResolveSessionPrefixRequest(
+            space_id=str(space_id), prefix=prefix, limit=limit
+        )
+        reply = await self._call(
+            "ResolveSessionPrefix",
+            self._stub.ResolveSessionPrefix,
+            request,
+            tree_pb2.ResolveSessionPrefixResponse,
+            caller,
+        )
+        return reply.sessions

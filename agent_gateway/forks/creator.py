@@ -1,0 +1,380 @@
+"""CreateRoot and Fork: validate, read the source, compose, then run the saga (DESIGN §4.1).
+
+Everything that can refuse a request (an unknown profile, a missing template
+variable, a bad option, a system prompt or opening prompt over storage's
+limits, an unknown source or parent, a failed COMPRESS summary) does so before
+anything is written. The whole operation has a time budget of
+at most half the provisioning TTL, so a saga never outlives its provisional
+session.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import hashlib
+import uuid
+from collections.abc import Coroutine, Mapping, Sequence
+from dataclasses import dataclass, field, replace
+from typing import Any
+
+from agent_gateway.clients import Caller, RequestKey, StorageClient, TreeClient
+from agent_gateway.forks.compose import (
+    ConfigLayer,
+    ContextMode,
+    ProfileLayer,
+    Summarizer,
+    compose,
+    effective_context,
+    opening_prompt,
+)
+from agent_gateway.forks.profiles import ProfileRegistry
+from agent_gateway.forks.saga import ProvisioningSaga, SessionPlan
+from agent_gateway.llm import Prompts
+from stello.common.v1 import common_pb2
+from stello.errors import DeadlineExceeded, FailedPrecondition, InvalidArgument, Violations
+from stello.settings import MIB
+from stello.storage.v1 import storage_pb2
+
+DEFAULT_ROOT_LABEL = "Root"
+# Internal ids get a scope prefix and suffixes (/again1/storage): keep them short.
+MAX_PLAIN_REQUEST_ID = 120
+
+
+@dataclass(frozen=True, slots=True)
+class SizeLimits:
+    """What storage accepts (``STELLO_MAX_RECORD_BYTES``, ``STELLO_MAX_SLOT_BYTES``)."""
+
+    record_bytes: int = MIB
+    slot_bytes: int = MIB
+
+    def check_request(self, system_prompt: str | None, prompt: str | None) -> None:
+        """Refuse the client's own fields over the limits (before anything is read)."""
+        v = Violations()
+        if system_prompt is not None:
+            self._slot(system_prompt, "system_prompt", "", v)
+        if prompt is not None:
+            self._record(_assistant(prompt), "prompt", v)
+        v.raise_if_any()
+
+    def check_plan(self, system_prompt: str | None, opening: str | None, opening_from: str) -> None:
+        """Refuse a composed session that storage would refuse (before the saga writes):
+        its system prompt (with profile and defaults), its opening record (named by
+        `opening_from`, the field it came from: ``prompt`` or ``profile``)."""
+        v = Violations()
+        if system_prompt is not None:
+            self._slot(system_prompt, "system_prompt", " as composed", v)
+        if opening:
+            self._record(_assistant(opening), opening_from, v)
+        v.raise_if_any()
+
+    def _slot(self, text: str, name: str, how: str, v: Violations) -> None:
+        size = len(text.encode())
+        if size > self.slot_bytes:
+            v.add(name, f"is {size} bytes{how}, over the limit of {self.slot_bytes}")
+
+    def _record(self, record: common_pb2.Record, name: str, v: Violations) -> None:
+        size = record.ByteSize()
+        if size > self.record_bytes:
+            v.add(name, f"makes a record of {size} bytes, over the limit of {self.record_bytes}")
+
+
+@dataclass(frozen=True, slots=True)
+class RootInput:
+    """A validated CreateRoot request."""
+
+    space_id: uuid.UUID
+    label: str = DEFAULT_ROOT_LABEL
+    system_prompt: str | None = None
+    skills: tuple[str, ...] | None = None
+    profile: str | None = None
+    profile_vars: Mapping[str, str] = field(default_factory=dict)
+    request_id: str = ""
+    request_hash: bytes = b""
+    """Fingerprint of the request without its request_id (when it has one)."""
+
+
+@dataclass(frozen=True, slots=True)
+class ForkInput:
+    """A validated Fork request (context None = the profile's, else NONE)."""
+
+    space_id: uuid.UUID
+    source_id: uuid.UUID
+    label: str
+    topology_parent_id: uuid.UUID | None = None
+    profile: str | None = None
+    profile_vars: Mapping[str, str] = field(default_factory=dict)
+    system_prompt: str | None = None
+    skills: tuple[str, ...] | None = None
+    context: ContextMode | None = None
+    inherit_until_seq: int | None = None
+    prompt: str | None = None
+    request_id: str = ""
+    request_hash: bytes = b""
+    """Fingerprint of the request without its request_id (when it has one)."""
+
+
+@dataclass(frozen=True, slots=True)
+class _Tail:
+    """What a COMPRESS fork summarises: the source's newest summary and the records after
+    it (the newest `FORK_TAIL_RECORDS` at most; `omitted` older ones between them)."""
+
+    summary: str | None = None
+    records: Sequence[common_pb2.Record] = ()
+    omitted: int = 0
+
+
+@dataclass(frozen=True, slots=True)
+class _Source:
+    config: ConfigLayer
+    tail: _Tail = _Tail()
+    """COMPRESS: what to summarise (INHERIT reads nothing: storage inherits by reference)."""
+
+
+FORK_TAIL_RECORDS = 1000
+"""A COMPRESS fork reads at most this many of the source's newest records (one page)."""
+
+
+def internal_request_id(rpc: str, client_request_id: str) -> str:
+    """The id the saga's internal calls use: scoped per RPC; generated when the client gave none."""
+    if not client_request_id:
+        return f"agent.{rpc}/gen-{uuid.uuid4().hex}"
+    if len(client_request_id) > MAX_PLAIN_REQUEST_ID:
+        digest = hashlib.sha256(client_request_id.encode()).hexdigest()
+        return f"agent.{rpc}/sha256-{digest}"
+    return f"agent.{rpc}/{client_request_id}"
+
+
+def client_key(rpc: str, client_request_id: str, request_hash: bytes) -> RequestKey | None:
+    """The key a request is remembered under; None without a client request_id."""
+    if not client_request_id:
+        return None
+    if not request_hash:
+        raise ValueError("a request with a request_id needs its fingerprint")
+    return RequestKey(f"agent.{rpc}", client_request_id, request_hash)
+
+
+class SessionCreator:
+    """CreateRoot and Fork over the storage and tree clients."""
+
+    def __init__(
+        self,
+        tree: TreeClient,
+        storage: StorageClient,
+        saga: ProvisioningSaga,
+        profiles: ProfileRegistry,
+        defaults: ConfigLayer,
+        budget_s: float,
+        summarizer: Summarizer | None = None,
+        *,
+        prompts: Prompts,
+        limits: SizeLimits | None = None,
+    ) -> None:
+        """Set up CreateRoot and Fork.
+
+        Args:
+            tree: the tree client.
+            storage: the storage client.
+            saga: runs the provisioning protocol.
+            profiles: the configured fork profiles.
+            defaults: the gateway's defaults layer.
+            budget_s: the time a CreateRoot/Fork may take.
+            summarizer: summarises a COMPRESS fork's source; None = COMPRESS refused.
+            prompts: the configured texts (the `parent_context` block).
+            limits: the record and slot sizes storage accepts (checked before writing).
+        """
+        self._limits = limits or SizeLimits()
+        self._tree = tree
+        self._storage = storage
+        self._saga = saga
+        self._profiles = profiles
+        self._defaults = defaults
+        self._budget_s = budget_s
+        self._summarizer = summarizer
+        self._prompts = prompts
+
+    async def create_root(self, caller: Caller, request: RootInput) -> common_pb2.SessionSummary:
+        """Create a root session: defaults -> profile -> request; the profile's prompt opens it."""
+        self._limits.check_request(request.system_prompt, None)
+        profile = self._profile(request.profile, request.profile_vars)
+        options = ConfigLayer(request.system_prompt, request.skills)
+        config = compose(self._defaults, ConfigLayer(), profile, options)
+        opening = opening_prompt(None, profile)
+        plan = SessionPlan(
+            space_id=request.space_id,
+            label=request.label,
+            config=config.to_proto(),
+            system_prompt=config.system_prompt or None,
+            records=(_assistant(opening),) if opening else (),
+        )
+        self._limits.check_plan(plan.system_prompt, opening, "profile")
+        request_id = internal_request_id("CreateRoot", request.request_id)
+        key = client_key("CreateRoot", request.request_id, request.request_hash)
+        return await self._within_budget(
+            self._create_root(caller.within(self._budget_s), plan, request_id, key)
+        )
+
+    async def _create_root(
+        self,
+        caller: Caller,
+        plan: SessionPlan,
+        request_id: str,
+        key: RequestKey | None,
+    ) -> common_pb2.SessionSummary:
+        earlier = await self._saga.replay(caller, plan.space_id, key) if key else None
+        return earlier or await self._saga.run(caller, plan, request_id, key)
+
+    async def fork(self, caller: Caller, request: ForkInput) -> common_pb2.SessionSummary:
+        """Fork `request.source_id` into a new session (STELLO-SPEC §4.4, DESIGN §4.1)."""
+        self._limits.check_request(request.system_prompt, request.prompt)
+        profile = self._profile(request.profile, request.profile_vars)
+        context = effective_context(request.context, profile)
+        if request.inherit_until_seq is not None and context is not ContextMode.INHERIT:
+            raise InvalidArgument.field(
+                "inherit_until_seq", f"is only allowed with INHERIT context, not {context.upper()}"
+            )
+        if context is ContextMode.COMPRESS and self._summarizer is None:
+            raise FailedPrecondition(
+                "COMPRESS forks need an LLM provider and none is configured",
+                reason="PROVIDER_NOT_CONFIGURED",
+            )
+        request_id = internal_request_id("Fork", request.request_id)
+        key = client_key("Fork", request.request_id, request.request_hash)
+        return await self._within_budget(
+            self._fork(caller.within(self._budget_s), request, profile, context, request_id, key)
+        )
+
+    async def _fork(
+        self,
+        caller: Caller,
+        request: ForkInput,
+        profile: ProfileLayer | None,
+        context: ContextMode,
+        request_id: str,
+        key: RequestKey | None,
+    ) -> common_pb2.SessionSummary:
+        options = ConfigLayer(request.system_prompt, request.skills)
+        # A request seen before is answered from what it made (even if the source has changed
+        # or gone since): looked up beside the reads, so it costs no time.
+        earlier, source = await asyncio.gather(
+            self._saga.replay(caller, request.space_id, key) if key else _none(),
+            self._read_source(caller, request, context),
+            return_exceptions=True,
+        )
+        if isinstance(earlier, BaseException):
+            raise earlier
+        if earlier is not None:
+            return earlier
+        if isinstance(source, BaseException):
+            raise source
+        config = compose(self._defaults, source.config, profile, options)
+        records: list[common_pb2.Record] = []
+        if context is ContextMode.COMPRESS and (source.tail.records or source.tail.summary):
+            assert self._summarizer is not None  # checked in fork()
+            tail = source.tail
+            summary = tail.summary or ""
+            if tail.records:
+                summary = await self._summarizer.summarize_for_fork(
+                    tail.records, summary=tail.summary, omitted=tail.omitted
+                )
+            prompt = self._prompts.with_parent_context(config.system_prompt, summary)
+            config = replace(config, system_prompt=prompt)
+        opening = opening_prompt(request.prompt, profile)
+        if opening:
+            records.append(_assistant(opening))
+        plan = SessionPlan(
+            space_id=request.space_id,
+            label=request.label,
+            parent_id=request.topology_parent_id or request.source_id,
+            source_id=request.source_id,
+            config=config.to_proto(),
+            # Only a non-empty prompt is written (spec §4.4.4 step 2); when no layer gives
+            # one the child keeps the source's slot, copied by the saga's Transact.
+            system_prompt=config.system_prompt or None,
+            copy_system_prompt=config.system_prompt is None,
+            inherit=context is ContextMode.INHERIT,
+            inherit_until_seq=request.inherit_until_seq,
+            records=tuple(records),
+        )
+        opening_from = "prompt" if request.prompt is not None else "profile"
+        self._limits.check_plan(plan.system_prompt, opening, opening_from)
+        return await self._saga.run(caller, plan, request_id, key)
+
+    async def _read_source(
+        self, caller: Caller, request: ForkInput, context: ContextMode
+    ) -> _Source:
+        """Read the source's config and COMPRESS tail (as needed) at once.
+
+        Neither the prompt slot nor (INHERIT) a record is read: storage copies the
+        slot when no layer gives a prompt and gives the child the source's records
+        by reference, both in the saga's Transact (DESIGN §4.1, §4.4).
+        """
+        space, source = request.space_id, request.source_id
+        reads: list[Any] = [self._tree.get_config(caller, space, source)]
+        if context is ContextMode.COMPRESS:
+            reads.append(self._tail(caller, space, source))
+        else:
+            reads.append(_none())
+        parent = request.topology_parent_id
+        if parent is not None and parent != source:
+            # Fails early (NOT_FOUND) before any LLM call when the parent is unknown.
+            reads.append(self._tree.get_node(caller, space, parent))
+        config, found, *_ = await asyncio.gather(*reads)
+        layer = ConfigLayer.from_proto(config)
+        return _Source(layer, found if isinstance(found, _Tail) else _Tail())
+
+    async def _tail(self, caller: Caller, space: uuid.UUID, source: uuid.UUID) -> _Tail:
+        """The source's newest summary and its newest records after it (bounded reads)."""
+        cache = await self._storage.get_compression_cache(caller, space, source)
+        covered = cache.covered_until_seq if cache else 0
+        newest = storage_pb2.ListRecordsRequest(
+            space_id=str(space),
+            session_id=str(source),
+            after_seq=covered,
+            newest_first=True,
+            limit=FORK_TAIL_RECORDS,
+        )
+        page = await self._storage.list_records(caller, newest)
+        omitted = 0
+        if page.next_page_token and page.records:
+            oldest = storage_pb2.ListRecordsRequest(
+                space_id=str(space), session_id=str(source), after_seq=covered, limit=1
+            )
+            first = (await self._storage.list_records(caller, oldest)).records[0].seq
+            omitted = page.records[0].seq - first
+        return _Tail(cache.summary if cache else None, list(page.records), omitted)
+
+    def _profile(self, name: str | None, values: Mapping[str, str]) -> ProfileLayer | None:
+        if name is None:
+            return None
+        return self._profiles.require(name).resolve(values)
+
+    async def _within_budget(
+        self, work: Coroutine[Any, Any, common_pb2.SessionSummary]
+    ) -> common_pb2.SessionSummary:
+        return await within_budget(self._budget_s, work)
+
+
+async def within_budget(
+    budget_s: float, work: Coroutine[Any, Any, common_pb2.SessionSummary]
+) -> common_pb2.SessionSummary:
+    """Await a session creation; DEADLINE_EXCEEDED once it has taken `budget_s`.
+
+    Raises:
+        DeadlineExceeded: the budget ran out (nothing was made visible).
+    """
+    try:
+        async with asyncio.timeout(budget_s):
+            return await work
+    except TimeoutError as exc:
+        raise DeadlineExceeded(
+            f"session creation did not finish within its {budget_s:g} s budget; "
+            "nothing was made visible, retry with the same request_id"
+        ) from exc
+
+
+def _assistant(text: str) -> common_pb2.Record:
+    return common_pb2.Record(role=common_pb2.RECORD_ROLE_ASSISTANT, content=text)
+
+
+async def _none() -> None:
+    return None

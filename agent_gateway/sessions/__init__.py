@@ -1,0 +1,10 @@
+"""Sessions as clients see them: joined reads over storage and tree, pass-through writes, events.
+
+- `service`: GetSession, digests, records, lineage, label/slot/archive/delete
+  (each write goes to the one service that owns the data);
+- `watch`: WatchSpace, one poller per space fanned out to its watchers (DESIGN §4.6).
+"""
+
+from __future__ import annotations
+
+__all__: list[str] = []

@@ -1,0 +1,251 @@
+"""The gateway's session reads and writes over storage and tree (STELLO-SPEC §4.8, DESIGN §2).
+
+Joined views read both services at once; a session that either service does
+not show (unknown, of another space, provisional, deleted meanwhile) is
+NOT_FOUND. Writes go to the one service that owns the data.
+"""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+from agent_gateway.clients import Caller, StorageClient, TreeClient
+from agent_gateway.clients.rpc import both
+from agent_gateway.forks.saga import summary_of
+from stello.common.v1 import common_pb2
+from stello.errors import FailedPrecondition
+from stello.storage.v1 import storage_pb2
+
+SESSION_ARCHIVED = "SESSION_ARCHIVED"
+
+
+@dataclass(frozen=True, slots=True)
+class SessionDetails:
+    """The joined view of one session: topology, meta, frozen config and slots."""
+
+    node: common_pb2.TopologyNode
+    meta: common_pb2.SessionMeta
+    config: common_pb2.SessionConfig | None
+    slots: storage_pb2.SessionSlots
+
+
+@dataclass(frozen=True, slots=True)
+class RecordQuery:
+    """A validated ListRecords request (see storage's ListRecords for the semantics)."""
+
+    space_id: uuid.UUID
+    session_id: uuid.UUID
+    limit: int | None = None
+    offset: int = 0
+    role: common_pb2.RecordRole = common_pb2.RECORD_ROLE_UNSPECIFIED
+    after_seq: int | None = None
+    before_seq: int | None = None
+    newest_first: bool = False
+    page_token: str = ""
+
+
+@dataclass(frozen=True, slots=True)
+class DigestPage:
+    """One page of digests and the token of the next ("" on the last page)."""
+
+    digests: list[common_pb2.SessionDigest]
+    next_page_token: str
+
+
+class SessionService:
+    """Digests, the joined session view, tree and records, slots, archive and delete."""
+
+    def __init__(self, tree: TreeClient, storage: StorageClient) -> None:
+        self._tree = tree
+        self._storage = storage
+
+    async def list_digests(
+        self,
+        caller: Caller,
+        space_id: uuid.UUID,
+        *,
+        status: common_pb2.SessionStatus,
+        page_size: int,
+        page_token: str,
+    ) -> DigestPage:
+        """One page: exactly one tree ListAll and one storage BatchGetSlots.
+
+        A session deleted between the two calls is left out (it no longer exists).
+        """
+        page = await self._tree.list_all(
+            caller, space_id, status=status, page_size=page_size, page_token=page_token
+        )
+        slots: dict[str, storage_pb2.SessionSlots] = {}
+        if page.sessions:
+            ids = [s.id for s in page.sessions]
+            wanted = (storage_pb2.SLOT_KIND_MEMORY, storage_pb2.SLOT_KIND_INSIGHT)
+            found = await self._storage.batch_get_slots(caller, space_id, ids, wanted)
+            slots = {s.session_id: s for s in found}
+        digests = []
+        for session in page.sessions:
+            slot = slots.get(session.id)
+            if slot is None:
+                continue
+            digest = common_pb2.SessionDigest(
+                id=session.id,
+                label=session.label,
+                status=session.status,
+                turn_count=session.turn_count,
+            )
+            if session.HasField("parent_id"):
+                digest.parent_id = session.parent_id
+            _fill_slots(digest, slot)
+            digests.append(digest)
+        return DigestPage(digests, page.next_page_token)
+
+    async def lineage(
+        self,
+        caller: Caller,
+        space_id: uuid.UUID,
+        session_id: uuid.UUID,
+        *,
+        page_size: int,
+        page_token: str,
+    ) -> DigestPage:
+        """One page of the session's ancestors, nearest first, as digests: exactly one tree
+        ListAncestors and one storage BatchGetSlots (an ancestor erased between them is left
+        out)."""
+        page = await self._tree.list_ancestors(
+            caller, space_id, session_id, page_size=page_size, page_token=page_token
+        )
+        slots: dict[str, storage_pb2.SessionSlots] = {}
+        if page.nodes:
+            wanted = (storage_pb2.SLOT_KIND_MEMORY, storage_pb2.SLOT_KIND_INSIGHT)
+            ids = [node.id for node in page.nodes]
+            found = await self._storage.batch_get_slots(caller, space_id, ids, wanted)
+            slots = {s.session_id: s for s in found}
+        digests = []
+        for node in page.nodes:
+            slot = slots.get(node.id)
+            if slot is None:
+                continue
+            digest = common_pb2.SessionDigest(
+                id=node.id, label=node.label, status=node.status, turn_count=node.turn_count
+            )
+            if node.HasField("parent_id"):
+                digest.parent_id = node.parent_id
+            _fill_slots(digest, slot)
+            digests.append(digest)
+        return DigestPage(digests, page.next_page_token)
+
+    async def get_session(
+        self, caller: Caller, space_id: uuid.UUID, session_id: uuid.UUID
+    ) -> SessionDetails:
+        """Node, meta, config and slots of one session: one tree call (node and config) and
+        one storage call (meta and slots), in parallel."""
+        (node, config), (meta, slots) = await both(
+            self._tree.get_node_with_config(caller, space_id, session_id),
+            self._storage.get_session_with_slots(caller, space_id, session_id),
+        )
+        return SessionDetails(node, meta, config, slots)
+
+    async def get_tree(
+        self,
+        caller: Caller,
+        space_id: uuid.UUID,
+        *,
+        root_id: uuid.UUID | None,
+        max_depth: int | None,
+    ) -> Sequence[common_pb2.TreeNode]:
+        """The forest or one subtree, in pre-order (the tree's GetTree)."""
+        return await self._tree.get_tree(caller, space_id, root_id=root_id, max_depth=max_depth)
+
+    async def list_records(
+        self, caller: Caller, query: RecordQuery
+    ) -> storage_pb2.ListRecordsResponse:
+        """One page of a session's records, chronological, and the next token (storage's
+        ListRecords)."""
+        request = storage_pb2.ListRecordsRequest(
+            space_id=str(query.space_id),
+            session_id=str(query.session_id),
+            offset=query.offset,
+            role=query.role,
+            newest_first=query.newest_first,
+            page_token=query.page_token,
+        )
+        if query.limit is not None:
+            request.limit = query.limit
+        if query.after_seq is not None:
+            request.after_seq = query.after_seq
+        if query.before_seq is not None:
+            request.before_seq = query.before_seq
+        return await self._storage.list_records(caller, request)
+
+    async def put_insight(
+        self, caller: Caller, space_id: uuid.UUID, session_id: uuid.UUID, content: str
+    ) -> None:
+        """Replace the insight of a visible, active session.
+
+        Raises:
+            FailedPrecondition: reason SESSION_ARCHIVED.
+        """
+        meta = await self._storage.get_session(caller, space_id, session_id)
+        if meta.status == common_pb2.SESSION_STATUS_ARCHIVED:
+            raise FailedPrecondition(
+                f"session {session_id} is archived; unarchive it to put an insight",
+                reason=SESSION_ARCHIVED,
+                metadata={"subject": f"session/{session_id}"},
+            )
+        await self._storage.put_insight(caller, space_id, session_id, content)
+
+    async def put_memory(
+        self, caller: Caller, space_id: uuid.UUID, session_id: uuid.UUID, content: str
+    ) -> None:
+        """Replace the memory of a visible session (archived ones too)."""
+        # Storage accepts writes to provisional sessions; the gateway must not.
+        await self._storage.get_session(caller, space_id, session_id)
+        await self._storage.put_memory(caller, space_id, session_id, content)
+
+    async def archive(
+        self, caller: Caller, space_id: uuid.UUID, session_id: uuid.UUID
+    ) -> common_pb2.SessionSummary:
+        """Archive the session (never cascades); answer it as it now is."""
+        node = await self._tree.archive(caller, space_id, session_id)
+        return await self._summary(caller, space_id, node)
+
+    async def unarchive(
+        self, caller: Caller, space_id: uuid.UUID, session_id: uuid.UUID
+    ) -> common_pb2.SessionSummary:
+        """Make the session active again (never cascades); answer it as it now is."""
+        node = await self._tree.unarchive(caller, space_id, session_id)
+        return await self._summary(caller, space_id, node)
+
+    async def rename(
+        self, caller: Caller, space_id: uuid.UUID, session_id: uuid.UUID, label: str
+    ) -> common_pb2.SessionSummary:
+        """Give the session a new label (refused while archived); answer it as it now is."""
+        node = await self._tree.update_label(caller, space_id, session_id, label)
+        return await self._summary(caller, space_id, node)
+
+    async def resolve_prefix(
+        self, caller: Caller, space_id: uuid.UUID, prefix: str, limit: int
+    ) -> Sequence[common_pb2.SessionSummary]:
+        """The sessions whose id starts with the hex `prefix` (the tree's range scan)."""
+        return await self._tree.resolve_prefix(caller, space_id, prefix, limit)
+
+    async def delete_session(
+        self, caller: Caller, space_id: uuid.UUID, session_id: uuid.UUID
+    ) -> Sequence[str]:
+        """Erase the session and its subtree; answer the erased ids, the session first."""
+        return await self._tree.delete_subtree(caller, space_id, session_id)
+
+    async def _summary(
+        self, caller: Caller, space_id: uuid.UUID, node: common_pb2.TopologyNode
+    ) -> common_pb2.SessionSummary:
+        meta = await self._storage.get_session(caller, space_id, node.id)
+        return summary_of(meta, node.parent_id if node.HasField("parent_id") else None)
+
+
+def _fill_slots(digest: common_pb2.SessionDigest, slot: storage_pb2.SessionSlots) -> None:
+    """Set the digest's memory and insight from the slots that hold one."""
+    if slot.HasField("memory"):
+        digest.memory = slot.memory
+    if slot.HasField("insight"):
+        digest.insight = slot.insight

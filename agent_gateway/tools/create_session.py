@@ -1,0 +1,226 @@
+"""The tools a turn offers the model: built-in ones run here, client ones by the caller.
+
+Which built-in tools a turn offers is `builtins.BuiltinTools`' choice (the
+memory tools in `memory_tools`, ``activate_skill`` in `skills`). Here:
+``stello_create_session`` (DESIGN §4.2, STELLO-SPEC §4.4.5) forks the
+current session through the same saga as the Fork RPC. Its arguments are
+checked like the spec's tool does: `label` required; `profile` must name a
+configured profile (else the tool answers the configured ``unknown_profile``
+text, the reference's ``Profile "<p>" 未注册`` under the ``zh`` preset, without
+forking); only the keys present are passed on (absent `skills` stays absent,
+``[]`` means no skills). Success answers ``{"sessionId", "label"}`` as JSON;
+any failure (bad arguments, a refused fork) answers an error result the model
+sees, never fails the turn. A fork made this way stays even if the turn fails.
+With a fork guard set (`fork_guard`), a session may fork itself only after
+enough turns and a cooldown; a refusal is an error result too.
+
+Client tools are declared per request (`ToolDefinition`); when the model
+calls one, the turn stops and returns the call to the client.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import re
+import uuid
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from google.protobuf import json_format
+
+from agent_gateway.clients import Caller
+from agent_gateway.forks.compose import ContextMode
+from agent_gateway.forks.creator import ForkInput, SessionCreator
+from agent_gateway.forks.guard import ForkGuard
+from agent_gateway.forks.profiles import ProfileRegistry
+from agent_gateway.llm import RAW_ARGUMENTS_KEY, Prompts, ToolCallSpec, ToolSpec
+from agent_gateway.llm.prompt_texts import UNKNOWN_PROFILE
+from stello.common.v1 import common_pb2
+from stello.errors import StelloError, Violations
+from stello.validation import MAX_LABEL_CHARS
+
+CREATE_SESSION = "stello_create_session"
+MEMORY_RECALL = "stello_memory_recall"
+MEMORY_REMEMBER = "stello_memory_remember"
+MEMORY_FORGET = "stello_memory_forget"
+ACTIVATE_SKILL = "activate_skill"
+BUILTIN_NAMES = frozenset(
+    {CREATE_SESSION, MEMORY_RECALL, MEMORY_REMEMBER, MEMORY_FORGET, ACTIVATE_SKILL}
+)
+"""Every name the gateway may offer as its own (a client tool may not take one)."""
+MAX_TOOLS = 128
+TOOL_NAME = re.compile(r"^[A-Za-z0-9_-]{1,64}$")
+"""What every provider accepts as a function name."""
+
+CREATE_SESSION_SPEC = ToolSpec(
+    name=CREATE_SESSION,
+    description=(
+        "Create a new child session (a fork of the current session) for a sub-task. "
+        "Returns the new session's id and label."
+    ),
+    parameters={
+        "type": "object",
+        "properties": {
+            "label": {"type": "string", "description": "Label of the new session."},
+            "systemPrompt": {"type": "string", "description": "Its system prompt."},
+            "prompt": {"type": "string", "description": "Its opening assistant message."},
+            "profile": {"type": "string", "description": "Name of a fork profile to apply."},
+            "context": {
+                "type": "string",
+                "enum": ["none", "inherit", "compress"],
+                "description": "What it starts from: nothing, this conversation, or a summary.",
+            },
+            "profileVars": {
+                "type": "object",
+                "additionalProperties": {"type": "string"},
+                "description": "Values of the profile's template variables.",
+            },
+            "skills": {
+                "type": "array",
+                "items": {"type": "string"},
+                "description": "Skills of the new session ([] = none).",
+            },
+        },
+        "required": ["label"],
+    },
+)
+
+
+@dataclass(frozen=True, slots=True)
+class ToolOutcome:
+    """A tool's answer: the tool record's content and whether the call failed."""
+
+    content: str
+    is_error: bool = False
+
+
+def client_tools(definitions: Sequence[common_pb2.ToolDefinition], v: Violations) -> list[ToolSpec]:
+    """The request's client tools; names checked (pattern, unique, not a built-in)."""
+    if len(definitions) > MAX_TOOLS:
+        v.add("tools", f"must declare at most {MAX_TOOLS} tools, got {len(definitions)}")
+        return []
+    seen: set[str] = set()
+    specs = []
+    for i, tool in enumerate(definitions):
+        name = tool.name
+        if not TOOL_NAME.match(name):
+            v.add(f"tools[{i}].name", "must be 1..64 characters of letters, digits, _ or -")
+        elif name in BUILTIN_NAMES:
+            v.add(f"tools[{i}].name", f"{name!r} is a built-in tool's name")
+        elif name in seen:
+            v.add(f"tools[{i}].name", f"{name!r} is declared twice")
+        seen.add(name)
+        parameters = (
+            json_format.MessageToDict(tool.parameters) if tool.HasField("parameters") else {}
+        )
+        specs.append(ToolSpec(name, tool.description, parameters))
+    return specs
+
+
+class CreateSessionTool:
+    """``stello_create_session``: forks the turn's session through the Fork saga."""
+
+    def __init__(
+        self,
+        creator: SessionCreator,
+        profiles: ProfileRegistry,
+        prompts: Prompts,
+        guard: ForkGuard | None = None,
+    ) -> None:
+        self._creator = creator
+        self._profiles = profiles
+        self._prompts = prompts
+        self._guard = guard if guard is not None and guard.enabled else None
+
+    async def run(
+        self,
+        caller: Caller,
+        space_id: uuid.UUID,
+        session_id: uuid.UUID,
+        call: ToolCallSpec,
+        request_id: str,
+    ) -> ToolOutcome:
+        """Run one call; failures become error outcomes for the model.
+
+        `request_id` makes the fork idempotent (the turn derives it from its
+        request and the call's place in it: `turns.builtin_request_id`).
+        """
+        try:
+            fork = self._fork_input(space_id, session_id, call.arguments, request_id)
+        except ValueError as exc:
+            return ToolOutcome(str(exc), is_error=True)
+        claim = None
+        try:
+            if self._guard is not None:
+                claim = await self._guard.claim(caller, space_id, session_id)
+                if isinstance(claim, str):
+                    return ToolOutcome(claim, is_error=True)
+            session = await self._creator.fork(caller, fork)
+        except StelloError as exc:
+            if self._guard is not None and claim is not None and not isinstance(claim, str):
+                await self._guard.give_back(caller, space_id, session_id, claim)
+            return ToolOutcome(exc.message, is_error=True)
+        body = {"sessionId": session.id, "label": session.label}
+        return ToolOutcome(json.dumps(body, ensure_ascii=False, separators=(",", ":")))
+
+    def _fork_input(
+        self,
+        space_id: uuid.UUID,
+        session_id: uuid.UUID,
+        args: Mapping[str, Any],
+        request_id: str,
+    ) -> ForkInput:
+        """Spec §4.4.5's arguments as a Fork request; ValueError says what the model got wrong."""
+        if RAW_ARGUMENTS_KEY in args:
+            raise ValueError("the arguments must be a JSON object")
+        label = args.get("label")
+        if not isinstance(label, str) or not label.strip():
+            raise ValueError("label is required (a non-empty string)")
+        if len(label) > MAX_LABEL_CHARS:
+            raise ValueError(f"label must be at most {MAX_LABEL_CHARS} characters")
+        profile = _optional_str(args, "profile")
+        if profile is not None and not self._profiles.has(profile):
+            raise ValueError(self._prompts.text(UNKNOWN_PROFILE, profile=profile))
+        context = _optional_str(args, "context")
+        if context is not None and context not in ContextMode.__members__.values():
+            raise ValueError("context must be one of none, inherit, compress")
+        variables = args.get("profileVars", {})
+        if not isinstance(variables, dict) or not all(
+            isinstance(value, str) for value in variables.values()
+        ):
+            raise ValueError("profileVars must be an object of strings")
+        skills = args.get("skills")
+        if skills is not None and (
+            not isinstance(skills, list) or not all(isinstance(s, str) for s in skills)
+        ):
+            raise ValueError("skills must be an array of strings")
+        return ForkInput(
+            space_id=space_id,
+            source_id=session_id,
+            label=label,
+            profile=profile,
+            profile_vars=variables,
+            system_prompt=_optional_str(args, "systemPrompt"),
+            skills=tuple(skills) if skills is not None else None,
+            context=ContextMode(context) if context is not None else None,
+            prompt=_optional_str(args, "prompt"),
+            request_id=request_id,
+            request_hash=_arguments_hash(session_id, args),
+        )
+
+
+def _arguments_hash(session_id: uuid.UUID, args: Mapping[str, Any]) -> bytes:
+    """The fingerprint of one call's fork: its session and its arguments."""
+    canonical = json.dumps([str(session_id), args], sort_keys=True, ensure_ascii=False)
+    return hashlib.sha256(canonical.encode()).digest()
+
+
+def _optional_str(args: Mapping[str, Any], key: str) -> str | None:
+    value = args.get(key)
+    if value is None:
+        return None
+    if not isinstance(value, str):
+        raise ValueError(f"{key} must be a string")
+    return value

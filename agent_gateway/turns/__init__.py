@@ -1,0 +1,14 @@
+"""A turn from request to commit: Send, SendStream, SubmitToolResults (DESIGN §4.2, §4.3).
+
+- `requests`: requests -> validated turn input (and replies back);
+- `service`: `TurnService`, the turn itself: BeginTurn, the context, the model
+  call and tool loop, the commit;
+- `start`: the BeginTurn request and what its answer means;
+- `state`: what a turn is made of (input, plan, new records);
+- `commit`: the one Transact that commits a turn;
+- `lease_keeper`: the turn lease renewed while the turn runs.
+"""
+
+from __future__ import annotations
+
+__all__: list[str] = []
