@@ -16,7 +16,8 @@ from tests.console.http import Event, EventStream, fetch
 from tests.gateway.conftest import record
 from tests.support.fixtures import TestSpace
 
-# Not `sql`: the relay is what these test; the events' SQL runs in tests/gateway/test_watch.py
+# Not `sql`: the relay is what these test; the events' SQL runs in
+# tests/gateway/sessions/test_watch.py
 # and tests/storage on every PostgreSQL pass.
 
 

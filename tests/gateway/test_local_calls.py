@@ -14,20 +14,22 @@ from __future__ import annotations
 
 import pytest
 
-from tests.gateway.test_bad_input import TestLabelsAndIds as TestLabelsAndIdsLocal
-from tests.gateway.test_bad_input import _source
-from tests.gateway.test_boundary import TestLimitsBeforeWrites as TestLimitsBeforeWritesLocal
-from tests.gateway.test_boundary import _guarded, _spy
-from tests.gateway.test_consolidate import TestConsolidate as TestConsolidateLocal
-from tests.gateway.test_fork import TestForkContext as TestForkContextLocal
-from tests.gateway.test_fork import TestForkPlacementAndConfig as TestForkPlacementLocal
-from tests.gateway.test_lease import TestRenewal as TestRenewalLocal
-from tests.gateway.test_read_calls import TestGetSession as TestGetSessionCallsLocal
-from tests.gateway.test_read_calls import TestOtherReads as TestOtherReadsLocal
-from tests.gateway.test_send import TestStream as TestStreamLocal
-from tests.gateway.test_send import TestTurnResult as TestTurnResultLocal
-from tests.gateway.test_sessions import TestDigests as TestDigestsLocal
-from tests.gateway.test_sessions import TestWrites as TestWritesLocal
+from tests.gateway.forks.test_fork import TestForkContext as TestForkContextLocal
+from tests.gateway.forks.test_fork import TestForkPlacementAndConfig as TestForkPlacementLocal
+from tests.gateway.history.test_consolidate import TestConsolidate as TestConsolidateLocal
+from tests.gateway.servicer.test_bad_input import TestLabelsAndIds as TestLabelsAndIdsLocal
+from tests.gateway.servicer.test_bad_input import _source
+from tests.gateway.servicer.test_boundary import (
+    TestLimitsBeforeWrites as TestLimitsBeforeWritesLocal,
+)
+from tests.gateway.servicer.test_boundary import _guarded, _spy
+from tests.gateway.sessions.test_read_calls import TestGetSession as TestGetSessionCallsLocal
+from tests.gateway.sessions.test_read_calls import TestOtherReads as TestOtherReadsLocal
+from tests.gateway.sessions.test_sessions import TestDigests as TestDigestsLocal
+from tests.gateway.sessions.test_sessions import TestWrites as TestWritesLocal
+from tests.gateway.turns.test_lease import TestRenewal as TestRenewalLocal
+from tests.gateway.turns.test_send import TestStream as TestStreamLocal
+from tests.gateway.turns.test_send import TestTurnResult as TestTurnResultLocal
 
 __all__ = [
     "TestConsolidateLocal",

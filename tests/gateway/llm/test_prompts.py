@@ -39,7 +39,7 @@ from agent_gateway.llm.prompt_texts import (
     TRANSCRIPT_HEADER,
     UNKNOWN_PROFILE,
 )
-from tests.llm.support import (
+from tests.gateway.llm.support import (
     CHINESE,
     ENGLISH,
     ZH_COMPRESS,

@@ -22,6 +22,7 @@ from stello.agent.v1 import agent_pb2
 from stello.common.v1 import common_pb2
 from stello.storage.v1 import storage_pb2
 from tests.gateway.conftest import Stack, StackMaker
+from tests.gateway.llm.support import ENGLISH, identity
 from tests.gateway.turns_support import (
     SpyProvider,
     compression_cache,
@@ -31,7 +32,6 @@ from tests.gateway.turns_support import (
     tool_definition,
     wait_for,
 )
-from tests.llm.support import ENGLISH, identity
 from tests.support.fake_http import FakeAnswer, FakeToolCall
 from tests.support.fake_openai import FakeOpenAI
 from tests.support.history import RowReads, seed_history

@@ -15,6 +15,7 @@ from agent_gateway.llm.openai_provider import OpenAIProvider
 from agent_gateway.tools.create_session import CREATE_SESSION
 from stello.agent.v1 import agent_pb2
 from tests.gateway.conftest import Stack, StackMaker, rpc_error
+from tests.gateway.llm.support import identity
 from tests.gateway.turns_support import (
     put_insight,
     roles,
@@ -23,7 +24,6 @@ from tests.gateway.turns_support import (
     submit,
     tool_definition,
 )
-from tests.llm.support import identity
 from tests.support.fake_openai import FakeOpenAI, FakeToolCall
 
 pytestmark = pytest.mark.sql

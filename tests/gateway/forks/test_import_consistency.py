@@ -1,6 +1,6 @@
 """An ImportSession appears all at once or not at all (DESIGN §4.1), a fault at every point.
 
-The same seam as Fork's (tests/gateway/test_consistency.py): the saga stopped by its
+The same seam as Fork's (tests/gateway/forks/test_consistency.py): the saga stopped by its
 server being cut off, failing with an unexpected error, or its process exiting 137.
 Nothing half-made is ever visible, the sweeper removes what is left, and a retry
 with the same request_id ends with exactly one complete session.
@@ -26,9 +26,9 @@ from tests.gateway.conftest import (
     record,
     rpc_error,
 )
+from tests.gateway.forks.test_consistency import SWEEP_WITHIN_S, RaiseAt, StopServerAt
 from tests.gateway.probes import assert_invisible, provisional_ids, wait_until_gone
 from tests.gateway.processes import gateway_process
-from tests.gateway.test_consistency import SWEEP_WITHIN_S, RaiseAt, StopServerAt
 from tests.support.fixtures import TestSpace
 
 pytestmark = pytest.mark.sql

@@ -9,7 +9,7 @@ import pytest
 
 from agent_gateway.history.context import Record, context_prefix
 from agent_gateway.llm import Completion, LLMMessage, LLMProvider, ToolCallSpec, ToolSpec, collect
-from tests.llm.support import ENGLISH
+from tests.gateway.llm.support import ENGLISH
 
 Mode = Literal["complete", "stream"]
 

@@ -16,8 +16,8 @@ import pytest
 from stello.agent.v1 import agent_pb2
 from stello.common.v1 import common_pb2
 from tests.gateway.conftest import Stack, StackMaker
+from tests.gateway.llm.support import identity
 from tests.gateway.turns_support import SpyProvider, answer, send, tool_definition
-from tests.llm.support import identity
 
 pytestmark = pytest.mark.sql
 

@@ -15,6 +15,7 @@ import pytest
 from agent_gateway.llm.anthropic_provider import AnthropicProvider
 from stello.agent.v1 import agent_pb2
 from tests.gateway.conftest import Stack, StackMaker, rpc_error
+from tests.gateway.llm.support import identity
 from tests.gateway.turns_support import (
     put_insight,
     roles,
@@ -23,7 +24,6 @@ from tests.gateway.turns_support import (
     submit,
     tool_definition,
 )
-from tests.llm.support import identity
 from tests.support.fake_anthropic import FakeAnthropic
 from tests.support.fake_http import FakeToolCall
 

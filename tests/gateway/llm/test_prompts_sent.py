@@ -32,8 +32,7 @@ from agent_gateway.llm.prompt_texts import (
 from stello.agent.v1 import agent_pb2
 from stello.common.v1 import common_pb2
 from tests.gateway.conftest import PROFILES_TOML, Stack, StackMaker, record
-from tests.gateway.turns_support import send
-from tests.llm.support import (
+from tests.gateway.llm.support import (
     CHINESE,
     ENGLISH,
     ZH_COMPRESS,
@@ -41,6 +40,7 @@ from tests.llm.support import (
     ZH_FORK_COMPRESS,
     has_cjk,
 )
+from tests.gateway.turns_support import send
 from tests.support.fake_openai import FakeAnswer, FakeOpenAI
 
 pytestmark = pytest.mark.sql

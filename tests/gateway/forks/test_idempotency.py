@@ -24,6 +24,7 @@ from tests.gateway.conftest import (
     row_counts,
     rpc_error,
 )
+from tests.gateway.forks.test_consistency import RaiseAt
 from tests.gateway.probes import (
     assert_complete,
     children_of,
@@ -32,7 +33,6 @@ from tests.gateway.probes import (
     seeded_source,
     wait_until_gone,
 )
-from tests.gateway.test_consistency import RaiseAt
 from tests.support.fixtures import TestSpace
 
 pytestmark = pytest.mark.sql

@@ -16,7 +16,7 @@ from agent_gateway.history.context import (
     tool_groups,
 )
 from agent_gateway.llm import LLMMessage, Prompts, ToolCallSpec
-from tests.llm.support import (
+from tests.gateway.llm.support import (
     CHINESE,
     ENGLISH,
     answer,

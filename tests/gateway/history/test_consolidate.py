@@ -15,6 +15,7 @@ from agent_gateway.llm.prompt_texts import COMPRESSOR, CONSOLIDATOR
 from stello.agent.v1 import agent_pb2
 from stello.errors import Unavailable, error_info_reason
 from tests.gateway.conftest import Stack, StackMaker, new_id, record, rpc_error
+from tests.gateway.llm.support import ENGLISH
 from tests.gateway.turns_support import (
     SpyProvider,
     answer,
@@ -25,7 +26,6 @@ from tests.gateway.turns_support import (
     trim,
     wait_for,
 )
-from tests.llm.support import ENGLISH
 
 pytestmark = pytest.mark.sql
 

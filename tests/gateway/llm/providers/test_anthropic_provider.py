@@ -21,8 +21,8 @@ from agent_gateway.llm import (
 )
 from agent_gateway.llm.anthropic_provider import AnthropicProvider
 from stello.errors import DeadlineExceeded, FailedPrecondition, ResourceExhausted, Unavailable
-from tests.llm.support import identity
-from tests.providers.support import KEY, MODEL, MODES, SEARCH, Mode, call, turn_context
+from tests.gateway.llm.providers.support import KEY, MODEL, MODES, SEARCH, Mode, call, turn_context
+from tests.gateway.llm.support import identity
 from tests.support.fake_anthropic import FakeAnthropic, FakeToolCall, Reply
 
 HI = [LLMMessage("user", "hi")]

@@ -42,7 +42,7 @@ description = "Nautical charts."
 content = "North is up."
 """
 ALL = ["tides", "knots", "charts"]
-README = Path(__file__).resolve().parents[2] / "README.md"
+README = Path(__file__).resolve().parents[3] / "README.md"
 SKILLS_MARKER = "<!-- skills example: the file tests/cli/suite.py serves -->"
 
 

@@ -24,6 +24,7 @@ from agent_gateway.llm.prompt_texts import COMPRESSOR
 from stello.agent.v1 import agent_pb2
 from stello.errors import Unavailable, field_violations
 from tests.gateway.conftest import Stack, StackMaker, record, row_counts, rpc_error
+from tests.gateway.llm.support import ENGLISH, identity
 from tests.gateway.turns_support import (
     SpyProvider,
     answer,
@@ -36,7 +37,6 @@ from tests.gateway.turns_support import (
     trim,
     wait_for,
 )
-from tests.llm.support import ENGLISH, identity
 
 pytestmark = pytest.mark.sql
 

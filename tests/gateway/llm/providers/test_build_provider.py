@@ -13,7 +13,7 @@ from agent_gateway.llm.anthropic_provider import AnthropicProvider
 from agent_gateway.llm.openai_provider import OpenAIProvider
 from stello.errors import FailedPrecondition
 from stello.settings import StelloSettings
-from tests.providers.support import KEY
+from tests.gateway.llm.providers.support import KEY
 from tests.support.fake_anthropic import FakeAnthropic
 from tests.support.fake_openai import FakeOpenAI
 

@@ -2,7 +2,7 @@
 and the built-in fork of a retried turn made once.
 
 The outages themselves (storage killed, PostgreSQL restarted, a gateway killed mid-turn) are
-in tests/gateway/test_lease_outage.py, with real processes.
+in tests/gateway/turns/test_lease_outage.py, with real processes.
 """
 
 from __future__ import annotations

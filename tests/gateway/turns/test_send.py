@@ -22,6 +22,7 @@ from stello.common.v1 import common_pb2
 from stello.errors import error_info_reason
 from stello.settings import StelloSettings
 from tests.gateway.conftest import Stack, StackMaker, record, row_counts, rpc_error
+from tests.gateway.llm.support import identity
 from tests.gateway.turns_support import (
     SpyProvider,
     answer,
@@ -34,7 +35,6 @@ from tests.gateway.turns_support import (
     tool_call,
     tool_definition,
 )
-from tests.llm.support import identity
 
 pytestmark = pytest.mark.sql
 

@@ -25,8 +25,8 @@ from tests.gateway.conftest import (
     close_stack,
     open_stack,
 )
+from tests.gateway.llm.support import identity
 from tests.gateway.turns_support import send
-from tests.llm.support import identity
 from tests.support.fake_openai import FakeAnswer, FakeOpenAI
 from tests.support.fixtures import TestSpace, new_space
 

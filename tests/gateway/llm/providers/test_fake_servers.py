@@ -9,7 +9,7 @@ import pytest
 from agent_gateway.llm import LLMMessage
 from agent_gateway.llm.openai_provider import OpenAIProvider
 from stello.errors import Unavailable
-from tests.providers.support import MODEL
+from tests.gateway.llm.providers.support import MODEL
 from tests.support.fake_http import FakeAnswer
 from tests.support.fake_openai import FakeOpenAI
 
