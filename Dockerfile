@@ -2,7 +2,7 @@
 #   python -m storage_service | python -m tree_service | python -m agent_gateway | stello migrate
 # No embedded PostgreSQL here (no `stello[local]`): set STELLO_DATABASE_URL.
 # The dependencies come from the pinned runtime lock (which includes the `tracing` extra,
-# off until STELLO_OTEL=1, and the `console` extra: `python -m stello.console --host 0.0.0.0
+# off until STELLO_OTEL=1, and the `console` extra: `python -m stello_console --host 0.0.0.0
 # --gateway gateway:50063 --allowed-host NAME` serves the web console on 50064). CI runs
 # these RUN and CMD lines in a fresh virtual environment (tests/deploy/test_image.py), since
 # no Docker engine is available there.

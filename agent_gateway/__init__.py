@@ -1,12 +1,20 @@
 """The agent gateway: fork, send, tool calls, consolidation and the LLM providers.
 
-It composes the storage and tree services over gRPC only (`clients`), never
-touching tables; CreateRoot and Fork run as a provisioning saga (`saga`);
-Send, SendStream and SubmitToolResults run as leased turns committed in one
-storage Transact (`turns`), under leases kept alive while they run
-(`lease_keeper`); Consolidate rewrites memory (`consolidation`). The
-texts the gateway adds to model calls are one configured set
-(`prompt_config`, `llm.prompt_texts`).
+It composes the storage and tree services over gRPC only, never touching
+tables. Its rooms, each a folder, from the RPCs down (a room imports only the
+rooms below it; `lint-imports` checks it):
+
+- `servicer/`: proto <-> domain, one domain call per RPC;
+- `turns/`: Send, SendStream, SubmitToolResults — a turn from request to commit;
+- `sessions/`: joined reads over storage and tree, pass-through writes, WatchSpace;
+- `tools/`: the built-in tools a turn offers (fork, shared memory, skills);
+- `forks/`: CreateRoot, Fork and ImportSession through the provisioning saga;
+- `memory/`: the space's shared memory and its index in a turn's context;
+- `history/`: a turn's context and token budget, compression, folds, consolidation;
+- `llm/`: the providers behind one interface, and the configured prompt texts;
+- `clients/`: typed clients of storage and tree, the only way to data.
+
+`app` is the composition root (STYLE §3), `config` the gateway's settings.
 """
 
 import stello  # noqa: F401 (first: its import settles gRPC fork support before grpc loads)
@@ -18,7 +26,6 @@ from agent_gateway.forks.faults import FAULT_POINTS, ExitFaults, Faults, NoFault
 from agent_gateway.forks.profiles import Profile, ProfileRegistry, load_profiles
 from agent_gateway.history.consolidation import Consolidator
 from agent_gateway.llm.prompt_config import SessionPrompts, load_prompts
-from agent_gateway.reconcile import reconcile
 from agent_gateway.tools.builtins import BuiltinTools
 from agent_gateway.turns.lease_keeper import LeaseKeeper, LeaseTimes
 from agent_gateway.turns.service import TurnService
@@ -56,5 +63,4 @@ __all__ = [
     "create_app",
     "load_profiles",
     "load_prompts",
-    "reconcile",
 ]

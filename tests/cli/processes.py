@@ -59,9 +59,9 @@ def client_env(env: dict[str, str]) -> dict[str, str]:
 def run_cli(
     env: dict[str, str], *args: str, stdin: str | None = None
 ) -> subprocess.CompletedProcess[str]:
-    """Run `python -m stello ARGS` to completion and capture its output."""
+    """Run `python -m stello_cli ARGS` to completion and capture its output."""
     return subprocess.run(
-        [sys.executable, "-m", "stello", *args],
+        [sys.executable, "-m", "stello_cli", *args],
         env=client_env(env),
         input=stdin,
         capture_output=True,
@@ -117,7 +117,7 @@ class StelloUp:
         stderr_path = Path(env["HOME"]) / f"stello-up-{time.monotonic_ns()}.log"
         with stderr_path.open("w") as stderr:
             process = subprocess.Popen(
-                [sys.executable, "-m", "stello", "up", *FREE_PORTS, *extra],
+                [sys.executable, "-m", "stello_cli", "up", *FREE_PORTS, *extra],
                 env=env,
                 stdout=subprocess.PIPE,
                 stderr=stderr,

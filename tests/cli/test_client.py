@@ -7,8 +7,8 @@ from pathlib import Path
 
 import pytest
 
-from stello.cli.format import tree_lines
 from stello.common.v1 import common_pb2
+from stello_cli.format import tree_lines
 from tests.cli.processes import private_env, run_cli
 
 ACTIVE = common_pb2.SESSION_STATUS_ACTIVE

@@ -225,7 +225,7 @@ class TestOutput:
         """`stello digests | head -1` ends with the first line, no error, exit 0."""
         for i in range(400):
             await gw.CreateRoot(agent_pb2.CreateRootRequest(space_id=space.sid, label=f"s{i}"))
-        command = f'"{sys.executable}" -m stello digests | head -1'
+        command = f'"{sys.executable}" -m stello_cli digests | head -1'
         done = await asyncio.to_thread(
             subprocess.run,
             ["bash", "-o", "pipefail", "-c", command],

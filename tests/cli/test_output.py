@@ -11,9 +11,6 @@ from google.protobuf import descriptor_pb2, descriptor_pool, message_factory
 from google.protobuf.timestamp_pb2 import Timestamp
 from grpc.aio import AioRpcError, Metadata
 
-from stello.cli import format as fmt
-from stello.cli.errors import flag_names, rpc_error_line
-from stello.cli.style import PLAIN, Style, ago
 from stello.common.v1 import common_pb2
 from stello.errors import (
     FailedPrecondition,
@@ -22,6 +19,9 @@ from stello.errors import (
     Violations,
     to_rpc_status,
 )
+from stello_cli import format as fmt
+from stello_cli.style import PLAIN, Style, ago
+from stello_client.errors import flag_names, rpc_error_line
 
 NOW = datetime(2025, 6, 1, 12, 0, tzinfo=UTC)
 

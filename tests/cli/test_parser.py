@@ -9,8 +9,8 @@ from pathlib import Path
 import pytest
 
 from stello import __version__
-from stello.cli.main import main
-from stello.cli.parser import SESSION_HELP, build_parser
+from stello_cli.main import main
+from stello_cli.parser import SESSION_HELP, build_parser
 from tests.cli.processes import private_env, run_cli
 
 

@@ -42,7 +42,7 @@ def stello_bin(tmp_path: Path) -> Path:
         return installed
     shim = tmp_path / "bin"
     shim.mkdir()
-    (shim / "stello").write_text(f'#!/bin/sh\nexec "{sys.executable}" -m stello "$@"\n')
+    (shim / "stello").write_text(f'#!/bin/sh\nexec "{sys.executable}" -m stello_cli "$@"\n')
     (shim / "stello").chmod(0o755)
     return shim
 

@@ -7,8 +7,8 @@ from pathlib import Path
 
 import pytest
 
-from stello.cli.errors import ClientError
-from stello.cli.parser import build_parser
+from stello_cli.parser import build_parser
+from stello_client.errors import ClientError
 from tests.gateway.conftest import (  # noqa: F401 (fixtures used by name)
     Stack,
     _backends,

@@ -39,7 +39,7 @@ def spawn(env: dict[str, str], *args: str, colour: bool = False) -> pexpect.spaw
         terminal["NO_COLOR"] = "1"
     child = pexpect.spawn(
         sys.executable,
-        ["-m", "stello", *args],
+        ["-m", "stello_cli", *args],
         env=terminal,
         encoding="utf-8",
         timeout=30,

@@ -17,10 +17,10 @@ import pytest
 
 from stello.agent.v1 import agent_pb2, agent_pb2_grpc
 from stello.channels import open_channel
-from stello.cli.errors import ClientError
-from stello.cli.exports import inherited_prefix
-from stello.cli.transfer import import_order
 from stello.common.v1 import common_pb2
+from stello_cli.exports import inherited_prefix
+from stello_cli.transfer import import_order
+from stello_client.errors import ClientError
 from tests.cli.suite import Suite, stello
 from tests.support.fixtures import TestSpace
 

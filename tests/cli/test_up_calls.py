@@ -12,9 +12,9 @@ import pytest
 from stello.agent.v1 import agent_pb2, agent_pb2_grpc
 from stello.auth import KeyStore
 from stello.channels import open_channel
-from stello.cli.up import Ports, start_servers
 from stello.server import ServiceApp, shutdown
 from stello.settings import StelloSettings
+from stello_cli.up import Ports, start_servers
 from tests.support.fixtures import TestSpace
 
 pytestmark = pytest.mark.sql

@@ -30,9 +30,9 @@ from playwright.async_api import (
 from agent_gateway.app import create_app
 from agent_gateway.llm import Completion, Done, LLMMessage, StreamEvent, TextDelta, ToolSpec, Usage
 from stello.auth import KeyStore
-from stello.console import Caller, ConsoleOptions, RunningConsole, running_console
 from stello.server import create_server, shutdown
 from stello.settings import StelloSettings
+from stello_console import Caller, ConsoleOptions, RunningConsole, running_console
 from tests.cli.conftest import _home  # noqa: F401 (a fixture used by name)
 from tests.gateway.conftest import (  # noqa: F401 (fixtures used by name)
     Backends,

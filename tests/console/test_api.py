@@ -12,7 +12,7 @@ import asyncpg
 import pytest
 
 from stello.common.v1 import common_pb2
-from stello.console import Caller, ConsoleOptions, running_console
+from stello_console import Caller, ConsoleOptions, running_console
 from tests.console.conftest import REPLY_HEAD, ConsoleStack
 from tests.console.http import Reply, fetch
 from tests.gateway.conftest import record

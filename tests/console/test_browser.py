@@ -328,7 +328,7 @@ class TestDeployed:
         await page.locator("#sign-in").click()
         await expect(page.locator(f'#forest .node[data-id="{root.id}"]')).to_be_visible()
         assert space.key not in page.url
-        stored = await page.evaluate("() => sessionStorage.getItem('stello.console.key')")
+        stored = await page.evaluate("() => sessionStorage.getItem('stello_console.key')")
         assert stored == space.key
         assert await browser_page.context.cookies() == []
         assert browser_page.console_errors() == []
@@ -344,7 +344,7 @@ class TestDeployed:
         await page.locator("#sign-in").click()
         await expect(page.locator(".sign-in .error-text")).not_to_be_empty()
         await expect(page.locator("#sign-in-key")).to_be_visible()
-        stored = await page.evaluate("() => sessionStorage.getItem('stello.console.key')")
+        stored = await page.evaluate("() => sessionStorage.getItem('stello_console.key')")
         assert stored is None
         assert browser_page.console_errors(r"Failed to load resource.*401") == []
 

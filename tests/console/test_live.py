@@ -8,7 +8,7 @@ import asyncpg
 import pytest
 
 from stello.agent.v1 import agent_pb2
-from stello.console import Caller, ConsoleOptions, running_console
+from stello_console import Caller, ConsoleOptions, running_console
 from storage_service.app import create_purger
 from storage_service.config import StorageSettings
 from tests.console.conftest import ConsoleStack, GatewayRestart

@@ -5,15 +5,15 @@ from __future__ import annotations
 import ast
 from pathlib import Path
 
-import stello.console
-from stello.console.app import STATIC
+import stello_console
+from stello_console.app import STATIC
 
 SERVICES = ("storage_service", "tree_service", "agent_gateway")
 
 
 def test_exports() -> None:
     """__all__ names the console's public pieces, each importable."""
-    assert sorted(stello.console.__all__) == [
+    assert sorted(stello_console.__all__) == [
         "AccessPolicy",
         "Caller",
         "ConsoleGateway",
@@ -23,12 +23,12 @@ def test_exports() -> None:
         "create_console",
         "running_console",
     ]
-    assert all(getattr(stello.console, name) is not None for name in stello.console.__all__)
+    assert all(getattr(stello_console, name) is not None for name in stello_console.__all__)
 
 
 def test_it_imports_no_service_package() -> None:
     """The console is a gRPC client of the gateway: no module of it imports a service."""
-    for path in Path(stello.console.__file__).parent.glob("*.py"):
+    for path in Path(stello_console.__file__).parent.glob("*.py"):
         for node in ast.walk(ast.parse(path.read_text())):
             names = (
                 [alias.name for alias in node.names]

@@ -1,4 +1,4 @@
-"""`stello up` serves the console and prints its URL; `python -m stello.console` in a deployment."""
+"""`stello up` serves the console and prints its URL; `python -m stello_console` in a deployment."""
 
 from __future__ import annotations
 
@@ -74,7 +74,7 @@ class TestDeployment:
     def test_the_gateway_address_is_required(self, home: Path) -> None:
         """Without --gateway or STELLO_GATEWAY: one line on stderr naming both, exit 1."""
         done = subprocess.run(
-            [sys.executable, "-m", "stello.console"],
+            [sys.executable, "-m", "stello_console"],
             env=private_env(home),
             capture_output=True,
             text=True,
@@ -87,11 +87,11 @@ class TestDeployment:
     async def test_it_serves_the_page_for_a_key(
         self, key_console: ConsoleStack, home: Path
     ) -> None:
-        """`python -m stello.console --gateway ADDR --port 0` prints its URL (no token) and
+        """`python -m stello_console --gateway ADDR --port 0` prints its URL (no token) and
         answers API calls made with a key."""
         gateway = key_console.stack.gateway.address
         process = await asyncio.create_subprocess_exec(
-            sys.executable, "-m", "stello.console", "--gateway", gateway, "--port", "0",
+            sys.executable, "-m", "stello_console", "--gateway", gateway, "--port", "0",
             env=private_env(home), stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE,
         )  # fmt: skip
         try:

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from stello.console import ConsoleOptions, running_console
+from stello_console import ConsoleOptions, running_console
 from tests.console.conftest import ConsoleStack
 from tests.console.http import Reply, fetch
 from tests.support.fixtures import TestSpace

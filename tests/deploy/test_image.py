@@ -139,12 +139,12 @@ def test_wheel_has_the_stubs_and_migrations(image: Image, tmp_path: Path) -> Non
     assert migrations and {f"stello/migrations/{m}" for m in migrations} <= names
     for package in ("storage_service", "tree_service", "agent_gateway"):
         assert f"{package}/__main__.py" in names
-    assets = {p.name for p in (REPO / "stello/console/static").iterdir()}
+    assets = {p.name for p in (REPO / "stello_console/static").iterdir()}
     assert {"index.html", "app.js", "style.css"} <= assets
-    assert {f"stello/console/static/{a}" for a in assets} <= names  # the web console's page
+    assert {f"stello_console/static/{a}" for a in assets} <= names  # the web console's page
     info = {n.split("/", 1)[1]: n for n in names if ".dist-info/" in n}
     entry_points = zipfile.ZipFile(wheel).read(info["entry_points.txt"]).decode()
-    assert "stello = stello.cli:main" in entry_points
+    assert "stello = stello_cli:main" in entry_points
     metadata = zipfile.ZipFile(wheel).read(info["METADATA"]).decode()
     assert "Provides-Extra: tracing" in metadata and "Provides-Extra: local" in metadata
 

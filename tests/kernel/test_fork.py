@@ -36,7 +36,7 @@ def clean_env() -> dict[str, str]:
 
 
 @pytest.mark.parametrize(
-    "module", ["stello.cli", "storage_service", "tree_service", "agent_gateway", "stello.console"]
+    "module", ["stello_cli", "storage_service", "tree_service", "agent_gateway", "stello_console"]
 )
 def test_every_entry_turns_them_off_before_grpc_loads(module: str) -> None:
     """Each entry point (the `stello` command, the three `python -m` services, the console)

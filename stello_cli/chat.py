@@ -24,15 +24,15 @@ from typing import Any, NoReturn
 import grpc
 
 from stello.agent.v1 import agent_pb2
-from stello.cli import format as fmt
-from stello.cli.connect import Client, gateway
-from stello.cli.credentials import credentials_path
-from stello.cli.errors import ClientError, UsageError, rpc_error_line
-from stello.cli.parser import Commands, session_argument
-from stello.cli.sessions import CONTEXTS, fork_context, profile_vars, view_of
-from stello.cli.style import Style, ago, plural, short_id, write
-from stello.cli.talk import Turn, newest_records, stream_turn
-from stello.cli.views import draw_tree, tree_nodes
+from stello_cli import format as fmt
+from stello_cli.parser import Commands, session_argument
+from stello_cli.sessions import CONTEXTS, fork_context, profile_vars, view_of
+from stello_cli.style import Style, ago, plural, short_id, write
+from stello_cli.talk import Turn, newest_records, stream_turn
+from stello_cli.views import draw_tree, tree_nodes
+from stello_client.connect import Client, gateway
+from stello_client.credentials import credentials_path
+from stello_client.errors import ClientError, UsageError, rpc_error_line
 
 BANNER_RECORDS = 4
 BANNER_WIDTH = 100

@@ -15,13 +15,13 @@ from collections.abc import AsyncIterator
 from dataclasses import dataclass
 
 from stello.agent.v1 import agent_pb2
-from stello.cli import format as fmt
-from stello.cli.connect import Client, gateway
-from stello.cli.errors import UsageError
-from stello.cli.parser import Commands, session_argument
-from stello.cli.sessions import text_argument
-from stello.cli.style import Style, write
 from stello.common.v1 import common_pb2
+from stello_cli import format as fmt
+from stello_cli.parser import Commands, session_argument
+from stello_cli.sessions import text_argument
+from stello_cli.style import Style, write
+from stello_client.connect import Client, gateway
+from stello_client.errors import UsageError
 
 NOT_STORED = "interrupted: the turn was not stored (nothing was written; send it again)"
 STORED = "interrupted after the turn was stored"

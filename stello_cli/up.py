@@ -21,7 +21,6 @@ import grpc
 
 from stello import tracing
 from stello.auth import KeyStore
-from stello.cli.credentials import Credentials, load_credentials, save_credentials
 from stello.db import create_pool
 from stello.embedded import database_url
 from stello.errors import FailedPrecondition
@@ -29,6 +28,7 @@ from stello.inproc import LocalServer
 from stello.migrate import migrate_dsn
 from stello.server import ServiceApp, create_server, shutdown
 from stello.settings import StelloSettings
+from stello_client.credentials import Credentials, load_credentials, save_credentials
 
 log = logging.getLogger(__name__)
 
@@ -192,7 +192,7 @@ async def start_console(
     if ports.console is None:
         return "off (--no-console)"
     try:
-        from stello.console import Caller, ConsoleOptions, running_console
+        from stello_console import Caller, ConsoleOptions, running_console
     except ImportError:  # installed without the console's extra
         return "off: pip install 'stello[console]' for the web console"
     options = ConsoleOptions(

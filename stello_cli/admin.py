@@ -16,12 +16,12 @@ from typing import TYPE_CHECKING, Any
 import grpc
 
 from stello.channels import open_channel
-from stello.cli.connect import pick, resolve_tls
-from stello.cli.credentials import load_credentials
-from stello.cli.errors import ClientError, UsageError
-from stello.cli.format import dumps
-from stello.cli.parser import Commands, tls_options
-from stello.cli.style import one_line, plural, write
+from stello_cli.format import dumps
+from stello_cli.parser import Commands, tls_options
+from stello_cli.style import one_line, plural, write
+from stello_client.connect import pick, resolve_tls
+from stello_client.credentials import load_credentials
+from stello_client.errors import ClientError, UsageError
 
 if TYPE_CHECKING:  # the database commands import these when they run (a client needs none)
     from stello.auth import KeyStore
@@ -138,9 +138,9 @@ async def cmd_spaces_delete(args: argparse.Namespace) -> int:
 
 async def cmd_up(args: argparse.Namespace) -> int:
     """Run the whole suite locally until Ctrl-C; quiet but for errors (DESIGN §8)."""
-    from stello.cli.up import Ports, run_up
     from stello.logs import LogSettings, configure_logging
     from stello.tracing import TracingSettings, setup_tracing
+    from stello_cli.up import Ports, run_up
 
     logs = LogSettings()
     settings = settings_of(args)
@@ -195,8 +195,8 @@ async def cmd_health(args: argparse.Namespace) -> int:
 
 async def cmd_reconcile(args: argparse.Namespace) -> int:
     """Remove provisional sessions no saga will commit (the tree's SweepProvisional)."""
-    from agent_gateway.reconcile import reconcile
     from stello.errors import StelloError
+    from stello_cli.reconcile import reconcile
 
     saved = load_credentials()
     tree = pick(args.tree, "STELLO_TREE", saved.tree if saved else None)

@@ -14,7 +14,6 @@ from collections.abc import Mapping
 
 import grpc
 
-from stello.cli.style import one_line
 from stello.errors import field_violations
 
 # Request fields -> what sets them on the command line (a command adds its own).
@@ -88,8 +87,8 @@ def rpc_error_line(
             f"{field_flag(v.field, names)}: {flag_names(v.description, names)}" for v in violations
         )
     else:
-        details = flag_names(one_line(error.details() or ""), names)
-    line = f"{name}: {one_line(details)}" if details else name
+        details = flag_names(_flat(error.details() or ""), names)
+    line = f"{name}: {_flat(details)}" if details else name
     if code == grpc.StatusCode.UNAVAILABLE and target:
         line += f" ({_unreachable_hint(details, target)})"
     return line
@@ -109,3 +108,8 @@ def _unreachable_hint(details: str, target: str) -> str:
             "(and --cert-file/--key-file for mutual TLS)"
         )
     return f"is a gateway listening at {target}? start one with `stello up`"
+
+
+def _flat(text: str) -> str:
+    """`text` on one line: its whitespace runs collapsed."""
+    return " ".join(text.split())

@@ -2,15 +2,15 @@
 
 A small ASGI app (Starlette on uvicorn) that calls the gateway over gRPC with
 the user's key and serves plain JavaScript modules; `stello up` runs it on
-loopback behind a per-launch token, `python -m stello.console` in a deployment.
+loopback behind a per-launch token, `python -m stello_console` in a deployment.
 It imports no service package: it is a client of `stello.agent.v1`.
 """
 
 from __future__ import annotations
 
-from stello.console.app import ConsoleOptions, RunningConsole, create_console, running_console
-from stello.console.gateway import Caller, ConsoleGateway
-from stello.console.security import AccessPolicy, LaunchToken
+from stello_console.app import ConsoleOptions, RunningConsole, create_console, running_console
+from stello_console.gateway import Caller, ConsoleGateway
+from stello_console.security import AccessPolicy, LaunchToken
 
 __all__ = [
     "AccessPolicy",

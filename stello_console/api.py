@@ -3,7 +3,7 @@
 Each handler does three things, like a servicer (STYLE §2): read the request
 into typed values (a wrong type is INVALID_ARGUMENT naming the form field),
 make one `ConsoleGateway` call as the request's caller, answer JSON. Gateway
-errors become JSON errors in one handler (`stello.console.errors`).
+errors become JSON errors in one handler (`stello_console.errors`).
 
 Who a request acts as: the local console of `stello up` acts with the key it
 was started with (its page signed in with the launch token); a deployed
@@ -22,8 +22,8 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse, Response, StreamingResponse
 from starlette.routing import Route
 
-from stello.console.errors import ConsoleInputError, rpc_error_body, rpc_error_status
-from stello.console.gateway import (
+from stello_console.errors import ConsoleInputError, rpc_error_body, rpc_error_status
+from stello_console.gateway import (
     CONTEXTS,
     STATUSES,
     Caller,
@@ -32,7 +32,7 @@ from stello.console.gateway import (
     RecordPage,
     RootForm,
 )
-from stello.console.live import LiveRelay, sse
+from stello_console.live import LiveRelay, sse
 
 CallerOf = Callable[[Request], Caller]
 RECORDS_PAGE = 50
@@ -129,7 +129,7 @@ class ConsoleApi:
         return JSONResponse(await self._gateway.nodes(caller, ids))
 
     async def events(self, request: Request) -> Response:
-        """The space's changes as server-sent events (`stello.console.live`), after the cursor
+        """The space's changes as server-sent events (`stello_console.live`), after the cursor
         in ``Last-Event-ID`` or ``?after=`` (neither: from now)."""
         after = _cursor(request, "last-event-id", "Last-Event-ID") or _cursor(
             request, None, "after"

@@ -10,11 +10,11 @@ import argparse
 from typing import Any
 
 from stello.agent.v1 import agent_pb2
-from stello.cli import format as fmt
-from stello.cli.connect import gateway
-from stello.cli.parser import Commands
-from stello.cli.style import write
 from stello.common.v1 import common_pb2
+from stello_cli import format as fmt
+from stello_cli.parser import Commands
+from stello_cli.style import write
+from stello_client.connect import gateway
 
 HELP = "stream the space's changes as they commit (Ctrl-C stops)"
 

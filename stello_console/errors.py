@@ -13,7 +13,7 @@ from typing import Any
 import grpc
 from google.rpc import error_details_pb2, status_pb2
 
-from stello.cli.errors import rpc_error_line
+from stello_client.errors import rpc_error_line
 
 HTTP_STATUS = {
     grpc.StatusCode.INVALID_ARGUMENT: 400,

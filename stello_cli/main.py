@@ -18,10 +18,10 @@ from collections.abc import Callable, Sequence
 import asyncpg
 import grpc
 
-from stello.cli.errors import ClientError, UsageError, rpc_error_line
-from stello.cli.parser import build_parser
-from stello.cli.style import Style, one_line
 from stello.errors import StelloError
+from stello_cli.parser import build_parser
+from stello_cli.style import Style, one_line
+from stello_client.errors import ClientError, UsageError, rpc_error_line
 
 
 def fail(message: str, code: int) -> SystemExit:

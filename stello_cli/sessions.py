@@ -11,13 +11,13 @@ import uuid
 from typing import Any
 
 from stello.agent.v1 import agent_pb2
-from stello.cli import format as fmt
-from stello.cli import shared
-from stello.cli.connect import Client, gateway
-from stello.cli.errors import ClientError, UsageError
-from stello.cli.parser import Commands, session_argument
-from stello.cli.style import Style, plural, short_id, write
 from stello.common.v1 import common_pb2
+from stello_cli import format as fmt
+from stello_cli import shared
+from stello_cli.parser import Commands, session_argument
+from stello_cli.style import Style, plural, short_id, write
+from stello_client.connect import Client, gateway
+from stello_client.errors import ClientError, UsageError
 
 CONTEXTS: dict[str | None, common_pb2.ForkContext] = {
     None: common_pb2.FORK_CONTEXT_UNSPECIFIED,

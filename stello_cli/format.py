@@ -17,8 +17,8 @@ from google.protobuf.message import Message
 from google.protobuf.timestamp_pb2 import Timestamp
 
 from stello.agent.v1 import agent_pb2
-from stello.cli.style import PLAIN, Style, ago, one_line, plural, short_id, when
 from stello.common.v1 import common_pb2
+from stello_cli.style import PLAIN, Style, ago, one_line, plural, short_id, when
 
 JsonDict = dict[str, Any]
 PREVIEW_CHARS = 60

@@ -18,9 +18,9 @@ import grpc
 
 from stello.agent.v1 import agent_pb2, agent_pb2_grpc
 from stello.channels import WATCH_CURSOR_METADATA, bearer_metadata
-from stello.cli import format as fmt
 from stello.common.v1 import common_pb2
-from stello.console.convert import event_dict, record_dict, view_dict
+from stello_cli import format as fmt
+from stello_console.convert import event_dict, record_dict, view_dict
 
 JsonDict = dict[str, Any]
 

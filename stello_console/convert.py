@@ -11,8 +11,8 @@ from typing import Any
 from google.protobuf.timestamp_pb2 import Timestamp
 
 from stello.agent.v1 import agent_pb2
-from stello.cli import format as fmt
 from stello.common.v1 import common_pb2
+from stello_cli import format as fmt
 
 JsonDict = dict[str, Any]
 

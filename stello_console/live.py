@@ -30,10 +30,10 @@ from typing import Any
 
 import grpc
 
-from stello.console.errors import rpc_error_body
-from stello.console.gateway import Caller, ConsoleGateway
+from stello_console.errors import rpc_error_body
+from stello_console.gateway import Caller, ConsoleGateway
 
-log = logging.getLogger("stello.console")
+log = logging.getLogger("stello_console")
 
 HEARTBEAT_S = 15.0
 HEARTBEAT = ": keep-alive\n\n"

@@ -6,7 +6,7 @@ config dir), readable by its owner only::
     {"space_id": "...", "key": "stello_...", "gateway": "127.0.0.1:50063",
      "storage": "127.0.0.1:50061", "tree": "127.0.0.1:50062"}
 
-Kept apart from `stello.cli.up` so a client command loads no server code.
+Kept apart from `stello_cli.up` so a client command loads no server code.
 """
 
 from __future__ import annotations

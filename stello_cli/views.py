@@ -15,13 +15,13 @@ import sys
 from collections.abc import Sequence
 
 from stello.agent.v1 import agent_pb2
-from stello.cli import format as fmt
-from stello.cli.connect import Client, gateway
-from stello.cli.parser import Commands
-from stello.cli.shared import register_views
-from stello.cli.style import Style, write
-from stello.cli.talk import newest_records
 from stello.common.v1 import common_pb2
+from stello_cli import format as fmt
+from stello_cli.parser import Commands
+from stello_cli.shared import register_views
+from stello_cli.style import Style, write
+from stello_cli.talk import newest_records
+from stello_client.connect import Client, gateway
 
 STATUSES = {
     "all": common_pb2.SESSION_STATUS_UNSPECIFIED,

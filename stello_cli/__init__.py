@@ -1,6 +1,6 @@
 """The `stello` command line: the composition roots on the top floor (STYLE §16).
 
-`stello up` (`stello.cli.up`) wires the three services together in one
+`stello up` (`stello_cli.up`) wires the three services together in one
 process; the client commands (one module per group: `sessions`, `talk`,
 `chat`, `views`, `transfer`, and the operator ones in `admin`) talk to a
 running gateway. This package is the only place that imports the services.
@@ -18,6 +18,6 @@ import os
 os.environ.setdefault("GRPC_VERBOSITY", "NONE")
 os.environ.setdefault("GRPC_TRACE", "")
 
-from stello.cli.main import main
+from stello_cli.main import main
 
 __all__ = ["main"]

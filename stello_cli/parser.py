@@ -23,13 +23,13 @@ from stello import __version__
 Run = Callable[[argparse.Namespace], Awaitable[int]]
 
 COMMAND_GROUPS = (
-    "stello.cli.admin",
-    "stello.cli.sessions",
-    "stello.cli.talk",
-    "stello.cli.chat",
-    "stello.cli.views",
-    "stello.cli.transfer",
-    "stello.cli.watch",
+    "stello_cli.admin",
+    "stello_cli.sessions",
+    "stello_cli.talk",
+    "stello_cli.chat",
+    "stello_cli.views",
+    "stello_cli.transfer",
+    "stello_cli.watch",
 )
 SESSION_HELP = (
     "the session: its id, or the first digits of it as `stello tree` shows them "

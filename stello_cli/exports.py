@@ -1,6 +1,6 @@
 """The pieces of an export file: records to and from JSON, forks by reference, Markdown.
 
-`stello.cli.transfer` describes the file; this module holds what it is made of.
+`stello_cli.transfer` describes the file; this module holds what it is made of.
 """
 
 from __future__ import annotations
@@ -12,10 +12,10 @@ from typing import Any
 from google.protobuf import struct_pb2, timestamp_pb2
 
 from stello.agent.v1 import agent_pb2
-from stello.cli import format as fmt
-from stello.cli.errors import ClientError
-from stello.cli.style import plural, when
 from stello.common.v1 import common_pb2
+from stello_cli import format as fmt
+from stello_cli.style import plural, when
+from stello_client.errors import ClientError
 
 FORMAT_VERSION = 1
 ROLES = {
@@ -81,7 +81,7 @@ def _matched(
 
 
 def record_from_dict(value: Any) -> common_pb2.Record:
-    """A Record from its export form (`stello.cli.format.record_dict`); seq is not kept.
+    """A Record from its export form (`stello_cli.format.record_dict`); seq is not kept.
 
     Raises:
         ClientError: the value is not a record of the format.

@@ -15,11 +15,11 @@ import sys
 from typing import Any
 
 from stello.agent.v1 import agent_pb2
-from stello.cli import format as fmt
-from stello.cli.connect import Client, gateway
-from stello.cli.errors import UsageError
-from stello.cli.style import Style, write
 from stello.common.v1 import common_pb2
+from stello_cli import format as fmt
+from stello_cli.style import Style, write
+from stello_client.connect import Client, gateway
+from stello_client.errors import UsageError
 
 ACTIONS = ("list", "get", "put", "rm")
 PAGE = 1000

@@ -2,8 +2,8 @@
 // sends the key the user entered (kept in sessionStorage, never in a URL) in a header;
 // the local console of `stello up` signs in with its cookie and sends none.
 
-const KEY = "stello.console.key";
-const SPACE = "stello.console.space";
+const KEY = "stello_console.key";
+const SPACE = "stello_console.space";
 let keyMode = false;
 
 /** An error the gateway (or the console) answered: its code and message. */

@@ -1,6 +1,6 @@
-"""`python -m stello.console`: the web console of a deployment, in front of a running gateway.
+"""`python -m stello_console`: the web console of a deployment, in front of a running gateway.
 
-Usage: ``python -m stello.console --gateway gateway.example:50063 [--ca-file ca.pem]
+Usage: ``python -m stello_console --gateway gateway.example:50063 [--ca-file ca.pem]
 [--host 0.0.0.0] [--port 50064] [--allowed-host console.example.com]``. The page
 asks for an API key and a space id and keeps them in the browser's
 sessionStorage (never in a URL); every API call forwards that key.
@@ -16,20 +16,20 @@ import signal
 import sys
 from collections.abc import Sequence
 
-from stello.cli.connect import resolve_tls
-from stello.cli.errors import ClientError
-from stello.cli.parser import tls_options
-from stello.console.app import DEFAULT_PORT, ConsoleOptions, running_console
 from stello.errors import StelloError
 from stello.logs import LogSettings, configure_logging
 from stello.runner import event_loop_factory
+from stello_cli.parser import tls_options
+from stello_client.connect import resolve_tls
+from stello_client.errors import ClientError
+from stello_console.app import DEFAULT_PORT, ConsoleOptions, running_console
 
-log = logging.getLogger("stello.console")
+log = logging.getLogger("stello_console")
 
 
 def build_parser() -> argparse.ArgumentParser:
     """The console's flags: gateway, TLS as the client commands take it, where to listen."""
-    parser = argparse.ArgumentParser(prog="python -m stello.console", description=__doc__)
+    parser = argparse.ArgumentParser(prog="python -m stello_console", description=__doc__)
     parser.add_argument("--gateway", help="gateway host:port (STELLO_GATEWAY)")
     parser.add_argument("--host", default="127.0.0.1", help="interface to listen on")
     parser.add_argument(
@@ -77,7 +77,7 @@ def main(argv: Sequence[str] | None = None) -> None:
         with asyncio.Runner(loop_factory=event_loop_factory()) as runner:
             runner.run(serve(args))
     except (ClientError, StelloError, OSError) as exc:
-        print(f"stello.console: {' '.join(str(exc).split())}", file=sys.stderr)  # noqa: T201
+        print(f"stello_console: {' '.join(str(exc).split())}", file=sys.stderr)  # noqa: T201
         raise SystemExit(1) from None
 
 

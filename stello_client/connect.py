@@ -23,8 +23,8 @@ import grpc
 
 from stello.agent.v1 import agent_pb2, agent_pb2_grpc
 from stello.channels import ClientTls, bearer_metadata, open_channel
-from stello.cli.credentials import Credentials, load_credentials
-from stello.cli.errors import ClientError, UsageError, rpc_error_line
+from stello_client.credentials import Credentials, load_credentials
+from stello_client.errors import ClientError, UsageError, rpc_error_line
 
 CANDIDATES_SHOWN = 4
 DEFAULT_MESSAGE_BYTES = 64 * 1024 * 1024  # STELLO_MAX_MESSAGE_BYTES' default

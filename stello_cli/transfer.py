@@ -39,15 +39,15 @@ from typing import Any
 import grpc
 
 from stello.agent.v1 import agent_pb2
-from stello.cli import format as fmt
-from stello.cli.connect import Client, gateway
-from stello.cli.errors import ClientError, rpc_error_line
-from stello.cli.exports import FORMAT_VERSION, inherited_prefix, markdown, record_from_dict
-from stello.cli.parser import Commands, session_argument
-from stello.cli.style import plural, write
-from stello.cli.talk import all_records
-from stello.cli.views import tree_nodes
 from stello.common.v1 import common_pb2
+from stello_cli import format as fmt
+from stello_cli.exports import FORMAT_VERSION, inherited_prefix, markdown, record_from_dict
+from stello_cli.parser import Commands, session_argument
+from stello_cli.style import plural, write
+from stello_cli.talk import all_records
+from stello_cli.views import tree_nodes
+from stello_client.connect import Client, gateway
+from stello_client.errors import ClientError, rpc_error_line
 
 FETCH_CALLS = 8
 STATUSES = {

@@ -1,7 +1,7 @@
 """The console's composition root: gateway channel, API, static assets, the guard, uvicorn.
 
 `running_console(...)` starts one on a loopback (or given) address and stops it
-at exit; `stello up` and `python -m stello.console` both use it. The static
+at exit; `stello up` and `python -m stello_console` both use it. The static
 assets (plain JavaScript modules and CSS, no build step, nothing fetched from
 the network) ship in the wheel beside this module.
 """
@@ -25,12 +25,12 @@ from starlette.staticfiles import StaticFiles
 from starlette.types import ASGIApp
 
 from stello.channels import ClientTls, open_channel
-from stello.console.api import CallerOf, ConsoleApi, fixed_caller, header_caller
-from stello.console.errors import ConsoleInputError
-from stello.console.gateway import Caller, ConsoleGateway
-from stello.console.live import HEARTBEAT_S, LiveRelay
-from stello.console.security import AccessPolicy, Guard, LaunchToken
 from stello.errors import FailedPrecondition
+from stello_console.api import CallerOf, ConsoleApi, fixed_caller, header_caller
+from stello_console.errors import ConsoleInputError
+from stello_console.gateway import Caller, ConsoleGateway
+from stello_console.live import HEARTBEAT_S, LiveRelay
+from stello_console.security import AccessPolicy, Guard, LaunchToken
 
 STATIC = Path(__file__).parent / "static"
 DEFAULT_PORT = 50064
