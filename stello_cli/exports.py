@@ -13,8 +13,9 @@ from google.protobuf import struct_pb2, timestamp_pb2
 
 from stello.agent.v1 import agent_pb2
 from stello.common.v1 import common_pb2
-from stello_cli import format as fmt
-from stello_cli.style import plural, when
+from stello_cli.style import plural
+from stello_client import dicts
+from stello_client.dicts import when
 from stello_client.errors import ClientError
 
 FORMAT_VERSION = 1
@@ -49,8 +50,8 @@ def inherited_prefix(
     content (timestamps included): the source's records through the cut,
     sanitised as such a fork did, must be exactly the child's first ones.
     """
-    if any(fmt.is_inherited(r) for r in child):
-        count = next((i for i, r in enumerate(child) if not fmt.is_inherited(r)), len(child))
+    if any(dicts.is_inherited(r) for r in child):
+        count = next((i for i, r in enumerate(child) if not dicts.is_inherited(r)), len(child))
         until = child[count - 1].seq
         through = [r for r in source if r.seq <= until]
         same = [(r.seq, _own(r)) for r in through] == [(r.seq, _own(r)) for r in child[:count]]
@@ -143,7 +144,7 @@ def markdown(fetched: Sequence[tuple[agent_pb2.SessionView, list[common_pb2.Reco
     for view, records in fetched:
         node = view.node
         lines += [f"## {node.label}", ""]
-        about = [f"`{node.id}`", fmt.status_name(node.status), plural(view.turn_count, "turn")]
+        about = [f"`{node.id}`", dicts.status_name(node.status), plural(view.turn_count, "turn")]
         if node.HasField("parent_id"):
             about.append(f"under {labels.get(node.parent_id, node.parent_id)}")
         if node.HasField("source_session_id"):
@@ -157,8 +158,8 @@ def markdown(fetched: Sequence[tuple[agent_pb2.SessionView, list[common_pb2.Reco
         lines += _quoted("Memory", view.memory if view.HasField("memory") else None)
         lines += _quoted("Insight", view.insight if view.HasField("insight") else None)
         for record in records:
-            head = f"**{fmt.role_name(record.role)}** · {_when(record.created_at)}"
-            if fmt.is_inherited(record):
+            head = f"**{dicts.role_name(record.role)}** · {_when(record.created_at)}"
+            if dicts.is_inherited(record):
                 head += " · inherited"
             lines += [head, ""] + ([record.content, ""] if record.content else [])
             lines += [f"→ `{c.name}({c.arguments_json})`" for c in record.tool_calls]

@@ -19,6 +19,7 @@ from collections.abc import Awaitable, Callable, Mapping
 from typing import Any, ClassVar, NoReturn
 
 from stello import __version__
+from stello_client.connect import tls_options
 
 Run = Callable[[argparse.Namespace], Awaitable[int]]
 
@@ -95,31 +96,6 @@ class StelloParser(argparse.ArgumentParser):
             if not any(option.startswith(name) for option in known):
                 found.append(token)
         return found
-
-
-def tls_options(group: Any, *, default: Any = None) -> None:
-    """--ca-file, --cert-file, --key-file, --server-name (each with its variable)."""
-    group.add_argument(
-        "--ca-file",
-        default=default,
-        metavar="PEM",
-        help="CA that verifies the server: connect with TLS (STELLO_CA_FILE)",
-    )
-    group.add_argument(
-        "--cert-file",
-        default=default,
-        metavar="PEM",
-        help="client certificate for mutual TLS (STELLO_CERT_FILE)",
-    )
-    group.add_argument(
-        "--key-file", default=default, metavar="PEM", help="its private key (STELLO_KEY_FILE)"
-    )
-    group.add_argument(
-        "--server-name",
-        default=default,
-        metavar="NAME",
-        help="the name in the server's certificate when the address is not it (STELLO_SERVER_NAME)",
-    )
 
 
 def connection_options(parser: argparse.ArgumentParser, *, default: Any = None) -> None:

@@ -16,6 +16,7 @@ from stello_cli import format as fmt
 from stello_cli import shared
 from stello_cli.parser import Commands, session_argument
 from stello_cli.style import Style, plural, short_id, write
+from stello_client import dicts
 from stello_client.connect import Client, gateway
 from stello_client.errors import ClientError, UsageError
 
@@ -41,7 +42,7 @@ def profile_vars(pairs: list[str] | None) -> dict[str, str]:
 def show_session(args: argparse.Namespace, session: common_pb2.SessionSummary) -> None:
     """A created or changed session: JSON, only its id (-q), or `name: value` lines."""
     if args.json:
-        write(fmt.dumps(fmt.session_dict(session)))
+        write(dicts.dumps(dicts.session_dict(session)))
     elif getattr(args, "quiet", False):
         write(session.id)
     else:
@@ -135,7 +136,7 @@ async def cmd_show(args: argparse.Namespace) -> int:
     async with gateway(args) as client:
         view = await view_of(client, await client.session(args.session))
     if args.json:
-        write(fmt.dumps(fmt.view_dict(view)))
+        write(dicts.dumps(dicts.view_dict(view)))
     else:
         write("\n".join(fmt.view_lines(view, Style.of(sys.stdout))))
     return 0
@@ -202,7 +203,7 @@ async def cmd_delete(args: argparse.Namespace) -> int:
         request = agent_pb2.DeleteSessionRequest(space_id=client.space_id, session_id=session_id)
         reply = await client.call(client.stub.DeleteSession, request)
     if args.json:
-        write(fmt.dumps({"deleted_ids": list(reply.deleted_ids)}))
+        write(dicts.dumps({"deleted_ids": list(reply.deleted_ids)}))
     else:
         write(f"deleted {plural(len(reply.deleted_ids), 'session')}")
     return 0
@@ -216,7 +217,7 @@ async def _slot(args: argparse.Namespace, name: str) -> int:
             view = await view_of(client, session_id)
             value = getattr(view, name) if view.HasField(name) else None
             if args.json:
-                write(fmt.dumps({name: value}))
+                write(dicts.dumps({name: value}))
             else:
                 write(value if value is not None else f"(no {name})")
             return 0
@@ -238,7 +239,7 @@ async def _slot(args: argparse.Namespace, name: str) -> int:
                     content=text_argument(args.text),
                 ),
             )
-    write(fmt.dumps({name: "set"}) if args.json else f"{name} set")
+    write(dicts.dumps({name: "set"}) if args.json else f"{name} set")
     return 0
 
 
@@ -295,7 +296,7 @@ async def cmd_consolidate(args: argparse.Namespace) -> int:
         )
         reply = await client.call(client.stub.Consolidate, request)
     memory = reply.memory if reply.HasField("memory") else None
-    write(fmt.dumps({"memory": memory}) if args.json else (memory or "(no memory)"))
+    write(dicts.dumps({"memory": memory}) if args.json else (memory or "(no memory)"))
     return 0
 
 

@@ -18,6 +18,7 @@ from stello.agent.v1 import agent_pb2
 from stello.common.v1 import common_pb2
 from stello_cli import format as fmt
 from stello_cli.style import Style, write
+from stello_client import dicts
 from stello_client.connect import Client, gateway
 from stello_client.errors import UsageError
 
@@ -30,8 +31,8 @@ def entry_dict(entry: common_pb2.SharedMemoryEntry) -> dict[str, Any]:
     data: dict[str, Any] = {"slug": entry.slug, "summary": entry.summary}
     if entry.HasField("body"):
         data["body"] = entry.body
-    data["created_at"] = fmt.iso(entry.created_at)
-    data["updated_at"] = fmt.iso(entry.updated_at)
+    data["created_at"] = dicts.iso(entry.created_at)
+    data["updated_at"] = dicts.iso(entry.updated_at)
     return data
 
 
@@ -73,7 +74,7 @@ async def _list(args: argparse.Namespace, client: Client) -> None:
         if not token:
             break
     if args.json:
-        write(fmt.dumps([entry_dict(e) for e in entries]))
+        write(dicts.dumps([entry_dict(e) for e in entries]))
     elif not entries:
         write(
             "no shared memory yet: add an entry with `stello memory put SLUG --summary TEXT BODY`"
@@ -86,7 +87,7 @@ async def _list(args: argparse.Namespace, client: Client) -> None:
 async def _get(args: argparse.Namespace, client: Client, slug: str) -> None:
     request = agent_pb2.GetSharedMemoryEntryRequest(space_id=client.space_id, slug=slug)
     entry = (await client.call(client.stub.GetSharedMemoryEntry, request)).entry
-    write(fmt.dumps(entry_dict(entry)) if args.json else entry.body)
+    write(dicts.dumps(entry_dict(entry)) if args.json else entry.body)
 
 
 async def _put(args: argparse.Namespace, client: Client) -> None:
@@ -103,7 +104,7 @@ async def _put(args: argparse.Namespace, client: Client) -> None:
     )
     reply = await client.call(client.stub.UpsertSharedMemoryEntry, request)
     if args.json:
-        write(fmt.dumps({**entry_dict(reply.entry), "created": reply.created}))
+        write(dicts.dumps({**entry_dict(reply.entry), "created": reply.created}))
     else:
         write(f"{slug} {'created' if reply.created else 'replaced'}")
 
@@ -112,7 +113,7 @@ async def _remove(args: argparse.Namespace, client: Client, slug: str) -> None:
     request = agent_pb2.RemoveSharedMemoryEntryRequest(space_id=client.space_id, slug=slug)
     reply = await client.call(client.stub.RemoveSharedMemoryEntry, request)
     if args.json:
-        write(fmt.dumps({"slug": slug, "removed": reply.removed}))
+        write(dicts.dumps({"slug": slug, "removed": reply.removed}))
     else:
         write(f"{slug} removed" if reply.removed else f"no entry {slug} (nothing removed)")
 
@@ -129,7 +130,7 @@ async def cmd_skills(args: argparse.Namespace) -> int:
             {"name": s.name, "description": s.description, "content": s.content}
             for s in reply.skills
         ]
-        write(fmt.dumps(skills))
+        write(dicts.dumps(skills))
     elif not reply.skills:
         write(
             "no skills for this session (its config allows none)"
@@ -157,14 +158,14 @@ async def cmd_lineage(args: argparse.Namespace) -> int:
             for digest in reply.ancestors:
                 any_shown = True
                 if args.json:
-                    found.append(fmt.digest_dict(digest))
+                    found.append(dicts.digest_dict(digest))
                 else:
                     write("\n".join(fmt.digest_lines(digest, style)))
             token = reply.next_page_token
             if not token:
                 break
     if args.json:
-        write(fmt.dumps(found))
+        write(dicts.dumps(found))
     elif not any_shown:
         write("a root: no ancestors")
     return 0

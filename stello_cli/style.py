@@ -16,6 +16,8 @@ from typing import TextIO
 
 from google.protobuf.timestamp_pb2 import Timestamp
 
+from stello_client.dicts import when
+
 SHORT_ID = 8
 _CODES = {
     "bold": "1",
@@ -85,13 +87,6 @@ def one_line(text: str, width: int = 0) -> str:
     if width and len(flat) > width:
         return flat[: width - 1] + "…"
     return flat
-
-
-def when(stamp: Timestamp) -> datetime | None:
-    """The aware datetime of a Timestamp; None when it is unset."""
-    if not stamp.seconds and not stamp.nanos:
-        return None
-    return stamp.ToDatetime(tzinfo=UTC)
 
 
 def ago(stamp: Timestamp, now: datetime | None = None) -> str:

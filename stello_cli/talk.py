@@ -20,6 +20,7 @@ from stello_cli import format as fmt
 from stello_cli.parser import Commands, session_argument
 from stello_cli.sessions import text_argument
 from stello_cli.style import Style, write
+from stello_client import dicts
 from stello_client.connect import Client, gateway
 from stello_client.errors import UsageError
 
@@ -70,7 +71,7 @@ async def stream_turn(
         elif kind == "done":
             turn.done = event.done
     if as_json:
-        write(fmt.dumps(fmt.turn_dict(turn.done) if turn.done is not None else None))
+        write(dicts.dumps(dicts.turn_dict(turn.done) if turn.done is not None else None))
         return turn
     if not turn.at_line_start:
         write()
@@ -153,7 +154,7 @@ async def cmd_records(args: argparse.Namespace) -> int:
         kept.reverse()  # newest-first pages, each chronological
     records = [record for page in kept for record in page]
     if args.json:
-        write(fmt.dumps([fmt.record_dict(record) for record in records]))
+        write(dicts.dumps([dicts.record_dict(record) for record in records]))
     else:
         _write_records(records, style)
     return 0

@@ -40,12 +40,12 @@ import grpc
 
 from stello.agent.v1 import agent_pb2
 from stello.common.v1 import common_pb2
-from stello_cli import format as fmt
 from stello_cli.exports import FORMAT_VERSION, inherited_prefix, markdown, record_from_dict
 from stello_cli.parser import Commands, session_argument
 from stello_cli.style import plural, write
 from stello_cli.talk import all_records
 from stello_cli.views import tree_nodes
+from stello_client import dicts
 from stello_client.connect import Client, gateway
 from stello_client.errors import ClientError, rpc_error_line
 
@@ -80,7 +80,7 @@ def export_document(
     records_of = {view.node.id: records for view, records in fetched}
     sessions = []
     for view, records in fetched:
-        entry = fmt.view_dict(view)
+        entry = dicts.view_dict(view)
         for name in ("children", "refs", "updated_at"):
             entry.pop(name)
         source = entry["source_session_id"]
@@ -89,7 +89,7 @@ def export_document(
             count, until_seq, position = cut
             entry["inherits"] = {"from": source, "until_seq": until_seq, "count": position}
             records = records[count:]
-        entry["records"] = [fmt.record_dict(r) for r in records]
+        entry["records"] = [dicts.record_dict(r) for r in records]
         sessions.append(entry)
     exported = datetime.now(UTC).isoformat().replace("+00:00", "Z")
     return {"stello_export": FORMAT_VERSION, "exported_at": exported, "sessions": sessions}
@@ -202,7 +202,7 @@ async def _import_one(
     config = entry.get("config")
     if isinstance(config, dict):
         try:
-            request.config.CopyFrom(fmt.config_from_dict(config))
+            request.config.CopyFrom(dicts.config_from_dict(config))
         except (ValueError, TypeError) as exc:
             raise ClientError(str(exc)) from None
     for name in ("system_prompt", "memory", "insight"):
@@ -243,7 +243,7 @@ async def cmd_import(args: argparse.Namespace) -> int:
                 raise ClientError(f"{_which(entry, count, len(order))}: {exc}") from None
             made[old] = session.id
     if args.json:
-        write(fmt.dumps({"imported": made}))
+        write(dicts.dumps({"imported": made}))
     else:
         tops = [made[str(s.get("id"))] for s in sessions if str(s.get("parent_id")) not in made]
         write(f"imported {plural(len(made), 'session')}; top: {', '.join(tops)}")

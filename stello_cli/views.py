@@ -21,6 +21,7 @@ from stello_cli.parser import Commands
 from stello_cli.shared import register_views
 from stello_cli.style import Style, write
 from stello_cli.talk import newest_records
+from stello_client import dicts
 from stello_client.connect import Client, gateway
 
 STATUSES = {
@@ -74,7 +75,7 @@ async def cmd_tree(args: argparse.Namespace) -> int:
         root = await client.session(args.root, "--root") if args.root is not None else None
         nodes = await tree_nodes(client, root, args.depth)
         if args.json:
-            write(fmt.dumps([fmt.node_dict(node) for node in nodes]))
+            write(dicts.dumps([dicts.node_dict(node) for node in nodes]))
         elif not nodes:
             write("no sessions yet: create one with `stello root`")
         else:
@@ -98,14 +99,14 @@ async def cmd_digests(args: argparse.Namespace) -> int:
             reply = await client.call(client.stub.ListSessionDigests, request)
             for digest in reply.digests:
                 if args.json:
-                    found.append(fmt.digest_dict(digest))
+                    found.append(dicts.digest_dict(digest))
                 else:
                     write("\n".join(fmt.digest_lines(digest, style)))
             token = reply.next_page_token
             if not token:
                 break
     if args.json:
-        write(fmt.dumps(found))
+        write(dicts.dumps(found))
     return 0
 
 
@@ -115,7 +116,7 @@ async def cmd_profiles(args: argparse.Namespace) -> int:
         request = agent_pb2.ListProfilesRequest(space_id=client.space_id)
         reply = await client.call(client.stub.ListProfiles, request)
     if args.json:
-        write(fmt.dumps([fmt.profile_dict(p) for p in reply.profiles]))
+        write(dicts.dumps([dicts.profile_dict(p) for p in reply.profiles]))
     elif not reply.profiles:
         write("no profiles: the gateway reads them from STELLO_GATEWAY_PROFILES_FILE (TOML)")
     else:
@@ -133,7 +134,7 @@ async def cmd_whoami(args: argparse.Namespace) -> int:
     if args.json:
         spaces = [{"id": s.id, "name": s.name} for s in reply.spaces]
         body = {"principal": reply.principal, "key_id": reply.key_id, "scope": scope}
-        write(fmt.dumps({**body, "spaces": spaces, "space_id": client.space_id}))
+        write(dicts.dumps({**body, "spaces": spaces, "space_id": client.space_id}))
         return 0
     write(f"principal: {reply.principal}")
     write(f"key: {reply.key_id} ({scope})")

@@ -11,9 +11,9 @@ from typing import Any
 
 from stello.agent.v1 import agent_pb2
 from stello.common.v1 import common_pb2
-from stello_cli import format as fmt
 from stello_cli.parser import Commands
 from stello_cli.style import write
+from stello_client import dicts
 from stello_client.connect import gateway
 
 HELP = "stream the space's changes as they commit (Ctrl-C stops)"
@@ -66,7 +66,9 @@ async def cmd_watch(args: argparse.Namespace) -> int:
         if args.after is not None:
             request.after_cursor = args.after
         async for message in client.stub.WatchSpace(request, metadata=client.metadata):
-            write(fmt.dumps(event_dict(message.event)) if args.json else event_line(message.event))
+            write(
+                dicts.dumps(event_dict(message.event)) if args.json else event_line(message.event)
+            )
             seen += 1
             if args.count is not None and seen >= args.count:
                 break

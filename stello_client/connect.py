@@ -61,6 +61,31 @@ def resolve_target(args: argparse.Namespace) -> Target:
     return Target(gateway, key, space, resolve_tls(args))
 
 
+def tls_options(group: Any, *, default: Any = None) -> None:
+    """--ca-file, --cert-file, --key-file, --server-name (each with its variable)."""
+    group.add_argument(
+        "--ca-file",
+        default=default,
+        metavar="PEM",
+        help="CA that verifies the server: connect with TLS (STELLO_CA_FILE)",
+    )
+    group.add_argument(
+        "--cert-file",
+        default=default,
+        metavar="PEM",
+        help="client certificate for mutual TLS (STELLO_CERT_FILE)",
+    )
+    group.add_argument(
+        "--key-file", default=default, metavar="PEM", help="its private key (STELLO_KEY_FILE)"
+    )
+    group.add_argument(
+        "--server-name",
+        default=default,
+        metavar="NAME",
+        help="the name in the server's certificate when the address is not it (STELLO_SERVER_NAME)",
+    )
+
+
 def resolve_tls(args: argparse.Namespace) -> ClientTls | None:
     """TLS from the flags, else the environment; None (plaintext) without a CA file.
 

@@ -19,8 +19,7 @@ from collections.abc import Sequence
 from stello.errors import StelloError
 from stello.logs import LogSettings, configure_logging
 from stello.runner import event_loop_factory
-from stello_cli.parser import tls_options
-from stello_client.connect import resolve_tls
+from stello_client.connect import resolve_tls, tls_options
 from stello_client.errors import ClientError
 from stello_console.app import DEFAULT_PORT, ConsoleOptions, running_console
 

@@ -12,14 +12,14 @@ from google.protobuf.timestamp_pb2 import Timestamp
 
 from stello.agent.v1 import agent_pb2
 from stello.common.v1 import common_pb2
-from stello_cli import format as fmt
+from stello_client import dicts
 
 JsonDict = dict[str, Any]
 
 
 def record_dict(record: common_pb2.Record) -> JsonDict:
     """A record as the client commands show it, with ``inherited`` always present."""
-    data = fmt.record_dict(record)
+    data = dicts.record_dict(record)
     data["inherited"] = record.inherited
     return data
 
@@ -49,7 +49,7 @@ def view_dict(view: agent_pb2.SessionView) -> JsonDict:
         "id": node.id,
         "parent_id": _optional(node, "parent_id"),
         "label": node.label,
-        "status": fmt.status_name(node.status),
+        "status": dicts.status_name(node.status),
         "depth": node.depth,
         "children": list(node.children),
         "refs": list(node.refs),

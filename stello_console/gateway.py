@@ -19,7 +19,7 @@ import grpc
 from stello.agent.v1 import agent_pb2, agent_pb2_grpc
 from stello.channels import WATCH_CURSOR_METADATA, bearer_metadata
 from stello.common.v1 import common_pb2
-from stello_cli import format as fmt
+from stello_client import dicts
 from stello_console.convert import event_dict, record_dict, view_dict
 
 JsonDict = dict[str, Any]
@@ -121,7 +121,7 @@ class ConsoleGateway:
         reply = await self._read(
             self._stub.GetTree, agent_pb2.GetTreeRequest(space_id=caller.space_id), caller
         )
-        return [fmt.node_dict(node) for node in reply.nodes]
+        return [dicts.node_dict(node) for node in reply.nodes]
 
     async def session(self, caller: Caller, session_id: str) -> JsonDict:
         """The joined view of one session (GetSession)."""
@@ -148,7 +148,7 @@ class ConsoleGateway:
             caller,
         )
         return {
-            "ancestors": [fmt.digest_dict(digest) for digest in reply.ancestors],
+            "ancestors": [dicts.digest_dict(digest) for digest in reply.ancestors],
             "next_page_token": reply.next_page_token,
         }
 
@@ -159,7 +159,7 @@ class ConsoleGateway:
             agent_pb2.GetTreeRequest(space_id=caller.space_id, root_id=session_id, max_depth=0),
             caller,
         )
-        return fmt.node_dict(reply.nodes[0])
+        return dicts.node_dict(reply.nodes[0])
 
     async def nodes(self, caller: Caller, session_ids: list[str]) -> JsonDict:
         """The sessions as forest nodes, in the order given, and the ids no longer there.
@@ -220,7 +220,7 @@ class ConsoleGateway:
             caller,
         )
         return {
-            "digests": [fmt.digest_dict(digest) for digest in reply.digests],
+            "digests": [dicts.digest_dict(digest) for digest in reply.digests],
             "next_page_token": reply.next_page_token,
         }
 
@@ -249,7 +249,7 @@ class ConsoleGateway:
             request, label=form.label, system_prompt=form.system_prompt, profile=form.profile
         )
         reply = await self._stub.CreateRoot(request, **self._call(caller))
-        return fmt.session_dict(reply.session)
+        return dicts.session_dict(reply.session)
 
     async def fork(self, caller: Caller, source_id: str, form: ForkForm) -> JsonDict:
         """A child of `source_id` (Fork)."""
@@ -269,7 +269,7 @@ class ConsoleGateway:
             prompt=form.prompt,
         )
         reply = await self._stub.Fork(request, **self._call(caller))
-        return fmt.session_dict(reply.session)
+        return dicts.session_dict(reply.session)
 
     async def archive(self, caller: Caller, session_id: str) -> JsonDict:
         """Archive the session (never cascades)."""
@@ -277,7 +277,7 @@ class ConsoleGateway:
             agent_pb2.ArchiveRequest(space_id=caller.space_id, session_id=session_id),
             **self._call(caller),
         )
-        return fmt.session_dict(reply.session)
+        return dicts.session_dict(reply.session)
 
     async def unarchive(self, caller: Caller, session_id: str) -> JsonDict:
         """Make an archived session active again."""
@@ -285,7 +285,7 @@ class ConsoleGateway:
             agent_pb2.UnarchiveRequest(space_id=caller.space_id, session_id=session_id),
             **self._call(caller),
         )
-        return fmt.session_dict(reply.session)
+        return dicts.session_dict(reply.session)
 
     async def delete(self, caller: Caller, session_id: str) -> JsonDict:
         """Erase the session and its subtree; the erased ids."""
@@ -338,9 +338,9 @@ class ConsoleGateway:
                 if kind == "text_delta":
                     yield "delta", {"text": event.text_delta.text}
                 elif kind == "tool_call":
-                    yield "tool_call", fmt.tool_call_dict(event.tool_call)
+                    yield "tool_call", dicts.tool_call_dict(event.tool_call)
                 elif kind == "done":
-                    done = fmt.turn_dict(event.done)
+                    done = dicts.turn_dict(event.done)
                     done["records"] = [record_dict(record) for record in event.done.records]
                     yield "done", done
         finally:

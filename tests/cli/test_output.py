@@ -21,6 +21,7 @@ from stello.errors import (
 )
 from stello_cli import format as fmt
 from stello_cli.style import PLAIN, Style, ago
+from stello_client import dicts
 from stello_client.errors import flag_names, rpc_error_line
 
 NOW = datetime(2025, 6, 1, 12, 0, tzinfo=UTC)
@@ -99,8 +100,8 @@ class TestRecords:
 
     def test_inherited_marker_hook(self) -> None:
         """A record with `inherited` set is marked; one without the field never is."""
-        assert not fmt.is_inherited(common_pb2.Record(content="own"))
-        assert fmt.is_inherited(common_pb2.Record(content="theirs", inherited=True))
+        assert not dicts.is_inherited(common_pb2.Record(content="own"))
+        assert dicts.is_inherited(common_pb2.Record(content="theirs", inherited=True))
         proto = descriptor_pb2.FileDescriptorProto(name="lineage_probe.proto", package="probe")
         message = proto.message_type.add(name="Record")
         message.field.add(
@@ -112,8 +113,8 @@ class TestRecords:
         pool = descriptor_pool.DescriptorPool()
         pool.Add(proto)
         cls = message_factory.GetMessageClass(pool.FindMessageTypeByName("probe.Record"))
-        assert fmt.is_inherited(cls(inherited=True))
-        assert not fmt.is_inherited(cls(inherited=False))
+        assert dicts.is_inherited(cls(inherited=True))
+        assert not dicts.is_inherited(cls(inherited=False))
 
 
 class TestErrorsAsFlags:
