@@ -6,6 +6,7 @@
 from __future__ import annotations
 
 from collections.abc import Sequence
+from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
 
@@ -13,6 +14,7 @@ from google.protobuf import struct_pb2, timestamp_pb2
 
 from stello.agent.v1 import agent_pb2
 from stello.common.v1 import common_pb2
+from stello.tool_groups import kept_tool_group_indices
 from stello_cli.style import plural
 from stello_client import dicts
 from stello_client.dicts import when
@@ -59,13 +61,33 @@ def inherited_prefix(
     count, until = _matched(child, source)
     if count == 0:
         return None
-    from agent_gateway.forks.compose import drop_incomplete_tool_groups  # what a copying fork kept
-
     through = [r for r in source if r.seq <= until]
-    kept = drop_incomplete_tool_groups(through)
+    kept = _kept_by_a_copying_fork(through)
     if [_own(r) for r in kept] != [_own(r) for r in child[:count]]:
         return None
     return count, until, len(through)
+
+
+@dataclass(frozen=True, slots=True)
+class _Member:
+    """A record as the tool-group rule reads it."""
+
+    role: str
+    tool_calls: Sequence[common_pb2.ToolCall]
+    tool_call_id: str | None
+
+
+def _kept_by_a_copying_fork(records: Sequence[common_pb2.Record]) -> list[common_pb2.Record]:
+    """What a fork that copied records kept of them: spec §4.5.4's rule at its cut."""
+    members = [
+        _Member(
+            dicts.role_name(r.role),
+            r.tool_calls,
+            r.tool_call_id if r.HasField("tool_call_id") else None,
+        )
+        for r in records
+    ]
+    return [records[i] for i in kept_tool_group_indices(members)]
 
 
 def _matched(

@@ -16,9 +16,9 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Protocol, TypeVar
 
-from agent_gateway.history.context import kept_tool_group_indices
 from agent_gateway.history.records import context_record
 from stello.common.v1 import common_pb2
+from stello.tool_groups import kept_tool_group_indices
 
 T = TypeVar("T")
 

@@ -12,10 +12,10 @@ from agent_gateway.history.context import (
     Summary,
     TurnContext,
     context_prefix,
-    remove_incomplete_tool_groups,
     tool_groups,
 )
 from agent_gateway.llm import LLMMessage, Prompts, ToolCallSpec
+from stello.tool_groups import remove_incomplete_tool_groups
 from tests.gateway.llm.support import (
     CHINESE,
     ENGLISH,
