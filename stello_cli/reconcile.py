@@ -1,9 +1,15 @@
-"""`stello reconcile`: remove provisional sessions that no saga will commit (DESIGN §4.1)."""
+"""`stello reconcile`: remove provisional sessions that no saga will commit (DESIGN §4.1).
+
+A client of the tree's SweepProvisional (admin scope), over its public API.
+"""
 
 from __future__ import annotations
 
-from agent_gateway.clients import Caller, CallPolicy, TreeClient
+import grpc
+
 from stello.channels import ClientTls, open_channel
+from stello.errors import from_rpc_error
+from stello.tree.v1 import tree_pb2, tree_pb2_grpc
 
 
 async def reconcile(
@@ -29,9 +35,11 @@ async def reconcile(
     Raises:
         stello.errors.StelloError: the tree's answer, as a domain error.
     """
-    async with open_channel(tree_address, tls=tls) as channel:
-        tree = TreeClient(channel, CallPolicy(timeout_s=timeout_s))
-        removed = await tree.sweep_provisional(
-            Caller(admin_key).within(timeout_s), older_than_s=older_than_s, dry_run=dry_run
-        )
-    return list(removed)
+    request = tree_pb2.SweepProvisionalRequest(older_than_s=older_than_s, dry_run=dry_run)
+    async with open_channel(tree_address, key=admin_key, tls=tls) as channel:
+        tree = tree_pb2_grpc.SessionTreeStub(channel)
+        try:
+            reply = await tree.SweepProvisional(request, timeout=timeout_s)
+        except grpc.aio.AioRpcError as exc:
+            raise from_rpc_error(exc) from exc
+    return list(reply.removed_ids)
