@@ -27,9 +27,9 @@ from typing import Protocol
 import asyncpg
 
 from stello.errors import AlreadyExists
+from stello.reasons import REQUEST_ID_REUSED
 
 TTL_HOURS = 24
-REQUEST_ID_REUSED = "REQUEST_ID_REUSED"
 MAX_REQUEST_ID_CHARS = 200
 
 

@@ -13,7 +13,7 @@ import uuid
 from collections.abc import Sequence
 
 from stello.errors import Aborted, AlreadyExists, PreconditionViolation
-from stello.idempotency import REQUEST_ID_REUSED
+from stello.reasons import REQUEST_ID_REUSED
 from storage_service.models import SlotName, session_not_found
 from storage_service.operations import (
     PRECONDITION_KINDS,

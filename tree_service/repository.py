@@ -21,6 +21,7 @@ from stello import idempotency
 from stello.db import fetch, in_transaction
 from stello.errors import Aborted, NotFound
 from stello.events import Event, EventKind, Outbox
+from stello.reasons import CONCURRENT_MODIFICATION
 from tree_service import sql
 from tree_service.models import (
     STATUSES,
@@ -43,7 +44,6 @@ writes several, with the same root, at consecutive positions (one transaction)."
 _STATUS: dict[str, Status] = {s: s for s in STATUSES}
 JsonObject = dict[str, Any]
 
-CONCURRENT_MODIFICATION = "CONCURRENT_MODIFICATION"
 
 # pg advisory lock key of the sweep ("stellosw"): one replica sweeps at a time.
 SWEEP_LOCK_KEY = 0x7374656C6C6F7377

@@ -13,6 +13,13 @@ import uuid
 from stello.errors import Aborted, FailedPrecondition, NotFound
 from stello.idempotency import Answered, answer_of
 from stello.prefixes import prefix_range
+from stello.reasons import (
+    REF_TO_ANCESTOR,
+    REF_TO_DESCENDANT,
+    REF_TO_SELF,
+    SESSION_ARCHIVED,
+    TREE_TOO_LARGE,
+)
 from tree_service.encoding import (
     config_from_json,
     config_to_json,
@@ -46,11 +53,6 @@ from tree_service.repository import TreeRepository, TreeTx
 log = logging.getLogger(__name__)
 
 CREATE_SCOPE = "tree.CreateSession"
-TREE_TOO_LARGE = "TREE_TOO_LARGE"
-SESSION_ARCHIVED = "SESSION_ARCHIVED"
-REF_TO_SELF = "REF_TO_SELF"
-REF_TO_ANCESTOR = "REF_TO_ANCESTOR"
-REF_TO_DESCENDANT = "REF_TO_DESCENDANT"
 
 SWEEP_BATCH = 1000
 DELETE_ATTEMPTS = 5

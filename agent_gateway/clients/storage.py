@@ -16,7 +16,7 @@ import grpc
 from agent_gateway.clients.rpc import Caller, CallPolicy, ServiceClient
 from stello.common.v1 import common_pb2
 from stello.errors import AlreadyExists
-from stello.idempotency import REQUEST_ID_REUSED
+from stello.reasons import REQUEST_ID_REUSED
 from stello.storage.v1 import storage_pb2, storage_pb2_grpc
 
 ALL_SLOTS = (

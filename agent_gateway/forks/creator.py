@@ -32,6 +32,7 @@ from agent_gateway.forks.saga import ProvisioningSaga, SessionPlan
 from agent_gateway.llm import Prompts
 from stello.common.v1 import common_pb2
 from stello.errors import DeadlineExceeded, FailedPrecondition, InvalidArgument, Violations
+from stello.reasons import PROVIDER_NOT_CONFIGURED
 from stello.settings import MIB
 from stello.storage.v1 import storage_pb2
 
@@ -235,7 +236,7 @@ class SessionCreator:
         if context is ContextMode.COMPRESS and self._summarizer is None:
             raise FailedPrecondition(
                 "COMPRESS forks need an LLM provider and none is configured",
-                reason="PROVIDER_NOT_CONFIGURED",
+                reason=PROVIDER_NOT_CONFIGURED,
             )
         request_id = internal_request_id("Fork", request.request_id)
         key = client_key("Fork", request.request_id, request.request_hash)

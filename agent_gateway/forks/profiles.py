@@ -39,8 +39,7 @@ from agent_gateway.llm import PromptKey, template_problem
 from agent_gateway.llm.prompt_texts import COMPRESSOR, CONSOLIDATOR
 from agent_gateway.llm.templates import render_template, template_variables
 from stello.errors import FailedPrecondition, InvalidArgument
-
-PROFILE_NOT_FOUND = "PROFILE_NOT_FOUND"
+from stello.reasons import PROFILE_NOT_FOUND
 
 
 @dataclass(frozen=True, slots=True)

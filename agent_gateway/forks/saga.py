@@ -53,7 +53,7 @@ from agent_gateway.clients import Caller, RequestKey, StorageClient, TreeClient,
 from agent_gateway.forks.faults import Faults
 from stello.common.v1 import common_pb2
 from stello.errors import Aborted, AlreadyExists, NotFound
-from stello.idempotency import REQUEST_ID_REUSED
+from stello.reasons import REQUEST_ID_REUSED
 from stello.storage.v1 import storage_pb2
 
 log = logging.getLogger(__name__)

@@ -35,9 +35,9 @@ from prometheus_client import CollectorRegistry, Counter
 from agent_gateway.clients import Caller, StorageClient
 from agent_gateway.history.folding import Folder
 from agent_gateway.llm.prompt_config import SessionPrompts
-from agent_gateway.sessions.service import SESSION_ARCHIVED
 from stello.common.v1 import common_pb2
 from stello.errors import FailedPrecondition
+from stello.reasons import SESSION_ARCHIVED
 
 log = logging.getLogger(__name__)
 

@@ -24,6 +24,7 @@ from agent_gateway.history.records import context_record
 from agent_gateway.llm import LLMMessage, LLMProvider, Prompts, strip_think
 from agent_gateway.llm.prompt_texts import MEMORY_HEADER, OMITTED_RECORDS, TRANSCRIPT_HEADER
 from stello.errors import FailedPrecondition
+from stello.reasons import WINDOW_TOO_SMALL
 from stello.storage.v1 import storage_pb2
 
 PAGE = 200
@@ -143,7 +144,7 @@ class Folder:
                 f"the model's window of {window.tokens} tokens is too small to summarise the "
                 "history (the compressor's instructions and a summary take most of it); "
                 "configure a model with a larger window",
-                reason="WINDOW_TOO_SMALL",
+                reason=WINDOW_TOO_SMALL,
             )
         return room
 
@@ -224,7 +225,7 @@ class Folder:
             raise FailedPrecondition(
                 f"a summary call of {prompt} tokens would not fit the model's window of "
                 f"{window.tokens}; it was not sent",
-                reason="WINDOW_TOO_SMALL",
+                reason=WINDOW_TOO_SMALL,
             )
         completion = await self._provider.complete(messages, max_tokens=max_tokens)
         self._counter.calibration.observe(

@@ -39,6 +39,7 @@ from agent_gateway.llm.prompts import (
 )
 from agent_gateway.llm.remote import RAW_ARGUMENTS_KEY, parse_tool_arguments
 from stello.errors import FailedPrecondition
+from stello.reasons import LLM_API_KEY_MISSING
 from stello.settings import StelloSettings
 
 __all__ = [
@@ -107,7 +108,7 @@ def build_provider(
             raise FailedPrecondition(
                 "STELLO_OPENAI_API_KEY is not set: the openai provider needs an API key "
                 "(or set STELLO_OPENAI_BASE_URL to a compatible server that needs none)",
-                reason="LLM_API_KEY_MISSING",
+                reason=LLM_API_KEY_MISSING,
             )
         return OpenAIProvider(
             model=settings.openai_model,
@@ -124,7 +125,7 @@ def build_provider(
         if anthropic_key is None:
             raise FailedPrecondition(
                 "STELLO_ANTHROPIC_API_KEY is not set: the anthropic provider needs an API key",
-                reason="LLM_API_KEY_MISSING",
+                reason=LLM_API_KEY_MISSING,
             )
         return AnthropicProvider(
             model=settings.anthropic_model,

@@ -39,6 +39,14 @@ from stello.errors import (
     StelloError,
     Unavailable,
 )
+from stello.reasons import (
+    LLM_API_KEY_REJECTED,
+    LLM_MODEL_NOT_FOUND,
+    LLM_RATE_LIMITED,
+    LLM_REQUEST_REJECTED,
+    LLM_TIMEOUT,
+    LLM_UNAVAILABLE,
+)
 
 logger = logging.getLogger(__name__)
 
@@ -148,32 +156,32 @@ class Endpoint:
             return FailedPrecondition(
                 f"the LLM provider rejected the API key ({self.where()}; {said}); "
                 f"check {self.env}_API_KEY",
-                reason="LLM_API_KEY_REJECTED",
+                reason=LLM_API_KEY_REJECTED,
                 metadata=metadata,
             )
         if status in (402, 429):
             return ResourceExhausted(
                 f"the LLM provider is rate limiting or out of quota ({self.where()}; {said})"
                 f"{retries}; retry later or raise the provider's limits",
-                reason="LLM_RATE_LIMITED",
+                reason=LLM_RATE_LIMITED,
                 metadata=metadata,
             )
         if status in (408, 409) or status >= 500:
             return Unavailable(
                 f"the LLM provider is unavailable ({self.where()}; {said}){retries}; retry later",
-                reason="LLM_UNAVAILABLE",
+                reason=LLM_UNAVAILABLE,
                 metadata=metadata,
             )
         if status == 404:
             return FailedPrecondition(
                 f"the LLM provider does not know this model or path ({self.where()}; {said}); "
                 f"check {self.env}_MODEL and {self.env}_BASE_URL",
-                reason="LLM_MODEL_NOT_FOUND",
+                reason=LLM_MODEL_NOT_FOUND,
                 metadata=metadata,
             )
         return FailedPrecondition(
             f"the LLM provider rejected the request ({self.where()}; {said})",
-            reason="LLM_REQUEST_REJECTED",
+            reason=LLM_REQUEST_REJECTED,
             metadata=metadata,
         )
 
@@ -182,7 +190,7 @@ class Endpoint:
         return Unavailable(
             f"cannot reach the LLM provider ({self.where()}){self._retries()}: "
             f"{self.redact(detail)}; check {self.env}_BASE_URL and that the server is running",
-            reason="LLM_UNAVAILABLE",
+            reason=LLM_UNAVAILABLE,
             metadata=self._metadata(),
         )
 
@@ -191,7 +199,7 @@ class Endpoint:
         return DeadlineExceeded(
             f"the LLM provider did not answer within {self.timeout_s:g}s ({self.where()})"
             f"{self._retries()}; retry later or raise STELLO_LLM_TIMEOUT_S",
-            reason="LLM_TIMEOUT",
+            reason=LLM_TIMEOUT,
             metadata=self._metadata(),
         )
 

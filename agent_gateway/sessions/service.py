@@ -16,9 +16,8 @@ from agent_gateway.clients.rpc import both
 from agent_gateway.forks.saga import summary_of
 from stello.common.v1 import common_pb2
 from stello.errors import FailedPrecondition
+from stello.reasons import SESSION_ARCHIVED
 from stello.storage.v1 import storage_pb2
-
-SESSION_ARCHIVED = "SESSION_ARCHIVED"
 
 
 @dataclass(frozen=True, slots=True)

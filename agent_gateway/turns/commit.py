@@ -35,11 +35,11 @@ from agent_gateway.turns.state import ASSISTANT, Plan, Turn
 from stello.agent.v1 import agent_pb2
 from stello.common.v1 import common_pb2
 from stello.errors import Aborted, StelloError
+from stello.reasons import CONCURRENT_MODIFICATION
 from stello.storage.v1 import storage_pb2
 
 log = logging.getLogger(__name__)
 
-CONCURRENT_MODIFICATION = "CONCURRENT_MODIFICATION"
 MAX_ATTEMPTS = 3
 
 Op = storage_pb2.Operation

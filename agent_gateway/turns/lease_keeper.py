@@ -38,13 +38,13 @@ from typing import Any, TypeVar
 
 from agent_gateway.clients import Caller, StorageClient
 from stello.errors import Aborted, DeadlineExceeded, StelloError, Unavailable
+from stello.reasons import CONCURRENT_MODIFICATION
 from stello.storage.v1 import storage_pb2
 
 log = logging.getLogger(__name__)
 
 STOP_GRACE_S = 2.0
 """How long a shutdown waits for releases still being retried."""
-CONCURRENT_MODIFICATION = "CONCURRENT_MODIFICATION"
 T = TypeVar("T")
 
 

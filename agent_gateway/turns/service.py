@@ -75,7 +75,6 @@ from agent_gateway.llm import (
 )
 from agent_gateway.llm.prompt_config import SessionPrompts
 from agent_gateway.memory.index import IndexCaps, render_index
-from agent_gateway.sessions.service import SESSION_ARCHIVED
 from agent_gateway.tools.builtins import BuiltinTools, TurnTools
 from agent_gateway.turns.commit import Lease, TurnCommitter
 from agent_gateway.turns.lease_keeper import KeptLease, LeaseKeeper
@@ -99,12 +98,10 @@ from stello.errors import (
     FailedPrecondition,
     ResourceExhausted,
 )
+from stello.reasons import CONTEXT_TOO_LARGE, SESSION_ARCHIVED, TOOL_ROUNDS_EXCEEDED
 from stello.storage.v1 import storage_pb2
 
 log = logging.getLogger(__name__)
-
-TOOL_ROUNDS_EXCEEDED = "TOOL_ROUNDS_EXCEEDED"
-CONTEXT_TOO_LARGE = "CONTEXT_TOO_LARGE"
 
 
 async def _last(events: AsyncIterator[TurnEvent]) -> agent_pb2.SendResponse:

@@ -15,7 +15,7 @@ from agent_gateway.history.context import Summary
 from agent_gateway.turns.state import Plan, SendPlan
 from stello.agent.v1 import agent_pb2
 from stello.errors import AlreadyExists
-from stello.idempotency import REQUEST_ID_REUSED
+from stello.reasons import REQUEST_ID_REUSED
 from stello.storage.v1 import storage_pb2
 from stello.tokens import estimate_tokens
 

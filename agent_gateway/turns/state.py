@@ -21,11 +21,11 @@ from agent_gateway.llm import Role, TextDelta, ToolCallEvent, ToolCallSpec, Tool
 from stello.agent.v1 import agent_pb2
 from stello.common.v1 import common_pb2
 from stello.errors import FailedPrecondition, FieldViolation, InvalidArgument
+from stello.reasons import NO_PENDING_TOOL_CALLS
 
 SEND_SCOPE = "gateway.Send"
 """Send and SendStream share it: they are the same turn, streamed or not."""
 SUBMIT_SCOPE = "gateway.SubmitToolResults"
-NO_PENDING_TOOL_CALLS = "NO_PENDING_TOOL_CALLS"
 
 Oversized = Callable[[str], "str | None"]
 """The error result replacing a tool result too large for the model's window; None: fits."""

@@ -9,6 +9,7 @@ import pytest
 
 from stello import idempotency
 from stello.errors import AlreadyExists
+from stello.reasons import REQUEST_ID_REUSED
 from tests.support.fixtures import TestSpace
 
 pytestmark = pytest.mark.sql
@@ -72,7 +73,7 @@ class TestClaim:
         await claim_and_remember(pool, space, "r", b"h", b"first")
         with pytest.raises(AlreadyExists) as caught:
             await claim_and_remember(pool, space, "r", b"other", b"x")
-        assert caught.value.reason == idempotency.REQUEST_ID_REUSED
+        assert caught.value.reason == REQUEST_ID_REUSED
         assert await claim_and_remember(pool, space, "r", b"h", b"y") == b"first"
 
     async def test_rolled_back_claim_leaves_the_key_free(
@@ -194,7 +195,7 @@ class TestRememberNew:
         await work_then_key(pool, space, b"h", b"first")
         with pytest.raises(AlreadyExists) as caught:
             await work_then_key(pool, space, b"other", b"x")
-        assert caught.value.reason == idempotency.REQUEST_ID_REUSED
+        assert caught.value.reason == REQUEST_ID_REUSED
         assert await work_then_key(pool, space, b"h", b"y") == b"first"
 
     async def test_expired_key_is_replaced(self, pool: asyncpg.Pool, space: TestSpace) -> None:

@@ -11,7 +11,7 @@ import pytest
 
 from stello.common.v1 import common_pb2
 from stello.errors import error_info_reason, field_violations
-from stello.idempotency import REQUEST_ID_REUSED
+from stello.reasons import REQUEST_ID_REUSED
 from stello.storage.v1 import storage_pb2, storage_pb2_grpc
 from tests.storage.conftest import StubFor
 from tests.storage.helpers import rpc_error

@@ -8,7 +8,6 @@ import pytest
 
 from agent_gateway.forks.compose import ContextMode, PromptMode
 from agent_gateway.forks.profiles import (
-    PROFILE_NOT_FOUND,
     Profile,
     ProfileRegistry,
     ProfilesFileError,
@@ -17,6 +16,7 @@ from agent_gateway.forks.profiles import (
 )
 from agent_gateway.llm.templates import render_template, template_variables
 from stello.errors import FailedPrecondition, InvalidArgument
+from stello.reasons import PROFILE_NOT_FOUND
 from tests.gateway.conftest import PROFILES_TOML
 
 

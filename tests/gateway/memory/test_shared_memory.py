@@ -9,7 +9,7 @@ import pytest
 
 from stello.agent.v1 import agent_pb2, agent_pb2_grpc
 from stello.errors import error_info_reason, field_violations
-from stello.idempotency import REQUEST_ID_REUSED
+from stello.reasons import REQUEST_ID_REUSED
 from stello.settings import StelloSettings
 from tests.gateway.conftest import (
     Counted,

@@ -1,0 +1,65 @@
+"""The stable `google.rpc.ErrorInfo` reasons a Stello error carries (DESIGN §2, Errors).
+
+Clients branch on these names, not on messages: they are part of the API and
+never change. Each is the reason of one status code, named beside it.
+"""
+
+from __future__ import annotations
+
+# ABORTED
+CONCURRENT_MODIFICATION = "CONCURRENT_MODIFICATION"
+"""A precondition no longer held (another write came first): read again, then retry."""
+TURN_IN_PROGRESS = "TURN_IN_PROGRESS"
+"""Another turn holds the session's lease: retry once it ends."""
+
+# ALREADY_EXISTS
+REQUEST_ID_REUSED = "REQUEST_ID_REUSED"
+"""The request_id came earlier with a different request."""
+
+# FAILED_PRECONDITION
+SESSION_ARCHIVED = "SESSION_ARCHIVED"
+"""The session is archived: unarchive it to continue it."""
+TREE_TOO_LARGE = "TREE_TOO_LARGE"
+"""GetTree would answer more nodes than the cap: narrow it with root_id or max_depth."""
+REF_TO_SELF = "REF_TO_SELF"
+"""A session cannot refer to itself."""
+REF_TO_ANCESTOR = "REF_TO_ANCESTOR"
+"""A ref to an ancestor: it is already reachable through the topology."""
+REF_TO_DESCENDANT = "REF_TO_DESCENDANT"
+"""A ref to a descendant: it is already reachable through the topology."""
+SESSION_NOT_EMPTY = "SESSION_NOT_EMPTY"
+"""Only a new session (no records yet) can inherit another's records."""
+PROFILE_NOT_FOUND = "PROFILE_NOT_FOUND"
+"""No fork profile of that name is configured."""
+NO_PENDING_TOOL_CALLS = "NO_PENDING_TOOL_CALLS"
+"""SubmitToolResults on a session with no unanswered client tool call."""
+WINDOW_TOO_SMALL = "WINDOW_TOO_SMALL"
+"""The model's window cannot hold even one chunk of a fold."""
+CURSOR_EXPIRED = "CURSOR_EXPIRED"
+"""WatchSpace: the cursor is older than the retained events; resume from now."""
+PROVIDER_NOT_CONFIGURED = "PROVIDER_NOT_CONFIGURED"
+"""The gateway has no LLM provider for this call."""
+LLM_API_KEY_MISSING = "LLM_API_KEY_MISSING"
+"""The configured LLM provider needs an API key and none is set."""
+LLM_API_KEY_REJECTED = "LLM_API_KEY_REJECTED"
+"""The LLM provider refused the API key."""
+LLM_MODEL_NOT_FOUND = "LLM_MODEL_NOT_FOUND"
+"""The LLM provider does not know the model (or the base URL is wrong)."""
+LLM_REQUEST_REJECTED = "LLM_REQUEST_REJECTED"
+"""The LLM provider refused the request."""
+
+# RESOURCE_EXHAUSTED
+TOOL_ROUNDS_EXCEEDED = "TOOL_ROUNDS_EXCEEDED"
+"""The model kept calling tools past the configured number of rounds."""
+CONTEXT_TOO_LARGE = "CONTEXT_TOO_LARGE"
+"""The turn's fixed parts alone do not fit the model's window."""
+LLM_RATE_LIMITED = "LLM_RATE_LIMITED"
+"""The LLM provider's rate limit or quota: retry later."""
+
+# UNAVAILABLE
+LLM_UNAVAILABLE = "LLM_UNAVAILABLE"
+"""The LLM provider could not be reached or failed: retry later."""
+
+# DEADLINE_EXCEEDED
+LLM_TIMEOUT = "LLM_TIMEOUT"
+"""The LLM provider did not answer in time."""
