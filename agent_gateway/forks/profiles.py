@@ -26,18 +26,18 @@ refused when the file is read; ``{{``/``}}`` are literal braces).
 
 from __future__ import annotations
 
-import tomllib
 from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Literal
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from pydantic import BaseModel, ConfigDict, Field
 
 from agent_gateway.forks.compose import ContextMode, ProfileLayer, PromptMode
 from agent_gateway.llm import PromptKey, template_problem
 from agent_gateway.llm.prompt_texts import COMPRESSOR, CONSOLIDATOR
 from agent_gateway.llm.templates import render_template, template_variables
+from stello.config_files import parse_toml, read_config_file
 from stello.errors import FailedPrecondition, InvalidArgument
 from stello.reasons import PROFILE_NOT_FOUND
 
@@ -167,15 +167,7 @@ def parse_profiles(text: str, source: str = "<profiles>") -> ProfileRegistry:
         ProfilesFileError: bad TOML, an unknown key or value, a name used twice,
             or a prompt override using a template variable.
     """
-    try:
-        data = _ProfilesFile.model_validate(tomllib.loads(text))
-    except tomllib.TOMLDecodeError as exc:
-        raise ProfilesFileError(f"{source}: not valid TOML: {exc}") from exc
-    except ValidationError as exc:
-        problems = "; ".join(
-            f"{'.'.join(str(p) for p in err['loc'])}: {err['msg']}" for err in exc.errors()
-        )
-        raise ProfilesFileError(f"{source}: {problems}") from exc
+    data = parse_toml(text, _ProfilesFile, source, ProfilesFileError)
     registry = ProfileRegistry()
     for entry in data.profiles:
         if registry.has(entry.name):
@@ -215,8 +207,5 @@ def load_profiles(path: Path | None) -> ProfileRegistry:
     """
     if path is None:
         return ProfileRegistry()
-    try:
-        text = path.read_text(encoding="utf-8")
-    except OSError as exc:
-        raise ProfilesFileError(f"cannot read profiles file {path}: {exc}") from exc
+    text = read_config_file(path, "profiles file", ProfilesFileError)
     return parse_profiles(text, str(path))

@@ -21,16 +21,16 @@ from __future__ import annotations
 
 import json
 import re
-import tomllib
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
+from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 from agent_gateway.llm import RAW_ARGUMENTS_KEY, ToolSpec
 from agent_gateway.tools.create_session import ACTIVATE_SKILL
+from stello.config_files import parse_toml, read_config_file
 
 SKILL_NAME = re.compile(r"^[A-Za-z0-9_.:-]{1,64}$")
 """Letters, digits and ``_ . : -``: a name the model can spell back exactly."""
@@ -146,15 +146,7 @@ def parse_skills(text: str, source: str = "<skills>") -> SkillRegistry:
     Raises:
         SkillsFileError: bad TOML, an unknown key, a bad value, a name used twice.
     """
-    try:
-        data = _SkillsFile.model_validate(tomllib.loads(text))
-    except tomllib.TOMLDecodeError as exc:
-        raise SkillsFileError(f"{source}: not valid TOML: {exc}") from exc
-    except ValidationError as exc:
-        problems = "; ".join(
-            f"{'.'.join(str(p) for p in err['loc'])}: {err['msg']}" for err in exc.errors()
-        )
-        raise SkillsFileError(f"{source}: {problems}") from exc
+    data = parse_toml(text, _SkillsFile, source, SkillsFileError)
     seen: set[str] = set()
     for entry in data.skills:
         if entry.name in seen:
@@ -171,8 +163,5 @@ def load_skills(path: Path | None) -> SkillRegistry:
     """
     if path is None:
         return SkillRegistry()
-    try:
-        text = path.read_text(encoding="utf-8")
-    except OSError as exc:
-        raise SkillsFileError(f"cannot read skills file {path}: {exc}") from exc
+    text = read_config_file(path, "skills file", SkillsFileError)
     return parse_skills(text, str(path))
