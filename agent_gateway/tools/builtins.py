@@ -1,8 +1,8 @@
 """Which built-in tools a turn offers, and running them (DESIGN §4.2, §4.5).
 
-- ``stello_create_session`` when ``STELLO_GATEWAY_BUILTIN_TOOLS`` is on (`tools`);
+- ``stello_create_session`` when ``STELLO_GATEWAY_BUILTIN_TOOLS`` is on (`create_session`);
 - the three memory tools when the request asks for them (`memory_tools` set),
-  else when ``STELLO_GATEWAY_MEMORY_TOOLS`` is on (`memory_tools`);
+  else when ``STELLO_GATEWAY_MEMORY_TOOLS`` is on (`memory`);
 - ``activate_skill`` when the session's allow-list leaves at least one
   configured skill (`skills`): unset = every skill, ``[]`` = none (no tool).
 
@@ -14,47 +14,32 @@ error result (``Unknown tool: <name>``), never a failed turn.
 
 from __future__ import annotations
 
-import hashlib
 import uuid
-from collections.abc import Sequence
-from dataclasses import dataclass
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
 
 from agent_gateway.clients import Caller, TreeClient
 from agent_gateway.llm import ToolCallSpec, ToolSpec
-from agent_gateway.tools.create_session import (
+from agent_gateway.tools.base import (
     ACTIVATE_SKILL,
     CREATE_SESSION,
-    CREATE_SESSION_SPEC,
     MEMORY_FORGET,
     MEMORY_RECALL,
     MEMORY_REMEMBER,
-    CreateSessionTool,
+    BuiltinTool,
     ToolOutcome,
 )
+from agent_gateway.tools.create_session import CREATE_SESSION_SPEC, CreateSessionTool
 from agent_gateway.tools.memory import MEMORY_SPECS, MemoryTools
-from agent_gateway.tools.skills import Skill, SkillRegistry, activate, activate_skill_spec
-from stello.idempotency import MAX_REQUEST_ID_CHARS
-
-MEMORY_NAMES = frozenset({MEMORY_RECALL, MEMORY_REMEMBER, MEMORY_FORGET})
-
-
-def _write_id(request_id: str) -> str:
-    """The request id of a memory write: the call's, kept within storage's 200 characters
-    whatever the provider's call ids look like."""
-    rid = f"tool/{request_id}"
-    if len(rid) <= MAX_REQUEST_ID_CHARS:
-        return rid
-    return f"tool/sha256-{hashlib.sha256(request_id.encode()).hexdigest()}"
+from agent_gateway.tools.skills import Skill, SkillActivation, SkillRegistry, activate_skill_spec
 
 
 @dataclass(frozen=True, slots=True)
 class TurnTools:
-    """The built-in tools one turn offers, and their runner."""
+    """The built-in tools one turn offers: their specs, and each tool by the name it answers."""
 
     specs: tuple[ToolSpec, ...]
-    create_session: CreateSessionTool | None = None
-    memory: MemoryTools | None = None
-    skills: tuple[Skill, ...] = ()
+    tools: Mapping[str, BuiltinTool] = field(default_factory=dict)
 
     async def run(
         self,
@@ -69,14 +54,10 @@ class TurnTools:
         `request_id` makes a write idempotent (the turn derives it from its lease
         and the call id).
         """
-        if call.name == CREATE_SESSION and self.create_session is not None:
-            return await self.create_session.run(caller, space_id, session_id, call, request_id)
-        if call.name in MEMORY_NAMES and self.memory is not None:
-            return await self.memory.run(caller, space_id, call, _write_id(request_id))
-        if call.name == ACTIVATE_SKILL and self.skills:
-            text, is_error = activate(self.skills, call.arguments)
-            return ToolOutcome(text, is_error=is_error)
-        return ToolOutcome(f"Unknown tool: {call.name}", is_error=True)
+        tool = self.tools.get(call.name)
+        if tool is None:
+            return ToolOutcome(f"Unknown tool: {call.name}", is_error=True)
+        return await tool.run(caller, space_id, session_id, call, request_id)
 
 
 class BuiltinTools:
@@ -127,17 +108,17 @@ class BuiltinTools:
         """The tools a turn offers: `memory_tools` as `memory_offered`; `allowed`, the
         session's skill allow-list as BeginTurn answered it (None = unset, every skill)."""
         specs: list[ToolSpec] = []
+        tools: dict[str, BuiltinTool] = {}
         if self._create_session is not None:
             specs.append(CREATE_SESSION_SPEC)
-        with_memory = self.memory_offered(memory_tools)
-        if with_memory:
+            tools[CREATE_SESSION] = self._create_session
+        if self.memory_offered(memory_tools):
             specs.extend(MEMORY_SPECS)
+            tools.update(
+                dict.fromkeys((MEMORY_RECALL, MEMORY_REMEMBER, MEMORY_FORGET), self._memory)
+            )
         skills = self._skills.visible(allowed)
         if skills:
             specs.append(activate_skill_spec(skills))
-        return TurnTools(
-            tuple(specs),
-            create_session=self._create_session,
-            memory=self._memory if with_memory else None,
-            skills=tuple(skills),
-        )
+            tools[ACTIVATE_SKILL] = SkillActivation(tuple(skills))
+        return TurnTools(tuple(specs), tools)

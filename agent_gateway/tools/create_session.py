@@ -1,7 +1,5 @@
-"""The tools a turn offers the model: built-in ones run here, client ones by the caller.
+"""The built-in ``stello_create_session``: a fork of the turn's session, made by the model.
 
-Which built-in tools a turn offers is `builtins.BuiltinTools`' choice (the
-memory tools in `memory_tools`, ``activate_skill`` in `skills`). Here:
 ``stello_create_session`` (DESIGN §4.2, STELLO-SPEC §4.4.5) forks the
 current session through the same saga as the Fork RPC. Its arguments are
 checked like the spec's tool does: `label` required; `profile` must name a
@@ -11,24 +9,17 @@ forking); only the keys present are passed on (absent `skills` stays absent,
 ``[]`` means no skills). Success answers ``{"sessionId", "label"}`` as JSON;
 any failure (bad arguments, a refused fork) answers an error result the model
 sees, never fails the turn. A fork made this way stays even if the turn fails.
-With a fork guard set (`fork_guard`), a session may fork itself only after
+With a fork guard set (`agent_gateway.forks.guard`), a session may fork itself only after
 enough turns and a cooldown; a refusal is an error result too.
-
-Client tools are declared per request (`ToolDefinition`); when the model
-calls one, the turn stops and returns the call to the client.
 """
 
 from __future__ import annotations
 
 import hashlib
 import json
-import re
 import uuid
-from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from collections.abc import Mapping
 from typing import Any
-
-from google.protobuf import json_format
 
 from agent_gateway.clients import Caller
 from agent_gateway.forks.compose import ContextMode
@@ -37,22 +28,9 @@ from agent_gateway.forks.guard import ForkGuard
 from agent_gateway.forks.profiles import ProfileRegistry
 from agent_gateway.llm import RAW_ARGUMENTS_KEY, Prompts, ToolCallSpec, ToolSpec
 from agent_gateway.llm.prompt_texts import UNKNOWN_PROFILE
-from stello.common.v1 import common_pb2
-from stello.errors import StelloError, Violations
+from agent_gateway.tools.base import CREATE_SESSION, ToolOutcome
+from stello.errors import StelloError
 from stello.validation import MAX_LABEL_CHARS
-
-CREATE_SESSION = "stello_create_session"
-MEMORY_RECALL = "stello_memory_recall"
-MEMORY_REMEMBER = "stello_memory_remember"
-MEMORY_FORGET = "stello_memory_forget"
-ACTIVATE_SKILL = "activate_skill"
-BUILTIN_NAMES = frozenset(
-    {CREATE_SESSION, MEMORY_RECALL, MEMORY_REMEMBER, MEMORY_FORGET, ACTIVATE_SKILL}
-)
-"""Every name the gateway may offer as its own (a client tool may not take one)."""
-MAX_TOOLS = 128
-TOOL_NAME = re.compile(r"^[A-Za-z0-9_-]{1,64}$")
-"""What every provider accepts as a function name."""
 
 CREATE_SESSION_SPEC = ToolSpec(
     name=CREATE_SESSION,
@@ -86,37 +64,6 @@ CREATE_SESSION_SPEC = ToolSpec(
         "required": ["label"],
     },
 )
-
-
-@dataclass(frozen=True, slots=True)
-class ToolOutcome:
-    """A tool's answer: the tool record's content and whether the call failed."""
-
-    content: str
-    is_error: bool = False
-
-
-def client_tools(definitions: Sequence[common_pb2.ToolDefinition], v: Violations) -> list[ToolSpec]:
-    """The request's client tools; names checked (pattern, unique, not a built-in)."""
-    if len(definitions) > MAX_TOOLS:
-        v.add("tools", f"must declare at most {MAX_TOOLS} tools, got {len(definitions)}")
-        return []
-    seen: set[str] = set()
-    specs = []
-    for i, tool in enumerate(definitions):
-        name = tool.name
-        if not TOOL_NAME.match(name):
-            v.add(f"tools[{i}].name", "must be 1..64 characters of letters, digits, _ or -")
-        elif name in BUILTIN_NAMES:
-            v.add(f"tools[{i}].name", f"{name!r} is a built-in tool's name")
-        elif name in seen:
-            v.add(f"tools[{i}].name", f"{name!r} is declared twice")
-        seen.add(name)
-        parameters = (
-            json_format.MessageToDict(tool.parameters) if tool.HasField("parameters") else {}
-        )
-        specs.append(ToolSpec(name, tool.description, parameters))
-    return specs
 
 
 class CreateSessionTool:

@@ -17,6 +17,7 @@ and the call: they stay even if the turn later fails (as a fork made by
 
 from __future__ import annotations
 
+import hashlib
 import json
 import uuid
 from collections.abc import Mapping
@@ -25,14 +26,10 @@ from typing import Any
 from agent_gateway.clients import Caller
 from agent_gateway.llm import RAW_ARGUMENTS_KEY, ToolCallSpec, ToolSpec
 from agent_gateway.memory.shared import SharedMemory
-from agent_gateway.tools.create_session import (
-    MEMORY_FORGET,
-    MEMORY_RECALL,
-    MEMORY_REMEMBER,
-    ToolOutcome,
-)
+from agent_gateway.tools.base import MEMORY_FORGET, MEMORY_RECALL, MEMORY_REMEMBER, ToolOutcome
 from stello import memory_rules
 from stello.errors import NotFound, StelloError, Violations
+from stello.idempotency import MAX_REQUEST_ID_CHARS
 
 _SLUG = {"type": "string", "description": "The entry's slug (its key in the index)."}
 
@@ -72,6 +69,15 @@ MEMORY_SPECS = (
 )
 
 
+def _write_id(request_id: str) -> str:
+    """The request id of a memory write: the call's, kept within storage's 200 characters
+    whatever the provider's call ids look like."""
+    rid = f"tool/{request_id}"
+    if len(rid) <= MAX_REQUEST_ID_CHARS:
+        return rid
+    return f"tool/sha256-{hashlib.sha256(request_id.encode()).hexdigest()}"
+
+
 def _result(body: Mapping[str, str]) -> ToolOutcome:
     return ToolOutcome(json.dumps(body, ensure_ascii=False, separators=(",", ":")))
 
@@ -101,9 +107,15 @@ class MemoryTools:
         self._memory = memory
 
     async def run(
-        self, caller: Caller, space_id: uuid.UUID, call: ToolCallSpec, request_id: str
+        self,
+        caller: Caller,
+        space_id: uuid.UUID,
+        session_id: uuid.UUID,
+        call: ToolCallSpec,
+        request_id: str,
     ) -> ToolOutcome:
         """One call of a memory tool; every failure is an error outcome."""
+        request_id = _write_id(request_id)
         try:
             slug = _slug(call.arguments)
             if call.name == MEMORY_RECALL:

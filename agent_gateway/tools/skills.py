@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import json
 import re
+import uuid
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -28,8 +29,9 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
-from agent_gateway.llm import RAW_ARGUMENTS_KEY, ToolSpec
-from agent_gateway.tools.create_session import ACTIVATE_SKILL
+from agent_gateway.clients import Caller
+from agent_gateway.llm import RAW_ARGUMENTS_KEY, ToolCallSpec, ToolSpec
+from agent_gateway.tools.base import ACTIVATE_SKILL, ToolOutcome
 from stello.config_files import parse_toml, read_config_file
 
 SKILL_NAME = re.compile(r"^[A-Za-z0-9_.:-]{1,64}$")
@@ -104,6 +106,25 @@ def activate(skills: Sequence[Skill], args: Mapping[str, Any]) -> tuple[str, boo
         if skill.name == name:
             return json.dumps({"content": skill.content}, ensure_ascii=False), False
     return f'Skill "{name}" is not available (available: {known})', True
+
+
+@dataclass(frozen=True, slots=True)
+class SkillActivation:
+    """``activate_skill`` over the skills one turn may activate."""
+
+    skills: tuple[Skill, ...]
+
+    async def run(
+        self,
+        caller: Caller,
+        space_id: uuid.UUID,
+        session_id: uuid.UUID,
+        call: ToolCallSpec,
+        request_id: str,
+    ) -> ToolOutcome:
+        """One call: the skill's content, or an error naming the skills there are."""
+        text, is_error = activate(self.skills, call.arguments)
+        return ToolOutcome(text, is_error=is_error)
 
 
 class _SkillEntry(BaseModel):

@@ -18,7 +18,7 @@ from datetime import UTC, datetime
 from agent_gateway.clients import RequestKey
 from agent_gateway.history.records import new_record, tool_call_proto
 from agent_gateway.llm import Role, TextDelta, ToolCallEvent
-from agent_gateway.tools.create_session import client_tools
+from agent_gateway.tools.base import client_tools
 from agent_gateway.turns.state import (
     SEND_SCOPE,
     SUBMIT_SCOPE,

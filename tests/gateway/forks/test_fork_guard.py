@@ -13,7 +13,7 @@ import asyncpg
 import grpc
 import pytest
 
-from agent_gateway.tools.create_session import CREATE_SESSION
+from agent_gateway.tools.base import CREATE_SESSION
 from stello.agent.v1 import agent_pb2, agent_pb2_grpc
 from tests.gateway.conftest import Backends, Stack, StackMaker
 from tests.gateway.processes import gateway_process

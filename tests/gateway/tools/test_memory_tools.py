@@ -15,7 +15,7 @@ import grpc
 import pytest
 
 from agent_gateway.llm.openai_provider import OpenAIProvider
-from agent_gateway.tools.create_session import (
+from agent_gateway.tools.base import (
     CREATE_SESSION,
     MEMORY_FORGET,
     MEMORY_RECALL,

@@ -18,7 +18,7 @@ import grpc
 import pytest
 
 from agent_gateway.llm import ToolCallSpec
-from agent_gateway.tools.create_session import ACTIVATE_SKILL
+from agent_gateway.tools.base import ACTIVATE_SKILL
 from agent_gateway.tools.skills import SkillsFileError, parse_skills
 from stello.agent.v1 import agent_pb2
 from stello.common.v1 import common_pb2

@@ -16,7 +16,7 @@ import grpc
 import pytest
 
 from agent_gateway.llm import LLMMessage, ToolCallSpec
-from agent_gateway.tools.create_session import CREATE_SESSION
+from agent_gateway.tools.base import CREATE_SESSION
 from stello.agent.v1 import agent_pb2
 from stello.common.v1 import common_pb2
 from stello.errors import error_info_reason, field_violations

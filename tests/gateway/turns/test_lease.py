@@ -15,7 +15,7 @@ import grpc
 import pytest
 
 from agent_gateway.llm import ToolCallSpec
-from agent_gateway.tools.create_session import CREATE_SESSION
+from agent_gateway.tools.base import CREATE_SESSION
 from stello.errors import Unavailable, error_info_reason
 from stello.storage.v1 import storage_pb2
 from tests.gateway.conftest import Stack, StackMaker, rpc_error

@@ -26,7 +26,7 @@ import pytest
 
 from agent_gateway.app import create_app as gateway_app
 from agent_gateway.config import GatewaySettings
-from agent_gateway.tools.create_session import CREATE_SESSION
+from agent_gateway.tools.base import CREATE_SESSION
 from stello.agent.v1 import agent_pb2, agent_pb2_grpc
 from stello.auth import KeyStore
 from stello.channels import open_channel

@@ -12,7 +12,7 @@ from collections.abc import AsyncIterator
 import pytest
 
 from agent_gateway.llm.openai_provider import OpenAIProvider
-from agent_gateway.tools.create_session import CREATE_SESSION
+from agent_gateway.tools.base import CREATE_SESSION
 from stello.agent.v1 import agent_pb2
 from tests.gateway.conftest import Stack, StackMaker, rpc_error
 from tests.gateway.llm.support import identity
