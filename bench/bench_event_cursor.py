@@ -26,7 +26,6 @@ import sys
 import tempfile
 import time
 import uuid
-import warnings
 from collections.abc import Awaitable, Callable
 from pathlib import Path
 from typing import cast
@@ -35,10 +34,9 @@ import asyncpg
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from harness import Result
+from harness import Result, run_main
 
 from stello.embedded import embedded_server, ensure_database
-from stello.runner import event_loop_factory
 
 SCHEMA = """
 CREATE TABLE b_sessions (space_id uuid, id uuid, last_seq bigint NOT NULL DEFAULT 0,
@@ -151,9 +149,7 @@ def main() -> None:
     parser.add_argument("--seconds", type=float, default=4.0, help="per measurement")
     parser.add_argument("--rounds", type=int, default=3, help="median of this many")
     args = parser.parse_args()
-    warnings.filterwarnings("ignore", message=".*XDG_RUNTIME_DIR.*")
-    with asyncio.Runner(loop_factory=event_loop_factory()) as runner:
-        runner.run(run(args.writers, args.seconds, args.rounds))
+    run_main(run(args.writers, args.seconds, args.rounds))
 
 
 if __name__ == "__main__":

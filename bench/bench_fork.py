@@ -23,11 +23,9 @@ Not part of the test run.
 from __future__ import annotations
 
 import argparse
-import asyncio
 import sys
 import time
 import uuid
-import warnings
 from contextlib import AsyncExitStack
 from pathlib import Path
 from typing import Any
@@ -37,12 +35,11 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 import asyncpg
 import bench_gateway
 from bench_gateway import new_space, quantile
-from harness import database, server_process
+from harness import database, run_main, server_process
 
 from stello.agent.v1 import agent_pb2, agent_pb2_grpc
 from stello.channels import open_channel
 from stello.common.v1 import common_pb2
-from stello.runner import event_loop_factory
 from tests.support.history import end_other_backends, seed_history
 
 SIZES = (0, 1_000, 10_000, 100_000)
@@ -172,9 +169,7 @@ def main() -> None:
     parser.add_argument("--forks", type=int, default=100, help="forks per line")
     parser.add_argument("--rounds", type=int, default=5, help="interleaved rounds")
     args = parser.parse_args()
-    warnings.filterwarnings("ignore", message=".*XDG_RUNTIME_DIR.*")
-    with asyncio.Runner(loop_factory=event_loop_factory()) as runner:
-        runner.run(run(args.forks, args.rounds))
+    run_main(run(args.forks, args.rounds))
 
 
 if __name__ == "__main__":

@@ -27,13 +27,11 @@ Not part of the test run.
 from __future__ import annotations
 
 import argparse
-import asyncio
 import os
 import statistics
 import sys
 import time
 import uuid
-import warnings
 from collections.abc import AsyncIterator, Awaitable, Callable
 from contextlib import AsyncExitStack, asynccontextmanager
 from dataclasses import dataclass
@@ -46,6 +44,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 import fork_baseline
 from harness import (
     database,
+    run_main,
     server_process,
     wait_for_stdin_close,
     yardstick,
@@ -61,7 +60,6 @@ from stello.auth import KeyStore
 from stello.channels import open_channel
 from stello.common.v1 import common_pb2
 from stello.db import create_pool
-from stello.runner import event_loop_factory
 from stello.server import ServiceApp, create_server, shutdown
 from stello.settings import StelloSettings
 from stello.storage.v1 import storage_pb2, storage_pb2_grpc
@@ -431,15 +429,12 @@ def main() -> None:
     parser.add_argument("--sessions", type=int, default=10_000)
     parser.add_argument("--rounds", type=int, default=5, help="full digest listings")
     args = parser.parse_args()
-    # platformdirs warns when XDG_RUNTIME_DIR is unset (containers); the embedded server reads it.
-    warnings.filterwarnings("ignore", message=".*XDG_RUNTIME_DIR.*")
     coroutine = (
         serve(args.kind, args.dsn, args.storage, args.tree)
         if args.command == "serve"
         else run(args.forks, args.sessions, args.rounds)
     )
-    with asyncio.Runner(loop_factory=event_loop_factory()) as runner:
-        runner.run(coroutine)
+    run_main(coroutine)
 
 
 if __name__ == "__main__":

@@ -31,7 +31,6 @@ import os
 import sys
 import time
 import uuid
-import warnings
 from collections.abc import Sequence
 from contextlib import AsyncExitStack, asynccontextmanager
 from pathlib import Path
@@ -42,7 +41,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 import asyncpg
 import bench_gateway
 from bench_gateway import new_space, quantile
-from harness import database, server_process
+from harness import database, run_main, server_process
 
 from agent_gateway.app import GatewayClients
 from agent_gateway.app import create_app as gateway_app
@@ -53,7 +52,6 @@ from stello.agent.v1 import agent_pb2, agent_pb2_grpc
 from stello.auth import KeyStore
 from stello.channels import open_channel
 from stello.db import create_pool
-from stello.runner import event_loop_factory
 from stello.server import create_server, shutdown
 from stello.storage.v1 import storage_pb2, storage_pb2_grpc
 from tests.support.history import seed_history
@@ -240,10 +238,7 @@ def main() -> None:
     parser.add_argument("--sends", type=int, default=200, help="steady-state turns per size")
     parser.add_argument("--sessions", type=int, default=3, help="sessions per size")
     args = parser.parse_args()
-    # platformdirs warns when XDG_RUNTIME_DIR is unset (containers); the embedded server reads it.
-    warnings.filterwarnings("ignore", message=".*XDG_RUNTIME_DIR.*")
-    with asyncio.Runner(loop_factory=event_loop_factory()) as runner:
-        runner.run(run(args.sends, args.sessions))
+    run_main(run(args.sends, args.sessions))
 
 
 if __name__ == "__main__":

@@ -57,7 +57,6 @@ import tempfile
 import time
 import urllib.request
 import uuid
-import warnings
 from collections import Counter
 from collections.abc import AsyncIterator, Awaitable, Callable
 from contextlib import AsyncExitStack, asynccontextmanager
@@ -71,7 +70,7 @@ import grpc
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 import bench_up
-from harness import Served, cpu_seconds, run_calls, served_process, wait_for_stdin_close
+from harness import Served, cpu_seconds, run_calls, run_main, served_process, wait_for_stdin_close
 
 from agent_gateway.app import create_app as gateway_app
 from agent_gateway.config import GatewaySettings
@@ -83,7 +82,6 @@ from stello.db import create_pool, in_transaction
 from stello.embedded import embedded_server, ensure_database
 from stello.events import Event, Outbox
 from stello.migrate import migrate_dsn
-from stello.runner import event_loop_factory
 from stello.server import ServiceApp, create_server, shutdown
 from stello.settings import StelloSettings
 from stello.storage.v1 import storage_pb2, storage_pb2_grpc
@@ -908,15 +906,12 @@ def main() -> None:
         "--no-up", action="store_true", help="skip the `stello up` shape (bench/bench_up.py)"
     )
     args = parser.parse_args()
-    # platformdirs warns when XDG_RUNTIME_DIR is unset (containers); the embedded server reads it.
-    warnings.filterwarnings("ignore", message=".*XDG_RUNTIME_DIR.*")
     coroutine = (
         serve(args.kind, args.service, args.dsn, args.storage, args.tree, args.metrics)
         if args.command == "serve"
         else run(args.calls, args.concurrency, args.rounds, not args.no_up)
     )
-    with asyncio.Runner(loop_factory=event_loop_factory()) as runner:
-        runner.run(coroutine)
+    run_main(coroutine)
 
 
 if __name__ == "__main__":

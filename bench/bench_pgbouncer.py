@@ -25,7 +25,6 @@ import os
 import sys
 import tempfile
 import uuid
-import warnings
 from collections.abc import AsyncIterator, Iterator
 from contextlib import ExitStack, asynccontextmanager, contextmanager
 from dataclasses import dataclass
@@ -36,7 +35,7 @@ import psutil
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from harness import Call, Result, load, wait_for_stdin_close
+from harness import Call, Result, load, run_main, wait_for_stdin_close
 
 from stello.auth import KeyStore
 from stello.channels import open_channel
@@ -44,7 +43,6 @@ from stello.common.v1 import common_pb2
 from stello.db import create_pool
 from stello.embedded import embedded_server, ensure_database
 from stello.migrate import migrate_dsn
-from stello.runner import event_loop_factory
 from stello.server import create_server, shutdown
 from stello.settings import StelloSettings
 from stello.storage.v1 import storage_pb2, storage_pb2_grpc
@@ -331,15 +329,12 @@ def main() -> None:
     parser.add_argument("--rounds", type=int, default=3, help="median of this many")
     parser.add_argument("--new-pgbouncer", help="a PgBouncer 1.21+ (bench/build_pgbouncer.sh)")
     args = parser.parse_args()
-    # platformdirs warns when XDG_RUNTIME_DIR is unset (containers); the embedded server reads it.
-    warnings.filterwarnings("ignore", message=".*XDG_RUNTIME_DIR.*")
     coroutine = (
         serve(args.kind, args.dsn, args.cache)
         if args.command == "serve"
         else run(args.seconds, args.rounds, args.new_pgbouncer)
     )
-    with asyncio.Runner(loop_factory=event_loop_factory()) as runner:
-        runner.run(coroutine)
+    run_main(coroutine)
 
 
 if __name__ == "__main__":

@@ -32,14 +32,12 @@ Not part of the test run.
 from __future__ import annotations
 
 import argparse
-import asyncio
 import itertools
 import os
 import statistics
 import sys
 import time
 import uuid
-import warnings
 from collections.abc import Awaitable, Callable
 from contextlib import AsyncExitStack
 from pathlib import Path
@@ -50,12 +48,11 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 import bench_gateway
 import send_baseline
 from bench_gateway import new_space, quantile
-from harness import database, server_process, yardstick, yardstick_lines, yardstick_rate
+from harness import database, run_main, server_process, yardstick, yardstick_lines, yardstick_rate
 
 from stello.agent.v1 import agent_pb2, agent_pb2_grpc
 from stello.channels import open_channel
 from stello.common.v1 import common_pb2
-from stello.runner import event_loop_factory
 from stello.storage.v1 import storage_pb2, storage_pb2_grpc
 
 SEED_RECORDS = 20
@@ -275,10 +272,7 @@ def main() -> None:
     parser.add_argument("--sends", type=int, default=500, help="turns per latency scenario")
     parser.add_argument("--sessions", type=int, default=50, help="sessions the turns rotate over")
     args = parser.parse_args()
-    # platformdirs warns when XDG_RUNTIME_DIR is unset (containers); the embedded server reads it.
-    warnings.filterwarnings("ignore", message=".*XDG_RUNTIME_DIR.*")
-    with asyncio.Runner(loop_factory=event_loop_factory()) as runner:
-        runner.run(run(args.sends, args.sessions))
+    run_main(run(args.sends, args.sessions))
 
 
 if __name__ == "__main__":

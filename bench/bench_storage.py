@@ -15,12 +15,10 @@ the embedded PostgreSQL in a temporary folder and deletes it afterwards.
 from __future__ import annotations
 
 import argparse
-import asyncio
 import os
 import sys
 import time
 import uuid
-import warnings
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
@@ -31,13 +29,12 @@ import grpc
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from harness import Call, Result, database, load, server_process, wait_for_stdin_close
+from harness import Call, Result, database, load, run_main, server_process, wait_for_stdin_close
 
 from stello.auth import KeyStore
 from stello.channels import open_channel
 from stello.common.v1 import common_pb2
 from stello.db import create_pool
-from stello.runner import event_loop_factory
 from stello.server import create_server, shutdown
 from stello.settings import StelloSettings
 from stello.storage.v1 import storage_pb2, storage_pb2_grpc
@@ -314,15 +311,12 @@ def main() -> None:
     parser.add_argument("--rounds", type=int, default=3, help="median of this many")
     parser.add_argument("--records", type=int, default=1_000_000)
     args = parser.parse_args()
-    # platformdirs warns when XDG_RUNTIME_DIR is unset (containers); the embedded server reads it.
-    warnings.filterwarnings("ignore", message=".*XDG_RUNTIME_DIR.*")
     coroutine = (
         serve(args.kind, args.dsn)
         if args.command == "serve"
         else run(args.seconds, args.records, args.rounds)
     )
-    with asyncio.Runner(loop_factory=event_loop_factory()) as runner:
-        runner.run(coroutine)
+    run_main(coroutine)
 
 
 if __name__ == "__main__":

@@ -16,12 +16,10 @@ the embedded PostgreSQL in a temporary folder and deletes it afterwards.
 from __future__ import annotations
 
 import argparse
-import asyncio
 import os
 import sys
 import time
 import uuid
-import warnings
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -31,13 +29,21 @@ import grpc
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from harness import Call, Result, database, load, repeat, server_process, wait_for_stdin_close
+from harness import (
+    Call,
+    Result,
+    database,
+    load,
+    repeat,
+    run_main,
+    server_process,
+    wait_for_stdin_close,
+)
 
 from stello.auth import KeyStore
 from stello.channels import open_channel
 from stello.common.v1 import common_pb2
 from stello.db import create_pool
-from stello.runner import event_loop_factory
 from stello.server import create_server
 from stello.settings import StelloSettings
 from stello.tree.v1 import tree_pb2, tree_pb2_grpc
@@ -387,15 +393,12 @@ def main() -> None:
     parser.add_argument("--tree-nodes", type=int, default=100_000)
     parser.add_argument("--tree-repeats", type=int, default=5, help="GetTree calls per round")
     args = parser.parse_args()
-    # platformdirs warns when XDG_RUNTIME_DIR is unset (containers); the embedded server reads it.
-    warnings.filterwarnings("ignore", message=".*XDG_RUNTIME_DIR.*")
     coroutine = (
         serve(args.kind, args.dsn)
         if args.command == "serve"
         else run(args.seconds, args.rounds, args.tree_nodes, args.tree_repeats)
     )
-    with asyncio.Runner(loop_factory=event_loop_factory()) as runner:
-        runner.run(coroutine)
+    run_main(coroutine)
 
 
 if __name__ == "__main__":

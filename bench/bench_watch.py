@@ -25,14 +25,13 @@ import os
 import sys
 import time
 import uuid
-import warnings
 from functools import partial
 from pathlib import Path
 from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from harness import database, wait_for_stdin_close
+from harness import database, run_main, wait_for_stdin_close
 
 from agent_gateway.app import create_app as gateway_app
 from agent_gateway.config import GatewaySettings
@@ -41,7 +40,6 @@ from stello.auth import KeyStore
 from stello.channels import open_channel
 from stello.common.v1 import common_pb2
 from stello.db import create_pool
-from stello.runner import event_loop_factory
 from stello.server import ServiceApp, create_server, shutdown
 from stello.settings import StelloSettings
 from stello.storage.v1 import storage_pb2, storage_pb2_grpc
@@ -216,10 +214,8 @@ def main() -> None:
     parser.add_argument("--seconds", type=float, default=4.0, help="per measurement")
     parser.add_argument("--rounds", type=int, default=3, help="median of this many")
     args = parser.parse_args()
-    warnings.filterwarnings("ignore", message=".*XDG_RUNTIME_DIR.*")
     coroutine = serve(args.dsn) if args.command == "serve" else run(args.seconds, args.rounds)
-    with asyncio.Runner(loop_factory=event_loop_factory()) as runner:
-        runner.run(coroutine)
+    run_main(coroutine)
 
 
 if __name__ == "__main__":

@@ -11,7 +11,8 @@ import os
 import sys
 import tempfile
 import time
-from collections.abc import AsyncIterator, Awaitable, Callable
+import warnings
+from collections.abc import AsyncIterator, Awaitable, Callable, Coroutine
 from contextlib import asynccontextmanager
 from dataclasses import dataclass
 from pathlib import Path
@@ -217,10 +218,20 @@ def yardstick_lines(
     ]
 
 
-if __name__ == "__main__":
-    # `python harness.py serve ping`: the yardstick's server (see `yardstick`).
+def run_main(main: Coroutine[Any, Any, Any]) -> None:
+    """Run a benchmark's (or its server's) main coroutine on the services' event loop (uvloop).
+
+    platformdirs warns when XDG_RUNTIME_DIR is unset (containers); the embedded server
+    reads it, and nothing here acts on it.
+    """
     from stello.runner import event_loop_factory
 
-    assert sys.argv[1:] == ["serve", "ping"], sys.argv
+    warnings.filterwarnings("ignore", message=".*XDG_RUNTIME_DIR.*")
     with asyncio.Runner(loop_factory=event_loop_factory()) as runner:
-        runner.run(serve_ping())
+        runner.run(main)
+
+
+if __name__ == "__main__":
+    # `python harness.py serve ping`: the yardstick's server (see `yardstick`).
+    assert sys.argv[1:] == ["serve", "ping"], sys.argv
+    run_main(serve_ping())
