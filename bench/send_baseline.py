@@ -38,7 +38,7 @@ from stello.storage.v1 import storage_pb2, storage_pb2_grpc
 from stello.timestamps import set_timestamp
 from storage_service.config import StorageSettings
 from storage_service.convert import ROLE_FROM_PROTO, ROLE_TO_PROTO
-from storage_service.repository import (
+from storage_service.records.repository import (
     APPEND_RECORDS,
     BEGIN_TURN,
     BUMP_TURN,
@@ -48,7 +48,7 @@ from storage_service.repository import (
     MAX_SEQ,
     RELEASE_TURN,
 )
-from storage_service.slot_repository import BATCH_GET_SLOTS
+from storage_service.slots.repository import BATCH_GET_SLOTS
 
 USER, ASSISTANT = common_pb2.RECORD_ROLE_USER, common_pb2.RECORD_ROLE_ASSISTANT
 LEASE_TTL_S = 300

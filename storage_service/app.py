@@ -11,14 +11,14 @@ from stello.settings import StelloSettings
 from stello.storage.v1 import storage_pb2_grpc
 from storage_service.config import StorageSettings
 from storage_service.convert import ProtoCodecs
-from storage_service.event_log import EventLog, Purger
-from storage_service.event_repository import EventRepository
-from storage_service.fork_guard import ForkGuard
+from storage_service.events.repository import EventRepository
+from storage_service.events.service import EventLog, Purger
+from storage_service.guard.service import ForkGuard
+from storage_service.memory.service import SharedMemoryService
 from storage_service.parse import RequestParser
-from storage_service.repository import Database
+from storage_service.records.repository import Database
 from storage_service.service import StorageService
 from storage_service.servicer import SessionStorageServicer
-from storage_service.shared_memory import SharedMemoryService
 
 SERVICE_NAME = "stello.storage.v1.SessionStorage"
 

@@ -19,7 +19,6 @@ from typing import Generic, Protocol, TypeVar
 
 from stello.errors import Aborted, FailedPrecondition, InvalidArgument, NotFound, ResourceExhausted
 from stello.idempotency import Answered, answer_of
-from storage_service import record_pages
 from storage_service.models import (
     SLOT_NAMES,
     CompressionCache,
@@ -42,10 +41,11 @@ from storage_service.models import (
     TurnState,
     session_not_found,
 )
-from storage_service.operations import Operation, OperationResult, Precondition
-from storage_service.repository import Database, Repository
-from storage_service.transact import lease_token, run_transact
-from storage_service.turn_window import read_turn
+from storage_service.records import pages
+from storage_service.records.repository import Database, Repository
+from storage_service.transact.operations import Operation, OperationResult, Precondition
+from storage_service.transact.service import lease_token, run_transact
+from storage_service.turns.window import read_turn
 
 T = TypeVar("T")
 
@@ -238,7 +238,7 @@ class StorageService:
     ) -> RecordPage:
         """One page of the records `query` selects (ascending seq), bounded in count and bytes."""
         walk = (
-            record_pages.resume(space_id, session_id, query, query.page_token)
+            pages.resume(space_id, session_id, query, query.page_token)
             if query.page_token
             else query
         )
@@ -251,7 +251,7 @@ class StorageService:
         if not more:
             return RecordPage(tuple(records), "")
         position = records[0].seq if query.newest_first else records[-1].seq
-        token = record_pages.next_token(space_id, session_id, query, position)
+        token = pages.next_token(space_id, session_id, query, position)
         return RecordPage(tuple(records), token)
 
     async def trim_records(

@@ -24,12 +24,12 @@ from storage_service.convert import (
     slots_to_proto,
     turn_start_to_proto,
 )
-from storage_service.event_log import EventLog
-from storage_service.fork_guard import ForkGuard
+from storage_service.events.service import EventLog
+from storage_service.guard.service import ForkGuard
+from storage_service.memory.service import SharedMemoryService
 from storage_service.models import SlotName
 from storage_service.parse import RequestParser
 from storage_service.service import StorageService
-from storage_service.shared_memory import SharedMemoryService
 
 Context = grpc.aio.ServicerContext[object, object]
 SlotWrite = (

@@ -15,7 +15,7 @@ from stello.errors import error_info_reason, field_violations
 from stello.storage.v1 import storage_pb2, storage_pb2_grpc
 from storage_service.app import create_purger
 from storage_service.config import StorageSettings
-from storage_service.repository import Repository
+from storage_service.records.repository import Repository
 from tests.storage.conftest import StubFor
 from tests.storage.helpers import rec, rpc_error
 from tests.support.fixtures import MakeSession, TestSpace

@@ -9,7 +9,7 @@ plus the source's own part, and never touches a record. What happens to the
 rows when a source is trimmed or deleted is `stello_release_records`'s job
 (the migration).
 
-Part of the storage repository (`storage_service.repository.Repository`
+Part of the storage repository (`storage_service.records.repository.Repository`
 extends `LineageRepository`).
 """
 

@@ -15,7 +15,8 @@ from collections.abc import Sequence
 from stello.errors import Aborted, AlreadyExists, PreconditionViolation
 from stello.idempotency import REQUEST_ID_REUSED
 from storage_service.models import SlotName, session_not_found
-from storage_service.operations import (
+from storage_service.records.repository import LockedSession, Repository
+from storage_service.transact.operations import (
     PRECONDITION_KINDS,
     AppendOp,
     BumpTurnOp,
@@ -35,7 +36,6 @@ from storage_service.operations import (
     ResultKind,
     TrimOp,
 )
-from storage_service.repository import LockedSession, Repository
 
 CONCURRENT_MODIFICATION = "CONCURRENT_MODIFICATION"
 

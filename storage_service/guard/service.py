@@ -12,9 +12,9 @@ from __future__ import annotations
 import uuid
 from dataclasses import dataclass
 
-from storage_service.guard_repository import GuardState
+from storage_service.guard.repository import GuardState
 from storage_service.models import session_not_found
-from storage_service.repository import Database, Repository
+from storage_service.records.repository import Database, Repository
 
 
 @dataclass(frozen=True, slots=True)

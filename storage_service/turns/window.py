@@ -28,8 +28,8 @@ from storage_service.models import (
     TurnBudget,
     TurnState,
 )
-from storage_service.repository import Repository
-from storage_service.turn_repository import LockedTurn
+from storage_service.records.repository import Repository
+from storage_service.turns.repository import LockedTurn
 
 WINDOW_MAX_RECORDS = 10_000
 """A window never holds more records than this (records of a few characters each)."""

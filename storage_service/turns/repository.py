@@ -3,7 +3,7 @@
 The row comes with its slots, newest summary and the skill allow-list of its
 frozen config (`session_configs`, which the tree writes; storage only reads it).
 
-Part of the storage repository (`storage_service.repository.Repository`
+Part of the storage repository (`storage_service.records.repository.Repository`
 extends `TurnRepository`). Every probe is one index lookup whatever the
 history's length: the token columns of migration 0006 turn "the newest records
 within a budget" into the first record whose cumulative estimate reaches
@@ -17,9 +17,9 @@ from dataclasses import dataclass
 
 import asyncpg
 
-from storage_service.lineage_repository import PARTS
 from storage_service.models import CompressionCache, SessionMeta
-from storage_service.rows import meta_of
+from storage_service.records.lineage import PARTS
+from storage_service.sessions.repository import meta_of
 
 # FOR UPDATE OF s: a Transact (a turn's commit) and a slot put (FOR KEY SHARE)
 # wait until the turn has been read, so what it reads is one consistent state.

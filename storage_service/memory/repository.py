@@ -4,7 +4,7 @@ Entries are ordered by (created_at, slug) within their space: an upsert of an
 existing slug keeps its created_at, so it keeps its place; a new one takes
 `clock_timestamp()`, so it goes last. Every write queues its event on the
 repository's outbox (no session: the event names the slug). Part of the
-storage repository (`storage_service.repository.Repository` mixes it in);
+storage repository (`storage_service.records.repository.Repository` mixes it in);
 every statement filters by ``space_id``.
 """
 

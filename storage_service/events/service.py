@@ -10,7 +10,7 @@ import uuid
 
 from stello.errors import FailedPrecondition, InvalidArgument
 from stello.periodic import Periodic
-from storage_service.event_repository import EventRepository, EventRows
+from storage_service.events.repository import EventRepository, EventRows
 
 CURSOR_EXPIRED = "CURSOR_EXPIRED"
 

@@ -1,7 +1,7 @@
 """SQL of the content slots (system prompt, insight, memory) and the compression cache.
 
 Slot columns keep NULL for "unset" and '' as a stored value. Part of the
-storage repository (`storage_service.repository.Repository` extends
+storage repository (`storage_service.records.repository.Repository` extends
 `SlotRepository`); every statement filters by ``space_id``.
 """
 
@@ -22,7 +22,7 @@ from storage_service.models import (
     SlotName,
     session_not_found,
 )
-from storage_service.rows import meta_of
+from storage_service.sessions.repository import meta_of
 
 GET_SLOTS = """
 SELECT s.id AS session_id, sl.system_prompt, sl.memory, sl.insight, sl.memory_covered_until_seq

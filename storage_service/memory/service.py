@@ -16,7 +16,7 @@ from datetime import UTC, datetime, timedelta
 
 from stello.errors import InvalidArgument, NotFound
 from storage_service.models import Idempotency, SharedMemoryEntry, SharedMemoryPage, Upserted
-from storage_service.repository import Database, Repository
+from storage_service.records.repository import Database, Repository
 from storage_service.service import Idempotent
 
 UPSERT_SCOPE = "storage.UpsertSharedMemoryEntry"

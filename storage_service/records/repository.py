@@ -1,6 +1,6 @@
 """All SQL of the storage service (DESIGN §3): sessions meta, records, slots, cache, lease
-(slots and cache in `slot_repository`, shared memory in `memory_repository`, the fork
-guard in `guard_repository`).
+(slots and cache in `storage_service.slots.repository`, shared memory in
+`storage_service.memory.repository`, the fork guard in `storage_service.guard.repository`).
 
 Every statement filters by ``space_id``. Reads treat provisional sessions
 (``provisional_until IS NOT NULL``) as absent; writes accept them. A
@@ -23,9 +23,8 @@ import asyncpg
 
 from stello import idempotency
 from stello.db import in_statement, in_transaction
-from storage_service.guard_repository import GuardRepository
-from storage_service.lineage_repository import PARTS, LineageRepository
-from storage_service.memory_repository import MemoryRepository
+from storage_service.guard.repository import GuardRepository
+from storage_service.memory.repository import MemoryRepository
 from storage_service.models import (
     MetaUpdate,
     NewRecord,
@@ -36,9 +35,10 @@ from storage_service.models import (
     StoredRecord,
     ToolCall,
 )
-from storage_service.rows import meta_of
-from storage_service.slot_repository import SlotRepository
-from storage_service.turn_repository import TurnRepository
+from storage_service.records.lineage import PARTS, LineageRepository
+from storage_service.sessions.repository import meta_of
+from storage_service.slots.repository import SlotRepository
+from storage_service.turns.repository import TurnRepository
 
 T = TypeVar("T")
 
