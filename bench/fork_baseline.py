@@ -27,7 +27,7 @@ from stello.common.v1 import common_pb2
 from stello.errors import Violations
 from stello.storage.v1 import storage_pb2, storage_pb2_grpc
 from stello.tree.v1 import tree_pb2, tree_pb2_grpc
-from storage_service.records.repository import PUT_SESSION
+from storage_service.sessions.repository import PUT_SESSION
 from storage_service.slots.repository import GET_SLOTS, PUT_SLOT
 from tree_service import sql
 from tree_service.convert import config_from_proto, config_to_proto

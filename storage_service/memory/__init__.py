@@ -1,4 +1,7 @@
-"""Shared memory: a space's entries (`shared_memory`, DESIGN §4.5), listed, read, upserted and
-removed. `repository` holds the SQL; `service` the RPCs' behaviour."""
+"""Shared memory: a space's entries (`shared_memory`, DESIGN §4.5).
+
+`repository` holds the SQL; `service` runs ListSharedMemory, GetSharedMemoryEntry,
+UpsertSharedMemoryEntry and RemoveSharedMemoryEntry.
+"""
 
 __all__ = ["repository", "service"]

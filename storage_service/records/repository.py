@@ -1,76 +1,31 @@
-"""All SQL of the storage service (DESIGN §3): sessions meta, records, slots, cache, lease
-(slots and cache in `storage_service.slots.repository`, shared memory in
-`storage_service.memory.repository`, the fork guard in `storage_service.guard.repository`).
+"""SQL of a session's records, read through its view (DESIGN §3, §4.3, §4.4).
 
-Every statement filters by ``space_id``. Reads treat provisional sessions
-(``provisional_until IS NOT NULL``) as absent; writes accept them. A
-`Repository` runs statements on one connection, so the service composes them
-into transactions; `Database` hands out repositories, inside a transaction or
-for one self-contained statement (a single statement is atomic on its own and
-saves the BEGIN/COMMIT round trips).
+A record's seq is assigned under the session's row lock, with its token estimate
+and the cumulative one (`sessions.last_seq`, `sessions.token_total`, migration
+0006). Every read goes over the session's view (`PARTS`,
+`storage_service.records.lineage`), one index range per part. The window's
+probes (`first_after`, `reaching`, `caller_before`) are one index lookup each
+whatever the history's length: the token columns turn "the newest records within
+a budget" into the first record whose cumulative estimate reaches (total -
+budget), found on the ``records_tokens`` index. Reads treat provisional sessions
+as absent; writes accept them. Every statement filters by ``space_id``.
 """
 
 from __future__ import annotations
 
 import json
 import uuid
-from collections.abc import Awaitable, Callable, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass
-from datetime import datetime
-from typing import TypeVar
 
 import asyncpg
 
-from stello import idempotency
-from stello.db import in_statement, in_transaction
-from storage_service.guard.repository import GuardRepository
-from storage_service.memory.repository import MemoryRepository
-from storage_service.models import (
-    MetaUpdate,
-    NewRecord,
-    RecordQuery,
-    RememberedResult,
-    SessionMeta,
-    Status,
-    StoredRecord,
-    ToolCall,
-)
-from storage_service.records.lineage import PARTS, LineageRepository
-from storage_service.sessions.repository import meta_of
-from storage_service.slots.repository import SlotRepository
-from storage_service.turns.repository import TurnRepository
-
-T = TypeVar("T")
+from stello.events import Outbox
+from storage_service.models import NewRecord, RecordQuery, StoredRecord, ToolCall
+from storage_service.records.lineage import PARTS
+from storage_service.sessions.repository import session_event
 
 MAX_SEQ = 2**63 - 1
-
-GET_SESSION = """
-SELECT id, label, status, turn_count, created_at, updated_at, last_active_at
-FROM sessions
-WHERE space_id = $1 AND id = $2 AND provisional_until IS NULL
-"""
-
-PUT_SESSION = """
-UPDATE sessions
-SET label = $3, status = $4, updated_at = now()
-WHERE space_id = $1 AND id = $2
-RETURNING id, label, status, turn_count, created_at, updated_at, last_active_at
-"""
-
-LIST_SESSIONS = """
-SELECT id, label, status, turn_count, created_at, updated_at, last_active_at
-FROM sessions
-WHERE space_id = $1
-  AND provisional_until IS NULL
-  AND ($2::text IS NULL OR status = $2)
-  AND ($3::timestamptz IS NULL OR (created_at, id) > ($3, $4::uuid))
-ORDER BY created_at, id
-LIMIT $5
-"""
-
-SESSION_EXISTS = """
-SELECT true FROM sessions WHERE space_id = $1 AND id = $2
-"""
 
 # Seqs are assigned under the session's row lock, taken by the UPDATE and held
 # to the end of the statement's transaction: concurrent appends queue on it and
@@ -176,14 +131,6 @@ WHERE s.space_id = $1 AND s.id = $2 AND s.provisional_until IS NULL
 LIST_RECORDS_OLDEST = _LIST_RECORDS.format(parts=PARTS, direction="ASC")
 LIST_RECORDS_NEWEST = _LIST_RECORDS.format(parts=PARTS, direction="DESC")
 
-LOCK_SESSIONS = """
-SELECT id, last_seq, turn_token, turn_expires_at > now() AS lease_live
-FROM sessions
-WHERE space_id = $1 AND id = ANY($2::uuid[])
-ORDER BY id
-FOR UPDATE
-"""
-
 # The seq through which TrimRecords removes records from the view (the
 # newest record older than the newest `keep_recent` ($3); NULL with fewer
 # records than that), and how many records of the view it removes.
@@ -221,57 +168,103 @@ RELEASE = """
 SELECT stello_release_records($1, ARRAY[$2::uuid], $3)
 """
 
-# Takes the lease unless a live one exists; a concurrent taker blocks on the
-# row lock, then re-checks the condition against the winner's lease.
-BEGIN_TURN = """
-WITH taken AS (
-    UPDATE sessions
-    SET turn_token = $3, turn_expires_at = now() + make_interval(secs => $4)
-    WHERE space_id = $1 AND id = $2
-      AND (turn_token IS NULL OR turn_expires_at <= now())
-    RETURNING turn_expires_at
-)
-SELECT EXISTS (SELECT 1 FROM sessions WHERE space_id = $1 AND id = $2) AS found,
-       (SELECT turn_expires_at FROM taken) AS expires_at
+# Every probe goes over the session's view (`PARTS`, DESIGN §4.4): one index
+# probe per part, the parts being its inherited segments and its own records.
+
+# The first record after a seq, with the cumulative estimate before it.
+FIRST_AFTER = f"""
+WITH {PARTS}
+SELECT x.seq, x.before
+FROM parts p
+CROSS JOIN LATERAL (
+    SELECT seq, token_cumulative - token_estimate AS before
+    FROM records
+    WHERE space_id = $1 AND session_id = p.holder_id
+      AND seq >= p.from_seq AND seq <= p.to_seq AND seq > $3
+    ORDER BY seq
+    LIMIT 1
+) x
+ORDER BY x.seq
+LIMIT 1
 """
 
-RELEASE_TURN = """
-WITH released AS (
-    UPDATE sessions SET turn_token = NULL, turn_expires_at = NULL
-    WHERE space_id = $1 AND id = $2 AND turn_token = $3 AND turn_expires_at > now()
-    RETURNING id
+# The first record whose cumulative estimate reaches $3 (records_tokens). The
+# cumulative grows with seq along the view, so the record is in the first
+# part whose last record reaches $3; there it is that part's first record
+# when the records before it already reach $3 (the part starts after a trim),
+# else the holder's first record (by seq) reaching $3, which lies in the
+# part: the holder's rows below the part are on the same line before it, and
+# its last record in the part reaches $3. That probe names no seq bound, so it
+# is one descent of records_tokens (cumulative, seq) whatever the statistics.
+REACHING = f"""
+WITH {PARTS}, chosen AS (
+    SELECT p.holder_id, p.from_seq, p.to_seq
+    FROM parts p
+    CROSS JOIN LATERAL (
+        SELECT token_cumulative AS cumulative
+        FROM records
+        WHERE space_id = $1 AND session_id = p.holder_id
+          AND seq >= p.from_seq AND seq <= p.to_seq
+        ORDER BY seq DESC
+        LIMIT 1
+    ) e
+    WHERE e.cumulative >= $3
+    ORDER BY p.from_seq
+    LIMIT 1
+), first AS (
+    SELECT c.holder_id, c.to_seq, f.seq, f.before
+    FROM chosen c
+    CROSS JOIN LATERAL (
+        SELECT seq, token_cumulative - token_estimate AS before
+        FROM records
+        WHERE space_id = $1 AND session_id = c.holder_id AND seq >= c.from_seq
+        ORDER BY seq
+        LIMIT 1
+    ) f
 )
-SELECT EXISTS (SELECT 1 FROM sessions WHERE space_id = $1 AND id = $2) AS found,
-       EXISTS (SELECT 1 FROM released) AS released
+SELECT seq, before FROM first WHERE before >= $3
+UNION ALL
+SELECT x.seq, x.before
+FROM first f
+CROSS JOIN LATERAL (
+    SELECT seq, token_cumulative - token_estimate AS before
+    FROM records
+    WHERE space_id = $1 AND session_id = f.holder_id AND token_cumulative >= $3
+    ORDER BY token_cumulative, seq
+    LIMIT 1
+) x
+WHERE f.before < $3
 """
 
-# Extends the lease while `token` ($3) still holds it, expired or not: an
-# expired lease nobody took since is still its holder's to keep.
-RENEW_TURN = """
-WITH renewed AS (
-    UPDATE sessions SET turn_expires_at = now() + make_interval(secs => $4)
-    WHERE space_id = $1 AND id = $2 AND turn_token = $3
-    RETURNING turn_expires_at
-)
-SELECT EXISTS (SELECT 1 FROM sessions WHERE space_id = $1 AND id = $2) AS found,
-       (SELECT turn_expires_at FROM renewed) AS expires_at
-"""
-
-BUMP_TURN = """
-UPDATE sessions
-SET turn_count = turn_count + CASE WHEN $3 THEN 0 ELSE $4 END, last_active_at = now()
-WHERE space_id = $1 AND id = $2
-RETURNING id, label, status, turn_count, created_at, updated_at, last_active_at
+# The nearest record before $3 that is not a tool result: the caller of the
+# tool records after it (a backward walk that stops at the first match).
+CALLER_BEFORE = f"""
+WITH {PARTS}
+SELECT x.seq, x.role, x.calls
+FROM parts p
+CROSS JOIN LATERAL (
+    SELECT seq, role, tool_calls IS NOT NULL AND jsonb_array_length(tool_calls) > 0 AS calls
+    FROM records
+    WHERE space_id = $1 AND session_id = p.holder_id
+      AND seq >= p.from_seq AND seq <= p.to_seq AND seq < $3 AND role <> 'tool'
+    ORDER BY seq DESC
+    LIMIT 1
+) x
+ORDER BY x.seq DESC
+LIMIT 1
 """
 
 
 @dataclass(frozen=True, slots=True)
-class LockedSession:
-    """A session row locked for a Transact: what its preconditions read."""
+class Mark:
+    """A record's seq and the cumulative estimate of the records before it."""
 
-    last_seq: int
-    turn_token: uuid.UUID | None
-    lease_live: bool
+    seq: int
+    before: int
+
+
+def _mark(row: asyncpg.Record | None) -> Mark | None:
+    return None if row is None else Mark(row["seq"], row["before"])
 
 
 def _record(row: asyncpg.Record) -> StoredRecord:
@@ -296,48 +289,16 @@ def _calls_json(calls: Sequence[ToolCall]) -> str | None:
     )
 
 
-class Repository(
-    SlotRepository,
-    MemoryRepository,
-    GuardRepository,
-    TurnRepository,
-    LineageRepository,
-    idempotency.KeyStatements,
-):
-    """The storage statements, run on one connection (maybe inside a transaction)."""
+class RecordRepository:
+    """The records statements, on a unit of work's connection and outbox."""
 
-    async def get_session(self, space_id: uuid.UUID, session_id: uuid.UUID) -> SessionMeta | None:
-        """The meta of a visible session, or None."""
-        row = await self._con.fetchrow(GET_SESSION, space_id, session_id)
-        return None if row is None else meta_of(row)
+    __slots__ = ("_con", "_outbox")
 
-    async def put_session(self, space_id: uuid.UUID, update: MetaUpdate) -> SessionMeta | None:
-        """Replace label and status; None when the session does not exist."""
-        row = await self._con.fetchrow(
-            PUT_SESSION, space_id, update.session_id, update.label, update.status
-        )
-        if row is None:
-            return None
-        self._changed(space_id, "session_updated", update.session_id)
-        return meta_of(row)
+    def __init__(self, con: asyncpg.Connection, outbox: Outbox) -> None:
+        self._con = con
+        self._outbox = outbox
 
-    async def list_sessions(
-        self,
-        space_id: uuid.UUID,
-        status: Status | None,
-        after: tuple[datetime, uuid.UUID] | None,
-        limit: int,
-    ) -> list[SessionMeta]:
-        """Visible sessions ordered by (created_at, id), strictly after `after`."""
-        after_at, after_id = after if after is not None else (None, None)
-        rows = await self._con.fetch(LIST_SESSIONS, space_id, status, after_at, after_id, limit)
-        return [meta_of(row) for row in rows]
-
-    async def session_exists(self, space_id: uuid.UUID, session_id: uuid.UUID) -> bool:
-        """Whether the session exists in the space (provisional included)."""
-        return bool(await self._con.fetchval(SESSION_EXISTS, space_id, session_id))
-
-    async def append_records(
+    async def append(
         self,
         space_id: uuid.UUID,
         session_id: uuid.UUID,
@@ -366,13 +327,10 @@ class Repository(
             return None
         stored = sorted((row["seq"], row["created_at"]) for row in rows)
         if not alone:
-            self._changed(
-                space_id,
-                "records_appended",
-                session_id,
-                first_seq=stored[0][0],
-                last_seq=stored[-1][0],
+            event = session_event(
+                "records_appended", session_id, first_seq=stored[0][0], last_seq=stored[-1][0]
             )
+            self._outbox.add(space_id, event)
         return tuple(
             StoredRecord(
                 seq=seq,
@@ -386,7 +344,7 @@ class Repository(
             for (seq, created_at), r in zip(stored, records, strict=True)
         )
 
-    async def list_records(
+    async def page(
         self, space_id: uuid.UUID, session_id: uuid.UUID, query: RecordQuery, max_bytes: int
     ) -> tuple[list[StoredRecord], bool] | None:
         """The records `query` selects within `max_bytes` (at least one), ascending seq, and
@@ -410,108 +368,42 @@ class Repository(
             records.reverse()
         return records, more
 
-    async def lock_sessions(
-        self, space_id: uuid.UUID, session_ids: Sequence[uuid.UUID]
-    ) -> dict[uuid.UUID, LockedSession]:
-        """Lock the sessions' rows (in id order, so lockers never deadlock); absent ones omitted."""
-        rows = await self._con.fetch(LOCK_SESSIONS, space_id, list(session_ids))
-        return {
-            row["id"]: LockedSession(row["last_seq"], row["turn_token"], bool(row["lease_live"]))
-            for row in rows
-        }
+    async def trim(self, space_id: uuid.UUID, session_id: uuid.UUID, keep: int) -> int:
+        """Remove all but the newest `keep` records from the view; how many went.
 
-    async def trim_records(self, space_id: uuid.UUID, session_id: uuid.UUID, keep: int) -> int:
-        """Delete all but the newest `keep` records (and the stale cache); how many went."""
+        The summaries that covered them no longer match: the caller clears the cache in
+        the same transaction (`storage_service.records.service.trim`).
+        """
         row = await self._con.fetchrow(TRIM_CUT, space_id, session_id, keep)
         assert row is not None  # an aggregate answers one row
         removed = int(row["removed"])
         if removed:
             await self._con.execute(RELEASE, space_id, session_id, row["through"])
-            await self.clear_cache(space_id, session_id)
-            self._changed(
-                space_id,
-                "records_trimmed",
-                session_id,
-                first_seq=row["first_seq"],
-                last_seq=row["through"],
+            event = session_event(
+                "records_trimmed", session_id, first_seq=row["first_seq"], last_seq=row["through"]
             )
+            self._outbox.add(space_id, event)
         return removed
 
-    async def begin_turn(
-        self, space_id: uuid.UUID, session_id: uuid.UUID, token: uuid.UUID, ttl_s: int
-    ) -> tuple[bool, datetime | None]:
-        """(found, expiry when the lease was taken; None while another lease lives)."""
-        row = await self._con.fetchrow(BEGIN_TURN, space_id, session_id, token, float(ttl_s))
-        assert row is not None
-        return bool(row["found"]), row["expires_at"]
+    async def first_after(
+        self, space_id: uuid.UUID, session_id: uuid.UUID, seq: int
+    ) -> Mark | None:
+        """The first record with a seq above `seq`; None when there is none."""
+        return _mark(await self._con.fetchrow(FIRST_AFTER, space_id, session_id, seq))
 
-    async def release_turn(
-        self, space_id: uuid.UUID, session_id: uuid.UUID, token: uuid.UUID | None
-    ) -> tuple[bool, bool]:
-        """(found, whether a live lease held by `token` was ended)."""
-        row = await self._con.fetchrow(RELEASE_TURN, space_id, session_id, token)
-        assert row is not None
-        return bool(row["found"]), bool(row["released"])
+    async def reaching(
+        self, space_id: uuid.UUID, session_id: uuid.UUID, cumulative: int
+    ) -> Mark | None:
+        """The first record whose cumulative estimate is at least `cumulative`."""
+        return _mark(await self._con.fetchrow(REACHING, space_id, session_id, cumulative))
 
-    async def renew_turn(
-        self, space_id: uuid.UUID, session_id: uuid.UUID, token: uuid.UUID | None, ttl_s: int
-    ) -> tuple[bool, datetime | None]:
-        """(found, the new expiry when `token` still holds the lease; else None)."""
-        row = await self._con.fetchrow(RENEW_TURN, space_id, session_id, token, float(ttl_s))
-        assert row is not None
-        return bool(row["found"]), row["expires_at"]
-
-    async def bump_turn(
-        self, space_id: uuid.UUID, session_id: uuid.UUID, touch_only: bool, turns: int = 1
-    ) -> SessionMeta | None:
-        """turn_count + `turns` (unless touch_only), last_active_at = now; None when absent."""
-        row = await self._con.fetchrow(BUMP_TURN, space_id, session_id, touch_only, turns)
-        if row is None:
+    async def caller_before(
+        self, space_id: uuid.UUID, session_id: uuid.UUID, seq: int
+    ) -> int | None:
+        """The seq of the assistant record whose tool calls the tool records just before
+        `seq` answer; None when the nearest other record is not such a call."""
+        row = await self._con.fetchrow(CALLER_BEFORE, space_id, session_id, seq)
+        if row is None or row["role"] != "assistant" or not row["calls"]:
             return None
-        if not touch_only:
-            self._changed(space_id, "turn_committed", session_id)
-        return meta_of(row)
-
-    async def remembered(
-        self, space_id: uuid.UUID, scope: str, request_id: str
-    ) -> RememberedResult | None:
-        """The live idempotency entry under the key, without locking it; None when absent."""
-        row = await self._con.fetchrow(
-            idempotency.SELECT, space_id, scope, request_id, idempotency.TTL_HOURS
-        )
-        if row is None:
-            return None
-        return RememberedResult(bytes(row["request_hash"]), bytes(row["response"]))
-
-
-class Database:
-    """Hands out repositories: in a retried transaction, or for one atomic statement."""
-
-    def __init__(self, pool: asyncpg.Pool) -> None:
-        self._pool = pool
-
-    async def transaction(self, work: Callable[[Repository], Awaitable[T]]) -> T:
-        """Run `work` in one transaction (retried on serialization failure or deadlock);
-        the events of its changes are written as the last statement (DESIGN §4.6)."""
-
-        async def run(con: asyncpg.Connection) -> T:
-            repo = Repository(con)
-            result = await work(repo)
-            if repo.outbox.pending:
-                await repo.outbox.flush(con)
-            return result
-
-        return await in_transaction(self._pool, run)
-
-    async def statement(self, work: Callable[[Repository], Awaitable[T]]) -> T:
-        """Run `work`, a single self-contained statement, outside an explicit transaction
-        (retried like a transaction)."""
-
-        async def run(con: asyncpg.Connection) -> T:
-            repo = Repository(con)
-            result = await work(repo)
-            # A change writes its event in its own transaction: never use this for one.
-            assert not repo.outbox.pending, "a write with events must use transaction()"
-            return result
-
-        return await in_statement(self._pool, run)
+        seq_: int = row["seq"]
+        return seq_

@@ -1,8 +1,9 @@
-"""Sessions: the conversation meta of the `sessions` row that storage reads and writes (DESIGN §3).
+"""Sessions: the conversation meta of the `sessions` row (DESIGN §3).
 
-The tree creates the row and owns its topology columns; storage writes label, status,
-turn_count, last_seq, last_active_at and the turn lease. `repository` reads the meta as every
-room reads it.
+The tree creates the row and owns its topology; storage writes label and status
+here (the other storage columns belong to `records`, `turns` and `guard`).
+`repository` reads the row as every room reads it (`meta_of`, `session_event`)
+and locks it for Transact; `service` runs GetSession, PutSession and ListSessions.
 """
 
-__all__ = ["repository"]
+__all__ = ["repository", "service"]

@@ -1,5 +1,9 @@
-"""Turns: the turn lease and BeginTurn's locked read of a session with its window (DESIGN §4.2,
-§4.3). `repository` holds the lease and the row's turn columns; `window` picks the newest
-records within the caller's budget."""
+"""Turns: the turn lease and BeginTurn's answer (DESIGN §4.2, §4.3).
 
-__all__ = ["repository", "window"]
+Owns the `sessions` row's lease (`turn_token`, `turn_expires_at`) and turn
+columns (`turn_count`, `last_active_at`). `repository` holds their SQL and
+BeginTurn's locked read of the row; `window` picks the newest records within the
+caller's budget; `service` runs BeginTurn, RenewTurn and ReleaseTurn.
+"""
+
+__all__ = ["repository", "service", "window"]

@@ -1,25 +1,24 @@
-"""SQL of BeginTurn's turn (DESIGN §4.3): the locked session row and the window's probes.
+"""SQL of a turn (DESIGN §4.2, §4.3): the lease, the row's turn columns, BeginTurn's locked read.
 
-The row comes with its slots, newest summary and the skill allow-list of its
-frozen config (`session_configs`, which the tree writes; storage only reads it).
-
-Part of the storage repository (`storage_service.records.repository.Repository`
-extends `TurnRepository`). Every probe is one index lookup whatever the
-history's length: the token columns of migration 0006 turn "the newest records
-within a budget" into the first record whose cumulative estimate reaches
-(total - budget), found on the ``records_tokens`` index.
+The lease (`sessions.turn_token`, `turn_expires_at`) is taken, renewed and given
+back by one statement each, under the session's row lock; a commit bumps
+`turn_count` and `last_active_at`. BeginTurn's read locks the row and brings its
+slots, newest summary and the skill allow-list of its frozen config
+(`session_configs`, which the tree writes; storage only reads it). Every
+statement filters by ``space_id``.
 """
 
 from __future__ import annotations
 
 import uuid
 from dataclasses import dataclass
+from datetime import datetime
 
 import asyncpg
 
+from stello.events import Outbox
 from storage_service.models import CompressionCache, SessionMeta
-from storage_service.records.lineage import PARTS
-from storage_service.sessions.repository import meta_of
+from storage_service.sessions.repository import meta_of, session_event
 
 # FOR UPDATE OF s: a Transact (a turn's commit) and a slot put (FOR KEY SHARE)
 # wait until the turn has been read, so what it reads is one consistent state.
@@ -41,90 +40,47 @@ WHERE s.space_id = $1 AND s.id = $2
 FOR UPDATE OF s
 """
 
-# Every probe goes over the session's view (`PARTS`, DESIGN §4.4): one index
-# probe per part, the parts being its inherited segments and its own records.
-
-# The first record after a seq, with the cumulative estimate before it.
-FIRST_AFTER = f"""
-WITH {PARTS}
-SELECT x.seq, x.before
-FROM parts p
-CROSS JOIN LATERAL (
-    SELECT seq, token_cumulative - token_estimate AS before
-    FROM records
-    WHERE space_id = $1 AND session_id = p.holder_id
-      AND seq >= p.from_seq AND seq <= p.to_seq AND seq > $3
-    ORDER BY seq
-    LIMIT 1
-) x
-ORDER BY x.seq
-LIMIT 1
-"""
-
-# The first record whose cumulative estimate reaches $3 (records_tokens). The
-# cumulative grows with seq along the view, so the record is in the first
-# part whose last record reaches $3; there it is that part's first record
-# when the records before it already reach $3 (the part starts after a trim),
-# else the holder's first record (by seq) reaching $3, which lies in the
-# part: the holder's rows below the part are on the same line before it, and
-# its last record in the part reaches $3. That probe names no seq bound, so it
-# is one descent of records_tokens (cumulative, seq) whatever the statistics.
-REACHING = f"""
-WITH {PARTS}, chosen AS (
-    SELECT p.holder_id, p.from_seq, p.to_seq
-    FROM parts p
-    CROSS JOIN LATERAL (
-        SELECT token_cumulative AS cumulative
-        FROM records
-        WHERE space_id = $1 AND session_id = p.holder_id
-          AND seq >= p.from_seq AND seq <= p.to_seq
-        ORDER BY seq DESC
-        LIMIT 1
-    ) e
-    WHERE e.cumulative >= $3
-    ORDER BY p.from_seq
-    LIMIT 1
-), first AS (
-    SELECT c.holder_id, c.to_seq, f.seq, f.before
-    FROM chosen c
-    CROSS JOIN LATERAL (
-        SELECT seq, token_cumulative - token_estimate AS before
-        FROM records
-        WHERE space_id = $1 AND session_id = c.holder_id AND seq >= c.from_seq
-        ORDER BY seq
-        LIMIT 1
-    ) f
+# Takes the lease unless a live one exists; a concurrent taker blocks on the
+# row lock, then re-checks the condition against the winner's lease.
+BEGIN_TURN = """
+WITH taken AS (
+    UPDATE sessions
+    SET turn_token = $3, turn_expires_at = now() + make_interval(secs => $4)
+    WHERE space_id = $1 AND id = $2
+      AND (turn_token IS NULL OR turn_expires_at <= now())
+    RETURNING turn_expires_at
 )
-SELECT seq, before FROM first WHERE before >= $3
-UNION ALL
-SELECT x.seq, x.before
-FROM first f
-CROSS JOIN LATERAL (
-    SELECT seq, token_cumulative - token_estimate AS before
-    FROM records
-    WHERE space_id = $1 AND session_id = f.holder_id AND token_cumulative >= $3
-    ORDER BY token_cumulative, seq
-    LIMIT 1
-) x
-WHERE f.before < $3
+SELECT EXISTS (SELECT 1 FROM sessions WHERE space_id = $1 AND id = $2) AS found,
+       (SELECT turn_expires_at FROM taken) AS expires_at
 """
 
-# The nearest record before $3 that is not a tool result: the caller of the
-# tool records after it (a backward walk that stops at the first match).
-CALLER_BEFORE = f"""
-WITH {PARTS}
-SELECT x.seq, x.role, x.calls
-FROM parts p
-CROSS JOIN LATERAL (
-    SELECT seq, role, tool_calls IS NOT NULL AND jsonb_array_length(tool_calls) > 0 AS calls
-    FROM records
-    WHERE space_id = $1 AND session_id = p.holder_id
-      AND seq >= p.from_seq AND seq <= p.to_seq AND seq < $3 AND role <> 'tool'
-    ORDER BY seq DESC
-    LIMIT 1
-) x
-ORDER BY x.seq DESC
-LIMIT 1
+RELEASE_TURN = """
+WITH released AS (
+    UPDATE sessions SET turn_token = NULL, turn_expires_at = NULL
+    WHERE space_id = $1 AND id = $2 AND turn_token = $3 AND turn_expires_at > now()
+    RETURNING id
+)
+SELECT EXISTS (SELECT 1 FROM sessions WHERE space_id = $1 AND id = $2) AS found,
+       EXISTS (SELECT 1 FROM released) AS released
+"""
+
+# Extends the lease while `token` ($3) still holds it, expired or not: an
+# expired lease nobody took since is still its holder's to keep.
+RENEW_TURN = """
+WITH renewed AS (
+    UPDATE sessions SET turn_expires_at = now() + make_interval(secs => $4)
+    WHERE space_id = $1 AND id = $2 AND turn_token = $3
+    RETURNING turn_expires_at
+)
+SELECT EXISTS (SELECT 1 FROM sessions WHERE space_id = $1 AND id = $2) AS found,
+       (SELECT turn_expires_at FROM renewed) AS expires_at
+"""
+
+BUMP_TURN = """
+UPDATE sessions
+SET turn_count = turn_count + CASE WHEN $3 THEN 0 ELSE $4 END, last_active_at = now()
+WHERE space_id = $1 AND id = $2
+RETURNING id, label, status, turn_count, created_at, updated_at, last_active_at
 """
 
 
@@ -143,24 +99,24 @@ class LockedTurn:
     """The frozen config's skill allow-list (the tree writes it); None = not set."""
 
 
-@dataclass(frozen=True, slots=True)
-class Mark:
-    """A record's seq and the cumulative estimate of the records before it."""
-
-    seq: int
-    before: int
-
-
-def _mark(row: asyncpg.Record | None) -> Mark | None:
-    return None if row is None else Mark(row["seq"], row["before"])
+def lease_token(token: str) -> uuid.UUID | None:
+    """The lease token as stored, or None when it cannot be one (so it matches nothing)."""
+    try:
+        return uuid.UUID(token)
+    except ValueError:
+        return None
 
 
 class TurnRepository:
-    """The turn's statements, run on one connection."""
+    """The turn's statements, on a unit of work's connection and outbox."""
 
-    _con: asyncpg.Connection
+    __slots__ = ("_con", "_outbox")
 
-    async def lock_turn(self, space_id: uuid.UUID, session_id: uuid.UUID) -> LockedTurn | None:
+    def __init__(self, con: asyncpg.Connection, outbox: Outbox) -> None:
+        self._con = con
+        self._outbox = outbox
+
+    async def lock(self, space_id: uuid.UUID, session_id: uuid.UUID) -> LockedTurn | None:
         """Lock the session's row; its meta, slots and cache (None when absent)."""
         row = await self._con.fetchrow(LOCK_TURN, space_id, session_id)
         if row is None:
@@ -180,25 +136,37 @@ class TurnRepository:
             skills=tuple(row["skills"]) if row["skills"] is not None else None,
         )
 
-    async def first_after(
-        self, space_id: uuid.UUID, session_id: uuid.UUID, seq: int
-    ) -> Mark | None:
-        """The first record with a seq above `seq`; None when there is none."""
-        return _mark(await self._con.fetchrow(FIRST_AFTER, space_id, session_id, seq))
+    async def begin(
+        self, space_id: uuid.UUID, session_id: uuid.UUID, token: uuid.UUID, ttl_s: int
+    ) -> tuple[bool, datetime | None]:
+        """(found, expiry when the lease was taken; None while another lease lives)."""
+        row = await self._con.fetchrow(BEGIN_TURN, space_id, session_id, token, float(ttl_s))
+        assert row is not None
+        return bool(row["found"]), row["expires_at"]
 
-    async def reaching(
-        self, space_id: uuid.UUID, session_id: uuid.UUID, cumulative: int
-    ) -> Mark | None:
-        """The first record whose cumulative estimate is at least `cumulative`."""
-        return _mark(await self._con.fetchrow(REACHING, space_id, session_id, cumulative))
+    async def release(
+        self, space_id: uuid.UUID, session_id: uuid.UUID, token: uuid.UUID | None
+    ) -> tuple[bool, bool]:
+        """(found, whether a live lease held by `token` was ended)."""
+        row = await self._con.fetchrow(RELEASE_TURN, space_id, session_id, token)
+        assert row is not None
+        return bool(row["found"]), bool(row["released"])
 
-    async def caller_before(
-        self, space_id: uuid.UUID, session_id: uuid.UUID, seq: int
-    ) -> int | None:
-        """The seq of the assistant record whose tool calls the tool records just before
-        `seq` answer; None when the nearest other record is not such a call."""
-        row = await self._con.fetchrow(CALLER_BEFORE, space_id, session_id, seq)
-        if row is None or row["role"] != "assistant" or not row["calls"]:
+    async def renew(
+        self, space_id: uuid.UUID, session_id: uuid.UUID, token: uuid.UUID | None, ttl_s: int
+    ) -> tuple[bool, datetime | None]:
+        """(found, the new expiry when `token` still holds the lease; else None)."""
+        row = await self._con.fetchrow(RENEW_TURN, space_id, session_id, token, float(ttl_s))
+        assert row is not None
+        return bool(row["found"]), row["expires_at"]
+
+    async def bump(
+        self, space_id: uuid.UUID, session_id: uuid.UUID, touch_only: bool, turns: int = 1
+    ) -> SessionMeta | None:
+        """turn_count + `turns` (unless touch_only), last_active_at = now; None when absent."""
+        row = await self._con.fetchrow(BUMP_TURN, space_id, session_id, touch_only, turns)
+        if row is None:
             return None
-        seq_: int = row["seq"]
-        return seq_
+        if not touch_only:
+            self._outbox.add(space_id, session_event("turn_committed", session_id))
+        return meta_of(row)
