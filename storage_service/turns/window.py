@@ -5,12 +5,13 @@ is the caller's window less the stored prefix (system prompt, insight,
 summary: their estimates by `stello.tokens`, the rule the stored columns
 follow; and, when asked for and not empty, the shared memory index, DESIGN
 §4.5) and the caller's reserve. The window's start comes from the token
-columns alone (two index probes); then the records are read newest first, cut
-at the reply size limit, and the start is moved back to a tool-group boundary
-(the assistant record whose calls the first tool records answer), so a
-trailing open tool group is always whole (SubmitToolResults needs it). The
-newest record is always in it, whatever its size. Nothing here reads more
-than the window and one tool group.
+columns alone (two index probes, `RecordRepository.first_after` and
+`.reaching`); then the records are read newest first, cut at the reply size
+limit, and the start is moved back to a tool-group boundary (the assistant
+record whose calls the first tool records answer), so a trailing open tool
+group is always whole (SubmitToolResults needs it). The newest record is
+always in it, whatever its size. Nothing here reads more than the window and
+one tool group.
 """
 
 from __future__ import annotations
