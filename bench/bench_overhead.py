@@ -88,8 +88,9 @@ from stello.storage.v1 import storage_pb2, storage_pb2_grpc
 from stello.timestamps import set_timestamp
 from stello.tree.v1 import tree_pb2, tree_pb2_grpc
 from storage_service.app import create_app as storage_app
-from storage_service.repository import APPEND_RECORDS_ALONE, GET_SESSION, PUT_SESSION
-from storage_service.slot_repository import COPY_SYSTEM_PROMPT, GET_SESSION_WITH_SLOTS
+from storage_service.records.repository import APPEND_RECORDS_ALONE
+from storage_service.sessions.repository import GET_SESSION, PUT_SESSION
+from storage_service.slots.repository import COPY_SYSTEM_PROMPT, GET_SESSION_WITH_SLOTS
 from tree_service import sql
 from tree_service.app import create_app as tree_app
 

@@ -42,7 +42,7 @@ from stello.timestamps import set_timestamp
 from storage_service import create_app
 from storage_service.config import StorageSettings
 from storage_service.convert import ROLE_TO_PROTO
-from storage_service.repository import APPEND_RECORDS, LIST_RECORDS_NEWEST, MAX_SEQ
+from storage_service.records.repository import APPEND_RECORDS, LIST_RECORDS_NEWEST, MAX_SEQ
 
 SERVICE = "stello.storage.v1.SessionStorage"
 CONTENT = "benchmark record " * 6  # ~100 bytes, a short chat message

@@ -27,8 +27,8 @@ from stello.common.v1 import common_pb2
 from stello.errors import Violations
 from stello.storage.v1 import storage_pb2, storage_pb2_grpc
 from stello.tree.v1 import tree_pb2, tree_pb2_grpc
-from storage_service.repository import PUT_SESSION
-from storage_service.slot_repository import GET_SLOTS, PUT_SLOT
+from storage_service.sessions.repository import PUT_SESSION
+from storage_service.slots.repository import GET_SLOTS, PUT_SLOT
 from tree_service import sql
 from tree_service.convert import config_from_proto, config_to_proto
 from tree_service.encoding import config_from_json, config_to_json

@@ -1,7 +1,10 @@
 """Stello's SessionStorage service: conversation meta, records, slots and turn leases.
 
 `create_app` wires it for the kernel's server factory; ``python -m
-storage_service`` runs it on its own (DESIGN §1, §2).
+storage_service`` runs it on its own (DESIGN §1, §2). Its rooms, one folder per
+subsystem, each own their tables: `sessions`, `records`, `slots`, `turns`,
+`memory`, `guard`, `events`, `keys`, and `transact` over them; `unit` hands a
+work function one connection, one outbox and the repositories on them.
 """
 
 from __future__ import annotations
@@ -9,6 +12,5 @@ from __future__ import annotations
 import stello  # noqa: F401 (first: its import settles gRPC fork support before grpc loads)
 from storage_service.app import SERVICE_NAME, create_app
 from storage_service.config import StorageSettings
-from storage_service.service import StorageService
 
-__all__ = ["SERVICE_NAME", "StorageService", "StorageSettings", "create_app"]
+__all__ = ["SERVICE_NAME", "StorageSettings", "create_app"]

@@ -1,4 +1,4 @@
-"""The storage service's composition root: repository, service, servicer, app."""
+"""The storage service's composition root: the unit of work's database, the rooms, the servicer."""
 
 from __future__ import annotations
 
@@ -11,14 +11,17 @@ from stello.settings import StelloSettings
 from stello.storage.v1 import storage_pb2_grpc
 from storage_service.config import StorageSettings
 from storage_service.convert import ProtoCodecs
-from storage_service.event_log import EventLog, Purger
-from storage_service.event_repository import EventRepository
-from storage_service.fork_guard import ForkGuard
+from storage_service.events.service import EventLog, Purger
+from storage_service.guard.service import ForkGuard
+from storage_service.memory.service import SharedMemoryService
 from storage_service.parse import RequestParser
-from storage_service.repository import Database
-from storage_service.service import StorageService
+from storage_service.records.service import RecordService
 from storage_service.servicer import SessionStorageServicer
-from storage_service.shared_memory import SharedMemoryService
+from storage_service.sessions.service import SessionService
+from storage_service.slots.service import SlotService
+from storage_service.transact.service import TransactService
+from storage_service.turns.service import TurnService
+from storage_service.unit import Database
 
 SERVICE_NAME = "stello.storage.v1.SessionStorage"
 
@@ -32,19 +35,19 @@ def create_app(
     """Wire the storage service over `pool` into an app the kernel's server factory runs."""
     config = config or StorageSettings()
     db = Database(pool)
-    service = StorageService(
-        db,
-        ProtoCodecs.create(),
-        max_reply_bytes=settings.max_message_bytes,
-        max_page_bytes=config.max_page_bytes,
-    )
-    events = EventRepository(pool)
+    codecs = ProtoCodecs.create()
+    # ListRecords pages and BeginTurn's window: at most half a reply (max_page_bytes).
+    page_bytes = min(config.max_page_bytes, settings.max_message_bytes // 2)
     servicer = SessionStorageServicer(
-        service,
         RequestParser(settings, config),
-        EventLog(events),
-        SharedMemoryService(db),
-        ForkGuard(db),
+        sessions=SessionService(db),
+        records=RecordService(db, codecs.records, max_page_bytes=page_bytes),
+        slots=SlotService(db, max_reply_bytes=settings.max_message_bytes),
+        turns=TurnService(db, max_page_bytes=page_bytes),
+        transact=TransactService(db, codecs.results),
+        memory=SharedMemoryService(db),
+        guard=ForkGuard(db),
+        events=EventLog(db),
     )
 
     def register(server: grpc.aio.Server) -> None:
@@ -65,4 +68,4 @@ def create_app(
 def create_purger(pool: asyncpg.Pool, config: StorageSettings | None = None) -> Purger:
     """The periodic purge of events past their retention (not started)."""
     config = config or StorageSettings()
-    return Purger(EventRepository(pool), config.event_retention_s, config.event_purge_interval_s)
+    return Purger(Database(pool), config.event_retention_s, config.event_purge_interval_s)

@@ -12,7 +12,7 @@ from google.protobuf import json_format
 from stello.common.v1 import common_pb2
 from stello.storage.v1 import storage_pb2
 from stello.timestamps import from_timestamp, set_timestamp
-from storage_service.event_repository import StoredEvent
+from storage_service.events.repository import StoredEvent
 from storage_service.models import (
     CompressionCache,
     Role,
@@ -24,7 +24,7 @@ from storage_service.models import (
     ToolCall,
     TurnStart,
 )
-from storage_service.operations import OperationResult
+from storage_service.transact.operations import OperationResult
 
 ROLE_TO_PROTO: dict[Role, common_pb2.RecordRole] = {
     "system": common_pb2.RECORD_ROLE_SYSTEM,

@@ -40,7 +40,7 @@ from storage_service.models import (
     TurnBudget,
     TurnKey,
 )
-from storage_service.operations import (
+from storage_service.transact.operations import (
     AppendOp,
     BumpTurnOp,
     ClearInsightOp,

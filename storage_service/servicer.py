@@ -24,12 +24,16 @@ from storage_service.convert import (
     slots_to_proto,
     turn_start_to_proto,
 )
-from storage_service.event_log import EventLog
-from storage_service.fork_guard import ForkGuard
+from storage_service.events.service import EventLog
+from storage_service.guard.service import ForkGuard
+from storage_service.memory.service import SharedMemoryService
 from storage_service.models import SlotName
 from storage_service.parse import RequestParser
-from storage_service.service import StorageService
-from storage_service.shared_memory import SharedMemoryService
+from storage_service.records.service import RecordService
+from storage_service.sessions.service import SessionService
+from storage_service.slots.service import SlotService
+from storage_service.transact.service import TransactService
+from storage_service.turns.service import TurnService
 
 Context = grpc.aio.ServicerContext[object, object]
 SlotWrite = (
@@ -40,21 +44,30 @@ SlotWrite = (
 
 
 class SessionStorageServicer(storage_pb2_grpc.SessionStorageServicer):
-    """stello.storage.v1.SessionStorage over a `StorageService`."""
+    """stello.storage.v1.SessionStorage over the rooms' services, one per subsystem."""
 
     def __init__(
         self,
-        service: StorageService,
         parser: RequestParser,
-        events: EventLog,
+        *,
+        sessions: SessionService,
+        records: RecordService,
+        slots: SlotService,
+        turns: TurnService,
+        transact: TransactService,
         memory: SharedMemoryService,
         guard: ForkGuard,
+        events: EventLog,
     ) -> None:
-        self._service = service
         self._parse = parser
-        self._events = events
+        self._sessions = sessions
+        self._records = records
+        self._slots = slots
+        self._turns = turns
+        self._transact = transact
         self._memory = memory
         self._guard = guard
+        self._events = events
 
     async def _put_slot(self, request: SlotWrite, slot: SlotName) -> None:
         """Validate a Put<Slot> request and overwrite that slot."""
@@ -62,20 +75,20 @@ class SessionStorageServicer(storage_pb2_grpc.SessionStorageServicer):
         space_id, session_id = parse.target(request, v)
         content = self._parse.slot(request.content, "content", v)
         v.raise_if_any()
-        await self._service.put_slot(space_id, session_id, slot, content)
+        await self._slots.put_slot(space_id, session_id, slot, content)
 
     async def GetSession(
         self, request: storage_pb2.GetSessionRequest, context: Context
     ) -> storage_pb2.GetSessionResponse:
         """Read a visible session's meta, and the slots asked for with it."""
         if not request.slots:
-            meta = await self._service.get_session(*parse.target(request))
+            meta = await self._sessions.get_session(*parse.target(request))
             return storage_pb2.GetSessionResponse(session=meta_to_proto(meta))
         v = Violations()
         space_id, session_id = parse.target(request, v)
         slots = parse.session_slots(request.slots, v)
         v.raise_if_any()
-        meta, found = await self._service.get_session_with_slots(space_id, session_id, slots)
+        meta, found = await self._sessions.get_session_with_slots(space_id, session_id, slots)
         return storage_pb2.GetSessionResponse(
             session=meta_to_proto(meta), slots=slots_to_proto(found)
         )
@@ -88,7 +101,7 @@ class SessionStorageServicer(storage_pb2_grpc.SessionStorageServicer):
         space_id = space_uuid(request.space_id, v)
         update = parse.meta_update(request.HasField("session"), request.session, "session", v)
         v.raise_if_any()
-        meta = await self._service.put_session(space_id, update)
+        meta = await self._sessions.put_session(space_id, update)
         return storage_pb2.PutSessionResponse(session=meta_to_proto(meta))
 
     async def ListSessions(
@@ -100,7 +113,7 @@ class SessionStorageServicer(storage_pb2_grpc.SessionStorageServicer):
         status = parse.status(request.status, "status", v, allow_unspecified=True)
         size = page_size(request.page_size, v)
         v.raise_if_any()
-        page = await self._service.list_sessions(space_id, status, size, request.page_token)
+        page = await self._sessions.list_sessions(space_id, status, size, request.page_token)
         return storage_pb2.ListSessionsResponse(
             sessions=[meta_to_proto(m) for m in page.sessions],
             next_page_token=page.next_page_token,
@@ -115,7 +128,7 @@ class SessionStorageServicer(storage_pb2_grpc.SessionStorageServicer):
         records = self._parse.records(request.records, "records", v)
         key = parse.idempotency(request, v)
         v.raise_if_any()
-        stored = await self._service.append_records(space_id, session_id, records, key)
+        stored = await self._records.append_records(space_id, session_id, records, key)
         reply = storage_pb2.AppendRecordsResponse()
         add_records(reply.records, stored)
         return reply
@@ -128,7 +141,7 @@ class SessionStorageServicer(storage_pb2_grpc.SessionStorageServicer):
         space_id, session_id = parse.target(request, v)
         query = parse.record_query(request, v)
         v.raise_if_any()
-        page = await self._service.list_records(space_id, session_id, query)
+        page = await self._records.list_records(space_id, session_id, query)
         reply = storage_pb2.ListRecordsResponse(next_page_token=page.next_page_token)
         add_records(reply.records, page.records)
         return reply
@@ -143,14 +156,14 @@ class SessionStorageServicer(storage_pb2_grpc.SessionStorageServicer):
             request.HasField("keep_recent"), request.keep_recent, "keep_recent", v
         )
         v.raise_if_any()
-        removed = await self._service.trim_records(space_id, session_id, keep)
+        removed = await self._records.trim_records(space_id, session_id, keep)
         return storage_pb2.TrimRecordsResponse(removed_count=removed)
 
     async def GetSystemPrompt(
         self, request: storage_pb2.GetSystemPromptRequest, context: Context
     ) -> storage_pb2.GetSystemPromptResponse:
         """Read the system prompt slot."""
-        content = await self._service.get_slot(*parse.target(request), "system_prompt")
+        content = await self._slots.get_slot(*parse.target(request), "system_prompt")
         return storage_pb2.GetSystemPromptResponse(content=content)
 
     async def PutSystemPrompt(
@@ -164,7 +177,7 @@ class SessionStorageServicer(storage_pb2_grpc.SessionStorageServicer):
         self, request: storage_pb2.GetInsightRequest, context: Context
     ) -> storage_pb2.GetInsightResponse:
         """Read the insight without consuming it."""
-        content = await self._service.get_slot(*parse.target(request), "insight")
+        content = await self._slots.get_slot(*parse.target(request), "insight")
         return storage_pb2.GetInsightResponse(content=content)
 
     async def PutInsight(
@@ -178,21 +191,21 @@ class SessionStorageServicer(storage_pb2_grpc.SessionStorageServicer):
         self, request: storage_pb2.ClearInsightRequest, context: Context
     ) -> storage_pb2.ClearInsightResponse:
         """Delete the insight."""
-        await self._service.clear_insight(*parse.target(request))
+        await self._slots.clear_insight(*parse.target(request))
         return storage_pb2.ClearInsightResponse()
 
     async def ConsumeInsight(
         self, request: storage_pb2.ConsumeInsightRequest, context: Context
     ) -> storage_pb2.ConsumeInsightResponse:
         """Read and clear the insight atomically."""
-        content = await self._service.consume_insight(*parse.target(request))
+        content = await self._slots.consume_insight(*parse.target(request))
         return storage_pb2.ConsumeInsightResponse(content=content)
 
     async def GetMemory(
         self, request: storage_pb2.GetMemoryRequest, context: Context
     ) -> storage_pb2.GetMemoryResponse:
         """Read the memory slot and the seq it covers."""
-        content, covered = await self._service.get_memory(*parse.target(request))
+        content, covered = await self._slots.get_memory(*parse.target(request))
         return storage_pb2.GetMemoryResponse(content=content, covered_until_seq=covered)
 
     async def PutMemory(
@@ -206,7 +219,7 @@ class SessionStorageServicer(storage_pb2_grpc.SessionStorageServicer):
         if covered is not None and covered < 0:
             v.add("covered_until_seq", "must not be negative")
         v.raise_if_any()
-        await self._service.put_memory(space_id, session_id, content, covered)
+        await self._slots.put_memory(space_id, session_id, content, covered)
         return storage_pb2.PutMemoryResponse()
 
     async def ListSharedMemory(
@@ -307,7 +320,7 @@ class SessionStorageServicer(storage_pb2_grpc.SessionStorageServicer):
         if below is not None and below < 0:
             v.add("at_or_below_seq", "must not be negative")
         v.raise_if_any()
-        cache = await self._service.get_compression_cache(
+        cache = await self._slots.get_compression_cache(
             space_id, session_id, below, request.complete_only
         )
         if cache is None:
@@ -322,7 +335,7 @@ class SessionStorageServicer(storage_pb2_grpc.SessionStorageServicer):
         space_id, session_id = parse.target(request, v)
         cache = self._parse.cache(request.HasField("cache"), request.cache, "cache", v)
         v.raise_if_any()
-        await self._service.put_compression_cache(space_id, session_id, cache)
+        await self._slots.put_compression_cache(space_id, session_id, cache)
         return storage_pb2.PutCompressionCacheResponse()
 
     async def BatchGetSlots(
@@ -334,7 +347,7 @@ class SessionStorageServicer(storage_pb2_grpc.SessionStorageServicer):
         ids = parse.batch_ids(request.session_ids, v)
         slots = parse.slot_kinds(request.slots, v)
         v.raise_if_any()
-        found = await self._service.batch_get_slots(space_id, ids, slots)
+        found = await self._slots.batch_get_slots(space_id, ids, slots)
         return storage_pb2.BatchGetSlotsResponse(slots=[slots_to_proto(s) for s in found])
 
     async def BeginTurn(
@@ -348,11 +361,11 @@ class SessionStorageServicer(storage_pb2_grpc.SessionStorageServicer):
         budget = parse.turn_budget(request, v)
         v.raise_if_any()
         if key is None and budget is None:
-            lease = await self._service.begin_turn(space_id, session_id, ttl_s)
+            lease = await self._turns.begin_turn(space_id, session_id, ttl_s)
             return storage_pb2.BeginTurnResponse(
                 token=str(lease.token), expires_at=timestamp(lease.expires_at)
             )
-        start = await self._service.start_turn(space_id, session_id, ttl_s, key, budget)
+        start = await self._turns.start_turn(space_id, session_id, ttl_s, key, budget)
         return turn_start_to_proto(start)
 
     async def ReleaseTurn(
@@ -364,7 +377,7 @@ class SessionStorageServicer(storage_pb2_grpc.SessionStorageServicer):
         if not request.token:
             v.add("token", "is required")
         v.raise_if_any()
-        released = await self._service.release_turn(space_id, session_id, request.token)
+        released = await self._turns.release_turn(space_id, session_id, request.token)
         return storage_pb2.ReleaseTurnResponse(released=released)
 
     async def RenewTurn(
@@ -377,7 +390,7 @@ class SessionStorageServicer(storage_pb2_grpc.SessionStorageServicer):
             v.add("token", "is required")
         ttl_s = self._parse.ttl(request.ttl_s, v)
         v.raise_if_any()
-        expires_at = await self._service.renew_turn(space_id, session_id, request.token, ttl_s)
+        expires_at = await self._turns.renew_turn(space_id, session_id, request.token, ttl_s)
         if expires_at is None:
             return storage_pb2.RenewTurnResponse(renewed=False)
         return storage_pb2.RenewTurnResponse(renewed=True, expires_at=timestamp(expires_at))
@@ -391,7 +404,7 @@ class SessionStorageServicer(storage_pb2_grpc.SessionStorageServicer):
         preconditions, operations = self._parse.transact(request, v)
         key = parse.idempotency(request, v)
         v.raise_if_any()
-        results = await self._service.transact(space_id, preconditions, operations, key)
+        results = await self._transact.transact(space_id, preconditions, operations, key)
         return storage_pb2.TransactResponse(results=[result_to_proto(r) for r in results])
 
     async def GetRememberedResult(
@@ -402,7 +415,7 @@ class SessionStorageServicer(storage_pb2_grpc.SessionStorageServicer):
         space_id = space_uuid(request.space_id, v)
         parse.remembered_key(request.scope, request.request_id, "", v)
         v.raise_if_any()
-        found = await self._service.get_remembered_result(
+        found = await self._transact.get_remembered_result(
             space_id, request.scope, request.request_id
         )
         if found is None:

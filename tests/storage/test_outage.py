@@ -1,5 +1,6 @@
-"""Finding 3 of issue #13: after PostgreSQL terminates its connections (a restart), storage
-answers the next AppendRecords and BeginTurn, never UNKNOWN."""
+"""After PostgreSQL terminates its connections (a restart), storage answers the next
+AppendRecords and BeginTurn, never UNKNOWN: a pooled connection the server ended is retried
+on another (`stello.db`)."""
 
 from __future__ import annotations
 

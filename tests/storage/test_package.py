@@ -1,6 +1,11 @@
-"""The package surface and its settings (STYLE §1, §4)."""
+"""The package surface, its rooms and their imports, and its settings (STYLE §1, §4, §16)."""
 
 from __future__ import annotations
+
+import ast
+import importlib
+import pkgutil
+from pathlib import Path
 
 import pydantic
 import pytest
@@ -8,18 +13,73 @@ import pytest
 import storage_service
 from storage_service import StorageSettings
 
+ROOT = Path(storage_service.__file__).parent
+ROOMS = {
+    "events": ["repository", "service"],
+    "guard": ["repository", "service"],
+    "keys": ["idempotent", "repository"],
+    "memory": ["repository", "service"],
+    "records": ["lineage", "pages", "repository", "service"],
+    "sessions": ["repository", "service"],
+    "slots": ["repository", "service"],
+    "transact": ["operations", "service"],
+    "turns": ["repository", "service", "window"],
+}
+# Storage is one service over the kernel: no other service, no program (STYLE §16).
+FOREIGN = ("agent_gateway", "tree_service", "stello.cli", "stello.console")
+
+
+def _imported(path: Path) -> set[str]:
+    names: set[str] = set()
+    for node in ast.walk(ast.parse(path.read_text(), str(path))):
+        if isinstance(node, ast.Import):
+            names.update(alias.name for alias in node.names)
+        elif isinstance(node, ast.ImportFrom) and node.module is not None:
+            names.add(node.module)
+    return names
+
 
 class TestPackage:
     def test_exports(self) -> None:
         """The package exports exactly its public names, each importable."""
-        assert sorted(storage_service.__all__) == [
-            "SERVICE_NAME",
-            "StorageService",
-            "StorageSettings",
-            "create_app",
-        ]
+        assert sorted(storage_service.__all__) == ["SERVICE_NAME", "StorageSettings", "create_app"]
         for name in storage_service.__all__:
             assert getattr(storage_service, name) is not None
+
+    def test_top_level_holds_only_what_every_room_shares(self) -> None:
+        """Beside the rooms, the top holds the entry points, the wiring and the shared modules."""
+        top = sorted(p.stem for p in ROOT.glob("*.py"))
+        assert top == [
+            "__init__",
+            "__main__",
+            "app",
+            "config",
+            "convert",
+            "models",
+            "parse",
+            "servicer",
+            "unit",
+        ]
+        assert sorted(p.parent.name for p in ROOT.glob("*/__init__.py")) == sorted(ROOMS)
+
+    @pytest.mark.parametrize("room", sorted(ROOMS))
+    def test_each_room_lists_its_modules(self, room: str) -> None:
+        """A room's __all__ names its modules (each imports), so a newcomer sees its parts."""
+        package = importlib.import_module(f"storage_service.{room}")
+        found = sorted(m.name for m in pkgutil.iter_modules(package.__path__))
+        assert sorted(package.__all__) == found == ROOMS[room]
+        for name in package.__all__:
+            importlib.import_module(f"storage_service.{room}.{name}")
+
+    def test_imports_no_other_service_and_no_program(self) -> None:
+        """No module of storage_service imports another service, the CLI or the console."""
+        offending = {
+            f"{path.relative_to(ROOT)}: {name}"
+            for path in ROOT.rglob("*.py")
+            for name in _imported(path)
+            if any(name == f or name.startswith(f"{f}.") for f in FOREIGN)
+        }
+        assert offending == set()
 
 
 class TestStorageSettings:

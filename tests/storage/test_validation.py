@@ -257,7 +257,7 @@ CASES = [
         ],
         "transact-bad-operations",
     ),
-    # Finding 2 of issue #13: U+0000 in any text field (PostgreSQL text cannot hold it).
+    # U+0000 in any text field: PostgreSQL text cannot hold it.
     case(
         "AppendRecords",
         lambda sp, s: storage_pb2.AppendRecordsRequest(

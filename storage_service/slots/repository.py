@@ -1,8 +1,7 @@
 """SQL of the content slots (system prompt, insight, memory) and the compression cache.
 
-Slot columns keep NULL for "unset" and '' as a stored value. Part of the
-storage repository (`storage_service.repository.Repository` extends
-`SlotRepository`); every statement filters by ``space_id``.
+Owns `session_slots` and `compression_caches`. Slot columns keep NULL for
+"unset" and '' as a stored value. Every statement filters by ``space_id``.
 """
 
 from __future__ import annotations
@@ -13,7 +12,7 @@ from collections.abc import Set as AbstractSet
 
 import asyncpg
 
-from stello.events import Event, EventKind, Outbox
+from stello.events import EventKind, Outbox
 from storage_service.models import (
     SLOT_NAMES,
     CompressionCache,
@@ -22,7 +21,7 @@ from storage_service.models import (
     SlotName,
     session_not_found,
 )
-from storage_service.rows import meta_of
+from storage_service.sessions.repository import meta_of, session_event
 
 GET_SLOTS = """
 SELECT s.id AS session_id, sl.system_prompt, sl.memory, sl.insight, sl.memory_covered_until_seq
@@ -182,31 +181,20 @@ def _slots(row: asyncpg.Record) -> SessionSlots:
 
 
 class SlotRepository:
-    """Slot and cache statements, run on one connection."""
+    """Slot and cache statements, on a unit of work's connection and outbox."""
 
-    def __init__(self, con: asyncpg.Connection) -> None:
+    __slots__ = ("_con", "_outbox")
+
+    def __init__(self, con: asyncpg.Connection, outbox: Outbox) -> None:
         self._con = con
-        # The changes' events, written last by the unit of work (DESIGN §4.6).
-        self.outbox = Outbox()
+        self._outbox = outbox
 
-    def _changed(
-        self,
-        space_id: uuid.UUID,
-        kind: EventKind,
-        session_id: uuid.UUID,
-        first_seq: int | None = None,
-        last_seq: int | None = None,
-    ) -> None:
-        """Queue the event of a change to a session (dropped while it is provisional)."""
-        event = Event(kind, session_id, first_seq=first_seq, last_seq=last_seq, if_visible=True)
-        self.outbox.add(space_id, event)
-
-    async def get_slots(self, space_id: uuid.UUID, session_id: uuid.UUID) -> SessionSlots | None:
+    async def get(self, space_id: uuid.UUID, session_id: uuid.UUID) -> SessionSlots | None:
         """The slots of a visible session, or None."""
         row = await self._con.fetchrow(GET_SLOTS, space_id, session_id)
         return None if row is None else _slots(row)
 
-    async def batch_get_slots(
+    async def batch_get(
         self,
         space_id: uuid.UUID,
         session_ids: Sequence[uuid.UUID],
@@ -217,7 +205,7 @@ class SlotRepository:
         rows = await self._con.fetch(BATCH_GET_SLOTS, space_id, list(session_ids), *wanted)
         return {row["session_id"]: _slots(row) for row in rows}
 
-    async def get_session_with_slots(
+    async def get_with_meta(
         self, space_id: uuid.UUID, session_id: uuid.UUID, slots: AbstractSet[SlotName]
     ) -> tuple[SessionMeta, SessionSlots] | None:
         """The meta and the `slots` of a visible session (the others None), or None."""
@@ -228,7 +216,7 @@ class SlotRepository:
         meta = meta_of(row)
         return meta, SessionSlots(row["id"], row["system_prompt"], row["memory"], row["insight"])
 
-    async def put_slot(
+    async def put(
         self, space_id: uuid.UUID, session_id: uuid.UUID, slot: SlotName, content: str
     ) -> None:
         """Overwrite one slot; NotFound when the session does not exist."""
@@ -238,7 +226,7 @@ class SlotRepository:
             raise session_not_found(session_id) from exc
         if not stored:
             raise session_not_found(session_id)
-        self._changed(space_id, SLOT_PUT_EVENTS[slot], session_id)
+        self._outbox.add(space_id, session_event(SLOT_PUT_EVENTS[slot], session_id))
 
     async def copy_system_prompt(
         self, space_id: uuid.UUID, session_id: uuid.UUID, source_id: uuid.UUID
@@ -258,7 +246,8 @@ class SlotRepository:
         if not row["source_found"]:
             raise session_not_found(source_id)
         if row["copied"]:
-            self._changed(space_id, SLOT_PUT_EVENTS["system_prompt"], session_id)
+            event = session_event(SLOT_PUT_EVENTS["system_prompt"], session_id)
+            self._outbox.add(space_id, event)
         return bool(row["copied"])
 
     async def put_memory_covering(
@@ -273,14 +262,14 @@ class SlotRepository:
             raise session_not_found(session_id) from exc
         if not stored:
             raise session_not_found(session_id)
-        self._changed(space_id, "memory_put", session_id)
+        self._outbox.add(space_id, session_event("memory_put", session_id))
 
     async def clear_insight(self, space_id: uuid.UUID, session_id: uuid.UUID) -> bool:
         """Delete the insight; False when the session does not exist."""
         row = await self._con.fetchrow(CLEAR_INSIGHT, space_id, session_id)
         assert row is not None  # a SELECT without FROM answers one row
         if row["cleared"]:
-            self._changed(space_id, "insight_cleared", session_id)
+            self._outbox.add(space_id, session_event("insight_cleared", session_id))
         return bool(row["found"])
 
     async def lock_insight(

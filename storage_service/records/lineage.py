@@ -7,10 +7,7 @@ is one index range per part (a session without a lineage has exactly one).
 `InheritRecordsOp` writes a lineage: the source's segments cut at the cut,
 plus the source's own part, and never touches a record. What happens to the
 rows when a source is trimmed or deleted is `stello_release_records`'s job
-(the migration).
-
-Part of the storage repository (`storage_service.repository.Repository`
-extends `LineageRepository`).
+(the migration). Every statement filters by ``space_id``.
 """
 
 from __future__ import annotations
@@ -140,9 +137,12 @@ class _Last:
 
 
 class LineageRepository:
-    """The lineage statements, run on one connection (inside a Transact)."""
+    """The lineage statements, on a unit of work's connection (inside a Transact)."""
 
-    _con: asyncpg.Connection
+    __slots__ = ("_con",)
+
+    def __init__(self, con: asyncpg.Connection) -> None:
+        self._con = con
 
     async def inherit(
         self, space_id: uuid.UUID, session_id: uuid.UUID, source_id: uuid.UUID, until: int | None

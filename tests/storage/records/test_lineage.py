@@ -17,7 +17,7 @@ from stello.common.v1 import common_pb2
 from stello.errors import error_info_reason, field_violations
 from stello.storage.v1 import storage_pb2, storage_pb2_grpc
 from tests.storage.helpers import ASSISTANT, TOOL, rec, rpc_error
-from tests.storage.test_turn_window import begin, put_cache, sized
+from tests.storage.turns.test_turn_window import begin, put_cache, sized
 from tests.support.fixtures import MakeSession, TestSpace
 from tests.support.rows import space_rows
 

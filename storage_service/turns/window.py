@@ -5,12 +5,13 @@ is the caller's window less the stored prefix (system prompt, insight,
 summary: their estimates by `stello.tokens`, the rule the stored columns
 follow; and, when asked for and not empty, the shared memory index, DESIGN
 §4.5) and the caller's reserve. The window's start comes from the token
-columns alone (two index probes); then the records are read newest first, cut
-at the reply size limit, and the start is moved back to a tool-group boundary
-(the assistant record whose calls the first tool records answer), so a
-trailing open tool group is always whole (SubmitToolResults needs it). The
-newest record is always in it, whatever its size. Nothing here reads more
-than the window and one tool group.
+columns alone (two index probes, `RecordRepository.first_after` and
+`.reaching`); then the records are read newest first, cut at the reply size
+limit, and the start is moved back to a tool-group boundary (the assistant
+record whose calls the first tool records answer), so a trailing open tool
+group is always whole (SubmitToolResults needs it). The newest record is
+always in it, whatever its size. Nothing here reads more than the window and
+one tool group.
 """
 
 from __future__ import annotations
@@ -28,8 +29,8 @@ from storage_service.models import (
     TurnBudget,
     TurnState,
 )
-from storage_service.repository import Repository
-from storage_service.turn_repository import LockedTurn
+from storage_service.turns.repository import LockedTurn
+from storage_service.unit import UnitOfWork
 
 WINDOW_MAX_RECORDS = 10_000
 """A window never holds more records than this (records of a few characters each)."""
@@ -42,7 +43,7 @@ def prefix_tokens(locked: LockedTurn) -> int:
 
 
 async def read_turn(
-    repo: Repository,
+    uow: UnitOfWork,
     space_id: uuid.UUID,
     session_id: uuid.UUID,
     locked: LockedTurn,
@@ -51,8 +52,8 @@ async def read_turn(
 ) -> TurnState:
     """The turn of a locked session whose lease was just taken."""
     covered = locked.cache.covered_until_seq if locked.cache else 0
-    index, total, index_tokens = await _index(repo, space_id, budget.index)
-    first = await repo.first_after(space_id, session_id, covered)
+    index, total, index_tokens = await _index(uow, space_id, budget.index)
+    first = await uow.records.first_after(space_id, session_id, covered)
     state = TurnState(
         session=locked.meta,
         last_seq=locked.last_seq,
@@ -70,27 +71,27 @@ async def read_turn(
     after = first.seq - 1
     if tail_tokens > available:
         floor = locked.token_total - available
-        start = await repo.reaching(space_id, session_id, floor)
+        start = await uow.records.reaching(space_id, session_id, floor)
         if start is None:
             after = locked.last_seq
         else:
             after = start.seq - 1 if start.before >= floor else start.seq
     after = min(after, locked.last_seq - 1)  # the newest record, whatever its size
     query = RecordQuery(limit=WINDOW_MAX_RECORDS, after_seq=after, newest_first=True)
-    found = await repo.list_records(space_id, session_id, query, max_bytes)
+    found = await uow.records.page(space_id, session_id, query, max_bytes)
     records = found[0] if found else []
-    records = await _from_group_start(repo, space_id, session_id, records, max_bytes)
+    records = await _from_group_start(uow, space_id, session_id, records, max_bytes)
     return replace(state, records=tuple(records), tail_tokens=tail_tokens, first_tail_seq=first.seq)
 
 
 async def _index(
-    repo: Repository, space_id: uuid.UUID, caps: IndexCaps | None
+    uow: UnitOfWork, space_id: uuid.UUID, caps: IndexCaps | None
 ) -> tuple[tuple[SharedMemoryEntry, ...], int, int]:
     """The shared memory entries the index shows within `caps`, the space's count, and what
     the index costs the budget (0 when it shows none, as it is then not sent)."""
     if caps is None:
         return (), 0, 0
-    entries, total = await repo.list_entries(space_id, None, caps.max_entries)
+    entries, total = await uow.memory.page(space_id, None, caps.max_entries)
     shown = entries[: index_cut(entries, caps.max_tokens)]
     if not shown:
         return (), total, 0
@@ -99,7 +100,7 @@ async def _index(
 
 
 async def _from_group_start(
-    repo: Repository,
+    uow: UnitOfWork,
     space_id: uuid.UUID,
     session_id: uuid.UUID,
     records: list[StoredRecord],
@@ -108,9 +109,9 @@ async def _from_group_start(
     """`records` starting at the assistant record whose calls its first tool records answer."""
     if not records or records[0].role != "tool":
         return records
-    caller = await repo.caller_before(space_id, session_id, records[0].seq)
+    caller = await uow.records.caller_before(space_id, session_id, records[0].seq)
     if caller is None:
         return records  # orphan tool results: the context's sanitiser drops them
     query = RecordQuery(limit=WINDOW_MAX_RECORDS, after_seq=caller - 1, before_seq=records[0].seq)
-    found = await repo.list_records(space_id, session_id, query, max_bytes)
+    found = await uow.records.page(space_id, session_id, query, max_bytes)
     return [*(found[0] if found else []), *records]

@@ -10,7 +10,8 @@ import uuid
 
 from stello.errors import FailedPrecondition, InvalidArgument
 from stello.periodic import Periodic
-from storage_service.event_repository import EventRepository, EventRows
+from storage_service.events.repository import EventRows
+from storage_service.unit import Database
 
 CURSOR_EXPIRED = "CURSOR_EXPIRED"
 
@@ -18,8 +19,8 @@ CURSOR_EXPIRED = "CURSOR_EXPIRED"
 class EventLog:
     """Pages of a space's events after a position."""
 
-    def __init__(self, repo: EventRepository) -> None:
-        self._repo = repo
+    def __init__(self, db: Database) -> None:
+        self._db = db
 
     async def read(self, space_id: uuid.UUID, after: int | None, limit: int) -> EventRows:
         """Up to `limit` events after `after` (None: none, only the newest position).
@@ -28,7 +29,8 @@ class EventLog:
             FailedPrecondition: CURSOR_EXPIRED, events after `after` were purged.
             InvalidArgument: `after` is beyond the space's newest position.
         """
-        rows = await self._repo.read(space_id, after or 0, 0 if after is None else limit)
+        count = 0 if after is None else limit
+        rows = await self._db.statement(lambda uow: uow.events.read(space_id, after or 0, count))
         if after is None:
             return rows
         if after < rows.purged_through:
@@ -52,11 +54,11 @@ class Purger(Periodic):
     task_name = "stello-storage-event-purge"
     what = "event purge"
 
-    def __init__(self, repo: EventRepository, retention_s: float, interval_s: float) -> None:
+    def __init__(self, db: Database, retention_s: float, interval_s: float) -> None:
         super().__init__(interval_s)
-        self._repo = repo
+        self._db = db
         self._retention_s = retention_s
 
     async def run_once(self) -> int | None:
         """Purge now; how many events went, or None when another replica holds the lock."""
-        return await self._repo.purge(self._retention_s)
+        return await self._db.transaction(lambda uow: uow.events.purge(self._retention_s))

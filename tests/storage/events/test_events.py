@@ -15,7 +15,7 @@ from stello.errors import error_info_reason, field_violations
 from stello.storage.v1 import storage_pb2, storage_pb2_grpc
 from storage_service.app import create_purger
 from storage_service.config import StorageSettings
-from storage_service.repository import Repository
+from storage_service.unit import UnitOfWork
 from tests.storage.conftest import StubFor
 from tests.storage.helpers import rec, rpc_error
 from tests.support.fixtures import MakeSession, TestSpace
@@ -121,14 +121,14 @@ class TestWrites:
         async with pool.acquire() as con:
             tx = con.transaction()
             await tx.start()
-            repo = Repository(con)  # type: ignore[arg-type]
-            await repo.put_slot(space.id, uuid.UUID(a), "memory", "held")
+            uow = UnitOfWork(con)  # type: ignore[arg-type]
+            await uow.slots.put(space.id, uuid.UUID(a), "memory", "held")
             await stub.PutMemory(
                 storage_pb2.PutMemoryRequest(space_id=space.sid, session_id=b, content="b")
             )
             seen = await read(stub, space)
             assert [e.session_id for e in seen.events] == [b]
-            await repo.outbox.flush(con)  # type: ignore[arg-type]  # A's last statement takes the next position
+            await uow.outbox.flush(con)  # type: ignore[arg-type]  # A's last statement takes the next position
             await tx.commit()
         after_b = await read(stub, space, int(seen.events[-1].cursor))
         assert [(e.session_id, e.cursor) for e in after_b.events] == [(a, "2")]
@@ -141,9 +141,9 @@ class TestWrites:
         async with pool.acquire() as con:
             tx = con.transaction()
             await tx.start()
-            repo = Repository(con)  # type: ignore[arg-type]
-            await repo.put_slot(space.id, uuid.UUID(a), "memory", "first")
-            await repo.outbox.flush(con)  # type: ignore[arg-type]
+            uow = UnitOfWork(con)  # type: ignore[arg-type]
+            await uow.slots.put(space.id, uuid.UUID(a), "memory", "first")
+            await uow.outbox.flush(con)  # type: ignore[arg-type]
             put_b = asyncio.ensure_future(
                 stub.PutMemory(
                     storage_pb2.PutMemoryRequest(space_id=space.sid, session_id=b, content="b")

@@ -12,9 +12,9 @@ from __future__ import annotations
 import uuid
 from dataclasses import dataclass
 
-from storage_service.guard_repository import GuardState
+from storage_service.guard.repository import GuardState
 from storage_service.models import session_not_found
-from storage_service.repository import Database, Repository
+from storage_service.unit import Database, UnitOfWork
 
 
 @dataclass(frozen=True, slots=True)
@@ -26,7 +26,7 @@ class ForkClaim:
 
 
 class ForkGuard:
-    """ClaimFork and ReleaseForkClaim over the storage repository."""
+    """ClaimFork and ReleaseForkClaim over the unit of work."""
 
     def __init__(self, db: Database) -> None:
         self._db = db
@@ -40,8 +40,8 @@ class ForkGuard:
             NotFound: the session is not visible in the space.
         """
 
-        async def work(repo: Repository) -> ForkClaim:
-            state = await repo.lock_guard(space_id, session_id)
+        async def work(uow: UnitOfWork) -> ForkClaim:
+            state = await uow.guard.lock(space_id, session_id)
             if state is None:
                 raise session_not_found(session_id)
             last = state.last_fork_turn
@@ -49,7 +49,7 @@ class ForkGuard:
                 last is None or state.turn_count - last >= cooldown_turns
             )
             if granted:
-                await repo.record_fork(space_id, session_id, state.turn_count)
+                await uow.guard.record(space_id, session_id, state.turn_count)
             return ForkClaim(granted, state)
 
         return await self._db.transaction(work)
@@ -63,7 +63,7 @@ class ForkGuard:
             NotFound: the session is not in the space.
         """
         found, released = await self._db.statement(
-            lambda repo: repo.release_fork(space_id, session_id, claimed, previous)
+            lambda uow: uow.guard.release(space_id, session_id, claimed, previous)
         )
         if not found:
             raise session_not_found(session_id)

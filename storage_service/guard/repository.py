@@ -2,8 +2,7 @@
 
 The counter is `sessions.last_fork_turn`, read and written under the session's
 row lock, so the check and the record of a claim are one step for every
-gateway process. Part of the storage repository (`Repository` mixes it in);
-every statement filters by ``space_id``.
+gateway process. Every statement filters by ``space_id``.
 """
 
 from __future__ import annotations
@@ -45,20 +44,23 @@ class GuardState:
 
 
 class GuardRepository:
-    """Fork guard statements, on the repository's connection."""
+    """Fork guard statements, on a unit of work's connection."""
 
-    _con: asyncpg.Connection
+    __slots__ = ("_con",)
 
-    async def lock_guard(self, space_id: uuid.UUID, session_id: uuid.UUID) -> GuardState | None:
+    def __init__(self, con: asyncpg.Connection) -> None:
+        self._con = con
+
+    async def lock(self, space_id: uuid.UUID, session_id: uuid.UUID) -> GuardState | None:
         """Lock a visible session's row; its guard state, or None."""
         row = await self._con.fetchrow(LOCK_GUARD, space_id, session_id)
         return None if row is None else GuardState(row["turn_count"], row["last_fork_turn"])
 
-    async def record_fork(self, space_id: uuid.UUID, session_id: uuid.UUID, turn: int) -> None:
-        """Record a granted claim at `turn` (the row is locked by `lock_guard`)."""
+    async def record(self, space_id: uuid.UUID, session_id: uuid.UUID, turn: int) -> None:
+        """Record a granted claim at `turn` (the row is locked by `lock`)."""
         await self._con.execute(RECORD_FORK, space_id, session_id, turn)
 
-    async def release_fork(
+    async def release(
         self, space_id: uuid.UUID, session_id: uuid.UUID, claimed: int, previous: int | None
     ) -> tuple[bool, bool]:
         """(found, whether `claimed` was still the last claim and `previous` is back)."""

@@ -1,7 +1,7 @@
 """A space's shared memory (DESIGN §4.5, STELLO-SPEC §1.11): list, get, upsert, remove.
 
 Knows nothing of gRPC. Writes run in one transaction with their event and,
-with a request_id, with the stored reply (`service.Idempotent`); the reply is
+with a request_id, with the stored reply (`storage_service.keys.idempotent`); the reply is
 kept as JSON, without the body an upsert wrote (a replay is the same request,
 so its body is the one to answer).
 """
@@ -15,9 +15,9 @@ import uuid
 from datetime import UTC, datetime, timedelta
 
 from stello.errors import InvalidArgument, NotFound
+from storage_service.keys.idempotent import Idempotent
 from storage_service.models import Idempotency, SharedMemoryEntry, SharedMemoryPage, Upserted
-from storage_service.repository import Database, Repository
-from storage_service.service import Idempotent
+from storage_service.unit import Database, UnitOfWork
 
 UPSERT_SCOPE = "storage.UpsertSharedMemoryEntry"
 REMOVE_SCOPE = "storage.RemoveSharedMemoryEntry"
@@ -93,7 +93,7 @@ def entry_not_found(slug: str) -> NotFound:
 
 
 class SharedMemoryService:
-    """The shared memory RPCs' behaviour over the storage repository."""
+    """The shared memory RPCs' behaviour over the unit of work."""
 
     def __init__(self, db: Database) -> None:
         self._db = db
@@ -105,7 +105,7 @@ class SharedMemoryService:
         """One page of entries in insertion order (no bodies) and the space's count."""
         after = _parse_page_token(page_token, space_id) if page_token else None
         rows, total = await self._db.statement(
-            lambda repo: repo.list_entries(space_id, after, page_size + 1)
+            lambda uow: uow.memory.page(space_id, after, page_size + 1)
         )
         page = tuple(rows[:page_size])
         more = len(rows) > page_size
@@ -117,7 +117,7 @@ class SharedMemoryService:
         Raises:
             NotFound: the space holds no entry `slug`.
         """
-        entry = await self._db.statement(lambda repo: repo.get_entry(space_id, slug))
+        entry = await self._db.statement(lambda uow: uow.memory.get(space_id, slug))
         if entry is None:
             raise entry_not_found(slug)
         return entry
@@ -132,8 +132,8 @@ class SharedMemoryService:
     ) -> Upserted:
         """Create or replace the entry, with its event (and its reply under `key`)."""
 
-        async def upsert(repo: Repository) -> Upserted:
-            return await repo.upsert_entry(space_id, slug, summary, body)
+        async def upsert(uow: UnitOfWork) -> Upserted:
+            return await uow.memory.upsert(space_id, slug, summary, body)
 
         if key is None:
             return await self._db.transaction(upsert)
@@ -145,7 +145,7 @@ class SharedMemoryService:
     ) -> bool:
         """Remove the entry; whether there was one."""
         if key is None:
-            return await self._db.transaction(lambda repo: repo.remove_entry(space_id, slug))
+            return await self._db.transaction(lambda uow: uow.memory.remove(space_id, slug))
         return await self._remove_once.run(
-            self._db, space_id, key, lambda repo: repo.remove_entry(space_id, slug)
+            self._db, space_id, key, lambda uow: uow.memory.remove(space_id, slug)
         )

@@ -14,7 +14,6 @@ from typing import cast
 
 import asyncpg
 
-from stello.db import fetch, in_transaction
 from stello.events import EventKind
 
 # One statement, one snapshot: the space's newest position, its purge mark
@@ -83,14 +82,16 @@ class EventRows:
 
 
 class EventRepository:
-    """Reads and purges the outbox on the pool."""
+    """Reads and purges the outbox, on a unit of work's connection."""
 
-    def __init__(self, pool: asyncpg.Pool) -> None:
-        self._pool = pool
+    __slots__ = ("_con",)
+
+    def __init__(self, con: asyncpg.Connection) -> None:
+        self._con = con
 
     async def read(self, space_id: uuid.UUID, after: int, limit: int) -> EventRows:
-        """Up to `limit` events after position `after`, oldest first."""
-        rows = await fetch(self._pool, READ_EVENTS, space_id, after, limit)
+        """Up to `limit` events after position `after`, oldest first (one statement)."""
+        rows = await self._con.fetch(READ_EVENTS, space_id, after, limit)
         head = rows[0]
         events = tuple(
             StoredEvent(
@@ -110,11 +111,10 @@ class EventRepository:
         return EventRows(events, head["last_position"], head["purged_through"])
 
     async def purge(self, older_than_s: float) -> int | None:
-        """Delete events older than `older_than_s`; how many, or None if another replica is."""
+        """Delete events older than `older_than_s`; how many, or None if another replica is.
 
-        async def work(con: asyncpg.Connection) -> int | None:
-            if not await con.fetchval(TRY_PURGE_LOCK, PURGE_LOCK_KEY):
-                return None
-            return sum(int(row["n"]) for row in await con.fetch(PURGE, older_than_s))
-
-        return await in_transaction(self._pool, work)
+        The lock is a transaction's (`pg_try_advisory_xact_lock`): run it in one.
+        """
+        if not await self._con.fetchval(TRY_PURGE_LOCK, PURGE_LOCK_KEY):
+            return None
+        return sum(int(row["n"]) for row in await self._con.fetch(PURGE, older_than_s))

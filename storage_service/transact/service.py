@@ -1,10 +1,12 @@
 """Transact: preconditions checked under lock, then operations applied in order.
 
-Runs inside the caller's transaction, so any failure rolls everything back.
-The rows of every named session are locked first, in id order (no deadlock
-between two Transacts), with FOR UPDATE: that also blocks a concurrent slot
-row insert (its foreign-key check needs a KEY SHARE lock), so an insight
-that a precondition checked cannot change before the commit.
+One transaction (one unit of work), so any failure rolls everything back; each
+operation is the statements of the RPC it stands for, on the repositories of the
+rooms it writes. The rows of every named session are locked first, in id order
+(no deadlock between two Transacts), with FOR UPDATE: that also blocks a
+concurrent slot row insert (its foreign-key check needs a KEY SHARE lock), so an
+insight that a precondition checked cannot change before the commit. With a
+request_id, the reply is stored in the same transaction (`storage_service.keys`).
 """
 
 from __future__ import annotations
@@ -14,8 +16,11 @@ from collections.abc import Sequence
 
 from stello.errors import Aborted, AlreadyExists, PreconditionViolation
 from stello.reasons import REQUEST_ID_REUSED
-from storage_service.models import SlotName, session_not_found
-from storage_service.operations import (
+from storage_service.keys.idempotent import Codec, Idempotent
+from storage_service.models import Idempotency, RememberedResult, SlotName, session_not_found
+from storage_service.records.service import trim
+from storage_service.sessions.repository import LockedSession
+from storage_service.transact.operations import (
     PRECONDITION_KINDS,
     AppendOp,
     BumpTurnOp,
@@ -35,23 +40,17 @@ from storage_service.operations import (
     ResultKind,
     TrimOp,
 )
-from storage_service.repository import LockedSession, Repository
+from storage_service.turns.repository import lease_token
+from storage_service.unit import Database, UnitOfWork
 
 CONCURRENT_MODIFICATION = "CONCURRENT_MODIFICATION"
+TRANSACT_SCOPE = "storage.Transact"
 
 SLOT_RESULTS: dict[SlotName, ResultKind] = {
     "system_prompt": "put_system_prompt",
     "insight": "put_insight",
     "memory": "put_memory",
 }
-
-
-def lease_token(token: str) -> uuid.UUID | None:
-    """The lease token as stored, or None when it cannot be one (so it matches nothing)."""
-    try:
-        return uuid.UUID(token)
-    except ValueError:
-        return None
 
 
 def _named_sessions(
@@ -97,7 +96,7 @@ def _finds_its_session(op: Operation) -> bool:
 
 
 async def check_preconditions(
-    repo: Repository,
+    uow: UnitOfWork,
     space_id: uuid.UUID,
     preconditions: Sequence[Precondition],
     operations: Sequence[Operation],
@@ -113,12 +112,12 @@ async def check_preconditions(
         return
     if not preconditions and len(named) == 1 and all(map(_finds_its_session, operations)):
         return
-    locked = await repo.lock_sessions(space_id, sorted(named))
+    locked = await uow.sessions.lock(space_id, sorted(named))
     for session_id in named:
         if session_id not in locked:
             raise session_not_found(session_id)
     insight_ids = sorted({p.session_id for p in preconditions if isinstance(p, InsightCheck)})
-    insights = await repo.lock_insights(space_id, insight_ids) if insight_ids else {}
+    insights = await uow.slots.lock_insights(space_id, insight_ids) if insight_ids else {}
     failed = []
     for index, check in enumerate(preconditions):
         why = _failure(check, locked[check.session_id], insights)
@@ -137,13 +136,13 @@ async def check_preconditions(
         )
 
 
-async def remember(repo: Repository, space_id: uuid.UUID, op: RememberOp, index: int) -> None:
+async def remember(uow: UnitOfWork, space_id: uuid.UUID, op: RememberOp, index: int) -> None:
     """Store a caller's idempotency entry; with `require_new`, AlreadyExists when the key
     has a live entry (the whole Transact then rolls back)."""
     entry = (space_id, op.scope, op.request_id, op.request_hash, op.response)
     if not op.require_new:
-        await repo.remember(*entry)
-    elif not await repo.remember_new(*entry):
+        await uow.keys.remember(*entry)
+    elif not await uow.keys.remember_new(*entry):
         raise AlreadyExists(
             f"operations[{index}].remember_result.request_id {op.request_id!r} already has a "
             f"live entry in scope {op.scope!r} (require_new); nothing was applied",
@@ -152,58 +151,90 @@ async def remember(repo: Repository, space_id: uuid.UUID, op: RememberOp, index:
 
 
 async def apply(
-    repo: Repository, space_id: uuid.UUID, op: Operation, index: int = 0
+    uow: UnitOfWork, space_id: uuid.UUID, op: Operation, index: int = 0
 ) -> OperationResult:
     """Apply one operation (the `index`th) to locked, existing sessions; its result."""
     if isinstance(op, AppendOp):
         records = (
-            await repo.append_records(space_id, op.session_id, op.records) if op.records else ()
+            await uow.records.append(space_id, op.session_id, op.records) if op.records else ()
         )
         if records is None:
             raise session_not_found(op.session_id)
         return OperationResult("append_records", records=records)
     if isinstance(op, InheritOp):
-        cut = await repo.inherit(space_id, op.session_id, op.source_id, op.until_seq)
+        cut = await uow.lineage.inherit(space_id, op.session_id, op.source_id, op.until_seq)
         return OperationResult("inherit_records", until_seq=cut)
     if isinstance(op, CopyPromptOp):
-        copied = await repo.copy_system_prompt(space_id, op.session_id, op.source_id)
+        copied = await uow.slots.copy_system_prompt(space_id, op.session_id, op.source_id)
         return OperationResult("copy_system_prompt", copied=copied)
     if isinstance(op, PutSessionOp):
-        meta = await repo.put_session(space_id, op.update)
+        meta = await uow.sessions.put(space_id, op.update)
         if meta is None:
             raise session_not_found(op.session_id)
         return OperationResult("put_session", session=meta)
     if isinstance(op, PutSlotOp):
-        await repo.put_slot(space_id, op.session_id, op.slot, op.content)
+        await uow.slots.put(space_id, op.session_id, op.slot, op.content)
         return OperationResult(SLOT_RESULTS[op.slot])
     if isinstance(op, ClearInsightOp):
-        await repo.clear_insight(space_id, op.session_id)
+        await uow.slots.clear_insight(space_id, op.session_id)
         return OperationResult("clear_insight")
     if isinstance(op, PutCacheOp):
-        await repo.put_cache(space_id, op.session_id, op.cache)
+        await uow.slots.put_cache(space_id, op.session_id, op.cache)
         return OperationResult("put_compression_cache")
     if isinstance(op, TrimOp):
-        removed = await repo.trim_records(space_id, op.session_id, op.keep_recent)
+        removed = await trim(uow, space_id, op.session_id, op.keep_recent)
         return OperationResult("trim_records", removed_count=removed)
     if isinstance(op, BumpTurnOp):
-        meta = await repo.bump_turn(space_id, op.session_id, op.touch_only, op.turns)
+        meta = await uow.turns.bump(space_id, op.session_id, op.touch_only, op.turns)
         if meta is None:
             raise session_not_found(op.session_id)
         return OperationResult("bump_turn", session=meta)
     if isinstance(op, RememberOp):
-        await remember(repo, space_id, op, index)
+        await remember(uow, space_id, op, index)
         return OperationResult("remember_result")
     assert isinstance(op, ReleaseTurnOp)
-    _, released = await repo.release_turn(space_id, op.session_id, lease_token(op.token))
+    _, released = await uow.turns.release(space_id, op.session_id, lease_token(op.token))
     return OperationResult("release_turn", released=released)
 
 
 async def run_transact(
-    repo: Repository,
+    uow: UnitOfWork,
     space_id: uuid.UUID,
     preconditions: Sequence[Precondition],
     operations: Sequence[Operation],
 ) -> tuple[OperationResult, ...]:
     """Check every precondition, then apply every operation in order (caller's transaction)."""
-    await check_preconditions(repo, space_id, preconditions, operations)
-    return tuple([await apply(repo, space_id, op, i) for i, op in enumerate(operations)])
+    await check_preconditions(uow, space_id, preconditions, operations)
+    return tuple([await apply(uow, space_id, op, i) for i, op in enumerate(operations)])
+
+
+class TransactService:
+    """Transact, and the read of the entries its RememberResultOps store."""
+
+    def __init__(self, db: Database, codec: Codec[tuple[OperationResult, ...]]) -> None:
+        self._db = db
+        self._transact_once = Idempotent(TRANSACT_SCOPE, codec)
+
+    async def transact(
+        self,
+        space_id: uuid.UUID,
+        preconditions: Sequence[Precondition],
+        operations: Sequence[Operation],
+        key: Idempotency | None = None,
+    ) -> tuple[OperationResult, ...]:
+        """All preconditions, then all operations, in one transaction: all or nothing."""
+
+        async def work(uow: UnitOfWork) -> tuple[OperationResult, ...]:
+            return await run_transact(uow, space_id, preconditions, operations)
+
+        if key is None:
+            return await self._db.transaction(work)
+        return await self._transact_once.run(self._db, space_id, key, work)
+
+    async def get_remembered_result(
+        self, space_id: uuid.UUID, scope: str, request_id: str
+    ) -> RememberedResult | None:
+        """The entry a RememberResultOp stored under (space, scope, request_id); None if none."""
+        return await self._db.statement(
+            lambda uow: uow.keys.remembered(space_id, scope, request_id)
+        )

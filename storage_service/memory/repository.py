@@ -3,9 +3,8 @@
 Entries are ordered by (created_at, slug) within their space: an upsert of an
 existing slug keeps its created_at, so it keeps its place; a new one takes
 `clock_timestamp()`, so it goes last. Every write queues its event on the
-repository's outbox (no session: the event names the slug). Part of the
-storage repository (`storage_service.repository.Repository` mixes it in);
-every statement filters by ``space_id``.
+unit of work's outbox (no session: the event names the slug). Every statement
+filters by ``space_id``.
 """
 
 from __future__ import annotations
@@ -62,12 +61,15 @@ def _entry(row: asyncpg.Record, body: str | None) -> SharedMemoryEntry:
 
 
 class MemoryRepository:
-    """Shared memory statements, on the repository's connection and outbox."""
+    """Shared memory statements, on a unit of work's connection and outbox."""
 
-    _con: asyncpg.Connection
-    outbox: Outbox
+    __slots__ = ("_con", "_outbox")
 
-    async def list_entries(
+    def __init__(self, con: asyncpg.Connection, outbox: Outbox) -> None:
+        self._con = con
+        self._outbox = outbox
+
+    async def page(
         self, space_id: uuid.UUID, after: tuple[datetime, str] | None, limit: int
     ) -> tuple[list[SharedMemoryEntry], int]:
         """Up to `limit` entries (no bodies) after the key `after`, and the space's count."""
@@ -76,27 +78,25 @@ class MemoryRepository:
         entries = [_entry(row, None) for row in rows if row["slug"] is not None]
         return entries, int(rows[0]["total"])
 
-    async def get_entry(self, space_id: uuid.UUID, slug: str) -> SharedMemoryEntry | None:
+    async def get(self, space_id: uuid.UUID, slug: str) -> SharedMemoryEntry | None:
         """The entry, body included, or None."""
         row = await self._con.fetchrow(GET_ENTRY, space_id, slug)
         return None if row is None else _entry(row, row["body"])
 
-    async def upsert_entry(
-        self, space_id: uuid.UUID, slug: str, summary: str, body: str
-    ) -> Upserted:
+    async def upsert(self, space_id: uuid.UUID, slug: str, summary: str, body: str) -> Upserted:
         """Create the entry at the end of the order, or replace it in its place."""
         try:
             row = await self._con.fetchrow(UPSERT_ENTRY, space_id, slug, summary, body)
         except asyncpg.ForeignKeyViolationError as exc:  # the space was deleted under us
             raise NotFound(f"space {space_id} not found") from exc
         assert row is not None  # an upsert answers its row
-        self.outbox.add(space_id, Event("shared_memory_upserted", slug=slug))
+        self._outbox.add(space_id, Event("shared_memory_upserted", slug=slug))
         entry = SharedMemoryEntry(slug, summary, body, row["created_at"], row["updated_at"])
         return Upserted(entry, bool(row["created"]))
 
-    async def remove_entry(self, space_id: uuid.UUID, slug: str) -> bool:
+    async def remove(self, space_id: uuid.UUID, slug: str) -> bool:
         """Delete the entry; False when there was none (then no event)."""
         removed = bool(await self._con.fetchval(REMOVE_ENTRY, space_id, slug))
         if removed:
-            self.outbox.add(space_id, Event("shared_memory_removed", slug=slug))
+            self._outbox.add(space_id, Event("shared_memory_removed", slug=slug))
         return removed

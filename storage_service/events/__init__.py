@@ -1,0 +1,8 @@
+"""Events: the reading side of the space outbox (DESIGN §4.6).
+
+Owns `space_events` and `space_positions`; both services write them through
+`stello.events.Outbox`, as a transaction's last statement. `repository` pages and
+purges them; `service` runs ReadEvents and the periodic purge.
+"""
+
+__all__ = ["repository", "service"]

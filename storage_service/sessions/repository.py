@@ -1,0 +1,141 @@
+"""SQL of the sessions row's conversation meta (DESIGN §3), and the row as every room reads it.
+
+The tree creates the row; storage writes only its own columns: label and status here,
+last_seq and token_total with the records (`storage_service.records`), turn_count,
+last_active_at and the lease with the turn (`storage_service.turns`), last_fork_turn in the
+fork guard (`storage_service.guard`). Reads treat a provisional session
+(``provisional_until IS NOT NULL``) as absent; writes accept it, and the events of its
+changes are dropped until it is visible (`session_event`). Every statement filters by
+``space_id``.
+"""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import Sequence
+from dataclasses import dataclass
+from datetime import datetime
+
+import asyncpg
+
+from stello.events import Event, EventKind, Outbox
+from storage_service.models import MetaUpdate, SessionMeta, Status
+
+GET_SESSION = """
+SELECT id, label, status, turn_count, created_at, updated_at, last_active_at
+FROM sessions
+WHERE space_id = $1 AND id = $2 AND provisional_until IS NULL
+"""
+
+PUT_SESSION = """
+UPDATE sessions
+SET label = $3, status = $4, updated_at = now()
+WHERE space_id = $1 AND id = $2
+RETURNING id, label, status, turn_count, created_at, updated_at, last_active_at
+"""
+
+LIST_SESSIONS = """
+SELECT id, label, status, turn_count, created_at, updated_at, last_active_at
+FROM sessions
+WHERE space_id = $1
+  AND provisional_until IS NULL
+  AND ($2::text IS NULL OR status = $2)
+  AND ($3::timestamptz IS NULL OR (created_at, id) > ($3, $4::uuid))
+ORDER BY created_at, id
+LIMIT $5
+"""
+
+SESSION_EXISTS = """
+SELECT true FROM sessions WHERE space_id = $1 AND id = $2
+"""
+
+LOCK_SESSIONS = """
+SELECT id, last_seq, turn_token, turn_expires_at > now() AS lease_live
+FROM sessions
+WHERE space_id = $1 AND id = ANY($2::uuid[])
+ORDER BY id
+FOR UPDATE
+"""
+
+
+@dataclass(frozen=True, slots=True)
+class LockedSession:
+    """A session row locked for a Transact: what its preconditions read."""
+
+    last_seq: int
+    turn_token: uuid.UUID | None
+    lease_live: bool
+
+
+def meta_of(row: asyncpg.Record) -> SessionMeta:
+    """A session's meta from a row holding its columns (every room reads them so)."""
+    return SessionMeta(
+        id=row["id"],
+        label=row["label"],
+        status=row["status"],
+        turn_count=row["turn_count"],
+        created_at=row["created_at"],
+        updated_at=row["updated_at"],
+        last_active_at=row["last_active_at"],
+    )
+
+
+def session_event(
+    kind: EventKind,
+    session_id: uuid.UUID,
+    first_seq: int | None = None,
+    last_seq: int | None = None,
+) -> Event:
+    """The event of a change to a session, dropped by the flush while it is provisional."""
+    return Event(kind, session_id, first_seq=first_seq, last_seq=last_seq, if_visible=True)
+
+
+class SessionRepository:
+    """The meta statements, on a unit of work's connection and outbox."""
+
+    __slots__ = ("_con", "_outbox")
+
+    def __init__(self, con: asyncpg.Connection, outbox: Outbox) -> None:
+        self._con = con
+        self._outbox = outbox
+
+    async def get(self, space_id: uuid.UUID, session_id: uuid.UUID) -> SessionMeta | None:
+        """The meta of a visible session, or None."""
+        row = await self._con.fetchrow(GET_SESSION, space_id, session_id)
+        return None if row is None else meta_of(row)
+
+    async def put(self, space_id: uuid.UUID, update: MetaUpdate) -> SessionMeta | None:
+        """Replace label and status; None when the session does not exist."""
+        row = await self._con.fetchrow(
+            PUT_SESSION, space_id, update.session_id, update.label, update.status
+        )
+        if row is None:
+            return None
+        self._outbox.add(space_id, session_event("session_updated", update.session_id))
+        return meta_of(row)
+
+    async def page(
+        self,
+        space_id: uuid.UUID,
+        status: Status | None,
+        after: tuple[datetime, uuid.UUID] | None,
+        limit: int,
+    ) -> list[SessionMeta]:
+        """Visible sessions ordered by (created_at, id), strictly after `after`."""
+        after_at, after_id = after if after is not None else (None, None)
+        rows = await self._con.fetch(LIST_SESSIONS, space_id, status, after_at, after_id, limit)
+        return [meta_of(row) for row in rows]
+
+    async def exists(self, space_id: uuid.UUID, session_id: uuid.UUID) -> bool:
+        """Whether the session exists in the space (provisional included)."""
+        return bool(await self._con.fetchval(SESSION_EXISTS, space_id, session_id))
+
+    async def lock(
+        self, space_id: uuid.UUID, session_ids: Sequence[uuid.UUID]
+    ) -> dict[uuid.UUID, LockedSession]:
+        """Lock the sessions' rows (in id order, so lockers never deadlock); absent ones omitted."""
+        rows = await self._con.fetch(LOCK_SESSIONS, space_id, list(session_ids))
+        return {
+            row["id"]: LockedSession(row["last_seq"], row["turn_token"], bool(row["lease_live"]))
+            for row in rows
+        }

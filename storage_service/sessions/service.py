@@ -1,0 +1,95 @@
+"""GetSession, PutSession and ListSessions over the unit of work; knows nothing of gRPC.
+
+Reads answer NotFound for a session that is absent or provisional; PutSession
+changes label and status of an existing session and never creates one (ids are
+born in the tree, DESIGN §3). ListSessions pages by (created_at, id), the token
+bound to its space and status filter.
+"""
+
+from __future__ import annotations
+
+import base64
+import binascii
+import json
+import uuid
+from collections.abc import Set as AbstractSet
+from datetime import UTC, datetime, timedelta
+
+from stello.errors import InvalidArgument
+from storage_service.models import (
+    MetaUpdate,
+    SessionMeta,
+    SessionPage,
+    SessionSlots,
+    SlotName,
+    Status,
+    session_not_found,
+)
+from storage_service.unit import Database
+
+_EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
+
+
+def _page_token(space_id: uuid.UUID, status: Status | None, last: SessionMeta) -> str:
+    micros = (last.created_at - _EPOCH) // timedelta(microseconds=1)
+    payload = {"space": str(space_id), "status": status or "", "at": micros, "id": str(last.id)}
+    return base64.urlsafe_b64encode(json.dumps(payload).encode()).decode().rstrip("=")
+
+
+def _parse_page_token(
+    token: str, space_id: uuid.UUID, status: Status | None
+) -> tuple[datetime, uuid.UUID]:
+    try:
+        padded = token + "=" * (-len(token) % 4)
+        payload = json.loads(base64.urlsafe_b64decode(padded.encode()))
+        if payload["space"] != str(space_id) or payload["status"] != (status or ""):
+            raise ValueError("issued for another space or filter")
+        return _EPOCH + timedelta(microseconds=int(payload["at"])), uuid.UUID(payload["id"])
+    except (ValueError, KeyError, TypeError, binascii.Error) as exc:
+        raise InvalidArgument.field(
+            "page_token", "was not issued by ListSessions for this space and status filter"
+        ) from exc
+
+
+class SessionService:
+    """The conversation meta of a session: read (with its slots, if asked), put, listed."""
+
+    def __init__(self, db: Database) -> None:
+        self._db = db
+
+    async def get_session(self, space_id: uuid.UUID, session_id: uuid.UUID) -> SessionMeta:
+        """The meta of a visible session."""
+        meta = await self._db.statement(lambda uow: uow.sessions.get(space_id, session_id))
+        if meta is None:
+            raise session_not_found(session_id)
+        return meta
+
+    async def get_session_with_slots(
+        self, space_id: uuid.UUID, session_id: uuid.UUID, slots: AbstractSet[SlotName]
+    ) -> tuple[SessionMeta, SessionSlots]:
+        """The meta of a visible session and its `slots` (the others None), one statement."""
+        found = await self._db.statement(
+            lambda uow: uow.slots.get_with_meta(space_id, session_id, slots)
+        )
+        if found is None:
+            raise session_not_found(session_id)
+        return found
+
+    async def put_session(self, space_id: uuid.UUID, update: MetaUpdate) -> SessionMeta:
+        """Replace label and status of an existing session (never creates one)."""
+        meta = await self._db.transaction(lambda uow: uow.sessions.put(space_id, update))
+        if meta is None:
+            raise session_not_found(update.session_id)
+        return meta
+
+    async def list_sessions(
+        self, space_id: uuid.UUID, status: Status | None, page_size: int, page_token: str
+    ) -> SessionPage:
+        """One page of visible sessions by (created_at, id)."""
+        after = _parse_page_token(page_token, space_id, status) if page_token else None
+        rows = await self._db.statement(
+            lambda uow: uow.sessions.page(space_id, status, after, page_size + 1)
+        )
+        page = tuple(rows[:page_size])
+        more = len(rows) > page_size
+        return SessionPage(page, _page_token(space_id, status, page[-1]) if more else "")

@@ -1,0 +1,172 @@
+"""SQL of a turn (DESIGN §4.2, §4.3): the lease, the row's turn columns, BeginTurn's locked read.
+
+The lease (`sessions.turn_token`, `turn_expires_at`) is taken, renewed and given
+back by one statement each, under the session's row lock; a commit bumps
+`turn_count` and `last_active_at`. BeginTurn's read locks the row and brings its
+slots, newest summary and the skill allow-list of its frozen config
+(`session_configs`, which the tree writes; storage only reads it). Every
+statement filters by ``space_id``.
+"""
+
+from __future__ import annotations
+
+import uuid
+from dataclasses import dataclass
+from datetime import datetime
+
+import asyncpg
+
+from stello.events import Outbox
+from storage_service.models import CompressionCache, SessionMeta
+from storage_service.sessions.repository import meta_of, session_event
+
+# FOR UPDATE OF s: a Transact (a turn's commit) and a slot put (FOR KEY SHARE)
+# wait until the turn has been read, so what it reads is one consistent state.
+LOCK_TURN = """
+SELECT s.id, s.label, s.status, s.turn_count, s.created_at, s.updated_at, s.last_active_at,
+       s.last_seq, s.token_total, s.provisional_until IS NULL AS visible,
+       sl.system_prompt, sl.insight, c.summary, c.covered_until_seq, c.lossy,
+       cf.config -> 'skills' AS skills
+FROM sessions s
+LEFT JOIN session_slots sl ON sl.space_id = s.space_id AND sl.session_id = s.id
+LEFT JOIN session_configs cf ON cf.space_id = s.space_id AND cf.session_id = s.id
+LEFT JOIN LATERAL (
+    SELECT summary, covered_until_seq, lossy FROM compression_caches
+    WHERE space_id = s.space_id AND session_id = s.id
+    ORDER BY covered_until_seq DESC
+    LIMIT 1
+) c ON true
+WHERE s.space_id = $1 AND s.id = $2
+FOR UPDATE OF s
+"""
+
+# Takes the lease unless a live one exists; a concurrent taker blocks on the
+# row lock, then re-checks the condition against the winner's lease.
+BEGIN_TURN = """
+WITH taken AS (
+    UPDATE sessions
+    SET turn_token = $3, turn_expires_at = now() + make_interval(secs => $4)
+    WHERE space_id = $1 AND id = $2
+      AND (turn_token IS NULL OR turn_expires_at <= now())
+    RETURNING turn_expires_at
+)
+SELECT EXISTS (SELECT 1 FROM sessions WHERE space_id = $1 AND id = $2) AS found,
+       (SELECT turn_expires_at FROM taken) AS expires_at
+"""
+
+RELEASE_TURN = """
+WITH released AS (
+    UPDATE sessions SET turn_token = NULL, turn_expires_at = NULL
+    WHERE space_id = $1 AND id = $2 AND turn_token = $3 AND turn_expires_at > now()
+    RETURNING id
+)
+SELECT EXISTS (SELECT 1 FROM sessions WHERE space_id = $1 AND id = $2) AS found,
+       EXISTS (SELECT 1 FROM released) AS released
+"""
+
+# Extends the lease while `token` ($3) still holds it, expired or not: an
+# expired lease nobody took since is still its holder's to keep.
+RENEW_TURN = """
+WITH renewed AS (
+    UPDATE sessions SET turn_expires_at = now() + make_interval(secs => $4)
+    WHERE space_id = $1 AND id = $2 AND turn_token = $3
+    RETURNING turn_expires_at
+)
+SELECT EXISTS (SELECT 1 FROM sessions WHERE space_id = $1 AND id = $2) AS found,
+       (SELECT turn_expires_at FROM renewed) AS expires_at
+"""
+
+BUMP_TURN = """
+UPDATE sessions
+SET turn_count = turn_count + CASE WHEN $3 THEN 0 ELSE $4 END, last_active_at = now()
+WHERE space_id = $1 AND id = $2
+RETURNING id, label, status, turn_count, created_at, updated_at, last_active_at
+"""
+
+
+@dataclass(frozen=True, slots=True)
+class LockedTurn:
+    """The session row of a turn, locked, with its slots and newest summary."""
+
+    visible: bool
+    meta: SessionMeta
+    last_seq: int
+    token_total: int
+    system_prompt: str | None
+    insight: str | None
+    cache: CompressionCache | None
+    skills: tuple[str, ...] | None = None
+    """The frozen config's skill allow-list (the tree writes it); None = not set."""
+
+
+def lease_token(token: str) -> uuid.UUID | None:
+    """The lease token as stored, or None when it cannot be one (so it matches nothing)."""
+    try:
+        return uuid.UUID(token)
+    except ValueError:
+        return None
+
+
+class TurnRepository:
+    """The turn's statements, on a unit of work's connection and outbox."""
+
+    __slots__ = ("_con", "_outbox")
+
+    def __init__(self, con: asyncpg.Connection, outbox: Outbox) -> None:
+        self._con = con
+        self._outbox = outbox
+
+    async def lock(self, space_id: uuid.UUID, session_id: uuid.UUID) -> LockedTurn | None:
+        """Lock the session's row; its meta, slots and cache (None when absent)."""
+        row = await self._con.fetchrow(LOCK_TURN, space_id, session_id)
+        if row is None:
+            return None
+        cache = None
+        if row["summary"] is not None:
+            cache = CompressionCache(row["summary"], row["covered_until_seq"], row["lossy"])
+        meta = meta_of(row)
+        return LockedTurn(
+            visible=row["visible"],
+            meta=meta,
+            last_seq=row["last_seq"],
+            token_total=row["token_total"],
+            system_prompt=row["system_prompt"],
+            insight=row["insight"],
+            cache=cache,
+            skills=tuple(row["skills"]) if row["skills"] is not None else None,
+        )
+
+    async def begin(
+        self, space_id: uuid.UUID, session_id: uuid.UUID, token: uuid.UUID, ttl_s: int
+    ) -> tuple[bool, datetime | None]:
+        """(found, expiry when the lease was taken; None while another lease lives)."""
+        row = await self._con.fetchrow(BEGIN_TURN, space_id, session_id, token, float(ttl_s))
+        assert row is not None
+        return bool(row["found"]), row["expires_at"]
+
+    async def release(
+        self, space_id: uuid.UUID, session_id: uuid.UUID, token: uuid.UUID | None
+    ) -> tuple[bool, bool]:
+        """(found, whether a live lease held by `token` was ended)."""
+        row = await self._con.fetchrow(RELEASE_TURN, space_id, session_id, token)
+        assert row is not None
+        return bool(row["found"]), bool(row["released"])
+
+    async def renew(
+        self, space_id: uuid.UUID, session_id: uuid.UUID, token: uuid.UUID | None, ttl_s: int
+    ) -> tuple[bool, datetime | None]:
+        """(found, the new expiry when `token` still holds the lease; else None)."""
+        row = await self._con.fetchrow(RENEW_TURN, space_id, session_id, token, float(ttl_s))
+        assert row is not None
+        return bool(row["found"]), row["expires_at"]
+
+    async def bump(
+        self, space_id: uuid.UUID, session_id: uuid.UUID, touch_only: bool, turns: int = 1
+    ) -> SessionMeta | None:
+        """turn_count + `turns` (unless touch_only), last_active_at = now; None when absent."""
+        row = await self._con.fetchrow(BUMP_TURN, space_id, session_id, touch_only, turns)
+        if row is None:
+            return None
+        if not touch_only:
+            self._outbox.add(space_id, session_event("turn_committed", session_id))
+        return meta_of(row)

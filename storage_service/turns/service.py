@@ -1,0 +1,116 @@
+"""BeginTurn, RenewTurn and ReleaseTurn over the unit of work; knows nothing of gRPC.
+
+One live lease per session (DESIGN §4.2): taking it while another lives is
+ABORTED `TURN_IN_PROGRESS`. BeginTurn with a request_id or a window answers the
+turn in one transaction (DESIGN §4.3): a remembered reply first; else the row
+locked, the lease taken and the turn read under that lock (`window.read_turn`).
+"""
+
+from __future__ import annotations
+
+import uuid
+from datetime import datetime
+
+from stello.errors import Aborted
+from storage_service.models import (
+    TurnBudget,
+    TurnKey,
+    TurnLease,
+    TurnStart,
+    TurnState,
+    session_not_found,
+)
+from storage_service.turns.repository import lease_token
+from storage_service.turns.window import read_turn
+from storage_service.unit import Database, UnitOfWork
+
+TURN_IN_PROGRESS = "TURN_IN_PROGRESS"
+
+
+def _lease(
+    session_id: uuid.UUID, token: uuid.UUID, found: bool, expires_at: datetime | None
+) -> TurnLease:
+    """The lease BeginTurn's statement took; NotFound or Aborted TURN_IN_PROGRESS."""
+    if not found:
+        raise session_not_found(session_id)
+    if expires_at is None:
+        raise Aborted(
+            f"session {session_id} has a turn in progress; retry after it ends",
+            reason=TURN_IN_PROGRESS,
+        )
+    return TurnLease(token, expires_at)
+
+
+class TurnService:
+    """A session's turn lease, and the turn BeginTurn answers with it."""
+
+    def __init__(self, db: Database, *, max_page_bytes: int) -> None:
+        self._db = db
+        self._max_page_bytes = max_page_bytes
+
+    async def begin_turn(self, space_id: uuid.UUID, session_id: uuid.UUID, ttl_s: int) -> TurnLease:
+        """Take the turn lease for `ttl_s` seconds; Aborted while another lives."""
+        token = uuid.uuid4()
+        found, expires_at = await self._db.statement(
+            lambda uow: uow.turns.begin(space_id, session_id, token, ttl_s)
+        )
+        return _lease(session_id, token, found, expires_at)
+
+    async def start_turn(
+        self,
+        space_id: uuid.UUID,
+        session_id: uuid.UUID,
+        ttl_s: int,
+        key: TurnKey | None,
+        budget: TurnBudget | None,
+    ) -> TurnStart:
+        """BeginTurn with a request_id or a window, in one transaction (see the proto): a
+        remembered entry first; with a window, NotFound for a provisional session, no lease
+        for an archived one, else the lease and the turn read under the session's lock."""
+
+        async def start(uow: UnitOfWork) -> TurnStart:
+            if key is not None:
+                found = await uow.keys.remembered(space_id, key.scope, key.request_id)
+                if found is not None:
+                    return TurnStart(remembered=found)
+            if budget is None:
+                return TurnStart(lease=await take(uow))
+            locked = await uow.turns.lock(space_id, session_id)
+            if locked is None or not locked.visible:
+                raise session_not_found(session_id)
+            if locked.meta.status == "archived":
+                state = TurnState(
+                    locked.meta, locked.last_seq, locked.system_prompt, locked.insight, None
+                )
+                return TurnStart(state=state)
+            lease = await take(uow)
+            state = await read_turn(uow, space_id, session_id, locked, budget, self._max_page_bytes)
+            return TurnStart(lease=lease, state=state)
+
+        async def take(uow: UnitOfWork) -> TurnLease:
+            token = uuid.uuid4()
+            found, expires_at = await uow.turns.begin(space_id, session_id, token, ttl_s)
+            return _lease(session_id, token, found, expires_at)
+
+        return await self._db.transaction(start)
+
+    async def release_turn(self, space_id: uuid.UUID, session_id: uuid.UUID, token: str) -> bool:
+        """End the lease if `token` holds it; whether a live lease was ended."""
+        found, released = await self._db.statement(
+            lambda uow: uow.turns.release(space_id, session_id, lease_token(token))
+        )
+        if not found:
+            raise session_not_found(session_id)
+        return released
+
+    async def renew_turn(
+        self, space_id: uuid.UUID, session_id: uuid.UUID, token: str, ttl_s: int
+    ) -> datetime | None:
+        """Extend the lease `token` holds to `ttl_s` from now; its new expiry, or None when
+        the token no longer holds it (released, or taken by another turn)."""
+        found, expires_at = await self._db.statement(
+            lambda uow: uow.turns.renew(space_id, session_id, lease_token(token), ttl_s)
+        )
+        if not found:
+            raise session_not_found(session_id)
+        return expires_at
