@@ -10,10 +10,9 @@ import uuid
 
 from stello.errors import FailedPrecondition, InvalidArgument
 from stello.periodic import Periodic
+from stello.reasons import CURSOR_EXPIRED
 from storage_service.events.repository import EventRows
 from storage_service.unit import Database
-
-CURSOR_EXPIRED = "CURSOR_EXPIRED"
 
 
 class EventLog:

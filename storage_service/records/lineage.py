@@ -18,6 +18,7 @@ from dataclasses import dataclass
 import asyncpg
 
 from stello.errors import FailedPrecondition, NotFound
+from stello.reasons import SESSION_NOT_EMPTY
 
 # The parts of the view of session $2 of space $1, in seq order.
 PARTS = """
@@ -204,5 +205,5 @@ class LineageRepository:
         raise FailedPrecondition(
             f"session {session_id} already has records or inherited ones "
             f"(last seq {row['last_seq']}); only a new session can inherit",
-            reason="SESSION_NOT_EMPTY",
+            reason=SESSION_NOT_EMPTY,
         )

@@ -12,6 +12,7 @@ import uuid
 from datetime import datetime
 
 from stello.errors import Aborted
+from stello.reasons import TURN_IN_PROGRESS
 from storage_service.models import (
     TurnBudget,
     TurnKey,
@@ -23,8 +24,6 @@ from storage_service.models import (
 from storage_service.turns.repository import lease_token
 from storage_service.turns.window import read_turn
 from storage_service.unit import Database, UnitOfWork
-
-TURN_IN_PROGRESS = "TURN_IN_PROGRESS"
 
 
 def _lease(
