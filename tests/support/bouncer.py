@@ -2,12 +2,17 @@
 
 `STELLO_TEST_PGBOUNCER=1` makes the fixtures route every pool and every
 service process through one (CI runs the SQL tests a third time so); tests of
-PgBouncer itself start their own. Debian's package installs the binary
-(`scripts/system_packages`); `STELLO_TEST_PGBOUNCER_BIN` may name another.
+PgBouncer itself start their own. The binary is `STELLO_TEST_PGBOUNCER_BIN`, else
+the 1.21+ that `scripts/system_packages` builds (`BUILT`), else Debian's on PATH.
 
 PgBouncer 1.21+ keeps protocol-level prepared statements per client
 (`max_prepared_statements`), so asyncpg's statement cache stays on; older ones
-(Debian 12 ships 1.18) cannot, and the pools run with a cache of 0.
+(Debian 12 ships 1.18) cannot, and the pools run with a cache of 0. The run's own
+bouncer must be 1.21+ (`CANCEL_SAFE_SINCE`): 1.18 exits with a FATAL on races of
+cancel requests (a client that drops while its cancel is in flight:
+"disconnect_client(): bad client state: 0"; a server that answers while being
+canceled: "server_proto: server in bad state: 11"), which the pass's cancelled
+streams and stopped servers run into: one stopped a CI pass part-way.
 
 A bouncer that exits on its own is evidence, not noise: each `Bouncer` keeps its
 process, notes when it exited (and which test pytest was running then), and
@@ -39,6 +44,10 @@ from urllib.parse import urlsplit
 from tests.support.proxy import target_of
 
 PREPARED_STATEMENTS_SINCE = (1, 21)
+CANCEL_SAFE_SINCE = (1, 21)
+"""The oldest PgBouncer the run's own bouncer may be (see the module's docstring)."""
+BUILT = Path(os.environ.get("STELLO_PGBOUNCER_PREFIX", "/opt/stello-pgbouncer")) / "bin/pgbouncer"
+"""Where scripts/system_packages builds a PgBouncer 1.21+ (bench/build_pgbouncer.sh)."""
 MAX_PREPARED_STATEMENTS = 1000
 START_TIMEOUT_S = 10.0
 LOG_TAIL_LINES = 40
@@ -51,14 +60,26 @@ def bouncer_requested() -> bool:
 
 
 def binary() -> str:
-    """The pgbouncer executable: STELLO_TEST_PGBOUNCER_BIN, else the one on PATH."""
+    """The pgbouncer executable: STELLO_TEST_PGBOUNCER_BIN, else `BUILT`, else the one on
+    PATH (Debian's)."""
     configured = os.environ.get("STELLO_TEST_PGBOUNCER_BIN")
-    found = configured or shutil.which("pgbouncer") or shutil.which("/usr/sbin/pgbouncer")
+    built = str(BUILT) if os.access(BUILT, os.X_OK) else None
+    found = configured or built or shutil.which("pgbouncer") or shutil.which("/usr/sbin/pgbouncer")
     if not found:
-        raise RuntimeError(
-            "pgbouncer is not installed: run scripts/system_packages (apt-get install pgbouncer)"
-        )
+        raise RuntimeError("pgbouncer is not installed: run scripts/system_packages")
     return found
+
+
+def check_cancel_safe(executable: str) -> None:
+    """Refuse a PgBouncer older than `CANCEL_SAFE_SINCE` for the run's own bouncer."""
+    found = version(executable)
+    if found < CANCEL_SAFE_SINCE:
+        raise RuntimeError(
+            f"{executable} is PgBouncer {found[0]}.{found[1]}, which exits on cancel-request "
+            "races (tests/support/bouncer.py); the PgBouncer pass needs "
+            f"{CANCEL_SAFE_SINCE[0]}.{CANCEL_SAFE_SINCE[1]}+: run scripts/system_packages "
+            f"(it builds one into {BUILT.parent.parent}) or set STELLO_TEST_PGBOUNCER_BIN"
+        )
 
 
 def version(executable: str) -> tuple[int, int]:

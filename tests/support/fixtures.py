@@ -29,7 +29,9 @@ from tests.support.bouncer import (
     STARTED,
     Bouncer,
     FailureNotes,
+    binary,
     bouncer_requested,
+    check_cancel_safe,
     database_of,
     pgbouncer,
 )
@@ -92,7 +94,12 @@ def _bouncer(admin_dsn: str, request: pytest.FixtureRequest) -> Iterator[Bouncer
     if not bouncer_requested():
         yield None
         return
-    with pgbouncer(admin_dsn) as running:
+    executable = binary()
+    try:
+        check_cancel_safe(executable)
+    except RuntimeError as exc:
+        pytest.exit(str(exc), returncode=pytest.ExitCode.USAGE_ERROR)
+    with pgbouncer(admin_dsn, executable=executable) as running:
         request.config.stash[SESSION_BOUNCER] = running
         yield running
 
