@@ -9,9 +9,15 @@ routes the whole SQL suite through one as well (scripts/test).
 from __future__ import annotations
 
 import asyncio
+import os
+import shutil
+import signal
+import time
 import uuid
 from collections.abc import AsyncIterator, Iterator
 from functools import partial
+from types import SimpleNamespace
+from typing import Any, cast
 
 import asyncpg
 import pytest
@@ -27,9 +33,17 @@ from stello.runner import AppFactory
 from stello.server import create_server, shutdown
 from stello.settings import StelloSettings
 from storage_service.app import create_app as storage_app
-from tests.support.bouncer import Bouncer, bouncer_requested, database_of, pgbouncer
+from tests.support import fixtures
+from tests.support.bouncer import (
+    STARTED,
+    Bouncer,
+    FailureNotes,
+    bouncer_requested,
+    database_of,
+    pgbouncer,
+)
 from tests.support.database import drop_test_database
-from tests.support.fixtures import RunningServer, TestSpace, new_space
+from tests.support.fixtures import SESSION_BOUNCER, RunningServer, TestSpace, new_space
 from tree_service.app import create_app as tree_app
 
 pytestmark = pytest.mark.sql
@@ -173,3 +187,72 @@ async def test_stello_migrate_applies_through_it(admin_dsn: str, small_bouncer: 
         assert await migrate_dsn(fresh) == []
     finally:
         await drop_test_database(admin_dsn, fresh)
+
+
+def _failed(nodeid: str, text: str) -> pytest.TestReport:
+    return pytest.TestReport(nodeid, ("x.py", 0, "x"), {}, "failed", text, "call")
+
+
+def _reported(stash: pytest.Stash, report: pytest.TestReport) -> pytest.TestReport:
+    """`report` as the makereport hook of tests/support/fixtures.py hands it on, for a test run with
+    `stash` as its config's."""
+    item = cast(pytest.Item, SimpleNamespace(config=SimpleNamespace(stash=stash)))
+    hook = fixtures.pytest_runtest_makereport(item, cast(Any, None))
+    next(hook)
+    try:
+        hook.send(report)
+    except StopIteration as done:
+        return cast(pytest.TestReport, done.value)
+    raise AssertionError("the hook did not return the report")
+
+
+def test_a_dead_bouncer_is_reported_with_its_signal_and_log(admin_dsn: str) -> None:
+    """A bouncer killed from outside (SIGKILL, as the OOM killer would) is `died`; the first
+    failure after it shows its signal, the test running when it died and its log's tail,
+    later ones a line pointing back, and the run's summary shows it and fails the run."""
+    with pgbouncer(admin_dsn) as bouncer:
+        assert bouncer.process is not None and not bouncer.died
+        connect_failed = f"OSError: Connect call failed ('127.0.0.1', {bouncer.port})"
+        named = FailureNotes().section("tests/a.py::test_zero", connect_failed, None, [bouncer])
+        assert named is not None and "is running" in named, "a failure naming it gets its log"
+        os.kill(bouncer.process.pid, signal.SIGKILL)
+        deadline = time.monotonic() + 10
+        while bouncer.ended_at is None and time.monotonic() < deadline:
+            time.sleep(0.01)
+        assert bouncer.died
+    try:
+        assert bouncer.folder.exists(), "a dead bouncer's folder is kept for its log"
+        report = bouncer.report()
+        assert "was killed by signal 9 (SIGKILL)" in report
+        assert f"during {os.environ['PYTEST_CURRENT_TEST'].rpartition(' ')[0]}" in report
+        assert f"listening on 127.0.0.1:{bouncer.port}" in report  # a line of its log
+
+        stash = pytest.Stash()
+        stash[fixtures.BOUNCER_NOTES] = FailureNotes()
+        stash[SESSION_BOUNCER] = bouncer
+        first = _reported(stash, _failed("tests/a.py::test_one", connect_failed))
+        assert first.sections == [("PgBouncer", report)]
+        second = _reported(stash, _failed("tests/a.py::test_two", "some other failure"))
+        [(title, line)] = second.sections
+        assert title == "PgBouncer" and "SIGKILL" in line and "under tests/a.py::test_one" in line
+        passed = pytest.TestReport(
+            "tests/a.py::test_ok", ("x.py", 0, "x"), {}, "passed", None, "call"
+        )
+        assert _reported(stash, passed).sections == []
+
+        session = SimpleNamespace(
+            config=SimpleNamespace(stash=stash), exitstatus=pytest.ExitCode.OK
+        )
+        fixtures.pytest_sessionfinish(cast(pytest.Session, session))
+        assert session.exitstatus == pytest.ExitCode.TESTS_FAILED
+        written: list[str] = []
+        terminal = SimpleNamespace(
+            config=session.config,
+            write_sep=lambda _sep, title, **_: written.append(title),
+            write_line=written.append,
+        )
+        fixtures.pytest_terminal_summary(cast(pytest.TerminalReporter, terminal))
+        assert written[:2] == ["PgBouncer exited during the run", report]
+    finally:
+        STARTED.remove(bouncer)
+        shutil.rmtree(bouncer.folder, ignore_errors=True)

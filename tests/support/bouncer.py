@@ -2,12 +2,25 @@
 
 `STELLO_TEST_PGBOUNCER=1` makes the fixtures route every pool and every
 service process through one (CI runs the SQL tests a third time so); tests of
-PgBouncer itself start their own. Debian's package installs the binary
-(`scripts/system_packages`); `STELLO_TEST_PGBOUNCER_BIN` may name another.
+PgBouncer itself start their own. The binary is `STELLO_TEST_PGBOUNCER_BIN`, else
+the 1.21+ that `scripts/system_packages` builds (`BUILT`), else Debian's on PATH.
 
 PgBouncer 1.21+ keeps protocol-level prepared statements per client
 (`max_prepared_statements`), so asyncpg's statement cache stays on; older ones
-(Debian 12 ships 1.18) cannot, and the pools run with a cache of 0.
+(Debian 12 ships 1.18) cannot, and the pools run with a cache of 0. The run's own
+bouncer must be 1.21+ (`CANCEL_SAFE_SINCE`): 1.18 exits with a FATAL on races of
+cancel requests (a client that drops while its cancel is in flight:
+"disconnect_client(): bad client state: 0"; a server that answers while being
+canceled: "server_proto: server in bad state: 11"), which the pass's cancelled
+streams and stopped servers run into: one stopped a CI pass part-way.
+
+A bouncer that exits on its own is evidence, not noise: each `Bouncer` keeps its
+process, notes when it exited (and which test pytest was running then), and
+`report()` names the exit code or signal with the tail of its log and stderr;
+the hooks in tests/support/fixtures.py put that text under a failing test and in
+the run's summary.
+Its folder (config, log, stderr) lives until the bouncer is stopped, and stays
+on disk when the bouncer had died first.
 """
 
 from __future__ import annotations
@@ -20,18 +33,25 @@ import signal
 import socket
 import subprocess
 import tempfile
+import threading
 import time
 from collections.abc import Iterator
 from contextlib import contextmanager
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from urllib.parse import urlsplit
 
 from tests.support.proxy import target_of
 
 PREPARED_STATEMENTS_SINCE = (1, 21)
+CANCEL_SAFE_SINCE = (1, 21)
+"""The oldest PgBouncer the run's own bouncer may be (see the module's docstring)."""
+BUILT = Path(os.environ.get("STELLO_PGBOUNCER_PREFIX", "/opt/stello-pgbouncer")) / "bin/pgbouncer"
+"""Where scripts/system_packages builds a PgBouncer 1.21+ (bench/build_pgbouncer.sh)."""
 MAX_PREPARED_STATEMENTS = 1000
 START_TIMEOUT_S = 10.0
+LOG_TAIL_LINES = 40
+"""How much of a bouncer's log a report shows."""
 
 
 def bouncer_requested() -> bool:
@@ -40,14 +60,26 @@ def bouncer_requested() -> bool:
 
 
 def binary() -> str:
-    """The pgbouncer executable: STELLO_TEST_PGBOUNCER_BIN, else the one on PATH."""
+    """The pgbouncer executable: STELLO_TEST_PGBOUNCER_BIN, else `BUILT`, else the one on
+    PATH (Debian's)."""
     configured = os.environ.get("STELLO_TEST_PGBOUNCER_BIN")
-    found = configured or shutil.which("pgbouncer") or shutil.which("/usr/sbin/pgbouncer")
+    built = str(BUILT) if os.access(BUILT, os.X_OK) else None
+    found = configured or built or shutil.which("pgbouncer") or shutil.which("/usr/sbin/pgbouncer")
     if not found:
-        raise RuntimeError(
-            "pgbouncer is not installed: run scripts/system_packages (apt-get install pgbouncer)"
-        )
+        raise RuntimeError("pgbouncer is not installed: run scripts/system_packages")
     return found
+
+
+def check_cancel_safe(executable: str) -> None:
+    """Refuse a PgBouncer older than `CANCEL_SAFE_SINCE` for the run's own bouncer."""
+    found = version(executable)
+    if found < CANCEL_SAFE_SINCE:
+        raise RuntimeError(
+            f"{executable} is PgBouncer {found[0]}.{found[1]}, which exits on cancel-request "
+            "races (tests/support/bouncer.py); the PgBouncer pass needs "
+            f"{CANCEL_SAFE_SINCE[0]}.{CANCEL_SAFE_SINCE[1]}+: run scripts/system_packages "
+            f"(it builds one into {BUILT.parent.parent}) or set STELLO_TEST_PGBOUNCER_BIN"
+        )
 
 
 def version(executable: str) -> tuple[int, int]:
@@ -61,14 +93,23 @@ def version(executable: str) -> tuple[int, int]:
     return int(match[1]), int(match[2])
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(slots=True)
 class Bouncer:
-    """A running PgBouncer: where it listens and what it supports."""
+    """A PgBouncer started by `pgbouncer()`: where it listens, what it supports, its
+    process, and how that process ended when it did."""
 
     port: int
     version: tuple[int, int]
     user: str
     folder: Path
+    process: subprocess.Popen[bytes] | None = field(default=None, repr=False)
+    ended_at: float | None = None
+    """time.time() when the process exited (set by its watcher thread)."""
+    ended_during: str | None = None
+    """The test pytest was running when it exited (PYTEST_CURRENT_TEST), if any."""
+    stopping: bool = False
+    """Set as `pgbouncer()` stops it (still running then): the exit after is the planned one."""
+    _watcher: threading.Thread | None = field(default=None, repr=False)
 
     @property
     def prepared_statements(self) -> bool:
@@ -80,14 +121,94 @@ class Bouncer:
         """The asyncpg cache size pools need here: 0, or None to keep the configured one."""
         return None if self.prepared_statements else 0
 
+    @property
+    def address(self) -> str:
+        """host:port it listens on (as a failed connect names it)."""
+        return f"127.0.0.1:{self.port}"
+
     def dsn(self, database: str) -> str:
         """The DSN of `database` through this PgBouncer."""
         return f"postgresql://{self.user}@127.0.0.1:{self.port}/{database}"
 
+    @property
+    def log_path(self) -> Path:
+        """Its log file (`logfile` in its config)."""
+        return self.folder / "pgbouncer.log"
+
+    @property
+    def output_path(self) -> Path:
+        """Where its stdout and stderr go (a crash's last words, e.g. glibc's abort)."""
+        return self.folder / "pgbouncer.out"
+
     def log(self) -> str:
         """PgBouncer's log so far (for failure messages)."""
-        path = self.folder / "pgbouncer.log"
-        return path.read_text(errors="replace") if path.exists() else ""
+        return _read(self.log_path)
+
+    def watch(self, process: subprocess.Popen[bytes]) -> None:
+        """Keep `process` and reap it on a thread that notes when it exits."""
+        self.process = process
+        self._watcher = threading.Thread(
+            target=self._wait, name=f"pgbouncer-{process.pid}", daemon=True
+        )
+        self._watcher.start()
+
+    def _wait(self) -> None:
+        assert self.process is not None
+        self.process.wait()
+        self.ended_at = time.time()
+        self.ended_during = os.environ.get("PYTEST_CURRENT_TEST")
+
+    @property
+    def returncode(self) -> int | None:
+        """The process's exit status once it exited (negative: the signal), else None."""
+        return None if self.process is None else self.process.poll()
+
+    @property
+    def died(self) -> bool:
+        """Whether it exited before `pgbouncer()` began to stop it (however it exits then:
+        1.18 answers SIGTERM with code 1)."""
+        return self.returncode is not None and not self.stopping
+
+    def exit_status(self) -> str:
+        """How the process stands: running, or the exit code or signal that ended it."""
+        code = self.returncode
+        if code is None:
+            return "is running"
+        if code < 0:
+            try:
+                name = signal.Signals(-code).name
+            except ValueError:
+                name = "an unknown signal"
+            how = f"was killed by signal {-code} ({name})"
+        else:
+            how = f"exited with code {code}"
+        if self.ended_at is not None:
+            how += " at " + time.strftime("%H:%M:%S", time.localtime(self.ended_at))
+        if self.ended_during:
+            how += f" during {self.ended_during}"
+        return how
+
+    def report(self, lines: int = LOG_TAIL_LINES) -> str:
+        """What a failure message needs: the process's status and the tail of its log (and
+        of its stderr, for what the log does not hold)."""
+        pid = "never started" if self.process is None else f"pid {self.process.pid}"
+        major, minor = self.version
+        head = f"PgBouncer {major}.{minor} ({pid}, {self.address}) {self.exit_status()}"
+        log = self.log().splitlines()
+        parts = [head, f"last {min(lines, len(log))} lines of {self.log_path}:"]
+        parts += log[-lines:] or ["(empty)"]
+        logged = set(log)
+        extra = [line for line in _read(self.output_path).splitlines() if line not in logged]
+        if extra:
+            parts += [f"its stderr ({self.output_path}), lines not in the log:", *extra[-lines:]]
+        return "\n".join(parts)
+
+
+def _read(path: Path) -> str:
+    try:
+        return path.read_text(errors="replace")
+    except FileNotFoundError:
+        return ""
 
 
 def database_of(dsn: str) -> str:
@@ -160,16 +281,21 @@ def _write_config(
     return path
 
 
-def _wait_listening(process: subprocess.Popen[bytes], port: int, bouncer: Bouncer) -> None:
+def _wait_listening(bouncer: Bouncer) -> None:
     deadline = time.monotonic() + START_TIMEOUT_S
     while time.monotonic() < deadline:
-        if process.poll() is not None:
-            raise RuntimeError(f"pgbouncer exited with {process.returncode}:\n{bouncer.log()}")
+        if bouncer.returncode is not None:
+            raise RuntimeError(f"pgbouncer did not start:\n{bouncer.report()}")
         with socket.socket() as probe:
-            if probe.connect_ex(("127.0.0.1", port)) == 0:
+            if probe.connect_ex(("127.0.0.1", bouncer.port)) == 0:
                 return
         time.sleep(0.05)
-    raise RuntimeError(f"pgbouncer did not listen on {port} in {START_TIMEOUT_S}s")
+    raise RuntimeError(f"pgbouncer did not listen in {START_TIMEOUT_S}s:\n{bouncer.report()}")
+
+
+STARTED: list[Bouncer] = []
+"""The bouncers `pgbouncer()` started in this process that run, or that died (failure
+reports look them up); one it stopped leaves the list."""
 
 
 @contextmanager
@@ -179,7 +305,8 @@ def pgbouncer(
     """Run a PgBouncer in transaction mode in front of the server of `upstream_dsn`.
 
     `pool_size` server connections serve each database (any number of clients);
-    `executable` defaults to `binary()`.
+    `executable` defaults to `binary()`. Its folder is removed when the block ends,
+    unless the bouncer had died before: then it stays for whoever reads the report.
     """
     executable = executable or binary()
     found = version(executable)
@@ -187,23 +314,90 @@ def pgbouncer(
     host, _ = _upstream(upstream_dsn)
     run_as = _run_as(host)
     folder = Path(tempfile.mkdtemp(prefix="stello-pgbouncer-"))
-    port = _free_port()
-    bouncer = Bouncer(port, found, user, folder)
-    config = _write_config(folder, upstream_dsn, user, port, bouncer.prepared_statements, pool_size)
+    bouncer = Bouncer(_free_port(), found, user, folder)
+    config = _write_config(
+        folder, upstream_dsn, user, bouncer.port, bouncer.prepared_statements, pool_size
+    )
     command = [executable, str(config)]
     if run_as is not None:
         command[1:1] = ["-u", run_as]
         for path in (folder, *folder.iterdir()):
             shutil.chown(path, run_as)
-    process = subprocess.Popen(command, stdout=subprocess.DEVNULL, stderr=subprocess.STDOUT)
+    with bouncer.output_path.open("wb") as output:
+        process = subprocess.Popen(command, stdout=output, stderr=subprocess.STDOUT)
+    bouncer.watch(process)
+    STARTED.append(bouncer)
     try:
-        _wait_listening(process, port, bouncer)
+        _wait_listening(bouncer)
         yield bouncer
     finally:
-        process.send_signal(signal.SIGTERM)  # immediate shutdown: the clients are gone
-        try:
-            process.wait(timeout=10)
-        except subprocess.TimeoutExpired:
-            process.kill()
-            process.wait()
-        shutil.rmtree(folder, ignore_errors=True)
+        _stop(bouncer, process)
+        if not bouncer.died:
+            STARTED.remove(bouncer)
+            shutil.rmtree(folder, ignore_errors=True)
+
+
+def _stop(bouncer: Bouncer, process: subprocess.Popen[bytes]) -> None:
+    """SIGTERM (immediate shutdown: the clients are gone), SIGKILL after 10 s."""
+    if process.poll() is not None:
+        return
+    bouncer.stopping = True
+    process.send_signal(signal.SIGTERM)
+    try:
+        process.wait(timeout=10)
+    except subprocess.TimeoutExpired:
+        process.kill()
+        process.wait()
+
+
+class FailureNotes:
+    """What failed tests' reports say about the bouncers: a test that failed naming a
+    bouncer's address, or after the run's own bouncer died, gets that bouncer's report (its
+    status and the tail of its log); after `FULL_REPORTS` of them, or after the first one
+    about a death, one line that points back to it (1,000 tests failing on a dead bouncer
+    need its log once, not 1,000 times)."""
+
+    FULL_REPORTS = 3
+
+    def __init__(self) -> None:
+        self._alive_shown: dict[int, list[str]] = {}
+        self._death_shown: dict[int, str] = {}
+
+    def section(
+        self, nodeid: str, failure: str, session: Bouncer | None, started: list[Bouncer]
+    ) -> str | None:
+        """The text to add under the failed test `nodeid` (its failure text `failure`), or
+        None when no bouncer is involved. `session` is the run's own bouncer, if any."""
+        notes = []
+        for bouncer in _unique([session, *started]):
+            named = f"'127.0.0.1', {bouncer.port})" in failure or bouncer.address in failure
+            if named or (bouncer is session and bouncer.died):
+                notes.append(self._note(bouncer, nodeid, in_summary=bouncer is session))
+        return "\n\n".join(notes) or None
+
+    def _note(self, bouncer: Bouncer, nodeid: str, *, in_summary: bool) -> str:
+        key = id(bouncer)
+        if bouncer.died:
+            first = self._death_shown.setdefault(key, nodeid)
+            if first == nodeid:
+                return bouncer.report()
+            where = f"under {first}" + (" and in the run's summary" if in_summary else "")
+            return _line(bouncer, f"its log is {where}")
+        shown = self._alive_shown.setdefault(key, [])
+        if len(shown) >= self.FULL_REPORTS:
+            return _line(bouncer, f"its log is under {shown[0]}")
+        shown.append(nodeid)
+        return bouncer.report()
+
+
+def _line(bouncer: Bouncer, where: str) -> str:
+    major, minor = bouncer.version
+    return f"PgBouncer {major}.{minor} ({bouncer.address}) {bouncer.exit_status()}; {where}"
+
+
+def _unique(bouncers: list[Bouncer | None]) -> list[Bouncer]:
+    seen: list[Bouncer] = []
+    for bouncer in bouncers:
+        if bouncer is not None and all(bouncer is not other for other in seen):
+            seen.append(bouncer)
+    return seen

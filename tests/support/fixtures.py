@@ -1,10 +1,17 @@
-"""Shared fixtures: a real database, spaces and keys, sessions by SQL, servers on port 0."""
+"""Shared fixtures: a real database, spaces and keys, sessions by SQL, servers on port 0.
+
+With STELLO_TEST_PGBOUNCER=1 every connection goes through the run's own PgBouncer; the
+hooks here keep its end in the run's output (tests/support/bouncer.py): a test that fails
+naming a bouncer's address, or after the run's bouncer died, shows that bouncer's exit
+code or signal and the tail of its log; the summary shows it again when the run's bouncer
+died, and the run fails then even if no test did.
+"""
 
 from __future__ import annotations
 
 import asyncio
 import uuid
-from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
+from collections.abc import AsyncIterator, Awaitable, Callable, Generator, Iterator
 from dataclasses import dataclass
 from typing import Any
 
@@ -18,7 +25,16 @@ from stello.db import create_pool
 from stello.runner import AppFactory
 from stello.server import ServiceApp, create_server, shutdown
 from stello.settings import StelloSettings
-from tests.support.bouncer import Bouncer, bouncer_requested, database_of, pgbouncer
+from tests.support.bouncer import (
+    STARTED,
+    Bouncer,
+    FailureNotes,
+    binary,
+    bouncer_requested,
+    check_cancel_safe,
+    database_of,
+    pgbouncer,
+)
 from tests.support.database import create_test_database, drop_test_database, server_dsn
 
 
@@ -67,14 +83,61 @@ def _admin_dsn() -> Iterator[str]:
         yield dsn
 
 
+SESSION_BOUNCER = pytest.StashKey[Bouncer]()
+"""The run's own PgBouncer, once the `bouncer` fixture started it."""
+BOUNCER_NOTES = pytest.StashKey[FailureNotes]()
+
+
 @pytest.fixture(name="bouncer", scope="session")
-def _bouncer(admin_dsn: str) -> Iterator[Bouncer | None]:
+def _bouncer(admin_dsn: str, request: pytest.FixtureRequest) -> Iterator[Bouncer | None]:
     """The PgBouncer every connection goes through (STELLO_TEST_PGBOUNCER=1), else None."""
     if not bouncer_requested():
         yield None
         return
-    with pgbouncer(admin_dsn) as running:
+    executable = binary()
+    try:
+        check_cancel_safe(executable)
+    except RuntimeError as exc:
+        pytest.exit(str(exc), returncode=pytest.ExitCode.USAGE_ERROR)
+    with pgbouncer(admin_dsn, executable=executable) as running:
+        request.config.stash[SESSION_BOUNCER] = running
         yield running
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    config.stash[BOUNCER_NOTES] = FailureNotes()
+
+
+@pytest.hookimpl(wrapper=True)
+def pytest_runtest_makereport(
+    item: pytest.Item, call: pytest.CallInfo[None]
+) -> Generator[None, pytest.TestReport, pytest.TestReport]:
+    """A failed test's report gets a "PgBouncer" section when a bouncer is involved."""
+    report = yield
+    if report.failed:
+        notes = item.config.stash.setdefault(BOUNCER_NOTES, FailureNotes())
+        session = item.config.stash.get(SESSION_BOUNCER, None)
+        section = notes.section(report.nodeid, report.longreprtext, session, STARTED)
+        if section is not None:
+            report.sections.append(("PgBouncer", section))
+    return report
+
+
+def pytest_sessionfinish(session: pytest.Session) -> None:
+    """The run fails when its own bouncer died, whatever the tests said."""
+    bouncer = session.config.stash.get(SESSION_BOUNCER, None)
+    if bouncer is not None and bouncer.died and session.exitstatus == pytest.ExitCode.OK:
+        session.exitstatus = pytest.ExitCode.TESTS_FAILED
+
+
+def pytest_terminal_summary(terminalreporter: pytest.TerminalReporter) -> None:
+    """The run's own bouncer's report, when it died before the end."""
+    bouncer = terminalreporter.config.stash.get(SESSION_BOUNCER, None)
+    if bouncer is None or not bouncer.died:
+        return
+    terminalreporter.write_sep("=", "PgBouncer exited during the run", red=True)
+    terminalreporter.write_line(bouncer.report())
+    terminalreporter.write_line(f"(its folder is kept: {bouncer.folder})")
 
 
 @pytest.fixture(name="direct_database_url", scope="session")
