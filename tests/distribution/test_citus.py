@@ -20,7 +20,15 @@ from stello import distribution
 from stello.distribution import distribute, is_distributed
 from stello.errors import FailedPrecondition
 from stello.migrate import load_migrations, migrate
-from tests.support.citus import SCRIPT, SKIPPED, CitusCluster, citus_cluster, citus_skip_reason
+from tests.support.citus import (
+    SCRIPT,
+    SKIPPED,
+    CitusCluster,
+    LoggedError,
+    citus_cluster,
+    citus_skip_reason,
+    logged_errors,
+)
 
 pytestmark = [pytest.mark.citus, pytest.mark.timeout(300)]
 
@@ -191,6 +199,24 @@ class TestScript:
         )
         assert done.returncode not in (0, SKIPPED)
         assert "sha256" in done.stderr
+
+
+class TestLog:
+    def test_errors_come_with_their_statement(self) -> None:
+        """A node's log is read as its ERRORs, each with the (multi-line) statement logged."""
+        log = (
+            "2026-01-02 03:04:05.678 UTC [11] db1 LOG:  checkpoint starting\n"
+            "2026-01-02 03:04:05.679 UTC [12] db1 ERROR:  could not run distributed query\n"
+            "2026-01-02 03:04:05.679 UTC [12] db1 HINT:  Consider an equality filter.\n"
+            "2026-01-02 03:04:05.679 UTC [12] db1 STATEMENT:  \n"
+            "\tSELECT 1\n"
+            "\tFOR UPDATE\n"
+            "2026-01-02 03:04:06.000 UTC [13]  ERROR:  canceling statement due to user request\n"
+        )
+        assert logged_errors(log) == [
+            LoggedError("db1", "could not run distributed query", "\nSELECT 1\nFOR UPDATE"),
+            LoggedError("", "canceling statement due to user request", ""),
+        ]
 
 
 class TestDistribute:

@@ -20,6 +20,7 @@ tests/support/database.py).
 from __future__ import annotations
 
 import os
+import re
 import shutil
 import socket
 import subprocess
@@ -420,3 +421,39 @@ def pytest_unconfigure(config: object) -> None:
             Path(keep, f"{node.name}.log").write_text(node.log(), encoding="utf-8")
     if isinstance(stack, contextlib.ExitStack):
         stack.close()
+
+
+@dataclass(frozen=True, slots=True)
+class LoggedError:
+    """An ERROR a node logged, with the statement it logged with it (log_min_error_statement)."""
+
+    database: str
+    message: str
+    statement: str
+
+
+_LOG_LINE = re.compile(
+    r"^\d{4}-\d\d-\d\d \d\d:\d\d:\d\d\.\d+ \w+ \[(?P<pid>\d+)\] (?P<db>\S*) ?"
+    r"(?P<level>[A-Z]+):  (?P<text>.*)$"
+)
+
+
+def logged_errors(log: str) -> list[LoggedError]:
+    """The ERRORs of a node's log (SETTINGS' log_line_prefix), each with its statement."""
+    entries: list[list[str]] = []
+    for line in log.splitlines():
+        match = _LOG_LINE.match(line)
+        if match:
+            entries.append([match["pid"], match["db"], match["level"], match["text"]])
+        elif entries:
+            entries[-1][3] += "\n" + line.removeprefix("\t")
+    errors: list[LoggedError] = []
+    open_errors: dict[str, int] = {}
+    for pid, db, level, text in entries:
+        if level == "ERROR":
+            open_errors[pid] = len(errors)
+            errors.append(LoggedError(db, text.partition("\n")[0], ""))
+        elif level == "STATEMENT" and pid in open_errors:
+            index = open_errors.pop(pid)
+            errors[index] = LoggedError(errors[index].database, errors[index].message, text)
+    return errors
