@@ -35,9 +35,14 @@ CREATE TABLE space_events (
 CREATE INDEX space_events_created ON space_events (space_id, created_at);
 
 -- Tenant tables, co-located with sessions where Citus runs (docs/scaling.md).
+-- Where the schema is already distributed (stello.distribution), a new tenant
+-- table joins it at once; on a Citus coordinator that is not distributed yet
+-- (and on plain PostgreSQL) the table waits for `distribute`.
 DO $$ BEGIN
   IF EXISTS (SELECT FROM pg_extension WHERE extname = 'citus') THEN
-    PERFORM create_distributed_table('space_positions', 'space_id', colocate_with => 'sessions');
-    PERFORM create_distributed_table('space_events', 'space_id', colocate_with => 'sessions');
+    IF EXISTS (SELECT FROM pg_dist_partition WHERE logicalrelid = 'sessions'::regclass) THEN
+      PERFORM create_distributed_table('space_positions', 'space_id', colocate_with => 'sessions');
+      PERFORM create_distributed_table('space_events', 'space_id', colocate_with => 'sessions');
+    END IF;
   END IF;
 END $$;

@@ -20,8 +20,13 @@ CREATE INDEX shared_memory_order ON shared_memory (space_id, created_at, slug);
 -- Shared memory events name the entry by its slug (its key, as a session's id).
 ALTER TABLE space_events ADD COLUMN slug text;
 
+-- Where the schema is already distributed (stello.distribution), a new tenant
+-- table joins it at once; on a Citus coordinator that is not distributed yet
+-- (and on plain PostgreSQL) the table waits for `distribute`.
 DO $$ BEGIN
   IF EXISTS (SELECT FROM pg_extension WHERE extname = 'citus') THEN
-    PERFORM create_distributed_table('shared_memory', 'space_id', colocate_with => 'sessions');
+    IF EXISTS (SELECT FROM pg_dist_partition WHERE logicalrelid = 'sessions'::regclass) THEN
+      PERFORM create_distributed_table('shared_memory', 'space_id', colocate_with => 'sessions');
+    END IF;
   END IF;
 END $$;

@@ -164,9 +164,17 @@ BEGIN
 END;
 $$;
 
+-- Where the schema is already distributed (stello.distribution), a new tenant
+-- table joins it at once; on a Citus coordinator that is not distributed yet
+-- (and on plain PostgreSQL) the table waits for `distribute`.
 DO $$ BEGIN
   IF EXISTS (SELECT FROM pg_extension WHERE extname = 'citus') THEN
-    PERFORM create_distributed_table('session_lineages', 'space_id', colocate_with => 'sessions');
-    PERFORM create_distributed_table('record_segments', 'space_id', colocate_with => 'sessions');
+    IF EXISTS (SELECT FROM pg_dist_partition WHERE logicalrelid = 'sessions'::regclass) THEN
+      PERFORM create_distributed_table('session_lineages', 'space_id', colocate_with => 'sessions');
+      PERFORM create_distributed_table('record_segments', 'space_id', colocate_with => 'sessions');
+      -- Called from statements routed to a space's shard: on every node, by p_space.
+      PERFORM create_distributed_function('stello_release_records(uuid, uuid[], bigint)',
+                                          'p_space', colocate_with => 'sessions');
+    END IF;
   END IF;
 END $$;

@@ -1,0 +1,452 @@
+"""The schema on a real Citus cluster: `stello migrate`, then `distribute`, on a coordinator
+with two workers (DESIGN §4.7, docs/scaling.md).
+
+The cluster is built and started by scripts/citus and tests/support/citus.py;
+where Citus cannot be made available every test here skips with the reason.
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+from collections.abc import AsyncIterator, Iterator
+from dataclasses import dataclass
+from pathlib import Path
+
+import asyncpg
+import pytest
+
+from stello import distribution
+from stello.distribution import distribute, is_distributed
+from stello.errors import FailedPrecondition
+from stello.migrate import load_migrations, migrate
+from tests.support.citus import (
+    SCRIPT,
+    SKIPPED,
+    CitusCluster,
+    LoggedError,
+    citus_cluster,
+    citus_skip_reason,
+    logged_errors,
+)
+
+pytestmark = [pytest.mark.citus, pytest.mark.timeout(300)]
+
+SHARDS = 4  # per table: fast to create, still spread over both workers
+
+FOREIGN_KEYS = """
+SELECT t.relname AS table_name, con.conname AS name, pg_get_constraintdef(con.oid) AS definition
+FROM pg_constraint con
+JOIN pg_class t ON t.oid = con.conrelid
+WHERE con.contype = 'f' AND t.relnamespace = 'public'::regnamespace
+ORDER BY 1, 2
+"""
+
+TABLES = """
+SELECT table_name::text AS name, citus_table_type AS kind, distribution_column AS column_name,
+       colocation_id
+FROM citus_tables
+ORDER BY 1
+"""
+
+# The same, with the group told as "that of sessions" or not (groups are numbered per database).
+PLACEMENT = """
+SELECT t.table_name::text AS name, t.citus_table_type AS kind, t.distribution_column,
+       t.colocation_id = s.colocation_id AS with_sessions
+FROM citus_tables t, citus_tables s
+WHERE s.table_name = 'sessions'::regclass
+ORDER BY 1
+"""
+
+PUBLIC_TABLES = """
+SELECT relname FROM pg_class
+WHERE relnamespace = 'public'::regnamespace AND relkind IN ('r', 'p')
+ORDER BY 1
+"""
+
+# Where each distributed function lives: its argument index and group (NULL: propagated only).
+FUNCTIONS = """
+SELECT p.oid::regprocedure::text AS signature, o.distribution_argument_index AS argument,
+       o.colocationid,
+       o.colocationid = (SELECT colocation_id FROM citus_tables
+                         WHERE table_name = 'sessions'::regclass) AS with_sessions
+FROM pg_dist_object o
+JOIN pg_proc p ON o.classid = 'pg_proc'::regclass AND p.oid = o.objid
+ORDER BY 1
+"""
+
+SHARD_NODES = """
+SELECT count(DISTINCT nodeport) FROM citus_shards WHERE table_name = $1::regclass
+"""
+
+
+@dataclass(frozen=True, slots=True)
+class Distributed:
+    """A fresh database on the cluster, migrated and distributed, and what it took."""
+
+    dsn: str
+    applied: list[str]
+    keys_before: list[tuple[str, str, str]]
+    steps: list[str]
+
+
+def _signature(text: str) -> str:
+    """A signature as regprocedure prints it (no blank after the commas)."""
+    return text.replace(", ", ",")
+
+
+async def _keys(con: asyncpg.Connection) -> list[tuple[str, str, str]]:
+    return [(r["table_name"], r["name"], r["definition"]) for r in await con.fetch(FOREIGN_KEYS)]
+
+
+async def _snapshot(con: asyncpg.Connection) -> tuple[object, ...]:
+    """What distribution decides, as the catalog holds it: tables, keys, functions (groups
+    told relative to sessions', so two databases compare)."""
+    return (
+        [tuple(r) for r in await con.fetch(PLACEMENT)],
+        await _keys(con),
+        [(r["signature"], r["argument"], r["with_sessions"]) for r in await con.fetch(FUNCTIONS)],
+    )
+
+
+@pytest.fixture(name="cluster", scope="module")
+def _cluster() -> Iterator[CitusCluster]:
+    reason = citus_skip_reason()
+    if reason is not None:
+        pytest.skip(reason)
+    with citus_cluster() as running:
+        yield running
+
+
+@pytest.fixture(name="node_logs", autouse=True)
+def _node_logs(request: pytest.FixtureRequest) -> Iterator[None]:
+    """Print what the nodes logged during the test: pytest shows it under a failure only."""
+    if "cluster" not in request.fixturenames:
+        yield
+        return
+    cluster: CitusCluster = request.getfixturevalue("cluster")
+    sizes = {node.name: len(node.log()) for node in cluster.nodes}
+    yield
+    for node in cluster.nodes:
+        print(f"===== {node.name} log during the test\n{node.log()[sizes[node.name] :]}")  # noqa: T201
+
+
+@pytest.fixture(name="distributed", scope="module")
+async def _distributed(cluster: CitusCluster) -> AsyncIterator[Distributed]:
+    dsn = await cluster.create_database()
+    con = await asyncpg.connect(dsn)
+    try:
+        applied = await migrate(con)
+        keys = await _keys(con)
+        steps = await distribute(con, shard_count=SHARDS)
+    finally:
+        await con.close()
+    yield Distributed(dsn, applied, keys, steps)
+
+
+@pytest.fixture(name="con")
+async def _con(distributed: Distributed) -> AsyncIterator[asyncpg.Connection]:
+    con = await asyncpg.connect(distributed.dsn)
+    try:
+        yield con
+    finally:
+        await con.close()
+
+
+class TestScript:
+    def test_no_source_skips_in_one_line(self, tmp_path: Path) -> None:
+        """Without an installed Citus or a tarball, scripts/citus says why in one line, exit 3."""
+        pg_config = tmp_path / "pg_config"
+        pg_config.write_text(
+            "#!/bin/sh\n"
+            f'case "$1" in --pkglibdir) echo {tmp_path};; --sharedir) echo {tmp_path};;\n'
+            "  --version) echo 'PostgreSQL 15.20';; esac\n"
+        )
+        pg_config.chmod(0o755)
+        env = {
+            **os.environ,
+            "STELLO_CITUS_PG_CONFIG": str(pg_config),
+            "STELLO_CITUS_SOURCE": str(tmp_path / "missing.tar.gz"),
+            "STELLO_CITUS_CACHE": str(tmp_path / "cache"),
+        }
+        done = subprocess.run(
+            ["bash", str(SCRIPT)], env=env, capture_output=True, text=True, check=False
+        )
+        assert done.returncode == SKIPPED
+        assert done.stdout == ""
+        lines = done.stderr.splitlines()
+        assert len(lines) == 1 and "Citus pass skipped" in lines[0], done.stderr
+
+    def test_bad_checksum_fails(self, tmp_path: Path) -> None:
+        """A tarball whose sha256 is not the vendored one fails the script (no skip, no build)."""
+        pg_config = tmp_path / "pg_config"
+        pg_config.write_text(
+            "#!/bin/sh\n"
+            f'case "$1" in --pkglibdir) echo {tmp_path};; --sharedir) echo {tmp_path};;\n'
+            "  --version) echo 'PostgreSQL 15.20';; esac\n"
+        )
+        pg_config.chmod(0o755)
+        tarball = tmp_path / "citus-13.2.2.tar.gz"
+        tarball.write_bytes(b"not citus")
+        env = {
+            **os.environ,
+            "STELLO_CITUS_PG_CONFIG": str(pg_config),
+            "STELLO_CITUS_SOURCE": str(tarball),
+            "STELLO_CITUS_CACHE": str(tmp_path / "cache"),
+        }
+        done = subprocess.run(
+            ["bash", str(SCRIPT)], env=env, capture_output=True, text=True, check=False
+        )
+        assert done.returncode not in (0, SKIPPED)
+        assert "sha256" in done.stderr
+
+
+class TestLog:
+    def test_errors_come_with_their_statement(self) -> None:
+        """A node's log is read as its ERRORs, each with the (multi-line) statement logged."""
+        log = (
+            "2026-01-02 03:04:05.678 UTC [11] db1 LOG:  checkpoint starting\n"
+            "2026-01-02 03:04:05.679 UTC [12] db1 ERROR:  could not run distributed query\n"
+            "2026-01-02 03:04:05.679 UTC [12] db1 HINT:  Consider an equality filter.\n"
+            "2026-01-02 03:04:05.679 UTC [12] db1 STATEMENT:  \n"
+            "\tSELECT 1\n"
+            "\tFOR UPDATE\n"
+            "2026-01-02 03:04:06.000 UTC [13]  ERROR:  canceling statement due to user request\n"
+        )
+        assert logged_errors(log) == [
+            LoggedError("db1", "could not run distributed query", "\nSELECT 1\nFOR UPDATE"),
+            LoggedError("", "canceling statement due to user request", ""),
+        ]
+
+
+class TestDistribute:
+    async def test_migrate_on_a_fresh_coordinator(self, distributed: Distributed) -> None:
+        """stello migrate applies every migration on a coordinator whose schema is not
+        distributed yet."""
+        assert distributed.applied == [m.version for m in load_migrations()]
+
+    async def test_tenant_tables_are_colocated_by_space_id(self, con: asyncpg.Connection) -> None:
+        """Every tenant table is distributed by space_id in the co-location group of sessions."""
+        tables = {r["name"]: r for r in await con.fetch(TABLES)}
+        group = tables["sessions"]["colocation_id"]
+        for name in distribution.DISTRIBUTED_TABLES:
+            assert tables[name]["kind"] == "distributed", name
+            assert tables[name]["column_name"] == "space_id", name
+            assert tables[name]["colocation_id"] == group, name
+        shards = await con.fetchval(
+            "SELECT shard_count FROM citus_tables WHERE table_name = 'sessions'::regclass"
+        )
+        assert shards == SHARDS
+
+    async def test_every_table_is_placed(self, con: asyncpg.Connection) -> None:
+        """No table of the schema is left local: each is distributed or a reference table."""
+        public = {r["relname"] for r in await con.fetch(PUBLIC_TABLES)}
+        placed = {r["name"] for r in await con.fetch(TABLES)}
+        assert public == placed
+        assert placed == set(distribution.DISTRIBUTED_TABLES) | set(distribution.REFERENCE_TABLES)
+
+    async def test_reference_tables_are_on_every_worker(
+        self, con: asyncpg.Connection, cluster: CitusCluster
+    ) -> None:
+        """The global tables are reference tables with a copy on each node."""
+        tables = {r["name"]: r for r in await con.fetch(TABLES)}
+        for name in distribution.REFERENCE_TABLES:
+            assert tables[name]["kind"] == "reference", name
+            assert await con.fetchval(SHARD_NODES, name) == len(cluster.nodes), name
+
+    async def test_tenant_shards_are_on_both_workers(self, con: asyncpg.Connection) -> None:
+        """The shards of sessions are spread over the two workers."""
+        assert await con.fetchval(SHARD_NODES, "sessions") == 2
+
+    async def test_foreign_keys_are_as_before(
+        self, con: asyncpg.Connection, distributed: Distributed
+    ) -> None:
+        """The tenant keys dropped for the conversion are back, exactly as they were."""
+        assert await _keys(con) == distributed.keys_before
+        assert any(name == "sessions" for name, _, _ in distributed.keys_before)
+
+    async def test_functions_are_on_the_workers(
+        self, con: asyncpg.Connection, cluster: CitusCluster, distributed: Distributed
+    ) -> None:
+        """Each shared function exists on every worker, co-located by its space argument."""
+        found = {r["signature"]: r for r in await con.fetch(FUNCTIONS)}
+        group = await con.fetchval(
+            "SELECT colocation_id FROM citus_tables WHERE table_name = 'sessions'::regclass"
+        )
+        for signature, argument in distribution.FUNCTIONS.items():
+            row = found[_signature(signature)]
+            if argument is None:
+                assert row["argument"] is None, signature
+            else:
+                assert (row["argument"], row["colocationid"]) == (0, group), signature
+        name = distributed.dsn.rpartition("/")[2]
+        for worker in cluster.workers:
+            there = await asyncpg.connect(worker.dsn(name))
+            try:
+                signatures = {
+                    r["signature"]
+                    for r in await there.fetch(
+                        "SELECT oid::regprocedure::text AS signature FROM pg_proc "
+                        "WHERE pronamespace = 'public'::regnamespace"
+                    )
+                }
+            finally:
+                await there.close()
+            assert signatures == {_signature(s) for s in distribution.FUNCTIONS}, worker.name
+
+    async def test_second_run_changes_nothing(
+        self, con: asyncpg.Connection, distributed: Distributed
+    ) -> None:
+        """distribute on a distributed schema takes no step and leaves the catalog as it was."""
+        assert distributed.steps
+        before = await _snapshot(con)
+        assert await distribute(con, shard_count=SHARDS) == []
+        assert await _snapshot(con) == before
+        assert await is_distributed(con)
+
+    async def test_shared_functions_run_from_shards(self, con: asyncpg.Connection) -> None:
+        """A statement routed to a space's shard calls stello_release_records there, and the
+        recount runs per space and for every space."""
+        ids = [
+            r["id"]
+            for r in await con.fetch("SELECT gen_random_uuid() AS id FROM generate_series(1, 3)")
+        ]
+        principal, space, session = ids
+        await con.execute(
+            "INSERT INTO principals (id, name) VALUES ($1, $2)", principal, str(principal)
+        )
+        await con.execute(
+            "INSERT INTO spaces (id, principal_id, name) VALUES ($1, $2, 's')", space, principal
+        )
+        await con.execute(
+            "INSERT INTO sessions (space_id, id, root_id, label) VALUES ($1, $2, $2, 'a')",
+            space,
+            session,
+        )
+        await con.execute(
+            "INSERT INTO records (space_id, session_id, seq, role, content, token_estimate,"
+            " token_cumulative) SELECT $1, $2, n, 'user', 'twelve chars', 0, 0"
+            " FROM generate_series(1, 3) n",
+            space,
+            session,
+        )
+        await con.execute("SELECT stello_recount_tokens($1, NULL)", space)
+        await con.execute("SELECT stello_recount_tokens(NULL, NULL)")
+        total = await con.fetchval(
+            "SELECT token_total FROM sessions WHERE space_id = $1 AND id = $2", space, session
+        )
+        assert total == 9
+        await con.execute(
+            "WITH s AS (SELECT id FROM sessions WHERE space_id = $1 AND id = $2)"
+            " SELECT stello_release_records($1, (SELECT array_agg(id) FROM s), 2)",
+            space,
+            session,
+        )
+        seqs = await con.fetch(
+            "SELECT seq FROM records WHERE space_id = $1 AND session_id = $2 ORDER BY seq",
+            space,
+            session,
+        )
+        assert [r["seq"] for r in seqs] == [3]
+
+
+class TestRefusals:
+    async def test_no_worker(self, cluster: CitusCluster) -> None:
+        """A coordinator with no worker in the database is refused, and nothing changes."""
+        dsn = await cluster.create_database(register_workers=False)
+        con = await asyncpg.connect(dsn)
+        try:
+            await migrate(con)
+            with pytest.raises(FailedPrecondition, match="no active worker") as refused:
+                await distribute(con)
+            assert refused.value.reason == "CITUS_NO_WORKER"
+            assert not await is_distributed(con)
+            assert await con.fetchval("SELECT count(*) FROM pg_dist_partition") == 0
+        finally:
+            await con.close()
+            await cluster.drop_database(dsn.rpartition("/")[2])
+
+    async def test_schema_too_old(self, cluster: CitusCluster) -> None:
+        """A database not migrated, or migrated to before 0004 (a SET NULL key, a sequence),
+        is refused with what to run."""
+        dsn = await cluster.create_database()
+        con = await asyncpg.connect(dsn)
+        try:
+            for until in (None, "0002_idempotency_claim"):
+                if until is not None:
+                    await migrate(con, until=until)
+                with pytest.raises(FailedPrecondition, match="stello migrate") as refused:
+                    await distribute(con)
+                assert refused.value.reason == "SCHEMA_TOO_OLD"
+            assert not await is_distributed(con)
+        finally:
+            await con.close()
+            await cluster.drop_database(dsn.rpartition("/")[2])
+
+    async def test_no_citus_extension(self, cluster: CitusCluster) -> None:
+        """A database without the citus extension migrates as on plain PostgreSQL, and the
+        distribution is refused."""
+        admin = await asyncpg.connect(cluster.dsn())
+        try:
+            await admin.execute('CREATE DATABASE "stello_plain"')
+        finally:
+            await admin.close()
+        con = await asyncpg.connect(cluster.dsn("stello_plain"))
+        try:
+            assert await migrate(con) == [m.version for m in load_migrations()]
+            with pytest.raises(FailedPrecondition, match="citus extension") as refused:
+                await distribute(con)
+            assert refused.value.reason == "CITUS_MISSING"
+            assert not await is_distributed(con)
+        finally:
+            await con.close()
+            await cluster.drop_database("stello_plain")
+
+
+class TestLaterMigrations:
+    @pytest.mark.parametrize(
+        ("distributed_at", "then_until"),
+        [
+            # 0005's guard distributes its tables; 0006's backfill (a SQL-bodied function
+            # over every space) cannot run on a distributed schema, which never existed then.
+            ("0004_tenant_local_order", "0005_space_events"),
+            ("0006_bounded_turns", None),
+            ("0008_fork_guard", None),
+            ("0009_lineage", None),
+        ],
+    )
+    async def test_migrate_distribute_then_the_rest(
+        self,
+        cluster: CitusCluster,
+        distributed: Distributed,
+        distributed_at: str,
+        then_until: str | None,
+    ) -> None:
+        """Migrations later than the distribution apply on the distributed schema: the tables
+        they create are distributed at once, and the result is the schema distributed at the end."""
+        dsn = await cluster.create_database()
+        con = await asyncpg.connect(dsn)
+        try:
+            await migrate(con, until=distributed_at)
+            assert await distribute(con, shard_count=SHARDS)
+            versions = [m.version for m in load_migrations()]
+            later = versions[versions.index(distributed_at) + 1 :]
+            if then_until is not None:
+                later = later[: later.index(then_until) + 1]
+            assert await migrate(con, until=then_until) == later
+            tables = {r["name"]: r["kind"] for r in await con.fetch(TABLES)}
+            public = {r["relname"] for r in await con.fetch(PUBLIC_TABLES)}
+            assert {tables.get(t) for t in public & set(distribution.DISTRIBUTED_TABLES)} == {
+                "distributed"
+            }
+            if then_until is None:
+                await distribute(con, shard_count=SHARDS)
+                assert await distribute(con, shard_count=SHARDS) == []
+                reference = await asyncpg.connect(distributed.dsn)
+                try:
+                    assert await _snapshot(con) == await _snapshot(reference)
+                finally:
+                    await reference.close()
+        finally:
+            await con.close()
+            await cluster.drop_database(dsn.rpartition("/")[2])

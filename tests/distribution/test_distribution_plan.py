@@ -1,0 +1,21 @@
+"""One source for the distribution plan: docs/scaling.md says what stello.distribution does."""
+
+from __future__ import annotations
+
+from stello import distribution
+from tests.distribution.plan import code_plan, read_plan
+
+
+class TestPlan:
+    def test_document_block_is_the_code(self) -> None:
+        """The tables and functions of docs/scaling.md's plan block are stello.distribution's."""
+        assert read_plan() == code_plan()
+
+    def test_sessions_comes_first(self) -> None:
+        """sessions is distributed first: every other tenant table is co-located with it."""
+        assert distribution.DISTRIBUTED_TABLES[0] == distribution.COLOCATE_WITH == "sessions"
+
+    def test_no_table_in_both_lists(self) -> None:
+        """A table is either replicated or distributed, never both, and listed once."""
+        tables = distribution.REFERENCE_TABLES + distribution.DISTRIBUTED_TABLES
+        assert len(set(tables)) == len(tables)
