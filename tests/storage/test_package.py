@@ -26,7 +26,7 @@ ROOMS = {
     "turns": ["repository", "service", "window"],
 }
 # Storage is one service over the kernel: no other service, no program (STYLE §16).
-FOREIGN = ("agent_gateway", "tree_service", "stello.cli", "stello.console")
+FOREIGN = ("agent_gateway", "tree_service", "stello_cli", "stello_client", "stello_console")
 
 
 def _imported(path: Path) -> set[str]:
