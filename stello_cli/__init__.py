@@ -15,6 +15,8 @@ from __future__ import annotations
 
 import os
 
+import stello  # noqa: F401 (first: its import settles gRPC fork support before grpc loads)
+
 os.environ.setdefault("GRPC_VERBOSITY", "NONE")
 os.environ.setdefault("GRPC_TRACE", "")
 

@@ -12,4 +12,6 @@ its users; it imports neither, nor any service.
 
 from __future__ import annotations
 
+import stello  # noqa: F401 (first: its import settles gRPC fork support before grpc loads)
+
 __all__: list[str] = []

@@ -8,6 +8,7 @@ It imports no service package: it is a client of `stello.agent.v1`.
 
 from __future__ import annotations
 
+import stello  # noqa: F401 (first: its import settles gRPC fork support before grpc loads)
 from stello_console.app import ConsoleOptions, RunningConsole, create_console, running_console
 from stello_console.gateway import Caller, ConsoleGateway
 from stello_console.security import AccessPolicy, LaunchToken
