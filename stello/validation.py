@@ -8,6 +8,7 @@ refused by field path, before anything is written or any model is called.
 from __future__ import annotations
 
 import contextvars
+import json
 import math
 import uuid
 from typing import Any
@@ -191,3 +192,15 @@ def struct_problem(value: Message) -> str | None:
         else:
             stack.extend((child, depth) for child in item.values)
     return None
+
+
+def tool_arguments(text: str, name: str, v: Violations) -> None:
+    """A tool call's arguments: a JSON object text, or "" for none (common.proto)."""
+    if not text:
+        return
+    try:
+        value = json.loads(text)
+    except ValueError:
+        value = None
+    if not isinstance(value, dict):
+        v.add(name, 'must be a JSON object text (e.g. {"q": "tides"}), or empty for none')

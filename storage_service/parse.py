@@ -7,12 +7,11 @@ naming them all, so a bad request changes nothing.
 
 from __future__ import annotations
 
-import json
 import uuid
 from collections.abc import Sequence
 from typing import Protocol
 
-from stello import memory_rules
+from stello import memory_rules, validation
 from stello.common.v1 import common_pb2
 from stello.errors import Violations
 from stello.idempotency import MAX_REQUEST_ID_CHARS, fingerprint
@@ -207,18 +206,6 @@ def _index_caps(request: storage_pb2.BeginTurnRequest, v: Violations) -> IndexCa
     return IndexCaps(caps.max_entries, caps.max_tokens, caps.overhead_tokens)
 
 
-def arguments(text: str, name: str, v: Violations) -> None:
-    """A tool call's arguments: a JSON object text, or "" for none (common.proto)."""
-    if not text:
-        return
-    try:
-        value = json.loads(text)
-    except ValueError:
-        value = None
-    if not isinstance(value, dict):
-        v.add(name, 'must be a JSON object text (e.g. {"q": "tides"}), or empty for none')
-
-
 def role(value: int, name: str, v: Violations, *, allow_unspecified: bool = False) -> Role | None:
     """A role enum value; UNSPECIFIED only where it means "no filter"."""
     if value == common_pb2.RECORD_ROLE_UNSPECIFIED and allow_unspecified:
@@ -341,7 +328,9 @@ class RequestParser:
                 except (ValueError, OverflowError):
                     v.add(f"{name}.created_at", "is not a representable timestamp")
             for j, call in enumerate(record.tool_calls):
-                arguments(call.arguments_json, f"{name}.tool_calls[{j}].arguments_json", v)
+                validation.tool_arguments(
+                    call.arguments_json, f"{name}.tool_calls[{j}].arguments_json", v
+                )
             parsed.append(
                 NewRecord(
                     role=role(record.role, f"{name}.role", v) or "user",

@@ -10,7 +10,6 @@ as for every RPC.
 
 from __future__ import annotations
 
-import json
 import uuid
 
 from agent_gateway.forks.creator import SizeLimits
@@ -108,7 +107,7 @@ def _record(
         path = f"{name}.tool_calls[{i}]"
         if not call.name:
             v.add(f"{path}.name", "is required")
-        _arguments(call.arguments_json, f"{path}.arguments_json", v)
+        validation.tool_arguments(call.arguments_json, f"{path}.arguments_json", v)
     stored = common_pb2.Record()
     stored.CopyFrom(record)
     stored.ClearField("seq")
@@ -117,15 +116,3 @@ def _record(
     if size > max_bytes:
         v.add(name, f"is {size} bytes, over the limit of {max_bytes} (STELLO_MAX_RECORD_BYTES)")
     return stored
-
-
-def _arguments(text: str, name: str, v: Violations) -> None:
-    """A tool call's arguments: a JSON object text, or "" for none (common.proto)."""
-    if not text:
-        return
-    try:
-        value = json.loads(text)
-    except ValueError:
-        value = None
-    if not isinstance(value, dict):
-        v.add(name, 'must be a JSON object text (e.g. {"q": "tides"}), or empty for none')
