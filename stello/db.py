@@ -113,7 +113,7 @@ async def in_transaction(
                 _terminate(con, exc)
                 raise
 
-    return await _retried(attempt)
+    return await _retried(pool, attempt)
 
 
 async def in_statement(pool: asyncpg.Pool, work: Callable[[asyncpg.Connection], Awaitable[T]]) -> T:
@@ -132,7 +132,7 @@ async def in_statement(pool: asyncpg.Pool, work: Callable[[asyncpg.Connection], 
                 _terminate(con, exc)
                 raise
 
-    return await _retried(attempt)
+    return await _retried(pool, attempt)
 
 
 def _terminate(con: Any, exc: asyncpg.InternalClientError) -> None:
@@ -148,22 +148,29 @@ def _terminate(con: Any, exc: asyncpg.InternalClientError) -> None:
         raise _Desynchronised(str(exc)) from exc
 
 
-async def _retried(attempt: Callable[[], Awaitable[T]]) -> T:
-    for number in range(1, MAX_ATTEMPTS + 1):
+async def _retried(pool: asyncpg.Pool, attempt: Callable[[], Awaitable[T]]) -> T:
+    """`attempt` again after a serialization failure or deadlock (up to MAX_ATTEMPTS), and
+    after a connection out of step with the server: that connection is gone (terminated), so
+    one more try per connection the pool may hold, since after a server restart or ended
+    backends every idle one may be out of step."""
+    conflicts = 0
+    desynchronised = 0
+    while True:
         try:
             return await attempt()
         except RETRYABLE:
-            if number == MAX_ATTEMPTS:
+            conflicts += 1
+            if conflicts == MAX_ATTEMPTS:
                 raise
-            await asyncio.sleep(0.005 * number)
+            await asyncio.sleep(0.005 * conflicts)
         except _Desynchronised as exc:
             log.warning("database connection out of step with the server (%s); retrying", exc)
-            if number == MAX_ATTEMPTS:
+            desynchronised += 1
+            if desynchronised > pool.get_max_size():
                 raise unavailable(exc) from exc
         except CONNECTION_ERRORS as exc:
             log.warning("database unavailable: %s: %s", exc.__class__.__name__, exc)
             raise unavailable(exc) from exc
-    raise AssertionError("unreachable")
 
 
 async def fetch(pool: asyncpg.Pool, query: str, *args: Any) -> list[asyncpg.Record]:

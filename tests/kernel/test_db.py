@@ -80,6 +80,34 @@ class TestRefusedByTheDriver:
             assert await run(small, work) == 1
         assert len(pids) == 2 and pids[0] != pids[1]  # the pool's only connection was replaced
 
+    async def test_every_idle_connection_out_of_step_is_survived(
+        self, settings: StelloSettings, database_url: str
+    ) -> None:
+        """After ended backends every idle connection may be out of step: the work is tried
+        once per connection the pool may hold, so it succeeds on the first fresh one; past
+        that it is Unavailable (the pool keeps making bad ones: a real outage)."""
+        eight = settings.model_copy(update={"db_pool_min_size": 8, "db_pool_max_size": 8})
+        refusal = "cannot switch to state 15; another operation"
+        tries: list[int] = []
+
+        async def bad_eight_times(con: asyncpg.Connection) -> int:
+            tries.append(_client(con))
+            if len(tries) <= 8:
+                raise asyncpg.InternalClientError(refusal)
+            return await _one(con)
+
+        async def always_bad(con: asyncpg.Connection) -> int:
+            tries.append(_client(con))
+            raise asyncpg.InternalClientError(refusal)
+
+        async with create_pool(database_url, eight) as pool:
+            assert await in_statement(pool, bad_eight_times) == 1
+            assert len(tries) == 9
+            tries.clear()
+            with pytest.raises(Unavailable):
+                await in_transaction(pool, always_bad)
+            assert len(tries) == 9  # one per connection the pool may hold, and one more
+
     @pytest.mark.parametrize("helper", [in_transaction, in_statement], ids=["tx", "statement"])
     async def test_other_refusals_are_unavailable(
         self, settings: StelloSettings, database_url: str, helper: object
