@@ -19,6 +19,9 @@ COPY stello ./stello
 COPY storage_service ./storage_service
 COPY tree_service ./tree_service
 COPY agent_gateway ./agent_gateway
+COPY stello_client ./stello_client
+COPY stello_console ./stello_console
+COPY stello_cli ./stello_cli
 RUN pip install --no-cache-dir --no-deps . && useradd --system --uid 10001 stello
 
 USER stello

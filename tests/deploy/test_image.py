@@ -90,9 +90,11 @@ def _image(tmp_path_factory: pytest.TempPathFactory) -> Image:
                 if command.startswith(SKIPPED_IN_VENV):
                     continue
                 assert command.startswith("pip "), f"unexpected RUN step: {command}"
+                # No .pyc compiled at install: a container compiles on first import as
+                # well, and compiling every dependency was most of this fixture's minute.
                 done = subprocess.run(
-                    command, shell=True, cwd=image.app, env=image.environ(), capture_output=True,
-                    text=True, timeout=300, check=False,
+                    command, shell=True, cwd=image.app, env=image.environ(PIP_NO_COMPILE="1"),
+                    capture_output=True, text=True, timeout=300, check=False,
                 )  # fmt: skip
                 assert done.returncode == 0, f"{command}\n{done.stderr[-3000:]}"
         elif keyword == "CMD":
@@ -137,8 +139,10 @@ def test_wheel_has_the_stubs_and_migrations(image: Image, tmp_path: Path) -> Non
         assert f"{folder}/{package}_pb2_grpc.py" in names
     migrations = {p.name for p in (REPO / "stello/migrations").glob("*.sql")}
     assert migrations and {f"stello/migrations/{m}" for m in migrations} <= names
-    for package in ("storage_service", "tree_service", "agent_gateway"):
+    for package in ("storage_service", "tree_service", "agent_gateway", "stello_console"):
         assert f"{package}/__main__.py" in names
+    for package in ("stello_cli", "stello_client"):
+        assert f"{package}/__init__.py" in names  # the programs, beside the kernel
     assets = {p.name for p in (REPO / "stello_console/static").iterdir()}
     assert {"index.html", "app.js", "style.css"} <= assets
     assert {f"stello_console/static/{a}" for a in assets} <= names  # the web console's page
