@@ -223,8 +223,13 @@ class TestOutput:
         self, env: dict[str, str], gw: Any, space: TestSpace
     ) -> None:
         """`stello digests | head -1` ends with the first line, no error, exit 0."""
-        for i in range(400):
-            await gw.CreateRoot(agent_pb2.CreateRootRequest(space_id=space.sid, label=f"s{i}"))
+        for batch in range(0, 400, 40):
+            await asyncio.gather(
+                *(
+                    gw.CreateRoot(agent_pb2.CreateRootRequest(space_id=space.sid, label=f"s{i}"))
+                    for i in range(batch, batch + 40)
+                )
+            )
         command = f'"{sys.executable}" -m stello_cli digests | head -1'
         done = await asyncio.to_thread(
             subprocess.run,
