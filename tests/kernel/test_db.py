@@ -86,7 +86,7 @@ class TestRefusedByTheDriver:
         """After ended backends every idle connection may be out of step: the work is tried
         once per connection the pool may hold, so it succeeds on the first fresh one; past
         that it is Unavailable (the pool keeps making bad ones: a real outage)."""
-        eight = settings.model_copy(update={"db_pool_min_size": 8, "db_pool_max_size": 8})
+        eight = settings.model_copy(update={"db_pool_min_size": 1, "db_pool_max_size": 8})
         refusal = "cannot switch to state 15; another operation"
         tries: list[int] = []
 

@@ -45,7 +45,7 @@ class TestMigrate:
                 await asyncio.create_subprocess_exec(
                     sys.executable,
                     "-m",
-                    "stello",
+                    "stello_cli",
                     "migrate",
                     "--database-url",
                     fresh,

@@ -29,7 +29,7 @@ async def watch_cli(stack: Stack, tmp_path: Path, *args: str) -> list[str]:
     process = await asyncio.create_subprocess_exec(
         sys.executable,
         "-m",
-        "stello",
+        "stello_cli",
         "watch",
         *args,
         env=client_env(env),
