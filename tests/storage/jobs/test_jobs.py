@@ -262,7 +262,7 @@ class TestValidation:
         request_.space_id = space.sid
         request_.session_id = str(await make_session())
         call = stub.ClaimJob if isinstance(request_, storage_pb2.ClaimJobRequest) else stub.RenewJob
-        error = await rpc_error(call(request_))  # type: ignore[operator]
+        error = await rpc_error(call(request_))
         assert error.code() is grpc.StatusCode.INVALID_ARGUMENT
         assert field in [v.field for v in field_violations(error)]
 
