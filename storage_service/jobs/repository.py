@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import uuid
 from dataclasses import dataclass
-from datetime import datetime
+from datetime import datetime, timedelta
 
 import asyncpg
 
@@ -21,35 +21,41 @@ from storage_service.transact.operations import UpdateJobOp
 _COLUMNS = """kind, status, covered_until_seq, model_calls, tokens, runs, updated_at,
        token IS NOT NULL AND expires_at > now() AS claimed"""
 
-# The session's row is share-locked first: it cannot go while a claim is made.
+# The session's row is share-locked first (it cannot go while a claim is made),
+# and the database's clock read: a claim's times are parameters of the writes
+# below (Citus allows no clock in a modification's WHERE or RETURNING).
 VISIBLE = """
-SELECT provisional_until IS NULL AS visible
+SELECT provisional_until IS NULL AS visible, now() AS now
 FROM sessions WHERE space_id = $1 AND id = $2
 FOR KEY SHARE
 """
 
+_ROW = "kind, status, covered_until_seq, model_calls, tokens, runs, updated_at, token, expires_at"
+
 LOCK_JOB = f"""
-SELECT {_COLUMNS}
+SELECT {_ROW}
 FROM background_jobs
 WHERE space_id = $1 AND session_id = $2 AND kind = $3
 FOR UPDATE
 """
 
-# A first claim; a concurrent first claim inserts nothing and re-reads the row.
+# A first claim ($5: its expiry, $6: now); a concurrent first claim inserts
+# nothing and re-reads the row.
 INSERT_JOB = f"""
-INSERT INTO background_jobs (space_id, session_id, kind, status, token, expires_at, runs)
-VALUES ($1, $2, $3, 'running', $4, now() + make_interval(secs => $5), 1)
+INSERT INTO background_jobs (space_id, session_id, kind, status, token, expires_at, runs,
+                             updated_at)
+VALUES ($1, $2, $3, 'running', $4, $5, 1, $6)
 ON CONFLICT (space_id, session_id, kind) DO NOTHING
-RETURNING {_COLUMNS}, expires_at
+RETURNING {_ROW}
 """
 
 # A new run of a job whose claim is not live (checked under the row lock).
 GRANT_JOB = f"""
 UPDATE background_jobs
-SET status = 'running', token = $4, expires_at = now() + make_interval(secs => $5),
-    model_calls = 0, tokens = 0, runs = runs + 1, updated_at = now()
+SET status = 'running', token = $4, expires_at = $5, model_calls = 0, tokens = 0,
+    runs = runs + 1, updated_at = $6
 WHERE space_id = $1 AND session_id = $2 AND kind = $3
-RETURNING {_COLUMNS}, expires_at
+RETURNING {_ROW}
 """
 
 # Extends the claim while `token` still holds it, expired or not.
@@ -156,7 +162,12 @@ def claim_token(token: str) -> uuid.UUID | None:
         return None
 
 
-def _state(row: asyncpg.Record) -> JobState:
+def _live(row: asyncpg.Record, now: datetime) -> bool:
+    """Whether the row's claim is live at `now`."""
+    return row["token"] is not None and row["expires_at"] > now
+
+
+def _state(row: asyncpg.Record, *, claimed: bool | None = None) -> JobState:
     return JobState(
         row["kind"],
         row["status"],
@@ -165,7 +176,7 @@ def _state(row: asyncpg.Record) -> JobState:
         row["tokens"],
         row["runs"],
         row["updated_at"],
-        bool(row["claimed"]),
+        bool(row["claimed"]) if claimed is None else claimed,
     )
 
 
@@ -177,29 +188,38 @@ class JobRepository:
     def __init__(self, con: asyncpg.Connection) -> None:
         self._con = con
 
-    async def visible(self, space_id: uuid.UUID, session_id: uuid.UUID) -> bool | None:
-        """Share-lock the session's row; whether it is committed (None when absent)."""
-        found: bool | None = await self._con.fetchval(VISIBLE, space_id, session_id)
-        return found
+    async def visible(
+        self, space_id: uuid.UUID, session_id: uuid.UUID
+    ) -> tuple[bool, datetime] | None:
+        """Share-lock the session's row; (whether it is committed, the database's now), or
+        None when it is absent."""
+        row = await self._con.fetchrow(VISIBLE, space_id, session_id)
+        return None if row is None else (bool(row["visible"]), row["now"])
 
     async def claim(
-        self, space_id: uuid.UUID, session_id: uuid.UUID, kind: JobKindName, ttl_s: int
+        self,
+        space_id: uuid.UUID,
+        session_id: uuid.UUID,
+        kind: JobKindName,
+        ttl_s: int,
+        now: datetime,
     ) -> JobClaim:
-        """Take the job's claim unless a live one exists (in the caller's transaction)."""
+        """Take the job's claim unless one is live at `now` (in the caller's transaction)."""
         token = uuid.uuid4()
         args = (space_id, session_id, kind)
+        expires_at = now + timedelta(seconds=ttl_s)
         while True:
             row = await self._con.fetchrow(LOCK_JOB, *args)
             if row is None:
-                row = await self._con.fetchrow(INSERT_JOB, *args, token, float(ttl_s))
+                row = await self._con.fetchrow(INSERT_JOB, *args, token, expires_at, now)
                 if row is None:
                     continue  # a concurrent first claim won: read its row
-            elif row["claimed"]:
-                return JobClaim(False, _state(row))
+            elif _live(row, now):
+                return JobClaim(False, _state(row, claimed=True))
             else:
-                row = await self._con.fetchrow(GRANT_JOB, *args, token, float(ttl_s))
+                row = await self._con.fetchrow(GRANT_JOB, *args, token, expires_at, now)
                 assert row is not None  # the row is locked
-            return JobClaim(True, _state(row), token, row["expires_at"])
+            return JobClaim(True, _state(row, claimed=True), token, expires_at)
 
     async def renew(
         self,

@@ -32,9 +32,10 @@ class JobService:
         """
 
         async def work(uow: UnitOfWork) -> JobClaim:
-            if not await uow.jobs.visible(space_id, session_id):
+            found = await uow.jobs.visible(space_id, session_id)
+            if found is None or not found[0]:
                 raise session_not_found(session_id)
-            return await uow.jobs.claim(space_id, session_id, kind, ttl_s)
+            return await uow.jobs.claim(space_id, session_id, kind, ttl_s, found[1])
 
         return await self._db.transaction(work)
 
