@@ -296,7 +296,26 @@ async def cmd_consolidate(args: argparse.Namespace) -> int:
         )
         reply = await client.call(client.stub.Consolidate, request)
     memory = reply.memory if reply.HasField("memory") else None
-    write(dicts.dumps({"memory": memory}) if args.json else (memory or "(no memory)"))
+    spent = reply.status == common_pb2.JOB_STATUS_BUDGET_SPENT
+    if args.json:
+        write(
+            dicts.dumps(
+                {
+                    "memory": memory,
+                    "complete": not spent,
+                    "covered_until_seq": reply.covered_until_seq,
+                    "last_seq": reply.last_seq,
+                    "model_calls": reply.model_calls,
+                }
+            )
+        )
+        return 0
+    write(memory or "(no memory)")
+    if spent:
+        write(
+            f"(stopped at the gateway's model-call budget: the memory covers records through "
+            f"seq {reply.covered_until_seq} of {reply.last_seq}; run it again to continue)"
+        )
     return 0
 
 

@@ -27,7 +27,7 @@ from __future__ import annotations
 import uuid
 from collections.abc import Hashable
 from contextlib import aclosing
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from agent_gateway.background.jobs import BUDGET_SPENT, DONE, BudgetSpent, JobKind, Outcome, Run
 from agent_gateway.background.runner import BackgroundRunner
@@ -84,8 +84,10 @@ class BackgroundFolds:
         self.kind = JobKind("fold", common_pb2.JOB_KIND_FOLD, max_calls)
 
     def schedule(self, caller: Caller, space_id: uuid.UUID, session_id: uuid.UUID) -> None:
-        """Submit a fold of the session's lossy summary (skipped while one runs)."""
-        self._runner.submit(FoldJob(self, self.kind, space_id, session_id, caller))
+        """Submit a fold of the session's lossy summary (skipped while one runs); not bound
+        to the caller's deadline: the turn has answered."""
+        unbounded = replace(caller, deadline=None)
+        self._runner.submit(FoldJob(self, self.kind, space_id, session_id, unbounded))
 
     async def fold(self, job: FoldJob, run: Run) -> Outcome:
         """Fold lossy summaries until the newest is complete or the budget is spent."""

@@ -36,7 +36,7 @@ import math
 import uuid
 from collections.abc import Callable, Hashable
 from contextlib import aclosing
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from prometheus_client import CollectorRegistry, Counter
 
@@ -86,7 +86,10 @@ class ConsolidationJob:
     space_id: uuid.UUID
     session_id: uuid.UUID
     caller: Caller
+    """The caller without a deadline: the run outlives the call that started it."""
     manual: bool
+    deadline: float | None = None
+    """The manual caller's deadline: how long it waits for another run."""
 
     @property
     def key(self) -> Hashable:
@@ -98,7 +101,7 @@ class ConsolidationJob:
         """A manual call waits for a running consolidation (within its deadline)."""
         if not self.manual:
             return None
-        return self.caller.deadline if self.caller.deadline is not None else math.inf
+        return self.deadline if self.deadline is not None else math.inf
 
     async def run(self, run: Run) -> Outcome:
         """Consolidate (the module docstring)."""
@@ -148,8 +151,11 @@ class Consolidator:
     def job(
         self, caller: Caller, space_id: uuid.UUID, session_id: uuid.UUID, *, manual: bool
     ) -> ConsolidationJob:
-        """The job of one consolidation."""
-        return ConsolidationJob(self, self.kind, space_id, session_id, caller, manual)
+        """The job of one consolidation (its calls not bound to the caller's deadline)."""
+        unbounded = replace(caller, deadline=None)
+        return ConsolidationJob(
+            self, self.kind, space_id, session_id, unbounded, manual, caller.deadline
+        )
 
     async def consolidate(
         self, caller: Caller, space_id: uuid.UUID, session_id: uuid.UUID

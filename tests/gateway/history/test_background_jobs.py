@@ -248,6 +248,26 @@ class TestBudget:
         assert not state.claimed and state.covered_until_seq == memory.covered_until_seq
 
 
+class TestDeadline:
+    async def test_the_run_outlives_its_callers_deadline(self, make_stack: StackMaker) -> None:
+        """A manual Consolidate whose deadline passes while the model works answers
+        DEADLINE_EXCEEDED; the consolidation goes on and saves the memory."""
+        model = GatedConsolidations()
+        stack = await make_stack(model)
+        session = (await stack.root()).id
+        await send(stack, session, "one")
+        error = await rpc_error(consolidate(stack, session, timeout=0.5))
+        assert error.code() is grpc.StatusCode.DEADLINE_EXCEEDED
+        model.gate.set()
+
+        async def saved() -> bool:
+            return (await stored_memory(stack, session)).covered_until_seq == 2
+
+        await wait_for(saved, within_s=10)
+        state = await job(stack, session, common_pb2.JOB_KIND_CONSOLIDATE)
+        assert state is not None and (state.status, state.claimed) == (DONE, False)
+
+
 class TestTakeover:
     async def test_a_killed_gateways_consolidation_is_taken_over(
         self,
