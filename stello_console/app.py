@@ -50,6 +50,8 @@ class ConsoleOptions:
         tls: how to reach a TLS gateway; None = plaintext.
         allowed_hosts: Host header values accepted besides loopback names.
         heartbeat_s: how often an idle live stream carries a keep-alive comment.
+        launch: the local console's sign-in (`LaunchToken.from_secret` keeps it across
+            restarts); None = a new one for this launch. Ignored without `caller`.
     """
 
     gateway: str
@@ -59,6 +61,7 @@ class ConsoleOptions:
     tls: ClientTls | None = None
     allowed_hosts: frozenset[str] = field(default_factory=frozenset)
     heartbeat_s: float = HEARTBEAT_S
+    launch: LaunchToken | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -120,7 +123,7 @@ async def running_console(
     """Serve the console until the block exits; FailedPrecondition (naming `port_flag`) when
     the port is taken."""
     sock = _bind(options.host, options.port, port_flag)
-    launch = LaunchToken() if options.caller is not None else None
+    launch = (options.launch or LaunchToken()) if options.caller is not None else None
     async with open_channel(options.gateway, tls=options.tls) as channel:
         gateway = ConsoleGateway(channel)
         live = LiveRelay(gateway, options.gateway, options.heartbeat_s)

@@ -3,7 +3,7 @@
 // up to date by the space's live changes (live.js): each batch refetches only the nodes
 // and the parts of the open view that its events name.
 
-import { ApiError, call, requestId, setMode, signIn, signOut, signedIn, space } from "./api.js";
+import { ApiError, call, onSignedOut, requestId, setMode, signIn, signOut, signedIn, space } from "./api.js";
 import { DigestsView } from "./digests.js";
 import { dialog, el, replace } from "./dom.js";
 import { Forest } from "./forest.js";
@@ -25,6 +25,7 @@ class App {
     this.routing = false;
     this.routed = null;
     this.resyncing = null;
+    this.out = false;
   }
 
   async boot() {
@@ -37,6 +38,7 @@ class App {
       return;
     }
     setMode(this.config.mode);
+    onSignedOut(() => this.signedOut());
     window.addEventListener("pagehide", () => this.live?.stop());
     if (!signedIn()) this.askKey();
     else await this.start();
@@ -98,6 +100,28 @@ class App {
 
   forest() {
     return this.tree;
+  }
+
+  /** The console's sign-in was renewed: stop, and say how to sign in again. */
+  signedOut() {
+    if (this.out) return;
+    this.out = true;
+    this.live?.stop({ code: "UNAUTHENTICATED", message: "signed out" });
+    this.view = null;
+    for (const id of ["new-root", "refresh", "sign-out"]) $(id).hidden = true;
+    $("error").hidden = true;
+    document.body.dataset.view = "detail";
+    replace($("forest-pane"));
+    replace(
+      $("detail"),
+      el(
+        "section",
+        { class: "signed-out", id: "signed-out" },
+        el("h2", {}, "This tab is signed out"),
+        el("p", {}, "The console's sign-in token was renewed (", el("code", {}, "stello up --new-console-token"), "), so the address this tab opened no longer signs in."),
+        el("p", {}, "Open the ", el("code", {}, "console:"), " URL that ", el("code", {}, "stello up"), " printed last (it carries the new token), in this tab or a new one."),
+      ),
+    );
   }
 
   /** Reload the forest and the open view (one at a time); false when the forest failed. */
@@ -185,6 +209,7 @@ class App {
   }
 
   async route() {
+    if (this.out) return;
     const hash = location.hash;
     this.routed = hash;
     const detail = $("detail");
@@ -238,6 +263,7 @@ class App {
 
   /** Show a failure as its message (never a blank page). */
   reportError(error) {
+    if (this.out) return; // the signed-out page says it all
     $("error-text").textContent = String(error);
     $("error").hidden = false;
   }

@@ -1,7 +1,7 @@
 """The console in a real headless Chromium: forest, send, fork, archive, injection, refusals.
 
-Each test writes a screenshot of the view it reached to artifacts/console/
-(gitignored); `forest-session.png` is the one committed as docs/console.png.
+Each test writes a screenshot of the view it reached to the artefacts folder
+(`conftest.artefacts()`, never committed).
 """
 
 from __future__ import annotations
