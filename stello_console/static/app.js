@@ -73,8 +73,9 @@ class App {
   }
 
   async start() {
-    $("space").textContent = this.config.space_id || space() || "";
+    this.showSpace(this.config.space_id || space() || "");
     this.tree = new Forest($("forest-pane"), (id) => this.open(id));
+    this.tree.addTool(this.goTo());
     for (const id of ["new-root", "refresh"]) $(id).hidden = false;
     $("sign-out").hidden = this.config.mode !== "key";
     $("refresh").onclick = () => this.refresh();
@@ -100,6 +101,67 @@ class App {
 
   forest() {
     return this.tree;
+  }
+
+  /** The bar names the space (its id on hover); the id until the name is known. */
+  async showSpace(id) {
+    const label = $("space");
+    label.textContent = id;
+    label.title = id;
+    try {
+      const { name } = await call("GET", "/api/space");
+      if (name) label.textContent = name;
+    } catch {
+      // the id stays: a refused key shows its own message
+    }
+  }
+
+  /** "Go to session": a whole id, or its first hex digits as the CLI takes them. */
+  goTo() {
+    const input = el("input", {
+      id: "goto-id",
+      placeholder: "Go to id…",
+      "aria-label": "Go to session by id or its first digits",
+      autocomplete: "off",
+      spellcheck: false,
+    });
+    const found = el("div", { class: "goto-found", id: "goto-found", "aria-live": "polite" });
+    const form = el(
+      "form",
+      {
+        class: "goto",
+        onsubmit: async (event) => {
+          event.preventDefault();
+          replace(found);
+          const text = input.value.trim();
+          if (!text) return;
+          try {
+            const { sessions } = await call("GET", `/api/resolve?${new URLSearchParams({ prefix: text })}`);
+            if (sessions.length === 1) {
+              input.value = "";
+              this.open(sessions[0].id);
+            } else if (!sessions.length) {
+              replace(found, el("p", { class: "error-text" }, `No session id starts with “${text}”.`));
+            } else {
+              replace(
+                found,
+                el("p", { class: "muted" }, `Several ids start with “${text}”:`),
+                el(
+                  "ul",
+                  {},
+                  sessions.map((s) => el("li", {}, el("a", { href: `#/session/${s.id}`, onclick: () => replace(found) }, s.label, " ", el("code", {}, s.id.slice(0, 13))))),
+                ),
+              );
+            }
+          } catch (error) {
+            replace(found, el("p", { class: "error-text" }, error.message || String(error)));
+          }
+        },
+      },
+      input,
+      el("button", { type: "submit", id: "goto-go" }, "Go"),
+    );
+    return el("div", { class: "goto-box" }, form, found);
   }
 
   /** The console's sign-in was renewed: stop, and say how to sign in again. */
@@ -216,6 +278,10 @@ class App {
     $("nav-digests").classList.toggle("current", hash === "#/digests");
     $("nav-forest").classList.toggle("current", hash !== "#/digests");
     let view = null;
+    // One column on a narrow screen: the forest, or the open view (the bar goes between).
+    document.body.dataset.view = hash.startsWith("#/session/") || hash === "#/digests" ? "detail" : "forest";
+    if (hash !== this.shownHash) detail.scrollTop = 0; // another view starts at its top
+    this.shownHash = hash;
     if (hash.startsWith("#/session/")) {
       const id = decodeURIComponent(hash.slice("#/session/".length));
       this.tree.select(id);
