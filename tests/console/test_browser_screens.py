@@ -3,7 +3,8 @@
 The three screens a user meets first (the forest, a conversation, the fork dialog) at
 1280x800 and as a phone (390x844, touch, no hover): nothing wider than the window,
 the newest message, the composer and the fork action in view; screenshots of each go
-to the artefacts folder (`conftest.artefacts()`). A fork driven by the keyboard alone,
+to the artefacts folder (`conftest.artefacts()`; `desktop-conversation.png` is the one
+the README shows as docs/console.png, copied by hand). A fork driven by the keyboard alone,
 with the focus visible at every step; axe-core, injected by the test (the console
 never ships it), finds no serious or critical violation on any of the three screens.
 And the layout defects that issue named: lineage slots overlapping, the scroll
@@ -13,8 +14,10 @@ at its first record, the space shown by its UUID.
 
 from __future__ import annotations
 
+import uuid
 from typing import Any
 
+import asyncpg
 import pytest
 from playwright.async_api import Locator, Page, expect
 
@@ -42,15 +45,24 @@ async def conversation(stack: Stack, label: str, turns: int) -> common_pb2.Sessi
     return root
 
 
-async def demo_forest(stack: Stack) -> common_pb2.SessionSummary:
-    """A small forest as a user builds one; returns the conversation the screens open."""
+async def demo_forest(stack: Stack, pool: asyncpg.Pool) -> common_pb2.SessionSummary:
+    """A small forest as a user builds one; returns the conversation the screens open.
+
+    The records are appended straight to storage, so the turn counts a user would see
+    are set in the table (a screenshot of "0 turns" beside a conversation reads as a bug).
+    """
     research = await conversation(stack, "Market research", 6)
-    await stack.fork(research.id, "Pricing deep dive", context="FORK_CONTEXT_INHERIT")
+    pricing = await stack.fork(research.id, "Pricing deep dive", context="FORK_CONTEXT_INHERIT")
     summary = await stack.fork(research.id, "Summary for the board")
-    await stack.fork(summary.id, "Board questions")
-    await stack.root(label="Travel plans")
+    questions = await stack.fork(summary.id, "Board questions")
+    travel = await stack.root(label="Travel plans")
     old = await stack.root(label="Old experiment")
     await stack.gw.Archive(agent_pb2.ArchiveRequest(space_id=stack.space.sid, session_id=old.id))
+    turns = [(research, 6), (pricing, 2), (summary, 1), (questions, 3), (travel, 4), (old, 2)]
+    await pool.executemany(
+        "UPDATE sessions SET turn_count = $3 WHERE space_id = $1 AND id = $2",
+        [(stack.space.id, uuid.UUID(s.id), count) for s, count in turns],
+    )
     return research
 
 
@@ -95,13 +107,17 @@ def screen(request: pytest.FixtureRequest) -> BrowserPage:
 
 class TestScreens:
     async def test_the_three_screens_fit_and_show_what_matters(
-        self, console: ConsoleStack, screen: BrowserPage, request: pytest.FixtureRequest
+        self,
+        console: ConsoleStack,
+        screen: BrowserPage,
+        request: pytest.FixtureRequest,
+        pool: asyncpg.Pool,
     ) -> None:
         """Forest, conversation and fork dialog: no sideways scroll; the newest message, the
         composer and its fork action in view; the dialog inside the window."""
         size = request.node.callspec.params["screen"]
         page = screen.page
-        research = await demo_forest(console.stack)
+        research = await demo_forest(console.stack, pool)
         await open_console(console, screen)
         await expect(page.locator(".forest-count")).to_contain_text("6 sessions")
         node = page.locator(f'#forest .node[data-id="{research.id}"]')
@@ -237,12 +253,12 @@ async def axe_violations(page: Page, axe: str) -> list[dict[str, Any]]:
 
 class TestAccessibility:
     async def test_axe_finds_nothing_serious_on_the_three_screens(
-        self, console: ConsoleStack, browser_page: BrowserPage, axe: str
+        self, console: ConsoleStack, browser_page: BrowserPage, axe: str, pool: asyncpg.Pool
     ) -> None:
         """No serious or critical axe-core violation on the forest, a conversation, and the
         fork dialog."""
         page = browser_page.page
-        research = await demo_forest(console.stack)
+        research = await demo_forest(console.stack, pool)
         await open_console(console, browser_page)
         await expect(page.locator(".forest-count")).to_contain_text("6 sessions")
         found = {"forest": await axe_violations(page, axe)}
