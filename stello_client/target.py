@@ -5,10 +5,9 @@ The environment: ``STELLO_GATEWAY`` (host:port), ``STELLO_KEY``,
 ``STELLO_SPACE_ID`` (a space's id or name), and for TLS ``STELLO_CA_FILE``
 (its presence means TLS), ``STELLO_CERT_FILE`` / ``STELLO_KEY_FILE`` (mutual
 TLS) and ``STELLO_SERVER_NAME``; ``STELLO_MAX_MESSAGE_BYTES`` as the servers'.
-The saved file completes only a target at its own gateway (another gateway's
-key or space would be refused there). Nothing here touches the network: a
-space given by name, or not at all, is settled by the client's first call
-(WhoAmI).
+Each value falls back on its own (``--gateway`` with the saved key works, as
+the `stello` command always did). Nothing here touches the network: a space
+given by name, or not at all, is settled by the client's first call (WhoAmI).
 """
 
 from __future__ import annotations
@@ -20,13 +19,9 @@ from stello.channels import ClientTls
 from stello.errors import FailedPrecondition
 from stello_client.credentials import Credentials, load_credentials
 from stello_client.exceptions import ConfigurationError
+from stello_client.flags import pick
 
 DEFAULT_MESSAGE_BYTES = 64 * 1024 * 1024  # STELLO_MAX_MESSAGE_BYTES' default
-
-
-def pick(given: str | None, env: str, saved: str | None) -> str:
-    """The given value, else the variable's, else the saved one ("" when none)."""
-    return given or os.environ.get(env, "").strip() or (saved or "")
 
 
 @dataclass(frozen=True, slots=True)
@@ -120,7 +115,7 @@ def resolve_target(
     plaintext: bool = False,
 ) -> Target:
     """Gateway, key and space from the arguments, the environment, then `stello up`'s file
-    (read only when something is missing, and used only for the gateway it names).
+    (read only when something is missing; each value falls back on its own).
 
     `tls` given as material is used as is; as files (or not at all) each file
     falls back to its variable; `plaintext=True` ignores them all.
@@ -132,7 +127,7 @@ def resolve_target(
     secret = pick(key, "STELLO_KEY", None)
     named = pick(space, "STELLO_SPACE_ID", None)
     saved = _saved() if not (address and secret and named) else None
-    if saved is not None and address in ("", saved.gateway):  # its key is for its gateway only
+    if saved is not None:
         address = address or saved.gateway
         secret = secret or saved.key
         named = named or saved.space_id

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import ast
 import asyncio
+import sys
 import uuid
 from functools import partial
 from pathlib import Path
@@ -37,6 +38,7 @@ from stello_client.exceptions import (
 from stello_client.types import tool_result
 from storage_service.app import create_purger
 from storage_service.config import StorageSettings
+from tests.cli.processes import client_env, private_env
 from tests.gateway.conftest import Backends, GatewayStarter, Stack
 from tests.sdk.conftest import client_of
 from tests.support.fixtures import ServerStarter
@@ -179,5 +181,21 @@ class TestLiveErrors:
             with pytest.raises(ConfigurationError, match="no space named 'elsewhere'") as caught:
                 await client.get_tree()
         assert caught.value.setting == "space" and stack.space.sid in str(caught.value)
-        async with AsyncClient(stack.gateway.address, stack.space.key) as unnamed:
-            assert await unnamed.space_id() == stack.space.sid  # one space: found by WhoAmI
+
+    async def test_no_space_named_is_the_keys_one(self, stack: Stack, tmp_path: Path) -> None:
+        """With no space given anywhere, the client acts in the one space the key reaches
+        (a program with only STELLO_GATEWAY and STELLO_KEY set, nothing saved)."""
+        env = private_env(tmp_path / "home")
+        env.update(STELLO_GATEWAY=stack.gateway.address, STELLO_KEY=stack.space.key)
+        code = (
+            "import asyncio; from stello_client import AsyncClient\n"
+            "async def main():\n"
+            "    async with AsyncClient() as client:\n"
+            "        print(await client.space_id())\n"
+            "asyncio.run(main())\n"
+        )
+        process = await asyncio.create_subprocess_exec(
+            sys.executable, "-c", code, env=client_env(env), stdout=asyncio.subprocess.PIPE
+        )
+        out, _ = await asyncio.wait_for(process.communicate(), 60)
+        assert (process.returncode, out.decode().strip()) == (0, stack.space.sid)
