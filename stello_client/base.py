@@ -21,7 +21,7 @@ from stello.agent.v1 import agent_pb2, agent_pb2_grpc
 from stello.channels import ClientTls, open_channel
 from stello_client.calls import CallOptions, Retry, call_options, unary
 from stello_client.exceptions import ConfigurationError
-from stello_client.target import Target, TlsFiles, resolve_target
+from stello_client.target import Target, TlsFiles, message_limit, resolve_target
 
 T = TypeVar("T")
 
@@ -91,6 +91,7 @@ class ClientBase:
         turn_timeout: float | None = DEFAULT_TURN_TIMEOUT_S,
         retry: Retry | None = None,
         _shared: tuple[Channel, str] | None = None,
+        _owner: bool = False,
     ) -> None:
         """Connect to a gateway (the channel opens lazily: nothing is called yet).
 
@@ -118,7 +119,7 @@ class ClientBase:
             key, space = target.key, target.space
         else:
             self._channel, key = _shared
-            self._owner = False
+            self._owner = _owner
         assert key is not None
         self._key = key
         self._space = space or ""
@@ -126,6 +127,29 @@ class ClientBase:
         self._timeout = timeout
         self._turn_timeout = turn_timeout
         self._retry = retry or Retry()
+
+    @classmethod
+    def keyless(
+        cls,
+        gateway: str,
+        *,
+        tls: ClientTls | None = None,
+        timeout: float | None = DEFAULT_TIMEOUT_S,
+        turn_timeout: float | None = DEFAULT_TURN_TIMEOUT_S,
+        retry: Retry | None = None,
+    ) -> Self:
+        """A client with a channel and no caller of its own, for a program that calls as
+        many users (a web console): each user's calls go through `using(key=..., space=...)`.
+        Only the gateway comes from the arguments (`tls` None: plaintext); nothing is read
+        from the environment or the saved credentials."""
+        target = Target(gateway, "", "", tls, message_limit())
+        return cls(
+            timeout=timeout,
+            turn_timeout=turn_timeout,
+            retry=retry,
+            _shared=(Channel(target), ""),
+            _owner=True,
+        )
 
     @property
     def gateway(self) -> str:

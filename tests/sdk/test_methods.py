@@ -12,10 +12,12 @@ from stello.agent.v1 import agent_pb2
 from stello.common.v1 import common_pb2
 from stello_client import AsyncClient, Client
 from stello_client.aio import RPC_METHODS
+from stello_client.exceptions import Unauthenticated
 from stello_client.sync import Client as SyncClient
 from stello_client.types import SendResponse, TextDelta, ToolCall, tool, tool_result
 from tests.gateway.conftest import Stack, record
 from tests.sdk.conftest import client_of
+from tests.support.fixtures import TestSpace
 
 pytestmark = pytest.mark.sql
 
@@ -172,6 +174,23 @@ class TestWatch:
             assert (await asyncio.wait_for(anext(again), 10)).session_id == second.id
 
 
+class TestCallers:
+    async def test_one_channel_many_callers(self, stack: Stack, other_space: TestSpace) -> None:
+        """A keyless client calls as each user through `using` (one channel, as the console
+        does); a call on it directly carries no key and is refused."""
+        async with AsyncClient.keyless(stack.gateway.address) as shared:
+            mine = shared.using(key=stack.space.key, space=stack.space.sid)
+            theirs = shared.using(key=other_space.key, space=other_space.sid)
+            made = await mine.create_root(label="mine")
+            await theirs.create_root(label="theirs")
+            assert [n.id for n in await mine.get_tree()] == [made.id]
+            assert [n.label for n in await theirs.get_tree()] == ["theirs"]
+            await theirs.close()  # closes nothing: the channel is the keyless client's
+            assert [n.label for n in await mine.get_tree()] == ["mine"]
+            with pytest.raises(Unauthenticated):
+                await shared.who_am_i()
+
+
 class TestSyncClient:
     async def test_the_sync_client_in_a_thread(self, stack: Stack) -> None:
         """Client (no asyncio) works from a worker thread: create, send, stream, pages."""
@@ -201,3 +220,18 @@ class TestSyncClient:
             )
             labels = await asyncio.to_thread(lambda: sorted(n.label for n in c.get_tree()))
         assert len({m.id for m in made}) == 4 and labels == ["t0", "t1", "t2", "t3"]
+
+    async def test_a_sync_watch(self, stack: Stack) -> None:
+        """The sync client's watch: start(), then events as plain iteration, then close()."""
+
+        def work() -> list[str]:
+            with Client(stack.gateway.address, stack.space.key, stack.space.sid) as sync:
+                watch = sync.watch(kinds=["session_committed"])
+                assert watch.start() is not None
+                made = [sync.create_root(label=f"w{i}").id for i in range(2)]
+                seen = [next(watch).session_id for _ in made]
+                watch.close()
+                assert seen == made
+                return seen
+
+        assert len(await asyncio.to_thread(work)) == 2
