@@ -19,7 +19,7 @@ import grpc
 
 from stello.agent.v1 import agent_pb2, agent_pb2_grpc
 from stello.channels import ClientTls, open_channel
-from stello_client.calls import CallOptions, Retry, call_options, unary
+from stello_client.calls import CallOptions, Retry, call_options, new_request_id, unary
 from stello_client.exceptions import ConfigurationError
 from stello_client.target import Target, TlsFiles, message_limit, resolve_target
 
@@ -140,8 +140,8 @@ class ClientBase:
     ) -> Self:
         """A client with a channel and no caller of its own, for a program that calls as
         many users (a web console): each user's calls go through `using(key=..., space=...)`.
-        Only the gateway comes from the arguments (`tls` None: plaintext); nothing is read
-        from the environment or the saved credentials."""
+        Only the gateway comes from the arguments (`tls` None: plaintext); of the
+        environment only STELLO_MAX_MESSAGE_BYTES is read, nothing of the saved credentials."""
         target = Target(gateway, "", "", tls, message_limit())
         return cls(
             timeout=timeout,
@@ -168,6 +168,8 @@ class ClientBase:
             retry=self._retry,
             _shared=(self._channel, key or self._key),
         )
+        if space is None and key in (None, self._key):
+            clone._space_id = self._space_id  # the same caller: its space is settled already
         return clone
 
     async def close(self) -> None:
@@ -263,7 +265,7 @@ def _uuid(text: str) -> str | None:
 
 def request_id_or_new(request_id: str | None) -> str:
     """The caller's request id, or a new one: every write the SDK retries carries one."""
-    return request_id or uuid.uuid4().hex
+    return request_id or new_request_id()
 
 
 def set_optional(message: Any, **fields: Any) -> None:
