@@ -85,7 +85,8 @@ class TestSessions:
 
 class TestReads:
     async def test_pages_are_walked(self, client: AsyncClient, stack: Stack) -> None:
-        """records(), digests() and lineage() walk every page, one call per page."""
+        """records(), digests() and lineage() walk every page of pages smaller than the whole;
+        list_records and get_lineage answer one page and the token of the next."""
         roots = [await client.create_root(label=f"r{i}") for i in range(5)]
         chain = [roots[0]]
         for depth in range(4):
