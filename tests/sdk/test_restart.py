@@ -19,7 +19,7 @@ from stello.common.v1 import common_pb2
 from stello.server import create_server, shutdown
 from stello.settings import StelloSettings
 from stello.storage.v1 import storage_pb2, storage_pb2_grpc
-from stello_client import AsyncClient
+from stello_client import AsyncClient, Retry
 from tests.gateway.conftest import Backends, FakeSummarizer, record
 from tests.sdk.conftest import QUICK_RETRY
 from tests.support.fixtures import RunningServer, TestSpace
@@ -177,3 +177,26 @@ async def test_a_watch_resumes_across_a_restart(
     ]
     cursors = [int(e.cursor) for e in seen]
     assert cursors == sorted(set(cursors))
+
+
+async def test_a_stream_refused_before_its_first_event_is_retried(
+    gateway: Gateway, space: TestSpace, backends: Backends
+) -> None:
+    """A stream that meets another turn's lease (TURN_IN_PROGRESS, before any event) is
+    tried again with the same request id until the lease ends, then streams the turn."""
+    gateway.provider.hold = False
+    patient = Retry(attempts=40, initial_backoff_s=0.05, max_backoff_s=0.2)  # >= 3.5 s of pauses
+    async with AsyncClient(
+        gateway.address, space.key, space.sid, plaintext=True, retry=patient
+    ) as client:
+        root = await client.create_root()
+        storage = backends.storage.channel(space.key)
+        try:
+            await storage_pb2_grpc.SessionStorageStub(storage).BeginTurn(
+                storage_pb2.BeginTurnRequest(space_id=space.sid, session_id=root.id, ttl_s=1)
+            )
+        finally:
+            await storage.close()
+        events = [event async for event in client.stream(root.id, "later")]
+        assert events[-1].assistant.content == "echo: later"  # type: ignore[union-attr]
+        assert (await client.get_session(root.id)).turn_count == 1
