@@ -136,6 +136,25 @@ class ConsoleGateway:
                 nodes.append(result)
         return {"nodes": nodes, "missing": missing}
 
+    async def space_name(self, caller: Caller) -> str:
+        """The name of the caller's space ("" when the key does not list it: WhoAmI)."""
+        reply = await self._as(caller).who_am_i()
+        return next((s.name for s in reply.spaces if s.id == caller.space_id), "")
+
+    async def resolve(self, caller: Caller, prefix: str, limit: int) -> list[JsonDict]:
+        """The sessions whose id starts with `prefix`, at most `limit`, in id order
+        (ResolveSessionPrefix): id, parent, label, status and turns of each."""
+        return [
+            {
+                "id": s.id,
+                "parent_id": dicts.optional(s, "parent_id"),
+                "label": s.label,
+                "status": dicts.status_name(s.status),
+                "turn_count": s.turn_count,
+            }
+            for s in await self._as(caller).resolve_session_prefix(prefix, limit=limit)
+        ]
+
     async def records(self, caller: Caller, session_id: str, page: RecordPage) -> JsonDict:
         """One page of records, oldest first, and the token of the next one ("" = none).
 
