@@ -208,12 +208,13 @@ class TreeRepository:
 
     async def stored(
         self, space_id: uuid.UUID, scope: str, request_id: str
-    ) -> tuple[bytes, bytes] | None:
-        """The live idempotency entry under the key as (request_hash, response), or None."""
-        rows = await fetch(
-            self._pool, idempotency.SELECT, space_id, scope, request_id, idempotency.TTL_HOURS
-        )
-        return (bytes(rows[0]["request_hash"]), bytes(rows[0]["response"])) if rows else None
+    ) -> idempotency.Entry | None:
+        """The live idempotency entry under the key, or None."""
+
+        async def work(con: asyncpg.Connection) -> idempotency.Entry | None:
+            return await idempotency.stored(con, space_id, scope, request_id)
+
+        return await in_transaction(self._pool, work)
 
     async def config(self, space_id: uuid.UUID, session_id: uuid.UUID) -> tuple[bool, Any]:
         """(visible, stored config JSON or None)."""
@@ -239,6 +240,10 @@ class TreeRepository:
             spaces = [r["space_id"] for r in claimed]
             ids = [r["id"] for r in claimed]
             await con.execute(sql.SWEEP_RELEASE, spaces, ids)
+            for space_id in sorted(set(spaces)):
+                # Never visible: their request keys go whole, so a retried saga starts over.
+                mine = [i for s, i in zip(spaces, ids, strict=True) if s == space_id]
+                await idempotency.forget_linked(con, space_id, mine)
             rows = await con.fetch(sql.SWEEP_DELETE, spaces, ids)
             return [SweptSession(r["space_id"], r["id"]) for r in rows]
 
@@ -423,13 +428,17 @@ class TreeTx(idempotency.KeyStatements):
         self._changed(space_id, "config_put", session_id)
         return cast("JsonObject", rows[0]["config"])
 
-    async def lock_subtree(self, space_id: uuid.UUID, session_id: uuid.UUID) -> int:
-        """Row-lock a visible session and its descendants; how many (0 = not visible)."""
-        return int(await self._con.fetchval(sql.LOCK_SUBTREE, space_id, session_id))
+    async def lock_subtree(self, space_id: uuid.UUID, session_id: uuid.UUID) -> list[uuid.UUID]:
+        """Row-lock a visible session and its descendants; their ids ([] = not visible)."""
+        return list(await self._con.fetchval(sql.LOCK_SUBTREE, space_id, session_id) or ())
 
-    async def delete_subtree(self, space_id: uuid.UUID, session_id: uuid.UUID) -> list[uuid.UUID]:
-        """Erase a visible session and its descendants; their ids, the session first."""
+    async def delete_subtree(
+        self, space_id: uuid.UUID, session_id: uuid.UUID, locked: list[uuid.UUID]
+    ) -> list[uuid.UUID]:
+        """Erase a visible session and its descendants (`locked`), with the replies
+        remembered for them; their ids, the session first."""
         try:
+            await idempotency.erase_linked(self._con, space_id, locked)
             await self._con.execute(sql.RELEASE_SUBTREE, space_id, session_id)
             rows = await self._con.fetch(sql.DELETE_SUBTREE, space_id, session_id)
         except asyncpg.ForeignKeyViolationError as exc:

@@ -122,7 +122,12 @@ class TreeService:
         that committed first: the insert waits for it) rolls the work back for its answer."""
         node = await cls._create(tx, new, spec)
         await tx.remember_or_answer(
-            new.space_id, CREATE_SCOPE, new.request_id, new.request_hash, encode_node(node)
+            new.space_id,
+            CREATE_SCOPE,
+            new.request_id,
+            new.request_hash,
+            encode_node(node),
+            sessions=(node.id,),
         )
         return node
 
@@ -351,9 +356,10 @@ class TreeService:
         """Erase a session, its descendants and all they own; the ids, the session first."""
 
         async def work(tx: TreeTx) -> list[uuid.UUID]:
-            if not await tx.lock_subtree(space_id, session_id):
+            locked = await tx.lock_subtree(space_id, session_id)
+            if not locked:
                 raise _not_found(session_id)
-            erased = await tx.delete_subtree(space_id, session_id)
+            erased = await tx.delete_subtree(space_id, session_id, locked)
             if not erased:
                 raise _not_found(session_id)
             return erased

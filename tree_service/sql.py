@@ -379,7 +379,7 @@ WITH RECURSIVE subtree (id) AS (
 )"""
 
 LOCK_SUBTREE = f"""{_SUBTREE}
-SELECT count(*)
+SELECT array_agg(locked.id)
 FROM (
     SELECT s.id
     FROM sessions s

@@ -56,7 +56,10 @@ class AgentGatewayStub:
     one scope: a turn sent by either is found by a retry through either). Same id and same request:
     the first response again, nothing new done (a retried Send does not call
     the LLM). Same id, different request: ALREADY_EXISTS, reason
-    REQUEST_ID_REUSED. Empty `request_id` = no idempotency (Fork,
+    REQUEST_ID_REUSED. A stored response is erased with the session(s)
+    whose data it holds (DeleteSession, DESIGN §4.8): the id then answers
+    NOT_FOUND, for any request, until it expires, and does nothing (never
+    the old response, never a second session). Empty `request_id` = no idempotency (Fork,
     CreateRoot and ImportSession still use a generated one internally, so the gateway's own
     retries never duplicate).
     - LLM provider errors (Send, SendStream, SubmitToolResults, Consolidate,
@@ -241,7 +244,10 @@ class AgentGatewayServicer:
     one scope: a turn sent by either is found by a retry through either). Same id and same request:
     the first response again, nothing new done (a retried Send does not call
     the LLM). Same id, different request: ALREADY_EXISTS, reason
-    REQUEST_ID_REUSED. Empty `request_id` = no idempotency (Fork,
+    REQUEST_ID_REUSED. A stored response is erased with the session(s)
+    whose data it holds (DeleteSession, DESIGN §4.8): the id then answers
+    NOT_FOUND, for any request, until it expires, and does nothing (never
+    the old response, never a second session). Empty `request_id` = no idempotency (Fork,
     CreateRoot and ImportSession still use a generated one internally, so the gateway's own
     retries never duplicate).
     - LLM provider errors (Send, SendStream, SubmitToolResults, Consolidate,
@@ -309,7 +315,8 @@ class AgentGatewayServicer:
         again: it gets the session the first call made (finishing it if that
         call died after writing it), even if the source has changed or been
         deleted since, and a COMPRESS retry makes no second LLM call. If that
-        session no longer exists (deleted, or never finished and swept), the
+        session was deleted, the retry answers NOT_FOUND (its reply was erased
+        with it) and makes nothing; if it never finished and was swept, the
         retry makes it anew. A different request under a used request_id is
         refused before anything is read from the LLM or written.
 
@@ -1149,7 +1156,10 @@ class AgentGateway:
     one scope: a turn sent by either is found by a retry through either). Same id and same request:
     the first response again, nothing new done (a retried Send does not call
     the LLM). Same id, different request: ALREADY_EXISTS, reason
-    REQUEST_ID_REUSED. Empty `request_id` = no idempotency (Fork,
+    REQUEST_ID_REUSED. A stored response is erased with the session(s)
+    whose data it holds (DeleteSession, DESIGN §4.8): the id then answers
+    NOT_FOUND, for any request, until it expires, and does nothing (never
+    the old response, never a second session). Empty `request_id` = no idempotency (Fork,
     CreateRoot and ImportSession still use a generated one internally, so the gateway's own
     retries never duplicate).
     - LLM provider errors (Send, SendStream, SubmitToolResults, Consolidate,

@@ -221,12 +221,17 @@ class SessionTreeServicer:
         same id with the same request answers the first response again and
         creates nothing (even when the request would now fail: its parent or
         source deleted since); the same id with a different request is
-        ALREADY_EXISTS, ErrorInfo reason REQUEST_ID_REUSED. Empty = no
+        ALREADY_EXISTS, ErrorInfo reason REQUEST_ID_REUSED. The stored
+        response (the node, its label included) is erased with the session it
+        created (DeleteSubtree, DESIGN §4.8): the id then answers NOT_FOUND,
+        for any request, until it expires, and creates nothing; the sweep of a
+        provisional session forgets it (a retry creates anew). Empty = no
         idempotency.
 
         Errors: INVALID_ARGUMENT (malformed ids, bad label, with field
         violations); NOT_FOUND (parent or source unknown, in another space, or
-        still provisional); ALREADY_EXISTS (REQUEST_ID_REUSED); UNAUTHENTICATED.
+        still provisional; a request_id whose session was erased);
+        ALREADY_EXISTS (REQUEST_ID_REUSED); UNAUTHENTICATED.
         """
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)
         context.set_details('Method not implemented!')
@@ -463,7 +468,8 @@ class SessionTreeServicer:
     def DeleteSubtree(self, request, context):
         """Erases the session, all its descendants (committed or provisional) and
         everything that belongs to them (records, slots, compression cache,
-        config, refs from and to them, turn leases) in one transaction, and
+        config, refs from and to them, turn leases, the replies remembered for
+        request_ids that wrote them) in one transaction, and
         answers the erased ids, the given session first. Sessions that had one
         of them as `source_session_id` keep existing with that field cleared.
         A surviving Fork INHERIT of an erased session keeps every record it
