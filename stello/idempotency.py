@@ -83,11 +83,19 @@ SET request_hash = CASE WHEN (k.response IS NULL AND NOT k.erased)
 RETURNING request_hash, response, erased
 """
 
-# The live entry (a claimed key, with no response yet, is none).
+# The live entry (a claimed key, with no response yet, is none). An entry linked
+# to a session being erased (hidden by DeleteSubtree, `provisional_until =
+# 'infinity'`) answers as erased already.
 SELECT = """
-SELECT request_hash, response, erased FROM idempotency_keys
-WHERE space_id = $1 AND scope = $2 AND request_id = $3
-  AND created_at > now() - make_interval(hours => $4) AND (response IS NOT NULL OR erased)
+SELECT k.request_hash, k.response,
+       k.erased OR EXISTS (SELECT FROM idempotency_key_sessions l
+                           JOIN sessions s ON s.space_id = l.space_id AND s.id = l.session_id
+                           WHERE l.space_id = $1 AND l.scope = $2 AND l.request_id = $3
+                             AND s.provisional_until = 'infinity') AS erased
+FROM idempotency_keys k
+WHERE k.space_id = $1 AND k.scope = $2 AND k.request_id = $3
+  AND k.created_at > now() - make_interval(hours => $4)
+  AND (k.response IS NOT NULL OR k.erased)
 """
 
 # $6: the sessions whose data the response holds; links to others are dropped.

@@ -15,7 +15,7 @@ from stello.common.v1 import common_pb2
 from stello.errors import field_violations
 from stello.tree.v1 import tree_pb2, tree_pb2_grpc
 from tests.support.fixtures import MakeSession, RunningServer, ServerStarter, TestSpace
-from tests.tree.conftest import TreeClient, open_tree, session_count
+from tests.tree.conftest import TreeClient, erased, open_tree, session_count
 from tests.tree.owned import belongings, give_belongings
 from tree_service.app import create_app, create_sweeper
 from tree_service.config import TreeSettings
@@ -295,6 +295,7 @@ class TestRememberedReplies:
         await tree.stub.DeleteSubtree(
             tree_pb2.DeleteSubtreeRequest(space_id=tree.space.sid, session_id=root.id)
         )
+        await erased(pool)
         assert [tuple(r) for r in await pool.fetch(KEYS, tree.space.id)] == [("d-1", True, True, 0)]
         hashes = await pool.fetch(
             "SELECT request_hash FROM idempotency_keys WHERE space_id = $1", tree.space.id

@@ -783,11 +783,16 @@ class AgentGatewayServicer:
     def DeleteSession(self, request, context):
         """DeleteSession erases the session and its whole subtree (all
         descendants) with everything that belongs to them — records, slots,
-        config, compression cache, refs from and to them — in one transaction.
-        Sessions elsewhere that were forked from an erased session keep existing
-        with source_session_id cleared. Allowed on archived sessions. A large
-        subtree takes seconds: the tree's call gets the caller's whole deadline
-        (without one, STELLO_GATEWAY_LONG_CALL_TIMEOUT_S), not the per-call cap.
+        config, compression cache, refs from and to them, the replies
+        remembered for request_ids that wrote them (a replay is then NOT_FOUND).
+        It is the tree's DeleteSubtree (DESIGN §4.8): one transaction hides the
+        whole subtree from every read and write, and that is when it answers;
+        the rows are then erased in bounded batches in the background, so the
+        answer comes at once whatever the subtree's size. Sessions elsewhere
+        that were forked from an erased session keep existing with
+        source_session_id cleared. Allowed on archived sessions. The tree's call
+        gets the caller's whole deadline (without one,
+        STELLO_GATEWAY_LONG_CALL_TIMEOUT_S), not the per-call cap.
 
         Errors:
         - INVALID_ARGUMENT: malformed ids.

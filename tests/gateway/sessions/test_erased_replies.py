@@ -25,6 +25,7 @@ from stello.tree.v1 import tree_pb2
 from tests.gateway.conftest import Stack, record, rpc_error
 from tests.gateway.turns_support import send, stream_events, submit, tool_definition
 from tests.support.erasure import tables_holding
+from tests.tree.conftest import erased
 
 pytestmark = pytest.mark.sql
 
@@ -48,14 +49,22 @@ async def session_count(pool: asyncpg.Pool, stack: Stack) -> int:
     )
 
 
-async def assert_replay_erased(
-    pool: asyncpg.Pool, replay: Callable[[], Awaitable[Any]], texts: set[str]
-) -> None:
-    """The replay answers NOT_FOUND naming none of `texts`, and no table holds any of them."""
+async def assert_not_found(replay: Callable[[], Awaitable[Any]], texts: set[str]) -> None:
+    """The replay answers NOT_FOUND naming none of `texts`."""
     error = await rpc_error(replay())
     assert error.code() == grpc.StatusCode.NOT_FOUND, error.details()
     said = (error.details() or "") + repr(error.trailing_metadata())
     assert not [t for t in texts if t in said]
+
+
+async def assert_replay_erased(
+    pool: asyncpg.Pool, replay: Callable[[], Awaitable[Any]], texts: set[str]
+) -> None:
+    """The replay answers NOT_FOUND naming none of `texts` at once (the session hidden,
+    its erasure maybe still running) and once erased, when no table holds any of them."""
+    await assert_not_found(replay, texts)
+    await erased(pool)
+    await assert_not_found(replay, texts)
     async with pool.acquire() as con:
         assert await tables_holding(con, texts) == {}
 

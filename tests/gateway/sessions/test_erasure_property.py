@@ -26,6 +26,7 @@ from tests.gateway.conftest import Stack
 from tests.gateway.sessions.test_erased_replies import delete_session
 from tests.gateway.turns_support import send
 from tests.support.erasure import tables_holding
+from tests.tree.conftest import erased
 
 pytestmark = pytest.mark.sql
 
@@ -135,9 +136,10 @@ async def check(stack: Stack, tree: Tree, pool: asyncpg.Pool) -> None:
     if not written:
         return
     views = "".join([await shown(stack, s) for s in sorted(tree.parent)])
-    erased = {t for t in written if t not in views}
+    gone = {t for t in written if t not in views}
+    await erased(pool)
     async with pool.acquire() as con:
-        assert await tables_holding(con, erased) == {}
+        assert await tables_holding(con, gone) == {}
 
 
 @pytest.mark.slow
