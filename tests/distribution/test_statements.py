@@ -29,7 +29,6 @@ from tree_service import sql as tree_sql
 # Statements allowed to span spaces, by their fingerprint (constants ignored).
 MAINTENANCE = {
     fingerprint(tree_sql.SWEEP_DUE): "the sweep's dry run lists due sessions of every space",
-    fingerprint(tree_sql.SWEEP_CLAIM): "the sweep claims due sessions of every space",
     fingerprint(idempotency.PURGE): "request_id keys past 24 h go in every space",
 }
 
