@@ -54,6 +54,7 @@ DISTRIBUTED_TABLES: tuple[str, ...] = (
     "shared_memory",
     "session_lineages",
     "record_segments",
+    "background_jobs",
 )
 
 # Shared SQL functions that statements call, by signature, each created on
