@@ -557,13 +557,16 @@ class TestLaterMigrations:
 
 
 def _stello(*argv: str) -> subprocess.CompletedProcess[str]:
-    """The `stello` command (python -m stello_cli), its output kept."""
+    """The `stello` command (python -m stello_cli), its output kept (without the tests'
+    asyncio debug mode, whose slow-callback lines would join its stderr)."""
+    env = {k: v for k, v in os.environ.items() if k != "PYTHONASYNCIODEBUG"}
     return subprocess.run(
         [sys.executable, "-m", "stello_cli", *argv],
         capture_output=True,
         text=True,
         timeout=180,
         check=False,
+        env=env,
     )
 
 
