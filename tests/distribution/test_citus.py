@@ -29,6 +29,7 @@ from tests.support.citus import (
     LoggedError,
     logged_errors,
 )
+from tests.support.citus_pass import unexpected_errors
 
 pytestmark = [pytest.mark.citus, pytest.mark.timeout(300)]
 
@@ -208,6 +209,20 @@ class TestLog:
             LoggedError("db1", "could not run distributed query", "\nSELECT 1\nFOR UPDATE"),
             LoggedError("", "canceling statement due to user request", ""),
         ]
+
+    def test_only_provoked_errors_are_allowed(self) -> None:
+        """The pass's allow-list drops the errors tests provoke on purpose (each with its
+        statement where it names one) and keeps any other, a refused statement above all."""
+        refused = LoggedError("db", "could not run distributed query with FOR UPDATE", "SELECT 1")
+        cancelled = LoggedError("db", "canceling statement due to user request", "SELECT 1")
+        timeout_elsewhere = LoggedError(
+            "db", "canceling statement due to statement timeout", "SELECT * FROM records"
+        )
+        tree_timeout = LoggedError(
+            "db", "canceling statement due to statement timeout", "\nWITH RECURSIVE tree AS ("
+        )
+        found = unexpected_errors([refused, cancelled, timeout_elsewhere, tree_timeout])
+        assert found == [refused, timeout_elsewhere]
 
 
 class TestDistribute:

@@ -67,6 +67,13 @@ ALLOWED_ERRORS: tuple[Allowed, ...] = (
         "closed mid-read, asyncpg cancelling its type introspection",
     ),
     Allowed(
+        r"^unexpected message type 0x58 during COPY data$",
+        r'^COPY "\d+_\d+" FROM STDIN WITH \(format result\)$',
+        "a worker's end of a statement the coordinator cancelled while it sent the worker a "
+        "subplan's intermediate result (the event purge's marks, when a test stops its "
+        "stack mid-purge): the coordinator closes that connection mid-COPY",
+    ),
+    Allowed(
         r"^canceling statement due to statement timeout$",
         r"^\s*WITH RECURSIVE tree AS",
         "GetTree's read is bounded by a statement timeout (STELLO_TREE_GET_TREE_TIMEOUT_S); "
