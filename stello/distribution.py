@@ -55,6 +55,7 @@ DISTRIBUTED_TABLES: tuple[str, ...] = (
     "session_lineages",
     "record_segments",
     "background_jobs",
+    "idempotency_key_sessions",
 )
 
 # Shared SQL functions that statements call, by signature, each created on
