@@ -66,20 +66,28 @@ def fingerprint(request: KeyedRequest) -> bytes:
 # (other calls with the same key then wait on its row until this transaction
 # ends); an existing one is locked and returned as it is, or reset when it has
 # expired. The answer's response is NULL exactly when the key is ours to fill
-# (an erased key's is NULL too, and `erased` says so).
+# (an erased key's is NULL too, and `erased` says so). The time is the
+# insert's own (`EXCLUDED.created_at`, the column's default now()) and the ages
+# are compared as UTC timestamps: Citus runs only immutable functions in an
+# ON CONFLICT DO UPDATE, and `timestamptz - interval` is not (DESIGN §4.7); in
+# UTC an interval of hours is the same span either way.
 CLAIM = """
 INSERT INTO idempotency_keys AS k (space_id, scope, request_id, request_hash, response)
 VALUES ($1, $2, $3, $4, NULL)
 ON CONFLICT (space_id, scope, request_id) DO UPDATE
 SET request_hash = CASE WHEN (k.response IS NULL AND NOT k.erased)
-                             OR k.created_at <= now() - $5 * interval '1 hour'
+                             OR k.created_at AT TIME ZONE 'UTC'
+                                <= EXCLUDED.created_at AT TIME ZONE 'UTC' - $5 * interval '1 hour'
                         THEN EXCLUDED.request_hash ELSE k.request_hash END,
-    response = CASE WHEN k.created_at <= now() - $5 * interval '1 hour'
+    response = CASE WHEN k.created_at AT TIME ZONE 'UTC'
+                         <= EXCLUDED.created_at AT TIME ZONE 'UTC' - $5 * interval '1 hour'
                     THEN NULL ELSE k.response END,
-    erased = k.erased AND k.created_at > now() - $5 * interval '1 hour',
+    erased = k.erased AND k.created_at AT TIME ZONE 'UTC'
+                          > EXCLUDED.created_at AT TIME ZONE 'UTC' - $5 * interval '1 hour',
     created_at = CASE WHEN (k.response IS NULL AND NOT k.erased)
-                           OR k.created_at <= now() - $5 * interval '1 hour'
-                      THEN now() ELSE k.created_at END
+                           OR k.created_at AT TIME ZONE 'UTC'
+                              <= EXCLUDED.created_at AT TIME ZONE 'UTC' - $5 * interval '1 hour'
+                      THEN EXCLUDED.created_at ELSE k.created_at END
 RETURNING request_hash, response, erased
 """
 
@@ -104,8 +112,8 @@ WITH k AS (
     INSERT INTO idempotency_keys (space_id, scope, request_id, request_hash, response)
     VALUES ($1, $2, $3, $4, $5)
     ON CONFLICT (space_id, scope, request_id) DO UPDATE
-    SET request_hash = EXCLUDED.request_hash, response = EXCLUDED.response, created_at = now(),
-        erased = false
+    SET request_hash = EXCLUDED.request_hash, response = EXCLUDED.response,
+        created_at = EXCLUDED.created_at, erased = false
     RETURNING 1
 ), unlinked AS (
     DELETE FROM idempotency_key_sessions
@@ -119,14 +127,16 @@ ON CONFLICT DO NOTHING
 # Inserts the key with its response; an expired entry is replaced, a live one
 # is left alone (no row returned). Waits for a concurrent insert of the key.
 # $7: the sessions whose data the response holds (linked when it is stored).
+# The time and the comparison as in CLAIM (Citus: immutable functions only).
 INSERT_NEW = """
 WITH k AS (
     INSERT INTO idempotency_keys AS k (space_id, scope, request_id, request_hash, response)
     VALUES ($1, $2, $3, $4, $5)
     ON CONFLICT (space_id, scope, request_id) DO UPDATE
-    SET request_hash = EXCLUDED.request_hash, response = EXCLUDED.response, created_at = now(),
-        erased = false
-    WHERE k.created_at <= now() - make_interval(hours => $6)
+    SET request_hash = EXCLUDED.request_hash, response = EXCLUDED.response,
+        created_at = EXCLUDED.created_at, erased = false
+    WHERE k.created_at AT TIME ZONE 'UTC'
+          <= EXCLUDED.created_at AT TIME ZONE 'UTC' - make_interval(hours => $6)
     RETURNING 1
 ), unlinked AS (
     DELETE FROM idempotency_key_sessions

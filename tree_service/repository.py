@@ -98,6 +98,20 @@ def to_summary(row: asyncpg.Record) -> Summary:
     )
 
 
+async def _sweep_space(
+    con: asyncpg.Connection, space_id: uuid.UUID, ids: list[uuid.UUID]
+) -> list[SweptSession]:
+    """Claim, release and delete one space's due sessions (the sweep's transaction)."""
+    claimed = [r["id"] for r in await con.fetch(sql.SWEEP_CLAIM, space_id, ids)]
+    if not claimed:
+        return []
+    await con.execute(sql.SWEEP_RELEASE, space_id, claimed)
+    # Never visible: their request keys go whole, so a retried saga starts over.
+    await idempotency.forget_linked(con, space_id, claimed)
+    rows = await con.fetch(sql.SWEEP_DELETE, space_id, claimed)
+    return [SweptSession(space_id, r["id"]) for r in rows]
+
+
 async def erase_batch(con: asyncpg.Connection, batch: int) -> int:
     """In the caller's transaction (holding the erasure lock): erase up to `batch` of the
     deepest sessions being erased in one space, with what belongs to them; how many went."""
@@ -242,7 +256,10 @@ class TreeRepository:
     ) -> list[SweptSession] | None:
         """Delete one batch of due provisional sessions, all spaces; None if another sweeps.
 
-        With `wait` it queues behind a running sweep instead of giving up.
+        With `wait` it queues behind a running sweep instead of giving up. The
+        due sessions are read across spaces, then claimed and deleted space by
+        space (statements pinned to one space, as Citus needs for row locks);
+        one a CommitSession holds is skipped, so a batch may come back short.
         """
 
         async def work(con: asyncpg.Connection) -> list[SweptSession] | None:
@@ -250,18 +267,13 @@ class TreeRepository:
                 await con.execute(sql.WAIT_SWEEP_LOCK, SWEEP_LOCK_KEY)
             elif not await con.fetchval(sql.TRY_SWEEP_LOCK, SWEEP_LOCK_KEY):
                 return None
-            claimed = await con.fetch(sql.SWEEP_CLAIM, older_than_s, batch)
-            if not claimed:
-                return []
-            spaces = [r["space_id"] for r in claimed]
-            ids = [r["id"] for r in claimed]
-            await con.execute(sql.SWEEP_RELEASE, spaces, ids)
-            for space_id in sorted(set(spaces)):
-                # Never visible: their request keys go whole, so a retried saga starts over.
-                mine = [i for s, i in zip(spaces, ids, strict=True) if s == space_id]
-                await idempotency.forget_linked(con, space_id, mine)
-            rows = await con.fetch(sql.SWEEP_DELETE, spaces, ids)
-            return [SweptSession(r["space_id"], r["id"]) for r in rows]
+            due: dict[uuid.UUID, list[uuid.UUID]] = {}
+            for row in await con.fetch(sql.SWEEP_DUE, older_than_s, batch):
+                due.setdefault(row["space_id"], []).append(row["id"])
+            swept: list[SweptSession] = []
+            for space_id, ids in due.items():
+                swept += await _sweep_space(con, space_id, ids)
+            return swept
 
         return await in_transaction(self._pool, work)
 

@@ -1,7 +1,8 @@
 """Every SQL statement of the tree service, as constants the repository runs.
 
 Parameters are always ``$n``; ``$1`` is the space id in every statement but
-the sweep's, which spans spaces by design (admin maintenance). Every recursive
+the sweep's read of the due sessions, which spans spaces by design (admin
+maintenance). Every recursive
 CTE filters by space_id in both of its terms. Visibility is one predicate,
 ``provisional_until IS NULL``: a provisional session answers as if absent, and
 so does a session being erased (``provisional_until = 'infinity'``, `ERASING`).
@@ -356,14 +357,16 @@ LEFT JOIN session_configs c ON c.space_id = $1 AND c.session_id = s.id
 WHERE s.space_id = $1 AND s.id = $2 AND s.provisional_until IS NULL
 """
 
-# Whole overwrite; no row when the session is not visible.
+# Whole overwrite; no row when the session is not visible. The time is the
+# insert's (the column's default now()): no now() in an ON CONFLICT DO UPDATE
+# on Citus (DESIGN §4.7).
 PUT_CONFIG = """
 INSERT INTO session_configs (space_id, session_id, config)
 SELECT s.space_id, s.id, $3::jsonb
 FROM sessions s
 WHERE s.space_id = $1 AND s.id = $2 AND s.provisional_until IS NULL
 ON CONFLICT (space_id, session_id)
-DO UPDATE SET config = EXCLUDED.config, updated_at = now()
+DO UPDATE SET config = EXCLUDED.config, updated_at = EXCLUDED.updated_at
 RETURNING config
 """
 
@@ -476,9 +479,10 @@ WAIT_SWEEP_LOCK = """
 SELECT pg_advisory_xact_lock($1)
 """
 
-# $1 older_than_s (0 = past provisional_until), $2 batch size. Sessions being
-# erased are the erasure job's.
-_DUE = f"""
+# The due provisional sessions of every space (unlocked): $1 older_than_s
+# (0 = past provisional_until), $2 batch size. Sessions being erased are the
+# erasure job's.
+SWEEP_DUE = f"""
 SELECT d.space_id, d.id
 FROM sessions d
 WHERE d.provisional_until IS NOT NULL AND d.provisional_until <> {ERASING}
@@ -489,25 +493,29 @@ ORDER BY d.provisional_until, d.space_id, d.id
 LIMIT $2
 """
 
-SWEEP_DUE = _DUE
-
-# Rows a CommitSession holds right now are skipped: it is making them visible.
+# The sweep goes space by space over the due pairs SWEEP_DUE read (unlocked):
+# Citus locks rows only in a statement routed to one shard (DESIGN §4.7), so
+# each space's due sessions are claimed, released and deleted by statements
+# pinned to that space. Rows a CommitSession holds right now are skipped: it
+# is making them visible (and a committed one is provisional no more).
 SWEEP_CLAIM = f"""
-{_DUE}
-FOR UPDATE OF d SKIP LOCKED
+SELECT d.id
+FROM sessions d
+WHERE d.space_id = $1 AND d.id = ANY($2::uuid[])
+  AND d.provisional_until IS NOT NULL AND d.provisional_until <> {ERASING}
+ORDER BY d.id
+FOR UPDATE SKIP LOCKED
 """
 
-# The claimed sessions give up their records first, per space (a provisional
-# session can hold rows for forks: DESIGN §4.4, migration 0009).
+# The claimed sessions give up their records first (a provisional session can
+# hold rows for forks: DESIGN §4.4, migration 0009); on Citus the call is
+# delegated whole to the space's worker.
 SWEEP_RELEASE = """
-SELECT stello_release_records(d.space_id, array_agg(d.id), NULL)
-FROM unnest($1::uuid[], $2::uuid[]) AS d (space_id, id)
-GROUP BY d.space_id
+SELECT stello_release_records($1, $2::uuid[], NULL)
 """
 
 SWEEP_DELETE = """
 DELETE FROM sessions s
-USING unnest($1::uuid[], $2::uuid[]) AS d (space_id, id)
-WHERE s.space_id = d.space_id AND s.id = d.id AND s.provisional_until IS NOT NULL
-RETURNING s.space_id, s.id
+WHERE s.space_id = $1 AND s.id = ANY($2::uuid[]) AND s.provisional_until IS NOT NULL
+RETURNING s.id
 """

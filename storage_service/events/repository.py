@@ -39,12 +39,15 @@ TRY_PURGE_LOCK = "SELECT pg_try_advisory_xact_lock($1)"
 
 # Deletes every space's events older than $1 seconds and raises each space's
 # purge mark to the newest position it deleted (cursors below it are expired).
+# Ages count from the purge transaction's start (now(), a statement or two
+# earlier): Citus runs no volatile function such as clock_timestamp() in a
+# modification's WHERE (DESIGN §4.7).
 PURGE = """
 WITH purged AS (
     DELETE FROM space_events e
     USING space_positions p
     WHERE e.space_id = p.space_id
-      AND e.created_at < clock_timestamp() - make_interval(secs => $1)
+      AND e.created_at < now() - make_interval(secs => $1)
     RETURNING e.space_id, e.position
 ), marks AS (
     SELECT space_id, max(position) AS through, count(*) AS n FROM purged GROUP BY space_id

@@ -58,7 +58,9 @@ WHERE s.space_id = $1 AND s.id = $2 AND s.provisional_until IS NULL
 """
 
 # The session row is share-locked before the slot row is written, the order a
-# Transact locks them in (so the two never deadlock); no session, no row. The
+# Transact locks them in (so the two never deadlock); no session, no row. An
+# update takes the insert's time (`EXCLUDED.updated_at`, the column's default
+# now()): Citus runs no now() in an ON CONFLICT DO UPDATE (DESIGN §4.7). The
 # column cannot be a parameter, so one template gives the statement of each
 # slot (its names are the fixed SLOT_NAMES, never input).
 _PUT_SLOT = """
@@ -67,7 +69,7 @@ WITH s AS (SELECT id FROM sessions WHERE space_id = $1 AND id = $2
 INSERT INTO session_slots (space_id, session_id, {column})
 SELECT $1, s.id, $3::text FROM s
 ON CONFLICT (space_id, session_id)
-DO UPDATE SET {column} = EXCLUDED.{column}, updated_at = now()
+DO UPDATE SET {column} = EXCLUDED.{column}, updated_at = EXCLUDED.updated_at
 RETURNING true
 """
 PUT_SLOT: dict[SlotName, str] = {slot: _PUT_SLOT.format(column=slot) for slot in SLOT_NAMES}
@@ -100,7 +102,7 @@ WITH target AS (
     SELECT $1, target.id, source.system_prompt FROM target, source
     WHERE source.system_prompt <> ''
     ON CONFLICT (space_id, session_id)
-    DO UPDATE SET system_prompt = EXCLUDED.system_prompt, updated_at = now()
+    DO UPDATE SET system_prompt = EXCLUDED.system_prompt, updated_at = EXCLUDED.updated_at
     RETURNING true
 )
 SELECT EXISTS (SELECT FROM target) AS target_found,
@@ -188,7 +190,8 @@ dropped AS (
 INSERT INTO compression_caches (space_id, session_id, summary, covered_until_seq, lossy)
 SELECT $1, s.id, $3::text, $4::bigint, $5::boolean FROM s
 ON CONFLICT (space_id, session_id, covered_until_seq)
-DO UPDATE SET summary = EXCLUDED.summary, lossy = EXCLUDED.lossy, updated_at = now()
+DO UPDATE SET summary = EXCLUDED.summary, lossy = EXCLUDED.lossy,
+              updated_at = EXCLUDED.updated_at
 RETURNING true
 """
 

@@ -22,6 +22,9 @@ from storage_service.sessions.repository import meta_of, session_event
 
 # FOR UPDATE OF s: a Transact (a turn's commit) and a slot put (FOR KEY SHARE)
 # wait until the turn has been read, so what it reads is one consistent state.
+# The newest summary is joined by its seq (the key's last column: one index
+# probe), not by a LATERAL ... LIMIT 1, which Citus does not run with a row
+# lock (DESIGN §4.7).
 LOCK_TURN = """
 SELECT s.id, s.label, s.status, s.turn_count, s.created_at, s.updated_at, s.last_active_at,
        s.last_seq, s.token_total, s.provisional_until IS NULL AS visible,
@@ -30,12 +33,10 @@ SELECT s.id, s.label, s.status, s.turn_count, s.created_at, s.updated_at, s.last
 FROM sessions s
 LEFT JOIN session_slots sl ON sl.space_id = s.space_id AND sl.session_id = s.id
 LEFT JOIN session_configs cf ON cf.space_id = s.space_id AND cf.session_id = s.id
-LEFT JOIN LATERAL (
-    SELECT summary, covered_until_seq, lossy FROM compression_caches
-    WHERE space_id = s.space_id AND session_id = s.id
-    ORDER BY covered_until_seq DESC
-    LIMIT 1
-) c ON true
+LEFT JOIN compression_caches c
+  ON c.space_id = s.space_id AND c.session_id = s.id
+ AND c.covered_until_seq = (SELECT max(covered_until_seq) FROM compression_caches
+                            WHERE space_id = $1 AND session_id = $2)
 WHERE s.space_id = $1 AND s.id = $2
 FOR UPDATE OF s
 """
