@@ -1,18 +1,16 @@
 """The one Transact that commits a turn (DESIGN §4.2).
 
-Preconditions: the turn lease; the session's last seq (the new records' seqs
-are predicted from the last record read, so the reply — stored with the
-commit for the request_id — already holds them); the insight that was put
-into the context, when one was. Operations: the records, bump_turn (touch
-only for a continuation), clear_insight (when an insight was used), the new
+Preconditions: the turn lease; the session's last seq as BeginTurn answered it
+(the new records are numbered after it, so the reply — stored with the commit
+for the request_id — already holds their seqs); the insight that was put into
+the context, when one was. Operations: the records, bump_turn (touch only for
+a continuation), clear_insight (when an insight was used), the new
 compression cache, the lease release and the remembered reply.
 
 When the insight changed during the turn the commit is redone without the
-clear (the new insight survives). When the last seq was unknown — every
-record trimmed away, so no record tells it — the commit is redone without that
-check and the reply renumbered from what storage assigned, then remembered by
-a second Transact. A lost lease, or records added by someone else, is ABORTED
-CONCURRENT_MODIFICATION with nothing written.
+clear (the new insight survives). A lost lease, or records added by someone
+else (to any session, a new one included), is ABORTED CONCURRENT_MODIFICATION
+with nothing written: the turn never commits after records it did not see.
 
 The commit carries no storage request_id (it would cost a key insert per
 turn) and its remembered reply is a plain one (no require_new, unlike the
@@ -31,10 +29,9 @@ from dataclasses import dataclass
 
 from agent_gateway.clients import Caller, RequestKey, StorageClient, remember_op
 from agent_gateway.history.context import Summary
-from agent_gateway.turns.state import ASSISTANT, Plan, Turn
+from agent_gateway.turns.state import Plan, Turn
 from stello.agent.v1 import agent_pb2
-from stello.common.v1 import common_pb2
-from stello.errors import Aborted, StelloError
+from stello.errors import Aborted
 from stello.reasons import CONCURRENT_MODIFICATION
 from stello.storage.v1 import storage_pb2
 
@@ -81,17 +78,17 @@ class TurnCommitter:
         """The one Transact of the turn (see the module docstring for the retries)."""
         sid = str(plan.session_id)
         consume = bool(insight)
-        predicted = True
         for _ in range(MAX_ATTEMPTS):
-            checks = [Check(turn_lease=Check.TurnLeaseCheck(session_id=sid, token=lease.token))]
-            if predicted:
-                last = Check.SessionLastSeqCheck(session_id=sid, expected=turn.base_seq)
-                checks.append(Check(session_last_seq=last))
+            last = Check.SessionLastSeqCheck(session_id=sid, expected=turn.base_seq)
+            checks = [
+                Check(turn_lease=Check.TurnLeaseCheck(session_id=sid, token=lease.token)),
+                Check(session_last_seq=last),
+            ]
             if consume:
                 same = Check.InsightUnchangedCheck(session_id=sid, expected=insight)
                 checks.append(Check(insight_unchanged=same))
-            ops = _operations(plan, lease, turn, cache, consume=consume, predicted=predicted)
-            if plan.key is not None and predicted:
+            ops = _operations(plan, lease, turn, cache, consume=consume)
+            if plan.key is not None:
                 ops.append(_remember(plan.key, response))
             try:
                 # No request_id of its own: the lease precondition already makes a
@@ -111,19 +108,15 @@ class TurnCommitter:
                         reason=CONCURRENT_MODIFICATION,
                     ) from exc
                 if "session_last_seq" in failed:
-                    if turn.base_seq != 0:
-                        raise Aborted(
-                            f"records were added to session {sid} during the turn; nothing "
-                            "was written: retry",
-                            reason=CONCURRENT_MODIFICATION,
-                        ) from exc
-                    predicted = False
+                    raise Aborted(
+                        f"records were added to session {sid} during the turn; nothing "
+                        "was written: retry",
+                        reason=CONCURRENT_MODIFICATION,
+                    ) from exc
                 if "insight_unchanged" in failed:
                     consume = False  # a new insight was put meanwhile: it survives
                 continue
             lease.released = True
-            if not predicted:
-                response = await self._renumbered(caller, plan, response, results[0])
             return Committed(response, results[1].bump_turn.session.turn_count)
         raise Aborted(
             f"session {sid} kept changing during the commit; nothing was written: retry",
@@ -147,32 +140,6 @@ class TurnCommitter:
         meta = await self._storage.get_session(caller, plan.space_id, plan.session_id)
         return Committed(agent_pb2.SendResponse.FromString(found.response), meta.turn_count)
 
-    async def _renumbered(
-        self,
-        caller: Caller,
-        plan: Plan,
-        response: agent_pb2.SendResponse,
-        appended: storage_pb2.OperationResult,
-    ) -> agent_pb2.SendResponse:
-        """The reply with the seqs storage assigned, remembered afterwards (rare path)."""
-        fixed = agent_pb2.SendResponse()
-        fixed.CopyFrom(response)
-        del fixed.records[:]
-        fixed.records.extend(appended.append_records.records)
-        fixed.assistant.CopyFrom(next(r for r in reversed(fixed.records) if r.role == ASSISTANT))
-        if plan.key is not None:
-            try:
-                await self._storage.transact(
-                    caller, plan.space_id, [_remember(plan.key, fixed)], request_id=""
-                )
-            except StelloError as exc:
-                log.warning(
-                    "turn of %s committed but its reply was not remembered: %s",
-                    plan.session_id,
-                    exc,
-                )
-        return fixed
-
 
 def _operations(
     plan: Plan,
@@ -181,12 +148,10 @@ def _operations(
     cache: Summary | None,
     *,
     consume: bool,
-    predicted: bool,
 ) -> list[storage_pb2.Operation]:
     sid = str(plan.session_id)
-    records = turn.records if predicted else [_unnumbered(r) for r in turn.records]
     ops = [
-        Op(append_records=Op.AppendRecordsOp(session_id=sid, records=records)),
+        Op(append_records=Op.AppendRecordsOp(session_id=sid, records=turn.records)),
         Op(bump_turn=Op.BumpTurnOp(session_id=sid, touch_only=plan.touch_only)),
     ]
     if consume:
@@ -202,10 +167,3 @@ def _operations(
 
 def _remember(key: RequestKey, response: agent_pb2.SendResponse) -> storage_pb2.Operation:
     return remember_op(key, response.SerializeToString(deterministic=True))
-
-
-def _unnumbered(record: common_pb2.Record) -> common_pb2.Record:
-    copy = common_pb2.Record()
-    copy.CopyFrom(record)
-    copy.seq = 0
-    return copy
