@@ -53,6 +53,7 @@ DISTRIBUTED_TABLES: tuple[str, ...] = (
     "shared_memory",
     "session_lineages",
     "record_segments",
+    "shared_memory_counts",
 )
 
 # Shared SQL functions that statements call, by signature, each created on

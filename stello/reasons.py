@@ -59,6 +59,9 @@ LLM_RATE_LIMITED = "LLM_RATE_LIMITED"
 # UNAVAILABLE
 LLM_UNAVAILABLE = "LLM_UNAVAILABLE"
 """The LLM provider could not be reached or failed: retry later."""
+OUTCOME_UNKNOWN = "OUTCOME_UNKNOWN"
+"""The write's answer was lost and it may have been stored: read before repeating it (a
+retry with the same request_id is safe)."""
 
 # DEADLINE_EXCEEDED
 LLM_TIMEOUT = "LLM_TIMEOUT"

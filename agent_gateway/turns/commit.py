@@ -15,11 +15,21 @@ with nothing written: the turn never commits after records it did not see.
 The commit carries no storage request_id (it would cost a key insert per
 turn) and its remembered reply is a plain one (no require_new, unlike the
 provisioning saga's): the lease precondition already keeps a retried commit
-from writing twice. A retry whose first attempt did commit (its reply lost on the way)
-meets the lease that attempt released; with a request_id the remembered
-reply then shows the turn is this one's own and answers it. Without one the
-client is told ABORTED although the turn was stored (a lost reply is
-ambiguous without idempotency).
+from writing twice. A Transact whose answer was lost (UNAVAILABLE) is retried
+(`clients.rpc`), and the retry tells what the first attempt did:
+
+- the lease still live and this turn's: the first attempt wrote nothing, the
+  retry commits;
+- the lease released by a committed Transact with this token (storage keeps
+  the token a commit released, migration 0014; the violation's type is
+  `turn_lease_released`): the first attempt committed this very turn, whose
+  reply is answered (with or without a request_id);
+- neither (the lease expired, or another turn took and committed it since):
+  with a request_id, the remembered reply tells whether this turn was stored;
+  without one, when an attempt went unanswered, nothing can tell, and the
+  client is told so: UNAVAILABLE, reason OUTCOME_UNKNOWN ("may have been
+  stored"), never that nothing was written. The same when no attempt was
+  answered at all.
 """
 
 from __future__ import annotations
@@ -31,13 +41,15 @@ from agent_gateway.clients import Caller, RequestKey, StorageClient, remember_op
 from agent_gateway.history.context import Summary
 from agent_gateway.turns.state import Plan, Turn
 from stello.agent.v1 import agent_pb2
-from stello.errors import Aborted
-from stello.reasons import CONCURRENT_MODIFICATION
+from stello.errors import Aborted, StelloError, Unavailable
+from stello.reasons import CONCURRENT_MODIFICATION, OUTCOME_UNKNOWN
 from stello.storage.v1 import storage_pb2
 
 log = logging.getLogger(__name__)
 
 MAX_ATTEMPTS = 3
+LEASE_RELEASED = "turn_lease_released"
+"""Transact's violation type for a lease token a committed Transact released."""
 
 Op = storage_pb2.Operation
 Check = storage_pb2.Precondition
@@ -53,10 +65,11 @@ class Lease:
 
 @dataclass(frozen=True, slots=True)
 class Committed:
-    """A committed turn: its reply and the session's turn_count after it."""
+    """A committed turn: its reply and the session's turn_count after it (None: not known,
+    when the commit's own answer was lost and reading it failed)."""
 
     response: agent_pb2.SendResponse
-    turn_count: int
+    turn_count: int | None
 
 
 class TurnCommitter:
@@ -79,14 +92,7 @@ class TurnCommitter:
         sid = str(plan.session_id)
         consume = bool(insight)
         for _ in range(MAX_ATTEMPTS):
-            last = Check.SessionLastSeqCheck(session_id=sid, expected=turn.base_seq)
-            checks = [
-                Check(turn_lease=Check.TurnLeaseCheck(session_id=sid, token=lease.token)),
-                Check(session_last_seq=last),
-            ]
-            if consume:
-                same = Check.InsightUnchangedCheck(session_id=sid, expected=insight)
-                checks.append(Check(insight_unchanged=same))
+            checks = _checks(sid, lease, turn, insight if consume else None)
             ops = _operations(plan, lease, turn, cache, consume=consume)
             if plan.key is not None:
                 ops.append(_remember(plan.key, response))
@@ -98,15 +104,11 @@ class TurnCommitter:
                 )
             except Aborted as exc:
                 failed = {violation.type for violation in exc.violations}
+                if LEASE_RELEASED in failed:  # an earlier attempt committed this turn
+                    lease.released = True
+                    return Committed(response, await self._turn_count(caller, plan))
                 if not failed or "turn_lease" in failed:
-                    mine = await self._own_commit(caller, plan, lease)
-                    if mine is not None:
-                        return mine
-                    raise Aborted(
-                        f"the turn lease of session {sid} expired before the turn committed "
-                        "(another turn may have taken it); nothing was written",
-                        reason=CONCURRENT_MODIFICATION,
-                    ) from exc
+                    return await self._lease_lost(caller, plan, lease, exc)
                 if "session_last_seq" in failed:
                     raise Aborted(
                         f"records were added to session {sid} during the turn; nothing "
@@ -116,12 +118,48 @@ class TurnCommitter:
                 if "insight_unchanged" in failed:
                     consume = False  # a new insight was put meanwhile: it survives
                 continue
+            except StelloError as exc:
+                if exc.maybe_applied:
+                    raise _outcome_unknown(plan) from exc
+                raise
             lease.released = True
             return Committed(response, results[1].bump_turn.session.turn_count)
         raise Aborted(
             f"session {sid} kept changing during the commit; nothing was written: retry",
             reason=CONCURRENT_MODIFICATION,
         )
+
+    async def _lease_lost(
+        self, caller: Caller, plan: Plan, lease: Lease, exc: Aborted
+    ) -> Committed:
+        """The turn's own commit found by its request_id; else what the lost lease means.
+
+        Raises:
+            Aborted: CONCURRENT_MODIFICATION, nothing of the turn written.
+            Unavailable: OUTCOME_UNKNOWN, an unanswered attempt may have stored it.
+        """
+        mine = await self._own_commit(caller, plan, lease)
+        if mine is not None:
+            return mine
+        if exc.maybe_applied and plan.key is None:
+            raise _outcome_unknown(plan) from exc
+        raise Aborted(
+            f"the turn lease of session {plan.session_id} expired before the turn committed "
+            "(another turn may have taken it); nothing was written",
+            reason=CONCURRENT_MODIFICATION,
+        ) from exc
+
+    async def _turn_count(self, caller: Caller, plan: Plan) -> int | None:
+        """The session's turn_count now (None when it cannot be read: the turn is stored
+        all the same, and only the consolidation check after it waits for the next)."""
+        try:
+            meta = await self._storage.get_session(caller, plan.space_id, plan.session_id)
+        except StelloError as exc:
+            log.warning(
+                "turn of %s committed; its turn count was not read: %s", plan.session_id, exc
+            )
+            return None
+        return meta.turn_count
 
     async def _own_commit(self, caller: Caller, plan: Plan, lease: Lease) -> Committed | None:
         """The turn this very commit stored, when the lease check failed only because a
@@ -137,8 +175,23 @@ class TurnCommitter:
         if not found.found or found.request_hash != plan.key.request_hash:
             return None
         lease.released = True
-        meta = await self._storage.get_session(caller, plan.space_id, plan.session_id)
-        return Committed(agent_pb2.SendResponse.FromString(found.response), meta.turn_count)
+        turn_count = await self._turn_count(caller, plan)
+        return Committed(agent_pb2.SendResponse.FromString(found.response), turn_count)
+
+
+def _checks(
+    sid: str, lease: Lease, turn: Turn, insight: str | None
+) -> list[storage_pb2.Precondition]:
+    """The lease, the last seq BeginTurn answered and, when one was used, the insight."""
+    last = Check.SessionLastSeqCheck(session_id=sid, expected=turn.base_seq)
+    checks = [
+        Check(turn_lease=Check.TurnLeaseCheck(session_id=sid, token=lease.token)),
+        Check(session_last_seq=last),
+    ]
+    if insight:
+        same = Check.InsightUnchangedCheck(session_id=sid, expected=insight)
+        checks.append(Check(insight_unchanged=same))
+    return checks
 
 
 def _operations(
@@ -167,3 +220,17 @@ def _operations(
 
 def _remember(key: RequestKey, response: agent_pb2.SendResponse) -> storage_pb2.Operation:
     return remember_op(key, response.SerializeToString(deterministic=True))
+
+
+def _outcome_unknown(plan: Plan) -> Unavailable:
+    """The error of a commit whose every answer was lost: the turn may have been stored."""
+    then = (
+        "retry with the same request_id: it answers the stored turn, or runs it if it was not"
+        if plan.key is not None
+        else "read the session's records before sending it again"
+    )
+    return Unavailable(
+        f"the turn of session {plan.session_id} may have been stored: storage's answer to its "
+        f"commit was lost; {then}",
+        reason=OUTCOME_UNKNOWN,
+    )

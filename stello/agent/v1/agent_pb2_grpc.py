@@ -49,7 +49,10 @@ class AgentGatewayStub:
     CONCURRENT_MODIFICATION, ...).
     - A reply larger than STELLO_MAX_MESSAGE_BYTES is RESOURCE_EXHAUSTED.
     - Storage or tree unreachable: UNAVAILABLE (safe to retry; mutating RPCs
-    should be retried with the same request_id).
+    should be retried with the same request_id). With reason OUTCOME_UNKNOWN
+    (Send, SendStream, SubmitToolResults): storage's answer to the turn's
+    commit was lost and the turn may have been stored; read the session's
+    records before repeating it without a request_id.
     - Idempotency (CreateRoot, Fork, Send, SendStream, SubmitToolResults,
     ImportSession, UpsertSharedMemoryEntry, RemoveSharedMemoryEntry): a
     non-empty `request_id` is kept 24 h per (space, RPC, request_id) with a hash of the request and the stored response (Send and SendStream share
@@ -234,7 +237,10 @@ class AgentGatewayServicer:
     CONCURRENT_MODIFICATION, ...).
     - A reply larger than STELLO_MAX_MESSAGE_BYTES is RESOURCE_EXHAUSTED.
     - Storage or tree unreachable: UNAVAILABLE (safe to retry; mutating RPCs
-    should be retried with the same request_id).
+    should be retried with the same request_id). With reason OUTCOME_UNKNOWN
+    (Send, SendStream, SubmitToolResults): storage's answer to the turn's
+    commit was lost and the turn may have been stored; read the session's
+    records before repeating it without a request_id.
     - Idempotency (CreateRoot, Fork, Send, SendStream, SubmitToolResults,
     ImportSession, UpsertSharedMemoryEntry, RemoveSharedMemoryEntry): a
     non-empty `request_id` is kept 24 h per (space, RPC, request_id) with a hash of the request and the stored response (Send and SendStream share
@@ -416,11 +422,17 @@ class AgentGatewayServicer:
         lease release.
 
         If the commit's reply is lost between the gateway and storage (the
-        connection drops after storage committed), the gateway retries it. With
-        a request_id the turn is recognised as this call's own and answered;
-        without one the call answers ABORTED, reason CONCURRENT_MODIFICATION,
-        although the turn was stored (once): send a request_id to tell the two
-        apart.
+        connection drops after storage committed), the gateway retries it, and
+        the retry proves what the first attempt did: storage keeps the lease
+        token a commit released, so a turn stored by its first attempt is
+        recognised as this call's own and answered, with or without a
+        request_id (with one, the remembered reply proves it too). A turn is
+        never reported as not written when it may have been: when no answer
+        comes back at all, or the lease was taken and committed by another turn
+        before the retry arrived, the call answers UNAVAILABLE, reason
+        OUTCOME_UNKNOWN ("may have been stored"): read the session's records
+        before sending again, or retry with the same request_id, which answers
+        the stored turn or runs it if it was not stored.
 
         An LLM error, a cancelled call or a failed commit writes nothing and
         keeps the insight; the lease is released. A session fork made by
@@ -446,8 +458,12 @@ class AgentGatewayServicer:
         the built-in tool in the first attempt is not made again).
         - ABORTED, reason CONCURRENT_MODIFICATION: the lease expired and was
         taken over by another turn (seen by the next renewal, which cuts the
-        model call in flight short, or by the commit's preconditions); nothing
-        was written.
+        model call in flight short, or by the commit's preconditions), or
+        records were appended to the session during the turn; nothing was
+        written.
+        - UNAVAILABLE, reason OUTCOME_UNKNOWN: storage's answer to the commit was
+        lost and the gateway could not tell whether it was stored (see above);
+        the turn may have been stored, once.
         - RESOURCE_EXHAUSTED, reason TOOL_ROUNDS_EXCEEDED: the built-in tool loop
         exceeded its bound; nothing was written.
         - RESOURCE_EXHAUSTED, reason CONTEXT_TOO_LARGE: what the turn must send
@@ -483,12 +499,13 @@ class AgentGatewayServicer:
         the same SendResponse a unary Send would have returned, sent after the
         commit. A stream that ends with an error status (LLM error, commit
         failure, client cancellation) has written nothing, even if deltas were
-        sent. A retry with a stored request_id yields a single `done` event.
+        sent — except UNAVAILABLE OUTCOME_UNKNOWN, which says it may have. A retry with a stored request_id yields a single `done` event.
 
         Errors: as Send (INVALID_ARGUMENT, NOT_FOUND, FAILED_PRECONDITION
         SESSION_ARCHIVED, ABORTED TURN_IN_PROGRESS / CONCURRENT_MODIFICATION,
         RESOURCE_EXHAUSTED TOOL_ROUNDS_EXCEEDED / CONTEXT_TOO_LARGE, ALREADY_EXISTS
-        REQUEST_ID_REUSED, the LLM error mapping, CANCELLED, UNAUTHENTICATED),
+        REQUEST_ID_REUSED, UNAVAILABLE OUTCOME_UNKNOWN, the LLM error mapping,
+        CANCELLED, UNAUTHENTICATED),
         delivered as the stream's final status.
         """
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)
@@ -521,6 +538,8 @@ class AgentGatewayServicer:
         - FAILED_PRECONDITION, reason NO_PENDING_TOOL_CALLS: the session has no
         pending client tool calls.
         - ABORTED, reason TURN_IN_PROGRESS / CONCURRENT_MODIFICATION: as Send.
+        - UNAVAILABLE, reason OUTCOME_UNKNOWN: as Send (the results may have been
+        stored).
         - RESOURCE_EXHAUSTED, reason TOOL_ROUNDS_EXCEEDED or CONTEXT_TOO_LARGE:
         as Send.
         - ALREADY_EXISTS, reason REQUEST_ID_REUSED: request_id reused with a
@@ -1142,7 +1161,10 @@ class AgentGateway:
     CONCURRENT_MODIFICATION, ...).
     - A reply larger than STELLO_MAX_MESSAGE_BYTES is RESOURCE_EXHAUSTED.
     - Storage or tree unreachable: UNAVAILABLE (safe to retry; mutating RPCs
-    should be retried with the same request_id).
+    should be retried with the same request_id). With reason OUTCOME_UNKNOWN
+    (Send, SendStream, SubmitToolResults): storage's answer to the turn's
+    commit was lost and the turn may have been stored; read the session's
+    records before repeating it without a request_id.
     - Idempotency (CreateRoot, Fork, Send, SendStream, SubmitToolResults,
     ImportSession, UpsertSharedMemoryEntry, RemoveSharedMemoryEntry): a
     non-empty `request_id` is kept 24 h per (space, RPC, request_id) with a hash of the request and the stored response (Send and SendStream share

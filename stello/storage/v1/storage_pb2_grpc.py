@@ -699,7 +699,8 @@ class SessionStorageServicer:
         writes nothing else (no record, no turn count, no last_active_at): the
         path of a turn whose LLM call failed or was cancelled. Idempotent: a
         token that is expired, already released or superseded is a no-op that
-        still answers OK, with `released` false.
+        still answers OK, with `released` false. Unlike a Transact's
+        ReleaseTurnOp, it does not record the token as a committed one.
 
         Errors: INVALID_ARGUMENT for a malformed space_id or session_id, or an
         empty token; NOT_FOUND when the session is not in the space;
@@ -736,7 +737,11 @@ class SessionStorageServicer:
         any does not hold the call is ABORTED with ErrorInfo reason
         CONCURRENT_MODIFICATION and a PreconditionFailure naming each failed
         one (type = the `kind` field name, subject = `preconditions[<index>]`),
-        and no operation is applied. Then the operations run in order, each
+        and no operation is applied. One exception to the type: a TurnLeaseCheck
+        whose token's lease was released by a Transact that committed (its
+        ReleaseTurnOp; the session keeps the last such token) fails with type
+        `turn_lease_released`: the retry of a commit whose answer was lost
+        learns so that its first attempt was stored. Then the operations run in order, each
         seeing the effects of the ones before it (an append then a trim trims
         the new records too), each with the semantics of the matching RPC; if
         any fails, everything is rolled back and its error is returned. Answers
