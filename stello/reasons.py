@@ -55,6 +55,8 @@ CONTEXT_TOO_LARGE = "CONTEXT_TOO_LARGE"
 """The turn's fixed parts alone do not fit the model's window."""
 LLM_RATE_LIMITED = "LLM_RATE_LIMITED"
 """The LLM provider's rate limit or quota: retry later."""
+SHARED_MEMORY_FULL = "SHARED_MEMORY_FULL"
+"""The space holds as many shared memory entries as it may: remove one first."""
 
 # UNAVAILABLE
 LLM_UNAVAILABLE = "LLM_UNAVAILABLE"

@@ -740,6 +740,11 @@ class AgentGatewayServicer:
         rules; an empty summary, one over 1000 characters or with a line
         break; an empty body or one over STELLO_MAX_SLOT_BYTES (checked
         before anything is written).
+        - RESOURCE_EXHAUSTED, reason SHARED_MEMORY_FULL: a new slug in a space
+        that holds as many entries as storage allows
+        (STELLO_STORAGE_MAX_SHARED_MEMORY_ENTRIES, default 10,000; the message
+        names the cap); nothing is written. Replacing an existing slug is
+        allowed at the cap.
         - ALREADY_EXISTS, reason REQUEST_ID_REUSED: request_id reused with a
         different request.
         - UNAUTHENTICATED: no valid key.

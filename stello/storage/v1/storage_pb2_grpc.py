@@ -535,9 +535,16 @@ class SessionStorageServicer:
         SHARED_MEMORY_UPSERTED in the same transaction. Idempotent through
         `request_id` (see the service comment).
 
+        A space holds at most STELLO_STORAGE_MAX_SHARED_MEMORY_ENTRIES entries
+        (default 10,000): a new slug past it is refused; the count is kept with
+        the writes (one row per space), so neither this check nor a read of the
+        count grows with the space.
+
         Errors: INVALID_ARGUMENT for a malformed space_id, a slug that breaks
         the slug rules, an empty summary or one over 1000 characters or with a
         line break, an empty body or one over STELLO_MAX_SLOT_BYTES (nothing is
+        written); RESOURCE_EXHAUSTED (reason SHARED_MEMORY_FULL, the message
+        naming the cap) for a new slug in a space at the cap (nothing is
         written); ALREADY_EXISTS (reason REQUEST_ID_REUSED) for a reused
         request_id with a different request; UNAUTHENTICATED without a valid
         key.
