@@ -66,8 +66,14 @@ class AgentGatewayStub:
     and Fork/CreateRoot with COMPRESS context) map to: UNAVAILABLE (endpoint
     down or 5xx), RESOURCE_EXHAUSTED (provider rate limit or quota),
     FAILED_PRECONDITION (the provider rejected the API key or model),
-    DEADLINE_EXCEEDED (provider timeout or the call's deadline passed).
-    A call cancelled by the client ends CANCELLED.
+    DEADLINE_EXCEEDED (provider timeout or the call's deadline passed),
+    each with its reason (LLM_UNAVAILABLE, LLM_RATE_LIMITED,
+    LLM_API_KEY_REJECTED, LLM_MODEL_NOT_FOUND, LLM_REQUEST_REJECTED,
+    LLM_TIMEOUT; ErrorInfo metadata `http_status` when the provider answered
+    one) and a plain message ending "(error id <id>)". The message never
+    names the provider's address, the model, a setting or the provider's own
+    text: those are in the gateway's log under that error id, with any piece
+    of the API key masked. A call cancelled by the client ends CANCELLED.
     """
 
     def __init__(self, channel):
@@ -254,8 +260,14 @@ class AgentGatewayServicer:
     and Fork/CreateRoot with COMPRESS context) map to: UNAVAILABLE (endpoint
     down or 5xx), RESOURCE_EXHAUSTED (provider rate limit or quota),
     FAILED_PRECONDITION (the provider rejected the API key or model),
-    DEADLINE_EXCEEDED (provider timeout or the call's deadline passed).
-    A call cancelled by the client ends CANCELLED.
+    DEADLINE_EXCEEDED (provider timeout or the call's deadline passed),
+    each with its reason (LLM_UNAVAILABLE, LLM_RATE_LIMITED,
+    LLM_API_KEY_REJECTED, LLM_MODEL_NOT_FOUND, LLM_REQUEST_REJECTED,
+    LLM_TIMEOUT; ErrorInfo metadata `http_status` when the provider answered
+    one) and a plain message ending "(error id <id>)". The message never
+    names the provider's address, the model, a setting or the provider's own
+    text: those are in the gateway's log under that error id, with any piece
+    of the API key masked. A call cancelled by the client ends CANCELLED.
     """
 
     def CreateRoot(self, request, context):
@@ -1183,8 +1195,14 @@ class AgentGateway:
     and Fork/CreateRoot with COMPRESS context) map to: UNAVAILABLE (endpoint
     down or 5xx), RESOURCE_EXHAUSTED (provider rate limit or quota),
     FAILED_PRECONDITION (the provider rejected the API key or model),
-    DEADLINE_EXCEEDED (provider timeout or the call's deadline passed).
-    A call cancelled by the client ends CANCELLED.
+    DEADLINE_EXCEEDED (provider timeout or the call's deadline passed),
+    each with its reason (LLM_UNAVAILABLE, LLM_RATE_LIMITED,
+    LLM_API_KEY_REJECTED, LLM_MODEL_NOT_FOUND, LLM_REQUEST_REJECTED,
+    LLM_TIMEOUT; ErrorInfo metadata `http_status` when the provider answered
+    one) and a plain message ending "(error id <id>)". The message never
+    names the provider's address, the model, a setting or the provider's own
+    text: those are in the gateway's log under that error id, with any piece
+    of the API key masked. A call cancelled by the client ends CANCELLED.
     """
 
     @staticmethod
