@@ -53,6 +53,7 @@ DISTRIBUTED_TABLES: tuple[str, ...] = (
     "shared_memory",
     "session_lineages",
     "record_segments",
+    "background_jobs",
     "shared_memory_counts",
 )
 

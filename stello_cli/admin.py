@@ -18,10 +18,10 @@ import grpc
 from stello.channels import open_channel
 from stello_cli.parser import Commands
 from stello_cli.style import one_line, plural, write
-from stello_client.connect import pick, resolve_tls, tls_options
 from stello_client.credentials import load_credentials
 from stello_client.dicts import dumps
 from stello_client.errors import ClientError, UsageError
+from stello_client.flags import pick, resolve_tls, tls_options
 
 if TYPE_CHECKING:  # the database commands import these when they run (a client needs none)
     from stello.auth import KeyStore
@@ -152,7 +152,14 @@ async def cmd_up(args: argparse.Namespace) -> int:
         logging.getLogger("stello.rpc").setLevel(logging.WARNING)
     tracing = setup_tracing(TracingSettings(), "stello")
     console_port = None if args.no_console else args.console_port
-    ports = Ports(args.host, args.storage_port, args.tree_port, args.gateway_port, console_port)
+    ports = Ports(
+        args.host,
+        args.storage_port,
+        args.tree_port,
+        args.gateway_port,
+        console_port,
+        new_console_token=args.new_console_token,
+    )
 
     def ready(lines: dict[str, str]) -> None:
         saved = lines.pop("saved")
@@ -260,6 +267,12 @@ def register(commands: Commands) -> None:
         help="the web console's port (default 50064; 0 = any free one)",
     )
     up.add_argument("--no-console", action="store_true", help="do not serve the web console")
+    up.add_argument(
+        "--new-console-token",
+        action="store_true",
+        help="make the console a new sign-in token: the old URL stops working and open "
+        "console tabs are signed out (the token is kept across restarts until then)",
+    )
     up.add_argument(
         "--network-calls",
         action="store_true",

@@ -2,7 +2,9 @@
 
 Embedded PostgreSQL (unless a database URL is given), migrations, then the
 storage, tree and gateway servers on loopback. A local space and key are made
-on first run, saved to the user's config dir (mode 0600) and reused after.
+on first run, saved to the user's config dir (mode 0600) and reused after;
+so is the web console's signing secret (`console-secret.json` beside them), so
+a restart keeps open console tabs signed in until `--new-console-token`.
 Ctrl-C or SIGTERM stops the servers gracefully, then the embedded database.
 """
 
@@ -15,6 +17,7 @@ import logging
 import signal
 from collections.abc import AsyncIterator, Callable, Mapping
 from dataclasses import dataclass
+from pathlib import Path
 
 import asyncpg
 import grpc
@@ -33,6 +36,7 @@ from stello_client.credentials import Credentials, load_credentials, save_creden
 log = logging.getLogger(__name__)
 
 LOCAL_SPACE = "local"
+CONSOLE_SECRET_FILE = "console-secret.json"
 
 
 @dataclass(frozen=True, slots=True)
@@ -44,6 +48,7 @@ class Ports:
     tree: int = 50062
     gateway: int = 50063
     console: int | None = 50064  # None = no web console
+    new_console_token: bool = False  # a new signing secret: open console tabs sign out
 
 
 async def local_credentials(keys: KeyStore) -> Credentials:
@@ -139,7 +144,9 @@ async def run_up(
                     credentials = dataclasses.replace(credentials, **addresses)
                     saved = save_credentials(credentials)
                     async with contextlib.AsyncExitStack() as console_stack:
-                        console = await start_console(console_stack, ports, credentials)
+                        console = await start_console(
+                            console_stack, ports, credentials, saved.parent / CONSOLE_SECRET_FILE
+                        )
                         on_ready(
                             {
                                 "gateway": credentials.gateway,
@@ -186,20 +193,31 @@ async def start_servers(
 
 
 async def start_console(
-    stack: contextlib.AsyncExitStack, ports: Ports, credentials: Credentials
+    stack: contextlib.AsyncExitStack, ports: Ports, credentials: Credentials, secret_file: Path
 ) -> str:
-    """Serve the web console (DESIGN §8.1) until `stack` closes; its URL, or why it is off."""
+    """Serve the web console (DESIGN §8.1) until `stack` closes; its URL, or why it is off.
+
+    Its sign-in comes from the signing secret in `secret_file` (made on first use, or
+    anew with `ports.new_console_token`), so the URL and open tabs outlive a restart."""
     if ports.console is None:
         return "off (--no-console)"
     try:
-        from stello_console import Caller, ConsoleOptions, running_console
+        from stello_console import (
+            Caller,
+            ConsoleOptions,
+            LaunchToken,
+            console_secret,
+            running_console,
+        )
     except ImportError:  # installed without the console's extra
         return "off: pip install 'stello[console]' for the web console"
+    secret = console_secret(secret_file, renew=ports.new_console_token)
     options = ConsoleOptions(
         gateway=credentials.gateway,
         host=ports.host,
         port=ports.console,
         caller=Caller(credentials.key, credentials.space_id),
+        launch=LaunchToken.from_secret(secret),
     )
     running = await stack.enter_async_context(running_console(options, "--console-port"))
     return running.url

@@ -2,7 +2,8 @@
 
 A small ASGI app (Starlette on uvicorn) that calls the gateway over gRPC with
 the user's key and serves plain JavaScript modules; `stello up` runs it on
-loopback behind a per-launch token, `python -m stello_console` in a deployment.
+loopback behind a token that outlives restarts (derived from a signing secret
+kept beside the saved credentials), `python -m stello_console` in a deployment.
 It imports no service package: it is a client of `stello.agent.v1`.
 """
 
@@ -11,7 +12,7 @@ from __future__ import annotations
 import stello  # noqa: F401 (first: its import settles gRPC fork support before grpc loads)
 from stello_console.app import ConsoleOptions, RunningConsole, create_console, running_console
 from stello_console.gateway import Caller, ConsoleGateway
-from stello_console.security import AccessPolicy, LaunchToken
+from stello_console.security import AccessPolicy, LaunchToken, console_secret
 
 __all__ = [
     "AccessPolicy",
@@ -20,6 +21,7 @@ __all__ = [
     "ConsoleOptions",
     "LaunchToken",
     "RunningConsole",
+    "console_secret",
     "create_console",
     "running_console",
 ]

@@ -15,7 +15,6 @@ from collections.abc import AsyncIterator, Generator
 from dataclasses import dataclass, field
 from pathlib import Path
 
-import grpc
 import uvicorn
 from starlette.applications import Starlette
 from starlette.requests import Request
@@ -24,16 +23,23 @@ from starlette.routing import Mount, Route
 from starlette.staticfiles import StaticFiles
 from starlette.types import ASGIApp
 
-from stello.channels import ClientTls, open_channel
+from stello.channels import ClientTls
 from stello.errors import FailedPrecondition
+from stello_client.aio import AsyncClient
+from stello_client.calls import Retry
+from stello_client.exceptions import ConfigurationError, RpcError
 from stello_console.api import CallerOf, ConsoleApi, fixed_caller, header_caller
 from stello_console.errors import ConsoleInputError
 from stello_console.gateway import Caller, ConsoleGateway
 from stello_console.live import HEARTBEAT_S, LiveRelay
+from stello_console.lookup import Lookup
 from stello_console.security import AccessPolicy, Guard, LaunchToken
 
 STATIC = Path(__file__).parent / "static"
 DEFAULT_PORT = 50064
+# A read that meets a gateway just back (its channel reconnecting) is asked again for about
+# a second and a half before the page is shown an outage; writes with a request_id too.
+RETRY = Retry(attempts=5, initial_backoff_s=0.1, max_backoff_s=1.0)
 
 
 @dataclass(frozen=True, slots=True)
@@ -50,6 +56,8 @@ class ConsoleOptions:
         tls: how to reach a TLS gateway; None = plaintext.
         allowed_hosts: Host header values accepted besides loopback names.
         heartbeat_s: how often an idle live stream carries a keep-alive comment.
+        launch: the local console's sign-in (`LaunchToken.from_secret` keeps it across
+            restarts); None = a new one for this launch. Ignored without `caller`.
     """
 
     gateway: str
@@ -59,6 +67,7 @@ class ConsoleOptions:
     tls: ClientTls | None = None
     allowed_hosts: frozenset[str] = field(default_factory=frozenset)
     heartbeat_s: float = HEARTBEAT_S
+    launch: LaunchToken | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -78,9 +87,14 @@ class RunningConsole:
 
 
 def create_console(
-    gateway: ConsoleGateway, live: LiveRelay, options: ConsoleOptions, launch: LaunchToken | None
+    gateway: ConsoleGateway,
+    live: LiveRelay,
+    options: ConsoleOptions,
+    launch: LaunchToken | None,
+    lookup: Lookup | None = None,
 ) -> ASGIApp:
-    """The ASGI app: the guard around the API (and its live relay), the page and its assets."""
+    """The ASGI app: the guard around the API (and its live relay, and `lookup`'s finding
+    endpoints when given), the page and its assets."""
     caller_of: CallerOf = (
         fixed_caller(options.caller) if options.caller is not None else header_caller
     )
@@ -94,11 +108,13 @@ def create_console(
     app = Starlette(
         routes=[
             *api.routes(),
+            *(lookup.routes() if lookup is not None else ()),
             Route("/", page),
             Mount("/static", StaticFiles(directory=STATIC), name="static"),
         ],
         exception_handlers={
-            grpc.aio.AioRpcError: api.error_response,
+            RpcError: api.error_response,
+            ConfigurationError: api.error_response,
             ConsoleInputError: api.error_response,
         },
     )
@@ -120,11 +136,15 @@ async def running_console(
     """Serve the console until the block exits; FailedPrecondition (naming `port_flag`) when
     the port is taken."""
     sock = _bind(options.host, options.port, port_flag)
-    launch = LaunchToken() if options.caller is not None else None
-    async with open_channel(options.gateway, tls=options.tls) as channel:
-        gateway = ConsoleGateway(channel)
+    launch = (options.launch or LaunchToken()) if options.caller is not None else None
+    async with AsyncClient.keyless(options.gateway, tls=options.tls, retry=RETRY) as client:
+        gateway = ConsoleGateway(client)
         live = LiveRelay(gateway, options.gateway, options.heartbeat_s)
-        app = create_console(gateway, live, options, launch)
+        caller_of: CallerOf = (
+            fixed_caller(options.caller) if options.caller is not None else header_caller
+        )
+        lookup = Lookup(gateway, caller_of)
+        app = create_console(gateway, live, options, launch, lookup)
         config = uvicorn.Config(
             app,
             log_config=None,

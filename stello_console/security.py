@@ -11,11 +11,18 @@ page, so nothing is answered before these checks:
   ``Sec-Fetch-Site`` must be ``same-origin`` or ``none`` (typed or opened from
   outside a page): a page on another port of the same host is "same-site" and
   would carry the cookie. Request forgery needs one of those.
-- **Sign-in** (the local console of `stello up`): ``?token=`` with the launch's
+- **Sign-in** (the local console of `stello up`): ``?token=`` with the console's
   token is exchanged for an HttpOnly, SameSite=Strict cookie and redirected to
-  the same path without it; every other request needs that cookie. A deployed
-  console has no token: its API calls carry the user's key in a header, which
-  no other site can make a browser send.
+  the same path without it; every other request needs that cookie (an API
+  request without it is answered JSON with reason ``CONSOLE_SIGNED_OUT``, so
+  an open page can say what to do). A deployed console has no token: its API
+  calls carry the user's key in a header, which no other site can make a
+  browser send.
+- **The signing secret** both are derived from is kept in a file beside the
+  saved credentials, readable by the user only (`console_secret`): a restart
+  of `stello up` keeps open tabs signed in and the printed URL valid. The
+  trade-off: a leaked URL stays valid until the user asks for a new secret
+  (``stello up --new-console-token``), which signs every tab out.
 
 Every answer carries a strict Content Security Policy (scripts only from this
 origin, no inline script, no eval, Trusted Types for DOM sinks), so even markup
@@ -24,11 +31,16 @@ that slipped into the page could not run.
 
 from __future__ import annotations
 
+import base64
+import hashlib
 import hmac
+import json
+import os
 import secrets
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 from http.cookies import SimpleCookie
+from pathlib import Path
 from urllib.parse import parse_qsl, urlencode
 
 from starlette.datastructures import Headers
@@ -36,6 +48,12 @@ from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 LOOPBACK_NAMES = frozenset({"127.0.0.1", "localhost", "[::1]"})
 SAFE_METHODS = frozenset({"GET", "HEAD"})
+SECRET_BYTES = 32
+SIGNED_OUT_REASON = "CONSOLE_SIGNED_OUT"
+NOT_SIGNED_IN = (
+    "not signed in: open the URL `stello up` printed (it has the token; after "
+    "`stello up --new-console-token` only the new URL signs in)"
+)
 
 CONTENT_SECURITY_POLICY = "; ".join(
     (
@@ -67,16 +85,58 @@ class LaunchToken:
     """The local console's sign-in: the token `stello up` prints and the cookie it becomes.
 
     Attributes:
-        token: the secret in the printed URL (valid for this launch).
+        token: the secret in the printed URL.
         session: the cookie's value (a different secret, never shown).
+
+    Made at random (valid while this process serves), or derived from a kept
+    signing secret (`from_secret`: valid across restarts until it is renewed).
     """
 
     token: str = field(default_factory=lambda: secrets.token_urlsafe(32))
     session: str = field(default_factory=lambda: secrets.token_urlsafe(32))
 
+    @classmethod
+    def from_secret(cls, secret: bytes) -> LaunchToken:
+        """The token and cookie a signing secret stands for (the same every launch)."""
+        token = _derive(secret, b"stello console url token")
+        return cls(token, _derive(secret, b"stello console session cookie"))
+
     def cookie_name(self, port: int) -> str:
         """Cookies ignore ports: one name per port keeps two consoles apart."""
         return f"stello_console_{port}"
+
+
+def console_secret(path: Path, *, renew: bool = False) -> bytes:
+    """The signing secret kept in `path`, made (and written readable by the user only) when
+    the file is missing, is not one, or `renew` asks for a new one (old tabs sign out)."""
+    if not renew:
+        kept = _read_secret(path)
+        if kept is not None:
+            os.chmod(path, 0o600)  # a copy restored with looser bits is tightened
+            return kept
+    secret = secrets.token_bytes(SECRET_BYTES)
+    path.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
+    draft = path.with_name(f".{path.name}.{secrets.token_hex(4)}")
+    fd = os.open(draft, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+    with os.fdopen(fd, "w") as handle:
+        json.dump({"console_secret": secret.hex()}, handle)
+    os.replace(draft, path)  # a reader sees the old file or the whole new one
+    return secret
+
+
+def _read_secret(path: Path) -> bytes | None:
+    """The secret in `path`, or None when there is no such file or it holds none."""
+    try:
+        data = json.loads(path.read_text())
+        secret = bytes.fromhex(data["console_secret"])
+    except (OSError, ValueError, KeyError, TypeError):
+        return None
+    return secret if len(secret) == SECRET_BYTES else None
+
+
+def _derive(secret: bytes, purpose: bytes) -> str:
+    digest = hmac.new(secret, purpose, hashlib.sha256).digest()
+    return base64.urlsafe_b64encode(digest).rstrip(b"=").decode()
 
 
 @dataclass(frozen=True, slots=True)
@@ -146,7 +206,12 @@ class Guard:
         query = dict(parse_qsl(scope.get("query_string", b"").decode("latin-1")))
         if "token" in query:
             if not hmac.compare_digest(query["token"].encode(), launch.token.encode()):
-                await _refuse(send, 403, "wrong token: open the URL `stello up` printed")
+                await _refuse(
+                    send,
+                    403,
+                    "wrong token: open the URL `stello up` printed (a URL from before "
+                    "`stello up --new-console-token` no longer signs in)",
+                )
                 return False
             del query["token"]
             # One leading slash: "//host" would send the browser to another site.
@@ -157,9 +222,10 @@ class Guard:
         cookies.load(headers.get("cookie", ""))
         given = cookies.get(launch.cookie_name(port))
         if given is None or not hmac.compare_digest(given.value.encode(), launch.session.encode()):
-            await _refuse(
-                send, 403, "not signed in: open the URL `stello up` printed (it has the token)"
-            )
+            if scope["path"].startswith("/api/"):
+                await _refuse_json(send, 403, NOT_SIGNED_IN, SIGNED_OUT_REASON)
+            else:
+                await _refuse(send, 403, NOT_SIGNED_IN)
             return False
         return True
 
@@ -197,6 +263,19 @@ async def _refuse(send: Send, status: int, message: str) -> None:
     body = (message + "\n").encode()
     headers = [
         (b"content-type", b"text/plain; charset=utf-8"),
+        (b"content-length", str(len(body)).encode()),
+        *SECURITY_HEADERS,
+    ]
+    await send({"type": "http.response.start", "status": status, "headers": headers})
+    await send({"type": "http.response.body", "body": body})
+
+
+async def _refuse_json(send: Send, status: int, message: str, reason: str) -> None:
+    """A refusal as the page's JSON error (`stello_console.errors`), so it can say what to do."""
+    error = {"code": "UNAUTHENTICATED", "message": message, "reason": reason}
+    body = json.dumps({"error": error}).encode()
+    headers = [
+        (b"content-type", b"application/json"),
         (b"content-length", str(len(body)).encode()),
         *SECURITY_HEADERS,
     ]

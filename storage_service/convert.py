@@ -187,6 +187,8 @@ def result_to_proto(result: OperationResult) -> storage_pb2.OperationResult:
         branch.until_seq = result.until_seq
     elif result.kind == "copy_system_prompt":
         branch.copied = result.copied
+    elif result.kind == "update_job":
+        branch.updated = result.updated
     return message
 
 
@@ -207,6 +209,8 @@ def result_from_proto(message: storage_pb2.OperationResult) -> OperationResult:
         return OperationResult(kind, until_seq=branch.until_seq)
     if kind == "copy_system_prompt":
         return OperationResult(kind, copied=branch.copied)
+    if kind == "update_job":
+        return OperationResult(kind, updated=branch.updated)
     return OperationResult(kind)
 
 

@@ -25,6 +25,7 @@ from storage_service.convert import (
     STATUS_FROM_PROTO,
     struct_to_dict,
 )
+from storage_service.jobs import wire
 from storage_service.models import (
     CompressionCache,
     Idempotency,
@@ -398,6 +399,10 @@ class RequestParser:
             if not lease.token:
                 v.add(f"{path}.{kind}.token", "is required")
             return LeaseCheck(sid, lease.token)
+        if kind == "background_job":
+            return wire.job_check(message.background_job, f"{path}.{kind}", v)
+        if kind == "memory_version":
+            return wire.memory_version_check(message.memory_version, f"{path}.{kind}", v)
         v.add(path, "must set exactly one kind")
         return None
 
@@ -427,13 +432,19 @@ class RequestParser:
             return copy_prompt_op(sid, body, path, v)
         if kind in ("put_system_prompt", "put_insight", "put_memory"):
             content = self.slot(body.content, f"{path}.content", v)
+            covered = body.covered_until_seq if kind == "put_memory" else None
+            if covered is not None and body.HasField("covered_until_seq"):
+                if covered < 0:
+                    v.add(f"{path}.covered_until_seq", "must not be negative")
+                return PutSlotOp(sid, "memory", content, covered)
             return PutSlotOp(sid, kind.removeprefix("put_"), content)
         if kind == "clear_insight":
             return ClearInsightOp(sid)
         if kind == "put_compression_cache":
-            return PutCacheOp(
-                sid, self.cache(body.HasField("cache"), body.cache, f"{path}.cache", v)
-            )
+            cache = self.cache(body.HasField("cache"), body.cache, f"{path}.cache", v)
+            return PutCacheOp(sid, cache, body.keep_newer)
+        if kind == "update_job":
+            return wire.update_job_op(sid, body, path, v)
         if kind == "trim_records":
             present = body.HasField("keep_recent")
             return TrimOp(sid, keep_recent(present, body.keep_recent, f"{path}.keep_recent", v))

@@ -4,7 +4,11 @@
 
 const KEY = "stello_console.key";
 const SPACE = "stello_console.space";
+// The guard's answer to a request whose sign-in cookie is no longer valid (the console's
+// token was renewed): the page stops and says what to do.
+const SIGNED_OUT = "CONSOLE_SIGNED_OUT";
 let keyMode = false;
+let signedOutHandler = null;
 
 /** An error the gateway (or the console) answered: its code and message. */
 export class ApiError extends Error {
@@ -17,6 +21,11 @@ export class ApiError extends Error {
   toString() {
     return `${this.code}: ${this.message}`;
   }
+}
+
+/** `handler(error)` runs when the console says this tab's sign-in is no longer valid. */
+export function onSignedOut(handler) {
+  signedOutHandler = handler;
 }
 
 /** "key": requests carry the key from sessionStorage; "local": the cookie suffices. */
@@ -74,7 +83,9 @@ async function answer(response) {
     const data = await response.json();
     if (response.ok) return data;
     const error = data.error || {};
-    throw new ApiError(error.code || String(response.status), error.message || "", error.reason);
+    const failure = new ApiError(error.code || String(response.status), error.message || "", error.reason);
+    if (failure.reason === SIGNED_OUT) signedOutHandler?.(failure);
+    throw failure;
   }
   const text = (await response.text()).trim();
   if (!response.ok) throw new ApiError(String(response.status), text || response.statusText);

@@ -3,7 +3,7 @@
 // up to date by the space's live changes (live.js): each batch refetches only the nodes
 // and the parts of the open view that its events name.
 
-import { ApiError, call, requestId, setMode, signIn, signOut, signedIn, space } from "./api.js";
+import { ApiError, call, onSignedOut, requestId, setMode, signIn, signOut, signedIn, space } from "./api.js";
 import { DigestsView } from "./digests.js";
 import { dialog, el, replace } from "./dom.js";
 import { Forest } from "./forest.js";
@@ -25,6 +25,7 @@ class App {
     this.routing = false;
     this.routed = null;
     this.resyncing = null;
+    this.out = false;
   }
 
   async boot() {
@@ -37,6 +38,7 @@ class App {
       return;
     }
     setMode(this.config.mode);
+    onSignedOut(() => this.signedOut());
     window.addEventListener("pagehide", () => this.live?.stop());
     if (!signedIn()) this.askKey();
     else await this.start();
@@ -71,8 +73,9 @@ class App {
   }
 
   async start() {
-    $("space").textContent = this.config.space_id || space() || "";
+    this.showSpace(this.config.space_id || space() || "");
     this.tree = new Forest($("forest-pane"), (id) => this.open(id));
+    this.tree.addTool(this.goTo());
     for (const id of ["new-root", "refresh"]) $(id).hidden = false;
     $("sign-out").hidden = this.config.mode !== "key";
     $("refresh").onclick = () => this.refresh();
@@ -98,6 +101,89 @@ class App {
 
   forest() {
     return this.tree;
+  }
+
+  /** The bar names the space (its id on hover); the id until the name is known. */
+  async showSpace(id) {
+    const label = $("space");
+    label.textContent = id;
+    label.title = id;
+    try {
+      const { name } = await call("GET", "/api/space");
+      if (name) label.textContent = name;
+    } catch {
+      // the id stays: a refused key shows its own message
+    }
+  }
+
+  /** "Go to session": a whole id, or its first hex digits as the CLI takes them. */
+  goTo() {
+    const input = el("input", {
+      id: "goto-id",
+      placeholder: "Go to id…",
+      "aria-label": "Go to session by id or its first digits",
+      autocomplete: "off",
+      spellcheck: false,
+    });
+    const found = el("div", { class: "goto-found", id: "goto-found", "aria-live": "polite" });
+    const form = el(
+      "form",
+      {
+        class: "goto",
+        onsubmit: async (event) => {
+          event.preventDefault();
+          replace(found);
+          const text = input.value.trim();
+          if (!text) return;
+          try {
+            const { sessions } = await call("GET", `/api/resolve?${new URLSearchParams({ prefix: text })}`);
+            if (sessions.length === 1) {
+              input.value = "";
+              this.open(sessions[0].id);
+            } else if (!sessions.length) {
+              replace(found, el("p", { class: "error-text" }, `No session id starts with “${text}”.`));
+            } else {
+              replace(
+                found,
+                el("p", { class: "muted" }, `Several ids start with “${text}”:`),
+                el(
+                  "ul",
+                  {},
+                  sessions.map((s) => el("li", {}, el("a", { href: `#/session/${s.id}`, onclick: () => replace(found) }, s.label, " ", el("code", {}, s.id.slice(0, 13))))),
+                ),
+              );
+            }
+          } catch (error) {
+            replace(found, el("p", { class: "error-text" }, error.message || String(error)));
+          }
+        },
+      },
+      input,
+      el("button", { type: "submit", id: "goto-go" }, "Go"),
+    );
+    return el("div", { class: "goto-box" }, form, found);
+  }
+
+  /** The console's sign-in was renewed: stop, and say how to sign in again. */
+  signedOut() {
+    if (this.out) return;
+    this.out = true;
+    this.live?.stop({ code: "UNAUTHENTICATED", message: "signed out" });
+    this.view = null;
+    for (const id of ["new-root", "refresh", "sign-out"]) $(id).hidden = true;
+    $("error").hidden = true;
+    document.body.dataset.view = "detail";
+    replace($("forest-pane"));
+    replace(
+      $("detail"),
+      el(
+        "section",
+        { class: "signed-out", id: "signed-out" },
+        el("h2", {}, "This tab is signed out"),
+        el("p", {}, "The console's sign-in token was renewed (", el("code", {}, "stello up --new-console-token"), "), so the address this tab opened no longer signs in."),
+        el("p", {}, "Open the ", el("code", {}, "console:"), " URL that ", el("code", {}, "stello up"), " printed last (it carries the new token), in this tab or a new one."),
+      ),
+    );
   }
 
   /** Reload the forest and the open view (one at a time); false when the forest failed. */
@@ -185,12 +271,17 @@ class App {
   }
 
   async route() {
+    if (this.out) return;
     const hash = location.hash;
     this.routed = hash;
     const detail = $("detail");
     $("nav-digests").classList.toggle("current", hash === "#/digests");
     $("nav-forest").classList.toggle("current", hash !== "#/digests");
     let view = null;
+    // One column on a narrow screen: the forest, or the open view (the bar goes between).
+    document.body.dataset.view = hash.startsWith("#/session/") || hash === "#/digests" ? "detail" : "forest";
+    if (hash !== this.shownHash) detail.scrollTop = 0; // another view starts at its top
+    this.shownHash = hash;
     if (hash.startsWith("#/session/")) {
       const id = decodeURIComponent(hash.slice("#/session/".length));
       this.tree.select(id);
@@ -238,6 +329,7 @@ class App {
 
   /** Show a failure as its message (never a blank page). */
   reportError(error) {
+    if (this.out) return; // the signed-out page says it all
     $("error-text").textContent = String(error);
     $("error").hidden = false;
   }

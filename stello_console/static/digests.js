@@ -54,6 +54,7 @@ export class DigestsView {
       "select",
       {
         id: "digest-status",
+        "aria-label": "Show sessions of status",
         onchange: (event) => this.go(() => {
           this.status = event.target.value;
           this.tokens = [""];
@@ -88,10 +89,14 @@ export class DigestsView {
         el("button", { type: "button", id: "digest-next", disabled: !this.next, onclick: () => this.go(() => this.tokens.push(this.next)) }, "Next ›"),
       ),
       el(
-        "table",
-        { class: "digests", id: "digests" },
-        el("thead", {}, el("tr", {}, ["Label", "Status", "Turns", "Memory", "Insight", "Id"].map((h) => el("th", {}, h)))),
-        el("tbody", {}, rows.length ? rows : el("tr", {}, el("td", { colspan: "6", class: "muted" }, "No sessions."))),
+        "div",
+        { class: "table-scroll" }, // a narrow screen scrolls the table, not the page
+        el(
+          "table",
+          { class: "digests", id: "digests" },
+          el("thead", {}, el("tr", {}, ["Label", "Status", "Turns", "Memory", "Insight", "Id"].map((h) => el("th", {}, h)))),
+          el("tbody", {}, rows.length ? rows : el("tr", {}, el("td", { colspan: "6", class: "muted" }, "No sessions."))),
+        ),
       ),
     );
   }

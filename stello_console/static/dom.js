@@ -45,22 +45,30 @@ export function when(iso) {
   return iso ? new Date(iso).toLocaleString() : "";
 }
 
-/** A modal dialog with `content`; resolves with the submitted FormData, or null. */
+let dialogs = 0;
+
+/**
+ * A modal dialog with `content`; resolves with the submitted FormData, or null. Enter in a
+ * field submits (the submit button is the form's only one), Escape or Cancel closes it;
+ * the focus starts on the first field and returns where it was.
+ */
 export function dialog(title, content, submitLabel, { danger = false } = {}) {
   return new Promise((resolve) => {
+    const titleId = `dialog-title-${++dialogs}`;
+    let box = null;
     const form = el(
       "form",
       { method: "dialog", class: "dialog-form" },
-      el("h3", {}, title),
+      el("h3", { id: titleId }, title),
       content,
       el(
         "div",
         { class: "dialog-actions" },
-        el("button", { type: "submit", value: "cancel", formnovalidate: true }, "Cancel"),
+        el("button", { type: "button", onclick: () => box.close("cancel") }, "Cancel"),
         el("button", { type: "submit", value: "ok", class: danger ? "danger" : "primary" }, submitLabel),
       ),
     );
-    const box = el("dialog", {}, form);
+    box = el("dialog", { "aria-labelledby": titleId }, form);
     box.addEventListener("close", () => {
       const data = box.returnValue === "ok" ? new FormData(form) : null;
       box.remove();

@@ -1,11 +1,19 @@
 // The forest: every session of the space as a collapsible tree, drawn as a virtual list.
 // Only the rows in view exist in the document (fixed row height), so 10,000 sessions
-// scroll as smoothly as ten; flattening runs on load, on a toggle and once per batch of
-// live changes (upsert / setStatus / remove, then changed()), never on scroll.
+// scroll as smoothly as ten; flattening runs on load, on a toggle, on a change of the
+// filter and once per batch of live changes (upsert / setStatus / remove, then
+// changed()), never on scroll.
+//
+// It is an ARIA tree for the keyboard: one Tab stop (the focused row, roving tabindex),
+// Up/Down/Home/End move, Right expands or enters, Left collapses or goes to the parent,
+// Enter or Space opens; a row keeps the focus when the list is redrawn under it. The
+// filter shows the sessions whose label (or a word of it) starts with the text typed,
+// with their ancestors for context.
 
 import { el, plural, replace } from "./dom.js";
 
-const ROW_HEIGHT = 26;
+// Taller rows where the pointer is a finger.
+const ROW_HEIGHT = matchMedia("(pointer: coarse)").matches ? 40 : 26;
 const OVERSCAN = 8;
 
 export class Forest {
@@ -18,13 +26,36 @@ export class Forest {
     this.collapsed = new Set();
     this.visible = [];
     this.selected = null;
-    this.count = el("div", { class: "forest-count muted" });
+    this.positions = new Map(); // id -> its place in `visible`
+    this.focused = null; // the row the keyboard is on (the tree's one Tab stop)
+    this.filter = "";
+    this.matches = null; // with a filter: the ids whose label matches
+    this.count = el("div", { class: "forest-count muted", id: "forest-count", "aria-live": "polite" });
+    this.filterBox = el("input", {
+      type: "search",
+      id: "forest-filter",
+      placeholder: "Filter by label…",
+      "aria-label": "Filter sessions by label",
+      autocomplete: "off",
+      oninput: () => this.setFilter(this.filterBox.value),
+    });
     this.spacer = el("div", { class: "forest-spacer" });
-    this.rows = el("div", { class: "forest-rows" });
+    this.rows = el("div", {
+      class: "forest-rows",
+      role: "tree",
+      "aria-label": "Sessions",
+      onkeydown: (event) => this.onKey(event),
+    });
     this.viewport = el("div", { class: "forest-scroll", id: "forest" }, this.spacer, this.rows);
     this.viewport.addEventListener("scroll", () => this.render());
     new ResizeObserver(() => this.render()).observe(this.viewport);
-    replace(container, this.count, this.viewport);
+    this.tools = el("div", { class: "forest-tools" }, this.filterBox);
+    replace(container, this.tools, this.count, this.viewport);
+  }
+
+  /** Put `node` (the go-to box) beside the filter. */
+  addTool(node) {
+    this.tools.append(node);
   }
 
   /** Take a new forest (GetTree's pre-order nodes); keeps what was collapsed. */
@@ -90,11 +121,41 @@ export class Forest {
 
   /** Redraw after loading or changing sessions: the count line and the visible rows. */
   changed() {
+    this.flatten();
     const total = this.nodes.size;
+    if (this.matches !== null && total) {
+      this.count.textContent = this.matches.size
+        ? `${this.matches.size} of ${plural(total, "session")} match “${this.filter}”`
+        : `No label starts with “${this.filter}” (${plural(total, "session")})`;
+      return;
+    }
     this.count.textContent = total
       ? `${plural(total, "session")} in ${plural(this.roots.length, "tree")}`
       : "No sessions yet: create a root.";
-    this.flatten();
+  }
+
+  /** Show only the sessions whose label, or a word of it, starts with `text` (any case),
+   * with their ancestors; "" shows every session again. */
+  setFilter(text) {
+    this.filter = text.trim();
+    this.changed();
+  }
+
+  /** The ids the filter keeps (matches and their ancestors), or null without a filter. */
+  kept() {
+    this.matches = null;
+    if (!this.filter) return null;
+    const wanted = this.filter.toLowerCase();
+    this.matches = new Set();
+    const kept = new Set();
+    for (const [id, node] of this.nodes) {
+      const label = node.label.toLowerCase();
+      if (!label.startsWith(wanted) && !label.split(/\s+/).some((word) => word.startsWith(wanted))) continue;
+      this.matches.add(id);
+      kept.add(id);
+      for (const ancestor of this.ancestors(id)) kept.add(ancestor.id);
+    }
+    return kept;
   }
 
   /** Say the forest could not be loaded; what was drawn stays, and a link still opens a
@@ -132,10 +193,11 @@ export class Forest {
   /** Mark `id` as the open session: its ancestors expand and its row scrolls into view. */
   select(id) {
     this.selected = id;
+    if (id !== null) this.focused = id;
     let opened = false;
     for (const ancestor of this.ancestors(id)) opened = this.collapsed.delete(ancestor.id) || opened;
     if (opened) this.flatten();
-    const position = this.visible.indexOf(id);
+    const position = this.positions.get(id) ?? -1;
     if (position >= 0) {
       const top = position * ROW_HEIGHT;
       const { scrollTop, clientHeight } = this.viewport;
@@ -147,22 +209,27 @@ export class Forest {
   }
 
   toggle(id) {
+    if (this.matches !== null) return; // a filter shows every match: nothing to fold
     if (!this.collapsed.delete(id)) this.collapsed.add(id);
     this.flatten();
   }
 
-  /** The ids shown, in pre-order, skipping what lies under collapsed nodes. */
+  /** The ids shown, in pre-order, skipping what lies under collapsed nodes (with a
+   * filter: every kept node, whatever is collapsed). */
   flatten() {
+    const kept = this.kept();
     const visible = [];
     const stack = [...this.roots].reverse();
     while (stack.length) {
       const id = stack.pop();
+      if (kept !== null && !kept.has(id)) continue;
       visible.push(id);
-      if (this.collapsed.has(id)) continue;
+      if (kept === null && this.collapsed.has(id)) continue;
       const kids = this.children.get(id) || [];
       for (let i = kids.length - 1; i >= 0; i -= 1) stack.push(kids[i]);
     }
     this.visible = visible;
+    this.positions = new Map(visible.map((id, at) => [id, at]));
     this.spacer.style.height = `${visible.length * ROW_HEIGHT}px`;
     this.render();
   }
@@ -174,42 +241,104 @@ export class Forest {
       this.visible.length,
       Math.ceil((scrollTop + clientHeight) / ROW_HEIGHT) + OVERSCAN,
     );
+    const hadFocus = this.rows.contains(document.activeElement);
+    if (!this.positions.has(this.focused)) this.focused = this.positions.has(this.selected) ? this.selected : (this.visible[0] ?? null);
     this.rows.style.transform = `translateY(${first * ROW_HEIGHT}px)`;
-    replace(this.rows, this.visible.slice(first, last).map((id) => this.row(id)));
+    const rows = this.visible.slice(first, last).map((id) => this.row(id));
+    // The Tab stop must exist even when the focused row is scrolled out of the drawn range.
+    const at = this.positions.get(this.focused);
+    if (at !== undefined && (at < first || at >= last)) rows.push(this.row(this.focused, at - first));
+    replace(this.rows, rows);
+    if (hadFocus) this.rowOf(this.focused)?.focus({ preventScroll: true });
   }
 
-  row(id) {
+  rowOf(id) {
+    return id === null ? null : this.rows.querySelector(`[data-id="${CSS.escape(id)}"]`);
+  }
+
+  /** Move the keyboard to row `id`: scrolled into view, drawn, focused. */
+  focusRow(id) {
+    if (id === undefined || id === null) return;
+    this.focused = id;
+    const top = this.positions.get(id) * ROW_HEIGHT;
+    const { scrollTop, clientHeight } = this.viewport;
+    if (top < scrollTop) this.viewport.scrollTop = top;
+    else if (top + ROW_HEIGHT > scrollTop + clientHeight) this.viewport.scrollTop = top + ROW_HEIGHT - clientHeight;
+    this.render();
+    this.rowOf(id)?.focus({ preventScroll: true });
+  }
+
+  /** The tree's keys (WAI-ARIA tree view pattern). */
+  onKey(event) {
+    const id = this.focused;
+    const at = this.positions.get(id);
+    if (at === undefined || event.altKey || event.ctrlKey || event.metaKey) return;
     const node = this.nodes.get(id);
     const kids = this.children.get(id) || [];
-    const open = !this.collapsed.has(id);
+    const open = kids.length > 0 && (this.matches !== null || !this.collapsed.has(id));
+    const moves = {
+      ArrowDown: () => this.focusRow(this.visible[at + 1]),
+      ArrowUp: () => this.focusRow(this.visible[at - 1]),
+      Home: () => this.focusRow(this.visible[0]),
+      End: () => this.focusRow(this.visible[this.visible.length - 1]),
+      ArrowRight: () => {
+        if (kids.length && !open) this.toggle(id);
+        else if (open) this.focusRow(this.visible[at + 1]);
+      },
+      ArrowLeft: () => {
+        if (open && this.matches === null) this.toggle(id);
+        else if (node.parent_id && this.positions.has(node.parent_id)) this.focusRow(node.parent_id);
+      },
+      Enter: () => this.onSelect(id),
+      " ": () => this.onSelect(id),
+    };
+    const move = moves[event.key];
+    if (!move) return;
+    event.preventDefault();
+    move();
+  }
+
+  /** One row; `offset` (rows from the first drawn) places a row drawn out of order. */
+  row(id, offset = null) {
+    const node = this.nodes.get(id);
+    const kids = this.children.get(id) || [];
+    const open = this.matches !== null || !this.collapsed.has(id);
+    // For the pointer (mouse or finger): the keyboard folds with Left and Right.
     const toggle = kids.length
       ? el(
-          "button",
+          "span",
           {
-            type: "button",
             class: "toggle",
-            "aria-label": open ? "collapse" : "expand",
-            "aria-expanded": String(open),
+            "aria-hidden": "true",
+            title: open ? "collapse" : "expand",
             onclick: (event) => {
               event.stopPropagation();
+              this.focused = id;
               this.toggle(id);
             },
           },
           open ? "▾" : "▸",
         )
-      : el("span", { class: "toggle" });
+      : el("span", { class: "toggle", "aria-hidden": "true" });
     const classes = ["node"];
     if (node.status === "archived") classes.push("archived");
     if (id === this.selected) classes.push("selected");
+    if (this.matches !== null) classes.push(this.matches.has(id) ? "match" : "context");
     const row = el(
       "div",
       {
         class: classes.join(" "),
         role: "treeitem",
+        tabindex: id === this.focused ? "0" : "-1",
+        "aria-level": String(node.depth + 1),
         "aria-selected": String(id === this.selected),
+        "aria-expanded": kids.length ? String(open) : null,
         dataset: { id, status: node.status },
         title: id,
-        onclick: () => this.onSelect(id),
+        onclick: () => {
+          this.focused = id;
+          this.onSelect(id);
+        },
       },
       toggle,
       el("span", { class: "label" }, node.label),
@@ -218,6 +347,13 @@ export class Forest {
       !open && kids.length ? el("span", { class: "muted" }, `+${this.descendants(id)}`) : null,
     );
     row.style.paddingLeft = `${node.depth * 14 + 4}px`;
+    row.style.height = `${ROW_HEIGHT}px`;
+    if (offset !== null) {
+      row.style.position = "absolute";
+      row.style.top = `${offset * ROW_HEIGHT}px`;
+      row.style.left = "0";
+      row.style.right = "0";
+    }
     return row;
   }
 }

@@ -11,7 +11,8 @@ const NEWER_PAGES = 4; // further behind than this, the list jumps to the newest
 export class RecordList {
   /**
    * `path` is the session's records endpoint; `view` (the SessionView) gives fork(seq)
-   * for "Fork here", current() (still on screen) and app.reportError(error).
+   * for "Fork here", current() (still on screen), atNewest() and toNewest() (the list
+   * follows new records while it is scrolled to its end) and app.reportError(error).
    */
   constructor(path, view) {
     this.path = path;
@@ -51,10 +52,12 @@ export class RecordList {
   addNewer(records) {
     const fresh = records.filter((record) => this.lacks(record.seq));
     if (!fresh.length) return;
+    const following = this.view.atNewest();
     this.list.querySelector(".empty")?.remove();
     const pending = this.list.querySelector(".pending");
     for (const record of fresh) this.list.insertBefore(this.item(record), pending);
     this.newest = fresh[fresh.length - 1].seq;
+    if (following) this.view.toNewest();
   }
 
   /** Whether records up to `seq` are newer than any shown. */
@@ -134,10 +137,16 @@ export class RecordList {
       record.inherited ? el("span", { class: "badge inherited", title: "read from the source session" }, "inherited") : null,
       record.tool_call_id ? el("span", { class: "muted" }, `answers ${record.tool_call_id}`) : null,
       el("span", { class: "grow" }),
-      el("span", { class: "muted" }, when(record.created_at)),
+      el("span", { class: "muted when" }, when(record.created_at)),
       el(
         "button",
-        { type: "button", class: "fork-here", title: "fork with the records up to this one", onclick: () => this.view.fork(record.seq) },
+        {
+          type: "button",
+          class: "fork-here",
+          title: "fork with the records up to this one",
+          "aria-label": `Fork here, at record ${record.seq}`,
+          onclick: () => this.view.fork(record.seq),
+        },
         "Fork here",
       ),
     );

@@ -1,6 +1,8 @@
 // One session: its lineage (GetLineage, page by page), meta, system prompt, config,
 // insight and memory, its records page by page (the newest first, older ones on request,
-// by ListRecords' page tokens), and the actions on it. Live changes that name it update it
+// by ListRecords' page tokens), and the actions on it. Laid out as a chat: the lineage,
+// title and actions stay at the top, the conversation scrolls between them and the
+// composer, and opens at its newest record (it follows new ones while it is there). Live changes that name it update it
 // in place: new records are read after the last one shown, trimmed ones leave, and the
 // header and slots are re-read (an edit in progress is kept); changes that name one of its
 // ancestors re-read the lineage.
@@ -67,6 +69,18 @@ export class SessionView {
     this.view = view;
     this.draw();
     this.records.takeNewest(page);
+    this.toNewest();
+  }
+
+  /** Whether the conversation is scrolled to its end (new records then stay in view). */
+  atNewest() {
+    const box = this.conversation;
+    return !box || box.scrollHeight - box.scrollTop - box.clientHeight < 40;
+  }
+
+  /** Scroll the conversation to its newest record. */
+  toNewest() {
+    if (this.conversation) this.conversation.scrollTop = this.conversation.scrollHeight;
   }
 
   current() {
@@ -77,20 +91,29 @@ export class SessionView {
     const view = this.view;
     const archived = view.status === "archived";
     this.sendForm = this.sendBox(archived);
+    this.conversation = el(
+      "section",
+      { class: "conversation", id: "conversation", "aria-label": "Conversation" },
+      this.slots(archived),
+      el("h3", {}, "Records"),
+      this.records.older,
+      this.records.list,
+    );
     replace(
       this.container,
       el(
         "article",
         { class: `session${archived ? " is-archived" : ""}`, dataset: { id: view.id } },
-        this.lineage(),
-        this.head(),
-        this.meta(),
-        view.source_session_id ? this.source(view.source_session_id) : null,
-        this.actions(archived),
-        this.slots(archived),
-        el("h3", {}, "Records"),
-        this.records.older,
-        this.records.list,
+        el(
+          "header",
+          { class: "session-top" },
+          this.lineage(),
+          this.head(),
+          this.meta(),
+          view.source_session_id ? this.source(view.source_session_id) : null,
+          this.actions(archived),
+        ),
+        this.conversation,
         this.sendForm,
       ),
     );
@@ -183,14 +206,18 @@ export class SessionView {
     );
   }
 
+  /** The frozen config; its system prompt only when it differs from the one shown above
+   * (a compress fork's summary is both: it is shown once). */
   config() {
     const config = this.view.config;
     const skills = !config || config.skills === null ? "inherited (all)" : config.skills.join(", ") || "none";
+    const prompt = config?.system_prompt ?? null;
+    const same = prompt !== null && prompt === this.view.system_prompt;
     return el(
       "dl",
       { id: "config" },
       el("dt", {}, "system prompt"),
-      el("dd", {}, el("pre", { class: "text" }, config?.system_prompt ?? "(not set)")),
+      el("dd", {}, same ? el("span", { class: "muted" }, "the system prompt above") : el("pre", { class: "text" }, prompt ?? "(not set)")),
       el("dt", {}, "skills"),
       el("dd", {}, skills),
     );
@@ -249,7 +276,7 @@ export class SessionView {
   }
 
   sendBox(archived) {
-    this.message = el("textarea", { id: "message", rows: 3 });
+    this.message = el("textarea", { id: "message", rows: 2, "aria-label": "Message" });
     this.sendButton = el("button", { type: "submit", id: "send", class: "primary" }, "Send");
     const form = el("form", { class: "send", onsubmit: (event) => this.send(event) }, this.message, this.sendButton);
     this.message.addEventListener("keydown", (event) => {
@@ -278,7 +305,7 @@ export class SessionView {
     const calls = el("ul", { class: "tool-calls" });
     const pendingReply = el("li", { class: "record role-assistant pending" }, el("div", { class: "record-head" }, el("span", { class: "role" }, "assistant"), el("span", { class: "muted" }, "streaming…")), reply, calls);
     this.records.addPending(pendingUser, pendingReply);
-    pendingReply.scrollIntoView({ block: "nearest" });
+    this.toNewest();
     let done = null;
     let failure = null;
     try {

@@ -6,7 +6,7 @@ import { el } from "./dom.js";
 /** An insight or memory editor; a live change replaces its text unless it is being edited. */
 export class SlotEditor {
   constructor(session, name, title, value, readOnly) {
-    this.text = el("textarea", { id: `${name}-text`, rows: 2, value: value ?? "", disabled: readOnly });
+    this.text = el("textarea", { id: `${name}-text`, rows: 2, value: value ?? "", disabled: readOnly, "aria-label": title });
     this.saved = value ?? "";
     this.save = el("button", { type: "button", id: `save-${name}`, disabled: readOnly }, "Save");
     this.save.addEventListener("click", async () => {

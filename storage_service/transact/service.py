@@ -33,7 +33,10 @@ from storage_service.transact.operations import (
     CopyPromptOp,
     InheritOp,
     InsightCheck,
+    JobCheck,
     LastSeqCheck,
+    LeaseCheck,
+    MemoryVersionCheck,
     Operation,
     OperationResult,
     Precondition,
@@ -44,6 +47,7 @@ from storage_service.transact.operations import (
     RememberOp,
     ResultKind,
     TrimOp,
+    UpdateJobOp,
 )
 from storage_service.turns.repository import lease_token
 from storage_service.unit import Database, UnitOfWork
@@ -71,6 +75,25 @@ def _named_sessions(
     return list(dict.fromkeys(named))
 
 
+async def _state_failure(uow: UnitOfWork, space_id: uuid.UUID, check: Precondition) -> str | None:
+    """Why a check on a row beside the session's (a job claim, the memory's version) does
+    not hold, or None when it does (the session's row is locked: the rows are read as
+    they will stay until the commit)."""
+    if isinstance(check, JobCheck):
+        holder = await uow.jobs.holder(space_id, check.session_id, check.kind)
+        if holder is None or str(holder) != check.token:
+            return f"the token does not hold the {check.kind} job of session {check.session_id}"
+        return None
+    assert isinstance(check, MemoryVersionCheck)
+    version = await uow.slots.memory_version(space_id, check.session_id)
+    if version != check.expected:
+        return (
+            f"the memory of session {check.session_id} is at version {version}, "
+            f"expected {check.expected}"
+        )
+    return None
+
+
 def _failure(
     check: Precondition, session: LockedSession, insights: dict[uuid.UUID, str | None]
 ) -> tuple[str, str] | None:
@@ -87,6 +110,7 @@ def _failure(
         if insights.get(check.session_id) != check.expected:
             return kind, f"the insight of session {check.session_id} changed"
         return None
+    assert isinstance(check, LeaseCheck)
     token = lease_token(check.token)
     if token is not None and session.turn_token == token and session.lease_live:
         return None
@@ -134,7 +158,11 @@ async def check_preconditions(
     insights = await uow.slots.lock_insights(space_id, insight_ids) if insight_ids else {}
     failed = []
     for index, check in enumerate(preconditions):
-        failure = _failure(check, locked[check.session_id], insights)
+        if isinstance(check, JobCheck | MemoryVersionCheck):
+            why = await _state_failure(uow, space_id, check)
+            failure = None if why is None else (PRECONDITION_KINDS[type(check)], why)
+        else:
+            failure = _failure(check, locked[check.session_id], insights)
         if failure is not None:
             kind, why = failure
             failed.append(PreconditionViolation(kind, f"preconditions[{index}]", why))
@@ -184,13 +212,16 @@ async def apply(
             raise session_not_found(op.session_id)
         return OperationResult("put_session", session=meta)
     if isinstance(op, PutSlotOp):
-        await uow.slots.put(space_id, op.session_id, op.slot, op.content)
+        if op.covered is not None:
+            await uow.slots.put_memory_covering(space_id, op.session_id, op.content, op.covered)
+        else:
+            await uow.slots.put(space_id, op.session_id, op.slot, op.content)
         return OperationResult(SLOT_RESULTS[op.slot])
     if isinstance(op, ClearInsightOp):
         await uow.slots.clear_insight(space_id, op.session_id)
         return OperationResult("clear_insight")
     if isinstance(op, PutCacheOp):
-        await uow.slots.put_cache(space_id, op.session_id, op.cache)
+        await uow.slots.put_cache(space_id, op.session_id, op.cache, op.keep_newer)
         return OperationResult("put_compression_cache")
     if isinstance(op, TrimOp):
         removed = await trim(uow, space_id, op.session_id, op.keep_recent)
@@ -203,6 +234,8 @@ async def apply(
     if isinstance(op, RememberOp):
         await remember(uow, space_id, op, index)
         return OperationResult("remember_result")
+    if isinstance(op, UpdateJobOp):
+        return OperationResult("update_job", updated=await uow.jobs.update(space_id, op))
     assert isinstance(op, ReleaseTurnOp)
     _, released = await uow.turns.release(
         space_id, op.session_id, lease_token(op.token), committed=True

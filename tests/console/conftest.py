@@ -3,12 +3,18 @@
 The console runs in the test's event loop on a loopback port (the same
 `running_console` `stello up` uses); the browser is Debian's Chromium driven
 by Playwright (`executable_path`, never a downloaded browser), installed by
-scripts/system_packages. Screenshots go to artifacts/console/ (gitignored).
+scripts/system_packages. Screenshots go to $STELLO_TEST_ARTEFACTS/console/ when
+that is set, else artifacts/console/ (gitignored); never into the repository's
+tracked files. axe-core (the accessibility checks) is installed by `npm ci` from
+tests/console/axe/ and injected by the test: the console never ships it.
 """
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
+import dataclasses
+import os
 import re
 import shutil
 from collections.abc import AsyncIterator, Sequence
@@ -49,9 +55,12 @@ from tests.gateway.conftest import (  # noqa: F401 (fixtures used by name)
     open_stack,
 )
 from tests.support.fixtures import RunningServer, TestSpace
+from tests.support.npm import installed
 
 REPO = Path(__file__).resolve().parents[2]
-ARTIFACTS = REPO / "artifacts" / "console"
+AXE_DIR = Path(__file__).resolve().parent / "axe"
+DESKTOP = {"width": 1280, "height": 800}
+PHONE = {"width": 390, "height": 844}
 CHROMIUM = "/usr/bin/chromium"
 CHROMIUM_FLAGS = [
     "--headless",
@@ -128,20 +137,48 @@ class ConsoleStack:
         return f"http://127.0.0.1:{self.console.port}/"
 
 
-@pytest.fixture(name="console")
-async def _console(
+def artefacts() -> Path:
+    """Where the browser tests leave their screenshots: $STELLO_TEST_ARTEFACTS/console when
+    set (a CI run's artefacts folder), else artifacts/console in the checkout (gitignored)."""
+    root = os.environ.get("STELLO_TEST_ARTEFACTS")
+    return (Path(root) if root else REPO / "artifacts") / "console"
+
+
+@dataclass
+class GatewayStack:
+    """A gateway stack and its held provider, with no console yet (a test runs its own)."""
+
+    stack: Stack
+    provider: HeldProvider
+
+    def options(self, **changes: object) -> ConsoleOptions:
+        """The local console's options for this stack's space (any field changed)."""
+        space = self.stack.space
+        base = ConsoleOptions(
+            gateway=self.stack.gateway.address, port=0, caller=Caller(space.key, space.sid)
+        )
+        return dataclasses.replace(base, **changes)  # type: ignore[arg-type]
+
+
+@pytest.fixture(name="gateway_stack")
+async def _gateway_stack(
     start_gateway: GatewayStarter, backends: Backends, space: TestSpace, summarizer: FakeSummarizer
-) -> AsyncIterator[ConsoleStack]:
-    """The local console (as `stello up` runs it) over a real gateway, storage and tree."""
+) -> AsyncIterator[GatewayStack]:
+    """A real gateway, storage and tree for the test's own consoles."""
     provider = HeldProvider()
     gateway = await start_gateway(provider=provider)
     stack = await open_stack(backends, gateway, space, summarizer)
-    options = ConsoleOptions(gateway=gateway.address, port=0, caller=Caller(space.key, space.sid))
     try:
-        async with running_console(options) as console:
-            yield ConsoleStack(stack, console, provider)
+        yield GatewayStack(stack, provider)
     finally:
         await close_stack(stack)
+
+
+@pytest.fixture(name="console")
+async def _console(gateway_stack: GatewayStack) -> AsyncIterator[ConsoleStack]:
+    """The local console (as `stello up` runs it) over a real gateway, storage and tree."""
+    async with running_console(gateway_stack.options()) as console:
+        yield ConsoleStack(gateway_stack.stack, console, gateway_stack.provider)
 
 
 @dataclass
@@ -245,9 +282,10 @@ class BrowserPage:
         return left + [f"(answered {refused})" for refused in self.refused] if left else []
 
     async def shot(self, name: str) -> Path:
-        """A screenshot in artifacts/console/NAME.png."""
-        ARTIFACTS.mkdir(parents=True, exist_ok=True)
-        path = ARTIFACTS / f"{name}.png"
+        """A screenshot in the artefacts folder (`artefacts()`), NAME.png."""
+        folder = artefacts()
+        folder.mkdir(parents=True, exist_ok=True)
+        path = folder / f"{name}.png"
         await self.page.screenshot(path=str(path))
         return path
 
@@ -255,7 +293,28 @@ class BrowserPage:
 @pytest.fixture(name="browser_page")
 async def _browser_page(browser: Browser) -> AsyncIterator[BrowserPage]:
     """A new context (no cookies, no storage) and page, 1280x800."""
-    context = await browser.new_context(viewport={"width": 1280, "height": 800})
+    async with open_page(browser, DESKTOP) as opened:
+        yield opened
+
+
+@pytest.fixture(name="phone_page")
+async def _phone_page(browser: Browser) -> AsyncIterator[BrowserPage]:
+    """A new context as a phone: 390x844, touch, no hover (a mobile viewport)."""
+    async with open_page(browser, PHONE, mobile=True) as opened:
+        yield opened
+
+
+@contextlib.asynccontextmanager
+async def open_page(
+    browser: Browser, viewport: dict[str, int], *, mobile: bool = False
+) -> AsyncIterator[BrowserPage]:
+    """A fresh context (no cookies, no storage) of `viewport`, and a page in it that
+    records its console messages, page errors and refused requests."""
+    context = await browser.new_context(
+        viewport=viewport,  # type: ignore[arg-type]
+        is_mobile=mobile,
+        has_touch=mobile,
+    )
     context.set_default_timeout(TIMEOUT_MS)
     page = await context.new_page()
     opened = BrowserPage(context, page)
@@ -273,6 +332,13 @@ async def _browser_page(browser: Browser) -> AsyncIterator[BrowserPage]:
         yield opened
     finally:
         await context.close()
+
+
+@pytest.fixture(name="axe", scope="session")
+async def _axe() -> str:
+    """axe-core's source (npm ci from tests/console/axe/, pinned by its lock), to inject."""
+    modules = await installed(AXE_DIR)
+    return (modules / "axe-core" / "axe.min.js").read_text(encoding="utf-8")
 
 
 def seeded_forest(roots: int, per_root: int) -> list[int | None]:

@@ -20,6 +20,7 @@ def test_exports() -> None:
         "ConsoleOptions",
         "LaunchToken",
         "RunningConsole",
+        "console_secret",
         "create_console",
         "running_console",
     ]

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import socket
+import stat
 import subprocess
 import sys
 from pathlib import Path
@@ -28,6 +29,13 @@ async def exchange(url: str) -> tuple[int, str]:
     return port, cookie.split(";", 1)[0]
 
 
+def free_port() -> int:
+    """A loopback port free now (the console is started on it twice)."""
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        return int(probe.getsockname()[1])
+
+
 class TestStelloUp:
     async def test_up_prints_the_console_url_and_serves_the_space(self, home: Path) -> None:
         """The `console:` line has a token; its cookie opens the local space; Ctrl-C stops it."""
@@ -46,6 +54,53 @@ class TestStelloUp:
             assert (code, rest[-1:]) == (0, ["stopped"])
         finally:
             await asyncio.to_thread(up.kill)
+
+    async def test_a_restart_keeps_the_console_signed_in(self, home: Path) -> None:
+        """A restart prints the same URL and the tab's cookie still opens the space; the secret
+        is kept beside the credentials, readable by the user only."""
+        env = private_env(home)
+        port = free_port()
+        first = await asyncio.to_thread(StelloUp.start, env, "--console-port", str(port))
+        try:
+            _, cookie = await exchange(first.lines["console"])
+            await asyncio.to_thread(first.interrupt)
+        finally:
+            await asyncio.to_thread(first.kill)
+        again = await asyncio.to_thread(StelloUp.start, env, "--console-port", str(port))
+        try:
+            assert again.lines["console"] == first.lines["console"]
+            tree = await fetch(port, "/api/tree", headers={"Cookie": cookie})
+            assert (tree.status, tree.json()) == (200, {"nodes": []})
+        finally:
+            await asyncio.to_thread(again.kill)
+        secret = Path(env["STELLO_CONFIG_DIR"]) / "console-secret.json"
+        assert stat.S_IMODE(secret.stat().st_mode) == 0o600
+
+    async def test_a_new_console_token_signs_old_tabs_out(self, home: Path) -> None:
+        """--new-console-token prints a new URL; the old cookie and URL are refused, the API
+        saying so in JSON (CONSOLE_SIGNED_OUT) so the open page can tell what to do."""
+        env = private_env(home)
+        port = free_port()
+        first = await asyncio.to_thread(StelloUp.start, env, "--console-port", str(port))
+        try:
+            _, cookie = await exchange(first.lines["console"])
+            await asyncio.to_thread(first.interrupt)
+        finally:
+            await asyncio.to_thread(first.kill)
+        args = ("--console-port", str(port), "--new-console-token")
+        renewed = await asyncio.to_thread(StelloUp.start, env, *args)
+        try:
+            assert renewed.lines["console"] != first.lines["console"]
+            refused = await fetch(port, "/api/tree", headers={"Cookie": cookie})
+            assert refused.status == 403
+            assert refused.json()["error"]["reason"] == "CONSOLE_SIGNED_OUT"
+            assert "--new-console-token" in refused.json()["error"]["message"]
+            old_token = "/?" + first.lines["console"].partition("/?")[2]
+            assert (await fetch(port, old_token)).status == 403
+            _, fresh = await exchange(renewed.lines["console"])
+            assert (await fetch(port, "/api/tree", headers={"Cookie": fresh})).status == 200
+        finally:
+            await asyncio.to_thread(renewed.kill)
 
     async def test_no_console_says_it_is_off(self, home: Path) -> None:
         """--no-console serves nothing and says so on the console line."""

@@ -2,9 +2,12 @@
 
 from __future__ import annotations
 
+import stat
+from pathlib import Path
+
 import pytest
 
-from stello_console import ConsoleOptions, running_console
+from stello_console import ConsoleOptions, LaunchToken, console_secret, running_console
 from tests.console.conftest import ConsoleStack
 from tests.console.http import Reply, fetch
 from tests.support.fixtures import TestSpace
@@ -274,3 +277,29 @@ async def test_an_allowed_host_is_answered(space: TestSpace) -> None:
             headers={"Origin": "https://console.example.com"},
         )
     assert (named.status, other.status, origin.status) == (200, 403, 200)
+
+
+class TestSigningSecret:
+    def test_it_is_kept_readable_by_the_user_only(self, tmp_path: Path) -> None:
+        """Made once with mode 0600 and read back the same; a copy with looser bits is
+        tightened; the token and cookie it stands for are the same every time."""
+        path = tmp_path / "config" / "console-secret.json"
+        made = console_secret(path)
+        assert stat.S_IMODE(path.stat().st_mode) == 0o600
+        path.chmod(0o644)
+        assert console_secret(path) == made
+        assert stat.S_IMODE(path.stat().st_mode) == 0o600
+        assert LaunchToken.from_secret(made) == LaunchToken.from_secret(console_secret(path))
+        token = LaunchToken.from_secret(made)
+        assert token.token != token.session
+
+    def test_renew_or_a_broken_file_makes_a_new_one(self, tmp_path: Path) -> None:
+        """`renew` replaces the secret (old tokens stop matching); a file that holds no
+        secret is replaced rather than trusted."""
+        path = tmp_path / "console-secret.json"
+        first = console_secret(path)
+        renewed = console_secret(path, renew=True)
+        assert renewed != first and console_secret(path) == renewed
+        path.write_text('{"console_secret": "abcd"}')
+        assert console_secret(path) not in (first, renewed, bytes.fromhex("abcd"))
+        assert [p.name for p in tmp_path.iterdir()] == ["console-secret.json"]  # no drafts

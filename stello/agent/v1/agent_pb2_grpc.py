@@ -569,17 +569,34 @@ class AgentGatewayServicer:
         (all of them the first time), in chunks that each fit the model's
         window, the memory carried from one call to the next (the message
         structure of spec §4.9, with the session config's consolidator_prompt,
-        else the gateway's `consolidator` text); the last answer replaces the
-        memory (no trimming) and records the seq it now covers. It waits
-        for the result (not fire-and-forget). The gateway may also consolidate
-        automatically every N committed turns when configured; those failures
-        are logged and counted, never swallowed silently.
+        else the gateway's `consolidator` text). Each chunk's answer is saved
+        as the memory at once, with the seq it now covers (no trimming), so a
+        long history makes progress whatever happens later; with no new record,
+        one call over the memory alone. It waits for the result (not
+        fire-and-forget). The gateway may also consolidate automatically every
+        N committed turns when configured; those failures are logged and
+        counted, never swallowed silently.
+
+        One consolidation per session runs at a time across every gateway
+        process (DESIGN §4.8): a call that finds one running waits for it (within
+        the caller's deadline), then continues from where it ended (nothing more
+        when it reached the last record). A consolidation makes at most
+        STELLO_GATEWAY_CONSOLIDATE_MAX_CALLS model calls; the reply's `status`
+        and `covered_until_seq` say how far it got (BUDGET_SPENT: call again to
+        continue). A PutMemory that lands while it runs wins: the consolidation
+        starts over from that memory and never overwrites it with a text made
+        without it. The seq the memory covers never goes down. A caller whose
+        deadline passes gets DEADLINE_EXCEEDED while the consolidation goes on
+        within its budget (its progress saved chunk by chunk).
 
         Errors:
         - INVALID_ARGUMENT: malformed ids.
         - NOT_FOUND: the session is not in the space.
         - FAILED_PRECONDITION, reason SESSION_ARCHIVED: the session is archived.
-        - The LLM error mapping of the service comment; the memory is unchanged.
+        - The LLM error mapping of the service comment; the memory keeps what
+        the chunks before the error saved.
+        - UNAVAILABLE: the gateway is shutting down (the consolidation's
+        progress is saved; call again).
         - UNAUTHENTICATED: no valid key.
         """
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)

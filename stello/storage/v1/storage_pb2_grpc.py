@@ -173,6 +173,16 @@ class SessionStorageStub:
                 request_serializer=stello_dot_storage_dot_v1_dot_storage__pb2.ReleaseForkClaimRequest.SerializeToString,
                 response_deserializer=stello_dot_storage_dot_v1_dot_storage__pb2.ReleaseForkClaimResponse.FromString,
                 _registered_method=True)
+        self.ClaimJob = channel.unary_unary(
+                '/stello.storage.v1.SessionStorage/ClaimJob',
+                request_serializer=stello_dot_storage_dot_v1_dot_storage__pb2.ClaimJobRequest.SerializeToString,
+                response_deserializer=stello_dot_storage_dot_v1_dot_storage__pb2.ClaimJobResponse.FromString,
+                _registered_method=True)
+        self.RenewJob = channel.unary_unary(
+                '/stello.storage.v1.SessionStorage/RenewJob',
+                request_serializer=stello_dot_storage_dot_v1_dot_storage__pb2.RenewJobRequest.SerializeToString,
+                response_deserializer=stello_dot_storage_dot_v1_dot_storage__pb2.RenewJobResponse.FromString,
+                _registered_method=True)
         self.GetCompressionCache = channel.unary_unary(
                 '/stello.storage.v1.SessionStorage/GetCompressionCache',
                 request_serializer=stello_dot_storage_dot_v1_dot_storage__pb2.GetCompressionCacheRequest.SerializeToString,
@@ -487,11 +497,17 @@ class SessionStorageServicer:
 
     def PutMemory(self, request, context):
         """Overwrites the memory slot (and, when given, the seq it covers). There
-        is no clear. Idempotent by nature. Allowed on provisional sessions.
+        is no clear. Every write makes the memory's version one more (GetMemory,
+        MemoryVersionCheck), so a consolidation that saves with a
+        MemoryVersionCheck never overwrites a put made while it ran. The seq a
+        memory covers never goes down. Idempotent by nature. Allowed on
+        provisional sessions.
 
         Errors: INVALID_ARGUMENT for a malformed space_id or session_id, or a
         negative covered_until_seq; NOT_FOUND when the session is not in the
-        space; UNAUTHENTICATED without a valid key.
+        space; ABORTED (reason CONCURRENT_MODIFICATION) for a covered_until_seq
+        below the stored one, nothing written; UNAUTHENTICATED without a valid
+        key.
         """
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)
         context.set_details('Method not implemented!')
@@ -596,6 +612,49 @@ class SessionStorageServicer:
 
         Errors: INVALID_ARGUMENT for a malformed space_id or session_id, or a
         negative turn; NOT_FOUND when the session is not in the space;
+        UNAUTHENTICATED without a valid key.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def ClaimJob(self, request, context):
+        """Claims the session's background job of `kind` for `ttl_s` seconds (DESIGN
+        §4.8): the gateway's runner runs a job only while it holds its claim, so
+        at most one job of a kind runs per session across every gateway process.
+        Granted when no claim is live: the job is new, its last run ended, or its
+        claim expired (the gateway that held it died or lost storage; its job is
+        taken over). A grant answers a fresh opaque `token`, starts a new run
+        (status RUNNING, model_calls and tokens back to 0, runs + 1) and keeps
+        the progress saved so far (`job.covered_until_seq`), which the new run
+        continues from. While another claim is live, `granted` is false, no
+        token is answered and `job` tells where that run stands. The claim is
+        renewed with RenewJob, checked by Transact's BackgroundJobCheck, and
+        given back by UpdateJobOp with `release`. The job row is erased with its
+        session. Not idempotent: every grant is a new run. Allowed on archived
+        sessions.
+
+        Errors: INVALID_ARGUMENT for a malformed space_id or session_id, a kind
+        that is UNSPECIFIED or unknown, or a ttl_s outside 1..86400; NOT_FOUND
+        when the session is not in the space or is provisional; UNAUTHENTICATED
+        without a valid key.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def RenewJob(self, request, context):
+        """Extends the claim `token` holds on the session's job of `kind` to
+        `ttl_s` seconds from now, and writes nothing else: the runner renews
+        every third of the TTL while the job runs, so the job of a gateway that
+        died is free within one TTL. A claim that expired is renewed too while no
+        other run has taken it since. A token that no longer holds the claim
+        (released, or taken over) is a no-op answering `renewed` false: that run
+        must stop (its saves would fail their BackgroundJobCheck).
+
+        Errors: INVALID_ARGUMENT for a malformed space_id or session_id, a kind
+        that is UNSPECIFIED or unknown, an empty token, or a ttl_s outside
+        1..86400; NOT_FOUND when the session is not in the space;
         UNAUTHENTICATED without a valid key.
         """
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)
@@ -922,6 +981,16 @@ def add_SessionStorageServicer_to_server(servicer, server):
                     servicer.ReleaseForkClaim,
                     request_deserializer=stello_dot_storage_dot_v1_dot_storage__pb2.ReleaseForkClaimRequest.FromString,
                     response_serializer=stello_dot_storage_dot_v1_dot_storage__pb2.ReleaseForkClaimResponse.SerializeToString,
+            ),
+            'ClaimJob': grpc.unary_unary_rpc_method_handler(
+                    servicer.ClaimJob,
+                    request_deserializer=stello_dot_storage_dot_v1_dot_storage__pb2.ClaimJobRequest.FromString,
+                    response_serializer=stello_dot_storage_dot_v1_dot_storage__pb2.ClaimJobResponse.SerializeToString,
+            ),
+            'RenewJob': grpc.unary_unary_rpc_method_handler(
+                    servicer.RenewJob,
+                    request_deserializer=stello_dot_storage_dot_v1_dot_storage__pb2.RenewJobRequest.FromString,
+                    response_serializer=stello_dot_storage_dot_v1_dot_storage__pb2.RenewJobResponse.SerializeToString,
             ),
             'GetCompressionCache': grpc.unary_unary_rpc_method_handler(
                     servicer.GetCompressionCache,
@@ -1548,6 +1617,60 @@ class SessionStorage:
             '/stello.storage.v1.SessionStorage/ReleaseForkClaim',
             stello_dot_storage_dot_v1_dot_storage__pb2.ReleaseForkClaimRequest.SerializeToString,
             stello_dot_storage_dot_v1_dot_storage__pb2.ReleaseForkClaimResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def ClaimJob(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/stello.storage.v1.SessionStorage/ClaimJob',
+            stello_dot_storage_dot_v1_dot_storage__pb2.ClaimJobRequest.SerializeToString,
+            stello_dot_storage_dot_v1_dot_storage__pb2.ClaimJobResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def RenewJob(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/stello.storage.v1.SessionStorage/RenewJob',
+            stello_dot_storage_dot_v1_dot_storage__pb2.RenewJobRequest.SerializeToString,
+            stello_dot_storage_dot_v1_dot_storage__pb2.RenewJobResponse.FromString,
             options,
             channel_credentials,
             insecure,

@@ -1,0 +1,113 @@
+"""Search and jump in a real headless Chromium: the forest's label filter, and "go to
+session" by an id prefix (as the CLI takes SESSION arguments); and their endpoints."""
+
+from __future__ import annotations
+
+from collections import defaultdict
+
+import pytest
+from playwright.async_api import expect
+
+from tests.console.conftest import BrowserPage, ConsoleStack
+from tests.console.http import fetch
+from tests.console.test_browser import open_console
+from tests.console.test_security import signed_in
+
+pytestmark = pytest.mark.browser
+
+
+class TestFilter:
+    async def test_a_label_prefix_keeps_matches_and_their_ancestors(
+        self, console: ConsoleStack, browser_page: BrowserPage
+    ) -> None:
+        """Typing "alp" keeps Alpha and Alpine route (with its parent Beta for context), also
+        under a collapsed node; a word's start matches too; clearing shows every session."""
+        stack = console.stack
+        alpha = await stack.root(label="Alpha")
+        beta = await stack.root(label="Beta")
+        alpine = await stack.fork(beta.id, "Alpine route")
+        zeta = await stack.fork(alpine.id, "Zeta")
+        gamma = await stack.root(label="Gamma")
+        page = browser_page.page
+        await open_console(console, browser_page)
+        rows = page.locator("#forest .node")
+        await expect(rows).to_have_count(5)
+        await page.locator(f'#forest .node[data-id="{beta.id}"] .toggle').click()
+        await expect(rows).to_have_count(3)
+        await page.locator("#forest-filter").fill("alp")
+        await expect(rows.locator(".label")).to_have_text(["Alpha", "Beta", "Alpine route"])
+        await expect(page.locator(".forest-count")).to_have_text("2 of 5 sessions match “alp”")
+        await expect(page.locator(f'#forest .node[data-id="{beta.id}"]')).to_have_class(
+            "node context"
+        )
+        await page.locator("#forest-filter").fill("ROUTE")
+        await expect(rows.locator(".label")).to_have_text(["Beta", "Alpine route"])
+        await page.locator("#forest-filter").fill("nothing like it")
+        await expect(rows).to_have_count(0)
+        await expect(page.locator(".forest-count")).to_contain_text("No label starts with")
+        await page.locator("#forest-filter").fill("")
+        await expect(rows).to_have_count(3)  # Beta is still collapsed
+        for hidden in (alpine, zeta):
+            await expect(page.locator(f'#forest [data-id="{hidden.id}"]')).to_have_count(0)
+        for shown in (alpha, beta, gamma):
+            await expect(page.locator(f'#forest [data-id="{shown.id}"]')).to_be_visible()
+        assert browser_page.console_errors() == []
+
+
+class TestGoTo:
+    async def test_an_id_prefix_opens_its_session_or_lists_the_candidates(
+        self, console: ConsoleStack, browser_page: BrowserPage
+    ) -> None:
+        """Eight digits open that session; one digit that several ids start with lists them
+        (a click opens one); digits no id starts with, and text that is not hex, say so."""
+        stack = console.stack
+        made = [await stack.root(label=f"Root {n}") for n in range(17)]  # 17 > 16 digits
+        by_digit = defaultdict(list)
+        for session in made:
+            by_digit[session.id[0]].append(session)
+        digit, shared = next((d, s) for d, s in by_digit.items() if len(s) > 1)
+        target = made[5]
+        page = browser_page.page
+        await open_console(console, browser_page)
+        goto = page.locator("#goto-id")
+
+        await goto.fill(target.id[:8].upper())
+        await goto.press("Enter")
+        await expect(page.locator("#session-label")).to_have_text(target.label)
+        await expect(page).to_have_url(f"{console.base}#/session/{target.id}")
+
+        await goto.fill(digit)
+        await page.locator("#goto-go").click()
+        found = page.locator("#goto-found li a")
+        await expect(found).to_have_count(len(shared))
+        await found.filter(has_text=shared[1].label).click()
+        await expect(page.locator("#session-label")).to_have_text(shared[1].label)
+
+        unused = next(d for d in "0123456789abcdef" if d not in by_digit)
+        await goto.fill(f"{unused}0000")
+        await goto.press("Enter")
+        await expect(page.locator("#goto-found")).to_have_text(
+            f"No session id starts with “{unused}0000”."
+        )
+        await goto.fill("not-hex")
+        await goto.press("Enter")
+        await expect(page.locator("#goto-found")).to_contain_text("prefix: give 1 to 32 hex")
+        assert browser_page.console_errors("the server responded with a status of 400") == []
+
+
+class TestEndpoints:
+    async def test_resolve_and_space_answer_json(self, console: ConsoleStack) -> None:
+        """/api/resolve answers the sessions an id prefix names (hyphens ignored), refuses
+        what is not hex naming `prefix`; /api/space names the caller's space."""
+        root = await console.stack.root(label="Named")
+        cookie = await signed_in(console)
+        headers = {"Cookie": cookie}
+        dashed = root.id[:13]  # "xxxxxxxx-xxxx": a hyphen in it
+        reply = await fetch(console.port, f"/api/resolve?prefix={dashed}", headers=headers)
+        assert reply.status == 200
+        assert [s["label"] for s in reply.json()["sessions"]] == ["Named"]
+        bad = await fetch(console.port, "/api/resolve?prefix=xyz", headers=headers)
+        assert bad.status == 400 and bad.json()["error"]["message"].startswith("prefix:")
+        space = (await fetch(console.port, "/api/space", headers=headers)).json()
+        assert space["id"] == console.stack.space.sid
+        assert space["name"].startswith("space-")
