@@ -54,6 +54,7 @@ DISTRIBUTED_TABLES: tuple[str, ...] = (
     "session_lineages",
     "record_segments",
     "background_jobs",
+    "idempotency_key_sessions",
     "shared_memory_counts",
 )
 

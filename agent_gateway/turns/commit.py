@@ -36,6 +36,7 @@ from __future__ import annotations
 
 import logging
 from dataclasses import dataclass
+from uuid import UUID
 
 from agent_gateway.clients import Caller, RequestKey, StorageClient, remember_op
 from agent_gateway.history.context import Summary
@@ -95,7 +96,7 @@ class TurnCommitter:
             checks = _checks(sid, lease, turn, insight if consume else None)
             ops = _operations(plan, lease, turn, cache, consume=consume)
             if plan.key is not None:
-                ops.append(_remember(plan.key, response))
+                ops.append(_remember(plan.key, response, plan.session_id))
             try:
                 # No request_id of its own: the lease precondition already makes a
                 # retried commit unable to write twice.
@@ -218,8 +219,10 @@ def _operations(
     return ops
 
 
-def _remember(key: RequestKey, response: agent_pb2.SendResponse) -> storage_pb2.Operation:
-    return remember_op(key, response.SerializeToString(deterministic=True))
+def _remember(
+    key: RequestKey, response: agent_pb2.SendResponse, session_id: UUID
+) -> storage_pb2.Operation:
+    return remember_op(key, response.SerializeToString(deterministic=True), (session_id,))
 
 
 def _outcome_unknown(plan: Plan) -> Unavailable:

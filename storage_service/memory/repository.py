@@ -3,8 +3,9 @@
 Entries are ordered by (created_at, slug) within their space: an upsert of an
 existing slug keeps its created_at, so it keeps its place; a new one takes
 `clock_timestamp()`, so it goes last. Every write queues its event on the
-unit of work's outbox (no session: the event names the slug). Every statement
-filters by ``space_id``.
+unit of work's outbox (no session: the event names the entry by its surrogate
+`entry_id`, never by its slug: events carry no user text, DESIGN §4.6). Every
+statement filters by ``space_id``.
 
 The space's count is one row (`shared_memory_counts`, migration 0014) that the
 writes keep in their transaction: a read that answers the count (every turn
@@ -27,11 +28,11 @@ from storage_service.models import SharedMemoryEntry, Upserted
 # without entries answers one row with NULL entry columns. Reads the count's
 # row and at most $4 entries, however many the space holds.
 LIST_ENTRIES = """
-SELECT m.total, e.slug, e.summary, e.created_at, e.updated_at
+SELECT m.total, e.slug, e.summary, e.created_at, e.updated_at, e.entry_id
 FROM (SELECT COALESCE((SELECT entries FROM shared_memory_counts WHERE space_id = $1), 0)
              AS total) m
 LEFT JOIN LATERAL (
-    SELECT slug, summary, created_at, updated_at
+    SELECT slug, summary, created_at, updated_at, entry_id
     FROM shared_memory
     WHERE space_id = $1
       AND ($2::timestamptz IS NULL OR (created_at, slug) > ($2, $3::text))
@@ -42,22 +43,23 @@ ORDER BY e.created_at, e.slug
 """
 
 GET_ENTRY = """
-SELECT slug, summary, body, created_at, updated_at
+SELECT slug, summary, body, created_at, updated_at, entry_id
 FROM shared_memory
 WHERE space_id = $1 AND slug = $2
 """
 
-# xmax is 0 on a row this statement inserted (not on one it updated).
+# xmax is 0 on a row this statement inserted (not on one it updated). $5: the id
+# a new entry gets (a replaced one keeps its own).
 UPSERT_ENTRY = """
-INSERT INTO shared_memory AS m (space_id, slug, summary, body, created_at, updated_at)
-VALUES ($1, $2, $3, $4, clock_timestamp(), clock_timestamp())
+INSERT INTO shared_memory AS m (space_id, slug, summary, body, created_at, updated_at, entry_id)
+VALUES ($1, $2, $3, $4, clock_timestamp(), clock_timestamp(), $5)
 ON CONFLICT (space_id, slug)
 DO UPDATE SET summary = EXCLUDED.summary, body = EXCLUDED.body, updated_at = EXCLUDED.updated_at
-RETURNING created_at, updated_at, (xmax = 0) AS created
+RETURNING created_at, updated_at, (xmax = 0) AS created, entry_id
 """
 
 REMOVE_ENTRY = """
-DELETE FROM shared_memory WHERE space_id = $1 AND slug = $2 RETURNING true
+DELETE FROM shared_memory WHERE space_id = $1 AND slug = $2 RETURNING entry_id
 """
 
 # A new entry counts itself in, unless the space already holds $2 (no row
@@ -77,7 +79,7 @@ UPDATE shared_memory_counts SET entries = entries - 1 WHERE space_id = $1 AND en
 
 def _entry(row: asyncpg.Record, body: str | None) -> SharedMemoryEntry:
     return SharedMemoryEntry(
-        row["slug"], row["summary"], body, row["created_at"], row["updated_at"]
+        row["slug"], row["summary"], body, row["created_at"], row["updated_at"], row["entry_id"]
     )
 
 
@@ -111,20 +113,25 @@ class MemoryRepository:
         its count unchanged) when it would be a new one past `max_entries` (the caller's
         transaction must then roll back: the entry row is written)."""
         try:
-            row = await self._con.fetchrow(UPSERT_ENTRY, space_id, slug, summary, body)
+            row = await self._con.fetchrow(
+                UPSERT_ENTRY, space_id, slug, summary, body, uuid.uuid4()
+            )
         except asyncpg.ForeignKeyViolationError as exc:  # the space was deleted under us
             raise NotFound(f"space {space_id} not found") from exc
         assert row is not None  # an upsert answers its row
         if row["created"] and await self._con.fetchval(COUNT_ADDED, space_id, max_entries) is None:
             return None
-        self._outbox.add(space_id, Event("shared_memory_upserted", slug=slug))
-        entry = SharedMemoryEntry(slug, summary, body, row["created_at"], row["updated_at"])
+        entry_id = row["entry_id"]
+        self._outbox.add(space_id, Event("shared_memory_upserted", entry_id=entry_id))
+        entry = SharedMemoryEntry(
+            slug, summary, body, row["created_at"], row["updated_at"], entry_id
+        )
         return Upserted(entry, bool(row["created"]))
 
     async def remove(self, space_id: uuid.UUID, slug: str) -> bool:
         """Delete the entry; False when there was none (then no event)."""
-        removed = bool(await self._con.fetchval(REMOVE_ENTRY, space_id, slug))
-        if removed:
+        entry_id = await self._con.fetchval(REMOVE_ENTRY, space_id, slug)
+        if entry_id is not None:
             await self._con.execute(COUNT_REMOVED, space_id)
-            self._outbox.add(space_id, Event("shared_memory_removed", slug=slug))
-        return removed
+            self._outbox.add(space_id, Event("shared_memory_removed", entry_id=entry_id))
+        return entry_id is not None

@@ -74,7 +74,8 @@ WHERE s.space_id = $1 AND s.id = $2 AND s.provisional_until IS NULL
 # column cannot be a parameter, so one template gives the statement of each
 # slot (its names are the fixed SLOT_NAMES, never input).
 _PUT_SLOT = """
-WITH s AS (SELECT id FROM sessions WHERE space_id = $1 AND id = $2 FOR KEY SHARE)
+WITH s AS (SELECT id FROM sessions WHERE space_id = $1 AND id = $2
+    AND provisional_until IS DISTINCT FROM 'infinity' FOR KEY SHARE)
 INSERT INTO session_slots (space_id, session_id, {column})
 SELECT $1, s.id, $3::text FROM s
 ON CONFLICT (space_id, session_id)
@@ -99,7 +100,8 @@ RETURNING true
 # session, as PUT_SLOT writes it; found flags for both and whether it copied.
 COPY_SYSTEM_PROMPT = """
 WITH target AS (
-    SELECT id FROM sessions WHERE space_id = $1 AND id = $2 FOR KEY SHARE
+    SELECT id FROM sessions WHERE space_id = $1 AND id = $2
+        AND provisional_until IS DISTINCT FROM 'infinity' FOR KEY SHARE
 ), source AS (
     SELECT sl.system_prompt
     FROM sessions s
@@ -121,7 +123,8 @@ SELECT EXISTS (SELECT FROM target) AS target_found,
 # A consolidation's memory, with the last seq it covers (migration 0006), which
 # never goes down: a lower one writes nothing (no row returned).
 PUT_MEMORY_COVERING = """
-WITH s AS (SELECT id FROM sessions WHERE space_id = $1 AND id = $2 FOR KEY SHARE)
+WITH s AS (SELECT id FROM sessions WHERE space_id = $1 AND id = $2
+    AND provisional_until IS DISTINCT FROM 'infinity' FOR KEY SHARE)
 INSERT INTO session_slots (space_id, session_id, memory, memory_covered_until_seq, memory_version)
 SELECT $1, s.id, $3::text, $4::bigint, 1 FROM s
 ON CONFLICT (space_id, session_id)
@@ -149,7 +152,8 @@ WITH cleared AS (
     WHERE space_id = $1 AND session_id = $2 AND insight IS NOT NULL
     RETURNING true
 )
-SELECT EXISTS (SELECT 1 FROM sessions WHERE space_id = $1 AND id = $2) AS found,
+SELECT EXISTS (SELECT 1 FROM sessions WHERE space_id = $1 AND id = $2
+    AND provisional_until IS DISTINCT FROM 'infinity') AS found,
        EXISTS (SELECT 1 FROM cleared) AS cleared
 """
 
@@ -187,7 +191,8 @@ WHERE s.space_id = $1 AND s.id = $2 AND s.provisional_until IS NULL
 # A put becomes the cache: it replaces the summary at its seq and drops the
 # newer ones (they no longer follow from it), keeping the older ones.
 PUT_CACHE = """
-WITH s AS (SELECT id FROM sessions WHERE space_id = $1 AND id = $2 FOR KEY SHARE),
+WITH s AS (SELECT id FROM sessions WHERE space_id = $1 AND id = $2
+    AND provisional_until IS DISTINCT FROM 'infinity' FOR KEY SHARE),
 dropped AS (
     DELETE FROM compression_caches
     WHERE space_id = $1 AND session_id = $2 AND covered_until_seq > $4

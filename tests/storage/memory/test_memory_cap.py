@@ -88,10 +88,10 @@ async def seed_entries(
     """COPY `count` entries into the space, with the count row the writes would keep."""
     start = datetime(2024, 1, 1, tzinfo=UTC)
     rows = [
-        (space_id, f"slug-{i:05d}", f"summary {i}", f"body {i}", at, at)
+        (space_id, f"slug-{i:05d}", f"summary {i}", f"body {i}", at, at, uuid.uuid4())
         for i, at in ((i, start + timedelta(seconds=i)) for i in range(count))
     ]
-    columns = ["space_id", "slug", "summary", "body", "created_at", "updated_at"]
+    columns = ["space_id", "slug", "summary", "body", "created_at", "updated_at", "entry_id"]
     await con.copy_records_to_table("shared_memory", records=rows, columns=columns)
     await con.execute(
         "INSERT INTO shared_memory_counts (space_id, entries) VALUES ($1, $2)", space_id, count
