@@ -52,6 +52,13 @@ class StorageSettings(BaseSettings):
     event_purge_interval_s: float = Field(
         default=60.0, gt=0, description="Seconds between purges of events past their retention."
     )
+    max_shared_memory_entries: int = Field(
+        default=10_000,
+        ge=1,
+        le=1_000_000,
+        description="Most shared memory entries one space may hold; a new slug past it is "
+        "RESOURCE_EXHAUSTED (replacing an existing one is allowed).",
+    )
 
     @model_validator(mode="after")
     def _no_renamed_variables(self) -> StorageSettings:

@@ -164,14 +164,24 @@ class TreeRepository:
 
     async def ancestry(self, space_id: uuid.UUID, session_id: uuid.UUID) -> list[Node]:
         """The visible session then its ancestors nearest first; [] when not visible."""
-        return [to_node(r) for r in await fetch(self._pool, sql.ANCESTRY, space_id, session_id)]
+        rows = await self._walk(sql.ANCESTRY, space_id, session_id)
+        return [to_node(r) for r in rows]
+
+    async def _walk(self, query: str, *args: Any) -> list[asyncpg.Record]:
+        """The rows of a walk up a chain, planned under WALK_PLANS (see tree_service.sql)."""
+
+        async def walk(con: asyncpg.Connection) -> list[asyncpg.Record]:
+            await con.execute(sql.WALK_PLANS)
+            return list(await con.fetch(query, *args))
+
+        return await in_transaction(self._pool, walk)
 
     async def ancestor_page(
         self, space_id: uuid.UUID, session_id: uuid.UUID, start: uuid.UUID, limit: int
     ) -> list[TreeEntry] | None:
         """`start` then up to `limit` of its ancestors, nearest first; None when the session
         (or `start`) is not visible."""
-        rows = await fetch(self._pool, sql.ANCESTOR_PAGE, space_id, start, limit, session_id)
+        rows = await self._walk(sql.ANCESTOR_PAGE, space_id, start, limit, session_id)
         if not rows:
             return None
         return [

@@ -355,7 +355,7 @@ class TurnService:
         committed = await self._committer.commit(
             caller, plan, lease, turn, insight, stored, response
         )
-        if not plan.touch_only:
+        if not plan.touch_only and committed.turn_count is not None:
             self._consolidator.after_turn(caller, space, session, committed.turn_count)
         newest = stored or summary(state)
         if newest is not None and newest.lossy:
