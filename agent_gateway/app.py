@@ -70,7 +70,8 @@ class GatewayClients:
         *,
         local: Mapping[str, LocalServer] | None = None,
     ) -> GatewayClients:
-        """Open one channel per service (TLS when configured); the caller's key is added per call.
+        """Open `config.service_connections` channels per service (TLS when configured), taken
+        in turn; the caller's key is added per call.
 
         A service in `local` ("storage", "tree": its server runs in this process) is called
         in-process for its unary methods (`stello.inproc.LocalChannel`), the rest over its
@@ -87,8 +88,13 @@ class GatewayClients:
         )
         tls = services_tls(config)
         local = local or {}
-        storage = _channel(config.storage_address, settings, tls, local.get("storage"))
-        tree = _channel(config.tree_address, settings, tls, local.get("tree"))
+        storage, tree = (
+            _channel(address, settings, tls, local.get(name), config.service_connections)
+            for name, address in (
+                ("storage", config.storage_address),
+                ("tree", config.tree_address),
+            )
+        )
         return cls(StorageClient(storage, policy), TreeClient(tree, policy))
 
 
@@ -105,9 +111,20 @@ def services_tls(config: GatewaySettings) -> ClientTls | None:
 
 
 def _channel(
-    address: str, settings: StelloSettings, tls: ClientTls | None, local: LocalServer | None
+    address: str,
+    settings: StelloSettings,
+    tls: ClientTls | None,
+    local: LocalServer | None,
+    connections: int,
 ) -> grpc.aio.Channel:
-    network = open_channel(targets(address), max_message_bytes=settings.max_message_bytes, tls=tls)
+    if local is not None:
+        connections = 1  # only streams take the network: one connection is plenty
+    network = open_channel(
+        targets(address),
+        max_message_bytes=settings.max_message_bytes,
+        tls=tls,
+        connections=connections,
+    )
     return network if local is None else LocalChannel(local, network)
 
 

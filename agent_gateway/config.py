@@ -43,6 +43,15 @@ class GatewaySettings(BaseSettings):
         default="127.0.0.1:50062",
         description="host:port of the tree service; several comma-separated = round robin.",
     )
+    service_connections: int = Field(
+        default=4,
+        ge=1,
+        le=64,
+        description=(
+            "Connections to each of storage and tree, taken in turn per call: a service run "
+            "by several workers or replicas behind one address balances connections."
+        ),
+    )
     services_ca_file: Path | None = Field(
         default=None,
         description="PEM CA bundle that verifies the storage and tree servers; set = TLS to both.",

@@ -159,13 +159,12 @@ async def _tree(tree_env: dict[str, str]) -> AsyncIterator[Supervised]:
 
 
 async def spread_calls(supervised: Supervised, space: TestSpace, session: uuid.UUID) -> None:
-    """GetNode over 16 channels (16 connections: SO_REUSEPORT spreads connections)."""
+    """48 GetNode calls over 16 connections taken in turn (SO_REUSEPORT spreads connections)."""
     request = tree_pb2.GetNodeRequest(space_id=space.sid, session_id=str(session))
-    for _ in range(16):
-        async with open_channel(supervised.address, key=space.key) as channel:
-            stub = tree_pb2_grpc.SessionTreeStub(channel)
-            for _ in range(3):
-                await stub.GetNode(request, timeout=10, wait_for_ready=True)
+    async with open_channel(supervised.address, key=space.key, connections=16) as channel:
+        stub = tree_pb2_grpc.SessionTreeStub(channel)
+        for _ in range(48):
+            await stub.GetNode(request, timeout=10, wait_for_ready=True)
 
 
 class TestWorkers:
