@@ -49,10 +49,12 @@ from stello.agent.v1 import agent_pb2_grpc
 from stello.auth import KeyStore
 from stello.channels import ClientTls, open_channel
 from stello.inproc import LocalChannel, LocalServer
-from stello.server import ServiceApp
+from stello.server import ServiceApp, raw_replies
 from stello.settings import StelloSettings
 
 SERVICE_NAME = "stello.agent.v1.AgentGateway"
+RAW_REPLIES = frozenset({f"/{SERVICE_NAME}/GetTree"})
+"""Methods whose servicer returns the reply's bytes (GetTree passes the tree's on)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -323,7 +325,9 @@ def create_app(
     )
 
     def register(server: grpc.aio.Server) -> None:
-        agent_pb2_grpc.add_AgentGatewayServicer_to_server(servicer, server)
+        agent_pb2_grpc.add_AgentGatewayServicer_to_server(
+            servicer, raw_replies(server, RAW_REPLIES)
+        )
 
     app = ServiceApp(
         name="agent_gateway",

@@ -154,6 +154,63 @@ class GenericOnly:
         return getattr(self._server, name)
 
 
+class RawReplies(grpc.GenericRpcHandler):
+    """A service's handlers, with `methods` (full names) answering bytes already serialized.
+
+    A servicer method that builds its reply's bytes itself (the tree's GetTree) or
+    passes on another server's (the gateway's GetTree) returns them as they are:
+    its handler has no response serializer. Every other method is served unchanged.
+    """
+
+    def __init__(self, inner: grpc.GenericRpcHandler, methods: frozenset[str]) -> None:
+        self._inner = inner
+        self._methods = methods
+        self._raw: dict[str, grpc.RpcMethodHandler[Any, Any]] = {}
+
+    def service(
+        self, handler_call_details: grpc.HandlerCallDetails
+    ) -> grpc.RpcMethodHandler[Any, Any] | None:
+        """The inner handler of the method, without a response serializer when it is raw."""
+        handler = self._inner.service(handler_call_details)
+        method = handler_call_details.method
+        if handler is None or method not in self._methods:
+            return handler
+        raw = self._raw.get(method)
+        if raw is None:
+            assert handler.unary_unary is not None, f"{method}: only unary methods are raw"
+            raw = grpc.unary_unary_rpc_method_handler(
+                handler.unary_unary, request_deserializer=handler.request_deserializer
+            )
+            self._raw[method] = raw
+        return raw
+
+
+class _RawRegistration:
+    """A server as a generated ``add_*_to_server`` function sees it (`raw_replies`)."""
+
+    def __init__(self, server: grpc.aio.Server, methods: frozenset[str]) -> None:
+        self._server = server
+        self._methods = methods
+
+    def add_generic_rpc_handlers(self, handlers: Sequence[grpc.GenericRpcHandler]) -> None:
+        """The service's handlers, the raw methods' without a response serializer."""
+        self._server.add_generic_rpc_handlers([RawReplies(h, self._methods) for h in handlers])
+
+    def add_registered_method_handlers(
+        self, service_name: str, handlers: dict[str, grpc.RpcMethodHandler[Any, Any]]
+    ) -> None:
+        """Not registered: the generic handler serves them (see `GenericOnly`)."""
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._server, name)
+
+
+def raw_replies(server: grpc.aio.Server, methods: frozenset[str]) -> grpc.aio.Server:
+    """`server` for a generated ``add_*_to_server`` call whose `methods` (full names,
+    ``/package.Service/Method``) return their replies' bytes (`RawReplies`)."""
+    return cast(grpc.aio.Server, _RawRegistration(server, methods))
+
+
 def _server_options(settings: StelloSettings, worker: bool) -> list[tuple[str, int]]:
     return [
         ("grpc.max_send_message_length", settings.max_message_bytes),
