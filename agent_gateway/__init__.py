@@ -11,6 +11,7 @@ rooms below it; `lint-imports` checks it):
 - `forks/`: CreateRoot, Fork and ImportSession through the provisioning saga;
 - `memory/`: the space's shared memory and its index in a turn's context;
 - `history/`: a turn's context and token budget, compression, folds, consolidation;
+- `background/`: the one runner of work done after answering (claims, budgets, metrics);
 - `llm/`: the providers behind one interface, and the configured prompt texts;
 - `clients/`: typed clients of storage and tree, the only way to data.
 

@@ -9,6 +9,7 @@ import asyncpg
 import grpc
 from prometheus_client import CollectorRegistry
 
+from agent_gateway.background.runner import BackgroundRunner, RunnerLimits
 from agent_gateway.clients import CallPolicy, StorageClient, TreeClient
 from agent_gateway.config import GatewaySettings, targets
 from agent_gateway.forks.compose import ConfigLayer, Summarizer
@@ -258,16 +259,30 @@ def create_app(
         metrics = apps[0].metrics if apps else None
         return metrics.registry if metrics is not None else None
 
-    folds = BackgroundFolds(clients.storage, folder, session_prompts)
+    runner = BackgroundRunner(
+        clients.storage,
+        RunnerLimits(
+            max_jobs=config.background_max_jobs,
+            claim_ttl_s=config.job_claim_ttl_s,
+            stop_grace_s=config.background_stop_grace_s,
+            call_timeout_s=config.call_timeout_s,
+        ),
+        registry=registry,
+    )
+    folds = BackgroundFolds(
+        clients.storage, folder, session_prompts, runner, max_calls=config.fold_max_calls
+    )
     consolidator = Consolidator(
         clients.storage,
         folder,
         session_prompts,
+        runner,
         every_n_turns=config.consolidate_every_n_turns,
+        max_calls=config.consolidate_max_calls,
         registry=registry,
     )
     times = LeaseTimes(config.turn_lease_ttl_s, config.turn_max_s, backoff_s=config.retry_backoff_s)
-    leases = LeaseKeeper(clients.storage, times)
+    leases = LeaseKeeper(clients.storage, times, runner)
     guard = ForkGuard(
         clients.storage,
         prompts,
@@ -337,10 +352,10 @@ def create_app(
         keys=keys,
         settings=settings,
         metrics_port=config.metrics_port,
-        # Stopped in reverse: consolidations and folds in flight finish before the
-        # provider closes; releases still being retried get a moment before the channels
-        # close.
-        background=(*owned, consolidator, folds, leases, watchers),
+        # Stopped in reverse: the runner's jobs (consolidations, folds, releases still
+        # being retried) get their moment and give their claims back before the provider
+        # and the channels close.
+        background=(*owned, consolidator, runner, watchers),
     )
     apps.append(app)
     return app

@@ -123,6 +123,48 @@ class GatewaySettings(BaseSettings):
     consolidate_every_n_turns: int = Field(
         default=0, ge=0, description="Consolidate memory every N committed turns; 0 = off."
     )
+    consolidate_max_calls: int = Field(
+        default=20,
+        ge=1,
+        description=(
+            "Model calls one consolidation may make (each chunk of records is one, saved as "
+            "it is made); past it the consolidation stops with status BUDGET_SPENT and the "
+            "next one continues from there."
+        ),
+    )
+    fold_max_calls: int = Field(
+        default=16,
+        ge=1,
+        description=(
+            "Model calls one run of the background fold (the backlog of a lossy summary) may "
+            "make; the next turn that finds the summary lossy starts the next run."
+        ),
+    )
+    background_max_jobs: int = Field(
+        default=4,
+        ge=1,
+        description=(
+            "Background jobs that call a model (consolidations, folds) running at once in "
+            "this process; the others wait their turn."
+        ),
+    )
+    job_claim_ttl_s: int = Field(
+        default=30,
+        ge=1,
+        le=86_400,
+        description=(
+            "Lifetime of a background job's claim in seconds, renewed every third of it "
+            "while the job runs: how long a job stays blocked after its gateway died."
+        ),
+    )
+    background_stop_grace_s: float = Field(
+        default=5.0,
+        ge=0,
+        description=(
+            "How long a shutdown lets background jobs finish before stopping them (their "
+            "progress is saved and their claims given back)."
+        ),
+    )
     max_tool_rounds: int = Field(
         default=5, ge=1, description="Bound of the built-in tool loop of one turn."
     )

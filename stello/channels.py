@@ -11,7 +11,9 @@ from typing import Any
 import grpc
 
 from stello.errors import FailedPrecondition
-from stello.settings import MIB
+
+# Not stello.settings' MIB: importing it loads pydantic, which a client needs nothing of.
+MIB = 1024 * 1024
 
 # WatchSpace's initial metadata: the cursor the stream starts after, sent as soon
 # as the gateway fixed it (before any event), so a client knows when to read state.
@@ -196,14 +198,16 @@ def open_channel(
     max_message_bytes: int = 64 * MIB,
     root_certificates: bytes | None = None,
     tls: ClientTls | None = None,
+    options: Sequence[tuple[str, int | str]] = (),
     connections: int = 1,
 ) -> grpc.aio.Channel:
     """A channel to one address, or round-robin over several; `key` authenticates every call.
 
     Plaintext unless `tls` (or just `root_certificates`, the same as
-    ``tls=ClientTls(root_certificates)``) is given. With `connections` above 1,
-    that many channels taken in turn (`SpreadChannel`): a server of several
-    workers or replicas behind one address balances connections, not calls.
+    ``tls=ClientTls(root_certificates)``) is given. `options` are more channel arguments
+    (they come after, so they win). With `connections` above 1, that many channels
+    taken in turn (`SpreadChannel`): a server of several workers or replicas behind
+    one address balances connections, not calls.
     """
     if connections > 1:
         return SpreadChannel(
@@ -214,6 +218,7 @@ def open_channel(
                     max_message_bytes=max_message_bytes,
                     root_certificates=root_certificates,
                     tls=tls,
+                    options=options,
                 )
                 for _ in range(connections)
             ]
@@ -224,7 +229,7 @@ def open_channel(
         tls = ClientTls(root_certificates)
     if not isinstance(target, str):
         target = "ipv4:" + ",".join(target)
-    options: list[tuple[str, int | str]] = [
+    arguments: list[tuple[str, int | str]] = [
         ("grpc.max_send_message_length", max_message_bytes),
         ("grpc.max_receive_message_length", max_message_bytes),
         ("grpc.lb_policy_name", "round_robin"),
@@ -235,15 +240,16 @@ def open_channel(
         # service back from a short outage is reached again within seconds, so the
         # gateway's turns and lease releases resume (DESIGN §4.2, issue #13).
         ("grpc.max_reconnect_backoff_ms", 2000),
+        *options,
     ]
     interceptors: list[grpc.aio.ClientInterceptor] | None = None
     if key:
         auth = _AddAuth(key)
         interceptors = [_UnaryAuth(auth), _StreamAuth(auth)]
     if tls is None:
-        return grpc.aio.insecure_channel(target, options=options, interceptors=interceptors)
+        return grpc.aio.insecure_channel(target, options=arguments, interceptors=interceptors)
     if tls.server_name:
-        options.append(("grpc.ssl_target_name_override", tls.server_name))
+        arguments.append(("grpc.ssl_target_name_override", tls.server_name))
     return grpc.aio.secure_channel(
-        target, tls.credentials(), options=options, interceptors=interceptors
+        target, tls.credentials(), options=arguments, interceptors=interceptors
     )

@@ -53,6 +53,8 @@ DISTRIBUTED_TABLES: tuple[str, ...] = (
     "shared_memory",
     "session_lineages",
     "record_segments",
+    "background_jobs",
+    "idempotency_key_sessions",
 )
 
 # Shared SQL functions that statements call, by signature, each created on

@@ -18,10 +18,10 @@ import grpc
 from stello.channels import open_channel
 from stello_cli.parser import Commands
 from stello_cli.style import one_line, plural, write
-from stello_client.connect import pick, resolve_tls, tls_options
 from stello_client.credentials import load_credentials
 from stello_client.dicts import dumps
 from stello_client.errors import ClientError, UsageError
+from stello_client.flags import pick, resolve_tls, tls_options
 
 if TYPE_CHECKING:  # the database commands import these when they run (a client needs none)
     from stello.auth import KeyStore

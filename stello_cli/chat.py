@@ -19,20 +19,24 @@ import signal
 import sys
 import threading
 from collections.abc import AsyncIterator
-from typing import Any, NoReturn
+from typing import TYPE_CHECKING, Any, NoReturn
 
-import grpc
-
-from stello.agent.v1 import agent_pb2
 from stello_cli import format as fmt
+from stello_cli.gateway import gateway, session_id
 from stello_cli.parser import Commands, session_argument
-from stello_cli.sessions import CONTEXTS, fork_context, profile_vars, view_of
+from stello_cli.sessions import CONTEXTS, fork_context, profile_vars
 from stello_cli.style import Style, ago, plural, short_id, write
 from stello_cli.talk import Turn, newest_records, stream_turn
 from stello_cli.views import draw_tree, tree_nodes
-from stello_client.connect import Client, gateway
 from stello_client.credentials import credentials_path
 from stello_client.errors import ClientError, UsageError, rpc_error_line
+from stello_client.exceptions import RpcError
+
+if TYPE_CHECKING:
+    from collections.abc import Mapping
+
+    from stello_client.aio import AsyncClient
+    from stello_client.types import SessionView
 
 BANNER_RECORDS = 4
 BANNER_WIDTH = 100
@@ -70,9 +74,16 @@ def _fork_parser() -> _LineParser:
 class Chat:
     """One chat: the current session, and what each line does."""
 
-    def __init__(self, client: Client, view: agent_pb2.SessionView, interactive: bool) -> None:
+    def __init__(
+        self,
+        client: AsyncClient,
+        view: SessionView,
+        interactive: bool,
+        flags: Mapping[str, str],
+    ) -> None:
         self.client = client
         self.view = view
+        self.flags = flags
         self.interactive = interactive
         self.style = Style.of(sys.stdout)
         self.failed = 0
@@ -121,8 +132,8 @@ class Chat:
             self.say(str(exc))
         except ClientError as exc:
             self.say(str(exc))
-        except grpc.aio.AioRpcError as err:
-            self.say(rpc_error_line(err, self.client.target.gateway, self.client.flags))
+        except RpcError as err:
+            self.say(rpc_error_line(err, self.client.gateway, self.flags))
         return True
 
     async def command(self, name: str, rest: str) -> None:
@@ -134,7 +145,7 @@ class Chat:
         elif name == "/switch":
             if not rest.strip():
                 raise UsageError("/switch: which session? /switch SESSION (id or first digits)")
-            await self.switch(await self.client.session(rest.strip(), "/switch"))
+            await self.switch(await session_id(self.client, rest.strip(), "/switch"))
         elif name == "/tree":
             nodes = await tree_nodes(self.client)
             write("\n".join(await draw_tree(self.client, nodes, mark=self.session_id)))
@@ -150,26 +161,20 @@ class Chat:
     async def fork(self, argv: list[str]) -> None:
         """/fork: make a child of the current session and switch to it."""
         options = _fork_parser().parse_args(argv)
-        request = agent_pb2.ForkRequest(
-            space_id=self.client.space_id,
-            source_session_id=self.session_id,
-            label=options.label or f"{self.view.node.label} (fork)",
+        session = await self.client.fork(
+            self.session_id,
+            options.label or f"{self.view.node.label} (fork)",
             context=fork_context(options),
             profile_vars=profile_vars(options.var),
+            inherit_until_seq=options.up_to,
+            prompt=options.prompt,
+            profile=options.profile,
         )
-        for field, value in (
-            ("inherit_until_seq", options.up_to),
-            ("prompt", options.prompt),
-            ("profile", options.profile),
-        ):
-            if value is not None:
-                setattr(request, field, value)
-        reply = await self.client.call(self.client.stub.Fork, request)
-        await self.switch(reply.session.id)
+        await self.switch(session.id)
 
-    async def switch(self, session_id: str) -> None:
-        """Talk to `session_id` from now on (it must exist: checked first)."""
-        self.view = await view_of(self.client, session_id)
+    async def switch(self, session: str) -> None:
+        """Talk to `session` from now on (it must exist: checked first)."""
+        self.view = await self.client.get_session(session)
         await self.banner()
 
     def say(self, message: str) -> None:
@@ -191,9 +196,9 @@ class Chat:
                     write()
                 stored = "the turn was stored" if state.done else "nothing of this turn was stored"
                 self.say(f"stopped: {stored}")
-            except grpc.aio.AioRpcError as err:
+            except RpcError as err:
                 self.failed += 1
-                self.say(rpc_error_line(err, self.client.target.gateway, self.client.flags))
+                self.say(rpc_error_line(err, self.client.gateway, self.flags))
 
 
 @contextlib.contextmanager
@@ -256,8 +261,8 @@ async def cmd_chat(args: argparse.Namespace) -> int:
     """Talk to a session until /quit or Ctrl-D (EOF)."""
     interactive = sys.stdin.isatty() and sys.stdout.isatty()
     async with gateway(args) as client:
-        view = await view_of(client, await client.session(args.session))  # a wrong id fails now
-        chat = Chat(client, view, interactive)
+        view = await client.get_session(await session_id(client, args.session))  # fails now
+        chat = Chat(client, view, interactive, args.flags)
         if interactive:
             await chat.banner()
             await _prompted(chat)

@@ -15,13 +15,9 @@ import sys
 import warnings
 from collections.abc import Callable, Sequence
 
-import asyncpg
-import grpc
-
-from stello.errors import StelloError
 from stello_cli.parser import build_parser
 from stello_cli.style import Style, one_line
-from stello_client.errors import ClientError, UsageError, rpc_error_line
+from stello_client.errors import ClientError, UsageError, configuration_line, rpc_error_line
 
 
 def fail(message: str, code: int) -> SystemExit:
@@ -58,10 +54,42 @@ def main(argv: Sequence[str] | None = None) -> None:
         prog = args.parser.prog
         sys.stderr.write(f"{prog}: {exc} (see `{prog} --help`)\n")
         raise SystemExit(2) from None
-    except grpc.aio.AioRpcError as exc:
-        raise fail(rpc_error_line(exc, flags=getattr(args, "flags", None)), 1) from None
-    except (ClientError, StelloError, OSError, asyncpg.PostgresError, ValueError) as exc:
-        raise fail(one_line(str(exc)), 1) from None
     except KeyboardInterrupt:
         raise SystemExit(130) from None
+    except Exception as exc:
+        line = failure_line(exc, args)
+        if line is None:
+            raise
+        raise fail(line, 1) from None
     raise SystemExit(code)
+
+
+def failure_line(exc: Exception, args: argparse.Namespace) -> str | None:
+    """The line a failed command prints; None for a bug (its traceback shows).
+
+    A library's errors are checked only when the command loaded it (an asyncpg
+    error cannot reach a command that never imported asyncpg), so a command
+    loads none of them just to be able to fail.
+    """
+    flags = getattr(args, "flags", None)
+    if isinstance(exc, (ClientError, OSError, ValueError)):
+        return one_line(str(exc))
+    if "stello_client.exceptions" in sys.modules:
+        from stello_client.exceptions import ConfigurationError, RpcError
+
+        if isinstance(exc, RpcError):
+            return rpc_error_line(exc, flags=flags)
+        if isinstance(exc, ConfigurationError):
+            return configuration_line(exc)
+    grpc = sys.modules.get("grpc")
+    if grpc is not None and isinstance(exc, grpc.aio.AioRpcError):
+        return rpc_error_line(exc, flags=flags)
+    asyncpg = sys.modules.get("asyncpg")
+    if asyncpg is not None and isinstance(exc, asyncpg.PostgresError):
+        return one_line(str(exc))
+    if "stello.errors" in sys.modules:
+        from stello.errors import StelloError
+
+        if isinstance(exc, StelloError):
+            return one_line(str(exc))
+    return None

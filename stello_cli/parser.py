@@ -19,7 +19,7 @@ from collections.abc import Awaitable, Callable, Mapping
 from typing import Any, ClassVar, NoReturn
 
 from stello import __version__
-from stello_client.connect import tls_options
+from stello_client.flags import tls_options
 
 Run = Callable[[argparse.Namespace], Awaitable[int]]
 

@@ -7,25 +7,21 @@ from __future__ import annotations
 import argparse
 import asyncio
 import sys
-import uuid
-from typing import Any
+from typing import TYPE_CHECKING, Literal
 
-from stello.agent.v1 import agent_pb2
-from stello.common.v1 import common_pb2
 from stello_cli import format as fmt
 from stello_cli import shared
+from stello_cli.gateway import gateway, session_id
 from stello_cli.parser import Commands, session_argument
 from stello_cli.style import Style, plural, short_id, write
 from stello_client import dicts
-from stello_client.connect import Client, gateway
 from stello_client.errors import ClientError, UsageError
 
-CONTEXTS: dict[str | None, common_pb2.ForkContext] = {
-    None: common_pb2.FORK_CONTEXT_UNSPECIFIED,
-    "none": common_pb2.FORK_CONTEXT_NONE,
-    "inherit": common_pb2.FORK_CONTEXT_INHERIT,
-    "compress": common_pb2.FORK_CONTEXT_COMPRESS,
-}
+if TYPE_CHECKING:
+    from stello_client.aio import AsyncClient
+    from stello_client.types import ContextName, SessionSummary, SessionView
+
+CONTEXTS = ("none", "inherit", "compress")
 
 
 def profile_vars(pairs: list[str] | None) -> dict[str, str]:
@@ -39,7 +35,7 @@ def profile_vars(pairs: list[str] | None) -> dict[str, str]:
     return found
 
 
-def show_session(args: argparse.Namespace, session: common_pb2.SessionSummary) -> None:
+def show_session(args: argparse.Namespace, session: SessionSummary) -> None:
     """A created or changed session: JSON, only its id (-q), or `name: value` lines."""
     if args.json:
         write(dicts.dumps(dicts.session_dict(session)))
@@ -49,15 +45,15 @@ def show_session(args: argparse.Namespace, session: common_pb2.SessionSummary) -
         write("\n".join(fmt.session_lines(session)))
 
 
-def skill_list(value: str | None) -> common_pb2.SkillList | None:
+def skill_list(value: str | None) -> list[str] | None:
     """--skills NAMES: comma-separated names; "" = none; absent (None) = inherit."""
     if value is None:
         return None
-    return common_pb2.SkillList(names=[name.strip() for name in value.split(",") if name.strip()])
+    return [name.strip() for name in value.split(",") if name.strip()]
 
 
-def fork_context(args: argparse.Namespace) -> common_pb2.ForkContext:
-    """The ForkContext of --context; --up-to alone means inherit (it copies records)."""
+def fork_context(args: argparse.Namespace) -> ContextName | None:
+    """The context of --context (None: the profile's); --up-to alone means inherit."""
     if args.up_to is not None and args.context not in (None, "inherit"):
         raise UsageError(
             f"--up-to SEQ inherits the records up to SEQ, so it needs --context inherit "
@@ -65,7 +61,10 @@ def fork_context(args: argparse.Namespace) -> common_pb2.ForkContext:
         )
     if args.up_to is not None and args.up_to < 0:
         raise UsageError(f"--up-to: must not be negative, got {args.up_to}")
-    return CONTEXTS["inherit" if args.up_to is not None else args.context]
+    context: Literal["none", "inherit", "compress"] | None = (
+        "inherit" if args.up_to is not None else args.context
+    )
+    return context
 
 
 def text_argument(value: str) -> str:
@@ -77,17 +76,14 @@ async def cmd_root(args: argparse.Namespace) -> int:
     """Create a root session."""
     values = profile_vars(args.var)  # a bad --var fails before any call
     async with gateway(args) as client:
-        request = agent_pb2.CreateRootRequest(
-            space_id=client.space_id, profile_vars=values, request_id=_rid()
+        session = await client.create_root(
+            label=args.label,
+            system_prompt=args.system_prompt,
+            skills=skill_list(args.skills),
+            profile=args.profile,
+            profile_vars=values,
         )
-        for name in ("label", "system_prompt", "profile"):
-            if getattr(args, name) is not None:
-                setattr(request, name, getattr(args, name))
-        skills = skill_list(args.skills)
-        if skills is not None:
-            request.skills.CopyFrom(skills)
-        reply = await client.call(client.stub.CreateRoot, request)
-    show_session(args, reply.session)
+    show_session(args, session)
     return 0
 
 
@@ -98,43 +94,33 @@ async def cmd_fork(args: argparse.Namespace) -> int:
     context = fork_context(args)
     values = profile_vars(args.var)
     async with gateway(args) as client:
-        request = agent_pb2.ForkRequest(
-            space_id=client.space_id,
-            source_session_id=await client.session(args.source, "SOURCE"),
-            label=args.label,
-            profile_vars=values,
+        source = await session_id(client, args.source, "SOURCE")
+        parent = await session_id(client, args.parent, "--parent") if args.parent else None
+        session = await client.fork(
+            source,
+            args.label,
             context=context,
-            request_id=_rid(),
+            inherit_until_seq=args.up_to,
+            topology_parent_id=parent,
+            profile=args.profile,
+            profile_vars=values,
+            system_prompt=args.system_prompt,
+            skills=skill_list(args.skills),
+            prompt=args.prompt,
         )
-        if args.parent is not None:
-            request.topology_parent_id = await client.session(args.parent, "--parent")
-        for field, value in (
-            ("profile", args.profile),
-            ("system_prompt", args.system_prompt),
-            ("inherit_until_seq", args.up_to),
-            ("prompt", args.prompt),
-        ):
-            if value is not None:
-                setattr(request, field, value)
-        skills = skill_list(args.skills)
-        if skills is not None:
-            request.skills.CopyFrom(skills)
-        reply = await client.call(client.stub.Fork, request)
-    show_session(args, reply.session)
+    show_session(args, session)
     return 0
 
 
-async def view_of(client: Client, session_id: str) -> agent_pb2.SessionView:
+async def view_of(client: AsyncClient, session: str) -> SessionView:
     """GetSession's joined view."""
-    request = agent_pb2.GetSessionRequest(space_id=client.space_id, session_id=session_id)
-    reply: agent_pb2.GetSessionResponse = await client.call(client.stub.GetSession, request)
-    return reply.session
+    return await client.get_session(session)
 
 
 async def cmd_show(args: argparse.Namespace) -> int:
     """Show a session: topology, turns, times, config, system prompt, memory and insight."""
     async with gateway(args) as client:
-        view = await view_of(client, await client.session(args.session))
+        view = await client.get_session(await session_id(client, args.session))
     if args.json:
         write(dicts.dumps(dicts.view_dict(view)))
     else:
@@ -145,26 +131,16 @@ async def cmd_show(args: argparse.Namespace) -> int:
 async def cmd_rename(args: argparse.Namespace) -> int:
     """Give a session a new label."""
     async with gateway(args) as client:
-        request = agent_pb2.UpdateLabelRequest(
-            space_id=client.space_id,
-            session_id=await client.session(args.session),
-            label=args.label,
-        )
-        reply = await client.call(client.stub.UpdateLabel, request)
-    show_session(args, reply.session)
+        session = await client.update_label(await session_id(client, args.session), args.label)
+    show_session(args, session)
     return 0
 
 
 async def _set_status(args: argparse.Namespace, archive: bool) -> int:
     async with gateway(args) as client:
-        session_id = await client.session(args.session)
-        if archive:
-            request: Any = agent_pb2.ArchiveRequest(space_id=client.space_id, session_id=session_id)
-            reply = await client.call(client.stub.Archive, request)
-        else:
-            request = agent_pb2.UnarchiveRequest(space_id=client.space_id, session_id=session_id)
-            reply = await client.call(client.stub.Unarchive, request)
-    show_session(args, reply.session)
+        found = await session_id(client, args.session)
+        session = await (client.archive(found) if archive else client.unarchive(found))
+    show_session(args, session)
     return 0
 
 
@@ -189,56 +165,36 @@ async def cmd_delete(args: argparse.Namespace) -> int:
     if not args.yes and not sys.stdin.isatty():
         raise UsageError("refusing to erase without --yes (stdin is not a terminal to ask on)")
     async with gateway(args) as client:
-        session_id = await client.session(args.session)
+        found = await session_id(client, args.session)
         if not args.yes:
-            tree = await client.call(
-                client.stub.GetTree,
-                agent_pb2.GetTreeRequest(space_id=client.space_id, root_id=session_id),
-            )
-            top, below = tree.nodes[0], len(tree.nodes) - 1
+            nodes = await client.get_tree(root_id=found)
+            top, below = nodes[0], len(nodes) - 1
             extra = f" and its {plural(below, 'descendant')}" if below else ""
             question = f'Erase "{top.label}" ({short_id(top.id)}){extra}, records and all?'
             if not await _confirm(question):
                 raise ClientError("nothing was deleted")
-        request = agent_pb2.DeleteSessionRequest(space_id=client.space_id, session_id=session_id)
-        reply = await client.call(client.stub.DeleteSession, request)
+        deleted = await client.delete_session(found)
     if args.json:
-        write(dicts.dumps({"deleted_ids": list(reply.deleted_ids)}))
+        write(dicts.dumps({"deleted_ids": deleted}))
     else:
-        write(f"deleted {plural(len(reply.deleted_ids), 'session')}")
+        write(f"deleted {plural(len(deleted), 'session')}")
     return 0
 
 
 async def _slot(args: argparse.Namespace, name: str) -> int:
     """Show the insight or memory, or replace it with TEXT."""
     async with gateway(args) as client:
-        session_id = await client.session(args.session)
+        found = await session_id(client, args.session)
         if args.text is None:
-            view = await view_of(client, session_id)
+            view = await client.get_session(found)
             value = getattr(view, name) if view.HasField(name) else None
             if args.json:
                 write(dicts.dumps({name: value}))
             else:
                 write(value if value is not None else f"(no {name})")
             return 0
-        if name == "insight":
-            await client.call(
-                client.stub.PutInsight,
-                agent_pb2.PutInsightRequest(
-                    space_id=client.space_id,
-                    session_id=session_id,
-                    content=text_argument(args.text),
-                ),
-            )
-        else:
-            await client.call(
-                client.stub.PutMemory,
-                agent_pb2.PutMemoryRequest(
-                    space_id=client.space_id,
-                    session_id=session_id,
-                    content=text_argument(args.text),
-                ),
-            )
+        put = client.put_insight if name == "insight" else client.put_memory
+        await put(found, text_argument(args.text))
     write(dicts.dumps({name: "set"}) if args.json else f"{name} set")
     return 0
 
@@ -290,18 +246,32 @@ def _register_memory(commands: Commands) -> None:
 
 async def cmd_consolidate(args: argparse.Namespace) -> int:
     """Rewrite the session's memory with the model, and show it."""
+    from stello.common.v1 import common_pb2  # loaded when the command runs (start-up speed)
+
     async with gateway(args) as client:
-        request = agent_pb2.ConsolidateRequest(
-            space_id=client.space_id, session_id=await client.session(args.session)
-        )
-        reply = await client.call(client.stub.Consolidate, request)
+        reply = await client.consolidate(await session_id(client, args.session))
     memory = reply.memory if reply.HasField("memory") else None
-    write(dicts.dumps({"memory": memory}) if args.json else (memory or "(no memory)"))
+    spent = reply.status == common_pb2.JOB_STATUS_BUDGET_SPENT
+    if args.json:
+        write(
+            dicts.dumps(
+                {
+                    "memory": memory,
+                    "complete": not spent,
+                    "covered_until_seq": reply.covered_until_seq,
+                    "last_seq": reply.last_seq,
+                    "model_calls": reply.model_calls,
+                }
+            )
+        )
+        return 0
+    write(memory or "(no memory)")
+    if spent:
+        write(
+            f"(stopped at the gateway's model-call budget: the memory covers records through "
+            f"seq {reply.covered_until_seq} of {reply.last_seq}; run it again to continue)"
+        )
     return 0
-
-
-def _rid() -> str:
-    return uuid.uuid4().hex
 
 
 def profile_options(parser: argparse.ArgumentParser) -> None:

@@ -12,21 +12,22 @@ from __future__ import annotations
 
 import argparse
 import sys
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from stello.agent.v1 import agent_pb2
-from stello.common.v1 import common_pb2
 from stello_cli import format as fmt
+from stello_cli.gateway import gateway, session_id
 from stello_cli.style import Style, write
 from stello_client import dicts
-from stello_client.connect import Client, gateway
 from stello_client.errors import UsageError
 
+if TYPE_CHECKING:
+    from stello_client.aio import AsyncClient
+    from stello_client.types import SharedMemoryEntry
+
 ACTIONS = ("list", "get", "put", "rm")
-PAGE = 1000
 
 
-def entry_dict(entry: common_pb2.SharedMemoryEntry) -> dict[str, Any]:
+def entry_dict(entry: SharedMemoryEntry) -> dict[str, Any]:
     """A shared memory entry as JSON (the body only when it was read)."""
     data: dict[str, Any] = {"slug": entry.slug, "summary": entry.summary}
     if entry.HasField("body"):
@@ -61,18 +62,8 @@ async def cmd_shared_memory(args: argparse.Namespace) -> int:
     return 0
 
 
-async def _list(args: argparse.Namespace, client: Client) -> None:
-    entries: list[common_pb2.SharedMemoryEntry] = []
-    token = ""
-    while True:
-        request = agent_pb2.ListSharedMemoryRequest(
-            space_id=client.space_id, page_size=PAGE, page_token=token
-        )
-        reply = await client.call(client.stub.ListSharedMemory, request)
-        entries += reply.entries
-        token = reply.next_page_token
-        if not token:
-            break
+async def _list(args: argparse.Namespace, client: AsyncClient) -> None:
+    entries = [entry async for entry in client.shared_memory()]
     if args.json:
         write(dicts.dumps([entry_dict(e) for e in entries]))
     elif not entries:
@@ -84,54 +75,45 @@ async def _list(args: argparse.Namespace, client: Client) -> None:
         write("\n".join(f"{style.bold(e.slug)}: {e.summary}" for e in entries))
 
 
-async def _get(args: argparse.Namespace, client: Client, slug: str) -> None:
-    request = agent_pb2.GetSharedMemoryEntryRequest(space_id=client.space_id, slug=slug)
-    entry = (await client.call(client.stub.GetSharedMemoryEntry, request)).entry
+async def _get(args: argparse.Namespace, client: AsyncClient, slug: str) -> None:
+    entry = await client.get_shared_memory_entry(slug)
     write(dicts.dumps(entry_dict(entry)) if args.json else entry.body)
 
 
-async def _put(args: argparse.Namespace, client: Client) -> None:
+async def _put(args: argparse.Namespace, client: AsyncClient) -> None:
     if len(args.rest) != 2:
         raise UsageError("memory put takes SLUG and BODY (- reads stdin), and --summary TEXT")
     if args.summary is None:
         raise UsageError("memory put needs --summary TEXT (the line the index shows)")
     slug, body = args.rest
-    request = agent_pb2.UpsertSharedMemoryEntryRequest(
-        space_id=client.space_id,
-        slug=slug,
-        summary=args.summary,
-        body=sys.stdin.read() if body == "-" else body,
+    reply = await client.upsert_shared_memory_entry(
+        slug, summary=args.summary, body=sys.stdin.read() if body == "-" else body
     )
-    reply = await client.call(client.stub.UpsertSharedMemoryEntry, request)
     if args.json:
         write(dicts.dumps({**entry_dict(reply.entry), "created": reply.created}))
     else:
         write(f"{slug} {'created' if reply.created else 'replaced'}")
 
 
-async def _remove(args: argparse.Namespace, client: Client, slug: str) -> None:
-    request = agent_pb2.RemoveSharedMemoryEntryRequest(space_id=client.space_id, slug=slug)
-    reply = await client.call(client.stub.RemoveSharedMemoryEntry, request)
+async def _remove(args: argparse.Namespace, client: AsyncClient, slug: str) -> None:
+    removed = await client.remove_shared_memory_entry(slug)
     if args.json:
-        write(dicts.dumps({"slug": slug, "removed": reply.removed}))
+        write(dicts.dumps({"slug": slug, "removed": removed}))
     else:
-        write(f"{slug} removed" if reply.removed else f"no entry {slug} (nothing removed)")
+        write(f"{slug} removed" if removed else f"no entry {slug} (nothing removed)")
 
 
 async def cmd_skills(args: argparse.Namespace) -> int:
     """List the gateway's skills, or those SESSION may activate."""
     async with gateway(args) as client:
-        request = agent_pb2.ListSkillsRequest(space_id=client.space_id)
-        if args.session is not None:
-            request.session_id = await client.session(args.session)
-        reply = await client.call(client.stub.ListSkills, request)
+        session = await session_id(client, args.session) if args.session is not None else None
+        skills = await client.list_skills(session_id=session)
     if args.json:
-        skills = [
-            {"name": s.name, "description": s.description, "content": s.content}
-            for s in reply.skills
+        found = [
+            {"name": s.name, "description": s.description, "content": s.content} for s in skills
         ]
-        write(dicts.dumps(skills))
-    elif not reply.skills:
+        write(dicts.dumps(found))
+    elif not skills:
         write(
             "no skills for this session (its config allows none)"
             if args.session is not None
@@ -139,7 +121,7 @@ async def cmd_skills(args: argparse.Namespace) -> int:
         )
     else:
         style = Style.of(sys.stdout)
-        write("\n".join(f"{style.bold(s.name)}: {s.description}" for s in reply.skills))
+        write("\n".join(f"{style.bold(s.name)}: {s.description}" for s in skills))
     return 0
 
 
@@ -148,22 +130,13 @@ async def cmd_lineage(args: argparse.Namespace) -> int:
     style = Style.of(sys.stdout)
     found: list[dict[str, Any]] = []
     async with gateway(args) as client:
-        session_id = await client.session(args.session)
-        token, any_shown = "", False
-        while True:
-            request = agent_pb2.GetLineageRequest(
-                space_id=client.space_id, session_id=session_id, page_size=PAGE, page_token=token
-            )
-            reply = await client.call(client.stub.GetLineage, request)
-            for digest in reply.ancestors:
-                any_shown = True
-                if args.json:
-                    found.append(dicts.digest_dict(digest))
-                else:
-                    write("\n".join(fmt.digest_lines(digest, style)))
-            token = reply.next_page_token
-            if not token:
-                break
+        any_shown = False
+        async for digest in client.lineage(await session_id(client, args.session)):
+            any_shown = True
+            if args.json:
+                found.append(dicts.digest_dict(digest))
+            else:
+                write("\n".join(fmt.digest_lines(digest, style)))
     if args.json:
         write(dicts.dumps(found))
     elif not any_shown:

@@ -10,19 +10,20 @@ from __future__ import annotations
 import argparse
 import asyncio
 import sys
-import uuid
-from collections.abc import AsyncIterator
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
-from stello.agent.v1 import agent_pb2
-from stello.common.v1 import common_pb2
 from stello_cli import format as fmt
+from stello_cli.gateway import gateway, session_id
 from stello_cli.parser import Commands, session_argument
 from stello_cli.sessions import text_argument
 from stello_cli.style import Style, write
 from stello_client import dicts
-from stello_client.connect import Client, gateway
 from stello_client.errors import UsageError
+
+if TYPE_CHECKING:
+    from stello_client.aio import AsyncClient
+    from stello_client.types import Record, SendResponse
 
 NOT_STORED = "interrupted: the turn was not stored (nothing was written; send it again)"
 STORED = "interrupted after the turn was stored"
@@ -33,13 +34,13 @@ MAX_PAGE = 1000  # the gateway's largest ListRecords limit
 class Turn:
     """What a streamed turn has shown so far."""
 
-    done: agent_pb2.SendResponse | None = None
+    done: SendResponse | None = None
     at_line_start: bool = True
 
 
 async def stream_turn(
-    client: Client,
-    session_id: str,
+    client: AsyncClient,
+    session: str,
     text: str,
     *,
     as_json: bool = False,
@@ -51,25 +52,23 @@ async def stream_turn(
     `turn` (when given) is filled as events arrive, so a caller that cancels
     this can tell whether the turn was committed (`done` arrived).
     """
+    from stello_client.types import TextDelta, ToolCall
+
     turn = turn or Turn()
     style = Style.of(sys.stdout)
-    request = agent_pb2.SendStreamRequest(
-        space_id=client.space_id, session_id=session_id, content=text, request_id=uuid.uuid4().hex
-    )
-    stream = client.stub.SendStream(request, timeout=seconds, metadata=client.metadata)
-    async for event in stream:
-        kind = event.WhichOneof("event")
-        if kind == "text_delta" and not as_json and event.text_delta.text:
-            write(event.text_delta.text, end="")
-            turn.at_line_start = event.text_delta.text.endswith("\n")
-        elif kind == "tool_call" and not as_json:
-            if not turn.at_line_start:
-                write()
-            call = event.tool_call
-            write(style.paint(f"→ {call.name}({call.arguments_json})", "yellow"))
-            turn.at_line_start = True
-        elif kind == "done":
-            turn.done = event.done
+    async for event in client.stream(session, text, timeout=seconds):
+        if isinstance(event, TextDelta):
+            if not as_json and event.text:
+                write(event.text, end="")
+                turn.at_line_start = event.text.endswith("\n")
+        elif isinstance(event, ToolCall):
+            if not as_json:
+                if not turn.at_line_start:
+                    write()
+                write(style.paint(f"→ {event.name}({event.arguments_json})", "yellow"))
+                turn.at_line_start = True
+        else:
+            turn.done = event
     if as_json:
         write(dicts.dumps(dicts.turn_dict(turn.done) if turn.done is not None else None))
         return turn
@@ -86,12 +85,12 @@ async def cmd_send(args: argparse.Namespace) -> int:
     """Send one message and stream the reply; Ctrl-C before the end stores nothing."""
     text = text_argument(args.message)
     async with gateway(args) as client:
-        session_id = await client.session(args.session)
+        session = await session_id(client, args.session)
         turn = Turn()
         try:
             await stream_turn(
                 client,
-                session_id,
+                session,
                 text,
                 as_json=args.json,
                 seconds=args.stream_timeout,
@@ -105,34 +104,15 @@ async def cmd_send(args: argparse.Namespace) -> int:
     return 0
 
 
-async def record_pages(
-    client: Client, session_id: str, *, page_size: int = MAX_PAGE, newest: int | None = None
-) -> AsyncIterator[list[common_pb2.Record]]:
-    """A session's records a page (one call) at a time: oldest first, or with `newest` the
-    newest that many, the newest page first (each page chronological)."""
-    request = agent_pb2.ListRecordsRequest(
-        space_id=client.space_id, session_id=session_id, newest_first=newest is not None
-    )
-    taken = 0
-    while newest is None or taken < newest:
-        request.limit = page_size if newest is None else min(page_size, newest - taken)
-        reply = await client.call(client.stub.ListRecords, request)
-        taken += len(reply.records)
-        yield list(reply.records)
-        if not reply.next_page_token:
-            return
-        request.page_token = reply.next_page_token
-
-
-async def all_records(client: Client, session_id: str) -> list[common_pb2.Record]:
+async def all_records(client: AsyncClient, session: str) -> list[Record]:
     """Every record of a session, oldest first."""
-    return [r async for page in record_pages(client, session_id) for r in page]
+    return [record async for record in client.records(session)]
 
 
-async def newest_records(client: Client, session_id: str, count: int) -> list[common_pb2.Record]:
+async def newest_records(client: AsyncClient, session: str, count: int) -> list[Record]:
     """The newest `count` records, oldest first."""
-    pages = [page async for page in record_pages(client, session_id, newest=count)]
-    return [record for page in reversed(pages) for record in page]
+    newest = [record async for record in client.records(session, newest_first=True, limit=count)]
+    return newest[::-1]
 
 
 async def cmd_records(args: argparse.Namespace) -> int:
@@ -143,16 +123,17 @@ async def cmd_records(args: argparse.Namespace) -> int:
         raise UsageError("--limit must not be negative")
     style = Style.of(sys.stdout)
     async with gateway(args) as client:
-        session_id = await client.session(args.session)
-        pages = record_pages(client, session_id, page_size=args.page_size, newest=args.limit)
+        session = await session_id(client, args.session)
+        walk = client.records(
+            session, newest_first=args.limit is not None, limit=args.limit, page_size=args.page_size
+        )
         if args.limit is None and not args.json:
-            async for page in pages:  # oldest first: printed as the pages come
-                _write_records(page, style)
+            async for record in walk:  # oldest first: printed as the pages come
+                _write_records([record], style)
             return 0
-        kept = [page async for page in pages]
+        records = [record async for record in walk]
     if args.limit is not None:
-        kept.reverse()  # newest-first pages, each chronological
-    records = [record for page in kept for record in page]
+        records.reverse()  # newest first: shown oldest first
     if args.json:
         write(dicts.dumps([dicts.record_dict(record) for record in records]))
     else:
@@ -160,7 +141,7 @@ async def cmd_records(args: argparse.Namespace) -> int:
     return 0
 
 
-def _write_records(records: list[common_pb2.Record], style: Style) -> None:
+def _write_records(records: list[Record], style: Style) -> None:
     for record in records:
         write("\n".join(fmt.record_lines(record, style)))
 

@@ -34,30 +34,30 @@ import sys
 from collections.abc import Sequence
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Any
-
-import grpc
+from typing import Any, Literal
 
 from stello.agent.v1 import agent_pb2
 from stello.common.v1 import common_pb2
 from stello_cli.exports import FORMAT_VERSION, inherited_prefix, markdown, record_from_dict
+from stello_cli.gateway import gateway, session_id
 from stello_cli.parser import Commands, session_argument
 from stello_cli.style import plural, write
 from stello_cli.talk import all_records
 from stello_cli.views import tree_nodes
 from stello_client import dicts
-from stello_client.connect import Client, gateway
+from stello_client.aio import AsyncClient
 from stello_client.errors import ClientError, rpc_error_line
+from stello_client.exceptions import RpcError
 
 FETCH_CALLS = 8
-STATUSES = {
-    "active": common_pb2.SESSION_STATUS_ACTIVE,
-    "archived": common_pb2.SESSION_STATUS_ARCHIVED,
+STATUSES: dict[str, Literal["active", "archived"]] = {
+    "active": "active",
+    "archived": "archived",
 }
 
 
 async def _fetch(
-    client: Client, nodes: Sequence[common_pb2.TreeNode]
+    client: AsyncClient, nodes: Sequence[common_pb2.TreeNode]
 ) -> list[tuple[agent_pb2.SessionView, list[common_pb2.Record]]]:
     """Every session's joined view and records, a few sessions at a time."""
     gate = asyncio.Semaphore(FETCH_CALLS)
@@ -66,8 +66,7 @@ async def _fetch(
         node: common_pb2.TreeNode,
     ) -> tuple[agent_pb2.SessionView, list[common_pb2.Record]]:
         async with gate:
-            request = agent_pb2.GetSessionRequest(space_id=client.space_id, session_id=node.id)
-            view = (await client.call(client.stub.GetSession, request)).session
+            view = await client.get_session(node.id)
             return view, await all_records(client, node.id)
 
     return list(await asyncio.gather(*(one(node) for node in nodes)))
@@ -98,7 +97,7 @@ def export_document(
 async def cmd_export(args: argparse.Namespace) -> int:
     """Write a session's subtree as JSON (for import) or Markdown (for reading)."""
     async with gateway(args) as client:
-        top = await client.session(args.session)
+        top = await session_id(client, args.session)
         fetched = await _fetch(client, await tree_nodes(client, top))
     if args.format == "markdown":
         text = markdown(fetched)
@@ -175,51 +174,49 @@ def _copy_instead(entry: dict[str, Any]) -> None:
 
 
 async def _import_one(
-    client: Client,
+    client: AsyncClient,
     entry: dict[str, Any],
     made: dict[str, str],
     parent: str | None,
     request_id: str,
 ) -> common_pb2.SessionSummary:
     """ImportSession of one file entry; `made` maps the file's ids to the new ones."""
-    request = agent_pb2.ImportSessionRequest(
-        space_id=client.space_id,
-        label=str(entry.get("label") or "Imported"),
-        status=STATUSES.get(str(entry.get("status")), common_pb2.SESSION_STATUS_ACTIVE),
-        turn_count=int(entry.get("turn_count") or 0),
-        records=[record_from_dict(r) for r in entry.get("records") or []],
-        request_id=request_id,
-    )
-    parent_id = made.get(str(entry.get("parent_id"))) or parent
-    if parent_id:
-        request.parent_id = parent_id
-    source = made.get(str(entry.get("source_session_id")))
-    if source:
-        request.source_session_id = source
+    source = made.get(str(entry.get("source_session_id"))) or None
     inherits = entry.get("inherits")
+    until = None
     if source and isinstance(inherits, dict) and int(inherits.get("count") or 0) > 0:
-        request.inherit_until_seq = await _seq_at(client, source, int(inherits["count"]))
+        until = await _seq_at(client, source, int(inherits["count"]))
     config = entry.get("config")
-    if isinstance(config, dict):
-        try:
-            request.config.CopyFrom(dicts.config_from_dict(config))
-        except (ValueError, TypeError) as exc:
-            raise ClientError(str(exc)) from None
-    for name in ("system_prompt", "memory", "insight"):
-        if entry.get(name) is not None:
-            setattr(request, name, str(entry[name]))
-    reply: agent_pb2.ImportSessionResponse = await client.call(client.stub.ImportSession, request)
-    return reply.session
-
-
-async def _seq_at(client: Client, session_id: str, position: int) -> int:
-    """The seq of a session's `position`-th record (1-based): one small ListRecords."""
-    request = agent_pb2.ListRecordsRequest(
-        space_id=client.space_id, session_id=session_id, offset=position - 1, limit=1
+    try:
+        frozen = dicts.config_from_dict(config) if isinstance(config, dict) else None
+    except (ValueError, TypeError) as exc:
+        raise ClientError(str(exc)) from None
+    return await client.import_session(
+        str(entry.get("label") or "Imported"),
+        records=[record_from_dict(r) for r in entry.get("records") or []],
+        parent_id=made.get(str(entry.get("parent_id"))) or parent or None,
+        source_session_id=source,
+        inherit_until_seq=until,
+        status=STATUSES.get(str(entry.get("status")), "active"),
+        config=frozen,
+        turn_count=int(entry.get("turn_count") or 0),
+        request_id=request_id,
+        system_prompt=_text(entry, "system_prompt"),
+        memory=_text(entry, "memory"),
+        insight=_text(entry, "insight"),
     )
-    found = (await client.call(client.stub.ListRecords, request)).records
+
+
+def _text(entry: dict[str, Any], name: str) -> str | None:
+    """The entry's `name` as text; None when absent or null."""
+    return None if entry.get(name) is None else str(entry[name])
+
+
+async def _seq_at(client: AsyncClient, session: str, position: int) -> int:
+    """The seq of a session's `position`-th record (1-based): one small ListRecords."""
+    found = (await client.list_records(session, offset=position - 1, limit=1)).records
     if not found:
-        raise ClientError(f"the imported source {session_id} has fewer than {position} records")
+        raise ClientError(f"the imported source {session} has fewer than {position} records")
     return int(found[0].seq)
 
 
@@ -227,7 +224,7 @@ async def cmd_import(args: argparse.Namespace) -> int:
     """Recreate an exported subtree in the space (under --parent, else as new roots)."""
     sessions, digest = _load(args.file)
     async with gateway(args) as client:
-        parent = await client.session(args.parent, "--parent") if args.parent else None
+        parent = await session_id(client, args.parent, "--parent") if args.parent else None
         made: dict[str, str] = {}
         order = import_order(sessions)
         for count, position in enumerate(order, 1):
@@ -236,8 +233,8 @@ async def cmd_import(args: argparse.Namespace) -> int:
             request_id = f"import:{digest}:{parent or 'root'}:{old}"
             try:
                 session = await _import_one(client, entry, made, parent, request_id)
-            except grpc.aio.AioRpcError as err:
-                line = rpc_error_line(err, client.target.gateway, client.flags)
+            except RpcError as err:
+                line = rpc_error_line(err, client.gateway, args.flags)
                 raise ClientError(f"{_which(entry, count, len(order))}: {line}") from None
             except ClientError as exc:
                 raise ClientError(f"{_which(entry, count, len(order))}: {exc}") from None

@@ -13,27 +13,30 @@ import argparse
 import asyncio
 import sys
 from collections.abc import Sequence
+from typing import TYPE_CHECKING, Literal
 
-from stello.agent.v1 import agent_pb2
-from stello.common.v1 import common_pb2
 from stello_cli import format as fmt
+from stello_cli.gateway import gateway, session_id
 from stello_cli.parser import Commands
 from stello_cli.shared import register_views
 from stello_cli.style import Style, write
 from stello_cli.talk import newest_records
 from stello_client import dicts
-from stello_client.connect import Client, gateway
 
-STATUSES = {
-    "all": common_pb2.SESSION_STATUS_UNSPECIFIED,
-    "active": common_pb2.SESSION_STATUS_ACTIVE,
-    "archived": common_pb2.SESSION_STATUS_ARCHIVED,
+if TYPE_CHECKING:
+    from stello_client.aio import AsyncClient
+    from stello_client.types import TreeNode
+
+STATUSES: dict[str, Literal["active", "archived"] | None] = {
+    "all": None,
+    "active": "active",
+    "archived": "archived",
 }
 MAX_PREVIEWED = 200
 PREVIEW_CALLS = 8
 
 
-async def previews(client: Client, nodes: Sequence[common_pb2.TreeNode]) -> dict[str, str]:
+async def previews(client: AsyncClient, nodes: Sequence[TreeNode]) -> dict[str, str]:
     """Each session's newest record on one line ("" when it has none)."""
     gate = asyncio.Semaphore(PREVIEW_CALLS)
 
@@ -46,20 +49,15 @@ async def previews(client: Client, nodes: Sequence[common_pb2.TreeNode]) -> dict
 
 
 async def tree_nodes(
-    client: Client, root: str | None = None, depth: int | None = None
-) -> list[common_pb2.TreeNode]:
+    client: AsyncClient, root: str | None = None, depth: int | None = None
+) -> list[TreeNode]:
     """The forest (or the subtree under `root`), in pre-order."""
-    request = agent_pb2.GetTreeRequest(space_id=client.space_id)
-    if root is not None:
-        request.root_id = root
-    if depth is not None:
-        request.max_depth = depth
-    return list((await client.call(client.stub.GetTree, request)).nodes)
+    return await client.get_tree(root_id=root, max_depth=depth)
 
 
 async def draw_tree(
-    client: Client,
-    nodes: Sequence[common_pb2.TreeNode],
+    client: AsyncClient,
+    nodes: Sequence[TreeNode],
     *,
     preview: bool = True,
     mark: str | None = None,
@@ -72,7 +70,7 @@ async def draw_tree(
 async def cmd_tree(args: argparse.Namespace) -> int:
     """Show the forest as an indented tree."""
     async with gateway(args) as client:
-        root = await client.session(args.root, "--root") if args.root is not None else None
+        root = await session_id(client, args.root, "--root") if args.root is not None else None
         nodes = await tree_nodes(client, root, args.depth)
         if args.json:
             write(dicts.dumps([dicts.node_dict(node) for node in nodes]))
@@ -87,24 +85,12 @@ async def cmd_digests(args: argparse.Namespace) -> int:
     """List every session's digest, all pages."""
     style = Style.of(sys.stdout)
     async with gateway(args) as client:
-        token = ""
         found: list[dict[str, object]] = []
-        while True:
-            request = agent_pb2.ListSessionDigestsRequest(
-                space_id=client.space_id,
-                status=STATUSES[args.status],
-                page_size=1000,
-                page_token=token,
-            )
-            reply = await client.call(client.stub.ListSessionDigests, request)
-            for digest in reply.digests:
-                if args.json:
-                    found.append(dicts.digest_dict(digest))
-                else:
-                    write("\n".join(fmt.digest_lines(digest, style)))
-            token = reply.next_page_token
-            if not token:
-                break
+        async for digest in client.digests(status=STATUSES[args.status]):
+            if args.json:
+                found.append(dicts.digest_dict(digest))
+            else:
+                write("\n".join(fmt.digest_lines(digest, style)))
     if args.json:
         write(dicts.dumps(found))
     return 0
@@ -113,34 +99,36 @@ async def cmd_digests(args: argparse.Namespace) -> int:
 async def cmd_profiles(args: argparse.Namespace) -> int:
     """List the gateway's fork profiles."""
     async with gateway(args) as client:
-        request = agent_pb2.ListProfilesRequest(space_id=client.space_id)
-        reply = await client.call(client.stub.ListProfiles, request)
+        profiles = await client.list_profiles()
     if args.json:
-        write(dicts.dumps([dicts.profile_dict(p) for p in reply.profiles]))
-    elif not reply.profiles:
+        write(dicts.dumps([dicts.profile_dict(p) for p in profiles]))
+    elif not profiles:
         write("no profiles: the gateway reads them from STELLO_GATEWAY_PROFILES_FILE (TOML)")
     else:
         style = Style.of(sys.stdout)
-        for profile in reply.profiles:
+        for profile in profiles:
             write("\n".join(fmt.profile_lines(profile, style)))
     return 0
 
 
 async def cmd_whoami(args: argparse.Namespace) -> int:
     """Who the key belongs to, and the spaces it reaches."""
+    from stello.agent.v1 import agent_pb2
+
     async with gateway(args) as client:
-        reply = await client.call(client.stub.WhoAmI, agent_pb2.WhoAmIRequest())
+        reply = await client.who_am_i()
+        space = await client.space_id()
     scope = agent_pb2.KeyScope.Name(reply.scope).removeprefix("KEY_SCOPE_").lower()
     if args.json:
         spaces = [{"id": s.id, "name": s.name} for s in reply.spaces]
         body = {"principal": reply.principal, "key_id": reply.key_id, "scope": scope}
-        write(dicts.dumps({**body, "spaces": spaces, "space_id": client.space_id}))
+        write(dicts.dumps({**body, "spaces": spaces, "space_id": space}))
         return 0
     write(f"principal: {reply.principal}")
     write(f"key: {reply.key_id} ({scope})")
-    for space in reply.spaces:
-        current = "  (in use)" if space.id == client.space_id else ""
-        write(f"space: {space.name}  {space.id}{current}")
+    for found in reply.spaces:
+        current = "  (in use)" if found.id == space else ""
+        write(f"space: {found.name}  {found.id}{current}")
     return 0
 
 

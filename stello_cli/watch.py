@@ -1,7 +1,9 @@
 """`stello watch`: the space's changes as they commit (WatchSpace, DESIGN §4.6).
 
 One command group of its own: the connection comes from the same flags,
-environment and saved credentials as every client command.
+environment and saved credentials as every client command. The SDK's watch
+resumes from its last cursor when the gateway restarts, so a long `stello
+watch` loses and repeats nothing across one.
 """
 
 from __future__ import annotations
@@ -9,12 +11,11 @@ from __future__ import annotations
 import argparse
 from typing import Any
 
-from stello.agent.v1 import agent_pb2
 from stello.common.v1 import common_pb2
+from stello_cli.gateway import gateway
 from stello_cli.parser import Commands
 from stello_cli.style import write
 from stello_client import dicts
-from stello_client.connect import gateway
 
 HELP = "stream the space's changes as they commit (Ctrl-C stops)"
 
@@ -39,16 +40,16 @@ def event_dict(event: common_pb2.SpaceEvent) -> dict[str, Any]:
         data["first_seq"], data["last_seq"] = event.first_seq, event.last_seq
     if event.session_ids:
         data["session_ids"] = list(event.session_ids)
-    if event.HasField("slug"):
-        data["slug"] = event.slug
+    if event.HasField("entry_id"):
+        data["entry_id"] = event.entry_id
     return data
 
 
 def event_line(event: common_pb2.SpaceEvent) -> str:
     """An event as one line: `CURSOR kind SESSION [seq A-B] [-> OTHER] [N sessions]`, or
-    `CURSOR kind SLUG` for a shared memory entry."""
+    `CURSOR kind ENTRY_ID` for a shared memory entry."""
     data = event_dict(event)
-    parts = [data["cursor"], data["kind"], data.get("slug") or data["session_id"]]
+    parts = [data["cursor"], data["kind"], data.get("entry_id") or data["session_id"]]
     if "first_seq" in data:
         parts.append(f"seq {data['first_seq']}-{data['last_seq']}")
     if "other_session_id" in data:
@@ -61,14 +62,9 @@ def event_line(event: common_pb2.SpaceEvent) -> str:
 async def cmd_watch(args: argparse.Namespace) -> int:
     """Print each event of the space as it commits, after --after (default: from now)."""
     seen = 0
-    async with gateway(args) as client:
-        request = agent_pb2.WatchSpaceRequest(space_id=client.space_id)
-        if args.after is not None:
-            request.after_cursor = args.after
-        async for message in client.stub.WatchSpace(request, metadata=client.metadata):
-            write(
-                dicts.dumps(event_dict(message.event)) if args.json else event_line(message.event)
-            )
+    async with gateway(args) as client, client.watch(after_cursor=args.after) as events:
+        async for event in events:
+            write(dicts.dumps(event_dict(event)) if args.json else event_line(event))
             seen += 1
             if args.count is not None and seen >= args.count:
                 break

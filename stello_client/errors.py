@@ -1,20 +1,27 @@
 """What a failed command says: one line on stderr, in the words of the command line.
 
-The gateway names the fields of its protos (`inherit_until_seq`,
-`profile_vars`); a person typed flags (`--up-to`, `--var`). `rpc_error_line`
-renders a failed call with the field violations of its google.rpc.BadRequest
-detail, every field name (in the path and in the text) replaced by the flag
-or argument that set it.
+The one place where an error becomes a sentence for a person (the `stello`
+command, the console's JSON errors). The gateway names the fields of its
+protos (`inherit_until_seq`, `profile_vars`); a person typed flags (`--up-to`,
+`--var`). `rpc_error_line` renders a failed call (the SDK's `RpcError`) with
+the field violations of its google.rpc.BadRequest detail, every field name (in
+the path and in the text) replaced by the flag or argument that set it;
+`configuration_line` names the SDK's settings (``gateway=``) as flags.
+
+grpc is imported only by the functions that render a call: a program that
+imports this module to build its parser stays fast.
 """
 
 from __future__ import annotations
 
 import re
 from collections.abc import Mapping
+from typing import TYPE_CHECKING
 
-import grpc
+if TYPE_CHECKING:
+    import grpc
 
-from stello.errors import field_violations
+    from stello_client.exceptions import ConfigurationError, RpcError
 
 # Request fields -> what sets them on the command line (a command adds its own).
 FLAGS: dict[str, str] = {
@@ -65,7 +72,7 @@ def flag_names(text: str, flags: Mapping[str, str]) -> str:
 
 
 def rpc_error_line(
-    error: grpc.aio.AioRpcError,
+    error: RpcError | grpc.aio.AioRpcError,
     target: str = "",
     flags: Mapping[str, str] | None = None,
     *,
@@ -78,20 +85,37 @@ def rpc_error_line(
     of what to check. `as_flags=False` keeps the gateway's field names (for a
     client that is not this command line: the web console).
     """
+    import grpc
+
+    from stello_client.exceptions import RpcError, from_rpc_error
+
+    failed = error if isinstance(error, RpcError) else from_rpc_error(error)
     names = {**FLAGS, **(flags or {})} if as_flags else {}
-    code = error.code()
-    name = code.name if isinstance(code, grpc.StatusCode) else str(code)
-    violations = field_violations(error) if code == grpc.StatusCode.INVALID_ARGUMENT else []
+    code = failed.code
+    violations = failed.violations if code == grpc.StatusCode.INVALID_ARGUMENT else ()
     if violations:
         details = "; ".join(
             f"{field_flag(v.field, names)}: {flag_names(v.description, names)}" for v in violations
         )
     else:
-        details = flag_names(_flat(error.details() or ""), names)
-    line = f"{name}: {_flat(details)}" if details else name
+        details = flag_names(_flat(failed.details), names)
+    line = f"{code.name}: {_flat(details)}" if details else code.name
     if code == grpc.StatusCode.UNAVAILABLE and target:
         line += f" ({_unreachable_hint(details, target)})"
     return line
+
+
+SETTING_FLAGS = {"gateway=": "--gateway", "key=": "--key", "space=NAME": "--space NAME"}
+
+
+def configuration_line(error: ConfigurationError) -> str:
+    """A client that could not be set up, in the command line's words (`--space`, ...)."""
+    text = error.message
+    for setting, flag in SETTING_FLAGS.items():
+        text = text.replace(setting, flag)
+    if error.setting == "space" and "no space named" in text:
+        text = f"--space: {text}"
+    return _flat(text)
 
 
 def _unreachable_hint(details: str, target: str) -> str:

@@ -19,8 +19,8 @@ from collections.abc import Sequence
 from stello.errors import StelloError
 from stello.logs import LogSettings, configure_logging
 from stello.runner import event_loop_factory
-from stello_client.connect import resolve_tls, tls_options
 from stello_client.errors import ClientError
+from stello_client.flags import resolve_tls, tls_options
 from stello_console.app import DEFAULT_PORT, ConsoleOptions, running_console
 
 log = logging.getLogger("stello_console")

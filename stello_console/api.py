@@ -17,12 +17,17 @@ import uuid
 from collections.abc import AsyncIterator, Callable
 from typing import Any
 
-import grpc
 from starlette.requests import Request
 from starlette.responses import JSONResponse, Response, StreamingResponse
 from starlette.routing import Route
 
-from stello_console.errors import ConsoleInputError, rpc_error_body, rpc_error_status
+from stello_client.exceptions import ConfigurationError, RpcError
+from stello_console.errors import (
+    ConsoleInputError,
+    configuration_error,
+    rpc_error_body,
+    rpc_error_status,
+)
 from stello_console.gateway import (
     CONTEXTS,
     STATUSES,
@@ -101,8 +106,10 @@ class ConsoleApi:
 
     def error_response(self, _request: Request, exc: Exception) -> Response:
         """A gateway or input error as the page's JSON error."""
-        if isinstance(exc, grpc.aio.AioRpcError):
+        if isinstance(exc, RpcError):
             return JSONResponse(rpc_error_body(exc, self._address), rpc_error_status(exc))
+        if isinstance(exc, ConfigurationError):
+            exc = configuration_error(exc)
         assert isinstance(exc, ConsoleInputError)
         return JSONResponse(exc.body(), exc.status)
 
@@ -260,8 +267,10 @@ class ConsoleApi:
         try:
             async for name, data in events:
                 yield sse(name, data)
-        except grpc.aio.AioRpcError as err:
+        except RpcError as err:
             yield sse("error", rpc_error_body(err, self._address)["error"])
+        except ConfigurationError as exc:
+            yield sse("error", configuration_error(exc).body()["error"])
 
 
 def _event_stream(events: AsyncIterator[str]) -> StreamingResponse:

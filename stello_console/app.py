@@ -15,7 +15,6 @@ from collections.abc import AsyncIterator, Generator
 from dataclasses import dataclass, field
 from pathlib import Path
 
-import grpc
 import uvicorn
 from starlette.applications import Starlette
 from starlette.requests import Request
@@ -24,9 +23,11 @@ from starlette.routing import Mount, Route
 from starlette.staticfiles import StaticFiles
 from starlette.types import ASGIApp
 
-from stello.agent.v1 import agent_pb2_grpc
-from stello.channels import ClientTls, open_channel
+from stello.channels import ClientTls
 from stello.errors import FailedPrecondition
+from stello_client.aio import AsyncClient
+from stello_client.calls import Retry
+from stello_client.exceptions import ConfigurationError, RpcError
 from stello_console.api import CallerOf, ConsoleApi, fixed_caller, header_caller
 from stello_console.errors import ConsoleInputError
 from stello_console.gateway import Caller, ConsoleGateway
@@ -36,6 +37,9 @@ from stello_console.security import AccessPolicy, Guard, LaunchToken
 
 STATIC = Path(__file__).parent / "static"
 DEFAULT_PORT = 50064
+# A read that meets a gateway just back (its channel reconnecting) is asked again for about
+# a second and a half before the page is shown an outage; writes with a request_id too.
+RETRY = Retry(attempts=5, initial_backoff_s=0.1, max_backoff_s=1.0)
 
 
 @dataclass(frozen=True, slots=True)
@@ -109,7 +113,8 @@ def create_console(
             Mount("/static", StaticFiles(directory=STATIC), name="static"),
         ],
         exception_handlers={
-            grpc.aio.AioRpcError: api.error_response,
+            RpcError: api.error_response,
+            ConfigurationError: api.error_response,
             ConsoleInputError: api.error_response,
         },
     )
@@ -132,13 +137,13 @@ async def running_console(
     the port is taken."""
     sock = _bind(options.host, options.port, port_flag)
     launch = (options.launch or LaunchToken()) if options.caller is not None else None
-    async with open_channel(options.gateway, tls=options.tls) as channel:
-        gateway = ConsoleGateway(channel)
+    async with AsyncClient.keyless(options.gateway, tls=options.tls, retry=RETRY) as client:
+        gateway = ConsoleGateway(client)
         live = LiveRelay(gateway, options.gateway, options.heartbeat_s)
         caller_of: CallerOf = (
             fixed_caller(options.caller) if options.caller is not None else header_caller
         )
-        lookup = Lookup(agent_pb2_grpc.AgentGatewayStub(channel), caller_of)
+        lookup = Lookup(gateway, caller_of)
         app = create_console(gateway, live, options, launch, lookup)
         config = uvicorn.Config(
             app,

@@ -1,9 +1,10 @@
 """Failures as the page sees them: JSON ``{"error": {code, message, reason}}`` with an HTTP status.
 
-A gateway error keeps its gRPC code name and its message (the details the
-gateway wrote for people); the reason comes from its ``google.rpc.ErrorInfo``
-when it has one. Bad input to the console itself is INVALID_ARGUMENT naming
-the field of the form.
+A gateway error (the SDK's `RpcError`) keeps its gRPC code name and its
+message, rendered by `stello_client.errors` (the one place errors become
+sentences); the reason is its ``google.rpc.ErrorInfo`` reason when it has one.
+A space the key does not reach is INVALID_ARGUMENT. Bad input to the console
+itself is INVALID_ARGUMENT naming the field of the form.
 """
 
 from __future__ import annotations
@@ -11,9 +12,9 @@ from __future__ import annotations
 from typing import Any
 
 import grpc
-from google.rpc import error_details_pb2, status_pb2
 
 from stello_client.errors import rpc_error_line
+from stello_client.exceptions import ConfigurationError, RpcError
 
 HTTP_STATUS = {
     grpc.StatusCode.INVALID_ARGUMENT: 400,
@@ -29,7 +30,6 @@ HTTP_STATUS = {
     grpc.StatusCode.UNAVAILABLE: 503,
     grpc.StatusCode.DEADLINE_EXCEEDED: 504,
 }
-DETAILS_KEY = "grpc-status-details-bin"
 
 
 class ConsoleInputError(Exception):
@@ -46,24 +46,18 @@ class ConsoleInputError(Exception):
         return {"error": {"code": self.code, "message": self.message, "reason": None}}
 
 
-def rpc_error_body(error: grpc.aio.AioRpcError, gateway: str = "") -> dict[str, Any]:
+def rpc_error_body(error: RpcError, gateway: str = "") -> dict[str, Any]:
     """A failed gateway call as the page's JSON error."""
-    code = error.code()
+    code = error.code
     message = rpc_error_line(error, gateway, as_flags=False).partition(": ")[2] or code.name
-    return {"error": {"code": code.name, "message": message, "reason": _reason(error)}}
+    return {"error": {"code": code.name, "message": message, "reason": error.reason}}
 
 
-def rpc_error_status(error: grpc.aio.AioRpcError) -> int:
+def rpc_error_status(error: RpcError) -> int:
     """The HTTP status of a failed gateway call."""
-    return HTTP_STATUS.get(error.code(), 500)
+    return HTTP_STATUS.get(error.code, 500)
 
 
-def _reason(error: grpc.aio.AioRpcError) -> str | None:
-    for key, value in error.trailing_metadata() or ():
-        if key == DETAILS_KEY and isinstance(value, bytes):
-            status = status_pb2.Status.FromString(value)
-            for detail in status.details:
-                info = error_details_pb2.ErrorInfo()
-                if detail.Unpack(info):
-                    return str(info.reason)
-    return None
+def configuration_error(error: ConfigurationError) -> ConsoleInputError:
+    """A caller the SDK cannot set up (a space the key does not reach) as the page's error."""
+    return ConsoleInputError(error.message)

@@ -30,20 +30,14 @@ from typing import Any
 
 import grpc
 
-from stello_console.errors import rpc_error_body
+from stello_client.exceptions import ConfigurationError, RpcError
+from stello_console.errors import configuration_error, rpc_error_body
 from stello_console.gateway import Caller, ConsoleGateway
 
 log = logging.getLogger("stello_console")
 
 HEARTBEAT_S = 15.0
 HEARTBEAT = ": keep-alive\n\n"
-# A watch ends only by failing: a stream closed as OK is a gateway going away.
-ENDED = {
-    "code": "UNAVAILABLE",
-    "message": "the gateway ended the watch",
-    "reason": None,
-    "then": "resume",
-}
 QUEUE_EVENTS = 256  # a slow page holds the gateway's stream back rather than this process
 RESUMABLE = frozenset(
     {
@@ -64,9 +58,9 @@ def sse(name: str, data: dict[str, Any], event_id: str | None = None) -> str:
     return f"{head}event: {name}\ndata: {json.dumps(data, ensure_ascii=False)}\n\n"
 
 
-def next_step(error: grpc.aio.AioRpcError, reason: str | None, resumed: bool) -> str:
+def next_step(error: RpcError, reason: str | None, resumed: bool) -> str:
     """What a page does after the watch failed with `error`: resume, restart or stop."""
-    code = error.code()
+    code = error.code
     if code in RESUMABLE:
         return "resume"
     if reason == "CURSOR_EXPIRED" or (resumed and code == grpc.StatusCode.INVALID_ARGUMENT):
@@ -123,11 +117,14 @@ class LiveRelay:
         try:
             async for name, data in self._gateway.watch(caller, after):
                 await queue.put(sse(name, data, data["cursor"]))
-            await queue.put(sse("error", ENDED))
-        except grpc.aio.AioRpcError as err:
+        except RpcError as err:  # a watch ends only so (the SDK raises for a closed one too)
             body = rpc_error_body(err, self._address)["error"]
             body["then"] = next_step(err, body["reason"], after is not None)
             await queue.put(sse("error", body))
+        except ConfigurationError as exc:
+            await queue.put(
+                sse("error", {**configuration_error(exc).body()["error"], "then": "stop"})
+            )
         except Exception:
             log.exception("the live relay failed")  # a bug: the page resumes with its cursor
         await queue.put(None)

@@ -19,10 +19,9 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 from starlette.routing import Route
 
-from stello.agent.v1 import agent_pb2, agent_pb2_grpc
-from stello_client import dicts
 from stello_console.api import CallerOf
 from stello_console.errors import ConsoleInputError
+from stello_console.gateway import ConsoleGateway
 
 MAX_CANDIDATES = 10
 MAX_PREFIX_DIGITS = 32
@@ -30,14 +29,11 @@ HEX = frozenset(string.hexdigits)
 
 
 class Lookup:
-    """The finding endpoints over one gateway stub; `caller_of` says who each request is."""
+    """The finding endpoints over the console's gateway; `caller_of` says who each request is."""
 
-    def __init__(
-        self, stub: agent_pb2_grpc.AgentGatewayStub, caller_of: CallerOf, timeout_s: float = 30.0
-    ) -> None:
-        self._stub = stub
+    def __init__(self, gateway: ConsoleGateway, caller_of: CallerOf) -> None:
+        self._gateway = gateway
         self._caller_of = caller_of
-        self._timeout = timeout_s
 
     def routes(self) -> list[Route]:
         """The /api routes of this module."""
@@ -46,10 +42,7 @@ class Lookup:
     async def space(self, request: Request) -> Response:
         """The request's space: its id and name (the name is "" when the key does not list it)."""
         caller = self._caller_of(request)
-        reply = await self._stub.WhoAmI(
-            agent_pb2.WhoAmIRequest(), timeout=self._timeout, metadata=caller.metadata
-        )
-        name = next((s.name for s in reply.spaces if s.id == caller.space_id), "")
+        name = await self._gateway.space_name(caller)
         return JSONResponse({"id": caller.space_id, "name": name})
 
     async def resolve(self, request: Request) -> Response:
@@ -62,21 +55,5 @@ class Lookup:
                 f"(0-9, a-f), got {given!r}"
             )
         caller = self._caller_of(request)
-        reply = await self._stub.ResolveSessionPrefix(
-            agent_pb2.ResolveSessionPrefixRequest(
-                space_id=caller.space_id, prefix=digits, limit=MAX_CANDIDATES
-            ),
-            timeout=self._timeout,
-            metadata=caller.metadata,
-        )
-        sessions = [
-            {
-                "id": s.id,
-                "parent_id": dicts.optional(s, "parent_id"),
-                "label": s.label,
-                "status": dicts.status_name(s.status),
-                "turn_count": s.turn_count,
-            }
-            for s in reply.sessions
-        ]
+        sessions = await self._gateway.resolve(caller, digits, MAX_CANDIDATES)
         return JSONResponse({"sessions": sessions})

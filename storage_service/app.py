@@ -13,6 +13,7 @@ from storage_service.config import StorageSettings
 from storage_service.convert import ProtoCodecs
 from storage_service.events.service import EventLog, Purger
 from storage_service.guard.service import ForkGuard
+from storage_service.jobs.service import JobService
 from storage_service.memory.service import SharedMemoryService
 from storage_service.parse import RequestParser
 from storage_service.records.service import RecordService
@@ -47,6 +48,7 @@ def create_app(
         transact=TransactService(db, codecs.results),
         memory=SharedMemoryService(db),
         guard=ForkGuard(db),
+        jobs=JobService(db),
         events=EventLog(db),
     )
 

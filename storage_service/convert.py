@@ -136,14 +136,16 @@ def add_event(container: Any, event: StoredEvent) -> None:
         message.first_seq = event.first_seq
     if event.last_seq is not None:
         message.last_seq = event.last_seq
-    if event.slug is not None:
-        message.slug = event.slug
+    if event.entry_id is not None:
+        message.entry_id = str(event.entry_id)
     set_timestamp(message.committed_at, event.created_at)
 
 
 def entry_to_proto(entry: SharedMemoryEntry) -> common_pb2.SharedMemoryEntry:
     """The wire form of a shared memory entry (body unset when not read)."""
     message = common_pb2.SharedMemoryEntry(slug=entry.slug, summary=entry.summary)
+    if entry.entry_id is not None:
+        message.entry_id = str(entry.entry_id)
     if entry.body is not None:
         message.body = entry.body
     set_timestamp(message.created_at, entry.created_at)
@@ -187,6 +189,8 @@ def result_to_proto(result: OperationResult) -> storage_pb2.OperationResult:
         branch.until_seq = result.until_seq
     elif result.kind == "copy_system_prompt":
         branch.copied = result.copied
+    elif result.kind == "update_job":
+        branch.updated = result.updated
     return message
 
 
@@ -207,6 +211,8 @@ def result_from_proto(message: storage_pb2.OperationResult) -> OperationResult:
         return OperationResult(kind, until_seq=branch.until_seq)
     if kind == "copy_system_prompt":
         return OperationResult(kind, copied=branch.copied)
+    if kind == "update_job":
+        return OperationResult(kind, updated=branch.updated)
     return OperationResult(kind)
 
 

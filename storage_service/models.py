@@ -16,6 +16,9 @@ from stello.errors import NotFound
 Role = Literal["system", "user", "assistant", "tool"]
 Status = Literal["active", "archived"]
 SlotName = Literal["system_prompt", "insight", "memory"]
+JobKindName = Literal["consolidate", "fold"]
+"""The kinds of the gateway's background jobs (migration 0012)."""
+JobStatusName = Literal["running", "done", "budget_spent", "stopped", "failed"]
 JsonObject = dict[str, Any]
 
 ROLES: tuple[Role, ...] = ("system", "user", "assistant", "tool")
@@ -119,6 +122,8 @@ class SessionSlots:
     memory: str | None
     insight: str | None
     memory_covered_until_seq: int | None = None
+    memory_version: int = 0
+    """One more on every write of the memory (0: never written)."""
 
     def get(self, slot: SlotName) -> str | None:
         """The value of one slot by name."""
@@ -172,6 +177,9 @@ class SharedMemoryEntry:
     body: str | None
     created_at: datetime
     updated_at: datetime
+    entry_id: uuid.UUID | None = None
+    """The entry's surrogate id (events name it, never the slug); None only in an old
+    remembered reply."""
 
 
 @dataclass(frozen=True, slots=True)

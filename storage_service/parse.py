@@ -25,6 +25,7 @@ from storage_service.convert import (
     STATUS_FROM_PROTO,
     struct_to_dict,
 )
+from storage_service.jobs import wire
 from storage_service.models import (
     CompressionCache,
     Idempotency,
@@ -123,16 +124,24 @@ def remembered_key(scope: str, request_id: str, path: str, v: Violations) -> Non
 def remember(
     message: storage_pb2.Operation.RememberResultOp, path: str, v: Violations
 ) -> RememberOp:
-    """A RememberResultOp: a valid key and a 1..64-byte request hash."""
+    """A RememberResultOp: a valid key, a 1..64-byte request hash, the ids of the sessions
+    it holds data of."""
     remembered_key(message.scope, message.request_id, path, v)
     if not 1 <= len(message.request_hash) <= MAX_REQUEST_HASH_BYTES:
         v.add(f"{path}.request_hash", f"must be 1..{MAX_REQUEST_HASH_BYTES} bytes")
+    if len(message.session_ids) > MAX_BATCH_IDS:
+        v.add(f"{path}.session_ids", f"must list at most {MAX_BATCH_IDS} ids")
+    sessions = tuple(
+        parse_uuid(value, f"{path}.session_ids[{i}]", v)
+        for i, value in enumerate(message.session_ids[:MAX_BATCH_IDS])
+    )
     return RememberOp(
         message.scope,
         message.request_id,
         message.request_hash,
         message.response,
         message.require_new,
+        tuple(dict.fromkeys(sessions)),
     )
 
 
@@ -398,6 +407,10 @@ class RequestParser:
             if not lease.token:
                 v.add(f"{path}.{kind}.token", "is required")
             return LeaseCheck(sid, lease.token)
+        if kind == "background_job":
+            return wire.job_check(message.background_job, f"{path}.{kind}", v)
+        if kind == "memory_version":
+            return wire.memory_version_check(message.memory_version, f"{path}.{kind}", v)
         v.add(path, "must set exactly one kind")
         return None
 
@@ -427,13 +440,19 @@ class RequestParser:
             return copy_prompt_op(sid, body, path, v)
         if kind in ("put_system_prompt", "put_insight", "put_memory"):
             content = self.slot(body.content, f"{path}.content", v)
+            covered = body.covered_until_seq if kind == "put_memory" else None
+            if covered is not None and body.HasField("covered_until_seq"):
+                if covered < 0:
+                    v.add(f"{path}.covered_until_seq", "must not be negative")
+                return PutSlotOp(sid, "memory", content, covered)
             return PutSlotOp(sid, kind.removeprefix("put_"), content)
         if kind == "clear_insight":
             return ClearInsightOp(sid)
         if kind == "put_compression_cache":
-            return PutCacheOp(
-                sid, self.cache(body.HasField("cache"), body.cache, f"{path}.cache", v)
-            )
+            cache = self.cache(body.HasField("cache"), body.cache, f"{path}.cache", v)
+            return PutCacheOp(sid, cache, body.keep_newer)
+        if kind == "update_job":
+            return wire.update_job_op(sid, body, path, v)
         if kind == "trim_records":
             present = body.HasField("keep_recent")
             return TrimOp(sid, keep_recent(present, body.keep_recent, f"{path}.keep_recent", v))

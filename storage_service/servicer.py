@@ -26,6 +26,8 @@ from storage_service.convert import (
 )
 from storage_service.events.service import EventLog
 from storage_service.guard.service import ForkGuard
+from storage_service.jobs import wire
+from storage_service.jobs.service import JobService
 from storage_service.memory.service import SharedMemoryService
 from storage_service.models import SlotName
 from storage_service.parse import RequestParser
@@ -58,6 +60,7 @@ class SessionStorageServicer(storage_pb2_grpc.SessionStorageServicer):
         memory: SharedMemoryService,
         guard: ForkGuard,
         events: EventLog,
+        jobs: JobService,
     ) -> None:
         self._parse = parser
         self._sessions = sessions
@@ -68,6 +71,7 @@ class SessionStorageServicer(storage_pb2_grpc.SessionStorageServicer):
         self._memory = memory
         self._guard = guard
         self._events = events
+        self._jobs = jobs
 
     async def _put_slot(self, request: SlotWrite, slot: SlotName) -> None:
         """Validate a Put<Slot> request and overwrite that slot."""
@@ -80,7 +84,10 @@ class SessionStorageServicer(storage_pb2_grpc.SessionStorageServicer):
     async def GetSession(
         self, request: storage_pb2.GetSessionRequest, context: Context
     ) -> storage_pb2.GetSessionResponse:
-        """Read a visible session's meta, and the slots asked for with it."""
+        """Read a visible session's meta, and the slots asked for with it (and its
+        progress, when asked)."""
+        if request.progress:
+            return await self._session_view(request)
         if not request.slots:
             meta = await self._sessions.get_session(*parse.target(request))
             return storage_pb2.GetSessionResponse(session=meta_to_proto(meta))
@@ -92,6 +99,23 @@ class SessionStorageServicer(storage_pb2_grpc.SessionStorageServicer):
         return storage_pb2.GetSessionResponse(
             session=meta_to_proto(meta), slots=slots_to_proto(found)
         )
+
+    async def _session_view(
+        self, request: storage_pb2.GetSessionRequest
+    ) -> storage_pb2.GetSessionResponse:
+        """GetSession with progress."""
+        v = Violations()
+        space_id, session_id = parse.target(request, v)
+        slots = parse.session_slots(request.slots, v)
+        v.raise_if_any()
+        view = await self._sessions.get_session_view(space_id, session_id, slots)
+        reply = storage_pb2.GetSessionResponse(
+            session=meta_to_proto(view.meta),
+            progress=wire.progress_to_proto(view.coverage, view.jobs),
+        )
+        if view.slots is not None:
+            reply.slots.CopyFrom(slots_to_proto(view.slots))
+        return reply
 
     async def PutSession(
         self, request: storage_pb2.PutSessionRequest, context: Context
@@ -205,8 +229,10 @@ class SessionStorageServicer(storage_pb2_grpc.SessionStorageServicer):
         self, request: storage_pb2.GetMemoryRequest, context: Context
     ) -> storage_pb2.GetMemoryResponse:
         """Read the memory slot and the seq it covers."""
-        content, covered = await self._slots.get_memory(*parse.target(request))
-        return storage_pb2.GetMemoryResponse(content=content, covered_until_seq=covered)
+        content, covered, version = await self._slots.get_memory(*parse.target(request))
+        return storage_pb2.GetMemoryResponse(
+            content=content, covered_until_seq=covered, version=version
+        )
 
     async def PutMemory(
         self, request: storage_pb2.PutMemoryRequest, context: Context
@@ -309,6 +335,39 @@ class SessionStorageServicer(storage_pb2_grpc.SessionStorageServicer):
         v.raise_if_any()
         released = await self._guard.release(space_id, session_id, request.claimed_turn, previous)
         return storage_pb2.ReleaseForkClaimResponse(released=released)
+
+    async def ClaimJob(
+        self, request: storage_pb2.ClaimJobRequest, context: Context
+    ) -> storage_pb2.ClaimJobResponse:
+        """Claim the session's background job of a kind unless another run holds it."""
+        v = Violations()
+        space_id, session_id = parse.target(request, v)
+        kind = wire.job_kind(request.kind, "kind", v)
+        ttl_s = self._parse.ttl(request.ttl_s, v)
+        v.raise_if_any()
+        claim = await self._jobs.claim(space_id, session_id, kind, ttl_s)
+        reply = storage_pb2.ClaimJobResponse(
+            granted=claim.granted, job=wire.job_to_proto(claim.job)
+        )
+        if claim.token is not None and claim.expires_at is not None:
+            reply.token = str(claim.token)
+            reply.expires_at.CopyFrom(timestamp(claim.expires_at))
+        return reply
+
+    async def RenewJob(
+        self, request: storage_pb2.RenewJobRequest, context: Context
+    ) -> storage_pb2.RenewJobResponse:
+        """Extend a background job's claim while its run works."""
+        v = Violations()
+        space_id, session_id = parse.target(request, v)
+        kind = wire.job_kind(request.kind, "kind", v)
+        token = wire.token(request.token, "token", v)
+        ttl_s = self._parse.ttl(request.ttl_s, v)
+        v.raise_if_any()
+        expires_at = await self._jobs.renew(space_id, session_id, kind, token, ttl_s)
+        if expires_at is None:
+            return storage_pb2.RenewJobResponse(renewed=False)
+        return storage_pb2.RenewJobResponse(renewed=True, expires_at=timestamp(expires_at))
 
     async def GetCompressionCache(
         self, request: storage_pb2.GetCompressionCacheRequest, context: Context

@@ -20,6 +20,7 @@ from stello.db import in_statement, in_transaction
 from stello.events import Outbox
 from storage_service.events.repository import EventRepository
 from storage_service.guard.repository import GuardRepository
+from storage_service.jobs.repository import JobRepository
 from storage_service.keys.repository import KeyRepository
 from storage_service.memory.repository import MemoryRepository
 from storage_service.records.lineage import LineageRepository
@@ -39,6 +40,7 @@ class UnitOfWork:
         "_con",
         "_events",
         "_guard",
+        "_jobs",
         "_keys",
         "_lineage",
         "_memory",
@@ -60,6 +62,7 @@ class UnitOfWork:
         self._turns: TurnRepository | None = None
         self._memory: MemoryRepository | None = None
         self._guard: GuardRepository | None = None
+        self._jobs: JobRepository | None = None
         self._keys: KeyRepository | None = None
         self._events: EventRepository | None = None
 
@@ -111,6 +114,13 @@ class UnitOfWork:
         if self._guard is None:
             self._guard = GuardRepository(self._con)
         return self._guard
+
+    @property
+    def jobs(self) -> JobRepository:
+        """`background_jobs`: the gateway's job claims and their saved progress."""
+        if self._jobs is None:
+            self._jobs = JobRepository(self._con)
+        return self._jobs
 
     @property
     def keys(self) -> KeyRepository:

@@ -13,7 +13,8 @@ from uuid import UUID
 
 import grpc
 
-from agent_gateway.clients.rpc import Caller, CallPolicy, ServiceClient
+from agent_gateway.clients.jobs import JobCalls
+from agent_gateway.clients.rpc import Caller, CallPolicy
 from stello.common.v1 import common_pb2
 from stello.errors import AlreadyExists
 from stello.reasons import REQUEST_ID_REUSED
@@ -36,19 +37,23 @@ class RequestKey:
     request_hash: bytes
 
 
-def remember_op(key: RequestKey, response: bytes) -> storage_pb2.Operation:
-    """The Transact operation that stores `response` under `key`, with the work it answers."""
+def remember_op(
+    key: RequestKey, response: bytes, sessions: Sequence[UUID | str]
+) -> storage_pb2.Operation:
+    """The Transact operation that stores `response` under `key`, with the work it answers,
+    linked to `sessions` (those whose data it holds: erased with any of them)."""
     return storage_pb2.Operation(
         remember_result=storage_pb2.Operation.RememberResultOp(
             scope=key.scope,
             request_id=key.request_id,
             request_hash=key.request_hash,
             response=response,
+            session_ids=[str(s) for s in sessions],
         )
     )
 
 
-class StorageClient(ServiceClient):
+class StorageClient(JobCalls):
     """stello.storage.v1.SessionStorage, typed."""
 
     def __init__(self, channel: grpc.aio.Channel, policy: CallPolicy) -> None:
@@ -71,16 +76,18 @@ class StorageClient(ServiceClient):
         space_id: UUID,
         session_id: UUID | str,
         slots: Sequence[storage_pb2.SlotKind] = ALL_SLOTS,
-    ) -> tuple[common_pb2.SessionMeta, storage_pb2.SessionSlots]:
-        """The conversation meta of a visible session and its `slots` (default: all), in
-        one call."""
+        *,
+        progress: bool = False,
+    ) -> tuple[common_pb2.SessionMeta, storage_pb2.SessionSlots, common_pb2.HistoryProgress]:
+        """The conversation meta of a visible session and its `slots` (default: all), and
+        with `progress` how far its summaries and memory cover it, in one call."""
         request = storage_pb2.GetSessionRequest(
-            space_id=str(space_id), session_id=str(session_id), slots=list(slots)
+            space_id=str(space_id), session_id=str(session_id), slots=list(slots), progress=progress
         )
         reply = await self._call(
             "GetSession", self._stub.GetSession, request, storage_pb2.GetSessionResponse, caller
         )
-        return reply.session, reply.slots
+        return reply.session, reply.slots, reply.progress
 
     async def get_system_prompt(
         self, caller: Caller, space_id: UUID, session_id: UUID

@@ -14,19 +14,21 @@ report calibrates the count.
 from __future__ import annotations
 
 import uuid
-from collections.abc import AsyncGenerator, Iterable, Sequence
+from collections.abc import AsyncGenerator, Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 
 from agent_gateway.clients import Caller, StorageClient
 from agent_gateway.history.budget import MESSAGE_OVERHEAD, Counter, Window
 from agent_gateway.history.context import Record
 from agent_gateway.history.records import context_record
-from agent_gateway.llm import LLMMessage, LLMProvider, Prompts, strip_think
+from agent_gateway.llm import LLMMessage, LLMProvider, Prompts, Usage, strip_think
 from agent_gateway.llm.prompt_texts import MEMORY_HEADER, OMITTED_RECORDS, TRANSCRIPT_HEADER
 from stello.errors import FailedPrecondition
 from stello.reasons import WINDOW_TOO_SMALL
 from stello.storage.v1 import storage_pb2
 
+Meter = Callable[[Usage], None]
+"""Told the usage of each call (a background job counts its spend)."""
 PAGE = 200
 """Records per ListRecords page while reading records to fold."""
 CUT_MARK = " […]"
@@ -162,22 +164,35 @@ class Folder:
         return [self.line(record, capacity) for record in records]
 
     async def fold(
-        self, summary: str | None, chunk: Sequence[Line], *, prompt: str, omitted: int = 0
+        self,
+        summary: str | None,
+        chunk: Sequence[Line],
+        *,
+        prompt: str,
+        omitted: int = 0,
+        meter: Meter | None = None,
     ) -> str:
         """One call: the summary of `summary` and `chunk` (`omitted` older records named)."""
         window = self.window
         if summary and self._counter.text(summary) > 2 * window.summary_tokens:
             summary = cut(self._counter, summary, 2 * window.summary_tokens)
         messages = self._prompts.fold_messages(summary, chunk, prompt=prompt, omitted=omitted)
-        return await self.call(messages, window.summary_tokens)
+        return await self.call(messages, window.summary_tokens, meter)
 
-    async def consolidate(self, memory: str | None, chunk: Sequence[Line], *, prompt: str) -> str:
+    async def consolidate(
+        self,
+        memory: str | None,
+        chunk: Sequence[Line],
+        *,
+        prompt: str,
+        meter: Meter | None = None,
+    ) -> str:
         """One consolidator call: the memory of `memory` and `chunk` (spec §4.9 item 5)."""
         window = self.window
         if memory and self._counter.text(memory) > 2 * window.summary_tokens:
             memory = cut(self._counter, memory, 2 * window.summary_tokens)
         messages = self._prompts.consolidate_messages(memory, chunk, prompt=prompt)
-        return await self.call(messages, window.summary_tokens)
+        return await self.call(messages, window.summary_tokens, meter)
 
     async def chunks(
         self,
@@ -213,8 +228,11 @@ class Folder:
         if chunk:
             yield chunk
 
-    async def call(self, messages: list[LLMMessage], max_tokens: int) -> str:
-        """Send a helper call that must fit the window with its answer; the cleaned answer.
+    async def call(
+        self, messages: list[LLMMessage], max_tokens: int, meter: Meter | None = None
+    ) -> str:
+        """Send a helper call that must fit the window with its answer; the cleaned answer
+        (`meter` is told the call's usage).
 
         Raises:
             FailedPrecondition: it would not fit (a bug in the packing, never sent).
@@ -228,6 +246,8 @@ class Folder:
                 reason=WINDOW_TOO_SMALL,
             )
         completion = await self._provider.complete(messages, max_tokens=max_tokens)
+        if meter is not None:
+            meter(completion.usage)
         self._counter.calibration.observe(
             completion.usage.prompt_tokens, self._counter.raw(messages)
         )

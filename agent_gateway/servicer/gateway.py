@@ -23,7 +23,12 @@ from agent_gateway.memory.shared import SharedMemory
 from agent_gateway.servicer.callers import caller_of as _caller
 from agent_gateway.servicer.lineage import LineageRpcs
 from agent_gateway.servicer.memory import SharedMemoryRpcs
-from agent_gateway.servicer.replies import CONTEXTS, profile_info, session_view
+from agent_gateway.servicer.replies import (
+    CONTEXTS,
+    consolidate_response,
+    profile_info,
+    session_view,
+)
 from agent_gateway.servicer.skills import SkillRpcs
 from agent_gateway.sessions.service import RecordQuery, SessionService
 from agent_gateway.sessions.watch import Watchers, WatchInput
@@ -231,8 +236,8 @@ class AgentGatewayServicer(
     ) -> agent_pb2.ConsolidateResponse:
         """Rewrite the session's memory with the LLM."""
         space_id, session_id = _session_ids(request)
-        memory = await self._consolidator.consolidate(_caller(context), space_id, session_id)
-        return agent_pb2.ConsolidateResponse(memory=memory)
+        outcome = await self._consolidator.consolidate(_caller(context), space_id, session_id)
+        return consolidate_response(outcome)
 
     async def ListSessionDigests(
         self, request: agent_pb2.ListSessionDigestsRequest, context: Context

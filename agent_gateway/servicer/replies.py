@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+from agent_gateway.background.jobs import Outcome
 from agent_gateway.forks.compose import ContextMode, PromptMode
 from agent_gateway.forks.profiles import Profile
+from agent_gateway.history.consolidation import Consolidated
 from agent_gateway.sessions.service import SessionDetails
 from stello.agent.v1 import agent_pb2
 from stello.common.v1 import common_pb2
@@ -49,6 +51,19 @@ def profile_info(profile: Profile) -> agent_pb2.ProfileInfo:
     return info
 
 
+def consolidate_response(outcome: Outcome) -> agent_pb2.ConsolidateResponse:
+    """Consolidate's reply: the memory and how far the consolidation got."""
+    result = outcome.result
+    assert isinstance(result, Consolidated)
+    return agent_pb2.ConsolidateResponse(
+        memory=result.memory,
+        status=outcome.status,
+        covered_until_seq=outcome.covered_until_seq,
+        last_seq=result.last_seq,
+        model_calls=outcome.model_calls,
+    )
+
+
 def session_view(details: SessionDetails) -> agent_pb2.SessionView:
     """GetSession's joined view of one session."""
     view = agent_pb2.SessionView(
@@ -57,6 +72,7 @@ def session_view(details: SessionDetails) -> agent_pb2.SessionView:
         created_at=details.meta.created_at,
         updated_at=details.meta.updated_at,
         last_active_at=details.meta.last_active_at,
+        progress=details.progress,
     )
     if details.config is not None:
         view.config.CopyFrom(details.config)

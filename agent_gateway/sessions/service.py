@@ -28,6 +28,8 @@ class SessionDetails:
     meta: common_pb2.SessionMeta
     config: common_pb2.SessionConfig | None
     slots: storage_pb2.SessionSlots
+    progress: common_pb2.HistoryProgress
+    """How far summaries and memory cover the records; the background jobs."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -139,11 +141,11 @@ class SessionService:
     ) -> SessionDetails:
         """Node, meta, config and slots of one session: one tree call (node and config) and
         one storage call (meta and slots), in parallel."""
-        (node, config), (meta, slots) = await both(
+        (node, config), (meta, slots, progress) = await both(
             self._tree.get_node_with_config(caller, space_id, session_id),
-            self._storage.get_session_with_slots(caller, space_id, session_id),
+            self._storage.get_session_with_slots(caller, space_id, session_id, progress=True),
         )
-        return SessionDetails(node, meta, config, slots)
+        return SessionDetails(node, meta, config, slots, progress)
 
     async def get_tree(
         self,

@@ -20,9 +20,12 @@ have been stored), and the turn checks the lease before it commits.
 A turn that ends without its commit gives the lease back (ReleaseTurn). The
 turn waits for the first attempt only, so a failed call answers with its
 session free in the usual case; while storage stays unreachable the release
-is retried in a task of its own with backoff, off the client's path, and
-given up once the lease has ended by itself (one TTL after the last expiry
-storage confirmed): releasing it then is moot.
+is retried with backoff, off the client's path, as a job of the gateway's
+background runner (`agent_gateway.background`, kind ``release``: not claimed,
+the lease being its own claim, and not held back by the model jobs' cap; the
+runner counts it and stops it on shutdown), and given up once the lease has
+ended by itself (one TTL after the last expiry storage confirmed): releasing
+it then is moot.
 """
 
 from __future__ import annotations
@@ -32,10 +35,12 @@ import logging
 import random
 import time
 import uuid
-from collections.abc import AsyncIterator, Awaitable
+from collections.abc import AsyncIterator, Awaitable, Hashable
 from dataclasses import dataclass, field, replace
 from typing import Any, TypeVar
 
+from agent_gateway.background.jobs import DONE, JobKind, Outcome, Run
+from agent_gateway.background.runner import BackgroundRunner
 from agent_gateway.clients import Caller, StorageClient
 from stello.errors import Aborted, DeadlineExceeded, StelloError, Unavailable
 from stello.reasons import CONCURRENT_MODIFICATION
@@ -43,9 +48,8 @@ from stello.storage.v1 import storage_pb2
 
 log = logging.getLogger(__name__)
 
-STOP_GRACE_S = 2.0
-"""How long a shutdown waits for releases still being retried."""
 T = TypeVar("T")
+RELEASE = JobKind("release", capped=False)
 
 
 @dataclass(frozen=True, slots=True)
@@ -123,13 +127,42 @@ class KeptLease:
             yield event
 
 
+@dataclass(frozen=True, slots=True)
+class LeaseRelease:
+    """A turn lease given back, retried while storage cannot be reached (a runner job)."""
+
+    keeper: LeaseKeeper
+    space_id: uuid.UUID
+    session_id: uuid.UUID
+    caller: Caller
+    token: str
+    expires_by: float
+    first: asyncio.Future[None]
+    kind: JobKind = RELEASE
+
+    @property
+    def key(self) -> Hashable:
+        """One release per lease."""
+        return (self.space_id, self.session_id, self.token)
+
+    @property
+    def wait_until(self) -> float | None:
+        """Not claimed: never waits."""
+        return None
+
+    async def run(self, run: Run) -> Outcome:
+        """Release the lease (retried until it has ended by itself)."""
+        await self.keeper.release(self)
+        return run.outcome(DONE)
+
+
 class LeaseKeeper:
     """Takes, renews and gives back turn leases through storage."""
 
-    def __init__(self, storage: StorageClient, times: LeaseTimes) -> None:
+    def __init__(self, storage: StorageClient, times: LeaseTimes, runner: BackgroundRunner) -> None:
         self._storage = storage
         self._times = times
-        self._releases: set[asyncio.Task[None]] = set()
+        self._runner = runner
 
     async def begin(self, caller: Caller, space_id: uuid.UUID, session_id: uuid.UUID) -> str:
         """Take the session's lease for one TTL; its token (ABORTED TURN_IN_PROGRESS while
@@ -170,24 +203,13 @@ class LeaseKeeper:
         """
         first: asyncio.Future[None] = asyncio.get_running_loop().create_future()
         ends = expires_by if expires_by is not None else time.monotonic() + self._times.ttl_s
-        task = asyncio.create_task(
-            self._release(_unbounded(caller), space_id, session_id, token, ends, first)
-        )
-        self._releases.add(task)
-        task.add_done_callback(self._releases.discard)
+        job = LeaseRelease(self, space_id, session_id, _unbounded(caller), token, ends, first)
+        task = self._runner.submit(job)
+        if task is None:  # stopping: the lease ends with its TTL
+            _settle(first)
+        else:
+            task.add_done_callback(lambda _: _settle(first))
         return first
-
-    def start(self) -> None:
-        """Nothing to start: renewals and releases start with turns."""
-
-    async def stop(self) -> None:
-        """Let releases still being retried finish for a moment, then cancel them (shutdown)."""
-        if not self._releases:
-            return
-        _, late = await asyncio.wait(list(self._releases), timeout=STOP_GRACE_S)
-        for task in late:
-            task.cancel()
-        await asyncio.gather(*late, return_exceptions=True)
 
     async def _renew(
         self, caller: Caller, space_id: uuid.UUID, session_id: uuid.UUID, lease: KeptLease
@@ -232,15 +254,11 @@ class LeaseKeeper:
                 return
             lease.expires_by = time.monotonic() + self._times.ttl_s
 
-    async def _release(
-        self,
-        caller: Caller,
-        space_id: uuid.UUID,
-        session_id: uuid.UUID,
-        token: str,
-        expires_by: float,
-        first: asyncio.Future[None],
-    ) -> None:
+    async def release(self, job: LeaseRelease) -> None:
+        """Give the lease back, retrying while storage cannot be reached (see the module
+        docstring); `job.first` is settled after the first attempt."""
+        caller, space_id, session_id, token = job.caller, job.space_id, job.session_id, job.token
+        expires_by, first = job.expires_by, job.first
         delay = self._times.backoff_s
         try:
             while True:

@@ -20,7 +20,7 @@ from stello.events import EventKind
 # and the page agree. A space without events has neither row: 0 and 0.
 READ_EVENTS = """
 SELECT m.last_position, m.purged_through, e.position, e.kind, e.session_id, e.other_id,
-       e.first_seq, e.last_seq, e.session_ids, e.slug, e.created_at
+       e.first_seq, e.last_seq, e.session_ids, e.entry_id, e.created_at
 FROM (SELECT COALESCE(max(last_position), 0) AS last_position,
              COALESCE(max(purged_through), 0) AS purged_through
       FROM space_positions WHERE space_id = $1) m
@@ -68,7 +68,7 @@ class StoredEvent:
     first_seq: int | None
     last_seq: int | None
     session_ids: tuple[uuid.UUID, ...]
-    slug: str | None
+    entry_id: uuid.UUID | None
     created_at: datetime
 
 
@@ -102,7 +102,7 @@ class EventRepository:
                 row["first_seq"],
                 row["last_seq"],
                 tuple(row["session_ids"] or ()),
-                row["slug"],
+                row["entry_id"],
                 row["created_at"],
             )
             for row in rows

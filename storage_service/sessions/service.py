@@ -13,9 +13,11 @@ import binascii
 import json
 import uuid
 from collections.abc import Set as AbstractSet
+from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 
 from stello.errors import InvalidArgument
+from storage_service.jobs.repository import Coverage, JobState
 from storage_service.models import (
     MetaUpdate,
     SessionMeta,
@@ -25,7 +27,7 @@ from storage_service.models import (
     Status,
     session_not_found,
 )
-from storage_service.unit import Database
+from storage_service.unit import Database, UnitOfWork
 
 _EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
 
@@ -51,6 +53,16 @@ def _parse_page_token(
         ) from exc
 
 
+@dataclass(frozen=True, slots=True)
+class SessionView:
+    """A session's meta, the slots read (None: none asked), its coverage and jobs."""
+
+    meta: SessionMeta
+    slots: SessionSlots | None
+    coverage: Coverage
+    jobs: list[JobState]
+
+
 class SessionService:
     """The conversation meta of a session: read (with its slots, if asked), put, listed."""
 
@@ -74,6 +86,27 @@ class SessionService:
         if found is None:
             raise session_not_found(session_id)
         return found
+
+    async def get_session_view(
+        self, space_id: uuid.UUID, session_id: uuid.UUID, slots: AbstractSet[SlotName]
+    ) -> SessionView:
+        """The meta of a visible session, its `slots` (none: not read) and its progress: how
+        far its summaries and memory cover it, and its background jobs (DESIGN §4.8)."""
+
+        async def read(uow: UnitOfWork) -> SessionView:
+            found: SessionSlots | None = None
+            if slots:
+                with_slots = await uow.slots.get_with_meta(space_id, session_id, slots)
+                meta, found = with_slots if with_slots else (None, None)
+            else:
+                meta = await uow.sessions.get(space_id, session_id)
+            coverage = await uow.jobs.progress(space_id, session_id) if meta else None
+            if meta is None or coverage is None:
+                raise session_not_found(session_id)
+            jobs = await uow.jobs.of_session(space_id, session_id)
+            return SessionView(meta, found, coverage, jobs)
+
+        return await self._db.transaction(read)
 
     async def put_session(self, space_id: uuid.UUID, update: MetaUpdate) -> SessionMeta:
         """Replace label and status of an existing session (never creates one)."""

@@ -12,7 +12,9 @@ from collections.abc import Set as AbstractSet
 
 import asyncpg
 
+from stello.errors import Aborted
 from stello.events import EventKind, Outbox
+from stello.reasons import CONCURRENT_MODIFICATION
 from storage_service.models import (
     SLOT_NAMES,
     CompressionCache,
@@ -24,7 +26,8 @@ from storage_service.models import (
 from storage_service.sessions.repository import meta_of, session_event
 
 GET_SLOTS = """
-SELECT s.id AS session_id, sl.system_prompt, sl.memory, sl.insight, sl.memory_covered_until_seq
+SELECT s.id AS session_id, sl.system_prompt, sl.memory, sl.insight, sl.memory_covered_until_seq,
+       sl.memory_version
 FROM sessions s
 LEFT JOIN session_slots sl ON sl.space_id = s.space_id AND sl.session_id = s.id
 WHERE s.space_id = $1 AND s.id = $2 AND s.provisional_until IS NULL
@@ -59,7 +62,8 @@ WHERE s.space_id = $1 AND s.id = $2 AND s.provisional_until IS NULL
 # column cannot be a parameter, so one template gives the statement of each
 # slot (its names are the fixed SLOT_NAMES, never input).
 _PUT_SLOT = """
-WITH s AS (SELECT id FROM sessions WHERE space_id = $1 AND id = $2 FOR KEY SHARE)
+WITH s AS (SELECT id FROM sessions WHERE space_id = $1 AND id = $2
+    AND provisional_until IS DISTINCT FROM 'infinity' FOR KEY SHARE)
 INSERT INTO session_slots (space_id, session_id, {column})
 SELECT $1, s.id, $3::text FROM s
 ON CONFLICT (space_id, session_id)
@@ -68,11 +72,24 @@ RETURNING true
 """
 PUT_SLOT: dict[SlotName, str] = {slot: _PUT_SLOT.format(column=slot) for slot in SLOT_NAMES}
 
+# The memory's put makes its version one more (migration 0012): a consolidation
+# saving over the memory it read (MemoryVersionCheck) never overwrites it.
+PUT_SLOT["memory"] = """
+WITH s AS (SELECT id FROM sessions WHERE space_id = $1 AND id = $2 FOR KEY SHARE)
+INSERT INTO session_slots (space_id, session_id, memory, memory_version)
+SELECT $1, s.id, $3::text, 1 FROM s
+ON CONFLICT (space_id, session_id)
+DO UPDATE SET memory = EXCLUDED.memory, memory_version = session_slots.memory_version + 1,
+              updated_at = EXCLUDED.updated_at
+RETURNING true
+"""
+
 # CopySystemPromptOp: the visible source's non-empty prompt onto an existing
 # session, as PUT_SLOT writes it; found flags for both and whether it copied.
 COPY_SYSTEM_PROMPT = """
 WITH target AS (
-    SELECT id FROM sessions WHERE space_id = $1 AND id = $2 FOR KEY SHARE
+    SELECT id FROM sessions WHERE space_id = $1 AND id = $2
+        AND provisional_until IS DISTINCT FROM 'infinity' FOR KEY SHARE
 ), source AS (
     SELECT sl.system_prompt
     FROM sessions s
@@ -91,16 +108,30 @@ SELECT EXISTS (SELECT FROM target) AS target_found,
        EXISTS (SELECT FROM copied) AS copied
 """
 
-# A consolidation's memory, with the last seq it covers (migration 0006).
+# A consolidation's memory, with the last seq it covers (migration 0006), which
+# never goes down: a lower one writes nothing (no row returned).
 PUT_MEMORY_COVERING = """
-WITH s AS (SELECT id FROM sessions WHERE space_id = $1 AND id = $2 FOR KEY SHARE)
-INSERT INTO session_slots (space_id, session_id, memory, memory_covered_until_seq)
-SELECT $1, s.id, $3::text, $4::bigint FROM s
+WITH s AS (SELECT id FROM sessions WHERE space_id = $1 AND id = $2
+    AND provisional_until IS DISTINCT FROM 'infinity' FOR KEY SHARE)
+INSERT INTO session_slots (space_id, session_id, memory, memory_covered_until_seq, memory_version)
+SELECT $1, s.id, $3::text, $4::bigint, 1 FROM s
 ON CONFLICT (space_id, session_id)
 DO UPDATE SET memory = EXCLUDED.memory,
               memory_covered_until_seq = EXCLUDED.memory_covered_until_seq,
-              updated_at = now()
+              memory_version = session_slots.memory_version + 1,
+              updated_at = EXCLUDED.updated_at
+WHERE session_slots.memory_covered_until_seq IS NULL
+   OR session_slots.memory_covered_until_seq <= EXCLUDED.memory_covered_until_seq
 RETURNING true
+"""
+
+SESSION_EXISTS = """
+SELECT EXISTS (SELECT 1 FROM sessions WHERE space_id = $1 AND id = $2)
+"""
+
+# MemoryVersionCheck (the session's row is locked by the Transact).
+MEMORY_VERSION = """
+SELECT memory_version FROM session_slots WHERE space_id = $1 AND session_id = $2
 """
 
 CLEAR_INSIGHT = """
@@ -109,7 +140,8 @@ WITH cleared AS (
     WHERE space_id = $1 AND session_id = $2 AND insight IS NOT NULL
     RETURNING true
 )
-SELECT EXISTS (SELECT 1 FROM sessions WHERE space_id = $1 AND id = $2) AS found,
+SELECT EXISTS (SELECT 1 FROM sessions WHERE space_id = $1 AND id = $2
+    AND provisional_until IS DISTINCT FROM 'infinity') AS found,
        EXISTS (SELECT 1 FROM cleared) AS cleared
 """
 
@@ -147,7 +179,8 @@ WHERE s.space_id = $1 AND s.id = $2 AND s.provisional_until IS NULL
 # A put becomes the cache: it replaces the summary at its seq and drops the
 # newer ones (they no longer follow from it), keeping the older ones.
 PUT_CACHE = """
-WITH s AS (SELECT id FROM sessions WHERE space_id = $1 AND id = $2 FOR KEY SHARE),
+WITH s AS (SELECT id FROM sessions WHERE space_id = $1 AND id = $2
+    AND provisional_until IS DISTINCT FROM 'infinity' FOR KEY SHARE),
 dropped AS (
     DELETE FROM compression_caches
     WHERE space_id = $1 AND session_id = $2 AND covered_until_seq > $4
@@ -159,12 +192,24 @@ DO UPDATE SET summary = EXCLUDED.summary, lossy = EXCLUDED.lossy, updated_at = n
 RETURNING true
 """
 
+# A summary stored beside the newer ones (a background fold's progress).
+PUT_CACHE_KEEPING_NEWER = """
+WITH s AS (SELECT id FROM sessions WHERE space_id = $1 AND id = $2 FOR KEY SHARE)
+INSERT INTO compression_caches (space_id, session_id, summary, covered_until_seq, lossy)
+SELECT $1, s.id, $3::text, $4::bigint, $5::boolean FROM s
+ON CONFLICT (space_id, session_id, covered_until_seq)
+DO UPDATE SET summary = EXCLUDED.summary, lossy = EXCLUDED.lossy,
+              updated_at = EXCLUDED.updated_at
+RETURNING true
+"""
+
 CLEAR_CACHE = """
 DELETE FROM compression_caches WHERE space_id = $1 AND session_id = $2
 """
 
 
 MAX_SEQ = 2**63 - 1
+
 
 SLOT_PUT_EVENTS: dict[SlotName, EventKind] = {
     "system_prompt": "system_prompt_put",
@@ -175,8 +220,14 @@ SLOT_PUT_EVENTS: dict[SlotName, EventKind] = {
 
 def _slots(row: asyncpg.Record) -> SessionSlots:
     covered = row["memory_covered_until_seq"] if "memory_covered_until_seq" in row else None
+    version = row["memory_version"] if "memory_version" in row else None
     return SessionSlots(
-        row["session_id"], row["system_prompt"], row["memory"], row["insight"], covered
+        row["session_id"],
+        row["system_prompt"],
+        row["memory"],
+        row["insight"],
+        covered,
+        version or 0,
     )
 
 
@@ -253,7 +304,12 @@ class SlotRepository:
     async def put_memory_covering(
         self, space_id: uuid.UUID, session_id: uuid.UUID, content: str, covered_until_seq: int
     ) -> None:
-        """Overwrite the memory and the seq it covers; NotFound when the session is absent."""
+        """Overwrite the memory and the seq it covers.
+
+        Raises:
+            NotFound: the session is absent.
+            Aborted: reason CONCURRENT_MODIFICATION; the stored memory covers more.
+        """
         try:
             stored = await self._con.fetchval(
                 PUT_MEMORY_COVERING, space_id, session_id, content, covered_until_seq
@@ -261,8 +317,19 @@ class SlotRepository:
         except asyncpg.ForeignKeyViolationError as exc:  # deleted under us
             raise session_not_found(session_id) from exc
         if not stored:
-            raise session_not_found(session_id)
+            if not await self._con.fetchval(SESSION_EXISTS, space_id, session_id):
+                raise session_not_found(session_id)
+            raise Aborted(
+                f"the memory of session {session_id} already covers records after seq "
+                f"{covered_until_seq}; nothing was written (the covered seq never goes down)",
+                reason=CONCURRENT_MODIFICATION,
+            )
         self._outbox.add(space_id, session_event("memory_put", session_id))
+
+    async def memory_version(self, space_id: uuid.UUID, session_id: uuid.UUID) -> int:
+        """The memory's version (0 when never written)."""
+        version = await self._con.fetchval(MEMORY_VERSION, space_id, session_id)
+        return int(version or 0)
 
     async def clear_insight(self, space_id: uuid.UUID, session_id: uuid.UUID) -> bool:
         """Delete the insight; False when the session does not exist."""
@@ -304,12 +371,17 @@ class SlotRepository:
         return True, CompressionCache(row["summary"], row["covered_until_seq"], row["lossy"])
 
     async def put_cache(
-        self, space_id: uuid.UUID, session_id: uuid.UUID, cache: CompressionCache
+        self,
+        space_id: uuid.UUID,
+        session_id: uuid.UUID,
+        cache: CompressionCache,
+        keep_newer: bool = False,
     ) -> None:
-        """Make `cache` the cache (newer summaries go); NotFound when the session is absent."""
+        """Make `cache` the cache (newer summaries go, unless `keep_newer`); NotFound when
+        the session is absent."""
         try:
             stored = await self._con.fetchval(
-                PUT_CACHE,
+                PUT_CACHE_KEEPING_NEWER if keep_newer else PUT_CACHE,
                 space_id,
                 session_id,
                 cache.summary,

@@ -48,12 +48,13 @@ class SlotService:
 
     async def get_memory(
         self, space_id: uuid.UUID, session_id: uuid.UUID
-    ) -> tuple[str | None, int | None]:
-        """The memory slot of a visible session and the seq it covers (None = unset)."""
+    ) -> tuple[str | None, int | None, int]:
+        """The memory slot of a visible session, the seq it covers (None = unset) and its
+        version (0 = never written)."""
         slots = await self._db.statement(lambda uow: uow.slots.get(space_id, session_id))
         if slots is None:
             raise session_not_found(session_id)
-        return slots.memory, slots.memory_covered_until_seq
+        return slots.memory, slots.memory_covered_until_seq, slots.memory_version
 
     async def put_memory(
         self, space_id: uuid.UUID, session_id: uuid.UUID, content: str, covered: int | None

@@ -8,6 +8,8 @@ from typing import Literal
 
 from storage_service.models import (
     CompressionCache,
+    JobKindName,
+    JobStatusName,
     MetaUpdate,
     NewRecord,
     SessionMeta,
@@ -40,13 +42,32 @@ class LeaseCheck:
     token: str
 
 
-Precondition = LastSeqCheck | InsightCheck | LeaseCheck
+@dataclass(frozen=True, slots=True)
+class JobCheck:
+    """Holds when `token` holds the claim on the session's job of `kind`."""
+
+    session_id: uuid.UUID
+    kind: JobKindName
+    token: str
+
+
+@dataclass(frozen=True, slots=True)
+class MemoryVersionCheck:
+    """Holds when the session's memory version equals `expected` (0 = never written)."""
+
+    session_id: uuid.UUID
+    expected: int
+
+
+Precondition = LastSeqCheck | InsightCheck | LeaseCheck | JobCheck | MemoryVersionCheck
 
 # The wire name of each precondition kind (PreconditionFailure.type).
 PRECONDITION_KINDS: dict[type[Precondition], str] = {
     LastSeqCheck: "session_last_seq",
     InsightCheck: "insight_unchanged",
     LeaseCheck: "turn_lease",
+    JobCheck: "background_job",
+    MemoryVersionCheck: "memory_version",
 }
 
 
@@ -77,6 +98,8 @@ class PutSlotOp:
     session_id: uuid.UUID
     slot: SlotName
     content: str
+    covered: int | None = None
+    """The memory only: the last seq it covers (it never goes down)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -92,6 +115,8 @@ class PutCacheOp:
 
     session_id: uuid.UUID
     cache: CompressionCache
+    keep_newer: bool = False
+    """Store it beside the newer summaries instead of dropping them."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -120,8 +145,24 @@ class ReleaseTurnOp:
 
 
 @dataclass(frozen=True, slots=True)
+class UpdateJobOp:
+    """Save a background job run's progress while `token` holds its claim; with
+    `release`, end the run with `status` (as UpdateJobOp on the wire)."""
+
+    session_id: uuid.UUID
+    kind: JobKindName
+    token: str
+    covered_until_seq: int
+    model_calls: int
+    tokens: int
+    release: bool = False
+    status: JobStatusName = "running"
+
+
+@dataclass(frozen=True, slots=True)
 class RememberOp:
-    """Store an idempotency entry of a caller above storage (it names no session)."""
+    """Store an idempotency entry of a caller above storage, linked to the sessions whose
+    data it holds."""
 
     scope: str
     request_id: str
@@ -130,6 +171,8 @@ class RememberOp:
     require_new: bool = False
     """A live entry under the key fails the Transact (ALREADY_EXISTS) instead of being
     replaced."""
+    session_ids: tuple[uuid.UUID, ...] = ()
+    """The sessions whose data `response` holds; empty: those the other operations write."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -160,6 +203,7 @@ SessionOperation = (
     | TrimOp
     | BumpTurnOp
     | ReleaseTurnOp
+    | UpdateJobOp
 )
 """The operations that write one session (and lock its row)."""
 
@@ -179,6 +223,7 @@ ResultKind = Literal[
     "remember_result",
     "inherit_records",
     "copy_system_prompt",
+    "update_job",
 ]
 
 
@@ -195,3 +240,5 @@ class OperationResult:
     """inherit_records: the cut (the last inherited seq; 0 = none)."""
     copied: bool = False
     """copy_system_prompt: whether the source had a prompt to copy."""
+    updated: bool = False
+    """update_job: whether the token held the claim."""

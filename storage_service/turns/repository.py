@@ -46,21 +46,25 @@ BEGIN_TURN = """
 WITH taken AS (
     UPDATE sessions
     SET turn_token = $3, turn_expires_at = now() + make_interval(secs => $4)
-    WHERE space_id = $1 AND id = $2
+    WHERE space_id = $1 AND id = $2 AND provisional_until IS DISTINCT FROM 'infinity'
       AND (turn_token IS NULL OR turn_expires_at <= now())
     RETURNING turn_expires_at
 )
-SELECT EXISTS (SELECT 1 FROM sessions WHERE space_id = $1 AND id = $2) AS found,
+SELECT EXISTS (SELECT 1 FROM sessions WHERE space_id = $1 AND id = $2
+    AND provisional_until IS DISTINCT FROM 'infinity') AS found,
        (SELECT turn_expires_at FROM taken) AS expires_at
 """
 
 RELEASE_TURN = """
 WITH released AS (
     UPDATE sessions SET turn_token = NULL, turn_expires_at = NULL
-    WHERE space_id = $1 AND id = $2 AND turn_token = $3 AND turn_expires_at > now()
+    WHERE space_id = $1 AND id = $2
+        AND provisional_until IS DISTINCT FROM 'infinity' AND turn_token = $3
+      AND turn_expires_at > now()
     RETURNING id
 )
-SELECT EXISTS (SELECT 1 FROM sessions WHERE space_id = $1 AND id = $2) AS found,
+SELECT EXISTS (SELECT 1 FROM sessions WHERE space_id = $1 AND id = $2
+    AND provisional_until IS DISTINCT FROM 'infinity') AS found,
        EXISTS (SELECT 1 FROM released) AS released
 """
 
@@ -69,17 +73,19 @@ SELECT EXISTS (SELECT 1 FROM sessions WHERE space_id = $1 AND id = $2) AS found,
 RENEW_TURN = """
 WITH renewed AS (
     UPDATE sessions SET turn_expires_at = now() + make_interval(secs => $4)
-    WHERE space_id = $1 AND id = $2 AND turn_token = $3
+    WHERE space_id = $1 AND id = $2
+        AND provisional_until IS DISTINCT FROM 'infinity' AND turn_token = $3
     RETURNING turn_expires_at
 )
-SELECT EXISTS (SELECT 1 FROM sessions WHERE space_id = $1 AND id = $2) AS found,
+SELECT EXISTS (SELECT 1 FROM sessions WHERE space_id = $1 AND id = $2
+    AND provisional_until IS DISTINCT FROM 'infinity') AS found,
        (SELECT turn_expires_at FROM renewed) AS expires_at
 """
 
 BUMP_TURN = """
 UPDATE sessions
 SET turn_count = turn_count + CASE WHEN $3 THEN 0 ELSE $4 END, last_active_at = now()
-WHERE space_id = $1 AND id = $2
+WHERE space_id = $1 AND id = $2 AND provisional_until IS DISTINCT FROM 'infinity'
 RETURNING id, label, status, turn_count, created_at, updated_at, last_active_at
 """
 

@@ -143,6 +143,7 @@ def test_wheel_has_the_stubs_and_migrations(image: Image, tmp_path: Path) -> Non
         assert f"{package}/__main__.py" in names
     for package in ("stello_cli", "stello_client"):
         assert f"{package}/__init__.py" in names  # the programs, beside the kernel
+    assert "stello_client/py.typed" in names  # the SDK is typed for its users (docs/python.md)
     assets = {p.name for p in (REPO / "stello_console/static").iterdir()}
     assert {"index.html", "app.js", "style.css"} <= assets
     assert {f"stello_console/static/{a}" for a in assets} <= names  # the web console's page

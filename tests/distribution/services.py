@@ -344,6 +344,52 @@ async def _drive_storage(s: Services) -> None:
     await attempt(
         st.GetSession(storage_pb2.GetSessionRequest(space_id=sid, session_id=str(uuid.uuid4())))
     )
+    await _drive_jobs(s, session)
+
+
+async def _drive_jobs(s: Services, session: str) -> None:
+    """A background job's claim, renewal, checked saves (memory compare-and-set, a summary
+    kept beside newer ones), release, and the progress read."""
+    op, check = storage_pb2.Operation, storage_pb2.Precondition
+    req: dict[str, Any] = {"space_id": s.space_id, "session_id": session}
+    kind = common_pb2.JOB_KIND_CONSOLIDATE
+    claim = await s.storage.ClaimJob(storage_pb2.ClaimJobRequest(**req, kind=kind, ttl_s=30))
+    await s.storage.ClaimJob(storage_pb2.ClaimJobRequest(**req, kind=kind, ttl_s=30))
+    await s.storage.RenewJob(
+        storage_pb2.RenewJobRequest(**req, kind=kind, token=claim.token, ttl_s=30)
+    )
+    version = (await s.storage.GetMemory(storage_pb2.GetMemoryRequest(**req))).version
+    job = {"session_id": session, "kind": kind, "token": claim.token}
+    cache = storage_pb2.CompressionCache(summary="part", covered_until_seq=1)
+    await s.storage.Transact(
+        storage_pb2.TransactRequest(
+            space_id=s.space_id,
+            preconditions=[
+                check(background_job=check.BackgroundJobCheck(**job)),
+                check(
+                    memory_version=check.MemoryVersionCheck(session_id=session, expected=version)
+                ),
+            ],
+            operations=[
+                op(put_memory=op.PutMemoryOp(session_id=session, content="m", covered_until_seq=2)),
+                op(
+                    put_compression_cache=op.PutCompressionCacheOp(
+                        session_id=session, cache=cache, keep_newer=True
+                    )
+                ),
+                op(update_job=op.UpdateJobOp(**job, covered_until_seq=2, model_calls=1)),
+                op(
+                    update_job=op.UpdateJobOp(
+                        **job, covered_until_seq=2, release=True, status=common_pb2.JOB_STATUS_DONE
+                    )
+                ),
+            ],
+        )
+    )
+    await attempt(
+        s.storage.PutMemory(storage_pb2.PutMemoryRequest(**req, content="m", covered_until_seq=1))
+    )
+    await s.storage.GetSession(storage_pb2.GetSessionRequest(**req, progress=True))
 
 
 async def _drive_shared_memory(stub: Any, pb: Any, sid: str) -> None:

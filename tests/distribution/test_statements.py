@@ -31,6 +31,7 @@ MAINTENANCE = {
     fingerprint(tree_sql.SWEEP_DUE): "the sweep's dry run lists due sessions of every space",
     fingerprint(tree_sql.SWEEP_CLAIM): "the sweep claims due sessions of every space",
     fingerprint(idempotency.PURGE): "request_id keys past 24 h go in every space",
+    fingerprint(tree_sql.ERASE_SPACES): "the erasure job finds a space with deleted sessions",
 }
 
 SERVICES = {

@@ -11,8 +11,10 @@ import pytest
 
 REPO = Path(__file__).resolve().parents[2]
 
-# Imports `module` in a fresh interpreter and prints GRPC_ENABLE_FORK_SUPPORT as it was
-# when grpc itself was first imported (what grpc's core reads).
+# Imports `module` in a fresh interpreter, then grpc (an entry that loads grpc only when a
+# command needs it, as `stello_cli` does, must have the setting in place by then too), and
+# prints GRPC_ENABLE_FORK_SUPPORT as it was when grpc itself was first imported (what
+# grpc's core reads).
 SEEN_AT_GRPC_IMPORT = """
 import importlib, os, sys
 
@@ -26,6 +28,7 @@ class Watch:
 
 sys.meta_path.insert(0, Watch())
 importlib.import_module(sys.argv[1])
+importlib.import_module("grpc")
 print(Watch.seen)
 """
 

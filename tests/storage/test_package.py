@@ -17,6 +17,7 @@ ROOT = Path(storage_service.__file__).parent
 ROOMS = {
     "events": ["repository", "service"],
     "guard": ["repository", "service"],
+    "jobs": ["repository", "service", "wire"],
     "keys": ["idempotent", "repository"],
     "memory": ["repository", "service"],
     "records": ["lineage", "pages", "repository", "service"],

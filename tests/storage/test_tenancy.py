@@ -37,6 +37,12 @@ READS: dict[str, Build] = {
     "GetCompressionCache": lambda sp, s: storage_pb2.GetCompressionCacheRequest(
         space_id=sp, session_id=s
     ),
+    "GetSession with progress": lambda sp, s: storage_pb2.GetSessionRequest(
+        space_id=sp, session_id=s, progress=True
+    ),
+    "ClaimJob": lambda sp, s: storage_pb2.ClaimJobRequest(
+        space_id=sp, session_id=s, kind=common_pb2.JOB_KIND_CONSOLIDATE, ttl_s=5
+    ),
 }
 WRITES: dict[str, Build] = {
     "PutSession": lambda sp, s: storage_pb2.PutSessionRequest(
@@ -66,6 +72,9 @@ WRITES: dict[str, Build] = {
     ),
     "RenewTurn": lambda sp, s: storage_pb2.RenewTurnRequest(
         space_id=sp, session_id=s, token=str(uuid.uuid4()), ttl_s=5
+    ),
+    "RenewJob": lambda sp, s: storage_pb2.RenewJobRequest(
+        space_id=sp, session_id=s, kind=common_pb2.JOB_KIND_FOLD, token=str(uuid.uuid4()), ttl_s=5
     ),
     "Transact": lambda sp, s: storage_pb2.TransactRequest(
         space_id=sp,

@@ -58,7 +58,7 @@ class ToolResult(_message.Message):
     def __init__(self, tool_call_id: _Optional[str] = ..., content: _Optional[str] = ..., is_error: _Optional[bool] = ...) -> None: ...
 
 class SessionView(_message.Message):
-    __slots__ = ("node", "turn_count", "created_at", "updated_at", "last_active_at", "config", "system_prompt", "memory", "insight")
+    __slots__ = ("node", "turn_count", "created_at", "updated_at", "last_active_at", "config", "system_prompt", "memory", "insight", "progress")
     NODE_FIELD_NUMBER: _ClassVar[int]
     TURN_COUNT_FIELD_NUMBER: _ClassVar[int]
     CREATED_AT_FIELD_NUMBER: _ClassVar[int]
@@ -68,6 +68,7 @@ class SessionView(_message.Message):
     SYSTEM_PROMPT_FIELD_NUMBER: _ClassVar[int]
     MEMORY_FIELD_NUMBER: _ClassVar[int]
     INSIGHT_FIELD_NUMBER: _ClassVar[int]
+    PROGRESS_FIELD_NUMBER: _ClassVar[int]
     node: _common_pb2.TopologyNode
     turn_count: int
     created_at: _timestamp_pb2.Timestamp
@@ -77,7 +78,8 @@ class SessionView(_message.Message):
     system_prompt: str
     memory: str
     insight: str
-    def __init__(self, node: _Optional[_Union[_common_pb2.TopologyNode, _Mapping]] = ..., turn_count: _Optional[int] = ..., created_at: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., updated_at: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., last_active_at: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., config: _Optional[_Union[_common_pb2.SessionConfig, _Mapping]] = ..., system_prompt: _Optional[str] = ..., memory: _Optional[str] = ..., insight: _Optional[str] = ...) -> None: ...
+    progress: _common_pb2.HistoryProgress
+    def __init__(self, node: _Optional[_Union[_common_pb2.TopologyNode, _Mapping]] = ..., turn_count: _Optional[int] = ..., created_at: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., updated_at: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., last_active_at: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., config: _Optional[_Union[_common_pb2.SessionConfig, _Mapping]] = ..., system_prompt: _Optional[str] = ..., memory: _Optional[str] = ..., insight: _Optional[str] = ..., progress: _Optional[_Union[_common_pb2.HistoryProgress, _Mapping]] = ...) -> None: ...
 
 class ProfileInfo(_message.Message):
     __slots__ = ("name", "system_prompt", "system_prompt_mode", "context", "prompt", "skills", "variables", "compressor_prompt", "consolidator_prompt")
@@ -264,10 +266,18 @@ class ConsolidateRequest(_message.Message):
     def __init__(self, space_id: _Optional[str] = ..., session_id: _Optional[str] = ...) -> None: ...
 
 class ConsolidateResponse(_message.Message):
-    __slots__ = ("memory",)
+    __slots__ = ("memory", "status", "covered_until_seq", "last_seq", "model_calls")
     MEMORY_FIELD_NUMBER: _ClassVar[int]
+    STATUS_FIELD_NUMBER: _ClassVar[int]
+    COVERED_UNTIL_SEQ_FIELD_NUMBER: _ClassVar[int]
+    LAST_SEQ_FIELD_NUMBER: _ClassVar[int]
+    MODEL_CALLS_FIELD_NUMBER: _ClassVar[int]
     memory: str
-    def __init__(self, memory: _Optional[str] = ...) -> None: ...
+    status: _common_pb2.JobStatus
+    covered_until_seq: int
+    last_seq: int
+    model_calls: int
+    def __init__(self, memory: _Optional[str] = ..., status: _Optional[_Union[_common_pb2.JobStatus, str]] = ..., covered_until_seq: _Optional[int] = ..., last_seq: _Optional[int] = ..., model_calls: _Optional[int] = ...) -> None: ...
 
 class ListSessionDigestsRequest(_message.Message):
     __slots__ = ("space_id", "status", "page_size", "page_token")

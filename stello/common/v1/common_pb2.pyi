@@ -52,6 +52,21 @@ class EventKind(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
     EVENT_KIND_REF_REMOVED: _ClassVar[EventKind]
     EVENT_KIND_SHARED_MEMORY_UPSERTED: _ClassVar[EventKind]
     EVENT_KIND_SHARED_MEMORY_REMOVED: _ClassVar[EventKind]
+
+class JobKind(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
+    __slots__ = ()
+    JOB_KIND_UNSPECIFIED: _ClassVar[JobKind]
+    JOB_KIND_CONSOLIDATE: _ClassVar[JobKind]
+    JOB_KIND_FOLD: _ClassVar[JobKind]
+
+class JobStatus(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
+    __slots__ = ()
+    JOB_STATUS_UNSPECIFIED: _ClassVar[JobStatus]
+    JOB_STATUS_RUNNING: _ClassVar[JobStatus]
+    JOB_STATUS_DONE: _ClassVar[JobStatus]
+    JOB_STATUS_BUDGET_SPENT: _ClassVar[JobStatus]
+    JOB_STATUS_STOPPED: _ClassVar[JobStatus]
+    JOB_STATUS_FAILED: _ClassVar[JobStatus]
 SESSION_STATUS_UNSPECIFIED: SessionStatus
 SESSION_STATUS_ACTIVE: SessionStatus
 SESSION_STATUS_ARCHIVED: SessionStatus
@@ -82,6 +97,15 @@ EVENT_KIND_REF_ADDED: EventKind
 EVENT_KIND_REF_REMOVED: EventKind
 EVENT_KIND_SHARED_MEMORY_UPSERTED: EventKind
 EVENT_KIND_SHARED_MEMORY_REMOVED: EventKind
+JOB_KIND_UNSPECIFIED: JobKind
+JOB_KIND_CONSOLIDATE: JobKind
+JOB_KIND_FOLD: JobKind
+JOB_STATUS_UNSPECIFIED: JobStatus
+JOB_STATUS_RUNNING: JobStatus
+JOB_STATUS_DONE: JobStatus
+JOB_STATUS_BUDGET_SPENT: JobStatus
+JOB_STATUS_STOPPED: JobStatus
+JOB_STATUS_FAILED: JobStatus
 
 class SessionMeta(_message.Message):
     __slots__ = ("id", "label", "status", "turn_count", "created_at", "updated_at", "last_active_at")
@@ -240,7 +264,7 @@ class SessionDigest(_message.Message):
     def __init__(self, id: _Optional[str] = ..., parent_id: _Optional[str] = ..., label: _Optional[str] = ..., status: _Optional[_Union[SessionStatus, str]] = ..., turn_count: _Optional[int] = ..., memory: _Optional[str] = ..., insight: _Optional[str] = ...) -> None: ...
 
 class SpaceEvent(_message.Message):
-    __slots__ = ("cursor", "kind", "session_id", "other_session_id", "first_seq", "last_seq", "session_ids", "committed_at", "slug")
+    __slots__ = ("cursor", "kind", "session_id", "other_session_id", "first_seq", "last_seq", "session_ids", "committed_at", "slug", "entry_id")
     CURSOR_FIELD_NUMBER: _ClassVar[int]
     KIND_FIELD_NUMBER: _ClassVar[int]
     SESSION_ID_FIELD_NUMBER: _ClassVar[int]
@@ -250,6 +274,7 @@ class SpaceEvent(_message.Message):
     SESSION_IDS_FIELD_NUMBER: _ClassVar[int]
     COMMITTED_AT_FIELD_NUMBER: _ClassVar[int]
     SLUG_FIELD_NUMBER: _ClassVar[int]
+    ENTRY_ID_FIELD_NUMBER: _ClassVar[int]
     cursor: str
     kind: EventKind
     session_id: str
@@ -259,18 +284,59 @@ class SpaceEvent(_message.Message):
     session_ids: _containers.RepeatedScalarFieldContainer[str]
     committed_at: _timestamp_pb2.Timestamp
     slug: str
-    def __init__(self, cursor: _Optional[str] = ..., kind: _Optional[_Union[EventKind, str]] = ..., session_id: _Optional[str] = ..., other_session_id: _Optional[str] = ..., first_seq: _Optional[int] = ..., last_seq: _Optional[int] = ..., session_ids: _Optional[_Iterable[str]] = ..., committed_at: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., slug: _Optional[str] = ...) -> None: ...
+    entry_id: str
+    def __init__(self, cursor: _Optional[str] = ..., kind: _Optional[_Union[EventKind, str]] = ..., session_id: _Optional[str] = ..., other_session_id: _Optional[str] = ..., first_seq: _Optional[int] = ..., last_seq: _Optional[int] = ..., session_ids: _Optional[_Iterable[str]] = ..., committed_at: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., slug: _Optional[str] = ..., entry_id: _Optional[str] = ...) -> None: ...
 
 class SharedMemoryEntry(_message.Message):
-    __slots__ = ("slug", "summary", "body", "created_at", "updated_at")
+    __slots__ = ("slug", "summary", "body", "created_at", "updated_at", "entry_id")
     SLUG_FIELD_NUMBER: _ClassVar[int]
     SUMMARY_FIELD_NUMBER: _ClassVar[int]
     BODY_FIELD_NUMBER: _ClassVar[int]
     CREATED_AT_FIELD_NUMBER: _ClassVar[int]
     UPDATED_AT_FIELD_NUMBER: _ClassVar[int]
+    ENTRY_ID_FIELD_NUMBER: _ClassVar[int]
     slug: str
     summary: str
     body: str
     created_at: _timestamp_pb2.Timestamp
     updated_at: _timestamp_pb2.Timestamp
-    def __init__(self, slug: _Optional[str] = ..., summary: _Optional[str] = ..., body: _Optional[str] = ..., created_at: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., updated_at: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ...) -> None: ...
+    entry_id: str
+    def __init__(self, slug: _Optional[str] = ..., summary: _Optional[str] = ..., body: _Optional[str] = ..., created_at: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., updated_at: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., entry_id: _Optional[str] = ...) -> None: ...
+
+class BackgroundJob(_message.Message):
+    __slots__ = ("kind", "status", "covered_until_seq", "model_calls", "tokens", "runs", "claimed", "updated_at")
+    KIND_FIELD_NUMBER: _ClassVar[int]
+    STATUS_FIELD_NUMBER: _ClassVar[int]
+    COVERED_UNTIL_SEQ_FIELD_NUMBER: _ClassVar[int]
+    MODEL_CALLS_FIELD_NUMBER: _ClassVar[int]
+    TOKENS_FIELD_NUMBER: _ClassVar[int]
+    RUNS_FIELD_NUMBER: _ClassVar[int]
+    CLAIMED_FIELD_NUMBER: _ClassVar[int]
+    UPDATED_AT_FIELD_NUMBER: _ClassVar[int]
+    kind: JobKind
+    status: JobStatus
+    covered_until_seq: int
+    model_calls: int
+    tokens: int
+    runs: int
+    claimed: bool
+    updated_at: _timestamp_pb2.Timestamp
+    def __init__(self, kind: _Optional[_Union[JobKind, str]] = ..., status: _Optional[_Union[JobStatus, str]] = ..., covered_until_seq: _Optional[int] = ..., model_calls: _Optional[int] = ..., tokens: _Optional[int] = ..., runs: _Optional[int] = ..., claimed: _Optional[bool] = ..., updated_at: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ...) -> None: ...
+
+class HistoryProgress(_message.Message):
+    __slots__ = ("last_seq", "summary_covered_until_seq", "summary_lossy", "complete_summary_covered_until_seq", "memory_covered_until_seq", "memory_version", "jobs")
+    LAST_SEQ_FIELD_NUMBER: _ClassVar[int]
+    SUMMARY_COVERED_UNTIL_SEQ_FIELD_NUMBER: _ClassVar[int]
+    SUMMARY_LOSSY_FIELD_NUMBER: _ClassVar[int]
+    COMPLETE_SUMMARY_COVERED_UNTIL_SEQ_FIELD_NUMBER: _ClassVar[int]
+    MEMORY_COVERED_UNTIL_SEQ_FIELD_NUMBER: _ClassVar[int]
+    MEMORY_VERSION_FIELD_NUMBER: _ClassVar[int]
+    JOBS_FIELD_NUMBER: _ClassVar[int]
+    last_seq: int
+    summary_covered_until_seq: int
+    summary_lossy: bool
+    complete_summary_covered_until_seq: int
+    memory_covered_until_seq: int
+    memory_version: int
+    jobs: _containers.RepeatedCompositeFieldContainer[BackgroundJob]
+    def __init__(self, last_seq: _Optional[int] = ..., summary_covered_until_seq: _Optional[int] = ..., summary_lossy: _Optional[bool] = ..., complete_summary_covered_until_seq: _Optional[int] = ..., memory_covered_until_seq: _Optional[int] = ..., memory_version: _Optional[int] = ..., jobs: _Optional[_Iterable[_Union[BackgroundJob, _Mapping]]] = ...) -> None: ...

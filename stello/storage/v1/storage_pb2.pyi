@@ -23,22 +23,26 @@ SLOT_KIND_MEMORY: SlotKind
 SLOT_KIND_INSIGHT: SlotKind
 
 class GetSessionRequest(_message.Message):
-    __slots__ = ("space_id", "session_id", "slots")
+    __slots__ = ("space_id", "session_id", "slots", "progress")
     SPACE_ID_FIELD_NUMBER: _ClassVar[int]
     SESSION_ID_FIELD_NUMBER: _ClassVar[int]
     SLOTS_FIELD_NUMBER: _ClassVar[int]
+    PROGRESS_FIELD_NUMBER: _ClassVar[int]
     space_id: str
     session_id: str
     slots: _containers.RepeatedScalarFieldContainer[SlotKind]
-    def __init__(self, space_id: _Optional[str] = ..., session_id: _Optional[str] = ..., slots: _Optional[_Iterable[_Union[SlotKind, str]]] = ...) -> None: ...
+    progress: bool
+    def __init__(self, space_id: _Optional[str] = ..., session_id: _Optional[str] = ..., slots: _Optional[_Iterable[_Union[SlotKind, str]]] = ..., progress: _Optional[bool] = ...) -> None: ...
 
 class GetSessionResponse(_message.Message):
-    __slots__ = ("session", "slots")
+    __slots__ = ("session", "slots", "progress")
     SESSION_FIELD_NUMBER: _ClassVar[int]
     SLOTS_FIELD_NUMBER: _ClassVar[int]
+    PROGRESS_FIELD_NUMBER: _ClassVar[int]
     session: _common_pb2.SessionMeta
     slots: SessionSlots
-    def __init__(self, session: _Optional[_Union[_common_pb2.SessionMeta, _Mapping]] = ..., slots: _Optional[_Union[SessionSlots, _Mapping]] = ...) -> None: ...
+    progress: _common_pb2.HistoryProgress
+    def __init__(self, session: _Optional[_Union[_common_pb2.SessionMeta, _Mapping]] = ..., slots: _Optional[_Union[SessionSlots, _Mapping]] = ..., progress: _Optional[_Union[_common_pb2.HistoryProgress, _Mapping]] = ...) -> None: ...
 
 class PutSessionRequest(_message.Message):
     __slots__ = ("space_id", "session")
@@ -229,12 +233,14 @@ class GetMemoryRequest(_message.Message):
     def __init__(self, space_id: _Optional[str] = ..., session_id: _Optional[str] = ...) -> None: ...
 
 class GetMemoryResponse(_message.Message):
-    __slots__ = ("content", "covered_until_seq")
+    __slots__ = ("content", "covered_until_seq", "version")
     CONTENT_FIELD_NUMBER: _ClassVar[int]
     COVERED_UNTIL_SEQ_FIELD_NUMBER: _ClassVar[int]
+    VERSION_FIELD_NUMBER: _ClassVar[int]
     content: str
     covered_until_seq: int
-    def __init__(self, content: _Optional[str] = ..., covered_until_seq: _Optional[int] = ...) -> None: ...
+    version: int
+    def __init__(self, content: _Optional[str] = ..., covered_until_seq: _Optional[int] = ..., version: _Optional[int] = ...) -> None: ...
 
 class PutMemoryRequest(_message.Message):
     __slots__ = ("space_id", "session_id", "content", "covered_until_seq")
@@ -373,6 +379,52 @@ class CompressionCache(_message.Message):
     covered_until_seq: int
     lossy: bool
     def __init__(self, summary: _Optional[str] = ..., covered_until_seq: _Optional[int] = ..., lossy: _Optional[bool] = ...) -> None: ...
+
+class ClaimJobRequest(_message.Message):
+    __slots__ = ("space_id", "session_id", "kind", "ttl_s")
+    SPACE_ID_FIELD_NUMBER: _ClassVar[int]
+    SESSION_ID_FIELD_NUMBER: _ClassVar[int]
+    KIND_FIELD_NUMBER: _ClassVar[int]
+    TTL_S_FIELD_NUMBER: _ClassVar[int]
+    space_id: str
+    session_id: str
+    kind: _common_pb2.JobKind
+    ttl_s: int
+    def __init__(self, space_id: _Optional[str] = ..., session_id: _Optional[str] = ..., kind: _Optional[_Union[_common_pb2.JobKind, str]] = ..., ttl_s: _Optional[int] = ...) -> None: ...
+
+class ClaimJobResponse(_message.Message):
+    __slots__ = ("granted", "token", "expires_at", "job")
+    GRANTED_FIELD_NUMBER: _ClassVar[int]
+    TOKEN_FIELD_NUMBER: _ClassVar[int]
+    EXPIRES_AT_FIELD_NUMBER: _ClassVar[int]
+    JOB_FIELD_NUMBER: _ClassVar[int]
+    granted: bool
+    token: str
+    expires_at: _timestamp_pb2.Timestamp
+    job: _common_pb2.BackgroundJob
+    def __init__(self, granted: _Optional[bool] = ..., token: _Optional[str] = ..., expires_at: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., job: _Optional[_Union[_common_pb2.BackgroundJob, _Mapping]] = ...) -> None: ...
+
+class RenewJobRequest(_message.Message):
+    __slots__ = ("space_id", "session_id", "kind", "token", "ttl_s")
+    SPACE_ID_FIELD_NUMBER: _ClassVar[int]
+    SESSION_ID_FIELD_NUMBER: _ClassVar[int]
+    KIND_FIELD_NUMBER: _ClassVar[int]
+    TOKEN_FIELD_NUMBER: _ClassVar[int]
+    TTL_S_FIELD_NUMBER: _ClassVar[int]
+    space_id: str
+    session_id: str
+    kind: _common_pb2.JobKind
+    token: str
+    ttl_s: int
+    def __init__(self, space_id: _Optional[str] = ..., session_id: _Optional[str] = ..., kind: _Optional[_Union[_common_pb2.JobKind, str]] = ..., token: _Optional[str] = ..., ttl_s: _Optional[int] = ...) -> None: ...
+
+class RenewJobResponse(_message.Message):
+    __slots__ = ("renewed", "expires_at")
+    RENEWED_FIELD_NUMBER: _ClassVar[int]
+    EXPIRES_AT_FIELD_NUMBER: _ClassVar[int]
+    renewed: bool
+    expires_at: _timestamp_pb2.Timestamp
+    def __init__(self, renewed: _Optional[bool] = ..., expires_at: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ...) -> None: ...
 
 class GetCompressionCacheRequest(_message.Message):
     __slots__ = ("space_id", "session_id", "at_or_below_seq", "complete_only")
@@ -591,7 +643,7 @@ class GetRememberedResultResponse(_message.Message):
     def __init__(self, found: _Optional[bool] = ..., request_hash: _Optional[bytes] = ..., response: _Optional[bytes] = ...) -> None: ...
 
 class Precondition(_message.Message):
-    __slots__ = ("session_last_seq", "insight_unchanged", "turn_lease")
+    __slots__ = ("session_last_seq", "insight_unchanged", "turn_lease", "background_job", "memory_version")
     class SessionLastSeqCheck(_message.Message):
         __slots__ = ("session_id", "expected")
         SESSION_ID_FIELD_NUMBER: _ClassVar[int]
@@ -613,16 +665,36 @@ class Precondition(_message.Message):
         session_id: str
         token: str
         def __init__(self, session_id: _Optional[str] = ..., token: _Optional[str] = ...) -> None: ...
+    class BackgroundJobCheck(_message.Message):
+        __slots__ = ("session_id", "kind", "token")
+        SESSION_ID_FIELD_NUMBER: _ClassVar[int]
+        KIND_FIELD_NUMBER: _ClassVar[int]
+        TOKEN_FIELD_NUMBER: _ClassVar[int]
+        session_id: str
+        kind: _common_pb2.JobKind
+        token: str
+        def __init__(self, session_id: _Optional[str] = ..., kind: _Optional[_Union[_common_pb2.JobKind, str]] = ..., token: _Optional[str] = ...) -> None: ...
+    class MemoryVersionCheck(_message.Message):
+        __slots__ = ("session_id", "expected")
+        SESSION_ID_FIELD_NUMBER: _ClassVar[int]
+        EXPECTED_FIELD_NUMBER: _ClassVar[int]
+        session_id: str
+        expected: int
+        def __init__(self, session_id: _Optional[str] = ..., expected: _Optional[int] = ...) -> None: ...
     SESSION_LAST_SEQ_FIELD_NUMBER: _ClassVar[int]
     INSIGHT_UNCHANGED_FIELD_NUMBER: _ClassVar[int]
     TURN_LEASE_FIELD_NUMBER: _ClassVar[int]
+    BACKGROUND_JOB_FIELD_NUMBER: _ClassVar[int]
+    MEMORY_VERSION_FIELD_NUMBER: _ClassVar[int]
     session_last_seq: Precondition.SessionLastSeqCheck
     insight_unchanged: Precondition.InsightUnchangedCheck
     turn_lease: Precondition.TurnLeaseCheck
-    def __init__(self, session_last_seq: _Optional[_Union[Precondition.SessionLastSeqCheck, _Mapping]] = ..., insight_unchanged: _Optional[_Union[Precondition.InsightUnchangedCheck, _Mapping]] = ..., turn_lease: _Optional[_Union[Precondition.TurnLeaseCheck, _Mapping]] = ...) -> None: ...
+    background_job: Precondition.BackgroundJobCheck
+    memory_version: Precondition.MemoryVersionCheck
+    def __init__(self, session_last_seq: _Optional[_Union[Precondition.SessionLastSeqCheck, _Mapping]] = ..., insight_unchanged: _Optional[_Union[Precondition.InsightUnchangedCheck, _Mapping]] = ..., turn_lease: _Optional[_Union[Precondition.TurnLeaseCheck, _Mapping]] = ..., background_job: _Optional[_Union[Precondition.BackgroundJobCheck, _Mapping]] = ..., memory_version: _Optional[_Union[Precondition.MemoryVersionCheck, _Mapping]] = ...) -> None: ...
 
 class Operation(_message.Message):
-    __slots__ = ("append_records", "put_session", "put_system_prompt", "put_insight", "clear_insight", "put_memory", "put_compression_cache", "trim_records", "bump_turn", "release_turn", "remember_result", "inherit_records", "copy_system_prompt")
+    __slots__ = ("append_records", "put_session", "put_system_prompt", "put_insight", "clear_insight", "put_memory", "put_compression_cache", "trim_records", "bump_turn", "release_turn", "remember_result", "inherit_records", "copy_system_prompt", "update_job")
     class AppendRecordsOp(_message.Message):
         __slots__ = ("session_id", "records")
         SESSION_ID_FIELD_NUMBER: _ClassVar[int]
@@ -655,19 +727,23 @@ class Operation(_message.Message):
         session_id: str
         def __init__(self, session_id: _Optional[str] = ...) -> None: ...
     class PutMemoryOp(_message.Message):
-        __slots__ = ("session_id", "content")
+        __slots__ = ("session_id", "content", "covered_until_seq")
         SESSION_ID_FIELD_NUMBER: _ClassVar[int]
         CONTENT_FIELD_NUMBER: _ClassVar[int]
+        COVERED_UNTIL_SEQ_FIELD_NUMBER: _ClassVar[int]
         session_id: str
         content: str
-        def __init__(self, session_id: _Optional[str] = ..., content: _Optional[str] = ...) -> None: ...
+        covered_until_seq: int
+        def __init__(self, session_id: _Optional[str] = ..., content: _Optional[str] = ..., covered_until_seq: _Optional[int] = ...) -> None: ...
     class PutCompressionCacheOp(_message.Message):
-        __slots__ = ("session_id", "cache")
+        __slots__ = ("session_id", "cache", "keep_newer")
         SESSION_ID_FIELD_NUMBER: _ClassVar[int]
         CACHE_FIELD_NUMBER: _ClassVar[int]
+        KEEP_NEWER_FIELD_NUMBER: _ClassVar[int]
         session_id: str
         cache: CompressionCache
-        def __init__(self, session_id: _Optional[str] = ..., cache: _Optional[_Union[CompressionCache, _Mapping]] = ...) -> None: ...
+        keep_newer: bool
+        def __init__(self, session_id: _Optional[str] = ..., cache: _Optional[_Union[CompressionCache, _Mapping]] = ..., keep_newer: _Optional[bool] = ...) -> None: ...
     class TrimRecordsOp(_message.Message):
         __slots__ = ("session_id", "keep_recent")
         SESSION_ID_FIELD_NUMBER: _ClassVar[int]
@@ -692,18 +768,20 @@ class Operation(_message.Message):
         token: str
         def __init__(self, session_id: _Optional[str] = ..., token: _Optional[str] = ...) -> None: ...
     class RememberResultOp(_message.Message):
-        __slots__ = ("scope", "request_id", "request_hash", "response", "require_new")
+        __slots__ = ("scope", "request_id", "request_hash", "response", "require_new", "session_ids")
         SCOPE_FIELD_NUMBER: _ClassVar[int]
         REQUEST_ID_FIELD_NUMBER: _ClassVar[int]
         REQUEST_HASH_FIELD_NUMBER: _ClassVar[int]
         RESPONSE_FIELD_NUMBER: _ClassVar[int]
         REQUIRE_NEW_FIELD_NUMBER: _ClassVar[int]
+        SESSION_IDS_FIELD_NUMBER: _ClassVar[int]
         scope: str
         request_id: str
         request_hash: bytes
         response: bytes
         require_new: bool
-        def __init__(self, scope: _Optional[str] = ..., request_id: _Optional[str] = ..., request_hash: _Optional[bytes] = ..., response: _Optional[bytes] = ..., require_new: _Optional[bool] = ...) -> None: ...
+        session_ids: _containers.RepeatedScalarFieldContainer[str]
+        def __init__(self, scope: _Optional[str] = ..., request_id: _Optional[str] = ..., request_hash: _Optional[bytes] = ..., response: _Optional[bytes] = ..., require_new: _Optional[bool] = ..., session_ids: _Optional[_Iterable[str]] = ...) -> None: ...
     class InheritRecordsOp(_message.Message):
         __slots__ = ("session_id", "source_id", "until_seq")
         SESSION_ID_FIELD_NUMBER: _ClassVar[int]
@@ -720,6 +798,25 @@ class Operation(_message.Message):
         session_id: str
         source_id: str
         def __init__(self, session_id: _Optional[str] = ..., source_id: _Optional[str] = ...) -> None: ...
+    class UpdateJobOp(_message.Message):
+        __slots__ = ("session_id", "kind", "token", "covered_until_seq", "model_calls", "tokens", "release", "status")
+        SESSION_ID_FIELD_NUMBER: _ClassVar[int]
+        KIND_FIELD_NUMBER: _ClassVar[int]
+        TOKEN_FIELD_NUMBER: _ClassVar[int]
+        COVERED_UNTIL_SEQ_FIELD_NUMBER: _ClassVar[int]
+        MODEL_CALLS_FIELD_NUMBER: _ClassVar[int]
+        TOKENS_FIELD_NUMBER: _ClassVar[int]
+        RELEASE_FIELD_NUMBER: _ClassVar[int]
+        STATUS_FIELD_NUMBER: _ClassVar[int]
+        session_id: str
+        kind: _common_pb2.JobKind
+        token: str
+        covered_until_seq: int
+        model_calls: int
+        tokens: int
+        release: bool
+        status: _common_pb2.JobStatus
+        def __init__(self, session_id: _Optional[str] = ..., kind: _Optional[_Union[_common_pb2.JobKind, str]] = ..., token: _Optional[str] = ..., covered_until_seq: _Optional[int] = ..., model_calls: _Optional[int] = ..., tokens: _Optional[int] = ..., release: _Optional[bool] = ..., status: _Optional[_Union[_common_pb2.JobStatus, str]] = ...) -> None: ...
     APPEND_RECORDS_FIELD_NUMBER: _ClassVar[int]
     PUT_SESSION_FIELD_NUMBER: _ClassVar[int]
     PUT_SYSTEM_PROMPT_FIELD_NUMBER: _ClassVar[int]
@@ -733,6 +830,7 @@ class Operation(_message.Message):
     REMEMBER_RESULT_FIELD_NUMBER: _ClassVar[int]
     INHERIT_RECORDS_FIELD_NUMBER: _ClassVar[int]
     COPY_SYSTEM_PROMPT_FIELD_NUMBER: _ClassVar[int]
+    UPDATE_JOB_FIELD_NUMBER: _ClassVar[int]
     append_records: Operation.AppendRecordsOp
     put_session: Operation.PutSessionOp
     put_system_prompt: Operation.PutSystemPromptOp
@@ -746,10 +844,11 @@ class Operation(_message.Message):
     remember_result: Operation.RememberResultOp
     inherit_records: Operation.InheritRecordsOp
     copy_system_prompt: Operation.CopySystemPromptOp
-    def __init__(self, append_records: _Optional[_Union[Operation.AppendRecordsOp, _Mapping]] = ..., put_session: _Optional[_Union[Operation.PutSessionOp, _Mapping]] = ..., put_system_prompt: _Optional[_Union[Operation.PutSystemPromptOp, _Mapping]] = ..., put_insight: _Optional[_Union[Operation.PutInsightOp, _Mapping]] = ..., clear_insight: _Optional[_Union[Operation.ClearInsightOp, _Mapping]] = ..., put_memory: _Optional[_Union[Operation.PutMemoryOp, _Mapping]] = ..., put_compression_cache: _Optional[_Union[Operation.PutCompressionCacheOp, _Mapping]] = ..., trim_records: _Optional[_Union[Operation.TrimRecordsOp, _Mapping]] = ..., bump_turn: _Optional[_Union[Operation.BumpTurnOp, _Mapping]] = ..., release_turn: _Optional[_Union[Operation.ReleaseTurnOp, _Mapping]] = ..., remember_result: _Optional[_Union[Operation.RememberResultOp, _Mapping]] = ..., inherit_records: _Optional[_Union[Operation.InheritRecordsOp, _Mapping]] = ..., copy_system_prompt: _Optional[_Union[Operation.CopySystemPromptOp, _Mapping]] = ...) -> None: ...
+    update_job: Operation.UpdateJobOp
+    def __init__(self, append_records: _Optional[_Union[Operation.AppendRecordsOp, _Mapping]] = ..., put_session: _Optional[_Union[Operation.PutSessionOp, _Mapping]] = ..., put_system_prompt: _Optional[_Union[Operation.PutSystemPromptOp, _Mapping]] = ..., put_insight: _Optional[_Union[Operation.PutInsightOp, _Mapping]] = ..., clear_insight: _Optional[_Union[Operation.ClearInsightOp, _Mapping]] = ..., put_memory: _Optional[_Union[Operation.PutMemoryOp, _Mapping]] = ..., put_compression_cache: _Optional[_Union[Operation.PutCompressionCacheOp, _Mapping]] = ..., trim_records: _Optional[_Union[Operation.TrimRecordsOp, _Mapping]] = ..., bump_turn: _Optional[_Union[Operation.BumpTurnOp, _Mapping]] = ..., release_turn: _Optional[_Union[Operation.ReleaseTurnOp, _Mapping]] = ..., remember_result: _Optional[_Union[Operation.RememberResultOp, _Mapping]] = ..., inherit_records: _Optional[_Union[Operation.InheritRecordsOp, _Mapping]] = ..., copy_system_prompt: _Optional[_Union[Operation.CopySystemPromptOp, _Mapping]] = ..., update_job: _Optional[_Union[Operation.UpdateJobOp, _Mapping]] = ...) -> None: ...
 
 class OperationResult(_message.Message):
-    __slots__ = ("append_records", "put_session", "put_system_prompt", "put_insight", "clear_insight", "put_memory", "put_compression_cache", "trim_records", "bump_turn", "release_turn", "remember_result", "inherit_records", "copy_system_prompt")
+    __slots__ = ("append_records", "put_session", "put_system_prompt", "put_insight", "clear_insight", "put_memory", "put_compression_cache", "trim_records", "bump_turn", "release_turn", "remember_result", "inherit_records", "copy_system_prompt", "update_job")
     class AppendRecordsResult(_message.Message):
         __slots__ = ("records",)
         RECORDS_FIELD_NUMBER: _ClassVar[int]
@@ -803,6 +902,11 @@ class OperationResult(_message.Message):
         COPIED_FIELD_NUMBER: _ClassVar[int]
         copied: bool
         def __init__(self, copied: _Optional[bool] = ...) -> None: ...
+    class UpdateJobResult(_message.Message):
+        __slots__ = ("updated",)
+        UPDATED_FIELD_NUMBER: _ClassVar[int]
+        updated: bool
+        def __init__(self, updated: _Optional[bool] = ...) -> None: ...
     APPEND_RECORDS_FIELD_NUMBER: _ClassVar[int]
     PUT_SESSION_FIELD_NUMBER: _ClassVar[int]
     PUT_SYSTEM_PROMPT_FIELD_NUMBER: _ClassVar[int]
@@ -816,6 +920,7 @@ class OperationResult(_message.Message):
     REMEMBER_RESULT_FIELD_NUMBER: _ClassVar[int]
     INHERIT_RECORDS_FIELD_NUMBER: _ClassVar[int]
     COPY_SYSTEM_PROMPT_FIELD_NUMBER: _ClassVar[int]
+    UPDATE_JOB_FIELD_NUMBER: _ClassVar[int]
     append_records: OperationResult.AppendRecordsResult
     put_session: OperationResult.PutSessionResult
     put_system_prompt: OperationResult.PutSystemPromptResult
@@ -829,7 +934,8 @@ class OperationResult(_message.Message):
     remember_result: OperationResult.RememberResultResult
     inherit_records: OperationResult.InheritRecordsResult
     copy_system_prompt: OperationResult.CopySystemPromptResult
-    def __init__(self, append_records: _Optional[_Union[OperationResult.AppendRecordsResult, _Mapping]] = ..., put_session: _Optional[_Union[OperationResult.PutSessionResult, _Mapping]] = ..., put_system_prompt: _Optional[_Union[OperationResult.PutSystemPromptResult, _Mapping]] = ..., put_insight: _Optional[_Union[OperationResult.PutInsightResult, _Mapping]] = ..., clear_insight: _Optional[_Union[OperationResult.ClearInsightResult, _Mapping]] = ..., put_memory: _Optional[_Union[OperationResult.PutMemoryResult, _Mapping]] = ..., put_compression_cache: _Optional[_Union[OperationResult.PutCompressionCacheResult, _Mapping]] = ..., trim_records: _Optional[_Union[OperationResult.TrimRecordsResult, _Mapping]] = ..., bump_turn: _Optional[_Union[OperationResult.BumpTurnResult, _Mapping]] = ..., release_turn: _Optional[_Union[OperationResult.ReleaseTurnResult, _Mapping]] = ..., remember_result: _Optional[_Union[OperationResult.RememberResultResult, _Mapping]] = ..., inherit_records: _Optional[_Union[OperationResult.InheritRecordsResult, _Mapping]] = ..., copy_system_prompt: _Optional[_Union[OperationResult.CopySystemPromptResult, _Mapping]] = ...) -> None: ...
+    update_job: OperationResult.UpdateJobResult
+    def __init__(self, append_records: _Optional[_Union[OperationResult.AppendRecordsResult, _Mapping]] = ..., put_session: _Optional[_Union[OperationResult.PutSessionResult, _Mapping]] = ..., put_system_prompt: _Optional[_Union[OperationResult.PutSystemPromptResult, _Mapping]] = ..., put_insight: _Optional[_Union[OperationResult.PutInsightResult, _Mapping]] = ..., clear_insight: _Optional[_Union[OperationResult.ClearInsightResult, _Mapping]] = ..., put_memory: _Optional[_Union[OperationResult.PutMemoryResult, _Mapping]] = ..., put_compression_cache: _Optional[_Union[OperationResult.PutCompressionCacheResult, _Mapping]] = ..., trim_records: _Optional[_Union[OperationResult.TrimRecordsResult, _Mapping]] = ..., bump_turn: _Optional[_Union[OperationResult.BumpTurnResult, _Mapping]] = ..., release_turn: _Optional[_Union[OperationResult.ReleaseTurnResult, _Mapping]] = ..., remember_result: _Optional[_Union[OperationResult.RememberResultResult, _Mapping]] = ..., inherit_records: _Optional[_Union[OperationResult.InheritRecordsResult, _Mapping]] = ..., copy_system_prompt: _Optional[_Union[OperationResult.CopySystemPromptResult, _Mapping]] = ..., update_job: _Optional[_Union[OperationResult.UpdateJobResult, _Mapping]] = ...) -> None: ...
 
 class ReadEventsRequest(_message.Message):
     __slots__ = ("space_id", "after_position", "limit")

@@ -53,10 +53,14 @@ class SessionStorageStub:
     per (space, RPC, request_id) with a hash of the request and the
     response. The same id with the same request answers the first response
     again and does nothing new (even when the call would now fail: a
-    precondition its first call changed, a session deleted since); the same
-    id with a different request is ALREADY_EXISTS, ErrorInfo reason
-    `REQUEST_ID_REUSED`. Only successful calls are remembered: a call that
-    failed may be retried with the same id.
+    precondition its first call changed); the same id with a different
+    request is ALREADY_EXISTS, ErrorInfo reason `REQUEST_ID_REUSED`. Only
+    successful calls are remembered: a call that failed may be retried with
+    the same id. A response holds data of the sessions the call wrote (an
+    AppendRecords its session, a Transact every session its operations
+    name): erasing one of them (DeleteSubtree) erases the response in the
+    same transaction (DESIGN §4.8), and the id then answers NOT_FOUND, for
+    any request, until it expires.
     * Size: messages may be up to STELLO_MAX_MESSAGE_BYTES either way; a reply
     that would exceed it is RESOURCE_EXHAUSTED (a request over it is refused
     by gRPC with RESOURCE_EXHAUSTED too).
@@ -173,6 +177,16 @@ class SessionStorageStub:
                 request_serializer=stello_dot_storage_dot_v1_dot_storage__pb2.ReleaseForkClaimRequest.SerializeToString,
                 response_deserializer=stello_dot_storage_dot_v1_dot_storage__pb2.ReleaseForkClaimResponse.FromString,
                 _registered_method=True)
+        self.ClaimJob = channel.unary_unary(
+                '/stello.storage.v1.SessionStorage/ClaimJob',
+                request_serializer=stello_dot_storage_dot_v1_dot_storage__pb2.ClaimJobRequest.SerializeToString,
+                response_deserializer=stello_dot_storage_dot_v1_dot_storage__pb2.ClaimJobResponse.FromString,
+                _registered_method=True)
+        self.RenewJob = channel.unary_unary(
+                '/stello.storage.v1.SessionStorage/RenewJob',
+                request_serializer=stello_dot_storage_dot_v1_dot_storage__pb2.RenewJobRequest.SerializeToString,
+                response_deserializer=stello_dot_storage_dot_v1_dot_storage__pb2.RenewJobResponse.FromString,
+                _registered_method=True)
         self.GetCompressionCache = channel.unary_unary(
                 '/stello.storage.v1.SessionStorage/GetCompressionCache',
                 request_serializer=stello_dot_storage_dot_v1_dot_storage__pb2.GetCompressionCacheRequest.SerializeToString,
@@ -248,10 +262,14 @@ class SessionStorageServicer:
     per (space, RPC, request_id) with a hash of the request and the
     response. The same id with the same request answers the first response
     again and does nothing new (even when the call would now fail: a
-    precondition its first call changed, a session deleted since); the same
-    id with a different request is ALREADY_EXISTS, ErrorInfo reason
-    `REQUEST_ID_REUSED`. Only successful calls are remembered: a call that
-    failed may be retried with the same id.
+    precondition its first call changed); the same id with a different
+    request is ALREADY_EXISTS, ErrorInfo reason `REQUEST_ID_REUSED`. Only
+    successful calls are remembered: a call that failed may be retried with
+    the same id. A response holds data of the sessions the call wrote (an
+    AppendRecords its session, a Transact every session its operations
+    name): erasing one of them (DeleteSubtree) erases the response in the
+    same transaction (DESIGN §4.8), and the id then answers NOT_FOUND, for
+    any request, until it expires.
     * Size: messages may be up to STELLO_MAX_MESSAGE_BYTES either way; a reply
     that would exceed it is RESOURCE_EXHAUSTED (a request over it is refused
     by gRPC with RESOURCE_EXHAUSTED too).
@@ -487,11 +505,17 @@ class SessionStorageServicer:
 
     def PutMemory(self, request, context):
         """Overwrites the memory slot (and, when given, the seq it covers). There
-        is no clear. Idempotent by nature. Allowed on provisional sessions.
+        is no clear. Every write makes the memory's version one more (GetMemory,
+        MemoryVersionCheck), so a consolidation that saves with a
+        MemoryVersionCheck never overwrites a put made while it ran. The seq a
+        memory covers never goes down. Idempotent by nature. Allowed on
+        provisional sessions.
 
         Errors: INVALID_ARGUMENT for a malformed space_id or session_id, or a
         negative covered_until_seq; NOT_FOUND when the session is not in the
-        space; UNAUTHENTICATED without a valid key.
+        space; ABORTED (reason CONCURRENT_MODIFICATION) for a covered_until_seq
+        below the stored one, nothing written; UNAUTHENTICATED without a valid
+        key.
         """
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)
         context.set_details('Method not implemented!')
@@ -595,6 +619,49 @@ class SessionStorageServicer:
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
+    def ClaimJob(self, request, context):
+        """Claims the session's background job of `kind` for `ttl_s` seconds (DESIGN
+        §4.8): the gateway's runner runs a job only while it holds its claim, so
+        at most one job of a kind runs per session across every gateway process.
+        Granted when no claim is live: the job is new, its last run ended, or its
+        claim expired (the gateway that held it died or lost storage; its job is
+        taken over). A grant answers a fresh opaque `token`, starts a new run
+        (status RUNNING, model_calls and tokens back to 0, runs + 1) and keeps
+        the progress saved so far (`job.covered_until_seq`), which the new run
+        continues from. While another claim is live, `granted` is false, no
+        token is answered and `job` tells where that run stands. The claim is
+        renewed with RenewJob, checked by Transact's BackgroundJobCheck, and
+        given back by UpdateJobOp with `release`. The job row is erased with its
+        session. Not idempotent: every grant is a new run. Allowed on archived
+        sessions.
+
+        Errors: INVALID_ARGUMENT for a malformed space_id or session_id, a kind
+        that is UNSPECIFIED or unknown, or a ttl_s outside 1..86400; NOT_FOUND
+        when the session is not in the space or is provisional; UNAUTHENTICATED
+        without a valid key.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def RenewJob(self, request, context):
+        """Extends the claim `token` holds on the session's job of `kind` to
+        `ttl_s` seconds from now, and writes nothing else: the runner renews
+        every third of the TTL while the job runs, so the job of a gateway that
+        died is free within one TTL. A claim that expired is renewed too while no
+        other run has taken it since. A token that no longer holds the claim
+        (released, or taken over) is a no-op answering `renewed` false: that run
+        must stop (its saves would fail their BackgroundJobCheck).
+
+        Errors: INVALID_ARGUMENT for a malformed space_id or session_id, a kind
+        that is UNSPECIFIED or unknown, an empty token, or a ttl_s outside
+        1..86400; NOT_FOUND when the session is not in the space;
+        UNAUTHENTICATED without a valid key.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
     def GetCompressionCache(self, request, context):
         """Reads the compression cache (the newest summary); `cache` is unset when
         there is none (never put, or cleared by a trim). With at_or_below_seq,
@@ -656,9 +723,9 @@ class SessionStorageServicer:
         With `window` set, BeginTurn answers the whole turn in this one round
         trip (DESIGN §4.3), in this order:
         1. with `request_id`, the entry remembered under (`scope`,
-        `request_id`) first, when there is one (even for a session that no
-        longer exists): `remembered` is set, no lease is taken and nothing
-        else is answered;
+        `request_id`) first, when there is one: `remembered` is set, no
+        lease is taken and nothing else is answered; NOT_FOUND when the
+        entry's session was erased (DESIGN §4.8: its reply went with it);
         2. NOT_FOUND for a session that is absent or provisional (a turn runs
         only on a committed session);
         3. an archived session takes no lease: `token` stays empty and
@@ -773,7 +840,9 @@ class SessionStorageServicer:
 
         Errors: INVALID_ARGUMENT for a malformed space_id, an empty scope or
         request_id, or one longer than its limit (scope 100, request_id 200
-        characters); UNAUTHENTICATED without a valid key; RESOURCE_EXHAUSTED
+        characters); NOT_FOUND when the entry was linked to a session that was
+        erased since (its response went with it; RememberResultOp.session_ids);
+        UNAUTHENTICATED without a valid key; RESOURCE_EXHAUSTED
         when the reply exceeds the message limit.
         """
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)
@@ -911,6 +980,16 @@ def add_SessionStorageServicer_to_server(servicer, server):
                     request_deserializer=stello_dot_storage_dot_v1_dot_storage__pb2.ReleaseForkClaimRequest.FromString,
                     response_serializer=stello_dot_storage_dot_v1_dot_storage__pb2.ReleaseForkClaimResponse.SerializeToString,
             ),
+            'ClaimJob': grpc.unary_unary_rpc_method_handler(
+                    servicer.ClaimJob,
+                    request_deserializer=stello_dot_storage_dot_v1_dot_storage__pb2.ClaimJobRequest.FromString,
+                    response_serializer=stello_dot_storage_dot_v1_dot_storage__pb2.ClaimJobResponse.SerializeToString,
+            ),
+            'RenewJob': grpc.unary_unary_rpc_method_handler(
+                    servicer.RenewJob,
+                    request_deserializer=stello_dot_storage_dot_v1_dot_storage__pb2.RenewJobRequest.FromString,
+                    response_serializer=stello_dot_storage_dot_v1_dot_storage__pb2.RenewJobResponse.SerializeToString,
+            ),
             'GetCompressionCache': grpc.unary_unary_rpc_method_handler(
                     servicer.GetCompressionCache,
                     request_deserializer=stello_dot_storage_dot_v1_dot_storage__pb2.GetCompressionCacheRequest.FromString,
@@ -992,10 +1071,14 @@ class SessionStorage:
     per (space, RPC, request_id) with a hash of the request and the
     response. The same id with the same request answers the first response
     again and does nothing new (even when the call would now fail: a
-    precondition its first call changed, a session deleted since); the same
-    id with a different request is ALREADY_EXISTS, ErrorInfo reason
-    `REQUEST_ID_REUSED`. Only successful calls are remembered: a call that
-    failed may be retried with the same id.
+    precondition its first call changed); the same id with a different
+    request is ALREADY_EXISTS, ErrorInfo reason `REQUEST_ID_REUSED`. Only
+    successful calls are remembered: a call that failed may be retried with
+    the same id. A response holds data of the sessions the call wrote (an
+    AppendRecords its session, a Transact every session its operations
+    name): erasing one of them (DeleteSubtree) erases the response in the
+    same transaction (DESIGN §4.8), and the id then answers NOT_FOUND, for
+    any request, until it expires.
     * Size: messages may be up to STELLO_MAX_MESSAGE_BYTES either way; a reply
     that would exceed it is RESOURCE_EXHAUSTED (a request over it is refused
     by gRPC with RESOURCE_EXHAUSTED too).
@@ -1536,6 +1619,60 @@ class SessionStorage:
             '/stello.storage.v1.SessionStorage/ReleaseForkClaim',
             stello_dot_storage_dot_v1_dot_storage__pb2.ReleaseForkClaimRequest.SerializeToString,
             stello_dot_storage_dot_v1_dot_storage__pb2.ReleaseForkClaimResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def ClaimJob(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/stello.storage.v1.SessionStorage/ClaimJob',
+            stello_dot_storage_dot_v1_dot_storage__pb2.ClaimJobRequest.SerializeToString,
+            stello_dot_storage_dot_v1_dot_storage__pb2.ClaimJobResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def RenewJob(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/stello.storage.v1.SessionStorage/RenewJob',
+            stello_dot_storage_dot_v1_dot_storage__pb2.RenewJobRequest.SerializeToString,
+            stello_dot_storage_dot_v1_dot_storage__pb2.RenewJobResponse.FromString,
             options,
             channel_credentials,
             insecure,

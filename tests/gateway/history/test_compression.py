@@ -315,7 +315,9 @@ class TestCatchUp:
         """The first turn after a long append makes three compressor calls, naming the older
         records by count; the background fold then stores a complete summary at that seq."""
         spy = HeldFold(max_context_tokens=WINDOW)
-        stack = await make_stack(spy)
+        # A budget that folds this backlog in one run (runs within a smaller budget:
+        # test_background_jobs.py).
+        stack = await make_stack(spy, fold_max_calls=1_000)
         root = await stack.root()
         await seed(stack, root.id, 300)
         await send(stack, root.id, "question")

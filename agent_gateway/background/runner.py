@@ -1,0 +1,386 @@
+"""The gateway's one background runner (DESIGN §4.8): once per session, bounded, visible.
+
+Every piece of work the gateway does after answering — consolidations, the
+background fold, lease releases still being retried — is a `Job` given to
+this runner, which:
+
+- runs at most one job per (session, kind) across every gateway process: a
+  claimed kind is claimed in the database (storage's ClaimJob) before it
+  runs and renewed every third of ``STELLO_GATEWAY_JOB_CLAIM_TTL_S`` while it
+  runs, so a gateway that dies frees its jobs within one TTL and the next run
+  takes them over from their saved progress; a job whose claim another run
+  holds is skipped (`Outcome.busy`), or waited for when its caller waits;
+  in this process, a job already queued or running is not queued twice;
+- runs at most ``STELLO_GATEWAY_BACKGROUND_MAX_JOBS`` model jobs at once
+  (the others queue; lease releases are not held back by them);
+- gives each run its kind's budget of model calls (`jobs.Run.call`);
+- ends each run by storing how it ended (UpdateJobOp with release): DONE,
+  BUDGET_SPENT, FAILED, or STOPPED when the gateway stops: `stop` lets runs
+  finish for a moment (``STELLO_GATEWAY_BACKGROUND_STOP_GRACE_S``), then
+  cuts them; their claims are given back, so they resume at once elsewhere;
+- counts on the server's Prometheus registry, by kind: jobs queued and
+  running (gauges), runs ended by outcome, model calls and tokens spent.
+
+Failures are logged and counted, never swallowed. `submit` is fire and
+forget (the automatic consolidation, the fold, releases); `run` waits for the
+outcome (a manual Consolidate), and a caller that stops waiting does not stop
+the run.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import time
+from collections.abc import AsyncIterator, Callable, Hashable
+from dataclasses import dataclass, replace
+
+from prometheus_client import CollectorRegistry, Counter, Gauge
+
+from agent_gateway.background.jobs import (
+    BUDGET_SPENT,
+    FAILED,
+    STOPPED,
+    Budget,
+    BudgetSpent,
+    ClaimLost,
+    Job,
+    Outcome,
+    Run,
+    Status,
+)
+from agent_gateway.clients import Caller, StorageClient
+from stello.common.v1 import common_pb2
+from stello.errors import DeadlineExceeded, StelloError, Unavailable
+from stello.storage.v1 import storage_pb2
+
+log = logging.getLogger(__name__)
+
+OUTCOMES = {
+    common_pb2.JOB_STATUS_DONE: "done",
+    BUDGET_SPENT: "budget_spent",
+    STOPPED: "stopped",
+    FAILED: "failed",
+}
+
+
+@dataclass(frozen=True, slots=True)
+class RunnerLimits:
+    """The runner's bounds (the gateway's settings)."""
+
+    max_jobs: int = 4
+    """Model jobs running at once in this process."""
+    claim_ttl_s: int = 30
+    """A claim's lifetime; renewed every third of it."""
+    stop_grace_s: float = 5.0
+    """How long `stop` lets runs finish before cutting them."""
+    call_timeout_s: float = 10.0
+    """Bound of each claim, renewal and release call."""
+
+    @property
+    def poll_s(self) -> float:
+        """How often a waiting job asks for a claim another run holds."""
+        return min(1.0, self.claim_ttl_s / 6)
+
+
+class RunnerMetrics:
+    """The runner's Prometheus metrics, by kind."""
+
+    def __init__(self) -> None:
+        self.queued = Gauge(
+            "stello_gateway_jobs_queued",
+            "Background jobs waiting to run, by kind.",
+            ["kind"],
+            registry=None,
+        )
+        self.running = Gauge(
+            "stello_gateway_jobs_running",
+            "Background jobs running, by kind.",
+            ["kind"],
+            registry=None,
+        )
+        self.ended = Counter(
+            "stello_gateway_jobs",
+            "Background job runs ended, by kind and outcome (done, budget_spent, stopped, "
+            "failed; busy: another run held the job).",
+            ["kind", "outcome"],
+            registry=None,
+        )
+        self.model_calls = Counter(
+            "stello_gateway_job_model_calls",
+            "Model calls made by background jobs.",
+            ["kind"],
+            registry=None,
+        )
+        self.tokens = Counter(
+            "stello_gateway_job_tokens",
+            "Tokens background jobs' model calls used, as providers reported them.",
+            ["kind"],
+            registry=None,
+        )
+
+    def register(self, registry: CollectorRegistry) -> None:
+        """Count on `registry`."""
+        for metric in (self.queued, self.running, self.ended, self.model_calls, self.tokens):
+            registry.register(metric)
+
+
+class BackgroundRunner:
+    """Runs the gateway's background jobs (see the module docstring)."""
+
+    def __init__(
+        self,
+        storage: StorageClient,
+        limits: RunnerLimits,
+        *,
+        registry: Callable[[], CollectorRegistry | None] = lambda: None,
+    ) -> None:
+        self._storage = storage
+        self._limits = limits
+        self._registry = registry
+        self._registered = False
+        self._slots = asyncio.Semaphore(limits.max_jobs)
+        self._tasks: set[asyncio.Task[Outcome]] = set()
+        self._keys: dict[Hashable, asyncio.Task[Outcome]] = {}
+        self._stopping = False
+        self.metrics = RunnerMetrics()
+
+    def submit(self, job: Job) -> asyncio.Task[Outcome] | None:
+        """Run `job` in the background; None when the same job is already queued or running
+        here, or the runner is stopping."""
+        if self._stopping:
+            log.info("%s job of session %s not started: stopping", job.kind.name, job.session_id)
+            return None
+        if job.key in self._keys:
+            return None
+        task = self._start(job)
+        self._keys[job.key] = task
+        task.add_done_callback(lambda _: self._keys.pop(job.key, None))
+        return task
+
+    async def run(self, job: Job) -> Outcome:
+        """Run `job` and wait for its outcome; the run goes on if the caller stops waiting.
+
+        Raises:
+            Unavailable: the runner is stopping.
+            StelloError: what the job raised (its failure was stored and counted).
+        """
+        if self._stopping:
+            raise Unavailable("the gateway is shutting down; try again")
+        task = self._start(job)
+        try:
+            return await asyncio.shield(task)
+        except asyncio.CancelledError:
+            current = asyncio.current_task()
+            if task.cancelled() and current is not None and not current.cancelling():
+                raise Unavailable(
+                    f"the gateway is shutting down; the {job.kind.name} of session "
+                    f"{job.session_id} stopped with its progress saved: try again"
+                ) from None
+            raise
+
+    def _start(self, job: Job) -> asyncio.Task[Outcome]:
+        self.metrics.queued.labels(job.kind.name).inc()
+        task = asyncio.create_task(self._execute(job), name=f"stello-{job.kind.name}-job")
+        self._tasks.add(task)
+        task.add_done_callback(self._ended)
+        return task
+
+    def _ended(self, task: asyncio.Task[Outcome]) -> None:
+        self._tasks.discard(task)
+        if not task.cancelled():
+            task.exception()  # retrieved: logged by `_execute` already
+
+    async def _execute(self, job: Job) -> Outcome:
+        name = job.kind.name
+        queued, waited = True, False
+        try:
+            if job.kind.stored is None:
+                self._dequeued(name)
+                queued = False
+                return await self._unclaimed(job)
+            while True:
+                async with self._slot(job):
+                    if queued:
+                        self._dequeued(name)
+                        queued = False
+                    claim = await self._claim(job)
+                    if claim.granted:
+                        return await self._claimed(job, claim, waited)
+                if not self._waits(job):
+                    self.metrics.ended.labels(name, "busy").inc()
+                    return Outcome(claim.job.status, claim.job.covered_until_seq, busy=True)
+                waited = True
+                await asyncio.sleep(self._limits.poll_s)
+        finally:
+            if queued:
+                self.metrics.queued.labels(name).dec()
+
+    def _dequeued(self, name: str) -> None:
+        self.metrics.queued.labels(name).dec()
+
+    @contextlib.asynccontextmanager
+    async def _slot(self, job: Job) -> AsyncIterator[None]:
+        if not job.kind.capped:
+            yield
+            return
+        async with self._slots:
+            yield
+
+    def _waits(self, job: Job) -> bool:
+        """Whether `job` waits for another run's claim (raising past its wait)."""
+        until = job.wait_until
+        if until is None:
+            return False
+        if time.monotonic() + self._limits.poll_s > until:
+            raise DeadlineExceeded(
+                f"another {job.kind.name} run of session {job.session_id} is still working; "
+                "its progress is saved as it goes: try again later"
+            )
+        return True
+
+    async def _claim(self, job: Job) -> storage_pb2.ClaimJobResponse:
+        caller = _background(job.caller).within(self._limits.call_timeout_s)
+        assert job.kind.stored is not None
+        return await self._storage.claim_job(
+            caller, job.space_id, job.session_id, job.kind.stored, self._limits.claim_ttl_s
+        )
+
+    async def _unclaimed(self, job: Job) -> Outcome:
+        run = Run(job.kind, job.space_id, job.session_id, budget=Budget(job.kind.max_calls))
+        return await self._running(job, run)
+
+    async def _claimed(
+        self, job: Job, claim: storage_pb2.ClaimJobResponse, waited: bool
+    ) -> Outcome:
+        run = Run(
+            job.kind,
+            job.space_id,
+            job.session_id,
+            token=claim.token,
+            saved=claim.job,
+            waited=waited,
+            budget=Budget(job.kind.max_calls),
+            covered_until_seq=claim.job.covered_until_seq,
+        )
+        renewal = asyncio.create_task(self._renew(job, run), name="stello-job-claim")
+        status: Status = FAILED
+        try:
+            outcome = await self._running(job, run)
+            status = outcome.status
+            return outcome
+        except BaseException as exc:
+            status = STOPPED if isinstance(exc, asyncio.CancelledError | ClaimLost) else FAILED
+            raise
+        finally:
+            renewal.cancel()
+            await self._release(job, run, status)  # a no-op once another run has the job
+
+    async def _running(self, job: Job, run: Run) -> Outcome:
+        name = job.kind.name
+        run.meter = lambda calls, tokens: self._spent(name, calls, tokens)
+        self.metrics.running.labels(name).inc()
+        try:
+            outcome = await job.run(run)
+        except BudgetSpent:
+            outcome = run.outcome(BUDGET_SPENT)
+        except asyncio.CancelledError:
+            self.metrics.ended.labels(name, "stopped").inc()
+            raise
+        except Exception as exc:
+            self.metrics.ended.labels(name, "failed").inc()
+            if not isinstance(exc, StelloError) or isinstance(exc, ClaimLost):
+                log.exception("%s job of session %s failed", name, job.session_id)
+            else:
+                log.warning("%s job of session %s failed: %s", name, job.session_id, exc)
+            raise
+        finally:
+            self.metrics.running.labels(name).dec()
+        self.metrics.ended.labels(name, OUTCOMES.get(outcome.status, "done")).inc()
+        return outcome
+
+    def _spent(self, name: str, calls: int, tokens: int) -> None:
+        if calls:
+            self.metrics.model_calls.labels(name).inc(calls)
+        if tokens:
+            self.metrics.tokens.labels(name).inc(tokens)
+
+    async def _renew(self, job: Job, run: Run) -> None:
+        """Renew the claim every third of its TTL; mark the run lost once another has it."""
+        every = self._limits.claim_ttl_s / 3
+        caller = _background(job.caller)
+        assert job.kind.stored is not None
+        while True:
+            await asyncio.sleep(every)
+            try:
+                renewed = await self._storage.renew_job(
+                    caller.within(every),
+                    job.space_id,
+                    job.session_id,
+                    job.kind.stored,
+                    run.token,
+                    self._limits.claim_ttl_s,
+                )
+            except StelloError as exc:
+                # Tried again at the next tick: a late renewal still keeps a claim no other
+                # run took meanwhile.
+                log.warning(
+                    "could not renew the %s job of %s: %s", job.kind.name, job.session_id, exc
+                )
+                continue
+            if not renewed:
+                log.warning("the %s job of %s was taken over", job.kind.name, job.session_id)
+                run.lose(
+                    ClaimLost(
+                        f"the {job.kind.name} job of session {job.session_id} was taken over by "
+                        "another run (its claim lapsed); nothing more of this run is saved"
+                    )
+                )
+                return
+
+    async def _release(self, job: Job, run: Run, status: Status) -> None:
+        """End the run in the database (its claim given back, `status` stored)."""
+        caller = _background(job.caller).within(self._limits.call_timeout_s)
+        try:
+            await self._storage.transact(
+                caller,
+                job.space_id,
+                [run.progress(run.covered_until_seq, release=True, status=status)],
+                request_id="",
+            )
+        except StelloError as exc:
+            log.warning(
+                "could not end the %s job of %s (its claim ends by itself): %s",
+                job.kind.name,
+                job.session_id,
+                exc,
+            )
+
+    async def drain(self) -> None:
+        """Wait for every job queued or running (tests)."""
+        while self._tasks:
+            await asyncio.gather(*list(self._tasks), return_exceptions=True)
+
+    def start(self) -> None:
+        """Count on the server's metrics registry (called once the server exists)."""
+        registry = self._registry()
+        if registry is not None and not self._registered:
+            self.metrics.register(registry)
+            self._registered = True
+
+    async def stop(self) -> None:
+        """Take no new job; let runs finish for a moment, then cut them (their claims are
+        given back with status STOPPED, their progress kept)."""
+        self._stopping = True
+        if not self._tasks:
+            return
+        _, late = await asyncio.wait(list(self._tasks), timeout=self._limits.stop_grace_s)
+        for task in late:
+            task.cancel()
+        await asyncio.gather(*late, return_exceptions=True)
+
+
+def _background(caller: Caller) -> Caller:
+    """The caller without their deadline: the work outlives the call that started it."""
+    return replace(caller, deadline=None)

@@ -1,0 +1,94 @@
+"""The gateway as a command uses it: the SDK's client made from the command line, and
+session ids from what a person typed.
+
+Flags first, then the environment (``STELLO_GATEWAY``, ``STELLO_KEY``,
+``STELLO_SPACE_ID``, ``STELLO_CA_FILE``, ...), then what `stello up` saved
+(`stello_client.target`). The space is settled before the command's first
+call, so a wrong one fails first. A SESSION may be its id or the first digits
+of it, resolved within the space by the gateway's ResolveSessionPrefix (one
+index range, never a read of the whole space). A failed call inside
+`gateway(args)` becomes one `ClientError` line (`stello_client.errors`).
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import string
+import uuid
+from collections.abc import AsyncIterator
+
+from stello_client.aio import AsyncClient
+from stello_client.calls import Retry
+from stello_client.errors import ClientError, UsageError, configuration_line, rpc_error_line
+from stello_client.exceptions import ConfigurationError, RpcError
+from stello_client.flags import resolve_tls
+
+CANDIDATES_SHOWN = 4
+# A command answers soon: three tries (0.1 s, then 0.2 s apart) before an outage is reported.
+RETRY = Retry(attempts=3)
+_HEX = frozenset(string.hexdigits)
+
+
+def connect(args: argparse.Namespace) -> AsyncClient:
+    """The SDK's client for the command's gateway, key, space, TLS and --timeout.
+
+    Raises:
+        ClientError: no gateway or key, or unusable TLS settings (in the flags' words).
+    """
+    tls = resolve_tls(args)
+    try:
+        return AsyncClient(
+            args.gateway,
+            args.key,
+            args.space,
+            tls=tls,
+            plaintext=tls is None,
+            timeout=args.timeout,
+            turn_timeout=args.timeout,
+            retry=RETRY,
+        )
+    except ConfigurationError as exc:
+        raise ClientError(configuration_line(exc)) from None
+
+
+@contextlib.asynccontextmanager
+async def gateway(args: argparse.Namespace) -> AsyncIterator[AsyncClient]:
+    """The command's client, its space settled; a failed call inside becomes a ClientError."""
+    client = connect(args)
+    try:
+        async with client:
+            await client.space_id()
+            yield client
+    except RpcError as err:
+        raise ClientError(rpc_error_line(err, client.gateway, getattr(args, "flags", {}))) from None
+    except ConfigurationError as exc:
+        raise ClientError(configuration_line(exc)) from None
+
+
+async def session_id(client: AsyncClient, text: str, what: str = "SESSION") -> str:
+    """The id of the session `text` names: a whole id, or its first digits.
+
+    Raises:
+        UsageError: `text` is neither an id nor hex digits.
+        ClientError: no session, or several, start with those digits.
+    """
+    with contextlib.suppress(ValueError):
+        return str(uuid.UUID(text))
+    digits = text.replace("-", "").lower()
+    if not digits or len(digits) > 32 or not _HEX.issuperset(digits):
+        raise UsageError(
+            f"{what}: {text!r} is neither a session id nor its first digits (0-9, a-f)"
+        )
+    found = await client.resolve_session_prefix(digits, limit=CANDIDATES_SHOWN + 1)
+    if not found:
+        raise ClientError(
+            f"{what}: no session id starts with {text!r} in this space (`stello tree` lists them)"
+        )
+    if len(found) > 1:
+        listed = ", ".join(f"{s.id[:12]} ({s.label})" for s in found[:CANDIDATES_SHOWN])
+        more = ", ..." if len(found) > CANDIDATES_SHOWN else ""
+        raise ClientError(
+            f"{what}: {text!r} is the start of several session ids: {listed}{more}; type more of it"
+        )
+    return str(found[0].id)

@@ -1,0 +1,275 @@
+"""The core of `AsyncClient`: one channel, the caller (key and space), deadlines and retries.
+
+The method groups (`sessions`, `turns`, `reads`, `shared_memory`, `watching`)
+build on `ClientBase`: each method builds its request and makes one call
+through `_unary` (or a stream), which adds the key, the request id, the
+deadline and the retries of `stello_client.calls`. A space given by name, or
+not at all, is found by WhoAmI at the first call that needs it, once.
+"""
+
+from __future__ import annotations
+
+import enum
+import uuid
+from collections.abc import Awaitable, Callable
+from types import TracebackType
+from typing import Any, Self, TypeAlias, TypeVar
+
+import grpc
+
+from stello.agent.v1 import agent_pb2, agent_pb2_grpc
+from stello.channels import ClientTls, open_channel
+from stello_client.calls import CallOptions, Retry, call_options, new_request_id, unary
+from stello_client.exceptions import ConfigurationError
+from stello_client.target import Target, TlsFiles, message_limit, resolve_target
+
+T = TypeVar("T")
+
+DEFAULT_TIMEOUT_S = 60.0
+DEFAULT_TURN_TIMEOUT_S = 660.0  # the gateway's STELLO_GATEWAY_TURN_MAX_S default, and a minute
+# Reconnect 0.1 s after a lost connection (gRPC waits 1 s), so a retry finds a restarted gateway.
+CHANNEL_OPTIONS = (("grpc.initial_reconnect_backoff_ms", 100),)
+
+
+class Default(enum.Enum):
+    """The type of `DEFAULT`."""
+
+    DEFAULT = "default"
+
+
+DEFAULT = Default.DEFAULT
+"""A `timeout` argument left out: the client's default for that kind of call."""
+Timeout: TypeAlias = float | Default | None
+"""Seconds a call may take, its retries included; None = no deadline; DEFAULT = the client's."""
+
+
+class Channel:
+    """A channel and the stub over it, shared by every client made `using` another caller.
+
+    Opened at the first call, so on the event loop that makes it (a grpc.aio
+    channel belongs to one loop), wherever the client was built.
+    """
+
+    def __init__(self, target: Target) -> None:
+        self.address = target.gateway
+        self._target = target
+        self._channel: grpc.aio.Channel | None = None
+        self._stub: agent_pb2_grpc.AgentGatewayStub | None = None
+
+    @property
+    def stub(self) -> agent_pb2_grpc.AgentGatewayStub:
+        """The gateway's stub (the channel opens now if it is not open yet)."""
+        if self._stub is None:
+            self._channel = open_channel(
+                self._target.gateway,
+                tls=self._target.tls,
+                max_message_bytes=self._target.max_message_bytes,
+                options=CHANNEL_OPTIONS,
+            )
+            self._stub = agent_pb2_grpc.AgentGatewayStub(self._channel)
+        return self._stub
+
+    async def close(self) -> None:
+        """Close the channel (its calls end CANCELLED); it reopens at the next call."""
+        if self._channel is not None:
+            channel, self._channel, self._stub = self._channel, None, None
+            await channel.close()
+
+
+class ClientBase:
+    """The connection and the caller every method group uses."""
+
+    def __init__(
+        self,
+        gateway: str | None = None,
+        key: str | None = None,
+        space: str | None = None,
+        *,
+        tls: ClientTls | TlsFiles | None = None,
+        plaintext: bool = False,
+        timeout: float | None = DEFAULT_TIMEOUT_S,
+        turn_timeout: float | None = DEFAULT_TURN_TIMEOUT_S,
+        retry: Retry | None = None,
+        _shared: tuple[Channel, str] | None = None,
+        _owner: bool = False,
+    ) -> None:
+        """Connect to a gateway (the channel opens lazily: nothing is called yet).
+
+        Args:
+            gateway: host:port; default STELLO_GATEWAY, else what `stello up` saved.
+            key: the API key; default STELLO_KEY, else the saved one.
+            space: the space's id or name; default STELLO_SPACE_ID, else the saved
+                one, else the one space the key reaches (asked once, by WhoAmI).
+            tls: TLS material, or files (each file defaults to its STELLO_*_FILE
+                variable; STELLO_CA_FILE set means TLS). Default: plaintext unless
+                STELLO_CA_FILE is set.
+            plaintext: ignore every TLS variable.
+            timeout: the default deadline of a call, its retries included (None: none).
+            turn_timeout: the default deadline of a call that runs the model (send,
+                stream, submit_tool_results, consolidate).
+            retry: how safe calls are retried (default `Retry()`; `Retry(attempts=1)`: never).
+
+        Raises:
+            ConfigurationError: no gateway or key anywhere, or unusable TLS settings.
+        """
+        if _shared is None:
+            target = resolve_target(gateway, key, space, tls=tls, plaintext=plaintext)
+            self._channel = Channel(target)
+            self._owner = True
+            key, space = target.key, target.space
+        else:
+            self._channel, key = _shared
+            self._owner = _owner
+        assert key is not None
+        self._key = key
+        self._space = space or ""
+        self._space_id: str | None = _uuid(self._space)
+        self._timeout = timeout
+        self._turn_timeout = turn_timeout
+        self._retry = retry or Retry()
+
+    @classmethod
+    def keyless(
+        cls,
+        gateway: str,
+        *,
+        tls: ClientTls | None = None,
+        timeout: float | None = DEFAULT_TIMEOUT_S,
+        turn_timeout: float | None = DEFAULT_TURN_TIMEOUT_S,
+        retry: Retry | None = None,
+    ) -> Self:
+        """A client with a channel and no caller of its own, for a program that calls as
+        many users (a web console): each user's calls go through `using(key=..., space=...)`.
+        Only the gateway comes from the arguments (`tls` None: plaintext); of the
+        environment only STELLO_MAX_MESSAGE_BYTES is read, nothing of the saved credentials."""
+        target = Target(gateway, "", "", tls, message_limit())
+        return cls(
+            timeout=timeout,
+            turn_timeout=turn_timeout,
+            retry=retry,
+            _shared=(Channel(target), ""),
+            _owner=True,
+        )
+
+    @property
+    def gateway(self) -> str:
+        """The gateway's address (host:port)."""
+        return self._channel.address
+
+    def using(self, *, key: str | None = None, space: str | None = None) -> Self:
+        """This client's channel, calling as another key and/or space (a console serving
+        many users keeps one channel); closing the new client leaves the channel open."""
+        clone = type(self).__new__(type(self))
+        ClientBase.__init__(
+            clone,
+            space=space if space is not None else self._space,
+            timeout=self._timeout,
+            turn_timeout=self._turn_timeout,
+            retry=self._retry,
+            _shared=(self._channel, key or self._key),
+        )
+        if space is None and key in (None, self._key):
+            clone._space_id = self._space_id  # the same caller: its space is settled already
+        return clone
+
+    async def close(self) -> None:
+        """Close the channel (not one this client shares with the client it was made from)."""
+        if self._owner:
+            await self._channel.close()
+
+    async def __aenter__(self) -> Self:
+        return self
+
+    async def __aexit__(
+        self, kind: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
+    ) -> None:
+        await self.close()
+
+    async def space_id(self) -> str:
+        """The id of the space the calls act in (asking WhoAmI once when given a name or none).
+
+        Raises:
+            ConfigurationError: the key reaches no space of that name, or several
+                spaces and none was named.
+        """
+        if self._space_id is None:
+            self._space_id = await self._find_space()
+        return self._space_id
+
+    async def _find_space(self) -> str:
+        reply: agent_pb2.WhoAmIResponse = await self._unary(
+            "WhoAmI", agent_pb2.WhoAmIRequest(), safe=True
+        )
+        spaces = list(reply.spaces)
+        listed = ", ".join(f"{s.name} ({s.id})" for s in spaces) or "none"
+        if self._space:
+            for space in spaces:
+                if space.name == self._space:
+                    return str(space.id)
+            raise ConfigurationError(
+                f"this key reaches no space named {self._space!r} (its spaces: {listed})",
+                setting="space",
+            )
+        if len(spaces) == 1:
+            return str(spaces[0].id)
+        raise ConfigurationError(
+            f"this key reaches {len(spaces)} spaces ({listed}): choose one with space=NAME "
+            "or set STELLO_SPACE_ID",
+            setting="space",
+        )
+
+    def _options(
+        self,
+        method: str,
+        timeout: Timeout,
+        *,
+        safe: bool,
+        request_id: str = "",
+        turn: bool = False,
+    ) -> CallOptions:
+        seconds = (self._turn_timeout if turn else self._timeout) if timeout is DEFAULT else timeout
+        assert not isinstance(seconds, Default)
+        return call_options(
+            self._key, method, timeout=seconds, retry=self._retry, safe=safe, request_id=request_id
+        )
+
+    async def _unary(
+        self,
+        method: str,
+        request: Any,
+        *,
+        safe: bool,
+        timeout: Timeout = DEFAULT,
+        request_id: str = "",
+        turn: bool = False,
+    ) -> Any:
+        """One unary call of `method` (the RPC's name) with the caller's key and deadline."""
+        call: Callable[..., Awaitable[Any]] = getattr(self._channel.stub, method)
+        opts = self._options(method, timeout, safe=safe, request_id=request_id, turn=turn)
+        return await unary(call, request, opts)
+
+    def _stream_call(self, method: str, request: Any, opts: CallOptions) -> Any:
+        """Start a server-streaming call of `method` (the caller reads and cancels it)."""
+        return getattr(self._channel.stub, method)(
+            request, timeout=opts.deadline.left(), metadata=opts.metadata
+        )
+
+
+def _uuid(text: str) -> str | None:
+    """`text` as a canonical UUID, or None when it is not one."""
+    try:
+        return str(uuid.UUID(text))
+    except ValueError:
+        return None
+
+
+def request_id_or_new(request_id: str | None) -> str:
+    """The caller's request id, or a new one: every write the SDK retries carries one."""
+    return request_id or new_request_id()
+
+
+def set_optional(message: Any, **fields: Any) -> None:
+    """Set each field that is not None (proto3 optional fields keep their presence)."""
+    for name, value in fields.items():
+        if value is not None:
+            setattr(message, name, value)

@@ -1,0 +1,349 @@
+"""What the SDK raises: one class per gRPC status, a subclass per stable ErrorInfo reason.
+
+The tree::
+
+    StelloClientError                 anything the SDK raises
+    ├── ConfigurationError            no gateway or key, a space the key does not reach
+    └── RpcError                      a call failed: code, reason, details, request_id
+        ├── InvalidArgument           .field (first violation), .violations
+        ├── NotFound
+        ├── AlreadyExists
+        │   └── RequestIdReused
+        ├── FailedPrecondition
+        │   ├── SessionArchived, TreeTooLarge, ProfileNotFound, NoPendingToolCalls,
+        │   ├── WindowTooSmall, CursorExpired, SessionNotEmpty, RefToSelf, RefToAncestor,
+        │   ├── RefToDescendant, ProviderNotConfigured, LlmApiKeyMissing,
+        │   └── LlmApiKeyRejected, LlmModelNotFound, LlmRequestRejected
+        ├── Aborted
+        │   ├── TurnInProgress
+        │   └── ConcurrentModification
+        ├── ResourceExhausted
+        │   └── ToolRoundsExceeded, ContextTooLarge, LlmRateLimited
+        ├── Unavailable
+        │   └── LlmUnavailable
+        ├── DeadlineExceeded
+        │   └── LlmTimeout
+        ├── Unauthenticated, PermissionDenied, Cancelled, OutOfRange
+        └── Internal                  INTERNAL, UNKNOWN, and any status not above
+
+A program branches on the class (``except TurnInProgress``), never on the
+message: the classes follow `stello.reasons`, which never change. A reason
+this SDK does not know yet (a newer gateway) raises its status's class with
+`reason` set. `from_rpc_error` is the one translation from a grpc error.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+import grpc
+
+from stello import reasons
+from stello.errors import error_info_reason, field_violations
+
+
+@dataclass(frozen=True, slots=True)
+class FieldViolation:
+    """One bad field of a request (google.rpc.BadRequest): its name and what is wrong."""
+
+    field: str
+    description: str
+
+
+class StelloClientError(Exception):
+    """Base of everything the SDK raises."""
+
+
+class ConfigurationError(StelloClientError):
+    """Raised when the client cannot be set up: no gateway address or key, unreadable TLS
+    files, or a space the key does not reach (`setting` names which: gateway, key, space,
+    tls)."""
+
+    def __init__(self, message: str, *, setting: str) -> None:
+        super().__init__(message)
+        self.message = message
+        self.setting = setting
+
+
+class RpcError(StelloClientError):
+    """Raised when a gateway call failed.
+
+    Attributes:
+        code: the gRPC status code.
+        details: the gateway's message, for people.
+        reason: the google.rpc.ErrorInfo reason (`stello.reasons`), or None.
+        request_id: the id the call carried (``x-request-id``, and the request's
+            own `request_id` for a write): the gateway's log lines name it.
+        method: the RPC's name (``Send``).
+        violations: the field violations of an INVALID_ARGUMENT.
+        cause: the grpc error itself (its trailers, for what this class does not read).
+    """
+
+    code: grpc.StatusCode = grpc.StatusCode.UNKNOWN
+
+    def __init__(
+        self,
+        details: str,
+        *,
+        code: grpc.StatusCode | None = None,
+        reason: str | None = None,
+        request_id: str = "",
+        method: str = "",
+        violations: Sequence[FieldViolation] = (),
+        cause: grpc.aio.AioRpcError | None = None,
+    ) -> None:
+        self.code = code or type(self).code
+        self.details = details
+        self.reason = reason
+        self.request_id = request_id
+        self.method = method
+        self.violations = tuple(violations)
+        self.cause = cause
+        super().__init__(f"{self.code.name}: {details}" if details else self.code.name)
+
+
+class InvalidArgument(RpcError):
+    """Raised when the gateway refused the request's fields; `field` names the first."""
+
+    code = grpc.StatusCode.INVALID_ARGUMENT
+
+    @property
+    def field(self) -> str | None:
+        """The first bad field (the keyword argument of the same name), or None."""
+        return self.violations[0].field if self.violations else None
+
+
+class NotFound(RpcError):
+    """Raised when a session (or entry, profile root...) is not in the space."""
+
+    code = grpc.StatusCode.NOT_FOUND
+
+
+class AlreadyExists(RpcError):
+    """Raised when something of that identity exists already."""
+
+    code = grpc.StatusCode.ALREADY_EXISTS
+
+
+class RequestIdReused(AlreadyExists):
+    """Raised when a request_id came earlier with a different request."""
+
+
+class FailedPrecondition(RpcError):
+    """Raised when the state refuses the call (an archived session, an unknown profile...)."""
+
+    code = grpc.StatusCode.FAILED_PRECONDITION
+
+
+class SessionArchived(FailedPrecondition):
+    """Raised when a turn, label or insight is asked of an archived session."""
+
+
+class TreeTooLarge(FailedPrecondition):
+    """Raised when GetTree would answer more nodes than its cap: narrow it."""
+
+
+class ProfileNotFound(FailedPrecondition):
+    """Raised when no fork profile of that name is configured."""
+
+
+class NoPendingToolCalls(FailedPrecondition):
+    """Raised when tool results are submitted to a session waiting for none."""
+
+
+class WindowTooSmall(FailedPrecondition):
+    """Raised when the model's window cannot hold a compressor call."""
+
+
+class CursorExpired(FailedPrecondition):
+    """Raised when a watch's cursor is older than the retained events: re-read, watch anew."""
+
+
+class SessionNotEmpty(FailedPrecondition):
+    """Raised when a session with records is asked to inherit another's."""
+
+
+class RefToSelf(FailedPrecondition):
+    """Raised when a session would refer to itself."""
+
+
+class RefToAncestor(FailedPrecondition):
+    """Raised when a ref would point at an ancestor."""
+
+
+class RefToDescendant(FailedPrecondition):
+    """Raised when a ref would point at a descendant."""
+
+
+class ProviderNotConfigured(FailedPrecondition):
+    """Raised when the gateway has no LLM provider for the call."""
+
+
+class LlmApiKeyMissing(FailedPrecondition):
+    """Raised when the gateway's LLM provider needs an API key and has none."""
+
+
+class LlmApiKeyRejected(FailedPrecondition):
+    """Raised when the LLM provider refused the gateway's API key."""
+
+
+class LlmModelNotFound(FailedPrecondition):
+    """Raised when the LLM provider does not know the configured model."""
+
+
+class LlmRequestRejected(FailedPrecondition):
+    """Raised when the LLM provider refused the request."""
+
+
+class Aborted(RpcError):
+    """Raised when the call lost a race with another (nothing was written)."""
+
+    code = grpc.StatusCode.ABORTED
+
+
+class TurnInProgress(Aborted):
+    """Raised when another turn holds the session's lease (retried for safe calls first)."""
+
+
+class ConcurrentModification(Aborted):
+    """Raised when a precondition no longer held: read again, then retry."""
+
+
+class ResourceExhausted(RpcError):
+    """Raised when a limit was reached (a reply too large, a rate limit, the tool rounds)."""
+
+    code = grpc.StatusCode.RESOURCE_EXHAUSTED
+
+
+class ToolRoundsExceeded(ResourceExhausted):
+    """Raised when the model kept calling built-in tools past the configured rounds."""
+
+
+class ContextTooLarge(ResourceExhausted):
+    """Raised when the turn's fixed parts leave the model's window no room for an answer."""
+
+
+class LlmRateLimited(ResourceExhausted):
+    """Raised when the LLM provider's rate limit or quota refused the call (retried first)."""
+
+
+class Unavailable(RpcError):
+    """Raised when the gateway (or what it calls) could not be reached (retried first)."""
+
+    code = grpc.StatusCode.UNAVAILABLE
+
+
+class LlmUnavailable(Unavailable):
+    """Raised when the LLM provider could not be reached or failed."""
+
+
+class DeadlineExceeded(RpcError):
+    """Raised when the call's deadline passed (the SDK's timeout, or the gateway's own)."""
+
+    code = grpc.StatusCode.DEADLINE_EXCEEDED
+
+
+class LlmTimeout(DeadlineExceeded):
+    """Raised when the LLM provider did not answer in time."""
+
+
+class Unauthenticated(RpcError):
+    """Raised when the key is missing, unknown or revoked."""
+
+    code = grpc.StatusCode.UNAUTHENTICATED
+
+
+class PermissionDenied(RpcError):
+    """Raised when the key may not make the call (an admin RPC with a tenant key)."""
+
+    code = grpc.StatusCode.PERMISSION_DENIED
+
+
+class Cancelled(RpcError):
+    """Raised when the call was cancelled."""
+
+    code = grpc.StatusCode.CANCELLED
+
+
+class OutOfRange(RpcError):
+    """Raised when a value is past the end of what exists."""
+
+    code = grpc.StatusCode.OUT_OF_RANGE
+
+
+class Internal(RpcError):
+    """Raised for INTERNAL (a gateway bug: `details` carries its error id) and any status
+    without a class of its own."""
+
+    code = grpc.StatusCode.INTERNAL
+
+
+BY_CODE: dict[grpc.StatusCode, type[RpcError]] = {
+    cls.code: cls
+    for cls in (
+        InvalidArgument,
+        NotFound,
+        AlreadyExists,
+        FailedPrecondition,
+        Aborted,
+        ResourceExhausted,
+        Unavailable,
+        DeadlineExceeded,
+        Unauthenticated,
+        PermissionDenied,
+        Cancelled,
+        OutOfRange,
+        Internal,
+    )
+}
+BY_REASON: dict[str, type[RpcError]] = {
+    reasons.REQUEST_ID_REUSED: RequestIdReused,
+    reasons.SESSION_ARCHIVED: SessionArchived,
+    reasons.TREE_TOO_LARGE: TreeTooLarge,
+    reasons.PROFILE_NOT_FOUND: ProfileNotFound,
+    reasons.NO_PENDING_TOOL_CALLS: NoPendingToolCalls,
+    reasons.WINDOW_TOO_SMALL: WindowTooSmall,
+    reasons.CURSOR_EXPIRED: CursorExpired,
+    reasons.SESSION_NOT_EMPTY: SessionNotEmpty,
+    reasons.REF_TO_SELF: RefToSelf,
+    reasons.REF_TO_ANCESTOR: RefToAncestor,
+    reasons.REF_TO_DESCENDANT: RefToDescendant,
+    reasons.PROVIDER_NOT_CONFIGURED: ProviderNotConfigured,
+    reasons.LLM_API_KEY_MISSING: LlmApiKeyMissing,
+    reasons.LLM_API_KEY_REJECTED: LlmApiKeyRejected,
+    reasons.LLM_MODEL_NOT_FOUND: LlmModelNotFound,
+    reasons.LLM_REQUEST_REJECTED: LlmRequestRejected,
+    reasons.TURN_IN_PROGRESS: TurnInProgress,
+    reasons.CONCURRENT_MODIFICATION: ConcurrentModification,
+    reasons.TOOL_ROUNDS_EXCEEDED: ToolRoundsExceeded,
+    reasons.CONTEXT_TOO_LARGE: ContextTooLarge,
+    reasons.LLM_RATE_LIMITED: LlmRateLimited,
+    reasons.LLM_UNAVAILABLE: LlmUnavailable,
+    reasons.LLM_TIMEOUT: LlmTimeout,
+}
+
+
+def error_class(code: grpc.StatusCode, reason: str | None) -> type[RpcError]:
+    """The class of a failure: the reason's when it is one of `code`'s, else the code's."""
+    by_code = BY_CODE.get(code, Internal)
+    by_reason = BY_REASON.get(reason or "")
+    return by_reason if by_reason is not None and issubclass(by_reason, by_code) else by_code
+
+
+def from_rpc_error(
+    error: grpc.aio.AioRpcError, *, method: str = "", request_id: str = ""
+) -> RpcError:
+    """The SDK exception of a failed grpc call (its reason and field violations read)."""
+    code = error.code()
+    reason = error_info_reason(error)
+    violations = [FieldViolation(v.field, v.description) for v in field_violations(error)]
+    return error_class(code, reason)(
+        error.details() or "",
+        code=code,
+        reason=reason,
+        request_id=request_id,
+        method=method,
+        violations=violations,
+        cause=error,
+    )

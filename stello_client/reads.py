@@ -1,0 +1,241 @@
+"""Reads: the tree, records, digests, lineage, profiles, skills, who the key is.
+
+Each paged RPC has its method (one page, with `next_page_token`) and an
+iterator that walks every page (`records`, `digests`, `lineage`), one call
+per page as the caller consumes them: nothing is read ahead. Reads are
+always retried on UNAVAILABLE.
+"""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator
+
+from stello.agent.v1 import agent_pb2
+from stello_client.base import DEFAULT, ClientBase, Timeout, set_optional
+from stello_client.types import (
+    GetLineageResponse,
+    ListRecordsResponse,
+    ListSessionDigestsResponse,
+    ProfileInfo,
+    Record,
+    RecordRole,
+    RoleName,
+    SessionDigest,
+    SessionStatus,
+    SkillInfo,
+    StatusName,
+    TreeNode,
+    WhoAmIResponse,
+    record_role,
+    session_status,
+)
+
+MAX_PAGE = 1000
+
+
+class ReadCalls(ClientBase):
+    """GetTree, ListRecords, ListSessionDigests, GetLineage, ListProfiles, ListSkills,
+    WhoAmI, and the iterators over the paged ones."""
+
+    async def get_tree(
+        self,
+        *,
+        root_id: str | None = None,
+        max_depth: int | None = None,
+        timeout: Timeout = DEFAULT,
+    ) -> list[TreeNode]:
+        """The forest, or the subtree under `root_id`, in pre-order, at most `max_depth`
+        levels below the top (0 = the top alone) (GetTree; not paged, capped).
+
+        Raises:
+            NotFound: `root_id` is not in the space.
+            TreeTooLarge: more nodes than the gateway's cap: narrow it.
+        """
+        request = agent_pb2.GetTreeRequest(space_id=await self.space_id())
+        set_optional(request, root_id=root_id, max_depth=max_depth)
+        reply: agent_pb2.GetTreeResponse = await self._unary(
+            "GetTree", request, safe=True, timeout=timeout
+        )
+        return list(reply.nodes)
+
+    async def list_records(
+        self,
+        session_id: str,
+        *,
+        limit: int | None = None,
+        offset: int = 0,
+        role: RoleName | RecordRole | None = None,
+        after_seq: int | None = None,
+        before_seq: int | None = None,
+        newest_first: bool = False,
+        page_token: str = "",
+        timeout: Timeout = DEFAULT,
+    ) -> ListRecordsResponse:
+        """One page of a session's records, oldest first (ListRecords): `limit` of them (None:
+        the largest page), filtered by role and seq bounds; `newest_first` picks the newest.
+        Send `next_page_token` back as `page_token` (same other arguments) to continue: to
+        newer records, or with `newest_first` to older ones.
+
+        Raises:
+            NotFound: the session is not in the space.
+            InvalidArgument: a negative limit or offset, a page_token of another walk.
+        """
+        request = agent_pb2.ListRecordsRequest(
+            space_id=await self.space_id(),
+            session_id=session_id,
+            offset=offset,
+            role=record_role(role),
+            newest_first=newest_first,
+            page_token=page_token,
+        )
+        set_optional(request, limit=limit, after_seq=after_seq, before_seq=before_seq)
+        reply: ListRecordsResponse = await self._unary(
+            "ListRecords", request, safe=True, timeout=timeout
+        )
+        return reply
+
+    async def records(
+        self,
+        session_id: str,
+        *,
+        role: RoleName | RecordRole | None = None,
+        after_seq: int | None = None,
+        before_seq: int | None = None,
+        newest_first: bool = False,
+        limit: int | None = None,
+        page_size: int = MAX_PAGE,
+    ) -> AsyncIterator[Record]:
+        """Every record of a session (or the first `limit`), walking the pages: oldest first,
+        or with `newest_first` from the newest back to the oldest."""
+        token, taken = "", 0
+        while limit is None or taken < limit:
+            size = page_size if limit is None else min(page_size, limit - taken)
+            page = await self.list_records(
+                session_id,
+                limit=size,
+                role=role,
+                after_seq=after_seq,
+                before_seq=before_seq,
+                newest_first=newest_first,
+                page_token=token,
+            )
+            found = list(reversed(page.records)) if newest_first else list(page.records)
+            for record in found:
+                yield record
+            taken += len(found)
+            token = page.next_page_token
+            if not token:
+                return
+
+    async def list_session_digests(
+        self,
+        *,
+        status: StatusName | SessionStatus | None = None,
+        page_size: int = 0,
+        page_token: str = "",
+        timeout: Timeout = DEFAULT,
+    ) -> ListSessionDigestsResponse:
+        """One page of every session's digest (id, parent, label, status, turns, memory,
+        insight), archived ones too unless `status` filters (ListSessionDigests;
+        `page_size` 0 = 100, at most 1000).
+
+        Raises:
+            InvalidArgument: page_size out of range, a page_token not issued here.
+        """
+        request = agent_pb2.ListSessionDigestsRequest(
+            space_id=await self.space_id(),
+            status=session_status(status),
+            page_size=page_size,
+            page_token=page_token,
+        )
+        reply: ListSessionDigestsResponse = await self._unary(
+            "ListSessionDigests", request, safe=True, timeout=timeout
+        )
+        return reply
+
+    async def digests(
+        self, *, status: StatusName | SessionStatus | None = None, page_size: int = MAX_PAGE
+    ) -> AsyncIterator[SessionDigest]:
+        """Every session's digest, walking the pages (in ListAll order)."""
+        token = ""
+        while True:
+            page = await self.list_session_digests(
+                status=status, page_size=page_size, page_token=token
+            )
+            for digest in page.digests:
+                yield digest
+            token = page.next_page_token
+            if not token:
+                return
+
+    async def get_lineage(
+        self,
+        session_id: str,
+        *,
+        page_size: int = 0,
+        page_token: str = "",
+        timeout: Timeout = DEFAULT,
+    ) -> GetLineageResponse:
+        """One page of a session's ancestors, nearest first, as digests (GetLineage;
+        `page_size` 0 = 100, at most 1000; `next_page_token` continues up the chain).
+
+        Raises:
+            NotFound: the session is not in the space.
+        """
+        request = agent_pb2.GetLineageRequest(
+            space_id=await self.space_id(),
+            session_id=session_id,
+            page_size=page_size,
+            page_token=page_token,
+        )
+        reply: GetLineageResponse = await self._unary(
+            "GetLineage", request, safe=True, timeout=timeout
+        )
+        return reply
+
+    async def lineage(
+        self, session_id: str, *, page_size: int = MAX_PAGE
+    ) -> AsyncIterator[SessionDigest]:
+        """Every ancestor of a session, nearest first (parent, ..., root), walking the pages."""
+        token = ""
+        while True:
+            page = await self.get_lineage(session_id, page_size=page_size, page_token=token)
+            for digest in page.ancestors:
+                yield digest
+            token = page.next_page_token
+            if not token:
+                return
+
+    async def list_profiles(self, *, timeout: Timeout = DEFAULT) -> list[ProfileInfo]:
+        """The gateway's fork profiles, in its file's order (ListProfiles)."""
+        request = agent_pb2.ListProfilesRequest(space_id=await self.space_id())
+        reply: agent_pb2.ListProfilesResponse = await self._unary(
+            "ListProfiles", request, safe=True, timeout=timeout
+        )
+        return list(reply.profiles)
+
+    async def list_skills(
+        self, *, session_id: str | None = None, timeout: Timeout = DEFAULT
+    ) -> list[SkillInfo]:
+        """The gateway's skills, or only those `session_id`'s config allows (ListSkills).
+
+        Raises:
+            NotFound: `session_id` is not in the space.
+        """
+        request = agent_pb2.ListSkillsRequest(space_id=await self.space_id())
+        set_optional(request, session_id=session_id)
+        reply: agent_pb2.ListSkillsResponse = await self._unary(
+            "ListSkills", request, safe=True, timeout=timeout
+        )
+        return list(reply.skills)
+
+    async def who_am_i(self, *, timeout: Timeout = DEFAULT) -> WhoAmIResponse:
+        """Who the key belongs to, its scope and the spaces it reaches (WhoAmI).
+
+        Raises:
+            Unauthenticated: the key is unknown or revoked.
+        """
+        reply: WhoAmIResponse = await self._unary(
+            "WhoAmI", agent_pb2.WhoAmIRequest(), safe=True, timeout=timeout
+        )
+        return reply

@@ -1,0 +1,201 @@
+"""`Client`: the same API for code without asyncio, over an `AsyncClient` on its own loop.
+
+The client starts one daemon thread running an event loop; each method hands
+its `AsyncClient` call to that loop and waits for the answer, so it may be
+called from any thread (and from several at once). Iterators (`records`,
+`stream`, `watch`, ...) are ordinary iterators fetching one item at a time;
+leaving one early ends its call. `close()` (or the ``with`` block's end) ends
+the channel and the thread.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import functools
+import threading
+from collections.abc import AsyncIterator, Awaitable, Callable, Coroutine, Iterator, Sequence
+from types import TracebackType
+from typing import Any, Concatenate, ParamSpec, Self, TypeVar
+
+from stello_client.aio import AsyncClient
+from stello_client.types import EventKind, SpaceEvent
+from stello_client.watching import Watch
+
+P = ParamSpec("P")
+T = TypeVar("T")
+
+
+class _Loop:
+    """An event loop in a daemon thread, and how to run a coroutine on it from elsewhere."""
+
+    def __init__(self) -> None:
+        self.loop = asyncio.new_event_loop()
+        self.thread = threading.Thread(
+            target=self.loop.run_forever, name="stello-client", daemon=True
+        )
+        self.thread.start()
+
+    def run(self, work: Coroutine[Any, Any, T]) -> T:
+        """Run `work` on the loop and wait for it (re-raising what it raises)."""
+        if threading.current_thread() is self.thread:
+            work.close()
+            raise RuntimeError("a stello Client cannot be called from its own loop's thread")
+        return asyncio.run_coroutine_threadsafe(work, self.loop).result()
+
+    def stop(self) -> None:
+        """Stop the loop and its thread."""
+        self.loop.call_soon_threadsafe(self.loop.stop)
+        self.thread.join()
+        self.loop.close()
+
+
+async def _awaited(value: Awaitable[T]) -> T:
+    return await value
+
+
+def blocking(
+    method: Callable[Concatenate[AsyncClient, P], Awaitable[T]],
+) -> Callable[Concatenate[Client, P], T]:
+    """The sync form of an `AsyncClient` method (same arguments, same docstring)."""
+
+    @functools.wraps(method)
+    def call(self: Client, /, *args: P.args, **kwargs: P.kwargs) -> T:
+        return self._loop.run(_awaited(method(self._client, *args, **kwargs)))
+
+    return call
+
+
+def iterating(
+    method: Callable[Concatenate[AsyncClient, P], AsyncIterator[T]],
+) -> Callable[Concatenate[Client, P], Iterator[T]]:
+    """The sync form of an `AsyncClient` iterator: items fetched one at a time."""
+
+    @functools.wraps(method)
+    def call(self: Client, /, *args: P.args, **kwargs: P.kwargs) -> Iterator[T]:
+        return self._iterate(method(self._client, *args, **kwargs))
+
+    return call
+
+
+class SyncWatch:
+    """A `Watch` for sync code: iterate it; `cursor`, `start()` and `close()` as there."""
+
+    def __init__(self, loop: _Loop, watch: Watch) -> None:
+        self._loop = loop
+        self._watch = watch
+
+    @property
+    def cursor(self) -> str | None:
+        """The cursor of the last event yielded (or the start): resume after it."""
+        return self._watch.cursor
+
+    def start(self) -> str | None:
+        """The cursor the stream starts after (see `Watch.start`)."""
+        return self._loop.run(self._watch.start())
+
+    def __iter__(self) -> Self:
+        return self
+
+    def __next__(self) -> SpaceEvent:
+        try:
+            return self._loop.run(_awaited(anext(self._watch)))
+        except StopAsyncIteration:
+            raise StopIteration from None
+
+    def close(self) -> None:
+        """End the call."""
+        self._loop.run(self._watch.aclose())
+
+    def __enter__(self) -> Self:
+        return self
+
+    def __exit__(
+        self, kind: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
+    ) -> None:
+        self.close()
+
+
+class Client:
+    """The Stello gateway without asyncio: ``with Client() as client: ...``.
+
+    Takes the arguments of `AsyncClient` (see `ClientBase.__init__`) and has
+    its methods, each blocking until its answer.
+    """
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        self._client = AsyncClient(*args, **kwargs)  # no I/O: the channel opens on the loop
+        self._loop = _Loop()
+
+    def _iterate(self, items: AsyncIterator[T]) -> Iterator[T]:
+        try:
+            while True:
+                try:
+                    yield self._loop.run(_awaited(anext(items)))
+                except StopAsyncIteration:
+                    return
+        finally:
+            close = getattr(items, "aclose", None)
+            if close is not None and self._loop.loop.is_running():
+                self._loop.run(close())
+
+    @property
+    def gateway(self) -> str:
+        """The gateway's address (host:port)."""
+        return self._client.gateway
+
+    def close(self) -> None:
+        """Close the channel and stop the client's thread."""
+        if self._loop.loop.is_running():
+            self._loop.run(self._client.close())
+            self._loop.stop()
+
+    def __enter__(self) -> Self:
+        return self
+
+    def __exit__(
+        self, kind: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
+    ) -> None:
+        self.close()
+
+    def watch(
+        self,
+        *,
+        after_cursor: str | None = None,
+        kinds: Sequence[str | EventKind] = (),
+        resume: bool = True,
+    ) -> SyncWatch:
+        """The space's events as they commit (see `AsyncClient.watch`; same arguments)."""
+        watch = self._client.watch(after_cursor=after_cursor, kinds=kinds, resume=resume)
+        return SyncWatch(self._loop, watch)
+
+    space_id = blocking(AsyncClient.space_id)
+    create_root = blocking(AsyncClient.create_root)
+    fork = blocking(AsyncClient.fork)
+    import_session = blocking(AsyncClient.import_session)
+    get_session = blocking(AsyncClient.get_session)
+    update_label = blocking(AsyncClient.update_label)
+    archive = blocking(AsyncClient.archive)
+    unarchive = blocking(AsyncClient.unarchive)
+    delete_session = blocking(AsyncClient.delete_session)
+    put_insight = blocking(AsyncClient.put_insight)
+    put_memory = blocking(AsyncClient.put_memory)
+    consolidate = blocking(AsyncClient.consolidate)
+    resolve_session_prefix = blocking(AsyncClient.resolve_session_prefix)
+    send = blocking(AsyncClient.send)
+    stream = iterating(AsyncClient.stream)
+    submit_tool_results = blocking(AsyncClient.submit_tool_results)
+    get_tree = blocking(AsyncClient.get_tree)
+    list_records = blocking(AsyncClient.list_records)
+    records = iterating(AsyncClient.records)
+    list_session_digests = blocking(AsyncClient.list_session_digests)
+    digests = iterating(AsyncClient.digests)
+    get_lineage = blocking(AsyncClient.get_lineage)
+    lineage = iterating(AsyncClient.lineage)
+    list_profiles = blocking(AsyncClient.list_profiles)
+    list_skills = blocking(AsyncClient.list_skills)
+    who_am_i = blocking(AsyncClient.who_am_i)
+    list_shared_memory = blocking(AsyncClient.list_shared_memory)
+    shared_memory = iterating(AsyncClient.shared_memory)
+    get_shared_memory_entry = blocking(AsyncClient.get_shared_memory_entry)
+    upsert_shared_memory_entry = blocking(AsyncClient.upsert_shared_memory_entry)
+    remove_shared_memory_entry = blocking(AsyncClient.remove_shared_memory_entry)

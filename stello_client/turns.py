@@ -1,0 +1,163 @@
+"""Turns: send (the stored turn), stream (text as it arrives, tool calls, then the turn),
+submit_tool_results.
+
+Every turn carries a `request_id` (the caller's, else a new one), so a turn
+whose reply was lost (the gateway restarted mid-call) is retried safely: the
+gateway answers the stored turn without calling the model again, or runs it
+once if it never committed. A stream is retried only until its first event;
+after text was shown, a failure raises (its `request_id` finds the turn: a
+`send` with it answers the turn if it was stored).
+"""
+
+from __future__ import annotations
+
+from collections.abc import AsyncGenerator, Sequence
+
+import grpc
+
+from stello.agent.v1 import agent_pb2
+from stello_client.base import DEFAULT, ClientBase, Timeout, request_id_or_new, set_optional
+from stello_client.calls import before_retry
+from stello_client.exceptions import from_rpc_error
+from stello_client.types import (
+    SendResponse,
+    StreamEvent,
+    SubmitToolResultsResponse,
+    ToolDefinition,
+    ToolResult,
+)
+
+
+class TurnCalls(ClientBase):
+    """Send, SendStream, SubmitToolResults."""
+
+    async def send(
+        self,
+        session_id: str,
+        content: str,
+        *,
+        tools: Sequence[ToolDefinition] = (),
+        memory_tools: bool | None = None,
+        request_id: str | None = None,
+        timeout: Timeout = DEFAULT,
+    ) -> SendResponse:
+        """Run one turn and answer it once stored (Send): `assistant` (the reply), `records`
+        (everything the turn stored), `pending_tool_calls` (client tools to answer with
+        `submit_tool_results`), `usage`.
+
+        Args:
+            session_id: the session.
+            content: the user message.
+            tools: client tools the model may call (`stello_client.types.tool`).
+            memory_tools: offer the shared memory tools (None: as the gateway says).
+            request_id: the idempotency key (default: a new one, so retries are safe).
+            timeout: seconds, retries included (default: the client's turn timeout).
+
+        Raises:
+            NotFound: the session is not in the space.
+            SessionArchived: the session is archived.
+            TurnInProgress: another turn holds the session (after the retries).
+            InvalidArgument: empty or oversized content, bad tool definitions.
+            ToolRoundsExceeded, ContextTooLarge, LlmRateLimited, LlmUnavailable,
+                LlmTimeout: the model's side; nothing was stored.
+        """
+        rid = request_id_or_new(request_id)
+        request = agent_pb2.SendRequest(
+            space_id=await self.space_id(),
+            session_id=session_id,
+            content=content,
+            tools=list(tools),
+            request_id=rid,
+        )
+        set_optional(request, memory_tools=memory_tools)
+        reply: SendResponse = await self._unary(
+            "Send", request, safe=True, timeout=timeout, request_id=rid, turn=True
+        )
+        return reply
+
+    async def stream(
+        self,
+        session_id: str,
+        content: str,
+        *,
+        tools: Sequence[ToolDefinition] = (),
+        memory_tools: bool | None = None,
+        request_id: str | None = None,
+        timeout: Timeout = DEFAULT,
+    ) -> AsyncGenerator[StreamEvent, None]:
+        """Run one turn, yielding as it goes (SendStream): `TextDelta`s of the reply,
+        each complete `ToolCall`, and last the stored turn (`SendResponse`, as `send`
+        answers it). Closing the iterator early cancels the call: nothing is stored.
+
+        Arguments and errors as `send`. Retried (same request_id) only before the
+        first event.
+        """
+        rid = request_id_or_new(request_id)
+        request = agent_pb2.SendStreamRequest(
+            space_id=await self.space_id(),
+            session_id=session_id,
+            content=content,
+            tools=list(tools),
+            request_id=rid,
+        )
+        set_optional(request, memory_tools=memory_tools)
+        opts = self._options("SendStream", timeout, safe=True, request_id=rid, turn=True)
+        attempt = 1
+        while True:
+            call = self._stream_call("SendStream", request, opts)
+            shown = False
+            try:
+                async for event in call:
+                    shown = True
+                    yield _event(event)
+                return
+            except grpc.aio.AioRpcError as exc:
+                error = from_rpc_error(exc, method="SendStream", request_id=rid)
+                if shown:
+                    raise error from None
+            finally:
+                call.cancel()
+            await before_retry(error, attempt, opts)
+            attempt += 1
+
+    async def submit_tool_results(
+        self,
+        session_id: str,
+        results: Sequence[ToolResult],
+        *,
+        tools: Sequence[ToolDefinition] = (),
+        memory_tools: bool | None = None,
+        request_id: str | None = None,
+        timeout: Timeout = DEFAULT,
+    ) -> SubmitToolResultsResponse:
+        """Continue a turn that stopped on client tool calls (SubmitToolResults): one result
+        per pending call (`stello_client.types.tool_result`); answers as `send` does.
+
+        Raises:
+            InvalidArgument: a result answering no pending call, or a pending call left out.
+            NoPendingToolCalls: the session waits for no tool result.
+            SessionArchived, TurnInProgress and the model's errors: as `send`.
+        """
+        rid = request_id_or_new(request_id)
+        request = agent_pb2.SubmitToolResultsRequest(
+            space_id=await self.space_id(),
+            session_id=session_id,
+            results=list(results),
+            tools=list(tools),
+            request_id=rid,
+        )
+        set_optional(request, memory_tools=memory_tools)
+        reply: SubmitToolResultsResponse = await self._unary(
+            "SubmitToolResults", request, safe=True, timeout=timeout, request_id=rid, turn=True
+        )
+        return reply
+
+
+def _event(event: agent_pb2.SendStreamResponse) -> StreamEvent:
+    """The one event a SendStreamResponse carries."""
+    kind = event.WhichOneof("event")
+    if kind == "text_delta":
+        return event.text_delta
+    if kind == "tool_call":
+        return event.tool_call
+    return event.done

@@ -1,0 +1,155 @@
+"""The types the SDK's methods take and answer: the gateway's generated messages.
+
+Results are the generated protobuf messages, not copies of them: they are the
+wire contract (DESIGN §2.1), a field the protos gain is there the moment the
+stubs are regenerated, nothing is converted twice, and their ``.pyi`` stubs
+type every field for mypy. What protobuf makes awkward the SDK takes in plain
+Python: enums as short names (``context="inherit"``, ``status="archived"``,
+``role="user"``, ``kinds=["records_appended"]``), skills as a list of names,
+tool definitions from a dict (`tool`). `stello_client.dicts` turns replies
+into plain dicts for JSON.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from typing import Any, Literal, TypeAlias
+
+from google.protobuf import struct_pb2
+
+from stello.agent.v1.agent_pb2 import (
+    GetLineageResponse,
+    ListRecordsResponse,
+    ListSessionDigestsResponse,
+    ListSharedMemoryResponse,
+    ProfileInfo,
+    SendResponse,
+    SessionView,
+    SkillInfo,
+    SubmitToolResultsResponse,
+    TextDelta,
+    ToolResult,
+    UpsertSharedMemoryEntryResponse,
+    Usage,
+    WhoAmIResponse,
+)
+from stello.common.v1 import common_pb2
+from stello.common.v1.common_pb2 import (
+    EventKind,
+    ForkContext,
+    Record,
+    RecordRole,
+    SessionConfig,
+    SessionDigest,
+    SessionStatus,
+    SessionSummary,
+    SharedMemoryEntry,
+    SpaceEvent,
+    ToolCall,
+    ToolDefinition,
+    TreeNode,
+)
+
+ContextName: TypeAlias = Literal["none", "inherit", "compress"]
+StatusName: TypeAlias = Literal["active", "archived"]
+RoleName: TypeAlias = Literal["system", "user", "assistant", "tool"]
+StreamEvent: TypeAlias = TextDelta | ToolCall | SendResponse
+"""What `stream()` yields: text as it arrives, each complete tool call, then the turn."""
+
+__all__ = [
+    "ContextName",
+    "EventKind",
+    "ForkContext",
+    "GetLineageResponse",
+    "ListRecordsResponse",
+    "ListSessionDigestsResponse",
+    "ListSharedMemoryResponse",
+    "ProfileInfo",
+    "Record",
+    "RecordRole",
+    "RoleName",
+    "SendResponse",
+    "SessionConfig",
+    "SessionDigest",
+    "SessionStatus",
+    "SessionSummary",
+    "SessionView",
+    "SharedMemoryEntry",
+    "SkillInfo",
+    "SpaceEvent",
+    "StatusName",
+    "StreamEvent",
+    "SubmitToolResultsResponse",
+    "TextDelta",
+    "ToolCall",
+    "ToolDefinition",
+    "ToolResult",
+    "TreeNode",
+    "UpsertSharedMemoryEntryResponse",
+    "Usage",
+    "WhoAmIResponse",
+    "event_kind",
+    "fork_context",
+    "record_role",
+    "session_status",
+    "tool",
+    "tool_result",
+]
+
+
+def _enum(enum: Any, prefix: str, value: str | int | None, what: str) -> Any:
+    """The enum value of a short name (``inherit``), a full one, or a number; 0 for None."""
+    if value is None:
+        return 0
+    if isinstance(value, int):
+        return value
+    name = value.upper()
+    name = name if name.startswith(prefix) else prefix + name
+    try:
+        return enum.Value(name)
+    except ValueError:
+        known = [n.removeprefix(prefix).lower() for n in enum.keys()[1:]]
+        raise ValueError(f"{what} must be one of {', '.join(known)}, got {value!r}") from None
+
+
+def fork_context(value: ContextName | ForkContext | None) -> ForkContext:
+    """ForkContext of "none", "inherit", "compress" (None: the profile's, else none)."""
+    found: ForkContext = _enum(common_pb2.ForkContext, "FORK_CONTEXT_", value, "context")
+    return found
+
+
+def session_status(value: StatusName | SessionStatus | None) -> SessionStatus:
+    """SessionStatus of "active" or "archived" (None: no filter)."""
+    found: SessionStatus = _enum(common_pb2.SessionStatus, "SESSION_STATUS_", value, "status")
+    return found
+
+
+def record_role(value: RoleName | RecordRole | None) -> RecordRole:
+    """RecordRole of "system", "user", "assistant" or "tool" (None: no filter)."""
+    found: RecordRole = _enum(common_pb2.RecordRole, "RECORD_ROLE_", value, "role")
+    return found
+
+
+def event_kind(value: str | EventKind) -> EventKind:
+    """EventKind of a short name ("records_appended") or the full one."""
+    found: EventKind = _enum(common_pb2.EventKind, "EVENT_KIND_", value, "kind")
+    return found
+
+
+def tool(
+    name: str, description: str = "", parameters: Mapping[str, Any] | None = None
+) -> ToolDefinition:
+    """A client tool the model may call: its name, what it does, its JSON schema."""
+    schema = struct_pb2.Struct()
+    schema.update(dict(parameters or {"type": "object", "properties": {}}))
+    return ToolDefinition(name=name, description=description, parameters=schema)
+
+
+def tool_result(tool_call_id: str, content: str, *, is_error: bool = False) -> ToolResult:
+    """The answer to one tool call (`is_error`: the tool failed; `content` says how)."""
+    return ToolResult(tool_call_id=tool_call_id, content=content, is_error=is_error)
+
+
+def skill_list(names: Sequence[str] | None) -> common_pb2.SkillList | None:
+    """A SkillList of names (None: unset, inherit; [] = no skills)."""
+    return None if names is None else common_pb2.SkillList(names=list(names))

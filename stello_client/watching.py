@@ -1,0 +1,164 @@
+"""watch(): the space's changes as they commit (WatchSpace, DESIGN §4.6), resumed by cursor.
+
+A `Watch` keeps the cursor of the last event it yielded (at first, the one
+the gateway said the stream starts after: the ``stello-watch-cursor`` initial
+metadata). When the stream breaks (UNAVAILABLE, CANCELLED or ABORTED: a
+gateway restarted; or the stream closing as OK, which a healthy watch never
+does) it calls again after that cursor, with the client's backoff, so no
+event is lost or repeated. A reconnect that answers resets the count of
+attempts; `Retry.attempts` failures in a row raise. CURSOR_EXPIRED and the
+other statuses raise at once (`resume=False`: every failure raises).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+from collections.abc import AsyncGenerator, Sequence
+from types import TracebackType
+from typing import Any, Self
+
+import grpc
+
+from stello.agent.v1 import agent_pb2
+from stello.channels import WATCH_CURSOR_METADATA
+from stello_client.base import ClientBase
+from stello_client.exceptions import RpcError, Unavailable, from_rpc_error
+from stello_client.types import EventKind, SpaceEvent, event_kind
+
+RESUMED = frozenset(
+    {grpc.StatusCode.UNAVAILABLE, grpc.StatusCode.CANCELLED, grpc.StatusCode.ABORTED}
+)
+
+
+class Watch:
+    """An async iterator of the space's events; `cursor` is the last one's (see the module).
+
+    Use it as ``async for event in client.watch(): ...`` or in ``async with``
+    (which closes it); `start()` answers where the stream starts.
+    """
+
+    def __init__(
+        self,
+        client: WatchCalls,
+        after_cursor: str | None,
+        kinds: Sequence[str | EventKind],
+        *,
+        resume: bool,
+    ) -> None:
+        self.cursor = after_cursor
+        """The cursor of the last event yielded (or the start): resume after it."""
+        self._client = client
+        self._kinds = [event_kind(kind) for kind in kinds]
+        self._resume = resume
+        self._started: asyncio.Future[str | None] | None = None
+        self._events: AsyncGenerator[SpaceEvent, None] | None = None
+        self._pending: asyncio.Future[SpaceEvent] | None = None
+
+    def __aiter__(self) -> Self:
+        return self
+
+    async def __anext__(self) -> SpaceEvent:
+        if self._pending is not None:
+            pending, self._pending = self._pending, None
+            return await pending
+        return await anext(self._generator())
+
+    async def start(self) -> str | None:
+        """The cursor the stream starts after, once the gateway fixed it (before any event;
+        None if the gateway did not say). Reading the state after it misses no change."""
+        if self._started is None:
+            self._started = asyncio.get_running_loop().create_future()
+        if self._started.done():
+            return self._started.result()
+        if self._pending is None:
+            self._pending = asyncio.ensure_future(anext(self._generator()))
+        waited: set[asyncio.Future[Any]] = {self._pending, self._started}
+        await asyncio.wait(waited, return_when=asyncio.FIRST_COMPLETED)
+        if self._started.done():
+            return self._started.result()
+        pending, self._pending = self._pending, None
+        pending.result()  # the watch failed before it started: raise that
+        return None
+
+    async def aclose(self) -> None:
+        """End the call (nothing more is read)."""
+        if self._pending is not None:
+            pending, self._pending = self._pending, None
+            pending.cancel()
+            with contextlib.suppress(asyncio.CancelledError, StopAsyncIteration, RpcError):
+                await pending
+        if self._events is not None:
+            await self._events.aclose()
+
+    def _generator(self) -> AsyncGenerator[SpaceEvent, None]:
+        if self._events is None:
+            self._events = self._run()
+        return self._events
+
+    async def __aenter__(self) -> Self:
+        return self
+
+    async def __aexit__(
+        self, kind: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
+    ) -> None:
+        await self.aclose()
+
+    async def _run(self) -> AsyncGenerator[SpaceEvent, None]:
+        failures = 0
+        while True:
+            request = agent_pb2.WatchSpaceRequest(
+                space_id=await self._client.space_id(), kinds=self._kinds
+            )
+            if self.cursor is not None:
+                request.after_cursor = self.cursor
+            opts = self._client._options("WatchSpace", None, safe=True)
+            call = self._client._stream_call("WatchSpace", request, opts)
+            try:
+                start = dict(await call.initial_metadata() or ()).get(WATCH_CURSOR_METADATA)
+                if start is not None:
+                    failures = 0
+                    self.cursor = self.cursor or str(start)
+                    self._mark_started(str(start))
+                async for message in call:
+                    self.cursor = message.event.cursor
+                    yield message.event
+                error: RpcError = Unavailable("the gateway ended the watch", method="WatchSpace")
+            except grpc.aio.AioRpcError as exc:
+                error = from_rpc_error(exc, method="WatchSpace", request_id=opts.request_id)
+            finally:
+                call.cancel()
+            failures += 1
+            if not self._resume or error.code not in RESUMED or error.reason is not None:
+                raise error
+            if failures >= self._client._retry.attempts:
+                raise error
+            await asyncio.sleep(self._client._retry.pause(failures))
+
+    def _mark_started(self, cursor: str) -> None:
+        if self._started is None:
+            self._started = asyncio.get_running_loop().create_future()
+        if not self._started.done():
+            self._started.set_result(cursor)
+
+
+class WatchCalls(ClientBase):
+    """WatchSpace."""
+
+    def watch(
+        self,
+        *,
+        after_cursor: str | None = None,
+        kinds: Sequence[str | EventKind] = (),
+        resume: bool = True,
+    ) -> Watch:
+        """The space's events as they commit, after `after_cursor` (None: from now), only
+        `kinds` ("records_appended", ...; empty: all), resumed after a disconnect from the
+        last cursor (`resume=False`: a disconnect raises). No deadline.
+
+        Raises (from the iteration):
+            CursorExpired: events after `after_cursor` were purged: re-read, watch anew.
+            InvalidArgument: `after_cursor` is not a cursor of this space.
+            Unavailable: the gateway stayed unreachable through the retries.
+        """
+        return Watch(self, after_cursor, kinds, resume=resume)

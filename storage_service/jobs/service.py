@@ -1,0 +1,60 @@
+"""ClaimJob and RenewJob (DESIGN §4.8): one run per (session, kind) across gateway processes.
+
+A claim is granted under the job row's lock when no claim is live, so of two
+concurrent claimers exactly one gets it; a claim whose holder died expires and
+the next claimer takes the job over, keeping the progress saved so far. Knows
+nothing of gRPC.
+"""
+
+from __future__ import annotations
+
+import uuid
+from datetime import datetime
+
+from storage_service.jobs.repository import JobClaim, claim_token
+from storage_service.models import JobKindName, session_not_found
+from storage_service.unit import Database, UnitOfWork
+
+
+class JobService:
+    """Claims of the gateway's background jobs over the unit of work."""
+
+    def __init__(self, db: Database) -> None:
+        self._db = db
+
+    async def claim(
+        self, space_id: uuid.UUID, session_id: uuid.UUID, kind: JobKindName, ttl_s: int
+    ) -> JobClaim:
+        """Take the job's claim for `ttl_s` seconds unless a live one exists.
+
+        Raises:
+            NotFound: the session is not visible in the space.
+        """
+
+        async def work(uow: UnitOfWork) -> JobClaim:
+            found = await uow.jobs.visible(space_id, session_id)
+            if found is None or not found[0]:
+                raise session_not_found(session_id)
+            return await uow.jobs.claim(space_id, session_id, kind, ttl_s, found[1])
+
+        return await self._db.transaction(work)
+
+    async def renew(
+        self,
+        space_id: uuid.UUID,
+        session_id: uuid.UUID,
+        kind: JobKindName,
+        token: str,
+        ttl_s: int,
+    ) -> datetime | None:
+        """Extend the claim `token` holds; its new expiry, None when it no longer holds it.
+
+        Raises:
+            NotFound: the session is not in the space.
+        """
+        found, expires_at = await self._db.statement(
+            lambda uow: uow.jobs.renew(space_id, session_id, kind, claim_token(token), ttl_s)
+        )
+        if not found:
+            raise session_not_found(session_id)
+        return expires_at

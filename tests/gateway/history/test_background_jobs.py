@@ -1,0 +1,392 @@
+"""Background work once per session, bounded and visible (DESIGN §4.8, issue #33 item 3).
+
+Consolidations, the background fold and lease releases run through the
+gateway's one runner: one job per (session, kind) across every gateway
+replica, decided in the database; a model-call budget per run, progress saved
+chunk by chunk (memory compare-and-set: a PutMemory made meanwhile wins);
+claims taken over when their gateway dies; clean stops; metrics by kind.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import signal
+import uuid
+from collections.abc import AsyncIterator, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+import asyncpg
+import grpc
+import pytest
+
+from agent_gateway.llm import Completion, LLMMessage, ToolSpec
+from agent_gateway.llm.prompt_texts import CONSOLIDATOR
+from stello.agent.v1 import agent_pb2, agent_pb2_grpc
+from stello.common.v1 import common_pb2
+from stello.errors import Unavailable
+from stello.server import shutdown
+from stello.storage.v1 import storage_pb2
+from tests.gateway.conftest import Backends, Stack, StackMaker, rpc_error
+from tests.gateway.llm.support import ENGLISH
+from tests.gateway.processes import gateway_process
+from tests.gateway.turns_support import SpyProvider, answer, send, wait_for
+from tests.support.fixtures import TestSpace
+from tests.support.history import seed_history
+
+pytestmark = pytest.mark.sql
+
+CONSOLIDATOR_PROMPT = ENGLISH.text(CONSOLIDATOR)
+DONE = common_pb2.JOB_STATUS_DONE
+BUDGET_SPENT = common_pb2.JOB_STATUS_BUDGET_SPENT
+
+
+@dataclass(slots=True)
+class GatedConsolidations:
+    """An echo model (SpyProvider) whose consolidation calls wait for `gate`; it records
+    them and the most that were ever in flight at once."""
+
+    spy: SpyProvider = field(default_factory=SpyProvider)
+    gate: asyncio.Event = field(default_factory=asyncio.Event)
+    consolidations: list[list[LLMMessage]] = field(default_factory=list)
+    in_flight: int = 0
+    most: int = 0
+
+    @property
+    def max_context_tokens(self) -> int:
+        """The spy's window."""
+        return self.spy.max_context_tokens
+
+    async def complete(
+        self,
+        messages: Sequence[LLMMessage],
+        *,
+        tools: Sequence[ToolSpec] | None = None,
+        max_tokens: int | None = None,
+    ) -> Completion:
+        """A consolidation waits for the gate; every call answers as the spy does."""
+        if messages and messages[0].content == CONSOLIDATOR_PROMPT:
+            self.consolidations.append(list(messages))
+            self.in_flight += 1
+            self.most = max(self.most, self.in_flight)
+            try:
+                await self.gate.wait()
+            finally:
+                self.in_flight -= 1
+        return await self.spy.complete(messages, tools=tools, max_tokens=max_tokens)
+
+    def stream(
+        self,
+        messages: Sequence[LLMMessage],
+        *,
+        tools: Sequence[ToolSpec] | None = None,
+        max_tokens: int | None = None,
+    ) -> Any:
+        """The spy's stream."""
+        return self.spy.stream(messages, tools=tools, max_tokens=max_tokens)
+
+
+async def consolidate(stack: Stack, session_id: str, **call: Any) -> agent_pb2.ConsolidateResponse:
+    """Consolidate through the gateway."""
+    reply: agent_pb2.ConsolidateResponse = await stack.gw.Consolidate(
+        agent_pb2.ConsolidateRequest(space_id=stack.space.sid, session_id=session_id), **call
+    )
+    return reply
+
+
+async def stored_memory(stack: Stack, session_id: str) -> storage_pb2.GetMemoryResponse:
+    """The memory as storage has it (content, covered seq, version)."""
+    reply: storage_pb2.GetMemoryResponse = await stack.storage.GetMemory(
+        storage_pb2.GetMemoryRequest(space_id=stack.space.sid, session_id=session_id)
+    )
+    return reply
+
+
+async def job(stack: Stack, session_id: str, kind: int) -> common_pb2.BackgroundJob | None:
+    """The session's job of `kind` as GetSession's progress shows it."""
+    for found in (await stack.view(session_id)).progress.jobs:
+        if found.kind == kind:
+            return found
+    return None
+
+
+@contextlib.asynccontextmanager
+async def watching_covered(stack: Stack, session_id: str) -> AsyncIterator[list[int]]:
+    """Every covered seq the stored memory shows, polled while the block runs."""
+    seen: list[int] = []
+
+    async def poll() -> None:
+        while True:
+            seen.append((await stored_memory(stack, session_id)).covered_until_seq)
+            await asyncio.sleep(0.005)
+
+    task = asyncio.create_task(poll())
+    try:
+        yield seen
+    finally:
+        task.cancel()
+        with contextlib.suppress(asyncio.CancelledError):
+            await task
+
+
+def numbered(index: int) -> tuple[str, str]:
+    """Records of about 200 characters that name their seq (record i has seq i + 1)."""
+    role = "user" if index % 2 == 0 else "assistant"
+    text = f"{index + 1:06d} words of a long conversation "
+    return role, (text * 6)[:200]
+
+
+def first_seq(messages: list[LLMMessage]) -> int:
+    """The seq of the first transcript line of a consolidation call."""
+    transcript = messages[1].content.rsplit("Conversation:\n", 1)[1]
+    return int(transcript.splitlines()[0].split(": ", 1)[1][:6])
+
+
+async def seeded(stack: Stack, pool: asyncpg.Pool, count: int) -> str:
+    """A root with `count` numbered records seeded by COPY."""
+    root = await stack.root()
+    async with pool.acquire() as con:
+        await seed_history(con, stack.space.id, uuid.UUID(root.id), count, numbered)
+    return root.id
+
+
+class TestOncePerSession:
+    async def test_two_replicas_and_a_manual_call_run_one_consolidation(
+        self, make_stack: StackMaker
+    ) -> None:
+        """With two gateway replicas consolidating every turn and a manual Consolidate racing
+        the automatic one, one consolidation runs at a time (the other replica's automatic
+        one is skipped, the manual call waits and finds nothing left), the memory's covered
+        seq only grows, and a PutMemory made while it runs survives: the consolidation
+        starts over from it (on main: two consolidations at once, the put overwritten)."""
+        model = GatedConsolidations()
+        settings = {"consolidate_every_n_turns": 1, "job_claim_ttl_s": 3}
+        a = await make_stack(model, **settings)
+        b = await make_stack(model, **settings)
+        root = (await a.root()).id
+        async with watching_covered(a, root) as covered:
+            await send(a, root, "one")
+            await wait_for(lambda: model.in_flight == 1)
+            await send(b, root, "two")
+            manual = asyncio.create_task(consolidate(b, root))
+            await a.gw.PutMemory(
+                agent_pb2.PutMemoryRequest(
+                    space_id=a.space.sid, session_id=root, content="the user's memory"
+                )
+            )
+            await asyncio.sleep(1.0)  # B's automatic run and its manual call meet the claim
+            assert model.most == 1 and len(model.consolidations) == 1
+            model.gate.set()
+            reply = await manual
+        assert model.most == 1
+        assert len(model.consolidations) == 2  # A's first, then A's again from the put
+        assert model.consolidations[1][1].content.startswith(
+            "Current summary:\nthe user's memory\n\nConversation:\nuser: one\n"
+        )
+        memory = await stored_memory(a, root)
+        assert "the user's memory" in memory.content
+        assert memory.covered_until_seq == 4
+        assert covered == sorted(covered) and covered[-1] == 4
+        assert (reply.status, reply.covered_until_seq, reply.last_seq) == (DONE, 4, 4)
+        assert reply.model_calls == 0 and reply.memory == memory.content
+        state = await job(a, root, common_pb2.JOB_KIND_CONSOLIDATE)
+        assert state is not None and (state.runs, state.claimed) == (2, False)
+
+
+class TestBudget:
+    @pytest.mark.slow
+    async def test_a_100000_record_consolidation_saves_and_stops_at_its_budget(
+        self, make_stack: StackMaker, pool: asyncpg.Pool
+    ) -> None:
+        """A manual Consolidate of a 100,000-record session makes at most its budget of
+        model calls, saves the memory after each chunk, and answers BUDGET_SPENT with how
+        far it got; the next call continues right after (on main: every record folded in
+        one call, with no cap)."""
+        spy = SpyProvider(max_context_tokens=4_000)
+        stack = await make_stack(spy, consolidate_max_calls=3)
+        session = await seeded(stack, pool, 100_000)
+        first = await consolidate(stack, session)
+        assert (first.status, first.model_calls, first.last_seq) == (BUDGET_SPENT, 3, 100_000)
+        assert 0 < first.covered_until_seq < 1_000
+        memory = await stored_memory(stack, session)
+        assert (memory.content, memory.covered_until_seq) == (first.memory, first.covered_until_seq)
+        assert memory.version == 3  # one save per chunk
+        calls = [c.messages for c in spy.calls if c.helper]
+        assert first_seq(calls[0]) == 1
+        second = await consolidate(stack, session)
+        assert second.status == BUDGET_SPENT and second.covered_until_seq > first.covered_until_seq
+        later = [c.messages for c in spy.calls if c.helper][3]
+        assert first_seq(later) == first.covered_until_seq + 1
+        assert later[1].content.startswith(f"Current summary:\n{first.memory[:20]}")
+        state = await job(stack, session, common_pb2.JOB_KIND_CONSOLIDATE)
+        assert state is not None
+        assert (state.status, state.covered_until_seq, state.model_calls, state.runs) == (
+            BUDGET_SPENT,
+            second.covered_until_seq,
+            3,
+            2,
+        )
+
+    async def test_progress_is_saved_before_a_failure(
+        self, make_stack: StackMaker, pool: asyncpg.Pool
+    ) -> None:
+        """A model failure on the third chunk leaves the memory of the first two saved, with
+        the seq they cover, and the job FAILED (on main: the memory was left unchanged)."""
+        spy = SpyProvider(max_context_tokens=2_000)
+        spy.then_helper(answer("after one"), answer("after two"), Unavailable("model down"))
+        stack = await make_stack(spy)
+        session = await seeded(stack, pool, 200)
+        error = await rpc_error(consolidate(stack, session))
+        assert error.code() is grpc.StatusCode.UNAVAILABLE
+        calls = [c.messages for c in spy.calls if c.helper]
+        assert len(calls) == 3
+        memory = await stored_memory(stack, session)
+        assert (memory.content, memory.covered_until_seq) == ("after two", first_seq(calls[2]) - 1)
+        state = await job(stack, session, common_pb2.JOB_KIND_CONSOLIDATE)
+        assert state is not None and state.status == common_pb2.JOB_STATUS_FAILED
+        assert not state.claimed and state.covered_until_seq == memory.covered_until_seq
+
+
+class TestDeadline:
+    async def test_the_run_outlives_its_callers_deadline(self, make_stack: StackMaker) -> None:
+        """A manual Consolidate whose deadline passes while the model works answers
+        DEADLINE_EXCEEDED; the consolidation goes on and saves the memory."""
+        model = GatedConsolidations()
+        stack = await make_stack(model)
+        session = (await stack.root()).id
+        await send(stack, session, "one")
+        error = await rpc_error(consolidate(stack, session, timeout=0.5))
+        assert error.code() is grpc.StatusCode.DEADLINE_EXCEEDED
+        model.gate.set()
+
+        async def saved() -> bool:
+            return (await stored_memory(stack, session)).covered_until_seq == 2
+
+        await wait_for(saved, within_s=10)
+        state = await job(stack, session, common_pb2.JOB_KIND_CONSOLIDATE)
+        assert state is not None and (state.status, state.claimed) == (DONE, False)
+
+
+class TestTakeover:
+    async def test_a_killed_gateways_consolidation_is_taken_over(
+        self,
+        make_stack: StackMaker,
+        pool: asyncpg.Pool,
+        backends: Backends,
+        database_env: dict[str, str],
+        space: TestSpace,
+    ) -> None:
+        """A gateway killed (SIGKILL) in the middle of a consolidation keeps its job's claim
+        until it expires; then another gateway's Consolidate takes the job over and
+        continues from the memory the dead one saved, to the end."""
+        spy = SpyProvider(max_context_tokens=2_000)
+        stack = await make_stack(spy, job_claim_ttl_s=2, consolidate_max_calls=100)
+        session = await seeded(stack, pool, 600)
+        slow = {
+            "STELLO_GATEWAY_ECHO_MAX_CONTEXT_TOKENS": "2000",
+            "STELLO_GATEWAY_ECHO_DELAY_S": "0.3",
+            "STELLO_GATEWAY_JOB_CLAIM_TTL_S": "2",
+        }
+        async with gateway_process(backends, database_env, "", **slow) as (process, address):
+            channel = grpc.aio.insecure_channel(address)
+            dead = agent_pb2_grpc.AgentGatewayStub(channel)
+            call = dead.Consolidate(
+                agent_pb2.ConsolidateRequest(space_id=space.sid, session_id=session),
+                metadata=(("authorization", f"Bearer {space.key}"),),
+            )
+            running = asyncio.ensure_future(call)
+
+            async def saved() -> bool:
+                return (await stored_memory(stack, session)).covered_until_seq > 0
+
+            await wait_for(saved, within_s=30)
+            process.send_signal(signal.SIGKILL)
+            await process.wait()
+            with contextlib.suppress(grpc.aio.AioRpcError):
+                await running
+            await channel.close()
+        left = await stored_memory(stack, session)
+        held = await job(stack, session, common_pb2.JOB_KIND_CONSOLIDATE)
+        assert held is not None and held.status == common_pb2.JOB_STATUS_RUNNING
+        assert 0 < left.covered_until_seq < 600
+        reply = await consolidate(stack, session)
+        assert (reply.status, reply.covered_until_seq) == (DONE, 600)
+        calls = [c.messages for c in spy.calls if c.helper]
+        assert first_seq(calls[0]) == left.covered_until_seq + 1
+        assert calls[0][1].content.startswith(f"Current summary:\n{left.content[:30]}")
+        state = await job(stack, session, common_pb2.JOB_KIND_CONSOLIDATE)
+        assert state is not None and (state.runs, state.status) == (2, DONE)
+
+
+class TestStop:
+    async def test_a_stopping_gateway_gives_its_jobs_back(
+        self, make_stack: StackMaker, pool: asyncpg.Pool
+    ) -> None:
+        """A gateway that shuts down mid-consolidation stops it with its progress saved and
+        its claim given back (status STOPPED): another gateway continues at once, without
+        waiting for the claim to expire."""
+        model = GatedConsolidations()
+        a = await make_stack(model, job_claim_ttl_s=600, background_stop_grace_s=0.1)
+        b = await make_stack(SpyProvider(), job_claim_ttl_s=600)
+        session = (await a.root()).id
+        await send(a, session, "one")
+        running = asyncio.create_task(consolidate(a, session))
+        await wait_for(lambda: model.in_flight == 1)
+        await shutdown(a.gateway.app, a.gateway.server, 0)
+        with contextlib.suppress(grpc.aio.AioRpcError):
+            await running
+        state = await job(b, session, common_pb2.JOB_KIND_CONSOLIDATE)
+        assert state is not None
+        assert (state.status, state.claimed) == (common_pb2.JOB_STATUS_STOPPED, False)
+        async with asyncio.timeout(10):
+            reply = await consolidate(b, session)
+        assert (reply.status, reply.covered_until_seq) == (DONE, 2)
+
+
+class TestVisible:
+    async def test_metrics_by_kind(self, make_stack: StackMaker) -> None:
+        """The runner counts runs by kind and outcome, the model calls and tokens they spent,
+        and shows nothing queued or running once they end."""
+        stack = await make_stack(SpyProvider())
+        session = (await stack.root()).id
+        await send(stack, session, "one")
+        await consolidate(stack, session)
+        metrics = stack.gateway.app.metrics
+        assert metrics is not None
+        value = metrics.registry.get_sample_value
+        labels = {"kind": "consolidate"}
+        assert value("stello_gateway_jobs_total", {**labels, "outcome": "done"}) == 1
+        assert value("stello_gateway_job_model_calls_total", labels) == 1
+        assert (value("stello_gateway_job_tokens_total", labels) or 0) > 0
+        assert value("stello_gateway_jobs_running", labels) == 0
+        assert value("stello_gateway_jobs_queued", labels) == 0
+
+    async def test_get_session_shows_how_far_summaries_cover(
+        self, make_stack: StackMaker, pool: asyncpg.Pool
+    ) -> None:
+        """After a bulk append, a turn stores a lossy catch-up and the background fold, run
+        by the runner within its budget, saves complete summaries one chunk at a time:
+        GetSession shows the last seq, the newest summary, how far the complete ones reach
+        (only growing, run after run) and the fold job."""
+        spy = SpyProvider(max_context_tokens=4_000)
+        stack = await make_stack(spy, fold_max_calls=2)
+        session = await seeded(stack, pool, 2_000)
+        await send(stack, session, "after the import")
+        progress = (await stack.view(session)).progress
+        assert progress.summary_lossy and progress.last_seq == 2_002
+        reached: list[int] = []
+        for n in range(3):
+
+            async def settled(runs: int = n + 1) -> bool:
+                fold = await job(stack, session, common_pb2.JOB_KIND_FOLD)
+                return fold is not None and not fold.claimed and fold.runs == runs
+
+            await wait_for(settled, within_s=30)
+            view = (await stack.view(session)).progress
+            fold = await job(stack, session, common_pb2.JOB_KIND_FOLD)
+            assert fold is not None and fold.model_calls <= 2
+            assert fold.status == BUDGET_SPENT
+            reached.append(view.complete_summary_covered_until_seq)
+            await send(stack, session, f"turn {n}")
+        assert 0 < reached[0] < reached[1] < reached[2] < progress.summary_covered_until_seq

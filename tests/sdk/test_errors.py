@@ -1,0 +1,201 @@
+"""The SDK's exceptions: each documented gateway error raises its class, with its reason,
+field and request id; every stable reason has a class."""
+
+from __future__ import annotations
+
+import ast
+import asyncio
+import sys
+import uuid
+from functools import partial
+from pathlib import Path
+
+import asyncpg
+import grpc
+import pytest
+
+from stello import reasons
+from stello.storage.v1 import storage_pb2
+from stello_client import AsyncClient, ConfigurationError, Retry
+from stello_client.exceptions import (
+    BY_CODE,
+    BY_REASON,
+    CursorExpired,
+    DeadlineExceeded,
+    InvalidArgument,
+    NoPendingToolCalls,
+    NotFound,
+    ProfileNotFound,
+    RequestIdReused,
+    RpcError,
+    SessionArchived,
+    TreeTooLarge,
+    TurnInProgress,
+    Unauthenticated,
+    Unavailable,
+    error_class,
+)
+from stello_client.types import tool_result
+from storage_service.app import create_purger
+from storage_service.config import StorageSettings
+from tests.cli.processes import client_env, private_env
+from tests.gateway.conftest import Backends, GatewayStarter, Stack
+from tests.sdk.conftest import client_of
+from tests.support.fixtures import ServerStarter
+from tree_service.app import create_app as tree_app
+from tree_service.config import TreeSettings
+
+pytestmark = pytest.mark.sql
+
+REASONS_FILE = Path(reasons.__file__)
+
+
+def reasons_by_code() -> dict[str, grpc.StatusCode]:
+    """Each reason of stello/reasons.py and the status its section (`# ABORTED`) names."""
+    found: dict[str, grpc.StatusCode] = {}
+    code = None
+    for line in REASONS_FILE.read_text().splitlines():
+        if line.startswith("# ") and line[2:].strip() in grpc.StatusCode.__members__:
+            code = grpc.StatusCode[line[2:].strip()]
+        elif "=" in line and not line.startswith((" ", "#", '"')):
+            name = ast.literal_eval(line.split("=", 1)[1].strip())
+            assert code is not None, f"{name} has no status section"
+            found[name] = code
+    return found
+
+
+class TestClasses:
+    def test_every_reason_has_its_class(self) -> None:
+        """Each stable reason raises a class of its own, a subclass of its status's class (a
+        reason added to stello/reasons.py fails here until the SDK names it)."""
+        found = reasons_by_code()
+        assert found and set(found) == set(BY_REASON)
+        for reason, code in found.items():
+            cls = error_class(code, reason)
+            assert cls is BY_REASON[reason] and issubclass(cls, BY_CODE[code]), reason
+
+    def test_an_unknown_reason_raises_its_status_class(self) -> None:
+        """A reason this SDK does not know, or one given with another status, falls back to
+        the status's class; a status without a class is Internal."""
+        assert (
+            error_class(grpc.StatusCode.ABORTED, "SOMETHING_NEW")
+            is BY_CODE[grpc.StatusCode.ABORTED]
+        )
+        assert error_class(grpc.StatusCode.NOT_FOUND, reasons.TURN_IN_PROGRESS) is NotFound
+        assert error_class(grpc.StatusCode.UNKNOWN, None).__name__ == "Internal"
+
+
+class TestLiveErrors:
+    async def test_invalid_argument_names_the_keyword(self, client: AsyncClient) -> None:
+        """A bad argument is InvalidArgument whose `field` is the keyword that set it."""
+        root = await client.create_root()
+        with pytest.raises(InvalidArgument) as caught:
+            await client.fork(root.id, "x", context="none", inherit_until_seq=1)
+        assert caught.value.field == "inherit_until_seq"
+        assert caught.value.method == "Fork" and caught.value.request_id
+
+    async def test_not_found_and_archived(self, client: AsyncClient) -> None:
+        """An unknown session is NotFound; a turn on an archived one is SessionArchived."""
+        with pytest.raises(NotFound):
+            await client.get_session(str(uuid.uuid4()))
+        root = await client.create_root()
+        await client.archive(root.id)
+        with pytest.raises(SessionArchived) as caught:
+            await client.send(root.id, "hi", request_id="archived-turn")
+        assert caught.value.reason == reasons.SESSION_ARCHIVED
+        assert caught.value.request_id == "archived-turn"
+
+    async def test_turn_in_progress_after_the_retries(
+        self, client: AsyncClient, stack: Stack
+    ) -> None:
+        """A session whose lease another turn holds raises TurnInProgress once the retries
+        (paused, bounded) are spent."""
+        root = await client.create_root()
+        await stack.storage.BeginTurn(
+            storage_pb2.BeginTurnRequest(space_id=stack.space.sid, session_id=root.id, ttl_s=60)
+        )
+        async with client_of(stack, retry=Retry(attempts=3, initial_backoff_s=0.01)) as quick:
+            with pytest.raises(TurnInProgress):
+                await quick.send(root.id, "hi")
+
+    async def test_reused_request_id_profile_and_tool_results(self, client: AsyncClient) -> None:
+        """RequestIdReused, ProfileNotFound and NoPendingToolCalls, each by its class."""
+        await client.create_root(label="a", request_id="same")
+        with pytest.raises(RequestIdReused) as reused:
+            await client.create_root(label="b", request_id="same")
+        assert reused.value.request_id == "same"
+        with pytest.raises(ProfileNotFound):
+            await client.create_root(profile="nope")
+        root = await client.create_root()
+        with pytest.raises(NoPendingToolCalls):
+            await client.submit_tool_results(root.id, [tool_result("call", "x")])
+
+    async def test_tree_too_large(
+        self, start_server: ServerStarter, start_gateway: GatewayStarter, stack: Stack
+    ) -> None:
+        """GetTree past the tree's cap raises TreeTooLarge."""
+        tree = await start_server(partial(tree_app, config=TreeSettings(max_tree_nodes=1)))
+        gateway = await start_gateway(tree_address=tree.address)
+        async with AsyncClient(
+            gateway.address, stack.space.key, stack.space.sid, plaintext=True
+        ) as small:
+            root = await small.create_root()
+            await small.fork(root.id, "child")
+            with pytest.raises(TreeTooLarge):
+                await small.get_tree()
+
+    async def test_cursor_expired(self, client: AsyncClient, pool: asyncpg.Pool) -> None:
+        """Watching after a purged cursor raises CursorExpired (never resumed)."""
+        await client.create_root()
+        await asyncio.sleep(0.05)
+        await create_purger(pool, StorageSettings(event_retention_s=0.01)).run_once()
+        await client.create_root()
+        with pytest.raises(CursorExpired):
+            async for _ in client.watch(after_cursor="0"):
+                pass
+
+    async def test_bad_key_and_no_gateway(self, stack: Stack) -> None:
+        """A revoked or unknown key is Unauthenticated; no gateway at the address is
+        Unavailable once the retries are spent."""
+        async with AsyncClient(stack.gateway.address, "stello_nope", stack.space.sid) as bad:
+            with pytest.raises(Unauthenticated):
+                await bad.get_tree()
+        retry = Retry(attempts=2, initial_backoff_s=0.01)
+        async with AsyncClient("127.0.0.1:1", "k", stack.space.sid, retry=retry) as nowhere:
+            with pytest.raises(Unavailable) as caught:
+                await nowhere.get_tree()
+        assert isinstance(caught.value, RpcError) and caught.value.method == "GetTree"
+
+    async def test_deadline(self, start_gateway: GatewayStarter, stack: Stack) -> None:
+        """A call past its `timeout` raises DeadlineExceeded (not retried)."""
+        slow = await start_gateway(echo_delay_s=2.0)
+        async with AsyncClient(slow.address, stack.space.key, stack.space.sid) as client:
+            root = await client.create_root()
+            with pytest.raises(DeadlineExceeded):
+                await client.send(root.id, "hi", timeout=0.3)
+
+    async def test_a_space_the_key_does_not_reach(self, stack: Stack, backends: Backends) -> None:
+        """A space named that the key does not reach is a ConfigurationError listing its
+        spaces, raised by the first call."""
+        async with AsyncClient(stack.gateway.address, stack.space.key, "elsewhere") as client:
+            with pytest.raises(ConfigurationError, match="no space named 'elsewhere'") as caught:
+                await client.get_tree()
+        assert caught.value.setting == "space" and stack.space.sid in str(caught.value)
+
+    async def test_no_space_named_is_the_keys_one(self, stack: Stack, tmp_path: Path) -> None:
+        """With no space given anywhere, the client acts in the one space the key reaches
+        (a program with only STELLO_GATEWAY and STELLO_KEY set, nothing saved)."""
+        env = private_env(tmp_path / "home")
+        env.update(STELLO_GATEWAY=stack.gateway.address, STELLO_KEY=stack.space.key)
+        code = (
+            "import asyncio; from stello_client import AsyncClient\n"
+            "async def main():\n"
+            "    async with AsyncClient() as client:\n"
+            "        print(await client.space_id())\n"
+            "asyncio.run(main())\n"
+        )
+        process = await asyncio.create_subprocess_exec(
+            sys.executable, "-c", code, env=client_env(env), stdout=asyncio.subprocess.PIPE
+        )
+        out, _ = await asyncio.wait_for(process.communicate(), 60)
+        assert (process.returncode, out.decode().strip()) == (0, stack.space.sid)

@@ -1,0 +1,238 @@
+"""Every SDK method against a real gateway, storage and tree: each RPC once, pages walked,
+a stream, tool calls, a watch, and the sync client from another thread."""
+
+from __future__ import annotations
+
+import asyncio
+import inspect
+
+import pytest
+
+from stello.agent.v1 import agent_pb2
+from stello.common.v1 import common_pb2
+from stello_client import AsyncClient, Client
+from stello_client.aio import RPC_METHODS
+from stello_client.exceptions import Unauthenticated
+from stello_client.sync import Client as SyncClient
+from stello_client.types import SendResponse, TextDelta, ToolCall, tool, tool_result
+from tests.gateway.conftest import Stack, record
+from tests.sdk.conftest import client_of
+from tests.support.fixtures import TestSpace
+
+pytestmark = pytest.mark.sql
+
+
+class TestSurface:
+    def test_every_rpc_has_a_method(self) -> None:
+        """Each AgentGateway RPC of the proto has its method on both clients (a new RPC fails
+        here until the SDK has it)."""
+        rpcs = {m.name for m in agent_pb2.DESCRIPTOR.services_by_name["AgentGateway"].methods}
+        assert set(RPC_METHODS) == rpcs
+        for name in RPC_METHODS.values():
+            assert callable(getattr(AsyncClient, name)), name
+            assert callable(getattr(SyncClient, name)), name
+
+    def test_every_public_method_has_a_docstring(self) -> None:
+        """Every public method of both clients says what it does."""
+        for cls in (AsyncClient, Client):
+            for name, member in inspect.getmembers(cls, callable):
+                if not name.startswith("_"):
+                    assert inspect.getdoc(member), f"{cls.__name__}.{name}"
+
+
+class TestSessions:
+    async def test_create_fork_read_rename_archive_delete(
+        self, client: AsyncClient, stack: Stack
+    ) -> None:
+        """CreateRoot, Fork (inherit up to a seq), GetSession, UpdateLabel, Archive,
+        Unarchive, DeleteSession, each once through the SDK's keyword arguments."""
+        root = await client.create_root(label="Research", system_prompt="Be brief.", skills=[])
+        assert (root.label, root.status) == ("Research", common_pb2.SESSION_STATUS_ACTIVE)
+        await stack.append(root.id, record("user", "a"), record("assistant", "b"))
+        child = await client.fork(root.id, "Branch", context="inherit", inherit_until_seq=1)
+        view = await client.get_session(child.id)
+        assert (view.node.parent_id, view.system_prompt) == (root.id, "Be brief.")
+        assert [r.content for r in await stack.records(child.id)] == ["a"]
+        renamed = await client.update_label(child.id, "Renamed")
+        assert renamed.label == "Renamed"
+        archived = await client.archive(child.id)
+        assert archived.status == common_pb2.SESSION_STATUS_ARCHIVED
+        assert (await client.unarchive(child.id)).status == common_pb2.SESSION_STATUS_ACTIVE
+        assert await client.delete_session(root.id) == [root.id, child.id]
+
+    async def test_slots_consolidate_prefix_and_import(self, client: AsyncClient) -> None:
+        """PutInsight, PutMemory, Consolidate, ResolveSessionPrefix and ImportSession."""
+        root = await client.create_root()
+        await client.put_insight(root.id, "note")
+        await client.put_memory(root.id, "kept")
+        view = await client.get_session(root.id)
+        assert (view.insight, view.memory) == ("note", "kept")
+        assert (await client.consolidate(root.id)).HasField("memory")
+        [found] = await client.resolve_session_prefix(root.id[:12])
+        assert found.id == root.id
+        imported = await client.import_session(
+            "Imported",
+            parent_id=root.id,
+            records=[record("user", "q"), record("assistant", "a")],
+            status="archived",
+            memory="m",
+            turn_count=1,
+        )
+        view = await client.get_session(imported.id)
+        assert (view.node.parent_id, view.memory, view.turn_count) == (root.id, "m", 1)
+        assert imported.status == common_pb2.SESSION_STATUS_ARCHIVED
+
+
+class TestReads:
+    async def test_pages_are_walked(self, client: AsyncClient, stack: Stack) -> None:
+        """records(), digests() and lineage() walk every page of pages smaller than the whole;
+        list_records and get_lineage answer one page and the token of the next."""
+        roots = [await client.create_root(label=f"r{i}") for i in range(5)]
+        chain = [roots[0]]
+        for depth in range(4):
+            chain.append(await client.fork(chain[-1].id, f"d{depth}"))
+        await stack.append(roots[1].id, *(record("user", f"m{i}") for i in range(7)))
+        walked = [r.content async for r in client.records(roots[1].id, page_size=2)]
+        assert walked == [f"m{i}" for i in range(7)]
+        newest = [r.seq async for r in client.records(roots[1].id, newest_first=True, limit=3)]
+        assert newest == [7, 6, 5]
+        page = await client.list_records(roots[1].id, limit=2)
+        assert [r.seq for r in page.records] == [1, 2] and page.next_page_token
+        labels = [d.label async for d in client.digests(page_size=2)]
+        assert labels == ["r0", "r1", "r2", "r3", "r4", "d0", "d1", "d2", "d3"]  # creation order
+        one = await client.list_session_digests(status="archived")
+        assert list(one.digests) == []
+        ancestors = [d.label async for d in client.lineage(chain[-1].id, page_size=2)]
+        assert ancestors == ["d2", "d1", "d0", "r0"]
+        first = await client.get_lineage(chain[-1].id, page_size=1)
+        assert [d.label for d in first.ancestors] == ["d2"] and first.next_page_token
+
+    async def test_tree_profiles_skills_and_who(self, client: AsyncClient, stack: Stack) -> None:
+        """GetTree (whole and narrowed), ListProfiles, ListSkills, WhoAmI."""
+        root = await client.create_root(label="top")
+        await client.fork(root.id, "under")
+        assert [n.label for n in await client.get_tree()] == ["top", "under"]
+        assert [n.label for n in await client.get_tree(root_id=root.id, max_depth=0)] == ["top"]
+        assert "research" in [p.name for p in await client.list_profiles()]
+        assert await client.list_skills(session_id=root.id) == []
+        who = await client.who_am_i()
+        assert [s.id for s in who.spaces] == [stack.space.sid]
+
+
+class TestSharedMemory:
+    async def test_upsert_list_get_remove(self, client: AsyncClient) -> None:
+        """Upsert, List (every page), Get and Remove a shared memory entry."""
+        for slug in ("a", "b", "c"):
+            made = await client.upsert_shared_memory_entry(slug, summary=f"{slug}!", body="x")
+            assert made.created
+        again = await client.upsert_shared_memory_entry("a", summary="A", body="y")
+        assert not again.created
+        assert [e.slug async for e in client.shared_memory(page_size=2)] == ["a", "b", "c"]
+        assert (await client.list_shared_memory(page_size=1)).total_count == 3
+        assert (await client.get_shared_memory_entry("a")).body == "y"
+        assert await client.remove_shared_memory_entry("a") is True
+        assert await client.remove_shared_memory_entry("a") is False
+
+
+class TestTurns:
+    async def test_send_and_stream(self, client: AsyncClient) -> None:
+        """send() answers the stored turn; stream() yields text deltas, then the turn."""
+        root = await client.create_root()
+        sent = await client.send(root.id, "hello")
+        assert sent.assistant.content == "echo: hello"
+        events = [event async for event in client.stream(root.id, "again")]
+        assert isinstance(events[-1], SendResponse)
+        text = "".join(e.text for e in events if isinstance(e, TextDelta))
+        assert text == events[-1].assistant.content == "echo: again"
+        assert (await client.get_session(root.id)).turn_count == 2
+
+    async def test_client_tools_round_trip(self, client: AsyncClient) -> None:
+        """A stream yields the model's tool call; submit_tool_results continues the turn."""
+        root = await client.create_root()
+        clock = tool("clock", "the time", {"type": "object", "properties": {}})
+        events = [e async for e in client.stream(root.id, "/tool clock {}", tools=[clock])]
+        [call] = [e for e in events if isinstance(e, ToolCall)]
+        done = events[-1]
+        assert isinstance(done, SendResponse) and [c.id for c in done.pending_tool_calls] == [
+            call.id
+        ]
+        reply = await client.submit_tool_results(root.id, [tool_result(call.id, "noon")])
+        assert reply.assistant.content == "tool results: clock: noon"
+        assert not reply.pending_tool_calls
+
+
+class TestWatch:
+    async def test_watch_from_now_and_after_a_cursor(self, client: AsyncClient) -> None:
+        """watch() starts after the cursor start() answers; after_cursor resumes exactly."""
+        async with client.watch(kinds=["session_committed"]) as watch:
+            start = await watch.start()
+            assert start is not None
+            first = await client.create_root(label="one")
+            second = await client.create_root(label="two")
+            seen = [await asyncio.wait_for(anext(watch), 10) for _ in range(2)]
+        assert [e.session_id for e in seen] == [first.id, second.id]
+        async with client.watch(after_cursor=seen[0].cursor, kinds=["session_committed"]) as again:
+            assert (await asyncio.wait_for(anext(again), 10)).session_id == second.id
+
+
+class TestCallers:
+    async def test_one_channel_many_callers(self, stack: Stack, other_space: TestSpace) -> None:
+        """A keyless client calls as each user through `using` (one channel, as the console
+        does); a call on it directly carries no key and is refused."""
+        async with AsyncClient.keyless(stack.gateway.address) as shared:
+            mine = shared.using(key=stack.space.key, space=stack.space.sid)
+            theirs = shared.using(key=other_space.key, space=other_space.sid)
+            made = await mine.create_root(label="mine")
+            await theirs.create_root(label="theirs")
+            assert [n.id for n in await mine.get_tree()] == [made.id]
+            assert [n.label for n in await theirs.get_tree()] == ["theirs"]
+            await theirs.close()  # closes nothing: the channel is the keyless client's
+            assert [n.label for n in await mine.get_tree()] == ["mine"]
+            with pytest.raises(Unauthenticated):
+                await shared.who_am_i()
+
+
+class TestSyncClient:
+    async def test_the_sync_client_in_a_thread(self, stack: Stack) -> None:
+        """Client (no asyncio) works from a worker thread: create, send, stream, pages."""
+
+        def work() -> tuple[str, list[str], int]:
+            with Client(
+                stack.gateway.address, stack.space.key, stack.space.sid, plaintext=True
+            ) as sync:
+                root = sync.create_root(label="sync")
+                sync.send(root.id, "one")
+                deltas = [e.text for e in sync.stream(root.id, "two") if isinstance(e, TextDelta)]
+                walked = [r.content for r in sync.records(root.id, page_size=1)]
+                return "".join(deltas), walked, len(sync.get_tree())
+
+        text, walked, nodes = await asyncio.to_thread(work)
+        assert text == "echo: two"
+        assert walked == ["one", "echo: one", "two", "echo: two"]
+        assert nodes == 1
+
+    async def test_two_threads_share_one_client(self, stack: Stack) -> None:
+        """One Client answers calls made from several threads at once."""
+        async_client = client_of(stack)
+        await async_client.close()
+        with Client(stack.gateway.address, stack.space.key, stack.space.sid, plaintext=True) as c:
+            made = await asyncio.gather(
+                *(asyncio.to_thread(c.create_root, label=f"t{i}") for i in range(4))
+            )
+            labels = await asyncio.to_thread(lambda: sorted(n.label for n in c.get_tree()))
+        assert len({m.id for m in made}) == 4 and labels == ["t0", "t1", "t2", "t3"]
+
+    async def test_a_sync_watch(self, stack: Stack) -> None:
+        """The sync client's watch: start(), then events as plain iteration, then close()."""
+
+        def work() -> list[str]:
+            with Client(stack.gateway.address, stack.space.key, stack.space.sid) as sync:
+                watch = sync.watch(kinds=["session_committed"])
+                assert watch.start() is not None
+                made = [sync.create_root(label=f"w{i}").id for i in range(2)]
+                seen = [next(watch).session_id for _ in made]
+                watch.close()
+                assert seen == made
+                return seen
+
+        assert len(await asyncio.to_thread(work)) == 2

@@ -1,0 +1,46 @@
+"""The SDK's package: its public names, its type marker, and a light import."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+
+import stello_client
+
+
+def test_exports() -> None:
+    """__all__ names the SDK's public pieces, each importable from the package."""
+    assert sorted(stello_client.__all__) == [
+        "AsyncClient",
+        "Client",
+        "ConfigurationError",
+        "InvalidArgument",
+        "NotFound",
+        "Retry",
+        "RpcError",
+        "StelloClientError",
+        "TlsFiles",
+        "Watch",
+        "tool",
+        "tool_result",
+    ]
+    assert all(getattr(stello_client, name) is not None for name in stello_client.__all__)
+
+
+def test_it_is_typed() -> None:
+    """The package ships the py.typed marker, so type checkers read its annotations."""
+    assert (Path(stello_client.__file__).parent / "py.typed").is_file()
+
+
+def test_importing_the_package_loads_no_grpc() -> None:
+    """`import stello_client` loads neither grpc nor the stubs: a program answering --help
+    with it imported stays fast (names load on first use)."""
+    code = (
+        "import sys, stello_client; "
+        "print(sorted(m for m in sys.modules if m == 'grpc' or m.endswith('_pb2')))"
+    )
+    done = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, check=True, timeout=60
+    )
+    assert done.stdout.strip() == "[]"

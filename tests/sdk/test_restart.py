@@ -1,0 +1,202 @@
+"""The SDK across a gateway restart: a turn retried with its request id is stored exactly once,
+and a watch resumes from its cursor, missing and repeating nothing."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import AsyncIterator, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import asyncpg
+import pytest
+
+from agent_gateway.app import create_app
+from agent_gateway.llm import Completion, LLMMessage, ToolSpec
+from agent_gateway.llm.echo import EchoProvider
+from stello.auth import KeyStore
+from stello.common.v1 import common_pb2
+from stello.server import create_server, shutdown
+from stello.settings import StelloSettings
+from stello.storage.v1 import storage_pb2, storage_pb2_grpc
+from stello_client import AsyncClient, Retry
+from tests.gateway.conftest import Backends, FakeSummarizer, record
+from tests.sdk.conftest import QUICK_RETRY
+from tests.support.fixtures import RunningServer, TestSpace
+
+pytestmark = pytest.mark.sql
+
+
+class HeldEcho(EchoProvider):
+    """The echo model that, while `hold` is set, waits in `complete` (`started` tells when)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.hold = True
+        self.started = asyncio.Event()
+        self.calls = 0
+
+    async def complete(
+        self,
+        messages: Sequence[LLMMessage],
+        *,
+        tools: Sequence[ToolSpec] | None = None,
+        max_tokens: int | None = None,
+    ) -> Completion:
+        """Count the call; wait forever while held; then answer as the echo does."""
+        self.calls += 1
+        if self.hold:
+            self.started.set()
+            await asyncio.Event().wait()
+        return await super().complete(messages, tools=tools, max_tokens=max_tokens)
+
+
+@dataclass
+class Gateway:
+    """A gateway that can be stopped and started again on the same port."""
+
+    backends: Backends
+    profiles_file: Path
+    summarizer: FakeSummarizer
+    settings: StelloSettings
+    pool: asyncpg.Pool
+    keys: KeyStore
+    provider: HeldEcho
+    address: str = "127.0.0.1:0"
+    running: list[RunningServer] = field(default_factory=list)
+
+    async def start(self) -> None:
+        """Start a gateway on the address (the first time: a free port)."""
+        config = self.backends.gateway_config(profiles_file=self.profiles_file)
+        app = create_app(
+            self.settings,
+            self.pool,
+            self.keys,
+            config,
+            summarizer=self.summarizer,
+            provider=self.provider,
+        )
+        server, port = await create_server(app, self.address)
+        await server.start()
+        self.address = f"127.0.0.1:{port}"
+        self.running.append(RunningServer(app, server, port))
+
+    async def stop(self) -> None:
+        """Stop it at once: its calls end, its port is free."""
+        await self.running[-1].server.stop(0)
+
+
+@pytest.fixture(name="gateway")
+async def _gateway(
+    backends: Backends,
+    profiles_file: Path,
+    summarizer: FakeSummarizer,
+    settings: StelloSettings,
+    pool: asyncpg.Pool,
+    keys: KeyStore,
+) -> AsyncIterator[Gateway]:
+    gateway = Gateway(backends, profiles_file, summarizer, settings, pool, keys, HeldEcho())
+    await gateway.start()
+    yield gateway
+    for running in reversed(gateway.running):
+        await shutdown(running.app, running.server, 0)
+
+
+def client_on(gateway: Gateway, space: TestSpace) -> AsyncClient:
+    """An AsyncClient on the restartable gateway, as `space`."""
+    return AsyncClient(gateway.address, space.key, space.sid, plaintext=True, retry=QUICK_RETRY)
+
+
+async def records_of(client: AsyncClient, session_id: str) -> list[tuple[str, str]]:
+    """(role, content) of every record of the session."""
+    return [
+        (common_pb2.RecordRole.Name(r.role), r.content) async for r in client.records(session_id)
+    ]
+
+
+async def test_a_turn_cut_by_a_restart_is_retried_and_stored_once(
+    gateway: Gateway, space: TestSpace
+) -> None:
+    """A send whose gateway stops mid-turn is retried by the SDK with the same request id
+    once a gateway is back: the turn is stored exactly once."""
+    async with client_on(gateway, space) as client:
+        root = await client.create_root()
+        turn = asyncio.create_task(client.send(root.id, "survive", request_id="restart-turn"))
+        await asyncio.wait_for(gateway.provider.started.wait(), 10)
+        await gateway.stop()
+        gateway.provider.hold = False
+        await gateway.start()
+        done = await asyncio.wait_for(turn, 30)
+        assert done.assistant.content == "echo: survive"
+        assert await records_of(client, root.id) == [
+            ("RECORD_ROLE_USER", "survive"),
+            ("RECORD_ROLE_ASSISTANT", "echo: survive"),
+        ]
+        assert (await client.get_session(root.id)).turn_count == 1
+        again = await client.send(root.id, "survive", request_id="restart-turn")
+        assert again.assistant.seq == done.assistant.seq  # the stored turn, not a new one
+        assert gateway.provider.calls == 2
+        assert len(await records_of(client, root.id)) == 2
+
+
+async def test_a_watch_resumes_across_a_restart(
+    gateway: Gateway, space: TestSpace, backends: Backends
+) -> None:
+    """A watch whose gateway restarts resumes after its last cursor: the events committed
+    meanwhile (written to storage while no gateway ran) come once each, in order, then the
+    live ones."""
+    gateway.provider.hold = False
+    async with client_on(gateway, space) as client:
+        root = await client.create_root(label="watched")
+        async with client.watch(kinds=["records_appended", "session_committed"]) as watch:
+            await watch.start()
+            first = await client.create_root(label="before")
+            seen = [await asyncio.wait_for(anext(watch), 10)]
+            await gateway.stop()
+            storage = backends.storage.channel(space.key)
+            try:
+                stub = storage_pb2_grpc.SessionStorageStub(storage)
+                for text in ("while", "down"):
+                    await stub.AppendRecords(
+                        storage_pb2.AppendRecordsRequest(
+                            space_id=space.sid, session_id=root.id, records=[record("user", text)]
+                        )
+                    )
+            finally:
+                await storage.close()
+            await gateway.start()
+            seen += [await asyncio.wait_for(anext(watch), 30) for _ in range(2)]
+            after = await client.create_root(label="after")
+            seen.append(await asyncio.wait_for(anext(watch), 10))
+    kinds = [(common_pb2.EventKind.Name(e.kind), e.session_id, e.first_seq) for e in seen]
+    assert kinds == [
+        ("EVENT_KIND_SESSION_COMMITTED", first.id, 0),
+        ("EVENT_KIND_RECORDS_APPENDED", root.id, 1),
+        ("EVENT_KIND_RECORDS_APPENDED", root.id, 2),
+        ("EVENT_KIND_SESSION_COMMITTED", after.id, 0),
+    ]
+    cursors = [int(e.cursor) for e in seen]
+    assert cursors == sorted(set(cursors))
+
+
+async def test_a_stream_refused_before_its_first_event_is_retried(
+    gateway: Gateway, space: TestSpace, backends: Backends
+) -> None:
+    """A stream that meets another turn's lease (TURN_IN_PROGRESS, before any event) is
+    tried again with the same request id until the lease ends, then streams the turn."""
+    gateway.provider.hold = False
+    patient = Retry(attempts=40, initial_backoff_s=0.05, max_backoff_s=0.2)  # >= 3.5 s of pauses
+    async with AsyncClient(
+        gateway.address, space.key, space.sid, plaintext=True, retry=patient
+    ) as client:
+        root = await client.create_root()
+        storage = backends.storage.channel(space.key)
+        try:
+            await storage_pb2_grpc.SessionStorageStub(storage).BeginTurn(
+                storage_pb2.BeginTurnRequest(space_id=space.sid, session_id=root.id, ttl_s=1)
+            )
+        finally:
+            await storage.close()
+        events = [event async for event in client.stream(root.id, "later")]
+        assert events[-1].assistant.content == "echo: later"  # type: ignore[union-attr]
+        assert (await client.get_session(root.id)).turn_count == 1

@@ -1,0 +1,56 @@
+"""The SDK over TLS and mutual TLS: files named in the arguments, a wrong CA refused."""
+
+from __future__ import annotations
+
+import pytest
+
+from stello_client import AsyncClient, ConfigurationError, Retry, TlsFiles
+from stello_client.exceptions import Unavailable
+from tests.cli.test_client_tls import Suite, _suite  # noqa: F401 (a fixture used by name)
+from tests.support.certs import TlsFiles as CertFiles
+from tests.support.fixtures import TestSpace
+
+pytestmark = pytest.mark.sql
+ONCE = Retry(attempts=1)
+
+
+def files_for(suite: Suite, certs: CertFiles, ca: str | None = None) -> TlsFiles:
+    """The TLS files a client of `suite` names (its certificate only when the suite wants one)."""
+    return TlsFiles(
+        ca_file=ca or str(certs.ca),
+        cert_file=str(certs.client_cert) if suite.mutual else "",
+        key_file=str(certs.client_key) if suite.mutual else "",
+    )
+
+
+async def test_calls_over_tls(suite: Suite, tls_files: CertFiles, space: TestSpace) -> None:
+    """With the CA (and the client certificate for mutual TLS) a client creates and reads."""
+    tls = files_for(suite, tls_files)
+    async with AsyncClient(suite.gateway, space.key, space.sid, tls=tls) as client:
+        root = await client.create_root(label="secure")
+        assert [n.id for n in await client.get_tree()] == [root.id]
+
+
+async def test_another_ca_or_plaintext_is_unavailable(
+    suite: Suite, tls_files: CertFiles, space: TestSpace
+) -> None:
+    """A CA that did not sign the gateway's certificate, or no TLS, cannot reach it."""
+    wrong = files_for(suite, tls_files, ca=str(tls_files.other_ca))
+    for options in ({"tls": wrong}, {"plaintext": True}):
+        async with AsyncClient(
+            suite.gateway,
+            space.key,
+            space.sid,
+            retry=ONCE,
+            **options,
+        ) as client:
+            with pytest.raises(Unavailable):
+                await client.get_tree()
+
+
+def test_a_certificate_needs_its_key(tls_files: CertFiles) -> None:
+    """A client certificate without its key is a ConfigurationError naming TLS."""
+    tls = TlsFiles(ca_file=str(tls_files.ca), cert_file=str(tls_files.client_cert))
+    with pytest.raises(ConfigurationError, match="needs its private key") as caught:
+        AsyncClient("127.0.0.1:1", "key", "space", tls=tls)
+    assert caught.value.setting == "tls"
