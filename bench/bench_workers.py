@@ -89,7 +89,9 @@ async def deployment(dsn: str, workers: int) -> AsyncIterator[Deployment]:
         **os.environ,
         "STELLO_DATABASE_URL": dsn,
         "STELLO_AUTH_CACHE_TTL_S": "60",
-        "STELLO_DB_POOL_MAX_SIZE": "20",
+        # Per service, split between its workers: two deployments of three services stay
+        # at 72 connections (a PostgreSQL's default max_connections is 100).
+        "STELLO_DB_POOL_MAX_SIZE": "12",
         "STELLO_LOG_LEVEL": "WARNING",
         "STELLO_GATEWAY_STORAGE_ADDRESS": deployed.addresses["storage"],
         "STELLO_GATEWAY_TREE_ADDRESS": deployed.addresses["tree"],
