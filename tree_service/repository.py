@@ -24,6 +24,7 @@ from stello.events import Event, EventKind, Outbox
 from stello.reasons import CONCURRENT_MODIFICATION
 from tree_service import sql
 from tree_service.models import (
+    ROW_RANK,
     STATUSES,
     Node,
     SessionSpec,
@@ -32,6 +33,7 @@ from tree_service.models import (
     SweptSession,
     TreeEntry,
     TreeReadTooLong,
+    TreeRow,
     TreeRows,
 )
 
@@ -68,20 +70,14 @@ def to_node(row: asyncpg.Record) -> Node:
 
 def to_tree_rows(rows: list[asyncpg.Record]) -> TreeRows:
     """The tree statements' rows split into ranked tops and the rest (hot: 100,000s of rows)."""
-    status = _STATUS
-    ranked: list[tuple[int, TreeEntry]] = []
-    below: list[TreeEntry] = []
-    for row in rows:
-        # Positional access: this loop dominates a large GetTree.
-        entry = TreeEntry(
-            row[0], row[1], row[2], row[3] or 0, row[4], status[row[5]], row[6], row[7]
-        )
-        if row[8] is None:
-            below.append(entry)
-        else:
-            ranked.append((row[8], entry))
-    ranked.sort(key=itemgetter(0))
-    return TreeRows(tuple(e for _, e in ranked), tuple(below))
+    ranked: list[TreeRow] = []
+    below: list[TreeRow] = []
+    # Positional access, records kept as they came (a Record reads as a TreeRow): this
+    # loop runs once per node.
+    for row in cast(list[TreeRow], rows):
+        (below if row[ROW_RANK] is None else ranked).append(row)
+    ranked.sort(key=itemgetter(ROW_RANK))
+    return TreeRows(ranked, below)
 
 
 def to_summary(row: asyncpg.Record) -> Summary:

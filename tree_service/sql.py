@@ -173,11 +173,13 @@ LIMIT $4
 """
 
 # GetTree: one recursive CTE, no path arrays (quadratic on deep chains); the
-# caller builds the pre-order. {top} picks the top session(s), ranked by
-# (created_at, id) (rank NULL below them); $2 max levels below the top (NULL =
-# all); $3 row cap (the limit stops the recursion early). Each level's children
-# are read by a LATERAL lookup per parent, so the rows read are the rows
-# answered whatever the planner believes about the space (see TREE_SETTINGS).
+# caller builds the pre-order, and the reply's bytes from these columns (ids as
+# text: PostgreSQL's uuid_out costs less than a UUID object and its str() per
+# node). {top} picks the top session(s), ranked by (created_at, id) (rank NULL
+# below them); $2 max levels below the top (NULL = all); $3 row cap (the limit
+# stops the recursion early). Each level's children are read by a LATERAL lookup
+# per parent, so the rows read are the rows answered whatever the planner
+# believes about the space (see TREE_SETTINGS).
 _TREE = """
 WITH RECURSIVE tree AS (
     SELECT s.id, s.parent_id, s.depth, s.sibling_index, s.label, s.status, s.turn_count,
@@ -198,8 +200,8 @@ WITH RECURSIVE tree AS (
     ) c
     WHERE $2::int4 IS NULL OR tree.level < $2
 )
-SELECT id, parent_id, depth, sibling_index, label, status, turn_count, source_session_id,
-       top_rank
+SELECT id::text, parent_id::text, depth, sibling_index, label, status, turn_count,
+       source_session_id::text, top_rank
 FROM tree
 LIMIT $3
 """

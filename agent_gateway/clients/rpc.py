@@ -53,7 +53,7 @@ from stello.errors import (
     precondition_violations,
 )
 
-R = TypeVar("R", bound=Message)
+R = TypeVar("R", bound="Message | bytes")
 A = TypeVar("A")
 B = TypeVar("B")
 
