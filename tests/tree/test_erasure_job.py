@@ -37,14 +37,18 @@ SELECT count(*) FROM sessions WHERE space_id = $1 AND provisional_until = 'infin
 
 
 @asynccontextmanager
-async def erasure_held(pool: asyncpg.Pool) -> AsyncIterator[None]:
-    """Another replica's erasure holds the job's lock: no round erases meanwhile."""
-    async with pool.acquire() as con:
-        await con.execute("SELECT pg_advisory_lock($1)", ERASE_LOCK_KEY)
-        try:
-            yield
-        finally:
-            await con.execute("SELECT pg_advisory_unlock($1)", ERASE_LOCK_KEY)
+async def erasure_held(
+    pool: asyncpg.Pool,
+) -> AsyncIterator[asyncpg.pool.PoolConnectionProxy[asyncpg.Record]]:
+    """Another replica's erasure holds the job's lock: no round erases meanwhile.
+
+    The lock is a transaction's, held by an open transaction, as the job's own: through
+    PgBouncer in transaction mode a session lock would stay on whichever server
+    connection took it (the unlock may land on another), and the server's rounds would
+    take it there or wait for it forever."""
+    async with pool.acquire() as con, con.transaction():
+        await con.execute("SELECT pg_advisory_xact_lock($1)", ERASE_LOCK_KEY)
+        yield con
 
 
 async def delete(stub: tree_pb2_grpc.SessionTreeStub, space: TestSpace, session: str) -> list[str]:
@@ -120,23 +124,20 @@ class TestBatches:
         ids = await seed_topology(pool, tree.space.id, chain(7))
         await erased(pool)  # nothing else is left to erase
         left = []
-        async with pool.acquire() as con:
-            # This connection holds the job's lock: the server's rounds wait; its own pass.
-            await con.execute("SELECT pg_advisory_lock($1)", ERASE_LOCK_KEY)
-            try:
-                await delete(tree.stub, tree.space, str(ids[0]))
-                while True:
-                    async with con.transaction():
-                        count = await erase_batch(con, 3)  # type: ignore[arg-type]
-                    if not count:
-                        break
-                    rows = await con.fetch(
-                        "SELECT id FROM sessions WHERE space_id = $1 ORDER BY depth",
-                        tree.space.id,
-                    )
-                    left.append((count, [r["id"] for r in rows]))
-            finally:
-                await con.execute("SELECT pg_advisory_unlock($1)", ERASE_LOCK_KEY)
+        # This transaction holds the job's lock: the server's rounds give up; its own
+        # batches (each a subtransaction of it) run.
+        async with erasure_held(pool) as con:
+            await delete(tree.stub, tree.space, str(ids[0]))
+            while True:
+                async with con.transaction():
+                    count = await erase_batch(con, 3)  # type: ignore[arg-type]
+                if not count:
+                    break
+                rows = await con.fetch(
+                    "SELECT id FROM sessions WHERE space_id = $1 ORDER BY depth",
+                    tree.space.id,
+                )
+                left.append((count, [r["id"] for r in rows]))
         assert left == [(3, ids[:4]), (3, ids[:1]), (1, [])]
 
 
