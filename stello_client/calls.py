@@ -14,6 +14,10 @@
   with exponential backoff and jitter, never past the deadline (the SDK's
   channel reconnects after 0.1 s, then backs off up to 2 s, so a restarted
   gateway is reached within a pause or two).
+- UNAVAILABLE with reason OUTCOME_UNKNOWN says the write may have been
+  stored: it is retried only by a call that carries the request's own
+  `request_id` (the repeat answers the stored write, or does it if it was
+  not stored), never by one without, which could store it twice.
 """
 
 from __future__ import annotations
@@ -61,8 +65,11 @@ class Retry:
 NO_RETRY = Retry(attempts=1)
 
 
-def retryable(error: RpcError) -> bool:
-    """Whether a safe call that failed so may be tried again."""
+def retryable(error: RpcError, *, keyed: bool) -> bool:
+    """Whether a safe call that failed so may be tried again; `keyed`: the request carries
+    its own request_id (a write the gateway answers once)."""
+    if error.reason == reasons.OUTCOME_UNKNOWN:
+        return keyed
     return error.code == grpc.StatusCode.UNAVAILABLE or error.reason in RETRIED_REASONS
 
 
@@ -88,13 +95,15 @@ class Deadline:
 
 @dataclass(frozen=True, slots=True)
 class CallOptions:
-    """One call's metadata, deadline and retry policy."""
+    """One call's metadata, deadline and retry policy; `keyed`: the request carries
+    `request_id` as its own (an idempotent write)."""
 
     metadata: tuple[tuple[str, str], ...]
     request_id: str
     deadline: Deadline
     retry: Retry
     method: str
+    keyed: bool = False
 
 
 def call_options(
@@ -106,10 +115,12 @@ def call_options(
     safe: bool,
     request_id: str = "",
 ) -> CallOptions:
-    """The options of one call of `method`; an unsafe one is never retried."""
+    """The options of one call of `method`; an unsafe one is never retried. `request_id`:
+    the one the request carries (a write's idempotency key), else none."""
     rid = request_id or new_request_id()
     metadata = (("authorization", f"Bearer {key}"), ("x-request-id", rid))
-    return CallOptions(metadata, rid, Deadline(timeout), retry if safe else NO_RETRY, method)
+    policy = retry if safe else NO_RETRY
+    return CallOptions(metadata, rid, Deadline(timeout), policy, method, bool(request_id))
 
 
 async def unary(call: Callable[..., Awaitable[T]], request: Any, opts: CallOptions) -> T:
@@ -127,6 +138,10 @@ async def unary(call: Callable[..., Awaitable[T]], request: Any, opts: CallOptio
 async def before_retry(error: RpcError, attempt: int, opts: CallOptions) -> None:
     """Pause before attempt `attempt` + 1, or raise `error` when it may not be retried."""
     pause = opts.retry.pause(attempt)
-    if attempt >= opts.retry.attempts or not retryable(error) or not opts.deadline.allows(pause):
+    if (
+        attempt >= opts.retry.attempts
+        or not retryable(error, keyed=opts.keyed)
+        or not opts.deadline.allows(pause)
+    ):
         raise error
     await asyncio.sleep(pause)

@@ -18,9 +18,9 @@ The tree::
         │   ├── TurnInProgress
         │   └── ConcurrentModification
         ├── ResourceExhausted
-        │   └── ToolRoundsExceeded, ContextTooLarge, LlmRateLimited
+        │   └── ToolRoundsExceeded, ContextTooLarge, LlmRateLimited, SharedMemoryFull
         ├── Unavailable
-        │   └── LlmUnavailable
+        │   └── LlmUnavailable, OutcomeUnknown
         ├── DeadlineExceeded
         │   └── LlmTimeout
         ├── Unauthenticated, PermissionDenied, Cancelled, OutOfRange
@@ -228,6 +228,11 @@ class LlmRateLimited(ResourceExhausted):
     """Raised when the LLM provider's rate limit or quota refused the call (retried first)."""
 
 
+class SharedMemoryFull(ResourceExhausted):
+    """Raised when a new shared memory entry would pass the space's cap (nothing written):
+    remove an entry first; replacing an existing slug is still allowed."""
+
+
 class Unavailable(RpcError):
     """Raised when the gateway (or what it calls) could not be reached (retried first)."""
 
@@ -236,6 +241,18 @@ class Unavailable(RpcError):
 
 class LlmUnavailable(Unavailable):
     """Raised when the LLM provider could not be reached or failed."""
+
+
+class OutcomeUnknown(Unavailable):
+    """Raised when a turn's answer was lost and it may have been stored, once (send,
+    stream, submit_tool_results).
+
+    Unlike the other UNAVAILABLE failures it does not say nothing was written, so it is
+    retried only with the call's own `request_id`, which answers the stored turn or runs
+    it if it was not stored (the SDK's turns always carry one). Raised once the retries
+    are spent, or by a stream after its first event: repeat the call with the same
+    `request_id` (the error's), or read the session's records before sending it anew.
+    """
 
 
 class DeadlineExceeded(RpcError):
@@ -319,7 +336,9 @@ BY_REASON: dict[str, type[RpcError]] = {
     reasons.TOOL_ROUNDS_EXCEEDED: ToolRoundsExceeded,
     reasons.CONTEXT_TOO_LARGE: ContextTooLarge,
     reasons.LLM_RATE_LIMITED: LlmRateLimited,
+    reasons.SHARED_MEMORY_FULL: SharedMemoryFull,
     reasons.LLM_UNAVAILABLE: LlmUnavailable,
+    reasons.OUTCOME_UNKNOWN: OutcomeUnknown,
     reasons.LLM_TIMEOUT: LlmTimeout,
 }
 

@@ -73,6 +73,8 @@ class SharedMemoryCalls(ClientBase):
         Raises:
             InvalidArgument: a bad slug, an empty or multi-line summary, an empty or
                 oversized body.
+            SharedMemoryFull: a new slug in a space holding as many entries as it may
+                (nothing written; replacing an existing slug is allowed).
             RequestIdReused: the request_id came with another request.
         """
         rid = request_id_or_new(request_id)

@@ -60,6 +60,9 @@ class TurnCalls(ClientBase):
             InvalidArgument: empty or oversized content, bad tool definitions.
             ToolRoundsExceeded, ContextTooLarge, LlmRateLimited, LlmUnavailable,
                 LlmTimeout: the model's side; nothing was stored.
+            OutcomeUnknown: the commit's answer was lost and the turn may have been
+                stored, once (retried with its request_id first): send again with the
+                error's `request_id`, which answers the stored turn.
         """
         rid = request_id_or_new(request_id)
         request = agent_pb2.SendRequest(
@@ -136,7 +139,8 @@ class TurnCalls(ClientBase):
         Raises:
             InvalidArgument: a result answering no pending call, or a pending call left out.
             NoPendingToolCalls: the session waits for no tool result.
-            SessionArchived, TurnInProgress and the model's errors: as `send`.
+            SessionArchived, TurnInProgress, OutcomeUnknown and the model's errors: as
+                `send`.
         """
         rid = request_id_or_new(request_id)
         request = agent_pb2.SubmitToolResultsRequest(

@@ -14,9 +14,11 @@ import asyncpg
 import grpc
 import pytest
 
+from agent_gateway.app import GatewayClients
 from stello import reasons
 from stello.storage.v1 import storage_pb2
 from stello_client import AsyncClient, ConfigurationError, Retry
+from stello_client.calls import NO_RETRY, call_options, retryable
 from stello_client.exceptions import (
     BY_CODE,
     BY_REASON,
@@ -25,6 +27,7 @@ from stello_client.exceptions import (
     InvalidArgument,
     NoPendingToolCalls,
     NotFound,
+    OutcomeUnknown,
     ProfileNotFound,
     RequestIdReused,
     RpcError,
@@ -39,7 +42,19 @@ from stello_client.types import tool_result
 from storage_service.app import create_purger
 from storage_service.config import StorageSettings
 from tests.cli.processes import client_env, private_env
-from tests.gateway.conftest import Backends, GatewayStarter, Stack
+from tests.gateway.conftest import (  # noqa: F401 (a fixture used by name)
+    Backends,
+    GatewayStarter,
+    Stack,
+    StackMaker,
+    _make_stack,
+)
+from tests.gateway.turns.test_lost_reply import (  # noqa: F401 (a fixture used by name)
+    POLICY,
+    LoseReplies,
+    _losing,
+)
+from tests.gateway.turns_support import SpyProvider, roles
 from tests.sdk.conftest import client_of
 from tests.support.fixtures import ServerStarter
 from tree_service.app import create_app as tree_app
@@ -83,6 +98,49 @@ class TestClasses:
         )
         assert error_class(grpc.StatusCode.NOT_FOUND, reasons.TURN_IN_PROGRESS) is NotFound
         assert error_class(grpc.StatusCode.UNKNOWN, None).__name__ == "Internal"
+
+
+class TestOutcomeUnknown:
+    def test_retried_only_by_a_call_with_its_own_request_id(self) -> None:
+        """OUTCOME_UNKNOWN (the write may have been stored) is retried by a call whose request
+        carries its request_id, never by one without; other UNAVAILABLE failures by both."""
+        keyed = call_options("k", "Send", timeout=None, retry=Retry(), safe=True, request_id="t")
+        unkeyed = call_options("k", "GetTree", timeout=None, retry=Retry(), safe=True)
+        assert keyed.keyed and not unkeyed.keyed and unkeyed.request_id
+        unknown = OutcomeUnknown("lost", reason=reasons.OUTCOME_UNKNOWN)
+        assert retryable(unknown, keyed=True) and not retryable(unknown, keyed=False)
+        down = Unavailable("down")
+        assert retryable(down, keyed=True) and retryable(down, keyed=False)
+        unsafe = call_options("k", "PutMemory", timeout=None, retry=Retry(), safe=False)
+        assert unsafe.retry is NO_RETRY
+
+    async def test_a_lost_commit_is_answered_by_the_retry(
+        self, make_stack: StackMaker, losing: tuple[LoseReplies, GatewayClients]
+    ) -> None:
+        """A send whose commit answers got lost (the gateway says OUTCOME_UNKNOWN) is retried
+        with its request_id and answers the turn, stored once; without retries it raises
+        OutcomeUnknown naming that request_id, and a send with it answers the same turn."""
+        lose, clients = losing
+        spy = SpyProvider()
+        stack = await make_stack(spy, clients=clients)
+        async with client_of(stack) as client:
+            root = await client.create_root()
+            lose.arm("Transact", times=POLICY.max_retries + 1)
+            reply = await client.send(root.id, "hello")
+            assert len(lose.lost) == POLICY.max_retries + 1
+            stored = await stack.records(root.id)
+            assert roles(stored) == ["user", "assistant"] and list(reply.records) == stored
+            assert len(spy.turns) == 1
+        async with client_of(stack, retry=NO_RETRY) as once:
+            lose.arm("Transact", times=POLICY.max_retries + 1)
+            with pytest.raises(OutcomeUnknown) as caught:
+                await once.send(root.id, "again", request_id="lost-turn")
+            assert caught.value.request_id == "lost-turn"
+            assert caught.value.reason == reasons.OUTCOME_UNKNOWN
+            again = await once.send(root.id, "again", request_id="lost-turn")
+        stored = await stack.records(root.id)
+        assert roles(stored) == ["user", "assistant"] * 2 and list(again.records) == stored[2:]
+        assert len(spy.turns) == 2
 
 
 class TestLiveErrors:
