@@ -58,16 +58,20 @@ WHERE space_id = $1 AND session_id = $2 AND kind = $3
 RETURNING {_ROW}
 """
 
-# Extends the claim while `token` still holds it, expired or not.
+# Extends the claim while `token` still holds it, expired or not; a session being
+# erased (DeleteSubtree hid it) is absent, and its claim is left as it was.
 RENEW_JOB = """
-WITH renewed AS (
+WITH found AS (
+    SELECT 1 FROM sessions WHERE space_id = $1 AND id = $2
+        AND provisional_until IS DISTINCT FROM 'infinity'
+), renewed AS (
     UPDATE background_jobs
     SET expires_at = now() + make_interval(secs => $5), updated_at = now()
     WHERE space_id = $1 AND session_id = $2 AND kind = $3 AND token = $4
+      AND EXISTS (SELECT 1 FROM found)
     RETURNING expires_at
 )
-SELECT EXISTS (SELECT 1 FROM sessions WHERE space_id = $1 AND id = $2) AS found,
-       (SELECT expires_at FROM renewed) AS expires_at
+SELECT EXISTS (SELECT 1 FROM found) AS found, (SELECT expires_at FROM renewed) AS expires_at
 """
 
 # Transact's BackgroundJobCheck: the row locked, its token read.

@@ -89,7 +89,8 @@ PUT_SLOT: dict[SlotName, str] = {slot: _PUT_SLOT.format(column=slot) for slot in
 # The memory's put makes its version one more (migration 0012): a consolidation
 # saving over the memory it read (MemoryVersionCheck) never overwrites it.
 PUT_SLOT["memory"] = """
-WITH s AS (SELECT id FROM sessions WHERE space_id = $1 AND id = $2 FOR KEY SHARE)
+WITH s AS (SELECT id FROM sessions WHERE space_id = $1 AND id = $2
+    AND provisional_until IS DISTINCT FROM 'infinity' FOR KEY SHARE)
 INSERT INTO session_slots (space_id, session_id, memory, memory_version)
 SELECT $1, s.id, $3::text, 1 FROM s
 ON CONFLICT (space_id, session_id)
@@ -140,7 +141,8 @@ RETURNING true
 """
 
 SESSION_EXISTS = """
-SELECT EXISTS (SELECT 1 FROM sessions WHERE space_id = $1 AND id = $2)
+SELECT EXISTS (SELECT 1 FROM sessions WHERE space_id = $1 AND id = $2
+    AND provisional_until IS DISTINCT FROM 'infinity')
 """
 
 # MemoryVersionCheck (the session's row is locked by the Transact).
@@ -209,7 +211,8 @@ RETURNING true
 
 # A summary stored beside the newer ones (a background fold's progress).
 PUT_CACHE_KEEPING_NEWER = """
-WITH s AS (SELECT id FROM sessions WHERE space_id = $1 AND id = $2 FOR KEY SHARE)
+WITH s AS (SELECT id FROM sessions WHERE space_id = $1 AND id = $2
+    AND provisional_until IS DISTINCT FROM 'infinity' FOR KEY SHARE)
 INSERT INTO compression_caches (space_id, session_id, summary, covered_until_seq, lossy)
 SELECT $1, s.id, $3::text, $4::bigint, $5::boolean FROM s
 ON CONFLICT (space_id, session_id, covered_until_seq)

@@ -22,6 +22,7 @@ from tests.support.rows import space_rows
 pytestmark = pytest.mark.sql
 
 Stub = storage_pb2_grpc.SessionStorageStub
+CONSOLIDATE = common_pb2.JOB_KIND_CONSOLIDATE
 Op = storage_pb2.Operation
 
 
@@ -29,6 +30,7 @@ def writes(space: str, sid: str) -> dict[str, Callable[[Stub], Awaitable[Any]]]:
     """One call of every storage write that names the session."""
     record = common_pb2.Record(role=common_pb2.RECORD_ROLE_USER, content="late")
     meta = common_pb2.SessionMeta(id=sid, label="x", status=common_pb2.SESSION_STATUS_ACTIVE)
+    cache = storage_pb2.CompressionCache(summary="s", covered_until_seq=0)
     return {
         "AppendRecords": lambda s: s.AppendRecords(
             storage_pb2.AppendRecordsRequest(space_id=space, session_id=sid, records=[record])
@@ -43,6 +45,14 @@ def writes(space: str, sid: str) -> dict[str, Callable[[Stub], Awaitable[Any]]]:
         ),
         "PutMemory": lambda s: s.PutMemory(
             storage_pb2.PutMemoryRequest(space_id=space, session_id=sid, content="m")
+        ),
+        "PutMemory (covering)": lambda s: s.PutMemory(
+            storage_pb2.PutMemoryRequest(
+                space_id=space, session_id=sid, content="m", covered_until_seq=0
+            )
+        ),
+        "PutCompressionCache": lambda s: s.PutCompressionCache(
+            storage_pb2.PutCompressionCacheRequest(space_id=space, session_id=sid, cache=cache)
         ),
         "PutInsight": lambda s: s.PutInsight(
             storage_pb2.PutInsightRequest(space_id=space, session_id=sid, content="i")
@@ -68,6 +78,24 @@ def writes(space: str, sid: str) -> dict[str, Callable[[Stub], Awaitable[Any]]]:
         "Transact (put_session)": lambda s: s.Transact(
             storage_pb2.TransactRequest(
                 space_id=space, operations=[Op(put_session=Op.PutSessionOp(session=meta))]
+            )
+        ),
+        "Transact (put_memory)": lambda s: s.Transact(
+            storage_pb2.TransactRequest(
+                space_id=space,
+                operations=[Op(put_memory=Op.PutMemoryOp(session_id=sid, content="m"))],
+            )
+        ),
+        "Transact (put_compression_cache, keep_newer)": lambda s: s.Transact(
+            storage_pb2.TransactRequest(
+                space_id=space,
+                operations=[
+                    Op(
+                        put_compression_cache=Op.PutCompressionCacheOp(
+                            session_id=sid, cache=cache, keep_newer=True
+                        )
+                    )
+                ],
             )
         ),
     }
@@ -103,3 +131,35 @@ async def test_a_provisional_session_still_takes_writes(
     for name, call in writes(space.sid, str(session)).items():
         if name != "BeginTurn":  # a lease would block the Transact's turn bump: no matter
             await call(stub)
+
+
+async def test_a_job_claim_on_a_session_being_erased_is_not_renewed(
+    stub: Stub, make_session: MakeSession, pool: asyncpg.Pool, space: TestSpace
+) -> None:
+    """RenewJob of a claim taken before DeleteSubtree hid the session answers NOT_FOUND and
+    leaves the claim as it was."""
+    session = await make_session()
+    claimed = await stub.ClaimJob(
+        storage_pb2.ClaimJobRequest(
+            space_id=space.sid, session_id=str(session), kind=CONSOLIDATE, ttl_s=30
+        )
+    )
+    assert claimed.granted
+    await pool.execute(
+        "UPDATE sessions SET provisional_until = 'infinity' WHERE space_id = $1 AND id = $2",
+        space.id,
+        session,
+    )
+    before = await space_rows(pool, space.id)
+    with pytest.raises(grpc.aio.AioRpcError) as caught:
+        await stub.RenewJob(
+            storage_pb2.RenewJobRequest(
+                space_id=space.sid,
+                session_id=str(session),
+                kind=CONSOLIDATE,
+                token=claimed.token,
+                ttl_s=60,
+            )
+        )
+    assert caught.value.code() == grpc.StatusCode.NOT_FOUND, caught.value.details()
+    assert await space_rows(pool, space.id) == before
