@@ -19,9 +19,8 @@ import asyncpg
 
 from stello import idempotency
 from stello.db import fetch, in_transaction
-from stello.errors import Aborted, NotFound
+from stello.errors import NotFound
 from stello.events import Event, EventKind, Outbox
-from stello.reasons import CONCURRENT_MODIFICATION
 from tree_service import sql
 from tree_service.models import (
     ROW_RANK,
@@ -490,17 +489,17 @@ class TreeTx(idempotency.KeyStatements):
         """Hide the locked subtree from every read and write (the erasure job deletes it);
         its ids by depth, the session first, named in SUBTREE_DELETED events.
 
-        Raises:
-            Aborted: a child was committed under the subtree while it was being locked.
+        A child committed under the subtree while it was being locked (its create held
+        the parent's lock first) is locked and hidden with it, and so on down: a create
+        under a locked session waits for this transaction, then finds its parent gone.
         """
-        rows = await self._con.fetch(sql.HIDE_SUBTREE, space_id, locked)
-        await self._con.execute(sql.HIDE_REFS, space_id, locked)
-        await self._con.execute(sql.UNSOURCE, space_id, locked)
-        if await self._con.fetchval(sql.MISSED_CHILDREN, space_id, locked):
-            raise Aborted(
-                "a session was created under the subtree while it was being deleted; retry",
-                reason=CONCURRENT_MODIFICATION,
-            )
+        rows: list[asyncpg.Record] = []
+        batch = locked
+        while batch:
+            rows += await self._con.fetch(sql.HIDE_SUBTREE, space_id, batch)
+            await self._con.execute(sql.HIDE_REFS, space_id, batch)
+            await self._con.execute(sql.UNSOURCE, space_id, batch)
+            batch = list(await self._con.fetchval(sql.LOCK_MISSED, space_id, batch) or ())
         hidden = [r["id"] for r in sorted(rows, key=lambda r: (r["depth"], r["id"]))]
         for start in range(0, len(hidden), SUBTREE_EVENT_IDS):
             chunk = tuple(hidden[start : start + SUBTREE_EVENT_IDS])

@@ -12,7 +12,7 @@ import uuid
 from collections.abc import Callable
 from operator import itemgetter
 
-from stello.errors import Aborted, FailedPrecondition, NotFound
+from stello.errors import FailedPrecondition, NotFound
 from stello.idempotency import Answered, answer_of
 from stello.prefixes import prefix_range
 from stello.reasons import (
@@ -61,7 +61,6 @@ log = logging.getLogger(__name__)
 CREATE_SCOPE = "tree.CreateSession"
 
 SWEEP_BATCH = 1000
-DELETE_ATTEMPTS = 5
 MAX_DRY_RUN = 100_000
 
 
@@ -374,17 +373,9 @@ class TreeService:
                 raise _not_found(session_id)
             return await tx.hide_subtree(space_id, session_id, locked)
 
-        for attempt in range(1, DELETE_ATTEMPTS + 1):
-            try:
-                hidden = await self._repo.transaction(work)
-            except Aborted:
-                # A child committed under the set between snapshot and lock: recompute.
-                if attempt == DELETE_ATTEMPTS:
-                    raise
-                continue
-            self._on_hidden()
-            return hidden
-        raise AssertionError("unreachable")
+        hidden = await self._repo.transaction(work)
+        self._on_hidden()
+        return hidden
 
     async def erase_hidden(self, *, wait: bool = False) -> int | None:
         """Erase every session DeleteSubtree hid, batch by batch (deepest first, each batch

@@ -410,7 +410,8 @@ RETURNING config
 # (provisional ones included), and answers their ids: once held, no child can
 # be created or committed under any of them (both need the parent's row lock).
 # A child committed between this statement's snapshot and its lock is not in
-# the set: `MISSED_CHILDREN` finds it after the hide, and the delete retries.
+# the set: `LOCK_MISSED` finds and locks it after the hide, in the same
+# transaction, and it is hidden too.
 LOCK_SUBTREE = f"""
 WITH RECURSIVE subtree (id) AS (
     SELECT s.id
@@ -447,14 +448,31 @@ DELETE FROM session_refs
 WHERE space_id = $1 AND to_id = ANY ($2::uuid[]) AND from_id <> ALL ($2::uuid[])
 """
 
-# Whether a child of the hidden set ($2) was left out of it (committed while
-# the set was being locked): one index probe per hidden session.
-MISSED_CHILDREN = f"""
-SELECT EXISTS (
-    SELECT FROM sessions c
+# The children of the hidden set ($2) left out of it (committed while the set
+# was being locked: their creates held a parent's lock first) and their
+# descendants, row-locked as LOCK_SUBTREE does; their ids (NULL: none). One
+# index probe per hidden session. A create that comes after the set's lock
+# waits for it, then finds its parent gone; so each round finds only the
+# children committed while the previous round's rows were being locked.
+LOCK_MISSED = f"""
+WITH RECURSIVE subtree (id) AS (
+    SELECT c.id
+    FROM sessions c
     WHERE c.space_id = $1 AND c.parent_id = ANY ($2::uuid[])
       AND c.provisional_until IS DISTINCT FROM {ERASING}
+  UNION ALL
+    SELECT c.id
+    FROM subtree
+    JOIN sessions c ON c.space_id = $1 AND c.parent_id = subtree.id
+                   AND c.provisional_until IS DISTINCT FROM {ERASING}
 )
+SELECT array_agg(locked.id)
+FROM (
+    SELECT s.id
+    FROM sessions s
+    JOIN subtree ON s.space_id = $1 AND s.id = subtree.id
+    FOR UPDATE OF s
+) locked
 """
 
 # -- The erasure job (spans spaces: maintenance) ---------------------------------

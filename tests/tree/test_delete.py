@@ -13,6 +13,19 @@ from stello.tree.v1 import tree_pb2
 from tests.tree.conftest import TreeClient, erased, session_count
 from tests.tree.owned import belongings, give_belongings
 from tests.tree.seed import chain, fanout_tree, seed_topology
+from tree_service import sql
+
+# DeleteSubtree's first statement (its subtree, locked), as pg_stat_statements shows it.
+LOCK_SUBTREE_CALLS = """
+SELECT COALESCE(sum(calls), 0) FROM pg_stat_statements
+WHERE dbid = (SELECT oid FROM pg_database WHERE datname = current_database())
+  AND query LIKE '%WITH RECURSIVE subtree (id)%s.id = $2 AND s.provisional_until IS NULL%'
+"""
+
+WAITING_ON_A_LOCK = """
+SELECT count(*) FROM pg_stat_activity
+WHERE datname = current_database() AND wait_event_type = 'Lock'
+"""
 
 pytestmark = pytest.mark.sql
 
@@ -104,6 +117,46 @@ class TestDeleteSubtree:
         assert await pool.fetchval(visible, tree.space.id) == 0
         await erased(pool)
         assert await session_count(pool, tree.space.id) == 0
+
+    async def test_a_child_committed_while_the_delete_waits_goes_with_it(
+        self, tree: TreeClient, pool: asyncpg.Pool, direct_database_url: str
+    ) -> None:
+        """A create holding the parent's lock when DeleteSubtree comes commits its child while
+        the delete waits: the delete hides that child too, in the same pass (its subtree is
+        locked once, not recomputed), and answers it."""
+        root = await tree.create()
+        middle = await tree.child(root.id)
+        child = uuid.uuid4()
+        space_id = tree.space.id
+        counter = await asyncpg.connect(direct_database_url)
+        try:
+            preload = await counter.fetchval("SHOW shared_preload_libraries")
+            counting = "pg_stat_statements" in preload
+            if counting:
+                await counter.execute("CREATE EXTENSION IF NOT EXISTS pg_stat_statements")
+            async with pool.acquire() as con:
+                creating = con.transaction()
+                await creating.start()
+                # What CreateSession does: the parent's row lock, then the child's row.
+                assert await con.fetchval(sql.LOCK_PARENT, space_id, uuid.UUID(middle.id))
+                args = (uuid.UUID(middle.id), "late", None, None, None)
+                await con.fetchrow(sql.CREATE_SESSION, space_id, child, *args)
+                if counting:
+                    await counter.execute("SELECT pg_stat_statements_reset()")
+                deleting = asyncio.create_task(delete(tree, root.id))
+                for _ in range(1000):
+                    if await counter.fetchval(WAITING_ON_A_LOCK) or deleting.done():
+                        break
+                    await asyncio.sleep(0.01)
+                await creating.commit()
+            deleted = await deleting
+            assert deleted[:2] == [root.id, middle.id] and set(deleted[2:]) == {str(child)}
+            if counting:
+                assert await counter.fetchval(LOCK_SUBTREE_CALLS) == 1
+        finally:
+            await counter.close()
+        await erased(pool)
+        assert await session_count(pool, space_id) == 0
 
     @pytest.mark.slow
     async def test_ten_thousand_deep_chain(self, tree: TreeClient, pool: asyncpg.Pool) -> None:
