@@ -54,6 +54,7 @@ DISTRIBUTED_TABLES: tuple[str, ...] = (
     "session_lineages",
     "record_segments",
     "background_jobs",
+    "turn_waiters",
 )
 
 # Shared SQL functions that statements call, by signature, each created on

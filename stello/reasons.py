@@ -11,6 +11,9 @@ CONCURRENT_MODIFICATION = "CONCURRENT_MODIFICATION"
 """A precondition no longer held (another write came first): read again, then retry."""
 TURN_IN_PROGRESS = "TURN_IN_PROGRESS"
 """Another turn holds the session's lease: retry once it ends."""
+TURN_INTERRUPTED = "TURN_INTERRUPTED"
+"""An INTERRUPT (or ROLLBACK) turn took the session over: this turn stopped, nothing of it
+was stored."""
 
 # ALREADY_EXISTS
 REQUEST_ID_REUSED = "REQUEST_ID_REUSED"
@@ -53,6 +56,8 @@ TOOL_ROUNDS_EXCEEDED = "TOOL_ROUNDS_EXCEEDED"
 """The model kept calling tools past the configured number of rounds."""
 CONTEXT_TOO_LARGE = "CONTEXT_TOO_LARGE"
 """The turn's fixed parts alone do not fit the model's window."""
+TURN_QUEUE_FULL = "TURN_QUEUE_FULL"
+"""As many turns as allowed already wait for the session (ENQUEUE): retry later."""
 LLM_RATE_LIMITED = "LLM_RATE_LIMITED"
 """The LLM provider's rate limit or quota: retry later."""
 

@@ -16,9 +16,10 @@ The tree::
         │   └── LlmApiKeyRejected, LlmModelNotFound, LlmRequestRejected
         ├── Aborted
         │   ├── TurnInProgress
+        │   ├── TurnInterrupted
         │   └── ConcurrentModification
         ├── ResourceExhausted
-        │   └── ToolRoundsExceeded, ContextTooLarge, LlmRateLimited
+        │   └── ToolRoundsExceeded, ContextTooLarge, LlmRateLimited, TurnQueueFull
         ├── Unavailable
         │   └── LlmUnavailable
         ├── DeadlineExceeded
@@ -206,6 +207,11 @@ class TurnInProgress(Aborted):
     """Raised when another turn holds the session's lease (retried for safe calls first)."""
 
 
+class TurnInterrupted(Aborted):
+    """Raised when another turn took the session over (its busy policy INTERRUPT or
+    ROLLBACK) while this one ran: nothing of this turn was stored."""
+
+
 class ConcurrentModification(Aborted):
     """Raised when a precondition no longer held: read again, then retry."""
 
@@ -226,6 +232,11 @@ class ContextTooLarge(ResourceExhausted):
 
 class LlmRateLimited(ResourceExhausted):
     """Raised when the LLM provider's rate limit or quota refused the call (retried first)."""
+
+
+class TurnQueueFull(ResourceExhausted):
+    """Raised when as many turns as the gateway allows already wait for the session (busy
+    policy ENQUEUE): nothing was stored."""
 
 
 class Unavailable(RpcError):
@@ -315,6 +326,8 @@ BY_REASON: dict[str, type[RpcError]] = {
     reasons.LLM_MODEL_NOT_FOUND: LlmModelNotFound,
     reasons.LLM_REQUEST_REJECTED: LlmRequestRejected,
     reasons.TURN_IN_PROGRESS: TurnInProgress,
+    reasons.TURN_INTERRUPTED: TurnInterrupted,
+    reasons.TURN_QUEUE_FULL: TurnQueueFull,
     reasons.CONCURRENT_MODIFICATION: ConcurrentModification,
     reasons.TOOL_ROUNDS_EXCEEDED: ToolRoundsExceeded,
     reasons.CONTEXT_TOO_LARGE: ContextTooLarge,

@@ -190,6 +190,14 @@ class TestSessionCommands:
         text = await ok(env, "profiles")
         assert "    variables: topic, audience  (give each with --var)" in text
 
+    async def test_send_with_a_busy_policy(self, env: dict[str, str]) -> None:
+        """`send --busy` passes the policy (enqueue on a free session just runs); an unknown
+        one is a usage error naming the choices."""
+        root = (await ok(env, "root", "-q")).strip()
+        assert await ok(env, "send", root, "in line", "--busy", "enqueue") == "echo: in line\n"
+        refused = await failed(env, "send", root, "x", "--busy", "sideways", code=2)
+        assert "--busy" in refused and "enqueue" in refused
+
 
 class TestOutput:
     async def test_tree_previews(self, env: dict[str, str]) -> None:

@@ -329,7 +329,7 @@ async def _drive_storage(s: Services) -> None:
             **req, ttl_s=30, window=window, scope="recorded", request_id="r-turn"
         )
     )
-    await st.ReleaseTurn(storage_pb2.ReleaseTurnRequest(**req, token=turn.token))
+    await _drive_turn_line(st, req, window, turn.token)
     await st.GetRememberedResult(
         storage_pb2.GetRememberedResultRequest(space_id=sid, scope="recorded", request_id="r-1")
     )
@@ -345,6 +345,30 @@ async def _drive_storage(s: Services) -> None:
         st.GetSession(storage_pb2.GetSessionRequest(space_id=sid, session_id=str(uuid.uuid4())))
     )
     await _drive_jobs(s, session)
+
+
+async def _drive_turn_line(
+    st: Any, req: dict[str, Any], window: storage_pb2.TurnWindow, token: str
+) -> None:
+    """The busy policies' statements: a ticket queued, renewed, left; a lease taken over."""
+    enqueue: dict[str, Any] = {"busy": common_pb2.BUSY_POLICY_ENQUEUE, "max_waiters": 4}
+    waiter, other = str(uuid.uuid4()), str(uuid.uuid4())
+    for who in (waiter, other, waiter):
+        await st.BeginTurn(
+            storage_pb2.BeginTurnRequest(**req, ttl_s=30, window=window, waiter=who, **enqueue)
+        )
+    await st.LeaveTurnQueue(storage_pb2.LeaveTurnQueueRequest(**req, waiter=other))
+    taken = await st.BeginTurn(
+        storage_pb2.BeginTurnRequest(
+            **req, ttl_s=30, window=window, busy=common_pb2.BUSY_POLICY_INTERRUPT
+        )
+    )
+    await st.RenewTurn(storage_pb2.RenewTurnRequest(**req, token=token, ttl_s=30))
+    await st.ReleaseTurn(storage_pb2.ReleaseTurnRequest(**req, token=taken.token))
+    started = await st.BeginTurn(
+        storage_pb2.BeginTurnRequest(**req, ttl_s=30, window=window, waiter=waiter, **enqueue)
+    )
+    await st.ReleaseTurn(storage_pb2.ReleaseTurnRequest(**req, token=started.token))
 
 
 async def _drive_jobs(s: Services, session: str) -> None:

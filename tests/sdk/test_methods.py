@@ -10,6 +10,7 @@ import pytest
 
 from stello.agent.v1 import agent_pb2
 from stello.common.v1 import common_pb2
+from stello.storage.v1 import storage_pb2
 from stello_client import AsyncClient, Client
 from stello_client.aio import RPC_METHODS
 from stello_client.exceptions import Unauthenticated
@@ -159,6 +160,21 @@ class TestTurns:
         reply = await client.submit_tool_results(root.id, [tool_result(call.id, "noon")])
         assert reply.assistant.content == "tool results: clock: noon"
         assert not reply.pending_tool_calls
+
+    async def test_the_busy_policy(self, client: AsyncClient, stack: Stack) -> None:
+        """`busy` takes the policy's short name: "interrupt" takes over a turn's lease (here
+        one taken straight on storage), "enqueue" runs on a free session; an unknown name
+        is a ValueError naming the argument, before any call."""
+        root = await client.create_root()
+        await stack.storage.BeginTurn(
+            storage_pb2.BeginTurnRequest(space_id=stack.space.sid, session_id=root.id, ttl_s=60)
+        )
+        taken = await client.send(root.id, "mine now", busy="interrupt")
+        assert taken.assistant.content == "echo: mine now"
+        queued = await client.send(root.id, "in line", busy="enqueue")
+        assert queued.assistant.content == "echo: in line"
+        with pytest.raises(ValueError, match="busy must be one of reject, enqueue"):
+            await client.send(root.id, "x", busy="sideways")  # type: ignore[arg-type]
 
 
 class TestWatch:

@@ -382,9 +382,41 @@ class AgentGatewayServicer:
         """Send runs one conversation turn: the user message `content` goes to the
         LLM with the session's context, and the turn is stored atomically.
 
-        1. Takes the session's turn lease first (before any LLM call); while
-        another turn on the session holds a live lease: ABORTED, reason
-        TURN_IN_PROGRESS.
+        1. Takes the session's turn lease first (before any LLM call). While
+        another turn on the session holds a live lease, `busy` decides:
+        - REJECT (the default): ABORTED, reason TURN_IN_PROGRESS (also while
+        ENQUEUE turns wait for the session: they came first).
+        - ENQUEUE: the call waits in the session's line and runs when its
+        turn comes; turns run one at a time in arrival order, across every
+        gateway (the line is kept in the database). A waiting call holds a
+        ticket it renews every third of STELLO_GATEWAY_TURN_LEASE_TTL_S, so
+        the place of a caller whose gateway died frees within that TTL; a
+        caller that cancels leaves the line at once. It waits at most until
+        its deadline: past it DEADLINE_EXCEEDED, with nothing written. At
+        most STELLO_GATEWAY_TURN_QUEUE_MAX calls wait per session: one more
+        is RESOURCE_EXHAUSTED, reason TURN_QUEUE_FULL. A session whose last
+        turn stopped on client tool calls (pending_tool_calls) is still
+        busy for a queued Send: it waits until SubmitToolResults answers
+        them (a queued SubmitToolResults goes ahead of the queued Sends), so
+        the group the client is about to answer is never dropped (a REJECT
+        or INTERRUPT Send drops it, as before). A queued Send retried with
+        the same request_id (the first call's gateway died, or it gave up)
+        takes a new place at the back of the line; when its turn comes it
+        answers the first call's stored turn if that one committed, else
+        runs the turn once. The request_id's fingerprint leaves `busy` out:
+        a retry under another policy is the same request.
+        - INTERRUPT: the running turn is stopped and this one runs at once
+        (ahead of the queued turns): its lease is taken over and the take-
+        over recorded, the stopped turn's model call is cut at once when it
+        runs on the same gateway, else at its next lease renewal (within a
+        third of the lease TTL); it stores nothing, keeps the insight, and
+        its caller is answered ABORTED, reason TURN_INTERRUPTED (a stream
+        ends with that status). What its built-in tools did stays (a fork
+        made by stello_create_session, shared memory written by
+        stello_memory_remember or stello_memory_forget).
+        - ROLLBACK: the same as INTERRUPT (a turn stores nothing until it
+        commits, so an interrupted turn is already rolled back; the tool
+        side effects above are not undone).
         2. Builds the context, in this order: the system prompt (when
         non-empty), the session identity (the label), the insight (when
         non-empty), the compression summary (when there is one), the newest
@@ -434,11 +466,20 @@ class AgentGatewayServicer:
         duplicate names, a name taken by a built-in tool); `content` empty,
         over STELLO_GATEWAY_MAX_CONTENT_BYTES, or making a record over
         STELLO_MAX_RECORD_BYTES, or more than half the model's context window
-        in tokens (checked before the lease and the LLM call).
+        in tokens (checked before the lease and the LLM call); an unknown
+        `busy` value.
         - NOT_FOUND: the session is not in the space.
         - FAILED_PRECONDITION, reason SESSION_ARCHIVED: the session is archived.
         - ABORTED, reason TURN_IN_PROGRESS: another turn holds the lease
-        (including the first call of the same request_id still running).
+        (including the first call of the same request_id still running), or
+        ENQUEUE turns wait for the session (REJECT only).
+        - ABORTED, reason TURN_INTERRUPTED: an INTERRUPT or ROLLBACK turn took
+        the session over while this one ran; nothing of this turn was written.
+        - RESOURCE_EXHAUSTED, reason TURN_QUEUE_FULL: ENQUEUE, and
+        STELLO_GATEWAY_TURN_QUEUE_MAX calls already wait for the session;
+        nothing was written.
+        - DEADLINE_EXCEEDED: ENQUEUE, and the deadline passed while the call
+        waited in line; it left the line and nothing was written.
         A live turn's lease is renewed while it runs; one whose gateway died
         or lost storage ends within STELLO_GATEWAY_TURN_LEASE_TTL_S. Retry
         after a pause with the same request_id: it answers the first call's
@@ -485,9 +526,14 @@ class AgentGatewayServicer:
         failure, client cancellation) has written nothing, even if deltas were
         sent. A retry with a stored request_id yields a single `done` event.
 
+        `busy` as Send: an ENQUEUE stream waits before any event; an interrupted
+        stream ends ABORTED TURN_INTERRUPTED after the deltas it sent (nothing of
+        them is stored).
+
         Errors: as Send (INVALID_ARGUMENT, NOT_FOUND, FAILED_PRECONDITION
-        SESSION_ARCHIVED, ABORTED TURN_IN_PROGRESS / CONCURRENT_MODIFICATION,
-        RESOURCE_EXHAUSTED TOOL_ROUNDS_EXCEEDED / CONTEXT_TOO_LARGE, ALREADY_EXISTS
+        SESSION_ARCHIVED, ABORTED TURN_IN_PROGRESS / TURN_INTERRUPTED /
+        CONCURRENT_MODIFICATION, RESOURCE_EXHAUSTED TURN_QUEUE_FULL /
+        TOOL_ROUNDS_EXCEEDED / CONTEXT_TOO_LARGE, DEADLINE_EXCEEDED, ALREADY_EXISTS
         REQUEST_ID_REUSED, the LLM error mapping, CANCELLED, UNAUTHENTICATED),
         delivered as the stream's final status.
         """
@@ -512,15 +558,23 @@ class AgentGatewayServicer:
         may call client tools again: the response then carries new
         `pending_tool_calls`. The tool loop stays bounded.
 
+        `busy` as Send, except that it continues the turn queued Sends wait for:
+        REJECT refuses only while a turn runs (not because Sends are queued), and
+        ENQUEUE waits only for the running turn, ahead of the queued Sends.
+
         Errors:
         - INVALID_ARGUMENT: malformed ids; empty `results`; a result with an
         empty or duplicate tool_call_id, or one that answers no pending tool
-        call; a pending tool call left unanswered; invalid tool definitions.
+        call; a pending tool call left unanswered; invalid tool definitions;
+        an unknown `busy` value.
         - NOT_FOUND: the session is not in the space.
         - FAILED_PRECONDITION, reason SESSION_ARCHIVED: the session is archived.
         - FAILED_PRECONDITION, reason NO_PENDING_TOOL_CALLS: the session has no
         pending client tool calls.
-        - ABORTED, reason TURN_IN_PROGRESS / CONCURRENT_MODIFICATION: as Send.
+        - ABORTED, reason TURN_IN_PROGRESS / TURN_INTERRUPTED /
+        CONCURRENT_MODIFICATION: as Send.
+        - RESOURCE_EXHAUSTED, reason TURN_QUEUE_FULL, and DEADLINE_EXCEEDED while
+        queued: as Send.
         - RESOURCE_EXHAUSTED, reason TOOL_ROUNDS_EXCEEDED or CONTEXT_TOO_LARGE:
         as Send.
         - ALREADY_EXISTS, reason REQUEST_ID_REUSED: request_id reused with a

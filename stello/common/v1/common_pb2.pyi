@@ -32,6 +32,14 @@ class ForkContext(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
     FORK_CONTEXT_INHERIT: _ClassVar[ForkContext]
     FORK_CONTEXT_COMPRESS: _ClassVar[ForkContext]
 
+class BusyPolicy(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
+    __slots__ = ()
+    BUSY_POLICY_UNSPECIFIED: _ClassVar[BusyPolicy]
+    BUSY_POLICY_REJECT: _ClassVar[BusyPolicy]
+    BUSY_POLICY_ENQUEUE: _ClassVar[BusyPolicy]
+    BUSY_POLICY_INTERRUPT: _ClassVar[BusyPolicy]
+    BUSY_POLICY_ROLLBACK: _ClassVar[BusyPolicy]
+
 class EventKind(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
     __slots__ = ()
     EVENT_KIND_UNSPECIFIED: _ClassVar[EventKind]
@@ -52,6 +60,7 @@ class EventKind(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
     EVENT_KIND_REF_REMOVED: _ClassVar[EventKind]
     EVENT_KIND_SHARED_MEMORY_UPSERTED: _ClassVar[EventKind]
     EVENT_KIND_SHARED_MEMORY_REMOVED: _ClassVar[EventKind]
+    EVENT_KIND_TURN_RELEASED: _ClassVar[EventKind]
 
 class JobKind(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
     __slots__ = ()
@@ -79,6 +88,11 @@ FORK_CONTEXT_UNSPECIFIED: ForkContext
 FORK_CONTEXT_NONE: ForkContext
 FORK_CONTEXT_INHERIT: ForkContext
 FORK_CONTEXT_COMPRESS: ForkContext
+BUSY_POLICY_UNSPECIFIED: BusyPolicy
+BUSY_POLICY_REJECT: BusyPolicy
+BUSY_POLICY_ENQUEUE: BusyPolicy
+BUSY_POLICY_INTERRUPT: BusyPolicy
+BUSY_POLICY_ROLLBACK: BusyPolicy
 EVENT_KIND_UNSPECIFIED: EventKind
 EVENT_KIND_SESSION_COMMITTED: EventKind
 EVENT_KIND_SESSION_UPDATED: EventKind
@@ -97,6 +111,7 @@ EVENT_KIND_REF_ADDED: EventKind
 EVENT_KIND_REF_REMOVED: EventKind
 EVENT_KIND_SHARED_MEMORY_UPSERTED: EventKind
 EVENT_KIND_SHARED_MEMORY_REMOVED: EventKind
+EVENT_KIND_TURN_RELEASED: EventKind
 JOB_KIND_UNSPECIFIED: JobKind
 JOB_KIND_CONSOLIDATE: JobKind
 JOB_KIND_FOLD: JobKind
