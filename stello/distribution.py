@@ -7,7 +7,8 @@ and co-located with `sessions` (a space lives on one worker), and
 created on every node (distributed by their space argument where they take
 one, so a call for one space runs where that space lives).
 
-`distribute(con)` applies it on a Citus coordinator after `stello migrate`,
+`distribute(con)` applies it on a Citus coordinator after `stello migrate`
+(`stello migrate --distribute` runs both: `migrate_and_distribute_dsn`),
 in one transaction, in the order Citus accepts: the foreign keys between
 tenant tables are read and dropped, the reference tables created, `sessions`
 distributed, then the tables co-located with it, the keys re-added exactly as
@@ -25,7 +26,7 @@ import logging
 import asyncpg
 
 from stello.errors import FailedPrecondition
-from stello.migrate import CITUS_INSTALLED, LOCK_KEY
+from stello.migrate import CITUS_INSTALLED, LOCK_KEY, migrate
 
 log = logging.getLogger(__name__)
 
@@ -54,6 +55,7 @@ DISTRIBUTED_TABLES: tuple[str, ...] = (
     "session_lineages",
     "record_segments",
     "background_jobs",
+    "idempotency_key_sessions",
     "turn_waiters",
 )
 
@@ -138,8 +140,12 @@ def _quote(name: str) -> str:
     return '"' + name.replace('"', '""') + '"'
 
 
-async def _refuse_unless_ready(con: asyncpg.Connection) -> None:
-    """A coordinator with citus and at least one active worker, or a FailedPrecondition."""
+async def refuse_unless_coordinator(con: asyncpg.Connection) -> None:
+    """A Citus coordinator with at least one active worker here, or a FailedPrecondition.
+
+    `stello migrate --distribute` checks it before migrating, so a database
+    that cannot be distributed is left as it was.
+    """
     if not await con.fetchval(CITUS_INSTALLED):
         raise FailedPrecondition(
             "cannot distribute the schema: the citus extension is not installed in this "
@@ -154,6 +160,11 @@ async def _refuse_unless_ready(con: asyncpg.Connection) -> None:
             "CREATE EXTENSION citus in the same database on the worker)",
             reason="CITUS_NO_WORKER",
         )
+
+
+async def _refuse_unless_ready(con: asyncpg.Connection) -> None:
+    """A coordinator with an active worker and a schema Citus can keep, or a FailedPrecondition."""
+    await refuse_unless_coordinator(con)
     if not await con.fetchval(
         "SELECT to_regclass('public.schema_migrations') IS NOT NULL"
     ) or not await con.fetchval(SCHEMA_VERSION, CITUS_READY_SINCE):
@@ -317,6 +328,24 @@ async def distribute_dsn(dsn: str, *, shard_count: int = DEFAULT_SHARD_COUNT) ->
     con = await asyncpg.connect(dsn, statement_cache_size=0)
     try:
         return await distribute(con, shard_count=shard_count)
+    finally:
+        await con.close()
+
+
+async def migrate_and_distribute_dsn(
+    dsn: str, *, shard_count: int = DEFAULT_SHARD_COUNT
+) -> tuple[list[str], list[str]]:
+    """`stello migrate --distribute`: on the coordinator at `dsn` (a direct URL), refuse
+    unless it is one with a worker (nothing changed), migrate, then distribute.
+
+    Returns (the migrations applied, the distribution's steps); both empty when
+    the schema is current and distributed. Idempotent.
+    """
+    con = await asyncpg.connect(dsn, statement_cache_size=0)
+    try:
+        await refuse_unless_coordinator(con)
+        applied = await migrate(con)
+        return applied, await distribute(con, shard_count=shard_count)
     finally:
         await con.close()
 

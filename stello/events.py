@@ -54,8 +54,9 @@ class Event:
     first_seq: int | None = None
     last_seq: int | None = None
     session_ids: tuple[uuid.UUID, ...] = ()
-    slug: str | None = None
-    """The shared memory entry a change is about (its key)."""
+    entry_id: uuid.UUID | None = None
+    """The shared memory entry a change is about (its surrogate id, never its slug: events
+    carry no user text)."""
     # Storage writes to provisional sessions too: their events are kept only
     # once the session is visible (checked by the flush, under the same snapshot).
     if_visible: bool = False
@@ -67,9 +68,9 @@ FLUSH = """
 WITH kept AS (
     SELECT e.*, row_number() OVER (ORDER BY e.ord) AS n
     FROM unnest($2::text[], $3::uuid[], $4::uuid[], $5::int8[], $6::int8[], $7::text[],
-                $8::bool[], $9::text[])
+                $8::bool[], $9::uuid[])
          WITH ORDINALITY AS e (kind, session_id, other_id, first_seq, last_seq, ids,
-                               if_visible, slug, ord)
+                               if_visible, entry_id, ord)
     WHERE NOT e.if_visible
        OR EXISTS (SELECT 1 FROM sessions s
                   WHERE s.space_id = $1 AND s.id = e.session_id
@@ -84,12 +85,12 @@ WITH kept AS (
     RETURNING p.last_position
 )
 INSERT INTO space_events (space_id, position, kind, session_id, other_id, first_seq, last_seq,
-                          session_ids, slug)
+                          session_ids, entry_id)
 SELECT $1, taken.last_position - counted.added + kept.n, kept.kind, kept.session_id,
        kept.other_id, kept.first_seq, kept.last_seq,
        CASE WHEN kept.ids IS NOT NULL
             THEN ARRAY(SELECT jsonb_array_elements_text(kept.ids::jsonb)::uuid) END,
-       kept.slug
+       kept.entry_id
 FROM kept, counted, taken
 """
 
@@ -126,5 +127,5 @@ class Outbox:
                     for e in events
                 ],
                 [e.if_visible for e in events],
-                [e.slug for e in events],
+                [e.entry_id for e in events],
             )

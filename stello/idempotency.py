@@ -15,6 +15,14 @@ Inside the caller's transaction, one of two shapes:
   work can no longer succeed still gets the first answer.
 
 Either way a response is stored iff the work committed. Keys live 24 hours.
+
+Nothing outlives erasure (DESIGN §4.8): a key is linked to the sessions whose
+data its response holds (`idempotency_key_sessions`, migration 0011), and the
+transaction that erases a session erases those responses with it
+(`ERASE_LINKED`: a tombstone with no hash and no response, so a replay answers
+NOT_FOUND until the key expires; `FORGET_LINKED` for a provisional session
+that was never visible: the key goes, so its saga can start over). An entry of
+an erased session (`Entry.erased`) never answers: `answer_of` raises NotFound.
 """
 
 from __future__ import annotations
@@ -22,11 +30,13 @@ from __future__ import annotations
 import copy
 import hashlib
 import uuid
+from collections.abc import Sequence
+from dataclasses import dataclass
 from typing import Protocol
 
 import asyncpg
 
-from stello.errors import AlreadyExists
+from stello.errors import AlreadyExists, NotFound
 from stello.reasons import REQUEST_ID_REUSED
 
 TTL_HOURS = 24
@@ -55,42 +65,110 @@ def fingerprint(request: KeyedRequest) -> bytes:
 # One statement claims the key: a new key is inserted with no response yet
 # (other calls with the same key then wait on its row until this transaction
 # ends); an existing one is locked and returned as it is, or reset when it has
-# expired. The answer's response is NULL exactly when the key is ours to fill.
+# expired. The answer's response is NULL exactly when the key is ours to fill
+# (an erased key's is NULL too, and `erased` says so). The time is the
+# insert's own (`EXCLUDED.created_at`, the column's default now()) and the ages
+# are compared as UTC timestamps: Citus runs only immutable functions in an
+# ON CONFLICT DO UPDATE, and `timestamptz - interval` is not (DESIGN §4.7); in
+# UTC an interval of hours is the same span either way.
 CLAIM = """
 INSERT INTO idempotency_keys AS k (space_id, scope, request_id, request_hash, response)
 VALUES ($1, $2, $3, $4, NULL)
 ON CONFLICT (space_id, scope, request_id) DO UPDATE
-SET request_hash = CASE WHEN k.response IS NULL OR k.created_at <= now() - $5 * interval '1 hour'
+SET request_hash = CASE WHEN (k.response IS NULL AND NOT k.erased)
+                             OR k.created_at AT TIME ZONE 'UTC'
+                                <= EXCLUDED.created_at AT TIME ZONE 'UTC' - $5 * interval '1 hour'
                         THEN EXCLUDED.request_hash ELSE k.request_hash END,
-    response = CASE WHEN k.created_at <= now() - $5 * interval '1 hour'
+    response = CASE WHEN k.created_at AT TIME ZONE 'UTC'
+                         <= EXCLUDED.created_at AT TIME ZONE 'UTC' - $5 * interval '1 hour'
                     THEN NULL ELSE k.response END,
-    created_at = CASE WHEN k.response IS NULL OR k.created_at <= now() - $5 * interval '1 hour'
-                      THEN now() ELSE k.created_at END
-RETURNING request_hash, response
+    erased = k.erased AND k.created_at AT TIME ZONE 'UTC'
+                          > EXCLUDED.created_at AT TIME ZONE 'UTC' - $5 * interval '1 hour',
+    created_at = CASE WHEN (k.response IS NULL AND NOT k.erased)
+                           OR k.created_at AT TIME ZONE 'UTC'
+                              <= EXCLUDED.created_at AT TIME ZONE 'UTC' - $5 * interval '1 hour'
+                      THEN EXCLUDED.created_at ELSE k.created_at END
+RETURNING request_hash, response, erased
 """
 
+# The live entry (a claimed key, with no response yet, is none). An entry linked
+# to a session being erased (hidden by DeleteSubtree, `provisional_until =
+# 'infinity'`) answers as erased already.
 SELECT = """
-SELECT request_hash, response FROM idempotency_keys
-WHERE space_id = $1 AND scope = $2 AND request_id = $3
-  AND created_at > now() - make_interval(hours => $4) AND response IS NOT NULL
+SELECT k.request_hash, k.response,
+       k.erased OR EXISTS (SELECT FROM idempotency_key_sessions l
+                           JOIN sessions s ON s.space_id = l.space_id AND s.id = l.session_id
+                           WHERE l.space_id = $1 AND l.scope = $2 AND l.request_id = $3
+                             AND s.provisional_until = 'infinity') AS erased
+FROM idempotency_keys k
+WHERE k.space_id = $1 AND k.scope = $2 AND k.request_id = $3
+  AND k.created_at > now() - make_interval(hours => $4)
+  AND (k.response IS NOT NULL OR k.erased)
 """
 
+# $6: the sessions whose data the response holds; links to others are dropped.
 UPSERT = """
-INSERT INTO idempotency_keys (space_id, scope, request_id, request_hash, response)
-VALUES ($1, $2, $3, $4, $5)
-ON CONFLICT (space_id, scope, request_id) DO UPDATE
-SET request_hash = EXCLUDED.request_hash, response = EXCLUDED.response, created_at = now()
+WITH k AS (
+    INSERT INTO idempotency_keys (space_id, scope, request_id, request_hash, response)
+    VALUES ($1, $2, $3, $4, $5)
+    ON CONFLICT (space_id, scope, request_id) DO UPDATE
+    SET request_hash = EXCLUDED.request_hash, response = EXCLUDED.response,
+        created_at = EXCLUDED.created_at, erased = false
+    RETURNING 1
+), unlinked AS (
+    DELETE FROM idempotency_key_sessions
+    WHERE space_id = $1 AND scope = $2 AND request_id = $3 AND session_id <> ALL ($6::uuid[])
+)
+INSERT INTO idempotency_key_sessions (space_id, session_id, scope, request_id)
+SELECT $1, l.id, $2, $3 FROM k, unnest($6::uuid[]) AS l (id)
+ON CONFLICT DO NOTHING
 """
 
 # Inserts the key with its response; an expired entry is replaced, a live one
 # is left alone (no row returned). Waits for a concurrent insert of the key.
+# $7: the sessions whose data the response holds (linked when it is stored).
+# The time and the comparison as in CLAIM (Citus: immutable functions only).
 INSERT_NEW = """
-INSERT INTO idempotency_keys AS k (space_id, scope, request_id, request_hash, response)
-VALUES ($1, $2, $3, $4, $5)
-ON CONFLICT (space_id, scope, request_id) DO UPDATE
-SET request_hash = EXCLUDED.request_hash, response = EXCLUDED.response, created_at = now()
-WHERE k.created_at <= now() - make_interval(hours => $6)
-RETURNING 1
+WITH k AS (
+    INSERT INTO idempotency_keys AS k (space_id, scope, request_id, request_hash, response)
+    VALUES ($1, $2, $3, $4, $5)
+    ON CONFLICT (space_id, scope, request_id) DO UPDATE
+    SET request_hash = EXCLUDED.request_hash, response = EXCLUDED.response,
+        created_at = EXCLUDED.created_at, erased = false
+    WHERE k.created_at AT TIME ZONE 'UTC'
+          <= EXCLUDED.created_at AT TIME ZONE 'UTC' - make_interval(hours => $6)
+    RETURNING 1
+), unlinked AS (
+    DELETE FROM idempotency_key_sessions
+    WHERE space_id = $1 AND scope = $2 AND request_id = $3 AND EXISTS (SELECT FROM k)
+      AND session_id <> ALL ($7::uuid[])
+), linked AS (
+    INSERT INTO idempotency_key_sessions (space_id, session_id, scope, request_id)
+    SELECT $1, l.id, $2, $3 FROM k, unnest($7::uuid[]) AS l (id)
+    ON CONFLICT DO NOTHING
+)
+SELECT 1 FROM k
+"""
+
+# Erasure of sessions $2 (of space $1): the keys linked to any of them keep
+# only a tombstone (no hash, no response: a replay answers NOT_FOUND); run in
+# the transaction that deletes the sessions (their links then go by cascade).
+ERASE_LINKED = """
+UPDATE idempotency_keys k
+SET request_hash = '\\x'::bytea, response = NULL, erased = true
+FROM (SELECT DISTINCT l.scope, l.request_id
+      FROM idempotency_key_sessions l
+      WHERE l.space_id = $1 AND l.session_id = ANY ($2::uuid[])) linked
+WHERE k.space_id = $1 AND k.scope = linked.scope AND k.request_id = linked.request_id
+"""
+
+# The sweep of provisional sessions $2 (never visible): their keys go whole.
+FORGET_LINKED = """
+DELETE FROM idempotency_keys k
+USING (SELECT DISTINCT l.scope, l.request_id
+       FROM idempotency_key_sessions l
+       WHERE l.space_id = $1 AND l.session_id = ANY ($2::uuid[])) linked
+WHERE k.space_id = $1 AND k.scope = linked.scope AND k.request_id = linked.request_id
 """
 
 PURGE = "DELETE FROM idempotency_keys WHERE created_at < now() - make_interval(hours => $1)"
@@ -108,13 +186,16 @@ async def claim(
     One round trip. A call with the same key in another transaction waits here
     until this one ends, then sees its stored response (or, if it rolled back,
     claims the key itself).
+
+    Raises:
+        NotFound: the key's session was erased (DESIGN §4.8).
+        AlreadyExists: the key was used for a different request.
     """
     row = await con.fetchrow(CLAIM, space_id, scope, request_id, request_hash, TTL_HOURS)
     assert row is not None
-    if row["response"] is None:
+    if row["response"] is None and not row["erased"]:
         return None
-    entry = (bytes(row["request_hash"]), bytes(row["response"]))
-    return answer_of(entry, request_id, request_hash)
+    return answer_of(_entry(row), request_id, request_hash)
 
 
 async def remember(
@@ -124,9 +205,11 @@ async def remember(
     request_id: str,
     request_hash: bytes,
     response: bytes,
+    sessions: Sequence[uuid.UUID] = (),
 ) -> None:
-    """Store the response of the work done in this transaction under the key."""
-    await con.execute(UPSERT, space_id, scope, request_id, request_hash, response)
+    """Store the response of the work done in this transaction under the key, linked to
+    `sessions` (those whose data it holds: it is erased with any of them)."""
+    await con.execute(UPSERT, space_id, scope, request_id, request_hash, response, list(sessions))
 
 
 async def remember_new(
@@ -136,35 +219,71 @@ async def remember_new(
     request_id: str,
     request_hash: bytes,
     response: bytes,
+    sessions: Sequence[uuid.UUID] = (),
 ) -> bool:
-    """Store the response under a new (or expired) key; False when a live entry holds it."""
+    """Store the response under a new (or expired) key, linked to `sessions`; False when a
+    live entry holds the key."""
     row = await con.fetchrow(
-        INSERT_NEW, space_id, scope, request_id, request_hash, response, TTL_HOURS
+        INSERT_NEW,
+        space_id,
+        scope,
+        request_id,
+        request_hash,
+        response,
+        TTL_HOURS,
+        list(sessions),
     )
     return row is not None
 
 
+@dataclass(frozen=True, slots=True)
+class Entry:
+    """A live key: the hash of the request it answered and the stored response; `erased`
+    when the session it answered for was erased since (no hash, no response kept)."""
+
+    request_hash: bytes
+    response: bytes
+    erased: bool = False
+
+
+def _entry(row: asyncpg.Record) -> Entry:
+    if row["erased"]:
+        return Entry(b"", b"", erased=True)
+    return Entry(bytes(row["request_hash"]), bytes(row["response"]))
+
+
 async def stored(
     con: asyncpg.Connection, space_id: uuid.UUID, scope: str, request_id: str
-) -> tuple[bytes, bytes] | None:
-    """The live entry under the key as (request_hash, response), without locking it."""
+) -> Entry | None:
+    """The live entry under the key, without locking it; None when there is none."""
     row = await con.fetchrow(SELECT, space_id, scope, request_id, TTL_HOURS)
-    return None if row is None else (bytes(row["request_hash"]), bytes(row["response"]))
+    return None if row is None else _entry(row)
 
 
-def answer_of(entry: tuple[bytes, bytes], request_id: str, request_hash: bytes) -> bytes:
+def erased_request(request_id: str) -> NotFound:
+    """The NOT_FOUND of a request_id whose session was erased since (its reply with it)."""
+    return NotFound(
+        f"request_id {request_id!r} answered for a session that was deleted since; "
+        "its reply was erased with it"
+    )
+
+
+def answer_of(entry: Entry, request_id: str, request_hash: bytes) -> bytes:
     """The stored response when `entry` was stored for this request.
 
     Raises:
+        NotFound: the entry's session was erased (its reply with it).
         AlreadyExists: the entry was stored for a different request.
     """
-    if entry[0] != request_hash:
+    if entry.erased:
+        raise erased_request(request_id)
+    if entry.request_hash != request_hash:
         raise AlreadyExists(
             f"request_id {request_id!r} was already used for a different request; "
             "use a new request_id for a new request",
             reason=REQUEST_ID_REUSED,
         )
-    return entry[1]
+    return entry.response
 
 
 class Answered(Exception):
@@ -181,6 +300,21 @@ async def purge_expired(con: asyncpg.Connection) -> str:
     return str(await con.execute(PURGE, TTL_HOURS))
 
 
+async def erase_linked(
+    con: asyncpg.Connection, space_id: uuid.UUID, sessions: Sequence[uuid.UUID]
+) -> None:
+    """Erase the replies linked to `sessions` (being erased in this transaction), leaving
+    tombstones: a replay of their request_ids answers NOT_FOUND."""
+    await con.execute(ERASE_LINKED, space_id, list(sessions))
+
+
+async def forget_linked(
+    con: asyncpg.Connection, space_id: uuid.UUID, sessions: Sequence[uuid.UUID]
+) -> None:
+    """Delete the keys linked to `sessions` (provisional, swept in this transaction)."""
+    await con.execute(FORGET_LINKED, space_id, list(sessions))
+
+
 class KeyStatements:
     """The work-first key statements (and `remember`) on a repository's connection (mixed
     into the repositories of the services that accept a request_id)."""
@@ -194,9 +328,11 @@ class KeyStatements:
         request_id: str,
         request_hash: bytes,
         response: bytes,
+        sessions: Sequence[uuid.UUID] = (),
     ) -> None:
-        """Store the response of this transaction's work under the request_id."""
-        await remember(self._con, space_id, scope, request_id, request_hash, response)
+        """Store the response of this transaction's work under the request_id, linked to
+        `sessions`."""
+        await remember(self._con, space_id, scope, request_id, request_hash, response, sessions)
 
     async def remember_new(
         self,
@@ -205,14 +341,16 @@ class KeyStatements:
         request_id: str,
         request_hash: bytes,
         response: bytes,
+        sessions: Sequence[uuid.UUID] = (),
     ) -> bool:
-        """Store this transaction's response under a new key; False when one is live."""
-        return await remember_new(self._con, space_id, scope, request_id, request_hash, response)
+        """Store this transaction's response under a new key, linked to `sessions`; False
+        when one is live."""
+        return await remember_new(
+            self._con, space_id, scope, request_id, request_hash, response, sessions
+        )
 
-    async def stored(
-        self, space_id: uuid.UUID, scope: str, request_id: str
-    ) -> tuple[bytes, bytes] | None:
-        """The live entry under the key as (request_hash, response); None when none."""
+    async def stored(self, space_id: uuid.UUID, scope: str, request_id: str) -> Entry | None:
+        """The live entry under the key; None when none."""
         return await stored(self._con, space_id, scope, request_id)
 
     async def remember_or_answer(
@@ -222,11 +360,12 @@ class KeyStatements:
         request_id: str,
         request_hash: bytes,
         response: bytes,
+        sessions: Sequence[uuid.UUID] = (),
     ) -> None:
-        """After the work: store its response under the key (one statement), or, when an
-        earlier call's entry is live, raise `Answered` with its response (AlreadyExists for
-        another request)."""
-        if await self.remember_new(space_id, scope, request_id, request_hash, response):
+        """After the work: store its response under the key (one statement), linked to
+        `sessions`, or, when an earlier call's entry is live, raise `Answered` with its
+        response (AlreadyExists for another request, NotFound when its session was erased)."""
+        if await self.remember_new(space_id, scope, request_id, request_hash, response, sessions):
             return
         entry = await self.stored(space_id, scope, request_id)
         assert entry is not None  # locked live by the insert, read with the same now()

@@ -23,6 +23,7 @@ class Periodic:
     def __init__(self, interval_s: float) -> None:
         self._interval_s = interval_s
         self._task: asyncio.Task[None] | None = None
+        self._woken = asyncio.Event()
 
     @property
     def running(self) -> bool:
@@ -42,6 +43,10 @@ class Periodic:
             with contextlib.suppress(asyncio.CancelledError):
                 await task
 
+    def wake(self) -> None:
+        """Run the next round now instead of at the end of the interval."""
+        self._woken.set()
+
     async def run_once(self) -> object:
         """One round of the work (subclasses say what)."""
         raise NotImplementedError
@@ -52,4 +57,6 @@ class Periodic:
                 await self.run_once()
             except Exception:  # keep going: a failed round (database down) is retried
                 log.exception("%s failed; retrying in %.1fs", self.what, self._interval_s)
-            await asyncio.sleep(self._interval_s)
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(self._woken.wait(), self._interval_s)
+            self._woken.clear()

@@ -16,6 +16,7 @@ from typing import TYPE_CHECKING, Any
 import grpc
 
 from stello.channels import open_channel
+from stello.distribution import DEFAULT_SHARD_COUNT
 from stello_cli.parser import Commands
 from stello_cli.style import one_line, plural, write
 from stello_client.credentials import load_credentials
@@ -51,15 +52,37 @@ async def _with_keys(args: argparse.Namespace, work: Callable[[KeyStore], Awaita
             return await work(KeyStore(pool, 0))
 
 
+def _positive(text: str) -> int:
+    """An argparse type: a whole number above 0."""
+    try:
+        value = int(text)
+    except ValueError:
+        value = 0
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"expected a whole number above 0, got {text!r}")
+    return value
+
+
 async def cmd_migrate(args: argparse.Namespace) -> int:
-    """Apply pending migrations."""
+    """Apply pending migrations; with --distribute, then distribute the schema on Citus."""
+    from stello.distribution import migrate_and_distribute_dsn
     from stello.embedded import database_url
     from stello.migrate import migrate_dsn
 
     settings = settings_of(args)
+    steps: list[str] | None = None
     async with database_url(settings.database_url, settings.data_dir) as dsn:
-        applied = await migrate_dsn(settings.direct_dsn(dsn))
+        if args.distribute:
+            applied, steps = await migrate_and_distribute_dsn(
+                settings.direct_dsn(dsn), shard_count=args.shard_count
+            )
+        else:
+            applied = await migrate_dsn(settings.direct_dsn(dsn))
     write("applied: " + (", ".join(applied) if applied else "nothing (up to date)"))
+    if steps is not None:
+        write("distributed: " + ("" if steps else "nothing (already as planned)"))
+        for step in steps:
+            write(f"  {step}")
     return 0
 
 
@@ -286,9 +309,25 @@ def register(commands: Commands) -> None:
         cmd_migrate,
         "apply the database migrations that are not applied yet",
         "Apply the pending migrations of stello/migrations/ to STELLO_DATABASE_URL (or "
-        "--database-url, else the embedded database); `stello up` does it too.",
+        "--database-url, else the embedded database); `stello up` does it too. With "
+        "--distribute, on a Citus coordinator, then distribute the schema by tenant "
+        "(docs/scaling.md); safe to run again.",
     )
     commands.database_option(migrate)
+    migrate.add_argument(
+        "--distribute",
+        action="store_true",
+        help="on a Citus coordinator with workers: distribute the tables by space_id after "
+        "migrating (refused, with nothing changed, on a database without citus or workers)",
+    )
+    migrate.add_argument(
+        "--shard-count",
+        type=_positive,
+        default=DEFAULT_SHARD_COUNT,
+        metavar="N",
+        help=f"shards of each distributed table (default {DEFAULT_SHARD_COUNT}; counts only "
+        "the first time a table is distributed)",
+    )
     _register_health(commands)
     _register_keys(commands)
     reconcile = commands.client(

@@ -40,16 +40,16 @@ def event_dict(event: common_pb2.SpaceEvent) -> dict[str, Any]:
         data["first_seq"], data["last_seq"] = event.first_seq, event.last_seq
     if event.session_ids:
         data["session_ids"] = list(event.session_ids)
-    if event.HasField("slug"):
-        data["slug"] = event.slug
+    if event.HasField("entry_id"):
+        data["entry_id"] = event.entry_id
     return data
 
 
 def event_line(event: common_pb2.SpaceEvent) -> str:
     """An event as one line: `CURSOR kind SESSION [seq A-B] [-> OTHER] [N sessions]`, or
-    `CURSOR kind SLUG` for a shared memory entry."""
+    `CURSOR kind ENTRY_ID` for a shared memory entry."""
     data = event_dict(event)
-    parts = [data["cursor"], data["kind"], data.get("slug") or data["session_id"]]
+    parts = [data["cursor"], data["kind"], data.get("entry_id") or data["session_id"]]
     if "first_seq" in data:
         parts.append(f"seq {data['first_seq']}-{data['last_seq']}")
     if "other_session_id" in data:

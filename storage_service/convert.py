@@ -136,14 +136,16 @@ def add_event(container: Any, event: StoredEvent) -> None:
         message.first_seq = event.first_seq
     if event.last_seq is not None:
         message.last_seq = event.last_seq
-    if event.slug is not None:
-        message.slug = event.slug
+    if event.entry_id is not None:
+        message.entry_id = str(event.entry_id)
     set_timestamp(message.committed_at, event.created_at)
 
 
 def entry_to_proto(entry: SharedMemoryEntry) -> common_pb2.SharedMemoryEntry:
     """The wire form of a shared memory entry (body unset when not read)."""
     message = common_pb2.SharedMemoryEntry(slug=entry.slug, summary=entry.summary)
+    if entry.entry_id is not None:
+        message.entry_id = str(entry.entry_id)
     if entry.body is not None:
         message.body = entry.body
     set_timestamp(message.created_at, entry.created_at)

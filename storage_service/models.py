@@ -177,6 +177,9 @@ class SharedMemoryEntry:
     body: str | None
     created_at: datetime
     updated_at: datetime
+    entry_id: uuid.UUID | None = None
+    """The entry's surrogate id (events name it, never the slug); None only in an old
+    remembered reply."""
 
 
 @dataclass(frozen=True, slots=True)

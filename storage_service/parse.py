@@ -126,16 +126,24 @@ def remembered_key(scope: str, request_id: str, path: str, v: Violations) -> Non
 def remember(
     message: storage_pb2.Operation.RememberResultOp, path: str, v: Violations
 ) -> RememberOp:
-    """A RememberResultOp: a valid key and a 1..64-byte request hash."""
+    """A RememberResultOp: a valid key, a 1..64-byte request hash, the ids of the sessions
+    it holds data of."""
     remembered_key(message.scope, message.request_id, path, v)
     if not 1 <= len(message.request_hash) <= MAX_REQUEST_HASH_BYTES:
         v.add(f"{path}.request_hash", f"must be 1..{MAX_REQUEST_HASH_BYTES} bytes")
+    if len(message.session_ids) > MAX_BATCH_IDS:
+        v.add(f"{path}.session_ids", f"must list at most {MAX_BATCH_IDS} ids")
+    sessions = tuple(
+        parse_uuid(value, f"{path}.session_ids[{i}]", v)
+        for i, value in enumerate(message.session_ids[:MAX_BATCH_IDS])
+    )
     return RememberOp(
         message.scope,
         message.request_id,
         message.request_hash,
         message.response,
         message.require_new,
+        tuple(dict.fromkeys(sessions)),
     )
 
 

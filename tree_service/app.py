@@ -1,12 +1,15 @@
 """The tree service's composition root: repository -> service -> servicer -> ServiceApp.
 
 `create_app` builds what the kernel's server factory serves, with the periodic
-provisional sweeper as the app's background task (the server factory starts it
-once bound and stops it after the graceful shutdown); `create_sweeper` builds
-one on its own, for tests that drive sweeps with a short TTL.
+provisional sweeper and the erasure job as the app's background tasks (the
+server factory starts them once bound and stops them after the graceful
+shutdown; the service wakes the job after each DeleteSubtree); `create_sweeper`
+and `create_eraser` build one on its own, for tests that drive them.
 """
 
 from __future__ import annotations
+
+from collections.abc import Callable
 
 import asyncpg
 import grpc
@@ -16,6 +19,7 @@ from stello.server import ServiceApp
 from stello.settings import StelloSettings
 from stello.tree.v1 import tree_pb2_grpc
 from tree_service.config import TreeSettings
+from tree_service.eraser import Eraser
 from tree_service.repository import TreeRepository
 from tree_service.service import TreeService
 from tree_service.servicer import TreeServicer
@@ -25,14 +29,21 @@ SERVICE_NAME = "stello.tree.v1.SessionTree"
 ADMIN_METHODS = frozenset({f"/{SERVICE_NAME}/SweepProvisional"})
 
 
-def create_service(pool: asyncpg.Pool, config: TreeSettings | None = None) -> TreeService:
-    """The domain service over `pool`, with the cap and TTL of `config`."""
+def create_service(
+    pool: asyncpg.Pool,
+    config: TreeSettings | None = None,
+    on_hidden: Callable[[], None] = lambda: None,
+) -> TreeService:
+    """The domain service over `pool`, with the cap, TTL and erasure batch of `config`;
+    `on_hidden` runs after each DeleteSubtree (it wakes the erasure job)."""
     config = config or TreeSettings()
     return TreeService(
         TreeRepository(pool),
         max_tree_nodes=config.max_tree_nodes,
         provisioning_ttl_s=config.provisioning_ttl_s,
         tree_timeout_s=config.get_tree_timeout_s,
+        erase_batch=config.erase_batch,
+        on_hidden=on_hidden,
     )
 
 
@@ -43,7 +54,8 @@ def create_app(
     config: TreeSettings | None = None,
 ) -> ServiceApp:
     """The SessionTree app the kernel's `create_server` serves (SweepProvisional: admin only)."""
-    servicer = TreeServicer(create_service(pool, config))
+    eraser = create_eraser(pool, config)
+    servicer = TreeServicer(create_service(pool, config, on_hidden=eraser.wake))
 
     def register(server: grpc.aio.Server) -> None:
         tree_pb2_grpc.add_SessionTreeServicer_to_server(servicer, server)
@@ -57,8 +69,14 @@ def create_app(
         settings=settings,
         admin_methods=ADMIN_METHODS,
         metrics_port=(config or TreeSettings()).metrics_port,
-        background=(create_sweeper(pool, config),),
+        background=(create_sweeper(pool, config), eraser),
     )
+
+
+def create_eraser(pool: asyncpg.Pool, config: TreeSettings | None = None) -> Eraser:
+    """The erasure job of the sessions DeleteSubtree hid (not started)."""
+    config = config or TreeSettings()
+    return Eraser(create_service(pool, config), config.erase_interval_s)
 
 
 def create_sweeper(pool: asyncpg.Pool, config: TreeSettings | None = None) -> Sweeper:

@@ -36,6 +36,18 @@ class TreeSettings(BaseSettings):
         description="Seconds a provisional session may wait for CommitSession before it is swept.",
     )
 
+    erase_interval_s: float = Field(
+        default=10.0,
+        gt=0,
+        description="Seconds between rounds of the erasure job (it also runs after each "
+        "DeleteSubtree): how soon a delete left by a stopped replica is finished.",
+    )
+    erase_batch: int = Field(
+        default=500,
+        ge=1,
+        le=100_000,
+        description="Most deleted sessions the erasure job erases in one transaction.",
+    )
     metrics_port: int | None = Field(
         default=None, ge=0, le=65535, description="Serve Prometheus /metrics on this port."
     )

@@ -47,6 +47,8 @@ JsonObject = dict[str, Any]
 
 # pg advisory lock key of the sweep ("stellosw"): one replica sweeps at a time.
 SWEEP_LOCK_KEY = 0x7374656C6C6F7377
+# ... and of the erasure job ("stelloer"): one replica erases at a time.
+ERASE_LOCK_KEY = 0x7374656C6C6F6572
 
 
 def to_node(row: asyncpg.Record) -> Node:
@@ -94,6 +96,34 @@ def to_summary(row: asyncpg.Record) -> Summary:
         updated_at=row["updated_at"],
         last_active_at=row["last_active_at"],
     )
+
+
+async def _sweep_space(
+    con: asyncpg.Connection, space_id: uuid.UUID, ids: list[uuid.UUID]
+) -> list[SweptSession]:
+    """Claim, release and delete one space's due sessions (the sweep's transaction)."""
+    claimed = [r["id"] for r in await con.fetch(sql.SWEEP_CLAIM, space_id, ids)]
+    if not claimed:
+        return []
+    await con.execute(sql.SWEEP_RELEASE, space_id, claimed)
+    # Never visible: their request keys go whole, so a retried saga starts over.
+    await idempotency.forget_linked(con, space_id, claimed)
+    rows = await con.fetch(sql.SWEEP_DELETE, space_id, claimed)
+    return [SweptSession(space_id, r["id"]) for r in rows]
+
+
+async def erase_batch(con: asyncpg.Connection, batch: int) -> int:
+    """In the caller's transaction (holding the erasure lock): erase up to `batch` of the
+    deepest sessions being erased in one space, with what belongs to them; how many went."""
+    spaces = await con.fetch(sql.ERASE_SPACES, 1)
+    if not spaces:
+        return 0
+    space_id = spaces[0]["space_id"]
+    ids = [r["id"] for r in await con.fetch(sql.ERASE_CLAIM, space_id, batch)]
+    await con.execute(sql.ERASE_RELEASE, space_id, ids)
+    await idempotency.erase_linked(con, space_id, ids)
+    await con.execute(sql.UNSOURCE, space_id, ids)
+    return len(await con.fetch(sql.ERASE_DELETE, space_id, ids))
 
 
 class TreeRepository:
@@ -208,12 +238,13 @@ class TreeRepository:
 
     async def stored(
         self, space_id: uuid.UUID, scope: str, request_id: str
-    ) -> tuple[bytes, bytes] | None:
-        """The live idempotency entry under the key as (request_hash, response), or None."""
-        rows = await fetch(
-            self._pool, idempotency.SELECT, space_id, scope, request_id, idempotency.TTL_HOURS
-        )
-        return (bytes(rows[0]["request_hash"]), bytes(rows[0]["response"])) if rows else None
+    ) -> idempotency.Entry | None:
+        """The live idempotency entry under the key, or None."""
+
+        async def work(con: asyncpg.Connection) -> idempotency.Entry | None:
+            return await idempotency.stored(con, space_id, scope, request_id)
+
+        return await in_transaction(self._pool, work)
 
     async def config(self, space_id: uuid.UUID, session_id: uuid.UUID) -> tuple[bool, Any]:
         """(visible, stored config JSON or None)."""
@@ -225,7 +256,10 @@ class TreeRepository:
     ) -> list[SweptSession] | None:
         """Delete one batch of due provisional sessions, all spaces; None if another sweeps.
 
-        With `wait` it queues behind a running sweep instead of giving up.
+        With `wait` it queues behind a running sweep instead of giving up. The
+        due sessions are read across spaces, then claimed and deleted space by
+        space (statements pinned to one space, as Citus needs for row locks);
+        one a CommitSession holds is skipped, so a batch may come back short.
         """
 
         async def work(con: asyncpg.Connection) -> list[SweptSession] | None:
@@ -233,14 +267,13 @@ class TreeRepository:
                 await con.execute(sql.WAIT_SWEEP_LOCK, SWEEP_LOCK_KEY)
             elif not await con.fetchval(sql.TRY_SWEEP_LOCK, SWEEP_LOCK_KEY):
                 return None
-            claimed = await con.fetch(sql.SWEEP_CLAIM, older_than_s, batch)
-            if not claimed:
-                return []
-            spaces = [r["space_id"] for r in claimed]
-            ids = [r["id"] for r in claimed]
-            await con.execute(sql.SWEEP_RELEASE, spaces, ids)
-            rows = await con.fetch(sql.SWEEP_DELETE, spaces, ids)
-            return [SweptSession(r["space_id"], r["id"]) for r in rows]
+            due: dict[uuid.UUID, list[uuid.UUID]] = {}
+            for row in await con.fetch(sql.SWEEP_DUE, older_than_s, batch):
+                due.setdefault(row["space_id"], []).append(row["id"])
+            swept: list[SweptSession] = []
+            for space_id, ids in due.items():
+                swept += await _sweep_space(con, space_id, ids)
+            return swept
 
         return await in_transaction(self._pool, work)
 
@@ -248,6 +281,23 @@ class TreeRepository:
         """The provisional sessions a sweep would remove now (dry run)."""
         rows = await fetch(self._pool, sql.SWEEP_DUE, older_than_s, limit)
         return [SweptSession(r["space_id"], r["id"]) for r in rows]
+
+    async def erase_batch(self, batch: int, *, wait: bool) -> int | None:
+        """Erase up to `batch` of the deepest sessions being erased in one space, with
+        everything that belongs to them and the replies remembered for them, in one
+        transaction; how many went (0: none left), None when another replica erases.
+
+        With `wait` it queues behind a running erasure instead of giving up.
+        """
+
+        async def work(con: asyncpg.Connection) -> int | None:
+            if wait:
+                await con.execute(sql.WAIT_SWEEP_LOCK, ERASE_LOCK_KEY)
+            elif not await con.fetchval(sql.TRY_SWEEP_LOCK, ERASE_LOCK_KEY):
+                return None
+            return await erase_batch(con, batch)
+
+        return await in_transaction(self._pool, work)
 
     async def purge_idempotency_keys(self) -> None:
         """Drop request_id keys past their 24 h (all spaces), with the sweep."""
@@ -423,22 +473,30 @@ class TreeTx(idempotency.KeyStatements):
         self._changed(space_id, "config_put", session_id)
         return cast("JsonObject", rows[0]["config"])
 
-    async def lock_subtree(self, space_id: uuid.UUID, session_id: uuid.UUID) -> int:
-        """Row-lock a visible session and its descendants; how many (0 = not visible)."""
-        return int(await self._con.fetchval(sql.LOCK_SUBTREE, space_id, session_id))
+    async def lock_subtree(self, space_id: uuid.UUID, session_id: uuid.UUID) -> list[uuid.UUID]:
+        """Row-lock a visible session and its descendants not already being erased; their
+        ids ([] = not visible)."""
+        return list(await self._con.fetchval(sql.LOCK_SUBTREE, space_id, session_id) or ())
 
-    async def delete_subtree(self, space_id: uuid.UUID, session_id: uuid.UUID) -> list[uuid.UUID]:
-        """Erase a visible session and its descendants; their ids, the session first."""
-        try:
-            await self._con.execute(sql.RELEASE_SUBTREE, space_id, session_id)
-            rows = await self._con.fetch(sql.DELETE_SUBTREE, space_id, session_id)
-        except asyncpg.ForeignKeyViolationError as exc:
+    async def hide_subtree(
+        self, space_id: uuid.UUID, session_id: uuid.UUID, locked: list[uuid.UUID]
+    ) -> list[uuid.UUID]:
+        """Hide the locked subtree from every read and write (the erasure job deletes it);
+        its ids by depth, the session first, named in SUBTREE_DELETED events.
+
+        Raises:
+            Aborted: a child was committed under the subtree while it was being locked.
+        """
+        rows = await self._con.fetch(sql.HIDE_SUBTREE, space_id, locked)
+        await self._con.execute(sql.HIDE_REFS, space_id, locked)
+        await self._con.execute(sql.UNSOURCE, space_id, locked)
+        if await self._con.fetchval(sql.MISSED_CHILDREN, space_id, locked):
             raise Aborted(
                 "a session was created under the subtree while it was being deleted; retry",
                 reason=CONCURRENT_MODIFICATION,
-            ) from exc
-        erased = [r["id"] for r in rows]
-        for start in range(0, len(erased), SUBTREE_EVENT_IDS):
-            chunk = tuple(erased[start : start + SUBTREE_EVENT_IDS])
+            )
+        hidden = [r["id"] for r in sorted(rows, key=lambda r: (r["depth"], r["id"]))]
+        for start in range(0, len(hidden), SUBTREE_EVENT_IDS):
+            chunk = tuple(hidden[start : start + SUBTREE_EVENT_IDS])
             self.outbox.add(space_id, Event("subtree_deleted", session_id, session_ids=chunk))
-        return erased
+        return hidden

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import logging
 import uuid
+from collections.abc import Callable
 
 from stello.errors import Aborted, FailedPrecondition, NotFound
 from stello.idempotency import Answered, answer_of
@@ -73,11 +74,16 @@ class TreeService:
         max_tree_nodes: int,
         provisioning_ttl_s: float,
         tree_timeout_s: float = 30.0,
+        erase_batch: int = 500,
+        on_hidden: Callable[[], None] = lambda: None,
     ) -> None:
         self._repo = repository
         self._max_tree_nodes = max_tree_nodes
         self._tree_timeout_s = tree_timeout_s
         self._provisioning_ttl_s = provisioning_ttl_s
+        self._erase_batch = erase_batch
+        # Called after a DeleteSubtree hid sessions: wakes the erasure job.
+        self._on_hidden = on_hidden
 
     # -- creation -----------------------------------------------------------
 
@@ -122,7 +128,12 @@ class TreeService:
         that committed first: the insert waits for it) rolls the work back for its answer."""
         node = await cls._create(tx, new, spec)
         await tx.remember_or_answer(
-            new.space_id, CREATE_SCOPE, new.request_id, new.request_hash, encode_node(node)
+            new.space_id,
+            CREATE_SCOPE,
+            new.request_id,
+            new.request_hash,
+            encode_node(node),
+            sessions=(node.id,),
         )
         return node
 
@@ -348,24 +359,42 @@ class TreeService:
     # -- erasure and provisioning -------------------------------------------
 
     async def delete_subtree(self, space_id: uuid.UUID, session_id: uuid.UUID) -> list[uuid.UUID]:
-        """Erase a session, its descendants and all they own; the ids, the session first."""
+        """Hide a session and its descendants from every read and write in one transaction
+        (their SUBTREE_DELETED events with it) and wake the erasure job, which erases them
+        and all they own in batches; the ids, the session first (DESIGN §4.8)."""
 
         async def work(tx: TreeTx) -> list[uuid.UUID]:
-            if not await tx.lock_subtree(space_id, session_id):
+            locked = await tx.lock_subtree(space_id, session_id)
+            if not locked:
                 raise _not_found(session_id)
-            erased = await tx.delete_subtree(space_id, session_id)
-            if not erased:
-                raise _not_found(session_id)
-            return erased
+            return await tx.hide_subtree(space_id, session_id, locked)
 
         for attempt in range(1, DELETE_ATTEMPTS + 1):
             try:
-                return await self._repo.transaction(work)
+                hidden = await self._repo.transaction(work)
             except Aborted:
                 # A child committed under the set between snapshot and lock: recompute.
                 if attempt == DELETE_ATTEMPTS:
                     raise
+                continue
+            self._on_hidden()
+            return hidden
         raise AssertionError("unreachable")
+
+    async def erase_hidden(self, *, wait: bool = False) -> int | None:
+        """Erase every session DeleteSubtree hid, batch by batch (deepest first, each batch
+        its own transaction); how many went, None when another replica is erasing."""
+        erased = 0
+        while True:
+            batch = await self._repo.erase_batch(self._erase_batch, wait=wait)
+            if batch is None:
+                return erased or None
+            if batch == 0:
+                break
+            erased += batch
+        if erased:
+            log.info("erased %d deleted sessions", erased)
+        return erased
 
     async def sweep(self, query: SweepQuery) -> list[SweptSession]:
         """Admin sweep: remove (or list) due provisional sessions of every space."""

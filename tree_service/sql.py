@@ -1,12 +1,19 @@
 """Every SQL statement of the tree service, as constants the repository runs.
 
 Parameters are always ``$n``; ``$1`` is the space id in every statement but
-the sweep's, which spans spaces by design (admin maintenance). Every recursive
+the sweep's read of the due sessions, which spans spaces by design (admin
+maintenance). Every recursive
 CTE filters by space_id in both of its terms. Visibility is one predicate,
-``provisional_until IS NULL``: a provisional session answers as if absent.
+``provisional_until IS NULL``: a provisional session answers as if absent, and
+so does a session being erased (``provisional_until = 'infinity'``, `ERASING`).
 """
 
 from __future__ import annotations
+
+# A session being erased is provisional forever (migration 0011_2): every read
+# already answers it as absent, CommitSession and the sweep leave it alone, and
+# the erasure job (`ERASE_*`) deletes it in batches.
+ERASING = "'infinity'"
 
 # A topology node: its row plus committed children (index order) and refs
 # (insertion order). Composed into the statements below at import time only.
@@ -240,11 +247,11 @@ LEFT JOIN created ON true
 # and, when it is still provisional, bump its parent, which takes the parent's
 # row lock: commits under one parent then assign indexes one at a time. No row
 # when the session does not exist.
-LOCK_FOR_COMMIT = """
+LOCK_FOR_COMMIT = f"""
 WITH target AS (
     SELECT parent_id, provisional_until IS NOT NULL AS provisional
     FROM sessions
-    WHERE space_id = $1 AND id = $2
+    WHERE space_id = $1 AND id = $2 AND provisional_until IS DISTINCT FROM {ERASING}
     FOR NO KEY UPDATE
 ), parent AS (
     UPDATE sessions p SET updated_at = now()
@@ -350,24 +357,27 @@ LEFT JOIN session_configs c ON c.space_id = $1 AND c.session_id = s.id
 WHERE s.space_id = $1 AND s.id = $2 AND s.provisional_until IS NULL
 """
 
-# Whole overwrite; no row when the session is not visible.
+# Whole overwrite; no row when the session is not visible. The time is the
+# insert's (the column's default now()): no now() in an ON CONFLICT DO UPDATE
+# on Citus (DESIGN §4.7).
 PUT_CONFIG = """
 INSERT INTO session_configs (space_id, session_id, config)
 SELECT s.space_id, s.id, $3::jsonb
 FROM sessions s
 WHERE s.space_id = $1 AND s.id = $2 AND s.provisional_until IS NULL
 ON CONFLICT (space_id, session_id)
-DO UPDATE SET config = EXCLUDED.config, updated_at = now()
+DO UPDATE SET config = EXCLUDED.config, updated_at = EXCLUDED.updated_at
 RETURNING config
 """
 
 # -- Erasure -------------------------------------------------------------------
 
-# Row-locks the visible session and every descendant first: once held, no
-# child can be created or committed under any of them (both need the parent's
-# row lock), so the DELETE below, in a fresh snapshot, sees the final set.
-# The visible session $2 and every descendant (provisional ones included).
-_SUBTREE = """
+# Row-locks the visible session and every descendant not already being erased
+# (provisional ones included), and answers their ids: once held, no child can
+# be created or committed under any of them (both need the parent's row lock).
+# A child committed between this statement's snapshot and its lock is not in
+# the set: `MISSED_CHILDREN` finds it after the hide, and the delete retries.
+LOCK_SUBTREE = f"""
 WITH RECURSIVE subtree (id) AS (
     SELECT s.id
     FROM sessions s
@@ -376,10 +386,9 @@ WITH RECURSIVE subtree (id) AS (
     SELECT c.id
     FROM subtree
     JOIN sessions c ON c.space_id = $1 AND c.parent_id = subtree.id
-)"""
-
-LOCK_SUBTREE = f"""{_SUBTREE}
-SELECT count(*)
+                   AND c.provisional_until IS DISTINCT FROM {ERASING}
+)
+SELECT array_agg(locked.id)
 FROM (
     SELECT s.id
     FROM sessions s
@@ -388,41 +397,76 @@ FROM (
 ) locked
 """
 
-# Before the DELETE, the set gives up its records (storage's
-# `stello_release_records`, migration 0009): rows that forks outside it still
-# read through their lineage move, once, to one of them (DESIGN §4.4), and
-# the set's own segments and lineages go. Same set as the DELETE's (the
-# locks above keep it final).
-RELEASE_SUBTREE = f"""{_SUBTREE}
-SELECT stello_release_records($1, (SELECT array_agg(id) FROM subtree), NULL)
+# Hides the locked set ($2) from every read and write at once; its ids by
+# depth (the session first), for DeleteSubtree's answer and its events.
+HIDE_SUBTREE = f"""
+UPDATE sessions
+SET provisional_until = {ERASING}
+WHERE space_id = $1 AND id = ANY ($2::uuid[])
+RETURNING id, depth
 """
 
-# The computed set (the visible session and every descendant, provisional ones
-# included) goes in ONE statement, so the NO ACTION parent and source keys are
-# satisfied at its end: the sessions outside the set forked from one inside it
-# lose their source here (Citus allows no SET NULL key action on a key holding
-# space_id); records, slots, caches, configs and refs follow by cascade.
-DELETE_SUBTREE = """
-WITH RECURSIVE subtree (id, level) AS (
-    SELECT s.id, 0
-    FROM sessions s
-    WHERE s.space_id = $1 AND s.id = $2 AND s.provisional_until IS NULL
-  UNION ALL
-    SELECT c.id, subtree.level + 1
-    FROM subtree
-    JOIN sessions c ON c.space_id = $1 AND c.parent_id = subtree.id
-), unsourced AS (
-    UPDATE sessions f SET source_session_id = NULL
-    FROM subtree
-    WHERE f.space_id = $1 AND f.source_session_id = subtree.id
-      AND NOT EXISTS (SELECT FROM subtree gone WHERE gone.id = f.id)
-), erased AS (
-    DELETE FROM sessions s
-    USING subtree
-    WHERE s.space_id = $1 AND s.id = subtree.id
-    RETURNING s.id, subtree.level
+# What other sessions show of the hidden set goes with the hide: their refs to
+# it, and its id as their source (both one index probe per hidden session).
+HIDE_REFS = """
+DELETE FROM session_refs
+WHERE space_id = $1 AND to_id = ANY ($2::uuid[]) AND from_id <> ALL ($2::uuid[])
+"""
+
+# Whether a child of the hidden set ($2) was left out of it (committed while
+# the set was being locked): one index probe per hidden session.
+MISSED_CHILDREN = f"""
+SELECT EXISTS (
+    SELECT FROM sessions c
+    WHERE c.space_id = $1 AND c.parent_id = ANY ($2::uuid[])
+      AND c.provisional_until IS DISTINCT FROM {ERASING}
 )
-SELECT id FROM erased ORDER BY level, id
+"""
+
+# -- The erasure job (spans spaces: maintenance) ---------------------------------
+
+# A space with sessions being erased ($1 of them at most; the partial
+# provisional index finds them).
+ERASE_SPACES = f"""
+SELECT DISTINCT d.space_id
+FROM (SELECT space_id FROM sessions WHERE provisional_until = {ERASING} LIMIT $1) d
+"""
+
+# The deepest ($2) sessions being erased in space $1, row-locked: no other
+# hidden session is below any of them, so one DELETE of them satisfies the
+# parent key (no action) at its end.
+ERASE_CLAIM = f"""
+SELECT id
+FROM sessions
+WHERE space_id = $1 AND provisional_until = {ERASING}
+ORDER BY depth DESC
+LIMIT $2
+FOR UPDATE
+"""
+
+# Before the DELETE, the batch gives up its records (storage's
+# `stello_release_records`, migration 0009): rows that forks outside it still
+# read through their lineage move, once, to one of them (DESIGN §4.4), and
+# the batch's own segments and lineages go.
+ERASE_RELEASE = """
+SELECT stello_release_records($1, $2::uuid[], NULL)
+"""
+
+# Sessions outside the set forked from one inside it lose their source (Citus
+# allows no SET NULL key action on a key holding space_id): at the hide, and
+# again for each batch (a fork made meanwhile of a hidden session cannot be,
+# but the key needs none left).
+UNSOURCE = """
+UPDATE sessions SET source_session_id = NULL
+WHERE space_id = $1 AND source_session_id = ANY ($2::uuid[]) AND id <> ALL ($2::uuid[])
+"""
+
+# The batch goes in ONE statement; records, slots, caches, configs, refs and
+# the links of remembered replies follow by cascade.
+ERASE_DELETE = f"""
+DELETE FROM sessions
+WHERE space_id = $1 AND id = ANY ($2::uuid[]) AND provisional_until = {ERASING}
+RETURNING id
 """
 
 # -- Sweep (spans spaces: admin maintenance) ------------------------------------
@@ -435,11 +479,13 @@ WAIT_SWEEP_LOCK = """
 SELECT pg_advisory_xact_lock($1)
 """
 
-# $1 older_than_s (0 = past provisional_until), $2 batch size.
-_DUE = """
+# The due provisional sessions of every space (unlocked): $1 older_than_s
+# (0 = past provisional_until), $2 batch size. Sessions being erased are the
+# erasure job's.
+SWEEP_DUE = f"""
 SELECT d.space_id, d.id
 FROM sessions d
-WHERE d.provisional_until IS NOT NULL
+WHERE d.provisional_until IS NOT NULL AND d.provisional_until <> {ERASING}
   AND CASE WHEN $1::float8 > 0
            THEN d.created_at < now() - make_interval(secs => $1::float8)
            ELSE d.provisional_until < now() END
@@ -447,25 +493,29 @@ ORDER BY d.provisional_until, d.space_id, d.id
 LIMIT $2
 """
 
-SWEEP_DUE = _DUE
-
-# Rows a CommitSession holds right now are skipped: it is making them visible.
+# The sweep goes space by space over the due pairs SWEEP_DUE read (unlocked):
+# Citus locks rows only in a statement routed to one shard (DESIGN §4.7), so
+# each space's due sessions are claimed, released and deleted by statements
+# pinned to that space. Rows a CommitSession holds right now are skipped: it
+# is making them visible (and a committed one is provisional no more).
 SWEEP_CLAIM = f"""
-{_DUE}
-FOR UPDATE OF d SKIP LOCKED
+SELECT d.id
+FROM sessions d
+WHERE d.space_id = $1 AND d.id = ANY($2::uuid[])
+  AND d.provisional_until IS NOT NULL AND d.provisional_until <> {ERASING}
+ORDER BY d.id
+FOR UPDATE SKIP LOCKED
 """
 
-# The claimed sessions give up their records first, per space (a provisional
-# session can hold rows for forks: DESIGN §4.4, migration 0009).
+# The claimed sessions give up their records first (a provisional session can
+# hold rows for forks: DESIGN §4.4, migration 0009); on Citus the call is
+# delegated whole to the space's worker.
 SWEEP_RELEASE = """
-SELECT stello_release_records(d.space_id, array_agg(d.id), NULL)
-FROM unnest($1::uuid[], $2::uuid[]) AS d (space_id, id)
-GROUP BY d.space_id
+SELECT stello_release_records($1, $2::uuid[], NULL)
 """
 
 SWEEP_DELETE = """
 DELETE FROM sessions s
-USING unnest($1::uuid[], $2::uuid[]) AS d (space_id, id)
-WHERE s.space_id = d.space_id AND s.id = d.id AND s.provisional_until IS NOT NULL
-RETURNING s.space_id, s.id
+WHERE s.space_id = $1 AND s.id = ANY($2::uuid[]) AND s.provisional_until IS NOT NULL
+RETURNING s.id
 """

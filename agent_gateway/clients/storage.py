@@ -37,14 +37,18 @@ class RequestKey:
     request_hash: bytes
 
 
-def remember_op(key: RequestKey, response: bytes) -> storage_pb2.Operation:
-    """The Transact operation that stores `response` under `key`, with the work it answers."""
+def remember_op(
+    key: RequestKey, response: bytes, sessions: Sequence[UUID | str]
+) -> storage_pb2.Operation:
+    """The Transact operation that stores `response` under `key`, with the work it answers,
+    linked to `sessions` (those whose data it holds: erased with any of them)."""
     return storage_pb2.Operation(
         remember_result=storage_pb2.Operation.RememberResultOp(
             scope=key.scope,
             request_id=key.request_id,
             request_hash=key.request_hash,
             response=response,
+            session_ids=[str(s) for s in sessions],
         )
     )
 

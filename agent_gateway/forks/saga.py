@@ -336,6 +336,6 @@ def _remember(
     remembered = common_pb2.SessionSummary(id=node.id)
     if node.HasField("parent_id"):
         remembered.parent_id = node.parent_id
-    op = remember_op(key, remembered.SerializeToString(deterministic=True))
+    op = remember_op(key, remembered.SerializeToString(deterministic=True), (node.id,))
     op.remember_result.require_new = require_new
     return op

@@ -28,6 +28,7 @@ from __future__ import annotations
 
 import logging
 from dataclasses import dataclass
+from uuid import UUID
 
 from agent_gateway.clients import Caller, RequestKey, StorageClient, remember_op
 from agent_gateway.history.context import Summary
@@ -92,7 +93,7 @@ class TurnCommitter:
                 checks.append(Check(insight_unchanged=same))
             ops = _operations(plan, lease, turn, cache, consume=consume, predicted=predicted)
             if plan.key is not None and predicted:
-                ops.append(_remember(plan.key, response))
+                ops.append(_remember(plan.key, response, plan.session_id))
             try:
                 # No request_id of its own: the lease precondition already makes a
                 # retried commit unable to write twice.
@@ -163,7 +164,10 @@ class TurnCommitter:
         if plan.key is not None:
             try:
                 await self._storage.transact(
-                    caller, plan.space_id, [_remember(plan.key, fixed)], request_id=""
+                    caller,
+                    plan.space_id,
+                    [_remember(plan.key, fixed, plan.session_id)],
+                    request_id="",
                 )
             except StelloError as exc:
                 log.warning(
@@ -200,8 +204,10 @@ def _operations(
     return ops
 
 
-def _remember(key: RequestKey, response: agent_pb2.SendResponse) -> storage_pb2.Operation:
-    return remember_op(key, response.SerializeToString(deterministic=True))
+def _remember(
+    key: RequestKey, response: agent_pb2.SendResponse, session_id: UUID
+) -> storage_pb2.Operation:
+    return remember_op(key, response.SerializeToString(deterministic=True), (session_id,))
 
 
 def _unnumbered(record: common_pb2.Record) -> common_pb2.Record:

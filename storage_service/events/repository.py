@@ -20,7 +20,7 @@ from stello.events import EventKind
 # and the page agree. A space without events has neither row: 0 and 0.
 READ_EVENTS = """
 SELECT m.last_position, m.purged_through, e.position, e.kind, e.session_id, e.other_id,
-       e.first_seq, e.last_seq, e.session_ids, e.slug, e.created_at
+       e.first_seq, e.last_seq, e.session_ids, e.entry_id, e.created_at
 FROM (SELECT COALESCE(max(last_position), 0) AS last_position,
              COALESCE(max(purged_through), 0) AS purged_through
       FROM space_positions WHERE space_id = $1) m
@@ -39,12 +39,15 @@ TRY_PURGE_LOCK = "SELECT pg_try_advisory_xact_lock($1)"
 
 # Deletes every space's events older than $1 seconds and raises each space's
 # purge mark to the newest position it deleted (cursors below it are expired).
+# Ages count from the purge transaction's start (now(), a statement or two
+# earlier): Citus runs no volatile function such as clock_timestamp() in a
+# modification's WHERE (DESIGN §4.7).
 PURGE = """
 WITH purged AS (
     DELETE FROM space_events e
     USING space_positions p
     WHERE e.space_id = p.space_id
-      AND e.created_at < clock_timestamp() - make_interval(secs => $1)
+      AND e.created_at < now() - make_interval(secs => $1)
     RETURNING e.space_id, e.position
 ), marks AS (
     SELECT space_id, max(position) AS through, count(*) AS n FROM purged GROUP BY space_id
@@ -68,7 +71,7 @@ class StoredEvent:
     first_seq: int | None
     last_seq: int | None
     session_ids: tuple[uuid.UUID, ...]
-    slug: str | None
+    entry_id: uuid.UUID | None
     created_at: datetime
 
 
@@ -102,7 +105,7 @@ class EventRepository:
                 row["first_seq"],
                 row["last_seq"],
                 tuple(row["session_ids"] or ()),
-                row["slug"],
+                row["entry_id"],
                 row["created_at"],
             )
             for row in rows

@@ -30,7 +30,8 @@ WITH released AS (
     WHERE space_id = $1 AND id = $2 AND last_fork_turn = $3
     RETURNING id
 )
-SELECT EXISTS (SELECT 1 FROM sessions WHERE space_id = $1 AND id = $2) AS found,
+SELECT EXISTS (SELECT 1 FROM sessions WHERE space_id = $1 AND id = $2
+    AND provisional_until IS DISTINCT FROM 'infinity') AS found,
        EXISTS (SELECT 1 FROM released) AS released
 """
 

@@ -4,13 +4,15 @@ The key costs one statement after the work (`remember_new`); when an earlier
 call's key is live the work rolls back and that call's reply answers. A work
 that fails (a precondition its first call changed, a session gone since) looks
 the key up before answering the error, so a retry still gets the first answer.
-Replies are stored encoded, by a `Codec` the composition root supplies.
+Replies are stored encoded, by a `Codec` the composition root supplies, and
+linked to the sessions whose data they hold (erased with any of them, DESIGN
+§4.8: a replay then answers NOT_FOUND).
 """
 
 from __future__ import annotations
 
 import uuid
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Sequence
 from typing import Generic, Protocol, TypeVar
 
 from stello.errors import Aborted, FailedPrecondition, NotFound
@@ -48,18 +50,21 @@ class Idempotent(Generic[T]):
         space_id: uuid.UUID,
         key: Idempotency,
         work: Callable[[UnitOfWork], Awaitable[T]],
+        sessions: Sequence[uuid.UUID] = (),
     ) -> T:
         """`work` in one transaction, at most once for `key`; its result or the first one's.
+        The reply is linked to `sessions` (those whose data it holds).
 
         Raises:
             AlreadyExists: the request_id was used for a different request.
+            NotFound: the first call's session was erased since (its reply with it).
         """
 
         async def once(uow: UnitOfWork) -> T:
             result = await work(uow)
             encoded = self._codec.encode(result)
             await uow.keys.remember_or_answer(
-                space_id, self._scope, key.request_id, key.request_hash, encoded
+                space_id, self._scope, key.request_id, key.request_hash, encoded, sessions
             )
             return result
 

@@ -12,6 +12,7 @@ import uuid
 import asyncpg
 
 from stello import idempotency
+from stello.errors import NotFound
 from storage_service.models import RememberedResult
 
 
@@ -25,10 +26,40 @@ class KeyRepository(idempotency.KeyStatements):
     async def remembered(
         self, space_id: uuid.UUID, scope: str, request_id: str
     ) -> RememberedResult | None:
-        """The live idempotency entry under the key, without locking it; None when absent."""
-        row = await self._con.fetchrow(
-            idempotency.SELECT, space_id, scope, request_id, idempotency.TTL_HOURS
-        )
-        if row is None:
+        """The live idempotency entry under the key, without locking it; None when absent.
+
+        Raises:
+            NotFound: the entry's session was erased (its reply with it).
+        """
+        entry = await idempotency.stored(self._con, space_id, scope, request_id)
+        if entry is None:
             return None
-        return RememberedResult(bytes(row["request_hash"]), bytes(row["response"]))
+        if entry.erased:
+            raise idempotency.erased_request(request_id)
+        return RememberedResult(entry.request_hash, entry.response)
+
+    async def remember_linked(
+        self,
+        space_id: uuid.UUID,
+        scope: str,
+        request_id: str,
+        request_hash: bytes,
+        response: bytes,
+        sessions: list[uuid.UUID],
+        *,
+        require_new: bool,
+    ) -> bool:
+        """A caller's entry (`remember`, or `remember_new` with `require_new`: False when a
+        live entry holds the key), linked to `sessions`.
+
+        Raises:
+            NotFound: one of `sessions` is not a session of the space.
+        """
+        entry = (space_id, scope, request_id, request_hash, response, sessions)
+        try:
+            if require_new:
+                return await self.remember_new(*entry)
+            await self.remember(*entry)
+            return True
+        except asyncpg.ForeignKeyViolationError as exc:
+            raise NotFound("a session the remembered result names was not found") from exc

@@ -3,8 +3,9 @@
 Entries are ordered by (created_at, slug) within their space: an upsert of an
 existing slug keeps its created_at, so it keeps its place; a new one takes
 `clock_timestamp()`, so it goes last. Every write queues its event on the
-unit of work's outbox (no session: the event names the slug). Every statement
-filters by ``space_id``.
+unit of work's outbox (no session: the event names the entry by its surrogate
+`entry_id`, never by its slug: events carry no user text, DESIGN §4.6). Every
+statement filters by ``space_id``.
 """
 
 from __future__ import annotations
@@ -21,10 +22,10 @@ from storage_service.models import SharedMemoryEntry, Upserted
 # One statement, one snapshot: the space's count and the page agree. A space
 # without entries answers one row with NULL entry columns.
 LIST_ENTRIES = """
-SELECT m.total, e.slug, e.summary, e.created_at, e.updated_at
+SELECT m.total, e.slug, e.summary, e.created_at, e.updated_at, e.entry_id
 FROM (SELECT count(*) AS total FROM shared_memory WHERE space_id = $1) m
 LEFT JOIN LATERAL (
-    SELECT slug, summary, created_at, updated_at
+    SELECT slug, summary, created_at, updated_at, entry_id
     FROM shared_memory
     WHERE space_id = $1
       AND ($2::timestamptz IS NULL OR (created_at, slug) > ($2, $3::text))
@@ -35,28 +36,29 @@ ORDER BY e.created_at, e.slug
 """
 
 GET_ENTRY = """
-SELECT slug, summary, body, created_at, updated_at
+SELECT slug, summary, body, created_at, updated_at, entry_id
 FROM shared_memory
 WHERE space_id = $1 AND slug = $2
 """
 
-# xmax is 0 on a row this statement inserted (not on one it updated).
+# xmax is 0 on a row this statement inserted (not on one it updated). $5: the id
+# a new entry gets (a replaced one keeps its own).
 UPSERT_ENTRY = """
-INSERT INTO shared_memory AS m (space_id, slug, summary, body, created_at, updated_at)
-VALUES ($1, $2, $3, $4, clock_timestamp(), clock_timestamp())
+INSERT INTO shared_memory AS m (space_id, slug, summary, body, created_at, updated_at, entry_id)
+VALUES ($1, $2, $3, $4, clock_timestamp(), clock_timestamp(), $5)
 ON CONFLICT (space_id, slug)
 DO UPDATE SET summary = EXCLUDED.summary, body = EXCLUDED.body, updated_at = EXCLUDED.updated_at
-RETURNING created_at, updated_at, (xmax = 0) AS created
+RETURNING created_at, updated_at, (xmax = 0) AS created, entry_id
 """
 
 REMOVE_ENTRY = """
-DELETE FROM shared_memory WHERE space_id = $1 AND slug = $2 RETURNING true
+DELETE FROM shared_memory WHERE space_id = $1 AND slug = $2 RETURNING entry_id
 """
 
 
 def _entry(row: asyncpg.Record, body: str | None) -> SharedMemoryEntry:
     return SharedMemoryEntry(
-        row["slug"], row["summary"], body, row["created_at"], row["updated_at"]
+        row["slug"], row["summary"], body, row["created_at"], row["updated_at"], row["entry_id"]
     )
 
 
@@ -86,17 +88,22 @@ class MemoryRepository:
     async def upsert(self, space_id: uuid.UUID, slug: str, summary: str, body: str) -> Upserted:
         """Create the entry at the end of the order, or replace it in its place."""
         try:
-            row = await self._con.fetchrow(UPSERT_ENTRY, space_id, slug, summary, body)
+            row = await self._con.fetchrow(
+                UPSERT_ENTRY, space_id, slug, summary, body, uuid.uuid4()
+            )
         except asyncpg.ForeignKeyViolationError as exc:  # the space was deleted under us
             raise NotFound(f"space {space_id} not found") from exc
         assert row is not None  # an upsert answers its row
-        self._outbox.add(space_id, Event("shared_memory_upserted", slug=slug))
-        entry = SharedMemoryEntry(slug, summary, body, row["created_at"], row["updated_at"])
+        entry_id = row["entry_id"]
+        self._outbox.add(space_id, Event("shared_memory_upserted", entry_id=entry_id))
+        entry = SharedMemoryEntry(
+            slug, summary, body, row["created_at"], row["updated_at"], entry_id
+        )
         return Upserted(entry, bool(row["created"]))
 
     async def remove(self, space_id: uuid.UUID, slug: str) -> bool:
         """Delete the entry; False when there was none (then no event)."""
-        removed = bool(await self._con.fetchval(REMOVE_ENTRY, space_id, slug))
-        if removed:
-            self._outbox.add(space_id, Event("shared_memory_removed", slug=slug))
-        return removed
+        entry_id = await self._con.fetchval(REMOVE_ENTRY, space_id, slug)
+        if entry_id is not None:
+            self._outbox.add(space_id, Event("shared_memory_removed", entry_id=entry_id))
+        return entry_id is not None

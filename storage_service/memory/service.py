@@ -40,6 +40,7 @@ class _UpsertCodec:
                 "created_at": entry.created_at.isoformat(),
                 "updated_at": entry.updated_at.isoformat(),
                 "created": value.created,
+                "entry_id": None if entry.entry_id is None else str(entry.entry_id),
             }
         ).encode()
 
@@ -52,6 +53,7 @@ class _UpsertCodec:
             self._body,
             datetime.fromisoformat(stored["created_at"]),
             datetime.fromisoformat(stored["updated_at"]),
+            uuid.UUID(stored["entry_id"]) if stored.get("entry_id") else None,
         )
         return Upserted(entry, bool(stored["created"]))
 

@@ -95,6 +95,7 @@ INHERIT = """
 WITH child AS (
     UPDATE sessions SET last_seq = $4, token_total = $5
     WHERE space_id = $1 AND id = $2 AND last_seq = 0
+        AND provisional_until IS DISTINCT FROM 'infinity'
       AND NOT EXISTS (SELECT FROM session_lineages l WHERE l.space_id = $1 AND l.session_id = $2)
     RETURNING id
 ), lineage AS (
@@ -125,7 +126,7 @@ SELECT count(*) AS made FROM child
 SESSION_STATE = """
 SELECT last_seq, EXISTS (SELECT FROM session_lineages l
                          WHERE l.space_id = $1 AND l.session_id = $2) AS has_lineage
-FROM sessions WHERE space_id = $1 AND id = $2
+FROM sessions WHERE space_id = $1 AND id = $2 AND provisional_until IS DISTINCT FROM 'infinity'
 """
 
 

@@ -47,7 +47,7 @@ bumped AS (
     UPDATE sessions
     SET last_seq = last_seq + $3, token_total = token_total + added.tokens
     FROM added
-    WHERE space_id = $1 AND id = $2
+    WHERE space_id = $1 AND id = $2 AND provisional_until IS DISTINCT FROM 'infinity'
     RETURNING last_seq - $3 AS base, token_total - added.tokens AS base_tokens,
               provisional_until IS NULL AS visible
 )"""

@@ -67,7 +67,7 @@ class RecordService:
 
         if key is None:  # one statement, its event included: no BEGIN/COMMIT round trips
             return await self._db.statement(lambda uow: append(uow, alone=True))
-        return await self._append_once.run(self._db, space_id, key, append)
+        return await self._append_once.run(self._db, space_id, key, append, (session_id,))
 
     async def list_records(
         self, space_id: uuid.UUID, session_id: uuid.UUID, query: RecordQuery

@@ -5,7 +5,9 @@ last_seq and token_total with the records (`storage_service.records`), turn_coun
 last_active_at and the lease with the turn (`storage_service.turns`), last_fork_turn in the
 fork guard (`storage_service.guard`). Reads treat a provisional session
 (``provisional_until IS NOT NULL``) as absent; writes accept it, and the events of its
-changes are dropped until it is visible (`session_event`). Every statement filters by
+changes are dropped until it is visible (`session_event`), unless it is being erased
+(``provisional_until = 'infinity'``: DeleteSubtree hid it, DESIGN §4.8): every write
+answers that one as absent too. Every statement filters by
 ``space_id``.
 """
 
@@ -30,7 +32,7 @@ WHERE space_id = $1 AND id = $2 AND provisional_until IS NULL
 PUT_SESSION = """
 UPDATE sessions
 SET label = $3, status = $4, updated_at = now()
-WHERE space_id = $1 AND id = $2
+WHERE space_id = $1 AND id = $2 AND provisional_until IS DISTINCT FROM 'infinity'
 RETURNING id, label, status, turn_count, created_at, updated_at, last_active_at
 """
 
@@ -47,12 +49,13 @@ LIMIT $5
 
 SESSION_EXISTS = """
 SELECT true FROM sessions WHERE space_id = $1 AND id = $2
+    AND provisional_until IS DISTINCT FROM 'infinity'
 """
 
 LOCK_SESSIONS = """
 SELECT id, last_seq, turn_token, turn_expires_at > now() AS lease_live
 FROM sessions
-WHERE space_id = $1 AND id = ANY($2::uuid[])
+WHERE space_id = $1 AND id = ANY($2::uuid[]) AND provisional_until IS DISTINCT FROM 'infinity'
 ORDER BY id
 FOR UPDATE
 """

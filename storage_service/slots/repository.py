@@ -58,15 +58,18 @@ WHERE s.space_id = $1 AND s.id = $2 AND s.provisional_until IS NULL
 """
 
 # The session row is share-locked before the slot row is written, the order a
-# Transact locks them in (so the two never deadlock); no session, no row. The
+# Transact locks them in (so the two never deadlock); no session, no row. An
+# update takes the insert's time (`EXCLUDED.updated_at`, the column's default
+# now()): Citus runs no now() in an ON CONFLICT DO UPDATE (DESIGN §4.7). The
 # column cannot be a parameter, so one template gives the statement of each
 # slot (its names are the fixed SLOT_NAMES, never input).
 _PUT_SLOT = """
-WITH s AS (SELECT id FROM sessions WHERE space_id = $1 AND id = $2 FOR KEY SHARE)
+WITH s AS (SELECT id FROM sessions WHERE space_id = $1 AND id = $2
+    AND provisional_until IS DISTINCT FROM 'infinity' FOR KEY SHARE)
 INSERT INTO session_slots (space_id, session_id, {column})
 SELECT $1, s.id, $3::text FROM s
 ON CONFLICT (space_id, session_id)
-DO UPDATE SET {column} = EXCLUDED.{column}, updated_at = now()
+DO UPDATE SET {column} = EXCLUDED.{column}, updated_at = EXCLUDED.updated_at
 RETURNING true
 """
 PUT_SLOT: dict[SlotName, str] = {slot: _PUT_SLOT.format(column=slot) for slot in SLOT_NAMES}
@@ -87,7 +90,8 @@ RETURNING true
 # session, as PUT_SLOT writes it; found flags for both and whether it copied.
 COPY_SYSTEM_PROMPT = """
 WITH target AS (
-    SELECT id FROM sessions WHERE space_id = $1 AND id = $2 FOR KEY SHARE
+    SELECT id FROM sessions WHERE space_id = $1 AND id = $2
+        AND provisional_until IS DISTINCT FROM 'infinity' FOR KEY SHARE
 ), source AS (
     SELECT sl.system_prompt
     FROM sessions s
@@ -98,7 +102,7 @@ WITH target AS (
     SELECT $1, target.id, source.system_prompt FROM target, source
     WHERE source.system_prompt <> ''
     ON CONFLICT (space_id, session_id)
-    DO UPDATE SET system_prompt = EXCLUDED.system_prompt, updated_at = now()
+    DO UPDATE SET system_prompt = EXCLUDED.system_prompt, updated_at = EXCLUDED.updated_at
     RETURNING true
 )
 SELECT EXISTS (SELECT FROM target) AS target_found,
@@ -109,7 +113,8 @@ SELECT EXISTS (SELECT FROM target) AS target_found,
 # A consolidation's memory, with the last seq it covers (migration 0006), which
 # never goes down: a lower one writes nothing (no row returned).
 PUT_MEMORY_COVERING = """
-WITH s AS (SELECT id FROM sessions WHERE space_id = $1 AND id = $2 FOR KEY SHARE)
+WITH s AS (SELECT id FROM sessions WHERE space_id = $1 AND id = $2
+    AND provisional_until IS DISTINCT FROM 'infinity' FOR KEY SHARE)
 INSERT INTO session_slots (space_id, session_id, memory, memory_covered_until_seq, memory_version)
 SELECT $1, s.id, $3::text, $4::bigint, 1 FROM s
 ON CONFLICT (space_id, session_id)
@@ -137,7 +142,8 @@ WITH cleared AS (
     WHERE space_id = $1 AND session_id = $2 AND insight IS NOT NULL
     RETURNING true
 )
-SELECT EXISTS (SELECT 1 FROM sessions WHERE space_id = $1 AND id = $2) AS found,
+SELECT EXISTS (SELECT 1 FROM sessions WHERE space_id = $1 AND id = $2
+    AND provisional_until IS DISTINCT FROM 'infinity') AS found,
        EXISTS (SELECT 1 FROM cleared) AS cleared
 """
 
@@ -175,7 +181,8 @@ WHERE s.space_id = $1 AND s.id = $2 AND s.provisional_until IS NULL
 # A put becomes the cache: it replaces the summary at its seq and drops the
 # newer ones (they no longer follow from it), keeping the older ones.
 PUT_CACHE = """
-WITH s AS (SELECT id FROM sessions WHERE space_id = $1 AND id = $2 FOR KEY SHARE),
+WITH s AS (SELECT id FROM sessions WHERE space_id = $1 AND id = $2
+    AND provisional_until IS DISTINCT FROM 'infinity' FOR KEY SHARE),
 dropped AS (
     DELETE FROM compression_caches
     WHERE space_id = $1 AND session_id = $2 AND covered_until_seq > $4
@@ -183,7 +190,8 @@ dropped AS (
 INSERT INTO compression_caches (space_id, session_id, summary, covered_until_seq, lossy)
 SELECT $1, s.id, $3::text, $4::bigint, $5::boolean FROM s
 ON CONFLICT (space_id, session_id, covered_until_seq)
-DO UPDATE SET summary = EXCLUDED.summary, lossy = EXCLUDED.lossy, updated_at = now()
+DO UPDATE SET summary = EXCLUDED.summary, lossy = EXCLUDED.lossy,
+              updated_at = EXCLUDED.updated_at
 RETURNING true
 """
 

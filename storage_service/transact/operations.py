@@ -161,7 +161,8 @@ class UpdateJobOp:
 
 @dataclass(frozen=True, slots=True)
 class RememberOp:
-    """Store an idempotency entry of a caller above storage (it names no session)."""
+    """Store an idempotency entry of a caller above storage, linked to the sessions whose
+    data it holds."""
 
     scope: str
     request_id: str
@@ -170,6 +171,8 @@ class RememberOp:
     require_new: bool = False
     """A live entry under the key fails the Transact (ALREADY_EXISTS) instead of being
     replaced."""
+    session_ids: tuple[uuid.UUID, ...] = ()
+    """The sessions whose data `response` holds; empty: those the other operations write."""
 
 
 @dataclass(frozen=True, slots=True)

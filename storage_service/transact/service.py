@@ -14,7 +14,7 @@ from __future__ import annotations
 import uuid
 from collections.abc import Sequence
 
-from stello.errors import Aborted, AlreadyExists, PreconditionViolation
+from stello.errors import Aborted, AlreadyExists, NotFound, PreconditionViolation
 from stello.reasons import REQUEST_ID_REUSED
 from storage_service.keys.idempotent import Codec, Idempotent
 from storage_service.models import Idempotency, RememberedResult, SlotName, session_not_found
@@ -110,7 +110,7 @@ def _failure(
 
 def _finds_its_session(op: Operation) -> bool:
     """Whether applying `op` raises NotFound by itself for an absent session (a remembered
-    result names no session, so it needs none)."""
+    result's links to its sessions need them to exist)."""
     if isinstance(op, AppendOp):
         return bool(op.records)
     return isinstance(
@@ -163,13 +163,37 @@ async def check_preconditions(
         )
 
 
-async def remember(uow: UnitOfWork, space_id: uuid.UUID, op: RememberOp, index: int) -> None:
-    """Store a caller's idempotency entry; with `require_new`, AlreadyExists when the key
+def written_sessions(operations: Sequence[Operation]) -> list[uuid.UUID]:
+    """The sessions the operations write (a RememberResultOp's own included), each once:
+    what a reply of theirs holds data of (erased with any of them, DESIGN §4.8)."""
+    named: list[uuid.UUID] = []
+    for op in operations:
+        named.extend(op.session_ids if isinstance(op, RememberOp) else (op.session_id,))
+    return list(dict.fromkeys(named))
+
+
+async def remember(
+    uow: UnitOfWork, space_id: uuid.UUID, op: RememberOp, index: int, others: list[uuid.UUID]
+) -> None:
+    """Store a caller's idempotency entry, linked to its `session_ids` (else `others`, the
+    sessions the other operations write); with `require_new`, AlreadyExists when the key
     has a live entry (the whole Transact then rolls back)."""
-    entry = (space_id, op.scope, op.request_id, op.request_hash, op.response)
-    if not op.require_new:
-        await uow.keys.remember(*entry)
-    elif not await uow.keys.remember_new(*entry):
+    try:
+        stored = await uow.keys.remember_linked(
+            space_id,
+            op.scope,
+            op.request_id,
+            op.request_hash,
+            op.response,
+            list(op.session_ids) or others,
+            require_new=op.require_new,
+        )
+    except NotFound as exc:
+        raise NotFound(
+            f"operations[{index}].remember_result.session_ids names a session that is not "
+            "in the space"
+        ) from exc
+    if not stored:
         raise AlreadyExists(
             f"operations[{index}].remember_result.request_id {op.request_id!r} already has a "
             f"live entry in scope {op.scope!r} (require_new); nothing was applied",
@@ -178,9 +202,15 @@ async def remember(uow: UnitOfWork, space_id: uuid.UUID, op: RememberOp, index: 
 
 
 async def apply(
-    uow: UnitOfWork, space_id: uuid.UUID, op: Operation, index: int = 0
+    uow: UnitOfWork,
+    space_id: uuid.UUID,
+    op: Operation,
+    index: int = 0,
+    others: Sequence[uuid.UUID] = (),
 ) -> OperationResult:
-    """Apply one operation (the `index`th) to locked, existing sessions; its result."""
+    """Apply one operation (the `index`th) to locked, existing sessions; its result.
+    `others`: the sessions the Transact's other operations write (a RememberResultOp's
+    default links)."""
     if isinstance(op, AppendOp):
         records = (
             await uow.records.append(space_id, op.session_id, op.records) if op.records else ()
@@ -220,7 +250,7 @@ async def apply(
             raise session_not_found(op.session_id)
         return OperationResult("bump_turn", session=meta)
     if isinstance(op, RememberOp):
-        await remember(uow, space_id, op, index)
+        await remember(uow, space_id, op, index, list(others))
         return OperationResult("remember_result")
     if isinstance(op, UpdateJobOp):
         return OperationResult("update_job", updated=await uow.jobs.update(space_id, op))
@@ -237,7 +267,8 @@ async def run_transact(
 ) -> tuple[OperationResult, ...]:
     """Check every precondition, then apply every operation in order (caller's transaction)."""
     await check_preconditions(uow, space_id, preconditions, operations)
-    return tuple([await apply(uow, space_id, op, i) for i, op in enumerate(operations)])
+    others = written_sessions([op for op in operations if not isinstance(op, RememberOp)])
+    return tuple([await apply(uow, space_id, op, i, others) for i, op in enumerate(operations)])
 
 
 class TransactService:
@@ -261,7 +292,8 @@ class TransactService:
 
         if key is None:
             return await self._db.transaction(work)
-        return await self._transact_once.run(self._db, space_id, key, work)
+        written = written_sessions(operations)
+        return await self._transact_once.run(self._db, space_id, key, work, written)
 
     async def get_remembered_result(
         self, space_id: uuid.UUID, scope: str, request_id: str

@@ -24,6 +24,9 @@ from storage_service.sessions.repository import meta_of, session_event
 
 # FOR UPDATE OF s: a Transact (a turn's commit) and a slot put (FOR KEY SHARE)
 # wait until the turn has been read, so what it reads is one consistent state.
+# The newest summary is joined by its seq (the key's last column: one index
+# probe), not by a LATERAL ... LIMIT 1, which Citus does not run with a row
+# lock (DESIGN §4.7).
 LOCK_TURN = """
 SELECT s.id, s.label, s.status, s.turn_count, s.created_at, s.updated_at, s.last_active_at,
        s.last_seq, s.token_total, s.provisional_until IS NULL AS visible,
@@ -35,12 +38,10 @@ SELECT s.id, s.label, s.status, s.turn_count, s.created_at, s.updated_at, s.last
 FROM sessions s
 LEFT JOIN session_slots sl ON sl.space_id = s.space_id AND sl.session_id = s.id
 LEFT JOIN session_configs cf ON cf.space_id = s.space_id AND cf.session_id = s.id
-LEFT JOIN LATERAL (
-    SELECT summary, covered_until_seq, lossy FROM compression_caches
-    WHERE space_id = s.space_id AND session_id = s.id
-    ORDER BY covered_until_seq DESC
-    LIMIT 1
-) c ON true
+LEFT JOIN compression_caches c
+  ON c.space_id = s.space_id AND c.session_id = s.id
+ AND c.covered_until_seq = (SELECT max(covered_until_seq) FROM compression_caches
+                            WHERE space_id = $1 AND session_id = $2)
 WHERE s.space_id = $1 AND s.id = $2
 FOR UPDATE OF s
 """
@@ -51,11 +52,12 @@ BEGIN_TURN = """
 WITH taken AS (
     UPDATE sessions
     SET turn_token = $3, turn_expires_at = now() + make_interval(secs => $4)
-    WHERE space_id = $1 AND id = $2
+    WHERE space_id = $1 AND id = $2 AND provisional_until IS DISTINCT FROM 'infinity'
       AND (turn_token IS NULL OR turn_expires_at <= now())
     RETURNING turn_expires_at
 )
-SELECT EXISTS (SELECT 1 FROM sessions WHERE space_id = $1 AND id = $2) AS found,
+SELECT EXISTS (SELECT 1 FROM sessions WHERE space_id = $1 AND id = $2
+    AND provisional_until IS DISTINCT FROM 'infinity') AS found,
        (SELECT turn_expires_at FROM taken) AS expires_at
 """
 
@@ -96,10 +98,13 @@ SELECT EXISTS (
 RELEASE_TURN = """
 WITH released AS (
     UPDATE sessions SET turn_token = NULL, turn_expires_at = NULL
-    WHERE space_id = $1 AND id = $2 AND turn_token = $3 AND turn_expires_at > now()
+    WHERE space_id = $1 AND id = $2
+        AND provisional_until IS DISTINCT FROM 'infinity' AND turn_token = $3
+      AND turn_expires_at > now()
     RETURNING id
 )
-SELECT EXISTS (SELECT 1 FROM sessions WHERE space_id = $1 AND id = $2) AS found,
+SELECT EXISTS (SELECT 1 FROM sessions WHERE space_id = $1 AND id = $2
+    AND provisional_until IS DISTINCT FROM 'infinity') AS found,
        EXISTS (SELECT 1 FROM released) AS released
 """
 
@@ -108,10 +113,12 @@ SELECT EXISTS (SELECT 1 FROM sessions WHERE space_id = $1 AND id = $2) AS found,
 RENEW_TURN = """
 WITH renewed AS (
     UPDATE sessions SET turn_expires_at = now() + make_interval(secs => $4)
-    WHERE space_id = $1 AND id = $2 AND turn_token = $3
+    WHERE space_id = $1 AND id = $2
+        AND provisional_until IS DISTINCT FROM 'infinity' AND turn_token = $3
     RETURNING turn_expires_at
 )
-SELECT EXISTS (SELECT 1 FROM sessions WHERE space_id = $1 AND id = $2) AS found,
+SELECT EXISTS (SELECT 1 FROM sessions WHERE space_id = $1 AND id = $2
+    AND provisional_until IS DISTINCT FROM 'infinity') AS found,
        (SELECT turn_expires_at FROM renewed) AS expires_at,
        EXISTS (SELECT 1 FROM sessions
                WHERE space_id = $1 AND id = $2 AND interrupted_turn_token = $3) AS interrupted
@@ -120,7 +127,7 @@ SELECT EXISTS (SELECT 1 FROM sessions WHERE space_id = $1 AND id = $2) AS found,
 BUMP_TURN = """
 UPDATE sessions
 SET turn_count = turn_count + CASE WHEN $3 THEN 0 ELSE $4 END, last_active_at = now()
-WHERE space_id = $1 AND id = $2
+WHERE space_id = $1 AND id = $2 AND provisional_until IS DISTINCT FROM 'infinity'
 RETURNING id, label, status, turn_count, created_at, updated_at, last_active_at
 """
 

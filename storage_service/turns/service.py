@@ -76,6 +76,10 @@ class TurnService:
         policy = busy or TurnBusy()
 
         async def start(uow: UnitOfWork) -> TurnStart:
+            # The row is locked before the remembered reply is read: a retry that
+            # waited for its first attempt's commit then sees that commit's reply
+            # (read first, it would miss it, find the lease free, and run twice).
+            locked = await uow.turns.lock(space_id, session_id) if budget is not None else None
             if key is not None:
                 found = await uow.keys.remembered(space_id, key.scope, key.request_id)
                 if found is not None:
@@ -83,7 +87,6 @@ class TurnService:
                     return TurnStart(remembered=found)
             if budget is None:
                 return TurnStart(lease=await take(uow))
-            locked = await uow.turns.lock(space_id, session_id)
             if locked is None or not locked.visible:
                 raise session_not_found(session_id)
             if locked.meta.status == "archived":

@@ -47,7 +47,8 @@ WITH gone AS (
     DELETE FROM turn_waiters WHERE space_id = $1 AND session_id = $2 AND waiter = $3
     RETURNING expires_at
 )
-SELECT EXISTS (SELECT 1 FROM sessions WHERE space_id = $1 AND id = $2) AS found,
+SELECT EXISTS (SELECT 1 FROM sessions WHERE space_id = $1 AND id = $2
+    AND provisional_until IS DISTINCT FROM 'infinity') AS found,
        EXISTS (SELECT 1 FROM gone WHERE expires_at > now()) AS left_line
 """
 

@@ -4,7 +4,7 @@ A Citus pass keeps its nodes' logs when asked; this reads the coordinator's
 ERRORs (each logged with its statement) and names each statement by the
 module constant whose SQL it is (pglast fingerprints: constants ignored):
 
-    STELLO_TEST_CITUS_LOGS=/tmp/citus-logs python -m pytest -p tests.support.citus \\
+    STELLO_TEST_CITUS_LOGS=/tmp/citus-logs python -m pytest -p tests.support.citus_pass \\
         -m "sql and not slow and not browser" tests/storage tests/tree tests/gateway
     python -m tests.distribution.citus_probe /tmp/citus-logs/coordinator.log
 
@@ -13,6 +13,7 @@ A statement no constant holds is shown by its first words.
 
 from __future__ import annotations
 
+import functools
 import importlib
 import pkgutil
 import sys
@@ -62,18 +63,28 @@ def statement_names() -> dict[str, str]:
     return names
 
 
+@functools.cache
+def _names() -> dict[str, str]:
+    return statement_names()
+
+
+def statement_name(statement: str) -> str:
+    """The constant that holds `statement` ('file NAME'), else its first words."""
+    if not statement:
+        return "(no statement logged)"
+    try:
+        name = _names().get(fingerprint(statement))
+    except ParseError:
+        name = None
+    return name or " ".join(statement.split())[:120]
+
+
 def failures(log: str) -> Counter[tuple[str, str]]:
     """(statement's name, error message) -> how often, from a coordinator's log."""
-    names = statement_names()
     counted: Counter[tuple[str, str]] = Counter()
     for error in logged_errors(log):
-        if not error.statement:
-            continue
-        try:
-            name = names.get(fingerprint(error.statement))
-        except ParseError:
-            name = None
-        counted[(name or " ".join(error.statement.split())[:120], error.message)] += 1
+        if error.statement:
+            counted[(statement_name(error.statement), error.message)] += 1
     return counted
 
 

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import asyncio
 import uuid
-from collections.abc import AsyncIterator, Awaitable
+from collections.abc import AsyncIterator, Awaitable, Callable
 from contextlib import asynccontextmanager
 from dataclasses import dataclass
 from functools import partial
@@ -41,6 +41,9 @@ from tree_service.sweeper import Sweeper
 ROLE = common_pb2.RecordRole
 FORK = common_pb2.ForkContext
 STATUS = common_pb2.SessionStatus
+NOT_FOUND = grpc.StatusCode.NOT_FOUND
+HELD = grpc.StatusCode.ABORTED  # a second BeginTurn while the lease is held
+STALE = grpc.StatusCode.ABORTED  # a Transact whose precondition no longer holds
 
 
 @dataclass(slots=True)
@@ -56,6 +59,9 @@ class Services:
     tree: Any
     admin_tree: Any
     sweeper: Sweeper
+    keys: KeyStore
+    stub: Callable[[str, str, Any], Any]
+    """A stub of a service ("storage", "tree", "gateway") for a key: stub(name, secret, kind)."""
 
 
 @asynccontextmanager
@@ -108,6 +114,8 @@ async def recorded_services(dsn: str) -> AsyncIterator[Services]:
                 tree=stub("tree", space.secret, tree_pb2_grpc.SessionTreeStub),
                 admin_tree=stub("tree", admin.secret, tree_pb2_grpc.SessionTreeStub),
                 sweeper=create_sweeper(pool, tree_config),
+                keys=keys,
+                stub=stub,
             )
         finally:
             for channel in channels:
@@ -116,11 +124,38 @@ async def recorded_services(dsn: str) -> AsyncIterator[Services]:
                 await shutdown(app, server, 0)
 
 
-async def attempt(call: Awaitable[Any]) -> Any:
-    """Await a call whose refusal is part of the pass (its statements ran all the same)."""
+SERVICES = {
+    "storage": storage_pb2.DESCRIPTOR.services_by_name["SessionStorage"],
+    "tree": tree_pb2.DESCRIPTOR.services_by_name["SessionTree"],
+    "agent_gateway": agent_pb2.DESCRIPTOR.services_by_name["AgentGateway"],
+}
+
+
+def not_called(s: Services) -> list[str]:
+    """The RPCs of the three services that no call reached (their servers' metrics)."""
+    missing: list[str] = []
+    for app_name, descriptor in SERVICES.items():
+        metrics = s.apps[app_name].metrics
+        assert metrics is not None
+        called = {
+            sample.labels["method"].rpartition("/")[2]
+            for family in metrics.registry.collect()
+            for sample in family.samples
+            if sample.name == "stello_rpc_calls_total"
+        }
+        missing += sorted(
+            f"{descriptor.name}.{m.name}" for m in descriptor.methods if m.name not in called
+        )
+    return missing
+
+
+async def attempt(call: Awaitable[Any], *codes: grpc.StatusCode) -> Any:
+    """Await a call whose refusal is part of the pass (its statements ran all the same): it
+    answers one of `codes`, or the pass fails (an INTERNAL is a statement that failed)."""
     try:
         return await call
-    except grpc.aio.AioRpcError:
+    except grpc.aio.AioRpcError as error:
+        assert error.code() in codes, f"{error.code()}: {error.details()}"
         return None
 
 
@@ -131,12 +166,14 @@ def user(content: str) -> common_pb2.Record:
 
 async def drive_every_rpc(s: Services) -> None:
     """Call every RPC of the three services at least once, as clients and the gateway would."""
-    await _drive_gateway(s)
+    await drive_gateway(s)
     await _drive_storage(s)
     await _drive_tree(s)
 
 
-async def _drive_gateway(s: Services) -> None:
+async def drive_gateway(s: Services) -> None:
+    """The gateway's flows in `s.space_id`: turns, tools, forks, reads, import, shared
+    memory, watch, delete."""
     sid = s.space_id
     gw = s.gw
     root = (
@@ -243,9 +280,13 @@ async def _drive_gateway(s: Services) -> None:
     await watch.read()
     watch.cancel()
     await gw.DeleteSession(agent_pb2.DeleteSessionRequest(space_id=sid, session_id=forks[0].id))
-    await attempt(gw.GetSession(agent_pb2.GetSessionRequest(space_id=sid, session_id=forks[0].id)))
     await attempt(
-        gw.GetSession(agent_pb2.GetSessionRequest(space_id=s.other_space_id, session_id=root.id))
+        gw.GetSession(agent_pb2.GetSessionRequest(space_id=sid, session_id=forks[0].id)),
+        NOT_FOUND,
+    )
+    await attempt(
+        gw.GetSession(agent_pb2.GetSessionRequest(space_id=s.other_space_id, session_id=root.id)),
+        NOT_FOUND,  # another space: as if it did not exist
     )
 
 
@@ -319,7 +360,7 @@ async def _drive_storage(s: Services) -> None:
         )
     )
     token = (await st.BeginTurn(storage_pb2.BeginTurnRequest(**req, ttl_s=30))).token
-    await attempt(st.BeginTurn(storage_pb2.BeginTurnRequest(**req, ttl_s=30)))
+    await attempt(st.BeginTurn(storage_pb2.BeginTurnRequest(**req, ttl_s=30)), HELD)
     await st.RenewTurn(storage_pb2.RenewTurnRequest(**req, token=token, ttl_s=30))
     await _transact(s, session, token)
     await st.ReleaseTurn(storage_pb2.ReleaseTurnRequest(**req, token=token))
@@ -342,7 +383,8 @@ async def _drive_storage(s: Services) -> None:
         storage_pb2.ReleaseForkClaimRequest(**req, claimed_turn=claim.turn_count)
     )
     await attempt(
-        st.GetSession(storage_pb2.GetSessionRequest(space_id=sid, session_id=str(uuid.uuid4())))
+        st.GetSession(storage_pb2.GetSessionRequest(space_id=sid, session_id=str(uuid.uuid4()))),
+        NOT_FOUND,
     )
     await _drive_jobs(s, session)
 
@@ -411,7 +453,8 @@ async def _drive_jobs(s: Services, session: str) -> None:
         )
     )
     await attempt(
-        s.storage.PutMemory(storage_pb2.PutMemoryRequest(**req, content="m", covered_until_seq=1))
+        s.storage.PutMemory(storage_pb2.PutMemoryRequest(**req, content="m", covered_until_seq=1)),
+        grpc.StatusCode.ABORTED,  # the memory already covers more
     )
     await s.storage.GetSession(storage_pb2.GetSessionRequest(**req, progress=True))
 
@@ -484,7 +527,8 @@ async def _transact(s: Services, session: str, token: str) -> None:
             storage_pb2.TransactRequest(
                 space_id=s.space_id, preconditions=preconditions, operations=operations[:1]
             )
-        )
+        ),
+        STALE,
     )
 
 
@@ -537,7 +581,10 @@ async def _drive_tree(s: Services) -> None:
     )
     await tr.GetTree(tree_pb2.GetTreeRequest(space_id=sid, root_id=root.id, max_depth=1))
     await tr.AddRef(tree_pb2.AddRefRequest(space_id=sid, from_id=kids[0].id, to_id=kids[1].id))
-    await attempt(tr.AddRef(tree_pb2.AddRefRequest(space_id=sid, from_id=hidden.id, to_id=root.id)))
+    await attempt(
+        tr.AddRef(tree_pb2.AddRefRequest(space_id=sid, from_id=hidden.id, to_id=root.id)),
+        grpc.StatusCode.FAILED_PRECONDITION,
+    )
     await tr.RemoveRef(
         tree_pb2.RemoveRefRequest(space_id=sid, from_id=kids[0].id, to_id=kids[1].id)
     )

@@ -9,6 +9,8 @@ from __future__ import annotations
 
 import os
 import subprocess
+import sys
+import uuid
 from collections.abc import AsyncIterator, Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -25,10 +27,9 @@ from tests.support.citus import (
     SKIPPED,
     CitusCluster,
     LoggedError,
-    citus_cluster,
-    citus_skip_reason,
     logged_errors,
 )
+from tests.support.citus_pass import unexpected_errors
 
 pytestmark = [pytest.mark.citus, pytest.mark.timeout(300)]
 
@@ -107,15 +108,6 @@ async def _snapshot(con: asyncpg.Connection) -> tuple[object, ...]:
         await _keys(con),
         [(r["signature"], r["argument"], r["with_sessions"]) for r in await con.fetch(FUNCTIONS)],
     )
-
-
-@pytest.fixture(name="cluster", scope="module")
-def _cluster() -> Iterator[CitusCluster]:
-    reason = citus_skip_reason()
-    if reason is not None:
-        pytest.skip(reason)
-    with citus_cluster() as running:
-        yield running
 
 
 @pytest.fixture(name="node_logs", autouse=True)
@@ -217,6 +209,20 @@ class TestLog:
             LoggedError("db1", "could not run distributed query", "\nSELECT 1\nFOR UPDATE"),
             LoggedError("", "canceling statement due to user request", ""),
         ]
+
+    def test_only_provoked_errors_are_allowed(self) -> None:
+        """The pass's allow-list drops the errors tests provoke on purpose (each with its
+        statement where it names one) and keeps any other, a refused statement above all."""
+        refused = LoggedError("db", "could not run distributed query with FOR UPDATE", "SELECT 1")
+        cancelled = LoggedError("db", "canceling statement due to user request", "SELECT 1")
+        timeout_elsewhere = LoggedError(
+            "db", "canceling statement due to statement timeout", "SELECT * FROM records"
+        )
+        tree_timeout = LoggedError(
+            "db", "canceling statement due to statement timeout", "\nWITH RECURSIVE tree AS ("
+        )
+        found = unexpected_errors([refused, cancelled, timeout_elsewhere, tree_timeout])
+        assert found == [refused, timeout_elsewhere]
 
 
 class TestDistribute:
@@ -403,6 +409,119 @@ class TestRefusals:
             await cluster.drop_database("stello_plain")
 
 
+# A space's rows in each tenant table the seed writes, as the coordinator answers them.
+SPACE_ROWS = """
+SELECT (SELECT count(*) FROM sessions WHERE space_id = $1) AS sessions,
+       (SELECT count(*) FROM records WHERE space_id = $1) AS records,
+       (SELECT count(*) FROM session_slots WHERE space_id = $1) AS slots
+"""
+
+# The workers holding the space's shard of each tenant table that has one.
+SPACE_NODES = """
+SELECT DISTINCT p.nodeport
+FROM unnest($2::text[]) AS t (name)
+JOIN pg_dist_shard_placement p
+  ON p.shardid = get_shard_id_for_distribution_column(t.name::regclass, $1::uuid)
+"""
+
+# Whether the space's shard of each named table holds its hash value only (shards of its own).
+OWN_SHARDS = """
+SELECT bool_and(s.shardminvalue = s.shardmaxvalue)
+FROM unnest($2::text[]) AS t (name)
+JOIN pg_dist_shard s
+  ON s.shardid = get_shard_id_for_distribution_column(t.name::regclass, $1::uuid)
+"""
+
+
+async def _seed_space(con: asyncpg.Connection, records: int = 3) -> uuid.UUID:
+    """A space with a session, its records and a slot row, written through the coordinator."""
+    principal, space, session = uuid.uuid4(), uuid.uuid4(), uuid.uuid4()
+    await con.execute(
+        "INSERT INTO principals (id, name) VALUES ($1, $2)", principal, str(principal)
+    )
+    await con.execute(
+        "INSERT INTO spaces (id, principal_id, name) VALUES ($1, $2, 's')", space, principal
+    )
+    await con.execute(
+        "INSERT INTO sessions (space_id, id, root_id, label) VALUES ($1, $2, $2, 'a')",
+        space,
+        session,
+    )
+    await con.execute(
+        "INSERT INTO records (space_id, session_id, seq, role, content, token_estimate,"
+        " token_cumulative) SELECT $1, $2, n, 'user', 'twelve chars', 0, 0"
+        " FROM generate_series(1, $3::int) n",
+        space,
+        session,
+        records,
+    )
+    await con.execute(
+        "INSERT INTO session_slots (space_id, session_id, memory) VALUES ($1, $2, 'm')",
+        space,
+        session,
+    )
+    return space
+
+
+async def _rows_of(con: asyncpg.Connection, spaces: list[uuid.UUID]) -> list[tuple[int, ...]]:
+    """Each space's rows in the tables the seed writes."""
+    counted = [await con.fetchrow(SPACE_ROWS, space) for space in spaces]
+    return [tuple(row) if row is not None else () for row in counted]
+
+
+class TestPlacement:
+    async def test_a_new_worker_takes_shard_groups_and_the_rows_follow(
+        self, cluster: CitusCluster
+    ) -> None:
+        """Distributed on one worker, then a second added and the shards rebalanced online
+        (logical replication): shards are on both workers, each space's rows of every table
+        stay together on one, and every row is still there."""
+        dsn = await cluster.create_database(register_workers=False)
+        con = await asyncpg.connect(dsn)
+        try:
+            await con.execute("SELECT citus_add_node('127.0.0.1', $1)", cluster.workers[0].port)
+            await migrate(con)
+            await distribute(con, shard_count=SHARDS)
+            spaces = [await _seed_space(con, records=n + 1) for n in range(8)]
+            before = await _rows_of(con, spaces)
+            await con.execute("SELECT citus_add_node('127.0.0.1', $1)", cluster.workers[1].port)
+            await con.execute("SELECT rebalance_table_shards(shard_transfer_mode => 'auto')")
+            assert await con.fetchval(SHARD_NODES, "sessions") == 2
+            assert await _rows_of(con, spaces) == before
+            tables = list(distribution.DISTRIBUTED_TABLES)
+            for space in spaces:
+                assert len(await con.fetch(SPACE_NODES, space, tables)) == 1, space
+        finally:
+            await con.close()
+            await cluster.drop_database(dsn.rpartition("/")[2])
+
+    async def test_a_space_gets_a_shard_of_its_own(self, cluster: CitusCluster) -> None:
+        """isolate_tenant_to_new_shard with CASCADE gives one space a shard of its own in every
+        co-located table; its rows and the other spaces' are all still there, together."""
+        dsn = await cluster.create_database()
+        con = await asyncpg.connect(dsn)
+        try:
+            await migrate(con)
+            await distribute(con, shard_count=SHARDS)
+            spaces = [await _seed_space(con, records=n + 1) for n in range(6)]
+            before = await _rows_of(con, spaces)
+            big = spaces[0]
+            tables = list(distribution.DISTRIBUTED_TABLES)
+            assert not await con.fetchval(OWN_SHARDS, big, tables)
+            await con.fetchval(
+                "SELECT isolate_tenant_to_new_shard('sessions', $1::uuid, 'CASCADE',"
+                " shard_transfer_mode => 'block_writes')",
+                big,
+            )
+            assert await con.fetchval(OWN_SHARDS, big, tables)
+            assert await _rows_of(con, spaces) == before
+            for space in spaces:
+                assert len(await con.fetch(SPACE_NODES, space, tables)) == 1, space
+        finally:
+            await con.close()
+            await cluster.drop_database(dsn.rpartition("/")[2])
+
+
 class TestLaterMigrations:
     @pytest.mark.parametrize(
         ("distributed_at", "then_until"),
@@ -449,4 +568,80 @@ class TestLaterMigrations:
                     await reference.close()
         finally:
             await con.close()
+            await cluster.drop_database(dsn.rpartition("/")[2])
+
+
+def _stello(*argv: str) -> subprocess.CompletedProcess[str]:
+    """The `stello` command (python -m stello_cli), its output kept (without the tests'
+    asyncio debug mode, whose slow-callback lines would join its stderr)."""
+    env = {k: v for k, v in os.environ.items() if k != "PYTHONASYNCIODEBUG"}
+    return subprocess.run(
+        [sys.executable, "-m", "stello_cli", *argv],
+        capture_output=True,
+        text=True,
+        timeout=180,
+        check=False,
+        env=env,
+    )
+
+
+class TestCommand:
+    async def test_migrate_distribute_then_again(
+        self, cluster: CitusCluster, distributed: Distributed
+    ) -> None:
+        """`stello migrate --distribute` migrates and distributes a fresh coordinator database as
+        distribute does; run again it changes nothing and says so."""
+        dsn = await cluster.create_database()
+        try:
+            first = _stello(
+                "migrate", "--distribute", "--shard-count", str(SHARDS), "--database-url", dsn
+            )
+            assert first.returncode == 0, first.stderr
+            lines = first.stdout.splitlines()
+            assert lines[0].startswith("applied: 0001_init")
+            assert lines[1] == "distributed: "
+            assert "  create_distributed_table('sessions', 'space_id')" in lines
+            con = await asyncpg.connect(dsn)
+            reference = await asyncpg.connect(distributed.dsn)
+            try:
+                assert await _snapshot(con) == await _snapshot(reference)
+            finally:
+                await con.close()
+                await reference.close()
+            again = _stello("migrate", "--distribute", "--database-url", dsn)
+            assert again.returncode == 0, again.stderr
+            assert again.stdout.splitlines() == [
+                "applied: nothing (up to date)",
+                "distributed: nothing (already as planned)",
+            ]
+        finally:
+            await cluster.drop_database(dsn.rpartition("/")[2])
+
+    @pytest.mark.parametrize("refusal", ["no worker", "no citus extension"])
+    async def test_refused_with_nothing_changed(self, cluster: CitusCluster, refusal: str) -> None:
+        """Without a worker, or without the citus extension, `stello migrate --distribute` exits 1
+        with one line saying what to do, and leaves the database unmigrated."""
+        if refusal == "no worker":
+            dsn = await cluster.create_database(register_workers=False)
+        else:
+            dsn = cluster.dsn("stello_plain_command")
+            admin = await asyncpg.connect(cluster.dsn())
+            try:
+                await admin.execute('CREATE DATABASE "stello_plain_command"')
+            finally:
+                await admin.close()
+        try:
+            done = _stello("migrate", "--distribute", "--database-url", dsn)
+            assert done.returncode == 1
+            assert done.stdout == ""
+            lines = done.stderr.splitlines()
+            assert len(lines) == 1, done.stderr
+            expected = "no active worker" if refusal == "no worker" else "citus extension"
+            assert expected in lines[0] and "cannot distribute" in lines[0], lines[0]
+            con = await asyncpg.connect(dsn)
+            try:
+                assert await con.fetchval("SELECT to_regclass('schema_migrations')") is None
+            finally:
+                await con.close()
+        finally:
             await cluster.drop_database(dsn.rpartition("/")[2])

@@ -49,7 +49,7 @@ class TestTerminatedBackend:
         try:
             async with create_pool(proxy.dsn, one) as small:
                 pid = await in_statement(small, _pid)
-                await pool.execute("SELECT pg_terminate_backend($1)", pid)
+                await pool.execute("SELECT pg_terminate_backend($1::int)", pid)
                 await asyncio.sleep(0.3)  # the FATAL has arrived; the socket lingers open
                 run = in_transaction if helper is in_transaction else in_statement
                 assert await run(small, _one) == 1

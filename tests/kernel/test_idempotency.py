@@ -9,6 +9,7 @@ import pytest
 
 from stello import idempotency
 from stello.errors import AlreadyExists
+from stello.migrate import CITUS_INSTALLED
 from stello.reasons import REQUEST_ID_REUSED
 from tests.support.fixtures import TestSpace
 
@@ -146,11 +147,20 @@ async def work_then_key(
     return None
 
 
+# On Citus the insert waits on the key's row in a worker's shard
+# (idempotency_keys_<shard>): citus_stat_activity shows every node's backends.
 WAITING_ON_THE_KEY = """
-SELECT count(*) FROM pg_stat_activity
+SELECT count(*) FROM {activity}
 WHERE datname = current_database() AND wait_event_type = 'Lock'
-  AND query LIKE '%INSERT INTO idempotency_keys%'
+  AND query LIKE '%INSERT INTO %idempotency_keys%'
 """
+
+
+async def waiting_on_the_key(pool: asyncpg.Pool) -> int:
+    """Backends of the database waiting on a lock in an insert of a key (any node)."""
+    citus = await pool.fetchval(CITUS_INSTALLED)
+    view = "citus_stat_activity" if citus else "pg_stat_activity"
+    return int(await pool.fetchval(WAITING_ON_THE_KEY.format(activity=view)))
 
 
 async def key_while_held(
@@ -174,7 +184,7 @@ async def key_while_held(
     second = asyncio.create_task(work_then_key(pool, space, b"h", b"second"))
     async with asyncio.timeout(10):  # a database condition: polled (no event can tell it)
         while True:
-            if await pool.fetchval(WAITING_ON_THE_KEY):
+            if await waiting_on_the_key(pool):
                 break
             await asyncio.sleep(0.01)
     assert not second.done()

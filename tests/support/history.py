@@ -17,6 +17,7 @@ from typing import Any
 
 import asyncpg
 
+from stello.migrate import CITUS_INSTALLED
 from stello.tokens import record_tokens
 
 COLUMNS = [
@@ -103,6 +104,18 @@ WHERE datname = current_database() AND pid <> pg_backend_pid()
 """
 
 
+ON_CITUS = """
+The rows are counted in the statistics of the node the counter connects to: on
+Citus the workers' shards read and write them, not the coordinator, so the count
+would be nothing. Mark the test plain_postgres (docs/scaling.md).
+"""
+
+
+async def _refuse_citus(con: asyncpg.Connection) -> None:
+    """A count on a Citus coordinator would be vacuous: fail instead of passing."""
+    assert not await con.fetchval(CITUS_INSTALLED), ON_CITUS
+
+
 async def end_other_backends(con: asyncpg.Connection) -> None:
     """End every other client backend of the database (they flush their statistics as they
     exit; the services' pools reconnect, as after a database restart), then read fresh
@@ -141,6 +154,7 @@ class RowReads:
 
     async def count(self) -> int:
         """Heap tuples plus index entries read from the table so far."""
+        await _refuse_citus(self._con)
         await end_other_backends(self._con)
         row = await self._con.fetchrow(READS, self._table)
         assert row is not None
@@ -156,6 +170,7 @@ class RowInserts:
 
     async def count(self) -> int:
         """`n_tup_ins` of the table so far."""
+        await _refuse_citus(self._con)
         await end_other_backends(self._con)
         found = await self._con.fetchval(
             "SELECT n_tup_ins FROM pg_stat_user_tables WHERE relname = $1", self._table

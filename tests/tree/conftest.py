@@ -14,7 +14,7 @@ import pytest
 from stello.common.v1 import common_pb2
 from stello.tree.v1 import tree_pb2, tree_pb2_grpc
 from tests.support.fixtures import RunningServer, ServerStarter, TestSpace
-from tree_service.app import create_app
+from tree_service.app import create_app, create_service
 
 
 @dataclass(slots=True)
@@ -94,3 +94,11 @@ def code_of(error: BaseException) -> grpc.StatusCode:
     """The status code of an RPC error."""
     assert isinstance(error, grpc.aio.AioRpcError)
     return error.code()
+
+
+async def erased(pool: asyncpg.Pool) -> None:
+    """Wait until the erasure job has erased every session DeleteSubtree hid (it runs in
+    the background: this erases what is left, queued behind a running round)."""
+    service = create_service(pool)
+    while await service.erase_hidden(wait=True):
+        pass

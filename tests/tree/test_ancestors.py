@@ -65,6 +65,9 @@ class TestPages:
         reply = await page(tree, kid.id, 1)
         assert ([n.id for n in reply.nodes], reply.next_page_token) == ([root.id], "")
 
+    @pytest.mark.plain_postgres(
+        "reads the plan of EXPLAIN ANALYZE, which Citus wraps in its own Custom Scan"
+    )
     async def test_a_page_reads_its_own_rows_only(
         self, tree: TreeClient, pool: asyncpg.Pool
     ) -> None:

@@ -14,7 +14,7 @@ from stello.common.v1 import common_pb2
 from stello.errors import error_info_reason
 from stello.tree.v1 import tree_pb2
 from tests.support.fixtures import TestSpace
-from tests.tree.conftest import TreeClient, session_count
+from tests.tree.conftest import TreeClient, erased, session_count
 
 pytestmark = pytest.mark.sql
 
@@ -182,6 +182,7 @@ class TestIdempotency:
             tree_pb2.DeleteSubtreeRequest(space_id=tree.space.sid, session_id=source.id)
         )
         again = await tree.create(source_session_id=source.id, request_id="r-s")
+        await erased(pool)
         assert again == first
         with pytest.raises(grpc.aio.AioRpcError) as caught:
             await tree.create(source_session_id=source.id, request_id="r-new")

@@ -10,7 +10,7 @@ import grpc
 import pytest
 
 from stello.tree.v1 import tree_pb2
-from tests.tree.conftest import TreeClient, session_count
+from tests.tree.conftest import TreeClient, erased, session_count
 from tests.tree.owned import belongings, give_belongings
 from tests.tree.seed import chain, fanout_tree, seed_topology
 
@@ -42,8 +42,9 @@ class TestDeleteSubtree:
         await tree.stub.AddRef(
             tree_pb2.AddRefRequest(space_id=tree.space.sid, from_id=a1.id, to_id=b.id)
         )
-        erased = await delete(tree, a.id)
-        assert erased[0] == a.id and set(erased) == {a.id, a1.id, a2.id}
+        deleted = await delete(tree, a.id)
+        assert deleted[0] == a.id and set(deleted) == {a.id, a1.id, a2.id}
+        await erased(pool)
         for node in (a, a1, a2):
             assert await belongings(pool, tree.space.id, uuid.UUID(node.id)) == 0
         assert await belongings(pool, tree.space.id, uuid.UUID(b.id)) == 4
@@ -99,6 +100,9 @@ class TestDeleteSubtree:
         )
         codes = [o for o in outcomes if isinstance(o, grpc.StatusCode)]
         assert set(codes) <= {grpc.StatusCode.OK, grpc.StatusCode.NOT_FOUND}
+        visible = "SELECT count(*) FROM sessions WHERE space_id = $1 AND provisional_until IS NULL"
+        assert await pool.fetchval(visible, tree.space.id) == 0
+        await erased(pool)
         assert await session_count(pool, tree.space.id) == 0
 
     @pytest.mark.slow
@@ -110,8 +114,9 @@ class TestDeleteSubtree:
         """
         ids = await seed_topology(pool, tree.space.id, chain(10_000))
         await give_belongings(pool, tree.space.id, ids[-1])
-        erased = await delete(tree, str(ids[0]))
-        assert erased == [str(i) for i in ids]
+        deleted = await delete(tree, str(ids[0]))
+        assert deleted == [str(i) for i in ids]
+        await erased(pool)
         assert await session_count(pool, tree.space.id) == 0
 
 
@@ -129,13 +134,13 @@ class TestDeletionEvents:
         consecutive positions, naming each erased session once, the root first; no event
         is larger than SUBTREE_EVENT_IDS ids."""
         ids = await seed_topology(pool, tree.space.id, fanout_tree(2_500, 50))
-        erased = await delete(tree, str(ids[0]))
+        deleted = await delete(tree, str(ids[0]))
         events = await pool.fetch(SUBTREE_EVENTS, tree.space.id)
         assert [len(e["session_ids"]) for e in events] == [1000, 1000, 500]
         assert {e["session_id"] for e in events} == {ids[0]}
         positions = [e["position"] for e in events]
         assert positions == list(range(positions[0], positions[0] + 3))
         named = [str(i) for e in events for i in e["session_ids"]]
-        assert named == erased
+        assert named == deleted
         assert named[0] == str(ids[0])
         assert set(named) == {str(i) for i in ids}

@@ -15,7 +15,7 @@ from stello.tree.v1 import tree_pb2
 from tests.support import fuzz
 from tests.support.fixtures import RunningServer, TestSpace
 from tests.support.rows import space_rows
-from tests.tree.conftest import TreeClient
+from tests.tree.conftest import TreeClient, erased
 
 pytestmark = pytest.mark.sql
 
@@ -61,3 +61,5 @@ async def test_hostile_requests(
     assert logs.bad == [], [r.getMessage() for r in logs.bad]
     if outcome.code is not grpc.StatusCode.OK:
         assert await space_rows(pool, space.id) == before, f"{rpc.name} failed but wrote"
+    else:
+        await erased(pool)  # no background erasure runs into the next example's rows

@@ -125,6 +125,9 @@ class TestValidation:
         assert [v.field for v in field_violations(caught.value)] == bad
 
 
+@pytest.mark.plain_postgres(
+    "reads the plan of EXPLAIN ANALYZE, which Citus wraps in its own Custom Scan"
+)
 async def test_reads_only_the_matching_rows(
     tree: TreeClient, pool: asyncpg.Pool, space: TestSpace
 ) -> None:

@@ -15,7 +15,7 @@ from stello.common.v1 import common_pb2
 from stello.errors import field_violations
 from stello.tree.v1 import tree_pb2, tree_pb2_grpc
 from tests.support.fixtures import MakeSession, RunningServer, ServerStarter, TestSpace
-from tests.tree.conftest import TreeClient, open_tree, session_count
+from tests.tree.conftest import TreeClient, erased, open_tree, session_count
 from tests.tree.owned import belongings, give_belongings
 from tree_service.app import create_app, create_sweeper
 from tree_service.config import TreeSettings
@@ -246,3 +246,58 @@ class TestSweepProvisional:
                 await stub.SweepProvisional(tree_pb2.SweepProvisionalRequest(older_than_s=-1))
         assert caught.value.code() == grpc.StatusCode.INVALID_ARGUMENT
         assert [v.field for v in field_violations(caught.value)] == ["older_than_s"]
+
+
+KEYS = """
+SELECT k.request_id, k.erased, k.response IS NULL AS empty, count(l.session_id) AS links
+FROM idempotency_keys k
+LEFT JOIN idempotency_key_sessions l
+  ON l.space_id = k.space_id AND l.scope = k.scope AND l.request_id = k.request_id
+WHERE k.space_id = $1
+GROUP BY k.request_id, k.erased, k.response
+ORDER BY k.request_id
+"""
+
+
+class TestRememberedReplies:
+    """A CreateSession's remembered reply goes with its session (DESIGN §4.8)."""
+
+    async def test_the_sweep_forgets_the_key_and_a_retry_creates_anew(
+        self,
+        tree: TreeClient,
+        tree_server: RunningServer,
+        admin_key: str,
+        pool: asyncpg.Pool,
+    ) -> None:
+        """A swept provisional session (never visible) takes its request key with it: a
+        retry with the same request_id creates a new session instead of answering NOT_FOUND."""
+        first = await tree.create(provisional=True, label="swept-label", request_id="p-1")
+        assert [tuple(r) for r in await pool.fetch(KEYS, tree.space.id)] == [
+            ("p-1", False, False, 1)
+        ]
+        await pool.execute(
+            "UPDATE sessions SET provisional_until = now() - interval '1 s'"
+            " WHERE space_id = $1 AND id = $2",
+            tree.space.id,
+            uuid.UUID(first.id),
+        )
+        async with tree_server.channel(admin_key) as channel:
+            stub = tree_pb2_grpc.SessionTreeStub(channel)
+            swept = await stub.SweepProvisional(tree_pb2.SweepProvisionalRequest())
+        assert first.id in swept.removed_ids
+        assert await pool.fetch(KEYS, tree.space.id) == []
+        again = await tree.create(provisional=True, label="swept-label", request_id="p-1")
+        assert again.id != first.id
+
+    async def test_delete_leaves_a_tombstone(self, tree: TreeClient, pool: asyncpg.Pool) -> None:
+        """DeleteSubtree keeps only an empty, erased key (no hash, no response, no link)."""
+        root = await tree.create(label="kept-label", request_id="d-1")
+        await tree.stub.DeleteSubtree(
+            tree_pb2.DeleteSubtreeRequest(space_id=tree.space.sid, session_id=root.id)
+        )
+        await erased(pool)
+        assert [tuple(r) for r in await pool.fetch(KEYS, tree.space.id)] == [("d-1", True, True, 0)]
+        hashes = await pool.fetch(
+            "SELECT request_hash FROM idempotency_keys WHERE space_id = $1", tree.space.id
+        )
+        assert [bytes(r["request_hash"]) for r in hashes] == [b""]

@@ -56,7 +56,10 @@ class AgentGatewayStub:
     one scope: a turn sent by either is found by a retry through either). Same id and same request:
     the first response again, nothing new done (a retried Send does not call
     the LLM). Same id, different request: ALREADY_EXISTS, reason
-    REQUEST_ID_REUSED. Empty `request_id` = no idempotency (Fork,
+    REQUEST_ID_REUSED. A stored response is erased with the session(s)
+    whose data it holds (DeleteSession, DESIGN §4.8): the id then answers
+    NOT_FOUND, for any request, until it expires, and does nothing (never
+    the old response, never a second session). Empty `request_id` = no idempotency (Fork,
     CreateRoot and ImportSession still use a generated one internally, so the gateway's own
     retries never duplicate).
     - LLM provider errors (Send, SendStream, SubmitToolResults, Consolidate,
@@ -241,7 +244,10 @@ class AgentGatewayServicer:
     one scope: a turn sent by either is found by a retry through either). Same id and same request:
     the first response again, nothing new done (a retried Send does not call
     the LLM). Same id, different request: ALREADY_EXISTS, reason
-    REQUEST_ID_REUSED. Empty `request_id` = no idempotency (Fork,
+    REQUEST_ID_REUSED. A stored response is erased with the session(s)
+    whose data it holds (DeleteSession, DESIGN §4.8): the id then answers
+    NOT_FOUND, for any request, until it expires, and does nothing (never
+    the old response, never a second session). Empty `request_id` = no idempotency (Fork,
     CreateRoot and ImportSession still use a generated one internally, so the gateway's own
     retries never duplicate).
     - LLM provider errors (Send, SendStream, SubmitToolResults, Consolidate,
@@ -309,7 +315,8 @@ class AgentGatewayServicer:
         again: it gets the session the first call made (finishing it if that
         call died after writing it), even if the source has changed or been
         deleted since, and a COMPRESS retry makes no second LLM call. If that
-        session no longer exists (deleted, or never finished and swept), the
+        session was deleted, the retry answers NOT_FOUND (its reply was erased
+        with it) and makes nothing; if it never finished and was swept, the
         retry makes it anew. A different request under a used request_id is
         refused before anything is read from the LLM or written.
 
@@ -847,11 +854,16 @@ class AgentGatewayServicer:
     def DeleteSession(self, request, context):
         """DeleteSession erases the session and its whole subtree (all
         descendants) with everything that belongs to them — records, slots,
-        config, compression cache, refs from and to them — in one transaction.
-        Sessions elsewhere that were forked from an erased session keep existing
-        with source_session_id cleared. Allowed on archived sessions. A large
-        subtree takes seconds: the tree's call gets the caller's whole deadline
-        (without one, STELLO_GATEWAY_LONG_CALL_TIMEOUT_S), not the per-call cap.
+        config, compression cache, refs from and to them, the replies
+        remembered for request_ids that wrote them (a replay is then NOT_FOUND).
+        It is the tree's DeleteSubtree (DESIGN §4.8): one transaction hides the
+        whole subtree from every read and write, and that is when it answers;
+        the rows are then erased in bounded batches in the background, so the
+        answer comes at once whatever the subtree's size. Sessions elsewhere
+        that were forked from an erased session keep existing with
+        source_session_id cleared. Allowed on archived sessions. The tree's call
+        gets the caller's whole deadline (without one,
+        STELLO_GATEWAY_LONG_CALL_TIMEOUT_S), not the per-call cap.
 
         Errors:
         - INVALID_ARGUMENT: malformed ids.
@@ -1220,7 +1232,10 @@ class AgentGateway:
     one scope: a turn sent by either is found by a retry through either). Same id and same request:
     the first response again, nothing new done (a retried Send does not call
     the LLM). Same id, different request: ALREADY_EXISTS, reason
-    REQUEST_ID_REUSED. Empty `request_id` = no idempotency (Fork,
+    REQUEST_ID_REUSED. A stored response is erased with the session(s)
+    whose data it holds (DeleteSession, DESIGN §4.8): the id then answers
+    NOT_FOUND, for any request, until it expires, and does nothing (never
+    the old response, never a second session). Empty `request_id` = no idempotency (Fork,
     CreateRoot and ImportSession still use a generated one internally, so the gateway's own
     retries never duplicate).
     - LLM provider errors (Send, SendStream, SubmitToolResults, Consolidate,

@@ -279,7 +279,7 @@ class SessionDigest(_message.Message):
     def __init__(self, id: _Optional[str] = ..., parent_id: _Optional[str] = ..., label: _Optional[str] = ..., status: _Optional[_Union[SessionStatus, str]] = ..., turn_count: _Optional[int] = ..., memory: _Optional[str] = ..., insight: _Optional[str] = ...) -> None: ...
 
 class SpaceEvent(_message.Message):
-    __slots__ = ("cursor", "kind", "session_id", "other_session_id", "first_seq", "last_seq", "session_ids", "committed_at", "slug")
+    __slots__ = ("cursor", "kind", "session_id", "other_session_id", "first_seq", "last_seq", "session_ids", "committed_at", "slug", "entry_id")
     CURSOR_FIELD_NUMBER: _ClassVar[int]
     KIND_FIELD_NUMBER: _ClassVar[int]
     SESSION_ID_FIELD_NUMBER: _ClassVar[int]
@@ -289,6 +289,7 @@ class SpaceEvent(_message.Message):
     SESSION_IDS_FIELD_NUMBER: _ClassVar[int]
     COMMITTED_AT_FIELD_NUMBER: _ClassVar[int]
     SLUG_FIELD_NUMBER: _ClassVar[int]
+    ENTRY_ID_FIELD_NUMBER: _ClassVar[int]
     cursor: str
     kind: EventKind
     session_id: str
@@ -298,21 +299,24 @@ class SpaceEvent(_message.Message):
     session_ids: _containers.RepeatedScalarFieldContainer[str]
     committed_at: _timestamp_pb2.Timestamp
     slug: str
-    def __init__(self, cursor: _Optional[str] = ..., kind: _Optional[_Union[EventKind, str]] = ..., session_id: _Optional[str] = ..., other_session_id: _Optional[str] = ..., first_seq: _Optional[int] = ..., last_seq: _Optional[int] = ..., session_ids: _Optional[_Iterable[str]] = ..., committed_at: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., slug: _Optional[str] = ...) -> None: ...
+    entry_id: str
+    def __init__(self, cursor: _Optional[str] = ..., kind: _Optional[_Union[EventKind, str]] = ..., session_id: _Optional[str] = ..., other_session_id: _Optional[str] = ..., first_seq: _Optional[int] = ..., last_seq: _Optional[int] = ..., session_ids: _Optional[_Iterable[str]] = ..., committed_at: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., slug: _Optional[str] = ..., entry_id: _Optional[str] = ...) -> None: ...
 
 class SharedMemoryEntry(_message.Message):
-    __slots__ = ("slug", "summary", "body", "created_at", "updated_at")
+    __slots__ = ("slug", "summary", "body", "created_at", "updated_at", "entry_id")
     SLUG_FIELD_NUMBER: _ClassVar[int]
     SUMMARY_FIELD_NUMBER: _ClassVar[int]
     BODY_FIELD_NUMBER: _ClassVar[int]
     CREATED_AT_FIELD_NUMBER: _ClassVar[int]
     UPDATED_AT_FIELD_NUMBER: _ClassVar[int]
+    ENTRY_ID_FIELD_NUMBER: _ClassVar[int]
     slug: str
     summary: str
     body: str
     created_at: _timestamp_pb2.Timestamp
     updated_at: _timestamp_pb2.Timestamp
-    def __init__(self, slug: _Optional[str] = ..., summary: _Optional[str] = ..., body: _Optional[str] = ..., created_at: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., updated_at: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ...) -> None: ...
+    entry_id: str
+    def __init__(self, slug: _Optional[str] = ..., summary: _Optional[str] = ..., body: _Optional[str] = ..., created_at: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., updated_at: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., entry_id: _Optional[str] = ...) -> None: ...
 
 class BackgroundJob(_message.Message):
     __slots__ = ("kind", "status", "covered_until_seq", "model_calls", "tokens", "runs", "claimed", "updated_at")

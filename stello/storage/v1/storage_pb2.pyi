@@ -808,18 +808,20 @@ class Operation(_message.Message):
         token: str
         def __init__(self, session_id: _Optional[str] = ..., token: _Optional[str] = ...) -> None: ...
     class RememberResultOp(_message.Message):
-        __slots__ = ("scope", "request_id", "request_hash", "response", "require_new")
+        __slots__ = ("scope", "request_id", "request_hash", "response", "require_new", "session_ids")
         SCOPE_FIELD_NUMBER: _ClassVar[int]
         REQUEST_ID_FIELD_NUMBER: _ClassVar[int]
         REQUEST_HASH_FIELD_NUMBER: _ClassVar[int]
         RESPONSE_FIELD_NUMBER: _ClassVar[int]
         REQUIRE_NEW_FIELD_NUMBER: _ClassVar[int]
+        SESSION_IDS_FIELD_NUMBER: _ClassVar[int]
         scope: str
         request_id: str
         request_hash: bytes
         response: bytes
         require_new: bool
-        def __init__(self, scope: _Optional[str] = ..., request_id: _Optional[str] = ..., request_hash: _Optional[bytes] = ..., response: _Optional[bytes] = ..., require_new: _Optional[bool] = ...) -> None: ...
+        session_ids: _containers.RepeatedScalarFieldContainer[str]
+        def __init__(self, scope: _Optional[str] = ..., request_id: _Optional[str] = ..., request_hash: _Optional[bytes] = ..., response: _Optional[bytes] = ..., require_new: _Optional[bool] = ..., session_ids: _Optional[_Iterable[str]] = ...) -> None: ...
     class InheritRecordsOp(_message.Message):
         __slots__ = ("session_id", "source_id", "until_seq")
         SESSION_ID_FIELD_NUMBER: _ClassVar[int]

@@ -53,10 +53,14 @@ class SessionStorageStub:
     per (space, RPC, request_id) with a hash of the request and the
     response. The same id with the same request answers the first response
     again and does nothing new (even when the call would now fail: a
-    precondition its first call changed, a session deleted since); the same
-    id with a different request is ALREADY_EXISTS, ErrorInfo reason
-    `REQUEST_ID_REUSED`. Only successful calls are remembered: a call that
-    failed may be retried with the same id.
+    precondition its first call changed); the same id with a different
+    request is ALREADY_EXISTS, ErrorInfo reason `REQUEST_ID_REUSED`. Only
+    successful calls are remembered: a call that failed may be retried with
+    the same id. A response holds data of the sessions the call wrote (an
+    AppendRecords its session, a Transact every session its operations
+    name): erasing one of them (DeleteSubtree) erases the response in the
+    same transaction (DESIGN §4.8), and the id then answers NOT_FOUND, for
+    any request, until it expires.
     * Size: messages may be up to STELLO_MAX_MESSAGE_BYTES either way; a reply
     that would exceed it is RESOURCE_EXHAUSTED (a request over it is refused
     by gRPC with RESOURCE_EXHAUSTED too).
@@ -263,10 +267,14 @@ class SessionStorageServicer:
     per (space, RPC, request_id) with a hash of the request and the
     response. The same id with the same request answers the first response
     again and does nothing new (even when the call would now fail: a
-    precondition its first call changed, a session deleted since); the same
-    id with a different request is ALREADY_EXISTS, ErrorInfo reason
-    `REQUEST_ID_REUSED`. Only successful calls are remembered: a call that
-    failed may be retried with the same id.
+    precondition its first call changed); the same id with a different
+    request is ALREADY_EXISTS, ErrorInfo reason `REQUEST_ID_REUSED`. Only
+    successful calls are remembered: a call that failed may be retried with
+    the same id. A response holds data of the sessions the call wrote (an
+    AppendRecords its session, a Transact every session its operations
+    name): erasing one of them (DeleteSubtree) erases the response in the
+    same transaction (DESIGN §4.8), and the id then answers NOT_FOUND, for
+    any request, until it expires.
     * Size: messages may be up to STELLO_MAX_MESSAGE_BYTES either way; a reply
     that would exceed it is RESOURCE_EXHAUSTED (a request over it is refused
     by gRPC with RESOURCE_EXHAUSTED too).
@@ -720,9 +728,12 @@ class SessionStorageServicer:
         With `window` set, BeginTurn answers the whole turn in this one round
         trip (DESIGN §4.3), in this order:
         1. with `request_id`, the entry remembered under (`scope`,
-        `request_id`) first, when there is one (even for a session that no
-        longer exists): `remembered` is set, no lease is taken and nothing
-        else is answered;
+        `request_id`) first, when there is one: `remembered` is set, no
+        lease is taken and nothing else is answered; NOT_FOUND when the
+        entry's session was erased (DESIGN §4.8: its reply went with it).
+        It is read once the session's row is locked, so a retry that
+        arrives while its first attempt commits answers that commit instead
+        of running the turn again;
         2. NOT_FOUND for a session that is absent or provisional (a turn runs
         only on a committed session);
         3. an archived session takes no lease: `token` stays empty and
@@ -876,7 +887,9 @@ class SessionStorageServicer:
 
         Errors: INVALID_ARGUMENT for a malformed space_id, an empty scope or
         request_id, or one longer than its limit (scope 100, request_id 200
-        characters); UNAUTHENTICATED without a valid key; RESOURCE_EXHAUSTED
+        characters); NOT_FOUND when the entry was linked to a session that was
+        erased since (its response went with it; RememberResultOp.session_ids);
+        UNAUTHENTICATED without a valid key; RESOURCE_EXHAUSTED
         when the reply exceeds the message limit.
         """
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)
@@ -1110,10 +1123,14 @@ class SessionStorage:
     per (space, RPC, request_id) with a hash of the request and the
     response. The same id with the same request answers the first response
     again and does nothing new (even when the call would now fail: a
-    precondition its first call changed, a session deleted since); the same
-    id with a different request is ALREADY_EXISTS, ErrorInfo reason
-    `REQUEST_ID_REUSED`. Only successful calls are remembered: a call that
-    failed may be retried with the same id.
+    precondition its first call changed); the same id with a different
+    request is ALREADY_EXISTS, ErrorInfo reason `REQUEST_ID_REUSED`. Only
+    successful calls are remembered: a call that failed may be retried with
+    the same id. A response holds data of the sessions the call wrote (an
+    AppendRecords its session, a Transact every session its operations
+    name): erasing one of them (DeleteSubtree) erases the response in the
+    same transaction (DESIGN §4.8), and the id then answers NOT_FOUND, for
+    any request, until it expires.
     * Size: messages may be up to STELLO_MAX_MESSAGE_BYTES either way; a reply
     that would exceed it is RESOURCE_EXHAUSTED (a request over it is refused
     by gRPC with RESOURCE_EXHAUSTED too).

@@ -221,12 +221,17 @@ class SessionTreeServicer:
         same id with the same request answers the first response again and
         creates nothing (even when the request would now fail: its parent or
         source deleted since); the same id with a different request is
-        ALREADY_EXISTS, ErrorInfo reason REQUEST_ID_REUSED. Empty = no
+        ALREADY_EXISTS, ErrorInfo reason REQUEST_ID_REUSED. The stored
+        response (the node, its label included) is erased with the session it
+        created (DeleteSubtree, DESIGN §4.8): the id then answers NOT_FOUND,
+        for any request, until it expires, and creates nothing; the sweep of a
+        provisional session forgets it (a retry creates anew). Empty = no
         idempotency.
 
         Errors: INVALID_ARGUMENT (malformed ids, bad label, with field
         violations); NOT_FOUND (parent or source unknown, in another space, or
-        still provisional); ALREADY_EXISTS (REQUEST_ID_REUSED); UNAUTHENTICATED.
+        still provisional; a request_id whose session was erased);
+        ALREADY_EXISTS (REQUEST_ID_REUSED); UNAUTHENTICATED.
         """
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)
         context.set_details('Method not implemented!')
@@ -463,15 +468,25 @@ class SessionTreeServicer:
     def DeleteSubtree(self, request, context):
         """Erases the session, all its descendants (committed or provisional) and
         everything that belongs to them (records, slots, compression cache,
-        config, refs from and to them, turn leases) in one transaction, and
-        answers the erased ids, the given session first. Sessions that had one
-        of them as `source_session_id` keep existing with that field cleared.
-        A surviving Fork INHERIT of an erased session keeps every record it
-        showed (DESIGN §4.4): the rows it reads move, in the same transaction,
-        to one surviving fork (the one that inherited the most), and no row of
-        an erased session remains. The remaining siblings keep their indexes.
-        Allowed on archived sessions. Not idempotent by id: a second call is
-        NOT_FOUND.
+        config, refs from and to them, turn leases, the replies remembered for
+        request_ids that wrote them), and answers the erased ids, the given
+        session first (DESIGN §4.8). The answer comes at once, whatever the
+        subtree's size: one transaction hides every one of them (from its
+        commit on, every read and write of every service answers them as
+        absent, NOT_FOUND; refs to them from other sessions and their id as
+        another session's `source_session_id` are cleared; the SUBTREE_DELETED
+        events are written), and the tree's erasure job then deletes the rows
+        in batches of STELLO_TREE_ERASE_BATCH sessions, deepest first, in the
+        background (a replica that stops mid-way leaves the rest to the next
+        round of any replica: nothing hidden ever shows again). `deleted_ids`
+        is that one transaction's set. A surviving Fork INHERIT of an erased
+        session keeps every record it showed (DESIGN §4.4): the rows it reads
+        move, in the batch that erases their holder, to one surviving fork (the
+        one that inherited the most), and no row of an erased session remains.
+        The remaining siblings keep their indexes. Allowed on archived
+        sessions. Not idempotent by id: a second call is NOT_FOUND; a call on an
+        ancestor of a subtree still being erased answers only the sessions it
+        hid itself.
 
         Errors: INVALID_ARGUMENT (malformed ids); NOT_FOUND (unknown in this
         space, or provisional); UNAUTHENTICATED.

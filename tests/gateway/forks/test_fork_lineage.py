@@ -25,6 +25,7 @@ from stello.storage.v1 import storage_pb2
 from stello.tree.v1 import tree_pb2
 from tests.gateway.conftest import Stack, record
 from tests.gateway.lineage_support import ids_left, records_rows
+from tests.tree.conftest import erased
 
 pytestmark = pytest.mark.sql
 
@@ -169,6 +170,7 @@ async def test_lineage_shows_what_a_copy_would(
     assert offset >= 0
     for serial, step in enumerate(steps):
         await run_step(stack, model, step, serial)
+        await erased(pool)  # deletes finish in the background (DESIGN §4.8)
         await check_offset(stack, pool, model, data, offset)
     for session, view in model.views.items():
         for size in range(1, len(view) + 2):
@@ -177,6 +179,7 @@ async def test_lineage_shows_what_a_copy_would(
     await stack.tree.DeleteSubtree(
         tree_pb2.DeleteSubtreeRequest(space_id=stack.space.sid, session_id=root.id)
     )
+    await erased(pool)  # the next example counts the space's rows
 
 
 async def check_offset(

@@ -55,6 +55,10 @@ async def anchored_source(stack: Stack, count: int) -> tuple[str, str]:
 
 class TestCost:
     @pytest.mark.slow
+    @pytest.mark.plain_postgres(
+        "counts the rows inserted in the statistics of the database it connects to; on Citus "
+        "the coordinator inserts none, the workers' shards do"
+    )
     async def test_a_fork_of_10000_records_inserts_only_its_own(
         self, stack: Stack, pool: asyncpg.Pool, direct_database_url: str
     ) -> None:
@@ -229,6 +233,10 @@ WHERE dbid = (SELECT oid FROM pg_database WHERE datname = current_database()) AN
 
 
 class TestStatements:
+    @pytest.mark.plain_postgres(
+        "counts the statements run inside stello_release_records in the coordinator's "
+        "pg_stat_statements; on Citus the function runs on the space's worker"
+    )
     async def test_a_delete_runs_as_many_statements_for_1_or_5_forks(
         self, stack: Stack, pool: asyncpg.Pool, all_statements: asyncpg.Connection
     ) -> None:

@@ -210,18 +210,17 @@ class TestRetryAnswersTheRequest:
         assert again.session.id == first.session.id
         assert again.session.parent_id == home.id
 
-    async def test_retry_after_the_session_was_deleted_makes_it_again(self, stack: Stack) -> None:
-        """The remembered session no longer exists: the retry makes a new one (the same as
-        after a crash whose provisional session was swept)."""
+    async def test_retry_after_the_session_was_deleted_is_not_found(self, stack: Stack) -> None:
+        """The remembered session was deleted (its reply erased with it, DESIGN §4.8): the
+        retry answers NOT_FOUND and makes nothing."""
         source = await seeded_source(stack)
         first = await stack.gw.Fork(fork_request(stack, source, "k"))
         await stack.gw.DeleteSession(
             agent_pb2.DeleteSessionRequest(space_id=stack.space.sid, session_id=first.session.id)
         )
-        again = await stack.gw.Fork(fork_request(stack, source, "k"))
-        assert again.session.id != first.session.id
-        assert await children_of(stack, source) == [again.session.id]
-        await assert_complete(stack, again.session.id)
+        error = await rpc_error(stack.gw.Fork(fork_request(stack, source, "k")))
+        assert error.code() == grpc.StatusCode.NOT_FOUND
+        assert await children_of(stack, source) == []
 
     async def test_compress_retry_makes_no_second_summary(self, changing: Stack) -> None:
         """A retried COMPRESS Fork answers the first session without calling the LLM again."""

@@ -204,6 +204,10 @@ class TestAnyLength:
 
 class TestRowsRead:
     @pytest.mark.slow
+    @pytest.mark.plain_postgres(
+        "counts the rows read in the statistics of the database it connects to; on Citus "
+        "the coordinator reads none, the workers' shards do"
+    )
     async def test_a_turn_on_100000_records_reads_its_window(
         self, make_stack: StackMaker, pool: asyncpg.Pool, direct_database_url: str
     ) -> None:

@@ -14,6 +14,7 @@ from stello.agent.v1 import agent_pb2
 from tests.gateway.conftest import Stack
 from tests.support import fuzz
 from tests.support.rows import space_rows
+from tests.tree.conftest import erased
 
 pytestmark = pytest.mark.sql
 
@@ -48,3 +49,5 @@ async def test_hostile_requests(
     assert logs.bad == [], [r.getMessage() for r in logs.bad]
     if outcome.code is not grpc.StatusCode.OK:
         assert await space_rows(pool, stack.space.id) == before, f"{rpc.name} failed but wrote"
+    else:
+        await erased(pool)  # no background erasure runs into the next example's rows

@@ -84,10 +84,12 @@ def test_a_line_names_seqs_refs_and_erased_sessions() -> None:
     ]
 
 
-def test_a_shared_memory_event_names_its_slug() -> None:
-    """A shared memory event shows its slug where a session event shows its session."""
+def test_a_shared_memory_event_names_its_entry_id() -> None:
+    """A shared memory event shows its entry's id where a session event shows its session."""
+    entry = "0b7a2c1e-3f4d-4e5f-8a9b-1c2d3e4f5a6b"
     event = common_pb2.SpaceEvent(
-        cursor="12", kind=common_pb2.EVENT_KIND_SHARED_MEMORY_UPSERTED, slug="tides"
+        cursor="12", kind=common_pb2.EVENT_KIND_SHARED_MEMORY_UPSERTED, entry_id=entry
     )
-    assert event_line(event) == "12 shared_memory_upserted tides"
-    assert event_dict(event)["slug"] == "tides"
+    assert event_line(event) == f"12 shared_memory_upserted {entry}"
+    assert event_dict(event)["entry_id"] == entry
+    assert "slug" not in event_dict(event)

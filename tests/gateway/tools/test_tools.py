@@ -9,6 +9,7 @@ stored turn_count (§5.7), and an abort is the client cancelling the call.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 
 import asyncpg
@@ -46,12 +47,17 @@ def create_call(call_id: str, **arguments: object) -> ToolCallSpec:
 class SlowForks:
     """A saga fault seam that holds each fork at one point (and counts how many at once)."""
 
-    def __init__(self, delay_s: float = 0.0, gate: asyncio.Event | None = None) -> None:
+    def __init__(
+        self, delay_s: float = 0.0, gate: asyncio.Event | None = None, *, meet: int = 0
+    ) -> None:
         self.delay_s = delay_s
         self.gate = gate
+        self.meet = meet
+        """Hold each fork until this many are held at once (for at most `delay_s`)."""
         self.active = 0
         self.peak = 0
         self.reached = asyncio.Event()
+        self.met = asyncio.Event()
         self.armed = False
 
     async def hit(self, point: str) -> None:
@@ -61,8 +67,14 @@ class SlowForks:
         self.active += 1
         self.peak = max(self.peak, self.active)
         self.reached.set()
+        if self.meet and self.active >= self.meet:
+            self.met.set()
         try:
-            await asyncio.sleep(self.delay_s)
+            if self.meet:
+                with contextlib.suppress(TimeoutError):
+                    await asyncio.wait_for(self.met.wait(), self.delay_s)
+            else:
+                await asyncio.sleep(self.delay_s)
             if self.gate is not None:
                 await self.gate.wait()
         finally:
@@ -304,7 +316,7 @@ class TestBuiltinTool:
 
     async def test_builtins_run_in_parallel(self, make_stack: StackMaker) -> None:
         """Three calls in one answer run at once, results in call order (§6.6 item 47)."""
-        forks = SlowForks(delay_s=0.15)
+        forks = SlowForks(delay_s=5.0, meet=3)  # run one after another, they never meet
         spy = SpyProvider().then(
             answer("", *(create_call(f"c{i}", label=f"k{i}") for i in range(3))), answer("ok")
         )

@@ -288,21 +288,29 @@ class TestIdempotency:
 
 
 class TestEvents:
-    async def test_writes_write_events_naming_the_slug(self, stub: Stub, space: TestSpace) -> None:
-        """Upsert, replace and remove each write an event with the slug; a no-op remove none."""
-        await upsert(stub, space, "k")
-        await upsert(stub, space, "k", "again")
-        await remove(stub, space, "k")
-        await remove(stub, space, "k")
+    async def test_writes_write_events_naming_the_entry_id(
+        self, stub: Stub, space: TestSpace
+    ) -> None:
+        """Upsert, replace and remove each write an event naming the entry by its id, never
+        by its slug (events carry no user text); a no-op remove writes none; the entry
+        written again after its removal has a new id."""
+        first = (await upsert(stub, space, "secret-slug")).entry.entry_id
+        again = (await upsert(stub, space, "secret-slug", "again")).entry.entry_id
+        await remove(stub, space, "secret-slug")
+        await remove(stub, space, "secret-slug")
+        back = (await upsert(stub, space, "secret-slug")).entry.entry_id
         reply = await stub.ReadEvents(
             storage_pb2.ReadEventsRequest(space_id=space.sid, after_position=0)
         )
-        assert [(Kind.Name(e.kind), e.slug, e.session_id) for e in reply.events] == [
-            ("EVENT_KIND_SHARED_MEMORY_UPSERTED", "k", ""),
-            ("EVENT_KIND_SHARED_MEMORY_UPSERTED", "k", ""),
-            ("EVENT_KIND_SHARED_MEMORY_REMOVED", "k", ""),
+        assert first == again != back
+        assert [(Kind.Name(e.kind), e.entry_id, e.session_id) for e in reply.events] == [
+            ("EVENT_KIND_SHARED_MEMORY_UPSERTED", first, ""),
+            ("EVENT_KIND_SHARED_MEMORY_UPSERTED", first, ""),
+            ("EVENT_KIND_SHARED_MEMORY_REMOVED", first, ""),
+            ("EVENT_KIND_SHARED_MEMORY_UPSERTED", back, ""),
         ]
-        assert all(e.HasField("slug") for e in reply.events)
+        assert not any(e.HasField("slug") for e in reply.events)
+        assert b"secret-slug" not in reply.SerializeToString()
 
     async def test_a_refused_write_writes_no_event(self, stub: Stub, space: TestSpace) -> None:
         """A refused upsert (reused request_id) leaves the space's events as they were."""

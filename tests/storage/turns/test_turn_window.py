@@ -290,6 +290,10 @@ class TestBudget:
 
 class TestHistoryLength:
     @pytest.mark.slow
+    @pytest.mark.plain_postgres(
+        "counts the rows read in the statistics of the database it connects to; on Citus "
+        "the coordinator reads none, the workers' shards do"
+    )
     async def test_reads_only_the_window_of_100000_records(
         self,
         stub: Stub,

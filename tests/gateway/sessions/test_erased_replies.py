@@ -1,0 +1,260 @@
+"""Nothing outlives erasure: a remembered reply is erased with its session (DESIGN §4.8).
+
+For every RPC that remembers a reply under a request_id (the gateway's CreateRoot,
+Fork, Send, SendStream, SubmitToolResults and ImportSession; storage's AppendRecords,
+Transact and RememberResultOp, read back by GetRememberedResult and BeginTurn; the
+tree's CreateSession): the call is made with text no other session holds, the session
+is deleted, and the same call again answers NOT_FOUND with none of that text, creates
+nothing, and no table of the schema holds any of it any more.
+"""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import Awaitable, Callable
+from typing import Any
+
+import asyncpg
+import grpc
+import pytest
+
+from stello.agent.v1 import agent_pb2
+from stello.common.v1 import common_pb2
+from stello.storage.v1 import storage_pb2
+from stello.tree.v1 import tree_pb2
+from tests.gateway.conftest import Stack, record, rpc_error
+from tests.gateway.turns_support import send, stream_events, submit, tool_definition
+from tests.support.erasure import tables_holding
+from tests.tree.conftest import erased
+
+pytestmark = pytest.mark.sql
+
+
+def marker(what: str) -> str:
+    """Text that exists nowhere else."""
+    return f"{what}-{uuid.uuid4().hex}"
+
+
+async def delete_session(stack: Stack, session_id: str) -> None:
+    """DeleteSession through the gateway; answers once its sessions are unreadable."""
+    await stack.gw.DeleteSession(
+        agent_pb2.DeleteSessionRequest(space_id=stack.space.sid, session_id=session_id)
+    )
+
+
+async def session_count(pool: asyncpg.Pool, stack: Stack) -> int:
+    """Sessions of the stack's space, provisional ones included."""
+    return int(
+        await pool.fetchval("SELECT count(*) FROM sessions WHERE space_id = $1", stack.space.id)
+    )
+
+
+async def assert_not_found(replay: Callable[[], Awaitable[Any]], texts: set[str]) -> None:
+    """The replay answers NOT_FOUND naming none of `texts`."""
+    error = await rpc_error(replay())
+    assert error.code() == grpc.StatusCode.NOT_FOUND, error.details()
+    said = (error.details() or "") + repr(error.trailing_metadata())
+    assert not [t for t in texts if t in said]
+
+
+async def assert_replay_erased(
+    pool: asyncpg.Pool, replay: Callable[[], Awaitable[Any]], texts: set[str]
+) -> None:
+    """The replay answers NOT_FOUND naming none of `texts` at once (the session hidden,
+    its erasure maybe still running) and once erased, when no table holds any of them."""
+    await assert_not_found(replay, texts)
+    await erased(pool)
+    await assert_not_found(replay, texts)
+    async with pool.acquire() as con:
+        assert await tables_holding(con, texts) == {}
+
+
+class TestGatewayReplies:
+    """The gateway's remembered replies go with the session; a replay is NOT_FOUND."""
+
+    async def test_send(self, stack: Stack, pool: asyncpg.Pool) -> None:
+        """A Send replayed after DeleteSession answers NOT_FOUND, not the deleted turn."""
+        label, prompt, said = marker("label"), marker("prompt"), marker("said")
+        root = await stack.root(label=label, system_prompt=prompt)
+        first = await send(stack, root.id, said, request_id="send-1")
+        assert said in first.assistant.content  # echo: the reply holds the user's text
+        await delete_session(stack, root.id)
+        await assert_replay_erased(
+            pool, lambda: send(stack, root.id, said, request_id="send-1"), {label, prompt, said}
+        )
+
+    async def test_send_stream(self, stack: Stack, pool: asyncpg.Pool) -> None:
+        """A SendStream replayed after DeleteSession answers NOT_FOUND."""
+        said = marker("streamed")
+        root = await stack.root()
+        await stream_events(stack, root.id, said, request_id="stream-1")
+        await delete_session(stack, root.id)
+        await assert_replay_erased(
+            pool, lambda: stream_events(stack, root.id, said, request_id="stream-1"), {said}
+        )
+
+    async def test_submit_tool_results(self, stack: Stack, pool: asyncpg.Pool) -> None:
+        """SubmitToolResults replayed after DeleteSession answers NOT_FOUND."""
+        result = marker("result")
+        root = await stack.root()
+        turn = await send(stack, root.id, "/tool lookup {}", tools=[tool_definition("lookup")])
+        call_id = turn.pending_tool_calls[0].id
+        await submit(stack, root.id, (call_id, result), request_id="submit-1")
+        await delete_session(stack, root.id)
+        await assert_replay_erased(
+            pool,
+            lambda: submit(stack, root.id, (call_id, result), request_id="submit-1"),
+            {result},
+        )
+
+    async def test_create_root(self, stack: Stack, pool: asyncpg.Pool) -> None:
+        """A CreateRoot replayed after its root was deleted answers NOT_FOUND and creates
+        no second root."""
+        label, prompt = marker("root"), marker("prompt")
+        root = await stack.root(label=label, system_prompt=prompt, request_id="root-1")
+        await delete_session(stack, root.id)
+        await assert_replay_erased(
+            pool,
+            lambda: stack.root(label=label, system_prompt=prompt, request_id="root-1"),
+            {label, prompt},
+        )
+        assert await session_count(pool, stack) == 0
+
+    async def test_fork(self, stack: Stack, pool: asyncpg.Pool) -> None:
+        """A Fork replayed after its session was deleted (the source kept) answers
+        NOT_FOUND and makes no second fork."""
+        label, opening = marker("fork"), marker("opening")
+        source = await stack.root()
+        child = await stack.fork(source.id, label=label, prompt=opening, request_id="fork-1")
+        await delete_session(stack, child.id)
+        await assert_replay_erased(
+            pool,
+            lambda: stack.fork(source.id, label=label, prompt=opening, request_id="fork-1"),
+            {label, opening},
+        )
+        assert await session_count(pool, stack) == 1
+
+    async def test_fork_after_its_source_subtree(self, stack: Stack, pool: asyncpg.Pool) -> None:
+        """A Fork replayed after its source's subtree (the fork in it) was deleted answers
+        NOT_FOUND."""
+        label = marker("fork")
+        source = await stack.root()
+        await stack.fork(source.id, label=label, request_id="fork-2")
+        await delete_session(stack, source.id)
+        await assert_replay_erased(
+            pool, lambda: stack.fork(source.id, label=label, request_id="fork-2"), {label}
+        )
+
+    async def test_import_session(self, stack: Stack, pool: asyncpg.Pool) -> None:
+        """An ImportSession replayed after its session was deleted answers NOT_FOUND and
+        imports nothing."""
+        label, said = marker("imported"), marker("imported-said")
+        request = agent_pb2.ImportSessionRequest(
+            space_id=stack.space.sid,
+            label=label,
+            records=[record("user", said)],
+            request_id="import-1",
+        )
+        made = await stack.gw.ImportSession(request)
+        await delete_session(stack, made.session.id)
+        await assert_replay_erased(pool, lambda: stack.gw.ImportSession(request), {label, said})
+        assert await session_count(pool, stack) == 0
+
+
+class TestStorageReplies:
+    """Storage's remembered replies go with the session; a replay is NOT_FOUND."""
+
+    async def test_append_records(self, stack: Stack, pool: asyncpg.Pool) -> None:
+        """AppendRecords replayed after its session was deleted answers NOT_FOUND."""
+        said = marker("appended")
+        root = await stack.root()
+        request = storage_pb2.AppendRecordsRequest(
+            space_id=stack.space.sid,
+            session_id=root.id,
+            records=[record("user", said)],
+            request_id="append-1",
+        )
+        await stack.storage.AppendRecords(request)
+        await delete_session(stack, root.id)
+        await assert_replay_erased(pool, lambda: stack.storage.AppendRecords(request), {said})
+
+    async def test_transact(self, stack: Stack, pool: asyncpg.Pool) -> None:
+        """A Transact replayed after a session it wrote was deleted answers NOT_FOUND."""
+        said, label = marker("transacted"), marker("label")
+        root = await stack.root()
+        op = storage_pb2.Operation
+        request = storage_pb2.TransactRequest(
+            space_id=stack.space.sid,
+            operations=[
+                op(
+                    append_records=op.AppendRecordsOp(
+                        session_id=root.id, records=[record("user", said)]
+                    )
+                ),
+                op(
+                    put_session=op.PutSessionOp(
+                        session=common_pb2.SessionMeta(
+                            id=root.id, label=label, status=common_pb2.SESSION_STATUS_ACTIVE
+                        )
+                    )
+                ),
+            ],
+            request_id="transact-1",
+        )
+        await stack.storage.Transact(request)
+        await delete_session(stack, root.id)
+        await assert_replay_erased(pool, lambda: stack.storage.Transact(request), {said, label})
+
+    async def test_remembered_result(self, stack: Stack, pool: asyncpg.Pool) -> None:
+        """A caller's entry (RememberResultOp) goes with its session: GetRememberedResult
+        and BeginTurn answer NOT_FOUND for its key."""
+        kept = marker("kept")
+        root = await stack.root()
+        op = storage_pb2.Operation
+        await stack.storage.Transact(
+            storage_pb2.TransactRequest(
+                space_id=stack.space.sid,
+                operations=[
+                    op(
+                        remember_result=op.RememberResultOp(
+                            scope="test.erasure",
+                            request_id="kept-1",
+                            request_hash=b"h",
+                            response=kept.encode(),
+                            session_ids=[root.id],
+                        )
+                    )
+                ],
+            )
+        )
+        await delete_session(stack, root.id)
+        read = storage_pb2.GetRememberedResultRequest(
+            space_id=stack.space.sid, scope="test.erasure", request_id="kept-1"
+        )
+        await assert_replay_erased(pool, lambda: stack.storage.GetRememberedResult(read), {kept})
+        begin = storage_pb2.BeginTurnRequest(
+            space_id=stack.space.sid,
+            session_id=root.id,
+            ttl_s=30,
+            scope="test.erasure",
+            request_id="kept-1",
+        )
+        await assert_replay_erased(pool, lambda: stack.storage.BeginTurn(begin), {kept})
+
+
+class TestTreeReplies:
+    """The tree's remembered CreateSession replies go with the session."""
+
+    async def test_create_session(self, stack: Stack, pool: asyncpg.Pool) -> None:
+        """CreateSession replayed after its session was deleted answers NOT_FOUND and
+        creates nothing."""
+        label = marker("tree")
+        request = tree_pb2.CreateSessionRequest(
+            space_id=stack.space.sid, label=label, request_id="tree-1"
+        )
+        made = await stack.tree.CreateSession(request)
+        await stack.tree.DeleteSubtree(
+            tree_pb2.DeleteSubtreeRequest(space_id=stack.space.sid, session_id=made.node.id)
+        )
+        await assert_replay_erased(pool, lambda: stack.tree.CreateSession(request), {label})
+        assert await session_count(pool, stack) == 0

@@ -1,0 +1,83 @@
+"""Where a text is still stored: every table of the schema searched for it, column by column.
+
+The tables and columns come from the catalogue, so a table added later is searched
+too without touching the tests. Text, JSON and array columns are searched as their
+text form; bytea columns (remembered replies: encoded protobuf or JSON) for the
+text's UTF-8 bytes. What erasure tests use to prove that nothing of a deleted
+session is left anywhere (DESIGN §4.8).
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any, TypeAlias
+
+import asyncpg
+
+if TYPE_CHECKING:
+    from asyncpg.pool import PoolConnectionProxy
+
+Con: TypeAlias = "asyncpg.Connection | PoolConnectionProxy[Any]"
+
+COLUMNS = """
+SELECT c.relname AS table_name, a.attname AS column_name, t.typname AS type_name
+FROM pg_class c
+JOIN pg_attribute a ON a.attrelid = c.oid AND a.attnum > 0 AND NOT a.attisdropped
+JOIN pg_type t ON t.oid = a.atttypid
+WHERE c.relnamespace = 'public'::regnamespace AND c.relkind IN ('r', 'p')
+ORDER BY c.relname, a.attnum
+"""
+
+# Types whose text form cannot hold a chosen text (ids, numbers, times, flags).
+_NEVER_TEXT = {
+    "uuid",
+    "int2",
+    "int4",
+    "int8",
+    "float4",
+    "float8",
+    "numeric",
+    "bool",
+    "timestamptz",
+    "timestamp",
+    "_uuid",
+    "_int8",
+}
+
+
+def _quote(name: str) -> str:
+    return '"' + name.replace('"', '""') + '"'
+
+
+async def searched_columns(con: Con) -> dict[str, list[tuple[str, str]]]:
+    """Every public table with its columns that may hold text, as (name, type)."""
+    tables: dict[str, list[tuple[str, str]]] = {}
+    for row in await con.fetch(COLUMNS):
+        columns = tables.setdefault(row["table_name"], [])
+        if row["type_name"] not in _NEVER_TEXT:
+            columns.append((row["column_name"], row["type_name"]))
+    return tables
+
+
+async def tables_holding(con: Con, texts: set[str]) -> dict[str, set[str]]:
+    """For each table that still holds one of `texts` anywhere, the texts it holds."""
+    if not texts:
+        return {}
+    found: dict[str, set[str]] = {}
+    ordered = sorted(texts)
+    for table, columns in (await searched_columns(con)).items():
+        if not columns:
+            continue
+        tests = [
+            f"position(convert_to(m.text, 'UTF8') IN t.{_quote(name)}) > 0"
+            if kind == "bytea"
+            else f"strpos(t.{_quote(name)}::text, m.text) > 0"
+            for name, kind in columns
+        ]
+        rows = await con.fetch(
+            f"SELECT DISTINCT m.text FROM {_quote(table)} t, unnest($1::text[]) AS m (text) "
+            f"WHERE {' OR '.join(tests)}",
+            ordered,
+        )
+        if rows:
+            found[table] = {r["text"] for r in rows}
+    return found
