@@ -325,6 +325,7 @@ def create_app(
         keys,
         memory,
         builtins,
+        clients.tree,
         limits=ContentLimits(config.max_content_bytes, settings.max_record_bytes),
         sizes=sizes,
     )

@@ -57,6 +57,7 @@ DISTRIBUTED_TABLES: tuple[str, ...] = (
     "background_jobs",
     "idempotency_key_sessions",
     "turn_waiters",
+    "retention_policies",
 )
 
 # Shared SQL functions that statements call, by signature, each created on

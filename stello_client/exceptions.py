@@ -11,7 +11,8 @@ The tree::
         │   └── RequestIdReused
         ├── FailedPrecondition
         │   ├── SessionArchived, TreeTooLarge, ProfileNotFound, NoPendingToolCalls,
-        │   ├── WindowTooSmall, CursorExpired, SessionNotEmpty, RefToSelf, RefToAncestor,
+        │   ├── WindowTooSmall, CursorExpired, NoRetentionPolicy, SessionNotEmpty,
+        │   ├── RefToSelf, RefToAncestor,
         │   ├── RefToDescendant, ProviderNotConfigured, LlmApiKeyMissing,
         │   └── LlmApiKeyRejected, LlmModelNotFound, LlmRequestRejected
         ├── Aborted
@@ -155,6 +156,10 @@ class NoPendingToolCalls(FailedPrecondition):
 
 class WindowTooSmall(FailedPrecondition):
     """Raised when the model's window cannot hold a compressor call."""
+
+
+class NoRetentionPolicy(FailedPrecondition):
+    """Raised when retention is applied to a space that has no policy: set one first."""
 
 
 class CursorExpired(FailedPrecondition):
@@ -316,6 +321,7 @@ BY_REASON: dict[str, type[RpcError]] = {
     reasons.NO_PENDING_TOOL_CALLS: NoPendingToolCalls,
     reasons.WINDOW_TOO_SMALL: WindowTooSmall,
     reasons.CURSOR_EXPIRED: CursorExpired,
+    reasons.NO_RETENTION_POLICY: NoRetentionPolicy,
     reasons.SESSION_NOT_EMPTY: SessionNotEmpty,
     reasons.REF_TO_SELF: RefToSelf,
     reasons.REF_TO_ANCESTOR: RefToAncestor,

@@ -330,7 +330,8 @@ RETURNING position
 
 # No-op (no bump) when the status is already $3.
 SET_STATUS = """
-UPDATE sessions SET status = $3, updated_at = now()
+UPDATE sessions
+SET status = $3, updated_at = now(), archived_at = CASE WHEN $3 = 'archived' THEN now() END
 WHERE space_id = $1 AND id = $2 AND provisional_until IS NULL AND status <> $3
 """
 

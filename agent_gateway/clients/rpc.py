@@ -86,6 +86,7 @@ WRITES = frozenset(
     {
         "AddRef",
         "AppendRecords",
+        "ApplyRetention",
         "Archive",
         "ClearInsight",
         "CommitSession",
@@ -101,6 +102,7 @@ WRITES = frozenset(
         "ReleaseTurn",
         "RemoveRef",
         "RemoveSharedMemoryEntry",
+        "SetPinned",
         "Transact",
         "TrimRecords",
         "Unarchive",

@@ -31,7 +31,9 @@ WHERE space_id = $1 AND id = $2 AND provisional_until IS NULL
 
 PUT_SESSION = """
 UPDATE sessions
-SET label = $3, status = $4, updated_at = now()
+SET label = $3, status = $4, updated_at = now(),
+    archived_at = CASE WHEN $4 <> 'archived' THEN NULL
+                       WHEN status = 'archived' THEN archived_at ELSE now() END
 WHERE space_id = $1 AND id = $2 AND provisional_until IS DISTINCT FROM 'infinity'
 RETURNING id, label, status, turn_count, created_at, updated_at, last_active_at
 """

@@ -273,6 +273,7 @@ async def drive_gateway(s: Services) -> None:
     await gw.ListSkills(agent_pb2.ListSkillsRequest(space_id=sid, session_id=root.id))
     await _drive_cli_rpcs(gw, sid, root.id, forks[1].id)
     await _drive_shared_memory(gw, agent_pb2, sid)
+    await _drive_retention(gw, sid, root.id)
     await gw.Send(  # BeginTurn reads the index too
         agent_pb2.SendRequest(space_id=sid, session_id=root.id, content="i", memory_tools=True)
     )
@@ -288,6 +289,22 @@ async def drive_gateway(s: Services) -> None:
         gw.GetSession(agent_pb2.GetSessionRequest(space_id=s.other_space_id, session_id=root.id)),
         NOT_FOUND,  # another space: as if it did not exist
     )
+
+
+async def _drive_retention(gw: Any, sid: str, root_id: str) -> None:
+    """Retention's statements: the policy, a dry run, a pin, a sweep that archives nothing
+    (every session is fresh) and one refused for want of a policy."""
+    await attempt(
+        gw.ApplyRetention(agent_pb2.ApplyRetentionRequest(space_id=sid, dry_run=True)),
+        grpc.StatusCode.FAILED_PRECONDITION,
+    )
+    policy = common_pb2.RetentionPolicy(archive_after_days=30, delete_after_days=90)
+    await gw.PutRetention(agent_pb2.PutRetentionRequest(space_id=sid, policy=policy))
+    await gw.GetRetention(agent_pb2.GetRetentionRequest(space_id=sid))
+    await gw.PinSession(agent_pb2.PinSessionRequest(space_id=sid, session_id=root_id, pinned=True))
+    await gw.ApplyRetention(agent_pb2.ApplyRetentionRequest(space_id=sid, dry_run=True))
+    await gw.ApplyRetention(agent_pb2.ApplyRetentionRequest(space_id=sid))
+    await gw.PinSession(agent_pb2.PinSessionRequest(space_id=sid, session_id=root_id, pinned=False))
 
 
 async def _drive_cli_rpcs(gw: Any, sid: str, root_id: str, inheriting_id: str) -> None:

@@ -84,6 +84,21 @@ class TestSessions:
         assert imported.status == common_pb2.SESSION_STATUS_ARCHIVED
 
 
+class TestRetention:
+    async def test_policy_apply_and_pin(self, client: AsyncClient) -> None:
+        """get_retention, put_retention, apply_retention (dry run and not), pin_session, each
+        once through the SDK's keyword arguments."""
+        assert await client.get_retention() is None
+        root = await client.create_root()
+        policy = await client.put_retention(archive_after_days=30)
+        assert policy.archive_after_days == 30
+        assert (await client.get_retention()) == policy
+        assert await client.pin_session(root.id)
+        dry = await client.apply_retention(dry_run=True)
+        assert list(dry.actions) == [] and dry.done
+        assert (await client.apply_retention()).done
+
+
 class TestReads:
     async def test_pages_are_walked(self, client: AsyncClient, stack: Stack) -> None:
         """records(), digests() and lineage() walk every page of pages smaller than the whole;

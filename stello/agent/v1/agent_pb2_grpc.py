@@ -176,6 +176,26 @@ class AgentGatewayStub:
                 request_serializer=stello_dot_agent_dot_v1_dot_agent__pb2.DeleteSessionRequest.SerializeToString,
                 response_deserializer=stello_dot_agent_dot_v1_dot_agent__pb2.DeleteSessionResponse.FromString,
                 _registered_method=True)
+        self.GetRetention = channel.unary_unary(
+                '/stello.agent.v1.AgentGateway/GetRetention',
+                request_serializer=stello_dot_agent_dot_v1_dot_agent__pb2.GetRetentionRequest.SerializeToString,
+                response_deserializer=stello_dot_agent_dot_v1_dot_agent__pb2.GetRetentionResponse.FromString,
+                _registered_method=True)
+        self.PutRetention = channel.unary_unary(
+                '/stello.agent.v1.AgentGateway/PutRetention',
+                request_serializer=stello_dot_agent_dot_v1_dot_agent__pb2.PutRetentionRequest.SerializeToString,
+                response_deserializer=stello_dot_agent_dot_v1_dot_agent__pb2.PutRetentionResponse.FromString,
+                _registered_method=True)
+        self.ApplyRetention = channel.unary_unary(
+                '/stello.agent.v1.AgentGateway/ApplyRetention',
+                request_serializer=stello_dot_agent_dot_v1_dot_agent__pb2.ApplyRetentionRequest.SerializeToString,
+                response_deserializer=stello_dot_agent_dot_v1_dot_agent__pb2.ApplyRetentionResponse.FromString,
+                _registered_method=True)
+        self.PinSession = channel.unary_unary(
+                '/stello.agent.v1.AgentGateway/PinSession',
+                request_serializer=stello_dot_agent_dot_v1_dot_agent__pb2.PinSessionRequest.SerializeToString,
+                response_deserializer=stello_dot_agent_dot_v1_dot_agent__pb2.PinSessionResponse.FromString,
+                _registered_method=True)
         self.ListProfiles = channel.unary_unary(
                 '/stello.agent.v1.AgentGateway/ListProfiles',
                 request_serializer=stello_dot_agent_dot_v1_dot_agent__pb2.ListProfilesRequest.SerializeToString,
@@ -875,6 +895,68 @@ class AgentGatewayServicer:
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
+    def GetRetention(self, request, context):
+        """GetRetention answers the space's retention policy (see
+        stello.common.v1.RetentionPolicy; `stello retention show`); unset
+        `policy`: none was set, nothing expires.
+
+        Errors:
+        - INVALID_ARGUMENT: malformed space_id.
+        - UNAUTHENTICATED: no valid key.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def PutRetention(self, request, context):
+        """PutRetention sets the space's retention policy (`stello retention set`):
+        archive a root's subtree idle for archive_after_days, delete a subtree
+        archived for delete_after_days; both unset: nothing expires. The tree
+        service's sweep applies it (every STELLO_TREE_RETENTION_INTERVAL_S, once
+        per space across replicas).
+
+        Errors:
+        - INVALID_ARGUMENT: malformed space_id; days outside 1..36500.
+        - UNAUTHENTICATED: no valid key.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def ApplyRetention(self, request, context):
+        """ApplyRetention applies the space's policy now, or with `dry_run` lists
+        what it would archive or delete and changes nothing (`stello retention
+        apply [--dry-run]`). A root's subtree is judged as a whole: a pinned
+        session (PinSession) keeps it, an active child keeps its ancestors.
+        Deletion is DeleteSession's: nothing of the subtree is left, its events
+        are written. Bounded batches, resumable (see the tree's ApplyRetention).
+
+        Errors:
+        - INVALID_ARGUMENT: malformed space_id or page_token; negative
+        max_batches.
+        - FAILED_PRECONDITION, reason NO_RETENTION_POLICY: the space has none.
+        - ABORTED, reason CONCURRENT_MODIFICATION: a session was created under a
+        subtree being deleted; that batch changed nothing: retry. A sweep of
+        the space running elsewhere is waited for, batch by batch.
+        - UNAUTHENTICATED: no valid key.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def PinSession(self, request, context):
+        """PinSession pins (or, with `pinned` false, unpins) a session: a pinned
+        session keeps its whole root's subtree from retention.
+
+        Errors:
+        - INVALID_ARGUMENT: malformed ids.
+        - NOT_FOUND: the session is not in the space.
+        - UNAUTHENTICATED: no valid key.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
     def ListProfiles(self, request, context):
         """ListProfiles lists the fork profiles of the gateway's configuration file
         (TOML), in file order. Profiles are global to the deployment and
@@ -1157,6 +1239,26 @@ def add_AgentGatewayServicer_to_server(servicer, server):
                     servicer.DeleteSession,
                     request_deserializer=stello_dot_agent_dot_v1_dot_agent__pb2.DeleteSessionRequest.FromString,
                     response_serializer=stello_dot_agent_dot_v1_dot_agent__pb2.DeleteSessionResponse.SerializeToString,
+            ),
+            'GetRetention': grpc.unary_unary_rpc_method_handler(
+                    servicer.GetRetention,
+                    request_deserializer=stello_dot_agent_dot_v1_dot_agent__pb2.GetRetentionRequest.FromString,
+                    response_serializer=stello_dot_agent_dot_v1_dot_agent__pb2.GetRetentionResponse.SerializeToString,
+            ),
+            'PutRetention': grpc.unary_unary_rpc_method_handler(
+                    servicer.PutRetention,
+                    request_deserializer=stello_dot_agent_dot_v1_dot_agent__pb2.PutRetentionRequest.FromString,
+                    response_serializer=stello_dot_agent_dot_v1_dot_agent__pb2.PutRetentionResponse.SerializeToString,
+            ),
+            'ApplyRetention': grpc.unary_unary_rpc_method_handler(
+                    servicer.ApplyRetention,
+                    request_deserializer=stello_dot_agent_dot_v1_dot_agent__pb2.ApplyRetentionRequest.FromString,
+                    response_serializer=stello_dot_agent_dot_v1_dot_agent__pb2.ApplyRetentionResponse.SerializeToString,
+            ),
+            'PinSession': grpc.unary_unary_rpc_method_handler(
+                    servicer.PinSession,
+                    request_deserializer=stello_dot_agent_dot_v1_dot_agent__pb2.PinSessionRequest.FromString,
+                    response_serializer=stello_dot_agent_dot_v1_dot_agent__pb2.PinSessionResponse.SerializeToString,
             ),
             'ListProfiles': grpc.unary_unary_rpc_method_handler(
                     servicer.ListProfiles,
@@ -1776,6 +1878,114 @@ class AgentGateway:
             '/stello.agent.v1.AgentGateway/DeleteSession',
             stello_dot_agent_dot_v1_dot_agent__pb2.DeleteSessionRequest.SerializeToString,
             stello_dot_agent_dot_v1_dot_agent__pb2.DeleteSessionResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def GetRetention(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/stello.agent.v1.AgentGateway/GetRetention',
+            stello_dot_agent_dot_v1_dot_agent__pb2.GetRetentionRequest.SerializeToString,
+            stello_dot_agent_dot_v1_dot_agent__pb2.GetRetentionResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def PutRetention(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/stello.agent.v1.AgentGateway/PutRetention',
+            stello_dot_agent_dot_v1_dot_agent__pb2.PutRetentionRequest.SerializeToString,
+            stello_dot_agent_dot_v1_dot_agent__pb2.PutRetentionResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def ApplyRetention(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/stello.agent.v1.AgentGateway/ApplyRetention',
+            stello_dot_agent_dot_v1_dot_agent__pb2.ApplyRetentionRequest.SerializeToString,
+            stello_dot_agent_dot_v1_dot_agent__pb2.ApplyRetentionResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def PinSession(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/stello.agent.v1.AgentGateway/PinSession',
+            stello_dot_agent_dot_v1_dot_agent__pb2.PinSessionRequest.SerializeToString,
+            stello_dot_agent_dot_v1_dot_agent__pb2.PinSessionResponse.FromString,
             options,
             channel_credentials,
             insecure,
