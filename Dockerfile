@@ -1,6 +1,8 @@
 # One image for every Stello service; the command picks the service:
 #   python -m storage_service | python -m tree_service | python -m agent_gateway | stello migrate
 # No embedded PostgreSQL here (no `stello[local]`): set STELLO_DATABASE_URL.
+# STELLO_STORAGE_WORKERS / STELLO_TREE_WORKERS / STELLO_GATEWAY_WORKERS (default 1): worker
+# processes serving the container's port (the process started supervises them).
 # The dependencies come from the pinned runtime lock (which includes the `tracing` extra,
 # off until STELLO_OTEL=1, and the `console` extra: `python -m stello_console --host 0.0.0.0
 # --gateway gateway:50063 --allowed-host NAME` serves the web console on 50064). CI runs

@@ -1,4 +1,8 @@
-"""`python -m agent_gateway`: serve the gateway until SIGTERM/SIGINT."""
+"""`python -m agent_gateway`: serve the gateway until SIGTERM/SIGINT.
+
+``--help`` lists the flags and every variable it reads, and exits; ``--workers N``
+serves the port from N processes (`stello.workers`).
+"""
 
 from __future__ import annotations
 
@@ -11,8 +15,12 @@ from agent_gateway.config import GatewaySettings
 from agent_gateway.forks.profiles import ProfilesFileError, load_profiles
 from agent_gateway.llm.prompt_config import PromptsFileError, load_prompts
 from agent_gateway.tools.skills import SkillsFileError, load_skills
+from stello.entry import parse_flags
+from stello.logs import LogSettings
+from stello.runner import launch_of
 from stello.runner import main as run
 from stello.settings import StelloSettings
+from stello.tracing import TracingSettings
 
 
 def main() -> None:
@@ -22,16 +30,22 @@ def main() -> None:
     valid, stop the process before anything starts, with a message naming
     the variable, or the file, line and problem (exit status 1).
     """
+    flags = parse_flags(
+        "python -m agent_gateway",
+        "Serve stello.agent.v1.AgentGateway until SIGTERM or SIGINT.",
+        GatewaySettings,
+        (StelloSettings, LogSettings, TracingSettings),
+    )
     settings = StelloSettings()
     try:
-        config = GatewaySettings()
+        config = GatewaySettings(**flags)
         prompts = load_prompts(config.prompts, config.prompts_file)
         profiles = load_profiles(config.profiles_file)
         skills = load_skills(config.skills_file)
     except (ValidationError, PromptsFileError, ProfilesFileError, SkillsFileError) as exc:
         raise SystemExit(f"agent_gateway: {exc}") from None
     factory = partial(create_app, config=config, prompts=prompts, profiles=profiles, skills=skills)
-    run(settings, config.address, factory)
+    run(settings, launch_of("agent_gateway", config), factory)
 
 
 if __name__ == "__main__":

@@ -51,10 +51,12 @@ from stello.agent.v1 import agent_pb2_grpc
 from stello.auth import KeyStore
 from stello.channels import ClientTls, open_channel
 from stello.inproc import LocalChannel, LocalServer
-from stello.server import ServiceApp
+from stello.server import ServiceApp, raw_replies
 from stello.settings import StelloSettings
 
 SERVICE_NAME = "stello.agent.v1.AgentGateway"
+RAW_REPLIES = frozenset({f"/{SERVICE_NAME}/GetTree"})
+"""Methods whose servicer returns the reply's bytes (GetTree passes the tree's on)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -72,7 +74,8 @@ class GatewayClients:
         *,
         local: Mapping[str, LocalServer] | None = None,
     ) -> GatewayClients:
-        """Open one channel per service (TLS when configured); the caller's key is added per call.
+        """Open `config.service_connections` channels per service (TLS when configured), taken
+        in turn; the caller's key is added per call.
 
         A service in `local` ("storage", "tree": its server runs in this process) is called
         in-process for its unary methods (`stello.inproc.LocalChannel`), the rest over its
@@ -89,8 +92,13 @@ class GatewayClients:
         )
         tls = services_tls(config)
         local = local or {}
-        storage = _channel(config.storage_address, settings, tls, local.get("storage"))
-        tree = _channel(config.tree_address, settings, tls, local.get("tree"))
+        storage, tree = (
+            _channel(address, settings, tls, local.get(name), config.service_connections)
+            for name, address in (
+                ("storage", config.storage_address),
+                ("tree", config.tree_address),
+            )
+        )
         return cls(StorageClient(storage, policy), TreeClient(tree, policy))
 
 
@@ -107,9 +115,20 @@ def services_tls(config: GatewaySettings) -> ClientTls | None:
 
 
 def _channel(
-    address: str, settings: StelloSettings, tls: ClientTls | None, local: LocalServer | None
+    address: str,
+    settings: StelloSettings,
+    tls: ClientTls | None,
+    local: LocalServer | None,
+    connections: int,
 ) -> grpc.aio.Channel:
-    network = open_channel(targets(address), max_message_bytes=settings.max_message_bytes, tls=tls)
+    if local is not None:
+        connections = 1  # only streams take the network: one connection is plenty
+    network = open_channel(
+        targets(address),
+        max_message_bytes=settings.max_message_bytes,
+        tls=tls,
+        connections=connections,
+    )
     return network if local is None else LocalChannel(local, network)
 
 
@@ -331,7 +350,9 @@ def create_app(
     )
 
     def register(server: grpc.aio.Server) -> None:
-        agent_pb2_grpc.add_AgentGatewayServicer_to_server(servicer, server)
+        agent_pb2_grpc.add_AgentGatewayServicer_to_server(
+            servicer, raw_replies(server, RAW_REPLIES)
+        )
 
     app = ServiceApp(
         name="agent_gateway",

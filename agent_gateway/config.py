@@ -25,6 +25,13 @@ class GatewaySettings(BaseSettings):
 
     host: str = Field(default="127.0.0.1", description="Interface to listen on.")
     port: int = Field(default=50063, ge=0, le=65535, description="TCP port; 0 = any free one.")
+    workers: int = Field(
+        default=1,
+        ge=1,
+        le=256,
+        description="Worker processes serving the port (SO_REUSEPORT), each with its own event "
+        "loop and STELLO_DB_POOL_MAX_SIZE / N connections; 1 = this process serves.",
+    )
     metrics_port: int | None = Field(
         default=None, ge=0, le=65535, description="Serve Prometheus /metrics on this port."
     )
@@ -35,6 +42,15 @@ class GatewaySettings(BaseSettings):
     tree_address: str = Field(
         default="127.0.0.1:50062",
         description="host:port of the tree service; several comma-separated = round robin.",
+    )
+    service_connections: int = Field(
+        default=4,
+        ge=1,
+        le=64,
+        description=(
+            "Connections to each of storage and tree, taken in turn per call: a service run "
+            "by several workers or replicas behind one address balances connections."
+        ),
     )
     services_ca_file: Path | None = Field(
         default=None,

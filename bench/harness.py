@@ -121,8 +121,11 @@ async def server_process(script: str, *args: str) -> AsyncIterator[str]:
 
 
 @asynccontextmanager
-async def served_process(script: str, *args: str) -> AsyncIterator[Served]:
-    """`server_process`, yielding the address and the pid (for its CPU time)."""
+async def served_process(
+    script: str, *args: str, env: dict[str, str] | None = None
+) -> AsyncIterator[Served]:
+    """`server_process`, yielding the address and the pid (for its CPU time); `env` is
+    added to the process's environment."""
     process = await asyncio.create_subprocess_exec(
         sys.executable,
         script,
@@ -130,6 +133,7 @@ async def served_process(script: str, *args: str) -> AsyncIterator[Served]:
         *args,
         stdin=asyncio.subprocess.PIPE,
         stdout=asyncio.subprocess.PIPE,
+        env={**os.environ, **(env or {})},
     )
     assert process.stdout is not None and process.stdin is not None
     line = (await process.stdout.readline()).decode()

@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+import itertools
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import grpc
 
@@ -114,6 +116,81 @@ class _StreamAuth(grpc.aio.UnaryStreamClientInterceptor):
         return await continuation(self._auth.details(client_call_details), request)
 
 
+class _Spread:
+    """A method's multicallables on several channels: each call takes the next one."""
+
+    __slots__ = ("_next",)
+
+    def __init__(self, calls: Sequence[Any]) -> None:
+        self._next = itertools.cycle(calls).__next__
+
+    def __call__(self, *args: Any, **kwargs: Any) -> Any:
+        return self._next()(*args, **kwargs)
+
+
+def _spread(kind: str) -> Callable[..., Any]:
+    def spread(
+        self: SpreadChannel,
+        method: str,
+        request_serializer: Callable[[Any], bytes] | None = None,
+        response_deserializer: Callable[[bytes], Any] | None = None,
+        _registered_method: bool | None = False,
+    ) -> Any:
+        return _Spread(
+            [
+                getattr(channel, kind)(
+                    method, request_serializer, response_deserializer, _registered_method
+                )
+                for channel in self.channels
+            ]
+        )
+
+    spread.__doc__ = f"The {kind} multicallable of `method`, taking the channels in turn."
+    return spread
+
+
+class SpreadChannel(grpc.aio.Channel):
+    """Several channels to the same target, each its own HTTP/2 connection, used in turn.
+
+    A channel keeps one connection per address and a server spreads its load per
+    connection — the workers of one port (SO_REUSEPORT) as the pods behind one
+    Kubernetes Service — so one channel loads one worker. Each call here takes
+    the next channel (so the next connection).
+    """
+
+    def __init__(self, channels: Sequence[grpc.aio.Channel]) -> None:
+        self.channels = tuple(channels)
+
+    unary_unary = _spread("unary_unary")
+    unary_stream = _spread("unary_stream")
+    stream_unary = _spread("stream_unary")
+    stream_stream = _spread("stream_stream")
+
+    async def close(self, grace: float | None = None) -> None:
+        """Close every channel."""
+        for channel in self.channels:
+            await channel.close(grace)
+
+    def get_state(self, try_to_connect: bool = False) -> grpc.ChannelConnectivity:
+        """The first channel's state."""
+        return self.channels[0].get_state(try_to_connect)
+
+    async def wait_for_state_change(self, last_observed_state: grpc.ChannelConnectivity) -> None:
+        """The first channel's."""
+        await self.channels[0].wait_for_state_change(last_observed_state)
+
+    async def channel_ready(self) -> None:
+        """Once every channel is ready."""
+        for channel in self.channels:
+            await channel.channel_ready()
+
+    async def __aenter__(self) -> SpreadChannel:
+        return self
+
+    async def __aexit__(self, *exc_info: object) -> None:
+        await self.close()
+
+
 def open_channel(
     target: str | Sequence[str],
     *,
@@ -122,13 +199,30 @@ def open_channel(
     root_certificates: bytes | None = None,
     tls: ClientTls | None = None,
     options: Sequence[tuple[str, int | str]] = (),
+    connections: int = 1,
 ) -> grpc.aio.Channel:
     """A channel to one address, or round-robin over several; `key` authenticates every call.
 
     Plaintext unless `tls` (or just `root_certificates`, the same as
     ``tls=ClientTls(root_certificates)``) is given. `options` are more channel arguments
-    (they come after, so they win).
+    (they come after, so they win). With `connections` above 1, that many channels
+    taken in turn (`SpreadChannel`): a server of several workers or replicas behind
+    one address balances connections, not calls.
     """
+    if connections > 1:
+        return SpreadChannel(
+            [
+                open_channel(
+                    target,
+                    key=key,
+                    max_message_bytes=max_message_bytes,
+                    root_certificates=root_certificates,
+                    tls=tls,
+                    options=options,
+                )
+                for _ in range(connections)
+            ]
+        )
     if root_certificates is not None:
         if tls is not None:
             raise TypeError("pass root_certificates or tls, not both")

@@ -56,6 +56,7 @@ DISTRIBUTED_TABLES: tuple[str, ...] = (
     "record_segments",
     "background_jobs",
     "idempotency_key_sessions",
+    "shared_memory_counts",
     "turn_waiters",
     "retention_policies",
 )

@@ -50,6 +50,9 @@ class StelloError(Exception):
     """Base of every error Stello maps to a gRPC status."""
 
     code: grpc.StatusCode = grpc.StatusCode.UNKNOWN
+    maybe_applied: bool = False
+    """Set by a client of another service: an attempt of the failed call got no answer
+    (UNAVAILABLE, DEADLINE_EXCEEDED), so it may have been applied all the same."""
 
     def __init__(
         self,

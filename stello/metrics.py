@@ -2,6 +2,10 @@
 
 Each server owns its registry (several servers may share a process, as under
 `stello up` or in tests), exported on its own port when one is configured.
+A service run as several worker processes (`stello.workers`) exports one page:
+each worker serves its registry on a loopback port of its own, and the
+supervisor's `WorkersCollector` reads them when scraped, every sample labelled
+with its `worker` (sum over it for the service's totals).
 
 A call costs a few plain additions, no lock and no label lookup: each method's
 counts live in a `MethodMetrics` (looked up once, `RpcMetrics.method`), and the
@@ -16,11 +20,13 @@ from __future__ import annotations
 
 import bisect
 import time
-from collections.abc import Iterator
+import urllib.request
+from collections.abc import Callable, Iterator, Mapping
 
 import grpc
 from prometheus_client import CollectorRegistry, start_http_server
 from prometheus_client.core import CounterMetricFamily, HistogramMetricFamily, Metric
+from prometheus_client.parser import text_string_to_metric_families
 from prometheus_client.registry import Collector
 from prometheus_client.samples import Sample
 from prometheus_client.utils import floatToGoString
@@ -110,6 +116,52 @@ class RpcMetrics:
         """Count one finished call."""
         self.method(method).observe(code, seconds)
 
-    def serve(self, port: int, host: str = "127.0.0.1") -> None:
-        """Expose /metrics over HTTP on `port` (a daemon thread)."""
-        start_http_server(port, addr=host, registry=self.registry)
+    def serve(self, port: int, host: str = "127.0.0.1") -> int:
+        """Expose /metrics over HTTP on `port` (a daemon thread); the port bound (0 = any)."""
+        return serve_registry(self.registry, port, host)
+
+
+def serve_registry(registry: CollectorRegistry, port: int, host: str = "127.0.0.1") -> int:
+    """Expose `registry` as /metrics over HTTP on `port` (a daemon thread); the port bound."""
+    httpd, _ = start_http_server(port, addr=host, registry=registry)
+    bound: int = httpd.server_port
+    return bound
+
+
+class WorkersCollector(Collector):
+    """The metrics of a service's workers, read from each one's /metrics when scraped.
+
+    `ports` answers where each ready worker serves them, by worker index; a worker
+    that does not answer (being replaced) is left out of that scrape.
+    """
+
+    def __init__(self, ports: Callable[[], Mapping[int, int]], timeout_s: float = 2.0) -> None:
+        self._ports = ports
+        self._timeout_s = timeout_s
+
+    def describe(self) -> Iterator[Metric]:
+        """Nothing known before a scrape (the families are the workers')."""
+        return iter(())
+
+    def collect(self) -> Iterator[Metric]:
+        """Every worker's families merged, each sample with a `worker` label."""
+        merged: dict[str, Metric] = {}
+        for index, port in sorted(self._ports().items()):
+            try:
+                text = self._read(port)
+            except OSError:
+                continue
+            for family in text_string_to_metric_families(text):
+                into = merged.setdefault(
+                    family.name, Metric(family.name, family.documentation, family.type)
+                )
+                for sample in family.samples:
+                    labels = {**sample.labels, "worker": str(index)}
+                    into.samples.append(sample._replace(labels=labels))
+        yield from merged.values()
+
+    def _read(self, port: int) -> str:
+        url = f"http://127.0.0.1:{port}/metrics"
+        with urllib.request.urlopen(url, timeout=self._timeout_s) as reply:
+            text: str = reply.read().decode()
+        return text

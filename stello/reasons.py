@@ -62,10 +62,15 @@ TURN_QUEUE_FULL = "TURN_QUEUE_FULL"
 """As many turns as allowed already wait for the session (ENQUEUE): retry later."""
 LLM_RATE_LIMITED = "LLM_RATE_LIMITED"
 """The LLM provider's rate limit or quota: retry later."""
+SHARED_MEMORY_FULL = "SHARED_MEMORY_FULL"
+"""The space holds as many shared memory entries as it may: remove one first."""
 
 # UNAVAILABLE
 LLM_UNAVAILABLE = "LLM_UNAVAILABLE"
 """The LLM provider could not be reached or failed: retry later."""
+OUTCOME_UNKNOWN = "OUTCOME_UNKNOWN"
+"""The write's answer was lost and it may have been stored: read before repeating it (a
+retry with the same request_id is safe)."""
 
 # DEADLINE_EXCEEDED
 LLM_TIMEOUT = "LLM_TIMEOUT"

@@ -1,10 +1,23 @@
-"""Run one service process: database (configured or embedded), pool, app, server."""
+"""Run one service: database (configured or embedded), pool, app, server — or its workers.
+
+A service started with one worker serves in this process. With more
+(`Launch.workers`), this process is their supervisor (`stello.workers`): it
+claims the port, starts the embedded PostgreSQL when no database is configured,
+runs the workers and serves their merged /metrics; each worker (a process
+started with ``STELLO_WORKER`` set) serves here as a single process would, on
+the shared port.
+"""
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
+import logging
+import signal
 import sys
-from collections.abc import Callable
+from collections.abc import AsyncIterator, Callable
+from dataclasses import dataclass
+from typing import Any
 
 import asyncpg
 
@@ -13,11 +26,44 @@ from stello.auth import KeyStore
 from stello.db import create_pool
 from stello.embedded import database_url
 from stello.migrate import migrate_dsn
-from stello.server import ServiceApp, serve
+from stello.ports import PortClaim, PortTaken
+from stello.server import PortInUse, ServiceApp, serve
 from stello.settings import StelloSettings
 from stello.tracing import TracingSettings, setup_tracing
+from stello.workers import Supervisor, WorkerFailed, WorkerPlan, WorkerRole, split_pool
 
 AppFactory = Callable[[StelloSettings, asyncpg.Pool, KeyStore], ServiceApp]
+
+log = logging.getLogger(__name__)
+
+
+@dataclass(frozen=True, slots=True)
+class Launch:
+    """How a service runs: `python -m module`, its variables' prefix, where, how many workers."""
+
+    module: str
+    prefix: str
+    host: str
+    port: int
+    workers: int = 1
+    metrics_port: int | None = None
+
+    @property
+    def address(self) -> str:
+        """host:port to bind."""
+        return f"{self.host}:{self.port}"
+
+
+def launch_of(module: str, config: Any) -> Launch:
+    """The launch of `module` from its service settings (host, port, workers, metrics_port)."""
+    return Launch(
+        module=module,
+        prefix=str(config.model_config.get("env_prefix", "")),
+        host=config.host,
+        port=config.port,
+        workers=config.workers,
+        metrics_port=config.metrics_port,
+    )
 
 
 def configure_logging() -> None:
@@ -32,27 +78,146 @@ def _service_name() -> str:
 
 
 async def run_service(
-    settings: StelloSettings, address: str, factory: AppFactory, *, migrate: bool = False
+    settings: StelloSettings,
+    address: str,
+    factory: AppFactory,
+    *,
+    migrate: bool = False,
+    worker: WorkerRole | None = None,
 ) -> None:
-    """Serve the app `factory` builds until SIGTERM/SIGINT."""
+    """Serve the app `factory` builds until SIGTERM/SIGINT (as `worker` on a shared port)."""
     async with database_url(settings.database_url, settings.data_dir) as dsn:
         if migrate:
             await migrate_dsn(settings.direct_dsn(dsn))
         async with create_pool(dsn, settings) as pool:
             keys = KeyStore(pool, settings.auth_cache_ttl_s)
-            await serve(factory(settings, pool, keys), address)
+            app = factory(settings, pool, keys)
+            if worker is None:
+                await serve(app, address)
+                return
+            app.metrics_port = 0 if worker.metrics else None
+            worker.watch_lifeline()
+            await serve(app, address, lambda _: worker.ready(app.metrics_port), worker=True)
 
 
-def main(settings: StelloSettings, address: str, factory: AppFactory) -> None:
+def main(settings: StelloSettings, launch: Launch, factory: AppFactory) -> None:
     """Entry point body shared by every service's ``__main__``."""
     configure_logging()
+    role = WorkerRole.from_environment()
+    if role is None and launch.workers > 1:
+        with asyncio.Runner(loop_factory=event_loop_factory()) as runner:
+            code = runner.run(supervise(settings, launch))
+        raise SystemExit(code)
     provider = setup_tracing(TracingSettings(), _service_name())
     try:
         with asyncio.Runner(loop_factory=event_loop_factory()) as runner:
-            runner.run(run_service(settings, address, factory))
+            runner.run(run_service(settings, launch.address, factory, worker=role))
+    except PortInUse as exc:
+        log.error("%s: %s", launch.module, exc)
+        raise SystemExit(1) from None
     finally:
         if provider is not None:
             provider.shutdown()  # flush the spans still batched
+
+
+async def supervise(settings: StelloSettings, launch: Launch) -> int:
+    """Claim the port, run `launch.workers` workers until SIGTERM/SIGINT; the exit status."""
+    try:
+        claim = PortClaim(launch.host, launch.port)
+    except PortTaken as exc:
+        log.error("%s: %s", launch.module, exc)
+        return 1
+    with claim:
+        async with database_url(settings.database_url, settings.data_dir) as dsn:
+            plan = WorkerPlan(
+                name=launch.module,
+                command=[sys.executable, "-m", launch.module],
+                workers=launch.workers,
+                env=worker_env(settings, launch, dsn, claim.port),
+                metrics=launch.metrics_port is not None,
+                grace_s=settings.shutdown_grace_s,
+            )
+            return await run_workers(plan, launch, claim)
+
+
+def worker_env(settings: StelloSettings, launch: Launch, dsn: str, port: int) -> dict[str, str]:
+    """What every worker's environment adds: the database, the claimed port, its pool share."""
+    each, least = split_pool(settings.db_pool_max_size, settings.db_pool_min_size, launch.workers)
+    if each * launch.workers > settings.db_pool_max_size:
+        log.warning(
+            "STELLO_DB_POOL_MAX_SIZE=%d is below one connection per worker: %d workers open "
+            "up to %d",
+            settings.db_pool_max_size,
+            launch.workers,
+            each * launch.workers,
+        )
+    return {
+        "STELLO_DATABASE_URL": dsn,
+        "STELLO_DB_POOL_MAX_SIZE": str(each),
+        "STELLO_DB_POOL_MIN_SIZE": str(least),
+        f"{launch.prefix}HOST": launch.host,
+        f"{launch.prefix}PORT": str(port),
+        f"{launch.prefix}WORKERS": "1",
+    }
+
+
+async def run_workers(plan: WorkerPlan, launch: Launch, claim: PortClaim) -> int:
+    """Start the plan's workers, serve their merged metrics, keep them until a signal."""
+    supervisor = Supervisor(plan)
+    async with _until_signal() as stopped:
+        try:
+            await supervisor.start()
+        except WorkerFailed as exc:
+            log.error("%s: a worker did not start (%s)", launch.module, exc)
+            return 1
+        if launch.metrics_port is not None:
+            _serve_merged_metrics(supervisor, launch)
+        log.info(
+            "%s listening on port %d with %d workers (pids %s)",
+            launch.module,
+            claim.port,
+            plan.workers,
+            " ".join(map(str, supervisor.pids)),
+        )
+        keeping = asyncio.ensure_future(supervisor.run())
+        done, _ = await asyncio.wait([keeping, stopped], return_when=asyncio.FIRST_COMPLETED)
+        keeping.cancel()
+        await asyncio.gather(keeping, return_exceptions=True)
+        await supervisor.stop()
+        if keeping in done and keeping.exception() is not None:
+            log.error("%s: %s", launch.module, keeping.exception())
+            return 1
+    return 0
+
+
+def _serve_merged_metrics(supervisor: Supervisor, launch: Launch) -> None:
+    from prometheus_client import CollectorRegistry
+
+    from stello.metrics import WorkersCollector, serve_registry
+
+    assert launch.metrics_port is not None
+    registry = CollectorRegistry()
+    registry.register(WorkersCollector(lambda: supervisor.metrics_ports))
+    serve_registry(registry, launch.metrics_port, launch.host.strip("[]") or "127.0.0.1")
+
+
+@contextlib.asynccontextmanager
+async def _until_signal() -> AsyncIterator[asyncio.Future[None]]:
+    """A future done at the first SIGTERM or SIGINT, while the block runs."""
+    loop = asyncio.get_running_loop()
+    stopped: asyncio.Future[None] = loop.create_future()
+
+    def on_signal() -> None:
+        if not stopped.done():
+            stopped.set_result(None)
+
+    for signum in (signal.SIGTERM, signal.SIGINT):
+        loop.add_signal_handler(signum, on_signal)
+    try:
+        yield stopped
+    finally:
+        for signum in (signal.SIGTERM, signal.SIGINT):
+            loop.remove_signal_handler(signum)
 
 
 def event_loop_factory() -> Callable[[], asyncio.AbstractEventLoop] | None:

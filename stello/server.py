@@ -34,6 +34,10 @@ SERVING = health_pb2.HealthCheckResponse.SERVING
 NOT_SERVING = health_pb2.HealthCheckResponse.NOT_SERVING
 
 
+class PortInUse(OSError):
+    """Raised when a server cannot bind its address (DESIGN §7: one deployment per port)."""
+
+
 class Background(Protocol):
     """A task a service runs beside its server (e.g. the tree's provisional sweeper)."""
 
@@ -150,13 +154,71 @@ class GenericOnly:
         return getattr(self._server, name)
 
 
-def _server_options(settings: StelloSettings) -> list[tuple[str, int]]:
+class RawReplies(grpc.GenericRpcHandler):
+    """A service's handlers, with `methods` (full names) answering bytes already serialized.
+
+    A servicer method that builds its reply's bytes itself (the tree's GetTree) or
+    passes on another server's (the gateway's GetTree) returns them as they are:
+    its handler has no response serializer. Every other method is served unchanged.
+    """
+
+    def __init__(self, inner: grpc.GenericRpcHandler, methods: frozenset[str]) -> None:
+        self._inner = inner
+        self._methods = methods
+        self._raw: dict[str, grpc.RpcMethodHandler[Any, Any]] = {}
+
+    def service(
+        self, handler_call_details: grpc.HandlerCallDetails
+    ) -> grpc.RpcMethodHandler[Any, Any] | None:
+        """The inner handler of the method, without a response serializer when it is raw."""
+        handler = self._inner.service(handler_call_details)
+        method = handler_call_details.method
+        if handler is None or method not in self._methods:
+            return handler
+        raw = self._raw.get(method)
+        if raw is None:
+            assert handler.unary_unary is not None, f"{method}: only unary methods are raw"
+            raw = grpc.unary_unary_rpc_method_handler(
+                handler.unary_unary, request_deserializer=handler.request_deserializer
+            )
+            self._raw[method] = raw
+        return raw
+
+
+class _RawRegistration:
+    """A server as a generated ``add_*_to_server`` function sees it (`raw_replies`)."""
+
+    def __init__(self, server: grpc.aio.Server, methods: frozenset[str]) -> None:
+        self._server = server
+        self._methods = methods
+
+    def add_generic_rpc_handlers(self, handlers: Sequence[grpc.GenericRpcHandler]) -> None:
+        """The service's handlers, the raw methods' without a response serializer."""
+        self._server.add_generic_rpc_handlers([RawReplies(h, self._methods) for h in handlers])
+
+    def add_registered_method_handlers(
+        self, service_name: str, handlers: dict[str, grpc.RpcMethodHandler[Any, Any]]
+    ) -> None:
+        """Not registered: the generic handler serves them (see `GenericOnly`)."""
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._server, name)
+
+
+def raw_replies(server: grpc.aio.Server, methods: frozenset[str]) -> grpc.aio.Server:
+    """`server` for a generated ``add_*_to_server`` call whose `methods` (full names,
+    ``/package.Service/Method``) return their replies' bytes (`RawReplies`)."""
+    return cast(grpc.aio.Server, _RawRegistration(server, methods))
+
+
+def _server_options(settings: StelloSettings, worker: bool) -> list[tuple[str, int]]:
     return [
         ("grpc.max_send_message_length", settings.max_message_bytes),
         ("grpc.max_receive_message_length", settings.max_message_bytes),
-        # One process per port (DESIGN §7): with SO_REUSEPORT a second server would bind
-        # the same port and the kernel would split the connections between the two.
-        ("grpc.so_reuseport", 0),
+        # One deployment per port (DESIGN §7): with SO_REUSEPORT a second server would bind
+        # the same port and the kernel would split the connections between the two. A
+        # supervisor's workers share theirs, which the supervisor claimed (`stello.ports`).
+        ("grpc.so_reuseport", 1 if worker else 0),
     ]
 
 
@@ -176,13 +238,20 @@ def _bind(server: grpc.aio.Server, address: str, settings: StelloSettings) -> in
     return server.add_secure_port(address, credentials)
 
 
-async def create_server(app: ServiceApp, address: str) -> tuple[grpc.aio.Server, int]:
-    """Build a server for `app` bound to `address`; return it (not started) and its port."""
+async def create_server(
+    app: ServiceApp, address: str, *, worker: bool = False
+) -> tuple[grpc.aio.Server, int]:
+    """Build a server for `app` bound to `address`; return it (not started) and its port.
+
+    A `worker` (`stello.workers`) shares the port its supervisor claimed with the
+    other workers (SO_REUSEPORT), and serves its /metrics on loopback for the
+    supervisor to merge (`app.metrics_port` 0 = a free port, set to the one bound).
+    """
     app.metrics = RpcMetrics(app.name)
     chain = CallChain(
         app.keys, app.metrics, admin_methods=app.admin_methods, access=AccessLog.of(app.settings)
     )
-    server = grpc.aio.server(interceptors=[chain], options=_server_options(app.settings))
+    server = grpc.aio.server(interceptors=[chain], options=_server_options(app.settings, worker))
     app.local = LocalServer(app.settings.max_message_bytes)
     app.local.set_interceptors([chain])
     adding = cast(grpc.aio.Server, GenericOnly(server, app.local))
@@ -205,7 +274,7 @@ async def create_server(app: ServiceApp, address: str) -> tuple[grpc.aio.Server,
     else:
         cause = None
     if port == 0:
-        raise OSError(
+        raise PortInUse(
             f"cannot listen on {address}: the port is in use (or the address is not this "
             "machine's); one process per port"
         ) from cause
@@ -215,8 +284,10 @@ async def create_server(app: ServiceApp, address: str) -> tuple[grpc.aio.Server,
     await app.monitor.check_once()
     app.monitor.start()
     if app.metrics_port is not None:
-        # /metrics on the interface the server listens on (0.0.0.0 in a container).
-        app.metrics.serve(app.metrics_port, address.rpartition(":")[0].strip("[]") or "127.0.0.1")
+        # /metrics on the interface the server listens on (0.0.0.0 in a container); a
+        # worker's on loopback, where only its supervisor reads them.
+        host = "127.0.0.1" if worker else address.rpartition(":")[0].strip("[]") or "127.0.0.1"
+        app.metrics_port = app.metrics.serve(app.metrics_port, host)
     for task in app.background:
         task.start()
     return server, port
@@ -235,10 +306,15 @@ async def shutdown(app: ServiceApp, server: grpc.aio.Server, grace_s: float) -> 
 
 
 async def serve(
-    app: ServiceApp, address: str, on_ready: Callable[[int], None] | None = None
+    app: ServiceApp,
+    address: str,
+    on_ready: Callable[[int], None] | None = None,
+    *,
+    worker: bool = False,
 ) -> None:
-    """Run `app` on `address` until SIGTERM/SIGINT, then shut down gracefully."""
-    server, port = await create_server(app, address)
+    """Run `app` on `address` until SIGTERM/SIGINT, then shut down gracefully
+    (`worker`: see `create_server`)."""
+    server, port = await create_server(app, address, worker=worker)
     await server.start()
     if on_ready is not None:
         on_ready(port)

@@ -173,6 +173,8 @@ async def cmd_up(args: argparse.Namespace) -> int:
         # Access lines are DEBUG, a failed or slow call's INFO: a terminal shows neither (a
         # client's NOT_FOUND or a closed console tab is no news); server faults stay visible.
         logging.getLogger("stello.rpc").setLevel(logging.WARNING)
+    if args.workers < 1:
+        raise ClientError(f"--workers must be at least 1, got {args.workers}")
     tracing = setup_tracing(TracingSettings(), "stello")
     console_port = None if args.no_console else args.console_port
     ports = Ports(
@@ -192,7 +194,9 @@ async def cmd_up(args: argparse.Namespace) -> int:
         write(f"saved: {saved} (the key and endpoints; the stello client commands read them)")
 
     try:
-        await run_up(settings, ports, ready, local_calls=not args.network_calls)
+        await run_up(
+            settings, ports, ready, local_calls=not args.network_calls, workers=args.workers
+        )
     finally:
         if tracing is not None:
             tracing.shutdown()
@@ -290,6 +294,14 @@ def register(commands: Commands) -> None:
         help="the web console's port (default 50064; 0 = any free one)",
     )
     up.add_argument("--no-console", action="store_true", help="do not serve the web console")
+    up.add_argument(
+        "--workers",
+        type=int,
+        default=1,
+        metavar="N",
+        help="worker processes, each running the three services on the same ports, with a "
+        "share of STELLO_DB_POOL_MAX_SIZE (default 1: this process serves)",
+    )
     up.add_argument(
         "--new-console-token",
         action="store_true",

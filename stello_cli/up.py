@@ -118,9 +118,13 @@ async def run_up(
     on_ready: Callable[[dict[str, str]], None],
     *,
     local_calls: bool = True,
+    workers: int = 1,
 ) -> None:
     """Run everything until SIGINT/SIGTERM; `on_ready` gets the printed lines as a dict
     (endpoints, provider, space_id, key, and `saved`: the credentials file's path).
+
+    With `workers` above 1 the servers run in that many worker processes sharing
+    the ports (`stello_cli.up_workers`); this process supervises them.
 
     With `local_calls` the gateway calls storage and tree in-process (`stello.inproc`),
     else over loopback gRPC, as separate deployments do; both still listen for clients.
@@ -129,6 +133,11 @@ async def run_up(
     start-up unwinds too: servers stop, then the embedded PostgreSQL (`pg_ctl
     stop`), and no process is left behind. A second signal skips the grace period.
     """
+    if workers > 1:
+        from stello_cli.up_workers import run_up_workers
+
+        await run_up_workers(settings, ports, on_ready, workers=workers, local_calls=local_calls)
+        return
     async with _stop_on_signals():
         provider = await describe_provider(settings)
         async with database_url(settings.database_url, settings.data_dir) as dsn:
@@ -173,14 +182,16 @@ async def start_servers(
     running: list[tuple[ServiceApp, grpc.aio.Server]],
     *,
     local_calls: bool = True,
+    worker: bool = False,
 ) -> dict[str, str]:
-    """Start storage, tree and gateway in order (appending to `running`); their addresses."""
+    """Start storage, tree and gateway in order (appending to `running`); their addresses
+    (`worker`: on ports a supervisor claimed, shared with the other workers)."""
     started: dict[str, Started] = {}
     for name, port, factory in _factories(ports, local_calls):
         app = factory(settings, pool, keys, started)
         address = f"{ports.host}:{port}"
         try:
-            server, bound = await create_server(app, address)
+            server, bound = await create_server(app, address, worker=worker)
         except (RuntimeError, OSError) as exc:  # grpc says RuntimeError("Failed to bind ...")
             raise FailedPrecondition(
                 f"the {name} service cannot listen on {address} (in use? is another "

@@ -20,9 +20,10 @@ The tree::
         │   ├── TurnInterrupted
         │   └── ConcurrentModification
         ├── ResourceExhausted
-        │   └── ToolRoundsExceeded, ContextTooLarge, LlmRateLimited, TurnQueueFull
+        │   └── ToolRoundsExceeded, ContextTooLarge, LlmRateLimited, TurnQueueFull,
+        │       SharedMemoryFull
         ├── Unavailable
-        │   └── LlmUnavailable
+        │   └── LlmUnavailable, OutcomeUnknown
         ├── DeadlineExceeded
         │   └── LlmTimeout
         ├── Unauthenticated, PermissionDenied, Cancelled, OutOfRange
@@ -239,6 +240,11 @@ class LlmRateLimited(ResourceExhausted):
     """Raised when the LLM provider's rate limit or quota refused the call (retried first)."""
 
 
+class SharedMemoryFull(ResourceExhausted):
+    """Raised when the space holds as many shared memory entries as it may: remove one
+    first."""
+
+
 class TurnQueueFull(ResourceExhausted):
     """Raised when as many turns as the gateway allows already wait for the session (busy
     policy ENQUEUE): nothing was stored."""
@@ -248,6 +254,11 @@ class Unavailable(RpcError):
     """Raised when the gateway (or what it calls) could not be reached (retried first)."""
 
     code = grpc.StatusCode.UNAVAILABLE
+
+
+class OutcomeUnknown(Unavailable):
+    """Raised when a write's answer was lost and it may have been stored: read before
+    repeating it (a retry with the same request_id is safe)."""
 
 
 class LlmUnavailable(Unavailable):
@@ -334,6 +345,8 @@ BY_REASON: dict[str, type[RpcError]] = {
     reasons.TURN_IN_PROGRESS: TurnInProgress,
     reasons.TURN_INTERRUPTED: TurnInterrupted,
     reasons.TURN_QUEUE_FULL: TurnQueueFull,
+    reasons.SHARED_MEMORY_FULL: SharedMemoryFull,
+    reasons.OUTCOME_UNKNOWN: OutcomeUnknown,
     reasons.CONCURRENT_MODIFICATION: ConcurrentModification,
     reasons.TOOL_ROUNDS_EXCEEDED: ToolRoundsExceeded,
     reasons.CONTEXT_TOO_LARGE: ContextTooLarge,

@@ -1,19 +1,33 @@
-"""``python -m storage_service``: serve SessionStorage on STELLO_STORAGE_HOST:PORT."""
+"""``python -m storage_service``: serve SessionStorage on STELLO_STORAGE_HOST:PORT.
+
+``--help`` lists the flags and every variable it reads, and exits; ``--workers N``
+serves the port from N processes (`stello.workers`).
+"""
 
 from __future__ import annotations
 
 import functools
 
-from stello.runner import main
+from stello.entry import parse_flags
+from stello.logs import LogSettings
+from stello.runner import launch_of, main
 from stello.settings import StelloSettings
+from stello.tracing import TracingSettings
 from storage_service.app import create_app
 from storage_service.config import StorageSettings
 
 
 def run() -> None:
-    """Read the settings once, then serve until SIGTERM/SIGINT."""
-    config = StorageSettings()
-    main(StelloSettings(), config.address, functools.partial(create_app, config=config))
+    """Read the flags and settings once, then serve until SIGTERM/SIGINT."""
+    flags = parse_flags(
+        "python -m storage_service",
+        "Serve stello.storage.v1.SessionStorage until SIGTERM or SIGINT.",
+        StorageSettings,
+        (StelloSettings, LogSettings, TracingSettings),
+    )
+    config = StorageSettings(**flags)
+    launch = launch_of("storage_service", config)
+    main(StelloSettings(), launch, functools.partial(create_app, config=config))
 
 
 if __name__ == "__main__":

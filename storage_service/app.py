@@ -46,7 +46,7 @@ def create_app(
         slots=SlotService(db, max_reply_bytes=settings.max_message_bytes),
         turns=TurnService(db, max_page_bytes=page_bytes),
         transact=TransactService(db, codecs.results),
-        memory=SharedMemoryService(db),
+        memory=SharedMemoryService(db, max_entries=config.max_shared_memory_entries),
         guard=ForkGuard(db),
         jobs=JobService(db),
         events=EventLog(db),

@@ -29,6 +29,13 @@ class StorageSettings(BaseSettings):
 
     host: str = Field(default="127.0.0.1", description="Interface to listen on.")
     port: int = Field(default=50061, ge=0, le=65535, description="TCP port; 0 = any free one.")
+    workers: int = Field(
+        default=1,
+        ge=1,
+        le=256,
+        description="Worker processes serving the port (SO_REUSEPORT), each with its own event "
+        "loop and STELLO_DB_POOL_MAX_SIZE / N connections; 1 = this process serves.",
+    )
     metrics_port: int | None = Field(
         default=None, ge=1, le=65535, description="Serve Prometheus /metrics here; unset = off."
     )
@@ -51,6 +58,13 @@ class StorageSettings(BaseSettings):
     )
     event_purge_interval_s: float = Field(
         default=60.0, gt=0, description="Seconds between purges of events past their retention."
+    )
+    max_shared_memory_entries: int = Field(
+        default=10_000,
+        ge=1,
+        le=1_000_000,
+        description="Most shared memory entries one space may hold; a new slug past it is "
+        "RESOURCE_EXHAUSTED (replacing an existing one is allowed).",
     )
 
     @model_validator(mode="after")

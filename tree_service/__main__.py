@@ -1,19 +1,33 @@
-"""``python -m tree_service``: serve SessionTree (STELLO_* and STELLO_TREE_* settings)."""
+"""``python -m tree_service``: serve SessionTree (STELLO_* and STELLO_TREE_* settings).
+
+``--help`` lists the flags and every variable it reads, and exits; ``--workers N``
+serves the port from N processes (`stello.workers`).
+"""
 
 from __future__ import annotations
 
 from functools import partial
 
 from stello import runner
+from stello.entry import parse_flags
+from stello.logs import LogSettings
 from stello.settings import StelloSettings
+from stello.tracing import TracingSettings
 from tree_service.app import create_app
 from tree_service.config import TreeSettings
 
 
 def main() -> None:
-    """Build the settings once and serve (with the sweeper) until SIGTERM/SIGINT."""
-    config = TreeSettings()
-    runner.main(StelloSettings(), config.address, partial(create_app, config=config))
+    """Read the flags and settings once and serve (with the sweeper) until SIGTERM/SIGINT."""
+    flags = parse_flags(
+        "python -m tree_service",
+        "Serve stello.tree.v1.SessionTree (and its provisional sweeper) until SIGTERM or SIGINT.",
+        TreeSettings,
+        (StelloSettings, LogSettings, TracingSettings),
+    )
+    config = TreeSettings(**flags)
+    launch = runner.launch_of("tree_service", config)
+    runner.main(StelloSettings(), launch, partial(create_app, config=config))
 
 
 if __name__ == "__main__":

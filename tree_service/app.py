@@ -16,7 +16,7 @@ import asyncpg
 import grpc
 
 from stello.auth import KeyStore
-from stello.server import ServiceApp
+from stello.server import ServiceApp, raw_replies
 from stello.settings import StelloSettings
 from stello.tree.v1 import tree_pb2_grpc
 from tree_service.config import TreeSettings
@@ -29,6 +29,8 @@ from tree_service.sweeper import Sweeper
 
 SERVICE_NAME = "stello.tree.v1.SessionTree"
 ADMIN_METHODS = frozenset({f"/{SERVICE_NAME}/SweepProvisional"})
+RAW_REPLIES = frozenset({f"/{SERVICE_NAME}/GetTree"})
+"""Methods whose servicer returns the reply's bytes (GetTree: `convert.tree_reply`)."""
 
 
 def create_service(
@@ -63,7 +65,7 @@ def create_app(
     retention_sweeper = RetentionSweeper(retention, settings_.retention_interval_s)
 
     def register(server: grpc.aio.Server) -> None:
-        tree_pb2_grpc.add_SessionTreeServicer_to_server(servicer, server)
+        tree_pb2_grpc.add_SessionTreeServicer_to_server(servicer, raw_replies(server, RAW_REPLIES))
 
     return ServiceApp(
         name="tree",

@@ -15,6 +15,13 @@ class TreeSettings(BaseSettings):
 
     host: str = Field(default="127.0.0.1", description="Interface to listen on.")
     port: int = Field(default=50062, ge=0, le=65535, description="TCP port; 0 = any free one.")
+    workers: int = Field(
+        default=1,
+        ge=1,
+        le=256,
+        description="Worker processes serving the port (SO_REUSEPORT), each with its own event "
+        "loop and STELLO_DB_POOL_MAX_SIZE / N connections; 1 = this process serves.",
+    )
     max_tree_nodes: int = Field(
         default=200_000,
         ge=1,

@@ -18,7 +18,15 @@ from stello.errors import Violations
 from stello.idempotency import MAX_REQUEST_ID_CHARS
 from stello.timestamps import set_timestamp
 from stello.validation import parse_uuid
-from tree_service.models import Node, SessionConfig, Status, Summary, SweptSession, TreeEntry
+from tree_service.models import (
+    Node,
+    SessionConfig,
+    Status,
+    Summary,
+    SweptSession,
+    TreeEntry,
+    TreeRow,
+)
 
 _STATUS_TO_PROTO: dict[Status, common_pb2.SessionStatus] = {
     "active": common_pb2.SESSION_STATUS_ACTIVE,
@@ -126,6 +134,59 @@ def entries_to_proto(entries: list[TreeEntry]) -> list[common_pb2.TreeNode]:
         )
         for e in entries
     ]
+
+
+def _varint(value: int) -> bytes:
+    """The protobuf base-128 varint of a non-negative int."""
+    out = bytearray()
+    while value > 127:
+        out.append(value & 127 | 128)
+        value >>= 7
+    out.append(value)
+    return bytes(out)
+
+
+_VARINTS = tuple(_varint(i) for i in range(16_384))
+"""Varints of the values most fields and lengths take (two bytes or less), looked up."""
+_STATUS_FIELD = {"active": b"\x30\x01", "archived": b"\x30\x02"}
+"""TreeNode.status (field 6, varint) of each status."""
+
+
+def _length_prefixed(tag: bytes, value: bytes) -> bytes:
+    size = len(value)
+    return tag + (_VARINTS[size] if size < 16_384 else _varint(size)) + value
+
+
+def tree_reply(rows: Sequence[TreeRow]) -> bytes:
+    """A GetTreeResponse already serialized: `rows` (in pre-order) as its `nodes`.
+
+    GetTree answers up to 200,000 nodes, and building a TreeNode message per row
+    then serializing them cost more than reading the rows (profiled: about half a
+    10,000-node call's CPU). The fields are written here as protobuf does, in
+    field order, defaults left out — the same bytes (tests compare them with
+    protobuf's); the server sends them as they are (`stello.server.raw_replies`).
+    Ints below 16,384 (depth, index, turn_count, lengths) are looked up.
+    """
+    varints, statuses = _VARINTS, _STATUS_FIELD
+    out: list[bytes] = []
+    append = out.append
+    for node_id, parent, depth, index, label, status, turns, source, _ in rows:
+        fields = [b"\x0a\x24", node_id.encode()]  # 1: id (36 characters)
+        if parent is not None:
+            fields += (b"\x12\x24", parent.encode())  # 2: parent_id
+        if depth:
+            fields += (b"\x18", varints[depth] if depth < 16_384 else _varint(depth))
+        if index:
+            fields += (b"\x20", varints[index] if index < 16_384 else _varint(index))
+        if label:
+            fields.append(_length_prefixed(b"\x2a", label.encode()))  # 5: label
+        fields.append(statuses[status])  # 6: status
+        if turns:
+            fields += (b"\x38", varints[turns] if turns < 16_384 else _varint(turns))
+        if source is not None:
+            fields += (b"\x42\x24", source.encode())  # 8: source_session_id
+        append(_length_prefixed(b"\x0a", b"".join(fields)))  # GetTreeResponse.nodes
+    return b"".join(out)
 
 
 def add_summaries(target: Any, summaries: Sequence[Summary]) -> None:

@@ -7,9 +7,10 @@ into these and back (`tree_service.convert`).
 from __future__ import annotations
 
 import uuid
+from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import datetime
-from typing import Any, Literal
+from typing import Any, Literal, TypeAlias
 
 Status = Literal["active", "archived"]
 STATUSES: tuple[Status, ...] = ("active", "archived")
@@ -61,12 +62,21 @@ class TreeReadTooLong(Exception):
     """Raised by the repository when reading a tree ran past its statement timeout."""
 
 
+TreeRow: TypeAlias = Sequence[Any]
+"""One GetTree row as the statement answers it, read by position (a large tree is 100,000s
+of them): id, parent_id (text, None for a top), depth, index, label, status, turn_count,
+source_session_id (text or None), and the top's rank (None below the tops)."""
+
+ROW_ID, ROW_PARENT, ROW_INDEX, ROW_RANK = 0, 1, 3, 8
+"""Positions of a `TreeRow`'s id, parent id, sibling index and top rank."""
+
+
 @dataclass(frozen=True, slots=True)
 class TreeRows:
     """What GetTree read: the top session(s) by (created_at, id), then all below, unordered."""
 
-    tops: tuple[TreeEntry, ...]
-    below: tuple[TreeEntry, ...]
+    tops: Sequence[TreeRow]
+    below: Sequence[TreeRow]
 
     def __len__(self) -> int:
         return len(self.tops) + len(self.below)

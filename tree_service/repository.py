@@ -24,6 +24,7 @@ from stello.events import Event, EventKind, Outbox
 from stello.reasons import CONCURRENT_MODIFICATION
 from tree_service import sql
 from tree_service.models import (
+    ROW_RANK,
     STATUSES,
     Node,
     SessionSpec,
@@ -32,6 +33,7 @@ from tree_service.models import (
     SweptSession,
     TreeEntry,
     TreeReadTooLong,
+    TreeRow,
     TreeRows,
 )
 
@@ -68,20 +70,14 @@ def to_node(row: asyncpg.Record) -> Node:
 
 def to_tree_rows(rows: list[asyncpg.Record]) -> TreeRows:
     """The tree statements' rows split into ranked tops and the rest (hot: 100,000s of rows)."""
-    status = _STATUS
-    ranked: list[tuple[int, TreeEntry]] = []
-    below: list[TreeEntry] = []
-    for row in rows:
-        # Positional access: this loop dominates a large GetTree.
-        entry = TreeEntry(
-            row[0], row[1], row[2], row[3] or 0, row[4], status[row[5]], row[6], row[7]
-        )
-        if row[8] is None:
-            below.append(entry)
-        else:
-            ranked.append((row[8], entry))
-    ranked.sort(key=itemgetter(0))
-    return TreeRows(tuple(e for _, e in ranked), tuple(below))
+    ranked: list[TreeRow] = []
+    below: list[TreeRow] = []
+    # Positional access, records kept as they came (a Record reads as a TreeRow): this
+    # loop runs once per node.
+    for row in cast(list[TreeRow], rows):
+        (below if row[ROW_RANK] is None else ranked).append(row)
+    ranked.sort(key=itemgetter(ROW_RANK))
+    return TreeRows(ranked, below)
 
 
 def to_summary(row: asyncpg.Record) -> Summary:
@@ -164,14 +160,24 @@ class TreeRepository:
 
     async def ancestry(self, space_id: uuid.UUID, session_id: uuid.UUID) -> list[Node]:
         """The visible session then its ancestors nearest first; [] when not visible."""
-        return [to_node(r) for r in await fetch(self._pool, sql.ANCESTRY, space_id, session_id)]
+        rows = await self._walk(sql.ANCESTRY, space_id, session_id)
+        return [to_node(r) for r in rows]
+
+    async def _walk(self, query: str, *args: Any) -> list[asyncpg.Record]:
+        """The rows of a walk up a chain, planned under WALK_PLANS (see tree_service.sql)."""
+
+        async def walk(con: asyncpg.Connection) -> list[asyncpg.Record]:
+            await con.execute(sql.WALK_PLANS)
+            return list(await con.fetch(query, *args))
+
+        return await in_transaction(self._pool, walk)
 
     async def ancestor_page(
         self, space_id: uuid.UUID, session_id: uuid.UUID, start: uuid.UUID, limit: int
     ) -> list[TreeEntry] | None:
         """`start` then up to `limit` of its ancestors, nearest first; None when the session
         (or `start`) is not visible."""
-        rows = await fetch(self._pool, sql.ANCESTOR_PAGE, space_id, start, limit, session_id)
+        rows = await self._walk(sql.ANCESTOR_PAGE, space_id, start, limit, session_id)
         if not rows:
             return None
         return [

@@ -10,6 +10,7 @@ from __future__ import annotations
 import logging
 import uuid
 from collections.abc import Callable
+from operator import itemgetter
 
 from stello.errors import Aborted, FailedPrecondition, NotFound
 from stello.idempotency import Answered, answer_of
@@ -34,6 +35,9 @@ from tree_service.encoding import (
 from tree_service.models import (
     CHILD_LABEL,
     ROOT_LABEL,
+    ROW_ID,
+    ROW_INDEX,
+    ROW_PARENT,
     NewSession,
     Node,
     PageQuery,
@@ -47,6 +51,7 @@ from tree_service.models import (
     TreeEntry,
     TreeQuery,
     TreeReadTooLong,
+    TreeRow,
     TreeRows,
 )
 from tree_service.repository import TreeRepository, TreeTx
@@ -227,7 +232,7 @@ class TreeService:
         more = bool(page) and page[-1].parent_id is not None
         return page, encode_ancestor_token(session_id, page[-1].id) if more else ""
 
-    async def get_tree(self, query: TreeQuery) -> list[TreeEntry]:
+    async def get_tree(self, query: TreeQuery) -> list[TreeRow]:
         """The forest (or one subtree) in pre-order, capped at max_tree_nodes."""
         cap = self._max_tree_nodes
         try:
@@ -436,27 +441,25 @@ def _log_swept(removed: list[SweptSession]) -> None:
         log.info("swept %d provisional sessions", len(removed))
 
 
-def preorder(rows: TreeRows) -> list[TreeEntry]:
+def preorder(rows: TreeRows) -> list[TreeRow]:
     """Pre-order: each top, then its children by index, each followed by its subtree.
 
     An explicit stack, never recursion: a 10,000-deep chain must not hit the
     interpreter's recursion limit.
     """
-    children: dict[uuid.UUID | None, list[TreeEntry]] = {}
-    for entry in rows.below:
-        children.setdefault(entry.parent_id, []).append(entry)
+    children: dict[str | None, list[TreeRow]] = {}
+    for row in rows.below:
+        children.setdefault(row[ROW_PARENT], []).append(row)
+    by_index = itemgetter(ROW_INDEX)
     for siblings in children.values():
-        siblings.sort(key=_index)
-    ordered: list[TreeEntry] = []
+        siblings.sort(key=by_index)
+    ordered: list[TreeRow] = []
+    append, below_of = ordered.append, children.get
     stack = list(reversed(rows.tops))
     while stack:
-        entry = stack.pop()
-        ordered.append(entry)
-        below = children.get(entry.id)
+        row = stack.pop()
+        append(row)
+        below = below_of(row[ROW_ID])
         if below:
             stack.extend(reversed(below))
     return ordered
-
-
-def _index(entry: TreeEntry) -> int:
-    return entry.index

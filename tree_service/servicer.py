@@ -28,6 +28,7 @@ from tree_service.convert import (
     request_id,
     status_filter,
     swept_ids,
+    tree_reply,
 )
 from tree_service.models import NewSession, PageQuery, SweepQuery, TreeQuery
 from tree_service.retention import RetentionService
@@ -166,9 +167,8 @@ class TreeServicer(tree_pb2_grpc.SessionTreeServicer):
             nodes=entries_to_proto(entries), next_page_token=token
         )
 
-    async def GetTree(
-        self, request: tree_pb2.GetTreeRequest, context: Context
-    ) -> tree_pb2.GetTreeResponse:
+    async def GetTree(self, request: tree_pb2.GetTreeRequest, context: Context) -> bytes:
+        """The reply's bytes, built from the rows (`tree_reply`; served raw: `RAW_REPLIES`)."""
         violations = Violations()
         max_depth = request.max_depth if request.HasField("max_depth") else None
         if max_depth is not None and max_depth < 0:
@@ -179,8 +179,7 @@ class TreeServicer(tree_pb2_grpc.SessionTreeServicer):
             max_depth=max_depth,
         )
         violations.raise_if_any()
-        entries = await self._service.get_tree(query)
-        return tree_pb2.GetTreeResponse(nodes=entries_to_proto(entries))
+        return tree_reply(await self._service.get_tree(query))
 
     async def AddRef(
         self, request: tree_pb2.AddRefRequest, context: Context

@@ -65,45 +65,77 @@ FROM sessions
 WHERE space_id = $1 AND id = $2 AND provisional_until IS NULL
 """
 
-# The session (n = 0) then its ancestors, nearest first.
+# The walks up a chain (ANCESTRY, ANCESTOR_PAGE) read one row per step by primary
+# key and carry every column they answer, so no join back to `sessions` follows
+# them: a step is a LATERAL lookup with LIMIT 1, which the planner cannot turn
+# into a hash join over the space, whatever its statistics say (a space
+# bulk-loaded and never analyzed read all of its rows per GetAncestors). They
+# run after WALK_PLANS, in the same transaction.
+
+# The session (n = 0) then its ancestors, nearest first, as topology nodes.
 ANCESTRY = f"""
-WITH RECURSIVE chain (id, parent_id, n) AS (
-    SELECT s.id, s.parent_id, 0
-    FROM sessions s
-    WHERE s.space_id = $1 AND s.id = $2 AND s.provisional_until IS NULL
+WITH RECURSIVE s (n, id, parent_id, depth, sibling_index, label, status, source_session_id) AS (
+    SELECT 0, v.id, v.parent_id, v.depth, v.sibling_index, v.label, v.status,
+           v.source_session_id
+    FROM sessions v
+    WHERE v.space_id = $1 AND v.id = $2 AND v.provisional_until IS NULL
   UNION ALL
-    SELECT p.id, p.parent_id, chain.n + 1
-    FROM chain
-    JOIN sessions p ON p.space_id = $1 AND p.id = chain.parent_id
+    SELECT s.n + 1, p.id, p.parent_id, p.depth, p.sibling_index, p.label, p.status,
+           p.source_session_id
+    FROM s
+    CROSS JOIN LATERAL (
+        SELECT a.id, a.parent_id, a.depth, a.sibling_index, a.label, a.status,
+               a.source_session_id
+        FROM sessions a
+        WHERE a.space_id = $1 AND a.id = s.parent_id
+        LIMIT 1
+    ) p
 )
 SELECT {_NODE}
-FROM chain
-JOIN sessions s ON s.space_id = $1 AND s.id = chain.id
-ORDER BY chain.n
+FROM s
+ORDER BY s.n
 """
 
 # ListAncestors: $2 where the walk starts (the session, or the last ancestor of
 # the previous page: n = 0), $3 the ancestors to read (n = 1..$3), $4 the
-# session itself, which must still be visible (else no row at all). Each step
-# is one primary-key lookup, so a page reads its own rows only.
+# session itself, which must still be visible (else no row at all). A page
+# reads its own rows only.
 ANCESTOR_PAGE = """
-WITH RECURSIVE chain (id, parent_id, n) AS (
-    SELECT s.id, s.parent_id, 0
+WITH RECURSIVE chain (n, id, parent_id, depth, sibling_index, label, status, turn_count,
+                      source_session_id) AS (
+    SELECT 0, s.id, s.parent_id, s.depth, s.sibling_index, s.label, s.status, s.turn_count,
+           s.source_session_id
     FROM sessions s
     WHERE s.space_id = $1 AND s.id = $2 AND s.provisional_until IS NULL
       AND EXISTS (SELECT 1 FROM sessions v
                   WHERE v.space_id = $1 AND v.id = $4 AND v.provisional_until IS NULL)
   UNION ALL
-    SELECT p.id, p.parent_id, chain.n + 1
+    SELECT chain.n + 1, p.id, p.parent_id, p.depth, p.sibling_index, p.label, p.status,
+           p.turn_count, p.source_session_id
     FROM chain
-    JOIN sessions p ON p.space_id = $1 AND p.id = chain.parent_id
+    CROSS JOIN LATERAL (
+        SELECT a.id, a.parent_id, a.depth, a.sibling_index, a.label, a.status, a.turn_count,
+               a.source_session_id
+        FROM sessions a
+        WHERE a.space_id = $1 AND a.id = chain.parent_id
+        LIMIT 1
+    ) p
     WHERE chain.n < $3
 )
-SELECT s.id, s.parent_id, s.depth, s.sibling_index, s.label, s.status, s.turn_count,
-       s.source_session_id
+SELECT id, parent_id, depth, sibling_index, label, status, turn_count, source_session_id
 FROM chain
-JOIN sessions s ON s.space_id = $1 AND s.id = chain.id
-ORDER BY chain.n
+ORDER BY n
+"""
+
+# Before a walk, in its transaction only (SET LOCAL): plans that read `sessions`
+# by index and join by nested loop, so the children and refs of each node are
+# index lookups too, however wrong the statistics (a parent_id that looks
+# shared by the whole space would otherwise make each a scan of it).
+WALK_PLANS = """
+SET LOCAL enable_seqscan = off;
+SET LOCAL enable_bitmapscan = off;
+SET LOCAL enable_hashjoin = off;
+SET LOCAL enable_mergejoin = off
 """
 
 _SUMMARY = """
@@ -141,11 +173,13 @@ LIMIT $4
 """
 
 # GetTree: one recursive CTE, no path arrays (quadratic on deep chains); the
-# caller builds the pre-order. {top} picks the top session(s), ranked by
-# (created_at, id) (rank NULL below them); $2 max levels below the top (NULL =
-# all); $3 row cap (the limit stops the recursion early). Each level's children
-# are read by a LATERAL lookup per parent, so the rows read are the rows
-# answered whatever the planner believes about the space (see TREE_SETTINGS).
+# caller builds the pre-order, and the reply's bytes from these columns (ids as
+# text: PostgreSQL's uuid_out costs less than a UUID object and its str() per
+# node). {top} picks the top session(s), ranked by (created_at, id) (rank NULL
+# below them); $2 max levels below the top (NULL = all); $3 row cap (the limit
+# stops the recursion early). Each level's children are read by a LATERAL lookup
+# per parent, so the rows read are the rows answered whatever the planner
+# believes about the space (see TREE_SETTINGS).
 _TREE = """
 WITH RECURSIVE tree AS (
     SELECT s.id, s.parent_id, s.depth, s.sibling_index, s.label, s.status, s.turn_count,
@@ -166,8 +200,8 @@ WITH RECURSIVE tree AS (
     ) c
     WHERE $2::int4 IS NULL OR tree.level < $2
 )
-SELECT id, parent_id, depth, sibling_index, label, status, turn_count, source_session_id,
-       top_rank
+SELECT id::text, parent_id::text, depth, sibling_index, label, status, turn_count,
+       source_session_id::text, top_rank
 FROM tree
 LIMIT $3
 """

@@ -13,7 +13,15 @@ Every call:
   backoff, never past the deadline (mutating calls are safe to retry: they carry
   a request_id or are idempotent by nature; DeleteSubtree is not retried;
   BeginTurn is, and a retry after a lost reply meets the first lease:
-  TURN_IN_PROGRESS until its TTL ends, as the turn would be refused anyway);
+  TURN_IN_PROGRESS until its TTL ends, as the turn would be refused anyway; a
+  turn's commit is, and its lease precondition keeps the retry from writing
+  twice);
+- marks the error it raises `maybe_applied` when an attempt got no answer
+  (UNAVAILABLE or DEADLINE_EXCEEDED, the last one or one retried before): that
+  attempt may have been applied, so what the retry answered (a precondition no
+  longer holding, say) does not prove that nothing was written. A turn's
+  commit then proves what happened or tells its client the outcome is unknown
+  (`turns.commit`);
 - turns a failed RPC back into the kernel's domain error (`from_rpc_error`), so
   the gateway's own interceptor maps it to the same status for the client (an
   ABORTED one keeps its PreconditionFailure violations: which precondition
@@ -45,7 +53,7 @@ from stello.errors import (
     precondition_violations,
 )
 
-R = TypeVar("R", bound=Message)
+R = TypeVar("R", bound="Message | bytes")
 A = TypeVar("A")
 B = TypeVar("B")
 
@@ -80,6 +88,9 @@ class CallPolicy:
     backoff_s: float = 0.05
     max_backoff_s: float = 1.0
 
+
+# Failures that may come after the server did the work (the answer was lost on the way).
+_UNANSWERED = frozenset({grpc.StatusCode.UNAVAILABLE, grpc.StatusCode.DEADLINE_EXCEEDED})
 
 # The storage and tree RPCs that change a space (and so write events, DESIGN §4.6).
 WRITES = frozenset(
@@ -139,18 +150,25 @@ class ServiceClient:
             ("x-request-id", caller.request_id),
         )
         attempt = 0
+        unanswered = False  # an attempt so far got no answer: it may have been applied
         while True:
-            timeout = self._timeout(name, caller, long)
+            try:
+                timeout = self._timeout(name, caller, long)
+            except DeadlineExceeded as exc:
+                exc.maybe_applied = unanswered
+                raise
             self.calls[name] += 1
             try:
                 response = await method(request, timeout=timeout, metadata=metadata)
             except grpc.aio.AioRpcError as exc:
+                unanswered = unanswered or exc.code() in _UNANSWERED
                 delay = self._backoff(attempt, caller)
                 if retry and exc.code() is grpc.StatusCode.UNAVAILABLE and delay is not None:
                     attempt += 1
                     await asyncio.sleep(delay)
                     continue
                 error = from_rpc_error(exc)
+                error.maybe_applied = unanswered
                 if isinstance(error, Aborted):
                     # Which precondition failed decides what the gateway does next.
                     error.violations = tuple(precondition_violations(exc))

@@ -15,6 +15,8 @@ from agent_gateway.clients.rpc import Caller, CallPolicy, ServiceClient
 from stello.common.v1 import common_pb2
 from stello.tree.v1 import tree_pb2, tree_pb2_grpc
 
+GET_TREE = "/stello.tree.v1.SessionTree/GetTree"
+
 
 class TreeClient(ServiceClient):
     """stello.tree.v1.SessionTree, typed."""
@@ -22,6 +24,13 @@ class TreeClient(ServiceClient):
     def __init__(self, channel: grpc.aio.Channel, policy: CallPolicy) -> None:
         super().__init__("SessionTree", policy)
         self._stub = tree_pb2_grpc.SessionTreeStub(channel)
+        self._raw_get_tree: grpc.aio.UnaryUnaryMultiCallable[tree_pb2.GetTreeRequest, bytes] = (
+            channel.unary_unary(
+                GET_TREE,
+                request_serializer=tree_pb2.GetTreeRequest.SerializeToString,
+                response_deserializer=None,  # the reply's bytes (see get_tree)
+            )
+        )
 
     async def create_session(
         self,
@@ -146,17 +155,19 @@ class TreeClient(ServiceClient):
 
     async def get_tree(
         self, caller: Caller, space_id: UUID, *, root_id: UUID | None, max_depth: int | None
-    ) -> Sequence[common_pb2.TreeNode]:
-        """The forest (or one subtree) in pre-order."""
+    ) -> bytes:
+        """The forest (or one subtree) in pre-order: the GetTreeResponse's bytes, unparsed.
+
+        The gateway's own GetTreeResponse has the same fields (tests compare the
+        descriptors), so it passes them on as they are: a 10,000-node tree is not
+        parsed and built again (DESIGN §9: the gateway's GetTree within 1.2x the tree's).
+        """
         request = tree_pb2.GetTreeRequest(space_id=str(space_id))
         if root_id is not None:
             request.root_id = str(root_id)
         if max_depth is not None:
             request.max_depth = max_depth
-        reply = await self._call(
-            "GetTree", self._stub.GetTree, request, tree_pb2.GetTreeResponse, caller, long=True
-        )
-        return reply.nodes
+        return await self._call("GetTree", self._raw_get_tree, request, bytes, caller, long=True)
 
     async def archive(
         self, caller: Caller, space_id: UUID, session_id: UUID

@@ -1,18 +1,23 @@
 """What the network providers (openai, anthropic) share: error mapping and tool arguments.
 
-Errors. A provider's failure becomes one of the kernel's domain errors, with a
-message that says what to do and never the API key:
+Errors. A provider's failure becomes one of the kernel's domain errors. What the
+client is told is the status, a stable reason and a plain sentence with an
+error id; it never names the provider's base URL, the model, a setting or
+anything the provider answered (a provider's text may echo the key, the model
+or the request). The details — provider, base URL, model, the HTTP status, the
+provider's own message, the retries made and the setting to check — go to the
+gateway's log under that error id. Any piece of 8 or more characters of the
+API key is masked (``***``) in what is logged (`mask_secret`).
 
 - no connection, HTTP 408/409/5xx (after the SDK's retries) -> `Unavailable`;
 - HTTP 429 (after retries) and 402 -> `ResourceExhausted`;
 - HTTP 401/403 -> `FailedPrecondition` ("the LLM provider rejected the API key");
 - HTTP 404 -> `FailedPrecondition` (unknown model or wrong base URL);
 - a timeout (after retries) -> `DeadlineExceeded`;
-- HTTP 400, 413, 422 and any other 4xx -> `FailedPrecondition` carrying the
-  provider's own message. Not `InvalidArgument`: the caller's request was
-  valid, the provider refused the context the gateway built from it (too
-  long, a parameter the model does not take), which only a change of
-  configuration or of the session can fix.
+- HTTP 400, 413, 422 and any other 4xx -> `FailedPrecondition`. Not
+  `InvalidArgument`: the caller's request was valid, the provider refused the
+  context the gateway built from it (too long, a parameter the model does not
+  take), which only a change of configuration or of the session can fix.
 
 Tool arguments. A model may produce arguments that are not a JSON object
 (truncated or malformed JSON). They are neither dropped nor turned into `{}`:
@@ -25,6 +30,7 @@ from __future__ import annotations
 
 import json
 import logging
+import uuid
 from dataclasses import dataclass, field
 from types import TracebackType
 from typing import Generic, Protocol, Self, TypeVar
@@ -102,9 +108,36 @@ def error_detail(body: object) -> str | None:
     return None
 
 
+KEY_PIECE_CHARS = 8
+"""Any piece of the API key this long or longer is masked wherever it shows up."""
+
+
+def mask_secret(text: str, secret: str | None) -> str:
+    """`text` with every run of characters covered by a piece of `secret` of at least
+    `KEY_PIECE_CHARS` characters replaced by ``***`` (a key shorter than that, of 4 or more
+    characters, is masked where it appears whole)."""
+    if not secret:
+        return text
+    if len(secret) < KEY_PIECE_CHARS:
+        return text.replace(secret, "***") if len(secret) >= 4 else text
+    size = KEY_PIECE_CHARS
+    pieces = {secret[i : i + size] for i in range(len(secret) - size + 1)}
+    covered = [False] * len(text)
+    for start in range(len(text) - size + 1):
+        if text[start : start + size] in pieces:
+            covered[start : start + size] = [True] * size
+    out: list[str] = []
+    for index, char in enumerate(text):
+        if not covered[index]:
+            out.append(char)
+        elif index == 0 or not covered[index - 1]:
+            out.append("***")
+    return "".join(out)
+
+
 @dataclass(frozen=True, slots=True)
 class Endpoint:
-    """Which provider, server and model a provider talks to: the facts its errors report."""
+    """Which provider, server and model a provider talks to: the facts its errors log."""
 
     provider: str
     base_url: str
@@ -119,30 +152,37 @@ class Endpoint:
         return f"STELLO_{self.provider.upper()}"
 
     def where(self) -> str:
-        """Provider, server and model, for a message."""
+        """Provider, server and model, for the log."""
         return f"{self.provider} at {self.base_url}, model {self.model}"
 
     def redact(self, text: str) -> str:
-        """`text` cut to `MAX_DETAIL_CHARS`, with the API key (should a server echo it) masked."""
-        if self.secret and len(self.secret) >= 4:
-            text = text.replace(self.secret, "***")
+        """`text` with any piece of the API key masked, cut to `MAX_DETAIL_CHARS`."""
+        text = mask_secret(text[: 4 * MAX_DETAIL_CHARS], self.secret)
         if len(text) > MAX_DETAIL_CHARS:
             text = text[:MAX_DETAIL_CHARS] + "..."
         return text
-
-    def _metadata(self, status: int | None = None) -> dict[str, str]:
-        metadata = {"provider": self.provider, "model": self.model}
-        if status is not None:
-            metadata["http_status"] = str(status)
-        return metadata
 
     def _retries(self) -> str:
         if not self.max_retries:
             return ""
         return f" after {self.max_retries} {'retry' if self.max_retries == 1 else 'retries'}"
 
+    def _logged(self, what: str, details: str, check: str) -> str:
+        """Log the details of a failure under a new error id; the id."""
+        error_id = uuid.uuid4().hex[:16]
+        logger.warning(
+            "LLM provider error (id %s): %s (%s; %s); check %s",
+            error_id,
+            what,
+            self.where(),
+            mask_secret(details, self.secret),
+            check,
+        )
+        return error_id
+
     def status_error(self, status: int, detail: str | None, *, retried: bool = True) -> StelloError:
-        """The domain error for an HTTP error answer with `status` and the provider's `detail`.
+        """The domain error for an HTTP error answer with `status` and the provider's `detail`
+        (logged, never answered).
 
         `retried` False: the error came inside a stream already under way, which
         the SDK does not retry (`status` then stands for the error's type).
@@ -150,57 +190,68 @@ class Endpoint:
         said = f"HTTP {status}" + (f": {self.redact(detail)}" if detail else "")
         if not retried:
             said = f"error during the answer, as {said}"
-        retries = self._retries() if retried else ""
-        metadata = self._metadata(status)
+        said += self._retries() if retried else ""
+        metadata = {"http_status": str(status)}
         if status in (401, 403):
+            error_id = self._logged("API key rejected", said, f"{self.env}_API_KEY")
             return FailedPrecondition(
-                f"the LLM provider rejected the API key ({self.where()}; {said}); "
-                f"check {self.env}_API_KEY",
+                f"the LLM provider rejected the gateway's API key (error id {error_id})",
                 reason=LLM_API_KEY_REJECTED,
                 metadata=metadata,
             )
         if status in (402, 429):
+            error_id = self._logged("rate limited or out of quota", said, "the provider's limits")
             return ResourceExhausted(
-                f"the LLM provider is rate limiting or out of quota ({self.where()}; {said})"
-                f"{retries}; retry later or raise the provider's limits",
+                f"the LLM provider is rate limiting or out of quota; retry later "
+                f"(error id {error_id})",
                 reason=LLM_RATE_LIMITED,
                 metadata=metadata,
             )
         if status in (408, 409) or status >= 500:
+            error_id = self._logged("unavailable", said, "the provider's status")
             return Unavailable(
-                f"the LLM provider is unavailable ({self.where()}; {said}){retries}; retry later",
+                f"the LLM provider is unavailable; retry later (error id {error_id})",
                 reason=LLM_UNAVAILABLE,
                 metadata=metadata,
             )
         if status == 404:
+            error_id = self._logged(
+                "unknown model or path", said, f"{self.env}_MODEL and {self.env}_BASE_URL"
+            )
             return FailedPrecondition(
-                f"the LLM provider does not know this model or path ({self.where()}; {said}); "
-                f"check {self.env}_MODEL and {self.env}_BASE_URL",
+                f"the LLM provider does not know the configured model (error id {error_id})",
                 reason=LLM_MODEL_NOT_FOUND,
                 metadata=metadata,
             )
+        error_id = self._logged("request rejected", said, "the provider's message")
         return FailedPrecondition(
-            f"the LLM provider rejected the request ({self.where()}; {said})",
+            f"the LLM provider rejected the request (error id {error_id})",
             reason=LLM_REQUEST_REJECTED,
             metadata=metadata,
         )
 
     def connection_error(self, detail: str) -> Unavailable:
         """The domain error for a server that cannot be reached or dropped the connection."""
+        error_id = self._logged(
+            f"cannot reach the server{self._retries()}",
+            self.redact(detail),
+            f"{self.env}_BASE_URL and that the server is running",
+        )
         return Unavailable(
-            f"cannot reach the LLM provider ({self.where()}){self._retries()}: "
-            f"{self.redact(detail)}; check {self.env}_BASE_URL and that the server is running",
+            f"the LLM provider cannot be reached; retry later (error id {error_id})",
             reason=LLM_UNAVAILABLE,
-            metadata=self._metadata(),
         )
 
     def timeout_error(self) -> DeadlineExceeded:
         """The domain error for a server that did not answer within the timeout."""
+        error_id = self._logged(
+            f"no answer within {self.timeout_s:g}s{self._retries()}",
+            "timeout",
+            "the provider, or raise STELLO_LLM_TIMEOUT_S",
+        )
         return DeadlineExceeded(
-            f"the LLM provider did not answer within {self.timeout_s:g}s ({self.where()})"
-            f"{self._retries()}; retry later or raise STELLO_LLM_TIMEOUT_S",
+            f"the LLM provider did not answer in time; retry later (error id {error_id})",
             reason=LLM_TIMEOUT,
-            metadata=self._metadata(),
         )
 
 

@@ -276,10 +276,9 @@ class AgentGatewayServicer(
         details = await self._sessions.get_session(_caller(context), space_id, session_id)
         return agent_pb2.GetSessionResponse(session=session_view(details))
 
-    async def GetTree(
-        self, request: agent_pb2.GetTreeRequest, context: Context
-    ) -> agent_pb2.GetTreeResponse:
-        """The forest or a subtree, in pre-order."""
+    async def GetTree(self, request: agent_pb2.GetTreeRequest, context: Context) -> bytes:
+        """The forest or a subtree, in pre-order: the tree's reply passed on as its bytes
+        (served raw, `app.RAW_REPLIES`; tree.proto's GetTreeResponse has the same fields)."""
         violations = Violations()
         space_id = validation.space_uuid(request.space_id, violations)
         root_id = None
@@ -289,10 +288,9 @@ class AgentGatewayServicer(
         if max_depth is not None and max_depth < 0:
             violations.add("max_depth", "must not be negative")
         violations.raise_if_any()
-        nodes = await self._sessions.get_tree(
+        return await self._sessions.get_tree(
             _caller(context), space_id, root_id=root_id, max_depth=max_depth
         )
-        return agent_pb2.GetTreeResponse(nodes=nodes)
 
     async def ListRecords(
         self, request: agent_pb2.ListRecordsRequest, context: Context

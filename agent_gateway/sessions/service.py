@@ -154,8 +154,8 @@ class SessionService:
         *,
         root_id: uuid.UUID | None,
         max_depth: int | None,
-    ) -> Sequence[common_pb2.TreeNode]:
-        """The forest or one subtree, in pre-order (the tree's GetTree)."""
+    ) -> bytes:
+        """The forest or one subtree, in pre-order: the tree's GetTreeResponse's bytes."""
         return await self._tree.get_tree(caller, space_id, root_id=root_id, max_depth=max_depth)
 
     async def list_records(

@@ -82,13 +82,11 @@ class BuiltinTools:
         self, caller: Caller, space_id: uuid.UUID, session_id: uuid.UUID
     ) -> list[Skill]:
         """The configured skills the session's allow-list leaves (ListSkills: one tree read,
-        none when no skill is configured).
+        which also proves the session is the caller's, skills configured or not).
 
         Raises:
             NotFound: the session is not in the space.
         """
-        if not len(self._skills):
-            return []
         config = await self._tree.get_config(caller, space_id, session_id)
         allowed = config.skills.names if config is not None and config.HasField("skills") else None
         return self._skills.visible(allowed)

@@ -1,27 +1,35 @@
 """The one Transact that commits a turn (DESIGN §4.2).
 
-Preconditions: the turn lease; the session's last seq (the new records' seqs
-are predicted from the last record read, so the reply — stored with the
-commit for the request_id — already holds them); the insight that was put
-into the context, when one was. Operations: the records, bump_turn (touch
-only for a continuation), clear_insight (when an insight was used), the new
+Preconditions: the turn lease; the session's last seq as BeginTurn answered it
+(the new records are numbered after it, so the reply — stored with the commit
+for the request_id — already holds their seqs); the insight that was put into
+the context, when one was. Operations: the records, bump_turn (touch only for
+a continuation), clear_insight (when an insight was used), the new
 compression cache, the lease release and the remembered reply.
 
 When the insight changed during the turn the commit is redone without the
-clear (the new insight survives). When the last seq was unknown — every
-record trimmed away, so no record tells it — the commit is redone without that
-check and the reply renumbered from what storage assigned, then remembered by
-a second Transact. A lost lease, or records added by someone else, is ABORTED
-CONCURRENT_MODIFICATION with nothing written.
+clear (the new insight survives). A lost lease, or records added by someone
+else (to any session, a new one included), is ABORTED CONCURRENT_MODIFICATION
+with nothing written: the turn never commits after records it did not see.
 
 The commit carries no storage request_id (it would cost a key insert per
 turn) and its remembered reply is a plain one (no require_new, unlike the
 provisioning saga's): the lease precondition already keeps a retried commit
-from writing twice. A retry whose first attempt did commit (its reply lost on the way)
-meets the lease that attempt released; with a request_id the remembered
-reply then shows the turn is this one's own and answers it. Without one the
-client is told ABORTED although the turn was stored (a lost reply is
-ambiguous without idempotency).
+from writing twice. A Transact whose answer was lost (UNAVAILABLE) is retried
+(`clients.rpc`), and the retry tells what the first attempt did:
+
+- the lease still live and this turn's: the first attempt wrote nothing, the
+  retry commits;
+- the lease released by a committed Transact with this token (storage keeps
+  the token a commit released, migration 0014; the violation's type is
+  `turn_lease_released`): the first attempt committed this very turn, whose
+  reply is answered (with or without a request_id);
+- neither (the lease expired, or another turn took and committed it since):
+  with a request_id, the remembered reply tells whether this turn was stored;
+  without one, when an attempt went unanswered, nothing can tell, and the
+  client is told so: UNAVAILABLE, reason OUTCOME_UNKNOWN ("may have been
+  stored"), never that nothing was written. The same when no attempt was
+  answered at all.
 """
 
 from __future__ import annotations
@@ -32,16 +40,17 @@ from uuid import UUID
 
 from agent_gateway.clients import Caller, RequestKey, StorageClient, remember_op
 from agent_gateway.history.context import Summary
-from agent_gateway.turns.state import ASSISTANT, Plan, Turn
+from agent_gateway.turns.state import Plan, Turn
 from stello.agent.v1 import agent_pb2
-from stello.common.v1 import common_pb2
-from stello.errors import Aborted, StelloError
-from stello.reasons import CONCURRENT_MODIFICATION
+from stello.errors import Aborted, StelloError, Unavailable
+from stello.reasons import CONCURRENT_MODIFICATION, OUTCOME_UNKNOWN
 from stello.storage.v1 import storage_pb2
 
 log = logging.getLogger(__name__)
 
 MAX_ATTEMPTS = 3
+LEASE_RELEASED = "turn_lease_released"
+"""Transact's violation type for a lease token a committed Transact released."""
 
 Op = storage_pb2.Operation
 Check = storage_pb2.Precondition
@@ -57,10 +66,11 @@ class Lease:
 
 @dataclass(frozen=True, slots=True)
 class Committed:
-    """A committed turn: its reply and the session's turn_count after it."""
+    """A committed turn: its reply and the session's turn_count after it (None: not known,
+    when the commit's own answer was lost and reading it failed)."""
 
     response: agent_pb2.SendResponse
-    turn_count: int
+    turn_count: int | None
 
 
 class TurnCommitter:
@@ -82,17 +92,10 @@ class TurnCommitter:
         """The one Transact of the turn (see the module docstring for the retries)."""
         sid = str(plan.session_id)
         consume = bool(insight)
-        predicted = True
         for _ in range(MAX_ATTEMPTS):
-            checks = [Check(turn_lease=Check.TurnLeaseCheck(session_id=sid, token=lease.token))]
-            if predicted:
-                last = Check.SessionLastSeqCheck(session_id=sid, expected=turn.base_seq)
-                checks.append(Check(session_last_seq=last))
-            if consume:
-                same = Check.InsightUnchangedCheck(session_id=sid, expected=insight)
-                checks.append(Check(insight_unchanged=same))
-            ops = _operations(plan, lease, turn, cache, consume=consume, predicted=predicted)
-            if plan.key is not None and predicted:
+            checks = _checks(sid, lease, turn, insight if consume else None)
+            ops = _operations(plan, lease, turn, cache, consume=consume)
+            if plan.key is not None:
                 ops.append(_remember(plan.key, response, plan.session_id))
             try:
                 # No request_id of its own: the lease precondition already makes a
@@ -102,34 +105,62 @@ class TurnCommitter:
                 )
             except Aborted as exc:
                 failed = {violation.type for violation in exc.violations}
+                if LEASE_RELEASED in failed:  # an earlier attempt committed this turn
+                    lease.released = True
+                    return Committed(response, await self._turn_count(caller, plan))
                 if not failed or "turn_lease" in failed:
-                    mine = await self._own_commit(caller, plan, lease)
-                    if mine is not None:
-                        return mine
+                    return await self._lease_lost(caller, plan, lease, exc)
+                if "session_last_seq" in failed:
                     raise Aborted(
-                        f"the turn lease of session {sid} expired before the turn committed "
-                        "(another turn may have taken it); nothing was written",
+                        f"records were added to session {sid} during the turn; nothing "
+                        "was written: retry",
                         reason=CONCURRENT_MODIFICATION,
                     ) from exc
-                if "session_last_seq" in failed:
-                    if turn.base_seq != 0:
-                        raise Aborted(
-                            f"records were added to session {sid} during the turn; nothing "
-                            "was written: retry",
-                            reason=CONCURRENT_MODIFICATION,
-                        ) from exc
-                    predicted = False
                 if "insight_unchanged" in failed:
                     consume = False  # a new insight was put meanwhile: it survives
                 continue
+            except StelloError as exc:
+                if exc.maybe_applied:
+                    raise _outcome_unknown(plan) from exc
+                raise
             lease.released = True
-            if not predicted:
-                response = await self._renumbered(caller, plan, response, results[0])
             return Committed(response, results[1].bump_turn.session.turn_count)
         raise Aborted(
             f"session {sid} kept changing during the commit; nothing was written: retry",
             reason=CONCURRENT_MODIFICATION,
         )
+
+    async def _lease_lost(
+        self, caller: Caller, plan: Plan, lease: Lease, exc: Aborted
+    ) -> Committed:
+        """The turn's own commit found by its request_id; else what the lost lease means.
+
+        Raises:
+            Aborted: CONCURRENT_MODIFICATION, nothing of the turn written.
+            Unavailable: OUTCOME_UNKNOWN, an unanswered attempt may have stored it.
+        """
+        mine = await self._own_commit(caller, plan, lease)
+        if mine is not None:
+            return mine
+        if exc.maybe_applied and plan.key is None:
+            raise _outcome_unknown(plan) from exc
+        raise Aborted(
+            f"the turn lease of session {plan.session_id} expired before the turn committed "
+            "(another turn may have taken it); nothing was written",
+            reason=CONCURRENT_MODIFICATION,
+        ) from exc
+
+    async def _turn_count(self, caller: Caller, plan: Plan) -> int | None:
+        """The session's turn_count now (None when it cannot be read: the turn is stored
+        all the same, and only the consolidation check after it waits for the next)."""
+        try:
+            meta = await self._storage.get_session(caller, plan.space_id, plan.session_id)
+        except StelloError as exc:
+            log.warning(
+                "turn of %s committed; its turn count was not read: %s", plan.session_id, exc
+            )
+            return None
+        return meta.turn_count
 
     async def _own_commit(self, caller: Caller, plan: Plan, lease: Lease) -> Committed | None:
         """The turn this very commit stored, when the lease check failed only because a
@@ -145,37 +176,23 @@ class TurnCommitter:
         if not found.found or found.request_hash != plan.key.request_hash:
             return None
         lease.released = True
-        meta = await self._storage.get_session(caller, plan.space_id, plan.session_id)
-        return Committed(agent_pb2.SendResponse.FromString(found.response), meta.turn_count)
+        turn_count = await self._turn_count(caller, plan)
+        return Committed(agent_pb2.SendResponse.FromString(found.response), turn_count)
 
-    async def _renumbered(
-        self,
-        caller: Caller,
-        plan: Plan,
-        response: agent_pb2.SendResponse,
-        appended: storage_pb2.OperationResult,
-    ) -> agent_pb2.SendResponse:
-        """The reply with the seqs storage assigned, remembered afterwards (rare path)."""
-        fixed = agent_pb2.SendResponse()
-        fixed.CopyFrom(response)
-        del fixed.records[:]
-        fixed.records.extend(appended.append_records.records)
-        fixed.assistant.CopyFrom(next(r for r in reversed(fixed.records) if r.role == ASSISTANT))
-        if plan.key is not None:
-            try:
-                await self._storage.transact(
-                    caller,
-                    plan.space_id,
-                    [_remember(plan.key, fixed, plan.session_id)],
-                    request_id="",
-                )
-            except StelloError as exc:
-                log.warning(
-                    "turn of %s committed but its reply was not remembered: %s",
-                    plan.session_id,
-                    exc,
-                )
-        return fixed
+
+def _checks(
+    sid: str, lease: Lease, turn: Turn, insight: str | None
+) -> list[storage_pb2.Precondition]:
+    """The lease, the last seq BeginTurn answered and, when one was used, the insight."""
+    last = Check.SessionLastSeqCheck(session_id=sid, expected=turn.base_seq)
+    checks = [
+        Check(turn_lease=Check.TurnLeaseCheck(session_id=sid, token=lease.token)),
+        Check(session_last_seq=last),
+    ]
+    if insight:
+        same = Check.InsightUnchangedCheck(session_id=sid, expected=insight)
+        checks.append(Check(insight_unchanged=same))
+    return checks
 
 
 def _operations(
@@ -185,12 +202,10 @@ def _operations(
     cache: Summary | None,
     *,
     consume: bool,
-    predicted: bool,
 ) -> list[storage_pb2.Operation]:
     sid = str(plan.session_id)
-    records = turn.records if predicted else [_unnumbered(r) for r in turn.records]
     ops = [
-        Op(append_records=Op.AppendRecordsOp(session_id=sid, records=records)),
+        Op(append_records=Op.AppendRecordsOp(session_id=sid, records=turn.records)),
         Op(bump_turn=Op.BumpTurnOp(session_id=sid, touch_only=plan.touch_only)),
     ]
     if consume:
@@ -210,8 +225,15 @@ def _remember(
     return remember_op(key, response.SerializeToString(deterministic=True), (session_id,))
 
 
-def _unnumbered(record: common_pb2.Record) -> common_pb2.Record:
-    copy = common_pb2.Record()
-    copy.CopyFrom(record)
-    copy.seq = 0
-    return copy
+def _outcome_unknown(plan: Plan) -> Unavailable:
+    """The error of a commit whose every answer was lost: the turn may have been stored."""
+    then = (
+        "retry with the same request_id: it answers the stored turn, or runs it if it was not"
+        if plan.key is not None
+        else "read the session's records before sending it again"
+    )
+    return Unavailable(
+        f"the turn of session {plan.session_id} may have been stored: storage's answer to its "
+        f"commit was lost; {then}",
+        reason=OUTCOME_UNKNOWN,
+    )

@@ -339,7 +339,7 @@ class TurnService:
         except Aborted:
             await self._leases.explain(caller, space, session, kept)  # TURN_INTERRUPTED?
             raise
-        if not plan.touch_only:
+        if not plan.touch_only and committed.turn_count is not None:
             self._consolidator.after_turn(caller, space, session, committed.turn_count)
         newest = stored or summary(state)
         if newest is not None and newest.lossy:

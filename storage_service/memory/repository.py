@@ -6,6 +6,11 @@ existing slug keeps its created_at, so it keeps its place; a new one takes
 unit of work's outbox (no session: the event names the entry by its surrogate
 `entry_id`, never by its slug: events carry no user text, DESIGN §4.6). Every
 statement filters by ``space_id``.
+
+The space's count is one row (`shared_memory_counts`, migration 0014) that the
+writes keep in their transaction: a read that answers the count (every turn
+that shows the index) reads that row and its page, never the whole space; a
+new entry counts itself in under that row's lock, up to the space's cap.
 """
 
 from __future__ import annotations
@@ -20,10 +25,12 @@ from stello.events import Event, Outbox
 from storage_service.models import SharedMemoryEntry, Upserted
 
 # One statement, one snapshot: the space's count and the page agree. A space
-# without entries answers one row with NULL entry columns.
+# without entries answers one row with NULL entry columns. Reads the count's
+# row and at most $4 entries, however many the space holds.
 LIST_ENTRIES = """
 SELECT m.total, e.slug, e.summary, e.created_at, e.updated_at, e.entry_id
-FROM (SELECT count(*) AS total FROM shared_memory WHERE space_id = $1) m
+FROM (SELECT COALESCE((SELECT entries FROM shared_memory_counts WHERE space_id = $1), 0)
+             AS total) m
 LEFT JOIN LATERAL (
     SELECT slug, summary, created_at, updated_at, entry_id
     FROM shared_memory
@@ -53,6 +60,20 @@ RETURNING created_at, updated_at, (xmax = 0) AS created, entry_id
 
 REMOVE_ENTRY = """
 DELETE FROM shared_memory WHERE space_id = $1 AND slug = $2 RETURNING entry_id
+"""
+
+# A new entry counts itself in, unless the space already holds $2 (no row
+# answered: the caller refuses the entry, and its transaction rolls back).
+# Concurrent creators wait on the row, then recheck against the new count.
+COUNT_ADDED = """
+INSERT INTO shared_memory_counts AS c (space_id, entries) VALUES ($1, 1)
+ON CONFLICT (space_id) DO UPDATE SET entries = c.entries + 1
+WHERE c.entries < $2
+RETURNING entries
+"""
+
+COUNT_REMOVED = """
+UPDATE shared_memory_counts SET entries = entries - 1 WHERE space_id = $1 AND entries > 0
 """
 
 
@@ -85,8 +106,12 @@ class MemoryRepository:
         row = await self._con.fetchrow(GET_ENTRY, space_id, slug)
         return None if row is None else _entry(row, row["body"])
 
-    async def upsert(self, space_id: uuid.UUID, slug: str, summary: str, body: str) -> Upserted:
-        """Create the entry at the end of the order, or replace it in its place."""
+    async def upsert(
+        self, space_id: uuid.UUID, slug: str, summary: str, body: str, max_entries: int
+    ) -> Upserted | None:
+        """Create the entry at the end of the order, or replace it in its place; None (and
+        its count unchanged) when it would be a new one past `max_entries` (the caller's
+        transaction must then roll back: the entry row is written)."""
         try:
             row = await self._con.fetchrow(
                 UPSERT_ENTRY, space_id, slug, summary, body, uuid.uuid4()
@@ -94,6 +119,8 @@ class MemoryRepository:
         except asyncpg.ForeignKeyViolationError as exc:  # the space was deleted under us
             raise NotFound(f"space {space_id} not found") from exc
         assert row is not None  # an upsert answers its row
+        if row["created"] and await self._con.fetchval(COUNT_ADDED, space_id, max_entries) is None:
+            return None
         entry_id = row["entry_id"]
         self._outbox.add(space_id, Event("shared_memory_upserted", entry_id=entry_id))
         entry = SharedMemoryEntry(
@@ -105,5 +132,6 @@ class MemoryRepository:
         """Delete the entry; False when there was none (then no event)."""
         entry_id = await self._con.fetchval(REMOVE_ENTRY, space_id, slug)
         if entry_id is not None:
+            await self._con.execute(COUNT_REMOVED, space_id)
             self._outbox.add(space_id, Event("shared_memory_removed", entry_id=entry_id))
         return entry_id is not None

@@ -14,7 +14,8 @@ import json
 import uuid
 from datetime import UTC, datetime, timedelta
 
-from stello.errors import InvalidArgument, NotFound
+from stello.errors import InvalidArgument, NotFound, ResourceExhausted
+from stello.reasons import SHARED_MEMORY_FULL
 from storage_service.keys.idempotent import Idempotent
 from storage_service.models import Idempotency, SharedMemoryEntry, SharedMemoryPage, Upserted
 from storage_service.unit import Database, UnitOfWork
@@ -97,8 +98,9 @@ def entry_not_found(slug: str) -> NotFound:
 class SharedMemoryService:
     """The shared memory RPCs' behaviour over the unit of work."""
 
-    def __init__(self, db: Database) -> None:
+    def __init__(self, db: Database, *, max_entries: int) -> None:
         self._db = db
+        self._max_entries = max_entries
         self._remove_once = Idempotent(REMOVE_SCOPE, _RemoveCodec())
 
     async def list_entries(
@@ -132,10 +134,23 @@ class SharedMemoryService:
         body: str,
         key: Idempotency | None = None,
     ) -> Upserted:
-        """Create or replace the entry, with its event (and its reply under `key`)."""
+        """Create or replace the entry, with its event (and its reply under `key`).
+
+        Raises:
+            ResourceExhausted: SHARED_MEMORY_FULL, a new slug in a space at its cap.
+        """
+        cap = self._max_entries
 
         async def upsert(uow: UnitOfWork) -> Upserted:
-            return await uow.memory.upsert(space_id, slug, summary, body)
+            upserted = await uow.memory.upsert(space_id, slug, summary, body, cap)
+            if upserted is None:
+                raise ResourceExhausted(
+                    f"the space holds {cap} shared memory entries, the most it may "
+                    f"(STELLO_STORAGE_MAX_SHARED_MEMORY_ENTRIES); {slug!r} was not added: "
+                    "remove an entry or replace an existing slug",
+                    reason=SHARED_MEMORY_FULL,
+                )
+            return upserted
 
         if key is None:
             return await self._db.transaction(upsert)

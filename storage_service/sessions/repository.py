@@ -55,7 +55,7 @@ SELECT true FROM sessions WHERE space_id = $1 AND id = $2
 """
 
 LOCK_SESSIONS = """
-SELECT id, last_seq, turn_token, turn_expires_at > now() AS lease_live
+SELECT id, last_seq, turn_token, turn_expires_at > now() AS lease_live, released_turn_token
 FROM sessions
 WHERE space_id = $1 AND id = ANY($2::uuid[]) AND provisional_until IS DISTINCT FROM 'infinity'
 ORDER BY id
@@ -70,6 +70,8 @@ class LockedSession:
     last_seq: int
     turn_token: uuid.UUID | None
     lease_live: bool
+    released_token: uuid.UUID | None = None
+    """The lease token the last committed Transact released (migration 0014)."""
 
 
 def meta_of(row: asyncpg.Record) -> SessionMeta:
@@ -141,6 +143,11 @@ class SessionRepository:
         """Lock the sessions' rows (in id order, so lockers never deadlock); absent ones omitted."""
         rows = await self._con.fetch(LOCK_SESSIONS, space_id, list(session_ids))
         return {
-            row["id"]: LockedSession(row["last_seq"], row["turn_token"], bool(row["lease_live"]))
+            row["id"]: LockedSession(
+                row["last_seq"],
+                row["turn_token"],
+                bool(row["lease_live"]),
+                row["released_turn_token"],
+            )
             for row in rows
         }

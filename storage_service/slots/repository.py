@@ -34,15 +34,27 @@ WHERE s.space_id = $1 AND s.id = $2 AND s.provisional_until IS NULL
 """
 
 # $3, $4, $5: whether to read the system prompt, the memory, the insight (a slot
-# not read is NULL and never detoasted).
+# not read is NULL and never detoasted). Driven by the ids asked for: each is one
+# LATERAL primary-key lookup with LIMIT 1 in sessions and in session_slots, which
+# no plan can turn into a scan of the space, whatever the statistics (on a space
+# bulk-loaded and never analyzed, PostgreSQL 15 read all of its sessions for a
+# `s.id = ANY($2)` page of 100).
 BATCH_GET_SLOTS = """
 SELECT s.id AS session_id,
        CASE WHEN $3 THEN sl.system_prompt END AS system_prompt,
        CASE WHEN $4 THEN sl.memory END AS memory,
        CASE WHEN $5 THEN sl.insight END AS insight
-FROM sessions s
-LEFT JOIN session_slots sl ON sl.space_id = s.space_id AND sl.session_id = s.id
-WHERE s.space_id = $1 AND s.id = ANY($2::uuid[]) AND s.provisional_until IS NULL
+FROM (SELECT DISTINCT unnest($2::uuid[]) AS id) wanted
+CROSS JOIN LATERAL (
+    SELECT v.id FROM sessions v
+    WHERE v.space_id = $1 AND v.id = wanted.id AND v.provisional_until IS NULL
+    LIMIT 1
+) s
+LEFT JOIN LATERAL (
+    SELECT c.system_prompt, c.memory, c.insight FROM session_slots c
+    WHERE c.space_id = $1 AND c.session_id = s.id
+    LIMIT 1
+) sl ON true
 """
 
 # GetSession with slots: the meta and the slots asked for ($3, $4, $5 as in

@@ -7,6 +7,11 @@ rooms it writes. The rows of every named session are locked first, in id order
 concurrent slot row insert (its foreign-key check needs a KEY SHARE lock), so an
 insight that a precondition checked cannot change before the commit. With a
 request_id, the reply is stored in the same transaction (`storage_service.keys`).
+
+A ReleaseTurnOp records the token it released on the session (migration 0014),
+so a TurnLeaseCheck of that token fails afterwards as `turn_lease_released`:
+the retry of a turn's commit whose answer was lost learns that the commit is
+stored, where a plain `turn_lease` failure would leave it guessing (DESIGN §4.2).
 """
 
 from __future__ import annotations
@@ -49,6 +54,9 @@ from storage_service.unit import Database, UnitOfWork
 
 CONCURRENT_MODIFICATION = "CONCURRENT_MODIFICATION"
 TRANSACT_SCOPE = "storage.Transact"
+LEASE_RELEASED = "turn_lease_released"
+"""The violation type of a TurnLeaseCheck whose token's lease a committed Transact released
+(what a retried commit whose reply was lost meets): that commit is stored."""
 
 SLOT_RESULTS: dict[SlotName, ResultKind] = {
     "system_prompt": "put_system_prompt",
@@ -88,24 +96,30 @@ async def _state_failure(uow: UnitOfWork, space_id: uuid.UUID, check: Preconditi
 
 def _failure(
     check: Precondition, session: LockedSession, insights: dict[uuid.UUID, str | None]
-) -> str | None:
-    """Why `check` does not hold, or None when it does."""
+) -> tuple[str, str] | None:
+    """The violation type and why `check` does not hold, or None when it does."""
+    kind = PRECONDITION_KINDS[type(check)]
     if isinstance(check, LastSeqCheck):
         if session.last_seq != check.expected:
-            return (
+            return kind, (
                 f"last seq of session {check.session_id} is {session.last_seq}, "
                 f"expected {check.expected}"
             )
         return None
     if isinstance(check, InsightCheck):
         if insights.get(check.session_id) != check.expected:
-            return f"the insight of session {check.session_id} changed"
+            return kind, f"the insight of session {check.session_id} changed"
         return None
     assert isinstance(check, LeaseCheck)
     token = lease_token(check.token)
-    if token is None or session.turn_token != token or not session.lease_live:
-        return f"the token is not the live turn lease of session {check.session_id}"
-    return None
+    if token is not None and session.turn_token == token and session.lease_live:
+        return None
+    if token is not None and session.released_token == token:
+        return LEASE_RELEASED, (
+            f"the token's turn lease of session {check.session_id} was released by a "
+            "Transact that committed"
+        )
+    return kind, f"the token is not the live turn lease of session {check.session_id}"
 
 
 def _finds_its_session(op: Operation) -> bool:
@@ -146,14 +160,12 @@ async def check_preconditions(
     for index, check in enumerate(preconditions):
         if isinstance(check, JobCheck | MemoryVersionCheck):
             why = await _state_failure(uow, space_id, check)
+            failure = None if why is None else (PRECONDITION_KINDS[type(check)], why)
         else:
-            why = _failure(check, locked[check.session_id], insights)
-        if why is not None:
-            failed.append(
-                PreconditionViolation(
-                    PRECONDITION_KINDS[type(check)], f"preconditions[{index}]", why
-                )
-            )
+            failure = _failure(check, locked[check.session_id], insights)
+        if failure is not None:
+            kind, why = failure
+            failed.append(PreconditionViolation(kind, f"preconditions[{index}]", why))
     if failed:
         subjects = ", ".join(v.subject for v in failed)
         raise Aborted(
@@ -255,7 +267,9 @@ async def apply(
     if isinstance(op, UpdateJobOp):
         return OperationResult("update_job", updated=await uow.jobs.update(space_id, op))
     assert isinstance(op, ReleaseTurnOp)
-    _, released = await uow.turns.release(space_id, op.session_id, lease_token(op.token))
+    _, released = await uow.turns.release(
+        space_id, op.session_id, lease_token(op.token), committed=True
+    )
     return OperationResult("release_turn", released=released)
 
 

@@ -95,9 +95,13 @@ SELECT EXISTS (
 )
 """
 
+# $4: a committed Transact's release (ReleaseTurnOp) records the token it
+# released, so that a retry of that commit can tell it was stored.
 RELEASE_TURN = """
 WITH released AS (
-    UPDATE sessions SET turn_token = NULL, turn_expires_at = NULL
+    UPDATE sessions
+    SET turn_token = NULL, turn_expires_at = NULL,
+        released_turn_token = CASE WHEN $4 THEN turn_token ELSE released_turn_token END
     WHERE space_id = $1 AND id = $2
         AND provisional_until IS DISTINCT FROM 'infinity' AND turn_token = $3
       AND turn_expires_at > now()
@@ -233,10 +237,16 @@ class TurnRepository:
         return bool(await self._con.fetchval(OPEN_TOOL_CALLS, space_id, session_id))
 
     async def release(
-        self, space_id: uuid.UUID, session_id: uuid.UUID, token: uuid.UUID | None
+        self,
+        space_id: uuid.UUID,
+        session_id: uuid.UUID,
+        token: uuid.UUID | None,
+        *,
+        committed: bool = False,
     ) -> tuple[bool, bool]:
-        """(found, whether a live lease held by `token` was ended)."""
-        row = await self._con.fetchrow(RELEASE_TURN, space_id, session_id, token)
+        """(found, whether a live lease held by `token` was ended); `committed`: the release
+        of a Transact, which records the token as the one a commit released."""
+        row = await self._con.fetchrow(RELEASE_TURN, space_id, session_id, token, committed)
         assert row is not None
         return bool(row["found"]), bool(row["released"])
 

@@ -122,3 +122,26 @@ def test_port_in_use_is_one_line_and_leaves_nothing(home: Path) -> None:
     assert "Traceback" not in done.stderr
     assert "add_port.cc" not in done.stderr and "fork_posix.cc" not in done.stderr
     assert postgres_processes(Path(env["STELLO_DATA_DIR"])) == []
+
+
+def test_up_with_two_workers(home: Path) -> None:
+    """`stello up --workers 2`: the client session works across the workers' shared ports;
+    Ctrl-C stops both workers and the embedded PostgreSQL."""
+    env = private_env(home)
+    up = StelloUp.start(env, "--workers", "2", "--no-console")
+    try:
+        count, _, pids = up.lines["workers"].partition(" (pids ")
+        workers = [int(pid) for pid in pids.rstrip(")").split()]
+        assert count == "2" and len(workers) == 2
+        assert not any(gone(pid) for pid in workers)
+        root = cli_json(env, "root", "--label", "Spread")
+        child = cli_json(env, "fork", root["id"], "--label", "Leaf", "--context", "none")
+        sent = run_cli(env, "send", child["id"], "hello there")
+        assert sent.returncode == 0, sent.stderr
+        assert "hello there" in sent.stdout
+        tree = cli_json(env, "tree")
+        assert [(n["label"], n["turn_count"]) for n in tree] == [("Spread", 0), ("Leaf", 1)]
+        assert_stopped(up, up.postmaster_pid())
+        assert all(gone(pid) for pid in workers)
+    finally:
+        up.kill()

@@ -26,14 +26,12 @@ from tests.distribution.services import (
 )
 from tests.distribution.tenancy_sql import unpinned
 from tests.support.database import create_test_database, drop_test_database
-from tree_service import retention_repository as retention_sql
 from tree_service import sql as tree_sql
 
 # Statements allowed to span spaces, by their fingerprint (constants ignored).
 MAINTENANCE = {
     fingerprint(tree_sql.SWEEP_DUE): "the sweep's dry run lists due sessions of every space",
     fingerprint(idempotency.PURGE): "request_id keys past 24 h go in every space",
-    fingerprint(retention_sql.POLICY_SPACES): "the retention sweep lists the spaces with a policy",
     fingerprint(tree_sql.ERASE_SPACES): "the erasure job finds a space with deleted sessions",
 }
 

@@ -4,10 +4,14 @@ from __future__ import annotations
 
 import uuid
 from datetime import UTC, datetime
+from typing import Any
 
 import pytest
 
+from stello.common.v1 import common_pb2
 from stello.errors import InvalidArgument
+from stello.tree.v1 import tree_pb2
+from tree_service.convert import tree_reply
 from tree_service.encoding import (
     config_from_json,
     config_to_json,
@@ -16,21 +20,16 @@ from tree_service.encoding import (
     encode_node,
     encode_page_token,
 )
-from tree_service.models import Node, SessionConfig, TreeEntry, TreeRows
+from tree_service.models import Node, SessionConfig, TreeRows
 from tree_service.service import preorder
 
 
-def entry(name: str, parent: str | None, index: int = 0) -> TreeEntry:
-    return TreeEntry(
-        id=uuid.uuid5(uuid.NAMESPACE_DNS, name),
-        parent_id=None if parent is None else uuid.uuid5(uuid.NAMESPACE_DNS, parent),
-        depth=0,
-        index=index,
-        label=name,
-        status="active",
-        turn_count=0,
-        source_session_id=None,
-    )
+def entry(name: str, parent: str | None, index: int = 0) -> tuple[object, ...]:
+    """A GetTree row (`TreeRow`) named `name` under `parent`."""
+    node_id = str(uuid.uuid5(uuid.NAMESPACE_DNS, name))
+    parent_id = None if parent is None else str(uuid.uuid5(uuid.NAMESPACE_DNS, parent))
+    rank = 0 if parent is None else None
+    return (node_id, parent_id, 0, index, name, "active", 0, None, rank)
 
 
 class TestPreorder:
@@ -45,14 +44,52 @@ class TestPreorder:
                 entry("a", "r1", 0),
             ),
         )
-        assert [e.label for e in preorder(rows)] == ["r1", "a", "a1", "b", "r2", "c"]
+        assert [e[4] for e in preorder(rows)] == ["r1", "a", "a1", "b", "r2", "c"]
 
     def test_deep_chain_without_recursion(self) -> None:
         """A 50,000-deep chain is walked with an explicit stack (no RecursionError)."""
         names = [f"n{i}" for i in range(50_000)]
         below = tuple(entry(n, names[i - 1]) for i, n in enumerate(names) if i)
         ordered = preorder(TreeRows(tops=(entry(names[0], None),), below=below))
-        assert [e.label for e in ordered] == names
+        assert [e[4] for e in ordered] == names
+
+
+class TestTreeReply:
+    @pytest.mark.parametrize(
+        "row",
+        [
+            pytest.param(("a" * 36, None, 0, 0, "Root", "active", 0, None, 0), id="root"),
+            pytest.param(("b" * 36, "a" * 36, 3, 7, "x", "archived", 2, "c" * 36, None), id="all"),
+            pytest.param(
+                ("b" * 36, "a" * 36, 20_000, 16_383, "é" * 200, "active", 2**31 - 1, None, None),
+                id="large-and-unicode",
+            ),
+            pytest.param(
+                ("b" * 36, "a" * 36, 1, 16_384, "", "active", 128, None, None), id="edges"
+            ),
+        ],
+    )
+    def test_bytes_are_protobufs(self, row: tuple[Any, ...]) -> None:
+        """The reply's bytes are exactly what protobuf serializes for the same nodes."""
+        node_id, parent, depth, index, label, status, turns, source, _ = row
+        node = tree_pb2.GetTreeResponse().nodes.add(
+            id=node_id, depth=depth, index=index, label=label, turn_count=turns
+        )
+        node.status = (
+            common_pb2.SESSION_STATUS_ARCHIVED
+            if status == "archived"
+            else common_pb2.SESSION_STATUS_ACTIVE
+        )
+        if parent is not None:
+            node.parent_id = parent
+        if source is not None:
+            node.source_session_id = source
+        expected = tree_pb2.GetTreeResponse(nodes=[node, node])
+        assert tree_reply([row, row]) == expected.SerializeToString()
+
+    def test_no_rows_is_an_empty_reply(self) -> None:
+        """No node: the empty message (zero bytes)."""
+        assert tree_reply([]) == b""
 
 
 class TestEncodings:

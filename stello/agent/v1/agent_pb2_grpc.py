@@ -49,7 +49,10 @@ class AgentGatewayStub:
     CONCURRENT_MODIFICATION, ...).
     - A reply larger than STELLO_MAX_MESSAGE_BYTES is RESOURCE_EXHAUSTED.
     - Storage or tree unreachable: UNAVAILABLE (safe to retry; mutating RPCs
-    should be retried with the same request_id).
+    should be retried with the same request_id). With reason OUTCOME_UNKNOWN
+    (Send, SendStream, SubmitToolResults): storage's answer to the turn's
+    commit was lost and the turn may have been stored; read the session's
+    records before repeating it without a request_id.
     - Idempotency (CreateRoot, Fork, Send, SendStream, SubmitToolResults,
     ImportSession, UpsertSharedMemoryEntry, RemoveSharedMemoryEntry): a
     non-empty `request_id` is kept 24 h per (space, RPC, request_id) with a hash of the request and the stored response (Send and SendStream share
@@ -66,8 +69,14 @@ class AgentGatewayStub:
     and Fork/CreateRoot with COMPRESS context) map to: UNAVAILABLE (endpoint
     down or 5xx), RESOURCE_EXHAUSTED (provider rate limit or quota),
     FAILED_PRECONDITION (the provider rejected the API key or model),
-    DEADLINE_EXCEEDED (provider timeout or the call's deadline passed).
-    A call cancelled by the client ends CANCELLED.
+    DEADLINE_EXCEEDED (provider timeout or the call's deadline passed),
+    each with its reason (LLM_UNAVAILABLE, LLM_RATE_LIMITED,
+    LLM_API_KEY_REJECTED, LLM_MODEL_NOT_FOUND, LLM_REQUEST_REJECTED,
+    LLM_TIMEOUT; ErrorInfo metadata `http_status` when the provider answered
+    one) and a plain message ending "(error id <id>)". The message never
+    names the provider's address, the model, a setting or the provider's own
+    text: those are in the gateway's log under that error id, with any piece
+    of the API key masked. A call cancelled by the client ends CANCELLED.
     """
 
     def __init__(self, channel):
@@ -257,7 +266,10 @@ class AgentGatewayServicer:
     CONCURRENT_MODIFICATION, ...).
     - A reply larger than STELLO_MAX_MESSAGE_BYTES is RESOURCE_EXHAUSTED.
     - Storage or tree unreachable: UNAVAILABLE (safe to retry; mutating RPCs
-    should be retried with the same request_id).
+    should be retried with the same request_id). With reason OUTCOME_UNKNOWN
+    (Send, SendStream, SubmitToolResults): storage's answer to the turn's
+    commit was lost and the turn may have been stored; read the session's
+    records before repeating it without a request_id.
     - Idempotency (CreateRoot, Fork, Send, SendStream, SubmitToolResults,
     ImportSession, UpsertSharedMemoryEntry, RemoveSharedMemoryEntry): a
     non-empty `request_id` is kept 24 h per (space, RPC, request_id) with a hash of the request and the stored response (Send and SendStream share
@@ -274,8 +286,14 @@ class AgentGatewayServicer:
     and Fork/CreateRoot with COMPRESS context) map to: UNAVAILABLE (endpoint
     down or 5xx), RESOURCE_EXHAUSTED (provider rate limit or quota),
     FAILED_PRECONDITION (the provider rejected the API key or model),
-    DEADLINE_EXCEEDED (provider timeout or the call's deadline passed).
-    A call cancelled by the client ends CANCELLED.
+    DEADLINE_EXCEEDED (provider timeout or the call's deadline passed),
+    each with its reason (LLM_UNAVAILABLE, LLM_RATE_LIMITED,
+    LLM_API_KEY_REJECTED, LLM_MODEL_NOT_FOUND, LLM_REQUEST_REJECTED,
+    LLM_TIMEOUT; ErrorInfo metadata `http_status` when the provider answered
+    one) and a plain message ending "(error id <id>)". The message never
+    names the provider's address, the model, a setting or the provider's own
+    text: those are in the gateway's log under that error id, with any piece
+    of the API key masked. A call cancelled by the client ends CANCELLED.
     """
 
     def CreateRoot(self, request, context):
@@ -475,11 +493,17 @@ class AgentGatewayServicer:
         lease release.
 
         If the commit's reply is lost between the gateway and storage (the
-        connection drops after storage committed), the gateway retries it. With
-        a request_id the turn is recognised as this call's own and answered;
-        without one the call answers ABORTED, reason CONCURRENT_MODIFICATION,
-        although the turn was stored (once): send a request_id to tell the two
-        apart.
+        connection drops after storage committed), the gateway retries it, and
+        the retry proves what the first attempt did: storage keeps the lease
+        token a commit released, so a turn stored by its first attempt is
+        recognised as this call's own and answered, with or without a
+        request_id (with one, the remembered reply proves it too). A turn is
+        never reported as not written when it may have been: when no answer
+        comes back at all, or the lease was taken and committed by another turn
+        before the retry arrived, the call answers UNAVAILABLE, reason
+        OUTCOME_UNKNOWN ("may have been stored"): read the session's records
+        before sending again, or retry with the same request_id, which answers
+        the stored turn or runs it if it was not stored.
 
         An LLM error, a cancelled call or a failed commit writes nothing and
         keeps the insight; the lease is released. A session fork made by
@@ -514,8 +538,12 @@ class AgentGatewayServicer:
         the built-in tool in the first attempt is not made again).
         - ABORTED, reason CONCURRENT_MODIFICATION: the lease expired and was
         taken over by another turn (seen by the next renewal, which cuts the
-        model call in flight short, or by the commit's preconditions); nothing
-        was written.
+        model call in flight short, or by the commit's preconditions), or
+        records were appended to the session during the turn; nothing was
+        written.
+        - UNAVAILABLE, reason OUTCOME_UNKNOWN: storage's answer to the commit was
+        lost and the gateway could not tell whether it was stored (see above);
+        the turn may have been stored, once.
         - RESOURCE_EXHAUSTED, reason TOOL_ROUNDS_EXCEEDED: the built-in tool loop
         exceeded its bound; nothing was written.
         - RESOURCE_EXHAUSTED, reason CONTEXT_TOO_LARGE: what the turn must send
@@ -551,7 +579,7 @@ class AgentGatewayServicer:
         the same SendResponse a unary Send would have returned, sent after the
         commit. A stream that ends with an error status (LLM error, commit
         failure, client cancellation) has written nothing, even if deltas were
-        sent. A retry with a stored request_id yields a single `done` event.
+        sent — except UNAVAILABLE OUTCOME_UNKNOWN, which says it may have. A retry with a stored request_id yields a single `done` event.
 
         `busy` as Send: an ENQUEUE stream waits before any event; an interrupted
         stream ends ABORTED TURN_INTERRUPTED after the deltas it sent (nothing of
@@ -561,7 +589,8 @@ class AgentGatewayServicer:
         SESSION_ARCHIVED, ABORTED TURN_IN_PROGRESS / TURN_INTERRUPTED /
         CONCURRENT_MODIFICATION, RESOURCE_EXHAUSTED TURN_QUEUE_FULL /
         TOOL_ROUNDS_EXCEEDED / CONTEXT_TOO_LARGE, DEADLINE_EXCEEDED, ALREADY_EXISTS
-        REQUEST_ID_REUSED, the LLM error mapping, CANCELLED, UNAUTHENTICATED),
+        REQUEST_ID_REUSED, UNAVAILABLE OUTCOME_UNKNOWN, the LLM error mapping,
+        CANCELLED, UNAUTHENTICATED),
         delivered as the stream's final status.
         """
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)
@@ -602,6 +631,8 @@ class AgentGatewayServicer:
         CONCURRENT_MODIFICATION: as Send.
         - RESOURCE_EXHAUSTED, reason TURN_QUEUE_FULL, and DEADLINE_EXCEEDED while
         queued: as Send.
+        - UNAVAILABLE, reason OUTCOME_UNKNOWN: as Send (the results may have been
+        stored).
         - RESOURCE_EXHAUSTED, reason TOOL_ROUNDS_EXCEEDED or CONTEXT_TOO_LARGE:
         as Send.
         - ALREADY_EXISTS, reason REQUEST_ID_REUSED: request_id reused with a
@@ -819,6 +850,11 @@ class AgentGatewayServicer:
         rules; an empty summary, one over 1000 characters or with a line
         break; an empty body or one over STELLO_MAX_SLOT_BYTES (checked
         before anything is written).
+        - RESOURCE_EXHAUSTED, reason SHARED_MEMORY_FULL: a new slug in a space
+        that holds as many entries as storage allows
+        (STELLO_STORAGE_MAX_SHARED_MEMORY_ENTRIES, default 10,000; the message
+        names the cap); nothing is written. Replacing an existing slug is
+        allowed at the cap.
         - ALREADY_EXISTS, reason REQUEST_ID_REUSED: request_id reused with a
         different request.
         - UNAUTHENTICATED: no valid key.
@@ -1327,7 +1363,10 @@ class AgentGateway:
     CONCURRENT_MODIFICATION, ...).
     - A reply larger than STELLO_MAX_MESSAGE_BYTES is RESOURCE_EXHAUSTED.
     - Storage or tree unreachable: UNAVAILABLE (safe to retry; mutating RPCs
-    should be retried with the same request_id).
+    should be retried with the same request_id). With reason OUTCOME_UNKNOWN
+    (Send, SendStream, SubmitToolResults): storage's answer to the turn's
+    commit was lost and the turn may have been stored; read the session's
+    records before repeating it without a request_id.
     - Idempotency (CreateRoot, Fork, Send, SendStream, SubmitToolResults,
     ImportSession, UpsertSharedMemoryEntry, RemoveSharedMemoryEntry): a
     non-empty `request_id` is kept 24 h per (space, RPC, request_id) with a hash of the request and the stored response (Send and SendStream share
@@ -1344,8 +1383,14 @@ class AgentGateway:
     and Fork/CreateRoot with COMPRESS context) map to: UNAVAILABLE (endpoint
     down or 5xx), RESOURCE_EXHAUSTED (provider rate limit or quota),
     FAILED_PRECONDITION (the provider rejected the API key or model),
-    DEADLINE_EXCEEDED (provider timeout or the call's deadline passed).
-    A call cancelled by the client ends CANCELLED.
+    DEADLINE_EXCEEDED (provider timeout or the call's deadline passed),
+    each with its reason (LLM_UNAVAILABLE, LLM_RATE_LIMITED,
+    LLM_API_KEY_REJECTED, LLM_MODEL_NOT_FOUND, LLM_REQUEST_REJECTED,
+    LLM_TIMEOUT; ErrorInfo metadata `http_status` when the provider answered
+    one) and a plain message ending "(error id <id>)". The message never
+    names the provider's address, the model, a setting or the provider's own
+    text: those are in the gateway's log under that error id, with any piece
+    of the API key masked. A call cancelled by the client ends CANCELLED.
     """
 
     @staticmethod

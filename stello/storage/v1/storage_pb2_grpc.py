@@ -564,9 +564,16 @@ class SessionStorageServicer:
         SHARED_MEMORY_UPSERTED in the same transaction. Idempotent through
         `request_id` (see the service comment).
 
+        A space holds at most STELLO_STORAGE_MAX_SHARED_MEMORY_ENTRIES entries
+        (default 10,000): a new slug past it is refused; the count is kept with
+        the writes (one row per space), so neither this check nor a read of the
+        count grows with the space.
+
         Errors: INVALID_ARGUMENT for a malformed space_id, a slug that breaks
         the slug rules, an empty summary or one over 1000 characters or with a
         line break, an empty body or one over STELLO_MAX_SLOT_BYTES (nothing is
+        written); RESOURCE_EXHAUSTED (reason SHARED_MEMORY_FULL, the message
+        naming the cap) for a new slug in a space at the cap (nothing is
         written); ALREADY_EXISTS (reason REQUEST_ID_REUSED) for a reused
         request_id with a different request; UNAUTHENTICATED without a valid
         key.
@@ -811,8 +818,10 @@ class SessionStorageServicer:
         writes nothing else (no record, no turn count, no last_active_at): the
         path of a turn whose LLM call failed or was cancelled. Idempotent: a
         token that is expired, already released or superseded is a no-op that
-        still answers OK, with `released` false. A release writes
-        EVENT_KIND_TURN_RELEASED (turns queued for the session look again).
+        still answers OK, with `released` false. Unlike a Transact's
+        ReleaseTurnOp, it does not record the token as a committed one. A
+        release writes EVENT_KIND_TURN_RELEASED (turns queued for the session
+        look again).
 
         Errors: INVALID_ARGUMENT for a malformed space_id or session_id, or an
         empty token; NOT_FOUND when the session is not in the space;
@@ -850,7 +859,11 @@ class SessionStorageServicer:
         any does not hold the call is ABORTED with ErrorInfo reason
         CONCURRENT_MODIFICATION and a PreconditionFailure naming each failed
         one (type = the `kind` field name, subject = `preconditions[<index>]`),
-        and no operation is applied. Then the operations run in order, each
+        and no operation is applied. One exception to the type: a TurnLeaseCheck
+        whose token's lease was released by a Transact that committed (its
+        ReleaseTurnOp; the session keeps the last such token) fails with type
+        `turn_lease_released`: the retry of a commit whose answer was lost
+        learns so that its first attempt was stored. Then the operations run in order, each
         seeing the effects of the ones before it (an append then a trim trims
         the new records too), each with the semantics of the matching RPC; if
         any fails, everything is rolled back and its error is returned. Answers

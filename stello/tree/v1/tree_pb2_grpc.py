@@ -340,7 +340,10 @@ class SessionTreeServicer:
 
     def GetAncestors(self, request, context):
         """Lists the ancestors of a session nearest first: parent, grandparent,
-        ..., root. A root answers an empty list.
+        ..., root. A root answers an empty list. Its cost follows the depth,
+        never the size of the space: the walk reads one row per ancestor by
+        primary key (and each ancestor's children and refs by index), whatever
+        the database's planner statistics.
 
         Errors: INVALID_ARGUMENT (malformed ids); NOT_FOUND (unknown in this
         space, or provisional); UNAUTHENTICATED.
@@ -354,7 +357,8 @@ class SessionTreeServicer:
         page at a time: GetAncestors for chains too deep to answer whole (the
         gateway's GetLineage). Each page reads only its own rows: the walk
         starts after the last ancestor of the previous page (`page_token`), not
-        at the session. `page_size` 0 = 100, at most 1000; an empty
+        at the session, one row per ancestor by primary key, whatever the
+        planner statistics. `page_size` 0 = 100, at most 1000; an empty
         next_page_token marks the root's page. A root answers an empty list.
 
         Errors: INVALID_ARGUMENT (malformed ids, a page_size out of range, a

@@ -6,13 +6,16 @@ they need. Counted on the gateway's own clients (attempts included), over real s
 from __future__ import annotations
 
 import uuid
+from typing import Any
 
 import asyncpg
 import grpc
 import pytest
+from google.protobuf.descriptor import FieldDescriptor
 
 from stello.agent.v1 import agent_pb2
 from stello.common.v1 import common_pb2
+from stello.tree.v1 import tree_pb2
 from tests.gateway.conftest import (
     Counted,
     close_stack,
@@ -106,6 +109,21 @@ class TestOtherReads:
         reply = await stack.gw.GetTree(agent_pb2.GetTreeRequest(space_id=stack.space.sid))
         assert len(reply.nodes) == 2
         assert counted.calls() == ({}, {"GetTree": 1})
+
+    def test_tree_replies_share_the_gateways_wire_shape(self) -> None:
+        """tree.proto's GetTreeResponse has the gateway's fields (the gateway passes its bytes
+        on unparsed): same numbers, names, kinds and node message."""
+
+        def shape(message: Any) -> list[tuple[int, str, int, str | None]]:
+            return [
+                (f.number, f.name, f.type, f.message_type and f.message_type.full_name)
+                for f in message.DESCRIPTOR.fields
+            ]
+
+        assert shape(tree_pb2.GetTreeResponse) == shape(agent_pb2.GetTreeResponse)
+        assert shape(tree_pb2.GetTreeResponse) == [
+            (1, "nodes", FieldDescriptor.TYPE_MESSAGE, "stello.common.v1.TreeNode")
+        ]
 
     async def test_list_records_is_one_storage_call(self, counted: Counted) -> None:
         """A ListRecords page is storage's ListRecords alone."""

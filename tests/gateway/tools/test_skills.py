@@ -20,10 +20,11 @@ import pytest
 from agent_gateway.llm import ToolCallSpec
 from agent_gateway.tools.base import ACTIVATE_SKILL
 from agent_gateway.tools.skills import SkillsFileError, parse_skills
-from stello.agent.v1 import agent_pb2
+from stello.agent.v1 import agent_pb2, agent_pb2_grpc
 from stello.common.v1 import common_pb2
 from tests.gateway.conftest import Stack, StackMaker, new_id, rpc_error
 from tests.gateway.turns_support import SpyProvider, answer, roles, send, tool_call
+from tests.support.fixtures import TestSpace
 
 SKILLS_TOML = """
 [[skills]]
@@ -273,17 +274,28 @@ class TestListSkills:
             )
             assert [s.name for s in reply.skills] == expected
 
-    async def test_an_unknown_session_is_not_found(
-        self, make_stack: StackMaker, skills_file: Path
+    @pytest.mark.parametrize("configured", [True, False], ids=["skills-file", "no-skills-file"])
+    async def test_an_unknown_or_foreign_session_is_not_found(
+        self,
+        make_stack: StackMaker,
+        skills_file: Path,
+        other_space: TestSpace,
+        configured: bool,
     ) -> None:
-        """ListSkills for a session that is not in the space is NOT_FOUND."""
-        stack = await make_stack(SpyProvider(), skills_file=skills_file)
-        error = await rpc_error(
-            stack.gw.ListSkills(
-                agent_pb2.ListSkillsRequest(space_id=stack.space.sid, session_id=new_id())
+        """ListSkills for a session that is not in the space (unknown, or another space's) is
+        NOT_FOUND, whether or not a skills file is configured."""
+        overrides = {"skills_file": skills_file} if configured else {}
+        stack = await make_stack(SpyProvider(), **overrides)
+        async with stack.gateway.channel(other_space.key) as channel:
+            other = agent_pb2_grpc.AgentGatewayStub(channel)
+            foreign = await other.CreateRoot(agent_pb2.CreateRootRequest(space_id=other_space.sid))
+        for session_id in (new_id(), foreign.session.id):
+            error = await rpc_error(
+                stack.gw.ListSkills(
+                    agent_pb2.ListSkillsRequest(space_id=stack.space.sid, session_id=session_id)
+                )
             )
-        )
-        assert error.code() is grpc.StatusCode.NOT_FOUND
+            assert error.code() is grpc.StatusCode.NOT_FOUND
 
 
 def test_the_readme_example_is_a_valid_skills_file() -> None:

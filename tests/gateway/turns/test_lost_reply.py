@@ -4,11 +4,13 @@ The gateway's channel to a real service carries an interceptor that lets a
 call reach the server and finish there, then reports UNAVAILABLE instead of
 its reply (what a connection dropped after the commit looks like). The
 gateway's bounded retry then sends the call again. Idempotency must turn that
-retry into the first call's answer: one turn, one session, nothing twice.
+retry into the first call's answer: one turn, one session, nothing twice. And
+a turn is never reported unwritten when it may have been stored.
 """
 
 from __future__ import annotations
 
+import contextlib
 from collections.abc import AsyncIterator, Awaitable, Callable
 from typing import Any
 
@@ -19,6 +21,7 @@ import pytest
 from agent_gateway.app import GatewayClients
 from agent_gateway.clients import StorageClient, TreeClient
 from agent_gateway.clients.rpc import CallPolicy
+from stello.agent.v1 import agent_pb2
 from stello.errors import error_info_reason
 from tests.gateway.conftest import Backends, StackMaker, row_counts, rpc_error
 from tests.gateway.probes import assert_complete, children_of, fork_request, seeded_source
@@ -30,16 +33,24 @@ POLICY = CallPolicy(timeout_s=5.0, max_retries=3, backoff_s=0.01)
 
 
 class LoseReplies(grpc.aio.UnaryUnaryClientInterceptor):
-    """Lets the next `times` calls of `method` complete on the server, then drops their reply."""
+    """Lets the next `times` calls of `method` complete on the server, then drops their answer
+    (a reply or an error status alike)."""
 
     def __init__(self) -> None:
         self.method = ""
         self.times = 0
         self.lost: list[str] = []
+        self.meanwhile: Callable[[], Awaitable[None]] | None = None
 
-    def arm(self, method: str, times: int = 1) -> None:
-        """Lose the replies of the next `times` calls of `method` (e.g. "Transact")."""
-        self.method, self.times = method, times
+    def arm(
+        self,
+        method: str,
+        times: int = 1,
+        meanwhile: Callable[[], Awaitable[None]] | None = None,
+    ) -> None:
+        """Lose the replies of the next `times` calls of `method` (e.g. "Transact"), running
+        `meanwhile` (once) after the first was lost, before the caller hears of it."""
+        self.method, self.times, self.meanwhile = method, times, meanwhile
 
     async def intercept_unary_unary(
         self,
@@ -51,9 +62,13 @@ class LoseReplies(grpc.aio.UnaryUnaryClientInterceptor):
         method = client_call_details.method
         name = method.decode() if isinstance(method, bytes) else str(method)
         if self.times and name.rpartition("/")[2] == self.method:
-            await call  # the server did the work and answered; the answer goes nowhere
+            with contextlib.suppress(grpc.aio.AioRpcError):
+                await call  # the server did the work and answered; the answer goes nowhere
             self.times -= 1
             self.lost.append(name)
+            meanwhile, self.meanwhile = self.meanwhile, None
+            if meanwhile is not None:
+                await meanwhile()
             raise grpc.aio.AioRpcError(
                 grpc.StatusCode.UNAVAILABLE,
                 grpc.aio.Metadata(),
@@ -99,19 +114,69 @@ class TestLostTurnCommit:
         view = await stack.view(root.id)
         assert view.turn_count == 1
 
-    async def test_without_request_id_the_client_is_told_aborted(
+    async def test_without_request_id_the_turn_is_answered_once(
         self, make_stack: StackMaker, losing: tuple[LoseReplies, GatewayClients]
     ) -> None:
-        """Without a request_id a lost commit reply is ambiguous: ABORTED, though the turn is
-        stored, exactly once (as agent.proto documents; use a request_id)."""
+        """Without a request_id the retried commit proves the first one stored the turn (the
+        lease token it released): the Send answers that turn, stored exactly once."""
+        lose, clients = losing
+        spy = SpyProvider()
+        stack = await make_stack(spy, clients=clients)
+        root = await stack.root()
+        lose.arm("Transact")
+        reply = await send(stack, root.id, "hello")
+        assert lose.lost == ["/stello.storage.v1.SessionStorage/Transact"]
+        stored = await stack.records(root.id)
+        assert roles(stored) == ["user", "assistant"]
+        assert list(reply.records) == stored
+        assert len(spy.turns) == 1
+        assert (await stack.view(root.id)).turn_count == 1
+        await send(stack, root.id, "next")  # the lease was given back with the commit
+        assert roles(await stack.records(root.id)) == ["user", "assistant"] * 2
+
+    async def test_every_answer_lost_may_have_been_stored(
+        self, make_stack: StackMaker, losing: tuple[LoseReplies, GatewayClients]
+    ) -> None:
+        """When no attempt of the commit is answered, the client is told the turn may have
+        been stored (UNAVAILABLE OUTCOME_UNKNOWN), never that nothing was written; it was
+        stored once, and a retry with the request_id answers it."""
+        lose, clients = losing
+        spy = SpyProvider()
+        stack = await make_stack(spy, clients=clients)
+        root = await stack.root()
+        lose.arm("Transact", times=POLICY.max_retries + 1)
+        error = await rpc_error(send(stack, root.id, "hello", request_id="lost-all"))
+        assert len(lose.lost) == POLICY.max_retries + 1
+        assert error.code() is grpc.StatusCode.UNAVAILABLE
+        assert error_info_reason(error) == "OUTCOME_UNKNOWN"
+        assert "may have been stored" in (error.details() or "")
+        stored = await stack.records(root.id)
+        assert roles(stored) == ["user", "assistant"]
+        again = await send(stack, root.id, "hello", request_id="lost-all")
+        assert list(again.records) == stored
+        assert len(spy.turns) == 1
+
+    async def test_another_turn_between_may_have_been_stored(
+        self, make_stack: StackMaker, losing: tuple[LoseReplies, GatewayClients]
+    ) -> None:
+        """A commit whose answer was lost, and another turn that took and committed the lease
+        before the retry came: nothing can tell whether the first was stored, so its client
+        is told it may have been (UNAVAILABLE OUTCOME_UNKNOWN), not ABORTED."""
         lose, clients = losing
         stack = await make_stack(SpyProvider(), clients=clients)
         root = await stack.root()
-        lose.arm("Transact")
-        error = await rpc_error(send(stack, root.id, "hello"))
-        assert error.code() is grpc.StatusCode.ABORTED
-        assert error_info_reason(error) == "CONCURRENT_MODIFICATION"
-        assert roles(await stack.records(root.id)) == ["user", "assistant"]
+        other: list[agent_pb2.SendResponse] = []
+
+        async def another_turn() -> None:
+            other.append(await send(stack, root.id, "second"))
+
+        lose.arm("Transact", meanwhile=another_turn)
+        error = await rpc_error(send(stack, root.id, "first"))
+        assert error.code() is grpc.StatusCode.UNAVAILABLE
+        assert error_info_reason(error) == "OUTCOME_UNKNOWN"
+        assert len(other) == 1
+        contents = [r.content for r in await stack.records(root.id)]
+        assert contents == ["first", "echo: first", "second", "echo: second"]
 
 
 class TestLostSagaReplies:

@@ -16,8 +16,16 @@ import pytest
 
 from stello.agent.v1 import agent_pb2
 from stello.errors import ResourceExhausted, Unavailable, error_info_reason
+from stello.settings import StelloSettings
 from stello.storage.v1 import storage_pb2
-from tests.gateway.conftest import StackMaker, record, row_counts, rpc_error
+from tests.gateway.conftest import (
+    Backends,
+    StackMaker,
+    gateway_clients,
+    record,
+    row_counts,
+    rpc_error,
+)
 from tests.gateway.turns_support import (
     SpyProvider,
     answer,
@@ -119,6 +127,33 @@ class TestLease:
         error = await rpc_error(turn)
         assert error_info_reason(error) == "CONCURRENT_MODIFICATION"
         assert [r.content for r in await stack.records(root.id)] == ["earlier", "sneaked in"]
+
+    async def test_records_added_to_a_new_session_meanwhile(
+        self,
+        make_stack: StackMaker,
+        backends: Backends,
+        settings: StelloSettings,
+    ) -> None:
+        """A session with no record yet that gets one during its first turn: that turn is
+        ABORTED in its one Transact, nothing of it written (never committed after them)."""
+        gate = asyncio.Event()
+        spy = SpyProvider(gate=gate)
+        clients = gateway_clients(backends.gateway_config(), backends, settings, False)
+        stack = await make_stack(spy, clients=clients)
+        root = await stack.root()
+        assert await stack.records(root.id) == []
+        turn = asyncio.ensure_future(send(stack, root.id, "mine", request_id="new-1"))
+        await spy.started.wait()
+        await stack.append(root.id, record("user", "sneaked in"))
+        clients.storage.calls.clear()
+        gate.set()
+        error = await rpc_error(turn)
+        assert error.code() is grpc.StatusCode.ABORTED
+        assert error_info_reason(error) == "CONCURRENT_MODIFICATION"
+        assert clients.storage.calls["Transact"] == 1
+        assert [r.content for r in await stack.records(root.id)] == ["sneaked in"]
+        view = await stack.view(root.id)
+        assert view.turn_count == 0
 
 
 class TestInsight:

@@ -175,13 +175,44 @@ class TestTransact:
     async def test_stale_lease_fails(
         self, stub: Stub, space: TestSpace, make_session: MakeSession
     ) -> None:
-        """A turn_lease check with a released token is ABORTED."""
+        """A turn_lease check with a token ReleaseTurn gave back (no commit) is ABORTED as
+        plain `turn_lease`."""
         sid = await make_session()
         target: dict[str, Any] = {"space_id": space.sid, "session_id": str(sid)}
         lease = await stub.BeginTurn(storage_pb2.BeginTurnRequest(**target, ttl_s=30))
         await stub.ReleaseTurn(storage_pb2.ReleaseTurnRequest(**target, token=lease.token))
         checks = [Check(turn_lease=Check.TurnLeaseCheck(session_id=str(sid), token=lease.token))]
         err = await rpc_error(transact(stub, space, [append_op(sid, "late")], checks))
+        assert [v.type for v in precondition_violations(err)] == ["turn_lease"]
+
+    async def test_a_retried_commit_learns_it_was_stored(
+        self, stub: Stub, space: TestSpace, make_session: MakeSession, pool: asyncpg.Pool
+    ) -> None:
+        """The same commit sent again after it committed fails as `turn_lease_released` (its
+        token was released by a committed Transact), changing nothing; once another turn
+        commits, that token is plain `turn_lease` again."""
+        sid = await make_session()
+        target: dict[str, Any] = {"space_id": space.sid, "session_id": str(sid)}
+
+        async def commit(token: str, text: str) -> list[storage_pb2.OperationResult]:
+            checks = [Check(turn_lease=Check.TurnLeaseCheck(session_id=str(sid), token=token))]
+            ops = [
+                append_op(sid, text),
+                Op(release_turn=Op.ReleaseTurnOp(session_id=str(sid), token=token)),
+            ]
+            return await transact(stub, space, ops, checks)
+
+        first = await stub.BeginTurn(storage_pb2.BeginTurnRequest(**target, ttl_s=30))
+        await commit(first.token, "once")
+        stored = await state(pool, space.id, sid)
+        err = await rpc_error(commit(first.token, "once"))
+        assert err.code() is grpc.StatusCode.ABORTED
+        assert error_info_reason(err) == "CONCURRENT_MODIFICATION"
+        assert [v.type for v in precondition_violations(err)] == ["turn_lease_released"]
+        assert await state(pool, space.id, sid) == stored
+        second = await stub.BeginTurn(storage_pb2.BeginTurnRequest(**target, ttl_s=30))
+        await commit(second.token, "twice")
+        err = await rpc_error(commit(first.token, "once"))
         assert [v.type for v in precondition_violations(err)] == ["turn_lease"]
 
     async def test_touch_only_keeps_the_turn_count(

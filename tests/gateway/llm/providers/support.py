@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 from collections.abc import Sequence
 from typing import Literal
 
@@ -9,6 +10,7 @@ import pytest
 
 from agent_gateway.history.context import Record, context_prefix
 from agent_gateway.llm import Completion, LLMMessage, LLMProvider, ToolCallSpec, ToolSpec, collect
+from stello.errors import StelloError
 from tests.gateway.llm.support import ENGLISH
 
 Mode = Literal["complete", "stream"]
@@ -24,6 +26,16 @@ SEARCH = ToolSpec(
     "Search the notes.",
     {"type": "object", "properties": {"q": {"type": "string"}}, "required": ["q"]},
 )
+
+
+def logged(caplog: pytest.LogCaptureFixture, error: BaseException) -> str:
+    """The one log line under `error`'s error id: the details its client is not told."""
+    assert isinstance(error, StelloError)
+    found = re.search(r"error id ([0-9a-f]{16})", error.message)
+    assert found is not None, error.message
+    lines = [r.getMessage() for r in caplog.records if found.group(1) in r.getMessage()]
+    assert len(lines) == 1, lines
+    return lines[0]
 
 
 async def call(

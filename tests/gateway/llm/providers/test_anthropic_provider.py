@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import re
 from collections.abc import AsyncIterator
 
 import pytest
@@ -21,7 +22,16 @@ from agent_gateway.llm import (
 )
 from agent_gateway.llm.anthropic_provider import AnthropicProvider
 from stello.errors import DeadlineExceeded, FailedPrecondition, ResourceExhausted, Unavailable
-from tests.gateway.llm.providers.support import KEY, MODEL, MODES, SEARCH, Mode, call, turn_context
+from tests.gateway.llm.providers.support import (
+    KEY,
+    MODEL,
+    MODES,
+    SEARCH,
+    Mode,
+    call,
+    logged,
+    turn_context,
+)
 from tests.gateway.llm.support import identity
 from tests.support.fake_anthropic import FakeAnthropic, FakeToolCall, Reply
 
@@ -285,64 +295,90 @@ class TestAnthropicProviderErrors:
     @pytest.mark.parametrize("mode", MODES)
     @pytest.mark.parametrize("status", [500, 529])
     async def test_5xx_unavailable_after_retries(
-        self, fake: FakeAnthropic, provider: AnthropicProvider, mode: Mode, status: int
+        self,
+        fake: FakeAnthropic,
+        provider: AnthropicProvider,
+        mode: Mode,
+        status: int,
+        caplog: pytest.LogCaptureFixture,
     ) -> None:
-        """A 500 or 529 (overloaded) is retried (max_retries=1), then raised as UNAVAILABLE."""
+        """A 500 or 529 (overloaded) is retried (max_retries=1), then raised as UNAVAILABLE;
+        the provider's text is logged, not answered."""
         fake.fail(status, "upstream exploded", times=2)
-        with pytest.raises(Unavailable, match=rf"unavailable .*HTTP {status}: upstream exploded"):
+        with pytest.raises(Unavailable, match="unavailable; retry later") as caught:
             await call(provider, mode, HI)
+        assert "upstream exploded" not in caught.value.message
+        assert re.search(rf"HTTP {status}: upstream exploded", logged(caplog, caught.value))
         assert len(fake.requests) == 2
 
     @pytest.mark.parametrize("mode", MODES)
     async def test_429_resource_exhausted(
-        self, fake: FakeAnthropic, provider: AnthropicProvider, mode: Mode
+        self,
+        fake: FakeAnthropic,
+        provider: AnthropicProvider,
+        mode: Mode,
+        caplog: pytest.LogCaptureFixture,
     ) -> None:
-        """A 429 that persists through the retries is RESOURCE_EXHAUSTED."""
+        """A 429 that persists through the retries is RESOURCE_EXHAUSTED (the provider's
+        text in the log)."""
         fake.fail(429, "Number of request tokens has exceeded your rate limit", times=2)
-        with pytest.raises(ResourceExhausted, match="exceeded your rate limit") as caught:
+        with pytest.raises(ResourceExhausted, match="rate limiting or out of quota") as caught:
             await call(provider, mode, HI)
         assert caught.value.reason == "LLM_RATE_LIMITED"
+        assert "exceeded your rate limit" in logged(caplog, caught.value)
 
     @pytest.mark.parametrize("status", [401, 403])
     async def test_bad_key_failed_precondition(
-        self, fake: FakeAnthropic, provider: AnthropicProvider, status: int
+        self,
+        fake: FakeAnthropic,
+        provider: AnthropicProvider,
+        status: int,
+        caplog: pytest.LogCaptureFixture,
     ) -> None:
-        """A 401/403 is FAILED_PRECONDITION naming the key setting, with the key masked."""
+        """A 401/403 is FAILED_PRECONDITION; the log names the key setting, the key masked."""
         fake.fail(status, f"invalid x-api-key {KEY}")
-        with pytest.raises(FailedPrecondition, match="rejected the API key") as caught:
+        with pytest.raises(FailedPrecondition, match="rejected the gateway's API key") as caught:
             await provider.complete(HI)
-        assert "STELLO_ANTHROPIC_API_KEY" in caught.value.message
-        assert KEY not in caught.value.message
+        line = logged(caplog, caught.value)
+        assert "STELLO_ANTHROPIC_API_KEY" in line and "invalid x-api-key ***" in line
+        assert KEY not in caught.value.message and KEY not in line
         assert len(fake.requests) == 1
 
-    async def test_400_carries_provider_message(
-        self, fake: FakeAnthropic, provider: AnthropicProvider
+    async def test_400_logs_provider_message(
+        self, fake: FakeAnthropic, provider: AnthropicProvider, caplog: pytest.LogCaptureFixture
     ) -> None:
-        """A 400 is FAILED_PRECONDITION with the provider's own message."""
+        """A 400 is FAILED_PRECONDITION; the provider's own message goes to the log."""
         fake.fail(400, "prompt is too long: 210000 tokens > 200000 maximum")
-        with pytest.raises(FailedPrecondition, match="prompt is too long"):
+        with pytest.raises(FailedPrecondition, match="rejected the request") as caught:
             await provider.complete(HI)
+        assert "prompt is too long" in logged(caplog, caught.value)
 
     @pytest.mark.parametrize("mode", MODES)
-    async def test_slow_server_deadline_exceeded(self, fake: FakeAnthropic, mode: Mode) -> None:
+    async def test_slow_server_deadline_exceeded(
+        self, fake: FakeAnthropic, mode: Mode, caplog: pytest.LogCaptureFixture
+    ) -> None:
         """A server that answers after the timeout is DEADLINE_EXCEEDED."""
         fake.stall(5.0)
         async with AnthropicProvider(
             model=MODEL, api_key=KEY, base_url=fake.base_url, timeout_s=0.2, max_retries=0
         ) as provider:
-            with pytest.raises(DeadlineExceeded, match=r"did not answer within 0\.2s"):
+            with pytest.raises(DeadlineExceeded, match="did not answer in time") as caught:
                 await call(provider, mode, HI)
+        assert "no answer within 0.2s" in logged(caplog, caught.value)
 
     @pytest.mark.parametrize("mode", MODES)
-    async def test_unreachable_unavailable(self, mode: Mode) -> None:
-        """A base URL nobody listens on is UNAVAILABLE, naming the base URL setting."""
+    async def test_unreachable_unavailable(
+        self, mode: Mode, caplog: pytest.LogCaptureFixture
+    ) -> None:
+        """A base URL nobody listens on is UNAVAILABLE; the log names the base URL setting."""
         async with FakeAnthropic() as gone:
             base_url = gone.base_url
         async with AnthropicProvider(
             model=MODEL, api_key=KEY, base_url=base_url, timeout_s=2.0, max_retries=0
         ) as provider:
-            with pytest.raises(Unavailable, match=r"cannot reach .*STELLO_ANTHROPIC_BASE_URL"):
+            with pytest.raises(Unavailable, match="cannot be reached") as caught:
                 await call(provider, mode, HI)
+        assert "STELLO_ANTHROPIC_BASE_URL" in logged(caplog, caught.value)
 
     @pytest.mark.parametrize(
         ("error_type", "error"),
@@ -358,9 +394,11 @@ class TestAnthropicProviderErrors:
         provider: AnthropicProvider,
         error_type: str,
         error: type[Exception],
+        caplog: pytest.LogCaptureFixture,
     ) -> None:
         """An error event inside a stream that began maps by its type, without retry."""
         fake.stream_error(error_type, "busy right now", text="par")
-        with pytest.raises(error, match="busy right now"):
+        with pytest.raises(error) as caught:
             await collect(provider.stream(HI))
+        assert "busy right now" in logged(caplog, caught.value)
         assert len(fake.requests) == 1

@@ -9,7 +9,7 @@ import pytest
 from agent_gateway.llm import LLMMessage
 from agent_gateway.llm.openai_provider import OpenAIProvider
 from stello.errors import Unavailable
-from tests.gateway.llm.providers.support import MODEL
+from tests.gateway.llm.providers.support import MODEL, logged
 from tests.support.fake_http import FakeAnswer
 from tests.support.fake_openai import FakeOpenAI
 
@@ -17,11 +17,13 @@ HI = [LLMMessage("user", "hi")]
 
 
 class TestFakeOpenAI:
-    async def test_unscripted_request_fails_loudly(self) -> None:
-        """A request nothing was scripted for gets a 501 that says so, without retries."""
+    async def test_unscripted_request_fails_loudly(self, caplog: pytest.LogCaptureFixture) -> None:
+        """A request nothing was scripted for gets a 501 that says so (in the log), without
+        retries."""
         async with FakeOpenAI() as fake, OpenAIProvider(model=MODEL, base_url=fake.base_url) as p:
-            with pytest.raises(Unavailable, match="no scripted reply for POST /v1/chat"):
+            with pytest.raises(Unavailable) as caught:
                 await p.complete(HI)
+            assert "no scripted reply for POST /v1/chat" in logged(caplog, caught.value)
             assert len(fake.requests) == 1
 
     async def test_default_answers_from_the_request(self) -> None:

@@ -21,7 +21,16 @@ from agent_gateway.llm import (
 )
 from agent_gateway.llm.openai_provider import OpenAIProvider
 from stello.errors import DeadlineExceeded, FailedPrecondition, ResourceExhausted, Unavailable
-from tests.gateway.llm.providers.support import KEY, MODEL, MODES, SEARCH, Mode, call, turn_context
+from tests.gateway.llm.providers.support import (
+    KEY,
+    MODEL,
+    MODES,
+    SEARCH,
+    Mode,
+    call,
+    logged,
+    turn_context,
+)
 from tests.gateway.llm.support import identity
 from tests.support.fake_openai import FakeOpenAI, FakeToolCall, Reply, chunk
 
@@ -269,12 +278,20 @@ class TestOpenAIProviderKeys:
 class TestOpenAIProviderErrors:
     @pytest.mark.parametrize("mode", MODES)
     async def test_500_unavailable_after_retries(
-        self, fake: FakeOpenAI, provider: OpenAIProvider, mode: Mode
+        self,
+        fake: FakeOpenAI,
+        provider: OpenAIProvider,
+        mode: Mode,
+        caplog: pytest.LogCaptureFixture,
     ) -> None:
-        """A 500 is retried (max_retries=1) and then raised as UNAVAILABLE."""
+        """A 500 is retried (max_retries=1) and then raised as UNAVAILABLE; the provider's
+        text is logged, not answered."""
         fake.fail(500, "upstream exploded", times=2)
-        with pytest.raises(Unavailable, match=r"unavailable .*HTTP 500: upstream exploded"):
+        with pytest.raises(Unavailable, match="unavailable; retry later") as caught:
             await call(provider, mode, HI)
+        assert "upstream exploded" not in caught.value.message
+        line = logged(caplog, caught.value)
+        assert "HTTP 500: upstream exploded after 1 retry" in line
         assert len(fake.requests) == 2
 
     @pytest.mark.parametrize("mode", MODES)
@@ -297,54 +314,75 @@ class TestOpenAIProviderErrors:
 
     @pytest.mark.parametrize("status", [401, 403])
     async def test_bad_key_failed_precondition(
-        self, fake: FakeOpenAI, provider: OpenAIProvider, status: int
+        self,
+        fake: FakeOpenAI,
+        provider: OpenAIProvider,
+        status: int,
+        caplog: pytest.LogCaptureFixture,
     ) -> None:
-        """A 401/403 is FAILED_PRECONDITION naming the key setting, with the key masked."""
+        """A 401/403 is FAILED_PRECONDITION; the log names the key setting, the key masked."""
         fake.fail(status, f"Incorrect API key provided: {KEY}")
-        with pytest.raises(FailedPrecondition, match="rejected the API key") as caught:
+        with pytest.raises(FailedPrecondition, match="rejected the gateway's API key") as caught:
             await provider.complete(HI)
-        assert "STELLO_OPENAI_API_KEY" in caught.value.message
-        assert KEY not in caught.value.message
+        line = logged(caplog, caught.value)
+        assert "STELLO_OPENAI_API_KEY" in line and "provided: ***" in line
+        assert KEY not in caught.value.message and KEY not in line
         assert caught.value.reason == "LLM_API_KEY_REJECTED"
         assert len(fake.requests) == 1
 
-    async def test_400_carries_provider_message(
-        self, fake: FakeOpenAI, provider: OpenAIProvider
+    async def test_400_logs_provider_message(
+        self, fake: FakeOpenAI, provider: OpenAIProvider, caplog: pytest.LogCaptureFixture
     ) -> None:
-        """A 400 is FAILED_PRECONDITION with the provider's own message."""
+        """A 400 is FAILED_PRECONDITION; the provider's own message goes to the log."""
         fake.fail(400, "This model's maximum context length is 8192 tokens.")
-        with pytest.raises(FailedPrecondition, match="maximum context length is 8192") as caught:
+        with pytest.raises(FailedPrecondition, match="rejected the request") as caught:
             await provider.complete(HI)
+        assert "maximum context length is 8192" in logged(caplog, caught.value)
         assert caught.value.reason == "LLM_REQUEST_REJECTED"
 
-    async def test_404_names_model(self, fake: FakeOpenAI, provider: OpenAIProvider) -> None:
-        """A 404 is FAILED_PRECONDITION pointing at the model and base URL settings."""
+    async def test_404_logs_model(
+        self, fake: FakeOpenAI, provider: OpenAIProvider, caplog: pytest.LogCaptureFixture
+    ) -> None:
+        """A 404 is FAILED_PRECONDITION; the log points at the model and base URL settings."""
         fake.fail(404, "The model `test-model` does not exist")
-        with pytest.raises(FailedPrecondition, match="STELLO_OPENAI_MODEL"):
+        with pytest.raises(
+            FailedPrecondition, match="does not know the configured model"
+        ) as caught:
             await provider.complete(HI)
+        assert "test-model" not in caught.value.message
+        line = logged(caplog, caught.value)
+        assert "STELLO_OPENAI_MODEL" in line and "STELLO_OPENAI_BASE_URL" in line
 
     @pytest.mark.parametrize("mode", MODES)
-    async def test_slow_server_deadline_exceeded(self, fake: FakeOpenAI, mode: Mode) -> None:
+    async def test_slow_server_deadline_exceeded(
+        self, fake: FakeOpenAI, mode: Mode, caplog: pytest.LogCaptureFixture
+    ) -> None:
         """A server that answers after the timeout is DEADLINE_EXCEEDED."""
         fake.stall(5.0)
         async with OpenAIProvider(
             model=MODEL, api_key=KEY, base_url=fake.base_url, timeout_s=0.2, max_retries=0
         ) as provider:
-            with pytest.raises(DeadlineExceeded, match=r"did not answer within 0\.2s"):
+            with pytest.raises(DeadlineExceeded, match="did not answer in time") as caught:
                 await call(provider, mode, HI)
+        assert "no answer within 0.2s" in logged(caplog, caught.value)
 
     @pytest.mark.parametrize("mode", MODES)
-    async def test_unreachable_unavailable(self, mode: Mode) -> None:
-        """A base URL nobody listens on is UNAVAILABLE, naming the base URL setting."""
+    async def test_unreachable_unavailable(
+        self, mode: Mode, caplog: pytest.LogCaptureFixture
+    ) -> None:
+        """A base URL nobody listens on is UNAVAILABLE; the log names the base URL setting."""
         async with FakeOpenAI() as gone:
             base_url = gone.base_url
         async with OpenAIProvider(
             model=MODEL, api_key=KEY, base_url=base_url, timeout_s=2.0, max_retries=0
         ) as provider:
-            with pytest.raises(Unavailable, match=r"cannot reach .*STELLO_OPENAI_BASE_URL"):
+            with pytest.raises(Unavailable, match="cannot be reached") as caught:
                 await call(provider, mode, HI)
+        assert "STELLO_OPENAI_BASE_URL" in logged(caplog, caught.value)
 
-    async def test_error_event_in_stream(self, fake: FakeOpenAI, provider: OpenAIProvider) -> None:
+    async def test_error_event_in_stream(
+        self, fake: FakeOpenAI, provider: OpenAIProvider, caplog: pytest.LogCaptureFixture
+    ) -> None:
         """An error object inside a stream that began is UNAVAILABLE, without retry."""
         fake.push(
             Reply.sse(
@@ -354,6 +392,7 @@ class TestOpenAIProviderErrors:
                 ]
             )
         )
-        with pytest.raises(Unavailable, match="model crashed"):
+        with pytest.raises(Unavailable) as caught:
             await collect(provider.stream(HI))
+        assert "model crashed" in logged(caplog, caught.value)
         assert len(fake.requests) == 1

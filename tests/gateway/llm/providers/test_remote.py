@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from agent_gateway.llm import RAW_ARGUMENTS_KEY, parse_tool_arguments
-from agent_gateway.llm.remote import MAX_DETAIL_CHARS, Endpoint, error_detail
+from agent_gateway.llm.remote import MAX_DETAIL_CHARS, Endpoint, error_detail, mask_secret
 from stello.errors import (
     DeadlineExceeded,
     FailedPrecondition,
@@ -13,6 +13,7 @@ from stello.errors import (
     StelloError,
     Unavailable,
 )
+from tests.gateway.llm.providers.support import logged
 
 ENDPOINT = Endpoint("openai", "http://llm:8000/v1", "m", 30.0, 2, secret="sk-secret-1234")
 
@@ -68,35 +69,73 @@ class TestEndpoint:
             pytest.param(529, Unavailable, "LLM_UNAVAILABLE", id="529"),
         ],
     )
-    def test_status_mapping(self, status: int, error: type[StelloError], reason: str) -> None:
-        """Each HTTP status maps to its domain error and reason, with provider and status."""
+    def test_status_mapping(
+        self,
+        status: int,
+        error: type[StelloError],
+        reason: str,
+        caplog: pytest.LogCaptureFixture,
+    ) -> None:
+        """Each HTTP status maps to its domain error and reason with the status only; the
+        provider, server, model and the provider's text are logged under the error id."""
         mapped = ENDPOINT.status_error(status, "why")
         assert type(mapped) is error
         assert mapped.reason == reason
-        assert mapped.metadata == {"provider": "openai", "model": "m", "http_status": str(status)}
-        assert f"HTTP {status}: why" in mapped.message
+        assert mapped.metadata == {"http_status": str(status)}
+        assert "why" not in mapped.message and "llm:8000" not in mapped.message
+        line = logged(caplog, mapped)
+        assert f"HTTP {status}: why" in line and "openai at http://llm:8000/v1, model m" in line
 
-    def test_retries_named_only_when_retried(self) -> None:
-        """A retried error says how many retries; an error inside a stream does not."""
-        assert "after 2 retries" in ENDPOINT.status_error(500, None).message
-        assert "retries" not in ENDPOINT.status_error(500, None, retried=False).message
+    def test_retries_named_only_when_retried(self, caplog: pytest.LogCaptureFixture) -> None:
+        """A retried error logs how many retries; an error inside a stream does not."""
+        assert "after 2 retries" in logged(caplog, ENDPOINT.status_error(500, None))
+        assert "retries" not in logged(caplog, ENDPOINT.status_error(500, None, retried=False))
 
-    def test_redacts_key_and_cuts_detail(self) -> None:
+    def test_redacts_key_and_cuts_detail(self, caplog: pytest.LogCaptureFixture) -> None:
         """A provider message echoing the key is masked and cut to a readable length."""
         mapped = ENDPOINT.status_error(401, "bad key sk-secret-1234 " + "x" * 2000)
-        assert "sk-secret-1234" not in mapped.message
-        assert "bad key *** " in mapped.message
-        assert len(mapped.message) < MAX_DETAIL_CHARS + 300
+        line = logged(caplog, mapped)
+        assert "sk-secret-1234" not in line and "sk-secret-1234" not in mapped.message
+        assert "bad key *** " in line
+        assert len(line) < MAX_DETAIL_CHARS + 300
 
-    def test_timeout_and_connection(self) -> None:
-        """A timeout is DEADLINE_EXCEEDED, no connection UNAVAILABLE, each saying what to check."""
+    def test_timeout_and_connection(self, caplog: pytest.LogCaptureFixture) -> None:
+        """A timeout is DEADLINE_EXCEEDED, no connection UNAVAILABLE, each plain to the client
+        and logging what to check."""
         timeout = ENDPOINT.timeout_error()
         assert isinstance(timeout, DeadlineExceeded)
-        assert "within 30s" in timeout.message and "STELLO_LLM_TIMEOUT_S" in timeout.message
+        assert "STELLO_" not in timeout.message
+        line = logged(caplog, timeout)
+        assert "within 30s" in line and "STELLO_LLM_TIMEOUT_S" in line
         down = ENDPOINT.connection_error("connection refused")
         assert isinstance(down, Unavailable)
-        assert "STELLO_OPENAI_BASE_URL" in down.message
+        assert "STELLO_" not in down.message
+        assert "STELLO_OPENAI_BASE_URL" in logged(caplog, down)
 
     def test_key_not_in_repr(self) -> None:
         """An endpoint's repr never shows the key."""
         assert "sk-secret-1234" not in repr(ENDPOINT)
+
+
+class TestMaskSecret:
+    KEY = "sk-proj-AbCdEfGh12345678IjKlMnOp"
+
+    @pytest.mark.parametrize(
+        ("text", "expected"),
+        [
+            pytest.param(f"key {KEY} end", "key *** end", id="whole"),
+            pytest.param(f"key {KEY[5:13]}!", "key ***!", id="eight-chars"),
+            pytest.param(f"a {KEY[3:20]} b {KEY[-9:]}", "a *** b ***", id="two-pieces"),
+            pytest.param(f"short {KEY[5:12]} stays", f"short {KEY[5:12]} stays", id="seven-chars"),
+            pytest.param("nothing here", "nothing here", id="none"),
+        ],
+    )
+    def test_pieces_of_eight_or_more_are_masked(self, text: str, expected: str) -> None:
+        """Every run covered by a piece of the key of 8+ characters becomes ***; shorter
+        pieces stay (they are too common to mean the key)."""
+        assert mask_secret(text, self.KEY) == expected
+
+    def test_short_and_missing_keys(self) -> None:
+        """A key under 8 characters is masked whole; no key masks nothing."""
+        assert mask_secret("x abc123 y", "abc123") == "x *** y"
+        assert mask_secret("x abc123 y", None) == "x abc123 y"

@@ -1,0 +1,224 @@
+"""Workers benchmark: the services with 1 and with 2 worker processes, side by side (DESIGN §9).
+
+Two deployments run at once, each as the compose and Kubernetes shapes run them
+(``python -m storage_service``, ``tree_service``, ``agent_gateway``, each its own
+supervisor on its own ports, the gateway reaching storage and tree over the
+network): one with ``--workers 1``, one with ``--workers 2``. Measured in
+interleaved rounds (the order alternates), at concurrency 64 from one client
+holding 16 connections per service (SO_REUSEPORT balances connections):
+
+- storage AppendRecords (one record, 64 sessions), tree GetNode, and the
+  gateway's GetSession (3 hops);
+- throughput, p50/p99, and the servers' CPU per call (every process of the
+  deployments reached: supervisors and workers, /proc), so throughput per
+  CPU-second;
+- the machine's load average before and after (this machine is shared: read
+  the ratios, which compare the two deployments in the same moments).
+
+Target (issue #35): 2 workers >= 1.3x the throughput of 1 on this 2-core machine
+(PostgreSQL and the client share it), throughput per CPU-second >= 0.9x.
+
+    python bench/bench_workers.py [--seconds 4] [--rounds 3] [--concurrency 64]
+
+Uses STELLO_BENCH_DATABASE_URL when set (a database it may fill), else starts
+the embedded PostgreSQL in a temporary folder and deletes it afterwards.
+Not part of the test run.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import os
+import sys
+import time
+from collections.abc import AsyncIterator
+from contextlib import AsyncExitStack, asynccontextmanager
+from dataclasses import dataclass, field
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+
+from bench_overhead import free_port, scenario_calls, seed
+from grpc_health.v1 import health_pb2, health_pb2_grpc
+from harness import Result, cpu_seconds, database, load, run_main
+
+import stello  # noqa: F401 (first: gRPC's fork handlers off before grpc loads)
+from stello.channels import open_channel
+
+SCENARIOS = ("storage AppendRecords", "tree GetNode", "gateway GetSession")
+CONNECTIONS = 16
+
+
+def tree_cpu(pid: int) -> float:
+    """CPU seconds of `pid` and every process below it (a supervisor and its workers)."""
+    total = 0.0
+    try:
+        total += cpu_seconds(pid)
+        for task in Path(f"/proc/{pid}/task").iterdir():
+            for child in (task / "children").read_text().split():
+                total += tree_cpu(int(child))
+    except FileNotFoundError:
+        pass
+    return total
+
+
+@dataclass
+class Deployment:
+    """Storage, tree and gateway started with `workers` workers each."""
+
+    workers: int
+    processes: dict[str, asyncio.subprocess.Process] = field(default_factory=dict)
+    addresses: dict[str, str] = field(default_factory=dict)
+
+    def cpu(self, services: tuple[str, ...]) -> float:
+        """CPU seconds so far of the services' process trees."""
+        return sum(tree_cpu(self.processes[name].pid) for name in services)
+
+
+MODULES = {"storage": "storage_service", "tree": "tree_service", "gateway": "agent_gateway"}
+
+
+@asynccontextmanager
+async def deployment(dsn: str, workers: int) -> AsyncIterator[Deployment]:
+    """Start the three services with `workers` workers each; stop them on exit."""
+    deployed = Deployment(workers)
+    ports = {name: free_port() for name in MODULES}
+    deployed.addresses = {name: f"127.0.0.1:{port}" for name, port in ports.items()}
+    env = {
+        **os.environ,
+        "STELLO_DATABASE_URL": dsn,
+        "STELLO_AUTH_CACHE_TTL_S": "60",
+        # Per service, split between its workers: two deployments of three services stay
+        # at 72 connections (a PostgreSQL's default max_connections is 100).
+        "STELLO_DB_POOL_MAX_SIZE": "12",
+        "STELLO_LOG_LEVEL": "WARNING",
+        "STELLO_GATEWAY_STORAGE_ADDRESS": deployed.addresses["storage"],
+        "STELLO_GATEWAY_TREE_ADDRESS": deployed.addresses["tree"],
+    }
+    try:
+        for name, module in MODULES.items():
+            deployed.processes[name] = await asyncio.create_subprocess_exec(
+                sys.executable,
+                "-m",
+                module,
+                "--port",
+                str(ports[name]),
+                "--workers",
+                str(workers),
+                env=env,
+            )
+            await serving(deployed.addresses[name])
+        yield deployed
+    finally:
+        for process in deployed.processes.values():
+            if process.returncode is None:
+                process.terminate()
+        for process in deployed.processes.values():
+            await process.wait()
+
+
+async def serving(address: str) -> None:
+    """Until `address` answers SERVING (60 s at most)."""
+    deadline = time.monotonic() + 60
+    async with open_channel(address) as channel:
+        health = health_pb2_grpc.HealthStub(channel)
+        while True:
+            try:
+                reply = await health.Check(health_pb2.HealthCheckRequest(), timeout=1)
+                if reply.status == health_pb2.HealthCheckResponse.SERVING:
+                    return
+            except Exception:
+                if time.monotonic() > deadline:
+                    raise
+            await asyncio.sleep(0.2)
+
+
+@dataclass
+class Totals:
+    """One scenario against one deployment, over all rounds."""
+
+    calls: int = 0
+    seconds: float = 0.0
+    cpu: float = 0.0
+    latencies: list[float] = field(default_factory=list)
+
+    def add(self, result: Result, cpu: float) -> None:
+        """Add one round."""
+        self.calls += result.calls
+        self.seconds += result.seconds
+        self.cpu += cpu
+        self.latencies += result.latencies_ms
+
+    @property
+    def rps(self) -> float:
+        """Calls per second."""
+        return self.calls / self.seconds
+
+    @property
+    def per_cpu_second(self) -> float:
+        """Calls per second of server CPU."""
+        return self.calls / self.cpu
+
+    def quantile(self, q: float) -> float:
+        """Latency at `q`, ms."""
+        ordered = sorted(self.latencies)
+        return ordered[min(len(ordered) - 1, int(q * len(ordered)))]
+
+
+async def run(seconds: float, rounds: int, concurrency: int) -> None:
+    """Seed, start both deployments, measure in interleaved rounds, report."""
+    print(f"load average before: {' '.join(f'{x:.2f}' for x in os.getloadavg())}")
+    async with database() as dsn, AsyncExitStack() as stack:
+        fx = await seed(dsn)
+        deployed = [await stack.enter_async_context(deployment(dsn, n)) for n in (1, 2)]
+        calls = {}
+        for one in deployed:
+            channels = {
+                name: await stack.enter_async_context(
+                    open_channel(address, key=fx.key, connections=CONNECTIONS)
+                )
+                for name, address in one.addresses.items()
+            }
+            calls[one.workers] = scenario_calls(channels, fx)
+        totals = {(n, s): Totals() for n in (1, 2) for s in SCENARIOS}
+        for round_ in range(rounds):
+            order = deployed if round_ % 2 == 0 else deployed[::-1]
+            for scenario in SCENARIOS:
+                for one in order:
+                    call, services = calls[one.workers][scenario]
+                    await load(call, concurrency, 1.0)  # warm-up
+                    before = one.cpu(services)
+                    result = await load(call, concurrency, seconds)
+                    totals[one.workers, scenario].add(result, one.cpu(services) - before)
+        print(f"c{concurrency}, {rounds} rounds of {seconds:g} s, {CONNECTIONS} connections each:")
+        for scenario in SCENARIOS:
+            for n in (1, 2):
+                t = totals[n, scenario]
+                print(
+                    f"  {scenario:<22} workers {n}: {t.rps:7.0f} calls/s  "
+                    f"p50 {t.quantile(0.5):6.1f} ms  p99 {t.quantile(0.99):6.1f} ms  "
+                    f"{t.per_cpu_second:6.0f} calls/CPU-s"
+                )
+            single, double = totals[1, scenario], totals[2, scenario]
+            print(
+                f"  {scenario:<22} 2 vs 1: throughput {double.rps / single.rps:.2f}x (target >= "
+                f"1.3x), per CPU-second {double.per_cpu_second / single.per_cpu_second:.2f}x "
+                "(>= 0.9x)"
+            )
+    print(f"load average after: {' '.join(f'{x:.2f}' for x in os.getloadavg())}")
+    print(f"(cpus: {os.cpu_count()}; client, servers and PostgreSQL share them)")
+
+
+def main() -> None:
+    """Command line."""
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0] if __doc__ else None)
+    parser.add_argument("--seconds", type=float, default=4.0, help="per scenario and round")
+    parser.add_argument("--rounds", type=int, default=3)
+    parser.add_argument("--concurrency", type=int, default=64)
+    args = parser.parse_args()
+    run_main(run(args.seconds, args.rounds, args.concurrency))
+
+
+if __name__ == "__main__":
+    main()

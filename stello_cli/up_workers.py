@@ -1,0 +1,186 @@
+"""`stello up --workers N`: the three services in N worker processes, one port each.
+
+The process the user started is the supervisor (`stello.workers`): it starts
+the embedded PostgreSQL (unless a database URL is given), migrates, claims the
+three ports (`stello.ports`), makes or reuses the local key, starts the
+workers, then serves the console and prints the banner — each of these once.
+Every worker (``python -m stello_cli.up_workers SPEC``) runs storage, tree and
+the gateway as `stello up` does in one process (the gateway calling the other
+two in-process), on the claimed ports, with its share of the database pool.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import dataclasses
+import json
+import logging
+import signal
+import sys
+from collections.abc import Callable
+from typing import Any
+
+import grpc
+
+from stello.auth import KeyStore
+from stello.db import create_pool
+from stello.embedded import database_url
+from stello.errors import FailedPrecondition
+from stello.migrate import migrate_dsn
+from stello.ports import PortClaim, PortTaken
+from stello.runner import event_loop_factory
+from stello.server import ServiceApp, shutdown
+from stello.settings import StelloSettings
+from stello.workers import Supervisor, WorkerFailed, WorkerPlan, WorkerRole, split_pool
+from stello_cli.up import (
+    CONSOLE_SECRET_FILE,
+    Ports,
+    _stop_on_signals,
+    describe_provider,
+    local_credentials,
+    start_console,
+    start_servers,
+)
+from stello_client.credentials import save_credentials
+
+log = logging.getLogger(__name__)
+
+SERVICES = ("storage", "tree", "gateway")
+
+
+async def run_up_workers(
+    settings: StelloSettings,
+    ports: Ports,
+    on_ready: Callable[[dict[str, str]], None],
+    *,
+    workers: int,
+    local_calls: bool = True,
+) -> None:
+    """`run_up` with `workers` worker processes (module doc); the same banner and signals."""
+    async with _stop_on_signals(), contextlib.AsyncExitStack() as stack:
+        provider = await describe_provider(settings)
+        dsn = await stack.enter_async_context(
+            database_url(settings.database_url, settings.data_dir)
+        )
+        await migrate_dsn(settings.direct_dsn(dsn))
+        claims = {name: stack.enter_context(_claim(ports, name)) for name in SERVICES}
+        async with create_pool(dsn, settings.model_copy(update=_ONE_CONNECTION)) as pool:
+            credentials = await local_credentials(KeyStore(pool, settings.auth_cache_ttl_s))
+        credentials = dataclasses.replace(
+            credentials, **{name: claim.address for name, claim in claims.items()}
+        )
+        saved = save_credentials(credentials)
+        supervisor = Supervisor(_plan(settings, ports, claims, dsn, workers, local_calls))
+        try:
+            await supervisor.start()
+        except WorkerFailed as exc:
+            raise FailedPrecondition(f"a worker did not start ({exc})") from None
+        stack.push_async_callback(supervisor.stop)
+        console = await start_console(stack, ports, credentials, saved.parent / CONSOLE_SECRET_FILE)
+        on_ready(
+            {
+                "gateway": credentials.gateway,
+                "storage": credentials.storage,
+                "tree": credentials.tree,
+                "provider": provider,
+                "console": console,
+                "workers": f"{workers} (pids {' '.join(map(str, supervisor.pids))})",
+                "space_id": credentials.space_id,
+                "key": credentials.key,
+                "saved": str(saved),
+            }
+        )
+        try:
+            await supervisor.run()  # until a signal cancels us
+        except WorkerFailed as exc:
+            raise FailedPrecondition(str(exc)) from None
+
+
+_ONE_CONNECTION = {"db_pool_min_size": 0, "db_pool_max_size": 1}
+
+
+def _claim(ports: Ports, name: str) -> PortClaim:
+    port: int = getattr(ports, name)
+    try:
+        return PortClaim(ports.host, port)
+    except PortTaken as exc:
+        raise FailedPrecondition(
+            f"the {name} service cannot listen on {ports.host}:{port} ({exc}): choose a port "
+            f"with --{name}-port, 0 = any free one"
+        ) from None
+
+
+def _plan(
+    settings: StelloSettings,
+    ports: Ports,
+    claims: dict[str, PortClaim],
+    dsn: str,
+    workers: int,
+    local_calls: bool,
+) -> WorkerPlan:
+    spec = {
+        "host": ports.host,
+        **{name: claim.port for name, claim in claims.items()},
+        "local_calls": local_calls,
+    }
+    each, least = split_pool(settings.db_pool_max_size, settings.db_pool_min_size, workers)
+    return WorkerPlan(
+        name="stello up",
+        command=[sys.executable, "-m", "stello_cli.up_workers", json.dumps(spec)],
+        workers=workers,
+        env={
+            "STELLO_DATABASE_URL": dsn,
+            "STELLO_DB_POOL_MAX_SIZE": str(each),
+            "STELLO_DB_POOL_MIN_SIZE": str(least),
+        },
+        grace_s=settings.shutdown_grace_s,
+    )
+
+
+async def serve_worker(settings: StelloSettings, spec: dict[str, Any], role: WorkerRole) -> None:
+    """One worker: the three servers on the claimed ports until SIGTERM/SIGINT."""
+    ports = Ports(spec["host"], spec["storage"], spec["tree"], spec["gateway"], console=None)
+    assert settings.database_url is not None  # the supervisor's
+    stop = asyncio.Event()
+    loop = asyncio.get_running_loop()
+    for signum in (signal.SIGTERM, signal.SIGINT):
+        loop.add_signal_handler(signum, stop.set)
+    async with create_pool(settings.database_url, settings) as pool:
+        keys = KeyStore(pool, settings.auth_cache_ttl_s)
+        running: list[tuple[ServiceApp, grpc.aio.Server]] = []
+        try:
+            await start_servers(
+                settings, ports, pool, keys, running, local_calls=spec["local_calls"], worker=True
+            )
+            role.watch_lifeline()
+            role.ready()
+            await stop.wait()
+        finally:
+            for app, server in reversed(running):
+                await shutdown(app, server, settings.shutdown_grace_s)
+
+
+def main() -> None:
+    """``python -m stello_cli.up_workers SPEC``: a worker of `stello up --workers N`."""
+    from stello.logs import LogSettings, configure_logging
+    from stello.tracing import TracingSettings, setup_tracing
+
+    role = WorkerRole.from_environment()
+    if role is None:
+        raise SystemExit("stello_cli.up_workers runs as a worker of `stello up --workers N`")
+    logs = LogSettings()
+    configure_logging(logs)
+    if logs.level != "DEBUG":
+        logging.getLogger("stello.rpc").setLevel(logging.WARNING)  # as `stello up`: quiet
+    tracing = setup_tracing(TracingSettings(), "stello")
+    try:
+        with asyncio.Runner(loop_factory=event_loop_factory()) as runner:
+            runner.run(serve_worker(StelloSettings(), json.loads(sys.argv[1]), role))
+    finally:
+        if tracing is not None:
+            tracing.shutdown()
+
+
+if __name__ == "__main__":
+    main()

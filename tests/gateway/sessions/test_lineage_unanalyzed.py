@@ -1,0 +1,96 @@
+"""GetLineage reads its page, not the space, whatever the planner's statistics say.
+
+The gateway's lineage listing is one tree ListAncestors and one storage
+BatchGetSlots per page. Over a space of 60,000 sessions, each with slots,
+bulk-loaded by COPY into a database of its own that was never analyzed
+(autovacuum off, no statistics: asserted), a page of 100 ancestors deep in a
+1,500-long chain reads a few tuples per ancestor from `sessions` and
+`session_slots` (pg_stat counters, not time), under custom and generic plans.
+On PostgreSQL 15 with custom plans the page read all 60,000 sessions twice
+(storage's `id = ANY($2)` lookup), before each id became a key lookup.
+"""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator
+from functools import partial
+
+import pytest
+
+from agent_gateway.app import create_app as gateway_app
+from agent_gateway.config import GatewaySettings
+from stello.agent.v1 import agent_pb2, agent_pb2_grpc
+from stello.settings import StelloSettings
+from storage_service.app import create_app as storage_app
+from tests.support.fresh import FreshDatabase, chain_with_crowd, fresh_database
+from tests.tree.seed import COLUMNS
+from tree_service.app import create_app as tree_app
+
+pytestmark = pytest.mark.sql
+
+DEPTH = 1_500
+CROWD = 58_500
+PAGE = 100
+TABLES = ["sessions", "session_slots"]
+
+
+@pytest.fixture(name="fresh", params=["auto", "force_generic_plan"])
+async def _fresh(
+    admin_dsn: str, settings: StelloSettings, request: pytest.FixtureRequest
+) -> AsyncIterator[FreshDatabase]:
+    """A database of its own, never analyzed, planning prepared statements with the custom
+    plans of a new connection or the generic plans of an old one."""
+    async with fresh_database(
+        admin_dsn, settings, unanalyzed=TABLES, plan_cache_mode=request.param
+    ) as fresh:
+        yield fresh
+
+
+class TestUnanalyzedSpace:
+    async def test_a_lineage_page_reads_its_ancestors_not_the_space(
+        self, fresh: FreshDatabase
+    ) -> None:
+        """A GetLineage page of 100 from deep in the chain reads a few tuples per ancestor
+        from sessions and session_slots, not the 60,000 of each the space holds."""
+        chain, rows = chain_with_crowd(fresh.space.id, DEPTH, CROWD)
+        slots = [(row[0], row[1], f"memory {row[6]}", f"insight {row[6]}") for row in rows]
+        async with fresh.pool.acquire() as con:
+            await con.copy_records_to_table("sessions", records=rows, columns=COLUMNS)
+            await con.copy_records_to_table(
+                "session_slots",
+                records=slots,
+                columns=["space_id", "session_id", "memory", "insight"],
+            )
+        await fresh.never_analyzed(TABLES)
+        storage = await fresh.start(storage_app)
+        tree = await fresh.start(tree_app)
+        config = GatewaySettings(storage_address=storage.address, tree_address=tree.address)
+        gateway = await fresh.start(partial(gateway_app, config=config))
+        leaf, sid = str(chain[-1]), fresh.space.sid
+        async with gateway.channel(fresh.space.key) as channel:
+            stub = agent_pb2_grpc.AgentGatewayStub(channel)
+            token = ""
+            for _ in range(8):  # pages deep in the chain
+                page = await stub.GetLineage(
+                    agent_pb2.GetLineageRequest(
+                        space_id=sid, session_id=leaf, page_size=PAGE, page_token=token
+                    )
+                )
+                token = page.next_page_token
+            reads, page = await fresh.reads_of(
+                TABLES,
+                lambda: stub.GetLineage(
+                    agent_pb2.GetLineageRequest(
+                        space_id=sid, session_id=leaf, page_size=PAGE, page_token=token
+                    )
+                ),
+            )
+        await fresh.never_analyzed(TABLES)
+        first = DEPTH - 2 - 8 * PAGE
+        wanted = range(first, first - PAGE, -1)
+        assert [a.id for a in page.ancestors] == [str(chain[i]) for i in wanted]
+        assert [a.memory for a in page.ancestors] == [f"memory c{i}" for i in wanted]
+        # An index entry and a heap tuple per row: each ancestor's session row once for the
+        # tree's walk and once for storage's BatchGetSlots, its slots row once.
+        assert reads["sessions"] <= 4 * PAGE + 20, reads
+        assert reads["session_slots"] <= 2 * PAGE + 20, reads

@@ -1,0 +1,153 @@
+"""What a client and the log are told when the LLM provider fails a turn (DESIGN §7).
+
+Real providers (the openai and anthropic SDKs) against the loopback fake servers,
+behind a real gateway. The fake's error text echoes pieces of the API key, the
+model and the base URL, as real providers do. The client gets the status, the
+reason and a plain sentence with an error id: no base URL, model, setting name
+or provider text. The gateway's log carries the details under that error id,
+with every 8-character piece of the key masked.
+"""
+
+from __future__ import annotations
+
+import logging
+import re
+from collections.abc import AsyncIterator, Callable
+from dataclasses import dataclass
+
+import grpc
+import pytest
+from google.rpc import error_details_pb2
+from grpc_status import rpc_status
+
+from agent_gateway.llm.anthropic_provider import AnthropicProvider
+from agent_gateway.llm.openai_provider import OpenAIProvider
+from tests.gateway.conftest import StackMaker, rpc_error
+from tests.gateway.turns_support import send
+from tests.support.fake_anthropic import FakeAnthropic
+from tests.support.fake_openai import FakeOpenAI
+
+pytestmark = pytest.mark.sql
+
+KEY = "sk-live-Q7pWz3RkT9vLm2XcB8nY4hJd6FgA1sE5"
+MODEL = "secret-model-x1"
+PIECES = [KEY[i : i + 8] for i in range(len(KEY) - 7)]
+"""Every 8-character piece of the key: none may reach a client or the log."""
+ERROR_ID = re.compile(r"error id ([0-9a-f]{16})")
+
+
+@dataclass(frozen=True, slots=True)
+class Endpoint:
+    """A fake provider server and the real provider that talks to it."""
+
+    name: str
+    fake: FakeOpenAI | FakeAnthropic
+    provider: Callable[[str], OpenAIProvider | AnthropicProvider]
+
+
+@pytest.fixture(name="endpoint", params=["openai", "anthropic"])
+async def _endpoint(request: pytest.FixtureRequest) -> AsyncIterator[Endpoint]:
+    if request.param == "openai":
+        async with FakeOpenAI() as fake:
+            yield Endpoint(
+                "openai",
+                fake,
+                lambda url: OpenAIProvider(
+                    model=MODEL, api_key=KEY, base_url=url, timeout_s=5.0, max_retries=0
+                ),
+            )
+    else:
+        async with FakeAnthropic() as fake:
+            yield Endpoint(
+                "anthropic",
+                fake,
+                lambda url: AnthropicProvider(
+                    model=MODEL, api_key=KEY, base_url=url, timeout_s=5.0, max_retries=0
+                ),
+            )
+
+
+def error_info(error: grpc.aio.AioRpcError) -> error_details_pb2.ErrorInfo:
+    """The ErrorInfo detail of an RPC error."""
+    status = rpc_status.from_call(error)
+    assert status is not None
+    for detail in status.details:
+        info = error_details_pb2.ErrorInfo()
+        if detail.Unpack(info):
+            return info
+    raise AssertionError("no ErrorInfo")
+
+
+def assert_plain(text: str, base_url: str) -> None:
+    """`text` names no base URL, model, setting or piece of the key."""
+    assert base_url not in text and "127.0.0.1" not in text
+    assert MODEL not in text and "STELLO_" not in text
+    leaked = [piece for piece in PIECES if piece in text]
+    assert not leaked, f"key pieces {leaked} in {text!r}"
+
+
+class TestProviderErrors:
+    @pytest.mark.parametrize(
+        ("status", "code", "reason"),
+        [
+            pytest.param(401, "FAILED_PRECONDITION", "LLM_API_KEY_REJECTED", id="401"),
+            pytest.param(404, "FAILED_PRECONDITION", "LLM_MODEL_NOT_FOUND", id="404"),
+            pytest.param(400, "FAILED_PRECONDITION", "LLM_REQUEST_REJECTED", id="400"),
+            pytest.param(429, "RESOURCE_EXHAUSTED", "LLM_RATE_LIMITED", id="429"),
+            pytest.param(503, "UNAVAILABLE", "LLM_UNAVAILABLE", id="503"),
+        ],
+    )
+    async def test_the_client_gets_a_plain_reason_and_the_log_the_details(
+        self,
+        make_stack: StackMaker,
+        endpoint: Endpoint,
+        caplog: pytest.LogCaptureFixture,
+        status: int,
+        code: str,
+        reason: str,
+    ) -> None:
+        """An HTTP error echoing key pieces, model and URL reaches the client as its status,
+        reason and a sentence with an error id only; the log line of that id holds the
+        provider's text, model and base URL, with the key pieces masked."""
+        fake, url = endpoint.fake, endpoint.fake.base_url
+        fake.fail(
+            status,
+            f"Incorrect key {KEY[3:19]} (ends {KEY[-9:]}) for model {MODEL} at {url}",
+        )
+        async with endpoint.provider(url) as provider:
+            stack = await make_stack(provider)
+            root = await stack.root()
+            with caplog.at_level(logging.WARNING):
+                error = await rpc_error(send(stack, root.id, "hi"))
+        assert (error.code().name, error_info(error).reason) == (code, reason)
+        details = error.details() or ""
+        assert_plain(details, url)
+        assert set(error_info(error).metadata) <= {"http_status"}
+        found = ERROR_ID.search(details)
+        assert found is not None, details
+        logged = [r.getMessage() for r in caplog.records if found.group(1) in r.getMessage()]
+        assert len(logged) == 1
+        assert MODEL in logged[0] and url in logged[0] and f"HTTP {status}" in logged[0]
+        assert "Incorrect key ***" in logged[0]
+        everything = "\n".join(r.getMessage() for r in caplog.records)
+        assert not [piece for piece in PIECES if piece in everything]
+
+    async def test_an_unreachable_provider_is_plain_too(
+        self, make_stack: StackMaker, endpoint: Endpoint, caplog: pytest.LogCaptureFixture
+    ) -> None:
+        """A base URL nobody listens on is UNAVAILABLE with an error id, naming neither the
+        URL nor the setting to the client; the log names both."""
+        async with type(endpoint.fake)() as gone:
+            url = gone.base_url
+        async with endpoint.provider(url) as provider:
+            stack = await make_stack(provider)
+            root = await stack.root()
+            with caplog.at_level(logging.WARNING):
+                error = await rpc_error(send(stack, root.id, "hi"))
+        assert error.code() is grpc.StatusCode.UNAVAILABLE
+        details = error.details() or ""
+        assert_plain(details, url)
+        found = ERROR_ID.search(details)
+        assert found is not None, details
+        logged = [r.getMessage() for r in caplog.records if found.group(1) in r.getMessage()]
+        assert len(logged) == 1 and url in logged[0] and "_BASE_URL" in logged[0]

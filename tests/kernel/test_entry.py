@@ -1,0 +1,67 @@
+"""Every entry point answers ``--help`` with its flags and settings, and starts nothing."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+
+import pytest
+
+pytestmark = pytest.mark.subprocess
+
+ENTRY_POINTS = [
+    pytest.param(
+        ["storage_service"],
+        ["--workers", "--port", "STELLO_STORAGE_PORT", "STELLO_DATABASE_URL"],
+        id="storage",
+    ),
+    pytest.param(
+        ["tree_service"],
+        ["--workers", "STELLO_TREE_WORKERS", "STELLO_TREE_SWEEP_INTERVAL_S"],
+        id="tree",
+    ),
+    pytest.param(
+        ["agent_gateway"],
+        [
+            "--workers",
+            "STELLO_GATEWAY_WORKERS",
+            "STELLO_GATEWAY_STORAGE_ADDRESS",
+            "STELLO_LLM_PROVIDER",
+        ],
+        id="gateway",
+    ),
+    pytest.param(["stello_console"], ["--gateway", "--port"], id="console"),
+    pytest.param(["stello_cli", "up"], ["--workers", "--gateway-port", "--database-url"], id="up"),
+]
+
+
+@pytest.mark.parametrize(("command", "expected"), ENTRY_POINTS)
+def test_help_prints_flags_and_exits(command: list[str], expected: list[str]) -> None:
+    """``--help`` prints usage, the flags and (for the services) every variable, exits 0."""
+    # A server started by mistake would serve (or fail to bind) instead: no usage text.
+    done = subprocess.run(
+        [sys.executable, "-m", *command, "--help"],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.startswith("usage: "), done.stdout[:500]
+    for text in expected:
+        assert text in done.stdout, text
+    assert "listening" not in done.stderr
+
+
+@pytest.mark.parametrize("module", ["storage_service", "tree_service", "agent_gateway"])
+def test_a_bad_flag_is_refused(module: str) -> None:
+    """An unknown flag or a bad value exits 2 with argparse's message, before anything starts."""
+    done = subprocess.run(
+        [sys.executable, "-m", module, "--workers", "many"],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
+    assert done.returncode == 2
+    assert "--workers: invalid int value: 'many'" in done.stderr

@@ -1,0 +1,171 @@
+"""A database of its own, freshly migrated and never analyzed, with real servers over it.
+
+The run's database is shared by every test, and autovacuum analyzes its tables
+as they fill, so the planner's statistics there describe whatever ran before.
+A test that must prove a read does not depend on statistics creates its own
+database (`create_test_database`), turns autovacuum off for its tables, COPYs
+its rows and asks PostgreSQL (`never_analyzed`) that no statistics exist.
+Servers over it are the production app factories on loopback ports, as
+`tests/support/fixtures.py` starts them; everything is stopped and the
+database dropped at the end.
+"""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
+from contextlib import asynccontextmanager
+from dataclasses import dataclass, field
+from typing import TypeVar
+
+import asyncpg
+
+from stello.auth import KeyStore
+from stello.db import create_pool
+from stello.runner import AppFactory
+from stello.server import create_server, shutdown
+from stello.settings import StelloSettings
+from tests.support.database import create_test_database, drop_test_database
+from tests.support.fixtures import RunningServer, TestSpace, new_space
+from tests.support.history import READS, end_other_backends
+
+T = TypeVar("T")
+
+UNANALYZED = """
+SELECT relname FROM pg_stat_user_tables
+WHERE relname = ANY($1::text[])
+  AND (last_analyze IS NOT NULL OR last_autoanalyze IS NOT NULL
+       OR EXISTS (SELECT FROM pg_statistic WHERE starelid = relid))
+"""
+
+
+@dataclass(slots=True)
+class FreshDatabase:
+    """A database of its own: its DSN, a pool, a space with its key, servers started on it."""
+
+    dsn: str
+    settings: StelloSettings
+    pool: asyncpg.Pool
+    keys: KeyStore
+    space: TestSpace
+    servers: list[RunningServer] = field(default_factory=list)
+
+    async def start(self, factory: AppFactory) -> RunningServer:
+        """A real server of `factory` over this database, on 127.0.0.1:0."""
+        app = factory(self.settings, self.pool, self.keys)
+        server, port = await create_server(app, "127.0.0.1:0")
+        await server.start()
+        running = RunningServer(app, server, port)
+        self.servers.append(running)
+        return running
+
+    async def reads(self, table: str, call: Callable[[], Awaitable[T]]) -> tuple[int, T]:
+        """The tuples read from `table` while `call()` ran, and its result (`reads_of`)."""
+        counts, result = await self.reads_of((table,), call)
+        return counts[table], result
+
+    async def reads_of(
+        self, tables: Sequence[str], call: Callable[[], Awaitable[T]]
+    ) -> tuple[dict[str, int], T]:
+        """The tuples read from each of `tables` while `call()` ran (heap and index, as
+        `RowReads` counts them), and its result; `call` starts once the first count is taken.
+
+        Counting ends every other backend of the database (they flush their counters as
+        they exit); the servers' pools reconnect, as after a database restart.
+        """
+        counter = await asyncpg.connect(self.dsn)
+        try:
+            before = await _counts(counter, tables)
+            result = await call()
+            after = await _counts(counter, tables)
+            return {t: after[t] - before[t] for t in tables}, result
+        finally:
+            await counter.close()
+
+    async def never_analyzed(self, tables: Sequence[str]) -> None:
+        """Assert that PostgreSQL holds no statistics of `tables` (never analyzed)."""
+        # A connection of its own: the pool's may have been ended by a count.
+        con = await asyncpg.connect(self.dsn)
+        try:
+            analyzed = await con.fetch(UNANALYZED, list(tables))
+        finally:
+            await con.close()
+        assert not analyzed, f"analyzed: {[r['relname'] for r in analyzed]}"
+
+
+async def _counts(counter: asyncpg.Connection, tables: Sequence[str]) -> dict[str, int]:
+    """Tuples read from each table so far, every other backend's counters flushed."""
+    await end_other_backends(counter)
+    counts = {}
+    for table in tables:
+        row = await counter.fetchrow(READS, table)
+        assert row is not None
+        counts[table] = int(row["heap"]) + int(row["index"])
+    return counts
+
+
+@asynccontextmanager
+async def fresh_database(
+    admin_dsn: str,
+    settings: StelloSettings,
+    *,
+    unanalyzed: Sequence[str] = (),
+    plan_cache_mode: str = "auto",
+) -> AsyncIterator[FreshDatabase]:
+    """A new migrated database with autovacuum off for `unanalyzed` (none analyzes them),
+    whose connections plan prepared statements as `plan_cache_mode` says (auto: custom
+    plans first, then a generic one when it looks no worse; force_generic_plan: a plan
+    that knows no parameter value, as a long-lived connection ends up using)."""
+    dsn = await create_test_database(admin_dsn)
+    try:
+        con = await asyncpg.connect(dsn)
+        try:
+            for table in unanalyzed:
+                await con.execute(f'ALTER TABLE "{table}" SET (autovacuum_enabled = off)')
+            name = dsn.partition("?")[0].rpartition("/")[2]
+            mode = {"auto": "auto", "force_generic_plan": "force_generic_plan"}[plan_cache_mode]
+            await con.execute(f'ALTER DATABASE "{name}" SET plan_cache_mode = {mode}')
+        finally:
+            await con.close()
+        local = settings.model_copy(update={"database_url": dsn, "database_direct_url": dsn})
+        async with create_pool(dsn, local) as pool:
+            keys = KeyStore(pool, cache_ttl_s=0)
+            fresh = FreshDatabase(dsn, local, pool, keys, await new_space(keys))
+            try:
+                yield fresh
+            finally:
+                for running in reversed(fresh.servers):
+                    await shutdown(running.app, running.server, 0)
+    finally:
+        await drop_test_database(admin_dsn, dsn)
+
+
+def chain_with_crowd(
+    space_id: uuid.UUID, depth: int, crowd: int
+) -> tuple[list[uuid.UUID], list[tuple[object, ...]]]:
+    """Sessions of a `depth`-long chain (root first), and `crowd` more under another root
+    (ten children each, breadth first): the chain's ids and every row, as
+    `tests.tree.seed.COLUMNS` orders them."""
+    chain = [uuid.uuid4() for _ in range(depth)]
+    rows: list[tuple[object, ...]] = [
+        (space_id, sid, chain[i - 1] if i else None, chain[0], i, 0, f"c{i}")
+        for i, sid in enumerate(chain)
+    ]
+    others = [uuid.uuid4() for _ in range(crowd)]
+    depths = [0] * crowd
+    for i, sid in enumerate(others):
+        parent = None if i == 0 else (i - 1) // 10
+        depths[i] = 0 if parent is None else depths[parent] + 1
+        index = 0 if parent is None else (i - 1) % 10
+        rows.append(
+            (
+                space_id,
+                sid,
+                None if parent is None else others[parent],
+                others[0],
+                depths[i],
+                index,
+                f"o{i}",
+            )
+        )
+    return chain, rows
