@@ -44,6 +44,7 @@ from agent_gateway.tools.create_session import CreateSessionTool
 from agent_gateway.tools.memory import MemoryTools
 from agent_gateway.tools.skills import SkillRegistry, load_skills
 from agent_gateway.turns.lease_keeper import LeaseKeeper, LeaseTimes
+from agent_gateway.turns.queue import TurnLine
 from agent_gateway.turns.requests import ContentLimits
 from agent_gateway.turns.service import TurnService
 from stello.agent.v1 import agent_pb2_grpc
@@ -298,6 +299,20 @@ def create_app(
         skills=skills if skills is not None else load_skills(config.skills_file),
         tree=clients.tree,
     )
+    watchers = Watchers(
+        clients.storage,
+        config.watch_poll_interval_s,
+        ring_events=config.watch_ring_events,
+        key_check=key_check(keys),
+        recheck_s=settings.auth_cache_ttl_s,
+    )
+    line = TurnLine(
+        clients.storage,
+        leases,
+        watchers.session_changes,
+        max_waiters=config.turn_queue_max,
+        max_wait_s=config.turn_max_s,
+    )
     turns = TurnService(
         clients.storage,
         provider,
@@ -309,15 +324,9 @@ def create_app(
         counter,
         max_tool_rounds=config.max_tool_rounds,
         leases=leases,
+        line=line,
         record_bytes=settings.max_record_bytes,
         memory_index=IndexCaps(config.memory_index_max_entries, config.memory_index_max_tokens),
-    )
-    watchers = Watchers(
-        clients.storage,
-        config.watch_poll_interval_s,
-        ring_events=config.watch_ring_events,
-        key_check=key_check(keys),
-        recheck_s=settings.auth_cache_ttl_s,
     )
     # A write through this gateway wakes the space's poller at once (DESIGN §4.6).
     clients.storage.after_write = clients.tree.after_write = watchers.wake
@@ -335,6 +344,7 @@ def create_app(
         keys,
         memory,
         builtins,
+        clients.tree,
         limits=ContentLimits(config.max_content_bytes, settings.max_record_bytes),
         sizes=sizes,
     )

@@ -187,6 +187,15 @@ class GatewaySettings(BaseSettings):
             "its lease given back."
         ),
     )
+    turn_queue_max: int = Field(
+        default=16,
+        ge=1,
+        le=10_000,
+        description=(
+            "Most turns that may wait for one session with the ENQUEUE busy policy (across "
+            "gateways); one more is refused RESOURCE_EXHAUSTED TURN_QUEUE_FULL."
+        ),
+    )
     builtin_tools: bool = Field(
         default=True, description="Offer the built-in tool stello_create_session to the model."
     )

@@ -57,6 +57,8 @@ DISTRIBUTED_TABLES: tuple[str, ...] = (
     "background_jobs",
     "idempotency_key_sessions",
     "shared_memory_counts",
+    "turn_waiters",
+    "retention_policies",
 )
 
 # Shared SQL functions that statements call, by signature, each created on

@@ -39,6 +39,7 @@ EventKind = Literal[
     "ref_removed",
     "shared_memory_upserted",
     "shared_memory_removed",
+    "turn_released",
 ]
 EVENT_KINDS: tuple[EventKind, ...] = EventKind.__args__  # type: ignore[attr-defined]
 

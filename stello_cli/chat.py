@@ -26,7 +26,7 @@ from stello_cli.gateway import gateway, session_id
 from stello_cli.parser import Commands, session_argument
 from stello_cli.sessions import CONTEXTS, fork_context, profile_vars
 from stello_cli.style import Style, ago, plural, short_id, write
-from stello_cli.talk import Turn, newest_records, stream_turn
+from stello_cli.talk import Turn, busy_argument, newest_records, stream_turn
 from stello_cli.views import draw_tree, tree_nodes
 from stello_client.credentials import credentials_path
 from stello_client.errors import ClientError, UsageError, rpc_error_line
@@ -36,7 +36,7 @@ if TYPE_CHECKING:
     from collections.abc import Mapping
 
     from stello_client.aio import AsyncClient
-    from stello_client.types import SessionView
+    from stello_client.types import BusyName, SessionView
 
 BANNER_RECORDS = 4
 BANNER_WIDTH = 100
@@ -80,8 +80,10 @@ class Chat:
         view: SessionView,
         interactive: bool,
         flags: Mapping[str, str],
+        busy: BusyName | None = None,
     ) -> None:
         self.client = client
+        self.busy = busy
         self.view = view
         self.flags = flags
         self.interactive = interactive
@@ -184,7 +186,9 @@ class Chat:
     async def turn(self, text: str) -> None:
         """One turn; Ctrl-C (SIGINT) stops this reply only."""
         state = Turn()
-        task = asyncio.create_task(stream_turn(self.client, self.session_id, text, turn=state))
+        task = asyncio.create_task(
+            stream_turn(self.client, self.session_id, text, turn=state, busy=self.busy)
+        )
         with _interrupts(task):
             try:
                 await task
@@ -262,7 +266,7 @@ async def cmd_chat(args: argparse.Namespace) -> int:
     interactive = sys.stdin.isatty() and sys.stdout.isatty()
     async with gateway(args) as client:
         view = await client.get_session(await session_id(client, args.session))  # fails now
-        chat = Chat(client, view, interactive, args.flags)
+        chat = Chat(client, view, interactive, args.flags, args.busy)
         if interactive:
             await chat.banner()
             await _prompted(chat)
@@ -283,6 +287,7 @@ def register(commands: Commands) -> None:
         "arrows edit the line and recall earlier ones; /help lists the commands\n"
         "(/fork, /switch, /tree, /history, /quit). Ctrl-C stops a reply without\n"
         "storing it; Ctrl-D leaves.\n\n" + HELP,
-        flags={"content": "the message"},
+        flags={"content": "the message", "busy": "--busy"},
     )
     session_argument(chat)
+    busy_argument(chat)

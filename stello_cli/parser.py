@@ -31,6 +31,7 @@ COMMAND_GROUPS = (
     "stello_cli.views",
     "stello_cli.transfer",
     "stello_cli.watch",
+    "stello_cli.retention",
 )
 SESSION_HELP = (
     "the session: its id, or the first digits of it as `stello tree` shows them "
@@ -154,9 +155,11 @@ class Commands:
         description: str | None = None,
         *,
         flags: Mapping[str, str] | None = None,
+        parent: Any = None,
     ) -> Any:
-        """A command that talks to the gateway; `flags` names request fields as its flags."""
-        parser = self._add(name, run, help_, description, None)
+        """A command that talks to the gateway (under `parent`, a `group`, when given);
+        `flags` names request fields as its flags."""
+        parser = self._add(name, run, help_, description, parent)
         connection_options(parser, default=argparse.SUPPRESS)
         parser.set_defaults(flags=dict(flags or {}))
         return parser

@@ -23,7 +23,7 @@ from stello_client.errors import UsageError
 
 if TYPE_CHECKING:
     from stello_client.aio import AsyncClient
-    from stello_client.types import Record, SendResponse
+    from stello_client.types import BusyName, Record, SendResponse
 
 NOT_STORED = "interrupted: the turn was not stored (nothing was written; send it again)"
 STORED = "interrupted after the turn was stored"
@@ -46,17 +46,19 @@ async def stream_turn(
     as_json: bool = False,
     seconds: float | None = None,
     turn: Turn | None = None,
+    busy: BusyName | None = None,
 ) -> Turn:
     """One SendStream turn: deltas printed as they arrive, tool calls on their own lines.
 
     `turn` (when given) is filled as events arrive, so a caller that cancels
-    this can tell whether the turn was committed (`done` arrived).
+    this can tell whether the turn was committed (`done` arrived). `busy` is the
+    policy while another turn holds the session (None: reject).
     """
     from stello_client.types import TextDelta, ToolCall
 
     turn = turn or Turn()
     style = Style.of(sys.stdout)
-    async for event in client.stream(session, text, timeout=seconds):
+    async for event in client.stream(session, text, timeout=seconds, busy=busy):
         if isinstance(event, TextDelta):
             if not as_json and event.text:
                 write(event.text, end="")
@@ -95,6 +97,7 @@ async def cmd_send(args: argparse.Namespace) -> int:
                 as_json=args.json,
                 seconds=args.stream_timeout,
                 turn=turn,
+                busy=args.busy,
             )
         except asyncio.CancelledError:
             if not turn.at_line_start:
@@ -146,6 +149,19 @@ def _write_records(records: list[Record], style: Style) -> None:
         write("\n".join(fmt.record_lines(record, style)))
 
 
+BUSY_POLICIES = ("reject", "enqueue", "interrupt", "rollback")
+
+
+def busy_argument(parser: argparse.ArgumentParser) -> None:
+    """--busy: what a turn does while another holds its session (DESIGN §4.2)."""
+    parser.add_argument(
+        "--busy",
+        choices=BUSY_POLICIES,
+        help="while another turn runs on the session: reject (the default: refused), "
+        "enqueue (wait in line, then run), interrupt or rollback (stop it, run this)",
+    )
+
+
 def register(commands: Commands) -> None:
     """Add send and records."""
     send = commands.client(
@@ -155,7 +171,7 @@ def register(commands: Commands) -> None:
         "Send MESSAGE to SESSION as one turn: the reply streams as the model writes it,\n"
         "and the turn (message and reply) is stored when it completes. Ctrl-C before\n"
         "that stores nothing.",
-        flags={"content": "MESSAGE"},
+        flags={"content": "MESSAGE", "busy": "--busy"},
     )
     session_argument(send)
     send.add_argument("message", metavar="MESSAGE", help="the text (- reads it from stdin)")
@@ -165,6 +181,7 @@ def register(commands: Commands) -> None:
         metavar="S",
         help="seconds the whole turn may take (default: no limit)",
     )
+    busy_argument(send)
     records = commands.client(
         "records", cmd_records, "show a session's records, oldest first, every page"
     )

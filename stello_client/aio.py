@@ -8,6 +8,7 @@ caller, deadlines and retries); this class puts them together.
 from __future__ import annotations
 
 from stello_client.reads import ReadCalls
+from stello_client.retention import RetentionCalls
 from stello_client.sessions import SessionCalls
 from stello_client.shared_memory import SharedMemoryCalls
 from stello_client.turns import TurnCalls
@@ -42,11 +43,17 @@ RPC_METHODS = {
     "ResolveSessionPrefix": "resolve_session_prefix",
     "WhoAmI": "who_am_i",
     "ImportSession": "import_session",
+    "GetRetention": "get_retention",
+    "PutRetention": "put_retention",
+    "ApplyRetention": "apply_retention",
+    "PinSession": "pin_session",
 }
 """Each RPC's method; `records`, `digests`, `lineage` and `shared_memory` walk the pages."""
 
 
-class AsyncClient(SessionCalls, TurnCalls, ReadCalls, SharedMemoryCalls, WatchCalls):
+class AsyncClient(
+    SessionCalls, TurnCalls, ReadCalls, SharedMemoryCalls, WatchCalls, RetentionCalls
+):
     """The Stello gateway for asyncio: ``async with AsyncClient() as client: ...``.
 
     Connection from the arguments, else STELLO_GATEWAY / STELLO_KEY /

@@ -11,14 +11,17 @@ The tree::
         │   └── RequestIdReused
         ├── FailedPrecondition
         │   ├── SessionArchived, TreeTooLarge, ProfileNotFound, NoPendingToolCalls,
-        │   ├── WindowTooSmall, CursorExpired, SessionNotEmpty, RefToSelf, RefToAncestor,
+        │   ├── WindowTooSmall, CursorExpired, NoRetentionPolicy, SessionNotEmpty,
+        │   ├── RefToSelf, RefToAncestor,
         │   ├── RefToDescendant, ProviderNotConfigured, LlmApiKeyMissing,
         │   └── LlmApiKeyRejected, LlmModelNotFound, LlmRequestRejected
         ├── Aborted
         │   ├── TurnInProgress
+        │   ├── TurnInterrupted
         │   └── ConcurrentModification
         ├── ResourceExhausted
-        │   └── ToolRoundsExceeded, ContextTooLarge, LlmRateLimited, SharedMemoryFull
+        │   └── ToolRoundsExceeded, ContextTooLarge, LlmRateLimited, TurnQueueFull,
+        │       SharedMemoryFull
         ├── Unavailable
         │   └── LlmUnavailable, OutcomeUnknown
         ├── DeadlineExceeded
@@ -156,6 +159,10 @@ class WindowTooSmall(FailedPrecondition):
     """Raised when the model's window cannot hold a compressor call."""
 
 
+class NoRetentionPolicy(FailedPrecondition):
+    """Raised when retention is applied to a space that has no policy: set one first."""
+
+
 class CursorExpired(FailedPrecondition):
     """Raised when a watch's cursor is older than the retained events: re-read, watch anew."""
 
@@ -206,6 +213,11 @@ class TurnInProgress(Aborted):
     """Raised when another turn holds the session's lease (retried for safe calls first)."""
 
 
+class TurnInterrupted(Aborted):
+    """Raised when another turn took the session over (its busy policy INTERRUPT or
+    ROLLBACK) while this one ran: nothing of this turn was stored."""
+
+
 class ConcurrentModification(Aborted):
     """Raised when a precondition no longer held: read again, then retry."""
 
@@ -231,6 +243,11 @@ class LlmRateLimited(ResourceExhausted):
 class SharedMemoryFull(ResourceExhausted):
     """Raised when a new shared memory entry would pass the space's cap (nothing written):
     remove an entry first; replacing an existing slug is still allowed."""
+
+
+class TurnQueueFull(ResourceExhausted):
+    """Raised when as many turns as the gateway allows already wait for the session (busy
+    policy ENQUEUE): nothing was stored."""
 
 
 class Unavailable(RpcError):
@@ -322,6 +339,7 @@ BY_REASON: dict[str, type[RpcError]] = {
     reasons.NO_PENDING_TOOL_CALLS: NoPendingToolCalls,
     reasons.WINDOW_TOO_SMALL: WindowTooSmall,
     reasons.CURSOR_EXPIRED: CursorExpired,
+    reasons.NO_RETENTION_POLICY: NoRetentionPolicy,
     reasons.SESSION_NOT_EMPTY: SessionNotEmpty,
     reasons.REF_TO_SELF: RefToSelf,
     reasons.REF_TO_ANCESTOR: RefToAncestor,
@@ -332,13 +350,15 @@ BY_REASON: dict[str, type[RpcError]] = {
     reasons.LLM_MODEL_NOT_FOUND: LlmModelNotFound,
     reasons.LLM_REQUEST_REJECTED: LlmRequestRejected,
     reasons.TURN_IN_PROGRESS: TurnInProgress,
+    reasons.TURN_INTERRUPTED: TurnInterrupted,
+    reasons.TURN_QUEUE_FULL: TurnQueueFull,
+    reasons.SHARED_MEMORY_FULL: SharedMemoryFull,
+    reasons.OUTCOME_UNKNOWN: OutcomeUnknown,
     reasons.CONCURRENT_MODIFICATION: ConcurrentModification,
     reasons.TOOL_ROUNDS_EXCEEDED: ToolRoundsExceeded,
     reasons.CONTEXT_TOO_LARGE: ContextTooLarge,
     reasons.LLM_RATE_LIMITED: LlmRateLimited,
-    reasons.SHARED_MEMORY_FULL: SharedMemoryFull,
     reasons.LLM_UNAVAILABLE: LlmUnavailable,
-    reasons.OUTCOME_UNKNOWN: OutcomeUnknown,
     reasons.LLM_TIMEOUT: LlmTimeout,
 }
 

@@ -199,3 +199,7 @@ class Client:
     get_shared_memory_entry = blocking(AsyncClient.get_shared_memory_entry)
     upsert_shared_memory_entry = blocking(AsyncClient.upsert_shared_memory_entry)
     remove_shared_memory_entry = blocking(AsyncClient.remove_shared_memory_entry)
+    get_retention = blocking(AsyncClient.get_retention)
+    put_retention = blocking(AsyncClient.put_retention)
+    apply_retention = blocking(AsyncClient.apply_retention)
+    pin_session = blocking(AsyncClient.pin_session)

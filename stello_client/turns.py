@@ -20,11 +20,14 @@ from stello_client.base import DEFAULT, ClientBase, Timeout, request_id_or_new, 
 from stello_client.calls import before_retry
 from stello_client.exceptions import from_rpc_error
 from stello_client.types import (
+    BusyName,
+    BusyPolicy,
     SendResponse,
     StreamEvent,
     SubmitToolResultsResponse,
     ToolDefinition,
     ToolResult,
+    busy_policy,
 )
 
 
@@ -38,6 +41,7 @@ class TurnCalls(ClientBase):
         *,
         tools: Sequence[ToolDefinition] = (),
         memory_tools: bool | None = None,
+        busy: BusyName | BusyPolicy | None = None,
         request_id: str | None = None,
         timeout: Timeout = DEFAULT,
     ) -> SendResponse:
@@ -50,6 +54,10 @@ class TurnCalls(ClientBase):
             content: the user message.
             tools: client tools the model may call (`stello_client.types.tool`).
             memory_tools: offer the shared memory tools (None: as the gateway says).
+            busy: what to do while another turn holds the session: "reject" (the
+                default: TurnInProgress, retried), "enqueue" (wait in line, within
+                `timeout`), "interrupt" or "rollback" (stop the running turn, which
+                raises TurnInterrupted to its caller, and run this one at once).
             request_id: the idempotency key (default: a new one, so retries are safe).
             timeout: seconds, retries included (default: the client's turn timeout).
 
@@ -57,6 +65,9 @@ class TurnCalls(ClientBase):
             NotFound: the session is not in the space.
             SessionArchived: the session is archived.
             TurnInProgress: another turn holds the session (after the retries).
+            TurnInterrupted: an "interrupt" turn took the session over; nothing stored.
+            TurnQueueFull: "enqueue", and the session's line is full.
+            DeadlineExceeded: "enqueue", and `timeout` passed in line; nothing stored.
             InvalidArgument: empty or oversized content, bad tool definitions.
             ToolRoundsExceeded, ContextTooLarge, LlmRateLimited, LlmUnavailable,
                 LlmTimeout: the model's side; nothing was stored.
@@ -71,6 +82,7 @@ class TurnCalls(ClientBase):
             content=content,
             tools=list(tools),
             request_id=rid,
+            busy=busy_policy(busy),
         )
         set_optional(request, memory_tools=memory_tools)
         reply: SendResponse = await self._unary(
@@ -85,6 +97,7 @@ class TurnCalls(ClientBase):
         *,
         tools: Sequence[ToolDefinition] = (),
         memory_tools: bool | None = None,
+        busy: BusyName | BusyPolicy | None = None,
         request_id: str | None = None,
         timeout: Timeout = DEFAULT,
     ) -> AsyncGenerator[StreamEvent, None]:
@@ -102,6 +115,7 @@ class TurnCalls(ClientBase):
             content=content,
             tools=list(tools),
             request_id=rid,
+            busy=busy_policy(busy),
         )
         set_optional(request, memory_tools=memory_tools)
         opts = self._options("SendStream", timeout, safe=True, request_id=rid, turn=True)
@@ -130,6 +144,7 @@ class TurnCalls(ClientBase):
         *,
         tools: Sequence[ToolDefinition] = (),
         memory_tools: bool | None = None,
+        busy: BusyName | BusyPolicy | None = None,
         request_id: str | None = None,
         timeout: Timeout = DEFAULT,
     ) -> SubmitToolResultsResponse:
@@ -139,8 +154,9 @@ class TurnCalls(ClientBase):
         Raises:
             InvalidArgument: a result answering no pending call, or a pending call left out.
             NoPendingToolCalls: the session waits for no tool result.
-            SessionArchived, TurnInProgress, OutcomeUnknown and the model's errors: as
-                `send`.
+            SessionArchived, TurnInProgress, TurnInterrupted, TurnQueueFull, OutcomeUnknown
+                and the model's errors: as `send` (`busy` too: a queued submit goes ahead
+                of the queued sends, which wait for it).
         """
         rid = request_id_or_new(request_id)
         request = agent_pb2.SubmitToolResultsRequest(
@@ -149,6 +165,7 @@ class TurnCalls(ClientBase):
             results=list(results),
             tools=list(tools),
             request_id=rid,
+            busy=busy_policy(busy),
         )
         set_optional(request, memory_tools=memory_tools)
         reply: SubmitToolResultsResponse = await self._unary(

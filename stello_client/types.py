@@ -35,10 +35,13 @@ from stello.agent.v1.agent_pb2 import (
 )
 from stello.common.v1 import common_pb2
 from stello.common.v1.common_pb2 import (
+    BusyPolicy,
     EventKind,
     ForkContext,
     Record,
     RecordRole,
+    RetentionAction,
+    RetentionPolicy,
     SessionConfig,
     SessionDigest,
     SessionStatus,
@@ -51,12 +54,15 @@ from stello.common.v1.common_pb2 import (
 )
 
 ContextName: TypeAlias = Literal["none", "inherit", "compress"]
+BusyName: TypeAlias = Literal["reject", "enqueue", "interrupt", "rollback"]
 StatusName: TypeAlias = Literal["active", "archived"]
 RoleName: TypeAlias = Literal["system", "user", "assistant", "tool"]
 StreamEvent: TypeAlias = TextDelta | ToolCall | SendResponse
 """What `stream()` yields: text as it arrives, each complete tool call, then the turn."""
 
 __all__ = [
+    "BusyName",
+    "BusyPolicy",
     "ContextName",
     "EventKind",
     "ForkContext",
@@ -67,6 +73,8 @@ __all__ = [
     "ProfileInfo",
     "Record",
     "RecordRole",
+    "RetentionAction",
+    "RetentionPolicy",
     "RoleName",
     "SendResponse",
     "SessionConfig",
@@ -88,6 +96,7 @@ __all__ = [
     "UpsertSharedMemoryEntryResponse",
     "Usage",
     "WhoAmIResponse",
+    "busy_policy",
     "event_kind",
     "fork_context",
     "record_role",
@@ -127,6 +136,12 @@ def session_status(value: StatusName | SessionStatus | None) -> SessionStatus:
 def record_role(value: RoleName | RecordRole | None) -> RecordRole:
     """RecordRole of "system", "user", "assistant" or "tool" (None: no filter)."""
     found: RecordRole = _enum(common_pb2.RecordRole, "RECORD_ROLE_", value, "role")
+    return found
+
+
+def busy_policy(value: BusyName | BusyPolicy | None) -> BusyPolicy:
+    """BusyPolicy of "reject", "enqueue", "interrupt" or "rollback" (None: reject)."""
+    found: BusyPolicy = _enum(common_pb2.BusyPolicy, "BUSY_POLICY_", value, "busy")
     return found
 
 

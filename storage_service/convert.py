@@ -267,6 +267,11 @@ def turn_start_to_proto(start: TurnStart) -> storage_pb2.BeginTurnResponse:
     if start.remembered is not None:
         reply.remembered.request_hash = start.remembered.request_hash
         reply.remembered.response = start.remembered.response
+    if start.queued is not None:
+        reply.queued.ahead = start.queued.ahead
+        set_timestamp(reply.queued.expires_at, start.queued.expires_at)
+    if start.interrupted is not None:
+        reply.interrupted_token = str(start.interrupted)
     state = start.state
     if state is not None:
         turn = reply.turn

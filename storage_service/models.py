@@ -253,11 +253,36 @@ class TurnState:
     """The frozen config's skill allow-list; None = not set."""
 
 
+BusyPolicy = Literal["reject", "enqueue", "interrupt"]
+"""What BeginTurn does while another turn holds the session (ROLLBACK is INTERRUPT)."""
+
+
+@dataclass(frozen=True, slots=True)
+class TurnBusy:
+    """BeginTurn's busy policy; with ENQUEUE, the waiting call's ticket and the line's cap."""
+
+    policy: BusyPolicy = "reject"
+    waiter: uuid.UUID | None = None
+    max_waiters: int = 0
+    continuation: bool = False
+
+
+@dataclass(frozen=True, slots=True)
+class TurnQueued:
+    """An ENQUEUE caller's place: the live tickets ahead, and when its ticket expires."""
+
+    ahead: int
+    expires_at: datetime
+
+
 @dataclass(frozen=True, slots=True)
 class TurnStart:
     """BeginTurn's answer: a remembered entry, or the lease (None for an archived
-    session) and, when a window was asked for, the turn."""
+    session, or a caller queued) and, when a window was asked for, the turn."""
 
     lease: TurnLease | None = None
     remembered: RememberedResult | None = None
     state: TurnState | None = None
+    queued: TurnQueued | None = None
+    interrupted: uuid.UUID | None = None
+    """The token of the live lease an INTERRUPT took over."""

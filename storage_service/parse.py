@@ -27,6 +27,7 @@ from storage_service.convert import (
 )
 from storage_service.jobs import wire
 from storage_service.models import (
+    BusyPolicy,
     CompressionCache,
     Idempotency,
     IndexCaps,
@@ -38,6 +39,7 @@ from storage_service.models import (
     Status,
     ToolCall,
     TurnBudget,
+    TurnBusy,
     TurnKey,
 )
 from storage_service.transact.operations import (
@@ -200,6 +202,33 @@ def turn_budget(request: storage_pb2.BeginTurnRequest, v: Violations) -> TurnBud
     if not 0 <= window.reserve_tokens <= MAX_WINDOW_TOKENS:
         v.add("window.reserve_tokens", f"must be within 0..{MAX_WINDOW_TOKENS}")
     return TurnBudget(window.window_tokens, window.reserve_tokens, _index_caps(request, v))
+
+
+MAX_WAITERS = 10_000
+BUSY_POLICIES: dict[int, BusyPolicy] = {
+    common_pb2.BUSY_POLICY_UNSPECIFIED: "reject",
+    common_pb2.BUSY_POLICY_REJECT: "reject",
+    common_pb2.BUSY_POLICY_ENQUEUE: "enqueue",
+    common_pb2.BUSY_POLICY_INTERRUPT: "interrupt",
+    common_pb2.BUSY_POLICY_ROLLBACK: "interrupt",
+}
+
+
+def turn_busy(request: storage_pb2.BeginTurnRequest, v: Violations) -> TurnBusy:
+    """BeginTurn's busy policy: a known one; other than REJECT only with a window; ENQUEUE
+    with a waiter UUID and a cap within 1..MAX_WAITERS."""
+    policy = BUSY_POLICIES.get(request.busy)
+    if policy is None:
+        v.add("busy", f"is not a BusyPolicy value: {request.busy}")
+        return TurnBusy(continuation=request.continuation)
+    if policy != "reject" and not request.HasField("window"):
+        v.add("busy", "needs `window` (only a whole turn can wait or interrupt)")
+    if policy != "enqueue":
+        return TurnBusy(policy, continuation=request.continuation)
+    waiter = parse_uuid(request.waiter, "waiter", v)
+    if not 1 <= request.max_waiters <= MAX_WAITERS:
+        v.add("max_waiters", f"must be within 1..{MAX_WAITERS}, got {request.max_waiters}")
+    return TurnBusy(policy, waiter, request.max_waiters, request.continuation)
 
 
 def _index_caps(request: storage_pb2.BeginTurnRequest, v: Violations) -> IndexCaps | None:

@@ -12,7 +12,7 @@ from stello import memory_rules
 from stello.errors import Violations
 from stello.storage.v1 import storage_pb2, storage_pb2_grpc
 from stello.timestamps import timestamp
-from stello.validation import page_size, space_uuid
+from stello.validation import page_size, parse_uuid, space_uuid
 from storage_service import parse
 from storage_service.convert import (
     add_event,
@@ -418,14 +418,26 @@ class SessionStorageServicer(storage_pb2_grpc.SessionStorageServicer):
         ttl_s = self._parse.ttl(request.ttl_s, v)
         key = parse.turn_key(request, v)
         budget = parse.turn_budget(request, v)
+        busy = parse.turn_busy(request, v)
         v.raise_if_any()
         if key is None and budget is None:
             lease = await self._turns.begin_turn(space_id, session_id, ttl_s)
             return storage_pb2.BeginTurnResponse(
                 token=str(lease.token), expires_at=timestamp(lease.expires_at)
             )
-        start = await self._turns.start_turn(space_id, session_id, ttl_s, key, budget)
+        start = await self._turns.start_turn(space_id, session_id, ttl_s, key, budget, busy)
         return turn_start_to_proto(start)
+
+    async def LeaveTurnQueue(
+        self, request: storage_pb2.LeaveTurnQueueRequest, context: Context
+    ) -> storage_pb2.LeaveTurnQueueResponse:
+        """Take a waiting call's ticket out of the session's line."""
+        v = Violations()
+        space_id, session_id = parse.target(request, v)
+        waiter = parse_uuid(request.waiter, "waiter", v)
+        v.raise_if_any()
+        left = await self._turns.leave_queue(space_id, session_id, waiter)
+        return storage_pb2.LeaveTurnQueueResponse(left=left)
 
     async def ReleaseTurn(
         self, request: storage_pb2.ReleaseTurnRequest, context: Context
@@ -449,10 +461,10 @@ class SessionStorageServicer(storage_pb2_grpc.SessionStorageServicer):
             v.add("token", "is required")
         ttl_s = self._parse.ttl(request.ttl_s, v)
         v.raise_if_any()
-        expires_at = await self._turns.renew_turn(space_id, session_id, request.token, ttl_s)
-        if expires_at is None:
-            return storage_pb2.RenewTurnResponse(renewed=False)
-        return storage_pb2.RenewTurnResponse(renewed=True, expires_at=timestamp(expires_at))
+        renewal = await self._turns.renew_turn(space_id, session_id, request.token, ttl_s)
+        if renewal.expires_at is None:
+            return storage_pb2.RenewTurnResponse(renewed=False, interrupted=renewal.interrupted)
+        return storage_pb2.RenewTurnResponse(renewed=True, expires_at=timestamp(renewal.expires_at))
 
     async def Transact(
         self, request: storage_pb2.TransactRequest, context: Context

@@ -28,6 +28,7 @@ from storage_service.records.repository import RecordRepository
 from storage_service.sessions.repository import SessionRepository
 from storage_service.slots.repository import SlotRepository
 from storage_service.turns.repository import TurnRepository
+from storage_service.turns.waiters import WaiterRepository
 
 T = TypeVar("T")
 
@@ -48,6 +49,7 @@ class UnitOfWork:
         "_sessions",
         "_slots",
         "_turns",
+        "_waiters",
         "outbox",
     )
 
@@ -60,6 +62,7 @@ class UnitOfWork:
         self._lineage: LineageRepository | None = None
         self._slots: SlotRepository | None = None
         self._turns: TurnRepository | None = None
+        self._waiters: WaiterRepository | None = None
         self._memory: MemoryRepository | None = None
         self._guard: GuardRepository | None = None
         self._jobs: JobRepository | None = None
@@ -100,6 +103,13 @@ class UnitOfWork:
         if self._turns is None:
             self._turns = TurnRepository(self._con, self.outbox)
         return self._turns
+
+    @property
+    def waiters(self) -> WaiterRepository:
+        """`turn_waiters`: the line of ENQUEUE turns of a session."""
+        if self._waiters is None:
+            self._waiters = WaiterRepository(self._con)
+        return self._waiters
 
     @property
     def memory(self) -> MemoryRepository:

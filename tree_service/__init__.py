@@ -2,8 +2,8 @@
 
 The only place a session id is born; it writes parent, depth, sibling index,
 root, source session and provisioning state, answers topology reads, keeps
-refs and per-session configs, erases subtrees and sweeps abandoned
-provisional sessions.
+refs and per-session configs, erases subtrees, sweeps abandoned
+provisional sessions, and applies each space's retention policy (`retention`).
 """
 
 from __future__ import annotations

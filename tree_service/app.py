@@ -4,7 +4,8 @@
 provisional sweeper and the erasure job as the app's background tasks (the
 server factory starts them once bound and stops them after the graceful
 shutdown; the service wakes the job after each DeleteSubtree); `create_sweeper`
-and `create_eraser` build one on its own, for tests that drive them.
+and `create_eraser` build one on its own, for tests that drive them. The
+retention sweep (`tree_service.retention`) is a third background task.
 """
 
 from __future__ import annotations
@@ -21,6 +22,7 @@ from stello.tree.v1 import tree_pb2_grpc
 from tree_service.config import TreeSettings
 from tree_service.eraser import Eraser
 from tree_service.repository import TreeRepository
+from tree_service.retention import RetentionService, RetentionSweeper
 from tree_service.service import TreeService
 from tree_service.servicer import TreeServicer
 from tree_service.sweeper import Sweeper
@@ -57,7 +59,10 @@ def create_app(
 ) -> ServiceApp:
     """The SessionTree app the kernel's `create_server` serves (SweepProvisional: admin only)."""
     eraser = create_eraser(pool, config)
-    servicer = TreeServicer(create_service(pool, config, on_hidden=eraser.wake))
+    retention = create_retention(pool, config, on_hidden=eraser.wake)
+    servicer = TreeServicer(create_service(pool, config, on_hidden=eraser.wake), retention)
+    settings_ = config or TreeSettings()
+    retention_sweeper = RetentionSweeper(retention, settings_.retention_interval_s)
 
     def register(server: grpc.aio.Server) -> None:
         tree_pb2_grpc.add_SessionTreeServicer_to_server(servicer, raw_replies(server, RAW_REPLIES))
@@ -71,7 +76,23 @@ def create_app(
         settings=settings,
         admin_methods=ADMIN_METHODS,
         metrics_port=(config or TreeSettings()).metrics_port,
-        background=(create_sweeper(pool, config), eraser),
+        background=(create_sweeper(pool, config), eraser, retention_sweeper),
+    )
+
+
+def create_retention(
+    pool: asyncpg.Pool,
+    config: TreeSettings | None = None,
+    on_hidden: Callable[[], None] = lambda: None,
+) -> RetentionService:
+    """Retention over `pool` with the batches of `config`; `on_hidden` runs after a batch
+    deleted subtrees (it wakes the erasure job)."""
+    config = config or TreeSettings()
+    return RetentionService(
+        pool,
+        batch_roots=config.retention_batch,
+        batch_sessions=config.retention_batch_sessions,
+        on_hidden=on_hidden,
     )
 
 

@@ -55,6 +55,24 @@ class TreeSettings(BaseSettings):
         le=100_000,
         description="Most deleted sessions the erasure job erases in one transaction.",
     )
+    retention_interval_s: float = Field(
+        default=3600.0,
+        gt=0,
+        description="Seconds between rounds of the retention sweep over every space with a "
+        "policy (each space swept by one replica at a time).",
+    )
+    retention_batch: int = Field(
+        default=100,
+        ge=1,
+        le=10_000,
+        description="Most roots the retention sweep judges in one transaction.",
+    )
+    retention_batch_sessions: int = Field(
+        default=1000,
+        ge=1,
+        le=100_000,
+        description="Most sessions the retention sweep archives in one transaction.",
+    )
     metrics_port: int | None = Field(
         default=None, ge=0, le=65535, description="Serve Prometheus /metrics on this port."
     )

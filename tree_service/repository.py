@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import uuid
 from collections.abc import Awaitable, Callable, Sequence
-from datetime import datetime
+from datetime import UTC, datetime
 from operator import itemgetter
 from typing import Any, TypeVar, cast
 
@@ -447,7 +447,9 @@ class TreeTx(idempotency.KeyStatements):
 
     async def set_status(self, space_id: uuid.UUID, session_id: uuid.UUID, status: Status) -> None:
         """Set a visible session's status (no bump and no event when unchanged)."""
-        done = await self._con.execute(sql.SET_STATUS, space_id, session_id, status)
+        done = await self._con.execute(
+            sql.SET_STATUS, space_id, session_id, status, datetime.now(UTC)
+        )
         if done.rpartition(" ")[2] != "0":
             kind: EventKind = "session_archived" if status == "archived" else "session_unarchived"
             self._changed(space_id, kind, session_id)

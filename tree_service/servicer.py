@@ -31,6 +31,14 @@ from tree_service.convert import (
     tree_reply,
 )
 from tree_service.models import NewSession, PageQuery, SweepQuery, TreeQuery
+from tree_service.retention import RetentionService
+from tree_service.retention_wire import (
+    actions_to_proto,
+    page_cursor,
+    page_token,
+    policy_from_proto,
+    policy_to_proto,
+)
 from tree_service.service import TreeService
 
 Context = grpc.aio.ServicerContext[Any, Any]
@@ -58,8 +66,9 @@ def _ref(request: Any) -> tuple[uuid.UUID, uuid.UUID, uuid.UUID]:
 class TreeServicer(tree_pb2_grpc.SessionTreeServicer):
     """The SessionTree RPCs, one service call each."""
 
-    def __init__(self, service: TreeService) -> None:
+    def __init__(self, service: TreeService, retention: RetentionService) -> None:
         self._service = service
+        self._retention = retention
 
     async def CreateSession(
         self, request: tree_pb2.CreateSessionRequest, context: Context
@@ -257,3 +266,47 @@ class TreeServicer(tree_pb2_grpc.SessionTreeServicer):
         reply = tree_pb2.ResolveSessionPrefixResponse()
         add_summaries(reply.sessions, found)
         return reply
+
+    async def GetRetention(
+        self, request: tree_pb2.GetRetentionRequest, context: Context
+    ) -> tree_pb2.GetRetentionResponse:
+        policy = await self._retention.policy(space_uuid(request.space_id))
+        reply = tree_pb2.GetRetentionResponse()
+        if policy is not None:
+            reply.policy.CopyFrom(policy_to_proto(policy))
+        return reply
+
+    async def PutRetention(
+        self, request: tree_pb2.PutRetentionRequest, context: Context
+    ) -> tree_pb2.PutRetentionResponse:
+        violations = Violations()
+        space_id = space_uuid(request.space_id, violations)
+        policy = policy_from_proto(request.policy, violations)
+        violations.raise_if_any()
+        stored = await self._retention.put_policy(space_id, policy)
+        return tree_pb2.PutRetentionResponse(policy=policy_to_proto(stored))
+
+    async def ApplyRetention(
+        self, request: tree_pb2.ApplyRetentionRequest, context: Context
+    ) -> tree_pb2.ApplyRetentionResponse:
+        violations = Violations()
+        space_id = space_uuid(request.space_id, violations)
+        if request.max_batches < 0:
+            violations.add("max_batches", f"must not be negative, got {request.max_batches}")
+        violations.raise_if_any()
+        if request.dry_run:
+            applied = await self._retention.dry_run(space_id, page_cursor(request.page_token))
+        else:
+            applied = await self._retention.apply(space_id, request.max_batches)
+        return tree_pb2.ApplyRetentionResponse(
+            actions=actions_to_proto(applied),
+            done=applied.done,
+            next_page_token=page_token(applied.next_page),
+        )
+
+    async def SetPinned(
+        self, request: tree_pb2.SetPinnedRequest, context: Context
+    ) -> tree_pb2.SetPinnedResponse:
+        space_id, session_id = _session(request)
+        pinned = await self._retention.set_pinned(space_id, session_id, request.pinned)
+        return tree_pb2.SetPinnedResponse(pinned=pinned)

@@ -362,9 +362,12 @@ WHERE space_id = $1 AND from_id = $2 AND to_id = $3
 RETURNING position
 """
 
-# No-op (no bump) when the status is already $3.
+# No-op (no bump) when the status is already $3. $4: the time of an archive (a
+# parameter: Citus runs no now() inside a CASE of a modification, DESIGN §4.7).
 SET_STATUS = """
-UPDATE sessions SET status = $3, updated_at = now()
+UPDATE sessions
+SET status = $3, updated_at = now(),
+    archived_at = CASE WHEN $3 = 'archived' THEN $4::timestamptz END
 WHERE space_id = $1 AND id = $2 AND provisional_until IS NULL AND status <> $3
 """
 

@@ -295,16 +295,32 @@ class StorageClient(JobCalls):
 
     async def renew_turn(
         self, caller: Caller, space_id: UUID, session_id: UUID, token: str, ttl_s: int
-    ) -> bool:
-        """Extend the lease `token` holds to `ttl_s` from now; False when another turn took it
-        (or it was released)."""
+    ) -> storage_pb2.RenewTurnResponse:
+        """Extend the lease `token` holds to `ttl_s` from now: `renewed` false when another
+        turn took it (or it was released), `interrupted` when an INTERRUPT took it."""
         request = storage_pb2.RenewTurnRequest(
             space_id=str(space_id), session_id=str(session_id), token=token, ttl_s=ttl_s
         )
-        reply = await self._call(
+        reply: storage_pb2.RenewTurnResponse = await self._call(
             "RenewTurn", self._stub.RenewTurn, request, storage_pb2.RenewTurnResponse, caller
         )
-        return reply.renewed
+        return reply
+
+    async def leave_turn_queue(
+        self, caller: Caller, space_id: UUID, session_id: UUID, waiter: str
+    ) -> bool:
+        """Take a waiting call's ticket out of the session's line; whether it was there."""
+        request = storage_pb2.LeaveTurnQueueRequest(
+            space_id=str(space_id), session_id=str(session_id), waiter=waiter
+        )
+        reply = await self._call(
+            "LeaveTurnQueue",
+            self._stub.LeaveTurnQueue,
+            request,
+            storage_pb2.LeaveTurnQueueResponse,
+            caller,
+        )
+        return reply.left
 
     async def remembered(self, caller: Caller, space_id: UUID, key: RequestKey) -> bytes | None:
         """The answer remembered under `key`, or None.

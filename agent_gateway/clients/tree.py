@@ -249,3 +249,52 @@ class TreeClient(ServiceClient):
             caller,
         )
         return reply.sessions
+
+    async def get_retention(
+        self, caller: Caller, space_id: UUID
+    ) -> common_pb2.RetentionPolicy | None:
+        """The space's retention policy (None: none set)."""
+        request = tree_pb2.GetRetentionRequest(space_id=str(space_id))
+        reply = await self._call(
+            "GetRetention", self._stub.GetRetention, request, tree_pb2.GetRetentionResponse, caller
+        )
+        return reply.policy if reply.HasField("policy") else None
+
+    async def put_retention(
+        self, caller: Caller, space_id: UUID, policy: common_pb2.RetentionPolicy
+    ) -> common_pb2.RetentionPolicy:
+        """Set the space's retention policy; as stored."""
+        request = tree_pb2.PutRetentionRequest(space_id=str(space_id), policy=policy)
+        reply = await self._call(
+            "PutRetention", self._stub.PutRetention, request, tree_pb2.PutRetentionResponse, caller
+        )
+        return reply.policy
+
+    async def apply_retention(
+        self, caller: Caller, space_id: UUID, dry_run: bool, max_batches: int, page_token: str
+    ) -> tree_pb2.ApplyRetentionResponse:
+        """Apply (or list) the space's retention now; a long call (the caller's deadline)."""
+        request = tree_pb2.ApplyRetentionRequest(
+            space_id=str(space_id), dry_run=dry_run, max_batches=max_batches, page_token=page_token
+        )
+        reply: tree_pb2.ApplyRetentionResponse = await self._call(
+            "ApplyRetention",
+            self._stub.ApplyRetention,
+            request,
+            tree_pb2.ApplyRetentionResponse,
+            caller,
+            long=True,
+        )
+        return reply
+
+    async def set_pinned(
+        self, caller: Caller, space_id: UUID, session_id: UUID, pinned: bool
+    ) -> bool:
+        """Pin or unpin a session; the flag as stored."""
+        request = tree_pb2.SetPinnedRequest(
+            space_id=str(space_id), session_id=str(session_id), pinned=pinned
+        )
+        reply = await self._call(
+            "SetPinned", self._stub.SetPinned, request, tree_pb2.SetPinnedResponse, caller
+        )
+        return reply.pinned

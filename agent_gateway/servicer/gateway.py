@@ -8,6 +8,7 @@ from typing import TYPE_CHECKING, Any, TypeAlias
 
 import grpc
 
+from agent_gateway.clients import TreeClient
 from agent_gateway.forks.creator import (
     DEFAULT_ROOT_LABEL,
     ForkInput,
@@ -29,6 +30,7 @@ from agent_gateway.servicer.replies import (
     profile_info,
     session_view,
 )
+from agent_gateway.servicer.retention import RetentionRpcs
 from agent_gateway.servicer.skills import SkillRpcs
 from agent_gateway.sessions.service import RecordQuery, SessionService
 from agent_gateway.sessions.watch import Watchers, WatchInput
@@ -111,7 +113,11 @@ def _session_ids(
 
 
 class AgentGatewayServicer(
-    SharedMemoryRpcs, SkillRpcs, LineageRpcs, agent_pb2_grpc.AgentGatewayServicer
+    SharedMemoryRpcs,
+    SkillRpcs,
+    LineageRpcs,
+    RetentionRpcs,
+    agent_pb2_grpc.AgentGatewayServicer,
 ):
     """The public API; the logic lives in the creator and the session, turn and memory services
     (the shared memory RPCs in `memory_rpcs`, ListSkills in `skill_rpcs`, GetLineage in
@@ -129,6 +135,7 @@ class AgentGatewayServicer(
         keys: KeyStore,
         memory: SharedMemory,
         builtins: BuiltinTools,
+        tree: TreeClient,
         *,
         limits: ContentLimits,
         sizes: SizeLimits,
@@ -143,6 +150,7 @@ class AgentGatewayServicer(
         self._keys = keys
         self._memory = memory
         self._builtins = builtins
+        self._tree = tree
         self._limits = limits
         self._sizes = sizes
 

@@ -12,6 +12,11 @@ Storage hands out positions in commit order, so "every event after my
 position" never skips one that commits later; a watcher delivers each event
 once, in position order, and its cursor resumes exactly there.
 
+A turn waiting in its session's line (ENQUEUE, DESIGN §4.2) joins the same
+poller (`session_changes`): an event about its session wakes it to ask storage
+again, so a turn that ends on any gateway starts the next one here without a
+poll of its own.
+
 A watcher fed from the ring makes no call of its own, so nothing would notice
 its key being revoked while another watcher's key polls: each stream rechecks
 its own key (`KeyCheck`) before it delivers events when its last check is older
@@ -122,6 +127,11 @@ class SpacePoller:
             return None
         return [item for item in self._ring if item[0] > position]
 
+    async def wait_until(self, changed: Callable[[], bool]) -> None:
+        """Return once `changed()` is true, asked after each poll."""
+        async with self._changed:
+            await self._changed.wait_for(changed)
+
     async def wait_beyond(self, position: int) -> None:
         """Return once the poller has read past `position` (or failed)."""
         async with self._changed:
@@ -181,6 +191,68 @@ class SpacePoller:
         return len(reply.events) == PAGE
 
 
+ENDS_A_WAIT = frozenset(
+    {
+        common_pb2.EVENT_KIND_RECORDS_APPENDED,  # a turn committed (once per commit)
+        common_pb2.EVENT_KIND_TURN_RELEASED,  # a turn failed, or a waiter left
+        common_pb2.EVENT_KIND_SESSION_ARCHIVED,
+        common_pb2.EVENT_KIND_SUBTREE_DELETED,
+    }
+)
+"""The events after which a turn waiting for the session may find it changed."""
+
+
+class SessionChanges:
+    """Tells a turn waiting for a session (ENQUEUE, DESIGN §4.2) that its space's poller read
+    an event about it: a turn committed or released there, a ticket left its line."""
+
+    def __init__(self, poller: SpacePoller, session_id: UUID) -> None:
+        self._poller = poller
+        self._session = str(session_id)
+        self._seen = poller.position
+        self._count = 0  # events about the session read since the last wait returned
+        self._needed = 1
+
+    async def ready(self, timeout_s: float) -> None:
+        """Return once the poller knows where the space's events are (it reads from there),
+        or after `timeout_s`."""
+        with contextlib.suppress(TimeoutError):
+            await asyncio.wait_for(
+                self._poller.wait_until(lambda: self._poller.position is not None), timeout_s
+            )
+        if self._seen is None:
+            self._seen = self._poller.position
+
+    async def wait(self, timeout_s: float, events: int = 1) -> None:
+        """Return once `events` events about the session were read (those read since the
+        last return count), or after `timeout_s`."""
+        self._needed = max(events, 1)
+        with contextlib.suppress(TimeoutError):
+            await asyncio.wait_for(self._poller.wait_until(self._changed), max(timeout_s, 0.0))
+        self._count = 0
+
+    def _changed(self) -> bool:
+        poller = self._poller
+        if poller.failure is not None or poller.position is None:
+            return False  # a failed poller wakes nobody: the waiter's timer still does
+        if self._seen is None:
+            self._seen = poller.position
+            return False
+        if poller.position <= self._seen:
+            return False
+        events = poller.after(self._seen)
+        self._seen = poller.position
+        if events is None:
+            return True  # fell behind the ring: something may have happened
+        self._count += sum(
+            1
+            for _, event in events
+            if event.kind in ENDS_A_WAIT
+            and (event.session_id == self._session or self._session in event.session_ids)
+        )
+        return self._count >= self._needed
+
+
 class Watchers:
     """The gateway's pollers by space; streams the events each watcher asks for."""
 
@@ -220,6 +292,34 @@ class Watchers:
             if poller is not None:
                 poller.wake()
 
+    @contextlib.asynccontextmanager
+    async def session_changes(
+        self, caller: Caller, space_id: UUID, session_id: UUID
+    ) -> AsyncIterator[SessionChanges]:
+        """Hear of the session's events through its space's poller while inside (the caller
+        joins the poller as a watcher does, and leaves it after)."""
+        self._next_id += 1
+        member = self._next_id
+        poller = self._poller(space_id)
+        poller.join(member, caller)
+        try:
+            yield SessionChanges(poller, session_id)
+        finally:
+            await self._leave(space_id, poller, member)
+
+    def _poller(self, space_id: UUID) -> SpacePoller:
+        poller = self._pollers.get(space_id)
+        if poller is None:
+            poller = self._pollers[space_id] = SpacePoller(
+                self._storage, space_id, self._interval_s, self._ring_events
+            )
+        return poller
+
+    async def _leave(self, space_id: UUID, poller: SpacePoller, member: int) -> None:
+        if poller.leave(member) and self._pollers.get(space_id) is poller:
+            del self._pollers[space_id]
+            await poller.stop()
+
     async def watch(
         self, caller: Caller, ask: WatchInput, started: Started | None = None
     ) -> AsyncIterator[common_pb2.SpaceEvent]:
@@ -236,11 +336,7 @@ class Watchers:
             await started(position)
         self._next_id += 1
         watcher = self._next_id
-        poller = self._pollers.get(ask.space_id)
-        if poller is None:
-            poller = self._pollers[ask.space_id] = SpacePoller(
-                self._storage, ask.space_id, self._interval_s, self._ring_events
-            )
+        poller = self._poller(ask.space_id)
         poller.join(watcher, caller)
         checked = time.monotonic()  # the first read checked the key
         try:
@@ -253,9 +349,7 @@ class Watchers:
                         yield event
                 pending = await self._next(caller, ask, poller, position)
         finally:
-            if poller.leave(watcher) and self._pollers.get(ask.space_id) is poller:
-                del self._pollers[ask.space_id]
-                await poller.stop()
+            await self._leave(ask.space_id, poller, watcher)
 
     async def _recheck(
         self, caller: Caller, space_id: UUID, checked: float, delivering: bool

@@ -4,6 +4,8 @@
 - `service`: `TurnService`, the turn itself: BeginTurn, the context, the model
   call and tool loop, the commit;
 - `start`: the BeginTurn request and what its answer means;
+- `queue`: `TurnLine`, the busy policies (REJECT, ENQUEUE's wait in line,
+  INTERRUPT's take-over);
 - `state`: what a turn is made of (input, plan, new records);
 - `commit`: the one Transact that commits a turn;
 - `lease_keeper`: the turn lease renewed while the turn runs.

@@ -17,6 +17,13 @@ error: ABORTED CONCURRENT_MODIFICATION, or DEADLINE_EXCEEDED past the maximum.
 Only model calls are cut: a commit is never interrupted (one already sent may
 have been stored), and the turn checks the lease before it commits.
 
+An INTERRUPT turn (DESIGN §4.2) takes the lease over in storage, which records
+the token it stopped: a turn kept on this gateway is told at once
+(`interrupt`, by the token BeginTurn answered), one on another gateway by its
+next renewal (storage answers `interrupted`), and either way it is lost with
+ABORTED TURN_INTERRUPTED. A commit that fails its lease check asks once more
+(`explain`), so a turn interrupted just before its commit says so too.
+
 A turn that ends without its commit gives the lease back (ReleaseTurn). The
 turn waits for the first attempt only, so a failed call answers with its
 session free in the usual case; while storage stays unreachable the release
@@ -43,7 +50,7 @@ from agent_gateway.background.jobs import DONE, JobKind, Outcome, Run
 from agent_gateway.background.runner import BackgroundRunner
 from agent_gateway.clients import Caller, StorageClient
 from stello.errors import Aborted, DeadlineExceeded, StelloError, Unavailable
-from stello.reasons import CONCURRENT_MODIFICATION
+from stello.reasons import CONCURRENT_MODIFICATION, TURN_INTERRUPTED
 from stello.storage.v1 import storage_pb2
 
 log = logging.getLogger(__name__)
@@ -156,6 +163,15 @@ class LeaseRelease:
         return run.outcome(DONE)
 
 
+def turn_interrupted(session_id: uuid.UUID) -> Aborted:
+    """The error of a turn an INTERRUPT (or ROLLBACK) turn took the session from."""
+    return Aborted(
+        f"another turn took session {session_id} over (busy policy INTERRUPT or ROLLBACK); "
+        "nothing of this turn was stored",
+        reason=TURN_INTERRUPTED,
+    )
+
+
 class LeaseKeeper:
     """Takes, renews and gives back turn leases through storage."""
 
@@ -163,6 +179,40 @@ class LeaseKeeper:
         self._storage = storage
         self._times = times
         self._runner = runner
+        self._kept: dict[str, tuple[uuid.UUID, KeptLease]] = {}
+        """The leases kept on this gateway, by token (an INTERRUPT here stops them at once)."""
+
+    @property
+    def times(self) -> LeaseTimes:
+        """The leases' timing."""
+        return self._times
+
+    def interrupt(self, token: str) -> None:
+        """Stop the turn holding `token` when it runs on this gateway (an INTERRUPT took
+        its lease over); a turn elsewhere learns it from its next renewal."""
+        kept = self._kept.get(token)
+        if kept is not None:
+            session_id, lease = kept
+            lease.lose(turn_interrupted(session_id))
+
+    async def explain(
+        self, caller: Caller, space_id: uuid.UUID, session_id: uuid.UUID, lease: KeptLease
+    ) -> None:
+        """After a commit failed its lease check: raise TURN_INTERRUPTED when an INTERRUPT
+        took the lease (known here, or by asking storage once); else return."""
+        lease.check()
+        try:
+            renewal = await self._storage.renew_turn(
+                _unbounded(caller).within(self._times.renew_every_s),
+                space_id,
+                session_id,
+                lease.token,
+                self._times.ttl_s,
+            )
+        except StelloError:
+            return
+        if renewal.interrupted:
+            raise turn_interrupted(session_id)
 
     async def begin(self, caller: Caller, space_id: uuid.UUID, session_id: uuid.UUID) -> str:
         """Take the session's lease for one TTL; its token (ABORTED TURN_IN_PROGRESS while
@@ -182,10 +232,12 @@ class LeaseKeeper:
     ) -> KeptLease:
         """Renew the lease `token` (just taken) until the returned lease is stopped."""
         lease = KeptLease(token, time.monotonic() + self._times.ttl_s)
+        self._kept[token] = (session_id, lease)
         lease.renewal = asyncio.create_task(
             self._renew(_unbounded(caller), space_id, session_id, lease),
             name=f"stello-lease-{session_id}",
         )
+        lease.renewal.add_done_callback(lambda _: self._kept.pop(token, None))
         return lease
 
     def give_back(
@@ -234,7 +286,7 @@ class LeaseKeeper:
                 )
                 return
             try:
-                renewed = await self._storage.renew_turn(
+                renewal = await self._storage.renew_turn(
                     caller.within(every), space_id, session_id, lease.token, self._times.ttl_s
                 )
             except StelloError as exc:
@@ -242,7 +294,11 @@ class LeaseKeeper:
                 # no other turn took meanwhile.
                 log.warning("could not renew the turn lease of %s: %s", session_id, exc)
                 continue
-            if not renewed:
+            if renewal.interrupted:
+                log.info("the turn on %s was interrupted by another turn", session_id)
+                lease.lose(turn_interrupted(session_id))
+                return
+            if not renewal.renewed:
                 log.warning("the turn lease of %s was taken by another turn", session_id)
                 lease.lose(
                     Aborted(

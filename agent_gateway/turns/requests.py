@@ -6,8 +6,9 @@ gateway's content limit and against the record limit storage enforces
 (``STELLO_MAX_RECORD_BYTES``), as the record the turn would store it in.
 
 The request_id's fingerprint is the deterministic encoding of the
-request with request_id cleared; SendStream is fingerprinted as the Send it
-equals (same fields), so the two share one idempotency scope.
+request with request_id and the busy policy cleared (how to wait is not what
+to do); SendStream is fingerprinted as the Send it equals (same fields), so
+the two share one idempotency scope.
 """
 
 from __future__ import annotations
@@ -29,6 +30,7 @@ from agent_gateway.turns.state import (
 )
 from stello import validation
 from stello.agent.v1 import agent_pb2
+from stello.common.v1 import common_pb2
 from stello.errors import Violations
 from stello.idempotency import MAX_REQUEST_ID_CHARS, fingerprint
 
@@ -38,11 +40,22 @@ def _key(
     request: agent_pb2.SendRequest | agent_pb2.SubmitToolResultsRequest,
     v: Violations,
 ) -> RequestKey | None:
+    """The request_id's key; its fingerprint leaves `busy` out (a retry under another
+    policy is the same request)."""
     if not request.request_id:
         return None
     if len(request.request_id) > MAX_REQUEST_ID_CHARS:
         v.add("request_id", f"must be at most {MAX_REQUEST_ID_CHARS} characters")
-    return RequestKey(scope, request.request_id, fingerprint(request))
+    bare = type(request).FromString(request.SerializeToString())
+    bare.ClearField("busy")
+    return RequestKey(scope, request.request_id, fingerprint(bare))
+
+
+def _busy(value: int, v: Violations) -> int:
+    """A BusyPolicy value the gateway knows."""
+    if value not in common_pb2.BusyPolicy.values():
+        v.add("busy", f"is not a BusyPolicy value: {value}")
+    return value
 
 
 @dataclass(frozen=True, slots=True)
@@ -111,9 +124,10 @@ def send_input(
     content = _content(send.content, "content", limits, v, required=True)
     tools = client_tools(send.tools, v)
     key = _key(SEND_SCOPE, send, v)
+    busy = _busy(send.busy, v)
     v.raise_if_any()
     memory_tools = send.memory_tools if send.HasField("memory_tools") else None
-    return SendInput(space_id, session_id, content, tuple(tools), key, memory_tools)
+    return SendInput(space_id, session_id, content, tuple(tools), key, memory_tools, busy)
 
 
 def submit_input(
@@ -145,9 +159,10 @@ def submit_input(
         results.append(ToolResultInput(result.tool_call_id, result.content, result.is_error))
     tools = client_tools(request.tools, v)
     key = _key(SUBMIT_SCOPE, request, v)
+    busy = _busy(request.busy, v)
     v.raise_if_any()
     memory_tools = request.memory_tools if request.HasField("memory_tools") else None
-    return SubmitInput(space_id, session_id, tuple(results), tuple(tools), key, memory_tools)
+    return SubmitInput(space_id, session_id, tuple(results), tuple(tools), key, memory_tools, busy)
 
 
 def stream_event(event: TurnEvent) -> agent_pb2.SendStreamResponse:

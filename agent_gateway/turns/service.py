@@ -9,8 +9,10 @@ One turn, in order:
    again, no LLM call; a different request under the same id is
    ALREADY_EXISTS REQUEST_ID_REUSED); NOT_FOUND; an archived session
    (FAILED_PRECONDITION SESSION_ARCHIVED, no lease taken); the turn lease
-   (ABORTED TURN_IN_PROGRESS while another turn holds it — including the
-   first call of the same request_id still running); then, under the lease,
+   as the request's busy policy decides (`queue`: ABORTED TURN_IN_PROGRESS
+   while another turn holds it — including the first call of the same
+   request_id still running — or a wait in the session's line for ENQUEUE,
+   several BeginTurns, or the lease taken over for INTERRUPT); then, under the lease,
    the meta and last seq (the turn's records are numbered after it), the
    system prompt and insight, the newest summary, the skill allow-list,
    with the memory tools offered the shared memory index (DESIGN §4.5), and
@@ -34,7 +36,9 @@ One turn, in order:
    continuation only touches last_active_at), the insight cleared if it was
    used and is unchanged (one put meanwhile survives), the new summary, the
    lease release and the reply for the request_id, under the turn_lease
-   precondition (lost: ABORTED CONCURRENT_MODIFICATION). Then, every N
+   precondition (lost: ABORTED CONCURRENT_MODIFICATION, or TURN_INTERRUPTED
+   when an INTERRUPT took it: then nothing of the turn is stored and the
+   insight stays). Then, every N
    counted turns, a background consolidation (`consolidation`), and, when
    the summary is lossy, a background fold (`background_fold`).
 
@@ -53,7 +57,6 @@ import asyncio
 import hashlib
 import logging
 from collections.abc import AsyncIterator, Sequence
-from dataclasses import replace
 
 from agent_gateway.clients import Caller, StorageClient
 from agent_gateway.history.background_fold import BackgroundFolds
@@ -78,6 +81,7 @@ from agent_gateway.memory.index import IndexCaps, render_index
 from agent_gateway.tools.builtins import BuiltinTools, TurnTools
 from agent_gateway.turns.commit import Lease, TurnCommitter
 from agent_gateway.turns.lease_keeper import KeptLease, LeaseKeeper
+from agent_gateway.turns.queue import TurnLine
 from agent_gateway.turns.start import begin_request, remembered, summary
 from agent_gateway.turns.start import unread as unread_range
 from agent_gateway.turns.state import (
@@ -94,6 +98,7 @@ from agent_gateway.turns.state import (
 )
 from stello.agent.v1 import agent_pb2
 from stello.errors import (
+    Aborted,
     DeadlineExceeded,
     FailedPrecondition,
     ResourceExhausted,
@@ -131,6 +136,7 @@ class TurnService:
         *,
         max_tool_rounds: int,
         leases: LeaseKeeper,
+        line: TurnLine,
         record_bytes: int,
         memory_index: IndexCaps | None = None,
     ) -> None:
@@ -144,6 +150,7 @@ class TurnService:
         self._counter = counter
         self._max_tool_rounds = max_tool_rounds
         self._leases = leases
+        self._line = line
         self._record_bytes = record_bytes
         self._memory_index = memory_index or IndexCaps()
         self._committer = TurnCommitter(storage)
@@ -168,6 +175,7 @@ class TurnService:
             request.key,
             request.content,
             memory_tools=request.memory_tools,
+            busy=request.busy,
         )
         return self._run(caller, plan, stream=stream)
 
@@ -180,6 +188,7 @@ class TurnService:
             request.key,
             request.results,
             memory_tools=request.memory_tools,
+            busy=request.busy,
         )
         return await _last(self._run(caller, plan, stream=False))
 
@@ -190,23 +199,12 @@ class TurnService:
         window = self.window
         if isinstance(plan, SendPlan):
             window.check_message(self._counter, plan.content, "content")
-        # BeginTurn is not bound by the caller's deadline: a reply lost to it
-        # would leave a lease nobody knows the token of (locked until its TTL).
         index = None
         if self._builtins.memory_offered(plan.memory_tools):
             index = self._memory_index.window(self._prompts.prompts)
-        begin = asyncio.ensure_future(
-            self._leases.start_turn(
-                _unbounded(caller), begin_request(plan, window, self._counter, index)
-            )
+        reply = await self._line.begin(
+            caller, plan, begin_request(plan, window, self._counter, index)
         )
-        try:
-            # Shielded: cancelling this call must not cancel a BeginTurn that
-            # storage may already have granted (its token would be lost).
-            reply = await asyncio.shield(begin)
-        except BaseException:
-            await self._abandon(begin, caller, plan)
-            raise
         if reply.HasField("remembered"):
             yield TurnDone(remembered(plan, reply.remembered))
             return
@@ -229,24 +227,6 @@ class TurnService:
                     caller, plan.space_id, plan.session_id, lease.token, kept.expires_by
                 )
                 await _settled(given)
-
-    async def _abandon(
-        self, begin: asyncio.Future[storage_pb2.BeginTurnResponse], caller: Caller, plan: Plan
-    ) -> None:
-        """Give back the lease a refused turn may have taken, even if cancelled meanwhile."""
-        settled: asyncio.Future[None] = asyncio.get_running_loop().create_future()
-
-        def give_back(task: asyncio.Future[storage_pb2.BeginTurnResponse]) -> None:
-            if task.cancelled() or task.exception() is not None or not task.result().token:
-                settled.set_result(None)  # no lease was taken
-                return
-            release = self._leases.give_back(
-                caller, plan.space_id, plan.session_id, task.result().token
-            )
-            release.add_done_callback(lambda _: settled.set_result(None))
-
-        begin.add_done_callback(give_back)
-        await _settled(settled)
 
     async def _leased(
         self,
@@ -352,9 +332,13 @@ class TurnService:
             ),
         )
         kept.check()
-        committed = await self._committer.commit(
-            caller, plan, lease, turn, insight, stored, response
-        )
+        try:
+            committed = await self._committer.commit(
+                caller, plan, lease, turn, insight, stored, response
+            )
+        except Aborted:
+            await self._leases.explain(caller, space, session, kept)  # TURN_INTERRUPTED?
+            raise
         if not plan.touch_only and committed.turn_count is not None:
             self._consolidator.after_turn(caller, space, session, committed.turn_count)
         newest = stored or summary(state)
@@ -438,11 +422,6 @@ def builtin_request_id(plan: Plan, token: str, round_: int, index: int, call_id:
         return f"{token}/{call_id}"
     request = f"{plan.key.scope}\0{plan.key.request_id}".encode()
     return f"turn-{hashlib.sha256(request).hexdigest()[:32]}/{round_}.{index}"
-
-
-def _unbounded(caller: Caller) -> Caller:
-    """The caller without their deadline (each call keeps the policy's own timeout)."""
-    return replace(caller, deadline=None)
 
 
 async def _settled(future: asyncio.Future[None]) -> None:

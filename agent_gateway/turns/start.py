@@ -43,6 +43,8 @@ def begin_request(
     if plan.key is not None:
         request.scope = plan.key.scope
         request.request_id = plan.key.request_id
+    request.busy = plan.busy  # type: ignore[assignment]
+    request.continuation = plan.touch_only
     return request
 
 

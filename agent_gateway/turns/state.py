@@ -45,6 +45,8 @@ class SendInput:
     key: RequestKey | None = None
     memory_tools: bool | None = None
     """Offer the shared memory tools (None: as the gateway's setting says)."""
+    busy: int = common_pb2.BUSY_POLICY_UNSPECIFIED
+    """What to do while another turn holds the session (a BusyPolicy value)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -67,6 +69,8 @@ class SubmitInput:
     key: RequestKey | None = None
     memory_tools: bool | None = None
     """Offer the shared memory tools (None: as the gateway's setting says)."""
+    busy: int = common_pb2.BUSY_POLICY_UNSPECIFIED
+    """What to do while another turn holds the session (a BusyPolicy value)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -111,6 +115,11 @@ class Plan(Protocol):
     @property
     def memory_tools(self) -> bool | None:
         """The request's choice of the shared memory tools (None: the gateway's setting)."""
+        ...
+
+    @property
+    def busy(self) -> int:
+        """What to do while another turn holds the session (a BusyPolicy value)."""
         ...
 
     def opening(
@@ -167,6 +176,7 @@ class SendPlan:
     content: str
     touch_only: bool = False
     memory_tools: bool | None = None
+    busy: int = common_pb2.BUSY_POLICY_UNSPECIFIED
 
     def opening(
         self, turn: Turn, history: Sequence[common_pb2.Record], oversized: Oversized
@@ -187,6 +197,7 @@ class SubmitPlan:
     results: tuple[ToolResultInput, ...]
     touch_only: bool = True
     memory_tools: bool | None = None
+    busy: int = common_pb2.BUSY_POLICY_UNSPECIFIED
 
     def opening(
         self, turn: Turn, history: Sequence[common_pb2.Record], oversized: Oversized

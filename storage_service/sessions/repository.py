@@ -16,7 +16,7 @@ from __future__ import annotations
 import uuid
 from collections.abc import Sequence
 from dataclasses import dataclass
-from datetime import datetime
+from datetime import UTC, datetime
 
 import asyncpg
 
@@ -31,7 +31,9 @@ WHERE space_id = $1 AND id = $2 AND provisional_until IS NULL
 
 PUT_SESSION = """
 UPDATE sessions
-SET label = $3, status = $4, updated_at = now()
+SET label = $3, status = $4, updated_at = now(),
+    archived_at = CASE WHEN $4 <> 'archived' THEN NULL
+                       WHEN status = 'archived' THEN archived_at ELSE $5::timestamptz END
 WHERE space_id = $1 AND id = $2 AND provisional_until IS DISTINCT FROM 'infinity'
 RETURNING id, label, status, turn_count, created_at, updated_at, last_active_at
 """
@@ -112,7 +114,12 @@ class SessionRepository:
     async def put(self, space_id: uuid.UUID, update: MetaUpdate) -> SessionMeta | None:
         """Replace label and status; None when the session does not exist."""
         row = await self._con.fetchrow(
-            PUT_SESSION, space_id, update.session_id, update.label, update.status
+            PUT_SESSION,
+            space_id,
+            update.session_id,
+            update.label,
+            update.status,
+            datetime.now(UTC),  # when it is archived (a parameter: DESIGN §4.7)
         )
         if row is None:
             return None

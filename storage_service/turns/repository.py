@@ -1,7 +1,9 @@
 """SQL of a turn (DESIGN §4.2, §4.3): the lease, the row's turn columns, BeginTurn's locked read.
 
 The lease (`sessions.turn_token`, `turn_expires_at`) is taken, renewed and given
-back by one statement each, under the session's row lock; a commit bumps
+back by one statement each, under the session's row lock; an INTERRUPT takes it
+over and records the token it stopped (`interrupted_turn_token`, migration
+0016), which that turn's renewal then reports; a commit bumps
 `turn_count` and `last_active_at`. BeginTurn's read locks the row and brings its
 slots, newest summary and the skill allow-list of its frozen config
 (`session_configs`, which the tree writes; storage only reads it). Every
@@ -29,7 +31,10 @@ LOCK_TURN = """
 SELECT s.id, s.label, s.status, s.turn_count, s.created_at, s.updated_at, s.last_active_at,
        s.last_seq, s.token_total, s.provisional_until IS NULL AS visible,
        sl.system_prompt, sl.insight, c.summary, c.covered_until_seq, c.lossy,
-       cf.config -> 'skills' AS skills
+       cf.config -> 'skills' AS skills, s.turn_token,
+       s.turn_token IS NOT NULL AND s.turn_expires_at > now() AS lease_live, now() AS now,
+       EXISTS (SELECT 1 FROM turn_waiters w
+               WHERE w.space_id = $1 AND w.session_id = $2 AND w.expires_at > now()) AS queued
 FROM sessions s
 LEFT JOIN session_slots sl ON sl.space_id = s.space_id AND sl.session_id = s.id
 LEFT JOIN session_configs cf ON cf.space_id = s.space_id AND cf.session_id = s.id
@@ -54,6 +59,40 @@ WITH taken AS (
 SELECT EXISTS (SELECT 1 FROM sessions WHERE space_id = $1 AND id = $2
     AND provisional_until IS DISTINCT FROM 'infinity') AS found,
        (SELECT turn_expires_at FROM taken) AS expires_at
+"""
+
+# INTERRUPT (DESIGN §4.2): the lease is taken whoever holds it, and a live
+# holder's token is recorded as interrupted (RenewTurn tells that turn). $5 is
+# the transaction's time, read under the row lock (DESIGN §4.7).
+TAKE_OVER_TURN = """
+UPDATE sessions
+SET turn_token = $3, turn_expires_at = $5::timestamptz + make_interval(secs => $4),
+    interrupted_turn_token = CASE WHEN turn_token IS NOT NULL AND turn_expires_at > $5::timestamptz
+                                  THEN turn_token ELSE interrupted_turn_token END
+WHERE space_id = $1 AND id = $2
+RETURNING turn_expires_at
+"""
+
+# Whether the session waits for client tool results: its newest record that is
+# not a tool result is an assistant record with a call no tool record after it
+# answers. Reads one tool group at most (backwards on the key from the newest).
+# An inherited history never ends open (a fork leaves an open group at its cut
+# out), so the session's own rows tell.
+OPEN_TOOL_CALLS = """
+WITH last_call AS (
+    SELECT seq, tool_calls FROM records
+    WHERE space_id = $1 AND session_id = $2 AND role <> 'tool'
+    ORDER BY seq DESC
+    LIMIT 1
+)
+SELECT EXISTS (
+    SELECT 1 FROM last_call l, jsonb_array_elements(COALESCE(l.tool_calls, '[]')) AS c
+    WHERE NOT EXISTS (
+        SELECT 1 FROM records r
+        WHERE r.space_id = $1 AND r.session_id = $2 AND r.seq > l.seq
+          AND r.role = 'tool' AND r.tool_call_id = c ->> 'id'
+    )
+)
 """
 
 # $4: a committed Transact's release (ReleaseTurnOp) records the token it
@@ -84,7 +123,9 @@ WITH renewed AS (
 )
 SELECT EXISTS (SELECT 1 FROM sessions WHERE space_id = $1 AND id = $2
     AND provisional_until IS DISTINCT FROM 'infinity') AS found,
-       (SELECT turn_expires_at FROM renewed) AS expires_at
+       (SELECT turn_expires_at FROM renewed) AS expires_at,
+       EXISTS (SELECT 1 FROM sessions
+               WHERE space_id = $1 AND id = $2 AND interrupted_turn_token = $3) AS interrupted
 """
 
 BUMP_TURN = """
@@ -108,6 +149,23 @@ class LockedTurn:
     cache: CompressionCache | None
     skills: tuple[str, ...] | None = None
     """The frozen config's skill allow-list (the tree writes it); None = not set."""
+    turn_token: uuid.UUID | None = None
+    lease_live: bool = False
+    now: datetime | None = None
+    """The transaction's time (the database's clock): later statements take it as a
+    parameter (DESIGN §4.7)."""
+    queued: bool = False
+    """Whether live ENQUEUE tickets wait for the session."""
+
+
+@dataclass(frozen=True, slots=True)
+class Renewal:
+    """RenewTurn's answer: whether the session exists, the new expiry (None: `token` no
+    longer holds the lease), and whether an INTERRUPT took it over."""
+
+    found: bool
+    expires_at: datetime | None
+    interrupted: bool
 
 
 def lease_token(token: str) -> uuid.UUID | None:
@@ -145,6 +203,10 @@ class TurnRepository:
             insight=row["insight"],
             cache=cache,
             skills=tuple(row["skills"]) if row["skills"] is not None else None,
+            turn_token=row["turn_token"],
+            lease_live=row["lease_live"],
+            now=row["now"],
+            queued=row["queued"],
         )
 
     async def begin(
@@ -154,6 +216,25 @@ class TurnRepository:
         row = await self._con.fetchrow(BEGIN_TURN, space_id, session_id, token, float(ttl_s))
         assert row is not None
         return bool(row["found"]), row["expires_at"]
+
+    async def take_over(
+        self,
+        space_id: uuid.UUID,
+        session_id: uuid.UUID,
+        token: uuid.UUID,
+        ttl_s: int,
+        now: datetime,
+    ) -> datetime:
+        """Take the lease of a locked, existing session whoever holds it (INTERRUPT); its
+        expiry. A live holder's token is recorded as interrupted."""
+        expires_at: datetime = await self._con.fetchval(
+            TAKE_OVER_TURN, space_id, session_id, token, float(ttl_s), now
+        )
+        return expires_at
+
+    async def open_tool_calls(self, space_id: uuid.UUID, session_id: uuid.UUID) -> bool:
+        """Whether the session's last assistant record has calls no tool record answers."""
+        return bool(await self._con.fetchval(OPEN_TOOL_CALLS, space_id, session_id))
 
     async def release(
         self,
@@ -171,11 +252,11 @@ class TurnRepository:
 
     async def renew(
         self, space_id: uuid.UUID, session_id: uuid.UUID, token: uuid.UUID | None, ttl_s: int
-    ) -> tuple[bool, datetime | None]:
-        """(found, the new expiry when `token` still holds the lease; else None)."""
+    ) -> Renewal:
+        """Extend the lease `token` holds; see `Renewal`."""
         row = await self._con.fetchrow(RENEW_TURN, space_id, session_id, token, float(ttl_s))
         assert row is not None
-        return bool(row["found"]), row["expires_at"]
+        return Renewal(bool(row["found"]), row["expires_at"], bool(row["interrupted"]))
 
     async def bump(
         self, space_id: uuid.UUID, session_id: uuid.UUID, touch_only: bool, turns: int = 1

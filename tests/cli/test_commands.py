@@ -190,6 +190,33 @@ class TestSessionCommands:
         text = await ok(env, "profiles")
         assert "    variables: topic, audience  (give each with --var)" in text
 
+    async def test_send_with_a_busy_policy(self, env: dict[str, str]) -> None:
+        """`send --busy` passes the policy (enqueue on a free session just runs); an unknown
+        one is a usage error naming the choices."""
+        root = (await ok(env, "root", "-q")).strip()
+        assert await ok(env, "send", root, "in line", "--busy", "enqueue") == "echo: in line\n"
+        refused = await failed(env, "send", root, "x", "--busy", "sideways", code=2)
+        assert "--busy" in refused and "enqueue" in refused
+
+    async def test_retention(self, env: dict[str, str]) -> None:
+        """`retention set|show|apply --dry-run|pin`: the policy in a sentence, a dry run's
+        count, a pin by prefix; `set` with nothing to set is a usage error."""
+        assert await ok(env, "retention", "show") == "no retention policy: nothing expires\n"
+        assert (
+            await ok(env, "retention", "set", "--archive-after", "30", "--delete-after", "90")
+            == "archive subtrees idle 30 days; delete subtrees archived 90 days\n"
+        )
+        assert (await as_json(env, "retention", "show")) == {
+            "archive_after_days": 30,
+            "delete_after_days": 90,
+        }
+        assert await ok(env, "retention", "apply", "--dry-run") == "would change 0 subtrees\n"
+        root = (await ok(env, "root", "-q")).strip()
+        assert await ok(env, "retention", "pin", root[:8]) == "pinned\n"
+        assert await ok(env, "retention", "pin", root[:8], "--off") == "unpinned\n"
+        refused = await failed(env, "retention", "set", code=2)
+        assert "--archive-after" in refused
+
 
 class TestOutput:
     async def test_tree_previews(self, env: dict[str, str]) -> None:

@@ -273,6 +273,7 @@ async def drive_gateway(s: Services) -> None:
     await gw.ListSkills(agent_pb2.ListSkillsRequest(space_id=sid, session_id=root.id))
     await _drive_cli_rpcs(gw, sid, root.id, forks[1].id)
     await _drive_shared_memory(gw, agent_pb2, sid)
+    await _drive_retention(gw, sid, root.id)
     await gw.Send(  # BeginTurn reads the index too
         agent_pb2.SendRequest(space_id=sid, session_id=root.id, content="i", memory_tools=True)
     )
@@ -288,6 +289,22 @@ async def drive_gateway(s: Services) -> None:
         gw.GetSession(agent_pb2.GetSessionRequest(space_id=s.other_space_id, session_id=root.id)),
         NOT_FOUND,  # another space: as if it did not exist
     )
+
+
+async def _drive_retention(gw: Any, sid: str, root_id: str) -> None:
+    """Retention's statements: the policy, a dry run, a pin, a sweep that archives nothing
+    (every session is fresh) and one refused for want of a policy."""
+    await attempt(
+        gw.ApplyRetention(agent_pb2.ApplyRetentionRequest(space_id=sid, dry_run=True)),
+        grpc.StatusCode.FAILED_PRECONDITION,
+    )
+    policy = common_pb2.RetentionPolicy(archive_after_days=30, delete_after_days=90)
+    await gw.PutRetention(agent_pb2.PutRetentionRequest(space_id=sid, policy=policy))
+    await gw.GetRetention(agent_pb2.GetRetentionRequest(space_id=sid))
+    await gw.PinSession(agent_pb2.PinSessionRequest(space_id=sid, session_id=root_id, pinned=True))
+    await gw.ApplyRetention(agent_pb2.ApplyRetentionRequest(space_id=sid, dry_run=True))
+    await gw.ApplyRetention(agent_pb2.ApplyRetentionRequest(space_id=sid))
+    await gw.PinSession(agent_pb2.PinSessionRequest(space_id=sid, session_id=root_id, pinned=False))
 
 
 async def _drive_cli_rpcs(gw: Any, sid: str, root_id: str, inheriting_id: str) -> None:
@@ -370,7 +387,7 @@ async def _drive_storage(s: Services) -> None:
             **req, ttl_s=30, window=window, scope="recorded", request_id="r-turn"
         )
     )
-    await st.ReleaseTurn(storage_pb2.ReleaseTurnRequest(**req, token=turn.token))
+    await _drive_turn_line(st, req, window, turn.token)
     await st.GetRememberedResult(
         storage_pb2.GetRememberedResultRequest(space_id=sid, scope="recorded", request_id="r-1")
     )
@@ -387,6 +404,30 @@ async def _drive_storage(s: Services) -> None:
         NOT_FOUND,
     )
     await _drive_jobs(s, session)
+
+
+async def _drive_turn_line(
+    st: Any, req: dict[str, Any], window: storage_pb2.TurnWindow, token: str
+) -> None:
+    """The busy policies' statements: a ticket queued, renewed, left; a lease taken over."""
+    enqueue: dict[str, Any] = {"busy": common_pb2.BUSY_POLICY_ENQUEUE, "max_waiters": 4}
+    waiter, other = str(uuid.uuid4()), str(uuid.uuid4())
+    for who in (waiter, other, waiter):
+        await st.BeginTurn(
+            storage_pb2.BeginTurnRequest(**req, ttl_s=30, window=window, waiter=who, **enqueue)
+        )
+    await st.LeaveTurnQueue(storage_pb2.LeaveTurnQueueRequest(**req, waiter=other))
+    taken = await st.BeginTurn(
+        storage_pb2.BeginTurnRequest(
+            **req, ttl_s=30, window=window, busy=common_pb2.BUSY_POLICY_INTERRUPT
+        )
+    )
+    await st.RenewTurn(storage_pb2.RenewTurnRequest(**req, token=token, ttl_s=30))
+    await st.ReleaseTurn(storage_pb2.ReleaseTurnRequest(**req, token=taken.token))
+    started = await st.BeginTurn(
+        storage_pb2.BeginTurnRequest(**req, ttl_s=30, window=window, waiter=waiter, **enqueue)
+    )
+    await st.ReleaseTurn(storage_pb2.ReleaseTurnRequest(**req, token=started.token))
 
 
 async def _drive_jobs(s: Services, session: str) -> None:

@@ -10,6 +10,7 @@ import pytest
 
 from stello.agent.v1 import agent_pb2
 from stello.common.v1 import common_pb2
+from stello.storage.v1 import storage_pb2
 from stello_client import AsyncClient, Client
 from stello_client.aio import RPC_METHODS
 from stello_client.exceptions import Unauthenticated
@@ -81,6 +82,21 @@ class TestSessions:
         view = await client.get_session(imported.id)
         assert (view.node.parent_id, view.memory, view.turn_count) == (root.id, "m", 1)
         assert imported.status == common_pb2.SESSION_STATUS_ARCHIVED
+
+
+class TestRetention:
+    async def test_policy_apply_and_pin(self, client: AsyncClient) -> None:
+        """get_retention, put_retention, apply_retention (dry run and not), pin_session, each
+        once through the SDK's keyword arguments."""
+        assert await client.get_retention() is None
+        root = await client.create_root()
+        policy = await client.put_retention(archive_after_days=30)
+        assert policy.archive_after_days == 30
+        assert (await client.get_retention()) == policy
+        assert await client.pin_session(root.id)
+        dry = await client.apply_retention(dry_run=True)
+        assert list(dry.actions) == [] and dry.done
+        assert (await client.apply_retention()).done
 
 
 class TestReads:
@@ -159,6 +175,21 @@ class TestTurns:
         reply = await client.submit_tool_results(root.id, [tool_result(call.id, "noon")])
         assert reply.assistant.content == "tool results: clock: noon"
         assert not reply.pending_tool_calls
+
+    async def test_the_busy_policy(self, client: AsyncClient, stack: Stack) -> None:
+        """`busy` takes the policy's short name: "interrupt" takes over a turn's lease (here
+        one taken straight on storage), "enqueue" runs on a free session; an unknown name
+        is a ValueError naming the argument, before any call."""
+        root = await client.create_root()
+        await stack.storage.BeginTurn(
+            storage_pb2.BeginTurnRequest(space_id=stack.space.sid, session_id=root.id, ttl_s=60)
+        )
+        taken = await client.send(root.id, "mine now", busy="interrupt")
+        assert taken.assistant.content == "echo: mine now"
+        queued = await client.send(root.id, "in line", busy="enqueue")
+        assert queued.assistant.content == "echo: in line"
+        with pytest.raises(ValueError, match="busy must be one of reject, enqueue"):
+            await client.send(root.id, "x", busy="sideways")  # type: ignore[arg-type]
 
 
 class TestWatch:

@@ -24,7 +24,7 @@ ROOMS = {
     "sessions": ["repository", "service"],
     "slots": ["repository", "service"],
     "transact": ["operations", "service"],
-    "turns": ["repository", "service", "window"],
+    "turns": ["line", "repository", "service", "waiters", "window"],
 }
 # Storage is one service over the kernel: no other service, no program (STYLE §16).
 FOREIGN = ("agent_gateway", "tree_service", "stello_cli", "stello_client", "stello_console")

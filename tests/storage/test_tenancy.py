@@ -73,6 +73,9 @@ WRITES: dict[str, Build] = {
     "RenewTurn": lambda sp, s: storage_pb2.RenewTurnRequest(
         space_id=sp, session_id=s, token=str(uuid.uuid4()), ttl_s=5
     ),
+    "LeaveTurnQueue": lambda sp, s: storage_pb2.LeaveTurnQueueRequest(
+        space_id=sp, session_id=s, waiter=str(uuid.uuid4())
+    ),
     "RenewJob": lambda sp, s: storage_pb2.RenewJobRequest(
         space_id=sp, session_id=s, kind=common_pb2.JOB_KIND_FOLD, token=str(uuid.uuid4()), ttl_s=5
     ),

@@ -176,20 +176,22 @@ class ForkResponse(_message.Message):
     def __init__(self, session: _Optional[_Union[_common_pb2.SessionSummary, _Mapping]] = ...) -> None: ...
 
 class SendRequest(_message.Message):
-    __slots__ = ("space_id", "session_id", "content", "tools", "request_id", "memory_tools")
+    __slots__ = ("space_id", "session_id", "content", "tools", "request_id", "memory_tools", "busy")
     SPACE_ID_FIELD_NUMBER: _ClassVar[int]
     SESSION_ID_FIELD_NUMBER: _ClassVar[int]
     CONTENT_FIELD_NUMBER: _ClassVar[int]
     TOOLS_FIELD_NUMBER: _ClassVar[int]
     REQUEST_ID_FIELD_NUMBER: _ClassVar[int]
     MEMORY_TOOLS_FIELD_NUMBER: _ClassVar[int]
+    BUSY_FIELD_NUMBER: _ClassVar[int]
     space_id: str
     session_id: str
     content: str
     tools: _containers.RepeatedCompositeFieldContainer[_common_pb2.ToolDefinition]
     request_id: str
     memory_tools: bool
-    def __init__(self, space_id: _Optional[str] = ..., session_id: _Optional[str] = ..., content: _Optional[str] = ..., tools: _Optional[_Iterable[_Union[_common_pb2.ToolDefinition, _Mapping]]] = ..., request_id: _Optional[str] = ..., memory_tools: _Optional[bool] = ...) -> None: ...
+    busy: _common_pb2.BusyPolicy
+    def __init__(self, space_id: _Optional[str] = ..., session_id: _Optional[str] = ..., content: _Optional[str] = ..., tools: _Optional[_Iterable[_Union[_common_pb2.ToolDefinition, _Mapping]]] = ..., request_id: _Optional[str] = ..., memory_tools: _Optional[bool] = ..., busy: _Optional[_Union[_common_pb2.BusyPolicy, str]] = ...) -> None: ...
 
 class SendResponse(_message.Message):
     __slots__ = ("assistant", "records", "pending_tool_calls", "usage")
@@ -204,20 +206,22 @@ class SendResponse(_message.Message):
     def __init__(self, assistant: _Optional[_Union[_common_pb2.Record, _Mapping]] = ..., records: _Optional[_Iterable[_Union[_common_pb2.Record, _Mapping]]] = ..., pending_tool_calls: _Optional[_Iterable[_Union[_common_pb2.ToolCall, _Mapping]]] = ..., usage: _Optional[_Union[Usage, _Mapping]] = ...) -> None: ...
 
 class SendStreamRequest(_message.Message):
-    __slots__ = ("space_id", "session_id", "content", "tools", "request_id", "memory_tools")
+    __slots__ = ("space_id", "session_id", "content", "tools", "request_id", "memory_tools", "busy")
     SPACE_ID_FIELD_NUMBER: _ClassVar[int]
     SESSION_ID_FIELD_NUMBER: _ClassVar[int]
     CONTENT_FIELD_NUMBER: _ClassVar[int]
     TOOLS_FIELD_NUMBER: _ClassVar[int]
     REQUEST_ID_FIELD_NUMBER: _ClassVar[int]
     MEMORY_TOOLS_FIELD_NUMBER: _ClassVar[int]
+    BUSY_FIELD_NUMBER: _ClassVar[int]
     space_id: str
     session_id: str
     content: str
     tools: _containers.RepeatedCompositeFieldContainer[_common_pb2.ToolDefinition]
     request_id: str
     memory_tools: bool
-    def __init__(self, space_id: _Optional[str] = ..., session_id: _Optional[str] = ..., content: _Optional[str] = ..., tools: _Optional[_Iterable[_Union[_common_pb2.ToolDefinition, _Mapping]]] = ..., request_id: _Optional[str] = ..., memory_tools: _Optional[bool] = ...) -> None: ...
+    busy: _common_pb2.BusyPolicy
+    def __init__(self, space_id: _Optional[str] = ..., session_id: _Optional[str] = ..., content: _Optional[str] = ..., tools: _Optional[_Iterable[_Union[_common_pb2.ToolDefinition, _Mapping]]] = ..., request_id: _Optional[str] = ..., memory_tools: _Optional[bool] = ..., busy: _Optional[_Union[_common_pb2.BusyPolicy, str]] = ...) -> None: ...
 
 class SendStreamResponse(_message.Message):
     __slots__ = ("text_delta", "tool_call", "done")
@@ -230,20 +234,22 @@ class SendStreamResponse(_message.Message):
     def __init__(self, text_delta: _Optional[_Union[TextDelta, _Mapping]] = ..., tool_call: _Optional[_Union[_common_pb2.ToolCall, _Mapping]] = ..., done: _Optional[_Union[SendResponse, _Mapping]] = ...) -> None: ...
 
 class SubmitToolResultsRequest(_message.Message):
-    __slots__ = ("space_id", "session_id", "results", "tools", "request_id", "memory_tools")
+    __slots__ = ("space_id", "session_id", "results", "tools", "request_id", "memory_tools", "busy")
     SPACE_ID_FIELD_NUMBER: _ClassVar[int]
     SESSION_ID_FIELD_NUMBER: _ClassVar[int]
     RESULTS_FIELD_NUMBER: _ClassVar[int]
     TOOLS_FIELD_NUMBER: _ClassVar[int]
     REQUEST_ID_FIELD_NUMBER: _ClassVar[int]
     MEMORY_TOOLS_FIELD_NUMBER: _ClassVar[int]
+    BUSY_FIELD_NUMBER: _ClassVar[int]
     space_id: str
     session_id: str
     results: _containers.RepeatedCompositeFieldContainer[ToolResult]
     tools: _containers.RepeatedCompositeFieldContainer[_common_pb2.ToolDefinition]
     request_id: str
     memory_tools: bool
-    def __init__(self, space_id: _Optional[str] = ..., session_id: _Optional[str] = ..., results: _Optional[_Iterable[_Union[ToolResult, _Mapping]]] = ..., tools: _Optional[_Iterable[_Union[_common_pb2.ToolDefinition, _Mapping]]] = ..., request_id: _Optional[str] = ..., memory_tools: _Optional[bool] = ...) -> None: ...
+    busy: _common_pb2.BusyPolicy
+    def __init__(self, space_id: _Optional[str] = ..., session_id: _Optional[str] = ..., results: _Optional[_Iterable[_Union[ToolResult, _Mapping]]] = ..., tools: _Optional[_Iterable[_Union[_common_pb2.ToolDefinition, _Mapping]]] = ..., request_id: _Optional[str] = ..., memory_tools: _Optional[bool] = ..., busy: _Optional[_Union[_common_pb2.BusyPolicy, str]] = ...) -> None: ...
 
 class SubmitToolResultsResponse(_message.Message):
     __slots__ = ("assistant", "records", "pending_tool_calls", "usage")
@@ -664,3 +670,67 @@ class ImportSessionResponse(_message.Message):
     SESSION_FIELD_NUMBER: _ClassVar[int]
     session: _common_pb2.SessionSummary
     def __init__(self, session: _Optional[_Union[_common_pb2.SessionSummary, _Mapping]] = ...) -> None: ...
+
+class GetRetentionRequest(_message.Message):
+    __slots__ = ("space_id",)
+    SPACE_ID_FIELD_NUMBER: _ClassVar[int]
+    space_id: str
+    def __init__(self, space_id: _Optional[str] = ...) -> None: ...
+
+class GetRetentionResponse(_message.Message):
+    __slots__ = ("policy",)
+    POLICY_FIELD_NUMBER: _ClassVar[int]
+    policy: _common_pb2.RetentionPolicy
+    def __init__(self, policy: _Optional[_Union[_common_pb2.RetentionPolicy, _Mapping]] = ...) -> None: ...
+
+class PutRetentionRequest(_message.Message):
+    __slots__ = ("space_id", "policy")
+    SPACE_ID_FIELD_NUMBER: _ClassVar[int]
+    POLICY_FIELD_NUMBER: _ClassVar[int]
+    space_id: str
+    policy: _common_pb2.RetentionPolicy
+    def __init__(self, space_id: _Optional[str] = ..., policy: _Optional[_Union[_common_pb2.RetentionPolicy, _Mapping]] = ...) -> None: ...
+
+class PutRetentionResponse(_message.Message):
+    __slots__ = ("policy",)
+    POLICY_FIELD_NUMBER: _ClassVar[int]
+    policy: _common_pb2.RetentionPolicy
+    def __init__(self, policy: _Optional[_Union[_common_pb2.RetentionPolicy, _Mapping]] = ...) -> None: ...
+
+class ApplyRetentionRequest(_message.Message):
+    __slots__ = ("space_id", "dry_run", "max_batches", "page_token")
+    SPACE_ID_FIELD_NUMBER: _ClassVar[int]
+    DRY_RUN_FIELD_NUMBER: _ClassVar[int]
+    MAX_BATCHES_FIELD_NUMBER: _ClassVar[int]
+    PAGE_TOKEN_FIELD_NUMBER: _ClassVar[int]
+    space_id: str
+    dry_run: bool
+    max_batches: int
+    page_token: str
+    def __init__(self, space_id: _Optional[str] = ..., dry_run: _Optional[bool] = ..., max_batches: _Optional[int] = ..., page_token: _Optional[str] = ...) -> None: ...
+
+class ApplyRetentionResponse(_message.Message):
+    __slots__ = ("actions", "done", "next_page_token")
+    ACTIONS_FIELD_NUMBER: _ClassVar[int]
+    DONE_FIELD_NUMBER: _ClassVar[int]
+    NEXT_PAGE_TOKEN_FIELD_NUMBER: _ClassVar[int]
+    actions: _containers.RepeatedCompositeFieldContainer[_common_pb2.RetentionAction]
+    done: bool
+    next_page_token: str
+    def __init__(self, actions: _Optional[_Iterable[_Union[_common_pb2.RetentionAction, _Mapping]]] = ..., done: _Optional[bool] = ..., next_page_token: _Optional[str] = ...) -> None: ...
+
+class PinSessionRequest(_message.Message):
+    __slots__ = ("space_id", "session_id", "pinned")
+    SPACE_ID_FIELD_NUMBER: _ClassVar[int]
+    SESSION_ID_FIELD_NUMBER: _ClassVar[int]
+    PINNED_FIELD_NUMBER: _ClassVar[int]
+    space_id: str
+    session_id: str
+    pinned: bool
+    def __init__(self, space_id: _Optional[str] = ..., session_id: _Optional[str] = ..., pinned: _Optional[bool] = ...) -> None: ...
+
+class PinSessionResponse(_message.Message):
+    __slots__ = ("pinned",)
+    PINNED_FIELD_NUMBER: _ClassVar[int]
+    pinned: bool
+    def __init__(self, pinned: _Optional[bool] = ...) -> None: ...

@@ -185,6 +185,26 @@ class AgentGatewayStub:
                 request_serializer=stello_dot_agent_dot_v1_dot_agent__pb2.DeleteSessionRequest.SerializeToString,
                 response_deserializer=stello_dot_agent_dot_v1_dot_agent__pb2.DeleteSessionResponse.FromString,
                 _registered_method=True)
+        self.GetRetention = channel.unary_unary(
+                '/stello.agent.v1.AgentGateway/GetRetention',
+                request_serializer=stello_dot_agent_dot_v1_dot_agent__pb2.GetRetentionRequest.SerializeToString,
+                response_deserializer=stello_dot_agent_dot_v1_dot_agent__pb2.GetRetentionResponse.FromString,
+                _registered_method=True)
+        self.PutRetention = channel.unary_unary(
+                '/stello.agent.v1.AgentGateway/PutRetention',
+                request_serializer=stello_dot_agent_dot_v1_dot_agent__pb2.PutRetentionRequest.SerializeToString,
+                response_deserializer=stello_dot_agent_dot_v1_dot_agent__pb2.PutRetentionResponse.FromString,
+                _registered_method=True)
+        self.ApplyRetention = channel.unary_unary(
+                '/stello.agent.v1.AgentGateway/ApplyRetention',
+                request_serializer=stello_dot_agent_dot_v1_dot_agent__pb2.ApplyRetentionRequest.SerializeToString,
+                response_deserializer=stello_dot_agent_dot_v1_dot_agent__pb2.ApplyRetentionResponse.FromString,
+                _registered_method=True)
+        self.PinSession = channel.unary_unary(
+                '/stello.agent.v1.AgentGateway/PinSession',
+                request_serializer=stello_dot_agent_dot_v1_dot_agent__pb2.PinSessionRequest.SerializeToString,
+                response_deserializer=stello_dot_agent_dot_v1_dot_agent__pb2.PinSessionResponse.FromString,
+                _registered_method=True)
         self.ListProfiles = channel.unary_unary(
                 '/stello.agent.v1.AgentGateway/ListProfiles',
                 request_serializer=stello_dot_agent_dot_v1_dot_agent__pb2.ListProfilesRequest.SerializeToString,
@@ -407,9 +427,41 @@ class AgentGatewayServicer:
         """Send runs one conversation turn: the user message `content` goes to the
         LLM with the session's context, and the turn is stored atomically.
 
-        1. Takes the session's turn lease first (before any LLM call); while
-        another turn on the session holds a live lease: ABORTED, reason
-        TURN_IN_PROGRESS.
+        1. Takes the session's turn lease first (before any LLM call). While
+        another turn on the session holds a live lease, `busy` decides:
+        - REJECT (the default): ABORTED, reason TURN_IN_PROGRESS (also while
+        ENQUEUE turns wait for the session: they came first).
+        - ENQUEUE: the call waits in the session's line and runs when its
+        turn comes; turns run one at a time in arrival order, across every
+        gateway (the line is kept in the database). A waiting call holds a
+        ticket it renews every third of STELLO_GATEWAY_TURN_LEASE_TTL_S, so
+        the place of a caller whose gateway died frees within that TTL; a
+        caller that cancels leaves the line at once. It waits at most until
+        its deadline: past it DEADLINE_EXCEEDED, with nothing written. At
+        most STELLO_GATEWAY_TURN_QUEUE_MAX calls wait per session: one more
+        is RESOURCE_EXHAUSTED, reason TURN_QUEUE_FULL. A session whose last
+        turn stopped on client tool calls (pending_tool_calls) is still
+        busy for a queued Send: it waits until SubmitToolResults answers
+        them (a queued SubmitToolResults goes ahead of the queued Sends), so
+        the group the client is about to answer is never dropped (a REJECT
+        or INTERRUPT Send drops it, as before). A queued Send retried with
+        the same request_id (the first call's gateway died, or it gave up)
+        takes a new place at the back of the line; when its turn comes it
+        answers the first call's stored turn if that one committed, else
+        runs the turn once. The request_id's fingerprint leaves `busy` out:
+        a retry under another policy is the same request.
+        - INTERRUPT: the running turn is stopped and this one runs at once
+        (ahead of the queued turns): its lease is taken over and the take-
+        over recorded, the stopped turn's model call is cut at once when it
+        runs on the same gateway, else at its next lease renewal (within a
+        third of the lease TTL); it stores nothing, keeps the insight, and
+        its caller is answered ABORTED, reason TURN_INTERRUPTED (a stream
+        ends with that status). What its built-in tools did stays (a fork
+        made by stello_create_session, shared memory written by
+        stello_memory_remember or stello_memory_forget).
+        - ROLLBACK: the same as INTERRUPT (a turn stores nothing until it
+        commits, so an interrupted turn is already rolled back; the tool
+        side effects above are not undone).
         2. Builds the context, in this order: the system prompt (when
         non-empty), the session identity (the label), the insight (when
         non-empty), the compression summary (when there is one), the newest
@@ -465,11 +517,20 @@ class AgentGatewayServicer:
         duplicate names, a name taken by a built-in tool); `content` empty,
         over STELLO_GATEWAY_MAX_CONTENT_BYTES, or making a record over
         STELLO_MAX_RECORD_BYTES, or more than half the model's context window
-        in tokens (checked before the lease and the LLM call).
+        in tokens (checked before the lease and the LLM call); an unknown
+        `busy` value.
         - NOT_FOUND: the session is not in the space.
         - FAILED_PRECONDITION, reason SESSION_ARCHIVED: the session is archived.
         - ABORTED, reason TURN_IN_PROGRESS: another turn holds the lease
-        (including the first call of the same request_id still running).
+        (including the first call of the same request_id still running), or
+        ENQUEUE turns wait for the session (REJECT only).
+        - ABORTED, reason TURN_INTERRUPTED: an INTERRUPT or ROLLBACK turn took
+        the session over while this one ran; nothing of this turn was written.
+        - RESOURCE_EXHAUSTED, reason TURN_QUEUE_FULL: ENQUEUE, and
+        STELLO_GATEWAY_TURN_QUEUE_MAX calls already wait for the session;
+        nothing was written.
+        - DEADLINE_EXCEEDED: ENQUEUE, and the deadline passed while the call
+        waited in line; it left the line and nothing was written.
         A live turn's lease is renewed while it runs; one whose gateway died
         or lost storage ends within STELLO_GATEWAY_TURN_LEASE_TTL_S. Retry
         after a pause with the same request_id: it answers the first call's
@@ -520,9 +581,14 @@ class AgentGatewayServicer:
         failure, client cancellation) has written nothing, even if deltas were
         sent — except UNAVAILABLE OUTCOME_UNKNOWN, which says it may have. A retry with a stored request_id yields a single `done` event.
 
+        `busy` as Send: an ENQUEUE stream waits before any event; an interrupted
+        stream ends ABORTED TURN_INTERRUPTED after the deltas it sent (nothing of
+        them is stored).
+
         Errors: as Send (INVALID_ARGUMENT, NOT_FOUND, FAILED_PRECONDITION
-        SESSION_ARCHIVED, ABORTED TURN_IN_PROGRESS / CONCURRENT_MODIFICATION,
-        RESOURCE_EXHAUSTED TOOL_ROUNDS_EXCEEDED / CONTEXT_TOO_LARGE, ALREADY_EXISTS
+        SESSION_ARCHIVED, ABORTED TURN_IN_PROGRESS / TURN_INTERRUPTED /
+        CONCURRENT_MODIFICATION, RESOURCE_EXHAUSTED TURN_QUEUE_FULL /
+        TOOL_ROUNDS_EXCEEDED / CONTEXT_TOO_LARGE, DEADLINE_EXCEEDED, ALREADY_EXISTS
         REQUEST_ID_REUSED, UNAVAILABLE OUTCOME_UNKNOWN, the LLM error mapping,
         CANCELLED, UNAUTHENTICATED),
         delivered as the stream's final status.
@@ -548,15 +614,23 @@ class AgentGatewayServicer:
         may call client tools again: the response then carries new
         `pending_tool_calls`. The tool loop stays bounded.
 
+        `busy` as Send, except that it continues the turn queued Sends wait for:
+        REJECT refuses only while a turn runs (not because Sends are queued), and
+        ENQUEUE waits only for the running turn, ahead of the queued Sends.
+
         Errors:
         - INVALID_ARGUMENT: malformed ids; empty `results`; a result with an
         empty or duplicate tool_call_id, or one that answers no pending tool
-        call; a pending tool call left unanswered; invalid tool definitions.
+        call; a pending tool call left unanswered; invalid tool definitions;
+        an unknown `busy` value.
         - NOT_FOUND: the session is not in the space.
         - FAILED_PRECONDITION, reason SESSION_ARCHIVED: the session is archived.
         - FAILED_PRECONDITION, reason NO_PENDING_TOOL_CALLS: the session has no
         pending client tool calls.
-        - ABORTED, reason TURN_IN_PROGRESS / CONCURRENT_MODIFICATION: as Send.
+        - ABORTED, reason TURN_IN_PROGRESS / TURN_INTERRUPTED /
+        CONCURRENT_MODIFICATION: as Send.
+        - RESOURCE_EXHAUSTED, reason TURN_QUEUE_FULL, and DEADLINE_EXCEEDED while
+        queued: as Send.
         - UNAVAILABLE, reason OUTCOME_UNKNOWN: as Send (the results may have been
         stored).
         - RESOURCE_EXHAUSTED, reason TOOL_ROUNDS_EXCEEDED or CONTEXT_TOO_LARGE:
@@ -857,6 +931,68 @@ class AgentGatewayServicer:
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
+    def GetRetention(self, request, context):
+        """GetRetention answers the space's retention policy (see
+        stello.common.v1.RetentionPolicy; `stello retention show`); unset
+        `policy`: none was set, nothing expires.
+
+        Errors:
+        - INVALID_ARGUMENT: malformed space_id.
+        - UNAUTHENTICATED: no valid key.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def PutRetention(self, request, context):
+        """PutRetention sets the space's retention policy (`stello retention set`):
+        archive a root's subtree idle for archive_after_days, delete a subtree
+        archived for delete_after_days; both unset: nothing expires. The tree
+        service's sweep applies it (every STELLO_TREE_RETENTION_INTERVAL_S, once
+        per space across replicas).
+
+        Errors:
+        - INVALID_ARGUMENT: malformed space_id; days outside 1..36500.
+        - UNAUTHENTICATED: no valid key.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def ApplyRetention(self, request, context):
+        """ApplyRetention applies the space's policy now, or with `dry_run` lists
+        what it would archive or delete and changes nothing (`stello retention
+        apply [--dry-run]`). A root's subtree is judged as a whole: a pinned
+        session (PinSession) keeps it, an active child keeps its ancestors.
+        Deletion is DeleteSession's: nothing of the subtree is left, its events
+        are written. Bounded batches, resumable (see the tree's ApplyRetention).
+
+        Errors:
+        - INVALID_ARGUMENT: malformed space_id or page_token; negative
+        max_batches.
+        - FAILED_PRECONDITION, reason NO_RETENTION_POLICY: the space has none.
+        - ABORTED, reason CONCURRENT_MODIFICATION: a session was created under a
+        subtree being deleted; that batch changed nothing: retry. A sweep of
+        the space running elsewhere is waited for, batch by batch.
+        - UNAUTHENTICATED: no valid key.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def PinSession(self, request, context):
+        """PinSession pins (or, with `pinned` false, unpins) a session: a pinned
+        session keeps its whole root's subtree from retention.
+
+        Errors:
+        - INVALID_ARGUMENT: malformed ids.
+        - NOT_FOUND: the session is not in the space.
+        - UNAUTHENTICATED: no valid key.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
     def ListProfiles(self, request, context):
         """ListProfiles lists the fork profiles of the gateway's configuration file
         (TOML), in file order. Profiles are global to the deployment and
@@ -1139,6 +1275,26 @@ def add_AgentGatewayServicer_to_server(servicer, server):
                     servicer.DeleteSession,
                     request_deserializer=stello_dot_agent_dot_v1_dot_agent__pb2.DeleteSessionRequest.FromString,
                     response_serializer=stello_dot_agent_dot_v1_dot_agent__pb2.DeleteSessionResponse.SerializeToString,
+            ),
+            'GetRetention': grpc.unary_unary_rpc_method_handler(
+                    servicer.GetRetention,
+                    request_deserializer=stello_dot_agent_dot_v1_dot_agent__pb2.GetRetentionRequest.FromString,
+                    response_serializer=stello_dot_agent_dot_v1_dot_agent__pb2.GetRetentionResponse.SerializeToString,
+            ),
+            'PutRetention': grpc.unary_unary_rpc_method_handler(
+                    servicer.PutRetention,
+                    request_deserializer=stello_dot_agent_dot_v1_dot_agent__pb2.PutRetentionRequest.FromString,
+                    response_serializer=stello_dot_agent_dot_v1_dot_agent__pb2.PutRetentionResponse.SerializeToString,
+            ),
+            'ApplyRetention': grpc.unary_unary_rpc_method_handler(
+                    servicer.ApplyRetention,
+                    request_deserializer=stello_dot_agent_dot_v1_dot_agent__pb2.ApplyRetentionRequest.FromString,
+                    response_serializer=stello_dot_agent_dot_v1_dot_agent__pb2.ApplyRetentionResponse.SerializeToString,
+            ),
+            'PinSession': grpc.unary_unary_rpc_method_handler(
+                    servicer.PinSession,
+                    request_deserializer=stello_dot_agent_dot_v1_dot_agent__pb2.PinSessionRequest.FromString,
+                    response_serializer=stello_dot_agent_dot_v1_dot_agent__pb2.PinSessionResponse.SerializeToString,
             ),
             'ListProfiles': grpc.unary_unary_rpc_method_handler(
                     servicer.ListProfiles,
@@ -1767,6 +1923,114 @@ class AgentGateway:
             '/stello.agent.v1.AgentGateway/DeleteSession',
             stello_dot_agent_dot_v1_dot_agent__pb2.DeleteSessionRequest.SerializeToString,
             stello_dot_agent_dot_v1_dot_agent__pb2.DeleteSessionResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def GetRetention(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/stello.agent.v1.AgentGateway/GetRetention',
+            stello_dot_agent_dot_v1_dot_agent__pb2.GetRetentionRequest.SerializeToString,
+            stello_dot_agent_dot_v1_dot_agent__pb2.GetRetentionResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def PutRetention(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/stello.agent.v1.AgentGateway/PutRetention',
+            stello_dot_agent_dot_v1_dot_agent__pb2.PutRetentionRequest.SerializeToString,
+            stello_dot_agent_dot_v1_dot_agent__pb2.PutRetentionResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def ApplyRetention(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/stello.agent.v1.AgentGateway/ApplyRetention',
+            stello_dot_agent_dot_v1_dot_agent__pb2.ApplyRetentionRequest.SerializeToString,
+            stello_dot_agent_dot_v1_dot_agent__pb2.ApplyRetentionResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def PinSession(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/stello.agent.v1.AgentGateway/PinSession',
+            stello_dot_agent_dot_v1_dot_agent__pb2.PinSessionRequest.SerializeToString,
+            stello_dot_agent_dot_v1_dot_agent__pb2.PinSessionResponse.FromString,
             options,
             channel_credentials,
             insecure,

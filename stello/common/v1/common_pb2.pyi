@@ -32,6 +32,14 @@ class ForkContext(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
     FORK_CONTEXT_INHERIT: _ClassVar[ForkContext]
     FORK_CONTEXT_COMPRESS: _ClassVar[ForkContext]
 
+class BusyPolicy(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
+    __slots__ = ()
+    BUSY_POLICY_UNSPECIFIED: _ClassVar[BusyPolicy]
+    BUSY_POLICY_REJECT: _ClassVar[BusyPolicy]
+    BUSY_POLICY_ENQUEUE: _ClassVar[BusyPolicy]
+    BUSY_POLICY_INTERRUPT: _ClassVar[BusyPolicy]
+    BUSY_POLICY_ROLLBACK: _ClassVar[BusyPolicy]
+
 class EventKind(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
     __slots__ = ()
     EVENT_KIND_UNSPECIFIED: _ClassVar[EventKind]
@@ -52,6 +60,7 @@ class EventKind(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
     EVENT_KIND_REF_REMOVED: _ClassVar[EventKind]
     EVENT_KIND_SHARED_MEMORY_UPSERTED: _ClassVar[EventKind]
     EVENT_KIND_SHARED_MEMORY_REMOVED: _ClassVar[EventKind]
+    EVENT_KIND_TURN_RELEASED: _ClassVar[EventKind]
 
 class JobKind(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
     __slots__ = ()
@@ -79,6 +88,11 @@ FORK_CONTEXT_UNSPECIFIED: ForkContext
 FORK_CONTEXT_NONE: ForkContext
 FORK_CONTEXT_INHERIT: ForkContext
 FORK_CONTEXT_COMPRESS: ForkContext
+BUSY_POLICY_UNSPECIFIED: BusyPolicy
+BUSY_POLICY_REJECT: BusyPolicy
+BUSY_POLICY_ENQUEUE: BusyPolicy
+BUSY_POLICY_INTERRUPT: BusyPolicy
+BUSY_POLICY_ROLLBACK: BusyPolicy
 EVENT_KIND_UNSPECIFIED: EventKind
 EVENT_KIND_SESSION_COMMITTED: EventKind
 EVENT_KIND_SESSION_UPDATED: EventKind
@@ -97,6 +111,7 @@ EVENT_KIND_REF_ADDED: EventKind
 EVENT_KIND_REF_REMOVED: EventKind
 EVENT_KIND_SHARED_MEMORY_UPSERTED: EventKind
 EVENT_KIND_SHARED_MEMORY_REMOVED: EventKind
+EVENT_KIND_TURN_RELEASED: EventKind
 JOB_KIND_UNSPECIFIED: JobKind
 JOB_KIND_CONSOLIDATE: JobKind
 JOB_KIND_FOLD: JobKind
@@ -340,3 +355,33 @@ class HistoryProgress(_message.Message):
     memory_version: int
     jobs: _containers.RepeatedCompositeFieldContainer[BackgroundJob]
     def __init__(self, last_seq: _Optional[int] = ..., summary_covered_until_seq: _Optional[int] = ..., summary_lossy: _Optional[bool] = ..., complete_summary_covered_until_seq: _Optional[int] = ..., memory_covered_until_seq: _Optional[int] = ..., memory_version: _Optional[int] = ..., jobs: _Optional[_Iterable[_Union[BackgroundJob, _Mapping]]] = ...) -> None: ...
+
+class RetentionPolicy(_message.Message):
+    __slots__ = ("archive_after_days", "delete_after_days")
+    ARCHIVE_AFTER_DAYS_FIELD_NUMBER: _ClassVar[int]
+    DELETE_AFTER_DAYS_FIELD_NUMBER: _ClassVar[int]
+    archive_after_days: int
+    delete_after_days: int
+    def __init__(self, archive_after_days: _Optional[int] = ..., delete_after_days: _Optional[int] = ...) -> None: ...
+
+class RetentionAction(_message.Message):
+    __slots__ = ("root_id", "kind", "label", "last_active_at", "session_ids")
+    class Kind(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
+        __slots__ = ()
+        KIND_UNSPECIFIED: _ClassVar[RetentionAction.Kind]
+        KIND_ARCHIVE: _ClassVar[RetentionAction.Kind]
+        KIND_DELETE: _ClassVar[RetentionAction.Kind]
+    KIND_UNSPECIFIED: RetentionAction.Kind
+    KIND_ARCHIVE: RetentionAction.Kind
+    KIND_DELETE: RetentionAction.Kind
+    ROOT_ID_FIELD_NUMBER: _ClassVar[int]
+    KIND_FIELD_NUMBER: _ClassVar[int]
+    LABEL_FIELD_NUMBER: _ClassVar[int]
+    LAST_ACTIVE_AT_FIELD_NUMBER: _ClassVar[int]
+    SESSION_IDS_FIELD_NUMBER: _ClassVar[int]
+    root_id: str
+    kind: RetentionAction.Kind
+    label: str
+    last_active_at: _timestamp_pb2.Timestamp
+    session_ids: _containers.RepeatedScalarFieldContainer[str]
+    def __init__(self, root_id: _Optional[str] = ..., kind: _Optional[_Union[RetentionAction.Kind, str]] = ..., label: _Optional[str] = ..., last_active_at: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., session_ids: _Optional[_Iterable[str]] = ...) -> None: ...

@@ -419,12 +419,14 @@ class RenewJobRequest(_message.Message):
     def __init__(self, space_id: _Optional[str] = ..., session_id: _Optional[str] = ..., kind: _Optional[_Union[_common_pb2.JobKind, str]] = ..., token: _Optional[str] = ..., ttl_s: _Optional[int] = ...) -> None: ...
 
 class RenewJobResponse(_message.Message):
-    __slots__ = ("renewed", "expires_at")
+    __slots__ = ("renewed", "expires_at", "interrupted")
     RENEWED_FIELD_NUMBER: _ClassVar[int]
     EXPIRES_AT_FIELD_NUMBER: _ClassVar[int]
+    INTERRUPTED_FIELD_NUMBER: _ClassVar[int]
     renewed: bool
     expires_at: _timestamp_pb2.Timestamp
-    def __init__(self, renewed: _Optional[bool] = ..., expires_at: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ...) -> None: ...
+    interrupted: bool
+    def __init__(self, renewed: _Optional[bool] = ..., expires_at: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., interrupted: _Optional[bool] = ...) -> None: ...
 
 class GetCompressionCacheRequest(_message.Message):
     __slots__ = ("space_id", "session_id", "at_or_below_seq", "complete_only")
@@ -487,7 +489,7 @@ class SessionSlots(_message.Message):
     def __init__(self, session_id: _Optional[str] = ..., system_prompt: _Optional[str] = ..., memory: _Optional[str] = ..., insight: _Optional[str] = ...) -> None: ...
 
 class BeginTurnRequest(_message.Message):
-    __slots__ = ("space_id", "session_id", "ttl_s", "scope", "request_id", "window", "memory_index")
+    __slots__ = ("space_id", "session_id", "ttl_s", "scope", "request_id", "window", "memory_index", "busy", "waiter", "max_waiters", "continuation")
     SPACE_ID_FIELD_NUMBER: _ClassVar[int]
     SESSION_ID_FIELD_NUMBER: _ClassVar[int]
     TTL_S_FIELD_NUMBER: _ClassVar[int]
@@ -495,6 +497,10 @@ class BeginTurnRequest(_message.Message):
     REQUEST_ID_FIELD_NUMBER: _ClassVar[int]
     WINDOW_FIELD_NUMBER: _ClassVar[int]
     MEMORY_INDEX_FIELD_NUMBER: _ClassVar[int]
+    BUSY_FIELD_NUMBER: _ClassVar[int]
+    WAITER_FIELD_NUMBER: _ClassVar[int]
+    MAX_WAITERS_FIELD_NUMBER: _ClassVar[int]
+    CONTINUATION_FIELD_NUMBER: _ClassVar[int]
     space_id: str
     session_id: str
     ttl_s: int
@@ -502,7 +508,19 @@ class BeginTurnRequest(_message.Message):
     request_id: str
     window: TurnWindow
     memory_index: MemoryIndexWindow
-    def __init__(self, space_id: _Optional[str] = ..., session_id: _Optional[str] = ..., ttl_s: _Optional[int] = ..., scope: _Optional[str] = ..., request_id: _Optional[str] = ..., window: _Optional[_Union[TurnWindow, _Mapping]] = ..., memory_index: _Optional[_Union[MemoryIndexWindow, _Mapping]] = ...) -> None: ...
+    busy: _common_pb2.BusyPolicy
+    waiter: str
+    max_waiters: int
+    continuation: bool
+    def __init__(self, space_id: _Optional[str] = ..., session_id: _Optional[str] = ..., ttl_s: _Optional[int] = ..., scope: _Optional[str] = ..., request_id: _Optional[str] = ..., window: _Optional[_Union[TurnWindow, _Mapping]] = ..., memory_index: _Optional[_Union[MemoryIndexWindow, _Mapping]] = ..., busy: _Optional[_Union[_common_pb2.BusyPolicy, str]] = ..., waiter: _Optional[str] = ..., max_waiters: _Optional[int] = ..., continuation: _Optional[bool] = ...) -> None: ...
+
+class TurnQueued(_message.Message):
+    __slots__ = ("ahead", "expires_at")
+    AHEAD_FIELD_NUMBER: _ClassVar[int]
+    EXPIRES_AT_FIELD_NUMBER: _ClassVar[int]
+    ahead: int
+    expires_at: _timestamp_pb2.Timestamp
+    def __init__(self, ahead: _Optional[int] = ..., expires_at: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ...) -> None: ...
 
 class MemoryIndexWindow(_message.Message):
     __slots__ = ("max_entries", "max_tokens", "overhead_tokens")
@@ -557,16 +575,36 @@ class TurnState(_message.Message):
     def __init__(self, session: _Optional[_Union[_common_pb2.SessionMeta, _Mapping]] = ..., last_seq: _Optional[int] = ..., system_prompt: _Optional[str] = ..., insight: _Optional[str] = ..., cache: _Optional[_Union[CompressionCache, _Mapping]] = ..., records: _Optional[_Iterable[_Union[_common_pb2.Record, _Mapping]]] = ..., tail_tokens: _Optional[int] = ..., first_tail_seq: _Optional[int] = ..., memory_index: _Optional[_Iterable[_Union[_common_pb2.SharedMemoryEntry, _Mapping]]] = ..., memory_total: _Optional[int] = ..., skills: _Optional[_Union[_common_pb2.SkillList, _Mapping]] = ...) -> None: ...
 
 class BeginTurnResponse(_message.Message):
-    __slots__ = ("token", "expires_at", "remembered", "turn")
+    __slots__ = ("token", "expires_at", "remembered", "turn", "queued", "interrupted_token")
     TOKEN_FIELD_NUMBER: _ClassVar[int]
     EXPIRES_AT_FIELD_NUMBER: _ClassVar[int]
     REMEMBERED_FIELD_NUMBER: _ClassVar[int]
     TURN_FIELD_NUMBER: _ClassVar[int]
+    QUEUED_FIELD_NUMBER: _ClassVar[int]
+    INTERRUPTED_TOKEN_FIELD_NUMBER: _ClassVar[int]
     token: str
     expires_at: _timestamp_pb2.Timestamp
     remembered: RememberedTurn
     turn: TurnState
-    def __init__(self, token: _Optional[str] = ..., expires_at: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., remembered: _Optional[_Union[RememberedTurn, _Mapping]] = ..., turn: _Optional[_Union[TurnState, _Mapping]] = ...) -> None: ...
+    queued: TurnQueued
+    interrupted_token: str
+    def __init__(self, token: _Optional[str] = ..., expires_at: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., remembered: _Optional[_Union[RememberedTurn, _Mapping]] = ..., turn: _Optional[_Union[TurnState, _Mapping]] = ..., queued: _Optional[_Union[TurnQueued, _Mapping]] = ..., interrupted_token: _Optional[str] = ...) -> None: ...
+
+class LeaveTurnQueueRequest(_message.Message):
+    __slots__ = ("space_id", "session_id", "waiter")
+    SPACE_ID_FIELD_NUMBER: _ClassVar[int]
+    SESSION_ID_FIELD_NUMBER: _ClassVar[int]
+    WAITER_FIELD_NUMBER: _ClassVar[int]
+    space_id: str
+    session_id: str
+    waiter: str
+    def __init__(self, space_id: _Optional[str] = ..., session_id: _Optional[str] = ..., waiter: _Optional[str] = ...) -> None: ...
+
+class LeaveTurnQueueResponse(_message.Message):
+    __slots__ = ("left",)
+    LEFT_FIELD_NUMBER: _ClassVar[int]
+    left: bool
+    def __init__(self, left: _Optional[bool] = ...) -> None: ...
 
 class ReleaseTurnRequest(_message.Message):
     __slots__ = ("space_id", "session_id", "token")
@@ -597,12 +635,14 @@ class RenewTurnRequest(_message.Message):
     def __init__(self, space_id: _Optional[str] = ..., session_id: _Optional[str] = ..., token: _Optional[str] = ..., ttl_s: _Optional[int] = ...) -> None: ...
 
 class RenewTurnResponse(_message.Message):
-    __slots__ = ("renewed", "expires_at")
+    __slots__ = ("renewed", "expires_at", "interrupted")
     RENEWED_FIELD_NUMBER: _ClassVar[int]
     EXPIRES_AT_FIELD_NUMBER: _ClassVar[int]
+    INTERRUPTED_FIELD_NUMBER: _ClassVar[int]
     renewed: bool
     expires_at: _timestamp_pb2.Timestamp
-    def __init__(self, renewed: _Optional[bool] = ..., expires_at: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ...) -> None: ...
+    interrupted: bool
+    def __init__(self, renewed: _Optional[bool] = ..., expires_at: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., interrupted: _Optional[bool] = ...) -> None: ...
 
 class TransactRequest(_message.Message):
     __slots__ = ("space_id", "preconditions", "operations", "request_id")

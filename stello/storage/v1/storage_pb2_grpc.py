@@ -207,6 +207,11 @@ class SessionStorageStub:
                 request_serializer=stello_dot_storage_dot_v1_dot_storage__pb2.BeginTurnRequest.SerializeToString,
                 response_deserializer=stello_dot_storage_dot_v1_dot_storage__pb2.BeginTurnResponse.FromString,
                 _registered_method=True)
+        self.LeaveTurnQueue = channel.unary_unary(
+                '/stello.storage.v1.SessionStorage/LeaveTurnQueue',
+                request_serializer=stello_dot_storage_dot_v1_dot_storage__pb2.LeaveTurnQueueRequest.SerializeToString,
+                response_deserializer=stello_dot_storage_dot_v1_dot_storage__pb2.LeaveTurnQueueResponse.FromString,
+                _registered_method=True)
         self.ReleaseTurn = channel.unary_unary(
                 '/stello.storage.v1.SessionStorage/ReleaseTurn',
                 request_serializer=stello_dot_storage_dot_v1_dot_storage__pb2.ReleaseTurnRequest.SerializeToString,
@@ -732,7 +737,10 @@ class SessionStorageServicer:
         1. with `request_id`, the entry remembered under (`scope`,
         `request_id`) first, when there is one: `remembered` is set, no
         lease is taken and nothing else is answered; NOT_FOUND when the
-        entry's session was erased (DESIGN §4.8: its reply went with it);
+        entry's session was erased (DESIGN §4.8: its reply went with it).
+        It is read once the session's row is locked, so a retry that
+        arrives while its first attempt commits answers that commit instead
+        of running the turn again;
         2. NOT_FOUND for a session that is absent or provisional (a turn runs
         only on a committed session);
         3. an archived session takes no lease: `token` stays empty and
@@ -753,16 +761,53 @@ class SessionStorageServicer:
         4) of the content and the tool calls' names and arguments): the cost
         of the turn depends on the budget, never on the history's length.
 
+        With `window`, `busy` says what happens at step 4 when another turn
+        holds a live lease (DESIGN §4.2), all under the session's row lock:
+        - REJECT (or UNSPECIFIED): ABORTED TURN_IN_PROGRESS; also while live
+        tickets wait in the session's line, unless `continuation`.
+        - INTERRUPT / ROLLBACK: the lease is taken over at once (the line is
+        not consulted), the old token recorded as interrupted (RenewTurn of
+        it then answers `interrupted`), and `interrupted_token` answers it.
+        - ENQUEUE: the caller's `waiter` (a UUID of the waiting call) holds a
+        ticket in the session's line; expired tickets are dropped first.
+        The lease is taken, and the ticket removed, when no live lease
+        exists and the caller is first in line — continuations first, then
+        by ticket — and, for a Send (not `continuation`), the session has no
+        pending tool calls (an assistant record whose calls are not all
+        answered by the tool records after it). Otherwise the ticket is
+        made (at the back) or renewed for `ttl_s` and `queued` answers the
+        place; nothing else is answered. A new ticket past `max_waiters`
+        live ones is RESOURCE_EXHAUSTED, reason TURN_QUEUE_FULL. A remembered
+        entry (step 1) or an archived session (step 3) removes the ticket.
+
         Errors: INVALID_ARGUMENT for a malformed space_id or session_id, a
         ttl_s outside 1..86400, a request_id without a scope (or a scope or
         request_id over their limits, or a scope of storage's own), a window
         with window_tokens below 1 or a negative reserve_tokens, or memory_index
-        caps out of range (max_entries 1..1000, the others not negative);
+        caps out of range (max_entries 1..1000, the others not negative), an
+        unknown `busy`, a `busy` other than REJECT without `window`, ENQUEUE
+        without a `waiter` UUID or with `max_waiters` outside 1..10000;
         NOT_FOUND when the session is not in the space (with `window`: or is
         provisional);
         ABORTED with ErrorInfo reason TURN_IN_PROGRESS while another live lease
-        exists; UNAUTHENTICATED without a valid key; RESOURCE_EXHAUSTED when the
+        exists; RESOURCE_EXHAUSTED, reason TURN_QUEUE_FULL (ENQUEUE, the line
+        is full); UNAUTHENTICATED without a valid key; RESOURCE_EXHAUSTED when the
         reply exceeds the message limit (the slots are too large).
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def LeaveTurnQueue(self, request, context):
+        """Removes the ticket `waiter` holds in the session's line of ENQUEUE turns
+        (BeginTurn): the caller stopped waiting (cancelled, or past its
+        deadline). Writes EVENT_KIND_TURN_RELEASED when a ticket was removed,
+        so the next waiter looks again at once. Idempotent: an unknown or
+        expired ticket answers `left` false.
+
+        Errors: INVALID_ARGUMENT for a malformed space_id, session_id or
+        waiter; NOT_FOUND when the session is not in the space;
+        UNAUTHENTICATED without a valid key.
         """
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)
         context.set_details('Method not implemented!')
@@ -774,7 +819,9 @@ class SessionStorageServicer:
         path of a turn whose LLM call failed or was cancelled. Idempotent: a
         token that is expired, already released or superseded is a no-op that
         still answers OK, with `released` false. Unlike a Transact's
-        ReleaseTurnOp, it does not record the token as a committed one.
+        ReleaseTurnOp, it does not record the token as a committed one. A
+        release writes EVENT_KIND_TURN_RELEASED (turns queued for the session
+        look again).
 
         Errors: INVALID_ARGUMENT for a malformed space_id or session_id, or an
         empty token; NOT_FOUND when the session is not in the space;
@@ -793,8 +840,9 @@ class SessionStorageServicer:
         the session's): a hiccup longer than the TTL does not fail a turn nobody
         else wanted. A token that was released or superseded (another turn took
         the expired lease) is a no-op answering `renewed` false: that turn's
-        commit will fail its TurnLeaseCheck. Allowed on provisional and archived
-        sessions.
+        commit will fail its TurnLeaseCheck. A token an INTERRUPT took over
+        answers `interrupted` too (the turn should stop: nothing of it can be
+        stored). Allowed on provisional and archived sessions.
 
         Errors: INVALID_ARGUMENT for a malformed space_id or session_id, an empty
         token, or a ttl_s outside 1..86400; NOT_FOUND when the session is not in
@@ -1021,6 +1069,11 @@ def add_SessionStorageServicer_to_server(servicer, server):
                     servicer.BeginTurn,
                     request_deserializer=stello_dot_storage_dot_v1_dot_storage__pb2.BeginTurnRequest.FromString,
                     response_serializer=stello_dot_storage_dot_v1_dot_storage__pb2.BeginTurnResponse.SerializeToString,
+            ),
+            'LeaveTurnQueue': grpc.unary_unary_rpc_method_handler(
+                    servicer.LeaveTurnQueue,
+                    request_deserializer=stello_dot_storage_dot_v1_dot_storage__pb2.LeaveTurnQueueRequest.FromString,
+                    response_serializer=stello_dot_storage_dot_v1_dot_storage__pb2.LeaveTurnQueueResponse.SerializeToString,
             ),
             'ReleaseTurn': grpc.unary_unary_rpc_method_handler(
                     servicer.ReleaseTurn,
@@ -1793,6 +1846,33 @@ class SessionStorage:
             '/stello.storage.v1.SessionStorage/BeginTurn',
             stello_dot_storage_dot_v1_dot_storage__pb2.BeginTurnRequest.SerializeToString,
             stello_dot_storage_dot_v1_dot_storage__pb2.BeginTurnResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def LeaveTurnQueue(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/stello.storage.v1.SessionStorage/LeaveTurnQueue',
+            stello_dot_storage_dot_v1_dot_storage__pb2.LeaveTurnQueueRequest.SerializeToString,
+            stello_dot_storage_dot_v1_dot_storage__pb2.LeaveTurnQueueResponse.FromString,
             options,
             channel_credentials,
             insecure,

@@ -322,3 +322,67 @@ class ResolveSessionPrefixResponse(_message.Message):
     SESSIONS_FIELD_NUMBER: _ClassVar[int]
     sessions: _containers.RepeatedCompositeFieldContainer[_common_pb2.SessionSummary]
     def __init__(self, sessions: _Optional[_Iterable[_Union[_common_pb2.SessionSummary, _Mapping]]] = ...) -> None: ...
+
+class GetRetentionRequest(_message.Message):
+    __slots__ = ("space_id",)
+    SPACE_ID_FIELD_NUMBER: _ClassVar[int]
+    space_id: str
+    def __init__(self, space_id: _Optional[str] = ...) -> None: ...
+
+class GetRetentionResponse(_message.Message):
+    __slots__ = ("policy",)
+    POLICY_FIELD_NUMBER: _ClassVar[int]
+    policy: _common_pb2.RetentionPolicy
+    def __init__(self, policy: _Optional[_Union[_common_pb2.RetentionPolicy, _Mapping]] = ...) -> None: ...
+
+class PutRetentionRequest(_message.Message):
+    __slots__ = ("space_id", "policy")
+    SPACE_ID_FIELD_NUMBER: _ClassVar[int]
+    POLICY_FIELD_NUMBER: _ClassVar[int]
+    space_id: str
+    policy: _common_pb2.RetentionPolicy
+    def __init__(self, space_id: _Optional[str] = ..., policy: _Optional[_Union[_common_pb2.RetentionPolicy, _Mapping]] = ...) -> None: ...
+
+class PutRetentionResponse(_message.Message):
+    __slots__ = ("policy",)
+    POLICY_FIELD_NUMBER: _ClassVar[int]
+    policy: _common_pb2.RetentionPolicy
+    def __init__(self, policy: _Optional[_Union[_common_pb2.RetentionPolicy, _Mapping]] = ...) -> None: ...
+
+class ApplyRetentionRequest(_message.Message):
+    __slots__ = ("space_id", "dry_run", "max_batches", "page_token")
+    SPACE_ID_FIELD_NUMBER: _ClassVar[int]
+    DRY_RUN_FIELD_NUMBER: _ClassVar[int]
+    MAX_BATCHES_FIELD_NUMBER: _ClassVar[int]
+    PAGE_TOKEN_FIELD_NUMBER: _ClassVar[int]
+    space_id: str
+    dry_run: bool
+    max_batches: int
+    page_token: str
+    def __init__(self, space_id: _Optional[str] = ..., dry_run: _Optional[bool] = ..., max_batches: _Optional[int] = ..., page_token: _Optional[str] = ...) -> None: ...
+
+class ApplyRetentionResponse(_message.Message):
+    __slots__ = ("actions", "done", "next_page_token")
+    ACTIONS_FIELD_NUMBER: _ClassVar[int]
+    DONE_FIELD_NUMBER: _ClassVar[int]
+    NEXT_PAGE_TOKEN_FIELD_NUMBER: _ClassVar[int]
+    actions: _containers.RepeatedCompositeFieldContainer[_common_pb2.RetentionAction]
+    done: bool
+    next_page_token: str
+    def __init__(self, actions: _Optional[_Iterable[_Union[_common_pb2.RetentionAction, _Mapping]]] = ..., done: _Optional[bool] = ..., next_page_token: _Optional[str] = ...) -> None: ...
+
+class SetPinnedRequest(_message.Message):
+    __slots__ = ("space_id", "session_id", "pinned")
+    SPACE_ID_FIELD_NUMBER: _ClassVar[int]
+    SESSION_ID_FIELD_NUMBER: _ClassVar[int]
+    PINNED_FIELD_NUMBER: _ClassVar[int]
+    space_id: str
+    session_id: str
+    pinned: bool
+    def __init__(self, space_id: _Optional[str] = ..., session_id: _Optional[str] = ..., pinned: _Optional[bool] = ...) -> None: ...
+
+class SetPinnedResponse(_message.Message):
+    __slots__ = ("pinned",)
+    PINNED_FIELD_NUMBER: _ClassVar[int]
+    pinned: bool
+    def __init__(self, pinned: _Optional[bool] = ...) -> None: ...

@@ -155,6 +155,26 @@ class SessionTreeStub:
                 request_serializer=stello_dot_tree_dot_v1_dot_tree__pb2.SweepProvisionalRequest.SerializeToString,
                 response_deserializer=stello_dot_tree_dot_v1_dot_tree__pb2.SweepProvisionalResponse.FromString,
                 _registered_method=True)
+        self.GetRetention = channel.unary_unary(
+                '/stello.tree.v1.SessionTree/GetRetention',
+                request_serializer=stello_dot_tree_dot_v1_dot_tree__pb2.GetRetentionRequest.SerializeToString,
+                response_deserializer=stello_dot_tree_dot_v1_dot_tree__pb2.GetRetentionResponse.FromString,
+                _registered_method=True)
+        self.PutRetention = channel.unary_unary(
+                '/stello.tree.v1.SessionTree/PutRetention',
+                request_serializer=stello_dot_tree_dot_v1_dot_tree__pb2.PutRetentionRequest.SerializeToString,
+                response_deserializer=stello_dot_tree_dot_v1_dot_tree__pb2.PutRetentionResponse.FromString,
+                _registered_method=True)
+        self.ApplyRetention = channel.unary_unary(
+                '/stello.tree.v1.SessionTree/ApplyRetention',
+                request_serializer=stello_dot_tree_dot_v1_dot_tree__pb2.ApplyRetentionRequest.SerializeToString,
+                response_deserializer=stello_dot_tree_dot_v1_dot_tree__pb2.ApplyRetentionResponse.FromString,
+                _registered_method=True)
+        self.SetPinned = channel.unary_unary(
+                '/stello.tree.v1.SessionTree/SetPinned',
+                request_serializer=stello_dot_tree_dot_v1_dot_tree__pb2.SetPinnedRequest.SerializeToString,
+                response_deserializer=stello_dot_tree_dot_v1_dot_tree__pb2.SetPinnedResponse.FromString,
+                _registered_method=True)
         self.ResolveSessionPrefix = channel.unary_unary(
                 '/stello.tree.v1.SessionTree/ResolveSessionPrefix',
                 request_serializer=stello_dot_tree_dot_v1_dot_tree__pb2.ResolveSessionPrefixRequest.SerializeToString,
@@ -516,6 +536,66 @@ class SessionTreeServicer:
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
+    def GetRetention(self, request, context):
+        """The space's retention policy (see RetentionPolicy); unset `policy`: none
+        was set (nothing expires).
+
+        Errors: INVALID_ARGUMENT (malformed space_id); UNAUTHENTICATED.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def PutRetention(self, request, context):
+        """Sets the space's retention policy (both fields unset: nothing expires).
+        The sweep (every STELLO_TREE_RETENTION_INTERVAL_S, one replica per space)
+        applies it; ApplyRetention applies it now.
+
+        Errors: INVALID_ARGUMENT (malformed space_id, days outside 1..36500);
+        UNAUTHENTICATED.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def ApplyRetention(self, request, context):
+        """Applies the space's policy now, or with `dry_run` lists what it would do
+        and changes nothing. Roots are judged in (created_at, id) order, each
+        subtree as a whole (by index: never a walk): a pinned session keeps its
+        subtree; one that is active keeps its ancestors. A subtree idle for
+        archive_after_days has its active sessions archived (SESSION_ARCHIVED
+        events); one whose sessions are all archived, the newest for
+        delete_after_days, is deleted through DeleteSubtree's path (hidden in
+        the batch's transaction with its SUBTREE_DELETED events, erased by the
+        erasure job). Work goes in batches of at most STELLO_TREE_RETENTION_BATCH
+        roots, each its own transaction that saves where the sweep stands, so a
+        sweep that stops (a crash, `max_batches`) goes on from there next time.
+        Without dry_run, at most `max_batches` batches run (0 = until the pass
+        ends); `done` tells whether the pass ended. A dry run starts after
+        `page_token` and answers `next_page_token`.
+
+        Errors: INVALID_ARGUMENT (malformed space_id or page_token, negative
+        max_batches); FAILED_PRECONDITION, reason NO_RETENTION_POLICY (none
+        set); ABORTED, reason CONCURRENT_MODIFICATION (a session was created
+        under a subtree the batch was deleting: that batch changed nothing,
+        retry); UNAUTHENTICATED. A sweep of the space running elsewhere is
+        waited for, batch by batch.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def SetPinned(self, request, context):
+        """Pins or unpins a session: a pinned session keeps its whole root's
+        subtree from retention. Allowed on archived sessions.
+
+        Errors: INVALID_ARGUMENT (malformed ids); NOT_FOUND (unknown in this
+        space, or provisional); UNAUTHENTICATED.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
     def ResolveSessionPrefix(self, request, context):
         """Finds the visible sessions of the space whose id starts with `prefix`
         (what a person types instead of a whole UUID), in id order, at most
@@ -631,6 +711,26 @@ def add_SessionTreeServicer_to_server(servicer, server):
                     servicer.SweepProvisional,
                     request_deserializer=stello_dot_tree_dot_v1_dot_tree__pb2.SweepProvisionalRequest.FromString,
                     response_serializer=stello_dot_tree_dot_v1_dot_tree__pb2.SweepProvisionalResponse.SerializeToString,
+            ),
+            'GetRetention': grpc.unary_unary_rpc_method_handler(
+                    servicer.GetRetention,
+                    request_deserializer=stello_dot_tree_dot_v1_dot_tree__pb2.GetRetentionRequest.FromString,
+                    response_serializer=stello_dot_tree_dot_v1_dot_tree__pb2.GetRetentionResponse.SerializeToString,
+            ),
+            'PutRetention': grpc.unary_unary_rpc_method_handler(
+                    servicer.PutRetention,
+                    request_deserializer=stello_dot_tree_dot_v1_dot_tree__pb2.PutRetentionRequest.FromString,
+                    response_serializer=stello_dot_tree_dot_v1_dot_tree__pb2.PutRetentionResponse.SerializeToString,
+            ),
+            'ApplyRetention': grpc.unary_unary_rpc_method_handler(
+                    servicer.ApplyRetention,
+                    request_deserializer=stello_dot_tree_dot_v1_dot_tree__pb2.ApplyRetentionRequest.FromString,
+                    response_serializer=stello_dot_tree_dot_v1_dot_tree__pb2.ApplyRetentionResponse.SerializeToString,
+            ),
+            'SetPinned': grpc.unary_unary_rpc_method_handler(
+                    servicer.SetPinned,
+                    request_deserializer=stello_dot_tree_dot_v1_dot_tree__pb2.SetPinnedRequest.FromString,
+                    response_serializer=stello_dot_tree_dot_v1_dot_tree__pb2.SetPinnedResponse.SerializeToString,
             ),
             'ResolveSessionPrefix': grpc.unary_unary_rpc_method_handler(
                     servicer.ResolveSessionPrefix,
@@ -1177,6 +1277,114 @@ class SessionTree:
             '/stello.tree.v1.SessionTree/SweepProvisional',
             stello_dot_tree_dot_v1_dot_tree__pb2.SweepProvisionalRequest.SerializeToString,
             stello_dot_tree_dot_v1_dot_tree__pb2.SweepProvisionalResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def GetRetention(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/stello.tree.v1.SessionTree/GetRetention',
+            stello_dot_tree_dot_v1_dot_tree__pb2.GetRetentionRequest.SerializeToString,
+            stello_dot_tree_dot_v1_dot_tree__pb2.GetRetentionResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def PutRetention(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/stello.tree.v1.SessionTree/PutRetention',
+            stello_dot_tree_dot_v1_dot_tree__pb2.PutRetentionRequest.SerializeToString,
+            stello_dot_tree_dot_v1_dot_tree__pb2.PutRetentionResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def ApplyRetention(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/stello.tree.v1.SessionTree/ApplyRetention',
+            stello_dot_tree_dot_v1_dot_tree__pb2.ApplyRetentionRequest.SerializeToString,
+            stello_dot_tree_dot_v1_dot_tree__pb2.ApplyRetentionResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def SetPinned(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/stello.tree.v1.SessionTree/SetPinned',
+            stello_dot_tree_dot_v1_dot_tree__pb2.SetPinnedRequest.SerializeToString,
+            stello_dot_tree_dot_v1_dot_tree__pb2.SetPinnedResponse.FromString,
             options,
             channel_credentials,
             insecure,

@@ -1,0 +1,204 @@
+"""How a turn gets its session when another turn holds it (DESIGN §4.2): the busy policies.
+
+Every policy is decided by storage's BeginTurn, under the session's row lock, so
+it holds across gateways:
+
+- REJECT (the default): ABORTED TURN_IN_PROGRESS while a turn runs or turns
+  wait in line.
+- INTERRUPT / ROLLBACK: storage takes the lease over and answers the token it
+  stopped; a turn holding it on this gateway is stopped at once
+  (`LeaseKeeper.interrupt`), one elsewhere at its next renewal.
+- ENQUEUE: the call holds a ticket in the session's line (a random `waiter` id
+  per call) and asks BeginTurn again — which renews the ticket — once the
+  space's poller has read as many events about the session (a turn committed
+  or released, a ticket left) as there are calls ahead of it (each of them
+  must end a turn first: so a handover wakes about one waiter, not the whole
+  line), and at least every third of the lease TTL, until it gets the lease.
+  It waits within the caller's deadline (with none, at most
+  STELLO_GATEWAY_TURN_MAX_S): past it DEADLINE_EXCEEDED. A call that ends
+  while it waits (cancelled, past its deadline, failed) takes its ticket out of
+  line before it answers (LeaveTurnQueue, shielded); if storage cannot be
+  reached the ticket expires within one TTL.
+
+A queued call's retry with the same request_id takes a new ticket: BeginTurn
+answers the remembered turn first, so whichever call reaches the front after
+the first committed answers that turn and nothing runs twice.
+
+BeginTurn itself is never bound by the caller's deadline and never cancelled
+midway: a reply lost to either would leave a lease nobody knows the token of.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+import uuid
+from collections.abc import Callable
+from contextlib import AbstractAsyncContextManager
+from dataclasses import replace
+from typing import Protocol
+
+from agent_gateway.clients import Caller, StorageClient
+from agent_gateway.turns.lease_keeper import LeaseKeeper
+from agent_gateway.turns.state import Plan
+from stello.common.v1 import common_pb2
+from stello.errors import DeadlineExceeded, StelloError
+from stello.storage.v1 import storage_pb2
+
+log = logging.getLogger(__name__)
+
+ENQUEUE = common_pb2.BUSY_POLICY_ENQUEUE
+
+
+class Changes(Protocol):
+    """Tells a waiting turn that its session changed (the space's event poller)."""
+
+    async def ready(self, timeout_s: float) -> None:
+        """Return once changes from now on will be told (or after `timeout_s`)."""
+        ...
+
+    async def wait(self, timeout_s: float, events: int = 1) -> None:
+        """Return once `events` changes of the session were told, or after `timeout_s`."""
+        ...
+
+
+ChangesOf = Callable[[Caller, uuid.UUID, uuid.UUID], AbstractAsyncContextManager[Changes]]
+"""Opens `Changes` for (caller, space, session) while inside."""
+
+
+class TurnLine:
+    """BeginTurn under the plan's busy policy (see the module docstring)."""
+
+    def __init__(
+        self,
+        storage: StorageClient,
+        leases: LeaseKeeper,
+        changes: ChangesOf,
+        *,
+        max_waiters: int,
+        max_wait_s: float,
+    ) -> None:
+        self._storage = storage
+        self._leases = leases
+        self._changes = changes
+        self._max_waiters = max_waiters
+        self._max_wait_s = max_wait_s
+
+    async def begin(
+        self, caller: Caller, plan: Plan, request: storage_pb2.BeginTurnRequest
+    ) -> storage_pb2.BeginTurnResponse:
+        """The lease and the turn (or a remembered reply, or an archived session's state),
+        once the policy lets this call have the session."""
+        if plan.busy != ENQUEUE:
+            reply = await self._begin(caller, plan, request)
+            if reply.interrupted_token:
+                self._leases.interrupt(reply.interrupted_token)
+            return reply
+        request.waiter = str(uuid.uuid4())
+        request.max_waiters = self._max_waiters
+        reply = await self._begin(caller, plan, request)
+        if not reply.HasField("queued"):
+            return reply
+        return await self._wait(caller, plan, request, time.monotonic())
+
+    async def _wait(
+        self,
+        caller: Caller,
+        plan: Plan,
+        request: storage_pb2.BeginTurnRequest,
+        since: float,
+    ) -> storage_pb2.BeginTurnResponse:
+        """Ask again at every change of the session (and every third of the TTL) until the
+        lease is this call's; the ticket leaves the line if the call ends otherwise."""
+        every = self._leases.times.renew_every_s
+        left_line = False
+        try:
+            async with self._changes(caller, plan.space_id, plan.session_id) as changes:
+                await changes.ready(every)
+                while True:
+                    reply = await self._begin(caller, plan, request)
+                    if not reply.HasField("queued"):
+                        left_line = True  # storage took the ticket out with its answer
+                        return reply
+                    # Each call ahead must end its turn (an event) before this one
+                    # starts: waking sooner would only ask storage in vain.
+                    ahead = reply.queued.ahead
+                    await changes.wait(min(every, self._left(caller, plan, since)), ahead)
+                    self._left(caller, plan, since)
+        finally:
+            if not left_line:
+                await _settled(asyncio.ensure_future(self._leave(caller, plan, request.waiter)))
+
+    def _left(self, caller: Caller, plan: Plan, since: float) -> float:
+        """Seconds the call may still wait.
+
+        Raises:
+            DeadlineExceeded: none are left.
+        """
+        remaining = caller.remaining()
+        if remaining is None:
+            remaining = self._max_wait_s - (time.monotonic() - since)
+        if remaining <= 0:
+            raise DeadlineExceeded(
+                f"the turn waited in line for session {plan.session_id} until its deadline "
+                "(busy policy ENQUEUE); it left the line and nothing was written"
+            )
+        return remaining
+
+    async def _leave(self, caller: Caller, plan: Plan, waiter: str) -> None:
+        """Take the call's ticket out of line (its end is told to the next waiter)."""
+        try:
+            await self._storage.leave_turn_queue(
+                _unbounded(caller).within(self._leases.times.renew_every_s),
+                plan.space_id,
+                plan.session_id,
+                waiter,
+            )
+        except StelloError as exc:
+            log.warning(
+                "could not take a waiting turn of %s out of line (%s); its ticket expires "
+                "by itself",
+                plan.session_id,
+                exc,
+            )
+
+    async def _begin(
+        self, caller: Caller, plan: Plan, request: storage_pb2.BeginTurnRequest
+    ) -> storage_pb2.BeginTurnResponse:
+        """One BeginTurn, unbounded and shielded; a lease it took for a call cancelled
+        meanwhile is given back."""
+        begin = asyncio.ensure_future(self._leases.start_turn(_unbounded(caller), request))
+        try:
+            return await asyncio.shield(begin)
+        except BaseException:
+            await self._abandon(begin, caller, plan)
+            raise
+
+    async def _abandon(
+        self, begin: asyncio.Future[storage_pb2.BeginTurnResponse], caller: Caller, plan: Plan
+    ) -> None:
+        """Give back the lease a refused turn may have taken, even if cancelled meanwhile."""
+        settled: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+
+        def give_back(task: asyncio.Future[storage_pb2.BeginTurnResponse]) -> None:
+            if task.cancelled() or task.exception() is not None or not task.result().token:
+                settled.set_result(None)  # no lease was taken
+                return
+            release = self._leases.give_back(
+                caller, plan.space_id, plan.session_id, task.result().token
+            )
+            release.add_done_callback(lambda _: settled.set_result(None))
+
+        begin.add_done_callback(give_back)
+        await _settled(settled)
+
+
+def _unbounded(caller: Caller) -> Caller:
+    """The caller without their deadline (each call keeps the policy's own timeout)."""
+    return replace(caller, deadline=None)
+
+
+async def _settled(future: asyncio.Future[None]) -> None:
+    """Wait for `future`; a cancellation meanwhile does not stop it (it is raised after)."""
+    await asyncio.shield(future)

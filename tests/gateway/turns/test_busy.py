@@ -1,0 +1,405 @@
+"""Busy sessions (DESIGN §4.2, issue #38): what a turn does while another turn holds its session.
+
+ENQUEUE waits in the session's line, kept in the database (so across gateways) and woken by
+the space's event poller; INTERRUPT stops the running turn, which stores nothing. A slow model
+behind the provider interface keeps the first turn running while the others arrive.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import uuid
+from collections.abc import AsyncIterator, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+import asyncpg
+import grpc
+import pytest
+
+from agent_gateway.llm import (
+    Completion,
+    Done,
+    LLMMessage,
+    StreamEvent,
+    TextDelta,
+    ToolSpec,
+    Usage,
+)
+from stello.agent.v1 import agent_pb2
+from stello.common.v1 import common_pb2
+from stello.errors import error_info_reason
+from stello.settings import StelloSettings
+from tests.gateway.conftest import (
+    Backends,
+    FakeSummarizer,
+    GatewayStarter,
+    Stack,
+    StackMaker,
+    close_stack,
+    gateway_clients,
+    open_stack,
+    rpc_error,
+)
+from tests.gateway.turns_support import (
+    SpyProvider,
+    answer,
+    put_insight,
+    roles,
+    send,
+    send_stream,
+    submit,
+    tool_call,
+    tool_definition,
+    wait_for,
+)
+from tests.support.fixtures import TestSpace
+
+pytestmark = pytest.mark.sql
+
+ENQUEUE = common_pb2.BUSY_POLICY_ENQUEUE
+INTERRUPT = common_pb2.BUSY_POLICY_INTERRUPT
+ROLLBACK = common_pb2.BUSY_POLICY_ROLLBACK
+TICKETS = "SELECT count(*) FROM turn_waiters WHERE space_id = $1 AND session_id = $2"
+
+
+@dataclass(slots=True)
+class Slow:
+    """A slow model: the first `held` calls wait for `gate` (a stream after its first
+    piece); it answers "echo: <last message>", and records the messages it was asked in
+    call order, the most calls running at once, and the calls cut short."""
+
+    held: int = 1_000_000
+    delay_s: float = 0.01
+    max_context_tokens: int = 1_000_000
+    gate: asyncio.Event = field(default_factory=asyncio.Event)
+    started: asyncio.Event = field(default_factory=asyncio.Event)
+    asked: list[list[LLMMessage]] = field(default_factory=list)
+    running: int = 0
+    most: int = 0
+    cancelled: int = 0
+
+    @property
+    def last_messages(self) -> list[str]:
+        """The last message of each call, in call order."""
+        return [messages[-1].content for messages in self.asked]
+
+    async def _hold(self, index: int) -> None:
+        if index < self.held:
+            await self.gate.wait()
+        await asyncio.sleep(self.delay_s)
+
+    def _enter(self, messages: Sequence[LLMMessage]) -> int:
+        self.asked.append(list(messages))
+        self.running += 1
+        self.most = max(self.most, self.running)
+        self.started.set()
+        return len(self.asked) - 1
+
+    async def complete(
+        self,
+        messages: Sequence[LLMMessage],
+        *,
+        tools: Sequence[ToolSpec] | None = None,
+        max_tokens: int | None = None,
+    ) -> Completion:
+        """Wait if held, then echo the last message."""
+        index = self._enter(messages)
+        try:
+            await self._hold(index)
+        except asyncio.CancelledError:
+            self.cancelled += 1
+            raise
+        finally:
+            self.running -= 1
+        return Completion(f"echo: {messages[-1].content}", (), Usage(1, 1, 2))
+
+    async def stream(
+        self,
+        messages: Sequence[LLMMessage],
+        *,
+        tools: Sequence[ToolSpec] | None = None,
+        max_tokens: int | None = None,
+    ) -> AsyncIterator[StreamEvent]:
+        """Stream "echo: " at once, then (once let go) the rest."""
+        index = self._enter(messages)
+        try:
+            yield TextDelta("echo: ")
+            await self._hold(index)
+            yield TextDelta(messages[-1].content)
+            yield Done(Completion(f"echo: {messages[-1].content}", (), Usage(1, 1, 2)))
+        except (asyncio.CancelledError, GeneratorExit):
+            self.cancelled += 1
+            raise
+        finally:
+            self.running -= 1
+
+
+async def tickets(pool: asyncpg.Pool, stack: Stack, session_id: str) -> int:
+    """How many calls wait in the session's line."""
+    return int(await pool.fetchval(TICKETS, stack.space.id, uuid.UUID(session_id)))
+
+
+async def queued(pool: asyncpg.Pool, stack: Stack, session_id: str, count: int) -> None:
+    """Wait until `count` calls wait in the session's line."""
+    await wait_for(lambda: _has(pool, stack, session_id, count), within_s=10)
+
+
+async def _has(pool: asyncpg.Pool, stack: Stack, session_id: str, count: int) -> bool:
+    return await tickets(pool, stack, session_id) == count
+
+
+def enqueue(stack: Stack, session_id: str, content: str, **fields: Any) -> asyncio.Future[Any]:
+    """A Send with ENQUEUE, running."""
+    return asyncio.ensure_future(send(stack, session_id, content, busy=ENQUEUE, **fields))
+
+
+def users(records: Sequence[common_pb2.Record]) -> list[str]:
+    """The user messages of records, in order."""
+    return [r.content for r in records if r.role == common_pb2.RECORD_ROLE_USER]
+
+
+class TestEnqueue:
+    async def test_ten_sends_run_one_at_a_time_in_arrival_order(
+        self, make_stack: StackMaker, pool: asyncpg.Pool
+    ) -> None:
+        """Ten ENQUEUE Sends to one session, each arriving while the first runs, all answer:
+        the model never runs two at once, and the turns are stored in arrival order."""
+        slow = Slow()
+        stack = await make_stack(slow)
+        root = await stack.root()
+        calls = [enqueue(stack, root.id, "m0")]
+        await asyncio.wait_for(slow.started.wait(), 10)
+        for i in range(1, 10):
+            calls.append(enqueue(stack, root.id, f"m{i}"))
+            await queued(pool, stack, root.id, i)
+        slow.gate.set()
+        replies = await asyncio.wait_for(asyncio.gather(*calls), 60)
+        assert [r.assistant.content for r in replies] == [f"echo: m{i}" for i in range(10)]
+        assert slow.most == 1
+        assert slow.last_messages == [f"m{i}" for i in range(10)]
+        assert users(await stack.records(root.id)) == [f"m{i}" for i in range(10)]
+        assert await tickets(pool, stack, root.id) == 0
+
+    async def test_a_handover_wakes_about_one_waiter(
+        self,
+        start_gateway: GatewayStarter,
+        backends: Backends,
+        space: TestSpace,
+        summarizer: FakeSummarizer,
+        settings: StelloSettings,
+        pool: asyncpg.Pool,
+    ) -> None:
+        """Ten queued Sends ask storage a number of BeginTurns that grows with the line, not
+        with its square: a waiter asks again only after as many of its session's events as
+        there are calls ahead of it (here at most 4 per Send)."""
+        slow = Slow()
+        clients = gateway_clients(backends.gateway_config(), backends, settings, False)
+        gateway = await start_gateway(clients=clients, provider=slow)
+        stack = await open_stack(backends, gateway, space, summarizer)
+        try:
+            root = await stack.root()
+            calls = [enqueue(stack, root.id, "m0")]
+            await asyncio.wait_for(slow.started.wait(), 10)
+            for i in range(1, 10):
+                calls.append(enqueue(stack, root.id, f"m{i}"))
+                await queued(pool, stack, root.id, i)
+            slow.gate.set()
+            await asyncio.wait_for(asyncio.gather(*calls), 60)
+        finally:
+            await close_stack(stack)
+        assert clients.storage.calls["BeginTurn"] <= 4 * 10
+
+    async def test_two_gateways_share_one_line(
+        self, make_stack: StackMaker, pool: asyncpg.Pool
+    ) -> None:
+        """Sends queued alternately on two gateways over one database run one at a time in
+        their arrival order (the line is the database's, not a process's)."""
+        slow = Slow()
+        first = await make_stack(slow)
+        second = await make_stack(slow)
+        root = await first.root()
+        calls = [enqueue(first, root.id, "m0")]
+        await asyncio.wait_for(slow.started.wait(), 10)
+        for i in range(1, 6):
+            calls.append(enqueue(second if i % 2 else first, root.id, f"m{i}"))
+            await queued(pool, first, root.id, i)
+        slow.gate.set()
+        await asyncio.wait_for(asyncio.gather(*calls), 60)
+        assert slow.most == 1
+        assert users(await first.records(root.id)) == [f"m{i}" for i in range(6)]
+
+    async def test_a_caller_that_cancels_leaves_the_line(
+        self, make_stack: StackMaker, pool: asyncpg.Pool
+    ) -> None:
+        """A queued call that its client cancels takes its ticket out of line at once and
+        writes nothing; the next queued call runs after the first."""
+        slow = Slow()
+        stack = await make_stack(slow)
+        root = await stack.root()
+        running = enqueue(stack, root.id, "first")
+        await asyncio.wait_for(slow.started.wait(), 10)
+        gone = enqueue(stack, root.id, "gone")
+        await queued(pool, stack, root.id, 1)
+        gone.cancel()
+        await queued(pool, stack, root.id, 0)
+        last = enqueue(stack, root.id, "last")
+        await queued(pool, stack, root.id, 1)
+        slow.gate.set()
+        await asyncio.wait_for(asyncio.gather(running, last), 30)
+        assert users(await stack.records(root.id)) == ["first", "last"]
+        assert slow.last_messages == ["first", "last"]
+
+    async def test_past_the_deadline_nothing_is_written(
+        self, make_stack: StackMaker, pool: asyncpg.Pool
+    ) -> None:
+        """A queued call whose deadline passes while it waits answers DEADLINE_EXCEEDED,
+        leaves the line and writes nothing; the running turn is unaffected."""
+        slow = Slow()
+        stack = await make_stack(slow)
+        root = await stack.root()
+        running = enqueue(stack, root.id, "first")
+        await asyncio.wait_for(slow.started.wait(), 10)
+        error = await rpc_error(
+            stack.gw.Send(
+                _request(stack, root.id, "late", busy=ENQUEUE),
+                timeout=1.0,
+            )
+        )
+        assert error.code() is grpc.StatusCode.DEADLINE_EXCEEDED
+        await queued(pool, stack, root.id, 0)
+        slow.gate.set()
+        await asyncio.wait_for(running, 30)
+        assert users(await stack.records(root.id)) == ["first"]
+        assert slow.last_messages == ["first"]
+
+    async def test_the_line_is_capped(self, make_stack: StackMaker, pool: asyncpg.Pool) -> None:
+        """With STELLO_GATEWAY_TURN_QUEUE_MAX calls waiting, one more is RESOURCE_EXHAUSTED
+        TURN_QUEUE_FULL at once, naming the cap, and nothing of it is written."""
+        slow = Slow()
+        stack = await make_stack(slow, turn_queue_max=2)
+        root = await stack.root()
+        calls = [enqueue(stack, root.id, "m0")]
+        await asyncio.wait_for(slow.started.wait(), 10)
+        for i in (1, 2):
+            calls.append(enqueue(stack, root.id, f"m{i}"))
+            await queued(pool, stack, root.id, i)
+        error = await rpc_error(send(stack, root.id, "one too many", busy=ENQUEUE))
+        assert error.code() is grpc.StatusCode.RESOURCE_EXHAUSTED
+        assert error_info_reason(error) == "TURN_QUEUE_FULL"
+        assert "(2)" in (error.details() or "")
+        slow.gate.set()
+        await asyncio.wait_for(asyncio.gather(*calls), 30)
+        assert users(await stack.records(root.id)) == ["m0", "m1", "m2"]
+
+    async def test_a_queued_send_waits_for_pending_tool_calls(
+        self, make_stack: StackMaker, pool: asyncpg.Pool
+    ) -> None:
+        """A turn that stopped on a client tool call keeps the session busy for a queued Send:
+        it waits for SubmitToolResults (which the line lets through), so the group is not
+        dropped, then runs after it."""
+        spy = SpyProvider().then(answer("", tool_call("lookup", "c1")), answer("found it"))
+        stack = await make_stack(spy)
+        root = await stack.root()
+        first = await send(stack, root.id, "look it up", tools=[tool_definition("lookup")])
+        assert [c.id for c in first.pending_tool_calls] == ["c1"]
+        waiting = enqueue(stack, root.id, "and then?")
+        await queued(pool, stack, root.id, 1)
+        assert not waiting.done()
+        await submit(stack, root.id, ("c1", "42"))
+        reply = await asyncio.wait_for(waiting, 10)
+        assert reply.assistant.content == "echo: and then?"
+        stored = await stack.records(root.id)
+        assert roles(stored) == ["user", "assistant", "tool", "assistant", "user", "assistant"]
+
+    async def test_a_retried_request_id_answers_the_first_turn(
+        self, make_stack: StackMaker, pool: asyncpg.Pool
+    ) -> None:
+        """A Send retried with its request_id while the first call still runs waits in line
+        (the policy is not part of the request) and answers the first call's turn once it
+        commits: the model is called once, the turn stored once."""
+        slow = Slow()
+        stack = await make_stack(slow)
+        root = await stack.root()
+        first = asyncio.ensure_future(send(stack, root.id, "once", request_id="r-once"))
+        await asyncio.wait_for(slow.started.wait(), 10)
+        retry = enqueue(stack, root.id, "once", request_id="r-once")
+        await queued(pool, stack, root.id, 1)
+        slow.gate.set()
+        replies = await asyncio.wait_for(asyncio.gather(first, retry), 30)
+        assert replies[0] == replies[1]
+        assert slow.last_messages == ["once"]
+        assert users(await stack.records(root.id)) == ["once"]
+
+
+class TestInterrupt:
+    async def test_an_interrupt_mid_stream_stops_the_first(
+        self, make_stack: StackMaker, pool: asyncpg.Pool
+    ) -> None:
+        """An INTERRUPT Send while a stream shows its text: the stream ends ABORTED
+        TURN_INTERRUPTED, its model call cut, nothing of it stored and the insight kept (the
+        second turn's context carries it); the second answers at once."""
+        slow = Slow(held=1)
+        stack = await make_stack(slow)
+        root = await stack.root()
+        await put_insight(stack, root.id, "remember the blue door")
+        stream = send_stream(stack, root.id, "first")
+        event = await asyncio.wait_for(stream.read(), 10)
+        assert event.text_delta.text == "echo: "
+        reply = await asyncio.wait_for(send(stack, root.id, "second", busy=INTERRUPT), 10)
+        assert reply.assistant.content == "echo: second"
+        error = await rpc_error(_drain(stream))
+        assert error.code() is grpc.StatusCode.ABORTED
+        assert error_info_reason(error) == "TURN_INTERRUPTED"
+        assert slow.cancelled == 1
+        assert users(await stack.records(root.id)) == ["second"]
+        second_context = " ".join(m.content for m in slow.asked[1])
+        assert "remember the blue door" in second_context
+
+    async def test_an_interrupt_from_another_gateway(
+        self, make_stack: StackMaker, pool: asyncpg.Pool
+    ) -> None:
+        """ROLLBACK (INTERRUPT's twin) through a second gateway stops a turn running on the
+        first: its lease renewal learns of the take-over, cuts the model call and answers
+        ABORTED TURN_INTERRUPTED; only the second turn is stored."""
+        held = Slow(held=1)
+        first = await make_stack(held, turn_lease_ttl_s=1)
+        second = await make_stack(Slow(held=0), turn_lease_ttl_s=1)
+        root = await first.root()
+        running = asyncio.ensure_future(send(first, root.id, "first"))
+        await asyncio.wait_for(held.started.wait(), 10)
+        reply = await asyncio.wait_for(send(second, root.id, "second", busy=ROLLBACK), 10)
+        assert reply.assistant.content == "echo: second"
+        error = await rpc_error(asyncio.wait_for(running, 10))
+        assert error_info_reason(error) == "TURN_INTERRUPTED"
+        assert held.cancelled == 1
+        assert users(await first.records(root.id)) == ["second"]
+
+    async def test_an_interrupt_jumps_the_line(
+        self, make_stack: StackMaker, pool: asyncpg.Pool
+    ) -> None:
+        """An INTERRUPT runs at once, ahead of the queued turns, which keep their places and
+        run after it."""
+        slow = Slow(held=1)
+        stack = await make_stack(slow)
+        root = await stack.root()
+        running = asyncio.ensure_future(send(stack, root.id, "first"))
+        await asyncio.wait_for(slow.started.wait(), 10)
+        waiting = enqueue(stack, root.id, "queued")
+        await queued(pool, stack, root.id, 1)
+        await asyncio.wait_for(send(stack, root.id, "now", busy=INTERRUPT), 10)
+        await asyncio.wait_for(waiting, 10)
+        assert error_info_reason(await rpc_error(running)) == "TURN_INTERRUPTED"
+        assert users(await stack.records(root.id)) == ["now", "queued"]
+
+
+def _request(stack: Stack, session_id: str, content: str, **fields: Any) -> Any:
+    return agent_pb2.SendRequest(
+        space_id=stack.space.sid, session_id=session_id, content=content, **fields
+    )
+
+
+async def _drain(stream: Any) -> None:
+    """Read a stream to its end (its error raised)."""
+    while await stream.read() != grpc.aio.EOF:
+        pass

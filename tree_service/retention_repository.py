@@ -1,0 +1,234 @@
+"""SQL of retention (migration 0018): a space's policy, where its sweep stands, its roots' facts.
+
+A subtree is every session with its root_id, and each fact of it is one index
+probe (`sessions_root_activity`, `_archived`, `_pinned`): the newest activity,
+whether a session is active, when the newest was archived, whether one is
+pinned. A batch of roots is one statement over the roots index; no statement
+walks a tree or reads a subtree whole, except the archive of a subtree, which
+is bounded (`ARCHIVE`). Every statement pins the space; the batch's time is
+read once (`now()` of its transaction) and passed as a parameter (DESIGN §4.7).
+"""
+
+from __future__ import annotations
+
+import uuid
+from dataclasses import dataclass
+from datetime import datetime
+
+import asyncpg
+
+GET_POLICY = """
+SELECT archive_after_days, delete_after_days FROM retention_policies WHERE space_id = $1
+"""
+
+PUT_POLICY = """
+INSERT INTO retention_policies AS p (space_id, archive_after_days, delete_after_days)
+VALUES ($1, $2, $3)
+ON CONFLICT (space_id) DO UPDATE
+SET archive_after_days = EXCLUDED.archive_after_days,
+    delete_after_days = EXCLUDED.delete_after_days,
+    updated_at = EXCLUDED.updated_at
+RETURNING archive_after_days, delete_after_days
+"""
+
+# The policy row of a batch, locked for the batch's transaction: one sweeper of
+# the space at a time ($2: skip it when another holds it), and the time.
+LOCK_POLICY = """
+SELECT archive_after_days, delete_after_days, cursor_created_at, cursor_id, now() AS now
+FROM retention_policies
+WHERE space_id = $1
+FOR UPDATE
+"""
+TRY_LOCK_POLICY = LOCK_POLICY.rstrip() + " SKIP LOCKED\n"
+
+SAVE_CURSOR = """
+UPDATE retention_policies
+SET cursor_created_at = $2, cursor_id = $3,
+    last_pass_at = CASE WHEN $2::timestamptz IS NULL THEN $4 ELSE last_pass_at END
+WHERE space_id = $1
+"""
+
+# The spaces with a policy (maintenance: the sweeper's round over every space).
+POLICY_SPACES = """
+SELECT space_id FROM retention_policies
+WHERE archive_after_days IS NOT NULL OR delete_after_days IS NOT NULL
+ORDER BY space_id
+"""
+
+# The next roots after the cursor ($2, $3; NULL: from the first), $4 of them,
+# each with its subtree's facts, one probe each.
+ROOTS = """
+SELECT r.id, r.created_at, r.label,
+       GREATEST(
+           (SELECT max(x.last_active_at) FROM sessions x
+            WHERE x.space_id = $1 AND x.root_id = r.id AND x.status = 'active'
+              AND x.provisional_until IS NULL),
+           (SELECT max(x.last_active_at) FROM sessions x
+            WHERE x.space_id = $1 AND x.root_id = r.id AND x.status = 'archived'
+              AND x.provisional_until IS NULL)) AS last_active,
+       EXISTS (SELECT 1 FROM sessions x
+               WHERE x.space_id = $1 AND x.root_id = r.id AND x.status = 'active'
+                 AND x.provisional_until IS NULL) AS active,
+       EXISTS (SELECT 1 FROM sessions x
+               WHERE x.space_id = $1 AND x.root_id = r.id AND x.pinned
+                 AND x.provisional_until IS NULL) AS pinned,
+       (SELECT max(x.archived_at) FROM sessions x
+        WHERE x.space_id = $1 AND x.root_id = r.id AND x.archived_at IS NOT NULL
+          AND x.provisional_until IS NULL) AS archived_at
+FROM sessions r
+WHERE r.space_id = $1 AND r.parent_id IS NULL AND r.provisional_until IS NULL
+  AND ($2::timestamptz IS NULL OR (r.created_at, r.id) > ($2::timestamptz, $3::uuid))
+ORDER BY r.created_at, r.id
+LIMIT $4
+"""
+
+# At most $3 of the subtree's active sessions, then their archive (in the same
+# transaction; the sessions of a subtree larger than a batch take several).
+ACTIVE_IN_SUBTREE = """
+SELECT id FROM sessions
+WHERE space_id = $1 AND root_id = $2 AND status = 'active' AND provisional_until IS NULL
+ORDER BY depth, id
+LIMIT $3
+"""
+
+ARCHIVE = """
+UPDATE sessions SET status = 'archived', archived_at = $3, updated_at = $3
+WHERE space_id = $1 AND id = ANY ($2::uuid[]) AND status = 'active'
+  AND provisional_until IS NULL
+RETURNING id
+"""
+
+SET_PINNED = """
+UPDATE sessions SET pinned = $3
+WHERE space_id = $1 AND id = $2 AND provisional_until IS NULL
+RETURNING pinned
+"""
+
+
+@dataclass(frozen=True, slots=True)
+class Policy:
+    """A space's retention policy; None: that step never happens."""
+
+    archive_after_days: int | None = None
+    delete_after_days: int | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class Cursor:
+    """Where a sweep stands: the last root it judged (roots go by (created_at, id))."""
+
+    created_at: datetime
+    id: uuid.UUID
+
+
+@dataclass(frozen=True, slots=True)
+class LockedPolicy:
+    """A batch's policy row, locked: the policy, the sweep's cursor and the batch's time."""
+
+    policy: Policy
+    cursor: Cursor | None
+    now: datetime
+
+
+@dataclass(frozen=True, slots=True)
+class RootFacts:
+    """What retention judges of a root's subtree, read by index."""
+
+    id: uuid.UUID
+    created_at: datetime
+    label: str
+    last_active: datetime
+    active: bool
+    pinned: bool
+    archived_at: datetime | None
+
+    @property
+    def cursor(self) -> Cursor:
+        """The cursor just past this root."""
+        return Cursor(self.created_at, self.id)
+
+
+def _policy(row: asyncpg.Record) -> Policy:
+    return Policy(row["archive_after_days"], row["delete_after_days"])
+
+
+class RetentionStatements:
+    """Retention's statements on one connection (a transaction's, or the pool's)."""
+
+    __slots__ = ("_con",)
+
+    def __init__(self, con: asyncpg.Connection | asyncpg.Pool) -> None:
+        self._con = con
+
+    async def policy(self, space_id: uuid.UUID) -> Policy | None:
+        """The space's policy; None when none was set."""
+        row = await self._con.fetchrow(GET_POLICY, space_id)
+        return None if row is None else _policy(row)
+
+    async def put_policy(self, space_id: uuid.UUID, policy: Policy) -> Policy:
+        """Set the space's policy; as stored."""
+        row = await self._con.fetchrow(
+            PUT_POLICY, space_id, policy.archive_after_days, policy.delete_after_days
+        )
+        assert row is not None
+        return _policy(row)
+
+    async def lock_policy(self, space_id: uuid.UUID, *, skip_locked: bool) -> LockedPolicy | None:
+        """The policy row, locked for this transaction; None when there is none (or, with
+        `skip_locked`, when another transaction holds it)."""
+        row = await self._con.fetchrow(TRY_LOCK_POLICY if skip_locked else LOCK_POLICY, space_id)
+        if row is None:
+            return None
+        cursor = None
+        if row["cursor_id"] is not None:
+            cursor = Cursor(row["cursor_created_at"], row["cursor_id"])
+        return LockedPolicy(_policy(row), cursor, row["now"])
+
+    async def save_cursor(self, space_id: uuid.UUID, cursor: Cursor | None, now: datetime) -> None:
+        """Save where the sweep stands (None: the pass ended at `now`)."""
+        await self._con.execute(
+            SAVE_CURSOR,
+            space_id,
+            cursor.created_at if cursor else None,
+            cursor.id if cursor else None,
+            now,
+        )
+
+    async def policy_spaces(self) -> list[uuid.UUID]:
+        """The spaces whose policy expires anything."""
+        return [r["space_id"] for r in await self._con.fetch(POLICY_SPACES)]
+
+    async def roots(self, space_id: uuid.UUID, after: Cursor | None, limit: int) -> list[RootFacts]:
+        """The next `limit` roots after `after`, each with its subtree's facts."""
+        rows = await self._con.fetch(
+            ROOTS,
+            space_id,
+            after.created_at if after else None,
+            after.id if after else None,
+            limit,
+        )
+        return [
+            RootFacts(
+                r["id"],
+                r["created_at"],
+                r["label"],
+                r["last_active"],
+                r["active"],
+                r["pinned"],
+                r["archived_at"],
+            )
+            for r in rows
+        ]
+
+    async def archive_some(
+        self, space_id: uuid.UUID, root_id: uuid.UUID, now: datetime, limit: int
+    ) -> list[uuid.UUID]:
+        """Archive up to `limit` active sessions of the root's subtree; their ids."""
+        ids = [r["id"] for r in await self._con.fetch(ACTIVE_IN_SUBTREE, space_id, root_id, limit)]
+        if not ids:
+            return []
+        return [r["id"] for r in await self._con.fetch(ARCHIVE, space_id, ids, now)]
+
+    async def set_pinned(self, space_id: uuid.UUID, session_id: uuid.UUID, pinned: bool) -> bool:
+        """Pin or unpin a visible session; False when there is none."""
+        return await self._con.fetchrow(SET_PINNED, space_id, session_id, pinned) is not None

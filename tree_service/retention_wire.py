@@ -1,0 +1,66 @@
+"""Retention's requests and replies on the wire (tree.proto): policies, actions, page tokens."""
+
+from __future__ import annotations
+
+from stello.common.v1 import common_pb2
+from stello.errors import Violations
+from stello.timestamps import set_timestamp
+from tree_service.encoding import decode_page_token, encode_page_token
+from tree_service.retention import Action, Applied, validate_days
+from tree_service.retention_repository import Cursor, Policy
+
+KINDS = {
+    "archive": common_pb2.RetentionAction.KIND_ARCHIVE,
+    "delete": common_pb2.RetentionAction.KIND_DELETE,
+}
+
+
+def policy_from_proto(message: common_pb2.RetentionPolicy, v: Violations) -> Policy:
+    """A policy with its days checked (each violation named under `policy.`)."""
+    archive = message.archive_after_days if message.HasField("archive_after_days") else None
+    delete = message.delete_after_days if message.HasField("delete_after_days") else None
+    for value, name in ((archive, "archive_after_days"), (delete, "delete_after_days")):
+        why = validate_days(value, name)
+        if why is not None:
+            v.add(f"policy.{name}", why)
+    return Policy(archive, delete)
+
+
+def policy_to_proto(policy: Policy) -> common_pb2.RetentionPolicy:
+    """The wire form of a policy (unset: that step never happens)."""
+    message = common_pb2.RetentionPolicy()
+    if policy.archive_after_days is not None:
+        message.archive_after_days = policy.archive_after_days
+    if policy.delete_after_days is not None:
+        message.delete_after_days = policy.delete_after_days
+    return message
+
+
+def page_cursor(token: str) -> Cursor | None:
+    """A dry run's page token as a cursor ("" = from the first root)."""
+    if not token:
+        return None
+    created_at, root_id = decode_page_token(token)
+    return Cursor(created_at, root_id)
+
+
+def page_token(cursor: Cursor | None) -> str:
+    """The token of a dry run's next page ("" = none)."""
+    return "" if cursor is None else encode_page_token(cursor.created_at, cursor.id)
+
+
+def action_to_proto(action: Action) -> common_pb2.RetentionAction:
+    """One root's action on the wire."""
+    message = common_pb2.RetentionAction(
+        root_id=str(action.root.id),
+        kind=KINDS[action.kind],
+        label=action.root.label,
+        session_ids=[str(i) for i in action.session_ids],
+    )
+    set_timestamp(message.last_active_at, action.root.last_active)
+    return message
+
+
+def actions_to_proto(applied: Applied) -> list[common_pb2.RetentionAction]:
+    """Every action of a run, in root order."""
+    return [action_to_proto(action) for action in applied.actions]
