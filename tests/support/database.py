@@ -25,11 +25,17 @@ from stello.embedded import embedded_server, with_database
 from stello.migrate import migrate
 
 # The embedded server records every statement (tests/distribution reads them
-# to prove each one filters by space_id).
+# to prove each one filters by space_id). It is a throwaway cluster, so it skips
+# the flushes that make a commit durable across a crash of the machine (each
+# one ~1 ms here, thousands per run); a test of restarts or crashes uses a
+# cluster of its own (`restartable_postgres`).
 STATEMENT_STATS = {
     "shared_preload_libraries": "pg_stat_statements",
     "pg_stat_statements.max": "20000",
     "pg_stat_statements.track": "all",
+    "fsync": "off",
+    "synchronous_commit": "off",
+    "full_page_writes": "off",
 }
 
 
