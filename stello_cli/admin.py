@@ -21,7 +21,7 @@ from stello_cli.parser import Commands
 from stello_cli.style import one_line, plural, write
 from stello_client.credentials import load_credentials
 from stello_client.dicts import dumps
-from stello_client.errors import ClientError, UsageError
+from stello_client.errors import ClientError, UsageError, rpc_error_line
 from stello_client.flags import pick, resolve_tls, tls_options
 
 if TYPE_CHECKING:  # the database commands import these when they run (a client needs none)
@@ -254,7 +254,11 @@ async def cmd_reconcile(args: argparse.Namespace) -> int:
             tls=resolve_tls(args),
         )
     except StelloError as exc:
-        raise ClientError(f"{exc.code.name}: {one_line(exc.message)}") from None
+        cause = exc.__cause__
+        if isinstance(cause, grpc.aio.AioRpcError):
+            flags = {"older_than_s": "--older-than", "dry_run": "--dry-run"}
+            raise ClientError(rpc_error_line(cause, tree, flags)) from None
+        raise ClientError(one_line(exc.message)) from None
     if args.json:
         write(dumps({"dry_run": args.dry_run, "removed_ids": removed}))
         return 0

@@ -85,8 +85,9 @@ class TestErrors:
         env.update(STELLO_GATEWAY="127.0.0.1:1", STELLO_KEY="k", STELLO_SPACE_ID="s")
         done = run_cli(env, "digests", "--timeout", "5")
         assert done.returncode == 1
-        assert done.stderr.startswith("stello: UNAVAILABLE: ")
-        assert "is a gateway listening at 127.0.0.1:1?" in done.stderr
+        assert done.stderr == (
+            "stello: cannot reach the gateway at 127.0.0.1:1: is `stello up` running?\n"
+        )
         assert len(done.stderr.splitlines()) == 1
 
     def test_flags_override_saved_credentials(self, home: Path) -> None:
@@ -96,7 +97,7 @@ class TestErrors:
         saved.parent.mkdir(parents=True)
         saved.write_text(json.dumps({"space_id": "s", "key": "k", "gateway": "127.0.0.1:2"}))
         done = run_cli(env, "root", "--gateway", "127.0.0.1:1", "--timeout", "5")
-        assert "127.0.0.1:1?" in done.stderr
+        assert "the gateway at 127.0.0.1:1:" in done.stderr
         bad = run_cli(env, "root", "--var", "novalue")
         assert bad.returncode == 2
         assert bad.stderr == (

@@ -105,7 +105,9 @@ class TestSessionCommands:
         assert (await as_json(env, "rename", short, "Renamed"))["label"] == "Renamed"
         assert (await as_json(env, "archive", short))["status"] == "archived"
         refused = await failed(env, "send", short, "hello")
-        assert refused.startswith("stello: FAILED_PRECONDITION: session ")
+        assert refused == (
+            f"stello: session {root} is archived: `stello unarchive {short}` makes it active again"
+        )
         assert (await as_json(env, "unarchive", short))["status"] == "active"
         assert await ok(env, "insight", short) == "(no insight)\n"
         assert await ok(env, "insight", short, "-", stdin="look here") == "insight set\n"
@@ -159,12 +161,10 @@ class TestSessionCommands:
             env, "fork", root, "--label", "x", "--profile", "researcher", "--var", "topic=t"
         )
         assert line == (
-            "stello: INVALID_ARGUMENT: --var: profile 'researcher' needs the template "
+            "stello: --var: profile 'researcher' needs the template "
             "variable(s) audience; give them in --var"
         )
-        assert await failed(env, "root", "--label", " ") == (
-            "stello: INVALID_ARGUMENT: --label: must not be empty"
-        )
+        assert await failed(env, "root", "--label", " ") == ("stello: --label: must not be empty")
         made = await as_json(
             env,
             "fork",
