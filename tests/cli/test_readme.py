@@ -93,9 +93,9 @@ def test_client_session_runs_word_for_word(home: Path, tmp_path: Path) -> None:
     assert done.stderr == ""
     out = done.stdout
     assert "What is a fork?" in out  # the streamed echo reply
-    assert re.search(r"^Research  \[active, 0 turns\]  [0-9a-f]{8}$", out, flags=re.MULTILINE)
+    assert re.search(r"^Research +\[active, 0 turns\]  [0-9a-f]{8}$", out, flags=re.MULTILINE)
     child = (
-        r"^└─ Side question  \[active, 1 turn\]  [0-9a-f]{8}  assistant: echo: What is a fork\?$"
+        r"^└─ Side question  \[active, 1 turn\] +[0-9a-f]{8}  assistant: echo: What is a fork\?$"
     )
     assert re.search(child, out, flags=re.MULTILINE)
     assert re.search(r"^forked from: [0-9a-f-]{36}$", out, flags=re.MULTILINE)  # show

@@ -174,7 +174,10 @@ async def test_markdown_is_for_reading(
     assert done.returncode == 0, done.stderr
     page = done.stdout
     assert page.startswith("# Stello export: Research\n")
-    assert "## Fork of a fork" in page and "**user** · " in page
+    assert "**user** · " in page
+    # Heading levels follow the depth: Research, its fork, the fork of that fork.
+    assert "\n## Research\n" in page and "\n### All of it\n" in page
+    assert "\n#### Fork of a fork\n" in page
     assert "> You research forks for us. Cite sources." in page and '→ `lookup({"q":1})`' in page
 
 

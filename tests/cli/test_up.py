@@ -60,7 +60,7 @@ def test_up_client_session_and_restart(home: Path) -> None:
         tree = run_cli(env, "tree")
         assert tree.returncode == 0, tree.stderr
         assert tree.stdout.splitlines() == [
-            f"Research  [active, 0 turns]  {root['id'][:8]}",
+            f"Research          [active, 0 turns]  {root['id'][:8]}",
             f"└─ Side question  [active, 2 turns]  {child['id'][:8]}  assistant: echo: and again",
         ]
         digests = cli_json(env, "digests")
