@@ -30,7 +30,6 @@ from stello_cli.talk import Turn, busy_argument, newest_records, stream_turn
 from stello_cli.views import draw_tree, tree_nodes
 from stello_client.credentials import credentials_path
 from stello_client.errors import ClientError, UsageError, rpc_error_line
-from stello_client.exceptions import RpcError
 
 if TYPE_CHECKING:
     from collections.abc import Mapping
@@ -131,6 +130,8 @@ class Chat:
         name, _, rest = text.partition(" ")
         if name in ("/quit", "/exit"):
             return False
+        from stello_client.exceptions import RpcError
+
         try:
             await self.command(name, rest)
         except UsageError as exc:
@@ -194,6 +195,8 @@ class Chat:
 
     async def turn(self, text: str) -> None:
         """One turn; Ctrl-C (SIGINT) stops this reply only."""
+        from stello_client.exceptions import RpcError
+
         state = Turn()
         task = asyncio.create_task(
             stream_turn(self.client, self.session_id, text, turn=state, busy=self.busy)

@@ -34,7 +34,7 @@ import sys
 from collections.abc import Sequence
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Any, Literal
 
 from stello.agent.v1 import agent_pb2
 from stello.common.v1 import common_pb2
@@ -45,9 +45,10 @@ from stello_cli.style import plural, write
 from stello_cli.talk import all_records
 from stello_cli.views import tree_nodes
 from stello_client import dicts
-from stello_client.aio import AsyncClient
 from stello_client.errors import ClientError, rpc_error_line
-from stello_client.exceptions import RpcError
+
+if TYPE_CHECKING:
+    from stello_client.aio import AsyncClient
 
 FETCH_CALLS = 8
 STATUSES: dict[str, Literal["active", "archived"]] = {
@@ -241,6 +242,8 @@ async def _seq_at(client: AsyncClient, session: str, position: int) -> int:
 
 async def cmd_import(args: argparse.Namespace) -> int:
     """Recreate an exported subtree in the space (under --parent, else as new roots)."""
+    from stello_client.exceptions import RpcError
+
     sessions, digest = _load(args.file)
     started = datetime.now(UTC)
     replayed = True
@@ -273,6 +276,8 @@ async def cmd_import(args: argparse.Namespace) -> int:
 
 async def _present(client: AsyncClient, ids: Sequence[str]) -> bool:
     """True when the file's first session is still in the space (the import made copies)."""
+    from stello_client.exceptions import RpcError
+
     try:
         await client.get_session(ids[0])
     except RpcError:

@@ -330,20 +330,17 @@ class SessionCreator:
         config, found, last, *_ = await asyncio.gather(*reads)
         if until is not None and last is not None and until > last:
             # Before any write: the saga has not started (STELLO issue 36).
-            raise OutOfRange(
-                f"inherit_until_seq: {until} is beyond the source's last record (seq {last})"
-            )
+            raise OutOfRange(f"inherit_until_seq: {until} is beyond the source's last seq ({last})")
         layer = ConfigLayer.from_proto(config)
         return _Source(layer, found if isinstance(found, _Tail) else _Tail())
 
     async def _last_seq(self, caller: Caller, space: uuid.UUID, source: uuid.UUID) -> int:
-        """The seq of the source's newest record (0 without any): one ListRecords of one
-        record, newest first (an index range, whatever the history's length)."""
-        newest = storage_pb2.ListRecordsRequest(
-            space_id=str(space), session_id=str(source), newest_first=True, limit=1
+        """The last seq ever assigned in the source (its counter, HistoryProgress.last_seq; 0
+        = none): one storage GetSession, no record read, whatever the history's length."""
+        _, _, progress = await self._storage.get_session_with_slots(
+            caller, space, source, (), progress=True
         )
-        page = await self._storage.list_records(caller, newest)
-        return int(page.records[0].seq) if page.records else 0
+        return int(progress.last_seq)
 
     async def _tail(self, caller: Caller, space: uuid.UUID, source: uuid.UUID) -> _Tail:
         """The source's newest summary and its newest records after it (bounded reads)."""

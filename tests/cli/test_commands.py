@@ -184,7 +184,7 @@ class TestSessionCommands:
         )
         assert await failed(env, "root", "--label", " ") == ("stello: --label: must not be empty")
         assert await failed(env, "fork", root, "--label", "x", "--up-to", "99") == (
-            "stello: --up-to: 99 is beyond the source's last record (seq 4)"
+            "stello: --up-to: 99 is beyond the source's last seq (4)"
         )
         made = await as_json(
             env,

@@ -409,9 +409,9 @@ class AgentGatewayServicer:
         `profile_vars`; `inherit_until_seq` negative, or set while the
         effective context is not INHERIT.
         - NOT_FOUND: the source or the topology parent is not in the space.
-        - OUT_OF_RANGE: `inherit_until_seq` beyond the seq of the source's newest
-        record (the message names that seq); checked before anything is
-        written.
+        - OUT_OF_RANGE: `inherit_until_seq` beyond the source's last seq (the
+        last seq ever assigned in it, trimmed records included; the message
+        names it); checked before anything is written.
         - FAILED_PRECONDITION, reason PROFILE_NOT_FOUND: unknown `profile`
         (checked before anything is read or written).
         - ALREADY_EXISTS, reason REQUEST_ID_REUSED: request_id reused with a

@@ -342,7 +342,7 @@ class TestForkContext:
     async def test_inherit_past_the_end_is_out_of_range(
         self, stack: Stack, pool: asyncpg.Pool
     ) -> None:
-        """inherit_until_seq beyond the source's newest record: OUT_OF_RANGE naming its seq,
+        """inherit_until_seq beyond the source's last seq: OUT_OF_RANGE naming it,
         before anything is written (no session row, provisional or not); the end itself and
         a fork's own inherited end are fine."""
         source = await stack.root()
@@ -350,9 +350,7 @@ class TestForkContext:
         before = await row_counts(pool, stack.space)
         error = await rpc_error(stack.fork(source.id, context=INHERIT, inherit_until_seq=99))
         assert error.code() is grpc.StatusCode.OUT_OF_RANGE
-        assert error.details() == (
-            "inherit_until_seq: 99 is beyond the source's last record (seq 4)"
-        )
+        assert error.details() == ("inherit_until_seq: 99 is beyond the source's last seq (4)")
         assert await row_counts(pool, stack.space) == before
         child = await stack.fork(source.id, context=INHERIT, inherit_until_seq=4)
         assert [r.seq for r in await stack.records(child.id)] == [1, 2, 3, 4]
