@@ -258,7 +258,8 @@ async def cmd_reconcile(args: argparse.Namespace) -> int:
         cause = exc.__cause__
         if isinstance(cause, grpc.aio.AioRpcError):
             flags = {"older_than_s": "--older-than", "dry_run": "--dry-run"}
-            raise ClientError(rpc_error_line(cause, tree, flags)) from None
+            line = rpc_error_line(cause, tree, flags, service="the tree service")
+            raise ClientError(line) from None
         raise ClientError(one_line(exc.message)) from None
     if args.json:
         write(dumps({"dry_run": args.dry_run, "removed_ids": removed}))

@@ -115,6 +115,7 @@ def rpc_error_line(
     flags: Mapping[str, str] | None = None,
     *,
     as_flags: bool = True,
+    service: str = "the gateway",
 ) -> str:
     """A failed call as one sentence, fields named as flags, no status code.
 
@@ -123,7 +124,8 @@ def rpc_error_line(
     where it was looked for (`cannot reach the gateway at HOST:PORT: is `stello
     up` running?`); a known reason adds what to do. `as_flags=False` keeps the
     gateway's field names and the status code first (`NOT_FOUND: ...`: for a
-    client that is not this command line, the web console).
+    client that is not this command line, the web console). `service` names what
+    `target` is when it is not the gateway (`the tree service`).
     """
     import grpc
 
@@ -149,7 +151,7 @@ def rpc_error_line(
         return line
     if unreachable and target:
         hint = _unreachable_hint(details, target) or "is `stello up` running?"
-        return f"cannot reach the gateway at {target}: {hint}"
+        return f"cannot reach {service} at {target}: {hint}"
     if failed.reason == "SESSION_ARCHIVED":
         return _archived(details)
     line = details or CODE_SENTENCES.get(code.name, code.name.lower().replace("_", " "))

@@ -156,6 +156,9 @@ class TestErrorsAsFlags:
         assert rpc_error_line(error, "127.0.0.1:1") == (
             "cannot reach the gateway at 127.0.0.1:1: is `stello up` running?"
         )
+        assert rpc_error_line(error, "127.0.0.1:1", service="the tree service") == (
+            "cannot reach the tree service at 127.0.0.1:1: is `stello up` running?"
+        )
         # The console keeps the status code and its own words.
         assert rpc_error_line(error, "127.0.0.1:1", as_flags=False).startswith("UNAVAILABLE: ")
 
