@@ -182,6 +182,14 @@ class TestErrorsAsFlags:
         assert rpc_error_line(bare) == "this key may not do that"
 
     @pytest.mark.parametrize(
+        "code", [c for c in grpc.StatusCode if c is not grpc.StatusCode.OK], ids=lambda c: c.name
+    )
+    def test_every_status_without_details_is_a_sentence(self, code: grpc.StatusCode) -> None:
+        """A status the gateway gave no words for still reads as a sentence, not its code."""
+        line = rpc_error_line(AioRpcError(code, Metadata(), Metadata(), ""))
+        assert line and code.name not in line
+
+    @pytest.mark.parametrize(
         ("field", "flag"),
         [
             ("older_than_s", "--older-than"),
