@@ -5,6 +5,7 @@ The tree::
     StelloError
     ├── InvalidArgument        (INVALID_ARGUMENT, google.rpc.BadRequest)
     ├── NotFound               (NOT_FOUND)
+    ├── OutOfRange             (OUT_OF_RANGE)
     ├── AlreadyExists          (ALREADY_EXISTS)
     ├── FailedPrecondition     (FAILED_PRECONDITION, PreconditionFailure)
     ├── Aborted                (ABORTED, PreconditionFailure when given)
@@ -92,6 +93,12 @@ class NotFound(StelloError):
     """Raised when a session, space or key does not exist for the caller."""
 
     code = grpc.StatusCode.NOT_FOUND
+
+
+class OutOfRange(StelloError):
+    """Raised when a value is well formed but past what exists (a seq beyond a session's last)."""
+
+    code = grpc.StatusCode.OUT_OF_RANGE
 
 
 class AlreadyExists(StelloError):
@@ -182,6 +189,7 @@ _BY_CODE: dict[grpc.StatusCode, type[StelloError]] = {
     for cls in (
         InvalidArgument,
         NotFound,
+        OutOfRange,
         AlreadyExists,
         FailedPrecondition,
         Aborted,

@@ -13,15 +13,11 @@ import uuid
 from collections.abc import Awaitable, Callable
 from typing import TYPE_CHECKING, Any
 
-import grpc
-
-from stello.channels import open_channel
-from stello.distribution import DEFAULT_SHARD_COUNT
 from stello_cli.parser import Commands
 from stello_cli.style import one_line, plural, write
 from stello_client.credentials import load_credentials
 from stello_client.dicts import dumps
-from stello_client.errors import ClientError, UsageError
+from stello_client.errors import ClientError, UsageError, rpc_error_line
 from stello_client.flags import pick, resolve_tls, tls_options
 
 if TYPE_CHECKING:  # the database commands import these when they run (a client needs none)
@@ -65,7 +61,7 @@ def _positive(text: str) -> int:
 
 async def cmd_migrate(args: argparse.Namespace) -> int:
     """Apply pending migrations; with --distribute, then distribute the schema on Citus."""
-    from stello.distribution import migrate_and_distribute_dsn
+    from stello.distribution import DEFAULT_SHARD_COUNT, migrate_and_distribute_dsn
     from stello.embedded import database_url
     from stello.migrate import migrate_dsn
 
@@ -74,7 +70,7 @@ async def cmd_migrate(args: argparse.Namespace) -> int:
     async with database_url(settings.database_url, settings.data_dir) as dsn:
         if args.distribute:
             applied, steps = await migrate_and_distribute_dsn(
-                settings.direct_dsn(dsn), shard_count=args.shard_count
+                settings.direct_dsn(dsn), shard_count=args.shard_count or DEFAULT_SHARD_COUNT
             )
         else:
             applied = await migrate_dsn(settings.direct_dsn(dsn))
@@ -206,7 +202,10 @@ async def cmd_up(args: argparse.Namespace) -> int:
 
 async def cmd_health(args: argparse.Namespace) -> int:
     """Ask a server's grpc health service; exit 0 only when SERVING (container probes)."""
+    import grpc
     from grpc_health.v1 import health_pb2, health_pb2_grpc
+
+    from stello.channels import open_channel
 
     address = args.address
     if not address:
@@ -229,6 +228,8 @@ async def cmd_health(args: argparse.Namespace) -> int:
 
 async def cmd_reconcile(args: argparse.Namespace) -> int:
     """Remove provisional sessions no saga will commit (the tree's SweepProvisional)."""
+    import grpc
+
     from stello.errors import StelloError
     from stello_cli.reconcile import reconcile
 
@@ -254,7 +255,12 @@ async def cmd_reconcile(args: argparse.Namespace) -> int:
             tls=resolve_tls(args),
         )
     except StelloError as exc:
-        raise ClientError(f"{exc.code.name}: {one_line(exc.message)}") from None
+        cause = exc.__cause__
+        if isinstance(cause, grpc.aio.AioRpcError):
+            flags = {"older_than_s": "--older-than", "dry_run": "--dry-run"}
+            line = rpc_error_line(cause, tree, flags, service="the tree service")
+            raise ClientError(line) from None
+        raise ClientError(one_line(exc.message)) from None
     if args.json:
         write(dumps({"dry_run": args.dry_run, "removed_ids": removed}))
         return 0
@@ -335,9 +341,9 @@ def register(commands: Commands) -> None:
     migrate.add_argument(
         "--shard-count",
         type=_positive,
-        default=DEFAULT_SHARD_COUNT,
+        default=None,
         metavar="N",
-        help=f"shards of each distributed table (default {DEFAULT_SHARD_COUNT}; counts only "
+        help="shards of each distributed table (default: the distribution plan's, 64; counts only "
         "the first time a table is distributed)",
     )
     _register_health(commands)

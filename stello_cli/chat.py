@@ -30,7 +30,6 @@ from stello_cli.talk import Turn, busy_argument, newest_records, stream_turn
 from stello_cli.views import draw_tree, tree_nodes
 from stello_client.credentials import credentials_path
 from stello_client.errors import ClientError, UsageError, rpc_error_line
-from stello_client.exceptions import RpcError
 
 if TYPE_CHECKING:
     from collections.abc import Mapping
@@ -42,9 +41,11 @@ BANNER_RECORDS = 4
 BANNER_WIDTH = 100
 HELP = """\
 /help               this list
-/fork [OPTIONS]     fork this session and talk to the child: --label L, --context
-                    none|inherit|compress, --up-to SEQ, --prompt TEXT, --profile NAME,
-                    --var NAME=VALUE (--up-to alone inherits)
+/fork [LABEL] [OPTIONS]
+                    fork this session and talk to the child (LABEL: its label, words
+                    need no quotes; or --label L): --context none|inherit|compress,
+                    --up-to SEQ, --prompt TEXT, --profile NAME, --var NAME=VALUE
+                    (--up-to alone inherits)
 /switch SESSION     talk to another session (its id or first digits)
 /tree               the forest, this session marked ◀
 /history [N]        the newest N records of this session (default 10)
@@ -62,6 +63,7 @@ class _LineParser(argparse.ArgumentParser):
 
 def _fork_parser() -> _LineParser:
     parser = _LineParser(prog="/fork", add_help=False)
+    parser.add_argument("words", nargs="*")
     parser.add_argument("--label")
     parser.add_argument("--context", choices=[c for c in CONTEXTS if c])
     parser.add_argument("--up-to", type=int)
@@ -128,6 +130,8 @@ class Chat:
         name, _, rest = text.partition(" ")
         if name in ("/quit", "/exit"):
             return False
+        from stello_client.exceptions import RpcError
+
         try:
             await self.command(name, rest)
         except UsageError as exc:
@@ -153,7 +157,10 @@ class Chat:
             write("\n".join(await draw_tree(self.client, nodes, mark=self.session_id)))
         elif name == "/history":
             count = int(rest) if rest.strip().isdigit() else 10
-            for record in await newest_records(self.client, self.session_id, count):
+            newest = await newest_records(self.client, self.session_id, count)
+            if not newest:
+                write("no records yet: this session has had no turn")
+            for record in newest:
                 write("\n".join(fmt.record_lines(record, self.style)))
         else:
             raise UsageError(
@@ -162,10 +169,13 @@ class Chat:
 
     async def fork(self, argv: list[str]) -> None:
         """/fork: make a child of the current session and switch to it."""
-        options = _fork_parser().parse_args(argv)
+        options = _fork_parser().parse_intermixed_args(argv)
+        if options.words and options.label is not None:
+            raise UsageError("/fork: give the label once: /fork LABEL, or /fork --label LABEL")
+        label = " ".join(options.words) or options.label or f"{self.view.node.label} (fork)"
         session = await self.client.fork(
             self.session_id,
-            options.label or f"{self.view.node.label} (fork)",
+            label,
             context=fork_context(options),
             profile_vars=profile_vars(options.var),
             inherit_until_seq=options.up_to,
@@ -185,6 +195,8 @@ class Chat:
 
     async def turn(self, text: str) -> None:
         """One turn; Ctrl-C (SIGINT) stops this reply only."""
+        from stello_client.exceptions import RpcError
+
         state = Turn()
         task = asyncio.create_task(
             stream_turn(self.client, self.session_id, text, turn=state, busy=self.busy)

@@ -158,14 +158,23 @@ def _quoted(title: str, text: str | None) -> list[str]:
 
 
 def markdown(fetched: Sequence[tuple[agent_pb2.SessionView, list[common_pb2.Record]]]) -> str:
-    """The sessions as a page to read: one section each (parents first), every record."""
+    """The sessions as a page to read: one section each (parents first), every record.
+
+    A section's heading level follows the session's depth in the export (the top one
+    `##`, its children `###`, ...), capped at `######`.
+    """
     labels = {view.node.id: view.node.label for view, _ in fetched}
+    depth: dict[str, int] = {}
+    for view, _ in fetched:  # pre-order: a parent comes before its children
+        node = view.node
+        above = depth.get(node.parent_id) if node.HasField("parent_id") else None
+        depth[node.id] = 0 if above is None else above + 1
     exported = datetime.now(UTC).strftime("%Y-%m-%d %H:%M UTC")
     lines = [f"# Stello export: {fetched[0][0].node.label}" if fetched else "# Stello export"]
     lines += ["", f"Exported {exported}.", ""]
     for view, records in fetched:
         node = view.node
-        lines += [f"## {node.label}", ""]
+        lines += [f"{'#' * min(2 + depth[node.id], 6)} {node.label}", ""]
         about = [f"`{node.id}`", dicts.status_name(node.status), plural(view.turn_count, "turn")]
         if node.HasField("parent_id"):
             about.append(f"under {labels.get(node.parent_id, node.parent_id)}")

@@ -5,6 +5,7 @@ Text lines take a `Style` (colour on a terminal only).
 
 from __future__ import annotations
 
+import re
 from collections.abc import Mapping, Sequence
 from datetime import datetime
 
@@ -41,13 +42,49 @@ def preview(record: common_pb2.Record | None, width: int = PREVIEW_CHARS) -> str
     return one_line(f"{role_name(record.role)}: {record_text(record)}", width)
 
 
+MAX_COLUMN = 48
+_ANSI = re.compile(r"\x1b\[[0-9;]*m")
+
+
+def visible_width(text: str) -> int:
+    """The columns `text` takes on a terminal (its colour codes take none)."""
+    return len(_ANSI.sub("", text))
+
+
+def table(rows: Sequence[Sequence[str]], gap: str = "  ", cap: int = MAX_COLUMN) -> list[str]:
+    """Rows as aligned columns: each column as wide as its widest cell (colour codes not
+    counted) up to `cap` (a wider cell overflows on its own row only: a deep tree's last
+    label does not push every row's status to the right), `gap` between columns, empty
+    cells and trailing spaces left out.
+
+    The one renderer of the listings (`tree`, `digests`, `lineage`): widths come from the data.
+    """
+    widths: list[int] = []
+    for row in rows:
+        for column, cell in enumerate(row):
+            width = visible_width(cell)
+            if column == len(widths):
+                widths.append(width)
+            else:
+                widths[column] = max(widths[column], width)
+    widths = [min(width, cap) for width in widths]
+    lines = []
+    for row in rows:
+        cells = [cell + " " * max(widths[i] - visible_width(cell), 0) for i, cell in enumerate(row)]
+        while cells and not cells[-1].strip():
+            cells.pop()
+        lines.append(gap.join(cells).rstrip())
+    return lines
+
+
 def tree_lines(
     nodes: Sequence[common_pb2.TreeNode],
     style: Style = PLAIN,
     previews: Mapping[str, str] | None = None,
     mark: str | None = None,
 ) -> list[str]:
-    """The forest in pre-order as an indented tree: label, status, turns, short id, preview.
+    """The forest in pre-order as an indented tree, in aligned columns: label, status,
+    turns, short id, preview (`table`).
 
     Built with an explicit stack, so a chain thousands deep draws as well as a
     bush. `mark` (a session id) gets a `◀` after it (the chat's current session).
@@ -60,35 +97,42 @@ def tree_lines(
             children.setdefault(node.parent_id, []).append(node)
         else:
             roots.append(node)
-    lines: list[str] = []
+    rows: list[list[str]] = []
     # (node, prefix of its own line, prefix its children continue with)
     stack: list[tuple[common_pb2.TreeNode, str, str]] = [(root, "", "") for root in reversed(roots)]
     while stack:
         node, prefix, carry = stack.pop()
-        line = f"{prefix}{style.bold(node.label)}  {_status(node.status, node.turn_count)}"
-        line += f"  {style.dim(short_id(node.id))}"
-        if previews and previews.get(node.id):
-            line += f"  {style.dim(previews[node.id])}"
+        row = [f"{prefix}{style.bold(node.label)}", _status(node.status, node.turn_count)]
+        row.append(style.dim(short_id(node.id)))
+        shown = previews.get(node.id, "") if previews else ""
+        tail = [style.dim(shown)] if shown else []
         if mark == node.id:
-            line += "  ◀"
-        lines.append(line)
+            tail.append("◀")
+        row.append("  ".join(tail))
+        rows.append(row)
         kids = children.get(node.id, [])
         for position, child in reversed(list(enumerate(kids))):
             last = position == len(kids) - 1
             stack.append(
                 (child, carry + ("└─ " if last else "├─ "), carry + ("   " if last else "│  "))
             )
-    return lines
+    return table(rows)
 
 
-def digest_lines(digest: common_pb2.SessionDigest, style: Style = PLAIN) -> list[str]:
-    """One digest: a summary line, then its memory and insight when set."""
-    head = f"{style.dim(short_id(digest.id))}  {style.bold(digest.label)}  "
-    lines = [head + _status(digest.status, digest.turn_count)]
-    if digest.HasField("memory"):
-        lines.append(f"    memory: {one_line(digest.memory, 200)}")
-    if digest.HasField("insight"):
-        lines.append(f"    insight: {one_line(digest.insight, 200)}")
+def digests_lines(digests: Sequence[common_pb2.SessionDigest], style: Style = PLAIN) -> list[str]:
+    """Digests as aligned columns (short id, label, status and turns), each followed by its
+    memory and insight when set."""
+    rows = [
+        [style.dim(short_id(d.id)), style.bold(d.label), _status(d.status, d.turn_count)]
+        for d in digests
+    ]
+    lines = []
+    for digest, line in zip(digests, table(rows), strict=True):
+        lines.append(line)
+        if digest.HasField("memory"):
+            lines.append(f"    memory: {one_line(digest.memory, 200)}")
+        if digest.HasField("insight"):
+            lines.append(f"    insight: {one_line(digest.insight, 200)}")
     return lines
 
 

@@ -17,16 +17,17 @@ import contextlib
 import string
 import uuid
 from collections.abc import AsyncIterator
+from typing import TYPE_CHECKING
 
-from stello_client.aio import AsyncClient
-from stello_client.calls import Retry
 from stello_client.errors import ClientError, UsageError, configuration_line, rpc_error_line
-from stello_client.exceptions import ConfigurationError, RpcError
 from stello_client.flags import resolve_tls
+
+if TYPE_CHECKING:  # the SDK (and grpc) load when a command connects, not to parse its line
+    from stello_client.aio import AsyncClient
 
 CANDIDATES_SHOWN = 4
 # A command answers soon: three tries (0.1 s, then 0.2 s apart) before an outage is reported.
-RETRY = Retry(attempts=3)
+RETRY_ATTEMPTS = 3
 _HEX = frozenset(string.hexdigits)
 
 
@@ -36,6 +37,10 @@ def connect(args: argparse.Namespace) -> AsyncClient:
     Raises:
         ClientError: no gateway or key, or unusable TLS settings (in the flags' words).
     """
+    from stello_client.aio import AsyncClient
+    from stello_client.calls import Retry
+    from stello_client.exceptions import ConfigurationError
+
     tls = resolve_tls(args)
     try:
         return AsyncClient(
@@ -46,7 +51,7 @@ def connect(args: argparse.Namespace) -> AsyncClient:
             plaintext=tls is None,
             timeout=args.timeout,
             turn_timeout=args.timeout,
-            retry=RETRY,
+            retry=Retry(attempts=RETRY_ATTEMPTS),
         )
     except ConfigurationError as exc:
         raise ClientError(configuration_line(exc)) from None
@@ -55,6 +60,8 @@ def connect(args: argparse.Namespace) -> AsyncClient:
 @contextlib.asynccontextmanager
 async def gateway(args: argparse.Namespace) -> AsyncIterator[AsyncClient]:
     """The command's client, its space settled; a failed call inside becomes a ClientError."""
+    from stello_client.exceptions import ConfigurationError, RpcError
+
     client = connect(args)
     try:
         async with client:

@@ -9,15 +9,18 @@ the command quietly with 0.
 from __future__ import annotations
 
 import argparse
-import asyncio
 import os
 import sys
 import warnings
 from collections.abc import Callable, Sequence
+from typing import TYPE_CHECKING
 
 from stello_cli.parser import build_parser
 from stello_cli.style import Style, one_line
 from stello_client.errors import ClientError, UsageError, configuration_line, rpc_error_line
+
+if TYPE_CHECKING:
+    import asyncio
 
 
 def fail(message: str, code: int) -> SystemExit:
@@ -39,7 +42,15 @@ def _loop_factory(args: argparse.Namespace) -> Callable[[], asyncio.AbstractEven
 
 def main(argv: Sequence[str] | None = None) -> None:
     """Run the `stello` command; errors print one line and exit non-zero."""
-    args = build_parser().parse_args(argv)
+    if list(sys.argv[1:] if argv is None else argv) == ["--version"]:
+        # The answer needs no command group: none is loaded (`stello --version` at once).
+        from stello import __version__
+
+        sys.stdout.write(f"stello {__version__}\n")
+        raise SystemExit(0)
+    args = build_parser().parse_args(argv)  # --version and --help end here: nothing else loaded
+    import asyncio
+
     # platformdirs warns when XDG_RUNTIME_DIR is unset (containers, CI); nothing to act on here.
     warnings.filterwarnings("ignore", message=".*XDG_RUNTIME_DIR.*")
     try:

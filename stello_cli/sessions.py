@@ -129,18 +129,43 @@ async def cmd_show(args: argparse.Namespace) -> int:
 
 
 async def cmd_rename(args: argparse.Namespace) -> int:
-    """Give a session a new label."""
+    """Give a session a new label; say what changed."""
     async with gateway(args) as client:
-        session = await client.update_label(await session_id(client, args.session), args.label)
-    show_session(args, session)
+        found = await session_id(client, args.session)
+        old = (await client.get_session(found)).node.label
+        session = await client.update_label(found, args.label)
+    if args.json:
+        show_session(args, session)
+    elif old == session.label:
+        write(f'{short_id(found)} is already labelled "{old}": nothing changed')
+    else:
+        write(f'renamed {short_id(found)} from "{old}" to "{session.label}"')
     return 0
 
 
+def status_line(label: str, session: str, archive: bool, already: bool) -> str:
+    """What archive/unarchive did, in one line."""
+    short = short_id(session)
+    if already:
+        state = "archived" if archive else "active (not archived)"
+        return f'"{label}" ({short}) was already {state}: nothing changed'
+    if archive:
+        return f'archived "{label}" ({short}): turns are refused until `stello unarchive {short}`'
+    return f'unarchived "{label}" ({short}): it takes turns again'
+
+
 async def _set_status(args: argparse.Namespace, archive: bool) -> int:
+    from stello.common.v1 import common_pb2  # loaded when the command runs (start-up speed)
+
     async with gateway(args) as client:
         found = await session_id(client, args.session)
+        before = await client.get_session(found)
+        archived = before.node.status == common_pb2.SESSION_STATUS_ARCHIVED
         session = await (client.archive(found) if archive else client.unarchive(found))
-    show_session(args, session)
+    if args.json:
+        show_session(args, session)
+    else:
+        write(status_line(session.label, found, archive, already=archived == archive))
     return 0
 
 

@@ -127,19 +127,13 @@ async def cmd_skills(args: argparse.Namespace) -> int:
 
 async def cmd_lineage(args: argparse.Namespace) -> int:
     """Show SESSION's ancestors nearest first, with their memory and insight."""
-    style = Style.of(sys.stdout)
-    found: list[dict[str, Any]] = []
     async with gateway(args) as client:
-        any_shown = False
-        async for digest in client.lineage(await session_id(client, args.session)):
-            any_shown = True
-            if args.json:
-                found.append(dicts.digest_dict(digest))
-            else:
-                write("\n".join(fmt.digest_lines(digest, style)))
+        found = [d async for d in client.lineage(await session_id(client, args.session))]
     if args.json:
-        write(dicts.dumps(found))
-    elif not any_shown:
+        write(dicts.dumps([dicts.digest_dict(digest) for digest in found]))
+    elif found:
+        write("\n".join(fmt.digests_lines(found, Style.of(sys.stdout))))
+    else:
         write("a root: no ancestors")
     return 0
 

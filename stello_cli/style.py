@@ -12,11 +12,10 @@ import os
 import sys
 from dataclasses import dataclass
 from datetime import UTC, datetime
-from typing import TextIO
+from typing import TYPE_CHECKING, TextIO
 
-from google.protobuf.timestamp_pb2 import Timestamp
-
-from stello_client.dicts import when
+if TYPE_CHECKING:  # protobuf loads with the first reply, not to parse a command line
+    from google.protobuf.timestamp_pb2 import Timestamp
 
 SHORT_ID = 8
 _CODES = {
@@ -91,6 +90,8 @@ def one_line(text: str, width: int = 0) -> str:
 
 def ago(stamp: Timestamp, now: datetime | None = None) -> str:
     """How long ago `stamp` was, for people: "just now", "5 min ago", "3 days ago", a date."""
+    from stello_client.dicts import when
+
     then = when(stamp)
     if then is None:
         return "never"

@@ -122,8 +122,10 @@ async def cmd_records(args: argparse.Namespace) -> int:
     """Show every record of a session page by page, or the newest N with --limit."""
     if not 1 <= args.page_size <= MAX_PAGE:
         raise UsageError(f"--page-size must be between 1 and {MAX_PAGE}")
-    if args.limit is not None and args.limit < 0:
-        raise UsageError("--limit must not be negative")
+    if args.limit is not None and args.limit < 1:
+        raise UsageError(
+            f"--limit must be at least 1, got {args.limit} (leave it out for every record)"
+        )
     style = Style.of(sys.stdout)
     async with gateway(args) as client:
         session = await session_id(client, args.session)

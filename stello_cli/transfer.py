@@ -34,7 +34,7 @@ import sys
 from collections.abc import Sequence
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Any, Literal
 
 from stello.agent.v1 import agent_pb2
 from stello.common.v1 import common_pb2
@@ -45,9 +45,10 @@ from stello_cli.style import plural, write
 from stello_cli.talk import all_records
 from stello_cli.views import tree_nodes
 from stello_client import dicts
-from stello_client.aio import AsyncClient
 from stello_client.errors import ClientError, rpc_error_line
-from stello_client.exceptions import RpcError
+
+if TYPE_CHECKING:
+    from stello_client.aio import AsyncClient
 
 FETCH_CALLS = 8
 STATUSES: dict[str, Literal["active", "archived"]] = {
@@ -115,8 +116,16 @@ def _load(path: str) -> tuple[list[dict[str, Any]], str]:
     """The sessions of an export file and a digest of it."""
     try:
         raw = sys.stdin.buffer.read() if path == "-" else Path(path).read_bytes()
+    except OSError as exc:
+        raise ClientError(f"{path}: cannot read an export from it ({exc})") from None
+    if raw.lstrip().startswith(b"#"):
+        raise ClientError(
+            f"{path}: this is a Markdown export; only JSON exports can be imported "
+            "(`stello export SESSION > FILE` writes one)"
+        )
+    try:
         document = json.loads(raw)
-    except (OSError, ValueError) as exc:
+    except ValueError as exc:
         raise ClientError(f"{path}: cannot read an export from it ({exc})") from None
     if not isinstance(document, dict) or document.get("stello_export") != FORMAT_VERSION:
         raise ClientError(
@@ -126,6 +135,17 @@ def _load(path: str) -> tuple[list[dict[str, Any]], str]:
     sessions = document.get("sessions")
     if not isinstance(sessions, list) or not all(isinstance(s, dict) for s in sessions):
         raise ClientError(f"{path}: `sessions` must be a list of objects")
+    seen: set[str] = set()
+    for number, session in enumerate(sessions, 1):
+        named = session.get("id")
+        if not isinstance(named, str) or not named:
+            raise ClientError(
+                f"{path}: session {number} of {len(sessions)} ({session.get('label')!r}) has no "
+                "`id`: every session of an export needs its id (export the subtree again)"
+            )
+        if named in seen:
+            raise ClientError(f"{path}: two sessions have the id {named}: export the subtree again")
+        seen.add(named)
     return sessions, hashlib.sha256(raw).hexdigest()[:16]
 
 
@@ -222,7 +242,11 @@ async def _seq_at(client: AsyncClient, session: str, position: int) -> int:
 
 async def cmd_import(args: argparse.Namespace) -> int:
     """Recreate an exported subtree in the space (under --parent, else as new roots)."""
+    from stello_client.exceptions import RpcError
+
     sessions, digest = _load(args.file)
+    started = datetime.now(UTC)
+    replayed = True
     async with gateway(args) as client:
         parent = await session_id(client, args.parent, "--parent") if args.parent else None
         made: dict[str, str] = {}
@@ -239,12 +263,42 @@ async def cmd_import(args: argparse.Namespace) -> int:
             except ClientError as exc:
                 raise ClientError(f"{_which(entry, count, len(order))}: {exc}") from None
             made[old] = session.id
-    if args.json:
-        write(dicts.dumps({"imported": made}))
-    else:
+            created = dicts.when(session.created_at)
+            replayed = replayed and created is not None and created < started
         tops = [made[str(s.get("id"))] for s in sessions if str(s.get("parent_id")) not in made]
-        write(f"imported {plural(len(made), 'session')}; top: {', '.join(tops)}")
+        originals = not replayed and await _present(client, [str(s["id"]) for s in sessions])
+    if args.json:
+        write(dicts.dumps({"imported": made, "again": replayed, "copies": originals}))
+    else:
+        write(import_line(len(made), tops, replayed=replayed, copies=originals))
     return 0
+
+
+async def _present(client: AsyncClient, ids: Sequence[str]) -> bool:
+    """True when the file's first session is still in the space (the import made copies)."""
+    from stello_client.exceptions import RpcError
+
+    try:
+        await client.get_session(ids[0])
+    except RpcError:
+        return False
+    return True
+
+
+def import_line(count: int, tops: Sequence[str], *, replayed: bool, copies: bool) -> str:
+    """What an import did: new sessions, copies beside the originals, or nothing new."""
+    top = ", ".join(tops)
+    if replayed:
+        return (
+            f"this file was imported before: nothing new was made; its "
+            f"{plural(count, 'session')} are under {top}"
+        )
+    if copies:
+        return (
+            f"imported {plural(count, 'session')} as copies (the exported sessions are still in "
+            f"this space); the new top: {top}"
+        )
+    return f"imported {plural(count, 'session')}; top: {top}"
 
 
 def _which(entry: dict[str, Any], count: int, total: int) -> str:

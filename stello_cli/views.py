@@ -83,16 +83,16 @@ async def cmd_tree(args: argparse.Namespace) -> int:
 
 async def cmd_digests(args: argparse.Namespace) -> int:
     """List every session's digest, all pages."""
-    style = Style.of(sys.stdout)
     async with gateway(args) as client:
-        found: list[dict[str, object]] = []
-        async for digest in client.digests(status=STATUSES[args.status]):
-            if args.json:
-                found.append(dicts.digest_dict(digest))
-            else:
-                write("\n".join(fmt.digest_lines(digest, style)))
+        found = [digest async for digest in client.digests(status=STATUSES[args.status])]
     if args.json:
-        write(dicts.dumps(found))
+        write(dicts.dumps([dicts.digest_dict(digest) for digest in found]))
+    elif found:
+        write("\n".join(fmt.digests_lines(found, Style.of(sys.stdout))))
+    elif args.status == "all":
+        write("no sessions yet: create one with `stello root`")
+    else:
+        write(f"no {args.status} sessions")
     return 0
 
 

@@ -16,6 +16,7 @@ from stello_cli.gateway import gateway
 from stello_cli.parser import Commands
 from stello_cli.style import write
 from stello_client import dicts
+from stello_client.errors import UsageError
 
 HELP = "stream the space's changes as they commit (Ctrl-C stops)"
 
@@ -61,6 +62,10 @@ def event_line(event: common_pb2.SpaceEvent) -> str:
 
 async def cmd_watch(args: argparse.Namespace) -> int:
     """Print each event of the space as it commits, after --after (default: from now)."""
+    if args.count is not None and args.count < 1:
+        raise UsageError(
+            f"--count must be at least 1, got {args.count} (leave it out to watch until Ctrl-C)"
+        )
     seen = 0
     async with gateway(args) as client, client.watch(after_cursor=args.after) as events:
         async for event in events:

@@ -19,8 +19,6 @@ from pathlib import Path
 
 import platformdirs
 
-from stello.errors import FailedPrecondition
-
 
 @dataclass(frozen=True, slots=True)
 class Credentials:
@@ -55,6 +53,8 @@ def load_credentials() -> Credentials | None:
             str(data.get("tree", "")),
         )
     except (ValueError, KeyError, TypeError) as exc:
+        from stello.errors import FailedPrecondition  # grpc loads only when a file is broken
+
         raise FailedPrecondition(
             f"{path} is not a credentials file written by `stello up` ({exc}); delete it"
         ) from None

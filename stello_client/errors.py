@@ -41,7 +41,45 @@ FLAGS: dict[str, str] = {
     "limit": "--limit",
     "status": "--status",
     "prefix": "SESSION",
+    "older_than_s": "--older-than",
+    "dry_run": "--dry-run",
+    "after_cursor": "--after",
+    "page_size": "--page-size",
+    "parent_id": "--parent",
+    "busy": "--busy",
+    "archive_after_s": "--archive-after",
+    "delete_after_s": "--delete-after",
 }
+
+# What a failure says when the gateway gave no details of its own.
+CODE_SENTENCES: dict[str, str] = {
+    "CANCELLED": "the call was cancelled",
+    "UNKNOWN": "the gateway failed in an unexpected way (its log says why)",
+    "INVALID_ARGUMENT": "the gateway refused the request's values",
+    "DEADLINE_EXCEEDED": "the gateway did not answer in time (--timeout sets how long to wait)",
+    "NOT_FOUND": "not found",
+    "ALREADY_EXISTS": "it exists already",
+    "PERMISSION_DENIED": "this key may not do that",
+    "RESOURCE_EXHAUSTED": "a limit was reached: try again later",
+    "FAILED_PRECONDITION": "the session is not in a state that allows this",
+    "ABORTED": "another change came first: try again",
+    "OUT_OF_RANGE": "a value is out of range",
+    "UNIMPLEMENTED": "the gateway does not offer this (is it an older version?)",
+    "INTERNAL": "the gateway failed (a bug: its log says why)",
+    "UNAVAILABLE": "the gateway is unavailable: try again",
+    "DATA_LOSS": "data was lost",
+    "UNAUTHENTICATED": "the gateway did not accept the key (--key, STELLO_KEY)",
+}
+# A hint after the gateway's own sentence, by the error's reason (`stello.reasons`).
+REASON_HINTS: dict[str, str] = {
+    "TREE_TOO_LARGE": "narrow it with --root or --depth",
+    "PROFILE_NOT_FOUND": "`stello profiles` lists them",
+    "TURN_IN_PROGRESS": "another turn is running: wait for it, or pass --busy",
+}
+# How gRPC words a connection that failed on the client's side (no server answered).
+_TRANSPORT_WORDS = re.compile(
+    r"connect|backends|refused|resolution|socket|handshake|ssl|certificate|unreachable", re.I
+)
 
 
 class ClientError(Exception):
@@ -77,13 +115,17 @@ def rpc_error_line(
     flags: Mapping[str, str] | None = None,
     *,
     as_flags: bool = True,
+    service: str = "the gateway",
 ) -> str:
-    """A failed call as one line: status code and details, fields named as flags.
+    """A failed call as one sentence, fields named as flags, no status code.
 
-    With field violations the details are rebuilt from them (`--up-to: is only
-    allowed with INHERIT context, not NONE`); an unreachable gateway gets a hint
-    of what to check. `as_flags=False` keeps the gateway's field names (for a
-    client that is not this command line: the web console).
+    With field violations the sentence is rebuilt from them (`--up-to: is only
+    allowed with INHERIT context, not NONE`); a gateway that did not answer says
+    where it was looked for (`cannot reach the gateway at HOST:PORT: is `stello
+    up` running?`); a known reason adds what to do. `as_flags=False` keeps the
+    gateway's field names and the status code first (`NOT_FOUND: ...`: for a
+    client that is not this command line, the web console). `service` names what
+    `target` is when it is not the gateway (`the tree service`).
     """
     import grpc
 
@@ -99,10 +141,22 @@ def rpc_error_line(
         )
     else:
         details = flag_names(_flat(failed.details), names)
-    line = f"{code.name}: {_flat(details)}" if details else code.name
-    if code == grpc.StatusCode.UNAVAILABLE and target:
-        line += f" ({_unreachable_hint(details, target)})"
-    return line
+    details = _flat(details)
+    unreachable = code == grpc.StatusCode.UNAVAILABLE and _transport_failure(failed.reason, details)
+    if not as_flags:
+        line = f"{code.name}: {details}" if details else code.name
+        if unreachable and target:
+            hint = _unreachable_hint(details, target)
+            line += f" ({hint or f'is a gateway listening at {target}? start it: `stello up`'})"
+        return line
+    if unreachable and target:
+        hint = _unreachable_hint(details, target) or "is `stello up` running?"
+        return f"cannot reach {service} at {target}: {hint}"
+    if failed.reason == "SESSION_ARCHIVED":
+        return _archived(details)
+    line = details or CODE_SENTENCES.get(code.name, code.name.lower().replace("_", " "))
+    hint = REASON_HINTS.get(failed.reason or "")
+    return f"{line} ({hint})" if hint else line
 
 
 SETTING_FLAGS = {"gateway=": "--gateway", "key=": "--key", "space=NAME": "--space NAME"}
@@ -118,8 +172,26 @@ def configuration_line(error: ConfigurationError) -> str:
     return _flat(text)
 
 
-def _unreachable_hint(details: str, target: str) -> str:
-    """What to check when `target` did not answer, from how the connection failed."""
+_UUID = re.compile(r"[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}")
+
+
+def _archived(details: str) -> str:
+    """An archived session, and the command that makes it active again."""
+    found = _UUID.search(details)
+    if found is None:
+        return "the session is archived: `stello unarchive SESSION` makes it active again"
+    session = found.group(0)
+    return f"session {session} is archived: `stello unarchive {session[:8]}` makes it active again"
+
+
+def _transport_failure(reason: str | None, details: str) -> bool:
+    """True when an UNAVAILABLE came from the connection, not from a gateway that answered."""
+    return reason is None and (not details or bool(_TRANSPORT_WORDS.search(details)))
+
+
+def _unreachable_hint(details: str, target: str) -> str | None:
+    """What to check when `target` did not answer, from how the connection failed (None:
+    nothing answered at all)."""
     lowered = details.lower()
     if "handshake" in lowered or "ssl" in lowered or "certificate" in lowered:
         return (
@@ -131,7 +203,7 @@ def _unreachable_hint(details: str, target: str) -> str:
             f"{target} closed the connection: if it serves TLS, pass --ca-file "
             "(and --cert-file/--key-file for mutual TLS)"
         )
-    return f"is a gateway listening at {target}? start one with `stello up`"
+    return None
 
 
 def _flat(text: str) -> str:

@@ -31,7 +31,13 @@ from agent_gateway.forks.profiles import ProfileRegistry
 from agent_gateway.forks.saga import ProvisioningSaga, SessionPlan
 from agent_gateway.llm import Prompts
 from stello.common.v1 import common_pb2
-from stello.errors import DeadlineExceeded, FailedPrecondition, InvalidArgument, Violations
+from stello.errors import (
+    DeadlineExceeded,
+    FailedPrecondition,
+    InvalidArgument,
+    OutOfRange,
+    Violations,
+)
 from stello.reasons import PROVIDER_NOT_CONFIGURED
 from stello.settings import MIB
 from stello.storage.v1 import storage_pb2
@@ -315,13 +321,26 @@ class SessionCreator:
             reads.append(self._tail(caller, space, source))
         else:
             reads.append(_none())
+        until = request.inherit_until_seq
+        reads.append(self._last_seq(caller, space, source) if until is not None else _none())
         parent = request.topology_parent_id
         if parent is not None and parent != source:
             # Fails early (NOT_FOUND) before any LLM call when the parent is unknown.
             reads.append(self._tree.get_node(caller, space, parent))
-        config, found, *_ = await asyncio.gather(*reads)
+        config, found, last, *_ = await asyncio.gather(*reads)
+        if until is not None and last is not None and until > last:
+            # Before any write: the saga has not started (STELLO issue 36).
+            raise OutOfRange(f"inherit_until_seq: {until} is beyond the source's last seq ({last})")
         layer = ConfigLayer.from_proto(config)
         return _Source(layer, found if isinstance(found, _Tail) else _Tail())
+
+    async def _last_seq(self, caller: Caller, space: uuid.UUID, source: uuid.UUID) -> int:
+        """The last seq ever assigned in the source (its counter, HistoryProgress.last_seq; 0
+        = none): one storage GetSession, no record read, whatever the history's length."""
+        _, _, progress = await self._storage.get_session_with_slots(
+            caller, space, source, (), progress=True
+        )
+        return int(progress.last_seq)
 
     async def _tail(self, caller: Caller, space: uuid.UUID, source: uuid.UUID) -> _Tail:
         """The source's newest summary and its newest records after it (bounded reads)."""

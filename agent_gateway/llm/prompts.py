@@ -121,8 +121,14 @@ class Prompts:
         return self.text(SESSION_IDENTITY, label=label)
 
     def with_parent_context(self, system_prompt: str | None, summary: str) -> str:
-        """The child's system prompt after a COMPRESS fork (spec §4.9 item 6)."""
-        return f"{system_prompt or ''}\n\n{self.text(PARENT_CONTEXT, summary=summary)}"
+        """The child's system prompt after a COMPRESS fork (spec §4.9 item 6): the prompt, a
+        blank line, the <parent_context> block; without a prompt (None or blank) the block
+        alone, not led by blank lines (unlike the spec's `(systemPrompt ?? '') + "\\n\\n"`: a
+        person reading `stello show` saw two empty lines first; issue 36)."""
+        block = self.text(PARENT_CONTEXT, summary=summary)
+        if system_prompt is None or not system_prompt.strip():
+            return block
+        return f"{system_prompt}\n\n{block}"
 
     def compress_messages(
         self,

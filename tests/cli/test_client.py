@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 from stello.common.v1 import common_pb2
-from stello_cli.format import tree_lines
+from stello_cli.format import MAX_COLUMN, digests_lines, tree_lines
 from tests.cli.processes import private_env, run_cli
 
 ACTIVE = common_pb2.SESSION_STATUS_ACTIVE
@@ -40,11 +40,11 @@ class TestTreeLines:
             node("s", None, "Second root"),
         ]
         assert tree_lines(nodes) == [
-            "Root  [active, 2 turns]  r",
-            "├─ A  [active, 1 turn]  a",
-            "│  └─ A1  [active, 0 turns]  a1",
-            "└─ B  [archived, 0 turns]  b",
-            "Second root  [active, 0 turns]  s",
+            "Root         [active, 2 turns]    r",
+            "├─ A         [active, 1 turn]     a",
+            "│  └─ A1     [active, 0 turns]    a1",
+            "└─ B         [archived, 0 turns]  b",
+            "Second root  [active, 0 turns]    s",
         ]
 
     def test_previews_short_ids_and_the_mark(self) -> None:
@@ -53,7 +53,7 @@ class TestTreeLines:
         nodes = [node(long_id, None, "Root"), node("c" * 16, long_id, "Child")]
         lines = tree_lines(nodes, previews={long_id: "user: hi"}, mark="c" * 16)
         assert lines == [
-            "Root  [active, 0 turns]  01234567  user: hi",
+            "Root      [active, 0 turns]  01234567  user: hi",
             "└─ Child  [active, 0 turns]  cccccccc  ◀",
         ]
 
@@ -66,6 +66,23 @@ class TestTreeLines:
         assert len(lines) == depth
         last = f"n{depth - 1}"
         assert lines[-1] == " " * 3 * (depth - 2) + f"└─ {last}  [active, 0 turns]  {last}"
+        # The label column is as wide as its labels, up to a cap: the deep ones overflow.
+        assert lines[0] == "n0" + " " * (MAX_COLUMN - 2) + "  [active, 0 turns]  n0"
+
+    def test_digests_share_the_columns(self) -> None:
+        """`digests` aligns its columns as `tree` does (widths from the data)."""
+        found = [
+            common_pb2.SessionDigest(
+                id="a" * 16, label="A", status=ACTIVE, turn_count=1, memory="m"
+            ),
+            common_pb2.SessionDigest(id="b" * 16, label="Longer label", status=ACTIVE, insight="i"),
+        ]
+        assert digests_lines(found) == [
+            "aaaaaaaa  A             [active, 1 turn]",
+            "    memory: m",
+            "bbbbbbbb  Longer label  [active, 0 turns]",
+            "    insight: i",
+        ]
 
 
 @pytest.mark.subprocess
@@ -85,8 +102,9 @@ class TestErrors:
         env.update(STELLO_GATEWAY="127.0.0.1:1", STELLO_KEY="k", STELLO_SPACE_ID="s")
         done = run_cli(env, "digests", "--timeout", "5")
         assert done.returncode == 1
-        assert done.stderr.startswith("stello: UNAVAILABLE: ")
-        assert "is a gateway listening at 127.0.0.1:1?" in done.stderr
+        assert done.stderr == (
+            "stello: cannot reach the gateway at 127.0.0.1:1: is `stello up` running?\n"
+        )
         assert len(done.stderr.splitlines()) == 1
 
     def test_flags_override_saved_credentials(self, home: Path) -> None:
@@ -96,7 +114,7 @@ class TestErrors:
         saved.parent.mkdir(parents=True)
         saved.write_text(json.dumps({"space_id": "s", "key": "k", "gateway": "127.0.0.1:2"}))
         done = run_cli(env, "root", "--gateway", "127.0.0.1:1", "--timeout", "5")
-        assert "127.0.0.1:1?" in done.stderr
+        assert "the gateway at 127.0.0.1:1:" in done.stderr
         bad = run_cli(env, "root", "--var", "novalue")
         assert bad.returncode == 2
         assert bad.stderr == (

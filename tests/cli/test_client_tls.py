@@ -129,7 +129,7 @@ class TestOverTls:
         short = ["--ca-file", str(tls_files.ca)] if suite.mutual else []
         done = await stello(env, "tree", "--timeout", "5", *short)
         assert done.returncode == 1
-        assert done.stderr.startswith("stello: UNAVAILABLE: ")
+        assert done.stderr.startswith(f"stello: cannot reach the gateway at {suite.gateway}: ")
         assert len(done.stderr.splitlines()) == 1
         # The hint points at TLS, not at starting a gateway (one is running).
         assert "--ca-file" in done.stderr and "stello up" not in done.stderr

@@ -105,8 +105,28 @@ class TestSessionCommands:
         assert (await as_json(env, "rename", short, "Renamed"))["label"] == "Renamed"
         assert (await as_json(env, "archive", short))["status"] == "archived"
         refused = await failed(env, "send", short, "hello")
-        assert refused.startswith("stello: FAILED_PRECONDITION: session ")
+        assert refused == (
+            f"stello: session {root} is archived: `stello unarchive {short}` makes it active again"
+        )
         assert (await as_json(env, "unarchive", short))["status"] == "active"
+        assert await ok(env, "rename", short, "Again") == (
+            f'renamed {short} from "Renamed" to "Again"\n'
+        )
+        assert await ok(env, "rename", short, "Renamed") == (
+            f'renamed {short} from "Again" to "Renamed"\n'
+        )
+        assert await ok(env, "archive", short) == (
+            f'archived "Renamed" ({short}): turns are refused until `stello unarchive {short}`\n'
+        )
+        assert await ok(env, "archive", short) == (
+            f'"Renamed" ({short}) was already archived: nothing changed\n'
+        )
+        assert await ok(env, "unarchive", short) == (
+            f'unarchived "Renamed" ({short}): it takes turns again\n'
+        )
+        assert await ok(env, "unarchive", short) == (
+            f'"Renamed" ({short}) was already active (not archived): nothing changed\n'
+        )
         assert await ok(env, "insight", short) == "(no insight)\n"
         assert await ok(env, "insight", short, "-", stdin="look here") == "insight set\n"
         assert await ok(env, "insight", short) == "look here\n"
@@ -159,11 +179,12 @@ class TestSessionCommands:
             env, "fork", root, "--label", "x", "--profile", "researcher", "--var", "topic=t"
         )
         assert line == (
-            "stello: INVALID_ARGUMENT: --var: profile 'researcher' needs the template "
+            "stello: --var: profile 'researcher' needs the template "
             "variable(s) audience; give them in --var"
         )
-        assert await failed(env, "root", "--label", " ") == (
-            "stello: INVALID_ARGUMENT: --label: must not be empty"
+        assert await failed(env, "root", "--label", " ") == ("stello: --label: must not be empty")
+        assert await failed(env, "fork", root, "--label", "x", "--up-to", "99") == (
+            "stello: --up-to: 99 is beyond the source's last seq (4)"
         )
         made = await as_json(
             env,

@@ -15,7 +15,9 @@ from stello.common.v1 import common_pb2
 from stello.errors import (
     FailedPrecondition,
     InvalidArgument,
+    NotFound,
     StelloError,
+    Unavailable,
     Violations,
     to_rpc_status,
 )
@@ -126,31 +128,79 @@ class TestErrorsAsFlags:
         with pytest.raises(InvalidArgument) as caught:
             violations.raise_if_any()
         assert rpc_error_line(rpc_error(caught.value)) == (
-            "INVALID_ARGUMENT: --up-to: is only allowed with INHERIT context, not NONE; "
+            "--up-to: is only allowed with INHERIT context, not NONE; "
             "--var: needs topic; give them in --var"
         )
 
     def test_a_command_names_its_own_arguments(self) -> None:
         """A command's own mapping wins (`content` is MESSAGE for send)."""
         error = rpc_error(InvalidArgument.field("content", "must not be empty"))
-        assert rpc_error_line(error, flags={"content": "MESSAGE"}) == (
-            "INVALID_ARGUMENT: MESSAGE: must not be empty"
-        )
+        assert rpc_error_line(error, flags={"content": "MESSAGE"}) == ("MESSAGE: must not be empty")
 
     def test_plain_words_stay_words(self) -> None:
         """Free text keeps English words that are also field names ("context", "profile")."""
         error = rpc_error(
             FailedPrecondition("fork profile 'x' is not configured", reason="PROFILE_NOT_FOUND")
         )
-        assert rpc_error_line(error) == ("FAILED_PRECONDITION: fork profile 'x' is not configured")
+        assert rpc_error_line(error) == (
+            "fork profile 'x' is not configured (`stello profiles` lists them)"
+        )
         assert flag_names("set session_id and label", {"session_id": "SESSION"}) == (
             "set SESSION and label"
         )
 
     def test_unreachable_gateway_hint(self) -> None:
-        """UNAVAILABLE says where nothing answered and how to start a gateway."""
-        error = AioRpcError(grpc.StatusCode.UNAVAILABLE, Metadata(), Metadata(), "failed")
+        """A gateway that did not answer: where it was looked for, and what to check."""
+        details = "failed to connect to all addresses; last error: UNKNOWN: ipv4:127.0.0.1:1"
+        error = AioRpcError(grpc.StatusCode.UNAVAILABLE, Metadata(), Metadata(), details)
         assert rpc_error_line(error, "127.0.0.1:1") == (
-            "UNAVAILABLE: failed (is a gateway listening at 127.0.0.1:1? "
-            "start one with `stello up`)"
+            "cannot reach the gateway at 127.0.0.1:1: is `stello up` running?"
         )
+        assert rpc_error_line(error, "127.0.0.1:1", service="the tree service") == (
+            "cannot reach the tree service at 127.0.0.1:1: is `stello up` running?"
+        )
+        # The console keeps the status code and its own words.
+        assert rpc_error_line(error, "127.0.0.1:1", as_flags=False).startswith("UNAVAILABLE: ")
+
+    def test_a_gateway_that_answered_unavailable_is_not_unreachable(self) -> None:
+        """An UNAVAILABLE with a reason (the model provider is down) says the gateway's words."""
+        error = rpc_error(Unavailable("the model provider failed", reason="LLM_UNAVAILABLE"))
+        assert rpc_error_line(error, "127.0.0.1:1") == "the model provider failed"
+
+    def test_no_raw_codes(self) -> None:
+        """Refusals read as sentences: no status code, an archived session names the way out."""
+        sid = "78a4f408-0000-4000-8000-000000000000"
+        archived = FailedPrecondition(
+            f"session {sid} is archived; unarchive it to continue it", reason="SESSION_ARCHIVED"
+        )
+        assert rpc_error_line(rpc_error(archived)) == (
+            f"session {sid} is archived: `stello unarchive 78a4f408` makes it active again"
+        )
+        missing = rpc_error(NotFound(f"session {sid} not found"))
+        assert rpc_error_line(missing) == f"session {sid} not found"
+        bare = AioRpcError(grpc.StatusCode.PERMISSION_DENIED, Metadata(), Metadata(), "")
+        assert rpc_error_line(bare) == "this key may not do that"
+
+    @pytest.mark.parametrize(
+        "code", [c for c in grpc.StatusCode if c is not grpc.StatusCode.OK], ids=lambda c: c.name
+    )
+    def test_every_status_without_details_is_a_sentence(self, code: grpc.StatusCode) -> None:
+        """A status the gateway gave no words for still reads as a sentence, not its code."""
+        line = rpc_error_line(AioRpcError(code, Metadata(), Metadata(), ""))
+        assert line and code.name not in line
+
+    @pytest.mark.parametrize(
+        ("field", "flag"),
+        [
+            ("older_than_s", "--older-than"),
+            ("after_cursor", "--after"),
+            ("page_size", "--page-size"),
+            ("parent_id", "--parent"),
+            ("inherit_until_seq", "--up-to"),
+            ("max_depth", "--depth"),
+        ],
+    )
+    def test_every_field_a_flag_sets_is_named_as_the_flag(self, field: str, flag: str) -> None:
+        """`older_than_s: must not be negative` reads `--older-than: must not be negative`."""
+        error = rpc_error(InvalidArgument.field(field, "must not be negative"))
+        assert rpc_error_line(error) == f"{flag}: must not be negative"

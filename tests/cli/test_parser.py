@@ -128,6 +128,18 @@ class TestUsageErrors:
         err = usage_error(capsys, "digests", "--status", "gone")
         assert err.startswith("stello digests: argument --status: invalid choice: 'gone'")
 
+    def test_zero_counts_are_refused(self, capsys: pytest.CaptureFixture[str]) -> None:
+        """`watch --count 0` and `records --limit 0` are refused (0 is not "unlimited": leaving
+        the flag out is), before any call."""
+        assert usage_error(capsys, "watch", "--count", "0") == (
+            "stello watch: --count must be at least 1, got 0 (leave it out to watch until "
+            "Ctrl-C) (see `stello watch --help`)\n"
+        )
+        assert usage_error(capsys, "records", "abc", "--limit", "0") == (
+            "stello records: --limit must be at least 1, got 0 (leave it out for every record) "
+            "(see `stello records --help`)\n"
+        )
+
     def test_no_command(self, capsys: pytest.CaptureFixture[str]) -> None:
         """`stello` alone asks for a command on one line."""
         assert "the following arguments are required: COMMAND" in usage_error(capsys)

@@ -93,11 +93,15 @@ def test_client_session_runs_word_for_word(home: Path, tmp_path: Path) -> None:
     assert done.stderr == ""
     out = done.stdout
     assert "What is a fork?" in out  # the streamed echo reply
-    assert re.search(r"^Research  \[active, 0 turns\]  [0-9a-f]{8}$", out, flags=re.MULTILINE)
+    assert re.search(r"^Research +\[active, 0 turns\]  [0-9a-f]{8}$", out, flags=re.MULTILINE)
     child = (
-        r"^└─ Side question  \[active, 1 turn\]  [0-9a-f]{8}  assistant: echo: What is a fork\?$"
+        r"^└─ Side question  \[active, 1 turn\] +[0-9a-f]{8}  assistant: echo: What is a fork\?$"
     )
     assert re.search(child, out, flags=re.MULTILINE)
     assert re.search(r"^forked from: [0-9a-f-]{36}$", out, flags=re.MULTILINE)  # show
     assert re.search(r"^\[\d+\] user · [^:]+: What is a fork\?$", out, flags=re.MULTILINE)
-    assert re.search(r"^imported 2 sessions; top: [0-9a-f-]{36}$", out, flags=re.MULTILINE)
+    copied = (
+        r"^imported 2 sessions as copies \(the exported sessions are still in this space\); "
+        r"the new top: [0-9a-f-]{36}$"
+    )
+    assert re.search(copied, out, flags=re.MULTILINE)

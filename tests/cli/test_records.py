@@ -95,9 +95,10 @@ class TestRecordsCommand:
         assert said(capsys) == [(n, f"m{n}") for n in range(3, 8)]
 
     @pytest.mark.parametrize(
-        "flags", [("--page-size", "0"), ("--page-size", "1001"), ("--limit", "-1")]
+        "flags",
+        [("--page-size", "0"), ("--page-size", "1001"), ("--limit", "-1"), ("--limit", "0")],
     )
     async def test_bad_sizes(self, stack: Stack, session: str, flags: tuple[str, str]) -> None:
-        """A page size outside 1..1000 or a negative limit is refused before any call."""
+        """A page size outside 1..1000 or a limit below 1 is refused before any call."""
         with pytest.raises(ClientError, match=flags[0]):
             await run_records(stack, session, *flags)

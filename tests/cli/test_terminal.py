@@ -92,7 +92,8 @@ class TestChat:
     async def test_banner_history_help_fork_switch_tree(
         self, suite: Suite, home: Path, space: TestSpace
     ) -> None:
-        """The banner shows label and records; ↑ recalls a line; /help, /fork, /switch, /tree."""
+        """The banner shows label and records; ↑ recalls a line; /help, /fork (--label or a
+        bare label), /switch, /tree, /history (saying when there is none)."""
         root = await new_root(suite, space, "Research")
         env = suite.env(home, space)
 
@@ -119,13 +120,18 @@ class TestChat:
             child.expect_exact("[2] assistant")
             child.expect_exact("Kid>")
             child.sendline("/tree")
-            child.expect(r"Kid  \[active, 0 turns\]  \S+  .*◀")
+            child.expect(r"Kid +\[active, 0 turns\] +\S+  .*◀")
             child.expect_exact("Kid>")
             child.sendline(f"/switch {root}")
             child.expect_exact("Research>")
             child.sendline("/nope")
             child.expect_exact("unknown command /nope")
             child.expect_exact("Research>")
+            child.sendline("/fork Chat branch --context none")  # a bare label of two words
+            child.expect_exact("Chat branch>")
+            child.sendline("/history")
+            child.expect_exact("no records yet: this session has had no turn")
+            child.expect_exact("Chat branch>")
             quit_with_ctrl_d(child)
             return str(child.before)
 

@@ -141,7 +141,10 @@ async def test_export_import_round_trip(
 
     imported = await stello(env, "import", str(exported), "--json")
     assert imported.returncode == 0, imported.stderr
-    made = json.loads(imported.stdout)["imported"]
+    answer = json.loads(imported.stdout)
+    made = answer["imported"]
+    # The exported sessions are still here: the import made copies, and says so.
+    assert (answer["again"], answer["copies"]) == (False, True)
     assert set(made) == {s["id"] for s in original["sessions"]}
     again = await stello(env, "export", made[root])
     assert again.returncode == 0, again.stderr
@@ -152,6 +155,12 @@ async def test_export_import_round_trip(
     # The same file again: the first import's sessions, not a second copy.
     twice = await stello(env, "import", str(exported), "--json")
     assert json.loads(twice.stdout)["imported"] == made
+    assert json.loads(twice.stdout)["again"] is True
+    thrice = await stello(env, "import", str(exported))
+    assert thrice.stdout == (
+        f"this file was imported before: nothing new was made; its 6 sessions are under "
+        f"{made[root]}\n"
+    )
     tree = await stello(env, "tree", "--json")
     assert len(json.loads(tree.stdout)) == 12
 
@@ -165,7 +174,10 @@ async def test_markdown_is_for_reading(
     assert done.returncode == 0, done.stderr
     page = done.stdout
     assert page.startswith("# Stello export: Research\n")
-    assert "## Fork of a fork" in page and "**user** · " in page
+    assert "**user** · " in page
+    # Heading levels follow the depth: Research, its fork, the fork of that fork.
+    assert "\n## Research\n" in page and "\n### All of it\n" in page
+    assert "\n#### Fork of a fork\n" in page
     assert "> You research forks for us. Cite sources." in page and '→ `lookup({"q":1})`' in page
 
 
@@ -189,8 +201,23 @@ async def test_bad_files_are_one_line(suite: Suite, home: Path, space: TestSpace
     done = await stello(env, "import", "-", stdin=json.dumps(bad))
     assert done.returncode == 1
     assert done.stderr == (
-        "stello: importing session 1 of 1 ('L'): INVALID_ARGUMENT: records[0].content: "
+        "stello: importing session 1 of 1 ('L'): records[0].content: "
         "must not contain U+0000 (NUL)\n"
+    )
+    nameless = {"stello_export": 1, "sessions": [{"label": "L", "records": []}]}
+    done = await stello(env, "import", "-", stdin=json.dumps(nameless))
+    assert (done.returncode, done.stderr) == (
+        1,
+        "stello: -: session 1 of 1 ('L') has no `id`: every session of an export needs its id "
+        "(export the subtree again)\n",
+    )
+    page = home / "tree.md"
+    page.write_text("# Stello export: Research\n\nExported 2025-06-01 12:00 UTC.\n")
+    done = await stello(env, "import", str(page))
+    assert (done.returncode, done.stderr) == (
+        1,
+        f"stello: {page}: this is a Markdown export; only JSON exports can be imported "
+        "(`stello export SESSION > FILE` writes one)\n",
     )
 
 

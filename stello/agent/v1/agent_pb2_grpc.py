@@ -392,7 +392,9 @@ class AgentGatewayServicer:
         gateway's `fork_compressor` prompt), and the summary is appended to
         the child's system prompt as "\n\n" + the `parent_context` text, by
         default "<parent_context>\n" + summary + "\n</parent_context>" (stored
-        in both the config and the system prompt slot); no records are copied.
+        in both the config and the system prompt slot); without a system prompt
+        (none, or blank) the child's prompt is that text alone, not led by
+        blank lines; no records are copied.
         A source without records makes no LLM call and leaves the prompt as is.
         The compressor and consolidator prompts of the child's config
         (SessionConfig.compressor_prompt, consolidator_prompt) are the profile's
@@ -407,6 +409,9 @@ class AgentGatewayServicer:
         `profile_vars`; `inherit_until_seq` negative, or set while the
         effective context is not INHERIT.
         - NOT_FOUND: the source or the topology parent is not in the space.
+        - OUT_OF_RANGE: `inherit_until_seq` beyond the source's last seq (the
+        last seq ever assigned in it, trimmed records included; the message
+        names it); checked before anything is written.
         - FAILED_PRECONDITION, reason PROFILE_NOT_FOUND: unknown `profile`
         (checked before anything is read or written).
         - ALREADY_EXISTS, reason REQUEST_ID_REUSED: request_id reused with a

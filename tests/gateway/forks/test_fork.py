@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import asyncio
 
+import asyncpg
 import grpc
 import pytest
 
@@ -25,6 +26,7 @@ from tests.gateway.conftest import (
     close_stack,
     open_stack,
     record,
+    row_counts,
     rpc_error,
 )
 from tests.support.fixtures import TestSpace
@@ -299,7 +301,7 @@ class TestForkContext:
         later = await stack.fork(source.id, context=COMPRESS)
         assert len(stack.summarizer.calls) == 1
         assert (await stack.view(later.id)).system_prompt == (
-            "\n\n<parent_context>\nall\n</parent_context>"
+            "<parent_context>\nall\n</parent_context>"
         )
 
     async def test_inherit_starts_from_the_source_summary(self, stack: Stack) -> None:
@@ -329,13 +331,33 @@ class TestForkContext:
         assert stack.summarizer.calls == []
 
     async def test_compress_without_prompt(self, stack: Stack) -> None:
-        """Item 4: with no prompt at all the block follows an empty prompt."""
+        """Item 4: with no prompt at all the block alone (no blank lines first: issue 36)."""
         source = await stack.root()
         await stack.append(source.id, record("user", "X"))
         child = await stack.fork(source.id, context=COMPRESS)
         assert (await stack.view(child.id)).system_prompt == (
-            "\n\n<parent_context>\nsummary of 1 records: X..X\n</parent_context>"
+            "<parent_context>\nsummary of 1 records: X..X\n</parent_context>"
         )
+
+    async def test_inherit_past_the_end_is_out_of_range(
+        self, stack: Stack, pool: asyncpg.Pool
+    ) -> None:
+        """inherit_until_seq beyond the source's last seq: OUT_OF_RANGE naming it,
+        before anything is written (no session row, provisional or not); the end itself and
+        a fork's own inherited end are fine."""
+        source = await stack.root()
+        await stack.append(source.id, *(record("user", f"m{n}") for n in range(1, 5)))
+        before = await row_counts(pool, stack.space)
+        error = await rpc_error(stack.fork(source.id, context=INHERIT, inherit_until_seq=99))
+        assert error.code() is grpc.StatusCode.OUT_OF_RANGE
+        assert error.details() == ("inherit_until_seq: 99 is beyond the source's last seq (4)")
+        assert await row_counts(pool, stack.space) == before
+        child = await stack.fork(source.id, context=INHERIT, inherit_until_seq=4)
+        assert [r.seq for r in await stack.records(child.id)] == [1, 2, 3, 4]
+        grandchild = await stack.fork(child.id, context=INHERIT, inherit_until_seq=4)
+        assert len(await stack.records(grandchild.id)) == 4
+        error = await rpc_error(stack.fork(child.id, context=INHERIT, inherit_until_seq=5))
+        assert error.code() is grpc.StatusCode.OUT_OF_RANGE
 
     async def test_summary_error_propagates_and_creates_nothing(self, stack: Stack) -> None:
         """Item 5: the summariser's error is the fork's status; nothing is created."""

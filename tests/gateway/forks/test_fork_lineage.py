@@ -15,6 +15,7 @@ import uuid
 from dataclasses import dataclass, field
 
 import asyncpg
+import grpc
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
@@ -23,7 +24,7 @@ from stello.agent.v1 import agent_pb2
 from stello.common.v1 import common_pb2
 from stello.storage.v1 import storage_pb2
 from stello.tree.v1 import tree_pb2
-from tests.gateway.conftest import Stack, record
+from tests.gateway.conftest import Stack, record, rpc_error
 from tests.gateway.lineage_support import ids_left, records_rows
 from tests.tree.conftest import erased
 
@@ -114,6 +115,14 @@ async def run_step(stack: Stack, model: Model, step: Step, serial: int) -> None:
         parent = live[other % len(live)]
         until = None if number < 0 else number
         fields = {} if until is None else {"inherit_until_seq": until}
+        if until is not None and until > model.last_seq[session]:
+            # Past the source's last seq: refused before anything is written (issue 36).
+            inherit = common_pb2.FORK_CONTEXT_INHERIT
+            error = await rpc_error(
+                stack.fork(session, label=f"f{serial}", context=inherit, **fields)
+            )
+            assert error.code() is grpc.StatusCode.OUT_OF_RANGE
+            return
         child = await stack.fork(
             session,
             label=f"f{serial}",

@@ -287,10 +287,9 @@ class TestParentContext:
 
     @pytest.mark.parametrize("prompts", BOTH)
     def test_without_prompt(self, prompts: Prompts) -> None:
-        """Without a prompt the result still starts with the two newlines."""
-        assert (
-            prompts.with_parent_context(None, "S") == "\n\n<parent_context>\nS\n</parent_context>"
-        )
+        """Without a prompt (or a blank one) the block alone: no blank lines first."""
+        assert prompts.with_parent_context(None, "S") == "<parent_context>\nS\n</parent_context>"
+        assert prompts.with_parent_context(" \n", "S") == "<parent_context>\nS\n</parent_context>"
 
     def test_override(self) -> None:
         """A configured block replaces the tags; the blank line before it stays."""
