@@ -84,7 +84,9 @@ def tree_lines(
 def digest_lines(digest: common_pb2.SessionDigest, style: Style = PLAIN) -> list[str]:
     """One digest: a summary line, then its memory and insight when set."""
     head = f"{style.dim(short_id(digest.id))}  {style.bold(digest.label)}  "
-    lines = [head + _status(digest.status, digest.turn_count)]
+    lines = [
+        head + _status(digest.status, digest.turn_count) + ("  pinned" if digest.pinned else "")
+    ]
     if digest.HasField("memory"):
         lines.append(f"    memory: {one_line(digest.memory, 200)}")
     if digest.HasField("insight"):
@@ -136,13 +138,19 @@ def _skills(config: common_pb2.SessionConfig) -> str:
     return ", ".join(config.skills.names) or "none"
 
 
+def _pin(pinned: bool) -> str:
+    """What a line about a session adds when it is pinned (retention keeps its subtree)."""
+    return ", pinned" if pinned else ""
+
+
 def view_lines(view: agent_pb2.SessionView, style: Style = PLAIN) -> list[str]:
     """GetSession's joined view for people: topology, meta with relative times, config, slots."""
     node = view.node
     lines = [
         f"{style.bold(node.label)}  {style.dim(node.id)}",
         f"status: {status_name(node.status)}, {plural(view.turn_count, 'turn')}, "
-        f"last active {ago(view.last_active_at)}, created {ago(view.created_at)}",
+        f"last active {ago(view.last_active_at)}, created {ago(view.created_at)}"
+        + _pin(view.pinned),
         f"parent: {node.parent_id if node.HasField('parent_id') else '(a root)'}",
     ]
     if node.HasField("source_session_id"):
