@@ -10,3 +10,15 @@
 --    unfinished runs are in it: the rows of jobs that ended stay out.
 CREATE INDEX background_jobs_orphaned ON background_jobs (expires_at NULLS FIRST)
     WHERE status IN ('running', 'stopped');
+
+-- 2. A turn's update of its session is HOT again (no index entry written): the
+--    retention index of 0018 held `last_active_at`, which every turn moves, so
+--    no turn's update of `sessions` was HOT. Retention judges in days, so the
+--    index now holds the UTC day of the last turn, a stored generated column
+--    that changes at most once a day per session: a turn that leaves it as it
+--    was changes no indexed column. (Adding the column rewrites `sessions`
+--    once.) `last_active_at` stays exact for reads; it is in no index.
+ALTER TABLE sessions ADD COLUMN last_active_day date
+    GENERATED ALWAYS AS ((last_active_at AT TIME ZONE 'UTC')::date) STORED;
+DROP INDEX sessions_root_activity;
+CREATE INDEX sessions_root_activity ON sessions (space_id, root_id, status, last_active_day);
