@@ -267,6 +267,8 @@ def create_app(
             claim_ttl_s=config.job_claim_ttl_s,
             stop_grace_s=config.background_stop_grace_s,
             call_timeout_s=config.call_timeout_s,
+            takeover_key=config.jobs_key.get_secret_value() if config.jobs_key else None,
+            takeover_interval_s=config.job_takeover_interval_s,
         ),
         registry=registry,
     )

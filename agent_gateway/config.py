@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from pydantic import Field, field_validator, model_validator
+from pydantic import Field, SecretStr, field_validator, model_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
 from agent_gateway.forks.faults import parse_fault
@@ -155,6 +155,24 @@ class GatewaySettings(BaseSettings):
         description=(
             "Lifetime of a background job's claim in seconds, renewed every third of it "
             "while the job runs: how long a job stays blocked after its gateway died."
+        ),
+    )
+    jobs_key: SecretStr | None = Field(
+        default=None,
+        description=(
+            "API key with which the background runner takes over jobs left without a "
+            "gateway (one that died, or shut down mid-run), with no new trigger: a tenant "
+            "key covers its space, an admin-scope key every space; unset = none are taken "
+            "over until their session's next trigger."
+        ),
+    )
+    job_takeover_interval_s: float = Field(
+        default=30.0,
+        ge=0,
+        description=(
+            "How often, with STELLO_GATEWAY_JOBS_KEY, the runner looks for jobs left without a "
+            "gateway (also once at start); 0 = never. A dead gateway's job waits up to "
+            "STELLO_GATEWAY_JOB_CLAIM_TTL_S plus this."
         ),
     )
     background_stop_grace_s: float = Field(

@@ -140,8 +140,8 @@ class BareStorage:
                 [r.content for r in records], [None] * len(records), [None] * len(records),
                 [None] * len(records), [None] * len(records),
             )  # fmt: skip
-            bumped = await con.fetchrow(BUMP_TURN, space, session, False)
-            await con.fetchrow(RELEASE_TURN, space, session, uuid.UUID(lease.token))
+            bumped = await con.fetchrow(BUMP_TURN, space, session, False, 1)
+            await con.fetchrow(RELEASE_TURN, space, session, uuid.UUID(lease.token), True)
         assert bumped is not None
         result = storage_pb2.OperationResult
         reply = storage_pb2.TransactResponse()

@@ -123,7 +123,11 @@ def digests_lines(digests: Sequence[common_pb2.SessionDigest], style: Style = PL
     """Digests as aligned columns (short id, label, status and turns), each followed by its
     memory and insight when set."""
     rows = [
-        [style.dim(short_id(d.id)), style.bold(d.label), _status(d.status, d.turn_count)]
+        [
+            style.dim(short_id(d.id)),
+            style.bold(d.label),
+            _status(d.status, d.turn_count) + _pin(d.pinned),
+        ]
         for d in digests
     ]
     lines = []
@@ -180,13 +184,19 @@ def _skills(config: common_pb2.SessionConfig) -> str:
     return ", ".join(config.skills.names) or "none"
 
 
+def _pin(pinned: bool) -> str:
+    """What a line about a session adds when it is pinned (retention keeps its subtree)."""
+    return ", pinned" if pinned else ""
+
+
 def view_lines(view: agent_pb2.SessionView, style: Style = PLAIN) -> list[str]:
     """GetSession's joined view for people: topology, meta with relative times, config, slots."""
     node = view.node
     lines = [
         f"{style.bold(node.label)}  {style.dim(node.id)}",
         f"status: {status_name(node.status)}, {plural(view.turn_count, 'turn')}, "
-        f"last active {ago(view.last_active_at)}, created {ago(view.created_at)}",
+        f"last active {ago(view.last_active_at)}, created {ago(view.created_at)}"
+        + _pin(view.pinned),
         f"parent: {node.parent_id if node.HasField('parent_id') else '(a root)'}",
     ]
     if node.HasField("source_session_id"):

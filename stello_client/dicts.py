@@ -69,6 +69,7 @@ def session_dict(session: common_pb2.SessionSummary) -> JsonDict:
         "created_at": iso(session.created_at),
         "updated_at": iso(session.updated_at),
         "last_active_at": iso(session.last_active_at),
+        "pinned": session.pinned,
     }
 
 
@@ -96,6 +97,7 @@ def digest_dict(digest: common_pb2.SessionDigest) -> JsonDict:
         "turn_count": digest.turn_count,
         "memory": optional(digest, "memory"),
         "insight": optional(digest, "insight"),
+        "pinned": digest.pinned,
     }
 
 
@@ -147,6 +149,7 @@ def view_dict(view: agent_pb2.SessionView) -> JsonDict:
         "system_prompt": optional(view, "system_prompt"),
         "memory": optional(view, "memory"),
         "insight": optional(view, "insight"),
+        "pinned": view.pinned,
     }
 
 

@@ -56,6 +56,7 @@ def fill_meta(message: common_pb2.SessionMeta, meta: SessionMeta) -> None:
     set_timestamp(message.created_at, meta.created_at)
     set_timestamp(message.updated_at, meta.updated_at)
     set_timestamp(message.last_active_at, meta.last_active_at)
+    message.pinned = meta.pinned
 
 
 def meta_to_proto(meta: SessionMeta) -> common_pb2.SessionMeta:
@@ -75,6 +76,7 @@ def meta_from_proto(meta: common_pb2.SessionMeta) -> SessionMeta:
         created_at=from_timestamp(meta.created_at),
         updated_at=from_timestamp(meta.updated_at),
         last_active_at=from_timestamp(meta.last_active_at),
+        pinned=meta.pinned,
     )
 
 

@@ -37,6 +37,8 @@ class SessionMeta:
     created_at: datetime
     updated_at: datetime
     last_active_at: datetime
+    pinned: bool = False
+    """Retention keeps the session's whole root subtree (tree PinSession)."""
 
 
 @dataclass(frozen=True, slots=True)

@@ -10,6 +10,7 @@ import grpc
 
 from stello import memory_rules
 from stello.errors import Violations
+from stello.interceptors import current_principal
 from stello.storage.v1 import storage_pb2, storage_pb2_grpc
 from stello.timestamps import timestamp
 from stello.validation import page_size, parse_uuid, space_uuid
@@ -344,8 +345,9 @@ class SessionStorageServicer(storage_pb2_grpc.SessionStorageServicer):
         space_id, session_id = parse.target(request, v)
         kind = wire.job_kind(request.kind, "kind", v)
         ttl_s = self._parse.ttl(request.ttl_s, v)
+        token = parse_uuid(request.token, "token", v) if request.token else None
         v.raise_if_any()
-        claim = await self._jobs.claim(space_id, session_id, kind, ttl_s)
+        claim = await self._jobs.claim(space_id, session_id, kind, ttl_s, token)
         reply = storage_pb2.ClaimJobResponse(
             granted=claim.granted, job=wire.job_to_proto(claim.job)
         )
@@ -353,6 +355,17 @@ class SessionStorageServicer(storage_pb2_grpc.SessionStorageServicer):
             reply.token = str(claim.token)
             reply.expires_at.CopyFrom(timestamp(claim.expires_at))
         return reply
+
+    async def ListOrphanedJobs(
+        self, request: storage_pb2.ListOrphanedJobsRequest, context: Context
+    ) -> storage_pb2.ListOrphanedJobsResponse:
+        """The background jobs left without a gateway that the key reaches."""
+        v = Violations()
+        limit = wire.orphans_limit(request.limit, v)
+        v.raise_if_any()
+        principal = current_principal()
+        found = await self._jobs.orphaned(None if principal.is_admin else principal.space_id, limit)
+        return storage_pb2.ListOrphanedJobsResponse(jobs=[wire.orphan_to_proto(o) for o in found])
 
     async def RenewJob(
         self, request: storage_pb2.RenewJobRequest, context: Context

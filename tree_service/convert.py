@@ -202,6 +202,7 @@ def add_summaries(target: Any, summaries: Sequence[Summary]) -> None:
             label=summary.label,
             status=status[summary.status],
             turn_count=summary.turn_count,
+            pinned=summary.pinned,
         )
         if summary.parent_id is not None:
             message.parent_id = str(summary.parent_id)

@@ -94,6 +94,7 @@ class Summary:
     created_at: datetime
     updated_at: datetime
     last_active_at: datetime
+    pinned: bool = False
 
 
 @dataclass(frozen=True, slots=True)

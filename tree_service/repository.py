@@ -90,6 +90,7 @@ def to_summary(row: asyncpg.Record) -> Summary:
         created_at=row["created_at"],
         updated_at=row["updated_at"],
         last_active_at=row["last_active_at"],
+        pinned=row["pinned"],
     )
 
 

@@ -26,7 +26,7 @@ import logging
 import uuid
 from collections.abc import Callable
 from dataclasses import dataclass
-from datetime import datetime, timedelta
+from datetime import UTC, date, datetime, timedelta
 from typing import Literal
 
 import asyncpg
@@ -71,8 +71,16 @@ class Applied:
     next_page: Cursor | None = None
 
 
+def utc_day(moment: datetime) -> date:
+    """The UTC day of `moment`."""
+    return moment.astimezone(UTC).date()
+
+
 def judge(policy: Policy, root: RootFacts, now: datetime) -> Kind | None:
-    """What the policy does to a root's subtree at `now` (None: nothing)."""
+    """What the policy does to a root's subtree at `now` (None: nothing). Idleness is
+    counted in whole UTC days (the index holds the day of the last turn): a subtree is
+    archived once its newest turn's day is before the day `archive_after_days` ago, so
+    never early, at most a day late."""
     if root.pinned:
         return None
     days = policy.delete_after_days
@@ -80,7 +88,7 @@ def judge(policy: Policy, root: RootFacts, now: datetime) -> Kind | None:
         if root.archived_at <= now - timedelta(days=days):
             return "delete"
     days = policy.archive_after_days
-    if days is not None and root.active and root.last_active <= now - timedelta(days=days):
+    if days is not None and root.active and root.last_active < utc_day(now - timedelta(days=days)):
         return "archive"
     return None
 

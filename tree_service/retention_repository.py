@@ -1,7 +1,9 @@
 """SQL of retention (migration 0018): a space's policy, where its sweep stands, its roots' facts.
 
 A subtree is every session with its root_id, and each fact of it is one index
-probe (`sessions_root_activity`, `_archived`, `_pinned`): the newest activity,
+probe (`sessions_root_activity`, `_archived`, `_pinned`): the newest activity
+(the UTC day of the last turn, `last_active_day`, migration 0020: a day, so that
+a turn's update of its session changes no indexed column and stays HOT),
 whether a session is active, when the newest was archived, whether one is
 pinned. A batch of roots is one statement over the roots index; no statement
 walks a tree or reads a subtree whole, except the archive of a subtree, which
@@ -13,9 +15,11 @@ from __future__ import annotations
 
 import uuid
 from dataclasses import dataclass
-from datetime import datetime
+from datetime import date, datetime
 
 import asyncpg
+
+from tree_service.sql import WALK_PLANS
 
 GET_POLICY = """
 SELECT archive_after_days, delete_after_days FROM retention_policies WHERE space_id = $1
@@ -60,10 +64,10 @@ ORDER BY space_id
 ROOTS = """
 SELECT r.id, r.created_at, r.label,
        GREATEST(
-           (SELECT max(x.last_active_at) FROM sessions x
+           (SELECT max(x.last_active_day) FROM sessions x
             WHERE x.space_id = $1 AND x.root_id = r.id AND x.status = 'active'
               AND x.provisional_until IS NULL),
-           (SELECT max(x.last_active_at) FROM sessions x
+           (SELECT max(x.last_active_day) FROM sessions x
             WHERE x.space_id = $1 AND x.root_id = r.id AND x.status = 'archived'
               AND x.provisional_until IS NULL)) AS last_active,
        EXISTS (SELECT 1 FROM sessions x
@@ -137,7 +141,8 @@ class RootFacts:
     id: uuid.UUID
     created_at: datetime
     label: str
-    last_active: datetime
+    last_active: date
+    """The UTC day of the subtree's newest turn."""
     active: bool
     pinned: bool
     archived_at: datetime | None
@@ -199,7 +204,11 @@ class RetentionStatements:
         return [r["space_id"] for r in await self._con.fetch(POLICY_SPACES)]
 
     async def roots(self, space_id: uuid.UUID, after: Cursor | None, limit: int) -> list[RootFacts]:
-        """The next `limit` roots after `after`, each with its subtree's facts."""
+        """The next `limit` roots after `after`, each with its subtree's facts (in a
+        transaction: its plans are set to read by index, whatever the statistics say; an
+        EXISTS over a subtree that looks big is otherwise a scan of the table from its
+        start)."""
+        await self._con.execute(WALK_PLANS)
         rows = await self._con.fetch(
             ROOTS,
             space_id,

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from datetime import UTC, datetime, time
+
 from stello.common.v1 import common_pb2
 from stello.errors import Violations
 from stello.timestamps import set_timestamp
@@ -57,7 +59,9 @@ def action_to_proto(action: Action) -> common_pb2.RetentionAction:
         label=action.root.label,
         session_ids=[str(i) for i in action.session_ids],
     )
-    set_timestamp(message.last_active_at, action.root.last_active)
+    # The day of the newest turn, as its midnight UTC (the judgement's precision).
+    day = datetime.combine(action.root.last_active, time(), UTC)
+    set_timestamp(message.last_active_at, day)
     return message
 
 

@@ -140,7 +140,7 @@ SET LOCAL enable_mergejoin = off
 
 _SUMMARY = """
 SELECT s.id, s.parent_id, s.label, s.status, s.turn_count,
-       s.created_at, s.updated_at, s.last_active_at
+       s.created_at, s.updated_at, s.last_active_at, s.pinned
 FROM sessions s
 WHERE s.space_id = $1 AND s.provisional_until IS NULL
   AND ($2::text IS NULL OR s.status = $2)
@@ -165,7 +165,7 @@ LIMIT $3
 # limit. One range of the (space_id, id) primary key: only matching rows are read.
 RESOLVE_PREFIX = """
 SELECT s.id, s.parent_id, s.label, s.status, s.turn_count,
-       s.created_at, s.updated_at, s.last_active_at
+       s.created_at, s.updated_at, s.last_active_at, s.pinned
 FROM sessions s
 WHERE s.space_id = $1 AND s.id BETWEEN $2 AND $3 AND s.provisional_until IS NULL
 ORDER BY s.id

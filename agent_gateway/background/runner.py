@@ -21,6 +21,15 @@ this runner, which:
 - counts on the server's Prometheus registry, by kind: jobs queued and
   running (gauges), runs ended by outcome, model calls and tokens spent.
 
+Jobs left without a gateway are taken over with no new trigger: with
+``STELLO_GATEWAY_JOBS_KEY`` set, every ``STELLO_GATEWAY_JOB_TAKEOVER_INTERVAL_S``
+(and once at start) the runner lists them (storage's ListOrphanedJobs: a claim
+that expired because its gateway died, or a run STOPPED by a shutdown, in the
+spaces the key reaches) and submits each to itself, built by the factory its
+kind registered (`register`). The claim decides who runs it: of every gateway
+doing the same, one run gets each job (the others' are busy and skipped), and
+it continues from the job's saved progress.
+
 Failures are logged and counted, never swallowed. `submit` is fire and
 forget (the automatic consolidation, the fold, releases); `run` waits for the
 outcome (a manual Consolidate), and a caller that stops waiting does not stop
@@ -33,6 +42,7 @@ import asyncio
 import contextlib
 import logging
 import time
+import uuid
 from collections.abc import AsyncIterator, Callable, Hashable
 from dataclasses import dataclass, replace
 
@@ -53,6 +63,7 @@ from agent_gateway.background.jobs import (
 from agent_gateway.clients import Caller, StorageClient
 from stello.common.v1 import common_pb2
 from stello.errors import DeadlineExceeded, StelloError, Unavailable
+from stello.periodic import Periodic
 from stello.storage.v1 import storage_pb2
 
 log = logging.getLogger(__name__)
@@ -77,6 +88,12 @@ class RunnerLimits:
     """How long `stop` lets runs finish before cutting them."""
     call_timeout_s: float = 10.0
     """Bound of each claim, renewal and release call."""
+    takeover_key: str | None = None
+    """The key whose spaces' orphaned jobs this runner takes over (None: none)."""
+    takeover_interval_s: float = 30.0
+    """How often it looks for them (0: never)."""
+    takeover_batch: int = 100
+    """At most this many taken over per look."""
 
     @property
     def poll_s(self) -> float:
@@ -144,17 +161,51 @@ class BackgroundRunner:
         self._tasks: set[asyncio.Task[Outcome]] = set()
         self._keys: dict[Hashable, asyncio.Task[Outcome]] = {}
         self._stopping = False
+        self._factories: dict[common_pb2.JobKind, JobFactory] = {}
+        self._takeover: Takeover | None = None
+        if limits.takeover_key and limits.takeover_interval_s > 0:
+            self._takeover = Takeover(self, limits.takeover_interval_s)
         self.metrics = RunnerMetrics()
 
-    def submit(self, job: Job) -> asyncio.Task[Outcome] | None:
+    def register(self, kind: common_pb2.JobKind, factory: JobFactory) -> None:
+        """How to build a job of the stored `kind` that is taken over (automatic: it waits
+        for nobody)."""
+        self._factories[kind] = factory
+
+    async def take_over(self) -> int:
+        """Submit the jobs left without a gateway in the takeover key's spaces (those of
+        this process's own runs, and kinds with no factory, skipped); how many."""
+        key = self._limits.takeover_key
+        if not key or self._stopping:
+            return 0
+        caller = Caller(key, request_id="job-takeover").within(self._limits.call_timeout_s)
+        orphans = await self._storage.list_orphaned_jobs(caller, self._limits.takeover_batch)
+        submitted = 0
+        for orphan in orphans:
+            factory = self._factories.get(orphan.kind)
+            if factory is None:
+                continue
+            job = factory(Caller(key), uuid.UUID(orphan.space_id), uuid.UUID(orphan.session_id))
+            if self.submit(job, resumed=True) is not None:
+                submitted += 1
+                log.info(
+                    "taking over the %s job of session %s (its progress covers seq %d)",
+                    job.kind.name,
+                    job.session_id,
+                    orphan.job.covered_until_seq,
+                )
+        return submitted
+
+    def submit(self, job: Job, *, resumed: bool = False) -> asyncio.Task[Outcome] | None:
         """Run `job` in the background; None when the same job is already queued or running
-        here, or the runner is stopping."""
+        here, or the runner is stopping. `resumed`: a job taken over, which continues an
+        earlier run's work (it starts as one that waited for another run)."""
         if self._stopping:
             log.info("%s job of session %s not started: stopping", job.kind.name, job.session_id)
             return None
         if job.key in self._keys:
             return None
-        task = self._start(job)
+        task = self._start(job, waited=resumed)
         self._keys[job.key] = task
         task.add_done_callback(lambda _: self._keys.pop(job.key, None))
         return task
@@ -180,9 +231,9 @@ class BackgroundRunner:
                 ) from None
             raise
 
-    def _start(self, job: Job) -> asyncio.Task[Outcome]:
+    def _start(self, job: Job, *, waited: bool = False) -> asyncio.Task[Outcome]:
         self.metrics.queued.labels(job.kind.name).inc()
-        task = asyncio.create_task(self._execute(job), name=f"stello-{job.kind.name}-job")
+        task = asyncio.create_task(self._execute(job, waited), name=f"stello-{job.kind.name}-job")
         self._tasks.add(task)
         task.add_done_callback(self._ended)
         return task
@@ -192,9 +243,9 @@ class BackgroundRunner:
         if not task.cancelled():
             task.exception()  # retrieved: logged by `_execute` already
 
-    async def _execute(self, job: Job) -> Outcome:
+    async def _execute(self, job: Job, waited: bool) -> Outcome:
         name = job.kind.name
-        queued, waited = True, False
+        queued = True
         try:
             if job.kind.stored is None:
                 self._dequeued(name)
@@ -368,11 +419,15 @@ class BackgroundRunner:
         if registry is not None and not self._registered:
             self.metrics.register(registry)
             self._registered = True
+        if self._takeover is not None:
+            self._takeover.start()
 
     async def stop(self) -> None:
         """Take no new job; let runs finish for a moment, then cut them (their claims are
         given back with status STOPPED, their progress kept)."""
         self._stopping = True
+        if self._takeover is not None:
+            await self._takeover.stop()
         if not self._tasks:
             return
         _, late = await asyncio.wait(list(self._tasks), timeout=self._limits.stop_grace_s)
@@ -384,3 +439,23 @@ class BackgroundRunner:
 def _background(caller: Caller) -> Caller:
     """The caller without their deadline: the work outlives the call that started it."""
     return replace(caller, deadline=None)
+
+
+JobFactory = Callable[[Caller, uuid.UUID, uuid.UUID], Job]
+"""Builds a job taken over: (the takeover key's caller, space, session) -> the job."""
+
+
+class Takeover(Periodic):
+    """The runner's periodic look for jobs left without a gateway (at start, then every
+    interval)."""
+
+    task_name = "stello-job-takeover"
+    what = "background job takeover"
+
+    def __init__(self, runner: BackgroundRunner, interval_s: float) -> None:
+        super().__init__(interval_s)
+        self._runner = runner
+
+    async def run_once(self) -> int:
+        """One look; how many jobs were taken over."""
+        return await self._runner.take_over()

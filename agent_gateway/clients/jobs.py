@@ -7,7 +7,7 @@ runner is their only user.
 from __future__ import annotations
 
 from typing import Any
-from uuid import UUID
+from uuid import UUID, uuid4
 
 from agent_gateway.clients.rpc import Caller, ServiceClient
 from stello.common.v1 import common_pb2
@@ -27,20 +27,32 @@ class JobCalls(ServiceClient):
         kind: common_pb2.JobKind,
         ttl_s: int,
     ) -> storage_pb2.ClaimJobResponse:
-        """Claim the session's job of `kind` unless another run holds it (not retried: a
-        retry after a lost reply would find its own claim held)."""
+        """Claim the session's job of `kind` unless another run holds it. The claim's token
+        is made here and sent, so the call is idempotent: a retry after a lost reply is
+        granted the claim its first attempt took (retried on UNAVAILABLE)."""
         request = storage_pb2.ClaimJobRequest(
-            space_id=str(space_id), session_id=str(session_id), kind=kind, ttl_s=ttl_s
+            space_id=str(space_id),
+            session_id=str(session_id),
+            kind=kind,
+            ttl_s=ttl_s,
+            token=str(uuid4()),
         )
         reply: storage_pb2.ClaimJobResponse = await self._call(
-            "ClaimJob",
-            self._stub.ClaimJob,
-            request,
-            storage_pb2.ClaimJobResponse,
-            caller,
-            retry=False,
+            "ClaimJob", self._stub.ClaimJob, request, storage_pb2.ClaimJobResponse, caller
         )
         return reply
+
+    async def list_orphaned_jobs(self, caller: Caller, limit: int) -> list[storage_pb2.OrphanedJob]:
+        """The background jobs left without a gateway that `caller`'s key reaches."""
+        request = storage_pb2.ListOrphanedJobsRequest(limit=limit)
+        reply: storage_pb2.ListOrphanedJobsResponse = await self._call(
+            "ListOrphanedJobs",
+            self._stub.ListOrphanedJobs,
+            request,
+            storage_pb2.ListOrphanedJobsResponse,
+            caller,
+        )
+        return list(reply.jobs)
 
     async def renew_job(
         self,

@@ -12,7 +12,9 @@ Every call:
 - is retried on UNAVAILABLE a bounded number of times with jittered exponential
   backoff, never past the deadline (mutating calls are safe to retry: they carry
   a request_id or are idempotent by nature; DeleteSubtree is not retried;
-  BeginTurn is, and a retry after a lost reply meets the first lease:
+  ClaimJob is, with the token the client chose: a retry after a lost reply is
+  granted the claim its first attempt took; BeginTurn is, and a retry after a
+  lost reply meets the first lease:
   TURN_IN_PROGRESS until its TTL ends, as the turn would be refused anyway; a
   turn's commit is, and its lease precondition keeps the retry from writing
   twice);

@@ -120,6 +120,7 @@ def summary_of(meta: common_pb2.SessionMeta, parent_id: str | None) -> common_pb
         created_at=meta.created_at,
         updated_at=meta.updated_at,
         last_active_at=meta.last_active_at,
+        pinned=meta.pinned,
     )
     if parent_id:
         summary.parent_id = parent_id

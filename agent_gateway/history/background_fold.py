@@ -82,6 +82,12 @@ class BackgroundFolds:
         self._prompts = prompts
         self._runner = runner
         self.kind = JobKind("fold", common_pb2.JOB_KIND_FOLD, max_calls)
+        runner.register(
+            common_pb2.JOB_KIND_FOLD,
+            lambda caller, space_id, session_id: FoldJob(
+                self, self.kind, space_id, session_id, caller
+            ),
+        )
 
     def schedule(self, caller: Caller, space_id: uuid.UUID, session_id: uuid.UUID) -> None:
         """Submit a fold of the session's lossy summary (skipped while one runs); not bound

@@ -141,6 +141,12 @@ class Consolidator:
         self._registry = registry
         self._registered = False
         self.kind = JobKind("consolidate", common_pb2.JOB_KIND_CONSOLIDATE, max_calls)
+        runner.register(
+            common_pb2.JOB_KIND_CONSOLIDATE,
+            lambda caller, space_id, session_id: self.job(
+                caller, space_id, session_id, manual=False
+            ),
+        )
         self.outcomes = Counter(
             "stello_gateway_auto_consolidations",
             "Automatic consolidations after committed turns, by outcome.",

@@ -94,6 +94,7 @@ class SessionService:
                 label=session.label,
                 status=session.status,
                 turn_count=session.turn_count,
+                pinned=session.pinned,
             )
             if session.HasField("parent_id"):
                 digest.parent_id = session.parent_id

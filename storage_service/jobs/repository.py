@@ -58,6 +58,15 @@ WHERE space_id = $1 AND session_id = $2 AND kind = $3
 RETURNING {_ROW}
 """
 
+# A retried claim: the live claim its token ($4) holds, extended ($5: expiry,
+# $6: now), the run unchanged.
+REGRANT_JOB = f"""
+UPDATE background_jobs
+SET expires_at = $5, updated_at = $6
+WHERE space_id = $1 AND session_id = $2 AND kind = $3 AND token = $4
+RETURNING {_ROW}
+"""
+
 # Extends the claim while `token` still holds it, expired or not; a session being
 # erased (DeleteSubtree hid it) is absent, and its claim is left as it was.
 RENEW_JOB = """
@@ -113,6 +122,24 @@ LEFT JOIN LATERAL (
 WHERE s.space_id = $1 AND s.id = $2 AND s.provisional_until IS NULL
 """
 
+# Jobs left without a gateway (ListOrphanedJobs): an expired claim, or a run
+# stopped on shutdown, of a visible session. One space ($1) ...
+_ORPHANED = """
+SELECT j.space_id, j.session_id, {columns}
+FROM background_jobs j
+WHERE {space}j.status IN ('running', 'stopped')
+  AND (j.expires_at IS NULL OR j.expires_at <= now())
+  AND EXISTS (SELECT 1 FROM sessions s
+              WHERE s.space_id = j.space_id AND s.id = j.session_id
+                AND s.provisional_until IS NULL)
+ORDER BY j.expires_at NULLS FIRST
+LIMIT {limit}
+"""
+ORPHANED_IN_SPACE = _ORPHANED.format(columns=_COLUMNS, space="j.space_id = $1 AND ", limit="$2")
+# ... or every space (an admin key): a maintenance read across spaces on the
+# index `background_jobs_orphaned` (docs/scaling.md "Maintenance paths").
+ORPHANED_EVERYWHERE = _ORPHANED.format(columns=_COLUMNS, space="", limit="$1")
+
 JOBS_OF = f"""
 SELECT {_COLUMNS}
 FROM background_jobs
@@ -146,6 +173,15 @@ class JobState:
     updated_at: datetime
     claimed: bool
     """Whether a claim is live now."""
+
+
+@dataclass(frozen=True, slots=True)
+class OrphanedJob:
+    """A job left without a gateway, and where it stands."""
+
+    space_id: uuid.UUID
+    session_id: uuid.UUID
+    job: JobState
 
 
 @dataclass(frozen=True, slots=True)
@@ -207,9 +243,11 @@ class JobRepository:
         kind: JobKindName,
         ttl_s: int,
         now: datetime,
+        token: uuid.UUID | None = None,
     ) -> JobClaim:
-        """Take the job's claim unless one is live at `now` (in the caller's transaction)."""
-        token = uuid.uuid4()
+        """Take the job's claim unless one is live at `now` (in the caller's transaction);
+        with `token` (the caller's), a live claim it already holds is granted again."""
+        token = token or uuid.uuid4()
         args = (space_id, session_id, kind)
         expires_at = now + timedelta(seconds=ttl_s)
         while True:
@@ -218,8 +256,11 @@ class JobRepository:
                 row = await self._con.fetchrow(INSERT_JOB, *args, token, expires_at, now)
                 if row is None:
                     continue  # a concurrent first claim won: read its row
-            elif _live(row, now):
+            elif _live(row, now) and row["token"] != token:
                 return JobClaim(False, _state(row, claimed=True))
+            elif _live(row, now):
+                row = await self._con.fetchrow(REGRANT_JOB, *args, token, expires_at, now)
+                assert row is not None  # the row is locked
             else:
                 row = await self._con.fetchrow(GRANT_JOB, *args, token, expires_at, now)
                 assert row is not None  # the row is locked
@@ -261,6 +302,14 @@ class JobRepository:
             update.status,
         )
         return bool(updated)
+
+    async def orphaned(self, space_id: uuid.UUID | None, limit: int) -> list[OrphanedJob]:
+        """Jobs left without a gateway in the space (None: in every space)."""
+        if space_id is None:
+            rows = await self._con.fetch(ORPHANED_EVERYWHERE, limit)
+        else:
+            rows = await self._con.fetch(ORPHANED_IN_SPACE, space_id, limit)
+        return [OrphanedJob(row["space_id"], row["session_id"], _state(row)) for row in rows]
 
     async def of_session(self, space_id: uuid.UUID, session_id: uuid.UUID) -> list[JobState]:
         """The session's jobs, by kind."""

@@ -11,7 +11,7 @@ from __future__ import annotations
 import uuid
 from datetime import datetime
 
-from storage_service.jobs.repository import JobClaim, claim_token
+from storage_service.jobs.repository import JobClaim, OrphanedJob, claim_token
 from storage_service.models import JobKindName, session_not_found
 from storage_service.unit import Database, UnitOfWork
 
@@ -23,9 +23,15 @@ class JobService:
         self._db = db
 
     async def claim(
-        self, space_id: uuid.UUID, session_id: uuid.UUID, kind: JobKindName, ttl_s: int
+        self,
+        space_id: uuid.UUID,
+        session_id: uuid.UUID,
+        kind: JobKindName,
+        ttl_s: int,
+        token: uuid.UUID | None = None,
     ) -> JobClaim:
-        """Take the job's claim for `ttl_s` seconds unless a live one exists.
+        """Take the job's claim for `ttl_s` seconds unless a live one exists (one `token`,
+        the caller's, already holds: a retry, granted again).
 
         Raises:
             NotFound: the session is not visible in the space.
@@ -35,9 +41,13 @@ class JobService:
             found = await uow.jobs.visible(space_id, session_id)
             if found is None or not found[0]:
                 raise session_not_found(session_id)
-            return await uow.jobs.claim(space_id, session_id, kind, ttl_s, found[1])
+            return await uow.jobs.claim(space_id, session_id, kind, ttl_s, found[1], token)
 
         return await self._db.transaction(work)
+
+    async def orphaned(self, space_id: uuid.UUID | None, limit: int) -> list[OrphanedJob]:
+        """Jobs left without a gateway: in the space, or (None) in every space."""
+        return await self._db.statement(lambda uow: uow.jobs.orphaned(space_id, limit))
 
     async def renew(
         self,

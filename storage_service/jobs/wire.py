@@ -13,7 +13,7 @@ from stello.errors import Violations
 from stello.storage.v1 import storage_pb2
 from stello.timestamps import timestamp
 from stello.validation import parse_uuid
-from storage_service.jobs.repository import Coverage, JobState
+from storage_service.jobs.repository import Coverage, JobState, OrphanedJob
 from storage_service.models import JobKindName, JobStatusName
 from storage_service.transact.operations import JobCheck, MemoryVersionCheck, UpdateJobOp
 
@@ -21,6 +21,9 @@ KINDS: dict[common_pb2.JobKind, JobKindName] = {
     common_pb2.JOB_KIND_CONSOLIDATE: "consolidate",
     common_pb2.JOB_KIND_FOLD: "fold",
 }
+MAX_ORPHANS = 1000
+DEFAULT_ORPHANS = 100
+
 STATUSES: dict[common_pb2.JobStatus, JobStatusName] = {
     common_pb2.JOB_STATUS_RUNNING: "running",
     common_pb2.JOB_STATUS_DONE: "done",
@@ -116,4 +119,21 @@ def progress_to_proto(coverage: Coverage, jobs: list[JobState]) -> common_pb2.Hi
         memory_covered_until_seq=coverage.memory_seq,
         memory_version=coverage.memory_version,
         jobs=[job_to_proto(job) for job in jobs],
+    )
+
+
+def orphans_limit(value: int, v: Violations) -> int:
+    """ListOrphanedJobs' limit: 0..MAX_ORPHANS, 0 = DEFAULT_ORPHANS."""
+    if not 0 <= value <= MAX_ORPHANS:
+        v.add("limit", f"must be between 0 and {MAX_ORPHANS}, got {value}")
+    return value or DEFAULT_ORPHANS
+
+
+def orphan_to_proto(orphan: OrphanedJob) -> storage_pb2.OrphanedJob:
+    """The wire form of a job left without a gateway."""
+    return storage_pb2.OrphanedJob(
+        space_id=str(orphan.space_id),
+        session_id=str(orphan.session_id),
+        kind=KIND_VALUES[orphan.job.kind],
+        job=job_to_proto(orphan.job),
     )

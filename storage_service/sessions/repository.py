@@ -24,7 +24,7 @@ from stello.events import Event, EventKind, Outbox
 from storage_service.models import MetaUpdate, SessionMeta, Status
 
 GET_SESSION = """
-SELECT id, label, status, turn_count, created_at, updated_at, last_active_at
+SELECT id, label, status, turn_count, created_at, updated_at, last_active_at, pinned
 FROM sessions
 WHERE space_id = $1 AND id = $2 AND provisional_until IS NULL
 """
@@ -35,11 +35,11 @@ SET label = $3, status = $4, updated_at = now(),
     archived_at = CASE WHEN $4 <> 'archived' THEN NULL
                        WHEN status = 'archived' THEN archived_at ELSE $5::timestamptz END
 WHERE space_id = $1 AND id = $2 AND provisional_until IS DISTINCT FROM 'infinity'
-RETURNING id, label, status, turn_count, created_at, updated_at, last_active_at
+RETURNING id, label, status, turn_count, created_at, updated_at, last_active_at, pinned
 """
 
 LIST_SESSIONS = """
-SELECT id, label, status, turn_count, created_at, updated_at, last_active_at
+SELECT id, label, status, turn_count, created_at, updated_at, last_active_at, pinned
 FROM sessions
 WHERE space_id = $1
   AND provisional_until IS NULL
@@ -84,6 +84,7 @@ def meta_of(row: asyncpg.Record) -> SessionMeta:
         created_at=row["created_at"],
         updated_at=row["updated_at"],
         last_active_at=row["last_active_at"],
+        pinned=row["pinned"],
     )
 
 

@@ -61,6 +61,7 @@ LEFT JOIN LATERAL (
 # BATCH_GET_SLOTS), in one statement (a joined view reads storage once).
 GET_SESSION_WITH_SLOTS = """
 SELECT s.id, s.label, s.status, s.turn_count, s.created_at, s.updated_at, s.last_active_at,
+       s.pinned,
        CASE WHEN $3 THEN sl.system_prompt END AS system_prompt,
        CASE WHEN $4 THEN sl.memory END AS memory,
        CASE WHEN $5 THEN sl.insight END AS insight

@@ -29,6 +29,7 @@ from storage_service.sessions.repository import meta_of, session_event
 # lock (DESIGN §4.7).
 LOCK_TURN = """
 SELECT s.id, s.label, s.status, s.turn_count, s.created_at, s.updated_at, s.last_active_at,
+       s.pinned,
        s.last_seq, s.token_total, s.provisional_until IS NULL AS visible,
        sl.system_prompt, sl.insight, c.summary, c.covered_until_seq, c.lossy,
        cf.config -> 'skills' AS skills, s.turn_token,
@@ -132,7 +133,7 @@ BUMP_TURN = """
 UPDATE sessions
 SET turn_count = turn_count + CASE WHEN $3 THEN 0 ELSE $4 END, last_active_at = now()
 WHERE space_id = $1 AND id = $2 AND provisional_until IS DISTINCT FROM 'infinity'
-RETURNING id, label, status, turn_count, created_at, updated_at, last_active_at
+RETURNING id, label, status, turn_count, created_at, updated_at, last_active_at, pinned
 """
 
 

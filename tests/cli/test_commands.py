@@ -234,6 +234,9 @@ class TestSessionCommands:
         assert await ok(env, "retention", "apply", "--dry-run") == "would change 0 subtrees\n"
         root = (await ok(env, "root", "-q")).strip()
         assert await ok(env, "retention", "pin", root[:8]) == "pinned\n"
+        assert ", pinned" in (await ok(env, "show", root[:8])).splitlines()[1]
+        assert (await as_json(env, "show", root[:8]))["pinned"] is True
+        assert (await ok(env, "digests")).splitlines()[0].endswith("  pinned")
         assert await ok(env, "retention", "pin", root[:8], "--off") == "unpinned\n"
         refused = await failed(env, "retention", "set", code=2)
         assert "--archive-after" in refused

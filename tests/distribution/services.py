@@ -58,6 +58,7 @@ class Services:
     storage: Any
     tree: Any
     admin_tree: Any
+    admin_storage: Any
     sweeper: Sweeper
     keys: KeyStore
     stub: Callable[[str, str, Any], Any]
@@ -113,6 +114,7 @@ async def recorded_services(dsn: str) -> AsyncIterator[Services]:
                 storage=stub("storage", space.secret, storage_pb2_grpc.SessionStorageStub),
                 tree=stub("tree", space.secret, tree_pb2_grpc.SessionTreeStub),
                 admin_tree=stub("tree", admin.secret, tree_pb2_grpc.SessionTreeStub),
+                admin_storage=stub("storage", admin.secret, storage_pb2_grpc.SessionStorageStub),
                 sweeper=create_sweeper(pool, tree_config),
                 keys=keys,
                 stub=stub,
@@ -438,6 +440,11 @@ async def _drive_jobs(s: Services, session: str) -> None:
     kind = common_pb2.JOB_KIND_CONSOLIDATE
     claim = await s.storage.ClaimJob(storage_pb2.ClaimJobRequest(**req, kind=kind, ttl_s=30))
     await s.storage.ClaimJob(storage_pb2.ClaimJobRequest(**req, kind=kind, ttl_s=30))
+    await s.storage.ClaimJob(  # a retry of the same claim
+        storage_pb2.ClaimJobRequest(**req, kind=kind, ttl_s=30, token=claim.token)
+    )
+    await s.storage.ListOrphanedJobs(storage_pb2.ListOrphanedJobsRequest())
+    await s.admin_storage.ListOrphanedJobs(storage_pb2.ListOrphanedJobsRequest(limit=10))
     await s.storage.RenewJob(
         storage_pb2.RenewJobRequest(**req, kind=kind, token=claim.token, ttl_s=30)
     )

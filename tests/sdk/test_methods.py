@@ -94,6 +94,8 @@ class TestRetention:
         assert policy.archive_after_days == 30
         assert (await client.get_retention()) == policy
         assert await client.pin_session(root.id)
+        assert (await client.get_session(root.id)).pinned
+        assert [d.pinned async for d in client.digests()] == [True]
         dry = await client.apply_retention(dry_run=True)
         assert list(dry.actions) == [] and dry.done
         assert (await client.apply_retention()).done

@@ -176,3 +176,24 @@ class RowInserts:
             "SELECT n_tup_ins FROM pg_stat_user_tables WHERE relname = $1", self._table
         )
         return int(found or 0)
+
+
+class RowUpdates:
+    """Rows updated in one table by every other connection (as `RowReads` counts), and how
+    many of those were HOT (no index entry written: no indexed column changed, and the new
+    version fitted the page)."""
+
+    def __init__(self, con: asyncpg.Connection, table: str) -> None:
+        self._con = con
+        self._table = table
+
+    async def count(self) -> tuple[int, int]:
+        """(`n_tup_upd`, `n_tup_hot_upd`) of the table so far."""
+        await _refuse_citus(self._con)
+        await end_other_backends(self._con)
+        row = await self._con.fetchrow(
+            "SELECT n_tup_upd, n_tup_hot_upd FROM pg_stat_user_tables WHERE relname = $1",
+            self._table,
+        )
+        assert row is not None
+        return int(row["n_tup_upd"]), int(row["n_tup_hot_upd"])

@@ -17,10 +17,12 @@ import asyncpg
 import grpc
 import pytest
 
+from stello.auth import KeyStore
 from stello.common.v1 import common_pb2
 from stello.errors import error_info_reason, field_violations
 from stello.tree.v1 import tree_pb2
-from tests.support.fixtures import RunningServer, ServerStarter, TestSpace
+from tests.support.fixtures import RunningServer, ServerStarter, TestSpace, new_space
+from tests.support.history import RowReads, seed_history
 from tests.support.rows import space_rows
 from tests.tree.conftest import TreeClient, erased, open_tree
 from tree_service.app import create_app, create_retention
@@ -168,6 +170,43 @@ class TestDelete:
         events = [(r["kind"], str(r["session_id"])) for r in await pool.fetch(EVENTS, space.id)]
         assert ("subtree_deleted", old[0]) in events
 
+    async def test_a_deleted_subtree_leaves_no_row(
+        self, tree: TreeClient, pool: asyncpg.Pool, space: TestSpace
+    ) -> None:
+        """A subtree retention deletes leaves nothing of it in any table of the space (its
+        records, slots and background jobs included) once erased; only events name its
+        ids, and a subtree kept is whole."""
+        old, kept = await family(tree), await family(tree)
+        for session in (*old, *kept):
+            async with pool.acquire() as con:
+                await seed_history(con, space.id, uuid.UUID(session), 3)
+            await pool.execute(
+                "INSERT INTO session_slots (space_id, session_id, memory) VALUES ($1, $2, 'm')",
+                space.id,
+                uuid.UUID(session),
+            )
+            await pool.execute(
+                "INSERT INTO background_jobs (space_id, session_id, kind, status)"
+                " VALUES ($1, $2, 'fold', 'done')",
+                space.id,
+                uuid.UUID(session),
+            )
+        await idle(pool, space, 400, *old)
+        await put_policy(tree, archive_after_days=30, delete_after_days=90)
+        await apply(tree)
+        await archived_ago(pool, space, 100, *old)
+        assert kinds(await apply(tree)) == [(old[0], DELETE)]
+        await erased(pool)
+        rows = await space_rows(pool, space.id)
+        left = {
+            table: [row for row in found if any(i in row for i in old)]
+            for table, found in rows.items()
+            if table != "space_events"
+        }
+        assert {table: found for table, found in left.items() if found} == {}
+        assert sum(any(i in row for i in kept) for row in rows["records"]) == 9
+        assert sum(any(i in row for i in kept) for row in rows["session_slots"]) == 3
+
     async def test_an_active_child_keeps_an_archived_root(
         self, tree: TreeClient, pool: asyncpg.Pool, space: TestSpace
     ) -> None:
@@ -227,6 +266,66 @@ class TestSweep:
         with pytest.raises(grpc.aio.AioRpcError) as bad:
             await put_policy(tree, archive_after_days=0)
         assert [v.field for v in field_violations(bad.value)] == ["policy.archive_after_days"]
+
+
+# A root's subtree of $3 children, each active now (a seeded fixture, not RPCs).
+SUBTREE = """
+INSERT INTO sessions (space_id, id, parent_id, root_id, depth, sibling_index, label)
+SELECT $1, gen_random_uuid(), $2, $2, 1, i, 'kid' FROM generate_series(1, $3) i
+"""
+
+
+async def judged_reads(
+    tree: TreeClient, pool: asyncpg.Pool, database_url: str, children: int
+) -> int:
+    """Tuples of `sessions` read by a dry run judging one root with `children` children."""
+    root = (await tree.create(label="root")).id
+    await pool.execute(SUBTREE, tree.space.id, uuid.UUID(root), children)
+    await pool.execute("ANALYZE sessions")
+    await put_policy(tree, archive_after_days=30, delete_after_days=90)
+    counter = await asyncpg.connect(database_url)
+    try:
+        reads = RowReads(counter, "sessions")
+        before = await reads.count()
+        reply = await apply(tree, dry_run=True)
+        read = await reads.count() - before
+    finally:
+        await counter.close()
+    assert list(reply.actions) == [] and reply.done
+    return read
+
+
+class TestIndexServed:
+    @pytest.mark.plain_postgres(
+        "counts tuples in pg_stat_user_tables, which a Citus coordinator does not keep"
+    )
+    async def test_judging_a_subtree_reads_the_same_whatever_its_size(
+        self,
+        tree: TreeClient,
+        other_tree: TreeClient,
+        pool: asyncpg.Pool,
+        direct_database_url: str,
+        keys: KeyStore,
+    ) -> None:
+        """Judging a root whose subtree holds 20,000 sessions reads about as many tuples of
+        `sessions` as judging one with 2: each fact of a subtree is an index probe
+        (sessions_root_activity, _archived, _pinned), never a walk of it, nor a scan of
+        the table (5,000 sessions of a third space lie before theirs: on main the planner
+        checked a big subtree's activity with a scan from the table's start, and a small
+        space's facts with scans of the whole table)."""
+        filler = await new_space(keys)
+        root = uuid.uuid4()
+        await pool.execute(
+            "INSERT INTO sessions (space_id, id, root_id, sibling_index, label)"
+            " VALUES ($1, $2, $2, 0, 'filler')",
+            filler.id,
+            root,
+        )
+        await pool.execute(SUBTREE, filler.id, root, 5_000)
+        small = await judged_reads(other_tree, pool, direct_database_url, 2)
+        big = await judged_reads(tree, pool, direct_database_url, 20_000)
+        assert big <= small + 10, f"{big} tuples for 20,000 sessions, {small} for 2"
+        assert small <= 30, small
 
 
 @pytest.fixture(name="batched")

@@ -58,7 +58,7 @@ class ToolResult(_message.Message):
     def __init__(self, tool_call_id: _Optional[str] = ..., content: _Optional[str] = ..., is_error: _Optional[bool] = ...) -> None: ...
 
 class SessionView(_message.Message):
-    __slots__ = ("node", "turn_count", "created_at", "updated_at", "last_active_at", "config", "system_prompt", "memory", "insight", "progress")
+    __slots__ = ("node", "turn_count", "created_at", "updated_at", "last_active_at", "config", "system_prompt", "memory", "insight", "progress", "pinned")
     NODE_FIELD_NUMBER: _ClassVar[int]
     TURN_COUNT_FIELD_NUMBER: _ClassVar[int]
     CREATED_AT_FIELD_NUMBER: _ClassVar[int]
@@ -69,6 +69,7 @@ class SessionView(_message.Message):
     MEMORY_FIELD_NUMBER: _ClassVar[int]
     INSIGHT_FIELD_NUMBER: _ClassVar[int]
     PROGRESS_FIELD_NUMBER: _ClassVar[int]
+    PINNED_FIELD_NUMBER: _ClassVar[int]
     node: _common_pb2.TopologyNode
     turn_count: int
     created_at: _timestamp_pb2.Timestamp
@@ -79,7 +80,8 @@ class SessionView(_message.Message):
     memory: str
     insight: str
     progress: _common_pb2.HistoryProgress
-    def __init__(self, node: _Optional[_Union[_common_pb2.TopologyNode, _Mapping]] = ..., turn_count: _Optional[int] = ..., created_at: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., updated_at: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., last_active_at: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., config: _Optional[_Union[_common_pb2.SessionConfig, _Mapping]] = ..., system_prompt: _Optional[str] = ..., memory: _Optional[str] = ..., insight: _Optional[str] = ..., progress: _Optional[_Union[_common_pb2.HistoryProgress, _Mapping]] = ...) -> None: ...
+    pinned: bool
+    def __init__(self, node: _Optional[_Union[_common_pb2.TopologyNode, _Mapping]] = ..., turn_count: _Optional[int] = ..., created_at: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., updated_at: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., last_active_at: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., config: _Optional[_Union[_common_pb2.SessionConfig, _Mapping]] = ..., system_prompt: _Optional[str] = ..., memory: _Optional[str] = ..., insight: _Optional[str] = ..., progress: _Optional[_Union[_common_pb2.HistoryProgress, _Mapping]] = ..., pinned: _Optional[bool] = ...) -> None: ...
 
 class ProfileInfo(_message.Message):
     __slots__ = ("name", "system_prompt", "system_prompt_mode", "context", "prompt", "skills", "variables", "compressor_prompt", "consolidator_prompt")

@@ -123,7 +123,7 @@ JOB_STATUS_STOPPED: JobStatus
 JOB_STATUS_FAILED: JobStatus
 
 class SessionMeta(_message.Message):
-    __slots__ = ("id", "label", "status", "turn_count", "created_at", "updated_at", "last_active_at")
+    __slots__ = ("id", "label", "status", "turn_count", "created_at", "updated_at", "last_active_at", "pinned")
     ID_FIELD_NUMBER: _ClassVar[int]
     LABEL_FIELD_NUMBER: _ClassVar[int]
     STATUS_FIELD_NUMBER: _ClassVar[int]
@@ -131,6 +131,7 @@ class SessionMeta(_message.Message):
     CREATED_AT_FIELD_NUMBER: _ClassVar[int]
     UPDATED_AT_FIELD_NUMBER: _ClassVar[int]
     LAST_ACTIVE_AT_FIELD_NUMBER: _ClassVar[int]
+    PINNED_FIELD_NUMBER: _ClassVar[int]
     id: str
     label: str
     status: SessionStatus
@@ -138,7 +139,8 @@ class SessionMeta(_message.Message):
     created_at: _timestamp_pb2.Timestamp
     updated_at: _timestamp_pb2.Timestamp
     last_active_at: _timestamp_pb2.Timestamp
-    def __init__(self, id: _Optional[str] = ..., label: _Optional[str] = ..., status: _Optional[_Union[SessionStatus, str]] = ..., turn_count: _Optional[int] = ..., created_at: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., updated_at: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., last_active_at: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ...) -> None: ...
+    pinned: bool
+    def __init__(self, id: _Optional[str] = ..., label: _Optional[str] = ..., status: _Optional[_Union[SessionStatus, str]] = ..., turn_count: _Optional[int] = ..., created_at: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., updated_at: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., last_active_at: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., pinned: _Optional[bool] = ...) -> None: ...
 
 class TopologyNode(_message.Message):
     __slots__ = ("id", "parent_id", "children", "refs", "depth", "index", "label", "source_session_id", "status")
@@ -183,7 +185,7 @@ class TreeNode(_message.Message):
     def __init__(self, id: _Optional[str] = ..., parent_id: _Optional[str] = ..., depth: _Optional[int] = ..., index: _Optional[int] = ..., label: _Optional[str] = ..., status: _Optional[_Union[SessionStatus, str]] = ..., turn_count: _Optional[int] = ..., source_session_id: _Optional[str] = ...) -> None: ...
 
 class SessionSummary(_message.Message):
-    __slots__ = ("id", "parent_id", "label", "status", "turn_count", "created_at", "updated_at", "last_active_at")
+    __slots__ = ("id", "parent_id", "label", "status", "turn_count", "created_at", "updated_at", "last_active_at", "pinned")
     ID_FIELD_NUMBER: _ClassVar[int]
     PARENT_ID_FIELD_NUMBER: _ClassVar[int]
     LABEL_FIELD_NUMBER: _ClassVar[int]
@@ -192,6 +194,7 @@ class SessionSummary(_message.Message):
     CREATED_AT_FIELD_NUMBER: _ClassVar[int]
     UPDATED_AT_FIELD_NUMBER: _ClassVar[int]
     LAST_ACTIVE_AT_FIELD_NUMBER: _ClassVar[int]
+    PINNED_FIELD_NUMBER: _ClassVar[int]
     id: str
     parent_id: str
     label: str
@@ -200,7 +203,8 @@ class SessionSummary(_message.Message):
     created_at: _timestamp_pb2.Timestamp
     updated_at: _timestamp_pb2.Timestamp
     last_active_at: _timestamp_pb2.Timestamp
-    def __init__(self, id: _Optional[str] = ..., parent_id: _Optional[str] = ..., label: _Optional[str] = ..., status: _Optional[_Union[SessionStatus, str]] = ..., turn_count: _Optional[int] = ..., created_at: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., updated_at: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., last_active_at: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ...) -> None: ...
+    pinned: bool
+    def __init__(self, id: _Optional[str] = ..., parent_id: _Optional[str] = ..., label: _Optional[str] = ..., status: _Optional[_Union[SessionStatus, str]] = ..., turn_count: _Optional[int] = ..., created_at: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., updated_at: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., last_active_at: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., pinned: _Optional[bool] = ...) -> None: ...
 
 class ToolCall(_message.Message):
     __slots__ = ("id", "name", "arguments_json")
@@ -261,7 +265,7 @@ class ToolDefinition(_message.Message):
     def __init__(self, name: _Optional[str] = ..., description: _Optional[str] = ..., parameters: _Optional[_Union[_struct_pb2.Struct, _Mapping]] = ...) -> None: ...
 
 class SessionDigest(_message.Message):
-    __slots__ = ("id", "parent_id", "label", "status", "turn_count", "memory", "insight")
+    __slots__ = ("id", "parent_id", "label", "status", "turn_count", "memory", "insight", "pinned")
     ID_FIELD_NUMBER: _ClassVar[int]
     PARENT_ID_FIELD_NUMBER: _ClassVar[int]
     LABEL_FIELD_NUMBER: _ClassVar[int]
@@ -269,6 +273,7 @@ class SessionDigest(_message.Message):
     TURN_COUNT_FIELD_NUMBER: _ClassVar[int]
     MEMORY_FIELD_NUMBER: _ClassVar[int]
     INSIGHT_FIELD_NUMBER: _ClassVar[int]
+    PINNED_FIELD_NUMBER: _ClassVar[int]
     id: str
     parent_id: str
     label: str
@@ -276,7 +281,8 @@ class SessionDigest(_message.Message):
     turn_count: int
     memory: str
     insight: str
-    def __init__(self, id: _Optional[str] = ..., parent_id: _Optional[str] = ..., label: _Optional[str] = ..., status: _Optional[_Union[SessionStatus, str]] = ..., turn_count: _Optional[int] = ..., memory: _Optional[str] = ..., insight: _Optional[str] = ...) -> None: ...
+    pinned: bool
+    def __init__(self, id: _Optional[str] = ..., parent_id: _Optional[str] = ..., label: _Optional[str] = ..., status: _Optional[_Union[SessionStatus, str]] = ..., turn_count: _Optional[int] = ..., memory: _Optional[str] = ..., insight: _Optional[str] = ..., pinned: _Optional[bool] = ...) -> None: ...
 
 class SpaceEvent(_message.Message):
     __slots__ = ("cursor", "kind", "session_id", "other_session_id", "first_seq", "last_seq", "session_ids", "committed_at", "slug", "entry_id")

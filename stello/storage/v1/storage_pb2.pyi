@@ -381,16 +381,18 @@ class CompressionCache(_message.Message):
     def __init__(self, summary: _Optional[str] = ..., covered_until_seq: _Optional[int] = ..., lossy: _Optional[bool] = ...) -> None: ...
 
 class ClaimJobRequest(_message.Message):
-    __slots__ = ("space_id", "session_id", "kind", "ttl_s")
+    __slots__ = ("space_id", "session_id", "kind", "ttl_s", "token")
     SPACE_ID_FIELD_NUMBER: _ClassVar[int]
     SESSION_ID_FIELD_NUMBER: _ClassVar[int]
     KIND_FIELD_NUMBER: _ClassVar[int]
     TTL_S_FIELD_NUMBER: _ClassVar[int]
+    TOKEN_FIELD_NUMBER: _ClassVar[int]
     space_id: str
     session_id: str
     kind: _common_pb2.JobKind
     ttl_s: int
-    def __init__(self, space_id: _Optional[str] = ..., session_id: _Optional[str] = ..., kind: _Optional[_Union[_common_pb2.JobKind, str]] = ..., ttl_s: _Optional[int] = ...) -> None: ...
+    token: str
+    def __init__(self, space_id: _Optional[str] = ..., session_id: _Optional[str] = ..., kind: _Optional[_Union[_common_pb2.JobKind, str]] = ..., ttl_s: _Optional[int] = ..., token: _Optional[str] = ...) -> None: ...
 
 class ClaimJobResponse(_message.Message):
     __slots__ = ("granted", "token", "expires_at", "job")
@@ -994,3 +996,27 @@ class ReadEventsResponse(_message.Message):
     events: _containers.RepeatedCompositeFieldContainer[_common_pb2.SpaceEvent]
     last_position: int
     def __init__(self, events: _Optional[_Iterable[_Union[_common_pb2.SpaceEvent, _Mapping]]] = ..., last_position: _Optional[int] = ...) -> None: ...
+
+class ListOrphanedJobsRequest(_message.Message):
+    __slots__ = ("limit",)
+    LIMIT_FIELD_NUMBER: _ClassVar[int]
+    limit: int
+    def __init__(self, limit: _Optional[int] = ...) -> None: ...
+
+class OrphanedJob(_message.Message):
+    __slots__ = ("space_id", "session_id", "kind", "job")
+    SPACE_ID_FIELD_NUMBER: _ClassVar[int]
+    SESSION_ID_FIELD_NUMBER: _ClassVar[int]
+    KIND_FIELD_NUMBER: _ClassVar[int]
+    JOB_FIELD_NUMBER: _ClassVar[int]
+    space_id: str
+    session_id: str
+    kind: _common_pb2.JobKind
+    job: _common_pb2.BackgroundJob
+    def __init__(self, space_id: _Optional[str] = ..., session_id: _Optional[str] = ..., kind: _Optional[_Union[_common_pb2.JobKind, str]] = ..., job: _Optional[_Union[_common_pb2.BackgroundJob, _Mapping]] = ...) -> None: ...
+
+class ListOrphanedJobsResponse(_message.Message):
+    __slots__ = ("jobs",)
+    JOBS_FIELD_NUMBER: _ClassVar[int]
+    jobs: _containers.RepeatedCompositeFieldContainer[OrphanedJob]
+    def __init__(self, jobs: _Optional[_Iterable[_Union[OrphanedJob, _Mapping]]] = ...) -> None: ...

@@ -237,6 +237,11 @@ class SessionStorageStub:
                 request_serializer=stello_dot_storage_dot_v1_dot_storage__pb2.ReadEventsRequest.SerializeToString,
                 response_deserializer=stello_dot_storage_dot_v1_dot_storage__pb2.ReadEventsResponse.FromString,
                 _registered_method=True)
+        self.ListOrphanedJobs = channel.unary_unary(
+                '/stello.storage.v1.SessionStorage/ListOrphanedJobs',
+                request_serializer=stello_dot_storage_dot_v1_dot_storage__pb2.ListOrphanedJobsRequest.SerializeToString,
+                response_deserializer=stello_dot_storage_dot_v1_dot_storage__pb2.ListOrphanedJobsResponse.FromString,
+                _registered_method=True)
 
 
 class SessionStorageServicer:
@@ -644,13 +649,14 @@ class SessionStorageServicer:
         token is answered and `job` tells where that run stands. The claim is
         renewed with RenewJob, checked by Transact's BackgroundJobCheck, and
         given back by UpdateJobOp with `release`. The job row is erased with its
-        session. Not idempotent: every grant is a new run. Allowed on archived
-        sessions.
+        session. Every grant is a new run, unless the request names the token
+        that holds the live claim (`token`: a retry of the same claim, granted
+        again). Allowed on archived sessions.
 
         Errors: INVALID_ARGUMENT for a malformed space_id or session_id, a kind
-        that is UNSPECIFIED or unknown, or a ttl_s outside 1..86400; NOT_FOUND
-        when the session is not in the space or is provisional; UNAUTHENTICATED
-        without a valid key.
+        that is UNSPECIFIED or unknown, a ttl_s outside 1..86400, or a token
+        that is not a UUID; NOT_FOUND when the session is not in the space or is
+        provisional; UNAUTHENTICATED without a valid key.
         """
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)
         context.set_details('Method not implemented!')
@@ -937,6 +943,26 @@ class SessionStorageServicer:
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
+    def ListOrphanedJobs(self, request, context):
+        """Lists background jobs left without a gateway (DESIGN §4.8): a claim
+        whose holder stopped renewing it (the gateway died; its `expires_at`
+        passed) or a run that was STOPPED (its gateway shut down). The gateway's
+        runner calls it every STELLO_GATEWAY_JOB_TAKEOVER_INTERVAL_S with
+        STELLO_GATEWAY_JOBS_KEY and takes each job over by ClaimJob (so of every
+        gateway doing it, one run gets each job), continuing from its saved
+        progress with no new trigger. A tenant key lists its space's jobs; an
+        admin-scope key lists those of every space (a maintenance read across
+        spaces, on the index `background_jobs_orphaned`). Jobs of sessions that
+        are provisional or being erased are left out. At most `limit`. Reads
+        only.
+
+        Errors: INVALID_ARGUMENT for a limit outside 0..1000 (0 = 100);
+        UNAUTHENTICATED without a valid key.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
 
 def add_SessionStorageServicer_to_server(servicer, server):
     rpc_method_handlers = {
@@ -1099,6 +1125,11 @@ def add_SessionStorageServicer_to_server(servicer, server):
                     servicer.ReadEvents,
                     request_deserializer=stello_dot_storage_dot_v1_dot_storage__pb2.ReadEventsRequest.FromString,
                     response_serializer=stello_dot_storage_dot_v1_dot_storage__pb2.ReadEventsResponse.SerializeToString,
+            ),
+            'ListOrphanedJobs': grpc.unary_unary_rpc_method_handler(
+                    servicer.ListOrphanedJobs,
+                    request_deserializer=stello_dot_storage_dot_v1_dot_storage__pb2.ListOrphanedJobsRequest.FromString,
+                    response_serializer=stello_dot_storage_dot_v1_dot_storage__pb2.ListOrphanedJobsResponse.SerializeToString,
             ),
     }
     generic_handler = grpc.method_handlers_generic_handler(
@@ -2008,6 +2039,33 @@ class SessionStorage:
             '/stello.storage.v1.SessionStorage/ReadEvents',
             stello_dot_storage_dot_v1_dot_storage__pb2.ReadEventsRequest.SerializeToString,
             stello_dot_storage_dot_v1_dot_storage__pb2.ReadEventsResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def ListOrphanedJobs(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/stello.storage.v1.SessionStorage/ListOrphanedJobs',
+            stello_dot_storage_dot_v1_dot_storage__pb2.ListOrphanedJobsRequest.SerializeToString,
+            stello_dot_storage_dot_v1_dot_storage__pb2.ListOrphanedJobsResponse.FromString,
             options,
             channel_credentials,
             insecure,

@@ -318,6 +318,107 @@ class TestTakeover:
         state = await job(stack, session, common_pb2.JOB_KIND_CONSOLIDATE)
         assert state is not None and (state.runs, state.status) == (2, DONE)
 
+    async def test_a_killed_gateways_job_is_taken_over_with_no_trigger(
+        self,
+        make_stack: StackMaker,
+        pool: asyncpg.Pool,
+        backends: Backends,
+        database_env: dict[str, str],
+        space: TestSpace,
+    ) -> None:
+        """A gateway killed (SIGKILL) in the middle of a consolidation leaves its job; two
+        gateways started afterwards with a jobs key take it over by themselves (no call
+        names the session): one of them finishes it from the memory the dead one saved,
+        each chunk folded once (on main: the job stayed RUNNING with its claim expired until
+        the session's next Consolidate)."""
+        spy = SpyProvider(max_context_tokens=2_000)
+        reader = await make_stack(SpyProvider())
+        session = await seeded(reader, pool, 600)
+        left = await killed_mid_consolidation(reader, session, backends, database_env, space)
+        takeover = {
+            "job_claim_ttl_s": 2,
+            "consolidate_max_calls": 100,
+            "jobs_key": space.key,
+            "job_takeover_interval_s": 0.5,
+        }
+        await make_stack(spy, **takeover)
+        await make_stack(spy, **takeover)
+
+        async def done() -> bool:
+            state = await job(reader, session, common_pb2.JOB_KIND_CONSOLIDATE)
+            return state is not None and state.status == DONE
+
+        await wait_for(done, within_s=60)
+        memory = await stored_memory(reader, session)
+        assert memory.covered_until_seq == 600
+        starts = [first_seq(c.messages) for c in spy.calls if c.helper]
+        assert starts[0] == left.covered_until_seq + 1
+        assert starts == sorted(set(starts))  # each chunk once, in order
+        assert spy.calls[0].messages[1].content.startswith(f"Current summary:\n{left.content[:30]}")
+        state = await job(reader, session, common_pb2.JOB_KIND_CONSOLIDATE)
+        assert state is not None and (state.runs, state.claimed) == (2, False)
+
+    async def test_a_stopped_job_is_taken_over_at_start(
+        self, make_stack: StackMaker, space: TestSpace
+    ) -> None:
+        """A job its gateway stopped on shutdown (status STOPPED) is continued by a gateway
+        that starts with a jobs key, without any call naming the session."""
+        model = GatedConsolidations()
+        a = await make_stack(model, job_claim_ttl_s=600, background_stop_grace_s=0.1)
+        session = (await a.root()).id
+        await send(a, session, "one")
+        running = asyncio.create_task(consolidate(a, session))
+        await wait_for(lambda: model.in_flight == 1)
+        await shutdown(a.gateway.app, a.gateway.server, 0)
+        with contextlib.suppress(grpc.aio.AioRpcError):
+            await running
+        b = await make_stack(SpyProvider(), jobs_key=space.key, job_takeover_interval_s=0.5)
+
+        async def done() -> bool:
+            state = await job(b, session, common_pb2.JOB_KIND_CONSOLIDATE)
+            return state is not None and state.status == DONE
+
+        await wait_for(done, within_s=20)
+        assert (await stored_memory(b, session)).covered_until_seq == 2
+
+
+async def killed_mid_consolidation(
+    stack: Stack,
+    session: str,
+    backends: Backends,
+    database_env: dict[str, str],
+    space: TestSpace,
+) -> storage_pb2.GetMemoryResponse:
+    """Consolidate `session` in a gateway process (claim TTL 2 s, slow echo model) and kill
+    it once a chunk is saved; the memory it left."""
+    slow = {
+        "STELLO_GATEWAY_ECHO_MAX_CONTEXT_TOKENS": "2000",
+        "STELLO_GATEWAY_ECHO_DELAY_S": "0.3",
+        "STELLO_GATEWAY_JOB_CLAIM_TTL_S": "2",
+    }
+    async with gateway_process(backends, database_env, "", **slow) as (process, address):
+        channel = grpc.aio.insecure_channel(address)
+        call = agent_pb2_grpc.AgentGatewayStub(channel).Consolidate(
+            agent_pb2.ConsolidateRequest(space_id=space.sid, session_id=session),
+            metadata=(("authorization", f"Bearer {space.key}"),),
+        )
+        running = asyncio.ensure_future(call)
+
+        async def saved() -> bool:
+            return (await stored_memory(stack, session)).covered_until_seq > 0
+
+        await wait_for(saved, within_s=30)
+        process.send_signal(signal.SIGKILL)
+        await process.wait()
+        with contextlib.suppress(grpc.aio.AioRpcError):
+            await running
+        await channel.close()
+    left = await stored_memory(stack, session)
+    held = await job(stack, session, common_pb2.JOB_KIND_CONSOLIDATE)
+    assert held is not None and held.status == common_pb2.JOB_STATUS_RUNNING
+    assert 0 < left.covered_until_seq < 600
+    return left
+
 
 class TestStop:
     async def test_a_stopping_gateway_gives_its_jobs_back(

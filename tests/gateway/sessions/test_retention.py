@@ -64,6 +64,25 @@ class TestRetention:
         assert sorted(done.actions[0].session_ids) == sorted([root.id, child.id])
         assert (await stack.view(child.id)).node.status == common_pb2.SESSION_STATUS_ARCHIVED
 
+    async def test_reads_show_the_pin(self, stack: Stack) -> None:
+        """GetSession, ListSessionDigests and the summary a change answers (Archive) say
+        whether a session is pinned (on main: stored, shown nowhere)."""
+        root = await stack.root(label="kept")
+        other = await stack.root(label="free")
+        assert not (await stack.view(root.id)).pinned
+        pin = agent_pb2.PinSessionRequest(space_id=stack.space.sid, session_id=root.id, pinned=True)
+        await stack.gw.PinSession(pin)
+        assert (await stack.view(root.id)).pinned
+        assert not (await stack.view(other.id)).pinned
+        listed = await stack.gw.ListSessionDigests(
+            agent_pb2.ListSessionDigestsRequest(space_id=stack.space.sid)
+        )
+        assert {d.id: d.pinned for d in listed.digests} == {root.id: True, other.id: False}
+        archived = await stack.gw.Archive(
+            agent_pb2.ArchiveRequest(space_id=stack.space.sid, session_id=root.id)
+        )
+        assert archived.session.pinned
+
     async def test_errors(self, stack: Stack) -> None:
         """No policy is FAILED_PRECONDITION NO_RETENTION_POLICY; days out of range are
         INVALID_ARGUMENT on the field; pinning an unknown session is NOT_FOUND."""

@@ -331,8 +331,48 @@ class TestEnqueue:
         assert slow.last_messages == ["once"]
         assert users(await stack.records(root.id)) == ["once"]
 
+    async def test_a_queued_stream_streams_after_the_running_turn(
+        self, make_stack: StackMaker, pool: asyncpg.Pool
+    ) -> None:
+        """SendStream with ENQUEUE waits in line while another turn runs (showing nothing),
+        then streams its own answer and is stored after it."""
+        slow = Slow(held=1)
+        stack = await make_stack(slow)
+        root = await stack.root()
+        running = enqueue(stack, root.id, "first")
+        await asyncio.wait_for(slow.started.wait(), 10)
+        stream = send_stream(stack, root.id, "second", busy=ENQUEUE)
+        await queued(pool, stack, root.id, 1)
+        assert len(slow.asked) == 1
+        slow.gate.set()
+        events = await asyncio.wait_for(_events(stream), 30)
+        await asyncio.wait_for(running, 30)
+        text = "".join(e.text_delta.text for e in events if e.HasField("text_delta"))
+        assert text == "echo: second"
+        assert events[-1].HasField("done")
+        assert slow.most == 1
+        assert users(await stack.records(root.id)) == ["first", "second"]
+
 
 class TestInterrupt:
+    async def test_an_interrupt_on_the_same_gateway_does_not_wait_for_a_renewal(
+        self, make_stack: StackMaker
+    ) -> None:
+        """With a lease of 600 s (renewed every 200 s), an INTERRUPT of a turn running on the
+        same gateway cuts it at once: it does not wait for the running turn's next renewal
+        to learn of the take-over."""
+        slow = Slow(held=1)
+        stack = await make_stack(slow, turn_lease_ttl_s=600)
+        root = await stack.root()
+        running = asyncio.ensure_future(send(stack, root.id, "first"))
+        await asyncio.wait_for(slow.started.wait(), 10)
+        reply = await asyncio.wait_for(send(stack, root.id, "second", busy=INTERRUPT), 10)
+        assert reply.assistant.content == "echo: second"
+        error = await rpc_error(asyncio.wait_for(running, 10))
+        assert error_info_reason(error) == "TURN_INTERRUPTED"
+        assert slow.cancelled == 1
+        assert users(await stack.records(root.id)) == ["second"]
+
     async def test_an_interrupt_mid_stream_stops_the_first(
         self, make_stack: StackMaker, pool: asyncpg.Pool
     ) -> None:
@@ -397,6 +437,14 @@ def _request(stack: Stack, session_id: str, content: str, **fields: Any) -> Any:
     return agent_pb2.SendRequest(
         space_id=stack.space.sid, session_id=session_id, content=content, **fields
     )
+
+
+async def _events(stream: Any) -> list[Any]:
+    """Every event of a stream, read to its end."""
+    events = []
+    while (event := await stream.read()) != grpc.aio.EOF:
+        events.append(event)
+    return events
 
 
 async def _drain(stream: Any) -> None:

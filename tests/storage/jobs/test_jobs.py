@@ -12,6 +12,7 @@ import pytest
 from stello.common.v1 import common_pb2
 from stello.errors import error_info_reason, field_violations, precondition_violations
 from stello.storage.v1 import storage_pb2, storage_pb2_grpc
+from tests.storage.conftest import StubFor
 from tests.storage.helpers import rec, rpc_error
 from tests.support.fixtures import MakeSession, TestSpace
 
@@ -234,6 +235,132 @@ class TestClaims:
             "SELECT count(*) FROM background_jobs WHERE space_id = $1", space.id
         )
         assert left == 0
+
+
+class TestRetriedClaim:
+    async def test_a_claim_with_its_token_is_granted_again(
+        self, stub: Stub, space: TestSpace, make_session: MakeSession
+    ) -> None:
+        """ClaimJob with the token of the live claim (a retry after a lost reply) is granted
+        again, the same run, not a new one; another token is refused meanwhile (on main: the
+        retry was refused by its own claim, and the job blocked until it expired)."""
+        session = await make_session()
+        token = str(uuid.uuid4())
+        request = storage_pb2.ClaimJobRequest(
+            space_id=space.sid, session_id=str(session), kind=CONSOLIDATE, ttl_s=30, token=token
+        )
+        first = await stub.ClaimJob(request)
+        again = await stub.ClaimJob(request)
+        assert first.granted and again.granted
+        assert first.token == again.token == token
+        assert (
+            again.job.runs == 1 and again.expires_at.ToDatetime() >= first.expires_at.ToDatetime()
+        )
+        other = await stub.ClaimJob(
+            storage_pb2.ClaimJobRequest(
+                space_id=space.sid,
+                session_id=str(session),
+                kind=CONSOLIDATE,
+                ttl_s=30,
+                token=str(uuid.uuid4()),
+            )
+        )
+        assert not other.granted and not other.token
+
+    async def test_a_token_that_is_not_a_uuid_is_named(
+        self, stub: Stub, space: TestSpace, make_session: MakeSession
+    ) -> None:
+        """A malformed token is INVALID_ARGUMENT naming `token`."""
+        session = await make_session()
+        error = await rpc_error(
+            stub.ClaimJob(
+                storage_pb2.ClaimJobRequest(
+                    space_id=space.sid,
+                    session_id=str(session),
+                    kind=CONSOLIDATE,
+                    ttl_s=30,
+                    token="nope",
+                )
+            )
+        )
+        assert error.code() is grpc.StatusCode.INVALID_ARGUMENT
+        assert [v.field for v in field_violations(error)] == ["token"]
+
+
+async def orphans(stub: Stub, limit: int = 0) -> list[tuple[str, str, int, int]]:
+    """ListOrphanedJobs as (space, session, kind, status)."""
+    reply = await stub.ListOrphanedJobs(storage_pb2.ListOrphanedJobsRequest(limit=limit))
+    return [(o.space_id, o.session_id, o.kind, o.job.status) for o in reply.jobs]
+
+
+class TestOrphans:
+    async def test_expired_and_stopped_runs_are_listed(
+        self, stub: Stub, space: TestSpace, make_session: MakeSession, pool: asyncpg.Pool
+    ) -> None:
+        """An expired claim and a run STOPPED by a shutdown are left without a gateway; a
+        live claim, a finished run and a session being erased are not. STOPPED first."""
+        running = common_pb2.JOB_STATUS_RUNNING
+        stopped = common_pb2.JOB_STATUS_STOPPED
+        live, expired, ended, halted, erased = [await make_session() for _ in range(5)]
+        for session in (live, expired, erased):
+            await claim(stub, space, session)
+        await pool.execute(EXPIRE, space.id, expired)
+        await pool.execute(EXPIRE, space.id, erased)
+        done = await claim(stub, space, ended)
+        await transact(
+            stub,
+            space,
+            [update_op(ended, done.token, 1, release=True, status=common_pb2.JOB_STATUS_DONE)],
+        )
+        cut = await claim(stub, space, halted, FOLD)
+        stop = Op(
+            update_job=Op.UpdateJobOp(
+                session_id=str(halted), kind=FOLD, token=cut.token, release=True, status=stopped
+            )
+        )
+        await transact(stub, space, [stop])
+        await pool.execute(
+            "UPDATE sessions SET provisional_until = 'infinity' WHERE space_id = $1 AND id = $2",
+            space.id,
+            erased,
+        )
+        assert await orphans(stub) == [
+            (space.sid, str(halted), FOLD, stopped),
+            (space.sid, str(expired), CONSOLIDATE, running),
+        ]
+        assert await orphans(stub, limit=1) == [(space.sid, str(halted), FOLD, stopped)]
+        assert (await claim(stub, space, expired)).granted
+        assert await orphans(stub) == [(space.sid, str(halted), FOLD, stopped)]
+
+    async def test_a_tenant_key_sees_its_space_an_admin_key_every_space(
+        self,
+        stub: Stub,
+        stub_for: StubFor,
+        space: TestSpace,
+        other_space: TestSpace,
+        admin_key: str,
+        make_session: MakeSession,
+        pool: asyncpg.Pool,
+    ) -> None:
+        """A tenant key lists its own space's orphaned jobs only; an admin key both."""
+        mine = await make_session()
+        theirs = await make_session(space_id=other_space.id)
+        await claim(stub, space, mine)
+        await claim(stub_for(other_space.key), other_space, theirs)
+        await pool.execute(EXPIRE, space.id, mine)
+        await pool.execute(EXPIRE, other_space.id, theirs)
+        assert [o[1] for o in await orphans(stub)] == [str(mine)]
+        assert [o[1] for o in await orphans(stub_for(other_space.key))] == [str(theirs)]
+        everywhere = {o[1] for o in await orphans(stub_for(admin_key), limit=1000)}
+        assert {str(mine), str(theirs)} <= everywhere
+
+    async def test_the_limit_is_checked(self, stub: Stub) -> None:
+        """A limit outside 0..1000 is INVALID_ARGUMENT naming `limit`."""
+        error = await rpc_error(
+            stub.ListOrphanedJobs(storage_pb2.ListOrphanedJobsRequest(limit=1001))
+        )
+        assert error.code() is grpc.StatusCode.INVALID_ARGUMENT
+        assert [v.field for v in field_violations(error)] == ["limit"]
 
 
 class TestValidation:

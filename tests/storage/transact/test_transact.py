@@ -16,6 +16,7 @@ from stello.errors import error_info_reason, field_violations, precondition_viol
 from stello.storage.v1 import storage_pb2, storage_pb2_grpc
 from tests.storage.helpers import ASSISTANT, rec, rpc_error, state
 from tests.support.fixtures import MakeSession, TestSpace
+from tests.support.history import RowUpdates
 
 pytestmark = pytest.mark.sql
 
@@ -226,6 +227,36 @@ class TestTransact:
         meta = result.bump_turn.session
         assert meta.turn_count == 0
         assert meta.last_active_at.ToDatetime() > meta.updated_at.ToDatetime()
+
+    @pytest.mark.plain_postgres(
+        "counts updates in pg_stat_user_tables, which a Citus coordinator does not keep"
+    )
+    async def test_a_turns_bump_is_a_hot_update(
+        self,
+        stub: Stub,
+        space: TestSpace,
+        make_session: MakeSession,
+        direct_database_url: str,
+    ) -> None:
+        """bump_turn changes no indexed column of `sessions` (last_active_at is not indexed;
+        retention's index holds its UTC day, which changes once a day): every turn's update
+        of the row is HOT, no index entry written (on main: the retention index held
+        last_active_at itself, and no bump was HOT)."""
+        sid = await make_session()
+        bump = [Op(bump_turn=Op.BumpTurnOp(session_id=str(sid)))]
+        await transact(stub, space, bump)
+        counter = await asyncpg.connect(direct_database_url)
+        try:
+            updates = RowUpdates(counter, "sessions")
+            before = await updates.count()
+            for _ in range(20):
+                await transact(stub, space, bump)
+            after = await updates.count()
+        finally:
+            await counter.close()
+        updated, hot = after[0] - before[0], after[1] - before[1]
+        assert updated == 20
+        assert hot >= 18, f"{hot} of {updated} turn updates were HOT"
 
     async def test_bump_counts_several_turns(
         self, stub: Stub, space: TestSpace, make_session: MakeSession
