@@ -236,7 +236,7 @@ class TestSessionCommands:
         assert await ok(env, "retention", "pin", root[:8]) == "pinned\n"
         assert ", pinned" in (await ok(env, "show", root[:8])).splitlines()[1]
         assert (await as_json(env, "show", root[:8]))["pinned"] is True
-        assert (await ok(env, "digests")).splitlines()[0].endswith("  pinned")
+        assert (await ok(env, "digests")).splitlines()[0].rstrip().endswith(", pinned")
         assert await ok(env, "retention", "pin", root[:8], "--off") == "unpinned\n"
         refused = await failed(env, "retention", "set", code=2)
         assert "--archive-after" in refused
