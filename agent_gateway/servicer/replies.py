@@ -73,6 +73,7 @@ def session_view(details: SessionDetails) -> agent_pb2.SessionView:
         updated_at=details.meta.updated_at,
         last_active_at=details.meta.last_active_at,
         progress=details.progress,
+        metadata=details.metadata,
     )
     if details.config is not None:
         view.config.CopyFrom(details.config)
