@@ -3,6 +3,7 @@ GetSession and ListSessionDigests' filters (issue #37)."""
 
 from __future__ import annotations
 
+from collections.abc import Awaitable, Callable
 from typing import Any
 
 import asyncpg
@@ -111,7 +112,7 @@ class TestWrites:
         root = await stack.root()
         before = await row_counts(pool, stack.space)
         bad = {"bad key": "v"}
-        attempts = {
+        attempts: dict[str, Callable[[], Awaitable[Any]]] = {
             "root": lambda: stack.root(metadata=bad),
             "fork": lambda: stack.fork(root.id, "x", metadata=bad),
             "import": lambda: stack.gw.ImportSession(
