@@ -17,8 +17,12 @@ so a page reads the sessions that match, never the space:
   created range one of `sessions_created`.
 
 Only the filters that are set appear in the text (an `$n IS NULL OR ...` would
-keep a generic plan from using the index), so each combination is its own
-statement; every one pins `sessions` and `session_metadata` by space_id.
+keep a plan from using the index), so each combination is its own statement;
+every one pins `sessions` and `session_metadata` by space_id. A filtered page
+is planned for its values (`LISTING_PLANS`): a generic plan cannot tell a rare
+status or a narrow updated range from a common one, and walks
+`sessions_created` filtering the space (measured: 40,000 tuples read for 15
+archived sessions of 20,000).
 """
 
 from __future__ import annotations
@@ -33,6 +37,9 @@ from tree_service.models import SessionFilter, Status
 from tree_service.sql import SUMMARY_COLUMNS
 
 _MAX_CODE_POINT = sys.maxunicode
+
+# Before a filtered page, in its transaction only: a plan for the page's values.
+LISTING_PLANS = "SET LOCAL plan_cache_mode = force_custom_plan"
 
 # How many sessions hold the pair ($2 key, $3 value), counted up to $4.
 PAIR_MATCHES = """
@@ -107,12 +114,12 @@ def list_statement(
         )
     if status is not None:
         where.append(f"s.status = {st.param(status, 'text')}")
+    if filters.root_id is not None:
+        where.append(f"s.root_id = {st.param(filters.root_id, 'uuid')}")
     if filters.parent_id is not None:
         where.append(f"s.parent_id = {st.param(filters.parent_id, 'uuid')}")
     if filters.roots_only:
         where.append("s.parent_id IS NULL")
-    if filters.root_id is not None:
-        where.append(f"s.root_id = {st.param(filters.root_id, 'uuid')}")
     if filters.label_prefix is not None:
         low, high = prefix_bounds(filters.label_prefix)
         where.append(f"s.label ~>=~ {st.param(low, 'text')}")
@@ -129,7 +136,8 @@ def list_statement(
     text = (
         f"{SUMMARY_COLUMNS}{source}WHERE "
         + "\n  AND ".join(where)
-        + f"\nORDER BY {order[0]}, {order[1]}\nLIMIT {st.param(limit, 'int')}"
+        + f"\nORDER BY {order[0]}, {order[1]}"
+        + f"\nLIMIT {st.param(limit, 'int')}"
     )
     return text, st.args
 

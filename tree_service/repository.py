@@ -23,7 +23,7 @@ from stello.db import fetch, in_transaction
 from stello.errors import NotFound
 from stello.events import Event, EventKind, Outbox
 from tree_service import sql
-from tree_service.listing import PAIR_MATCHES, list_statement
+from tree_service.listing import LISTING_PLANS, PAIR_MATCHES, list_statement
 from tree_service.models import (
     ROW_RANK,
     STATUSES,
@@ -212,7 +212,15 @@ class TreeRepository:
         if len(filters.metadata) > 1:
             filters = await self._rarest_first(space_id, filters, 2 * limit)
         query, args = list_statement(space_id, status, filters, limit, after)
-        rows = await fetch(self._pool, query, *args)
+        if status is None and filters == SessionFilter():
+            rows = await fetch(self._pool, query, *args)
+        else:
+
+            async def planned(con: asyncpg.Connection) -> list[asyncpg.Record]:
+                await con.execute(LISTING_PLANS)
+                return list(await con.fetch(query, *args))
+
+            rows = await in_transaction(self._pool, planned)
         return [to_summary(r) for r in rows]
 
     async def _rarest_first(
