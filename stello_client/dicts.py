@@ -96,6 +96,7 @@ def digest_dict(digest: common_pb2.SessionDigest) -> JsonDict:
         "turn_count": digest.turn_count,
         "memory": optional(digest, "memory"),
         "insight": optional(digest, "insight"),
+        "metadata": dict(sorted(digest.metadata.items())),
     }
 
 
@@ -147,6 +148,7 @@ def view_dict(view: agent_pb2.SessionView) -> JsonDict:
         "system_prompt": optional(view, "system_prompt"),
         "memory": optional(view, "memory"),
         "insight": optional(view, "insight"),
+        "metadata": dict(sorted(view.metadata.items())),
     }
 
 

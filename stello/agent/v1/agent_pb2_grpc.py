@@ -324,8 +324,14 @@ class AgentGatewayServicer:
         compressor_prompt / consolidator_prompt, when set, are kept in the
         root's config and used by its compressions and consolidations.
 
+        `metadata` is stored with the session, in the tree's CreateSession (the
+        saga's first step): the session never exists without it. The answer's
+        `session.metadata` is left empty (read it with GetSession).
+
         Errors:
-        - INVALID_ARGUMENT: malformed space_id; `label` set but empty or longer
+        - INVALID_ARGUMENT: a `metadata` pair out of the limits (common.v1
+        SessionFilter), named `metadata["key"]` or `metadata`, checked before
+        anything is written; malformed space_id; `label` set but empty or longer
         than 200 characters; a template variable the profile needs is missing
         from `profile_vars`; `system_prompt` (alone, or composed with the
         profile and the defaults) over STELLO_MAX_SLOT_BYTES, checked before
@@ -406,8 +412,18 @@ class AgentGatewayServicer:
         opening assistant record after any inherited records; it is not sent to
         the LLM. Memory and insight are never copied; the source is not changed.
 
+        Metadata: the child gets `metadata`, written in the tree's CreateSession
+        with the session. A fork copies none of its source's metadata unless
+        `copy_metadata` is set: then it starts from the source's pairs (as they
+        are when the tree creates the child) with `metadata` on top, and the
+        result is checked against the limits. The answer's `session.metadata` is
+        left empty (read it with GetSession).
+
         Errors:
-        - INVALID_ARGUMENT: malformed ids; empty `label` or longer than 200
+        - INVALID_ARGUMENT: a `metadata` pair out of the limits (common.v1
+        SessionFilter), named `metadata["key"]`; with `copy_metadata`, the
+        source's pairs and `metadata` together over 16 pairs or 4096 bytes
+        (named `metadata`; nothing is visible); malformed ids; empty `label` or longer than 200
         characters; a template variable the profile needs is missing from
         `profile_vars`; `inherit_until_seq` negative, or set while the
         effective context is not INHERIT.
@@ -1192,7 +1208,9 @@ class AgentGatewayServicer:
         unknown, whose created_at is not a representable time, whose tool call
         has no name or arguments that are not a JSON object text, or that is
         over the size limit; a slot over the size limit; text containing
-        U+0000; metadata nested deeper than 16 levels or holding NaN; `turn_count` or `inherit_until_seq`
+        U+0000; metadata nested deeper than 16 levels or holding NaN; a
+        session `metadata` pair out of the limits (common.v1 SessionFilter),
+        named `metadata["key"]`; `turn_count` or `inherit_until_seq`
         negative; `inherit_until_seq` without `source_session_id`; the whole
         write over the message limit (field `records`).
         - NOT_FOUND: the parent or the source is not in the space.
