@@ -120,13 +120,27 @@ def list_statement(
         where.append(f"s.parent_id = {st.param(filters.parent_id, 'uuid')}")
     if filters.roots_only:
         where.append("s.parent_id IS NULL")
+    # A label prefix or an updated range has no index in the listing's order: unless an
+    # ordered index drives the page, its matches are read in a fenced subquery (OFFSET 0:
+    # not flattened, so no ORDER BY ... LIMIT makes the planner walk sessions_created
+    # hoping to meet them early, as it did for 20 labels of 100,000), then sorted.
+    ordered = bool(pairs) or filters.parent_id is not None or filters.root_id is not None
+    fence: list[str] = []
+    ranged = where if ordered else fence
+    alias = "s" if ordered else "r"
     if filters.label_prefix is not None:
         low, high = prefix_bounds(filters.label_prefix)
-        where.append(f"s.label ~>=~ {st.param(low, 'text')}")
+        ranged.append(f"{alias}.label ~>=~ {st.param(low, 'text')}")
         if high is not None:
-            where.append(f"s.label ~<~ {st.param(high, 'text')}")
+            ranged.append(f"{alias}.label ~<~ {st.param(high, 'text')}")
     _range(st, order[0], filters.created_after, filters.created_before)
-    _range(st, "s.updated_at", filters.updated_after, filters.updated_before)
+    _range(st, f"{alias}.updated_at", filters.updated_after, filters.updated_before, ranged)
+    if fence:
+        source = (
+            "FROM (SELECT * FROM sessions r WHERE r.space_id = $1 AND "
+            + " AND ".join(fence)
+            + " OFFSET 0) s\n"
+        )
     if after is not None:
         created, last_id = after
         where.append(
@@ -142,8 +156,15 @@ def list_statement(
     return text, st.args
 
 
-def _range(st: _Statement, column: str, low: datetime | None, high: datetime | None) -> None:
+def _range(
+    st: _Statement,
+    column: str,
+    low: datetime | None,
+    high: datetime | None,
+    where: list[str] | None = None,
+) -> None:
+    into = st.where if where is None else where
     if low is not None:
-        st.where.append(f"{column} >= {st.param(low, 'timestamptz')}")
+        into.append(f"{column} >= {st.param(low, 'timestamptz')}")
     if high is not None:
-        st.where.append(f"{column} < {st.param(high, 'timestamptz')}")
+        into.append(f"{column} < {st.param(high, 'timestamptz')}")
