@@ -59,6 +59,7 @@ DISTRIBUTED_TABLES: tuple[str, ...] = (
     "shared_memory_counts",
     "turn_waiters",
     "retention_policies",
+    "session_metadata",
 )
 
 # Shared SQL functions that statements call, by signature, each created on

@@ -40,6 +40,7 @@ EventKind = Literal[
     "shared_memory_upserted",
     "shared_memory_removed",
     "turn_released",
+    "metadata_changed",
 ]
 EVENT_KINDS: tuple[EventKind, ...] = EventKind.__args__  # type: ignore[attr-defined]
 

@@ -119,6 +119,11 @@ def tree_lines(
     return table(rows)
 
 
+def metadata_text(pairs: Mapping[str, str]) -> str:
+    """A session's metadata on one line: `key=value` pairs by key."""
+    return "  ".join(f"{key}={one_line(value, 100)}" for key, value in sorted(pairs.items()))
+
+
 def digests_lines(digests: Sequence[common_pb2.SessionDigest], style: Style = PLAIN) -> list[str]:
     """Digests as aligned columns (short id, label, status and turns), each followed by its
     memory and insight when set."""
@@ -133,6 +138,8 @@ def digests_lines(digests: Sequence[common_pb2.SessionDigest], style: Style = PL
     lines = []
     for digest, line in zip(digests, table(rows), strict=True):
         lines.append(line)
+        if digest.metadata:
+            lines.append(f"    metadata: {metadata_text(digest.metadata)}")
         if digest.HasField("memory"):
             lines.append(f"    memory: {one_line(digest.memory, 200)}")
         if digest.HasField("insight"):
@@ -205,6 +212,8 @@ def view_lines(view: agent_pb2.SessionView, style: Style = PLAIN) -> list[str]:
         lines.append(f"children: {', '.join(short_id(c) for c in node.children)}")
     if node.refs:
         lines.append(f"refs: {', '.join(short_id(r) for r in node.refs)}")
+    if view.metadata:
+        lines.append(f"metadata: {metadata_text(view.metadata)}")
     if view.HasField("config"):
         lines.append(f"skills: {_skills(view.config)}")
         for name in ("compressor_prompt", "consolidator_prompt"):

@@ -24,13 +24,13 @@ if TYPE_CHECKING:
 CONTEXTS = ("none", "inherit", "compress")
 
 
-def profile_vars(pairs: list[str] | None) -> dict[str, str]:
-    """`--var NAME=VALUE` flags as a dict."""
+def profile_vars(pairs: list[str] | None, flag: str = "--var") -> dict[str, str]:
+    """`--var NAME=VALUE` flags (or `flag`'s) as a dict."""
     found: dict[str, str] = {}
     for pair in pairs or ():
         name, sep, value = pair.partition("=")
         if not sep or not name:
-            raise UsageError(f"--var wants NAME=VALUE, got {pair!r}")
+            raise UsageError(f"{flag} wants NAME=VALUE, got {pair!r}")
         found[name] = value
     return found
 
@@ -75,6 +75,7 @@ def text_argument(value: str) -> str:
 async def cmd_root(args: argparse.Namespace) -> int:
     """Create a root session."""
     values = profile_vars(args.var)  # a bad --var fails before any call
+    pairs = profile_vars(args.meta, "--meta")
     async with gateway(args) as client:
         session = await client.create_root(
             label=args.label,
@@ -82,6 +83,7 @@ async def cmd_root(args: argparse.Namespace) -> int:
             skills=skill_list(args.skills),
             profile=args.profile,
             profile_vars=values,
+            metadata=pairs,
         )
     show_session(args, session)
     return 0
@@ -93,6 +95,7 @@ async def cmd_fork(args: argparse.Namespace) -> int:
         raise UsageError("--label is required (the new session's label)")
     context = fork_context(args)
     values = profile_vars(args.var)
+    pairs = profile_vars(args.meta, "--meta")
     async with gateway(args) as client:
         source = await session_id(client, args.source, "SOURCE")
         parent = await session_id(client, args.parent, "--parent") if args.parent else None
@@ -107,6 +110,8 @@ async def cmd_fork(args: argparse.Namespace) -> int:
             system_prompt=args.system_prompt,
             skills=skill_list(args.skills),
             prompt=args.prompt,
+            metadata=pairs,
+            copy_metadata=args.copy_meta,
         )
     show_session(args, session)
     return 0
@@ -125,6 +130,24 @@ async def cmd_show(args: argparse.Namespace) -> int:
         write(dicts.dumps(dicts.view_dict(view)))
     else:
         write("\n".join(fmt.view_lines(view, Style.of(sys.stdout))))
+    return 0
+
+
+async def cmd_meta(args: argparse.Namespace) -> int:
+    """Show a session's metadata, or change it (K=V pairs set, --remove K) at once."""
+    pairs = profile_vars(args.pairs, "K=V")
+    async with gateway(args) as client:
+        found = await session_id(client, args.session)
+        if pairs or args.remove:
+            metadata = await client.update_session_metadata(found, pairs, args.remove or ())
+        else:
+            metadata = dict((await client.get_session(found)).metadata)
+    if args.json:
+        write(dicts.dumps(dict(sorted(metadata.items()))))
+    elif metadata:
+        write("\n".join(f"{key}={value}" for key, value in sorted(metadata.items())))
+    else:
+        write("(no metadata)")
     return 0
 
 
@@ -317,11 +340,21 @@ def profile_options(parser: argparse.ArgumentParser) -> None:
     )
 
 
+def _meta_option(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument(
+        "--meta",
+        action="append",
+        metavar="K=V",
+        help="a metadata pair of the new session (repeat for more; at most 16)",
+    )
+
+
 def register(commands: Commands) -> None:
     """Add the session commands."""
-    root = commands.client("root", cmd_root, "create a root session")
+    root = commands.client("root", cmd_root, "create a root session", flags={"metadata": "--meta"})
     root.add_argument("--label", help='its label (default "Root")')
     root.add_argument("--system-prompt", metavar="TEXT", help="its system prompt")
+    _meta_option(root)
     profile_options(root)
     root.add_argument("-q", "--quiet", action="store_true", help="print only the new id")
     _register_fork(commands)
@@ -334,6 +367,17 @@ def register(commands: Commands) -> None:
     )
     session_argument(rename)
     rename.add_argument("label", metavar="LABEL", help="the new label (1..200 characters)")
+    meta = commands.client(
+        "meta",
+        cmd_meta,
+        "show or change a session's metadata (K=V sets, --remove K removes, at once)",
+        flags={"set": "K=V", "remove": "--remove"},
+    )
+    session_argument(meta)
+    meta.add_argument("pairs", nargs="*", metavar="K=V", help="keys to add or replace")
+    meta.add_argument(
+        "--remove", action="append", metavar="K", help="a key to remove (repeat for more)"
+    )
     for name, run, help_ in (
         ("archive", cmd_archive, "archive a session (kept, read-only for turns; never cascades)"),
         ("unarchive", cmd_unarchive, "make an archived session active again"),
@@ -368,6 +412,7 @@ def _register_fork(commands: Commands) -> None:
         "--context picks what the child starts with: none (nothing), inherit (a copy\n"
         "of SOURCE's records, all or up to --up-to SEQ), compress (a summary of them\n"
         "made by the model, in its system prompt). --up-to alone means inherit.",
+        flags={"metadata": "--meta"},
     )
     session_argument(fork, "source", "SOURCE")
     fork.add_argument("--label", help="the new session's label (required)")
@@ -379,4 +424,10 @@ def _register_fork(commands: Commands) -> None:
     fork.add_argument("--prompt", metavar="TEXT", help="an opening assistant message")
     fork.add_argument("--system-prompt", metavar="TEXT", help="the child's system prompt")
     fork.add_argument("--parent", metavar="SESSION", help="place the child under SESSION")
+    _meta_option(fork)
+    fork.add_argument(
+        "--copy-meta",
+        action="store_true",
+        help="start from SOURCE's metadata (--meta on top); a fork copies none otherwise",
+    )
     fork.add_argument("-q", "--quiet", action="store_true", help="print only the new id")

@@ -7,6 +7,7 @@ The JSON file (``stello export SESSION``) is::
        "label": "...", "status": "active", "turn_count": 2,
        "config": {"system_prompt": "...", "skills": [...]} or null,
        "system_prompt": ... , "memory": ..., "insight": ... (each a string or null),
+       "metadata": {"key": "value", ...},
        "inherits": {"from": "<id>", "until_seq": 4, "count": 4},   (only when by reference)
        "records": [{"seq": 1, "role": "user", "content": "...", "tool_calls": [...],
                     "tool_call_id": null, "created_at": "...Z", "metadata": {...}}, ...]},
@@ -224,7 +225,18 @@ async def _import_one(
         system_prompt=_text(entry, "system_prompt"),
         memory=_text(entry, "memory"),
         insight=_text(entry, "insight"),
+        metadata=_metadata(entry),
     )
+
+
+def _metadata(entry: dict[str, Any]) -> dict[str, str]:
+    """The entry's metadata (absent in files exported before sessions had any)."""
+    found = entry.get("metadata")
+    if found is None:
+        return {}
+    if not isinstance(found, dict):
+        raise ClientError("a session's metadata must be an object of strings")
+    return {str(key): str(value) for key, value in found.items()}
 
 
 def _text(entry: dict[str, Any], name: str) -> str | None:

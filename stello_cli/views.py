@@ -18,6 +18,7 @@ from typing import TYPE_CHECKING, Literal
 from stello_cli import format as fmt
 from stello_cli.gateway import gateway, session_id
 from stello_cli.parser import Commands
+from stello_cli.sessions import profile_vars
 from stello_cli.shared import register_views
 from stello_cli.style import Style, write
 from stello_cli.talk import newest_records
@@ -25,7 +26,7 @@ from stello_client import dicts
 
 if TYPE_CHECKING:
     from stello_client.aio import AsyncClient
-    from stello_client.types import TreeNode
+    from stello_client.types import DigestFilter, TreeNode
 
 STATUSES: dict[str, Literal["active", "archived"] | None] = {
     "all": None,
@@ -83,12 +84,26 @@ async def cmd_tree(args: argparse.Namespace) -> int:
 
 async def cmd_digests(args: argparse.Namespace) -> int:
     """List every session's digest, all pages."""
+    where = profile_vars(args.where, "--where")
+    filters: DigestFilter = {}
+    if where:
+        filters["metadata"] = where
+    if args.label_prefix is not None:
+        filters["label_prefix"] = args.label_prefix
+    if args.roots:
+        filters["roots_only"] = True
     async with gateway(args) as client:
-        found = [digest async for digest in client.digests(status=STATUSES[args.status])]
+        if args.parent:
+            filters["parent_id"] = await session_id(client, args.parent, "--parent")
+        if args.root:
+            filters["root_id"] = await session_id(client, args.root, "--root")
+        found = [d async for d in client.digests(status=STATUSES[args.status], **filters)]
     if args.json:
         write(dicts.dumps([dicts.digest_dict(digest) for digest in found]))
     elif found:
         write("\n".join(fmt.digests_lines(found, Style.of(sys.stdout))))
+    elif filters:
+        write("no sessions match these filters")
     elif args.status == "all":
         write("no sessions yet: create one with `stello root`")
     else:
@@ -149,11 +164,30 @@ def register(commands: Commands) -> None:
         help="leave out each session's newest record (one call less per session)",
     )
     digests = commands.client(
-        "digests", cmd_digests, "list every session with its memory and insight"
+        "digests",
+        cmd_digests,
+        "list every session with its memory, insight and metadata (filters: --where ...)",
+        flags={
+            "filter.metadata": "--where",
+            "filter.label_prefix": "--label-prefix",
+            "filter.parent_id": "--parent",
+            "filter.root_id": "--root",
+            "filter.roots_only": "--roots",
+        },
     )
     digests.add_argument(
         "--status", choices=sorted(STATUSES), default="all", help="only these (default all)"
     )
+    digests.add_argument(
+        "--where",
+        action="append",
+        metavar="K=V",
+        help="only sessions whose metadata has K=V (repeat: all must hold)",
+    )
+    digests.add_argument("--label-prefix", metavar="TEXT", help="only labels starting with TEXT")
+    digests.add_argument("--parent", metavar="SESSION", help="only the children of SESSION")
+    digests.add_argument("--root", metavar="SESSION", help="only the tree under SESSION")
+    digests.add_argument("--roots", action="store_true", help="only roots")
     commands.client("profiles", cmd_profiles, "list the fork profiles of the gateway")
     commands.client("whoami", cmd_whoami, "show the key's owner and the spaces it reaches")
     register_views(commands)

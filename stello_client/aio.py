@@ -40,6 +40,7 @@ RPC_METHODS = {
     "ListSkills": "list_skills",
     "WatchSpace": "watch",
     "UpdateLabel": "update_label",
+    "UpdateSessionMetadata": "update_session_metadata",
     "ResolveSessionPrefix": "resolve_session_prefix",
     "WhoAmI": "who_am_i",
     "ImportSession": "import_session",

@@ -98,6 +98,7 @@ def digest_dict(digest: common_pb2.SessionDigest) -> JsonDict:
         "memory": optional(digest, "memory"),
         "insight": optional(digest, "insight"),
         "pinned": digest.pinned,
+        "metadata": dict(sorted(digest.metadata.items())),
     }
 
 
@@ -150,6 +151,7 @@ def view_dict(view: agent_pb2.SessionView) -> JsonDict:
         "memory": optional(view, "memory"),
         "insight": optional(view, "insight"),
         "pinned": view.pinned,
+        "metadata": dict(sorted(view.metadata.items())),
     }
 
 

@@ -9,10 +9,12 @@ always retried on UNAVAILABLE.
 from __future__ import annotations
 
 from collections.abc import AsyncIterator
+from typing import Unpack
 
 from stello.agent.v1 import agent_pb2
 from stello_client.base import DEFAULT, ClientBase, Timeout, set_optional
 from stello_client.types import (
+    DigestFilter,
     GetLineageResponse,
     ListRecordsResponse,
     ListSessionDigestsResponse,
@@ -27,6 +29,7 @@ from stello_client.types import (
     TreeNode,
     WhoAmIResponse,
     record_role,
+    session_filter,
     session_status,
 )
 
@@ -134,13 +137,21 @@ class ReadCalls(ClientBase):
         page_size: int = 0,
         page_token: str = "",
         timeout: Timeout = DEFAULT,
+        **filters: Unpack[DigestFilter],
     ) -> ListSessionDigestsResponse:
         """One page of every session's digest (id, parent, label, status, turns, memory,
-        insight), archived ones too unless `status` filters (ListSessionDigests;
-        `page_size` 0 = 100, at most 1000).
+        insight, metadata), archived ones too unless `status` filters
+        (ListSessionDigests; `page_size` 0 = 100, at most 1000).
+
+        `filters` narrow the listing, each served by an index: `metadata` (every pair
+        must match), `label_prefix`, `parent_id`, `root_id`, `roots_only`,
+        `created_after` / `created_before`, `updated_after` / `updated_before`
+        (datetimes; after inclusive, before exclusive). Pass the same filters with the
+        next page's token.
 
         Raises:
-            InvalidArgument: page_size out of range, a page_token not issued here.
+            InvalidArgument: page_size out of range, a page_token not issued here, a bad
+                filter (named `filter.<field>`).
         """
         request = agent_pb2.ListSessionDigestsRequest(
             space_id=await self.space_id(),
@@ -148,19 +159,26 @@ class ReadCalls(ClientBase):
             page_size=page_size,
             page_token=page_token,
         )
+        if filters:
+            request.filter.CopyFrom(session_filter(**filters))
         reply: ListSessionDigestsResponse = await self._unary(
             "ListSessionDigests", request, safe=True, timeout=timeout
         )
         return reply
 
     async def digests(
-        self, *, status: StatusName | SessionStatus | None = None, page_size: int = MAX_PAGE
+        self,
+        *,
+        status: StatusName | SessionStatus | None = None,
+        page_size: int = MAX_PAGE,
+        **filters: Unpack[DigestFilter],
     ) -> AsyncIterator[SessionDigest]:
-        """Every session's digest, walking the pages (in ListAll order)."""
+        """Every session's digest that passes the filters (as `list_session_digests`),
+        walking the pages (in ListAll order)."""
         token = ""
         while True:
             page = await self.list_session_digests(
-                status=status, page_size=page_size, page_token=token
+                status=status, page_size=page_size, page_token=token, **filters
             )
             for digest in page.digests:
                 yield digest

@@ -26,8 +26,9 @@ from stello_client.types import (
 
 
 class SessionCalls(ClientBase):
-    """CreateRoot, Fork, ImportSession, GetSession, UpdateLabel, Archive, Unarchive,
-    DeleteSession, PutInsight, PutMemory, Consolidate, ResolveSessionPrefix."""
+    """CreateRoot, Fork, ImportSession, GetSession, UpdateLabel, UpdateSessionMetadata,
+    Archive, Unarchive, DeleteSession, PutInsight, PutMemory, Consolidate,
+    ResolveSessionPrefix."""
 
     async def create_root(
         self,
@@ -38,6 +39,7 @@ class SessionCalls(ClientBase):
         profile: str | None = None,
         profile_vars: Mapping[str, str] | None = None,
         request_id: str | None = None,
+        metadata: Mapping[str, str] | None = None,
         timeout: Timeout = DEFAULT,
     ) -> SessionSummary:
         """Create a root session (CreateRoot).
@@ -49,15 +51,20 @@ class SessionCalls(ClientBase):
             profile: a fork profile of the gateway (`list_profiles`).
             profile_vars: values of the profile's `{name}` variables.
             request_id: the idempotency key (default: a new one, so retries are safe).
+            metadata: its metadata, string keys to string values (at most 16 pairs;
+                limits in common.proto's SessionFilter).
             timeout: seconds, retries included (default: the client's).
 
         Raises:
-            InvalidArgument: a bad label or prompt, a profile variable missing.
+            InvalidArgument: a bad label, prompt or metadata, a profile variable missing.
             ProfileNotFound: no such profile.
         """
         rid = request_id_or_new(request_id)
         request = agent_pb2.CreateRootRequest(
-            space_id=await self.space_id(), profile_vars=dict(profile_vars or {}), request_id=rid
+            space_id=await self.space_id(),
+            profile_vars=dict(profile_vars or {}),
+            request_id=rid,
+            metadata=dict(metadata or {}),
         )
         set_optional(request, label=label, system_prompt=system_prompt, profile=profile)
         found = skill_list(skills)
@@ -82,6 +89,8 @@ class SessionCalls(ClientBase):
         skills: Sequence[str] | None = None,
         prompt: str | None = None,
         request_id: str | None = None,
+        metadata: Mapping[str, str] | None = None,
+        copy_metadata: bool = False,
         timeout: Timeout = DEFAULT,
     ) -> SessionSummary:
         """Fork a session into a new child (Fork).
@@ -99,6 +108,9 @@ class SessionCalls(ClientBase):
             skills: the skills it may activate (None: inherit; []: none).
             prompt: an opening assistant record.
             request_id: the idempotency key (default: a new one, so retries are safe).
+            metadata: the child's metadata.
+            copy_metadata: start from the source's metadata (`metadata` on top); a
+                fork copies none otherwise.
             timeout: seconds, retries included (default: the client's; a compress
                 fork calls the model).
 
@@ -115,6 +127,8 @@ class SessionCalls(ClientBase):
             context=fork_context(context),
             profile_vars=dict(profile_vars or {}),
             request_id=rid,
+            metadata=dict(metadata or {}),
+            copy_metadata=copy_metadata,
         )
         set_optional(
             request,
@@ -147,6 +161,7 @@ class SessionCalls(ClientBase):
         insight: str | None = None,
         turn_count: int = 0,
         request_id: str | None = None,
+        metadata: Mapping[str, str] | None = None,
         timeout: Timeout = DEFAULT,
     ) -> SessionSummary:
         """Create a session with the given records, config and slots (ImportSession).
@@ -162,10 +177,12 @@ class SessionCalls(ClientBase):
             system_prompt, memory, insight: the slots.
             turn_count: committed turns to count.
             request_id: the idempotency key (default: a new one, so retries are safe).
+            metadata: its metadata (as exported).
             timeout: seconds, retries included (default: the client's).
 
         Raises:
-            InvalidArgument: a bad record, label or slot; the whole over the message limit.
+            InvalidArgument: a bad record, label, slot or metadata; the whole over the
+                message limit.
             NotFound: the parent or the source is not in the space.
         """
         rid = request_id_or_new(request_id)
@@ -176,6 +193,7 @@ class SessionCalls(ClientBase):
             records=list(records),
             turn_count=turn_count,
             request_id=rid,
+            metadata=dict(metadata or {}),
         )
         set_optional(
             request,
@@ -223,6 +241,34 @@ class SessionCalls(ClientBase):
             "UpdateLabel", request, safe=False, timeout=timeout
         )
         return reply.session
+
+    async def update_session_metadata(
+        self,
+        session_id: str,
+        set: Mapping[str, str] | None = None,
+        remove: Sequence[str] = (),
+        *,
+        timeout: Timeout = DEFAULT,
+    ) -> dict[str, str]:
+        """Add or replace the keys of `set` and remove those of `remove`, at once
+        (UpdateSessionMetadata); answers the session's metadata as it now is. Applying it
+        twice leaves the same metadata, so it is retried safely.
+
+        Raises:
+            InvalidArgument: a key or value out of the limits, or the result over 16 pairs
+                or 4096 bytes (nothing is changed).
+            NotFound: the session is not in the space.
+        """
+        request = agent_pb2.UpdateSessionMetadataRequest(
+            space_id=await self.space_id(),
+            session_id=session_id,
+            set=dict(set or {}),
+            remove=list(remove),
+        )
+        reply: agent_pb2.UpdateSessionMetadataResponse = await self._unary(
+            "UpdateSessionMetadata", request, safe=True, timeout=timeout
+        )
+        return dict(reply.metadata)
 
     async def archive(self, session_id: str, *, timeout: Timeout = DEFAULT) -> SessionSummary:
         """Archive a session: kept, read-only for turns; never cascades (Archive).

@@ -174,6 +174,7 @@ class Client:
     import_session = blocking(AsyncClient.import_session)
     get_session = blocking(AsyncClient.get_session)
     update_label = blocking(AsyncClient.update_label)
+    update_session_metadata = blocking(AsyncClient.update_session_metadata)
     archive = blocking(AsyncClient.archive)
     unarchive = blocking(AsyncClient.unarchive)
     delete_session = blocking(AsyncClient.delete_session)

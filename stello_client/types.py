@@ -13,7 +13,8 @@ into plain dicts for JSON.
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from typing import Any, Literal, TypeAlias
+from datetime import datetime
+from typing import Any, Literal, TypeAlias, TypedDict, Unpack
 
 from google.protobuf import struct_pb2
 
@@ -64,6 +65,7 @@ __all__ = [
     "BusyName",
     "BusyPolicy",
     "ContextName",
+    "DigestFilter",
     "EventKind",
     "ForkContext",
     "GetLineageResponse",
@@ -168,3 +170,35 @@ def tool_result(tool_call_id: str, content: str, *, is_error: bool = False) -> T
 def skill_list(names: Sequence[str] | None) -> common_pb2.SkillList | None:
     """A SkillList of names (None: unset, inherit; [] = no skills)."""
     return None if names is None else common_pb2.SkillList(names=list(names))
+
+
+class DigestFilter(TypedDict, total=False):
+    """ListSessionDigests' filters (common.proto's SessionFilter), each served by an index."""
+
+    metadata: Mapping[str, str]
+    label_prefix: str
+    parent_id: str
+    root_id: str
+    roots_only: bool
+    created_after: datetime
+    created_before: datetime
+    updated_after: datetime
+    updated_before: datetime
+
+
+_TIMES = ("created_after", "created_before", "updated_after", "updated_before")
+
+
+def session_filter(**filters: Unpack[DigestFilter]) -> common_pb2.SessionFilter:
+    """The SessionFilter message of the given filters (times as aware datetimes)."""
+    message = common_pb2.SessionFilter(metadata=dict(filters.get("metadata") or {}))
+    for name in ("label_prefix", "parent_id", "root_id"):
+        value = filters.get(name)
+        if value is not None:
+            setattr(message, name, value)
+    message.roots_only = bool(filters.get("roots_only", False))
+    for name in _TIMES:
+        when = filters.get(name)
+        if when is not None:
+            getattr(message, name).FromDatetime(when)
+    return message

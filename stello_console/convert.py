@@ -62,6 +62,7 @@ def view_dict(view: agent_pb2.SessionView) -> JsonDict:
         "system_prompt": _optional(view, "system_prompt"),
         "memory": _optional(view, "memory"),
         "insight": _optional(view, "insight"),
+        "metadata": dict(sorted(view.metadata.items())),
     }
 
 

@@ -8,19 +8,24 @@ from __future__ import annotations
 
 import uuid
 from collections.abc import Sequence
+from datetime import datetime
 from typing import Any
 
 from google.protobuf import unknown_fields
 from google.protobuf.message import Message
 
+from stello import metadata, validation
 from stello.common.v1 import common_pb2
 from stello.errors import Violations
 from stello.idempotency import MAX_REQUEST_ID_CHARS
-from stello.timestamps import set_timestamp
-from stello.validation import parse_uuid
+from stello.timestamps import from_timestamp, set_timestamp
+from stello.tree.v1 import tree_pb2
+from stello.validation import parse_uuid, space_uuid
 from tree_service.models import (
+    MetadataChange,
     Node,
     SessionConfig,
+    SessionFilter,
     Status,
     Summary,
     SweptSession,
@@ -209,8 +214,61 @@ def add_summaries(target: Any, summaries: Sequence[Summary]) -> None:
         set_timestamp(message.created_at, summary.created_at)
         set_timestamp(message.updated_at, summary.updated_at)
         set_timestamp(message.last_active_at, summary.last_active_at)
+        if summary.metadata:
+            message.metadata.update(summary.metadata)
 
 
 def swept_ids(removed: list[SweptSession]) -> list[str]:
     """The ids of swept sessions as they travel."""
     return [str(s.id) for s in removed]
+
+
+def filter_from_proto(message: common_pb2.SessionFilter, violations: Violations) -> SessionFilter:
+    """ListAll's `filter`, each bad field named `filter.<field>`."""
+    pairs = dict(message.metadata)
+    metadata.check_pairs(pairs, violations, "filter.metadata")
+    prefix = message.label_prefix if message.HasField("label_prefix") else None
+    if prefix is not None:
+        validation.label(prefix, violations, "filter.label_prefix")
+    parent_id = optional_uuid(message, "parent_id", violations, "filter.parent_id")
+    if parent_id is not None and message.roots_only:
+        violations.add("filter.roots_only", "cannot be combined with filter.parent_id")
+    return SessionFilter(
+        metadata=tuple(sorted(pairs.items())),
+        label_prefix=prefix,
+        parent_id=parent_id,
+        root_id=optional_uuid(message, "root_id", violations, "filter.root_id"),
+        roots_only=message.roots_only,
+        created_after=_time(message, "created_after", violations),
+        created_before=_time(message, "created_before", violations),
+        updated_after=_time(message, "updated_after", violations),
+        updated_before=_time(message, "updated_before", violations),
+    )
+
+
+def _time(message: common_pb2.SessionFilter, name: str, violations: Violations) -> datetime | None:
+    if not message.HasField(name):
+        return None
+    try:
+        return from_timestamp(getattr(message, name))
+    except (ValueError, OverflowError):
+        violations.add(f"filter.{name}", "is not a representable time")
+        return None
+
+
+def metadata_change(
+    request: tree_pb2.UpdateSessionMetadataRequest, violations: Violations
+) -> MetadataChange:
+    """UpdateSessionMetadata's change: `set` and `remove` checked key by key."""
+    written = dict(request.set)
+    metadata.check_pairs(written, violations, "set")
+    metadata.check_keys(request.remove, violations, "remove")
+    for index, key in enumerate(request.remove):
+        if key in written:
+            violations.add(f"remove[{index}]", f"key {key!r} is also in set")
+    return MetadataChange(
+        space_id=space_uuid(request.space_id, violations),
+        session_id=parse_uuid(request.session_id, "session_id", violations),
+        set=written,
+        remove=tuple(dict.fromkeys(request.remove)),
+    )

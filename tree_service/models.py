@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import uuid
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any, Literal, TypeAlias
 
@@ -95,6 +95,7 @@ class Summary:
     updated_at: datetime
     last_active_at: datetime
     pinned: bool = False
+    metadata: dict[str, str] = field(default_factory=dict)
 
 
 @dataclass(frozen=True, slots=True)
@@ -121,6 +122,8 @@ class NewSession:
     provisional: bool
     request_id: str = ""
     request_hash: bytes = b""
+    metadata: dict[str, str] = field(default_factory=dict)
+    copy_source_metadata: bool = False
 
 
 @dataclass(frozen=True, slots=True)
@@ -134,6 +137,8 @@ class SessionSpec:
     """None = visible at once."""
     config: dict[str, Any] | None
     """The stored config as JSON; None = store none."""
+    metadata: dict[str, str] = field(default_factory=dict)
+    copy_source_metadata: bool = False
 
 
 @dataclass(frozen=True, slots=True)
@@ -146,13 +151,39 @@ class TreeQuery:
 
 
 @dataclass(frozen=True, slots=True)
+class SessionFilter:
+    """ListAll's filters (common.v1 SessionFilter); each None / empty = no filter."""
+
+    metadata: tuple[tuple[str, str], ...] = ()
+    label_prefix: str | None = None
+    parent_id: uuid.UUID | None = None
+    root_id: uuid.UUID | None = None
+    roots_only: bool = False
+    created_after: datetime | None = None
+    created_before: datetime | None = None
+    updated_after: datetime | None = None
+    updated_before: datetime | None = None
+
+
+@dataclass(frozen=True, slots=True)
 class PageQuery:
-    """A ListAll request: status filter (None = all), page size and opaque token."""
+    """A ListAll request: its filters, page size and opaque token."""
 
     space_id: uuid.UUID
     status: Status | None
     page_size: int
     page_token: str = ""
+    filter: SessionFilter = SessionFilter()
+
+
+@dataclass(frozen=True, slots=True)
+class MetadataChange:
+    """An UpdateSessionMetadata request, validated."""
+
+    space_id: uuid.UUID
+    session_id: uuid.UUID
+    set: dict[str, str]
+    remove: tuple[str, ...]
 
 
 @dataclass(frozen=True, slots=True)

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import uuid
 from collections.abc import Awaitable, Callable, Sequence
+from dataclasses import replace
 from datetime import UTC, datetime
 from operator import itemgetter
 from typing import Any, TypeVar, cast
@@ -22,10 +23,12 @@ from stello.db import fetch, in_transaction
 from stello.errors import NotFound
 from stello.events import Event, EventKind, Outbox
 from tree_service import sql
+from tree_service.listing import LISTING_PLANS, PAIR_MATCHES, list_statement
 from tree_service.models import (
     ROW_RANK,
     STATUSES,
     Node,
+    SessionFilter,
     SessionSpec,
     Status,
     Summary,
@@ -91,6 +94,7 @@ def to_summary(row: asyncpg.Record) -> Summary:
         updated_at=row["updated_at"],
         last_active_at=row["last_active_at"],
         pinned=row["pinned"],
+        metadata=row["metadata"] or {},
     )
 
 
@@ -148,11 +152,13 @@ class TreeRepository:
 
     async def node_with_config(
         self, space_id: uuid.UUID, session_id: uuid.UUID
-    ) -> tuple[Node, Any] | None:
-        """A visible session's node and its stored config JSON (None when never written),
-        or None, in one statement."""
+    ) -> tuple[Node, Any, dict[str, str]] | None:
+        """A visible session's node, its stored config JSON (None when never written) and
+        its metadata, or None, in one statement."""
         rows = await fetch(self._pool, sql.GET_NODE_WITH_CONFIG, space_id, session_id)
-        return (to_node(rows[0]), rows[0]["config"]) if rows else None
+        if not rows:
+            return None
+        return to_node(rows[0]), rows[0]["config"], rows[0]["metadata"] or {}
 
     async def roots(self, space_id: uuid.UUID) -> list[Node]:
         """Every visible root, by (created_at, id)."""
@@ -198,15 +204,37 @@ class TreeRepository:
         self,
         space_id: uuid.UUID,
         status: Status | None,
+        filters: SessionFilter,
         limit: int,
         after: tuple[datetime, uuid.UUID] | None,
     ) -> list[Summary]:
-        """Up to `limit` visible sessions by (created_at, id), after the key `after`."""
-        if after is None:
-            rows = await fetch(self._pool, sql.LIST_ALL_FIRST, space_id, status, limit)
+        """Up to `limit` visible sessions that pass `status` and `filters`, by (created_at,
+        id), after the key `after` (tree_service.listing: each filter an index range)."""
+        if len(filters.metadata) > 1:
+            filters = await self._rarest_first(space_id, filters, 2 * limit)
+        query, args = list_statement(space_id, status, filters, limit, after)
+        if status is None and filters == SessionFilter():
+            rows = await fetch(self._pool, query, *args)
         else:
-            rows = await fetch(self._pool, sql.LIST_ALL_AFTER, space_id, status, limit, *after)
+
+            async def planned(con: asyncpg.Connection) -> list[asyncpg.Record]:
+                await con.execute(LISTING_PLANS)
+                return list(await con.fetch(query, *args))
+
+            rows = await in_transaction(self._pool, planned)
         return [to_summary(r) for r in rows]
+
+    async def _rarest_first(
+        self, space_id: uuid.UUID, filters: SessionFilter, cap: int
+    ) -> SessionFilter:
+        """`filters` with its metadata pairs ordered by how many sessions hold each (counted
+        up to `cap`), the rarest first: the listing is driven by the first."""
+        counts = []
+        for key, value in filters.metadata:
+            rows = await fetch(self._pool, PAIR_MATCHES, space_id, key, value, cap)
+            counts.append(int(rows[0][0]))
+        order = sorted(range(len(counts)), key=counts.__getitem__)
+        return replace(filters, metadata=tuple(filters.metadata[i] for i in order))
 
     async def by_prefix(
         self, space_id: uuid.UUID, low: uuid.UUID, high: uuid.UUID, limit: int
@@ -359,6 +387,14 @@ class TreeTx(idempotency.KeyStatements):
             raise NotFound(f"parent session {spec.parent_id} not found")
         if not row["source_found"]:
             raise NotFound(f"source session {spec.source_id} not found")
+        if spec.metadata:
+            await self._con.execute(
+                sql.INSERT_METADATA,
+                space_id,
+                session_id,
+                list(spec.metadata),
+                list(spec.metadata.values()),
+            )
         if spec.provisional_ttl_s is None:  # visible at once: committed as it is born
             self._changed(space_id, "session_committed", session_id)
         return Node(
@@ -372,6 +408,32 @@ class TreeTx(idempotency.KeyStatements):
             source_session_id=row["source_session_id"],
             status=_STATUS[row["status"]],
         )
+
+    async def metadata(self, space_id: uuid.UUID, session_id: uuid.UUID) -> dict[str, str]:
+        """A session's metadata pairs."""
+        rows = await self._con.fetch(sql.METADATA, space_id, session_id)
+        return {r["key"]: r["value"] for r in rows}
+
+    async def lock_metadata(self, space_id: uuid.UUID, session_id: uuid.UUID) -> bool:
+        """Row-lock a visible session before its metadata changes; False when absent."""
+        return await self._con.fetchval(sql.LOCK_METADATA, space_id, session_id) is not None
+
+    async def change_metadata(
+        self,
+        space_id: uuid.UUID,
+        session_id: uuid.UUID,
+        written: dict[str, str],
+        removed: list[str],
+    ) -> None:
+        """Write and remove a locked session's pairs, bump it, and say so (one event)."""
+        if written:
+            await self._con.execute(
+                sql.UPSERT_METADATA, space_id, session_id, list(written), list(written.values())
+            )
+        if removed:
+            await self._con.execute(sql.DELETE_METADATA, space_id, session_id, removed)
+        await self._con.execute(sql.TOUCH, space_id, session_id)
+        self._changed(space_id, "metadata_changed", session_id)
 
     async def lock_for_commit(self, space_id: uuid.UUID, session_id: uuid.UUID) -> bool | None:
         """Row-lock a session and, if provisional, its parent; provisional?, None when absent."""

@@ -10,9 +10,11 @@ from __future__ import annotations
 import logging
 import uuid
 from collections.abc import Callable
+from dataclasses import replace
 from operator import itemgetter
 
-from stello.errors import FailedPrecondition, NotFound
+from stello import metadata
+from stello.errors import FailedPrecondition, NotFound, Violations
 from stello.idempotency import Answered, answer_of
 from stello.prefixes import prefix_range
 from stello.reasons import (
@@ -38,6 +40,7 @@ from tree_service.models import (
     ROW_ID,
     ROW_INDEX,
     ROW_PARENT,
+    MetadataChange,
     NewSession,
     Node,
     PageQuery,
@@ -102,6 +105,8 @@ class TreeService:
             source_id=new.source_session_id,
             provisional_ttl_s=self._provisioning_ttl_s if new.provisional else None,
             config=None if new.config is None else config_to_json(new.config),
+            metadata=new.metadata,
+            copy_source_metadata=new.copy_source_metadata,
         )
 
         if not new.request_id:
@@ -124,6 +129,13 @@ class TreeService:
             # A visible child takes its index now, under the parent's row lock.
             if not await tx.lock_parent(new.space_id, new.parent_id):
                 raise NotFound(f"parent session {new.parent_id} not found")
+        if spec.copy_source_metadata and new.source_session_id is not None:
+            copied = await tx.metadata(new.space_id, new.source_session_id)
+            pairs = metadata.merged(copied, spec.metadata, ())
+            violations = Violations()
+            metadata.check_size(pairs, violations, "metadata")
+            violations.raise_if_any()
+            spec = replace(spec, metadata=pairs)
         return await tx.create_session(new.space_id, uuid.uuid4(), spec)
 
     @classmethod
@@ -167,13 +179,14 @@ class TreeService:
 
     async def get_node_with_config(
         self, space_id: uuid.UUID, session_id: uuid.UUID
-    ) -> tuple[Node, SessionConfig | None]:
-        """A visible session's node and its stored config (None when never written)."""
+    ) -> tuple[Node, SessionConfig | None, dict[str, str]]:
+        """A visible session's node, its stored config (None when never written) and its
+        metadata."""
         found = await self._repo.node_with_config(space_id, session_id)
         if found is None:
             raise _not_found(session_id)
-        node, stored = found
-        return node, None if stored is None else config_from_json(stored)
+        node, stored, pairs = found
+        return node, None if stored is None else config_from_json(stored), pairs
 
     async def list_roots(self, space_id: uuid.UUID) -> list[Node]:
         """Every root of the space by (created_at, id)."""
@@ -182,7 +195,9 @@ class TreeService:
     async def list_all(self, query: PageQuery) -> SummaryPage:
         """One page of every session of the space by (created_at, id)."""
         after = decode_page_token(query.page_token) if query.page_token else None
-        rows = await self._repo.summaries(query.space_id, query.status, query.page_size + 1, after)
+        rows = await self._repo.summaries(
+            query.space_id, query.status, query.filter, query.page_size + 1, after
+        )
         if len(rows) <= query.page_size:
             return SummaryPage(tuple(rows), "")
         page = tuple(rows[: query.page_size])
@@ -337,6 +352,27 @@ class TreeService:
                     metadata={"subject": str(session_id)},
                 )
             return await tx.set_label(space_id, session_id, label)
+
+        return await self._repo.transaction(work)
+
+    async def update_metadata(self, change: MetadataChange) -> dict[str, str]:
+        """Write and remove a visible session's metadata in one transaction, the limits
+        checked on the result first; the metadata as it now is."""
+
+        async def work(tx: TreeTx) -> dict[str, str]:
+            if not await tx.lock_metadata(change.space_id, change.session_id):
+                raise _not_found(change.session_id)
+            current = await tx.metadata(change.space_id, change.session_id)
+            result = metadata.merged(current, change.set, change.remove)
+            if result == current:
+                return current
+            violations = Violations()
+            metadata.check_size(result, violations, "set")
+            violations.raise_if_any()
+            written = {k: v for k, v in change.set.items() if current.get(k) != v}
+            removed = [k for k in change.remove if k in current]
+            await tx.change_metadata(change.space_id, change.session_id, written, removed)
+            return result
 
         return await self._repo.transaction(work)
 

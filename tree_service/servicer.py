@@ -12,6 +12,7 @@ from typing import Any
 
 import grpc
 
+from stello import metadata
 from stello.errors import Violations
 from stello.idempotency import fingerprint
 from stello.prefixes import match_limit, parse_prefix
@@ -22,6 +23,8 @@ from tree_service.convert import (
     config_from_proto,
     config_to_proto,
     entries_to_proto,
+    filter_from_proto,
+    metadata_change,
     node_to_proto,
     nodes_to_proto,
     optional_uuid,
@@ -88,7 +91,12 @@ class TreeServicer(tree_pb2_grpc.SessionTreeServicer):
             provisional=request.provisional,
             request_id=request_id(request.request_id, violations),
             request_hash=fingerprint(request) if request.request_id else b"",
+            metadata=dict(request.metadata),
+            copy_source_metadata=request.copy_source_metadata,
         )
+        metadata.check_pairs(new.metadata, violations, "metadata")
+        if request.copy_source_metadata and not request.HasField("source_session_id"):
+            violations.add("copy_source_metadata", "needs source_session_id")
         violations.raise_if_any()
         node = await self._service.create_session(new)
         return tree_pb2.CreateSessionResponse(node=node_to_proto(node))
@@ -105,8 +113,8 @@ class TreeServicer(tree_pb2_grpc.SessionTreeServicer):
         if not request.include_config:
             node = await self._service.get_node(*_session(request))
             return tree_pb2.GetNodeResponse(node=node_to_proto(node))
-        node, config = await self._service.get_node_with_config(*_session(request))
-        reply = tree_pb2.GetNodeResponse(node=node_to_proto(node))
+        node, config, pairs = await self._service.get_node_with_config(*_session(request))
+        reply = tree_pb2.GetNodeResponse(node=node_to_proto(node), metadata=pairs)
         if config is not None:
             reply.config.CopyFrom(config_to_proto(config))
         return reply
@@ -127,6 +135,7 @@ class TreeServicer(tree_pb2_grpc.SessionTreeServicer):
             status=status_filter(request.status, violations),
             page_size=page_size(request.page_size, violations),
             page_token=request.page_token,
+            filter=filter_from_proto(request.filter, violations),
         )
         violations.raise_if_any()
         page = await self._service.list_all(query)
@@ -236,6 +245,15 @@ class TreeServicer(tree_pb2_grpc.SessionTreeServicer):
         violations.raise_if_any()
         stored = await self._service.put_config(space_id, session_id, config)
         return tree_pb2.PutConfigResponse(config=config_to_proto(stored))
+
+    async def UpdateSessionMetadata(
+        self, request: tree_pb2.UpdateSessionMetadataRequest, context: Context
+    ) -> tree_pb2.UpdateSessionMetadataResponse:
+        violations = Violations()
+        change = metadata_change(request, violations)
+        violations.raise_if_any()
+        pairs = await self._service.update_metadata(change)
+        return tree_pb2.UpdateSessionMetadataResponse(metadata=pairs)
 
     async def DeleteSubtree(
         self, request: tree_pb2.DeleteSubtreeRequest, context: Context

@@ -36,7 +36,9 @@ WHERE s.space_id = $1 AND s.id = $2 AND s.provisional_until IS NULL
 # GetNode with include_config: the node and its stored config (NULL when never
 # written) in one statement, so a joined view reads the tree once.
 GET_NODE_WITH_CONFIG = f"""
-SELECT {_NODE}, c.config
+SELECT {_NODE}, c.config,
+       (SELECT jsonb_object_agg(m.key, m.value) FROM session_metadata m
+        WHERE m.space_id = $1 AND m.session_id = s.id) AS metadata
 FROM sessions s
 LEFT JOIN session_configs c ON c.space_id = $1 AND c.session_id = s.id
 WHERE s.space_id = $1 AND s.id = $2 AND s.provisional_until IS NULL
@@ -138,9 +140,16 @@ SET LOCAL enable_hashjoin = off;
 SET LOCAL enable_mergejoin = off
 """
 
-_SUMMARY = """
+# A summary's columns, its metadata read by the session's primary-key prefix.
+SUMMARY_COLUMNS = """
 SELECT s.id, s.parent_id, s.label, s.status, s.turn_count,
-       s.created_at, s.updated_at, s.last_active_at, s.pinned
+       s.created_at, s.updated_at, s.last_active_at, s.pinned,
+       (SELECT jsonb_object_agg(m.key, m.value) FROM session_metadata m
+        WHERE m.space_id = $1 AND m.session_id = s.id) AS metadata
+"""
+
+_SUMMARY = f"""
+{SUMMARY_COLUMNS}
 FROM sessions s
 WHERE s.space_id = $1 AND s.provisional_until IS NULL
   AND ($2::text IS NULL OR s.status = $2)
@@ -163,9 +172,8 @@ LIMIT $3
 
 # ResolveSessionPrefix: $2, $3 the lowest and highest id of the prefix, $4 the
 # limit. One range of the (space_id, id) primary key: only matching rows are read.
-RESOLVE_PREFIX = """
-SELECT s.id, s.parent_id, s.label, s.status, s.turn_count,
-       s.created_at, s.updated_at, s.last_active_at, s.pinned
+RESOLVE_PREFIX = f"""
+{SUMMARY_COLUMNS}
 FROM sessions s
 WHERE s.space_id = $1 AND s.id BETWEEN $2 AND $3 AND s.provisional_until IS NULL
 ORDER BY s.id
@@ -275,6 +283,43 @@ SELECT created.*,
        $5::uuid IS NULL OR EXISTS (SELECT FROM source) AS source_found
 FROM (VALUES (1)) AS one
 LEFT JOIN created ON true
+"""
+
+# The new session's metadata ($3 keys, $4 values), with its created_at (the
+# order of filtered listings), in CreateSession's transaction.
+INSERT_METADATA = """
+INSERT INTO session_metadata (space_id, session_id, key, value, created_at)
+SELECT $1, $2, m.key, m.value, s.created_at
+FROM unnest($3::text[], $4::text[]) AS m (key, value)
+JOIN sessions s ON s.space_id = $1 AND s.id = $2
+"""
+
+# A session's metadata pairs (a fork's source, or before a change).
+METADATA = """
+SELECT key, value FROM session_metadata WHERE space_id = $1 AND session_id = $2
+"""
+
+# UpdateSessionMetadata's lock: a visible session's row, its metadata then
+# changed under it (one change at a time per session).
+LOCK_METADATA = """
+SELECT id FROM sessions
+WHERE space_id = $1 AND id = $2 AND provisional_until IS NULL
+FOR NO KEY UPDATE
+"""
+
+# $3 keys, $4 values written (added or replaced).
+UPSERT_METADATA = """
+INSERT INTO session_metadata AS m (space_id, session_id, key, value, created_at)
+SELECT $1, $2, p.key, p.value, s.created_at
+FROM unnest($3::text[], $4::text[]) AS p (key, value)
+JOIN sessions s ON s.space_id = $1 AND s.id = $2
+ON CONFLICT (space_id, session_id, key) DO UPDATE SET value = EXCLUDED.value
+"""
+
+# $3 keys removed.
+DELETE_METADATA = """
+DELETE FROM session_metadata
+WHERE space_id = $1 AND session_id = $2 AND key = ANY ($3::text[])
 """
 
 # CommitSession's first statement: row-lock the session (provisional or not)

@@ -6,7 +6,7 @@ storage client in `agent_gateway.clients`.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from uuid import UUID
 
 import grpc
@@ -43,14 +43,19 @@ class TreeClient(ServiceClient):
         config: common_pb2.SessionConfig | None,
         provisional: bool,
         request_id: str,
+        metadata: Mapping[str, str] | None = None,
+        copy_source_metadata: bool = False,
     ) -> common_pb2.TopologyNode:
-        """Create a session (provisional: invisible until committed); idempotent by request_id."""
+        """Create a session (provisional: invisible until committed) with its metadata;
+        idempotent by request_id."""
         request = tree_pb2.CreateSessionRequest(
             space_id=str(space_id),
             label=label,
             config=config,
             provisional=provisional,
             request_id=request_id,
+            metadata=metadata,
+            copy_source_metadata=copy_source_metadata,
         )
         if parent_id is not None:
             request.parent_id = str(parent_id)
@@ -91,16 +96,17 @@ class TreeClient(ServiceClient):
 
     async def get_node_with_config(
         self, caller: Caller, space_id: UUID, session_id: UUID
-    ) -> tuple[common_pb2.TopologyNode, common_pb2.SessionConfig | None]:
-        """One visible session as a topology node and its frozen config (None when none was
-        ever written), in one call."""
+    ) -> tuple[common_pb2.TopologyNode, common_pb2.SessionConfig | None, dict[str, str]]:
+        """One visible session as a topology node, its frozen config (None when none was
+        ever written) and its metadata, in one call."""
         request = tree_pb2.GetNodeRequest(
             space_id=str(space_id), session_id=str(session_id), include_config=True
         )
         reply = await self._call(
             "GetNode", self._stub.GetNode, request, tree_pb2.GetNodeResponse, caller
         )
-        return reply.node, reply.config if reply.HasField("config") else None
+        config = reply.config if reply.HasField("config") else None
+        return reply.node, config, dict(reply.metadata)
 
     async def get_config(
         self, caller: Caller, space_id: UUID, session_id: UUID
@@ -144,10 +150,16 @@ class TreeClient(ServiceClient):
         status: common_pb2.SessionStatus,
         page_size: int,
         page_token: str,
+        session_filter: common_pb2.SessionFilter | None = None,
     ) -> tree_pb2.ListAllResponse:
-        """One page of every session of the space, in (created_at, id) order."""
+        """One page of the space's sessions that pass the filters, in (created_at, id)
+        order."""
         request = tree_pb2.ListAllRequest(
-            space_id=str(space_id), status=status, page_size=page_size, page_token=page_token
+            space_id=str(space_id),
+            status=status,
+            page_size=page_size,
+            page_token=page_token,
+            filter=session_filter,
         )
         return await self._call(
             "ListAll", self._stub.ListAll, request, tree_pb2.ListAllResponse, caller
@@ -233,6 +245,28 @@ class TreeClient(ServiceClient):
             "UpdateLabel", self._stub.UpdateLabel, request, tree_pb2.UpdateLabelResponse, caller
         )
         return reply.node
+
+    async def update_metadata(
+        self,
+        caller: Caller,
+        space_id: UUID,
+        session_id: UUID,
+        *,
+        set_: Mapping[str, str],
+        remove: Sequence[str],
+    ) -> dict[str, str]:
+        """Write and remove the session's metadata keys in one transaction; its metadata."""
+        request = tree_pb2.UpdateSessionMetadataRequest(
+            space_id=str(space_id), session_id=str(session_id), set=set_, remove=remove
+        )
+        reply = await self._call(
+            "UpdateSessionMetadata",
+            self._stub.UpdateSessionMetadata,
+            request,
+            tree_pb2.UpdateSessionMetadataResponse,
+            caller,
+        )
+        return dict(reply.metadata)
 
     async def resolve_prefix(
         self, caller: Caller, space_id: UUID, prefix: str, limit: int

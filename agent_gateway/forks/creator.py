@@ -98,6 +98,7 @@ class RootInput:
     request_id: str = ""
     request_hash: bytes = b""
     """Fingerprint of the request without its request_id (when it has one)."""
+    metadata: Mapping[str, str] = field(default_factory=dict)
 
 
 @dataclass(frozen=True, slots=True)
@@ -118,6 +119,9 @@ class ForkInput:
     request_id: str = ""
     request_hash: bytes = b""
     """Fingerprint of the request without its request_id (when it has one)."""
+    metadata: Mapping[str, str] = field(default_factory=dict)
+    copy_metadata: bool = False
+    """Start from the source's metadata (`metadata` on top)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -212,6 +216,7 @@ class SessionCreator:
             config=config.to_proto(),
             system_prompt=config.system_prompt or None,
             records=(_assistant(opening),) if opening else (),
+            metadata=tuple(sorted(request.metadata.items())),
         )
         self._limits.check_plan(plan.system_prompt, opening, "profile")
         request_id = internal_request_id("CreateRoot", request.request_id)
@@ -301,6 +306,8 @@ class SessionCreator:
             inherit=context is ContextMode.INHERIT,
             inherit_until_seq=request.inherit_until_seq,
             records=tuple(records),
+            metadata=tuple(sorted(request.metadata.items())),
+            copy_metadata=request.copy_metadata,
         )
         opening_from = "prompt" if request.prompt is not None else "profile"
         self._limits.check_plan(plan.system_prompt, opening, opening_from)

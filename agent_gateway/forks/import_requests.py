@@ -14,7 +14,7 @@ import uuid
 
 from agent_gateway.forks.creator import SizeLimits
 from agent_gateway.forks.imports import ImportInput
-from stello import validation
+from stello import metadata, validation
 from stello.agent.v1 import agent_pb2
 from stello.common.v1 import common_pb2
 from stello.errors import Violations
@@ -66,6 +66,7 @@ def import_input(request: agent_pb2.ImportSessionRequest, *, limits: SizeLimits)
     )
     if len(request.request_id) > MAX_REQUEST_ID_CHARS:
         v.add("request_id", f"must be at most {MAX_REQUEST_ID_CHARS} characters")
+    metadata.check_pairs(dict(request.metadata), v, "metadata")
     v.raise_if_any()
     return ImportInput(
         space_id=space_id,
@@ -80,6 +81,7 @@ def import_input(request: agent_pb2.ImportSessionRequest, *, limits: SizeLimits)
         turn_count=request.turn_count,
         request_id=request.request_id,
         request_hash=fingerprint(request) if request.request_id else b"",
+        metadata=dict(request.metadata),
     )
 
 

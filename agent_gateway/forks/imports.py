@@ -43,6 +43,7 @@ class ImportInput:
     request_id: str = ""
     request_hash: bytes = b""
     """Fingerprint of the request without its request_id (when it has one)."""
+    metadata: Mapping[str, str] = field(default_factory=dict)
 
 
 class SessionImporter:
@@ -99,6 +100,7 @@ class SessionImporter:
             insight=request.slots.get("insight"),
             archived=request.archived,
             turns=request.turn_count,
+            metadata=tuple(sorted(request.metadata.items())),
         )
         return await self._saga.run(caller, plan, request_id, key)
 

@@ -92,6 +92,10 @@ class SessionPlan:
     """ImportSession: the session is stored archived."""
     turns: int = 0
     """ImportSession: committed user turns to count."""
+    metadata: tuple[tuple[str, str], ...] = ()
+    """The session's metadata pairs, written by the tree's CreateSession."""
+    copy_metadata: bool = False
+    """Start from `source_id`'s metadata (copied by the tree in CreateSession)."""
 
 
 def plan_digest(plan: SessionPlan) -> str:
@@ -100,7 +104,8 @@ def plan_digest(plan: SessionPlan) -> str:
     parts = (plan.label, str(plan.parent_id), str(plan.source_id), plan.system_prompt or "")
     slots = (repr(plan.memory), repr(plan.insight), str(plan.archived), str(plan.turns))
     inherit = (str(plan.inherit), repr(plan.inherit_until_seq), str(plan.copy_system_prompt))
-    for part in (*parts, *slots, *inherit):
+    tags = (repr(plan.metadata), str(plan.copy_metadata))
+    for part in (*parts, *slots, *inherit, *tags):
         digest.update(part.encode())
         digest.update(b"\0")
     if plan.config is not None:
@@ -161,6 +166,8 @@ class ProvisioningSaga:
                 config=plan.config,
                 provisional=True,
                 request_id=f"{rid}/{digest}",
+                metadata=dict(plan.metadata),
+                copy_source_metadata=plan.copy_metadata,
             )
             await self._faults.hit("fork.after_create")
             try:

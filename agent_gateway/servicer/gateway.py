@@ -24,6 +24,7 @@ from agent_gateway.memory.shared import SharedMemory
 from agent_gateway.servicer.callers import caller_of as _caller
 from agent_gateway.servicer.lineage import LineageRpcs
 from agent_gateway.servicer.memory import SharedMemoryRpcs
+from agent_gateway.servicer.metadata import MetadataRpcs, check_filter, check_metadata
 from agent_gateway.servicer.replies import (
     CONTEXTS,
     consolidate_response,
@@ -116,6 +117,7 @@ class AgentGatewayServicer(
     SharedMemoryRpcs,
     SkillRpcs,
     LineageRpcs,
+    MetadataRpcs,
     RetentionRpcs,
     agent_pb2_grpc.AgentGatewayServicer,
 ):
@@ -163,6 +165,7 @@ class AgentGatewayServicer(
         label = request.label if request.HasField("label") else DEFAULT_ROOT_LABEL
         validation.label(label, violations)
         request_id = _request_id(request.request_id, violations)
+        check_metadata(dict(request.metadata), violations)
         violations.raise_if_any()
         root = RootInput(
             space_id=space_id,
@@ -173,6 +176,7 @@ class AgentGatewayServicer(
             profile_vars=dict(request.profile_vars),
             request_id=request_id,
             request_hash=_request_hash(request),
+            metadata=dict(request.metadata),
         )
         session = await self._creator.create_root(_caller(context), root)
         return agent_pb2.CreateRootResponse(session=session)
@@ -198,6 +202,7 @@ class AgentGatewayServicer(
         if until is not None and until < 0:
             violations.add("inherit_until_seq", "must not be negative")
         request_id = _request_id(request.request_id, violations)
+        check_metadata(dict(request.metadata), violations)
         violations.raise_if_any()
         fork = ForkInput(
             space_id=space_id,
@@ -213,6 +218,8 @@ class AgentGatewayServicer(
             prompt=request.prompt if request.HasField("prompt") else None,
             request_id=request_id,
             request_hash=_request_hash(request),
+            metadata=dict(request.metadata),
+            copy_metadata=request.copy_metadata,
         )
         session = await self._creator.fork(_caller(context), fork)
         return agent_pb2.ForkResponse(session=session)
@@ -256,6 +263,7 @@ class AgentGatewayServicer(
         page_size = validation.page_size(request.page_size, violations)
         if request.status not in _STATUSES:
             violations.add("status", f"unknown SessionStatus value {request.status}")
+        check_filter(request.filter, violations)
         violations.raise_if_any()
         page = await self._sessions.list_digests(
             _caller(context),
@@ -263,6 +271,7 @@ class AgentGatewayServicer(
             status=request.status,
             page_size=page_size,
             page_token=request.page_token,
+            session_filter=request.filter if request.HasField("filter") else None,
         )
         return agent_pb2.ListSessionDigestsResponse(
             digests=page.digests, next_page_token=page.next_page_token

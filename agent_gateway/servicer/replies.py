@@ -74,6 +74,7 @@ def session_view(details: SessionDetails) -> agent_pb2.SessionView:
         last_active_at=details.meta.last_active_at,
         progress=details.progress,
         pinned=details.meta.pinned,
+        metadata=details.metadata,
     )
     if details.config is not None:
         view.config.CopyFrom(details.config)

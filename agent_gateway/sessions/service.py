@@ -30,6 +30,7 @@ class SessionDetails:
     slots: storage_pb2.SessionSlots
     progress: common_pb2.HistoryProgress
     """How far summaries and memory cover the records; the background jobs."""
+    metadata: dict[str, str]
 
 
 @dataclass(frozen=True, slots=True)
@@ -70,13 +71,19 @@ class SessionService:
         status: common_pb2.SessionStatus,
         page_size: int,
         page_token: str,
+        session_filter: common_pb2.SessionFilter | None = None,
     ) -> DigestPage:
-        """One page: exactly one tree ListAll and one storage BatchGetSlots.
+        """One page: exactly one tree ListAll (which filters) and one storage BatchGetSlots.
 
         A session deleted between the two calls is left out (it no longer exists).
         """
         page = await self._tree.list_all(
-            caller, space_id, status=status, page_size=page_size, page_token=page_token
+            caller,
+            space_id,
+            status=status,
+            page_size=page_size,
+            page_token=page_token,
+            session_filter=session_filter,
         )
         slots: dict[str, storage_pb2.SessionSlots] = {}
         if page.sessions:
@@ -95,6 +102,7 @@ class SessionService:
                 status=session.status,
                 turn_count=session.turn_count,
                 pinned=session.pinned,
+                metadata=session.metadata,
             )
             if session.HasField("parent_id"):
                 digest.parent_id = session.parent_id
@@ -142,11 +150,25 @@ class SessionService:
     ) -> SessionDetails:
         """Node, meta, config and slots of one session: one tree call (node and config) and
         one storage call (meta and slots), in parallel."""
-        (node, config), (meta, slots, progress) = await both(
+        (node, config, pairs), (meta, slots, progress) = await both(
             self._tree.get_node_with_config(caller, space_id, session_id),
             self._storage.get_session_with_slots(caller, space_id, session_id, progress=True),
         )
-        return SessionDetails(node, meta, config, slots, progress)
+        return SessionDetails(node, meta, config, slots, progress, pairs)
+
+    async def update_metadata(
+        self,
+        caller: Caller,
+        space_id: uuid.UUID,
+        session_id: uuid.UUID,
+        written: dict[str, str],
+        removed: list[str],
+    ) -> dict[str, str]:
+        """Write and remove the session's metadata keys atomically (one tree call); the
+        metadata as it now is."""
+        return await self._tree.update_metadata(
+            caller, space_id, session_id, set_=written, remove=removed
+        )
 
     async def get_tree(
         self,

@@ -24,6 +24,7 @@ const VIEW_KINDS = new Set([
   "insight_cleared",
   "memory_put",
   "config_put",
+  "metadata_changed",
 ]);
 // Events that change what the lineage shows of an ancestor: the lineage is re-read.
 const ANCESTOR_KINDS = new Set([
@@ -110,6 +111,7 @@ export class SessionView {
           this.lineage(),
           this.head(),
           this.meta(),
+          this.metadata(),
           view.source_session_id ? this.source(view.source_session_id) : null,
           this.actions(archived),
         ),
@@ -142,6 +144,16 @@ export class SessionView {
     );
   }
 
+  /** The session's metadata as `key=value` chips, as text (none: an empty line). */
+  metadata() {
+    const pairs = Object.entries(this.view.metadata ?? {});
+    return el(
+      "p",
+      { class: "meta muted", id: "session-metadata", hidden: pairs.length === 0 },
+      ...pairs.map(([key, value]) => el("code", { class: "metadata-pair" }, `${key}=${value} `)),
+    );
+  }
+
   /** Re-read the view and update the header, meta, actions and slots in place. */
   async refreshView() {
     const view = await call("GET", `/api/sessions/${this.id}`);
@@ -151,6 +163,7 @@ export class SessionView {
     this.container.querySelector("article.session")?.classList.toggle("is-archived", archived);
     this.swap("#session-head", this.head());
     this.swap("#session-meta", this.meta());
+    this.swap("#session-metadata", this.metadata());
     this.swap("#session-actions", this.actions(archived));
     this.swap("#lineage-nav", this.lineage());
     this.container.querySelector("#system-prompt").textContent = view.system_prompt ?? "(none)";

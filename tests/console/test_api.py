@@ -201,6 +201,7 @@ class TestLineage:
                     "turn_count": 0,
                     "memory": None,
                     "insight": "hint",
+                    "metadata": {},
                 },
                 {
                     "id": root.id,
@@ -210,6 +211,7 @@ class TestLineage:
                     "turn_count": 0,
                     "memory": "kept",
                     "insight": None,
+                    "metadata": {},
                 },
             ],
             "next_page_token": "",

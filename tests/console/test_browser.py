@@ -119,6 +119,25 @@ class TestSession:
         ]
         assert browser_page.console_errors() == []
 
+    async def test_metadata_shows_as_text_and_follows_changes(
+        self, console: ConsoleStack, browser_page: BrowserPage
+    ) -> None:
+        """The session view shows its metadata as text (markup included) and re-reads it when
+        UpdateSessionMetadata changes it."""
+        root = await console.stack.root(label="Tagged", metadata={"owner": "<b>alice</b>"})
+        page = browser_page.page
+        await open_console(console, browser_page, f"#/session/{root.id}")
+        line = page.locator("#session-metadata")
+        await expect(line).to_have_text("owner=<b>alice</b>")
+        await expect(line.locator("b")).to_have_count(0)
+        await console.stack.gw.UpdateSessionMetadata(
+            agent_pb2.UpdateSessionMetadataRequest(
+                space_id=console.stack.space.sid, session_id=root.id, set={"ticket": "T-1"}
+            )
+        )
+        await expect(line).to_have_text("owner=<b>alice</b> ticket=T-1")
+        assert browser_page.console_errors() == []
+
     async def test_fork_from_the_third_record_keeps_the_first_three(
         self, console: ConsoleStack, browser_page: BrowserPage
     ) -> None:

@@ -19,6 +19,7 @@ from typing import Any
 
 import asyncpg
 import grpc
+from google.protobuf import timestamp_pb2
 
 from agent_gateway.app import create_app as gateway_app
 from agent_gateway.config import GatewaySettings
@@ -256,6 +257,16 @@ async def drive_gateway(s: Services) -> None:
         )
     )
     await gw.ListSessionDigests(agent_pb2.ListSessionDigestsRequest(space_id=sid, page_size=2))
+    await gw.UpdateSessionMetadata(
+        agent_pb2.UpdateSessionMetadataRequest(
+            space_id=sid, session_id=root.id, set={"user": "u1"}, remove=["gone"]
+        )
+    )
+    await gw.ListSessionDigests(
+        agent_pb2.ListSessionDigestsRequest(
+            space_id=sid, filter=common_pb2.SessionFilter(metadata={"user": "u1"})
+        )
+    )
     await gw.GetSession(agent_pb2.GetSessionRequest(space_id=sid, session_id=root.id))
     await gw.GetLineage(agent_pb2.GetLineageRequest(space_id=sid, session_id=forks[0].id))
     await gw.GetTree(agent_pb2.GetTreeRequest(space_id=sid))
@@ -291,6 +302,56 @@ async def drive_gateway(s: Services) -> None:
         gw.GetSession(agent_pb2.GetSessionRequest(space_id=s.other_space_id, session_id=root.id)),
         NOT_FOUND,  # another space: as if it did not exist
     )
+
+
+async def _drive_tree_metadata(tr: Any, sid: str, root_id: str, kid_id: str) -> None:
+    """Metadata's statements: written at creation (and copied from a source), changed,
+    read with the node, and every filter of ListAll (each its own statement)."""
+    tagged = (
+        await tr.CreateSession(
+            tree_pb2.CreateSessionRequest(
+                space_id=sid,
+                parent_id=root_id,
+                source_session_id=kid_id,
+                metadata={"user": "u1", "team": "t1"},
+            )
+        )
+    ).node
+    await tr.CreateSession(
+        tree_pb2.CreateSessionRequest(
+            space_id=sid, source_session_id=tagged.id, copy_source_metadata=True
+        )
+    )
+    await tr.UpdateSessionMetadata(
+        tree_pb2.UpdateSessionMetadataRequest(
+            space_id=sid, session_id=tagged.id, set={"team": "t2"}, remove=["user"]
+        )
+    )
+    await tr.GetNode(
+        tree_pb2.GetNodeRequest(space_id=sid, session_id=tagged.id, include_config=True)
+    )
+    stamp = timestamp_pb2.Timestamp(seconds=1)
+    filters = [
+        common_pb2.SessionFilter(metadata={"team": "t2"}),
+        common_pb2.SessionFilter(metadata={"team": "t2", "user": "u1"}, label_prefix="S"),
+        common_pb2.SessionFilter(parent_id=root_id, created_after=stamp),
+        common_pb2.SessionFilter(root_id=root_id, updated_after=stamp, updated_before=stamp),
+        common_pb2.SessionFilter(roots_only=True, created_before=stamp),
+    ]
+    for session_filter in filters:
+        page = await tr.ListAll(
+            tree_pb2.ListAllRequest(
+                space_id=sid,
+                page_size=1,
+                filter=session_filter,
+                status=common_pb2.SESSION_STATUS_ACTIVE,
+            )
+        )
+        await tr.ListAll(
+            tree_pb2.ListAllRequest(
+                space_id=sid, page_size=1, filter=session_filter, page_token=page.next_page_token
+            )
+        )
 
 
 async def _drive_retention(gw: Any, sid: str, root_id: str) -> None:
@@ -619,6 +680,7 @@ async def _drive_tree(s: Services) -> None:
         tree_pb2.PutConfigRequest(**one, config=common_pb2.SessionConfig(system_prompt="y"))
     )
     await tr.GetConfig(tree_pb2.GetConfigRequest(**one))
+    await _drive_tree_metadata(tr, sid, root.id, kids[0].id)
     await tr.DeleteSubtree(tree_pb2.DeleteSubtreeRequest(space_id=sid, session_id=kids[1].id))
     await s.admin_tree.SweepProvisional(tree_pb2.SweepProvisionalRequest(dry_run=True))
     await s.admin_tree.SweepProvisional(tree_pb2.SweepProvisionalRequest())

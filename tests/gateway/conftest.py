@@ -326,7 +326,8 @@ ROW_COUNTS = """
 SELECT (SELECT count(*) FROM sessions WHERE space_id = $1) AS sessions,
        (SELECT count(*) FROM records WHERE space_id = $1) AS records,
        (SELECT count(*) FROM session_slots WHERE space_id = $1) AS slots,
-       (SELECT count(*) FROM session_configs WHERE space_id = $1) AS configs
+       (SELECT count(*) FROM session_configs WHERE space_id = $1) AS configs,
+       (SELECT count(*) FROM session_metadata WHERE space_id = $1) AS metadata
 """
 
 

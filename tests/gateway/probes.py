@@ -28,6 +28,7 @@ SELECT (SELECT count(*) FROM sessions WHERE space_id = $1 AND id = ANY($2::uuid[
      + (SELECT count(*) FROM records WHERE space_id = $1 AND session_id = ANY($2::uuid[]))
      + (SELECT count(*) FROM session_slots WHERE space_id = $1 AND session_id = ANY($2::uuid[]))
      + (SELECT count(*) FROM session_configs WHERE space_id = $1 AND session_id = ANY($2::uuid[]))
+     + (SELECT count(*) FROM session_metadata WHERE space_id = $1 AND session_id = ANY($2::uuid[]))
 """
 
 FORK_FIELDS: dict[str, Any] = {

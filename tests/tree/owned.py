@@ -6,11 +6,18 @@ import uuid
 
 import asyncpg
 
-OWNED_TABLES = ("records", "session_slots", "compression_caches", "session_configs")
+OWNED_TABLES = (
+    "records",
+    "session_slots",
+    "compression_caches",
+    "session_configs",
+    "session_metadata",
+)
 
 
 async def give_belongings(pool: asyncpg.Pool, space_id: uuid.UUID, session_id: uuid.UUID) -> None:
-    """One record, one slot row, a compression cache and a config for the session."""
+    """One record, one slot row, a compression cache, a config and a metadata pair for the
+    session."""
     async with pool.acquire() as con, con.transaction():
         await con.execute(
             "INSERT INTO records (space_id, session_id, seq, role, content, token_estimate,"
@@ -35,6 +42,12 @@ async def give_belongings(pool: asyncpg.Pool, space_id: uuid.UUID, session_id: u
             space_id,
             session_id,
             {"system_prompt": "p"},
+        )
+        await con.execute(
+            "INSERT INTO session_metadata (space_id, session_id, key, value, created_at)"
+            " VALUES ($1, $2, 'owner', 'alice', now()) ON CONFLICT DO NOTHING",
+            space_id,
+            session_id,
         )
 
 

@@ -60,7 +60,7 @@ class TestDeleteSubtree:
         await erased(pool)
         for node in (a, a1, a2):
             assert await belongings(pool, tree.space.id, uuid.UUID(node.id)) == 0
-        assert await belongings(pool, tree.space.id, uuid.UUID(b.id)) == 4
+        assert await belongings(pool, tree.space.id, uuid.UUID(b.id)) == 5
         assert await session_count(pool, tree.space.id) == 2
         after = await tree.node(b.id)
         assert (after.index, list(after.refs)) == (1, [])

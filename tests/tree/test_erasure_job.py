@@ -88,7 +88,7 @@ class TestHiding:
             assert deleted[0] == middle.id
             assert set(deleted) == {middle.id, leaf.id, hidden.id}
             assert await pool.fetchval(HIDDEN, tree.space.id) == 3
-            assert await belongings(pool, tree.space.id, uuid.UUID(leaf.id)) == 4
+            assert await belongings(pool, tree.space.id, uuid.UUID(leaf.id)) == 5
             for session in deleted:
                 assert await not_found(tree.node(session))
             assert await not_found(tree.commit(hidden.id))

@@ -152,7 +152,7 @@ class TestSweeper:
         kept = await tree.child(root.id, provisional=True)
         await tree.commit(kept.id)
         await give_belongings(pool, tree.space.id, uuid.UUID(abandoned.id))
-        assert await belongings(pool, tree.space.id, uuid.UUID(abandoned.id)) == 4
+        assert await belongings(pool, tree.space.id, uuid.UUID(abandoned.id)) == 5
         sweeper = create_sweeper(pool, short_ttl)
         sweeper.start()
         try:

@@ -58,7 +58,14 @@ class ToolResult(_message.Message):
     def __init__(self, tool_call_id: _Optional[str] = ..., content: _Optional[str] = ..., is_error: _Optional[bool] = ...) -> None: ...
 
 class SessionView(_message.Message):
-    __slots__ = ("node", "turn_count", "created_at", "updated_at", "last_active_at", "config", "system_prompt", "memory", "insight", "progress", "pinned")
+    __slots__ = ("node", "turn_count", "created_at", "updated_at", "last_active_at", "config", "system_prompt", "memory", "insight", "progress", "pinned", "metadata")
+    class MetadataEntry(_message.Message):
+        __slots__ = ("key", "value")
+        KEY_FIELD_NUMBER: _ClassVar[int]
+        VALUE_FIELD_NUMBER: _ClassVar[int]
+        key: str
+        value: str
+        def __init__(self, key: _Optional[str] = ..., value: _Optional[str] = ...) -> None: ...
     NODE_FIELD_NUMBER: _ClassVar[int]
     TURN_COUNT_FIELD_NUMBER: _ClassVar[int]
     CREATED_AT_FIELD_NUMBER: _ClassVar[int]
@@ -70,6 +77,7 @@ class SessionView(_message.Message):
     INSIGHT_FIELD_NUMBER: _ClassVar[int]
     PROGRESS_FIELD_NUMBER: _ClassVar[int]
     PINNED_FIELD_NUMBER: _ClassVar[int]
+    METADATA_FIELD_NUMBER: _ClassVar[int]
     node: _common_pb2.TopologyNode
     turn_count: int
     created_at: _timestamp_pb2.Timestamp
@@ -81,7 +89,8 @@ class SessionView(_message.Message):
     insight: str
     progress: _common_pb2.HistoryProgress
     pinned: bool
-    def __init__(self, node: _Optional[_Union[_common_pb2.TopologyNode, _Mapping]] = ..., turn_count: _Optional[int] = ..., created_at: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., updated_at: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., last_active_at: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., config: _Optional[_Union[_common_pb2.SessionConfig, _Mapping]] = ..., system_prompt: _Optional[str] = ..., memory: _Optional[str] = ..., insight: _Optional[str] = ..., progress: _Optional[_Union[_common_pb2.HistoryProgress, _Mapping]] = ..., pinned: _Optional[bool] = ...) -> None: ...
+    metadata: _containers.ScalarMap[str, str]
+    def __init__(self, node: _Optional[_Union[_common_pb2.TopologyNode, _Mapping]] = ..., turn_count: _Optional[int] = ..., created_at: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., updated_at: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., last_active_at: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., config: _Optional[_Union[_common_pb2.SessionConfig, _Mapping]] = ..., system_prompt: _Optional[str] = ..., memory: _Optional[str] = ..., insight: _Optional[str] = ..., progress: _Optional[_Union[_common_pb2.HistoryProgress, _Mapping]] = ..., pinned: _Optional[bool] = ..., metadata: _Optional[_Mapping[str, str]] = ...) -> None: ...
 
 class ProfileInfo(_message.Message):
     __slots__ = ("name", "system_prompt", "system_prompt_mode", "context", "prompt", "skills", "variables", "compressor_prompt", "consolidator_prompt")
@@ -106,8 +115,15 @@ class ProfileInfo(_message.Message):
     def __init__(self, name: _Optional[str] = ..., system_prompt: _Optional[str] = ..., system_prompt_mode: _Optional[_Union[SystemPromptMode, str]] = ..., context: _Optional[_Union[_common_pb2.ForkContext, str]] = ..., prompt: _Optional[str] = ..., skills: _Optional[_Union[_common_pb2.SkillList, _Mapping]] = ..., variables: _Optional[_Iterable[str]] = ..., compressor_prompt: _Optional[str] = ..., consolidator_prompt: _Optional[str] = ...) -> None: ...
 
 class CreateRootRequest(_message.Message):
-    __slots__ = ("space_id", "label", "system_prompt", "skills", "profile", "profile_vars", "request_id")
+    __slots__ = ("space_id", "label", "system_prompt", "skills", "profile", "profile_vars", "request_id", "metadata")
     class ProfileVarsEntry(_message.Message):
+        __slots__ = ("key", "value")
+        KEY_FIELD_NUMBER: _ClassVar[int]
+        VALUE_FIELD_NUMBER: _ClassVar[int]
+        key: str
+        value: str
+        def __init__(self, key: _Optional[str] = ..., value: _Optional[str] = ...) -> None: ...
+    class MetadataEntry(_message.Message):
         __slots__ = ("key", "value")
         KEY_FIELD_NUMBER: _ClassVar[int]
         VALUE_FIELD_NUMBER: _ClassVar[int]
@@ -121,6 +137,7 @@ class CreateRootRequest(_message.Message):
     PROFILE_FIELD_NUMBER: _ClassVar[int]
     PROFILE_VARS_FIELD_NUMBER: _ClassVar[int]
     REQUEST_ID_FIELD_NUMBER: _ClassVar[int]
+    METADATA_FIELD_NUMBER: _ClassVar[int]
     space_id: str
     label: str
     system_prompt: str
@@ -128,7 +145,8 @@ class CreateRootRequest(_message.Message):
     profile: str
     profile_vars: _containers.ScalarMap[str, str]
     request_id: str
-    def __init__(self, space_id: _Optional[str] = ..., label: _Optional[str] = ..., system_prompt: _Optional[str] = ..., skills: _Optional[_Union[_common_pb2.SkillList, _Mapping]] = ..., profile: _Optional[str] = ..., profile_vars: _Optional[_Mapping[str, str]] = ..., request_id: _Optional[str] = ...) -> None: ...
+    metadata: _containers.ScalarMap[str, str]
+    def __init__(self, space_id: _Optional[str] = ..., label: _Optional[str] = ..., system_prompt: _Optional[str] = ..., skills: _Optional[_Union[_common_pb2.SkillList, _Mapping]] = ..., profile: _Optional[str] = ..., profile_vars: _Optional[_Mapping[str, str]] = ..., request_id: _Optional[str] = ..., metadata: _Optional[_Mapping[str, str]] = ...) -> None: ...
 
 class CreateRootResponse(_message.Message):
     __slots__ = ("session",)
@@ -137,8 +155,15 @@ class CreateRootResponse(_message.Message):
     def __init__(self, session: _Optional[_Union[_common_pb2.SessionSummary, _Mapping]] = ...) -> None: ...
 
 class ForkRequest(_message.Message):
-    __slots__ = ("space_id", "source_session_id", "label", "topology_parent_id", "profile", "profile_vars", "system_prompt", "skills", "context", "inherit_until_seq", "prompt", "request_id")
+    __slots__ = ("space_id", "source_session_id", "label", "topology_parent_id", "profile", "profile_vars", "system_prompt", "skills", "context", "inherit_until_seq", "prompt", "request_id", "metadata", "copy_metadata")
     class ProfileVarsEntry(_message.Message):
+        __slots__ = ("key", "value")
+        KEY_FIELD_NUMBER: _ClassVar[int]
+        VALUE_FIELD_NUMBER: _ClassVar[int]
+        key: str
+        value: str
+        def __init__(self, key: _Optional[str] = ..., value: _Optional[str] = ...) -> None: ...
+    class MetadataEntry(_message.Message):
         __slots__ = ("key", "value")
         KEY_FIELD_NUMBER: _ClassVar[int]
         VALUE_FIELD_NUMBER: _ClassVar[int]
@@ -157,6 +182,8 @@ class ForkRequest(_message.Message):
     INHERIT_UNTIL_SEQ_FIELD_NUMBER: _ClassVar[int]
     PROMPT_FIELD_NUMBER: _ClassVar[int]
     REQUEST_ID_FIELD_NUMBER: _ClassVar[int]
+    METADATA_FIELD_NUMBER: _ClassVar[int]
+    COPY_METADATA_FIELD_NUMBER: _ClassVar[int]
     space_id: str
     source_session_id: str
     label: str
@@ -169,7 +196,9 @@ class ForkRequest(_message.Message):
     inherit_until_seq: int
     prompt: str
     request_id: str
-    def __init__(self, space_id: _Optional[str] = ..., source_session_id: _Optional[str] = ..., label: _Optional[str] = ..., topology_parent_id: _Optional[str] = ..., profile: _Optional[str] = ..., profile_vars: _Optional[_Mapping[str, str]] = ..., system_prompt: _Optional[str] = ..., skills: _Optional[_Union[_common_pb2.SkillList, _Mapping]] = ..., context: _Optional[_Union[_common_pb2.ForkContext, str]] = ..., inherit_until_seq: _Optional[int] = ..., prompt: _Optional[str] = ..., request_id: _Optional[str] = ...) -> None: ...
+    metadata: _containers.ScalarMap[str, str]
+    copy_metadata: bool
+    def __init__(self, space_id: _Optional[str] = ..., source_session_id: _Optional[str] = ..., label: _Optional[str] = ..., topology_parent_id: _Optional[str] = ..., profile: _Optional[str] = ..., profile_vars: _Optional[_Mapping[str, str]] = ..., system_prompt: _Optional[str] = ..., skills: _Optional[_Union[_common_pb2.SkillList, _Mapping]] = ..., context: _Optional[_Union[_common_pb2.ForkContext, str]] = ..., inherit_until_seq: _Optional[int] = ..., prompt: _Optional[str] = ..., request_id: _Optional[str] = ..., metadata: _Optional[_Mapping[str, str]] = ..., copy_metadata: _Optional[bool] = ...) -> None: ...
 
 class ForkResponse(_message.Message):
     __slots__ = ("session",)
@@ -288,16 +317,18 @@ class ConsolidateResponse(_message.Message):
     def __init__(self, memory: _Optional[str] = ..., status: _Optional[_Union[_common_pb2.JobStatus, str]] = ..., covered_until_seq: _Optional[int] = ..., last_seq: _Optional[int] = ..., model_calls: _Optional[int] = ...) -> None: ...
 
 class ListSessionDigestsRequest(_message.Message):
-    __slots__ = ("space_id", "status", "page_size", "page_token")
+    __slots__ = ("space_id", "status", "page_size", "page_token", "filter")
     SPACE_ID_FIELD_NUMBER: _ClassVar[int]
     STATUS_FIELD_NUMBER: _ClassVar[int]
     PAGE_SIZE_FIELD_NUMBER: _ClassVar[int]
     PAGE_TOKEN_FIELD_NUMBER: _ClassVar[int]
+    FILTER_FIELD_NUMBER: _ClassVar[int]
     space_id: str
     status: _common_pb2.SessionStatus
     page_size: int
     page_token: str
-    def __init__(self, space_id: _Optional[str] = ..., status: _Optional[_Union[_common_pb2.SessionStatus, str]] = ..., page_size: _Optional[int] = ..., page_token: _Optional[str] = ...) -> None: ...
+    filter: _common_pb2.SessionFilter
+    def __init__(self, space_id: _Optional[str] = ..., status: _Optional[_Union[_common_pb2.SessionStatus, str]] = ..., page_size: _Optional[int] = ..., page_token: _Optional[str] = ..., filter: _Optional[_Union[_common_pb2.SessionFilter, _Mapping]] = ...) -> None: ...
 
 class ListSessionDigestsResponse(_message.Message):
     __slots__ = ("digests", "next_page_token")
@@ -597,6 +628,38 @@ class UpdateLabelResponse(_message.Message):
     session: _common_pb2.SessionSummary
     def __init__(self, session: _Optional[_Union[_common_pb2.SessionSummary, _Mapping]] = ...) -> None: ...
 
+class UpdateSessionMetadataRequest(_message.Message):
+    __slots__ = ("space_id", "session_id", "set", "remove")
+    class SetEntry(_message.Message):
+        __slots__ = ("key", "value")
+        KEY_FIELD_NUMBER: _ClassVar[int]
+        VALUE_FIELD_NUMBER: _ClassVar[int]
+        key: str
+        value: str
+        def __init__(self, key: _Optional[str] = ..., value: _Optional[str] = ...) -> None: ...
+    SPACE_ID_FIELD_NUMBER: _ClassVar[int]
+    SESSION_ID_FIELD_NUMBER: _ClassVar[int]
+    SET_FIELD_NUMBER: _ClassVar[int]
+    REMOVE_FIELD_NUMBER: _ClassVar[int]
+    space_id: str
+    session_id: str
+    set: _containers.ScalarMap[str, str]
+    remove: _containers.RepeatedScalarFieldContainer[str]
+    def __init__(self, space_id: _Optional[str] = ..., session_id: _Optional[str] = ..., set: _Optional[_Mapping[str, str]] = ..., remove: _Optional[_Iterable[str]] = ...) -> None: ...
+
+class UpdateSessionMetadataResponse(_message.Message):
+    __slots__ = ("metadata",)
+    class MetadataEntry(_message.Message):
+        __slots__ = ("key", "value")
+        KEY_FIELD_NUMBER: _ClassVar[int]
+        VALUE_FIELD_NUMBER: _ClassVar[int]
+        key: str
+        value: str
+        def __init__(self, key: _Optional[str] = ..., value: _Optional[str] = ...) -> None: ...
+    METADATA_FIELD_NUMBER: _ClassVar[int]
+    metadata: _containers.ScalarMap[str, str]
+    def __init__(self, metadata: _Optional[_Mapping[str, str]] = ...) -> None: ...
+
 class ResolveSessionPrefixRequest(_message.Message):
     __slots__ = ("space_id", "prefix", "limit")
     SPACE_ID_FIELD_NUMBER: _ClassVar[int]
@@ -638,7 +701,14 @@ class WhoAmIResponse(_message.Message):
     def __init__(self, principal: _Optional[str] = ..., key_id: _Optional[str] = ..., scope: _Optional[_Union[KeyScope, str]] = ..., spaces: _Optional[_Iterable[_Union[SpaceInfo, _Mapping]]] = ...) -> None: ...
 
 class ImportSessionRequest(_message.Message):
-    __slots__ = ("space_id", "parent_id", "source_session_id", "label", "status", "config", "system_prompt", "memory", "insight", "inherit_until_seq", "records", "turn_count", "request_id")
+    __slots__ = ("space_id", "parent_id", "source_session_id", "label", "status", "config", "system_prompt", "memory", "insight", "inherit_until_seq", "records", "turn_count", "request_id", "metadata")
+    class MetadataEntry(_message.Message):
+        __slots__ = ("key", "value")
+        KEY_FIELD_NUMBER: _ClassVar[int]
+        VALUE_FIELD_NUMBER: _ClassVar[int]
+        key: str
+        value: str
+        def __init__(self, key: _Optional[str] = ..., value: _Optional[str] = ...) -> None: ...
     SPACE_ID_FIELD_NUMBER: _ClassVar[int]
     PARENT_ID_FIELD_NUMBER: _ClassVar[int]
     SOURCE_SESSION_ID_FIELD_NUMBER: _ClassVar[int]
@@ -652,6 +722,7 @@ class ImportSessionRequest(_message.Message):
     RECORDS_FIELD_NUMBER: _ClassVar[int]
     TURN_COUNT_FIELD_NUMBER: _ClassVar[int]
     REQUEST_ID_FIELD_NUMBER: _ClassVar[int]
+    METADATA_FIELD_NUMBER: _ClassVar[int]
     space_id: str
     parent_id: str
     source_session_id: str
@@ -665,7 +736,8 @@ class ImportSessionRequest(_message.Message):
     records: _containers.RepeatedCompositeFieldContainer[_common_pb2.Record]
     turn_count: int
     request_id: str
-    def __init__(self, space_id: _Optional[str] = ..., parent_id: _Optional[str] = ..., source_session_id: _Optional[str] = ..., label: _Optional[str] = ..., status: _Optional[_Union[_common_pb2.SessionStatus, str]] = ..., config: _Optional[_Union[_common_pb2.SessionConfig, _Mapping]] = ..., system_prompt: _Optional[str] = ..., memory: _Optional[str] = ..., insight: _Optional[str] = ..., inherit_until_seq: _Optional[int] = ..., records: _Optional[_Iterable[_Union[_common_pb2.Record, _Mapping]]] = ..., turn_count: _Optional[int] = ..., request_id: _Optional[str] = ...) -> None: ...
+    metadata: _containers.ScalarMap[str, str]
+    def __init__(self, space_id: _Optional[str] = ..., parent_id: _Optional[str] = ..., source_session_id: _Optional[str] = ..., label: _Optional[str] = ..., status: _Optional[_Union[_common_pb2.SessionStatus, str]] = ..., config: _Optional[_Union[_common_pb2.SessionConfig, _Mapping]] = ..., system_prompt: _Optional[str] = ..., memory: _Optional[str] = ..., insight: _Optional[str] = ..., inherit_until_seq: _Optional[int] = ..., records: _Optional[_Iterable[_Union[_common_pb2.Record, _Mapping]]] = ..., turn_count: _Optional[int] = ..., request_id: _Optional[str] = ..., metadata: _Optional[_Mapping[str, str]] = ...) -> None: ...
 
 class ImportSessionResponse(_message.Message):
     __slots__ = ("session",)

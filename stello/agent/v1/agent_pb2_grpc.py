@@ -225,6 +225,11 @@ class AgentGatewayStub:
                 request_serializer=stello_dot_agent_dot_v1_dot_agent__pb2.UpdateLabelRequest.SerializeToString,
                 response_deserializer=stello_dot_agent_dot_v1_dot_agent__pb2.UpdateLabelResponse.FromString,
                 _registered_method=True)
+        self.UpdateSessionMetadata = channel.unary_unary(
+                '/stello.agent.v1.AgentGateway/UpdateSessionMetadata',
+                request_serializer=stello_dot_agent_dot_v1_dot_agent__pb2.UpdateSessionMetadataRequest.SerializeToString,
+                response_deserializer=stello_dot_agent_dot_v1_dot_agent__pb2.UpdateSessionMetadataResponse.FromString,
+                _registered_method=True)
         self.ResolveSessionPrefix = channel.unary_unary(
                 '/stello.agent.v1.AgentGateway/ResolveSessionPrefix',
                 request_serializer=stello_dot_agent_dot_v1_dot_agent__pb2.ResolveSessionPrefixRequest.SerializeToString,
@@ -319,8 +324,14 @@ class AgentGatewayServicer:
         compressor_prompt / consolidator_prompt, when set, are kept in the
         root's config and used by its compressions and consolidations.
 
+        `metadata` is stored with the session, in the tree's CreateSession (the
+        saga's first step): the session never exists without it. The answer's
+        `session.metadata` is left empty (read it with GetSession).
+
         Errors:
-        - INVALID_ARGUMENT: malformed space_id; `label` set but empty or longer
+        - INVALID_ARGUMENT: a `metadata` pair out of the limits (common.v1
+        SessionFilter), named `metadata["key"]` or `metadata`, checked before
+        anything is written; malformed space_id; `label` set but empty or longer
         than 200 characters; a template variable the profile needs is missing
         from `profile_vars`; `system_prompt` (alone, or composed with the
         profile and the defaults) over STELLO_MAX_SLOT_BYTES, checked before
@@ -403,8 +414,18 @@ class AgentGatewayServicer:
         opening assistant record after any inherited records; it is not sent to
         the LLM. Memory and insight are never copied; the source is not changed.
 
+        Metadata: the child gets `metadata`, written in the tree's CreateSession
+        with the session. A fork copies none of its source's metadata unless
+        `copy_metadata` is set: then it starts from the source's pairs (as they
+        are when the tree creates the child) with `metadata` on top, and the
+        result is checked against the limits. The answer's `session.metadata` is
+        left empty (read it with GetSession).
+
         Errors:
-        - INVALID_ARGUMENT: malformed ids; empty `label` or longer than 200
+        - INVALID_ARGUMENT: a `metadata` pair out of the limits (common.v1
+        SessionFilter), named `metadata["key"]`; with `copy_metadata`, the
+        source's pairs and `metadata` together over 16 pairs or 4096 bytes
+        (named `metadata`; nothing is visible); malformed ids; empty `label` or longer than 200
         characters; a template variable the profile needs is missing from
         `profile_vars`; `inherit_until_seq` negative, or set while the
         effective context is not INHERIT.
@@ -695,11 +716,16 @@ class AgentGatewayServicer:
         session of the space, archived included unless filtered, in ListAll
         order (created_at, id). Each page costs exactly one tree ListAll call
         and one storage BatchGetSlots call. Reading the insight does not consume
-        it. `page_size` 0 = 100; maximum 1000.
+        it. `page_size` 0 = 100; maximum 1000. Each digest carries the session's
+        metadata. `filter` narrows the listing: metadata equality on one or more
+        keys, label prefix, parent, root, roots only, created and updated ranges
+        (common.v1 SessionFilter), each served by an index (a page reads the
+        matching sessions, never a scan of the space), with the same paging.
 
         Errors:
         - INVALID_ARGUMENT: malformed space_id; page_size negative or above
-        1000; a malformed page_token.
+        1000; a malformed page_token; a filter field out of its limits (named
+        `filter.<field>`, e.g. `filter.metadata["k"]`).
         - UNAUTHENTICATED: no valid key.
         """
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)
@@ -1082,6 +1108,30 @@ class AgentGatewayServicer:
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
+    def UpdateSessionMetadata(self, request, context):
+        """UpdateSessionMetadata changes a session's metadata atomically: the keys
+        of `set` are added or replaced and the keys of `remove` removed, in one
+        transaction of the tree (one tree call), and answers the metadata as it
+        now is. The limits (common.v1 SessionFilter: 16 pairs, keys matching
+        ^[A-Za-z][A-Za-z0-9_.:-]{0,63}$, values up to 512 characters, 4096
+        bytes in all) are checked on the request first and on the merged result
+        before anything is written. A change writes one METADATA_CHANGED event
+        (naming the session only) and bumps updated_at; an empty change, or one
+        that changes nothing, writes nothing. Applying the same call twice
+        leaves the same metadata: safe to retry. Allowed on archived sessions.
+
+        Errors:
+        - INVALID_ARGUMENT: malformed ids; a key not matching the pattern or a
+        value over 512 characters (named `set["key"]`, `remove[i]`); a key both
+        set and removed; more than 16 pairs or over 4096 bytes after the change
+        (named `set`).
+        - NOT_FOUND: the session is not in the space.
+        - UNAUTHENTICATED: no valid key.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
     def ResolveSessionPrefix(self, request, context):
         """ResolveSessionPrefix finds the sessions of the space whose id starts
         with `prefix` (what a person types instead of a whole UUID), in id
@@ -1163,7 +1213,9 @@ class AgentGatewayServicer:
         unknown, whose created_at is not a representable time, whose tool call
         has no name or arguments that are not a JSON object text, or that is
         over the size limit; a slot over the size limit; text containing
-        U+0000; metadata nested deeper than 16 levels or holding NaN; `turn_count` or `inherit_until_seq`
+        U+0000; metadata nested deeper than 16 levels or holding NaN; a
+        session `metadata` pair out of the limits (common.v1 SessionFilter),
+        named `metadata["key"]`; `turn_count` or `inherit_until_seq`
         negative; `inherit_until_seq` without `source_session_id`; the whole
         write over the message limit (field `records`).
         - NOT_FOUND: the parent or the source is not in the space.
@@ -1320,6 +1372,11 @@ def add_AgentGatewayServicer_to_server(servicer, server):
                     servicer.UpdateLabel,
                     request_deserializer=stello_dot_agent_dot_v1_dot_agent__pb2.UpdateLabelRequest.FromString,
                     response_serializer=stello_dot_agent_dot_v1_dot_agent__pb2.UpdateLabelResponse.SerializeToString,
+            ),
+            'UpdateSessionMetadata': grpc.unary_unary_rpc_method_handler(
+                    servicer.UpdateSessionMetadata,
+                    request_deserializer=stello_dot_agent_dot_v1_dot_agent__pb2.UpdateSessionMetadataRequest.FromString,
+                    response_serializer=stello_dot_agent_dot_v1_dot_agent__pb2.UpdateSessionMetadataResponse.SerializeToString,
             ),
             'ResolveSessionPrefix': grpc.unary_unary_rpc_method_handler(
                     servicer.ResolveSessionPrefix,
@@ -2144,6 +2201,33 @@ class AgentGateway:
             '/stello.agent.v1.AgentGateway/UpdateLabel',
             stello_dot_agent_dot_v1_dot_agent__pb2.UpdateLabelRequest.SerializeToString,
             stello_dot_agent_dot_v1_dot_agent__pb2.UpdateLabelResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def UpdateSessionMetadata(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/stello.agent.v1.AgentGateway/UpdateSessionMetadata',
+            stello_dot_agent_dot_v1_dot_agent__pb2.UpdateSessionMetadataRequest.SerializeToString,
+            stello_dot_agent_dot_v1_dot_agent__pb2.UpdateSessionMetadataResponse.FromString,
             options,
             channel_credentials,
             insecure,

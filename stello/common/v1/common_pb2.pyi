@@ -61,6 +61,7 @@ class EventKind(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
     EVENT_KIND_SHARED_MEMORY_UPSERTED: _ClassVar[EventKind]
     EVENT_KIND_SHARED_MEMORY_REMOVED: _ClassVar[EventKind]
     EVENT_KIND_TURN_RELEASED: _ClassVar[EventKind]
+    EVENT_KIND_METADATA_CHANGED: _ClassVar[EventKind]
 
 class JobKind(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
     __slots__ = ()
@@ -112,6 +113,7 @@ EVENT_KIND_REF_REMOVED: EventKind
 EVENT_KIND_SHARED_MEMORY_UPSERTED: EventKind
 EVENT_KIND_SHARED_MEMORY_REMOVED: EventKind
 EVENT_KIND_TURN_RELEASED: EventKind
+EVENT_KIND_METADATA_CHANGED: EventKind
 JOB_KIND_UNSPECIFIED: JobKind
 JOB_KIND_CONSOLIDATE: JobKind
 JOB_KIND_FOLD: JobKind
@@ -185,7 +187,14 @@ class TreeNode(_message.Message):
     def __init__(self, id: _Optional[str] = ..., parent_id: _Optional[str] = ..., depth: _Optional[int] = ..., index: _Optional[int] = ..., label: _Optional[str] = ..., status: _Optional[_Union[SessionStatus, str]] = ..., turn_count: _Optional[int] = ..., source_session_id: _Optional[str] = ...) -> None: ...
 
 class SessionSummary(_message.Message):
-    __slots__ = ("id", "parent_id", "label", "status", "turn_count", "created_at", "updated_at", "last_active_at", "pinned")
+    __slots__ = ("id", "parent_id", "label", "status", "turn_count", "created_at", "updated_at", "last_active_at", "pinned", "metadata")
+    class MetadataEntry(_message.Message):
+        __slots__ = ("key", "value")
+        KEY_FIELD_NUMBER: _ClassVar[int]
+        VALUE_FIELD_NUMBER: _ClassVar[int]
+        key: str
+        value: str
+        def __init__(self, key: _Optional[str] = ..., value: _Optional[str] = ...) -> None: ...
     ID_FIELD_NUMBER: _ClassVar[int]
     PARENT_ID_FIELD_NUMBER: _ClassVar[int]
     LABEL_FIELD_NUMBER: _ClassVar[int]
@@ -195,6 +204,7 @@ class SessionSummary(_message.Message):
     UPDATED_AT_FIELD_NUMBER: _ClassVar[int]
     LAST_ACTIVE_AT_FIELD_NUMBER: _ClassVar[int]
     PINNED_FIELD_NUMBER: _ClassVar[int]
+    METADATA_FIELD_NUMBER: _ClassVar[int]
     id: str
     parent_id: str
     label: str
@@ -204,7 +214,37 @@ class SessionSummary(_message.Message):
     updated_at: _timestamp_pb2.Timestamp
     last_active_at: _timestamp_pb2.Timestamp
     pinned: bool
-    def __init__(self, id: _Optional[str] = ..., parent_id: _Optional[str] = ..., label: _Optional[str] = ..., status: _Optional[_Union[SessionStatus, str]] = ..., turn_count: _Optional[int] = ..., created_at: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., updated_at: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., last_active_at: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., pinned: _Optional[bool] = ...) -> None: ...
+    metadata: _containers.ScalarMap[str, str]
+    def __init__(self, id: _Optional[str] = ..., parent_id: _Optional[str] = ..., label: _Optional[str] = ..., status: _Optional[_Union[SessionStatus, str]] = ..., turn_count: _Optional[int] = ..., created_at: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., updated_at: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., last_active_at: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., pinned: _Optional[bool] = ..., metadata: _Optional[_Mapping[str, str]] = ...) -> None: ...
+
+class SessionFilter(_message.Message):
+    __slots__ = ("metadata", "label_prefix", "parent_id", "root_id", "roots_only", "created_after", "created_before", "updated_after", "updated_before")
+    class MetadataEntry(_message.Message):
+        __slots__ = ("key", "value")
+        KEY_FIELD_NUMBER: _ClassVar[int]
+        VALUE_FIELD_NUMBER: _ClassVar[int]
+        key: str
+        value: str
+        def __init__(self, key: _Optional[str] = ..., value: _Optional[str] = ...) -> None: ...
+    METADATA_FIELD_NUMBER: _ClassVar[int]
+    LABEL_PREFIX_FIELD_NUMBER: _ClassVar[int]
+    PARENT_ID_FIELD_NUMBER: _ClassVar[int]
+    ROOT_ID_FIELD_NUMBER: _ClassVar[int]
+    ROOTS_ONLY_FIELD_NUMBER: _ClassVar[int]
+    CREATED_AFTER_FIELD_NUMBER: _ClassVar[int]
+    CREATED_BEFORE_FIELD_NUMBER: _ClassVar[int]
+    UPDATED_AFTER_FIELD_NUMBER: _ClassVar[int]
+    UPDATED_BEFORE_FIELD_NUMBER: _ClassVar[int]
+    metadata: _containers.ScalarMap[str, str]
+    label_prefix: str
+    parent_id: str
+    root_id: str
+    roots_only: bool
+    created_after: _timestamp_pb2.Timestamp
+    created_before: _timestamp_pb2.Timestamp
+    updated_after: _timestamp_pb2.Timestamp
+    updated_before: _timestamp_pb2.Timestamp
+    def __init__(self, metadata: _Optional[_Mapping[str, str]] = ..., label_prefix: _Optional[str] = ..., parent_id: _Optional[str] = ..., root_id: _Optional[str] = ..., roots_only: _Optional[bool] = ..., created_after: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., created_before: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., updated_after: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., updated_before: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ...) -> None: ...
 
 class ToolCall(_message.Message):
     __slots__ = ("id", "name", "arguments_json")
@@ -265,7 +305,14 @@ class ToolDefinition(_message.Message):
     def __init__(self, name: _Optional[str] = ..., description: _Optional[str] = ..., parameters: _Optional[_Union[_struct_pb2.Struct, _Mapping]] = ...) -> None: ...
 
 class SessionDigest(_message.Message):
-    __slots__ = ("id", "parent_id", "label", "status", "turn_count", "memory", "insight", "pinned")
+    __slots__ = ("id", "parent_id", "label", "status", "turn_count", "memory", "insight", "pinned", "metadata")
+    class MetadataEntry(_message.Message):
+        __slots__ = ("key", "value")
+        KEY_FIELD_NUMBER: _ClassVar[int]
+        VALUE_FIELD_NUMBER: _ClassVar[int]
+        key: str
+        value: str
+        def __init__(self, key: _Optional[str] = ..., value: _Optional[str] = ...) -> None: ...
     ID_FIELD_NUMBER: _ClassVar[int]
     PARENT_ID_FIELD_NUMBER: _ClassVar[int]
     LABEL_FIELD_NUMBER: _ClassVar[int]
@@ -274,6 +321,7 @@ class SessionDigest(_message.Message):
     MEMORY_FIELD_NUMBER: _ClassVar[int]
     INSIGHT_FIELD_NUMBER: _ClassVar[int]
     PINNED_FIELD_NUMBER: _ClassVar[int]
+    METADATA_FIELD_NUMBER: _ClassVar[int]
     id: str
     parent_id: str
     label: str
@@ -282,7 +330,8 @@ class SessionDigest(_message.Message):
     memory: str
     insight: str
     pinned: bool
-    def __init__(self, id: _Optional[str] = ..., parent_id: _Optional[str] = ..., label: _Optional[str] = ..., status: _Optional[_Union[SessionStatus, str]] = ..., turn_count: _Optional[int] = ..., memory: _Optional[str] = ..., insight: _Optional[str] = ..., pinned: _Optional[bool] = ...) -> None: ...
+    metadata: _containers.ScalarMap[str, str]
+    def __init__(self, id: _Optional[str] = ..., parent_id: _Optional[str] = ..., label: _Optional[str] = ..., status: _Optional[_Union[SessionStatus, str]] = ..., turn_count: _Optional[int] = ..., memory: _Optional[str] = ..., insight: _Optional[str] = ..., pinned: _Optional[bool] = ..., metadata: _Optional[_Mapping[str, str]] = ...) -> None: ...
 
 class SpaceEvent(_message.Message):
     __slots__ = ("cursor", "kind", "session_id", "other_session_id", "first_seq", "last_seq", "session_ids", "committed_at", "slug", "entry_id")

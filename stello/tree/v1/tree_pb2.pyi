@@ -8,7 +8,14 @@ from typing import ClassVar as _ClassVar, Optional as _Optional, Union as _Union
 DESCRIPTOR: _descriptor.FileDescriptor
 
 class CreateSessionRequest(_message.Message):
-    __slots__ = ("space_id", "parent_id", "label", "source_session_id", "config", "provisional", "request_id")
+    __slots__ = ("space_id", "parent_id", "label", "source_session_id", "config", "provisional", "request_id", "metadata", "copy_source_metadata")
+    class MetadataEntry(_message.Message):
+        __slots__ = ("key", "value")
+        KEY_FIELD_NUMBER: _ClassVar[int]
+        VALUE_FIELD_NUMBER: _ClassVar[int]
+        key: str
+        value: str
+        def __init__(self, key: _Optional[str] = ..., value: _Optional[str] = ...) -> None: ...
     SPACE_ID_FIELD_NUMBER: _ClassVar[int]
     PARENT_ID_FIELD_NUMBER: _ClassVar[int]
     LABEL_FIELD_NUMBER: _ClassVar[int]
@@ -16,6 +23,8 @@ class CreateSessionRequest(_message.Message):
     CONFIG_FIELD_NUMBER: _ClassVar[int]
     PROVISIONAL_FIELD_NUMBER: _ClassVar[int]
     REQUEST_ID_FIELD_NUMBER: _ClassVar[int]
+    METADATA_FIELD_NUMBER: _ClassVar[int]
+    COPY_SOURCE_METADATA_FIELD_NUMBER: _ClassVar[int]
     space_id: str
     parent_id: str
     label: str
@@ -23,7 +32,9 @@ class CreateSessionRequest(_message.Message):
     config: _common_pb2.SessionConfig
     provisional: bool
     request_id: str
-    def __init__(self, space_id: _Optional[str] = ..., parent_id: _Optional[str] = ..., label: _Optional[str] = ..., source_session_id: _Optional[str] = ..., config: _Optional[_Union[_common_pb2.SessionConfig, _Mapping]] = ..., provisional: _Optional[bool] = ..., request_id: _Optional[str] = ...) -> None: ...
+    metadata: _containers.ScalarMap[str, str]
+    copy_source_metadata: bool
+    def __init__(self, space_id: _Optional[str] = ..., parent_id: _Optional[str] = ..., label: _Optional[str] = ..., source_session_id: _Optional[str] = ..., config: _Optional[_Union[_common_pb2.SessionConfig, _Mapping]] = ..., provisional: _Optional[bool] = ..., request_id: _Optional[str] = ..., metadata: _Optional[_Mapping[str, str]] = ..., copy_source_metadata: _Optional[bool] = ...) -> None: ...
 
 class CreateSessionResponse(_message.Message):
     __slots__ = ("node",)
@@ -56,12 +67,21 @@ class GetNodeRequest(_message.Message):
     def __init__(self, space_id: _Optional[str] = ..., session_id: _Optional[str] = ..., include_config: _Optional[bool] = ...) -> None: ...
 
 class GetNodeResponse(_message.Message):
-    __slots__ = ("node", "config")
+    __slots__ = ("node", "config", "metadata")
+    class MetadataEntry(_message.Message):
+        __slots__ = ("key", "value")
+        KEY_FIELD_NUMBER: _ClassVar[int]
+        VALUE_FIELD_NUMBER: _ClassVar[int]
+        key: str
+        value: str
+        def __init__(self, key: _Optional[str] = ..., value: _Optional[str] = ...) -> None: ...
     NODE_FIELD_NUMBER: _ClassVar[int]
     CONFIG_FIELD_NUMBER: _ClassVar[int]
+    METADATA_FIELD_NUMBER: _ClassVar[int]
     node: _common_pb2.TopologyNode
     config: _common_pb2.SessionConfig
-    def __init__(self, node: _Optional[_Union[_common_pb2.TopologyNode, _Mapping]] = ..., config: _Optional[_Union[_common_pb2.SessionConfig, _Mapping]] = ...) -> None: ...
+    metadata: _containers.ScalarMap[str, str]
+    def __init__(self, node: _Optional[_Union[_common_pb2.TopologyNode, _Mapping]] = ..., config: _Optional[_Union[_common_pb2.SessionConfig, _Mapping]] = ..., metadata: _Optional[_Mapping[str, str]] = ...) -> None: ...
 
 class ListRootsRequest(_message.Message):
     __slots__ = ("space_id",)
@@ -76,16 +96,18 @@ class ListRootsResponse(_message.Message):
     def __init__(self, nodes: _Optional[_Iterable[_Union[_common_pb2.TopologyNode, _Mapping]]] = ...) -> None: ...
 
 class ListAllRequest(_message.Message):
-    __slots__ = ("space_id", "status", "page_size", "page_token")
+    __slots__ = ("space_id", "status", "page_size", "page_token", "filter")
     SPACE_ID_FIELD_NUMBER: _ClassVar[int]
     STATUS_FIELD_NUMBER: _ClassVar[int]
     PAGE_SIZE_FIELD_NUMBER: _ClassVar[int]
     PAGE_TOKEN_FIELD_NUMBER: _ClassVar[int]
+    FILTER_FIELD_NUMBER: _ClassVar[int]
     space_id: str
     status: _common_pb2.SessionStatus
     page_size: int
     page_token: str
-    def __init__(self, space_id: _Optional[str] = ..., status: _Optional[_Union[_common_pb2.SessionStatus, str]] = ..., page_size: _Optional[int] = ..., page_token: _Optional[str] = ...) -> None: ...
+    filter: _common_pb2.SessionFilter
+    def __init__(self, space_id: _Optional[str] = ..., status: _Optional[_Union[_common_pb2.SessionStatus, str]] = ..., page_size: _Optional[int] = ..., page_token: _Optional[str] = ..., filter: _Optional[_Union[_common_pb2.SessionFilter, _Mapping]] = ...) -> None: ...
 
 class ListAllResponse(_message.Message):
     __slots__ = ("sessions", "next_page_token")
@@ -248,6 +270,38 @@ class UpdateLabelResponse(_message.Message):
     NODE_FIELD_NUMBER: _ClassVar[int]
     node: _common_pb2.TopologyNode
     def __init__(self, node: _Optional[_Union[_common_pb2.TopologyNode, _Mapping]] = ...) -> None: ...
+
+class UpdateSessionMetadataRequest(_message.Message):
+    __slots__ = ("space_id", "session_id", "set", "remove")
+    class SetEntry(_message.Message):
+        __slots__ = ("key", "value")
+        KEY_FIELD_NUMBER: _ClassVar[int]
+        VALUE_FIELD_NUMBER: _ClassVar[int]
+        key: str
+        value: str
+        def __init__(self, key: _Optional[str] = ..., value: _Optional[str] = ...) -> None: ...
+    SPACE_ID_FIELD_NUMBER: _ClassVar[int]
+    SESSION_ID_FIELD_NUMBER: _ClassVar[int]
+    SET_FIELD_NUMBER: _ClassVar[int]
+    REMOVE_FIELD_NUMBER: _ClassVar[int]
+    space_id: str
+    session_id: str
+    set: _containers.ScalarMap[str, str]
+    remove: _containers.RepeatedScalarFieldContainer[str]
+    def __init__(self, space_id: _Optional[str] = ..., session_id: _Optional[str] = ..., set: _Optional[_Mapping[str, str]] = ..., remove: _Optional[_Iterable[str]] = ...) -> None: ...
+
+class UpdateSessionMetadataResponse(_message.Message):
+    __slots__ = ("metadata",)
+    class MetadataEntry(_message.Message):
+        __slots__ = ("key", "value")
+        KEY_FIELD_NUMBER: _ClassVar[int]
+        VALUE_FIELD_NUMBER: _ClassVar[int]
+        key: str
+        value: str
+        def __init__(self, key: _Optional[str] = ..., value: _Optional[str] = ...) -> None: ...
+    METADATA_FIELD_NUMBER: _ClassVar[int]
+    metadata: _containers.ScalarMap[str, str]
+    def __init__(self, metadata: _Optional[_Mapping[str, str]] = ...) -> None: ...
 
 class GetConfigRequest(_message.Message):
     __slots__ = ("space_id", "session_id")

@@ -145,6 +145,11 @@ class SessionTreeStub:
                 request_serializer=stello_dot_tree_dot_v1_dot_tree__pb2.PutConfigRequest.SerializeToString,
                 response_deserializer=stello_dot_tree_dot_v1_dot_tree__pb2.PutConfigResponse.FromString,
                 _registered_method=True)
+        self.UpdateSessionMetadata = channel.unary_unary(
+                '/stello.tree.v1.SessionTree/UpdateSessionMetadata',
+                request_serializer=stello_dot_tree_dot_v1_dot_tree__pb2.UpdateSessionMetadataRequest.SerializeToString,
+                response_deserializer=stello_dot_tree_dot_v1_dot_tree__pb2.UpdateSessionMetadataResponse.FromString,
+                _registered_method=True)
         self.DeleteSubtree = channel.unary_unary(
                 '/stello.tree.v1.SessionTree/DeleteSubtree',
                 request_serializer=stello_dot_tree_dot_v1_dot_tree__pb2.DeleteSubtreeRequest.SerializeToString,
@@ -305,10 +310,13 @@ class SessionTreeServicer:
         100, at most 1000; pass `next_page_token` back as `page_token` for the
         next page; an empty `next_page_token` marks the last page. Paging is by
         key (created_at, id), so no session is listed twice while others are
-        created.
+        created. `filter` narrows the listing (common.v1 SessionFilter: each
+        filter served by an index, never a scan of the space). Each summary
+        carries the session's metadata.
 
         Errors: INVALID_ARGUMENT (malformed space_id, page_size negative or over
-        1000, malformed page_token); UNAUTHENTICATED.
+        1000, malformed page_token; a filter field out of its limits, named
+        `filter.<field>`); UNAUTHENTICATED.
         """
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)
         context.set_details('Method not implemented!')
@@ -484,6 +492,27 @@ class SessionTreeServicer:
 
         Errors: INVALID_ARGUMENT (malformed ids; `config` unset); NOT_FOUND
         (unknown in this space, or provisional); UNAUTHENTICATED.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def UpdateSessionMetadata(self, request, context):
+        """Changes the session's metadata in one transaction: the keys of `set`
+        are written (added or replaced), then the keys of `remove` removed (a
+        key absent already is no error; a key both set and removed is
+        INVALID_ARGUMENT). The limits (common.v1 SessionFilter) are checked on
+        the result before anything is written. Answers the metadata as it now
+        is. A call that changes something bumps updated_at and writes one
+        METADATA_CHANGED event; one that changes nothing writes neither.
+        Applying the same call twice leaves the same metadata: safe to retry.
+        An empty change answers the metadata as it is. Allowed on archived
+        sessions.
+
+        Errors: INVALID_ARGUMENT (malformed ids; a key or value out of the
+        limits, named `set["key"]` / `remove[i]`; the result over the count or
+        size limit, named `set`); NOT_FOUND (unknown
+        in this space, or provisional); UNAUTHENTICATED.
         """
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)
         context.set_details('Method not implemented!')
@@ -701,6 +730,11 @@ def add_SessionTreeServicer_to_server(servicer, server):
                     servicer.PutConfig,
                     request_deserializer=stello_dot_tree_dot_v1_dot_tree__pb2.PutConfigRequest.FromString,
                     response_serializer=stello_dot_tree_dot_v1_dot_tree__pb2.PutConfigResponse.SerializeToString,
+            ),
+            'UpdateSessionMetadata': grpc.unary_unary_rpc_method_handler(
+                    servicer.UpdateSessionMetadata,
+                    request_deserializer=stello_dot_tree_dot_v1_dot_tree__pb2.UpdateSessionMetadataRequest.FromString,
+                    response_serializer=stello_dot_tree_dot_v1_dot_tree__pb2.UpdateSessionMetadataResponse.SerializeToString,
             ),
             'DeleteSubtree': grpc.unary_unary_rpc_method_handler(
                     servicer.DeleteSubtree,
@@ -1223,6 +1257,33 @@ class SessionTree:
             '/stello.tree.v1.SessionTree/PutConfig',
             stello_dot_tree_dot_v1_dot_tree__pb2.PutConfigRequest.SerializeToString,
             stello_dot_tree_dot_v1_dot_tree__pb2.PutConfigResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def UpdateSessionMetadata(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/stello.tree.v1.SessionTree/UpdateSessionMetadata',
+            stello_dot_tree_dot_v1_dot_tree__pb2.UpdateSessionMetadataRequest.SerializeToString,
+            stello_dot_tree_dot_v1_dot_tree__pb2.UpdateSessionMetadataResponse.FromString,
             options,
             channel_credentials,
             insecure,
