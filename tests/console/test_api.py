@@ -201,6 +201,7 @@ class TestLineage:
                     "turn_count": 0,
                     "memory": None,
                     "insight": "hint",
+                    "pinned": False,
                     "metadata": {},
                 },
                 {
@@ -211,6 +212,7 @@ class TestLineage:
                     "turn_count": 0,
                     "memory": "kept",
                     "insight": None,
+                    "pinned": False,
                     "metadata": {},
                 },
             ],
