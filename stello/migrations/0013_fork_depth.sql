@@ -114,7 +114,7 @@ BEGIN
 END;
 $$;
 
--- The release of migration 0009, with copies: a row moves to its heir only
+-- The release of migration 0009, with copies and the cap: a row moves to its heir only
 -- when the heir has no row at that seq yet (a copy of the same record), and
 -- once per (heir, seq) when two released holders hold the same record; the
 -- released holders' rows go afterwards as before. The move is an INSERT of
@@ -181,6 +181,24 @@ BEGIN
         FROM heirs h
         WHERE g.space_id = p_space AND g.holder_id = h.holder
           AND g.from_seq <= through AND g.session_id <> ALL (p_sessions);
+    END IF;
+
+    -- A trim splits a reader's segment that crosses `p_through` (its part above
+    -- stays with the holder): a reader now past the cap is compacted (it is
+    -- locked above). Rows it then copies from a holder stay with that holder
+    -- until the holder goes or releases them.
+    IF p_through IS NOT NULL AND locked > 0 THEN
+        PERFORM stello_compact_segments(p_space, d.session_id, 16)
+        FROM (
+            SELECT g.session_id
+            FROM record_segments g
+            WHERE g.space_id = p_space
+              AND g.session_id IN (SELECT x.session_id FROM record_segments x
+                                   WHERE x.space_id = p_space AND x.holder_id = ANY (p_sessions)
+                                     AND x.session_id <> ALL (p_sessions))
+            GROUP BY g.session_id
+            HAVING count(*) > 16
+        ) d;
     END IF;
 
     WITH dropped AS (

@@ -12,48 +12,26 @@ import asyncpg
 import pytest
 
 from stello.storage.v1 import storage_pb2_grpc
-from stello.tokens import record_tokens
-from storage_service.records.lineage import SEGMENT_CAP, LineageRepository
+from storage_service.records.lineage import SEGMENT_CAP
 from tests.storage.records.test_lineage import end_turn, listed
 from tests.storage.turns.test_turn_window import begin
 from tests.support.fixtures import MakeSession, TestSpace
-from tests.support.history import RowReads
+from tests.support.history import RowReads, append_one, fork_chain
 
 pytestmark = [pytest.mark.sql, pytest.mark.slow]
 
 Stub = storage_pb2_grpc.SessionStorageStub
 
-TEXT = "a record of the chain, forty characters."
-TOKENS = record_tokens(TEXT)
-
-ONE_RECORD = """
-WITH s AS (
-    UPDATE sessions SET last_seq = last_seq + 1, token_total = token_total + $3
-    WHERE space_id = $1 AND id = $2
-    RETURNING last_seq, token_total
-)
-INSERT INTO records (space_id, session_id, seq, role, content, created_at, token_estimate,
-                     token_cumulative)
-SELECT $1, $2, s.last_seq, CASE WHEN s.last_seq % 2 = 1 THEN 'user' ELSE 'assistant' END,
-       $4, now(), $3, s.token_total
-FROM s
-"""
-
 
 async def chain(dsn: str, make_session: MakeSession, space: TestSpace, depth: int) -> uuid.UUID:
     """A root with 60 records, then `depth` forks of forks, each adding one record; the
     last one."""
-    tip = await make_session()
+    root = await make_session()
     con = await asyncpg.connect(dsn)
     try:
         for _ in range(60):
-            await con.execute(ONE_RECORD, space.id, tip, TOKENS, TEXT)
-        for _ in range(depth):
-            child = await make_session()
-            async with con.transaction():
-                await LineageRepository(con).inherit(space.id, child, tip, None)
-                await con.execute(ONE_RECORD, space.id, child, TOKENS, TEXT)
-            tip = child
+            await append_one(con, space.id, root)
+        tip = await fork_chain(con, space.id, root, depth)
         await con.execute("ANALYZE records, record_segments")
     finally:
         await con.close()
