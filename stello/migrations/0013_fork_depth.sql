@@ -22,9 +22,11 @@
 -- in order, trims cut a prefix), so a segment's size is its seq range.
 
 -- Compacts the segments of session `p_session` of space `p_space` to at most
--- `p_max`; the rows copied. Called by a Fork INHERIT whose child would pass
--- the cap (the child is new: no other session reads it yet) and by this
--- migration.
+-- `p_max`; the rows copied. Called by a Fork INHERIT whose children would
+-- pass the cap, on its source (locked FOR NO KEY UPDATE: once for all its
+-- forks), or on the child when the source's list grew meanwhile; by a trim
+-- that split a reader's segment; and by this migration. The view does not
+-- change: the copies are the rows it showed, and they show as inherited.
 CREATE FUNCTION stello_compact_segments(p_space uuid, p_session uuid, p_max integer)
 RETURNS bigint
 LANGUAGE plpgsql VOLATILE

@@ -6,12 +6,13 @@ cut. `PARTS` lists them for one session in one CTE, so every read of records
 is one index range per part (a session without a lineage has exactly one).
 `InheritRecordsOp` writes a lineage: the source's segments cut at the cut,
 plus the source's own part (one segment with the source's last one when that
-one is the source's own rows just below it). A list that would pass
-`SEGMENT_CAP` is compacted (`stello_compact_segments`, migration 0013): the
-rows of some adjacent segments are copied, verbatim, into the child, which
-then holds them as one segment; so a fork writes at most `SEGMENT_CAP`
-segment rows and every read probes at most `SEGMENT_CAP` + 1 parts, however
-deep the chain of forks. What happens to the rows when a source is trimmed or
+one is the source's own rows just below it). When that list would pass
+`SEGMENT_CAP`, the source is compacted first (`stello_compact_segments`,
+migration 0013): the rows of some adjacent segments are copied, verbatim, into
+the source, which then holds them as one segment; once for all its forks, which
+then copy no row. So a fork writes at most `SEGMENT_CAP` segment rows, and
+every read probes at most `SEGMENT_CAP` + 1 parts, however deep the chain of
+forks. What happens to the rows when a source is trimmed or
 deleted is `stello_release_records`'s job (migrations 0009, 0013). Every
 statement filters by ``space_id``.
 """
@@ -64,15 +65,31 @@ ORDER BY s.id
 FOR KEY SHARE OF s
 """
 
+# How many segments a child of source $2 would have before any compaction:
+# the source's, plus its own part unless its last segment is its own rows just
+# below it (read without a lock: `inherit` rechecks what it decides from it).
+CHILD_WIDTH = """
+SELECT count(*) + CASE WHEN bool_or(g.holder_id = $2 AND g.to_seq = COALESCE(l.until_seq, 0))
+                       THEN 0 ELSE 1 END AS width
+FROM record_segments g
+LEFT JOIN session_lineages l ON l.space_id = $1 AND l.session_id = $2
+WHERE g.space_id = $1 AND g.session_id = $2
+"""
+
 # FOR SHARE: no release can repoint the source's segments (it locks the
 # readers FOR UPDATE) until this fork has copied them and committed.
-LOCK_SOURCE = """
+_LOCK_SOURCE = """
 SELECT s.last_seq, COALESCE(l.until_seq, 0) AS own_after
 FROM sessions s
 LEFT JOIN session_lineages l ON l.space_id = s.space_id AND l.session_id = s.id
 WHERE s.space_id = $1 AND s.id = $2 AND s.provisional_until IS NULL
-FOR SHARE OF s
+FOR {mode} OF s
 """
+LOCK_SOURCE = _LOCK_SOURCE.format(mode="SHARE")
+# A source whose children would pass the cap is compacted first, once for all
+# its forks: FOR NO KEY UPDATE, so no other fork copies its segments meanwhile
+# (forks of it wait; forks of its forks, which only key-share it, do not).
+LOCK_SOURCE_TO_COMPACT = _LOCK_SOURCE.format(mode="NO KEY UPDATE")
 
 # The newest record of the view at or below seq $3 (with $4, the newest that is
 # not a tool result).
@@ -187,10 +204,16 @@ class LineageRepository:
             NotFound: the source (or the session) is not in the space.
             FailedPrecondition: the session already has records or a lineage.
         """
+        wide = await self._con.fetchval(CHILD_WIDTH, space_id, source_id) > SEGMENT_CAP
         await self._con.fetch(LOCK_HOLDERS, space_id, source_id)
-        source = await self._con.fetchrow(LOCK_SOURCE, space_id, source_id)
+        lock = LOCK_SOURCE_TO_COMPACT if wide else LOCK_SOURCE
+        source = await self._con.fetchrow(lock, space_id, source_id)
         if source is None:
             raise NotFound(f"source session {source_id} not found")
+        if wide:
+            # The source's list to one segment under the cap (same view, rows copied
+            # into the source), so this fork and every later one fit without copying.
+            await self._con.execute(COMPACT, space_id, source_id, SEGMENT_CAP - 1)
         last_seq: int = source["last_seq"]
         cut = last_seq if until is None else min(until, last_seq)
         last = await self._last_at(space_id, source_id, cut)
@@ -206,6 +229,8 @@ class LineageRepository:
         if not made["made"]:
             await self._refuse(space_id, session_id)
         if made["segments"] > SEGMENT_CAP:
+            # The source's list grew between the unlocked width and its lock (a release
+            # split a segment): this child is compacted instead.
             await self._con.execute(COMPACT, space_id, session_id, SEGMENT_CAP)
         return cut
 
