@@ -27,7 +27,7 @@ from tests.support.fixtures import MakeSession, TestSpace
 from tests.tree.conftest import erased
 from tree_service.app import create_service
 
-pytestmark = [pytest.mark.sql, pytest.mark.slow]
+pytestmark = pytest.mark.sql
 
 Stub = storage_pb2_grpc.SessionStorageStub
 
