@@ -31,7 +31,7 @@ SEGMENT_CAP = 16
 """Segments per session at most (DESIGN §4.4); migration 0013 compacts to it too.
 
 Chosen from a simulation of chains of forks (each session adding r records, then
-forked): rows copied per fork on average at depth 2,000 with r = 1 are 9.6 at a
+forked): rows copied per fork on average at depth 2,000 with r = 1 are 8.9 at a
 cap of 8, 6.5 at 16; a read probes at most the cap + 1 parts (16 probes cost
 less than a millisecond), so 16 keeps both small."""
 
