@@ -13,7 +13,18 @@ Measured in one run, beside Fork NONE of the same sources as the baseline:
 Targets (issue #16): INHERIT at 100,000 <= 2x Fork NONE; rows per fork
 independent of the history.
 
+With ``--depths`` it measures chains of forks of forks instead (issue #34):
+chains 1, 100, 1,000 and 2,000 deep (each level inherits all of its source's
+records with storage's own fork statement and adds one record; built by SQL,
+not RPCs, from a root whose records make every tip's history as long:
+the longest depth + 60), then at the end of each, interleaved
+round by round, Fork INHERIT, Send (the echo model) and ListRecords newest
+50, p50/p99 and the ratio to depth 1; and rows inserted per Fork INHERIT.
+Target: every ratio <= 1.5x at 2,000 and rows per fork bounded (no record
+copied, at most the segment cap of segment rows) at every depth.
+
     python bench/bench_fork.py [--forks 100] [--rounds 5]
+    python bench/bench_fork.py --depths [--depth-sizes 1,100,1000,2000] [--forks 50]
 
 Uses STELLO_BENCH_DATABASE_URL when set (a database it may fill), else starts
 the embedded PostgreSQL in a temporary folder and deletes it afterwards.
@@ -40,7 +51,8 @@ from harness import database, run_main, server_process
 from stello.agent.v1 import agent_pb2, agent_pb2_grpc
 from stello.channels import open_channel
 from stello.common.v1 import common_pb2
-from tests.support.history import end_other_backends, seed_history
+from storage_service.records.lineage import SEGMENT_CAP
+from tests.support.history import CHAIN_TEXT, end_other_backends, fork_chain, seed_history
 
 SIZES = (0, 1_000, 10_000, 100_000)
 TABLES = ("records", "record_segments", "session_lineages")
@@ -163,13 +175,140 @@ async def run(count: int, rounds: int) -> None:
         print(f"  target: rows per fork the same at every history length > 0: {verdict}")
 
 
+def chain_record(index: int) -> tuple[str, str]:
+    """A root record like the chain's (the same text, so the same tokens)."""
+    return ("user" if index % 2 == 0 else "assistant"), CHAIN_TEXT
+
+
+async def chain_tip(
+    dsn: str, stub: Any, space: str, metadata: Any, depth: int, history: int
+) -> str:
+    """The end of a chain of `depth` forks of forks (one record each) from a root of
+    `history` - `depth` records of the chain's text: every tip has a history of `history`
+    records and as many tokens, so what differs between the chains is their depth alone."""
+    reply = await stub.CreateRoot(agent_pb2.CreateRootRequest(space_id=space), metadata=metadata)
+    root = uuid.UUID(reply.session.id)
+    con = await asyncpg.connect(dsn)
+    try:
+        await seed_history(con, uuid.UUID(space), root, history - depth, chain_record)
+        tip = await fork_chain(con, uuid.UUID(space), root, depth)
+        await con.execute("ANALYZE records, record_segments, session_lineages")
+    finally:
+        await con.close()
+    return str(tip)
+
+
+async def timed(call: Any, count: int) -> list[float]:
+    """`count` awaits of `call()`; durations in seconds."""
+    durations = []
+    for _ in range(count):
+        began = time.perf_counter()
+        await call()
+        durations.append(time.perf_counter() - began)
+    return durations
+
+
+async def run_depths(depths: tuple[int, ...], count: int, rounds: int) -> None:
+    """Start the three servers, build the chains, measure, report."""
+    async with database() as dsn, AsyncExitStack() as stack:
+        storage = await stack.enter_async_context(
+            server_process(bench_gateway.__file__, "storage", dsn)
+        )
+        tree = await stack.enter_async_context(server_process(bench_gateway.__file__, "tree", dsn))
+        gateway = await stack.enter_async_context(
+            server_process(bench_gateway.__file__, "gateway", dsn, storage, tree)
+        )
+        space_id, key = await new_space(dsn)
+        space = str(space_id)
+        metadata = (("authorization", f"Bearer {key}"),)
+        stub = agent_pb2_grpc.AgentGatewayStub(
+            await stack.enter_async_context(open_channel(gateway))
+        )
+        tips: dict[int, str] = {}
+        history = max(depths) + 60
+        print(f"every chain's tip has {history:,} records")
+        for depth in depths:
+            began = time.perf_counter()
+            tips[depth] = await chain_tip(dsn, stub, space, metadata, depth, history)
+            print(f"chain of {depth:,} forks built in {time.perf_counter() - began:.1f} s")
+
+        def fork(tip: str) -> Any:
+            request = agent_pb2.ForkRequest(
+                space_id=space,
+                source_session_id=tip,
+                label="depth fork",
+                context=common_pb2.FORK_CONTEXT_INHERIT,
+            )
+            return lambda: stub.Fork(request, metadata=metadata)
+
+        def send(tip: str) -> Any:
+            request = agent_pb2.SendRequest(space_id=space, session_id=tip, content="hello")
+            return lambda: stub.Send(request, metadata=metadata)
+
+        def newest(tip: str) -> Any:
+            request = agent_pb2.ListRecordsRequest(
+                space_id=space, session_id=tip, limit=50, newest_first=True
+            )
+            return lambda: stub.ListRecords(request, metadata=metadata)
+
+        calls = {"Fork INHERIT": fork, "Send": send, "ListRecords newest 50": newest}
+        for depth in depths:  # warm-up
+            for make in calls.values():
+                await timed(make(tips[depth]), 3)
+        samples: dict[str, dict[int, list[float]]] = {n: {d: [] for d in depths} for n in calls}
+        per_round = max(1, count // rounds)
+        for _ in range(rounds):  # interleaved: the machine's speed drifts
+            for depth in depths:
+                for name, make in calls.items():
+                    samples[name][depth] += await timed(make(tips[depth]), per_round)
+        worst = 0.0
+        for name, by_depth in samples.items():
+            print(f"{name} at the end of a chain, {per_round * rounds} calls per line:")
+            base = quantile(by_depth[depths[0]], 0.5)
+            for depth, values in by_depth.items():
+                p50, p99 = quantile(values, 0.5), quantile(values, 0.99)
+                ratio = p50 / base
+                if depth == depths[-1]:
+                    worst = max(worst, ratio)
+                print(
+                    f"  depth {depth:>5,}  p50 {p50:7.2f}  p99 {p99:7.2f} ms"
+                    f"  ({ratio:4.2f}x depth {depths[0]:,})"
+                )
+        verdict = "met" if worst <= 1.5 else "NOT met"
+        print(
+            f"  target: every p50 at depth {depths[-1]:,} <= 1.5x depth 1: {worst:.2f}x, {verdict}"
+        )
+        counted = await rows_per_fork(dsn, stub, space, tips, metadata, 20)
+        print("Rows inserted per Fork INHERIT at the end of a chain (20 forks per depth):")
+        for depth, rows in counted.items():
+            cells = "  ".join(f"{table} {rows[table]:.2f}" for table in TABLES)
+            print(f"  depth {depth:>5,}: {cells}")
+        bounded = all(
+            rows["records"] == 0 and rows["record_segments"] <= SEGMENT_CAP
+            for rows in counted.values()
+        )
+        verdict = "met" if bounded else "NOT met"
+        print(
+            f"  target: rows per fork bounded at every depth (no record copied, at most "
+            f"{SEGMENT_CAP} segment rows): {verdict}"
+        )
+
+
 def main() -> None:
     """Command line: run the benchmark."""
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0] if __doc__ else None)
     parser.add_argument("--forks", type=int, default=100, help="forks per line")
     parser.add_argument("--rounds", type=int, default=5, help="interleaved rounds")
+    parser.add_argument("--depths", action="store_true", help="chains of forks (issue #34)")
+    parser.add_argument(
+        "--depth-sizes", default="1,100,1000,2000", help="chain depths, comma-separated"
+    )
     args = parser.parse_args()
-    run_main(run(args.forks, args.rounds))
+    if args.depths:
+        sizes = tuple(int(size) for size in args.depth_sizes.split(","))
+        run_main(run_depths(sizes, args.forks, args.rounds))
+    else:
+        run_main(run(args.forks, args.rounds))
 
 
 if __name__ == "__main__":

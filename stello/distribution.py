@@ -78,6 +78,8 @@ FUNCTIONS: dict[str, str | None] = {
     "stello_recount_tokens(uuid, uuid)": None,
     # Called by DeleteSubtree's and TrimRecords' statements on the space's shard.
     "stello_release_records(uuid, uuid[], bigint)": "p_space",
+    # Called by a Fork INHERIT's statement (a child past the segment cap).
+    "stello_compact_segments(uuid, uuid, integer)": "p_space",
 }
 
 ACTIVE_WORKERS = "SELECT count(*) FROM citus_get_active_worker_nodes()"

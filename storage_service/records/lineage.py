@@ -5,9 +5,16 @@ session's rows, `record_segments`), then its own rows after its lineage's
 cut. `PARTS` lists them for one session in one CTE, so every read of records
 is one index range per part (a session without a lineage has exactly one).
 `InheritRecordsOp` writes a lineage: the source's segments cut at the cut,
-plus the source's own part, and never touches a record. What happens to the
-rows when a source is trimmed or deleted is `stello_release_records`'s job
-(the migration). Every statement filters by ``space_id``.
+plus the source's own part (one segment with the source's last one when that
+one is the source's own rows just below it). When that list would pass
+`SEGMENT_CAP`, the source is compacted first (`stello_compact_segments`,
+migration 0013): the rows of some adjacent segments are copied, verbatim, into
+the source, which then holds them as one segment; once for all its forks, which
+then copy no row. So a fork writes at most `SEGMENT_CAP` segment rows, and
+every read probes at most `SEGMENT_CAP` + 1 parts, however deep the chain of
+forks. What happens to the rows when a source is trimmed or
+deleted is `stello_release_records`'s job (migrations 0009, 0013). Every
+statement filters by ``space_id``.
 """
 
 from __future__ import annotations
@@ -20,7 +27,19 @@ import asyncpg
 from stello.errors import FailedPrecondition, NotFound
 from stello.reasons import SESSION_NOT_EMPTY
 
-# The parts of the view of session $2 of space $1, in seq order.
+SEGMENT_CAP = 16
+"""Segments per session at most (DESIGN §4.4); migration 0013 compacts to it too.
+
+Chosen from a simulation of chains of forks (each session adding r records, then
+forked): rows copied per fork on average at depth 2,000 with r = 1 are 8.9 at a
+cap of 8, 6.5 at 16; a read probes at most the cap + 1 parts (16 probes cost
+less than a millisecond), so 16 keeps both small."""
+
+# The parts of the view of session $2 of space $1 (at most SEGMENT_CAP + 1).
+# Seqs of a view are contiguous (appends number them in order, trims cut a
+# prefix, forks and releases keep them), so a segment holds a row at every seq
+# of its range, and its own part one at every seq from its first own record
+# through `last_seq` (a part ends there: a read may count rows by ranges).
 PARTS = """
 parts AS (
     SELECT g.holder_id, g.from_seq, g.to_seq, true AS inherited
@@ -29,7 +48,8 @@ parts AS (
   UNION ALL
     SELECT $2::uuid, COALESCE((SELECT l.until_seq FROM session_lineages l
                                WHERE l.space_id = $1 AND l.session_id = $2), 0) + 1,
-           9223372036854775807::bigint, false
+           COALESCE((SELECT o.last_seq FROM sessions o WHERE o.space_id = $1 AND o.id = $2),
+                    9223372036854775807::bigint), false
 )"""
 
 # The holders of the source's segments, key-share locked before the source
@@ -45,15 +65,31 @@ ORDER BY s.id
 FOR KEY SHARE OF s
 """
 
+# How many segments a child of source $2 would have before any compaction:
+# the source's, plus its own part unless its last segment is its own rows just
+# below it (read without a lock: `inherit` rechecks what it decides from it).
+CHILD_WIDTH = """
+SELECT count(*) + CASE WHEN bool_or(g.holder_id = $2 AND g.to_seq = COALESCE(l.until_seq, 0))
+                       THEN 0 ELSE 1 END AS width
+FROM record_segments g
+LEFT JOIN session_lineages l ON l.space_id = $1 AND l.session_id = $2
+WHERE g.space_id = $1 AND g.session_id = $2
+"""
+
 # FOR SHARE: no release can repoint the source's segments (it locks the
 # readers FOR UPDATE) until this fork has copied them and committed.
-LOCK_SOURCE = """
+_LOCK_SOURCE = """
 SELECT s.last_seq, COALESCE(l.until_seq, 0) AS own_after
 FROM sessions s
 LEFT JOIN session_lineages l ON l.space_id = s.space_id AND l.session_id = s.id
 WHERE s.space_id = $1 AND s.id = $2 AND s.provisional_until IS NULL
-FOR SHARE OF s
+FOR {mode} OF s
 """
+LOCK_SOURCE = _LOCK_SOURCE.format(mode="SHARE")
+# A source whose children would pass the cap is compacted first, once for all
+# its forks: FOR NO KEY UPDATE, so no other fork copies its segments meanwhile
+# (forks of it wait; forks of its forks, which only key-share it, do not).
+LOCK_SOURCE_TO_COMPACT = _LOCK_SOURCE.format(mode="NO KEY UPDATE")
 
 # The newest record of the view at or below seq $3 (with $4, the newest that is
 # not a tool result).
@@ -101,13 +137,21 @@ WITH child AS (
 ), lineage AS (
     INSERT INTO session_lineages (space_id, session_id, source_id, until_seq)
     SELECT $1, child.id, $3, $4 FROM child
+), own_last AS (
+    SELECT g.from_seq
+    FROM record_segments g
+    WHERE g.space_id = $1 AND g.session_id = $3 AND g.holder_id = $3 AND g.to_seq = $6
 ), segments AS (
     INSERT INTO record_segments (space_id, session_id, from_seq, to_seq, holder_id)
-    SELECT $1, child.id, g.from_seq, LEAST(g.to_seq, $4), g.holder_id
+    SELECT $1, child.id, g.from_seq,
+           CASE WHEN g.holder_id = $3 AND g.to_seq = $6 THEN $4 ELSE LEAST(g.to_seq, $4) END,
+           g.holder_id
     FROM child, record_segments g
     WHERE g.space_id = $1 AND g.session_id = $3 AND g.from_seq <= $4
   UNION ALL
-    SELECT $1, child.id, $6 + 1, $4, $3 FROM child WHERE $6 < $4
+    SELECT $1, child.id, $6 + 1, $4, $3 FROM child
+    WHERE $6 < $4 AND NOT EXISTS (SELECT FROM own_last)
+    RETURNING 1
 ), cache AS (
     INSERT INTO compression_caches (space_id, session_id, summary, covered_until_seq, lossy)
     SELECT $1, child.id, c.summary, c.covered_until_seq, c.lossy
@@ -120,7 +164,12 @@ WITH child AS (
     ) c
     WHERE $4 > 0
 )
-SELECT count(*) AS made FROM child
+SELECT (SELECT count(*) FROM child) AS made, (SELECT count(*) FROM segments) AS segments
+"""
+
+# The child's list past the cap, compacted (migration 0013); rows copied.
+COMPACT = """
+SELECT stello_compact_segments($1, $2, $3)
 """
 
 SESSION_STATE = """
@@ -155,10 +204,16 @@ class LineageRepository:
             NotFound: the source (or the session) is not in the space.
             FailedPrecondition: the session already has records or a lineage.
         """
+        wide = await self._con.fetchval(CHILD_WIDTH, space_id, source_id) > SEGMENT_CAP
         await self._con.fetch(LOCK_HOLDERS, space_id, source_id)
-        source = await self._con.fetchrow(LOCK_SOURCE, space_id, source_id)
+        lock = LOCK_SOURCE_TO_COMPACT if wide else LOCK_SOURCE
+        source = await self._con.fetchrow(lock, space_id, source_id)
         if source is None:
             raise NotFound(f"source session {source_id} not found")
+        if wide:
+            # The source's list to one segment under the cap (same view, rows copied
+            # into the source), so this fork and every later one fit without copying.
+            await self._con.execute(COMPACT, space_id, source_id, SEGMENT_CAP - 1)
         last_seq: int = source["last_seq"]
         cut = last_seq if until is None else min(until, last_seq)
         last = await self._last_at(space_id, source_id, cut)
@@ -167,11 +222,16 @@ class LineageRepository:
             if cut != last.seq:
                 last = await self._last_at(space_id, source_id, cut)
         cumulative = last.cumulative if last is not None else 0
-        made = await self._con.fetchval(
+        made = await self._con.fetchrow(
             INHERIT, space_id, session_id, source_id, cut, cumulative, source["own_after"]
         )
-        if not made:
+        assert made is not None  # aggregates answer one row
+        if not made["made"]:
             await self._refuse(space_id, session_id)
+        if made["segments"] > SEGMENT_CAP:
+            # The source's list grew between the unlocked width and its lock (a release
+            # split a segment): this child is compacted instead.
+            await self._con.execute(COMPACT, space_id, session_id, SEGMENT_CAP)
         return cut
 
     async def _last_at(

@@ -83,7 +83,10 @@ SELECT seq, created_at FROM inserted
 # One row per visible session (NULL record columns when nothing matches), no
 # row at all when the session is absent or provisional. The walk goes over the
 # session's view (`PARTS`: inherited segments, then its own records; DESIGN
-# §4.4), one index range per part, and takes $7 + 1 records (the extra one
+# §4.4), one index range per part it needs: a part whose parts ahead of it in
+# the walk's direction already hold $6 + $7 + 1 seqs of the range ($3, $4)
+# (`ahead`, counted from the parts' ranges) is never probed, unless a role
+# filters the rows. It takes $7 + 1 records (the extra one
 # only tells whether more are left: `walked`), keeping the first $7 whose
 # running size stays within $8 bytes, the first always. A record's size is
 # estimated from the stored lengths without detoasting the content (jsonb
@@ -104,7 +107,14 @@ LEFT JOIN LATERAL (
                count(*) OVER () AS walked
         FROM (
             SELECT x.*
-            FROM parts p
+            FROM (
+                SELECT q.*,
+                       sum(GREATEST(0, LEAST(q.to_seq, $4::bigint - 1)
+                                       - GREATEST(q.from_seq, $3::bigint + 1) + 1))
+                           OVER (ORDER BY q.from_seq {direction}
+                                 ROWS BETWEEN UNBOUNDED PRECEDING AND 1 PRECEDING) AS ahead
+                FROM parts q
+            ) p
             CROSS JOIN LATERAL (
                 SELECT seq, role, content, tool_calls, tool_call_id, created_at, metadata,
                        p.inherited,
@@ -119,6 +129,7 @@ LEFT JOIN LATERAL (
                 ORDER BY seq {direction}
                 LIMIT $6::bigint + $7 + 1
             ) x
+            WHERE p.ahead IS NULL OR $5::text IS NOT NULL OR p.ahead <= $6::bigint + $7
             ORDER BY x.seq {direction}
             OFFSET $6
             LIMIT $7 + 1
@@ -137,7 +148,13 @@ LIST_RECORDS_NEWEST = _LIST_RECORDS.format(parts=PARTS, direction="DESC")
 TRIM_CUT = f"""
 WITH {PARTS}, cut AS (
     SELECT x.seq
-    FROM parts p
+    FROM (
+        SELECT q.*,
+               sum(q.to_seq - q.from_seq + 1)
+                   OVER (ORDER BY q.from_seq DESC
+                         ROWS BETWEEN UNBOUNDED PRECEDING AND 1 PRECEDING) AS ahead
+        FROM parts q
+    ) p
     CROSS JOIN LATERAL (
         SELECT seq FROM records
         WHERE space_id = $1 AND session_id = p.holder_id
@@ -145,6 +162,7 @@ WITH {PARTS}, cut AS (
         ORDER BY seq DESC
         LIMIT $3::bigint + 1
     ) x
+    WHERE p.ahead IS NULL OR p.ahead <= $3
     ORDER BY x.seq DESC
     OFFSET $3
     LIMIT 1
@@ -171,11 +189,12 @@ SELECT stello_release_records($1, ARRAY[$2::uuid], $3)
 # Every probe goes over the session's view (`PARTS`, DESIGN §4.4): one index
 # probe per part, the parts being its inherited segments and its own records.
 
-# The first record after a seq, with the cumulative estimate before it.
+# The first record after a seq, with the cumulative estimate before it: in
+# the first part that reaches past the seq (its rows are contiguous), one probe.
 FIRST_AFTER = f"""
 WITH {PARTS}
 SELECT x.seq, x.before
-FROM parts p
+FROM (SELECT * FROM parts WHERE to_seq > $3 ORDER BY from_seq LIMIT 1) p
 CROSS JOIN LATERAL (
     SELECT seq, token_cumulative - token_estimate AS before
     FROM records

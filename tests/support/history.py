@@ -19,6 +19,7 @@ import asyncpg
 
 from stello.migrate import CITUS_INSTALLED
 from stello.tokens import record_tokens
+from storage_service.records.lineage import LineageRepository
 
 COLUMNS = [
     "space_id",
@@ -197,3 +198,52 @@ class RowUpdates:
         )
         assert row is not None
         return int(row["n_tup_upd"]), int(row["n_tup_hot_upd"])
+
+
+CHAIN_SESSION = """
+INSERT INTO sessions (space_id, id, parent_id, root_id, depth, sibling_index, label, status)
+SELECT $1, $2, p.id, p.root_id, p.depth + 1, $3, 'chain', 'active'
+FROM sessions p
+WHERE p.space_id = $1 AND p.id = $4
+"""
+
+CHAIN_CHILDREN = "SELECT count(*) FROM sessions WHERE space_id = $1 AND parent_id = $2"
+
+CHAIN_RECORD = """
+WITH s AS (
+    UPDATE sessions SET last_seq = last_seq + 1, token_total = token_total + $3
+    WHERE space_id = $1 AND id = $2
+    RETURNING last_seq, token_total
+)
+INSERT INTO records (space_id, session_id, seq, role, content, created_at, token_estimate,
+                     token_cumulative)
+SELECT $1, $2, s.last_seq, CASE WHEN s.last_seq % 2 = 1 THEN 'user' ELSE 'assistant' END,
+       $4, now(), $3, s.token_total
+FROM s
+"""
+
+CHAIN_TEXT = "a record of the chain, forty characters."
+
+
+async def append_one(con: asyncpg.Connection, space_id: uuid.UUID, session_id: uuid.UUID) -> None:
+    """One record (`CHAIN_TEXT`) after the session's last, with its token columns."""
+    await con.execute(CHAIN_RECORD, space_id, session_id, record_tokens(CHAIN_TEXT), CHAIN_TEXT)
+
+
+async def fork_chain(
+    con: asyncpg.Connection, space_id: uuid.UUID, start: uuid.UUID, depth: int
+) -> uuid.UUID:
+    """`depth` forks of forks from `start` (children of `start` in the tree), each
+    inheriting all of its source's records with storage's own fork statement
+    (`LineageRepository.inherit`, its compaction included) and adding one record; the
+    last one. No RPC: 2,000 levels take seconds."""
+    siblings = int(await con.fetchval(CHAIN_CHILDREN, space_id, start))
+    tip = start
+    for level in range(depth):
+        child = uuid.uuid4()
+        async with con.transaction():
+            await con.execute(CHAIN_SESSION, space_id, child, siblings + level, start)
+            await LineageRepository(con).inherit(space_id, child, tip, None)
+            await append_one(con, space_id, child)
+        tip = child
+    return tip

@@ -1,0 +1,91 @@
+"""What one BeginTurn and one ListRecords page read at the end of a chain of forks 1, 100
+and 2,000 deep (DESIGN §4.4, issue #34): tuples of `records` and `record_segments`
+counted in PostgreSQL's statistics (`RowReads`), not time. The chain is built in process
+with storage's own fork statement (`LineageRepository.inherit`, the compaction included)
+and one record appended per level by SQL, so 2,000 levels take seconds, not RPCs."""
+
+from __future__ import annotations
+
+import uuid
+
+import asyncpg
+import pytest
+
+from stello.storage.v1 import storage_pb2_grpc
+from storage_service.records.lineage import SEGMENT_CAP
+from tests.storage.records.test_lineage import end_turn, listed
+from tests.storage.turns.test_turn_window import begin
+from tests.support.fixtures import MakeSession, TestSpace
+from tests.support.history import RowReads, append_one, fork_chain
+
+pytestmark = [pytest.mark.sql, pytest.mark.slow]
+
+Stub = storage_pb2_grpc.SessionStorageStub
+
+
+async def chain(dsn: str, make_session: MakeSession, space: TestSpace, depth: int) -> uuid.UUID:
+    """A root with 60 records, then `depth` forks of forks, each adding one record; the
+    last one."""
+    root = await make_session()
+    con = await asyncpg.connect(dsn)
+    try:
+        for _ in range(60):
+            await append_one(con, space.id, root)
+        tip = await fork_chain(con, space.id, root, depth)
+        await con.execute("ANALYZE records, record_segments")
+    finally:
+        await con.close()
+    return tip
+
+
+@pytest.mark.plain_postgres(
+    "counts the rows read in the statistics of the database it connects to; on Citus the "
+    "coordinator reads none, the workers' shards do"
+)
+async def test_a_turn_and_a_page_read_the_same_at_depth_1_100_and_2000(
+    stub: Stub,
+    space: TestSpace,
+    make_session: MakeSession,
+    pool: asyncpg.Pool,
+    direct_database_url: str,
+) -> None:
+    tips = {
+        depth: await chain(direct_database_url, make_session, space, depth)
+        for depth in (1, 100, 2_000)
+    }
+    async with pool.acquire() as con:
+        segments = await con.fetchval(
+            "SELECT max(n) FROM (SELECT count(*) AS n FROM record_segments WHERE space_id = $1"
+            " GROUP BY session_id) c",
+            space.id,
+        )
+    assert segments <= SEGMENT_CAP
+    counter = await asyncpg.connect(direct_database_url)
+    reads: dict[int, dict[str, int]] = {}
+    try:
+        for depth, tip in tips.items():
+            counted = {}
+            for table in ("records", "record_segments"):
+                rows = RowReads(counter, table)
+                before = await rows.count()
+                turn = await end_turn(stub, space, await begin(stub, space, tip, window=400))
+                counted[f"turn {table}"] = await rows.count() - before
+                before = await rows.count()
+                page = await listed(stub, space, tip, limit=50, newest_first=True)
+                counted[f"page {table}"] = await rows.count() - before
+                assert len(page) == 50 and page[-1].seq == 60 + depth
+                assert turn.records[-1].seq == 60 + depth and len(turn.records) >= 10
+            reads[depth] = counted
+    finally:
+        await counter.close()
+    # A statement over a view reads its segments (an index entry and a row each) and
+    # probes at most SEGMENT_CAP + 1 parts; a BeginTurn runs at most five such statements
+    # (first_after, reaching, the page, caller_before and its page). Depth costs at most
+    # that, never a row per level.
+    bound = 5 * 2 * (SEGMENT_CAP + 1)
+    for depth in (100, 2_000):
+        for what, count in reads[depth].items():
+            assert count <= reads[1][what] + bound, (depth, what, reads)
+    assert reads[100] == reads[2_000] or all(
+        abs(reads[100][w] - reads[2_000][w]) <= bound for w in reads[100]
+    ), reads
