@@ -180,11 +180,64 @@ async def main(args: argparse.Namespace) -> None:
                         "数据库 errors": "1.4% (CJK+en)",
                     }[word]
                     print(line(f"{labels[name]}, {matches}", result, large[key]))
+                await insert_cost(pool, big)
                 await appends(big_stub, pool, big, args.seconds)
             finally:
                 await channel.close()
                 await other_channel.close()
                 await shutdown(app, server, 0)
+
+
+ROWS = """
+SELECT $1::uuid, $2::uuid, i, 'user', $3 || ' ' || i, 1, i
+FROM generate_series($4::int, $5::int - 1) AS i
+"""
+
+
+async def insert_cost(pool: asyncpg.Pool, space: uuid.UUID, rounds: int = 3) -> None:
+    """The SQL cost per record of the index: 5,000-row INSERTs into `records` (generated
+    `search_vector`, `records_search`) and into a copy without them, interleaved."""
+    short = "benchmark record " * 6
+    long = (
+        "The deployment failed again because the kernel ran out of memory; "
+        "我们讨论数据库的索引设计和部署的问题。"
+    ) * 22
+    session = uuid.uuid4()
+    async with pool.acquire() as con:
+        await con.execute(
+            "INSERT INTO sessions (space_id, id, root_id, label, sibling_index)"
+            " VALUES ($1, $2, $2, 'inserts', 0)",
+            space,
+            session,
+        )
+        await con.execute(
+            "CREATE TABLE records_plain (LIKE records INCLUDING DEFAULTS INCLUDING INDEXES)"
+        )
+        await con.execute("DROP INDEX IF EXISTS records_plain_space_id_search_vector_idx")
+        await con.execute("ALTER TABLE records_plain DROP COLUMN search_vector")
+        print("\nINSERT of 5,000 records in one statement, per record (without -> with the index):")
+        start = 1
+        for name, content in (("~100 chars", short), (f"~{len(long):,} chars mixed", long)):
+            times: dict[str, list[float]] = {"records_plain": [], "records": []}
+            for _ in range(rounds):
+                for table in ("records_plain", "records"):
+                    columns = (
+                        "space_id, session_id, seq, role, content, token_estimate, token_cumulative"
+                    )
+                    began = time.perf_counter()
+                    await con.execute(
+                        f"INSERT INTO {table} ({columns}) {ROWS}",
+                        space,
+                        session,
+                        content,
+                        start,
+                        start + 5000,
+                    )
+                    times[table].append((time.perf_counter() - began) / 5000 * 1e6)
+                start += 5000
+            plain, index = sorted(times["records_plain"])[1], sorted(times["records"])[1]
+            print(f"  {name:<24} {plain:7.1f} -> {index:7.1f} us ({index / plain:4.2f}x)")
+        await con.execute("DROP TABLE records_plain")
 
 
 async def appends(
@@ -226,7 +279,10 @@ async def appends(
     async with pool.acquire() as con:
         await con.execute("ALTER TABLE records DROP COLUMN search_vector")
     await run("none")
-    print(f"\nAppendRecords, 1 record, concurrency 1, {seconds:.0f} s each (no index -> index):")
+    print(
+        f"\nAppendRecords RPC, 1 record, concurrency 1, {seconds:.0f} s each"
+        " (without -> with the index; measured with it first, then after dropping it):"
+    )
     for name in ("~100 chars", f"~{len(long):,} chars mixed"):
         none, index = results[("none", name)], results[("index", name)]
         print(

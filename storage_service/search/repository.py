@@ -19,18 +19,18 @@ from storage_service.records.lineage import PARTS
 # (or NULL), $5..$8 the position after which the page starts (created_at,
 # session, seq, rank; NULL = the first page), $9 the page's size.
 _SEARCH = """
-WITH {ctes}q AS (SELECT to_tsquery('english'::regconfig, $3) AS q)
+{ctes}
 SELECT r.session_id, r.seq, r.role, r.created_at, r.content, s.label,
-       {rank} AS rank, q.q::text AS terms,
+       {rank} AS rank, to_tsquery('english'::regconfig, $3)::text AS terms,
        1 + (SELECT count(*)
             FROM record_segments g
             JOIN sessions v ON v.space_id = $1 AND v.id = g.session_id
                            AND v.provisional_until IS NULL
             WHERE g.space_id = $1 AND g.holder_id = r.session_id
               AND r.seq BETWEEN g.from_seq AND g.to_seq) AS readers
-FROM q, records r
+FROM records r
 JOIN sessions s ON s.space_id = $1 AND s.id = r.session_id
-WHERE r.space_id = $1 AND r.search_vector @@ q.q
+WHERE r.space_id = $1 AND r.search_vector @@ to_tsquery('english'::regconfig, $3)
   AND s.space_id = $1 AND s.provisional_until IS NULL
   AND ($4::uuid IS NULL OR s.root_id = $4)
   {scope}
@@ -45,21 +45,25 @@ _IN_VIEW = """AND $2::uuid IS NOT NULL AND EXISTS (
 _NO_VIEW = "AND $2::uuid IS NULL"
 
 
+_RANK = "ts_rank(r.search_vector, to_tsquery('english'::regconfig, $3))"
+
+
 def _search(*, in_view: bool, relevance: bool) -> str:
-    rank = "ts_rank(r.search_vector, q.q)" if relevance else "coalesce($8::real, 0) * 0"
+    rank = (
+        "ts_rank(r.search_vector, to_tsquery('english'::regconfig, $3))"
+        if relevance
+        else "coalesce($8::real, 0) * 0"
+    )
     if relevance:
         after = (
-            "(ts_rank(r.search_vector, q.q), r.created_at, r.session_id, r.seq)"
-            " < ($8::real, $5, $6::uuid, $7::bigint)"
+            f"({_RANK}, r.created_at, r.session_id, r.seq) < ($8::real, $5, $6::uuid, $7::bigint)"
         )
-        order = (
-            "ts_rank(r.search_vector, q.q) DESC, r.created_at DESC, r.session_id DESC, r.seq DESC"
-        )
+        order = f"{_RANK} DESC, r.created_at DESC, r.session_id DESC, r.seq DESC"
     else:
         after = "(r.created_at, r.session_id, r.seq) < ($5, $6::uuid, $7::bigint)"
         order = "r.created_at DESC, r.session_id DESC, r.seq DESC"
     return _SEARCH.format(
-        ctes=f"{PARTS.strip()},\n" if in_view else "",
+        ctes=f"WITH {PARTS.strip()}" if in_view else "",
         rank=rank,
         scope=_IN_VIEW if in_view else _NO_VIEW,
         after=after,
@@ -87,6 +91,13 @@ ORDER BY created_at DESC, id DESC
 LIMIT $6
 """
 
+# Run first in a search's transaction (SET LOCAL: PgBouncer transaction mode keeps
+# working): a plan is made for each call. A generic plan knows neither the query's words
+# nor the page's position, and scans `records` instead of `records_search` (seconds at
+# 100,000 records, where the custom plan reads the matches: measured by
+# bench/bench_search.py).
+CUSTOM_PLANS = "SELECT set_config('plan_cache_mode', 'force_custom_plan', true)"
+
 # Whether a session is a visible session of the space (the scope of a search).
 VISIBLE = """
 SELECT true FROM sessions WHERE space_id = $1 AND id = $2 AND provisional_until IS NULL
@@ -110,6 +121,10 @@ class SearchRepository:
 
     def __init__(self, con: asyncpg.Connection) -> None:
         self._con = con
+
+    async def custom_plans(self) -> None:
+        """Plan each statement of this transaction for its parameters (CUSTOM_PLANS)."""
+        await self._con.execute(CUSTOM_PLANS)
 
     async def visible(self, space_id: uuid.UUID, session_id: uuid.UUID) -> bool:
         """Whether `session_id` is a visible session of the space."""

@@ -133,6 +133,7 @@ class SearchService:
 
         async def work(uow: UnitOfWork) -> list[asyncpg.Record]:
             repo = uow.search
+            await repo.custom_plans()
             if scope is not None and not await repo.visible(search.space_id, scope):
                 raise NotFound(f"{name} {scope} is not a session of the space")
             if not parsed.text:
@@ -149,7 +150,7 @@ class SearchService:
                 )
             )
 
-        rows = await self._db.statement(work)
+        rows = await self._db.transaction(work)
         page = rows[: search.page_size]
         hits = tuple(_hit(row) for row in page)
         token = ""
@@ -193,9 +194,12 @@ class SearchService:
                 ) from exc
         if not parsed.text:
             return SessionHitPage((), "")
-        rows = await self._db.statement(
-            lambda uow: uow.search.sessions(space_id, parsed.text, status, after, page_size + 1)
-        )
+
+        async def work_sessions(uow: UnitOfWork) -> list[asyncpg.Record]:
+            await uow.search.custom_plans()
+            return await uow.search.sessions(space_id, parsed.text, status, after, page_size + 1)
+
+        rows = await self._db.transaction(work_sessions)
         page = tuple(meta_of(row) for row in rows[:page_size])
         token = ""
         if len(rows) > page_size:

@@ -4,6 +4,7 @@ inherited records found once, hidden sessions and other tenants never found."""
 
 from __future__ import annotations
 
+import json
 import uuid
 from typing import Any
 
@@ -14,6 +15,7 @@ import pytest
 from stello.common.v1 import common_pb2
 from stello.errors import field_violations
 from stello.storage.v1 import storage_pb2, storage_pb2_grpc
+from storage_service.search.repository import SEARCH_RECORDS
 from tests.storage.helpers import ASSISTANT, rec, rpc_error
 from tests.storage.records.test_lineage import append, inherit
 from tests.support.fixtures import MakeSession, TestSpace
@@ -298,3 +300,64 @@ class TestSessions:
         assert await labels("...") == []
         error = await rpc_error(labels(""))
         assert [f.field for f in field_violations(error)] == ["query"]
+
+
+def _nodes(plan: dict[str, Any]) -> list[dict[str, Any]]:
+    """Every node of `plan`, depth first."""
+    found = [plan]
+    for child in plan.get("Plans", ()):
+        found += _nodes(child)
+    return found
+
+
+@pytest.mark.plain_postgres(
+    "reads the plan of EXPLAIN ANALYZE, which Citus wraps in its own Custom Scan"
+)
+async def test_a_search_reads_only_the_matches_through_the_index(
+    stub: Stub, space: TestSpace, make_session: MakeSession, pool: asyncpg.Pool
+) -> None:
+    """Over 20,000 records of which 2 match, the statement is a scan of `records_search`
+    that reads the 2 matching rows (no scan of the space's records): its cost grows with
+    the matches, not with the history."""
+    sid = await make_session()
+    async with pool.acquire() as con:
+        await con.execute(
+            "INSERT INTO records (space_id, session_id, seq, role, content,"
+            " token_estimate, token_cumulative)"
+            " SELECT $1, $2, i, 'user', 'ordinary words number ' || i"
+            "   || CASE WHEN i % 7000 = 0 THEN ' zanzibar' ELSE '' END, 1, i"
+            " FROM generate_series(1, 20000) AS i",
+            space.id,
+            sid,
+        )
+        await con.execute(
+            "UPDATE sessions SET last_seq = 20000 WHERE space_id = $1 AND id = $2", space.id, sid
+        )
+        # What autovacuum does: the GIN's pending list (fastupdate) merged into the index.
+        await con.execute("SELECT gin_clean_pending_list('records_search')")
+        await con.execute("ANALYZE records")
+    assert [h.seq for h in await search(stub, space, "zanzibar")] == [14000, 7000]
+    statement = SEARCH_RECORDS[(False, False)]
+    async with pool.acquire() as con:
+        raw = await con.fetchval(
+            "EXPLAIN (ANALYZE, FORMAT JSON) " + statement,
+            space.id,
+            None,
+            "'zanzibar'",
+            None,
+            None,
+            None,
+            None,
+            None,
+            21,
+        )
+    plan = (json.loads(raw) if isinstance(raw, str) else raw)[0]["Plan"]
+    reads = [
+        n
+        for n in _nodes(plan)
+        if n.get("Relation Name") == "records" or n.get("Index Name") == "records_search"
+    ]
+    assert [n["Node Type"] for n in reads] == ["Bitmap Heap Scan", "Bitmap Index Scan"], plan
+    assert reads[1]["Index Name"] == "records_search"
+    assert all(n["Actual Rows"] == 2 for n in reads), reads
+    assert reads[0].get("Rows Removed by Index Recheck", 0) == 0
