@@ -80,7 +80,6 @@ FUNCTIONS: dict[str, str | None] = {
     # Pure: records' generated `search_vector` (migration 0019) calls them on
     # the shards, so they are on every node before `records` is distributed.
     "stello_search_grams(text)": None,
-    "stello_search_chars(text)": None,
     "stello_search_vector(text)": None,
     "stello_label_vector(text)": None,
 }
@@ -89,7 +88,6 @@ FUNCTIONS: dict[str, str | None] = {
 # before the tables, since a shard cannot be made without them.
 TABLE_FUNCTIONS = (
     "stello_search_grams(text)",
-    "stello_search_chars(text)",
     "stello_search_vector(text)",
     "stello_label_vector(text)",
 )

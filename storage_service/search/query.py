@@ -44,9 +44,9 @@ def _quote(lexeme: str) -> str:
 
 
 def _cjk(run: str) -> str:
-    """A CJK run as its bigrams in a row (one character: itself)."""
+    """A CJK run as its bigrams in a row (one character: a prefix of the bigrams)."""
     if len(run) == 1:
-        return _quote(run)
+        return f"{_quote(run)}:*"
     return " <-> ".join(_quote(run[i : i + 2]) for i in range(len(run) - 1))
 
 
