@@ -17,7 +17,10 @@ from storage_service.records.lineage import PARTS
 
 # $1 space, $2 session (the scope, or NULL), $3 the to_tsquery text, $4 root
 # (or NULL), $5..$8 the position after which the page starts (created_at,
-# session, seq, rank; NULL = the first page), $9 the page's size.
+# session, seq, rank; NULL = the first page), $9 the page's size. Each match's
+# session is looked up by its key (the LATERAL ... LIMIT 1 is not flattened into
+# a join, which the planner would hash over every session of the space): the
+# cost follows the matches, never the space's sessions.
 _SEARCH = """
 {ctes}
 SELECT r.session_id, r.seq, r.role, r.created_at, r.content, s.label,
@@ -29,10 +32,13 @@ SELECT r.session_id, r.seq, r.role, r.created_at, r.content, s.label,
             WHERE g.space_id = $1 AND g.holder_id = r.session_id
               AND r.seq BETWEEN g.from_seq AND g.to_seq) AS readers
 FROM records r
-JOIN sessions s ON s.space_id = $1 AND s.id = r.session_id
+CROSS JOIN LATERAL (
+    SELECT s.label FROM sessions s
+    WHERE s.space_id = $1 AND s.id = r.session_id AND s.provisional_until IS NULL
+      AND ($4::uuid IS NULL OR s.root_id = $4)
+    LIMIT 1
+) s
 WHERE r.space_id = $1 AND r.search_vector @@ to_tsquery('english'::regconfig, $3)
-  AND s.space_id = $1 AND s.provisional_until IS NULL
-  AND ($4::uuid IS NULL OR s.root_id = $4)
   {scope}
   AND ($5::timestamptz IS NULL OR {after})
 ORDER BY {order}
