@@ -80,7 +80,20 @@ FUNCTIONS: dict[str, str | None] = {
     "stello_release_records(uuid, uuid[], bigint)": "p_space",
     # Called by a Fork INHERIT's statement (a child past the segment cap).
     "stello_compact_segments(uuid, uuid, integer)": "p_space",
+    # Pure: records' generated `search_vector` (migration 0019) calls them on
+    # the shards, so they are on every node before `records` is distributed.
+    "stello_search_grams(text)": None,
+    "stello_search_vector(text)": None,
+    "stello_label_vector(text)": None,
 }
+
+# The functions a table's definition calls (a generated column, an index): propagated
+# before the tables, since a shard cannot be made without them.
+TABLE_FUNCTIONS = (
+    "stello_search_grams(text)",
+    "stello_search_vector(text)",
+    "stello_label_vector(text)",
+)
 
 ACTIVE_WORKERS = "SELECT count(*) FROM citus_get_active_worker_nodes()"
 
@@ -265,6 +278,19 @@ async def _distribute_tables(
     return steps
 
 
+async def _propagate_table_functions(con: asyncpg.Connection) -> list[str]:
+    """The functions of TABLE_FUNCTIONS on every node (each once)."""
+    steps: list[str] = []
+    for signature in TABLE_FUNCTIONS:
+        if await con.fetchval("SELECT to_regprocedure($1)", signature) is None:
+            continue
+        if await con.fetchrow(FUNCTION_STATE, signature) is not None:
+            continue
+        await con.execute("SELECT create_distributed_function($1::regprocedure)", signature)
+        steps.append(f"create_distributed_function('{signature}')")
+    return steps
+
+
 async def _distribute_functions(con: asyncpg.Connection, group: int) -> list[str]:
     """Each listed function on every node, by its space argument where it has one."""
     steps: list[str] = []
@@ -313,7 +339,8 @@ async def distribute(
         states = {r["name"]: r for r in await con.fetch(TABLE_STATES)}
         _sessions_group(states)
         functions = {r["signature"]: r["definition"] for r in await con.fetch(PUBLIC_FUNCTIONS)}
-        steps = await _distribute_tables(con, states, shard_count)
+        steps = await _propagate_table_functions(con)
+        steps += await _distribute_tables(con, states, shard_count)
         # Converting a table drops the SQL-bodied functions that depend on it.
         left = {r["signature"] for r in await con.fetch(PUBLIC_FUNCTIONS)}
         for signature in sorted(set(functions) - left):

@@ -27,6 +27,7 @@ COMMAND_GROUPS = (
     "stello_cli.admin",
     "stello_cli.sessions",
     "stello_cli.talk",
+    "stello_cli.search",
     "stello_cli.chat",
     "stello_cli.views",
     "stello_cli.transfer",

@@ -27,6 +27,8 @@ RPC_METHODS = {
     "GetLineage": "get_lineage",
     "GetTree": "get_tree",
     "ListRecords": "list_records",
+    "SearchRecords": "search_records",
+    "SearchSessions": "search_sessions",
     "PutInsight": "put_insight",
     "PutMemory": "put_memory",
     "ListSharedMemory": "list_shared_memory",

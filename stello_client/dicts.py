@@ -176,6 +176,22 @@ def record_dict(record: common_pb2.Record) -> JsonDict:
     return found
 
 
+def hit_dict(hit: common_pb2.RecordHit) -> JsonDict:
+    """A SearchRecords hit as a plain dict (matches: [start, end) in code points)."""
+    return {
+        "session_id": hit.session_id,
+        "label": hit.label,
+        "seq": hit.seq,
+        "role": role_name(hit.role),
+        "created_at": iso(hit.created_at),
+        "snippet": hit.snippet,
+        "snippet_offset": hit.snippet_offset,
+        "matches": [[m.start, m.end] for m in hit.matches],
+        "reader_count": hit.reader_count,
+        "rank": hit.rank,
+    }
+
+
 def turn_dict(done: agent_pb2.SendResponse) -> JsonDict:
     """The final event of a SendStream as a plain dict."""
     return {

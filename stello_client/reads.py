@@ -18,10 +18,14 @@ from stello_client.types import (
     GetLineageResponse,
     ListRecordsResponse,
     ListSessionDigestsResponse,
+    OrderName,
     ProfileInfo,
     Record,
     RecordRole,
     RoleName,
+    SearchOrder,
+    SearchRecordsResponse,
+    SearchSessionsResponse,
     SessionDigest,
     SessionStatus,
     SkillInfo,
@@ -29,6 +33,7 @@ from stello_client.types import (
     TreeNode,
     WhoAmIResponse,
     record_role,
+    search_order,
     session_filter,
     session_status,
 )
@@ -37,8 +42,8 @@ MAX_PAGE = 1000
 
 
 class ReadCalls(ClientBase):
-    """GetTree, ListRecords, ListSessionDigests, GetLineage, ListProfiles, ListSkills,
-    WhoAmI, and the iterators over the paged ones."""
+    """GetTree, ListRecords, SearchRecords, SearchSessions, ListSessionDigests, GetLineage,
+    ListProfiles, ListSkills, WhoAmI, and the iterators over the paged ones."""
 
     async def get_tree(
         self,
@@ -129,6 +134,69 @@ class ReadCalls(ClientBase):
             token = page.next_page_token
             if not token:
                 return
+
+    async def search_records(
+        self,
+        query: str,
+        *,
+        session_id: str = "",
+        root_id: str = "",
+        order: OrderName | SearchOrder | None = None,
+        page_size: int = 0,
+        page_token: str = "",
+        timeout: Timeout = DEFAULT,
+    ) -> SearchRecordsResponse:
+        """One page of the space's records matching `query` (SearchRecords; the syntax is
+        in agent.proto: words, "phrases", -not, or, prefix*, CJK text), newest first or
+        with `order="relevance"` best first, within one session's view (`session_id`) or
+        one tree (`root_id`). Each hit has a snippet and its matches in code points. Send
+        `next_page_token` back as `page_token` (same other arguments) to continue.
+
+        Raises:
+            InvalidArgument: a bad query (empty, too long, only negations), both scopes.
+            NotFound: the scope's session is not in the space.
+        """
+        request = agent_pb2.SearchRecordsRequest(
+            space_id=await self.space_id(),
+            query=query,
+            session_id=session_id,
+            root_id=root_id,
+            order=search_order(order),
+            page_size=page_size,
+            page_token=page_token,
+        )
+        reply: SearchRecordsResponse = await self._unary(
+            "SearchRecords", request, safe=True, timeout=timeout
+        )
+        return reply
+
+    async def search_sessions(
+        self,
+        query: str,
+        *,
+        status: StatusName | SessionStatus | None = None,
+        page_size: int = 0,
+        page_token: str = "",
+        timeout: Timeout = DEFAULT,
+    ) -> SearchSessionsResponse:
+        """One page of the space's sessions whose label matches `query`, newest first
+        (SearchSessions: each word a prefix of a label's word; CJK text anywhere).
+        Archived sessions are included unless `status` filters.
+
+        Raises:
+            InvalidArgument: a bad query, a page_token of another search.
+        """
+        request = agent_pb2.SearchSessionsRequest(
+            space_id=await self.space_id(),
+            query=query,
+            status=session_status(status),
+            page_size=page_size,
+            page_token=page_token,
+        )
+        reply: SearchSessionsResponse = await self._unary(
+            "SearchSessions", request, safe=True, timeout=timeout
+        )
+        return reply
 
     async def list_session_digests(
         self,

@@ -188,6 +188,8 @@ class Client:
     get_tree = blocking(AsyncClient.get_tree)
     list_records = blocking(AsyncClient.list_records)
     records = iterating(AsyncClient.records)
+    search_records = blocking(AsyncClient.search_records)
+    search_sessions = blocking(AsyncClient.search_sessions)
     list_session_digests = blocking(AsyncClient.list_session_digests)
     digests = iterating(AsyncClient.digests)
     get_lineage = blocking(AsyncClient.get_lineage)

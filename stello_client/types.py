@@ -24,6 +24,8 @@ from stello.agent.v1.agent_pb2 import (
     ListSessionDigestsResponse,
     ListSharedMemoryResponse,
     ProfileInfo,
+    SearchRecordsResponse,
+    SearchSessionsResponse,
     SendResponse,
     SessionView,
     SkillInfo,
@@ -40,11 +42,14 @@ from stello.common.v1.common_pb2 import (
     EventKind,
     ForkContext,
     Record,
+    RecordHit,
     RecordRole,
     RetentionAction,
     RetentionPolicy,
+    SearchOrder,
     SessionConfig,
     SessionDigest,
+    SessionMeta,
     SessionStatus,
     SessionSummary,
     SharedMemoryEntry,
@@ -58,6 +63,7 @@ ContextName: TypeAlias = Literal["none", "inherit", "compress"]
 BusyName: TypeAlias = Literal["reject", "enqueue", "interrupt", "rollback"]
 StatusName: TypeAlias = Literal["active", "archived"]
 RoleName: TypeAlias = Literal["system", "user", "assistant", "tool"]
+OrderName: TypeAlias = Literal["newest", "relevance"]
 StreamEvent: TypeAlias = TextDelta | ToolCall | SendResponse
 """What `stream()` yields: text as it arrives, each complete tool call, then the turn."""
 
@@ -72,15 +78,21 @@ __all__ = [
     "ListRecordsResponse",
     "ListSessionDigestsResponse",
     "ListSharedMemoryResponse",
+    "OrderName",
     "ProfileInfo",
     "Record",
+    "RecordHit",
     "RecordRole",
     "RetentionAction",
     "RetentionPolicy",
     "RoleName",
+    "SearchOrder",
+    "SearchRecordsResponse",
+    "SearchSessionsResponse",
     "SendResponse",
     "SessionConfig",
     "SessionDigest",
+    "SessionMeta",
     "SessionStatus",
     "SessionSummary",
     "SessionView",
@@ -102,6 +114,7 @@ __all__ = [
     "event_kind",
     "fork_context",
     "record_role",
+    "search_order",
     "session_status",
     "tool",
     "tool_result",
@@ -138,6 +151,12 @@ def session_status(value: StatusName | SessionStatus | None) -> SessionStatus:
 def record_role(value: RoleName | RecordRole | None) -> RecordRole:
     """RecordRole of "system", "user", "assistant" or "tool" (None: no filter)."""
     found: RecordRole = _enum(common_pb2.RecordRole, "RECORD_ROLE_", value, "role")
+    return found
+
+
+def search_order(value: OrderName | SearchOrder | None) -> SearchOrder:
+    """SearchOrder of "newest" or "relevance" (None: newest)."""
+    found: SearchOrder = _enum(common_pb2.SearchOrder, "SEARCH_ORDER_", value, "order")
     return found
 
 

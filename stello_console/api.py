@@ -44,6 +44,8 @@ RECORDS_PAGE = 50
 DIGESTS_PAGE = 50
 LINEAGE_PAGE = 50
 MAX_LINEAGE_PAGE = 1000
+SEARCH_PAGE = 20
+MAX_SEARCH_PAGE = 100
 MAX_NODES = 100
 MAX_CURSOR_DIGITS = 18
 
@@ -91,6 +93,7 @@ class ConsoleApi:
             Route("/api/events", self.events),
             Route("/api/roots", self.create_root, methods=["POST"]),
             Route("/api/digests", self.digests),
+            Route("/api/search", self.search),
             Route("/api/profiles", self.profiles),
             Route("/api/sessions/{id}", self.session),
             Route("/api/sessions/{id}", self.delete, methods=["DELETE"]),
@@ -182,6 +185,18 @@ class ConsoleApi:
         token = request.query_params.get("page_token", "")
         caller = self._caller_of(request)
         return JSONResponse(await self._gateway.digests(caller, status, token, size))
+
+    async def search(self, request: Request) -> Response:
+        """A page of the records matching ?q= (SearchRecords' syntax), newest first:
+        &page_size= (default 20, at most 100) &page_token= continues: {hits, next_page_token},
+        each hit {session_id, label, seq, role, created_at, snippet, snippet_offset,
+        matches: [[start, end], ...] in code points, reader_count, rank}."""
+        size = _query_int(request, "page_size", SEARCH_PAGE, minimum=1, maximum=MAX_SEARCH_PAGE)
+        assert size is not None
+        query = request.query_params.get("q", "")
+        token = request.query_params.get("page_token", "")
+        caller = self._caller_of(request)
+        return JSONResponse(await self._gateway.search(caller, query, token, size))
 
     async def profiles(self, request: Request) -> Response:
         """The fork profiles."""

@@ -186,6 +186,16 @@ class ConsoleGateway:
             "next_page_token": reply.next_page_token,
         }
 
+    async def search(self, caller: Caller, query: str, page_token: str, page_size: int) -> JsonDict:
+        """One page of the records matching `query`, newest first (SearchRecords)."""
+        reply = await self._as(caller).search_records(
+            query, page_size=page_size, page_token=page_token
+        )
+        return {
+            "hits": [dicts.hit_dict(hit) for hit in reply.hits],
+            "next_page_token": reply.next_page_token,
+        }
+
     async def profiles(self, caller: Caller) -> list[JsonDict]:
         """The gateway's fork profiles: name, context and template variables."""
         return [

@@ -17,6 +17,7 @@ from storage_service.jobs.service import JobService
 from storage_service.memory.service import SharedMemoryService
 from storage_service.parse import RequestParser
 from storage_service.records.service import RecordService
+from storage_service.search.service import SearchService
 from storage_service.servicer import SessionStorageServicer
 from storage_service.sessions.service import SessionService
 from storage_service.slots.service import SlotService
@@ -50,6 +51,7 @@ def create_app(
         guard=ForkGuard(db),
         jobs=JobService(db),
         events=EventLog(db),
+        search=SearchService(db),
     )
 
     def register(server: grpc.aio.Server) -> None:

@@ -5,13 +5,13 @@ from __future__ import annotations
 import uuid
 from collections.abc import Iterable
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, cast
 
 from google.protobuf import json_format
 
 from stello.common.v1 import common_pb2
 from stello.storage.v1 import storage_pb2
-from stello.timestamps import from_timestamp, set_timestamp
+from stello.timestamps import from_timestamp, set_timestamp, timestamp
 from storage_service.events.repository import StoredEvent
 from storage_service.models import (
     CompressionCache,
@@ -24,6 +24,7 @@ from storage_service.models import (
     ToolCall,
     TurnStart,
 )
+from storage_service.search.service import Hit
 from storage_service.transact.operations import OperationResult
 
 ROLE_TO_PROTO: dict[Role, common_pb2.RecordRole] = {
@@ -294,3 +295,19 @@ def turn_start_to_proto(start: TurnStart) -> storage_pb2.BeginTurnResponse:
             turn.skills.names.extend(state.skills)
             turn.skills.SetInParent()
     return reply
+
+
+def hit_to_proto(hit: Hit) -> common_pb2.RecordHit:
+    """A SearchRecords hit as its message."""
+    return common_pb2.RecordHit(
+        session_id=str(hit.session_id),
+        label=hit.label,
+        seq=hit.seq,
+        role=ROLE_TO_PROTO[cast(Role, hit.role)],
+        created_at=timestamp(hit.created_at),
+        snippet=hit.snippet,
+        snippet_offset=hit.snippet_offset,
+        matches=[common_pb2.TextMatch(start=s, end=e) for s, e in hit.matches],
+        reader_count=hit.reader_count,
+        rank=hit.rank,
+    )

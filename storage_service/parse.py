@@ -42,6 +42,7 @@ from storage_service.models import (
     TurnBusy,
     TurnKey,
 )
+from storage_service.search.service import RecordSearch
 from storage_service.transact.operations import (
     AppendOp,
     BumpTurnOp,
@@ -515,3 +516,39 @@ def read_events(request: storage_pb2.ReadEventsRequest, v: Violations) -> tuple[
     if not 0 <= limit <= MAX_EVENTS_PAGE:
         v.add("limit", f"must be between 0 and {MAX_EVENTS_PAGE}")
     return after, limit
+
+
+MAX_SEARCH_PAGE = 100
+DEFAULT_SEARCH_PAGE = 20
+
+
+def search_page_size(value: int, v: Violations) -> int:
+    """A search's page size: 0 = 20, at most 100."""
+    if not 0 <= value <= MAX_SEARCH_PAGE:
+        v.add("page_size", f"must be within 0..{MAX_SEARCH_PAGE}, got {value}")
+    return value or DEFAULT_SEARCH_PAGE
+
+
+def record_search(request: storage_pb2.SearchRecordsRequest, v: Violations) -> RecordSearch:
+    """A SearchRecords request as its domain input (the query is parsed by the service)."""
+    space_id = space_uuid(request.space_id, v)
+    session_id = parse_uuid(request.session_id, "session_id", v) if request.session_id else None
+    root_id = parse_uuid(request.root_id, "root_id", v) if request.root_id else None
+    if request.session_id and request.root_id:
+        v.add("root_id", "must be empty when session_id is set (one scope at most)")
+    if request.order not in (
+        common_pb2.SEARCH_ORDER_UNSPECIFIED,
+        common_pb2.SEARCH_ORDER_NEWEST,
+        common_pb2.SEARCH_ORDER_RELEVANCE,
+    ):
+        v.add("order", f"must be NEWEST or RELEVANCE, got unknown value {request.order}")
+    size = search_page_size(request.page_size, v)
+    return RecordSearch(
+        space_id=space_id,
+        query=request.query,
+        session_id=session_id,
+        root_id=root_id,
+        relevance=request.order == common_pb2.SEARCH_ORDER_RELEVANCE,
+        page_size=size,
+        page_token=request.page_token,
+    )

@@ -20,6 +20,7 @@ from storage_service.convert import (
     add_records,
     cache_to_proto,
     entry_to_proto,
+    hit_to_proto,
     meta_to_proto,
     result_to_proto,
     slots_to_proto,
@@ -33,6 +34,7 @@ from storage_service.memory.service import SharedMemoryService
 from storage_service.models import SlotName
 from storage_service.parse import RequestParser
 from storage_service.records.service import RecordService
+from storage_service.search.service import SearchService
 from storage_service.sessions.service import SessionService
 from storage_service.slots.service import SlotService
 from storage_service.transact.service import TransactService
@@ -62,6 +64,7 @@ class SessionStorageServicer(storage_pb2_grpc.SessionStorageServicer):
         guard: ForkGuard,
         events: EventLog,
         jobs: JobService,
+        search: SearchService,
     ) -> None:
         self._parse = parser
         self._sessions = sessions
@@ -73,6 +76,7 @@ class SessionStorageServicer(storage_pb2_grpc.SessionStorageServicer):
         self._guard = guard
         self._events = events
         self._jobs = jobs
+        self._search = search
 
     async def _put_slot(self, request: SlotWrite, slot: SlotName) -> None:
         """Validate a Put<Slot> request and overwrite that slot."""
@@ -170,6 +174,35 @@ class SessionStorageServicer(storage_pb2_grpc.SessionStorageServicer):
         reply = storage_pb2.ListRecordsResponse(next_page_token=page.next_page_token)
         add_records(reply.records, page.records)
         return reply
+
+    async def SearchRecords(
+        self, request: storage_pb2.SearchRecordsRequest, context: Context
+    ) -> storage_pb2.SearchRecordsResponse:
+        """One page of the records matching a text query."""
+        v = Violations()
+        search = parse.record_search(request, v)
+        v.raise_if_any()
+        page = await self._search.search_records(search)
+        return storage_pb2.SearchRecordsResponse(
+            hits=[hit_to_proto(h) for h in page.hits], next_page_token=page.next_page_token
+        )
+
+    async def SearchSessions(
+        self, request: storage_pb2.SearchSessionsRequest, context: Context
+    ) -> storage_pb2.SearchSessionsResponse:
+        """One page of the sessions whose label matches a text query."""
+        v = Violations()
+        space_id = space_uuid(request.space_id, v)
+        status = parse.status(request.status, "status", v, allow_unspecified=True)
+        size = parse.search_page_size(request.page_size, v)
+        v.raise_if_any()
+        page = await self._search.search_sessions(
+            space_id, request.query, status, size, request.page_token
+        )
+        return storage_pb2.SearchSessionsResponse(
+            sessions=[meta_to_proto(m) for m in page.sessions],
+            next_page_token=page.next_page_token,
+        )
 
     async def TrimRecords(
         self, request: storage_pb2.TrimRecordsRequest, context: Context

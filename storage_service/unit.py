@@ -25,6 +25,7 @@ from storage_service.keys.repository import KeyRepository
 from storage_service.memory.repository import MemoryRepository
 from storage_service.records.lineage import LineageRepository
 from storage_service.records.repository import RecordRepository
+from storage_service.search.repository import SearchRepository
 from storage_service.sessions.repository import SessionRepository
 from storage_service.slots.repository import SlotRepository
 from storage_service.turns.repository import TurnRepository
@@ -89,6 +90,11 @@ class UnitOfWork:
         if self._lineage is None:
             self._lineage = LineageRepository(self._con)
         return self._lineage
+
+    @property
+    def search(self) -> SearchRepository:
+        """Text search of `records` and session labels (migration 0019)."""
+        return SearchRepository(self._con)
 
     @property
     def slots(self) -> SlotRepository:

@@ -114,6 +114,32 @@ class StorageClient(JobCalls):
         )
         return reply
 
+    async def search_records(
+        self, caller: Caller, request: storage_pb2.SearchRecordsRequest
+    ) -> storage_pb2.SearchRecordsResponse:
+        """One SearchRecords call (one page), as given."""
+        reply: storage_pb2.SearchRecordsResponse = await self._call(
+            "SearchRecords",
+            self._stub.SearchRecords,
+            request,
+            storage_pb2.SearchRecordsResponse,
+            caller,
+        )
+        return reply
+
+    async def search_sessions(
+        self, caller: Caller, request: storage_pb2.SearchSessionsRequest
+    ) -> storage_pb2.SearchSessionsResponse:
+        """One SearchSessions call (one page), as given."""
+        reply: storage_pb2.SearchSessionsResponse = await self._call(
+            "SearchSessions",
+            self._stub.SearchSessions,
+            request,
+            storage_pb2.SearchSessionsResponse,
+            caller,
+        )
+        return reply
+
     async def all_records(
         self, caller: Caller, space_id: UUID, session_id: UUID, *, until_seq: int | None = None
     ) -> list[common_pb2.Record]:

@@ -330,6 +330,30 @@ class AgentGatewayServicer(
             records=page.records, next_page_token=page.next_page_token
         )
 
+    async def SearchRecords(
+        self, request: agent_pb2.SearchRecordsRequest, context: Context
+    ) -> agent_pb2.SearchRecordsResponse:
+        """A page of the records matching a text query (storage validates the query)."""
+        violations = Violations()
+        validation.space_uuid(request.space_id, violations)
+        violations.raise_if_any()
+        reply = await self._sessions.search_records(_caller(context), request)
+        return agent_pb2.SearchRecordsResponse(
+            hits=reply.hits, next_page_token=reply.next_page_token
+        )
+
+    async def SearchSessions(
+        self, request: agent_pb2.SearchSessionsRequest, context: Context
+    ) -> agent_pb2.SearchSessionsResponse:
+        """A page of the sessions whose label matches a text query."""
+        violations = Violations()
+        validation.space_uuid(request.space_id, violations)
+        violations.raise_if_any()
+        reply = await self._sessions.search_sessions(_caller(context), request)
+        return agent_pb2.SearchSessionsResponse(
+            sessions=reply.sessions, next_page_token=reply.next_page_token
+        )
+
     async def PutInsight(
         self, request: agent_pb2.PutInsightRequest, context: Context
     ) -> agent_pb2.PutInsightResponse:

@@ -14,6 +14,7 @@ from dataclasses import dataclass
 from agent_gateway.clients import Caller, StorageClient, TreeClient
 from agent_gateway.clients.rpc import both
 from agent_gateway.forks.saga import summary_of
+from stello.agent.v1 import agent_pb2
 from stello.common.v1 import common_pb2
 from stello.errors import FailedPrecondition
 from stello.reasons import SESSION_ARCHIVED
@@ -201,6 +202,34 @@ class SessionService:
         if query.before_seq is not None:
             request.before_seq = query.before_seq
         return await self._storage.list_records(caller, request)
+
+    async def search_records(
+        self, caller: Caller, request: agent_pb2.SearchRecordsRequest
+    ) -> storage_pb2.SearchRecordsResponse:
+        """One page of storage's SearchRecords, the request passed through."""
+        forwarded = storage_pb2.SearchRecordsRequest(
+            space_id=request.space_id,
+            query=request.query,
+            session_id=request.session_id,
+            root_id=request.root_id,
+            order=request.order,
+            page_size=request.page_size,
+            page_token=request.page_token,
+        )
+        return await self._storage.search_records(caller, forwarded)
+
+    async def search_sessions(
+        self, caller: Caller, request: agent_pb2.SearchSessionsRequest
+    ) -> storage_pb2.SearchSessionsResponse:
+        """One page of storage's SearchSessions, the request passed through."""
+        forwarded = storage_pb2.SearchSessionsRequest(
+            space_id=request.space_id,
+            query=request.query,
+            status=request.status,
+            page_size=request.page_size,
+            page_token=request.page_token,
+        )
+        return await self._storage.search_sessions(caller, forwarded)
 
     async def put_insight(
         self, caller: Caller, space_id: uuid.UUID, session_id: uuid.UUID, content: str

@@ -5,6 +5,7 @@
 
 import { ApiError, call, onSignedOut, requestId, setMode, signIn, signOut, signedIn, space } from "./api.js";
 import { DigestsView } from "./digests.js";
+import { SearchView } from "./search.js";
 import { dialog, el, replace } from "./dom.js";
 import { Forest } from "./forest.js";
 import { Live } from "./live.js";
@@ -46,7 +47,7 @@ class App {
 
   askKey(message = "") {
     this.live?.stop();
-    for (const id of ["new-root", "refresh", "sign-out"]) $(id).hidden = true;
+    for (const id of ["new-root", "refresh", "sign-out", "search-form"]) $(id).hidden = true;
     replace($("forest-pane"));
     const key = el("input", { id: "sign-in-key", type: "password", required: true, autocomplete: "off" });
     const spaceId = el("input", { id: "sign-in-space", required: true, placeholder: "space id (a UUID)" });
@@ -76,7 +77,12 @@ class App {
     this.showSpace(this.config.space_id || space() || "");
     this.tree = new Forest($("forest-pane"), (id) => this.open(id));
     this.tree.addTool(this.goTo());
-    for (const id of ["new-root", "refresh"]) $(id).hidden = false;
+    for (const id of ["new-root", "refresh", "search-form"]) $(id).hidden = false;
+    $("search-form").onsubmit = (event) => {
+      event.preventDefault();
+      const query = $("search").value.trim();
+      if (query) location.hash = `#/search/${encodeURIComponent(query)}`;
+    };
     $("sign-out").hidden = this.config.mode !== "key";
     $("refresh").onclick = () => this.refresh();
     $("new-root").onclick = () => this.newRoot();
@@ -170,7 +176,7 @@ class App {
     this.out = true;
     this.live?.stop({ code: "UNAUTHENTICATED", message: "signed out" });
     this.view = null;
-    for (const id of ["new-root", "refresh", "sign-out"]) $(id).hidden = true;
+    for (const id of ["new-root", "refresh", "sign-out", "search-form"]) $(id).hidden = true;
     $("error").hidden = true;
     document.body.dataset.view = "detail";
     replace($("forest-pane"));
@@ -279,13 +285,19 @@ class App {
     $("nav-forest").classList.toggle("current", hash !== "#/digests");
     let view = null;
     // One column on a narrow screen: the forest, or the open view (the bar goes between).
-    document.body.dataset.view = hash.startsWith("#/session/") || hash === "#/digests" ? "detail" : "forest";
+    const detailed = hash.startsWith("#/session/") || hash.startsWith("#/search/") || hash === "#/digests";
+    document.body.dataset.view = detailed ? "detail" : "forest";
     if (hash !== this.shownHash) detail.scrollTop = 0; // another view starts at its top
     this.shownHash = hash;
     if (hash.startsWith("#/session/")) {
-      const id = decodeURIComponent(hash.slice("#/session/".length));
+      // #/session/ID, or #/session/ID/at/SEQ: opened at that record (a search hit).
+      const [id, at] = decodeURIComponent(hash.slice("#/session/".length)).split("/at/");
       this.tree.select(id);
-      view = new SessionView(detail, this, id);
+      view = new SessionView(detail, this, id, at === undefined ? null : Number(at));
+    } else if (hash.startsWith("#/search/")) {
+      const query = decodeURIComponent(hash.slice("#/search/".length));
+      $("search").value = query;
+      view = new SearchView(detail, this, query);
     } else if (hash === "#/digests") {
       view = new DigestsView(detail, this);
     } else {

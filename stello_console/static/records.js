@@ -91,6 +91,18 @@ export class RecordList {
     }
   }
 
+  /** Load older pages until record `seq` is shown (as far as pages go), then scroll it
+   * into view and mark it: where a search hit opens its session. */
+  async reveal(seq) {
+    const shown = () => this.list.querySelector(`li[data-seq="${seq}"]`);
+    while (!shown() && this.olderToken && this.view.current()) await this.loadOlder();
+    const item = shown();
+    if (!item) return false;
+    item.classList.add("found");
+    item.scrollIntoView({ block: "center" });
+    return true;
+  }
+
   /** Read the records after the newest shown, page by page (one read at a time). */
   loadNewer() {
     if (this.newer) {

@@ -43,10 +43,11 @@ export class SessionView {
    * `app` gives forest(), reportError(error), refreshNodes(ids), open(id) for navigation
    * after a fork or delete, and `view` (the view it shows now).
    */
-  constructor(container, app, id) {
+  constructor(container, app, id, focus = null) {
     this.container = container;
     this.app = app;
     this.id = id;
+    this.focus = focus; // a record's seq to show (a search hit), else the newest
     this.view = null;
     this.shown = null;
     this.gone = false;
@@ -70,7 +71,7 @@ export class SessionView {
     this.view = view;
     this.draw();
     this.records.takeNewest(page);
-    this.toNewest();
+    if (this.focus === null || !(await this.records.reveal(this.focus))) this.toNewest();
   }
 
   /** Whether the conversation is scrolled to its end (new records then stay in view). */

@@ -12,6 +12,7 @@ from tests.console.conftest import BrowserPage, ConsoleStack
 from tests.console.http import fetch
 from tests.console.test_browser import open_console
 from tests.console.test_security import signed_in
+from tests.gateway.conftest import record
 
 pytestmark = pytest.mark.browser
 
@@ -111,3 +112,58 @@ class TestEndpoints:
         space = (await fetch(console.port, "/api/space", headers=headers)).json()
         assert space["id"] == console.stack.space.sid
         assert space["name"].startswith("space-")
+
+
+class TestRecordSearch:
+    async def test_a_hit_opens_its_session_at_the_record(
+        self, console: ConsoleStack, browser_page: BrowserPage
+    ) -> None:
+        """The bar's search box lists the hits, newest first, the match marked (a Chinese
+        one too, cut by code points after an emoji); a hit opens its session scrolled to
+        the record, loading older pages until it is shown; "More" reads the next page."""
+        stack = console.stack
+        old = await stack.root(label="Old talk")
+        await stack.append(
+            old.id,
+            record("user", "where is the 🫖 茶壶 kettle"),
+            *(record("assistant", f"filler {n}") for n in range(60)),  # beyond the first page
+        )
+        new = await stack.root(label="New talk")
+        await stack.append(new.id, *(record("user", f"kettle {n}") for n in range(25)))
+        page = browser_page.page
+        await open_console(console, browser_page)
+        await page.locator("#search").fill("茶壶")
+        await page.locator("#search").press("Enter")
+        hits = page.locator("#hits .hit")
+        await expect(hits).to_have_count(1)
+        await expect(hits.locator("mark")).to_have_text(["茶壶"])
+        await expect(hits.locator(".label")).to_have_text("Old talk")
+        await page.locator("#search").fill("kettle")
+        await page.locator("#search").press("Enter")
+        await expect(hits).to_have_count(20)
+        await expect(hits.first.locator(".label")).to_have_text("New talk")
+        await page.locator("#search-more").click()
+        await expect(hits).to_have_count(26)
+        await expect(page.locator("#search-more")).to_have_count(0)
+        await hits.last.click()
+        await expect(page.locator("#session-label")).to_have_text("Old talk")
+        await expect(page).to_have_url(f"{console.base}#/session/{old.id}/at/1")
+        found = page.locator('#records li.found[data-seq="1"]')
+        await expect(found).to_be_in_viewport()
+        await page.locator("#search").fill("-kettle")
+        await page.locator("#search").press("Enter")
+        await expect(page.locator("#error-text")).to_contain_text("query")
+        assert browser_page.console_errors("the server responded with a status of 400") == []
+
+    async def test_the_endpoint_answers_hits_as_json(self, console: ConsoleStack) -> None:
+        """/api/search?q= answers hits with code-point matches; a bad query is a 400 naming
+        `query`."""
+        root = await console.stack.root(label="Json")
+        await console.stack.append(root.id, record("user", "a kettle"))
+        headers = {"Cookie": await signed_in(console)}
+        reply = await fetch(console.port, "/api/search?q=kettle", headers=headers)
+        assert reply.status == 200
+        [hit] = reply.json()["hits"]
+        assert (hit["label"], hit["seq"], hit["matches"]) == ("Json", 1, [[2, 8]])
+        bad = await fetch(console.port, "/api/search?q=", headers=headers)
+        assert bad.status == 400 and "query" in bad.json()["error"]["message"]

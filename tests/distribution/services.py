@@ -276,6 +276,10 @@ async def drive_gateway(s: Services) -> None:
     await gw.PutInsight(
         agent_pb2.PutInsightRequest(space_id=sid, session_id=forks[1].id, content="hint")
     )
+    await gw.SearchRecords(
+        agent_pb2.SearchRecordsRequest(space_id=sid, query="hello", root_id=root.id)
+    )
+    await gw.SearchSessions(agent_pb2.SearchSessionsRequest(space_id=sid, query="cut"))
     await gw.PutMemory(
         agent_pb2.PutMemoryRequest(space_id=sid, session_id=forks[1].id, content="memo")
     )
@@ -424,6 +428,31 @@ async def _drive_storage(s: Services) -> None:
         ),
     ):
         await st.ListRecords(query)
+    for order in (common_pb2.SEARCH_ORDER_NEWEST, common_pb2.SEARCH_ORDER_RELEVANCE):
+        for scope in ({}, {"session_id": session}, {"root_id": session}):
+            first = await st.SearchRecords(
+                storage_pb2.SearchRecordsRequest(
+                    space_id=sid, query="a or b 你好 c*", order=order, page_size=1, **scope
+                )
+            )
+            await st.SearchRecords(
+                storage_pb2.SearchRecordsRequest(
+                    space_id=sid,
+                    query="a or b 你好 c*",
+                    order=order,
+                    page_size=1,
+                    page_token=first.next_page_token,
+                    **scope,
+                )
+            )
+    found = await st.SearchSessions(
+        storage_pb2.SearchSessionsRequest(space_id=sid, query="ren", page_size=1, status=active)
+    )
+    await st.SearchSessions(
+        storage_pb2.SearchSessionsRequest(
+            space_id=sid, query="ren", page_size=1, page_token=found.next_page_token
+        )
+    )
     for slot in ("SystemPrompt", "Insight", "Memory"):
         put = getattr(storage_pb2, f"Put{slot}Request")(**req, content=f"{slot} text")
         await getattr(st, f"Put{slot}")(put)

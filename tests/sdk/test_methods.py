@@ -125,6 +125,33 @@ class TestReads:
         first = await client.get_lineage(chain[-1].id, page_size=1)
         assert [d.label for d in first.ancestors] == ["d2"] and first.next_page_token
 
+    async def test_search_records_and_sessions(self, client: AsyncClient, stack: Stack) -> None:
+        """SearchRecords end to end: an inherited record is one hit (its owner's, read by
+        two sessions), scopes, a deleted subtree never found; SearchSessions by label."""
+        root = await client.create_root(label="Search root")
+        await stack.append(root.id, record("user", "the needle in 草堆里找针"))
+        child = await client.fork(root.id, "Kid", context="inherit")
+        await stack.append(child.id, record("user", "another needle"))
+        grandchild = await client.fork(child.id, "Grandkid")
+        await stack.append(grandchild.id, record("user", "deep needle"))
+        hits = (await client.search_records("needle")).hits
+        assert sorted((h.session_id, h.reader_count) for h in hits) == sorted(
+            [(root.id, 2), (child.id, 1), (grandchild.id, 1)]
+        )
+        cjk = (await client.search_records("找针")).hits
+        assert [(h.session_id, h.snippet[h.matches[0].start : h.matches[0].end]) for h in cjk] == [
+            (root.id, "找针")
+        ]
+        in_child = await client.search_records("needle", session_id=child.id)
+        assert {h.session_id for h in in_child.hits} == {root.id, child.id}
+        page = await client.search_records("needle", page_size=2, order="relevance")
+        assert len(page.hits) == 2 and page.next_page_token
+        found = await client.search_sessions("kid")
+        assert [s.id for s in found.sessions] == [child.id]
+        await client.delete_session(child.id)
+        assert [h.session_id for h in (await client.search_records("needle")).hits] == [root.id]
+        assert list((await client.search_sessions("grandk")).sessions) == []
+
     async def test_tree_profiles_skills_and_who(self, client: AsyncClient, stack: Stack) -> None:
         """GetTree (whole and narrowed), ListProfiles, ListSkills, WhoAmI."""
         root = await client.create_root(label="top")

@@ -140,6 +140,16 @@ class AgentGatewayStub:
                 request_serializer=stello_dot_agent_dot_v1_dot_agent__pb2.ListRecordsRequest.SerializeToString,
                 response_deserializer=stello_dot_agent_dot_v1_dot_agent__pb2.ListRecordsResponse.FromString,
                 _registered_method=True)
+        self.SearchRecords = channel.unary_unary(
+                '/stello.agent.v1.AgentGateway/SearchRecords',
+                request_serializer=stello_dot_agent_dot_v1_dot_agent__pb2.SearchRecordsRequest.SerializeToString,
+                response_deserializer=stello_dot_agent_dot_v1_dot_agent__pb2.SearchRecordsResponse.FromString,
+                _registered_method=True)
+        self.SearchSessions = channel.unary_unary(
+                '/stello.agent.v1.AgentGateway/SearchSessions',
+                request_serializer=stello_dot_agent_dot_v1_dot_agent__pb2.SearchSessionsRequest.SerializeToString,
+                response_deserializer=stello_dot_agent_dot_v1_dot_agent__pb2.SearchSessionsResponse.FromString,
+                _registered_method=True)
         self.PutInsight = channel.unary_unary(
                 '/stello.agent.v1.AgentGateway/PutInsight',
                 request_serializer=stello_dot_agent_dot_v1_dot_agent__pb2.PutInsightRequest.SerializeToString,
@@ -807,6 +817,68 @@ class AgentGatewayServicer:
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
+    def SearchRecords(self, request, context):
+        """SearchRecords finds the space's records whose content matches `query`,
+        newest first or best first (`order`), optionally within one session's
+        view (`session_id`: its own and inherited records) or one tree
+        (`root_id`): storage's SearchRecords, passed through. Each hit names the
+        session that owns the record, its label, seq and role, and a snippet
+        (plain text, up to 240 code points) with the matched words as
+        [start, end) ranges in code points (RecordHit). A record forks read by
+        reference is one hit (its owner's) with `reader_count`, the sessions
+        that show it. Provisional and deleted sessions are never found;
+        archived ones are. Paged: page_size 0 = 20, at most 100;
+        next_page_token continues (keyset: a walk sees every hit once).
+
+        Query syntax (what a search box takes; any text is a valid query or
+        INVALID_ARGUMENT naming `query`, never a database error):
+        - words: every word must match (AND). English words match their
+        stems ("running" finds "runs"); case is ignored; common English
+        words (the, a, of, ...) are ignored, so a query of only such words
+        or of only punctuation finds nothing (an empty page, not an error).
+        - "quoted words": a phrase, the words in this order, adjacent.
+        - -word, -"a phrase": must not match. At least one term must be
+        positive (a query of only negations is INVALID_ARGUMENT).
+        - a or b: either (OR binds looser than AND: `a b or c` is
+        (a AND b) OR c).
+        - word*: a prefix, matched against the words' stems
+        ("connect*" finds "connection" and "connected").
+        - Chinese, Japanese and Korean text (no spaces needed): two or more
+        characters find that exact sequence of characters; one character
+        finds it alone. Mixed text works: each part matches as above.
+        Other punctuation separates words. Limits: at most 1,000 characters
+        (code points), at most 64 terms (words and phrases), no U+0000.
+
+        Errors:
+        - INVALID_ARGUMENT: malformed ids; both session_id and root_id; a bad
+        query (empty, over 1,000 characters or 64 terms, U+0000, only
+        negated terms); an unknown order; page_size out of range; a
+        page_token not issued for this search.
+        - NOT_FOUND: session_id or root_id is not a session of the space.
+        - UNAUTHENTICATED: no valid key.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def SearchSessions(self, request, context):
+        """SearchSessions finds the space's sessions whose label matches `query`
+        (SearchRecords' syntax; every word a prefix of a label's word, no
+        stemming; CJK text anywhere in the label). Session metadata text joins
+        the match once session metadata lands (issue #37). Provisional and
+        deleted sessions are never found; archived ones are (their `status`
+        says so), unless `status` filters. Newest first, paged as
+        SearchRecords.
+
+        Errors:
+        - INVALID_ARGUMENT: malformed space_id; a bad query; an unknown status;
+        page_size out of range; a page_token not issued for this search.
+        - UNAUTHENTICATED: no valid key.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
     def PutInsight(self, request, context):
         """PutInsight replaces the session's insight: a one-shot note that the
         next committed turn puts into its context and then clears. A put during
@@ -1288,6 +1360,16 @@ def add_AgentGatewayServicer_to_server(servicer, server):
                     request_deserializer=stello_dot_agent_dot_v1_dot_agent__pb2.ListRecordsRequest.FromString,
                     response_serializer=stello_dot_agent_dot_v1_dot_agent__pb2.ListRecordsResponse.SerializeToString,
             ),
+            'SearchRecords': grpc.unary_unary_rpc_method_handler(
+                    servicer.SearchRecords,
+                    request_deserializer=stello_dot_agent_dot_v1_dot_agent__pb2.SearchRecordsRequest.FromString,
+                    response_serializer=stello_dot_agent_dot_v1_dot_agent__pb2.SearchRecordsResponse.SerializeToString,
+            ),
+            'SearchSessions': grpc.unary_unary_rpc_method_handler(
+                    servicer.SearchSessions,
+                    request_deserializer=stello_dot_agent_dot_v1_dot_agent__pb2.SearchSessionsRequest.FromString,
+                    response_serializer=stello_dot_agent_dot_v1_dot_agent__pb2.SearchSessionsResponse.SerializeToString,
+            ),
             'PutInsight': grpc.unary_unary_rpc_method_handler(
                     servicer.PutInsight,
                     request_deserializer=stello_dot_agent_dot_v1_dot_agent__pb2.PutInsightRequest.FromString,
@@ -1742,6 +1824,60 @@ class AgentGateway:
             '/stello.agent.v1.AgentGateway/ListRecords',
             stello_dot_agent_dot_v1_dot_agent__pb2.ListRecordsRequest.SerializeToString,
             stello_dot_agent_dot_v1_dot_agent__pb2.ListRecordsResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def SearchRecords(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/stello.agent.v1.AgentGateway/SearchRecords',
+            stello_dot_agent_dot_v1_dot_agent__pb2.SearchRecordsRequest.SerializeToString,
+            stello_dot_agent_dot_v1_dot_agent__pb2.SearchRecordsResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def SearchSessions(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/stello.agent.v1.AgentGateway/SearchSessions',
+            stello_dot_agent_dot_v1_dot_agent__pb2.SearchSessionsRequest.SerializeToString,
+            stello_dot_agent_dot_v1_dot_agent__pb2.SearchSessionsResponse.FromString,
             options,
             channel_credentials,
             insecure,

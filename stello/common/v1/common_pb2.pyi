@@ -77,6 +77,12 @@ class JobStatus(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
     JOB_STATUS_BUDGET_SPENT: _ClassVar[JobStatus]
     JOB_STATUS_STOPPED: _ClassVar[JobStatus]
     JOB_STATUS_FAILED: _ClassVar[JobStatus]
+
+class SearchOrder(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
+    __slots__ = ()
+    SEARCH_ORDER_UNSPECIFIED: _ClassVar[SearchOrder]
+    SEARCH_ORDER_NEWEST: _ClassVar[SearchOrder]
+    SEARCH_ORDER_RELEVANCE: _ClassVar[SearchOrder]
 SESSION_STATUS_UNSPECIFIED: SessionStatus
 SESSION_STATUS_ACTIVE: SessionStatus
 SESSION_STATUS_ARCHIVED: SessionStatus
@@ -123,6 +129,9 @@ JOB_STATUS_DONE: JobStatus
 JOB_STATUS_BUDGET_SPENT: JobStatus
 JOB_STATUS_STOPPED: JobStatus
 JOB_STATUS_FAILED: JobStatus
+SEARCH_ORDER_UNSPECIFIED: SearchOrder
+SEARCH_ORDER_NEWEST: SearchOrder
+SEARCH_ORDER_RELEVANCE: SearchOrder
 
 class SessionMeta(_message.Message):
     __slots__ = ("id", "label", "status", "turn_count", "created_at", "updated_at", "last_active_at", "pinned")
@@ -440,3 +449,35 @@ class RetentionAction(_message.Message):
     last_active_at: _timestamp_pb2.Timestamp
     session_ids: _containers.RepeatedScalarFieldContainer[str]
     def __init__(self, root_id: _Optional[str] = ..., kind: _Optional[_Union[RetentionAction.Kind, str]] = ..., label: _Optional[str] = ..., last_active_at: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., session_ids: _Optional[_Iterable[str]] = ...) -> None: ...
+
+class TextMatch(_message.Message):
+    __slots__ = ("start", "end")
+    START_FIELD_NUMBER: _ClassVar[int]
+    END_FIELD_NUMBER: _ClassVar[int]
+    start: int
+    end: int
+    def __init__(self, start: _Optional[int] = ..., end: _Optional[int] = ...) -> None: ...
+
+class RecordHit(_message.Message):
+    __slots__ = ("session_id", "label", "seq", "role", "created_at", "snippet", "snippet_offset", "matches", "reader_count", "rank")
+    SESSION_ID_FIELD_NUMBER: _ClassVar[int]
+    LABEL_FIELD_NUMBER: _ClassVar[int]
+    SEQ_FIELD_NUMBER: _ClassVar[int]
+    ROLE_FIELD_NUMBER: _ClassVar[int]
+    CREATED_AT_FIELD_NUMBER: _ClassVar[int]
+    SNIPPET_FIELD_NUMBER: _ClassVar[int]
+    SNIPPET_OFFSET_FIELD_NUMBER: _ClassVar[int]
+    MATCHES_FIELD_NUMBER: _ClassVar[int]
+    READER_COUNT_FIELD_NUMBER: _ClassVar[int]
+    RANK_FIELD_NUMBER: _ClassVar[int]
+    session_id: str
+    label: str
+    seq: int
+    role: RecordRole
+    created_at: _timestamp_pb2.Timestamp
+    snippet: str
+    snippet_offset: int
+    matches: _containers.RepeatedCompositeFieldContainer[TextMatch]
+    reader_count: int
+    rank: float
+    def __init__(self, session_id: _Optional[str] = ..., label: _Optional[str] = ..., seq: _Optional[int] = ..., role: _Optional[_Union[RecordRole, str]] = ..., created_at: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., snippet: _Optional[str] = ..., snippet_offset: _Optional[int] = ..., matches: _Optional[_Iterable[_Union[TextMatch, _Mapping]]] = ..., reader_count: _Optional[int] = ..., rank: _Optional[float] = ...) -> None: ...

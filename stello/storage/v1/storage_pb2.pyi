@@ -126,6 +126,54 @@ class ListRecordsResponse(_message.Message):
     next_page_token: str
     def __init__(self, records: _Optional[_Iterable[_Union[_common_pb2.Record, _Mapping]]] = ..., next_page_token: _Optional[str] = ...) -> None: ...
 
+class SearchRecordsRequest(_message.Message):
+    __slots__ = ("space_id", "query", "session_id", "root_id", "order", "page_size", "page_token")
+    SPACE_ID_FIELD_NUMBER: _ClassVar[int]
+    QUERY_FIELD_NUMBER: _ClassVar[int]
+    SESSION_ID_FIELD_NUMBER: _ClassVar[int]
+    ROOT_ID_FIELD_NUMBER: _ClassVar[int]
+    ORDER_FIELD_NUMBER: _ClassVar[int]
+    PAGE_SIZE_FIELD_NUMBER: _ClassVar[int]
+    PAGE_TOKEN_FIELD_NUMBER: _ClassVar[int]
+    space_id: str
+    query: str
+    session_id: str
+    root_id: str
+    order: _common_pb2.SearchOrder
+    page_size: int
+    page_token: str
+    def __init__(self, space_id: _Optional[str] = ..., query: _Optional[str] = ..., session_id: _Optional[str] = ..., root_id: _Optional[str] = ..., order: _Optional[_Union[_common_pb2.SearchOrder, str]] = ..., page_size: _Optional[int] = ..., page_token: _Optional[str] = ...) -> None: ...
+
+class SearchRecordsResponse(_message.Message):
+    __slots__ = ("hits", "next_page_token")
+    HITS_FIELD_NUMBER: _ClassVar[int]
+    NEXT_PAGE_TOKEN_FIELD_NUMBER: _ClassVar[int]
+    hits: _containers.RepeatedCompositeFieldContainer[_common_pb2.RecordHit]
+    next_page_token: str
+    def __init__(self, hits: _Optional[_Iterable[_Union[_common_pb2.RecordHit, _Mapping]]] = ..., next_page_token: _Optional[str] = ...) -> None: ...
+
+class SearchSessionsRequest(_message.Message):
+    __slots__ = ("space_id", "query", "status", "page_size", "page_token")
+    SPACE_ID_FIELD_NUMBER: _ClassVar[int]
+    QUERY_FIELD_NUMBER: _ClassVar[int]
+    STATUS_FIELD_NUMBER: _ClassVar[int]
+    PAGE_SIZE_FIELD_NUMBER: _ClassVar[int]
+    PAGE_TOKEN_FIELD_NUMBER: _ClassVar[int]
+    space_id: str
+    query: str
+    status: _common_pb2.SessionStatus
+    page_size: int
+    page_token: str
+    def __init__(self, space_id: _Optional[str] = ..., query: _Optional[str] = ..., status: _Optional[_Union[_common_pb2.SessionStatus, str]] = ..., page_size: _Optional[int] = ..., page_token: _Optional[str] = ...) -> None: ...
+
+class SearchSessionsResponse(_message.Message):
+    __slots__ = ("sessions", "next_page_token")
+    SESSIONS_FIELD_NUMBER: _ClassVar[int]
+    NEXT_PAGE_TOKEN_FIELD_NUMBER: _ClassVar[int]
+    sessions: _containers.RepeatedCompositeFieldContainer[_common_pb2.SessionMeta]
+    next_page_token: str
+    def __init__(self, sessions: _Optional[_Iterable[_Union[_common_pb2.SessionMeta, _Mapping]]] = ..., next_page_token: _Optional[str] = ...) -> None: ...
+
 class TrimRecordsRequest(_message.Message):
     __slots__ = ("space_id", "session_id", "keep_recent")
     SPACE_ID_FIELD_NUMBER: _ClassVar[int]

@@ -107,6 +107,16 @@ class SessionStorageStub:
                 request_serializer=stello_dot_storage_dot_v1_dot_storage__pb2.TrimRecordsRequest.SerializeToString,
                 response_deserializer=stello_dot_storage_dot_v1_dot_storage__pb2.TrimRecordsResponse.FromString,
                 _registered_method=True)
+        self.SearchRecords = channel.unary_unary(
+                '/stello.storage.v1.SessionStorage/SearchRecords',
+                request_serializer=stello_dot_storage_dot_v1_dot_storage__pb2.SearchRecordsRequest.SerializeToString,
+                response_deserializer=stello_dot_storage_dot_v1_dot_storage__pb2.SearchRecordsResponse.FromString,
+                _registered_method=True)
+        self.SearchSessions = channel.unary_unary(
+                '/stello.storage.v1.SessionStorage/SearchSessions',
+                request_serializer=stello_dot_storage_dot_v1_dot_storage__pb2.SearchSessionsRequest.SerializeToString,
+                response_deserializer=stello_dot_storage_dot_v1_dot_storage__pb2.SearchSessionsResponse.FromString,
+                _registered_method=True)
         self.GetSystemPrompt = channel.unary_unary(
                 '/stello.storage.v1.SessionStorage/GetSystemPrompt',
                 request_serializer=stello_dot_storage_dot_v1_dot_storage__pb2.GetSystemPromptRequest.SerializeToString,
@@ -417,6 +427,75 @@ class SessionStorageServicer:
         Errors: INVALID_ARGUMENT for a malformed space_id or session_id, an
         unset keep_recent, or a negative keep_recent; NOT_FOUND when the session
         is not in the space; UNAUTHENTICATED without a valid key.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def SearchRecords(self, request, context):
+        """Finds the space's records whose content matches `query` (syntax
+        below), newest first or best first (`order`), optionally within one
+        session's view (`session_id`: its own records and those it inherited)
+        or one tree (`root_id`: records owned by the sessions of that root's
+        tree). A record read by reference by forks is one hit, owned by one
+        session (RecordHit). Provisional sessions and sessions being deleted
+        are never searched (their records neither): a record a fork inherited
+        from a deleted source is found again once the deletion's erasure job
+        has handed it to the fork. Archived sessions are searched. Served by
+        the GIN index `records_search` (space_id, search_vector): the cost
+        grows with the query's matches in the space, not with the space's
+        records; RELEVANCE ranks every match before its first page.
+
+        Query syntax (what a search box takes; any text is a valid query or
+        INVALID_ARGUMENT naming `query`, never a database error):
+        - words: every word must match (AND). English words match their
+        stems ("running" finds "runs"); case is ignored; common English
+        words (the, a, of, ...) are ignored, so a query of only such words
+        or of only punctuation finds nothing (an empty page, not an error).
+        - "quoted words": a phrase, the words in this order, adjacent.
+        - -word, -"a phrase": must not match. At least one term must be
+        positive (a query of only negations is INVALID_ARGUMENT).
+        - a or b: either (OR binds looser than AND: `a b or c` is
+        (a AND b) OR c).
+        - word*: a prefix, matched against the words' stems
+        ("connect*" finds "connection" and "connected").
+        - Chinese, Japanese and Korean text (no spaces needed): two or more
+        characters find that exact sequence of characters; one character
+        finds it alone. Mixed text works: each part matches as above.
+        Other punctuation separates words. Limits: at most 1,000 characters
+        (code points), at most 64 terms (words and phrases), no U+0000.
+
+        Paged: page_size 0 = 20, at most 100; `next_page_token` (empty on the
+        last page) continues after the page's last hit (keyset: a walk sees
+        every hit once; records written during the walk are found when newer
+        than its position). A token is bound to its space, query, scope and
+        order.
+
+        Errors: INVALID_ARGUMENT for a malformed space_id, session_id or
+        root_id, both session_id and root_id, an empty or over-long query, a
+        query of more than 64 terms or with no positive term, an unknown
+        order, a page_size out of range, or a page_token not issued for this
+        search; NOT_FOUND when session_id or root_id is not a visible session
+        of the space; UNAUTHENTICATED without a valid key.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def SearchSessions(self, request, context):
+        """Finds the space's sessions whose label matches `query`: the syntax of
+        SearchRecords, except that every word is a prefix of a label's word
+        ("proj" finds "Project Alpha"; no stemming) and CJK text matches
+        anywhere in the label. (Metadata text joins the match once session
+        metadata lands, issue #37.) Provisional sessions and sessions being
+        deleted are never found; archived ones are, unless `status` says
+        otherwise. Newest first (created_at, id descending), paged as
+        SearchRecords. Served by the GIN index `sessions_label_search`.
+
+        Errors: INVALID_ARGUMENT for a malformed space_id, a bad query (as
+        SearchRecords), an unknown status, a page_size out of range, or a
+        page_token not issued for this search; UNAUTHENTICATED without a valid
+        key.
         """
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)
         context.set_details('Method not implemented!')
@@ -996,6 +1075,16 @@ def add_SessionStorageServicer_to_server(servicer, server):
                     request_deserializer=stello_dot_storage_dot_v1_dot_storage__pb2.TrimRecordsRequest.FromString,
                     response_serializer=stello_dot_storage_dot_v1_dot_storage__pb2.TrimRecordsResponse.SerializeToString,
             ),
+            'SearchRecords': grpc.unary_unary_rpc_method_handler(
+                    servicer.SearchRecords,
+                    request_deserializer=stello_dot_storage_dot_v1_dot_storage__pb2.SearchRecordsRequest.FromString,
+                    response_serializer=stello_dot_storage_dot_v1_dot_storage__pb2.SearchRecordsResponse.SerializeToString,
+            ),
+            'SearchSessions': grpc.unary_unary_rpc_method_handler(
+                    servicer.SearchSessions,
+                    request_deserializer=stello_dot_storage_dot_v1_dot_storage__pb2.SearchSessionsRequest.FromString,
+                    response_serializer=stello_dot_storage_dot_v1_dot_storage__pb2.SearchSessionsResponse.SerializeToString,
+            ),
             'GetSystemPrompt': grpc.unary_unary_rpc_method_handler(
                     servicer.GetSystemPrompt,
                     request_deserializer=stello_dot_storage_dot_v1_dot_storage__pb2.GetSystemPromptRequest.FromString,
@@ -1337,6 +1426,60 @@ class SessionStorage:
             '/stello.storage.v1.SessionStorage/TrimRecords',
             stello_dot_storage_dot_v1_dot_storage__pb2.TrimRecordsRequest.SerializeToString,
             stello_dot_storage_dot_v1_dot_storage__pb2.TrimRecordsResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def SearchRecords(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/stello.storage.v1.SessionStorage/SearchRecords',
+            stello_dot_storage_dot_v1_dot_storage__pb2.SearchRecordsRequest.SerializeToString,
+            stello_dot_storage_dot_v1_dot_storage__pb2.SearchRecordsResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def SearchSessions(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/stello.storage.v1.SessionStorage/SearchSessions',
+            stello_dot_storage_dot_v1_dot_storage__pb2.SearchSessionsRequest.SerializeToString,
+            stello_dot_storage_dot_v1_dot_storage__pb2.SearchSessionsResponse.FromString,
             options,
             channel_credentials,
             insecure,

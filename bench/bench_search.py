@@ -1,0 +1,304 @@
+"""Search benchmark (issue #37, DESIGN §9 "Search"): SearchRecords on 10x the data, and the
+search index's cost on AppendRecords, each against a baseline measured in the same run.
+
+1. SearchRecords p50/p99 (storage's RPC, a real server in this process's loop) in one big
+   space of --records records, and in one space of --records/100 records among 100 such
+   spaces; each against the same query when the data is 10x smaller (the big space at a
+   tenth of its size; 10 spaces instead of 100), measured first and then grown in place.
+   Two queries: a rare word (50 records of each space, whatever its size: index-served,
+   the target is <= 2x), and a word in 1% of the records (its matches grow with the data:
+   a NEWEST page sorts every match, so its cost grows with them; reported, not a target).
+2. AppendRecords (one record of ~100 characters, and one of ~2,000 mixed English/Chinese
+   characters) at concurrency 1, with the index and then with `search_vector` dropped:
+   the index's cost per append.
+
+Seeding is one INSERT ... SELECT generate_series per space (sessions of 100 records each).
+
+    python bench/bench_search.py [--records 1000000] [--seconds 5] [--queries 50]
+
+Uses STELLO_BENCH_DATABASE_URL when set (a database it may fill), else starts the
+embedded PostgreSQL in a temporary folder and deletes it afterwards.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+import time
+import uuid
+from pathlib import Path
+
+import asyncpg
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+
+from harness import Result, database, load, repeat, run_main
+
+from stello.auth import KeyStore
+from stello.channels import open_channel
+from stello.common.v1 import common_pb2
+from stello.db import create_pool
+from stello.server import create_server, shutdown
+from stello.settings import StelloSettings
+from stello.storage.v1 import storage_pb2, storage_pb2_grpc
+from storage_service import create_app
+
+PER_SESSION = 100
+MATCHES = {"zanzibar": "50 matches", "kettle": "1% match", "数据库 errors": "1.4% (CJK+en)"}
+RARE = 50  # records of each space that say the rare word
+
+SEED_SESSIONS = """
+INSERT INTO sessions (space_id, id, root_id, label, sibling_index)
+SELECT $1, s.id, s.id, 'bench ' || n, 0
+FROM generate_series($2::int, $3::int - 1) AS n,
+     LATERAL (SELECT md5($1::uuid::text || n)::uuid AS id) s
+"""
+
+# Records $2..$3-1 of space $1: sessions of 100 records; the 1% word every 100th, the rare
+# word in records 0..49 of the space, an English sentence from a small vocabulary, and
+# Chinese in one record out of 10.
+SEED_RECORDS = """
+INSERT INTO records (space_id, session_id, seq, role, content, created_at,
+                     token_estimate, token_cumulative)
+SELECT $1, md5($1::uuid::text || (i / 100))::uuid, i % 100 + 1, 'user',
+       'message ' || i || ' about '
+         || (ARRAY['deploy', 'kernel', 'garden', 'invoice', 'meeting', 'travel', 'recipe',
+                   'python', 'budget', 'weather'])[i % 10 + 1]
+         || ' and ' || (ARRAY['plans', 'notes', 'errors', 'ideas', 'tickets'])[i % 7 % 5 + 1]
+         || CASE WHEN i % 100 = 0 THEN ' kettle' ELSE '' END
+         || CASE WHEN i < $4 THEN ' zanzibar' ELSE '' END
+         || CASE WHEN i % 10 = 3 THEN ' 我们讨论数据库的索引设计' ELSE '' END,
+       now() - (($3 - i) || ' seconds')::interval, 10, 10 * (i % 100 + 1)
+FROM generate_series($2::int, $3::int - 1) AS i
+"""
+
+SPACE = """
+INSERT INTO spaces (id, principal_id, name)
+SELECT $1, principal_id, 'bench-search-' || $1::uuid::text FROM spaces WHERE id = $2
+"""
+
+
+async def grow(pool: asyncpg.Pool, space: uuid.UUID, start: int, end: int) -> None:
+    """Records start..end-1 of `space` (and their sessions), one statement each."""
+    async with pool.acquire() as con:
+        await con.execute(SEED_SESSIONS, space, start // PER_SESSION, end // PER_SESSION)
+        await con.execute(SEED_RECORDS, space, start, end, RARE)
+
+
+async def measure(
+    stub: storage_pb2_grpc.SessionStorageStub,
+    space: uuid.UUID,
+    word: str,
+    times: int,
+) -> Result:
+    request = storage_pb2.SearchRecordsRequest(space_id=str(space), query=word, page_size=20)
+
+    async def call(_: int) -> None:
+        reply = await stub.SearchRecords(request)
+        assert reply.hits, word
+
+    return await repeat(call, times)
+
+
+def line(name: str, small: Result, big: Result) -> str:
+    return (
+        f"  {name:<44} p50 {small.quantile(0.5):7.2f} -> {big.quantile(0.5):7.2f} ms"
+        f" ({big.quantile(0.5) / small.quantile(0.5):4.2f}x)   p99 {small.quantile(0.99):7.2f}"
+        f" -> {big.quantile(0.99):7.2f} ms ({big.quantile(0.99) / small.quantile(0.99):4.2f}x)"
+    )
+
+
+async def main(args: argparse.Namespace) -> None:
+    async with database() as dsn:
+        settings = StelloSettings(database_url=dsn, db_pool_min_size=4, db_pool_max_size=8)
+        async with create_pool(dsn, settings) as pool:
+            keys = KeyStore(pool, cache_ttl_s=60)
+            big_key = await keys.create_key(space=f"bench-big-{uuid.uuid4().hex[:8]}")
+            small_key = await keys.create_key(space=f"bench-small-{uuid.uuid4().hex[:8]}")
+            assert big_key.space_id and small_key.space_id
+            big, tenant = big_key.space_id, small_key.space_id
+            per_space = args.records // 100
+            others = [uuid.uuid4() for _ in range(99)]
+            async with pool.acquire() as con:
+                for other in others:
+                    await con.execute(SPACE, other, tenant)
+            app = create_app(settings, pool, keys)
+            server, port = await create_server(app, "127.0.0.1:0")
+            await server.start()
+            channel = open_channel(f"127.0.0.1:{port}", key=big_key.secret)
+            other_channel = open_channel(f"127.0.0.1:{port}", key=small_key.secret)
+            big_stub = storage_pb2_grpc.SessionStorageStub(channel)
+            small_stub = storage_pb2_grpc.SessionStorageStub(other_channel)
+            try:
+                began = time.perf_counter()
+                await grow(pool, big, 0, args.records // 10)
+                await grow(pool, tenant, 0, per_space)
+                for other in others[:9]:
+                    await grow(pool, other, 0, per_space)
+                async with pool.acquire() as con:
+                    await con.execute("ANALYZE records; ANALYZE sessions")
+                seeded = time.perf_counter() - began
+                print(f"seeded {args.records // 10 + 10 * per_space:,} records in {seeded:.0f} s")
+                small = {
+                    (name, word): await measure(stub, space, word, args.queries)
+                    for name, space, stub in (
+                        ("big", big, big_stub),
+                        ("tenant", tenant, small_stub),
+                    )
+                    for word in ("zanzibar", "kettle", "数据库 errors")
+                }
+                began = time.perf_counter()
+                await grow(pool, big, args.records // 10, args.records)
+                for other in others[9:]:
+                    await grow(pool, other, 0, per_space)
+                async with pool.acquire() as con:
+                    await con.execute("ANALYZE records; ANALYZE sessions")
+                print(
+                    f"grew by {args.records * 9 // 10 + 90 * per_space:,} records in"
+                    f" {time.perf_counter() - began:.0f} s"
+                )
+                large = {
+                    (name, word): await measure(stub, space, word, args.queries)
+                    for name, space, stub in (
+                        ("big", big, big_stub),
+                        ("tenant", tenant, small_stub),
+                    )
+                    for word in ("zanzibar", "kettle", "数据库 errors")
+                }
+                print(
+                    f"\nSearchRecords NEWEST, page 20, {args.queries} calls each (data x1 -> x10):"
+                )
+                labels = {
+                    "big": f"one space {args.records // 10:,} -> {args.records:,}",
+                    "tenant": f"a space of {per_space:,}, 10 -> 100 spaces",
+                }
+                for key, result in small.items():
+                    name, word = key
+                    matches = {
+                        "zanzibar": "50 matches",
+                        "kettle": "1% match",
+                        "数据库 errors": "1.4% (CJK+en)",
+                    }[word]
+                    print(line(f"{labels[name]}, {matches}", result, large[key]))
+                await insert_cost(pool, big)
+                await appends(big_stub, pool, big, args.seconds)
+            finally:
+                await channel.close()
+                await other_channel.close()
+                await shutdown(app, server, 0)
+
+
+ROWS = """
+SELECT $1::uuid, $2::uuid, i, 'user', $3 || ' ' || i, 1, i
+FROM generate_series($4::int, $5::int - 1) AS i
+"""
+
+
+async def insert_cost(pool: asyncpg.Pool, space: uuid.UUID, rounds: int = 3) -> None:
+    """The SQL cost per record of the index: 5,000-row INSERTs into `records` (generated
+    `search_vector`, `records_search`) and into a copy without them, interleaved."""
+    short = "benchmark record " * 6
+    long = (
+        "The deployment failed again because the kernel ran out of memory; "
+        "我们讨论数据库的索引设计和部署的问题。"
+    ) * 22
+    session = uuid.uuid4()
+    async with pool.acquire() as con:
+        await con.execute(
+            "INSERT INTO sessions (space_id, id, root_id, label, sibling_index)"
+            " VALUES ($1, $2, $2, 'inserts', 0)",
+            space,
+            session,
+        )
+        await con.execute(
+            "CREATE TABLE records_plain (LIKE records INCLUDING DEFAULTS INCLUDING INDEXES)"
+        )
+        await con.execute("DROP INDEX IF EXISTS records_plain_space_id_search_vector_idx")
+        await con.execute("ALTER TABLE records_plain DROP COLUMN search_vector")
+        print("\nINSERT of 5,000 records in one statement, per record (without -> with the index):")
+        start = 1
+        for name, content in (("~100 chars", short), (f"~{len(long):,} chars mixed", long)):
+            times: dict[str, list[float]] = {"records_plain": [], "records": []}
+            for _ in range(rounds):
+                for table in ("records_plain", "records"):
+                    columns = (
+                        "space_id, session_id, seq, role, content, token_estimate, token_cumulative"
+                    )
+                    began = time.perf_counter()
+                    await con.execute(
+                        f"INSERT INTO {table} ({columns}) {ROWS}",
+                        space,
+                        session,
+                        content,
+                        start,
+                        start + 5000,
+                    )
+                    times[table].append((time.perf_counter() - began) / 5000 * 1e6)
+                start += 5000
+            plain, index = sorted(times["records_plain"])[1], sorted(times["records"])[1]
+            print(f"  {name:<24} {plain:7.1f} -> {index:7.1f} us ({index / plain:4.2f}x)")
+        await con.execute("DROP TABLE records_plain")
+
+
+async def appends(
+    stub: storage_pb2_grpc.SessionStorageStub,
+    pool: asyncpg.Pool,
+    space: uuid.UUID,
+    seconds: float,
+) -> None:
+    """AppendRecords at concurrency 1 with the index, then without `search_vector`."""
+    session = uuid.uuid4()
+    async with pool.acquire() as con:
+        await con.execute(
+            "INSERT INTO sessions (space_id, id, root_id, label, sibling_index)"
+            " VALUES ($1, $2, $2, 'appends', 0)",
+            space,
+            session,
+        )
+    short = "benchmark record " * 6
+    long = (
+        "The deployment failed again because the kernel ran out of memory; "
+        "我们讨论数据库的索引设计和部署的问题。"
+    ) * 22
+    results: dict[tuple[str, str], Result] = {}
+
+    async def run(state: str) -> None:
+        for name, content in (("~100 chars", short), (f"~{len(long):,} chars mixed", long)):
+            request = storage_pb2.AppendRecordsRequest(
+                space_id=str(space),
+                session_id=str(session),
+                records=[common_pb2.Record(role=common_pb2.RECORD_ROLE_USER, content=content)],
+            )
+
+            async def call(_: int, request: storage_pb2.AppendRecordsRequest = request) -> None:
+                await stub.AppendRecords(request)
+
+            results[(state, name)] = await load(call, 1, seconds)
+
+    await run("index")
+    async with pool.acquire() as con:
+        await con.execute("ALTER TABLE records DROP COLUMN search_vector")
+    await run("none")
+    print(
+        f"\nAppendRecords RPC, 1 record, concurrency 1, {seconds:.0f} s each"
+        " (without -> with the index; measured with it first, then after dropping it):"
+    )
+    for name in ("~100 chars", f"~{len(long):,} chars mixed"):
+        none, index = results[("none", name)], results[("index", name)]
+        print(
+            f"  {name:<24} {none.rps:6.0f} -> {index.rps:6.0f} appends/s"
+            f" ({index.rps / none.rps:4.2f}x), p50 {none.quantile(0.5):5.2f} ->"
+            f" {index.quantile(0.5):5.2f} ms"
+        )
+
+
+def parse() -> argparse.Namespace:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--records", type=int, default=1_000_000)
+    parser.add_argument("--seconds", type=float, default=5.0)
+    parser.add_argument("--queries", type=int, default=50)
+    return parser.parse_args()
+
+
+if __name__ == "__main__":
+    run_main(main(parse()))

@@ -1,0 +1,83 @@
+// Search: the space's records that match a query (SearchRecords), newest first, a page at
+// a time ("More" reads the next). Each hit shows its session's label, the record's seq
+// and role, and its snippet with the matched words marked (the offsets the gateway gives,
+// in code points: the text is never parsed as HTML); a hit opens its session at the record.
+
+import { call } from "./api.js";
+import { el, replace } from "./dom.js";
+
+const PAGE_SIZE = 20;
+
+/** The snippet as text nodes with <mark>s, cut by code points (not UTF-16 units). */
+export function marked(hit) {
+  const points = Array.from(hit.snippet);
+  const parts = [];
+  let at = 0;
+  for (const [start, end] of hit.matches) {
+    parts.push(points.slice(at, start).join(""));
+    parts.push(el("mark", {}, points.slice(start, end).join("")));
+    at = end;
+  }
+  parts.push(points.slice(at).join(""));
+  return [hit.snippet_offset ? "…" : "", ...parts];
+}
+
+export class SearchView {
+  constructor(container, app, query) {
+    this.container = container;
+    this.app = app;
+    this.query = query;
+    this.hits = [];
+    this.next = "";
+  }
+
+  async show() {
+    await this.more("");
+  }
+
+  async more(token) {
+    const params = new URLSearchParams({ q: this.query, page_size: String(PAGE_SIZE), page_token: token });
+    const page = await call("GET", `/api/search?${params}`);
+    if (this.app.view !== this) return;
+    this.hits.push(...page.hits);
+    this.next = page.next_page_token;
+    this.draw();
+  }
+
+  item(hit) {
+    return el(
+      "li",
+      {
+        class: `hit role-${hit.role}`,
+        dataset: { session: hit.session_id, seq: String(hit.seq) },
+        onclick: () => (location.hash = `#/session/${hit.session_id}/at/${hit.seq}`),
+      },
+      el(
+        "div",
+        { class: "hit-head" },
+        el("span", { class: "label" }, hit.label),
+        " ",
+        el("code", { class: "muted" }, hit.session_id.slice(0, 8)),
+        " ",
+        el("span", { class: "seq" }, `#${hit.seq}`),
+        " ",
+        el("span", { class: "role" }, hit.role),
+        hit.reader_count > 1 ? el("span", { class: "muted" }, ` · read by ${hit.reader_count} sessions`) : null,
+      ),
+      el("div", { class: "snippet" }, ...marked(hit)),
+    );
+  }
+
+  draw() {
+    const count = this.hits.length;
+    replace(
+      this.container,
+      el("h2", {}, "Search"),
+      el("p", { class: "muted", id: "search-count" }, count ? `${count}${this.next ? "+" : ""} records match “${this.query}”` : `No record matches “${this.query}”.`),
+      el("ol", { class: "hits", id: "hits" }, this.hits.map((hit) => this.item(hit))),
+      this.next
+        ? el("button", { type: "button", id: "search-more", onclick: () => this.more(this.next).catch((error) => this.app.reportError(error)) }, "More")
+        : null,
+    );
+  }
+}

@@ -1,0 +1,1 @@
+"""Text search over records and session labels (SearchRecords, SearchSessions; migration 0019)."""

@@ -1,0 +1,117 @@
+"""A user's search text as a `to_tsquery` text that is never a syntax error.
+
+The syntax (documented in storage.proto, SearchRecords) is websearch-like:
+words (AND), "phrases", -negation, `or`, and `word*` prefixes; CJK text
+becomes the character bigrams migration 0019 indexes. Every lexeme is
+emitted single-quoted with its quotes and backslashes escaped, so the text
+`to_tsquery` receives is built only of operators this module writes:
+whatever the user typed, PostgreSQL parses it. Normalisation (stemming,
+stop words) stays PostgreSQL's, with the configuration of the index.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+
+from stello.errors import InvalidArgument
+
+MAX_QUERY_CHARS = 1000
+MAX_QUERY_TERMS = 64
+
+# The CJK ranges of migration 0019's regular expressions, in Python's syntax.
+CJK = (
+    "\u3040-\u30ff\u3400-\u4dbf\u4e00-\u9fff\uac00-\ud7af\uf900-\ufaff\uff66-\uff9f"
+    "\U00020000-\U0002fa1f"
+)
+_PIECE = re.compile(rf"[{CJK}]+|(?:(?![{CJK}])\w)+")
+_CJK_RUN = re.compile(rf"[{CJK}]+")
+_TOKEN = re.compile(r'(-?)"([^"]*)"?|(-?)([^\s"]+)')
+
+
+@dataclass(frozen=True, slots=True)
+class SearchQuery:
+    """A parsed query: the `to_tsquery` text ("" = nothing can match) and its
+    normalized form (what a page token binds)."""
+
+    text: str
+    canonical: str
+
+
+def _quote(lexeme: str) -> str:
+    escaped = lexeme.replace("\\", "\\\\").replace("'", "''")
+    return f"'{escaped}'"
+
+
+def _cjk(run: str) -> str:
+    """A CJK run as its bigrams in a row (one character: a prefix of the bigrams)."""
+    if len(run) == 1:
+        return f"{_quote(run)}:*"
+    return " <-> ".join(_quote(run[i : i + 2]) for i in range(len(run) - 1))
+
+
+def _word(word: str, *, prefix: bool) -> str:
+    """One word's pieces (ASCII/Latin words and CJK runs), all required."""
+    pieces = _PIECE.findall(word)
+    parts: list[str] = []
+    for i, piece in enumerate(pieces):
+        if _CJK_RUN.fullmatch(piece):
+            parts.append(f"({_cjk(piece)})")
+        elif prefix and i == len(pieces) - 1:
+            parts.append(f"{_quote(piece)}:*")
+        else:
+            parts.append(_quote(piece))
+    return " & ".join(parts)
+
+
+def _phrase(text: str) -> str:
+    """A quoted phrase: its non-CJK words as one phrase, each CJK run as its bigrams."""
+    parts: list[str] = []
+    words = " ".join(_PIECE.findall(_CJK_RUN.sub(" ", text)))
+    if words:
+        parts.append(_quote(words))  # to_tsquery makes a quoted text a phrase
+    parts.extend(f"({_cjk(run)})" for run in _CJK_RUN.findall(text))
+    return " & ".join(parts)
+
+
+def parse_query(raw: str, name: str = "query", *, all_prefix: bool = False) -> SearchQuery:
+    """The `to_tsquery` text of `raw`; with `all_prefix`, every word is a prefix.
+
+    Raises:
+        InvalidArgument: `raw` is empty, too long, holds U+0000, has more
+            than MAX_QUERY_TERMS terms, or has no positive term.
+    """
+    if "\x00" in raw:
+        raise InvalidArgument.field(name, "must not contain U+0000")
+    if not raw.strip():
+        raise InvalidArgument.field(name, "must not be empty")
+    if len(raw) > MAX_QUERY_CHARS:
+        raise InvalidArgument.field(
+            name, f"must be at most {MAX_QUERY_CHARS} characters, got {len(raw)}"
+        )
+    groups: list[list[str]] = [[]]
+    terms = 0
+    positive = False
+    for match in _TOKEN.finditer(raw):
+        negated = bool(match.group(1) or match.group(3))
+        if match.group(2) is not None:
+            fragment = _phrase(match.group(2))
+        else:
+            word = match.group(4)
+            if word.lower() == "or" and not negated:
+                if groups[-1]:
+                    groups.append([])
+                continue
+            fragment = _word(word, prefix=all_prefix or word.endswith("*"))
+        terms += 1
+        if terms > MAX_QUERY_TERMS:
+            raise InvalidArgument.field(name, f"must have at most {MAX_QUERY_TERMS} terms")
+        if not fragment:
+            continue  # punctuation only
+        positive = positive or not negated
+        groups[-1].append(f"!({fragment})" if negated else f"({fragment})")
+    if terms and not positive and any(groups):
+        raise InvalidArgument.field(name, "needs at least one term that is not negated (-)")
+    ands = [" & ".join(g) for g in groups if g]
+    text = " | ".join(f"({a})" for a in ands) if len(ands) > 1 else "".join(ands)
+    return SearchQuery(text, text)

@@ -1,0 +1,186 @@
+"""SQL of SearchRecords and SearchSessions (migration 0019's indexes).
+
+Every statement pins `records` and `sessions` by space_id in every scope; a
+search is one scan of the GIN index leading with space_id, then keyset
+paging on the order's columns.
+"""
+
+from __future__ import annotations
+
+import uuid
+from dataclasses import dataclass
+from datetime import datetime
+
+import asyncpg
+
+from storage_service.records.lineage import PARTS
+
+# $1 space, $2 session (the scope, or NULL), $3 the to_tsquery text, $4 root
+# (or NULL), $5..$8 the position after which the page starts (created_at,
+# session, seq, rank; NULL = the first page), $9 the page's size. Each match's
+# session is looked up by its key (the LATERAL ... LIMIT 1 is not flattened into
+# a join, which the planner would hash over every session of the space): the
+# cost follows the matches, never the space's sessions.
+_SEARCH = """
+{ctes}
+SELECT r.session_id, r.seq, r.role, r.created_at, r.content, s.label,
+       {rank} AS rank, to_tsquery('english'::regconfig, $3)::text AS terms,
+       1 + (SELECT count(*)
+            FROM record_segments g
+            JOIN sessions v ON v.space_id = $1 AND v.id = g.session_id
+                           AND v.provisional_until IS NULL
+            WHERE g.space_id = $1 AND g.holder_id = r.session_id
+              AND r.seq BETWEEN g.from_seq AND g.to_seq) AS readers
+FROM records r
+CROSS JOIN LATERAL (
+    SELECT s.label FROM sessions s
+    WHERE s.space_id = $1 AND s.id = r.session_id AND s.provisional_until IS NULL
+      AND ($4::uuid IS NULL OR s.root_id = $4)
+    LIMIT 1
+) s
+WHERE r.space_id = $1 AND r.search_vector @@ to_tsquery('english'::regconfig, $3)
+  {scope}
+  AND ($5::timestamptz IS NULL OR {after})
+ORDER BY {order}
+LIMIT $9
+"""
+
+_IN_VIEW = """AND $2::uuid IS NOT NULL AND EXISTS (
+      SELECT FROM parts p WHERE p.holder_id = r.session_id
+        AND r.seq BETWEEN p.from_seq AND p.to_seq)"""
+_NO_VIEW = "AND $2::uuid IS NULL"
+
+
+_RANK = "ts_rank(r.search_vector, to_tsquery('english'::regconfig, $3))"
+
+
+def _search(*, in_view: bool, relevance: bool) -> str:
+    rank = (
+        "ts_rank(r.search_vector, to_tsquery('english'::regconfig, $3))"
+        if relevance
+        else "coalesce($8::real, 0) * 0"
+    )
+    if relevance:
+        after = (
+            f"({_RANK}, r.created_at, r.session_id, r.seq) < ($8::real, $5, $6::uuid, $7::bigint)"
+        )
+        order = f"{_RANK} DESC, r.created_at DESC, r.session_id DESC, r.seq DESC"
+    else:
+        after = "(r.created_at, r.session_id, r.seq) < ($5, $6::uuid, $7::bigint)"
+        order = "r.created_at DESC, r.session_id DESC, r.seq DESC"
+    return _SEARCH.format(
+        ctes=f"WITH {PARTS.strip()}" if in_view else "",
+        rank=rank,
+        scope=_IN_VIEW if in_view else _NO_VIEW,
+        after=after,
+        order=order,
+    )
+
+
+SEARCH_RECORDS = {
+    (in_view, relevance): _search(in_view=in_view, relevance=relevance)
+    for in_view in (False, True)
+    for relevance in (False, True)
+}
+
+# $1 space, $2 the to_tsquery text ('simple'), $3 status (or NULL), $4/$5 the
+# position (created_at, id; NULL = the first page), $6 the page's size.
+SEARCH_SESSIONS = """
+SELECT id, label, status, turn_count, created_at, updated_at, last_active_at
+FROM sessions
+WHERE space_id = $1
+  AND stello_label_vector(label) @@ to_tsquery('simple'::regconfig, $2)
+  AND provisional_until IS NULL
+  AND ($3::text IS NULL OR status = $3)
+  AND ($4::timestamptz IS NULL OR (created_at, id) < ($4, $5::uuid))
+ORDER BY created_at DESC, id DESC
+LIMIT $6
+"""
+
+# Run first in a search's transaction (SET LOCAL: PgBouncer transaction mode keeps
+# working): a plan is made for each call. A generic plan knows neither the query's words
+# nor the page's position, and scans `records` instead of `records_search` (seconds at
+# 100,000 records, where the custom plan reads the matches: measured by
+# bench/bench_search.py).
+CUSTOM_PLANS = "SELECT set_config('plan_cache_mode', 'force_custom_plan', true)"
+
+# Whether a session is a visible session of the space (the scope of a search).
+VISIBLE = """
+SELECT true FROM sessions WHERE space_id = $1 AND id = $2 AND provisional_until IS NULL
+"""
+
+
+@dataclass(frozen=True, slots=True)
+class After:
+    """Where a page starts: after this hit in the order."""
+
+    created_at: datetime
+    session_id: uuid.UUID
+    seq: int
+    rank: float | None
+
+
+class SearchRepository:
+    """The search statements, on a unit of work's connection."""
+
+    __slots__ = ("_con",)
+
+    def __init__(self, con: asyncpg.Connection) -> None:
+        self._con = con
+
+    async def custom_plans(self) -> None:
+        """Plan each statement of this transaction for its parameters (CUSTOM_PLANS)."""
+        await self._con.execute(CUSTOM_PLANS)
+
+    async def visible(self, space_id: uuid.UUID, session_id: uuid.UUID) -> bool:
+        """Whether `session_id` is a visible session of the space."""
+        return bool(await self._con.fetchval(VISIBLE, space_id, session_id))
+
+    async def records(
+        self,
+        space_id: uuid.UUID,
+        tsquery: str,
+        *,
+        session_id: uuid.UUID | None,
+        root_id: uuid.UUID | None,
+        relevance: bool,
+        after: After | None,
+        limit: int,
+    ) -> list[asyncpg.Record]:
+        """Up to `limit` hits after `after` in the order."""
+        statement = SEARCH_RECORDS[(session_id is not None, relevance)]
+        return list(
+            await self._con.fetch(
+                statement,
+                space_id,
+                session_id,
+                tsquery,
+                root_id,
+                after.created_at if after else None,
+                after.session_id if after else None,
+                after.seq if after else None,
+                after.rank if after else None,
+                limit,
+            )
+        )
+
+    async def sessions(
+        self,
+        space_id: uuid.UUID,
+        tsquery: str,
+        status: str | None,
+        after: tuple[datetime, uuid.UUID] | None,
+        limit: int,
+    ) -> list[asyncpg.Record]:
+        """Up to `limit` sessions whose label matches, newest first, after `after`."""
+        return list(
+            await self._con.fetch(
+                SEARCH_SESSIONS,
+                space_id,
+                tsquery,
+                status,
+                after[0] if after else None,
+                after[1] if after else None,
+                limit,
+            )
+        )

@@ -1,0 +1,225 @@
+"""SearchRecords and SearchSessions: the query parsed, one statement, the page's token."""
+
+from __future__ import annotations
+
+import base64
+import binascii
+import hashlib
+import json
+import uuid
+from dataclasses import dataclass
+from datetime import datetime
+
+import asyncpg
+
+from stello.errors import InvalidArgument, NotFound
+from storage_service.models import SessionMeta, Status
+from storage_service.search.highlight import lexemes, snippet
+from storage_service.search.query import parse_query
+from storage_service.search.repository import After
+from storage_service.sessions.repository import meta_of
+from storage_service.unit import Database, UnitOfWork
+
+_VERSION = 1
+
+
+@dataclass(frozen=True, slots=True)
+class RecordSearch:
+    """A SearchRecords request, validated."""
+
+    space_id: uuid.UUID
+    query: str
+    session_id: uuid.UUID | None
+    root_id: uuid.UUID | None
+    relevance: bool
+    page_size: int
+    page_token: str
+
+
+@dataclass(frozen=True, slots=True)
+class Hit:
+    """One record found, with its snippet and matches (code points)."""
+
+    session_id: uuid.UUID
+    label: str
+    seq: int
+    role: str
+    created_at: datetime
+    snippet: str
+    snippet_offset: int
+    matches: tuple[tuple[int, int], ...]
+    reader_count: int
+    rank: float
+
+
+@dataclass(frozen=True, slots=True)
+class HitPage:
+    hits: tuple[Hit, ...]
+    next_page_token: str
+
+
+@dataclass(frozen=True, slots=True)
+class SessionHitPage:
+    sessions: tuple[SessionMeta, ...]
+    next_page_token: str
+
+
+def _binding(*fields: object) -> str:
+    digest = hashlib.sha256(json.dumps([str(f) for f in fields]).encode()).digest()[:12]
+    return base64.urlsafe_b64encode(digest).decode()
+
+
+def _token(binding: str, position: dict[str, object]) -> str:
+    payload = {"v": _VERSION, "q": binding, **position}
+    return base64.urlsafe_b64encode(json.dumps(payload).encode()).decode().rstrip("=")
+
+
+def _position(token: str, binding: str, rpc: str) -> dict[str, object]:
+    try:
+        padded = token + "=" * (-len(token) % 4)
+        payload = json.loads(base64.urlsafe_b64decode(padded.encode()))
+        if not isinstance(payload, dict) or payload.get("v") != _VERSION:
+            raise ValueError("not a token")
+        if payload.get("q") != binding:
+            raise ValueError("issued for another search")
+        return payload
+    except (ValueError, TypeError, binascii.Error) as exc:
+        raise InvalidArgument.field(
+            "page_token", f"was not issued by {rpc} for this space with these fields"
+        ) from exc
+
+
+def _after(payload: dict[str, object]) -> After:
+    try:
+        at = datetime.fromisoformat(str(payload["at"]))
+        session = uuid.UUID(str(payload["s"]))
+        seq = payload["n"]
+        rank = payload.get("r")
+        if not isinstance(seq, int) or not (rank is None or isinstance(rank, float | int)):
+            raise ValueError("bad position")
+    except (KeyError, ValueError) as exc:
+        raise InvalidArgument.field(
+            "page_token", "was not issued by SearchRecords for this space with these fields"
+        ) from exc
+    return After(at, session, seq, None if rank is None else float(rank))
+
+
+class SearchService:
+    """Text search of a space's records and sessions (storage.proto, SearchRecords)."""
+
+    __slots__ = ("_db",)
+
+    def __init__(self, db: Database) -> None:
+        self._db = db
+
+    async def search_records(self, search: RecordSearch) -> HitPage:
+        """One page of hits (see storage.proto, SearchRecords).
+
+        Raises:
+            InvalidArgument: a bad query or page_token.
+            NotFound: the scope's session is not a visible session of the space.
+        """
+        parsed = parse_query(search.query)
+        binding = _binding(
+            search.space_id, parsed.canonical, search.session_id, search.root_id, search.relevance
+        )
+        after = (
+            _after(_position(search.page_token, binding, "SearchRecords"))
+            if search.page_token
+            else None
+        )
+        scope = search.session_id or search.root_id
+        name = "session_id" if search.session_id else "root_id"
+
+        async def work(uow: UnitOfWork) -> list[asyncpg.Record]:
+            repo = uow.search
+            await repo.custom_plans()
+            if scope is not None and not await repo.visible(search.space_id, scope):
+                raise NotFound(f"{name} {scope} is not a session of the space")
+            if not parsed.text:
+                return []
+            return list(
+                await repo.records(
+                    search.space_id,
+                    parsed.text,
+                    session_id=search.session_id,
+                    root_id=search.root_id,
+                    relevance=search.relevance,
+                    after=after,
+                    limit=search.page_size + 1,
+                )
+            )
+
+        rows = await self._db.transaction(work)
+        page = rows[: search.page_size]
+        hits = tuple(_hit(row) for row in page)
+        token = ""
+        if len(rows) > search.page_size:
+            last = hits[-1]
+            token = _token(
+                binding,
+                {
+                    "at": last.created_at.isoformat(),
+                    "s": str(last.session_id),
+                    "n": last.seq,
+                    "r": last.rank if search.relevance else None,
+                },
+            )
+        return HitPage(hits, token)
+
+    async def search_sessions(
+        self,
+        space_id: uuid.UUID,
+        query: str,
+        status: Status | None,
+        page_size: int,
+        page_token: str,
+    ) -> SessionHitPage:
+        """One page of sessions whose label matches (see storage.proto, SearchSessions).
+
+        Raises:
+            InvalidArgument: a bad query or page_token.
+        """
+        parsed = parse_query(query, all_prefix=True)
+        binding = _binding(space_id, parsed.canonical, status)
+        after: tuple[datetime, uuid.UUID] | None = None
+        if page_token:
+            payload = _position(page_token, binding, "SearchSessions")
+            try:
+                after = (datetime.fromisoformat(str(payload["at"])), uuid.UUID(str(payload["s"])))
+            except (KeyError, ValueError) as exc:
+                raise InvalidArgument.field(
+                    "page_token",
+                    "was not issued by SearchSessions for this space with these fields",
+                ) from exc
+        if not parsed.text:
+            return SessionHitPage((), "")
+
+        async def work_sessions(uow: UnitOfWork) -> list[asyncpg.Record]:
+            await uow.search.custom_plans()
+            return await uow.search.sessions(space_id, parsed.text, status, after, page_size + 1)
+
+        rows = await self._db.transaction(work_sessions)
+        page = tuple(meta_of(row) for row in rows[:page_size])
+        token = ""
+        if len(rows) > page_size:
+            last = page[-1]
+            token = _token(binding, {"at": last.created_at.isoformat(), "s": str(last.id)})
+        return SessionHitPage(page, token)
+
+
+def _hit(row: asyncpg.Record) -> Hit:
+    """A row of SEARCH_RECORDS as a hit, its snippet cut around the first match."""
+    text, offset, matches = snippet(row["content"], lexemes(row["terms"]))
+    return Hit(
+        session_id=row["session_id"],
+        label=row["label"],
+        seq=row["seq"],
+        role=row["role"],
+        created_at=row["created_at"],
+        snippet=text,
+        snippet_offset=offset,
+        matches=tuple(matches),
+        reader_count=row["readers"],
+        rank=float(row["rank"]),
+    )

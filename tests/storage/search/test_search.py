@@ -1,0 +1,361 @@
+"""SearchRecords and SearchSessions (issue #37, migration 0019) on a real storage server:
+English, CJK and mixed text, phrases, prefixes, stop words, hostile queries, paging,
+inherited records found once, hidden sessions and other tenants never found."""
+
+from __future__ import annotations
+
+import json
+import uuid
+from typing import Any
+
+import asyncpg
+import grpc
+import pytest
+
+from stello.common.v1 import common_pb2
+from stello.errors import field_violations
+from stello.storage.v1 import storage_pb2, storage_pb2_grpc
+from storage_service.search.repository import SEARCH_RECORDS
+from tests.storage.helpers import ASSISTANT, rec, rpc_error
+from tests.storage.records.test_lineage import append, inherit
+from tests.support.fixtures import MakeSession, TestSpace
+
+pytestmark = pytest.mark.sql
+
+Stub = storage_pb2_grpc.SessionStorageStub
+RELEVANCE = common_pb2.SEARCH_ORDER_RELEVANCE
+
+
+async def search(stub: Stub, space: TestSpace, query: str, **fields: Any) -> list[Any]:
+    reply = await stub.SearchRecords(
+        storage_pb2.SearchRecordsRequest(space_id=space.sid, query=query, **fields)
+    )
+    return list(reply.hits)
+
+
+def found(hits: list[Any]) -> set[tuple[str, int]]:
+    return {(h.session_id, h.seq) for h in hits}
+
+
+def marked(hit: Any) -> list[str]:
+    return [hit.snippet[m.start : m.end] for m in hit.matches]
+
+
+@pytest.fixture(name="corpus")
+async def _corpus(stub: Stub, space: TestSpace, make_session: MakeSession) -> uuid.UUID:
+    sid = await make_session(label="Corpus")
+    await append(
+        stub,
+        space,
+        sid,
+        rec("The quick brown fox jumps over the lazy dog"),
+        rec("Connection refused while running the migration", ASSISTANT),
+        rec("我们今天讨论数据库的索引设计"),
+        rec("部署到 Kubernetes 集群 failed with OOMKilled"),
+        rec("brown bread and lazy afternoons"),
+    )
+    return sid
+
+
+class TestMatching:
+    async def test_english_words_match_their_stems(
+        self, stub: Stub, space: TestSpace, corpus: uuid.UUID
+    ) -> None:
+        hits = await search(stub, space, "run migrations")
+        assert found(hits) == {(str(corpus), 2)}
+        assert marked(hits[0]) == ["running", "migration"]
+        assert hits[0].label == "Corpus" and hits[0].role == ASSISTANT
+
+    async def test_chinese_text_is_found_by_any_run_of_characters(
+        self, stub: Stub, space: TestSpace, corpus: uuid.UUID
+    ) -> None:
+        hits = await search(stub, space, "数据库")
+        assert found(hits) == {(str(corpus), 3)}
+        assert marked(hits[0]) == ["数据库"]
+        assert found(await search(stub, space, "索引设计")) == {(str(corpus), 3)}
+        assert found(await search(stub, space, "库")) == {(str(corpus), 3)}
+        assert await search(stub, space, "设计索引") == []
+
+    async def test_mixed_text(self, stub: Stub, space: TestSpace, corpus: uuid.UUID) -> None:
+        hits = await search(stub, space, "集群 oomkilled")
+        assert found(hits) == {(str(corpus), 4)}
+        assert marked(hits[0]) == ["集群", "OOMKilled"]
+
+    async def test_a_phrase_needs_its_words_adjacent(
+        self, stub: Stub, space: TestSpace, corpus: uuid.UUID
+    ) -> None:
+        assert found(await search(stub, space, "brown lazy")) == {
+            (str(corpus), 1),
+            (str(corpus), 5),
+        }
+        assert found(await search(stub, space, '"lazy dog"')) == {(str(corpus), 1)}
+        assert found(await search(stub, space, "brown -fox")) == {(str(corpus), 5)}
+        assert found(await search(stub, space, "fox or bread")) == {
+            (str(corpus), 1),
+            (str(corpus), 5),
+        }
+
+    async def test_a_prefix(self, stub: Stub, space: TestSpace, corpus: uuid.UUID) -> None:
+        assert found(await search(stub, space, "kube*")) == {(str(corpus), 4)}
+        assert await search(stub, space, "kube") == []
+        assert found(await search(stub, space, "conn*")) == {(str(corpus), 2)}
+
+    @pytest.mark.parametrize("query", ["the", "the of a", "...", "!!! ?? --", '""'])
+    async def test_stop_words_or_punctuation_find_nothing(
+        self, stub: Stub, space: TestSpace, corpus: uuid.UUID, query: str
+    ) -> None:
+        assert await search(stub, space, query) == []
+
+    async def test_relevance_order(
+        self, stub: Stub, space: TestSpace, make_session: MakeSession
+    ) -> None:
+        sid = await make_session()
+        await append(stub, space, sid, rec("apple apple apple pie"), rec("apple"), rec("pear"))
+        hits = await search(stub, space, "apple", order=RELEVANCE)
+        assert [h.seq for h in hits] == [1, 2]
+        assert hits[0].rank > hits[1].rank > 0
+
+
+class TestHostile:
+    @pytest.mark.parametrize(
+        "query",
+        [
+            "'",
+            "''",
+            "\\",
+            "\\'",
+            "a'b\\c",
+            "a & b | !c",
+            "(a",
+            "a:*",
+            "a <-> b",
+            "*",
+            "-",
+            '"unterminated',
+            "or",
+            "or or",
+            "foo:AB",
+            "x" * 1000,
+            " ".join(["w"] * 64),
+        ],
+    )
+    async def test_any_text_is_a_result(
+        self, stub: Stub, space: TestSpace, corpus: uuid.UUID, query: str
+    ) -> None:
+        await search(stub, space, query)
+
+    @pytest.mark.parametrize(
+        "query",
+        [
+            "",
+            "   ",
+            "x" * 1001,
+            " ".join(["w"] * 65),
+            " ".join(["w"] * 10_000)[:1000] + "!",
+            "-fox",
+            '-"lazy dog"',
+        ],
+    )
+    async def test_bad_queries_are_invalid_argument_naming_query(
+        self, stub: Stub, space: TestSpace, query: str
+    ) -> None:
+        error = await rpc_error(search(stub, space, query))
+        assert error.code() == grpc.StatusCode.INVALID_ARGUMENT, error.details()
+        assert [f.field for f in field_violations(error)] == ["query"]
+
+    async def test_ten_thousand_terms(self, stub: Stub, space: TestSpace) -> None:
+        error = await rpc_error(search(stub, space, " ".join(["w"] * 10_000)))
+        assert error.code() == grpc.StatusCode.INVALID_ARGUMENT
+
+    async def test_nul(self, stub: Stub, space: TestSpace) -> None:
+        error = await rpc_error(search(stub, space, "a\x00b"))
+        assert error.code() == grpc.StatusCode.INVALID_ARGUMENT
+
+    async def test_bad_fields(self, stub: Stub, space: TestSpace) -> None:
+        sid = str(uuid.uuid4())
+        cases: list[tuple[dict[str, Any], str]] = [
+            ({"session_id": sid, "root_id": sid}, "root_id"),
+            ({"session_id": "nope"}, "session_id"),
+            ({"page_size": 101}, "page_size"),
+            ({"order": 7}, "order"),
+            ({"page_token": "garbage"}, "page_token"),
+        ]
+        for fields, name in cases:
+            error = await rpc_error(search(stub, space, "fox", **fields))
+            assert error.code() == grpc.StatusCode.INVALID_ARGUMENT, fields
+            assert name in [f.field for f in field_violations(error)], fields
+        error = await rpc_error(search(stub, space, "fox", session_id=sid))
+        assert error.code() == grpc.StatusCode.NOT_FOUND
+
+
+class TestScope:
+    async def test_paging_walks_every_hit_once(
+        self, stub: Stub, space: TestSpace, make_session: MakeSession
+    ) -> None:
+        a, b = await make_session(), await make_session()
+        await append(stub, space, a, *[rec(f"needle {i}") for i in range(7)])
+        await append(stub, space, b, *[rec(f"needle {i}") for i in range(6)], rec("hay"))
+        for order in (common_pb2.SEARCH_ORDER_NEWEST, RELEVANCE):
+            seen: list[tuple[str, int]] = []
+            token = ""
+            while True:
+                reply = await stub.SearchRecords(
+                    storage_pb2.SearchRecordsRequest(
+                        space_id=space.sid,
+                        query="needle",
+                        page_size=4,
+                        page_token=token,
+                        order=order,
+                    )
+                )
+                seen += [(h.session_id, h.seq) for h in reply.hits]
+                token = reply.next_page_token
+                if not token:
+                    break
+            assert len(seen) == len(set(seen)) == 13, order
+
+    async def test_an_inherited_record_is_found_once(
+        self, stub: Stub, space: TestSpace, make_session: MakeSession
+    ) -> None:
+        source = await make_session()
+        await append(stub, space, source, rec("shared secret"), rec("later secret"))
+        child = await make_session(parent=source, source=source)
+        await inherit(stub, space, child, source, until=1)
+        await append(stub, space, child, rec("own secret"))
+        hits = await search(stub, space, "secret")
+        assert sorted((h.session_id, h.seq, h.reader_count) for h in hits) == sorted(
+            [(str(source), 1, 2), (str(source), 2, 1), (str(child), 2, 1)]
+        )
+        in_child = await search(stub, space, "secret", session_id=str(child))
+        assert found(in_child) == {(str(source), 1), (str(child), 2)}
+        in_tree = await search(stub, space, "secret", root_id=str(source))
+        assert len(in_tree) == 3
+
+    async def test_root_scope(
+        self, stub: Stub, space: TestSpace, make_session: MakeSession
+    ) -> None:
+        one, two = await make_session(), await make_session()
+        kid = await make_session(parent=one)
+        for sid in (one, two, kid):
+            await append(stub, space, sid, rec("scoped word"))
+        assert found(await search(stub, space, "scoped", root_id=str(one))) == {
+            (str(one), 1),
+            (str(kid), 1),
+        }
+
+    async def test_hidden_and_provisional_sessions_are_never_found(
+        self, stub: Stub, space: TestSpace, make_session: MakeSession, pool: asyncpg.Pool
+    ) -> None:
+        kept = await make_session()
+        hidden = await make_session(parent=kept)
+        provisional = await make_session(provisional=True)
+        for sid in (kept, hidden, provisional):
+            await append(stub, space, sid, rec("findable"))
+        async with pool.acquire() as con:  # what DeleteSubtree's hiding transaction does
+            await con.execute(
+                "UPDATE sessions SET provisional_until = 'infinity'"
+                " WHERE space_id = $1 AND id = $2",
+                space.id,
+                hidden,
+            )
+        assert found(await search(stub, space, "findable")) == {(str(kept), 1)}
+
+    async def test_another_tenant_never_appears(
+        self,
+        stub: Stub,
+        stub_for: Any,
+        space: TestSpace,
+        other_space: TestSpace,
+        make_session: MakeSession,
+    ) -> None:
+        mine = await make_session()
+        theirs = await make_session(space_id=other_space.id)
+        other = stub_for(other_space.key)
+        await append(stub, space, mine, rec("tenant word"))
+        await append(other, other_space, theirs, rec("tenant word"))
+        assert found(await search(stub, space, "tenant")) == {(str(mine), 1)}
+        assert found(await search(other, other_space, "tenant")) == {(str(theirs), 1)}
+        error = await rpc_error(search(stub, space, "tenant", session_id=str(theirs)))
+        assert error.code() == grpc.StatusCode.NOT_FOUND
+
+
+class TestSessions:
+    async def test_labels_by_prefix_and_cjk(
+        self, stub: Stub, space: TestSpace, make_session: MakeSession
+    ) -> None:
+        alpha = await make_session(label="Project Alpha")
+        archived = await make_session(label="项目计划 Beta", status="archived")
+        await make_session(label="Project Hidden", provisional=True)
+
+        async def labels(query: str, **fields: Any) -> list[str]:
+            reply = await stub.SearchSessions(
+                storage_pb2.SearchSessionsRequest(space_id=space.sid, query=query, **fields)
+            )
+            return [s.id for s in reply.sessions]
+
+        assert await labels("proj") == [str(alpha)]
+        assert await labels("计划") == [str(archived)]
+        assert await labels("bet") == [str(archived)]
+        assert await labels("bet", status=common_pb2.SESSION_STATUS_ACTIVE) == []
+        assert await labels("...") == []
+        error = await rpc_error(labels(""))
+        assert [f.field for f in field_violations(error)] == ["query"]
+
+
+def _nodes(plan: dict[str, Any]) -> list[dict[str, Any]]:
+    """Every node of `plan`, depth first."""
+    found = [plan]
+    for child in plan.get("Plans", ()):
+        found += _nodes(child)
+    return found
+
+
+@pytest.mark.plain_postgres(
+    "reads the plan of EXPLAIN ANALYZE, which Citus wraps in its own Custom Scan"
+)
+async def test_a_search_reads_only_the_matches_through_the_index(
+    stub: Stub, space: TestSpace, make_session: MakeSession, pool: asyncpg.Pool
+) -> None:
+    """Over 20,000 records of which 2 match, the statement is a scan of `records_search`
+    that reads the 2 matching rows (no scan of the space's records): its cost grows with
+    the matches, not with the history."""
+    sid = await make_session()
+    async with pool.acquire() as con:
+        await con.execute(
+            "INSERT INTO records (space_id, session_id, seq, role, content,"
+            " token_estimate, token_cumulative)"
+            " SELECT $1, $2, i, 'user', 'ordinary words number ' || i"
+            "   || CASE WHEN i % 7000 = 0 THEN ' zanzibar' ELSE '' END, 1, i"
+            " FROM generate_series(1, 20000) AS i",
+            space.id,
+            sid,
+        )
+        await con.execute(
+            "UPDATE sessions SET last_seq = 20000 WHERE space_id = $1 AND id = $2", space.id, sid
+        )
+        await con.execute("ANALYZE records")
+    assert [h.seq for h in await search(stub, space, "zanzibar")] == [14000, 7000]
+    statement = SEARCH_RECORDS[(False, False)]
+    async with pool.acquire() as con:
+        raw = await con.fetchval(
+            "EXPLAIN (ANALYZE, FORMAT JSON) " + statement,
+            space.id,
+            None,
+            "'zanzibar'",
+            None,
+            None,
+            None,
+            None,
+            None,
+            21,
+        )
+    plan = (json.loads(raw) if isinstance(raw, str) else raw)[0]["Plan"]
+    reads = [
+        n
+        for n in _nodes(plan)
+        if n.get("Relation Name") == "records" or n.get("Index Name") == "records_search"
+    ]
+    assert [n["Node Type"] for n in reads] == ["Bitmap Heap Scan", "Bitmap Index Scan"], plan
+    assert reads[1]["Index Name"] == "records_search"
+    assert all(n["Actual Rows"] == 2 for n in reads), reads
+    assert reads[0].get("Rows Removed by Index Recheck", 0) == 0
