@@ -1,1 +1,8 @@
-"""Text search over records and session labels (SearchRecords, SearchSessions; migration 0019)."""
+"""Text search over records and session labels (SearchRecords, SearchSessions; migration 0019).
+
+Reads `records.search_vector` and the labels' index; owns no table. `query` turns the
+user's text into a tsquery that can never be a syntax error, `highlight` marks the
+matches in a snippet, `repository` holds the SQL and `service` runs the two RPCs.
+"""
+
+__all__ = ["highlight", "query", "repository", "service"]

@@ -86,7 +86,7 @@ SEARCH_RECORDS = {
 # $1 space, $2 the to_tsquery text ('simple'), $3 status (or NULL), $4/$5 the
 # position (created_at, id; NULL = the first page), $6 the page's size.
 SEARCH_SESSIONS = """
-SELECT id, label, status, turn_count, created_at, updated_at, last_active_at
+SELECT id, label, status, turn_count, created_at, updated_at, last_active_at, pinned
 FROM sessions
 WHERE space_id = $1
   AND stello_label_vector(label) @@ to_tsquery('simple'::regconfig, $2)

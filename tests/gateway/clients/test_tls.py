@@ -125,6 +125,7 @@ class TestGatewayOverTls:
             "records": 0,
             "slots": 0,
             "configs": 0,
+            "metadata": 0,
         }
 
     async def test_several_addresses_with_server_name(
