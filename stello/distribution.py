@@ -85,6 +85,8 @@ FUNCTIONS: dict[str, str | None] = {
     "stello_search_grams(text)": None,
     "stello_search_vector(text)": None,
     "stello_label_vector(text)": None,
+    # Pure: session_metadata's generated `value_vector` (migration 0021).
+    "stello_value_vector(text)": None,
 }
 
 # The functions a table's definition calls (a generated column, an index): propagated
@@ -93,6 +95,7 @@ TABLE_FUNCTIONS = (
     "stello_search_grams(text)",
     "stello_search_vector(text)",
     "stello_label_vector(text)",
+    "stello_value_vector(text)",
 )
 
 ACTIVE_WORKERS = "SELECT count(*) FROM citus_get_active_worker_nodes()"

@@ -179,9 +179,10 @@ class ReadCalls(ClientBase):
         page_token: str = "",
         timeout: Timeout = DEFAULT,
     ) -> SearchSessionsResponse:
-        """One page of the space's sessions whose label matches `query`, newest first
-        (SearchSessions: each word a prefix of a label's word; CJK text anywhere).
-        Archived sessions are included unless `status` filters.
+        """One page of the space's sessions whose label or one metadata value matches
+        `query`, newest first (SearchSessions: each word a prefix of a word; CJK text
+        anywhere; keys are not searched). Archived sessions are included unless
+        `status` filters.
 
         Raises:
             InvalidArgument: a bad query, a page_token of another search.

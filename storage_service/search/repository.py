@@ -1,4 +1,4 @@
-"""SQL of SearchRecords and SearchSessions (migration 0019's indexes).
+"""SQL of SearchRecords and SearchSessions (the GIN indexes of migrations 0019 and 0021).
 
 Every statement pins `records` and `sessions` by space_id in every scope; a
 search is one scan of the GIN index leading with space_id, then keyset
@@ -84,16 +84,33 @@ SEARCH_RECORDS = {
 }
 
 # $1 space, $2 the to_tsquery text ('simple'), $3 status (or NULL), $4/$5 the
-# position (created_at, id; NULL = the first page), $6 the page's size.
+# position (created_at, id; NULL = the first page), $6 the page's size. The
+# sessions whose label matches (`sessions_label_search`) and those with a
+# metadata value that matches (`session_metadata_search`, migration 0021), each
+# once (UNION); then each one's row by its key (the LATERAL ... LIMIT 1, as in
+# SEARCH_RECORDS: not a join the planner would hash over every session of the
+# space). `session_metadata` is the tree's table (it writes it); storage only
+# reads it here, as it reads `sessions`.
 SEARCH_SESSIONS = """
-SELECT id, label, status, turn_count, created_at, updated_at, last_active_at, pinned
-FROM sessions
-WHERE space_id = $1
-  AND stello_label_vector(label) @@ to_tsquery('simple'::regconfig, $2)
-  AND provisional_until IS NULL
-  AND ($3::text IS NULL OR status = $3)
-  AND ($4::timestamptz IS NULL OR (created_at, id) < ($4, $5::uuid))
-ORDER BY created_at DESC, id DESC
+SELECT s.id, s.label, s.status, s.turn_count, s.created_at, s.updated_at, s.last_active_at,
+       s.pinned
+FROM (
+    SELECT l.id FROM sessions l
+    WHERE l.space_id = $1 AND stello_label_vector(l.label) @@ to_tsquery('simple'::regconfig, $2)
+    UNION
+    SELECT m.session_id FROM session_metadata m
+    WHERE m.space_id = $1 AND m.value_vector @@ to_tsquery('simple'::regconfig, $2)
+) AS hit
+CROSS JOIN LATERAL (
+    SELECT s.id, s.label, s.status, s.turn_count, s.created_at, s.updated_at,
+           s.last_active_at, s.pinned
+    FROM sessions s
+    WHERE s.space_id = $1 AND s.id = hit.id AND s.provisional_until IS NULL
+      AND ($3::text IS NULL OR s.status = $3)
+      AND ($4::timestamptz IS NULL OR (s.created_at, s.id) < ($4, $5::uuid))
+    LIMIT 1
+) s
+ORDER BY s.created_at DESC, s.id DESC
 LIMIT $6
 """
 
@@ -172,7 +189,8 @@ class SearchRepository:
         after: tuple[datetime, uuid.UUID] | None,
         limit: int,
     ) -> list[asyncpg.Record]:
-        """Up to `limit` sessions whose label matches, newest first, after `after`."""
+        """Up to `limit` sessions whose label or a metadata value matches, newest first,
+        after `after`."""
         return list(
             await self._con.fetch(
                 SEARCH_SESSIONS,

@@ -175,7 +175,7 @@ class SearchService:
         page_size: int,
         page_token: str,
     ) -> SessionHitPage:
-        """One page of sessions whose label matches (see storage.proto, SearchSessions).
+        """One page of sessions whose label or a metadata value matches (storage.proto).
 
         Raises:
             InvalidArgument: a bad query or page_token.

@@ -862,10 +862,12 @@ class AgentGatewayServicer:
         raise NotImplementedError('Method not implemented!')
 
     def SearchSessions(self, request, context):
-        """SearchSessions finds the space's sessions whose label matches `query`
-        (SearchRecords' syntax; every word a prefix of a label's word, no
-        stemming; CJK text anywhere in the label). Session metadata text joins
-        the match once session metadata lands (issue #37). Provisional and
+        """SearchSessions finds the space's sessions whose label or one of whose
+        metadata values matches `query` (SearchRecords' syntax; every word a
+        prefix of a word, no stemming; CJK text anywhere). The whole query
+        matches one text: the label or a single value; keys are not searched;
+        a value's ASCII punctuation separates words ("4411" finds "JIRA-4411").
+        A session is answered once. Provisional and
         deleted sessions are never found; archived ones are (their `status`
         says so), unless `status` filters. Newest first, paged as
         SearchRecords.

@@ -483,14 +483,19 @@ class SessionStorageServicer:
         raise NotImplementedError('Method not implemented!')
 
     def SearchSessions(self, request, context):
-        """Finds the space's sessions whose label matches `query`: the syntax of
-        SearchRecords, except that every word is a prefix of a label's word
-        ("proj" finds "Project Alpha"; no stemming) and CJK text matches
-        anywhere in the label. (Metadata text joins the match once session
-        metadata lands, issue #37.) Provisional sessions and sessions being
-        deleted are never found; archived ones are, unless `status` says
-        otherwise. Newest first (created_at, id descending), paged as
-        SearchRecords. Served by the GIN index `sessions_label_search`.
+        """Finds the space's sessions whose label or one of whose metadata values
+        matches `query`: the syntax of SearchRecords, except that every word is
+        a prefix of a word ("proj" finds "Project Alpha"; no stemming) and CJK
+        text matches anywhere. Each text is matched on its own: the whole query
+        matches the label, or the whole query matches one value ("acme north"
+        does not find label "Acme" with value "north"). Metadata keys are not
+        searched (ListSessionDigests filters by key and value); a value's ASCII
+        punctuation separates words ("4411" finds "JIRA-4411"). A session is
+        answered once however many of its texts match. Provisional sessions and
+        sessions being deleted are never found; archived ones are, unless
+        `status` says otherwise. Newest first (created_at, id descending), paged
+        as SearchRecords. Served by the GIN indexes `sessions_label_search` and
+        `session_metadata_search`.
 
         Errors: INVALID_ARGUMENT for a malformed space_id, a bad query (as
         SearchRecords), an unknown status, a page_size out of range, or a

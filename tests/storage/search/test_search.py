@@ -1,4 +1,4 @@
-"""SearchRecords and SearchSessions (issue #37, migration 0019) on a real storage server:
+"""SearchRecords and SearchSessions (issue #37, migrations 0019, 0021) on a real storage server:
 English, CJK and mixed text, phrases, prefixes, stop words, hostile queries, paging,
 inherited records found once, hidden sessions and other tenants never found."""
 
@@ -15,7 +15,7 @@ import pytest
 from stello.common.v1 import common_pb2
 from stello.errors import field_violations
 from stello.storage.v1 import storage_pb2, storage_pb2_grpc
-from storage_service.search.repository import SEARCH_RECORDS
+from storage_service.search.repository import SEARCH_RECORDS, SEARCH_SESSIONS
 from tests.storage.helpers import ASSISTANT, rec, rpc_error
 from tests.storage.records.test_lineage import append, inherit
 from tests.support.fixtures import MakeSession, TestSpace
@@ -302,6 +302,112 @@ class TestSessions:
         assert [f.field for f in field_violations(error)] == ["query"]
 
 
+async def tag(pool: asyncpg.Pool, space_id: uuid.UUID, sid: uuid.UUID, **pairs: str) -> None:
+    """Give a session metadata as the tree writes it (its created_at copied)."""
+    async with pool.acquire() as con:
+        await con.executemany(
+            "INSERT INTO session_metadata (space_id, session_id, key, value, created_at)"
+            " SELECT $1, $2, $3, $4, created_at FROM sessions WHERE space_id = $1 AND id = $2",
+            [(space_id, sid, key, value) for key, value in pairs.items()],
+        )
+
+
+async def session_ids(stub: Stub, space: TestSpace, query: str, **fields: Any) -> list[str]:
+    reply = await stub.SearchSessions(
+        storage_pb2.SearchSessionsRequest(space_id=space.sid, query=query, **fields)
+    )
+    return [s.id for s in reply.sessions]
+
+
+class TestSessionMetadata:
+    """SearchSessions matches metadata values as it matches labels (migration 0021)."""
+
+    async def test_values_match_keys_do_not(
+        self, stub: Stub, space: TestSpace, make_session: MakeSession, pool: asyncpg.Pool
+    ) -> None:
+        acme = await make_session(label="Plain")
+        await tag(pool, space.id, acme, customer="Acme Corporation", ticket="JIRA-4411", v="v1.2.3")
+        shanghai = await make_session(label="Other", status="archived")
+        await tag(pool, space.id, shanghai, office="上海办公室")
+        assert await session_ids(stub, space, "acme") == [str(acme)]
+        assert await session_ids(stub, space, "corp") == [str(acme)]
+        assert await session_ids(stub, space, "jira 4411") == [str(acme)]
+        assert await session_ids(stub, space, "4411") == [str(acme)]  # an identifier's parts
+        assert await session_ids(stub, space, "v1.2") == [str(acme)]
+        assert await session_ids(stub, space, "customer") == []
+        assert await session_ids(stub, space, "办公") == [str(shanghai)]
+        assert await session_ids(stub, space, "海") == [str(shanghai)]
+        assert await session_ids(stub, space, "办公上海") == []
+        active = common_pb2.SESSION_STATUS_ACTIVE
+        assert await session_ids(stub, space, "办公", status=active) == []
+
+    async def test_a_query_matches_within_one_text(
+        self, stub: Stub, space: TestSpace, make_session: MakeSession, pool: asyncpg.Pool
+    ) -> None:
+        """All of a query's words match the label or one value: each text on its own."""
+        sid = await make_session(label="Billing issue")
+        await tag(pool, space.id, sid, customer="Acme", region="north europe")
+        assert await session_ids(stub, space, "north eur") == [str(sid)]
+        assert await session_ids(stub, space, "acme north") == []
+        assert await session_ids(stub, space, "billing acme") == []
+        assert await session_ids(stub, space, "acme or nothing") == [str(sid)]
+
+    async def test_paging_walks_each_session_once(
+        self, stub: Stub, space: TestSpace, make_session: MakeSession, pool: asyncpg.Pool
+    ) -> None:
+        """Found by the label, by one value, by two values, by both: each once, newest first."""
+        expected: list[uuid.UUID] = []
+        for i in range(9):
+            sid = await make_session(label="Orion" if i % 3 == 0 else f"Plain {i}")
+            if i % 3 != 1:
+                await tag(pool, space.id, sid, a="orion belt", b=f"value {i}")
+            if i % 2 == 0:
+                await tag(pool, space.id, sid, c="orion nebula")
+            if i % 3 != 1 or i % 2 == 0:
+                expected.append(sid)
+            await make_session(label="Unrelated")
+        seen: list[str] = []
+        token = ""
+        while True:
+            reply = await stub.SearchSessions(
+                storage_pb2.SearchSessionsRequest(
+                    space_id=space.sid, query="orion", page_size=2, page_token=token
+                )
+            )
+            assert len(reply.sessions) <= 2
+            seen += [s.id for s in reply.sessions]
+            token = reply.next_page_token
+            if not token:
+                break
+        assert seen == [str(sid) for sid in reversed(expected)]
+
+    async def test_hidden_provisional_and_other_tenants_never_found(
+        self,
+        stub: Stub,
+        stub_for: Any,
+        space: TestSpace,
+        other_space: TestSpace,
+        make_session: MakeSession,
+        pool: asyncpg.Pool,
+    ) -> None:
+        kept = await make_session()
+        hidden = await make_session(parent=kept)
+        provisional = await make_session(provisional=True)
+        theirs = await make_session(space_id=other_space.id)
+        for sid in (kept, hidden, provisional):
+            await tag(pool, space.id, sid, topic="quasar")
+        await tag(pool, other_space.id, theirs, topic="quasar")
+        async with pool.acquire() as con:  # what DeleteSubtree's hiding transaction does
+            await con.execute(
+                "UPDATE sessions SET provisional_until = 'infinity'"
+                " WHERE space_id = $1 AND id = $2",
+                space.id,
+                hidden,
+            )
+        assert await session_ids(stub, space, "quasar") == [str(kept)]
+        assert await session_ids(stub_for(other_space.key), other_space, "quasar") == [str(theirs)]
+
+
 def _nodes(plan: dict[str, Any]) -> list[dict[str, Any]]:
     """Every node of `plan`, depth first."""
     found = [plan]
@@ -359,3 +465,56 @@ async def test_a_search_reads_only_the_matches_through_the_index(
     assert reads[1]["Index Name"] == "records_search"
     assert all(n["Actual Rows"] == 2 for n in reads), reads
     assert reads[0].get("Rows Removed by Index Recheck", 0) == 0
+
+
+@pytest.mark.plain_postgres(
+    "reads the plan of EXPLAIN ANALYZE, which Citus wraps in its own Custom Scan"
+)
+async def test_a_session_search_reads_only_the_matches_through_the_indexes(
+    stub: Stub, space: TestSpace, make_session: MakeSession, pool: asyncpg.Pool
+) -> None:
+    """Over 3,000 sessions with 2 values each, of which 2 values and 1 label match, the
+    statement reads the matches from `sessions_label_search` and `session_metadata_search`
+    and probes each match's session by its key: no scan of the space's sessions."""
+    async with pool.acquire() as con:
+        await con.execute(
+            "INSERT INTO sessions (space_id, id, root_id, depth, sibling_index, label, status)"
+            " SELECT $1, id, id, 0, 0, 'Ordinary session ' || i"
+            "   || CASE WHEN i = 1500 THEN ' zanzibar' ELSE '' END, 'active'"
+            " FROM (SELECT gen_random_uuid() AS id, i FROM generate_series(1, 3000) AS i) AS n",
+            space.id,
+        )
+        await con.execute(
+            "INSERT INTO session_metadata (space_id, session_id, key, value, created_at)"
+            " SELECT $1, s.id, k.key, 'plain value ' || k.key"
+            "   || CASE WHEN k.key = 'b' AND s.label IN ('Ordinary session 7',"
+            "     'Ordinary session 1500 zanzibar') THEN ' zanzibar' ELSE '' END, s.created_at"
+            " FROM sessions s CROSS JOIN (VALUES ('a'), ('b')) AS k(key)"
+            " WHERE s.space_id = $1",
+            space.id,
+        )
+        await con.execute("ANALYZE sessions")
+        await con.execute("ANALYZE session_metadata")
+    assert len(await session_ids(stub, space, "zanzibar")) == 2
+    async with pool.acquire() as con:
+        raw = await con.fetchval(
+            "EXPLAIN (ANALYZE, FORMAT JSON) " + SEARCH_SESSIONS,
+            space.id,
+            "'zanzibar':*",
+            None,
+            None,
+            None,
+            21,
+        )
+    plan = (json.loads(raw) if isinstance(raw, str) else raw)[0]["Plan"]
+    reads = [
+        n
+        for n in _nodes(plan)
+        if n.get("Relation Name") in ("sessions", "session_metadata") or "Index Name" in n
+    ]
+    scans = {n.get("Index Name") or n["Relation Name"]: n for n in reads}
+    assert "Seq Scan" not in [n["Node Type"] for n in reads], plan
+    assert scans["sessions_label_search"]["Actual Rows"] == 1, plan
+    assert scans["session_metadata_search"]["Actual Rows"] == 2, plan
+    probe = scans["sessions_pkey"]
+    assert probe["Actual Rows"] == 1 and probe["Actual Loops"] == 2, plan
