@@ -20,7 +20,13 @@ from tests.support.fixtures import MakeSession, TestSpace
 from tests.tree.conftest import erased
 from tree_service.app import create_service
 
-pytestmark = pytest.mark.sql
+pytestmark = [
+    pytest.mark.sql,
+    pytest.mark.plain_postgres(
+        "who waits for whom is read from pg_blocking_pids of the one server; on Citus the "
+        "row locks are taken on a worker (test_fork_depth_races runs there)"
+    ),
+]
 
 Stub = storage_pb2_grpc.SessionStorageStub
 
