@@ -56,7 +56,7 @@ parts AS (
 # the source itself. A key share waits only for a FOR UPDATE: of a session being
 # trimmed or erased, which its release takes before anything else (the erasure
 # job's batch in id order too), then locking the readers only FOR NO KEY UPDATE
-# (migration 0021), which no key share blocks. So the release never waits for
+# (migration 0022), which no key share blocks. So the release never waits for
 # this fork while the fork waits for it; and the source's lock, taken after,
 # waits only for a release or a writer that waits for no key share.
 LOCK_HOLDERS = """

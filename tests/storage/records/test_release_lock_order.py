@@ -1,4 +1,4 @@
-"""The row-lock order of forks and releases (DESIGN §4.4, migration 0021), shown with two
+"""The row-lock order of forks and releases (DESIGN §4.4, migration 0022), shown with two
 connections: a Fork INHERIT key-shares the holders of its source's segments in id order,
 then locks its source; a release (a trim, the erasure job) must never wait for such a key
 share while holding what the fork waits for. The race of many of them at once is
