@@ -9,7 +9,9 @@ caller, and the pool hands the connection out; the next statement fails in the
 driver (``InternalClientError: cannot switch to state 15; another operation (2)
 is in progress``) before anything is sent. Such a connection is terminated and
 the work retried on another one. What cannot be retried surfaces as
-`Unavailable` (UNAVAILABLE, retryable by the client).
+`Unavailable` (UNAVAILABLE, retryable by the client); a conflict that outlives
+`MAX_ATTEMPTS` as `Aborted` (ABORTED, CONCURRENT_MODIFICATION: nothing was
+applied, retry the call), never as an internal error.
 """
 
 from __future__ import annotations
@@ -23,7 +25,8 @@ from typing import Any, Literal, TypeVar, cast
 
 import asyncpg
 
-from stello.errors import Unavailable
+from stello.errors import Aborted, Unavailable
+from stello.reasons import CONCURRENT_MODIFICATION
 from stello.settings import StelloSettings
 
 T = TypeVar("T")
@@ -47,6 +50,9 @@ CONNECTION_ERRORS: tuple[type[BaseException], ...] = (
 )
 
 UNAVAILABLE_MESSAGE = "the database is unavailable; retry the call"
+CONFLICT_MESSAGE = (
+    "the call kept meeting concurrent changes to the same rows; nothing was applied: retry the call"
+)
 
 
 class _Desynchronised(Exception):
@@ -158,10 +164,13 @@ async def _retried(pool: asyncpg.Pool, attempt: Callable[[], Awaitable[T]]) -> T
     while True:
         try:
             return await attempt()
-        except RETRYABLE:
+        except RETRYABLE as exc:
             conflicts += 1
             if conflicts == MAX_ATTEMPTS:
-                raise
+                log.warning(
+                    "gave up after %d conflicts: %s: %s", conflicts, type(exc).__name__, exc
+                )
+                raise Aborted(CONFLICT_MESSAGE, reason=CONCURRENT_MODIFICATION) from exc
             await asyncio.sleep(0.005 * conflicts)
         except _Desynchronised as exc:
             log.warning("database connection out of step with the server (%s); retrying", exc)

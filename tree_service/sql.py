@@ -476,6 +476,7 @@ FROM (
     SELECT s.id
     FROM sessions s
     JOIN subtree ON s.space_id = $1 AND s.id = subtree.id
+    ORDER BY s.id
     FOR UPDATE OF s
 ) locked
 """
@@ -519,6 +520,7 @@ FROM (
     SELECT s.id
     FROM sessions s
     JOIN subtree ON s.space_id = $1 AND s.id = subtree.id
+    ORDER BY s.id
     FOR UPDATE OF s
 ) locked
 """
@@ -534,14 +536,21 @@ FROM (SELECT space_id FROM sessions WHERE provisional_until = {ERASING} LIMIT $1
 
 # The deepest ($2) sessions being erased in space $1, row-locked: no other
 # hidden session is below any of them, so one DELETE of them satisfies the
-# parent key (no action) at its end.
+# parent key (no action) at its end. Chosen by depth, locked in id order:
+# the order a Fork INHERIT key-shares the holders of its source's segments
+# in (`LOCK_HOLDERS`, storage's lineage), some of which may be in the batch;
+# locked by depth they deadlocked with it. Only this job (one at a time)
+# changes a hidden row, so the chosen rows are still hidden when locked.
 ERASE_CLAIM = f"""
-SELECT id
-FROM sessions
-WHERE space_id = $1 AND provisional_until = {ERASING}
-ORDER BY depth DESC
-LIMIT $2
-FOR UPDATE
+SELECT s.id
+FROM sessions s
+WHERE s.space_id = $1 AND s.provisional_until = {ERASING}
+  AND s.id = ANY (ARRAY(SELECT d.id FROM sessions d
+                        WHERE d.space_id = $1 AND d.provisional_until = {ERASING}
+                        ORDER BY d.depth DESC
+                        LIMIT $2))
+ORDER BY s.id
+FOR UPDATE OF s
 """
 
 # Before the DELETE, the batch gives up its records (storage's

@@ -52,9 +52,13 @@ parts AS (
                     9223372036854775807::bigint), false
 )"""
 
-# The holders of the source's segments, key-share locked before the source
-# itself: a release (trim or delete) locks the holder first and its readers
-# after, so taking them in the same order never deadlocks with one.
+# The holders of the source's segments, key-share locked (in id order) before
+# the source itself. A key share waits only for a FOR UPDATE: of a session being
+# trimmed or erased, which its release takes before anything else (the erasure
+# job's batch in id order too), then locking the readers only FOR NO KEY UPDATE
+# (migration 0022), which no key share blocks. So the release never waits for
+# this fork while the fork waits for it; and the source's lock, taken after,
+# waits only for a release or a writer that waits for no key share.
 LOCK_HOLDERS = """
 SELECT s.id
 FROM sessions s
@@ -77,7 +81,7 @@ WHERE g.space_id = $1 AND g.session_id = $2
 """
 
 # FOR SHARE: no release can repoint the source's segments (it locks the
-# readers FOR UPDATE) until this fork has copied them and committed.
+# readers FOR NO KEY UPDATE) until this fork has copied them and committed.
 _LOCK_SOURCE = """
 SELECT s.last_seq, COALESCE(l.until_seq, 0) AS own_after
 FROM sessions s

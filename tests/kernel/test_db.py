@@ -3,12 +3,14 @@
 from __future__ import annotations
 
 import asyncio
+from typing import Any
 
 import asyncpg
 import pytest
 
-from stello.db import create_pool, in_statement, in_transaction
-from stello.errors import Unavailable
+from stello.db import MAX_ATTEMPTS, create_pool, in_statement, in_transaction
+from stello.errors import Aborted, Unavailable
+from stello.reasons import CONCURRENT_MODIFICATION
 from stello.settings import StelloSettings
 from tests.support.proxy import PgProxy
 
@@ -129,3 +131,25 @@ class TestRefusedByTheDriver:
             assert raised.value.__cause__ is refusal
             assert len(pids) == 1  # not retried
             assert await in_statement(small, _client_of) != pids[0]  # the connection was replaced
+
+
+class TestConflicts:
+    @pytest.mark.parametrize("helper", [in_transaction, in_statement], ids=["tx", "statement"])
+    async def test_a_deadlock_that_outlives_the_retries_answers_aborted(
+        self, pool: asyncpg.Pool, helper: Any
+    ) -> None:
+        """Every attempt loses a deadlock (raised here after a real statement): retried
+        MAX_ATTEMPTS times, then ABORTED with CONCURRENT_MODIFICATION, never the driver's
+        error (which a servicer would answer INTERNAL)."""
+        attempts = 0
+
+        async def work(con: asyncpg.Connection) -> None:
+            nonlocal attempts
+            attempts += 1
+            await _one(con)
+            raise asyncpg.DeadlockDetectedError("deadlock detected")
+
+        with pytest.raises(Aborted) as caught:
+            await helper(pool, work)
+        assert caught.value.reason == CONCURRENT_MODIFICATION
+        assert attempts == MAX_ATTEMPTS
