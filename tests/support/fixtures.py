@@ -291,8 +291,15 @@ async def _start_server(
 
 @pytest.fixture(name="loop_errors", autouse=True)
 async def _loop_errors() -> AsyncIterator[list[dict[str, Any]]]:
-    """Fail a test whose event loop reported an unhandled exception (STYLE §12)."""
+    """Fail a test whose event loop reported an unhandled exception (STYLE §12).
+
+    It also makes the run's loop the main thread's current one for the test's sync
+    fixtures (a grpc.aio channel made in one looks it up): a test that ended another loop
+    in the main thread had left none current, and every later sync fixture that opened a
+    channel failed with "There is no current event loop" (hundreds of errors from one cause).
+    """
     loop = asyncio.get_running_loop()
+    asyncio.set_event_loop(loop)
     errors: list[dict[str, Any]] = []
     previous = loop.get_exception_handler()
     loop.set_exception_handler(lambda _loop, context: errors.append(context))
