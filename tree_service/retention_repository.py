@@ -60,7 +60,11 @@ ORDER BY space_id
 """
 
 # The next roots after the cursor ($2, $3; NULL: from the first), $4 of them,
-# each with its subtree's facts, one probe each.
+# each with its subtree's facts, one probe each. "Is there one" is a scalar
+# subquery with LIMIT 1, not an EXISTS: the planner may run an EXISTS as a
+# hashed subplan, which reads every active (or pinned) session of the space
+# once to probe each root (20,001 tuples for one root of 20,000 children,
+# with the statistics of a table holding many small trees).
 ROOTS = """
 SELECT r.id, r.created_at, r.label,
        GREATEST(
@@ -70,12 +74,14 @@ SELECT r.id, r.created_at, r.label,
            (SELECT max(x.last_active_day) FROM sessions x
             WHERE x.space_id = $1 AND x.root_id = r.id AND x.status = 'archived'
               AND x.provisional_until IS NULL)) AS last_active,
-       EXISTS (SELECT 1 FROM sessions x
-               WHERE x.space_id = $1 AND x.root_id = r.id AND x.status = 'active'
-                 AND x.provisional_until IS NULL) AS active,
-       EXISTS (SELECT 1 FROM sessions x
-               WHERE x.space_id = $1 AND x.root_id = r.id AND x.pinned
-                 AND x.provisional_until IS NULL) AS pinned,
+       (SELECT true FROM sessions x
+        WHERE x.space_id = $1 AND x.root_id = r.id AND x.status = 'active'
+          AND x.provisional_until IS NULL
+        LIMIT 1) IS NOT NULL AS active,
+       (SELECT true FROM sessions x
+        WHERE x.space_id = $1 AND x.root_id = r.id AND x.pinned
+          AND x.provisional_until IS NULL
+        LIMIT 1) IS NOT NULL AS pinned,
        (SELECT max(x.archived_at) FROM sessions x
         WHERE x.space_id = $1 AND x.root_id = r.id AND x.archived_at IS NOT NULL
           AND x.provisional_until IS NULL) AS archived_at

@@ -275,6 +275,16 @@ SELECT $1, gen_random_uuid(), $2, $2, 1, i, 'kid' FROM generate_series(1, $3) i
 """
 
 
+# $2 roots without children: a table of many small trees, whose statistics make
+# the planner think a subtree small (it ran "is one active" as a hashed subplan
+# over every active session of the space, once per root judged).
+ROOTS_ALONE = """
+INSERT INTO sessions (space_id, id, root_id, sibling_index, label)
+SELECT $1, g.id, g.id, 0, 'alone' FROM (SELECT gen_random_uuid() AS id
+                                        FROM generate_series(1, $2)) g
+"""
+
+
 async def judged_reads(
     tree: TreeClient, pool: asyncpg.Pool, database_url: str, children: int
 ) -> int:
@@ -312,7 +322,8 @@ class TestIndexServed:
         (sessions_root_activity, _archived, _pinned), never a walk of it, nor a scan of
         the table (5,000 sessions of a third space lie before theirs: on main the planner
         checked a big subtree's activity with a scan from the table's start, and a small
-        space's facts with scans of the whole table)."""
+        space's facts with scans of the whole table; with the third space's 30,000 lone
+        roots, "is one of them active" was a hashed subplan over the whole space)."""
         filler = await new_space(keys)
         root = uuid.uuid4()
         await pool.execute(
@@ -322,6 +333,7 @@ class TestIndexServed:
             root,
         )
         await pool.execute(SUBTREE, filler.id, root, 5_000)
+        await pool.execute(ROOTS_ALONE, filler.id, 30_000)
         small = await judged_reads(other_tree, pool, direct_database_url, 2)
         big = await judged_reads(tree, pool, direct_database_url, 20_000)
         assert big <= small + 10, f"{big} tuples for 20,000 sessions, {small} for 2"
