@@ -9,6 +9,7 @@ session is left anywhere (DESIGN §4.8).
 
 from __future__ import annotations
 
+import uuid
 from typing import TYPE_CHECKING, Any, TypeAlias
 
 import asyncpg
@@ -58,12 +59,20 @@ async def searched_columns(con: Con) -> dict[str, list[tuple[str, str]]]:
     return tables
 
 
-async def tables_holding(con: Con, texts: set[str]) -> dict[str, set[str]]:
-    """For each table that still holds one of `texts` anywhere, the texts it holds."""
+async def tables_holding(
+    con: Con, texts: set[str], space_id: uuid.UUID | None = None
+) -> dict[str, set[str]]:
+    """For each table that still holds one of `texts` anywhere, the texts it holds.
+
+    With `space_id`, the rows of tables keyed by space are searched in that space only
+    (an index range, not the whole run's database; a text copied into another space is
+    then not seen: search without it at least once, at the end).
+    """
     if not texts:
         return {}
     found: dict[str, set[str]] = {}
     ordered = sorted(texts)
+    spaced = await spaced_tables(con) if space_id is not None else set()
     for table, columns in (await searched_columns(con)).items():
         if not columns:
             continue
@@ -73,11 +82,28 @@ async def tables_holding(con: Con, texts: set[str]) -> dict[str, set[str]]:
             else f"strpos(t.{_quote(name)}::text, m.text) > 0"
             for name, kind in columns
         ]
+        scoped = table in spaced
+        where = " OR ".join(tests)
+        if scoped:
+            where = f"t.space_id = $2 AND ({where})"
         rows = await con.fetch(
             f"SELECT DISTINCT m.text FROM {_quote(table)} t, unnest($1::text[]) AS m (text) "
-            f"WHERE {' OR '.join(tests)}",
+            f"WHERE {where}",
             ordered,
+            *([space_id] if scoped else []),
         )
         if rows:
             found[table] = {r["text"] for r in rows}
     return found
+
+
+SPACED = """
+SELECT c.relname FROM pg_class c
+JOIN pg_attribute a ON a.attrelid = c.oid AND a.attname = 'space_id' AND NOT a.attisdropped
+WHERE c.relnamespace = 'public'::regnamespace AND c.relkind IN ('r', 'p')
+"""
+
+
+async def spaced_tables(con: Con) -> set[str]:
+    """The public tables with a space_id column."""
+    return {r["relname"] for r in await con.fetch(SPACED)}
