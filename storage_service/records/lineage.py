@@ -63,8 +63,8 @@ LOCK_HOLDERS = """
 SELECT s.id
 FROM sessions s
 WHERE s.space_id = $1
-  AND s.id IN (SELECT g.holder_id FROM record_segments g
-               WHERE g.space_id = $1 AND g.session_id = $2)
+  AND s.id = ANY (ARRAY(SELECT g.holder_id FROM record_segments g
+                        WHERE g.space_id = $1 AND g.session_id = $2))
 ORDER BY s.id
 FOR KEY SHARE OF s
 """

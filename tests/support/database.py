@@ -123,6 +123,11 @@ async def create_test_database(admin_dsn: str) -> str:
     con = await asyncpg.connect(admin_dsn)
     try:
         await con.execute(f'CREATE DATABASE "{name}"')
+        # A throwaway database's commits need not wait for the WAL's flush: the embedded
+        # cluster runs so (`SETTINGS`); on a server of the machine (CI's PostgreSQL 15,
+        # durable) this database's setting does the same, and changes nothing else of
+        # that server. A 2,000-fork chain's 2,100 commits took 93 s there, 35 s here.
+        await con.execute(f'ALTER DATABASE "{name}" SET synchronous_commit = off')
     finally:
         await con.close()
     dsn = with_database(admin_dsn, name)
