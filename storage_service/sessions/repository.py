@@ -49,6 +49,8 @@ ORDER BY created_at, id
 LIMIT $5
 """
 
+_ERASING = "'infinity'"
+
 SESSION_EXISTS = """
 SELECT true FROM sessions WHERE space_id = $1 AND id = $2
     AND provisional_until IS DISTINCT FROM 'infinity'
@@ -62,6 +64,44 @@ ORDER BY id
 FOR UPDATE
 """
 
+# A trim's row locks (DESIGN §4.4, migration 0023): the named sessions ($2) and every
+# session reading rows the trimmed ones ($3, among $2) hold, in ONE pass in id order, FOR
+# NO KEY UPDATE (a trim changes no key, so a fork's key share of a holder never waits for
+# it). Sessions being erased are skipped: the erasure job locks those FOR UPDATE (before
+# their readers), so a trim never waits for it there. Taken before the view is read; the
+# release (`stello_release_records`) then finds its readers locked.
+LOCK_FOR_TRIM = f"""
+SELECT id, last_seq, turn_token, turn_expires_at > now() AS lease_live, released_turn_token
+FROM sessions
+WHERE space_id = $1 AND provisional_until IS DISTINCT FROM {_ERASING}
+  AND (id = ANY ($2::uuid[])
+       OR id IN (SELECT g.session_id FROM record_segments g
+                 WHERE g.space_id = $1 AND g.holder_id = ANY ($3::uuid[])))
+ORDER BY id
+FOR NO KEY UPDATE
+"""
+
+# A reader of the trimmed sessions ($2) outside the locked set ($3), if any: one a fork
+# committed while the set was being locked (once a session and its readers are locked,
+# no fork can add one: it locks its source FOR SHARE).
+UNLOCKED_READER = f"""
+SELECT g.session_id
+FROM record_segments g
+JOIN sessions s ON s.space_id = g.space_id AND s.id = g.session_id
+WHERE g.space_id = $1 AND g.holder_id = ANY ($2::uuid[]) AND g.session_id <> ALL ($3::uuid[])
+  AND s.provisional_until IS DISTINCT FROM {_ERASING}
+LIMIT 1
+"""
+
+TRIM_LOCK_PASSES = 8
+"""Passes of `lock_for_trim` before it keeps a set a fork grew (each new pass needs a fork
+committed while the previous one was locking; past this, the release locks the newcomers
+after the others, as before migration 0023)."""
+
+
+class _Grown(Exception):
+    """A fork added a reader while a trim's set was being locked: lock it again."""
+
 
 @dataclass(frozen=True, slots=True)
 class LockedSession:
@@ -72,6 +112,12 @@ class LockedSession:
     lease_live: bool
     released_token: uuid.UUID | None = None
     """The lease token the last committed Transact released (migration 0014)."""
+
+
+def _locked(row: asyncpg.Record) -> LockedSession:
+    return LockedSession(
+        row["last_seq"], row["turn_token"], bool(row["lease_live"]), row["released_turn_token"]
+    )
 
 
 def meta_of(row: asyncpg.Record) -> SessionMeta:
@@ -148,12 +194,26 @@ class SessionRepository:
     ) -> dict[uuid.UUID, LockedSession]:
         """Lock the sessions' rows (in id order, so lockers never deadlock); absent ones omitted."""
         rows = await self._con.fetch(LOCK_SESSIONS, space_id, list(session_ids))
-        return {
-            row["id"]: LockedSession(
-                row["last_seq"],
-                row["turn_token"],
-                bool(row["lease_live"]),
-                row["released_turn_token"],
-            )
-            for row in rows
-        }
+        return {row["id"]: _locked(row) for row in rows}
+
+    async def lock_for_trim(
+        self, space_id: uuid.UUID, session_ids: Sequence[uuid.UUID], trimmed: Sequence[uuid.UUID]
+    ) -> dict[uuid.UUID, LockedSession]:
+        """Lock the sessions' rows and those of every reader of the `trimmed` ones (among
+        them) in one pass in id order, FOR NO KEY UPDATE (`LOCK_FOR_TRIM`); the named
+        sessions found, as `lock` answers them. Must come first in the transaction: when
+        a fork added a reader meanwhile, the pass is rolled back (to a savepoint: its locks
+        go) and taken again with it, so no lock is ever taken after a higher id."""
+        named, held = set(session_ids), list(trimmed)
+        for attempt in range(TRIM_LOCK_PASSES):
+            try:
+                async with self._con.transaction():
+                    rows = await self._con.fetch(LOCK_FOR_TRIM, space_id, list(named), held)
+                    ids = [row["id"] for row in rows]
+                    late = await self._con.fetchval(UNLOCKED_READER, space_id, held, ids)
+                    if late is not None and attempt + 1 < TRIM_LOCK_PASSES:
+                        raise _Grown
+            except _Grown:
+                continue
+            return {row["id"]: _locked(row) for row in rows if row["id"] in named}
+        raise AssertionError("unreachable: the last pass keeps its locks")

@@ -9,18 +9,21 @@ from __future__ import annotations
 import asyncio
 import uuid
 from collections.abc import Awaitable
+from typing import cast
 
 import asyncpg
 import pytest
 
 from stello.settings import StelloSettings
-from stello.storage.v1 import storage_pb2_grpc
+from stello.storage.v1 import storage_pb2, storage_pb2_grpc
+from storage_service import create_app as create_storage
 from tests.storage.helpers import rec
 from tests.storage.records.test_lineage import append, inherit, listed, trim
-from tests.support.fixtures import MakeSession, TestSpace
+from tests.support.fixtures import INSERT_SESSION, MakeSession, TestSpace
 from tests.support.fresh import fresh_database
 from tests.tree.conftest import erased
 from tree_service.app import create_service
+from tree_service.repository import erase_batch
 
 pytestmark = [
     pytest.mark.sql,
@@ -172,3 +175,170 @@ async def test_the_erasure_job_locks_its_batch_in_id_order(
             [parent, child],
         )
         assert left == 0
+
+
+# -- Release against release -----------------------------------------------------------
+
+NO_KEY_UPDATE = """
+SELECT id FROM sessions WHERE space_id = $1 AND id = $2 FOR NO KEY UPDATE
+"""
+
+IS_BLOCKED = """
+SELECT cardinality(pg_blocking_pids($1)) > 0
+"""
+
+# Who waits for whom in this database (a cycle among them is a deadlock in the making:
+# the detector breaks it only after deadlock_timeout, and the storage server's retry
+# hides it from the caller).
+WAIT_EDGES = """
+SELECT a.pid, pg_blocking_pids(a.pid) AS blockers, left(a.query, 100) AS query
+FROM pg_stat_activity a
+WHERE a.datname = current_database() AND cardinality(pg_blocking_pids(a.pid)) > 0
+"""
+
+DEADLOCKS = """
+SELECT deadlocks FROM pg_stat_database WHERE datname = current_database()
+"""
+
+
+async def wait_cycle(pool: asyncpg.Pool) -> str | None:
+    """A cycle in the database's wait-for graph, described; None when there is none."""
+    rows = await pool.fetch(WAIT_EDGES)
+    edges = {r["pid"]: set(r["blockers"]) for r in rows}
+    queries = {r["pid"]: r["query"] for r in rows}
+    for start in edges:
+        path, pid = [start], start
+        while True:
+            nxt = next((b for b in sorted(edges.get(pid, ())) if b in edges), None)
+            if nxt is None:
+                break
+            if nxt in path:
+                cycle = path[path.index(nxt) :]
+                return " -> ".join(f"{p} ({queries[p]})" for p in [*cycle, nxt])
+            path.append(nxt)
+            pid = nxt
+    return None
+
+
+async def without_cycle(pool: asyncpg.Pool, jobs: list[asyncio.Future[None]]) -> None:
+    """Await `jobs`, failing as soon as their backends wait for each other in a cycle (or
+    after PATIENCE_S); any job's error is raised."""
+    deadline = asyncio.get_running_loop().time() + PATIENCE_S
+    try:
+        while not all(job.done() for job in jobs):
+            cycle = await wait_cycle(pool)
+            assert cycle is None, f"the two releases wait for each other: {cycle}"
+            if asyncio.get_running_loop().time() > deadline:
+                pytest.fail(f"not done after {PATIENCE_S:.0f} s: {await waits(pool)}")
+            await asyncio.sleep(0.01)
+    finally:
+        for job in jobs:
+            if not job.done():
+                job.cancel()
+    for job in jobs:
+        await job
+
+
+async def deadlocks(pool: asyncpg.Pool) -> int:
+    async with pool.acquire() as con:
+        await con.execute("SELECT pg_stat_clear_snapshot()")
+        count: int = await con.fetchval(DEADLOCKS)
+        return count
+
+
+async def roots(pool: asyncpg.Pool, space: TestSpace, count: int) -> list[uuid.UUID]:
+    """`count` root sessions, by id ascending (a test gives them roles by id)."""
+    ids = sorted(uuid.uuid4() for _ in range(count))
+    for sid in ids:
+        await pool.execute(INSERT_SESSION, space.id, sid, None, "Session", "active", None, False)
+    return ids
+
+
+def trim_op(space: TestSpace, sid: uuid.UUID, keep: int) -> storage_pb2.TransactRequest:
+    op = storage_pb2.Operation.TrimRecordsOp(session_id=str(sid), keep_recent=keep)
+    return storage_pb2.TransactRequest(
+        space_id=space.sid, operations=[storage_pb2.Operation(trim_records=op)]
+    )
+
+
+async def erase_in(con: asyncpg.Connection) -> None:
+    """One round of the erasure job, on `con` (the only space with hidden sessions)."""
+    async with con.transaction():
+        await erase_batch(con, 10)
+
+
+@pytest.mark.parametrize("via", ["TrimRecords", "Transact"])
+@pytest.mark.parametrize("shape", ["reader_of_both", "hidden_reader"])
+async def test_a_trim_and_the_erasure_never_wait_for_each_other(
+    admin_dsn: str, settings: StelloSettings, via: str, shape: str
+) -> None:
+    """Two releases whose sets overlap in opposite roles (issue #34). The trim of T and the
+    erasure of U each lock sessions the other needs; taken "own sessions first, then the
+    readers", each held one and waited for the other. A third connection holds a reader's
+    lock to stop the trim where the erasure overtakes it, deterministically:
+
+    - reader_of_both: U <- T <- R (R reads U and T), Q reads T only; ids Q < R < T. The
+      trim held T and waited for Q (held); the erasure of U took R, then waited for T;
+      freed, the trim took Q, then waited for R.
+    - hidden_reader: T <- U <- R, U hidden (being erased); ids R < T < U. The trim held T
+      and waited for R (held); the erasure took U and waited for R behind it; freed, the
+      trim took R, then waited for U, a reader of T the erasure holds.
+
+    Now a trim takes T and its readers (never a hidden one: those are the erasure job's)
+    in one pass in id order. In a database of its own: no other erasure runs there."""
+    async with fresh_database(admin_dsn, settings) as fresh:
+        pool, space = fresh.pool, fresh.space
+        channel = (await fresh.start(create_storage)).channel(space.key)
+        stub = Stub(channel)
+        if shape == "reader_of_both":
+            q, r, t, u = await roots(pool, space, 4)
+            await append(stub, space, u, rec("u1"), rec("u2"))
+            await inherit(stub, space, t, u)
+            await append(stub, space, t, rec("t3"), rec("t4"))
+            await inherit(stub, space, r, t)
+            await append(stub, space, r, rec("r5"))
+            await inherit(stub, space, q, t)
+            await trim(stub, space, q, 2)  # Q's view: t3, t4, read from T only
+            held, shown_after = q, {r: 5, q: 2, t: 1}
+        else:
+            r, t, u = await roots(pool, space, 3)
+            await append(stub, space, t, rec("t1"), rec("t2"))
+            await inherit(stub, space, u, t)
+            await append(stub, space, u, rec("u3"))
+            await inherit(stub, space, r, u)
+            await append(stub, space, r, rec("r4"))
+            held, shown_after = r, {r: 4, t: 1}
+        before = {sid: await listed(stub, space, sid) for sid in shown_after}
+        await create_service(pool).delete_subtree(space.id, u)
+        lost = await deadlocks(pool)
+
+        async def trimmed() -> None:
+            if via == "TrimRecords":
+                assert await trim(stub, space, t, 1)
+            else:
+                await stub.Transact(trim_op(space, t, 1))
+
+        async with pool.acquire() as lock, pool.acquire() as eraser:
+            jobs: list[asyncio.Future[None]] = []
+            try:
+                async with lock.transaction():
+                    await lock.fetch(NO_KEY_UPDATE, space.id, held)
+                    jobs.append(asyncio.ensure_future(trimmed()))
+                    await blocked_by(pool, lock.get_server_pid(), jobs[0])
+                    jobs.append(asyncio.ensure_future(erase_in(cast(asyncpg.Connection, eraser))))
+                    deadline = asyncio.get_running_loop().time() + PATIENCE_S
+                    while not jobs[1].done():  # it overtakes the trim, or waits
+                        if await pool.fetchval(IS_BLOCKED, eraser.get_server_pid()):
+                            break
+                        assert asyncio.get_running_loop().time() < deadline, await waits(pool)
+                        await asyncio.sleep(0.01)
+                await without_cycle(pool, jobs)
+            finally:
+                for job in jobs:
+                    job.cancel()
+                await asyncio.gather(*jobs, return_exceptions=True)
+        assert await deadlocks(pool) == lost
+        for sid, count in shown_after.items():
+            now = [(x.seq, x.content) for x in await listed(stub, space, sid)]
+            assert now == [(x.seq, x.content) for x in before[sid]][-count:], sid
+        await channel.close()
