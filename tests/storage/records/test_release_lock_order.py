@@ -1,7 +1,8 @@
-"""The row-lock order of forks and releases (DESIGN §4.4, migration 0022), shown with two
-connections: a Fork INHERIT key-shares the holders of its source's segments in id order,
-then locks its source; a release (a trim, the erasure job) must never wait for such a key
-share while holding what the fork waits for. The race of many of them at once is
+"""The row-lock order of forks and releases (DESIGN §4.4, migrations 0022 and 0023), shown
+with two or three connections: a Fork INHERIT key-shares the holders of its source's
+segments in id order, then locks its source; a release (a trim, the erasure job) must never
+wait for such a key share while holding what the fork waits for, nor two releases for each
+other. The race of many of them at once is
 `test_fork_depth_races`; these pin each order down without timing."""
 
 from __future__ import annotations
@@ -9,7 +10,6 @@ from __future__ import annotations
 import asyncio
 import uuid
 from collections.abc import Awaitable
-from typing import cast
 
 import asyncpg
 import pytest
@@ -23,7 +23,6 @@ from tests.support.fixtures import INSERT_SESSION, MakeSession, TestSpace
 from tests.support.fresh import fresh_database
 from tests.tree.conftest import erased
 from tree_service.app import create_service
-from tree_service.repository import erase_batch
 
 pytestmark = [
     pytest.mark.sql,
@@ -183,9 +182,9 @@ NO_KEY_UPDATE = """
 SELECT id FROM sessions WHERE space_id = $1 AND id = $2 FOR NO KEY UPDATE
 """
 
-IS_BLOCKED = """
-SELECT cardinality(pg_blocking_pids($1)) > 0
-"""
+ERASER_TRIES_S = 0.5
+"""How long a test lets the erasure job try while a trim waits (it backs off and tries
+again when a row it needs is locked: `tree_service.repository.ERASE_TRIES`)."""
 
 # Who waits for whom in this database (a cycle among them is a deadlock in the making:
 # the detector breaks it only after deadlock_timeout, and the storage server's retry
@@ -261,31 +260,39 @@ def trim_op(space: TestSpace, sid: uuid.UUID, keep: int) -> storage_pb2.Transact
     )
 
 
-async def erase_in(con: asyncpg.Connection) -> None:
-    """One round of the erasure job, on `con` (the only space with hidden sessions)."""
-    async with con.transaction():
-        await erase_batch(con, 10)
+async def trimmed_too(stub: Stub, space: TestSpace, sid: uuid.UUID) -> None:
+    assert await trim(stub, space, sid, 1) == 1
+
+
+async def erase(pool: asyncpg.Pool) -> None:
+    """The erasure job, until nothing hidden is left."""
+    await create_service(pool).erase_hidden(wait=True)
 
 
 @pytest.mark.parametrize("via", ["TrimRecords", "Transact"])
-@pytest.mark.parametrize("shape", ["reader_of_both", "hidden_reader"])
-async def test_a_trim_and_the_erasure_never_wait_for_each_other(
-    admin_dsn: str, settings: StelloSettings, via: str, shape: str
+@pytest.mark.parametrize(
+    ("shape", "other"),
+    [("reader_of_both", "erasure"), ("reader_of_both", "trim"), ("hidden_reader", "erasure")],
+)
+async def test_two_releases_never_wait_for_each_other(
+    admin_dsn: str, settings: StelloSettings, via: str, shape: str, other: str
 ) -> None:
-    """Two releases whose sets overlap in opposite roles (issue #34). The trim of T and the
-    erasure of U each lock sessions the other needs; taken "own sessions first, then the
-    readers", each held one and waited for the other. A third connection holds a reader's
-    lock to stop the trim where the erasure overtakes it, deterministically:
+    """Two releases whose sets overlap in opposite roles (issue #34): the trim of T and the
+    release of U (the erasure job's, or a trim of U) each lock sessions the other needs;
+    taken "own sessions first, then the readers", each held one and waited for the other.
+    A third connection holds a reader's lock to stop the trim where the other release
+    overtakes it, deterministically:
 
     - reader_of_both: U <- T <- R (R reads U and T), Q reads T only; ids Q < R < T. The
-      trim held T and waited for Q (held); the erasure of U took R, then waited for T;
+      trim held T and waited for Q (held); the release of U took R, then waited for T;
       freed, the trim took Q, then waited for R.
     - hidden_reader: T <- U <- R, U hidden (being erased); ids R < T < U. The trim held T
       and waited for R (held); the erasure took U and waited for R behind it; freed, the
       trim took R, then waited for U, a reader of T the erasure holds.
 
-    Now a trim takes T and its readers (never a hidden one: those are the erasure job's)
-    in one pass in id order. In a database of its own: no other erasure runs there."""
+    Now a trim takes T and its readers (never a hidden one) in one pass in id order, and
+    the erasure job takes its row locks NOWAIT, backing off (migration 0023). In a
+    database of its own: no other erasure runs there."""
     async with fresh_database(admin_dsn, settings) as fresh:
         pool, space = fresh.pool, fresh.space
         channel = (await fresh.start(create_storage)).channel(space.key)
@@ -309,7 +316,8 @@ async def test_a_trim_and_the_erasure_never_wait_for_each_other(
             await append(stub, space, r, rec("r4"))
             held, shown_after = r, {r: 4, t: 1}
         before = {sid: await listed(stub, space, sid) for sid in shown_after}
-        await create_service(pool).delete_subtree(space.id, u)
+        if other == "erasure":
+            await create_service(pool).delete_subtree(space.id, u)
         lost = await deadlocks(pool)
 
         async def trimmed() -> None:
@@ -318,19 +326,23 @@ async def test_a_trim_and_the_erasure_never_wait_for_each_other(
             else:
                 await stub.Transact(trim_op(space, t, 1))
 
-        async with pool.acquire() as lock, pool.acquire() as eraser:
+        async with pool.acquire() as lock:
             jobs: list[asyncio.Future[None]] = []
             try:
                 async with lock.transaction():
                     await lock.fetch(NO_KEY_UPDATE, space.id, held)
                     jobs.append(asyncio.ensure_future(trimmed()))
                     await blocked_by(pool, lock.get_server_pid(), jobs[0])
-                    jobs.append(asyncio.ensure_future(erase_in(cast(asyncpg.Connection, eraser))))
-                    deadline = asyncio.get_running_loop().time() + PATIENCE_S
-                    while not jobs[1].done():  # it overtakes the trim, or waits
-                        if await pool.fetchval(IS_BLOCKED, eraser.get_server_pid()):
+                    if other == "erasure":
+                        jobs.append(asyncio.ensure_future(erase(pool)))
+                    else:
+                        jobs.append(asyncio.ensure_future(trimmed_too(stub, space, u)))
+                    # It overtakes the trim and ends, or waits (before migration 0023), or
+                    # (the erasure, since) backs off until the trim is done: a moment to try.
+                    deadline = asyncio.get_running_loop().time() + ERASER_TRIES_S
+                    while not jobs[1].done() and asyncio.get_running_loop().time() < deadline:
+                        if len(await pool.fetch(WAIT_EDGES)) > 1:
                             break
-                        assert asyncio.get_running_loop().time() < deadline, await waits(pool)
                         await asyncio.sleep(0.01)
                 await without_cycle(pool, jobs)
             finally:
@@ -342,3 +354,62 @@ async def test_a_trim_and_the_erasure_never_wait_for_each_other(
             now = [(x.seq, x.content) for x in await listed(stub, space, sid)]
             assert now == [(x.seq, x.content) for x in before[sid]][-count:], sid
         await channel.close()
+
+
+def appends(space: TestSpace, *sids: uuid.UUID) -> storage_pb2.TransactRequest:
+    ops = [
+        storage_pb2.Operation(
+            append_records=storage_pb2.Operation.AppendRecordsOp(
+                session_id=str(sid), records=[rec(f"by both {sid}")]
+            )
+        )
+        for sid in sids
+    ]
+    return storage_pb2.TransactRequest(space_id=space.sid, operations=ops)
+
+
+async def test_a_trim_starts_over_when_a_fork_adds_a_reader_below_its_locks(
+    stub: Stub, space: TestSpace, make_session: MakeSession, pool: asyncpg.Pool
+) -> None:
+    """A fork that commits while a trim is locking adds a reader the trim has not seen,
+    maybe with a lower id than what it holds: locked last, it could close a cycle with a
+    Transact that locks the newcomer, then the trimmed session (in id order, as every
+    Transact does). The trim rolls back its locks and takes the new set from the start.
+    Ids N < T < R < S; R and S read T. The trim holds T, waits for R (held); N is forked
+    from S (a key share of T: no wait); a Transact appending to N and T holds N, waits
+    for T."""
+    n, t, r, s = sorted([await make_session() for _ in range(4)])
+    await append(stub, space, t, rec("t1"), rec("t2"))
+    await inherit(stub, space, r, t)
+    await inherit(stub, space, s, t)
+    async with pool.acquire() as lock:
+        jobs: list[asyncio.Future[None]] = []
+        try:
+            async with lock.transaction():
+                await lock.fetch(NO_KEY_UPDATE, space.id, r)
+
+                async def trimmed() -> None:
+                    # t1 and t2: it let the Transact (which appended to T) go first
+                    assert await trim(stub, space, t, 1) == 2
+
+                jobs.append(asyncio.ensure_future(trimmed()))
+                await blocked_by(pool, lock.get_server_pid(), jobs[0])
+                # A new reader of T, below it (its key share of T waits for no trim).
+                await asyncio.wait_for(inherit(stub, space, n, s), PATIENCE_S)
+
+                async def both() -> None:
+                    await stub.Transact(appends(space, n, t))
+
+                jobs.append(asyncio.ensure_future(both()))
+                deadline = asyncio.get_running_loop().time() + PATIENCE_S
+                while len(await pool.fetch(WAIT_EDGES)) < 2:  # it waits for the trim
+                    assert not jobs[1].done(), "the Transact did not wait for the trim"
+                    assert asyncio.get_running_loop().time() < deadline, await waits(pool)
+                    await asyncio.sleep(0.01)
+            await without_cycle(pool, jobs)
+        finally:
+            for job in jobs:
+                job.cancel()
+            await asyncio.gather(*jobs, return_exceptions=True)
+    assert [x.content for x in await listed(stub, space, t)] == [f"by both {t}"]
+    assert [x.content for x in await listed(stub, space, n)] == ["t1", "t2", f"by both {n}"]
