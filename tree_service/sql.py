@@ -544,9 +544,9 @@ FROM (SELECT space_id FROM sessions WHERE provisional_until = {ERASING} LIMIT $1
 # batch comes before its readers (`stello_release_records` locks them, FOR NO
 # KEY UPDATE in id order), not in one id order with them: a fork holding a
 # batch session's key share and waiting for its source, a reader, would wait
-# for this job while the job waits for the key share. A trim never locks a
-# hidden session (migration 0023), so it never waits for this step. NOWAIT:
-# see ERASE_READERS.
+# for this job while the job waits for the key share. A trim locks no hidden
+# session (migration 0023; its statement may still meet one hidden after it
+# began). NOWAIT: see ERASE_READERS.
 _ERASE_CLAIM = f"""
 SELECT s.id
 FROM sessions s

@@ -4,9 +4,10 @@
 -- Migration 0022 made a release lock what it releases first (FOR UPDATE), then
 -- the readers of those rows (FOR NO KEY UPDATE, in id order). Two releases whose
 -- sets overlap in opposite roles still deadlocked: a trim held T and waited for
--- a reader R, while the erasure of U (read by T and R) held R and waited for T;
--- or a trim held a reader R of T and waited for U, a reader of T being erased,
--- while the erasure of U held U and waited for R.
+-- a reader R, while the release of U (read by T and R: the erasure job's, or a
+-- trim of U) held R and waited for T; or a trim held a reader R of T and waited
+-- for U, a reader of T being erased, while the erasure of U held U and waited
+-- for R.
 --
 -- The order now:
 -- - A Fork INHERIT key-shares the holders of its source's segments in id order,
@@ -14,24 +15,29 @@
 -- - A trim (TrimRecords, Transact's trim_records) locks the trimmed session
 --   together with every session reading rows it holds, in ONE statement in id
 --   order, all FOR NO KEY UPDATE (a trim changes no key), skipping sessions
---   being erased, before it reads the view (storage's LOCK_FOR_TRIM). A reader
---   that a fork committed while the trim was locking would come out of order:
---   the trim rolls back to a savepoint and takes the new set from the start.
---   Once the trimmed session and its readers are locked no reader can be added
---   (a fork locks its source FOR SHARE), so this function finds them all locked.
--- - The erasure job and the sweep lock their batch FOR UPDATE (they delete it)
---   in id order, then, here, its readers FOR NO KEY UPDATE in id order. The
---   batch must come first, not in one id order with its readers: a fork holding
---   a batch session's key share (a holder of its source's rows) and waiting for
---   its source (a reader the release took first) would wait for the release,
---   whose FOR UPDATE waits for that key share.
+--   being erased, first in its transaction (storage's LOCK_FOR_TRIM). Its first
+--   passes SKIP LOCKED rows and, when one was skipped, roll back to a savepoint
+--   and try again a little later: a trim that waits for no lock while it holds
+--   one closes no cycle. The later passes wait, in id order; a reader that a
+--   fork committed meanwhile would come out of order, so the pass is taken
+--   again with it. Once the trimmed session and its readers are locked no
+--   reader can be added (a fork locks its source FOR SHARE), so this function
+--   finds them all locked.
+-- - The erasure job locks its batch FOR UPDATE (it deletes it) in id order,
+--   then its readers FOR NO KEY UPDATE in id order, both NOWAIT: on a conflict
+--   it rolls back and tries again a little later, so it never waits while it
+--   holds a lock either (its last try waits). The batch must come first, not in
+--   one id order with its readers: a fork holding a batch session's key share
+--   (a holder of its source's rows) and waiting for its source (a reader the
+--   release took) would wait for the release, whose FOR UPDATE waits for that
+--   key share. The sweep keeps 0022's order (it claims SKIP LOCKED).
 --
--- Why no cycle is left between them. A key share waits only for a FOR UPDATE
--- (the erasure's batch, taken before any reader), and a fork's lock of its
--- source is its last. Two trims lock in one order. A trim and the erasure: the
--- trim locks no session being erased and the erasure's FOR UPDATE locks only
--- those, so neither waits for the other in that step; in the reader step both
--- go up by id, so whichever waits for the other holds only lower ids.
+-- Why no cycle is left between releases. A key share waits only for a FOR
+-- UPDATE (the erasure's batch, taken before any reader), and a fork's lock of
+-- its source is its last. Two trims that wait lock in one order. A trim locks
+-- no session being erased and the erasure's FOR UPDATE only those; in the
+-- reader step both go up by id. And a release that takes its locks without
+-- waiting holds nothing while it waits (it backs off).
 --
 -- So, for a trim (p_through not NULL), a session being erased is no reader: its
 -- segments stay as they are (what it read of the trimmed rows goes; no read
