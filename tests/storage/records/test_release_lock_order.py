@@ -178,6 +178,10 @@ async def test_the_erasure_job_locks_its_batch_in_id_order(
 
 # -- Release against release -----------------------------------------------------------
 
+# The server backend of a connection in a transaction (through PgBouncer in transaction
+# mode, `get_server_pid()` answers PgBouncer's own number).
+BACKEND = "SELECT pg_backend_pid()"
+
 NO_KEY_UPDATE = """
 SELECT id FROM sessions WHERE space_id = $1 AND id = $2 FOR NO KEY UPDATE
 """
@@ -332,7 +336,7 @@ async def test_two_releases_never_wait_for_each_other(
                 async with lock.transaction():
                     await lock.fetch(NO_KEY_UPDATE, space.id, held)
                     jobs.append(asyncio.ensure_future(trimmed()))
-                    await blocked_by(pool, lock.get_server_pid(), jobs[0])
+                    await blocked_by(pool, await lock.fetchval(BACKEND), jobs[0])
                     if other == "erasure":
                         jobs.append(asyncio.ensure_future(erase(pool)))
                     else:
@@ -387,13 +391,14 @@ async def test_a_trim_starts_over_when_a_fork_adds_a_reader_below_its_locks(
         try:
             async with lock.transaction():
                 await lock.fetch(NO_KEY_UPDATE, space.id, r)
+                backend = await lock.fetchval(BACKEND)
 
                 async def trimmed() -> None:
                     # t1 and t2: it let the Transact (which appended to T) go first
                     assert await trim(stub, space, t, 1) == 2
 
                 jobs.append(asyncio.ensure_future(trimmed()))
-                await blocked_by(pool, lock.get_server_pid(), jobs[0])
+                await blocked_by(pool, backend, jobs[0])
                 # A new reader of T, below it (its key share of T waits for no trim).
                 await asyncio.wait_for(inherit(stub, space, n, s), PATIENCE_S)
 
