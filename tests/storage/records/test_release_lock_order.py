@@ -230,7 +230,7 @@ async def without_cycle(pool: asyncpg.Pool, jobs: list[asyncio.Future[None]]) ->
     try:
         while not all(job.done() for job in jobs):
             cycle = await wait_cycle(pool)
-            assert cycle is None, f"the two releases wait for each other: {cycle}"
+            assert cycle is None, f"backends wait for each other in a cycle: {cycle}"
             if asyncio.get_running_loop().time() > deadline:
                 pytest.fail(f"not done after {PATIENCE_S:.0f} s: {await waits(pool)}")
             await asyncio.sleep(0.01)
