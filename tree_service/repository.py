@@ -9,10 +9,12 @@ here, with the asyncpg error as their cause.
 
 from __future__ import annotations
 
+import asyncio
 import uuid
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import replace
 from datetime import UTC, datetime
+from functools import partial
 from operator import itemgetter
 from typing import Any, TypeVar, cast
 
@@ -48,6 +50,11 @@ writes several, with the same root, at consecutive positions (one transaction)."
 _STATUS: dict[str, Status] = {s: s for s in STATUSES}
 JsonObject = dict[str, Any]
 
+
+ERASE_TRIES = 12
+"""Tries of an erasure batch whose row locks are held by others (the last one waits for
+them): 11 back-offs of 20, 40, ... 220 ms, 1.3 s in all."""
+ERASE_BACKOFF_S = 0.02
 
 # pg advisory lock key of the sweep ("stellosw"): one replica sweeps at a time.
 SWEEP_LOCK_KEY = 0x7374656C6C6F7377
@@ -112,14 +119,19 @@ async def _sweep_space(
     return [SweptSession(space_id, r["id"]) for r in rows]
 
 
-async def erase_batch(con: asyncpg.Connection, batch: int) -> int:
+async def erase_batch(con: asyncpg.Connection, batch: int, *, wait: bool = True) -> int:
     """In the caller's transaction (holding the erasure lock): erase up to `batch` of the
-    deepest sessions being erased in one space, with what belongs to them; how many went."""
+    deepest sessions being erased in one space, with what belongs to them; how many went.
+
+    Without `wait`, it takes the batch's and its readers' row locks NOWAIT
+    (`asyncpg.LockNotAvailableError` when one is held: roll back and try again)."""
     spaces = await con.fetch(sql.ERASE_SPACES, 1)
     if not spaces:
         return 0
     space_id = spaces[0]["space_id"]
-    ids = [r["id"] for r in await con.fetch(sql.ERASE_CLAIM, space_id, batch)]
+    claim = sql.ERASE_CLAIM_WAITING if wait else sql.ERASE_CLAIM
+    ids = [r["id"] for r in await con.fetch(claim, space_id, batch)]
+    await con.fetch(sql.ERASE_READERS_WAITING if wait else sql.ERASE_READERS, space_id, ids)
     await con.execute(sql.ERASE_RELEASE, space_id, ids)
     await idempotency.erase_linked(con, space_id, ids)
     await con.execute(sql.UNSOURCE, space_id, ids)
@@ -324,14 +336,21 @@ class TreeRepository:
         With `wait` it queues behind a running erasure instead of giving up.
         """
 
-        async def work(con: asyncpg.Connection) -> int | None:
+        async def work(con: asyncpg.Connection, patient: bool) -> int | None:
             if wait:
                 await con.execute(sql.WAIT_SWEEP_LOCK, ERASE_LOCK_KEY)
             elif not await con.fetchval(sql.TRY_SWEEP_LOCK, ERASE_LOCK_KEY):
                 return None
-            return await erase_batch(con, batch)
+            return await erase_batch(con, batch, wait=patient)
 
-        return await in_transaction(self._pool, work)
+        # The batch's row locks are tried NOWAIT (`sql.ERASE_READERS`): on a conflict the
+        # transaction rolls back and, a little later, tries again; the last try waits.
+        for attempt in range(ERASE_TRIES - 1):
+            try:
+                return await in_transaction(self._pool, partial(work, patient=False))
+            except asyncpg.LockNotAvailableError:
+                await asyncio.sleep(ERASE_BACKOFF_S * (attempt + 1))
+        return await in_transaction(self._pool, partial(work, patient=True))
 
     async def purge_idempotency_keys(self) -> None:
         """Drop request_id keys past their 24 h (all spaces), with the sweep."""

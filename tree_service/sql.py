@@ -540,8 +540,14 @@ FROM (SELECT space_id FROM sessions WHERE provisional_until = {ERASING} LIMIT $1
 # the order a Fork INHERIT key-shares the holders of its source's segments
 # in (`LOCK_HOLDERS`, storage's lineage), some of which may be in the batch;
 # locked by depth they deadlocked with it. Only this job (one at a time)
-# changes a hidden row, so the chosen rows are still hidden when locked.
-ERASE_CLAIM = f"""
+# changes a hidden row, so the chosen rows are still hidden when locked. The
+# batch comes before its readers (`stello_release_records` locks them, FOR NO
+# KEY UPDATE in id order), not in one id order with them: a fork holding a
+# batch session's key share and waiting for its source, a reader, would wait
+# for this job while the job waits for the key share. A trim locks no hidden
+# session (migration 0023; its statement may still meet one hidden after it
+# began). NOWAIT: see ERASE_READERS.
+_ERASE_CLAIM = f"""
 SELECT s.id
 FROM sessions s
 WHERE s.space_id = $1 AND s.provisional_until = {ERASING}
@@ -550,8 +556,31 @@ WHERE s.space_id = $1 AND s.provisional_until = {ERASING}
                         ORDER BY d.depth DESC
                         LIMIT $2))
 ORDER BY s.id
-FOR UPDATE OF s
+FOR UPDATE OF s {{wait}}
 """
+ERASE_CLAIM = _ERASE_CLAIM.format(wait="NOWAIT")
+ERASE_CLAIM_WAITING = _ERASE_CLAIM.format(wait="")
+
+# The readers of the batch ($2), locked as `stello_release_records` then finds
+# them (FOR NO KEY UPDATE, in id order; stable while the batch is locked: a
+# fork adding a reader key-shares a holder). NOWAIT, like the claim: the job
+# never waits for a row lock, so it closes no cycle of waits (a trim whose
+# statement began before a session was hidden may still wait for it in the
+# batch; a fork holding a batch session's key share may wait for a trim that
+# holds its source); on a conflict it rolls back and tries again a little
+# later (`TreeRepository.erase_batch`), waiting only on its last attempt.
+_ERASE_READERS = """
+SELECT s.id
+FROM sessions s
+WHERE s.space_id = $1
+  AND s.id IN (SELECT g.session_id FROM record_segments g
+               WHERE g.space_id = $1 AND g.holder_id = ANY ($2::uuid[])
+                 AND g.session_id <> ALL ($2::uuid[]))
+ORDER BY s.id
+FOR NO KEY UPDATE OF s {wait}
+"""
+ERASE_READERS = _ERASE_READERS.format(wait="NOWAIT")
+ERASE_READERS_WAITING = _ERASE_READERS.format(wait="")
 
 # Before the DELETE, the batch gives up its records (storage's
 # `stello_release_records`, migration 0009): rows that forks outside it still

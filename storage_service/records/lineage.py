@@ -53,12 +53,14 @@ parts AS (
 )"""
 
 # The holders of the source's segments, key-share locked (in id order) before
-# the source itself. A key share waits only for a FOR UPDATE: of a session being
-# trimmed or erased, which its release takes before anything else (the erasure
-# job's batch in id order too), then locking the readers only FOR NO KEY UPDATE
-# (migration 0022), which no key share blocks. So the release never waits for
-# this fork while the fork waits for it; and the source's lock, taken after,
-# waits only for a release or a writer that waits for no key share.
+# the source itself. A key share waits only for a FOR UPDATE: of a session the
+# erasure job (or the sweep) deletes, which it takes before anything else (its
+# batch in id order), then locking the readers only FOR NO KEY UPDATE (migration
+# 0022), which no key share blocks; a trim takes no FOR UPDATE at all (its
+# session and readers FOR NO KEY UPDATE in one id-ordered pass, migration 0023).
+# So a release never waits for this fork while the fork waits for it; and the
+# source's lock, taken after, waits only for a release or a writer that waits
+# for no key share.
 LOCK_HOLDERS = """
 SELECT s.id
 FROM sessions s

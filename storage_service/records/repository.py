@@ -181,7 +181,8 @@ FROM removed
 """
 
 # The view stops at `through`; rows a fork still reads go to an heir first
-# (migration 0009).
+# (migration 0009). The caller locked the session and its readers first, in one
+# id-ordered pass (`LOCK_FOR_TRIM`, migration 0023).
 RELEASE = """
 SELECT stello_release_records($1, ARRAY[$2::uuid], $3)
 """

@@ -29,7 +29,8 @@ APPEND_SCOPE = "storage.AppendRecords"
 
 async def trim(uow: UnitOfWork, space_id: uuid.UUID, session_id: uuid.UUID, keep: int) -> int:
     """Keep the newest `keep` records of the view, and clear the cache when any went (the
-    summaries no longer match the records); how many went. The session's row is locked."""
+    summaries no longer match the records); how many went. The session's row and its
+    readers' are locked (`SessionRepository.lock_for_trim`, first in the transaction)."""
     removed = await uow.records.trim(space_id, session_id, keep)
     if removed:
         await uow.slots.clear_cache(space_id, session_id)
@@ -96,7 +97,7 @@ class RecordService:
         """Keep the newest `keep_recent` records; clears the cache when any went."""
 
         async def work(uow: UnitOfWork) -> int:
-            if not await uow.sessions.lock(space_id, [session_id]):
+            if not await uow.sessions.lock_for_trim(space_id, [session_id], [session_id]):
                 raise session_not_found(session_id)
             return await trim(uow, space_id, session_id, keep_recent)
 

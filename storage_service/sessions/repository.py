@@ -13,6 +13,7 @@ answers that one as absent too. Every statement filters by
 
 from __future__ import annotations
 
+import asyncio
 import uuid
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -49,6 +50,8 @@ ORDER BY created_at, id
 LIMIT $5
 """
 
+_ERASING = "'infinity'"
+
 SESSION_EXISTS = """
 SELECT true FROM sessions WHERE space_id = $1 AND id = $2
     AND provisional_until IS DISTINCT FROM 'infinity'
@@ -62,6 +65,54 @@ ORDER BY id
 FOR UPDATE
 """
 
+# A trim's row locks (DESIGN §4.4, migration 0023): the named sessions ($2) and every
+# session reading rows the trimmed ones ($3, among $2) hold, in ONE pass in id order, FOR
+# NO KEY UPDATE (a trim changes no key, so a fork's key share of a holder never waits for
+# it). Sessions being erased are skipped: the erasure job locks those FOR UPDATE (before
+# their readers). Taken before the view is read; the release (`stello_release_records`)
+# then finds its readers locked. The first passes SKIP LOCKED rows (a trim that waits for
+# none while it holds some closes no cycle of waits: e.g. holding a reader that a fork
+# waits for, queued behind a DeleteSubtree that waits for the fork's key share), and the
+# transaction tries again a little later when one was skipped; the later passes wait.
+_LOCK_FOR_TRIM = f"""
+SELECT id, last_seq, turn_token, turn_expires_at > now() AS lease_live, released_turn_token
+FROM sessions
+WHERE space_id = $1 AND provisional_until IS DISTINCT FROM {_ERASING}
+  AND (id = ANY ($2::uuid[])
+       OR id IN (SELECT g.session_id FROM record_segments g
+                 WHERE g.space_id = $1 AND g.holder_id = ANY ($3::uuid[])))
+ORDER BY id
+FOR NO KEY UPDATE {{wait}}
+"""
+LOCK_FOR_TRIM = _LOCK_FOR_TRIM.format(wait="")
+LOCK_FOR_TRIM_SKIPPING = _LOCK_FOR_TRIM.format(wait="SKIP LOCKED")
+
+# A session of the set `LOCK_FOR_TRIM` locks that is not among the locked ($4), if any:
+# one skipped, or a reader a fork committed while the set was being locked (once a session
+# and its readers are locked, no fork can add one: it locks its source FOR SHARE).
+UNLOCKED_FOR_TRIM = f"""
+SELECT id
+FROM sessions
+WHERE space_id = $1 AND provisional_until IS DISTINCT FROM {_ERASING}
+  AND (id = ANY ($2::uuid[])
+       OR id IN (SELECT g.session_id FROM record_segments g
+                 WHERE g.space_id = $1 AND g.holder_id = ANY ($3::uuid[])))
+  AND id <> ALL ($4::uuid[])
+LIMIT 1
+"""
+
+TRIM_QUICK_PASSES = 6
+"""Passes of `lock_for_trim` that skip locked rows, backing off 10, 20, ... 60 ms after
+each (210 ms in all) before the passes that wait."""
+TRIM_BACKOFF_S = 0.01
+TRIM_LOCK_PASSES = 12
+"""Passes of `lock_for_trim` in all; past them it keeps a set a fork grew (the release
+locks the newcomers after the others, as before migration 0023)."""
+
+
+class _Again(Exception):
+    """A trim's pass missed a row (skipped, or a reader a fork added): take it again."""
+
 
 @dataclass(frozen=True, slots=True)
 class LockedSession:
@@ -72,6 +123,12 @@ class LockedSession:
     lease_live: bool
     released_token: uuid.UUID | None = None
     """The lease token the last committed Transact released (migration 0014)."""
+
+
+def _locked(row: asyncpg.Record) -> LockedSession:
+    return LockedSession(
+        row["last_seq"], row["turn_token"], bool(row["lease_live"]), row["released_turn_token"]
+    )
 
 
 def meta_of(row: asyncpg.Record) -> SessionMeta:
@@ -148,12 +205,31 @@ class SessionRepository:
     ) -> dict[uuid.UUID, LockedSession]:
         """Lock the sessions' rows (in id order, so lockers never deadlock); absent ones omitted."""
         rows = await self._con.fetch(LOCK_SESSIONS, space_id, list(session_ids))
-        return {
-            row["id"]: LockedSession(
-                row["last_seq"],
-                row["turn_token"],
-                bool(row["lease_live"]),
-                row["released_turn_token"],
-            )
-            for row in rows
-        }
+        return {row["id"]: _locked(row) for row in rows}
+
+    async def lock_for_trim(
+        self, space_id: uuid.UUID, session_ids: Sequence[uuid.UUID], trimmed: Sequence[uuid.UUID]
+    ) -> dict[uuid.UUID, LockedSession]:
+        """Lock the sessions' rows and those of every reader of the `trimmed` ones (among
+        them) in one pass in id order, FOR NO KEY UPDATE (`LOCK_FOR_TRIM`); the named
+        sessions found, as `lock` answers them. Must come first in the transaction: a pass
+        that missed a row is rolled back (to a savepoint: its locks go) and taken again, so
+        no lock is taken after a higher id, and (first) none is waited for while others
+        are held."""
+        named, held = list(set(session_ids)), list(trimmed)
+        for attempt in range(TRIM_LOCK_PASSES):
+            quick = attempt < TRIM_QUICK_PASSES
+            try:
+                async with self._con.transaction():
+                    lock = LOCK_FOR_TRIM_SKIPPING if quick else LOCK_FOR_TRIM
+                    rows = await self._con.fetch(lock, space_id, named, held)
+                    ids = [row["id"] for row in rows]
+                    missed = await self._con.fetchval(UNLOCKED_FOR_TRIM, space_id, named, held, ids)
+                    if missed is not None and attempt + 1 < TRIM_LOCK_PASSES:
+                        raise _Again
+            except _Again:
+                if quick:
+                    await asyncio.sleep(TRIM_BACKOFF_S * (attempt + 1))
+                continue
+            return {row["id"]: _locked(row) for row in rows if row["id"] in set(named)}
+        raise AssertionError("unreachable: the last pass keeps its locks")

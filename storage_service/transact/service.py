@@ -5,7 +5,10 @@ operation is the statements of the RPC it stands for, on the repositories of the
 rooms it writes. The rows of every named session are locked first, in id order
 (no deadlock between two Transacts), with FOR UPDATE: that also blocks a
 concurrent slot row insert (its foreign-key check needs a KEY SHARE lock), so an
-insight that a precondition checked cannot change before the commit. With a
+insight that a precondition checked cannot change before the commit. A Transact
+that trims locks them FOR NO KEY UPDATE instead, in one id-ordered pass with the
+readers of the trimmed sessions (as TrimRecords does, DESIGN §4.4), and then
+takes FOR UPDATE on the sessions an insight or memory-version check names. With a
 request_id, the reply is stored in the same transaction (`storage_service.keys`).
 
 A ReleaseTurnOp records the token it released on the session (migration 0014),
@@ -150,7 +153,23 @@ async def check_preconditions(
         return
     if not preconditions and len(named) == 1 and all(map(_finds_its_session, operations)):
         return
-    locked = await uow.sessions.lock(space_id, sorted(named))
+    trimmed = sorted({o.session_id for o in operations if isinstance(o, TrimOp)})
+    if trimmed:
+        # A trim's locks go in one pass in id order with its readers', FOR NO KEY UPDATE
+        # (DESIGN §4.4, migration 0023); a check on a row beside the session's then takes
+        # the FOR UPDATE it needs (that blocks a slot row insert).
+        locked = await uow.sessions.lock_for_trim(space_id, sorted(named), trimmed)
+        beside = sorted(
+            {
+                p.session_id
+                for p in preconditions
+                if isinstance(p, InsightCheck | MemoryVersionCheck)
+            }
+        )
+        if beside:
+            await uow.sessions.lock(space_id, beside)
+    else:
+        locked = await uow.sessions.lock(space_id, sorted(named))
     for session_id in named:
         if session_id not in locked:
             raise session_not_found(session_id)

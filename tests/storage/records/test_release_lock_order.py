@@ -1,7 +1,8 @@
-"""The row-lock order of forks and releases (DESIGN §4.4, migration 0022), shown with two
-connections: a Fork INHERIT key-shares the holders of its source's segments in id order,
-then locks its source; a release (a trim, the erasure job) must never wait for such a key
-share while holding what the fork waits for. The race of many of them at once is
+"""The row-lock order of forks and releases (DESIGN §4.4, migrations 0022 and 0023), shown
+with two or three connections: a Fork INHERIT key-shares the holders of its source's
+segments in id order, then locks its source; a release (a trim, the erasure job) must never
+wait for such a key share while holding what the fork waits for, nor two releases for each
+other. The race of many of them at once is
 `test_fork_depth_races`; these pin each order down without timing."""
 
 from __future__ import annotations
@@ -14,10 +15,11 @@ import asyncpg
 import pytest
 
 from stello.settings import StelloSettings
-from stello.storage.v1 import storage_pb2_grpc
+from stello.storage.v1 import storage_pb2, storage_pb2_grpc
+from storage_service import create_app as create_storage
 from tests.storage.helpers import rec
 from tests.storage.records.test_lineage import append, inherit, listed, trim
-from tests.support.fixtures import MakeSession, TestSpace
+from tests.support.fixtures import INSERT_SESSION, MakeSession, TestSpace
 from tests.support.fresh import fresh_database
 from tests.tree.conftest import erased
 from tree_service.app import create_service
@@ -172,3 +174,247 @@ async def test_the_erasure_job_locks_its_batch_in_id_order(
             [parent, child],
         )
         assert left == 0
+
+
+# -- Release against release -----------------------------------------------------------
+
+# The server backend of a connection in a transaction (through PgBouncer in transaction
+# mode, `get_server_pid()` answers PgBouncer's own number).
+BACKEND = "SELECT pg_backend_pid()"
+
+NO_KEY_UPDATE = """
+SELECT id FROM sessions WHERE space_id = $1 AND id = $2 FOR NO KEY UPDATE
+"""
+
+ERASER_TRIES_S = 0.5
+"""How long a test lets the erasure job try while a trim waits (it backs off and tries
+again when a row it needs is locked: `tree_service.repository.ERASE_TRIES`)."""
+
+# Who waits for whom in this database (a cycle among them is a deadlock in the making:
+# the detector breaks it only after deadlock_timeout, and the storage server's retry
+# hides it from the caller).
+WAIT_EDGES = """
+SELECT a.pid, pg_blocking_pids(a.pid) AS blockers, left(a.query, 100) AS query
+FROM pg_stat_activity a
+WHERE a.datname = current_database() AND cardinality(pg_blocking_pids(a.pid)) > 0
+"""
+
+DEADLOCKS = """
+SELECT deadlocks FROM pg_stat_database WHERE datname = current_database()
+"""
+
+
+async def wait_cycle(pool: asyncpg.Pool) -> str | None:
+    """A cycle in the database's wait-for graph, described; None when there is none."""
+    rows = await pool.fetch(WAIT_EDGES)
+    edges = {r["pid"]: set(r["blockers"]) for r in rows}
+    queries = {r["pid"]: r["query"] for r in rows}
+    for start in edges:
+        path, pid = [start], start
+        while True:
+            nxt = next((b for b in sorted(edges.get(pid, ())) if b in edges), None)
+            if nxt is None:
+                break
+            if nxt in path:
+                cycle = path[path.index(nxt) :]
+                return " -> ".join(f"{p} ({queries[p]})" for p in [*cycle, nxt])
+            path.append(nxt)
+            pid = nxt
+    return None
+
+
+async def without_cycle(pool: asyncpg.Pool, jobs: list[asyncio.Future[None]]) -> None:
+    """Await `jobs`, failing as soon as their backends wait for each other in a cycle (or
+    after PATIENCE_S); any job's error is raised."""
+    deadline = asyncio.get_running_loop().time() + PATIENCE_S
+    try:
+        while not all(job.done() for job in jobs):
+            cycle = await wait_cycle(pool)
+            assert cycle is None, f"backends wait for each other in a cycle: {cycle}"
+            if asyncio.get_running_loop().time() > deadline:
+                pytest.fail(f"not done after {PATIENCE_S:.0f} s: {await waits(pool)}")
+            await asyncio.sleep(0.01)
+    finally:
+        for job in jobs:
+            if not job.done():
+                job.cancel()
+    for job in jobs:
+        await job
+
+
+async def deadlocks(pool: asyncpg.Pool) -> int:
+    async with pool.acquire() as con:
+        await con.execute("SELECT pg_stat_clear_snapshot()")
+        count: int = await con.fetchval(DEADLOCKS)
+        return count
+
+
+async def roots(pool: asyncpg.Pool, space: TestSpace, count: int) -> list[uuid.UUID]:
+    """`count` root sessions, by id ascending (a test gives them roles by id)."""
+    ids = sorted(uuid.uuid4() for _ in range(count))
+    for sid in ids:
+        await pool.execute(INSERT_SESSION, space.id, sid, None, "Session", "active", None, False)
+    return ids
+
+
+def trim_op(space: TestSpace, sid: uuid.UUID, keep: int) -> storage_pb2.TransactRequest:
+    op = storage_pb2.Operation.TrimRecordsOp(session_id=str(sid), keep_recent=keep)
+    return storage_pb2.TransactRequest(
+        space_id=space.sid, operations=[storage_pb2.Operation(trim_records=op)]
+    )
+
+
+async def trimmed_too(stub: Stub, space: TestSpace, sid: uuid.UUID) -> None:
+    assert await trim(stub, space, sid, 1) == 1
+
+
+async def erase(pool: asyncpg.Pool) -> None:
+    """The erasure job, until nothing hidden is left."""
+    await create_service(pool).erase_hidden(wait=True)
+
+
+@pytest.mark.parametrize("via", ["TrimRecords", "Transact"])
+@pytest.mark.parametrize(
+    ("shape", "other"),
+    [("reader_of_both", "erasure"), ("reader_of_both", "trim"), ("hidden_reader", "erasure")],
+)
+async def test_two_releases_never_wait_for_each_other(
+    admin_dsn: str, settings: StelloSettings, via: str, shape: str, other: str
+) -> None:
+    """Two releases whose sets overlap in opposite roles (issue #34): the trim of T and the
+    release of U (the erasure job's, or a trim of U) each lock sessions the other needs;
+    taken "own sessions first, then the readers", each held one and waited for the other.
+    A third connection holds a reader's lock to stop the trim where the other release
+    overtakes it, deterministically:
+
+    - reader_of_both: U <- T <- R (R reads U and T), Q reads T only; ids Q < R < T. The
+      trim held T and waited for Q (held); the release of U took R, then waited for T;
+      freed, the trim took Q, then waited for R.
+    - hidden_reader: T <- U <- R, U hidden (being erased); ids R < T < U. The trim held T
+      and waited for R (held); the erasure took U and waited for R behind it; freed, the
+      trim took R, then waited for U, a reader of T the erasure holds.
+
+    Now a trim takes T and its readers (never a hidden one) in one pass in id order, and
+    the erasure job takes its row locks NOWAIT, backing off (migration 0023). In a
+    database of its own: no other erasure runs there."""
+    async with fresh_database(admin_dsn, settings) as fresh:
+        pool, space = fresh.pool, fresh.space
+        channel = (await fresh.start(create_storage)).channel(space.key)
+        stub = Stub(channel)
+        if shape == "reader_of_both":
+            q, r, t, u = await roots(pool, space, 4)
+            await append(stub, space, u, rec("u1"), rec("u2"))
+            await inherit(stub, space, t, u)
+            await append(stub, space, t, rec("t3"), rec("t4"))
+            await inherit(stub, space, r, t)
+            await append(stub, space, r, rec("r5"))
+            await inherit(stub, space, q, t)
+            await trim(stub, space, q, 2)  # Q's view: t3, t4, read from T only
+            held, shown_after = q, {r: 5, q: 2, t: 1}
+        else:
+            r, t, u = await roots(pool, space, 3)
+            await append(stub, space, t, rec("t1"), rec("t2"))
+            await inherit(stub, space, u, t)
+            await append(stub, space, u, rec("u3"))
+            await inherit(stub, space, r, u)
+            await append(stub, space, r, rec("r4"))
+            held, shown_after = r, {r: 4, t: 1}
+        before = {sid: await listed(stub, space, sid) for sid in shown_after}
+        if other == "erasure":
+            await create_service(pool).delete_subtree(space.id, u)
+        lost = await deadlocks(pool)
+
+        async def trimmed() -> None:
+            if via == "TrimRecords":
+                assert await trim(stub, space, t, 1)
+            else:
+                await stub.Transact(trim_op(space, t, 1))
+
+        async with pool.acquire() as lock:
+            jobs: list[asyncio.Future[None]] = []
+            try:
+                async with lock.transaction():
+                    await lock.fetch(NO_KEY_UPDATE, space.id, held)
+                    jobs.append(asyncio.ensure_future(trimmed()))
+                    await blocked_by(pool, await lock.fetchval(BACKEND), jobs[0])
+                    if other == "erasure":
+                        jobs.append(asyncio.ensure_future(erase(pool)))
+                    else:
+                        jobs.append(asyncio.ensure_future(trimmed_too(stub, space, u)))
+                    # It overtakes the trim and ends, or waits (before migration 0023), or
+                    # (the erasure, since) backs off until the trim is done: a moment to try.
+                    deadline = asyncio.get_running_loop().time() + ERASER_TRIES_S
+                    while not jobs[1].done() and asyncio.get_running_loop().time() < deadline:
+                        if len(await pool.fetch(WAIT_EDGES)) > 1:
+                            break
+                        await asyncio.sleep(0.01)
+                await without_cycle(pool, jobs)
+            finally:
+                for job in jobs:
+                    job.cancel()
+                await asyncio.gather(*jobs, return_exceptions=True)
+        assert await deadlocks(pool) == lost
+        for sid, count in shown_after.items():
+            now = [(x.seq, x.content) for x in await listed(stub, space, sid)]
+            assert now == [(x.seq, x.content) for x in before[sid]][-count:], sid
+        await channel.close()
+
+
+def appends(space: TestSpace, *sids: uuid.UUID) -> storage_pb2.TransactRequest:
+    ops = [
+        storage_pb2.Operation(
+            append_records=storage_pb2.Operation.AppendRecordsOp(
+                session_id=str(sid), records=[rec(f"by both {sid}")]
+            )
+        )
+        for sid in sids
+    ]
+    return storage_pb2.TransactRequest(space_id=space.sid, operations=ops)
+
+
+async def test_a_trim_starts_over_when_a_fork_adds_a_reader_below_its_locks(
+    stub: Stub, space: TestSpace, make_session: MakeSession, pool: asyncpg.Pool
+) -> None:
+    """A fork that commits while a trim is locking adds a reader the trim has not seen,
+    maybe with a lower id than what it holds: locked last, it could close a cycle with a
+    Transact that locks the newcomer, then the trimmed session (in id order, as every
+    Transact does). The trim rolls back its locks and takes the new set from the start.
+    Ids N < T < R < S; R and S read T. The trim holds T, waits for R (held); N is forked
+    from S (a key share of T: no wait); a Transact appending to N and T holds N, waits
+    for T."""
+    n, t, r, s = sorted([await make_session() for _ in range(4)])
+    await append(stub, space, t, rec("t1"), rec("t2"))
+    await inherit(stub, space, r, t)
+    await inherit(stub, space, s, t)
+    async with pool.acquire() as lock:
+        jobs: list[asyncio.Future[None]] = []
+        try:
+            async with lock.transaction():
+                await lock.fetch(NO_KEY_UPDATE, space.id, r)
+                backend = await lock.fetchval(BACKEND)
+
+                async def trimmed() -> None:
+                    # t1 and t2: it let the Transact (which appended to T) go first
+                    assert await trim(stub, space, t, 1) == 2
+
+                jobs.append(asyncio.ensure_future(trimmed()))
+                await blocked_by(pool, backend, jobs[0])
+                # A new reader of T, below it (its key share of T waits for no trim).
+                await asyncio.wait_for(inherit(stub, space, n, s), PATIENCE_S)
+
+                async def both() -> None:
+                    await stub.Transact(appends(space, n, t))
+
+                jobs.append(asyncio.ensure_future(both()))
+                deadline = asyncio.get_running_loop().time() + PATIENCE_S
+                while len(await pool.fetch(WAIT_EDGES)) < 2:  # it waits for the trim
+                    assert not jobs[1].done(), "the Transact did not wait for the trim"
+                    assert asyncio.get_running_loop().time() < deadline, await waits(pool)
+                    await asyncio.sleep(0.01)
+            await without_cycle(pool, jobs)
+        finally:
+            for job in jobs:
+                job.cancel()
+            await asyncio.gather(*jobs, return_exceptions=True)
+    assert [x.content for x in await listed(stub, space, t)] == [f"by both {t}"]
+    assert [x.content for x in await listed(stub, space, n)] == ["t1", "t2", f"by both {n}"]
