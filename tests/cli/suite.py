@@ -34,10 +34,7 @@ from tree_service.config import TreeSettings
 README = Path(__file__).resolve().parents[2] / "README.md"
 PROFILES_MARKER = "<!-- profiles example: the file tests/cli/suite.py serves -->"
 SKILLS_MARKER = "<!-- skills example: the file tests/cli/suite.py serves -->"
-SLOW_DELTA_S = 2.5
-"""The slow gateway's wait before each of a reply's three pieces: the Ctrl-C tests interrupt
-after the first, and the CLI must react before the last (at 1 s apart, a CI run under load
-printed the whole reply before its Ctrl-C took effect)."""
+SLOW_DELTA_S = 1.0
 SWEEP_S = 3600.0
 """The suite tree's sweep interval: once at start, then not within a test run."""
 

@@ -9,6 +9,7 @@ echo model waits before each piece of a reply, so Ctrl-C lands mid-reply.
 from __future__ import annotations
 
 import asyncio
+import signal
 import sys
 from collections.abc import Callable
 from pathlib import Path
@@ -44,8 +45,17 @@ def spawn(env: dict[str, str], *args: str, colour: bool = False) -> pexpect.spaw
         encoding="utf-8",
         timeout=30,
         dimensions=(40, 120),
+        preexec_fn=interruptible,
     )
     return child
+
+
+def interruptible() -> None:
+    """In the child before exec: Ctrl-C interrupts, as in a terminal's shell. A run started
+    in the background of a non-interactive shell (`bash scripts/test &`) ignores SIGINT, and
+    an ignored signal stays ignored across exec: Python then installs no KeyboardInterrupt
+    handler, and `stello send` printed its whole reply through the Ctrl-C."""
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
 
 
 def ended(child: pexpect.spawn[str]) -> None:
