@@ -39,11 +39,14 @@ MAINTENANCE = {
     ),
 }
 
+# Savepoints (a trim's lock passes, asyncpg's nested transactions) are recorded with
+# their names as parameters (`SAVEPOINT $1`), which no parser reads; they touch no table.
 RECORDED = """
 SELECT s.query, s.calls
 FROM pg_stat_statements s
 JOIN pg_database d ON d.oid = s.dbid
 WHERE d.datname = $1
+  AND s.query !~* '^\\s*(SAVEPOINT|RELEASE SAVEPOINT|ROLLBACK TO SAVEPOINT)\\s'
 """
 
 
