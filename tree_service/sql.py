@@ -568,14 +568,15 @@ ERASE_CLAIM_WAITING = _ERASE_CLAIM.format(wait="")
 # statement began before a session was hidden may still wait for it in the
 # batch; a fork holding a batch session's key share may wait for a trim that
 # holds its source); on a conflict it rolls back and tries again a little
-# later (`TreeRepository.erase_batch`), waiting only on its last attempt.
+# later (`TreeRepository.erase_batch`), waiting only on its last attempt. Each
+# reader by its primary key, as the fork's `LOCK_HOLDERS` finds its holders.
 _ERASE_READERS = """
 SELECT s.id
 FROM sessions s
 WHERE s.space_id = $1
-  AND s.id IN (SELECT g.session_id FROM record_segments g
-               WHERE g.space_id = $1 AND g.holder_id = ANY ($2::uuid[])
-                 AND g.session_id <> ALL ($2::uuid[]))
+  AND s.id = ANY (ARRAY(SELECT g.session_id FROM record_segments g
+                        WHERE g.space_id = $1 AND g.holder_id = ANY ($2::uuid[])
+                          AND g.session_id <> ALL ($2::uuid[])))
 ORDER BY s.id
 FOR NO KEY UPDATE OF s {wait}
 """

@@ -50,8 +50,6 @@ ORDER BY created_at, id
 LIMIT $5
 """
 
-_ERASING = "'infinity'"
-
 SESSION_EXISTS = """
 SELECT true FROM sessions WHERE space_id = $1 AND id = $2
     AND provisional_until IS DISTINCT FROM 'infinity'
@@ -65,6 +63,17 @@ ORDER BY id
 FOR UPDATE
 """
 
+# The set a trim locks: the named sessions ($2) and the readers of the trimmed ones
+# ($3), never one being erased. The readers are found first and each session then by
+# its primary key (`= ANY (ARRAY(...))`; an `IN (subquery)` may be planned as a walk of
+# the space's sessions, as the fork's holder lock was).
+_TRIM_SET = """
+FROM sessions
+WHERE space_id = $1 AND provisional_until IS DISTINCT FROM 'infinity'
+  AND id = ANY ($2::uuid[] || ARRAY(SELECT g.session_id FROM record_segments g
+                                    WHERE g.space_id = $1 AND g.holder_id = ANY ($3::uuid[])))
+"""
+
 # A trim's row locks (DESIGN §4.4, migration 0023): the named sessions ($2) and every
 # session reading rows the trimmed ones ($3, among $2) hold, in ONE pass in id order, FOR
 # NO KEY UPDATE (a trim changes no key, so a fork's key share of a holder never waits for
@@ -76,11 +85,7 @@ FOR UPDATE
 # transaction tries again a little later when one was skipped; the later passes wait.
 _LOCK_FOR_TRIM = f"""
 SELECT id, last_seq, turn_token, turn_expires_at > now() AS lease_live, released_turn_token
-FROM sessions
-WHERE space_id = $1 AND provisional_until IS DISTINCT FROM {_ERASING}
-  AND (id = ANY ($2::uuid[])
-       OR id IN (SELECT g.session_id FROM record_segments g
-                 WHERE g.space_id = $1 AND g.holder_id = ANY ($3::uuid[])))
+{_TRIM_SET}
 ORDER BY id
 FOR NO KEY UPDATE {{wait}}
 """
@@ -92,11 +97,7 @@ LOCK_FOR_TRIM_SKIPPING = _LOCK_FOR_TRIM.format(wait="SKIP LOCKED")
 # and its readers are locked, no fork can add one: it locks its source FOR SHARE).
 UNLOCKED_FOR_TRIM = f"""
 SELECT id
-FROM sessions
-WHERE space_id = $1 AND provisional_until IS DISTINCT FROM {_ERASING}
-  AND (id = ANY ($2::uuid[])
-       OR id IN (SELECT g.session_id FROM record_segments g
-                 WHERE g.space_id = $1 AND g.holder_id = ANY ($3::uuid[])))
+{_TRIM_SET}
   AND id <> ALL ($4::uuid[])
 LIMIT 1
 """
@@ -216,7 +217,8 @@ class SessionRepository:
         that missed a row is rolled back (to a savepoint: its locks go) and taken again, so
         no lock is taken after a higher id, and (first) none is waited for while others
         are held."""
-        named, held = list(set(session_ids)), list(trimmed)
+        wanted = set(session_ids)
+        named, held = list(wanted), list(trimmed)
         for attempt in range(TRIM_LOCK_PASSES):
             quick = attempt < TRIM_QUICK_PASSES
             try:
@@ -231,5 +233,5 @@ class SessionRepository:
                 if quick:
                     await asyncio.sleep(TRIM_BACKOFF_S * (attempt + 1))
                 continue
-            return {row["id"]: _locked(row) for row in rows if row["id"] in set(named)}
+            return {row["id"]: _locked(row) for row in rows if row["id"] in wanted}
         raise AssertionError("unreachable: the last pass keeps its locks")
