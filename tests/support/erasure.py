@@ -49,10 +49,11 @@ def _quote(name: str) -> str:
     return '"' + name.replace('"', '""') + '"'
 
 
-async def searched_columns(con: Con) -> dict[str, list[tuple[str, str]]]:
-    """Every public table with its columns that may hold text, as (name, type)."""
+def searched_columns(catalogue: list[asyncpg.Record]) -> dict[str, list[tuple[str, str]]]:
+    """Every public table of the catalogue's rows (`COLUMNS`) with its columns that may
+    hold text, as (name, type)."""
     tables: dict[str, list[tuple[str, str]]] = {}
-    for row in await con.fetch(COLUMNS):
+    for row in catalogue:
         columns = tables.setdefault(row["table_name"], [])
         if row["type_name"] not in _NEVER_TEXT:
             columns.append((row["column_name"], row["type_name"]))
@@ -72,8 +73,9 @@ async def tables_holding(
         return {}
     found: dict[str, set[str]] = {}
     ordered = sorted(texts)
-    spaced = await spaced_tables(con) if space_id is not None else set()
-    for table, columns in (await searched_columns(con)).items():
+    catalogue = await con.fetch(COLUMNS)
+    spaced = {r["table_name"] for r in catalogue if r["column_name"] == "space_id"}
+    for table, columns in searched_columns(catalogue).items():
         if not columns:
             continue
         tests = [
@@ -82,7 +84,7 @@ async def tables_holding(
             else f"strpos(t.{_quote(name)}::text, m.text) > 0"
             for name, kind in columns
         ]
-        scoped = table in spaced
+        scoped = space_id is not None and table in spaced
         where = " OR ".join(tests)
         if scoped:
             where = f"t.space_id = $2 AND ({where})"
@@ -95,15 +97,3 @@ async def tables_holding(
         if rows:
             found[table] = {r["text"] for r in rows}
     return found
-
-
-SPACED = """
-SELECT c.relname FROM pg_class c
-JOIN pg_attribute a ON a.attrelid = c.oid AND a.attname = 'space_id' AND NOT a.attisdropped
-WHERE c.relnamespace = 'public'::regnamespace AND c.relkind IN ('r', 'p')
-"""
-
-
-async def spaced_tables(con: Con) -> set[str]:
-    """The public tables with a space_id column."""
-    return {r["relname"] for r in await con.fetch(SPACED)}

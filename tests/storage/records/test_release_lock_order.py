@@ -242,6 +242,13 @@ async def without_cycle(pool: asyncpg.Pool, jobs: list[asyncio.Future[None]]) ->
         await job
 
 
+async def stopped(jobs: list[asyncio.Future[None]]) -> None:
+    """Cancel what is left of `jobs` and let each end (none outlives its test)."""
+    for job in jobs:
+        job.cancel()
+    await asyncio.gather(*jobs, return_exceptions=True)
+
+
 async def deadlocks(pool: asyncpg.Pool) -> int:
     async with pool.acquire() as con:
         await con.execute("SELECT pg_stat_clear_snapshot()")
@@ -266,11 +273,6 @@ def trim_op(space: TestSpace, sid: uuid.UUID, keep: int) -> storage_pb2.Transact
 
 async def trimmed_too(stub: Stub, space: TestSpace, sid: uuid.UUID) -> None:
     assert await trim(stub, space, sid, 1) == 1
-
-
-async def erase(pool: asyncpg.Pool) -> None:
-    """The erasure job, until nothing hidden is left."""
-    await create_service(pool).erase_hidden(wait=True)
 
 
 @pytest.mark.parametrize("via", ["TrimRecords", "Transact"])
@@ -338,7 +340,7 @@ async def test_two_releases_never_wait_for_each_other(
                     jobs.append(asyncio.ensure_future(trimmed()))
                     await blocked_by(pool, await lock.fetchval(BACKEND), jobs[0])
                     if other == "erasure":
-                        jobs.append(asyncio.ensure_future(erase(pool)))
+                        jobs.append(asyncio.ensure_future(erased(pool)))
                     else:
                         jobs.append(asyncio.ensure_future(trimmed_too(stub, space, u)))
                     # It overtakes the trim and ends, or waits (before migration 0023), or
@@ -350,9 +352,7 @@ async def test_two_releases_never_wait_for_each_other(
                         await asyncio.sleep(0.01)
                 await without_cycle(pool, jobs)
             finally:
-                for job in jobs:
-                    job.cancel()
-                await asyncio.gather(*jobs, return_exceptions=True)
+                await stopped(jobs)
         assert await deadlocks(pool) == lost
         for sid, count in shown_after.items():
             now = [(x.seq, x.content) for x in await listed(stub, space, sid)]
@@ -413,8 +413,6 @@ async def test_a_trim_starts_over_when_a_fork_adds_a_reader_below_its_locks(
                     await asyncio.sleep(0.01)
             await without_cycle(pool, jobs)
         finally:
-            for job in jobs:
-                job.cancel()
-            await asyncio.gather(*jobs, return_exceptions=True)
+            await stopped(jobs)
     assert [x.content for x in await listed(stub, space, t)] == [f"by both {t}"]
     assert [x.content for x in await listed(stub, space, n)] == ["t1", "t2", f"by both {n}"]
