@@ -132,7 +132,11 @@ CROSS JOIN LATERAL (
 
 # $1 space, $2 child, $3 source, $4 cut, $5 the cumulative estimate at the cut,
 # $6 the source's own cut (its own rows are after it). The child must be new:
-# no record ever appended (last_seq 0) and no lineage.
+# no record ever appended (last_seq 0) and no lineage. The source's own part
+# becomes a segment from its first own row still there (a trim of the source
+# may have removed a prefix of it; a segment over seqs with no row would break
+# `PARTS`'s promise, and reads would count those seqs as rows ahead), and none
+# when no own row is left at or below the cut.
 INHERIT = """
 WITH child AS (
     UPDATE sessions SET last_seq = $4, token_total = $5
@@ -155,8 +159,10 @@ WITH child AS (
     FROM child, record_segments g
     WHERE g.space_id = $1 AND g.session_id = $3 AND g.from_seq <= $4
   UNION ALL
-    SELECT $1, child.id, $6 + 1, $4, $3 FROM child
-    WHERE $6 < $4 AND NOT EXISTS (SELECT FROM own_last)
+    SELECT $1, child.id, own.first_seq, $4, $3
+    FROM child, (SELECT min(r.seq) AS first_seq FROM records r
+                 WHERE r.space_id = $1 AND r.session_id = $3 AND r.seq > $6 AND r.seq <= $4) own
+    WHERE own.first_seq IS NOT NULL AND NOT EXISTS (SELECT FROM own_last)
     RETURNING 1
 ), cache AS (
     INSERT INTO compression_caches (space_id, session_id, summary, covered_until_seq, lossy)

@@ -266,6 +266,29 @@ class TestTrim:
             rows = await con.fetchval("SELECT count(*) FROM records WHERE space_id = $1", space.id)
         assert rows == 9  # s0..s7 (forks) and s9 (source); s8 is gone
 
+    @pytest.mark.parametrize("keep", [0, 2])
+    async def test_a_fork_of_a_trimmed_source_pages_past_what_went(
+        self, stub: Stub, space: TestSpace, make_session: MakeSession, keep: int
+    ) -> None:
+        """A fork of a source trimmed below its cut reads none of the trimmed seqs as
+        held: every page size and offset reaches the child's own records (its first
+        page of one once came back empty: the trimmed seqs counted as rows ahead)."""
+        source, child = await make_session(), await make_session()
+        await append(stub, space, source, *[rec(f"s{i}") for i in range(6)])
+        await trim(stub, space, source, keep=keep)
+        await inherit(stub, space, child, source)
+        await append(stub, space, child, rec("own1"), rec("own2"))
+        view = [(s, f"s{s - 1}", True) for s in range(7 - keep, 7)]
+        view += [(7, "own1", False), (8, "own2", False)]
+        for newest_first in (False, True):
+            for limit in range(1, len(view) + 1):
+                page = await listed(stub, space, child, limit=limit, newest_first=newest_first)
+                want = view[-limit:] if newest_first else view[:limit]
+                assert shown(page) == want, (newest_first, limit)
+            for offset in range(len(view)):
+                page = await listed(stub, space, child, limit=1, offset=offset)
+                assert shown(page) == view[offset : offset + 1], offset
+
 
 async def trim(stub: Stub, space: TestSpace, sid: uuid.UUID, keep: int) -> int:
     reply = await stub.TrimRecords(
