@@ -3,8 +3,9 @@
 The tables and columns come from the catalogue, so a table added later is searched
 too without touching the tests. Text, JSON and array columns are searched as their
 text form; bytea columns (remembered replies: encoded protobuf or JSON) for the
-text's UTF-8 bytes. What erasure tests use to prove that nothing of a deleted
-session is left anywhere (DESIGN §4.8).
+text's UTF-8 bytes. Generated columns (a record's search vector) are left out: each is
+computed from its row's other columns, which are searched. What erasure tests use to
+prove that nothing of a deleted session is left anywhere (DESIGN §4.8).
 """
 
 from __future__ import annotations
@@ -25,6 +26,7 @@ FROM pg_class c
 JOIN pg_attribute a ON a.attrelid = c.oid AND a.attnum > 0 AND NOT a.attisdropped
 JOIN pg_type t ON t.oid = a.atttypid
 WHERE c.relnamespace = 'public'::regnamespace AND c.relkind IN ('r', 'p')
+  AND a.attgenerated = ''
 ORDER BY c.relname, a.attnum
 """
 
@@ -78,22 +80,54 @@ async def tables_holding(
     for table, columns in searched_columns(catalogue).items():
         if not columns:
             continue
-        tests = [
-            f"position(convert_to(m.text, 'UTF8') IN t.{_quote(name)}) > 0"
-            if kind == "bytea"
-            else f"strpos(t.{_quote(name)}::text, m.text) > 0"
-            for name, kind in columns
-        ]
         scoped = space_id is not None and table in spaced
-        where = " OR ".join(tests)
-        if scoped:
-            where = f"t.space_id = $2 AND ({where})"
-        rows = await con.fetch(
-            f"SELECT DISTINCT m.text FROM {_quote(table)} t, unnest($1::text[]) AS m (text) "
-            f"WHERE {where}",
-            ordered,
-            *([space_id] if scoped else []),
-        )
-        if rows:
-            found[table] = {r["text"] for r in rows}
+        scope = "t.space_id = $1" if scoped else "true"
+        args = [space_id] if scoped else []
+        texts_in = [name for name, kind in columns if kind != "bytea"]
+        bytes_in = [name for name, kind in columns if kind == "bytea"]
+        held: set[str] = set()
+        if texts_in:
+            held |= await _held_in_text(con, table, texts_in, scope, ordered, args)
+        if bytes_in:
+            held |= await _held_in_bytes(con, table, bytes_in, scope, ordered, args)
+        if held:
+            found[table] = held
     return found
+
+
+def _like(text: str) -> str:
+    """A LIKE pattern matching any value that contains `text`."""
+    escaped = text.replace("\\", "\\\\").replace("%", "\\%").replace("_", "\\_")
+    return f"%{escaped}%"
+
+
+async def _held_in_text(
+    con: Con, table: str, columns: list[str], scope: str, texts: list[str], args: list[Any]
+) -> set[str]:
+    """The `texts` some row of `table` holds in its text-like `columns`: each row's columns
+    are cast and joined once, and matched against every text (`LIKE ANY`); only the rows
+    that match are then asked which texts they hold."""
+    blob = "concat_ws(chr(1), " + ", ".join(f"t.{_quote(c)}::text" for c in columns) + ")"
+    rows = await con.fetch(
+        f"WITH hit AS MATERIALIZED (SELECT b.blob FROM (SELECT {blob} AS blob FROM "
+        f"{_quote(table)} t WHERE {scope} OFFSET 0) b WHERE b.blob LIKE ANY(${len(args) + 1})) "
+        f"SELECT DISTINCT m.text FROM hit, unnest(${len(args) + 2}::text[]) AS m (text) "
+        f"WHERE strpos(hit.blob, m.text) > 0",
+        *args, [_like(t) for t in texts], texts,
+    )  # fmt: skip
+    return {r["text"] for r in rows}
+
+
+async def _held_in_bytes(
+    con: Con, table: str, columns: list[str], scope: str, texts: list[str], args: list[Any]
+) -> set[str]:
+    """The `texts` some row of `table` holds, as UTF-8 bytes, in its bytea `columns`."""
+    tests = " OR ".join(
+        f"position(convert_to(m.text, 'UTF8') IN t.{_quote(c)}) > 0" for c in columns
+    )
+    rows = await con.fetch(
+        f"SELECT DISTINCT m.text FROM {_quote(table)} t, "
+        f"unnest(${len(args) + 1}::text[]) AS m (text) WHERE {scope} AND ({tests})",
+        *args, texts,
+    )  # fmt: skip
+    return {r["text"] for r in rows}

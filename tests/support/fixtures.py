@@ -140,38 +140,56 @@ def pytest_terminal_summary(terminalreporter: pytest.TerminalReporter) -> None:
     terminalreporter.write_line(f"(its folder is kept: {bouncer.folder})")
 
 
-@pytest.fixture(name="direct_database_url", scope="session")
-async def _direct_database_url(admin_dsn: str) -> AsyncIterator[str]:
-    """The run's database, reached directly (what STELLO_DATABASE_DIRECT_URL names)."""
-    dsn = await create_test_database(admin_dsn)
-    yield dsn
-    await drop_test_database(admin_dsn, dsn)
+def database_fixtures(scope: Any) -> tuple[Any, ...]:
+    """The database fixtures (`direct_database_url`, `database_url`, `settings`, `pool`,
+    `keys`) at `scope`: the run's database at session scope (below); a test module that
+    declares them again at module scope has a database of its own, which its tests and
+    the servers they start use, and which holds only their rows."""
 
+    @pytest.fixture(name="direct_database_url", scope=scope)
+    async def _direct_database_url(admin_dsn: str) -> AsyncIterator[str]:
+        """The database, reached directly (what STELLO_DATABASE_DIRECT_URL names)."""
+        dsn = await create_test_database(admin_dsn)
+        yield dsn
+        await drop_test_database(admin_dsn, dsn)
 
-@pytest.fixture(name="database_url", scope="session")
-def _database_url(direct_database_url: str, bouncer: Bouncer | None) -> str:
-    """The run's database as the services reach it: through PgBouncer when one runs."""
-    if bouncer is None:
-        return direct_database_url
-    return bouncer.dsn(database_of(direct_database_url))
+    @pytest.fixture(name="database_url", scope=scope)
+    def _database_url(direct_database_url: str, bouncer: Bouncer | None) -> str:
+        """The database as the services reach it: through PgBouncer when one runs."""
+        if bouncer is None:
+            return direct_database_url
+        return bouncer.dsn(database_of(direct_database_url))
 
-
-@pytest.fixture(name="settings", scope="session")
-def _settings(
-    database_url: str, direct_database_url: str, bouncer: Bouncer | None
-) -> StelloSettings:
-    settings = StelloSettings(
-        database_url=database_url,
-        database_direct_url=direct_database_url,
-        auth_cache_ttl_s=0,
-        health_interval_s=0.2,
-        shutdown_grace_s=5,
-    )
-    if bouncer is not None and bouncer.statement_cache_size is not None:
-        settings = settings.model_copy(
-            update={"db_statement_cache_size": bouncer.statement_cache_size}
+    @pytest.fixture(name="settings", scope=scope)
+    def _settings(
+        database_url: str, direct_database_url: str, bouncer: Bouncer | None
+    ) -> StelloSettings:
+        settings = StelloSettings(
+            database_url=database_url,
+            database_direct_url=direct_database_url,
+            auth_cache_ttl_s=0,
+            health_interval_s=0.2,
+            shutdown_grace_s=5,
         )
-    return settings
+        if bouncer is not None and bouncer.statement_cache_size is not None:
+            settings = settings.model_copy(
+                update={"db_statement_cache_size": bouncer.statement_cache_size}
+            )
+        return settings
+
+    @pytest.fixture(name="pool", scope=scope)
+    async def _pool(database_url: str, settings: StelloSettings) -> AsyncIterator[asyncpg.Pool]:
+        async with create_pool(database_url, settings) as pool:
+            yield pool
+
+    @pytest.fixture(name="keys", scope=scope)
+    def _keys(pool: asyncpg.Pool) -> KeyStore:
+        return KeyStore(pool, cache_ttl_s=0)
+
+    return _direct_database_url, _database_url, _settings, _pool, _keys
+
+
+_direct_database_url, _database_url, _settings, _pool, _keys = database_fixtures("session")
 
 
 @pytest.fixture(name="database_env", scope="session")
@@ -183,17 +201,6 @@ def _database_env(settings: StelloSettings) -> dict[str, str]:
         "STELLO_DATABASE_DIRECT_URL": settings.database_direct_url,
         "STELLO_DB_STATEMENT_CACHE_SIZE": str(settings.db_statement_cache_size),
     }
-
-
-@pytest.fixture(name="pool", scope="session")
-async def _pool(database_url: str, settings: StelloSettings) -> AsyncIterator[asyncpg.Pool]:
-    async with create_pool(database_url, settings) as pool:
-        yield pool
-
-
-@pytest.fixture(name="keys", scope="session")
-def _keys(pool: asyncpg.Pool) -> KeyStore:
-    return KeyStore(pool, cache_ttl_s=0)
 
 
 async def new_space(keys: KeyStore) -> TestSpace:

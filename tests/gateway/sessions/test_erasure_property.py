@@ -26,9 +26,14 @@ from tests.gateway.conftest import Stack
 from tests.gateway.sessions.test_erased_replies import delete_session
 from tests.gateway.turns_support import send
 from tests.support.erasure import tables_holding
+from tests.support.fixtures import database_fixtures
 from tests.tree.conftest import erased
 
 pytestmark = pytest.mark.sql
+
+# A database of this module's own: the search at the end of each example reads every row
+# of the database, which then holds this test's rows only, not every row the run wrote.
+_direct_database_url, _database_url, _settings, _pool, _keys = database_fixtures("module")
 
 
 @dataclass
