@@ -104,3 +104,64 @@ async def test_migration_0013_compacts_the_deep_lists_of_older_forks(admin_dsn: 
     finally:
         await con.close()
         await drop_test_database(admin_dsn, dsn)
+
+
+@pytest.mark.plain_postgres("migrates a database of its own from an older schema")
+async def test_migration_0024_starts_every_segment_at_a_row(admin_dsn: str) -> None:
+    """Forks of trimmed sources wrote segments over trimmed seqs (0023's INHERIT): after
+    0024 each starts at its first row or is gone, and every page of the children, at any
+    size, shows what the child did at one page of all."""
+    name = f"stello_test_{uuid.uuid4().hex[:12]}"
+    admin = await asyncpg.connect(admin_dsn)
+    try:
+        await admin.execute(f'CREATE DATABASE "{name}"')
+    finally:
+        await admin.close()
+    dsn = with_database(admin_dsn, name)
+    con = await asyncpg.connect(dsn)
+    try:
+        await migrate(con, until="0023_release_in_one_order")
+        principal, space = uuid.uuid4(), uuid.uuid4()
+        await con.execute("INSERT INTO principals (id, name) VALUES ($1, 'old')", principal)
+        await con.execute(
+            "INSERT INTO spaces (id, principal_id, name) VALUES ($1, $2, 'old')", space, principal
+        )
+        children = []
+        for index, kept in enumerate((0, 2)):
+            source, child = uuid.uuid4(), uuid.uuid4()
+            await con.execute(SESSION, space, source, None, None)
+            for _ in range(6):
+                await append_one(con, space, source)
+            # A trim of a source no fork reads: its rows below the cut go.
+            await con.execute(
+                "DELETE FROM records WHERE space_id = $1 AND session_id = $2 AND seq <= $3",
+                space, source, 6 - kept,
+            )  # fmt: skip
+            await con.execute(SESSION, space, child, source, index)
+            await con.execute(OLD_INHERIT, space, child, source)
+            await append_one(con, space, child)
+            children.append(child)
+        whole = await views(con, space, children)
+        assert [len(whole[c]) for c in children] == [1, 3]
+        assert await first_page(con, space, children[0]) == []  # the bug: seqs 1-6 ahead
+        assert "0024_segments_from_their_first_row" in await migrate(con)
+        segments = await con.fetch(
+            "SELECT session_id, from_seq, to_seq FROM record_segments WHERE space_id = $1",
+            space,
+        )
+        assert [(r["session_id"], r["from_seq"], r["to_seq"]) for r in segments] == [
+            (children[1], 5, 6)
+        ]
+        assert await views(con, space, children) == whole
+        for child in children:
+            assert await first_page(con, space, child) == [r[:-1] for r in whole[child][:1]]
+    finally:
+        await con.close()
+        await drop_test_database(admin_dsn, dsn)
+
+
+async def first_page(con: asyncpg.Connection, space: uuid.UUID, sid: uuid.UUID) -> list[object]:
+    """The first record of `sid`'s view, oldest first, in a page of one (without the
+    count of records walked, the page's own)."""
+    rows = await con.fetch(LIST_RECORDS_OLDEST, space, sid, -MAX_SEQ, MAX_SEQ, None, 0, 1, 10**9)
+    return [tuple(row)[:-1] for row in rows if row["seq"] is not None]
