@@ -494,9 +494,10 @@ class TreeTx(idempotency.KeyStatements):
         self._changed(space_id, "metadata_changed", session_id)
 
     async def lock_for_commit(self, space_id: uuid.UUID, session_id: uuid.UUID) -> bool | None:
-        """Row-lock a session and, if provisional, its parent; provisional?, None when absent."""
-        row = await self._con.fetchrow(sql.LOCK_FOR_COMMIT, space_id, session_id)
-        return None if row is None else bool(row["provisional"])
+        """Row-lock a session and, if provisional, its parent, in id order; provisional?,
+        None when absent."""
+        rows = await self._con.fetch(sql.LOCK_FOR_COMMIT, space_id, session_id)
+        return next((bool(r["provisional"]) for r in rows if r["target"]), None)
 
     async def touch(self, space_id: uuid.UUID, session_id: uuid.UUID) -> None:
         """Bump updated_at (and take the row lock)."""

@@ -323,22 +323,25 @@ WHERE space_id = $1 AND session_id = $2 AND key = ANY ($3::text[])
 """
 
 # CommitSession's first statement: row-lock the session (provisional or not)
-# and, when it is still provisional, bump its parent, which takes the parent's
-# row lock: commits under one parent then assign indexes one at a time. No row
-# when the session does not exist.
+# and, when it is still provisional, its parent, both in ONE pass in id order
+# (FOR NO KEY UPDATE, the lock a bump takes): commits under one parent then
+# assign indexes one at a time. Child then parent, a CommitSession deadlocked
+# with a trim of one of them whose readers include the other (a trim locks in
+# id order: storage's LOCK_FOR_TRIM). The parent is read before the lock: a
+# session's parent never changes, and a committed session is provisional no
+# more, so a session still provisional once locked had its parent locked too.
+# One row per locked session, `target` on the session's; none for the session
+# when it does not exist.
 LOCK_FOR_COMMIT = f"""
-WITH target AS (
-    SELECT parent_id, provisional_until IS NOT NULL AS provisional
-    FROM sessions
-    WHERE space_id = $1 AND id = $2 AND provisional_until IS DISTINCT FROM {ERASING}
-    FOR NO KEY UPDATE
-), parent AS (
-    UPDATE sessions p SET updated_at = now()
-    FROM target
-    WHERE p.space_id = $1 AND p.id = target.parent_id AND target.provisional
-    RETURNING p.id
-)
-SELECT provisional FROM target
+SELECT s.id = $2 AS target, s.provisional_until IS NOT NULL AS provisional
+FROM sessions s
+WHERE s.space_id = $1
+  AND s.id = ANY (ARRAY[$2::uuid, (SELECT c.parent_id FROM sessions c
+                                   WHERE c.space_id = $1 AND c.id = $2
+                                     AND c.provisional_until IS NOT NULL)])
+  AND (s.id <> $2 OR s.provisional_until IS DISTINCT FROM {ERASING})
+ORDER BY s.id
+FOR NO KEY UPDATE OF s
 """
 
 TOUCH = """
@@ -346,8 +349,16 @@ UPDATE sessions SET updated_at = now()
 WHERE space_id = $1 AND id = $2
 """
 
-# max + 1 under the parent's lock: deletes leave gaps, never duplicates.
+# max + 1 under the parent's lock (`LOCK_FOR_COMMIT`): deletes leave gaps,
+# never duplicates. The parent's bump is here, on the row already locked: no
+# statement after the lock takes a row lock out of id order.
 COMMIT_SESSION = f"""
+WITH parent AS (
+    UPDATE sessions p SET updated_at = now()
+    WHERE p.space_id = $1
+      AND p.id = (SELECT c.parent_id FROM sessions c WHERE c.space_id = $1 AND c.id = $2)
+    RETURNING p.id
+)
 UPDATE sessions s
 SET provisional_until = NULL,
     sibling_index = CASE
