@@ -92,6 +92,40 @@ FOR NO KEY UPDATE {{wait}}
 LOCK_FOR_TRIM = _LOCK_FOR_TRIM.format(wait="")
 LOCK_FOR_TRIM_SKIPPING = _LOCK_FOR_TRIM.format(wait="SKIP LOCKED")
 
+_STATE = ("last_seq", "turn_token", "lease_live", "released_turn_token")
+_PICKED = ",\n       ".join(
+    f"CASE WHEN u.id IS NULL THEN k.{column} ELSE u.{column} END AS {column}" for column in _STATE
+)
+_ROW = """
+    SELECT x.id, x.last_seq, x.turn_token, x.turn_expires_at > now() AS lease_live,
+           x.released_turn_token
+    FROM sessions x
+    WHERE x.space_id = $1 AND x.id = w.id AND x.provisional_until IS DISTINCT FROM 'infinity'
+"""
+
+# `LOCK_FOR_TRIM` when the Transact also checks an insight or a memory version: those
+# sessions ($4, among $2) are locked FOR UPDATE (which also blocks a slot row insert: its
+# foreign-key check takes a KEY SHARE), the rest FOR NO KEY UPDATE, all in the same pass
+# in id order (the set is listed in id order, each row then locked in its own mode as it
+# comes). Upgrading them after the pass, as before, took a lock after higher ids: a fork
+# holding such a session's key share (a holder of its source's rows) and waiting for its
+# source, a reader the trim held, waited for the trim while the trim waited for it.
+_LOCK_FOR_TRIM_EXCLUSIVE = f"""
+SELECT w.id,
+       {_PICKED}
+FROM (SELECT id {_TRIM_SET} ORDER BY id) w
+LEFT JOIN LATERAL ({_ROW}      AND w.id = ANY ($4::uuid[])
+    FOR UPDATE {{wait}}
+) u ON true
+LEFT JOIN LATERAL ({_ROW}      AND w.id <> ALL ($4::uuid[])
+    FOR NO KEY UPDATE {{wait}}
+) k ON true
+WHERE u.id IS NOT NULL OR k.id IS NOT NULL
+ORDER BY w.id
+"""
+LOCK_FOR_TRIM_EXCLUSIVE = _LOCK_FOR_TRIM_EXCLUSIVE.format(wait="")
+LOCK_FOR_TRIM_EXCLUSIVE_SKIPPING = _LOCK_FOR_TRIM_EXCLUSIVE.format(wait="SKIP LOCKED")
+
 # A session of the set `LOCK_FOR_TRIM` locks that is not among the locked ($4), if any:
 # one skipped, or a reader a fork committed while the set was being locked (once a session
 # and its readers are locked, no fork can add one: it locks its source FOR SHARE).
@@ -209,22 +243,31 @@ class SessionRepository:
         return {row["id"]: _locked(row) for row in rows}
 
     async def lock_for_trim(
-        self, space_id: uuid.UUID, session_ids: Sequence[uuid.UUID], trimmed: Sequence[uuid.UUID]
+        self,
+        space_id: uuid.UUID,
+        session_ids: Sequence[uuid.UUID],
+        trimmed: Sequence[uuid.UUID],
+        exclusive: Sequence[uuid.UUID] = (),
     ) -> dict[uuid.UUID, LockedSession]:
         """Lock the sessions' rows and those of every reader of the `trimmed` ones (among
-        them) in one pass in id order, FOR NO KEY UPDATE (`LOCK_FOR_TRIM`); the named
-        sessions found, as `lock` answers them. Must come first in the transaction: a pass
-        that missed a row is rolled back (to a savepoint: its locks go) and taken again, so
-        no lock is taken after a higher id, and (first) none is waited for while others
-        are held."""
+        them) in one pass in id order, FOR NO KEY UPDATE (`LOCK_FOR_TRIM`), the `exclusive`
+        ones (among them) FOR UPDATE in the same pass; the named sessions found, as `lock`
+        answers them. Must come first in the transaction: a pass that missed a row is
+        rolled back (to a savepoint: its locks go) and taken again, so no lock is taken
+        after a higher id, and (first) none is waited for while others are held."""
         wanted = set(session_ids)
         named, held = list(wanted), list(trimmed)
+        args: list[object] = [space_id, named, held]
+        if exclusive:
+            quick_lock, slow_lock = LOCK_FOR_TRIM_EXCLUSIVE_SKIPPING, LOCK_FOR_TRIM_EXCLUSIVE
+            args.append(list(exclusive))
+        else:
+            quick_lock, slow_lock = LOCK_FOR_TRIM_SKIPPING, LOCK_FOR_TRIM
         for attempt in range(TRIM_LOCK_PASSES):
             quick = attempt < TRIM_QUICK_PASSES
             try:
                 async with self._con.transaction():
-                    lock = LOCK_FOR_TRIM_SKIPPING if quick else LOCK_FOR_TRIM
-                    rows = await self._con.fetch(lock, space_id, named, held)
+                    rows = await self._con.fetch(quick_lock if quick else slow_lock, *args)
                     ids = [row["id"] for row in rows]
                     missed = await self._con.fetchval(UNLOCKED_FOR_TRIM, space_id, named, held, ids)
                     if missed is not None and attempt + 1 < TRIM_LOCK_PASSES:
