@@ -18,6 +18,7 @@ import uuid
 from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
+from itertools import groupby
 
 import asyncpg
 
@@ -92,39 +93,36 @@ FOR NO KEY UPDATE {{wait}}
 LOCK_FOR_TRIM = _LOCK_FOR_TRIM.format(wait="")
 LOCK_FOR_TRIM_SKIPPING = _LOCK_FOR_TRIM.format(wait="SKIP LOCKED")
 
-_STATE = ("last_seq", "turn_token", "lease_live", "released_turn_token")
-_PICKED = ",\n       ".join(
-    f"CASE WHEN u.id IS NULL THEN k.{column} ELSE u.{column} END AS {column}" for column in _STATE
-)
-_ROW = """
-    SELECT x.id, x.last_seq, x.turn_token, x.turn_expires_at > now() AS lease_live,
-           x.released_turn_token
-    FROM sessions x
-    WHERE x.space_id = $1 AND x.id = w.id AND x.provisional_until IS DISTINCT FROM 'infinity'
+# The set `LOCK_FOR_TRIM` locks, unlocked, in id order: a trim's pass when the Transact
+# also checks an insight or a memory version (`lock_for_trim`'s `exclusive`). Then each
+# run of consecutive ids is locked in its mode by `LOCK_IDS`: the checked sessions FOR
+# UPDATE (which also blocks a slot row insert: its foreign-key check takes a KEY SHARE),
+# the others FOR NO KEY UPDATE, all in id order. Upgraded after the pass, as before, a
+# checked session's lock came after higher ids: a fork holding its key share (a holder of
+# its source's rows) and waiting for its source, a reader the trim held, waited for the
+# trim while the trim waited for it. A session the listing missed (a reader a fork
+# committed meanwhile) is found by `UNLOCKED_FOR_TRIM`, as a skipped one is.
+TRIM_SET_IDS = f"""
+SELECT id
+{_TRIM_SET}
+ORDER BY id
 """
 
-# `LOCK_FOR_TRIM` when the Transact also checks an insight or a memory version: those
-# sessions ($4, among $2) are locked FOR UPDATE (which also blocks a slot row insert: its
-# foreign-key check takes a KEY SHARE), the rest FOR NO KEY UPDATE, all in the same pass
-# in id order (the set is listed in id order, each row then locked in its own mode as it
-# comes). Upgrading them after the pass, as before, took a lock after higher ids: a fork
-# holding such a session's key share (a holder of its source's rows) and waiting for its
-# source, a reader the trim held, waited for the trim while the trim waited for it.
-_LOCK_FOR_TRIM_EXCLUSIVE = f"""
-SELECT w.id,
-       {_PICKED}
-FROM (SELECT id {_TRIM_SET} ORDER BY id) w
-LEFT JOIN LATERAL ({_ROW}      AND w.id = ANY ($4::uuid[])
-    FOR UPDATE {{wait}}
-) u ON true
-LEFT JOIN LATERAL ({_ROW}      AND w.id <> ALL ($4::uuid[])
-    FOR NO KEY UPDATE {{wait}}
-) k ON true
-WHERE u.id IS NOT NULL OR k.id IS NOT NULL
-ORDER BY w.id
+_LOCK_IDS = """
+SELECT id, last_seq, turn_token, turn_expires_at > now() AS lease_live, released_turn_token
+FROM sessions
+WHERE space_id = $1 AND id = ANY ($2::uuid[]) AND provisional_until IS DISTINCT FROM 'infinity'
+ORDER BY id
+FOR {mode} {wait}
 """
-LOCK_FOR_TRIM_EXCLUSIVE = _LOCK_FOR_TRIM_EXCLUSIVE.format(wait="")
-LOCK_FOR_TRIM_EXCLUSIVE_SKIPPING = _LOCK_FOR_TRIM_EXCLUSIVE.format(wait="SKIP LOCKED")
+LOCK_IDS = {
+    (exclusive, wait): _LOCK_IDS.format(
+        mode="UPDATE" if exclusive else "NO KEY UPDATE", wait="" if wait else "SKIP LOCKED"
+    )
+    for exclusive in (False, True)
+    for wait in (False, True)
+}
+"""`_LOCK_IDS` by (FOR UPDATE?, waiting?)."""
 
 # A session of the set `LOCK_FOR_TRIM` locks that is not among the locked ($4), if any:
 # one skipped, or a reader a fork committed while the set was being locked (once a session
@@ -257,17 +255,11 @@ class SessionRepository:
         after a higher id, and (first) none is waited for while others are held."""
         wanted = set(session_ids)
         named, held = list(wanted), list(trimmed)
-        args: list[object] = [space_id, named, held]
-        if exclusive:
-            quick_lock, slow_lock = LOCK_FOR_TRIM_EXCLUSIVE_SKIPPING, LOCK_FOR_TRIM_EXCLUSIVE
-            args.append(list(exclusive))
-        else:
-            quick_lock, slow_lock = LOCK_FOR_TRIM_SKIPPING, LOCK_FOR_TRIM
         for attempt in range(TRIM_LOCK_PASSES):
             quick = attempt < TRIM_QUICK_PASSES
             try:
                 async with self._con.transaction():
-                    rows = await self._con.fetch(quick_lock if quick else slow_lock, *args)
+                    rows = await self._lock_pass(space_id, named, held, set(exclusive), not quick)
                     ids = [row["id"] for row in rows]
                     missed = await self._con.fetchval(UNLOCKED_FOR_TRIM, space_id, named, held, ids)
                     if missed is not None and attempt + 1 < TRIM_LOCK_PASSES:
@@ -278,3 +270,21 @@ class SessionRepository:
                 continue
             return {row["id"]: _locked(row) for row in rows if row["id"] in wanted}
         raise AssertionError("unreachable: the last pass keeps its locks")
+
+    async def _lock_pass(
+        self,
+        space_id: uuid.UUID,
+        named: list[uuid.UUID],
+        held: list[uuid.UUID],
+        exclusive: set[uuid.UUID],
+        wait: bool,
+    ) -> list[asyncpg.Record]:
+        """One pass of `lock_for_trim`: the rows it locked, in id order."""
+        if not exclusive:
+            lock = LOCK_FOR_TRIM if wait else LOCK_FOR_TRIM_SKIPPING
+            return list(await self._con.fetch(lock, space_id, named, held))
+        ids = [row["id"] for row in await self._con.fetch(TRIM_SET_IDS, space_id, named, held)]
+        rows: list[asyncpg.Record] = []
+        for strong, run in groupby(ids, key=exclusive.__contains__):
+            rows += await self._con.fetch(LOCK_IDS[strong, wait], space_id, list(run))
+        return rows
