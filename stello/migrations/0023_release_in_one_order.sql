@@ -40,7 +40,7 @@
 --   in id order (tree_service.sql LOCK_FOR_COMMIT, since issue #34; child then
 --   parent, it could close a cycle with a trim holding both), and a Transact
 --   that trims and checks an insight or memory version takes that session's
---   FOR UPDATE in the trim's pass (storage's LOCK_FOR_TRIM_EXCLUSIVE; it took
+--   FOR UPDATE in the trim's pass (storage's TRIM_SET_IDS and LOCK_IDS; it took
 --   it after the pass, after higher ids).
 --
 -- Why no cycle is left between releases. A key share waits only for a FOR
