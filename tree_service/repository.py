@@ -51,10 +51,10 @@ _STATUS: dict[str, Status] = {s: s for s in STATUSES}
 JsonObject = dict[str, Any]
 
 
-ERASE_TRIES = 12
-"""Tries of an erasure batch whose row locks are held by others (the last one waits for
-them): 11 back-offs of 20, 40, ... 220 ms, 1.3 s in all."""
-ERASE_BACKOFF_S = 0.02
+RELEASE_TRIES = 12
+"""Tries of an erasure batch, or of a sweep's space, whose row locks are held by others
+(the last one waits for them): 11 back-offs of 20, 40, ... 220 ms, 1.3 s in all."""
+RELEASE_BACKOFF_S = 0.02
 
 # pg advisory lock key of the sweep ("stellosw"): one replica sweeps at a time.
 SWEEP_LOCK_KEY = 0x7374656C6C6F7377
@@ -105,13 +105,46 @@ def to_summary(row: asyncpg.Record) -> Summary:
     )
 
 
+class LocksBusy(Exception):
+    """A release found a row it needs locked by another (skipped, not waited for): its
+    transaction (or savepoint) rolls back and tries again a little later."""
+
+
+async def _lock_readers(
+    con: asyncpg.Connection, space_id: uuid.UUID, released: list[uuid.UUID], *, wait: bool
+) -> None:
+    """Lock the readers of `released` (locked already) in id order; without `wait`,
+    LocksBusy when one is held by another (it is skipped, not waited for)."""
+    if wait:
+        await con.fetch(sql.READERS_WAITING, space_id, released)
+        return
+    locked = [r["id"] for r in await con.fetch(sql.READERS, space_id, released)]
+    if await con.fetchval(sql.UNLOCKED_READER, space_id, released, locked):
+        raise LocksBusy
+
+
 async def _sweep_space(
     con: asyncpg.Connection, space_id: uuid.UUID, ids: list[uuid.UUID]
 ) -> list[SweptSession]:
-    """Claim, release and delete one space's due sessions (the sweep's transaction)."""
+    """Claim, release and delete one space's due sessions (in the sweep's transaction, a
+    savepoint per try): their readers are locked SKIP LOCKED, and when one was held the
+    space's work rolls back and is tried again a little later; the last try waits."""
+    for attempt in range(RELEASE_TRIES):
+        try:
+            async with con.transaction():
+                return await _sweep_claimed(con, space_id, ids, wait=attempt + 1 == RELEASE_TRIES)
+        except LocksBusy:
+            await asyncio.sleep(RELEASE_BACKOFF_S * (attempt + 1))
+    raise AssertionError("unreachable: the last try waits")
+
+
+async def _sweep_claimed(
+    con: asyncpg.Connection, space_id: uuid.UUID, ids: list[uuid.UUID], *, wait: bool
+) -> list[SweptSession]:
     claimed = [r["id"] for r in await con.fetch(sql.SWEEP_CLAIM, space_id, ids)]
     if not claimed:
         return []
+    await _lock_readers(con, space_id, claimed, wait=wait)
     await con.execute(sql.SWEEP_RELEASE, space_id, claimed)
     # Never visible: their request keys go whole, so a retried saga starts over.
     await idempotency.forget_linked(con, space_id, claimed)
@@ -123,15 +156,19 @@ async def erase_batch(con: asyncpg.Connection, batch: int, *, wait: bool = True)
     """In the caller's transaction (holding the erasure lock): erase up to `batch` of the
     deepest sessions being erased in one space, with what belongs to them; how many went.
 
-    Without `wait`, it takes the batch's and its readers' row locks NOWAIT
-    (`asyncpg.LockNotAvailableError` when one is held: roll back and try again)."""
+    Without `wait`, it skips the batch's and its readers' rows that others hold and raises
+    LocksBusy when it skipped one (roll back and try again): it never waits for a row lock
+    while it holds one, and no conflict is an ERROR in the server's log."""
     spaces = await con.fetch(sql.ERASE_SPACES, 1)
     if not spaces:
         return 0
     space_id = spaces[0]["space_id"]
+    chosen = [r["id"] for r in await con.fetch(sql.ERASE_CHOOSE, space_id, batch)]
     claim = sql.ERASE_CLAIM_WAITING if wait else sql.ERASE_CLAIM
-    ids = [r["id"] for r in await con.fetch(claim, space_id, batch)]
-    await con.fetch(sql.ERASE_READERS_WAITING if wait else sql.ERASE_READERS, space_id, ids)
+    ids = [r["id"] for r in await con.fetch(claim, space_id, chosen)]
+    if len(ids) < len(chosen):
+        raise LocksBusy
+    await _lock_readers(con, space_id, ids, wait=wait)
     await con.execute(sql.ERASE_RELEASE, space_id, ids)
     await idempotency.erase_linked(con, space_id, ids)
     await con.execute(sql.UNSOURCE, space_id, ids)
@@ -305,7 +342,8 @@ class TreeRepository:
         With `wait` it queues behind a running sweep instead of giving up. The
         due sessions are read across spaces, then claimed and deleted space by
         space (statements pinned to one space, as Citus needs for row locks);
-        one a CommitSession holds is skipped, so a batch may come back short.
+        one a CommitSession holds is skipped, so a batch may come back short. A space
+        whose readers another holds is tried again a little later (`_sweep_space`).
         """
 
         async def work(con: asyncpg.Connection) -> list[SweptSession] | None:
@@ -343,13 +381,14 @@ class TreeRepository:
                 return None
             return await erase_batch(con, batch, wait=patient)
 
-        # The batch's row locks are tried NOWAIT (`sql.ERASE_READERS`): on a conflict the
-        # transaction rolls back and, a little later, tries again; the last try waits.
-        for attempt in range(ERASE_TRIES - 1):
+        # The batch's row locks skip rows others hold (`sql.ERASE_CLAIM`, `sql.READERS`):
+        # when one was skipped the transaction rolls back and, a little later, tries
+        # again; the last try waits.
+        for attempt in range(RELEASE_TRIES - 1):
             try:
                 return await in_transaction(self._pool, partial(work, patient=False))
-            except asyncpg.LockNotAvailableError:
-                await asyncio.sleep(ERASE_BACKOFF_S * (attempt + 1))
+            except LocksBusy:
+                await asyncio.sleep(RELEASE_BACKOFF_S * (attempt + 1))
         return await in_transaction(self._pool, partial(work, patient=True))
 
     async def purge_idempotency_keys(self) -> None:
@@ -455,9 +494,10 @@ class TreeTx(idempotency.KeyStatements):
         self._changed(space_id, "metadata_changed", session_id)
 
     async def lock_for_commit(self, space_id: uuid.UUID, session_id: uuid.UUID) -> bool | None:
-        """Row-lock a session and, if provisional, its parent; provisional?, None when absent."""
-        row = await self._con.fetchrow(sql.LOCK_FOR_COMMIT, space_id, session_id)
-        return None if row is None else bool(row["provisional"])
+        """Row-lock a session and, if provisional, its parent, in id order; provisional?,
+        None when absent."""
+        rows = await self._con.fetch(sql.LOCK_FOR_COMMIT, space_id, session_id)
+        return next((bool(r["provisional"]) for r in rows if r["target"]), None)
 
     async def touch(self, space_id: uuid.UUID, session_id: uuid.UUID) -> None:
         """Bump updated_at (and take the row lock)."""

@@ -323,22 +323,25 @@ WHERE space_id = $1 AND session_id = $2 AND key = ANY ($3::text[])
 """
 
 # CommitSession's first statement: row-lock the session (provisional or not)
-# and, when it is still provisional, bump its parent, which takes the parent's
-# row lock: commits under one parent then assign indexes one at a time. No row
-# when the session does not exist.
+# and, when it is still provisional, its parent, both in ONE pass in id order
+# (FOR NO KEY UPDATE, the lock a bump takes): commits under one parent then
+# assign indexes one at a time. Child then parent, a CommitSession deadlocked
+# with a trim of one of them whose readers include the other (a trim locks in
+# id order: storage's LOCK_FOR_TRIM). The parent is read before the lock: a
+# session's parent never changes, and a committed session is provisional no
+# more, so a session still provisional once locked had its parent locked too.
+# One row per locked session, `target` on the session's; none for the session
+# when it does not exist.
 LOCK_FOR_COMMIT = f"""
-WITH target AS (
-    SELECT parent_id, provisional_until IS NOT NULL AS provisional
-    FROM sessions
-    WHERE space_id = $1 AND id = $2 AND provisional_until IS DISTINCT FROM {ERASING}
-    FOR NO KEY UPDATE
-), parent AS (
-    UPDATE sessions p SET updated_at = now()
-    FROM target
-    WHERE p.space_id = $1 AND p.id = target.parent_id AND target.provisional
-    RETURNING p.id
-)
-SELECT provisional FROM target
+SELECT s.id = $2 AS target, s.provisional_until IS NOT NULL AS provisional
+FROM sessions s
+WHERE s.space_id = $1
+  AND s.id = ANY (ARRAY[$2::uuid, (SELECT c.parent_id FROM sessions c
+                                   WHERE c.space_id = $1 AND c.id = $2
+                                     AND c.provisional_until IS NOT NULL)])
+  AND (s.id <> $2 OR s.provisional_until IS DISTINCT FROM {ERASING})
+ORDER BY s.id
+FOR NO KEY UPDATE OF s
 """
 
 TOUCH = """
@@ -346,8 +349,16 @@ UPDATE sessions SET updated_at = now()
 WHERE space_id = $1 AND id = $2
 """
 
-# max + 1 under the parent's lock: deletes leave gaps, never duplicates.
+# max + 1 under the parent's lock (`LOCK_FOR_COMMIT`): deletes leave gaps,
+# never duplicates. The parent's bump is here, on the row already locked: no
+# statement after the lock takes a row lock out of id order.
 COMMIT_SESSION = f"""
+WITH parent AS (
+    UPDATE sessions p SET updated_at = now()
+    WHERE p.space_id = $1
+      AND p.id = (SELECT c.parent_id FROM sessions c WHERE c.space_id = $1 AND c.id = $2)
+    RETURNING p.id
+)
 UPDATE sessions s
 SET provisional_until = NULL,
     sibling_index = CASE
@@ -534,54 +545,75 @@ SELECT DISTINCT d.space_id
 FROM (SELECT space_id FROM sessions WHERE provisional_until = {ERASING} LIMIT $1) d
 """
 
-# The deepest ($2) sessions being erased in space $1, row-locked: no other
+# The deepest ($2) sessions being erased in space $1 (unlocked): no other
 # hidden session is below any of them, so one DELETE of them satisfies the
-# parent key (no action) at its end. Chosen by depth, locked in id order:
-# the order a Fork INHERIT key-shares the holders of its source's segments
-# in (`LOCK_HOLDERS`, storage's lineage), some of which may be in the batch;
-# locked by depth they deadlocked with it. Only this job (one at a time)
-# changes a hidden row, so the chosen rows are still hidden when locked. The
-# batch comes before its readers (`stello_release_records` locks them, FOR NO
-# KEY UPDATE in id order), not in one id order with them: a fork holding a
-# batch session's key share and waiting for its source, a reader, would wait
-# for this job while the job waits for the key share. A trim locks no hidden
-# session (migration 0023; its statement may still meet one hidden after it
-# began). NOWAIT: see ERASE_READERS.
+# parent key (no action) at its end. Only this job (one at a time) changes a
+# hidden row, so the chosen rows are still hidden when `ERASE_CLAIM` locks them.
+ERASE_CHOOSE = f"""
+SELECT d.id
+FROM sessions d
+WHERE d.space_id = $1 AND d.provisional_until = {ERASING}
+ORDER BY d.depth DESC
+LIMIT $2
+"""
+
+# The chosen batch ($2), row-locked in id order: the order a Fork INHERIT
+# key-shares the holders of its source's segments in (`LOCK_HOLDERS`,
+# storage's lineage), some of which may be in the batch; locked by depth they
+# deadlocked with it. The batch comes before its readers (`READERS`), not in
+# one id order with them: a fork holding a batch session's key share and
+# waiting for its source, a reader, would wait for this job while the job
+# waits for the key share. A trim locks no hidden session (migration 0023;
+# its statement may still meet one hidden after it began). SKIP LOCKED, as
+# `READERS`: a row held by another is left out, and the job, finding fewer
+# rows than it chose, rolls back and tries again a little later
+# (`TreeRepository.erase_batch`); so it never waits while it holds a lock,
+# and (unlike NOWAIT) no conflict is an ERROR in the server's log.
 _ERASE_CLAIM = f"""
 SELECT s.id
 FROM sessions s
-WHERE s.space_id = $1 AND s.provisional_until = {ERASING}
-  AND s.id = ANY (ARRAY(SELECT d.id FROM sessions d
-                        WHERE d.space_id = $1 AND d.provisional_until = {ERASING}
-                        ORDER BY d.depth DESC
-                        LIMIT $2))
+WHERE s.space_id = $1 AND s.provisional_until = {ERASING} AND s.id = ANY ($2::uuid[])
 ORDER BY s.id
 FOR UPDATE OF s {{wait}}
 """
-ERASE_CLAIM = _ERASE_CLAIM.format(wait="NOWAIT")
+ERASE_CLAIM = _ERASE_CLAIM.format(wait="SKIP LOCKED")
 ERASE_CLAIM_WAITING = _ERASE_CLAIM.format(wait="")
 
-# The readers of the batch ($2), locked as `stello_release_records` then finds
-# them (FOR NO KEY UPDATE, in id order; stable while the batch is locked: a
-# fork adding a reader key-shares a holder). NOWAIT, like the claim: the job
-# never waits for a row lock, so it closes no cycle of waits (a trim whose
-# statement began before a session was hidden may still wait for it in the
-# batch; a fork holding a batch session's key share may wait for a trim that
-# holds its source); on a conflict it rolls back and tries again a little
-# later (`TreeRepository.erase_batch`), waiting only on its last attempt. Each
-# reader by its primary key, as the fork's `LOCK_HOLDERS` finds its holders.
-_ERASE_READERS = """
-SELECT s.id
+# The sessions reading rows that the released ones ($2) hold, the others, each
+# by its primary key (as the fork's `LOCK_HOLDERS` finds its holders); stable
+# while the released ones are locked (a fork adding a reader key-shares a
+# holder).
+_READER_SET = """
 FROM sessions s
 WHERE s.space_id = $1
   AND s.id = ANY (ARRAY(SELECT g.session_id FROM record_segments g
                         WHERE g.space_id = $1 AND g.holder_id = ANY ($2::uuid[])
                           AND g.session_id <> ALL ($2::uuid[])))
-ORDER BY s.id
-FOR NO KEY UPDATE OF s {wait}
 """
-ERASE_READERS = _ERASE_READERS.format(wait="NOWAIT")
-ERASE_READERS_WAITING = _ERASE_READERS.format(wait="")
+
+# The readers of a release (the erasure job's batch, the sweep's claimed
+# sessions), locked as `stello_release_records` then finds them (FOR NO KEY
+# UPDATE, in id order). SKIP LOCKED: the job never waits for a row lock while
+# it holds its batch, so it closes no cycle of waits (a trim whose statement
+# began before a session was hidden may still wait for it in the batch; a
+# fork holding a batch session's key share may wait for a trim that holds its
+# source); `UNLOCKED_READER` then tells whether one was skipped, and the
+# release backs off and tries again, waiting only on its last attempt.
+_READERS = f"""
+SELECT s.id
+{_READER_SET}
+ORDER BY s.id
+FOR NO KEY UPDATE OF s {{wait}}
+"""
+READERS = _READERS.format(wait="SKIP LOCKED")
+READERS_WAITING = _READERS.format(wait="")
+
+# Whether a reader of the released sessions ($2) is not among the locked ($3).
+UNLOCKED_READER = f"""
+SELECT EXISTS (SELECT
+{_READER_SET}
+  AND s.id <> ALL ($3::uuid[]))
+"""
 
 # Before the DELETE, the batch gives up its records (storage's
 # `stello_release_records`, migration 0009): rows that forks outside it still
@@ -636,7 +668,11 @@ LIMIT $2
 # Citus locks rows only in a statement routed to one shard (DESIGN §4.7), so
 # each space's due sessions are claimed, released and deleted by statements
 # pinned to that space. Rows a CommitSession holds right now are skipped: it
-# is making them visible (and a committed one is provisional no more).
+# is making them visible (and a committed one is provisional no more). Then
+# their readers are locked as the erasure job locks its batch's (`READERS`,
+# SKIP LOCKED, `UNLOCKED_READER`): a sweep that finds one held rolls the
+# space's work back to its savepoint and tries again a little later, so it
+# never waits for a reader while it holds claimed rows (its last try waits).
 SWEEP_CLAIM = f"""
 SELECT d.id
 FROM sessions d

@@ -24,13 +24,24 @@
 --   reader can be added (a fork locks its source FOR SHARE), so this function
 --   finds them all locked.
 -- - The erasure job locks its batch FOR UPDATE (it deletes it) in id order,
---   then its readers FOR NO KEY UPDATE in id order, both NOWAIT: on a conflict
---   it rolls back and tries again a little later, so it never waits while it
---   holds a lock either (its last try waits). The batch must come first, not in
---   one id order with its readers: a fork holding a batch session's key share
---   (a holder of its source's rows) and waiting for its source (a reader the
---   release took) would wait for the release, whose FOR UPDATE waits for that
---   key share. The sweep keeps 0022's order (it claims SKIP LOCKED).
+--   then its readers FOR NO KEY UPDATE in id order, both SKIP LOCKED with a
+--   check that no row it needs was skipped: when one was, it rolls back and
+--   tries again a little later, so it never waits while it holds a lock either
+--   (its last try waits). (This file's first version took them NOWAIT, which
+--   logged an ERROR per conflict; tree_service.sql since, issue #34.) The batch
+--   must come first, not in one id order with its readers: a fork holding a
+--   batch session's key share (a holder of its source's rows) and waiting for
+--   its source (a reader the release took) would wait for the release, whose
+--   FOR UPDATE waits for that key share. The sweep claims SKIP LOCKED and, since
+--   issue #34, locks its claimed sessions' readers as the erasure job does (it
+--   kept 0022's order here: a sweep holding a claimed session could wait for a
+--   reader a trim held while the trim waited for the claimed session).
+-- - A CommitSession locks the session and its provisional parent in one pass
+--   in id order (tree_service.sql LOCK_FOR_COMMIT, since issue #34; child then
+--   parent, it could close a cycle with a trim holding both), and a Transact
+--   that trims and checks an insight or memory version takes that session's
+--   FOR UPDATE in the trim's pass (storage's TRIM_SET_IDS and LOCK_IDS; it took
+--   it after the pass, after higher ids).
 --
 -- Why no cycle is left between releases. A key share waits only for a FOR
 -- UPDATE (the erasure's batch, taken before any reader), and a fork's lock of

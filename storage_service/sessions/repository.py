@@ -18,6 +18,7 @@ import uuid
 from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
+from itertools import groupby
 
 import asyncpg
 
@@ -91,6 +92,37 @@ FOR NO KEY UPDATE {{wait}}
 """
 LOCK_FOR_TRIM = _LOCK_FOR_TRIM.format(wait="")
 LOCK_FOR_TRIM_SKIPPING = _LOCK_FOR_TRIM.format(wait="SKIP LOCKED")
+
+# The set `LOCK_FOR_TRIM` locks, unlocked, in id order: a trim's pass when the Transact
+# also checks an insight or a memory version (`lock_for_trim`'s `exclusive`). Then each
+# run of consecutive ids is locked in its mode by `LOCK_IDS`: the checked sessions FOR
+# UPDATE (which also blocks a slot row insert: its foreign-key check takes a KEY SHARE),
+# the others FOR NO KEY UPDATE, all in id order. Upgraded after the pass, as before, a
+# checked session's lock came after higher ids: a fork holding its key share (a holder of
+# its source's rows) and waiting for its source, a reader the trim held, waited for the
+# trim while the trim waited for it. A session the listing missed (a reader a fork
+# committed meanwhile) is found by `UNLOCKED_FOR_TRIM`, as a skipped one is.
+TRIM_SET_IDS = f"""
+SELECT id
+{_TRIM_SET}
+ORDER BY id
+"""
+
+_LOCK_IDS = """
+SELECT id, last_seq, turn_token, turn_expires_at > now() AS lease_live, released_turn_token
+FROM sessions
+WHERE space_id = $1 AND id = ANY ($2::uuid[]) AND provisional_until IS DISTINCT FROM 'infinity'
+ORDER BY id
+FOR {mode} {wait}
+"""
+LOCK_IDS = {
+    (exclusive, wait): _LOCK_IDS.format(
+        mode="UPDATE" if exclusive else "NO KEY UPDATE", wait="" if wait else "SKIP LOCKED"
+    )
+    for exclusive in (False, True)
+    for wait in (False, True)
+}
+"""`_LOCK_IDS` by (FOR UPDATE?, waiting?)."""
 
 # A session of the set `LOCK_FOR_TRIM` locks that is not among the locked ($4), if any:
 # one skipped, or a reader a fork committed while the set was being locked (once a session
@@ -209,22 +241,25 @@ class SessionRepository:
         return {row["id"]: _locked(row) for row in rows}
 
     async def lock_for_trim(
-        self, space_id: uuid.UUID, session_ids: Sequence[uuid.UUID], trimmed: Sequence[uuid.UUID]
+        self,
+        space_id: uuid.UUID,
+        session_ids: Sequence[uuid.UUID],
+        trimmed: Sequence[uuid.UUID],
+        exclusive: Sequence[uuid.UUID] = (),
     ) -> dict[uuid.UUID, LockedSession]:
         """Lock the sessions' rows and those of every reader of the `trimmed` ones (among
-        them) in one pass in id order, FOR NO KEY UPDATE (`LOCK_FOR_TRIM`); the named
-        sessions found, as `lock` answers them. Must come first in the transaction: a pass
-        that missed a row is rolled back (to a savepoint: its locks go) and taken again, so
-        no lock is taken after a higher id, and (first) none is waited for while others
-        are held."""
+        them) in one pass in id order, FOR NO KEY UPDATE (`LOCK_FOR_TRIM`), the `exclusive`
+        ones (among them) FOR UPDATE in the same pass; the named sessions found, as `lock`
+        answers them. Must come first in the transaction: a pass that missed a row is
+        rolled back (to a savepoint: its locks go) and taken again, so no lock is taken
+        after a higher id, and (first) none is waited for while others are held."""
         wanted = set(session_ids)
         named, held = list(wanted), list(trimmed)
         for attempt in range(TRIM_LOCK_PASSES):
             quick = attempt < TRIM_QUICK_PASSES
             try:
                 async with self._con.transaction():
-                    lock = LOCK_FOR_TRIM_SKIPPING if quick else LOCK_FOR_TRIM
-                    rows = await self._con.fetch(lock, space_id, named, held)
+                    rows = await self._lock_pass(space_id, named, held, set(exclusive), not quick)
                     ids = [row["id"] for row in rows]
                     missed = await self._con.fetchval(UNLOCKED_FOR_TRIM, space_id, named, held, ids)
                     if missed is not None and attempt + 1 < TRIM_LOCK_PASSES:
@@ -235,3 +270,21 @@ class SessionRepository:
                 continue
             return {row["id"]: _locked(row) for row in rows if row["id"] in wanted}
         raise AssertionError("unreachable: the last pass keeps its locks")
+
+    async def _lock_pass(
+        self,
+        space_id: uuid.UUID,
+        named: list[uuid.UUID],
+        held: list[uuid.UUID],
+        exclusive: set[uuid.UUID],
+        wait: bool,
+    ) -> list[asyncpg.Record]:
+        """One pass of `lock_for_trim`: the rows it locked, in id order."""
+        if not exclusive:
+            lock = LOCK_FOR_TRIM if wait else LOCK_FOR_TRIM_SKIPPING
+            return list(await self._con.fetch(lock, space_id, named, held))
+        ids = [row["id"] for row in await self._con.fetch(TRIM_SET_IDS, space_id, named, held)]
+        rows: list[asyncpg.Record] = []
+        for strong, run in groupby(ids, key=exclusive.__contains__):
+            rows += await self._con.fetch(LOCK_IDS[strong, wait], space_id, list(run))
+        return rows

@@ -7,9 +7,10 @@ rooms it writes. The rows of every named session are locked first, in id order
 concurrent slot row insert (its foreign-key check needs a KEY SHARE lock), so an
 insight that a precondition checked cannot change before the commit. A Transact
 that trims locks them FOR NO KEY UPDATE instead, in one id-ordered pass with the
-readers of the trimmed sessions (as TrimRecords does, DESIGN §4.4), and then
-takes FOR UPDATE on the sessions an insight or memory-version check names. With a
-request_id, the reply is stored in the same transaction (`storage_service.keys`).
+readers of the trimmed sessions (as TrimRecords does, DESIGN §4.4), except the
+sessions an insight or memory-version check names: those FOR UPDATE, in the same
+pass. With a request_id, the reply is stored in the same transaction
+(`storage_service.keys`).
 
 A ReleaseTurnOp records the token it released on the session (migration 0014),
 so a TurnLeaseCheck of that token fails afterwards as `turn_lease_released`:
@@ -156,9 +157,8 @@ async def check_preconditions(
     trimmed = sorted({o.session_id for o in operations if isinstance(o, TrimOp)})
     if trimmed:
         # A trim's locks go in one pass in id order with its readers', FOR NO KEY UPDATE
-        # (DESIGN §4.4, migration 0023); a check on a row beside the session's then takes
-        # the FOR UPDATE it needs (that blocks a slot row insert).
-        locked = await uow.sessions.lock_for_trim(space_id, sorted(named), trimmed)
+        # (DESIGN §4.4, migration 0023); a check on a row beside the session's takes the
+        # FOR UPDATE it needs (that blocks a slot row insert) in the same pass.
         beside = sorted(
             {
                 p.session_id
@@ -166,8 +166,7 @@ async def check_preconditions(
                 if isinstance(p, InsightCheck | MemoryVersionCheck)
             }
         )
-        if beside:
-            await uow.sessions.lock(space_id, beside)
+        locked = await uow.sessions.lock_for_trim(space_id, sorted(named), trimmed, beside)
     else:
         locked = await uow.sessions.lock(space_id, sorted(named))
     for session_id in named:

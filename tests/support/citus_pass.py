@@ -79,12 +79,6 @@ ALLOWED_ERRORS: tuple[Allowed, ...] = (
         "GetTree's read is bounded by a statement timeout (STELLO_TREE_GET_TREE_TIMEOUT_S); "
         "the TREE_TOO_LARGE tests run past it",
     ),
-    Allowed(
-        r'^could not obtain lock on row in relation "sessions(_\d+)?"$',
-        r"NOWAIT",
-        "the erasure job takes its batch's and its readers' row locks NOWAIT and backs off "
-        "when one is held (migration 0023): it never waits while it holds a lock",
-    ),
 )
 
 _STASH_ERRORS = pytest.StashKey[list[tuple[str, LoggedError]]]()

@@ -188,7 +188,7 @@ SELECT id FROM sessions WHERE space_id = $1 AND id = $2 FOR NO KEY UPDATE
 
 ERASER_TRIES_S = 0.5
 """How long a test lets the erasure job try while a trim waits (it backs off and tries
-again when a row it needs is locked: `tree_service.repository.ERASE_TRIES`)."""
+again when a row it needs is locked: `tree_service.repository.RELEASE_TRIES`)."""
 
 # Who waits for whom in this database (a cycle among them is a deadlock in the making:
 # the detector breaks it only after deadlock_timeout, and the storage server's retry
@@ -297,8 +297,9 @@ async def test_two_releases_never_wait_for_each_other(
       trim took R, then waited for U, a reader of T the erasure holds.
 
     Now a trim takes T and its readers (never a hidden one) in one pass in id order, and
-    the erasure job takes its row locks NOWAIT, backing off (migration 0023). In a
-    database of its own: no other erasure runs there."""
+    the erasure job takes its row locks without waiting, backing off (migration 0023;
+    SKIP LOCKED with a count check since issue #34). In a database of its own: no other
+    erasure runs there."""
     async with fresh_database(admin_dsn, settings) as fresh:
         pool, space = fresh.pool, fresh.space
         channel = (await fresh.start(create_storage)).channel(space.key)

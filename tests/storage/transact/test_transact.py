@@ -15,6 +15,7 @@ from stello.common.v1 import common_pb2
 from stello.errors import error_info_reason, field_violations, precondition_violations
 from stello.storage.v1 import storage_pb2, storage_pb2_grpc
 from tests.storage.helpers import ASSISTANT, rec, rpc_error, state
+from tests.storage.records.test_lineage import inherit, listed
 from tests.support.fixtures import MakeSession, TestSpace
 from tests.support.history import RowUpdates
 
@@ -172,6 +173,37 @@ class TestTransact:
         )
         assert err.code() == grpc.StatusCode.ABORTED
         assert (await state(pool, space.id, sid))["insight"] == "newer"
+
+    async def test_a_trim_checks_an_insight_and_a_memory_version_of_its_session(
+        self, stub: Stub, space: TestSpace, make_session: MakeSession, pool: asyncpg.Pool
+    ) -> None:
+        """A Transact that trims a session read by a fork and checks its insight, memory
+        version, lease and last seq: the checked session is locked FOR UPDATE in the
+        trim's pass with the reader (issue #34), and each check reads the locked row."""
+        sid, reader = await make_session(), await make_session()
+        target: dict[str, Any] = {"space_id": space.sid, "session_id": str(sid)}
+        await transact(stub, space, [append_op(sid, "t1", "t2", "t3")])
+        await inherit(stub, space, reader, sid)
+        await stub.PutInsight(storage_pb2.PutInsightRequest(**target, content="hint"))
+        lease = await stub.BeginTurn(storage_pb2.BeginTurnRequest(**target, ttl_s=30))
+        checks = [
+            Check(turn_lease=Check.TurnLeaseCheck(session_id=str(sid), token=lease.token)),
+            Check(
+                insight_unchanged=Check.InsightUnchangedCheck(session_id=str(sid), expected="hint")
+            ),
+            Check(memory_version=Check.MemoryVersionCheck(session_id=str(sid), expected=0)),
+            Check(session_last_seq=Check.SessionLastSeqCheck(session_id=str(sid), expected=3)),
+        ]
+        ops = [
+            Op(trim_records=Op.TrimRecordsOp(session_id=str(sid), keep_recent=1)),
+            Op(clear_insight=Op.ClearInsightOp(session_id=str(sid))),
+        ]
+        await transact(stub, space, ops, checks)
+        assert [r.content for r in await listed(stub, space, sid)] == ["t3"]
+        assert [r.content for r in await listed(stub, space, reader)] == ["t1", "t2", "t3"]
+        assert (await state(pool, space.id, sid))["insight"] is None
+        err = await rpc_error(transact(stub, space, ops, checks))
+        assert [v.type for v in precondition_violations(err)] == ["insight_unchanged"]
 
     async def test_stale_lease_fails(
         self, stub: Stub, space: TestSpace, make_session: MakeSession
