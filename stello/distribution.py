@@ -13,7 +13,8 @@ in one transaction, in the order Citus accepts: the foreign keys between
 tenant tables are read and dropped, the reference tables created, `sessions`
 distributed, then the tables co-located with it, the keys re-added exactly as
 they were, functions the conversion dropped recreated from their definitions,
-and the functions distributed. It is idempotent: on a distributed schema it
+and the functions distributed. Last, the database's session defaults that the
+services need on Citus (`SESSION_DEFAULTS`). It is idempotent: on a distributed schema it
 changes nothing and returns no step. A listed table that does not exist yet
 is left out; the migration that creates it distributes it itself (its guard
 checks that `sessions` is distributed).
@@ -25,6 +26,7 @@ import logging
 
 import asyncpg
 
+from stello.db import APPLICATION_NAME
 from stello.errors import FailedPrecondition
 from stello.migrate import CITUS_INSTALLED, LOCK_KEY, migrate
 
@@ -97,6 +99,27 @@ TABLE_FUNCTIONS = (
     "stello_label_vector(text)",
     "stello_value_vector(text)",
 )
+
+# The database's defaults for every new session on the coordinator (ALTER DATABASE ...
+# SET; a session that is open keeps its values). Citus adds `relation_is_a_known_shard(oid)
+# IS NOT TRUE` to every query that reads pg_class unless the connection's application_name
+# starts with a prefix listed here: asyncpg's type introspection (once per type per
+# connection) takes ~350 ms with that filter, ~12 ms without. The services' pools are
+# named `stello` (stello.db.APPLICATION_NAME); the coordinator holds no tenant shard,
+# only the reference tables' copies, which no service query of the catalogue reads.
+# JIT off: Citus's plans of catalogue and distributed queries carry costs far past
+# jit_above_cost, and compiling them costs more than running them.
+SESSION_DEFAULTS: dict[str, str] = {
+    "jit": "off",
+    "citus.show_shards_for_app_name_prefixes": APPLICATION_NAME,
+}
+
+# This database's own defaults (any role), as `name=value` strings.
+DATABASE_DEFAULTS = """
+SELECT coalesce(s.setconfig, '{}') FROM pg_database d
+LEFT JOIN pg_db_role_setting s ON s.setdatabase = d.oid AND s.setrole = 0
+WHERE d.datname = current_database()
+"""
 
 ACTIVE_WORKERS = "SELECT count(*) FROM citus_get_active_worker_nodes()"
 
@@ -323,6 +346,24 @@ async def _distribute_functions(con: asyncpg.Connection, group: int) -> list[str
     return steps
 
 
+async def _set_session_defaults(con: asyncpg.Connection) -> list[str]:
+    """SESSION_DEFAULTS as this database's defaults, each set once."""
+    current: dict[str, str] = {}
+    for item in await con.fetchval(DATABASE_DEFAULTS):
+        name, _, value = item.partition("=")
+        current[name] = value
+    database = _quote(await con.fetchval("SELECT current_database()"))
+    steps: list[str] = []
+    for name, value in SESSION_DEFAULTS.items():
+        if current.get(name) == value:
+            continue
+        # A literal: ALTER DATABASE takes no parameters.
+        literal = "'" + value.replace("'", "''") + "'"
+        await con.execute(f"ALTER DATABASE {database} SET {name} = {literal}")
+        steps.append(f"ALTER DATABASE {database} SET {name} = {literal}")
+    return steps
+
+
 async def distribute(
     con: asyncpg.Connection, *, shard_count: int = DEFAULT_SHARD_COUNT
 ) -> list[str]:
@@ -353,6 +394,7 @@ async def distribute(
         group = _sessions_group(states)
         if group is not None:
             steps += await _distribute_functions(con, group)
+        steps += await _set_session_defaults(con)
     for step in steps:
         log.info("distribution: %s", step)
     return steps
