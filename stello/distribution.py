@@ -104,11 +104,14 @@ TABLE_FUNCTIONS = (
 # SET; a session that is open keeps its values). Citus adds `relation_is_a_known_shard(oid)
 # IS NOT TRUE` to every query that reads pg_class unless the connection's application_name
 # starts with a prefix listed here: asyncpg's type introspection (once per type per
-# connection) takes ~350 ms with that filter, ~12 ms without. The services' pools are
-# named `stello` (stello.db.APPLICATION_NAME); the coordinator holds no tenant shard,
-# only the reference tables' copies, which no service query of the catalogue reads.
-# JIT off: Citus's plans of catalogue and distributed queries carry costs far past
-# jit_above_cost, and compiling them costs more than running them.
+# connection) takes ~350 ms with that filter, ~12 ms without (the gateway's fork tests:
+# 36 s of the coordinator's CPU with it, 20 s without). The services' pools are named
+# `stello` (stello.db.APPLICATION_NAME); the coordinator holds no tenant shard, only the
+# reference tables' copies, which no service query of the catalogue reads.
+# JIT off: the coordinator's plans of the services' multi-CTE writes (the append's, the
+# fork's: the parts Citus plans on the coordinator) are estimated past jit_above_cost, and
+# compiling them costs more than running them: the gateway's fork tests took 62 s of the
+# coordinator's CPU and 145 s of wall time with JIT, 20 s and 109 s without.
 SESSION_DEFAULTS: dict[str, str] = {
     "jit": "off",
     "citus.show_shards_for_app_name_prefixes": APPLICATION_NAME,
