@@ -112,10 +112,8 @@ TABLE_FUNCTIONS = (
 # fork's: the parts Citus plans on the coordinator) are estimated past jit_above_cost, and
 # compiling them costs more than running them: the gateway's fork tests took 62 s of the
 # coordinator's CPU and 145 s of wall time with JIT, 20 s and 109 s without.
-SESSION_DEFAULTS: dict[str, str] = {
-    "jit": "off",
-    "citus.show_shards_for_app_name_prefixes": APPLICATION_NAME,
-}
+PREFIXES = "citus.show_shards_for_app_name_prefixes"
+SESSION_DEFAULTS: dict[str, str] = {"jit": "off", PREFIXES: APPLICATION_NAME}
 
 # This database's own defaults (any role), as `name=value` strings.
 DATABASE_DEFAULTS = """
@@ -349,15 +347,25 @@ async def _distribute_functions(con: asyncpg.Connection, group: int) -> list[str
     return steps
 
 
+def _with_prefix(prefixes: str, prefix: str) -> str:
+    """The comma-separated `prefixes` with `prefix` added, unless it (or `*`) is listed."""
+    listed = [item.strip() for item in prefixes.split(",") if item.strip()]
+    if prefix in listed or "*" in listed:
+        return prefixes
+    return ",".join([*listed, prefix])
+
+
 async def _set_session_defaults(con: asyncpg.Connection) -> list[str]:
-    """SESSION_DEFAULTS as this database's defaults, each set once."""
+    """SESSION_DEFAULTS as this database's defaults, each set once (the prefixes an
+    operator listed are kept, the services' added)."""
     current: dict[str, str] = {}
     for item in await con.fetchval(DATABASE_DEFAULTS):
         name, _, value = item.partition("=")
         current[name] = value
     database = _quote(await con.fetchval("SELECT current_database()"))
     steps: list[str] = []
-    for name, value in SESSION_DEFAULTS.items():
+    for name, wanted in SESSION_DEFAULTS.items():
+        value = _with_prefix(current.get(name, ""), wanted) if name == PREFIXES else wanted
         if current.get(name) == value:
             continue
         # A literal: ALTER DATABASE takes no parameters.

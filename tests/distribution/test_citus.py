@@ -334,6 +334,20 @@ class TestDistribute:
         filtered = await con.fetch("EXPLAIN SELECT oid FROM pg_class WHERE relname = 'x'")
         assert any("relation_is_a_known_shard" in row[0] for row in filtered)
 
+    async def test_an_operators_prefixes_are_kept(self, con: asyncpg.Connection) -> None:
+        """A prefix list set by hand without the services' name gets it added, the rest kept."""
+        database = await con.fetchval("SELECT current_database()")
+        setting = f'ALTER DATABASE "{database}" SET citus.show_shards_for_app_name_prefixes'
+        await con.execute(f"{setting} = 'psql'")
+        try:
+            assert await distribute(con, shard_count=SHARDS) == [f"{setting} = 'psql,stello'"]
+            assert "citus.show_shards_for_app_name_prefixes=psql,stello" in await con.fetchval(
+                DATABASE_DEFAULTS
+            )
+            assert await distribute(con, shard_count=SHARDS) == []
+        finally:
+            await con.execute(f"{setting} = 'stello'")
+
     async def test_shared_functions_run_from_shards(self, con: asyncpg.Connection) -> None:
         """A statement routed to a space's shard calls stello_release_records there, and the
         recount runs per space and for every space."""
