@@ -22,6 +22,7 @@ import logging
 from collections.abc import AsyncIterator, Awaitable, Callable
 from contextlib import asynccontextmanager
 from typing import Any, Literal, TypeVar, cast
+from urllib.parse import parse_qs, urlsplit
 
 import asyncpg
 
@@ -48,6 +49,12 @@ CONNECTION_ERRORS: tuple[type[BaseException], ...] = (
     asyncpg.TooManyConnectionsError,
     TimeoutError,
 )
+
+# The services' connections are named so (unless their URL names them otherwise): on
+# Citus, the database default citus.show_shards_for_app_name_prefixes names it, so
+# their catalogue reads (asyncpg's type introspection) skip the shard filter Citus
+# adds to every query of pg_class (stello.distribution, docs/scaling.md).
+APPLICATION_NAME = "stello"
 
 UNAVAILABLE_MESSAGE = "the database is unavailable; retry the call"
 CONFLICT_MESSAGE = (
@@ -88,11 +95,20 @@ async def create_pool(
         statement_cache_size=settings.db_statement_cache_size,
         init=register_codecs,
         reset=_no_reset,
+        server_settings=server_settings(dsn),
     )
     try:
         yield pool
     finally:
         await asyncio.wait_for(pool.close(), timeout=10)
+
+
+def server_settings(dsn: str) -> dict[str, str]:
+    """The pool's session settings: application_name `stello`, unless `dsn` sets its own
+    (asyncpg lets explicit server_settings override the URL's)."""
+    if "application_name" in parse_qs(urlsplit(dsn).query):
+        return {}
+    return {"application_name": APPLICATION_NAME}
 
 
 async def _no_reset(con: asyncpg.Connection) -> None:

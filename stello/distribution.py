@@ -13,7 +13,8 @@ in one transaction, in the order Citus accepts: the foreign keys between
 tenant tables are read and dropped, the reference tables created, `sessions`
 distributed, then the tables co-located with it, the keys re-added exactly as
 they were, functions the conversion dropped recreated from their definitions,
-and the functions distributed. It is idempotent: on a distributed schema it
+and the functions distributed. Last, the database's session defaults that the
+services need on Citus (`SESSION_DEFAULTS`). It is idempotent: on a distributed schema it
 changes nothing and returns no step. A listed table that does not exist yet
 is left out; the migration that creates it distributes it itself (its guard
 checks that `sessions` is distributed).
@@ -25,6 +26,7 @@ import logging
 
 import asyncpg
 
+from stello.db import APPLICATION_NAME
 from stello.errors import FailedPrecondition
 from stello.migrate import CITUS_INSTALLED, LOCK_KEY, migrate
 
@@ -97,6 +99,28 @@ TABLE_FUNCTIONS = (
     "stello_label_vector(text)",
     "stello_value_vector(text)",
 )
+
+# The database's defaults for every new session on the coordinator (ALTER DATABASE ...
+# SET; a session that is open keeps its values). Citus adds `relation_is_a_known_shard(oid)
+# IS NOT TRUE` to every query that reads pg_class unless the connection's application_name
+# starts with a prefix listed here: asyncpg's type introspection (once per type per
+# connection) takes ~350 ms with that filter, ~12 ms without (the gateway's fork tests:
+# 36 s of the coordinator's CPU with it, 20 s without). The services' pools are named
+# `stello` (stello.db.APPLICATION_NAME); the coordinator holds no tenant shard, only the
+# reference tables' copies, which no service query of the catalogue reads.
+# JIT off: the coordinator's plans of the services' multi-CTE writes (the append's, the
+# fork's: the parts Citus plans on the coordinator) are estimated past jit_above_cost, and
+# compiling them costs more than running them: the gateway's fork tests took 62 s of the
+# coordinator's CPU and 145 s of wall time with JIT, 20 s and 109 s without.
+PREFIXES = "citus.show_shards_for_app_name_prefixes"
+SESSION_DEFAULTS: dict[str, str] = {"jit": "off", PREFIXES: APPLICATION_NAME}
+
+# This database's own defaults (any role), as `name=value` strings.
+DATABASE_DEFAULTS = """
+SELECT coalesce(s.setconfig, '{}') FROM pg_database d
+LEFT JOIN pg_db_role_setting s ON s.setdatabase = d.oid AND s.setrole = 0
+WHERE d.datname = current_database()
+"""
 
 ACTIVE_WORKERS = "SELECT count(*) FROM citus_get_active_worker_nodes()"
 
@@ -323,6 +347,34 @@ async def _distribute_functions(con: asyncpg.Connection, group: int) -> list[str
     return steps
 
 
+def _with_prefix(prefixes: str, prefix: str) -> str:
+    """The comma-separated `prefixes` with `prefix` added, unless it (or `*`) is listed."""
+    listed = [item.strip() for item in prefixes.split(",") if item.strip()]
+    if prefix in listed or "*" in listed:
+        return prefixes
+    return ",".join([*listed, prefix])
+
+
+async def _set_session_defaults(con: asyncpg.Connection) -> list[str]:
+    """SESSION_DEFAULTS as this database's defaults, each set once (the prefixes an
+    operator listed are kept, the services' added)."""
+    current: dict[str, str] = {}
+    for item in await con.fetchval(DATABASE_DEFAULTS):
+        name, _, value = item.partition("=")
+        current[name] = value
+    database = _quote(await con.fetchval("SELECT current_database()"))
+    steps: list[str] = []
+    for name, wanted in SESSION_DEFAULTS.items():
+        value = _with_prefix(current.get(name, ""), wanted) if name == PREFIXES else wanted
+        if current.get(name) == value:
+            continue
+        # A literal: ALTER DATABASE takes no parameters.
+        literal = "'" + value.replace("'", "''") + "'"
+        await con.execute(f"ALTER DATABASE {database} SET {name} = {literal}")
+        steps.append(f"ALTER DATABASE {database} SET {name} = {literal}")
+    return steps
+
+
 async def distribute(
     con: asyncpg.Connection, *, shard_count: int = DEFAULT_SHARD_COUNT
 ) -> list[str]:
@@ -353,6 +405,7 @@ async def distribute(
         group = _sessions_group(states)
         if group is not None:
             steps += await _distribute_functions(con, group)
+        steps += await _set_session_defaults(con)
     for step in steps:
         log.info("distribution: %s", step)
     return steps

@@ -19,6 +19,7 @@ import asyncpg
 import pytest
 
 from stello import distribution
+from stello.db import create_pool
 from stello.distribution import distribute, is_distributed
 from stello.errors import FailedPrecondition
 from stello.migrate import load_migrations, migrate
@@ -34,6 +35,12 @@ from tests.support.citus_pass import unexpected_errors
 pytestmark = [pytest.mark.citus, pytest.mark.timeout(300)]
 
 SHARDS = 4  # per table: fast to create, still spread over both workers
+
+DATABASE_DEFAULTS = """
+SELECT coalesce(s.setconfig, '{}') FROM pg_database d
+LEFT JOIN pg_db_role_setting s ON s.setdatabase = d.oid AND s.setrole = 0
+WHERE d.datname = current_database()
+"""
 
 FOREIGN_KEYS = """
 SELECT t.relname AS table_name, con.conname AS name, pg_get_constraintdef(con.oid) AS definition
@@ -309,6 +316,37 @@ class TestDistribute:
         assert await distribute(con, shard_count=SHARDS) == []
         assert await _snapshot(con) == before
         assert await is_distributed(con)
+
+    async def test_the_services_read_the_catalogue_unfiltered_and_uncompiled(
+        self, con: asyncpg.Connection, distributed: Distributed
+    ) -> None:
+        """The database's defaults turn JIT off and list the services' application_name in
+        citus.show_shards_for_app_name_prefixes: a service's connection (stello.db's pool)
+        has both, and Citus adds no shard filter to its queries of pg_class."""
+        defaults = set(await con.fetchval(DATABASE_DEFAULTS))
+        assert {"jit=off", "citus.show_shards_for_app_name_prefixes=stello"} <= defaults
+        async with create_pool(distributed.dsn) as pool, pool.acquire() as service:
+            assert await service.fetchval("SHOW application_name") == "stello"
+            assert await service.fetchval("SHOW jit") == "off"
+            plan = await service.fetch("EXPLAIN SELECT oid FROM pg_class WHERE relname = 'x'")
+        assert not any("relation_is_a_known_shard" in row[0] for row in plan)
+        # Anyone else still reads the catalogue as Citus shows it by default.
+        filtered = await con.fetch("EXPLAIN SELECT oid FROM pg_class WHERE relname = 'x'")
+        assert any("relation_is_a_known_shard" in row[0] for row in filtered)
+
+    async def test_an_operators_prefixes_are_kept(self, con: asyncpg.Connection) -> None:
+        """A prefix list set by hand without the services' name gets it added, the rest kept."""
+        database = await con.fetchval("SELECT current_database()")
+        setting = f'ALTER DATABASE "{database}" SET citus.show_shards_for_app_name_prefixes'
+        await con.execute(f"{setting} = 'psql'")
+        try:
+            assert await distribute(con, shard_count=SHARDS) == [f"{setting} = 'psql,stello'"]
+            assert "citus.show_shards_for_app_name_prefixes=psql,stello" in await con.fetchval(
+                DATABASE_DEFAULTS
+            )
+            assert await distribute(con, shard_count=SHARDS) == []
+        finally:
+            await con.execute(f"{setting} = 'stello'")
 
     async def test_shared_functions_run_from_shards(self, con: asyncpg.Connection) -> None:
         """A statement routed to a space's shard calls stello_release_records there, and the

@@ -153,3 +153,21 @@ class TestConflicts:
             await helper(pool, work)
         assert caught.value.reason == CONCURRENT_MODIFICATION
         assert attempts == MAX_ATTEMPTS
+
+
+class TestApplicationName:
+    """The services' connections are named `stello` (on Citus, the database's defaults
+    show them the catalogue without the shard filter: stello.distribution)."""
+
+    async def test_the_pool_names_its_connections_stello(
+        self, settings: StelloSettings, database_url: str
+    ) -> None:
+        async with create_pool(database_url, settings) as pool:
+            assert await pool.fetchval("SHOW application_name") == "stello"
+
+    async def test_the_urls_own_name_wins(
+        self, settings: StelloSettings, database_url: str
+    ) -> None:
+        separator = "&" if "?" in database_url else "?"
+        async with create_pool(f"{database_url}{separator}application_name=mine", settings) as pool:
+            assert await pool.fetchval("SHOW application_name") == "mine"

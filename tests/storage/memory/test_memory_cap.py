@@ -99,6 +99,10 @@ async def seed_entries(
     await con.execute("ANALYZE shared_memory")
 
 
+@pytest.mark.plain_postgres(
+    "counts the rows read in the statistics of the database it connects to; on Citus the "
+    "coordinator reads none, the workers' shards do"
+)
 class TestCost:
     async def test_a_turn_reads_the_index_not_the_space(
         self,
