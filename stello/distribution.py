@@ -112,8 +112,15 @@ TABLE_FUNCTIONS = (
 # fork's: the parts Citus plans on the coordinator) are estimated past jit_above_cost, and
 # compiling them costs more than running them: the gateway's fork tests took 62 s of the
 # coordinator's CPU and 145 s of wall time with JIT, 20 s and 109 s without.
+# citus.propagate_set_commands = 'local': a SET LOCAL in a transaction reaches the workers
+# that transaction's statements run on (GetTree's planner settings and timeout,
+# tree_service.sql.tree_settings; the workers planned its walk without them).
 PREFIXES = "citus.show_shards_for_app_name_prefixes"
-SESSION_DEFAULTS: dict[str, str] = {"jit": "off", PREFIXES: APPLICATION_NAME}
+SESSION_DEFAULTS: dict[str, str] = {
+    "jit": "off",
+    PREFIXES: APPLICATION_NAME,
+    "citus.propagate_set_commands": "local",
+}
 
 # This database's own defaults (any role), as `name=value` strings.
 DATABASE_DEFAULTS = """

@@ -308,7 +308,7 @@ class TreeRepository:
         """
 
         async def work(con: asyncpg.Connection) -> list[asyncpg.Record]:
-            await con.execute(sql.TREE_SETTINGS, f"{max(1, int(timeout_s * 1000))}ms")
+            await con.execute(sql.tree_settings(max(1, int(timeout_s * 1000))))
             if root_id is None:
                 return list(await con.fetch(sql.FOREST, space_id, max_depth, cap))
             return list(await con.fetch(sql.SUBTREE, space_id, max_depth, cap, root_id))

@@ -187,7 +187,7 @@ LIMIT $4
 # below them); $2 max levels below the top (NULL = all); $3 row cap (the limit
 # stops the recursion early). Each level's children are read by a LATERAL lookup
 # per parent, so the rows read are the rows answered whatever the planner
-# believes about the space (see TREE_SETTINGS).
+# believes about the space (see tree_settings).
 _TREE = """
 WITH RECURSIVE tree AS (
     SELECT s.id, s.parent_id, s.depth, s.sibling_index, s.label, s.status, s.turn_count,
@@ -219,12 +219,22 @@ LIMIT $3
 # the whole space once per level: quadratic on a chain, minutes after a bulk load), the
 # children of a node are one (space_id, parent_id) index range each, found in sibling order
 # (no sort: the planner, which may believe the space holds one row, cannot pick another
-# index), and a statement timeout bounds what is left ($1, e.g. '30000ms').
-TREE_SETTINGS = """
-SELECT set_config('plan_cache_mode', 'force_custom_plan', true),
-       set_config('enable_sort', 'off', true),
-       set_config('statement_timeout', $1, true)
+# index), and a statement timeout bounds what is left (milliseconds, an integer the
+# service computes: a SET takes no parameter). SET LOCAL statements, not set_config():
+# on Citus they reach the worker that runs the walk (the database's default
+# citus.propagate_set_commands = 'local', stello.distribution), which otherwise plans it
+# from statistics taken while the shard was small (10 s for 2,001 rows of a chain, measured).
+_TREE_SETTINGS = """
+SET LOCAL plan_cache_mode = force_custom_plan;
+SET LOCAL enable_sort = off;
+SET LOCAL statement_timeout = {timeout_ms:d}
 """
+
+
+def tree_settings(timeout_ms: int) -> str:
+    """GetTree's settings for its transaction, the timeout in milliseconds."""
+    return _TREE_SETTINGS.format(timeout_ms=timeout_ms)
+
 
 # Every root of the space and their subtrees.
 FOREST = _TREE.format(top="s.parent_id IS NULL")

@@ -31,6 +31,7 @@ from tests.support.citus import (
     logged_errors,
 )
 from tests.support.citus_pass import unexpected_errors
+from tree_service.sql import tree_settings
 
 pytestmark = [pytest.mark.citus, pytest.mark.timeout(300)]
 
@@ -333,6 +334,37 @@ class TestDistribute:
         # Anyone else still reads the catalogue as Citus shows it by default.
         filtered = await con.fetch("EXPLAIN SELECT oid FROM pg_class WHERE relname = 'x'")
         assert any("relation_is_a_known_shard" in row[0] for row in filtered)
+
+    async def test_get_trees_settings_reach_the_worker(
+        self, con: asyncpg.Connection, distributed: Distributed
+    ) -> None:
+        """GetTree's SET LOCALs (tree_settings) hold on the worker its walk runs on, not only
+        on the coordinator: a statement routed to a space's shard reads them there."""
+        principal, space, session = uuid.uuid4(), uuid.uuid4(), uuid.uuid4()
+        await con.execute(
+            "INSERT INTO principals (id, name) VALUES ($1, $2)", principal, str(principal)
+        )
+        await con.execute(
+            "INSERT INTO spaces (id, principal_id, name) VALUES ($1, $2, 's')", space, principal
+        )
+        await con.execute(
+            "INSERT INTO sessions (space_id, id, root_id, label) VALUES ($1, $2, $2, 'a')",
+            space,
+            session,
+        )
+        on_worker = (
+            "SELECT current_setting('enable_sort') AS sort,"
+            " current_setting('statement_timeout') AS timeout"
+            " FROM sessions WHERE space_id = $1 AND id = $2"
+        )
+        async with create_pool(distributed.dsn) as pool, pool.acquire() as service:
+            async with service.transaction():
+                await service.execute(tree_settings(4321))
+                shown = await service.fetchrow(on_worker, space, session)
+            assert shown is not None
+            assert (shown["sort"], shown["timeout"]) == ("off", "4321ms")
+            after = await service.fetchrow(on_worker, space, session)
+            assert after is not None and after["sort"] == "on"  # for its transaction only
 
     async def test_an_operators_prefixes_are_kept(self, con: asyncpg.Connection) -> None:
         """A prefix list set by hand without the services' name gets it added, the rest kept."""
