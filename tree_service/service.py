@@ -434,10 +434,12 @@ class TreeService:
             return await self._repo.due(query.older_than_s, MAX_DRY_RUN)
         removed: list[SweptSession] = []
         while True:
+            # A batch comes back short when a CommitSession holds one of its sessions (it
+            # is skipped), not only at the end: the sweep goes on until one removes none.
             batch = await self._repo.sweep(query.older_than_s, SWEEP_BATCH, wait=True)
-            removed.extend(batch or ())
-            if batch is None or len(batch) < SWEEP_BATCH:
+            if not batch:
                 break
+            removed.extend(batch)
         _log_swept(removed)
         return removed
 

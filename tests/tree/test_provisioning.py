@@ -11,6 +11,7 @@ import asyncpg
 import grpc
 import pytest
 
+import tree_service.service
 from stello.common.v1 import common_pb2
 from stello.errors import field_violations
 from stello.tree.v1 import tree_pb2, tree_pb2_grpc
@@ -229,6 +230,42 @@ class TestSweepProvisional:
                 for r in await con.fetch("SELECT id FROM sessions WHERE space_id = $1", space.id)
             }
         assert left == {fresh, committed}
+
+    async def test_a_held_session_does_not_end_the_sweep_early(
+        self,
+        tree_server: RunningServer,
+        admin_key: str,
+        make_session: MakeSession,
+        pool: asyncpg.Pool,
+        space: TestSpace,
+        monkeypatch: pytest.MonkeyPatch,
+    ) -> None:
+        """A due session a CommitSession holds is skipped, and its batch comes back short;
+        the admin sweep still goes on to every other due session (it stopped at the first
+        short batch: with batches of 2 and the first due one held, it removed one)."""
+        monkeypatch.setattr(tree_service.service, "SWEEP_BATCH", 2)
+        due = [await make_session(provisional=True) for _ in range(5)]
+        async with pool.acquire() as con:
+            for age, session in enumerate(reversed(due), start=1):  # due[0] is due first
+                await con.execute(
+                    "UPDATE sessions SET provisional_until = now() - make_interval(days => $3)"
+                    " WHERE space_id = $1 AND id = $2",
+                    space.id, session, 1000 + age,
+                )  # fmt: skip
+        async with pool.acquire() as held, held.transaction():
+            await held.execute(
+                "SELECT id FROM sessions WHERE space_id = $1 AND id = $2 FOR NO KEY UPDATE",
+                space.id,
+                due[0],
+            )
+            async with tree_server.channel(admin_key) as channel:
+                stub = tree_pb2_grpc.SessionTreeStub(channel)
+                swept = await stub.SweepProvisional(tree_pb2.SweepProvisionalRequest())
+        assert {str(s) for s in due[1:]} <= set(swept.removed_ids)
+        assert str(due[0]) not in swept.removed_ids
+        async with pool.acquire() as con:
+            left = await con.fetch("SELECT id FROM sessions WHERE space_id = $1", space.id)
+        assert [r["id"] for r in left] == [due[0]]
 
     async def test_tenant_key_is_denied(self, tree: TreeClient, pool: asyncpg.Pool) -> None:
         """A tenant key calling SweepProvisional answers PERMISSION_DENIED."""
