@@ -340,18 +340,8 @@ class TestDistribute:
     ) -> None:
         """GetTree's SET LOCALs (tree_settings) hold on the worker its walk runs on, not only
         on the coordinator: a statement routed to a space's shard reads them there."""
-        principal, space, session = uuid.uuid4(), uuid.uuid4(), uuid.uuid4()
-        await con.execute(
-            "INSERT INTO principals (id, name) VALUES ($1, $2)", principal, str(principal)
-        )
-        await con.execute(
-            "INSERT INTO spaces (id, principal_id, name) VALUES ($1, $2, 's')", space, principal
-        )
-        await con.execute(
-            "INSERT INTO sessions (space_id, id, root_id, label) VALUES ($1, $2, $2, 'a')",
-            space,
-            session,
-        )
+        space = await _seed_space(con, records=0)
+        session = await con.fetchval("SELECT id FROM sessions WHERE space_id = $1", space)
         on_worker = (
             "SELECT current_setting('enable_sort') AS sort,"
             " current_setting('statement_timeout') AS timeout"

@@ -6,6 +6,8 @@ session has more than `SEGMENT_CAP` segments and every session shows the same re
 from __future__ import annotations
 
 import uuid
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
 
 import asyncpg
 import pytest
@@ -68,8 +70,10 @@ async def views(
     return shown
 
 
-@pytest.mark.plain_postgres("migrates a database of its own from an older schema")
-async def test_migration_0013_compacts_the_deep_lists_of_older_forks(admin_dsn: str) -> None:
+@asynccontextmanager
+async def older_schema(admin_dsn: str, until: str) -> AsyncIterator[asyncpg.Connection]:
+    """A database of its own migrated through `until` (an older release's schema), dropped
+    afterwards."""
     name = f"stello_test_{uuid.uuid4().hex[:12]}"
     admin = await asyncpg.connect(admin_dsn)
     try:
@@ -79,12 +83,27 @@ async def test_migration_0013_compacts_the_deep_lists_of_older_forks(admin_dsn: 
     dsn = with_database(admin_dsn, name)
     con = await asyncpg.connect(dsn)
     try:
-        await migrate(con, until="0012_background_jobs")
-        principal, space, root = uuid.uuid4(), uuid.uuid4(), uuid.uuid4()
-        await con.execute("INSERT INTO principals (id, name) VALUES ($1, 'old')", principal)
-        await con.execute(
-            "INSERT INTO spaces (id, principal_id, name) VALUES ($1, $2, 'old')", space, principal
-        )
+        await migrate(con, until=until)
+        yield con
+    finally:
+        await con.close()
+        await drop_test_database(admin_dsn, dsn)
+
+
+async def old_space(con: asyncpg.Connection) -> uuid.UUID:
+    """A principal and a space of it, written as the older schema holds them."""
+    principal, space = uuid.uuid4(), uuid.uuid4()
+    await con.execute("INSERT INTO principals (id, name) VALUES ($1, 'old')", principal)
+    await con.execute(
+        "INSERT INTO spaces (id, principal_id, name) VALUES ($1, $2, 'old')", space, principal
+    )
+    return space
+
+
+@pytest.mark.plain_postgres("migrates a database of its own from an older schema")
+async def test_migration_0013_compacts_the_deep_lists_of_older_forks(admin_dsn: str) -> None:
+    async with older_schema(admin_dsn, "0012_background_jobs") as con:
+        space, root = await old_space(con), uuid.uuid4()
         await con.execute(SESSION, space, root, None, None)
         for _ in range(3):
             await append_one(con, space, root)
@@ -101,9 +120,6 @@ async def test_migration_0013_compacts_the_deep_lists_of_older_forks(admin_dsn: 
         assert "0013_fork_depth" in await migrate(con)
         assert await con.fetchval(WIDEST, space) <= SEGMENT_CAP
         assert await views(con, space, chain) == before
-    finally:
-        await con.close()
-        await drop_test_database(admin_dsn, dsn)
 
 
 @pytest.mark.plain_postgres("migrates a database of its own from an older schema")
@@ -111,21 +127,8 @@ async def test_migration_0024_starts_every_segment_at_a_row(admin_dsn: str) -> N
     """Forks of trimmed sources wrote segments over trimmed seqs (0023's INHERIT): after
     0024 each starts at its first row or is gone, and every page of the children, at any
     size, shows what the child did at one page of all."""
-    name = f"stello_test_{uuid.uuid4().hex[:12]}"
-    admin = await asyncpg.connect(admin_dsn)
-    try:
-        await admin.execute(f'CREATE DATABASE "{name}"')
-    finally:
-        await admin.close()
-    dsn = with_database(admin_dsn, name)
-    con = await asyncpg.connect(dsn)
-    try:
-        await migrate(con, until="0023_release_in_one_order")
-        principal, space = uuid.uuid4(), uuid.uuid4()
-        await con.execute("INSERT INTO principals (id, name) VALUES ($1, 'old')", principal)
-        await con.execute(
-            "INSERT INTO spaces (id, principal_id, name) VALUES ($1, $2, 'old')", space, principal
-        )
+    async with older_schema(admin_dsn, "0023_release_in_one_order") as con:
+        space = await old_space(con)
         children = []
         for index, kept in enumerate((0, 2)):
             source, child = uuid.uuid4(), uuid.uuid4()
@@ -155,9 +158,6 @@ async def test_migration_0024_starts_every_segment_at_a_row(admin_dsn: str) -> N
         assert await views(con, space, children) == whole
         for child in children:
             assert await first_page(con, space, child) == [r[:-1] for r in whole[child][:1]]
-    finally:
-        await con.close()
-        await drop_test_database(admin_dsn, dsn)
 
 
 async def first_page(con: asyncpg.Connection, space: uuid.UUID, sid: uuid.UUID) -> list[object]:
