@@ -8,7 +8,8 @@ CONCURRENT_MODIFICATION) or made the server log an ERROR per conflict."""
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Awaitable, Callable
+import uuid
+from collections.abc import Awaitable, Callable, Coroutine
 from typing import Any
 
 import asyncpg
@@ -80,6 +81,31 @@ async def overtaken(pool: asyncpg.Pool, job: asyncio.Future[Any]) -> None:
         await asyncio.sleep(0.01)
 
 
+async def behind_a_waiting_trim(
+    pool: asyncpg.Pool,
+    space: TestSpace,
+    held: uuid.UUID,
+    trimmed: Coroutine[Any, Any, Any],
+    second: Callable[[], Coroutine[Any, Any, Any]],
+) -> list[asyncio.Future[Any]]:
+    """Hold `held`'s row, start the trim `trimmed` and wait until it waits for that row,
+    start `second` and give it a moment to overtake, then let go: both end with no wait
+    cycle among them. The two jobs, done."""
+    async with pool.acquire() as lock:
+        jobs: list[asyncio.Future[Any]] = []
+        try:
+            async with lock.transaction():
+                await lock.fetch(NO_KEY_UPDATE, space.id, held)
+                jobs.append(asyncio.ensure_future(trimmed))
+                await blocked_by(pool, await lock.fetchval(BACKEND), jobs[0])
+                jobs.append(asyncio.ensure_future(second()))
+                await overtaken(pool, jobs[1])
+            await without_cycle(pool, jobs)
+        finally:
+            await stopped(jobs)
+    return jobs
+
+
 async def test_a_commit_never_holds_the_child_while_waiting_for_its_parent(
     stub: Stub, space: TestSpace, make_session: MakeSession, pool: asyncpg.Pool
 ) -> None:
@@ -95,18 +121,9 @@ async def test_a_commit_never_holds_the_child_while_waiting_for_its_parent(
     await pool.execute(PROVISIONAL, space.id, c, 3600.0)
     tree = create_service(pool)
     lost = await deadlocks(pool)
-    async with pool.acquire() as lock:
-        jobs: list[asyncio.Future[Any]] = []
-        try:
-            async with lock.transaction():
-                await lock.fetch(NO_KEY_UPDATE, space.id, r)
-                jobs.append(asyncio.ensure_future(trim(stub, space, p, 1)))
-                await blocked_by(pool, await lock.fetchval(BACKEND), jobs[0])
-                jobs.append(asyncio.ensure_future(tree.commit_session(space.id, c)))
-                await overtaken(pool, jobs[1])
-            await without_cycle(pool, jobs)
-        finally:
-            await stopped(jobs)
+    jobs = await behind_a_waiting_trim(
+        pool, space, r, trim(stub, space, p, 1), lambda: tree.commit_session(space.id, c)
+    )
     assert await deadlocks(pool) == lost
     assert jobs[0].result() == 1
     assert jobs[1].result().parent_id == p
@@ -168,18 +185,9 @@ async def test_the_sweep_never_waits_for_a_reader_while_it_holds_its_claim(
         await pool.execute(PROVISIONAL, space.id, p, -1.0)
         tree = create_service(pool)
         lost = await deadlocks(pool)
-        async with pool.acquire() as lock:
-            jobs: list[asyncio.Future[Any]] = []
-            try:
-                async with lock.transaction():
-                    await lock.fetch(NO_KEY_UPDATE, space.id, x)
-                    jobs.append(asyncio.ensure_future(trim(stub, space, t, 1)))
-                    await blocked_by(pool, await lock.fetchval(BACKEND), jobs[0])
-                    jobs.append(asyncio.ensure_future(tree.sweep(SweepQuery())))
-                    await overtaken(pool, jobs[1])
-                await without_cycle(pool, jobs)
-            finally:
-                await stopped(jobs)
+        jobs = await behind_a_waiting_trim(
+            pool, space, x, trim(stub, space, t, 1), lambda: tree.sweep(SweepQuery())
+        )
         assert await deadlocks(pool) == lost
         assert [(s.space_id, s.id) for s in jobs[1].result()] == [(space.id, p)]
         assert [x.content for x in await listed(stub, space, q)] == ["t1", "t2", "p3"]
