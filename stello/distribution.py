@@ -377,8 +377,9 @@ async def _set_session_defaults(con: asyncpg.Connection) -> list[str]:
             continue
         # A literal: ALTER DATABASE takes no parameters.
         literal = "'" + value.replace("'", "''") + "'"
-        await con.execute(f"ALTER DATABASE {database} SET {name} = {literal}")
-        steps.append(f"ALTER DATABASE {database} SET {name} = {literal}")
+        step = f"ALTER DATABASE {database} SET {name} = {literal}"
+        await con.execute(step)
+        steps.append(step)
     return steps
 
 

@@ -123,19 +123,29 @@ async def _lock_readers(
         raise LocksBusy
 
 
+async def with_back_off(attempt: Callable[[bool], Awaitable[T]]) -> T:
+    """`attempt(wait)` until it does not raise LocksBusy: RELEASE_TRIES - 1 tries that skip
+    rows others hold, each after a longer back-off, then one that waits for them."""
+    for tried in range(RELEASE_TRIES - 1):
+        try:
+            return await attempt(False)
+        except LocksBusy:
+            await asyncio.sleep(RELEASE_BACKOFF_S * (tried + 1))
+    return await attempt(True)
+
+
 async def _sweep_space(
     con: asyncpg.Connection, space_id: uuid.UUID, ids: list[uuid.UUID]
 ) -> list[SweptSession]:
     """Claim, release and delete one space's due sessions (in the sweep's transaction, a
     savepoint per try): their readers are locked SKIP LOCKED, and when one was held the
     space's work rolls back and is tried again a little later; the last try waits."""
-    for attempt in range(RELEASE_TRIES):
-        try:
-            async with con.transaction():
-                return await _sweep_claimed(con, space_id, ids, wait=attempt + 1 == RELEASE_TRIES)
-        except LocksBusy:
-            await asyncio.sleep(RELEASE_BACKOFF_S * (attempt + 1))
-    raise AssertionError("unreachable: the last try waits")
+
+    async def attempt(wait: bool) -> list[SweptSession]:
+        async with con.transaction():
+            return await _sweep_claimed(con, space_id, ids, wait=wait)
+
+    return await with_back_off(attempt)
 
 
 async def _sweep_claimed(
@@ -384,12 +394,9 @@ class TreeRepository:
         # The batch's row locks skip rows others hold (`sql.ERASE_CLAIM`, `sql.READERS`):
         # when one was skipped the transaction rolls back and, a little later, tries
         # again; the last try waits.
-        for attempt in range(RELEASE_TRIES - 1):
-            try:
-                return await in_transaction(self._pool, partial(work, patient=False))
-            except LocksBusy:
-                await asyncio.sleep(RELEASE_BACKOFF_S * (attempt + 1))
-        return await in_transaction(self._pool, partial(work, patient=True))
+        return await with_back_off(
+            lambda patient: in_transaction(self._pool, partial(work, patient=patient))
+        )
 
     async def purge_idempotency_keys(self) -> None:
         """Drop request_id keys past their 24 h (all spaces), with the sweep."""
