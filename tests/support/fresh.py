@@ -29,6 +29,15 @@ from tests.support.database import create_test_database, drop_test_database
 from tests.support.fixtures import RunningServer, TestSpace, new_space
 from tests.support.history import READS, end_other_backends
 
+GENERIC_PLAN_READS = (
+    "counts the tuples read in the statistics of the database it connects to (on Citus "
+    "the coordinator reads none, the workers' shards do) under PostgreSQL's generic "
+    "plans, which Citus cannot route (force_generic_plan: could not create distributed "
+    "plan)"
+)
+"""The `plain_postgres` reason of the unanalyzed-space tests (`chain_with_crowd`): the
+tree's ancestors and the gateway's lineage."""
+
 T = TypeVar("T")
 
 UNANALYZED = """

@@ -16,18 +16,18 @@ import pytest
 
 from stello.settings import StelloSettings
 from stello.tree.v1 import tree_pb2, tree_pb2_grpc
-from tests.support.fresh import FreshDatabase, chain_with_crowd, fresh_database
+from tests.support.fresh import (
+    GENERIC_PLAN_READS,
+    FreshDatabase,
+    chain_with_crowd,
+    fresh_database,
+)
 from tests.tree.seed import COLUMNS
 from tree_service.app import create_app
 
 pytestmark = [
     pytest.mark.sql,
-    pytest.mark.plain_postgres(
-        "counts the tuples read in the statistics of the database it connects to (on Citus "
-        "the coordinator reads none, the workers' shards do) under PostgreSQL's generic "
-        "plans, which Citus cannot route (force_generic_plan: could not create distributed "
-        "plan)"
-    ),
+    pytest.mark.plain_postgres(GENERIC_PLAN_READS),
 ]
 
 DEPTH = 1_500
