@@ -74,6 +74,12 @@ ALLOWED_ERRORS: tuple[Allowed, ...] = (
         "stack mid-purge): the coordinator closes that connection mid-COPY",
     ),
     Allowed(
+        r'^replication slot "citus_shard_move_slot_[\d_]+" is active for PID \d+$',
+        r"^select pg_drop_replication_slot\(slot_name\) from pg_replication_slots",
+        "Citus's own clean-up after a shard move (the rebalancing test): it drops the move's "
+        "replication slot while the slot's walsender is still ending, and tries again later",
+    ),
+    Allowed(
         r"^canceling statement due to statement timeout$",
         r"^\s*WITH RECURSIVE tree AS",
         "GetTree's read is bounded by a statement timeout (STELLO_TREE_GET_TREE_TIMEOUT_S); "
