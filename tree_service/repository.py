@@ -52,9 +52,12 @@ JsonObject = dict[str, Any]
 
 
 RELEASE_TRIES = 12
-"""Tries of an erasure batch, or of a sweep's space, whose row locks are held by others
-(the last one waits for them): 11 back-offs of 20, 40, ... 220 ms, 1.3 s in all."""
+"""Quick tries of an erasure batch, or of a sweep's space, whose row locks are held by
+others: 11 back-offs of 20, 40, ... 220 ms (1.3 s in all) between them."""
 RELEASE_BACKOFF_S = 0.02
+PATIENT_TRIES = 20
+"""Patient tries after the quick ones (each waits for the readers first, then the longest
+back-off), before a background round gives up until its next one."""
 
 # pg advisory lock key of the sweep ("stellosw"): one replica sweeps at a time.
 SWEEP_LOCK_KEY = 0x7374656C6C6F7377
@@ -111,27 +114,33 @@ class LocksBusy(Exception):
 
 
 async def _lock_readers(
-    con: asyncpg.Connection, space_id: uuid.UUID, released: list[uuid.UUID], *, wait: bool
+    con: asyncpg.Connection, space_id: uuid.UUID, released: list[uuid.UUID]
 ) -> None:
-    """Lock the readers of `released` (locked already) in id order; without `wait`,
-    LocksBusy when one is held by another (it is skipped, not waited for)."""
-    if wait:
-        await con.fetch(sql.READERS_WAITING, space_id, released)
-        return
+    """Lock the readers of `released` (locked already) in id order, skipping those another
+    holds: LocksBusy when one was skipped (a patient try waited for them first)."""
     locked = [r["id"] for r in await con.fetch(sql.READERS, space_id, released)]
     if await con.fetchval(sql.UNLOCKED_READER, space_id, released, locked):
         raise LocksBusy
 
 
-async def with_back_off(attempt: Callable[[bool], Awaitable[T]]) -> T:
-    """`attempt(wait)` until it does not raise LocksBusy: RELEASE_TRIES - 1 tries that skip
-    rows others hold, each after a longer back-off, then one that waits for them."""
-    for tried in range(RELEASE_TRIES - 1):
+async def with_back_off(
+    attempt: Callable[[bool], Awaitable[T]], *, patient_tries: int | None = PATIENT_TRIES
+) -> T | None:
+    """`attempt(wait)` until it does not raise LocksBusy: RELEASE_TRIES - 1 quick tries
+    that skip every row others hold, each after a longer back-off, then patient ones
+    (`wait`), which wait for the readers first, holding no row they release, and still
+    skip the rows they release: up to `patient_tries` of them (None: until one succeeds).
+    None when every try found a row held (the caller's next round tries again)."""
+    limit = None if patient_tries is None else RELEASE_TRIES - 1 + patient_tries
+    tried = 0
+    while True:
         try:
-            return await attempt(False)
+            return await attempt(tried >= RELEASE_TRIES - 1)
         except LocksBusy:
-            await asyncio.sleep(RELEASE_BACKOFF_S * (tried + 1))
-    return await attempt(True)
+            tried += 1
+        if limit is not None and tried >= limit:
+            return None
+        await asyncio.sleep(RELEASE_BACKOFF_S * min(tried, RELEASE_TRIES - 1))
 
 
 async def _sweep_space(
@@ -139,22 +148,25 @@ async def _sweep_space(
 ) -> list[SweptSession]:
     """Claim, release and delete one space's due sessions (in the sweep's transaction, a
     savepoint per try): their readers are locked SKIP LOCKED, and when one was held the
-    space's work rolls back and is tried again a little later; the last try waits."""
+    space's work rolls back and is tried again a little later (`with_back_off`); none
+    when every try found one held (the next sweep tries again)."""
 
     async def attempt(wait: bool) -> list[SweptSession]:
         async with con.transaction():
             return await _sweep_claimed(con, space_id, ids, wait=wait)
 
-    return await with_back_off(attempt)
+    return await with_back_off(attempt) or []
 
 
 async def _sweep_claimed(
     con: asyncpg.Connection, space_id: uuid.UUID, ids: list[uuid.UUID], *, wait: bool
 ) -> list[SweptSession]:
+    if wait:
+        await con.fetch(sql.READERS_WAITING, space_id, ids)
     claimed = [r["id"] for r in await con.fetch(sql.SWEEP_CLAIM, space_id, ids)]
     if not claimed:
         return []
-    await _lock_readers(con, space_id, claimed, wait=wait)
+    await _lock_readers(con, space_id, claimed)
     await con.execute(sql.SWEEP_RELEASE, space_id, claimed)
     # Never visible: their request keys go whole, so a retried saga starts over.
     await idempotency.forget_linked(con, space_id, claimed)
@@ -166,19 +178,22 @@ async def erase_batch(con: asyncpg.Connection, batch: int, *, wait: bool = True)
     """In the caller's transaction (holding the erasure lock): erase up to `batch` of the
     deepest sessions being erased in one space, with what belongs to them; how many went.
 
-    Without `wait`, it skips the batch's and its readers' rows that others hold and raises
-    LocksBusy when it skipped one (roll back and try again): it never waits for a row lock
-    while it holds one, and no conflict is an ERROR in the server's log."""
+    It skips the batch's and its readers' rows that others hold and raises LocksBusy when
+    it skipped one (roll back and try again); with `wait` it first waits for the readers,
+    holding no row of the batch. So it never waits for a row lock while it holds one it
+    releases (a trim whose statement began before a session was hidden may be waiting for
+    it while holding a reader), and no conflict is an ERROR in the server's log."""
     spaces = await con.fetch(sql.ERASE_SPACES, 1)
     if not spaces:
         return 0
     space_id = spaces[0]["space_id"]
     chosen = [r["id"] for r in await con.fetch(sql.ERASE_CHOOSE, space_id, batch)]
-    claim = sql.ERASE_CLAIM_WAITING if wait else sql.ERASE_CLAIM
-    ids = [r["id"] for r in await con.fetch(claim, space_id, chosen)]
+    if wait:
+        await con.fetch(sql.READERS_WAITING, space_id, chosen)
+    ids = [r["id"] for r in await con.fetch(sql.ERASE_CLAIM, space_id, chosen)]
     if len(ids) < len(chosen):
         raise LocksBusy
-    await _lock_readers(con, space_id, ids, wait=wait)
+    await _lock_readers(con, space_id, ids)
     await con.execute(sql.ERASE_RELEASE, space_id, ids)
     await idempotency.erase_linked(con, space_id, ids)
     await con.execute(sql.UNSOURCE, space_id, ids)
@@ -379,9 +394,11 @@ class TreeRepository:
     async def erase_batch(self, batch: int, *, wait: bool) -> int | None:
         """Erase up to `batch` of the deepest sessions being erased in one space, with
         everything that belongs to them and the replies remembered for them, in one
-        transaction; how many went (0: none left), None when another replica erases.
+        transaction; how many went (0: none left), None when another replica erases or
+        the batch's rows stayed held by others through every try (the next round goes on).
 
-        With `wait` it queues behind a running erasure instead of giving up.
+        With `wait` it queues behind a running erasure, and tries until the batch is erased,
+        instead of giving up.
         """
 
         async def work(con: asyncpg.Connection, patient: bool) -> int | None:
@@ -393,9 +410,10 @@ class TreeRepository:
 
         # The batch's row locks skip rows others hold (`sql.ERASE_CLAIM`, `sql.READERS`):
         # when one was skipped the transaction rolls back and, a little later, tries
-        # again; the last try waits.
+        # again; the patient tries first wait for the readers, holding none of the batch.
         return await with_back_off(
-            lambda patient: in_transaction(self._pool, partial(work, patient=patient))
+            lambda patient: in_transaction(self._pool, partial(work, patient=patient)),
+            patient_tries=None if wait else PATIENT_TRIES,
         )
 
     async def purge_idempotency_keys(self) -> None:

@@ -415,7 +415,8 @@ class TreeService:
 
     async def erase_hidden(self, *, wait: bool = False) -> int | None:
         """Erase every session DeleteSubtree hid, batch by batch (deepest first, each batch
-        its own transaction); how many went, None when another replica is erasing."""
+        its own transaction); how many went, None when another replica is erasing (or
+        when, without `wait`, rows it needed stayed held by others: the next round goes on)."""
         erased = 0
         while True:
             batch = await self._repo.erase_batch(self._erase_batch, wait=wait)

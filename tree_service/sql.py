@@ -578,16 +578,16 @@ LIMIT $2
 # `READERS`: a row held by another is left out, and the job, finding fewer
 # rows than it chose, rolls back and tries again a little later
 # (`TreeRepository.erase_batch`); so it never waits while it holds a lock,
-# and (unlike NOWAIT) no conflict is an ERROR in the server's log.
-_ERASE_CLAIM = f"""
+# and (unlike NOWAIT) no conflict is an ERROR in the server's log. Its
+# patient tries wait for the readers (`READERS_WAITING`) BEFORE this claim,
+# holding none of the batch; never for the batch itself.
+ERASE_CLAIM = f"""
 SELECT s.id
 FROM sessions s
 WHERE s.space_id = $1 AND s.provisional_until = {ERASING} AND s.id = ANY ($2::uuid[])
 ORDER BY s.id
-FOR UPDATE OF s {{wait}}
+FOR UPDATE OF s SKIP LOCKED
 """
-ERASE_CLAIM = _ERASE_CLAIM.format(wait="SKIP LOCKED")
-ERASE_CLAIM_WAITING = _ERASE_CLAIM.format(wait="")
 
 # The sessions reading rows that the released ones ($2) hold, the others, each
 # by its primary key (as the fork's `LOCK_HOLDERS` finds its holders); stable
@@ -608,7 +608,12 @@ WHERE s.space_id = $1
 # began before a session was hidden may still wait for it in the batch; a
 # fork holding a batch session's key share may wait for a trim that holds its
 # source); `UNLOCKED_READER` then tells whether one was skipped, and the
-# release backs off and tries again, waiting only on its last attempt.
+# release backs off and tries again. Its patient tries first lock the readers
+# waiting (`READERS_WAITING`, of the chosen or due sessions), before they
+# claim any: held by a trim whose statement waits for a batch row, a reader
+# was waited for while the batch was held, and the two deadlocked (seen on
+# Citus); the pass after the claim then only finds a reader a fork added
+# meanwhile.
 _READERS = f"""
 SELECT s.id
 {_READER_SET}
@@ -682,7 +687,8 @@ LIMIT $2
 # their readers are locked as the erasure job locks its batch's (`READERS`,
 # SKIP LOCKED, `UNLOCKED_READER`): a sweep that finds one held rolls the
 # space's work back to its savepoint and tries again a little later, so it
-# never waits for a reader while it holds claimed rows (its last try waits).
+# never waits for a reader while it holds claimed rows (its patient tries
+# wait for the readers before the claim).
 SWEEP_CLAIM = f"""
 SELECT d.id
 FROM sessions d

@@ -23,6 +23,7 @@ from tests.support.fixtures import INSERT_SESSION, MakeSession, TestSpace
 from tests.support.fresh import fresh_database
 from tests.tree.conftest import erased
 from tree_service.app import create_service
+from tree_service.models import SweepQuery
 
 pytestmark = [
     pytest.mark.sql,
@@ -143,15 +144,32 @@ VALUES ($1, $2, NULL, $2, 0, 0, 'parent'), ($1, $3, $2, $2, 1, 0, 'child')
 """
 
 
-async def test_the_erasure_job_locks_its_batch_in_id_order(
+async def never_blocked_by(
+    pool: asyncpg.Pool, pid: int, job: asyncio.Future[None], seconds: float
+) -> None:
+    """Fail when a backend waits for backend `pid` within `seconds`, while `job` runs."""
+    deadline = asyncio.get_running_loop().time() + seconds
+    while asyncio.get_running_loop().time() < deadline and not job.done():
+        assert not await pool.fetchval(BLOCKED_BY, pid), await waits(pool)
+        await asyncio.sleep(0.01)
+
+
+NEVER_BLOCKED_S = 3.0
+"""Longer than the erasure job's quick tries (1.3 s: `RELEASE_TRIES`), after which its
+last try used to wait for what it was skipping."""
+
+
+async def test_the_erasure_job_never_waits_for_a_forks_key_share_of_its_batch(
     admin_dsn: str, settings: StelloSettings
 ) -> None:
-    """The job picks the deepest hidden sessions but locks them in id order, the order a
-    fork key-shares its holders in: a fork holding the lower id's key share can still take
-    the higher one's while the job waits for it (locked by depth, the job held the deeper,
-    higher id first: a deadlock). In a database of its own: the run's database holds other
-    tests' hidden sessions, which the job (one space at a time, behind the background
-    erasers of the run's servers) may be busy with for longer than the test may wait."""
+    """A fork holding a key share of a batch session (a holder of its source's rows) may
+    next key-share another of the batch: the job never waits for the key share while it
+    holds a batch row. It skips what is held and tries again (claimed by depth and
+    waited for, the job held the deeper, higher id and waited for the lower: a deadlock;
+    later it waited, in id order, on its last try), and erases the batch once the fork
+    is done. In a database of its own: the run's database holds other tests' hidden
+    sessions, which the job (one space at a time, behind the background erasers of the
+    run's servers) may be busy with for longer than the test may wait."""
     parent, child = sorted([uuid.uuid4(), uuid.uuid4()])  # the deeper session: the higher id
     async with fresh_database(admin_dsn, settings) as fresh:
         pool, space = fresh.pool, fresh.space
@@ -162,8 +180,10 @@ async def test_the_erasure_job_locks_its_batch_in_id_order(
                 await fork.fetch(KEY_SHARE, space.id, parent)
                 job = asyncio.ensure_future(erased(pool))
                 try:
-                    await blocked_by(pool, fork.get_server_pid(), job)
-                    assert await fork.fetch(KEY_SHARE_NOWAIT, space.id, child)
+                    await never_blocked_by(pool, fork.get_server_pid(), job, NEVER_BLOCKED_S)
+                    assert not job.done(), "the job erased a batch the fork holds"
+                    async with asyncio.timeout(PATIENCE_S):
+                        assert await fork.fetch(KEY_SHARE, space.id, child)
                 except BaseException:
                     job.cancel()
                     raise
@@ -174,6 +194,66 @@ async def test_the_erasure_job_locks_its_batch_in_id_order(
             [parent, child],
         )
         assert left == 0
+
+
+FOR_UPDATE_NOWAIT = """
+SELECT id FROM sessions WHERE space_id = $1 AND id = $2 FOR UPDATE NOWAIT
+"""
+
+
+# Session $2 becomes a provisional session past its time: the sweep's.
+DUE = """
+UPDATE sessions SET provisional_until = now() - interval '1 hour'
+WHERE space_id = $1 AND id = $2
+"""
+
+
+@pytest.mark.parametrize("release", ["erasure", "sweep"])
+async def test_a_release_waits_for_a_reader_holding_none_of_its_sessions(
+    admin_dsn: str, settings: StelloSettings, release: str
+) -> None:
+    """When a reader of a release (the erasure job's batch, the provisional sweep's due
+    sessions) stays held, the release's patient tries wait for it, but before they claim
+    its sessions: a trim holding the reader may be waiting for a batch session (its
+    statement began before the session was hidden), and the job holding it while it
+    waited for the reader was a deadlock (seen on Citus). R reads H's rows (a fork by
+    reference made elsewhere); H is hidden, or a provisional session past its time; R
+    is held."""
+    async with fresh_database(admin_dsn, settings) as fresh:
+        pool, space = fresh.pool, fresh.space
+        stub = Stub((await fresh.start(create_storage)).channel(space.key))
+        h, r = await roots(pool, space, 2)
+        await append(stub, space, h, rec("h1"), rec("h2"))
+        await inherit(stub, space, r, h)
+        tree = create_service(pool)
+        if release == "erasure":
+            await tree.delete_subtree(space.id, h)
+        else:
+            await pool.execute(DUE, space.id, h)
+
+        async def released() -> None:
+            if release == "erasure":
+                await erased(pool)
+            else:
+                assert [s.id for s in await tree.sweep(SweepQuery())] == [h]
+
+        async with pool.acquire() as trim_, pool.acquire() as other:
+            async with trim_.transaction():
+                await trim_.fetch(NO_KEY_UPDATE, space.id, r)
+                job = asyncio.ensure_future(released())
+                try:
+                    await blocked_by(pool, await trim_.fetchval(BACKEND), job)
+                    async with other.transaction():
+                        assert await other.fetch(FOR_UPDATE_NOWAIT, space.id, h)
+                except BaseException:
+                    job.cancel()
+                    raise
+            await job
+        assert await pool.fetchval("SELECT count(*) FROM sessions WHERE id = $1", h) == 0
+        assert [(x.seq, x.content) for x in await listed(stub, space, r)] == [
+            (1, "h1"),
+            (2, "h2"),
+        ]
 
 
 # -- Release against release -----------------------------------------------------------
