@@ -163,7 +163,7 @@ class GatewaySettings(BaseSettings):
             "API key with which the background runner takes over jobs left without a "
             "gateway (one that died, or shut down mid-run), with no new trigger: a tenant "
             "key covers its space, an admin-scope key every space; unset = none are taken "
-            "over until their session's next trigger."
+            "over until their session's next trigger (`stello up` uses its local space's key)."
         ),
     )
     job_takeover_interval_s: float = Field(

@@ -21,6 +21,7 @@ from pathlib import Path
 
 import asyncpg
 import grpc
+from pydantic import SecretStr
 
 from stello import tracing
 from stello.auth import KeyStore
@@ -73,7 +74,9 @@ class Started:
 Factory = Callable[[StelloSettings, asyncpg.Pool, KeyStore, Mapping[str, Started]], ServiceApp]
 
 
-def _factories(ports: Ports, local_calls: bool) -> list[tuple[str, int, Factory]]:
+def _factories(
+    ports: Ports, local_calls: bool, jobs_key: str | None
+) -> list[tuple[str, int, Factory]]:
     """The three services in start order; the gateway learns the others' addresses and,
     with `local_calls`, calls them in-process (`stello.inproc`) instead of over loopback,
     unless tracing is installed (in-process calls would make no spans)."""
@@ -101,6 +104,10 @@ def _factories(ports: Ports, local_calls: bool) -> list[tuple[str, int, Factory]
         config = GatewaySettings(
             storage_address=started["storage"].address, tree_address=started["tree"].address
         )
+        if config.jobs_key is None and jobs_key is not None:
+            # The local space's key: a job a stopped `stello up` left is taken over at
+            # the next start (the runner's takeover), not at its session's next trigger.
+            config = config.model_copy(update={"jobs_key": SecretStr(jobs_key)})
         local = {name: run.local for name, run in started.items() if local_calls and run.local}
         clients = GatewayClients.connect(config, s, local=local)
         return gateway_app(s, p, k, config, clients=clients)
@@ -145,11 +152,17 @@ async def run_up(
             async with create_pool(dsn, settings) as pool:
                 keys = KeyStore(pool, settings.auth_cache_ttl_s)
                 running: list[tuple[ServiceApp, grpc.aio.Server]] = []
+                credentials = await local_credentials(keys)
                 try:
                     addresses = await start_servers(
-                        settings, ports, pool, keys, running, local_calls=local_calls
+                        settings,
+                        ports,
+                        pool,
+                        keys,
+                        running,
+                        local_calls=local_calls,
+                        jobs_key=credentials.key,
                     )
-                    credentials = await local_credentials(keys)
                     credentials = dataclasses.replace(credentials, **addresses)
                     saved = save_credentials(credentials)
                     async with contextlib.AsyncExitStack() as console_stack:
@@ -183,11 +196,14 @@ async def start_servers(
     *,
     local_calls: bool = True,
     worker: bool = False,
+    jobs_key: str | None = None,
 ) -> dict[str, str]:
     """Start storage, tree and gateway in order (appending to `running`); their addresses
-    (`worker`: on ports a supervisor claimed, shared with the other workers)."""
+    (`worker`: on ports a supervisor claimed, shared with the other workers). The gateway's
+    background runner takes over orphaned jobs with `jobs_key` unless
+    STELLO_GATEWAY_JOBS_KEY names one."""
     started: dict[str, Started] = {}
-    for name, port, factory in _factories(ports, local_calls):
+    for name, port, factory in _factories(ports, local_calls, jobs_key):
         app = factory(settings, pool, keys, started)
         address = f"{ports.host}:{port}"
         try:

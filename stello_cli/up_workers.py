@@ -16,6 +16,7 @@ import contextlib
 import dataclasses
 import json
 import logging
+import os
 import signal
 import sys
 from collections.abc import Callable
@@ -71,7 +72,8 @@ async def run_up_workers(
             credentials, **{name: claim.address for name, claim in claims.items()}
         )
         saved = save_credentials(credentials)
-        supervisor = Supervisor(_plan(settings, ports, claims, dsn, workers, local_calls))
+        plan = _plan(settings, ports, claims, dsn, workers, local_calls, credentials.key)
+        supervisor = Supervisor(plan)
         try:
             await supervisor.start()
         except WorkerFailed as exc:
@@ -118,6 +120,7 @@ def _plan(
     dsn: str,
     workers: int,
     local_calls: bool,
+    jobs_key: str,
 ) -> WorkerPlan:
     spec = {
         "host": ports.host,
@@ -133,6 +136,9 @@ def _plan(
             "STELLO_DATABASE_URL": dsn,
             "STELLO_DB_POOL_MAX_SIZE": str(each),
             "STELLO_DB_POOL_MIN_SIZE": str(least),
+            # The workers' runners take over orphaned jobs with the local key, as `run_up`'s
+            # does, unless the environment names one (the workers inherit it).
+            "STELLO_GATEWAY_JOBS_KEY": os.environ.get("STELLO_GATEWAY_JOBS_KEY", jobs_key),
         },
         grace_s=settings.shutdown_grace_s,
     )
