@@ -568,13 +568,10 @@ LIMIT $2
 """
 
 # The chosen batch ($2), row-locked in id order: the order a Fork INHERIT
-# key-shares the holders of its source's segments in (`LOCK_HOLDERS`,
-# storage's lineage), some of which may be in the batch; locked by depth they
-# deadlocked with it. The batch comes before its readers (`READERS`), not in
-# one id order with them: a fork holding a batch session's key share and
-# waiting for its source, a reader, would wait for this job while the job
-# waits for the key share. A trim locks no hidden session (migration 0023;
-# its statement may still meet one hidden after it began). SKIP LOCKED, as
+# locks its source and the holders of its segments in (storage's lineage,
+# `LOCK_HOLDERS_BELOW`), some of which may be in the batch. A trim locks no
+# hidden session (migration 0023; its statement may still meet one hidden
+# after it began). SKIP LOCKED, as
 # `READERS`: a row held by another is left out, and the job, finding fewer
 # rows than it chose, rolls back and tries again a little later
 # (`TreeRepository.erase_batch`); so it never waits while it holds a lock,
@@ -590,7 +587,7 @@ FOR UPDATE OF s SKIP LOCKED
 """
 
 # The sessions reading rows that the released ones ($2) hold, the others, each
-# by its primary key (as the fork's `LOCK_HOLDERS` finds its holders); stable
+# by its primary key (as a fork's `LOCK_HOLDERS_BELOW` finds holders); stable
 # while the released ones are locked (a fork adding a reader key-shares a
 # holder).
 _READER_SET = """

@@ -52,21 +52,38 @@ parts AS (
                     9223372036854775807::bigint), false
 )"""
 
-# The holders of the source's segments, key-share locked (in id order) before
-# the source itself. A key share waits only for a FOR UPDATE: of a session the
-# erasure job (or the sweep) deletes, which it takes before anything else (its
-# batch in id order), then locking the readers only FOR NO KEY UPDATE (migration
-# 0022), which no key share blocks; a trim takes no FOR UPDATE at all (its
-# session and readers FOR NO KEY UPDATE in one id-ordered pass, migration 0023).
-# So a release never waits for this fork while the fork waits for it; and the
-# source's lock, taken after, waits only for a release or a writer that waits
-# for no key share.
-LOCK_HOLDERS = """
-SELECT s.id
+# A fork's row locks (DESIGN §4.4): its source and the holders of the source's
+# segments, in ONE pass in id order, as every other locker of several sessions
+# takes them (a Transact's named sessions, a trim's set, the erasure job's
+# readers): the holders below the source FOR KEY SHARE (`LOCK_HOLDERS_BELOW`),
+# then the source (`LOCK_SOURCE`), then the holders above it (`LOCK_HOLDERS_REST`).
+# Holders first and the source after, a fork holding a holder's key share waited
+# for its source while a Transact holding the source FOR UPDATE waited for the
+# key share (a deadlock). A key share waits only for a FOR UPDATE: a Transact's
+# named session, a trim's checked one, the erasure job's batch (claimed SKIP
+# LOCKED, after its readers: it never waits for a fork while holding one).
+# The source's segments are stable once it is locked (every release, trim or
+# compaction of them locks it FOR NO KEY UPDATE): the holders above it are read
+# then, and a holder below it that a release made in the meantime (the first
+# statement read the list unlocked) is locked last, out of order; the rare
+# deadlock that may close is the unit of work's to retry.
+_HOLDER_SET = """
 FROM sessions s
 WHERE s.space_id = $1
   AND s.id = ANY (ARRAY(SELECT g.holder_id FROM record_segments g
                         WHERE g.space_id = $1 AND g.session_id = $2))
+"""
+LOCK_HOLDERS_BELOW = f"""
+SELECT s.id
+{_HOLDER_SET}
+  AND s.id < $2
+ORDER BY s.id
+FOR KEY SHARE OF s
+"""
+LOCK_HOLDERS_REST = f"""
+SELECT s.id
+{_HOLDER_SET}
+  AND s.id <> $2 AND s.id <> ALL ($3::uuid[])
 ORDER BY s.id
 FOR KEY SHARE OF s
 """
@@ -217,11 +234,12 @@ class LineageRepository:
             FailedPrecondition: the session already has records or a lineage.
         """
         wide = await self._con.fetchval(CHILD_WIDTH, space_id, source_id) > SEGMENT_CAP
-        await self._con.fetch(LOCK_HOLDERS, space_id, source_id)
+        below = [r["id"] for r in await self._con.fetch(LOCK_HOLDERS_BELOW, space_id, source_id)]
         lock = LOCK_SOURCE_TO_COMPACT if wide else LOCK_SOURCE
         source = await self._con.fetchrow(lock, space_id, source_id)
         if source is None:
             raise NotFound(f"source session {source_id} not found")
+        await self._con.fetch(LOCK_HOLDERS_REST, space_id, source_id, below)
         if wide:
             # The source's list to one segment under the cap (same view, rows copied
             # into the source), so this fork and every later one fit without copying.

@@ -497,3 +497,54 @@ async def test_a_trim_starts_over_when_a_fork_adds_a_reader_below_its_locks(
             await stopped(jobs)
     assert [x.content for x in await listed(stub, space, t)] == [f"by both {t}"]
     assert [x.content for x in await listed(stub, space, n)] == ["t1", "t2", f"by both {n}"]
+
+
+FOR_UPDATE = """
+SELECT id FROM sessions WHERE space_id = $1 AND id = $2 FOR UPDATE
+"""
+
+
+async def test_a_fork_locks_its_source_and_holders_in_one_id_order(
+    admin_dsn: str, settings: StelloSettings
+) -> None:
+    """A fork of S locks S and the holders of S's segments in id order, as a Transact
+    naming several sessions does: C holds S's rows, ids S < C. The fork used to key-share
+    C first, then lock S: a Transact appending to S and C (S, then C, FOR UPDATE) held S
+    and waited for the fork's key share of C, while the fork waited for S. A third
+    connection holds C FOR UPDATE until both wait, so the fork is first in line for C.
+    In a database of its own (the deadlock count is the database's)."""
+    async with fresh_database(admin_dsn, settings) as fresh:
+        pool, space = fresh.pool, fresh.space
+        stub = Stub((await fresh.start(create_storage)).channel(space.key))
+        s, c, n = await roots(pool, space, 3)
+        await append(stub, space, c, rec("c1"), rec("c2"))
+        await inherit(stub, space, s, c)
+        lost = await deadlocks(pool)
+        async with pool.acquire() as lock:
+            jobs: list[asyncio.Future[None]] = []
+            try:
+                async with lock.transaction():
+                    await lock.fetch(FOR_UPDATE, space.id, c)
+                    backend = await lock.fetchval(BACKEND)
+
+                    async def forked() -> None:
+                        assert await inherit(stub, space, n, s) == 2
+
+                    jobs.append(asyncio.ensure_future(forked()))
+                    await blocked_by(pool, backend, jobs[0])
+
+                    async def both() -> None:
+                        await stub.Transact(appends(space, s, c))
+
+                    jobs.append(asyncio.ensure_future(both()))
+                    deadline = asyncio.get_running_loop().time() + PATIENCE_S
+                    while len(await pool.fetch(WAIT_EDGES)) < 2:
+                        assert not jobs[1].done(), "the Transact did not wait"
+                        assert asyncio.get_running_loop().time() < deadline, await waits(pool)
+                        await asyncio.sleep(0.01)
+                await without_cycle(pool, jobs)
+            finally:
+                await stopped(jobs)
+        assert await deadlocks(pool) == lost
+        assert [x.content for x in await listed(stub, space, n)] == ["c1", "c2"]
+        assert [x.content for x in await listed(stub, space, s)] == ["c1", "c2", f"by both {s}"]
