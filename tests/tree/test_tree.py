@@ -1,4 +1,5 @@
-"""GetTree: one recursive CTE, pre-order by an explicit stack, light nodes, the node cap."""
+"""GetTree: one read of the forest (a recursive CTE below a depth or for a subtree), pre-order by
+an explicit stack, light nodes, the node cap."""
 
 from __future__ import annotations
 
@@ -124,7 +125,9 @@ class TestGetTree:
         running: RunningServer = await start_server(
             lambda s, p, k: create_app(s, p, k, TreeSettings(get_tree_timeout_s=0.001))
         )
-        await seed_topology(pool, space.id, chain(5_000))
+        # 20,000 rows: tens of milliseconds to read, far past the 1 ms (the whole forest is
+        # one read of the space's sessions, no walk).
+        await seed_topology(pool, space.id, chain(20_000))
         async for tree in open_tree(running, space):
             with pytest.raises(grpc.aio.AioRpcError) as caught:
                 await tree.tree()
