@@ -3,7 +3,9 @@ an explicit stack, light nodes, the node cap."""
 
 from __future__ import annotations
 
+import re
 import uuid
+from typing import Any
 
 import asyncpg
 import grpc
@@ -21,6 +23,7 @@ from tests.support.database import create_test_database, drop_test_database
 from tests.support.fixtures import RunningServer, ServerStarter, TestSpace
 from tests.tree.conftest import TreeClient, open_tree
 from tests.tree.seed import COLUMNS, chain, fanout_tree, seed_topology
+from tree_service import sql
 from tree_service.app import create_app
 from tree_service.config import TreeSettings
 
@@ -62,6 +65,22 @@ class TestGetTree:
         assert all(
             n.status == common_pb2.SESSION_STATUS_ACTIVE and n.turn_count == 0 for n in nodes
         )
+
+    async def test_the_whole_forest_is_one_read(self, tree: TreeClient, pool: asyncpg.Pool) -> None:
+        """The whole forest (no root_id, no max_depth) is one pass over the space's sessions,
+        not a lookup per session (a walk scans the children of each: 2,000 scans here): every
+        scan of sessions in its statement's plan runs once; the answer is the pre-order."""
+        ids = await seed_topology(pool, tree.space.id, fanout_tree(2_000, 10))
+        async with pool.acquire() as con, con.transaction():
+            await con.execute(sql.tree_settings(60_000))
+            plan = await con.fetchval(  # json: decoded by the pool (stello.db)
+                f"EXPLAIN (ANALYZE, FORMAT JSON) {sql.FOREST}", tree.space.id, 2_001
+            )
+        loops = [node["Actual Loops"] for node in _scans_of_sessions(plan)]
+        assert loops and set(loops) == {1}, loops
+        nodes = await tree.tree()
+        assert [n.id for n in nodes[:3]] == [str(ids[0]), str(ids[1]), str(ids[11])]
+        assert len(nodes) == 2_000
 
     async def test_subtree_and_depth_limit(self, tree: TreeClient) -> None:
         """root_id narrows to a subtree; max_depth counts levels below it (0 = the top only)."""
@@ -195,6 +214,17 @@ class TestAfterBulkLoad:
             await drop_test_database(admin_dsn, dsn)
         assert error.code() == grpc.StatusCode.FAILED_PRECONDITION, error
         assert error_info_reason(error) == "TREE_TOO_LARGE"
+
+
+def _scans_of_sessions(plan: Any) -> list[dict[str, Any]]:
+    """The plan nodes (an EXPLAIN in JSON, Citus's remote plans included) reading sessions
+    (or a shard of it)."""
+    if isinstance(plan, list):
+        return [node for item in plan for node in _scans_of_sessions(item)]
+    if not isinstance(plan, dict):
+        return []
+    found = [plan] if re.fullmatch(r"sessions(_\d+)?", plan.get("Relation Name", "")) else []
+    return found + [node for value in plan.values() for node in _scans_of_sessions(value)]
 
 
 async def _space(keys: KeyStore, name: str) -> TestSpace:
