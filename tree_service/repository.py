@@ -321,11 +321,15 @@ class TreeRepository:
 
         async def work(con: asyncpg.Connection) -> list[asyncpg.Record]:
             await con.execute(sql.tree_settings(max(1, int(timeout_s * 1000))))
-            if root_id is not None:
+            if max_depth is None:  # all of it: one read, no walk (sql.FOREST)
+                if root_id is None:
+                    return list(await con.fetch(sql.FOREST, space_id, cap))
+                whole = await con.fetch(sql.ROOT_TREE, space_id, cap, root_id)
+                if whole:
+                    return list(whole)
+            if root_id is not None:  # not a root, or a depth limit: walk down from the top
                 return list(await con.fetch(sql.SUBTREE, space_id, max_depth, cap, root_id))
-            if max_depth is not None:
-                return list(await con.fetch(sql.FOREST_TO_DEPTH, space_id, max_depth, cap))
-            return list(await con.fetch(sql.FOREST, space_id, cap))
+            return list(await con.fetch(sql.FOREST_TO_DEPTH, space_id, max_depth, cap))
 
         try:
             rows = await in_transaction(self._pool, work)

@@ -244,14 +244,21 @@ def tree_settings(timeout_ms: int) -> str:
 # hidden one is hidden with its whole subtree (LOCK_SUBTREE, LOCK_MISSED), so every
 # visible session's ancestors are visible. A session whose parent was missing all
 # the same would be left out of the answer by the walk (it hangs off no top).
-FOREST = """
+_WHOLE = """
 SELECT s.id::text, s.parent_id::text, s.depth, s.sibling_index, s.label, s.status,
        s.turn_count, s.source_session_id::text,
        CASE WHEN s.parent_id IS NULL THEN s.created_at END AS top_at
 FROM sessions s
-WHERE s.space_id = $1 AND s.provisional_until IS NULL
+WHERE s.space_id = $1 AND s.provisional_until IS NULL{within}
 LIMIT $2
 """
+
+FOREST = _WHOLE.format(within="")
+
+# A root's whole tree ($3 the root), as FOREST reads a space's: the visible sessions of
+# the root (one root_id index range). No row when $3 is no visible root: the caller
+# walks its subtree with SUBTREE then (a parent never changes, so root_id is exact).
+ROOT_TREE = _WHOLE.format(within=" AND s.root_id = $3")
 
 # Every root of the space and their subtrees, to $2 levels below the roots.
 FOREST_TO_DEPTH = _TREE.format(top="s.parent_id IS NULL")

@@ -66,21 +66,28 @@ class TestGetTree:
             n.status == common_pb2.SESSION_STATUS_ACTIVE and n.turn_count == 0 for n in nodes
         )
 
-    async def test_the_whole_forest_is_one_read(self, tree: TreeClient, pool: asyncpg.Pool) -> None:
-        """The whole forest (no root_id, no max_depth) is one pass over the space's sessions,
-        not a lookup per session (a walk scans the children of each: 2,000 scans here): every
-        scan of sessions in its statement's plan runs once; the answer is the pre-order."""
-        ids = await seed_topology(pool, tree.space.id, fanout_tree(2_000, 10))
-        async with pool.acquire() as con, con.transaction():
-            await con.execute(sql.tree_settings(60_000))
-            plan = await con.fetchval(  # json: decoded by the pool (stello.db)
-                f"EXPLAIN (ANALYZE, FORMAT JSON) {sql.FOREST}", tree.space.id, 2_001
-            )
-        loops = [node["Actual Loops"] for node in _scans_of_sessions(plan)]
-        assert loops and set(loops) == {1}, loops
-        nodes = await tree.tree()
-        assert [n.id for n in nodes[:3]] == [str(ids[0]), str(ids[1]), str(ids[11])]
+    async def test_a_whole_tree_is_one_read(self, tree: TreeClient, pool: asyncpg.Pool) -> None:
+        """The whole forest, or a root's whole tree (no max_depth), is one pass over the
+        sessions, not a lookup per session (a walk scans the children of each: 2,000 scans
+        here): every scan of sessions in the statement's plan runs once. The answers are
+        the pre-orders, a root's tree alone."""
+        ids = await seed_topology(pool, tree.space.id, [*fanout_tree(2_000, 10), None, 2_000])
+        big, small = str(ids[0]), str(ids[2_000])
+        for statement, args in ((sql.FOREST, ()), (sql.ROOT_TREE, (ids[0],))):
+            async with pool.acquire() as con, con.transaction():
+                await con.execute(sql.tree_settings(60_000))
+                plan = await con.fetchval(  # json: decoded by the pool (stello.db)
+                    f"EXPLAIN (ANALYZE, FORMAT JSON) {statement}", tree.space.id, 2_003, *args
+                )
+            loops = [node["Actual Loops"] for node in _scans_of_sessions(plan)]
+            assert loops and set(loops) == {1}, loops
+        nodes = await tree.tree(root_id=big)
+        assert [n.id for n in nodes[:3]] == [big, str(ids[1]), str(ids[11])]
         assert len(nodes) == 2_000
+        smaller = [n.id for n in await tree.tree(root_id=small)]
+        assert smaller == [small, str(ids[2_001])]
+        trees = sorted(([n.id for n in nodes], smaller))  # roots of one COPY: by id
+        assert [n.id for n in await tree.tree()] == trees[0] + trees[1]
 
     async def test_subtree_and_depth_limit(self, tree: TreeClient) -> None:
         """root_id narrows to a subtree; max_depth counts levels below it (0 = the top only)."""
