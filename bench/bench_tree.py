@@ -121,7 +121,9 @@ async def _baseline_server(pool: asyncpg.Pool) -> tuple[grpc.aio.Server, int]:
     ) -> tree_pb2.CommitSessionResponse:
         space, session = uuid.UUID(request.space_id), uuid.UUID(request.session_id)
         async with pool.acquire() as con, con.transaction():
-            provisional = await con.fetchval(sql.LOCK_FOR_COMMIT, space, session)
+            # The session and its provisional parent, in id order (the service's lock).
+            locked = await con.fetch(sql.LOCK_FOR_COMMIT, space, session)
+            provisional = next((r["provisional"] for r in locked if r["target"]), None)
             assert provisional is not None
             if provisional:
                 row = await con.fetchrow(sql.COMMIT_SESSION, space, session)
