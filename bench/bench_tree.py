@@ -121,7 +121,9 @@ async def _baseline_server(pool: asyncpg.Pool) -> tuple[grpc.aio.Server, int]:
     ) -> tree_pb2.CommitSessionResponse:
         space, session = uuid.UUID(request.space_id), uuid.UUID(request.session_id)
         async with pool.acquire() as con, con.transaction():
-            provisional = await con.fetchval(sql.LOCK_FOR_COMMIT, space, session)
+            # The session and its provisional parent, in id order (the service's lock).
+            locked = await con.fetch(sql.LOCK_FOR_COMMIT, space, session)
+            provisional = next((r["provisional"] for r in locked if r["target"]), None)
             assert provisional is not None
             if provisional:
                 row = await con.fetchrow(sql.COMMIT_SESSION, space, session)
@@ -141,11 +143,13 @@ async def _baseline_server(pool: asyncpg.Pool) -> tuple[grpc.aio.Server, int]:
 
     async def tree(request: tree_pb2.GetTreeRequest, context: Any) -> tree_pb2.GetTreeResponse:
         async with pool.acquire() as con:
-            rows = await con.fetch(sql.FOREST, uuid.UUID(request.space_id), None, 200_001)
-        tops = sorted((r for r in rows if r["top_rank"] is not None), key=lambda r: r["top_rank"])
+            rows = await con.fetch(sql.FOREST, uuid.UUID(request.space_id), 200_001)
+        tops = sorted(
+            (r for r in rows if r["top_at"] is not None), key=lambda r: (r["top_at"], r["id"])
+        )
         children: dict[uuid.UUID, list[asyncpg.Record]] = {}
         for row in rows:
-            if row["top_rank"] is None:
+            if row["top_at"] is None:
                 children.setdefault(row["parent_id"], []).append(row)
         for siblings in children.values():
             siblings.sort(key=lambda r: r["sibling_index"])

@@ -65,10 +65,10 @@ class TreeReadTooLong(Exception):
 TreeRow: TypeAlias = Sequence[Any]
 """One GetTree row as the statement answers it, read by position (a large tree is 100,000s
 of them): id, parent_id (text, None for a top), depth, index, label, status, turn_count,
-source_session_id (text or None), and the top's rank (None below the tops)."""
+source_session_id (text or None), and a top's created_at (None below the tops)."""
 
-ROW_ID, ROW_PARENT, ROW_INDEX, ROW_RANK = 0, 1, 3, 8
-"""Positions of a `TreeRow`'s id, parent id, sibling index and top rank."""
+ROW_ID, ROW_PARENT, ROW_INDEX, ROW_TOP_AT = 0, 1, 3, 8
+"""Positions of a `TreeRow`'s id, parent id, sibling index and top's created_at."""
 
 
 @dataclass(frozen=True, slots=True)

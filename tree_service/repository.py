@@ -27,7 +27,8 @@ from stello.events import Event, EventKind, Outbox
 from tree_service import sql
 from tree_service.listing import LISTING_PLANS, PAIR_MATCHES, list_statement
 from tree_service.models import (
-    ROW_RANK,
+    ROW_ID,
+    ROW_TOP_AT,
     STATUSES,
     Node,
     SessionFilter,
@@ -81,15 +82,16 @@ def to_node(row: asyncpg.Record) -> Node:
 
 
 def to_tree_rows(rows: list[asyncpg.Record]) -> TreeRows:
-    """The tree statements' rows split into ranked tops and the rest (hot: 100,000s of rows)."""
-    ranked: list[TreeRow] = []
+    """The tree statements' rows split into the tops by (created_at, id) and the rest (hot:
+    100,000s of rows). Ids are text: their order is the uuid order PostgreSQL sorts by."""
+    tops: list[TreeRow] = []
     below: list[TreeRow] = []
     # Positional access, records kept as they came (a Record reads as a TreeRow): this
     # loop runs once per node.
     for row in cast(list[TreeRow], rows):
-        (below if row[ROW_RANK] is None else ranked).append(row)
-    ranked.sort(key=itemgetter(ROW_RANK))
-    return TreeRows(ranked, below)
+        (below if row[ROW_TOP_AT] is None else tops).append(row)
+    tops.sort(key=itemgetter(ROW_TOP_AT, ROW_ID))
+    return TreeRows(tops, below)
 
 
 def to_summary(row: asyncpg.Record) -> Summary:
@@ -164,6 +166,8 @@ async def _sweep_claimed(
     if wait:
         await con.fetch(sql.READERS_WAITING, space_id, ids)
     claimed = [r["id"] for r in await con.fetch(sql.SWEEP_CLAIM, space_id, ids)]
+    if len(claimed) < len(ids) and await con.fetchval(sql.SWEEP_SKIPPED, space_id, ids, claimed):
+        raise LocksBusy  # held by a trim, or a commit that may yet fail: try again
     if not claimed:
         return []
     await _lock_readers(con, space_id, claimed)
@@ -334,9 +338,15 @@ class TreeRepository:
 
         async def work(con: asyncpg.Connection) -> list[asyncpg.Record]:
             await con.execute(sql.tree_settings(max(1, int(timeout_s * 1000))))
-            if root_id is None:
-                return list(await con.fetch(sql.FOREST, space_id, max_depth, cap))
-            return list(await con.fetch(sql.SUBTREE, space_id, max_depth, cap, root_id))
+            if max_depth is None:  # all of it: one read, no walk (sql.FOREST)
+                if root_id is None:
+                    return list(await con.fetch(sql.FOREST, space_id, cap))
+                whole = await con.fetch(sql.ROOT_TREE, space_id, cap, root_id)
+                if whole:
+                    return list(whole)
+            if root_id is not None:  # not a root, or a depth limit: walk down from the top
+                return list(await con.fetch(sql.SUBTREE, space_id, max_depth, cap, root_id))
+            return list(await con.fetch(sql.FOREST_TO_DEPTH, space_id, max_depth, cap))
 
         try:
             rows = await in_transaction(self._pool, work)

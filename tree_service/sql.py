@@ -180,24 +180,24 @@ ORDER BY s.id
 LIMIT $4
 """
 
-# GetTree: one recursive CTE, no path arrays (quadratic on deep chains); the
-# caller builds the pre-order, and the reply's bytes from these columns (ids as
-# text: PostgreSQL's uuid_out costs less than a UUID object and its str() per
-# node). {top} picks the top session(s), ranked by (created_at, id) (rank NULL
-# below them); $2 max levels below the top (NULL = all); $3 row cap (the limit
-# stops the recursion early). Each level's children are read by a LATERAL lookup
-# per parent, so the rows read are the rows answered whatever the planner
-# believes about the space (see tree_settings).
+# GetTree below a depth limit, or of one subtree: one recursive CTE, no path
+# arrays (quadratic on deep chains); the caller builds the pre-order, and the
+# reply's bytes from these columns (ids as text: PostgreSQL's uuid_out costs less
+# than a UUID object and its str() per node). {top} picks the top session(s), their
+# created_at in `top_at` (NULL below them: the caller orders the tops by (top_at,
+# id)); $2 max levels below the top (NULL = all); $3 row cap (the limit stops the
+# recursion early). Each level's children are read by a LATERAL lookup per parent,
+# so the rows read are the rows answered whatever the planner believes about the
+# space (see tree_settings).
 _TREE = """
 WITH RECURSIVE tree AS (
     SELECT s.id, s.parent_id, s.depth, s.sibling_index, s.label, s.status, s.turn_count,
-           s.source_session_id, row_number() OVER (ORDER BY s.created_at, s.id) AS top_rank,
-           0 AS level
+           s.source_session_id, s.created_at AS top_at, 0 AS level
     FROM sessions s
     WHERE s.space_id = $1 AND s.provisional_until IS NULL AND {top}
   UNION ALL
     SELECT c.id, c.parent_id, c.depth, c.sibling_index, c.label, c.status, c.turn_count,
-           c.source_session_id, NULL::bigint, tree.level + 1
+           c.source_session_id, NULL::timestamptz, tree.level + 1
     FROM tree
     CROSS JOIN LATERAL (
         SELECT k.id, k.parent_id, k.depth, k.sibling_index, k.label, k.status, k.turn_count,
@@ -209,7 +209,7 @@ WITH RECURSIVE tree AS (
     WHERE $2::int4 IS NULL OR tree.level < $2
 )
 SELECT id::text, parent_id::text, depth, sibling_index, label, status, turn_count,
-       source_session_id::text, top_rank
+       source_session_id::text, top_at
 FROM tree
 LIMIT $3
 """
@@ -236,8 +236,32 @@ def tree_settings(timeout_ms: int) -> str:
     return _TREE_SETTINGS.format(timeout_ms=timeout_ms)
 
 
-# Every root of the space and their subtrees.
-FOREST = _TREE.format(top="s.parent_id IS NULL")
+# The whole forest, no depth limit ($2 row cap): the visible sessions of the space,
+# one read of its index range in no order (the caller builds the pre-order, tops
+# where `top_at` is set), columns as _TREE's. They are the forest itself, no walk
+# needed (a walk costs a lookup per session: 3x the read of 10,000, measured): a
+# provisional session has no children (CREATE_SESSION takes a visible parent), a
+# hidden one is hidden with its whole subtree (LOCK_SUBTREE, LOCK_MISSED), so every
+# visible session's ancestors are visible. A session whose parent was missing all
+# the same would be left out of the answer by the walk (it hangs off no top).
+_WHOLE = """
+SELECT s.id::text, s.parent_id::text, s.depth, s.sibling_index, s.label, s.status,
+       s.turn_count, s.source_session_id::text,
+       CASE WHEN s.parent_id IS NULL THEN s.created_at END AS top_at
+FROM sessions s
+WHERE s.space_id = $1 AND s.provisional_until IS NULL{within}
+LIMIT $2
+"""
+
+FOREST = _WHOLE.format(within="")
+
+# A root's whole tree ($3 the root), as FOREST reads a space's: the visible sessions of
+# the root (one root_id index range). No row when $3 is no visible root: the caller
+# walks its subtree with SUBTREE then (a parent never changes, so root_id is exact).
+ROOT_TREE = _WHOLE.format(within=" AND s.root_id = $3")
+
+# Every root of the space and their subtrees, to $2 levels below the roots.
+FOREST_TO_DEPTH = _TREE.format(top="s.parent_id IS NULL")
 
 # $4: the top session.
 SUBTREE = _TREE.format(top="s.id = $4")
@@ -679,8 +703,9 @@ LIMIT $2
 # The sweep goes space by space over the due pairs SWEEP_DUE read (unlocked):
 # Citus locks rows only in a statement routed to one shard (DESIGN §4.7), so
 # each space's due sessions are claimed, released and deleted by statements
-# pinned to that space. Rows a CommitSession holds right now are skipped: it
-# is making them visible (and a committed one is provisional no more). Then
+# pinned to that space. Rows others hold right now (a CommitSession making
+# them visible, a trim) are skipped, and the space's work tried again a little
+# later when one is still provisional (`SWEEP_SKIPPED`). Then
 # their readers are locked as the erasure job locks its batch's (`READERS`,
 # SKIP LOCKED, `UNLOCKED_READER`): a sweep that finds one held rolls the
 # space's work back to its savepoint and tries again a little later, so it
@@ -693,6 +718,18 @@ WHERE d.space_id = $1 AND d.id = ANY($2::uuid[])
   AND d.provisional_until IS NOT NULL AND d.provisional_until <> {ERASING}
 ORDER BY d.id
 FOR UPDATE SKIP LOCKED
+"""
+
+# Whether one of the due sessions ($2) the claim left out ($3: claimed) is still
+# provisional (unlocked): a CommitSession or a trim held it, and the sweep tries
+# again a little later, rather than leave a due session to the next sweep (a
+# committed one is provisional no more).
+SWEEP_SKIPPED = f"""
+SELECT EXISTS (
+    SELECT FROM sessions d
+    WHERE d.space_id = $1 AND d.id = ANY ($2::uuid[]) AND d.id <> ALL ($3::uuid[])
+      AND d.provisional_until IS NOT NULL AND d.provisional_until <> {ERASING}
+)
 """
 
 # The claimed sessions give up their records first (a provisional session can

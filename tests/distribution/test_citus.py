@@ -31,6 +31,7 @@ from tests.support.citus import (
     logged_errors,
 )
 from tests.support.citus_pass import unexpected_errors
+from tree_service import sql as tree_sql
 from tree_service.sql import tree_settings
 
 pytestmark = [pytest.mark.citus, pytest.mark.timeout(300)]
@@ -229,7 +230,13 @@ class TestLog:
         tree_timeout = LoggedError(
             "db", "canceling statement due to statement timeout", "\nWITH RECURSIVE tree AS ("
         )
-        found = unexpected_errors([refused, cancelled, timeout_elsewhere, tree_timeout])
+        whole_tree_timeouts = [  # a whole tree's one read (no walk)
+            LoggedError("db", "canceling statement due to statement timeout", statement)
+            for statement in (tree_sql.FOREST, tree_sql.ROOT_TREE)
+        ]
+        found = unexpected_errors(
+            [refused, cancelled, timeout_elsewhere, tree_timeout, *whole_tree_timeouts]
+        )
         assert found == [refused, timeout_elsewhere]
 
 

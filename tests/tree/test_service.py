@@ -28,8 +28,8 @@ def entry(name: str, parent: str | None, index: int = 0) -> tuple[object, ...]:
     """A GetTree row (`TreeRow`) named `name` under `parent`."""
     node_id = str(uuid.uuid5(uuid.NAMESPACE_DNS, name))
     parent_id = None if parent is None else str(uuid.uuid5(uuid.NAMESPACE_DNS, parent))
-    rank = 0 if parent is None else None
-    return (node_id, parent_id, 0, index, name, "active", 0, None, rank)
+    top_at = datetime(2026, 1, 1, tzinfo=UTC) if parent is None else None
+    return (node_id, parent_id, 0, index, name, "active", 0, None, top_at)
 
 
 class TestPreorder:

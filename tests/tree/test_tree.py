@@ -1,8 +1,11 @@
-"""GetTree: one recursive CTE, pre-order by an explicit stack, light nodes, the node cap."""
+"""GetTree: one read of the forest (a recursive CTE below a depth or for a subtree), pre-order by
+an explicit stack, light nodes, the node cap."""
 
 from __future__ import annotations
 
+import re
 import uuid
+from typing import Any
 
 import asyncpg
 import grpc
@@ -20,6 +23,7 @@ from tests.support.database import create_test_database, drop_test_database
 from tests.support.fixtures import RunningServer, ServerStarter, TestSpace
 from tests.tree.conftest import TreeClient, open_tree
 from tests.tree.seed import COLUMNS, chain, fanout_tree, seed_topology
+from tree_service import sql
 from tree_service.app import create_app
 from tree_service.config import TreeSettings
 
@@ -61,6 +65,29 @@ class TestGetTree:
         assert all(
             n.status == common_pb2.SESSION_STATUS_ACTIVE and n.turn_count == 0 for n in nodes
         )
+
+    async def test_a_whole_tree_is_one_read(self, tree: TreeClient, pool: asyncpg.Pool) -> None:
+        """The whole forest, or a root's whole tree (no max_depth), is one pass over the
+        sessions, not a lookup per session (a walk scans the children of each: 2,000 scans
+        here): every scan of sessions in the statement's plan runs once. The answers are
+        the pre-orders, a root's tree alone."""
+        ids = await seed_topology(pool, tree.space.id, [*fanout_tree(2_000, 10), None, 2_000])
+        big, small = str(ids[0]), str(ids[2_000])
+        for statement, args in ((sql.FOREST, ()), (sql.ROOT_TREE, (ids[0],))):
+            async with pool.acquire() as con, con.transaction():
+                await con.execute(sql.tree_settings(60_000))
+                plan = await con.fetchval(  # json: decoded by the pool (stello.db)
+                    f"EXPLAIN (ANALYZE, FORMAT JSON) {statement}", tree.space.id, 2_003, *args
+                )
+            loops = [node["Actual Loops"] for node in _scans_of_sessions(plan)]
+            assert loops and set(loops) == {1}, loops
+        nodes = await tree.tree(root_id=big)
+        assert [n.id for n in nodes[:3]] == [big, str(ids[1]), str(ids[11])]
+        assert len(nodes) == 2_000
+        smaller = [n.id for n in await tree.tree(root_id=small)]
+        assert smaller == [small, str(ids[2_001])]
+        trees = sorted(([n.id for n in nodes], smaller))  # roots of one COPY: by id
+        assert [n.id for n in await tree.tree()] == trees[0] + trees[1]
 
     async def test_subtree_and_depth_limit(self, tree: TreeClient) -> None:
         """root_id narrows to a subtree; max_depth counts levels below it (0 = the top only)."""
@@ -124,7 +151,9 @@ class TestGetTree:
         running: RunningServer = await start_server(
             lambda s, p, k: create_app(s, p, k, TreeSettings(get_tree_timeout_s=0.001))
         )
-        await seed_topology(pool, space.id, chain(5_000))
+        # 20,000 rows: tens of milliseconds to read, far past the 1 ms (the whole forest is
+        # one read of the space's sessions, no walk).
+        await seed_topology(pool, space.id, chain(20_000))
         async for tree in open_tree(running, space):
             with pytest.raises(grpc.aio.AioRpcError) as caught:
                 await tree.tree()
@@ -192,6 +221,17 @@ class TestAfterBulkLoad:
             await drop_test_database(admin_dsn, dsn)
         assert error.code() == grpc.StatusCode.FAILED_PRECONDITION, error
         assert error_info_reason(error) == "TREE_TOO_LARGE"
+
+
+def _scans_of_sessions(plan: Any) -> list[dict[str, Any]]:
+    """The plan nodes (an EXPLAIN in JSON, Citus's remote plans included) reading sessions
+    (or a shard of it)."""
+    if isinstance(plan, list):
+        return [node for item in plan for node in _scans_of_sessions(item)]
+    if not isinstance(plan, dict):
+        return []
+    found = [plan] if re.fullmatch(r"sessions(_\d+)?", plan.get("Relation Name", "")) else []
+    return found + [node for value in plan.values() for node in _scans_of_sessions(value)]
 
 
 async def _space(keys: KeyStore, name: str) -> TestSpace:
