@@ -166,8 +166,6 @@ async def _sweep_claimed(
     if wait:
         await con.fetch(sql.READERS_WAITING, space_id, ids)
     claimed = [r["id"] for r in await con.fetch(sql.SWEEP_CLAIM, space_id, ids)]
-    if len(claimed) < len(ids) and await con.fetchval(sql.SWEEP_SKIPPED, space_id, ids, claimed):
-        raise LocksBusy  # held by a trim, or a commit that may yet fail: try again
     if not claimed:
         return []
     await _lock_readers(con, space_id, claimed)

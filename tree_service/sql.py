@@ -706,9 +706,8 @@ LIMIT $2
 # The sweep goes space by space over the due pairs SWEEP_DUE read (unlocked):
 # Citus locks rows only in a statement routed to one shard (DESIGN §4.7), so
 # each space's due sessions are claimed, released and deleted by statements
-# pinned to that space. Rows others hold right now (a CommitSession making
-# them visible, a trim) are skipped, and the space's work tried again a little
-# later when one is still provisional (`SWEEP_SKIPPED`). Then
+# pinned to that space. Rows a CommitSession holds right now are skipped: it
+# is making them visible (and a committed one is provisional no more). Then
 # their readers are locked as the erasure job locks its batch's (`READERS`,
 # SKIP LOCKED, `UNLOCKED_READER`): a sweep that finds one held rolls the
 # space's work back to its savepoint and tries again a little later, so it
@@ -721,18 +720,6 @@ WHERE d.space_id = $1 AND d.id = ANY($2::uuid[])
   AND d.provisional_until IS NOT NULL AND d.provisional_until <> {ERASING}
 ORDER BY d.id
 FOR UPDATE SKIP LOCKED
-"""
-
-# Whether one of the due sessions ($2) the claim left out ($3: claimed) is still
-# provisional (unlocked): a CommitSession or a trim held it, and the sweep tries
-# again a little later, rather than leave a due session to the next sweep (a
-# committed one is provisional no more).
-SWEEP_SKIPPED = f"""
-SELECT EXISTS (
-    SELECT FROM sessions d
-    WHERE d.space_id = $1 AND d.id = ANY ($2::uuid[]) AND d.id <> ALL ($3::uuid[])
-      AND d.provisional_until IS NOT NULL AND d.provisional_until <> {ERASING}
-)
 """
 
 # The claimed sessions give up their records first (a provisional session can
