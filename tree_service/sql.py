@@ -503,12 +503,16 @@ FROM (
 """
 
 # Hides the locked set ($2) from every read and write at once; its ids by
-# depth (the session first), for DeleteSubtree's answer and its events.
+# depth (the session first), then id, for DeleteSubtree's answer and its
+# events (sorted here: 200,000 rows sort in Python in most of a second).
 HIDE_SUBTREE = f"""
-UPDATE sessions
-SET provisional_until = {ERASING}
-WHERE space_id = $1 AND id = ANY ($2::uuid[])
-RETURNING id, depth
+WITH hidden AS (
+    UPDATE sessions
+    SET provisional_until = {ERASING}
+    WHERE space_id = $1 AND id = ANY ($2::uuid[])
+    RETURNING id, depth
+)
+SELECT id, depth FROM hidden ORDER BY depth, id
 """
 
 # What other sessions show of the hidden set goes with the hide: their refs to
