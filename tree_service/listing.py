@@ -123,7 +123,9 @@ def list_statement(
     # A label prefix or an updated range has no index in the listing's order: unless an
     # ordered index drives the page, its matches are read in a fenced subquery (OFFSET 0:
     # not flattened, so no ORDER BY ... LIMIT makes the planner walk sessions_created
-    # hoping to meet them early, as it did for 20 labels of 100,000), then sorted.
+    # hoping to meet them early, as it did for 20 labels of 100,000), then sorted. The
+    # fence says the visibility test too: the range's index holds no session being
+    # erased (migration 0025), and the planner uses it only when the query says so.
     ordered = bool(pairs) or filters.parent_id is not None or filters.root_id is not None
     fence: list[str] = []
     ranged = where if ordered else fence
@@ -137,9 +139,8 @@ def list_statement(
     _range(st, f"{alias}.updated_at", filters.updated_after, filters.updated_before, ranged)
     if fence:
         source = (
-            "FROM (SELECT * FROM sessions r WHERE r.space_id = $1 AND "
-            + " AND ".join(fence)
-            + " OFFSET 0) s\n"
+            "FROM (SELECT * FROM sessions r WHERE r.space_id = $1"
+            " AND r.provisional_until IS NULL AND " + " AND ".join(fence) + " OFFSET 0) s\n"
         )
     if after is not None:
         created, last_id = after

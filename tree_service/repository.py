@@ -166,8 +166,6 @@ async def _sweep_claimed(
     if wait:
         await con.fetch(sql.READERS_WAITING, space_id, ids)
     claimed = [r["id"] for r in await con.fetch(sql.SWEEP_CLAIM, space_id, ids)]
-    if len(claimed) < len(ids) and await con.fetchval(sql.SWEEP_SKIPPED, space_id, ids, claimed):
-        raise LocksBusy  # held by a trim, or a commit that may yet fail: try again
     if not claimed:
         return []
     await _lock_readers(con, space_id, claimed)
@@ -653,13 +651,17 @@ class TreeTx(idempotency.KeyStatements):
         under a locked session waits for this transaction, then finds its parent gone.
         """
         rows: list[asyncpg.Record] = []
+        rounds = 0
         batch = locked
         while batch:
             rows += await self._con.fetch(sql.HIDE_SUBTREE, space_id, batch)
             await self._con.execute(sql.HIDE_REFS, space_id, batch)
             await self._con.execute(sql.UNSOURCE, space_id, batch)
             batch = list(await self._con.fetchval(sql.LOCK_MISSED, space_id, batch) or ())
-        hidden = [r["id"] for r in sorted(rows, key=lambda r: (r["depth"], r["id"]))]
+            rounds += 1
+        if rounds > 1:  # each round came sorted; sessions found late may be anywhere
+            rows.sort(key=lambda r: (r["depth"], r["id"]))
+        hidden = [r["id"] for r in rows]
         for start in range(0, len(hidden), SUBTREE_EVENT_IDS):
             chunk = tuple(hidden[start : start + SUBTREE_EVENT_IDS])
             self.outbox.add(space_id, Event("subtree_deleted", session_id, session_ids=chunk))

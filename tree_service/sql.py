@@ -527,12 +527,16 @@ FROM (
 """
 
 # Hides the locked set ($2) from every read and write at once; its ids by
-# depth (the session first), for DeleteSubtree's answer and its events.
+# depth (the session first), then id, for DeleteSubtree's answer and its
+# events (sorted here: 200,000 rows sort in Python in most of a second).
 HIDE_SUBTREE = f"""
-UPDATE sessions
-SET provisional_until = {ERASING}
-WHERE space_id = $1 AND id = ANY ($2::uuid[])
-RETURNING id, depth
+WITH hidden AS (
+    UPDATE sessions
+    SET provisional_until = {ERASING}
+    WHERE space_id = $1 AND id = ANY ($2::uuid[])
+    RETURNING id, depth
+)
+SELECT id, depth FROM hidden ORDER BY depth, id
 """
 
 # What other sessions show of the hidden set goes with the hide: their refs to
@@ -662,10 +666,13 @@ SELECT stello_release_records($1, $2::uuid[], NULL)
 # Sessions outside the set forked from one inside it lose their source (Citus
 # allows no SET NULL key action on a key holding space_id): at the hide, and
 # again for each batch (a fork made meanwhile of a hidden session cannot be,
-# but the key needs none left).
+# but the key needs none left). `IS NOT NULL`: `sessions_source` holds only
+# the sessions that have a source (migration 0025), and a parameter array
+# does not tell the planner so.
 UNSOURCE = """
 UPDATE sessions SET source_session_id = NULL
-WHERE space_id = $1 AND source_session_id = ANY ($2::uuid[]) AND id <> ALL ($2::uuid[])
+WHERE space_id = $1 AND source_session_id IS NOT NULL
+  AND source_session_id = ANY ($2::uuid[]) AND id <> ALL ($2::uuid[])
 """
 
 # The batch goes in ONE statement; records, slots, caches, configs, refs and
@@ -703,9 +710,8 @@ LIMIT $2
 # The sweep goes space by space over the due pairs SWEEP_DUE read (unlocked):
 # Citus locks rows only in a statement routed to one shard (DESIGN §4.7), so
 # each space's due sessions are claimed, released and deleted by statements
-# pinned to that space. Rows others hold right now (a CommitSession making
-# them visible, a trim) are skipped, and the space's work tried again a little
-# later when one is still provisional (`SWEEP_SKIPPED`). Then
+# pinned to that space. Rows a CommitSession holds right now are skipped: it
+# is making them visible (and a committed one is provisional no more). Then
 # their readers are locked as the erasure job locks its batch's (`READERS`,
 # SKIP LOCKED, `UNLOCKED_READER`): a sweep that finds one held rolls the
 # space's work back to its savepoint and tries again a little later, so it
@@ -718,18 +724,6 @@ WHERE d.space_id = $1 AND d.id = ANY($2::uuid[])
   AND d.provisional_until IS NOT NULL AND d.provisional_until <> {ERASING}
 ORDER BY d.id
 FOR UPDATE SKIP LOCKED
-"""
-
-# Whether one of the due sessions ($2) the claim left out ($3: claimed) is still
-# provisional (unlocked): a CommitSession or a trim held it, and the sweep tries
-# again a little later, rather than leave a due session to the next sweep (a
-# committed one is provisional no more).
-SWEEP_SKIPPED = f"""
-SELECT EXISTS (
-    SELECT FROM sessions d
-    WHERE d.space_id = $1 AND d.id = ANY ($2::uuid[]) AND d.id <> ALL ($3::uuid[])
-      AND d.provisional_until IS NOT NULL AND d.provisional_until <> {ERASING}
-)
 """
 
 # The claimed sessions give up their records first (a provisional session can

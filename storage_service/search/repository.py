@@ -85,7 +85,8 @@ SEARCH_RECORDS = {
 
 # $1 space, $2 the to_tsquery text ('simple'), $3 status (or NULL), $4/$5 the
 # position (created_at, id; NULL = the first page), $6 the page's size. The
-# sessions whose label matches (`sessions_label_search`) and those with a
+# sessions whose label matches (`sessions_label_search`: its predicate, migration
+# 0025, needs the visibility test in the probe) and those with a
 # metadata value that matches (`session_metadata_search`, migration 0021), each
 # once (UNION); then each one's row by its key (the LATERAL ... LIMIT 1, as in
 # SEARCH_RECORDS: not a join the planner would hash over every session of the
@@ -97,6 +98,7 @@ SELECT s.id, s.label, s.status, s.turn_count, s.created_at, s.updated_at, s.last
 FROM (
     SELECT l.id FROM sessions l
     WHERE l.space_id = $1 AND stello_label_vector(l.label) @@ to_tsquery('simple'::regconfig, $2)
+      AND l.provisional_until IS NULL
     UNION
     SELECT m.session_id FROM session_metadata m
     WHERE m.space_id = $1 AND m.value_vector @@ to_tsquery('simple'::regconfig, $2)

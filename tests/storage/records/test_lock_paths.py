@@ -189,7 +189,13 @@ async def test_the_sweep_never_waits_for_a_reader_while_it_holds_its_claim(
             pool, space, x, trim(stub, space, t, 1), lambda: tree.sweep(SweepQuery())
         )
         assert await deadlocks(pool) == lost
-        assert [(s.space_id, s.id) for s in jobs[1].result()] == [(space.id, p)]
+        swept = jobs[1].result()
+        if not swept:
+            # The sweep skips a due session held right now (by design: a CommitSession
+            # may be making it visible), here the trim's once it was let go: the next
+            # sweep takes it.
+            swept = await tree.sweep(SweepQuery())
+        assert [(s.space_id, s.id) for s in swept] == [(space.id, p)]
         assert [x.content for x in await listed(stub, space, q)] == ["t1", "t2", "p3"]
         await channel.close()
 
