@@ -114,12 +114,25 @@ ORDER BY s.created_at DESC, s.id DESC
 LIMIT $6
 """
 
-# Run first in a search's transaction (SET LOCAL: PgBouncer transaction mode keeps
-# working): a plan is made for each call. A generic plan knows neither the query's words
-# nor the page's position, and scans `records` instead of `records_search` (seconds at
-# 100,000 records, where the custom plan reads the matches: measured by
-# bench/bench_search.py).
-CUSTOM_PLANS = "SELECT set_config('plan_cache_mode', 'force_custom_plan', true)"
+# Run first in a search's transaction, as SET LOCAL statements: PgBouncer's transaction
+# mode keeps working, and on Citus they reach the worker that runs the search
+# (citus.propagate_set_commands = 'local', stello.distribution), which set_config() does
+# not (docs/scaling.md, GetTree).
+# - plan_cache_mode: a plan is made for each call. A generic plan knows neither the query's
+#   words nor the page's position, and scans `records` instead of `records_search`
+#   (seconds at 100,000 records, where the custom plan reads the matches: measured by
+#   bench/bench_search.py).
+# - max_parallel_workers_per_gather = 0: no parallel workers. The planner estimates a word
+#   that its statistics do not list among a column's most common elements (any rare word)
+#   at 0.5% of the rows, so a rare word's estimate grows with the space whatever its
+#   matches: past ~1,000,000 records of a space it planned the 50 matches of a rare word
+#   with two parallel workers, which read the same blocks but take ~12 ms to start, for a
+#   search of ~1.2 ms (bench/bench_search.py: 5.9x at 10x the records with them, ~1x
+#   without). A search's cost then follows its matches, as the index's reads do.
+SEARCH_SETTINGS = """
+SET LOCAL plan_cache_mode = force_custom_plan;
+SET LOCAL max_parallel_workers_per_gather = 0
+"""
 
 # Whether a session is a visible session of the space (the scope of a search).
 VISIBLE = """
@@ -145,9 +158,10 @@ class SearchRepository:
     def __init__(self, con: asyncpg.Connection) -> None:
         self._con = con
 
-    async def custom_plans(self) -> None:
-        """Plan each statement of this transaction for its parameters (CUSTOM_PLANS)."""
-        await self._con.execute(CUSTOM_PLANS)
+    async def settings(self) -> None:
+        """Plan this transaction's statements for their parameters, without parallel
+        workers (SEARCH_SETTINGS)."""
+        await self._con.execute(SEARCH_SETTINGS)
 
     async def visible(self, space_id: uuid.UUID, session_id: uuid.UUID) -> bool:
         """Whether `session_id` is a visible session of the space."""

@@ -15,10 +15,11 @@ import pytest
 from stello.common.v1 import common_pb2
 from stello.errors import field_violations
 from stello.storage.v1 import storage_pb2, storage_pb2_grpc
-from storage_service.search.repository import SEARCH_RECORDS, SEARCH_SESSIONS
+from storage_service.search.repository import SEARCH_RECORDS, SEARCH_SESSIONS, SearchRepository
 from tests.storage.helpers import ASSISTANT, rec, rpc_error
 from tests.storage.records.test_lineage import append, inherit
 from tests.support.fixtures import MakeSession, TestSpace
+from tests.support.history import READS, end_other_backends
 
 pytestmark = pytest.mark.sql
 
@@ -518,3 +519,138 @@ async def test_a_session_search_reads_only_the_matches_through_the_indexes(
     assert scans["session_metadata_search"]["Actual Rows"] == 2, plan
     probe = scans["sessions_pkey"]
     assert probe["Actual Rows"] == 1 and probe["Actual Loops"] == 2, plan
+
+
+# What a big space makes of a parallel plan: worth its start (a table past
+# min_parallel_table_scan_size, an estimate of thousands of rows, which a rare word gets in
+# a space of 1,000,000 records), here for any table.
+PARALLEL_AS_IN_A_BIG_SPACE = """
+SET LOCAL parallel_setup_cost = 0;
+SET LOCAL parallel_tuple_cost = 0;
+SET LOCAL min_parallel_table_scan_size = 0;
+SET LOCAL min_parallel_index_scan_size = 0
+"""
+
+
+@pytest.mark.plain_postgres("reads the plan of EXPLAIN, which Citus wraps in its own Custom Scan")
+@pytest.mark.parametrize("statement", ["newest", "relevance", "in a session", "sessions"])
+async def test_a_search_starts_no_parallel_worker(
+    stub: Stub,
+    space: TestSpace,
+    make_session: MakeSession,
+    pool: asyncpg.Pool,
+    direct_database_url: str,
+    statement: str,
+) -> None:
+    """The planner estimates a word its statistics do not list (a rare one) at 0.5% of the
+    rows: in a space of 1,000,000 records it planned the 50 matches of a rare word with two
+    parallel workers, which read what the search alone reads but take ~12 ms to start,
+    against ~1.2 ms for the search (bench/bench_search.py: 5.9x at 10x the records). With
+    parallel plans made as cheap as such a space makes them, the search's own settings
+    (run after, as the service runs them first in its transaction) keep every statement
+    in its one backend."""
+    sid = await make_session(label="Parallel zanzibar")
+    async with pool.acquire() as con:
+        await con.execute(
+            "INSERT INTO records (space_id, session_id, seq, role, content,"
+            " token_estimate, token_cumulative)"
+            " SELECT $1, $2, i, 'user', 'ordinary words number ' || i"
+            "   || CASE WHEN i % 700 = 0 THEN ' zanzibar' ELSE '' END, 1, i"
+            " FROM generate_series(1, 2000) AS i",
+            space.id,
+            sid,
+        )
+        await con.execute(
+            "UPDATE sessions SET last_seq = 2000 WHERE space_id = $1 AND id = $2", space.id, sid
+        )
+        await con.execute("ANALYZE records")
+    assert [h.seq for h in await search(stub, space, "zanzibar")] == [1400, 700]
+    args: tuple[object, ...]
+    if statement == "sessions":
+        sql, args = SEARCH_SESSIONS, (space.id, "'zanzibar':*", None, None, None, 21)
+    else:
+        scope = sid if statement == "in a session" else None
+        sql = SEARCH_RECORDS[(scope is not None, statement == "relevance")]
+        args = (space.id, scope, "'zanzibar'", None, None, None, None, None, 21)
+    con = await asyncpg.connect(direct_database_url)
+    try:
+        async with con.transaction():
+            await con.execute(PARALLEL_AS_IN_A_BIG_SPACE)
+            await SearchRepository(con).settings()
+            raw = await con.fetchval("EXPLAIN (FORMAT JSON) " + sql, *args)
+    finally:
+        await con.close()
+    plan = (json.loads(raw) if isinstance(raw, str) else raw)[0]["Plan"]
+    parallel = [
+        n["Node Type"]
+        for n in _nodes(plan)
+        if n.get("Parallel Aware") or n["Node Type"] in ("Gather", "Gather Merge")
+    ]
+    assert parallel == [], plan
+
+
+BLOCKS = """
+SELECT coalesce(heap_blks_read, 0) + coalesce(heap_blks_hit, 0) AS heap,
+       coalesce(idx_blks_read, 0) + coalesce(idx_blks_hit, 0) AS index
+FROM pg_statio_user_tables WHERE relname = 'records'
+"""
+
+
+async def _reads(counter: asyncpg.Connection) -> tuple[int, int, int]:
+    """Tuples, heap blocks and index blocks read from `records` so far (every other
+    backend's counters flushed)."""
+    await end_other_backends(counter)
+    tuples = await counter.fetchrow(READS, "records")
+    blocks = await counter.fetchrow(BLOCKS)
+    assert tuples is not None and blocks is not None
+    return int(tuples["heap"]) + int(tuples["index"]), int(blocks["heap"]), int(blocks["index"])
+
+
+@pytest.mark.plain_postgres(
+    "counts the rows and blocks read in the statistics of the database it connects to; on "
+    "Citus the coordinator reads none, the workers' shards do"
+)
+async def test_a_rare_word_reads_the_same_in_a_space_ten_times_larger(
+    stub: Stub,
+    space: TestSpace,
+    make_session: MakeSession,
+    pool: asyncpg.Pool,
+    direct_database_url: str,
+) -> None:
+    """A rare word's search reads its matches through `records_search`: the tuples and
+    blocks it reads from `records` (heap and indexes, in pg_stat and pg_statio) are the
+    same when its space holds 10x the records, within a block of the index per match
+    (the space's posting tree in the GIN grows a level)."""
+    sid = await make_session()
+    insert = (
+        "INSERT INTO records (space_id, session_id, seq, role, content,"
+        " token_estimate, token_cumulative)"
+        " SELECT $1, $2, i, 'user', 'ordinary words number ' || i"
+        "   || CASE WHEN i % 400 = 0 AND i <= 2000 THEN ' zanzibar' ELSE '' END, 1, i"
+        " FROM generate_series($3::int, $4::int) AS i"
+    )
+    counter = await asyncpg.connect(direct_database_url)
+    try:
+        reads = []
+        for first, last in ((1, 2_000), (2_001, 20_000)):
+            async with pool.acquire() as con:
+                await con.execute(insert, space.id, sid, first, last)
+                await con.execute(
+                    "UPDATE sessions SET last_seq = $3 WHERE space_id = $1 AND id = $2",
+                    space.id,
+                    sid,
+                    last,
+                )
+                await con.execute("ANALYZE records")
+            await search(stub, space, "zanzibar")  # the server's connections warmed
+            before = await _reads(counter)
+            hits = await search(stub, space, "zanzibar")
+            after = await _reads(counter)
+            assert [h.seq for h in hits] == [2000, 1600, 1200, 800, 400]
+            reads.append(tuple(a - b for a, b in zip(after, before, strict=True)))
+    finally:
+        await counter.close()
+    (tuples, heap, index), (tuples_10x, heap_10x, index_10x) = reads
+    assert tuples_10x == tuples, reads
+    assert heap_10x == heap, reads
+    assert index_10x <= index + 5, reads
