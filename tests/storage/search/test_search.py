@@ -572,14 +572,14 @@ async def test_a_search_starts_no_parallel_worker(
         scope = sid if statement == "in a session" else None
         sql = SEARCH_RECORDS[(scope is not None, statement == "relevance")]
         args = (space.id, scope, "'zanzibar'", None, None, None, None, None, 21)
-    con = await asyncpg.connect(direct_database_url)
+    direct = await asyncpg.connect(direct_database_url)
     try:
-        async with con.transaction():
-            await con.execute(PARALLEL_AS_IN_A_BIG_SPACE)
-            await SearchRepository(con).settings()
-            raw = await con.fetchval("EXPLAIN (FORMAT JSON) " + sql, *args)
+        async with direct.transaction():
+            await direct.execute(PARALLEL_AS_IN_A_BIG_SPACE)
+            await SearchRepository(direct).settings()
+            raw = await direct.fetchval("EXPLAIN (FORMAT JSON) " + sql, *args)
     finally:
-        await con.close()
+        await direct.close()
     plan = (json.loads(raw) if isinstance(raw, str) else raw)[0]["Plan"]
     parallel = [
         n["Node Type"]
