@@ -23,6 +23,7 @@ embedded PostgreSQL in a temporary folder and deletes it afterwards.
 from __future__ import annotations
 
 import argparse
+import os
 import sys
 import time
 import uuid
@@ -100,6 +101,11 @@ async def measure(
     return await repeat(call, times)
 
 
+def load_average() -> str:
+    """The machine's load averages (1, 5, 15 minutes): the ratios' context."""
+    return " ".join(f"{x:.2f}" for x in os.getloadavg())
+
+
 def line(name: str, small: Result, big: Result) -> str:
     return (
         f"  {name:<44} p50 {small.quantile(0.5):7.2f} -> {big.quantile(0.5):7.2f} ms"
@@ -138,7 +144,10 @@ async def main(args: argparse.Namespace) -> None:
                 async with pool.acquire() as con:
                     await con.execute("ANALYZE records; ANALYZE sessions")
                 seeded = time.perf_counter() - began
-                print(f"seeded {args.records // 10 + 10 * per_space:,} records in {seeded:.0f} s")
+                print(
+                    f"seeded {args.records // 10 + 10 * per_space:,} records in {seeded:.0f} s"
+                    f" (load average {load_average()})"
+                )
                 small = {
                     (name, word): await measure(stub, space, word, args.queries)
                     for name, space, stub in (
@@ -155,7 +164,7 @@ async def main(args: argparse.Namespace) -> None:
                     await con.execute("ANALYZE records; ANALYZE sessions")
                 print(
                     f"grew by {args.records * 9 // 10 + 90 * per_space:,} records in"
-                    f" {time.perf_counter() - began:.0f} s"
+                    f" {time.perf_counter() - began:.0f} s (load average {load_average()})"
                 )
                 large = {
                     (name, word): await measure(stub, space, word, args.queries)
@@ -180,6 +189,7 @@ async def main(args: argparse.Namespace) -> None:
                         "数据库 errors": "1.4% (CJK+en)",
                     }[word]
                     print(line(f"{labels[name]}, {matches}", result, large[key]))
+                print(f"  (load average after: {load_average()})")
                 await insert_cost(pool, big)
                 await appends(big_stub, pool, big, args.seconds)
             finally:

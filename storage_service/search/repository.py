@@ -17,31 +17,50 @@ from storage_service.records.lineage import PARTS
 
 # $1 space, $2 session (the scope, or NULL), $3 the to_tsquery text, $4 root
 # (or NULL), $5..$8 the position after which the page starts (created_at,
-# session, seq, rank; NULL = the first page), $9 the page's size. Each match's
-# session is looked up by its key (the LATERAL ... LIMIT 1 is not flattened into
-# a join, which the planner would hash over every session of the space): the
-# cost follows the matches, never the space's sessions.
+# session, seq, rank; NULL = the first page), $9 the page's size.
+#
+# `m` is the matches in the page's order, each by its key, order's columns and row
+# (narrow rows: the sort of every match holds no content); OFFSET 0 keeps it a
+# subquery planned by itself, so the rest runs on its sorted rows and stops at the
+# page. For the page's hits only: each one's session is looked up by its key, then
+# its record's role and content by the row the match was read from (`ctid`: one
+# heap fetch, the same row version in this statement's snapshot; by its key the
+# planner may take records_tokens, which reads the whole session). Each
+# LATERAL ... LIMIT 1 is not flattened into a join, which the planner would hash
+# over every session or record of the space when it believes the space small.
+# Without the fence the serial plan probed the session of every match before a
+# top-N sort (10,000 matches: 10,000 probes, half the search's time; the parallel
+# plan, no longer made (SEARCH_SETTINGS), sorted first). The cost follows the
+# matches, never the space's records or sessions.
 _SEARCH = """
 {ctes}
-SELECT r.session_id, r.seq, r.role, r.created_at, r.content, s.label,
-       {rank} AS rank, to_tsquery('english'::regconfig, $3)::text AS terms,
+SELECT m.session_id, m.seq, r.role, m.created_at, r.content, s.label,
+       m.rank, to_tsquery('english'::regconfig, $3)::text AS terms,
        1 + (SELECT count(*)
             FROM record_segments g
             JOIN sessions v ON v.space_id = $1 AND v.id = g.session_id
                            AND v.provisional_until IS NULL
-            WHERE g.space_id = $1 AND g.holder_id = r.session_id
-              AND r.seq BETWEEN g.from_seq AND g.to_seq) AS readers
-FROM records r
+            WHERE g.space_id = $1 AND g.holder_id = m.session_id
+              AND m.seq BETWEEN g.from_seq AND g.to_seq) AS readers
+FROM (
+    SELECT r.created_at, r.session_id, r.seq, {rank} AS rank, r.ctid AS row
+    FROM records r
+    WHERE r.space_id = $1 AND r.search_vector @@ to_tsquery('english'::regconfig, $3)
+      {scope}
+      AND ($5::timestamptz IS NULL OR {after})
+    ORDER BY {order}
+    OFFSET 0
+) m
 CROSS JOIN LATERAL (
     SELECT s.label FROM sessions s
-    WHERE s.space_id = $1 AND s.id = r.session_id AND s.provisional_until IS NULL
+    WHERE s.space_id = $1 AND s.id = m.session_id AND s.provisional_until IS NULL
       AND ($4::uuid IS NULL OR s.root_id = $4)
     LIMIT 1
 ) s
-WHERE r.space_id = $1 AND r.search_vector @@ to_tsquery('english'::regconfig, $3)
-  {scope}
-  AND ($5::timestamptz IS NULL OR {after})
-ORDER BY {order}
+CROSS JOIN LATERAL (
+    SELECT r.role, r.content FROM records r WHERE r.ctid = m.row AND r.space_id = $1 LIMIT 1
+) r
+ORDER BY {page_order}
 LIMIT $9
 """
 
@@ -55,25 +74,24 @@ _RANK = "ts_rank(r.search_vector, to_tsquery('english'::regconfig, $3))"
 
 
 def _search(*, in_view: bool, relevance: bool) -> str:
-    rank = (
-        "ts_rank(r.search_vector, to_tsquery('english'::regconfig, $3))"
-        if relevance
-        else "coalesce($8::real, 0) * 0"
-    )
+    rank = _RANK if relevance else "coalesce($8::real, 0) * 0"
     if relevance:
         after = (
             f"({_RANK}, r.created_at, r.session_id, r.seq) < ($8::real, $5, $6::uuid, $7::bigint)"
         )
         order = f"{_RANK} DESC, r.created_at DESC, r.session_id DESC, r.seq DESC"
+        page_order = "m.rank DESC, m.created_at DESC, m.session_id DESC, m.seq DESC"
     else:
         after = "(r.created_at, r.session_id, r.seq) < ($5, $6::uuid, $7::bigint)"
         order = "r.created_at DESC, r.session_id DESC, r.seq DESC"
+        page_order = "m.created_at DESC, m.session_id DESC, m.seq DESC"
     return _SEARCH.format(
         ctes=f"WITH {PARTS.strip()}" if in_view else "",
         rank=rank,
         scope=_IN_VIEW if in_view else _NO_VIEW,
         after=after,
         order=order,
+        page_order=page_order,
     )
 
 
@@ -116,12 +134,25 @@ ORDER BY s.created_at DESC, s.id DESC
 LIMIT $6
 """
 
-# Run first in a search's transaction (SET LOCAL: PgBouncer transaction mode keeps
-# working): a plan is made for each call. A generic plan knows neither the query's words
-# nor the page's position, and scans `records` instead of `records_search` (seconds at
-# 100,000 records, where the custom plan reads the matches: measured by
-# bench/bench_search.py).
-CUSTOM_PLANS = "SELECT set_config('plan_cache_mode', 'force_custom_plan', true)"
+# Run first in a search's transaction, as SET LOCAL statements: PgBouncer's transaction
+# mode keeps working, and on Citus they reach the worker that runs the search
+# (citus.propagate_set_commands = 'local', stello.distribution), which set_config() does
+# not (docs/scaling.md, GetTree).
+# - plan_cache_mode: a plan is made for each call. A generic plan knows neither the query's
+#   words nor the page's position, and scans `records` instead of `records_search`
+#   (seconds at 100,000 records, where the custom plan reads the matches: measured by
+#   bench/bench_search.py).
+# - max_parallel_workers_per_gather = 0: no parallel workers. The planner estimates a word
+#   that its statistics do not list among a column's most common elements (any rare word)
+#   at 0.5% of the rows, so a rare word's estimate grows with the space whatever its
+#   matches: past ~1,000,000 records of a space it planned the 50 matches of a rare word
+#   with two parallel workers, which read the same blocks but take ~12 ms to start, for a
+#   search of ~1.2 ms (bench/bench_search.py: 5.9x at 10x the records with them, ~1x
+#   without). A search's cost then follows its matches, as the index's reads do.
+SEARCH_SETTINGS = """
+SET LOCAL plan_cache_mode = force_custom_plan;
+SET LOCAL max_parallel_workers_per_gather = 0
+"""
 
 # Whether a session is a visible session of the space (the scope of a search).
 VISIBLE = """
@@ -147,9 +178,10 @@ class SearchRepository:
     def __init__(self, con: asyncpg.Connection) -> None:
         self._con = con
 
-    async def custom_plans(self) -> None:
-        """Plan each statement of this transaction for its parameters (CUSTOM_PLANS)."""
-        await self._con.execute(CUSTOM_PLANS)
+    async def settings(self) -> None:
+        """Plan this transaction's statements for their parameters, without parallel
+        workers (SEARCH_SETTINGS)."""
+        await self._con.execute(SEARCH_SETTINGS)
 
     async def visible(self, space_id: uuid.UUID, session_id: uuid.UUID) -> bool:
         """Whether `session_id` is a visible session of the space."""

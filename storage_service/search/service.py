@@ -133,7 +133,7 @@ class SearchService:
 
         async def work(uow: UnitOfWork) -> list[asyncpg.Record]:
             repo = uow.search
-            await repo.custom_plans()
+            await repo.settings()
             if scope is not None and not await repo.visible(search.space_id, scope):
                 raise NotFound(f"{name} {scope} is not a session of the space")
             if not parsed.text:
@@ -196,7 +196,7 @@ class SearchService:
             return SessionHitPage((), "")
 
         async def work_sessions(uow: UnitOfWork) -> list[asyncpg.Record]:
-            await uow.search.custom_plans()
+            await uow.search.settings()
             return await uow.search.sessions(space_id, parsed.text, status, after, page_size + 1)
 
         rows = await self._db.transaction(work_sessions)

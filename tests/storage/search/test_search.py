@@ -15,10 +15,11 @@ import pytest
 from stello.common.v1 import common_pb2
 from stello.errors import field_violations
 from stello.storage.v1 import storage_pb2, storage_pb2_grpc
-from storage_service.search.repository import SEARCH_RECORDS, SEARCH_SESSIONS
+from storage_service.search.repository import SEARCH_RECORDS, SEARCH_SESSIONS, SearchRepository
 from tests.storage.helpers import ASSISTANT, rec, rpc_error
 from tests.storage.records.test_lineage import append, inherit
 from tests.support.fixtures import MakeSession, TestSpace
+from tests.support.history import READS, end_other_backends
 
 pytestmark = pytest.mark.sql
 
@@ -423,8 +424,8 @@ async def test_a_search_reads_only_the_matches_through_the_index(
     stub: Stub, space: TestSpace, make_session: MakeSession, pool: asyncpg.Pool
 ) -> None:
     """Over 20,000 records of which 2 match, the statement is a scan of `records_search`
-    that reads the 2 matching rows (no scan of the space's records): its cost grows with
-    the matches, not with the history."""
+    that reads the 2 matching rows (no scan of the space's records), then each hit's
+    record by the row it was read from: its cost grows with the matches, not with the history."""
     sid = await make_session()
     async with pool.acquire() as con:
         await con.execute(
@@ -461,10 +462,15 @@ async def test_a_search_reads_only_the_matches_through_the_index(
         for n in _nodes(plan)
         if n.get("Relation Name") == "records" or n.get("Index Name") == "records_search"
     ]
-    assert [n["Node Type"] for n in reads] == ["Bitmap Heap Scan", "Bitmap Index Scan"], plan
+    assert [n["Node Type"] for n in reads] == [
+        "Bitmap Heap Scan",
+        "Bitmap Index Scan",
+        "Tid Scan",
+    ], plan
     assert reads[1]["Index Name"] == "records_search"
-    assert all(n["Actual Rows"] == 2 for n in reads), reads
+    assert all(n["Actual Rows"] == 2 for n in reads[:2]), reads
     assert reads[0].get("Rows Removed by Index Recheck", 0) == 0
+    assert (reads[2]["Actual Rows"], reads[2]["Actual Loops"]) == (1, 2), reads
 
 
 @pytest.mark.plain_postgres(
@@ -518,3 +524,196 @@ async def test_a_session_search_reads_only_the_matches_through_the_indexes(
     assert scans["session_metadata_search"]["Actual Rows"] == 2, plan
     probe = scans["sessions_pkey"]
     assert probe["Actual Rows"] == 1 and probe["Actual Loops"] == 2, plan
+
+
+# What a big space makes of a parallel plan: worth its start (a table past
+# min_parallel_table_scan_size, an estimate of thousands of rows, which a rare word gets in
+# a space of 1,000,000 records), here for any table.
+PARALLEL_AS_IN_A_BIG_SPACE = """
+SET LOCAL parallel_setup_cost = 0;
+SET LOCAL parallel_tuple_cost = 0;
+SET LOCAL min_parallel_table_scan_size = 0;
+SET LOCAL min_parallel_index_scan_size = 0
+"""
+
+
+@pytest.mark.plain_postgres("reads the plan of EXPLAIN, which Citus wraps in its own Custom Scan")
+@pytest.mark.parametrize("statement", ["newest", "relevance", "in a session", "sessions"])
+async def test_a_search_starts_no_parallel_worker(
+    stub: Stub,
+    space: TestSpace,
+    make_session: MakeSession,
+    pool: asyncpg.Pool,
+    direct_database_url: str,
+    statement: str,
+) -> None:
+    """The planner estimates a word its statistics do not list (a rare one) at 0.5% of the
+    rows: in a space of 1,000,000 records it planned the 50 matches of a rare word with two
+    parallel workers, which read what the search alone reads but take ~12 ms to start,
+    against ~1.2 ms for the search (bench/bench_search.py: 5.9x at 10x the records). With
+    parallel plans made as cheap as such a space makes them, the search's own settings
+    (run after, as the service runs them first in its transaction) keep every statement
+    in its one backend."""
+    sid = await make_session(label="Parallel zanzibar")
+    async with pool.acquire() as con:
+        await con.execute(
+            "INSERT INTO records (space_id, session_id, seq, role, content,"
+            " token_estimate, token_cumulative)"
+            " SELECT $1, $2, i, 'user', 'ordinary words number ' || i"
+            "   || CASE WHEN i % 700 = 0 THEN ' zanzibar' ELSE '' END, 1, i"
+            " FROM generate_series(1, 2000) AS i",
+            space.id,
+            sid,
+        )
+        await con.execute(
+            "UPDATE sessions SET last_seq = 2000 WHERE space_id = $1 AND id = $2", space.id, sid
+        )
+        await con.execute("ANALYZE records")
+    assert [h.seq for h in await search(stub, space, "zanzibar")] == [1400, 700]
+    args: tuple[object, ...]
+    if statement == "sessions":
+        sql, args = SEARCH_SESSIONS, (space.id, "'zanzibar':*", None, None, None, 21)
+    else:
+        scope = sid if statement == "in a session" else None
+        sql = SEARCH_RECORDS[(scope is not None, statement == "relevance")]
+        args = (space.id, scope, "'zanzibar'", None, None, None, None, None, 21)
+    direct = await asyncpg.connect(direct_database_url)
+    try:
+        async with direct.transaction():
+            await direct.execute(PARALLEL_AS_IN_A_BIG_SPACE)
+            await SearchRepository(direct).settings()
+            raw = await direct.fetchval("EXPLAIN (FORMAT JSON) " + sql, *args)
+    finally:
+        await direct.close()
+    plan = (json.loads(raw) if isinstance(raw, str) else raw)[0]["Plan"]
+    parallel = [
+        n["Node Type"]
+        for n in _nodes(plan)
+        if n.get("Parallel Aware") or n["Node Type"] in ("Gather", "Gather Merge")
+    ]
+    assert parallel == [], plan
+
+
+BLOCKS = """
+SELECT coalesce(heap_blks_read, 0) + coalesce(heap_blks_hit, 0) AS heap,
+       coalesce(idx_blks_read, 0) + coalesce(idx_blks_hit, 0) AS index
+FROM pg_statio_user_tables WHERE relname = 'records'
+"""
+
+
+async def _reads(counter: asyncpg.Connection) -> tuple[int, int, int]:
+    """Tuples, heap blocks and index blocks read from `records` so far (every other
+    backend's counters flushed)."""
+    await end_other_backends(counter)
+    tuples = await counter.fetchrow(READS, "records")
+    blocks = await counter.fetchrow(BLOCKS)
+    assert tuples is not None and blocks is not None
+    return int(tuples["heap"]) + int(tuples["index"]), int(blocks["heap"]), int(blocks["index"])
+
+
+@pytest.mark.plain_postgres(
+    "counts the rows and blocks read in the statistics of the database it connects to; on "
+    "Citus the coordinator reads none, the workers' shards do"
+)
+async def test_a_rare_word_reads_the_same_in_a_space_ten_times_larger(
+    stub: Stub,
+    space: TestSpace,
+    make_session: MakeSession,
+    pool: asyncpg.Pool,
+    direct_database_url: str,
+) -> None:
+    """A rare word's search reads its matches through `records_search`: the tuples and
+    blocks it reads from `records` (heap and indexes, in pg_stat and pg_statio) are the
+    same when its space holds 10x the records, within a block of the index per match
+    (the space's posting tree in the GIN grows a level)."""
+    sid = await make_session()
+    insert = (
+        "INSERT INTO records (space_id, session_id, seq, role, content,"
+        " token_estimate, token_cumulative)"
+        " SELECT $1, $2, i, 'user', 'ordinary words number ' || i"
+        "   || CASE WHEN i % 400 = 0 AND i <= 2000 THEN ' zanzibar' ELSE '' END, 1, i"
+        " FROM generate_series($3::int, $4::int) AS i"
+    )
+    counter = await asyncpg.connect(direct_database_url)
+    try:
+        reads = []
+        for first, last in ((1, 2_000), (2_001, 20_000)):
+            async with pool.acquire() as con:
+                await con.execute(insert, space.id, sid, first, last)
+                await con.execute(
+                    "UPDATE sessions SET last_seq = $3 WHERE space_id = $1 AND id = $2",
+                    space.id,
+                    sid,
+                    last,
+                )
+                await con.execute("ANALYZE records")
+            await search(stub, space, "zanzibar")  # the server's connections warmed
+            before = await _reads(counter)
+            hits = await search(stub, space, "zanzibar")
+            after = await _reads(counter)
+            assert [h.seq for h in hits] == [2000, 1600, 1200, 800, 400]
+            reads.append(tuple(a - b for a, b in zip(after, before, strict=True)))
+    finally:
+        await counter.close()
+    (tuples, heap, index), (tuples_10x, heap_10x, index_10x) = reads
+    assert tuples_10x == tuples, reads
+    assert heap_10x == heap, reads
+    assert index_10x <= index + 5, reads
+
+
+@pytest.mark.plain_postgres(
+    "reads the plan of EXPLAIN ANALYZE, which Citus wraps in its own Custom Scan"
+)
+@pytest.mark.parametrize("order", ["newest", "relevance"])
+async def test_only_the_page_s_hits_are_looked_up(
+    stub: Stub, space: TestSpace, pool: asyncpg.Pool, direct_database_url: str, order: str
+) -> None:
+    """300 matches, each in a session of its own: the matches are sorted by their keys
+    first, and only the page's hits (21: the page and one more) have their session (by
+    key) and their record's content (by row) looked up. The planner, without parallel
+    workers, probed every match's session before its top-N sort (300 probes here; 10,000
+    in a space of 1,000,000 records with a word in 1% of them, half the search's time)."""
+    async with pool.acquire() as con:
+        await con.execute(
+            "INSERT INTO sessions (space_id, id, root_id, depth, sibling_index, label, last_seq)"
+            " SELECT $1, id, id, 0, 0, 'many ' || i, 1"
+            " FROM (SELECT gen_random_uuid() AS id, i FROM generate_series(1, 300) AS i) AS n",
+            space.id,
+        )
+        await con.execute(
+            "INSERT INTO records (space_id, session_id, seq, role, content,"
+            " token_estimate, token_cumulative)"
+            " SELECT $1, id, 1, 'user', 'a zanzibar of ' || label, 1, 1"
+            " FROM sessions WHERE space_id = $1",
+            space.id,
+        )
+        await con.execute("ANALYZE records")
+        await con.execute("ANALYZE sessions")
+    assert len(await search(stub, space, "zanzibar", page_size=20)) == 20
+    direct = await asyncpg.connect(direct_database_url)
+    try:
+        async with direct.transaction():
+            await SearchRepository(direct).settings()
+            raw = await direct.fetchval(
+                "EXPLAIN (ANALYZE, FORMAT JSON) " + SEARCH_RECORDS[(False, order == "relevance")],
+                space.id,
+                None,
+                "'zanzibar'",
+                None,
+                None,
+                None,
+                None,
+                None,
+                21,
+            )
+    finally:
+        await direct.close()
+    plan = (json.loads(raw) if isinstance(raw, str) else raw)[0]["Plan"]
+    nodes = _nodes(plan)
+    sessions = sum(n["Actual Loops"] for n in nodes if n.get("Index Name") == "sessions_pkey")
+    scans = [n for n in nodes if n.get("Relation Name") == "records"]
+    matches = [n["Actual Rows"] for n in scans if n["Node Type"] != "Tid Scan"]
+    fetched = [(n["Actual Rows"], n["Actual Loops"]) for n in scans if n["Node Type"] == "Tid Scan"]
+    assert matches == [300], plan
+    assert sessions == 21, plan
+    assert fetched == [(1, 21)], plan
