@@ -42,6 +42,7 @@ async def chain(dsn: str, make_session: MakeSession, space: TestSpace, depth: in
     "counts the rows read in the statistics of the database it connects to; on Citus the "
     "coordinator reads none, the workers' shards do"
 )
+@pytest.mark.timeout(300)  # the chains: about 60 s on PostgreSQL 15 alone, 120 s under CI's load
 async def test_a_turn_and_a_page_read_the_same_at_depth_1_100_and_2000(
     stub: Stub,
     space: TestSpace,
