@@ -417,6 +417,31 @@ def _nodes(plan: dict[str, Any]) -> list[dict[str, Any]]:
     return found
 
 
+async def seed_zanzibar(
+    pool: asyncpg.Pool, space: TestSpace, sid: uuid.UUID, count: int, every: int
+) -> None:
+    """`count` records of `sid` by SQL, every `every`th saying "zanzibar"; then ANALYZE."""
+    async with pool.acquire() as con:
+        await con.execute(
+            "INSERT INTO records (space_id, session_id, seq, role, content,"
+            " token_estimate, token_cumulative)"
+            " SELECT $1, $2, i, 'user', 'ordinary words number ' || i"
+            "   || CASE WHEN i % $3 = 0 THEN ' zanzibar' ELSE '' END, 1, i"
+            " FROM generate_series(1, $4::int) AS i",
+            space.id,
+            sid,
+            every,
+            count,
+        )
+        await con.execute(
+            "UPDATE sessions SET last_seq = $3 WHERE space_id = $1 AND id = $2",
+            space.id,
+            sid,
+            count,
+        )
+        await con.execute("ANALYZE records")
+
+
 @pytest.mark.plain_postgres(
     "reads the plan of EXPLAIN ANALYZE, which Citus wraps in its own Custom Scan"
 )
@@ -427,20 +452,7 @@ async def test_a_search_reads_only_the_matches_through_the_index(
     that reads the 2 matching rows (no scan of the space's records), then each hit's
     record by the row it was read from: its cost grows with the matches, not with the history."""
     sid = await make_session()
-    async with pool.acquire() as con:
-        await con.execute(
-            "INSERT INTO records (space_id, session_id, seq, role, content,"
-            " token_estimate, token_cumulative)"
-            " SELECT $1, $2, i, 'user', 'ordinary words number ' || i"
-            "   || CASE WHEN i % 7000 = 0 THEN ' zanzibar' ELSE '' END, 1, i"
-            " FROM generate_series(1, 20000) AS i",
-            space.id,
-            sid,
-        )
-        await con.execute(
-            "UPDATE sessions SET last_seq = 20000 WHERE space_id = $1 AND id = $2", space.id, sid
-        )
-        await con.execute("ANALYZE records")
+    await seed_zanzibar(pool, space, sid, 20000, 7000)
     assert [h.seq for h in await search(stub, space, "zanzibar")] == [14000, 7000]
     statement = SEARCH_RECORDS[(False, False)]
     async with pool.acquire() as con:
@@ -555,20 +567,7 @@ async def test_a_search_starts_no_parallel_worker(
     (run after, as the service runs them first in its transaction) keep every statement
     in its one backend."""
     sid = await make_session(label="Parallel zanzibar")
-    async with pool.acquire() as con:
-        await con.execute(
-            "INSERT INTO records (space_id, session_id, seq, role, content,"
-            " token_estimate, token_cumulative)"
-            " SELECT $1, $2, i, 'user', 'ordinary words number ' || i"
-            "   || CASE WHEN i % 700 = 0 THEN ' zanzibar' ELSE '' END, 1, i"
-            " FROM generate_series(1, 2000) AS i",
-            space.id,
-            sid,
-        )
-        await con.execute(
-            "UPDATE sessions SET last_seq = 2000 WHERE space_id = $1 AND id = $2", space.id, sid
-        )
-        await con.execute("ANALYZE records")
+    await seed_zanzibar(pool, space, sid, 2000, 700)
     assert [h.seq for h in await search(stub, space, "zanzibar")] == [1400, 700]
     args: tuple[object, ...]
     if statement == "sessions":
