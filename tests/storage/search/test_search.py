@@ -442,6 +442,27 @@ async def seed_zanzibar(
         await con.execute("ANALYZE records")
 
 
+async def zanzibar_plan(
+    con: asyncpg.Connection | asyncpg.pool.PoolConnectionProxy, space: TestSpace, *, relevance: bool
+) -> dict[str, Any]:
+    """EXPLAIN ANALYZE of SearchRecords' first page (20 hits) for "zanzibar" in the whole
+    space: the plan's top node."""
+    raw = await con.fetchval(
+        "EXPLAIN (ANALYZE, FORMAT JSON) " + SEARCH_RECORDS[(False, relevance)],
+        space.id,
+        None,
+        "'zanzibar'",
+        None,
+        None,
+        None,
+        None,
+        None,
+        21,
+    )
+    plan: dict[str, Any] = (json.loads(raw) if isinstance(raw, str) else raw)[0]["Plan"]
+    return plan
+
+
 @pytest.mark.plain_postgres(
     "reads the plan of EXPLAIN ANALYZE, which Citus wraps in its own Custom Scan"
 )
@@ -454,21 +475,8 @@ async def test_a_search_reads_only_the_matches_through_the_index(
     sid = await make_session()
     await seed_zanzibar(pool, space, sid, 20000, 7000)
     assert [h.seq for h in await search(stub, space, "zanzibar")] == [14000, 7000]
-    statement = SEARCH_RECORDS[(False, False)]
     async with pool.acquire() as con:
-        raw = await con.fetchval(
-            "EXPLAIN (ANALYZE, FORMAT JSON) " + statement,
-            space.id,
-            None,
-            "'zanzibar'",
-            None,
-            None,
-            None,
-            None,
-            None,
-            21,
-        )
-    plan = (json.loads(raw) if isinstance(raw, str) else raw)[0]["Plan"]
+        plan = await zanzibar_plan(con, space, relevance=False)
     reads = [
         n
         for n in _nodes(plan)
@@ -693,21 +701,9 @@ async def test_only_the_page_s_hits_are_looked_up(
     try:
         async with direct.transaction():
             await SearchRepository(direct).settings()
-            raw = await direct.fetchval(
-                "EXPLAIN (ANALYZE, FORMAT JSON) " + SEARCH_RECORDS[(False, order == "relevance")],
-                space.id,
-                None,
-                "'zanzibar'",
-                None,
-                None,
-                None,
-                None,
-                None,
-                21,
-            )
+            plan = await zanzibar_plan(direct, space, relevance=order == "relevance")
     finally:
         await direct.close()
-    plan = (json.loads(raw) if isinstance(raw, str) else raw)[0]["Plan"]
     nodes = _nodes(plan)
     sessions = sum(n["Actual Loops"] for n in nodes if n.get("Index Name") == "sessions_pkey")
     scans = [n for n in nodes if n.get("Relation Name") == "records"]
