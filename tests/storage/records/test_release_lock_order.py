@@ -1,6 +1,7 @@
 """The row-lock order of forks and releases (DESIGN §4.4, migrations 0022 and 0023), shown
-with two or three connections: a Fork INHERIT key-shares the holders of its source's
-segments in id order, then locks its source; a release (a trim, the erasure job) must never
+with two or three connections: a Fork INHERIT locks its source (FOR SHARE) and key-shares
+the holders of its segments in one pass in id order (before issue #34's last fix: the
+holders first, then the source); a release (a trim, the erasure job) must never
 wait for such a key share while holding what the fork waits for, nor two releases for each
 other. The race of many of them at once is
 `test_fork_depth_races`; these pin each order down without timing."""
