@@ -12,6 +12,9 @@ holding 16 connections per service (SO_REUSEPORT balances connections):
 - throughput, p50/p99, and the servers' CPU per call (every process of the
   deployments reached: supervisors and workers, /proc), so throughput per
   CPU-second;
+- where the machine's CPU went while measuring (/proc/stat): cores busy out of
+  all, split into the services, this client and the rest (PostgreSQL): a second
+  worker can only add throughput where the first left a core idle;
 - the machine's load average before and after (this machine is shared: read
   the ratios, which compare the two deployments in the same moments).
 
@@ -61,6 +64,14 @@ def tree_cpu(pid: int) -> float:
     except FileNotFoundError:
         pass
     return total
+
+
+def machine_cpu() -> tuple[float, float]:
+    """CPU seconds the machine has spent busy, and in all, so far (/proc/stat, all cores)."""
+    jiffies = [int(x) for x in Path("/proc/stat").read_text().split("\n", 1)[0].split()[1:]]
+    idle = jiffies[3] + jiffies[4]  # idle, iowait
+    tick = os.sysconf("SC_CLK_TCK")
+    return (sum(jiffies) - idle) / tick, sum(jiffies) / tick
 
 
 @dataclass
@@ -141,14 +152,31 @@ class Totals:
     calls: int = 0
     seconds: float = 0.0
     cpu: float = 0.0
+    client_cpu: float = 0.0
+    machine_busy: float = 0.0
+    machine_all: float = 0.0
     latencies: list[float] = field(default_factory=list)
 
-    def add(self, result: Result, cpu: float) -> None:
-        """Add one round."""
+    def add(self, result: Result, cpu: float, client_cpu: float, busy: float, all_: float) -> None:
+        """Add one round: its result, the services', the client's and the machine's CPU."""
         self.calls += result.calls
         self.seconds += result.seconds
         self.cpu += cpu
+        self.client_cpu += client_cpu
+        self.machine_busy += busy
+        self.machine_all += all_
         self.latencies += result.latencies_ms
+
+    def where_cpu_went(self) -> str:
+        """Cores busy out of all while measuring, and whose (services, client, the rest)."""
+        cores = os.cpu_count() or 1
+        per_s = cores / self.machine_all  # CPU seconds -> cores
+        rest = self.machine_busy - self.cpu - self.client_cpu
+        return (
+            f"machine {self.machine_busy * per_s:.2f} of {cores} cores busy: services "
+            f"{self.cpu * per_s:.2f}, client {self.client_cpu * per_s:.2f}, "
+            f"PostgreSQL and the rest {rest * per_s:.2f}"
+        )
 
     @property
     def rps(self) -> float:
@@ -188,9 +216,16 @@ async def run(seconds: float, rounds: int, concurrency: int) -> None:
                 for one in order:
                     call, services = calls[one.workers][scenario]
                     await load(call, concurrency, 1.0)  # warm-up
-                    before = one.cpu(services)
+                    before = one.cpu(services), cpu_seconds(os.getpid()), machine_cpu()
                     result = await load(call, concurrency, seconds)
-                    totals[one.workers, scenario].add(result, one.cpu(services) - before)
+                    busy, all_ = machine_cpu()
+                    totals[one.workers, scenario].add(
+                        result,
+                        one.cpu(services) - before[0],
+                        cpu_seconds(os.getpid()) - before[1],
+                        busy - before[2][0],
+                        all_ - before[2][1],
+                    )
         print(f"c{concurrency}, {rounds} rounds of {seconds:g} s, {CONNECTIONS} connections each:")
         for scenario in SCENARIOS:
             for n in (1, 2):
@@ -200,6 +235,7 @@ async def run(seconds: float, rounds: int, concurrency: int) -> None:
                     f"p50 {t.quantile(0.5):6.1f} ms  p99 {t.quantile(0.99):6.1f} ms  "
                     f"{t.per_cpu_second:6.0f} calls/CPU-s"
                 )
+                print(f"  {'':<22} workers {n}: {t.where_cpu_went()}")
             single, double = totals[1, scenario], totals[2, scenario]
             print(
                 f"  {scenario:<22} 2 vs 1: throughput {double.rps / single.rps:.2f}x (target >= "

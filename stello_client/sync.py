@@ -1,11 +1,18 @@
 """`Client`: the same API for code without asyncio, over an `AsyncClient` on its own loop.
 
-The client starts one daemon thread running an event loop; each method hands
-its `AsyncClient` call to that loop and waits for the answer, so it may be
-called from any thread (and from several at once). Iterators (`records`,
-`stream`, `watch`, ...) are ordinary iterators fetching one item at a time;
-leaving one early ends its call. `close()` (or the ``with`` block's end) ends
-the channel and the thread.
+Every sync client of the process runs on one event loop in one daemon thread,
+started with the first client; each method hands its `AsyncClient` call to that
+loop and waits for the answer, so it may be called from any thread (and from
+several at once). Iterators (`records`, `stream`, `watch`, ...) are ordinary
+iterators fetching one item at a time; leaving one early ends its call.
+`close()` (or the ``with`` block's end) closes the client's channel (a later
+call opens it again, as `AsyncClient`'s does).
+
+The loop is never closed: gRPC delivers a call's last events to the loop the
+call ran on, and some arrive after the channel's close has returned. Delivered to
+a closed loop, they would surface in whatever other loop the process runs (an
+async app's) as "Event loop is closed"; one loop for all clients keeps that
+from happening without a thread per client.
 """
 
 from __future__ import annotations
@@ -15,7 +22,7 @@ import functools
 import threading
 from collections.abc import AsyncIterator, Awaitable, Callable, Coroutine, Iterator, Sequence
 from types import TracebackType
-from typing import Any, Concatenate, ParamSpec, Self, TypeVar
+from typing import Any, ClassVar, Concatenate, ParamSpec, Self, TypeVar
 
 from stello_client.aio import AsyncClient
 from stello_client.types import EventKind, SpaceEvent
@@ -28,6 +35,9 @@ T = TypeVar("T")
 class _Loop:
     """An event loop in a daemon thread, and how to run a coroutine on it from elsewhere."""
 
+    _shared: ClassVar[_Loop | None] = None
+    _lock: ClassVar[threading.Lock] = threading.Lock()
+
     def __init__(self) -> None:
         self.loop = asyncio.new_event_loop()
         self.thread = threading.Thread(
@@ -35,18 +45,20 @@ class _Loop:
         )
         self.thread.start()
 
+    @classmethod
+    def shared(cls) -> _Loop:
+        """The loop every sync client of the process runs on (started at the first call)."""
+        with cls._lock:
+            if cls._shared is None or not cls._shared.thread.is_alive():
+                cls._shared = cls()
+            return cls._shared
+
     def run(self, work: Coroutine[Any, Any, T]) -> T:
         """Run `work` on the loop and wait for it (re-raising what it raises)."""
         if threading.current_thread() is self.thread:
             work.close()
             raise RuntimeError("a stello Client cannot be called from its own loop's thread")
         return asyncio.run_coroutine_threadsafe(work, self.loop).result()
-
-    def stop(self) -> None:
-        """Stop the loop and its thread."""
-        self.loop.call_soon_threadsafe(self.loop.stop)
-        self.thread.join()
-        self.loop.close()
 
 
 async def _awaited(value: Awaitable[T]) -> T:
@@ -124,7 +136,7 @@ class Client:
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         self._client = AsyncClient(*args, **kwargs)  # no I/O: the channel opens on the loop
-        self._loop = _Loop()
+        self._loop = _Loop.shared()
 
     def _iterate(self, items: AsyncIterator[T]) -> Iterator[T]:
         try:
@@ -135,7 +147,7 @@ class Client:
                     return
         finally:
             close = getattr(items, "aclose", None)
-            if close is not None and self._loop.loop.is_running():
+            if close is not None:
                 self._loop.run(close())
 
     @property
@@ -144,10 +156,8 @@ class Client:
         return self._client.gateway
 
     def close(self) -> None:
-        """Close the channel and stop the client's thread."""
-        if self._loop.loop.is_running():
-            self._loop.run(self._client.close())
-            self._loop.stop()
+        """Close the channel (its calls end; a later call opens it again)."""
+        self._loop.run(self._client.close())
 
     def __enter__(self) -> Self:
         return self
