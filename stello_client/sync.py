@@ -24,7 +24,10 @@ from collections.abc import AsyncIterator, Awaitable, Callable, Coroutine, Itera
 from types import TracebackType
 from typing import Any, ClassVar, Concatenate, ParamSpec, Self, TypeVar
 
+from stello.channels import ClientTls
 from stello_client.aio import AsyncClient
+from stello_client.base import DEFAULT_TIMEOUT_S, DEFAULT_TURN_TIMEOUT_S
+from stello_client.calls import Retry
 from stello_client.types import EventKind, SpaceEvent
 from stello_client.watching import Watch
 
@@ -137,6 +140,37 @@ class Client:
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         self._client = AsyncClient(*args, **kwargs)  # no I/O: the channel opens on the loop
         self._loop = _Loop.shared()
+
+    @classmethod
+    def _over(cls, client: AsyncClient) -> Self:
+        made = cls.__new__(cls)
+        made._client = client
+        made._loop = _Loop.shared()
+        return made
+
+    @classmethod
+    def keyless(
+        cls,
+        gateway: str,
+        *,
+        tls: ClientTls | None = None,
+        timeout: float | None = DEFAULT_TIMEOUT_S,
+        turn_timeout: float | None = DEFAULT_TURN_TIMEOUT_S,
+        retry: Retry | None = None,
+    ) -> Self:
+        """A client with a channel and no caller of its own, for a program that calls as
+        many users: each user's calls go through `using(key=..., space=...)` (see
+        `AsyncClient.keyless`; same arguments)."""
+        return cls._over(
+            AsyncClient.keyless(
+                gateway, tls=tls, timeout=timeout, turn_timeout=turn_timeout, retry=retry
+            )
+        )
+
+    def using(self, *, key: str | None = None, space: str | None = None) -> Self:
+        """This client's channel, calling as another key and/or space; closing the new
+        client leaves the channel open (see `AsyncClient.using`)."""
+        return self._over(self._client.using(key=key, space=space))
 
     def _iterate(self, items: AsyncIterator[T]) -> Iterator[T]:
         try:

@@ -253,6 +253,25 @@ class TestCallers:
 
 
 class TestSyncClient:
+    async def test_one_channel_many_callers(self, stack: Stack, other_space: TestSpace) -> None:
+        """The sync client's keyless form and `using`, as the async client's: one channel,
+        each user's calls as that user, a using client's close leaves the channel open."""
+
+        def work() -> None:
+            with Client.keyless(stack.gateway.address) as shared:
+                mine = shared.using(key=stack.space.key, space=stack.space.sid)
+                theirs = shared.using(key=other_space.key, space=other_space.sid)
+                made = mine.create_root(label="mine")
+                theirs.create_root(label="theirs")
+                assert [n.id for n in mine.get_tree()] == [made.id]
+                assert [n.label for n in theirs.get_tree()] == ["theirs"]
+                theirs.close()  # closes nothing: the channel is the keyless client's
+                assert [n.label for n in mine.get_tree()] == ["mine"]
+                with pytest.raises(Unauthenticated):
+                    shared.who_am_i()
+
+        await asyncio.to_thread(work)
+
     async def test_the_sync_client_in_a_thread(self, stack: Stack) -> None:
         """Client (no asyncio) works from a worker thread: create, send, stream, pages."""
 
