@@ -448,12 +448,13 @@ class TreeService:
         """One periodic sweep of expired provisional sessions; None if another replica sweeps."""
         removed: list[SweptSession] = []
         while True:
+            # As the admin sweep: on until a batch removes none (a held session shortens one).
             batch = await self._repo.sweep(0.0, SWEEP_BATCH, wait=False)
             if batch is None:
                 return removed or None
-            removed.extend(batch)
-            if len(batch) < SWEEP_BATCH:
+            if not batch:
                 break
+            removed.extend(batch)
         await self._repo.purge_idempotency_keys()
         _log_swept(removed)
         return removed

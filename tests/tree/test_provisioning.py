@@ -231,6 +231,7 @@ class TestSweepProvisional:
             }
         assert left == {fresh, committed}
 
+    @pytest.mark.parametrize("which", ["admin", "background"])
     async def test_a_held_session_does_not_end_the_sweep_early(
         self,
         tree_server: RunningServer,
@@ -239,10 +240,12 @@ class TestSweepProvisional:
         pool: asyncpg.Pool,
         space: TestSpace,
         monkeypatch: pytest.MonkeyPatch,
+        which: str,
     ) -> None:
         """A due session a CommitSession holds is skipped, and its batch comes back short;
-        the admin sweep still goes on to every other due session (it stopped at the first
-        short batch: with batches of 2 and the first due one held, it removed one)."""
+        the sweep, the admin's and the background one, still goes on to every other due
+        session (each stopped at the first short batch: with batches of 2 and the first due
+        one held, it removed one)."""
         monkeypatch.setattr(tree_service.service, "SWEEP_BATCH", 2)
         due = [await make_session(provisional=True) for _ in range(5)]
         async with pool.acquire() as con:
@@ -258,11 +261,16 @@ class TestSweepProvisional:
                 space.id,
                 due[0],
             )
-            async with tree_server.channel(admin_key) as channel:
-                stub = tree_pb2_grpc.SessionTreeStub(channel)
-                swept = await stub.SweepProvisional(tree_pb2.SweepProvisionalRequest())
-        assert {str(s) for s in due[1:]} <= set(swept.removed_ids)
-        assert str(due[0]) not in swept.removed_ids
+            if which == "admin":
+                async with tree_server.channel(admin_key) as channel:
+                    stub = tree_pb2_grpc.SessionTreeStub(channel)
+                    reply = await stub.SweepProvisional(tree_pb2.SweepProvisionalRequest())
+                removed = set(reply.removed_ids)
+            else:
+                swept = await create_sweeper(pool, TreeSettings()).run_once()
+                removed = {str(s.id) for s in swept or ()}
+        assert {str(s) for s in due[1:]} <= removed
+        assert str(due[0]) not in removed
         async with pool.acquire() as con:
             left = await con.fetch("SELECT id FROM sessions WHERE space_id = $1", space.id)
         assert [r["id"] for r in left] == [due[0]]
