@@ -23,15 +23,16 @@ RECORD_FORK = """
 UPDATE sessions SET last_fork_turn = $3 WHERE space_id = $1 AND id = $2
 """
 
-# Puts the previous value back only while the claim is the last one.
+# Puts the previous value back only while the claim is the last one, on a visible
+# session only (a provisional one, or one being erased, is not found and not written).
 RELEASE_FORK = """
 WITH released AS (
     UPDATE sessions SET last_fork_turn = $4
-    WHERE space_id = $1 AND id = $2 AND last_fork_turn = $3
+    WHERE space_id = $1 AND id = $2 AND provisional_until IS NULL AND last_fork_turn = $3
     RETURNING id
 )
 SELECT EXISTS (SELECT 1 FROM sessions WHERE space_id = $1 AND id = $2
-    AND provisional_until IS DISTINCT FROM 'infinity') AS found,
+    AND provisional_until IS NULL) AS found,
        EXISTS (SELECT 1 FROM released) AS released
 """
 

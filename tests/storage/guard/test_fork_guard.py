@@ -138,6 +138,32 @@ class TestRefusals:
             error = await rpc_error(claim(stub, space, session))
             assert error.code() is grpc.StatusCode.NOT_FOUND
 
+    async def test_a_release_on_a_provisional_or_deleted_session_is_not_found(
+        self, stub: Stub, space: TestSpace, make_session: MakeSession, pool: asyncpg.Pool
+    ) -> None:
+        """A release on a provisional session, or one DeleteSubtree hid (being erased), answers
+        NOT_FOUND and writes nothing to its row (it set the last fork turn of both)."""
+        provisional = await make_session(provisional=True)
+        erasing = await make_session()
+        await pool.execute(
+            "UPDATE sessions SET last_fork_turn = 4,"
+            " provisional_until = CASE WHEN id = $3 THEN 'infinity' ELSE provisional_until END"
+            " WHERE space_id = $1 AND id = ANY ($2::uuid[])",
+            space.id, [provisional, erasing], erasing,
+        )  # fmt: skip
+        for session in (provisional, erasing):
+            request = storage_pb2.ReleaseForkClaimRequest(
+                space_id=space.sid, session_id=str(session), claimed_turn=4, previous_fork_turn=1
+            )
+            error = await rpc_error(stub.ReleaseForkClaim(request))
+            assert error.code() is grpc.StatusCode.NOT_FOUND
+        turns = await pool.fetch(
+            "SELECT last_fork_turn FROM sessions WHERE space_id = $1 AND id = ANY ($2::uuid[])",
+            space.id,
+            [provisional, erasing],
+        )
+        assert [r["last_fork_turn"] for r in turns] == [4, 4]
+
     async def test_negative_bounds_are_invalid(
         self, stub: Stub, space: TestSpace, make_session: MakeSession
     ) -> None:
