@@ -713,7 +713,8 @@ class SessionStorageServicer:
         whether it was given back. Idempotent by nature.
 
         Errors: INVALID_ARGUMENT for a malformed space_id or session_id, or a
-        negative turn; NOT_FOUND when the session is not in the space;
+        negative turn; NOT_FOUND when the session is not in the space, is
+        provisional or is being deleted (nothing is written then);
         UNAUTHENTICATED without a valid key.
         """
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)
