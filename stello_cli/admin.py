@@ -277,8 +277,8 @@ def register(commands: Commands) -> None:
         "up",
         cmd_up,
         "run storage, tree and gateway on this machine (embedded PostgreSQL, echo model)",
-        "Start the three services and the web console on loopback over the embedded "
-        "PostgreSQL (or --database-url), make a local space and key on first run, save "
+        "Start the three services and the web console on loopback over the embedded\n"
+        "PostgreSQL (or --database-url), make a local space and key on first run, save\n"
         "them with the endpoints for the client commands, and run until Ctrl-C.",
     )
     up.add_argument(
@@ -326,9 +326,9 @@ def register(commands: Commands) -> None:
         "migrate",
         cmd_migrate,
         "apply the database migrations that are not applied yet",
-        "Apply the pending migrations of stello/migrations/ to STELLO_DATABASE_URL (or "
-        "--database-url, else the embedded database); `stello up` does it too. With "
-        "--distribute, on a Citus coordinator, then distribute the schema by tenant "
+        "Apply the pending migrations of stello/migrations/ to STELLO_DATABASE_URL (or\n"
+        "--database-url, else the embedded database); `stello up` does it too. With\n"
+        "--distribute, on a Citus coordinator, then distribute the schema by tenant\n"
         "(docs/scaling.md); safe to run again.",
     )
     commands.database_option(migrate)
@@ -370,7 +370,7 @@ def _register_health(commands: Commands) -> None:
         "health",
         cmd_health,
         "check a server's health (exit 0 when SERVING)",
-        "Ask a Stello server's grpc health service; exit 0 only while it is SERVING "
+        "Ask a Stello server's grpc health service; exit 0 only while it is SERVING\n"
         "(what container healthchecks run).",
     )
     health.add_argument(
