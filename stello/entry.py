@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import argparse
 import textwrap
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from typing import Any
 
@@ -37,10 +37,11 @@ def settings_checked(prog: str) -> Iterator[None]:
         raise SystemExit(f"{prog}: {line}") from None
 
 
-def settings_problem(exc: ValidationError) -> str | None:
+def settings_problem(exc: ValidationError, flags: Mapping[str, str] | None = None) -> str | None:
     """A Settings class's refusal as one line naming each variable at fault, e.g.
-    ``STELLO_LLM_PROVIDER: Input should be 'echo', 'openai' or 'anthropic'``; None when
-    `exc` is not a Settings class's. The values are not shown (one may be a secret)."""
+    ``STELLO_LLM_PROVIDER: Input should be 'echo', 'openai' or 'anthropic'`` (or the flag
+    that gave the field, `flags` mapping field names to flags); None when `exc` is not a
+    Settings class's. The values are not shown (one may be a secret)."""
     cls = _settings_class(BaseSettings, exc.title)
     if cls is None:
         return None
@@ -48,7 +49,8 @@ def settings_problem(exc: ValidationError) -> str | None:
     for error in exc.errors(include_url=False):
         message = error["msg"].removeprefix("Value error, ")
         field = str(error["loc"][0]) if error["loc"] else ""
-        problems.append(f"{_variable(cls, field)}: {message}" if field else message)
+        name = (flags or {}).get(field) or _variable(cls, field)
+        problems.append(f"{name}: {message}" if field else message)
     return "; ".join(problems)
 
 

@@ -26,13 +26,24 @@ if TYPE_CHECKING:  # the database commands import these when they run (a client 
 
 
 def settings_of(args: argparse.Namespace) -> StelloSettings:
-    """The kernel settings, with --database-url over STELLO_DATABASE_URL."""
+    """The kernel settings, with --database-url over STELLO_DATABASE_URL.
+
+    Raises:
+        ValueError: a refused value, naming its flag or variable.
+    """
+    from pydantic import ValidationError
+
+    from stello.entry import settings_problem
     from stello.settings import StelloSettings
 
     overrides: dict[str, Any] = {}
     if getattr(args, "database_url", None):
         overrides["database_url"] = args.database_url
-    return StelloSettings(**overrides)
+    try:
+        return StelloSettings(**overrides)
+    except ValidationError as exc:
+        flags = {"database_url": "--database-url"} if overrides else {}
+        raise ValueError(settings_problem(exc, flags)) from None
 
 
 async def _with_keys(args: argparse.Namespace, work: Callable[[KeyStore], Awaitable[int]]) -> int:
