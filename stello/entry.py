@@ -12,14 +12,66 @@ from __future__ import annotations
 
 import argparse
 import textwrap
-from collections.abc import Sequence
+from collections.abc import Iterator, Mapping, Sequence
+from contextlib import contextmanager
 from typing import Any
 
+from pydantic import AliasChoices, ValidationError
 from pydantic_core import PydanticUndefined
 from pydantic_settings import BaseSettings
 
 FLAGS = ("host", "port", "workers", "metrics_port")
 """The settings a flag may override (each service has them under its own prefix)."""
+
+
+@contextmanager
+def settings_checked(prog: str) -> Iterator[None]:
+    """End the process with `prog: VARIABLE: problem` (exit 1, no traceback) when a
+    Settings class refuses a value inside the block."""
+    try:
+        yield
+    except ValidationError as exc:
+        line = settings_problem(exc)
+        if line is None:
+            raise
+        raise SystemExit(f"{prog}: {line}") from None
+
+
+def settings_problem(exc: ValidationError, flags: Mapping[str, str] | None = None) -> str | None:
+    """A Settings class's refusal as one line naming each variable at fault, e.g.
+    ``STELLO_LLM_PROVIDER: Input should be 'echo', 'openai' or 'anthropic'`` (or the flag
+    that gave the field, `flags` mapping field names to flags); None when `exc` is not a
+    Settings class's. The values are not shown (one may be a secret)."""
+    cls = _settings_class(BaseSettings, exc.title)
+    if cls is None:
+        return None
+    problems = []
+    for error in exc.errors(include_url=False):
+        message = error["msg"].removeprefix("Value error, ")
+        field = str(error["loc"][0]) if error["loc"] else ""
+        name = (flags or {}).get(field) or _variable(cls, field)
+        problems.append(f"{name}: {message}" if field else message)
+    return "; ".join(problems)
+
+
+def _settings_class(base: type[BaseSettings], name: str) -> type[BaseSettings] | None:
+    """The loaded subclass of `base` called `name` (a ValidationError's title), or None."""
+    for cls in base.__subclasses__():
+        found = cls if cls.__name__ == name else _settings_class(cls, name)
+        if found is not None:
+            return found
+    return None
+
+
+def _variable(cls: type[BaseSettings], field: str) -> str:
+    """The environment variable of `cls`'s `field` (its alias, else prefix and name)."""
+    info = cls.model_fields.get(field)
+    alias = info.validation_alias if info is not None else None
+    if isinstance(alias, str):
+        return alias
+    if isinstance(alias, AliasChoices):
+        return " / ".join(str(choice) for choice in alias.choices)
+    return f"{cls.model_config.get('env_prefix', '')}{field}".upper()
 
 
 def settings_help(classes: Sequence[type[BaseSettings]]) -> str:

@@ -170,6 +170,16 @@ async def migrate(con: asyncpg.Connection, *, until: str | None = None) -> list[
     return applied
 
 
+async def pending(con: asyncpg.Connection) -> list[str]:
+    """The versions of the packaged migrations `con`'s database has not applied, in order
+    (every one on a database never migrated)."""
+    applied: set[str] = set()
+    if await con.fetchval("SELECT to_regclass('schema_migrations') IS NOT NULL"):
+        rows = await con.fetch("SELECT version FROM schema_migrations")
+        applied = {row["version"] for row in rows}
+    return [m.version for m in load_migrations() if m.version not in applied]
+
+
 async def migrate_dsn(dsn: str) -> list[str]:
     """Connect to `dsn`, apply pending migrations, disconnect.
 

@@ -17,7 +17,7 @@ import signal
 import sys
 from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, cast
 
 import asyncpg
 
@@ -25,7 +25,7 @@ from stello import logs
 from stello.auth import KeyStore
 from stello.db import create_pool
 from stello.embedded import database_url
-from stello.migrate import migrate_dsn
+from stello.migrate import migrate_dsn, pending
 from stello.ports import PortClaim, PortTaken
 from stello.server import PortInUse, ServiceApp, serve
 from stello.settings import StelloSettings
@@ -90,6 +90,8 @@ async def run_service(
         if migrate:
             await migrate_dsn(settings.direct_dsn(dsn))
         async with create_pool(dsn, settings) as pool:
+            if not migrate:
+                await warn_unmigrated(pool)
             keys = KeyStore(pool, settings.auth_cache_ttl_s)
             app = factory(settings, pool, keys)
             if worker is None:
@@ -98,6 +100,21 @@ async def run_service(
             app.metrics_port = 0 if worker.metrics else None
             worker.watch_lifeline()
             await serve(app, address, lambda _: worker.ready(app.metrics_port), worker=True)
+
+
+async def warn_unmigrated(pool: asyncpg.Pool) -> None:
+    """Log a warning naming `stello migrate` when the database lacks migrations (a service
+    does not migrate: the calls that need them would fail with the SQL's error alone)."""
+    async with pool.acquire() as con:
+        missing = await pending(cast(asyncpg.Connection, con))
+    if missing:
+        named = missing[0] if len(missing) == 1 else f"{missing[0]} to {missing[-1]}"
+        log.warning(
+            "the database lacks %d of Stello's migrations (%s): run `stello migrate` with "
+            "this STELLO_DATABASE_URL; until then the calls that need them fail",
+            len(missing),
+            named,
+        )
 
 
 def main(settings: StelloSettings, launch: Launch, factory: AppFactory) -> None:

@@ -26,13 +26,24 @@ if TYPE_CHECKING:  # the database commands import these when they run (a client 
 
 
 def settings_of(args: argparse.Namespace) -> StelloSettings:
-    """The kernel settings, with --database-url over STELLO_DATABASE_URL."""
+    """The kernel settings, with --database-url over STELLO_DATABASE_URL.
+
+    Raises:
+        ValueError: a refused value, naming its flag or variable.
+    """
+    from pydantic import ValidationError
+
+    from stello.entry import settings_problem
     from stello.settings import StelloSettings
 
     overrides: dict[str, Any] = {}
     if getattr(args, "database_url", None):
         overrides["database_url"] = args.database_url
-    return StelloSettings(**overrides)
+    try:
+        return StelloSettings(**overrides)
+    except ValidationError as exc:
+        flags = {"database_url": "--database-url"} if overrides else {}
+        raise ValueError(settings_problem(exc, flags)) from None
 
 
 async def _with_keys(args: argparse.Namespace, work: Callable[[KeyStore], Awaitable[int]]) -> int:
@@ -277,8 +288,8 @@ def register(commands: Commands) -> None:
         "up",
         cmd_up,
         "run storage, tree and gateway on this machine (embedded PostgreSQL, echo model)",
-        "Start the three services and the web console on loopback over the embedded "
-        "PostgreSQL (or --database-url), make a local space and key on first run, save "
+        "Start the three services and the web console on loopback over the embedded\n"
+        "PostgreSQL (or --database-url), make a local space and key on first run, save\n"
         "them with the endpoints for the client commands, and run until Ctrl-C.",
     )
     up.add_argument(
@@ -326,9 +337,9 @@ def register(commands: Commands) -> None:
         "migrate",
         cmd_migrate,
         "apply the database migrations that are not applied yet",
-        "Apply the pending migrations of stello/migrations/ to STELLO_DATABASE_URL (or "
-        "--database-url, else the embedded database); `stello up` does it too. With "
-        "--distribute, on a Citus coordinator, then distribute the schema by tenant "
+        "Apply the pending migrations of stello/migrations/ to STELLO_DATABASE_URL (or\n"
+        "--database-url, else the embedded database); `stello up` does it too. With\n"
+        "--distribute, on a Citus coordinator, then distribute the schema by tenant\n"
         "(docs/scaling.md); safe to run again.",
     )
     commands.database_option(migrate)
@@ -370,7 +381,7 @@ def _register_health(commands: Commands) -> None:
         "health",
         cmd_health,
         "check a server's health (exit 0 when SERVING)",
-        "Ask a Stello server's grpc health service; exit 0 only while it is SERVING "
+        "Ask a Stello server's grpc health service; exit 0 only while it is SERVING\n"
         "(what container healthchecks run).",
     )
     health.add_argument(

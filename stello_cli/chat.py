@@ -42,15 +42,16 @@ BANNER_WIDTH = 100
 HELP = """\
 /help               this list
 /fork [LABEL] [OPTIONS]
-                    fork this session and talk to the child (LABEL: its label, words
-                    need no quotes; or --label L): --context none|inherit|compress,
-                    --up-to SEQ, --prompt TEXT, --profile NAME, --var NAME=VALUE
-                    (--up-to alone inherits)
+                    fork this session and talk to the child (LABEL: its
+                    label, words need no quotes; or --label L): --context
+                    none|inherit|compress, --up-to SEQ, --prompt TEXT,
+                    --profile NAME, --var NAME=VALUE (--up-to alone inherits)
 /switch SESSION     talk to another session (its id or first digits)
 /tree               the forest, this session marked ◀
 /history [N]        the newest N records of this session (default 10)
 /quit               leave (Ctrl-D too)
-Anything else is sent to the model (start a line with // to send one beginning with /).
+Anything else is sent to the model (start a line with // to send one
+beginning with /).
 Ctrl-C while a reply streams stops it: nothing of that turn is stored."""
 
 

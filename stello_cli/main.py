@@ -83,6 +83,13 @@ def failure_line(exc: Exception, args: argparse.Namespace) -> str | None:
     loads none of them just to be able to fail.
     """
     flags = getattr(args, "flags", None)
+    pydantic = sys.modules.get("pydantic")
+    if pydantic is not None and isinstance(exc, pydantic.ValidationError):
+        from stello.entry import settings_problem
+
+        line = settings_problem(exc)  # a setting's variable, not pydantic's field and URL
+        if line is not None:
+            return line
     if isinstance(exc, (ClientError, OSError, ValueError)):
         return one_line(str(exc))
     if "stello_client.exceptions" in sys.modules:

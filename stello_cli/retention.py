@@ -115,9 +115,9 @@ def register(commands: Commands) -> None:
         "set",
         cmd_set,
         "set the space's retention policy",
-        "Set the space's retention policy: a root's subtree idle for --archive-after days\n"
-        "is archived; one whose sessions have all been archived for --delete-after days is\n"
-        "deleted (everything it holds erased). A step left out never happens.",
+        "Set the space's retention policy: a root's subtree idle for --archive-after\n"
+        "days is archived; one whose sessions have all been archived for --delete-after\n"
+        "days is deleted (everything it holds erased). A step left out never happens.",
         parent=group,
         flags={
             "policy.archive_after_days": "--archive-after",

@@ -22,10 +22,11 @@ if TYPE_CHECKING:
 
 MAX_PAGE = 100  # the gateway's largest SearchRecords page
 SYNTAX = """\
-QUERY: words (all must match; English words match their stems), "a phrase",
--word (must not match), a or b, prefix*; Chinese/Japanese/Korean text matches
-as written, no spaces needed. At most 1,000 characters and 64 terms. A query
-starting with - goes after --: stello search -- "-draft report"."""
+QUERY: words (all must match; English words match their stems, and the most
+common ones, such as "the" or "what", are left out), "a phrase", -word (must
+not match), a or b, prefix*; Chinese/Japanese/Korean text matches as written,
+no spaces needed. At most 1,000 characters and 64 terms. A query starting
+with - goes after --: stello search -- "-draft report"."""
 
 
 def highlighted(hit: RecordHit, style: Style) -> str:

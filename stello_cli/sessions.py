@@ -264,9 +264,10 @@ async def cmd_memory(args: argparse.Namespace) -> int:
     return await _slot(args, "memory")
 
 
-MEMORY_HELP = """stello memory SESSION [TEXT]     show, or set (- reads stdin), a session's memory
+MEMORY_HELP = """stello memory SESSION [TEXT]     show, or set (- = stdin), a session's memory
                                  (never sent to the model)
-stello memory list               the space's shared memory: slug and summary of each entry
+stello memory list               the space's shared memory: each entry's slug
+                                 and summary
 stello memory get SLUG           an entry's body
 stello memory put SLUG --summary TEXT BODY
                                  create or replace an entry (BODY - reads stdin)

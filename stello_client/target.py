@@ -6,8 +6,10 @@ The environment: ``STELLO_GATEWAY`` (host:port), ``STELLO_KEY``,
 (its presence means TLS), ``STELLO_CERT_FILE`` / ``STELLO_KEY_FILE`` (mutual
 TLS) and ``STELLO_SERVER_NAME``; ``STELLO_MAX_MESSAGE_BYTES`` as the servers'.
 Each value falls back on its own (``--gateway`` with the saved key works, as
-the `stello` command always did). Nothing here touches the network: a space
-given by name, or not at all, is settled by the client's first call (WhoAmI).
+the `stello` command always did), but the saved space only with the saved key:
+another key without a space gets its own one space, as WhoAmI tells. Nothing
+here touches the network: a space given by name, or not at all, is settled by
+the client's first call (WhoAmI).
 """
 
 from __future__ import annotations
@@ -115,7 +117,8 @@ def resolve_target(
     plaintext: bool = False,
 ) -> Target:
     """Gateway, key and space from the arguments, the environment, then `stello up`'s file
-    (read only when something is missing; each value falls back on its own).
+    (read only when something is missing; each value falls back on its own, the saved space
+    only when the key is the saved one).
 
     `tls` given as material is used as is; as files (or not at all) each file
     falls back to its variable; `plaintext=True` ignores them all.
@@ -130,7 +133,8 @@ def resolve_target(
     if saved is not None:
         address = address or saved.gateway
         secret = secret or saved.key
-        named = named or saved.space_id
+        if secret == saved.key:  # the saved space is the saved key's: another key's is its own
+            named = named or saved.space_id
     if not address:
         raise ConfigurationError(
             "no gateway address: run `stello up` first, or pass gateway= / set STELLO_GATEWAY",

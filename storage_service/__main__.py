@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import functools
 
-from stello.entry import parse_flags
+from stello.entry import parse_flags, settings_checked
 from stello.logs import LogSettings
 from stello.runner import launch_of, main
 from stello.settings import StelloSettings
@@ -25,9 +25,10 @@ def run() -> None:
         StorageSettings,
         (StelloSettings, LogSettings, TracingSettings),
     )
-    config = StorageSettings(**flags)
-    launch = launch_of("storage_service", config)
-    main(StelloSettings(), launch, functools.partial(create_app, config=config))
+    with settings_checked("storage_service"):
+        config = StorageSettings(**flags)
+        launch = launch_of("storage_service", config)
+        main(StelloSettings(), launch, functools.partial(create_app, config=config))
 
 
 if __name__ == "__main__":

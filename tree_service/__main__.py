@@ -9,7 +9,7 @@ from __future__ import annotations
 from functools import partial
 
 from stello import runner
-from stello.entry import parse_flags
+from stello.entry import parse_flags, settings_checked
 from stello.logs import LogSettings
 from stello.settings import StelloSettings
 from stello.tracing import TracingSettings
@@ -25,9 +25,10 @@ def main() -> None:
         TreeSettings,
         (StelloSettings, LogSettings, TracingSettings),
     )
-    config = TreeSettings(**flags)
-    launch = runner.launch_of("tree_service", config)
-    runner.main(StelloSettings(), launch, partial(create_app, config=config))
+    with settings_checked("tree_service"):
+        config = TreeSettings(**flags)
+        launch = runner.launch_of("tree_service", config)
+        runner.main(StelloSettings(), launch, partial(create_app, config=config))
 
 
 if __name__ == "__main__":

@@ -31,7 +31,7 @@ async def main(question: str) -> None:
         reply = await client.send(fork.id, "Say it in one line.")
         print(f"fork: {reply.assistant.content}")
         for node in await client.get_tree(root_id=root.id):
-            print(f"{'  ' * node.depth}{node.label} ({node.turn_count} turns)")
+            print(f"{'  ' * node.depth}{node.label} (turns: {node.turn_count})")
         async for record in client.records(fork.id):
             mark = " (inherited)" if record.inherited else ""
             print(f"#{record.seq}{mark}: {record.content}")

@@ -131,6 +131,29 @@ class TestErrors:
         assert done.returncode == 1
         assert done.stderr.startswith(f"stello: {saved} is not a credentials file")
 
+    def test_up_names_a_bad_variable(self, home: Path) -> None:
+        """`stello up` with a value a setting refuses: one line naming the variable."""
+        env = private_env(home)
+        env["STELLO_LLM_PROVIDER"] = "gpt"
+        done = run_cli(env, "up", "--gateway-port", "0")
+        assert (done.returncode, done.stderr) == (
+            1,
+            "stello: STELLO_LLM_PROVIDER: Input should be 'echo', 'openai' or 'anthropic'\n",
+        )
+        assert not Path(env["STELLO_DATA_DIR"]).exists()  # no database was started
+
+    def test_a_bad_database_url_names_its_flag_or_variable(self, home: Path) -> None:
+        """A refused --database-url is named as the flag; from the environment, the variable."""
+        env = private_env(home)
+        done = run_cli(env, "migrate", "--database-url", "mysql://db")
+        assert done.returncode == 1
+        assert done.stderr.startswith("stello: --database-url: database URL must start with ")
+        env["STELLO_DATABASE_URL"] = "mysql://db"
+        done = run_cli(env, "migrate")
+        assert done.returncode == 1
+        assert done.stderr.startswith("stello: STELLO_DATABASE_URL: database URL must start ")
+        assert not Path(env["STELLO_DATA_DIR"]).exists()  # no database was started
+
     def test_up_checks_the_provider_before_starting(self, home: Path) -> None:
         """`stello up` with STELLO_LLM_PROVIDER=anthropic and no key stops at once, on one line."""
         env = private_env(home)

@@ -24,6 +24,15 @@ def leaves(parser: argparse.ArgumentParser) -> Iterator[argparse.ArgumentParser]
             yield from leaves(child)
 
 
+def every_parser(parser: argparse.ArgumentParser) -> Iterator[argparse.ArgumentParser]:
+    """The parser and every (sub)command parser under it, groups included."""
+    yield parser
+    for action in parser._actions:
+        if isinstance(action, argparse._SubParsersAction):
+            for child in action.choices.values():
+                yield from every_parser(child)
+
+
 def usage_error(capsys: pytest.CaptureFixture[str], *argv: str) -> str:
     """Run `stello ARGV` here, which must be a usage error the parser finds (exit 2, before
     any event loop runs); its one line of stderr."""
@@ -48,6 +57,15 @@ class TestHelp:
                 if isinstance(action, argparse._HelpAction):
                     continue
                 assert action.help, f"{leaf.prog} {action.option_strings or action.dest}"
+
+    def test_help_fits_80_columns(self, monkeypatch: pytest.MonkeyPatch) -> None:
+        """Every command's --help fits a terminal 80 columns wide: argparse wraps the options,
+        the descriptions are kept as written (RawDescriptionHelpFormatter), so they are
+        wrapped by hand."""
+        monkeypatch.setenv("COLUMNS", "80")
+        for command in every_parser(build_parser()):
+            wide = [line for line in command.format_help().splitlines() if len(line) > 80]
+            assert wide == [], command.prog
 
     def test_session_is_explained(self) -> None:
         """SESSION says it takes an id or its first digits."""

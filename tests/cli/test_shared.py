@@ -51,7 +51,10 @@ class TestSharedMemory:
         replaced = await as_json(env, "memory", "put", "tides", "--summary", "times", "6 and 18")
         assert (replaced["created"], replaced["body"]) == (False, "6 and 18")
         assert await ok(env, "memory", "list") == "tides: times\nknots: which\n"
-        assert [e["slug"] for e in await as_json(env, "memory", "list")] == ["tides", "knots"]
+        listed = await as_json(env, "memory", "list")
+        assert [e["slug"] for e in listed] == ["tides", "knots"]
+        # The id that the shared memory events name (they never carry the slug).
+        assert listed[0]["entry_id"] == replaced["entry_id"] != listed[1]["entry_id"]
         assert await ok(env, "memory", "get", "knots") == "Bowline.\n"
         assert await ok(env, "memory", "rm", "knots") == "knots removed\n"
         assert await ok(env, "memory", "rm", "knots") == "no entry knots (nothing removed)\n"

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import subprocess
 import sys
 
@@ -65,3 +66,32 @@ def test_a_bad_flag_is_refused(module: str) -> None:
     )
     assert done.returncode == 2
     assert "--workers: invalid int value: 'many'" in done.stderr
+
+
+@pytest.mark.parametrize("module", ["storage_service", "tree_service", "agent_gateway"])
+@pytest.mark.parametrize(
+    ("variable", "value", "problem"),
+    [
+        ("STELLO_LLM_PROVIDER", "gpt", "Input should be 'echo', 'openai' or 'anthropic'"),
+        ("STELLO_LOG_LEVEL", "LOUD", "Input should be 'DEBUG', 'INFO', 'WARNING' or 'ERROR'"),
+    ],
+)
+def test_a_bad_variable_is_one_line_naming_it(
+    module: str, variable: str, value: str, problem: str
+) -> None:
+    """A value a setting refuses exits 1 with one line naming the variable: no traceback,
+    no pydantic field name or URL, and nothing started (no database is reachable here)."""
+    env = {
+        **os.environ,
+        "STELLO_DATABASE_URL": "postgresql://nobody@127.0.0.1:1/none",
+        variable: value,
+    }
+    done = subprocess.run(
+        [sys.executable, "-m", module, "--port", "0"],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+        env=env,
+    )
+    assert (done.returncode, done.stderr) == (1, f"{module}: {variable}: {problem}\n")

@@ -3,14 +3,19 @@
 from __future__ import annotations
 
 import asyncio
+import logging
 import sys
 import uuid
+from urllib.parse import urlsplit, urlunsplit
 
 import asyncpg
 import pytest
 
+from stello.db import create_pool
 from stello.embedded import with_database
-from stello.migrate import CREATE_TABLE, load_migrations, migrate
+from stello.migrate import CREATE_TABLE, load_migrations, migrate, pending
+from stello.runner import warn_unmigrated
+from stello.settings import StelloSettings
 from tests.storage.tokens import session_token_problems
 from tests.support.database import create_test_database, drop_test_database
 
@@ -230,3 +235,42 @@ async def seed_records(con: asyncpg.Connection) -> tuple[uuid.UUID, list[tuple[u
         full,
     )
     return space, [(full, False), (trimmed, True), (empty, False)]
+
+
+class TestPending:
+    """What a database lacks, and the warning a service starting on it logs."""
+
+    async def test_fresh_then_partly_then_fully_migrated(
+        self, admin_dsn: str, caplog: pytest.LogCaptureFixture
+    ) -> None:
+        versions = [m.version for m in load_migrations()]
+        name = f"stello_test_{uuid.uuid4().hex[:12]}_bare"
+        con = await asyncpg.connect(admin_dsn)
+        try:
+            await con.execute(f'CREATE DATABASE "{name}"')
+        finally:
+            await con.close()
+        bare = urlunsplit(urlsplit(admin_dsn)._replace(path=f"/{name}"))
+        try:
+            con = await asyncpg.connect(bare)
+            try:
+                assert await pending(con) == versions
+                await migrate(con, until=versions[0])
+                assert await pending(con) == versions[1:]
+                async with create_pool(bare, StelloSettings(db_pool_min_size=1)) as pool:
+                    with caplog.at_level(logging.WARNING, logger="stello.runner"):
+                        await warn_unmigrated(pool)
+                        assert caplog.messages == [
+                            f"the database lacks {len(versions) - 1} of Stello's migrations "
+                            f"({versions[1]} to {versions[-1]}): run `stello migrate` with "
+                            "this STELLO_DATABASE_URL; until then the calls that need them fail"
+                        ]
+                        caplog.clear()
+                        await migrate(con)
+                        assert await pending(con) == []
+                        await warn_unmigrated(pool)
+                        assert caplog.messages == []
+            finally:
+                await con.close()
+        finally:
+            await drop_test_database(admin_dsn, bare)

@@ -195,7 +195,12 @@ class TestStartup:
                 "cannot read the prompts file /nonexistent/prompts.toml",
                 id="unreadable",
             ),
-            pytest.param({"STELLO_GATEWAY_PROMPTS": "fr"}, None, "prompts", id="unknown-preset"),
+            pytest.param(
+                {"STELLO_GATEWAY_PROMPTS": "fr"},
+                None,
+                "agent_gateway: STELLO_GATEWAY_PROMPTS: Input should be 'en' or 'zh'\n",
+                id="unknown-preset",
+            ),
         ],
     )
     async def test_refused(

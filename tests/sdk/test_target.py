@@ -1,0 +1,56 @@
+"""Where a client connects: arguments, then the environment, then what `stello up` saved."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from stello_client.target import resolve_target
+
+SAVED = {"space_id": "saved-space", "key": "saved-key", "gateway": "127.0.0.1:50063"}
+
+
+@pytest.fixture(name="saved")
+def _saved(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A credentials file as `stello up` writes it, and no STELLO_* connection variables."""
+    (tmp_path / "credentials.json").write_text(json.dumps(SAVED))
+    monkeypatch.setenv("STELLO_CONFIG_DIR", str(tmp_path))
+    for name in ("STELLO_GATEWAY", "STELLO_KEY", "STELLO_SPACE_ID", "STELLO_CA_FILE"):
+        monkeypatch.delenv(name, raising=False)
+
+
+@pytest.mark.usefixtures("saved")
+class TestSaved:
+    def test_nothing_given_is_the_saved_key_and_space(self) -> None:
+        target = resolve_target()
+        assert (target.gateway, target.key, target.space) == (
+            "127.0.0.1:50063",
+            "saved-key",
+            "saved-space",
+        )
+
+    def test_another_gateway_keeps_the_saved_key_and_space(self) -> None:
+        target = resolve_target(gateway="10.0.0.1:50063")
+        assert (target.gateway, target.key, target.space) == (
+            "10.0.0.1:50063",
+            "saved-key",
+            "saved-space",
+        )
+
+    def test_another_key_leaves_the_saved_space_out(self) -> None:
+        """The saved space is the saved key's: another key's is settled by WhoAmI (its one
+        space), never the saved one, which that key may not reach."""
+        target = resolve_target(key="other-key")
+        assert (target.key, target.space) == ("other-key", "")
+
+    def test_another_key_from_the_environment_too(self, monkeypatch: pytest.MonkeyPatch) -> None:
+        monkeypatch.setenv("STELLO_KEY", "other-key")
+        assert resolve_target().space == ""
+
+    def test_another_key_with_its_space(self) -> None:
+        assert resolve_target(key="other-key", space="team-a").space == "team-a"
+
+    def test_the_saved_key_given_again_keeps_the_saved_space(self) -> None:
+        assert resolve_target(key="saved-key").space == "saved-space"
