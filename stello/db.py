@@ -62,6 +62,29 @@ CONFLICT_MESSAGE = (
 )
 
 
+class DatabaseUnreachable(ConnectionError):
+    """No connection to the database could be opened: where it was sought (never the
+    password) and why, in one line a person can act on."""
+
+
+def database_address(dsn: str) -> str:
+    """host:port/database of a PostgreSQL URL, without its user or password."""
+    parts = urlsplit(dsn)
+    host = parts.hostname or parse_qs(parts.query).get("host", ["localhost"])[0]
+    return f"{host}:{parts.port or 5432}{parts.path or '/'}"
+
+
+async def connecting(opening: Awaitable[T], dsn: str) -> T:
+    """Await a connection or pool being opened to `dsn`; a socket's failure (refused,
+    unknown host, timed out) raises `DatabaseUnreachable` naming the database."""
+    try:
+        return await opening
+    except (OSError, TimeoutError) as exc:
+        raise DatabaseUnreachable(
+            f"cannot connect to the database at {database_address(dsn)}: {exc}"
+        ) from exc
+
+
 class _Desynchronised(Exception):
     """A connection's protocol was out of step with the server; nothing was sent on it."""
 
@@ -83,12 +106,15 @@ async def create_pool(
 ) -> AsyncIterator[asyncpg.Pool]:
     """Open a pool for `dsn`, sized and cached as `settings` say, and close it on exit.
 
+    Raises:
+        DatabaseUnreachable: no connection could be opened (refused, unknown host).
+
     The pool's reset query on release is a plain ``RESET ALL``-free no-op:
     we keep no session state in connections (PgBouncer transaction mode works),
     and the default reset costs more than the insert itself (DESIGN §9).
     """
     settings = settings or StelloSettings()
-    pool = await asyncpg.create_pool(
+    opening = asyncpg.create_pool(
         dsn,
         min_size=min(settings.db_pool_min_size, settings.db_pool_max_size),
         max_size=settings.db_pool_max_size,
@@ -97,6 +123,7 @@ async def create_pool(
         reset=_no_reset,
         server_settings=server_settings(dsn),
     )
+    pool = await connecting(opening, dsn)
     try:
         yield pool
     finally:

@@ -18,6 +18,8 @@ from importlib import resources
 
 import asyncpg
 
+from stello.db import connecting
+
 LOCK_KEY = 0x5737_E110  # "stello" migrations
 
 CREATE_TABLE = """
@@ -187,7 +189,7 @@ async def migrate_dsn(dsn: str) -> list[str]:
     connection prepares no named statements, so a PgBouncer in transaction mode
     in front of the server works as well.
     """
-    con = await asyncpg.connect(dsn, statement_cache_size=0)
+    con = await connecting(asyncpg.connect(dsn, statement_cache_size=0), dsn)
     try:
         return await migrate(con)
     finally:

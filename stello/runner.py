@@ -23,7 +23,7 @@ import asyncpg
 
 from stello import logs
 from stello.auth import KeyStore
-from stello.db import create_pool
+from stello.db import DatabaseUnreachable, create_pool
 from stello.embedded import database_url
 from stello.migrate import migrate_dsn, pending
 from stello.ports import PortClaim, PortTaken
@@ -129,7 +129,7 @@ def main(settings: StelloSettings, launch: Launch, factory: AppFactory) -> None:
     try:
         with asyncio.Runner(loop_factory=event_loop_factory()) as runner:
             runner.run(run_service(settings, launch.address, factory, worker=role))
-    except PortInUse as exc:
+    except (PortInUse, DatabaseUnreachable) as exc:
         log.error("%s: %s", launch.module, exc)
         raise SystemExit(1) from None
     finally:

@@ -154,6 +154,19 @@ class TestErrors:
         assert done.stderr.startswith("stello: STELLO_DATABASE_URL: database URL must start ")
         assert not Path(env["STELLO_DATA_DIR"]).exists()  # no database was started
 
+    def test_an_unreachable_database_is_one_line_naming_it(self, home: Path) -> None:
+        """`stello migrate` and `stello up` with a database nobody answers at: one line naming
+        where it was sought (never the password), no traceback."""
+        env = private_env(home)
+        url = "postgresql://nobody:s3cret@127.0.0.1:1/stello"
+        for command in ("migrate", "up"):
+            done = run_cli(env, command, "--database-url", url)
+            assert done.returncode == 1, done.stderr
+            assert done.stderr.startswith(
+                "stello: cannot connect to the database at 127.0.0.1:1/stello: "
+            ), done.stderr
+            assert "s3cret" not in done.stderr and "Traceback" not in done.stderr
+
     def test_up_checks_the_provider_before_starting(self, home: Path) -> None:
         """`stello up` with STELLO_LLM_PROVIDER=anthropic and no key stops at once, on one line."""
         env = private_env(home)

@@ -95,3 +95,22 @@ def test_a_bad_variable_is_one_line_naming_it(
         env=env,
     )
     assert (done.returncode, done.stderr) == (1, f"{module}: {variable}: {problem}\n")
+
+
+@pytest.mark.parametrize("module", ["storage_service", "tree_service", "agent_gateway"])
+def test_an_unreachable_database_is_one_line_naming_it(module: str) -> None:
+    """A service whose database nobody answers at exits 1 with one line naming where it was
+    sought (never the password): no traceback."""
+    env = {**os.environ, "STELLO_DATABASE_URL": "postgresql://nobody:s3cret@127.0.0.1:1/none"}
+    done = subprocess.run(
+        [sys.executable, "-m", module, "--port", "0"],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+        env=env,
+    )
+    assert done.returncode == 1, done.stderr
+    [line] = [x for x in done.stderr.splitlines() if " ERROR " in x]  # the log's format
+    assert f" {module}: cannot connect to the database at 127.0.0.1:1/none: " in line
+    assert "s3cret" not in done.stderr and "Traceback" not in done.stderr
