@@ -245,7 +245,9 @@ class TestSweepProvisional:
         """A due session a CommitSession holds is skipped, and its batch comes back short;
         the sweep, the admin's and the background one, still goes on to every other due
         session (each stopped at the first short batch: with batches of 2 and the first due
-        one held, it removed one)."""
+        one held, it removed one). The running server's own sweeper may sweep some of them
+        first, or hold the sweep's lock for a moment (a background round then answers None):
+        the rows left are what counts."""
         monkeypatch.setattr(tree_service.service, "SWEEP_BATCH", 2)
         due = [await make_session(provisional=True) for _ in range(5)]
         async with pool.acquire() as con:
@@ -265,12 +267,13 @@ class TestSweepProvisional:
                 async with tree_server.channel(admin_key) as channel:
                     stub = tree_pb2_grpc.SessionTreeStub(channel)
                     reply = await stub.SweepProvisional(tree_pb2.SweepProvisionalRequest())
-                removed = set(reply.removed_ids)
+                assert str(due[0]) not in reply.removed_ids
             else:
-                swept = await create_sweeper(pool, TreeSettings()).run_once()
-                removed = {str(s.id) for s in swept or ()}
-        assert {str(s) for s in due[1:]} <= removed
-        assert str(due[0]) not in removed
+                sweeper = create_sweeper(pool, TreeSettings())
+                for _ in range(100):
+                    if await sweeper.run_once() is not None:
+                        break
+                    await asyncio.sleep(0.05)
         async with pool.acquire() as con:
             left = await con.fetch("SELECT id FROM sessions WHERE space_id = $1", space.id)
         assert [r["id"] for r in left] == [due[0]]
