@@ -526,11 +526,16 @@ class TreeTx(idempotency.KeyStatements):
         await self._con.execute(sql.TOUCH, space_id, session_id)
         self._changed(space_id, "metadata_changed", session_id)
 
-    async def lock_for_commit(self, space_id: uuid.UUID, session_id: uuid.UUID) -> bool | None:
-        """Row-lock a session and, if provisional, its parent, in id order; provisional?,
-        None when absent."""
+    async def lock_for_commit(
+        self, space_id: uuid.UUID, session_id: uuid.UUID
+    ) -> tuple[bool, dict[str, str]] | None:
+        """Row-lock a session and, if provisional, its parent, in id order; (provisional?,
+        its metadata), None when absent."""
         rows = await self._con.fetch(sql.LOCK_FOR_COMMIT, space_id, session_id)
-        return next((bool(r["provisional"]) for r in rows if r["target"]), None)
+        target = next((r for r in rows if r["target"]), None)
+        if target is None:
+            return None
+        return bool(target["provisional"]), target["metadata"] or {}
 
     async def touch(self, space_id: uuid.UUID, session_id: uuid.UUID) -> None:
         """Bump updated_at (and take the row lock)."""

@@ -153,18 +153,22 @@ class TreeService:
         )
         return node
 
-    async def commit_session(self, space_id: uuid.UUID, session_id: uuid.UUID) -> Node:
-        """Make a provisional session visible with the next index; idempotent."""
+    async def commit_session(
+        self, space_id: uuid.UUID, session_id: uuid.UUID
+    ) -> tuple[Node, dict[str, str]]:
+        """Make a provisional session visible with the next index; idempotent. Its node and
+        its metadata."""
 
-        async def work(tx: TreeTx) -> Node:
-            provisional = await tx.lock_for_commit(space_id, session_id)
-            if provisional is None:
+        async def work(tx: TreeTx) -> tuple[Node, dict[str, str]]:
+            locked = await tx.lock_for_commit(space_id, session_id)
+            if locked is None:
                 raise _not_found(session_id)
-            if not provisional:
-                node = await tx.node(space_id, session_id)
-                assert node is not None
-                return node
-            return await tx.commit_session(space_id, session_id)
+            provisional, metadata = locked
+            if provisional:
+                return await tx.commit_session(space_id, session_id), metadata
+            node = await tx.node(space_id, session_id)
+            assert node is not None
+            return node, metadata
 
         return await self._repo.transaction(work)
 

@@ -104,8 +104,8 @@ class TreeServicer(tree_pb2_grpc.SessionTreeServicer):
     async def CommitSession(
         self, request: tree_pb2.CommitSessionRequest, context: Context
     ) -> tree_pb2.CommitSessionResponse:
-        node = await self._service.commit_session(*_session(request))
-        return tree_pb2.CommitSessionResponse(node=node_to_proto(node))
+        node, pairs = await self._service.commit_session(*_session(request))
+        return tree_pb2.CommitSessionResponse(node=node_to_proto(node), metadata=pairs)
 
     async def GetNode(
         self, request: tree_pb2.GetNodeRequest, context: Context

@@ -364,10 +364,14 @@ WHERE space_id = $1 AND session_id = $2 AND key = ANY ($3::text[])
 # id order: storage's LOCK_FOR_TRIM). The parent is read before the lock: a
 # session's parent never changes, and a committed session is provisional no
 # more, so a session still provisional once locked had its parent locked too.
-# One row per locked session, `target` on the session's; none for the session
+# One row per locked session, `target` on the session's, with its metadata
+# (CommitSession answers it: no statement of its own); none for the session
 # when it does not exist.
 LOCK_FOR_COMMIT = f"""
-SELECT s.id = $2 AS target, s.provisional_until IS NOT NULL AS provisional
+SELECT s.id = $2 AS target, s.provisional_until IS NOT NULL AS provisional,
+       CASE WHEN s.id = $2 THEN (SELECT jsonb_object_agg(m.key, m.value)
+                                 FROM session_metadata m
+                                 WHERE m.space_id = $1 AND m.session_id = s.id) END AS metadata
 FROM sessions s
 WHERE s.space_id = $1
   AND s.id = ANY (ARRAY[$2::uuid, (SELECT c.parent_id FROM sessions c

@@ -72,17 +72,17 @@ class TreeClient(ServiceClient):
 
     async def commit_session(
         self, caller: Caller, space_id: UUID, session_id: str
-    ) -> common_pb2.TopologyNode:
-        """Make a provisional session visible (idempotent)."""
+    ) -> tree_pb2.CommitSessionResponse:
+        """Make a provisional session visible (idempotent): its node and its metadata."""
         request = tree_pb2.CommitSessionRequest(space_id=str(space_id), session_id=session_id)
-        reply = await self._call(
+        reply: tree_pb2.CommitSessionResponse = await self._call(
             "CommitSession",
             self._stub.CommitSession,
             request,
             tree_pb2.CommitSessionResponse,
             caller,
         )
-        return reply.node
+        return reply
 
     async def get_node(
         self, caller: Caller, space_id: UUID, session_id: UUID

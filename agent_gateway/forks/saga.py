@@ -45,7 +45,7 @@ from __future__ import annotations
 
 import hashlib
 import logging
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from uuid import UUID
 
@@ -115,8 +115,10 @@ def plan_digest(plan: SessionPlan) -> str:
     return digest.hexdigest()[:16]
 
 
-def summary_of(meta: common_pb2.SessionMeta, parent_id: str | None) -> common_pb2.SessionSummary:
-    """A SessionSummary from storage's meta and the tree's parent link."""
+def summary_of(
+    meta: common_pb2.SessionMeta, parent_id: str | None, metadata: Mapping[str, str]
+) -> common_pb2.SessionSummary:
+    """A SessionSummary from storage's meta, the tree's parent link and metadata."""
     summary = common_pb2.SessionSummary(
         id=meta.id,
         label=meta.label,
@@ -126,6 +128,7 @@ def summary_of(meta: common_pb2.SessionMeta, parent_id: str | None) -> common_pb
         updated_at=meta.updated_at,
         last_active_at=meta.last_active_at,
         pinned=meta.pinned,
+        metadata=metadata,
     )
     if parent_id:
         summary.parent_id = parent_id
@@ -192,8 +195,9 @@ class ProvisioningSaga:
                 continue
             await self._faults.hit("fork.after_commit")
             meta = _answered_meta(results)
-            parent = committed.parent_id if committed.HasField("parent_id") else None
-            return summary_of(meta, parent)
+            node = committed.node
+            parent = node.parent_id if node.HasField("parent_id") else None
+            return summary_of(meta, parent, committed.metadata)
         raise Aborted(
             f"the session of request {request_id!r} was swept on each of {MAX_ATTEMPTS} "
             "attempts; retry with a new request_id"
@@ -257,7 +261,7 @@ class ProvisioningSaga:
     ) -> common_pb2.SessionSummary | None:
         """Commit a remembered session (idempotent) and answer it; None when it is gone."""
         try:
-            await self._tree.commit_session(caller, space_id, remembered.id)
+            committed = await self._tree.commit_session(caller, space_id, remembered.id)
             meta = await self._storage.get_session(caller, space_id, remembered.id)
         except NotFound:
             log.warning(
@@ -265,7 +269,7 @@ class ProvisioningSaga:
             )
             return None
         parent = remembered.parent_id if remembered.HasField("parent_id") else None
-        return summary_of(meta, parent)
+        return summary_of(meta, parent, committed.metadata)
 
     @staticmethod
     def _operations(

@@ -293,7 +293,8 @@ class SessionService:
         self, caller: Caller, space_id: uuid.UUID, node: common_pb2.TopologyNode
     ) -> common_pb2.SessionSummary:
         meta = await self._storage.get_session(caller, space_id, node.id)
-        return summary_of(meta, node.parent_id if node.HasField("parent_id") else None)
+        parent = node.parent_id if node.HasField("parent_id") else None
+        return summary_of(meta, parent, {})  # metadata: read with GetSession (common.proto)
 
 
 def _fill_slots(digest: common_pb2.SessionDigest, slot: storage_pb2.SessionSlots) -> None:

@@ -51,10 +51,19 @@ class CommitSessionRequest(_message.Message):
     def __init__(self, space_id: _Optional[str] = ..., session_id: _Optional[str] = ...) -> None: ...
 
 class CommitSessionResponse(_message.Message):
-    __slots__ = ("node",)
+    __slots__ = ("node", "metadata")
+    class MetadataEntry(_message.Message):
+        __slots__ = ("key", "value")
+        KEY_FIELD_NUMBER: _ClassVar[int]
+        VALUE_FIELD_NUMBER: _ClassVar[int]
+        key: str
+        value: str
+        def __init__(self, key: _Optional[str] = ..., value: _Optional[str] = ...) -> None: ...
     NODE_FIELD_NUMBER: _ClassVar[int]
+    METADATA_FIELD_NUMBER: _ClassVar[int]
     node: _common_pb2.TopologyNode
-    def __init__(self, node: _Optional[_Union[_common_pb2.TopologyNode, _Mapping]] = ...) -> None: ...
+    metadata: _containers.ScalarMap[str, str]
+    def __init__(self, node: _Optional[_Union[_common_pb2.TopologyNode, _Mapping]] = ..., metadata: _Optional[_Mapping[str, str]] = ...) -> None: ...
 
 class GetNodeRequest(_message.Message):
     __slots__ = ("space_id", "session_id", "include_config")

@@ -267,7 +267,8 @@ class SessionTreeServicer:
         parent's row lock (the next index among the parent's children; roots keep
         index 0), clears its provisional state and bumps the parent's
         updated_at. Idempotent: committing an already committed session answers
-        its current node and changes nothing.
+        its current node and changes nothing. Answers the session's metadata too
+        (the gateway's CreateRoot, Fork and ImportSession answer it).
 
         Errors: INVALID_ARGUMENT (malformed ids); NOT_FOUND (unknown in this
         space, including a provisional row the sweeper already removed);

@@ -70,6 +70,30 @@ class TestWrites:
         assert dict((await stack.view(tagged.id)).metadata) == {"ticket": "T-9"}
         assert dict((await stack.view(copied.id)).metadata) == {"user": "bob", "project": "p1"}
 
+    async def test_creation_answers_carry_the_metadata(self, stack: Stack) -> None:
+        """CreateRoot, Fork (its source's pairs under its own when it copies them),
+        ImportSession, and a replay of each by request_id, answer the metadata the session
+        holds (they answered none)."""
+        pairs = {"user": "alice", "project": "p1"}
+        root = await stack.root(metadata=pairs, request_id="root-1")
+        again = await stack.root(metadata=pairs, request_id="root-1")
+        assert (root.id, dict(root.metadata)) == (again.id, pairs)
+        copied = await stack.fork(
+            root.id, "copied", copy_metadata=True, metadata={"user": "bob"}, request_id="f-1"
+        )
+        replayed = await stack.fork(
+            root.id, "copied", copy_metadata=True, metadata={"user": "bob"}, request_id="f-1"
+        )
+        for reply in (copied, replayed):
+            assert dict(reply.metadata) == {"user": "bob", "project": "p1"}
+        assert dict((await stack.fork(root.id, "plain")).metadata) == {}
+        imported = await stack.gw.ImportSession(
+            agent_pb2.ImportSessionRequest(
+                space_id=stack.space.sid, label="imported", metadata={"origin": "export"}
+            )
+        )
+        assert dict(imported.session.metadata) == {"origin": "export"}
+
     async def test_import_restores_metadata(self, stack: Stack) -> None:
         """ImportSession stores the exported metadata."""
         reply = await stack.gw.ImportSession(
