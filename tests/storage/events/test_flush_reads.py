@@ -17,31 +17,15 @@ import pytest
 from stello.events import Outbox
 from stello.settings import StelloSettings
 from storage_service.sessions.repository import session_event
-from tests.support.fresh import GENERIC_PLAN_READS, FreshDatabase, fresh_database
+from tests.support.fresh import (
+    GENERIC_PLAN_READS,
+    LONE_ROOTS,
+    FreshDatabase,
+    fresh_database,
+    grown_after_analyze,
+)
 
 pytestmark = [pytest.mark.sql, pytest.mark.plain_postgres(GENERIC_PLAN_READS)]
-
-# $1: the space; 2,000 other spaces of the same principal, 5 sessions each.
-CROWD = """
-WITH spaces AS (
-    INSERT INTO spaces (id, principal_id, name)
-    SELECT gen_random_uuid(), s.principal_id, 'crowd ' || i
-    FROM spaces s, generate_series(1, 2000) i
-    WHERE s.id = $1
-    RETURNING id
-)
-INSERT INTO sessions (space_id, id, root_id, sibling_index, label)
-SELECT spaces.id, g.id, g.id, 0, 'crowd'
-FROM spaces, LATERAL (SELECT gen_random_uuid() AS id FROM generate_series(1, 5)) g
-"""
-
-# $2 lone roots in space $1.
-ROOTS = """
-INSERT INTO sessions (space_id, id, root_id, sibling_index, label)
-SELECT $1, g.id, g.id, 0, 'root' FROM (SELECT gen_random_uuid() AS id
-                                       FROM generate_series(1, $2)) g
-RETURNING id
-"""
 
 
 @pytest.fixture(name="fresh", params=["auto", "force_generic_plan"])
@@ -62,10 +46,8 @@ async def test_a_flush_probes_each_session(fresh: FreshDatabase) -> None:
     written."""
     space = fresh.space.id
     async with fresh.pool.acquire() as con:
-        await con.execute(CROWD, space)
-        session = (await con.fetch(ROOTS, space, 1))[0]["id"]
-        await con.execute("ANALYZE sessions")
-        await con.execute(ROOTS, space, 30_000)
+        session = (await con.fetch(LONE_ROOTS, space, 1))[0]["id"]
+        await grown_after_analyze(con, space, 30_000)
 
     async def flush() -> None:
         outbox = Outbox()
