@@ -405,10 +405,16 @@ RETURNING {_NODE}
 
 # -- Refs, status, label -------------------------------------------------------
 
+# The visible ones of sessions $2, each by one probe of the key: a generic plan
+# of `id = ANY ($2)` read every session of a space its statistics called small.
 REF_ENDS = """
-SELECT id, root_id, depth
-FROM sessions
-WHERE space_id = $1 AND id = ANY($2::uuid[]) AND provisional_until IS NULL
+SELECT s.id, s.root_id, s.depth
+FROM (SELECT DISTINCT unnest($2::uuid[])) AS k (id)
+CROSS JOIN LATERAL (
+    SELECT id, root_id, depth FROM sessions
+    WHERE space_id = $1 AND id = k.id AND provisional_until IS NULL
+    LIMIT 1
+) s
 """
 
 # Whether $3 is an ancestor of $2: walk up from $2, stopping at $3. Each step
