@@ -64,7 +64,11 @@ class Event:
 
 
 # $1 space; then one array per column. Provisional sessions' events are filtered
-# first, so the positions taken are exactly the events kept.
+# first, so the positions taken are exactly the events kept. Whether a session
+# is visible is a scalar subquery, one probe of its key per event, not an
+# EXISTS: the planner may run an EXISTS as a hashed subplan that reads every
+# visible session of the space (30,001 rows to keep two events, with
+# statistics taken before the space grew).
 FLUSH = """
 WITH kept AS (
     SELECT e.*, row_number() OVER (ORDER BY e.ord) AS n
@@ -73,9 +77,9 @@ WITH kept AS (
          WITH ORDINALITY AS e (kind, session_id, other_id, first_seq, last_seq, ids,
                                if_visible, entry_id, ord)
     WHERE NOT e.if_visible
-       OR EXISTS (SELECT 1 FROM sessions s
-                  WHERE s.space_id = $1 AND s.id = e.session_id
-                    AND s.provisional_until IS NULL)
+       OR (SELECT true FROM sessions s
+           WHERE s.space_id = $1 AND s.id = e.session_id AND s.provisional_until IS NULL
+           LIMIT 1) IS NOT NULL
 ), counted AS (
     SELECT count(*) AS added FROM kept
 ), taken AS (

@@ -409,13 +409,22 @@ RETURNING {_NODE}
 
 # -- Refs, status, label -------------------------------------------------------
 
+# The visible ones of sessions $2, each by one probe of the key: a generic plan
+# of `id = ANY ($2)` read every session of a space its statistics called small.
 REF_ENDS = """
-SELECT id, root_id, depth
-FROM sessions
-WHERE space_id = $1 AND id = ANY($2::uuid[]) AND provisional_until IS NULL
+SELECT s.id, s.root_id, s.depth
+FROM (SELECT DISTINCT unnest($2::uuid[])) AS k (id)
+CROSS JOIN LATERAL (
+    SELECT id, root_id, depth FROM sessions
+    WHERE space_id = $1 AND id = k.id AND provisional_until IS NULL
+    LIMIT 1
+) s
 """
 
-# Whether $3 is an ancestor of $2: walk up from $2, stopping at $3.
+# Whether $3 is an ancestor of $2: walk up from $2, stopping at $3. Each step
+# is one probe of the key (a LATERAL ... LIMIT 1, as ANCESTORS walks), not a
+# join: statistics that call the space small made it a hash join that read
+# every session of the space at each level.
 IS_ANCESTOR = """
 WITH RECURSIVE up (parent_id) AS (
     SELECT s.parent_id
@@ -424,7 +433,11 @@ WITH RECURSIVE up (parent_id) AS (
   UNION ALL
     SELECT p.parent_id
     FROM up
-    JOIN sessions p ON p.space_id = $1 AND p.id = up.parent_id
+    CROSS JOIN LATERAL (
+        SELECT a.parent_id FROM sessions a
+        WHERE a.space_id = $1 AND a.id = up.parent_id
+        LIMIT 1
+    ) p
     WHERE up.parent_id <> $3
 )
 SELECT EXISTS (SELECT 1 FROM up WHERE up.parent_id = $3)

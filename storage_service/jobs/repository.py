@@ -123,15 +123,18 @@ WHERE s.space_id = $1 AND s.id = $2 AND s.provisional_until IS NULL
 """
 
 # Jobs left without a gateway (ListOrphanedJobs): an expired claim, or a run
-# stopped on shutdown, of a visible session. One space ($1) ...
+# stopped on shutdown, of a visible session. Whether the session is visible is
+# a scalar subquery, one probe of its key per job, not an EXISTS: statistics
+# that called the space small made that a join over every session of the
+# space (30,002 read for a page of 100). One space ($1) ...
 _ORPHANED = """
 SELECT j.space_id, j.session_id, {columns}
 FROM background_jobs j
 WHERE {space}j.status IN ('running', 'stopped')
   AND (j.expires_at IS NULL OR j.expires_at <= now())
-  AND EXISTS (SELECT 1 FROM sessions s
-              WHERE s.space_id = j.space_id AND s.id = j.session_id
-                AND s.provisional_until IS NULL)
+  AND (SELECT true FROM sessions s
+       WHERE s.space_id = j.space_id AND s.id = j.session_id AND s.provisional_until IS NULL
+       LIMIT 1) IS NOT NULL
 ORDER BY j.expires_at NULLS FIRST
 LIMIT {limit}
 """

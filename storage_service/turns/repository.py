@@ -78,7 +78,13 @@ RETURNING turn_expires_at
 # not a tool result is an assistant record with a call no tool record after it
 # answers. Reads one tool group at most (backwards on the key from the newest).
 # An inherited history never ends open (a fork leaves an open group at its cut
-# out), so the session's own rows tell.
+# out), so the session's own rows tell. The answered ids are one range of the
+# key after that record (an uncorrelated ARRAY, read once), not a NOT EXISTS:
+# the planner ran that as an anti join whose inner side read every tool record
+# of the session (10,001 of a 30,000-record history to check 3 calls). The
+# range is closed (no seq is above the largest bigint): an open one from a value
+# the plan does not know is costed as a third of the session, and a session
+# that fills the table was then read by a Seq Scan; a closed one, as a few rows.
 OPEN_TOOL_CALLS = """
 WITH last_call AS (
     SELECT seq, tool_calls FROM records
@@ -88,11 +94,11 @@ WITH last_call AS (
 )
 SELECT EXISTS (
     SELECT 1 FROM last_call l, jsonb_array_elements(COALESCE(l.tool_calls, '[]')) AS c
-    WHERE NOT EXISTS (
-        SELECT 1 FROM records r
-        WHERE r.space_id = $1 AND r.session_id = $2 AND r.seq > l.seq
-          AND r.role = 'tool' AND r.tool_call_id = c ->> 'id'
-    )
+    WHERE (c ->> 'id' = ANY (ARRAY(
+        SELECT r.tool_call_id FROM records r
+        WHERE r.space_id = $1 AND r.session_id = $2
+          AND r.seq > (SELECT seq FROM last_call) AND r.seq <= 9223372036854775807
+          AND r.role = 'tool' AND r.tool_call_id IS NOT NULL))) IS NOT TRUE
 )
 """
 

@@ -102,6 +102,40 @@ class FreshDatabase:
         assert not analyzed, f"analyzed: {[r['relname'] for r in analyzed]}"
 
 
+# $1: a space; $2 other spaces of its principal, $3 lone roots each.
+CROWD = """
+WITH spaces AS (
+    INSERT INTO spaces (id, principal_id, name)
+    SELECT gen_random_uuid(), s.principal_id, 'crowd ' || i
+    FROM spaces s, generate_series(1, $2) i
+    WHERE s.id = $1
+    RETURNING id
+)
+INSERT INTO sessions (space_id, id, root_id, sibling_index, label)
+SELECT spaces.id, g.id, g.id, 0, 'crowd'
+FROM spaces, LATERAL (SELECT gen_random_uuid() AS id FROM generate_series(1, $3)) g
+"""
+
+# $2 lone roots in space $1, their ids.
+LONE_ROOTS = """
+INSERT INTO sessions (space_id, id, root_id, sibling_index, label)
+SELECT $1, g.id, g.id, 0, 'root' FROM (SELECT gen_random_uuid() AS id
+                                       FROM generate_series(1, $2)) g
+RETURNING id
+"""
+
+
+async def grown_after_analyze(
+    con: asyncpg.Connection | asyncpg.pool.PoolConnectionProxy, space_id: uuid.UUID, grown: int
+) -> None:
+    """Statistics that call the space small, as a space that grew since the last ANALYZE:
+    2,000 other spaces of 5 sessions beside it, `sessions` analyzed, then `grown` lone roots
+    added to the space (the caller's database keeps autovacuum off for `sessions`)."""
+    await con.execute(CROWD, space_id, 2_000, 5)
+    await con.execute("ANALYZE sessions")
+    await con.execute(LONE_ROOTS, space_id, grown)
+
+
 async def _counts(counter: asyncpg.Connection, tables: Sequence[str]) -> dict[str, int]:
     """Tuples read from each table so far, every other backend's counters flushed."""
     await end_other_backends(counter)

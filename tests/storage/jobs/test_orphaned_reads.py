@@ -1,0 +1,68 @@
+"""A page of orphaned jobs probes each job's session by its key, whatever the statistics.
+
+ListOrphanedJobs keeps the jobs of visible sessions. That check was an EXISTS, which the
+planner made a join over every session of the space when the statistics of `sessions`
+called the space small (analyzed with one session among 2,000 small spaces, then grown by
+30,000: autovacuum off, as before the next analyze) and those of `background_jobs` showed
+its many orphans. Tuples read are counted in PostgreSQL's statistics (pg_stat), not time.
+"""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator
+
+import asyncpg
+import pytest
+
+from stello.settings import StelloSettings
+from storage_service.jobs.repository import JobRepository, OrphanedJob
+from tests.support.fresh import (
+    GENERIC_PLAN_READS,
+    FreshDatabase,
+    fresh_database,
+    grown_after_analyze,
+)
+
+pytestmark = [pytest.mark.sql, pytest.mark.plain_postgres(GENERIC_PLAN_READS)]
+
+PAGE = 100
+
+# A stopped run (an orphan) for $2 of the sessions of space $1.
+STOPPED = """
+INSERT INTO background_jobs (space_id, session_id, kind, status)
+SELECT space_id, id, 'summary', 'stopped' FROM sessions WHERE space_id = $1 LIMIT $2
+"""
+
+
+@pytest.fixture(name="fresh", params=["auto", "force_generic_plan"])
+async def _fresh(
+    admin_dsn: str, settings: StelloSettings, request: pytest.FixtureRequest
+) -> AsyncIterator[FreshDatabase]:
+    """A database of its own whose `sessions` only this test analyzes, planning with the
+    custom plans of a new connection or the generic plans of an old one."""
+    async with fresh_database(
+        admin_dsn, settings, unanalyzed=["sessions"], plan_cache_mode=request.param
+    ) as fresh:
+        yield fresh
+
+
+async def test_a_page_of_orphans_probes_each_session(fresh: FreshDatabase) -> None:
+    """A page of 100 of a space's 20,000 orphaned jobs, in a space of 30,000 sessions that
+    the statistics of `sessions` call small, reads about two tuples of `sessions` per job
+    listed, not the space."""
+    space = fresh.space.id
+    async with fresh.pool.acquire() as con:
+        await grown_after_analyze(con, space, 30_000)
+        await con.execute(STOPPED, space, 20_000)
+        await con.execute("ANALYZE background_jobs")
+
+    async def page() -> list[OrphanedJob]:
+        con = await asyncpg.connect(fresh.dsn)
+        try:
+            return await JobRepository(con).orphaned(space, PAGE)
+        finally:
+            await con.close()
+
+    read, orphans = await fresh.reads("sessions", page)
+    assert len(orphans) == PAGE
+    assert read <= 2 * PAGE + 20, f"{read} tuples of sessions read for a page of {PAGE}"
