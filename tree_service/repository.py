@@ -192,14 +192,17 @@ async def erase_batch(con: asyncpg.Connection, batch: int, *, wait: bool = True)
     chosen = [r["id"] for r in await con.fetch(sql.ERASE_CHOOSE, space_id, batch)]
     if wait:
         await con.fetch(sql.READERS_WAITING, space_id, chosen)
-    ids = [r["id"] for r in await con.fetch(sql.ERASE_CLAIM, space_id, chosen)]
+    ids = [r["id"] for r in await con.fetch(sql.ERASE_CLAIM, space_id, sorted(chosen))]
     if len(ids) < len(chosen):
         raise LocksBusy
     await _lock_readers(con, space_id, ids)
     await con.execute(sql.ERASE_RELEASE, space_id, ids)
     await idempotency.erase_linked(con, space_id, ids)
-    await con.execute(sql.UNSOURCE, space_id, ids)
-    return len(await con.fetch(sql.ERASE_DELETE, space_id, ids))
+    forked = await con.fetch(sql.ERASE_FORKED, space_id, ids)
+    await con.executemany(sql.ERASE_UNSOURCE, [(space_id, r["id"]) for r in forked])
+    # Deepest first (as chosen): a parent goes after its children (its key is NO ACTION).
+    await con.executemany(sql.ERASE_DELETE, [(space_id, i) for i in chosen])
+    return len(ids)
 
 
 class TreeRepository:

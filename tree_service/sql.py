@@ -623,29 +623,47 @@ LIMIT $2
 # and (unlike NOWAIT) no conflict is an ERROR in the server's log. Its
 # patient tries wait for the readers (`READERS_WAITING`) BEFORE this claim,
 # holding none of the batch; never for the batch itself.
+#
+# Each session of the batch ($2, sorted by id) is one primary-key probe whatever
+# the statistics: a set condition (`id = ANY ($2)`) let the planner scan the
+# space's sessions being erased when its statistics called the space small (a
+# big space grown since the last ANALYZE), so every batch read all that waited
+# behind it (30,000 for a batch of 100): an erasure quadratic in its size.
+# "Being erased" is `IS NOT DISTINCT FROM` for the same reason: `= 'infinity'`
+# is the predicate of the `sessions_erasing` index, which offers a scan by
+# space alone.
 ERASE_CLAIM = f"""
-SELECT s.id
-FROM sessions s
-WHERE s.space_id = $1 AND s.provisional_until = {ERASING} AND s.id = ANY ($2::uuid[])
-ORDER BY s.id
-FOR UPDATE OF s SKIP LOCKED
+SELECT c.id
+FROM unnest($2::uuid[]) AS b (id)
+CROSS JOIN LATERAL (
+    SELECT s.id
+    FROM sessions s
+    WHERE s.space_id = $1 AND s.id = b.id AND s.provisional_until IS NOT DISTINCT FROM {ERASING}
+    FOR UPDATE OF s SKIP LOCKED
+) c
 """
 
-# The sessions reading rows that the released ones ($2) hold, the others, each
-# by its primary key (as a fork's `LOCK_HOLDERS_BELOW` finds holders); stable
-# while the released ones are locked (a fork adding a reader key-shares a
-# holder).
-_READER_SET = """
-FROM sessions s
-WHERE s.space_id = $1
-  AND s.id = ANY (ARRAY(SELECT g.session_id FROM record_segments g
-                        WHERE g.space_id = $1 AND g.holder_id = ANY ($2::uuid[])
-                          AND g.session_id <> ALL ($2::uuid[])))
+# The sessions reading rows that the released ones ($2) hold, the others, in id
+# order: each holder's segments one range of `record_segments_holder`, each
+# reader one primary-key probe, whatever the statistics (a set condition, `id =
+# ANY (...)`, let the planner scan the space when its statistics called it
+# small: 30,000 sessions for a batch's readers). Stable while the released ones
+# are locked (a fork adding a reader key-shares a holder).
+_READER_IDS = """
+SELECT DISTINCT g.session_id AS id
+FROM unnest($2::uuid[]) AS h (id)
+CROSS JOIN LATERAL (
+    SELECT g.session_id FROM record_segments g
+    WHERE g.space_id = $1 AND g.holder_id = h.id AND g.session_id <> ALL ($2::uuid[])
+    OFFSET 0
+) g
+ORDER BY 1
 """
 
 # The readers of a release (the erasure job's batch, the sweep's claimed
 # sessions), locked as `stello_release_records` then finds them (FOR NO KEY
-# UPDATE, in id order). SKIP LOCKED: the job never waits for a row lock while
+# UPDATE, in id order: the nested loop locks them in its outer side's order).
+# SKIP LOCKED: the job never waits for a row lock while
 # it holds its batch, so it closes no cycle of waits (a trim whose statement
 # began before a session was hidden may still wait for it in the batch; a
 # fork holding a batch session's key share may wait for a trim that holds its
@@ -657,19 +675,29 @@ WHERE s.space_id = $1
 # Citus); the pass after the claim then only finds a reader a fork added
 # meanwhile.
 _READERS = f"""
-SELECT s.id
-{_READER_SET}
-ORDER BY s.id
-FOR NO KEY UPDATE OF s {{wait}}
+SELECT l.id
+FROM ({_READER_IDS}) r
+CROSS JOIN LATERAL (
+    SELECT s.id FROM sessions s
+    WHERE s.space_id = $1 AND s.id = r.id
+    FOR NO KEY UPDATE OF s {{wait}}
+) l
 """
 READERS = _READERS.format(wait="SKIP LOCKED")
 READERS_WAITING = _READERS.format(wait="")
 
-# Whether a reader of the released sessions ($2) is not among the locked ($3).
-UNLOCKED_READER = f"""
-SELECT EXISTS (SELECT
-{_READER_SET}
-  AND s.id <> ALL ($3::uuid[]))
+# Whether a reader of the released sessions ($2) is not among the locked ($3)
+# (a segment's session is a session: its key cascades from `sessions`).
+UNLOCKED_READER = """
+SELECT EXISTS (
+    SELECT FROM unnest($2::uuid[]) AS h (id)
+    CROSS JOIN LATERAL (
+        SELECT FROM record_segments g
+        WHERE g.space_id = $1 AND g.holder_id = h.id AND g.session_id <> ALL ($2::uuid[])
+          AND g.session_id <> ALL ($3::uuid[])
+        LIMIT 1
+    ) g
+)
 """
 
 # Before the DELETE, the batch gives up its records (storage's
@@ -692,12 +720,30 @@ WHERE space_id = $1 AND source_session_id IS NOT NULL
   AND source_session_id = ANY ($2::uuid[]) AND id <> ALL ($2::uuid[])
 """
 
-# The batch goes in ONE statement; records, slots, caches, configs, refs and
-# the links of remembered replies follow by cascade.
+# The erasure job's form of `UNSOURCE`: every session forked from one of the
+# claimed batch loses its source, the batch's own included: they then go one
+# DELETE at a time (`ERASE_DELETE`), so no key among them may be left for the end
+# of one statement to settle. `ERASE_FORKED` finds which of the batch ($2) are a
+# source, each an index probe of `sessions_source` whatever the statistics (most
+# are none); `ERASE_UNSOURCE` then runs for each that is ($2 one of them).
+ERASE_FORKED = """
+SELECT b.id
+FROM unnest($2::uuid[]) AS b (id)
+WHERE (SELECT true FROM sessions s WHERE s.space_id = $1 AND s.source_session_id = b.id
+       LIMIT 1) IS NOT NULL
+"""
+ERASE_UNSOURCE = """
+UPDATE sessions SET source_session_id = NULL
+WHERE space_id = $1 AND source_session_id = $2
+"""
+
+# One session of the claimed batch ($2), by its primary key (run for each, deepest
+# first, in one pipeline: `ERASE_CLAIM` says why not one set statement; a parent
+# goes after its children, as its key is NO ACTION); records, slots, caches,
+# configs, refs and the links of remembered replies follow by cascade.
 ERASE_DELETE = f"""
 DELETE FROM sessions
-WHERE space_id = $1 AND id = ANY ($2::uuid[]) AND provisional_until = {ERASING}
-RETURNING id
+WHERE space_id = $1 AND id = $2 AND provisional_until IS NOT DISTINCT FROM {ERASING}
 """
 
 # -- Sweep (spans spaces: admin maintenance) ------------------------------------

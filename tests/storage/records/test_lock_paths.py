@@ -126,7 +126,7 @@ async def test_a_commit_never_holds_the_child_while_waiting_for_its_parent(
     )
     assert await deadlocks(pool) == lost
     assert jobs[0].result() == 1
-    assert jobs[1].result().parent_id == p
+    assert jobs[1].result()[0].parent_id == p  # (node, metadata)
     assert [x.content for x in await listed(stub, space, c)] == ["p1", "p2"]
 
 

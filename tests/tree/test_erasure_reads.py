@@ -1,0 +1,71 @@
+"""A batch of the erasure job reads its batch, not every session being erased in the space.
+
+The job erases a big deletion in bounded batches (DESIGN §4.8), so each batch must cost the
+same however many sessions wait behind it: a batch that read every hidden session of the
+space made an erasure quadratic in its size. Its claim, its readers' lock and check and its
+delete named the batch's ids as a set (`id = ANY (...)`); when the statistics of `sessions`
+called the space small (it grew by 30,000 since the last ANALYZE, as a big tenant among many
+small ones does), the planner scanned the space instead of probing each id, in five
+statements: 300,708 tuples for a batch of 100, under custom and generic plans. Tuples read
+are counted in PostgreSQL's statistics (pg_stat), not time.
+"""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator
+
+import asyncpg
+import pytest
+
+from stello.settings import StelloSettings
+from tests.support.fresh import (
+    GENERIC_PLAN_READS,
+    FreshDatabase,
+    fresh_database,
+    grown_after_analyze,
+)
+from tree_service.repository import erase_batch
+
+pytestmark = [pytest.mark.sql, pytest.mark.plain_postgres(GENERIC_PLAN_READS)]
+
+BATCH = 100
+HIDDEN = 30_000
+
+# Every root of space $1 being erased (hidden by a DeleteSubtree).
+HIDE_ALL = """
+UPDATE sessions SET provisional_until = 'infinity' WHERE space_id = $1
+"""
+
+
+@pytest.fixture(name="fresh", params=["auto", "force_generic_plan"])
+async def _fresh(
+    admin_dsn: str, settings: StelloSettings, request: pytest.FixtureRequest
+) -> AsyncIterator[FreshDatabase]:
+    """A database of its own whose `sessions` only this test analyzes, planning with the
+    custom plans of a new connection or the generic plans of an old one."""
+    async with fresh_database(
+        admin_dsn, settings, unanalyzed=["sessions"], plan_cache_mode=request.param
+    ) as fresh:
+        yield fresh
+
+
+async def test_a_batch_reads_its_batch_not_the_space(fresh: FreshDatabase) -> None:
+    """One batch of 100 in a space with 30,000 sessions being erased (more than the
+    statistics know of) reads a few tuples of `sessions` per session erased (each is found,
+    locked and deleted by key, and its foreign keys checked: 11)."""
+    space = fresh.space.id
+    async with fresh.pool.acquire() as con:
+        await grown_after_analyze(con, space, HIDDEN)
+        await con.execute(HIDE_ALL, space)
+
+    async def one_batch() -> int:
+        con = await asyncpg.connect(fresh.dsn)
+        try:
+            async with con.transaction():
+                return await erase_batch(con, BATCH, wait=False)
+        finally:
+            await con.close()
+
+    read, erased = await fresh.reads("sessions", one_batch)
+    assert erased == BATCH
+    assert read <= 15 * BATCH, f"{read} tuples of sessions read to erase {BATCH}"
