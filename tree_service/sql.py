@@ -600,9 +600,9 @@ SELECT DISTINCT d.space_id
 FROM (SELECT space_id FROM sessions WHERE provisional_until = {ERASING} LIMIT $1) d
 """
 
-# The deepest ($2) sessions being erased in space $1 (unlocked): no other
-# hidden session is below any of them, so one DELETE of them satisfies the
-# parent key (no action) at its end. Only this job (one at a time) changes a
+# The deepest ($2) sessions being erased in space $1 (unlocked), deepest first:
+# no other hidden session is below any of them, so deleting them in this order
+# satisfies the parent key (no action) at each step. Only this job (one at a time) changes a
 # hidden row, so the chosen rows are still hidden when `ERASE_CLAIM` locks them.
 ERASE_CHOOSE = f"""
 SELECT d.id
