@@ -7,4 +7,4 @@ import stello  # noqa: F401 (first: its import settles gRPC fork support before 
 # gRPC's C core logs connection churn (GOAWAY on server stop) at INFO; keep errors only.
 os.environ.setdefault("GRPC_VERBOSITY", "ERROR")
 
-pytest_plugins = ["tests.support.fixtures", "tests.support.certs"]
+pytest_plugins = ["tests.support.fixtures", "tests.support.certs", "tests.support.fresh"]

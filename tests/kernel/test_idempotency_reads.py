@@ -10,18 +10,14 @@ statistics (pg_stat), not time.
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator
-
 import asyncpg
 import pytest
 
 from stello import idempotency
-from stello.settings import StelloSettings
 from tests.support.fresh import (
     GENERIC_PLAN_READS,
     LONE_ROOTS,
     FreshDatabase,
-    fresh_database,
     grown_after_analyze,
 )
 
@@ -42,18 +38,6 @@ WITH k AS (
 INSERT INTO idempotency_key_sessions (space_id, session_id, scope, request_id)
 VALUES ($1, $3, 'test.kernel', $2)
 """
-
-
-@pytest.fixture(name="fresh", params=["auto", "force_generic_plan"])
-async def _fresh(
-    admin_dsn: str, settings: StelloSettings, request: pytest.FixtureRequest
-) -> AsyncIterator[FreshDatabase]:
-    """A database of its own whose `sessions` only this test analyzes, planning with the
-    custom plans of a new connection or the generic plans of an old one."""
-    async with fresh_database(
-        admin_dsn, settings, unanalyzed=["sessions"], plan_cache_mode=request.param
-    ) as fresh:
-        yield fresh
 
 
 async def test_a_replay_probes_its_linked_session(fresh: FreshDatabase) -> None:

@@ -19,6 +19,7 @@ from dataclasses import dataclass, field
 from typing import TypeVar
 
 import asyncpg
+import pytest
 
 from stello.auth import KeyStore
 from stello.db import create_pool
@@ -212,3 +213,16 @@ def chain_with_crowd(
             )
         )
     return chain, rows
+
+
+@pytest.fixture(name="fresh", params=["auto", "force_generic_plan"])
+async def _fresh(
+    admin_dsn: str, settings: StelloSettings, request: pytest.FixtureRequest
+) -> AsyncIterator[FreshDatabase]:
+    """A database of its own whose `sessions` only the test analyzes, planning prepared
+    statements with the custom plans of a new connection or the generic plans of an old
+    one (a module that leaves other tables unanalyzed defines its own `fresh`)."""
+    async with fresh_database(
+        admin_dsn, settings, unanalyzed=["sessions"], plan_cache_mode=request.param
+    ) as fresh:
+        yield fresh

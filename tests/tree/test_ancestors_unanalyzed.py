@@ -10,17 +10,13 @@ the walk goes by primary key, carries the columns it answers (no join back to
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator
-
 import pytest
 
-from stello.settings import StelloSettings
 from stello.tree.v1 import tree_pb2, tree_pb2_grpc
 from tests.support.fresh import (
     GENERIC_PLAN_READS,
     FreshDatabase,
     chain_with_crowd,
-    fresh_database,
 )
 from tests.tree.seed import COLUMNS
 from tree_service.app import create_app
@@ -33,18 +29,6 @@ pytestmark = [
 DEPTH = 1_500
 CROWD = 58_500
 PAGE = 100
-
-
-@pytest.fixture(name="fresh", params=["auto", "force_generic_plan"])
-async def _fresh(
-    admin_dsn: str, settings: StelloSettings, request: pytest.FixtureRequest
-) -> AsyncIterator[FreshDatabase]:
-    """A database of its own, never analyzed, planning prepared statements with the custom
-    plans of a new connection or the generic plans of an old one."""
-    async with fresh_database(
-        admin_dsn, settings, unanalyzed=["sessions"], plan_cache_mode=request.param
-    ) as fresh:
-        yield fresh
 
 
 class TestUnanalyzedSpace:

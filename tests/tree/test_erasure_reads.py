@@ -12,16 +12,12 @@ are counted in PostgreSQL's statistics (pg_stat), not time.
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator
-
 import asyncpg
 import pytest
 
-from stello.settings import StelloSettings
 from tests.support.fresh import (
     GENERIC_PLAN_READS,
     FreshDatabase,
-    fresh_database,
     grown_after_analyze,
 )
 from tree_service.repository import erase_batch
@@ -35,18 +31,6 @@ HIDDEN = 30_000
 HIDE_ALL = """
 UPDATE sessions SET provisional_until = 'infinity' WHERE space_id = $1
 """
-
-
-@pytest.fixture(name="fresh", params=["auto", "force_generic_plan"])
-async def _fresh(
-    admin_dsn: str, settings: StelloSettings, request: pytest.FixtureRequest
-) -> AsyncIterator[FreshDatabase]:
-    """A database of its own whose `sessions` only this test analyzes, planning with the
-    custom plans of a new connection or the generic plans of an old one."""
-    async with fresh_database(
-        admin_dsn, settings, unanalyzed=["sessions"], plan_cache_mode=request.param
-    ) as fresh:
-        yield fresh
 
 
 async def test_a_batch_reads_its_batch_not_the_space(fresh: FreshDatabase) -> None:

@@ -11,18 +11,15 @@ are counted in PostgreSQL's statistics (pg_stat), not time.
 from __future__ import annotations
 
 import uuid
-from collections.abc import AsyncIterator
 
 import grpc
 import pytest
 
 from stello.errors import error_info_reason
-from stello.settings import StelloSettings
 from stello.tree.v1 import tree_pb2, tree_pb2_grpc
 from tests.support.fresh import (
     GENERIC_PLAN_READS,
     FreshDatabase,
-    fresh_database,
     grown_after_analyze,
 )
 from tests.tree.seed import COLUMNS
@@ -31,18 +28,6 @@ from tree_service.app import create_app
 pytestmark = [pytest.mark.sql, pytest.mark.plain_postgres(GENERIC_PLAN_READS)]
 
 DEPTH = 6
-
-
-@pytest.fixture(name="fresh", params=["auto", "force_generic_plan"])
-async def _fresh(
-    admin_dsn: str, settings: StelloSettings, request: pytest.FixtureRequest
-) -> AsyncIterator[FreshDatabase]:
-    """A database of its own whose `sessions` only this test analyzes, planning with the
-    custom plans of a new connection or the generic plans of an old one."""
-    async with fresh_database(
-        admin_dsn, settings, unanalyzed=["sessions"], plan_cache_mode=request.param
-    ) as fresh:
-        yield fresh
 
 
 async def test_the_ancestor_check_reads_the_chain(fresh: FreshDatabase) -> None:

@@ -9,35 +9,19 @@ next analyze). Tuples read are counted in PostgreSQL's statistics (pg_stat), not
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator
-
 import asyncpg
 import pytest
 
 from stello.events import Outbox
-from stello.settings import StelloSettings
 from storage_service.sessions.repository import session_event
 from tests.support.fresh import (
     GENERIC_PLAN_READS,
     LONE_ROOTS,
     FreshDatabase,
-    fresh_database,
     grown_after_analyze,
 )
 
 pytestmark = [pytest.mark.sql, pytest.mark.plain_postgres(GENERIC_PLAN_READS)]
-
-
-@pytest.fixture(name="fresh", params=["auto", "force_generic_plan"])
-async def _fresh(
-    admin_dsn: str, settings: StelloSettings, request: pytest.FixtureRequest
-) -> AsyncIterator[FreshDatabase]:
-    """A database of its own whose `sessions` only this test analyzes, planning with the
-    custom plans of a new connection or the generic plans of an old one."""
-    async with fresh_database(
-        admin_dsn, settings, unanalyzed=["sessions"], plan_cache_mode=request.param
-    ) as fresh:
-        yield fresh
 
 
 async def test_a_flush_probes_each_session(fresh: FreshDatabase) -> None:

@@ -9,17 +9,13 @@ its many orphans. Tuples read are counted in PostgreSQL's statistics (pg_stat), 
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator
-
 import asyncpg
 import pytest
 
-from stello.settings import StelloSettings
 from storage_service.jobs.repository import JobRepository, OrphanedJob
 from tests.support.fresh import (
     GENERIC_PLAN_READS,
     FreshDatabase,
-    fresh_database,
     grown_after_analyze,
 )
 
@@ -32,18 +28,6 @@ STOPPED = """
 INSERT INTO background_jobs (space_id, session_id, kind, status)
 SELECT space_id, id, 'summary', 'stopped' FROM sessions WHERE space_id = $1 LIMIT $2
 """
-
-
-@pytest.fixture(name="fresh", params=["auto", "force_generic_plan"])
-async def _fresh(
-    admin_dsn: str, settings: StelloSettings, request: pytest.FixtureRequest
-) -> AsyncIterator[FreshDatabase]:
-    """A database of its own whose `sessions` only this test analyzes, planning with the
-    custom plans of a new connection or the generic plans of an old one."""
-    async with fresh_database(
-        admin_dsn, settings, unanalyzed=["sessions"], plan_cache_mode=request.param
-    ) as fresh:
-        yield fresh
 
 
 async def test_a_page_of_orphans_probes_each_session(fresh: FreshDatabase) -> None:
