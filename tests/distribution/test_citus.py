@@ -238,6 +238,9 @@ class TestLog:
                 # as a worker logs it: Citus's deparse of the read for the shard (ci23)
                 "SELECT (id)::text AS id, (parent_id)::text AS parent_id, depth, sibling_index,"
                 " label, status, turn_count FROM public.sessions_102008 s WHERE true",
+                # or in the batch Citus sent it in, headed by GetTree's settings (ci29)
+                "BEGIN TRANSACTION ISOLATION LEVEL READ COMMITTED;\n"
+                + tree_sql.tree_settings(5000).strip(),
             )
         ]
         found = unexpected_errors(
