@@ -2,11 +2,12 @@
 
 A fork must cost the same however big the space (DESIGN §4.4). Its row locks
 (`LOCK_HOLDERS_BELOW`, `LOCK_SOURCE`, `LOCK_HOLDERS_REST`) and a Transact's
-(`LOCK_SESSIONS`) name their sessions by primary key; when the statistics of
-`sessions` call the space small (it grew by 30,000 since the last ANALYZE, as a
-big tenant among many small ones does), a set condition (`id = ANY (...)`) may be
-planned as a scan of the space's sessions. Tuples read are counted in
-PostgreSQL's statistics (pg_stat), not time, under custom and generic plans.
+(`LOCK_SESSIONS`; a trim's `LOCK_FOR_TRIM` and its kin) name their sessions by
+primary key; when the statistics of `sessions` call the space small (it grew by
+30,000 since the last ANALYZE, as a big tenant among many small ones does), a set
+condition (`id = ANY (...)`) was planned as a scan of the space's sessions. Tuples
+read are counted in PostgreSQL's statistics (pg_stat), not time, under custom and
+generic plans.
 """
 
 from __future__ import annotations
@@ -95,3 +96,30 @@ async def test_a_transact_lock_reads_its_sessions_not_the_space(fresh: FreshData
     read, locked = await fresh.reads("sessions", lambda: in_transaction(fresh, lock))
     assert locked == sorted(ids)
     assert read <= 3 * len(ids), f"{read} tuples of sessions read to lock {len(ids)}"
+
+
+@pytest.mark.parametrize("exclusive", [False, True], ids=["no-key", "checked"])
+async def test_a_trim_lock_reads_its_sessions_not_the_space(
+    fresh: FreshDatabase, exclusive: bool
+) -> None:
+    """A trim's lock of ten sessions (two trimmed; one checked FOR UPDATE or none), in a
+    space of 30,000 more sessions than the statistics know of, reads a few tuples of
+    `sessions` per session (it read the space twice, three times when one was checked)."""
+    space = fresh.space.id
+    async with fresh.pool.acquire() as con:
+        await grown_after_analyze(con, space, GROWN)
+        ids = [
+            r["id"]
+            for r in await con.fetch(
+                "SELECT id FROM sessions WHERE space_id = $1 AND label = 'root' LIMIT 10", space
+            )
+        ]
+    checked = ids[3:4] if exclusive else []
+
+    async def lock(con: asyncpg.Connection) -> list[uuid.UUID]:
+        repository = SessionRepository(con, Outbox())
+        return list(await repository.lock_for_trim(space, ids, ids[:2], checked))
+
+    read, locked = await fresh.reads("sessions", lambda: in_transaction(fresh, lock))
+    assert sorted(locked) == sorted(ids)
+    assert read <= 6 * len(ids), f"{read} tuples of sessions read to lock {len(ids)}"
