@@ -172,8 +172,8 @@ async def _sweep_claimed(
     await con.execute(sql.SWEEP_RELEASE, space_id, claimed)
     # Never visible: their request keys go whole, so a retried saga starts over.
     await idempotency.forget_linked(con, space_id, claimed)
-    rows = await con.fetch(sql.SWEEP_DELETE, space_id, claimed)
-    return [SweptSession(space_id, r["id"]) for r in rows]
+    await con.executemany(sql.SWEEP_DELETE, [(space_id, i) for i in claimed])
+    return [SweptSession(space_id, i) for i in claimed]
 
 
 async def erase_batch(con: asyncpg.Connection, batch: int, *, wait: bool = True) -> int:

@@ -1,0 +1,125 @@
+"""A fork and a Transact's lock read their sessions, not the space, whatever the statistics.
+
+A fork must cost the same however big the space (DESIGN §4.4). Its row locks
+(`LOCK_HOLDERS_BELOW`, `LOCK_SOURCE`, `LOCK_HOLDERS_REST`) and a Transact's
+(`LOCK_SESSIONS`; a trim's `LOCK_FOR_TRIM` and its kin) name their sessions by
+primary key; when the statistics of `sessions` call the space small (it grew by
+30,000 since the last ANALYZE, as a big tenant among many small ones does), a set
+condition (`id = ANY (...)`) was planned as a scan of the space's sessions. Tuples
+read are counted in PostgreSQL's statistics (pg_stat), not time, under custom and
+generic plans.
+"""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import Awaitable, Callable
+from typing import TypeVar
+
+import asyncpg
+import pytest
+
+from stello.events import Outbox
+from storage_service.records.lineage import LineageRepository
+from storage_service.sessions.repository import SessionRepository
+from tests.support.fresh import GENERIC_PLAN_READS, FreshDatabase, grown_after_analyze
+from tests.support.history import CHAIN_SESSION, append_one, fork_chain
+
+pytestmark = [pytest.mark.sql, pytest.mark.plain_postgres(GENERIC_PLAN_READS)]
+
+GROWN = 30_000
+T = TypeVar("T")
+
+
+async def in_transaction(
+    fresh: FreshDatabase, call: Callable[[asyncpg.Connection], Awaitable[T]]
+) -> T:
+    """`call` in a transaction of a new connection (custom plans first under `auto`)."""
+    con = await asyncpg.connect(fresh.dsn)
+    try:
+        async with con.transaction():
+            return await call(con)
+    finally:
+        await con.close()
+
+
+async def forked_source(fresh: FreshDatabase) -> uuid.UUID:
+    """A session of the grown space whose view is segments of several holders (a chain of
+    forks of a root with records), once the statistics call the space small."""
+    space = fresh.space.id
+    con = await asyncpg.connect(fresh.dsn)
+    try:
+        await grown_after_analyze(con, space, GROWN)
+        root = await con.fetchval(
+            "SELECT id FROM sessions WHERE space_id = $1 AND label = 'root' LIMIT 1", space
+        )
+        for _ in range(3):
+            await append_one(con, space, root)
+        return await fork_chain(con, space, root, 6)
+    finally:
+        await con.close()
+
+
+async def test_a_fork_reads_its_source_and_holders_not_the_space(fresh: FreshDatabase) -> None:
+    """A fork of a session with six holders, in a space of 30,000 more sessions than the
+    statistics know of, reads a few tuples of `sessions` per session it locks."""
+    space = fresh.space.id
+    source = await forked_source(fresh)
+    child = uuid.uuid4()
+    async with fresh.pool.acquire() as con:
+        await con.execute(CHAIN_SESSION, space, child, 99, source)
+
+    async def fork(con: asyncpg.Connection) -> int:
+        return await LineageRepository(con).inherit(space, child, source, None)
+
+    read, cut = await fresh.reads("sessions", lambda: in_transaction(fresh, fork))
+    assert cut == 9
+    assert read <= 80, f"{read} tuples of sessions read by a fork"  # 50
+
+
+async def test_a_transact_lock_reads_its_sessions_not_the_space(fresh: FreshDatabase) -> None:
+    """A Transact's lock of ten sessions, in a space of 30,000 more sessions than the
+    statistics know of, reads a few tuples of `sessions` per session."""
+    space = fresh.space.id
+    async with fresh.pool.acquire() as con:
+        await grown_after_analyze(con, space, GROWN)
+        ids = [
+            r["id"]
+            for r in await con.fetch(
+                "SELECT id FROM sessions WHERE space_id = $1 AND label = 'root' LIMIT 10", space
+            )
+        ]
+
+    async def lock(con: asyncpg.Connection) -> list[uuid.UUID]:
+        return list(await SessionRepository(con, Outbox()).lock(space, ids))
+
+    read, locked = await fresh.reads("sessions", lambda: in_transaction(fresh, lock))
+    assert locked == sorted(ids)
+    assert read <= 3 * len(ids), f"{read} tuples of sessions read to lock {len(ids)}"
+
+
+@pytest.mark.parametrize("exclusive", [False, True], ids=["no-key", "checked"])
+async def test_a_trim_lock_reads_its_sessions_not_the_space(
+    fresh: FreshDatabase, exclusive: bool
+) -> None:
+    """A trim's lock of ten sessions (two trimmed; one checked FOR UPDATE or none), in a
+    space of 30,000 more sessions than the statistics know of, reads a few tuples of
+    `sessions` per session (it read the space twice, three times when one was checked)."""
+    space = fresh.space.id
+    async with fresh.pool.acquire() as con:
+        await grown_after_analyze(con, space, GROWN)
+        ids = [
+            r["id"]
+            for r in await con.fetch(
+                "SELECT id FROM sessions WHERE space_id = $1 AND label = 'root' LIMIT 10", space
+            )
+        ]
+    checked = ids[3:4] if exclusive else []
+
+    async def lock(con: asyncpg.Connection) -> list[uuid.UUID]:
+        repository = SessionRepository(con, Outbox())
+        return list(await repository.lock_for_trim(space, ids, ids[:2], checked))
+
+    read, locked = await fresh.reads("sessions", lambda: in_transaction(fresh, lock))
+    assert sorted(locked) == sorted(ids)
+    assert read <= 6 * len(ids), f"{read} tuples of sessions read to lock {len(ids)}"

@@ -1,0 +1,90 @@
+"""DeleteSubtree's locks read the subtree, not the space, whatever the statistics.
+
+The hide locks the subtree (`LOCK_SUBTREE`) and then the children committed under
+it meanwhile (`LOCK_MISSED`): a walk down `sessions_parent` and a lock of each
+session by its primary key, in id order. When the statistics of `sessions` called
+the space small (it grew by 30,000 since the last ANALYZE, as a big tenant among
+many small ones does), both were planned as hash joins over every session of the
+space, once per level of the subtree and once for the lock: 240,802 tuples to lock
+a subtree of 100 three levels deep (now 400). Tuples read are counted in
+PostgreSQL's statistics (pg_stat), not time, under custom and generic plans (the
+`fresh` fixture).
+"""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import Awaitable, Callable
+from typing import TypeVar
+
+import asyncpg
+import pytest
+
+from tests.support.fresh import GENERIC_PLAN_READS, FreshDatabase, grown_after_analyze
+from tests.tree.seed import COLUMNS
+from tree_service import sql
+from tree_service.repository import TreeTx
+
+pytestmark = [pytest.mark.sql, pytest.mark.plain_postgres(GENERIC_PLAN_READS)]
+
+GROWN = 30_000
+SIZE = 100
+T = TypeVar("T")
+
+
+async def grown_with_subtree(fresh: FreshDatabase) -> uuid.UUID:
+    """A root with SIZE - 1 descendants (ten children each, two levels below it) in a
+    space of 30,000 more sessions than the statistics know of; the root."""
+    space = fresh.space.id
+    root = uuid.uuid4()
+    rows: list[tuple[object, ...]] = [(space, root, None, root, 0, 0, "subtree")]
+    parents = [root]
+    while len(rows) < SIZE:
+        parent = parents[(len(rows) - 1) // 10]
+        child = uuid.uuid4()
+        depth = 1 if parent == root else 2
+        rows.append((space, child, parent, root, depth, (len(rows) - 1) % 10, "below"))
+        parents.append(child)
+    async with fresh.pool.acquire() as con:
+        await grown_after_analyze(con, space, GROWN)
+        await con.copy_records_to_table("sessions", records=rows, columns=COLUMNS)
+    return root
+
+
+async def in_transaction(
+    fresh: FreshDatabase, call: Callable[[asyncpg.Connection], Awaitable[T]]
+) -> T:
+    """`call` in a transaction of a new connection (custom plans first under `auto`)."""
+    con = await asyncpg.connect(fresh.dsn)
+    try:
+        async with con.transaction():
+            return await call(con)
+    finally:
+        await con.close()
+
+
+async def test_a_subtree_lock_reads_its_subtree_not_the_space(fresh: FreshDatabase) -> None:
+    """`LOCK_SUBTREE` of a subtree of 100 reads a few tuples of `sessions` per session."""
+    space = fresh.space.id
+    root = await grown_with_subtree(fresh)
+
+    async def lock(con: asyncpg.Connection) -> list[uuid.UUID]:
+        return await TreeTx(con).lock_subtree(space, root)
+
+    read, locked = await fresh.reads("sessions", lambda: in_transaction(fresh, lock))
+    assert len(locked) == SIZE and locked == sorted(locked)
+    assert read <= 6 * SIZE, f"{read} tuples of sessions read to lock {SIZE}"
+
+
+async def test_the_missed_lock_reads_the_missed_not_the_space(fresh: FreshDatabase) -> None:
+    """`LOCK_MISSED` under a root whose 99 descendants were all missed reads a few tuples
+    of `sessions` per session it locks."""
+    space = fresh.space.id
+    root = await grown_with_subtree(fresh)
+
+    async def lock(con: asyncpg.Connection) -> list[uuid.UUID]:
+        return list(await con.fetchval(sql.LOCK_MISSED, space, [root]) or ())
+
+    read, locked = await fresh.reads("sessions", lambda: in_transaction(fresh, lock))
+    assert len(locked) == SIZE - 1 and locked == sorted(locked)
+    assert read <= 6 * SIZE, f"{read} tuples of sessions read to lock {SIZE - 1}"

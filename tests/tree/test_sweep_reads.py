@@ -1,0 +1,52 @@
+"""The provisional sweep deletes its due sessions, not the space, whatever the statistics.
+
+The sweep claims and deletes one space's due provisional sessions by primary key.
+Its delete named them as a set (`id = ANY (...)`); when the statistics of
+`sessions` called the space small (it grew by 30,000 since the last ANALYZE, as a
+big tenant among many small ones does), the planner scanned the space instead of
+probing each id: 61,000 tuples to sweep 100 (now 1,100), under custom and generic plans. Tuples
+read are counted in PostgreSQL's statistics (pg_stat), not time.
+"""
+
+from __future__ import annotations
+
+import pytest
+
+from stello.db import create_pool
+from tests.support.fresh import GENERIC_PLAN_READS, FreshDatabase, grown_after_analyze
+from tree_service.repository import TreeRepository
+
+pytestmark = [pytest.mark.sql, pytest.mark.plain_postgres(GENERIC_PLAN_READS)]
+
+GROWN = 30_000
+DUE_COUNT = 100
+
+# $2 of the space's lone roots, due for the sweep.
+DUE = """
+UPDATE sessions SET provisional_until = now() - interval '1 hour'
+WHERE space_id = $1 AND id IN (SELECT id FROM sessions WHERE space_id = $1 AND label = 'root'
+                               LIMIT $2)
+"""
+
+
+async def test_a_sweep_reads_its_due_sessions_not_the_space(fresh: FreshDatabase) -> None:
+    """A sweep of 100 due provisional sessions, in a space of 30,000 more sessions than
+    the statistics know of, reads a few tuples of `sessions` each."""
+    async with fresh.pool.acquire() as con:
+        await grown_after_analyze(con, fresh.space.id, GROWN)
+        await con.execute(DUE, fresh.space.id, DUE_COUNT)
+
+    async def sweep() -> int:
+        async with create_pool(fresh.dsn, fresh.settings) as pool:
+            swept = await TreeRepository(pool).sweep(0.0, DUE_COUNT, wait=False)
+        assert swept is not None
+        return len(swept)
+
+    read, swept = await fresh.reads("sessions", sweep)
+    assert swept == DUE_COUNT
+    async with fresh.pool.acquire() as con:
+        left = await con.fetchval(
+            "SELECT count(*) FROM sessions WHERE provisional_until IS NOT NULL"
+        )
+    assert left == 0
+    assert read <= 15 * DUE_COUNT, f"{read} tuples of sessions read to sweep {DUE_COUNT}"
