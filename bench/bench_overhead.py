@@ -194,7 +194,9 @@ def bare_storage(pool: asyncpg.Pool) -> tuple[grpc.aio.Server, int]:
 
         async def work(con: asyncpg.Connection) -> storage_pb2.TransactResponse:
             outbox = Outbox()
-            row = await con.fetchrow(PUT_SESSION, space, session, put.session.label, "active")
+            row = await con.fetchrow(  # no archive time: it is put active
+                PUT_SESSION, space, session, put.session.label, "active", None
+            )
             assert row is not None
             outbox.add(space, Event("session_updated", session, if_visible=True))
             copied = await con.fetchrow(
@@ -288,8 +290,8 @@ def bare_tree(pool: asyncpg.Pool) -> tuple[grpc.aio.Server, int]:
         space, session = uuid.UUID(request.space_id), uuid.UUID(request.session_id)
 
         async def work(con: asyncpg.Connection) -> asyncpg.Record:
-            locked = await con.fetchrow(sql.LOCK_FOR_COMMIT, space, session)
-            assert locked is not None and locked["provisional"]
+            rows = await con.fetch(sql.LOCK_FOR_COMMIT, space, session)  # it, its parent
+            assert any(r["target"] and r["provisional"] for r in rows)
             row = await con.fetchrow(sql.COMMIT_SESSION, space, session)
             assert row is not None
             outbox = Outbox()
