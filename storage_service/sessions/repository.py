@@ -56,23 +56,6 @@ SELECT true FROM sessions WHERE space_id = $1 AND id = $2
     AND provisional_until IS DISTINCT FROM 'infinity'
 """
 
-# A Transact's lock: the named sessions ($2) FOR UPDATE, in id order (the nested loop
-# locks them in its outer side's order), each one primary-key probe whatever the
-# statistics: a set condition (`id = ANY ($2)`) let the planner scan the space's
-# sessions when its statistics called the space small (a big space grown since the
-# last ANALYZE: 60,000 tuples to lock 10 in a space of 30,000).
-LOCK_SESSIONS = """
-SELECT l.*
-FROM (SELECT DISTINCT b.id FROM unnest($2::uuid[]) AS b (id) ORDER BY 1) b
-CROSS JOIN LATERAL (
-    SELECT s.id, s.last_seq, s.turn_token, s.turn_expires_at > now() AS lease_live,
-           s.released_turn_token
-    FROM sessions s
-    WHERE s.space_id = $1 AND s.id = b.id AND s.provisional_until IS DISTINCT FROM 'infinity'
-    FOR UPDATE OF s
-) l
-"""
-
 # The set a trim locks: the named sessions ($2) and the readers of the trimmed ones
 # ($3), never one being erased. The ids are found first, distinct and in id order
 # (`_TRIM_IDS`), then each session by one primary-key probe (LATERAL), whatever the
@@ -144,6 +127,13 @@ LOCK_IDS = {
     for wait in (False, True)
 }
 """`_LOCK_IDS` by (FOR UPDATE?, waiting?)."""
+
+# A Transact's lock: the named sessions ($2) FOR UPDATE, waiting, in id order, each one
+# primary-key probe whatever the statistics (`_LOCK_IDS`): a set condition (`id = ANY
+# ($2)`) let the planner scan the space's sessions when its statistics called the space
+# small (a big space grown since the last ANALYZE: 60,000 tuples to lock 10 in a space
+# of 30,000).
+LOCK_SESSIONS = LOCK_IDS[True, True]
 
 # A session of the set `LOCK_FOR_TRIM` locks that is not among the locked ($4), if any:
 # one skipped, or a reader a fork committed while the set was being locked (once a session
