@@ -30,8 +30,11 @@ ACTIONS = ("list", "get", "put", "rm")
 def entry_dict(entry: SharedMemoryEntry) -> dict[str, Any]:
     """A shared memory entry as JSON (the body only when it was read); `entry_id` is what
     the space's shared memory events name it by."""
-    data: dict[str, Any] = {"slug": entry.slug, "entry_id": entry.entry_id}
-    data["summary"] = entry.summary
+    data: dict[str, Any] = {
+        "slug": entry.slug,
+        "entry_id": entry.entry_id,
+        "summary": entry.summary,
+    }
     if entry.HasField("body"):
         data["body"] = entry.body
     data["created_at"] = dicts.iso(entry.created_at)
