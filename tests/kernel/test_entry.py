@@ -36,17 +36,23 @@ ENTRY_POINTS = [
 ]
 
 
-@pytest.mark.parametrize(("command", "expected"), ENTRY_POINTS)
-def test_help_prints_flags_and_exits(command: list[str], expected: list[str]) -> None:
-    """``--help`` prints usage, the flags and (for the services) every variable, exits 0."""
-    # A server started by mistake would serve (or fail to bind) instead: no usage text.
-    done = subprocess.run(
-        [sys.executable, "-m", *command, "--help"],
+def run_module(*args: str, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
+    """``python -m ARGS`` to its end (60 s at most), its output captured as text."""
+    return subprocess.run(
+        [sys.executable, "-m", *args],
         capture_output=True,
         text=True,
         timeout=60,
         check=False,
+        env=env,
     )
+
+
+@pytest.mark.parametrize(("command", "expected"), ENTRY_POINTS)
+def test_help_prints_flags_and_exits(command: list[str], expected: list[str]) -> None:
+    """``--help`` prints usage, the flags and (for the services) every variable, exits 0."""
+    # A server started by mistake would serve (or fail to bind) instead: no usage text.
+    done = run_module(*command, "--help")
     assert done.returncode == 0, done.stderr
     assert done.stdout.startswith("usage: "), done.stdout[:500]
     for text in expected:
@@ -57,13 +63,7 @@ def test_help_prints_flags_and_exits(command: list[str], expected: list[str]) ->
 @pytest.mark.parametrize("module", ["storage_service", "tree_service", "agent_gateway"])
 def test_a_bad_flag_is_refused(module: str) -> None:
     """An unknown flag or a bad value exits 2 with argparse's message, before anything starts."""
-    done = subprocess.run(
-        [sys.executable, "-m", module, "--workers", "many"],
-        capture_output=True,
-        text=True,
-        timeout=60,
-        check=False,
-    )
+    done = run_module(module, "--workers", "many")
     assert done.returncode == 2
     assert "--workers: invalid int value: 'many'" in done.stderr
 
@@ -86,14 +86,7 @@ def test_a_bad_variable_is_one_line_naming_it(
         "STELLO_DATABASE_URL": "postgresql://nobody@127.0.0.1:1/none",
         variable: value,
     }
-    done = subprocess.run(
-        [sys.executable, "-m", module, "--port", "0"],
-        capture_output=True,
-        text=True,
-        timeout=60,
-        check=False,
-        env=env,
-    )
+    done = run_module(module, "--port", "0", env=env)
     assert (done.returncode, done.stderr) == (1, f"{module}: {variable}: {problem}\n")
 
 
@@ -102,14 +95,7 @@ def test_an_unreachable_database_is_one_line_naming_it(module: str) -> None:
     """A service whose database nobody answers at exits 1 with one line naming where it was
     sought (never the password): no traceback."""
     env = {**os.environ, "STELLO_DATABASE_URL": "postgresql://nobody:s3cret@127.0.0.1:1/none"}
-    done = subprocess.run(
-        [sys.executable, "-m", module, "--port", "0"],
-        capture_output=True,
-        text=True,
-        timeout=60,
-        check=False,
-        env=env,
-    )
+    done = run_module(module, "--port", "0", env=env)
     assert done.returncode == 1, done.stderr
     [line] = [x for x in done.stderr.splitlines() if " ERROR " in x]  # the log's format
     assert f" {module}: cannot connect to the database at 127.0.0.1:1/none: " in line

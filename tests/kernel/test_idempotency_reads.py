@@ -10,7 +10,6 @@ statistics (pg_stat), not time.
 
 from __future__ import annotations
 
-import asyncpg
 import pytest
 
 from stello import idempotency
@@ -56,11 +55,9 @@ async def test_a_replay_probes_its_linked_session(fresh: FreshDatabase) -> None:
         await con.execute(LINKED_KEY, space, "gone", hidden)
 
     async def look_up(request_id: str) -> idempotency.Entry | None:
-        con = await asyncpg.connect(fresh.dsn)
-        try:
-            return await idempotency.stored(con, space, SCOPE, request_id)
-        finally:
-            await con.close()
+        return await fresh.in_transaction(
+            lambda con: idempotency.stored(con, space, SCOPE, request_id)
+        )
 
     read, live = await fresh.reads("sessions", lambda: look_up("live"))
     assert live is not None and not live.erased and live.response == b"\x02"

@@ -69,6 +69,16 @@ class FreshDatabase:
         self.servers.append(running)
         return running
 
+    async def in_transaction(self, call: Callable[[asyncpg.Connection], Awaitable[T]]) -> T:
+        """`call` in a transaction of a new connection (custom plans first under `auto`,
+        generic ones at once under `force_generic_plan`), closed after."""
+        con = await asyncpg.connect(self.dsn)
+        try:
+            async with con.transaction():
+                return await call(con)
+        finally:
+            await con.close()
+
     async def reads(self, table: str, call: Callable[[], Awaitable[T]]) -> tuple[int, T]:
         """The tuples read from `table` while `call()` ran, and its result (`reads_of`)."""
         counts, result = await self.reads_of((table,), call)

@@ -42,14 +42,9 @@ async def test_a_batch_reads_its_batch_not_the_space(fresh: FreshDatabase) -> No
         await grown_after_analyze(con, space, HIDDEN)
         await con.execute(HIDE_ALL, space)
 
-    async def one_batch() -> int:
-        con = await asyncpg.connect(fresh.dsn)
-        try:
-            async with con.transaction():
-                return await erase_batch(con, BATCH, wait=False)
-        finally:
-            await con.close()
+    async def one_batch(con: asyncpg.Connection) -> int:
+        return await erase_batch(con, BATCH, wait=False)
 
-    read, erased = await fresh.reads("sessions", one_batch)
+    read, erased = await fresh.reads("sessions", lambda: fresh.in_transaction(one_batch))
     assert erased == BATCH
     assert read <= 15 * BATCH, f"{read} tuples of sessions read to erase {BATCH}"

@@ -14,8 +14,6 @@ PostgreSQL's statistics (pg_stat), not time, under custom and generic plans (the
 from __future__ import annotations
 
 import uuid
-from collections.abc import Awaitable, Callable
-from typing import TypeVar
 
 import asyncpg
 import pytest
@@ -29,7 +27,6 @@ pytestmark = [pytest.mark.sql, pytest.mark.plain_postgres(GENERIC_PLAN_READS)]
 
 GROWN = 30_000
 SIZE = 100
-T = TypeVar("T")
 
 
 async def grown_with_subtree(fresh: FreshDatabase) -> uuid.UUID:
@@ -51,18 +48,6 @@ async def grown_with_subtree(fresh: FreshDatabase) -> uuid.UUID:
     return root
 
 
-async def in_transaction(
-    fresh: FreshDatabase, call: Callable[[asyncpg.Connection], Awaitable[T]]
-) -> T:
-    """`call` in a transaction of a new connection (custom plans first under `auto`)."""
-    con = await asyncpg.connect(fresh.dsn)
-    try:
-        async with con.transaction():
-            return await call(con)
-    finally:
-        await con.close()
-
-
 async def test_a_subtree_lock_reads_its_subtree_not_the_space(fresh: FreshDatabase) -> None:
     """`LOCK_SUBTREE` of a subtree of 100 reads a few tuples of `sessions` per session."""
     space = fresh.space.id
@@ -71,7 +56,7 @@ async def test_a_subtree_lock_reads_its_subtree_not_the_space(fresh: FreshDataba
     async def lock(con: asyncpg.Connection) -> list[uuid.UUID]:
         return await TreeTx(con).lock_subtree(space, root)
 
-    read, locked = await fresh.reads("sessions", lambda: in_transaction(fresh, lock))
+    read, locked = await fresh.reads("sessions", lambda: fresh.in_transaction(lock))
     assert len(locked) == SIZE and locked == sorted(locked)
     assert read <= 6 * SIZE, f"{read} tuples of sessions read to lock {SIZE}"
 
@@ -85,6 +70,6 @@ async def test_the_missed_lock_reads_the_missed_not_the_space(fresh: FreshDataba
     async def lock(con: asyncpg.Connection) -> list[uuid.UUID]:
         return list(await con.fetchval(sql.LOCK_MISSED, space, [root]) or ())
 
-    read, locked = await fresh.reads("sessions", lambda: in_transaction(fresh, lock))
+    read, locked = await fresh.reads("sessions", lambda: fresh.in_transaction(lock))
     assert len(locked) == SIZE - 1 and locked == sorted(locked)
     assert read <= 6 * SIZE, f"{read} tuples of sessions read to lock {SIZE - 1}"

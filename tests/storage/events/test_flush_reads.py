@@ -9,7 +9,6 @@ next analyze). Tuples read are counted in PostgreSQL's statistics (pg_stat), not
 
 from __future__ import annotations
 
-import asyncpg
 import pytest
 
 from stello.events import Outbox
@@ -37,12 +36,7 @@ async def test_a_flush_probes_each_session(fresh: FreshDatabase) -> None:
         outbox = Outbox()
         outbox.add(space, session_event("session_updated", session))
         outbox.add(space, session_event("memory_put", session))
-        con = await asyncpg.connect(fresh.dsn)
-        try:
-            async with con.transaction():
-                await outbox.flush(con)
-        finally:
-            await con.close()
+        await fresh.in_transaction(outbox.flush)
 
     read, _ = await fresh.reads("sessions", flush)
     async with fresh.pool.acquire() as con:

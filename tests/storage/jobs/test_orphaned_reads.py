@@ -40,13 +40,9 @@ async def test_a_page_of_orphans_probes_each_session(fresh: FreshDatabase) -> No
         await con.execute(STOPPED, space, 20_000)
         await con.execute("ANALYZE background_jobs")
 
-    async def page() -> list[OrphanedJob]:
-        con = await asyncpg.connect(fresh.dsn)
-        try:
-            return await JobRepository(con).orphaned(space, PAGE)
-        finally:
-            await con.close()
+    async def page(con: asyncpg.Connection) -> list[OrphanedJob]:
+        return await JobRepository(con).orphaned(space, PAGE)
 
-    read, orphans = await fresh.reads("sessions", page)
+    read, orphans = await fresh.reads("sessions", lambda: fresh.in_transaction(page))
     assert len(orphans) == PAGE
     assert read <= 2 * PAGE + 20, f"{read} tuples of sessions read for a page of {PAGE}"

@@ -13,8 +13,6 @@ generic plans.
 from __future__ import annotations
 
 import uuid
-from collections.abc import Awaitable, Callable
-from typing import TypeVar
 
 import asyncpg
 import pytest
@@ -28,19 +26,6 @@ from tests.support.history import CHAIN_SESSION, append_one, fork_chain
 pytestmark = [pytest.mark.sql, pytest.mark.plain_postgres(GENERIC_PLAN_READS)]
 
 GROWN = 30_000
-T = TypeVar("T")
-
-
-async def in_transaction(
-    fresh: FreshDatabase, call: Callable[[asyncpg.Connection], Awaitable[T]]
-) -> T:
-    """`call` in a transaction of a new connection (custom plans first under `auto`)."""
-    con = await asyncpg.connect(fresh.dsn)
-    try:
-        async with con.transaction():
-            return await call(con)
-    finally:
-        await con.close()
 
 
 async def forked_source(fresh: FreshDatabase) -> uuid.UUID:
@@ -60,6 +45,18 @@ async def forked_source(fresh: FreshDatabase) -> uuid.UUID:
         await con.close()
 
 
+async def grown_roots(fresh: FreshDatabase, count: int) -> list[uuid.UUID]:
+    """`count` lone roots of the space, once it has grown past what its statistics know."""
+    async with fresh.pool.acquire() as con:
+        await grown_after_analyze(con, fresh.space.id, GROWN)
+        rows = await con.fetch(
+            "SELECT id FROM sessions WHERE space_id = $1 AND label = 'root' LIMIT $2",
+            fresh.space.id,
+            count,
+        )
+    return [r["id"] for r in rows]
+
+
 async def test_a_fork_reads_its_source_and_holders_not_the_space(fresh: FreshDatabase) -> None:
     """A fork of a session with six holders, in a space of 30,000 more sessions than the
     statistics know of, reads a few tuples of `sessions` per session it locks."""
@@ -72,7 +69,7 @@ async def test_a_fork_reads_its_source_and_holders_not_the_space(fresh: FreshDat
     async def fork(con: asyncpg.Connection) -> int:
         return await LineageRepository(con).inherit(space, child, source, None)
 
-    read, cut = await fresh.reads("sessions", lambda: in_transaction(fresh, fork))
+    read, cut = await fresh.reads("sessions", lambda: fresh.in_transaction(fork))
     assert cut == 9
     assert read <= 80, f"{read} tuples of sessions read by a fork"  # 50
 
@@ -81,19 +78,12 @@ async def test_a_transact_lock_reads_its_sessions_not_the_space(fresh: FreshData
     """A Transact's lock of ten sessions, in a space of 30,000 more sessions than the
     statistics know of, reads a few tuples of `sessions` per session."""
     space = fresh.space.id
-    async with fresh.pool.acquire() as con:
-        await grown_after_analyze(con, space, GROWN)
-        ids = [
-            r["id"]
-            for r in await con.fetch(
-                "SELECT id FROM sessions WHERE space_id = $1 AND label = 'root' LIMIT 10", space
-            )
-        ]
+    ids = await grown_roots(fresh, 10)
 
     async def lock(con: asyncpg.Connection) -> list[uuid.UUID]:
         return list(await SessionRepository(con, Outbox()).lock(space, ids))
 
-    read, locked = await fresh.reads("sessions", lambda: in_transaction(fresh, lock))
+    read, locked = await fresh.reads("sessions", lambda: fresh.in_transaction(lock))
     assert locked == sorted(ids)
     assert read <= 3 * len(ids), f"{read} tuples of sessions read to lock {len(ids)}"
 
@@ -106,20 +96,13 @@ async def test_a_trim_lock_reads_its_sessions_not_the_space(
     space of 30,000 more sessions than the statistics know of, reads a few tuples of
     `sessions` per session (it read the space twice, three times when one was checked)."""
     space = fresh.space.id
-    async with fresh.pool.acquire() as con:
-        await grown_after_analyze(con, space, GROWN)
-        ids = [
-            r["id"]
-            for r in await con.fetch(
-                "SELECT id FROM sessions WHERE space_id = $1 AND label = 'root' LIMIT 10", space
-            )
-        ]
+    ids = await grown_roots(fresh, 10)
     checked = ids[3:4] if exclusive else []
 
     async def lock(con: asyncpg.Connection) -> list[uuid.UUID]:
         repository = SessionRepository(con, Outbox())
         return list(await repository.lock_for_trim(space, ids, ids[:2], checked))
 
-    read, locked = await fresh.reads("sessions", lambda: in_transaction(fresh, lock))
+    read, locked = await fresh.reads("sessions", lambda: fresh.in_transaction(lock))
     assert sorted(locked) == sorted(ids)
     assert read <= 6 * len(ids), f"{read} tuples of sessions read to lock {len(ids)}"
