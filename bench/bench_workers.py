@@ -216,15 +216,16 @@ async def run(seconds: float, rounds: int, concurrency: int) -> None:
                 for one in order:
                     call, services = calls[one.workers][scenario]
                     await load(call, concurrency, 1.0)  # warm-up
-                    before = one.cpu(services), cpu_seconds(os.getpid()), machine_cpu()
+                    services_before, client_before = one.cpu(services), cpu_seconds(os.getpid())
+                    busy_before, all_before = machine_cpu()
                     result = await load(call, concurrency, seconds)
                     busy, all_ = machine_cpu()
                     totals[one.workers, scenario].add(
                         result,
-                        one.cpu(services) - before[0],
-                        cpu_seconds(os.getpid()) - before[1],
-                        busy - before[2][0],
-                        all_ - before[2][1],
+                        one.cpu(services) - services_before,
+                        cpu_seconds(os.getpid()) - client_before,
+                        busy - busy_before,
+                        all_ - all_before,
                     )
         print(f"c{concurrency}, {rounds} rounds of {seconds:g} s, {CONNECTIONS} connections each:")
         for scenario in SCENARIOS:
