@@ -103,8 +103,9 @@ class SessionService:
                 status=session.status,
                 turn_count=session.turn_count,
                 pinned=session.pinned,
-                metadata=session.metadata,
             )
+            if session.metadata:  # most sessions have none: an empty map costs a copy per row
+                digest.metadata.update(session.metadata)
             if session.HasField("parent_id"):
                 digest.parent_id = session.parent_id
             _fill_slots(digest, slot)
