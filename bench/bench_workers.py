@@ -21,7 +21,12 @@ holding 16 connections per service (SO_REUSEPORT balances connections):
 Target (issue #35): 2 workers >= 1.3x the throughput of 1 on this 2-core machine
 (PostgreSQL and the client share it), throughput per CPU-second >= 0.9x.
 
-    python bench/bench_workers.py [--seconds 4] [--rounds 3] [--concurrency 64]
+With ``--client h2load`` the calls are sent by h2load processes (nghttp2's C load
+generator, ``apt-get install nghttp2-client``; `h2load_client.py`) instead of
+grpc.aio in this process: the same requests, with the client's CPU nearly out of
+the way, so what a second worker adds where a core is free shows.
+
+    python bench/bench_workers.py [--seconds 4] [--rounds 3] [--concurrency 64] [--client h2load]
 
 Uses STELLO_BENCH_DATABASE_URL when set (a database it may fill), else starts
 the embedded PostgreSQL in a temporary folder and deletes it afterwards.
@@ -35,22 +40,72 @@ import asyncio
 import os
 import sys
 import time
-from collections.abc import AsyncIterator
+import uuid
+from collections.abc import AsyncIterator, Awaitable, Callable
 from contextlib import AsyncExitStack, asynccontextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from bench_overhead import free_port, scenario_calls, seed
+import asyncpg
+import grpc
+from bench_overhead import CONTENT, Fixture, free_port, scenario_calls, seed
 from grpc_health.v1 import health_pb2, health_pb2_grpc
-from harness import Result, cpu_seconds, database, load, run_main
+from h2load_client import check_request, h2load_path, h2load_round
+from harness import Call, Result, cpu_seconds, database, load, run_main
 
 import stello  # noqa: F401 (first: gRPC's fork handlers off before grpc loads)
-from stello.channels import open_channel
+from stello.agent.v1 import agent_pb2
+from stello.channels import bearer_metadata, open_channel
+from stello.common.v1 import common_pb2
+from stello.storage.v1 import storage_pb2
+from stello.tree.v1 import tree_pb2
 
 SCENARIOS = ("storage AppendRecords", "tree GetNode", "gateway GetSession")
 CONNECTIONS = 16
+
+
+@dataclass(frozen=True)
+class Wire:
+    """A scenario as h2load sends it: the service, its method's path, the requests
+    (h2load process i sends messages[i % len]), the services whose CPU counts."""
+
+    service: str
+    method: str
+    messages: list[bytes]
+    services: tuple[str, ...]
+
+
+def wire_scenarios(fx: Fixture) -> dict[str, Wire]:
+    """The scenarios of `scenario_calls` as serialized requests: the same calls (appends to
+    16 sessions, not 64: one h2load process per session, 4 calls in flight on each)."""
+    record = common_pb2.Record(role=common_pb2.RECORD_ROLE_USER, content=CONTENT)
+    appends = [
+        storage_pb2.AppendRecordsRequest(
+            space_id=fx.space_id, session_id=session, records=[record]
+        ).SerializeToString()
+        for session in fx.append_sessions
+    ]
+    node = tree_pb2.GetNodeRequest(space_id=fx.space_id, session_id=fx.read_session)
+    view = agent_pb2.GetSessionRequest(space_id=fx.space_id, session_id=fx.read_session)
+    return {
+        "storage AppendRecords": Wire(
+            "storage", "/stello.storage.v1.SessionStorage/AppendRecords", appends, ("storage",)
+        ),
+        "tree GetNode": Wire(
+            "tree", "/stello.tree.v1.SessionTree/GetNode", [node.SerializeToString()], ("tree",)
+        ),
+        "gateway GetSession": Wire(
+            "gateway",
+            "/stello.agent.v1.AgentGateway/GetSession",
+            [view.SerializeToString()],
+            tuple(MODULES),
+        ),
+    }
+
+
+RECORDS_WRITTEN = "SELECT coalesce(sum(last_seq), 0) FROM sessions WHERE space_id = $1"
 
 
 def tree_cpu(pid: int) -> float:
@@ -194,39 +249,109 @@ class Totals:
         return ordered[min(len(ordered) - 1, int(q * len(ordered)))]
 
 
-async def run(seconds: float, rounds: int, concurrency: int) -> None:
+Measure = Callable[[Deployment, str, float], Awaitable[tuple[Result, float]]]
+"""One round of a scenario against a deployment for some seconds: its result and the
+client's CPU seconds (warmed up before, so the servers' CPU is counted around it)."""
+
+
+def python_client(
+    calls: dict[int, dict[str, tuple[Call, tuple[str, ...]]]], concurrency: int
+) -> Measure:
+    """Rounds driven from this process (grpc.aio, `CONNECTIONS` connections a service)."""
+
+    async def measure(one: Deployment, scenario: str, seconds: float) -> tuple[Result, float]:
+        call = calls[one.workers][scenario][0]
+        before = cpu_seconds(os.getpid())
+        result = await load(call, concurrency, seconds)
+        return result, cpu_seconds(os.getpid()) - before
+
+    return measure
+
+
+def h2load_client(
+    dsn: str, fx: Fixture, channels: dict[int, dict[str, grpc.aio.Channel]], concurrency: int
+) -> Measure:
+    """Rounds sent by h2load processes (`h2load_round`) on `CONNECTIONS` connections, the
+    requests checked through grpc before and after, AppendRecords' writes counted."""
+    wires = wire_scenarios(fx)
+
+    async def measure(one: Deployment, scenario: str, seconds: float) -> tuple[Result, float]:
+        wire = wires[scenario]
+        channel = channels[one.workers][wire.service]
+        for message in wire.messages[:1]:
+            await check_request(channel, wire.method, message)
+        written = await records_written(dsn, fx.space_id)
+        before = cpu_seconds(os.getpid())
+        result, h2load_cpu = await h2load_round(
+            one.addresses[wire.service],
+            wire.method,
+            wire.messages,
+            bearer_metadata(fx.key),
+            concurrency=concurrency,
+            connections=CONNECTIONS,
+            seconds=seconds,
+        )
+        client_cpu = h2load_cpu + cpu_seconds(os.getpid()) - before
+        if wire.service == "storage":
+            appended = await records_written(dsn, fx.space_id) - written
+            assert appended >= result.calls, f"{result.calls} answered, {appended} written"
+        await check_request(channel, wire.method, wire.messages[-1])
+        return result, client_cpu
+
+    return measure
+
+
+async def records_written(dsn: str, space_id: str) -> int:
+    """Records appended in the space so far (the sessions' last seqs)."""
+    con = await asyncpg.connect(dsn)
+    try:
+        return int(await con.fetchval(RECORDS_WRITTEN, uuid.UUID(space_id)))
+    finally:
+        await con.close()
+
+
+async def run(seconds: float, rounds: int, concurrency: int, client: str) -> None:
     """Seed, start both deployments, measure in interleaved rounds, report."""
     print(f"load average before: {' '.join(f'{x:.2f}' for x in os.getloadavg())}")
     async with database() as dsn, AsyncExitStack() as stack:
         fx = await seed(dsn)
         deployed = [await stack.enter_async_context(deployment(dsn, n)) for n in (1, 2)]
-        calls = {}
-        for one in deployed:
-            channels = {
+        channels = {
+            one.workers: {
                 name: await stack.enter_async_context(
                     open_channel(address, key=fx.key, connections=CONNECTIONS)
                 )
                 for name, address in one.addresses.items()
             }
-            calls[one.workers] = scenario_calls(channels, fx)
+            for one in deployed
+        }
+        if client == "h2load":
+            measure = h2load_client(dsn, fx, channels, concurrency)
+        else:
+            calls = {n: scenario_calls(c, fx) for n, c in channels.items()}
+            measure = python_client(calls, concurrency)
+        services = {s: w.services for s, w in wire_scenarios(fx).items()}
         totals = {(n, s): Totals() for n in (1, 2) for s in SCENARIOS}
         for round_ in range(rounds):
             order = deployed if round_ % 2 == 0 else deployed[::-1]
             for scenario in SCENARIOS:
                 for one in order:
-                    call, services = calls[one.workers][scenario]
-                    await load(call, concurrency, 1.0)  # warm-up
-                    services_before, client_before = one.cpu(services), cpu_seconds(os.getpid())
+                    await measure(one, scenario, 1.0)  # warm-up
+                    services_before = one.cpu(services[scenario])
                     busy_before, all_before = machine_cpu()
-                    result = await load(call, concurrency, seconds)
+                    result, client_cpu = await measure(one, scenario, seconds)
                     busy, all_ = machine_cpu()
                     totals[one.workers, scenario].add(
                         result,
-                        one.cpu(services) - services_before,
-                        cpu_seconds(os.getpid()) - client_before,
+                        one.cpu(services[scenario]) - services_before,
+                        client_cpu,
                         busy - busy_before,
                         all_ - all_before,
                     )
+        if client == "h2load":
+            print(f"client: h2load, {CONNECTIONS} connections per service (a process per request)")
+        else:
+            print(f"client: grpc.aio in this process, {CONNECTIONS} connections per service")
         print(f"c{concurrency}, {rounds} rounds of {seconds:g} s, {CONNECTIONS} connections each:")
         for scenario in SCENARIOS:
             for n in (1, 2):
@@ -253,8 +378,17 @@ def main() -> None:
     parser.add_argument("--seconds", type=float, default=4.0, help="per scenario and round")
     parser.add_argument("--rounds", type=int, default=3)
     parser.add_argument("--concurrency", type=int, default=64)
+    parser.add_argument(
+        "--client",
+        choices=("python", "h2load"),
+        default="python",
+        help="who sends the calls: grpc.aio in this process, or h2load processes (C: the "
+        "client's CPU nearly out of the way; apt-get install nghttp2-client)",
+    )
     args = parser.parse_args()
-    run_main(run(args.seconds, args.rounds, args.concurrency))
+    if args.client == "h2load" and not h2load_path():
+        parser.error("--client h2load: h2load is not installed (apt-get install nghttp2-client)")
+    run_main(run(args.seconds, args.rounds, args.concurrency, args.client))
 
 
 if __name__ == "__main__":
