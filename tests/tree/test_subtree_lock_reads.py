@@ -73,3 +73,19 @@ async def test_the_missed_lock_reads_the_missed_not_the_space(fresh: FreshDataba
     read, locked = await fresh.reads("sessions", lambda: fresh.in_transaction(lock))
     assert len(locked) == SIZE - 1 and locked == sorted(locked)
     assert read <= 6 * SIZE, f"{read} tuples of sessions read to lock {SIZE - 1}"
+
+
+async def test_the_hide_reads_its_subtree_not_the_space(fresh: FreshDatabase) -> None:
+    """The hide (`hide_subtree`: HIDE_SUBTREE, HIDE_REFS, UNSOURCE, LOCK_MISSED) of a locked
+    subtree of 100 reads a few tuples of `sessions` per session it hides."""
+    space = fresh.space.id
+    root = await grown_with_subtree(fresh)
+
+    async def hide(con: asyncpg.Connection) -> list[uuid.UUID]:
+        tx = TreeTx(con)
+        locked = await tx.lock_subtree(space, root)
+        return await tx.hide_subtree(space, root, locked)
+
+    read, hidden = await fresh.reads("sessions", lambda: fresh.in_transaction(hide))
+    assert len(hidden) == SIZE and hidden[0] == root
+    assert read <= 12 * SIZE, f"{read} tuples of sessions read to hide {SIZE}"
