@@ -52,7 +52,9 @@ async def test_a_sweep_reads_its_due_sessions_not_the_space(fresh: FreshDatabase
             "SELECT count(*) FROM sessions WHERE provisional_until IS NOT NULL"
         )
     assert left == 0
-    assert read <= 15 * DUE_COUNT, f"{read} tuples of sessions read to sweep {DUE_COUNT}"
+    # 1,100 (1,600 on PostgreSQL 15: each claim's key probe also meets the row's version
+    # from before the test made it due).
+    assert read <= 20 * DUE_COUNT, f"{read} tuples of sessions read to sweep {DUE_COUNT}"
 
 
 # $2 of the space's lone roots still being created: provisional, not due for an hour.
@@ -73,7 +75,7 @@ WHERE space_id IN (SELECT space_id FROM sessions WHERE label = 'crowd'
 async def test_a_sweep_reads_its_due_sessions_not_those_in_flight(fresh: FreshDatabase) -> None:
     """A sweep of 100 due provisional sessions of 20 spaces, beside 2,000 provisional
     sessions of another space not yet due (being created), reads a few tuples of `sessions`
-    per session swept (1,450 to 1,590), not every provisional session per space claimed
+    per session swept (1,360 to 1,600), not every provisional session per space claimed
     (84,286 custom, 88,246 generic)."""
     async with fresh.pool.acquire() as con:
         await grown_after_analyze(con, fresh.space.id, GROWN)
