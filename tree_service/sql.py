@@ -782,14 +782,19 @@ SELECT pg_advisory_xact_lock($1)
 
 # The due provisional sessions of every space (unlocked): $1 older_than_s
 # (0 = past provisional_until), $2 batch size. Sessions being erased are the
-# erasure job's.
+# erasure job's. The bound on provisional_until is a condition of its own, not
+# a branch of the CASE, so a generic plan ends its range of
+# `sessions_provisional` at now() too: a CASE alone was a filter, and the scan
+# read every provisional session of every space, those still being created
+# included (2,100 index entries for 100 due).
 SWEEP_DUE = f"""
 SELECT d.space_id, d.id
 FROM sessions d
 WHERE d.provisional_until IS NOT NULL AND d.provisional_until <> {ERASING}
+  AND d.provisional_until < CASE WHEN $1::float8 > 0 THEN {ERASING}::timestamptz ELSE now() END
   AND CASE WHEN $1::float8 > 0
            THEN d.created_at < now() - make_interval(secs => $1::float8)
-           ELSE d.provisional_until < now() END
+           ELSE true END
 ORDER BY d.provisional_until, d.space_id, d.id
 LIMIT $2
 """
@@ -803,14 +808,22 @@ LIMIT $2
 # SKIP LOCKED, `UNLOCKED_READER`): a sweep that finds one held rolls the
 # space's work back to its savepoint and tries again a little later, so it
 # never waits for a reader while it holds claimed rows (its patient tries
-# wait for the readers before the claim).
+# wait for the readers before the claim). Each due session is one primary-key
+# probe, in id order (the lock's order), whatever the statistics: as a set
+# (`id = ANY ($2)`) the claim was planned on `sessions_provisional`, reading every
+# provisional session of every space for each space claimed (84,000 tuples to
+# sweep 100 of 20 spaces beside 2,000 being created). The provisional test is a
+# COALESCE, which the planner cannot match to that index's predicate: written
+# `IS NOT NULL AND <> 'infinity'` it probed that index for each id instead.
 SWEEP_CLAIM = f"""
-SELECT d.id
-FROM sessions d
-WHERE d.space_id = $1 AND d.id = ANY($2::uuid[])
-  AND d.provisional_until IS NOT NULL AND d.provisional_until <> {ERASING}
-ORDER BY d.id
-FOR UPDATE SKIP LOCKED
+SELECT l.id
+FROM (SELECT DISTINCT c.id FROM unnest($2::uuid[]) AS c (id) ORDER BY 1) c
+CROSS JOIN LATERAL (
+    SELECT d.id FROM sessions d
+    WHERE d.space_id = $1 AND d.id = c.id
+      AND COALESCE(d.provisional_until, {ERASING}) <> {ERASING}
+    FOR UPDATE OF d SKIP LOCKED
+) l
 """
 
 # The claimed sessions give up their records first (a provisional session can

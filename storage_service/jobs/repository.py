@@ -126,7 +126,8 @@ WHERE s.space_id = $1 AND s.id = $2 AND s.provisional_until IS NULL
 # stopped on shutdown, of a visible session. Whether the session is visible is
 # a scalar subquery, one probe of its key per job, not an EXISTS: statistics
 # that called the space small made that a join over every session of the
-# space (30,002 read for a page of 100). One space ($1) ...
+# space (30,002 read for a page of 100). One space ($1), on the index
+# `background_jobs_orphaned_space` (migration 0026) ...
 _ORPHANED = """
 SELECT j.space_id, j.session_id, {columns}
 FROM background_jobs j

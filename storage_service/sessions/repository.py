@@ -58,17 +58,24 @@ SELECT true FROM sessions WHERE space_id = $1 AND id = $2
 
 # The set a trim locks: the named sessions ($2) and the readers of the trimmed ones
 # ($3), never one being erased. The ids are found first, distinct and in id order
-# (`_TRIM_IDS`), then each session by one primary-key probe (LATERAL), whatever the
-# statistics: a set condition (`id = ANY (...)`) let the planner scan the space's
-# sessions when its statistics called the space small (a big space grown since the
-# last ANALYZE: 120,000 tuples to lock 10 in a space of 30,000). A locking probe locks
-# in its outer side's order: id order.
+# (`_TRIM_IDS`): each trimmed session's readers one range of `record_segments_holder`
+# (LATERAL), then each session by one primary-key probe (LATERAL), whatever the
+# statistics: a set condition (`id = ANY (...)`, `holder_id = ANY (...)`) let the
+# planner scan the space's sessions, or under a generic plan its segments, when its
+# statistics called the space small (a big space grown since the last ANALYZE: 120,000
+# tuples of `sessions` to lock 10 in a space of 30,000, 120,000 of `record_segments`
+# for 6 readers). A locking probe locks in its outer side's order: id order.
 _TRIM_IDS = """
 SELECT DISTINCT t.id
 FROM (SELECT unnest($2::uuid[]) AS id
       UNION ALL
-      SELECT g.session_id FROM record_segments g
-      WHERE g.space_id = $1 AND g.holder_id = ANY ($3::uuid[])) t
+      SELECT g.session_id
+      FROM unnest($3::uuid[]) AS h (id)
+      CROSS JOIN LATERAL (
+          SELECT g.session_id FROM record_segments g
+          WHERE g.space_id = $1 AND g.holder_id = h.id
+          OFFSET 0
+      ) g) t
 ORDER BY 1
 """
 _TRIM_ROW = """

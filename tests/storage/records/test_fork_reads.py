@@ -5,27 +5,75 @@ A fork must cost the same however big the space (DESIGN §4.4). Its row locks
 (`LOCK_SESSIONS`; a trim's `LOCK_FOR_TRIM` and its kin) name their sessions by
 primary key; when the statistics of `sessions` call the space small (it grew by
 30,000 since the last ANALYZE, as a big tenant among many small ones does), a set
-condition (`id = ANY (...)`) was planned as a scan of the space's sessions. Tuples
-read are counted in PostgreSQL's statistics (pg_stat), not time, under custom and
-generic plans.
+condition (`id = ANY (...)`) was planned as a scan of the space's sessions. A trim finds
+the readers of its trimmed sessions by holder; when the statistics of `record_segments`
+called the space small too, its generic plan (`holder_id = ANY (...)`) read every
+segment of the space. Tuples read are counted in PostgreSQL's statistics (pg_stat), not
+time, under custom and generic plans.
 """
 
 from __future__ import annotations
 
 import uuid
+from collections.abc import AsyncIterator
 
 import asyncpg
 import pytest
 
 from stello.events import Outbox
+from stello.settings import StelloSettings
 from storage_service.records.lineage import LineageRepository
 from storage_service.sessions.repository import SessionRepository
-from tests.support.fresh import GENERIC_PLAN_READS, FreshDatabase, grown_after_analyze
+from tests.support.fresh import (
+    GENERIC_PLAN_READS,
+    FreshDatabase,
+    fresh_database,
+    grown_after_analyze,
+)
 from tests.support.history import CHAIN_SESSION, append_one, fork_chain
 
 pytestmark = [pytest.mark.sql, pytest.mark.plain_postgres(GENERIC_PLAN_READS)]
 
 GROWN = 30_000
+TABLES = ["sessions", "record_segments"]
+
+# Every crowd session (`grown_after_analyze`) reads the records of another of its space:
+# statistics of `record_segments` that know of 2,000 small spaces.
+CROWD_SEGMENTS = """
+INSERT INTO record_segments (space_id, session_id, from_seq, to_seq, holder_id)
+SELECT space_id, id, 1, 1, holder FROM (
+    SELECT space_id, id, lead(id) OVER (PARTITION BY space_id ORDER BY id) AS holder
+    FROM sessions WHERE label = 'crowd') c
+WHERE holder IS NOT NULL
+"""
+
+# Every lone root of space $1 but those of $2 reads the records of the next one.
+ROOT_SEGMENTS = """
+INSERT INTO record_segments (space_id, session_id, from_seq, to_seq, holder_id)
+SELECT $1, id, 1, 1, holder FROM (
+    SELECT id, lead(id) OVER (ORDER BY id) AS holder
+    FROM sessions WHERE space_id = $1 AND label = 'root' AND id <> ALL ($2::uuid[])) r
+WHERE holder IS NOT NULL
+"""
+
+# Session $2 of space $1 reads the records of session $3.
+READS_FROM = """
+INSERT INTO record_segments (space_id, session_id, from_seq, to_seq, holder_id)
+VALUES ($1, $2, 1, 1, $3)
+"""
+
+
+@pytest.fixture(name="fresh", params=["auto", "force_generic_plan"])
+async def _fresh(
+    admin_dsn: str, settings: StelloSettings, request: pytest.FixtureRequest
+) -> AsyncIterator[FreshDatabase]:
+    """A database of its own whose `sessions` and `record_segments` only the test analyzes,
+    planning prepared statements with the custom plans of a new connection or the generic
+    plans of an old one."""
+    async with fresh_database(
+        admin_dsn, settings, unanalyzed=TABLES, plan_cache_mode=request.param
+    ) as fresh:
+        yield fresh
 
 
 async def forked_source(fresh: FreshDatabase) -> uuid.UUID:
@@ -106,3 +154,48 @@ async def test_a_trim_lock_reads_its_sessions_not_the_space(
     read, locked = await fresh.reads("sessions", lambda: fresh.in_transaction(lock))
     assert sorted(locked) == sorted(ids)
     assert read <= 6 * len(ids), f"{read} tuples of sessions read to lock {len(ids)}"
+
+
+async def trimmed_with_readers(
+    fresh: FreshDatabase, named: int, readers: int
+) -> tuple[list[uuid.UUID], list[uuid.UUID]]:
+    """`named` lone roots of the grown space, and `readers` other roots reading the records
+    of each of the first two (the trimmed ones), once the statistics of `sessions` and of
+    `record_segments` call the space small (its 30,000 other roots each read another's)."""
+    space = fresh.space.id
+    async with fresh.pool.acquire() as con:
+        await grown_after_analyze(con, space, GROWN)
+        await con.execute(CROWD_SEGMENTS)
+        await con.execute("ANALYZE record_segments")
+        rows = await con.fetch(
+            "SELECT id FROM sessions WHERE space_id = $1 AND label = 'root' LIMIT $2",
+            space,
+            named + 2 * readers,
+        )
+        ids = [r["id"] for r in rows]
+        await con.execute(ROOT_SEGMENTS, space, ids)
+        for i, reader in enumerate(ids[named:]):
+            await con.execute(READS_FROM, space, reader, ids[i % 2])
+    return ids[:named], ids[named:]
+
+
+@pytest.mark.parametrize("exclusive", [False, True], ids=["no-key", "checked"])
+async def test_a_trim_lock_reads_the_readers_not_the_space(
+    fresh: FreshDatabase, exclusive: bool
+) -> None:
+    """A trim's lock of ten sessions, two of them trimmed with three readers each, in a space
+    of 30,000 more sessions and segments than the statistics know of, reads a few tuples of
+    `sessions` and `record_segments` per session it locks."""
+    space = fresh.space.id
+    ids, readers = await trimmed_with_readers(fresh, 10, 3)
+    checked = ids[3:4] if exclusive else []
+
+    async def lock(con: asyncpg.Connection) -> list[uuid.UUID]:
+        repository = SessionRepository(con, Outbox())
+        return list(await repository.lock_for_trim(space, ids, ids[:2], checked))
+
+    reads, locked = await fresh.reads_of(TABLES, lambda: fresh.in_transaction(lock))
+    assert sorted(locked) == sorted(ids)
+    count = len(ids) + len(readers)
+    assert reads["record_segments"] <= 4 * count, f"{reads} read to lock {count}"  # 24
+    assert reads["sessions"] <= 6 * count, f"{reads} read to lock {count}"  # 32, 64
