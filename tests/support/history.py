@@ -11,11 +11,14 @@ from __future__ import annotations
 
 import asyncio
 import uuid
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from datetime import UTC, datetime
+from types import CodeType
 from typing import Any
 
 import asyncpg
+import asyncpg.connect_utils
+import asyncpg.pool
 
 from stello.migrate import CITUS_INSTALLED
 from stello.tokens import record_tokens
@@ -117,13 +120,35 @@ async def _refuse_citus(con: asyncpg.Connection) -> None:
     assert not await con.fetchval(CITUS_INSTALLED), ON_CITUS
 
 
+OPENING = frozenset(
+    {
+        asyncpg.connect_utils._connect.__code__,  # type: ignore[attr-defined]
+        asyncpg.pool.PoolConnectionHolder.connect.__code__,
+        asyncpg.pool.Pool._maintain_min_size.__code__,  # type: ignore[attr-defined]
+    }
+)
+"""Where a task of this process opens a connection: asyncpg's connect, a pool's connect
+of one of its holders (the connect and the pool's `init`), and a pool's restoring its
+floor (`min_size`) after connections of it closed, also while it waits to retry."""
+
+SETTLE_ROUNDS = 1000
+"""How many times (10 ms apart) a count waits for this process's connections to open."""
+
+
 async def end_other_backends(con: asyncpg.Connection) -> None:
     """End every other client backend of the database (they flush their statistics as they
     exit; the services' pools reconnect, as after a database restart), then read fresh
     statistics on `con`.
 
     They are ended once all are idle (up to 2 s): a backend ended mid-statement (a server's
-    health ping, a pool's reset) fails its client's call, which the event loop reports."""
+    health ping, a pool's reset) fails its client's call, which the event loop reports.
+    No connection of this process is being opened then (one ended in its startup fails
+    its pool's reconnect, retried a second later), and the count returns once the pools
+    of this process whose connections it ended have opened their floor again: a pool
+    closed (or a health ping cancelled) while it still connects leaves asyncpg's pending
+    SSL negotiation to fail with nobody awaiting it (over TCP, "Future exception was
+    never retrieved: ConnectionError('unexpected connection_lost() call')")."""
+    await _settled()
     for _ in range(200):
         if not await con.fetchval(BUSY_BACKENDS):
             break
@@ -138,6 +163,36 @@ async def end_other_backends(con: asyncpg.Connection) -> None:
             break
         await asyncio.sleep(0.01)
     await con.execute("SELECT pg_stat_clear_snapshot()")
+    await _settled()
+
+
+async def _settled() -> None:
+    """Return once no task of this loop opens a connection (up to 10 s, else fail)."""
+    opening = _opening()
+    for _ in range(SETTLE_ROUNDS):
+        if not opening:
+            return
+        await asyncio.sleep(0.01)
+        opening = _opening()
+    raise AssertionError(f"connections still being opened after 10 s: {opening}")
+
+
+def _opening() -> list[asyncio.Task[Any]]:
+    """The other tasks of this loop that open a connection now (`OPENING`)."""
+    current = asyncio.current_task()
+    return [
+        task
+        for task in asyncio.all_tasks()
+        if task is not current and not OPENING.isdisjoint(_awaiting(task))
+    ]
+
+
+def _awaiting(task: asyncio.Task[Any]) -> Iterator[CodeType]:
+    """The code of each coroutine `task` is suspended in, outermost first."""
+    awaited: Any = task.get_coro()
+    while getattr(awaited, "cr_frame", None) is not None:
+        yield awaited.cr_frame.f_code
+        awaited = awaited.cr_await
 
 
 class RowReads:
