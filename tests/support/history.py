@@ -10,6 +10,7 @@ answered, and not time.
 from __future__ import annotations
 
 import asyncio
+import gc
 import uuid
 from collections.abc import Callable, Iterator
 from datetime import UTC, datetime
@@ -132,7 +133,7 @@ of one of its holders (the connect and the pool's `init`), and a pool's restorin
 floor (`min_size`) after connections of it closed, also while it waits to retry."""
 
 SETTLE_ROUNDS = 1000
-"""How many times (10 ms apart) a count waits for this process's connections to open."""
+"""How many times (10 ms apart) a count waits for this process's connections."""
 
 
 async def end_other_backends(con: asyncpg.Connection) -> None:
@@ -143,12 +144,14 @@ async def end_other_backends(con: asyncpg.Connection) -> None:
     They are ended once all are idle (up to 2 s): a backend ended mid-statement (a server's
     health ping, a pool's reset) fails its client's call, which the event loop reports.
     No connection of this process is being opened then (one ended in its startup fails
-    its pool's reconnect, retried a second later), and the count returns once the pools
-    of this process whose connections it ended have opened their floor again: a pool
-    closed (or a health ping cancelled) while it still connects leaves asyncpg's pending
-    SSL negotiation to fail with nobody awaiting it (over TCP, "Future exception was
-    never retrieved: ConnectionError('unexpected connection_lost() call')")."""
-    await _settled()
+    its pool's reconnect, retried a second later). The count returns once this process's
+    connections to the ended backends have seen their end (a backend leaves
+    pg_stat_activity a moment before its socket closes) and the pools they belonged to
+    have opened their floor again: a pool closed (or a health ping cancelled) while it
+    still connects leaves asyncpg's pending SSL negotiation failed with nobody awaiting it
+    (over TCP, "Future exception was never retrieved: ConnectionError('unexpected
+    connection_lost() call')")."""
+    await _until_none(_opening, "connections still being opened")
     for _ in range(200):
         if not await con.fetchval(BUSY_BACKENDS):
             break
@@ -163,18 +166,32 @@ async def end_other_backends(con: asyncpg.Connection) -> None:
             break
         await asyncio.sleep(0.01)
     await con.execute("SELECT pg_stat_clear_snapshot()")
-    await _settled()
+    await _until_none(lambda: _still_open(set(pids)), "ended connections not yet closed")
+    await _until_none(_opening, "connections still being opened")
 
 
-async def _settled() -> None:
-    """Return once no task of this loop opens a connection (up to 10 s, else fail)."""
-    opening = _opening()
+async def _until_none(find: Callable[[], list[Any]], what: str) -> None:
+    """Return once `find()` finds nothing (every 10 ms, up to 10 s; else fail with `what`)."""
+    found = find()
     for _ in range(SETTLE_ROUNDS):
-        if not opening:
+        if not found:
             return
         await asyncio.sleep(0.01)
-        opening = _opening()
-    raise AssertionError(f"connections still being opened after 10 s: {opening}")
+        found = find()
+    raise AssertionError(f"{what} after 10 s: {found}")
+
+
+def _still_open(pids: set[int]) -> list[asyncpg.Connection]:
+    """This loop's connections to the backends `pids` that have not seen their end yet."""
+    loop = asyncio.get_running_loop()
+    return [
+        found
+        for found in gc.get_objects()
+        if isinstance(found, asyncpg.Connection)
+        and found._loop is loop  # type: ignore[attr-defined]
+        and not found.is_closed()
+        and found.get_server_pid() in pids
+    ]
 
 
 def _opening() -> list[asyncio.Task[Any]]:
