@@ -35,13 +35,15 @@ async def test_a_count_returns_once_the_pools_it_emptied_are_whole(admin_dsn: st
 
     try:
         pool = await asyncpg.create_pool(dsn, min_size=FLOOR, max_size=4, init=slow_init)
-        counter = await asyncpg.connect(dsn)
         try:
-            await end_other_backends(counter)
+            counter = await asyncpg.connect(dsn)
+            try:
+                await end_other_backends(counter)
+            finally:
+                await counter.close()
+            assert pool.get_size() == FLOOR, f"{pool.get_size()} of {FLOOR} connections open"
+            assert len(opened) == 2 * FLOOR, f"{len(opened)} connections opened"
         finally:
-            await counter.close()
-        assert pool.get_size() == FLOOR, f"{pool.get_size()} of {FLOOR} connections open"
-        assert len(opened) == 2 * FLOOR, f"{len(opened)} connections opened"
-        await pool.close()
+            await pool.close()
     finally:
         await drop_test_database(admin_dsn, dsn)
