@@ -191,6 +191,16 @@ def session_argument(parser: Any, name: str = "session", metavar: str = "SESSION
     parser.add_argument(name, metavar=metavar, help=SESSION_HELP)
 
 
+def text_argument(value: str) -> str:
+    """A TEXT, MESSAGE or BODY argument as given; `-` reads it from stdin, less the one
+    line end (``\\n`` or ``\\r\\n``) that `echo` and text files end with. Everything
+    else is kept: inner and further line ends, leading and trailing spaces."""
+    if value != "-":
+        return value
+    text = sys.stdin.read()
+    return text.removesuffix("\n").removesuffix("\r") if text.endswith("\n") else text
+
+
 def build_parser() -> StelloParser:
     """The parser of every command, from `COMMAND_GROUPS`."""
     parser = StelloParser(

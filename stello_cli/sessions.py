@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING, Literal
 from stello_cli import format as fmt
 from stello_cli import shared
 from stello_cli.gateway import gateway, session_id
-from stello_cli.parser import Commands, session_argument
+from stello_cli.parser import Commands, session_argument, text_argument
 from stello_cli.style import Style, plural, short_id, write
 from stello_client import dicts
 from stello_client.errors import ClientError, UsageError
@@ -65,11 +65,6 @@ def fork_context(args: argparse.Namespace) -> ContextName | None:
         "inherit" if args.up_to is not None else args.context
     )
     return context
-
-
-def text_argument(value: str) -> str:
-    """A TEXT/MESSAGE argument; `-` reads it from stdin."""
-    return sys.stdin.read() if value == "-" else value
 
 
 async def cmd_root(args: argparse.Namespace) -> int:

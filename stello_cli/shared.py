@@ -16,6 +16,7 @@ from typing import TYPE_CHECKING, Any
 
 from stello_cli import format as fmt
 from stello_cli.gateway import gateway, session_id
+from stello_cli.parser import text_argument
 from stello_cli.style import Style, write
 from stello_client import dicts
 from stello_client.errors import UsageError
@@ -92,7 +93,7 @@ async def _put(args: argparse.Namespace, client: AsyncClient) -> None:
         raise UsageError("memory put needs --summary TEXT (the line the index shows)")
     slug, body = args.rest
     reply = await client.upsert_shared_memory_entry(
-        slug, summary=args.summary, body=sys.stdin.read() if body == "-" else body
+        slug, summary=args.summary, body=text_argument(body)
     )
     if args.json:
         write(dicts.dumps({**entry_dict(reply.entry), "created": reply.created}))

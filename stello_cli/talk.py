@@ -15,8 +15,7 @@ from typing import TYPE_CHECKING
 
 from stello_cli import format as fmt
 from stello_cli.gateway import gateway, session_id
-from stello_cli.parser import Commands, session_argument
-from stello_cli.sessions import text_argument
+from stello_cli.parser import Commands, session_argument, text_argument
 from stello_cli.style import Style, write
 from stello_client import dicts
 from stello_client.errors import UsageError

@@ -6,6 +6,10 @@ on first run, saved to the user's config dir (mode 0600) and reused after;
 so is the web console's signing secret (`console-secret.json` beside them), so
 a restart keeps open console tabs signed in until `--new-console-token`.
 Ctrl-C or SIGTERM stops the servers gracefully, then the embedded database.
+
+Every setting the servers need (STELLO_STORAGE_*, STELLO_TREE_*, STELLO_GATEWAY_*,
+the gateway's prompts, profiles and skills files, the LLM provider) is read and
+checked before the database starts: a refused one is one line naming it.
 """
 
 from __future__ import annotations
@@ -18,6 +22,7 @@ import signal
 from collections.abc import AsyncIterator, Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import asyncpg
 import grpc
@@ -33,6 +38,14 @@ from stello.migrate import migrate_dsn
 from stello.server import ServiceApp, create_server, shutdown
 from stello.settings import StelloSettings
 from stello_client.credentials import Credentials, load_credentials, save_credentials
+
+if TYPE_CHECKING:  # `stello up` loads the services when it runs (a client needs none)
+    from agent_gateway.config import GatewaySettings
+    from agent_gateway.forks.profiles import ProfileRegistry
+    from agent_gateway.llm.prompts import Prompts
+    from agent_gateway.tools.skills import SkillRegistry
+    from storage_service.config import StorageSettings
+    from tree_service.config import TreeSettings
 
 log = logging.getLogger(__name__)
 
@@ -71,18 +84,58 @@ class Started:
     local: LocalServer | None
 
 
+@dataclass(frozen=True, slots=True)
+class ServiceConfigs:
+    """The services' own settings and the gateway's files, read and checked once."""
+
+    storage: StorageSettings
+    tree: TreeSettings
+    gateway: GatewaySettings
+    prompts: Prompts
+    profiles: ProfileRegistry
+    skills: SkillRegistry
+
+
+def service_configs(ports: Ports) -> ServiceConfigs:
+    """Read STELLO_STORAGE_*, STELLO_TREE_*, STELLO_GATEWAY_* and the gateway's prompts,
+    profiles and skills files, as the servers on `ports` will use them.
+
+    Raises:
+        pydantic.ValidationError: a variable's value is refused (the CLI names it).
+        ValueError: a prompts, profiles or skills file is not valid (file, line, problem).
+    """
+    from agent_gateway.config import GatewaySettings
+    from agent_gateway.forks.profiles import load_profiles
+    from agent_gateway.llm.prompt_config import load_prompts
+    from agent_gateway.tools.skills import load_skills
+    from storage_service.config import StorageSettings
+    from tree_service.config import TreeSettings
+
+    gateway = GatewaySettings(
+        storage_address=f"{ports.host}:{ports.storage}", tree_address=f"{ports.host}:{ports.tree}"
+    )
+    return ServiceConfigs(
+        StorageSettings(),
+        TreeSettings(),
+        gateway,
+        load_prompts(gateway.prompts, gateway.prompts_file),
+        load_profiles(gateway.profiles_file),
+        load_skills(gateway.skills_file),
+    )
+
+
 Factory = Callable[[StelloSettings, asyncpg.Pool, KeyStore, Mapping[str, Started]], ServiceApp]
 
 
 def _factories(
-    ports: Ports, local_calls: bool, jobs_key: str | None
+    ports: Ports, configs: ServiceConfigs, local_calls: bool, jobs_key: str | None
 ) -> list[tuple[str, int, Factory]]:
-    """The three services in start order; the gateway learns the others' addresses and,
-    with `local_calls`, calls them in-process (`stello.inproc`) instead of over loopback,
-    unless tracing is installed (in-process calls would make no spans)."""
+    """The three services in start order, each with its `configs`; the gateway learns the
+    others' addresses and, with `local_calls`, calls them in-process (`stello.inproc`)
+    instead of over loopback, unless tracing is installed (in-process calls would make no
+    spans)."""
     from agent_gateway.app import GatewayClients
     from agent_gateway.app import create_app as gateway_app
-    from agent_gateway.config import GatewaySettings
     from storage_service.app import create_app as storage_app
     from tree_service.app import create_app as tree_app
 
@@ -91,26 +144,38 @@ def _factories(
     def storage(
         s: StelloSettings, p: asyncpg.Pool, k: KeyStore, _: Mapping[str, Started]
     ) -> ServiceApp:
-        return storage_app(s, p, k)
+        return storage_app(s, p, k, configs.storage)
 
     def tree(
         s: StelloSettings, p: asyncpg.Pool, k: KeyStore, _: Mapping[str, Started]
     ) -> ServiceApp:
-        return tree_app(s, p, k)
+        return tree_app(s, p, k, configs.tree)
 
     def gateway(
         s: StelloSettings, p: asyncpg.Pool, k: KeyStore, started: Mapping[str, Started]
     ) -> ServiceApp:
-        config = GatewaySettings(
-            storage_address=started["storage"].address, tree_address=started["tree"].address
-        )
+        # The addresses the servers bound (a port 0 became one); checked at the start.
+        bound = {
+            "storage_address": started["storage"].address,
+            "tree_address": started["tree"].address,
+        }
+        config = configs.gateway.model_copy(update=bound)
         if config.jobs_key is None and jobs_key is not None:
             # The local space's key: a job a stopped `stello up` left is taken over at
             # the next start (the runner's takeover), not at its session's next trigger.
             config = config.model_copy(update={"jobs_key": SecretStr(jobs_key)})
         local = {name: run.local for name, run in started.items() if local_calls and run.local}
         clients = GatewayClients.connect(config, s, local=local)
-        return gateway_app(s, p, k, config, clients=clients)
+        return gateway_app(
+            s,
+            p,
+            k,
+            config,
+            clients=clients,
+            prompts=configs.prompts,
+            profiles=configs.profiles,
+            skills=configs.skills,
+        )
 
     return [
         ("storage", ports.storage, storage),
@@ -139,7 +204,12 @@ async def run_up(
     The signal handlers are installed before anything starts, so a signal during
     start-up unwinds too: servers stop, then the embedded PostgreSQL (`pg_ctl
     stop`), and no process is left behind. A second signal skips the grace period.
+
+    Raises:
+        pydantic.ValidationError, ValueError: a refused setting or file
+            (`service_configs`), before anything starts.
     """
+    configs = service_configs(ports)
     if workers > 1:
         from stello_cli.up_workers import run_up_workers
 
@@ -160,6 +230,7 @@ async def run_up(
                         pool,
                         keys,
                         running,
+                        configs=configs,
                         local_calls=local_calls,
                         jobs_key=credentials.key,
                     )
@@ -194,6 +265,7 @@ async def start_servers(
     keys: KeyStore,
     running: list[tuple[ServiceApp, grpc.aio.Server]],
     *,
+    configs: ServiceConfigs | None = None,
     local_calls: bool = True,
     worker: bool = False,
     jobs_key: str | None = None,
@@ -201,9 +273,11 @@ async def start_servers(
     """Start storage, tree and gateway in order (appending to `running`); their addresses
     (`worker`: on ports a supervisor claimed, shared with the other workers). The gateway's
     background runner takes over orphaned jobs with `jobs_key` unless
-    STELLO_GATEWAY_JOBS_KEY names one."""
+    STELLO_GATEWAY_JOBS_KEY names one. `configs` are the services' settings and files
+    (None: `service_configs` reads them now)."""
     started: dict[str, Started] = {}
-    for name, port, factory in _factories(ports, local_calls, jobs_key):
+    configs = configs or service_configs(ports)
+    for name, port, factory in _factories(ports, configs, local_calls, jobs_key):
         app = factory(settings, pool, keys, started)
         address = f"{ports.host}:{port}"
         try:

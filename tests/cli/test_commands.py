@@ -219,6 +219,20 @@ class TestSessionCommands:
         refused = await failed(env, "send", root, "x", "--busy", "sideways", code=2)
         assert "--busy" in refused and "enqueue" in refused
 
+    async def test_text_from_stdin_loses_only_its_line_end(self, env: dict[str, str]) -> None:
+        """`send SESSION -` (`echo hello | stello send SESSION -`) stores the text without
+        the line end `echo` adds; `insight -` reads stdin by the same rule: one final
+        "\\n" or "\\r\\n" off, inner line ends and outer spaces kept."""
+        root = (await ok(env, "root", "-q")).strip()
+        assert await ok(env, "send", root, "-", stdin="hello\n") == "echo: hello\n"
+        await ok(env, "send", root, "-", stdin="  two\nlines  \r\n")
+        await ok(env, "send", root, "-", stdin="kept\n\n")
+        records = await as_json(env, "records", root)
+        sent = [r["content"] for r in records if r["role"] == "user"]
+        assert sent == ["hello", "  two\nlines  ", "kept\n"]
+        await ok(env, "insight", root, "-", stdin="look\r\n")
+        assert (await as_json(env, "show", root))["insight"] == "look"
+
     async def test_retention(self, env: dict[str, str]) -> None:
         """`retention set|show|apply --dry-run|pin`: the policy in a sentence, a dry run's
         count, a pin by prefix; `set` with nothing to set is a usage error."""

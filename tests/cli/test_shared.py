@@ -47,7 +47,8 @@ class TestSharedMemory:
         assert await ok(env, "memory", "put", "tides", "--summary", "when", "High at 6.") == (
             "tides created\n"
         )
-        await ok(env, "memory", "put", "knots", "--summary", "which", "-", stdin="Bowline.")
+        # From stdin, less the line end `echo` adds (`echo Bowline. | stello memory put ...`).
+        await ok(env, "memory", "put", "knots", "--summary", "which", "-", stdin="Bowline.\n")
         replaced = await as_json(env, "memory", "put", "tides", "--summary", "times", "6 and 18")
         assert (replaced["created"], replaced["body"]) == (False, "6 and 18")
         assert await ok(env, "memory", "list") == "tides: times\nknots: which\n"

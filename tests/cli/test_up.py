@@ -9,7 +9,15 @@ from pathlib import Path
 
 import pytest
 
-from tests.cli.processes import StelloUp, cli_json, gone, postgres_processes, private_env, run_cli
+from tests.cli.processes import (
+    FREE_PORTS,
+    StelloUp,
+    cli_json,
+    gone,
+    postgres_processes,
+    private_env,
+    run_cli,
+)
 
 pytestmark = pytest.mark.subprocess
 
@@ -127,6 +135,29 @@ def test_port_in_use_is_one_line_and_leaves_nothing(home: Path) -> None:
     assert "Traceback" not in done.stderr
     assert "add_port.cc" not in done.stderr and "fork_posix.cc" not in done.stderr
     assert postgres_processes(Path(env["STELLO_DATA_DIR"])) == []
+
+
+@pytest.mark.parametrize(
+    ("variable", "value", "problem"),
+    [
+        ("STELLO_GATEWAY_CALL_TIMEOUT_S", "-1", "STELLO_GATEWAY_CALL_TIMEOUT_S: "),
+        ("STELLO_GATEWAY_PROMPTS", "klingon", "STELLO_GATEWAY_PROMPTS: "),
+        ("STELLO_TREE_PROVISIONING_TTL_S", "none", "STELLO_TREE_PROVISIONING_TTL_S: "),
+        ("STELLO_GATEWAY_PROFILES_FILE", "missing.toml", "missing.toml"),
+    ],
+)
+def test_a_bad_service_setting_is_one_line_before_the_database_starts(
+    home: Path, variable: str, value: str, problem: str
+) -> None:
+    """A refused STELLO_GATEWAY_* / STELLO_TREE_* value or gateway file: one line naming
+    it, exit 1, and no embedded PostgreSQL was made (its data directory does not exist)."""
+    env = private_env(home)
+    env[variable] = str(home / value) if value.endswith(".toml") else value
+    done = run_cli(env, "up", *FREE_PORTS)
+    assert done.returncode == 1, done.stderr
+    assert len(done.stderr.splitlines()) == 1, done.stderr
+    assert done.stderr.startswith("stello: ") and problem in done.stderr, done.stderr
+    assert not Path(env["STELLO_DATA_DIR"]).exists()
 
 
 def test_up_with_two_workers(home: Path) -> None:

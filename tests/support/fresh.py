@@ -91,7 +91,8 @@ class FreshDatabase:
         `RowReads` counts them), and its result; `call` starts once the first count is taken.
 
         Counting ends every other backend of the database (they flush their counters as
-        they exit); the servers' pools reconnect, as after a database restart.
+        they exit); the servers' pools reconnect, as after a database restart, before a
+        count returns (`end_other_backends`).
         """
         counter = await asyncpg.connect(self.dsn)
         try:

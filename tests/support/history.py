@@ -10,12 +10,15 @@ answered, and not time.
 from __future__ import annotations
 
 import asyncio
+import gc
 import uuid
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from datetime import UTC, datetime
+from types import FrameType
 from typing import Any
 
 import asyncpg
+import asyncpg.pool
 
 from stello.migrate import CITUS_INSTALLED
 from stello.tokens import record_tokens
@@ -117,18 +120,45 @@ async def _refuse_citus(con: asyncpg.Connection) -> None:
     assert not await con.fetchval(CITUS_INSTALLED), ON_CITUS
 
 
+OPENING = frozenset(
+    {
+        asyncpg.pool.PoolConnectionHolder.connect.__code__,
+        asyncpg.pool.Pool._maintain_min_size.__code__,  # type: ignore[attr-defined]
+    }
+)
+"""Where a pool opens a connection: a connect of one of its holders (an acquire's, or its
+floor's: the connect and the pool's `init`), and its restoring its floor (`min_size`)
+after connections of it closed, also while it waits to retry; `self` is the holder or
+the pool."""
+
+SETTLE_ROUNDS = 1000
+"""How many times (10 ms apart) a count waits for this process's connections."""
+
+
 async def end_other_backends(con: asyncpg.Connection) -> None:
     """End every other client backend of the database (they flush their statistics as they
     exit; the services' pools reconnect, as after a database restart), then read fresh
     statistics on `con`.
 
     They are ended once all are idle (up to 2 s): a backend ended mid-statement (a server's
-    health ping, a pool's reset) fails its client's call, which the event loop reports."""
+    health ping, a pool's reset) fails its client's call, which the event loop reports.
+    None of this process's pools with connections to them is opening one then (one ended
+    in its startup fails the pool's reconnect, retried a second later). The count returns
+    once those pools have let go of the connections it ended (a backend leaves
+    pg_stat_activity a moment before its socket closes, and the client's cleanup comes
+    after that) and have opened their floor again: a pool closed (or a health ping
+    cancelled) while it still connects leaves asyncpg's pending SSL negotiation failed with
+    nobody awaiting it (over TCP, "Future exception was never retrieved:
+    ConnectionError('unexpected connection_lost() call')")."""
     for _ in range(200):
         if not await con.fetchval(BUSY_BACKENDS):
             break
         await asyncio.sleep(0.01)
+    pools = _pools_of(_open_to({row["pid"] for row in await con.fetch(OTHER_BACKENDS)}))
+    await _until_none(lambda: _opening(pools), "pools still opening connections")
     pids = [row["pid"] for row in await con.fetch(OTHER_BACKENDS)]
+    ours = _open_to(set(pids))
+    pools = _pools_of(ours)
     await con.execute("SELECT pg_terminate_backend(pid) FROM unnest($1::int[]) pid", pids)
     for _ in range(500):
         alive = await con.fetchval(
@@ -138,6 +168,63 @@ async def end_other_backends(con: asyncpg.Connection) -> None:
             break
         await asyncio.sleep(0.01)
     await con.execute("SELECT pg_stat_clear_snapshot()")
+    await _until_none(lambda: _pools_of(ours), "ended connections their pools still hold")
+    await _until_none(lambda: _opening(pools), "pools still opening connections")
+
+
+async def _until_none(find: Callable[[], list[Any]], what: str) -> None:
+    """Return once `find()` finds nothing (every 10 ms, up to 10 s; else fail with `what`)."""
+    found = find()
+    for _ in range(SETTLE_ROUNDS):
+        if not found:
+            return
+        await asyncio.sleep(0.01)
+        found = find()
+    raise AssertionError(f"{what} after 10 s: {found}")
+
+
+def _open_to(pids: set[int]) -> list[asyncpg.Connection]:
+    """This loop's open connections (not pool proxies) to the backends `pids`."""
+    loop = asyncio.get_running_loop()
+    return [
+        found
+        for found in gc.get_objects()
+        if asyncpg.Connection in type(found).__mro__
+        and found._loop is loop
+        and not found.is_closed()
+        and found.get_server_pid() in pids
+    ]
+
+
+def _pools_of(connections: list[asyncpg.Connection]) -> list[asyncpg.Pool]:
+    """The pools that hold `connections` (a pool's holder names it until the connection's
+    end is cleaned up: its holder let go and the pool told to restore its floor)."""
+    refs = [getattr(c, "_pool_holder", None) for c in connections]
+    holders = [ref() for ref in refs if ref is not None]
+    return list({id(h._pool): h._pool for h in holders if h is not None}.values())
+
+
+def _opening(pools: list[asyncpg.Pool]) -> list[asyncio.Task[Any]]:
+    """The tasks of this loop in which one of `pools` opens a connection (`OPENING`)."""
+    return [task for task in asyncio.all_tasks() if any(_opens(task, pool) for pool in pools)]
+
+
+def _opens(task: asyncio.Task[Any], pool: asyncpg.Pool) -> bool:
+    """Whether `task` is suspended in `pool`'s opening of a connection (`OPENING`)."""
+    for frame in _awaiting(task):
+        if frame.f_code in OPENING:
+            owner = frame.f_locals.get("self")
+            if owner is pool or getattr(owner, "_pool", None) is pool:
+                return True
+    return False
+
+
+def _awaiting(task: asyncio.Task[Any]) -> Iterator[FrameType]:
+    """The frame of each coroutine `task` is suspended in, outermost first."""
+    awaited: Any = task.get_coro()
+    while getattr(awaited, "cr_frame", None) is not None:
+        yield awaited.cr_frame
+        awaited = awaited.cr_await
 
 
 class RowReads:
