@@ -107,9 +107,13 @@ async def phases(
             began = now
 
         session = uuid.UUID(root)
-        hide = OLD_HIDE if old else sql.HIDE_SUBTREE
         locked = list(await con.fetchval(sql.LOCK_SUBTREE, space, session))
         mark("lock walk")
+        if old:
+            hide = OLD_HIDE
+        else:  # as `TreeTx.hide_subtree` chooses
+            probes = len(locked) <= sql.HIDE_PROBES_MAX
+            hide = sql.HIDE_SUBTREE if probes else sql.HIDE_SUBTREE_SET
         if explain:
             plan = await con.fetch(f"EXPLAIN (ANALYZE, BUFFERS, WAL) {hide}", space, locked)
             for line in plan:

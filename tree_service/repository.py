@@ -649,10 +649,16 @@ class TreeTx(idempotency.KeyStatements):
         return list(await self._con.fetchval(sql.LOCK_SUBTREE, space_id, session_id) or ())
 
     async def hide_subtree(
-        self, space_id: uuid.UUID, session_id: uuid.UUID, locked: list[uuid.UUID]
+        self,
+        space_id: uuid.UUID,
+        session_id: uuid.UUID,
+        locked: list[uuid.UUID],
+        probes_max: int = sql.HIDE_PROBES_MAX,
     ) -> list[uuid.UUID]:
         """Hide the locked subtree from every read and write (the erasure job deletes it);
-        its ids by depth, the session first, named in SUBTREE_DELETED events.
+        its ids by depth, the session first, named in SUBTREE_DELETED events. A round of
+        up to `probes_max` sessions finds each by key (`HIDE_SUBTREE`), a bigger one as
+        a set (`HIDE_SUBTREE_SET`).
 
         A child committed under the subtree while it was being locked (its create held
         the parent's lock first) is locked and hidden with it, and so on down: a create
@@ -662,7 +668,8 @@ class TreeTx(idempotency.KeyStatements):
         rounds = 0
         batch = locked
         while batch:
-            rows += await self._con.fetch(sql.HIDE_SUBTREE, space_id, batch)
+            hide = sql.HIDE_SUBTREE if len(batch) <= probes_max else sql.HIDE_SUBTREE_SET
+            rows += await self._con.fetch(hide, space_id, batch)
             await self._con.execute(sql.HIDE_REFS, space_id, batch)
             await self._con.execute(sql.UNSOURCE, space_id, batch)
             batch = list(await self._con.fetchval(sql.LOCK_MISSED, space_id, batch) or ())

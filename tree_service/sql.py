@@ -564,28 +564,40 @@ WITH RECURSIVE subtree (id) AS (
 
 # Hides the locked set ($2) from every read and write at once; its ids by
 # depth (the session first), then id, for DeleteSubtree's answer and its
-# events (sorted here: 200,000 rows sort in Python in most of a second). Each
-# row is found by one primary-key probe (LATERAL) and updated by its tuple id,
-# whatever the statistics: a set condition (`id = ANY ($2)`) was planned as a
-# scan of the space's sessions when its statistics called the space small (a
-# big space grown since the last ANALYZE: 60,000 tuples to hide 100 in a space
-# of 30,000). The rows are locked, so their tuple ids hold.
-HIDE_SUBTREE = f"""
+# events (sorted here: 200,000 rows sort in Python in most of a second).
+_HIDE = f"""
 WITH hidden AS (
     UPDATE sessions s
     SET provisional_until = {ERASING}
-    FROM (
+    {{rows}}
+    RETURNING s.id, s.depth
+)
+SELECT id, depth FROM hidden ORDER BY depth, id
+"""
+
+# A set of up to HIDE_PROBES_MAX: each row found by one primary-key probe
+# (LATERAL) and updated by its tuple id, whatever the statistics. As a set
+# condition (`id = ANY ($2)`) it was planned as a scan of the space's sessions
+# when its statistics called the space small (a big space grown since the last
+# ANALYZE: 60,000 tuples to hide 100 in a space of 30,000). The rows are
+# locked, so their tuple ids hold.
+HIDE_SUBTREE = _HIDE.format(
+    rows="""FROM (
         SELECT l.ctid
         FROM unnest($2::uuid[]) AS h (id)
         CROSS JOIN LATERAL (
             SELECT v.ctid FROM sessions v WHERE v.space_id = $1 AND v.id = h.id OFFSET 0
         ) l
     ) t
-    WHERE s.space_id = $1 AND s.ctid = t.ctid
-    RETURNING s.id, s.depth
+    WHERE s.space_id = $1 AND s.ctid = t.ctid"""
 )
-SELECT id, depth FROM hidden ORDER BY depth, id
-"""
+
+# A bigger set as a set: the probes and the join back by tuple id cost a fifth
+# more than the update itself at 200,000 sessions (bench/bench_delete.py:
+# answered in 6.0 s, against 5.0 s), and a scan of the space, where stale
+# statistics still choose one, is then a part of it.
+HIDE_SUBTREE_SET = _HIDE.format(rows="WHERE s.space_id = $1 AND s.id = ANY ($2::uuid[])")
+HIDE_PROBES_MAX = 10_000
 
 # What other sessions show of the hidden set goes with the hide: their refs to
 # it, and its id as their source (both one index probe per hidden session).

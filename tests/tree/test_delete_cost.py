@@ -9,6 +9,7 @@ that must see every row take the hidden one. Speed itself is bench/bench_delete.
 from __future__ import annotations
 
 import json
+from typing import cast
 
 import asyncpg
 import pytest
@@ -16,6 +17,7 @@ import pytest
 from tests.tree.conftest import TreeClient
 from tests.tree.seed import fanout_tree, seed_topology
 from tree_service import sql
+from tree_service.repository import TreeTx
 
 pytestmark = pytest.mark.sql
 
@@ -86,3 +88,35 @@ async def test_hide_writes_a_few_records_per_session(tree: TreeClient, pool: asy
     plan = json.loads(plan) if isinstance(plan, str) else plan
     records = int(plan[0]["Plan"]["WAL Records"])
     assert records / size <= RECORDS_PER_SESSION, records / size
+
+
+async def test_a_round_past_the_probe_limit_is_hidden_as_a_set(
+    tree: TreeClient, pool: asyncpg.Pool
+) -> None:
+    """A hide round bigger than `probes_max` (`HIDE_SUBTREE_SET`) hides what the probes
+    (`HIDE_SUBTREE`) hide, in the same order, and leaves none of it visible."""
+    size = 120
+    ids = await seed_topology(pool, tree.space.id, fanout_tree(size, 5))
+    answers = []
+    for probes_max in (size, size - 1):  # by key, then as a set
+        async with pool.acquire() as con:
+            hiding = con.transaction()
+            await hiding.start()
+            try:
+                repo = TreeTx(cast("asyncpg.Connection", con))  # a pooled one
+                locked = await repo.lock_subtree(tree.space.id, ids[0])
+                answers.append(
+                    await repo.hide_subtree(tree.space.id, ids[0], locked, probes_max=probes_max)
+                )
+                visible = await con.fetchval(VISIBLE_OF, tree.space.id, ids)
+            finally:
+                await hiding.rollback()
+        assert visible == 0
+    assert answers[0] == answers[1]
+    assert sorted(answers[0]) == sorted(ids) and answers[0][0] == ids[0]
+
+
+VISIBLE_OF = """
+SELECT count(*) FROM sessions WHERE space_id = $1 AND id = ANY ($2::uuid[])
+  AND provisional_until IS NULL
+"""
