@@ -230,10 +230,11 @@ def chain_with_crowd(
 async def _fresh(
     admin_dsn: str, settings: StelloSettings, request: pytest.FixtureRequest
 ) -> AsyncIterator[FreshDatabase]:
-    """A database of its own whose `sessions` only the test analyzes, planning prepared
-    statements with the custom plans of a new connection or the generic plans of an old
-    one (a module that leaves other tables unanalyzed defines its own `fresh`)."""
+    """A database of its own whose `sessions` only the test analyzes (or the tables its
+    module names in `UNANALYZED`), planning prepared statements with the custom plans of a
+    new connection or the generic plans of an old one."""
+    unanalyzed = getattr(request.module, "UNANALYZED", ("sessions",))
     async with fresh_database(
-        admin_dsn, settings, unanalyzed=["sessions"], plan_cache_mode=request.param
+        admin_dsn, settings, unanalyzed=unanalyzed, plan_cache_mode=request.param
     ) as fresh:
         yield fresh

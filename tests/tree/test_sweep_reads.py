@@ -32,12 +32,9 @@ WHERE space_id = $1 AND id IN (SELECT id FROM sessions WHERE space_id = $1 AND l
 """
 
 
-async def test_a_sweep_reads_its_due_sessions_not_the_space(fresh: FreshDatabase) -> None:
-    """A sweep of 100 due provisional sessions, in a space of 30,000 more sessions than
-    the statistics know of, reads a few tuples of `sessions` each."""
-    async with fresh.pool.acquire() as con:
-        await grown_after_analyze(con, fresh.space.id, GROWN)
-        await con.execute(DUE, fresh.space.id, DUE_COUNT)
+async def sweep_reads(fresh: FreshDatabase) -> int:
+    """The tuples of `sessions` one sweep of DUE_COUNT due sessions read (a pool of its
+    own, as the tree service's sweeper has); it must sweep that many."""
 
     async def sweep() -> int:
         async with create_pool(fresh.dsn, fresh.settings) as pool:
@@ -47,6 +44,17 @@ async def test_a_sweep_reads_its_due_sessions_not_the_space(fresh: FreshDatabase
 
     read, swept = await fresh.reads("sessions", sweep)
     assert swept == DUE_COUNT
+    return read
+
+
+async def test_a_sweep_reads_its_due_sessions_not_the_space(fresh: FreshDatabase) -> None:
+    """A sweep of 100 due provisional sessions, in a space of 30,000 more sessions than
+    the statistics know of, reads a few tuples of `sessions` each."""
+    async with fresh.pool.acquire() as con:
+        await grown_after_analyze(con, fresh.space.id, GROWN)
+        await con.execute(DUE, fresh.space.id, DUE_COUNT)
+
+    read = await sweep_reads(fresh)
     async with fresh.pool.acquire() as con:
         left = await con.fetchval(
             "SELECT count(*) FROM sessions WHERE provisional_until IS NOT NULL"
@@ -82,12 +90,5 @@ async def test_a_sweep_reads_its_due_sessions_not_those_in_flight(fresh: FreshDa
         await con.execute(IN_FLIGHT, fresh.space.id, 2_000)
         await con.execute(CROWD_DUE, 20)
 
-    async def sweep() -> int:
-        async with create_pool(fresh.dsn, fresh.settings) as pool:
-            swept = await TreeRepository(pool).sweep(0.0, DUE_COUNT, wait=False)
-        assert swept is not None
-        return len(swept)
-
-    read, swept = await fresh.reads("sessions", sweep)
-    assert swept == DUE_COUNT
+    read = await sweep_reads(fresh)
     assert read <= 20 * DUE_COUNT, f"{read} tuples of sessions read to sweep {DUE_COUNT}"

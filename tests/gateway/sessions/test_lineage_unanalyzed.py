@@ -12,7 +12,6 @@ On PostgreSQL 15 with custom plans the page read all 60,000 sessions twice
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator
 from functools import partial
 
 import pytest
@@ -20,13 +19,11 @@ import pytest
 from agent_gateway.app import create_app as gateway_app
 from agent_gateway.config import GatewaySettings
 from stello.agent.v1 import agent_pb2, agent_pb2_grpc
-from stello.settings import StelloSettings
 from storage_service.app import create_app as storage_app
 from tests.support.fresh import (
     GENERIC_PLAN_READS,
     FreshDatabase,
     chain_with_crowd,
-    fresh_database,
 )
 from tests.tree.seed import COLUMNS
 from tree_service.app import create_app as tree_app
@@ -40,18 +37,7 @@ DEPTH = 1_500
 CROWD = 58_500
 PAGE = 100
 TABLES = ["sessions", "session_slots"]
-
-
-@pytest.fixture(name="fresh", params=["auto", "force_generic_plan"])
-async def _fresh(
-    admin_dsn: str, settings: StelloSettings, request: pytest.FixtureRequest
-) -> AsyncIterator[FreshDatabase]:
-    """A database of its own, never analyzed, planning prepared statements with the custom
-    plans of a new connection or the generic plans of an old one."""
-    async with fresh_database(
-        admin_dsn, settings, unanalyzed=TABLES, plan_cache_mode=request.param
-    ) as fresh:
-        yield fresh
+UNANALYZED = TABLES  # the `fresh` fixture leaves them to the test (tests/support/fresh.py)
 
 
 class TestUnanalyzedSpace:

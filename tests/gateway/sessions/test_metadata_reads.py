@@ -10,7 +10,6 @@ under the custom plans of a new connection and the generic plans of an old one.
 from __future__ import annotations
 
 import uuid
-from collections.abc import AsyncIterator
 from datetime import UTC, datetime, timedelta
 from functools import partial
 from typing import Any
@@ -22,9 +21,8 @@ from agent_gateway.app import create_app as gateway_app
 from agent_gateway.config import GatewaySettings
 from stello.agent.v1 import agent_pb2, agent_pb2_grpc
 from stello.common.v1 import common_pb2
-from stello.settings import StelloSettings
 from storage_service.app import create_app as storage_app
-from tests.support.fresh import FreshDatabase, fresh_database
+from tests.support.fresh import FreshDatabase
 from tree_service.app import create_app as tree_app
 
 pytestmark = [
@@ -38,6 +36,7 @@ pytestmark = [
 ROOTS = 50
 CHILDREN = 399  # per root: 20,000 sessions in all
 TABLES = ["sessions", "session_metadata"]
+UNANALYZED = ()  # the `fresh` fixture: autovacuum analyzes every table here
 COLUMNS = [
     "space_id",
     "id",
@@ -52,14 +51,6 @@ COLUMNS = [
     "last_active_at",
 ]
 BASE = datetime(2026, 1, 1, tzinfo=UTC)
-
-
-@pytest.fixture(name="fresh", params=["auto", "force_generic_plan"])
-async def _fresh(
-    admin_dsn: str, settings: StelloSettings, request: pytest.FixtureRequest
-) -> AsyncIterator[FreshDatabase]:
-    async with fresh_database(admin_dsn, settings, plan_cache_mode=request.param) as fresh:
-        yield fresh
 
 
 def _stamp(value: datetime) -> timestamp_pb2.Timestamp:

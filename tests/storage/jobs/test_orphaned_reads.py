@@ -12,17 +12,13 @@ statistics (pg_stat), not time, under custom and generic plans.
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator
-
 import asyncpg
 import pytest
 
-from stello.settings import StelloSettings
 from storage_service.jobs.repository import JobRepository, OrphanedJob
 from tests.support.fresh import (
     GENERIC_PLAN_READS,
     FreshDatabase,
-    fresh_database,
     grown_after_analyze,
 )
 
@@ -30,6 +26,7 @@ pytestmark = [pytest.mark.sql, pytest.mark.plain_postgres(GENERIC_PLAN_READS)]
 
 PAGE = 100
 TABLES = ["sessions", "background_jobs"]
+UNANALYZED = TABLES  # the `fresh` fixture leaves them to the test (tests/support/fresh.py)
 
 # A stopped run (an orphan) for $2 of the sessions of space $1.
 STOPPED = """
@@ -55,19 +52,6 @@ SELECT $1, id, 'summary',
 FROM (SELECT id, row_number() OVER (ORDER BY id) AS n
       FROM sessions WHERE space_id = $1 AND label = 'root') r
 """
-
-
-@pytest.fixture(name="fresh", params=["auto", "force_generic_plan"])
-async def _fresh(
-    admin_dsn: str, settings: StelloSettings, request: pytest.FixtureRequest
-) -> AsyncIterator[FreshDatabase]:
-    """A database of its own whose `sessions` and `background_jobs` only the test analyzes,
-    planning prepared statements with the custom plans of a new connection or the generic
-    plans of an old one."""
-    async with fresh_database(
-        admin_dsn, settings, unanalyzed=TABLES, plan_cache_mode=request.param
-    ) as fresh:
-        yield fresh
 
 
 async def test_a_page_of_orphans_probes_each_session(fresh: FreshDatabase) -> None:

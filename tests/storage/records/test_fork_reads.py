@@ -15,19 +15,16 @@ time, under custom and generic plans.
 from __future__ import annotations
 
 import uuid
-from collections.abc import AsyncIterator
 
 import asyncpg
 import pytest
 
 from stello.events import Outbox
-from stello.settings import StelloSettings
 from storage_service.records.lineage import LineageRepository
 from storage_service.sessions.repository import SessionRepository
 from tests.support.fresh import (
     GENERIC_PLAN_READS,
     FreshDatabase,
-    fresh_database,
     grown_after_analyze,
 )
 from tests.support.history import CHAIN_SESSION, append_one, fork_chain
@@ -36,6 +33,7 @@ pytestmark = [pytest.mark.sql, pytest.mark.plain_postgres(GENERIC_PLAN_READS)]
 
 GROWN = 30_000
 TABLES = ["sessions", "record_segments"]
+UNANALYZED = TABLES  # the `fresh` fixture leaves them to the test (tests/support/fresh.py)
 
 # Every crowd session (`grown_after_analyze`) reads the records of another of its space:
 # statistics of `record_segments` that know of 2,000 small spaces.
@@ -61,19 +59,6 @@ READS_FROM = """
 INSERT INTO record_segments (space_id, session_id, from_seq, to_seq, holder_id)
 VALUES ($1, $2, 1, 1, $3)
 """
-
-
-@pytest.fixture(name="fresh", params=["auto", "force_generic_plan"])
-async def _fresh(
-    admin_dsn: str, settings: StelloSettings, request: pytest.FixtureRequest
-) -> AsyncIterator[FreshDatabase]:
-    """A database of its own whose `sessions` and `record_segments` only the test analyzes,
-    planning prepared statements with the custom plans of a new connection or the generic
-    plans of an old one."""
-    async with fresh_database(
-        admin_dsn, settings, unanalyzed=TABLES, plan_cache_mode=request.param
-    ) as fresh:
-        yield fresh
 
 
 async def forked_source(fresh: FreshDatabase) -> uuid.UUID:
