@@ -530,16 +530,19 @@ RETURNING config
 # statistics called the space small (a big space grown since the last ANALYZE),
 # the planner hashed the whole space's sessions once per level and once for the
 # lock (240,802 tuples to lock 100 three levels deep in a space of 30,000).
-_SUBTREE_CHILDREN = f"""
+# The children of each of `parents` (`parent` its id), not being erased; the
+# step of LOCK_SUBTREE's walk and the start of LOCK_MISSED's.
+_CHILDREN_OF = f"""
     SELECT c.id
-    FROM subtree
+    FROM {{parents}}
     CROSS JOIN LATERAL (
         SELECT c.id FROM sessions c
-        WHERE c.space_id = $1 AND c.parent_id = subtree.id
+        WHERE c.space_id = $1 AND c.parent_id = {{parent}}
           AND c.provisional_until IS DISTINCT FROM {ERASING}
         OFFSET 0
     ) c
 """
+_SUBTREE_CHILDREN = _CHILDREN_OF.format(parents="subtree", parent="subtree.id")
 _LOCK_FOUND = """
 SELECT array_agg(locked.id)
 FROM (
@@ -614,14 +617,7 @@ WHERE space_id = $1 AND to_id = ANY ($2::uuid[]) AND from_id <> ALL ($2::uuid[])
 # children committed while the previous round's rows were being locked.
 LOCK_MISSED = f"""
 WITH RECURSIVE subtree (id) AS (
-    SELECT c.id
-    FROM unnest($2::uuid[]) AS p (id)
-    CROSS JOIN LATERAL (
-        SELECT c.id FROM sessions c
-        WHERE c.space_id = $1 AND c.parent_id = p.id
-          AND c.provisional_until IS DISTINCT FROM {ERASING}
-        OFFSET 0
-    ) c
+{_CHILDREN_OF.format(parents="unnest($2::uuid[]) AS p (id)", parent="p.id")}
   UNION ALL
 {_SUBTREE_CHILDREN}
 )
