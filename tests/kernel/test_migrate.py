@@ -6,18 +6,16 @@ import asyncio
 import logging
 import sys
 import uuid
-from urllib.parse import urlsplit, urlunsplit
 
 import asyncpg
 import pytest
 
 from stello.db import create_pool
-from stello.embedded import with_database
 from stello.migrate import CREATE_TABLE, load_migrations, migrate, pending
 from stello.runner import warn_unmigrated
 from stello.settings import StelloSettings
 from tests.storage.tokens import session_token_problems
-from tests.support.database import create_test_database, drop_test_database
+from tests.support.database import create_empty_database, drop_test_database
 
 pytestmark = pytest.mark.sql
 
@@ -37,14 +35,7 @@ class TestMigrate:
 
     async def test_four_processes_at_once(self, admin_dsn: str) -> None:
         """Four `stello migrate` processes on a fresh database apply each file exactly once."""
-        dsn = await create_test_database(admin_dsn)
-        name = dsn.partition("?")[0].rpartition("/")[2]
-        fresh = dsn.replace(name, name + "_fresh")
-        con = await asyncpg.connect(admin_dsn)
-        try:
-            await con.execute(f'CREATE DATABASE "{name}_fresh"')
-        finally:
-            await con.close()
+        fresh = await create_empty_database(admin_dsn)
         try:
             procs = [
                 await asyncio.create_subprocess_exec(
@@ -73,7 +64,6 @@ class TestMigrate:
             assert tables == 1
         finally:
             await drop_test_database(admin_dsn, fresh)
-            await drop_test_database(admin_dsn, dsn)
 
 
 class TestTenantLocalOrder:
@@ -81,14 +71,7 @@ class TestTenantLocalOrder:
 
     async def test_existing_refs_keep_their_order(self, admin_dsn: str) -> None:
         """Refs written under the identity keep their order, renumbered 0.. per session."""
-        dsn = await create_test_database(admin_dsn)
-        name = dsn.partition("?")[0].rpartition("/")[2]
-        old = dsn.replace(name, name + "_old")
-        con = await asyncpg.connect(admin_dsn)
-        try:
-            await con.execute(f'CREATE DATABASE "{name}_old"')
-        finally:
-            await con.close()
+        old = await create_empty_database(admin_dsn)
         con = await asyncpg.connect(old)
         try:
             await con.execute(CREATE_TABLE)
@@ -113,7 +96,6 @@ class TestTenantLocalOrder:
         finally:
             await con.close()
             await drop_test_database(admin_dsn, old)
-            await drop_test_database(admin_dsn, dsn)
         got: dict[tuple[uuid.UUID, uuid.UUID], list[tuple[uuid.UUID, int]]] = {}
         for r in rows:
             got.setdefault((r["space_id"], r["from_id"]), []).append((r["to_id"], r["position"]))
@@ -163,13 +145,7 @@ class TestBoundedTurns:
     async def test_existing_records_get_their_tokens(self, admin_dsn: str) -> None:
         """Records written before 0006 get exact estimates and cumulatives (a trimmed session
         from its oldest remaining record); the cache row stays, as a complete summary."""
-        name = f"stello_test_{uuid.uuid4().hex[:12]}_old"
-        con = await asyncpg.connect(admin_dsn)
-        try:
-            await con.execute(f'CREATE DATABASE "{name}"')
-        finally:
-            await con.close()
-        old = with_database(admin_dsn, name)
+        old = await create_empty_database(admin_dsn)
         con = await asyncpg.connect(old)
         try:
             await con.execute(CREATE_TABLE)
@@ -244,13 +220,7 @@ class TestPending:
         self, admin_dsn: str, caplog: pytest.LogCaptureFixture
     ) -> None:
         versions = [m.version for m in load_migrations()]
-        name = f"stello_test_{uuid.uuid4().hex[:12]}_bare"
-        con = await asyncpg.connect(admin_dsn)
-        try:
-            await con.execute(f'CREATE DATABASE "{name}"')
-        finally:
-            await con.close()
-        bare = urlunsplit(urlsplit(admin_dsn)._replace(path=f"/{name}"))
+        bare = await create_empty_database(admin_dsn)
         try:
             con = await asyncpg.connect(bare)
             try:

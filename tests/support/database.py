@@ -117,8 +117,9 @@ def restartable_postgres() -> Iterator[RestartablePostgres]:
         shutil.rmtree(folder, ignore_errors=True)
 
 
-async def create_test_database(admin_dsn: str) -> str:
-    """Create and migrate a fresh database; return its DSN."""
+async def create_empty_database(admin_dsn: str) -> str:
+    """Create a database of its own, not migrated (a schema of no release, or one a test
+    migrates itself); its DSN (drop it with `drop_test_database`)."""
     name = f"stello_test_{uuid.uuid4().hex[:12]}"
     con = await asyncpg.connect(admin_dsn)
     try:
@@ -130,7 +131,12 @@ async def create_test_database(admin_dsn: str) -> str:
         await con.execute(f'ALTER DATABASE "{name}" SET synchronous_commit = off')
     finally:
         await con.close()
-    dsn = with_database(admin_dsn, name)
+    return with_database(admin_dsn, name)
+
+
+async def create_test_database(admin_dsn: str) -> str:
+    """Create and migrate a fresh database; return its DSN."""
+    dsn = await create_empty_database(admin_dsn)
     con = await asyncpg.connect(dsn)
     try:
         await migrate(con)

@@ -12,11 +12,10 @@ from contextlib import asynccontextmanager
 import asyncpg
 import pytest
 
-from stello.embedded import with_database
 from stello.migrate import migrate
 from storage_service.records.lineage import SEGMENT_CAP
 from storage_service.records.repository import LIST_RECORDS_OLDEST, MAX_SEQ
-from tests.support.database import drop_test_database
+from tests.support.database import create_empty_database, drop_test_database
 from tests.support.history import append_one
 
 pytestmark = pytest.mark.sql
@@ -74,13 +73,7 @@ async def views(
 async def older_schema(admin_dsn: str, until: str) -> AsyncIterator[asyncpg.Connection]:
     """A database of its own migrated through `until` (an older release's schema), dropped
     afterwards."""
-    name = f"stello_test_{uuid.uuid4().hex[:12]}"
-    admin = await asyncpg.connect(admin_dsn)
-    try:
-        await admin.execute(f'CREATE DATABASE "{name}"')
-    finally:
-        await admin.close()
-    dsn = with_database(admin_dsn, name)
+    dsn = await create_empty_database(admin_dsn)
     con = await asyncpg.connect(dsn)
     try:
         await migrate(con, until=until)
