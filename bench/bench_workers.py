@@ -68,13 +68,12 @@ CONNECTIONS = 16
 
 @dataclass(frozen=True)
 class Wire:
-    """A scenario as h2load sends it: the service, its method's path, the requests
-    (h2load process i sends messages[i % len]), the services whose CPU counts."""
+    """A scenario as h2load sends it: the service it calls, its method's path, the
+    requests (one h2load process each, `h2load_round`)."""
 
     service: str
     method: str
     messages: list[bytes]
-    services: tuple[str, ...]
 
 
 def wire_scenarios(fx: Fixture) -> dict[str, Wire]:
@@ -91,16 +90,15 @@ def wire_scenarios(fx: Fixture) -> dict[str, Wire]:
     view = agent_pb2.GetSessionRequest(space_id=fx.space_id, session_id=fx.read_session)
     return {
         "storage AppendRecords": Wire(
-            "storage", "/stello.storage.v1.SessionStorage/AppendRecords", appends, ("storage",)
+            "storage", "/stello.storage.v1.SessionStorage/AppendRecords", appends
         ),
         "tree GetNode": Wire(
-            "tree", "/stello.tree.v1.SessionTree/GetNode", [node.SerializeToString()], ("tree",)
+            "tree", "/stello.tree.v1.SessionTree/GetNode", [node.SerializeToString()]
         ),
         "gateway GetSession": Wire(
             "gateway",
             "/stello.agent.v1.AgentGateway/GetSession",
             [view.SerializeToString()],
-            tuple(MODULES),
         ),
     }
 
@@ -278,8 +276,7 @@ def h2load_client(
     async def measure(one: Deployment, scenario: str, seconds: float) -> tuple[Result, float]:
         wire = wires[scenario]
         channel = channels[one.workers][wire.service]
-        for message in wire.messages[:1]:
-            await check_request(channel, wire.method, message)
+        await check_request(channel, wire.method, wire.messages[0])
         written = await records_written(dsn, fx.space_id)
         before = cpu_seconds(os.getpid())
         result, h2load_cpu = await h2load_round(
@@ -325,12 +322,12 @@ async def run(seconds: float, rounds: int, concurrency: int, client: str) -> Non
             }
             for one in deployed
         }
+        calls = {n: scenario_calls(c, fx) for n, c in channels.items()}
         if client == "h2load":
             measure = h2load_client(dsn, fx, channels, concurrency)
         else:
-            calls = {n: scenario_calls(c, fx) for n, c in channels.items()}
             measure = python_client(calls, concurrency)
-        services = {s: w.services for s, w in wire_scenarios(fx).items()}
+        services = {s: reached for s, (_, reached) in calls[1].items()}  # whose CPU counts
         totals = {(n, s): Totals() for n in (1, 2) for s in SCENARIOS}
         for round_ in range(rounds):
             order = deployed if round_ % 2 == 0 else deployed[::-1]
