@@ -8,11 +8,11 @@ from __future__ import annotations
 
 from functools import partial
 
-from agent_gateway.app import create_app
+from agent_gateway.app import GatewayFiles, create_app
 from agent_gateway.config import GatewaySettings
-from agent_gateway.forks.profiles import ProfilesFileError, load_profiles
-from agent_gateway.llm.prompt_config import PromptsFileError, load_prompts
-from agent_gateway.tools.skills import SkillsFileError, load_skills
+from agent_gateway.forks.profiles import ProfilesFileError
+from agent_gateway.llm.prompt_config import PromptsFileError
+from agent_gateway.tools.skills import SkillsFileError
 from stello.entry import parse_flags, settings_checked
 from stello.logs import LogSettings
 from stello.runner import launch_of
@@ -38,13 +38,15 @@ def main() -> None:
         settings = StelloSettings()
         config = GatewaySettings(**flags)
         try:
-            prompts = load_prompts(config.prompts, config.prompts_file)
-            profiles = load_profiles(config.profiles_file)
-            skills = load_skills(config.skills_file)
+            files = GatewayFiles.read(config)
         except (PromptsFileError, ProfilesFileError, SkillsFileError) as exc:
             raise SystemExit(f"agent_gateway: {exc}") from None
         factory = partial(
-            create_app, config=config, prompts=prompts, profiles=profiles, skills=skills
+            create_app,
+            config=config,
+            prompts=files.prompts,
+            profiles=files.profiles,
+            skills=files.skills,
         )
         run(settings, launch_of("agent_gateway", config), factory)
 

@@ -60,6 +60,29 @@ RAW_REPLIES = frozenset({f"/{SERVICE_NAME}/GetTree"})
 
 
 @dataclass(frozen=True, slots=True)
+class GatewayFiles:
+    """The prompts, profiles and skills files a gateway's settings name, read and checked."""
+
+    prompts: Prompts
+    profiles: ProfileRegistry
+    skills: SkillRegistry
+
+    @classmethod
+    def read(cls, config: GatewaySettings) -> GatewayFiles:
+        """Read the files `config` names (the defaults where it names none).
+
+        Raises:
+            PromptsFileError, ProfilesFileError, SkillsFileError: a file is not valid
+                (file, line, problem).
+        """
+        return cls(
+            load_prompts(config.prompts, config.prompts_file),
+            load_profiles(config.profiles_file),
+            load_skills(config.skills_file),
+        )
+
+
+@dataclass(frozen=True, slots=True)
 class GatewayClients:
     """The gateway's typed clients of the two services (their channels live with them)."""
 

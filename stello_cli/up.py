@@ -40,10 +40,8 @@ from stello.settings import StelloSettings
 from stello_client.credentials import Credentials, load_credentials, save_credentials
 
 if TYPE_CHECKING:  # `stello up` loads the services when it runs (a client needs none)
+    from agent_gateway.app import GatewayFiles
     from agent_gateway.config import GatewaySettings
-    from agent_gateway.forks.profiles import ProfileRegistry
-    from agent_gateway.llm.prompts import Prompts
-    from agent_gateway.tools.skills import SkillRegistry
     from storage_service.config import StorageSettings
     from tree_service.config import TreeSettings
 
@@ -91,9 +89,7 @@ class ServiceConfigs:
     storage: StorageSettings
     tree: TreeSettings
     gateway: GatewaySettings
-    prompts: Prompts
-    profiles: ProfileRegistry
-    skills: SkillRegistry
+    files: GatewayFiles
 
 
 def service_configs(ports: Ports) -> ServiceConfigs:
@@ -104,24 +100,15 @@ def service_configs(ports: Ports) -> ServiceConfigs:
         pydantic.ValidationError: a variable's value is refused (the CLI names it).
         ValueError: a prompts, profiles or skills file is not valid (file, line, problem).
     """
+    from agent_gateway.app import GatewayFiles
     from agent_gateway.config import GatewaySettings
-    from agent_gateway.forks.profiles import load_profiles
-    from agent_gateway.llm.prompt_config import load_prompts
-    from agent_gateway.tools.skills import load_skills
     from storage_service.config import StorageSettings
     from tree_service.config import TreeSettings
 
     gateway = GatewaySettings(
         storage_address=f"{ports.host}:{ports.storage}", tree_address=f"{ports.host}:{ports.tree}"
     )
-    return ServiceConfigs(
-        StorageSettings(),
-        TreeSettings(),
-        gateway,
-        load_prompts(gateway.prompts, gateway.prompts_file),
-        load_profiles(gateway.profiles_file),
-        load_skills(gateway.skills_file),
-    )
+    return ServiceConfigs(StorageSettings(), TreeSettings(), gateway, GatewayFiles.read(gateway))
 
 
 Factory = Callable[[StelloSettings, asyncpg.Pool, KeyStore, Mapping[str, Started]], ServiceApp]
@@ -172,9 +159,9 @@ def _factories(
             k,
             config,
             clients=clients,
-            prompts=configs.prompts,
-            profiles=configs.profiles,
-            skills=configs.skills,
+            prompts=configs.files.prompts,
+            profiles=configs.files.profiles,
+            skills=configs.files.skills,
         )
 
     return [
