@@ -130,11 +130,12 @@ class StelloUp:
         reader = _LineReader(process.stdout)
         while "saved" not in lines:
             line = reader.next(deadline - time.monotonic())
-            if line is None:
-                process.kill()
-                process.wait()
-                err = stderr_path.read_text()[-3000:]
-                raise AssertionError(f"stello up never got ready: {output}\n{err}")
+            if line is None:  # stopped as after a failed test, its output pipe closed
+                failed = cls(env, process, lines, reader, stderr_path, output)
+                failed.kill()
+                raise AssertionError(
+                    f"stello up never got ready: {output}\n{failed.stderr[-3000:]}"
+                )
             output.append(line)
             name, sep, value = line.partition(": ")
             if sep:
