@@ -50,7 +50,6 @@ import argparse
 import asyncio
 import os
 import re
-import socket
 import statistics
 import sys
 import tempfile
@@ -91,6 +90,7 @@ from storage_service.app import create_app as storage_app
 from storage_service.records.repository import APPEND_RECORDS_ALONE
 from storage_service.sessions.repository import GET_SESSION, PUT_SESSION
 from storage_service.slots.repository import COPY_SYSTEM_PROMPT, GET_SESSION_WITH_SLOTS
+from tests.support.ports import free_port
 from tree_service import sql
 from tree_service.app import create_app as tree_app
 
@@ -632,14 +632,6 @@ AGAINST = {"gateway GetSession": ("tree GetNode", 0.5)}
 """A scenario set against another of the same run: its throughput must be at least this
 fraction of the other's (#18)."""
 COUNT_CALLS = 200
-
-
-def free_port() -> int:
-    """A loopback port free right now (for a server's /metrics)."""
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        port: int = probe.getsockname()[1]
-        return port
 
 
 @dataclass(frozen=True, slots=True)

@@ -50,7 +50,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 import asyncpg
 import grpc
-from bench_overhead import CONTENT, Fixture, free_port, scenario_calls, seed
+from bench_overhead import CONTENT, Fixture, scenario_calls, seed
 from grpc_health.v1 import health_pb2, health_pb2_grpc
 from h2load_client import check_request, h2load_path, h2load_round
 from harness import Call, Result, cpu_seconds, database, load, run_main
@@ -61,6 +61,7 @@ from stello.channels import bearer_metadata, open_channel
 from stello.common.v1 import common_pb2
 from stello.storage.v1 import storage_pb2
 from stello.tree.v1 import tree_pb2
+from tests.support.ports import free_port
 
 SCENARIOS = ("storage AppendRecords", "tree GetNode", "gateway GetSession")
 CONNECTIONS = 16

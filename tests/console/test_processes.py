@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import asyncio
-import random
 import socket
 import stat
 import subprocess
@@ -15,6 +14,7 @@ import pytest
 from tests.cli.processes import FREE_PORTS, StelloUp, postgres_processes, private_env, run_cli
 from tests.console.conftest import ConsoleStack
 from tests.console.http import fetch
+from tests.support.ports import free_port
 
 pytestmark = [pytest.mark.subprocess, pytest.mark.timeout(180)]
 
@@ -28,22 +28,6 @@ async def exchange(url: str) -> tuple[int, str]:
     cookie = reply.header("set-cookie")
     assert cookie is not None
     return port, cookie.split(";", 1)[0]
-
-
-def free_port() -> int:
-    """A loopback port free now, below the kernel's ephemeral range: the console is started
-    on it twice, and a port of that range (what binding port 0 gives) may go to any other
-    socket meanwhile (a CI pass beside this one took one before the first start)."""
-    ephemeral_low = int(Path("/proc/sys/net/ipv4/ip_local_port_range").read_text().split()[0])
-    for _ in range(100):
-        port = random.randrange(20_000, ephemeral_low)
-        with socket.socket() as probe:
-            try:
-                probe.bind(("127.0.0.1", port))
-            except OSError:
-                continue
-            return port
-    raise AssertionError(f"no free port between 20000 and {ephemeral_low}")
 
 
 class TestStelloUp:

@@ -24,8 +24,8 @@ from stello.logs import LogSettings, build_handler
 from stello.storage.v1 import storage_pb2, storage_pb2_grpc
 from stello.tree.v1 import tree_pb2, tree_pb2_grpc
 from storage_service.app import create_app as storage_app
-from tests.deploy.test_replicas import free_port
 from tests.support.fixtures import ServerStarter, TestSpace
+from tests.support.ports import free_port
 from tree_service.app import create_app as tree_app
 from tree_service.config import TreeSettings
 

@@ -5,7 +5,6 @@ from __future__ import annotations
 import asyncio
 import os
 import signal
-import socket
 import sys
 import tempfile
 import time
@@ -23,20 +22,13 @@ from stello.channels import open_channel
 from stello.common.v1 import common_pb2
 from stello.storage.v1 import storage_pb2, storage_pb2_grpc
 from tests.support.fixtures import MakeSession, TestSpace
+from tests.support.ports import free_port
 
 pytestmark = [pytest.mark.sql, pytest.mark.subprocess]
 
 SESSIONS = 6
 APPENDS_PER_SESSION = 40
 APPEND = "/stello.storage.v1.SessionStorage/AppendRecords"
-
-
-def free_port() -> int:
-    """A port nothing listens on right now."""
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        port: int = probe.getsockname()[1]
-        return port
 
 
 @dataclass

@@ -5,7 +5,6 @@ from __future__ import annotations
 import asyncio
 import os
 import signal
-import socket
 import sys
 import uuid
 from collections.abc import Sequence
@@ -23,14 +22,6 @@ HELD = """
 SELECT id FROM sessions
 WHERE space_id = $1 AND id = ANY($2::uuid[]) AND turn_token IS NOT NULL
 """
-
-
-def free_port() -> int:
-    """A port nothing listens on right now."""
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        port: int = probe.getsockname()[1]
-        return port
 
 
 @dataclass

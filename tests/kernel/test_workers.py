@@ -31,20 +31,13 @@ from stello.channels import open_channel
 from stello.tree.v1 import tree_pb2, tree_pb2_grpc
 from tests.cli.processes import gone
 from tests.support.fixtures import MakeSession, TestSpace
+from tests.support.ports import free_port
 from tree_service.repository import SWEEP_LOCK_KEY
 
 pytestmark = [pytest.mark.sql, pytest.mark.subprocess]
 
 WORKERS = 2
 GET_NODE = "/stello.tree.v1.SessionTree/GetNode"
-
-
-def free_port() -> int:
-    """A port nothing listens on right now."""
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        port: int = probe.getsockname()[1]
-        return port
 
 
 def children(pid: int) -> set[int]:

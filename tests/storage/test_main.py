@@ -5,7 +5,6 @@ from __future__ import annotations
 import asyncio
 import os
 import signal
-import socket
 import sys
 import uuid
 
@@ -16,15 +15,9 @@ from grpc_health.v1 import health_pb2, health_pb2_grpc
 from stello.channels import open_channel
 from stello.storage.v1 import storage_pb2, storage_pb2_grpc
 from tests.support.fixtures import TestSpace
+from tests.support.ports import free_port
 
 pytestmark = pytest.mark.sql
-
-
-def free_port() -> int:
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        port: int = probe.getsockname()[1]
-        return port
 
 
 class TestMain:

@@ -41,6 +41,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from urllib.parse import urlsplit
 
+from tests.support.ports import free_port
 from tests.support.proxy import target_of
 
 PREPARED_STATEMENTS_SINCE = (1, 21)
@@ -234,12 +235,6 @@ def _run_as(host: str) -> str | None:
     return "nobody"
 
 
-def _free_port() -> int:
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        return int(probe.getsockname()[1])
-
-
 CONFIG = """\
 [databases]
 * = host={host} port={upstream_port}
@@ -314,7 +309,7 @@ def pgbouncer(
     host, _ = _upstream(upstream_dsn)
     run_as = _run_as(host)
     folder = Path(tempfile.mkdtemp(prefix="stello-pgbouncer-"))
-    bouncer = Bouncer(_free_port(), found, user, folder)
+    bouncer = Bouncer(free_port(), found, user, folder)
     config = _write_config(
         folder, upstream_dsn, user, bouncer.port, bouncer.prepared_statements, pool_size
     )

@@ -22,7 +22,6 @@ from __future__ import annotations
 import os
 import re
 import shutil
-import socket
 import subprocess
 import tempfile
 import uuid
@@ -32,6 +31,8 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import asyncpg
+
+from tests.support.ports import free_port
 
 REPO = Path(__file__).resolve().parents[2]
 SCRIPT = REPO / "scripts" / "citus"
@@ -80,12 +81,6 @@ def citus_skip_reason() -> str | None:
         lines = done.stderr.strip().splitlines()
         return lines[-1] if lines else "scripts/citus: Citus pass skipped"
     raise RuntimeError(f"scripts/citus failed ({done.returncode}):\n{done.stdout}{done.stderr}")
-
-
-def _free_port() -> int:
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        return int(probe.getsockname()[1])
 
 
 def _run_as() -> str | None:
@@ -290,7 +285,7 @@ def _start_node(name: str, folder: Path, template: Path, run_as: str | None) -> 
     """A copy of the template started on a free port (another port if that one was taken)."""
     error: RuntimeError | None = None
     for _ in range(START_ATTEMPTS):
-        node = CitusNode(name, _free_port(), folder / name)
+        node = CitusNode(name, free_port(), folder / name)
         try:
             # As the nodes' user, so the copy is theirs (PostgreSQL checks its owner).
             _run(run_as, ["mkdir", str(node.folder)], folder)

@@ -36,10 +36,11 @@ from stello.server import ServiceApp, create_server, shutdown
 from stello.settings import StelloSettings
 from stello.storage.v1 import storage_pb2, storage_pb2_grpc
 from storage_service.app import create_app as storage_app
-from tests.gateway.outage_support import ServiceProcess, free_port, held_leases
+from tests.gateway.outage_support import ServiceProcess, held_leases
 from tests.gateway.turns_support import SpyProvider, wait_for
 from tests.support.database import create_test_database, restartable_postgres
 from tests.support.fixtures import RunningServer, ServerStarter, TestSpace, new_space
+from tests.support.ports import free_port
 from tree_service.app import create_app as tree_app
 from tree_service.config import TreeSettings
 
