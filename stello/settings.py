@@ -14,6 +14,8 @@ from pydantic_settings import BaseSettings, SettingsConfigDict
 LLMProvider = Literal["echo", "openai", "anthropic"]
 
 MIB = 1024 * 1024
+MAX_MESSAGE_BYTES = 64 * MIB
+"""STELLO_MAX_MESSAGE_BYTES' default."""
 
 
 def check_database_url(value: str | None) -> str | None:
@@ -106,7 +108,7 @@ class StelloSettings(BaseSettings):
         le=10,
         description="Retries of an LLM call that failed with 5xx, 429, a timeout or no connection.",
     )
-    max_message_bytes: int = Field(default=64 * MIB, ge=1024, le=2**31 - 1)
+    max_message_bytes: int = Field(default=MAX_MESSAGE_BYTES, ge=1024, le=2**31 - 1)
     max_record_bytes: int = Field(
         default=MIB,
         ge=1,

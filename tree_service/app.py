@@ -17,7 +17,7 @@ import grpc
 
 from stello.auth import KeyStore
 from stello.server import ServiceApp, raw_replies
-from stello.settings import StelloSettings
+from stello.settings import MAX_MESSAGE_BYTES, StelloSettings
 from stello.tree.v1 import tree_pb2_grpc
 from tree_service.config import TreeSettings
 from tree_service.eraser import Eraser
@@ -37,9 +37,11 @@ def create_service(
     pool: asyncpg.Pool,
     config: TreeSettings | None = None,
     on_hidden: Callable[[], None] = lambda: None,
+    max_reply_bytes: int = MAX_MESSAGE_BYTES,
 ) -> TreeService:
     """The domain service over `pool`, with the cap, TTL and erasure batch of `config`;
-    `on_hidden` runs after each DeleteSubtree (it wakes the erasure job)."""
+    `on_hidden` runs after each DeleteSubtree (it wakes the erasure job), which refuses a
+    subtree whose ids would not fit `max_reply_bytes`."""
     config = config or TreeSettings()
     return TreeService(
         TreeRepository(pool),
@@ -47,6 +49,7 @@ def create_service(
         provisioning_ttl_s=config.provisioning_ttl_s,
         tree_timeout_s=config.get_tree_timeout_s,
         erase_batch=config.erase_batch,
+        max_reply_bytes=max_reply_bytes,
         on_hidden=on_hidden,
     )
 
@@ -60,7 +63,10 @@ def create_app(
     """The SessionTree app the kernel's `create_server` serves (SweepProvisional: admin only)."""
     eraser = create_eraser(pool, config)
     retention = create_retention(pool, config, on_hidden=eraser.wake)
-    servicer = TreeServicer(create_service(pool, config, on_hidden=eraser.wake), retention)
+    service = create_service(
+        pool, config, on_hidden=eraser.wake, max_reply_bytes=settings.max_message_bytes
+    )
+    servicer = TreeServicer(service, retention)
     settings_ = config or TreeSettings()
     retention_sweeper = RetentionSweeper(retention, settings_.retention_interval_s)
 

@@ -14,7 +14,7 @@ from dataclasses import replace
 from operator import itemgetter
 
 from stello import metadata
-from stello.errors import FailedPrecondition, NotFound, Violations
+from stello.errors import FailedPrecondition, NotFound, ResourceExhausted, Violations
 from stello.idempotency import Answered, answer_of
 from stello.prefixes import prefix_range
 from stello.reasons import (
@@ -24,6 +24,7 @@ from stello.reasons import (
     SESSION_ARCHIVED,
     TREE_TOO_LARGE,
 )
+from stello.settings import MAX_MESSAGE_BYTES
 from tree_service.encoding import (
     config_from_json,
     config_to_json,
@@ -65,6 +66,10 @@ CREATE_SCOPE = "tree.CreateSession"
 
 SWEEP_BATCH = 1000
 MAX_DRY_RUN = 100_000
+# A DeleteSubtree reply's size: each id a field tag, a length and 36 characters, and
+# room for the count.
+DELETED_ID_BYTES = 38
+DELETE_REPLY_OVERHEAD = 16
 
 
 def _not_found(session_id: uuid.UUID) -> NotFound:
@@ -82,9 +87,11 @@ class TreeService:
         provisioning_ttl_s: float,
         tree_timeout_s: float = 30.0,
         erase_batch: int = 500,
+        max_reply_bytes: int = MAX_MESSAGE_BYTES,
         on_hidden: Callable[[], None] = lambda: None,
     ) -> None:
         self._repo = repository
+        self._max_reply_bytes = max_reply_bytes
         self._max_tree_nodes = max_tree_nodes
         self._tree_timeout_s = tree_timeout_s
         self._provisioning_ttl_s = provisioning_ttl_s
@@ -402,20 +409,42 @@ class TreeService:
 
     # -- erasure and provisioning -------------------------------------------
 
-    async def delete_subtree(self, space_id: uuid.UUID, session_id: uuid.UUID) -> list[uuid.UUID]:
+    async def delete_subtree(
+        self, space_id: uuid.UUID, session_id: uuid.UUID, *, count_only: bool = False
+    ) -> list[uuid.UUID]:
         """Hide a session and its descendants from every read and write in one transaction
         (their SUBTREE_DELETED events with it) and wake the erasure job, which erases them
-        and all they own in batches; the ids, the session first (DESIGN §4.8)."""
+        and all they own in batches; the ids, the session first (DESIGN §4.8).
+
+        Unless `count_only` (the reply then carries their count alone), a subtree whose ids
+        would not fit the reply is refused before anything is hidden, and again before the
+        commit if the sessions found late make it so: the transaction rolls back."""
 
         async def work(tx: TreeTx) -> list[uuid.UUID]:
             locked = await tx.lock_subtree(space_id, session_id)
             if not locked:
                 raise _not_found(session_id)
-            return await tx.hide_subtree(space_id, session_id, locked)
+            if not count_only:
+                self._check_reply_fits(session_id, len(locked))
+            hidden = await tx.hide_subtree(space_id, session_id, locked)
+            if not count_only:
+                self._check_reply_fits(session_id, len(hidden))
+            return hidden
 
         hidden = await self._repo.transaction(work)
         self._on_hidden()
         return hidden
+
+    def _check_reply_fits(self, session_id: uuid.UUID, count: int) -> None:
+        """Refuse a DeleteSubtree whose `count` ids would not fit the reply."""
+        size = DELETED_ID_BYTES * count + DELETE_REPLY_OVERHEAD
+        if size > self._max_reply_bytes:
+            raise ResourceExhausted(
+                f"session {session_id} has {count} sessions in its subtree: their ids "
+                f"({size} bytes) would not fit the reply (STELLO_MAX_MESSAGE_BYTES = "
+                f"{self._max_reply_bytes}); nothing was deleted. Set count_only to answer "
+                "their count alone"
+            )
 
     async def erase_hidden(self, *, wait: bool = False) -> int | None:
         """Erase every session DeleteSubtree hid, batch by batch (deepest first, each batch

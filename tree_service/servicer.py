@@ -258,8 +258,11 @@ class TreeServicer(tree_pb2_grpc.SessionTreeServicer):
     async def DeleteSubtree(
         self, request: tree_pb2.DeleteSubtreeRequest, context: Context
     ) -> tree_pb2.DeleteSubtreeResponse:
-        erased = await self._service.delete_subtree(*_session(request))
-        return tree_pb2.DeleteSubtreeResponse(deleted_ids=[str(i) for i in erased])
+        erased = await self._service.delete_subtree(
+            *_session(request), count_only=request.count_only
+        )
+        ids = () if request.count_only else [str(i) for i in erased]
+        return tree_pb2.DeleteSubtreeResponse(deleted_ids=ids, deleted_count=len(erased))
 
     async def SweepProvisional(
         self, request: tree_pb2.SweepProvisionalRequest, context: Context

@@ -202,13 +202,16 @@ class TreeClient(ServiceClient):
         return reply.node
 
     async def delete_subtree(
-        self, caller: Caller, space_id: UUID, session_id: UUID
-    ) -> Sequence[str]:
-        """Erase the session and its subtree; not retried (a second call is NOT_FOUND).
+        self, caller: Caller, space_id: UUID, session_id: UUID, *, count_only: bool = False
+    ) -> tree_pb2.DeleteSubtreeResponse:
+        """Erase the session and its subtree; the erased ids (none with `count_only`) and
+        their count. Not retried (a second call is NOT_FOUND).
 
         A long call: it gets the caller's whole deadline (a large subtree takes seconds).
         """
-        request = tree_pb2.DeleteSubtreeRequest(space_id=str(space_id), session_id=str(session_id))
+        request = tree_pb2.DeleteSubtreeRequest(
+            space_id=str(space_id), session_id=str(session_id), count_only=count_only
+        )
         reply = await self._call(
             "DeleteSubtree",
             self._stub.DeleteSubtree,
@@ -218,7 +221,7 @@ class TreeClient(ServiceClient):
             retry=False,
             long=True,
         )
-        return reply.deleted_ids
+        return reply
 
     async def sweep_provisional(
         self, caller: Caller, *, older_than_s: int, dry_run: bool

@@ -391,8 +391,12 @@ class AgentGatewayServicer(
     ) -> agent_pb2.DeleteSessionResponse:
         """Erase a session and its subtree."""
         space_id, session_id = _session_ids(request)
-        deleted = await self._sessions.delete_session(_caller(context), space_id, session_id)
-        return agent_pb2.DeleteSessionResponse(deleted_ids=deleted)
+        deleted = await self._sessions.delete_session(
+            _caller(context), space_id, session_id, count_only=request.count_only
+        )
+        return agent_pb2.DeleteSessionResponse(
+            deleted_ids=deleted.deleted_ids, deleted_count=deleted.deleted_count
+        )
 
     async def ListProfiles(
         self, request: agent_pb2.ListProfilesRequest, context: Context

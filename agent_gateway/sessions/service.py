@@ -19,6 +19,7 @@ from stello.common.v1 import common_pb2
 from stello.errors import FailedPrecondition
 from stello.reasons import SESSION_ARCHIVED
 from stello.storage.v1 import storage_pb2
+from stello.tree.v1 import tree_pb2
 
 
 @dataclass(frozen=True, slots=True)
@@ -285,10 +286,16 @@ class SessionService:
         return await self._tree.resolve_prefix(caller, space_id, prefix, limit)
 
     async def delete_session(
-        self, caller: Caller, space_id: uuid.UUID, session_id: uuid.UUID
-    ) -> Sequence[str]:
-        """Erase the session and its subtree; answer the erased ids, the session first."""
-        return await self._tree.delete_subtree(caller, space_id, session_id)
+        self,
+        caller: Caller,
+        space_id: uuid.UUID,
+        session_id: uuid.UUID,
+        *,
+        count_only: bool = False,
+    ) -> tree_pb2.DeleteSubtreeResponse:
+        """Erase the session and its subtree; the erased ids, the session first (none with
+        `count_only`), and their count."""
+        return await self._tree.delete_subtree(caller, space_id, session_id, count_only=count_only)
 
     async def _summary(
         self, caller: Caller, space_id: uuid.UUID, node: common_pb2.TopologyNode

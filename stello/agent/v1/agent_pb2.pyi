@@ -595,18 +595,22 @@ class UnarchiveResponse(_message.Message):
     def __init__(self, session: _Optional[_Union[_common_pb2.SessionSummary, _Mapping]] = ...) -> None: ...
 
 class DeleteSessionRequest(_message.Message):
-    __slots__ = ("space_id", "session_id")
+    __slots__ = ("space_id", "session_id", "count_only")
     SPACE_ID_FIELD_NUMBER: _ClassVar[int]
     SESSION_ID_FIELD_NUMBER: _ClassVar[int]
+    COUNT_ONLY_FIELD_NUMBER: _ClassVar[int]
     space_id: str
     session_id: str
-    def __init__(self, space_id: _Optional[str] = ..., session_id: _Optional[str] = ...) -> None: ...
+    count_only: bool
+    def __init__(self, space_id: _Optional[str] = ..., session_id: _Optional[str] = ..., count_only: _Optional[bool] = ...) -> None: ...
 
 class DeleteSessionResponse(_message.Message):
-    __slots__ = ("deleted_ids",)
+    __slots__ = ("deleted_ids", "deleted_count")
     DELETED_IDS_FIELD_NUMBER: _ClassVar[int]
+    DELETED_COUNT_FIELD_NUMBER: _ClassVar[int]
     deleted_ids: _containers.RepeatedScalarFieldContainer[str]
-    def __init__(self, deleted_ids: _Optional[_Iterable[str]] = ...) -> None: ...
+    deleted_count: int
+    def __init__(self, deleted_ids: _Optional[_Iterable[str]] = ..., deleted_count: _Optional[int] = ...) -> None: ...
 
 class ListProfilesRequest(_message.Message):
     __slots__ = ("space_id",)

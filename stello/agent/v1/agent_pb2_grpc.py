@@ -1019,8 +1019,11 @@ class AgentGatewayServicer:
         remembered for request_ids that wrote them (a replay is then NOT_FOUND).
         It is the tree's DeleteSubtree (DESIGN §4.8): one transaction hides the
         whole subtree from every read and write, and that is when it answers;
-        the rows are then erased in bounded batches in the background, so the
-        answer comes at once whatever the subtree's size. Sessions elsewhere
+        the rows are then erased in bounded batches in the background. The
+        hiding transaction writes each session's row once, so the answer takes
+        time in proportion to the subtree (about 1.2 s for 50,000 sessions and
+        5 s for 200,000 on 2 cores); the erasure, about eight times that, is
+        not waited for. Sessions elsewhere
         that were forked from an erased session keep existing with
         source_session_id cleared. Allowed on archived sessions. The tree's call
         gets the caller's whole deadline (without one,
@@ -1029,6 +1032,9 @@ class AgentGatewayServicer:
         Errors:
         - INVALID_ARGUMENT: malformed ids.
         - NOT_FOUND: the session is not in the space (including a second delete).
+        - RESOURCE_EXHAUSTED: the erased ids would not fit the reply under
+        STELLO_MAX_MESSAGE_BYTES and `count_only` is not set; nothing was
+        deleted.
         - DEADLINE_EXCEEDED: the caller's deadline passed; nothing was deleted.
         - UNAUTHENTICATED: no valid key.
         """

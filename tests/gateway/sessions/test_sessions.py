@@ -330,10 +330,26 @@ class TestWrites:
         )
         assert reply.deleted_ids[0] == doomed.id
         assert set(reply.deleted_ids) == {doomed.id, below.id}
+        assert reply.deleted_count == 2
         view = await stack.view(elsewhere.id)
         assert not view.node.HasField("source_session_id")
         error = await rpc_error(
             stack.gw.DeleteSession(ids_request(stack, agent_pb2.DeleteSessionRequest, doomed.id))
+        )
+        assert error.code() is grpc.StatusCode.NOT_FOUND
+
+    async def test_delete_count_only(self, stack: Stack) -> None:
+        """With count_only the answer is the count alone, and the subtree is gone."""
+        root = await stack.root()
+        doomed = await stack.fork(root.id, "doomed")
+        await stack.fork(doomed.id, "below")
+        request = agent_pb2.DeleteSessionRequest(
+            space_id=stack.space.sid, session_id=doomed.id, count_only=True
+        )
+        reply = await stack.gw.DeleteSession(request)
+        assert (list(reply.deleted_ids), reply.deleted_count) == ([], 2)
+        error = await rpc_error(
+            stack.gw.Archive(ids_request(stack, agent_pb2.ArchiveRequest, doomed.id))
         )
         assert error.code() is grpc.StatusCode.NOT_FOUND
 

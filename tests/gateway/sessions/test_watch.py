@@ -92,7 +92,9 @@ class TestStream:
         await stack.gw.Archive(agent_pb2.ArchiveRequest(**ids, session_id=child.id))
         await stack.gw.Archive(agent_pb2.ArchiveRequest(**ids, session_id=child.id))  # no-op
         await stack.gw.Unarchive(agent_pb2.UnarchiveRequest(**ids, session_id=child.id))
-        await stack.gw.DeleteSession(agent_pb2.DeleteSessionRequest(**ids, session_id=root.id))
+        await stack.gw.DeleteSession(
+            agent_pb2.DeleteSessionRequest(space_id=stack.space.sid, session_id=root.id)
+        )
         watch = Watch(stack.gw, stack.space.sid, "0")
         try:
             events = await watch.take(10)

@@ -1,0 +1,143 @@
+"""DeleteSubtree's answer: the erased ids and their count, the count alone on request, and a
+subtree whose ids would not fit the reply refused before anything is hidden."""
+
+from __future__ import annotations
+
+import asyncio
+import uuid
+
+import asyncpg
+import grpc
+import pytest
+
+from stello.errors import ResourceExhausted
+from stello.tree.v1 import tree_pb2
+from tests.support.fixtures import ServerStarter, TestSpace
+from tests.tree.conftest import TreeClient, erased, open_tree, session_count
+from tests.tree.seed import fanout_tree, seed_topology
+from tree_service import sql
+from tree_service.app import create_app, create_service
+from tree_service.service import DELETE_REPLY_OVERHEAD, DELETED_ID_BYTES
+
+pytestmark = pytest.mark.sql
+
+VISIBLE = "SELECT count(*) FROM sessions WHERE space_id = $1 AND provisional_until IS NULL"
+EVENTS = "SELECT count(*) FROM space_events WHERE space_id = $1 AND kind = 'subtree_deleted'"
+WAITING_ON_A_LOCK = """
+SELECT count(*) FROM pg_stat_activity
+WHERE datname = current_database() AND wait_event_type = 'Lock'
+"""
+
+
+async def delete(
+    tree: TreeClient, session_id: str, *, count_only: bool = False
+) -> tree_pb2.DeleteSubtreeResponse:
+    reply: tree_pb2.DeleteSubtreeResponse = await tree.stub.DeleteSubtree(
+        tree_pb2.DeleteSubtreeRequest(
+            space_id=tree.space.sid, session_id=session_id, count_only=count_only
+        )
+    )
+    return reply
+
+
+def fitting(ids: int) -> int:
+    """The reply limit that fits `ids` erased ids and no more."""
+    return DELETE_REPLY_OVERHEAD + DELETED_ID_BYTES * ids
+
+
+class TestTheAnswer:
+    async def test_the_ids_come_with_their_count(self, tree: TreeClient) -> None:
+        root = await tree.create()
+        child = await tree.child(root.id)
+        reply = await delete(tree, root.id)
+        assert list(reply.deleted_ids) == [root.id, child.id]
+        assert reply.deleted_count == 2
+
+    async def test_count_only_answers_the_count_alone(
+        self, tree: TreeClient, pool: asyncpg.Pool
+    ) -> None:
+        """The subtree is hidden as without it; the reply carries no id."""
+        root = await tree.create()
+        doomed = await tree.child(root.id)
+        for _ in range(2):
+            await tree.child(doomed.id)
+        reply = await delete(tree, doomed.id, count_only=True)
+        assert (list(reply.deleted_ids), reply.deleted_count) == ([], 3)
+        assert await pool.fetchval(VISIBLE, tree.space.id) == 1
+        with pytest.raises(grpc.aio.AioRpcError) as caught:
+            await tree.node(doomed.id)
+        assert caught.value.code() == grpc.StatusCode.NOT_FOUND
+        await erased(pool)
+        assert await session_count(pool, tree.space.id) == 1
+
+
+class TestTheReplyLimit:
+    async def test_ids_past_the_limit_are_refused_and_nothing_is_hidden(
+        self, start_server: ServerStarter, space: TestSpace, pool: asyncpg.Pool
+    ) -> None:
+        """30 ids where 29 fit: RESOURCE_EXHAUSTED naming the count and `count_only`, every
+        session still visible and no event written; with `count_only` the same call erases
+        them."""
+        running = await start_server(
+            lambda s, p, k: create_app(
+                s.model_copy(update={"max_message_bytes": fitting(29)}), p, k
+            )
+        )
+        ids = await seed_topology(pool, space.id, fanout_tree(30, 5))
+        async for tree in open_tree(running, space):
+            with pytest.raises(grpc.aio.AioRpcError) as caught:
+                await delete(tree, str(ids[0]))
+            assert caught.value.code() == grpc.StatusCode.RESOURCE_EXHAUSTED
+            details = caught.value.details() or ""
+            assert "30 sessions" in details and "count_only" in details
+            assert "nothing was deleted" in details
+            assert await pool.fetchval(VISIBLE, space.id) == 30
+            assert await pool.fetchval(EVENTS, space.id) == 0
+            reply = await delete(tree, str(ids[0]), count_only=True)
+            assert (list(reply.deleted_ids), reply.deleted_count) == ([], 30)
+            assert await pool.fetchval(VISIBLE, space.id) == 0
+
+    async def test_ids_that_fit_exactly_are_answered(
+        self, start_server: ServerStarter, space: TestSpace, pool: asyncpg.Pool
+    ) -> None:
+        running = await start_server(
+            lambda s, p, k: create_app(
+                s.model_copy(update={"max_message_bytes": fitting(30)}), p, k
+            )
+        )
+        ids = await seed_topology(pool, space.id, fanout_tree(30, 5))
+        async for tree in open_tree(running, space):
+            reply = await delete(tree, str(ids[0]))
+            assert reply.deleted_count == 30
+            assert sorted(reply.deleted_ids) == sorted(str(i) for i in ids)
+
+    async def test_sessions_found_late_count_before_the_commit(
+        self, space: TestSpace, pool: asyncpg.Pool, direct_database_url: str
+    ) -> None:
+        """A child committed while the delete waits for its parent's lock is hidden with
+        the subtree (LOCK_MISSED); when it takes the ids past the limit, the whole hide
+        rolls back: the three sessions are all still visible."""
+        service = create_service(pool, max_reply_bytes=fitting(2))
+        root, middle = await seed_topology(pool, space.id, fanout_tree(2, 1))
+        child = uuid.uuid4()
+        watcher = await asyncpg.connect(direct_database_url)
+        try:
+            async with pool.acquire() as con:
+                creating = con.transaction()
+                await creating.start()
+                # What CreateSession does: the parent's row lock, then the child's row.
+                assert await con.fetchval(sql.LOCK_PARENT, space.id, middle)
+                args = (middle, "late", None, None, None)
+                await con.fetchrow(sql.CREATE_SESSION, space.id, child, *args)
+                deleting = asyncio.create_task(service.delete_subtree(space.id, root))
+                for _ in range(1000):
+                    if await watcher.fetchval(WAITING_ON_A_LOCK) or deleting.done():
+                        break
+                    await asyncio.sleep(0.01)
+                await creating.commit()
+            with pytest.raises(ResourceExhausted, match="3 sessions"):
+                await deleting
+        finally:
+            await watcher.close()
+        assert await pool.fetchval(VISIBLE, space.id) == 3
+        assert await pool.fetchval(EVENTS, space.id) == 0
