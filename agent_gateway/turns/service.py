@@ -193,9 +193,7 @@ class TurnService:
         return await _last(self._run(caller, plan, stream=False))
 
     async def _run(self, caller: Caller, plan: Plan, *, stream: bool) -> AsyncIterator[TurnEvent]:
-        remaining = caller.remaining()
-        if remaining is not None and remaining <= 0:
-            raise DeadlineExceeded("the call's deadline passed before the turn began")
+        _in_time(caller, "the turn began")
         window = self.window
         if isinstance(plan, SendPlan):
             window.check_message(self._counter, plan.content, "content")
@@ -264,6 +262,9 @@ class TurnService:
         calls = CallBudget(CALLS_PER_TURN)
         stored: Summary | None = None
         unread = unread_range(state)
+        # BeginTurn is not bound by the deadline: a call with little time left may pass the
+        # check in `_run` and find it gone once begun; no model is called for it then.
+        _in_time(caller, "the model was called")
         if unread is not None or self._compression.over(ctx, window):
             stored = await self._compression.compress(caller, space, session, ctx, calls, unread)
         client_names = {tool.name for tool in plan.tools}
@@ -274,6 +275,7 @@ class TurnService:
                 stored = (
                     await self._compression.compress(caller, space, session, ctx, calls) or stored
                 )
+            _in_time(caller, "the model was called")
             messages, max_tokens = self._fitted(ctx, window)
             completion: Completion | None = None
             # A model call is cut short once the lease is lost (it could not commit).
@@ -422,6 +424,14 @@ def builtin_request_id(plan: Plan, token: str, round_: int, index: int, call_id:
         return f"{token}/{call_id}"
     request = f"{plan.key.scope}\0{plan.key.request_id}".encode()
     return f"turn-{hashlib.sha256(request).hexdigest()[:32]}/{round_}.{index}"
+
+
+def _in_time(caller: Caller, before: str) -> None:
+    """Raise DEADLINE_EXCEEDED once the caller's deadline has passed (`before` says what
+    it passed before: nothing of the turn is written)."""
+    remaining = caller.remaining()
+    if remaining is not None and remaining <= 0:
+        raise DeadlineExceeded(f"the call's deadline passed before {before}")
 
 
 async def _settled(future: asyncio.Future[None]) -> None:

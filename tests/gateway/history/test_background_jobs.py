@@ -263,7 +263,12 @@ class TestDeadline:
         async def saved() -> bool:
             return (await stored_memory(stack, session)).covered_until_seq == 2
 
+        async def ended() -> bool:  # the job's end is written after the memory (ci1 of stop 48)
+            state = await job(stack, session, common_pb2.JOB_KIND_CONSOLIDATE)
+            return state is not None and state.status != common_pb2.JOB_STATUS_RUNNING
+
         await wait_for(saved, within_s=10)
+        await wait_for(ended, within_s=10)
         state = await job(stack, session, common_pb2.JOB_KIND_CONSOLIDATE)
         assert state is not None and (state.status, state.claimed) == (DONE, False)
 

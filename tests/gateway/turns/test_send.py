@@ -9,18 +9,23 @@ internals, the test restates what the item protects and says so.
 from __future__ import annotations
 
 import asyncio
+import time
 
 import asyncpg
 import grpc
 import pytest
 
 from agent_gateway.app import LazyProvider
+from agent_gateway.clients import Caller
 from agent_gateway.llm import LLMMessage, build_provider
 from agent_gateway.tools.base import CREATE_SESSION
+from agent_gateway.turns.queue import TurnLine
+from agent_gateway.turns.state import Plan
 from stello.agent.v1 import agent_pb2
 from stello.common.v1 import common_pb2
 from stello.errors import error_info_reason
 from stello.settings import StelloSettings
+from stello.storage.v1 import storage_pb2
 from tests.gateway.conftest import Stack, StackMaker, record, row_counts, rpc_error
 from tests.gateway.llm.support import identity
 from tests.gateway.turns_support import (
@@ -351,6 +356,34 @@ class TestCancellation:
         assert await row_counts(pool, stack.space) == before
         spy.gate = None
         assert (await send(stack, root.id, "next")).records[0].seq == 1
+
+    async def test_a_deadline_that_passes_during_begin_calls_no_model(
+        self, make_stack: StackMaker, pool: asyncpg.Pool, monkeypatch: pytest.MonkeyPatch
+    ) -> None:
+        """BeginTurn is not bound by the caller's deadline: when it passes while the turn
+        begins (here a gateway too busy to run its loop meanwhile, as under load: ci1 of
+        stop 48), the model is still not called and nothing is written."""
+        spy = SpyProvider()
+        stack = await make_stack(spy)
+        root = await stack.root()
+        begin = TurnLine.begin
+
+        async def slow_begin(
+            line: TurnLine, caller: Caller, plan: Plan, request: storage_pb2.BeginTurnRequest
+        ) -> storage_pb2.BeginTurnResponse:
+            reply = await begin(line, caller, plan, request)
+            time.sleep(0.5)  # noqa: ASYNC251 (the loop stalls past the deadline, as under load)
+            return reply
+
+        monkeypatch.setattr(TurnLine, "begin", slow_begin)
+        request = agent_pb2.SendRequest(space_id=stack.space.sid, session_id=root.id, content="x")
+        error = await rpc_error(stack.gw.Send(request, timeout=0.3))
+        assert error.code() is grpc.StatusCode.DEADLINE_EXCEEDED
+        monkeypatch.undo()
+        reply = await send_when_free(stack, root.id, "next")  # once the lease is given back
+        assert [c.messages[-1].content for c in spy.calls] == ["next"]
+        assert [r.content for r in reply.records] == ["next", "echo: next"]
+        assert reply.records[0].seq == 1
 
     @pytest.mark.parametrize("streamed", [False, True], ids=["send", "stream"])
     async def test_expired_deadline_no_llm_call(
