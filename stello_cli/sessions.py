@@ -216,11 +216,11 @@ async def cmd_delete(args: argparse.Namespace) -> int:
             question = f'Erase "{top.label}" ({short_id(top.id)}){extra}, records and all?'
             if not await _confirm(question):
                 raise ClientError("nothing was deleted")
-        deleted = await client.delete_session(found)
-    if args.json:
-        write(dicts.dumps({"deleted_ids": deleted}))
-    else:
-        write(f"deleted {plural(len(deleted), 'session')}")
+        if args.json:
+            write(dicts.dumps({"deleted_ids": await client.delete_session(found)}))
+        else:  # the count alone: a subtree of any size fits the reply
+            count = await client.delete_session_counted(found)
+            write(f"deleted {plural(count, 'session')}")
     return 0
 
 

@@ -309,6 +309,22 @@ class SessionCalls(ClientBase):
         )
         return list(reply.deleted_ids)
 
+    async def delete_session_counted(self, session_id: str, *, timeout: Timeout = DEFAULT) -> int:
+        """Erase a session and its whole subtree as `delete_session` does, and answer how
+        many sessions were erased, not their ids (DeleteSession with `count_only`): for a
+        subtree whose ids would not fit a reply (38 bytes each).
+
+        Raises:
+            NotFound: the session is not in the space (a second delete too).
+        """
+        request = agent_pb2.DeleteSessionRequest(
+            space_id=await self.space_id(), session_id=session_id, count_only=True
+        )
+        reply: agent_pb2.DeleteSessionResponse = await self._unary(
+            "DeleteSession", request, safe=False, timeout=timeout
+        )
+        return reply.deleted_count
+
     async def put_insight(
         self, session_id: str, content: str, *, timeout: Timeout = DEFAULT
     ) -> None:

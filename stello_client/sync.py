@@ -222,6 +222,7 @@ class Client:
     archive = blocking(AsyncClient.archive)
     unarchive = blocking(AsyncClient.unarchive)
     delete_session = blocking(AsyncClient.delete_session)
+    delete_session_counted = blocking(AsyncClient.delete_session_counted)
     put_insight = blocking(AsyncClient.put_insight)
     put_memory = blocking(AsyncClient.put_memory)
     consolidate = blocking(AsyncClient.consolidate)

@@ -146,6 +146,13 @@ class TestSessionCommands:
             "(`stello tree` lists them)"
         )
 
+    async def test_delete_says_how_many_went(self, env: dict[str, str]) -> None:
+        """Without --json, delete asks for the count alone (any size fits) and says it."""
+        root = (await ok(env, "root", "-q")).strip()
+        await ok(env, "fork", root, "--label", "kid", "-q")
+        assert await ok(env, "delete", root, "--yes") == "deleted 2 sessions\n"
+        assert await as_json(env, "tree") == []
+
     async def test_delete_needs_yes_without_a_terminal(self, env: dict[str, str]) -> None:
         """With stdin not a terminal, delete refuses to ask and erases nothing (exit 2)."""
         root = (await ok(env, "root", "-q")).strip()

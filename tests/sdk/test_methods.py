@@ -13,7 +13,7 @@ from stello.common.v1 import common_pb2
 from stello.storage.v1 import storage_pb2
 from stello_client import AsyncClient, Client
 from stello_client.aio import RPC_METHODS
-from stello_client.exceptions import Unauthenticated
+from stello_client.exceptions import NotFound, Unauthenticated
 from stello_client.sync import Client as SyncClient
 from stello_client.types import SendResponse, TextDelta, ToolCall, tool, tool_result
 from tests.gateway.conftest import Stack, record
@@ -60,6 +60,11 @@ class TestSessions:
         assert archived.status == common_pb2.SESSION_STATUS_ARCHIVED
         assert (await client.unarchive(child.id)).status == common_pb2.SESSION_STATUS_ACTIVE
         assert await client.delete_session(root.id) == [root.id, child.id]
+        other = await client.create_root()
+        await client.fork(other.id, "Branch")
+        assert await client.delete_session_counted(other.id) == 2
+        with pytest.raises(NotFound):
+            await client.get_session(other.id)
 
     async def test_slots_consolidate_prefix_and_import(self, client: AsyncClient) -> None:
         """PutInsight, PutMemory, Consolidate, ResolveSessionPrefix and ImportSession."""
