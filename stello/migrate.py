@@ -30,6 +30,7 @@ CREATE TABLE IF NOT EXISTS schema_migrations (
 """
 
 CITUS_INSTALLED = "SELECT true FROM pg_extension WHERE extname = 'citus'"
+TITLE_MAX = 120
 
 
 @dataclass(frozen=True, slots=True)
@@ -39,7 +40,37 @@ class Migration:
     version: str
     sql: str
 
+    @property
+    def title(self) -> str:
+        """What the file says it does: the first sentence of its opening comment, at most
+        TITLE_MAX characters ("" without one)."""
+        words: list[str] = []
+        for line in self.sql.splitlines():
+            text = line.removeprefix("--").strip()
+            if not line.startswith("--") or not text:
+                break
+            words += text.split()
+        sentence = " ".join(words)
+        end = sentence.find(". ")
+        sentence = sentence if end < 0 else sentence[: end + 1]
+        if len(sentence) <= TITLE_MAX:
+            return sentence
+        return sentence[: TITLE_MAX - 1].rsplit(" ", 1)[0] + "…"
 
+    @property
+    def indexed_tables(self) -> list[str]:
+        """The existing tables it builds an index on (not CONCURRENTLY; a table it creates
+        is empty): writes to them wait while it runs, as long as a large table's build."""
+        code = "\n".join(line.split("--", 1)[0] for line in self.sql.splitlines())
+        return sorted(set(_INDEX_ON.findall(code)) - set(_CREATE_TABLE.findall(code)))
+
+
+_INDEX_ON = re.compile(
+    r"CREATE\s+(?:UNIQUE\s+)?INDEX\s+(?!CONCURRENTLY)(?:IF\s+NOT\s+EXISTS\s+)?\w+\s+ON\s+"
+    r"(?:ONLY\s+)?(\w+)",
+    re.IGNORECASE,
+)
+_CREATE_TABLE = re.compile(r"CREATE\s+TABLE\s+(?:IF\s+NOT\s+EXISTS\s+)?(\w+)", re.IGNORECASE)
 _DOLLAR_TAG = re.compile(r"\$(?:[^\W\d]\w*)?\$")
 _WORD = re.compile(r"[^\W\d][\w$]*")
 _ROUTINE = (["CREATE", "FUNCTION"], ["CREATE", "PROCEDURE"])
@@ -175,11 +206,25 @@ async def migrate(con: asyncpg.Connection, *, until: str | None = None) -> list[
 async def pending(con: asyncpg.Connection) -> list[str]:
     """The versions of the packaged migrations `con`'s database has not applied, in order
     (every one on a database never migrated)."""
+    return [m.version for m in await pending_migrations(con)]
+
+
+async def pending_migrations(con: asyncpg.Connection) -> list[Migration]:
+    """The packaged migrations `con`'s database has not applied, in order."""
     applied: set[str] = set()
     if await con.fetchval("SELECT to_regclass('schema_migrations') IS NOT NULL"):
         rows = await con.fetch("SELECT version FROM schema_migrations")
         applied = {row["version"] for row in rows}
-    return [m.version for m in load_migrations() if m.version not in applied]
+    return [m for m in load_migrations() if m.version not in applied]
+
+
+async def pending_dsn(dsn: str) -> list[Migration]:
+    """Connect to `dsn` and read which migrations it has not applied; apply none."""
+    con = await connecting(asyncpg.connect(dsn, statement_cache_size=0), dsn)
+    try:
+        return await pending_migrations(con)
+    finally:
+        await con.close()
 
 
 async def migrate_dsn(dsn: str) -> list[str]:

@@ -79,6 +79,8 @@ async def cmd_migrate(args: argparse.Namespace) -> int:
     settings = settings_of(args)
     steps: list[str] | None = None
     async with database_url(settings.database_url, settings.data_dir) as dsn:
+        if args.pending:
+            return await _list_pending(settings.direct_dsn(dsn))
         if args.distribute:
             applied, steps = await migrate_and_distribute_dsn(
                 settings.direct_dsn(dsn), shard_count=args.shard_count or DEFAULT_SHARD_COUNT
@@ -90,6 +92,25 @@ async def cmd_migrate(args: argparse.Namespace) -> int:
         write("distributed: " + ("" if steps else "nothing (already as planned)"))
         for step in steps:
             write(f"  {step}")
+    return 0
+
+
+async def _list_pending(dsn: str) -> int:
+    """Print the migrations the database has not applied, a line each; apply none."""
+    from stello.migrate import pending_dsn
+
+    waiting = await pending_dsn(dsn)
+    if not waiting:
+        write("pending: nothing (up to date)")
+        return 0
+    count = plural(len(waiting), "migration")
+    write(f"pending: {count} (none applied; `stello migrate` applies them)")
+    width = max(len(m.version) for m in waiting)
+    for migration in waiting:
+        write(f"  {migration.version:<{width}}  {migration.title}".rstrip())
+        if migration.indexed_tables:
+            tables = ", ".join(migration.indexed_tables)
+            write(f"  {'':<{width}}  builds indexes on {tables}: writes to them wait meanwhile")
     return 0
 
 
@@ -340,9 +361,16 @@ def register(commands: Commands) -> None:
         "Apply the pending migrations of stello/migrations/ to STELLO_DATABASE_URL (or\n"
         "--database-url, else the embedded database); `stello up` does it too. With\n"
         "--distribute, on a Citus coordinator, then distribute the schema by tenant\n"
-        "(docs/scaling.md); safe to run again.",
+        "(docs/scaling.md); safe to run again. --pending lists what it would apply.",
     )
     commands.database_option(migrate)
+    migrate.add_argument(
+        "--pending",
+        action="store_true",
+        help="list the migrations not applied yet, each with what it does, and apply none "
+        "(before an upgrade: the ones that build indexes hold writes to their table while "
+        "they run)",
+    )
     migrate.add_argument(
         "--distribute",
         action="store_true",

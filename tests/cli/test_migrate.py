@@ -1,0 +1,79 @@
+"""`stello migrate --pending`: what an upgrade would apply, each with what it does, none applied."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import AsyncIterator
+from pathlib import Path
+
+import asyncpg
+import pytest
+
+from stello.migrate import Migration, load_migrations, migrate, pending
+from tests.cli.processes import private_env, run_cli
+from tests.support.database import create_empty_database, drop_test_database
+
+pytestmark = pytest.mark.sql
+
+OLDER = load_migrations()[-3].version  # a schema two migrations behind this release
+
+
+@pytest.fixture(name="behind")
+async def _behind(admin_dsn: str) -> AsyncIterator[str]:
+    """A database migrated up to OLDER only."""
+    dsn = await create_empty_database(admin_dsn)
+    con = await asyncpg.connect(dsn)
+    try:
+        await migrate(con, until=OLDER)
+    finally:
+        await con.close()
+    yield dsn
+    await drop_test_database(admin_dsn, dsn)
+
+
+async def waiting(dsn: str) -> list[str]:
+    con = await asyncpg.connect(dsn)
+    try:
+        return await pending(con)
+    finally:
+        await con.close()
+
+
+async def test_pending_lists_and_applies_nothing(behind: str, tmp_path: Path) -> None:
+    env = private_env(tmp_path)
+    later = load_migrations()[-2:]
+    done = await asyncio.to_thread(run_cli, env, "migrate", "--pending", "--database-url", behind)
+    assert done.returncode == 0, done.stderr
+    lines = done.stdout.splitlines()
+    assert lines[0] == "pending: 2 migrations (none applied; `stello migrate` applies them)"
+    expected: list[str] = []
+    for migration in later:
+        expected.append(f"{migration.version} {migration.title}")
+        if migration.indexed_tables:
+            tables = ", ".join(migration.indexed_tables)
+            expected.append(f"builds indexes on {tables}: writes to them wait meanwhile")
+    assert [" ".join(line.split()) for line in lines[1:]] == expected
+    assert await waiting(behind) == [m.version for m in later]
+
+    done = await asyncio.to_thread(run_cli, env, "migrate", "--database-url", behind)
+    assert done.returncode == 0, done.stderr
+    done = await asyncio.to_thread(run_cli, env, "migrate", "--pending", "--database-url", behind)
+    assert done.stdout == "pending: nothing (up to date)\n"
+
+
+def test_the_tables_an_upgrade_builds_indexes_on() -> None:
+    """Existing tables only (not one the file creates, nor a build CONCURRENTLY)."""
+    sql = """-- A title.
+CREATE TABLE fresh (id int);
+CREATE INDEX fresh_id ON fresh (id);
+CREATE UNIQUE INDEX IF NOT EXISTS old_a ON ONLY old (a);  -- CREATE INDEX x ON commented
+create index quiet on Other (b);
+CREATE INDEX CONCURRENTLY online ON big (c);
+"""
+    migration = Migration("0099_example", sql)
+    assert (migration.title, migration.indexed_tables) == ("A title.", ["Other", "old"])
+
+
+def test_every_migration_says_what_it_does() -> None:
+    """Each file opens with a comment line: the title --pending prints."""
+    assert [m.version for m in load_migrations() if not m.title] == []
