@@ -276,7 +276,9 @@ def create_app(
     )
     session_prompts = SessionPrompts(clients.tree, prompts)
     memory = SharedMemory(clients.storage, max_body_bytes=settings.max_slot_bytes)
-    sessions = SessionService(clients.tree, clients.storage)
+    sessions = SessionService(
+        clients.tree, clients.storage, max_reply_bytes=settings.max_message_bytes
+    )
     apps: list[ServiceApp] = []
 
     def registry() -> CollectorRegistry | None:

@@ -52,6 +52,8 @@ class Channel:
 
     def __init__(self, target: Target) -> None:
         self.address = target.gateway
+        self.max_message_bytes = target.max_message_bytes
+        """The most bytes a message over it may hold (STELLO_MAX_MESSAGE_BYTES)."""
         self._target = target
         self._channel: grpc.aio.Channel | None = None
         self._stub: agent_pb2_grpc.AgentGatewayStub | None = None

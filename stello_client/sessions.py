@@ -300,9 +300,14 @@ class SessionCalls(ClientBase):
 
         Raises:
             NotFound: the session is not in the space (a second delete too).
+            ResourceExhausted: the ids would not fit this client's message limit
+                (STELLO_MAX_MESSAGE_BYTES); nothing was deleted (`delete_session_counted`
+                erases it).
         """
         request = agent_pb2.DeleteSessionRequest(
-            space_id=await self.space_id(), session_id=session_id
+            space_id=await self.space_id(),
+            session_id=session_id,
+            max_reply_bytes=self._channel.max_message_bytes,
         )
         reply: agent_pb2.DeleteSessionResponse = await self._unary(
             "DeleteSession", request, safe=False, timeout=timeout

@@ -10,7 +10,7 @@ from __future__ import annotations
 import logging
 import uuid
 from collections.abc import Callable
-from dataclasses import replace
+from dataclasses import dataclass, replace
 from operator import itemgetter
 
 from stello import metadata
@@ -74,6 +74,32 @@ DELETE_REPLY_OVERHEAD = 16
 
 def _not_found(session_id: uuid.UUID) -> NotFound:
     return NotFound(f"session {session_id} not found")
+
+
+@dataclass(frozen=True, slots=True)
+class ReplyFit:
+    """Whether a DeleteSubtree's ids fit its reply: under the server's limit and the
+    caller's own (`max_reply_bytes`, 0 = none), unless it asked for the count alone."""
+
+    server_limit: int
+    caller_limit: int
+    session_id: uuid.UUID
+    count_only: bool
+
+    def check(self, count: int) -> None:
+        """Refuse (RESOURCE_EXHAUSTED) `count` ids that would not fit."""
+        if self.count_only:
+            return
+        size = DELETED_ID_BYTES * count + DELETE_REPLY_OVERHEAD
+        limit, name = self.server_limit, "STELLO_MAX_MESSAGE_BYTES"
+        if 0 < self.caller_limit < limit:
+            limit, name = self.caller_limit, "max_reply_bytes"
+        if size > limit:
+            raise ResourceExhausted(
+                f"session {self.session_id} has {count} sessions in its subtree: their ids "
+                f"({size} bytes) would not fit the reply ({name} = {limit}); nothing was "
+                "deleted. Set count_only to answer their count alone"
+            )
 
 
 class TreeService:
@@ -410,41 +436,36 @@ class TreeService:
     # -- erasure and provisioning -------------------------------------------
 
     async def delete_subtree(
-        self, space_id: uuid.UUID, session_id: uuid.UUID, *, count_only: bool = False
+        self,
+        space_id: uuid.UUID,
+        session_id: uuid.UUID,
+        *,
+        count_only: bool = False,
+        reply_limit: int = 0,
     ) -> list[uuid.UUID]:
         """Hide a session and its descendants from every read and write in one transaction
         (their SUBTREE_DELETED events with it) and wake the erasure job, which erases them
         and all they own in batches; the ids, the session first (DESIGN §4.8).
 
         Unless `count_only` (the reply then carries their count alone), a subtree whose ids
-        would not fit the reply is refused before anything is hidden, and again before the
-        commit if the sessions found late make it so: the transaction rolls back."""
+        would not fit the reply (`reply_limit`, the caller's `max_reply_bytes`, under the
+        server's own; 0 = the server's) is refused before anything is hidden, and again
+        before the commit if the sessions found late make it so: the transaction rolls back.
+        """
+        fits = ReplyFit(self._max_reply_bytes, reply_limit, session_id, count_only)
 
         async def work(tx: TreeTx) -> list[uuid.UUID]:
             locked = await tx.lock_subtree(space_id, session_id)
             if not locked:
                 raise _not_found(session_id)
-            if not count_only:
-                self._check_reply_fits(session_id, len(locked))
+            fits.check(len(locked))
             hidden = await tx.hide_subtree(space_id, session_id, locked)
-            if not count_only:
-                self._check_reply_fits(session_id, len(hidden))
+            fits.check(len(hidden))
             return hidden
 
         hidden = await self._repo.transaction(work)
         self._on_hidden()
         return hidden
-
-    def _check_reply_fits(self, session_id: uuid.UUID, count: int) -> None:
-        """Refuse a DeleteSubtree whose `count` ids would not fit the reply."""
-        size = DELETED_ID_BYTES * count + DELETE_REPLY_OVERHEAD
-        if size > self._max_reply_bytes:
-            raise ResourceExhausted(
-                f"session {session_id} has {count} sessions in its subtree: their ids "
-                f"({size} bytes) would not fit the reply (STELLO_MAX_MESSAGE_BYTES = "
-                f"{self._max_reply_bytes}); nothing was deleted. Set count_only to answer "
-                "their count alone"
-            )
 
     async def erase_hidden(self, *, wait: bool = False) -> int | None:
         """Erase every session DeleteSubtree hid, batch by batch (deepest first, each batch

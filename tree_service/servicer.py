@@ -258,8 +258,18 @@ class TreeServicer(tree_pb2_grpc.SessionTreeServicer):
     async def DeleteSubtree(
         self, request: tree_pb2.DeleteSubtreeRequest, context: Context
     ) -> tree_pb2.DeleteSubtreeResponse:
+        violations = Violations()
+        space_id = space_uuid(request.space_id, violations)
+        session_id = parse_uuid(request.session_id, "session_id", violations)
+        limit = request.max_reply_bytes
+        if limit < 0:
+            violations.add("max_reply_bytes", f"must not be negative, got {limit}")
+        violations.raise_if_any()
         erased = await self._service.delete_subtree(
-            *_session(request), count_only=request.count_only
+            space_id,
+            session_id,
+            count_only=request.count_only,
+            reply_limit=limit,
         )
         ids = () if request.count_only else [str(i) for i in erased]
         return tree_pb2.DeleteSubtreeResponse(deleted_ids=ids, deleted_count=len(erased))

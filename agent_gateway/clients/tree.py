@@ -202,15 +202,25 @@ class TreeClient(ServiceClient):
         return reply.node
 
     async def delete_subtree(
-        self, caller: Caller, space_id: UUID, session_id: UUID, *, count_only: bool = False
+        self,
+        caller: Caller,
+        space_id: UUID,
+        session_id: UUID,
+        *,
+        count_only: bool = False,
+        max_reply_bytes: int = 0,
     ) -> tree_pb2.DeleteSubtreeResponse:
         """Erase the session and its subtree; the erased ids (none with `count_only`) and
-        their count. Not retried (a second call is NOT_FOUND).
+        their count, refused when they would not fit `max_reply_bytes` (0 = the tree's
+        limit). Not retried (a second call is NOT_FOUND).
 
         A long call: it gets the caller's whole deadline (a large subtree takes seconds).
         """
         request = tree_pb2.DeleteSubtreeRequest(
-            space_id=str(space_id), session_id=str(session_id), count_only=count_only
+            space_id=str(space_id),
+            session_id=str(session_id),
+            count_only=count_only,
+            max_reply_bytes=max_reply_bytes,
         )
         reply = await self._call(
             "DeleteSubtree",

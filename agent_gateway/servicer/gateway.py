@@ -103,7 +103,6 @@ def _session_ids(
     | agent_pb2.PutMemoryRequest
     | agent_pb2.ArchiveRequest
     | agent_pb2.UnarchiveRequest
-    | agent_pb2.DeleteSessionRequest
     | agent_pb2.ConsolidateRequest,
 ) -> tuple[uuid.UUID, uuid.UUID]:
     violations = Violations()
@@ -390,9 +389,19 @@ class AgentGatewayServicer(
         self, request: agent_pb2.DeleteSessionRequest, context: Context
     ) -> agent_pb2.DeleteSessionResponse:
         """Erase a session and its subtree."""
-        space_id, session_id = _session_ids(request)
+        violations = Violations()
+        space_id = validation.space_uuid(request.space_id, violations)
+        session_id = validation.parse_uuid(request.session_id, "session_id", violations)
+        limit = request.max_reply_bytes
+        if limit < 0:
+            violations.add("max_reply_bytes", f"must not be negative, got {limit}")
+        violations.raise_if_any()
         deleted = await self._sessions.delete_session(
-            _caller(context), space_id, session_id, count_only=request.count_only
+            _caller(context),
+            space_id,
+            session_id,
+            count_only=request.count_only,
+            max_reply_bytes=limit,
         )
         return agent_pb2.DeleteSessionResponse(
             deleted_ids=deleted.deleted_ids, deleted_count=deleted.deleted_count

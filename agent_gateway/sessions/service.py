@@ -18,6 +18,7 @@ from stello.agent.v1 import agent_pb2
 from stello.common.v1 import common_pb2
 from stello.errors import FailedPrecondition
 from stello.reasons import SESSION_ARCHIVED
+from stello.settings import MAX_MESSAGE_BYTES
 from stello.storage.v1 import storage_pb2
 from stello.tree.v1 import tree_pb2
 
@@ -61,9 +62,14 @@ class DigestPage:
 class SessionService:
     """Digests, the joined session view, tree and records, slots, archive and delete."""
 
-    def __init__(self, tree: TreeClient, storage: StorageClient) -> None:
+    def __init__(
+        self, tree: TreeClient, storage: StorageClient, *, max_reply_bytes: int = MAX_MESSAGE_BYTES
+    ) -> None:
         self._tree = tree
         self._storage = storage
+        # What this gateway can send and receive (STELLO_MAX_MESSAGE_BYTES): a delete's
+        # ids must fit it as well as the caller's own limit.
+        self._max_reply_bytes = max_reply_bytes
 
     async def list_digests(
         self,
@@ -292,10 +298,18 @@ class SessionService:
         session_id: uuid.UUID,
         *,
         count_only: bool = False,
+        max_reply_bytes: int = 0,
     ) -> tree_pb2.DeleteSubtreeResponse:
         """Erase the session and its subtree; the erased ids, the session first (none with
-        `count_only`), and their count."""
-        return await self._tree.delete_subtree(caller, space_id, session_id, count_only=count_only)
+        `count_only`), and their count. Ids that would not fit the caller's
+        `max_reply_bytes` (0 = none) or this gateway's own limit are refused by the tree
+        before anything is deleted."""
+        limit = self._max_reply_bytes
+        if 0 < max_reply_bytes < limit:
+            limit = max_reply_bytes
+        return await self._tree.delete_subtree(
+            caller, space_id, session_id, count_only=count_only, max_reply_bytes=limit
+        )
 
     async def _summary(
         self, caller: Caller, space_id: uuid.UUID, node: common_pb2.TopologyNode

@@ -13,7 +13,7 @@ from stello.common.v1 import common_pb2
 from stello.storage.v1 import storage_pb2
 from stello_client import AsyncClient, Client
 from stello_client.aio import RPC_METHODS
-from stello_client.exceptions import NotFound, Unauthenticated
+from stello_client.exceptions import NotFound, ResourceExhausted, Unauthenticated
 from stello_client.sync import Client as SyncClient
 from stello_client.types import SendResponse, TextDelta, ToolCall, tool, tool_result
 from tests.gateway.conftest import Stack, record
@@ -65,6 +65,22 @@ class TestSessions:
         assert await client.delete_session_counted(other.id) == 2
         with pytest.raises(NotFound):
             await client.get_session(other.id)
+
+    async def test_a_delete_sends_the_clients_own_message_limit(
+        self, stack: Stack, client: AsyncClient, monkeypatch: pytest.MonkeyPatch
+    ) -> None:
+        """A client whose STELLO_MAX_MESSAGE_BYTES could not receive the ids is refused
+        before anything is deleted (not told of a failure after the delete); counted, it
+        erases them."""
+        root = await client.create_root()
+        for _ in range(30):  # 31 ids of 38 bytes: past 1,024
+            await client.fork(root.id, "Branch")
+        monkeypatch.setenv("STELLO_MAX_MESSAGE_BYTES", "1024")
+        async with client_of(stack) as small:
+            with pytest.raises(ResourceExhausted, match="31 sessions"):
+                await small.delete_session(root.id)
+            assert (await client.get_session(root.id)).node.id == root.id
+            assert await small.delete_session_counted(root.id) == 31
 
     async def test_slots_consolidate_prefix_and_import(self, client: AsyncClient) -> None:
         """PutInsight, PutMemory, Consolidate, ResolveSessionPrefix and ImportSession."""

@@ -10,7 +10,7 @@ import asyncpg
 import grpc
 import pytest
 
-from stello.errors import ResourceExhausted
+from stello.errors import ResourceExhausted, field_violations
 from stello.tree.v1 import tree_pb2
 from tests.support.fixtures import ServerStarter, TestSpace
 from tests.tree.conftest import TreeClient, erased, open_tree, session_count
@@ -30,11 +30,14 @@ WHERE datname = current_database() AND wait_event_type = 'Lock'
 
 
 async def delete(
-    tree: TreeClient, session_id: str, *, count_only: bool = False
+    tree: TreeClient, session_id: str, *, count_only: bool = False, max_reply_bytes: int = 0
 ) -> tree_pb2.DeleteSubtreeResponse:
     reply: tree_pb2.DeleteSubtreeResponse = await tree.stub.DeleteSubtree(
         tree_pb2.DeleteSubtreeRequest(
-            space_id=tree.space.sid, session_id=session_id, count_only=count_only
+            space_id=tree.space.sid,
+            session_id=session_id,
+            count_only=count_only,
+            max_reply_bytes=max_reply_bytes,
         )
     )
     return reply
@@ -91,6 +94,7 @@ class TestTheReplyLimit:
             details = caught.value.details() or ""
             assert "30 sessions" in details and "count_only" in details
             assert "nothing was deleted" in details
+            assert f"(STELLO_MAX_MESSAGE_BYTES = {fitting(29)})" in details
             assert await pool.fetchval(VISIBLE, space.id) == 30
             assert await pool.fetchval(EVENTS, space.id) == 0
             reply = await delete(tree, str(ids[0]), count_only=True)
@@ -110,6 +114,29 @@ class TestTheReplyLimit:
             reply = await delete(tree, str(ids[0]))
             assert reply.deleted_count == 30
             assert sorted(reply.deleted_ids) == sorted(str(i) for i in ids)
+
+    async def test_the_callers_own_limit_is_kept_too(
+        self, tree: TreeClient, pool: asyncpg.Pool
+    ) -> None:
+        """`max_reply_bytes` under the server's limit is the one kept, and named."""
+        ids = await seed_topology(pool, tree.space.id, fanout_tree(3, 2))
+        with pytest.raises(grpc.aio.AioRpcError) as caught:
+            await delete(tree, str(ids[0]), max_reply_bytes=fitting(2))
+        assert caught.value.code() == grpc.StatusCode.RESOURCE_EXHAUSTED
+        assert f"(max_reply_bytes = {fitting(2)})" in (caught.value.details() or "")
+        assert await pool.fetchval(VISIBLE, tree.space.id) == 3
+        reply = await delete(tree, str(ids[0]), max_reply_bytes=fitting(3))
+        assert reply.deleted_count == 3 and len(reply.deleted_ids) == 3
+
+    async def test_a_negative_limit_is_invalid(self, tree: TreeClient) -> None:
+        root = await tree.create()
+        with pytest.raises(grpc.aio.AioRpcError) as caught:
+            await delete(tree, root.id, max_reply_bytes=-1)
+        assert caught.value.code() == grpc.StatusCode.INVALID_ARGUMENT
+        assert [(v.field, v.description) for v in field_violations(caught.value)] == [
+            ("max_reply_bytes", "must not be negative, got -1")
+        ]
+        assert (await tree.node(root.id)).id == root.id
 
     async def test_sessions_found_late_count_before_the_commit(
         self, space: TestSpace, pool: asyncpg.Pool, direct_database_url: str

@@ -595,14 +595,16 @@ class UnarchiveResponse(_message.Message):
     def __init__(self, session: _Optional[_Union[_common_pb2.SessionSummary, _Mapping]] = ...) -> None: ...
 
 class DeleteSessionRequest(_message.Message):
-    __slots__ = ("space_id", "session_id", "count_only")
+    __slots__ = ("space_id", "session_id", "count_only", "max_reply_bytes")
     SPACE_ID_FIELD_NUMBER: _ClassVar[int]
     SESSION_ID_FIELD_NUMBER: _ClassVar[int]
     COUNT_ONLY_FIELD_NUMBER: _ClassVar[int]
+    MAX_REPLY_BYTES_FIELD_NUMBER: _ClassVar[int]
     space_id: str
     session_id: str
     count_only: bool
-    def __init__(self, space_id: _Optional[str] = ..., session_id: _Optional[str] = ..., count_only: _Optional[bool] = ...) -> None: ...
+    max_reply_bytes: int
+    def __init__(self, space_id: _Optional[str] = ..., session_id: _Optional[str] = ..., count_only: _Optional[bool] = ..., max_reply_bytes: _Optional[int] = ...) -> None: ...
 
 class DeleteSessionResponse(_message.Message):
     __slots__ = ("deleted_ids", "deleted_count")

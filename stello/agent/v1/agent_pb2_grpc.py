@@ -1030,11 +1030,11 @@ class AgentGatewayServicer:
         STELLO_GATEWAY_LONG_CALL_TIMEOUT_S), not the per-call cap.
 
         Errors:
-        - INVALID_ARGUMENT: malformed ids.
+        - INVALID_ARGUMENT: malformed ids, a negative `max_reply_bytes`.
         - NOT_FOUND: the session is not in the space (including a second delete).
         - RESOURCE_EXHAUSTED: the erased ids would not fit the reply under
-        STELLO_MAX_MESSAGE_BYTES and `count_only` is not set; nothing was
-        deleted.
+        `max_reply_bytes` or STELLO_MAX_MESSAGE_BYTES and `count_only` is not
+        set; nothing was deleted.
         - DEADLINE_EXCEEDED: the caller's deadline passed; nothing was deleted.
         - UNAUTHENTICATED: no valid key.
         """

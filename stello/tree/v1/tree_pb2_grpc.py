@@ -545,10 +545,11 @@ class SessionTreeServicer:
         ancestor of a subtree still being erased answers only the sessions it
         hid itself.
 
-        Errors: INVALID_ARGUMENT (malformed ids); NOT_FOUND (unknown in this
-        space, or provisional); RESOURCE_EXHAUSTED (the ids would not fit the
-        reply under STELLO_MAX_MESSAGE_BYTES and `count_only` is not set:
-        nothing was deleted); UNAUTHENTICATED.
+        Errors: INVALID_ARGUMENT (malformed ids, a negative `max_reply_bytes`);
+        NOT_FOUND (unknown in this space, or provisional); RESOURCE_EXHAUSTED
+        (the ids would not fit the reply under `max_reply_bytes` or
+        STELLO_MAX_MESSAGE_BYTES and `count_only` is not set: nothing was
+        deleted); UNAUTHENTICATED.
         """
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)
         context.set_details('Method not implemented!')

@@ -338,6 +338,24 @@ class TestWrites:
         )
         assert error.code() is grpc.StatusCode.NOT_FOUND
 
+    async def test_delete_refuses_ids_past_the_callers_limit(self, stack: Stack) -> None:
+        """max_reply_bytes goes to the tree: ids past it are refused, nothing deleted."""
+        root = await stack.root()
+        await stack.fork(root.id, "below")
+        request = agent_pb2.DeleteSessionRequest(
+            space_id=stack.space.sid, session_id=root.id, max_reply_bytes=60
+        )
+        error = await rpc_error(stack.gw.DeleteSession(request))
+        assert error.code() is grpc.StatusCode.RESOURCE_EXHAUSTED
+        assert "2 sessions" in (error.details() or "") and "count_only" in (error.details() or "")
+        assert (await stack.view(root.id)).node.id == root.id
+        request.max_reply_bytes = -5
+        error = await rpc_error(stack.gw.DeleteSession(request))
+        assert error.code() is grpc.StatusCode.INVALID_ARGUMENT
+        assert "max_reply_bytes" in (error.details() or "")
+        request.max_reply_bytes = 200
+        assert (await stack.gw.DeleteSession(request)).deleted_count == 2
+
     async def test_delete_count_only(self, stack: Stack) -> None:
         """With count_only the answer is the count alone, and the subtree is gone."""
         root = await stack.root()
