@@ -9,9 +9,9 @@ from pathlib import Path
 import asyncpg
 import pytest
 
-from stello.migrate import Migration, load_migrations, migrate, pending
+from stello.migrate import Migration, load_migrations, pending
 from tests.cli.processes import private_env, run_cli
-from tests.support.database import create_empty_database, drop_test_database
+from tests.support.database import create_test_database, drop_test_database
 
 pytestmark = pytest.mark.sql
 
@@ -21,12 +21,7 @@ OLDER = load_migrations()[-3].version  # a schema two migrations behind this rel
 @pytest.fixture(name="behind")
 async def _behind(admin_dsn: str) -> AsyncIterator[str]:
     """A database migrated up to OLDER only."""
-    dsn = await create_empty_database(admin_dsn)
-    con = await asyncpg.connect(dsn)
-    try:
-        await migrate(con, until=OLDER)
-    finally:
-        await con.close()
+    dsn = await create_test_database(admin_dsn, OLDER)
     yield dsn
     await drop_test_database(admin_dsn, dsn)
 

@@ -134,12 +134,13 @@ async def create_empty_database(admin_dsn: str) -> str:
     return with_database(admin_dsn, name)
 
 
-async def create_test_database(admin_dsn: str) -> str:
-    """Create and migrate a fresh database; return its DSN."""
+async def create_test_database(admin_dsn: str, until: str | None = None) -> str:
+    """Create and migrate a fresh database (through `until` only, when given: an older
+    release's schema); return its DSN."""
     dsn = await create_empty_database(admin_dsn)
     con = await asyncpg.connect(dsn)
     try:
-        await migrate(con)
+        await migrate(con, until=until)
     finally:
         await con.close()
     return dsn

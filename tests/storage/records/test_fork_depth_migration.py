@@ -15,7 +15,7 @@ import pytest
 from stello.migrate import migrate
 from storage_service.records.lineage import SEGMENT_CAP
 from storage_service.records.repository import LIST_RECORDS_OLDEST, MAX_SEQ
-from tests.support.database import create_empty_database, drop_test_database
+from tests.support.database import create_test_database, drop_test_database
 from tests.support.history import append_one
 
 pytestmark = pytest.mark.sql
@@ -73,10 +73,9 @@ async def views(
 async def older_schema(admin_dsn: str, until: str) -> AsyncIterator[asyncpg.Connection]:
     """A database of its own migrated through `until` (an older release's schema), dropped
     afterwards."""
-    dsn = await create_empty_database(admin_dsn)
+    dsn = await create_test_database(admin_dsn, until)
     con = await asyncpg.connect(dsn)
     try:
-        await migrate(con, until=until)
         yield con
     finally:
         await con.close()
