@@ -2,12 +2,15 @@
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Any
 
+import asyncpg
 import grpc
 import pytest
 
-from stello.agent.v1 import agent_pb2
+from agent_gateway.app import create_app as gateway_app
+from stello.agent.v1 import agent_pb2, agent_pb2_grpc
 from stello.common.v1 import common_pb2
 from stello.errors import error_info_reason, field_violations
 from stello.settings import StelloSettings
@@ -23,7 +26,8 @@ from tests.gateway.conftest import (
     record,
     rpc_error,
 )
-from tests.support.fixtures import TestSpace
+from tests.support.fixtures import ServerStarter, TestSpace
+from tests.tree.seed import fanout_tree, seed_topology
 
 pytestmark = pytest.mark.sql
 
@@ -355,6 +359,35 @@ class TestWrites:
         assert "max_reply_bytes" in (error.details() or "")
         request.max_reply_bytes = 200
         assert (await stack.gw.DeleteSession(request)).deleted_count == 2
+
+    async def test_delete_keeps_the_gateways_own_limit(
+        self,
+        start_server: ServerStarter,
+        backends: Backends,
+        profiles_file: Path,
+        space: TestSpace,
+        pool: asyncpg.Pool,
+    ) -> None:
+        """A gateway whose STELLO_MAX_MESSAGE_BYTES is below the tree's passes its own limit:
+        ids it could not receive are refused by the tree before anything is deleted."""
+        config = backends.gateway_config(profiles_file=profiles_file)
+        gateway = await start_server(
+            lambda s, p, k: gateway_app(
+                s.model_copy(update={"max_message_bytes": 4096}), p, k, config=config
+            )
+        )
+        ids = await seed_topology(pool, space.id, fanout_tree(120, 10))  # 4,576 bytes of ids
+        async with gateway.channel(space.key) as channel:
+            stub = agent_pb2_grpc.AgentGatewayStub(channel)
+            request = agent_pb2.DeleteSessionRequest(space_id=space.sid, session_id=str(ids[0]))
+            error = await rpc_error(stub.DeleteSession(request))
+            assert error.code() is grpc.StatusCode.RESOURCE_EXHAUSTED
+            assert "120 sessions" in (error.details() or "")
+            visible = "SELECT count(*) FROM sessions WHERE space_id = $1"
+            visible += " AND provisional_until IS NULL"
+            assert await pool.fetchval(visible, space.id) == 120
+            request.count_only = True
+            assert (await stub.DeleteSession(request)).deleted_count == 120
 
     async def test_delete_count_only(self, stack: Stack) -> None:
         """With count_only the answer is the count alone, and the subtree is gone."""
