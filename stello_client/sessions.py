@@ -304,14 +304,7 @@ class SessionCalls(ClientBase):
                 (STELLO_MAX_MESSAGE_BYTES); nothing was deleted (`delete_session_counted`
                 erases it).
         """
-        request = agent_pb2.DeleteSessionRequest(
-            space_id=await self.space_id(),
-            session_id=session_id,
-            max_reply_bytes=self._channel.max_message_bytes,
-        )
-        reply: agent_pb2.DeleteSessionResponse = await self._unary(
-            "DeleteSession", request, safe=False, timeout=timeout
-        )
+        reply = await self._delete(session_id, timeout, count_only=False)
         return list(reply.deleted_ids)
 
     async def delete_session_counted(self, session_id: str, *, timeout: Timeout = DEFAULT) -> int:
@@ -322,13 +315,23 @@ class SessionCalls(ClientBase):
         Raises:
             NotFound: the session is not in the space (a second delete too).
         """
+        reply = await self._delete(session_id, timeout, count_only=True)
+        return reply.deleted_count
+
+    async def _delete(
+        self, session_id: str, timeout: Timeout, *, count_only: bool
+    ) -> agent_pb2.DeleteSessionResponse:
+        """DeleteSession, with this client's message limit as `max_reply_bytes`."""
         request = agent_pb2.DeleteSessionRequest(
-            space_id=await self.space_id(), session_id=session_id, count_only=True
+            space_id=await self.space_id(),
+            session_id=session_id,
+            count_only=count_only,
+            max_reply_bytes=self._channel.max_message_bytes,
         )
         reply: agent_pb2.DeleteSessionResponse = await self._unary(
             "DeleteSession", request, safe=False, timeout=timeout
         )
-        return reply.deleted_count
+        return reply
 
     async def put_insight(
         self, session_id: str, content: str, *, timeout: Timeout = DEFAULT
