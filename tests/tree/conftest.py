@@ -2,10 +2,11 @@
 
 from __future__ import annotations
 
+import asyncio
 import uuid
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Awaitable, Callable
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, TypeVar
 
 import asyncpg
 import grpc
@@ -14,7 +15,10 @@ import pytest
 from stello.common.v1 import common_pb2
 from stello.tree.v1 import tree_pb2, tree_pb2_grpc
 from tests.support.fixtures import RunningServer, ServerStarter, TestSpace
+from tree_service import sql
 from tree_service.app import create_app, create_service
+
+T = TypeVar("T")
 
 
 @dataclass(slots=True)
@@ -88,6 +92,44 @@ async def session_count(pool: asyncpg.Pool, space_id: uuid.UUID) -> int:
         return int(
             await con.fetchval("SELECT count(*) FROM sessions WHERE space_id = $1", space_id)
         )
+
+
+async def visible_count(pool: asyncpg.Pool, space_id: uuid.UUID) -> int:
+    """Sessions of the space every read shows (neither provisional nor being erased)."""
+    return int(await pool.fetchval(VISIBLE, space_id))
+
+
+VISIBLE = "SELECT count(*) FROM sessions WHERE space_id = $1 AND provisional_until IS NULL"
+WAITING_ON_A_LOCK = """
+SELECT count(*) FROM pg_stat_activity
+WHERE datname = current_database() AND wait_event_type = 'Lock'
+"""
+
+
+async def commit_a_child_while(
+    pool: asyncpg.Pool,
+    watcher: asyncpg.Connection,
+    space_id: uuid.UUID,
+    parent: uuid.UUID,
+    child: uuid.UUID,
+    start: Callable[[], Awaitable[asyncio.Task[T]]],
+) -> asyncio.Task[T]:
+    """Create `child` under `parent` as CreateSession does (the parent's row lock, then the
+    child's row), `start` a call while that create holds the lock, and commit the child
+    once something waits on a lock (`watcher` looks) or the call ended; the call's task."""
+    async with pool.acquire() as con:
+        creating = con.transaction()
+        await creating.start()
+        assert await con.fetchval(sql.LOCK_PARENT, space_id, parent)
+        args = (parent, "late", None, None, None)
+        await con.fetchrow(sql.CREATE_SESSION, space_id, child, *args)
+        task = await start()
+        for _ in range(1000):
+            if await watcher.fetchval(WAITING_ON_A_LOCK) or task.done():
+                break
+            await asyncio.sleep(0.01)
+        await creating.commit()
+    return task
 
 
 def code_of(error: BaseException) -> grpc.StatusCode:

@@ -10,21 +10,21 @@ import grpc
 import pytest
 
 from stello.tree.v1 import tree_pb2
-from tests.tree.conftest import TreeClient, erased, session_count
+from tests.tree.conftest import (
+    TreeClient,
+    commit_a_child_while,
+    erased,
+    session_count,
+    visible_count,
+)
 from tests.tree.owned import belongings, give_belongings
 from tests.tree.seed import chain, fanout_tree, seed_topology
-from tree_service import sql
 
 # DeleteSubtree's first statement (its subtree, locked), as pg_stat_statements shows it.
 LOCK_SUBTREE_CALLS = """
 SELECT COALESCE(sum(calls), 0) FROM pg_stat_statements
 WHERE dbid = (SELECT oid FROM pg_database WHERE datname = current_database())
   AND query LIKE '%WITH RECURSIVE subtree (id)%s.id = $2 AND s.provisional_until IS NULL%'
-"""
-
-WAITING_ON_A_LOCK = """
-SELECT count(*) FROM pg_stat_activity
-WHERE datname = current_database() AND wait_event_type = 'Lock'
 """
 
 pytestmark = pytest.mark.sql
@@ -113,8 +113,7 @@ class TestDeleteSubtree:
         )
         codes = [o for o in outcomes if isinstance(o, grpc.StatusCode)]
         assert set(codes) <= {grpc.StatusCode.OK, grpc.StatusCode.NOT_FOUND}
-        visible = "SELECT count(*) FROM sessions WHERE space_id = $1 AND provisional_until IS NULL"
-        assert await pool.fetchval(visible, tree.space.id) == 0
+        assert await visible_count(pool, tree.space.id) == 0
         await erased(pool)
         assert await session_count(pool, tree.space.id) == 0
 
@@ -134,21 +133,14 @@ class TestDeleteSubtree:
             counting = "pg_stat_statements" in preload
             if counting:
                 await counter.execute("CREATE EXTENSION IF NOT EXISTS pg_stat_statements")
-            async with pool.acquire() as con:
-                creating = con.transaction()
-                await creating.start()
-                # What CreateSession does: the parent's row lock, then the child's row.
-                assert await con.fetchval(sql.LOCK_PARENT, space_id, uuid.UUID(middle.id))
-                args = (uuid.UUID(middle.id), "late", None, None, None)
-                await con.fetchrow(sql.CREATE_SESSION, space_id, child, *args)
+
+            async def start() -> asyncio.Task[list[str]]:
                 if counting:
                     await counter.execute("SELECT pg_stat_statements_reset()")
-                deleting = asyncio.create_task(delete(tree, root.id))
-                for _ in range(1000):
-                    if await counter.fetchval(WAITING_ON_A_LOCK) or deleting.done():
-                        break
-                    await asyncio.sleep(0.01)
-                await creating.commit()
+                return asyncio.create_task(delete(tree, root.id))
+
+            parent = uuid.UUID(middle.id)
+            deleting = await commit_a_child_while(pool, counter, space_id, parent, child, start)
             deleted = await deleting
             assert deleted[:2] == [root.id, middle.id] and set(deleted[2:]) == {str(child)}
             if counting:

@@ -13,20 +13,21 @@ import pytest
 from stello.errors import ResourceExhausted, field_violations
 from stello.tree.v1 import tree_pb2
 from tests.support.fixtures import ServerStarter, TestSpace
-from tests.tree.conftest import TreeClient, erased, open_tree, session_count
+from tests.tree.conftest import (
+    TreeClient,
+    commit_a_child_while,
+    erased,
+    open_tree,
+    session_count,
+    visible_count,
+)
 from tests.tree.seed import fanout_tree, seed_topology
-from tree_service import sql
 from tree_service.app import create_app, create_service
 from tree_service.service import DELETE_REPLY_OVERHEAD, DELETED_ID_BYTES
 
 pytestmark = pytest.mark.sql
 
-VISIBLE = "SELECT count(*) FROM sessions WHERE space_id = $1 AND provisional_until IS NULL"
 EVENTS = "SELECT count(*) FROM space_events WHERE space_id = $1 AND kind = 'subtree_deleted'"
-WAITING_ON_A_LOCK = """
-SELECT count(*) FROM pg_stat_activity
-WHERE datname = current_database() AND wait_event_type = 'Lock'
-"""
 
 
 async def delete(
@@ -66,7 +67,7 @@ class TestTheAnswer:
             await tree.child(doomed.id)
         reply = await delete(tree, doomed.id, count_only=True)
         assert (list(reply.deleted_ids), reply.deleted_count) == ([], 3)
-        assert await pool.fetchval(VISIBLE, tree.space.id) == 1
+        assert await visible_count(pool, tree.space.id) == 1
         with pytest.raises(grpc.aio.AioRpcError) as caught:
             await tree.node(doomed.id)
         assert caught.value.code() == grpc.StatusCode.NOT_FOUND
@@ -95,11 +96,11 @@ class TestTheReplyLimit:
             assert "30 sessions" in details and "count_only" in details
             assert "nothing was deleted" in details
             assert f"(STELLO_MAX_MESSAGE_BYTES = {fitting(29)})" in details
-            assert await pool.fetchval(VISIBLE, space.id) == 30
+            assert await visible_count(pool, space.id) == 30
             assert await pool.fetchval(EVENTS, space.id) == 0
             reply = await delete(tree, str(ids[0]), count_only=True)
             assert (list(reply.deleted_ids), reply.deleted_count) == ([], 30)
-            assert await pool.fetchval(VISIBLE, space.id) == 0
+            assert await visible_count(pool, space.id) == 0
 
     async def test_ids_that_fit_exactly_are_answered(
         self, start_server: ServerStarter, space: TestSpace, pool: asyncpg.Pool
@@ -124,7 +125,7 @@ class TestTheReplyLimit:
             await delete(tree, str(ids[0]), max_reply_bytes=fitting(2))
         assert caught.value.code() == grpc.StatusCode.RESOURCE_EXHAUSTED
         assert f"(max_reply_bytes = {fitting(2)})" in (caught.value.details() or "")
-        assert await pool.fetchval(VISIBLE, tree.space.id) == 3
+        assert await visible_count(pool, tree.space.id) == 3
         reply = await delete(tree, str(ids[0]), max_reply_bytes=fitting(3))
         assert reply.deleted_count == 3 and len(reply.deleted_ids) == 3
 
@@ -146,25 +147,18 @@ class TestTheReplyLimit:
         rolls back: the three sessions are all still visible."""
         service = create_service(pool, max_reply_bytes=fitting(2))
         root, middle = await seed_topology(pool, space.id, fanout_tree(2, 1))
-        child = uuid.uuid4()
         watcher = await asyncpg.connect(direct_database_url)
+
+        async def start() -> asyncio.Task[list[uuid.UUID]]:
+            return asyncio.create_task(service.delete_subtree(space.id, root))
+
         try:
-            async with pool.acquire() as con:
-                creating = con.transaction()
-                await creating.start()
-                # What CreateSession does: the parent's row lock, then the child's row.
-                assert await con.fetchval(sql.LOCK_PARENT, space.id, middle)
-                args = (middle, "late", None, None, None)
-                await con.fetchrow(sql.CREATE_SESSION, space.id, child, *args)
-                deleting = asyncio.create_task(service.delete_subtree(space.id, root))
-                for _ in range(1000):
-                    if await watcher.fetchval(WAITING_ON_A_LOCK) or deleting.done():
-                        break
-                    await asyncio.sleep(0.01)
-                await creating.commit()
+            deleting = await commit_a_child_while(
+                pool, watcher, space.id, middle, uuid.uuid4(), start
+            )
             with pytest.raises(ResourceExhausted, match="3 sessions"):
                 await deleting
         finally:
             await watcher.close()
-        assert await pool.fetchval(VISIBLE, space.id) == 3
+        assert await visible_count(pool, space.id) == 3
         assert await pool.fetchval(EVENTS, space.id) == 0

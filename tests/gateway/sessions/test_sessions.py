@@ -27,6 +27,7 @@ from tests.gateway.conftest import (
     rpc_error,
 )
 from tests.support.fixtures import ServerStarter, TestSpace
+from tests.tree.conftest import visible_count
 from tests.tree.seed import fanout_tree, seed_topology
 
 pytestmark = pytest.mark.sql
@@ -383,9 +384,7 @@ class TestWrites:
             error = await rpc_error(stub.DeleteSession(request))
             assert error.code() is grpc.StatusCode.RESOURCE_EXHAUSTED
             assert "120 sessions" in (error.details() or "")
-            visible = "SELECT count(*) FROM sessions WHERE space_id = $1"
-            visible += " AND provisional_until IS NULL"
-            assert await pool.fetchval(visible, space.id) == 120
+            assert await visible_count(pool, space.id) == 120
             request.count_only = True
             assert (await stub.DeleteSession(request)).deleted_count == 120
 
