@@ -143,41 +143,29 @@ LIST_RECORDS_OLDEST = _LIST_RECORDS.format(parts=PARTS, direction="ASC")
 LIST_RECORDS_NEWEST = _LIST_RECORDS.format(parts=PARTS, direction="DESC")
 
 # The seq through which TrimRecords removes records from the view (the
-# newest record older than the newest `keep_recent` ($3); NULL with fewer
-# records than that), and how many records of the view it removes.
+# newest record older than the newest `keep_recent` ($3); NULL with no more
+# records than that), how many records of the view it removes, and the first of
+# them. Counted from the parts' ranges, not read: a view's seqs are contiguous
+# (`PARTS`), from its first segment's first seq (or, with no segment, its first
+# own record: one probe, as a trim may have removed a prefix of its own rows)
+# through `last_seq`. So a trim reads no record of the view, however many it
+# removes or however deep the chain of forks it ends (it read every one to count
+# them: 2,048 tuples at the end of a chain of 2,000 forks).
 TRIM_CUT = f"""
-WITH {PARTS}, cut AS (
-    SELECT x.seq
-    FROM (
-        SELECT q.*,
-               sum(q.to_seq - q.from_seq + 1)
-                   OVER (ORDER BY q.from_seq DESC
-                         ROWS BETWEEN UNBOUNDED PRECEDING AND 1 PRECEDING) AS ahead
-        FROM parts q
-    ) p
-    CROSS JOIN LATERAL (
-        SELECT seq FROM records
-        WHERE space_id = $1 AND session_id = p.holder_id
-          AND seq >= p.from_seq AND seq <= p.to_seq
-        ORDER BY seq DESC
-        LIMIT $3::bigint + 1
-    ) x
-    WHERE p.ahead IS NULL OR p.ahead <= $3
-    ORDER BY x.seq DESC
-    OFFSET $3
-    LIMIT 1
-), removed AS (
-    SELECT x.n, x.first_seq
-    FROM cut, parts p
-    CROSS JOIN LATERAL (
-        SELECT count(*) AS n, min(seq) AS first_seq FROM records
-        WHERE space_id = $1 AND session_id = p.holder_id
-          AND seq >= p.from_seq AND seq <= p.to_seq AND seq <= cut.seq
-    ) x
+WITH {PARTS}, bounds AS (
+    SELECT COALESCE(
+               (SELECT min(p.from_seq) FROM parts p WHERE p.inherited),
+               (SELECT r.seq FROM parts p
+                JOIN records r ON r.space_id = $1 AND r.session_id = $2
+                              AND r.seq >= p.from_seq AND r.seq <= p.to_seq
+                WHERE NOT p.inherited
+                ORDER BY r.seq
+                LIMIT 1)) AS first_seq,
+           (SELECT p.to_seq FROM parts p WHERE NOT p.inherited) AS last_seq
 )
-SELECT (SELECT seq FROM cut) AS through, COALESCE(sum(n), 0) AS removed,
-       min(first_seq) AS first_seq
-FROM removed
+SELECT CASE WHEN last_seq - first_seq + 1 > $3 THEN last_seq - $3 END AS through,
+       GREATEST(last_seq - $3 - first_seq + 1, 0) AS removed, first_seq
+FROM bounds
 """
 
 # The view stops at `through`; rows a fork still reads go to an heir first
@@ -215,7 +203,10 @@ LIMIT 1
 # else the holder's first record (by seq) reaching $3, which lies in the
 # part: the holder's rows below the part are on the same line before it, and
 # its last record in the part reaches $3. That probe names no seq bound, so it
-# is one descent of records_tokens (cumulative, seq) whatever the statistics.
+# is one descent of records_tokens (cumulative, seq) whatever the statistics; it
+# alone says `token_cumulative >= 0`, the index's predicate (migration 0027), so
+# that no read of a seq range (the parts' probes here, TRIM_CUT's) can take that
+# index instead of the primary key and read the whole view.
 REACHING = f"""
 WITH {PARTS}, chosen AS (
     SELECT p.holder_id, p.from_seq, p.to_seq
@@ -250,6 +241,7 @@ CROSS JOIN LATERAL (
     SELECT seq, token_cumulative - token_estimate AS before
     FROM records
     WHERE space_id = $1 AND session_id = f.holder_id AND token_cumulative >= $3
+      AND token_cumulative >= 0
     ORDER BY token_cumulative, seq
     LIMIT 1
 ) x

@@ -317,6 +317,32 @@ async def append_one(con: asyncpg.Connection, space_id: uuid.UUID, session_id: u
     await con.execute(CHAIN_RECORD, space_id, session_id, record_tokens(CHAIN_TEXT), CHAIN_TEXT)
 
 
+SMALL_SESSIONS = """
+WITH made AS (
+    INSERT INTO sessions (space_id, id, root_id, sibling_index, label, last_seq, token_total)
+    SELECT $1, g.id, g.id, 0, 'small', $3::integer, 2 * $3::integer
+    FROM (SELECT gen_random_uuid() AS id FROM generate_series(1, $2)) g
+    RETURNING id
+)
+INSERT INTO records (space_id, session_id, seq, role, content, created_at, token_estimate,
+                     token_cumulative)
+SELECT $1, made.id, k, 'user', 'small', now(), 2, 2 * k
+FROM made, generate_series(1, $3::integer) k
+"""
+
+
+async def small_sessions(
+    con: asyncpg.Connection | asyncpg.pool.PoolConnectionProxy,
+    space_id: uuid.UUID,
+    sessions: int,
+    records: int,
+) -> None:
+    """`sessions` roots of `records` records each in one statement: the table of a database
+    that many tests (or tenants) share, in which the planner's statistics make every
+    session look a few rows long."""
+    await con.execute(SMALL_SESSIONS, space_id, sessions, records)
+
+
 async def fork_chain(
     con: asyncpg.Connection, space_id: uuid.UUID, start: uuid.UUID, depth: int
 ) -> uuid.UUID:
