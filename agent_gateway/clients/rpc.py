@@ -29,7 +29,10 @@ Every call:
   ABORTED one keeps its PreconditionFailure violations: which precondition
   failed decides what a turn's commit does next); an INTERNAL or unmapped
   status becomes `Internal`, which the gateway answers with its own error id
-  (the service's text, with its error id, goes to the gateway's log only).
+  (the service's text, with its error id, goes to the gateway's log only); a
+  RESOURCE_EXHAUSTED that no service wrote (a reply past the gateway's or the
+  service's message limit: gRPC's own text about its client) says so in words
+  that name the limit and what to ask instead.
 """
 
 from __future__ import annotations
@@ -174,7 +177,7 @@ class ServiceClient:
                 if isinstance(error, Aborted):
                     # Which precondition failed decides what the gateway does next.
                     error.violations = tuple(precondition_violations(exc))
-                if isinstance(error, Unavailable | DeadlineExceeded | Internal):
+                if isinstance(error, Unavailable | DeadlineExceeded | Internal) or _oversized(exc):
                     # Say which hop failed (the caller cannot tell), in words, never
                     # the transport's debug text.
                     error.message = f"{self._service}.{name}: {_plain(exc, error)}"
@@ -235,10 +238,29 @@ def _plain(exc: grpc.aio.AioRpcError, error: StelloError) -> str:
     code = exc.code()
     if code is grpc.StatusCode.DEADLINE_EXCEEDED:
         return "did not answer within the deadline"
-    trailers = exc.trailing_metadata() or ()
-    if code is grpc.StatusCode.UNAVAILABLE and not any(
-        key == "grpc-status-details-bin" for key, _ in trailers
-    ):
+    if code is grpc.StatusCode.UNAVAILABLE and not _stello_status(exc):
         # No Stello status: the service could not be reached (not a database outage there).
         return "the service is unavailable; retry the call"
+    if _oversized(exc):
+        return OVERSIZED
     return error.message
+
+
+OVERSIZED = (
+    "its reply was larger than a gRPC message limit (the gateway's or that service's "
+    "STELLO_MAX_MESSAGE_BYTES): ask for less at once "
+    "(a smaller page, max_bytes or depth), or raise the limit"
+)
+
+
+def _stello_status(exc: grpc.aio.AioRpcError) -> bool:
+    """Whether a service answered the error itself (its status details attached), not the
+    transport on either side."""
+    return any(key == "grpc-status-details-bin" for key, _ in exc.trailing_metadata() or ())
+
+
+def _oversized(exc: grpc.aio.AioRpcError) -> bool:
+    """A RESOURCE_EXHAUSTED of the transport: a reply past a side's message limit (grpc's
+    text, "Received message larger than max (4562 vs. 4096)", names no field of the
+    client's), not a Stello limit, which says which."""
+    return exc.code() is grpc.StatusCode.RESOURCE_EXHAUSTED and not _stello_status(exc)

@@ -388,6 +388,32 @@ class TestWrites:
             request.count_only = True
             assert (await stub.DeleteSession(request)).deleted_count == 120
 
+    async def test_a_reply_past_the_gateways_limit_is_said_plainly(
+        self,
+        start_server: ServerStarter,
+        backends: Backends,
+        profiles_file: Path,
+        space: TestSpace,
+        pool: asyncpg.Pool,
+    ) -> None:
+        """A tree's reply larger than the gateway's STELLO_MAX_MESSAGE_BYTES fails in words
+        that name the limit and what to do, not gRPC's text about its own client."""
+        config = backends.gateway_config(profiles_file=profiles_file)
+        gateway = await start_server(
+            lambda s, p, k: gateway_app(
+                s.model_copy(update={"max_message_bytes": 4096}), p, k, config=config
+            )
+        )
+        ids = await seed_topology(pool, space.id, fanout_tree(120, 10))
+        async with gateway.channel(space.key) as channel:
+            stub = agent_pb2_grpc.AgentGatewayStub(channel)
+            request = agent_pb2.GetTreeRequest(space_id=space.sid, root_id=str(ids[0]))
+            error = await rpc_error(stub.GetTree(request))
+        assert error.code() is grpc.StatusCode.RESOURCE_EXHAUSTED
+        details = error.details() or ""
+        assert "SessionTree.GetTree" in details and "STELLO_MAX_MESSAGE_BYTES" in details, details
+        assert "Received message" not in details and "CLIENT" not in details, details
+
     async def test_delete_count_only(self, stack: Stack) -> None:
         """With count_only the answer is the count alone, and the subtree is gone."""
         root = await stack.root()
