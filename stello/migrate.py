@@ -1,22 +1,30 @@
 """Ordered SQL migrations, applied once each and recorded in `schema_migrations`.
 
 Each file runs in its own transaction that first takes a transaction-scoped
-advisory lock, so concurrent `stello migrate` runs (four replicas starting at
-once) apply every file exactly once. A file's statements are sent one at a
-time: a Citus coordinator propagates some DDL to the workers as the text of
-the whole query it came in, which a worker refuses when it holds several
-statements ("cannot insert multiple commands into a prepared statement").
+advisory lock (tried, not waited for: `_apply`), so concurrent `stello migrate` runs (four replicas starting at
+once) apply every file exactly once. A file that says `OUTSIDE` on a line of its
+own (an index built CONCURRENTLY on a large table, which no transaction may hold)
+runs its statements on a second connection, each its own transaction, while the
+first holds that lock in its open transaction; such a file's statements must be
+safe to run again from the start, as a crash may stop it halfway.
+
+A file's statements are sent one at a time: a Citus coordinator propagates some
+DDL to the workers as the text of the whole query it came in, which a worker
+refuses when it holds several statements ("cannot insert multiple commands into
+a prepared statement").
 On a Citus coordinator, distribute the schema afterwards with
 `stello.distribution.distribute`; later migrations keep working on it.
 """
 
 from __future__ import annotations
 
+import asyncio
 import re
 from dataclasses import dataclass
 from importlib import resources
 
 import asyncpg
+from asyncpg import connect_utils
 
 from stello.db import connecting
 
@@ -30,6 +38,12 @@ CREATE TABLE IF NOT EXISTS schema_migrations (
 """
 
 CITUS_INSTALLED = "SELECT true FROM pg_extension WHERE extname = 'citus'"
+DONE = "SELECT true FROM schema_migrations WHERE version = $1"
+TRY_LOCK = "SELECT pg_try_advisory_xact_lock($1)"
+LOCK_RETRY_S = 0.05
+"""How long a run waits between tries of the lock another run holds."""
+OUTSIDE = "-- stello: outside a transaction"
+"""The line that makes a migration run outside a transaction (`Migration.transactional`)."""
 TITLE_MAX = 120
 
 
@@ -47,7 +61,7 @@ class Migration:
         words: list[str] = []
         for line in self.sql.splitlines():
             text = line.removeprefix("--").strip()
-            if not line.startswith("--") or not text:
+            if not line.startswith("--") or not text or line.strip() == OUTSIDE:
                 break
             words += text.split()
         sentence = " ".join(words)
@@ -56,6 +70,13 @@ class Migration:
         if len(sentence) <= TITLE_MAX:
             return sentence
         return sentence[: TITLE_MAX - 1].rsplit(" ", 1)[0] + "…"
+
+    @property
+    def transactional(self) -> bool:
+        """Whether the file runs in one transaction (all of it or nothing); False for one
+        that says `OUTSIDE` on a line of its own: each statement commits on its own
+        (CREATE INDEX CONCURRENTLY cannot run in a transaction)."""
+        return not any(line.strip() == OUTSIDE for line in self.sql.splitlines())
 
     @property
     def indexed_tables(self) -> list[str]:
@@ -182,25 +203,85 @@ async def migrate(con: asyncpg.Connection, *, until: str | None = None) -> list[
         migrations = migrations[: versions.index(until) + 1]
     citus = bool(await con.fetchval(CITUS_INSTALLED))
     for migration in migrations:
-        async with con.transaction():
-            await con.execute("SELECT pg_advisory_xact_lock($1)", LOCK_KEY)
-            await con.execute(CREATE_TABLE)
-            done = await con.fetchval(
-                "SELECT true FROM schema_migrations WHERE version = $1", migration.version
-            )
-            if done:
-                continue
-            if citus:
-                # A function's propagation after DDL on shards (in one file)
-                # needs one connection per worker for the whole transaction.
-                await con.execute("SET LOCAL citus.multi_shard_modify_mode TO 'sequential'")
-            for statement in split_statements(migration.sql):
-                await con.execute(statement)
-            await con.execute(
-                "INSERT INTO schema_migrations (version) VALUES ($1)", migration.version
-            )
+        if await _apply(con, migration, citus):
             applied.append(migration.version)
     return applied
+
+
+async def _apply(con: asyncpg.Connection, migration: Migration, citus: bool) -> bool:
+    """Apply `migration` unless it was; whether it was applied now.
+
+    The lock is tried, not waited for, each try in a transaction of its own: a run that
+    waits in a statement holds a snapshot, and a CREATE INDEX CONCURRENTLY of the run
+    holding the lock (`_outside`) would wait for the waiter's transaction to end, while
+    the waiter waits for the lock: neither would ever go on (no lock cycle PostgreSQL
+    can see).
+    """
+    while True:
+        async with con.transaction():
+            if await con.fetchval(TRY_LOCK, LOCK_KEY):
+                return await _apply_locked(con, migration, citus)
+        await asyncio.sleep(LOCK_RETRY_S)
+
+
+async def _apply_locked(con: asyncpg.Connection, migration: Migration, citus: bool) -> bool:
+    """`_apply` in the transaction that holds the lock."""
+    await con.execute(CREATE_TABLE)
+    if await con.fetchval(DONE, migration.version):
+        return False
+    if not migration.transactional:
+        await _outside(con, migration)
+    else:
+        if citus:
+            # A function's propagation after DDL on shards (in one file)
+            # needs one connection per worker for the whole transaction.
+            await con.execute("SET LOCAL citus.multi_shard_modify_mode TO 'sequential'")
+        for statement in split_statements(migration.sql):
+            await con.execute(statement)
+    await con.execute("INSERT INTO schema_migrations (version) VALUES ($1)", migration.version)
+    return True
+
+
+async def _outside(con: asyncpg.Connection, migration: Migration) -> None:
+    """Run `migration`'s statements on a second connection, each its own transaction.
+
+    `con`'s transaction keeps the migrations' lock meanwhile: a transaction-scoped
+    lock, which a PgBouncer in transaction mode keeps on the one server connection the
+    transaction holds (a session lock would stay behind on whichever server connection
+    took it). That transaction holds no snapshot between its statements (READ
+    COMMITTED) and no lock on the tables migrated, so a CREATE INDEX CONCURRENTLY does
+    not wait for it.
+    """
+    # The statements before left their (unnamed) portal open, and the portal its
+    # snapshot, which a CREATE INDEX CONCURRENTLY waits for: one of the simple protocol
+    # drops it.
+    await con.execute("SELECT 1")
+    second = await _connect_like(con)
+    try:
+        for statement in split_statements(migration.sql):
+            await second.execute(statement)
+    finally:
+        await second.close()
+
+
+async def _connect_like(con: asyncpg.Connection) -> asyncpg.Connection:
+    """A new connection opened as `con` was: its server's address and its parameters
+    (user, database, TLS mode, server settings, statement cache: none through a
+    PgBouncer), with asyncpg's own opener.
+
+    asyncpg keeps those, and opens its cancellation connections with them, though not as
+    public API (asyncpg is pinned in requirements.lock; tests/kernel/test_migrate.py
+    opens one, tests/deploy/test_pgbouncer.py through PgBouncer).
+    """
+    opened: asyncpg.Connection = await connect_utils._connect_addr(  # type: ignore[attr-defined]
+        addr=con._addr,  # type: ignore[attr-defined]
+        loop=asyncio.get_running_loop(),
+        params=con._params,  # type: ignore[attr-defined]
+        config=con._config,  # type: ignore[attr-defined]
+        connection_class=type(con),
+        record_class=con._protocol.get_record_class(),  # type: ignore[attr-defined]
+    )
+    return opened
 
 
 async def pending(con: asyncpg.Connection) -> list[str]:

@@ -95,6 +95,10 @@ async def cmd_migrate(args: argparse.Namespace) -> int:
     return 0
 
 
+OUTSIDE_NOTE = "runs outside a transaction: writes go on meanwhile; if stopped, run it again"
+"""What --pending says of a migration that runs outside a transaction (builds CONCURRENTLY)."""
+
+
 async def _list_pending(dsn: str) -> int:
     """Print the migrations the database has not applied, a line each; apply none."""
     from stello.migrate import pending_dsn
@@ -111,6 +115,8 @@ async def _list_pending(dsn: str) -> int:
         if migration.indexed_tables:
             tables = ", ".join(migration.indexed_tables)
             write(f"  {'':<{width}}  builds indexes on {tables}: writes to them wait meanwhile")
+        if not migration.transactional:
+            write(f"  {'':<{width}}  {OUTSIDE_NOTE}")
     return 0
 
 

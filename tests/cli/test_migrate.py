@@ -10,6 +10,7 @@ import asyncpg
 import pytest
 
 from stello.migrate import Migration, load_migrations, pending
+from stello_cli.admin import OUTSIDE_NOTE
 from tests.cli.processes import private_env, run_cli
 from tests.support.database import create_test_database, drop_test_database
 
@@ -47,6 +48,8 @@ async def test_pending_lists_and_applies_nothing(behind: str, tmp_path: Path) ->
         if migration.indexed_tables:
             tables = ", ".join(migration.indexed_tables)
             expected.append(f"builds indexes on {tables}: writes to them wait meanwhile")
+        if not migration.transactional:
+            expected.append(OUTSIDE_NOTE)
     assert [" ".join(line.split()) for line in lines[1:]] == expected
     assert await waiting(behind) == [m.version for m in later]
 
@@ -67,6 +70,14 @@ CREATE INDEX CONCURRENTLY online ON big (c);
 """
     migration = Migration("0099_example", sql)
     assert (migration.title, migration.indexed_tables) == ("A title.", ["Other", "old"])
+
+
+def test_a_file_outside_a_transaction_says_so() -> None:
+    """Its line of its own makes it run outside a transaction; the title stops before it."""
+    sql = "-- A title\n-- stello: outside a transaction\nCREATE INDEX CONCURRENTLY x ON big (c);\n"
+    migration = Migration("0099_example", sql)
+    assert (migration.title, migration.transactional) == ("A title", False)
+    assert Migration("0099_example", "-- A title.\nSELECT 1; -- stello: outside\n").transactional
 
 
 def test_every_migration_says_what_it_does() -> None:

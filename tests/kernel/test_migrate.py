@@ -15,7 +15,11 @@ from stello.migrate import CREATE_TABLE, load_migrations, migrate, pending
 from stello.runner import warn_unmigrated
 from stello.settings import StelloSettings
 from tests.storage.tokens import session_token_problems
-from tests.support.database import create_empty_database, drop_test_database
+from tests.support.database import (
+    create_empty_database,
+    create_test_database,
+    drop_test_database,
+)
 
 pytestmark = pytest.mark.sql
 
@@ -244,3 +248,69 @@ class TestPending:
                 await con.close()
         finally:
             await drop_test_database(admin_dsn, bare)
+
+
+OUTSIDE_VERSION = "0027_records_tokens_for_reaching_only"
+
+WAITING_MIGRATION = """
+SELECT count(*) FROM pg_stat_activity
+WHERE datname = current_database() AND wait_event_type = 'Lock' AND pid <> ALL ($1::int[])
+"""
+"""Backends other than the test's own that wait for a lock: the migration's."""
+
+ONE_SESSION = """
+WITH p AS (INSERT INTO principals (id, name) VALUES ($1::uuid, $1::uuid::text) RETURNING id),
+     s AS (INSERT INTO spaces (id, principal_id, name) SELECT $1, p.id, 'migrated' FROM p
+           RETURNING id)
+INSERT INTO sessions (space_id, id, root_id, sibling_index, label)
+SELECT s.id, $1, $1, 0, 'migrated' FROM s
+"""
+
+ONE_RECORD = """
+INSERT INTO records (space_id, session_id, seq, role, content, created_at, token_estimate,
+                     token_cumulative)
+VALUES ($1, $1, $2::bigint, 'user', 'appended while the index is built', now(), 9, 9 * $2::bigint)
+"""
+
+RECORDS_TOKENS = """
+SELECT i.indisvalid AS valid, pg_get_expr(i.indpred, i.indrelid) AS predicate
+FROM pg_index i WHERE i.indexrelid = 'records_tokens'::regclass
+"""
+
+
+class TestOutsideATransaction:
+    """A migration that says `-- stello: outside a transaction` (0027: an index of
+    `records` built CONCURRENTLY) leaves the table open to writes while it runs."""
+
+    async def test_appends_go_on_while_records_tokens_is_built(self, admin_dsn: str) -> None:
+        """A transaction that appended and has not committed holds the build back (as
+        any build waits for the writers before it), and an append after it goes through
+        meanwhile; a build in a transaction (0027's first version) held the table, and
+        that append waited for the uncommitted one."""
+        assert not {m.version: m for m in load_migrations()}[OUTSIDE_VERSION].transactional
+        dsn = await create_test_database(admin_dsn, until="0026_orphaned_jobs_by_space")
+        session = uuid.uuid4()
+        writer, other, con = [await asyncpg.connect(dsn) for _ in range(3)]
+        try:
+            await other.execute(ONE_SESSION, session)
+            open_append = writer.transaction()
+            await open_append.start()
+            await writer.execute(ONE_RECORD, session, 1)
+            ours = [writer.get_server_pid(), other.get_server_pid()]
+            migrating = asyncio.create_task(migrate(con))
+            for _ in range(500):
+                if await other.fetchval(WAITING_MIGRATION, ours) or migrating.done():
+                    break
+                await asyncio.sleep(0.01)
+            assert await other.fetchval(WAITING_MIGRATION, ours) == 1
+            await asyncio.wait_for(other.execute(ONE_RECORD, session, 2), 5)
+            assert not migrating.done()
+            await open_append.commit()
+            assert OUTSIDE_VERSION in await asyncio.wait_for(migrating, 60)
+            row = await other.fetchrow(RECORDS_TOKENS)
+            assert row is not None and row["valid"], row
+            assert row["predicate"] == "(token_cumulative >= 0)"
+        finally:
+            for opened in (writer, other, con):
+                await opened.close()
+            await drop_test_database(admin_dsn, dsn)
