@@ -1,12 +1,13 @@
 """Ordered SQL migrations, applied once each and recorded in `schema_migrations`.
 
 Each file runs in its own transaction that first takes a transaction-scoped
-advisory lock (tried, not waited for: `_apply`), so concurrent `stello migrate` runs (four replicas starting at
-once) apply every file exactly once. A file that says `OUTSIDE` on a line of its
-own (an index built CONCURRENTLY on a large table, which no transaction may hold)
-runs its statements on a second connection, each its own transaction, while the
-first holds that lock in its open transaction; such a file's statements must be
-safe to run again from the start, as a crash may stop it halfway.
+advisory lock (tried, not waited for: `_apply`), so concurrent `stello migrate`
+runs (four replicas starting at once) apply every file exactly once. A file that
+says `OUTSIDE` on a line of its own (an index built CONCURRENTLY on a large
+table, which no transaction may hold) runs its statements on a second
+connection, each its own transaction, while the first holds that lock in its
+open transaction; such a file's statements must be safe to run again from the
+start, as a crash may stop it halfway.
 
 A file's statements are sent one at a time: a Citus coordinator propagates some
 DDL to the workers as the text of the whole query it came in, which a worker

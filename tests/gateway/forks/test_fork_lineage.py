@@ -54,9 +54,11 @@ class Model:
             self.last_seq[session] += 1
             self.views[session].append((self.last_seq[session], text, False))
 
-    def trim(self, session: str, keep: int) -> None:
+    def trim(self, session: str, keep: int) -> int:
+        """Keep the newest `keep` records; how many went."""
         view = self.views[session]
         self.views[session] = view[len(view) - keep :] if keep < len(view) else view
+        return len(view) - len(self.views[session])
 
     def delete(self, session: str) -> None:
         doomed = {session}
@@ -141,12 +143,12 @@ async def run_step(stack: Stack, model: Model, step: Step, serial: int) -> None:
         model.append(session, texts)
     elif kind == "trim":
         keep = max(number, 0)
-        await stack.storage.TrimRecords(
+        reply = await stack.storage.TrimRecords(
             storage_pb2.TrimRecordsRequest(
                 space_id=stack.space.sid, session_id=session, keep_recent=keep
             )
         )
-        model.trim(session, keep)
+        assert reply.removed_count == model.trim(session, keep), (session, keep)
     elif session != live[0]:  # any session but the root (the first created)
         await stack.tree.DeleteSubtree(
             tree_pb2.DeleteSubtreeRequest(space_id=stack.space.sid, session_id=session)
