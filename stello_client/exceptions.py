@@ -378,11 +378,29 @@ def from_rpc_error(
     reason = error_info_reason(error)
     violations = [FieldViolation(v.field, v.description) for v in field_violations(error)]
     return error_class(code, reason)(
-        error.details() or "",
+        OVERSIZED_REPLY if _oversized(error) else error.details() or "",
         code=code,
         reason=reason,
         request_id=request_id,
         method=method,
         violations=violations,
         cause=error,
+    )
+
+
+OVERSIZED_REPLY = (
+    "the reply was larger than a gRPC message limit (this client's or the gateway's "
+    "STELLO_MAX_MESSAGE_BYTES): ask for less at once (a smaller page, limit or depth), "
+    "or raise the limit"
+)
+"""What a RESOURCE_EXHAUSTED of the transport says instead of gRPC's own text."""
+
+
+def _oversized(error: grpc.aio.AioRpcError) -> bool:
+    """A reply past a message limit: RESOURCE_EXHAUSTED with no status details, which
+    every refusal of the gateway's own carries (gRPC's text, "Received message larger
+    than max (10624 vs. 1024)", names no field nor what to do)."""
+    trailers = error.trailing_metadata() or ()
+    return error.code() is grpc.StatusCode.RESOURCE_EXHAUSTED and not any(
+        key == "grpc-status-details-bin" for key, _ in trailers
     )

@@ -82,6 +82,21 @@ class TestSessions:
             assert (await client.get_session(root.id)).node.id == root.id
             assert await small.delete_session_counted(root.id) == 31
 
+    async def test_a_reply_past_the_clients_limit_says_what_to_do(
+        self, stack: Stack, client: AsyncClient, monkeypatch: pytest.MonkeyPatch
+    ) -> None:
+        """A reply larger than the client's STELLO_MAX_MESSAGE_BYTES raises in words that
+        name the limit and what to ask instead, not gRPC's text about its own client."""
+        root = await client.create_root()
+        for _ in range(30):
+            await client.fork(root.id, "Branch")
+        monkeypatch.setenv("STELLO_MAX_MESSAGE_BYTES", "1024")
+        async with client_of(stack) as small:
+            with pytest.raises(ResourceExhausted) as raised:
+                await small.get_tree(root_id=root.id)
+        assert "STELLO_MAX_MESSAGE_BYTES" in str(raised.value), raised.value
+        assert "Received message" not in str(raised.value), raised.value
+
     async def test_slots_consolidate_prefix_and_import(self, client: AsyncClient) -> None:
         """PutInsight, PutMemory, Consolidate, ResolveSessionPrefix and ImportSession."""
         root = await client.create_root()
