@@ -26,7 +26,7 @@ from tests.gateway.conftest import (
     record,
     rpc_error,
 )
-from tests.support.fixtures import ServerStarter, TestSpace
+from tests.support.fixtures import RunningServer, ServerStarter, TestSpace
 from tests.tree.conftest import visible_count
 from tests.tree.seed import fanout_tree, seed_topology
 
@@ -34,6 +34,22 @@ pytestmark = pytest.mark.sql
 
 ACTIVE = common_pb2.SESSION_STATUS_ACTIVE
 ARCHIVED = common_pb2.SESSION_STATUS_ARCHIVED
+
+
+SMALL_GATEWAY_BYTES = 4096
+
+
+@pytest.fixture(name="small_gateway")
+async def _small_gateway(
+    start_server: ServerStarter, backends: Backends, profiles_file: Path
+) -> RunningServer:
+    """A gateway whose STELLO_MAX_MESSAGE_BYTES (4,096) is below that of the services
+    behind it."""
+    config = backends.gateway_config(profiles_file=profiles_file)
+    limit = {"max_message_bytes": SMALL_GATEWAY_BYTES}
+    return await start_server(
+        lambda s, p, k: gateway_app(s.model_copy(update=limit), p, k, config=config)
+    )
 
 
 def ids_request(stack: Stack, cls: type, session_id: str, **fields: object) -> object:
@@ -362,23 +378,12 @@ class TestWrites:
         assert (await stack.gw.DeleteSession(request)).deleted_count == 2
 
     async def test_delete_keeps_the_gateways_own_limit(
-        self,
-        start_server: ServerStarter,
-        backends: Backends,
-        profiles_file: Path,
-        space: TestSpace,
-        pool: asyncpg.Pool,
+        self, small_gateway: RunningServer, space: TestSpace, pool: asyncpg.Pool
     ) -> None:
         """A gateway whose STELLO_MAX_MESSAGE_BYTES is below the tree's passes its own limit:
         ids it could not receive are refused by the tree before anything is deleted."""
-        config = backends.gateway_config(profiles_file=profiles_file)
-        gateway = await start_server(
-            lambda s, p, k: gateway_app(
-                s.model_copy(update={"max_message_bytes": 4096}), p, k, config=config
-            )
-        )
         ids = await seed_topology(pool, space.id, fanout_tree(120, 10))  # 4,576 bytes of ids
-        async with gateway.channel(space.key) as channel:
+        async with small_gateway.channel(space.key) as channel:
             stub = agent_pb2_grpc.AgentGatewayStub(channel)
             request = agent_pb2.DeleteSessionRequest(space_id=space.sid, session_id=str(ids[0]))
             error = await rpc_error(stub.DeleteSession(request))
@@ -389,23 +394,12 @@ class TestWrites:
             assert (await stub.DeleteSession(request)).deleted_count == 120
 
     async def test_a_reply_past_the_gateways_limit_is_said_plainly(
-        self,
-        start_server: ServerStarter,
-        backends: Backends,
-        profiles_file: Path,
-        space: TestSpace,
-        pool: asyncpg.Pool,
+        self, small_gateway: RunningServer, space: TestSpace, pool: asyncpg.Pool
     ) -> None:
         """A tree's reply larger than the gateway's STELLO_MAX_MESSAGE_BYTES fails in words
         that name the limit and what to do, not gRPC's text about its own client."""
-        config = backends.gateway_config(profiles_file=profiles_file)
-        gateway = await start_server(
-            lambda s, p, k: gateway_app(
-                s.model_copy(update={"max_message_bytes": 4096}), p, k, config=config
-            )
-        )
         ids = await seed_topology(pool, space.id, fanout_tree(120, 10))
-        async with gateway.channel(space.key) as channel:
+        async with small_gateway.channel(space.key) as channel:
             stub = agent_pb2_grpc.AgentGatewayStub(channel)
             request = agent_pb2.GetTreeRequest(space_id=space.sid, root_id=str(ids[0]))
             error = await rpc_error(stub.GetTree(request))
