@@ -275,6 +275,15 @@ class Mark:
     before: int
 
 
+def _bounds(query: RecordQuery) -> tuple[int, int]:
+    """The page's exclusive seq bounds, in (0, MAX_SEQ]: seqs start at 1, and the
+    statement computes `after + 1` and `before - 1`, which overflowed bigint at the int64
+    extremes a client may send (INTERNAL, not the empty page)."""
+    after = 0 if query.after_seq is None else min(max(query.after_seq, 0), MAX_SEQ - 1)
+    before = MAX_SEQ if query.before_seq is None else min(max(query.before_seq, 1), MAX_SEQ)
+    return after, before
+
+
 def _mark(row: asyncpg.Record | None) -> Mark | None:
     return None if row is None else Mark(row["seq"], row["before"])
 
@@ -365,8 +374,7 @@ class RecordRepository:
             LIST_RECORDS_NEWEST if query.newest_first else LIST_RECORDS_OLDEST,
             space_id,
             session_id,
-            query.after_seq if query.after_seq is not None else -MAX_SEQ,
-            query.before_seq if query.before_seq is not None else MAX_SEQ,
+            *_bounds(query),
             query.role,
             query.offset,
             query.limit,
