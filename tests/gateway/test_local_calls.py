@@ -27,6 +27,7 @@ from tests.gateway.sessions.test_read_calls import TestGetSession as TestGetSess
 from tests.gateway.sessions.test_read_calls import TestOtherReads as TestOtherReadsLocal
 from tests.gateway.sessions.test_sessions import TestDigests as TestDigestsLocal
 from tests.gateway.sessions.test_sessions import TestWrites as TestWritesLocal
+from tests.gateway.sessions.test_sessions import _small_gateway
 from tests.gateway.turns.test_lease import TestRenewal as TestRenewalLocal
 from tests.gateway.turns.test_send import TestStream as TestStreamLocal
 from tests.gateway.turns.test_send import TestTurnResult as TestTurnResultLocal
@@ -45,6 +46,7 @@ __all__ = [
     "TestTurnResultLocal",
     "TestWritesLocal",
     "_guarded",
+    "_small_gateway",
     "_source",
     "_spy",
 ]
