@@ -256,6 +256,19 @@ async def abort_with(context: grpc.aio.ServicerContext[Any, Any], error: StelloE
     await context.abort_with_status(rpc_status.to_status(to_rpc_status(error)))
 
 
+def has_status_details(error: grpc.aio.AioRpcError) -> bool:
+    """Whether a service answered the error itself (a Stello status, its details in the
+    `grpc-status-details-bin` trailer), not the transport on either side."""
+    return any(key == "grpc-status-details-bin" for key, _ in error.trailing_metadata() or ())
+
+
+def reply_too_large(error: grpc.aio.AioRpcError) -> bool:
+    """A RESOURCE_EXHAUSTED of the transport: a reply past a side's message limit. gRPC's
+    text ("Received message larger than max (4562 vs. 4096)") names no field nor what to
+    do; every Stello limit's refusal carries its status details."""
+    return error.code() is grpc.StatusCode.RESOURCE_EXHAUSTED and not has_status_details(error)
+
+
 def error_info_reason(error: grpc.RpcError) -> str | None:
     """The ErrorInfo reason carried by an RPC error, if any."""
     status = rpc_status.from_call(error)

@@ -43,7 +43,7 @@ from dataclasses import dataclass
 import grpc
 
 from stello import reasons
-from stello.errors import error_info_reason, field_violations
+from stello.errors import error_info_reason, field_violations, reply_too_large
 
 
 @dataclass(frozen=True, slots=True)
@@ -378,7 +378,7 @@ def from_rpc_error(
     reason = error_info_reason(error)
     violations = [FieldViolation(v.field, v.description) for v in field_violations(error)]
     return error_class(code, reason)(
-        OVERSIZED_REPLY if _oversized(error) else error.details() or "",
+        OVERSIZED_REPLY if reply_too_large(error) else error.details() or "",
         code=code,
         reason=reason,
         request_id=request_id,
@@ -394,13 +394,3 @@ OVERSIZED_REPLY = (
     "or raise the limit"
 )
 """What a RESOURCE_EXHAUSTED of the transport says instead of gRPC's own text."""
-
-
-def _oversized(error: grpc.aio.AioRpcError) -> bool:
-    """A reply past a message limit: RESOURCE_EXHAUSTED with no status details, which
-    every refusal of the gateway's own carries (gRPC's text, "Received message larger
-    than max (10624 vs. 1024)", names no field nor what to do)."""
-    trailers = error.trailing_metadata() or ()
-    return error.code() is grpc.StatusCode.RESOURCE_EXHAUSTED and not any(
-        key == "grpc-status-details-bin" for key, _ in trailers
-    )

@@ -55,7 +55,9 @@ from stello.errors import (
     StelloError,
     Unavailable,
     from_rpc_error,
+    has_status_details,
     precondition_violations,
+    reply_too_large,
 )
 
 R = TypeVar("R", bound="Message | bytes")
@@ -177,7 +179,8 @@ class ServiceClient:
                 if isinstance(error, Aborted):
                     # Which precondition failed decides what the gateway does next.
                     error.violations = tuple(precondition_violations(exc))
-                if isinstance(error, Unavailable | DeadlineExceeded | Internal) or _oversized(exc):
+                plain = isinstance(error, Unavailable | DeadlineExceeded | Internal)
+                if plain or reply_too_large(exc):
                     # Say which hop failed (the caller cannot tell), in words, never
                     # the transport's debug text.
                     error.message = f"{self._service}.{name}: {_plain(exc, error)}"
@@ -238,10 +241,10 @@ def _plain(exc: grpc.aio.AioRpcError, error: StelloError) -> str:
     code = exc.code()
     if code is grpc.StatusCode.DEADLINE_EXCEEDED:
         return "did not answer within the deadline"
-    if code is grpc.StatusCode.UNAVAILABLE and not _stello_status(exc):
+    if code is grpc.StatusCode.UNAVAILABLE and not has_status_details(exc):
         # No Stello status: the service could not be reached (not a database outage there).
         return "the service is unavailable; retry the call"
-    if _oversized(exc):
+    if reply_too_large(exc):
         return OVERSIZED
     return error.message
 
@@ -251,16 +254,3 @@ OVERSIZED = (
     "STELLO_MAX_MESSAGE_BYTES): ask for less at once "
     "(a smaller page, max_bytes or depth), or raise the limit"
 )
-
-
-def _stello_status(exc: grpc.aio.AioRpcError) -> bool:
-    """Whether a service answered the error itself (its status details attached), not the
-    transport on either side."""
-    return any(key == "grpc-status-details-bin" for key, _ in exc.trailing_metadata() or ())
-
-
-def _oversized(exc: grpc.aio.AioRpcError) -> bool:
-    """A RESOURCE_EXHAUSTED of the transport: a reply past a side's message limit (grpc's
-    text, "Received message larger than max (4562 vs. 4096)", names no field of the
-    client's), not a Stello limit, which says which."""
-    return exc.code() is grpc.StatusCode.RESOURCE_EXHAUSTED and not _stello_status(exc)
