@@ -20,6 +20,7 @@ from tests.support.database import (
     create_test_database,
     drop_test_database,
 )
+from tests.support.history import WAITING_ON_A_LOCK
 
 pytestmark = pytest.mark.sql
 
@@ -252,12 +253,6 @@ class TestPending:
 
 OUTSIDE_VERSION = "0027_records_tokens_for_reaching_only"
 
-WAITING_MIGRATION = """
-SELECT count(*) FROM pg_stat_activity
-WHERE datname = current_database() AND wait_event_type = 'Lock' AND pid <> ALL ($1::int[])
-"""
-"""Backends other than the test's own that wait for a lock: the migration's."""
-
 ONE_SESSION = """
 WITH p AS (INSERT INTO principals (id, name) VALUES ($1::uuid, $1::uuid::text) RETURNING id),
      s AS (INSERT INTO spaces (id, principal_id, name) SELECT $1, p.id, 'migrated' FROM p
@@ -296,13 +291,12 @@ class TestOutsideATransaction:
             open_append = writer.transaction()
             await open_append.start()
             await writer.execute(ONE_RECORD, session, 1)
-            ours = [writer.get_server_pid(), other.get_server_pid()]
             migrating = asyncio.create_task(migrate(con))
             for _ in range(500):
-                if await other.fetchval(WAITING_MIGRATION, ours) or migrating.done():
+                if await other.fetchval(WAITING_ON_A_LOCK) or migrating.done():
                     break
                 await asyncio.sleep(0.01)
-            assert await other.fetchval(WAITING_MIGRATION, ours) == 1
+            assert await other.fetchval(WAITING_ON_A_LOCK) == 1
             await asyncio.wait_for(other.execute(ONE_RECORD, session, 2), 5)
             assert not migrating.done()
             await open_append.commit()

@@ -101,6 +101,13 @@ WHERE datname = current_database() AND pid <> pg_backend_pid()
 """
 
 
+WAITING_ON_A_LOCK = """
+SELECT count(*) FROM pg_stat_activity
+WHERE datname = current_database() AND wait_event_type = 'Lock'
+"""
+"""Backends of the database that wait for a lock (a call a test holds back)."""
+
+
 BUSY_BACKENDS = """
 SELECT count(*) FROM pg_stat_activity
 WHERE datname = current_database() AND pid <> pg_backend_pid()

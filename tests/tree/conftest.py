@@ -15,6 +15,7 @@ import pytest
 from stello.common.v1 import common_pb2
 from stello.tree.v1 import tree_pb2, tree_pb2_grpc
 from tests.support.fixtures import RunningServer, ServerStarter, TestSpace
+from tests.support.history import WAITING_ON_A_LOCK
 from tree_service import sql
 from tree_service.app import create_app, create_service
 
@@ -100,10 +101,6 @@ async def visible_count(pool: asyncpg.Pool, space_id: uuid.UUID) -> int:
 
 
 VISIBLE = "SELECT count(*) FROM sessions WHERE space_id = $1 AND provisional_until IS NULL"
-WAITING_ON_A_LOCK = """
-SELECT count(*) FROM pg_stat_activity
-WHERE datname = current_database() AND wait_event_type = 'Lock'
-"""
 
 
 async def commit_a_child_while(
