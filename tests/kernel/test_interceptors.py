@@ -90,6 +90,18 @@ def calls_counted(running: RunningServer, method: str, code: str) -> float:
     return metrics.registry.get_sample_value("stello_rpc_calls_total", labels) or 0.0
 
 
+def codes_counted(running: RunningServer, method: str) -> dict[str, float]:
+    """Every code the server counted calls of `method` under (what a failed wait saw)."""
+    metrics = running.app.metrics
+    assert metrics is not None
+    return {
+        sample.labels["code"]: sample.value
+        for family in metrics.registry.collect()
+        for sample in family.samples
+        if sample.name == "stello_rpc_calls_total" and sample.labels.get("method") == method
+    }
+
+
 @pytest.mark.sql
 class TestAccessLines:
     """A line per call at DEBUG, INFO when asked, and INFO always for failed and slow calls."""
@@ -243,7 +255,9 @@ class TestCodesCounted:
             first = await call.read()
             assert isinstance(first, storage_pb2.GetSessionResponse)
             call.cancel()
-            assert await settled(running, probe.SLOW_STREAM, "CANCELLED")
+            assert await settled(running, probe.SLOW_STREAM, "CANCELLED"), codes_counted(
+                running, probe.SLOW_STREAM
+            )
         assert calls_counted(running, probe.SLOW_STREAM, "OK") == 0
         (line,) = await logged(rpc_logs, probe.SLOW_STREAM)
         assert " CANCELLED " in line.getMessage()
@@ -264,7 +278,9 @@ class TestCodesCounted:
                 async for _ in stream(request(space.sid), metadata=space.metadata, timeout=0.4):
                     pass
             assert caught.value.code() is grpc.StatusCode.DEADLINE_EXCEEDED
-            assert await settled(running, probe.SLOW_STREAM, "DEADLINE_EXCEEDED")
+            assert await settled(running, probe.SLOW_STREAM, "DEADLINE_EXCEEDED"), codes_counted(
+                running, probe.SLOW_STREAM
+            )
         assert calls_counted(running, probe.SLOW_STREAM, "OK") == 0
         (line,) = await logged(rpc_logs, probe.SLOW_STREAM)
         assert " DEADLINE_EXCEEDED " in line.getMessage()
