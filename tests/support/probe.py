@@ -27,6 +27,7 @@ SLOW = f"/{SERVICE}/Slow"
 ADMIN = f"/{SERVICE}/Admin"
 STREAM = f"/{SERVICE}/Stream"
 SLOW_STREAM = f"/{SERVICE}/SlowStream"
+SLOW_STREAM_PAUSE_S = 60.0
 SPACE = f"/{SERVICE}/Space"
 BOOM = f"/{SERVICE}/Boom"
 BOOM_STREAM = f"/{SERVICE}/BoomStream"
@@ -56,8 +57,11 @@ async def _stream(request: Request, context: Context) -> AsyncIterator[Response]
 
 
 async def _slow_stream(request: Request, context: Context) -> AsyncIterator[Response]:
+    """One message, then a second after a pause no test waits out: the client's cancel or its
+    deadline reaches the server first however loaded the machine (with 1.5 s, a stalled client
+    could let the stream end OK before its cancel arrived)."""
     yield await _echo(request, context)
-    await asyncio.sleep(1.5)
+    await asyncio.sleep(SLOW_STREAM_PAUSE_S)
     yield await _echo(request, context)
 
 
