@@ -157,6 +157,7 @@ async def run_step(stack: Stack, model: Model, step: Step, serial: int) -> None:
 
 
 @pytest.mark.slow
+@pytest.mark.model
 @settings(
     max_examples=8,
     deadline=None,

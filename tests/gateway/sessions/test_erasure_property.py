@@ -151,6 +151,7 @@ async def check(stack: Stack, tree: Tree, pool: asyncpg.Pool, *, everywhere: boo
 
 
 @pytest.mark.slow
+@pytest.mark.model
 @settings(
     max_examples=6,
     deadline=None,

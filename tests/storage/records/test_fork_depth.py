@@ -143,6 +143,7 @@ class Walk:
             assert await con.fetchval(LEFT, self.space.id, self.deleted) == 0
 
 
+@pytest.mark.model
 async def test_random_forks_appends_trims_deletes_and_turns_match_a_copying_model(
     stub: Stub, space: TestSpace, make_session: MakeSession, pool: asyncpg.Pool
 ) -> None:
