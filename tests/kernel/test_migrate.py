@@ -273,6 +273,11 @@ FROM pg_index i WHERE i.indexrelid = 'records_tokens'::regclass
 """
 
 
+@pytest.mark.plain_postgres(
+    "starts from the schema before 0027 on one server and watches its locks there; on Citus "
+    "the build waits on the workers, and test_citus.py's TestLaterMigrations runs 0027 on a "
+    "distributed schema"
+)
 class TestOutsideATransaction:
     """A migration that says `-- stello: outside a transaction` (0027: an index of
     `records` built CONCURRENTLY) leaves the table open to writes while it runs."""
