@@ -37,7 +37,7 @@ from typing import Protocol
 import asyncpg
 
 from stello.errors import AlreadyExists, NotFound
-from stello.reasons import REQUEST_ID_REUSED
+from stello.reasons import REQUEST_ERASED, REQUEST_ID_REUSED
 
 TTL_HOURS = 24
 MAX_REQUEST_ID_CHARS = 200
@@ -268,7 +268,8 @@ def erased_request(request_id: str) -> NotFound:
     """The NOT_FOUND of a request_id whose session was erased since (its reply with it)."""
     return NotFound(
         f"request_id {request_id!r} answered for a session that was deleted since; "
-        "its reply was erased with it"
+        "its reply was erased with it (a new request_id does the request again)",
+        reason=REQUEST_ERASED,
     )
 
 

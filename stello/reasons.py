@@ -53,6 +53,11 @@ LLM_MODEL_NOT_FOUND = "LLM_MODEL_NOT_FOUND"
 LLM_REQUEST_REJECTED = "LLM_REQUEST_REJECTED"
 """The LLM provider refused the request."""
 
+# NOT_FOUND
+REQUEST_ERASED = "REQUEST_ERASED"
+"""The request_id answered earlier for a session deleted since (its reply was erased with it):
+nothing was done; send the request with a new request_id to do it again."""
+
 # RESOURCE_EXHAUSTED
 TOOL_ROUNDS_EXCEEDED = "TOOL_ROUNDS_EXCEEDED"
 """The model kept calling tools past the configured number of rounds."""

@@ -7,6 +7,7 @@ The tree::
     └── RpcError                      a call failed: code, reason, details, request_id
         ├── InvalidArgument           .field (first violation), .violations
         ├── NotFound
+        │   └── RequestErased
         ├── AlreadyExists
         │   └── RequestIdReused
         ├── FailedPrecondition
@@ -121,6 +122,11 @@ class NotFound(RpcError):
     """Raised when a session (or entry, profile root...) is not in the space."""
 
     code = grpc.StatusCode.NOT_FOUND
+
+
+class RequestErased(NotFound):
+    """Raised when a request_id answered earlier for a session deleted since: nothing was
+    done; a new request_id does the request again."""
 
 
 class AlreadyExists(RpcError):
@@ -333,6 +339,7 @@ BY_CODE: dict[grpc.StatusCode, type[RpcError]] = {
 }
 BY_REASON: dict[str, type[RpcError]] = {
     reasons.REQUEST_ID_REUSED: RequestIdReused,
+    reasons.REQUEST_ERASED: RequestErased,
     reasons.SESSION_ARCHIVED: SessionArchived,
     reasons.TREE_TOO_LARGE: TreeTooLarge,
     reasons.PROFILE_NOT_FOUND: ProfileNotFound,

@@ -61,8 +61,9 @@ class AgentGatewayStub:
     the LLM). Same id, different request: ALREADY_EXISTS, reason
     REQUEST_ID_REUSED. A stored response is erased with the session(s)
     whose data it holds (DeleteSession, DESIGN §4.8): the id then answers
-    NOT_FOUND, for any request, until it expires, and does nothing (never
-    the old response, never a second session). Empty `request_id` = no idempotency (Fork,
+    NOT_FOUND with reason REQUEST_ERASED, for any request, until it
+    expires, and does nothing (never the old response, never a second
+    session); a new request_id does the request again. Empty `request_id` = no idempotency (Fork,
     CreateRoot and ImportSession still use a generated one internally, so the gateway's own
     retries never duplicate).
     - LLM provider errors (Send, SendStream, SubmitToolResults, Consolidate,
@@ -293,8 +294,9 @@ class AgentGatewayServicer:
     the LLM). Same id, different request: ALREADY_EXISTS, reason
     REQUEST_ID_REUSED. A stored response is erased with the session(s)
     whose data it holds (DeleteSession, DESIGN §4.8): the id then answers
-    NOT_FOUND, for any request, until it expires, and does nothing (never
-    the old response, never a second session). Empty `request_id` = no idempotency (Fork,
+    NOT_FOUND with reason REQUEST_ERASED, for any request, until it
+    expires, and does nothing (never the old response, never a second
+    session); a new request_id does the request again. Empty `request_id` = no idempotency (Fork,
     CreateRoot and ImportSession still use a generated one internally, so the gateway's own
     retries never duplicate).
     - LLM provider errors (Send, SendStream, SubmitToolResults, Consolidate,
@@ -374,8 +376,8 @@ class AgentGatewayServicer:
         again: it gets the session the first call made (finishing it if that
         call died after writing it), even if the source has changed or been
         deleted since, and a COMPRESS retry makes no second LLM call. If that
-        session was deleted, the retry answers NOT_FOUND (its reply was erased
-        with it) and makes nothing; if it never finished and was swept, the
+        session was deleted, the retry answers NOT_FOUND, reason REQUEST_ERASED
+        (its reply was erased with it), and makes nothing; if it never finished and was swept, the
         retry makes it anew. A different request under a used request_id is
         refused before anything is read from the LLM or written.
 
@@ -1527,8 +1529,9 @@ class AgentGateway:
     the LLM). Same id, different request: ALREADY_EXISTS, reason
     REQUEST_ID_REUSED. A stored response is erased with the session(s)
     whose data it holds (DeleteSession, DESIGN §4.8): the id then answers
-    NOT_FOUND, for any request, until it expires, and does nothing (never
-    the old response, never a second session). Empty `request_id` = no idempotency (Fork,
+    NOT_FOUND with reason REQUEST_ERASED, for any request, until it
+    expires, and does nothing (never the old response, never a second
+    session); a new request_id does the request again. Empty `request_id` = no idempotency (Fork,
     CreateRoot and ImportSession still use a generated one internally, so the gateway's own
     retries never duplicate).
     - LLM provider errors (Send, SendStream, SubmitToolResults, Consolidate,

@@ -827,8 +827,9 @@ class SessionStorageServicer:
         trip (DESIGN §4.3), in this order:
         1. with `request_id`, the entry remembered under (`scope`,
         `request_id`) first, when there is one: `remembered` is set, no
-        lease is taken and nothing else is answered; NOT_FOUND when the
-        entry's session was erased (DESIGN §4.8: its reply went with it).
+        lease is taken and nothing else is answered; NOT_FOUND, reason
+        REQUEST_ERASED, when the entry's session was erased (DESIGN §4.8:
+        its reply went with it).
         It is read once the session's row is locked, so a retry that
         arrives while its first attempt commits answers that commit instead
         of running the turn again;
@@ -991,8 +992,9 @@ class SessionStorageServicer:
 
         Errors: INVALID_ARGUMENT for a malformed space_id, an empty scope or
         request_id, or one longer than its limit (scope 100, request_id 200
-        characters); NOT_FOUND when the entry was linked to a session that was
-        erased since (its response went with it; RememberResultOp.session_ids);
+        characters); NOT_FOUND, reason REQUEST_ERASED, when the entry was linked
+        to a session that was erased since (its response went with it;
+        RememberResultOp.session_ids);
         UNAUTHENTICATED without a valid key; RESOURCE_EXHAUSTED
         when the reply exceeds the message limit.
         """

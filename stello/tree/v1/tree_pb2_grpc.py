@@ -249,7 +249,8 @@ class SessionTreeServicer:
         ALREADY_EXISTS, ErrorInfo reason REQUEST_ID_REUSED. The stored
         response (the node, its label included) is erased with the session it
         created (DeleteSubtree, DESIGN §4.8): the id then answers NOT_FOUND,
-        for any request, until it expires, and creates nothing; the sweep of a
+        reason REQUEST_ERASED, for any request, until it expires, and creates
+        nothing; the sweep of a
         provisional session forgets it (a retry creates anew). Empty = no
         idempotency.
 

@@ -18,8 +18,10 @@ import asyncpg
 import grpc
 import pytest
 
+from stello import reasons
 from stello.agent.v1 import agent_pb2
 from stello.common.v1 import common_pb2
+from stello.errors import error_info_reason
 from stello.storage.v1 import storage_pb2
 from stello.tree.v1 import tree_pb2
 from tests.gateway.conftest import Stack, record, rpc_error
@@ -50,9 +52,10 @@ async def session_count(pool: asyncpg.Pool, stack: Stack) -> int:
 
 
 async def assert_not_found(replay: Callable[[], Awaitable[Any]], texts: set[str]) -> None:
-    """The replay answers NOT_FOUND naming none of `texts`."""
+    """The replay answers NOT_FOUND, reason REQUEST_ERASED, naming none of `texts`."""
     error = await rpc_error(replay())
     assert error.code() == grpc.StatusCode.NOT_FOUND, error.details()
+    assert error_info_reason(error) == reasons.REQUEST_ERASED, error.details()
     said = (error.details() or "") + repr(error.trailing_metadata())
     assert not [t for t in texts if t in said]
 
