@@ -107,40 +107,69 @@ def record_from_dict(value: Any) -> common_pb2.Record:
     """A Record from its export form (`stello_cli.format.record_dict`); seq is not kept.
 
     Raises:
-        ClientError: the value is not a record of the format.
+        ClientError: the value is not a record of the format (the message names the field).
     """
-    if not isinstance(value, dict) or value.get("role") not in ROLES:
-        role = value.get("role") if isinstance(value, dict) else value
-        raise ClientError(f"a record must have a role of {sorted(ROLES)}, got {role!r}")
-    record = common_pb2.Record(role=ROLES[value["role"]], content=str(value.get("content") or ""))
-    for call in value.get("tool_calls") or []:
-        record.tool_calls.add(
-            id=str(call.get("id", "")),
-            name=str(call.get("name", "")),
-            arguments_json=str(call.get("arguments_json", "")),
-        )
-    if value.get("tool_call_id") is not None:
-        record.tool_call_id = str(value["tool_call_id"])
+    if not isinstance(value, dict):
+        raise ClientError(f"must be an object with a role and content, got {shown(value)}")
+    if value.get("role") not in ROLES:
+        raise ClientError(f"role: must be one of {sorted(ROLES)}, got {shown(value.get('role'))}")
+    record = common_pb2.Record(
+        role=ROLES[value["role"]], content=text_field(value, "content") or ""
+    )
+    calls = value.get("tool_calls") or []
+    if not isinstance(calls, list):
+        raise ClientError(f"tool_calls: must be a list of objects, got {shown(calls)}")
+    for number, call in enumerate(calls):
+        if not isinstance(call, dict):
+            raise ClientError(f"tool_calls[{number}]: must be an object, got {shown(call)}")
+        try:
+            record.tool_calls.add(
+                id=text_field(call, "id") or "",
+                name=text_field(call, "name") or "",
+                arguments_json=text_field(call, "arguments_json") or "",
+            )
+        except ClientError as exc:
+            raise ClientError(f"tool_calls[{number}].{exc}") from None
+    if (call_id := text_field(value, "tool_call_id")) is not None:
+        record.tool_call_id = call_id
     if value.get("created_at"):
-        record.created_at.CopyFrom(_timestamp(str(value["created_at"])))
+        record.created_at.CopyFrom(_timestamp(value["created_at"]))
     if value.get("metadata"):
         record.metadata.CopyFrom(struct_of(value["metadata"]))
     return record
 
 
-def _timestamp(text: str) -> timestamp_pb2.Timestamp:
+def shown(value: Any) -> str:
+    """A value as an error message quotes it: its repr, cut to 60 characters."""
+    text = repr(value)
+    return text if len(text) <= 60 else f"{text[:59]}…"
+
+
+def text_field(value: dict[str, Any], name: str) -> str | None:
+    """`value[name]` when it is text; None when absent or null.
+
+    Raises:
+        ClientError: it is something else (the message starts with `name`).
+    """
+    found = value.get(name)
+    if found is None or isinstance(found, str):
+        return found
+    raise ClientError(f"{name}: must be text, got {shown(found)}")
+
+
+def _timestamp(text: Any) -> timestamp_pb2.Timestamp:
     stamp = timestamp_pb2.Timestamp()
     try:
-        stamp.FromJsonString(text)
+        stamp.FromJsonString(str(text))
     except ValueError:
-        raise ClientError(f"created_at must be an RFC 3339 time, got {text!r}") from None
+        raise ClientError(f"created_at: must be an RFC 3339 time, got {shown(text)}") from None
     return stamp
 
 
 def struct_of(value: Any) -> struct_pb2.Struct:
     """A Struct of a JSON object."""
     if not isinstance(value, dict):
-        raise ClientError(f"metadata must be a JSON object, got {value!r}")
+        raise ClientError(f"metadata: must be a JSON object, got {shown(value)}")
     struct = struct_pb2.Struct()
     struct.update(value)
     return struct

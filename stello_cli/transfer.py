@@ -22,7 +22,10 @@ sources first; such a fork is imported by reference to its re-imported source,
 through the mechanism of a Fork INHERIT. Importing the same file again within
 24 h answers the sessions of the first import (each call carries a request id
 made from the file and the session), so an interrupted import finishes when run
-again. ``--format markdown`` writes a page for reading (not for import).
+again; where those sessions were deleted since, it imports them anew. The whole
+file is checked before the first call, and a call refused later deletes what the
+run made (`Importer.undo`). ``--format markdown`` writes a page for reading (not
+for import).
 """
 
 from __future__ import annotations
@@ -33,13 +36,21 @@ import hashlib
 import json
 import sys
 from collections.abc import Sequence
+from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal
 
 from stello.agent.v1 import agent_pb2
 from stello.common.v1 import common_pb2
-from stello_cli.exports import FORMAT_VERSION, inherited_prefix, markdown, record_from_dict
+from stello_cli.exports import (
+    FORMAT_VERSION,
+    inherited_prefix,
+    markdown,
+    record_from_dict,
+    shown,
+    text_field,
+)
 from stello_cli.gateway import gateway, session_id
 from stello_cli.parser import Commands, session_argument
 from stello_cli.style import plural, write
@@ -52,6 +63,10 @@ if TYPE_CHECKING:
     from stello_client.aio import AsyncClient
 
 FETCH_CALLS = 8
+MAX_INT32 = 2**31 - 1
+ERASED_TRIES = 20
+"""Request ids tried for one session whose earlier imports were deleted since (a backup
+restored that often within the 24 h its ids are kept)."""
 STATUSES: dict[str, Literal["active", "archived"]] = {
     "active": "active",
     "archived": "archived",
@@ -136,6 +151,8 @@ def _load(path: str) -> tuple[list[dict[str, Any]], str]:
     sessions = document.get("sessions")
     if not isinstance(sessions, list) or not all(isinstance(s, dict) for s in sessions):
         raise ClientError(f"{path}: `sessions` must be a list of objects")
+    if not sessions:
+        raise ClientError(f"{path}: the export holds no session: nothing to import")
     seen: set[str] = set()
     for number, session in enumerate(sessions, 1):
         named = session.get("id")
@@ -147,7 +164,24 @@ def _load(path: str) -> tuple[list[dict[str, Any]], str]:
         if named in seen:
             raise ClientError(f"{path}: two sessions have the id {named}: export the subtree again")
         seen.add(named)
+    _check_parents(path, sessions)
     return sessions, hashlib.sha256(raw).hexdigest()[:16]
+
+
+def _check_parents(path: str, sessions: Sequence[dict[str, Any]]) -> None:
+    """Every session's parents lead out of the file: no cycle (which no export has)."""
+    parent_of = {s["id"]: s.get("parent_id") for s in sessions}
+    for number, session in enumerate(sessions, 1):
+        seen = {session["id"]}
+        above = parent_of.get(session["id"])
+        while above in parent_of:
+            if above in seen:
+                raise ClientError(
+                    f"{path}: session {number} of {len(sessions)} ({session.get('label')!r}): "
+                    "its parent_id leads round in a circle: export the subtree again"
+                )
+            seen.add(above)
+            above = parent_of[above]
 
 
 def import_order(sessions: Sequence[dict[str, Any]]) -> list[int]:
@@ -194,54 +228,215 @@ def _copy_instead(entry: dict[str, Any]) -> None:
     entry["source_session_id"] = None
 
 
-async def _import_one(
-    client: AsyncClient,
-    entry: dict[str, Any],
-    made: dict[str, str],
-    parent: str | None,
-    request_id: str,
-) -> common_pb2.SessionSummary:
-    """ImportSession of one file entry; `made` maps the file's ids to the new ones."""
-    source = made.get(str(entry.get("source_session_id"))) or None
-    inherits = entry.get("inherits")
-    until = None
-    if source and isinstance(inherits, dict) and int(inherits.get("count") or 0) > 0:
-        until = await _seq_at(client, source, int(inherits["count"]))
-    config = entry.get("config")
-    try:
-        frozen = dicts.config_from_dict(config) if isinstance(config, dict) else None
-    except (ValueError, TypeError) as exc:
-        raise ClientError(str(exc)) from None
-    return await client.import_session(
-        str(entry.get("label") or "Imported"),
-        records=[record_from_dict(r) for r in entry.get("records") or []],
-        parent_id=made.get(str(entry.get("parent_id"))) or parent or None,
-        source_session_id=source,
-        inherit_until_seq=until,
-        status=STATUSES.get(str(entry.get("status")), "active"),
-        config=frozen,
-        turn_count=int(entry.get("turn_count") or 0),
-        request_id=request_id,
-        system_prompt=_text(entry, "system_prompt"),
-        memory=_text(entry, "memory"),
-        insight=_text(entry, "insight"),
-        metadata=_metadata(entry),
+@dataclass(frozen=True, slots=True)
+class Planned:
+    """One session of the file, checked and converted before anything is imported."""
+
+    label: str
+    records: list[common_pb2.Record]
+    status: Literal["active", "archived"]
+    config: common_pb2.SessionConfig | None
+    turn_count: int
+    system_prompt: str | None
+    memory: str | None
+    insight: str | None
+    metadata: dict[str, str]
+    inherit_count: int
+
+
+def plan(entry: dict[str, Any]) -> Planned:
+    """`entry` checked and converted for ImportSession.
+
+    Raises:
+        ClientError: a field is not what an export holds (the message names it).
+    """
+    text_field(entry, "parent_id")
+    text_field(entry, "source_session_id")
+    return Planned(
+        label=text_field(entry, "label") or "Imported",
+        records=_records(entry.get("records")),
+        status=_status(entry.get("status")),
+        config=_config(entry.get("config")),
+        turn_count=_count("turn_count", entry.get("turn_count")),
+        system_prompt=text_field(entry, "system_prompt"),
+        memory=text_field(entry, "memory"),
+        insight=text_field(entry, "insight"),
+        metadata=_metadata(entry.get("metadata")),
+        inherit_count=_inherit_count(entry.get("inherits")),
     )
 
 
-def _metadata(entry: dict[str, Any]) -> dict[str, str]:
+def _plans(sessions: Sequence[dict[str, Any]], order: Sequence[int]) -> dict[int, Planned]:
+    """Every session of the file planned, in import order, before the first call."""
+    planned: dict[int, Planned] = {}
+    for count, position in enumerate(order, 1):
+        try:
+            planned[position] = plan(sessions[position])
+        except ClientError as exc:
+            raise ClientError(f"{_which(sessions[position], count, len(order))}: {exc}") from None
+    return planned
+
+
+def _records(found: Any) -> list[common_pb2.Record]:
+    if found is None:
+        return []
+    if not isinstance(found, list):
+        raise ClientError(f"records: must be a list of records, got {shown(found)}")
+    records = []
+    for number, value in enumerate(found):
+        if not isinstance(value, dict):
+            raise ClientError(f"records[{number}]: must be an object, got {shown(value)}")
+        try:
+            records.append(record_from_dict(value))
+        except ClientError as exc:
+            raise ClientError(f"records[{number}].{exc}") from None
+    return records
+
+
+def _status(found: Any) -> Literal["active", "archived"]:
+    if found is None:
+        return "active"
+    if found not in STATUSES:
+        raise ClientError(f"status: must be one of {sorted(STATUSES)}, got {shown(found)}")
+    return STATUSES[found]
+
+
+def _config(found: Any) -> common_pb2.SessionConfig | None:
+    if found is None:
+        return None
+    if not isinstance(found, dict):
+        raise ClientError(f"config: must be an object or null, got {shown(found)}")
+    for name, item in found.items():
+        if name == "skills":
+            if not isinstance(item, list) or not all(isinstance(s, str) for s in item):
+                raise ClientError(f"config.skills: must be a list of names, got {shown(item)}")
+        elif not isinstance(item, str):
+            raise ClientError(f"config.{name}: must be text, got {shown(item)}")
+    try:
+        return dicts.config_from_dict(found)
+    except ValueError as exc:
+        raise ClientError(str(exc)) from None
+
+
+def _count(name: str, found: Any) -> int:
+    if found is None:
+        return 0
+    if isinstance(found, bool) or not isinstance(found, int) or not 0 <= found <= MAX_INT32:
+        raise ClientError(
+            f"{name}: must be a whole number from 0 to {MAX_INT32}, got {shown(found)}"
+        )
+    return found
+
+
+def _metadata(found: Any) -> dict[str, str]:
     """The entry's metadata (absent in files exported before sessions had any)."""
-    found = entry.get("metadata")
     if found is None:
         return {}
     if not isinstance(found, dict):
-        raise ClientError("a session's metadata must be an object of strings")
-    return {str(key): str(value) for key, value in found.items()}
+        raise ClientError(f"metadata: must be an object of text values, got {shown(found)}")
+    for key, value in found.items():
+        if not isinstance(value, str):
+            raise ClientError(f"metadata[{key!r}]: must be text, got {shown(value)}")
+    return dict(found)
 
 
-def _text(entry: dict[str, Any], name: str) -> str | None:
-    """The entry's `name` as text; None when absent or null."""
-    return None if entry.get(name) is None else str(entry[name])
+def _inherit_count(found: Any) -> int:
+    if found is None:
+        return 0
+    if not isinstance(found, dict):
+        raise ClientError(f"inherits: must be an object or null, got {shown(found)}")
+    text_field(found, "from")
+    return _count("inherits.count", found.get("count"))
+
+
+class Importer:
+    """One `stello import` run: the sessions it imports, and what it made itself."""
+
+    def __init__(
+        self, client: AsyncClient, digest: str, parent: str | None, started: datetime
+    ) -> None:
+        self._client, self._digest, self._parent = client, digest, parent
+        self._started = started
+        self.made: dict[str, str] = {}
+        """The file's ids and the sessions that stand for them."""
+        self.fresh: list[tuple[str, str | None]] = []
+        """Sessions this run made (not answered from an earlier import), with their parents."""
+
+    @property
+    def replayed(self) -> bool:
+        """Nothing new was made: an earlier import of the file answered every session."""
+        return not self.fresh
+
+    async def one(self, entry: dict[str, Any], planned: Planned) -> None:
+        """ImportSession of one entry (parents and sources imported before it).
+
+        Its request id is made from the file and the session, so an import run again
+        answers what the first made. Where that session was deleted since (REQUEST_ERASED:
+        a restore of a backup whose first import is gone), the next id of a fixed series
+        makes it again, so a restore interrupted and run again still finishes once.
+        """
+        from stello_client.exceptions import RequestErased
+
+        old = str(entry["id"])
+        parent = self.made.get(str(entry.get("parent_id"))) or self._parent
+        base = f"import:{self._digest}:{self._parent or 'root'}:{old}"
+        for attempt in range(ERASED_TRIES):
+            request_id = f"{base}:again{attempt}" if attempt else base
+            try:
+                session = await self._call(entry, planned, parent, request_id)
+                break
+            except RequestErased:
+                if attempt == ERASED_TRIES - 1:
+                    raise
+        self.made[old] = session.id
+        created = dicts.when(session.created_at)
+        if created is None or created >= self._started:
+            self.fresh.append((session.id, parent))
+
+    async def _call(
+        self, entry: dict[str, Any], planned: Planned, parent: str | None, request_id: str
+    ) -> common_pb2.SessionSummary:
+        source = self.made.get(str(entry.get("source_session_id"))) or None
+        until = None
+        if source and planned.inherit_count > 0:
+            until = await _seq_at(self._client, source, planned.inherit_count)
+        return await self._client.import_session(
+            planned.label,
+            records=planned.records,
+            parent_id=parent,
+            source_session_id=source,
+            inherit_until_seq=until,
+            status=planned.status,
+            config=planned.config,
+            turn_count=planned.turn_count,
+            request_id=request_id,
+            system_prompt=planned.system_prompt,
+            memory=planned.memory,
+            insight=planned.insight,
+            metadata=planned.metadata,
+        )
+
+    async def undo(self, error: Exception) -> str:
+        """After a failure: delete what this run made, unless the failure may pass (the
+        gateway unreachable, a deadline), when a second run finishes it; what was done."""
+        from stello_client.exceptions import Cancelled, DeadlineExceeded, RpcError, Unavailable
+
+        if not self.fresh:
+            return ""
+        one = len(self.fresh) == 1
+        made = f"{plural(len(self.fresh), 'session')} made before it"
+        stay, were = ("stays", "was") if one else ("stay", "were")
+        if isinstance(error, (Unavailable, DeadlineExceeded, Cancelled)):
+            return f" (the {made} {stay}: run the same import again to finish it)"
+        ours = {session for session, _ in self.fresh}
+        tops = [session for session, parent in self.fresh if parent not in ours]
+        try:
+            for top in tops:
+                await self._client.delete_session_counted(top)
+        except RpcError:
+            under = ", ".join(tops)
+            return f" (the {made} {stay}, under {under}: `stello delete` removes it)"
+        return f" (nothing of the file was kept: the {made} {were} deleted)"
 
 
 async def _seq_at(client: AsyncClient, session: str, position: int) -> int:
@@ -253,36 +448,38 @@ async def _seq_at(client: AsyncClient, session: str, position: int) -> int:
 
 
 async def cmd_import(args: argparse.Namespace) -> int:
-    """Recreate an exported subtree in the space (under --parent, else as new roots)."""
+    """Recreate an exported subtree in the space (under --parent, else as new roots).
+
+    The whole file is checked before the first call; a call refused later deletes what
+    this run made, so a failed import leaves the space as it was.
+    """
     from stello_client.exceptions import RpcError
 
     sessions, digest = _load(args.file)
-    started = datetime.now(UTC)
-    replayed = True
+    order = import_order(sessions)
+    planned = _plans(sessions, order)
     async with gateway(args) as client:
         parent = await session_id(client, args.parent, "--parent") if args.parent else None
-        made: dict[str, str] = {}
-        order = import_order(sessions)
+        run = Importer(client, digest, parent, datetime.now(UTC))
         for count, position in enumerate(order, 1):
             entry = sessions[position]
-            old = str(entry.get("id") or position)
-            request_id = f"import:{digest}:{parent or 'root'}:{old}"
             try:
-                session = await _import_one(client, entry, made, parent, request_id)
-            except RpcError as err:
-                line = rpc_error_line(err, client.gateway, args.flags)
-                raise ClientError(f"{_which(entry, count, len(order))}: {line}") from None
-            except ClientError as exc:
-                raise ClientError(f"{_which(entry, count, len(order))}: {exc}") from None
-            made[old] = session.id
-            created = dicts.when(session.created_at)
-            replayed = replayed and created is not None and created < started
+                await run.one(entry, planned[position])
+            except (RpcError, ClientError) as exc:
+                line = (
+                    rpc_error_line(exc, client.gateway, args.flags)
+                    if isinstance(exc, RpcError)
+                    else str(exc)
+                )
+                done = await run.undo(exc)
+                raise ClientError(f"{_which(entry, count, len(order))}: {line}{done}") from None
+        made = run.made
         tops = [made[str(s.get("id"))] for s in sessions if str(s.get("parent_id")) not in made]
-        originals = not replayed and await _present(client, [str(s["id"]) for s in sessions])
+        originals = not run.replayed and await _present(client, [str(s["id"]) for s in sessions])
     if args.json:
-        write(dicts.dumps({"imported": made, "again": replayed, "copies": originals}))
+        write(dicts.dumps({"imported": made, "again": run.replayed, "copies": originals}))
     else:
-        write(import_line(len(made), tops, replayed=replayed, copies=originals))
+        write(import_line(len(made), tops, replayed=run.replayed, copies=originals))
     return 0
 
 

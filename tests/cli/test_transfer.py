@@ -221,6 +221,103 @@ async def test_bad_files_are_one_line(suite: Suite, home: Path, space: TestSpace
     )
 
 
+def export_of(*sessions: dict[str, Any]) -> str:
+    """An export file of `sessions` (each a dict of the format)."""
+    return json.dumps({"stello_export": 1, "sessions": list(sessions)})
+
+
+async def sessions_in(env: dict[str, str]) -> int:
+    """How many sessions the space holds."""
+    tree = await stello(env, "tree", "--json")
+    assert tree.returncode == 0, tree.stderr
+    return len(json.loads(tree.stdout))
+
+
+async def test_a_failed_import_leaves_the_space_as_it_was(
+    suite: Suite, home: Path, space: TestSpace
+) -> None:
+    """What the client can check is checked in every session before the first call; a
+    session the gateway refuses later takes back what the import made before it."""
+    env = suite.env(home, space)
+    root: dict[str, Any] = {
+        "id": "r",
+        "label": "R",
+        "records": [{"role": "user", "content": "hello"}],
+    }
+    child: dict[str, Any] = {"id": "c", "parent_id": "r", "label": "C", "records": []}
+    before = await sessions_in(env)
+    checks: list[tuple[dict[str, Any], str]] = [
+        ({"records": [{"role": "user", "tool_calls": "x"}]}, "records[0].tool_calls: must be"),
+        ({"records": ["x"]}, "records[0]: must be an object, got 'x'"),
+        ({"records": [{"role": "user", "content": 5}]}, "records[0].content: must be text"),
+        ({"memory": {"a": 1}}, "memory: must be text, got {'a': 1}"),
+        ({"status": "bogus"}, "status: must be one of ['active', 'archived'], got 'bogus'"),
+        ({"turn_count": 1e30}, "turn_count: must be a whole number from 0 to 2147483647"),
+        ({"metadata": {"k": 1}}, "metadata['k']: must be text, got 1"),
+        ({"config": {"skills": "x"}}, "config.skills: must be a list of names"),
+    ]
+    for change, said in checks:
+        done = await stello(env, "import", "-", stdin=export_of(root, child | change))
+        assert done.returncode == 1, (change, done.stderr)
+        assert done.stderr.startswith("stello: importing session 2 of 2 ('C'): " + said), (
+            done.stderr
+        )
+    # The gateway refuses the metadata key only when session 2 comes: session 1 goes again.
+    refused = child | {"metadata": {"1bad": "v"}}
+    done = await stello(env, "import", "-", stdin=export_of(root, refused))
+    assert done.returncode == 1
+    assert done.stderr.startswith("stello: importing session 2 of 2 ('C'): ")
+    assert done.stderr.endswith(
+        "(nothing of the file was kept: the 1 session made before it was deleted)\n"
+    ), done.stderr
+    assert await sessions_in(env) == before
+    # The file mended: imported once, whole.
+    done = await stello(env, "import", "-", stdin=export_of(root, child))
+    assert done.returncode == 0, done.stderr
+    assert await sessions_in(env) == before + 2
+
+    empty = await stello(env, "import", "-", stdin=export_of())
+    assert (empty.returncode, empty.stderr) == (
+        1,
+        "stello: -: the export holds no session: nothing to import\n",
+    )
+    circle = export_of(root | {"parent_id": "c"}, child)
+    done = await stello(env, "import", "-", stdin=circle)
+    assert (done.returncode, done.stderr) == (
+        1,
+        "stello: -: session 1 of 2 ('R'): its parent_id leads round in a circle: export the "
+        "subtree again\n",
+    )
+    assert await sessions_in(env) == before + 2
+
+
+async def test_a_backup_restores_after_its_first_import_was_deleted(
+    suite: Suite, home: Path, space: TestSpace
+) -> None:
+    """export, import, delete the copy and the original: the file imports again (the first
+    import's request ids answer REQUEST_ERASED, so the next of a fixed series is used), and
+    a third run answers that second import, not a third copy."""
+    env = suite.env(home, space)
+    root = await stello(env, "root", "--label", "Backup", "-q")
+    original = root.stdout.strip()
+    assert (await stello(env, "send", original, "precious")).returncode == 0
+    backup = home / "backup.json"
+    assert (await stello(env, "export", original, "-o", str(backup))).returncode == 0
+    first = json.loads((await stello(env, "import", str(backup), "--json")).stdout)["imported"]
+    for session in (first[original], original):
+        assert (await stello(env, "delete", session, "--yes")).returncode == 0
+    restored = await stello(env, "import", str(backup), "--json")
+    assert restored.returncode == 0, restored.stderr
+    answer = json.loads(restored.stdout)
+    assert (answer["again"], answer["copies"]) == (False, False)
+    again = answer["imported"][original]
+    assert again != first[original]
+    records = await stello(env, "records", again, "--json")
+    assert "precious" in records.stdout
+    third = json.loads((await stello(env, "import", str(backup), "--json")).stdout)
+    assert (third["imported"][original], third["again"]) == (again, True)
+
+
 class TestFileLogic:
     def test_copies_are_recognised_only_when_exact(self) -> None:
         """A child's leading records count as inherited only if a fork would give exactly them."""
