@@ -123,6 +123,7 @@ class ClientBase:
             self._channel, key = _shared
             self._owner = _owner
         assert key is not None
+        _check_key(key)
         self._key = key
         self._space = space or ""
         self._space_id: str | None = _uuid(self._space)
@@ -275,3 +276,18 @@ def set_optional(message: Any, **fields: Any) -> None:
     for name, value in fields.items():
         if value is not None:
             setattr(message, name, value)
+
+
+def _check_key(key: str) -> None:
+    """A key is printable ASCII without spaces (as every key Stello makes), which is also
+    all gRPC lets a header carry.
+
+    Raises:
+        ConfigurationError: it holds another character (a pasted line break, say).
+    """
+    if key and not all("!" <= char <= "~" for char in key):
+        raise ConfigurationError(
+            "the API key (key= or STELLO_KEY) holds a character no key has (a space, a line "
+            "break or a non-ASCII character): copy it again",
+            setting="key",
+        )

@@ -96,6 +96,20 @@ class TestErrors:
             "or pass --gateway / set STELLO_GATEWAY\n"
         )
 
+    def test_a_key_with_a_line_break_is_one_line(self, home: Path) -> None:
+        """A pasted key with a line break (flag or variable): one line naming --key
+        (a traceback of gRPC's ExecuteBatchError before), exit 1."""
+        env = private_env(home)
+        env.update(STELLO_GATEWAY="127.0.0.1:1", STELLO_SPACE_ID="s")
+        for flags, key in (((), "stello_\nk"), (("--key", "stello_k\n"), "")):
+            env["STELLO_KEY"] = key
+            done = run_cli(env, *flags, "tree")
+            assert (done.returncode, done.stderr) == (
+                1,
+                "stello: the API key (--key or STELLO_KEY) holds a character no key has (a "
+                "space, a line break or a non-ASCII character): copy it again\n",
+            )
+
     def test_unreachable_gateway_is_one_line(self, home: Path) -> None:
         """A gateway that does not answer: UNAVAILABLE on one line, no traceback."""
         env = private_env(home)

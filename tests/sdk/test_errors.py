@@ -240,6 +240,18 @@ class TestLiveErrors:
                 await client.get_tree()
         assert caught.value.setting == "space" and stack.space.sid in str(caught.value)
 
+    @pytest.mark.parametrize("key", ["stello_x\r", "stello x", "ключ"])
+    async def test_a_key_no_header_can_carry(self, stack: Stack, key: str) -> None:
+        """A key with a character no key has (a pasted line break, a space, non-ASCII) is a
+        ConfigurationError naming the key, raised by the client, for `using` too (gRPC
+        raised ExecuteBatchError at the first call)."""
+        with pytest.raises(ConfigurationError, match="holds a character no key has") as caught:
+            AsyncClient(stack.gateway.address, key, stack.space.sid)
+        assert caught.value.setting == "key"
+        async with AsyncClient(stack.gateway.address, stack.space.key, stack.space.sid) as client:
+            with pytest.raises(ConfigurationError, match="holds a character no key has"):
+                client.using(key=key)
+
     async def test_no_space_named_is_the_keys_one(self, stack: Stack, tmp_path: Path) -> None:
         """With no space given anywhere, the client acts in the one space the key reaches
         (a program with only STELLO_GATEWAY and STELLO_KEY set, nothing saved)."""
