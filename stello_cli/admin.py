@@ -13,7 +13,7 @@ import uuid
 from collections.abc import Awaitable, Callable
 from typing import TYPE_CHECKING, Any
 
-from stello_cli.parser import Commands
+from stello_cli.parser import Commands, seconds
 from stello_cli.style import one_line, plural, write
 from stello_client.credentials import load_credentials
 from stello_client.dicts import dumps
@@ -426,7 +426,7 @@ def _register_health(commands: Commands) -> None:
     )
     health.add_argument("--service", default="", help="a service name (default: the whole server)")
     health.add_argument(
-        "--timeout", type=float, default=3.0, metavar="S", help="seconds to wait (default 3)"
+        "--timeout", type=seconds, default=3.0, metavar="S", help="seconds to wait (default 3)"
     )
     tls_options(health.add_argument_group("TLS (default: plaintext)"), default=argparse.SUPPRESS)
 

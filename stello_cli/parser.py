@@ -14,6 +14,7 @@ from __future__ import annotations
 import argparse
 import difflib
 import importlib
+import math
 import sys
 from collections.abc import Awaitable, Callable, Mapping
 from typing import Any, ClassVar, NoReturn
@@ -124,11 +125,23 @@ def connection_options(parser: argparse.ArgumentParser, *, default: Any = None) 
     )
     parser.add_argument(
         "--timeout",
-        type=float,
+        type=seconds,
         default=argparse.SUPPRESS if suppress else 30.0,
         metavar="S",
         help="seconds per call (default 30)",
     )
+
+
+def seconds(text: str) -> float:
+    """An argparse type: a finite number of seconds above 0 (0, negative, inf and nan
+    would all end in a deadline passed before the call)."""
+    try:
+        value = float(text)
+    except ValueError:
+        value = math.nan
+    if not math.isfinite(value) or value <= 0:
+        raise argparse.ArgumentTypeError(f"expected a number of seconds above 0, got {text!r}")
+    return value
 
 
 class Commands:

@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING
 
 from stello_cli import format as fmt
 from stello_cli.gateway import gateway, session_id
-from stello_cli.parser import Commands, session_argument, text_argument
+from stello_cli.parser import Commands, seconds, session_argument, text_argument
 from stello_cli.style import Style, write
 from stello_client import dicts
 from stello_client.errors import UsageError
@@ -178,7 +178,7 @@ def register(commands: Commands) -> None:
     send.add_argument("message", metavar="MESSAGE", help="the text (- reads it from stdin)")
     send.add_argument(
         "--stream-timeout",
-        type=float,
+        type=seconds,
         metavar="S",
         help="seconds the whole turn may take (default: no limit)",
     )

@@ -10,6 +10,7 @@ not at all, is found by WhoAmI at the first call that needs it, once.
 from __future__ import annotations
 
 import enum
+import math
 import uuid
 from collections.abc import Awaitable, Callable
 from types import TracebackType
@@ -127,8 +128,8 @@ class ClientBase:
         self._key = key
         self._space = space or ""
         self._space_id: str | None = _uuid(self._space)
-        self._timeout = timeout
-        self._turn_timeout = turn_timeout
+        self._timeout = _seconds("timeout", timeout)
+        self._turn_timeout = _seconds("turn_timeout", turn_timeout)
         self._retry = retry or Retry()
 
     @classmethod
@@ -230,7 +231,10 @@ class ClientBase:
         request_id: str = "",
         turn: bool = False,
     ) -> CallOptions:
-        seconds = (self._turn_timeout if turn else self._timeout) if timeout is DEFAULT else timeout
+        if timeout is DEFAULT:
+            seconds = self._turn_timeout if turn else self._timeout
+        else:
+            seconds = _seconds("timeout", timeout)
         assert not isinstance(seconds, Default)
         return call_options(
             self._key, method, timeout=seconds, retry=self._retry, safe=safe, request_id=request_id
@@ -291,3 +295,19 @@ def _check_key(key: str) -> None:
             "break or a non-ASCII character): copy it again",
             setting="key",
         )
+
+
+def _seconds(name: str, value: float | None) -> float | None:
+    """A deadline in seconds: None (none) or a finite number above 0.
+
+    Raises:
+        ValueError: anything else (0, negative, inf and nan would each end every call
+            in a deadline passed before it began), naming the argument.
+    """
+    if value is None:
+        return None
+    if isinstance(value, bool) or not isinstance(value, int | float):
+        raise ValueError(f"{name}: expected a number of seconds or None, got {value!r}")
+    if not math.isfinite(value) or value <= 0:
+        raise ValueError(f"{name}: expected a number of seconds above 0 or None, got {value!r}")
+    return float(value)

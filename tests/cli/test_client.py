@@ -110,6 +110,22 @@ class TestErrors:
                 "space, a line break or a non-ASCII character): copy it again\n",
             )
 
+    def test_a_timeout_no_call_could_meet_is_a_usage_error(self, home: Path) -> None:
+        """--timeout and --stream-timeout take a finite number of seconds above 0: 0,
+        negative, inf and nan each ended the call in "Deadline Exceeded" (exit 1)."""
+        env = private_env(home)
+        expected = "expected a number of seconds above 0, got"
+        for flags, said in [
+            (("--timeout", "0", "tree"), f"stello: argument --timeout: {expected} '0' (see "),
+            (("tree", "--timeout", "nan"), f"stello tree: argument --timeout: {expected} 'nan'"),
+            (
+                ("send", "abc", "hi", "--stream-timeout", "inf"),
+                f"stello send: argument --stream-timeout: {expected} 'inf'",
+            ),
+        ]:
+            done = run_cli(env, *flags)
+            assert done.returncode == 2 and done.stderr.startswith(said), done.stderr
+
     def test_unreachable_gateway_is_one_line(self, home: Path) -> None:
         """A gateway that does not answer: UNAVAILABLE on one line, no traceback."""
         env = private_env(home)

@@ -5,10 +5,12 @@ from __future__ import annotations
 
 import ast
 import asyncio
+import math
 import sys
 import uuid
 from functools import partial
 from pathlib import Path
+from typing import Any
 
 import asyncpg
 import grpc
@@ -251,6 +253,19 @@ class TestLiveErrors:
         async with AsyncClient(stack.gateway.address, stack.space.key, stack.space.sid) as client:
             with pytest.raises(ConfigurationError, match="holds a character no key has"):
                 client.using(key=key)
+
+    @pytest.mark.parametrize("seconds", [0, -1, math.inf, math.nan, "5"])
+    async def test_a_timeout_no_call_could_meet(self, stack: Stack, seconds: Any) -> None:
+        """0, negative, inf, nan or not a number, as the client's timeout or a call's, is a
+        ValueError naming the argument (each ended the call in DeadlineExceeded, or a
+        TypeError of float + str)."""
+        address, key, space = stack.gateway.address, stack.space.key, stack.space.sid
+        for name in ("timeout", "turn_timeout"):
+            with pytest.raises(ValueError, match=rf"^{name}: expected a number of seconds"):
+                AsyncClient(address, key, space, **{name: seconds})
+        async with AsyncClient(address, key, space) as client:
+            with pytest.raises(ValueError, match=r"^timeout: expected a number of seconds"):
+                await client.get_tree(timeout=seconds)
 
     async def test_no_space_named_is_the_keys_one(self, stack: Stack, tmp_path: Path) -> None:
         """With no space given anywhere, the client acts in the one space the key reaches
