@@ -70,6 +70,17 @@ def _positive(text: str) -> int:
     return value
 
 
+def port(text: str) -> int:
+    """An argparse type: a TCP port, 0 to 65535 (0: any free one)."""
+    try:
+        value = int(text)
+    except ValueError:
+        value = -1
+    if not 0 <= value <= 65535:
+        raise argparse.ArgumentTypeError(f"expected a port from 0 to 65535, got {text!r}")
+    return value
+
+
 async def cmd_migrate(args: argparse.Namespace) -> int:
     """Apply pending migrations; with --distribute, then distribute the schema on Citus."""
     from stello.distribution import DEFAULT_SHARD_COUNT, migrate_and_distribute_dsn
@@ -325,14 +336,14 @@ def register(commands: Commands) -> None:
     for name, default in (("storage", 50061), ("tree", 50062), ("gateway", 50063)):
         up.add_argument(
             f"--{name}-port",
-            type=int,
+            type=port,
             default=default,
             metavar="PORT",
             help=f"the {name} service's port (default {default}; 0 = any free one)",
         )
     up.add_argument(
         "--console-port",
-        type=int,
+        type=port,
         default=50064,
         metavar="PORT",
         help="the web console's port (default 50064; 0 = any free one)",

@@ -172,6 +172,18 @@ class TestErrors:
         )
         assert not Path(env["STELLO_DATA_DIR"]).exists()  # no database was started
 
+    def test_up_refuses_a_port_past_the_range(self, home: Path) -> None:
+        """A port outside 0-65535 is a usage error naming the flag (99999 listened on
+        34463, -1 on 65535), before any database is started."""
+        env = private_env(home)
+        for flag, value in (("--gateway-port", "99999"), ("--console-port", "-1")):
+            done = run_cli(env, "up", flag, value)
+            assert done.returncode == 2
+            assert done.stderr.startswith(
+                f"stello up: argument {flag}: expected a port from 0 to 65535, got {value!r}"
+            ), done.stderr
+        assert not Path(env["STELLO_DATA_DIR"]).exists()
+
     def test_a_bad_database_url_names_its_flag_or_variable(self, home: Path) -> None:
         """A refused --database-url is named as the flag; from the environment, the variable."""
         env = private_env(home)
