@@ -15,7 +15,7 @@ import warnings
 from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING
 
-from stello_cli.parser import build_parser
+from stello_cli.parser import build_parser, has_undecoded
 from stello_cli.style import Style, one_line
 from stello_client.errors import ClientError, UsageError, configuration_line, rpc_error_line
 
@@ -49,6 +49,11 @@ def main(argv: Sequence[str] | None = None) -> None:
         sys.stdout.write(f"stello {__version__}\n")
         raise SystemExit(0)
     args = build_parser().parse_args(argv)  # --version and --help end here: nothing else loaded
+    unreadable = not_utf8(args)
+    if unreadable is not None:
+        prog = args.parser.prog
+        sys.stderr.write(f"{prog}: {unreadable}: is not valid UTF-8 (see `{prog} --help`)\n")
+        raise SystemExit(2)
     import asyncio
 
     # platformdirs warns when XDG_RUNTIME_DIR is unset (containers, CI); nothing to act on here.
@@ -73,6 +78,25 @@ def main(argv: Sequence[str] | None = None) -> None:
             raise
         raise fail(line, 1) from None
     raise SystemExit(code)
+
+
+def not_utf8(args: argparse.Namespace) -> str | None:
+    """The flag (or argument) whose value holds bytes that are not UTF-8, as it was given;
+    None when every value is text. Python keeps such bytes of the command line as lone
+    surrogates, which no call can carry."""
+    for dest, value in vars(args).items():
+        values = value if isinstance(value, list) else [value]
+        if any(isinstance(item, str) and has_undecoded(item) for item in values):
+            return _named(args.parser, dest)
+    return None
+
+
+def _named(parser: argparse.ArgumentParser, dest: str) -> str:
+    for action in parser._actions:  # argparse keeps no public index of its actions
+        if action.dest == dest:
+            longest = max(action.option_strings, key=len, default=None)
+            return longest or str(action.metavar or dest.upper())
+    return dest
 
 
 def failure_line(exc: Exception, args: argparse.Namespace) -> str | None:

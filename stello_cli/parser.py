@@ -15,14 +15,18 @@ import argparse
 import difflib
 import importlib
 import math
+import re
 import sys
 from collections.abc import Awaitable, Callable, Mapping
 from typing import Any, ClassVar, NoReturn
 
 from stello import __version__
+from stello_client.errors import UsageError
 from stello_client.flags import tls_options
 
 Run = Callable[[argparse.Namespace], Awaitable[int]]
+UNDECODED = re.compile("[\udc80-\udcff]")
+"""A byte that was not UTF-8, as Python keeps it (surrogateescape)."""
 
 COMMAND_GROUPS = (
     "stello_cli.admin",
@@ -211,7 +215,15 @@ def text_argument(value: str) -> str:
     if value != "-":
         return value
     text = sys.stdin.read()
+    if has_undecoded(text):
+        raise UsageError("the text read from stdin is not valid UTF-8")
     return text.removesuffix("\n").removesuffix("\r") if text.endswith("\n") else text
+
+
+def has_undecoded(text: str) -> bool:
+    """True when `text` holds bytes that were not UTF-8 (kept by Python as lone surrogates,
+    from the command line or stdin)."""
+    return UNDECODED.search(text) is not None
 
 
 def build_parser() -> StelloParser:

@@ -3,13 +3,16 @@
 from __future__ import annotations
 
 import json
+import os
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
 
 from stello.common.v1 import common_pb2
 from stello_cli.format import MAX_COLUMN, digests_lines, tree_lines
-from tests.cli.processes import private_env, run_cli
+from tests.cli.processes import client_env, private_env, run_cli
 
 ACTIVE = common_pb2.SESSION_STATUS_ACTIVE
 ARCHIVED = common_pb2.SESSION_STATUS_ARCHIVED
@@ -171,6 +174,32 @@ class TestErrors:
             "stello: STELLO_LLM_PROVIDER: Input should be 'echo', 'openai' or 'anthropic'\n",
         )
         assert not Path(env["STELLO_DATA_DIR"]).exists()  # no database was started
+
+    def test_bytes_that_are_not_utf8_name_their_flag(self, home: Path) -> None:
+        """An argument or stdin holding bytes that are not UTF-8 is a usage error naming the
+        flag (or stdin), before any call ("'utf-8' codec can't encode ... surrogates not
+        allowed" before, naming nothing)."""
+        env = private_env(home)
+        bad = os.fsdecode(b"bad\xffx")  # as Python hands such bytes of argv to the program
+        for args, said in [
+            (("root", "--label", bad), "stello root: --label: is not valid UTF-8"),
+            (("send", "abc", bad), "stello send: MESSAGE: is not valid UTF-8"),
+            (("meta", "abc", f"k={bad}"), "stello meta: K=V: is not valid UTF-8"),
+        ]:
+            done = run_cli(env, *args)
+            assert done.returncode == 2 and done.stderr.startswith(said), done.stderr
+        piped = subprocess.run(
+            [sys.executable, "-m", "stello_cli", "send", "abc", "-"],
+            env=client_env(env),
+            input=b"\xff\xfe x",
+            capture_output=True,
+            timeout=60,
+            check=False,
+        )
+        assert piped.returncode == 2
+        assert piped.stderr.startswith(
+            b"stello send: the text read from stdin is not valid UTF-8"
+        ), piped.stderr
 
     def test_up_refuses_a_port_past_the_range(self, home: Path) -> None:
         """A port outside 0-65535 is a usage error naming the flag (99999 listened on
