@@ -41,7 +41,18 @@ def _loop_factory(args: argparse.Namespace) -> Callable[[], asyncio.AbstractEven
 
 
 def main(argv: Sequence[str] | None = None) -> None:
-    """Run the `stello` command; errors print one line and exit non-zero."""
+    """Run the `stello` command; errors print one line and exit non-zero.
+
+    Ctrl-C exits 130 at any moment: while the command's modules load too (the first
+    tenth of a second), where it printed a traceback and ended the process by the signal.
+    """
+    try:
+        _main(argv)
+    except KeyboardInterrupt:
+        raise SystemExit(130) from None
+
+
+def _main(argv: Sequence[str] | None) -> None:
     if list(sys.argv[1:] if argv is None else argv) == ["--version"]:
         # The answer needs no command group: none is loaded (`stello --version` at once).
         from stello import __version__

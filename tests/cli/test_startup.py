@@ -7,6 +7,7 @@ interpreter runs the command's `main` and reports the packages it imported.
 from __future__ import annotations
 
 import argparse
+import importlib
 import json
 import subprocess
 import sys
@@ -50,3 +51,17 @@ def test_the_shard_count_help_names_the_plans_default() -> None:
     sub = next(a for a in parser._actions if isinstance(a, argparse._SubParsersAction))
     help_text = sub.choices["migrate"].format_help()
     assert f"distribution plan's, {DEFAULT_SHARD_COUNT};" in " ".join(help_text.split())
+
+
+def test_ctrl_c_while_the_commands_load_exits_130(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Ctrl-C while the command groups are imported (`build_parser`, the first tenth of a
+    second) exits 130 with no traceback; it ended the process by the signal (-2)."""
+    module = importlib.import_module("stello_cli.main")  # the package's `main` is the function
+
+    def interrupted() -> argparse.ArgumentParser:
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(module, "build_parser", interrupted)
+    with pytest.raises(SystemExit) as ended:
+        module.main(["tree"])
+    assert ended.value.code == 130
