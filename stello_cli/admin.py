@@ -13,7 +13,7 @@ import uuid
 from collections.abc import Awaitable, Callable
 from typing import TYPE_CHECKING, Any
 
-from stello_cli.parser import Commands, seconds
+from stello_cli.parser import Commands, int32, seconds
 from stello_cli.style import one_line, plural, write
 from stello_client.credentials import load_credentials
 from stello_client.dicts import dumps
@@ -413,7 +413,7 @@ def register(commands: Commands) -> None:
     reconcile.add_argument("--tree", metavar="HOST:PORT", help="the tree service (STELLO_TREE)")
     reconcile.add_argument(
         "--older-than",
-        type=int,
+        type=int32,
         default=0,
         metavar="S",
         help="only those created over S seconds ago",

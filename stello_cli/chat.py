@@ -23,7 +23,7 @@ from typing import TYPE_CHECKING, Any, NoReturn
 
 from stello_cli import format as fmt
 from stello_cli.gateway import gateway, session_id
-from stello_cli.parser import Commands, session_argument
+from stello_cli.parser import Commands, int64, session_argument
 from stello_cli.sessions import CONTEXTS, fork_context, profile_vars
 from stello_cli.style import Style, ago, plural, short_id, write
 from stello_cli.talk import Turn, busy_argument, newest_records, stream_turn
@@ -67,7 +67,7 @@ def _fork_parser() -> _LineParser:
     parser.add_argument("words", nargs="*")
     parser.add_argument("--label")
     parser.add_argument("--context", choices=[c for c in CONTEXTS if c])
-    parser.add_argument("--up-to", type=int)
+    parser.add_argument("--up-to", type=int64)
     parser.add_argument("--prompt")
     parser.add_argument("--profile")
     parser.add_argument("--var", action="append")

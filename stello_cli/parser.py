@@ -136,6 +136,29 @@ def connection_options(parser: argparse.ArgumentParser, *, default: Any = None) 
     )
 
 
+def int32(text: str) -> int:
+    """An argparse type: a whole number an int32 field of the API holds (what it means, the
+    command checks: the wire refused a bigger one as "Value out of range", naming nothing)."""
+    return _whole(text, 2**31 - 1)
+
+
+def int64(text: str) -> int:
+    """An argparse type: a whole number an int64 field of the API holds (a seq)."""
+    return _whole(text, 2**63 - 1)
+
+
+def _whole(text: str, most: int) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a whole number, got {text!r}") from None
+    if value > most:
+        raise argparse.ArgumentTypeError(f"expected a whole number up to {most}, got {text!r}")
+    if value < -most - 1:
+        raise argparse.ArgumentTypeError(f"expected a whole number from {-most - 1}, got {text!r}")
+    return value
+
+
 def seconds(text: str) -> float:
     """An argparse type: a finite number of seconds above 0 (0, negative, inf and nan
     would all end in a deadline passed before the call)."""

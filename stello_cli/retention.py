@@ -14,7 +14,7 @@ from google.protobuf import json_format
 
 from stello.common.v1 import common_pb2
 from stello_cli.gateway import gateway, session_id
-from stello_cli.parser import Commands, session_argument
+from stello_cli.parser import Commands, int32, session_argument
 from stello_cli.style import short_id, write
 from stello_client import dicts
 from stello_client.errors import UsageError
@@ -124,8 +124,10 @@ def register(commands: Commands) -> None:
             "policy.delete_after_days": "--delete-after",
         },
     )
-    put.add_argument("--archive-after", type=int, metavar="DAYS", help="archive after DAYS idle")
-    put.add_argument("--delete-after", type=int, metavar="DAYS", help="delete DAYS after archiving")
+    put.add_argument("--archive-after", type=int32, metavar="DAYS", help="archive after DAYS idle")
+    put.add_argument(
+        "--delete-after", type=int32, metavar="DAYS", help="delete DAYS after archiving"
+    )
     put.add_argument("--none", action="store_true", help="no policy: nothing expires")
     apply = commands.client(
         "apply", cmd_apply, "apply the policy now (--dry-run: only list)", parent=group

@@ -12,7 +12,7 @@ import sys
 from typing import TYPE_CHECKING
 
 from stello_cli.gateway import gateway, session_id
-from stello_cli.parser import Commands
+from stello_cli.parser import Commands, int32
 from stello_cli.style import Style, ago, short_id, write
 from stello_client import dicts
 from stello_client.errors import UsageError
@@ -103,7 +103,7 @@ def register(commands: Commands) -> None:
     search.add_argument("--session", metavar="S", help="only this session's records")
     search.add_argument("--root", metavar="S", help="only the tree under this root")
     search.add_argument(
-        "--limit", type=int, default=20, metavar="N", help="at most N hits (default 20)"
+        "--limit", type=int32, default=20, metavar="N", help="at most N hits (default 20)"
     )
     search.add_argument(
         "--order",

@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING, Literal
 from stello_cli import format as fmt
 from stello_cli import shared
 from stello_cli.gateway import gateway, session_id
-from stello_cli.parser import Commands, session_argument, text_argument
+from stello_cli.parser import Commands, int64, session_argument, text_argument
 from stello_cli.style import Style, plural, short_id, write
 from stello_client import dicts
 from stello_client.errors import ClientError, UsageError
@@ -415,7 +415,7 @@ def _register_fork(commands: Commands) -> None:
     profile_options(fork)
     fork.add_argument("--context", choices=["none", "inherit", "compress"], help="see above")
     fork.add_argument(
-        "--up-to", type=int, metavar="SEQ", help="inherit SOURCE's records up to SEQ only"
+        "--up-to", type=int64, metavar="SEQ", help="inherit SOURCE's records up to SEQ only"
     )
     fork.add_argument("--prompt", metavar="TEXT", help="an opening assistant message")
     fork.add_argument("--system-prompt", metavar="TEXT", help="the child's system prompt")

@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING
 
 from stello_cli import format as fmt
 from stello_cli.gateway import gateway, session_id
-from stello_cli.parser import Commands, seconds, session_argument, text_argument
+from stello_cli.parser import Commands, int32, seconds, session_argument, text_argument
 from stello_cli.style import Style, write
 from stello_client import dicts
 from stello_client.errors import UsageError
@@ -187,7 +187,7 @@ def register(commands: Commands) -> None:
         "records", cmd_records, "show a session's records, oldest first, every page"
     )
     session_argument(records)
-    records.add_argument("--limit", type=int, metavar="N", help="only the newest N records")
+    records.add_argument("--limit", type=int32, metavar="N", help="only the newest N records")
     records.add_argument(
         "--page-size",
         type=int,

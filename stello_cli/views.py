@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING, Literal
 
 from stello_cli import format as fmt
 from stello_cli.gateway import gateway, session_id
-from stello_cli.parser import Commands
+from stello_cli.parser import Commands, int32
 from stello_cli.sessions import profile_vars
 from stello_cli.shared import register_views
 from stello_cli.style import Style, write
@@ -156,7 +156,7 @@ def register(commands: Commands) -> None:
         flags={"root_id": "--root", "max_depth": "--depth"},
     )
     tree.add_argument("--root", metavar="SESSION", help="only the tree under SESSION")
-    tree.add_argument("--depth", type=int, metavar="N", help="at most N levels below the top")
+    tree.add_argument("--depth", type=int32, metavar="N", help="at most N levels below the top")
     tree.add_argument(
         "--no-preview",
         dest="preview",

@@ -201,6 +201,20 @@ class TestErrors:
             b"stello send: the text read from stdin is not valid UTF-8"
         ), piped.stderr
 
+    def test_a_number_past_its_field_names_the_flag(self, home: Path) -> None:
+        """A number no field of the API holds is a usage error naming the flag ("Value out
+        of range: N" before, exit 1, naming nothing)."""
+        env = private_env(home)
+        for args, said in [
+            (("fork", "abc", "--up-to", "99999999999999999999"), "--up-to"),
+            (("tree", "--depth", "100000000000"), "--depth"),
+            (("retention", "set", "--archive-after", "99999999999999"), "--archive-after"),
+            (("records", "abc", "--limit", "-3000000000"), "--limit"),
+        ]:
+            done = run_cli(env, *args)
+            assert done.returncode == 2, done.stderr
+            assert f"argument {said}: expected a whole number " in done.stderr, done.stderr
+
     def test_up_refuses_a_port_past_the_range(self, home: Path) -> None:
         """A port outside 0-65535 is a usage error naming the flag (99999 listened on
         34463, -1 on 65535), before any database is started."""
