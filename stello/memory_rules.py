@@ -10,19 +10,15 @@ calls storage, so a refused request never reaches a write.
 
 from __future__ import annotations
 
-import unicodedata
 from collections.abc import Sequence
 from typing import Protocol
 
 from stello.errors import Violations
 from stello.tokens import estimate_tokens
+from stello.validation import has_control
 
 MAX_SLUG_CHARS = 128
 MAX_SUMMARY_CHARS = 1000
-
-
-def _has_control(text: str) -> bool:
-    return any(unicodedata.category(char) in ("Cc", "Zl", "Zp") for char in text)
 
 
 def slug_problem(slug: str) -> str | None:
@@ -33,7 +29,7 @@ def slug_problem(slug: str) -> str | None:
         return f"must be at most {MAX_SLUG_CHARS} characters, got {len(slug)}"
     if slug != slug.strip():
         return "must not start or end with white space"
-    if _has_control(slug):
+    if has_control(slug):
         return "must not contain control characters or line breaks"
     return None
 
@@ -44,7 +40,7 @@ def summary_problem(summary: str) -> str | None:
         return "must not be empty"
     if len(summary) > MAX_SUMMARY_CHARS:
         return f"must be at most {MAX_SUMMARY_CHARS} characters, got {len(summary)}"
-    if _has_control(summary):
+    if has_control(summary):
         return "must be one line (no control characters or line breaks)"
     return None
 

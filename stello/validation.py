@@ -10,6 +10,7 @@ from __future__ import annotations
 import contextvars
 import json
 import math
+import unicodedata
 import uuid
 from typing import Any
 
@@ -63,12 +64,25 @@ def page_size(value: int, violations: Violations, name: str = "page_size") -> in
 
 
 def label(value: str, violations: Violations, name: str = "label") -> str:
-    """Check a label: 1..200 characters."""
+    """Check a label: 1..200 characters, one line."""
     if not value.strip():
         violations.add(name, "must not be empty")
     elif len(value) > MAX_LABEL_CHARS:
         violations.add(name, f"must be at most {MAX_LABEL_CHARS} characters, got {len(value)}")
+    elif has_control(value):
+        violations.add(name, LABEL_ONE_LINE)
     return value
+
+
+LABEL_ONE_LINE = "must be one line, without control characters (line breaks, escapes)"
+"""Why a label with a control character is refused: every listing prints labels one per
+line, and a terminal would run an escape sequence one carried."""
+
+
+def has_control(text: str) -> bool:
+    """True when `text` holds a control character (C0, DEL, C1) or a line or paragraph
+    separator."""
+    return any(unicodedata.category(char) in ("Cc", "Zl", "Zp") for char in text)
 
 
 # -- checks every request gets at the error boundary (DESIGN §7) --------------

@@ -30,7 +30,7 @@ from agent_gateway.llm import RAW_ARGUMENTS_KEY, Prompts, ToolCallSpec, ToolSpec
 from agent_gateway.llm.prompt_texts import UNKNOWN_PROFILE
 from agent_gateway.tools.base import CREATE_SESSION, ToolOutcome
 from stello.errors import StelloError
-from stello.validation import MAX_LABEL_CHARS
+from stello.validation import LABEL_ONE_LINE, MAX_LABEL_CHARS, has_control
 
 CREATE_SESSION_SPEC = ToolSpec(
     name=CREATE_SESSION,
@@ -127,6 +127,8 @@ class CreateSessionTool:
             raise ValueError("label is required (a non-empty string)")
         if len(label) > MAX_LABEL_CHARS:
             raise ValueError(f"label must be at most {MAX_LABEL_CHARS} characters")
+        if has_control(label):
+            raise ValueError(f"label {LABEL_ONE_LINE}")
         profile = _optional_str(args, "profile")
         if profile is not None and not self._profiles.has(profile):
             raise ValueError(self._prompts.text(UNKNOWN_PROFILE, profile=profile))

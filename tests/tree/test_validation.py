@@ -35,6 +35,8 @@ CREATE_CASES = [
     pytest.param({"label": ""}, ["label"], id="label-empty"),
     pytest.param({"label": "   "}, ["label"], id="label-blank"),
     pytest.param({"label": "x" * 201}, ["label"], id="label-201"),
+    pytest.param({"label": "a\x01b"}, ["label"], id="label-control-character"),
+    pytest.param({"label": "a\u2028b"}, ["label"], id="label-line-separator"),
     pytest.param({"request_id": "r" * 201}, ["request_id"], id="request-id-too-long"),
     pytest.param(
         {"config": with_unknown_field(common_pb2.SessionConfig(system_prompt="p"))},
@@ -105,9 +107,10 @@ class TestBadInput:
             )
         assert [v.field for v in field_violations(caught.value)] == ["from_id", "to_id"]
 
-    @pytest.mark.parametrize("label", ["", "x" * 201])
+    @pytest.mark.parametrize("label", ["", "x" * 201, "two\nlines", "\x9bred"])
     async def test_update_label(self, tree: TreeClient, label: str) -> None:
-        """UpdateLabel refuses an empty or over-long label and keeps the old one."""
+        """UpdateLabel refuses an empty, over-long or multi-line label, or one holding a
+        control character (a terminal escape), and keeps the old one."""
         root = await tree.create(label="kept")
         with pytest.raises(grpc.aio.AioRpcError) as caught:
             await tree.stub.UpdateLabel(

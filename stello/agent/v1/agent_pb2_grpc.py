@@ -37,8 +37,10 @@ class AgentGatewayStub:
     - Every request but WhoAmI's carries `space_id`.
     - `space_id` and every session id are UUIDs; anything else is
     INVALID_ARGUMENT with a google.rpc.BadRequest field violation naming the
-    field. Labels longer than 200 characters, oversized records and page
-    sizes out of range are INVALID_ARGUMENT too.
+    field. Labels longer than 200 characters or holding a control
+    character (a line break, a terminal escape; every listing prints a label
+    on one line), oversized records and page sizes out of range are
+    INVALID_ARGUMENT too.
     - A session that does not exist in the caller's space, or that is still
     provisional (being created by a CreateRoot/Fork saga), is NOT_FOUND —
     never PERMISSION_DENIED, so existence does not leak across spaces.
@@ -270,8 +272,10 @@ class AgentGatewayServicer:
     - Every request but WhoAmI's carries `space_id`.
     - `space_id` and every session id are UUIDs; anything else is
     INVALID_ARGUMENT with a google.rpc.BadRequest field violation naming the
-    field. Labels longer than 200 characters, oversized records and page
-    sizes out of range are INVALID_ARGUMENT too.
+    field. Labels longer than 200 characters or holding a control
+    character (a line break, a terminal escape; every listing prints a label
+    on one line), oversized records and page sizes out of range are
+    INVALID_ARGUMENT too.
     - A session that does not exist in the caller's space, or that is still
     provisional (being created by a CreateRoot/Fork saga), is NOT_FOUND —
     never PERMISSION_DENIED, so existence does not leak across spaces.
@@ -1505,8 +1509,10 @@ class AgentGateway:
     - Every request but WhoAmI's carries `space_id`.
     - `space_id` and every session id are UUIDs; anything else is
     INVALID_ARGUMENT with a google.rpc.BadRequest field violation naming the
-    field. Labels longer than 200 characters, oversized records and page
-    sizes out of range are INVALID_ARGUMENT too.
+    field. Labels longer than 200 characters or holding a control
+    character (a line break, a terminal escape; every listing prints a label
+    on one line), oversized records and page sizes out of range are
+    INVALID_ARGUMENT too.
     - A session that does not exist in the caller's space, or that is still
     provisional (being created by a CreateRoot/Fork saga), is NOT_FOUND —
     never PERMISSION_DENIED, so existence does not leak across spaces.

@@ -46,7 +46,8 @@ class SessionTreeStub:
     revoked key is UNAUTHENTICATED. A tenant key on another space's id
     answers NOT_FOUND, as if the space did not exist; a tenant key calling
     SweepProvisional (admin scope) is PERMISSION_DENIED.
-    - Labels are 1..200 characters; anything else is INVALID_ARGUMENT.
+    - Labels are 1..200 characters on one line (no control character: no line
+    break, no terminal escape); anything else is INVALID_ARGUMENT.
     - A reply larger than STELLO_MAX_MESSAGE_BYTES is RESOURCE_EXHAUSTED.
     - Errors carry the standard `grpc-status-details-bin` trailer:
     google.rpc.BadRequest (field violations), PreconditionFailure, and
@@ -208,7 +209,8 @@ class SessionTreeServicer:
     revoked key is UNAUTHENTICATED. A tenant key on another space's id
     answers NOT_FOUND, as if the space did not exist; a tenant key calling
     SweepProvisional (admin scope) is PERMISSION_DENIED.
-    - Labels are 1..200 characters; anything else is INVALID_ARGUMENT.
+    - Labels are 1..200 characters on one line (no control character: no line
+    break, no terminal escape); anything else is INVALID_ARGUMENT.
     - A reply larger than STELLO_MAX_MESSAGE_BYTES is RESOURCE_EXHAUSTED.
     - Errors carry the standard `grpc-status-details-bin` trailer:
     google.rpc.BadRequest (field violations), PreconditionFailure, and
@@ -808,7 +810,8 @@ class SessionTree:
     revoked key is UNAUTHENTICATED. A tenant key on another space's id
     answers NOT_FOUND, as if the space did not exist; a tenant key calling
     SweepProvisional (admin scope) is PERMISSION_DENIED.
-    - Labels are 1..200 characters; anything else is INVALID_ARGUMENT.
+    - Labels are 1..200 characters on one line (no control character: no line
+    break, no terminal escape); anything else is INVALID_ARGUMENT.
     - A reply larger than STELLO_MAX_MESSAGE_BYTES is RESOURCE_EXHAUSTED.
     - Errors carry the standard `grpc-status-details-bin` trailer:
     google.rpc.BadRequest (field violations), PreconditionFailure, and

@@ -90,6 +90,8 @@ class TestLabelsAndIds:
         [
             pytest.param({"label": ""}, "label", id="empty-label"),
             pytest.param({"label": "x" * 201}, "label", id="long-label"),
+            pytest.param({"label": "a\x1b[31mred"}, "label", id="escape-in-label"),
+            pytest.param({"label": "line1\nline2"}, "label", id="line-break-in-label"),
             pytest.param({"source_session_id": "nope"}, "source_session_id", id="bad-source"),
             pytest.param({"topology_parent_id": "nope"}, "topology_parent_id", id="bad-parent"),
             pytest.param(

@@ -297,6 +297,7 @@ class TestBuiltinTool:
                 {"label": "x", "profile": "nope"}, 'Profile "nope" is not configured', id="profile"
             ),
             pytest.param({"prompt": "p"}, "label is required", id="no-label"),
+            pytest.param({"label": "a\nb"}, "label must be one line", id="two-line-label"),
             pytest.param({"label": "x", "context": "all"}, "context must be", id="context"),
             pytest.param({"label": "x", "skills": "a"}, "skills must be", id="skills"),
             pytest.param({"label": "x", "profile": "research"}, "topic", id="missing-variable"),
