@@ -38,6 +38,9 @@ if TYPE_CHECKING:
     from stello_client.types import BusyName, SessionView
 
 BANNER_RECORDS = 4
+HISTORY_DEFAULT = 10
+MAX_HISTORY = 10_000
+"""The most records /history shows (`stello records SESSION` shows every one)."""
 BANNER_WIDTH = 100
 HELP = """\
 /help               this list
@@ -53,6 +56,23 @@ HELP = """\
 Anything else is sent to the model (start a line with // to send one
 beginning with /).
 Ctrl-C while a reply streams stops it: nothing of that turn is stored."""
+
+
+def _history_count(rest: str) -> int:
+    """/history's N: 10 when not given, else a whole number above 0 (a bad one said so;
+    0, -1 and words were taken as 10 or every record, without a word)."""
+    text = rest.strip()
+    if not text:
+        return HISTORY_DEFAULT
+    try:
+        count = int(text)
+    except ValueError:
+        count = 0
+    if not 1 <= count <= MAX_HISTORY:
+        raise UsageError(
+            f"/history N: N is a number of records from 1 to {MAX_HISTORY}, got {text!r}"
+        )
+    return count
 
 
 class _LineParser(argparse.ArgumentParser):
@@ -157,7 +177,7 @@ class Chat:
             nodes = await tree_nodes(self.client)
             write("\n".join(await draw_tree(self.client, nodes, mark=self.session_id)))
         elif name == "/history":
-            count = int(rest) if rest.strip().isdigit() else 10
+            count = _history_count(rest)
             newest = await newest_records(self.client, self.session_id, count)
             if not newest:
                 write("no records yet: this session has had no turn")

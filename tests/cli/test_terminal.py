@@ -142,6 +142,9 @@ class TestChat:
             child.sendline("/history")
             child.expect_exact("no records yet: this session has had no turn")
             child.expect_exact("Chat branch>")
+            child.sendline("/history 0")  # was "no records yet"; -1 and words passed silently
+            child.expect_exact("/history N: N is a number of records from 1 to 10000, got '0'")
+            child.expect_exact("Chat branch>")
             quit_with_ctrl_d(child)
             return str(child.before)
 
