@@ -7,6 +7,7 @@ All but `health` and `reconcile` work on the database directly
 from __future__ import annotations
 
 import argparse
+import json
 import logging
 import sys
 import uuid
@@ -268,11 +269,20 @@ async def cmd_health(args: argparse.Namespace) -> int:
                 health_pb2.HealthCheckRequest(service=args.service), timeout=args.timeout
             )
         except grpc.aio.AioRpcError as err:
-            write(f"{address}: {err.code().name}", stream=sys.stderr)
+            _said_health(args, address, err.code().name, failed=True)
             return 1
     name = health_pb2.HealthCheckResponse.ServingStatus.Name(reply.status)
-    write(f"{address}: {name}")
+    _said_health(args, address, name, failed=False)
     return 0 if reply.status == health_pb2.HealthCheckResponse.SERVING else 1
+
+
+def _said_health(args: argparse.Namespace, address: str, status: str, *, failed: bool) -> None:
+    """`HOST:PORT: STATUS` (on stderr when the call failed), or with --json one object on
+    stdout: {"address": ..., "status": ...} (a failed call's status is its gRPC code)."""
+    if getattr(args, "json", False):
+        write(json.dumps({"address": address, "status": status}))
+    else:
+        write(f"{address}: {status}", stream=sys.stderr if failed else sys.stdout)
 
 
 async def cmd_reconcile(args: argparse.Namespace) -> int:
@@ -436,6 +446,9 @@ def _register_health(commands: Commands) -> None:
         help="the server (default: STELLO_GATEWAY, else the gateway `stello up` saved)",
     )
     health.add_argument("--service", default="", help="a service name (default: the whole server)")
+    health.add_argument(
+        "--json", action="store_true", default=argparse.SUPPRESS, help="print JSON for scripts"
+    )
     health.add_argument(
         "--timeout", type=seconds, default=3.0, metavar="S", help="seconds to wait (default 3)"
     )

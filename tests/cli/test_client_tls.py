@@ -153,11 +153,24 @@ class TestHealthOverTls:
         """`stello health --ca-file` (and the client certificate) reads a TLS server: SERVING."""
         done = await stello(private_env(home), "health", suite.tree, *tls_flags(tls_files, suite))
         assert (done.returncode, done.stdout) == (0, f"{suite.tree}: SERVING\n")
+        flags = tls_flags(tls_files, suite)
+        # --json before the command or after it
+        for args in (("--json", "health", suite.tree), ("health", suite.tree, "--json")):
+            done = await stello(private_env(home), *args, *flags)
+            assert (done.returncode, json.loads(done.stdout)) == (
+                0,
+                {"address": suite.tree, "status": "SERVING"},
+            )
 
     async def test_health_without_tls_is_unavailable(self, suite: Suite, home: Path) -> None:
         """Plaintext health against a TLS server: exit 1, UNAVAILABLE."""
         done = await stello(private_env(home), "health", suite.tree)
         assert (done.returncode, done.stderr) == (1, f"{suite.tree}: UNAVAILABLE\n")
+        done = await stello(private_env(home), "health", suite.tree, "--json")
+        assert (done.returncode, json.loads(done.stdout)) == (
+            1,
+            {"address": suite.tree, "status": "UNAVAILABLE"},
+        )
 
     async def test_server_name_is_checked(
         self, suite: Suite, tls_files: TlsFiles, home: Path

@@ -261,6 +261,9 @@ class TestSessionCommands:
         assert await ok(env, "retention", "pin", root[:8], "--off") == "unpinned\n"
         refused = await failed(env, "retention", "set", code=2)
         assert "--archive-after" in refused
+        # --none with a step set no policy and kept the step, without a word.
+        refused = await failed(env, "retention", "set", "--archive-after", "30", "--none", code=2)
+        assert "--none sets no policy: give it alone" in refused
 
 
 class TestOutput:
