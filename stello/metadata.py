@@ -48,8 +48,19 @@ def field(name: str, key: str) -> str:
     return f"{name}[{json.dumps(key[:80], ensure_ascii=False)}]"
 
 
-def check_size(pairs: Mapping[str, str], violations: Violations, name: str) -> None:
-    """The count and total size of a session's pairs (what it would hold)."""
+def check_size(
+    pairs: Mapping[str, str], violations: Violations, name: str, *, merged_with: str = ""
+) -> None:
+    """The count and total size of a session's pairs (what it would hold). `merged_with`
+    names what `pairs` joined the request's with (the session's own pairs, the source's),
+    so the message says the sum is over, not the request alone."""
+    if merged_with:
+        subject = f"with {merged_with} the session would hold"
+        if len(pairs) > MAX_PAIRS:
+            violations.add(name, f"{subject} {len(pairs)} pairs, over the {MAX_PAIRS} allowed")
+        elif (size := total_bytes(pairs)) > MAX_TOTAL_BYTES:
+            violations.add(name, f"{subject} {size} bytes, over the {MAX_TOTAL_BYTES} allowed")
+        return
     if len(pairs) > MAX_PAIRS:
         violations.add(name, f"must hold at most {MAX_PAIRS} pairs, got {len(pairs)}")
         return

@@ -166,7 +166,7 @@ class TreeService:
             copied = await tx.metadata(new.space_id, new.source_session_id)
             pairs = metadata.merged(copied, spec.metadata, ())
             violations = Violations()
-            metadata.check_size(pairs, violations, "metadata")
+            metadata.check_size(pairs, violations, "metadata", merged_with="its source's pairs")
             violations.raise_if_any()
             spec = replace(spec, metadata=pairs)
         return await tx.create_session(new.space_id, uuid.uuid4(), spec)
@@ -404,7 +404,7 @@ class TreeService:
             if result == current:
                 return current
             violations = Violations()
-            metadata.check_size(result, violations, "set")
+            metadata.check_size(result, violations, "set", merged_with="its own pairs")
             violations.raise_if_any()
             written = {k: v for k, v in change.set.items() if current.get(k) != v}
             removed = [k for k in change.remove if k in current]

@@ -161,9 +161,15 @@ class TestLimits:
         assert await metadata_of(tree, node.id) == pairs
 
     async def test_merged_result_is_checked(self, tree: TreeClient) -> None:
-        """Adding a 17th pair to 16 is refused though the request alone is small."""
+        """Adding a 17th pair to 16 is refused though the request alone is small, and the
+        message says the sum is over (it said "at most 16 pairs, got 17" of a request of
+        one pair)."""
         node = await tree.create(metadata={f"k{i}": "" for i in range(16)})
-        assert await violation_fields(update(tree, node.id, set={"one": "more"})) == ["set"]
+        with pytest.raises(grpc.aio.AioRpcError) as caught:
+            await update(tree, node.id, set={"one": "more"})
+        assert [(v.field, v.description) for v in field_violations(caught.value)] == [
+            ("set", "with its own pairs the session would hold 17 pairs, over the 16 allowed")
+        ]
 
     async def test_create_names_metadata_key(self, tree: TreeClient) -> None:
         """CreateSession names the bad key as `metadata["key"]`."""
