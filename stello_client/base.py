@@ -210,6 +210,12 @@ class ClientBase:
             for space in spaces:
                 if space.name == self._space:
                     return str(space.id)
+            if reply.scope == agent_pb2.KEY_SCOPE_ADMIN:
+                raise ConfigurationError(
+                    f"no space named {self._space!r} among this admin key's own spaces "
+                    f"({listed}): an admin key reaches another space by its id, space=ID",
+                    setting="space",
+                )
             raise ConfigurationError(
                 f"this key reaches no space named {self._space!r} (its spaces: {listed})",
                 setting="space",

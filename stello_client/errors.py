@@ -159,7 +159,12 @@ def rpc_error_line(
     return f"{line} ({hint})" if hint else line
 
 
-SETTING_FLAGS = {"gateway=": "--gateway", "key=": "--key", "space=NAME": "--space NAME"}
+SETTING_FLAGS = {
+    "gateway=": "--gateway",
+    "key=": "--key",
+    "space=NAME": "--space NAME",
+    "space=ID": "--space ID",
+}
 
 
 def configuration_line(error: ConfigurationError) -> str:

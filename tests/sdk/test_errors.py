@@ -242,6 +242,18 @@ class TestLiveErrors:
                 await client.get_tree()
         assert caught.value.setting == "space" and stack.space.sid in str(caught.value)
 
+    async def test_an_admin_key_names_other_spaces_by_id(
+        self, stack: Stack, admin_key: str, backends: Backends
+    ) -> None:
+        """An admin key given a name none of its own spaces has is told it reaches other
+        spaces by id (it was told it reaches no such space), and by id it does."""
+        async with AsyncClient(stack.gateway.address, admin_key, "elsewhere") as client:
+            with pytest.raises(ConfigurationError) as caught:
+                await client.get_tree()
+        assert "an admin key reaches another space by its id, space=ID" in str(caught.value)
+        async with AsyncClient(stack.gateway.address, admin_key, stack.space.sid) as client:
+            assert await client.get_tree() == []
+
     @pytest.mark.parametrize("key", ["stello_x\r", "stello x", "ключ"])
     async def test_a_key_no_header_can_carry(self, stack: Stack, key: str) -> None:
         """A key with a character no key has (a pasted line break, a space, non-ASCII) is a
