@@ -91,8 +91,15 @@ class UsageError(ClientError):
 
 
 def field_flag(path: str, flags: Mapping[str, str]) -> str:
-    """The flag of a violation's field path (`label` → `--label`); the path when none."""
-    return flags.get(path, path)
+    """The flag of a violation's field path (`label` → `--label`), an entry's too
+    (`metadata["1k"]` → `--meta "1k"`, `remove[0]` → `--remove #1`); the path when none."""
+    if path in flags:
+        return flags[path]
+    head, bracket, rest = path.partition("[")
+    if bracket and head in flags:
+        entry = rest.removesuffix("]")
+        return f"{flags[head]} #{int(entry) + 1}" if entry.isdigit() else f"{flags[head]} {entry}"
+    return path
 
 
 def flag_names(text: str, flags: Mapping[str, str]) -> str:

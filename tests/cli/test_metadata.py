@@ -53,4 +53,4 @@ class TestMetadataCommands:
         ]
         assert "metadata: user=bob" in await ok(env, "show", child["id"])
         line = await failed(env, "meta", child["id"], "bad key=1")
-        assert line.startswith('stello: set["bad key"]: key must match'), line
+        assert line.startswith('stello: K=V "bad key": key must match'), line

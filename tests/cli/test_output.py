@@ -137,6 +137,21 @@ class TestErrorsAsFlags:
         error = rpc_error(InvalidArgument.field("content", "must not be empty"))
         assert rpc_error_line(error, flags={"content": "MESSAGE"}) == ("MESSAGE: must not be empty")
 
+    def test_an_entry_of_a_field_names_its_flag(self) -> None:
+        """A map entry or list item reads as its flag (`metadata["1k"]` was printed as is
+        for `--meta 1k=v`, `remove[0]` for `--remove`, `filter.metadata[...]` for --where)."""
+        violations = Violations()
+        violations.add('metadata["1k"]', "key must match ^[A-Za-z]")
+        violations.add("remove[0]", "key 'a' is also in set")
+        violations.add('filter.metadata["x y"]', "key must match ^[A-Za-z]")
+        with pytest.raises(InvalidArgument) as caught:
+            violations.raise_if_any()
+        flags = {"metadata": "--meta", "remove": "--remove", "filter.metadata": "--where"}
+        assert rpc_error_line(rpc_error(caught.value), flags=flags) == (
+            "--meta \"1k\": key must match ^[A-Za-z]; --remove #1: key 'a' is also in set; "
+            '--where "x y": key must match ^[A-Za-z]'
+        )
+
     def test_plain_words_stay_words(self) -> None:
         """Free text keeps English words that are also field names ("context", "profile")."""
         error = rpc_error(
