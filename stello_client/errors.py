@@ -49,6 +49,7 @@ FLAGS: dict[str, str] = {
     "busy": "--busy",
     "archive_after_s": "--archive-after",
     "delete_after_s": "--delete-after",
+    "skills.names": "--skills",
 }
 
 # What a failure says when the gateway gave no details of its own.

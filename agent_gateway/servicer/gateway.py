@@ -36,6 +36,7 @@ from agent_gateway.servicer.skills import SkillRpcs
 from agent_gateway.sessions.service import RecordQuery, SessionService
 from agent_gateway.sessions.watch import Watchers, WatchInput
 from agent_gateway.tools.builtins import BuiltinTools
+from agent_gateway.tools.skills import SKILL_NAME, SKILL_NAME_RULE
 from agent_gateway.turns.requests import (
     ContentLimits,
     send_input,
@@ -93,8 +94,18 @@ def _request_hash(request: agent_pb2.CreateRootRequest | agent_pb2.ForkRequest) 
     return fingerprint(request) if request.request_id else b""
 
 
-def _skills(message: agent_pb2.CreateRootRequest | agent_pb2.ForkRequest) -> tuple[str, ...] | None:
-    return tuple(message.skills.names) if message.HasField("skills") else None
+def _skills(
+    message: agent_pb2.CreateRootRequest | agent_pb2.ForkRequest, violations: Violations
+) -> tuple[str, ...] | None:
+    """The allow-list asked for; a name no skill can have is a violation (it was stored, and
+    the session then matched no skill, without a word)."""
+    if not message.HasField("skills"):
+        return None
+    names = tuple(message.skills.names)
+    for index, name in enumerate(names):
+        if not SKILL_NAME.match(name):
+            violations.add(f"skills.names[{index}]", f"{SKILL_NAME_RULE}, got {name[:80]!r}")
+    return names
 
 
 def _session_ids(
@@ -165,12 +176,13 @@ class AgentGatewayServicer(
         validation.label(label, violations)
         request_id = _request_id(request.request_id, violations)
         check_metadata(dict(request.metadata), violations)
+        skills = _skills(request, violations)
         violations.raise_if_any()
         root = RootInput(
             space_id=space_id,
             label=label,
             system_prompt=request.system_prompt if request.HasField("system_prompt") else None,
-            skills=_skills(request),
+            skills=skills,
             profile=request.profile if request.HasField("profile") else None,
             profile_vars=dict(request.profile_vars),
             request_id=request_id,
@@ -202,6 +214,7 @@ class AgentGatewayServicer(
             violations.add("inherit_until_seq", "must not be negative")
         request_id = _request_id(request.request_id, violations)
         check_metadata(dict(request.metadata), violations)
+        skills = _skills(request, violations)
         violations.raise_if_any()
         fork = ForkInput(
             space_id=space_id,
@@ -211,7 +224,7 @@ class AgentGatewayServicer(
             profile=request.profile if request.HasField("profile") else None,
             profile_vars=dict(request.profile_vars),
             system_prompt=request.system_prompt if request.HasField("system_prompt") else None,
-            skills=_skills(request),
+            skills=skills,
             context=CONTEXTS[request.context],
             inherit_until_seq=until,
             prompt=request.prompt if request.HasField("prompt") else None,

@@ -35,6 +35,7 @@ from agent_gateway.tools.base import ACTIVATE_SKILL, ToolOutcome
 from stello.config_files import parse_toml, read_config_file
 
 SKILL_NAME = re.compile(r"^[A-Za-z0-9_.:-]{1,64}$")
+SKILL_NAME_RULE = "must be 1..64 characters of letters, digits, _ . : or -"
 """Letters, digits and ``_ . : -``: a name the model can spell back exactly."""
 
 
@@ -140,7 +141,7 @@ class _SkillEntry(BaseModel):
     @classmethod
     def _name(cls, value: str) -> str:
         if not SKILL_NAME.match(value):
-            raise ValueError("must be 1..64 characters of letters, digits, _ . : or -")
+            raise ValueError(SKILL_NAME_RULE)
         return value
 
     @field_validator("description")

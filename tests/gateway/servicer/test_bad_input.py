@@ -99,6 +99,11 @@ class TestLabelsAndIds:
             ),
             pytest.param({"inherit_until_seq": 1}, "inherit_until_seq", id="seq-without-inherit"),
             pytest.param({"request_id": "r" * 201}, "request_id", id="long-request-id"),
+            pytest.param(
+                {"skills": common_pb2.SkillList(names=["ok", "bad name!"])},
+                "skills.names[1]",
+                id="bad-skill-name",
+            ),
         ],
     )
     async def test_invalid_fork(
@@ -108,6 +113,15 @@ class TestLabelsAndIds:
         request = fork(stack, source, **fields)
         error = await refused(stack, pool, stack.gw.Fork(request), INVALID)
         assert field in [v.field for v in field_violations(error)]
+
+    async def test_invalid_root_skill_name(self, stack: Stack, pool: asyncpg.Pool) -> None:
+        """CreateRoot with a skill name no skill can have is INVALID_ARGUMENT naming it (it
+        was stored, and the session matched no skill without a word)."""
+        request = agent_pb2.CreateRootRequest(
+            space_id=stack.space.sid, skills=common_pb2.SkillList(names=["", "x" * 65])
+        )
+        error = await refused(stack, pool, stack.gw.CreateRoot(request), INVALID)
+        assert [v.field for v in field_violations(error)] == ["skills.names[0]", "skills.names[1]"]
 
     async def test_invalid_root_label(self, stack: Stack, pool: asyncpg.Pool) -> None:
         """CreateRoot with a label set but empty is INVALID_ARGUMENT (unset means 'Root')."""
