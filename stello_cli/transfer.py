@@ -164,6 +164,12 @@ def _load(path: str) -> tuple[list[dict[str, Any]], str]:
         if named in seen:
             raise ClientError(f"{path}: two sessions have the id {named}: export the subtree again")
         seen.add(named)
+        for link in ("parent_id", "source_session_id"):
+            try:
+                text_field(session, link)
+            except ClientError as exc:
+                which = f"session {number} of {len(sessions)} ({session.get('label')!r})"
+                raise ClientError(f"{path}: {which}: {exc}") from None
     _check_parents(path, sessions)
     return sessions, hashlib.sha256(raw).hexdigest()[:16]
 
@@ -250,8 +256,6 @@ def plan(entry: dict[str, Any]) -> Planned:
     Raises:
         ClientError: a field is not what an export holds (the message names it).
     """
-    text_field(entry, "parent_id")
-    text_field(entry, "source_session_id")
     return Planned(
         label=text_field(entry, "label") or "Imported",
         records=_records(entry.get("records")),

@@ -281,6 +281,11 @@ async def test_a_failed_import_leaves_the_space_as_it_was(
         1,
         "stello: -: the export holds no session: nothing to import\n",
     )
+    listed = await stello(env, "import", "-", stdin=export_of(root, child | {"parent_id": ["r"]}))
+    assert (listed.returncode, listed.stderr) == (
+        1,
+        "stello: -: session 2 of 2 ('C'): parent_id: must be text, got ['r']\n",
+    )
     circle = export_of(root | {"parent_id": "c"}, child)
     done = await stello(env, "import", "-", stdin=circle)
     assert (done.returncode, done.stderr) == (
