@@ -25,6 +25,7 @@ from stello_client.exceptions import ConfigurationError
 from stello_client.target import Target, TlsFiles, message_limit, resolve_target
 
 T = TypeVar("T")
+M = TypeVar("M")
 
 DEFAULT_TIMEOUT_S = 60.0
 DEFAULT_TURN_TIMEOUT_S = 660.0  # the gateway's STELLO_GATEWAY_TURN_MAX_S default, and a minute
@@ -282,10 +283,17 @@ def request_id_or_new(request_id: str | None) -> str:
 
 
 def set_optional(message: Any, **fields: Any) -> None:
-    """Set each field that is not None (proto3 optional fields keep their presence)."""
+    """Set each field that is not None (proto3 optional fields keep their presence).
+
+    Raises:
+        TypeError, ValueError: a value the field cannot hold, naming the keyword.
+    """
     for name, value in fields.items():
         if value is not None:
-            setattr(message, name, value)
+            try:
+                setattr(message, name, value)
+            except (TypeError, ValueError) as exc:
+                raise type(exc)(_not_held(name, value)) from None
 
 
 def _check_key(key: str) -> None:
@@ -317,3 +325,29 @@ def _seconds(name: str, value: float | None) -> float | None:
     if not math.isfinite(value) or value <= 0:
         raise ValueError(f"{name}: expected a number of seconds above 0 or None, got {value!r}")
     return float(value)
+
+
+def request_of(kind: Callable[..., M], **fields: Any) -> M:
+    """`kind(**fields)`, a request the SDK builds from a method's keywords.
+
+    Raises:
+        TypeError: a keyword's value is not of its field's type (protobuf's own
+            message, "bad argument type for built-in operation", names no field).
+        ValueError: a number past its field's range ("Value out of range: N").
+    """
+    try:
+        return kind(**fields)
+    except (TypeError, ValueError) as exc:
+        for name, value in fields.items():
+            try:
+                kind(**{name: value})
+            except (TypeError, ValueError):
+                raise type(exc)(_not_held(name, value)) from None
+        raise
+
+
+def _not_held(name: str, value: Any) -> str:
+    """Why keyword `name` was refused: its value, as a repr cut to 60 characters."""
+    text = repr(value)
+    shown = text if len(text) <= 60 else f"{text[:59]}…"
+    return f"{name}: not a value this field holds, got {shown}"

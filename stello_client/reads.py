@@ -12,7 +12,7 @@ from collections.abc import AsyncIterator
 from typing import Unpack
 
 from stello.agent.v1 import agent_pb2
-from stello_client.base import DEFAULT, ClientBase, Timeout, set_optional
+from stello_client.base import DEFAULT, ClientBase, Timeout, request_of, set_optional
 from stello_client.types import (
     DigestFilter,
     GetLineageResponse,
@@ -59,7 +59,7 @@ class ReadCalls(ClientBase):
             NotFound: `root_id` is not in the space.
             TreeTooLarge: more nodes than the gateway's cap: narrow it.
         """
-        request = agent_pb2.GetTreeRequest(space_id=await self.space_id())
+        request = request_of(agent_pb2.GetTreeRequest, space_id=await self.space_id())
         set_optional(request, root_id=root_id, max_depth=max_depth)
         reply: agent_pb2.GetTreeResponse = await self._unary(
             "GetTree", request, safe=True, timeout=timeout
@@ -88,7 +88,8 @@ class ReadCalls(ClientBase):
             NotFound: the session is not in the space.
             InvalidArgument: a negative limit or offset, a page_token of another walk.
         """
-        request = agent_pb2.ListRecordsRequest(
+        request = request_of(
+            agent_pb2.ListRecordsRequest,
             space_id=await self.space_id(),
             session_id=session_id,
             offset=offset,
@@ -156,7 +157,8 @@ class ReadCalls(ClientBase):
             InvalidArgument: a bad query (empty, too long, only negations), both scopes.
             NotFound: the scope's session is not in the space.
         """
-        request = agent_pb2.SearchRecordsRequest(
+        request = request_of(
+            agent_pb2.SearchRecordsRequest,
             space_id=await self.space_id(),
             query=query,
             session_id=session_id,
@@ -187,7 +189,8 @@ class ReadCalls(ClientBase):
         Raises:
             InvalidArgument: a bad query, a page_token of another search.
         """
-        request = agent_pb2.SearchSessionsRequest(
+        request = request_of(
+            agent_pb2.SearchSessionsRequest,
             space_id=await self.space_id(),
             query=query,
             status=session_status(status),
@@ -222,7 +225,8 @@ class ReadCalls(ClientBase):
             InvalidArgument: page_size out of range, a page_token not issued here, a bad
                 filter (named `filter.<field>`).
         """
-        request = agent_pb2.ListSessionDigestsRequest(
+        request = request_of(
+            agent_pb2.ListSessionDigestsRequest,
             space_id=await self.space_id(),
             status=session_status(status),
             page_size=page_size,
@@ -269,7 +273,8 @@ class ReadCalls(ClientBase):
         Raises:
             NotFound: the session is not in the space.
         """
-        request = agent_pb2.GetLineageRequest(
+        request = request_of(
+            agent_pb2.GetLineageRequest,
             space_id=await self.space_id(),
             session_id=session_id,
             page_size=page_size,
@@ -295,7 +300,7 @@ class ReadCalls(ClientBase):
 
     async def list_profiles(self, *, timeout: Timeout = DEFAULT) -> list[ProfileInfo]:
         """The gateway's fork profiles, in its file's order (ListProfiles)."""
-        request = agent_pb2.ListProfilesRequest(space_id=await self.space_id())
+        request = request_of(agent_pb2.ListProfilesRequest, space_id=await self.space_id())
         reply: agent_pb2.ListProfilesResponse = await self._unary(
             "ListProfiles", request, safe=True, timeout=timeout
         )
@@ -309,7 +314,7 @@ class ReadCalls(ClientBase):
         Raises:
             NotFound: `session_id` is not in the space.
         """
-        request = agent_pb2.ListSkillsRequest(space_id=await self.space_id())
+        request = request_of(agent_pb2.ListSkillsRequest, space_id=await self.space_id())
         set_optional(request, session_id=session_id)
         reply: agent_pb2.ListSkillsResponse = await self._unary(
             "ListSkills", request, safe=True, timeout=timeout

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from stello.agent.v1 import agent_pb2
 from stello.common.v1 import common_pb2
-from stello_client.base import DEFAULT, ClientBase, Timeout
+from stello_client.base import DEFAULT, ClientBase, Timeout, request_of
 
 
 class RetentionCalls(ClientBase):
@@ -15,7 +15,7 @@ class RetentionCalls(ClientBase):
     ) -> common_pb2.RetentionPolicy | None:
         """The space's retention policy (GetRetention); None when none was set (nothing
         expires). Unset fields: that step never happens."""
-        request = agent_pb2.GetRetentionRequest(space_id=await self.space_id())
+        request = request_of(agent_pb2.GetRetentionRequest, space_id=await self.space_id())
         reply: agent_pb2.GetRetentionResponse = await self._unary(
             "GetRetention", request, safe=True, timeout=timeout
         )
@@ -34,10 +34,14 @@ class RetentionCalls(ClientBase):
         Raises:
             InvalidArgument: days outside 1..36500.
         """
-        policy = common_pb2.RetentionPolicy(
-            archive_after_days=archive_after_days, delete_after_days=delete_after_days
+        policy = request_of(
+            common_pb2.RetentionPolicy,
+            archive_after_days=archive_after_days,
+            delete_after_days=delete_after_days,
         )
-        request = agent_pb2.PutRetentionRequest(space_id=await self.space_id(), policy=policy)
+        request = request_of(
+            agent_pb2.PutRetentionRequest, space_id=await self.space_id(), policy=policy
+        )
         reply: agent_pb2.PutRetentionResponse = await self._unary(
             "PutRetention", request, safe=True, timeout=timeout
         )
@@ -58,7 +62,8 @@ class RetentionCalls(ClientBase):
         Raises:
             NoRetentionPolicy: the space has none.
         """
-        request = agent_pb2.ApplyRetentionRequest(
+        request = request_of(
+            agent_pb2.ApplyRetentionRequest,
             space_id=await self.space_id(),
             dry_run=dry_run,
             max_batches=max_batches,
@@ -78,8 +83,11 @@ class RetentionCalls(ClientBase):
         Raises:
             NotFound: the session is not in the space.
         """
-        request = agent_pb2.PinSessionRequest(
-            space_id=await self.space_id(), session_id=session_id, pinned=pinned
+        request = request_of(
+            agent_pb2.PinSessionRequest,
+            space_id=await self.space_id(),
+            session_id=session_id,
+            pinned=pinned,
         )
         reply: agent_pb2.PinSessionResponse = await self._unary(
             "PinSession", request, safe=True, timeout=timeout

@@ -11,7 +11,14 @@ from collections.abc import Mapping, Sequence
 
 from stello.agent.v1 import agent_pb2
 from stello.common.v1 import common_pb2
-from stello_client.base import DEFAULT, ClientBase, Timeout, request_id_or_new, set_optional
+from stello_client.base import (
+    DEFAULT,
+    ClientBase,
+    Timeout,
+    request_id_or_new,
+    request_of,
+    set_optional,
+)
 from stello_client.types import (
     ContextName,
     ForkContext,
@@ -60,7 +67,8 @@ class SessionCalls(ClientBase):
             ProfileNotFound: no such profile.
         """
         rid = request_id_or_new(request_id)
-        request = agent_pb2.CreateRootRequest(
+        request = request_of(
+            agent_pb2.CreateRootRequest,
             space_id=await self.space_id(),
             profile_vars=dict(profile_vars or {}),
             request_id=rid,
@@ -120,7 +128,8 @@ class SessionCalls(ClientBase):
             ProfileNotFound: no such profile.
         """
         rid = request_id_or_new(request_id)
-        request = agent_pb2.ForkRequest(
+        request = request_of(
+            agent_pb2.ForkRequest,
             space_id=await self.space_id(),
             source_session_id=source_session_id,
             label=label,
@@ -186,7 +195,8 @@ class SessionCalls(ClientBase):
             NotFound: the parent or the source is not in the space.
         """
         rid = request_id_or_new(request_id)
-        request = agent_pb2.ImportSessionRequest(
+        request = request_of(
+            agent_pb2.ImportSessionRequest,
             space_id=await self.space_id(),
             label=label,
             status=session_status(status),
@@ -218,7 +228,9 @@ class SessionCalls(ClientBase):
         Raises:
             NotFound: the session is not in the space.
         """
-        request = agent_pb2.GetSessionRequest(space_id=await self.space_id(), session_id=session_id)
+        request = request_of(
+            agent_pb2.GetSessionRequest, space_id=await self.space_id(), session_id=session_id
+        )
         reply: agent_pb2.GetSessionResponse = await self._unary(
             "GetSession", request, safe=True, timeout=timeout
         )
@@ -234,8 +246,11 @@ class SessionCalls(ClientBase):
             NotFound: the session is not in the space.
             SessionArchived: the session is archived.
         """
-        request = agent_pb2.UpdateLabelRequest(
-            space_id=await self.space_id(), session_id=session_id, label=label
+        request = request_of(
+            agent_pb2.UpdateLabelRequest,
+            space_id=await self.space_id(),
+            session_id=session_id,
+            label=label,
         )
         reply: agent_pb2.UpdateLabelResponse = await self._unary(
             "UpdateLabel", request, safe=False, timeout=timeout
@@ -259,7 +274,8 @@ class SessionCalls(ClientBase):
                 or 4096 bytes (nothing is changed).
             NotFound: the session is not in the space.
         """
-        request = agent_pb2.UpdateSessionMetadataRequest(
+        request = request_of(
+            agent_pb2.UpdateSessionMetadataRequest,
             space_id=await self.space_id(),
             session_id=session_id,
             set=dict(set or {}),
@@ -276,7 +292,9 @@ class SessionCalls(ClientBase):
         Raises:
             NotFound: the session is not in the space.
         """
-        request = agent_pb2.ArchiveRequest(space_id=await self.space_id(), session_id=session_id)
+        request = request_of(
+            agent_pb2.ArchiveRequest, space_id=await self.space_id(), session_id=session_id
+        )
         reply: agent_pb2.ArchiveResponse = await self._unary(
             "Archive", request, safe=False, timeout=timeout
         )
@@ -288,7 +306,9 @@ class SessionCalls(ClientBase):
         Raises:
             NotFound: the session is not in the space.
         """
-        request = agent_pb2.UnarchiveRequest(space_id=await self.space_id(), session_id=session_id)
+        request = request_of(
+            agent_pb2.UnarchiveRequest, space_id=await self.space_id(), session_id=session_id
+        )
         reply: agent_pb2.UnarchiveResponse = await self._unary(
             "Unarchive", request, safe=False, timeout=timeout
         )
@@ -322,7 +342,8 @@ class SessionCalls(ClientBase):
         self, session_id: str, timeout: Timeout, *, count_only: bool
     ) -> agent_pb2.DeleteSessionResponse:
         """DeleteSession, with this client's message limit as `max_reply_bytes`."""
-        request = agent_pb2.DeleteSessionRequest(
+        request = request_of(
+            agent_pb2.DeleteSessionRequest,
             space_id=await self.space_id(),
             session_id=session_id,
             count_only=count_only,
@@ -342,8 +363,11 @@ class SessionCalls(ClientBase):
             NotFound: the session is not in the space.
             SessionArchived: the session is archived.
         """
-        request = agent_pb2.PutInsightRequest(
-            space_id=await self.space_id(), session_id=session_id, content=content
+        request = request_of(
+            agent_pb2.PutInsightRequest,
+            space_id=await self.space_id(),
+            session_id=session_id,
+            content=content,
         )
         await self._unary("PutInsight", request, safe=False, timeout=timeout)
 
@@ -355,8 +379,11 @@ class SessionCalls(ClientBase):
         Raises:
             NotFound: the session is not in the space.
         """
-        request = agent_pb2.PutMemoryRequest(
-            space_id=await self.space_id(), session_id=session_id, content=content
+        request = request_of(
+            agent_pb2.PutMemoryRequest,
+            space_id=await self.space_id(),
+            session_id=session_id,
+            content=content,
         )
         await self._unary("PutMemory", request, safe=False, timeout=timeout)
 
@@ -372,8 +399,8 @@ class SessionCalls(ClientBase):
             NotFound: the session is not in the space.
             SessionArchived: the session is archived.
         """
-        request = agent_pb2.ConsolidateRequest(
-            space_id=await self.space_id(), session_id=session_id
+        request = request_of(
+            agent_pb2.ConsolidateRequest, space_id=await self.space_id(), session_id=session_id
         )
         reply: agent_pb2.ConsolidateResponse = await self._unary(
             "Consolidate", request, safe=False, timeout=timeout, turn=True
@@ -390,8 +417,11 @@ class SessionCalls(ClientBase):
         Raises:
             InvalidArgument: `prefix` empty, not hex or over 32 digits; `limit` out of range.
         """
-        request = agent_pb2.ResolveSessionPrefixRequest(
-            space_id=await self.space_id(), prefix=prefix, limit=limit
+        request = request_of(
+            agent_pb2.ResolveSessionPrefixRequest,
+            space_id=await self.space_id(),
+            prefix=prefix,
+            limit=limit,
         )
         reply: agent_pb2.ResolveSessionPrefixResponse = await self._unary(
             "ResolveSessionPrefix", request, safe=True, timeout=timeout

@@ -7,7 +7,7 @@ from __future__ import annotations
 from collections.abc import AsyncIterator
 
 from stello.agent.v1 import agent_pb2
-from stello_client.base import DEFAULT, ClientBase, Timeout, request_id_or_new
+from stello_client.base import DEFAULT, ClientBase, Timeout, request_id_or_new, request_of
 from stello_client.reads import MAX_PAGE
 from stello_client.types import (
     ListSharedMemoryResponse,
@@ -24,8 +24,11 @@ class SharedMemoryCalls(ClientBase):
     ) -> ListSharedMemoryResponse:
         """One page of the space's shared memory in insertion order, without bodies
         (ListSharedMemory; `page_size` 0 = 100, at most 1000; `total_count` counts all)."""
-        request = agent_pb2.ListSharedMemoryRequest(
-            space_id=await self.space_id(), page_size=page_size, page_token=page_token
+        request = request_of(
+            agent_pb2.ListSharedMemoryRequest,
+            space_id=await self.space_id(),
+            page_size=page_size,
+            page_token=page_token,
         )
         reply: ListSharedMemoryResponse = await self._unary(
             "ListSharedMemory", request, safe=True, timeout=timeout
@@ -52,7 +55,9 @@ class SharedMemoryCalls(ClientBase):
             NotFound: the space holds no entry with that slug.
             InvalidArgument: the slug breaks the slug rules.
         """
-        request = agent_pb2.GetSharedMemoryEntryRequest(space_id=await self.space_id(), slug=slug)
+        request = request_of(
+            agent_pb2.GetSharedMemoryEntryRequest, space_id=await self.space_id(), slug=slug
+        )
         reply: agent_pb2.GetSharedMemoryEntryResponse = await self._unary(
             "GetSharedMemoryEntry", request, safe=True, timeout=timeout
         )
@@ -78,8 +83,13 @@ class SharedMemoryCalls(ClientBase):
             RequestIdReused: the request_id came with another request.
         """
         rid = request_id_or_new(request_id)
-        request = agent_pb2.UpsertSharedMemoryEntryRequest(
-            space_id=await self.space_id(), slug=slug, summary=summary, body=body, request_id=rid
+        request = request_of(
+            agent_pb2.UpsertSharedMemoryEntryRequest,
+            space_id=await self.space_id(),
+            slug=slug,
+            summary=summary,
+            body=body,
+            request_id=rid,
         )
         reply: UpsertSharedMemoryEntryResponse = await self._unary(
             "UpsertSharedMemoryEntry", request, safe=True, timeout=timeout, request_id=rid
@@ -95,8 +105,11 @@ class SharedMemoryCalls(ClientBase):
             InvalidArgument: the slug breaks the slug rules.
         """
         rid = request_id_or_new(request_id)
-        request = agent_pb2.RemoveSharedMemoryEntryRequest(
-            space_id=await self.space_id(), slug=slug, request_id=rid
+        request = request_of(
+            agent_pb2.RemoveSharedMemoryEntryRequest,
+            space_id=await self.space_id(),
+            slug=slug,
+            request_id=rid,
         )
         reply: agent_pb2.RemoveSharedMemoryEntryResponse = await self._unary(
             "RemoveSharedMemoryEntry", request, safe=True, timeout=timeout, request_id=rid

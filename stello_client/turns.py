@@ -16,7 +16,14 @@ from collections.abc import AsyncGenerator, Sequence
 import grpc
 
 from stello.agent.v1 import agent_pb2
-from stello_client.base import DEFAULT, ClientBase, Timeout, request_id_or_new, set_optional
+from stello_client.base import (
+    DEFAULT,
+    ClientBase,
+    Timeout,
+    request_id_or_new,
+    request_of,
+    set_optional,
+)
 from stello_client.calls import before_retry
 from stello_client.exceptions import from_rpc_error
 from stello_client.types import (
@@ -76,7 +83,8 @@ class TurnCalls(ClientBase):
                 error's `request_id`, which answers the stored turn.
         """
         rid = request_id_or_new(request_id)
-        request = agent_pb2.SendRequest(
+        request = request_of(
+            agent_pb2.SendRequest,
             space_id=await self.space_id(),
             session_id=session_id,
             content=content,
@@ -109,7 +117,8 @@ class TurnCalls(ClientBase):
         first event.
         """
         rid = request_id_or_new(request_id)
-        request = agent_pb2.SendStreamRequest(
+        request = request_of(
+            agent_pb2.SendStreamRequest,
             space_id=await self.space_id(),
             session_id=session_id,
             content=content,
@@ -159,7 +168,8 @@ class TurnCalls(ClientBase):
                 of the queued sends, which wait for it).
         """
         rid = request_id_or_new(request_id)
-        request = agent_pb2.SubmitToolResultsRequest(
+        request = request_of(
+            agent_pb2.SubmitToolResultsRequest,
             space_id=await self.space_id(),
             session_id=session_id,
             results=list(results),

@@ -22,7 +22,7 @@ import grpc
 
 from stello.agent.v1 import agent_pb2
 from stello.channels import WATCH_CURSOR_METADATA
-from stello_client.base import ClientBase
+from stello_client.base import ClientBase, request_of
 from stello_client.exceptions import RpcError, Unavailable, from_rpc_error
 from stello_client.types import EventKind, SpaceEvent, event_kind
 
@@ -107,8 +107,10 @@ class Watch:
     async def _run(self) -> AsyncGenerator[SpaceEvent, None]:
         failures = 0
         while True:
-            request = agent_pb2.WatchSpaceRequest(
-                space_id=await self._client.space_id(), kinds=self._kinds
+            request = request_of(
+                agent_pb2.WatchSpaceRequest,
+                space_id=await self._client.space_id(),
+                kinds=self._kinds,
             )
             if self.cursor is not None:
                 request.after_cursor = self.cursor

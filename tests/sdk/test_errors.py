@@ -266,6 +266,20 @@ class TestLiveErrors:
             with pytest.raises(ConfigurationError, match="holds a character no key has"):
                 client.using(key=key)
 
+    async def test_a_keyword_of_the_wrong_type_is_named(self, stack: Stack) -> None:
+        """A keyword whose value its field cannot hold raises TypeError (or ValueError past
+        a number's range) naming the keyword; protobuf's own "bad argument type for
+        built-in operation" named none. Nothing is sent."""
+        async with AsyncClient(stack.gateway.address, stack.space.key, stack.space.sid) as client:
+            root = await client.create_root()
+            with pytest.raises(TypeError, match=r"^label: not a value this field holds, got 5$"):
+                await client.create_root(label=5)  # type: ignore[arg-type]
+            with pytest.raises(TypeError, match=r"^set: not a value this field holds"):
+                await client.update_session_metadata(root.id, set={"a": 1})  # type: ignore[dict-item]
+            with pytest.raises(ValueError, match=r"^max_depth: not a value this field holds"):
+                await client.get_tree(max_depth=2**40)
+            assert [node.id for node in await client.get_tree()] == [root.id]
+
     @pytest.mark.parametrize("seconds", [0, -1, math.inf, math.nan, "5"])
     async def test_a_timeout_no_call_could_meet(self, stack: Stack, seconds: Any) -> None:
         """0, negative, inf, nan or not a number, as the client's timeout or a call's, is a
