@@ -320,7 +320,8 @@ class CallChain(grpc.aio.ServerInterceptor):
         if principal is None:
             raise Unauthenticated("unknown or revoked API key")
         if plan.admin and not principal.is_admin:
-            raise PermissionDenied(f"{plan.name} needs an admin-scope key")
+            method = plan.name.rpartition("/")[2]
+            raise PermissionDenied(f"{method} needs an admin-scope key; this key is a tenant's")
         if plan.has_space:
             checked_space.set(_space(request.space_id, principal))
         principal_var.set(principal)

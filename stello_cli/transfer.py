@@ -113,6 +113,9 @@ def export_document(
 
 async def cmd_export(args: argparse.Namespace) -> int:
     """Write a session's subtree as JSON (for import) or Markdown (for reading)."""
+    to_file = bool(args.output) and args.output != "-"
+    if to_file and not await asyncio.to_thread(_folder_exists, args.output):
+        raise ClientError(f"-o {args.output}: no such folder to write the export in")
     async with gateway(args) as client:
         top = await session_id(client, args.session)
         fetched = await _fetch(client, await tree_nodes(client, top))
@@ -120,12 +123,21 @@ async def cmd_export(args: argparse.Namespace) -> int:
         text = markdown(fetched)
     else:
         text = json.dumps(export_document(fetched), ensure_ascii=False, indent=1) + "\n"
-    if args.output and args.output != "-":
-        await asyncio.to_thread(Path(args.output).write_text, text, encoding="utf-8")
+    if to_file:
+        try:
+            await asyncio.to_thread(Path(args.output).write_text, text, encoding="utf-8")
+        except OSError as exc:
+            said = f"-o {args.output}: cannot write the export ({exc.strerror})"
+            raise ClientError(said) from None
         write(f"exported {plural(len(fetched), 'session')} to {args.output}", stream=sys.stderr)
     else:
         write(text, end="")
     return 0
+
+
+def _folder_exists(path: str) -> bool:
+    """True when the folder a file at `path` would go in exists (checked before fetching)."""
+    return Path(path).resolve().parent.is_dir()
 
 
 def _load(path: str) -> tuple[list[dict[str, Any]], str]:
@@ -534,7 +546,8 @@ def register(commands: Commands) -> None:
         "import",
         cmd_import,
         "recreate an exported subtree in the space (records, configs, slots, topology)",
-        flags={"parent_id": "--parent"},
+        # The file's fields keep their names (a label in the file is no --label flag).
+        flags={"parent_id": "--parent", "label": "label", "system_prompt": "system_prompt"},
     )
     imported.add_argument("file", metavar="FILE", help="a file of `stello export` (- = stdin)")
     imported.add_argument(

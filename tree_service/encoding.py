@@ -98,7 +98,8 @@ def decode_page_token(token: str) -> tuple[datetime, uuid.UUID]:
         return _EPOCH + int(micros) * _MICROSECOND, uuid.UUID(hex=hex_id)
     except (binascii.Error, UnicodeError, ValueError, OverflowError):
         raise InvalidArgument.field(
-            "page_token", "is not a token from a previous ListAll; pass next_page_token as is"
+            "page_token",
+            "is not a token an earlier page of this listing answered; pass next_page_token as is",
         ) from None
 
 
@@ -117,6 +118,6 @@ def decode_ancestor_token(token: str, session_id: uuid.UUID) -> uuid.UUID:
     except (binascii.Error, UnicodeError, ValueError):
         raise InvalidArgument.field(
             "page_token",
-            "is not a token from a previous ListAncestors of this session; pass "
+            "is not a token an earlier page of this session's ancestors answered; pass "
             "next_page_token as is",
         ) from None

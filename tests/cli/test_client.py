@@ -215,6 +215,17 @@ class TestErrors:
             assert done.returncode == 2, done.stderr
             assert f"argument {said}: expected a whole number " in done.stderr, done.stderr
 
+    def test_export_to_a_missing_folder_names_o(self, home: Path) -> None:
+        """`export -o` into a folder that does not exist says so naming -o, before any
+        call ("[Errno 2] No such file or directory" after fetching everything before)."""
+        env = private_env(home)
+        target = home / "nowhere" / "tree.json"
+        done = run_cli(env, "export", "abc", "-o", str(target))
+        assert (done.returncode, done.stderr) == (
+            1,
+            f"stello: -o {target}: no such folder to write the export in\n",
+        )
+
     def test_up_refuses_a_port_past_the_range(self, home: Path) -> None:
         """A port outside 0-65535 is a usage error naming the flag (99999 listened on
         34463, -1 on 65535), before any database is started."""

@@ -262,6 +262,11 @@ async def test_a_failed_import_leaves_the_space_as_it_was(
         assert done.stderr.startswith("stello: importing session 2 of 2 ('C'): " + said), (
             done.stderr
         )
+    long = await stello(env, "import", "-", stdin=export_of(root, child | {"label": "L" * 201}))
+    assert long.returncode == 1
+    assert long.stderr.startswith(
+        f"stello: importing session 2 of 2 ({'L' * 201!r}): label: must be at most 200 "
+    ), long.stderr  # the file's field, not a --label the command has none of
     # The gateway refuses the metadata key only when session 2 comes: session 1 goes again.
     refused = child | {"metadata": {"1bad": "v"}}
     done = await stello(env, "import", "-", stdin=export_of(root, refused))

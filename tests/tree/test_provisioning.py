@@ -336,10 +336,14 @@ class TestSweepProvisional:
         assert [r["id"] for r in left] == [due[0]]
 
     async def test_tenant_key_is_denied(self, tree: TreeClient, pool: asyncpg.Pool) -> None:
-        """A tenant key calling SweepProvisional answers PERMISSION_DENIED."""
+        """A tenant key calling SweepProvisional answers PERMISSION_DENIED, naming the
+        method as a client calls it (not its path, /stello.tree.v1.SessionTree/...)."""
         with pytest.raises(grpc.aio.AioRpcError) as caught:
             await tree.stub.SweepProvisional(tree_pb2.SweepProvisionalRequest())
         assert caught.value.code() == grpc.StatusCode.PERMISSION_DENIED
+        assert caught.value.details() == (
+            "SweepProvisional needs an admin-scope key; this key is a tenant's"
+        )
 
     async def test_negative_age_is_invalid(
         self, tree_server: RunningServer, admin_key: str
