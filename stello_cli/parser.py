@@ -211,10 +211,14 @@ class Commands:
         """A command that runs here (services, database maintenance)."""
         return self._add(name, run, help_, description, parent)
 
-    def group(self, name: str, help_: str) -> Any:
-        """A command with subcommands of its own (`stello keys create`)."""
+    def group(self, name: str, help_: str, *, client: bool = False) -> Any:
+        """A command with subcommands of its own (`stello keys create`); a `client` group's
+        subcommands talk to the gateway, and its connection flags may also come between
+        the group's name and theirs (`stello retention --key K show`)."""
         parser = self._sub.add_parser(name, help=help_, description=help_[0].upper() + help_[1:])
         parser.set_defaults(parser=parser)
+        if client:
+            connection_options(parser, default=argparse.SUPPRESS)
         return parser.add_subparsers(dest=name, required=True, metavar="COMMAND")
 
     @staticmethod

@@ -112,7 +112,9 @@ async def cmd_pin(args: argparse.Namespace) -> int:
 
 def register(commands: Commands) -> None:
     """Add retention show|set|apply|pin."""
-    group = commands.group("retention", "what of the space expires (its retention policy)")
+    group = commands.group(
+        "retention", "what of the space expires (its retention policy)", client=True
+    )
     commands.client("show", cmd_show, "show the space's retention policy", parent=group)
     put = commands.client(
         "set",

@@ -252,6 +252,9 @@ class TestSessionCommands:
             "archive_after_days": 30,
             "delete_after_days": 90,
         }
+        # The connection flags and --json between the group's name and the command's too.
+        between = json.loads(await ok(env, "retention", "--json", "show"))
+        assert between == {"archive_after_days": 30, "delete_after_days": 90}
         assert await ok(env, "retention", "apply", "--dry-run") == "would change 0 subtrees\n"
         root = (await ok(env, "root", "-q")).strip()
         assert await ok(env, "retention", "pin", root[:8]) == "pinned\n"
