@@ -25,7 +25,7 @@ from stello_cli import format as fmt
 from stello_cli.gateway import gateway, session_id
 from stello_cli.parser import Commands, int64, session_argument
 from stello_cli.sessions import CONTEXTS, fork_context, profile_vars
-from stello_cli.style import Style, ago, plural, short_id, write
+from stello_cli.style import Style, ago, one_line, plural, short_id, write
 from stello_cli.talk import Turn, busy_argument, newest_records, stream_turn
 from stello_cli.views import draw_tree, tree_nodes
 from stello_client.credentials import credentials_path
@@ -121,12 +121,12 @@ class Chat:
     @property
     def prompt(self) -> str:
         """`label> `, coloured on a terminal."""
-        return self.style.paint(f"{self.view.node.label}> ", "bold", "blue")
+        return self.style.paint(f"{one_line(self.view.node.label)}> ", "bold", "blue")
 
     async def banner(self) -> None:
         """The session's label, short id, turns and newest records, and how to get help."""
         node = self.view.node
-        head = f"{self.style.bold(node.label)}  {self.style.dim(short_id(node.id))}"
+        head = f"{self.style.bold(one_line(node.label))}  {self.style.dim(short_id(node.id))}"
         write(
             f"{head}  {plural(self.view.turn_count, 'turn')}, "
             f"last active {ago(self.view.last_active_at)}"

@@ -23,7 +23,7 @@ def _status(status: int, turns: int) -> str:
 
 def session_lines(session: common_pb2.SessionSummary) -> list[str]:
     """A created or changed session as `name: value` lines (the style of `stello up`)."""
-    lines = [f"id: {session.id}", f"label: {session.label}"]
+    lines = [f"id: {session.id}", f"label: {one_line(session.label)}"]
     if session.HasField("parent_id"):
         lines.append(f"parent_id: {session.parent_id}")
     lines += [f"status: {status_name(session.status)}", f"turns: {session.turn_count}"]
@@ -102,7 +102,7 @@ def tree_lines(
     stack: list[tuple[common_pb2.TreeNode, str, str]] = [(root, "", "") for root in reversed(roots)]
     while stack:
         node, prefix, carry = stack.pop()
-        row = [f"{prefix}{style.bold(node.label)}", _status(node.status, node.turn_count)]
+        row = [f"{prefix}{style.bold(one_line(node.label))}", _status(node.status, node.turn_count)]
         row.append(style.dim(short_id(node.id)))
         shown = previews.get(node.id, "") if previews else ""
         tail = [style.dim(shown)] if shown else []
@@ -130,7 +130,7 @@ def digests_lines(digests: Sequence[common_pb2.SessionDigest], style: Style = PL
     rows = [
         [
             style.dim(short_id(d.id)),
-            style.bold(d.label),
+            style.bold(one_line(d.label)),
             _status(d.status, d.turn_count) + _pin(d.pinned),
         ]
         for d in digests
@@ -200,7 +200,7 @@ def view_lines(view: agent_pb2.SessionView, style: Style = PLAIN) -> list[str]:
     """GetSession's joined view for people: topology, meta with relative times, config, slots."""
     node = view.node
     lines = [
-        f"{style.bold(node.label)}  {style.dim(node.id)}",
+        f"{style.bold(one_line(node.label))}  {style.dim(node.id)}",
         f"status: {status_name(node.status)}, {plural(view.turn_count, 'turn')}, "
         f"last active {ago(view.last_active_at)}, created {ago(view.created_at)}"
         + _pin(view.pinned),

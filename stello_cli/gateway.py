@@ -19,6 +19,7 @@ import uuid
 from collections.abc import AsyncIterator
 from typing import TYPE_CHECKING
 
+from stello_cli.style import one_line
 from stello_client.errors import ClientError, UsageError, configuration_line, rpc_error_line
 from stello_client.flags import resolve_tls
 
@@ -93,7 +94,7 @@ async def session_id(client: AsyncClient, text: str, what: str = "SESSION") -> s
             f"{what}: no session id starts with {text!r} in this space (`stello tree` lists them)"
         )
     if len(found) > 1:
-        listed = ", ".join(f"{s.id[:12]} ({s.label})" for s in found[:CANDIDATES_SHOWN])
+        listed = ", ".join(f"{s.id[:12]} ({one_line(s.label)})" for s in found[:CANDIDATES_SHOWN])
         more = ", ..." if len(found) > CANDIDATES_SHOWN else ""
         raise ClientError(
             f"{what}: {text!r} is the start of several session ids: {listed}{more}; type more of it"

@@ -15,7 +15,7 @@ from google.protobuf import json_format
 from stello.common.v1 import common_pb2
 from stello_cli.gateway import gateway, session_id
 from stello_cli.parser import Commands, int32, session_argument
-from stello_cli.style import short_id, write
+from stello_cli.style import one_line, short_id, write
 from stello_client import dicts
 from stello_client.errors import UsageError
 
@@ -47,7 +47,8 @@ def action_line(action: RetentionAction) -> str:
     when = action.last_active_at.ToDatetime().strftime("%Y-%m-%d")
     count = f", {len(action.session_ids)} sessions" if action.session_ids else ""
     kind = KIND_NAMES.get(action.kind, "?")
-    return f"{kind:<8} {action.label}  {short_id(action.root_id)}  (last active {when}{count})"
+    label = one_line(action.label)
+    return f"{kind:<8} {label}  {short_id(action.root_id)}  (last active {when}{count})"
 
 
 def _message(message: Any) -> Any:

@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING
 
 from stello_cli.gateway import gateway, session_id
 from stello_cli.parser import Commands, int32
-from stello_cli.style import Style, ago, short_id, write
+from stello_cli.style import Style, ago, one_line, short_id, write
 from stello_client import dicts
 from stello_client.errors import UsageError
 
@@ -46,7 +46,7 @@ def highlighted(hit: RecordHit, style: Style) -> str:
 
 def hit_lines(hit: RecordHit, style: Style) -> list[str]:
     """`label (id8) [seq] role · 5 min ago: snippet`, continuation lines indented."""
-    head = f"{style.bold(hit.label)} {style.dim(short_id(hit.session_id))} [{hit.seq}] "
+    head = f"{style.bold(one_line(hit.label))} {style.dim(short_id(hit.session_id))} [{hit.seq}] "
     head += style.role(dicts.role_name(hit.role))
     head += style.dim(f" · {ago(hit.created_at)}")
     if hit.reader_count > 1:

@@ -13,7 +13,7 @@ from stello_cli import format as fmt
 from stello_cli import shared
 from stello_cli.gateway import gateway, session_id
 from stello_cli.parser import Commands, int64, session_argument, text_argument
-from stello_cli.style import Style, plural, short_id, write
+from stello_cli.style import Style, one_line, plural, short_id, write
 from stello_client import dicts
 from stello_client.errors import ClientError, UsageError
 
@@ -157,7 +157,7 @@ async def cmd_rename(args: argparse.Namespace) -> int:
     elif old == session.label:
         write(f'{short_id(found)} is already labelled "{old}": nothing changed')
     else:
-        write(f'renamed {short_id(found)} from "{old}" to "{session.label}"')
+        write(f'renamed {short_id(found)} from "{one_line(old)}" to "{one_line(session.label)}"')
     return 0
 
 
@@ -183,7 +183,7 @@ async def _set_status(args: argparse.Namespace, archive: bool) -> int:
     if args.json:
         show_session(args, session)
     else:
-        write(status_line(session.label, found, archive, already=archived == archive))
+        write(status_line(one_line(session.label), found, archive, already=archived == archive))
     return 0
 
 
@@ -213,7 +213,9 @@ async def cmd_delete(args: argparse.Namespace) -> int:
             nodes = await client.get_tree(root_id=found)
             top, below = nodes[0], len(nodes) - 1
             extra = f" and its {plural(below, 'descendant')}" if below else ""
-            question = f'Erase "{top.label}" ({short_id(top.id)}){extra}, records and all?'
+            question = (
+                f'Erase "{one_line(top.label)}" ({short_id(top.id)}){extra}, records and all?'
+            )
             if not await _confirm(question):
                 raise ClientError("nothing was deleted")
         if args.json:

@@ -9,6 +9,7 @@ a closed pipe (``stello digests | head``) end the command quietly.
 from __future__ import annotations
 
 import os
+import re
 import sys
 from dataclasses import dataclass
 from datetime import UTC, datetime
@@ -81,11 +82,23 @@ def short_id(session_id: str) -> str:
 
 
 def one_line(text: str, width: int = 0) -> str:
-    """`text` with its whitespace runs collapsed; cut to `width` characters when given."""
-    flat = " ".join(text.split())
+    """`text` with its whitespace runs collapsed and any other control character shown as
+    an escape (`\\x1b`: a label or a value written before labels were one line, or by
+    another client, never moves or recolours the terminal); cut to `width` characters
+    when given."""
+    flat = CONTROL.sub(_escaped, " ".join(text.split()))
     if width and len(flat) > width:
         return flat[: width - 1] + "…"
     return flat
+
+
+CONTROL = re.compile("[\x00-\x1f\x7f-\x9f\u2028\u2029]")
+"""What a terminal would act on rather than show (C0, DEL, C1, line and paragraph
+separators)."""
+
+
+def _escaped(found: re.Match[str]) -> str:
+    return found.group().encode("unicode_escape").decode("ascii")
 
 
 def ago(stamp: Timestamp, now: datetime | None = None) -> str:

@@ -60,6 +60,13 @@ class TestTreeLines:
             "└─ Child  [active, 0 turns]  cccccccc  ◀",
         ]
 
+    def test_a_label_never_drives_the_terminal(self) -> None:
+        """A label holding control characters (written before labels were one line) is
+        drawn with them escaped and its line breaks as spaces: an escape sequence in it
+        recoloured the terminal, a line break broke the tree's rows."""
+        nodes = [node("r", None, "a\x1b[31mred\nline\x9b")]
+        assert tree_lines(nodes) == ["a\\x1b[31mred line\\x9b  [active, 0 turns]  r"]
+
     def test_deep_chain_needs_no_recursion(self) -> None:
         """A chain deeper than Python's recursion limit still draws, one line per session."""
         depth = 5000
