@@ -183,7 +183,26 @@ def _load(path: str) -> tuple[list[dict[str, Any]], str]:
                 which = f"session {number} of {len(sessions)} ({session.get('label')!r})"
                 raise ClientError(f"{path}: {which}: {exc}") from None
     _check_parents(path, sessions)
+    _check_inherits(path, sessions)
     return sessions, hashlib.sha256(raw).hexdigest()[:16]
+
+
+def _check_inherits(path: str, sessions: Sequence[dict[str, Any]]) -> None:
+    """A session that inherits records names its source, a session of the file: else
+    its inherited records would be lost without a word (an export writes `inherits`
+    only for a source it holds)."""
+    ids = {s["id"] for s in sessions}
+    for number, session in enumerate(sessions, 1):
+        inherits = session.get("inherits")
+        if not isinstance(inherits, dict) or not inherits.get("count"):
+            continue
+        source = session.get("source_session_id")
+        if source not in ids or inherits.get("from", source) != source:
+            raise ClientError(
+                f"{path}: session {number} of {len(sessions)} ({session.get('label')!r}): "
+                "inherits.from must be its source_session_id, a session of the file: export "
+                "the subtree again"
+            )
 
 
 def _check_parents(path: str, sessions: Sequence[dict[str, Any]]) -> None:

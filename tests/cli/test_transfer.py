@@ -291,6 +291,16 @@ async def test_a_failed_import_leaves_the_space_as_it_was(
         1,
         "stello: -: session 2 of 2 ('C'): parent_id: must be text, got ['r']\n",
     )
+    orphan = child | {
+        "source_session_id": "elsewhere",
+        "inherits": {"from": "elsewhere", "count": 1},
+    }
+    done = await stello(env, "import", "-", stdin=export_of(root, orphan))
+    assert (done.returncode, done.stderr) == (
+        1,
+        "stello: -: session 2 of 2 ('C'): inherits.from must be its source_session_id, a "
+        "session of the file: export the subtree again\n",
+    )  # its inherited records were lost without a word
     circle = export_of(root | {"parent_id": "c"}, child)
     done = await stello(env, "import", "-", stdin=circle)
     assert (done.returncode, done.stderr) == (
