@@ -2,7 +2,8 @@
 end of a chain of forks 1, 100 and 2,000 deep (DESIGN §4.4, issue #34): tuples of
 `records` and `record_segments` counted in PostgreSQL's statistics (`RowReads`), not
 time, in the state that once made the planner read a whole view (a table of many small
-sessions, every page all-visible: migrations 0027, 0028). The chain is built in process
+sessions, every page all-visible: migrations 0027, 0028), the trim under generic plans
+(the release's per-row checks: migration 0029). The chain is built in process
 with storage's own fork statement (`LineageRepository.inherit`, the compaction included)
 and one record appended per level by SQL, so 2,000 levels take seconds, not RPCs."""
 
@@ -26,6 +27,9 @@ pytestmark = [pytest.mark.sql, pytest.mark.slow]
 Stub = storage_pb2_grpc.SessionStorageStub
 
 ALL_VISIBLE = "SELECT relallvisible = relpages FROM pg_class WHERE oid = 'records'::regclass"
+_ALTER = "DO $$ BEGIN EXECUTE format('ALTER DATABASE %I {}', current_database()); END $$"
+GENERIC_PLANS = _ALTER.format("SET plan_cache_mode = force_generic_plan")
+PLANS_AS_BEFORE = _ALTER.format("RESET plan_cache_mode")
 
 SMALL = 30_000
 """Sessions of 3 records each beside the chains: as in a database that many tests or
@@ -109,12 +113,18 @@ async def test_a_turn_and_a_page_read_the_same_at_depth_1_100_and_2000(
                 assert len(page) == 50 and page[-1].seq == 60 + depth
                 assert turn.records[-1].seq == 60 + depth and len(turn.records) >= 10
             tables = {table: RowReads(counter, table) for table in ("records", "record_segments")}
+            # The trim under generic plans, as a storage connection's statements (and the
+            # release function's) turn after a few calls: the counts end every backend,
+            # so the services' pools reconnect with the database's setting.
+            await counter.execute(GENERIC_PLANS)
             before_trim = {table: await rows.count() for table, rows in tables.items()}
             assert await trim(stub, space, tip, keep=40 + depth) == 20  # the oldest 20
             for table, rows in tables.items():
                 counted[f"trim {table}"] = await rows.count() - before_trim[table]
+            await counter.execute(PLANS_AS_BEFORE)
             reads[depth] = counted
     finally:
+        await counter.execute(PLANS_AS_BEFORE)
         await counter.close()
     # A statement over a view reads its segments (an index entry and a row each) and
     # probes at most SEGMENT_CAP + 1 parts; a BeginTurn runs at most five such statements
