@@ -11,9 +11,17 @@
 -- storage connection in CI read 4,269 at depth 100 once its plans had turned
 -- generic (tests/storage/records/test_fork_depth_reads.py).
 --
--- Both are now scalar subqueries, which the planner runs per row as one index
--- probe each (a range of `record_segments_holder`, a `session_lineages`
--- primary key), under any plan. Nothing else changes.
+-- The lock of the readers of the released rows was planned, generically, as a
+-- walk of every session of the space probing each one's segments: 4,210 tuples
+-- of `record_segments` for a trim at depth 1, once a storage connection had run
+-- enough releases (test_fork_depth_reads after test_fork_depth in one process).
+--
+-- The two checks are now scalar subqueries, which the planner runs per row as
+-- one index probe each (a range of `record_segments_holder`, a
+-- `session_lineages` primary key), and the readers are found first, one range
+-- of `record_segments_holder` per released session (LATERAL, OFFSET 0), then
+-- each locked by one primary-key probe in id order, as a trim's own lock finds
+-- them (storage's `LOCK_FOR_TRIM`), under any plan. Nothing else changes.
 
 CREATE OR REPLACE FUNCTION stello_release_records(p_space uuid, p_sessions uuid[], p_through bigint)
 RETURNS void
@@ -26,16 +34,22 @@ DECLARE
 BEGIN
     LOOP
         SELECT count(*) INTO locked FROM (
-            SELECT s.id
-            FROM sessions s
-            WHERE s.space_id = p_space
-              AND (p_through IS NULL OR s.provisional_until IS DISTINCT FROM 'infinity')
-              AND s.id IN (SELECT g.session_id
-                           FROM record_segments g
-                           WHERE g.space_id = p_space AND g.holder_id = ANY (p_sessions)
-                             AND g.from_seq <= through AND g.session_id <> ALL (p_sessions))
-            ORDER BY s.id
-            FOR NO KEY UPDATE OF s
+            SELECT l.id
+            FROM (SELECT DISTINCT r.session_id AS id
+                  FROM unnest(p_sessions) AS h (id)
+                  CROSS JOIN LATERAL (
+                      SELECT g.session_id FROM record_segments g
+                      WHERE g.space_id = p_space AND g.holder_id = h.id
+                        AND g.from_seq <= through AND g.session_id <> ALL (p_sessions)
+                      OFFSET 0
+                  ) r
+                  ORDER BY 1) t
+            CROSS JOIN LATERAL (
+                SELECT s.id FROM sessions s
+                WHERE s.space_id = p_space AND s.id = t.id
+                  AND (p_through IS NULL OR s.provisional_until IS DISTINCT FROM 'infinity')
+                FOR NO KEY UPDATE OF s
+            ) l
         ) readers;
         EXIT WHEN locked = seen OR locked = 0;
         seen := locked;
