@@ -18,7 +18,7 @@ from stello.tool_groups import kept_tool_group_indices
 from stello_cli.style import plural
 from stello_client import dicts
 from stello_client.dicts import when
-from stello_client.errors import ClientError
+from stello_client.errors import ClientError, shown
 
 FORMAT_VERSION = 1
 ROLES = {
@@ -137,12 +137,6 @@ def record_from_dict(value: Any) -> common_pb2.Record:
     if value.get("metadata"):
         record.metadata.CopyFrom(struct_of(value["metadata"]))
     return record
-
-
-def shown(value: Any) -> str:
-    """A value as an error message quotes it: its repr, cut to 60 characters."""
-    text = repr(value)
-    return text if len(text) <= 60 else f"{text[:59]}…"
 
 
 def text_field(value: dict[str, Any], name: str) -> str | None:

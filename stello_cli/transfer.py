@@ -48,7 +48,6 @@ from stello_cli.exports import (
     inherited_prefix,
     markdown,
     record_from_dict,
-    shown,
     text_field,
 )
 from stello_cli.gateway import gateway, session_id
@@ -57,7 +56,7 @@ from stello_cli.style import plural, write
 from stello_cli.talk import all_records
 from stello_cli.views import tree_nodes
 from stello_client import dicts
-from stello_client.errors import ClientError, rpc_error_line
+from stello_client.errors import ClientError, rpc_error_line, shown
 
 if TYPE_CHECKING:
     from stello_client.aio import AsyncClient
@@ -170,7 +169,7 @@ def _load(path: str) -> tuple[list[dict[str, Any]], str]:
         named = session.get("id")
         if not isinstance(named, str) or not named:
             raise ClientError(
-                f"{path}: session {number} of {len(sessions)} ({session.get('label')!r}) has no "
+                f"{path}: {_nth(session, number, len(sessions))} has no "
                 "`id`: every session of an export needs its id (export the subtree again)"
             )
         if named in seen:
@@ -180,7 +179,7 @@ def _load(path: str) -> tuple[list[dict[str, Any]], str]:
             try:
                 text_field(session, link)
             except ClientError as exc:
-                which = f"session {number} of {len(sessions)} ({session.get('label')!r})"
+                which = _nth(session, number, len(sessions))
                 raise ClientError(f"{path}: {which}: {exc}") from None
     _check_parents(path, sessions)
     _check_inherits(path, sessions)
@@ -199,7 +198,7 @@ def _check_inherits(path: str, sessions: Sequence[dict[str, Any]]) -> None:
         source = session.get("source_session_id")
         if source not in ids or inherits.get("from", source) != source:
             raise ClientError(
-                f"{path}: session {number} of {len(sessions)} ({session.get('label')!r}): "
+                f"{path}: {_nth(session, number, len(sessions))}: "
                 "inherits.from must be its source_session_id, a session of the file: export "
                 "the subtree again"
             )
@@ -214,7 +213,7 @@ def _check_parents(path: str, sessions: Sequence[dict[str, Any]]) -> None:
         while above in parent_of:
             if above in seen:
                 raise ClientError(
-                    f"{path}: session {number} of {len(sessions)} ({session.get('label')!r}): "
+                    f"{path}: {_nth(session, number, len(sessions))}: "
                     "its parent_id leads round in a circle: export the subtree again"
                 )
             seen.add(above)
@@ -545,8 +544,13 @@ def import_line(count: int, tops: Sequence[str], *, replayed: bool, copies: bool
     return f"imported {plural(count, 'session')}; top: {top}"
 
 
+def _nth(entry: dict[str, Any], number: int, total: int) -> str:
+    """How a message names a session of the file: `session 2 of 4 ('Label')`."""
+    return f"session {number} of {total} ({entry.get('label')!r})"
+
+
 def _which(entry: dict[str, Any], count: int, total: int) -> str:
-    return f"importing session {count} of {total} ({entry.get('label')!r})"
+    return f"importing {_nth(entry, count, total)}"
 
 
 def register(commands: Commands) -> None:

@@ -21,6 +21,7 @@ import grpc
 from stello.agent.v1 import agent_pb2, agent_pb2_grpc
 from stello.channels import ClientTls, open_channel
 from stello_client.calls import CallOptions, Retry, call_options, new_request_id, unary
+from stello_client.errors import shown
 from stello_client.exceptions import ConfigurationError
 from stello_client.target import Target, TlsFiles, message_limit, resolve_target
 
@@ -348,6 +349,4 @@ def request_of(kind: Callable[..., M], **fields: Any) -> M:
 
 def _not_held(name: str, value: Any) -> str:
     """Why keyword `name` was refused: its value, as a repr cut to 60 characters."""
-    text = repr(value)
-    shown = text if len(text) <= 60 else f"{text[:59]}…"
-    return f"{name}: not a value this field holds, got {shown}"
+    return f"{name}: not a value this field holds, got {shown(value)}"

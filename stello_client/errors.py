@@ -91,6 +91,12 @@ class UsageError(ClientError):
     """Raised when the command line itself is wrong (exit 2, as argparse's own errors)."""
 
 
+def shown(value: object) -> str:
+    """A value as an error message quotes it: its repr, cut to 60 characters."""
+    text = repr(value)
+    return text if len(text) <= 60 else f"{text[:59]}…"
+
+
 def field_flag(path: str, flags: Mapping[str, str]) -> str:
     """The flag of a violation's field path (`label` → `--label`), an entry's too
     (`metadata["1k"]` → `--meta "1k"`, `remove[0]` → `--remove #1`); the path when none."""
