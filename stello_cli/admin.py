@@ -82,6 +82,20 @@ def port(text: str) -> int:
     return value
 
 
+def host(text: str) -> str:
+    """An argparse type: an interface to listen on, an IP address or a name that resolves
+    to one (256.1.1.1 was blamed on the ports when the services could not bind it)."""
+    import socket
+
+    try:
+        socket.getaddrinfo(text, None, type=socket.SOCK_STREAM)
+    except (OSError, UnicodeError):
+        raise argparse.ArgumentTypeError(
+            f"expected an IP address or a host name that resolves, got {text!r}"
+        ) from None
+    return text
+
+
 async def cmd_migrate(args: argparse.Namespace) -> int:
     """Apply pending migrations; with --distribute, then distribute the schema on Citus."""
     from stello.distribution import DEFAULT_SHARD_COUNT, migrate_and_distribute_dsn
@@ -341,7 +355,10 @@ def register(commands: Commands) -> None:
         "them with the endpoints for the client commands, and run until Ctrl-C.",
     )
     up.add_argument(
-        "--host", default="127.0.0.1", help="interface to listen on (default %(default)s)"
+        "--host",
+        type=host,
+        default="127.0.0.1",
+        help="interface to listen on (default %(default)s)",
     )
     for name, default in (("storage", 50061), ("tree", 50062), ("gateway", 50063)):
         up.add_argument(

@@ -136,15 +136,21 @@ def connection_options(parser: argparse.ArgumentParser, *, default: Any = None) 
     )
 
 
+MAX_INT32 = 2**31 - 1
+"""The largest value of the API's int32 fields (counts, depths, limits)."""
+MAX_INT64 = 2**63 - 1
+"""The largest value of the API's int64 fields (seqs)."""
+
+
 def int32(text: str) -> int:
     """An argparse type: a whole number an int32 field of the API holds (what it means, the
     command checks: the wire refused a bigger one as "Value out of range", naming nothing)."""
-    return _whole(text, 2**31 - 1)
+    return _whole(text, MAX_INT32)
 
 
 def int64(text: str) -> int:
     """An argparse type: a whole number an int64 field of the API holds (a seq)."""
-    return _whole(text, 2**63 - 1)
+    return _whole(text, MAX_INT64)
 
 
 def _whole(text: str, most: int) -> int:

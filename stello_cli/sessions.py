@@ -140,7 +140,7 @@ async def cmd_meta(args: argparse.Namespace) -> int:
     if args.json:
         write(dicts.dumps(dict(sorted(metadata.items()))))
     elif metadata:
-        write("\n".join(f"{key}={value}" for key, value in sorted(metadata.items())))
+        write("\n".join(f"{key}={one_line(value)}" for key, value in sorted(metadata.items())))
     else:
         write("(no metadata)")
     return 0

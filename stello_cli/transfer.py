@@ -51,7 +51,7 @@ from stello_cli.exports import (
     text_field,
 )
 from stello_cli.gateway import gateway, session_id
-from stello_cli.parser import Commands, session_argument
+from stello_cli.parser import MAX_INT32, Commands, session_argument
 from stello_cli.style import plural, write
 from stello_cli.talk import all_records
 from stello_cli.views import tree_nodes
@@ -62,7 +62,6 @@ if TYPE_CHECKING:
     from stello_client.aio import AsyncClient
 
 FETCH_CALLS = 8
-MAX_INT32 = 2**31 - 1
 ERASED_TRIES = 20
 """Request ids tried for one session whose earlier imports were deleted since (a backup
 restored that often within the 24 h its ids are kept)."""

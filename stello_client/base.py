@@ -23,7 +23,7 @@ from stello.channels import ClientTls, open_channel
 from stello_client.calls import CallOptions, Retry, call_options, new_request_id, unary
 from stello_client.errors import shown
 from stello_client.exceptions import ConfigurationError
-from stello_client.target import Target, TlsFiles, message_limit, resolve_target
+from stello_client.target import Target, TlsFiles, message_limit, refuse_empty, resolve_target
 
 T = TypeVar("T")
 M = TypeVar("M")
@@ -164,7 +164,13 @@ class ClientBase:
 
     def using(self, *, key: str | None = None, space: str | None = None) -> Self:
         """This client's channel, calling as another key and/or space (a console serving
-        many users keeps one channel); closing the new client leaves the channel open."""
+        many users keeps one channel); closing the new client leaves the channel open.
+
+        Raises:
+            ConfigurationError: `key` or `space` given empty (an empty key called as this
+                client's own key), or a key no header can carry.
+        """
+        refuse_empty(key=key, space=space)
         clone = type(self).__new__(type(self))
         ClientBase.__init__(
             clone,

@@ -178,6 +178,7 @@ SETTING_FLAGS = {
     "key=": "--key",
     "space=NAME": "--space NAME",
     "space=ID": "--space ID",
+    "space=": "--space",
 }
 
 

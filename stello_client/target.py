@@ -124,8 +124,10 @@ def resolve_target(
     falls back to its variable; `plaintext=True` ignores them all.
 
     Raises:
-        ConfigurationError: no gateway address or no key anywhere, or bad TLS settings.
+        ConfigurationError: no gateway address or no key anywhere, one given empty, or
+            bad TLS settings.
     """
+    refuse_empty(gateway=gateway, key=key, space=space)
     address = pick(gateway, "STELLO_GATEWAY", None)
     secret = pick(key, "STELLO_KEY", None)
     named = pick(space, "STELLO_SPACE_ID", None)
@@ -148,6 +150,23 @@ def resolve_target(
     if not plaintext:
         material = tls if isinstance(tls, ClientTls) else TlsFiles.from_env(tls).load()
     return Target(address, secret, named, material, message_limit())
+
+
+def refuse_empty(**given: str | None) -> None:
+    """Each of gateway, key and space given is not empty: an empty one (`--key "$KEY"` with
+    KEY unset) fell back to the variable or the saved one, acting with a key not chosen.
+
+    Raises:
+        ConfigurationError: one is given empty, naming it.
+    """
+    for setting, value in given.items():
+        if value is not None and not value.strip():
+            variable = "STELLO_SPACE_ID" if setting == "space" else f"STELLO_{setting.upper()}"
+            raise ConfigurationError(
+                f"{setting}= is empty: give one, or leave it out to use {variable} or what "
+                "`stello up` saved",
+                setting=setting,
+            )
 
 
 def _saved() -> Credentials | None:

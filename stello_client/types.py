@@ -58,6 +58,7 @@ from stello.common.v1.common_pb2 import (
     ToolDefinition,
     TreeNode,
 )
+from stello_client.errors import shown
 
 ContextName: TypeAlias = Literal["none", "inherit", "compress"]
 BusyName: TypeAlias = Literal["reject", "enqueue", "interrupt", "rollback"]
@@ -206,18 +207,45 @@ class DigestFilter(TypedDict, total=False):
 
 
 _TIMES = ("created_after", "created_before", "updated_after", "updated_before")
+_TEXTS = ("label_prefix", "parent_id", "root_id")
 
 
 def session_filter(**filters: Unpack[DigestFilter]) -> common_pb2.SessionFilter:
-    """The SessionFilter message of the given filters (times as aware datetimes)."""
-    message = common_pb2.SessionFilter(metadata=dict(filters.get("metadata") or {}))
-    for name in ("label_prefix", "parent_id", "root_id"):
-        value = filters.get(name)
-        if value is not None:
-            setattr(message, name, value)
-    message.roots_only = bool(filters.get("roots_only", False))
-    for name in _TIMES:
-        when = filters.get(name)
-        if when is not None:
-            getattr(message, name).FromDatetime(when)
+    """The SessionFilter message of the given filters (times as aware datetimes; None:
+    that filter unset).
+
+    Raises:
+        TypeError: a filter no listing has (a misspelt one would list everything), or a
+            value not of its filter's type, naming the filter.
+    """
+    message = common_pb2.SessionFilter()
+    for name, value in filters.items():
+        if name not in DigestFilter.__annotations__:
+            known = ", ".join(DigestFilter.__annotations__)
+            raise TypeError(f"{name}: no such filter; the filters are {known}")
+        if value is not None and not _set_filter(message, name, value):
+            raise TypeError(f"{name}: not a value this filter holds, got {shown(value)}")
     return message
+
+
+def _set_filter(message: common_pb2.SessionFilter, name: str, value: object) -> bool:
+    """Set filter `name` to `value`; False when the value is not of its type."""
+    if name == "metadata":
+        if not isinstance(value, Mapping) or not all(
+            isinstance(key, str) and isinstance(item, str) for key, item in value.items()
+        ):
+            return False
+        message.metadata.update(value)
+    elif name in _TEXTS:
+        if not isinstance(value, str):
+            return False
+        setattr(message, name, value)
+    elif name == "roots_only":
+        if not isinstance(value, bool):
+            return False
+        message.roots_only = value
+    else:  # one of _TIMES
+        if not isinstance(value, datetime):
+            return False
+        getattr(message, name).FromDatetime(value)
+    return True

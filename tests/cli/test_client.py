@@ -120,6 +120,24 @@ class TestErrors:
                 "space, a line break or a non-ASCII character): copy it again\n",
             )
 
+    def test_an_empty_key_gateway_or_space_is_refused(self, home: Path) -> None:
+        """`--key ""` (a script's `--key "$KEY"` with KEY unset) is refused naming the flag,
+        as are an empty --gateway and --space: each fell back to its variable or to what
+        `stello up` saved, so the command acted with a key it was not given."""
+        env = private_env(home)
+        env.update(STELLO_GATEWAY="127.0.0.1:1", STELLO_KEY="stello_k", STELLO_SPACE_ID="s")
+        for flag, variable in (
+            ("--key", "STELLO_KEY"),
+            ("--gateway", "STELLO_GATEWAY"),
+            ("--space", "STELLO_SPACE_ID"),
+        ):
+            done = run_cli(env, flag, "", "tree")
+            assert (done.returncode, done.stderr) == (
+                1,
+                f"stello: {flag} is empty: give one, or leave it out to use {variable} or what "
+                "`stello up` saved\n",
+            )
+
     def test_a_timeout_no_call_could_meet_is_a_usage_error(self, home: Path) -> None:
         """--timeout and --stream-timeout take a finite number of seconds above 0: 0,
         negative, inf and nan each ended the call in "Deadline Exceeded" (exit 1)."""
@@ -242,6 +260,19 @@ class TestErrors:
             assert done.returncode == 2
             assert done.stderr.startswith(
                 f"stello up: argument {flag}: expected a port from 0 to 65535, got {value!r}"
+            ), done.stderr
+        assert not Path(env["STELLO_DATA_DIR"]).exists()
+
+    def test_up_refuses_a_host_that_is_no_address(self, home: Path) -> None:
+        """A --host that is no IP address and resolves to none is a usage error naming the
+        flag, before any database is started (256.1.1.1 was blamed on --storage-port)."""
+        env = private_env(home)
+        for value in ("256.1.1.1", "no such host", ""):
+            done = run_cli(env, "up", "--host", value)
+            assert done.returncode == 2
+            assert done.stderr.startswith(
+                "stello up: argument --host: expected an IP address or a host name that "
+                f"resolves, got {value!r}"
             ), done.stderr
         assert not Path(env["STELLO_DATA_DIR"]).exists()
 

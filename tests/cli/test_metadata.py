@@ -54,3 +54,13 @@ class TestMetadataCommands:
         assert "metadata: user=bob" in await ok(env, "show", child["id"])
         line = await failed(env, "meta", child["id"], "bad key=1")
         assert line.startswith('stello: K=V "bad key": key must match'), line
+
+    async def test_a_value_never_drives_the_terminal(self, env: dict[str, str]) -> None:
+        """`meta` prints each value on its line with control characters escaped and line
+        breaks as spaces (a value may hold them: metadata is data), as `show` and `digests`
+        do; an ESC in a value recoloured the terminal, a line break read as another pair.
+        `--json` keeps the value as it is."""
+        value = "a\x1b[31mred\nuser=mallory"
+        root = await as_json(env, "root", "--label", "r", "--meta", f"note={value}")
+        assert await ok(env, "meta", root["id"]) == "note=a\\x1b[31mred user=mallory\n"
+        assert await as_json(env, "meta", root["id"]) == {"note": value}

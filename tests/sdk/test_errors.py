@@ -266,6 +266,29 @@ class TestLiveErrors:
             with pytest.raises(ConfigurationError, match="holds a character no key has"):
                 client.using(key=key)
 
+    async def test_an_empty_key_is_refused_not_replaced(
+        self, stack: Stack, monkeypatch: pytest.MonkeyPatch
+    ) -> None:
+        """`key=""` (an unset variable read by the program) is a ConfigurationError naming
+        the key: it fell back to STELLO_KEY, so the client acted with a key it was not given.
+        So are an empty gateway and space, and `using(key="")`, which called as the
+        client's own key (a console serving many users with one client)."""
+        monkeypatch.setenv("STELLO_KEY", stack.space.key)
+        address, space = stack.gateway.address, stack.space.sid
+        for given, setting in (
+            ((address, "", space), "key"),
+            (("", None, space), "gateway"),
+            ((address, None, " "), "space"),
+        ):
+            with pytest.raises(ConfigurationError, match=rf"^{setting}= is empty") as caught:
+                AsyncClient(*given)
+            assert caught.value.setting == setting
+        async with AsyncClient(address, stack.space.key, space) as client:
+            with pytest.raises(ConfigurationError, match=r"^key= is empty"):
+                client.using(key="")
+            with pytest.raises(ConfigurationError, match=r"^space= is empty"):
+                client.using(space=" ")
+
     async def test_a_keyword_of_the_wrong_type_is_named(self, stack: Stack) -> None:
         """A keyword whose value its field cannot hold raises TypeError (or ValueError past
         a number's range) naming the keyword; protobuf's own "bad argument type for
@@ -279,6 +302,30 @@ class TestLiveErrors:
             with pytest.raises(ValueError, match=r"^max_depth: not a value this field holds"):
                 await client.get_tree(max_depth=2**40)
             assert [node.id for node in await client.get_tree()] == [root.id]
+
+    async def test_a_digest_filter_of_the_wrong_type_or_name_is_named(self, stack: Stack) -> None:
+        """A digest filter whose value is not of its type raises TypeError naming the filter
+        (`metadata=["a"]` raised dict()'s "dictionary update sequence element #0 ...", a
+        string time AttributeError), and a misspelt filter is refused: it was dropped, so
+        the listing answered every session. Nothing is sent."""
+        async with AsyncClient(stack.gateway.address, stack.space.key, stack.space.sid) as client:
+            root = await client.create_root(metadata={"team": "a"})
+            await client.create_root()
+            refused: list[dict[str, Any]] = [
+                {"metadata": ["a"]},
+                {"metadata": {"team": 1}},
+                {"label_prefix": 5},
+                {"roots_only": "yes"},
+                {"created_after": "2026-01-01"},
+            ]
+            for filters in refused:
+                (name,) = filters
+                with pytest.raises(TypeError, match=rf"^{name}: not a value this filter holds"):
+                    await client.list_session_digests(**filters)
+            with pytest.raises(TypeError, match=r"^metdata: no such filter; the filters are "):
+                await client.list_session_digests(metdata={"team": "a"})  # type: ignore[call-arg]
+            reply = await client.list_session_digests(metadata={"team": "a"})
+            assert [digest.id for digest in reply.digests] == [root.id]
 
     @pytest.mark.parametrize("seconds", [0, -1, math.inf, math.nan, "5"])
     async def test_a_timeout_no_call_could_meet(self, stack: Stack, seconds: Any) -> None:
