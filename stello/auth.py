@@ -89,6 +89,8 @@ def new_secret(key_id: uuid.UUID) -> str:
     return f"{KEY_PREFIX}{key_id.hex[:12]}_{secrets.token_urlsafe(32)}"
 
 
+SPACE_EXISTS = "SELECT EXISTS (SELECT 1 FROM spaces WHERE id = $1)"
+
 LOOKUP = """
 SELECT k.id, k.principal_id, k.scope, k.space_id
 FROM api_keys k
@@ -144,6 +146,7 @@ class KeyStore:
         self._ttl = cache_ttl_s
         self._clock = clock
         self._cache: dict[str, tuple[float, Principal | None]] = {}
+        self._spaces: dict[uuid.UUID, float] = {}  # spaces found, until when
 
     async def resolve(self, secret: str) -> Principal | None:
         """The principal of a live key, or None; cached for the TTL (revocation lag)."""
@@ -168,6 +171,32 @@ class KeyStore:
                 self._cache.clear()
             self._cache[secret] = (now + self._ttl, principal)
         return principal
+
+    async def check_space(
+        self, principal: Principal, space_id: uuid.UUID, shown: str | None = None
+    ) -> None:
+        """`principal.check_space`, and for an admin key (which reaches every space) that
+        the space exists: NotFound otherwise, as a tenant's key gets for a space not its
+        own (a space never made or deleted answered empty reads, writes failing on a foreign
+        key). A space found is remembered for the TTL (a deleted one is found that long)."""
+        principal.check_space(space_id, shown)
+        if principal.is_admin and not await self._space_exists(space_id):
+            raise NotFound(f"space {shown if shown is not None else space_id} not found")
+
+    async def _space_exists(self, space_id: uuid.UUID) -> bool:
+        now = self._clock()
+        if self._spaces.get(space_id, now) > now:
+            return True
+
+        async def lookup(con: asyncpg.Connection) -> bool:
+            return bool(await con.fetchval(SPACE_EXISTS, space_id))
+
+        found = await in_statement(self._pool, lookup)
+        if found and self._ttl > 0:
+            if len(self._spaces) > 10_000:
+                self._spaces.clear()
+            self._spaces[space_id] = now + self._ttl
+        return found
 
     async def identity(self, principal: Principal) -> Identity:
         """The principal's name and the spaces `principal`'s key reaches."""
@@ -257,4 +286,5 @@ class KeyStore:
 
         deleted = await in_transaction(self._pool, work)
         self._cache.clear()
+        self._spaces.clear()
         return deleted

@@ -209,8 +209,39 @@ def _pack(message: object) -> any_pb2.Any:
     return packed
 
 
+MAX_MESSAGE_BYTES = 800
+"""The longest message an error carries (UTF-8 bytes; cut with "…" past it)."""
+MAX_VIOLATIONS = 10
+"""The most field violations an error's details list (the message says how many more)."""
+MAX_DETAIL_BYTES = 200
+"""The longest field path, description, subject or metadata value a detail carries."""
+# A status travels in the trailers twice (grpc-message, and grpc-status-details-bin),
+# and gRPC clients refuse trailers past 8-16 KiB (decoded sizes) with a
+# RESOURCE_EXHAUSTED of their own ("received metadata size exceeds ..."), losing the
+# status: an echoed value of a few KB (an unknown profile name, 100 bad tool call ids)
+# did that. These bounds keep a status under 7 KiB whatever a request held.
+
+
+def cut(text: str, most: int = MAX_DETAIL_BYTES) -> str:
+    """`text` within `most` UTF-8 bytes: cut at a character boundary, ending in "…"."""
+    encoded = text.encode("utf-8", "surrogatepass")
+    if len(encoded) <= most:
+        return text
+    return encoded[: most - 3].decode("utf-8", "ignore") + "…"
+
+
+def _violations(items: Sequence[FieldViolation]) -> list[FieldViolation]:
+    shown = [FieldViolation(cut(v.field), cut(v.description)) for v in items[:MAX_VIOLATIONS]]
+    if len(items) > MAX_VIOLATIONS:
+        more = len(items) - MAX_VIOLATIONS
+        shown.append(FieldViolation("", f"and {more} more violations not listed"))
+    return shown
+
+
 def to_rpc_status(error: StelloError) -> status_pb2.Status:
-    """Build the google.rpc.Status (with details) that carries `error` on the wire."""
+    """Build the google.rpc.Status (with details) that carries `error` on the wire, each
+    text within its bound (MAX_MESSAGE_BYTES, MAX_VIOLATIONS, MAX_DETAIL_BYTES)."""
+    message = cut(error.message, MAX_MESSAGE_BYTES)
     details = []
     if isinstance(error, InvalidArgument) and error.violations:
         bad_request = error_details_pb2.BadRequest(
@@ -218,7 +249,7 @@ def to_rpc_status(error: StelloError) -> status_pb2.Status:
                 error_details_pb2.BadRequest.FieldViolation(
                     field=v.field, description=v.description
                 )
-                for v in error.violations
+                for v in _violations(error.violations)
             ]
         )
         details.append(_pack(bad_request))
@@ -227,8 +258,8 @@ def to_rpc_status(error: StelloError) -> status_pb2.Status:
             violations=[
                 error_details_pb2.PreconditionFailure.Violation(
                     type=error.reason,
-                    subject=error.metadata.get("subject", ""),
-                    description=error.message,
+                    subject=cut(error.metadata.get("subject", "")),
+                    description=message,
                 )
             ]
         )
@@ -237,18 +268,20 @@ def to_rpc_status(error: StelloError) -> status_pb2.Status:
         failure = error_details_pb2.PreconditionFailure(
             violations=[
                 error_details_pb2.PreconditionFailure.Violation(
-                    type=v.type, subject=v.subject, description=v.description
+                    type=v.type, subject=cut(v.subject), description=cut(v.description)
                 )
-                for v in error.violations
+                for v in error.violations[:MAX_VIOLATIONS]
             ]
         )
         details.append(_pack(failure))
     if error.reason:
         info = error_details_pb2.ErrorInfo(
-            reason=error.reason, domain=DOMAIN, metadata=error.metadata
+            reason=error.reason,
+            domain=DOMAIN,
+            metadata={key: cut(value) for key, value in error.metadata.items()},
         )
         details.append(_pack(info))
-    return status_pb2.Status(code=error.code.value[0], message=error.message, details=details)
+    return status_pb2.Status(code=error.code.value[0], message=message, details=details)
 
 
 async def abort_with(context: grpc.aio.ServicerContext[Any, Any], error: StelloError) -> None:

@@ -323,7 +323,9 @@ class CallChain(grpc.aio.ServerInterceptor):
             method = plan.name.rpartition("/")[2]
             raise PermissionDenied(f"{method} needs an admin-scope key; this key is a tenant's")
         if plan.has_space:
-            checked_space.set(_space(request.space_id, principal))
+            raw, space_id = _space(request.space_id)
+            await self._keys.check_space(principal, space_id, raw)
+            checked_space.set((raw, space_id))
         principal_var.set(principal)
         api_key_var.set(secret)
 
@@ -339,12 +341,11 @@ def bearer_key(header: str) -> str:
     return secret
 
 
-def _space(raw: str, principal: Principal) -> tuple[str, uuid.UUID]:
-    """The request's ``space_id`` as sent and parsed; NOT_FOUND when the key may not see it."""
+def _space(raw: str) -> tuple[str, uuid.UUID]:
+    """The request's ``space_id`` as sent and parsed (InvalidArgument: not a UUID)."""
     try:
         space_id = uuid.UUID(raw)
     except ValueError:
         description = "is required" if not raw else f"must be a UUID, got {raw[:64]!r}"
         raise InvalidArgument.field("space_id", description) from None
-    principal.check_space(space_id, raw)
     return raw, space_id

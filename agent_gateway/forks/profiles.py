@@ -38,7 +38,7 @@ from agent_gateway.llm import PromptKey, template_problem
 from agent_gateway.llm.prompt_texts import COMPRESSOR, CONSOLIDATOR
 from agent_gateway.llm.templates import render_template, template_variables
 from stello.config_files import parse_toml, read_config_file
-from stello.errors import FailedPrecondition, InvalidArgument
+from stello.errors import FailedPrecondition, InvalidArgument, cut
 from stello.reasons import PROFILE_NOT_FOUND
 
 
@@ -122,9 +122,9 @@ class ProfileRegistry:
         if profile is None:
             known = ", ".join(self._profiles) or "none are configured"
             raise FailedPrecondition(
-                f"fork profile {name!r} is not configured (known: {known})",
+                f"fork profile {cut(name, 64)!r} is not configured (known: {known})",
                 reason=PROFILE_NOT_FOUND,
-                metadata={"subject": f"profile/{name}"},
+                metadata={"subject": f"profile/{cut(name, 64)}"},
             )
         return profile
 

@@ -39,7 +39,7 @@ from uuid import UUID
 from agent_gateway.clients import Caller, StorageClient
 from stello.auth import KeyStore
 from stello.common.v1 import common_pb2
-from stello.errors import InvalidArgument, StelloError, Unauthenticated
+from stello.errors import InvalidArgument, NotFound, StelloError, Unauthenticated
 from stello.storage.v1 import storage_pb2
 
 log = logging.getLogger(__name__)
@@ -66,7 +66,7 @@ def key_check(keys: KeyStore) -> KeyCheck:
                 "the API key of this stream was revoked; watch again with a live key "
                 "(after_cursor = the last cursor received loses nothing)"
             )
-        principal.check_space(space_id)
+        await keys.check_space(principal, space_id)
 
     return check
 
@@ -158,7 +158,7 @@ class SpacePoller:
                 continue  # that watcher's key was dropped; poll with another one
             except StelloError as exc:
                 if isinstance(exc, InvalidArgument):
-                    await self._fail(exc)  # cannot recover: end the watchers with it
+                    await self._fail(self._gone(exc))  # cannot recover: end the watchers
                     return
                 log.warning("polling the events of space %s failed: %s", self._space_id, exc)
                 full = False
@@ -167,6 +167,15 @@ class SpacePoller:
             with contextlib.suppress(TimeoutError):
                 await asyncio.wait_for(self._woken.wait(), self._interval_s)
             self._woken.clear()
+
+    def _gone(self, error: InvalidArgument) -> StelloError:
+        """What ends the watchers when storage refused the poller's read: a position the
+        poller read itself is beyond the newest only once the space and its events were
+        deleted (`stello spaces delete`), which is NOT_FOUND; storage's own field
+        (after_position) is no field of WatchSpace."""
+        if self.position is None:
+            return error
+        return NotFound(f"space {self._space_id} not found: it was deleted while watched")
 
     async def _poll(self) -> bool:
         """Read one page of new events into the ring; whether more may be waiting."""

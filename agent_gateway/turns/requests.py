@@ -31,7 +31,7 @@ from agent_gateway.turns.state import (
 from stello import validation
 from stello.agent.v1 import agent_pb2
 from stello.common.v1 import common_pb2
-from stello.errors import Violations
+from stello.errors import Violations, cut
 from stello.idempotency import MAX_REQUEST_ID_CHARS, fingerprint
 
 
@@ -146,7 +146,7 @@ def submit_input(
         if not result.tool_call_id:
             v.add(f"{name}.tool_call_id", "is required")
         elif result.tool_call_id in seen:
-            v.add(f"{name}.tool_call_id", f"{result.tool_call_id!r} is answered twice")
+            v.add(f"{name}.tool_call_id", f"{cut(result.tool_call_id, 64)!r} is answered twice")
         seen.add(result.tool_call_id)
         _content(
             result.content,

@@ -20,7 +20,7 @@ from agent_gateway.history.records import new_record, now_micros
 from agent_gateway.llm import Role, TextDelta, ToolCallEvent, ToolCallSpec, ToolSpec, Usage
 from stello.agent.v1 import agent_pb2
 from stello.common.v1 import common_pb2
-from stello.errors import FailedPrecondition, FieldViolation, InvalidArgument
+from stello.errors import FailedPrecondition, FieldViolation, InvalidArgument, cut
 from stello.reasons import NO_PENDING_TOOL_CALLS
 
 SEND_SCOPE = "gateway.Send"
@@ -219,7 +219,10 @@ class SubmitPlan:
         by_id = {result.tool_call_id: result for result in self.results}
         wanted = {call.id for call in pending}
         problems = [
-            (f"results[{i}].tool_call_id", f"{r.tool_call_id!r} answers no pending tool call")
+            (
+                f"results[{i}].tool_call_id",
+                f"{cut(r.tool_call_id, 64)!r} answers no pending tool call",
+            )
             for i, r in enumerate(self.results)
             if r.tool_call_id not in wanted
         ]

@@ -72,6 +72,22 @@ class TestProfiles:
         )
         assert error_info_reason(error) == "PROFILE_NOT_FOUND"
 
+    async def test_an_unknown_profile_of_any_length(
+        self, stack: Stack, pool: asyncpg.Pool, source: str
+    ) -> None:
+        """An unknown profile name of 20,000 characters is PROFILE_NOT_FOUND quoting its first
+        64: echoed whole (in the message and the details), the trailers passed gRPC's
+        metadata limit and the client saw RESOURCE_EXHAUSTED "Stream removed" instead."""
+        name = "p" * 20_000
+        root = agent_pb2.CreateRootRequest(space_id=stack.space.sid, profile=name)
+        for call in (
+            stack.gw.CreateRoot(root),
+            stack.gw.Fork(fork(stack, source, profile=name)),
+        ):
+            error = await refused(stack, pool, call, grpc.StatusCode.FAILED_PRECONDITION)
+            assert error_info_reason(error) == "PROFILE_NOT_FOUND"
+            assert (error.details() or "").startswith(f"fork profile '{'p' * 61}…' is not")
+
     async def test_missing_template_variable(
         self, stack: Stack, pool: asyncpg.Pool, source: str
     ) -> None:

@@ -9,6 +9,8 @@ from stello.agent.v1 import agent_pb2, agent_pb2_grpc
 from stello.auth import KeyStore
 from stello.common.v1 import common_pb2
 from stello.errors import error_info_reason, field_violations
+from stello.storage.v1 import storage_pb2, storage_pb2_grpc
+from stello.tree.v1 import tree_pb2, tree_pb2_grpc
 from tests.gateway.conftest import Stack, close_stack, new_id, open_stack, rpc_error
 from tests.support.fixtures import TestSpace
 
@@ -158,3 +160,47 @@ class TestWhoAmI:
                 agent_pb2_grpc.AgentGatewayStub(channel).WhoAmI(agent_pb2.WhoAmIRequest())
             )
         assert error.code() is grpc.StatusCode.UNAUTHENTICATED
+
+
+class TestAdminKeysAndMissingSpaces:
+    async def test_a_space_that_does_not_exist_is_not_found(
+        self, stack: Stack, admin_key: str, keys: KeyStore
+    ) -> None:
+        """An admin key reaches every space, but only one that exists: a space never made,
+        or deleted, is NOT_FOUND naming it on the gateway, storage and the tree, as a
+        tenant's key gets for a space not its own. PutRetention answered INTERNAL (a foreign
+        key), CreateRoot blamed "the parent or source session", reads answered empty."""
+        gone = await keys.create_key(space=f"gone-{new_id()}", principal="test-admin")
+        assert gone.space_id is not None
+        assert await keys.delete_space(str(gone.space_id)) == gone.space_id
+        policy = common_pb2.RetentionPolicy(archive_after_days=3)
+        for space in (new_id(), str(gone.space_id)):
+            async with (
+                stack.gateway.channel(admin_key) as gateway,
+                stack.backends.storage.channel(admin_key) as storage,
+                stack.backends.tree.channel(admin_key) as tree,
+            ):
+                gw = agent_pb2_grpc.AgentGatewayStub(gateway)
+                calls = [
+                    gw.CreateRoot(agent_pb2.CreateRootRequest(space_id=space, label="x")),
+                    gw.PutRetention(agent_pb2.PutRetentionRequest(space_id=space, policy=policy)),
+                    gw.GetTree(agent_pb2.GetTreeRequest(space_id=space)),
+                    gw.ListSessionDigests(agent_pb2.ListSessionDigestsRequest(space_id=space)),
+                    storage_pb2_grpc.SessionStorageStub(storage).ListSharedMemory(
+                        storage_pb2.ListSharedMemoryRequest(space_id=space)
+                    ),
+                    tree_pb2_grpc.SessionTreeStub(tree).ListRoots(
+                        tree_pb2.ListRootsRequest(space_id=space)
+                    ),
+                ]
+                for call in calls:
+                    error = await rpc_error(call)
+                    assert error.code() is grpc.StatusCode.NOT_FOUND, error
+                    assert error.details() == f"space {space} not found"
+        reply = await stack.gw.GetTree(agent_pb2.GetTreeRequest(space_id=stack.space.sid))
+        assert list(reply.nodes) == []  # the tenant's own space answers as before
+        async with stack.gateway.channel(admin_key) as gateway:
+            reply = await agent_pb2_grpc.AgentGatewayStub(gateway).GetTree(
+                agent_pb2.GetTreeRequest(space_id=stack.space.sid)
+            )
+        assert list(reply.nodes) == []  # an admin key still reaches a space that exists

@@ -25,6 +25,7 @@ from tests.gateway.conftest import (
     Stack,
     StackMaker,
     close_stack,
+    new_id,
     open_stack,
     record,
     rpc_error,
@@ -338,6 +339,27 @@ class TestRevocation:
             finally:
                 mine.close()
                 admin.close()
+
+    async def test_a_stream_of_a_deleted_space_ends_not_found(
+        self, stack: Stack, keys: KeyStore, admin_key: str
+    ) -> None:
+        """An admin's stream of a space that `stello spaces delete` erases ends NOT_FOUND
+        naming the space: it ended INVALID_ARGUMENT naming storage's after_position, no
+        field of WatchSpace (a console relay restarts on INVALID_ARGUMENT, so it looped)."""
+        made = await keys.create_key(space=f"doomed-{new_id()}", principal="test-admin")
+        space = str(made.space_id)
+        async with stack.gateway.channel(admin_key) as channel:
+            gw = agent_pb2_grpc.AgentGatewayStub(channel)
+            root = await gw.CreateRoot(agent_pb2.CreateRootRequest(space_id=space, label="r"))
+            watch = Watch(gw, space, "0")
+            try:
+                assert (await watch.next()).session_id == root.session.id
+                assert await keys.delete_space(space) == made.space_id
+                error = await watch.error(within_s=10.0)
+                assert error.code() == grpc.StatusCode.NOT_FOUND, error
+                assert space in (error.details() or "")
+            finally:
+                watch.close()
 
     async def test_an_idle_stream_of_a_revoked_key_ends(
         self, stack: Stack, keys: KeyStore, admin_key: str

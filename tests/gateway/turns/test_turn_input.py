@@ -9,7 +9,7 @@ import grpc
 import pytest
 
 from stello.agent.v1 import agent_pb2
-from stello.errors import error_info_reason, field_violations
+from stello.errors import FieldViolation, error_info_reason, field_violations
 from tests.gateway.conftest import Stack, StackMaker, new_id, row_counts, rpc_error
 from tests.gateway.turns_support import (
     SpyProvider,
@@ -157,6 +157,28 @@ class TestSubmitInput:
         error = await refused(stack, pool, spy, submit(stack, root.id, ("c9", "x")))
         assert error.code() is grpc.StatusCode.INVALID_ARGUMENT
         assert "c9" in (error.details() or "")
+
+    async def test_many_long_unknown_call_ids(
+        self, make_stack: StackMaker, pool: asyncpg.Pool
+    ) -> None:
+        """100 results for calls the model never made, each id 5,000 characters long, are
+        INVALID_ARGUMENT listing the first 10 (ids cut to 64 characters) and how many more:
+        listed whole, the trailers passed gRPC's metadata limit and the client saw
+        RESOURCE_EXHAUSTED "Stream removed" instead."""
+        spy = SpyProvider().then(answer("", tool_call("lookup", "c1")))
+        stack = await make_stack(spy)
+        root = await stack.root()
+        await send(stack, root.id, "go", tools=[tool_definition("lookup")])
+        results = [(f"{i:03}" + "a" * 5_000, "x") for i in range(100)] + [("c1", "y")]
+        error = await refused(stack, pool, spy, submit(stack, root.id, *results))
+        assert error.code() is grpc.StatusCode.INVALID_ARGUMENT
+        violations = field_violations(error)
+        assert [v.field for v in violations[:2]] == [
+            "results[0].tool_call_id",
+            "results[1].tool_call_id",
+        ]
+        assert violations[0].description == f"'000{'a' * 58}…' answers no pending tool call"
+        assert violations[10:] == [FieldViolation("", "and 90 more violations not listed")]
 
     async def test_unknown_session(self, make_stack: StackMaker) -> None:
         """Submitting to an unknown session is NOT_FOUND."""

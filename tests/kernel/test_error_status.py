@@ -1,0 +1,70 @@
+"""The status an error travels as stays within gRPC's trailer limits whatever it quotes."""
+
+from __future__ import annotations
+
+from grpc_status import rpc_status
+
+from stello.errors import (
+    MAX_MESSAGE_BYTES,
+    MAX_VIOLATIONS,
+    Aborted,
+    FailedPrecondition,
+    FieldViolation,
+    InvalidArgument,
+    PreconditionViolation,
+    cut,
+    to_rpc_status,
+)
+
+TRAILERS_MOST = 7 * 1024
+"""Below gRPC's 8 KiB soft limit on a call's metadata, past which clients may drop it."""
+
+
+def trailer_bytes(error: InvalidArgument | FailedPrecondition | Aborted) -> int:
+    """What the status adds to the trailers as gRPC counts them against the limit (the
+    values decoded): grpc-message and grpc-status-details-bin. A 5,000-character profile
+    name made the latter 20,062 bytes ("value length 20062 vs. 16384")."""
+    status = rpc_status.to_status(to_rpc_status(error))
+    details = dict(status.trailing_metadata)["grpc-status-details-bin"]
+    return len(status.details.encode()) + len(details)
+
+
+class TestCut:
+    def test_short_text_is_kept(self) -> None:
+        assert cut("abc", 3) == "abc"
+
+    def test_long_text_ends_in_an_ellipsis_within_the_bytes(self) -> None:
+        """Cut at a character boundary: a three-byte character is never split."""
+        cut_text = cut("日本語" * 100, 64)
+        assert cut_text.endswith("…")
+        assert len(cut_text.encode()) <= 64
+        assert set(cut_text[:-1]) <= set("日本語")
+
+
+class TestBounds:
+    def test_many_long_violations(self) -> None:
+        """1,000 violations with 10,000-character non-ASCII fields and descriptions: the
+        first MAX_VIOLATIONS listed, cut, then how many more; the message cut too."""
+        violations = [FieldViolation("字" * 10_000, "説" * 10_000) for _ in range(1_000)]
+        error = InvalidArgument("invalid request: " + "説" * 100_000, violations)
+        status = to_rpc_status(error)
+        assert len(status.message.encode()) <= MAX_MESSAGE_BYTES
+        assert trailer_bytes(error) < TRAILERS_MOST
+
+    def test_a_long_subject_and_metadata(self) -> None:
+        error = FailedPrecondition(
+            "fork profile " + "p" * 50_000,
+            reason="PROFILE_NOT_FOUND",
+            metadata={"subject": "profile/" + "p" * 50_000, "other": "é" * 50_000},
+        )
+        assert trailer_bytes(error) < TRAILERS_MOST
+
+    def test_many_aborted_violations(self) -> None:
+        violations = [PreconditionViolation("T", "s" * 5_000, "d" * 5_000)] * 500
+        assert trailer_bytes(Aborted("busy", violations=violations)) < TRAILERS_MOST
+
+    def test_violations_past_the_bound_are_counted(self) -> None:
+        violations = [FieldViolation(f"f{i}", "bad") for i in range(MAX_VIOLATIONS + 5)]
+        status = to_rpc_status(InvalidArgument("invalid request", violations))
+        assert status.message == "invalid request"
+        assert "and 5 more violations not listed" in str(status.details[0].value, "utf-8")
