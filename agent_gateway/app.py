@@ -389,6 +389,7 @@ def create_app(
         keys=keys,
         settings=settings,
         metrics_port=config.metrics_port,
+        metrics_setting="STELLO_GATEWAY_METRICS_PORT",
         # Stopped in reverse: the runner's jobs (consolidations, folds, releases still
         # being retried) get their moment and give their claims back before the provider
         # and the channels close.

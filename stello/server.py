@@ -38,6 +38,11 @@ class PortInUse(OSError):
     """Raised when a server cannot bind its address (DESIGN §7: one deployment per port)."""
 
 
+class MetricsPortInUse(PortInUse):
+    """Raised when a server cannot serve /metrics on its metrics port (the message names the
+    setting that chose it)."""
+
+
 class Background(Protocol):
     """A task a service runs beside its server (e.g. the tree's provisional sweeper)."""
 
@@ -60,6 +65,9 @@ class ServiceApp:
     settings: StelloSettings
     admin_methods: frozenset[str] = frozenset()
     metrics_port: int | None = None
+    metrics_setting: str = "the metrics port setting"
+    """What chose `metrics_port` (STELLO_GATEWAY_METRICS_PORT, ...), for the message when it
+    is taken."""
     background: tuple[Background, ...] = ()
     monitor: HealthMonitor | None = field(default=None)
     metrics: RpcMetrics | None = field(default=None)
@@ -278,16 +286,23 @@ async def create_server(
             f"cannot listen on {address}: the port is in use (or the address is not this "
             "machine's); one process per port"
         ) from cause
+    if app.metrics_port is not None:
+        # /metrics on the interface the server listens on (0.0.0.0 in a container); a
+        # worker's on loopback, where only its supervisor reads them.
+        host = "127.0.0.1" if worker else address.rpartition(":")[0].strip("[]") or "127.0.0.1"
+        try:
+            app.metrics_port = app.metrics.serve(app.metrics_port, host)
+        except OSError as exc:
+            await server.stop(None)
+            raise MetricsPortInUse(
+                f"cannot serve /metrics on {host}:{app.metrics_port} ({exc.strerror or exc}): "
+                f"choose another port with {app.metrics_setting}, 0 = any free one"
+            ) from None
     app.monitor = HealthMonitor(
         servicer, app.service_names, app.pool, app.settings.health_interval_s
     )
     await app.monitor.check_once()
     app.monitor.start()
-    if app.metrics_port is not None:
-        # /metrics on the interface the server listens on (0.0.0.0 in a container); a
-        # worker's on loopback, where only its supervisor reads them.
-        host = "127.0.0.1" if worker else address.rpartition(":")[0].strip("[]") or "127.0.0.1"
-        app.metrics_port = app.metrics.serve(app.metrics_port, host)
     for task in app.background:
         task.start()
     return server, port

@@ -92,10 +92,12 @@ class WorkerRole:
             }
         )
 
-    def ready(self, metrics_port: int | None = None) -> None:
-        """Tell the supervisor this worker serves (and where its metrics are)."""
+    def ready(self, *metrics_ports: int | None) -> None:
+        """Tell the supervisor this worker serves (and where its metrics are: one port per
+        service it runs that serves them, 0 or None for one that does not)."""
+        ports = " ".join(str(port or 0) for port in metrics_ports or (None,))
         with os.fdopen(self.ready_fd, "w") as pipe:
-            pipe.write(f"ready {metrics_port or 0}\n")
+            pipe.write(f"ready {ports}\n")
 
     def watch_lifeline(self) -> None:
         """SIGTERM this process when the supervisor is gone (its end of the lifeline closes).
@@ -133,7 +135,8 @@ class Worker:
 
     index: int
     process: asyncio.subprocess.Process | None = None
-    metrics_port: int | None = None
+    metrics_ports: tuple[int, ...] = ()
+    """Where it serves /metrics, as its ready line said (0: that service serves none)."""
     failed_starts: int = 0
     started_at: float = 0.0
 
@@ -161,7 +164,16 @@ class Supervisor:
     @property
     def metrics_ports(self) -> dict[int, int]:
         """Where each ready worker serves its /metrics, by worker index."""
-        return {w.index: w.metrics_port for w in self._workers if w.metrics_port}
+        return self.metrics_ports_of(0)
+
+    def metrics_ports_of(self, service: int) -> dict[int, int]:
+        """Where each ready worker serves the /metrics of its `service`-th service (in the
+        order its ready line names them), by worker index."""
+        return {
+            w.index: w.metrics_ports[service]
+            for w in self._workers
+            if len(w.metrics_ports) > service and w.metrics_ports[service]
+        }
 
     async def start(self) -> None:
         """Start every worker and wait until each is ready.
@@ -215,7 +227,7 @@ class Supervisor:
             code = await worker.process.wait()
             if self._stopping:
                 return
-            worker.metrics_port = None
+            worker.metrics_ports = ()
             log.warning(
                 "%s worker %d (pid %d) %s; starting another",
                 self._plan.name,
@@ -258,7 +270,7 @@ class Supervisor:
             worker.failed_starts += 1
             raise
         worker.failed_starts = 0
-        worker.metrics_port = int(line.split()[1]) or None
+        worker.metrics_ports = tuple(int(port) for port in line.split()[1:])
         log.debug("%s worker %d ready (pid %d)", self._plan.name, worker.index, worker.process.pid)
 
 

@@ -35,7 +35,7 @@ from stello.embedded import database_url
 from stello.errors import FailedPrecondition
 from stello.inproc import LocalServer
 from stello.migrate import migrate_dsn
-from stello.server import ServiceApp, create_server, shutdown
+from stello.server import MetricsPortInUse, ServiceApp, create_server, shutdown
 from stello.settings import StelloSettings
 from stello_client.credentials import Credentials, load_credentials, save_credentials
 
@@ -109,6 +109,25 @@ def service_configs(ports: Ports) -> ServiceConfigs:
         storage_address=f"{ports.host}:{ports.storage}", tree_address=f"{ports.host}:{ports.tree}"
     )
     return ServiceConfigs(StorageSettings(), TreeSettings(), gateway, GatewayFiles.read(gateway))
+
+
+def metrics_wanted() -> list[tuple[int, int, str]]:
+    """(place in the start order, port, variable) of each service whose /metrics is asked for
+    (STELLO_*_METRICS_PORT), for `stello up --workers` to serve them merged."""
+    from agent_gateway.config import GatewaySettings
+    from storage_service.config import StorageSettings
+    from tree_service.config import TreeSettings
+
+    ports = {
+        "STORAGE": StorageSettings().metrics_port,
+        "TREE": TreeSettings().metrics_port,
+        "GATEWAY": GatewaySettings().metrics_port,
+    }
+    return [
+        (place, port, f"STELLO_{name}_METRICS_PORT")
+        for place, (name, port) in enumerate(ports.items())
+        if port is not None
+    ]
 
 
 Factory = Callable[[StelloSettings, asyncpg.Pool, KeyStore, Mapping[str, Started]], ServiceApp]
@@ -258,7 +277,8 @@ async def start_servers(
     jobs_key: str | None = None,
 ) -> dict[str, str]:
     """Start storage, tree and gateway in order (appending to `running`); their addresses
-    (`worker`: on ports a supervisor claimed, shared with the other workers). The gateway's
+    (`worker`: on ports a supervisor claimed, shared with the other workers, each /metrics
+    asked for on a free loopback port, `app.metrics_port`, for it to merge). The gateway's
     background runner takes over orphaned jobs with `jobs_key` unless
     STELLO_GATEWAY_JOBS_KEY names one. `configs` are the services' settings and files
     (None: `service_configs` reads them now)."""
@@ -266,9 +286,13 @@ async def start_servers(
     configs = configs or service_configs(ports)
     for name, port, factory in _factories(ports, configs, local_calls, jobs_key):
         app = factory(settings, pool, keys, started)
+        if worker and app.metrics_port is not None:
+            app.metrics_port = 0  # on loopback; the supervisor serves them merged
         address = f"{ports.host}:{port}"
         try:
             server, bound = await create_server(app, address, worker=worker)
+        except MetricsPortInUse as exc:
+            raise FailedPrecondition(str(exc)) from None
         except (RuntimeError, OSError) as exc:  # grpc says RuntimeError("Failed to bind ...")
             raise FailedPrecondition(
                 f"the {name} service cannot listen on {address} (in use? is another "

@@ -14,6 +14,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import dataclasses
+import functools
 import json
 import logging
 import os
@@ -40,6 +41,7 @@ from stello_cli.up import (
     _stop_on_signals,
     describe_provider,
     local_credentials,
+    metrics_wanted,
     start_console,
     start_servers,
 )
@@ -79,6 +81,7 @@ async def run_up_workers(
         except WorkerFailed as exc:
             raise FailedPrecondition(f"a worker did not start ({exc})") from None
         stack.push_async_callback(supervisor.stop)
+        _serve_metrics(supervisor, ports.host)
         console = await start_console(stack, ports, credentials, saved.parent / CONSOLE_SECRET_FILE)
         on_ready(
             {
@@ -100,6 +103,29 @@ async def run_up_workers(
 
 
 _ONE_CONNECTION = {"db_pool_min_size": 0, "db_pool_max_size": 1}
+
+
+def _serve_metrics(supervisor: Supervisor, host: str) -> None:
+    """Each service's /metrics asked for, on its port: its workers' merged, each sample
+    labelled with its worker (the workers serve theirs on free loopback ports).
+
+    Raises:
+        FailedPrecondition: a port is taken (naming its variable).
+    """
+    from prometheus_client import CollectorRegistry
+
+    from stello.metrics import WorkersCollector, serve_registry
+
+    for place, port, variable in metrics_wanted():
+        registry = CollectorRegistry()
+        registry.register(WorkersCollector(functools.partial(supervisor.metrics_ports_of, place)))
+        try:
+            serve_registry(registry, port, host.strip("[]") or "127.0.0.1")
+        except OSError as exc:
+            raise FailedPrecondition(
+                f"cannot serve /metrics on {host}:{port} ({exc.strerror or exc}): choose "
+                f"another port with {variable}, 0 = any free one"
+            ) from None
 
 
 def _claim(ports: Ports, name: str) -> PortClaim:
@@ -160,7 +186,7 @@ async def serve_worker(settings: StelloSettings, spec: dict[str, Any], role: Wor
                 settings, ports, pool, keys, running, local_calls=spec["local_calls"], worker=True
             )
             role.watch_lifeline()
-            role.ready()
+            role.ready(*(app.metrics_port for app, _ in running))
             await stop.wait()
         finally:
             for app, server in reversed(running):
@@ -183,6 +209,9 @@ def main() -> None:
     try:
         with asyncio.Runner(loop_factory=event_loop_factory()) as runner:
             runner.run(serve_worker(StelloSettings(), json.loads(sys.argv[1]), role))
+    except FailedPrecondition as exc:  # one line; the supervisor says a worker did not start
+        log.error("stello up worker %d: %s", role.index, exc)
+        raise SystemExit(1) from None
     finally:
         if tracing is not None:
             tracing.shutdown()

@@ -65,6 +65,7 @@ def create_app(
         keys=keys,
         settings=settings,
         metrics_port=config.metrics_port,
+        metrics_setting="STELLO_STORAGE_METRICS_PORT",
         background=(create_purger(pool, config),),
     )
 

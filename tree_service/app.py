@@ -82,6 +82,7 @@ def create_app(
         settings=settings,
         admin_methods=ADMIN_METHODS,
         metrics_port=(config or TreeSettings()).metrics_port,
+        metrics_setting="STELLO_TREE_METRICS_PORT",
         background=(create_sweeper(pool, config), eraser, retention_sweeper),
     )
 

@@ -5,9 +5,11 @@ from __future__ import annotations
 import json
 import socket
 import stat
+import urllib.request
 from pathlib import Path
 
 import pytest
+from prometheus_client.parser import text_string_to_metric_families
 
 from tests.cli.processes import (
     FREE_PORTS,
@@ -18,6 +20,7 @@ from tests.cli.processes import (
     private_env,
     run_cli,
 )
+from tests.support.ports import free_port
 
 pytestmark = pytest.mark.subprocess
 
@@ -137,6 +140,26 @@ def test_port_in_use_is_one_line_and_leaves_nothing(home: Path) -> None:
     assert postgres_processes(Path(env["STELLO_DATA_DIR"])) == []
 
 
+def test_a_taken_metrics_port_names_its_variable(home: Path) -> None:
+    """A taken STELLO_GATEWAY_METRICS_PORT: one line naming the variable, exit 1 (it blamed
+    the gateway's gRPC port and --gateway-port), with or without workers."""
+    env = private_env(home)
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen()
+        port = taken.getsockname()[1]
+        env["STELLO_GATEWAY_METRICS_PORT"] = str(port)
+        for workers in ("1", "2"):
+            done = run_cli(env, "up", *FREE_PORTS, "--no-console", "--workers", workers)
+            assert done.returncode == 1, done.stderr
+            last = done.stderr.splitlines()[-1]
+            assert last.startswith(f"stello: cannot serve /metrics on 127.0.0.1:{port} "), last
+            assert last.endswith(
+                "choose another port with STELLO_GATEWAY_METRICS_PORT, 0 = any free one"
+            )
+            assert "Traceback" not in done.stderr
+
+
 @pytest.mark.parametrize(
     ("variable", "value", "problem"),
     [
@@ -160,10 +183,27 @@ def test_a_bad_service_setting_is_one_line_before_the_database_starts(
     assert not Path(env["STELLO_DATA_DIR"]).exists()
 
 
+def calls_by_worker(port: int, method: str) -> dict[str, float]:
+    """Calls of `method` by worker label, from the merged /metrics on `port`."""
+    text = urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=5).read().decode()
+    calls: dict[str, float] = {}
+    for family in text_string_to_metric_families(text):
+        for sample in family.samples:
+            if sample.name == "stello_rpc_calls_total" and sample.labels["method"] == method:
+                worker = sample.labels["worker"]
+                calls[worker] = calls.get(worker, 0.0) + sample.value
+    return calls
+
+
 def test_up_with_two_workers(home: Path) -> None:
     """`stello up --workers 2`: the client session works across the workers' shared ports;
-    Ctrl-C stops both workers and the embedded PostgreSQL."""
+    each /metrics asked for is served merged, each sample labelled with its worker (every
+    worker bound STELLO_GATEWAY_METRICS_PORT itself, so the second did not start); Ctrl-C
+    stops both workers and the embedded PostgreSQL."""
     env = private_env(home)
+    gateway_metrics, tree_metrics = free_port(), free_port()
+    env["STELLO_GATEWAY_METRICS_PORT"] = str(gateway_metrics)
+    env["STELLO_TREE_METRICS_PORT"] = str(tree_metrics)
     up = StelloUp.start(env, "--workers", "2", "--no-console")
     try:
         count, _, pids = up.lines["workers"].partition(" (pids ")
@@ -177,6 +217,8 @@ def test_up_with_two_workers(home: Path) -> None:
         assert "hello there" in sent.stdout
         tree = cli_json(env, "tree")
         assert [(n["label"], n["turn_count"]) for n in tree] == [("Spread", 0), ("Leaf", 1)]
+        assert calls_by_worker(gateway_metrics, "/stello.agent.v1.AgentGateway/GetTree")
+        assert calls_by_worker(tree_metrics, "/stello.tree.v1.SessionTree/GetTree")
         assert_stopped(up, up.postmaster_pid())
         assert all(gone(pid) for pid in workers)
     finally:
