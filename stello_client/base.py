@@ -300,7 +300,7 @@ def set_optional(message: Any, **fields: Any) -> None:
             try:
                 setattr(message, name, value)
             except (TypeError, ValueError) as exc:
-                raise type(exc)(_not_held(name, value)) from None
+                raise _refusal(name, value, exc) from None
 
 
 def _check_key(key: str) -> None:
@@ -340,17 +340,30 @@ def request_of(kind: Callable[..., M], **fields: Any) -> M:
     Raises:
         TypeError: a keyword's value is not of its field's type (protobuf's own
             message, "bad argument type for built-in operation", names no field).
-        ValueError: a number past its field's range ("Value out of range: N").
+        ValueError: a number past its field's range ("Value out of range: N"), or
+            text that is not valid Unicode (a lone surrogate, which UTF-8 cannot encode).
     """
     try:
         return kind(**fields)
-    except (TypeError, ValueError) as exc:
+    except (TypeError, ValueError):
         for name, value in fields.items():
             try:
                 kind(**{name: value})
-            except (TypeError, ValueError):
-                raise type(exc)(_not_held(name, value)) from None
+            except (TypeError, ValueError) as refused:
+                raise _refusal(name, value, refused) from None
         raise
+
+
+def _refusal(name: str, value: Any, exc: TypeError | ValueError) -> TypeError | ValueError:
+    """The error naming keyword `name` for protobuf's refusal `exc` of its value (which is
+    not always rebuilt from one message: UnicodeEncodeError's constructor takes five)."""
+    if isinstance(exc, UnicodeEncodeError):
+        char = exc.object[exc.start]
+        return ValueError(
+            f"{name}: is not valid Unicode text (a lone surrogate U+{ord(char):04X} at "
+            f"character {exc.start + 1} of {shown(exc.object)}): send text without it"
+        )
+    return type(exc)(_not_held(name, value))
 
 
 def _not_held(name: str, value: Any) -> str:

@@ -303,6 +303,24 @@ class TestLiveErrors:
                 await client.get_tree(max_depth=2**40)
             assert [node.id for node in await client.get_tree()] == [root.id]
 
+    async def test_text_that_is_not_unicode_is_named(self, stack: Stack) -> None:
+        """Text with a lone surrogate (what JSON's "\\ud800" decodes to) raises ValueError
+        naming the keyword, in a request's fields and in the optional ones set after it
+        (the re-raise was TypeError "function takes exactly 5 arguments"). Nothing is sent."""
+        async with AsyncClient(stack.gateway.address, stack.space.key, stack.space.sid) as client:
+            root = await client.create_root()
+            calls: list[tuple[str, Any]] = [
+                ("label", partial(client.create_root, label="a\ud800")),
+                ("system_prompt", partial(client.create_root, system_prompt="\udfff")),
+                ("content", partial(client.send, root.id, "hi\ud800")),
+                ("content", partial(client.put_insight, root.id, "x\ud800")),
+                ("label", partial(client.fork, root.id, "f\udc00")),
+            ]
+            for name, call in calls:
+                with pytest.raises(ValueError, match=rf"^{name}: is not valid Unicode text"):
+                    await call()
+            assert [node.id for node in await client.get_tree()] == [root.id]
+
     async def test_a_digest_filter_of_the_wrong_type_or_name_is_named(self, stack: Stack) -> None:
         """A digest filter whose value is not of its type raises TypeError naming the filter
         (`metadata=["a"]` raised dict()'s "dictionary update sequence element #0 ...", a
