@@ -41,7 +41,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 from http.cookies import SimpleCookie
 from pathlib import Path
-from urllib.parse import parse_qsl, urlencode
+from urllib.parse import parse_qsl, quote, urlencode
 
 from starlette.datastructures import Headers
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
@@ -214,8 +214,7 @@ class Guard:
                 )
                 return False
             del query["token"]
-            # One leading slash: "//host" would send the browser to another site.
-            location = "/" + scope["path"].lstrip("/") + (f"?{urlencode(query)}" if query else "")
+            location = _same_site(scope["path"]) + (f"?{urlencode(query)}" if query else "")
             await _redirect(send, location, _session_cookie(launch, port))
             return False
         cookies = SimpleCookie()
@@ -228,6 +227,12 @@ class Guard:
                 await _refuse(send, 403, NOT_SIGNED_IN)
             return False
         return True
+
+
+def _same_site(path: str) -> str:
+    """`path` (decoded) as a Location on this site: one leading slash ("//host" and "/\\host"
+    are other sites to a browser), the rest quoted (a CR/LF is no header value)."""
+    return "/" + quote(path.lstrip("/"), safe="/:@!$&'()*+,;=~")
 
 
 def _port(scope: Scope) -> int:

@@ -69,6 +69,26 @@ class TestSignIn:
         reply = await fetch(console.port, f"//evil.example?token={token}")
         assert reply.status == 303 and reply.header("location") == "/evil.example"
 
+    @pytest.mark.parametrize(
+        ("path", "location"),
+        [
+            pytest.param("/%5Cevil.example", "/%5Cevil.example", id="backslash-host"),
+            pytest.param("/%5C%5Cevil.example/x", "/%5C%5Cevil.example/x", id="two-backslashes"),
+            pytest.param("/%0d%0aX-Evil:%201", "/%0D%0AX-Evil:%201", id="crlf"),
+            pytest.param("/a%20b/%C3%A9", "/a%20b/%C3%A9", id="space-and-non-ascii"),
+        ],
+    )
+    async def test_the_redirect_is_a_quoted_path_of_this_site(
+        self, console: ConsoleStack, path: str, location: str
+    ) -> None:
+        """A path a browser would read as another host (/\\host) or that holds a CR/LF is
+        redirected to itself quoted, on this site (an open redirect, and an h11 error with a
+        traceback and an empty reply, before); no header is injected."""
+        assert console.console.launch is not None
+        reply = await fetch(console.port, f"{path}?token={console.console.launch.token}")
+        assert (reply.status, reply.header("location")) == (303, location)
+        assert reply.header("x-evil") is None
+
 
 class TestHostAndOrigin:
     @pytest.mark.parametrize(
