@@ -39,11 +39,11 @@ import os
 import secrets
 from collections.abc import Iterable
 from dataclasses import dataclass, field
-from http.cookies import SimpleCookie
 from pathlib import Path
 from urllib.parse import parse_qsl, quote, urlencode
 
 from starlette.datastructures import Headers
+from starlette.requests import cookie_parser
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 LOOPBACK_NAMES = frozenset({"127.0.0.1", "localhost", "[::1]"})
@@ -217,10 +217,10 @@ class Guard:
             location = _same_site(scope["path"]) + (f"?{urlencode(query)}" if query else "")
             await _redirect(send, location, _session_cookie(launch, port))
             return False
-        cookies = SimpleCookie()
-        cookies.load(headers.get("cookie", ""))
-        given = cookies.get(launch.cookie_name(port))
-        if given is None or not hmac.compare_digest(given.value.encode(), launch.session.encode()):
+        # Starlette's parser, not SimpleCookie: that one drops the whole header at the first
+        # value it dislikes (JSON, a space, non-ASCII), and any page of this host sets those.
+        given = cookie_parser(headers.get("cookie", "")).get(launch.cookie_name(port))
+        if given is None or not hmac.compare_digest(given.encode(), launch.session.encode()):
             if scope["path"].startswith("/api/"):
                 await _refuse_json(send, 403, NOT_SIGNED_IN, SIGNED_OUT_REASON)
             else:

@@ -89,6 +89,23 @@ class TestSignIn:
         assert (reply.status, reply.header("location")) == (303, location)
         assert reply.header("x-evil") is None
 
+    @pytest.mark.parametrize(
+        "other",
+        [
+            pytest.param('json={"a":1}', id="json"),
+            pytest.param('other="a b', id="open-quote-and-space"),
+            pytest.param("a=é", id="non-ascii"),
+        ],
+    )
+    async def test_the_cookie_is_found_beside_any_other(
+        self, console: ConsoleStack, other: str
+    ) -> None:
+        """Another cookie of this host that Python's SimpleCookie cannot parse, sent first,
+        does not hide the console's own (it signed the user out before)."""
+        cookie = await signed_in(console)
+        reply = await fetch(console.port, "/api/tree", headers={"Cookie": f"{other}; {cookie}"})
+        assert reply.status == 200, reply.text
+
 
 class TestHostAndOrigin:
     @pytest.mark.parametrize(
