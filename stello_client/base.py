@@ -32,6 +32,10 @@ DEFAULT_TIMEOUT_S = 60.0
 DEFAULT_TURN_TIMEOUT_S = 660.0  # the gateway's STELLO_GATEWAY_TURN_MAX_S default, and a minute
 # Reconnect 0.1 s after a lost connection (gRPC waits 1 s), so a retry finds a restarted gateway.
 CHANNEL_OPTIONS = (("grpc.initial_reconnect_backoff_ms", 100),)
+# stello.auth.new_secret: "stello_", 12 hex digits of the key id, "_", 43 of token_urlsafe(32).
+KEY_CHARS = 63
+# Room for a longer key of a later version, far below gRPC's metadata limit (8 KB soft).
+MAX_KEY_CHARS = 4 * KEY_CHARS
 
 
 class Default(enum.Enum):
@@ -304,16 +308,24 @@ def set_optional(message: Any, **fields: Any) -> None:
 
 
 def _check_key(key: str) -> None:
-    """A key is printable ASCII without spaces (as every key Stello makes), which is also
-    all gRPC lets a header carry.
+    """A key is printable ASCII without spaces, and short (as every key Stello makes), which
+    is also all gRPC lets a header carry.
 
     Raises:
-        ConfigurationError: it holds another character (a pasted line break, say).
+        ConfigurationError: it holds another character (a pasted line break, say), or is
+            longer than any key (gRPC's metadata limit would refuse it with a text that
+            blames the size of a message).
     """
     if key and not all("!" <= char <= "~" for char in key):
         raise ConfigurationError(
             "the API key (key= or STELLO_KEY) holds a character no key has (a space, a line "
             "break or a non-ASCII character): copy it again",
+            setting="key",
+        )
+    if len(key) > MAX_KEY_CHARS:
+        raise ConfigurationError(
+            f"the API key (key= or STELLO_KEY) is {len(key)} characters, longer than any key "
+            f"(Stello's keys are {KEY_CHARS}): copy it again",
             setting="key",
         )
 
