@@ -282,6 +282,29 @@ class TestDeployedConsole:
         )
         assert reply.status == 401 and reply.json()["error"]["code"] == "UNAUTHENTICATED"
 
+    @pytest.mark.parametrize(
+        ("key", "said"),
+        [
+            pytest.param("stello x", "holds a character no key has", id="space"),
+            pytest.param("stello_" + "x" * 300, "is 307 characters", id="too-long"),
+        ],
+    )
+    async def test_a_key_no_key_can_be_names_the_pages_field(
+        self, key_console: ConsoleStack, key: str, said: str
+    ) -> None:
+        """A key typed with a space, or longer than any key, is refused naming the page's
+        API key field, not the SDK's `key=` nor the CLI's STELLO_KEY."""
+        space = key_console.stack.space
+        reply = await fetch(
+            key_console.port,
+            "/api/tree",
+            headers={"Authorization": f"Bearer {key}", "X-Stello-Space": space.sid},
+        )
+        message = reply.json()["error"]["message"]
+        assert reply.status == 400 and said in message, message
+        assert "(the API key field)" in message
+        assert "key=" not in message and "STELLO_KEY" not in message
+
     async def test_another_spaces_session_is_not_found(
         self, key_console: ConsoleStack, other_space: object
     ) -> None:
