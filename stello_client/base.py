@@ -23,7 +23,14 @@ from stello.channels import ClientTls, open_channel
 from stello_client.calls import CallOptions, Retry, call_options, new_request_id, unary
 from stello_client.errors import shown
 from stello_client.exceptions import ConfigurationError
-from stello_client.target import Target, TlsFiles, message_limit, refuse_empty, resolve_target
+from stello_client.target import (
+    Target,
+    TlsFiles,
+    check_gateway,
+    message_limit,
+    refuse_empty,
+    resolve_target,
+)
 
 T = TypeVar("T")
 M = TypeVar("M")
@@ -119,7 +126,8 @@ class ClientBase:
             retry: how safe calls are retried (default `Retry()`; `Retry(attempts=1)`: never).
 
         Raises:
-            ConfigurationError: no gateway or key anywhere, or unusable TLS settings.
+            ConfigurationError: no gateway or key anywhere, a gateway that is not
+                HOST:PORT (a URL, a missing port), or unusable TLS settings.
         """
         if _shared is None:
             target = resolve_target(gateway, key, space, tls=tls, plaintext=plaintext)
@@ -152,6 +160,7 @@ class ClientBase:
         many users (a web console): each user's calls go through `using(key=..., space=...)`.
         Only the gateway comes from the arguments (`tls` None: plaintext); of the
         environment only STELLO_MAX_MESSAGE_BYTES is read, nothing of the saved credentials."""
+        check_gateway(gateway)
         target = Target(gateway, "", "", tls, message_limit())
         return cls(
             timeout=timeout,
