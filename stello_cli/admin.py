@@ -355,7 +355,10 @@ def register(commands: Commands) -> None:
         "run storage, tree and gateway on this machine (embedded PostgreSQL, echo model)",
         "Start the three services and the web console on loopback over the embedded\n"
         "PostgreSQL (or --database-url), make a local space and key on first run, save\n"
-        "them with the endpoints for the client commands, and run until Ctrl-C.",
+        "them with the endpoints for the client commands, and run until Ctrl-C.\n\n"
+        "Where: STELLO_DATA_DIR sets where the embedded PostgreSQL keeps its data,\n"
+        "STELLO_CONFIG_DIR where the key and endpoints are saved (credentials.json);\n"
+        "each defaults to the user's data or config directory.",
     )
     up.add_argument(
         "--host",

@@ -67,6 +67,12 @@ class TestHelp:
             wide = [line for line in command.format_help().splitlines() if len(line) > 80]
             assert wide == [], command.prog
 
+    def test_up_names_its_directories(self) -> None:
+        """`stello up --help` says STELLO_DATA_DIR and STELLO_CONFIG_DIR choose its data and
+        credentials directories (no flag does, and the help named neither)."""
+        up = next(p for p in leaves(build_parser()) if p.prog == "stello up")
+        assert "STELLO_DATA_DIR" in up.format_help() and "STELLO_CONFIG_DIR" in up.format_help()
+
     def test_session_is_explained(self) -> None:
         """SESSION says it takes an id or its first digits."""
         parser = build_parser()
