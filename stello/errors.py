@@ -299,6 +299,18 @@ def reply_too_large(error: grpc.aio.AioRpcError) -> bool:
     """A RESOURCE_EXHAUSTED of the transport: a reply past a side's message limit. gRPC's
     text ("Received message larger than max (4562 vs. 4096)") names no field nor what to
     do; every Stello limit's refusal carries its status details."""
+    return _transport_exhausted(error) and not metadata_too_large(error)
+
+
+def metadata_too_large(error: grpc.aio.AioRpcError) -> bool:
+    """A RESOURCE_EXHAUSTED of the transport for headers, not a message: a call's metadata
+    (a pasted key of 20 KB, say) or a reply's trailers past gRPC's metadata limit (8 KB
+    soft, 16 KB hard: "received metadata size exceeds hard limit ..."), which
+    STELLO_MAX_MESSAGE_BYTES does not govern."""
+    return _transport_exhausted(error) and "metadata size exceeds" in (error.details() or "")
+
+
+def _transport_exhausted(error: grpc.aio.AioRpcError) -> bool:
     return error.code() is grpc.StatusCode.RESOURCE_EXHAUSTED and not has_status_details(error)
 
 

@@ -19,7 +19,7 @@ from stello_cli.style import one_line, plural, write
 from stello_client.credentials import load_credentials
 from stello_client.dicts import dumps
 from stello_client.errors import ClientError, UsageError, rpc_error_line
-from stello_client.flags import pick, resolve_tls, tls_options
+from stello_client.flags import address_problem, gateway_address, pick, resolve_tls, tls_options
 
 if TYPE_CHECKING:  # the database commands import these when they run (a client needs none)
     from stello.auth import KeyStore
@@ -275,6 +275,9 @@ async def cmd_health(args: argparse.Namespace) -> int:
     if not address:
         saved = load_credentials()
         address = pick(None, "STELLO_GATEWAY", saved.gateway if saved else None)
+        problem = address_problem(address) if address else None
+        if problem is not None:
+            raise ClientError(f"STELLO_GATEWAY: {problem}")
     if not address:
         raise ClientError("no address: give HOST:PORT, set STELLO_GATEWAY, or run `stello up`")
     async with open_channel(address, tls=resolve_tls(args)) as channel:
@@ -352,7 +355,10 @@ def register(commands: Commands) -> None:
         "run storage, tree and gateway on this machine (embedded PostgreSQL, echo model)",
         "Start the three services and the web console on loopback over the embedded\n"
         "PostgreSQL (or --database-url), make a local space and key on first run, save\n"
-        "them with the endpoints for the client commands, and run until Ctrl-C.",
+        "them with the endpoints for the client commands, and run until Ctrl-C.\n\n"
+        "Where: STELLO_DATA_DIR sets where the embedded PostgreSQL keeps its data,\n"
+        "STELLO_CONFIG_DIR where the key and endpoints are saved (credentials.json);\n"
+        "each defaults to the user's data or config directory.",
     )
     up.add_argument(
         "--host",
@@ -459,6 +465,7 @@ def _register_health(commands: Commands) -> None:
     health.add_argument(
         "address",
         nargs="?",
+        type=gateway_address,
         metavar="HOST:PORT",
         help="the server (default: STELLO_GATEWAY, else the gateway `stello up` saved)",
     )

@@ -22,7 +22,7 @@ from typing import Any, ClassVar, NoReturn
 
 from stello import __version__
 from stello_client.errors import UsageError
-from stello_client.flags import tls_options
+from stello_client.flags import gateway_address, tls_options
 
 Run = Callable[[argparse.Namespace], Awaitable[int]]
 UNDECODED = re.compile("[\udc80-\udcff]")
@@ -113,7 +113,13 @@ def connection_options(parser: argparse.ArgumentParser, *, default: Any = None) 
     """
     suppress = default is argparse.SUPPRESS
     group = parser.add_argument_group("connection (default: what `stello up` saved)")
-    group.add_argument("--gateway", default=default, metavar="HOST:PORT", help="STELLO_GATEWAY")
+    group.add_argument(
+        "--gateway",
+        type=gateway_address,
+        default=default,
+        metavar="HOST:PORT",
+        help="STELLO_GATEWAY",
+    )
     group.add_argument("--key", default=default, help="API key (STELLO_KEY)")
     group.add_argument(
         "--space",

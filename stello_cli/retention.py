@@ -15,7 +15,7 @@ from google.protobuf import json_format
 from stello.common.v1 import common_pb2
 from stello_cli.gateway import gateway, session_id
 from stello_cli.parser import Commands, int32, session_argument
-from stello_cli.style import one_line, short_id, write
+from stello_cli.style import one_line, plural, short_id, write
 from stello_client import dicts
 from stello_client.errors import UsageError
 
@@ -45,7 +45,7 @@ def policy_line(policy: RetentionPolicy | None) -> str:
 def action_line(action: RetentionAction) -> str:
     """One root's action: kind, label, short id, last activity, sessions."""
     when = action.last_active_at.ToDatetime().strftime("%Y-%m-%d")
-    count = f", {len(action.session_ids)} sessions" if action.session_ids else ""
+    count = f", {plural(len(action.session_ids), 'session')}" if action.session_ids else ""
     kind = KIND_NAMES.get(action.kind, "?")
     label = one_line(action.label)
     return f"{kind:<8} {label}  {short_id(action.root_id)}  (last active {when}{count})"

@@ -23,7 +23,14 @@ from stello.channels import ClientTls, open_channel
 from stello_client.calls import CallOptions, Retry, call_options, new_request_id, unary
 from stello_client.errors import shown
 from stello_client.exceptions import ConfigurationError
-from stello_client.target import Target, TlsFiles, message_limit, refuse_empty, resolve_target
+from stello_client.target import (
+    Target,
+    TlsFiles,
+    check_gateway,
+    message_limit,
+    refuse_empty,
+    resolve_target,
+)
 
 T = TypeVar("T")
 M = TypeVar("M")
@@ -32,6 +39,10 @@ DEFAULT_TIMEOUT_S = 60.0
 DEFAULT_TURN_TIMEOUT_S = 660.0  # the gateway's STELLO_GATEWAY_TURN_MAX_S default, and a minute
 # Reconnect 0.1 s after a lost connection (gRPC waits 1 s), so a retry finds a restarted gateway.
 CHANNEL_OPTIONS = (("grpc.initial_reconnect_backoff_ms", 100),)
+# stello.auth.new_secret: "stello_", 12 hex digits of the key id, "_", 43 of token_urlsafe(32).
+KEY_CHARS = 63
+# Room for a longer key of a later version, far below gRPC's metadata limit (8 KB soft).
+MAX_KEY_CHARS = 4 * KEY_CHARS
 
 
 class Default(enum.Enum):
@@ -115,7 +126,8 @@ class ClientBase:
             retry: how safe calls are retried (default `Retry()`; `Retry(attempts=1)`: never).
 
         Raises:
-            ConfigurationError: no gateway or key anywhere, or unusable TLS settings.
+            ConfigurationError: no gateway or key anywhere, a gateway that is not
+                HOST:PORT (a URL, a missing port), or unusable TLS settings.
         """
         if _shared is None:
             target = resolve_target(gateway, key, space, tls=tls, plaintext=plaintext)
@@ -148,6 +160,7 @@ class ClientBase:
         many users (a web console): each user's calls go through `using(key=..., space=...)`.
         Only the gateway comes from the arguments (`tls` None: plaintext); of the
         environment only STELLO_MAX_MESSAGE_BYTES is read, nothing of the saved credentials."""
+        check_gateway(gateway)
         target = Target(gateway, "", "", tls, message_limit())
         return cls(
             timeout=timeout,
@@ -300,20 +313,28 @@ def set_optional(message: Any, **fields: Any) -> None:
             try:
                 setattr(message, name, value)
             except (TypeError, ValueError) as exc:
-                raise type(exc)(_not_held(name, value)) from None
+                raise _refusal(name, value, exc) from None
 
 
 def _check_key(key: str) -> None:
-    """A key is printable ASCII without spaces (as every key Stello makes), which is also
-    all gRPC lets a header carry.
+    """A key is printable ASCII without spaces, and short (as every key Stello makes), which
+    is also all gRPC lets a header carry.
 
     Raises:
-        ConfigurationError: it holds another character (a pasted line break, say).
+        ConfigurationError: it holds another character (a pasted line break, say), or is
+            longer than any key (gRPC's metadata limit would refuse it with a text that
+            blames the size of a message).
     """
     if key and not all("!" <= char <= "~" for char in key):
         raise ConfigurationError(
             "the API key (key= or STELLO_KEY) holds a character no key has (a space, a line "
             "break or a non-ASCII character): copy it again",
+            setting="key",
+        )
+    if len(key) > MAX_KEY_CHARS:
+        raise ConfigurationError(
+            f"the API key (key= or STELLO_KEY) is {len(key)} characters, longer than any key "
+            f"(Stello's keys are {KEY_CHARS}): copy it again",
             setting="key",
         )
 
@@ -340,17 +361,30 @@ def request_of(kind: Callable[..., M], **fields: Any) -> M:
     Raises:
         TypeError: a keyword's value is not of its field's type (protobuf's own
             message, "bad argument type for built-in operation", names no field).
-        ValueError: a number past its field's range ("Value out of range: N").
+        ValueError: a number past its field's range ("Value out of range: N"), or
+            text that is not valid Unicode (a lone surrogate, which UTF-8 cannot encode).
     """
     try:
         return kind(**fields)
-    except (TypeError, ValueError) as exc:
+    except (TypeError, ValueError):
         for name, value in fields.items():
             try:
                 kind(**{name: value})
-            except (TypeError, ValueError):
-                raise type(exc)(_not_held(name, value)) from None
+            except (TypeError, ValueError) as refused:
+                raise _refusal(name, value, refused) from None
         raise
+
+
+def _refusal(name: str, value: Any, exc: TypeError | ValueError) -> TypeError | ValueError:
+    """The error naming keyword `name` for protobuf's refusal `exc` of its value (which is
+    not always rebuilt from one message: UnicodeEncodeError's constructor takes five)."""
+    if isinstance(exc, UnicodeEncodeError):
+        char = exc.object[exc.start]
+        return ValueError(
+            f"{name}: is not valid Unicode text (a lone surrogate U+{ord(char):04X} at "
+            f"character {exc.start + 1} of {shown(exc.object)}): send text without it"
+        )
+    return type(exc)(_not_held(name, value))
 
 
 def _not_held(name: str, value: Any) -> str:

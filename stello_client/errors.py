@@ -79,8 +79,12 @@ REASON_HINTS: dict[str, str] = {
 }
 # How gRPC words a connection that failed on the client's side (no server answered).
 _TRANSPORT_WORDS = re.compile(
-    r"connect|backends|refused|resolution|socket|handshake|ssl|certificate|unreachable", re.I
+    r"connect|backends|refused|resolution|resolving|lookup failed|socket|handshake|ssl|"
+    r"certificate|unreachable",
+    re.I,
 )
+# How gRPC's resolvers (c-ares, the native one) word a host name that does not resolve.
+_RESOLVER_WORDS = re.compile(r"resolution failed|errors resolving|lookup failed", re.I)
 
 
 class ClientError(Exception):
@@ -157,6 +161,9 @@ def rpc_error_line(
         details = flag_names(_flat(failed.details), names)
     details = _flat(details)
     unreachable = code == grpc.StatusCode.UNAVAILABLE and _transport_failure(failed.reason, details)
+    if unreachable and target and _RESOLVER_WORDS.search(details):
+        details = _unresolved(target, service)  # not the resolver's internals
+        return f"{code.name}: {details}" if not as_flags else f"{details}: check the name"
     if not as_flags:
         line = f"{code.name}: {details}" if details else code.name
         if unreachable and target:
@@ -207,6 +214,12 @@ def _archived(details: str) -> str:
 def _transport_failure(reason: str | None, details: str) -> bool:
     """True when an UNAVAILABLE came from the connection, not from a gateway that answered."""
     return reason is None and (not details or bool(_TRANSPORT_WORDS.search(details)))
+
+
+def _unresolved(target: str, service: str) -> str:
+    """A host name that did not resolve, in one sentence (gRPC's says c-ares' words)."""
+    host = target.rpartition(":")[0].strip("[]") or target
+    return f"cannot resolve host {host!r} (in {service}'s address {target})"
 
 
 def _unreachable_hint(details: str, target: str) -> str | None:

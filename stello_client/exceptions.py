@@ -44,7 +44,12 @@ from dataclasses import dataclass
 import grpc
 
 from stello import reasons
-from stello.errors import error_info_reason, field_violations, reply_too_large
+from stello.errors import (
+    error_info_reason,
+    field_violations,
+    metadata_too_large,
+    reply_too_large,
+)
 
 
 @dataclass(frozen=True, slots=True)
@@ -385,7 +390,7 @@ def from_rpc_error(
     reason = error_info_reason(error)
     violations = [FieldViolation(v.field, v.description) for v in field_violations(error)]
     return error_class(code, reason)(
-        OVERSIZED_REPLY if reply_too_large(error) else error.details() or "",
+        _transport_text(error),
         code=code,
         reason=reason,
         request_id=request_id,
@@ -395,9 +400,22 @@ def from_rpc_error(
     )
 
 
+def _transport_text(error: grpc.aio.AioRpcError) -> str:
+    """The error's message: ours for a limit of the transport, else the gateway's."""
+    if metadata_too_large(error):
+        return OVERSIZED_METADATA
+    return OVERSIZED_REPLY if reply_too_large(error) else error.details() or ""
+
+
 OVERSIZED_REPLY = (
     "the reply was larger than a gRPC message limit (this client's or the gateway's "
     "STELLO_MAX_MESSAGE_BYTES): ask for less at once (a smaller page, limit or depth), "
     "or raise the limit"
 )
 """What a RESOURCE_EXHAUSTED of the transport says instead of gRPC's own text."""
+OVERSIZED_METADATA = (
+    "a call's headers (its API key, request id) or its reply's were larger than gRPC's "
+    "metadata limit, which STELLO_MAX_MESSAGE_BYTES does not govern: check that the API key "
+    "is the one Stello printed (a key is 63 characters) and send shorter values"
+)
+"""What a RESOURCE_EXHAUSTED of gRPC's metadata limit says instead of gRPC's own text."""

@@ -17,6 +17,41 @@ if TYPE_CHECKING:
     from stello.channels import ClientTls
 
 
+# gRPC's own target forms (unix:PATH, dns:///host:port, ...) pass unchecked.
+GRPC_SCHEMES = ("dns:", "unix:", "unix-abstract:", "ipv4:", "ipv6:", "vsock:")
+PORTS = "1..65535"
+
+
+def address_problem(address: str) -> str | None:
+    """Why `address` is not HOST:PORT (``[::1]:50063`` for IPv6), or None when it is one
+    (or one of gRPC's own target forms): gRPC would take any text and fail later, at the
+    first call, in its resolver's words or as a gateway that does not answer."""
+    if address.startswith(GRPC_SCHEMES):
+        return None
+    example = "(e.g. 127.0.0.1:50063)"
+    if "://" in address:
+        return f"give HOST:PORT {example}, not a URL, got {address!r}"
+    host, colon, port = address.rpartition(":")
+    if not colon or host.endswith("]") != host.startswith("["):
+        return f"give HOST:PORT {example}: the port is missing in {address!r}"
+    if not host:
+        return f"give HOST:PORT {example}: the host is missing in {address!r}"
+    if ":" in host and not host.startswith("["):
+        return f"an IPv6 address goes in brackets, [::1]:50063, got {address!r}"
+    if not (port.isascii() and port.isdigit() and 1 <= int(port) <= 65535):
+        return f"the port must be {PORTS}, got {port!r}"
+    return None
+
+
+def gateway_address(text: str) -> str:
+    """An argparse type: HOST:PORT (`address_problem` says what else is refused); an empty
+    one is left to the client, which says it is empty."""
+    problem = address_problem(text.strip()) if text.strip() else None
+    if problem is not None:
+        raise argparse.ArgumentTypeError(problem)
+    return text.strip()
+
+
 def pick(given: str | None, env: str, saved: str | None) -> str:
     """The given value, else the variable's, else the saved one ("" when none)."""
     return given or os.environ.get(env, "").strip() or (saved or "")

@@ -21,7 +21,7 @@ from stello.channels import ClientTls
 from stello.errors import FailedPrecondition
 from stello_client.credentials import Credentials, load_credentials
 from stello_client.exceptions import ConfigurationError
-from stello_client.flags import pick
+from stello_client.flags import address_problem, pick
 
 DEFAULT_MESSAGE_BYTES = 64 * 1024 * 1024  # STELLO_MAX_MESSAGE_BYTES' default
 
@@ -142,6 +142,7 @@ def resolve_target(
             "no gateway address: run `stello up` first, or pass gateway= / set STELLO_GATEWAY",
             setting="gateway",
         )
+    check_gateway(address, "gateway" if gateway else "STELLO_GATEWAY")
     if not secret:
         raise ConfigurationError(
             "no API key: run `stello up` first, or pass key= / set STELLO_KEY", setting="key"
@@ -150,6 +151,18 @@ def resolve_target(
     if not plaintext:
         material = tls if isinstance(tls, ClientTls) else TlsFiles.from_env(tls).load()
     return Target(address, secret, named, material, message_limit())
+
+
+def check_gateway(address: str, source: str = "gateway") -> None:
+    """`address` is HOST:PORT (or one of gRPC's own targets, unix:PATH say).
+
+    Raises:
+        ConfigurationError: it is a URL, or its port is missing or out of range, naming
+            `source` (the argument or variable it came from).
+    """
+    problem = address_problem(address)
+    if problem is not None:
+        raise ConfigurationError(f"{source}: {problem}", setting="gateway")
 
 
 def refuse_empty(**given: str | None) -> None:

@@ -48,6 +48,7 @@ SEARCH_PAGE = 20
 MAX_SEARCH_PAGE = 100
 MAX_NODES = 100
 MAX_CURSOR_DIGITS = 18
+MAX_SEQ = 2**63 - 1  # seqs are int64 on the wire
 
 
 def fixed_caller(caller: Caller) -> CallerOf:
@@ -168,7 +169,7 @@ class ConsoleApi:
         """A page of records, oldest first: the newest ones, or those after ?after=SEQ;
         &limit=N (default 50); &page_token= (a page's next_page_token) continues the walk,
         to older records without `after`, to newer ones with it: {records, next_page_token}."""
-        after = _query_int(request, "after", None, minimum=0)
+        after = _query_int(request, "after", None, minimum=0, maximum=MAX_SEQ)
         limit = _query_int(request, "limit", RECORDS_PAGE, minimum=1, maximum=1000)
         assert limit is not None
         page = RecordPage(limit, after, request.query_params.get("page_token", ""))
@@ -330,6 +331,19 @@ def _text(body: dict[str, Any], name: str, *, required: bool = False) -> str | N
         return None
     if not isinstance(value, str):
         raise ConsoleInputError(f"{name}: must be text")
+    return _unicode(value, name)
+
+
+def _unicode(value: str, name: str) -> str:
+    """`value` when UTF-8 can carry it; JSON's "\\ud800" escapes decode to lone surrogates,
+    which no text field holds (the SDK would refuse them naming its own keyword)."""
+    try:
+        value.encode()
+    except UnicodeEncodeError as exc:
+        raise ConsoleInputError(
+            f"{name}: is not valid Unicode text (a lone surrogate at character "
+            f"{exc.start + 1}): send text without it"
+        ) from None
     return value
 
 
@@ -339,15 +353,20 @@ def _vars(body: dict[str, Any]) -> dict[str, str]:
         isinstance(k, str) and isinstance(v, str) for k, v in value.items()
     ):
         raise ConsoleInputError("profile_vars: must map variable names to text")
+    for name, text in value.items():
+        _unicode(name + text, "profile_vars")
     return value
 
 
 def _int(body: dict[str, Any], name: str) -> int | None:
+    """A whole number a seq (int64) can hold; the gateway judges its meaning."""
     value = body.get(name)
     if value is None:
         return None
     if isinstance(value, bool) or not isinstance(value, int):
         raise ConsoleInputError(f"{name}: must be a whole number")
+    if not -MAX_SEQ - 1 <= value <= MAX_SEQ:
+        raise ConsoleInputError(f"{name}: must be at most {MAX_SEQ} (a seq), got {value}")
     return value
 
 

@@ -58,6 +58,17 @@ def rpc_error_status(error: RpcError) -> int:
     return HTTP_STATUS.get(error.code, 500)
 
 
+# The SDK's settings as the sign-in form names them (the page has no `key=` nor STELLO_KEY).
+PAGE_FIELDS = {
+    "(key= or STELLO_KEY)": "(the API key field)",
+    "space=ID": "its id in the Space id field",
+}
+
+
 def configuration_error(error: ConfigurationError) -> ConsoleInputError:
-    """A caller the SDK cannot set up (a space the key does not reach) as the page's error."""
-    return ConsoleInputError(error.message)
+    """A caller the SDK cannot set up (a space the key does not reach, a key no key can be)
+    as the page's error, naming the sign-in form's fields."""
+    text = error.message
+    for setting, page_field in PAGE_FIELDS.items():
+        text = text.replace(setting, page_field)
+    return ConsoleInputError(text)

@@ -39,11 +39,11 @@ import os
 import secrets
 from collections.abc import Iterable
 from dataclasses import dataclass, field
-from http.cookies import SimpleCookie
 from pathlib import Path
-from urllib.parse import parse_qsl, urlencode
+from urllib.parse import parse_qsl, quote, urlencode
 
 from starlette.datastructures import Headers
+from starlette.requests import cookie_parser
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 LOOPBACK_NAMES = frozenset({"127.0.0.1", "localhost", "[::1]"})
@@ -214,20 +214,25 @@ class Guard:
                 )
                 return False
             del query["token"]
-            # One leading slash: "//host" would send the browser to another site.
-            location = "/" + scope["path"].lstrip("/") + (f"?{urlencode(query)}" if query else "")
+            location = _same_site(scope["path"]) + (f"?{urlencode(query)}" if query else "")
             await _redirect(send, location, _session_cookie(launch, port))
             return False
-        cookies = SimpleCookie()
-        cookies.load(headers.get("cookie", ""))
-        given = cookies.get(launch.cookie_name(port))
-        if given is None or not hmac.compare_digest(given.value.encode(), launch.session.encode()):
+        # Starlette's parser, not SimpleCookie: that one drops the whole header at the first
+        # value it dislikes (JSON, a space, non-ASCII), and any page of this host sets those.
+        given = cookie_parser(headers.get("cookie", "")).get(launch.cookie_name(port))
+        if given is None or not hmac.compare_digest(given.encode(), launch.session.encode()):
             if scope["path"].startswith("/api/"):
                 await _refuse_json(send, 403, NOT_SIGNED_IN, SIGNED_OUT_REASON)
             else:
                 await _refuse(send, 403, NOT_SIGNED_IN)
             return False
         return True
+
+
+def _same_site(path: str) -> str:
+    """`path` (decoded) as a Location on this site: one leading slash ("//host" and "/\\host"
+    are other sites to a browser), the rest quoted (a CR/LF is no header value)."""
+    return "/" + quote(path.lstrip("/"), safe="/:@!$&'()*+,;=~")
 
 
 def _port(scope: Scope) -> int:

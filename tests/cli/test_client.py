@@ -120,6 +120,37 @@ class TestErrors:
                 "space, a line break or a non-ASCII character): copy it again\n",
             )
 
+    def test_a_gateway_address_that_cannot_be_used_is_one_plain_line(self, home: Path) -> None:
+        """STELLO_GATEWAY as a URL names the variable (for `stello health` too); a host that
+        does not resolve is said so, not in gRPC's resolver (c-ares) words."""
+        env = private_env(home)
+        env.update(STELLO_KEY="stello_k", STELLO_SPACE_ID="s", STELLO_GATEWAY="http://h:1")
+        said = (
+            "stello: STELLO_GATEWAY: give HOST:PORT (e.g. 127.0.0.1:50063), not a URL, "
+            "got 'http://h:1'\n"
+        )
+        for args in (("tree",), ("health",)):
+            done = run_cli(env, *args)
+            assert (done.returncode, done.stderr) == (1, said)
+        done = run_cli(env, "--gateway", "nohost.invalid:1", "tree")
+        assert (done.returncode, done.stderr) == (
+            1,
+            "stello: cannot resolve host 'nohost.invalid' (in the gateway's address "
+            "nohost.invalid:1): check the name\n",
+        )
+
+    def test_a_key_longer_than_any_key_is_one_line(self, home: Path) -> None:
+        """A key of 20 KB (a pasted file) is refused naming --key, before any call: sent,
+        it met gRPC's metadata limit and the line advised raising STELLO_MAX_MESSAGE_BYTES."""
+        env = private_env(home)
+        env.update(STELLO_GATEWAY="127.0.0.1:1", STELLO_SPACE_ID="s")
+        done = run_cli(env, "--key", "stello_" + "x" * 20_000, "tree")
+        assert (done.returncode, done.stderr) == (
+            1,
+            "stello: the API key (--key or STELLO_KEY) is 20007 characters, longer than any "
+            "key (Stello's keys are 63): copy it again\n",
+        )
+
     def test_an_empty_key_gateway_or_space_is_refused(self, home: Path) -> None:
         """`--key ""` (a script's `--key "$KEY"` with KEY unset) is refused naming the flag,
         as are an empty --gateway and --space: each fell back to its variable or to what

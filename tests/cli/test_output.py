@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import io
+import uuid
 from datetime import UTC, datetime, timedelta
 
 import grpc
@@ -22,6 +23,7 @@ from stello.errors import (
     to_rpc_status,
 )
 from stello_cli import format as fmt
+from stello_cli.retention import action_line
 from stello_cli.style import PLAIN, Style, ago
 from stello_client import dicts
 from stello_client.errors import flag_names, rpc_error_line
@@ -219,3 +221,20 @@ class TestErrorsAsFlags:
         """`older_than_s: must not be negative` reads `--older-than: must not be negative`."""
         error = rpc_error(InvalidArgument.field(field, "must not be negative"))
         assert rpc_error_line(error) == f"{flag}: must not be negative"
+
+
+class TestRetentionLines:
+    @pytest.mark.parametrize(
+        ("count", "said"),
+        [pytest.param(1, "1 session)", id="one"), pytest.param(2, "2 sessions)", id="two")],
+    )
+    def test_the_session_count_agrees_with_its_number(self, count: int, said: str) -> None:
+        """An action over one session says "1 session" ("1 sessions" before)."""
+        action = common_pb2.RetentionAction(
+            root_id=str(uuid.uuid4()),
+            kind=common_pb2.RetentionAction.KIND_ARCHIVE,
+            label="old",
+            session_ids=[str(uuid.uuid4()) for _ in range(count)],
+        )
+        action.last_active_at.FromDatetime(datetime(2026, 11, 25, tzinfo=UTC))
+        assert action_line(action).endswith(f"(last active 2026-11-25, {said}")

@@ -67,6 +67,12 @@ class TestHelp:
             wide = [line for line in command.format_help().splitlines() if len(line) > 80]
             assert wide == [], command.prog
 
+    def test_up_names_its_directories(self) -> None:
+        """`stello up --help` says STELLO_DATA_DIR and STELLO_CONFIG_DIR choose its data and
+        credentials directories (no flag does, and the help named neither)."""
+        up = next(p for p in leaves(build_parser()) if p.prog == "stello up")
+        assert "STELLO_DATA_DIR" in up.format_help() and "STELLO_CONFIG_DIR" in up.format_help()
+
     def test_session_is_explained(self) -> None:
         """SESSION says it takes an id or its first digits."""
         parser = build_parser()
@@ -157,6 +163,47 @@ class TestUsageErrors:
             "stello records: --limit must be at least 1, got 0 (leave it out for every record) "
             "(see `stello records --help`)\n"
         )
+
+    @pytest.mark.parametrize(
+        ("argv", "said"),
+        [
+            pytest.param(
+                ["tree", "--gateway", "http://127.0.0.1:50063"],
+                "stello tree: argument --gateway: give HOST:PORT (e.g. 127.0.0.1:50063), not a "
+                "URL, got 'http://127.0.0.1:50063'",
+                id="url",
+            ),
+            pytest.param(
+                ["--gateway", "127.0.0.1:99999", "tree"],
+                "stello: argument --gateway: the port must be 1..65535, got '99999'",
+                id="port-out-of-range",
+            ),
+            pytest.param(
+                ["tree", "--gateway", "127.0.0.1"],
+                "stello tree: argument --gateway: give HOST:PORT (e.g. 127.0.0.1:50063): the "
+                "port is missing in '127.0.0.1'",
+                id="no-port",
+            ),
+            pytest.param(
+                ["health", "http://127.0.0.1:50063"],
+                "stello health: argument HOST:PORT: give HOST:PORT (e.g. 127.0.0.1:50063), not "
+                "a URL, got 'http://127.0.0.1:50063'",
+                id="health-url",
+            ),
+            pytest.param(
+                ["health", "127.0.0.1:99999"],
+                "stello health: argument HOST:PORT: the port must be 1..65535, got '99999'",
+                id="health-port",
+            ),
+        ],
+    )
+    def test_a_gateway_that_is_not_host_port(
+        self, capsys: pytest.CaptureFixture[str], argv: list[str], said: str
+    ) -> None:
+        """--gateway and `stello health`'s HOST:PORT that are a URL, or whose port is missing
+        or out of range, are usage errors saying so (gRPC's resolver text, or "is `stello
+        up` running?", before)."""
+        assert usage_error(capsys, *argv).startswith(said)
 
     def test_no_command(self, capsys: pytest.CaptureFixture[str]) -> None:
         """`stello` alone asks for a command on one line."""

@@ -131,6 +131,7 @@ class TestRecords:
             pytest.param("limit=5000", "limit", id="limit-too-big"),
             pytest.param("after=x", "after", id="after-not-a-number"),
             pytest.param("after=-1", "after", id="after-negative"),
+            pytest.param("after=99999999999999999999999", "after", id="after-past-int64"),
             pytest.param("page_token=nope", "page_token", id="token-not-issued"),
         ],
     )
@@ -346,6 +347,15 @@ class TestFork:
                 {"label": "x", "inherit_until_seq": "3"}, "inherit_until_seq", id="seq-not-int"
             ),
             pytest.param({"label": "x", "profile_vars": ["a"]}, "profile_vars", id="vars-list"),
+            pytest.param(
+                {"label": "x", "context": "inherit", "inherit_until_seq": 10**23},
+                "inherit_until_seq",
+                id="seq-past-int64",
+            ),
+            pytest.param({"label": "f\ud800"}, "label", id="label-lone-surrogate"),
+            pytest.param(
+                {"label": "x", "profile_vars": {"a": "b\udfff"}}, "profile_vars", id="var-surrogate"
+            ),
         ],
     )
     async def test_bad_fork_input_names_the_field_and_creates_nothing(
@@ -401,6 +411,40 @@ class TestSend:
         root = await api.console.stack.root()
         reply = await api.call("POST", f"/api/sessions/{root.id}/send", {})
         assert reply.status == 400 and reply.json()["error"]["message"].startswith("content:")
+
+
+class TestTextThatIsNotUnicode:
+    @pytest.mark.parametrize(
+        ("method", "path", "body", "field"),
+        [
+            pytest.param("POST", "/api/roots", {"label": "a\udfffb"}, "label", id="root-label"),
+            pytest.param(
+                "POST", "/api/roots", {"system_prompt": "\ud800"}, "system_prompt", id="prompt"
+            ),
+            pytest.param(
+                "PUT", "/api/sessions/{id}/insight", {"content": "a\ud800"}, "content", id="insight"
+            ),
+            pytest.param(
+                "PUT", "/api/sessions/{id}/memory", {"content": "\udc00"}, "content", id="memory"
+            ),
+            pytest.param(
+                "POST", "/api/sessions/{id}/send", {"content": "x\ud800"}, "content", id="send"
+            ),
+        ],
+    )
+    async def test_a_lone_surrogate_is_refused_naming_the_field(
+        self, api: Api, method: str, path: str, body: dict[str, Any], field: str
+    ) -> None:
+        """JSON's "\\ud800" (what JSON.stringify makes of a lone surrogate) is 400
+        INVALID_ARGUMENT naming the field (a 500 and a traceback before); nothing is made."""
+        root = await api.console.stack.root()
+        reply = await api.call(method, path.format(id=root.id), body)
+        assert reply.status == 400, reply.text
+        error = reply.json()["error"]
+        assert error["code"] == "INVALID_ARGUMENT"
+        assert error["message"].startswith(f"{field}: is not valid Unicode text")
+        nodes = (await api.ok("GET", "/api/tree"))["nodes"]
+        assert [node["id"] for node in nodes] == [root.id]
 
 
 class TestDigestsAndTree:

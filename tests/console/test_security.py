@@ -69,6 +69,43 @@ class TestSignIn:
         reply = await fetch(console.port, f"//evil.example?token={token}")
         assert reply.status == 303 and reply.header("location") == "/evil.example"
 
+    @pytest.mark.parametrize(
+        ("path", "location"),
+        [
+            pytest.param("/%5Cevil.example", "/%5Cevil.example", id="backslash-host"),
+            pytest.param("/%5C%5Cevil.example/x", "/%5C%5Cevil.example/x", id="two-backslashes"),
+            pytest.param("/%0d%0aX-Evil:%201", "/%0D%0AX-Evil:%201", id="crlf"),
+            pytest.param("/a%20b/%C3%A9", "/a%20b/%C3%A9", id="space-and-non-ascii"),
+        ],
+    )
+    async def test_the_redirect_is_a_quoted_path_of_this_site(
+        self, console: ConsoleStack, path: str, location: str
+    ) -> None:
+        """A path a browser would read as another host (/\\host) or that holds a CR/LF is
+        redirected to itself quoted, on this site (an open redirect, and an h11 error with a
+        traceback and an empty reply, before); no header is injected."""
+        assert console.console.launch is not None
+        reply = await fetch(console.port, f"{path}?token={console.console.launch.token}")
+        assert (reply.status, reply.header("location")) == (303, location)
+        assert reply.header("x-evil") is None
+
+    @pytest.mark.parametrize(
+        "other",
+        [
+            pytest.param('json={"a":1}', id="json"),
+            pytest.param('other="a b', id="open-quote-and-space"),
+            pytest.param("a=é", id="non-ascii"),
+        ],
+    )
+    async def test_the_cookie_is_found_beside_any_other(
+        self, console: ConsoleStack, other: str
+    ) -> None:
+        """Another cookie of this host that Python's SimpleCookie cannot parse, sent first,
+        does not hide the console's own (it signed the user out before)."""
+        cookie = await signed_in(console)
+        reply = await fetch(console.port, "/api/tree", headers={"Cookie": f"{other}; {cookie}"})
+        assert reply.status == 200, reply.text
+
 
 class TestHostAndOrigin:
     @pytest.mark.parametrize(
@@ -244,6 +281,29 @@ class TestDeployedConsole:
             headers={"Authorization": "Bearer nope", "X-Stello-Space": space.sid},
         )
         assert reply.status == 401 and reply.json()["error"]["code"] == "UNAUTHENTICATED"
+
+    @pytest.mark.parametrize(
+        ("key", "said"),
+        [
+            pytest.param("stello x", "holds a character no key has", id="space"),
+            pytest.param("stello_" + "x" * 300, "is 307 characters", id="too-long"),
+        ],
+    )
+    async def test_a_key_no_key_can_be_names_the_pages_field(
+        self, key_console: ConsoleStack, key: str, said: str
+    ) -> None:
+        """A key typed with a space, or longer than any key, is refused naming the page's
+        API key field, not the SDK's `key=` nor the CLI's STELLO_KEY."""
+        space = key_console.stack.space
+        reply = await fetch(
+            key_console.port,
+            "/api/tree",
+            headers={"Authorization": f"Bearer {key}", "X-Stello-Space": space.sid},
+        )
+        message = reply.json()["error"]["message"]
+        assert reply.status == 400 and said in message, message
+        assert "(the API key field)" in message
+        assert "key=" not in message and "STELLO_KEY" not in message
 
     async def test_another_spaces_session_is_not_found(
         self, key_console: ConsoleStack, other_space: object

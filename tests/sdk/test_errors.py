@@ -18,12 +18,17 @@ import pytest
 
 from agent_gateway.app import GatewayClients
 from stello import reasons
+from stello.agent.v1 import agent_pb2, agent_pb2_grpc
+from stello.auth import new_secret
 from stello.storage.v1 import storage_pb2
 from stello_client import AsyncClient, ConfigurationError, Retry
+from stello_client.base import KEY_CHARS, MAX_KEY_CHARS
 from stello_client.calls import NO_RETRY, call_options, retryable
+from stello_client.errors import rpc_error_line
 from stello_client.exceptions import (
     BY_CODE,
     BY_REASON,
+    OVERSIZED_METADATA,
     CursorExpired,
     DeadlineExceeded,
     InvalidArgument,
@@ -32,6 +37,7 @@ from stello_client.exceptions import (
     OutcomeUnknown,
     ProfileNotFound,
     RequestIdReused,
+    ResourceExhausted,
     RpcError,
     SessionArchived,
     TreeTooLarge,
@@ -39,6 +45,7 @@ from stello_client.exceptions import (
     Unauthenticated,
     Unavailable,
     error_class,
+    from_rpc_error,
 )
 from stello_client.types import tool_result
 from storage_service.app import create_purger
@@ -266,6 +273,35 @@ class TestLiveErrors:
             with pytest.raises(ConfigurationError, match="holds a character no key has"):
                 client.using(key=key)
 
+    async def test_a_key_longer_than_any_key_is_refused(self, stack: Stack) -> None:
+        """A key longer than any Stello makes is a ConfigurationError naming the key, for
+        `using` too: sent, gRPC's metadata limit refused it and the SDK blamed the size of
+        a reply ("raise STELLO_MAX_MESSAGE_BYTES"). A key Stello makes fits."""
+        assert len(new_secret(uuid.uuid4())) == KEY_CHARS <= MAX_KEY_CHARS
+        key = "stello_" + "x" * 20_000
+        with pytest.raises(ConfigurationError, match=r"is 20007 characters, longer than any key"):
+            AsyncClient(stack.gateway.address, key, stack.space.sid)
+        async with AsyncClient(stack.gateway.address, stack.space.key, stack.space.sid) as client:
+            with pytest.raises(ConfigurationError, match="longer than any key") as caught:
+                client.using(key="x" * (MAX_KEY_CHARS + 1))
+        assert caught.value.setting == "key"
+
+    async def test_headers_past_grpcs_metadata_limit_are_not_a_large_reply(
+        self, stack: Stack
+    ) -> None:
+        """gRPC's metadata limit (a call's headers of 20 KB) is told from a message past
+        STELLO_MAX_MESSAGE_BYTES: the sentence does not advise raising that limit."""
+        metadata = (("authorization", "Bearer " + "x" * 20_000),)
+        async with grpc.aio.insecure_channel(stack.gateway.address) as channel:
+            stub = agent_pb2_grpc.AgentGatewayStub(channel)
+            with pytest.raises(grpc.aio.AioRpcError) as caught:
+                await stub.WhoAmI(agent_pb2.WhoAmIRequest(), metadata=metadata)
+        error = from_rpc_error(caught.value)
+        assert isinstance(error, ResourceExhausted)
+        assert error.details == OVERSIZED_METADATA
+        line = rpc_error_line(error, stack.gateway.address)
+        assert "metadata limit" in line and "raise the limit" not in line
+
     async def test_an_empty_key_is_refused_not_replaced(
         self, stack: Stack, monkeypatch: pytest.MonkeyPatch
     ) -> None:
@@ -301,6 +337,24 @@ class TestLiveErrors:
                 await client.update_session_metadata(root.id, set={"a": 1})  # type: ignore[dict-item]
             with pytest.raises(ValueError, match=r"^max_depth: not a value this field holds"):
                 await client.get_tree(max_depth=2**40)
+            assert [node.id for node in await client.get_tree()] == [root.id]
+
+    async def test_text_that_is_not_unicode_is_named(self, stack: Stack) -> None:
+        """Text with a lone surrogate (what JSON's "\\ud800" decodes to) raises ValueError
+        naming the keyword, in a request's fields and in the optional ones set after it
+        (the re-raise was TypeError "function takes exactly 5 arguments"). Nothing is sent."""
+        async with AsyncClient(stack.gateway.address, stack.space.key, stack.space.sid) as client:
+            root = await client.create_root()
+            calls: list[tuple[str, Any]] = [
+                ("label", partial(client.create_root, label="a\ud800")),
+                ("system_prompt", partial(client.create_root, system_prompt="\udfff")),
+                ("content", partial(client.send, root.id, "hi\ud800")),
+                ("content", partial(client.put_insight, root.id, "x\ud800")),
+                ("label", partial(client.fork, root.id, "f\udc00")),
+            ]
+            for name, call in calls:
+                with pytest.raises(ValueError, match=rf"^{name}: is not valid Unicode text"):
+                    await call()
             assert [node.id for node in await client.get_tree()] == [root.id]
 
     async def test_a_digest_filter_of_the_wrong_type_or_name_is_named(self, stack: Stack) -> None:

@@ -3,10 +3,12 @@
 from __future__ import annotations
 
 import json
+import re
 from pathlib import Path
 
 import pytest
 
+from stello_client import AsyncClient, ConfigurationError
 from stello_client.target import resolve_target
 
 SAVED = {"space_id": "saved-space", "key": "saved-key", "gateway": "127.0.0.1:50063"}
@@ -54,3 +56,38 @@ class TestSaved:
 
     def test_the_saved_key_given_again_keeps_the_saved_space(self) -> None:
         assert resolve_target(key="saved-key").space == "saved-space"
+
+
+class TestGatewayAddress:
+    @pytest.mark.parametrize(
+        ("gateway", "said"),
+        [
+            pytest.param("http://127.0.0.1:50063", "not a URL", id="url"),
+            pytest.param("127.0.0.1", "the port is missing", id="no-port"),
+            pytest.param("127.0.0.1:99999", "the port must be 1..65535, got '99999'", id="range"),
+            pytest.param("127.0.0.1:0", "the port must be 1..65535, got '0'", id="port-zero"),
+            pytest.param(":50063", "the host is missing", id="no-host"),
+            pytest.param("::1:50063", "an IPv6 address goes in brackets", id="bare-ipv6"),
+        ],
+    )
+    def test_what_is_not_host_port_is_refused_naming_it(
+        self, gateway: str, said: str, monkeypatch: pytest.MonkeyPatch
+    ) -> None:
+        """gateway= (or STELLO_GATEWAY) that is not HOST:PORT is a ConfigurationError naming
+        where it came from and what is wrong; gRPC failed later in its resolver's words."""
+        with pytest.raises(ConfigurationError, match=rf"^gateway: .*{re.escape(said)}") as caught:
+            resolve_target(gateway, "key", "space")
+        assert caught.value.setting == "gateway"
+        monkeypatch.setenv("STELLO_GATEWAY", gateway)
+        with pytest.raises(ConfigurationError, match=rf"^STELLO_GATEWAY: .*{re.escape(said)}"):
+            resolve_target(None, "key", "space")
+        with pytest.raises(ConfigurationError, match=re.escape(said)):
+            AsyncClient.keyless(gateway)
+
+    @pytest.mark.parametrize(
+        "gateway", ["127.0.0.1:50063", "localhost:1", "[::1]:50063", "unix:/tmp/stello.sock"]
+    )
+    def test_host_port_ipv6_and_grpc_targets_pass(self, gateway: str) -> None:
+        """HOST:PORT, a bracketed IPv6 address and gRPC's own targets (unix:PATH) are kept."""
+        assert resolve_target(gateway, "key", "space").gateway == gateway
+        assert AsyncClient.keyless(gateway).gateway == gateway
