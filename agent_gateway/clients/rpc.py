@@ -56,6 +56,7 @@ from stello.errors import (
     Unavailable,
     from_rpc_error,
     has_status_details,
+    metadata_too_large,
     precondition_violations,
     reply_too_large,
 )
@@ -180,7 +181,7 @@ class ServiceClient:
                     # Which precondition failed decides what the gateway does next.
                     error.violations = tuple(precondition_violations(exc))
                 plain = isinstance(error, Unavailable | DeadlineExceeded | Internal)
-                if plain or reply_too_large(exc):
+                if plain or reply_too_large(exc) or metadata_too_large(exc):
                     # Say which hop failed (the caller cannot tell), in words, never
                     # the transport's debug text.
                     error.message = f"{self._service}.{name}: {_plain(exc, error)}"
@@ -246,9 +247,15 @@ def _plain(exc: grpc.aio.AioRpcError, error: StelloError) -> str:
         return "the service is unavailable; retry the call"
     if reply_too_large(exc):
         return OVERSIZED
+    if metadata_too_large(exc):
+        return OVERSIZED_HEADERS
     return error.message
 
 
+OVERSIZED_HEADERS = (
+    "its answer's headers were larger than gRPC's metadata limit (every status Stello "
+    "sends stays below it: a fault of that service)"
+)
 OVERSIZED = (
     "its reply was larger than a gRPC message limit (the gateway's or that service's "
     "STELLO_MAX_MESSAGE_BYTES): ask for less at once "
