@@ -160,6 +160,8 @@ def rpc_error_line(
     else:
         details = flag_names(_flat(failed.details), names)
     details = _flat(details)
+    if code == grpc.StatusCode.UNAVAILABLE and failed.reason is None and details == SHUT_DOWN:
+        details = _shut_down(service, target)  # not grpc core's words
     unreachable = code == grpc.StatusCode.UNAVAILABLE and _transport_failure(failed.reason, details)
     if unreachable and target and _RESOLVER_WORDS.search(details):
         details = _unresolved(target, service)  # not the resolver's internals
@@ -209,6 +211,19 @@ def _archived(details: str) -> str:
         return "the session is archived: `stello unarchive SESSION` makes it active again"
     session = found.group(0)
     return f"session {session} is archived: `stello unarchive {session[:8]}` makes it active again"
+
+
+SHUT_DOWN = "Cancelling all calls"
+"""What grpc core answers the calls a server still runs when its shutdown grace ends."""
+
+
+def _shut_down(service: str, target: str) -> str:
+    """A call cut by its server's shutdown, in words."""
+    where = f"{service} at {target}" if target else service
+    return (
+        f"{where} shut down before the call ended (its shutdown grace ran out): what the call "
+        "was doing may not have been stored; retry once it is back"
+    )
 
 
 def _transport_failure(reason: str | None, details: str) -> bool:

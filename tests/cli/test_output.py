@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import io
 import uuid
 from datetime import UTC, datetime, timedelta
@@ -11,6 +12,7 @@ import pytest
 from google.protobuf import descriptor_pb2, descriptor_pool, message_factory
 from google.protobuf.timestamp_pb2 import Timestamp
 from grpc.aio import AioRpcError, Metadata
+from grpc_health.v1 import health, health_pb2, health_pb2_grpc
 
 from stello.common.v1 import common_pb2
 from stello.errors import (
@@ -26,7 +28,7 @@ from stello_cli import format as fmt
 from stello_cli.retention import action_line
 from stello_cli.style import PLAIN, Style, ago
 from stello_client import dicts
-from stello_client.errors import flag_names, rpc_error_line
+from stello_client.errors import SHUT_DOWN, flag_names, rpc_error_line
 
 NOW = datetime(2025, 6, 1, 12, 0, tzinfo=UTC)
 
@@ -183,6 +185,28 @@ class TestErrorsAsFlags:
         """An UNAVAILABLE with a reason (the model provider is down) says the gateway's words."""
         error = rpc_error(Unavailable("the model provider failed", reason="LLM_UNAVAILABLE"))
         assert rpc_error_line(error, "127.0.0.1:1") == "the model provider failed"
+
+    async def test_a_call_cut_by_its_servers_shutdown(self) -> None:
+        """A stream still running when its server's shutdown grace ends gets grpc core's
+        UNAVAILABLE "Cancelling all calls" (a real server, here a health Watch): said as
+        the gateway shutting down, and that what the call did may not be stored (`stello
+        send` printed "stello: Cancelling all calls" after half a reply)."""
+        server = grpc.aio.server()
+        health_pb2_grpc.add_HealthServicer_to_server(health.aio.HealthServicer(), server)
+        port = server.add_insecure_port("127.0.0.1:0")
+        await server.start()
+        async with grpc.aio.insecure_channel(f"127.0.0.1:{port}") as channel:
+            call = health_pb2_grpc.HealthStub(channel).Watch(health_pb2.HealthCheckRequest())
+            await call.read()
+            stopping = asyncio.ensure_future(server.stop(0.1))
+            with pytest.raises(AioRpcError) as cut:
+                await call.read()
+            await stopping
+        assert (cut.value.code(), cut.value.details()) == (grpc.StatusCode.UNAVAILABLE, SHUT_DOWN)
+        assert rpc_error_line(cut.value, "127.0.0.1:1") == (
+            "the gateway at 127.0.0.1:1 shut down before the call ended (its shutdown grace "
+            "ran out): what the call was doing may not have been stored; retry once it is back"
+        )
 
     def test_no_raw_codes(self) -> None:
         """Refusals read as sentences: no status code, an archived session names the way out."""
