@@ -5,6 +5,7 @@ inherited records found once, hidden sessions and other tenants never found."""
 from __future__ import annotations
 
 import asyncio
+import base64
 import json
 import uuid
 from collections.abc import AsyncIterator
@@ -190,6 +191,93 @@ class TestHostile:
             assert name in [f.field for f in field_violations(error)], fields
         error = await rpc_error(search(stub, space, "fox", session_id=sid))
         assert error.code() == grpc.StatusCode.NOT_FOUND
+
+
+def _decoded(token: str) -> dict[str, Any]:
+    decoded: dict[str, Any] = json.loads(base64.urlsafe_b64decode(token + "=" * (-len(token) % 4)))
+    return decoded
+
+
+def _encoded(payload: dict[str, Any]) -> str:
+    return base64.urlsafe_b64encode(json.dumps(payload).encode()).decode().rstrip("=")
+
+
+class TestEditedPageTokens:
+    """A page token edited to carry a value its column cannot hold is INVALID_ARGUMENT
+    naming page_token, never INTERNAL (explore2 finding 1)."""
+
+    @pytest.mark.parametrize(
+        ("order", "edit"),
+        [
+            pytest.param(common_pb2.SEARCH_ORDER_NEWEST, {"n": 2**70}, id="newest-seq-int64"),
+            pytest.param(common_pb2.SEARCH_ORDER_NEWEST, {"n": -(2**63) - 1}, id="seq-below"),
+            pytest.param(common_pb2.SEARCH_ORDER_NEWEST, {"n": True}, id="seq-bool"),
+            pytest.param(RELEVANCE, {"n": 2**70}, id="relevance-seq-int64"),
+            pytest.param(RELEVANCE, {"r": 1e308}, id="relevance-rank-float32"),
+            pytest.param(common_pb2.SEARCH_ORDER_NEWEST, {"r": 1e308}, id="newest-rank"),
+            pytest.param(RELEVANCE, {"r": 2**200}, id="rank-big-int"),
+            pytest.param(RELEVANCE, {"r": float("inf")}, id="rank-infinite"),
+            pytest.param(RELEVANCE, {"r": float("nan")}, id="rank-nan"),
+            pytest.param(
+                RELEVANCE, {"at": "9999-12-31T23:59:59.999999-14:00"}, id="created-after-9999"
+            ),
+            pytest.param(
+                common_pb2.SEARCH_ORDER_NEWEST,
+                {"at": "0001-01-01T00:00:00+14:00"},
+                id="created-before-1",
+            ),
+            pytest.param(
+                common_pb2.SEARCH_ORDER_NEWEST, {"at": "2020-01-01T00:00:00"}, id="created-naive"
+            ),
+        ],
+    )
+    async def test_search_records(
+        self,
+        stub: Stub,
+        space: TestSpace,
+        make_session: MakeSession,
+        order: int,
+        edit: dict[str, Any],
+    ) -> None:
+        """SearchRecords refuses a seq, rank or time no column holds, in either order."""
+        sid = await make_session()
+        await append(stub, space, sid, *[rec(f"needle {i}") for i in range(3)])
+        fields: dict[str, Any] = {"page_size": 1, "order": order}
+        token = (
+            await stub.SearchRecords(
+                storage_pb2.SearchRecordsRequest(space_id=space.sid, query="needle", **fields)
+            )
+        ).next_page_token
+        assert await search(stub, space, "needle", page_token=token, **fields)
+        edited = _encoded({**_decoded(token), **edit})
+        error = await rpc_error(search(stub, space, "needle", page_token=edited, **fields))
+        assert error.code() == grpc.StatusCode.INVALID_ARGUMENT, error.details()
+        assert [f.field for f in field_violations(error)] == ["page_token"]
+
+    @pytest.mark.parametrize(
+        "at",
+        [
+            pytest.param("9999-12-31T23:59:59.999999-14:00", id="after-9999"),
+            pytest.param("0001-01-01T00:00:00+14:00", id="before-1"),
+            pytest.param("2020-01-01T00:00:00", id="naive"),
+        ],
+    )
+    async def test_search_sessions(
+        self, stub: Stub, space: TestSpace, make_session: MakeSession, at: str
+    ) -> None:
+        """SearchSessions refuses a creation time timestamptz does not hold."""
+        for _ in range(3):
+            await make_session(label="Sibling")
+        token = (
+            await stub.SearchSessions(
+                storage_pb2.SearchSessionsRequest(space_id=space.sid, query="sib", page_size=2)
+            )
+        ).next_page_token
+        assert await session_ids(stub, space, "sib", page_size=2, page_token=token)
+        edited = _encoded({**_decoded(token), "at": at})
+        error = await rpc_error(session_ids(stub, space, "sib", page_size=2, page_token=edited))
+        assert error.code() == grpc.StatusCode.INVALID_ARGUMENT, error.details()
+        assert [f.field for f in field_violations(error)] == ["page_token"]
 
 
 class TestScope:
