@@ -323,6 +323,43 @@ class TestScope:
         in_tree = await search(stub, space, "secret", root_id=str(source))
         assert len(in_tree) == 3
 
+    async def test_a_fork_holding_a_deleted_source_s_records_is_not_its_own_reader(
+        self, stub: Stub, space: TestSpace, make_session: MakeSession, pool: asyncpg.Pool
+    ) -> None:
+        """Once a source is erased, its records' holder counts once: a fork reading alone is
+        read by 1 session, a second fork reading them too makes 2 (explore2 finding 2)."""
+        source = await make_session()
+        await append(stub, space, source, rec("zebraword alpha"))
+        alone = await make_session(source=source)  # another tree: it outlives the source
+        await inherit(stub, space, alone, source)
+        other = await make_session()
+        await append(stub, space, other, rec("quagga beta"))
+        first, second = [await make_session(source=other) for _ in range(2)]
+        for fork in (first, second):
+            await inherit(stub, space, fork, other)
+        counts = {
+            q: [(h.session_id, h.reader_count) for h in await search(stub, space, q)]
+            for q in ("zebraword", "quagga")
+        }
+        assert counts == {"zebraword": [(str(source), 2)], "quagga": [(str(other), 3)]}
+        async with pool.acquire() as con, con.transaction():  # what the tree's erasure does
+            gone = [source, other]
+            await con.execute(
+                "UPDATE sessions SET source_session_id = NULL"
+                " WHERE space_id = $1 AND source_session_id = ANY ($2::uuid[])",
+                space.id,
+                gone,
+            )
+            await con.execute("SELECT stello_release_records($1, $2::uuid[], NULL)", space.id, gone)
+            await con.execute(
+                "DELETE FROM sessions WHERE space_id = $1 AND id = ANY ($2::uuid[])", space.id, gone
+            )
+        [zebra] = await search(stub, space, "zebraword")
+        assert (zebra.session_id, zebra.reader_count) == (str(alone), 1)
+        [quagga] = await search(stub, space, "quagga")
+        assert quagga.session_id in (str(first), str(second))
+        assert quagga.reader_count == 2
+
     async def test_root_scope(
         self, stub: Stub, space: TestSpace, make_session: MakeSession
     ) -> None:
