@@ -100,8 +100,12 @@ ORDER BY s.n
 
 # ListAncestors: $2 where the walk starts (the session, or the last ancestor of
 # the previous page: n = 0), $3 the ancestors to read (n = 1..$3), $4 the
-# session itself, which must still be visible (else no row at all). A page
-# reads its own rows only.
+# session itself, which must still be visible (else no row at all). A start
+# other than the session must be of the session's tree and above it (a root
+# and a depth checked by key: a token naming a session of another tree, or one
+# not above the session, gives no row either; proving the start on the
+# session's own branch would walk the pages before this one). A page reads its
+# own rows only.
 ANCESTOR_PAGE = """
 WITH RECURSIVE chain (n, id, parent_id, depth, sibling_index, label, status, turn_count,
                       source_session_id) AS (
@@ -110,7 +114,8 @@ WITH RECURSIVE chain (n, id, parent_id, depth, sibling_index, label, status, tur
     FROM sessions s
     WHERE s.space_id = $1 AND s.id = $2 AND s.provisional_until IS NULL
       AND EXISTS (SELECT 1 FROM sessions v
-                  WHERE v.space_id = $1 AND v.id = $4 AND v.provisional_until IS NULL)
+                  WHERE v.space_id = $1 AND v.id = $4 AND v.provisional_until IS NULL
+                    AND (v.id = s.id OR (v.root_id = s.root_id AND v.depth > s.depth)))
   UNION ALL
     SELECT chain.n + 1, p.id, p.parent_id, p.depth, p.sibling_index, p.label, p.status,
            p.turn_count, p.source_session_id
