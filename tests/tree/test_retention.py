@@ -145,6 +145,28 @@ class TestArchive:
         assert kinds(await apply(tree)) == [(root, ARCHIVE)]
 
 
+class TestEvents:
+    async def test_a_pin_and_a_policy_write_their_events(
+        self, tree: TreeClient, pool: asyncpg.Pool, space: TestSpace
+    ) -> None:
+        """SetPinned that changes the flag writes SESSION_UPDATED naming the session (a no-op
+        writes none); PutRetention writes RETENTION_POLICY_PUT naming no session
+        (explore2 finding 10)."""
+        _, child, _ = await family(tree)
+        before = len(await pool.fetch(EVENTS, space.id))
+
+        async def since() -> list[tuple[str, str | None]]:
+            rows = (await pool.fetch(EVENTS, space.id))[before:]
+            return [(r["kind"], r["session_id"] and str(r["session_id"])) for r in rows]
+
+        assert await pin(tree, child)
+        assert await pin(tree, child)
+        assert not await pin(tree, child, pinned=False)
+        assert await since() == [("session_updated", child)] * 2
+        await put_policy(tree, archive_after_days=30)
+        assert (await since())[2:] == [("retention_policy_put", None)]
+
+
 class TestDelete:
     async def test_long_archived_subtrees_are_deleted(
         self, tree: TreeClient, pool: asyncpg.Pool, space: TestSpace

@@ -1066,7 +1066,7 @@ class AgentGatewayServicer:
         archive a root's subtree idle for archive_after_days, delete a subtree
         archived for delete_after_days; both unset: nothing expires. The tree
         service's sweep applies it (every STELLO_TREE_RETENTION_INTERVAL_S, once
-        per space across replicas).
+        per space across replicas). Writes a RETENTION_POLICY_PUT event.
 
         Errors:
         - INVALID_ARGUMENT: malformed space_id; days outside 1..36500.
@@ -1099,7 +1099,9 @@ class AgentGatewayServicer:
 
     def PinSession(self, request, context):
         """PinSession pins (or, with `pinned` false, unpins) a session: a pinned
-        session keeps its whole root's subtree from retention.
+        session keeps its whole root's subtree from retention. A call that changes
+        the flag writes a SESSION_UPDATED event naming the session; one that
+        changes nothing writes none.
 
         Errors:
         - INVALID_ARGUMENT: malformed ids.

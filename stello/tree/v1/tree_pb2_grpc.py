@@ -588,7 +588,8 @@ class SessionTreeServicer:
     def PutRetention(self, request, context):
         """Sets the space's retention policy (both fields unset: nothing expires).
         The sweep (every STELLO_TREE_RETENTION_INTERVAL_S, one replica per space)
-        applies it; ApplyRetention applies it now.
+        applies it; ApplyRetention applies it now. Writes a RETENTION_POLICY_PUT
+        event.
 
         Errors: INVALID_ARGUMENT (malformed space_id, days outside 1..36500);
         UNAUTHENTICATED.
@@ -626,7 +627,8 @@ class SessionTreeServicer:
 
     def SetPinned(self, request, context):
         """Pins or unpins a session: a pinned session keeps its whole root's
-        subtree from retention. Allowed on archived sessions.
+        subtree from retention. Allowed on archived sessions. A call that changes
+        the flag writes a SESSION_UPDATED event naming the session.
 
         Errors: INVALID_ARGUMENT (malformed ids); NOT_FOUND (unknown in this
         space, or provisional); UNAUTHENTICATED.
