@@ -2,8 +2,8 @@
 
 A root's subtree is judged as a whole, from facts each one index probe away
 (`retention_repository`), never by walking it: a pinned session keeps it; a
-subtree idle (no turn in any session) for `archive_after_days` has its active
-sessions archived; one whose sessions are all archived, the newest for
+subtree idle (no turn nor unarchive in any session) for `archive_after_days` has
+its active sessions archived; one whose sessions are all archived, the newest for
 `delete_after_days`, is deleted through DeleteSubtree's own path (hidden with
 its SUBTREE_DELETED events in the batch's transaction, then erased by the
 erasure job: nothing of it is left). An active child therefore keeps its

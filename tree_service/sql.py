@@ -474,12 +474,16 @@ WHERE space_id = $1 AND from_id = $2 AND to_id = $3
 RETURNING position
 """
 
-# No-op (no bump) when the status is already $3. $4: the time of an archive (a
+# No-op (no bump) when the status is already $3. $4: the time of the change (a
 # parameter: Citus runs no now() inside a CASE of a modification, DESIGN §4.7).
+# An unarchive is activity: it moves last_active_at (and so the day retention
+# judges by), or the next sweep would archive again what the user just took back.
 SET_STATUS = """
 UPDATE sessions
 SET status = $3, updated_at = now(),
-    archived_at = CASE WHEN $3 = 'archived' THEN $4::timestamptz END
+    archived_at = CASE WHEN $3 = 'archived' THEN $4::timestamptz END,
+    last_active_at = CASE WHEN $3 = 'active' THEN GREATEST(last_active_at, $4::timestamptz)
+                          ELSE last_active_at END
 WHERE space_id = $1 AND id = $2 AND provisional_until IS NULL AND status <> $3
 """
 

@@ -167,6 +167,27 @@ class TestEvents:
         assert (await since())[2:] == [("retention_policy_put", None)]
 
 
+class TestUnarchive:
+    async def test_unarchiving_restarts_the_idle_clock(
+        self, tree: TreeClient, pool: asyncpg.Pool, space: TestSpace
+    ) -> None:
+        """A subtree retention archived and the user unarchived is not archived again by the
+        next pass: Unarchive counts as activity (explore2 finding 11); a no-op Unarchive of
+        an active session moves nothing."""
+        root, child, grandchild = await family(tree)
+        await idle(pool, space, 40, root, child, grandchild)
+        await put_policy(tree, archive_after_days=3, delete_after_days=3)
+        assert kinds(await apply(tree)) == [(root, ARCHIVE)]
+        await tree.stub.Unarchive(tree_pb2.UnarchiveRequest(space_id=space.sid, session_id=root))
+        assert kinds(await apply(tree, dry_run=True)) == []
+        assert kinds(await apply(tree)) == []
+        found = await statuses(pool, space)
+        assert (found[root], found[child]) == ("active", "archived")
+        await idle(pool, space, 40, root)
+        await tree.stub.Unarchive(tree_pb2.UnarchiveRequest(space_id=space.sid, session_id=root))
+        assert kinds(await apply(tree, dry_run=True)) == [(root, ARCHIVE)]
+
+
 class TestDelete:
     async def test_long_archived_subtrees_are_deleted(
         self, tree: TreeClient, pool: asyncpg.Pool, space: TestSpace

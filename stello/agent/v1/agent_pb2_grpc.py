@@ -1007,7 +1007,10 @@ class AgentGatewayServicer:
 
     def Unarchive(self, request, context):
         """Unarchive makes an archived session active again. Never cascades.
-        Idempotent. Returns the session as it now is.
+        Idempotent. Returns the session as it now is. An unarchive counts as
+        activity: it sets the session's last_active_at to now, so the space's
+        retention policy (PutRetention) counts its root subtree idle from now,
+        rather than archiving it again at its next sweep.
 
         Errors:
         - INVALID_ARGUMENT: malformed ids.

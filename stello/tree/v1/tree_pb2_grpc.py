@@ -452,6 +452,8 @@ class SessionTreeServicer:
     def Unarchive(self, request, context):
         """Sets the session's status back to ACTIVE and answers its node. Never
         cascades. Idempotent: unarchiving an active session changes nothing.
+        An unarchive counts as activity: it sets last_active_at to now, so
+        retention's idle clock for the session's root subtree starts again.
 
         Errors: INVALID_ARGUMENT (malformed ids); NOT_FOUND (unknown in this
         space, or provisional); UNAUTHENTICATED.
