@@ -695,7 +695,8 @@ class AgentGatewayServicer:
         else the gateway's `consolidator` text). Each chunk's answer is saved
         as the memory at once, with the seq it now covers (no trimming), so a
         long history makes progress whatever happens later; with no new record,
-        one call over the memory alone. It waits for the result (not
+        one call over the memory alone; with neither a memory nor a record, no
+        call at all (DONE, model_calls 0, the memory left unset). It waits for the result (not
         fire-and-forget). The gateway may also consolidate automatically every
         N committed turns when configured; those failures are logged and
         counted, never swallowed silently.
