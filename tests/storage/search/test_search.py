@@ -142,6 +142,9 @@ class TestHostile:
             "foo:AB",
             "x" * 1000,
             " ".join(["w"] * 64),
+            '"' * 999,
+            '"" ' * 300 + "fox",
+            " ".join(["w"] * 64) + ' "" - *',
         ],
     )
     async def test_any_text_is_a_result(
