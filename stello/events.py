@@ -41,6 +41,7 @@ EventKind = Literal[
     "shared_memory_removed",
     "turn_released",
     "metadata_changed",
+    "retention_policy_put",
 ]
 EVENT_KINDS: tuple[EventKind, ...] = EventKind.__args__  # type: ignore[attr-defined]
 

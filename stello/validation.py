@@ -12,7 +12,8 @@ import json
 import math
 import unicodedata
 import uuid
-from typing import Any
+from datetime import UTC, datetime
+from typing import Any, TypeGuard
 
 from google.protobuf import struct_pb2
 from google.protobuf.descriptor import Descriptor, FieldDescriptor
@@ -83,6 +84,43 @@ def has_control(text: str) -> bool:
     """True when `text` holds a control character (C0, DEL, C1) or a line or paragraph
     separator."""
     return any(unicodedata.category(char) in ("Cc", "Zl", "Zp") for char in text)
+
+
+# -- what a decoded page token may carry to PostgreSQL ----------------------
+# Page tokens are the client's text: a position decoded from one is checked against
+# what its column holds before it reaches the database, which would refuse it with
+# an error that is no client's to read (DESIGN §7).
+
+_INT64_MIN, _INT64_MAX = -(2**63), 2**63 - 1
+_FLOAT32_MAX = 3.4028234663852886e38
+
+
+def fits_bigint(value: object) -> TypeGuard[int]:
+    """True when `value` is an int (not a bool) that a PostgreSQL bigint holds."""
+    return (
+        isinstance(value, int) and not isinstance(value, bool) and _INT64_MIN <= value <= _INT64_MAX
+    )
+
+
+def fits_real(value: object) -> TypeGuard[int | float]:
+    """True when `value` is a finite number (not a bool) that a PostgreSQL real holds."""
+    if isinstance(value, bool) or not isinstance(value, int | float):
+        return False
+    if isinstance(value, int):
+        return -_FLOAT32_MAX <= value <= _FLOAT32_MAX
+    return math.isfinite(value) and abs(value) <= _FLOAT32_MAX
+
+
+def fits_timestamptz(value: datetime) -> bool:
+    """True when `value` has a time zone and stays a datetime in UTC (years 1 to 9999,
+    within PostgreSQL's timestamptz; an offset may push the edges of Python's range out)."""
+    if value.tzinfo is None or value.utcoffset() is None:
+        return False
+    try:
+        value.astimezone(UTC)
+    except OverflowError:
+        return False
+    return True
 
 
 # -- checks every request gets at the error boundary (DESIGN §7) --------------

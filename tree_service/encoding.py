@@ -114,10 +114,18 @@ def decode_ancestor_token(token: str, session_id: uuid.UUID) -> uuid.UUID:
         kind, session_hex, after_hex = base64.urlsafe_b64decode(token.encode()).decode().split(".")
         if kind != "a" or uuid.UUID(hex=session_hex) != session_id:
             raise ValueError("issued for another session")
-        return uuid.UUID(hex=after_hex)
+        after = uuid.UUID(hex=after_hex)
+        if after == session_id:
+            raise ValueError("a session is not its own ancestor")
+        return after
     except (binascii.Error, UnicodeError, ValueError):
-        raise InvalidArgument.field(
-            "page_token",
-            "is not a token an earlier page of this session's ancestors answered; pass "
-            "next_page_token as is",
-        ) from None
+        raise bad_ancestor_token() from None
+
+
+def bad_ancestor_token() -> InvalidArgument:
+    """The INVALID_ARGUMENT of a ListAncestors token that no page of this session answered."""
+    return InvalidArgument.field(
+        "page_token",
+        "is not a token an earlier page of this session's ancestors answered; pass "
+        "next_page_token as is",
+    )

@@ -257,11 +257,15 @@ class TreeRepository:
 
         return await in_transaction(self._pool, walk)
 
+    async def visible(self, space_id: uuid.UUID, session_id: uuid.UUID) -> bool:
+        """Whether the session is visible (one probe of its key)."""
+        return bool(await fetch(self._pool, sql.VISIBLE_PARENT, space_id, session_id))
+
     async def ancestor_page(
         self, space_id: uuid.UUID, session_id: uuid.UUID, start: uuid.UUID, limit: int
     ) -> list[TreeEntry] | None:
         """`start` then up to `limit` of its ancestors, nearest first; None when the session
-        (or `start`) is not visible."""
+        is not visible, or `start` is not it nor a visible session of its tree above it."""
         rows = await self._walk(sql.ANCESTOR_PAGE, space_id, start, limit, session_id)
         if not rows:
             return None

@@ -2,8 +2,8 @@
 
 A root's subtree is judged as a whole, from facts each one index probe away
 (`retention_repository`), never by walking it: a pinned session keeps it; a
-subtree idle (no turn in any session) for `archive_after_days` has its active
-sessions archived; one whose sessions are all archived, the newest for
+subtree idle (no turn nor unarchive in any session) for `archive_after_days` has
+its active sessions archived; one whose sessions are all archived, the newest for
 `delete_after_days`, is deleted through DeleteSubtree's own path (hidden with
 its SUBTREE_DELETED events in the batch's transaction, then erased by the
 erasure job: nothing of it is left). An active child therefore keeps its
@@ -33,7 +33,7 @@ import asyncpg
 
 from stello.db import in_transaction
 from stello.errors import FailedPrecondition, NotFound
-from stello.events import Event
+from stello.events import Event, Outbox
 from stello.periodic import Periodic
 from stello.reasons import NO_RETENTION_POLICY
 from tree_service.repository import TreeTx
@@ -114,16 +114,31 @@ class RetentionService:
         return await RetentionStatements(self._pool).policy(space_id)
 
     async def put_policy(self, space_id: uuid.UUID, policy: Policy) -> Policy:
-        """Set the space's policy (the sweep's cursor stays)."""
-        return await RetentionStatements(self._pool).put_policy(space_id, policy)
+        """Set the space's policy (the sweep's cursor stays), with its event."""
+
+        async def work(con: asyncpg.Connection) -> Policy:
+            outbox = Outbox()
+            stored = await RetentionStatements(con).put_policy(outbox, space_id, policy)
+            await outbox.flush(con)
+            return stored
+
+        return await in_transaction(self._pool, work)
 
     async def set_pinned(self, space_id: uuid.UUID, session_id: uuid.UUID, pinned: bool) -> bool:
-        """Pin or unpin a session; the flag as stored.
+        """Pin or unpin a session, with its event when the flag changed; the flag as stored.
 
         Raises:
             NotFound: the session is not visible in the space.
         """
-        if not await RetentionStatements(self._pool).set_pinned(space_id, session_id, pinned):
+
+        async def work(con: asyncpg.Connection) -> bool:
+            outbox = Outbox()
+            found = await RetentionStatements(con).set_pinned(outbox, space_id, session_id, pinned)
+            if outbox.pending:
+                await outbox.flush(con)
+            return found
+
+        if not await in_transaction(self._pool, work):
             raise NotFound(f"session {session_id} not found")
         return pinned
 

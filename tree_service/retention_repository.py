@@ -19,6 +19,7 @@ from datetime import date, datetime
 
 import asyncpg
 
+from stello.events import Event, Outbox
 from tree_service.sql import WALK_PLANS
 
 GET_POLICY = """
@@ -108,10 +109,16 @@ WHERE space_id = $1 AND id = ANY ($2::uuid[]) AND status = 'active'
 RETURNING id
 """
 
+# A pin that changes the flag (a no-op writes nothing, and no event); VISIBLE tells
+# a no-op from a session that is not there.
 SET_PINNED = """
 UPDATE sessions SET pinned = $3
-WHERE space_id = $1 AND id = $2 AND provisional_until IS NULL
+WHERE space_id = $1 AND id = $2 AND provisional_until IS NULL AND pinned <> $3
 RETURNING pinned
+"""
+
+VISIBLE = """
+SELECT true FROM sessions WHERE space_id = $1 AND id = $2 AND provisional_until IS NULL
 """
 
 
@@ -176,12 +183,13 @@ class RetentionStatements:
         row = await self._con.fetchrow(GET_POLICY, space_id)
         return None if row is None else _policy(row)
 
-    async def put_policy(self, space_id: uuid.UUID, policy: Policy) -> Policy:
-        """Set the space's policy; as stored."""
+    async def put_policy(self, outbox: Outbox, space_id: uuid.UUID, policy: Policy) -> Policy:
+        """Set the space's policy, with its RETENTION_POLICY_PUT event; as stored."""
         row = await self._con.fetchrow(
             PUT_POLICY, space_id, policy.archive_after_days, policy.delete_after_days
         )
         assert row is not None
+        outbox.add(space_id, Event("retention_policy_put"))
         return _policy(row)
 
     async def lock_policy(self, space_id: uuid.UUID, *, skip_locked: bool) -> LockedPolicy | None:
@@ -244,6 +252,12 @@ class RetentionStatements:
             return []
         return [r["id"] for r in await self._con.fetch(ARCHIVE, space_id, ids, now)]
 
-    async def set_pinned(self, space_id: uuid.UUID, session_id: uuid.UUID, pinned: bool) -> bool:
-        """Pin or unpin a visible session; False when there is none."""
-        return await self._con.fetchrow(SET_PINNED, space_id, session_id, pinned) is not None
+    async def set_pinned(
+        self, outbox: Outbox, space_id: uuid.UUID, session_id: uuid.UUID, pinned: bool
+    ) -> bool:
+        """Pin or unpin a visible session, with a SESSION_UPDATED event when the flag
+        changed; False when there is no such session."""
+        if await self._con.fetchrow(SET_PINNED, space_id, session_id, pinned) is not None:
+            outbox.add(space_id, Event("session_updated", session_id))
+            return True
+        return await self._con.fetchrow(VISIBLE, space_id, session_id) is not None

@@ -26,6 +26,7 @@ from stello.reasons import (
 )
 from stello.settings import MAX_MESSAGE_BYTES
 from tree_service.encoding import (
+    bad_ancestor_token,
     config_from_json,
     config_to_json,
     decode_ancestor_token,
@@ -278,6 +279,8 @@ class TreeService:
         start = decode_ancestor_token(page_token, session_id) if page_token else session_id
         chain = await self._repo.ancestor_page(space_id, session_id, start, page_size)
         if chain is None:
+            if start != session_id and await self._repo.visible(space_id, session_id):
+                raise bad_ancestor_token()
             raise _not_found(session_id)
         page = chain[1:]
         more = bool(page) and page[-1].parent_id is not None

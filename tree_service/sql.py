@@ -100,8 +100,12 @@ ORDER BY s.n
 
 # ListAncestors: $2 where the walk starts (the session, or the last ancestor of
 # the previous page: n = 0), $3 the ancestors to read (n = 1..$3), $4 the
-# session itself, which must still be visible (else no row at all). A page
-# reads its own rows only.
+# session itself, which must still be visible (else no row at all). A start
+# other than the session must be of the session's tree and above it (a root
+# and a depth checked by key: a token naming a session of another tree, or one
+# not above the session, gives no row either; proving the start on the
+# session's own branch would walk the pages before this one). A page reads its
+# own rows only.
 ANCESTOR_PAGE = """
 WITH RECURSIVE chain (n, id, parent_id, depth, sibling_index, label, status, turn_count,
                       source_session_id) AS (
@@ -110,7 +114,8 @@ WITH RECURSIVE chain (n, id, parent_id, depth, sibling_index, label, status, tur
     FROM sessions s
     WHERE s.space_id = $1 AND s.id = $2 AND s.provisional_until IS NULL
       AND EXISTS (SELECT 1 FROM sessions v
-                  WHERE v.space_id = $1 AND v.id = $4 AND v.provisional_until IS NULL)
+                  WHERE v.space_id = $1 AND v.id = $4 AND v.provisional_until IS NULL
+                    AND (v.id = s.id OR (v.root_id = s.root_id AND v.depth > s.depth)))
   UNION ALL
     SELECT chain.n + 1, p.id, p.parent_id, p.depth, p.sibling_index, p.label, p.status,
            p.turn_count, p.source_session_id
@@ -469,12 +474,16 @@ WHERE space_id = $1 AND from_id = $2 AND to_id = $3
 RETURNING position
 """
 
-# No-op (no bump) when the status is already $3. $4: the time of an archive (a
+# No-op (no bump) when the status is already $3. $4: the time of the change (a
 # parameter: Citus runs no now() inside a CASE of a modification, DESIGN §4.7).
+# An unarchive is activity: it moves last_active_at (and so the day retention
+# judges by), or the next sweep would archive again what the user just took back.
 SET_STATUS = """
 UPDATE sessions
 SET status = $3, updated_at = now(),
-    archived_at = CASE WHEN $3 = 'archived' THEN $4::timestamptz END
+    archived_at = CASE WHEN $3 = 'archived' THEN $4::timestamptz END,
+    last_active_at = CASE WHEN $3 = 'active' THEN GREATEST(last_active_at, $4::timestamptz)
+                          ELSE last_active_at END
 WHERE space_id = $1 AND id = $2 AND provisional_until IS NULL AND status <> $3
 """
 

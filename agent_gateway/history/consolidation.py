@@ -16,8 +16,10 @@ PutMemory) wins, and the consolidation starts over from it. So progress is
 saved chunk by chunk, the covered seq never goes down, and a consolidation
 stopped by its budget, a failure or a shutdown continues from where it got.
 With no new record at all, one call over the memory alone (the reference's
-behaviour). Archived sessions are refused (DESIGN §5.4). It takes no turn
-lease: a turn never writes memory.
+behaviour); with no memory (or an empty one) either, no call: there is nothing
+to fold, and a model's answer to an empty transcript is no memory. Archived
+sessions are refused (DESIGN §5.4). It takes no turn lease: a turn never writes
+memory.
 
 `consolidate` is the Consolidate RPC: it waits for a consolidation another
 run holds (within the caller's deadline), then continues from where that one
@@ -195,8 +197,9 @@ class Consolidator:
                 memory, folded, spent = await self._chunks(
                     job, run, memory, progress, capacity, prompt
                 )
-                if not folded and not spent and first and not run.waited:
-                    # Nothing new: the memory alone, as the reference does.
+                if not folded and not spent and first and not run.waited and memory:
+                    # Nothing new: the memory alone, as the reference does. Without a
+                    # memory either there is nothing to fold: no call, the memory unset.
                     memory = await self._alone(job, run, memory, progress, prompt)
             except MemoryChanged:
                 first = False

@@ -16,6 +16,7 @@ from datetime import UTC, datetime, timedelta
 
 from stello.errors import InvalidArgument, NotFound, ResourceExhausted
 from stello.reasons import SHARED_MEMORY_FULL
+from stello.validation import fits_bigint
 from storage_service.keys.idempotent import Idempotent
 from storage_service.models import Idempotency, SharedMemoryEntry, SharedMemoryPage, Upserted
 from storage_service.unit import Database, UnitOfWork
@@ -81,10 +82,14 @@ def _parse_page_token(token: str, space_id: uuid.UUID) -> tuple[datetime, str]:
     try:
         padded = token + "=" * (-len(token) % 4)
         payload = json.loads(base64.urlsafe_b64decode(padded.encode()))
-        if payload["space"] != str(space_id) or not isinstance(payload["slug"], str):
+        slug, micros = payload["slug"], payload["at"]
+        if payload["space"] != str(space_id) or not isinstance(slug, str):
             raise ValueError("issued for another space")
-        return _EPOCH + timedelta(microseconds=int(payload["at"])), payload["slug"]
-    except (ValueError, KeyError, TypeError, binascii.Error) as exc:
+        # What the columns hold: a slug without NUL, a time within datetime's years.
+        if "\x00" in slug or not fits_bigint(micros):
+            raise ValueError("out of range")
+        return _EPOCH + timedelta(microseconds=micros), slug
+    except (ValueError, KeyError, TypeError, OverflowError, binascii.Error) as exc:
         raise InvalidArgument.field(
             "page_token", "was not issued by ListSharedMemory for this space"
         ) from exc

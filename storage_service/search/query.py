@@ -103,11 +103,11 @@ def parse_query(raw: str, name: str = "query", *, all_prefix: bool = False) -> S
                     groups.append([])
                 continue
             fragment = _word(word, prefix=all_prefix or word.endswith("*"))
+        if not fragment:
+            continue  # punctuation only (`""`, `-`, `*`): no term, finds nothing
         terms += 1
         if terms > MAX_QUERY_TERMS:
             raise InvalidArgument.field(name, f"must have at most {MAX_QUERY_TERMS} terms")
-        if not fragment:
-            continue  # punctuation only
         positive = positive or not negated
         groups[-1].append(f"!({fragment})" if negated else f"({fragment})")
     if terms and not positive and any(groups):

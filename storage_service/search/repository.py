@@ -32,6 +32,10 @@ from storage_service.records.lineage import PARTS
 # top-N sort (10,000 matches: 10,000 probes, half the search's time; the parallel
 # plan, no longer made (SEARCH_SETTINGS), sorted first). The cost follows the
 # matches, never the space's records or sessions.
+#
+# `readers` is the holder plus every other session reading the record through a
+# segment: a fork that took a deleted source's records over keeps a segment
+# naming itself as their holder, which is not a second reader.
 _SEARCH = """
 {ctes}
 SELECT m.session_id, m.seq, r.role, m.created_at, r.content, s.label,
@@ -41,6 +45,7 @@ SELECT m.session_id, m.seq, r.role, m.created_at, r.content, s.label,
             JOIN sessions v ON v.space_id = $1 AND v.id = g.session_id
                            AND v.provisional_until IS NULL
             WHERE g.space_id = $1 AND g.holder_id = m.session_id
+              AND g.session_id <> g.holder_id
               AND m.seq BETWEEN g.from_seq AND g.to_seq) AS readers
 FROM (
     SELECT r.created_at, r.session_id, r.seq, {rank} AS rank, r.ctid AS row

@@ -13,6 +13,7 @@ from datetime import datetime
 import asyncpg
 
 from stello.errors import InvalidArgument, NotFound
+from stello.validation import fits_bigint, fits_real, fits_timestamptz
 from storage_service.models import SessionMeta, Status
 from storage_service.search.highlight import lexemes, snippet
 from storage_service.search.query import parse_query
@@ -89,14 +90,24 @@ def _position(token: str, binding: str, rpc: str) -> dict[str, object]:
         ) from exc
 
 
+def _created_at(value: object) -> datetime:
+    """A token's creation time, one that PostgreSQL's timestamptz holds."""
+    at = datetime.fromisoformat(str(value))
+    if not fits_timestamptz(at):
+        raise ValueError("out of range")
+    return at
+
+
 def _after(payload: dict[str, object]) -> After:
     try:
-        at = datetime.fromisoformat(str(payload["at"]))
+        at = _created_at(payload["at"])
         session = uuid.UUID(str(payload["s"]))
         seq = payload["n"]
         rank = payload.get("r")
-        if not isinstance(seq, int) or not (rank is None or isinstance(rank, float | int)):
-            raise ValueError("bad position")
+        if not fits_bigint(seq):
+            raise ValueError("bad seq")
+        if rank is not None and not fits_real(rank):
+            raise ValueError("bad rank")
     except (KeyError, ValueError) as exc:
         raise InvalidArgument.field(
             "page_token", "was not issued by SearchRecords for this space with these fields"
@@ -186,7 +197,7 @@ class SearchService:
         if page_token:
             payload = _position(page_token, binding, "SearchSessions")
             try:
-                after = (datetime.fromisoformat(str(payload["at"])), uuid.UUID(str(payload["s"])))
+                after = (_created_at(payload["at"]), uuid.UUID(str(payload["s"])))
             except (KeyError, ValueError) as exc:
                 raise InvalidArgument.field(
                     "page_token",

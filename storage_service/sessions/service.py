@@ -17,6 +17,7 @@ from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 
 from stello.errors import InvalidArgument
+from stello.validation import fits_bigint
 from storage_service.jobs.repository import Coverage, JobState
 from storage_service.models import (
     MetaUpdate,
@@ -46,8 +47,11 @@ def _parse_page_token(
         payload = json.loads(base64.urlsafe_b64decode(padded.encode()))
         if payload["space"] != str(space_id) or payload["status"] != (status or ""):
             raise ValueError("issued for another space or filter")
-        return _EPOCH + timedelta(microseconds=int(payload["at"])), uuid.UUID(payload["id"])
-    except (ValueError, KeyError, TypeError, binascii.Error) as exc:
+        micros = payload["at"]
+        if not fits_bigint(micros):
+            raise ValueError("not a time")
+        return _EPOCH + timedelta(microseconds=micros), uuid.UUID(str(payload["id"]))
+    except (ValueError, KeyError, TypeError, OverflowError, binascii.Error) as exc:
         raise InvalidArgument.field(
             "page_token", "was not issued by ListSessions for this space and status filter"
         ) from exc

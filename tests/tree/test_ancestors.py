@@ -15,6 +15,7 @@ from stello.tree.v1 import tree_pb2
 from tests.tree.conftest import TreeClient
 from tests.tree.seed import chain, seed_topology
 from tree_service import sql
+from tree_service.encoding import encode_ancestor_token
 
 pytestmark = pytest.mark.sql
 
@@ -125,6 +126,36 @@ class TestRefusals:
                 await page(tree, b.id, 1, bad)
             assert caught.value.code() is grpc.StatusCode.INVALID_ARGUMENT
             assert [v.field for v in field_violations(caught.value)] == ["page_token"]
+
+    async def test_a_token_whose_ancestor_is_not_above_the_session_is_refused(
+        self, tree: TreeClient, other_tree: TreeClient
+    ) -> None:
+        """A hand-made token naming, as the last ancestor, a descendant of the session,
+        the session itself, another tree's or another space's session is INVALID_ARGUMENT
+        on page_token, not a page of another chain (explore2 finding 14)."""
+        chain_ids = [(await tree.create(label="c0")).id]
+        for i in range(1, 5):
+            chain_ids.append((await tree.child(chain_ids[-1], label=f"c{i}")).id)
+        unrelated = (await tree.create(label="u")).id
+        theirs = (await other_tree.create(label="t")).id
+        c1, c4 = uuid.UUID(chain_ids[1]), uuid.UUID(chain_ids[4])
+        cases = [
+            (c1, chain_ids[4]),
+            (c1, chain_ids[2]),
+            (c4, chain_ids[4]),
+            (c4, unrelated),
+            (c4, theirs),
+            (c4, str(uuid.uuid4())),
+        ]
+        for session, after in cases:
+            token = encode_ancestor_token(session, uuid.UUID(after))
+            with pytest.raises(grpc.aio.AioRpcError) as caught:
+                await page(tree, str(session), 2, token)
+            assert caught.value.code() is grpc.StatusCode.INVALID_ARGUMENT, (session, after)
+            assert [v.field for v in field_violations(caught.value)] == ["page_token"]
+        fair = encode_ancestor_token(c4, uuid.UUID(chain_ids[2]))
+        reply = await page(tree, str(c4), 2, fair)
+        assert [n.id for n in reply.nodes] == [chain_ids[1], chain_ids[0]]
 
     async def test_a_session_erased_between_pages_is_not_found(
         self, tree: TreeClient, pool: asyncpg.Pool

@@ -145,6 +145,49 @@ class TestArchive:
         assert kinds(await apply(tree)) == [(root, ARCHIVE)]
 
 
+class TestEvents:
+    async def test_a_pin_and_a_policy_write_their_events(
+        self, tree: TreeClient, pool: asyncpg.Pool, space: TestSpace
+    ) -> None:
+        """SetPinned that changes the flag writes SESSION_UPDATED naming the session (a no-op
+        writes none); PutRetention writes RETENTION_POLICY_PUT naming no session
+        (explore2 finding 10)."""
+        _, child, _ = await family(tree)
+        before = len(await pool.fetch(EVENTS, space.id))
+
+        async def since() -> list[tuple[str, str | None]]:
+            rows = (await pool.fetch(EVENTS, space.id))[before:]
+            return [(r["kind"], r["session_id"] and str(r["session_id"])) for r in rows]
+
+        assert await pin(tree, child)
+        assert await pin(tree, child)
+        assert not await pin(tree, child, pinned=False)
+        assert await since() == [("session_updated", child)] * 2
+        await put_policy(tree, archive_after_days=30)
+        assert (await since())[2:] == [("retention_policy_put", None)]
+
+
+class TestUnarchive:
+    async def test_unarchiving_restarts_the_idle_clock(
+        self, tree: TreeClient, pool: asyncpg.Pool, space: TestSpace
+    ) -> None:
+        """A subtree retention archived and the user unarchived is not archived again by the
+        next pass: Unarchive counts as activity (explore2 finding 11); a no-op Unarchive of
+        an active session moves nothing."""
+        root, child, grandchild = await family(tree)
+        await idle(pool, space, 40, root, child, grandchild)
+        await put_policy(tree, archive_after_days=3, delete_after_days=3)
+        assert kinds(await apply(tree)) == [(root, ARCHIVE)]
+        await tree.stub.Unarchive(tree_pb2.UnarchiveRequest(space_id=space.sid, session_id=root))
+        assert kinds(await apply(tree, dry_run=True)) == []
+        assert kinds(await apply(tree)) == []
+        found = await statuses(pool, space)
+        assert (found[root], found[child]) == ("active", "archived")
+        await idle(pool, space, 40, root)
+        await tree.stub.Unarchive(tree_pb2.UnarchiveRequest(space_id=space.sid, session_id=root))
+        assert kinds(await apply(tree, dry_run=True)) == [(root, ARCHIVE)]
+
+
 class TestDelete:
     async def test_long_archived_subtrees_are_deleted(
         self, tree: TreeClient, pool: asyncpg.Pool, space: TestSpace

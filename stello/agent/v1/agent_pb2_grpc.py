@@ -695,7 +695,8 @@ class AgentGatewayServicer:
         else the gateway's `consolidator` text). Each chunk's answer is saved
         as the memory at once, with the seq it now covers (no trimming), so a
         long history makes progress whatever happens later; with no new record,
-        one call over the memory alone. It waits for the result (not
+        one call over the memory alone; with neither a memory nor a record, no
+        call at all (DONE, model_calls 0, the memory left unset). It waits for the result (not
         fire-and-forget). The gateway may also consolidate automatically every
         N committed turns when configured; those failures are logged and
         counted, never swallowed silently.
@@ -1007,7 +1008,10 @@ class AgentGatewayServicer:
 
     def Unarchive(self, request, context):
         """Unarchive makes an archived session active again. Never cascades.
-        Idempotent. Returns the session as it now is.
+        Idempotent. Returns the session as it now is. An unarchive counts as
+        activity: it sets the session's last_active_at to now, so the space's
+        retention policy (PutRetention) counts its root subtree idle from now,
+        rather than archiving it again at its next sweep.
 
         Errors:
         - INVALID_ARGUMENT: malformed ids.
@@ -1066,7 +1070,7 @@ class AgentGatewayServicer:
         archive a root's subtree idle for archive_after_days, delete a subtree
         archived for delete_after_days; both unset: nothing expires. The tree
         service's sweep applies it (every STELLO_TREE_RETENTION_INTERVAL_S, once
-        per space across replicas).
+        per space across replicas). Writes a RETENTION_POLICY_PUT event.
 
         Errors:
         - INVALID_ARGUMENT: malformed space_id; days outside 1..36500.
@@ -1099,7 +1103,9 @@ class AgentGatewayServicer:
 
     def PinSession(self, request, context):
         """PinSession pins (or, with `pinned` false, unpins) a session: a pinned
-        session keeps its whole root's subtree from retention.
+        session keeps its whole root's subtree from retention. A call that changes
+        the flag writes a SESSION_UPDATED event naming the session; one that
+        changes nothing writes none.
 
         Errors:
         - INVALID_ARGUMENT: malformed ids.

@@ -62,6 +62,7 @@ class EventKind(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
     EVENT_KIND_SHARED_MEMORY_REMOVED: _ClassVar[EventKind]
     EVENT_KIND_TURN_RELEASED: _ClassVar[EventKind]
     EVENT_KIND_METADATA_CHANGED: _ClassVar[EventKind]
+    EVENT_KIND_RETENTION_POLICY_PUT: _ClassVar[EventKind]
 
 class JobKind(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
     __slots__ = ()
@@ -120,6 +121,7 @@ EVENT_KIND_SHARED_MEMORY_UPSERTED: EventKind
 EVENT_KIND_SHARED_MEMORY_REMOVED: EventKind
 EVENT_KIND_TURN_RELEASED: EventKind
 EVENT_KIND_METADATA_CHANGED: EventKind
+EVENT_KIND_RETENTION_POLICY_PUT: EventKind
 JOB_KIND_UNSPECIFIED: JobKind
 JOB_KIND_CONSOLIDATE: JobKind
 JOB_KIND_FOLD: JobKind

@@ -452,6 +452,8 @@ class SessionTreeServicer:
     def Unarchive(self, request, context):
         """Sets the session's status back to ACTIVE and answers its node. Never
         cascades. Idempotent: unarchiving an active session changes nothing.
+        An unarchive counts as activity: it sets last_active_at to now, so
+        retention's idle clock for the session's root subtree starts again.
 
         Errors: INVALID_ARGUMENT (malformed ids); NOT_FOUND (unknown in this
         space, or provisional); UNAUTHENTICATED.
@@ -588,7 +590,8 @@ class SessionTreeServicer:
     def PutRetention(self, request, context):
         """Sets the space's retention policy (both fields unset: nothing expires).
         The sweep (every STELLO_TREE_RETENTION_INTERVAL_S, one replica per space)
-        applies it; ApplyRetention applies it now.
+        applies it; ApplyRetention applies it now. Writes a RETENTION_POLICY_PUT
+        event.
 
         Errors: INVALID_ARGUMENT (malformed space_id, days outside 1..36500);
         UNAUTHENTICATED.
@@ -626,7 +629,8 @@ class SessionTreeServicer:
 
     def SetPinned(self, request, context):
         """Pins or unpins a session: a pinned session keeps its whole root's
-        subtree from retention. Allowed on archived sessions.
+        subtree from retention. Allowed on archived sessions. A call that changes
+        the flag writes a SESSION_UPDATED event naming the session.
 
         Errors: INVALID_ARGUMENT (malformed ids); NOT_FOUND (unknown in this
         space, or provisional); UNAUTHENTICATED.

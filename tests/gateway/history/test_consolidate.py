@@ -13,6 +13,7 @@ import pytest
 
 from agent_gateway.llm.prompt_texts import COMPRESSOR, CONSOLIDATOR
 from stello.agent.v1 import agent_pb2
+from stello.common.v1 import common_pb2
 from stello.errors import Unavailable, error_info_reason
 from tests.gateway.conftest import Stack, StackMaker, new_id, record, rpc_error
 from tests.gateway.llm.support import ENGLISH
@@ -109,9 +110,11 @@ class TestConsolidate:
 
     async def test_empty_answer_is_empty_memory(self, make_stack: StackMaker) -> None:
         """An empty answer (a null content) stores '' (§6.8 item 5)."""
-        spy = SpyProvider().then_helper(answer(""))
+        spy = SpyProvider()
         stack = await make_stack(spy)
         root = await stack.root()
+        await send(stack, root.id, "hi")
+        spy.then_helper(answer(""))
         assert await consolidate(stack, root.id) == ""
         assert await memory(stack, root.id) == ""
 
@@ -161,6 +164,31 @@ class TestConsolidate:
         assert calls[1].messages[1].content.startswith("Current summary:\n")
         assert all(c.max_tokens == 250 for c in calls)
 
+    async def test_nothing_to_fold_calls_no_model(self, make_stack: StackMaker) -> None:
+        """A session with neither memory nor records answers DONE with no model call and its
+        memory left unset (explore2 finding 13); with a memory and no new record, one call
+        over the memory alone."""
+        spy = SpyProvider()
+        stack = await make_stack(spy)
+        root = await stack.root()
+        reply = await stack.gw.Consolidate(
+            agent_pb2.ConsolidateRequest(space_id=stack.space.sid, session_id=root.id)
+        )
+        assert (reply.status, reply.model_calls, reply.HasField("memory")) == (
+            common_pb2.JOB_STATUS_DONE,
+            0,
+            False,
+        )
+        assert spy.calls == [] and await memory(stack, root.id) is None
+        await stack.gw.PutMemory(
+            agent_pb2.PutMemoryRequest(space_id=stack.space.sid, session_id=root.id, content="m")
+        )
+        spy.then_helper(answer("m2"))
+        reply = await stack.gw.Consolidate(
+            agent_pb2.ConsolidateRequest(space_id=stack.space.sid, session_id=root.id)
+        )
+        assert (reply.model_calls, reply.memory, len(spy.calls)) == (1, "m2", 1)
+
     async def test_archived(self, make_stack: StackMaker) -> None:
         """An archived session is FAILED_PRECONDITION SESSION_ARCHIVED; memory unchanged."""
         spy = SpyProvider()
@@ -185,6 +213,7 @@ class TestConsolidate:
         spy = SpyProvider(helper_error=Unavailable("down"))
         stack = await make_stack(spy)
         root = await stack.root()
+        await send(stack, root.id, "hi")
         error = await rpc_error(consolidate(stack, root.id))
         assert error.code() is grpc.StatusCode.UNAVAILABLE
         assert await memory(stack, root.id) is None

@@ -75,7 +75,8 @@ class TestStream:
             watch.close()
 
     async def test_tree_writes_write_their_events(self, stack: Stack) -> None:
-        """Fork, ref add/remove, label, config, archive, unarchive and delete, in order."""
+        """Fork, ref add/remove, label, config, pin, retention policy, archive, unarchive and
+        delete, in order."""
         root = await stack.root(label="r")
         child = await stack.fork(root.id)
         other = await stack.root(label="other")
@@ -90,6 +91,14 @@ class TestStream:
         await stack.tree.PutConfig(
             tree_pb2.PutConfigRequest(**ids, session_id=child.id, config=common_pb2.SessionConfig())
         )
+        await stack.gw.PinSession(
+            agent_pb2.PinSessionRequest(**ids, session_id=child.id, pinned=True)
+        )
+        await stack.gw.PutRetention(
+            agent_pb2.PutRetentionRequest(
+                **ids, policy=common_pb2.RetentionPolicy(archive_after_days=30)
+            )
+        )
         await stack.gw.Archive(agent_pb2.ArchiveRequest(**ids, session_id=child.id))
         await stack.gw.Archive(agent_pb2.ArchiveRequest(**ids, session_id=child.id))  # no-op
         await stack.gw.Unarchive(agent_pb2.UnarchiveRequest(**ids, session_id=child.id))
@@ -98,7 +107,7 @@ class TestStream:
         )
         watch = Watch(stack.gw, stack.space.sid, "0")
         try:
-            events = await watch.take(10)
+            events = await watch.take(12)
         finally:
             watch.close()
         assert kinds_of(events) == [
@@ -109,6 +118,8 @@ class TestStream:
             ("EVENT_KIND_REF_REMOVED", other.id),
             ("EVENT_KIND_SESSION_UPDATED", child.id),
             ("EVENT_KIND_CONFIG_PUT", child.id),
+            ("EVENT_KIND_SESSION_UPDATED", child.id),
+            ("EVENT_KIND_RETENTION_POLICY_PUT", ""),
             ("EVENT_KIND_SESSION_ARCHIVED", child.id),
             ("EVENT_KIND_SESSION_UNARCHIVED", child.id),
             ("EVENT_KIND_SUBTREE_DELETED", root.id),

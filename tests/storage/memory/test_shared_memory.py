@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import asyncio
+import base64
+import json
 from typing import Any
 
 import asyncpg
@@ -202,6 +204,34 @@ class TestTenancy:
         token = (await listed(stub, space, page_size=1)).next_page_token
         error = await rpc_error(listed(stub_for(other_space.key), other_space, 1, token))
         assert error.code() is grpc.StatusCode.INVALID_ARGUMENT
+        assert [v.field for v in field_violations(error)] == ["page_token"]
+
+
+class TestEditedPageTokens:
+    @pytest.mark.parametrize(
+        "edit",
+        [
+            pytest.param({"at": 2**63 - 1}, id="at-past-9999"),
+            pytest.param({"at": 2**70}, id="at-int64"),
+            pytest.param({"at": -(2**62)}, id="at-before-1"),
+            pytest.param({"at": 1e300}, id="at-float"),
+            pytest.param({"at": True}, id="at-bool"),
+            pytest.param({"slug": "\x00"}, id="slug-nul"),
+        ],
+    )
+    async def test_a_value_no_column_holds_is_refused(
+        self, stub: Stub, space: TestSpace, edit: dict[str, Any]
+    ) -> None:
+        """A token edited to a time or slug the table cannot hold is INVALID_ARGUMENT naming
+        page_token, never INTERNAL (explore2 finding 1)."""
+        for slug in ("a", "b"):
+            await upsert(stub, space, slug)
+        token = (await listed(stub, space, page_size=1)).next_page_token
+        assert [e.slug for e in (await listed(stub, space, 1, token)).entries] == ["b"]
+        payload = json.loads(base64.urlsafe_b64decode(token + "=" * (-len(token) % 4)))
+        edited = base64.urlsafe_b64encode(json.dumps({**payload, **edit}).encode()).decode()
+        error = await rpc_error(listed(stub, space, 1, edited))
+        assert error.code() is grpc.StatusCode.INVALID_ARGUMENT, error.details()
         assert [v.field for v in field_violations(error)] == ["page_token"]
 
 

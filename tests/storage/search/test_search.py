@@ -5,6 +5,7 @@ inherited records found once, hidden sessions and other tenants never found."""
 from __future__ import annotations
 
 import asyncio
+import base64
 import json
 import uuid
 from collections.abc import AsyncIterator
@@ -141,6 +142,9 @@ class TestHostile:
             "foo:AB",
             "x" * 1000,
             " ".join(["w"] * 64),
+            '"' * 999,
+            '"" ' * 300 + "fox",
+            " ".join(["w"] * 64) + ' "" - *',
         ],
     )
     async def test_any_text_is_a_result(
@@ -192,6 +196,93 @@ class TestHostile:
         assert error.code() == grpc.StatusCode.NOT_FOUND
 
 
+def _decoded(token: str) -> dict[str, Any]:
+    decoded: dict[str, Any] = json.loads(base64.urlsafe_b64decode(token + "=" * (-len(token) % 4)))
+    return decoded
+
+
+def _encoded(payload: dict[str, Any]) -> str:
+    return base64.urlsafe_b64encode(json.dumps(payload).encode()).decode().rstrip("=")
+
+
+class TestEditedPageTokens:
+    """A page token edited to carry a value its column cannot hold is INVALID_ARGUMENT
+    naming page_token, never INTERNAL (explore2 finding 1)."""
+
+    @pytest.mark.parametrize(
+        ("order", "edit"),
+        [
+            pytest.param(common_pb2.SEARCH_ORDER_NEWEST, {"n": 2**70}, id="newest-seq-int64"),
+            pytest.param(common_pb2.SEARCH_ORDER_NEWEST, {"n": -(2**63) - 1}, id="seq-below"),
+            pytest.param(common_pb2.SEARCH_ORDER_NEWEST, {"n": True}, id="seq-bool"),
+            pytest.param(RELEVANCE, {"n": 2**70}, id="relevance-seq-int64"),
+            pytest.param(RELEVANCE, {"r": 1e308}, id="relevance-rank-float32"),
+            pytest.param(common_pb2.SEARCH_ORDER_NEWEST, {"r": 1e308}, id="newest-rank"),
+            pytest.param(RELEVANCE, {"r": 2**200}, id="rank-big-int"),
+            pytest.param(RELEVANCE, {"r": float("inf")}, id="rank-infinite"),
+            pytest.param(RELEVANCE, {"r": float("nan")}, id="rank-nan"),
+            pytest.param(
+                RELEVANCE, {"at": "9999-12-31T23:59:59.999999-14:00"}, id="created-after-9999"
+            ),
+            pytest.param(
+                common_pb2.SEARCH_ORDER_NEWEST,
+                {"at": "0001-01-01T00:00:00+14:00"},
+                id="created-before-1",
+            ),
+            pytest.param(
+                common_pb2.SEARCH_ORDER_NEWEST, {"at": "2020-01-01T00:00:00"}, id="created-naive"
+            ),
+        ],
+    )
+    async def test_search_records(
+        self,
+        stub: Stub,
+        space: TestSpace,
+        make_session: MakeSession,
+        order: int,
+        edit: dict[str, Any],
+    ) -> None:
+        """SearchRecords refuses a seq, rank or time no column holds, in either order."""
+        sid = await make_session()
+        await append(stub, space, sid, *[rec(f"needle {i}") for i in range(3)])
+        fields: dict[str, Any] = {"page_size": 1, "order": order}
+        token = (
+            await stub.SearchRecords(
+                storage_pb2.SearchRecordsRequest(space_id=space.sid, query="needle", **fields)
+            )
+        ).next_page_token
+        assert await search(stub, space, "needle", page_token=token, **fields)
+        edited = _encoded({**_decoded(token), **edit})
+        error = await rpc_error(search(stub, space, "needle", page_token=edited, **fields))
+        assert error.code() == grpc.StatusCode.INVALID_ARGUMENT, error.details()
+        assert [f.field for f in field_violations(error)] == ["page_token"]
+
+    @pytest.mark.parametrize(
+        "at",
+        [
+            pytest.param("9999-12-31T23:59:59.999999-14:00", id="after-9999"),
+            pytest.param("0001-01-01T00:00:00+14:00", id="before-1"),
+            pytest.param("2020-01-01T00:00:00", id="naive"),
+        ],
+    )
+    async def test_search_sessions(
+        self, stub: Stub, space: TestSpace, make_session: MakeSession, at: str
+    ) -> None:
+        """SearchSessions refuses a creation time timestamptz does not hold."""
+        for _ in range(3):
+            await make_session(label="Sibling")
+        token = (
+            await stub.SearchSessions(
+                storage_pb2.SearchSessionsRequest(space_id=space.sid, query="sib", page_size=2)
+            )
+        ).next_page_token
+        assert await session_ids(stub, space, "sib", page_size=2, page_token=token)
+        edited = _encoded({**_decoded(token), "at": at})
+        error = await rpc_error(session_ids(stub, space, "sib", page_size=2, page_token=edited))
+        assert error.code() == grpc.StatusCode.INVALID_ARGUMENT, error.details()
+        assert [f.field for f in field_violations(error)] == ["page_token"]
+
+
 class TestScope:
     async def test_paging_walks_every_hit_once(
         self, stub: Stub, space: TestSpace, make_session: MakeSession
@@ -234,6 +325,43 @@ class TestScope:
         assert found(in_child) == {(str(source), 1), (str(child), 2)}
         in_tree = await search(stub, space, "secret", root_id=str(source))
         assert len(in_tree) == 3
+
+    async def test_a_fork_holding_a_deleted_source_s_records_is_not_its_own_reader(
+        self, stub: Stub, space: TestSpace, make_session: MakeSession, pool: asyncpg.Pool
+    ) -> None:
+        """Once a source is erased, its records' holder counts once: a fork reading alone is
+        read by 1 session, a second fork reading them too makes 2 (explore2 finding 2)."""
+        source = await make_session()
+        await append(stub, space, source, rec("zebraword alpha"))
+        alone = await make_session(source=source)  # another tree: it outlives the source
+        await inherit(stub, space, alone, source)
+        other = await make_session()
+        await append(stub, space, other, rec("quagga beta"))
+        first, second = [await make_session(source=other) for _ in range(2)]
+        for fork in (first, second):
+            await inherit(stub, space, fork, other)
+        counts = {
+            q: [(h.session_id, h.reader_count) for h in await search(stub, space, q)]
+            for q in ("zebraword", "quagga")
+        }
+        assert counts == {"zebraword": [(str(source), 2)], "quagga": [(str(other), 3)]}
+        async with pool.acquire() as con, con.transaction():  # what the tree's erasure does
+            gone = [source, other]
+            await con.execute(
+                "UPDATE sessions SET source_session_id = NULL"
+                " WHERE space_id = $1 AND source_session_id = ANY ($2::uuid[])",
+                space.id,
+                gone,
+            )
+            await con.execute("SELECT stello_release_records($1, $2::uuid[], NULL)", space.id, gone)
+            await con.execute(
+                "DELETE FROM sessions WHERE space_id = $1 AND id = ANY ($2::uuid[])", space.id, gone
+            )
+        [zebra] = await search(stub, space, "zebraword")
+        assert (zebra.session_id, zebra.reader_count) == (str(alone), 1)
+        [quagga] = await search(stub, space, "quagga")
+        assert quagga.session_id in (str(first), str(second))
+        assert quagga.reader_count == 2
 
     async def test_root_scope(
         self, stub: Stub, space: TestSpace, make_session: MakeSession

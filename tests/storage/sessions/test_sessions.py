@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import base64
+import json
 import uuid
 from typing import Any
 
@@ -232,6 +234,35 @@ class TestListSessions:
         mine = await make_session()
         page = await stub.ListSessions(storage_pb2.ListSessionsRequest(space_id=space.sid))
         assert [s.id for s in page.sessions] == [str(mine)]
+
+    @pytest.mark.parametrize(
+        "edit",
+        [
+            pytest.param({"at": 2**63 - 1}, id="at-past-9999"),
+            pytest.param({"at": 1e300}, id="at-float"),
+            pytest.param({"id": 7}, id="id-number"),
+        ],
+    )
+    async def test_an_edited_token_is_invalid(
+        self, stub: Stub, space: TestSpace, make_session: MakeSession, edit: dict[str, Any]
+    ) -> None:
+        """A page token edited to a time or id no session has is INVALID_ARGUMENT on
+        page_token, never INTERNAL."""
+        for _ in range(3):
+            await make_session()
+        page = await stub.ListSessions(
+            storage_pb2.ListSessionsRequest(space_id=space.sid, page_size=1)
+        )
+        token = page.next_page_token
+        payload = json.loads(base64.urlsafe_b64decode(token + "=" * (-len(token) % 4)))
+        edited = base64.urlsafe_b64encode(json.dumps({**payload, **edit}).encode()).decode()
+        err = await rpc_error(
+            stub.ListSessions(
+                storage_pb2.ListSessionsRequest(space_id=space.sid, page_size=1, page_token=edited)
+            )
+        )
+        assert err.code() == grpc.StatusCode.INVALID_ARGUMENT, err.details()
+        assert [v.field for v in field_violations(err)] == ["page_token"]
 
     async def test_token_of_another_filter_is_invalid(
         self, stub: Stub, space: TestSpace, make_session: MakeSession
