@@ -5,11 +5,9 @@ from __future__ import annotations
 import json
 import socket
 import stat
-import urllib.request
 from pathlib import Path
 
 import pytest
-from prometheus_client.parser import text_string_to_metric_families
 
 from tests.cli.processes import (
     FREE_PORTS,
@@ -20,6 +18,7 @@ from tests.cli.processes import (
     private_env,
     run_cli,
 )
+from tests.support.metrics import calls_by_worker
 from tests.support.ports import free_port
 
 pytestmark = pytest.mark.subprocess
@@ -181,18 +180,6 @@ def test_a_bad_service_setting_is_one_line_before_the_database_starts(
     assert len(done.stderr.splitlines()) == 1, done.stderr
     assert done.stderr.startswith("stello: ") and problem in done.stderr, done.stderr
     assert not Path(env["STELLO_DATA_DIR"]).exists()
-
-
-def calls_by_worker(port: int, method: str) -> dict[str, float]:
-    """Calls of `method` by worker label, from the merged /metrics on `port`."""
-    text = urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=5).read().decode()
-    calls: dict[str, float] = {}
-    for family in text_string_to_metric_families(text):
-        for sample in family.samples:
-            if sample.name == "stello_rpc_calls_total" and sample.labels["method"] == method:
-                worker = sample.labels["worker"]
-                calls[worker] = calls.get(worker, 0.0) + sample.value
-    return calls
 
 
 def test_up_with_two_workers(home: Path) -> None:

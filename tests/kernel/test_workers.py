@@ -14,7 +14,6 @@ import socket
 import sys
 import tempfile
 import time
-import urllib.request
 import uuid
 from collections.abc import AsyncIterator
 from dataclasses import dataclass
@@ -25,12 +24,12 @@ import asyncpg
 import grpc
 import pytest
 from grpc_health.v1 import health_pb2, health_pb2_grpc
-from prometheus_client.parser import text_string_to_metric_families
 
 from stello.channels import open_channel
 from stello.tree.v1 import tree_pb2, tree_pb2_grpc
 from tests.cli.processes import gone
 from tests.support.fixtures import MakeSession, TestSpace
+from tests.support.metrics import calls_by_worker
 from tests.support.ports import free_port
 from tree_service.repository import SWEEP_LOCK_KEY
 
@@ -69,15 +68,7 @@ class Supervised:
 
     def scrape(self) -> dict[str, float]:
         """GetNode calls by worker label, from the supervisor's merged /metrics."""
-        url = f"http://127.0.0.1:{self.metrics_port}/metrics"
-        text = urllib.request.urlopen(url, timeout=5).read().decode()
-        calls: dict[str, float] = {}
-        for family in text_string_to_metric_families(text):
-            for sample in family.samples:
-                if sample.name == "stello_rpc_calls_total" and sample.labels["method"] == GET_NODE:
-                    worker = sample.labels["worker"]
-                    calls[worker] = calls.get(worker, 0.0) + sample.value
-        return calls
+        return calls_by_worker(self.metrics_port, GET_NODE)
 
 
 async def start_tree(env: dict[str, str], *args: str) -> Supervised:
