@@ -38,6 +38,7 @@ class TestFacade:
         spy = SpyProvider().then_helper(answer("memo"))
         stack = await make_stack(spy)
         root = await stack.root()
+        await stack.append(root.id, record("user", "remember this"))
         reply = await stack.gw.Consolidate(
             agent_pb2.ConsolidateRequest(space_id=stack.space.sid, session_id=root.id)
         )

@@ -374,6 +374,7 @@ class TestProfileOverrides:
         child = await stack.fork(root.id, "kid", context=common_pb2.FORK_CONTEXT_INHERIT)
         await consolidate(stack, child.id)
         plain = await stack.root()
+        await stack.append(plain.id, *SEEDED)  # with nothing to fold no model is called
         await consolidate(stack, plain.id)
         helpers = [body for body in fake.chat_bodies() if "tools" not in body]
         prompts = [messages(body)[0]["content"] for body in helpers]
