@@ -22,14 +22,15 @@
 -- Now the readers' segments are found as the release's locks find them: one
 -- range of `record_segments_holder` per released session (LATERAL, OFFSET 0),
 -- each reader's visibility one primary-key probe of `sessions` (a scalar
--- subquery). Each holder's needed rows are the union of its readers' ranges,
--- merged into disjoint ranges first, and each range is one range of
--- `records_pkey` (LATERAL, OFFSET 0): a needed row is read once. Each
--- reader's segment is then updated by its primary key, one statement each (as
--- a join, the planner weighed the segments found against a scan of the
--- space's and took the scan). A trim's readers to compact are those same
--- ranges of `record_segments_holder`, each counting its own segments (at most
--- SEGMENT_CAP + 1) in a scalar subquery.
+-- subquery), and read first, with their heirs, into arrays. Each holder's
+-- needed rows are the union of its readers' ranges, merged into disjoint
+-- ranges, and each range is one range of `records_pkey` (LATERAL, OFFSET 0):
+-- a needed row is read once. The readers' segments are updated by primary key
+-- (the readers named), without a join (joined with a CTE of them, the planner
+-- weighed the segments found against a scan of the space's and took the scan;
+-- one UPDATE per segment in a loop crashed Citus 13.2's worker). A trim's
+-- readers to compact are those same ranges of `record_segments_holder`, each
+-- counting its own segments (at most SEGMENT_CAP + 1) in a scalar subquery.
 -- Nothing else changes.
 
 CREATE OR REPLACE FUNCTION stello_release_records(p_space uuid, p_sessions uuid[], p_through bigint)
@@ -41,7 +42,9 @@ DECLARE
     seen      integer := -1;
     locked    integer;
     movers    uuid[];
+    held_by   uuid[];
     lows      bigint[];
+    highs     bigint[];
     cuts      bigint[];
     heirs_of  uuid[];
 BEGIN
@@ -69,6 +72,8 @@ BEGIN
     END LOOP;
 
     IF locked > 0 THEN
+        -- The readers' segments of the released rows, each with its holder's heir: read
+        -- first, and moved by the statements below.
         WITH needs AS (
             SELECT g.session_id AS reader, g.holder_id AS holder, g.from_seq, g.to_seq,
                    LEAST(g.to_seq, through) AS upto, g.provisional_until IS NULL AS visible
@@ -87,29 +92,38 @@ BEGIN
             SELECT DISTINCT ON (n.holder) n.holder, n.reader AS heir
             FROM needs n
             ORDER BY n.holder, n.upto DESC, n.visible DESC, n.reader
+        )
+        SELECT array_agg(n.reader), array_agg(n.holder), array_agg(n.from_seq),
+               array_agg(n.to_seq), array_agg(n.upto), array_agg(h.heir)
+        INTO movers, held_by, lows, highs, cuts, heirs_of
+        FROM needs n
+        JOIN heirs h ON h.holder = n.holder;
+
+        WITH needs AS (
+            SELECT * FROM unnest(movers, held_by, lows, highs, cuts, heirs_of)
+                AS n (reader, holder, from_seq, to_seq, upto, heir)
         ), ranges AS (
             -- Each holder's needed seqs as disjoint ranges: a range starts an island
             -- unless an earlier one (by from_seq) reaches it or the seq before it.
-            SELECT i.holder, min(i.from_seq) AS lo, max(i.upto) AS hi
-            FROM (SELECT o.holder, o.from_seq, o.upto,
+            SELECT i.holder, i.heir, min(i.from_seq) AS lo, max(i.upto) AS hi
+            FROM (SELECT o.holder, o.heir, o.from_seq, o.upto,
                          count(*) FILTER (WHERE o.starts) OVER (
                              PARTITION BY o.holder ORDER BY o.from_seq, o.upto
                              ROWS UNBOUNDED PRECEDING) AS island
-                  FROM (SELECT n.holder, n.from_seq, n.upto,
+                  FROM (SELECT n.holder, n.heir, n.from_seq, n.upto,
                                n.from_seq > max(n.upto) OVER (
                                    PARTITION BY n.holder ORDER BY n.from_seq, n.upto
                                    ROWS BETWEEN UNBOUNDED PRECEDING AND 1 PRECEDING) + 1 AS starts
                         FROM needs n) o) i
-            GROUP BY i.holder, i.island
+            GROUP BY i.holder, i.heir, i.island
         ), moved AS (
             INSERT INTO records (space_id, session_id, seq, role, content, tool_calls,
                                  tool_call_id, created_at, metadata, token_estimate,
                                  token_cumulative)
-            SELECT DISTINCT ON (h.heir, r.seq)
-                   p_space, h.heir, r.seq, r.role, r.content, r.tool_calls, r.tool_call_id,
+            SELECT DISTINCT ON (n.heir, r.seq)
+                   p_space, n.heir, r.seq, r.role, r.content, r.tool_calls, r.tool_call_id,
                    r.created_at, r.metadata, r.token_estimate, r.token_cumulative
             FROM ranges n
-            JOIN heirs h ON h.holder = n.holder
             CROSS JOIN LATERAL (
                 SELECT x.seq, x.role, x.content, x.tool_calls, x.tool_call_id, x.created_at,
                        x.metadata, x.token_estimate, x.token_cumulative
@@ -118,24 +132,24 @@ BEGIN
                   AND x.seq >= n.lo AND x.seq <= n.hi
                 OFFSET 0
             ) r
-            ORDER BY h.heir, r.seq, n.holder
+            ORDER BY n.heir, r.seq, n.holder
             ON CONFLICT DO NOTHING
-        ), split AS (
-            INSERT INTO record_segments (space_id, session_id, from_seq, to_seq, holder_id)
-            SELECT p_space, n.reader, n.upto + 1, n.to_seq, n.holder
-            FROM needs n
-            WHERE n.to_seq > through
         )
-        SELECT array_agg(n.reader), array_agg(n.from_seq), array_agg(n.upto), array_agg(h.heir)
-        INTO movers, lows, cuts, heirs_of
+        INSERT INTO record_segments (space_id, session_id, from_seq, to_seq, holder_id)
+        SELECT p_space, n.reader, n.upto + 1, n.to_seq, n.holder
         FROM needs n
-        JOIN heirs h ON h.holder = n.holder;
-        -- Each reader's segment then goes to the heir by its primary key (the split
-        -- above added the part past `through` under another key).
-        FOR i IN 1 .. COALESCE(array_length(movers, 1), 0) LOOP
-            UPDATE record_segments SET holder_id = heirs_of[i], to_seq = cuts[i]
-            WHERE space_id = p_space AND session_id = movers[i] AND from_seq = lows[i];
-        END LOOP;
+        WHERE n.to_seq > through;
+
+        -- Then the readers' segments of the released rows go to the heirs, cut at
+        -- `through` (the split above added the part past it, from `through` + 1): each
+        -- reader's segments by its primary key, in one statement without a join, so
+        -- no plan of it scans the space's segments to match them.
+        UPDATE record_segments g
+        SET holder_id = (SELECT h.heir FROM unnest(held_by, heirs_of) AS h (holder, heir)
+                         WHERE h.holder = g.holder_id LIMIT 1),
+            to_seq = LEAST(g.to_seq, through)
+        WHERE g.space_id = p_space AND g.session_id = ANY (movers)
+          AND g.from_seq <= through AND g.holder_id = ANY (p_sessions);
     END IF;
 
     -- A trim splits a reader's segment that crosses `p_through` (its part above
