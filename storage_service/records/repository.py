@@ -147,7 +147,8 @@ LIST_RECORDS_NEWEST = _LIST_RECORDS.format(parts=PARTS, direction="DESC")
 # records than that), how many records of the view it removes, and the first of
 # them. Counted from the parts' ranges, not read: a view's seqs are contiguous
 # (`PARTS`), from its first segment's first seq (or, with no segment, its first
-# own record: one probe, as a trim may have removed a prefix of its own rows)
+# own record: one probe, LATERAL, as a trim may have removed a prefix of its own
+# rows; as a join ordered by seq it was planned as a sort of them all, three times)
 # through `last_seq`. So a trim reads no record of the view, however many it
 # removes or however deep the chain of forks it ends (it read every one to count
 # them: 2,048 tuples at the end of a chain of 2,000 forks).
@@ -155,11 +156,16 @@ TRIM_CUT = f"""
 WITH {PARTS}, bounds AS (
     SELECT COALESCE(
                (SELECT min(p.from_seq) FROM parts p WHERE p.inherited),
-               (SELECT r.seq FROM parts p
-                JOIN records r ON r.space_id = $1 AND r.session_id = $2
-                              AND r.seq >= p.from_seq AND r.seq <= p.to_seq
+               (SELECT f.seq FROM parts p
+                CROSS JOIN LATERAL (
+                    SELECT r.seq FROM records r
+                    WHERE r.space_id = $1 AND r.session_id = $2
+                      AND r.seq >= p.from_seq AND r.seq <= p.to_seq
+                    ORDER BY r.seq
+                    LIMIT 1
+                ) f
                 WHERE NOT p.inherited
-                ORDER BY r.seq
+                ORDER BY f.seq
                 LIMIT 1)) AS first_seq,
            (SELECT p.to_seq FROM parts p WHERE NOT p.inherited) AS last_seq
 )

@@ -40,11 +40,6 @@ CHAIN = 20  # forks of forks from the first fork: its tip lists SEGMENT_CAP segm
 READERS = FORKS + 5 * FORKS_OF_FORKS + CHAIN
 TRIMMED = 20
 
-CUT_READS = 3 * 2 * SOURCE_RECORDS
-"""What the trim's cut (storage's TRIM_CUT, before the release) may read of the source's
-own records under some plans, on either size: its first own record found by sorting them
-all, three times (an index entry and a row each; 444 tuples of `records` where 90 was
-usual). That grows with the source's history, not with the space: a fix of its own."""
 
 TEMPLATES = 2
 TEMPLATE_FORKS = 4_000
@@ -180,12 +175,14 @@ async def test_a_release_with_readers_reads_what_they_need_however_big_the_space
     # once each (TRIMMED, then the other SOURCE_RECORDS - TRIMMED), not once per reader.
     # Measured (migration 0030): 915, 1,536 to 1,636 and 90 tuples for the trim, 594,
     # 942 to 1,539 and 220 for the erasure, about the same at both sizes; each bound
-    # leaves about twice that, and CUT_READS more for the trim's records. Before migration
+    # leaves about twice that. (The trim's cut, storage's TRIM_CUT, read 444 tuples of
+    # records where 90 was usual under some plans: its first own record found by sorting
+    # them all, three times; now one probe.) Before migration
     # 0030, a space's worth: 22,927, 17,788 and 9,656 for the trim under generic plans.
     bounds = {
         "trim sessions": 40 * READERS,
         "trim record_segments": 4 * (SEGMENT_CAP + 1) * READERS,
-        "trim records": 4 * SOURCE_RECORDS + CUT_READS,
+        "trim records": 4 * SOURCE_RECORDS,
         "erasure sessions": 25 * READERS,
         "erasure record_segments": 4 * (SEGMENT_CAP + 1) * READERS,
         "erasure records": 8 * SOURCE_RECORDS,
@@ -196,5 +193,5 @@ async def test_a_release_with_readers_reads_what_they_need_however_big_the_space
         # Ten times the space: about the same reads. The plans of the same probes may
         # differ with the statistics (PostgreSQL 15 read 975 tuples of record_segments for
         # the erasure at ten times, 815 at once); a space's worth is ten times as many.
-        slack = READERS + (CUT_READS if what == "trim records" else 0)
+        slack = READERS
         assert big[what] <= 3 * small[what] // 2 + slack, (what, reads)
