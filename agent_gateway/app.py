@@ -119,7 +119,10 @@ class GatewayClients:
                 ("tree", config.tree_address),
             )
         )
-        return cls(StorageClient(storage, policy), TreeClient(tree, policy))
+        return cls(
+            StorageClient(storage, policy, config.storage_address),
+            TreeClient(tree, policy, config.tree_address),
+        )
 
 
 def services_tls(config: GatewaySettings) -> ClientTls | None:
