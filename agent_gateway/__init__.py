@@ -19,13 +19,14 @@ rooms below it; `lint-imports` checks it):
 """
 
 import stello  # noqa: F401 (first: its import settles gRPC fork support before grpc loads)
-from agent_gateway.app import GatewayClients, LazyProvider, create_app
+from agent_gateway.app import GatewayClients, create_app
 from agent_gateway.clients import Caller, CallPolicy, RequestKey, StorageClient, TreeClient
 from agent_gateway.config import GatewaySettings
 from agent_gateway.forks.compose import ConfigLayer, ContextMode, PromptMode, Summarizer
 from agent_gateway.forks.faults import FAULT_POINTS, ExitFaults, Faults, NoFaults
 from agent_gateway.forks.profiles import Profile, ProfileRegistry, load_profiles
 from agent_gateway.history.consolidation import Consolidator
+from agent_gateway.llm.lazy import LazyProvider
 from agent_gateway.llm.prompt_config import SessionPrompts, load_prompts
 from agent_gateway.tools.builtins import BuiltinTools
 from agent_gateway.turns.lease_keeper import LeaseKeeper, LeaseTimes

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator, Callable, Mapping, Sequence
+from collections.abc import Mapping
 from dataclasses import dataclass
 
 import asyncpg
@@ -26,13 +26,10 @@ from agent_gateway.history.consolidation import Consolidator
 from agent_gateway.history.folding import Folder
 from agent_gateway.history.summarizer import ProviderSummarizer
 from agent_gateway.llm import (
-    Completion,
-    LLMMessage,
     LLMProvider,
     Prompts,
-    StreamEvent,
-    ToolSpec,
 )
+from agent_gateway.llm.lazy import LazyProvider
 from agent_gateway.llm.prompt_config import SessionPrompts, load_prompts
 from agent_gateway.memory.index import IndexCaps
 from agent_gateway.memory.shared import SharedMemory
@@ -122,7 +119,10 @@ class GatewayClients:
                 ("tree", config.tree_address),
             )
         )
-        return cls(StorageClient(storage, policy), TreeClient(tree, policy))
+        return cls(
+            StorageClient(storage, policy, config.storage_address),
+            TreeClient(tree, policy, config.tree_address),
+        )
 
 
 def services_tls(config: GatewaySettings) -> ClientTls | None:
@@ -153,59 +153,6 @@ def _channel(
         connections=connections,
     )
     return network if local is None else LocalChannel(local, network)
-
-
-class LazyProvider:
-    """The configured provider, built on first use.
-
-    A gateway whose provider cannot be built (a missing API key) still serves
-    everything that needs no LLM; the calls that do answer the build error.
-    """
-
-    def __init__(self, build: Callable[[], LLMProvider]) -> None:
-        self._build = build
-        self._provider: LLMProvider | None = None
-
-    @property
-    def provider(self) -> LLMProvider:
-        """The provider (built now if it was not yet)."""
-        if self._provider is None:
-            self._provider = self._build()
-        return self._provider
-
-    @property
-    def max_context_tokens(self) -> int:
-        """The provider's context window."""
-        return self.provider.max_context_tokens
-
-    async def complete(
-        self,
-        messages: Sequence[LLMMessage],
-        *,
-        tools: Sequence[ToolSpec] | None = None,
-        max_tokens: int | None = None,
-    ) -> Completion:
-        """The provider's `complete`."""
-        return await self.provider.complete(messages, tools=tools, max_tokens=max_tokens)
-
-    def stream(
-        self,
-        messages: Sequence[LLMMessage],
-        *,
-        tools: Sequence[ToolSpec] | None = None,
-        max_tokens: int | None = None,
-    ) -> AsyncIterator[StreamEvent]:
-        """The provider's `stream`."""
-        return self.provider.stream(messages, tools=tools, max_tokens=max_tokens)
-
-    def start(self) -> None:
-        """Nothing to start: the provider is built on first use."""
-
-    async def stop(self) -> None:
-        """Close the provider's HTTP client, if it was built and has one (shutdown)."""
-        close = getattr(self._provider, "aclose", None)
-        if close is not None:
-            await close()
 
 
 def create_app(
@@ -245,13 +192,14 @@ def create_app(
     )
     owned: tuple[LazyProvider, ...] = ()
     if provider is None:
-        from agent_gateway.llm import build_provider
+        from agent_gateway.llm import build_provider, missing_api_key
 
         echo_window, echo_delay = config.echo_max_context_tokens, config.echo_delay_s
         provider = LazyProvider(
             lambda: build_provider(
                 settings, max_context_tokens=echo_window, echo_delay_s=echo_delay
-            )
+            ),
+            missing_key=missing_api_key(settings),
         )
         owned = (provider,)  # a provider passed in belongs to the caller, who closes it
     # One calibration per provider: what its tokenizer counts over the gateway's bound.

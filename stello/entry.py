@@ -74,18 +74,24 @@ def _variable(cls: type[BaseSettings], field: str) -> str:
     return f"{cls.model_config.get('env_prefix', '')}{field}".upper()
 
 
+def _shown_default(default: object) -> str:
+    """A field's default as --help shows it: a switch as 0 or 1, like README's table."""
+    if default is PydanticUndefined:
+        return "required"
+    if default is None:
+        return "unset by default"
+    if isinstance(default, bool):
+        return f"default {int(default)}"
+    return f"default {default!r}"
+
+
 def settings_help(classes: Sequence[type[BaseSettings]]) -> str:
     """Every variable of `classes`: name, default and meaning, one block per class."""
     lines: list[str] = []
     for cls in classes:
-        prefix = str(cls.model_config.get("env_prefix", ""))
         lines.append(f"{cls.__doc__.splitlines()[0] if cls.__doc__ else cls.__name__}")
         for name, info in cls.model_fields.items():
-            default = info.default
-            shown = "required" if default is PydanticUndefined else f"default {default!r}"
-            if default is None:
-                shown = "unset by default"
-            lines.append(f"  {prefix}{name.upper()}  ({shown})")
+            lines.append(f"  {_variable(cls, name)}  ({_shown_default(info.default)})")
             if info.description:
                 lines.append(
                     textwrap.fill(

@@ -35,7 +35,8 @@ class LogSettings(BaseSettings):
     )
 
     level: Literal["DEBUG", "INFO", "WARNING", "ERROR"] = Field(
-        default="INFO", description="Lowest level logged."
+        default="INFO",
+        description="Lowest level logged: DEBUG, INFO, WARNING or ERROR (upper case).",
     )
     format: Literal["text", "json"] = Field(
         default="text", description="`text` lines, or `json`: one object per line."

@@ -241,6 +241,11 @@ def _unreachable_hint(details: str, target: str) -> str | None:
     """What to check when `target` did not answer, from how the connection failed (None:
     nothing answered at all)."""
     lowered = details.lower()
+    if "hostname verification" in lowered:
+        return (
+            f"the certificate of {target} does not name that address (nor --server-name, "
+            "if given): pass a name it holds with --server-name (STELLO_SERVER_NAME)"
+        )
     if "handshake" in lowered or "ssl" in lowered or "certificate" in lowered:
         return (
             f"the TLS handshake with {target} failed: check --ca-file, --server-name, "

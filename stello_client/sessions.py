@@ -330,7 +330,7 @@ class SessionCalls(ClientBase):
     async def delete_session_counted(self, session_id: str, *, timeout: Timeout = DEFAULT) -> int:
         """Erase a session and its whole subtree as `delete_session` does, and answer how
         many sessions were erased, not their ids (DeleteSession with `count_only`): for a
-        subtree whose ids would not fit a reply (38 bytes each).
+        subtree whose ids would not fit a reply (38 bytes each, and 16 for the reply).
 
         Raises:
             NotFound: the session is not in the space (a second delete too).

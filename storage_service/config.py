@@ -43,7 +43,7 @@ class StorageSettings(BaseSettings):
         default=4 * MIB,
         ge=1024,
         description="Most bytes of records one ListRecords page carries (at least one record; "
-        "at most half of STELLO_MAX_MESSAGE_BYTES).",
+        "at least 1024, at most half of STELLO_MAX_MESSAGE_BYTES).",
     )
     max_turn_ttl_s: int = Field(
         default=86_400,

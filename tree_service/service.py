@@ -96,10 +96,12 @@ class ReplyFit:
         if 0 < self.caller_limit < limit:
             limit, name = self.caller_limit, "max_reply_bytes"
         if size > limit:
+            sessions = "1 session" if count == 1 else f"{count} sessions"
             raise ResourceExhausted(
-                f"session {self.session_id} has {count} sessions in its subtree: their ids "
-                f"({size} bytes) would not fit the reply ({name} = {limit}); nothing was "
-                "deleted. Set count_only to answer their count alone"
+                f"session {self.session_id} has {sessions} in its subtree: their ids "
+                f"({size} bytes: {DELETED_ID_BYTES} per session and {DELETE_REPLY_OVERHEAD} "
+                f"more) would not fit the reply ({name} = {limit}); nothing was deleted. Set "
+                "count_only to answer their count alone"
             )
 
 

@@ -39,6 +39,7 @@ from __future__ import annotations
 
 import asyncio
 import collections
+import logging
 import random
 import time
 from collections.abc import Awaitable, Callable
@@ -60,6 +61,8 @@ from stello.errors import (
     precondition_violations,
     reply_too_large,
 )
+
+log = logging.getLogger(__name__)
 
 R = TypeVar("R", bound="Message | bytes")
 A = TypeVar("A")
@@ -96,6 +99,9 @@ class CallPolicy:
     backoff_s: float = 0.05
     max_backoff_s: float = 1.0
 
+
+UNREACHED_LOG_EVERY_S = 60.0
+"""How often, at most, the log says again why a service cannot be reached."""
 
 # Failures that may come after the server did the work (the answer was lost on the way).
 _UNANSWERED = frozenset({grpc.StatusCode.UNAVAILABLE, grpc.StatusCode.DEADLINE_EXCEEDED})
@@ -134,9 +140,13 @@ WRITES = frozenset(
 class ServiceClient:
     """Shared call path: metadata, deadline, bounded retries, error mapping, counting."""
 
-    def __init__(self, service: str, policy: CallPolicy) -> None:
+    def __init__(self, service: str, policy: CallPolicy, address: str = "") -> None:
+        """`address`: where the service is dialled, for the log (its setting's value)."""
         self._service = service
         self._policy = policy
+        self._address = address
+        self._quiet_until = 0.0
+        """Monotonic time before which an unreachable service is not logged again."""
         self.calls: collections.Counter[str] = collections.Counter()
         """How many RPCs (attempts included) each method made; read by the benchmark."""
         self.after_write: Callable[[str], None] | None = None
@@ -180,6 +190,8 @@ class ServiceClient:
                 if isinstance(error, Aborted):
                     # Which precondition failed decides what the gateway does next.
                     error.violations = tuple(precondition_violations(exc))
+                if _unreached(exc):
+                    self._log_unreached(exc)
                 plain = isinstance(error, Unavailable | DeadlineExceeded | Internal)
                 if plain or reply_too_large(exc) or metadata_too_large(exc):
                     # Say which hop failed (the caller cannot tell), in words, never
@@ -190,6 +202,22 @@ class ServiceClient:
             if self.after_write is not None and name in WRITES:
                 self.after_write(getattr(request, "space_id", ""))
             return cast(R, response)
+
+    def _log_unreached(self, exc: grpc.aio.AioRpcError) -> None:
+        """Log why the service could not be reached (gRPC's words: a TLS name check, a refused
+        connection), at most once per UNREACHED_LOG_EVERY_S: the client is told only that
+        the service is unavailable."""
+        now = time.monotonic()
+        if now < self._quiet_until:
+            return
+        self._quiet_until = now + UNREACHED_LOG_EVERY_S
+        log.warning(
+            "cannot reach %s at %s: %s (said again at most every %g s)",
+            self._service,
+            self._address or "its address",
+            exc.details() or exc.code().name,
+            UNREACHED_LOG_EVERY_S,
+        )
 
     def _timeout(self, name: str, caller: Caller, long: bool) -> float:
         cap = self._policy.long_timeout_s if long else self._policy.timeout_s
@@ -237,12 +265,17 @@ def _retrieved(task: asyncio.Future[Any]) -> None:
         task.exception()
 
 
+def _unreached(exc: grpc.aio.AioRpcError) -> bool:
+    """True when the service was not reached: UNAVAILABLE with no Stello status."""
+    return exc.code() is grpc.StatusCode.UNAVAILABLE and not has_status_details(exc)
+
+
 def _plain(exc: grpc.aio.AioRpcError, error: StelloError) -> str:
     """A failed call in words a person can act on (grpc's own texts name the transport)."""
     code = exc.code()
     if code is grpc.StatusCode.DEADLINE_EXCEEDED:
         return "did not answer within the deadline"
-    if code is grpc.StatusCode.UNAVAILABLE and not has_status_details(exc):
+    if _unreached(exc):
         # No Stello status: the service could not be reached (not a database outage there).
         return "the service is unavailable; retry the call"
     if reply_too_large(exc):

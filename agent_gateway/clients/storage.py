@@ -56,8 +56,8 @@ def remember_op(
 class StorageClient(JobCalls):
     """stello.storage.v1.SessionStorage, typed."""
 
-    def __init__(self, channel: grpc.aio.Channel, policy: CallPolicy) -> None:
-        super().__init__("SessionStorage", policy)
+    def __init__(self, channel: grpc.aio.Channel, policy: CallPolicy, address: str = "") -> None:
+        super().__init__("SessionStorage", policy, address)
         self._stub = storage_pb2_grpc.SessionStorageStub(channel)
 
     async def get_session(

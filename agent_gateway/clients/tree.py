@@ -21,8 +21,8 @@ GET_TREE = "/stello.tree.v1.SessionTree/GetTree"
 class TreeClient(ServiceClient):
     """stello.tree.v1.SessionTree, typed."""
 
-    def __init__(self, channel: grpc.aio.Channel, policy: CallPolicy) -> None:
-        super().__init__("SessionTree", policy)
+    def __init__(self, channel: grpc.aio.Channel, policy: CallPolicy, address: str = "") -> None:
+        super().__init__("SessionTree", policy, address)
         self._stub = tree_pb2_grpc.SessionTreeStub(channel)
         self._raw_get_tree: grpc.aio.UnaryUnaryMultiCallable[tree_pb2.GetTreeRequest, bytes] = (
             channel.unary_unary(

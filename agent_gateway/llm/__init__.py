@@ -69,6 +69,7 @@ __all__ = [
     "compress_records",
     "consolidate_records",
     "estimate_tokens",
+    "missing_api_key",
     "parse_tool_arguments",
     "parse_tool_commands",
     "prompt_key",
@@ -100,19 +101,15 @@ def build_provider(
             needs one; openai needs one unless `STELLO_OPENAI_BASE_URL` points at
             a compatible server, which then gets a placeholder key).
     """
+    missing = missing_api_key(settings)
+    if missing is not None:
+        raise FailedPrecondition(missing, reason=LLM_API_KEY_MISSING)
     if settings.llm_provider == "openai":
         from agent_gateway.llm.openai_provider import OpenAIProvider
 
-        openai_key = _secret(settings.openai_api_key)
-        if openai_key is None and not settings.openai_base_url:
-            raise FailedPrecondition(
-                "STELLO_OPENAI_API_KEY is not set: the openai provider needs an API key "
-                "(or set STELLO_OPENAI_BASE_URL to a compatible server that needs none)",
-                reason=LLM_API_KEY_MISSING,
-            )
         return OpenAIProvider(
             model=settings.openai_model,
-            api_key=openai_key,
+            api_key=_secret(settings.openai_api_key),
             base_url=settings.openai_base_url,
             timeout_s=settings.llm_timeout_s,
             max_retries=settings.llm_max_retries,
@@ -121,15 +118,9 @@ def build_provider(
     if settings.llm_provider == "anthropic":
         from agent_gateway.llm.anthropic_provider import AnthropicProvider
 
-        anthropic_key = _secret(settings.anthropic_api_key)
-        if anthropic_key is None:
-            raise FailedPrecondition(
-                "STELLO_ANTHROPIC_API_KEY is not set: the anthropic provider needs an API key",
-                reason=LLM_API_KEY_MISSING,
-            )
         return AnthropicProvider(
             model=settings.anthropic_model,
-            api_key=anthropic_key,
+            api_key=_secret(settings.anthropic_api_key) or "",  # never "": checked above
             base_url=settings.anthropic_base_url,
             max_tokens=settings.anthropic_max_tokens,
             timeout_s=settings.llm_timeout_s,
@@ -137,6 +128,20 @@ def build_provider(
             max_context_tokens=settings.anthropic_max_context_tokens,
         )
     return EchoProvider(max_context_tokens=max_context_tokens, delay_s=echo_delay_s)
+
+
+def missing_api_key(settings: StelloSettings) -> str | None:
+    """What the operator must set when the configured provider has no API key, naming the
+    variable (None: nothing is missing). For the log and the operator, never a client."""
+    if settings.llm_provider == "openai":
+        if _secret(settings.openai_api_key) is None and not settings.openai_base_url:
+            return (
+                "STELLO_OPENAI_API_KEY is not set: the openai provider needs an API key "
+                "(or set STELLO_OPENAI_BASE_URL to a compatible server that needs none)"
+            )
+    if settings.llm_provider == "anthropic" and _secret(settings.anthropic_api_key) is None:
+        return "STELLO_ANTHROPIC_API_KEY is not set: the anthropic provider needs an API key"
+    return None
 
 
 def _secret(value: SecretStr | None) -> str | None:

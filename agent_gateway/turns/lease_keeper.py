@@ -263,6 +263,20 @@ class LeaseKeeper:
             task.add_done_callback(lambda _: _settle(first))
         return first
 
+    def _end_overrun(self, session_id: uuid.UUID, lease: KeptLease) -> None:
+        """End a turn that reached STELLO_GATEWAY_TURN_MAX_S: its model call is cut short."""
+        log.warning(
+            "turn on %s ran past %s s (STELLO_GATEWAY_TURN_MAX_S): it is ended",
+            session_id,
+            self._times.max_turn_s,
+        )
+        lease.lose(
+            DeadlineExceeded(
+                f"the turn ran past {self._times.max_turn_s:g} s "
+                "(STELLO_GATEWAY_TURN_MAX_S); nothing of it was stored"
+            )
+        )
+
     async def _renew(
         self, caller: Caller, space_id: uuid.UUID, session_id: uuid.UUID, lease: KeptLease
     ) -> None:
@@ -271,19 +285,10 @@ class LeaseKeeper:
         tick = time.monotonic()
         while True:
             tick += every
-            await asyncio.sleep(max(0.0, tick - time.monotonic()))
+            # Wake at the next renewal or at the turn's maximum, whichever comes first.
+            await asyncio.sleep(max(0.0, min(tick, stop_at) - time.monotonic()))
             if time.monotonic() >= stop_at:
-                log.warning(
-                    "turn on %s ran past %s s (STELLO_GATEWAY_TURN_MAX_S): it is ended",
-                    session_id,
-                    self._times.max_turn_s,
-                )
-                lease.lose(
-                    DeadlineExceeded(
-                        f"the turn ran past {self._times.max_turn_s:g} s "
-                        "(STELLO_GATEWAY_TURN_MAX_S); nothing of it was stored"
-                    )
-                )
+                self._end_overrun(session_id, lease)
                 return
             try:
                 renewal = await self._storage.renew_turn(

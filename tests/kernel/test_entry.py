@@ -8,6 +8,9 @@ import sys
 
 import pytest
 
+from stello.entry import settings_help
+from stello.tracing import TracingSettings
+
 pytestmark = pytest.mark.subprocess
 
 ENTRY_POINTS = [
@@ -100,3 +103,13 @@ def test_an_unreachable_database_is_one_line_naming_it(module: str) -> None:
     [line] = [x for x in done.stderr.splitlines() if " ERROR " in x]  # the log's format
     assert f" {module}: cannot connect to the database at 127.0.0.1:1/none: " in line
     assert "s3cret" not in done.stderr and "Traceback" not in done.stderr
+
+
+def test_help_names_the_variables_tracing_reads() -> None:
+    """The tracing block names the variables TracingSettings reads (its aliases, not
+    STELLO_<field>), and a switch's default as README's table writes it (0, 1)."""
+    text = settings_help([TracingSettings])
+    assert "OTEL_EXPORTER_OTLP_TRACES_ENDPOINT / OTEL_EXPORTER_OTLP_ENDPOINT  (unset" in text
+    assert "OTEL_SERVICE_NAME  (unset by default)" in text
+    assert "STELLO_OTEL  (default 0)" in text
+    assert "STELLO_OTLP_ENDPOINT" not in text and "STELLO_SERVICE_NAME" not in text

@@ -5,6 +5,7 @@ from __future__ import annotations
 import pytest
 
 from stello_client import AsyncClient, ConfigurationError, Retry, TlsFiles
+from stello_client.errors import rpc_error_line
 from stello_client.exceptions import Unavailable
 from tests.cli.test_client_tls import Suite, _suite  # noqa: F401 (a fixture used by name)
 from tests.support.certs import TlsFiles as CertFiles
@@ -54,3 +55,25 @@ def test_a_certificate_needs_its_key(tls_files: CertFiles) -> None:
     with pytest.raises(ConfigurationError, match="needs its private key") as caught:
         AsyncClient("127.0.0.1:1", "key", "space", tls=tls)
     assert caught.value.setting == "tls"
+
+
+async def test_a_certificate_naming_another_host_is_said(
+    suite: Suite, tls_files: CertFiles, space: TestSpace
+) -> None:
+    """A certificate that does not name the address (or --server-name) is reported as that,
+    with --server-name to fix it: not as a server that is not running."""
+    tls = TlsFiles(
+        ca_file=str(tls_files.ca),
+        cert_file=str(tls_files.client_cert) if suite.mutual else "",
+        key_file=str(tls_files.client_key) if suite.mutual else "",
+        server_name="wrong.example",
+    )
+    async with AsyncClient(suite.gateway, space.key, space.sid, retry=ONCE, tls=tls) as client:
+        with pytest.raises(Unavailable) as caught:
+            await client.get_tree()
+    line = rpc_error_line(caught.value, suite.gateway)
+    assert line == (
+        f"cannot reach the gateway at {suite.gateway}: the certificate of {suite.gateway} does "
+        "not name that address (nor --server-name, if given): pass a name it holds with "
+        "--server-name (STELLO_SERVER_NAME)"
+    )

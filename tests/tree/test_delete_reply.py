@@ -129,6 +129,17 @@ class TestTheReplyLimit:
         reply = await delete(tree, str(ids[0]), max_reply_bytes=fitting(3))
         assert reply.deleted_count == 3 and len(reply.deleted_ids) == 3
 
+    async def test_one_session_is_said_in_the_singular(
+        self, tree: TreeClient, pool: asyncpg.Pool
+    ) -> None:
+        """A lone session whose id does not fit: "1 session", and the bytes explained."""
+        ids = await seed_topology(pool, tree.space.id, fanout_tree(1, 2))
+        with pytest.raises(grpc.aio.AioRpcError) as caught:
+            await delete(tree, str(ids[0]), max_reply_bytes=fitting(1) - 1)
+        details = caught.value.details() or ""
+        assert f"session {ids[0]} has 1 session in its subtree: " in details, details
+        assert f"({fitting(1)} bytes: 38 per session and 16 more)" in details, details
+
     async def test_a_negative_limit_is_invalid(self, tree: TreeClient) -> None:
         root = await tree.create()
         with pytest.raises(grpc.aio.AioRpcError) as caught:

@@ -71,10 +71,11 @@ class AgentGatewayStub:
     - LLM provider errors (Send, SendStream, SubmitToolResults, Consolidate,
     and Fork/CreateRoot with COMPRESS context) map to: UNAVAILABLE (endpoint
     down or 5xx), RESOURCE_EXHAUSTED (provider rate limit or quota),
-    FAILED_PRECONDITION (the provider rejected the API key or model),
-    DEADLINE_EXCEEDED (provider timeout or the call's deadline passed),
-    each with its reason (LLM_UNAVAILABLE, LLM_RATE_LIMITED,
-    LLM_API_KEY_REJECTED, LLM_MODEL_NOT_FOUND, LLM_REQUEST_REJECTED,
+    FAILED_PRECONDITION (the provider rejected the API key or model, or the
+    gateway has no API key for its provider), DEADLINE_EXCEEDED (provider
+    timeout or the call's deadline passed), each with its reason
+    (LLM_UNAVAILABLE, LLM_RATE_LIMITED, LLM_API_KEY_REJECTED,
+    LLM_API_KEY_MISSING, LLM_MODEL_NOT_FOUND, LLM_REQUEST_REJECTED,
     LLM_TIMEOUT; ErrorInfo metadata `http_status` when the provider answered
     one) and a plain message ending "(error id <id>)". The message never
     names the provider's address, the model, a setting or the provider's own
@@ -306,10 +307,11 @@ class AgentGatewayServicer:
     - LLM provider errors (Send, SendStream, SubmitToolResults, Consolidate,
     and Fork/CreateRoot with COMPRESS context) map to: UNAVAILABLE (endpoint
     down or 5xx), RESOURCE_EXHAUSTED (provider rate limit or quota),
-    FAILED_PRECONDITION (the provider rejected the API key or model),
-    DEADLINE_EXCEEDED (provider timeout or the call's deadline passed),
-    each with its reason (LLM_UNAVAILABLE, LLM_RATE_LIMITED,
-    LLM_API_KEY_REJECTED, LLM_MODEL_NOT_FOUND, LLM_REQUEST_REJECTED,
+    FAILED_PRECONDITION (the provider rejected the API key or model, or the
+    gateway has no API key for its provider), DEADLINE_EXCEEDED (provider
+    timeout or the call's deadline passed), each with its reason
+    (LLM_UNAVAILABLE, LLM_RATE_LIMITED, LLM_API_KEY_REJECTED,
+    LLM_API_KEY_MISSING, LLM_MODEL_NOT_FOUND, LLM_REQUEST_REJECTED,
     LLM_TIMEOUT; ErrorInfo metadata `http_status` when the provider answered
     one) and a plain message ending "(error id <id>)". The message never
     names the provider's address, the model, a setting or the provider's own
@@ -1549,10 +1551,11 @@ class AgentGateway:
     - LLM provider errors (Send, SendStream, SubmitToolResults, Consolidate,
     and Fork/CreateRoot with COMPRESS context) map to: UNAVAILABLE (endpoint
     down or 5xx), RESOURCE_EXHAUSTED (provider rate limit or quota),
-    FAILED_PRECONDITION (the provider rejected the API key or model),
-    DEADLINE_EXCEEDED (provider timeout or the call's deadline passed),
-    each with its reason (LLM_UNAVAILABLE, LLM_RATE_LIMITED,
-    LLM_API_KEY_REJECTED, LLM_MODEL_NOT_FOUND, LLM_REQUEST_REJECTED,
+    FAILED_PRECONDITION (the provider rejected the API key or model, or the
+    gateway has no API key for its provider), DEADLINE_EXCEEDED (provider
+    timeout or the call's deadline passed), each with its reason
+    (LLM_UNAVAILABLE, LLM_RATE_LIMITED, LLM_API_KEY_REJECTED,
+    LLM_API_KEY_MISSING, LLM_MODEL_NOT_FOUND, LLM_REQUEST_REJECTED,
     LLM_TIMEOUT; ErrorInfo metadata `http_status` when the provider answered
     one) and a plain message ending "(error id <id>)". The message never
     names the provider's address, the model, a setting or the provider's own

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import logging
 from functools import partial
 from pathlib import Path
 from typing import Any
@@ -23,6 +24,8 @@ from tests.support.certs import TlsFiles, serving_tls
 from tests.support.fixtures import RunningServer, ServerStarter, TestSpace
 from tree_service.app import create_app as tree_app
 from tree_service.config import TreeSettings
+
+RPC_LOGGER = "agent_gateway.clients.rpc"
 
 
 async def start_backends(start_server: ServerStarter, files: TlsFiles, *, mutual: bool) -> Backends:
@@ -147,6 +150,36 @@ class TestGatewayOverTls:
         )
         reply = await create_root(gateway, space)
         assert reply.session.id
+
+
+@pytest.mark.sql
+class TestNameMismatch:
+    async def test_the_cause_is_logged_once_naming_the_address(
+        self,
+        start_server: ServerStarter,
+        tls_files: TlsFiles,
+        space: TestSpace,
+        caplog: pytest.LogCaptureFixture,
+    ) -> None:
+        """Services whose certificate does not name what the gateway checks: each call is
+        UNAVAILABLE, and the gateway's log says why, once, with the service's address."""
+        backends = await start_backends(start_server, tls_files, mutual=False)
+        tls = services_tls(tls_files, client_cert=False)
+        gateway = await start_gateway(
+            start_server, backends, services_server_name="wrong.example", **tls
+        )
+        with caplog.at_level(logging.WARNING, logger=RPC_LOGGER):
+            for _ in range(2):
+                err = await rpc_error(create_root(gateway, space))
+                assert err.code() == grpc.StatusCode.UNAVAILABLE
+        lines = [r.getMessage() for r in caplog.records if r.name == RPC_LOGGER]
+        assert len(lines) == 1, lines
+        starts = (
+            f"cannot reach SessionStorage at {backends.storage.address}: ",
+            f"cannot reach SessionTree at {backends.tree.address}: ",
+        )
+        assert lines[0].startswith(starts), lines[0]
+        assert "Hostname Verification Check failed" in lines[0]
 
 
 @pytest.mark.sql

@@ -8,6 +8,7 @@ in tests/gateway/turns/test_lease_outage.py, with real processes.
 from __future__ import annotations
 
 import asyncio
+import time
 import uuid
 
 import asyncpg
@@ -81,6 +82,21 @@ class TestRenewal:
         assert await stack.records(root.id) == []
         lease = await pool.fetchrow(LEASE, stack.space.id, uuid.UUID(root.id))
         assert lease is not None and lease["turn_token"] is None
+
+    async def test_the_maximum_is_kept_between_renewals(self, make_stack: StackMaker) -> None:
+        """With renewals 3.3 s apart (a 10 s TTL), a turn past STELLO_GATEWAY_TURN_MAX_S=1 ends
+        within half a second of it, DEADLINE_EXCEEDED: not at the next renewal."""
+        spy = SpyProvider(gate=asyncio.Event())  # never set
+        stack = await make_stack(spy, turn_lease_ttl_s=10, turn_max_s=1)
+        root = await stack.root()
+        began = time.monotonic()
+        error = await rpc_error(asyncio.wait_for(send(stack, root.id, "endless"), 10))
+        took = time.monotonic() - began
+        assert error.code() is grpc.StatusCode.DEADLINE_EXCEEDED
+        assert (error.details() or "").startswith(
+            "the turn ran past 1 s (STELLO_GATEWAY_TURN_MAX_S)"
+        )
+        assert 1.0 <= took < 1.5, took
 
     @pytest.mark.parametrize("streamed", [False, True], ids=["send", "stream"])
     async def test_a_lease_taken_by_another_turn_cuts_the_model_call_short(

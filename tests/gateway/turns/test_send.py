@@ -9,24 +9,36 @@ internals, the test restates what the item protects and says so.
 from __future__ import annotations
 
 import asyncio
+import logging
+import re
 import time
 
 import asyncpg
 import grpc
 import pytest
 
-from agent_gateway.app import LazyProvider
+from agent_gateway.app import create_app
 from agent_gateway.clients import Caller
 from agent_gateway.llm import LLMMessage, build_provider
+from agent_gateway.llm.lazy import LazyProvider
 from agent_gateway.tools.base import CREATE_SESSION
 from agent_gateway.turns.queue import TurnLine
 from agent_gateway.turns.state import Plan
 from stello.agent.v1 import agent_pb2
+from stello.auth import KeyStore
 from stello.common.v1 import common_pb2
 from stello.errors import error_info_reason
+from stello.server import ServiceApp
 from stello.settings import StelloSettings
 from stello.storage.v1 import storage_pb2
-from tests.gateway.conftest import Stack, StackMaker, record, row_counts, rpc_error
+from tests.gateway.conftest import (
+    Backends,
+    Stack,
+    StackMaker,
+    record,
+    row_counts,
+    rpc_error,
+)
 from tests.gateway.llm.support import identity
 from tests.gateway.turns_support import (
     SpyProvider,
@@ -40,8 +52,10 @@ from tests.gateway.turns_support import (
     tool_call,
     tool_definition,
 )
+from tests.support.fixtures import ServerStarter
 
 pytestmark = pytest.mark.sql
+LAZY_LOGGER = "agent_gateway.llm.lazy"
 
 
 class TestTurnResult:
@@ -96,12 +110,18 @@ class TestTurnResult:
         assert (await send(second, root.id, "b")).assistant.content == "from second"
 
     async def test_no_provider_configured(
-        self, make_stack: StackMaker, settings: StelloSettings, pool: asyncpg.Pool
+        self,
+        make_stack: StackMaker,
+        settings: StelloSettings,
+        pool: asyncpg.Pool,
+        caplog: pytest.LogCaptureFixture,
     ) -> None:
         """A provider that cannot be built fails the turn clearly and writes nothing (item 33).
 
         The spec's "no LLM adapter" is, for a gateway, a configured provider
-        that lacks its key: FAILED_PRECONDITION naming what to set.
+        that lacks its key: FAILED_PRECONDITION, LLM_API_KEY_MISSING and a plain
+        sentence naming no provider or setting (agent.proto); the variable to set
+        is in the log under the error id the message ends with.
         """
         broken = settings.model_copy(update={"llm_provider": "openai", "openai_api_key": None})
         stack = await make_stack(LazyProvider(lambda: build_provider(broken)))
@@ -109,9 +129,46 @@ class TestTurnResult:
         before = await row_counts(pool, stack.space)
         error = await rpc_error(send(stack, root.id, "hello"))
         assert error.code() is grpc.StatusCode.FAILED_PRECONDITION
-        assert "STELLO_OPENAI_API_KEY" in (error.details() or "")
+        assert error_info_reason(error) == "LLM_API_KEY_MISSING"
+        details = error.details() or ""
+        found = re.fullmatch(
+            r"the gateway has no API key for its LLM provider: its operator must configure "
+            r"one \(error id ([0-9a-f]{16})\)",
+            details,
+        )
+        assert found is not None, details
+        logged = [r.getMessage() for r in caplog.records if found.group(1) in r.getMessage()]
+        assert logged == [
+            f"LLM provider error (id {found.group(1)}): STELLO_OPENAI_API_KEY is not set: the "
+            "openai provider needs an API key (or set STELLO_OPENAI_BASE_URL to a compatible "
+            "server that needs none)"
+        ]
         assert await row_counts(pool, stack.space) == before
         await send_after_lease_released(stack, root.id)
+
+
+class TestMissingKeyAtStart:
+    async def test_gateway_warns_once_naming_the_variable(
+        self,
+        start_server: ServerStarter,
+        backends: Backends,
+        caplog: pytest.LogCaptureFixture,
+    ) -> None:
+        """A gateway whose provider has no API key starts (it serves everything without the
+        model) and says at once, in one log line, which variable is missing."""
+
+        def keyless(settings: StelloSettings, pool: asyncpg.Pool, keys: KeyStore) -> ServiceApp:
+            update = {"llm_provider": "anthropic", "anthropic_api_key": None}
+            return create_app(
+                settings.model_copy(update=update), pool, keys, backends.gateway_config()
+            )
+
+        with caplog.at_level(logging.WARNING, logger=LAZY_LOGGER):
+            await start_server(keyless)
+        assert [r.getMessage() for r in caplog.records if r.name == LAZY_LOGGER] == [
+            "the LLM provider cannot answer any turn: STELLO_ANTHROPIC_API_KEY is not set: "
+            "the anthropic provider needs an API key"
+        ]
 
 
 async def send_after_lease_released(stack: Stack, session_id: str) -> None:
