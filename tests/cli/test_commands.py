@@ -91,6 +91,25 @@ class TestSpaceFromTheKey:
         assert line.endswith("choose one with --space NAME or set STELLO_SPACE_ID")
         assert await as_json(env, "tree", "--space", "two") == []
 
+    async def test_whoami_lists_several_spaces(
+        self, suite: Suite, home: Path, keys: KeyStore, space: TestSpace
+    ) -> None:
+        """`whoami` with a key reaching several spaces and none chosen lists them all."""
+        owner = f"who-{space.sid[:8]}"
+        await keys.create_key(space="one", principal=owner)
+        await keys.create_key(space="two", principal=owner)
+        admin = await keys.create_key(space=None, scope="admin", principal=owner)
+        env = suite.env(home, space)
+        env["STELLO_KEY"] = admin.secret
+        who = await as_json(env, "whoami")
+        assert [s["name"] for s in who["spaces"]] == ["one", "two"]
+        assert who["space_id"] is None
+        text = await ok(env, "whoami")
+        assert [line.split()[1] for line in text.splitlines()[2:]] == ["one", "two"]
+        assert "(in use)" not in text
+        chosen = await ok(env, "whoami", "--space", "two")
+        assert chosen.splitlines()[-1].endswith("(in use)")
+
 
 class TestSessionCommands:
     async def test_lifecycle_by_prefix(self, env: dict[str, str]) -> None:
