@@ -271,7 +271,7 @@ async def cmd_health(args: argparse.Namespace) -> int:
 
     from stello.channels import open_channel
 
-    address = args.address
+    address = args.address or getattr(args, "gateway", None)
     if not address:
         saved = load_credentials()
         address = pick(None, "STELLO_GATEWAY", saved.gateway if saved else None)
@@ -467,7 +467,8 @@ def _register_health(commands: Commands) -> None:
         nargs="?",
         type=gateway_address,
         metavar="HOST:PORT",
-        help="the server (default: STELLO_GATEWAY, else the gateway `stello up` saved)",
+        help="the server (default: `stello --gateway`, STELLO_GATEWAY, else the gateway "
+        "`stello up` saved)",
     )
     health.add_argument("--service", default="", help="a service name (default: the whole server)")
     health.add_argument(
