@@ -184,12 +184,13 @@ async def cmd_keys_revoke(args: argparse.Namespace) -> int:
 
 
 async def cmd_keys_list(args: argparse.Namespace) -> int:
-    """List keys (never their secrets)."""
+    """List keys (never their secrets): id, scope, space, live or revoked, and the note."""
 
     async def work(keys: KeyStore) -> int:
         for row in await keys.list_keys():
             state = "revoked" if row["revoked_at"] else "live"
-            write(f"{row['id']}  {row['scope']:<6}  {row['space'] or '*':<24}  {state}")
+            line = f"{row['id']}  {row['scope']:<6}  {row['space'] or '*':<24}  {state:<7}"
+            write(f"{line}  {one_line(row['name'])}".rstrip())
         return 0
 
     return await _with_keys(args, work)
@@ -488,7 +489,9 @@ def _register_keys(commands: Commands) -> None:
     create.add_argument(
         "--principal", default="default", help="the space's owner (default %(default)s)"
     )
-    create.add_argument("--name", default="", help="a note to recognise the key by")
+    create.add_argument(
+        "--name", default="", help="a note to recognise the key by (`stello keys list` shows it)"
+    )
     commands.database_option(create)
     revoke = commands.local("revoke", cmd_keys_revoke, "revoke a key by its id", parent=keys)
     revoke.add_argument("key_id", metavar="KEY_ID", help="the key's id (from `stello keys list`)")
