@@ -229,6 +229,27 @@ class TestSessionCommands:
         assert view["system_prompt"] == "You research forks for us. Cite sources."
         assert view["config"]["skills"] == ["search"]
 
+    async def test_var_the_profile_does_not_use(self, env: dict[str, str]) -> None:
+        """--var without --profile, or one the profile has no variable for, is a usage error
+        (exit 2) made before anything is created."""
+        root = (await ok(env, "root", "-q")).strip()
+        alone = "--var NAME=VALUE fills a profile's {NAME}: it needs --profile NAME"
+        assert await failed(env, "root", "--var", "k=v", code=2) == (
+            f"stello root: {alone} (see `stello root --help`)"
+        )
+        assert await failed(env, "fork", root, "--label", "x", "--var", "k=v", code=2) == (
+            f"stello fork: {alone} (see `stello fork --help`)"
+        )
+        typo = ("--var", "topc=t", "--var", "topic=t", "--var", "audience=a")
+        line = await failed(
+            env, "fork", root, "--label", "x", "--profile", "researcher", *typo, code=2
+        )
+        assert line == (
+            "stello fork: --var: profile 'researcher' has no variable topc "
+            "(its variables: topic, audience) (see `stello fork --help`)"
+        )
+        assert [n["id"] for n in await as_json(env, "tree")] == [root]
+
     async def test_profiles(self, env: dict[str, str]) -> None:
         """`profiles` lists the README's example file, with its variables."""
         listed = await as_json(env, "profiles")
