@@ -7,24 +7,19 @@ import json
 import subprocess
 import sys
 from collections.abc import AsyncIterator
-from functools import partial
 from pathlib import Path
 from typing import Any
 
 import asyncpg
 import pytest
 
-from agent_gateway.app import create_app as gateway_app
-from agent_gateway.config import GatewaySettings
 from stello.agent.v1 import agent_pb2, agent_pb2_grpc
 from stello.auth import KeyStore
 from stello.channels import open_channel
 from stello.settings import StelloSettings
-from storage_service.app import create_app as storage_app
 from tests.cli.processes import client_env, private_env
-from tests.cli.suite import Servers, Suite, stello
+from tests.cli.suite import Servers, Suite, start_chain, stello
 from tests.support.fixtures import TestSpace
-from tree_service.app import create_app as tree_app
 from tree_service.config import TreeSettings
 
 # Not `sql`: the PostgreSQL 15 pass runs the gateway tests, which carry this SQL.
@@ -131,10 +126,7 @@ class TestTreeTooLarge:
         """A tree past the tree service's cap says to narrow it with the flags, once."""
         servers = Servers(settings, pool, keys)
         try:
-            storage = await servers.start(storage_app)
-            tree = await servers.start(partial(tree_app, config=TreeSettings(max_tree_nodes=1)))
-            config = GatewaySettings(storage_address=storage, tree_address=tree)
-            gateway = await servers.start(partial(gateway_app, config=config))
+            gateway = await start_chain(servers, TreeSettings(max_tree_nodes=1))
             env = {**private_env(home), "STELLO_GATEWAY": gateway, "STELLO_KEY": space.key}
             root = (await ok(env, "root", "-q")).strip()
             await ok(env, "fork", root, "--label", "child")
