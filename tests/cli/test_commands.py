@@ -334,6 +334,21 @@ class TestSessionCommands:
         refused = await failed(env, "retention", "set", "--archive-after", "30", "--none", code=2)
         assert "--none sets no policy: give it alone" in refused
 
+    async def test_retention_apply_without_a_policy(self, env: dict[str, str]) -> None:
+        """`retention apply` on a space that never had a policy, and after `set --none`,
+        fails the same way (exit 1), naming `stello retention set`, as `show` says the same."""
+        never = await failed(env, "retention", "apply")
+        assert never == (
+            "stello: this space has no retention policy: nothing expires; "
+            "`stello retention set` makes one"
+        )
+        await ok(env, "retention", "set", "--archive-after", "30")
+        assert await ok(env, "retention", "set", "--none") == (
+            "no retention policy: nothing expires\n"
+        )
+        assert await failed(env, "retention", "apply") == never
+        assert await failed(env, "retention", "apply", "--dry-run") == never
+
 
 class TestOutput:
     async def test_tree_previews(self, env: dict[str, str]) -> None:
