@@ -1,7 +1,8 @@
 """Operator commands: up, migrate, health, keys, spaces, reconcile.
 
 All but `health` and `reconcile` work on the database directly
-(``STELLO_DATABASE_URL``, else the embedded one); `up` runs the three services.
+(``STELLO_DATABASE_URL``, else the embedded one; the admin commands given neither use
+the database `stello up` saved, `stello_cli.databases`); `up` runs the three services.
 """
 
 from __future__ import annotations
@@ -14,6 +15,7 @@ import uuid
 from collections.abc import Awaitable, Callable
 from typing import TYPE_CHECKING, Any
 
+from stello_cli.databases import admin_settings
 from stello_cli.parser import Commands, int32, seconds
 from stello_cli.style import one_line, plural, write
 from stello_client.credentials import load_credentials
@@ -53,7 +55,7 @@ async def _with_keys(args: argparse.Namespace, work: Callable[[KeyStore], Awaita
     from stello.embedded import database_url
     from stello.migrate import migrate_dsn
 
-    settings = settings_of(args)
+    settings = admin_settings(settings_of(args))
     async with database_url(settings.database_url, settings.data_dir) as dsn:
         await migrate_dsn(settings.direct_dsn(dsn))
         async with create_pool(dsn, settings) as pool:
@@ -102,7 +104,7 @@ async def cmd_migrate(args: argparse.Namespace) -> int:
     from stello.embedded import database_url
     from stello.migrate import migrate_dsn
 
-    settings = settings_of(args)
+    settings = admin_settings(settings_of(args))
     steps: list[str] | None = None
     async with database_url(settings.database_url, settings.data_dir) as dsn:
         if args.pending:
