@@ -147,7 +147,7 @@ async def cmd_show(args: argparse.Namespace) -> int:
     async with gateway(args) as client:
         view = await client.get_session(await session_id(client, args.session))
     if args.json:
-        write(dicts.dumps(dicts.view_dict(view)))
+        write(dicts.dumps({**dicts.view_dict(view), "progress": fmt.progress_dict(view.progress)}))
     else:
         write("\n".join(fmt.view_lines(view, Style.of(sys.stdout))))
     return 0

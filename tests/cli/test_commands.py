@@ -191,6 +191,25 @@ class TestSessionCommands:
             "(`stello tree` lists them)"
         )
 
+    async def test_show_says_the_progress(self, env: dict[str, str]) -> None:
+        """`show` says how far the memory (and summaries) cover the records and each
+        background job's state; a session without records says nothing of it."""
+        root = (await ok(env, "root", "-q")).strip()
+        assert "progress:" not in await ok(env, "show", root)
+        await ok(env, "send", root, "remember this")
+        await ok(env, "consolidate", root)
+        shown = (await ok(env, "show", root)).splitlines()
+        at = next(i for i, line in enumerate(shown) if line.startswith("progress:"))
+        assert shown[at : at + 2] == [
+            "progress: seq 2; memory to 2 (version 1)",
+            "jobs: consolidate done to 2 (1 run, 1 model call)",
+        ]
+        progress = (await as_json(env, "show", root))["progress"]
+        assert (progress["last_seq"], progress["memory_covered_until_seq"]) == (2, 2)
+        assert [(j["kind"], j["status"], j["runs"]) for j in progress["jobs"]] == [
+            ("consolidate", "done", 1)
+        ]
+
     async def test_delete_says_how_many_went(self, env: dict[str, str]) -> None:
         """Without --json, delete asks for the count alone (any size fits) and says it."""
         root = (await ok(env, "root", "-q")).strip()
