@@ -1,7 +1,8 @@
 """Operator commands: up, migrate, health, keys, spaces, reconcile.
 
 All but `health` and `reconcile` work on the database directly
-(``STELLO_DATABASE_URL``, else the embedded one); `up` runs the three services.
+(``STELLO_DATABASE_URL``, else the embedded one; the admin commands given neither use
+the database `stello up` saved, `stello_cli.databases`); `up` runs the three services.
 """
 
 from __future__ import annotations
@@ -14,6 +15,7 @@ import uuid
 from collections.abc import Awaitable, Callable
 from typing import TYPE_CHECKING, Any
 
+from stello_cli.databases import admin_settings
 from stello_cli.parser import Commands, int32, seconds
 from stello_cli.style import one_line, plural, write
 from stello_client.credentials import load_credentials
@@ -53,7 +55,7 @@ async def _with_keys(args: argparse.Namespace, work: Callable[[KeyStore], Awaita
     from stello.embedded import database_url
     from stello.migrate import migrate_dsn
 
-    settings = settings_of(args)
+    settings = admin_settings(settings_of(args))
     async with database_url(settings.database_url, settings.data_dir) as dsn:
         await migrate_dsn(settings.direct_dsn(dsn))
         async with create_pool(dsn, settings) as pool:
@@ -102,7 +104,7 @@ async def cmd_migrate(args: argparse.Namespace) -> int:
     from stello.embedded import database_url
     from stello.migrate import migrate_dsn
 
-    settings = settings_of(args)
+    settings = admin_settings(settings_of(args))
     steps: list[str] | None = None
     async with database_url(settings.database_url, settings.data_dir) as dsn:
         if args.pending:
@@ -184,12 +186,13 @@ async def cmd_keys_revoke(args: argparse.Namespace) -> int:
 
 
 async def cmd_keys_list(args: argparse.Namespace) -> int:
-    """List keys (never their secrets)."""
+    """List keys (never their secrets): id, scope, space, live or revoked, and the note."""
 
     async def work(keys: KeyStore) -> int:
         for row in await keys.list_keys():
             state = "revoked" if row["revoked_at"] else "live"
-            write(f"{row['id']}  {row['scope']:<6}  {row['space'] or '*':<24}  {state}")
+            line = f"{row['id']}  {row['scope']:<6}  {row['space'] or '*':<24}  {state:<7}"
+            write(f"{line}  {one_line(row['name'])}".rstrip())
         return 0
 
     return await _with_keys(args, work)
@@ -271,7 +274,7 @@ async def cmd_health(args: argparse.Namespace) -> int:
 
     from stello.channels import open_channel
 
-    address = args.address
+    address = args.address or getattr(args, "gateway", None)
     if not address:
         saved = load_credentials()
         address = pick(None, "STELLO_GATEWAY", saved.gateway if saved else None)
@@ -467,7 +470,8 @@ def _register_health(commands: Commands) -> None:
         nargs="?",
         type=gateway_address,
         metavar="HOST:PORT",
-        help="the server (default: STELLO_GATEWAY, else the gateway `stello up` saved)",
+        help="the server (default: `stello --gateway`, STELLO_GATEWAY, else the gateway "
+        "`stello up` saved)",
     )
     health.add_argument("--service", default="", help="a service name (default: the whole server)")
     health.add_argument(
@@ -487,7 +491,9 @@ def _register_keys(commands: Commands) -> None:
     create.add_argument(
         "--principal", default="default", help="the space's owner (default %(default)s)"
     )
-    create.add_argument("--name", default="", help="a note to recognise the key by")
+    create.add_argument(
+        "--name", default="", help="a note to recognise the key by (`stello keys list` shows it)"
+    )
     commands.database_option(create)
     revoke = commands.local("revoke", cmd_keys_revoke, "revoke a key by its id", parent=keys)
     revoke.add_argument("key_id", metavar="KEY_ID", help="the key's id (from `stello keys list`)")

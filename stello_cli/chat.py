@@ -24,7 +24,7 @@ from typing import TYPE_CHECKING, Any, NoReturn
 from stello_cli import format as fmt
 from stello_cli.gateway import gateway, session_id
 from stello_cli.parser import Commands, int64, session_argument
-from stello_cli.sessions import CONTEXTS, fork_context, profile_vars
+from stello_cli.sessions import CONTEXTS, check_template_values, fork_context, template_values
 from stello_cli.style import Style, ago, one_line, plural, short_id, write
 from stello_cli.talk import Turn, busy_argument, newest_records, stream_turn
 from stello_cli.views import draw_tree, tree_nodes
@@ -194,11 +194,13 @@ class Chat:
         if options.words and options.label is not None:
             raise UsageError("/fork: give the label once: /fork LABEL, or /fork --label LABEL")
         label = " ".join(options.words) or options.label or f"{self.view.node.label} (fork)"
+        values = template_values(options)
+        await check_template_values(self.client, options.profile, values)
         session = await self.client.fork(
             self.session_id,
             label,
             context=fork_context(options),
-            profile_vars=profile_vars(options.var),
+            profile_vars=values,
             inherit_until_seq=options.up_to,
             prompt=options.prompt,
             profile=options.profile,

@@ -223,10 +223,72 @@ def view_lines(view: agent_pb2.SessionView, style: Style = PLAIN) -> list[str]:
                 )
     else:
         lines.append("config: (none stored)")
+    lines += progress_lines(view.progress) if view.HasField("progress") else []
     lines += _block("system prompt", optional(view, "system_prompt"))
     lines += _block("memory", optional(view, "memory"))
     lines += _block("insight", optional(view, "insight"))
     return lines
+
+
+def progress_lines(progress: common_pb2.HistoryProgress) -> list[str]:
+    """How far the summaries and the memory cover the records, and each background job:
+    `progress: seq 60; summary to 47 (lossy, complete to 40); memory to 30 (version 3)`
+    and `jobs: fold done to 47 (2 runs, 5 model calls)`; nothing for a session without
+    records."""
+    if not progress.last_seq:
+        return []
+    parts = [f"seq {progress.last_seq}"]
+    if progress.summary_covered_until_seq:
+        complete = progress.complete_summary_covered_until_seq
+        lossy = f" (lossy, complete to {complete})" if progress.summary_lossy else ""
+        parts.append(f"summary to {progress.summary_covered_until_seq}{lossy}")
+    memory = progress.memory_covered_until_seq
+    covers = f"memory to {memory}" if memory else "memory covers no record"
+    parts.append(f"{covers} (version {progress.memory_version})")
+    lines = [f"progress: {'; '.join(parts)}"]
+    if progress.jobs:
+        lines.append("jobs: " + ", ".join(_job(job) for job in progress.jobs))
+    return lines
+
+
+def progress_dict(progress: common_pb2.HistoryProgress) -> dict[str, object]:
+    """GetSession's `progress` as a plain dict (seqs as numbers, kinds and states as words)."""
+    fields = (
+        "last_seq",
+        "summary_covered_until_seq",
+        "summary_lossy",
+        "complete_summary_covered_until_seq",
+        "memory_covered_until_seq",
+        "memory_version",
+    )
+    jobs = [
+        {
+            "kind": _kind(job),
+            "status": _job_status(job),
+            "covered_until_seq": job.covered_until_seq,
+            "model_calls": job.model_calls,
+            "tokens": job.tokens,
+            "runs": job.runs,
+            "claimed": job.claimed,
+        }
+        for job in progress.jobs
+    ]
+    return {**{name: getattr(progress, name) for name in fields}, "jobs": jobs}
+
+
+def _kind(job: common_pb2.BackgroundJob) -> str:
+    return common_pb2.JobKind.Name(job.kind).removeprefix("JOB_KIND_").lower()
+
+
+def _job_status(job: common_pb2.BackgroundJob) -> str:
+    return common_pb2.JobStatus.Name(job.status).removeprefix("JOB_STATUS_").lower()
+
+
+def _job(job: common_pb2.BackgroundJob) -> str:
+    kind, status = _kind(job), _job_status(job)
+    to = f" to {job.covered_until_seq}" if job.covered_until_seq else ""
+    runs = f"{plural(job.runs, 'run')}, {plural(job.model_calls, 'model call')}"
+    return f"{kind} {status}{to} ({runs})"
 
 
 def profile_lines(profile: agent_pb2.ProfileInfo, style: Style = PLAIN) -> list[str]:

@@ -59,19 +59,29 @@ def connect(args: argparse.Namespace) -> AsyncClient:
 
 
 @contextlib.asynccontextmanager
-async def gateway(args: argparse.Namespace) -> AsyncIterator[AsyncClient]:
-    """The command's client, its space settled; a failed call inside becomes a ClientError."""
+async def gateway(args: argparse.Namespace, *, settle: bool = True) -> AsyncIterator[AsyncClient]:
+    """The command's client, its space settled (unless `settle` is false: a command that
+    needs no space); a failed call inside becomes a ClientError."""
     from stello_client.exceptions import ConfigurationError, RpcError
 
     client = connect(args)
     try:
         async with client:
-            await client.space_id()
+            if settle:
+                await client.space_id()
             yield client
     except RpcError as err:
         raise ClientError(rpc_error_line(err, client.gateway, getattr(args, "flags", {}))) from None
     except ConfigurationError as exc:
         raise ClientError(configuration_line(exc)) from None
+
+
+def names_space(args: argparse.Namespace) -> bool:
+    """Whether the command line, the environment or `stello up`'s file (for its key) names
+    a space."""
+    from stello_client.target import resolve_target
+
+    return bool(resolve_target(args.gateway, args.key, args.space, plaintext=True).space)
 
 
 async def session_id(client: AsyncClient, text: str, what: str = "SESSION") -> str:

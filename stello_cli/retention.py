@@ -17,9 +17,10 @@ from stello_cli.gateway import gateway, session_id
 from stello_cli.parser import Commands, int32, session_argument
 from stello_cli.style import one_line, plural, short_id, write
 from stello_client import dicts
-from stello_client.errors import UsageError
+from stello_client.errors import ClientError, UsageError
 
 if TYPE_CHECKING:
+    from stello_client.aio import AsyncClient
     from stello_client.types import RetentionAction, RetentionPolicy
 
 KIND_NAMES = {
@@ -28,11 +29,22 @@ KIND_NAMES = {
 }
 
 
+NO_POLICY = "this space has no retention policy: nothing expires; `stello retention set` makes one"
+"""What `apply` says of a space whose policy was never set or was set to none (`set
+--none`): the gateway refuses the first (NO_RETENTION_POLICY) and applies nothing for the
+second, and `show` says the same of both, so the command treats them alike."""
+
+
+def has_steps(policy: RetentionPolicy | None) -> bool:
+    """Whether the policy archives or deletes anything."""
+    return policy is not None and (
+        policy.HasField("archive_after_days") or policy.HasField("delete_after_days")
+    )
+
+
 def policy_line(policy: RetentionPolicy | None) -> str:
     """The policy in one line."""
-    if policy is None or not (
-        policy.HasField("archive_after_days") or policy.HasField("delete_after_days")
-    ):
+    if policy is None or not has_steps(policy):
         return "no retention policy: nothing expires"
     parts = []
     if policy.HasField("archive_after_days"):
@@ -83,15 +95,15 @@ async def cmd_set(args: argparse.Namespace) -> int:
 
 async def cmd_apply(args: argparse.Namespace) -> int:
     """Apply the policy now, or with --dry-run list what it would archive or delete."""
+    from stello_client.exceptions import NoRetentionPolicy
+
     async with gateway(args) as client:
-        actions: list[RetentionAction] = []
-        token = ""
-        while True:
-            reply = await client.apply_retention(dry_run=args.dry_run, page_token=token)
-            actions.extend(reply.actions)
-            token = reply.next_page_token
-            if not (args.dry_run and token):
-                break
+        if not has_steps(await client.get_retention()):
+            raise ClientError(NO_POLICY)
+        try:
+            actions = await _applied(client, dry_run=args.dry_run)
+        except NoRetentionPolicy:  # removed since the line above
+            raise ClientError(NO_POLICY) from None
     if args.json:
         write(dicts.dumps([_message(a) for a in actions]))
         return 0
@@ -100,6 +112,18 @@ async def cmd_apply(args: argparse.Namespace) -> int:
     verb = "would change" if args.dry_run else "changed"
     write(f"{verb} {len(actions)} subtree{'s' if len(actions) != 1 else ''}")
     return 0
+
+
+async def _applied(client: AsyncClient, *, dry_run: bool) -> list[RetentionAction]:
+    """ApplyRetention's actions (a dry run's every page)."""
+    actions: list[RetentionAction] = []
+    token = ""
+    while True:
+        reply = await client.apply_retention(dry_run=dry_run, page_token=token)
+        actions.extend(reply.actions)
+        token = reply.next_page_token
+        if not (dry_run and token):
+            return actions
 
 
 async def cmd_pin(args: argparse.Namespace) -> int:

@@ -35,6 +35,29 @@ def profile_vars(pairs: list[str] | None, flag: str = "--var") -> dict[str, str]
     return found
 
 
+def template_values(args: argparse.Namespace) -> dict[str, str]:
+    """The --var values; refused without --profile (nothing would read them)."""
+    values = profile_vars(args.var)
+    if values and not args.profile:
+        raise UsageError("--var NAME=VALUE fills a profile's {NAME}: it needs --profile NAME")
+    return values
+
+
+async def check_template_values(client: AsyncClient, profile: str, values: dict[str, str]) -> None:
+    """Refuse a --var the profile has no variable for (the gateway would drop it: a typo
+    went unnoticed); an unknown profile is left to the gateway to name."""
+    if not values:
+        return
+    found = next((p for p in await client.list_profiles() if p.name == profile), None)
+    unused = [name for name in values if found is not None and name not in found.variables]
+    if unused:
+        known = ", ".join(found.variables) if found is not None and found.variables else "none"
+        raise UsageError(
+            f"--var: profile {profile!r} has no variable {', '.join(unused)} "
+            f"(its variables: {known})"
+        )
+
+
 def show_session(args: argparse.Namespace, session: SessionSummary) -> None:
     """A created or changed session: JSON, only its id (-q), or `name: value` lines."""
     if args.json:
@@ -69,9 +92,10 @@ def fork_context(args: argparse.Namespace) -> ContextName | None:
 
 async def cmd_root(args: argparse.Namespace) -> int:
     """Create a root session."""
-    values = profile_vars(args.var)  # a bad --var fails before any call
+    values = template_values(args)  # a bad --var fails before any call
     pairs = profile_vars(args.meta, "--meta")
     async with gateway(args) as client:
+        await check_template_values(client, args.profile, values)
         session = await client.create_root(
             label=args.label,
             system_prompt=args.system_prompt,
@@ -89,9 +113,10 @@ async def cmd_fork(args: argparse.Namespace) -> int:
     if args.label is None:
         raise UsageError("--label is required (the new session's label)")
     context = fork_context(args)
-    values = profile_vars(args.var)
+    values = template_values(args)
     pairs = profile_vars(args.meta, "--meta")
     async with gateway(args) as client:
+        await check_template_values(client, args.profile, values)
         source = await session_id(client, args.source, "SOURCE")
         parent = await session_id(client, args.parent, "--parent") if args.parent else None
         session = await client.fork(
@@ -122,7 +147,7 @@ async def cmd_show(args: argparse.Namespace) -> int:
     async with gateway(args) as client:
         view = await client.get_session(await session_id(client, args.session))
     if args.json:
-        write(dicts.dumps(dicts.view_dict(view)))
+        write(dicts.dumps({**dicts.view_dict(view), "progress": fmt.progress_dict(view.progress)}))
     else:
         write("\n".join(fmt.view_lines(view, Style.of(sys.stdout))))
     return 0
@@ -329,7 +354,8 @@ def profile_options(parser: argparse.ArgumentParser) -> None:
         "--var",
         action="append",
         metavar="NAME=VALUE",
-        help="a value of the profile's {NAME} variables (repeat for each)",
+        help="a value of the --profile's {NAME} variables (repeat for each; needs --profile, "
+        "and NAME must be one of its variables)",
     )
     parser.add_argument(
         "--skills",

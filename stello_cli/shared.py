@@ -109,26 +109,41 @@ async def _remove(args: argparse.Namespace, client: AsyncClient, slug: str) -> N
         write(f"{slug} removed" if removed else f"no entry {slug} (nothing removed)")
 
 
+NO_SKILLS = "no skills: the gateway reads them from STELLO_GATEWAY_SKILLS_FILE (TOML)"
+
+
 async def cmd_skills(args: argparse.Namespace) -> int:
     """List the gateway's skills, or those SESSION may activate."""
     async with gateway(args) as client:
         session = await session_id(client, args.session) if args.session is not None else None
         skills = await client.list_skills(session_id=session)
+        empty = await _why_none(client, session) if not skills else NO_SKILLS
     if args.json:
         found = [
             {"name": s.name, "description": s.description, "content": s.content} for s in skills
         ]
         write(dicts.dumps(found))
     elif not skills:
-        write(
-            "no skills for this session (its config allows none)"
-            if args.session is not None
-            else "no skills: the gateway reads them from STELLO_GATEWAY_SKILLS_FILE (TOML)"
-        )
+        write(empty)
     else:
         style = Style.of(sys.stdout)
         write("\n".join(f"{style.bold(s.name)}: {s.description}" for s in skills))
     return 0
+
+
+async def _why_none(client: AsyncClient, session: str | None) -> str:
+    """Why `session` may activate no skill: the gateway has none, its allow-list is empty,
+    or it names only skills the gateway lacks."""
+    if session is None or not await client.list_skills():
+        return NO_SKILLS
+    config = (await client.get_session(session)).config
+    allowed = list(config.skills.names) if config.HasField("skills") else None
+    if allowed:
+        return (
+            f"no skills for this session: its config allows only {', '.join(allowed)}, which "
+            "the gateway does not have (`stello skills` lists those it has)"
+        )
+    return 'no skills for this session: its config allows none (--skills "")'
 
 
 async def cmd_lineage(args: argparse.Namespace) -> int:

@@ -22,8 +22,10 @@ sources first; such a fork is imported by reference to its re-imported source,
 through the mechanism of a Fork INHERIT. Importing the same file again within
 24 h answers the sessions of the first import (each call carries a request id
 made from the file and the session), so an interrupted import finishes when run
-again; where those sessions were deleted since, it imports them anew. The whole
-file is checked before the first call, and a call refused later deletes what the
+again; where those sessions were deleted since, it imports them anew (only those,
+under the first import's top, when some of them remain). The whole file is checked
+(format, and the limits every gateway keeps: labels, metadata, tool calls) before
+the first call, and a call refused later deletes what the
 run made (`Importer.undo`). ``--format markdown`` writes a page for reading (not
 for import).
 """
@@ -305,9 +307,35 @@ def _plans(sessions: Sequence[dict[str, Any]], order: Sequence[int]) -> dict[int
     for count, position in enumerate(order, 1):
         try:
             planned[position] = plan(sessions[position])
+            _within_limits(planned[position])
         except ClientError as exc:
             raise ClientError(f"{_which(sessions[position], count, len(order))}: {exc}") from None
     return planned
+
+
+def _within_limits(planned: Planned) -> None:
+    """The per-field limits ImportSession checks that hold whatever the deployment's
+    settings (label, metadata, tool calls), checked by the same kernel code, so a file is
+    refused before its first session is made, not after (sizes in bytes are the gateway's
+    settings: it alone checks those).
+
+    Raises:
+        ClientError: the fields that break them, named as the file names them.
+    """
+    from stello import metadata, validation
+    from stello.errors import Violations
+
+    found = Violations()
+    validation.label(planned.label, found)
+    metadata.check_pairs(planned.metadata, found, "metadata")
+    for number, record in enumerate(planned.records):
+        for call_number, call in enumerate(record.tool_calls):
+            path = f"records[{number}].tool_calls[{call_number}]"
+            if not call.name:
+                found.add(f"{path}.name", "is required")
+            validation.tool_arguments(call.arguments_json, f"{path}.arguments_json", found)
+    if found.items:
+        raise ClientError("; ".join(f"{v.field}: {v.description}" for v in found.items))
 
 
 def _records(found: Any) -> list[common_pb2.Record]:
@@ -508,11 +536,12 @@ async def cmd_import(args: argparse.Namespace) -> int:
                 raise ClientError(f"{_which(entry, count, len(order))}: {line}{done}") from None
         made = run.made
         tops = [made[str(s.get("id"))] for s in sessions if str(s.get("parent_id")) not in made]
-        originals = not run.replayed and await _present(client, [str(s["id"]) for s in sessions])
+        whole = len(run.fresh) == len(made)  # not the rest of a partly deleted first import
+        originals = whole and await _present(client, [str(s["id"]) for s in sessions])
     if args.json:
         write(dicts.dumps({"imported": made, "again": run.replayed, "copies": originals}))
     else:
-        write(import_line(len(made), tops, replayed=run.replayed, copies=originals))
+        write(import_line(len(made), tops, made_now=len(run.fresh), copies=originals))
     return 0
 
 
@@ -527,13 +556,21 @@ async def _present(client: AsyncClient, ids: Sequence[str]) -> bool:
     return True
 
 
-def import_line(count: int, tops: Sequence[str], *, replayed: bool, copies: bool) -> str:
-    """What an import did: new sessions, copies beside the originals, or nothing new."""
+def import_line(count: int, tops: Sequence[str], *, made_now: int, copies: bool) -> str:
+    """What an import did: new sessions, copies beside the originals, nothing new, or the
+    sessions of an earlier import that were deleted since made again (`made_now` of
+    `count`)."""
     top = ", ".join(tops)
-    if replayed:
+    if not made_now:
         return (
             f"this file was imported before: nothing new was made; its "
             f"{plural(count, 'session')} are under {top}"
+        )
+    if made_now < count:
+        were = "was" if made_now == 1 else "were"
+        return (
+            f"this file was imported before; {made_now} of its {plural(count, 'session')} had "
+            f"been deleted since and {were} made again, under {top}"
         )
     if copies:
         return (
@@ -545,7 +582,7 @@ def import_line(count: int, tops: Sequence[str], *, replayed: bool, copies: bool
 
 def _nth(entry: dict[str, Any], number: int, total: int) -> str:
     """How a message names a session of the file: `session 2 of 4 ('Label')`."""
-    return f"session {number} of {total} ({entry.get('label')!r})"
+    return f"session {number} of {total} ({shown(entry.get('label'))})"
 
 
 def _which(entry: dict[str, Any], count: int, total: int) -> str:

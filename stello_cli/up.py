@@ -37,6 +37,7 @@ from stello.inproc import LocalServer
 from stello.migrate import migrate_dsn
 from stello.server import MetricsPortInUse, ServiceApp, create_server, shutdown
 from stello.settings import StelloSettings
+from stello_cli.databases import with_database
 from stello_client.credentials import Credentials, load_credentials, save_credentials
 
 if TYPE_CHECKING:  # `stello up` loads the services when it runs (a client needs none)
@@ -90,6 +91,16 @@ class ServiceConfigs:
     tree: TreeSettings
     gateway: GatewaySettings
     files: GatewayFiles
+
+
+def with_addresses(credentials: Credentials, addresses: Mapping[str, str]) -> Credentials:
+    """`credentials` with the servers' addresses (`storage`, `tree`, `gateway`)."""
+    return dataclasses.replace(
+        credentials,
+        storage=addresses["storage"],
+        tree=addresses["tree"],
+        gateway=addresses["gateway"],
+    )
 
 
 def service_configs(ports: Ports) -> ServiceConfigs:
@@ -240,7 +251,7 @@ async def run_up(
                         local_calls=local_calls,
                         jobs_key=credentials.key,
                     )
-                    credentials = dataclasses.replace(credentials, **addresses)
+                    credentials = with_database(with_addresses(credentials, addresses), settings)
                     saved = save_credentials(credentials)
                     async with contextlib.AsyncExitStack() as console_stack:
                         console = await start_console(

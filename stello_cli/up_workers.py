@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import dataclasses
 import functools
 import json
 import logging
@@ -35,6 +34,7 @@ from stello.runner import event_loop_factory
 from stello.server import ServiceApp, shutdown
 from stello.settings import StelloSettings
 from stello.workers import Supervisor, WorkerFailed, WorkerPlan, WorkerRole, split_pool
+from stello_cli.databases import with_database
 from stello_cli.up import (
     CONSOLE_SECRET_FILE,
     Ports,
@@ -44,6 +44,7 @@ from stello_cli.up import (
     metrics_wanted,
     start_console,
     start_servers,
+    with_addresses,
 )
 from stello_client.credentials import save_credentials
 
@@ -70,9 +71,8 @@ async def run_up_workers(
         claims = {name: stack.enter_context(_claim(ports, name)) for name in SERVICES}
         async with create_pool(dsn, settings.model_copy(update=_ONE_CONNECTION)) as pool:
             credentials = await local_credentials(KeyStore(pool, settings.auth_cache_ttl_s))
-        credentials = dataclasses.replace(
-            credentials, **{name: claim.address for name, claim in claims.items()}
-        )
+        addresses = {name: claim.address for name, claim in claims.items()}
+        credentials = with_database(with_addresses(credentials, addresses), settings)
         saved = save_credentials(credentials)
         plan = _plan(settings, ports, claims, dsn, workers, local_calls, credentials.key)
         supervisor = Supervisor(plan)

@@ -16,7 +16,7 @@ from collections.abc import Sequence
 from typing import TYPE_CHECKING, Literal
 
 from stello_cli import format as fmt
-from stello_cli.gateway import gateway, session_id
+from stello_cli.gateway import gateway, names_space, session_id
 from stello_cli.parser import Commands, int32
 from stello_cli.sessions import profile_vars
 from stello_cli.shared import register_views
@@ -130,9 +130,11 @@ async def cmd_whoami(args: argparse.Namespace) -> int:
     """Who the key belongs to, and the spaces it reaches."""
     from stello.agent.v1 import agent_pb2
 
-    async with gateway(args) as client:
+    async with gateway(args, settle=False) as client:
         reply = await client.who_am_i()
-        space = await client.space_id()
+        # A key reaching several spaces needs none chosen to say which it reaches.
+        chosen = len(reply.spaces) == 1 or names_space(args)
+        space = await client.space_id() if chosen else None
     scope = agent_pb2.KeyScope.Name(reply.scope).removeprefix("KEY_SCOPE_").lower()
     if args.json:
         spaces = [{"id": s.id, "name": s.name} for s in reply.spaces]

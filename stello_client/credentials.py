@@ -4,7 +4,14 @@ One JSON file, ``credentials.json`` in ``STELLO_CONFIG_DIR`` (default: the user'
 config dir), readable by its owner only::
 
     {"space_id": "...", "key": "stello_...", "gateway": "127.0.0.1:50063",
-     "storage": "127.0.0.1:50061", "tree": "127.0.0.1:50062"}
+     "storage": "127.0.0.1:50061", "tree": "127.0.0.1:50062",
+     "data_dir": "/home/me/.local/share/stello/pgdata", "database_url": "",
+     "database_password": false}
+
+The database `stello up` runs on is kept too, so the admin commands (`stello keys`,
+`spaces`, `migrate`) given none use the same one: the embedded cluster's folder, or
+the URL it was given less any password (`database_password` then says one was given,
+and the admin commands ask for the URL again rather than guess).
 
 Kept apart from `stello_cli.up` so a client command loads no server code.
 """
@@ -29,6 +36,9 @@ class Credentials:
     gateway: str = ""
     storage: str = ""
     tree: str = ""
+    data_dir: str = ""
+    database_url: str = ""
+    database_password: bool = False
 
 
 def credentials_path() -> Path:
@@ -51,6 +61,9 @@ def load_credentials() -> Credentials | None:
             str(data.get("gateway", "")),
             str(data.get("storage", "")),
             str(data.get("tree", "")),
+            str(data.get("data_dir", "")),
+            str(data.get("database_url", "")),
+            bool(data.get("database_password", False)),
         )
     except (ValueError, KeyError, TypeError) as exc:
         from stello.errors import FailedPrecondition  # grpc loads only when a file is broken

@@ -179,7 +179,8 @@ def rpc_error_line(
         return _archived(details)
     line = details or CODE_SENTENCES.get(code.name, code.name.lower().replace("_", " "))
     hint = REASON_HINTS.get(failed.reason or "")
-    return f"{line} ({hint})" if hint else line
+    # The server's sentence may already say it (the tree's "narrow it with root_id ...").
+    return f"{line} ({hint})" if hint and hint not in line else line
 
 
 SETTING_FLAGS = {

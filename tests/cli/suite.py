@@ -118,3 +118,12 @@ async def start_suite(servers: Servers, profiles: Path, skills: Path | None = No
         )
         addresses.append(await servers.start(partial(gateway_app, config=config)))
     return Suite(addresses[0], addresses[1], tree)
+
+
+async def start_chain(servers: Servers, tree_config: TreeSettings | None = None) -> str:
+    """Storage, tree (with `tree_config`) and a gateway with no profiles or skills files; the
+    gateway's address."""
+    storage = await servers.start(storage_app)
+    tree = await servers.start(partial(tree_app, config=tree_config or TreeSettings()))
+    config = GatewaySettings(storage_address=storage, tree_address=tree)
+    return await servers.start(partial(gateway_app, config=config))

@@ -10,14 +10,17 @@ from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
 
+import asyncpg
 import pytest
 
 from stello.agent.v1 import agent_pb2, agent_pb2_grpc
 from stello.auth import KeyStore
 from stello.channels import open_channel
-from tests.cli.processes import client_env
-from tests.cli.suite import Suite, stello
+from stello.settings import StelloSettings
+from tests.cli.processes import client_env, private_env
+from tests.cli.suite import Servers, Suite, start_chain, stello
 from tests.support.fixtures import TestSpace
+from tree_service.config import TreeSettings
 
 # Not `sql`: the PostgreSQL 15 pass runs the gateway tests, which carry this SQL.
 pytestmark = pytest.mark.subprocess
@@ -91,6 +94,48 @@ class TestSpaceFromTheKey:
         assert line.endswith("choose one with --space NAME or set STELLO_SPACE_ID")
         assert await as_json(env, "tree", "--space", "two") == []
 
+    async def test_whoami_lists_several_spaces(
+        self, suite: Suite, home: Path, keys: KeyStore, space: TestSpace
+    ) -> None:
+        """`whoami` with a key reaching several spaces and none chosen lists them all."""
+        owner = f"who-{space.sid[:8]}"
+        await keys.create_key(space="one", principal=owner)
+        await keys.create_key(space="two", principal=owner)
+        admin = await keys.create_key(space=None, scope="admin", principal=owner)
+        env = suite.env(home, space)
+        env["STELLO_KEY"] = admin.secret
+        who = await as_json(env, "whoami")
+        assert [s["name"] for s in who["spaces"]] == ["one", "two"]
+        assert who["space_id"] is None
+        text = await ok(env, "whoami")
+        assert [line.split()[1] for line in text.splitlines()[2:]] == ["one", "two"]
+        assert "(in use)" not in text
+        chosen = await ok(env, "whoami", "--space", "two")
+        assert chosen.splitlines()[-1].endswith("(in use)")
+
+
+class TestTreeTooLarge:
+    async def test_hint_said_once(
+        self,
+        settings: StelloSettings,
+        pool: asyncpg.Pool,
+        keys: KeyStore,
+        home: Path,
+        space: TestSpace,
+    ) -> None:
+        """A tree past the tree service's cap says to narrow it with the flags, once."""
+        servers = Servers(settings, pool, keys)
+        try:
+            gateway = await start_chain(servers, TreeSettings(max_tree_nodes=1))
+            env = {**private_env(home), "STELLO_GATEWAY": gateway, "STELLO_KEY": space.key}
+            root = (await ok(env, "root", "-q")).strip()
+            await ok(env, "fork", root, "--label", "child")
+            assert await failed(env, "tree") == (
+                "stello: the tree has more than 1 nodes; narrow it with --root or --depth"
+            )
+        finally:
+            await servers.stop()
+
 
 class TestSessionCommands:
     async def test_lifecycle_by_prefix(self, env: dict[str, str]) -> None:
@@ -145,6 +190,25 @@ class TestSessionCommands:
             f"stello: SESSION: no session id starts with {short!r} in this space "
             "(`stello tree` lists them)"
         )
+
+    async def test_show_says_the_progress(self, env: dict[str, str]) -> None:
+        """`show` says how far the memory (and summaries) cover the records and each
+        background job's state; a session without records says nothing of it."""
+        root = (await ok(env, "root", "-q")).strip()
+        assert "progress:" not in await ok(env, "show", root)
+        await ok(env, "send", root, "remember this")
+        await ok(env, "consolidate", root)
+        shown = (await ok(env, "show", root)).splitlines()
+        at = next(i for i, line in enumerate(shown) if line.startswith("progress:"))
+        assert shown[at : at + 2] == [
+            "progress: seq 2; memory to 2 (version 1)",
+            "jobs: consolidate done to 2 (1 run, 1 model call)",
+        ]
+        progress = (await as_json(env, "show", root))["progress"]
+        assert (progress["last_seq"], progress["memory_covered_until_seq"]) == (2, 2)
+        assert [(j["kind"], j["status"], j["runs"]) for j in progress["jobs"]] == [
+            ("consolidate", "done", 1)
+        ]
 
     async def test_delete_says_how_many_went(self, env: dict[str, str]) -> None:
         """Without --json, delete asks for the count alone (any size fits) and says it."""
@@ -210,6 +274,27 @@ class TestSessionCommands:
         assert view["system_prompt"] == "You research forks for us. Cite sources."
         assert view["config"]["skills"] == ["search"]
 
+    async def test_var_the_profile_does_not_use(self, env: dict[str, str]) -> None:
+        """--var without --profile, or one the profile has no variable for, is a usage error
+        (exit 2) made before anything is created."""
+        root = (await ok(env, "root", "-q")).strip()
+        alone = "--var NAME=VALUE fills a profile's {NAME}: it needs --profile NAME"
+        assert await failed(env, "root", "--var", "k=v", code=2) == (
+            f"stello root: {alone} (see `stello root --help`)"
+        )
+        assert await failed(env, "fork", root, "--label", "x", "--var", "k=v", code=2) == (
+            f"stello fork: {alone} (see `stello fork --help`)"
+        )
+        typo = ("--var", "topc=t", "--var", "topic=t", "--var", "audience=a")
+        line = await failed(
+            env, "fork", root, "--label", "x", "--profile", "researcher", *typo, code=2
+        )
+        assert line == (
+            "stello fork: --var: profile 'researcher' has no variable topc "
+            "(its variables: topic, audience) (see `stello fork --help`)"
+        )
+        assert [n["id"] for n in await as_json(env, "tree")] == [root]
+
     async def test_profiles(self, env: dict[str, str]) -> None:
         """`profiles` lists the README's example file, with its variables."""
         listed = await as_json(env, "profiles")
@@ -267,6 +352,21 @@ class TestSessionCommands:
         # --none with a step set no policy and kept the step, without a word.
         refused = await failed(env, "retention", "set", "--archive-after", "30", "--none", code=2)
         assert "--none sets no policy: give it alone" in refused
+
+    async def test_retention_apply_without_a_policy(self, env: dict[str, str]) -> None:
+        """`retention apply` on a space that never had a policy, and after `set --none`,
+        fails the same way (exit 1), naming `stello retention set`, as `show` says the same."""
+        never = await failed(env, "retention", "apply")
+        assert never == (
+            "stello: this space has no retention policy: nothing expires; "
+            "`stello retention set` makes one"
+        )
+        await ok(env, "retention", "set", "--archive-after", "30")
+        assert await ok(env, "retention", "set", "--none") == (
+            "no retention policy: nothing expires\n"
+        )
+        assert await failed(env, "retention", "apply") == never
+        assert await failed(env, "retention", "apply", "--dry-run") == never
 
 
 class TestOutput:
@@ -329,3 +429,10 @@ class TestOutput:
         saved.write_text(json.dumps({"space_id": "s", "key": "k", "gateway": suite.gateway}))
         del env["STELLO_GATEWAY"]
         assert await ok(env, "health") == f"{suite.gateway}: SERVING\n"
+
+    async def test_health_asks_the_gateway_flag(self, env: dict[str, str], suite: Suite) -> None:
+        """`stello --gateway HOST:PORT health` asks that address, over STELLO_GATEWAY."""
+        done = await stello(env, "--gateway", "127.0.0.1:1", "health")
+        assert (done.returncode, done.stdout, done.stderr) == (1, "", "127.0.0.1:1: UNAVAILABLE\n")
+        env["STELLO_GATEWAY"] = "127.0.0.1:1"
+        assert await ok(env, "--gateway", suite.gateway, "health") == f"{suite.gateway}: SERVING\n"

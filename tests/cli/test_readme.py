@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import argparse
 import importlib.util
 import os
 import re
@@ -105,3 +106,41 @@ def test_client_session_runs_word_for_word(home: Path, tmp_path: Path) -> None:
         r"the new top: [0-9a-f-]{36}$"
     )
     assert re.search(copied, out, flags=re.MULTILINE)
+
+
+SHARED_FLAGS = frozenset(
+    (
+        *("-h", "--help", "--gateway", "--key", "--space", "--json", "--timeout"),
+        *("--ca-file", "--cert-file", "--key-file", "--server-name", "--database-url"),
+    )
+)
+"""The connection and output flags every command takes: README says them once, in prose."""
+
+
+def command_table() -> dict[str, str]:
+    """README's command table: each row's first command (`fork`, `memory list`) and the row."""
+    rows: dict[str, str] = {}
+    for row in re.findall(r"^\| `stello ([^`]*)`.*$", README, flags=re.MULTILINE):
+        words = [w for w in row.split() if re.fullmatch(r"[a-z]+", w)]
+        line = next(r for r in README.splitlines() if r.startswith(f"| `stello {row}`"))
+        rows[" ".join(words[:1])] = line
+    return rows
+
+
+def test_command_table_names_every_flag() -> None:
+    """Every flag of a command in README's table (but the shared ones) is in its row, with
+    the choices and the default `--help` gives for it."""
+    from stello_cli.parser import build_parser
+
+    commands = next(
+        a for a in build_parser()._actions if isinstance(a, argparse._SubParsersAction)
+    ).choices
+    for name, row in command_table().items():
+        for action in commands[name]._actions:
+            flags = set(action.option_strings) - SHARED_FLAGS
+            if flags:  # a flag may be given by its short form (`-o FILE`)
+                assert any(f in row for f in flags), f"README's `stello {name}` lacks {flags}"
+            if action.choices and action.option_strings:
+                shown = "\\|".join(str(c) for c in action.choices)
+                assert shown in row, f"`stello {name}` {action.option_strings}: {shown}"
+    assert "`--timeout S`" in README

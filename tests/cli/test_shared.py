@@ -6,9 +6,13 @@ import json
 from pathlib import Path
 from typing import Any
 
+import asyncpg
 import pytest
 
-from tests.cli.suite import Suite, stello
+from stello.auth import KeyStore
+from stello.settings import StelloSettings
+from tests.cli.processes import private_env
+from tests.cli.suite import Servers, Suite, start_chain, stello
 from tests.support.fixtures import TestSpace
 
 # Not `sql`: the PostgreSQL 15 pass runs the gateway tests, which carry this SQL.
@@ -87,7 +91,40 @@ class TestSkillsAndLineage:
         root = (await ok(env, "root", "--skills", "knots", "-q")).strip()
         assert [s["name"] for s in await as_json(env, "skills", root[:8])] == ["knots"]
         child = (await ok(env, "fork", root, "--label", "kid", "--skills", "", "-q")).strip()
-        assert (await ok(env, "skills", child)).startswith("no skills for this session")
+        assert await ok(env, "skills", child) == (
+            'no skills for this session: its config allows none (--skills "")\n'
+        )
+
+    async def test_empty_skills_say_why(self, env: dict[str, str]) -> None:
+        """A session whose allow-list names only skills the gateway lacks is told apart from
+        one that allows none."""
+        root = (await ok(env, "root", "--skills", "search,tides", "-q")).strip()
+        assert [s["name"] for s in await as_json(env, "skills", root)] == ["tides"]
+        child = (await ok(env, "fork", root, "--label", "kid", "--skills", "search", "-q")).strip()
+        assert await ok(env, "skills", child) == (
+            "no skills for this session: its config allows only search, which the gateway "
+            "does not have (`stello skills` lists those it has)\n"
+        )
+
+    async def test_no_skills_on_the_gateway(
+        self,
+        settings: StelloSettings,
+        pool: asyncpg.Pool,
+        keys: KeyStore,
+        home: Path,
+        space: TestSpace,
+    ) -> None:
+        """On a gateway without skills a session's empty list says so, not 'allows none'."""
+        servers = Servers(settings, pool, keys)
+        try:
+            gateway = await start_chain(servers)
+            env = {**private_env(home), "STELLO_GATEWAY": gateway, "STELLO_KEY": space.key}
+            root = (await ok(env, "root", "-q")).strip()
+            assert await ok(env, "skills", root) == (
+                "no skills: the gateway reads them from STELLO_GATEWAY_SKILLS_FILE (TOML)\n"
+            )
+        finally:
+            await servers.stop()
 
     async def test_lineage(self, env: dict[str, str]) -> None:
         """lineage shows the ancestors nearest first with their memory; a root has none."""

@@ -262,13 +262,32 @@ async def test_a_failed_import_leaves_the_space_as_it_was(
         assert done.stderr.startswith("stello: importing session 2 of 2 ('C'): " + said), (
             done.stderr
         )
-    long = await stello(env, "import", "-", stdin=export_of(root, child | {"label": "L" * 201}))
-    assert long.returncode == 1
-    assert long.stderr.startswith(
-        f"stello: importing session 2 of 2 ({'L' * 201!r}): label: must be at most 200 "
-    ), long.stderr  # the file's field, not a --label the command has none of
-    # The gateway refuses the metadata key only when session 2 comes: session 1 goes again.
-    refused = child | {"metadata": {"1bad": "v"}}
+    # The gateway's per-field limits, checked before the first session is made (the line
+    # says nothing was deleted: nothing was made).
+    shortened = "'" + "L" * 58 + "…"
+    limits: list[tuple[dict[str, Any], str]] = [
+        (
+            {"label": "L" * 201},
+            f"({shortened}): label: must be at most 200 characters, got 201",
+        ),
+        ({"label": "a\nb"}, "('a\\nb'): label: must be one line"),
+        ({"metadata": {"1bad": "v"}}, "('C'): metadata[\"1bad\"]: key must match"),
+        ({"metadata": {"k": "v" * 513}}, "('C'): metadata[\"k\"]: value must be at most 512"),
+        (
+            {"records": [{"role": "assistant", "tool_calls": [{"id": "1", "name": ""}]}]},
+            "('C'): records[0].tool_calls[0].name: is required",
+        ),
+    ]
+    for change, said in limits:
+        done = await stello(env, "import", "-", stdin=export_of(root, child | change))
+        assert done.returncode == 1, (change, done.stderr)
+        # the file's field, not a --label the command has none of
+        assert done.stderr.startswith("stello: importing session 2 of 2 " + said), done.stderr
+        assert "deleted" not in done.stderr and len(done.stderr.splitlines()) == 1
+    assert await sessions_in(env) == before
+    # A source with fewer records than the fork inherits is found at the call for the fork:
+    # session 1 goes again.
+    refused = child | {"source_session_id": "r", "inherits": {"from": "r", "count": 5}}
     done = await stello(env, "import", "-", stdin=export_of(root, refused))
     assert done.returncode == 1
     assert done.stderr.startswith("stello: importing session 2 of 2 ('C'): ")
@@ -336,6 +355,30 @@ async def test_a_backup_restores_after_its_first_import_was_deleted(
     assert "precious" in records.stdout
     third = json.loads((await stello(env, "import", str(backup), "--json")).stdout)
     assert (third["imported"][original], third["again"]) == (again, True)
+
+
+async def test_a_partly_deleted_import_is_finished_and_said(
+    suite: Suite, home: Path, space: TestSpace
+) -> None:
+    """Run again after part of its first import was deleted, an import makes only what is
+    gone, under the first import's top, and says so."""
+    env = suite.env(home, space)
+    top = (await stello(env, "root", "--label", "Top", "-q")).stdout.strip()
+    kid = (await stello(env, "fork", top, "--label", "Kid", "-q")).stdout.strip()
+    assert (await stello(env, "fork", kid, "--label", "Grandkid")).returncode == 0
+    backup = home / "backup.json"
+    assert (await stello(env, "export", top, "-o", str(backup))).returncode == 0
+    first = json.loads((await stello(env, "import", str(backup), "--json")).stdout)["imported"]
+    assert (await stello(env, "delete", first[kid], "--yes")).returncode == 0
+    again = await stello(env, "import", str(backup))
+    assert (again.returncode, again.stdout) == (
+        0,
+        f"this file was imported before; 2 of its 3 sessions had been deleted since and were "
+        f"made again, under {first[top]}\n",
+    )
+    answer = json.loads((await stello(env, "import", str(backup), "--json")).stdout)
+    assert (answer["again"], answer["imported"][top]) == (True, first[top])
+    assert await sessions_in(env) == 6
 
 
 class TestFileLogic:

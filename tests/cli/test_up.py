@@ -50,7 +50,10 @@ def test_up_client_session_and_restart(home: Path) -> None:
         assert [line.partition(":")[0] for line in up.output[-3:]] == ["key", "ready", "saved"]
         assert stat.S_IMODE(saved.stat().st_mode) == 0o600
         assert json.loads(saved.read_text()) == {
-            name: lines[name] for name in ("space_id", "key", "gateway", "storage", "tree")
+            **{name: lines[name] for name in ("space_id", "key", "gateway", "storage", "tree")},
+            "data_dir": str(Path(env["STELLO_DATA_DIR"]).resolve()),
+            "database_url": "",
+            "database_password": False,
         }
         postmaster = up.postmaster_pid()
 
@@ -118,6 +121,39 @@ def test_up_client_session_and_restart(home: Path) -> None:
         assert_stopped(up, up.postmaster_pid())
     finally:
         up.kill()
+
+
+def test_admin_commands_use_the_database_of_up(home: Path) -> None:
+    """`stello keys create` in a shell without `stello up`'s STELLO_DATA_DIR makes the key in
+    up's database (the one it saved), not in a new embedded cluster the gateway never sees;
+    a URL up was given with a password is asked for again, never saved."""
+    env = private_env(home)
+    env["STELLO_DATA_DIR"] = str(home / "elsewhere" / "pgdata")
+    up = StelloUp.start(env)
+    try:
+        shell = {name: value for name, value in env.items() if name != "STELLO_DATA_DIR"}
+        made = run_cli(shell, "keys", "create", "--space", "demo", "--name", "from a shell")
+        assert made.returncode == 0, made.stderr
+        key = dict(line.split(": ", 1) for line in made.stdout.splitlines())["key"]
+        tree = run_cli({**shell, "STELLO_KEY": key}, "tree", "--json")
+        assert (tree.returncode, tree.stderr, tree.stdout) == (0, "", "[]\n")
+        listed = run_cli(shell, "keys", "list")
+        assert "from a shell" in listed.stdout, listed.stderr
+        default = Path(shell["XDG_DATA_HOME"]) / "stello"
+        assert not default.exists()  # no second cluster was made
+        assert_stopped(up, up.postmaster_pid())
+    finally:
+        up.kill()
+    saved = Path(env["STELLO_CONFIG_DIR"]) / "credentials.json"
+    data = json.loads(saved.read_text())
+    data.update(data_dir="", database_url="postgresql://me@db.example/stello")
+    saved.write_text(json.dumps({**data, "database_password": True}))
+    asked = run_cli(shell, "keys", "list")
+    assert (asked.returncode, asked.stderr) == (
+        1,
+        "stello: `stello up` runs on postgresql://me@db.example/stello, whose password is not "
+        "saved: pass --database-url (or set STELLO_DATABASE_URL) as for `stello up`\n",
+    )
 
 
 def test_port_in_use_is_one_line_and_leaves_nothing(home: Path) -> None:

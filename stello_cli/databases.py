@@ -1,0 +1,69 @@
+"""Which database an admin command (`stello keys`, `spaces`, `migrate`) works on.
+
+`--database-url`, else ``STELLO_DATABASE_URL`` or ``STELLO_DATA_DIR``, else the one
+`stello up` saved beside its key (`stello_client.credentials`), else the embedded
+cluster's default folder. Without the saved one, a shell lacking `stello up`'s
+``STELLO_DATA_DIR`` made a key in a new, empty cluster that the running gateway never
+saw. A URL is saved without its password: given one, `stello up` is asked for again.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from pathlib import Path
+from typing import TYPE_CHECKING
+from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
+
+from stello_client.credentials import Credentials, load_credentials
+from stello_client.errors import ClientError
+
+if TYPE_CHECKING:
+    from stello.settings import StelloSettings
+
+
+def without_password(url: str) -> tuple[str, bool]:
+    """`url` less its password (in the user part or the query), and whether it had one."""
+    parts = urlsplit(url)
+    query = parse_qsl(parts.query, keep_blank_values=True)
+    kept = [(name, value) for name, value in query if name != "password"]
+    if parts.password is None and len(kept) == len(query):
+        return url, False
+    user = parts.username or ""
+    host = parts.netloc.rpartition("@")[2]
+    netloc = f"{user}@{host}" if user else host
+    return urlunsplit(parts._replace(netloc=netloc, query=urlencode(kept))), True
+
+
+def with_database(credentials: Credentials, settings: StelloSettings) -> Credentials:
+    """`credentials` naming the database `stello up` runs on (`settings`'), password left out."""
+    if settings.database_url:
+        url, password = without_password(settings.database_url)
+        return dataclasses.replace(credentials, database_url=url, database_password=password)
+    from stello.embedded import default_data_dir
+
+    folder = Path(settings.data_dir) if settings.data_dir else default_data_dir()
+    return dataclasses.replace(credentials, data_dir=str(folder.expanduser().resolve()))
+
+
+def admin_settings(settings: StelloSettings) -> StelloSettings:
+    """`settings` (from --database-url and the environment), or when they name no database,
+    `stello up`'s saved one.
+
+    Raises:
+        ClientError: `stello up` was given a URL with a password, which is not saved.
+    """
+    if settings.database_url or settings.data_dir:
+        return settings
+    saved = load_credentials()
+    if saved is None:
+        return settings
+    if saved.database_password:
+        raise ClientError(
+            f"`stello up` runs on {saved.database_url}, whose password is not saved: pass "
+            "--database-url (or set STELLO_DATABASE_URL) as for `stello up`"
+        )
+    if saved.database_url:
+        return settings.model_copy(update={"database_url": saved.database_url})
+    if saved.data_dir:
+        return settings.model_copy(update={"data_dir": saved.data_dir})
+    return settings

@@ -1,0 +1,46 @@
+"""`stello keys` and `stello spaces` on a database of their own, given by --database-url."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import AsyncIterator
+from pathlib import Path
+
+import pytest
+
+from tests.cli.processes import private_env, run_cli
+from tests.support.database import create_test_database, drop_test_database
+
+pytestmark = pytest.mark.sql
+
+
+@pytest.fixture(name="fresh")
+async def _fresh(admin_dsn: str) -> AsyncIterator[str]:
+    """A fresh, migrated database."""
+    dsn = await create_test_database(admin_dsn)
+    yield dsn
+    await drop_test_database(admin_dsn, dsn)
+
+
+async def stello_ok(env: dict[str, str], *args: str) -> str:
+    """Run a command that must succeed; its stdout."""
+    done = await asyncio.to_thread(run_cli, env, *args)
+    assert done.returncode == 0, done.stderr
+    return done.stdout
+
+
+class TestKeys:
+    async def test_list_shows_the_note(self, fresh: str, home: Path) -> None:
+        """`keys list` shows the note given by `keys create --name`, and nothing for none."""
+        env = private_env(home)
+        db = ("--database-url", fresh)
+        made = await stello_ok(env, "keys", "create", "--space", "a", "--name", "ci runner", *db)
+        noted = dict(line.split(": ", 1) for line in made.splitlines())["key_id"]
+        made = await stello_ok(env, "keys", "create", "--admin", *db)
+        plain = dict(line.split(": ", 1) for line in made.splitlines())["key_id"]
+        rows = {
+            line.split()[0]: line
+            for line in (await stello_ok(env, "keys", "list", *db)).splitlines()
+        }
+        assert rows[noted].split()[1:] == ["tenant", "a", "live", "ci", "runner"]
+        assert rows[plain].split()[1:] == ["admin", "*", "live"]
