@@ -1,4 +1,4 @@
-"""Operator commands: up, migrate, health, keys, spaces, reconcile.
+"""Operator commands: up, migrate, health, reconcile (keys and spaces: `stello_cli.keys`).
 
 All but `health` and `reconcile` work on the database directly
 (``STELLO_DATABASE_URL``, else the embedded one; the admin commands given neither use
@@ -11,55 +11,19 @@ import argparse
 import json
 import logging
 import sys
-import uuid
-from collections.abc import Awaitable, Callable
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
-from stello_cli.databases import admin_settings
+from stello_cli.databases import admin_settings, settings_of
+from stello_cli.keys import register_keys
 from stello_cli.parser import Commands, int32, seconds
 from stello_cli.style import one_line, plural, write
 from stello_client.credentials import load_credentials
 from stello_client.dicts import dumps
-from stello_client.errors import ClientError, UsageError, rpc_error_line
+from stello_client.errors import ClientError, rpc_error_line
 from stello_client.flags import address_problem, gateway_address, pick, resolve_tls, tls_options
 
 if TYPE_CHECKING:  # the database commands import these when they run (a client needs none)
-    from stello.auth import KeyStore
-    from stello.settings import StelloSettings
-
-
-def settings_of(args: argparse.Namespace) -> StelloSettings:
-    """The kernel settings, with --database-url over STELLO_DATABASE_URL.
-
-    Raises:
-        ValueError: a refused value, naming its flag or variable.
-    """
-    from pydantic import ValidationError
-
-    from stello.entry import settings_problem
-    from stello.settings import StelloSettings
-
-    overrides: dict[str, Any] = {}
-    if getattr(args, "database_url", None):
-        overrides["database_url"] = args.database_url
-    try:
-        return StelloSettings(**overrides)
-    except ValidationError as exc:
-        flags = {"database_url": "--database-url"} if overrides else {}
-        raise ValueError(settings_problem(exc, flags)) from None
-
-
-async def _with_keys(args: argparse.Namespace, work: Callable[[KeyStore], Awaitable[int]]) -> int:
-    from stello.auth import KeyStore
-    from stello.db import create_pool
-    from stello.embedded import database_url
-    from stello.migrate import migrate_dsn
-
-    settings = admin_settings(settings_of(args))
-    async with database_url(settings.database_url, settings.data_dir) as dsn:
-        await migrate_dsn(settings.direct_dsn(dsn))
-        async with create_pool(dsn, settings) as pool:
-            return await work(KeyStore(pool, 0))
+    pass
 
 
 def _positive(text: str) -> int:
@@ -146,80 +110,6 @@ async def _list_pending(dsn: str) -> int:
         if not migration.transactional:
             write(f"  {'':<{width}}  {OUTSIDE_NOTE}")
     return 0
-
-
-async def cmd_keys_create(args: argparse.Namespace) -> int:
-    """Create a key (and the space when missing); print it once."""
-    if not args.admin and not args.space:
-        raise UsageError("--space NAME is required for a tenant key")
-
-    async def work(keys: KeyStore) -> int:
-        created = await keys.create_key(
-            space=args.space if not args.admin else None,
-            scope="admin" if args.admin else "tenant",
-            principal=args.principal,
-            name=args.name,
-        )
-        if created.space_id is not None:
-            write(f"space_id: {created.space_id}")
-        write(f"key_id: {created.key_id}")
-        write(f"key: {created.secret}")
-        return 0
-
-    return await _with_keys(args, work)
-
-
-async def cmd_keys_revoke(args: argparse.Namespace) -> int:
-    """Revoke a key by id."""
-    try:
-        key_id = uuid.UUID(args.key_id)
-    except ValueError:
-        raise UsageError(f"KEY_ID: {args.key_id!r} is not a key id (a UUID)") from None
-
-    async def work(keys: KeyStore) -> int:
-        if not await keys.revoke(key_id):
-            raise ClientError(f"no live key with id {key_id}")
-        write(f"revoked: {key_id}")
-        return 0
-
-    return await _with_keys(args, work)
-
-
-async def cmd_keys_list(args: argparse.Namespace) -> int:
-    """List keys (never their secrets): id, scope, space, live or revoked, and the note."""
-
-    async def work(keys: KeyStore) -> int:
-        for row in await keys.list_keys():
-            state = "revoked" if row["revoked_at"] else "live"
-            line = f"{row['id']}  {row['scope']:<6}  {row['space'] or '*':<24}  {state:<7}"
-            write(f"{line}  {one_line(row['name'])}".rstrip())
-        return 0
-
-    return await _with_keys(args, work)
-
-
-async def cmd_spaces_list(args: argparse.Namespace) -> int:
-    """List spaces with their owners and session counts."""
-
-    async def work(keys: KeyStore) -> int:
-        for space in await keys.list_spaces():
-            write(f"{space.id}  {space.name:<24}  {space.principal:<16}  {space.sessions} sessions")
-        return 0
-
-    return await _with_keys(args, work)
-
-
-async def cmd_spaces_delete(args: argparse.Namespace) -> int:
-    """Erase a space and all of its data."""
-
-    async def work(keys: KeyStore) -> int:
-        deleted = await keys.delete_space(args.space)
-        if deleted is None:
-            raise ClientError(f"no space named or with id {args.space!r}")
-        write(f"deleted: {deleted}")
-        return 0
-
-    return await _with_keys(args, work)
 
 
 async def cmd_up(args: argparse.Namespace) -> int:
@@ -439,7 +329,7 @@ def register(commands: Commands) -> None:
         "the first time a table is distributed)",
     )
     _register_health(commands)
-    _register_keys(commands)
+    register_keys(commands)
     reconcile = commands.client(
         "reconcile",
         cmd_reconcile,
@@ -481,32 +371,3 @@ def _register_health(commands: Commands) -> None:
         "--timeout", type=seconds, default=3.0, metavar="S", help="seconds to wait (default 3)"
     )
     tls_options(health.add_argument_group("TLS (default: plaintext)"), default=argparse.SUPPRESS)
-
-
-def _register_keys(commands: Commands) -> None:
-    keys = commands.group("keys", "manage API keys (on the database directly)")
-    create = commands.local("create", cmd_keys_create, "create a key (and its space)", parent=keys)
-    create.add_argument("--space", metavar="NAME", help="the space's name (created when missing)")
-    create.add_argument("--admin", action="store_true", help="an admin-scope key (every space)")
-    create.add_argument(
-        "--principal", default="default", help="the space's owner (default %(default)s)"
-    )
-    create.add_argument(
-        "--name", default="", help="a note to recognise the key by (`stello keys list` shows it)"
-    )
-    commands.database_option(create)
-    revoke = commands.local("revoke", cmd_keys_revoke, "revoke a key by its id", parent=keys)
-    revoke.add_argument("key_id", metavar="KEY_ID", help="the key's id (from `stello keys list`)")
-    commands.database_option(revoke)
-    commands.database_option(
-        commands.local("list", cmd_keys_list, "list keys (never their secrets)", parent=keys)
-    )
-    spaces = commands.group("spaces", "manage spaces (on the database directly)")
-    commands.database_option(
-        commands.local("list", cmd_spaces_list, "list spaces with owners and sizes", parent=spaces)
-    )
-    delete = commands.local(
-        "delete", cmd_spaces_delete, "erase a space and all its data", parent=spaces
-    )
-    delete.add_argument("space", metavar="SPACE", help="the space's name or id")
-    commands.database_option(delete)

@@ -9,9 +9,10 @@ saw. A URL is saved without its password: given one, `stello up` is asked for ag
 
 from __future__ import annotations
 
+import argparse
 import dataclasses
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
 
 from stello_client.credentials import Credentials, load_credentials
@@ -67,3 +68,24 @@ def admin_settings(settings: StelloSettings) -> StelloSettings:
     if saved.data_dir:
         return settings.model_copy(update={"data_dir": saved.data_dir})
     return settings
+
+
+def settings_of(args: argparse.Namespace) -> StelloSettings:
+    """The kernel settings, with --database-url over STELLO_DATABASE_URL.
+
+    Raises:
+        ValueError: a refused value, naming its flag or variable.
+    """
+    from pydantic import ValidationError
+
+    from stello.entry import settings_problem
+    from stello.settings import StelloSettings
+
+    overrides: dict[str, Any] = {}
+    if getattr(args, "database_url", None):
+        overrides["database_url"] = args.database_url
+    try:
+        return StelloSettings(**overrides)
+    except ValidationError as exc:
+        flags = {"database_url": "--database-url"} if overrides else {}
+        raise ValueError(settings_problem(exc, flags)) from None
