@@ -22,9 +22,9 @@ from collections.abc import AsyncIterator
 from typing import TYPE_CHECKING, Any, NoReturn
 
 from stello_cli import format as fmt
+from stello_cli.fork_options import CONTEXTS, check_template_values, fork_context, template_values
 from stello_cli.gateway import gateway, session_id
 from stello_cli.parser import Commands, int64, session_argument
-from stello_cli.sessions import CONTEXTS, check_template_values, fork_context, template_values
 from stello_cli.style import Style, ago, one_line, plural, short_id, write
 from stello_cli.talk import Turn, busy_argument, newest_records, stream_turn
 from stello_cli.views import draw_tree, tree_nodes

@@ -7,10 +7,18 @@ from __future__ import annotations
 import argparse
 import asyncio
 import sys
-from typing import TYPE_CHECKING, Literal
+from typing import TYPE_CHECKING
 
 from stello_cli import format as fmt
 from stello_cli import shared
+from stello_cli.fork_options import (
+    check_template_values,
+    fork_context,
+    profile_options,
+    profile_vars,
+    skill_list,
+    template_values,
+)
 from stello_cli.gateway import gateway, session_id
 from stello_cli.parser import Commands, int64, session_argument, text_argument
 from stello_cli.style import Style, one_line, plural, short_id, write
@@ -19,43 +27,7 @@ from stello_client.errors import ClientError, UsageError
 
 if TYPE_CHECKING:
     from stello_client.aio import AsyncClient
-    from stello_client.types import ContextName, SessionSummary, SessionView
-
-CONTEXTS = ("none", "inherit", "compress")
-
-
-def profile_vars(pairs: list[str] | None, flag: str = "--var") -> dict[str, str]:
-    """`--var NAME=VALUE` flags (or `flag`'s) as a dict."""
-    found: dict[str, str] = {}
-    for pair in pairs or ():
-        name, sep, value = pair.partition("=")
-        if not sep or not name:
-            raise UsageError(f"{flag} wants NAME=VALUE, got {pair!r}")
-        found[name] = value
-    return found
-
-
-def template_values(args: argparse.Namespace) -> dict[str, str]:
-    """The --var values; refused without --profile (nothing would read them)."""
-    values = profile_vars(args.var)
-    if values and not args.profile:
-        raise UsageError("--var NAME=VALUE fills a profile's {NAME}: it needs --profile NAME")
-    return values
-
-
-async def check_template_values(client: AsyncClient, profile: str, values: dict[str, str]) -> None:
-    """Refuse a --var the profile has no variable for (the gateway would drop it: a typo
-    went unnoticed); an unknown profile is left to the gateway to name."""
-    if not values:
-        return
-    found = next((p for p in await client.list_profiles() if p.name == profile), None)
-    unused = [name for name in values if found is not None and name not in found.variables]
-    if unused:
-        known = ", ".join(found.variables) if found is not None and found.variables else "none"
-        raise UsageError(
-            f"--var: profile {profile!r} has no variable {', '.join(unused)} "
-            f"(its variables: {known})"
-        )
+    from stello_client.types import SessionSummary, SessionView
 
 
 def show_session(args: argparse.Namespace, session: SessionSummary) -> None:
@@ -66,28 +38,6 @@ def show_session(args: argparse.Namespace, session: SessionSummary) -> None:
         write(session.id)
     else:
         write("\n".join(fmt.session_lines(session)))
-
-
-def skill_list(value: str | None) -> list[str] | None:
-    """--skills NAMES: comma-separated names; "" = none; absent (None) = inherit."""
-    if value is None:
-        return None
-    return [name.strip() for name in value.split(",") if name.strip()]
-
-
-def fork_context(args: argparse.Namespace) -> ContextName | None:
-    """The context of --context (None: the profile's); --up-to alone means inherit."""
-    if args.up_to is not None and args.context not in (None, "inherit"):
-        raise UsageError(
-            f"--up-to SEQ inherits the records up to SEQ, so it needs --context inherit "
-            f"(or no --context), not --context {args.context}"
-        )
-    if args.up_to is not None and args.up_to < 0:
-        raise UsageError(f"--up-to: must not be negative, got {args.up_to}")
-    context: Literal["none", "inherit", "compress"] | None = (
-        "inherit" if args.up_to is not None else args.context
-    )
-    return context
 
 
 async def cmd_root(args: argparse.Namespace) -> int:
@@ -343,25 +293,6 @@ async def cmd_consolidate(args: argparse.Namespace) -> int:
             f"seq {reply.covered_until_seq} of {reply.last_seq}; run it again to continue)"
         )
     return 0
-
-
-def profile_options(parser: argparse.ArgumentParser) -> None:
-    """--profile, --var and --skills."""
-    parser.add_argument(
-        "--profile", metavar="NAME", help="a profile of the gateway's file (`stello profiles`)"
-    )
-    parser.add_argument(
-        "--var",
-        action="append",
-        metavar="NAME=VALUE",
-        help="a value of the --profile's {NAME} variables (repeat for each; needs --profile, "
-        "and NAME must be one of its variables)",
-    )
-    parser.add_argument(
-        "--skills",
-        metavar="NAMES",
-        help='the skills it may activate, comma-separated ("" = none; default: inherit)',
-    )
 
 
 def _meta_option(parser: argparse.ArgumentParser) -> None:

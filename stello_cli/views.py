@@ -16,9 +16,9 @@ from collections.abc import Sequence
 from typing import TYPE_CHECKING, Literal
 
 from stello_cli import format as fmt
+from stello_cli.fork_options import profile_vars
 from stello_cli.gateway import gateway, names_space, session_id
 from stello_cli.parser import Commands, int32
-from stello_cli.sessions import profile_vars
 from stello_cli.shared import register_views
 from stello_cli.style import Style, write
 from stello_cli.talk import newest_records
