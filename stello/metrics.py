@@ -128,6 +128,18 @@ def serve_registry(registry: CollectorRegistry, port: int, host: str = "127.0.0.
     return bound
 
 
+def serve_merged(ports: Callable[[], Mapping[int, int]], port: int, host: str) -> int:
+    """Serve on `port` the /metrics of the workers `ports` answers (where each ready one
+    serves its own, by worker index), merged and labelled `worker`; the port bound.
+
+    Raises:
+        OSError: `port` is taken.
+    """
+    registry = CollectorRegistry()
+    registry.register(WorkersCollector(ports))
+    return serve_registry(registry, port, host.strip("[]") or "127.0.0.1")
+
+
 class WorkersCollector(Collector):
     """The metrics of a service's workers, read from each one's /metrics when scraped.
 

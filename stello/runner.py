@@ -208,14 +208,10 @@ async def run_workers(plan: WorkerPlan, launch: Launch, claim: PortClaim) -> int
 
 
 def _serve_merged_metrics(supervisor: Supervisor, launch: Launch) -> None:
-    from prometheus_client import CollectorRegistry
-
-    from stello.metrics import WorkersCollector, serve_registry
+    from stello.metrics import serve_merged
 
     assert launch.metrics_port is not None
-    registry = CollectorRegistry()
-    registry.register(WorkersCollector(lambda: supervisor.metrics_ports))
-    serve_registry(registry, launch.metrics_port, launch.host.strip("[]") or "127.0.0.1")
+    serve_merged(lambda: supervisor.metrics_ports, launch.metrics_port, launch.host)
 
 
 @contextlib.asynccontextmanager

@@ -122,17 +122,13 @@ def service_configs(ports: Ports) -> ServiceConfigs:
     return ServiceConfigs(StorageSettings(), TreeSettings(), gateway, GatewayFiles.read(gateway))
 
 
-def metrics_wanted() -> list[tuple[int, int, str]]:
+def metrics_wanted(configs: ServiceConfigs) -> list[tuple[int, int, str]]:
     """(place in the start order, port, variable) of each service whose /metrics is asked for
     (STELLO_*_METRICS_PORT), for `stello up --workers` to serve them merged."""
-    from agent_gateway.config import GatewaySettings
-    from storage_service.config import StorageSettings
-    from tree_service.config import TreeSettings
-
     ports = {
-        "STORAGE": StorageSettings().metrics_port,
-        "TREE": TreeSettings().metrics_port,
-        "GATEWAY": GatewaySettings().metrics_port,
+        "STORAGE": configs.storage.metrics_port,
+        "TREE": configs.tree.metrics_port,
+        "GATEWAY": configs.gateway.metrics_port,
     }
     return [
         (place, port, f"STELLO_{name}_METRICS_PORT")
@@ -230,7 +226,9 @@ async def run_up(
     if workers > 1:
         from stello_cli.up_workers import run_up_workers
 
-        await run_up_workers(settings, ports, on_ready, workers=workers, local_calls=local_calls)
+        await run_up_workers(
+            settings, ports, on_ready, configs, workers=workers, local_calls=local_calls
+        )
         return
     async with _stop_on_signals():
         provider = await describe_provider(settings)

@@ -38,6 +38,7 @@ from stello_cli.databases import with_database
 from stello_cli.up import (
     CONSOLE_SECRET_FILE,
     Ports,
+    ServiceConfigs,
     _stop_on_signals,
     describe_provider,
     local_credentials,
@@ -57,11 +58,13 @@ async def run_up_workers(
     settings: StelloSettings,
     ports: Ports,
     on_ready: Callable[[dict[str, str]], None],
+    configs: ServiceConfigs,
     *,
     workers: int,
     local_calls: bool = True,
 ) -> None:
-    """`run_up` with `workers` worker processes (module doc); the same banner and signals."""
+    """`run_up` with `workers` worker processes (module doc); the same banner and signals.
+    `configs` are the services' settings `run_up` read (each worker reads its own)."""
     async with _stop_on_signals(), contextlib.AsyncExitStack() as stack:
         provider = await describe_provider(settings)
         dsn = await stack.enter_async_context(
@@ -81,7 +84,7 @@ async def run_up_workers(
         except WorkerFailed as exc:
             raise FailedPrecondition(f"a worker did not start ({exc})") from None
         stack.push_async_callback(supervisor.stop)
-        _serve_metrics(supervisor, ports.host)
+        _serve_metrics(supervisor, ports.host, configs)
         console = await start_console(stack, ports, credentials, saved.parent / CONSOLE_SECRET_FILE)
         on_ready(
             {
@@ -105,22 +108,18 @@ async def run_up_workers(
 _ONE_CONNECTION = {"db_pool_min_size": 0, "db_pool_max_size": 1}
 
 
-def _serve_metrics(supervisor: Supervisor, host: str) -> None:
+def _serve_metrics(supervisor: Supervisor, host: str, configs: ServiceConfigs) -> None:
     """Each service's /metrics asked for, on its port: its workers' merged, each sample
     labelled with its worker (the workers serve theirs on free loopback ports).
 
     Raises:
         FailedPrecondition: a port is taken (naming its variable).
     """
-    from prometheus_client import CollectorRegistry
+    from stello.metrics import serve_merged
 
-    from stello.metrics import WorkersCollector, serve_registry
-
-    for place, port, variable in metrics_wanted():
-        registry = CollectorRegistry()
-        registry.register(WorkersCollector(functools.partial(supervisor.metrics_ports_of, place)))
+    for place, port, variable in metrics_wanted(configs):
         try:
-            serve_registry(registry, port, host.strip("[]") or "127.0.0.1")
+            serve_merged(functools.partial(supervisor.metrics_ports_of, place), port, host)
         except OSError as exc:
             raise FailedPrecondition(
                 f"cannot serve /metrics on {host}:{port} ({exc.strerror or exc}): choose "
