@@ -8,22 +8,20 @@ so its body is the one to answer).
 
 from __future__ import annotations
 
-import base64
 import binascii
 import json
 import uuid
-from datetime import UTC, datetime, timedelta
+from datetime import datetime
 
 from stello.errors import InvalidArgument, NotFound, ResourceExhausted
 from stello.reasons import SHARED_MEMORY_FULL
-from stello.validation import fits_bigint
+from storage_service import page_tokens
 from storage_service.keys.idempotent import Idempotent
 from storage_service.models import Idempotency, SharedMemoryEntry, SharedMemoryPage, Upserted
 from storage_service.unit import Database, UnitOfWork
 
 UPSERT_SCOPE = "storage.UpsertSharedMemoryEntry"
 REMOVE_SCOPE = "storage.RemoveSharedMemoryEntry"
-_EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
 
 
 class _UpsertCodec:
@@ -73,22 +71,20 @@ class _RemoveCodec:
 
 
 def _page_token(space_id: uuid.UUID, last: SharedMemoryEntry) -> str:
-    micros = (last.created_at - _EPOCH) // timedelta(microseconds=1)
-    payload = {"space": str(space_id), "at": micros, "slug": last.slug}
-    return base64.urlsafe_b64encode(json.dumps(payload).encode()).decode().rstrip("=")
+    at = page_tokens.micros(last.created_at)
+    return page_tokens.encode({"space": str(space_id), "at": at, "slug": last.slug})
 
 
 def _parse_page_token(token: str, space_id: uuid.UUID) -> tuple[datetime, str]:
     try:
-        padded = token + "=" * (-len(token) % 4)
-        payload = json.loads(base64.urlsafe_b64decode(padded.encode()))
-        slug, micros = payload["slug"], payload["at"]
+        payload = page_tokens.decode(token)
+        slug = payload["slug"]
         if payload["space"] != str(space_id) or not isinstance(slug, str):
             raise ValueError("issued for another space")
-        # What the columns hold: a slug without NUL, a time within datetime's years.
-        if "\x00" in slug or not fits_bigint(micros):
+        # What the column holds: a slug without NUL.
+        if "\x00" in slug:
             raise ValueError("out of range")
-        return _EPOCH + timedelta(microseconds=micros), slug
+        return page_tokens.time_of(payload["at"]), slug
     except (ValueError, KeyError, TypeError, OverflowError, binascii.Error) as exc:
         raise InvalidArgument.field(
             "page_token", "was not issued by ListSharedMemory for this space"

@@ -9,14 +9,12 @@ page costs the same however deep the walk is (STYLE §17).
 
 from __future__ import annotations
 
-import base64
 import binascii
-import hashlib
-import json
 import uuid
 from dataclasses import replace
 
 from stello.errors import InvalidArgument
+from storage_service import page_tokens
 from storage_service.models import RecordQuery
 
 _VERSION = 1
@@ -32,8 +30,7 @@ def _binding(space_id: uuid.UUID, session_id: uuid.UUID, query: RecordQuery) -> 
         query.newest_first,
         query.offset,
     ]
-    digest = hashlib.sha256(json.dumps(fields).encode()).digest()[:12]
-    return base64.urlsafe_b64encode(digest).decode()
+    return page_tokens.binding(fields)
 
 
 def next_token(
@@ -41,7 +38,7 @@ def next_token(
 ) -> str:
     """The token of the page after one whose walk ended at seq `position`."""
     payload = {"v": _VERSION, "q": _binding(space_id, session_id, query), "seq": position}
-    return base64.urlsafe_b64encode(json.dumps(payload).encode()).decode().rstrip("=")
+    return page_tokens.encode(payload)
 
 
 def resume(
@@ -53,8 +50,7 @@ def resume(
         InvalidArgument: the token is malformed or was issued for another query.
     """
     try:
-        padded = token + "=" * (-len(token) % 4)
-        payload = json.loads(base64.urlsafe_b64decode(padded.encode()))
+        payload = page_tokens.decode(token)
         if payload["v"] != _VERSION or payload["q"] != _binding(space_id, session_id, query):
             raise ValueError("issued for another query")
         position = payload["seq"]

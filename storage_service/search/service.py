@@ -2,10 +2,7 @@
 
 from __future__ import annotations
 
-import base64
 import binascii
-import hashlib
-import json
 import uuid
 from dataclasses import dataclass
 from datetime import datetime
@@ -14,6 +11,7 @@ import asyncpg
 
 from stello.errors import InvalidArgument, NotFound
 from stello.validation import fits_bigint, fits_real, fits_timestamptz
+from storage_service import page_tokens
 from storage_service.models import SessionMeta, Status
 from storage_service.search.highlight import lexemes, snippet
 from storage_service.search.query import parse_query
@@ -66,19 +64,16 @@ class SessionHitPage:
 
 
 def _binding(*fields: object) -> str:
-    digest = hashlib.sha256(json.dumps([str(f) for f in fields]).encode()).digest()[:12]
-    return base64.urlsafe_b64encode(digest).decode()
+    return page_tokens.binding([str(f) for f in fields])
 
 
 def _token(binding: str, position: dict[str, object]) -> str:
-    payload = {"v": _VERSION, "q": binding, **position}
-    return base64.urlsafe_b64encode(json.dumps(payload).encode()).decode().rstrip("=")
+    return page_tokens.encode({"v": _VERSION, "q": binding, **position})
 
 
 def _position(token: str, binding: str, rpc: str) -> dict[str, object]:
     try:
-        padded = token + "=" * (-len(token) % 4)
-        payload = json.loads(base64.urlsafe_b64decode(padded.encode()))
+        payload = page_tokens.decode(token)
         if not isinstance(payload, dict) or payload.get("v") != _VERSION:
             raise ValueError("not a token")
         if payload.get("q") != binding:

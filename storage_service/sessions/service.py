@@ -8,16 +8,14 @@ bound to its space and status filter.
 
 from __future__ import annotations
 
-import base64
 import binascii
-import json
 import uuid
 from collections.abc import Set as AbstractSet
 from dataclasses import dataclass
-from datetime import UTC, datetime, timedelta
+from datetime import datetime
 
 from stello.errors import InvalidArgument
-from stello.validation import fits_bigint
+from storage_service import page_tokens
 from storage_service.jobs.repository import Coverage, JobState
 from storage_service.models import (
     MetaUpdate,
@@ -30,27 +28,25 @@ from storage_service.models import (
 )
 from storage_service.unit import Database, UnitOfWork
 
-_EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
-
 
 def _page_token(space_id: uuid.UUID, status: Status | None, last: SessionMeta) -> str:
-    micros = (last.created_at - _EPOCH) // timedelta(microseconds=1)
-    payload = {"space": str(space_id), "status": status or "", "at": micros, "id": str(last.id)}
-    return base64.urlsafe_b64encode(json.dumps(payload).encode()).decode().rstrip("=")
+    payload = {
+        "space": str(space_id),
+        "status": status or "",
+        "at": page_tokens.micros(last.created_at),
+        "id": str(last.id),
+    }
+    return page_tokens.encode(payload)
 
 
 def _parse_page_token(
     token: str, space_id: uuid.UUID, status: Status | None
 ) -> tuple[datetime, uuid.UUID]:
     try:
-        padded = token + "=" * (-len(token) % 4)
-        payload = json.loads(base64.urlsafe_b64decode(padded.encode()))
+        payload = page_tokens.decode(token)
         if payload["space"] != str(space_id) or payload["status"] != (status or ""):
             raise ValueError("issued for another space or filter")
-        micros = payload["at"]
-        if not fits_bigint(micros):
-            raise ValueError("not a time")
-        return _EPOCH + timedelta(microseconds=micros), uuid.UUID(str(payload["id"]))
+        return page_tokens.time_of(payload["at"]), uuid.UUID(str(payload["id"]))
     except (ValueError, KeyError, TypeError, OverflowError, binascii.Error) as exc:
         raise InvalidArgument.field(
             "page_token", "was not issued by ListSessions for this space and status filter"
