@@ -58,6 +58,7 @@ class TestPackage:
             "config",
             "convert",
             "models",
+            "page_tokens",
             "parse",
             "servicer",
             "unit",
