@@ -150,6 +150,8 @@ class RetentionService:
             policy = await statements.policy(space_id)
             if policy is None:
                 raise _no_policy(space_id)
+            if not policy.expires:
+                return Applied((), True)
             now: datetime = await con.fetchval("SELECT now()")
             roots = await statements.roots(space_id, after, DRY_RUN_PAGE)
             actions = tuple(
@@ -212,6 +214,8 @@ class RetentionService:
             locked = await statements.lock_policy(space_id, skip_locked=skip_locked)
             if locked is None:
                 return None
+            if not locked.policy.expires:  # nothing to judge: no root read, no cursor moved
+                return Applied((), True)
             applied = await self._judge_batch(tx, statements, space_id, locked)
             if tx.outbox.pending:
                 await tx.outbox.flush(con)

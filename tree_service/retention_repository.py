@@ -129,6 +129,12 @@ class Policy:
     archive_after_days: int | None = None
     delete_after_days: int | None = None
 
+    @property
+    def expires(self) -> bool:
+        """Whether the policy archives or deletes anything (one put with neither step, as
+        `stello retention set --none` writes, is no policy: nothing to judge)."""
+        return self.archive_after_days is not None or self.delete_after_days is not None
+
 
 @dataclass(frozen=True, slots=True)
 class Cursor:

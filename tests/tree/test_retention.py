@@ -410,6 +410,23 @@ class TestBatches:
         assert await pool.fetchval(CURSOR, space.id) is None
         assert set((await statuses(pool, space)).values()) == {"archived"}
 
+    async def test_an_empty_policy_applies_nothing(
+        self, batched: TreeClient, pool: asyncpg.Pool, space: TestSpace
+    ) -> None:
+        """A policy put with neither step (`stello retention set --none`) expires nothing:
+        ApplyRetention, run or dry, reports no action and a finished pass at once, and no row
+        of the space changes (on main it walked every root in batches, saving the sweep's
+        cursor and last pass, and answered `done` false after `max_batches` batches)."""
+        roots = [(await batched.create(label=f"r{i}")).id for i in range(5)]
+        await idle(pool, space, 400, *roots)
+        assert await put_policy(batched) == common_pb2.RetentionPolicy()
+        before = await space_rows(pool, space.id)
+        run = await apply(batched, max_batches=1)
+        assert list(run.actions) == [] and run.done
+        dry = await apply(batched, dry_run=True)
+        assert list(dry.actions) == [] and dry.done and dry.next_page_token == ""
+        assert await space_rows(pool, space.id) == before
+
     async def test_one_sweep_per_space_across_replicas(
         self, pool: asyncpg.Pool, batched: TreeClient, space: TestSpace
     ) -> None:

@@ -1089,6 +1089,8 @@ class AgentGatewayServicer:
         session (PinSession) keeps it, an active child keeps its ancestors.
         Deletion is DeleteSession's: nothing of the subtree is left, its events
         are written. Bounded batches, resumable (see the tree's ApplyRetention).
+        A policy with neither step set (`stello retention set --none`) expires
+        nothing: the reply has no action and `done`, and nothing changes.
 
         Errors:
         - INVALID_ARGUMENT: malformed space_id or page_token; negative

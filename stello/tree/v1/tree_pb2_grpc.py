@@ -614,7 +614,9 @@ class SessionTreeServicer:
         sweep that stops (a crash, `max_batches`) goes on from there next time.
         Without dry_run, at most `max_batches` batches run (0 = until the pass
         ends); `done` tells whether the pass ended. A dry run starts after
-        `page_token` and answers `next_page_token`.
+        `page_token` and answers `next_page_token`. A policy with neither step
+        set (nothing expires) is applied as nothing: no action, `done`, no root
+        read and no row changed (the sweep's cursor stays where it was).
 
         Errors: INVALID_ARGUMENT (malformed space_id or page_token, negative
         max_batches); FAILED_PRECONDITION, reason NO_RETENTION_POLICY (none
