@@ -159,7 +159,9 @@ class ClientBase:
         """A client with a channel and no caller of its own, for a program that calls as
         many users (a web console): each user's calls go through `using(key=..., space=...)`.
         Only the gateway comes from the arguments (`tls` None: plaintext); of the
-        environment only STELLO_MAX_MESSAGE_BYTES is read, nothing of the saved credentials."""
+        environment only STELLO_MAX_MESSAGE_BYTES is read, nothing of the saved credentials.
+        Every gateway call needs a key, so a call on this client itself raises
+        ConfigurationError (setting "key") before anything connects."""
         check_gateway(gateway)
         target = Target(gateway, "", "", tls, message_limit())
         return cls(
@@ -258,6 +260,12 @@ class ClientBase:
         request_id: str = "",
         turn: bool = False,
     ) -> CallOptions:
+        if not self._key:
+            raise ConfigurationError(
+                "no API key: this client was made by keyless(), which has no caller (and "
+                "reads no STELLO_KEY); call through client.using(key=..., space=...)",
+                setting="key",
+            )
         if timeout is DEFAULT:
             seconds = self._turn_timeout if turn else self._timeout
         else:
@@ -278,8 +286,8 @@ class ClientBase:
         turn: bool = False,
     ) -> Any:
         """One unary call of `method` (the RPC's name) with the caller's key and deadline."""
-        call: Callable[..., Awaitable[Any]] = getattr(self._channel.stub, method)
         opts = self._options(method, timeout, safe=safe, request_id=request_id, turn=turn)
+        call: Callable[..., Awaitable[Any]] = getattr(self._channel.stub, method)
         return await unary(call, request, opts)
 
     def _stream_call(self, method: str, request: Any, opts: CallOptions) -> Any:

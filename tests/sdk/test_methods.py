@@ -13,7 +13,7 @@ from stello.common.v1 import common_pb2
 from stello.storage.v1 import storage_pb2
 from stello_client import AsyncClient, Client
 from stello_client.aio import RPC_METHODS
-from stello_client.exceptions import NotFound, ResourceExhausted, Unauthenticated
+from stello_client.exceptions import ConfigurationError, NotFound, ResourceExhausted
 from stello_client.sync import Client as SyncClient
 from stello_client.types import SendResponse, TextDelta, ToolCall, tool, tool_result
 from tests.gateway.conftest import Stack, record
@@ -274,7 +274,7 @@ class TestWatch:
 class TestCallers:
     async def test_one_channel_many_callers(self, stack: Stack, other_space: TestSpace) -> None:
         """A keyless client calls as each user through `using` (one channel, as the console
-        does); a call on it directly carries no key and is refused."""
+        does); a call on it directly has no key and is a ConfigurationError naming it."""
         async with AsyncClient.keyless(stack.gateway.address) as shared:
             mine = shared.using(key=stack.space.key, space=stack.space.sid)
             theirs = shared.using(key=other_space.key, space=other_space.sid)
@@ -284,7 +284,7 @@ class TestCallers:
             assert [n.label for n in await theirs.get_tree()] == ["theirs"]
             await theirs.close()  # closes nothing: the channel is the keyless client's
             assert [n.label for n in await mine.get_tree()] == ["mine"]
-            with pytest.raises(Unauthenticated):
+            with pytest.raises(ConfigurationError, match="no API key"):
                 await shared.who_am_i()
 
 
@@ -303,7 +303,7 @@ class TestSyncClient:
                 assert [n.label for n in theirs.get_tree()] == ["theirs"]
                 theirs.close()  # closes nothing: the channel is the keyless client's
                 assert [n.label for n in mine.get_tree()] == ["mine"]
-                with pytest.raises(Unauthenticated):
+                with pytest.raises(ConfigurationError, match="no API key"):
                     shared.who_am_i()
 
         await asyncio.to_thread(work)

@@ -8,7 +8,8 @@ from pathlib import Path
 
 import pytest
 
-from stello_client import AsyncClient, ConfigurationError
+from stello_client import AsyncClient, Client, ConfigurationError
+from stello_client.calls import Retry
 from stello_client.target import resolve_target
 
 SAVED = {"space_id": "saved-space", "key": "saved-key", "gateway": "127.0.0.1:50063"}
@@ -91,3 +92,32 @@ class TestGatewayAddress:
         """HOST:PORT, a bracketed IPv6 address and gRPC's own targets (unix:PATH) are kept."""
         assert resolve_target(gateway, "key", "space").gateway == gateway
         assert AsyncClient.keyless(gateway).gateway == gateway
+
+
+# Nothing listens on port 1: a call that reached for the gateway would fail UNAVAILABLE.
+NOWHERE = "127.0.0.1:1"
+SPACE = "00000000-0000-4000-8000-000000000001"
+
+
+class TestKeyless:
+    async def test_a_call_without_a_key_is_refused_before_connecting(self) -> None:
+        """A keyless client's own call (or one through `using` with a space and no key) raises
+        ConfigurationError naming the missing key before any connection; on main it went out
+        without one and the gateway answered UNAUTHENTICATED."""
+        async with AsyncClient.keyless(NOWHERE, retry=Retry(attempts=1)) as client:
+            for caller in (client, client.using(space=SPACE)):
+                with pytest.raises(ConfigurationError, match=r"^no API key: .*using\(key=") as err:
+                    await caller.get_tree()
+                assert err.value.setting == "key"
+            with pytest.raises(ConfigurationError, match=r"^no API key"):
+                async with client.using(space=SPACE).watch() as watch:
+                    await watch.start()
+
+    def test_the_sync_client_too(self) -> None:
+        """`Client.keyless(gateway).get_tree()` raises the same ConfigurationError."""
+        with (
+            Client.keyless(NOWHERE, retry=Retry(attempts=1)) as client,
+            pytest.raises(ConfigurationError, match=r"^no API key") as caught,
+        ):
+            client.get_tree()
+        assert caught.value.setting == "key"
