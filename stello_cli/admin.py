@@ -19,7 +19,7 @@ from stello_cli.parser import Commands, int32, seconds
 from stello_cli.style import one_line, plural, write
 from stello_client.credentials import load_credentials
 from stello_client.dicts import dumps
-from stello_client.errors import ClientError, rpc_error_line
+from stello_client.errors import ClientError, connection_hint, rpc_error_line
 from stello_client.flags import address_problem, gateway_address, pick, resolve_tls, tls_options
 
 if TYPE_CHECKING:  # the database commands import these when they run (a client needs none)
@@ -179,20 +179,27 @@ async def cmd_health(args: argparse.Namespace) -> int:
                 health_pb2.HealthCheckRequest(service=args.service), timeout=args.timeout
             )
         except grpc.aio.AioRpcError as err:
-            _said_health(args, address, err.code().name, failed=True)
+            hint = connection_hint(err, address)
+            _said_health(args, address, err.code().name, failed=True, hint=hint)
             return 1
     name = health_pb2.HealthCheckResponse.ServingStatus.Name(reply.status)
     _said_health(args, address, name, failed=False)
     return 0 if reply.status == health_pb2.HealthCheckResponse.SERVING else 1
 
 
-def _said_health(args: argparse.Namespace, address: str, status: str, *, failed: bool) -> None:
+def _said_health(
+    args: argparse.Namespace, address: str, status: str, *, failed: bool, hint: str | None = None
+) -> None:
     """`HOST:PORT: STATUS` (on stderr when the call failed), or with --json one object on
-    stdout: {"address": ..., "status": ...} (a failed call's status is its gRPC code)."""
+    stdout: {"address": ..., "status": ...} (a failed call's status is its gRPC code). A
+    connection that failed as TLS does adds the other commands' hint (`(... pass
+    --ca-file ...)`; JSON: "hint")."""
     if getattr(args, "json", False):
-        write(json.dumps({"address": address, "status": status}))
+        said = {"address": address, "status": status}
+        write(json.dumps(said if hint is None else {**said, "hint": hint}))
     else:
-        write(f"{address}: {status}", stream=sys.stderr if failed else sys.stdout)
+        line = f"{address}: {status}" if hint is None else f"{address}: {status} ({hint})"
+        write(line, stream=sys.stderr if failed else sys.stdout)
 
 
 async def cmd_reconcile(args: argparse.Namespace) -> int:

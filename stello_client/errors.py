@@ -238,6 +238,17 @@ def _unresolved(target: str, service: str) -> str:
     return f"cannot resolve host {host!r} (in {service}'s address {target})"
 
 
+def connection_hint(error: grpc.aio.AioRpcError, target: str) -> str | None:
+    """What to check when a call to `target` failed in its connection the way TLS fails
+    (a plaintext call to a TLS server, a certificate that does not name the address); None
+    otherwise. For a caller that renders the call itself (`stello health`)."""
+    import grpc
+
+    if error.code() != grpc.StatusCode.UNAVAILABLE:
+        return None
+    return _unreachable_hint(_flat(error.details() or ""), target)
+
+
 def _unreachable_hint(details: str, target: str) -> str | None:
     """What to check when `target` did not answer, from how the connection failed (None:
     nothing answered at all)."""

@@ -163,27 +163,38 @@ class TestHealthOverTls:
             )
 
     async def test_health_without_tls_is_unavailable(self, suite: Suite, home: Path) -> None:
-        """Plaintext health against a TLS server: exit 1, UNAVAILABLE."""
+        """Plaintext health against a TLS server: exit 1, UNAVAILABLE, with the hint about
+        --ca-file the other commands give (on main: UNAVAILABLE alone)."""
+        hint = (
+            f"{suite.tree} closed the connection: if it serves TLS, pass --ca-file "
+            "(and --cert-file/--key-file for mutual TLS)"
+        )
         done = await stello(private_env(home), "health", suite.tree)
-        assert (done.returncode, done.stderr) == (1, f"{suite.tree}: UNAVAILABLE\n")
+        assert (done.returncode, done.stderr) == (1, f"{suite.tree}: UNAVAILABLE ({hint})\n")
         done = await stello(private_env(home), "health", suite.tree, "--json")
         assert (done.returncode, json.loads(done.stdout)) == (
             1,
-            {"address": suite.tree, "status": "UNAVAILABLE"},
+            {"address": suite.tree, "status": "UNAVAILABLE", "hint": hint},
         )
 
     async def test_server_name_is_checked(
         self, suite: Suite, tls_files: TlsFiles, home: Path
     ) -> None:
         """--server-name replaces the address's host in the certificate check: a name the
-        certificate has passes, another fails (as a probe inside a container needs)."""
+        certificate has passes, another fails, saying so (as a probe inside a container
+        needs)."""
         flags = tls_flags(tls_files, suite)
         env = private_env(home)
         good = await stello(env, "health", suite.tree, *flags, "--server-name", "localhost")
         assert good.returncode == 0, good.stderr
         env["STELLO_SERVER_NAME"] = "not-in-the.certificate"
         bad = await stello(env, "health", suite.tree, *flags)
-        assert (bad.returncode, bad.stderr) == (1, f"{suite.tree}: UNAVAILABLE\n")
+        assert (bad.returncode, bad.stderr) == (
+            1,
+            f"{suite.tree}: UNAVAILABLE (the certificate of {suite.tree} does not name that "
+            "address (nor --server-name, if given): pass a name it holds with --server-name "
+            "(STELLO_SERVER_NAME))\n",
+        )
 
 
 class TestTlsErrors:
