@@ -14,6 +14,7 @@ from typing import TYPE_CHECKING
 from stello_cli.databases import admin_settings, settings_of
 from stello_cli.parser import Commands
 from stello_cli.style import one_line, write
+from stello_client.dicts import dumps
 from stello_client.errors import ClientError, UsageError
 
 if TYPE_CHECKING:  # imported when a command runs (a client needs none)
@@ -71,13 +72,27 @@ async def cmd_keys_revoke(args: argparse.Namespace) -> int:
 
 
 async def cmd_keys_list(args: argparse.Namespace) -> int:
-    """List keys (never their secrets): id, scope, space, live or revoked, and the note."""
+    """List keys (never their secrets): id, scope, space, live or revoked, and the note; with
+    --json one array of {"id", "scope", "space" (null: an admin key's every space), "state",
+    "name"}."""
 
     async def work(keys: KeyStore) -> int:
-        for row in await keys.list_keys():
-            state = "revoked" if row["revoked_at"] else "live"
-            line = f"{row['id']}  {row['scope']:<6}  {row['space'] or '*':<24}  {state:<7}"
-            write(f"{line}  {one_line(row['name'])}".rstrip())
+        listed = [
+            {
+                "id": str(row["id"]),
+                "scope": row["scope"],
+                "space": row["space"],
+                "state": "revoked" if row["revoked_at"] else "live",
+                "name": row["name"],
+            }
+            for row in await keys.list_keys()
+        ]
+        if getattr(args, "json", False):
+            write(dumps(listed))
+            return 0
+        for key in listed:
+            line = f"{key['id']}  {key['scope']:<6}  {key['space'] or '*':<24}  {key['state']:<7}"
+            write(f"{line}  {one_line(key['name'])}".rstrip())
         return 0
 
     return await _with_keys(args, work)
@@ -123,9 +138,11 @@ def register_keys(commands: Commands) -> None:
     revoke = commands.local("revoke", cmd_keys_revoke, "revoke a key by its id", parent=keys)
     revoke.add_argument("key_id", metavar="KEY_ID", help="the key's id (from `stello keys list`)")
     commands.database_option(revoke)
-    commands.database_option(
-        commands.local("list", cmd_keys_list, "list keys (never their secrets)", parent=keys)
+    listing = commands.local("list", cmd_keys_list, "list keys (never their secrets)", parent=keys)
+    listing.add_argument(
+        "--json", action="store_true", default=argparse.SUPPRESS, help="print JSON for scripts"
     )
+    commands.database_option(listing)
     spaces = commands.group("spaces", "manage spaces (on the database directly)")
     commands.database_option(
         commands.local("list", cmd_spaces_list, "list spaces with owners and sizes", parent=spaces)

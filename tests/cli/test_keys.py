@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import json
 from collections.abc import AsyncIterator
 from pathlib import Path
 
@@ -44,3 +45,34 @@ class TestKeys:
         }
         assert rows[noted].split()[1:] == ["tenant", "a", "live", "ci", "runner"]
         assert rows[plain].split()[1:] == ["admin", "*", "live"]
+
+    async def test_list_as_json(self, fresh: str, home: Path) -> None:
+        """`keys list --json` (or `stello --json keys list`) prints one array of the table's
+        fields, an admin key's space null, a revoked key so, and never a secret."""
+        env = private_env(home)
+        db = ("--database-url", fresh)
+        made = await stello_ok(env, "keys", "create", "--space", "a", "--name", "ci runner", *db)
+        tenant = dict(line.split(": ", 1) for line in made.splitlines())
+        made = await stello_ok(env, "keys", "create", "--admin", *db)
+        admin = dict(line.split(": ", 1) for line in made.splitlines())
+        await stello_ok(env, "keys", "revoke", admin["key_id"], *db)
+        expected = [
+            {
+                "id": tenant["key_id"],
+                "scope": "tenant",
+                "space": "a",
+                "state": "live",
+                "name": "ci runner",
+            },
+            {
+                "id": admin["key_id"],
+                "scope": "admin",
+                "space": None,
+                "state": "revoked",
+                "name": "",
+            },
+        ]
+        for args in (("keys", "list", "--json"), ("--json", "keys", "list")):
+            out = await stello_ok(env, *args, *db)
+            assert json.loads(out) == expected
+            assert tenant["key"] not in out and admin["key"] not in out
