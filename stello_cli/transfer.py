@@ -428,6 +428,12 @@ class Importer:
         """Nothing new was made: an earlier import of the file answered every session."""
         return not self.fresh
 
+    def made_now(self) -> list[str]:
+        """The file's ids of the sessions this run made, in the order it made them (fewer
+        than the file's: an earlier import answered the others)."""
+        file_id = {session: old for old, session in self.made.items()}
+        return [file_id[session] for session, _ in self.fresh]
+
     async def one(self, entry: dict[str, Any], planned: Planned) -> None:
         """ImportSession of one entry (parents and sources imported before it).
 
@@ -512,7 +518,11 @@ async def cmd_import(args: argparse.Namespace) -> int:
     """Recreate an exported subtree in the space (under --parent, else as new roots).
 
     The whole file is checked before the first call; a call refused later deletes what
-    this run made, so a failed import leaves the space as it was.
+    this run made, so a failed import leaves the space as it was. --json: {"imported": the
+    file's ids to the sessions that stand for them, "again": an earlier import answered
+    every one, "copies": made beside the exported sessions, "made_now": the file's ids
+    this run made (all of them, none when "again", or those of a partial re-import: the
+    sessions deleted since the first import)}.
     """
     from stello_client.exceptions import RpcError
 
@@ -539,7 +549,13 @@ async def cmd_import(args: argparse.Namespace) -> int:
         whole = len(run.fresh) == len(made)  # not the rest of a partly deleted first import
         originals = whole and await _present(client, [str(s["id"]) for s in sessions])
     if args.json:
-        write(dicts.dumps({"imported": made, "again": run.replayed, "copies": originals}))
+        answer = {
+            "imported": made,
+            "again": run.replayed,
+            "copies": originals,
+            "made_now": run.made_now(),
+        }
+        write(dicts.dumps(answer))
     else:
         write(import_line(len(made), tops, made_now=len(run.fresh), copies=originals))
     return 0

@@ -361,15 +361,23 @@ async def test_a_partly_deleted_import_is_finished_and_said(
     suite: Suite, home: Path, space: TestSpace
 ) -> None:
     """Run again after part of its first import was deleted, an import makes only what is
-    gone, under the first import's top, and says so."""
+    gone, under the first import's top, and says so: in words, and with --json in
+    "made_now" (the file's ids it made; on main the JSON said only "again": false)."""
     env = suite.env(home, space)
     top = (await stello(env, "root", "--label", "Top", "-q")).stdout.strip()
     kid = (await stello(env, "fork", top, "--label", "Kid", "-q")).stdout.strip()
-    assert (await stello(env, "fork", kid, "--label", "Grandkid")).returncode == 0
+    grandkid = (await stello(env, "fork", kid, "--label", "Grandkid", "-q")).stdout.strip()
     backup = home / "backup.json"
     assert (await stello(env, "export", top, "-o", str(backup))).returncode == 0
-    first = json.loads((await stello(env, "import", str(backup), "--json")).stdout)["imported"]
+    answer = json.loads((await stello(env, "import", str(backup), "--json")).stdout)
+    first = answer["imported"]
+    assert (answer["again"], answer["made_now"]) == (False, [top, kid, grandkid])
     assert (await stello(env, "delete", first[kid], "--yes")).returncode == 0
+    answer = json.loads((await stello(env, "import", str(backup), "--json")).stdout)
+    assert (answer["again"], answer["copies"]) == (False, False)
+    assert answer["made_now"] == [kid, grandkid]
+    assert answer["imported"][top] == first[top]
+    assert (await stello(env, "delete", answer["imported"][kid], "--yes")).returncode == 0
     again = await stello(env, "import", str(backup))
     assert (again.returncode, again.stdout) == (
         0,
@@ -378,6 +386,7 @@ async def test_a_partly_deleted_import_is_finished_and_said(
     )
     answer = json.loads((await stello(env, "import", str(backup), "--json")).stdout)
     assert (answer["again"], answer["imported"][top]) == (True, first[top])
+    assert answer["made_now"] == []
     assert await sessions_in(env) == 6
 
 
