@@ -367,8 +367,15 @@ def _register_health(commands: Commands) -> None:
         nargs="?",
         type=gateway_address,
         metavar="HOST:PORT",
-        help="the server (default: `stello --gateway`, STELLO_GATEWAY, else the gateway "
-        "`stello up` saved)",
+        help="the server (default: --gateway, STELLO_GATEWAY, else the gateway `stello up` saved)",
+    )
+    # The global flag, also after the command (as every client command takes it).
+    health.add_argument(
+        "--gateway",
+        type=gateway_address,
+        default=argparse.SUPPRESS,
+        metavar="HOST:PORT",
+        help="the gateway to ask when HOST:PORT is not given (STELLO_GATEWAY)",
     )
     health.add_argument("--service", default="", help="a service name (default: the whole server)")
     health.add_argument(

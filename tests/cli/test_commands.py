@@ -431,8 +431,10 @@ class TestOutput:
         assert await ok(env, "health") == f"{suite.gateway}: SERVING\n"
 
     async def test_health_asks_the_gateway_flag(self, env: dict[str, str], suite: Suite) -> None:
-        """`stello --gateway HOST:PORT health` asks that address, over STELLO_GATEWAY."""
+        """`stello --gateway HOST:PORT health` (or `stello health --gateway HOST:PORT`) asks
+        that address, over STELLO_GATEWAY."""
         done = await stello(env, "--gateway", "127.0.0.1:1", "health")
         assert (done.returncode, done.stdout, done.stderr) == (1, "", "127.0.0.1:1: UNAVAILABLE\n")
         env["STELLO_GATEWAY"] = "127.0.0.1:1"
         assert await ok(env, "--gateway", suite.gateway, "health") == f"{suite.gateway}: SERVING\n"
+        assert await ok(env, "health", "--gateway", suite.gateway) == f"{suite.gateway}: SERVING\n"

@@ -106,6 +106,26 @@ class TestGlobalFlags:
         args = build_parser().parse_args(argv)
         assert (args.json, args.gateway, args.space, args.timeout) == (True, "g:1", "s", 30.0)
 
+    @pytest.mark.parametrize(
+        "argv",
+        [
+            pytest.param(["--gateway", "g:1", "health"], id="before"),
+            pytest.param(["health", "--gateway", "g:1"], id="after"),
+            pytest.param(["--gateway", "x:1", "health", "--gateway", "g:1"], id="after-wins"),
+        ],
+    )
+    def test_health_takes_the_gateway_on_either_side(self, argv: list[str]) -> None:
+        """`stello health --gateway HOST:PORT` is `stello --gateway HOST:PORT health` (on main
+        the first was a usage error), and the address there is still checked."""
+        args = build_parser().parse_args(argv)
+        assert (args.gateway, args.address) == ("g:1", None)
+
+    def test_health_checks_the_gateway_after_it(self, capsys: pytest.CaptureFixture[str]) -> None:
+        """A --gateway after `health` that is not HOST:PORT is the same usage error as before
+        it."""
+        said = usage_error(capsys, "health", "--gateway", "http://g:1")
+        assert said.startswith("stello health: argument --gateway: give HOST:PORT")
+
     def test_database_url_before_the_subcommand(self) -> None:
         """--database-url may come first too."""
         args = build_parser().parse_args(["--database-url", "postgresql://x", "migrate"])
