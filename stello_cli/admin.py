@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING
 
 from stello_cli.databases import admin_settings, settings_of
 from stello_cli.keys import register_keys
-from stello_cli.parser import Commands, int32, seconds
+from stello_cli.parser import HEALTH_TIMEOUT_S, Commands, call_timeout, int32, seconds
 from stello_cli.style import one_line, plural, write
 from stello_client.credentials import load_credentials
 from stello_client.dicts import dumps
@@ -176,7 +176,8 @@ async def cmd_health(args: argparse.Namespace) -> int:
     async with open_channel(address, tls=resolve_tls(args)) as channel:
         try:
             reply = await health_pb2_grpc.HealthStub(channel).Check(
-                health_pb2.HealthCheckRequest(service=args.service), timeout=args.timeout
+                health_pb2.HealthCheckRequest(service=args.service),
+                timeout=call_timeout(args, HEALTH_TIMEOUT_S),
             )
         except grpc.aio.AioRpcError as err:
             hint = connection_hint(err, address)
@@ -227,7 +228,7 @@ async def cmd_reconcile(args: argparse.Namespace) -> int:
             admin_key,
             args.older_than,
             args.dry_run,
-            timeout_s=args.timeout,
+            timeout_s=call_timeout(args),
             tls=resolve_tls(args),
         )
     except StelloError as exc:
@@ -381,7 +382,12 @@ def _register_health(commands: Commands) -> None:
     health.add_argument(
         "--json", action="store_true", default=argparse.SUPPRESS, help="print JSON for scripts"
     )
+    # The global flag, also after the command: given on either side it is the wait.
     health.add_argument(
-        "--timeout", type=seconds, default=3.0, metavar="S", help="seconds to wait (default 3)"
+        "--timeout",
+        type=seconds,
+        default=argparse.SUPPRESS,
+        metavar="S",
+        help=f"seconds to wait (default {HEALTH_TIMEOUT_S:g})",
     )
     tls_options(health.add_argument_group("TLS (default: plaintext)"), default=argparse.SUPPRESS)

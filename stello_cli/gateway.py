@@ -19,6 +19,7 @@ import uuid
 from collections.abc import AsyncIterator
 from typing import TYPE_CHECKING
 
+from stello_cli.parser import call_timeout
 from stello_cli.style import one_line
 from stello_client.errors import ClientError, UsageError, configuration_line, rpc_error_line
 from stello_client.flags import resolve_tls
@@ -50,8 +51,8 @@ def connect(args: argparse.Namespace) -> AsyncClient:
             args.space,
             tls=tls,
             plaintext=tls is None,
-            timeout=args.timeout,
-            turn_timeout=args.timeout,
+            timeout=call_timeout(args),
+            turn_timeout=call_timeout(args),
             retry=Retry(attempts=RETRY_ATTEMPTS),
         )
     except ConfigurationError as exc:

@@ -136,10 +136,22 @@ def connection_options(parser: argparse.ArgumentParser, *, default: Any = None) 
     parser.add_argument(
         "--timeout",
         type=seconds,
-        default=argparse.SUPPRESS if suppress else 30.0,
+        default=argparse.SUPPRESS if suppress else None,
         metavar="S",
-        help="seconds per call (default 30)",
+        help=f"seconds per call (default {CALL_TIMEOUT_S:g}; health's {HEALTH_TIMEOUT_S:g})",
     )
+
+
+CALL_TIMEOUT_S = 30.0
+"""How long a command waits for each call when --timeout is not given."""
+HEALTH_TIMEOUT_S = 3.0
+"""`stello health`'s wait when --timeout is not given (a container probe's)."""
+
+
+def call_timeout(args: argparse.Namespace, default: float = CALL_TIMEOUT_S) -> float:
+    """The --timeout given before or after the command, else the command's `default`."""
+    given: float | None = args.timeout
+    return default if given is None else given
 
 
 MAX_INT32 = 2**31 - 1

@@ -10,7 +10,13 @@ import pytest
 
 from stello import __version__
 from stello_cli.main import main
-from stello_cli.parser import SESSION_HELP, build_parser
+from stello_cli.parser import (
+    CALL_TIMEOUT_S,
+    HEALTH_TIMEOUT_S,
+    SESSION_HELP,
+    build_parser,
+    call_timeout,
+)
 from tests.cli.processes import private_env, run_cli
 
 
@@ -104,7 +110,24 @@ class TestGlobalFlags:
     def test_before_or_after_the_subcommand(self, argv: list[str]) -> None:
         """Connection flags and --json work on either side of the subcommand."""
         args = build_parser().parse_args(argv)
-        assert (args.json, args.gateway, args.space, args.timeout) == (True, "g:1", "s", 30.0)
+        assert (args.json, args.gateway, args.space, call_timeout(args)) == (True, "g:1", "s", 30)
+
+    @pytest.mark.parametrize(
+        ("argv", "wait"),
+        [
+            pytest.param(["health"], HEALTH_TIMEOUT_S, id="its-own-default"),
+            pytest.param(["--timeout", "10", "health"], 10.0, id="before"),
+            pytest.param(["health", "--timeout", "10"], 10.0, id="after"),
+            pytest.param(["--timeout", "7", "health", "--timeout", "10"], 10.0, id="after-wins"),
+            pytest.param(["--timeout", "10", "tree"], 10.0, id="a-client-command"),
+        ],
+    )
+    def test_the_timeout_on_either_side(self, argv: list[str], wait: float) -> None:
+        """`stello --timeout 10 health` waits 10 s: on main health's own default (3 s) reset
+        the flag given before the command."""
+        args = build_parser().parse_args(argv)
+        default = HEALTH_TIMEOUT_S if args.command == "health" else CALL_TIMEOUT_S
+        assert call_timeout(args, default) == wait
 
     @pytest.mark.parametrize(
         "argv",
