@@ -39,8 +39,14 @@ COLOCATE_WITH = "sessions"
 DEFAULT_SHARD_COUNT = 64
 
 # Global tables, small, replicated to every node: a key is looked up by its
-# hash before the space is known.
-REFERENCE_TABLES: tuple[str, ...] = ("principals", "spaces", "api_keys", "schema_migrations")
+# hash before the space is known; the page-token key is one for all spaces.
+REFERENCE_TABLES: tuple[str, ...] = (
+    "principals",
+    "spaces",
+    "api_keys",
+    "schema_migrations",
+    "token_keys",
+)
 
 # Tenant tables, by space_id, co-located with the first (sessions).
 DISTRIBUTED_TABLES: tuple[str, ...] = (

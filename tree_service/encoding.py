@@ -7,6 +7,8 @@ from __future__ import annotations
 
 import base64
 import binascii
+import hashlib
+import hmac
 import json
 import uuid
 from datetime import UTC, datetime, timedelta
@@ -103,18 +105,37 @@ def decode_page_token(token: str) -> tuple[datetime, uuid.UUID]:
         ) from None
 
 
-def encode_ancestor_token(session_id: uuid.UUID, after: uuid.UUID) -> str:
-    """An opaque ListAncestors cursor: the session and the last ancestor answered."""
-    return base64.urlsafe_b64encode(f"a.{session_id.hex}.{after.hex}".encode()).decode()
+def _ancestor_mac(key: bytes, space_id: uuid.UUID, session_id: uuid.UUID, after: uuid.UUID) -> str:
+    """The signature of an ancestor token: HMAC-SHA256 under the page-token key (migration
+    0031), cut to 128 bits, over the space, the session and the last ancestor answered."""
+    message = f"{space_id.hex}.{session_id.hex}.{after.hex}".encode()
+    return hmac.new(key, message, hashlib.sha256).hexdigest()[:32]
 
 
-def decode_ancestor_token(token: str, session_id: uuid.UUID) -> uuid.UUID:
-    """The ancestor a token continues after; INVALID_ARGUMENT when it is not for `session_id`."""
+def encode_ancestor_token(
+    key: bytes, space_id: uuid.UUID, session_id: uuid.UUID, after: uuid.UUID
+) -> str:
+    """An opaque ListAncestors cursor: the session and the last ancestor answered, signed
+    with `key`, so that only a cursor a page answered continues a walk (a hand-made one
+    naming another branch's session would walk another chain)."""
+    mac = _ancestor_mac(key, space_id, session_id, after)
+    return base64.urlsafe_b64encode(f"a.{session_id.hex}.{after.hex}.{mac}".encode()).decode()
+
+
+def decode_ancestor_token(
+    key: bytes, token: str, space_id: uuid.UUID, session_id: uuid.UUID
+) -> uuid.UUID:
+    """The ancestor a token continues after; INVALID_ARGUMENT when a page of `session_id`
+    in `space_id` did not answer it (signed with another key, or not at all)."""
     try:
-        kind, session_hex, after_hex = base64.urlsafe_b64decode(token.encode()).decode().split(".")
+        kind, session_hex, after_hex, mac = (
+            base64.urlsafe_b64decode(token.encode()).decode().split(".")
+        )
         if kind != "a" or uuid.UUID(hex=session_hex) != session_id:
             raise ValueError("issued for another session")
         after = uuid.UUID(hex=after_hex)
+        if not hmac.compare_digest(mac, _ancestor_mac(key, space_id, session_id, after)):
+            raise ValueError("not signed by this deployment")
         if after == session_id:
             raise ValueError("a session is not its own ancestor")
         return after

@@ -261,6 +261,13 @@ class TreeRepository:
         """Whether the session is visible (one probe of its key)."""
         return bool(await fetch(self._pool, sql.VISIBLE_PARENT, space_id, session_id))
 
+    async def token_key(self) -> bytes:
+        """The key page tokens are signed with (migration 0031: one per deployment)."""
+        rows = await fetch(self._pool, sql.TOKEN_KEY)
+        if not rows:  # the row is made by the migration that makes the table
+            raise RuntimeError("token_keys has no 'page_tokens' row: run `stello migrate`")
+        return cast(bytes, rows[0]["secret"])
+
     async def ancestor_page(
         self, space_id: uuid.UUID, session_id: uuid.UUID, start: uuid.UUID, limit: int
     ) -> list[TreeEntry] | None:

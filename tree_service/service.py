@@ -127,6 +127,7 @@ class TreeService:
         self._erase_batch = erase_batch
         # Called after a DeleteSubtree hid sessions: wakes the erasure job.
         self._on_hidden = on_hidden
+        self._page_token_key: bytes | None = None
 
     # -- creation -----------------------------------------------------------
 
@@ -278,7 +279,10 @@ class TreeService:
         self, space_id: uuid.UUID, session_id: uuid.UUID, page_size: int, page_token: str
     ) -> tuple[list[TreeEntry], str]:
         """One page of the ancestors nearest first, and the next page's token ("" at the root)."""
-        start = decode_ancestor_token(page_token, session_id) if page_token else session_id
+        key = await self._token_key()
+        start = session_id
+        if page_token:
+            start = decode_ancestor_token(key, page_token, space_id, session_id)
         chain = await self._repo.ancestor_page(space_id, session_id, start, page_size)
         if chain is None:
             if start != session_id and await self._repo.visible(space_id, session_id):
@@ -286,7 +290,15 @@ class TreeService:
             raise _not_found(session_id)
         page = chain[1:]
         more = bool(page) and page[-1].parent_id is not None
-        return page, encode_ancestor_token(session_id, page[-1].id) if more else ""
+        if not more:
+            return page, ""
+        return page, encode_ancestor_token(key, space_id, session_id, page[-1].id)
+
+    async def _token_key(self) -> bytes:
+        """The page-token key, read once (it never changes)."""
+        if self._page_token_key is None:
+            self._page_token_key = await self._repo.token_key()
+        return self._page_token_key
 
     async def get_tree(self, query: TreeQuery) -> list[TreeRow]:
         """The forest (or one subtree) in pre-order, capped at max_tree_nodes."""

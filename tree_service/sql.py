@@ -523,6 +523,9 @@ DO UPDATE SET config = EXCLUDED.config, updated_at = EXCLUDED.updated_at
 RETURNING config
 """
 
+# The key ListAncestors tokens are signed with (global: one per deployment).
+TOKEN_KEY = "SELECT secret FROM token_keys WHERE purpose = 'page_tokens'"
+
 # -- Erasure -------------------------------------------------------------------
 
 # Row-locks the visible session and every descendant not already being erased

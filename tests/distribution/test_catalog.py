@@ -32,7 +32,13 @@ class TestCatalog:
     async def test_every_table_is_planned(self, con: asyncpg.Connection, plan: CitusPlan) -> None:
         """Each table is distributed by space_id or a reference table in docs/scaling.md."""
         assert await catalog.unplanned_tables(con, plan) == []
-        assert plan.reference == {"principals", "spaces", "api_keys", "schema_migrations"}
+        assert plan.reference == {
+            "principals",
+            "spaces",
+            "api_keys",
+            "schema_migrations",
+            "token_keys",
+        }
 
     async def test_tenant_tables_carry_space_id(
         self, con: asyncpg.Connection, plan: CitusPlan

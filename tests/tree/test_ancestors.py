@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import base64
 import json
 import uuid
 from typing import Any
@@ -127,12 +128,35 @@ class TestRefusals:
             assert caught.value.code() is grpc.StatusCode.INVALID_ARGUMENT
             assert [v.field for v in field_violations(caught.value)] == ["page_token"]
 
+    async def test_a_hand_made_token_is_refused(self, tree: TreeClient) -> None:
+        """A token no page answered, naming as the last ancestor a session of another
+        branch above the requested one (same tree, lower depth), is INVALID_ARGUMENT on
+        page_token: on main it was accepted and the next page was the other branch's
+        ancestors. Tokens are signed (migration 0031); neither the unsigned form nor one
+        signed with another key is taken, and a fair one still pages."""
+        root = await tree.create(label="r")
+        left = await tree.child(root.id, label="left")
+        right = await tree.child(root.id, label="right")
+        right_child = await tree.child(right.id, label="rc")
+        l2 = await tree.child(left.id, label="l2")
+        leaf = await tree.child(l2.id, label="leaf")
+        session, after = uuid.UUID(leaf.id), uuid.UUID(right_child.id)
+        unsigned = base64.urlsafe_b64encode(f"a.{session.hex}.{after.hex}".encode()).decode()
+        for bad in (unsigned, encode_ancestor_token(b"k" * 32, tree.space.id, session, after)):
+            with pytest.raises(grpc.aio.AioRpcError) as caught:
+                await page(tree, leaf.id, 1, bad)
+            assert caught.value.code() is grpc.StatusCode.INVALID_ARGUMENT
+            assert [v.field for v in field_violations(caught.value)] == ["page_token"]
+        assert (await walk(tree, leaf.id, 1))[0] == [l2.id, left.id, root.id]
+
     async def test_a_token_whose_ancestor_is_not_above_the_session_is_refused(
-        self, tree: TreeClient, other_tree: TreeClient
+        self, tree: TreeClient, other_tree: TreeClient, pool: asyncpg.Pool
     ) -> None:
-        """A hand-made token naming, as the last ancestor, a descendant of the session,
-        the session itself, another tree's or another space's session is INVALID_ARGUMENT
-        on page_token, not a page of another chain (explore2 finding 14)."""
+        """A token signed with the deployment's key yet naming, as the last ancestor, a
+        descendant of the session, the session itself, another tree's or another space's
+        session is INVALID_ARGUMENT on page_token, not a page of another chain (explore2
+        finding 14): the service checks the ancestor too, not only the signature."""
+        key = await pool.fetchval(sql.TOKEN_KEY)
         chain_ids = [(await tree.create(label="c0")).id]
         for i in range(1, 5):
             chain_ids.append((await tree.child(chain_ids[-1], label=f"c{i}")).id)
@@ -148,12 +172,12 @@ class TestRefusals:
             (c4, str(uuid.uuid4())),
         ]
         for session, after in cases:
-            token = encode_ancestor_token(session, uuid.UUID(after))
+            token = encode_ancestor_token(key, tree.space.id, session, uuid.UUID(after))
             with pytest.raises(grpc.aio.AioRpcError) as caught:
                 await page(tree, str(session), 2, token)
             assert caught.value.code() is grpc.StatusCode.INVALID_ARGUMENT, (session, after)
             assert [v.field for v in field_violations(caught.value)] == ["page_token"]
-        fair = encode_ancestor_token(c4, uuid.UUID(chain_ids[2]))
+        fair = encode_ancestor_token(key, tree.space.id, c4, uuid.UUID(chain_ids[2]))
         reply = await page(tree, str(c4), 2, fair)
         assert [n.id for n in reply.nodes] == [chain_ids[1], chain_ids[0]]
 
