@@ -4,7 +4,7 @@ The JSON file (``stello export SESSION``) is::
 
     {"stello_export": 1, "exported_at": "...Z", "sessions": [
       {"id": "...", "parent_id": "..." or null, "source_session_id": "..." or null,
-       "label": "...", "status": "active", "turn_count": 2,
+       "label": "...", "status": "active", "turn_count": 2, "pinned": false,
        "config": {"system_prompt": "...", "skills": [...]} or null,
        "system_prompt": ... , "memory": ..., "insight": ... (each a string or null),
        "metadata": {"key": "value", ...},
@@ -279,6 +279,7 @@ class Planned:
     insight: str | None
     metadata: dict[str, str]
     inherit_count: int
+    pinned: bool
 
 
 def plan(entry: dict[str, Any]) -> Planned:
@@ -298,6 +299,7 @@ def plan(entry: dict[str, Any]) -> Planned:
         insight=text_field(entry, "insight"),
         metadata=_metadata(entry.get("metadata")),
         inherit_count=_inherit_count(entry.get("inherits")),
+        pinned=_pinned(entry.get("pinned")),
     )
 
 
@@ -401,6 +403,14 @@ def _metadata(found: Any) -> dict[str, str]:
     return dict(found)
 
 
+def _pinned(found: Any) -> bool:
+    if found is None:  # an export made before the field
+        return False
+    if not isinstance(found, bool):
+        raise ClientError(f"pinned: must be true or false, got {shown(found)}")
+    return found
+
+
 def _inherit_count(found: Any) -> int:
     if found is None:
         return 0
@@ -456,6 +466,8 @@ class Importer:
                 if attempt == ERASED_TRIES - 1:
                     raise
         self.made[old] = session.id
+        if planned.pinned and not session.pinned:  # a replay pins what a first run did not
+            await self._client.pin_session(session.id)
         created = dicts.when(session.created_at)
         if created is None or created >= self._started:
             self.fresh.append((session.id, parent))

@@ -87,7 +87,12 @@ async def build_subtree(b: Builder) -> str:
     await b.gw.PutInsight(agent_pb2.PutInsightRequest(space_id=b.sid, session_id=r, content="i"))
     a = await b.fork(r, "All of it", context=INHERIT)
     await b.send(a, "a1")
-    await b.fork(r, "Elsewhere", topology_parent_id=a, context=common_pb2.FORK_CONTEXT_NONE)
+    elsewhere = await b.fork(
+        r, "Elsewhere", topology_parent_id=a, context=common_pb2.FORK_CONTEXT_NONE
+    )
+    await b.gw.PinSession(  # a restore keeps the pin (explore4 F1: it came back unpinned)
+        agent_pb2.PinSessionRequest(space_id=b.sid, session_id=elsewhere, pinned=True)
+    )
     c = await b.fork(a, "Fork of a fork", context=INHERIT, inherit_until_seq=8)
     await b.gw.Archive(agent_pb2.ArchiveRequest(space_id=b.sid, session_id=c))
     await b.fork(r, "Cut in the tool call", context=INHERIT, inherit_until_seq=5)
@@ -138,6 +143,7 @@ async def test_export_import_round_trip(
     cut = by_label["Cut in the tool call"]  # forked at 5, the open tool call left out
     assert (cut["inherits"]["until_seq"], cut["records"]) == (4, [])
     assert "inherits" not in by_label["Summary"] and "inherits" not in by_label["Elsewhere"]
+    assert [s["label"] for s in original["sessions"] if s["pinned"]] == ["Elsewhere"]
 
     imported = await stello(env, "import", str(exported), "--json")
     assert imported.returncode == 0, imported.stderr
@@ -203,6 +209,12 @@ async def test_bad_files_are_one_line(suite: Suite, home: Path, space: TestSpace
     assert done.stderr == (
         "stello: importing session 1 of 1 ('L'): records[0].content: "
         "must not contain U+0000 (NUL)\n"
+    )
+    pin = {"stello_export": 1, "sessions": [{"id": "x", "label": "L", "pinned": "yes"}]}
+    done = await stello(env, "import", "-", stdin=json.dumps(pin))
+    assert (done.returncode, done.stderr) == (
+        1,
+        "stello: importing session 1 of 1 ('L'): pinned: must be true or false, got 'yes'\n",
     )
     nameless = {"stello_export": 1, "sessions": [{"label": "L", "records": []}]}
     done = await stello(env, "import", "-", stdin=json.dumps(nameless))
