@@ -49,12 +49,18 @@ class Retry:
         initial_backoff_s: the first pause; each next one `multiplier` times longer.
         max_backoff_s: the longest pause.
         multiplier: how the pause grows.
+        busy_for_s: how long after the first attempt a session another turn holds
+            (`TURN_IN_PROGRESS`) is still tried, past `attempts`, at `max_backoff_s`:
+            a turn whose gateway died holds its session for at most the gateway's
+            `STELLO_GATEWAY_TURN_LEASE_TTL_S` (10 s by default), and the retry with
+            the same request_id then takes it over. 0: `attempts` alone.
     """
 
     attempts: int = 8
     initial_backoff_s: float = 0.1
     max_backoff_s: float = 2.0
     multiplier: float = 2.0
+    busy_for_s: float = 12.0
 
     def pause(self, attempt: int) -> float:
         """The pause after failed attempt `attempt` (1-based), with jitter (half to all of it)."""
@@ -82,7 +88,8 @@ class Deadline:
     """The end of a call's time (None: no deadline), and what is left of it."""
 
     def __init__(self, timeout: float | None) -> None:
-        self._end = None if timeout is None else time.monotonic() + timeout
+        self.began = time.monotonic()
+        self._end = None if timeout is None else self.began + timeout
 
     def left(self) -> float | None:
         """Seconds left (never below a millisecond, so grpc still answers DEADLINE_EXCEEDED)."""
@@ -139,9 +146,16 @@ async def before_retry(error: RpcError, attempt: int, opts: CallOptions) -> None
     """Pause before attempt `attempt` + 1, or raise `error` when it may not be retried."""
     pause = opts.retry.pause(attempt)
     if (
-        attempt >= opts.retry.attempts
+        (attempt >= opts.retry.attempts and not _still_busy(error, pause, opts))
         or not retryable(error, keyed=opts.keyed)
         or not opts.deadline.allows(pause)
     ):
         raise error
     await asyncio.sleep(pause)
+
+
+def _still_busy(error: RpcError, pause: float, opts: CallOptions) -> bool:
+    """Whether a TURN_IN_PROGRESS past the attempts is still within `Retry.busy_for_s`."""
+    if error.reason != reasons.TURN_IN_PROGRESS or opts.retry.attempts <= 1:
+        return False  # attempts=1 never retries
+    return time.monotonic() + pause - opts.deadline.began < opts.retry.busy_for_s

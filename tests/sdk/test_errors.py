@@ -7,6 +7,7 @@ import ast
 import asyncio
 import math
 import sys
+import time
 import uuid
 from functools import partial
 from pathlib import Path
@@ -181,9 +182,32 @@ class TestLiveErrors:
         await stack.storage.BeginTurn(
             storage_pb2.BeginTurnRequest(space_id=stack.space.sid, session_id=root.id, ttl_s=60)
         )
-        async with client_of(stack, retry=Retry(attempts=3, initial_backoff_s=0.01)) as quick:
+        quick = Retry(attempts=3, initial_backoff_s=0.01, busy_for_s=0)
+        async with client_of(stack, retry=quick) as client_once:
             with pytest.raises(TurnInProgress):
-                await quick.send(root.id, "hi")
+                await client_once.send(root.id, "hi")
+
+    async def test_a_dead_gateways_lease_is_waited_out(
+        self, client: AsyncClient, stack: Stack
+    ) -> None:
+        """A session whose turn lease outlives its gateway (here a 2 s lease nobody renews)
+        is retried past `attempts` for `busy_for_s`, so the turn runs once the lease ends:
+        the default policy's attempts (3.6-7.1 s of pauses) gave up before the gateway's
+        10 s lease did (explore4 F3). attempts=1 still never retries."""
+        root = await client.create_root()
+        await stack.storage.BeginTurn(
+            storage_pb2.BeginTurnRequest(space_id=stack.space.sid, session_id=root.id, ttl_s=2)
+        )
+        never = Retry(attempts=1, busy_for_s=30)
+        async with client_of(stack, retry=never) as client_never:
+            with pytest.raises(TurnInProgress):
+                await client_never.send(root.id, "hi")
+        patient = Retry(attempts=2, initial_backoff_s=0.05, max_backoff_s=0.3, busy_for_s=10)
+        async with client_of(stack, retry=patient) as waiting:
+            began = time.monotonic()
+            reply = await waiting.send(root.id, "hi")
+        assert reply.assistant.content == "echo: hi"
+        assert 1.0 < time.monotonic() - began < 10
 
     async def test_reused_request_id_profile_and_tool_results(self, client: AsyncClient) -> None:
         """RequestIdReused, ProfileNotFound and NoPendingToolCalls, each by its class."""
