@@ -38,8 +38,9 @@ from stello_console.security import AccessPolicy, Guard, LaunchToken
 STATIC = Path(__file__).parent / "static"
 DEFAULT_PORT = 50064
 # A read that meets a gateway just back (its channel reconnecting) is asked again for about
-# a second and a half before the page is shown an outage; writes with a request_id too.
-RETRY = Retry(attempts=5, initial_backoff_s=0.1, max_backoff_s=1.0)
+# a second and a half before the page is shown an outage; writes with a request_id too. A
+# busy session is said at once (busy_for_s=0): the page shows it and the person sends again.
+RETRY = Retry(attempts=5, initial_backoff_s=0.1, max_backoff_s=1.0, busy_for_s=0)
 
 
 @dataclass(frozen=True, slots=True)
