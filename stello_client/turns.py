@@ -111,7 +111,9 @@ class TurnCalls(ClientBase):
     ) -> AsyncGenerator[StreamEvent, None]:
         """Run one turn, yielding as it goes (SendStream): `TextDelta`s of the reply,
         each complete `ToolCall`, and last the stored turn (`SendResponse`, as `send`
-        answers it). Closing the iterator early cancels the call: nothing is stored.
+        answers it). Closing the iterator early cancels the call: nothing is stored,
+        unless the turn's commit was already under way (the `done` event not yet read);
+        `send` with the same request_id then answers the stored turn.
 
         Arguments and errors as `send`. Retried (same request_id) only before the
         first event.

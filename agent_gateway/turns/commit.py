@@ -34,7 +34,9 @@ from writing twice. A Transact whose answer was lost (UNAVAILABLE) is retried
 
 from __future__ import annotations
 
+import asyncio
 import logging
+from collections.abc import Awaitable, Sequence
 from dataclasses import dataclass
 from uuid import UUID
 
@@ -49,6 +51,7 @@ from stello.storage.v1 import storage_pb2
 log = logging.getLogger(__name__)
 
 MAX_ATTEMPTS = 3
+Results = Sequence[storage_pb2.OperationResult]
 LEASE_RELEASED = "turn_lease_released"
 """Transact's violation type for a lease token a committed Transact released."""
 
@@ -100,8 +103,12 @@ class TurnCommitter:
             try:
                 # No request_id of its own: the lease precondition already makes a
                 # retried commit unable to write twice.
-                results = await self._storage.transact(
-                    caller, plan.space_id, ops, preconditions=checks, request_id=""
+                results = await _to_the_end(
+                    self._storage.transact(
+                        caller, plan.space_id, ops, preconditions=checks, request_id=""
+                    ),
+                    plan,
+                    lease,
                 )
             except Aborted as exc:
                 failed = {violation.type for violation in exc.violations}
@@ -237,3 +244,31 @@ def _outcome_unknown(plan: Plan) -> Unavailable:
         f"commit was lost; {then}",
         reason=OUTCOME_UNKNOWN,
     )
+
+
+async def _to_the_end(commit: Awaitable[Results], plan: Plan, lease: Lease) -> Results:
+    """The commit's results; a cancellation of the turn (its client left) meanwhile does
+    not cut it: once sent, a commit ends as storage decides, never half-known (cancelled
+    mid-commit, storage could store the turn while both services logged it CANCELLED).
+    The cancellation is raised after it, and what the commit did is logged."""
+    sent = asyncio.ensure_future(commit)
+    try:
+        return await asyncio.shield(sent)
+    except asyncio.CancelledError:
+        await asyncio.wait({sent})  # unlike gather, a second cancel here leaves it running
+        key = f" (request_id {plan.key.request_id})" if plan.key is not None else ""
+        error = None if sent.cancelled() else sent.exception()
+        if sent.cancelled() or (isinstance(error, StelloError) and error.maybe_applied):
+            said = "the commit's outcome is not known (it may have been stored)"
+        elif error is not None:
+            said = f"the commit failed ({type(error).__name__}): nothing was stored"
+        else:
+            lease.released = True
+            said = "the turn was stored"
+        log.info(
+            "the caller of a turn of session %s%s left during its commit: %s",
+            plan.session_id,
+            key,
+            said,
+        )
+        raise

@@ -549,8 +549,11 @@ class AgentGatewayServicer:
         before sending again, or retry with the same request_id, which answers
         the stored turn or runs it if it was not stored.
 
-        An LLM error, a cancelled call or a failed commit writes nothing and
-        keeps the insight; the lease is released. A session fork made by
+        An LLM error, a call cancelled before its commit or a failed commit
+        writes nothing and keeps the insight; the lease is released. A cancel
+        that reaches the gateway once the turn's commit was sent does not stop
+        it: the commit ends as storage decides (the gateway logs which), and a
+        retry with the same request_id answers the stored turn. A session fork made by
         stello_create_session, and a shared memory write made by
         stello_memory_remember or stello_memory_forget, stay even if the turn
         later fails. With a request_id, a retried Send returns the stored turn
@@ -603,7 +606,8 @@ class AgentGatewayServicer:
         DEADLINE_EXCEEDED (provider timeout or deadline, or the turn ran past
         STELLO_GATEWAY_TURN_MAX_S: its model call is cut short and the lease
         given back): nothing written.
-        - CANCELLED: the client cancelled; nothing written.
+        - CANCELLED: the client cancelled; nothing written if it did before the
+        commit (a client cannot tell: retry with the same request_id to know).
         - UNAUTHENTICATED: no valid key.
         """
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)
@@ -622,8 +626,10 @@ class AgentGatewayServicer:
         is complete, built-in and client alike), then exactly one `done` carrying
         the same SendResponse a unary Send would have returned, sent after the
         commit. A stream that ends with an error status (LLM error, commit
-        failure, client cancellation) has written nothing, even if deltas were
-        sent — except UNAVAILABLE OUTCOME_UNKNOWN, which says it may have. A retry with a stored request_id yields a single `done` event.
+        failure, client cancellation before the commit) has written nothing,
+        even if deltas were sent — except UNAVAILABLE OUTCOME_UNKNOWN, which says
+        it may have, and a cancellation that came once the commit was sent (as
+        Send: retry with the same request_id to know). A retry with a stored request_id yields a single `done` event.
 
         `busy` as Send: an ENQUEUE stream waits before any event; an interrupted
         stream ends ABORTED TURN_INTERRUPTED after the deltas it sent (nothing of
@@ -681,7 +687,8 @@ class AgentGatewayServicer:
         as Send.
         - ALREADY_EXISTS, reason REQUEST_ID_REUSED: request_id reused with a
         different request.
-        - The LLM error mapping and CANCELLED as Send; nothing written.
+        - The LLM error mapping and CANCELLED as Send (nothing written, but for
+        a cancel once the commit was sent).
         - UNAUTHENTICATED: no valid key.
         """
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)
