@@ -44,6 +44,7 @@ from storage_service.models import (
 )
 from storage_service.search.service import RecordSearch
 from storage_service.transact.operations import (
+    ActiveCheck,
     AppendOp,
     BumpTurnOp,
     ClearInsightOp,
@@ -437,6 +438,9 @@ class RequestParser:
             if not lease.token:
                 v.add(f"{path}.{kind}.token", "is required")
             return LeaseCheck(sid, lease.token)
+        if kind == "session_active":
+            active = message.session_active
+            return ActiveCheck(parse_uuid(active.session_id, f"{path}.{kind}.session_id", v))
         if kind == "background_job":
             return wire.job_check(message.background_job, f"{path}.{kind}", v)
         if kind == "memory_version":

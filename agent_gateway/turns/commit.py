@@ -1,6 +1,8 @@
 """The one Transact that commits a turn (DESIGN §4.2).
 
-Preconditions: the turn lease; the session's last seq as BeginTurn answered it
+Preconditions: the turn lease; the session still active (archived during the
+turn: FAILED_PRECONDITION SESSION_ARCHIVED, nothing written, as a turn that
+begins on an archived session); the session's last seq as BeginTurn answered it
 (the new records are numbered after it, so the reply — stored with the commit
 for the request_id — already holds their seqs); the insight that was put into
 the context, when one was. Operations: the records, bump_turn (touch only for
@@ -44,8 +46,8 @@ from agent_gateway.clients import Caller, RequestKey, StorageClient, remember_op
 from agent_gateway.history.context import Summary
 from agent_gateway.turns.state import Plan, Turn
 from stello.agent.v1 import agent_pb2
-from stello.errors import Aborted, StelloError, Unavailable
-from stello.reasons import CONCURRENT_MODIFICATION, OUTCOME_UNKNOWN
+from stello.errors import Aborted, FailedPrecondition, StelloError, Unavailable
+from stello.reasons import CONCURRENT_MODIFICATION, OUTCOME_UNKNOWN, SESSION_ARCHIVED
 from stello.storage.v1 import storage_pb2
 
 log = logging.getLogger(__name__)
@@ -115,6 +117,12 @@ class TurnCommitter:
                 if LEASE_RELEASED in failed:  # an earlier attempt committed this turn
                     lease.released = True
                     return Committed(response, await self._turn_count(caller, plan))
+                if "session_active" in failed:
+                    raise FailedPrecondition(
+                        f"session {sid} was archived during the turn; nothing was written: "
+                        "unarchive it to go on",
+                        reason=SESSION_ARCHIVED,
+                    ) from exc
                 if not failed or "turn_lease" in failed:
                     return await self._lease_lost(caller, plan, lease, exc)
                 if "session_last_seq" in failed:
@@ -190,10 +198,12 @@ class TurnCommitter:
 def _checks(
     sid: str, lease: Lease, turn: Turn, insight: str | None
 ) -> list[storage_pb2.Precondition]:
-    """The lease, the last seq BeginTurn answered and, when one was used, the insight."""
+    """The lease, the session still active (not archived during the turn), the last seq
+    BeginTurn answered and, when one was used, the insight."""
     last = Check.SessionLastSeqCheck(session_id=sid, expected=turn.base_seq)
     checks = [
         Check(turn_lease=Check.TurnLeaseCheck(session_id=sid, token=lease.token)),
+        Check(session_active=Check.SessionActiveCheck(session_id=sid)),
         Check(session_last_seq=last),
     ]
     if insight:

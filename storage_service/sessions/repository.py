@@ -80,7 +80,7 @@ ORDER BY 1
 """
 _TRIM_ROW = """
     SELECT s.id, s.last_seq, s.turn_token, s.turn_expires_at > now() AS lease_live,
-           s.released_turn_token
+           s.released_turn_token, s.status
     FROM sessions s
     WHERE s.space_id = $1 AND s.id = t.id AND s.provisional_until IS DISTINCT FROM 'infinity'
 """
@@ -176,11 +176,16 @@ class LockedSession:
     lease_live: bool
     released_token: uuid.UUID | None = None
     """The lease token the last committed Transact released (migration 0014)."""
+    archived: bool = False
 
 
 def _locked(row: asyncpg.Record) -> LockedSession:
     return LockedSession(
-        row["last_seq"], row["turn_token"], bool(row["lease_live"]), row["released_turn_token"]
+        row["last_seq"],
+        row["turn_token"],
+        bool(row["lease_live"]),
+        row["released_turn_token"],
+        row["status"] == "archived",
     )
 
 

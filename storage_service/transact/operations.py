@@ -43,6 +43,13 @@ class LeaseCheck:
 
 
 @dataclass(frozen=True, slots=True)
+class ActiveCheck:
+    """Holds when the session is active (not archived)."""
+
+    session_id: uuid.UUID
+
+
+@dataclass(frozen=True, slots=True)
 class JobCheck:
     """Holds when `token` holds the claim on the session's job of `kind`."""
 
@@ -59,13 +66,16 @@ class MemoryVersionCheck:
     expected: int
 
 
-Precondition = LastSeqCheck | InsightCheck | LeaseCheck | JobCheck | MemoryVersionCheck
+Precondition = (
+    LastSeqCheck | InsightCheck | LeaseCheck | ActiveCheck | JobCheck | MemoryVersionCheck
+)
 
 # The wire name of each precondition kind (PreconditionFailure.type).
 PRECONDITION_KINDS: dict[type[Precondition], str] = {
     LastSeqCheck: "session_last_seq",
     InsightCheck: "insight_unchanged",
     LeaseCheck: "turn_lease",
+    ActiveCheck: "session_active",
     JobCheck: "background_job",
     MemoryVersionCheck: "memory_version",
 }

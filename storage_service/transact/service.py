@@ -31,6 +31,7 @@ from storage_service.records.service import trim
 from storage_service.sessions.repository import LockedSession
 from storage_service.transact.operations import (
     PRECONDITION_KINDS,
+    ActiveCheck,
     AppendOp,
     BumpTurnOp,
     ClearInsightOp,
@@ -113,6 +114,10 @@ def _failure(
     if isinstance(check, InsightCheck):
         if insights.get(check.session_id) != check.expected:
             return kind, f"the insight of session {check.session_id} changed"
+        return None
+    if isinstance(check, ActiveCheck):
+        if session.archived:
+            return kind, f"session {check.session_id} is archived"
         return None
     assert isinstance(check, LeaseCheck)
     token = lease_token(check.token)

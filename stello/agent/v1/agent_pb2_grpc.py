@@ -567,7 +567,8 @@ class AgentGatewayServicer:
         in tokens (checked before the lease and the LLM call); an unknown
         `busy` value.
         - NOT_FOUND: the session is not in the space.
-        - FAILED_PRECONDITION, reason SESSION_ARCHIVED: the session is archived.
+        - FAILED_PRECONDITION, reason SESSION_ARCHIVED: the session is archived
+        (or was archived while the turn ran: nothing of it was written).
         - ABORTED, reason TURN_IN_PROGRESS: another turn holds the lease
         (including the first call of the same request_id still running), or
         ENQUEUE turns wait for the session (REJECT only).
@@ -1003,7 +1004,9 @@ class AgentGatewayServicer:
     def Archive(self, request, context):
         """Archive makes the session read-only for turns (Send, SendStream,
         SubmitToolResults, Consolidate and PutInsight then answer
-        FAILED_PRECONDITION SESSION_ARCHIVED). Never cascades to children, refs
+        FAILED_PRECONDITION SESSION_ARCHIVED). A turn running when Archive
+        answers stores nothing of itself: it ends FAILED_PRECONDITION
+        SESSION_ARCHIVED (its insight kept). Never cascades to children, refs
         or config. Idempotent. Returns the session as it now is.
 
         Errors:

@@ -733,7 +733,7 @@ class GetRememberedResultResponse(_message.Message):
     def __init__(self, found: _Optional[bool] = ..., request_hash: _Optional[bytes] = ..., response: _Optional[bytes] = ...) -> None: ...
 
 class Precondition(_message.Message):
-    __slots__ = ("session_last_seq", "insight_unchanged", "turn_lease", "background_job", "memory_version")
+    __slots__ = ("session_last_seq", "insight_unchanged", "turn_lease", "background_job", "memory_version", "session_active")
     class SessionLastSeqCheck(_message.Message):
         __slots__ = ("session_id", "expected")
         SESSION_ID_FIELD_NUMBER: _ClassVar[int]
@@ -771,17 +771,24 @@ class Precondition(_message.Message):
         session_id: str
         expected: int
         def __init__(self, session_id: _Optional[str] = ..., expected: _Optional[int] = ...) -> None: ...
+    class SessionActiveCheck(_message.Message):
+        __slots__ = ("session_id",)
+        SESSION_ID_FIELD_NUMBER: _ClassVar[int]
+        session_id: str
+        def __init__(self, session_id: _Optional[str] = ...) -> None: ...
     SESSION_LAST_SEQ_FIELD_NUMBER: _ClassVar[int]
     INSIGHT_UNCHANGED_FIELD_NUMBER: _ClassVar[int]
     TURN_LEASE_FIELD_NUMBER: _ClassVar[int]
     BACKGROUND_JOB_FIELD_NUMBER: _ClassVar[int]
     MEMORY_VERSION_FIELD_NUMBER: _ClassVar[int]
+    SESSION_ACTIVE_FIELD_NUMBER: _ClassVar[int]
     session_last_seq: Precondition.SessionLastSeqCheck
     insight_unchanged: Precondition.InsightUnchangedCheck
     turn_lease: Precondition.TurnLeaseCheck
     background_job: Precondition.BackgroundJobCheck
     memory_version: Precondition.MemoryVersionCheck
-    def __init__(self, session_last_seq: _Optional[_Union[Precondition.SessionLastSeqCheck, _Mapping]] = ..., insight_unchanged: _Optional[_Union[Precondition.InsightUnchangedCheck, _Mapping]] = ..., turn_lease: _Optional[_Union[Precondition.TurnLeaseCheck, _Mapping]] = ..., background_job: _Optional[_Union[Precondition.BackgroundJobCheck, _Mapping]] = ..., memory_version: _Optional[_Union[Precondition.MemoryVersionCheck, _Mapping]] = ...) -> None: ...
+    session_active: Precondition.SessionActiveCheck
+    def __init__(self, session_last_seq: _Optional[_Union[Precondition.SessionLastSeqCheck, _Mapping]] = ..., insight_unchanged: _Optional[_Union[Precondition.InsightUnchangedCheck, _Mapping]] = ..., turn_lease: _Optional[_Union[Precondition.TurnLeaseCheck, _Mapping]] = ..., background_job: _Optional[_Union[Precondition.BackgroundJobCheck, _Mapping]] = ..., memory_version: _Optional[_Union[Precondition.MemoryVersionCheck, _Mapping]] = ..., session_active: _Optional[_Union[Precondition.SessionActiveCheck, _Mapping]] = ...) -> None: ...
 
 class Operation(_message.Message):
     __slots__ = ("append_records", "put_session", "put_system_prompt", "put_insight", "clear_insight", "put_memory", "put_compression_cache", "trim_records", "bump_turn", "release_turn", "remember_result", "inherit_records", "copy_system_prompt", "update_job")

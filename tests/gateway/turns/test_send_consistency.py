@@ -305,6 +305,31 @@ class TestRequestId:
         )
         assert await send(stack, root.id, "hello", request_id="r-6") == first
 
+    async def test_archived_during_the_turn(self, make_stack: StackMaker) -> None:
+        """A session archived while a turn runs (Archive answered before the turn commits)
+        gets nothing of it: the turn answers FAILED_PRECONDITION SESSION_ARCHIVED, nothing
+        is written, the insight stays and the lease is given back (unarchived, the next turn
+        runs at once). Before, the running turn committed into the archived session."""
+        gate = asyncio.Event()
+        spy = SpyProvider(gate=gate)
+        stack = await make_stack(spy)
+        root = await stack.root()
+        await put_insight(stack, root.id, "hint")
+        turn = asyncio.ensure_future(send(stack, root.id, "late", request_id="a-1"))
+        await spy.started.wait()
+        target = {"space_id": stack.space.sid, "session_id": root.id}
+        await stack.gw.Archive(agent_pb2.ArchiveRequest(**target))
+        gate.set()
+        error = await rpc_error(turn)
+        assert error.code() is grpc.StatusCode.FAILED_PRECONDITION
+        assert error_info_reason(error) == "SESSION_ARCHIVED"
+        assert (error.details() or "").startswith(f"session {root.id} was archived during")
+        assert await stack.records(root.id) == []
+        assert await insight(stack, root.id) == "hint"
+        await stack.gw.Unarchive(agent_pb2.UnarchiveRequest(**target))
+        reply = await send(stack, root.id, "again")
+        assert [r.content for r in reply.records] == ["again", "echo: again"]
+
     async def test_submit_retry(self, make_stack: StackMaker) -> None:
         """A retried SubmitToolResults answers the stored continuation; the model ran once."""
         spy = SpyProvider().then(answer("", tool_call("lookup", "c1")))

@@ -218,6 +218,29 @@ class TestTransact:
         err = await rpc_error(transact(stub, space, [append_op(sid, "late")], checks))
         assert [v.type for v in precondition_violations(err)] == ["turn_lease"]
 
+    async def test_an_archived_session_fails_session_active(
+        self, stub: Stub, space: TestSpace, make_session: MakeSession
+    ) -> None:
+        """A session archived while a turn held its lease fails a session_active check
+        (ABORTED, type `session_active`, nothing applied); once active again it holds."""
+        sid = await make_session()
+        target: dict[str, Any] = {"space_id": space.sid, "session_id": str(sid)}
+        lease = await stub.BeginTurn(storage_pb2.BeginTurnRequest(**target, ttl_s=30))
+        checks = [
+            Check(turn_lease=Check.TurnLeaseCheck(session_id=str(sid), token=lease.token)),
+            Check(session_active=Check.SessionActiveCheck(session_id=str(sid))),
+        ]
+        for status in (common_pb2.SESSION_STATUS_ARCHIVED, common_pb2.SESSION_STATUS_ACTIVE):
+            meta = common_pb2.SessionMeta(id=str(sid), label="L", status=status)
+            await stub.PutSession(storage_pb2.PutSessionRequest(space_id=space.sid, session=meta))
+            if status == common_pb2.SESSION_STATUS_ACTIVE:
+                break
+            err = await rpc_error(transact(stub, space, [append_op(sid, "late")], checks))
+            assert [v.type for v in precondition_violations(err)] == ["session_active"]
+            assert [r.content for r in await listed(stub, space, sid)] == []
+        await transact(stub, space, [append_op(sid, "now")], checks)
+        assert [r.content for r in await listed(stub, space, sid)] == ["now"]
+
     async def test_a_retried_commit_learns_it_was_stored(
         self, stub: Stub, space: TestSpace, make_session: MakeSession, pool: asyncpg.Pool
     ) -> None:
