@@ -259,13 +259,17 @@ class KeyStore:
             )
 
     async def list_spaces(self) -> list[SpaceInfo]:
-        """Every space with its owner and session count."""
+        """Every space with its owner and session count. The counts are one aggregate
+        grouped by space (a multi-shard one on Citus, which refuses a subquery per space
+        correlated with its reference tables)."""
         async with self._pool.acquire() as con:
             rows = await con.fetch(
                 """
-                SELECT sp.id, sp.name, p.name AS principal,
-                       (SELECT count(*) FROM sessions s WHERE s.space_id = sp.id) AS sessions
+                SELECT sp.id, sp.name, p.name AS principal, COALESCE(c.sessions, 0) AS sessions
                 FROM spaces sp JOIN principals p ON p.id = sp.principal_id
+                LEFT JOIN (
+                    SELECT space_id, count(*) AS sessions FROM sessions GROUP BY space_id
+                ) c ON c.space_id = sp.id
                 ORDER BY sp.created_at, sp.id
                 """
             )
