@@ -22,11 +22,12 @@ checks that `sessions` is distributed).
 
 from __future__ import annotations
 
+import asyncio
 import logging
 
 import asyncpg
 
-from stello.db import APPLICATION_NAME
+from stello.db import APPLICATION_NAME, connecting
 from stello.errors import FailedPrecondition
 from stello.migrate import CITUS_INSTALLED, LOCK_KEY, migrate
 
@@ -425,11 +426,53 @@ async def distribute(
     return steps
 
 
+DISTRIBUTE_TRIES = 3
+"""Tries of a distribution that met a deadlock with the services' writes."""
+DEADLOCK_PAUSE_S = 1.0
+
+
+async def distribute_in_use(
+    con: asyncpg.Connection, *, shard_count: int = DEFAULT_SHARD_COUNT
+) -> list[str]:
+    """`distribute`, tried again when it deadlocked with the services' writes (a table's
+    conversion takes its strongest lock after they took theirs; the transaction rolled
+    back whole); FailedPrecondition saying what to do when it keeps doing so."""
+    for attempt in range(1, DISTRIBUTE_TRIES + 1):
+        try:
+            return await distribute(con, shard_count=shard_count)
+        except asyncpg.DeadlockDetectedError:
+            log.warning("distribution: deadlocked with a write (try %d); nothing changed", attempt)
+            if attempt == DISTRIBUTE_TRIES:
+                break
+            await asyncio.sleep(DEADLOCK_PAUSE_S * attempt)
+    raise FailedPrecondition(
+        f"the distribution deadlocked with the services' writes {DISTRIBUTE_TRIES} times and "
+        "changed nothing: stop the services (or their writes) for it, then run it again"
+    )
+
+
 async def distribute_dsn(dsn: str, *, shard_count: int = DEFAULT_SHARD_COUNT) -> list[str]:
     """Connect to the coordinator at `dsn` (a direct URL), distribute, disconnect."""
     con = await asyncpg.connect(dsn, statement_cache_size=0)
     try:
-        return await distribute(con, shard_count=shard_count)
+        return await distribute_in_use(con, shard_count=shard_count)
+    finally:
+        await con.close()
+
+
+async def migrate_on_any_dsn(dsn: str) -> tuple[list[str], list[str]]:
+    """Plain `stello migrate`: apply pending migrations; where the citus extension is
+    installed (a coordinator, distributed or not yet), also set the database's session
+    defaults, which the services need from their first connection (SESSION_DEFAULTS:
+    without them each new connection's type introspection took ~350 ms, and a cold start
+    missed the gateway's deadlines). (migrations applied, defaults set)."""
+    con = await connecting(asyncpg.connect(dsn, statement_cache_size=0), dsn)
+    try:
+        applied = await migrate(con)
+        if not await con.fetchval(CITUS_INSTALLED):
+            return applied, []
+        async with con.transaction():
+            return applied, await _set_session_defaults(con)
     finally:
         await con.close()
 
@@ -447,7 +490,7 @@ async def migrate_and_distribute_dsn(
     try:
         await refuse_unless_coordinator(con)
         applied = await migrate(con)
-        return applied, await distribute(con, shard_count=shard_count)
+        return applied, await distribute_in_use(con, shard_count=shard_count)
     finally:
         await con.close()
 

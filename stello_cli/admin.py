@@ -64,12 +64,16 @@ def host(text: str) -> str:
 
 async def cmd_migrate(args: argparse.Namespace) -> int:
     """Apply pending migrations; with --distribute, then distribute the schema on Citus."""
-    from stello.distribution import DEFAULT_SHARD_COUNT, migrate_and_distribute_dsn
+    from stello.distribution import (
+        DEFAULT_SHARD_COUNT,
+        migrate_and_distribute_dsn,
+        migrate_on_any_dsn,
+    )
     from stello.embedded import database_url
-    from stello.migrate import migrate_dsn
 
     settings = admin_settings(settings_of(args))
     steps: list[str] | None = None
+    defaults: list[str] = []
     async with database_url(settings.database_url, settings.data_dir) as dsn:
         if args.pending:
             return await _list_pending(settings.direct_dsn(dsn))
@@ -78,8 +82,12 @@ async def cmd_migrate(args: argparse.Namespace) -> int:
                 settings.direct_dsn(dsn), shard_count=args.shard_count or DEFAULT_SHARD_COUNT
             )
         else:
-            applied = await migrate_dsn(settings.direct_dsn(dsn))
+            applied, defaults = await migrate_on_any_dsn(settings.direct_dsn(dsn))
     write("applied: " + (", ".join(applied) if applied else "nothing (up to date)"))
+    if steps is None and defaults:
+        write("session defaults (the citus extension is installed):")
+        for step in defaults:
+            write(f"  {step}")
     if steps is not None:
         write("distributed: " + ("" if steps else "nothing (already as planned)"))
         for step in steps:
