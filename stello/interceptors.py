@@ -94,7 +94,9 @@ def outcome(context: Context, error: BaseException | None) -> grpc.StatusCode:
 
     A handler the client abandoned is cancelled by grpc, with no status set:
     CANCELLED, or DEADLINE_EXCEEDED when its deadline had passed (or was due
-    within `DEADLINE_SLACK_S`).
+    within `DEADLINE_SLACK_S`). A handler that returned is OK unless its deadline
+    had passed by then (the reply came too late): one that answered with less than
+    the slack left was answered in time.
     """
     code = context.code()
     if isinstance(code, grpc.StatusCode) and code is not grpc.StatusCode.OK:
@@ -106,7 +108,8 @@ def outcome(context: Context, error: BaseException | None) -> grpc.StatusCode:
         return grpc.StatusCode.DEADLINE_EXCEEDED if expired else grpc.StatusCode.CANCELLED
     if error is not None:
         return grpc.StatusCode.UNKNOWN
-    return grpc.StatusCode.DEADLINE_EXCEEDED if expired else grpc.StatusCode.OK
+    late = remaining is not None and remaining <= 0
+    return grpc.StatusCode.DEADLINE_EXCEEDED if late else grpc.StatusCode.OK
 
 
 class RequestIds:

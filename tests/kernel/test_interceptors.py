@@ -239,6 +239,22 @@ class TestCodesCounted:
         )
         assert timed == 8
 
+    async def test_answered_in_time_is_ok_however_close_to_the_deadline(
+        self, start_server: ServerStarter, space: TestSpace, rpc_logs: pytest.LogCaptureFixture
+    ) -> None:
+        """A call answered with less than DEADLINE_SLACK_S of its deadline left (here every
+        call of a 50 ms deadline) reached its client OK, and is counted and logged OK: it was
+        DEADLINE_EXCEEDED (explore4 F9: a client using short deadlines had every call so)."""
+        running = await start_server(probe_with(access_log=True))
+        async with running.channel() as channel:
+            echo = probe.call(channel, probe.ECHO)
+            for _ in range(3):
+                await echo(request(space.sid), metadata=space.metadata, timeout=0.05)
+        assert calls_counted(running, probe.ECHO, "OK") == 3
+        assert calls_counted(running, probe.ECHO, "DEADLINE_EXCEEDED") == 0
+        lines = await logged(rpc_logs, probe.ECHO, 3)
+        assert all(" OK " in line.getMessage() for line in lines)
+
     async def test_cancelled_stream(
         self, start_server: ServerStarter, space: TestSpace, rpc_logs: pytest.LogCaptureFixture
     ) -> None:
