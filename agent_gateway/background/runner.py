@@ -160,6 +160,7 @@ class BackgroundRunner:
         self._slots = asyncio.Semaphore(limits.max_jobs)
         self._tasks: set[asyncio.Task[Outcome]] = set()
         self._keys: dict[Hashable, asyncio.Task[Outcome]] = {}
+        self._again: dict[Hashable, Job] = {}
         self._stopping = False
         self._factories: dict[common_pb2.JobKind, JobFactory] = {}
         self._takeover: Takeover | None = None
@@ -196,19 +197,33 @@ class BackgroundRunner:
                 )
         return submitted
 
-    def submit(self, job: Job, *, resumed: bool = False) -> asyncio.Task[Outcome] | None:
+    def submit(
+        self, job: Job, *, resumed: bool = False, again: bool = False
+    ) -> asyncio.Task[Outcome] | None:
         """Run `job` in the background; None when the same job is already queued or running
         here, or the runner is stopping. `resumed`: a job taken over, which continues an
-        earlier run's work (it starts as one that waited for another run)."""
+        earlier run's work (it starts as one that waited for another run). `again`: when
+        the same job is queued or running here, run `job` once more after it ends (the
+        work it was asked for may have come after that run read what it works on; several
+        such requests meanwhile make one run)."""
         if self._stopping:
             log.info("%s job of session %s not started: stopping", job.kind.name, job.session_id)
             return None
         if job.key in self._keys:
+            if again:
+                self._again[job.key] = job
             return None
         task = self._start(job, waited=resumed)
         self._keys[job.key] = task
-        task.add_done_callback(lambda _: self._keys.pop(job.key, None))
+        task.add_done_callback(lambda _: self._after(job.key))
         return task
+
+    def _after(self, key: Hashable) -> None:
+        """A submitted job ended: the next run asked for meanwhile, if any, starts."""
+        self._keys.pop(key, None)
+        pending = self._again.pop(key, None)
+        if pending is not None:
+            self.submit(pending)
 
     async def run(self, job: Job) -> Outcome:
         """Run `job` and wait for its outcome; the run goes on if the caller stops waiting.

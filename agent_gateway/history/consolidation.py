@@ -25,7 +25,10 @@ memory.
 run holds (within the caller's deadline), then continues from where that one
 ended. `after_turn` is the automatic trigger: after a committed user turn
 whose new turn_count is a multiple of `every_n_turns`, a consolidation is
-submitted to the runner, skipped when one is running; its outcome is logged
+submitted to the runner: while one runs in this process, one more runs after
+it; while another process's run holds the job, it waits for that run and then
+folds what it left (a run under way may have read the records before the turn
+that asked committed); its outcome is logged
 and counted (``stello_gateway_auto_consolidations_total`` by outcome, beside
 the runner's own metrics) — never swallowed silently.
 """
@@ -92,6 +95,9 @@ class ConsolidationJob:
     manual: bool
     deadline: float | None = None
     """The manual caller's deadline: how long it waits for another run."""
+    after_turn: bool = False
+    """Asked for by a committed turn: it waits for a run another process holds (which may
+    have read the records before that turn), then folds what that run left."""
 
     @property
     def key(self) -> Hashable:
@@ -100,7 +106,10 @@ class ConsolidationJob:
 
     @property
     def wait_until(self) -> float | None:
-        """A manual call waits for a running consolidation (within its deadline)."""
+        """A manual call waits for a running consolidation (within its deadline), one a
+        turn asked for as long as the other runs; one taken over does not wait."""
+        if self.after_turn:
+            return math.inf
         if not self.manual:
             return None
         return self.deadline if self.deadline is not None else math.inf
@@ -296,10 +305,14 @@ class Consolidator:
     def after_turn(
         self, caller: Caller, space_id: uuid.UUID, session_id: uuid.UUID, turn_count: int
     ) -> None:
-        """Submit a consolidation when `turn_count` hits the interval (skipped while one runs)."""
+        """Submit a consolidation when `turn_count` hits the interval. While one runs here,
+        one more runs after it; while another process runs one, it waits for that run: the
+        run under way may have read the records before this turn committed, and no turn is
+        left out of the memory once the turns stop (explore4 F8)."""
         if self._every <= 0 or turn_count <= 0 or turn_count % self._every:
             return
-        task = self._runner.submit(self.job(caller, space_id, session_id, manual=False))
+        job = replace(self.job(caller, space_id, session_id, manual=False), after_turn=True)
+        task = self._runner.submit(job, again=True)
         if task is not None:
             task.add_done_callback(lambda done: self._count(done, session_id, turn_count))
 

@@ -157,7 +157,7 @@ class TestOncePerSession:
     ) -> None:
         """With two gateway replicas consolidating every turn and a manual Consolidate racing
         the automatic one, one consolidation runs at a time (the other replica's automatic
-        one is skipped, the manual call waits and finds nothing left), the memory's covered
+        one and the manual call wait and find nothing left), the memory's covered
         seq only grows, and a PutMemory made while it runs survives: the consolidation
         starts over from it (on main: two consolidations at once, the put overwritten)."""
         model = GatedConsolidations()
@@ -191,7 +191,44 @@ class TestOncePerSession:
         assert (reply.status, reply.covered_until_seq, reply.last_seq) == (DONE, 4, 4)
         assert reply.model_calls == 0 and reply.memory == memory.content
         state = await job(a, root, common_pb2.JOB_KIND_CONSOLIDATE)
-        assert state is not None and (state.runs, state.claimed) == (2, False)
+        assert state is not None and not state.claimed
+        await wait_for(lambda: runs_of(a, root, 3))  # A's, then B's and the manual one
+
+    @pytest.mark.parametrize("replicas", [1, 2])
+    async def test_a_turn_committed_during_a_run_is_consolidated_after_it(
+        self, make_stack: StackMaker, replicas: int
+    ) -> None:
+        """Consolidating every turn, the second turn commits while the first turn's
+        consolidation, which read the records before it, is running: its own trigger is
+        not lost (in the same gateway one more run follows; in another, that one waits for
+        the run and then folds what it left), so once the turns stop the memory covers the
+        last one. On main the trigger was dropped and the memory stayed at seq 2 of 4
+        (explore4 F8)."""
+        model = GatedConsolidations()
+        settings = {"consolidate_every_n_turns": 1, "job_claim_ttl_s": 3}
+        a = await make_stack(model, **settings)
+        b = a if replicas == 1 else await make_stack(model, **settings)
+        root = (await a.root()).id
+        await send(a, root, "one")
+        await wait_for(lambda: model.in_flight == 1)
+        await send(b, root, "two")
+        await asyncio.sleep(0.5)  # the second trigger meets the run under way
+        model.gate.set()
+
+        async def covers_all() -> bool:
+            return (await stored_memory(a, root)).covered_until_seq == 4
+
+        await wait_for(covers_all, within_s=10)
+        assert model.most == 1
+        assert [m[1].content.rsplit("\n", 1)[-1] for m in model.consolidations][-1] == (
+            "assistant: echo: two"
+        )
+
+
+async def runs_of(stack: Stack, session_id: str, runs: int) -> bool:
+    """Whether the session's consolidate job has been run `runs` times."""
+    state = await job(stack, session_id, common_pb2.JOB_KIND_CONSOLIDATE)
+    return state is not None and state.runs == runs
 
 
 class TestBudget:
