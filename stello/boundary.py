@@ -17,7 +17,7 @@ from typing import Any
 
 from google.protobuf.descriptor import Descriptor
 
-from stello.db import CONNECTION_ERRORS, UNAVAILABLE_MESSAGE
+from stello.db import CONNECTION_ERRORS, UNAVAILABLE_MESSAGE, transient
 from stello.errors import FieldViolation, Internal, InvalidArgument, StelloError, Unavailable
 from stello.validation import request_violations
 from stello.wire import locate_parse_failure
@@ -74,7 +74,7 @@ def client_error(exc: Exception, method: str) -> StelloError:
     """What the client is told of `exc`; internals go to the log only, under an error id."""
     if isinstance(exc, StelloError) and not isinstance(exc, Internal):
         return exc
-    if isinstance(exc, CONNECTION_ERRORS):
+    if isinstance(exc, CONNECTION_ERRORS) or transient(exc):
         log.warning("%s: database unavailable: %s: %s", method, exc.__class__.__name__, exc)
         return Unavailable(UNAVAILABLE_MESSAGE)
     error_id = uuid.uuid4().hex[:16]

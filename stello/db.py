@@ -9,8 +9,9 @@ caller, and the pool hands the connection out; the next statement fails in the
 driver (``InternalClientError: cannot switch to state 15; another operation (2)
 is in progress``) before anything is sent. Such a connection is terminated and
 the work retried on another one. What cannot be retried surfaces as
-`Unavailable` (UNAVAILABLE, retryable by the client); a conflict that outlives
-`MAX_ATTEMPTS` as `Aborted` (ABORTED, CONCURRENT_MODIFICATION: nothing was
+`Unavailable` (UNAVAILABLE, retryable by the client), Citus's passing internal
+errors included (a worker restarted, a shard being moved: `CITUS_TRANSIENT`);
+a conflict that outlives `MAX_ATTEMPTS` as `Aborted` (ABORTED, CONCURRENT_MODIFICATION: nothing was
 applied, retry the call), never as an internal error.
 """
 
@@ -49,6 +50,26 @@ CONNECTION_ERRORS: tuple[type[BaseException], ...] = (
     asyncpg.TooManyConnectionsError,
     TimeoutError,
 )
+
+# Citus's ERRORs (SQLSTATE XX000, "internal") that say a node or a shard was out of reach
+# for the moment, not that the statement is wrong: its cached connection to a worker that
+# restarted, a shard a tenant isolation or a split is moving. They surface as UNAVAILABLE
+# (the caller retries; a write with its request_id is answered once), never as INTERNAL.
+CITUS_TRANSIENT = (
+    "failure on connection marked as essential",
+    "could not find valid entry for shard",
+    "shard for the given value does not exist",
+    "connection to the remote node",
+)
+
+
+def transient(exc: BaseException) -> bool:
+    """Whether `exc` is one of Citus's passing internal ERRORs (CITUS_TRANSIENT)."""
+    if not isinstance(exc, asyncpg.InternalServerError):
+        return False
+    message = str(exc)
+    return any(words in message for words in CITUS_TRANSIENT)
+
 
 # The services' connections are named so (unless their URL names them otherwise): on
 # Citus, the database default citus.show_shards_for_app_name_prefixes names it, so
@@ -222,6 +243,11 @@ async def _retried(pool: asyncpg.Pool, attempt: Callable[[], Awaitable[T]]) -> T
                 raise unavailable(exc) from exc
         except CONNECTION_ERRORS as exc:
             log.warning("database unavailable: %s: %s", exc.__class__.__name__, exc)
+            raise unavailable(exc) from exc
+        except asyncpg.InternalServerError as exc:
+            if not transient(exc):
+                raise
+            log.warning("a database node is out of reach for the moment: %s", exc)
             raise unavailable(exc) from exc
 
 

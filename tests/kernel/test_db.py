@@ -8,6 +8,7 @@ from typing import Any
 import asyncpg
 import pytest
 
+from stello.boundary import client_error
 from stello.db import MAX_ATTEMPTS, create_pool, in_statement, in_transaction
 from stello.errors import Aborted, Unavailable
 from stello.reasons import CONCURRENT_MODIFICATION
@@ -153,6 +154,46 @@ class TestConflicts:
             await helper(pool, work)
         assert caught.value.reason == CONCURRENT_MODIFICATION
         assert attempts == MAX_ATTEMPTS
+
+
+RAISE_INTERNAL = """
+DO $$ BEGIN RAISE EXCEPTION USING ERRCODE = 'XX000', MESSAGE = {message}; END $$
+"""
+
+
+class TestCitusPassingErrors:
+    """Citus reports a node or a shard out of reach for the moment (a worker restarted, a
+    shard being moved) as an internal ERROR (XX000): UNAVAILABLE, not INTERNAL (explore5
+    F5). Raised here by the server with Citus's own words, over a real connection."""
+
+    @pytest.mark.parametrize(
+        "message",
+        [
+            "failure on connection marked as essential: 127.0.0.1:5604",
+            "could not find valid entry for shard 102050",
+            "shard for the given value does not exist",
+        ],
+    )
+    @pytest.mark.parametrize("helper", [in_transaction, in_statement], ids=["tx", "statement"])
+    async def test_unavailable(self, pool: asyncpg.Pool, helper: Any, message: str) -> None:
+        async def work(con: asyncpg.Connection) -> None:
+            await con.execute(RAISE_INTERNAL.format(message=f"'{message}'"))
+
+        with pytest.raises(Unavailable):
+            await helper(pool, work)
+
+    async def test_any_other_internal_error_stays_one(self, pool: asyncpg.Pool) -> None:
+        """An internal ERROR that is not one of those is not hidden as an outage."""
+
+        async def work(con: asyncpg.Connection) -> None:
+            await con.execute(RAISE_INTERNAL.format(message="'cache lookup failed'"))
+
+        with pytest.raises(asyncpg.InternalServerError):
+            await in_transaction(pool, work)
+        caught = asyncpg.InternalServerError("failure on connection marked as essential: x")
+        assert isinstance(client_error(caught, "M"), Unavailable)
+        other = client_error(asyncpg.InternalServerError("cache lookup failed"), "M")
+        assert not isinstance(other, Unavailable)
 
 
 class TestApplicationName:
