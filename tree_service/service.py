@@ -7,14 +7,22 @@ each unit of work in one transaction through `TreeRepository`.
 
 from __future__ import annotations
 
+import asyncio
 import logging
+import time
 import uuid
 from collections.abc import Callable
 from dataclasses import dataclass, replace
 from operator import itemgetter
 
 from stello import metadata
-from stello.errors import FailedPrecondition, NotFound, ResourceExhausted, Violations
+from stello.errors import (
+    DeadlineExceeded,
+    FailedPrecondition,
+    NotFound,
+    ResourceExhausted,
+    Violations,
+)
 from stello.idempotency import Answered, answer_of
 from stello.prefixes import prefix_range
 from stello.reasons import (
@@ -25,6 +33,7 @@ from stello.reasons import (
     TREE_TOO_LARGE,
 )
 from stello.settings import MAX_MESSAGE_BYTES
+from stello.tasks import ended_well, to_the_end
 from tree_service.encoding import (
     bad_ancestor_token,
     config_from_json,
@@ -459,6 +468,7 @@ class TreeService:
         *,
         count_only: bool = False,
         reply_limit: int = 0,
+        deadline: float | None = None,
     ) -> list[uuid.UUID]:
         """Hide a session and its descendants from every read and write in one transaction
         (their SUBTREE_DELETED events with it) and wake the erasure job, which erases them
@@ -468,6 +478,12 @@ class TreeService:
         would not fit the reply (`reply_limit`, the caller's `max_reply_bytes`, under the
         server's own; 0 = the server's) is refused before anything is hidden, and again
         before the commit if the sessions found late make it so: the transaction rolls back.
+
+        The caller's `deadline` (a `time.monotonic()` time) is checked before the commit:
+        passed, the transaction rolls back (DEADLINE_EXCEEDED, nothing hidden). The caller
+        leaving meanwhile does not cut the transaction (`stello.tasks.to_the_end`): it ends
+        rolled back, or committed when the deadline passed during the commit itself, and
+        the log says which.
         """
         fits = ReplyFit(self._max_reply_bytes, reply_limit, session_id, count_only)
 
@@ -478,9 +494,24 @@ class TreeService:
             fits.check(len(locked))
             hidden = await tx.hide_subtree(space_id, session_id, locked)
             fits.check(len(hidden))
+            if deadline is not None and time.monotonic() >= deadline:
+                raise DeadlineExceeded(
+                    "the caller's deadline passed before the delete committed; nothing was deleted"
+                )
             return hidden
 
-        hidden = await self._repo.transaction(work)
+        def said(done: asyncio.Future[list[uuid.UUID]]) -> None:
+            if ended_well(done):
+                self._on_hidden()
+                log.info("DeleteSubtree of %s: committed as its caller left", session_id)
+            elif not done.cancelled() and isinstance(done.exception(), DeadlineExceeded):
+                log.info(
+                    "DeleteSubtree of %s: its caller's deadline passed before the commit; "
+                    "rolled back, nothing deleted",
+                    session_id,
+                )
+
+        hidden = await to_the_end(self._repo.transaction(work), said)
         self._on_hidden()
         return hidden
 

@@ -7,6 +7,7 @@ foreign space_id answers NOT_FOUND) first and hands over the parsed space_id.
 
 from __future__ import annotations
 
+import time
 import uuid
 from typing import Any
 
@@ -265,11 +266,13 @@ class TreeServicer(tree_pb2_grpc.SessionTreeServicer):
         if limit < 0:
             violations.add("max_reply_bytes", f"must not be negative, got {limit}")
         violations.raise_if_any()
+        left = context.time_remaining()
         erased = await self._service.delete_subtree(
             space_id,
             session_id,
             count_only=request.count_only,
             reply_limit=limit,
+            deadline=None if left is None else time.monotonic() + left,
         )
         ids = () if request.count_only else [str(i) for i in erased]
         return tree_pb2.DeleteSubtreeResponse(deleted_ids=ids, deleted_count=len(erased))

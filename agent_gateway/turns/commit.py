@@ -38,7 +38,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import Awaitable, Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from uuid import UUID
 
@@ -49,6 +49,7 @@ from stello.agent.v1 import agent_pb2
 from stello.errors import Aborted, FailedPrecondition, StelloError, Unavailable
 from stello.reasons import CONCURRENT_MODIFICATION, OUTCOME_UNKNOWN, SESSION_ARCHIVED
 from stello.storage.v1 import storage_pb2
+from stello.tasks import to_the_end
 
 log = logging.getLogger(__name__)
 
@@ -105,12 +106,13 @@ class TurnCommitter:
             try:
                 # No request_id of its own: the lease precondition already makes a
                 # retried commit unable to write twice.
-                results = await _to_the_end(
+                # Once sent, the commit ends as storage decides, whatever the client
+                # does meanwhile (stello.tasks).
+                results = await to_the_end(
                     self._storage.transact(
                         caller, plan.space_id, ops, preconditions=checks, request_id=""
                     ),
-                    plan,
-                    lease,
+                    _said_after_leaving(plan, lease),
                 )
             except Aborted as exc:
                 failed = {violation.type for violation in exc.violations}
@@ -256,29 +258,25 @@ def _outcome_unknown(plan: Plan) -> Unavailable:
     )
 
 
-async def _to_the_end(commit: Awaitable[Results], plan: Plan, lease: Lease) -> Results:
-    """The commit's results; a cancellation of the turn (its client left) meanwhile does
-    not cut it: once sent, a commit ends as storage decides, never half-known (cancelled
-    mid-commit, storage could store the turn while both services logged it CANCELLED).
-    The cancellation is raised after it, and what the commit did is logged."""
-    sent = asyncio.ensure_future(commit)
-    try:
-        return await asyncio.shield(sent)
-    except asyncio.CancelledError:
-        await asyncio.wait({sent})  # unlike gather, a second cancel here leaves it running
+def _said_after_leaving(plan: Plan, lease: Lease) -> Callable[[asyncio.Future[Results]], None]:
+    """What a commit whose caller left meanwhile did, for the log (and the lease it gave
+    back): `to_the_end`'s report."""
+
+    def said(done: asyncio.Future[Results]) -> None:
         key = f" (request_id {plan.key.request_id})" if plan.key is not None else ""
-        error = None if sent.cancelled() else sent.exception()
-        if sent.cancelled() or (isinstance(error, StelloError) and error.maybe_applied):
-            said = "the commit's outcome is not known (it may have been stored)"
+        error = None if done.cancelled() else done.exception()
+        if done.cancelled() or (isinstance(error, StelloError) and error.maybe_applied):
+            outcome = "the commit's outcome is not known (it may have been stored)"
         elif error is not None:
-            said = f"the commit failed ({type(error).__name__}): nothing was stored"
+            outcome = f"the commit failed ({type(error).__name__}): nothing was stored"
         else:
             lease.released = True
-            said = "the turn was stored"
+            outcome = "the turn was stored"
         log.info(
             "the caller of a turn of session %s%s left during its commit: %s",
             plan.session_id,
             key,
-            said,
+            outcome,
         )
-        raise
+
+    return said

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import logging
 import uuid
 
 import asyncpg
@@ -189,3 +190,47 @@ class TestDeletionEvents:
         assert named == deleted
         assert named[0] == str(ids[0])
         assert set(named) == {str(i) for i in ids}
+
+
+class TestDeadline:
+    async def test_a_deadline_passed_before_the_commit_deletes_nothing(
+        self, tree: TreeClient, pool: asyncpg.Pool, caplog: pytest.LogCaptureFixture
+    ) -> None:
+        """The caller's deadline passes while the hide waits for a row another transaction
+        holds: the call answers DEADLINE_EXCEEDED, and once the row is free the hide goes on
+        to its end and rolls back at its deadline check, saying so (nothing deleted). On
+        main it was cut where it stood, and a deadline passing during its commit left the
+        subtree deleted with nothing said (explore4 F10)."""
+        caplog.set_level(logging.INFO, logger="tree_service.service")
+        root = await tree.create(label="r")
+        child = await tree.child(root.id, label="c")
+        async with pool.acquire() as holder:
+            holding = holder.transaction()
+            await holding.start()
+            await holder.execute(
+                "SELECT 1 FROM sessions WHERE space_id = $1 AND id = $2 FOR UPDATE",
+                tree.space.id,
+                uuid.UUID(child.id),
+            )
+            with pytest.raises(grpc.aio.AioRpcError) as caught:
+                await tree.stub.DeleteSubtree(
+                    tree_pb2.DeleteSubtreeRequest(space_id=tree.space.sid, session_id=root.id),
+                    timeout=0.5,
+                )
+            assert caught.value.code() is grpc.StatusCode.DEADLINE_EXCEEDED
+            await holding.rollback()
+        said = f"DeleteSubtree of {root.id}: its caller's deadline passed before the commit"
+        for _ in range(100):  # the hide goes on to its end, then rolls back
+            if any(r.getMessage().startswith(said) for r in caplog.records):
+                break
+            await asyncio.sleep(0.05)
+        else:
+            raise AssertionError("the hide never ended at its deadline check")
+        assert await visible_count(pool, tree.space.id) == 2
+        assert (
+            await tree.stub.GetNode(
+                tree_pb2.GetNodeRequest(space_id=tree.space.sid, session_id=child.id)
+            )
+        ).node.id == child.id
+        errors = [r for r in caplog.records if r.levelname == "ERROR"]
+        assert errors == [], [r.getMessage() for r in errors]

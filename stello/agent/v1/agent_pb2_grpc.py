@@ -1057,7 +1057,9 @@ class AgentGatewayServicer:
         - RESOURCE_EXHAUSTED: the erased ids would not fit the reply under
         `max_reply_bytes` or STELLO_MAX_MESSAGE_BYTES and `count_only` is not
         set; nothing was deleted.
-        - DEADLINE_EXCEEDED: the caller's deadline passed; nothing was deleted.
+        - DEADLINE_EXCEEDED: the caller's deadline passed; nothing was deleted,
+        unless it passed while the delete committed (the gateway's and the
+        tree's logs say so): GetSession then answers NOT_FOUND.
         - UNAUTHENTICATED: no valid key.
         """
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)

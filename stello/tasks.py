@@ -1,0 +1,34 @@
+"""Work that must not be cut half-way by its caller's cancellation.
+
+A write whose commit has been sent ends as the database decides, whatever the
+caller does meanwhile: cancelled in the middle, the caller (and the log) could
+never tell whether it was stored, and an asyncpg transaction cut mid-statement
+is reset with an ERROR in the log. `to_the_end` lets such work finish, says
+how it ended, then raises the cancellation.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Awaitable, Callable
+from typing import Any, TypeVar
+
+T = TypeVar("T")
+
+
+async def to_the_end(work: Awaitable[T], said: Callable[[asyncio.Future[T]], None]) -> T:
+    """`work`'s result. Cancelled meanwhile, `work` goes on to its end, `said` is given it
+    (done: its result, error or cancellation) and the cancellation is raised; a second
+    cancellation while it finishes leaves it running and is raised at once."""
+    running = asyncio.ensure_future(work)
+    try:
+        return await asyncio.shield(running)
+    except asyncio.CancelledError:
+        await asyncio.wait({running})
+        said(running)
+        raise
+
+
+def ended_well(done: asyncio.Future[Any]) -> bool:
+    """Whether a finished future ended with a result (not an error, not cancelled)."""
+    return not done.cancelled() and done.exception() is None
