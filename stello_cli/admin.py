@@ -92,6 +92,11 @@ async def cmd_migrate(args: argparse.Namespace) -> int:
         write("distributed: " + ("" if steps else "nothing (already as planned)"))
         for step in steps:
             write(f"  {step}")
+        if args.shard_count and not any("'sessions'" in step for step in steps):
+            write(
+                f"--shard-count {args.shard_count}: not applied, the shard count stays as it "
+                "was set when `sessions` was first distributed (docs/scaling.md, Rebalancing)"
+            )
     return 0
 
 

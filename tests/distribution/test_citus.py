@@ -705,6 +705,10 @@ class TestCommand:
                 "applied: nothing (up to date)",
                 "distributed: nothing (already as planned)",
             ]
+            other = _stello("migrate", "--distribute", "--shard-count", "8", "--database-url", dsn)
+            assert other.stdout.splitlines()[-1].startswith(
+                "--shard-count 8: not applied, the shard count stays as it was set"
+            )
         finally:
             await cluster.drop_database(dsn.rpartition("/")[2])
 
