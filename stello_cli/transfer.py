@@ -511,7 +511,13 @@ class Importer:
     async def undo(self, error: Exception) -> str:
         """After a failure: delete what this run made, unless the failure may pass (the
         gateway unreachable, a deadline), when a second run finishes it; what was done."""
-        from stello_client.exceptions import Cancelled, DeadlineExceeded, RpcError, Unavailable
+        from stello_client.exceptions import (
+            Cancelled,
+            DeadlineExceeded,
+            NotFound,
+            RpcError,
+            Unavailable,
+        )
 
         if not self.fresh:
             return ""
@@ -522,13 +528,38 @@ class Importer:
             return f" (the {made} {stay}: run the same import again to finish it)"
         ours = {session for session, _ in self.fresh}
         tops = [session for session, parent in self.fresh if parent not in ours]
-        try:
-            for top in tops:
+        kept: list[str] = []
+        gone = 0
+        for top in tops:
+            try:
                 await self._client.delete_session_counted(top)
+            except NotFound:
+                gone += 1  # erased already: the session it was under was deleted meanwhile
+            except RpcError:
+                kept.append(top)
+        if kept:
+            some = "" if len(kept) == len(tops) else "some of "
+            under = ", ".join(kept)
+            return f" ({some}the {made} {stay}, under {under}: `stello delete` removes it)"
+        if not gone:
+            how = f"{were} deleted"
+        elif self._parent is not None and not await self._present(self._parent):
+            how = f"went with --parent {self._parent}, deleted meanwhile"
+        else:
+            how = f"{were} deleted {'already' if gone == len(tops) else '(some already)'}"
+        return f" (nothing of the file was kept: the {made} {how})"
+
+    async def _present(self, session: str) -> bool:
+        """Whether the session is in the space (True when that cannot be told)."""
+        from stello_client.exceptions import NotFound, RpcError
+
+        try:
+            await self._client.get_session(session)
+        except NotFound:
+            return False
         except RpcError:
-            under = ", ".join(tops)
-            return f" (the {made} {stay}, under {under}: `stello delete` removes it)"
-        return f" (nothing of the file was kept: the {made} {were} deleted)"
+            return True
+        return True
 
 
 async def _seq_at(client: AsyncClient, session: str, position: int) -> int:

@@ -23,6 +23,7 @@ from stello_cli.exports import inherited_prefix
 from stello_cli.transfer import Importer, _load, _plans, import_order
 from stello_client.aio import AsyncClient
 from stello_client.errors import ClientError
+from stello_client.exceptions import NotFound
 from tests.cli.suite import Suite, stello
 from tests.support.fixtures import TestSpace
 
@@ -417,6 +418,38 @@ async def interrupted_import(
         for position in order[:sessions]:
             await run.one(sessions_of[position], planned[position])
     return run.made
+
+
+async def test_a_parent_deleted_meanwhile_is_said_not_kept(
+    suite: Suite, home: Path, space: TestSpace
+) -> None:
+    """An import whose --parent is deleted while it runs fails at the next session, and its
+    line says the sessions it had made went with that parent: not that they stay, under an
+    id that no longer exists (explore4 F6b)."""
+    env = suite.env(home, space)
+    parent = (await stello(env, "root", "--label", "Parent", "-q")).stdout.strip()
+    document = export_of(
+        {"id": "a", "label": "A", "records": []},
+        {"id": "b", "parent_id": "a", "label": "B", "records": []},
+        {"id": "c", "label": "C", "records": []},
+    )
+    path = home / "three.json"
+    path.write_text(document)
+    sessions, digest = _load(str(path))
+    order = import_order(sessions)
+    planned = _plans(sessions, order)
+    async with AsyncClient(suite.gateway, space.key, space.sid, plaintext=True) as client:
+        run = Importer(client, digest, parent, datetime.now(UTC))
+        for position in order[:2]:
+            await run.one(sessions[position], planned[position])
+        await client.delete_session(parent)
+        with pytest.raises(NotFound, match="not found") as refused:
+            await run.one(sessions[order[2]], planned[order[2]])
+        said = await run.undo(refused.value)
+    assert said == (
+        f" (nothing of the file was kept: the 2 sessions made before it went with --parent "
+        f"{parent}, deleted meanwhile)"
+    )
 
 
 async def test_an_interrupted_import_finished_says_what_it_made_now(
