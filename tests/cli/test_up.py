@@ -230,15 +230,16 @@ def wait_for_log(up: StelloUp, text: str, within_s: float = 60) -> None:
         time.sleep(0.1)
 
 
-def test_a_killed_embedded_postgres_is_started_again(home: Path) -> None:
-    """When the embedded PostgreSQL dies (SIGKILL of its postmaster), `stello up` says so in
-    one line and starts it again on the same data: what was written is there and calls work
-    again, the periodic jobs' outage is at most one WARNING line each, with no traceback
-    (explore4 F7: `stello up` stayed NOT_SERVING for good, logging ERROR and a traceback
-    every 10 s)."""
+@pytest.mark.parametrize("workers", ["1", "2"], ids=["one-process", "workers"])
+def test_a_killed_embedded_postgres_is_started_again(home: Path, workers: str) -> None:
+    """When the embedded PostgreSQL dies (SIGKILL of its postmaster), `stello up` (one process
+    or workers) says so in one line and starts it again on the same data: what was written is
+    there and calls work again, the periodic jobs' outage is at most one WARNING line each,
+    with no traceback (explore4 F7: `stello up` stayed NOT_SERVING for good, logging ERROR
+    and a traceback every 10 s)."""
     env = private_env(home)
     env["STELLO_TREE_SWEEP_INTERVAL_S"] = "0.5"  # a periodic job that meets the outage
-    up = StelloUp.start(env, "--no-console")
+    up = StelloUp.start(env, "--no-console", "--workers", workers)
     try:
         root = cli_json(env, "root", "--label", "Kept")
         postmaster = up.postmaster_pid()
