@@ -52,6 +52,22 @@ class RequestIdFilter(logging.Filter):
         return True
 
 
+class PoolOutageFilter(logging.Filter):
+    """Folds the traceback of asyncpg's pool, which cannot reconnect while the database is
+    down ("Failed to restore the pool connection floor"), into its one line: an outage
+    that passes (the services' own lines say it), not a fault to read a traceback of."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        if record.name == "asyncpg.pool" and record.exc_info and record.exc_info[1] is not None:
+            exc = record.exc_info[1]
+            if isinstance(exc, OSError) or type(exc).__module__.startswith("asyncpg."):
+                record.msg = f"{record.getMessage()} ({type(exc).__name__}: {exc})"
+                record.args = None
+                record.exc_info = None
+                record.exc_text = None
+        return True
+
+
 class JsonFormatter(logging.Formatter):
     """One JSON object per record; fields passed with ``extra=`` are kept."""
 
@@ -75,6 +91,7 @@ def build_handler(settings: LogSettings, stream: TextIO | None = None) -> loggin
     """A stream handler (stderr by default) with the request-id filter and the chosen format."""
     handler = logging.StreamHandler(stream)
     handler.addFilter(RequestIdFilter())
+    handler.addFilter(PoolOutageFilter())
     handler.setFormatter(
         JsonFormatter() if settings.format == "json" else logging.Formatter(TEXT_FORMAT)
     )

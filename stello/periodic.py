@@ -2,7 +2,10 @@
 
 A service app lists it among its background tasks: the kernel's server factory
 starts it once the server is bound and stops it after the graceful shutdown.
-A failed round (the database down) is logged and retried at the next interval.
+A failed round is retried at the next interval. An outage (the database or a
+service unreachable) is expected to pass: its first failed round is one WARNING
+line, the next ones DEBUG, and the first round that works again says so; any
+other failure is a fault, logged with its traceback every time.
 Stopping lets a round under way finish (up to `STOP_GRACE_S`) rather than cancel it
 in the middle of a transaction, whose connection would go back to its pool with the
 transaction still open.
@@ -14,7 +17,13 @@ import asyncio
 import contextlib
 import logging
 
+from stello.db import CONNECTION_ERRORS
+from stello.errors import Unavailable
+
 log = logging.getLogger(__name__)
+
+OUTAGES: tuple[type[BaseException], ...] = (*CONNECTION_ERRORS, Unavailable)
+"""Failures of a round that say what it needs cannot be reached, not that it is wrong."""
 
 STOP_GRACE_S = 5.0
 """How long `stop` waits for a round under way before cancelling it."""
@@ -32,6 +41,7 @@ class Periodic:
         self._woken = asyncio.Event()
         self._in_round = False
         self._stopping = False
+        self._outage = False
 
     @property
     def running(self) -> bool:
@@ -65,13 +75,32 @@ class Periodic:
         """One round of the work (subclasses say what)."""
         raise NotImplementedError
 
+    def _outaged(self, exc: BaseException) -> None:
+        """A round failed for an outage: one WARNING when it begins, DEBUG while it lasts."""
+        level = logging.DEBUG if self._outage else logging.WARNING
+        self._outage = True
+        log.log(
+            level,
+            "%s failed: cannot reach what it needs (%s: %s); retrying every %gs",
+            self.what,
+            type(exc).__name__,
+            exc,
+            self._interval_s,
+        )
+
     async def _run(self) -> None:
         while not self._stopping:
             self._in_round = True
             try:
                 await self.run_once()
-            except Exception:  # keep going: a failed round (database down) is retried
+            except OUTAGES as exc:  # keep going: retried until what it needs is back
+                self._outaged(exc)
+            except Exception:  # keep going, but a fault shows its traceback each time
                 log.exception("%s failed; retrying in %.1fs", self.what, self._interval_s)
+            else:
+                if self._outage:
+                    self._outage = False
+                    log.info("%s works again", self.what)
             finally:
                 self._in_round = False
             if self._stopping:

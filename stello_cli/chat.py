@@ -26,7 +26,14 @@ from stello_cli.fork_options import CONTEXTS, check_template_values, fork_contex
 from stello_cli.gateway import gateway, session_id
 from stello_cli.parser import Commands, int64, session_argument
 from stello_cli.style import Style, ago, one_line, plural, short_id, write
-from stello_cli.talk import Turn, busy_argument, newest_records, stream_turn
+from stello_cli.talk import (
+    Turn,
+    busy_argument,
+    end_shown_line,
+    failed_turn,
+    newest_records,
+    stream_turn,
+)
 from stello_cli.views import draw_tree, tree_nodes
 from stello_client.credentials import credentials_path
 from stello_client.errors import ClientError, UsageError, rpc_error_line
@@ -237,7 +244,11 @@ class Chat:
                 self.say(f"stopped: {stored}")
             except RpcError as err:
                 self.failed += 1
-                self.say(rpc_error_line(err, self.client.gateway, self.flags))
+                line = rpc_error_line(err, self.client.gateway, self.flags)
+                if state.shown:
+                    end_shown_line(state)
+                    line = f"{line}; {failed_turn(err, self.session_id)}"
+                self.say(line)
 
 
 @contextlib.contextmanager

@@ -2,7 +2,9 @@
 
 A turn is stored only when it completes (the gateway commits it at the end of
 the stream): interrupting `stello send` with Ctrl-C before that stores
-nothing, and the command says so before it exits 130.
+nothing, and the command says so before it exits 130. A stream that fails after
+part of the reply was shown ends that line first and says, as its error tells,
+whether the turn was stored.
 """
 
 from __future__ import annotations
@@ -16,16 +18,22 @@ from typing import TYPE_CHECKING
 from stello_cli import format as fmt
 from stello_cli.gateway import gateway, session_id
 from stello_cli.parser import Commands, int32, seconds, session_argument, text_argument
-from stello_cli.style import Style, write
+from stello_cli.style import Style, short_id, write
 from stello_client import dicts
-from stello_client.errors import UsageError
+from stello_client.errors import ClientError, UsageError, rpc_error_line
 
 if TYPE_CHECKING:
     from stello_client.aio import AsyncClient
+    from stello_client.exceptions import RpcError
     from stello_client.types import BusyName, Record, SendResponse
 
 NOT_STORED = "interrupted: the turn was not stored (nothing was written; send it again)"
 STORED = "interrupted after the turn was stored"
+FAILED_NOT_STORED = "the turn was not stored (nothing of it was written)"
+FAILED_MAYBE_STORED = (
+    "the turn may have been stored (its end was not heard): `stello records {session} "
+    "--limit 2` shows whether"
+)
 MAX_PAGE = 1000  # the gateway's largest ListRecords limit
 
 
@@ -35,6 +43,8 @@ class Turn:
 
     done: SendResponse | None = None
     at_line_start: bool = True
+    shown: bool = False
+    """Some of the turn (text or a tool call) was shown."""
 
 
 async def stream_turn(
@@ -62,8 +72,10 @@ async def stream_turn(
             if not as_json and event.text:
                 write(event.text, end="")
                 turn.at_line_start = event.text.endswith("\n")
+                turn.shown = True
         elif isinstance(event, ToolCall):
             if not as_json:
+                turn.shown = True
                 if not turn.at_line_start:
                     write()
                 write(style.paint(f"→ {event.name}({event.arguments_json})", "yellow"))
@@ -82,8 +94,35 @@ async def stream_turn(
     return turn
 
 
+def failed_turn(error: RpcError, session: str) -> str:
+    """Whether a turn whose stream failed is stored, as its error tells: an error the
+    gateway answered wrote nothing, except OUTCOME_UNKNOWN; a lost connection, a cancel
+    or a deadline may have come once the commit was sent."""
+    import grpc
+
+    from stello import reasons
+
+    unheard = (grpc.StatusCode.CANCELLED, grpc.StatusCode.DEADLINE_EXCEEDED)
+    if (
+        error.reason == reasons.OUTCOME_UNKNOWN
+        or error.code in unheard
+        or (error.code == grpc.StatusCode.UNAVAILABLE and error.reason is None)
+    ):
+        return FAILED_MAYBE_STORED.format(session=short_id(session))
+    return FAILED_NOT_STORED
+
+
+def end_shown_line(turn: Turn) -> None:
+    """End the line a partly shown reply left open, so what follows starts on its own."""
+    if not turn.at_line_start:
+        write()
+        turn.at_line_start = True
+
+
 async def cmd_send(args: argparse.Namespace) -> int:
     """Send one message and stream the reply; Ctrl-C before the end stores nothing."""
+    from stello_client.exceptions import RpcError
+
     text = text_argument(args.message)
     async with gateway(args) as client:
         session = await session_id(client, args.session)
@@ -99,10 +138,15 @@ async def cmd_send(args: argparse.Namespace) -> int:
                 busy=args.busy,
             )
         except asyncio.CancelledError:
-            if not turn.at_line_start:
-                write()
+            end_shown_line(turn)
             write(f"stello: {STORED if turn.done else NOT_STORED}", stream=sys.stderr)
             raise
+        except RpcError as exc:
+            if not turn.shown:
+                raise
+            end_shown_line(turn)
+            line = rpc_error_line(exc, client.gateway, args.flags)
+            raise ClientError(f"{line}; {failed_turn(exc, session)}") from exc
     return 0
 
 

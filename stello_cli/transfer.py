@@ -432,6 +432,9 @@ class Importer:
         """The file's ids and the sessions that stand for them."""
         self.fresh: list[tuple[str, str | None]] = []
         """Sessions this run made (not answered from an earlier import), with their parents."""
+        self.remade: set[str] = set()
+        """Those of them an earlier import had made and that were deleted since (the rest
+        of `fresh` no earlier import made: it was interrupted, or there was none)."""
 
     @property
     def replayed(self) -> bool:
@@ -443,6 +446,12 @@ class Importer:
         than the file's: an earlier import answered the others)."""
         file_id = {session: old for old, session in self.made.items()}
         return [file_id[session] for session, _ in self.fresh]
+
+    def made_again(self) -> list[str]:
+        """The file's ids among `made_now` that an earlier import had made and that were
+        deleted since."""
+        file_id = {session: old for old, session in self.made.items()}
+        return [file_id[session] for session, _ in self.fresh if session in self.remade]
 
     async def one(self, entry: dict[str, Any], planned: Planned) -> None:
         """ImportSession of one entry (parents and sources imported before it).
@@ -457,12 +466,14 @@ class Importer:
         old = str(entry["id"])
         parent = self.made.get(str(entry.get("parent_id"))) or self._parent
         base = f"import:{self._digest}:{self._parent or 'root'}:{old}"
+        erased = False
         for attempt in range(ERASED_TRIES):
             request_id = f"{base}:again{attempt}" if attempt else base
             try:
                 session = await self._call(entry, planned, parent, request_id)
                 break
             except RequestErased:
+                erased = True
                 if attempt == ERASED_TRIES - 1:
                     raise
         self.made[old] = session.id
@@ -471,6 +482,8 @@ class Importer:
         created = dicts.when(session.created_at)
         if created is None or created >= self._started:
             self.fresh.append((session.id, parent))
+            if erased:
+                self.remade.add(session.id)
 
     async def _call(
         self, entry: dict[str, Any], planned: Planned, parent: str | None, request_id: str
@@ -498,7 +511,13 @@ class Importer:
     async def undo(self, error: Exception) -> str:
         """After a failure: delete what this run made, unless the failure may pass (the
         gateway unreachable, a deadline), when a second run finishes it; what was done."""
-        from stello_client.exceptions import Cancelled, DeadlineExceeded, RpcError, Unavailable
+        from stello_client.exceptions import (
+            Cancelled,
+            DeadlineExceeded,
+            NotFound,
+            RpcError,
+            Unavailable,
+        )
 
         if not self.fresh:
             return ""
@@ -509,13 +528,38 @@ class Importer:
             return f" (the {made} {stay}: run the same import again to finish it)"
         ours = {session for session, _ in self.fresh}
         tops = [session for session, parent in self.fresh if parent not in ours]
-        try:
-            for top in tops:
+        kept: list[str] = []
+        gone = 0
+        for top in tops:
+            try:
                 await self._client.delete_session_counted(top)
+            except NotFound:
+                gone += 1  # erased already: the session it was under was deleted meanwhile
+            except RpcError:
+                kept.append(top)
+        if kept:
+            some = "" if len(kept) == len(tops) else "some of "
+            under = ", ".join(kept)
+            return f" ({some}the {made} {stay}, under {under}: `stello delete` removes it)"
+        if not gone:
+            how = f"{were} deleted"
+        elif self._parent is not None and not await self._present(self._parent):
+            how = f"went with --parent {self._parent}, deleted meanwhile"
+        else:
+            how = f"{were} deleted {'already' if gone == len(tops) else '(some already)'}"
+        return f" (nothing of the file was kept: the {made} {how})"
+
+    async def _present(self, session: str) -> bool:
+        """Whether the session is in the space (True when that cannot be told)."""
+        from stello_client.exceptions import NotFound, RpcError
+
+        try:
+            await self._client.get_session(session)
+        except NotFound:
+            return False
         except RpcError:
-            under = ", ".join(tops)
-            return f" (the {made} {stay}, under {under}: `stello delete` removes it)"
-        return f" (nothing of the file was kept: the {made} {were} deleted)"
+            return True
+        return True
 
 
 async def _seq_at(client: AsyncClient, session: str, position: int) -> int:
@@ -534,7 +578,8 @@ async def cmd_import(args: argparse.Namespace) -> int:
     file's ids to the sessions that stand for them, "again": an earlier import answered
     every one, "copies": made beside the exported sessions, "made_now": the file's ids
     this run made (all of them, none when "again", or those of a partial re-import: the
-    sessions deleted since the first import)}.
+    sessions an interrupted first import had not made, and those deleted since it),
+    "made_again": those of "made_now" deleted since an earlier import made them}.
     """
     from stello_client.exceptions import RpcError
 
@@ -566,10 +611,19 @@ async def cmd_import(args: argparse.Namespace) -> int:
             "again": run.replayed,
             "copies": originals,
             "made_now": run.made_now(),
+            "made_again": run.made_again(),
         }
         write(dicts.dumps(answer))
     else:
-        write(import_line(len(made), tops, made_now=len(run.fresh), copies=originals))
+        write(
+            import_line(
+                len(made),
+                tops,
+                made_now=len(run.fresh),
+                made_again=len(run.remade),
+                copies=originals,
+            )
+        )
     return 0
 
 
@@ -584,10 +638,13 @@ async def _present(client: AsyncClient, ids: Sequence[str]) -> bool:
     return True
 
 
-def import_line(count: int, tops: Sequence[str], *, made_now: int, copies: bool) -> str:
+def import_line(
+    count: int, tops: Sequence[str], *, made_now: int, copies: bool, made_again: int = 0
+) -> str:
     """What an import did: new sessions, copies beside the originals, nothing new, or the
-    sessions of an earlier import that were deleted since made again (`made_now` of
-    `count`)."""
+    rest of an earlier import (`made_now` of `count`): the sessions it had made that were
+    deleted since made again (`made_again` of them), and those it had not made (it was
+    interrupted) made now."""
     top = ", ".join(tops)
     if not made_now:
         return (
@@ -595,10 +652,22 @@ def import_line(count: int, tops: Sequence[str], *, made_now: int, copies: bool)
             f"{plural(count, 'session')} are under {top}"
         )
     if made_now < count:
-        were = "was" if made_now == 1 else "were"
+        sessions = plural(count, "session")
+        unmade = made_now - made_again
+        deleted = f"had been deleted since and {_were(made_again)} made again"
+        if not unmade:
+            return (
+                f"this file was imported before; {made_now} of its {sessions} {deleted}, "
+                f"under {top}"
+            )
+        if not made_again:
+            return (
+                f"this file was imported before but not finished; the {made_now} of its "
+                f"{sessions} it had not made {_were(made_now)} made now, under {top}"
+            )
         return (
-            f"this file was imported before; {made_now} of its {plural(count, 'session')} had "
-            f"been deleted since and {were} made again, under {top}"
+            f"this file was imported before; of its {sessions}, {made_again} {deleted}, and "
+            f"{unmade} it had not made {_were(unmade)} made now, under {top}"
         )
     if copies:
         return (
@@ -606,6 +675,10 @@ def import_line(count: int, tops: Sequence[str], *, made_now: int, copies: bool)
             f"this space); the new top: {top}"
         )
     return f"imported {plural(count, 'session')}; top: {top}"
+
+
+def _were(count: int) -> str:
+    return "was" if count == 1 else "were"
 
 
 def _nth(entry: dict[str, Any], number: int, total: int) -> str:

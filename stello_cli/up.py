@@ -19,7 +19,7 @@ import contextlib
 import dataclasses
 import logging
 import signal
-from collections.abc import AsyncIterator, Callable, Mapping
+from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -31,7 +31,7 @@ from pydantic import SecretStr
 from stello import tracing
 from stello.auth import KeyStore
 from stello.db import create_pool
-from stello.embedded import database_url
+from stello.embedded import EmbeddedLost, EmbeddedPostgres, database, supervised
 from stello.errors import FailedPrecondition
 from stello.inproc import LocalServer
 from stello.migrate import migrate_dsn
@@ -232,7 +232,8 @@ async def run_up(
         return
     async with _stop_on_signals():
         provider = await describe_provider(settings)
-        async with database_url(settings.database_url, settings.data_dir) as dsn:
+        async with database(settings.database_url, settings.data_dir) as db:
+            dsn = db.dsn
             await migrate_dsn(settings.direct_dsn(dsn))
             async with create_pool(dsn, settings) as pool:
                 keys = KeyStore(pool, settings.auth_cache_ttl_s)
@@ -267,10 +268,24 @@ async def run_up(
                                 "saved": str(saved),
                             }
                         )
-                        await asyncio.Event().wait()  # until a signal cancels us
+                        # Until a signal cancels us, or the embedded PostgreSQL is lost.
+                        await kept_up(asyncio.Event().wait(), db.embedded)
                 finally:
                     for app, server in reversed(running):
                         await shutdown(app, server, settings.shutdown_grace_s)
+
+
+async def kept_up(main: Awaitable[object], embedded: EmbeddedPostgres | None) -> None:
+    """Await `main` while the embedded PostgreSQL is kept running (`stello.embedded`).
+
+    Raises:
+        FailedPrecondition: it died and could not be started again (one line: why, and
+            that `stello up` stopped).
+    """
+    try:
+        await supervised(main, embedded)
+    except EmbeddedLost as exc:
+        raise FailedPrecondition(f"{exc.message}: `stello up` stopped; run it again") from None
 
 
 async def start_servers(

@@ -26,7 +26,7 @@ import grpc
 
 from stello.auth import KeyStore
 from stello.db import create_pool
-from stello.embedded import database_url
+from stello.embedded import database
 from stello.errors import FailedPrecondition
 from stello.migrate import migrate_dsn
 from stello.ports import PortClaim, PortTaken
@@ -41,6 +41,7 @@ from stello_cli.up import (
     ServiceConfigs,
     _stop_on_signals,
     describe_provider,
+    kept_up,
     local_credentials,
     metrics_wanted,
     start_console,
@@ -67,9 +68,8 @@ async def run_up_workers(
     `configs` are the services' settings `run_up` read (each worker reads its own)."""
     async with _stop_on_signals(), contextlib.AsyncExitStack() as stack:
         provider = await describe_provider(settings)
-        dsn = await stack.enter_async_context(
-            database_url(settings.database_url, settings.data_dir)
-        )
+        db = await stack.enter_async_context(database(settings.database_url, settings.data_dir))
+        dsn = db.dsn
         await migrate_dsn(settings.direct_dsn(dsn))
         claims = {name: stack.enter_context(_claim(ports, name)) for name in SERVICES}
         async with create_pool(dsn, settings.model_copy(update=_ONE_CONNECTION)) as pool:
@@ -100,7 +100,7 @@ async def run_up_workers(
             }
         )
         try:
-            await supervisor.run()  # until a signal cancels us
+            await kept_up(supervisor.run(), db.embedded)  # until a signal cancels us
         except WorkerFailed as exc:
             raise FailedPrecondition(str(exc)) from None
 

@@ -316,7 +316,8 @@ class SessionCalls(ClientBase):
 
     async def delete_session(self, session_id: str, *, timeout: Timeout = DEFAULT) -> list[str]:
         """Erase a session and its whole subtree with everything that belongs to them
-        (DeleteSession); answers the erased ids.
+        (DeleteSession); answers the erased ids (those of sessions a racing Fork was
+        still making under it too: that Fork answers NotFound).
 
         Raises:
             NotFound: the session is not in the space (a second delete too).

@@ -62,7 +62,7 @@ from agent_gateway.background.jobs import (
 )
 from agent_gateway.clients import Caller, StorageClient
 from stello.common.v1 import common_pb2
-from stello.errors import DeadlineExceeded, StelloError, Unavailable
+from stello.errors import DeadlineExceeded, NotFound, StelloError, Unavailable
 from stello.periodic import Periodic
 from stello.storage.v1 import storage_pb2
 
@@ -358,6 +358,12 @@ class BackgroundRunner:
             self.metrics.ended.labels(name, "failed").inc()
             if not isinstance(exc, StelloError) or isinstance(exc, ClaimLost):
                 log.exception("%s job of session %s failed", name, job.session_id)
+            elif isinstance(exc, NotFound):
+                # The user deleted the session (or its space) while the job ran: the job
+                # went with it, an expected outcome rather than a fault.
+                log.info(
+                    "%s job of session %s ended: %s (deleted meanwhile)", name, job.session_id, exc
+                )
             else:
                 log.warning("%s job of session %s failed: %s", name, job.session_id, exc)
             raise
@@ -388,6 +394,14 @@ class BackgroundRunner:
                     run.token,
                     self._limits.claim_ttl_s,
                 )
+            except NotFound as exc:
+                log.info(
+                    "no claim of the %s job of %s to renew: %s (deleted meanwhile)",
+                    job.kind.name,
+                    job.session_id,
+                    exc,
+                )
+                continue
             except StelloError as exc:
                 # Tried again at the next tick: a late renewal still keeps a claim no other
                 # run took meanwhile.
@@ -414,6 +428,13 @@ class BackgroundRunner:
                 job.space_id,
                 [run.progress(run.covered_until_seq, release=True, status=status)],
                 request_id="",
+            )
+        except NotFound as exc:
+            log.info(
+                "no claim of the %s job of %s to end: %s (deleted meanwhile)",
+                job.kind.name,
+                job.session_id,
+                exc,
             )
         except StelloError as exc:
             log.warning(

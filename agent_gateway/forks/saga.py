@@ -158,20 +158,41 @@ class ProvisioningSaga:
         """
         digest = plan_digest(plan)
         once = key if key is not None else generated_key(request_id)
+        lost: str | None = None  # the provisional session of the attempt before, gone
         for attempt in range(MAX_ATTEMPTS):
             rid = request_id if attempt == 0 else f"{request_id}/again{attempt}"
-            node = await self._tree.create_session(
-                caller,
-                plan.space_id,
-                parent_id=plan.parent_id,
-                label=plan.label,
-                source_id=plan.source_id,
-                config=plan.config,
-                provisional=True,
-                request_id=f"{rid}/{digest}",
-                metadata=dict(plan.metadata),
-                copy_source_metadata=plan.copy_metadata,
-            )
+            try:
+                node = await self._tree.create_session(
+                    caller,
+                    plan.space_id,
+                    parent_id=plan.parent_id,
+                    label=plan.label,
+                    source_id=plan.source_id,
+                    config=plan.config,
+                    provisional=True,
+                    request_id=f"{rid}/{digest}",
+                    metadata=dict(plan.metadata),
+                    copy_source_metadata=plan.copy_metadata,
+                )
+            except NotFound as exc:
+                if lost is not None:
+                    # Not swept: the user deleted its parent or source meanwhile, and the
+                    # delete hid it too (an outcome of theirs, answered NOT_FOUND).
+                    log.info(
+                        "provisional session %s of %s went with a session deleted meanwhile: %s",
+                        lost,
+                        request_id,
+                        exc,
+                    )
+                raise
+            if lost is not None:
+                log.warning(
+                    "provisional session %s of %s was swept before it was committed (the saga "
+                    "ran past STELLO_TREE_PROVISIONING_TTL_S); made %s instead",
+                    lost,
+                    request_id,
+                    node.id,
+                )
             await self._faults.hit("fork.after_create")
             try:
                 results = await self._fill(caller, plan, node, once, rid if attempt else "")
@@ -181,17 +202,14 @@ class ProvisioningSaga:
                     return earlier
                 continue
             except NotFound:
-                log.warning(
-                    "provisional session %s of %s is gone (swept before a retry); trying again",
-                    node.id,
-                    rid,
-                )
+                lost = node.id  # swept, or hidden by a delete: the next attempt tells which
                 continue
             await self._faults.hit("fork.after_storage")
             await self._faults.hit("fork.before_commit")
             try:
                 committed = await self._tree.commit_session(caller, plan.space_id, node.id)
             except NotFound:
+                lost = node.id
                 continue
             await self._faults.hit("fork.after_commit")
             meta = _answered_meta(results)

@@ -59,7 +59,7 @@ from agent_gateway.clients import Caller, StorageClient
 from agent_gateway.history.folding import Folder
 from agent_gateway.llm.prompt_config import SessionPrompts
 from stello.common.v1 import common_pb2
-from stello.errors import Aborted, FailedPrecondition
+from stello.errors import Aborted, FailedPrecondition, NotFound
 from stello.reasons import SESSION_ARCHIVED
 from stello.storage.v1 import storage_pb2
 
@@ -320,7 +320,16 @@ class Consolidator:
         if task.cancelled():
             return
         error = task.exception()
-        if error is not None:
+        if isinstance(error, NotFound):
+            # The user deleted the session (or its space) while it was consolidated.
+            self.outcomes.labels("failed").inc()
+            log.info(
+                "automatic consolidation of session %s after turn %d ended: %s (deleted meanwhile)",
+                session_id,
+                turn_count,
+                error,
+            )
+        elif error is not None:
             self.outcomes.labels("failed").inc()
             log.warning(
                 "automatic consolidation of session %s after turn %d failed: %s",

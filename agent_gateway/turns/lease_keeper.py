@@ -49,7 +49,7 @@ from typing import Any, TypeVar
 from agent_gateway.background.jobs import DONE, JobKind, Outcome, Run
 from agent_gateway.background.runner import BackgroundRunner
 from agent_gateway.clients import Caller, StorageClient
-from stello.errors import Aborted, DeadlineExceeded, StelloError, Unavailable
+from stello.errors import Aborted, DeadlineExceeded, NotFound, StelloError, Unavailable
 from stello.reasons import CONCURRENT_MODIFICATION, TURN_INTERRUPTED
 from stello.storage.v1 import storage_pb2
 
@@ -294,6 +294,13 @@ class LeaseKeeper:
                 renewal = await self._storage.renew_turn(
                     caller.within(every), space_id, session_id, lease.token, self._times.ttl_s
                 )
+            except NotFound as exc:
+                # The user deleted the session (or its space) during the turn: an outcome,
+                # not a fault; the turn's commit answers NOT_FOUND.
+                log.info(
+                    "no turn lease of %s to renew: %s (deleted during the turn)", session_id, exc
+                )
+                continue
             except StelloError as exc:
                 # Tried again at the next tick: a late renewal still keeps a lease
                 # no other turn took meanwhile.
@@ -339,9 +346,18 @@ class LeaseKeeper:
                             max(0.0, expires_by - time.monotonic()),
                         )
                         return
+                except NotFound as exc:
+                    # The user deleted the session (or its space) during the turn: the
+                    # lease went with it, an expected outcome rather than a fault.
+                    log.info(
+                        "no turn lease of %s to release: %s (it was deleted during the turn)",
+                        session_id,
+                        exc,
+                    )
+                    return
                 except StelloError as exc:
-                    # Not a hiccup (the session was deleted, the key revoked): the
-                    # lease, if any, ends with its TTL.
+                    # Not a hiccup (the key revoked, a bug): the lease, if any, ends with
+                    # its TTL.
                     log.warning("could not release the turn lease of %s: %s", session_id, exc)
                     return
                 _settle(first)

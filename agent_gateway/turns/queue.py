@@ -43,7 +43,7 @@ from agent_gateway.clients import Caller, StorageClient
 from agent_gateway.turns.lease_keeper import LeaseKeeper
 from agent_gateway.turns.state import Plan
 from stello.common.v1 import common_pb2
-from stello.errors import DeadlineExceeded, StelloError
+from stello.errors import DeadlineExceeded, NotFound, StelloError
 from stello.storage.v1 import storage_pb2
 
 log = logging.getLogger(__name__)
@@ -155,6 +155,8 @@ class TurnLine:
                 plan.session_id,
                 waiter,
             )
+        except NotFound as exc:
+            log.info("no line of %s to leave: %s (deleted meanwhile)", plan.session_id, exc)
         except StelloError as exc:
             log.warning(
                 "could not take a waiting turn of %s out of line (%s); its ticket expires "

@@ -311,6 +311,39 @@ class TestSessionCommands:
         refused = await failed(env, "send", root, "x", "--busy", "sideways", code=2)
         assert "--busy" in refused and "enqueue" in refused
 
+    async def test_a_send_failing_mid_reply_ends_its_line_and_says_not_stored(
+        self, suite: Suite, home: Path, space: TestSpace, gw: Any
+    ) -> None:
+        """A `send` whose stream fails after part of the reply was shown (its session deleted
+        meanwhile) ends that line, then fails on one line saying the error and that the turn
+        was not stored (explore4 F6e: the error was glued to the reply, "… word9stello: …",
+        and nothing said whether the turn was stored)."""
+        root = (await gw.CreateRoot(agent_pb2.CreateRootRequest(space_id=space.sid))).session.id
+        words = " ".join(f"word{i}" for i in range(40))
+        process = await asyncio.create_subprocess_exec(
+            sys.executable,
+            "-m",
+            "stello_cli",
+            "send",
+            root,
+            words,
+            env=client_env(suite.env(home, space, slow=True)),
+            stdout=asyncio.subprocess.PIPE,
+            stderr=asyncio.subprocess.PIPE,
+        )
+        assert process.stdout is not None
+        shown = await asyncio.wait_for(process.stdout.read(6), 30)  # the first piece
+        assert shown == b"echo: "
+        await gw.DeleteSession(agent_pb2.DeleteSessionRequest(space_id=space.sid, session_id=root))
+        rest, err = await asyncio.wait_for(process.communicate(), 30)
+        stdout, stderr = (shown + rest).decode(), err.decode()
+        assert process.returncode == 1, stderr
+        assert stdout.startswith("echo: word0") and stdout.endswith("\n")
+        assert stderr == (
+            f"stello: session {root} not found; the turn was not stored (nothing of it was "
+            "written)\n"
+        )
+
     async def test_text_from_stdin_loses_only_its_line_end(self, env: dict[str, str]) -> None:
         """`send SESSION -` (`echo hello | stello send SESSION -`) stores the text without
         the line end `echo` adds; `insight -` reads stdin by the same rule: one final

@@ -27,8 +27,10 @@ from stello.errors import (
 from stello_cli import format as fmt
 from stello_cli.retention import action_line
 from stello_cli.style import PLAIN, Style, ago
+from stello_cli.talk import failed_turn
 from stello_client import dicts
 from stello_client.errors import SHUT_DOWN, flag_names, rpc_error_line
+from stello_client.exceptions import RpcError
 
 NOW = datetime(2025, 6, 1, 12, 0, tzinfo=UTC)
 
@@ -245,6 +247,32 @@ class TestErrorsAsFlags:
         """`older_than_s: must not be negative` reads `--older-than: must not be negative`."""
         error = rpc_error(InvalidArgument.field(field, "must not be negative"))
         assert rpc_error_line(error) == f"{flag}: must not be negative"
+
+
+class TestFailedTurn:
+    @pytest.mark.parametrize(
+        ("code", "reason", "stored"),
+        [
+            pytest.param(grpc.StatusCode.NOT_FOUND, None, "not", id="deleted"),
+            pytest.param(grpc.StatusCode.UNAVAILABLE, "LLM_UNAVAILABLE", "not", id="model"),
+            pytest.param(grpc.StatusCode.UNAVAILABLE, "OUTCOME_UNKNOWN", "may", id="unknown"),
+            pytest.param(grpc.StatusCode.UNAVAILABLE, None, "may", id="connection"),
+            pytest.param(grpc.StatusCode.DEADLINE_EXCEEDED, None, "may", id="deadline"),
+        ],
+    )
+    def test_says_whether_the_turn_was_stored(
+        self, code: grpc.StatusCode, reason: str | None, stored: str
+    ) -> None:
+        """A turn's stream that failed after text was shown says it was not stored when the
+        gateway answered the error, and that it may have been (and how to look) when the
+        error may have come once its commit was sent."""
+        session = str(uuid.uuid4())
+        said = failed_turn(RpcError("failed", code=code, reason=reason), session)
+        if stored == "not":
+            assert said == "the turn was not stored (nothing of it was written)"
+        else:
+            assert said.startswith("the turn may have been stored")
+            assert f"`stello records {session[:8]} --limit 2`" in said
 
 
 class TestRetentionLines:

@@ -91,6 +91,14 @@ async def new_root(suite: Suite, space: TestSpace, label: str) -> str:
     return str(root.session.id)
 
 
+async def delete(suite: Suite, space: TestSpace, session_id: str) -> None:
+    """Delete a session through the gateway."""
+    async with open_channel(suite.gateway, key=space.key) as channel:
+        await agent_pb2_grpc.AgentGatewayStub(channel).DeleteSession(
+            agent_pb2.DeleteSessionRequest(space_id=space.sid, session_id=session_id)
+        )
+
+
 def quit_with_ctrl_d(child: pexpect.spawn[str]) -> None:
     """Ctrl-D at the prompt ends the chat with status 0."""
     child.sendeof()
@@ -196,6 +204,31 @@ class TestChat:
         output = await drive(script)
         assert "no session id starts with 'abcdef12'" in output
         assert "> " not in output
+
+    async def test_a_reply_failing_midway_ends_its_line_and_says_not_stored(
+        self, suite: Suite, home: Path, space: TestSpace
+    ) -> None:
+        """A reply whose turn fails after text was shown (its session deleted meanwhile) ends
+        its line, then the chat says the error and that the turn was not stored (explore4
+        F6e: the error was glued to the reply)."""
+        root = await new_root(suite, space, "Doomed")
+        env = suite.env(home, space, slow=True)
+        loop = asyncio.get_running_loop()
+
+        def script() -> str:
+            child = spawn(env, "chat", root)
+            child.expect_exact("Doomed>")
+            child.sendline(LONG)
+            child.expect_exact("echo: word0")
+            asyncio.run_coroutine_threadsafe(delete(suite, space, root), loop).result(30)
+            child.expect_exact("word39\r\nstello: session ")
+            child.expect_exact("not found; the turn was not stored (nothing of it was written)")
+            child.expect_exact("Doomed>")
+            child.sendline("/quit")
+            ended(child)
+            return str(child.before)
+
+        await drive(script)
 
 
 class TestSend:

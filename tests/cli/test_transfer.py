@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import AsyncIterator
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
@@ -19,8 +20,10 @@ from stello.agent.v1 import agent_pb2, agent_pb2_grpc
 from stello.channels import open_channel
 from stello.common.v1 import common_pb2
 from stello_cli.exports import inherited_prefix
-from stello_cli.transfer import import_order
+from stello_cli.transfer import Importer, _load, _plans, import_order
+from stello_client.aio import AsyncClient
 from stello_client.errors import ClientError
+from stello_client.exceptions import NotFound
 from tests.cli.suite import Suite, stello
 from tests.support.fixtures import TestSpace
 
@@ -400,6 +403,97 @@ async def test_a_partly_deleted_import_is_finished_and_said(
     assert (answer["again"], answer["imported"][top]) == (True, first[top])
     assert answer["made_now"] == []
     assert await sessions_in(env) == 6
+
+
+async def interrupted_import(
+    suite: Suite, space: TestSpace, path: Path, sessions: int
+) -> dict[str, str]:
+    """What an import of `path` does before it is killed after its first `sessions`: the
+    command's own Importer, through the SDK, stopped there. The file's ids it made."""
+    sessions_of, digest = _load(str(path))
+    order = import_order(sessions_of)
+    planned = _plans(sessions_of, order)
+    async with AsyncClient(suite.gateway, space.key, space.sid, plaintext=True) as client:
+        run = Importer(client, digest, None, datetime.now(UTC))
+        for position in order[:sessions]:
+            await run.one(sessions_of[position], planned[position])
+    return run.made
+
+
+async def test_a_parent_deleted_meanwhile_is_said_not_kept(
+    suite: Suite, home: Path, space: TestSpace
+) -> None:
+    """An import whose --parent is deleted while it runs fails at the next session, and its
+    line says the sessions it had made went with that parent: not that they stay, under an
+    id that no longer exists (explore4 F6b)."""
+    env = suite.env(home, space)
+    parent = (await stello(env, "root", "--label", "Parent", "-q")).stdout.strip()
+    document = export_of(
+        {"id": "a", "label": "A", "records": []},
+        {"id": "b", "parent_id": "a", "label": "B", "records": []},
+        {"id": "c", "label": "C", "records": []},
+    )
+    path = home / "three.json"
+    path.write_text(document)
+    sessions, digest = _load(str(path))
+    order = import_order(sessions)
+    planned = _plans(sessions, order)
+    async with AsyncClient(suite.gateway, space.key, space.sid, plaintext=True) as client:
+        run = Importer(client, digest, parent, datetime.now(UTC))
+        for position in order[:2]:
+            await run.one(sessions[position], planned[position])
+        await client.delete_session(parent)
+        with pytest.raises(NotFound, match="not found") as refused:
+            await run.one(sessions[order[2]], planned[order[2]])
+        said = await run.undo(refused.value)
+    assert said == (
+        f" (nothing of the file was kept: the 2 sessions made before it went with --parent "
+        f"{parent}, deleted meanwhile)"
+    )
+
+
+async def test_an_interrupted_import_finished_says_what_it_made_now(
+    suite: Suite, home: Path, space: TestSpace
+) -> None:
+    """Run again after it was interrupted, an import makes the sessions the first run had
+    not made and says so, not that they "had been deleted since" (explore4 F6a); with one
+    of the first run's sessions deleted too, it counts each kind ("made_again" in --json)."""
+    env = suite.env(home, space)
+    top = (await stello(env, "root", "--label", "Top", "-q")).stdout.strip()
+    kid = (await stello(env, "fork", top, "--label", "Kid", "-q")).stdout.strip()
+    other = (await stello(env, "fork", top, "--label", "Other", "-q")).stdout.strip()
+    exported = home / "export.json"
+    assert (await stello(env, "export", top, "-o", str(exported))).returncode == 0
+
+    def variant(name: str) -> Path:
+        """The export with another top label: another file, imported on its own."""
+        path = home / f"{name}.json"
+        path.write_text(exported.read_text().replace('"Top"', f'"{name}"'))
+        return path
+
+    async def kid_deleted(name: str) -> Path:
+        """A file whose import was interrupted after Top and Kid, its Kid deleted since."""
+        path = variant(name)
+        made = await interrupted_import(suite, space, path, 2)
+        assert (await stello(env, "delete", made[kid], "--yes")).returncode == 0
+        return path
+
+    interrupted = variant("Interrupted")
+    await interrupted_import(suite, space, interrupted, 1)
+    said = await stello(env, "import", str(interrupted))
+    assert said.returncode == 0, said.stderr
+    assert said.stdout.startswith(
+        "this file was imported before but not finished; the 2 of its 3 sessions it had not "
+        "made were made now, under "
+    )
+    answer = json.loads((await stello(env, "import", str(await kid_deleted("A")), "--json")).stdout)
+    assert (answer["made_now"], answer["made_again"]) == ([kid, other], [kid])
+    said = await stello(env, "import", str(await kid_deleted("B")))
+    assert said.returncode == 0, said.stderr
+    assert said.stdout.startswith(
+        "this file was imported before; of its 3 sessions, 1 had been deleted since and was "
+        "made again, and 1 it had not made was made now, under "
+    )
 
 
 class TestFileLogic:

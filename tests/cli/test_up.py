@@ -3,8 +3,11 @@
 from __future__ import annotations
 
 import json
+import os
+import signal
 import socket
 import stat
+import time
 from pathlib import Path
 
 import pytest
@@ -216,6 +219,49 @@ def test_a_bad_service_setting_is_one_line_before_the_database_starts(
     assert len(done.stderr.splitlines()) == 1, done.stderr
     assert done.stderr.startswith("stello: ") and problem in done.stderr, done.stderr
     assert not Path(env["STELLO_DATA_DIR"]).exists()
+
+
+def wait_for_log(up: StelloUp, text: str, within_s: float = 60) -> None:
+    """Wait until `stello up` has logged `text`."""
+    deadline = time.monotonic() + within_s
+    while text not in up.stderr:
+        assert time.monotonic() < deadline, f"never logged {text!r}: {up.stderr[-3000:]}"
+        assert up.process.poll() is None, f"stello up ended: {up.stderr[-3000:]}"
+        time.sleep(0.1)
+
+
+@pytest.mark.parametrize("workers", ["1", "2"], ids=["one-process", "workers"])
+def test_a_killed_embedded_postgres_is_started_again(home: Path, workers: str) -> None:
+    """When the embedded PostgreSQL dies (SIGKILL of its postmaster), `stello up` (one process
+    or workers) says so in one line and starts it again on the same data: what was written is
+    there and calls work again, the periodic jobs' outage is at most one WARNING line each,
+    with no traceback (explore4 F7: `stello up` stayed NOT_SERVING for good, logging ERROR
+    and a traceback every 10 s)."""
+    env = private_env(home)
+    env["STELLO_TREE_SWEEP_INTERVAL_S"] = "0.5"  # a periodic job that meets the outage
+    up = StelloUp.start(env, "--no-console", "--workers", workers)
+    try:
+        root = cli_json(env, "root", "--label", "Kept")
+        postmaster = up.postmaster_pid()
+        os.kill(postmaster, signal.SIGKILL)
+        wait_for_log(up, "the services reconnect")
+        assert up.process.poll() is None
+        assert f"the embedded PostgreSQL (pid {postmaster}) stopped unexpectedly" in up.stderr
+        again = up.postmaster_pid()
+        assert again != postmaster and not gone(again), up.stderr[-3000:]
+        deadline = time.monotonic() + 30
+        while (tree := run_cli(env, "tree", "--json")).returncode != 0:
+            assert time.monotonic() < deadline, tree.stderr
+            time.sleep(0.2)
+        assert [n["id"] for n in json.loads(tree.stdout)] == [root["id"]]
+        assert cli_json(env, "root", "--label", "After")["label"] == "After"
+        logged = up.stderr
+        assert " ERROR " not in logged, logged[-3000:]
+        periodic = [line for line in logged.splitlines() if " stello.periodic " in line]
+        assert all(" WARNING " in line or " INFO " in line for line in periodic), periodic
+        assert_stopped(up, again)
+    finally:
+        up.kill()
 
 
 def test_up_with_two_workers(home: Path) -> None:

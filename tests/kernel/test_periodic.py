@@ -3,6 +3,10 @@
 from __future__ import annotations
 
 import asyncio
+import logging
+from collections import deque
+
+import pytest
 
 from stello.periodic import Periodic
 
@@ -53,3 +57,59 @@ async def test_an_idle_wait_ends_at_once() -> None:
     await periodic.stop()
     assert loop.time() - began < 5.0
     assert periodic.ends == ["finished"]
+
+
+class Scripted(Periodic):
+    """Rounds that raise the scripted errors in turn (None: a round that works)."""
+
+    what = "scripted work"
+
+    def __init__(self, *script: BaseException | None) -> None:
+        super().__init__(interval_s=0.01)
+        self.script = deque(script)
+        self.done = asyncio.Event()
+
+    async def run_once(self) -> None:
+        if not self.script:
+            self.done.set()
+            return
+        error = self.script.popleft()
+        if error is not None:
+            raise error
+
+
+async def test_an_outage_is_one_warning_without_traceback(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    """Rounds failing because the database cannot be reached log one WARNING line, without
+    a traceback, when the outage begins (DEBUG after it), and INFO once a round works again
+    (explore4 F7: ERROR and a traceback every round while the embedded PostgreSQL was down)."""
+    refused = ConnectionRefusedError(111, "Connect call failed")
+    periodic = Scripted(refused, refused, refused, None)
+    with caplog.at_level(logging.DEBUG, logger="stello.periodic"):
+        periodic.start()
+        await asyncio.wait_for(periodic.done.wait(), 10)
+        await periodic.stop()
+    said = [(r.levelno, r.exc_info is not None) for r in caplog.records]
+    assert said == [
+        (logging.WARNING, False),
+        (logging.DEBUG, False),
+        (logging.DEBUG, False),
+        (logging.INFO, False),
+    ]
+    assert caplog.records[0].getMessage() == (
+        "scripted work failed: cannot reach what it needs (ConnectionRefusedError: [Errno 111] "
+        "Connect call failed); retrying every 0.01s"
+    )
+    assert caplog.records[-1].getMessage() == "scripted work works again"
+
+
+async def test_a_fault_shows_its_traceback_every_round(caplog: pytest.LogCaptureFixture) -> None:
+    """Any other failure is a fault: ERROR with its traceback, every round."""
+    periodic = Scripted(RuntimeError("bug"), RuntimeError("bug"))
+    with caplog.at_level(logging.DEBUG, logger="stello.periodic"):
+        periodic.start()
+        await asyncio.wait_for(periodic.done.wait(), 10)
+        await periodic.stop()
+    said = [(r.levelno, r.exc_info is not None) for r in caplog.records]
+    assert said == [(logging.ERROR, True), (logging.ERROR, True)]

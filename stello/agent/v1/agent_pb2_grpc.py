@@ -1045,10 +1045,13 @@ class AgentGatewayServicer:
         hiding transaction writes each session's row once, so the answer takes
         time in proportion to the subtree (about 1.2 s for 50,000 sessions and
         5 s for 200,000 on 2 cores); the erasure, about eight times that, is
-        not waited for. Sessions elsewhere
-        that were forked from an erased session keep existing with
-        source_session_id cleared. Allowed on archived sessions. The tree's call
-        gets the caller's whole deadline (without one,
+        not waited for. Sessions elsewhere that were forked from an erased
+        session keep existing with source_session_id cleared. A session that a
+        Fork or ImportSession (or a turn's stello_create_session) is still
+        making under the subtree, not yet committed, is erased with it: its id
+        is among `deleted_ids` (and counted), though no client was given it,
+        and that call answers NOT_FOUND. Allowed on archived sessions. The
+        tree's call gets the caller's whole deadline (without one,
         STELLO_GATEWAY_LONG_CALL_TIMEOUT_S), not the per-call cap.
 
         Errors:

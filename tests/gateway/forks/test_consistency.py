@@ -11,6 +11,9 @@ Fork (same request_id) ends with exactly one, complete session.
 from __future__ import annotations
 
 import asyncio
+import logging
+from collections.abc import Awaitable, Callable
+from typing import Any
 
 import asyncpg
 import grpc
@@ -39,6 +42,7 @@ from tests.gateway.probes import (
 )
 from tests.gateway.processes import gateway_process
 from tests.support.fixtures import TestSpace
+from tree_service.repository import TreeRepository
 
 pytestmark = pytest.mark.sql
 
@@ -163,6 +167,98 @@ class TestInProcessFaults:
             await assert_complete(stack, reply.session.id)
         finally:
             await close_stack(failing)
+            await close_stack(stack)
+
+
+class OnceAt:
+    """Runs `action` (with the provisional session's id) the first time the saga reaches
+    `point`."""
+
+    def __init__(self, point: str, action: Callable[[], Awaitable[Any]]) -> None:
+        self.point, self.action = point, action
+        self.done: Any = None
+
+    async def hit(self, point: str) -> None:
+        """At the point, once: run the action."""
+        if point == self.point and self.done is None:
+            self.done = await self.action()
+
+
+class TestRacingDelete:
+    """What the saga says when its provisional session is gone before the commit."""
+
+    async def test_a_fork_whose_source_is_deleted_meanwhile_logs_no_warning(
+        self,
+        start_gateway: GatewayStarter,
+        backends: Backends,
+        space: TestSpace,
+        summarizer: FakeSummarizer,
+        pool: asyncpg.Pool,
+        caplog: pytest.LogCaptureFixture,
+    ) -> None:
+        """A Fork whose parent is deleted between its provisional session and the commit
+        answers NOT_FOUND; the delete's reply lists the provisional session among the erased
+        ids (it was erased with the subtree, as agent.proto says), and the gateway logs at INFO
+        that it went with the deleted session, no WARNING (explore4 F6c: "is gone (swept
+        before a retry); trying again", when nothing was swept)."""
+        healthy = await start_gateway()
+        stack = await open_stack(backends, healthy, space, summarizer)
+        source = await seeded_source(stack)
+
+        async def delete() -> Any:
+            return await stack.gw.DeleteSession(
+                agent_pb2.DeleteSessionRequest(space_id=space.sid, session_id=source)
+            )
+
+        faults = OnceAt("fork.after_create", delete)
+        racing = await open_stack(backends, await start_gateway(faults=faults), space, summarizer)
+        try:
+            with caplog.at_level(logging.INFO, logger="agent_gateway"):
+                error = await rpc_error(racing.gw.Fork(fork_request(stack, source, "r-race")))
+            assert error.code() is grpc.StatusCode.NOT_FOUND
+            [provisional] = [i for i in faults.done.deleted_ids if i != source]
+            assert faults.done.deleted_ids[0] == source
+            said = [r for r in caplog.records if provisional in r.getMessage()]
+            assert [r.levelno for r in said] == [logging.INFO]
+            assert "went with a session deleted meanwhile" in said[0].getMessage()
+            warnings = [r.getMessage() for r in caplog.records if r.levelno >= logging.WARNING]
+            assert warnings == []
+        finally:
+            await close_stack(racing)
+            await close_stack(stack)
+
+    async def test_a_swept_provisional_session_is_a_warning(
+        self,
+        start_gateway: GatewayStarter,
+        backends: Backends,
+        space: TestSpace,
+        summarizer: FakeSummarizer,
+        pool: asyncpg.Pool,
+        caplog: pytest.LogCaptureFixture,
+    ) -> None:
+        """A provisional session swept before its saga filled it (the saga ran past the TTL)
+        is still a WARNING naming the setting, and the Fork ends on a new session."""
+        healthy = await start_gateway()
+        stack = await open_stack(backends, healthy, space, summarizer)
+        source = await seeded_source(stack)
+
+        async def sweep() -> Any:
+            return await TreeRepository(pool).sweep(0.001, 1000, wait=True)
+
+        faults = OnceAt("fork.after_create", sweep)
+        racing = await open_stack(backends, await start_gateway(faults=faults), space, summarizer)
+        try:
+            with caplog.at_level(logging.INFO, logger="agent_gateway"):
+                reply = await racing.gw.Fork(fork_request(stack, source, "r-swept"))
+            [swept] = [s.id for s in faults.done]
+            warned = [r for r in caplog.records if r.levelno >= logging.WARNING]
+            assert len(warned) == 1
+            assert str(swept) in warned[0].getMessage()
+            assert "STELLO_TREE_PROVISIONING_TTL_S" in warned[0].getMessage()
+            assert reply.session.id in warned[0].getMessage()
+            await assert_complete(stack, reply.session.id)
+        finally:
+            await close_stack(racing)
             await close_stack(stack)
 
 

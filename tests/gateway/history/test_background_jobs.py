@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import logging
 import signal
 import uuid
 from collections.abc import AsyncIterator, Sequence
@@ -485,6 +486,39 @@ class TestStop:
         async with asyncio.timeout(10):
             reply = await consolidate(b, session)
         assert (reply.status, reply.covered_until_seq) == (DONE, 2)
+
+
+class TestDeleted:
+    @pytest.mark.parametrize("manual", [True, False], ids=["manual", "automatic"])
+    async def test_a_delete_during_a_consolidation_is_no_warning(
+        self, manual: bool, make_stack: StackMaker, caplog: pytest.LogCaptureFixture
+    ) -> None:
+        """A session deleted while its consolidation runs ends the job NOT_FOUND (a manual
+        Consolidate answers it); the gateway logs that at INFO, the run and its claim gone with
+        the session, and no WARNING (explore4 F6d: "consolidate job of session X failed:
+        session X not found", "could not end the consolidate job of X")."""
+        model = GatedConsolidations()
+        stack = await make_stack(model, consolidate_every_n_turns=0 if manual else 1)
+        session = (await stack.root()).id
+        await send(stack, session, "one")
+        running = asyncio.create_task(consolidate(stack, session)) if manual else None
+        await wait_for(lambda: model.in_flight == 1)
+        caplog.clear()
+        with caplog.at_level(logging.INFO, logger="agent_gateway"):
+            await stack.gw.DeleteSession(
+                agent_pb2.DeleteSessionRequest(space_id=stack.space.sid, session_id=session)
+            )
+            model.gate.set()
+            if running is not None:
+                error = await rpc_error(running)
+                assert error.code() is grpc.StatusCode.NOT_FOUND
+            await wait_for(lambda: "to end" in caplog.text)
+            if not manual:
+                await wait_for(lambda: "automatic consolidation" in caplog.text)
+        warnings = [r.getMessage() for r in caplog.records if r.levelno >= logging.WARNING]
+        assert warnings == []
+        ended = [r for r in caplog.records if "consolidate job of" in r.getMessage()]
+        assert ended and all(r.levelno == logging.INFO for r in ended)
 
 
 class TestVisible:

@@ -8,6 +8,7 @@ behind the provider interface keeps the first turn running while the others arri
 from __future__ import annotations
 
 import asyncio
+import logging
 import uuid
 from collections.abc import AsyncIterator, Sequence
 from dataclasses import dataclass, field
@@ -352,6 +353,32 @@ class TestEnqueue:
         assert events[-1].HasField("done")
         assert slow.most == 1
         assert users(await stack.records(root.id)) == ["first", "second"]
+
+    async def test_a_delete_ends_the_line_with_no_warning(
+        self, make_stack: StackMaker, pool: asyncpg.Pool, caplog: pytest.LogCaptureFixture
+    ) -> None:
+        """A session deleted while a turn runs and another waits in line ends both NOT_FOUND;
+        the gateway logs the line and the lease gone with the session at INFO, no WARNING
+        (explore4 F6d)."""
+        slow = Slow()
+        stack = await make_stack(slow)
+        root = await stack.root()
+        running = enqueue(stack, root.id, "first")
+        await asyncio.wait_for(slow.started.wait(), 10)
+        waiting = enqueue(stack, root.id, "second")
+        await queued(pool, stack, root.id, 1)
+        caplog.clear()
+        with caplog.at_level(logging.INFO, logger="agent_gateway"):
+            await stack.gw.DeleteSession(
+                agent_pb2.DeleteSessionRequest(space_id=stack.space.sid, session_id=root.id)
+            )
+            slow.gate.set()
+            for turn in (running, waiting):
+                error = await rpc_error(asyncio.wait_for(turn, 10))
+                assert error.code() is grpc.StatusCode.NOT_FOUND
+            await wait_for(lambda: "to release" in caplog.text)
+        warnings = [r.getMessage() for r in caplog.records if r.levelno >= logging.WARNING]
+        assert warnings == []
 
 
 class TestInterrupt:

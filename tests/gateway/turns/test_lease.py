@@ -8,6 +8,7 @@ in tests/gateway/turns/test_lease_outage.py, with real processes.
 from __future__ import annotations
 
 import asyncio
+import logging
 import time
 import uuid
 
@@ -17,10 +18,11 @@ import pytest
 
 from agent_gateway.llm import ToolCallSpec
 from agent_gateway.tools.base import CREATE_SESSION
+from stello.agent.v1 import agent_pb2
 from stello.errors import Unavailable, error_info_reason
 from stello.storage.v1 import storage_pb2
 from tests.gateway.conftest import Stack, StackMaker, rpc_error
-from tests.gateway.turns_support import SpyProvider, answer, send, stream_events
+from tests.gateway.turns_support import SpyProvider, answer, send, stream_events, wait_for
 
 pytestmark = pytest.mark.sql
 
@@ -158,3 +160,36 @@ class TestBuiltinForkOnce:
         await send(stack, root.id, "fork")
         await send(stack, root.id, "fork")
         assert await pool.fetchval(CHILDREN, stack.space.id, uuid.UUID(root.id)) == 2
+
+
+class TestDeletedMidTurn:
+    @pytest.mark.parametrize("streamed", [False, True], ids=["send", "stream"])
+    async def test_a_delete_during_a_turn_is_no_warning(
+        self, streamed: bool, make_stack: StackMaker, caplog: pytest.LogCaptureFixture
+    ) -> None:
+        """A session deleted while its turn runs ends the turn NOT_FOUND and the lease's release
+        finds no session: an expected outcome of the user's delete, logged at INFO with no
+        WARNING (explore4 F6d: "could not release the turn lease of X: session X not found")."""
+        gate = asyncio.Event()
+        spy = SpyProvider(gate=gate)
+        stack = await make_stack(spy)
+        root = await stack.root()
+        if streamed:
+            turn = asyncio.ensure_future(stream_events(stack, root.id, "doomed"))
+        else:
+            turn = asyncio.ensure_future(send(stack, root.id, "doomed"))
+        await asyncio.wait_for(spy.started.wait(), 10)
+        caplog.clear()
+        with caplog.at_level(logging.INFO, logger="agent_gateway"):
+            await stack.gw.DeleteSession(
+                agent_pb2.DeleteSessionRequest(space_id=stack.space.sid, session_id=root.id)
+            )
+            gate.set()
+            error = await rpc_error(asyncio.wait_for(turn, 10))
+            assert error.code() is grpc.StatusCode.NOT_FOUND
+            await wait_for(lambda: "to release" in caplog.text)  # released after the reply
+        released = [r for r in caplog.records if "turn lease of" in r.getMessage()]
+        warnings = [r.getMessage() for r in caplog.records if r.levelno >= logging.WARNING]
+        assert warnings == []
+        assert [r.levelno for r in released] == [logging.INFO]
+        assert "was deleted" in released[0].getMessage()
