@@ -225,7 +225,10 @@ def create_app(
     session_prompts = SessionPrompts(clients.tree, prompts)
     memory = SharedMemory(clients.storage, max_body_bytes=settings.max_slot_bytes)
     sessions = SessionService(
-        clients.tree, clients.storage, max_reply_bytes=settings.max_message_bytes
+        clients.tree,
+        clients.storage,
+        max_reply_bytes=settings.max_message_bytes,
+        max_page_bytes=min(config.max_page_bytes, settings.max_message_bytes // 2),
     )
     apps: list[ServiceApp] = []
 

@@ -9,7 +9,7 @@ from pydantic_settings import BaseSettings, SettingsConfigDict
 
 from agent_gateway.forks.faults import parse_fault
 from agent_gateway.llm.prompt_texts import PresetName
-from stello.settings import check_pair
+from stello.settings import MIB, check_pair
 
 
 class GatewaySettings(BaseSettings):
@@ -119,6 +119,15 @@ class GatewaySettings(BaseSettings):
         default=None,
         gt=0,
         description="Time budget of a CreateRoot/Fork saga; unset = half the provisioning TTL.",
+    )
+    max_page_bytes: int = Field(
+        default=4 * MIB,
+        ge=1024,
+        description=(
+            "Most bytes of digests one ListSessionDigests or GetLineage page carries (at least "
+            "one digest; at most half of STELLO_MAX_MESSAGE_BYTES): a page cut short says so "
+            "with its next_page_token."
+        ),
     )
     consolidate_every_n_turns: int = Field(
         default=0, ge=0, description="Consolidate memory every N committed turns; 0 = off."

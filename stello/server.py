@@ -227,7 +227,30 @@ def _server_options(settings: StelloSettings, worker: bool) -> list[tuple[str, i
         # the same port and the kernel would split the connections between the two. A
         # supervisor's workers share theirs, which the supervisor claimed (`stello.ports`).
         ("grpc.so_reuseport", 1 if worker else 0),
+        *KEEPALIVE,
     ]
+
+
+# Keepalive (README "Clients in other languages"): a client may ping every
+# `PING_EVERY_MS` or more, with or without calls in flight, however long a stream
+# stays idle (an idle WatchSpace sends nothing for hours). gRPC core's defaults
+# allowed one ping without data per five minutes and answered the third early one
+# with GOAWAY too_many_pings, which ended a healthy watch of a grpc-js client
+# keeping its load balancer's connection alive (RESOURCE_EXHAUSTED, after 20 s
+# with a 5 s keepalive). The server pings a connection with calls in flight after
+# `SERVER_PING_MS` of silence too, and drops it when no answer comes in
+# `PING_TIMEOUT_MS`: a client gone without a word frees its streams.
+PING_EVERY_MS = 4_000
+SERVER_PING_MS = 60_000
+PING_TIMEOUT_MS = 20_000
+KEEPALIVE: tuple[tuple[str, int], ...] = (
+    ("grpc.http2.min_recv_ping_interval_without_data_ms", PING_EVERY_MS),
+    ("grpc.http2.min_ping_interval_without_data_ms", PING_EVERY_MS),
+    ("grpc.keepalive_permit_without_calls", 1),
+    ("grpc.http2.max_pings_without_data", 0),
+    ("grpc.keepalive_time_ms", SERVER_PING_MS),
+    ("grpc.keepalive_timeout_ms", PING_TIMEOUT_MS),
+)
 
 
 def _bind(server: grpc.aio.Server, address: str, settings: StelloSettings) -> int:

@@ -8,8 +8,9 @@ NOT_FOUND. Writes go to the one service that owns the data.
 from __future__ import annotations
 
 import uuid
-from collections.abc import Sequence
+from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass
+from typing import Any
 
 from agent_gateway.clients import Caller, StorageClient, TreeClient
 from agent_gateway.clients.rpc import both
@@ -18,7 +19,7 @@ from stello.agent.v1 import agent_pb2
 from stello.common.v1 import common_pb2
 from stello.errors import FailedPrecondition
 from stello.reasons import SESSION_ARCHIVED
-from stello.settings import MAX_MESSAGE_BYTES
+from stello.settings import MAX_MESSAGE_BYTES, MIB
 from stello.storage.v1 import storage_pb2
 from stello.tree.v1 import tree_pb2
 
@@ -59,14 +60,69 @@ class DigestPage:
     next_page_token: str
 
 
+MAX_PAGE_BYTES = 4 * MIB
+"""STELLO_GATEWAY_MAX_PAGE_BYTES' default."""
+
+
+@dataclass(frozen=True, slots=True)
+class Listed:
+    """A tree listing's page: its sessions (summaries or nodes) and its next token."""
+
+    sessions: Sequence[Any]
+    next_page_token: str
+
+
+DIGEST_FRAMING_BYTES = 8
+"""A digest's tag and length in its page (at most 1 + 5 bytes) and a margin."""
+
+
+def _summary_digest(
+    session: common_pb2.SessionSummary, slot: storage_pb2.SessionSlots
+) -> common_pb2.SessionDigest:
+    """A ListAll session's digest."""
+    digest = common_pb2.SessionDigest(
+        id=session.id,
+        label=session.label,
+        status=session.status,
+        turn_count=session.turn_count,
+        pinned=session.pinned,
+    )
+    if session.metadata:  # most sessions have none: an empty map costs a copy per row
+        digest.metadata.update(session.metadata)
+    if session.HasField("parent_id"):
+        digest.parent_id = session.parent_id
+    _fill_slots(digest, slot)
+    return digest
+
+
+def _node_digest(
+    node: common_pb2.TreeNode, slot: storage_pb2.SessionSlots
+) -> common_pb2.SessionDigest:
+    """An ancestor's digest (a ListAncestors node)."""
+    digest = common_pb2.SessionDigest(
+        id=node.id, label=node.label, status=node.status, turn_count=node.turn_count
+    )
+    if node.HasField("parent_id"):
+        digest.parent_id = node.parent_id
+    _fill_slots(digest, slot)
+    return digest
+
+
 class SessionService:
     """Digests, the joined session view, tree and records, slots, archive and delete."""
 
     def __init__(
-        self, tree: TreeClient, storage: StorageClient, *, max_reply_bytes: int = MAX_MESSAGE_BYTES
+        self,
+        tree: TreeClient,
+        storage: StorageClient,
+        *,
+        max_reply_bytes: int = MAX_MESSAGE_BYTES,
+        max_page_bytes: int = MAX_PAGE_BYTES,
     ) -> None:
         self._tree = tree
         self._storage = storage
+        # Most bytes of digests a ListSessionDigests or GetLineage page carries.
+        self._max_page_bytes = max_page_bytes
         # What this gateway can send and receive (STELLO_MAX_MESSAGE_BYTES): a delete's
         # ids must fit it as well as the caller's own limit.
         self._max_reply_bytes = max_reply_bytes
@@ -81,43 +137,24 @@ class SessionService:
         page_token: str,
         session_filter: common_pb2.SessionFilter | None = None,
     ) -> DigestPage:
-        """One page: exactly one tree ListAll (which filters) and one storage BatchGetSlots.
+        """One page: one tree ListAll (which filters) and one storage BatchGetSlots (and
+        ListAll again for a page cut short by its bytes: `_page`).
 
         A session deleted between the two calls is left out (it no longer exists).
         """
-        page = await self._tree.list_all(
-            caller,
-            space_id,
-            status=status,
-            page_size=page_size,
-            page_token=page_token,
-            session_filter=session_filter,
-        )
-        slots: dict[str, storage_pb2.SessionSlots] = {}
-        if page.sessions:
-            ids = [s.id for s in page.sessions]
-            wanted = (storage_pb2.SLOT_KIND_MEMORY, storage_pb2.SLOT_KIND_INSIGHT)
-            found = await self._storage.batch_get_slots(caller, space_id, ids, wanted)
-            slots = {s.session_id: s for s in found}
-        digests = []
-        for session in page.sessions:
-            slot = slots.get(session.id)
-            if slot is None:
-                continue
-            digest = common_pb2.SessionDigest(
-                id=session.id,
-                label=session.label,
-                status=session.status,
-                turn_count=session.turn_count,
-                pinned=session.pinned,
+
+        async def listed(size: int) -> Listed:
+            page = await self._tree.list_all(
+                caller,
+                space_id,
+                status=status,
+                page_size=size,
+                page_token=page_token,
+                session_filter=session_filter,
             )
-            if session.metadata:  # most sessions have none: an empty map costs a copy per row
-                digest.metadata.update(session.metadata)
-            if session.HasField("parent_id"):
-                digest.parent_id = session.parent_id
-            _fill_slots(digest, slot)
-            digests.append(digest)
-        return DigestPage(digests, page.next_page_token)
+            return Listed(page.sessions, page.next_page_token)
+
+        return await self._page(caller, space_id, listed, page_size, _summary_digest)
 
     async def lineage(
         self,
@@ -128,31 +165,74 @@ class SessionService:
         page_size: int,
         page_token: str,
     ) -> DigestPage:
-        """One page of the session's ancestors, nearest first, as digests: exactly one tree
+        """One page of the session's ancestors, nearest first, as digests: one tree
         ListAncestors and one storage BatchGetSlots (an ancestor erased between them is left
-        out)."""
-        page = await self._tree.list_ancestors(
-            caller, space_id, session_id, page_size=page_size, page_token=page_token
-        )
-        slots: dict[str, storage_pb2.SessionSlots] = {}
-        if page.nodes:
-            wanted = (storage_pb2.SLOT_KIND_MEMORY, storage_pb2.SLOT_KIND_INSIGHT)
-            ids = [node.id for node in page.nodes]
-            found = await self._storage.batch_get_slots(caller, space_id, ids, wanted)
-            slots = {s.session_id: s for s in found}
-        digests = []
-        for node in page.nodes:
-            slot = slots.get(node.id)
+        out; a page cut short by its bytes lists again: `_page`)."""
+
+        async def listed(size: int) -> Listed:
+            page = await self._tree.list_ancestors(
+                caller, space_id, session_id, page_size=size, page_token=page_token
+            )
+            return Listed(page.nodes, page.next_page_token)
+
+        return await self._page(caller, space_id, listed, page_size, _node_digest)
+
+    async def _page(
+        self,
+        caller: Caller,
+        space_id: uuid.UUID,
+        listed: Callable[[int], Awaitable[Listed]],
+        page_size: int,
+        digest_of: Callable[[Any, storage_pb2.SessionSlots], common_pb2.SessionDigest],
+    ) -> DigestPage:
+        """The listing's page as digests with their memory and insight, within
+        `max_page_bytes`: when they outgrow it (a memory may be a megabyte), the listing is
+        asked again for as many sessions as fit (at least one), and its token continues
+        right after them."""
+        page = await listed(page_size)
+        slots = await self._slots(caller, space_id, [s.id for s in page.sessions])
+        digests, fit = self._fitting(page.sessions, slots, digest_of)
+        if fit == len(page.sessions):
+            return DigestPage(digests, page.next_page_token)
+        shorter = await listed(fit)
+        missing = [s.id for s in shorter.sessions if s.id not in slots]
+        if missing:  # listed anew since (one before them erased): read theirs too
+            slots.update(await self._slots(caller, space_id, missing))
+        digests, _ = self._fitting(shorter.sessions, slots, digest_of, bounded=False)
+        return DigestPage(digests, shorter.next_page_token)
+
+    async def _slots(
+        self, caller: Caller, space_id: uuid.UUID, ids: list[str]
+    ) -> dict[str, storage_pb2.SessionSlots]:
+        """The sessions' memory and insight, by id (an erased session's missing)."""
+        if not ids:
+            return {}
+        wanted = (storage_pb2.SLOT_KIND_MEMORY, storage_pb2.SLOT_KIND_INSIGHT)
+        found = await self._storage.batch_get_slots(caller, space_id, ids, wanted)
+        return {s.session_id: s for s in found}
+
+    def _fitting(
+        self,
+        sessions: Sequence[Any],
+        slots: dict[str, storage_pb2.SessionSlots],
+        digest_of: Callable[[Any, storage_pb2.SessionSlots], common_pb2.SessionDigest],
+        *,
+        bounded: bool = True,
+    ) -> tuple[list[common_pb2.SessionDigest], int]:
+        """The digests of `sessions` (those with slots) while they fit `max_page_bytes`
+        (the first always), and how many of `sessions` they took."""
+        digests: list[common_pb2.SessionDigest] = []
+        size = 0
+        for taken, session in enumerate(sessions):
+            slot = slots.get(session.id)
             if slot is None:
                 continue
-            digest = common_pb2.SessionDigest(
-                id=node.id, label=node.label, status=node.status, turn_count=node.turn_count
-            )
-            if node.HasField("parent_id"):
-                digest.parent_id = node.parent_id
-            _fill_slots(digest, slot)
+            digest = digest_of(session, slot)
+            size += digest.ByteSize() + DIGEST_FRAMING_BYTES
+            if bounded and digests and size > self._max_page_bytes:
+                return digests, taken
             digests.append(digest)
-        return DigestPage(digests, page.next_page_token)
+        return digests, len(sessions)
 
     async def get_session(
         self, caller: Caller, space_id: uuid.UUID, session_id: uuid.UUID

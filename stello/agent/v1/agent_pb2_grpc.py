@@ -747,7 +747,10 @@ class AgentGatewayServicer:
         metadata. `filter` narrows the listing: metadata equality on one or more
         keys, label prefix, parent, root, roots only, created and updated ranges
         (common.v1 SessionFilter), each served by an index (a page reads the
-        matching sessions, never a scan of the space), with the same paging.
+        matching sessions, never a scan of the space), with the same paging. A
+        page carries at most STELLO_GATEWAY_MAX_PAGE_BYTES of digests (4 MiB,
+        at least one digest): one cut short by large memories costs one more
+        ListAll, and its next_page_token continues after its last digest.
 
         Errors:
         - INVALID_ARGUMENT: malformed space_id; page_size negative or above
@@ -784,7 +787,8 @@ class AgentGatewayServicer:
         at the root). Each page costs exactly one tree ListAncestors call and
         one storage BatchGetSlots call, however deep the chain: a page reads
         only its own ancestors. An ancestor erased between the two calls is
-        left out.
+        left out. A page carries at most STELLO_GATEWAY_MAX_PAGE_BYTES of
+        digests, as ListSessionDigests.
 
         Errors:
         - INVALID_ARGUMENT: malformed ids; page_size negative or above 1000; a

@@ -19,6 +19,7 @@ from tests.gateway.conftest import (
     FakeSummarizer,
     GatewayStarter,
     Stack,
+    StackMaker,
     close_stack,
     gateway_clients,
     new_id,
@@ -133,6 +134,41 @@ class TestDigests:
             assert dict(clients.storage.calls) == {"BatchGetSlots": pages}
         finally:
             await close_stack(stack)
+
+    async def test_pages_stay_within_their_bytes(self, make_stack: StackMaker) -> None:
+        """Digests whose memories outgrow STELLO_GATEWAY_MAX_PAGE_BYTES (here 5,000 bytes, six
+        sessions of 2,000-byte memories) come in pages cut short, each within the bound and
+        at least one digest, every session once and in order; a GetLineage page likewise.
+        On main one page carried them all: with 1 MB memories, five made a page past a
+        client's usual 4 MiB limit and 65 past the server's own (explore6 F11)."""
+        stack = await make_stack(max_page_bytes=5_000)
+        root = (await stack.root(label="r")).id
+        made = [root]
+        for i in range(5):
+            made.append((await stack.fork(made[-1], label=f"f{i}")).id)
+        for session in made:
+            await stack.gw.PutMemory(
+                agent_pb2.PutMemoryRequest(
+                    space_id=stack.space.sid, session_id=session, content="m" * 2_000
+                )
+            )
+        seen: list[str] = []
+        sizes: list[int] = []
+        token = ""
+        while True:
+            page = await digests(stack, page_token=token)
+            sizes.append(page.ByteSize())
+            seen.extend(d.id for d in page.digests)
+            token = page.next_page_token
+            if not token:
+                break
+        assert seen == made
+        assert len(sizes) == 3 and max(sizes) <= 5_000, sizes
+        ancestors = await stack.gw.GetLineage(
+            agent_pb2.GetLineageRequest(space_id=stack.space.sid, session_id=made[-1])
+        )
+        assert [d.id for d in ancestors.ancestors] == list(reversed(made[3:5]))
+        assert ancestors.next_page_token
 
     @pytest.mark.parametrize(
         ("fields", "field"),

@@ -12,7 +12,7 @@ import pytest
 from agent_gateway.forks.faults import FAULT_POINTS
 from stello.agent.v1 import agent_pb2, agent_pb2_grpc
 from stello.auth import KeyStore
-from stello.channels import WATCH_CURSOR_METADATA
+from stello.channels import WATCH_CURSOR_METADATA, open_channel
 from stello.common.v1 import common_pb2
 from stello.errors import error_info_reason, field_violations
 from stello.tree.v1 import tree_pb2
@@ -388,3 +388,31 @@ class TestRevocation:
             finally:
                 mine.close()
                 admin.close()
+
+
+class TestKeepalive:
+    @pytest.mark.slow
+    async def test_an_idle_watch_outlives_a_clients_keepalive_pings(self, stack: Stack) -> None:
+        """A client pinging every 4.5 s (a load balancer's keepalive; grpc-js's users set
+        5 s) keeps an idle WatchSpace: past its fourth ping (18 s) the stream is still open
+        and still delivers. gRPC core's defaults counted every ping after the first as a
+        strike and answered the third with GOAWAY too_many_pings, ending the healthy stream
+        (explore6 F2)."""
+        pings = [
+            ("grpc.keepalive_time_ms", 4_500),
+            ("grpc.keepalive_timeout_ms", 5_000),
+            ("grpc.keepalive_permit_without_calls", 1),
+            ("grpc.http2.max_pings_without_data", 0),
+            ("grpc.http2.min_ping_interval_without_data_ms", 4_500),
+        ]
+        address = stack.gateway.address
+        async with open_channel(address, key=stack.space.key, options=pings) as channel:
+            watch = agent_pb2_grpc.AgentGatewayStub(channel).WatchSpace(
+                agent_pb2.WatchSpaceRequest(space_id=stack.space.sid)
+            )
+            await asyncio.sleep(20)
+            assert not watch.done()
+            root = await stack.root()
+            event = await asyncio.wait_for(watch.read(), 10)
+            assert event.event.session_id == root.id
+            watch.cancel()
