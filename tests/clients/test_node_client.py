@@ -22,6 +22,7 @@ from google.protobuf import json_format, struct_pb2
 
 from stello.agent.v1 import agent_pb2
 from stello.common.v1 import common_pb2
+from storage_service.events.repository import PURGE
 from tests.gateway.conftest import Stack
 
 pytestmark = pytest.mark.sql
@@ -237,6 +238,12 @@ SELECT id::text, parent_id::text, source_session_id::text, turn_count, provision
 FROM sessions s WHERE space_id = $1
 """
 
+# Makes the space's events older than the storage's default retention, as a day-old space's are.
+AGE_EVENTS = """
+UPDATE space_events SET created_at = created_at - interval '2 days' WHERE space_id = $1
+"""
+RETENTION_S = 24 * 3600.0
+
 
 class TestNodeClient:
     @pytest.mark.timeout(300)
@@ -299,13 +306,35 @@ class TestNodeClient:
         assert rows[out.root]["turn_count"] == rows[out.fork]["turn_count"] == 1
 
     @pytest.mark.timeout(300)
+    async def test_watches_a_space_whose_first_events_were_purged(
+        self, node_client: NodeClient, stack: Stack, pool: asyncpg.Pool
+    ) -> None:
+        """On a space whose oldest events are past the retention and purged, the client still
+        watches (from the present) and sees exactly its own changes."""
+        old = await stack.root(label="older")
+        await pool.execute(AGE_EVENTS, stack.space.id)
+        assert await pool.fetch(PURGE, RETENTION_S)  # the storage's retention purge
+        finished = await node_client.run(stack.gateway.address, stack.space.key, stack.space.sid)
+        assert finished.returncode == 0, finished.explain()
+        out = parse(finished.stdout)
+        assert out.events == [
+            ("2", "SESSION_COMMITTED", out.root),
+            ("3", "RECORDS_APPENDED", out.root),
+            ("4", "TURN_COMMITTED", out.root),
+            ("5", "SESSION_COMMITTED", out.fork),
+            ("6", "RECORDS_APPENDED", out.fork),
+            ("7", "TURN_COMMITTED", out.fork),
+        ]
+        assert (old.id, "-", 0, "older") in out.digests
+
+    @pytest.mark.timeout(300)
     async def test_bad_key_exits_with_the_grpc_error(
         self, node_client: NodeClient, stack: Stack, pool: asyncpg.Pool
     ) -> None:
         """An unknown key ends the client with exit 1 and the status name; nothing is stored."""
         finished = await node_client.run(stack.gateway.address, "stello_bogus", stack.space.sid)
         assert finished.returncode == 1, finished.explain()
-        assert "error: CreateRoot failed: UNAUTHENTICATED" in finished.stderr, finished.explain()
+        assert "error: WatchSpace failed: UNAUTHENTICATED" in finished.stderr, finished.explain()
         assert finished.stdout == ""
         assert await pool.fetch(SESSIONS, stack.space.id) == []
 
