@@ -342,6 +342,19 @@ def error_info_reason(error: grpc.RpcError) -> str | None:
     return None
 
 
+def error_info_metadata(error: grpc.RpcError) -> dict[str, str]:
+    """The ErrorInfo metadata carried by an RPC error (`subject`, ...), or {}."""
+    status = rpc_status.from_call(error)
+    if status is None:
+        return {}
+    for detail in status.details:
+        if detail.Is(error_details_pb2.ErrorInfo.DESCRIPTOR):
+            info = error_details_pb2.ErrorInfo()
+            detail.Unpack(info)
+            return dict(info.metadata)
+    return {}
+
+
 def field_violations(error: grpc.RpcError) -> list[FieldViolation]:
     """The BadRequest field violations carried by an RPC error."""
     status = rpc_status.from_call(error)
@@ -381,7 +394,9 @@ def from_rpc_error(error: grpc.aio.AioRpcError) -> StelloError:
     message = error.details() or error.code().name
     if cls is InvalidArgument or cls is OutOfRange:
         return cls(message, field_violations(error), reason=error_info_reason(error))
-    return cls(message, reason=error_info_reason(error))
+    # The metadata (`subject`) travels on, so a client of the gateway gets what the
+    # service behind it said.
+    return cls(message, reason=error_info_reason(error), metadata=error_info_metadata(error))
 
 
 @dataclass(slots=True)
