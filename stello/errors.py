@@ -5,7 +5,7 @@ The tree::
     StelloError
     ├── InvalidArgument        (INVALID_ARGUMENT, google.rpc.BadRequest)
     ├── NotFound               (NOT_FOUND)
-    ├── OutOfRange             (OUT_OF_RANGE)
+    ├── OutOfRange             (OUT_OF_RANGE, BadRequest when it names a field)
     ├── AlreadyExists          (ALREADY_EXISTS)
     ├── FailedPrecondition     (FAILED_PRECONDITION, PreconditionFailure)
     ├── Aborted                (ABORTED, PreconditionFailure when given)
@@ -99,6 +99,21 @@ class OutOfRange(StelloError):
     """Raised when a value is well formed but past what exists (a seq beyond a session's last)."""
 
     code = grpc.StatusCode.OUT_OF_RANGE
+
+    def __init__(
+        self,
+        message: str,
+        violations: Sequence[FieldViolation] = (),
+        *,
+        reason: str | None = None,
+    ) -> None:
+        super().__init__(message, reason=reason)
+        self.violations = tuple(violations)
+
+    @classmethod
+    def field(cls, name: str, description: str) -> OutOfRange:
+        """An error about one field, with its message saying which (as InvalidArgument's)."""
+        return cls(f"{name}: {description}", [FieldViolation(name, description)])
 
 
 class AlreadyExists(StelloError):
@@ -243,7 +258,7 @@ def to_rpc_status(error: StelloError) -> status_pb2.Status:
     text within its bound (MAX_MESSAGE_BYTES, MAX_VIOLATIONS, MAX_DETAIL_BYTES)."""
     message = cut(error.message, MAX_MESSAGE_BYTES)
     details = []
-    if isinstance(error, InvalidArgument) and error.violations:
+    if isinstance(error, InvalidArgument | OutOfRange) and error.violations:
         bad_request = error_details_pb2.BadRequest(
             field_violations=[
                 error_details_pb2.BadRequest.FieldViolation(
@@ -327,6 +342,19 @@ def error_info_reason(error: grpc.RpcError) -> str | None:
     return None
 
 
+def error_info_metadata(error: grpc.RpcError) -> dict[str, str]:
+    """The ErrorInfo metadata carried by an RPC error (`subject`, ...), or {}."""
+    status = rpc_status.from_call(error)
+    if status is None:
+        return {}
+    for detail in status.details:
+        if detail.Is(error_details_pb2.ErrorInfo.DESCRIPTOR):
+            info = error_details_pb2.ErrorInfo()
+            detail.Unpack(info)
+            return dict(info.metadata)
+    return {}
+
+
 def field_violations(error: grpc.RpcError) -> list[FieldViolation]:
     """The BadRequest field violations carried by an RPC error."""
     status = rpc_status.from_call(error)
@@ -364,9 +392,11 @@ def from_rpc_error(error: grpc.aio.AioRpcError) -> StelloError:
     if cls is None:
         return Internal(f"{error.code().name}: {error.details()}")
     message = error.details() or error.code().name
-    if cls is InvalidArgument:
-        return InvalidArgument(message, field_violations(error), reason=error_info_reason(error))
-    return cls(message, reason=error_info_reason(error))
+    if cls is InvalidArgument or cls is OutOfRange:
+        return cls(message, field_violations(error), reason=error_info_reason(error))
+    # The metadata (`subject`) travels on, so a client of the gateway gets what the
+    # service behind it said.
+    return cls(message, reason=error_info_reason(error), metadata=error_info_metadata(error))
 
 
 @dataclass(slots=True)

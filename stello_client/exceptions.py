@@ -85,7 +85,8 @@ class RpcError(StelloClientError):
         request_id: the id the call carried (``x-request-id``, and the request's
             own `request_id` for a write): the gateway's log lines name it.
         method: the RPC's name (``Send``).
-        violations: the field violations of an INVALID_ARGUMENT.
+        violations: the field violations of an INVALID_ARGUMENT, or of an OUT_OF_RANGE
+            naming its field.
         cause: the grpc error itself (its trailers, for what this class does not read).
     """
 

@@ -348,7 +348,7 @@ class TreeService:
             raise FailedPrecondition(
                 "a session cannot reference itself",
                 reason=REF_TO_SELF,
-                metadata={"subject": str(from_id)},
+                metadata={"subject": f"session/{from_id}"},
             )
 
         async def work(tx: TreeTx) -> Node:
@@ -362,13 +362,13 @@ class TreeService:
                     raise FailedPrecondition(
                         f"session {to_id} is an ancestor of {from_id}",
                         reason=REF_TO_ANCESTOR,
-                        metadata={"subject": str(to_id)},
+                        metadata={"subject": f"session/{to_id}"},
                     )
                 if to_depth > from_depth and await tx.is_ancestor(space_id, to_id, from_id):
                     raise FailedPrecondition(
                         f"session {to_id} is a descendant of {from_id}",
                         reason=REF_TO_DESCENDANT,
-                        metadata={"subject": str(to_id)},
+                        metadata={"subject": f"session/{to_id}"},
                     )
             if not await tx.lock_ref_source(space_id, from_id):
                 raise _not_found(from_id)
@@ -412,7 +412,7 @@ class TreeService:
                 raise FailedPrecondition(
                     f"session {session_id} is archived; unarchive it to rename it",
                     reason=SESSION_ARCHIVED,
-                    metadata={"subject": str(session_id)},
+                    metadata={"subject": f"session/{session_id}"},
                 )
             return await tx.set_label(space_id, session_id, label)
 

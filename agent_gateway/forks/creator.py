@@ -337,7 +337,9 @@ class SessionCreator:
         config, found, last, *_ = await asyncio.gather(*reads)
         if until is not None and last is not None and until > last:
             # Before any write: the saga has not started (STELLO issue 36).
-            raise OutOfRange(f"inherit_until_seq: {until} is beyond the source's last seq ({last})")
+            raise OutOfRange.field(
+                "inherit_until_seq", f"{until} is beyond the source's last seq ({last})"
+            )
         layer = ConfigLayer.from_proto(config)
         return _Source(layer, found if isinstance(found, _Tail) else _Tail())
 

@@ -74,8 +74,19 @@ def watch_input(request: agent_pb2.WatchSpaceRequest) -> WatchInput:
         cursor = request.after_cursor
         if cursor.isascii() and cursor.isdigit() and len(cursor) <= 18:
             after = int(cursor)
+        elif not cursor:
+            # Set but empty: what a client's "saved cursor or empty" gives on a first start.
+            violations.add(
+                "after_cursor",
+                "is set but empty: leave it unset to start at the present, or give a cursor "
+                "WatchSpace sent (SpaceEvent.cursor)",
+            )
         else:
-            violations.add("after_cursor", "must be a cursor WatchSpace sent (SpaceEvent.cursor)")
+            violations.add(
+                "after_cursor",
+                "must be a cursor WatchSpace sent (SpaceEvent.cursor); leave it unset to start "
+                "at the present",
+            )
     for index, kind in enumerate(request.kinds):
         if kind not in common_pb2.EventKind.values() or kind == common_pb2.EVENT_KIND_UNSPECIFIED:
             violations.add(f"kinds[{index}]", "must be a known EventKind")

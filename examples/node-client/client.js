@@ -2,7 +2,7 @@
 // A Node.js client of the Stello AgentGateway, with stubs loaded at run time from
 // ../../protos by @grpc/proto-loader (no code generation step).
 //
-// It watches the space (WatchSpace, from its first event) while it creates a
+// It watches the space (WatchSpace, from the present) while it creates a
 // root session, streams one turn on it, forks the root with context INHERIT,
 // streams one turn on the fork and lists the space's digests; then it prints
 // the events it saw (once the fork's turn arrived) and the tree under the root. Every output line starts with a fixed word so
@@ -165,7 +165,14 @@ async function sendStream(client, config, sessionId, content) {
 }
 
 /**
- * Watch the space from its first event (cursor "0") in the background.
+ * Watch the space from the present (`after_cursor` unset) in the background.
+ * `ready` resolves once the server fixed the start (the `stello-watch-cursor`
+ * initial metadata): every change committed after it is streamed, so the caller
+ * makes its changes only then. Starting from the space's first event instead
+ * (`after_cursor: "0"`) fails FAILED_PRECONDITION CURSOR_EXPIRED once that
+ * event is past the retention (STELLO_STORAGE_EVENT_RETENTION_S, 24 h); so does
+ * a saved cursor that old, after which a client re-reads the state and watches
+ * from the present again.
  * `until(kind, sessionId)` resolves once such an event arrived (or rejects after
  * the deadline); `stop()` cancels the stream and answers every event seen.
  * @param {any} client
@@ -173,7 +180,29 @@ async function sendStream(client, config, sessionId, content) {
  */
 function watchSpace(client, config) {
   const { metadata } = callOptions(config);
-  const call = client.WatchSpace({ space_id: config.spaceId, after_cursor: "0" }, metadata);
+  const call = client.WatchSpace({ space_id: config.spaceId }, metadata);
+  /** @type {(cursor: string) => void} */
+  let started = () => {};
+  /** @type {(err: Error) => void} */
+  let failed = () => {};
+  /** @type {Promise<string>} the cursor the stream starts after */
+  const ready = new Promise((resolve, reject) => {
+    started = resolve;
+    failed = reject;
+  });
+  const timer = setTimeout(
+    () => failed(new Error("WatchSpace did not start in time")),
+    config.deadlineS * 1000,
+  );
+  ready.then(
+    () => clearTimeout(timer),
+    () => clearTimeout(timer),
+  );
+  call.on("metadata", (/** @type {grpc.Metadata} */ initial) => {
+    // A call refused at once (a bad key) may send empty headers: its status follows.
+    const [cursor] = initial.get("stello-watch-cursor");
+    if (cursor !== undefined) started(String(cursor));
+  });
   /** @type {any[]} */
   const events = [];
   /** @type {Array<() => void>} */
@@ -189,9 +218,11 @@ function watchSpace(client, config) {
     } catch (err) {
       if (/** @type {any} */ (err).code !== grpc.status.CANCELLED) {
         failure = new CallError("WatchSpace", /** @type {grpc.ServiceError} */ (err));
+        failed(failure);
         waiters.splice(0).forEach((wake) => wake());
       }
     }
+    failed(new Error("WatchSpace ended before it started"));
   })();
   /**
    * @param {string} kind
@@ -214,7 +245,7 @@ function watchSpace(client, config) {
     await done;
     return events;
   }
-  return { until, stop };
+  return { ready, until, stop };
 }
 
 /**
@@ -263,6 +294,7 @@ async function main(config) {
   const client = openGateway(config);
   const watch = watchSpace(client, config);
   try {
+    await watch.ready;
     const root = (
       await unary(client, config, "CreateRoot", {
         space_id: config.spaceId,

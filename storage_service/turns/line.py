@@ -64,8 +64,9 @@ async def wait_or_start(
         await uow.waiters.renew(space_id, session_id, busy.waiter, expires_at)
         return TurnQueued(ahead, expires_at)
     if len(line) >= busy.max_waiters:
+        waiting = "1 turn already waits" if len(line) == 1 else f"{len(line)} turns already wait"
         raise ResourceExhausted(
-            f"{len(line)} turns already wait for session {session_id}, the most allowed "
+            f"{waiting} for session {session_id}, the most allowed "
             f"({busy.max_waiters}); nothing was written: retry later",
             reason=TURN_QUEUE_FULL,
         )

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import base64
 import contextlib
 import fcntl
 import hashlib
@@ -17,8 +18,11 @@ from pathlib import Path
 
 import asyncpg
 import pytest
+from google.protobuf import json_format, struct_pb2
 
+from stello.agent.v1 import agent_pb2
 from stello.common.v1 import common_pb2
+from storage_service.events.repository import PURGE
 from tests.gateway.conftest import Stack
 
 pytestmark = pytest.mark.sql
@@ -129,6 +133,20 @@ class NodeClient:
             self.node, "client.js", cwd=CLIENT_DIR, env=env, timeout_s=CLIENT_TIMEOUT_S
         )
 
+    async def script(self, source: str, *args: str, **env: str) -> Finished:
+        """Run the ES module `source` in the client's directory (its node_modules), with
+        `args` and `env` added to this process's environment."""
+        return await run(
+            self.node,
+            "--input-type=module",
+            "-e",
+            source,
+            *args,
+            cwd=CLIENT_DIR,
+            env={**os.environ, **env},
+            timeout_s=CLIENT_TIMEOUT_S,
+        )
+
 
 @pytest.fixture(name="node_client", scope="session")
 async def _node_client() -> NodeClient:
@@ -220,6 +238,12 @@ SELECT id::text, parent_id::text, source_session_id::text, turn_count, provision
 FROM sessions s WHERE space_id = $1
 """
 
+# Makes the space's events older than the storage's default retention, as a day-old space's are.
+AGE_EVENTS = """
+UPDATE space_events SET created_at = created_at - interval '2 days' WHERE space_id = $1
+"""
+RETENTION_S = 24 * 3600.0
+
 
 class TestNodeClient:
     @pytest.mark.timeout(300)
@@ -282,13 +306,35 @@ class TestNodeClient:
         assert rows[out.root]["turn_count"] == rows[out.fork]["turn_count"] == 1
 
     @pytest.mark.timeout(300)
+    async def test_watches_a_space_whose_first_events_were_purged(
+        self, node_client: NodeClient, stack: Stack, pool: asyncpg.Pool
+    ) -> None:
+        """On a space whose oldest events are past the retention and purged, the client still
+        watches (from the present) and sees exactly its own changes."""
+        old = await stack.root(label="older")
+        await pool.execute(AGE_EVENTS, stack.space.id)
+        assert await pool.fetch(PURGE, RETENTION_S)  # the storage's retention purge
+        finished = await node_client.run(stack.gateway.address, stack.space.key, stack.space.sid)
+        assert finished.returncode == 0, finished.explain()
+        out = parse(finished.stdout)
+        assert out.events == [
+            ("2", "SESSION_COMMITTED", out.root),
+            ("3", "RECORDS_APPENDED", out.root),
+            ("4", "TURN_COMMITTED", out.root),
+            ("5", "SESSION_COMMITTED", out.fork),
+            ("6", "RECORDS_APPENDED", out.fork),
+            ("7", "TURN_COMMITTED", out.fork),
+        ]
+        assert (old.id, "-", 0, "older") in out.digests
+
+    @pytest.mark.timeout(300)
     async def test_bad_key_exits_with_the_grpc_error(
         self, node_client: NodeClient, stack: Stack, pool: asyncpg.Pool
     ) -> None:
         """An unknown key ends the client with exit 1 and the status name; nothing is stored."""
         finished = await node_client.run(stack.gateway.address, "stello_bogus", stack.space.sid)
         assert finished.returncode == 1, finished.explain()
-        assert "error: CreateRoot failed: UNAUTHENTICATED" in finished.stderr, finished.explain()
+        assert "error: WatchSpace failed: UNAUTHENTICATED" in finished.stderr, finished.explain()
         assert finished.stdout == ""
         assert await pool.fetch(SESSIONS, stack.space.id) == []
 
@@ -300,3 +346,69 @@ class TestNodeClient:
         )
         assert finished.returncode == 2, finished.explain()
         assert "STELLO_GATEWAY, STELLO_KEY, STELLO_SPACE_ID" in finished.stderr
+
+
+# Loads the protos as client.js does and converts with struct.js: the argument is
+# "encode" (print a SendRequest's bytes: tools[0] with SCHEMA through toStruct, tools[1]
+# with it as a plain object) or "decode" (read a Record from RECORD_B64, print its
+# metadata through fromStruct as JSON).
+STRUCT_SCRIPT = """
+import path from "node:path";
+import * as protoLoader from "@grpc/proto-loader";
+import { fromStruct, toStruct } from "./struct.js";
+
+const definition = protoLoader.loadSync("stello/agent/v1/agent.proto", {
+  includeDirs: [path.resolve("..", "..", "protos")],
+  keepCase: true, longs: String, enums: String, defaults: true, oneofs: true,
+});
+const schema = JSON.parse(process.env.SCHEMA);
+if (process.argv[1] === "encode") {
+  const type = definition["stello.agent.v1.SendRequest"];
+  const tools = [
+    { name: "converted", parameters: toStruct(schema) },
+    { name: "plain", parameters: schema },
+  ];
+  console.log(type.serialize({ space_id: "s", tools }).toString("base64"));
+} else {
+  const type = definition["stello.common.v1.Record"];
+  const record = type.deserialize(Buffer.from(process.env.RECORD_B64, "base64"));
+  console.log(JSON.stringify(fromStruct(record.metadata)));
+}
+"""
+
+SCHEMA = {
+    "type": "object",
+    "properties": {"tz": {"type": "string", "enum": ["UTC", "CET"]}, "n": {"type": "number"}},
+    "required": ["tz"],
+    "additionalProperties": False,
+    "default": None,
+    "maximum": 2.5,
+}
+
+
+class TestStructHelpers:
+    async def test_to_struct_sends_the_schema(self, node_client: NodeClient) -> None:
+        """toStruct's Struct reaches the server as the schema; a plain object arrives empty."""
+        finished = await node_client.script(STRUCT_SCRIPT, "encode", SCHEMA=json.dumps(SCHEMA))
+        assert finished.returncode == 0, finished.explain()
+        request = agent_pb2.SendRequest.FromString(base64.b64decode(finished.stdout))
+        converted, plain = request.tools
+        assert json_format.MessageToDict(converted.parameters) == SCHEMA
+        assert plain.HasField("parameters")
+        assert json_format.MessageToDict(plain.parameters) == {}
+
+    async def test_from_struct_reads_metadata(self, node_client: NodeClient) -> None:
+        """fromStruct turns a record's metadata, as the loader reads it, into the object."""
+        metadata = json_format.ParseDict(
+            {"usage": {"completion_tokens": 5}, "is_error": True, "schema": SCHEMA},
+            struct_pb2.Struct(),
+        )
+        record = common_pb2.Record(seq=1, content="x", metadata=metadata)
+        finished = await node_client.script(
+            STRUCT_SCRIPT,
+            "decode",
+            SCHEMA="{}",
+            RECORD_B64=base64.b64encode(record.SerializeToString()).decode(),
+        )
+        assert finished.returncode == 0, finished.explain()
+        assert json.loads(finished.stdout) == json_format.MessageToDict(metadata)

@@ -15,7 +15,7 @@ import pytest
 
 from stello.agent.v1 import agent_pb2
 from stello.common.v1 import common_pb2
-from stello.errors import Unavailable
+from stello.errors import FieldViolation, Unavailable, field_violations
 from stello.storage.v1 import storage_pb2
 from stello.tree.v1 import tree_pb2
 from tests.gateway.conftest import (
@@ -351,6 +351,9 @@ class TestForkContext:
         error = await rpc_error(stack.fork(source.id, context=INHERIT, inherit_until_seq=99))
         assert error.code() is grpc.StatusCode.OUT_OF_RANGE
         assert error.details() == ("inherit_until_seq: 99 is beyond the source's last seq (4)")
+        assert field_violations(error) == [
+            FieldViolation("inherit_until_seq", "99 is beyond the source's last seq (4)")
+        ]
         assert await row_counts(pool, stack.space) == before
         child = await stack.fork(source.id, context=INHERIT, inherit_until_seq=4)
         assert [r.seq for r in await stack.records(child.id)] == [1, 2, 3, 4]

@@ -8,7 +8,12 @@ import pytest
 from stello.agent.v1 import agent_pb2, agent_pb2_grpc
 from stello.auth import KeyStore
 from stello.common.v1 import common_pb2
-from stello.errors import error_info_reason, field_violations
+from stello.errors import (
+    error_info_metadata,
+    error_info_reason,
+    field_violations,
+    precondition_violations,
+)
 from stello.storage.v1 import storage_pb2, storage_pb2_grpc
 from stello.tree.v1 import tree_pb2, tree_pb2_grpc
 from tests.gateway.conftest import Stack, close_stack, new_id, open_stack, rpc_error
@@ -58,7 +63,8 @@ class TestUpdateLabel:
         assert [v.field for v in field_violations(error)] == ["session_id", "label"]
 
     async def test_archived_is_refused(self, stack: Stack) -> None:
-        """An archived session keeps its label: FAILED_PRECONDITION SESSION_ARCHIVED."""
+        """An archived session keeps its label: FAILED_PRECONDITION SESSION_ARCHIVED, its
+        subject `session/<id>` as other errors about a session have it."""
         root = await stack.root(label="kept")
         await stack.gw.Archive(
             agent_pb2.ArchiveRequest(space_id=stack.space.sid, session_id=root.id)
@@ -66,6 +72,10 @@ class TestUpdateLabel:
         error = await rpc_error(rename(stack, root.id, "nope"))
         assert error.code() is grpc.StatusCode.FAILED_PRECONDITION
         assert error_info_reason(error) == "SESSION_ARCHIVED"
+        assert error_info_metadata(error) == {"subject": f"session/{root.id}"}
+        assert [(v.type, v.subject) for v in precondition_violations(error)] == [
+            ("SESSION_ARCHIVED", f"session/{root.id}")
+        ]
         assert (await stack.view(root.id)).node.label == "kept"
 
     async def test_unknown_and_foreign_are_not_found(

@@ -220,6 +220,24 @@ class TestRefusals:
             assert error.code() == grpc.StatusCode.INVALID_ARGUMENT, error
             assert [v.field for v in field_violations(error)] == [field]
 
+    @pytest.mark.parametrize(
+        ("after", "description"),
+        [
+            pytest.param("", "set but empty: leave it unset to start at the present", id="empty"),
+            pytest.param("x1", "leave it unset to start at the present", id="not-a-cursor"),
+        ],
+    )
+    async def test_a_malformed_cursor_says_to_leave_it_unset(
+        self, stack: Stack, after: str, description: str
+    ) -> None:
+        """An empty or malformed after_cursor is refused with a hint that unset means now."""
+        error = await Watch(stack.gw, stack.space.sid, after).error()
+        assert error.code() == grpc.StatusCode.INVALID_ARGUMENT, error
+        [violation] = field_violations(error)
+        assert violation.field == "after_cursor"
+        assert description in violation.description
+        assert description in (error.details() or "")
+
     async def test_an_expired_cursor_is_refused(self, stack: Stack, pool: asyncpg.Pool) -> None:
         """Once the purge passed a cursor, watching from it is FAILED_PRECONDITION."""
         root = await stack.root(label="r")

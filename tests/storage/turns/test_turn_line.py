@@ -156,9 +156,23 @@ class TestEnqueue:
         error = await rpc_error(wait(stub, space, sid, uuid.uuid4(), max_waiters=2))
         assert error.code() is grpc.StatusCode.RESOURCE_EXHAUSTED
         assert error_info_reason(error) == "TURN_QUEUE_FULL"
+        assert (error.details() or "").startswith(f"2 turns already wait for session {sid},")
         assert "(2)" in (error.details() or "")
         assert await tickets(pool, space, sid) == waiting
         assert (await wait(stub, space, sid, waiting[1], max_waiters=2)).queued.ahead == 1
+
+    async def test_a_cap_of_one_says_one_turn(
+        self, stub: Stub, space: TestSpace, make_session: MakeSession
+    ) -> None:
+        """With one ticket allowed and taken, the refusal speaks of one turn, in the singular."""
+        sid = await make_session()
+        await begin(stub, space, sid)
+        await wait(stub, space, sid, uuid.uuid4(), max_waiters=1)
+        error = await rpc_error(wait(stub, space, sid, uuid.uuid4(), max_waiters=1))
+        assert error_info_reason(error) == "TURN_QUEUE_FULL"
+        assert (error.details() or "").startswith(
+            f"1 turn already waits for session {sid}, the most allowed (1);"
+        )
 
     async def test_an_expired_ticket_loses_its_place(
         self, stub: Stub, space: TestSpace, make_session: MakeSession, pool: asyncpg.Pool
