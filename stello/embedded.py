@@ -25,6 +25,7 @@ import asyncpg
 import platformdirs
 
 from stello.errors import FailedPrecondition
+from stello.tasks import to_the_end
 
 log = logging.getLogger(__name__)
 
@@ -303,7 +304,9 @@ async def _start_again(embedded: EmbeddedPostgres, within_s: float) -> None:
     while True:
         await asyncio.sleep(pause)  # the dead server's backends let go of its memory
         try:
-            await _finished(asyncio.to_thread(embedded.start_again))
+            # A cancellation waits for the thread to end first: the server is not stopped
+            # while the thread still starts it.
+            await to_the_end(asyncio.to_thread(embedded.start_again), lambda _: None)
             break
         except Exception as exc:  # pg_ctl failed or timed out: tried again, then given up
             if time.monotonic() - began + pause > within_s:
@@ -324,14 +327,3 @@ async def _start_again(embedded: EmbeddedPostgres, within_s: float) -> None:
         embedded.pid,
         time.monotonic() - began,
     )
-
-
-async def _finished(work: Awaitable[None]) -> None:
-    """Await `work` (a thread); a cancellation waits for it to end first, so the server is
-    not stopped while the thread still starts it."""
-    task = asyncio.ensure_future(work)
-    try:
-        await asyncio.shield(task)
-    except asyncio.CancelledError:
-        await asyncio.gather(task, return_exceptions=True)
-        raise
