@@ -24,12 +24,22 @@ from typing import Literal
 
 import asyncpg
 
-from stello.db import in_statement, in_transaction
+from stello.db import across_spaces, in_statement, in_transaction
 from stello.errors import NotFound
 
 Scope = Literal["tenant", "admin"]
 KEY_PREFIX = "stello_"
 DEFAULT_PRINCIPAL = "default"
+
+
+# Every space with its owner and its sessions counted (`stello spaces list`).
+SPACES_WITH_COUNTS = """
+SELECT sp.id, sp.name, p.name AS principal, COALESCE(c.sessions, 0) AS sessions
+FROM spaces sp JOIN principals p ON p.id = sp.principal_id
+LEFT JOIN (SELECT space_id, count(*) AS sessions FROM sessions GROUP BY space_id) c
+    ON c.space_id = sp.id
+ORDER BY sp.created_at, sp.id
+"""
 
 
 @dataclass(frozen=True, slots=True)
@@ -262,17 +272,12 @@ class KeyStore:
         """Every space with its owner and session count. The counts are one aggregate
         grouped by space (a multi-shard one on Citus, which refuses a subquery per space
         correlated with its reference tables)."""
-        async with self._pool.acquire() as con:
-            rows = await con.fetch(
-                """
-                SELECT sp.id, sp.name, p.name AS principal, COALESCE(c.sessions, 0) AS sessions
-                FROM spaces sp JOIN principals p ON p.id = sp.principal_id
-                LEFT JOIN (
-                    SELECT space_id, count(*) AS sessions FROM sessions GROUP BY space_id
-                ) c ON c.space_id = sp.id
-                ORDER BY sp.created_at, sp.id
-                """
-            )
+
+        async def work(con: asyncpg.Connection) -> list[asyncpg.Record]:
+            await across_spaces(con)  # every space's sessions counted: multi-shard
+            return list(await con.fetch(SPACES_WITH_COUNTS))
+
+        rows = await in_transaction(self._pool, work)
         return [SpaceInfo(r["id"], r["name"], r["principal"], r["sessions"]) for r in rows]
 
     async def delete_space(self, space: str) -> uuid.UUID | None:

@@ -77,6 +77,21 @@ def transient(exc: BaseException) -> bool:
 # adds to every query of pg_class (stello.distribution, docs/scaling.md).
 APPLICATION_NAME = "stello"
 
+# Citus: a request statement is routed whole to its space's worker, and a connection may
+# refuse any other (`citus.multi_task_query_log_level = 'error'`: the Citus test pass's
+# databases do, and an operator may too, docs/scaling.md). The maintenance statements
+# across spaces are multi-shard by design: their transaction allows it for itself
+# (`across_spaces`), and gives the refusal back where per-space statements follow
+# (`within_space`). On plain PostgreSQL both set a placeholder that nothing reads.
+ACROSS_SPACES = (
+    "SET LOCAL citus.multi_task_query_log_level = 'off';"
+    " SET LOCAL citus.max_intermediate_result_size = -1"
+)
+WITHIN_SPACE = (
+    "SET LOCAL citus.multi_task_query_log_level TO DEFAULT;"
+    " SET LOCAL citus.max_intermediate_result_size TO DEFAULT"
+)
+
 UNAVAILABLE_MESSAGE = "the database is unavailable; retry the call"
 CONFLICT_MESSAGE = (
     "the call kept meeting concurrent changes to the same rows; nothing was applied: retry the call"
@@ -157,6 +172,18 @@ def server_settings(dsn: str) -> dict[str, str]:
     if "application_name" in parse_qs(urlsplit(dsn).query):
         return {}
     return {"application_name": APPLICATION_NAME}
+
+
+async def across_spaces(con: asyncpg.Connection) -> None:
+    """In the caller's transaction: let the maintenance statements that follow run across
+    spaces (multi-shard on Citus) until `within_space` or the transaction's end."""
+    await con.execute(ACROSS_SPACES)
+
+
+async def within_space(con: asyncpg.Connection) -> None:
+    """In the caller's transaction, after `across_spaces`: statements are the connection's
+    to check again (on Citus, routed to one worker or refused where it says so)."""
+    await con.execute(WITHIN_SPACE)
 
 
 async def _no_reset(con: asyncpg.Connection) -> None:

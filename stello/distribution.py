@@ -96,6 +96,12 @@ FUNCTIONS: dict[str, str | None] = {
     "stello_label_vector(text)": None,
     # Pure: session_metadata's generated `value_vector` (migration 0021).
     "stello_value_vector(text)": None,
+    # CreateSession's and the outbox's writes (migration 0033), called inside
+    # transactions, so run on the coordinator (Citus delegates no call in a
+    # transaction block): each of their statements is routed to the space's worker.
+    "stello_create_session(uuid, uuid, uuid, text, uuid, double precision, jsonb)": None,
+    "stello_flush_events(uuid, text[], uuid[], uuid[], bigint[], bigint[], text[], boolean[], "
+    "uuid[])": None,
 }
 
 # The functions a table's definition calls (a generated column, an index): propagated

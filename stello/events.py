@@ -65,39 +65,13 @@ class Event:
 
 
 # $1 space; then one array per column. Provisional sessions' events are filtered
-# first, so the positions taken are exactly the events kept. Whether a session
-# is visible is a scalar subquery, one probe of its key per event, not an
-# EXISTS: the planner may run an EXISTS as a hashed subplan that reads every
-# visible session of the space (30,001 rows to keep two events, with
-# statistics taken before the space grew).
+# first, so the positions taken are exactly the events kept; then the positions
+# are taken and the events written (migration 0033). A function of statements
+# each routed to the space's worker on Citus: as one statement, its INSERTs were
+# CTEs, which Citus plans through every worker (explore5 F4).
 FLUSH = """
-WITH kept AS (
-    SELECT e.*, row_number() OVER (ORDER BY e.ord) AS n
-    FROM unnest($2::text[], $3::uuid[], $4::uuid[], $5::int8[], $6::int8[], $7::text[],
-                $8::bool[], $9::uuid[])
-         WITH ORDINALITY AS e (kind, session_id, other_id, first_seq, last_seq, ids,
-                               if_visible, entry_id, ord)
-    WHERE NOT e.if_visible
-       OR (SELECT true FROM sessions s
-           WHERE s.space_id = $1 AND s.id = e.session_id AND s.provisional_until IS NULL
-           LIMIT 1) IS NOT NULL
-), counted AS (
-    SELECT count(*) AS added FROM kept
-), taken AS (
-    INSERT INTO space_positions AS p (space_id, last_position)
-    SELECT $1, added FROM counted WHERE added > 0
-    ON CONFLICT (space_id)
-    DO UPDATE SET last_position = p.last_position + EXCLUDED.last_position
-    RETURNING p.last_position
-)
-INSERT INTO space_events (space_id, position, kind, session_id, other_id, first_seq, last_seq,
-                          session_ids, entry_id)
-SELECT $1, taken.last_position - counted.added + kept.n, kept.kind, kept.session_id,
-       kept.other_id, kept.first_seq, kept.last_seq,
-       CASE WHEN kept.ids IS NOT NULL
-            THEN ARRAY(SELECT jsonb_array_elements_text(kept.ids::jsonb)::uuid) END,
-       kept.entry_id
-FROM kept, counted, taken
+SELECT stello_flush_events($1, $2::text[], $3::uuid[], $4::uuid[], $5::int8[], $6::int8[],
+                           $7::text[], $8::bool[], $9::uuid[])
 """
 
 

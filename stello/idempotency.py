@@ -36,6 +36,7 @@ from typing import Protocol
 
 import asyncpg
 
+from stello.db import across_spaces
 from stello.errors import AlreadyExists, NotFound
 from stello.reasons import REQUEST_ERASED, REQUEST_ID_REUSED
 
@@ -301,7 +302,9 @@ class Answered(Exception):
 
 
 async def purge_expired(con: asyncpg.Connection) -> str:
-    """Delete keys older than the TTL; returns the command status."""
+    """In the caller's transaction: delete keys older than the TTL (every space's: multi-shard
+    on Citus, allowed for the rest of the transaction); returns the command status."""
+    await across_spaces(con)
     return str(await con.execute(PURGE, TTL_HOURS))
 
 

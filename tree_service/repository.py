@@ -21,7 +21,7 @@ from typing import Any, TypeVar, cast
 import asyncpg
 
 from stello import idempotency
-from stello.db import fetch, in_transaction
+from stello.db import across_spaces, fetch, in_transaction, within_space
 from stello.errors import NotFound
 from stello.events import Event, EventKind, Outbox
 from tree_service import sql
@@ -185,9 +185,11 @@ async def erase_batch(con: asyncpg.Connection, batch: int, *, wait: bool = True)
     holding no row of the batch. So it never waits for a row lock while it holds one it
     releases (a trim whose statement began before a session was hidden may be waiting for
     it while holding a reader), and no conflict is an ERROR in the server's log."""
+    await across_spaces(con)  # a space with sessions being erased, of all: multi-shard
     spaces = await con.fetch(sql.ERASE_SPACES, 1)
     if not spaces:
         return 0
+    await within_space(con)
     space_id = spaces[0]["space_id"]
     chosen = [r["id"] for r in await con.fetch(sql.ERASE_CHOOSE, space_id, batch)]
     if wait:
@@ -399,8 +401,10 @@ class TreeRepository:
             elif not await con.fetchval(sql.TRY_SWEEP_LOCK, SWEEP_LOCK_KEY):
                 return None
             due: dict[uuid.UUID, list[uuid.UUID]] = {}
+            await across_spaces(con)  # the due sessions of every space: multi-shard
             for row in await con.fetch(sql.SWEEP_DUE, older_than_s, batch):
                 due.setdefault(row["space_id"], []).append(row["id"])
+            await within_space(con)
             swept: list[SweptSession] = []
             for space_id, ids in due.items():
                 swept += await _sweep_space(con, space_id, ids)
@@ -410,7 +414,12 @@ class TreeRepository:
 
     async def due(self, older_than_s: float, limit: int) -> list[SweptSession]:
         """The provisional sessions a sweep would remove now (dry run)."""
-        rows = await fetch(self._pool, sql.SWEEP_DUE, older_than_s, limit)
+
+        async def work(con: asyncpg.Connection) -> list[asyncpg.Record]:
+            await across_spaces(con)  # every space's: multi-shard
+            return list(await con.fetch(sql.SWEEP_DUE, older_than_s, limit))
+
+        rows = await in_transaction(self._pool, work)
         return [SweptSession(r["space_id"], r["id"]) for r in rows]
 
     async def erase_batch(self, batch: int, *, wait: bool) -> int | None:

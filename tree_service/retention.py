@@ -31,7 +31,7 @@ from typing import Literal
 
 import asyncpg
 
-from stello.db import in_transaction
+from stello.db import across_spaces, in_transaction
 from stello.errors import FailedPrecondition, NotFound
 from stello.events import Event, Outbox
 from stello.periodic import Periodic
@@ -186,7 +186,12 @@ class RetentionService:
         """One round over every space with a policy (those another replica holds skipped);
         how many subtrees it archived or deleted."""
         changed = 0
-        for space_id in await RetentionStatements(self._pool).policy_spaces():
+
+        async def spaces(con: asyncpg.Connection) -> list[uuid.UUID]:
+            await across_spaces(con)  # every space's policy: multi-shard
+            return await RetentionStatements(con).policy_spaces()
+
+        for space_id in await in_transaction(self._pool, spaces):
             changed += await self.sweep_space(space_id)
         if changed:
             log.info("retention archived or deleted %d subtrees", changed)

@@ -285,43 +285,12 @@ RETURNING id
 # visible now), $7 the config (NULL = none). It inserts nothing when the parent or the source
 # is not a visible session of the space, and always answers one row that says
 # which. A provisional session takes no index yet; a visible child takes the
-# next one, so its caller holds the parent's row lock (LOCK_PARENT) first and
-# this statement's snapshot sees every sibling committed before that.
+# next one, so its caller holds the parent's row lock (LOCK_PARENT) first. A
+# function (migration 0033) of statements each routed to the space's worker on
+# Citus: as one statement, its INSERTs were CTEs, which Citus plans through every
+# worker (explore5 F4).
 CREATE_SESSION = """
-WITH parent AS (
-    SELECT root_id, depth
-    FROM sessions
-    WHERE space_id = $1 AND id = $3 AND provisional_until IS NULL
-    FOR KEY SHARE
-), source AS (
-    SELECT id
-    FROM sessions
-    WHERE space_id = $1 AND id = $5 AND provisional_until IS NULL
-), created AS (
-    INSERT INTO sessions (space_id, id, parent_id, root_id, depth, sibling_index, label,
-                          source_session_id, provisional_until)
-    SELECT $1, $2, $3,
-           COALESCE((SELECT root_id FROM parent), $2),
-           COALESCE((SELECT depth + 1 FROM parent), 0),
-           CASE WHEN $6::float8 IS NOT NULL THEN NULL
-                WHEN $3::uuid IS NULL THEN 0
-                ELSE (SELECT COALESCE(max(c.sibling_index) + 1, 0)
-                      FROM sessions c WHERE c.space_id = $1 AND c.parent_id = $3) END,
-           $4, $5, now() + make_interval(secs => $6::float8)
-    WHERE ($3::uuid IS NULL OR EXISTS (SELECT FROM parent))
-      AND ($5::uuid IS NULL OR EXISTS (SELECT FROM source))
-    RETURNING id, parent_id, depth, sibling_index, label, status, source_session_id
-), config AS (
-    INSERT INTO session_configs (space_id, session_id, config)
-    SELECT $1, created.id, $7::jsonb
-    FROM created
-    WHERE $7::jsonb IS NOT NULL
-)
-SELECT created.*,
-       $3::uuid IS NULL OR EXISTS (SELECT FROM parent) AS parent_found,
-       $5::uuid IS NULL OR EXISTS (SELECT FROM source) AS source_found
-FROM (VALUES (1)) AS one
-LEFT JOIN created ON true
+SELECT * FROM stello_create_session($1, $2, $3, $4, $5, $6::float8, $7::jsonb)
 """
 
 # The new session's metadata ($3 keys, $4 values), with its created_at (the

@@ -14,6 +14,7 @@ from typing import cast
 
 import asyncpg
 
+from stello.db import across_spaces
 from stello.events import EventKind
 
 # One statement, one snapshot: the space's newest position, its purge mark
@@ -120,4 +121,5 @@ class EventRepository:
         """
         if not await self._con.fetchval(TRY_PURGE_LOCK, PURGE_LOCK_KEY):
             return None
+        await across_spaces(self._con)  # every space's events: multi-shard
         return sum(int(row["n"]) for row in await self._con.fetch(PURGE, older_than_s))

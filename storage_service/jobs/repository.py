@@ -15,6 +15,7 @@ from datetime import datetime, timedelta
 
 import asyncpg
 
+from stello.db import across_spaces
 from storage_service.models import JobKindName, JobStatusName
 from storage_service.transact.operations import UpdateJobOp
 
@@ -105,17 +106,21 @@ RETURNING true
 
 # How far a visible session's summaries and memory cover its records (GetSession
 # with progress): the newest summary, the newest complete one, the memory's seq.
+# Every table is pinned by the parameters themselves, not by a join on the
+# session's columns: Citus routes a query to one worker only when each
+# distributed table in it is restricted to the same `space_id` value, and the
+# LATERAL form ran one task per shard of every worker (explore5 F4).
 PROGRESS = """
 SELECT s.last_seq, c.covered_until_seq AS summary_seq, c.lossy AS summary_lossy,
        (SELECT covered_until_seq FROM compression_caches
-        WHERE space_id = s.space_id AND session_id = s.id AND NOT lossy
+        WHERE space_id = $1 AND session_id = $2 AND NOT lossy
         ORDER BY covered_until_seq DESC LIMIT 1) AS complete_seq,
        sl.memory_covered_until_seq, sl.memory_version
 FROM sessions s
-LEFT JOIN session_slots sl ON sl.space_id = s.space_id AND sl.session_id = s.id
-LEFT JOIN LATERAL (
+LEFT JOIN session_slots sl ON sl.space_id = $1 AND sl.session_id = $2
+LEFT JOIN (
     SELECT covered_until_seq, lossy FROM compression_caches
-    WHERE space_id = s.space_id AND session_id = s.id
+    WHERE space_id = $1 AND session_id = $2
     ORDER BY covered_until_seq DESC
     LIMIT 1
 ) c ON true
@@ -134,15 +139,22 @@ FROM background_jobs j
 WHERE {space}j.status IN ('running', 'stopped')
   AND (j.expires_at IS NULL OR j.expires_at <= now())
   AND (SELECT true FROM sessions s
-       WHERE s.space_id = j.space_id AND s.id = j.session_id AND s.provisional_until IS NULL
+       WHERE s.space_id = {session_space} AND s.id = j.session_id
+         AND s.provisional_until IS NULL
        LIMIT 1) IS NOT NULL
 ORDER BY j.expires_at NULLS FIRST
 LIMIT {limit}
 """
-ORPHANED_IN_SPACE = _ORPHANED.format(columns=_COLUMNS, space="j.space_id = $1 AND ", limit="$2")
+# (The session's space is the parameter, not the job's column: Citus routes the
+# read to the space's worker only when both tables are pinned by the same value.)
+ORPHANED_IN_SPACE = _ORPHANED.format(
+    columns=_COLUMNS, space="j.space_id = $1 AND ", session_space="$1", limit="$2"
+)
 # ... or every space (an admin key): a maintenance read across spaces on the
 # index `background_jobs_orphaned` (docs/scaling.md "Maintenance paths").
-ORPHANED_EVERYWHERE = _ORPHANED.format(columns=_COLUMNS, space="", limit="$1")
+ORPHANED_EVERYWHERE = _ORPHANED.format(
+    columns=_COLUMNS, space="", session_space="j.space_id", limit="$1"
+)
 
 JOBS_OF = f"""
 SELECT {_COLUMNS}
@@ -310,7 +322,9 @@ class JobRepository:
     async def orphaned(self, space_id: uuid.UUID | None, limit: int) -> list[OrphanedJob]:
         """Jobs left without a gateway in the space (None: in every space)."""
         if space_id is None:
-            rows = await self._con.fetch(ORPHANED_EVERYWHERE, limit)
+            async with self._con.transaction():  # its own (SET LOCAL), or the caller's
+                await across_spaces(self._con)  # every space's jobs: multi-shard
+                rows = await self._con.fetch(ORPHANED_EVERYWHERE, limit)
         else:
             rows = await self._con.fetch(ORPHANED_IN_SPACE, space_id, limit)
         return [OrphanedJob(row["space_id"], row["session_id"], _state(row)) for row in rows]

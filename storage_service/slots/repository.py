@@ -179,13 +179,15 @@ FOR UPDATE
 """
 
 # Summaries are kept by the seq they cover (migration 0006); the cache is the
-# newest of them ($3: at or below that seq; $4: complete ones only).
+# newest of them ($3: at or below that seq; $4: complete ones only). Both tables
+# pinned by the parameters, so Citus routes it to the space's worker (joined on
+# the session's columns, the LATERAL ran a task per shard: explore5 F4).
 GET_CACHE = """
 SELECT s.id AS session_id, c.summary, c.covered_until_seq, c.lossy
 FROM sessions s
-LEFT JOIN LATERAL (
+LEFT JOIN (
     SELECT summary, covered_until_seq, lossy FROM compression_caches
-    WHERE space_id = s.space_id AND session_id = s.id
+    WHERE space_id = $1 AND session_id = $2
       AND covered_until_seq <= $3 AND NOT ($4 AND lossy)
     ORDER BY covered_until_seq DESC
     LIMIT 1

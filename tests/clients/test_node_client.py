@@ -233,7 +233,7 @@ def parse(stdout: str) -> Output:
 
 SESSIONS = """
 SELECT id::text, parent_id::text, source_session_id::text, turn_count, provisional_until,
-       (SELECT count(*) FROM records r WHERE r.space_id = s.space_id AND r.session_id = s.id)
+       (SELECT count(*) FROM records r WHERE r.space_id = $1 AND r.session_id = s.id)
            AS records
 FROM sessions s WHERE space_id = $1
 """

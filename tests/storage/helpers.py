@@ -33,14 +33,14 @@ async def rpc_error(call: Awaitable[Any]) -> grpc.aio.AioRpcError:
 
 STATE = """
 SELECT s.label, s.status, s.turn_count, s.last_seq, s.turn_token, s.updated_at,
-       (SELECT count(*) FROM records r WHERE r.space_id = s.space_id AND r.session_id = s.id)
+       (SELECT count(*) FROM records r WHERE r.space_id = $1 AND r.session_id = $2)
            AS records,
        sl.system_prompt, sl.insight, sl.memory, c.summary, c.covered_until_seq
 FROM sessions s
-LEFT JOIN session_slots sl ON sl.space_id = s.space_id AND sl.session_id = s.id
-LEFT JOIN LATERAL (
+LEFT JOIN session_slots sl ON sl.space_id = $1 AND sl.session_id = $2
+LEFT JOIN (
     SELECT summary, covered_until_seq FROM compression_caches c
-    WHERE c.space_id = s.space_id AND c.session_id = s.id
+    WHERE c.space_id = $1 AND c.session_id = $2
     ORDER BY covered_until_seq DESC LIMIT 1
 ) c ON true
 WHERE s.space_id = $1 AND s.id = $2

@@ -43,6 +43,19 @@ from tests.support.citus import (
 
 PASS_SHARD_COUNT = 4  # shards of each table in the pass's databases (fast to create)
 
+# Every connection to a pass database refuses what is not a router query (docs/scaling.md
+# "What co-location gives"): a multi-task one (a task per shard), and one that Citus plans
+# recursively, whose subplans' results it sends as intermediate results to the workers
+# (an INSERT in a CTE; any intermediate result of a row or more is refused). A statement
+# that is not routed whole to its space's worker fails the test that ran it, and the run
+# (its ERROR is in the log). The maintenance statements across spaces allow both in their
+# own transaction (stello.db.across_spaces). The second refusal is opt-in for now
+# (STELLO_TEST_CITUS_ROUTER_STRICT=1): the statements with an INSERT in a CTE that
+# remain (the append, the fork's lineage and slots, idempotency) are planned so.
+ROUTER_ONLY = {"citus.multi_task_query_log_level": "error"}
+if os.environ.get("STELLO_TEST_CITUS_ROUTER_STRICT") == "1":
+    ROUTER_ONLY["citus.max_intermediate_result_size"] = "0"
+
 
 @dataclass(frozen=True, slots=True)
 class Allowed:
@@ -120,6 +133,9 @@ async def create_distributed_database(cluster: CitusCluster) -> str:
     try:
         await migrate(con)
         await distribute(con, shard_count=PASS_SHARD_COUNT)
+        database = await con.fetchval("SELECT current_database()")
+        for name, value in ROUTER_ONLY.items():
+            await con.execute(f"ALTER DATABASE \"{database}\" SET {name} = '{value}'")
     finally:
         await con.close()
     return dsn

@@ -6,6 +6,7 @@ import asyncpg
 import grpc
 import pytest
 
+from stello.db import ACROSS_SPACES
 from stello.tree.v1 import tree_pb2
 from tests.tree.conftest import TreeClient, session_count
 
@@ -36,7 +37,8 @@ class TestIsolation:
                 tree_pb2.AddRefRequest(space_id=tree.space.sid, from_id=mine.id, to_id=theirs.id)
             )
         assert caught.value.code() == grpc.StatusCode.NOT_FOUND
-        async with pool.acquire() as con:
+        async with pool.acquire() as con, con.transaction():
+            await con.execute(ACROSS_SPACES)  # two spaces' refs: multi-shard on Citus
             refs = await con.fetchval(
                 "SELECT count(*) FROM session_refs WHERE space_id = ANY($1::uuid[])",
                 [tree.space.id, other_tree.space.id],

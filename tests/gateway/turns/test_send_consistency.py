@@ -44,7 +44,10 @@ from tests.gateway.turns_support import (
 pytestmark = pytest.mark.sql
 
 # The lease ends as if no renewal had reached storage for a whole TTL.
-LAPSE = "UPDATE sessions SET turn_expires_at = now() - interval '1 second' WHERE id = $1"
+LAPSE = (
+    "UPDATE sessions SET turn_expires_at = now() - interval '1 second' "
+    "WHERE space_id = $1 AND id = $2"
+)
 
 
 class TestLease:
@@ -103,7 +106,7 @@ class TestLease:
         before = await row_counts(pool, stack.space)
         turn = asyncio.ensure_future(send(stack, root.id, "slow"))
         await spy.started.wait()
-        await pool.execute(LAPSE, uuid.UUID(root.id))
+        await pool.execute(LAPSE, stack.space.id, uuid.UUID(root.id))
         await stack.storage.BeginTurn(
             storage_pb2.BeginTurnRequest(space_id=stack.space.sid, session_id=root.id, ttl_s=30)
         )

@@ -48,7 +48,10 @@ async def renew(
     return reply
 
 
-EXPIRE = "UPDATE sessions SET turn_expires_at = now() - interval '1 second' WHERE id = $1"
+EXPIRE = (
+    "UPDATE sessions SET turn_expires_at = now() - interval '1 second' "
+    "WHERE space_id = $1 AND id = $2"
+)
 EXPIRY = "SELECT turn_expires_at FROM sessions WHERE space_id = $1 AND id = $2"
 
 
@@ -165,7 +168,7 @@ class TestRenewTurn:
         """A lease past its expiry that no other turn took is its holder's to renew."""
         sid = await make_session()
         lease = await begin(stub, space, str(sid))
-        await pool.execute(EXPIRE, sid)
+        await pool.execute(EXPIRE, space.id, sid)
         assert (await renew(stub, space, str(sid), lease.token)).renewed
         err = await rpc_error(begin(stub, space, str(sid)))
         assert error_info_reason(err) == "TURN_IN_PROGRESS"
@@ -176,7 +179,7 @@ class TestRenewTurn:
         """Once another turn took the expired lease, the old token renews nothing."""
         sid = await make_session()
         first = await begin(stub, space, str(sid))
-        await pool.execute(EXPIRE, sid)
+        await pool.execute(EXPIRE, space.id, sid)
         second = await begin(stub, space, str(sid), ttl_s=30)
         expiry = await pool.fetchval(EXPIRY, space.id, sid)
         reply = await renew(stub, space, str(sid), first.token)
