@@ -11,9 +11,11 @@ prove that nothing of a deleted session is left anywhere (DESIGN §4.8).
 from __future__ import annotations
 
 import uuid
-from typing import TYPE_CHECKING, Any, TypeAlias
+from typing import TYPE_CHECKING, Any, TypeAlias, cast
 
 import asyncpg
+
+from stello.db import across_spaces
 
 if TYPE_CHECKING:
     from asyncpg.pool import PoolConnectionProxy
@@ -73,6 +75,14 @@ async def tables_holding(
     """
     if not texts:
         return {}
+    if space_id is None:  # across spaces: on Citus a multi-shard read, allowed by name
+        async with con.transaction():
+            await across_spaces(cast(asyncpg.Connection, con))
+            return await _holding(con, texts, None)
+    return await _holding(con, texts, space_id)
+
+
+async def _holding(con: Con, texts: set[str], space_id: uuid.UUID | None) -> dict[str, set[str]]:
     found: dict[str, set[str]] = {}
     ordered = sorted(texts)
     catalogue = await con.fetch(COLUMNS)
