@@ -269,6 +269,31 @@ class TestTrim:
             rows = await con.fetchval("SELECT count(*) FROM records WHERE space_id = $1", space.id)
         assert rows == 9  # s0..s7 (forks) and s9 (source); s8 is gone
 
+    async def test_a_reader_of_an_heir_trims_what_no_one_else_reads(
+        self, stub: Stub, space: TestSpace, make_session: MakeSession, pool: asyncpg.Pool
+    ) -> None:
+        """An heir holds rows beyond its own view for its readers (it had trimmed its view
+        before its source went); a reader's trim deletes those that no other reader reads
+        and keeps the others (migration 0032), and no other view changes."""
+        source, short, long, heir = [await make_session() for _ in range(4)]
+        await append(stub, space, source, *[rec(f"s{i}") for i in range(10)])
+        await inherit(stub, space, short, source, until=2)
+        await inherit(stub, space, long, source, until=6)
+        await inherit(stub, space, heir, source)
+        assert await trim(stub, space, heir, keep=4) == 6
+        assert await trim(stub, space, source, keep=0) == 10
+        held = "SELECT seq FROM records WHERE space_id = $1 AND session_id = $2 ORDER BY seq"
+        async with pool.acquire() as con:
+            assert [r["seq"] for r in await con.fetch(held, space.id, heir)] == list(range(1, 11))
+        before = {s: shown(await listed(stub, space, s)) for s in (short, heir)}
+        assert await trim(stub, space, long, keep=0) == 6
+        assert await listed(stub, space, long) == []
+        assert {s: shown(await listed(stub, space, s)) for s in (short, heir)} == before
+        async with pool.acquire() as con:
+            assert [r["seq"] for r in await con.fetch(held, space.id, heir)] == [1, 2, 7, 8, 9, 10]
+            rows = await con.fetchval("SELECT count(*) FROM records WHERE space_id = $1", space.id)
+        assert rows == 6
+
     @pytest.mark.parametrize("keep", [0, 2])
     async def test_a_fork_of_a_trimmed_source_pages_past_what_went(
         self, stub: Stub, space: TestSpace, make_session: MakeSession, keep: int
