@@ -3,9 +3,10 @@
 The tree::
 
     StelloError
-    ├── InvalidArgument        (INVALID_ARGUMENT, google.rpc.BadRequest)
+    ├── FieldError             (its fields named in a google.rpc.BadRequest)
+    │   ├── InvalidArgument    (INVALID_ARGUMENT)
+    │   └── OutOfRange         (OUT_OF_RANGE, when it names a field)
     ├── NotFound               (NOT_FOUND)
-    ├── OutOfRange             (OUT_OF_RANGE, BadRequest when it names a field)
     ├── AlreadyExists          (ALREADY_EXISTS)
     ├── FailedPrecondition     (FAILED_PRECONDITION, PreconditionFailure)
     ├── Aborted                (ABORTED, PreconditionFailure when given)
@@ -29,7 +30,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Self
 
 import grpc
 from google.protobuf import any_pb2
@@ -68,10 +69,8 @@ class StelloError(Exception):
         self.metadata = dict(metadata or {})
 
 
-class InvalidArgument(StelloError):
-    """Raised when a request is malformed; lists the bad fields."""
-
-    code = grpc.StatusCode.INVALID_ARGUMENT
+class FieldError(StelloError):
+    """An error that may name the request's fields it is about (google.rpc.BadRequest)."""
 
     def __init__(
         self,
@@ -84,9 +83,15 @@ class InvalidArgument(StelloError):
         self.violations = tuple(violations)
 
     @classmethod
-    def field(cls, name: str, description: str) -> InvalidArgument:
+    def field(cls, name: str, description: str) -> Self:
         """An error about one field, with its message saying which."""
         return cls(f"{name}: {description}", [FieldViolation(name, description)])
+
+
+class InvalidArgument(FieldError):
+    """Raised when a request is malformed; lists the bad fields."""
+
+    code = grpc.StatusCode.INVALID_ARGUMENT
 
 
 class NotFound(StelloError):
@@ -95,25 +100,10 @@ class NotFound(StelloError):
     code = grpc.StatusCode.NOT_FOUND
 
 
-class OutOfRange(StelloError):
+class OutOfRange(FieldError):
     """Raised when a value is well formed but past what exists (a seq beyond a session's last)."""
 
     code = grpc.StatusCode.OUT_OF_RANGE
-
-    def __init__(
-        self,
-        message: str,
-        violations: Sequence[FieldViolation] = (),
-        *,
-        reason: str | None = None,
-    ) -> None:
-        super().__init__(message, reason=reason)
-        self.violations = tuple(violations)
-
-    @classmethod
-    def field(cls, name: str, description: str) -> OutOfRange:
-        """An error about one field, with its message saying which (as InvalidArgument's)."""
-        return cls(f"{name}: {description}", [FieldViolation(name, description)])
 
 
 class AlreadyExists(StelloError):
@@ -258,7 +248,7 @@ def to_rpc_status(error: StelloError) -> status_pb2.Status:
     text within its bound (MAX_MESSAGE_BYTES, MAX_VIOLATIONS, MAX_DETAIL_BYTES)."""
     message = cut(error.message, MAX_MESSAGE_BYTES)
     details = []
-    if isinstance(error, InvalidArgument | OutOfRange) and error.violations:
+    if isinstance(error, FieldError) and error.violations:
         bad_request = error_details_pb2.BadRequest(
             field_violations=[
                 error_details_pb2.BadRequest.FieldViolation(
@@ -392,7 +382,7 @@ def from_rpc_error(error: grpc.aio.AioRpcError) -> StelloError:
     if cls is None:
         return Internal(f"{error.code().name}: {error.details()}")
     message = error.details() or error.code().name
-    if cls is InvalidArgument or cls is OutOfRange:
+    if issubclass(cls, FieldError):
         return cls(message, field_violations(error), reason=error_info_reason(error))
     # The metadata (`subject`) travels on, so a client of the gateway gets what the
     # service behind it said.
