@@ -319,8 +319,8 @@ def _transport_exhausted(error: grpc.aio.AioRpcError) -> bool:
     return error.code() is grpc.StatusCode.RESOURCE_EXHAUSTED and not has_status_details(error)
 
 
-def error_info_reason(error: grpc.RpcError) -> str | None:
-    """The ErrorInfo reason carried by an RPC error, if any."""
+def error_info(error: grpc.RpcError) -> error_details_pb2.ErrorInfo | None:
+    """The ErrorInfo detail carried by an RPC error, if any."""
     status = rpc_status.from_call(error)
     if status is None:
         return None
@@ -328,21 +328,20 @@ def error_info_reason(error: grpc.RpcError) -> str | None:
         if detail.Is(error_details_pb2.ErrorInfo.DESCRIPTOR):
             info = error_details_pb2.ErrorInfo()
             detail.Unpack(info)
-            return str(info.reason)
+            return info
     return None
+
+
+def error_info_reason(error: grpc.RpcError) -> str | None:
+    """The ErrorInfo reason carried by an RPC error, if any."""
+    info = error_info(error)
+    return None if info is None else str(info.reason)
 
 
 def error_info_metadata(error: grpc.RpcError) -> dict[str, str]:
     """The ErrorInfo metadata carried by an RPC error (`subject`, ...), or {}."""
-    status = rpc_status.from_call(error)
-    if status is None:
-        return {}
-    for detail in status.details:
-        if detail.Is(error_details_pb2.ErrorInfo.DESCRIPTOR):
-            info = error_details_pb2.ErrorInfo()
-            detail.Unpack(info)
-            return dict(info.metadata)
-    return {}
+    info = error_info(error)
+    return {} if info is None else dict(info.metadata)
 
 
 def field_violations(error: grpc.RpcError) -> list[FieldViolation]:
@@ -382,11 +381,13 @@ def from_rpc_error(error: grpc.aio.AioRpcError) -> StelloError:
     if cls is None:
         return Internal(f"{error.code().name}: {error.details()}")
     message = error.details() or error.code().name
+    info = error_info(error)
+    reason = None if info is None else str(info.reason)
     if issubclass(cls, FieldError):
-        return cls(message, field_violations(error), reason=error_info_reason(error))
+        return cls(message, field_violations(error), reason=reason)
     # The metadata (`subject`) travels on, so a client of the gateway gets what the
     # service behind it said.
-    return cls(message, reason=error_info_reason(error), metadata=error_info_metadata(error))
+    return cls(message, reason=reason, metadata={} if info is None else dict(info.metadata))
 
 
 @dataclass(slots=True)
