@@ -5,8 +5,12 @@ started with the first client; each method hands its `AsyncClient` call to that
 loop and waits for the answer, so it may be called from any thread (and from
 several at once). Iterators (`records`, `stream`, `watch`, ...) are ordinary
 iterators fetching one item at a time; leaving one early ends its call.
-`close()` (or the ``with`` block's end) closes the client's channel (a later
-call opens it again, as `AsyncClient`'s does).
+An exception in the calling thread while it waits (Ctrl-C's KeyboardInterrupt)
+cancels the call on the loop, as cancelling an `AsyncClient` call's task does
+(a turn cancelled before its commit stores nothing), and is raised once the
+call has ended (within `CANCEL_WAIT_S`). `close()` (or the ``with`` block's
+end) closes the client's channel (a later call opens it again, as
+`AsyncClient`'s does).
 
 The loop is never closed: gRPC delivers a call's last events to the loop the
 call ran on, and some arrive after the channel's close has returned. Delivered to
@@ -34,6 +38,10 @@ from stello_client.watching import Watch
 P = ParamSpec("P")
 T = TypeVar("T")
 
+CANCEL_WAIT_S = 2.0
+"""How long an interrupted call waits for its cancellation to land on the loop (the gRPC
+call cancelled, a stream's generator ended) before the interrupt is raised anyway."""
+
 
 class _Loop:
     """An event loop in a daemon thread, and how to run a coroutine on it from elsewhere."""
@@ -57,15 +65,54 @@ class _Loop:
             return cls._shared
 
     def run(self, work: Coroutine[Any, Any, T]) -> T:
-        """Run `work` on the loop and wait for it (re-raising what it raises)."""
+        """Run `work` on the loop and wait for it (re-raising what it raises).
+
+        An exception while waiting (KeyboardInterrupt, a signal handler's) cancels `work`
+        on the loop and waits up to `CANCEL_WAIT_S` for it to end before it is raised:
+        interrupted, a call is cancelled, never left running unseen.
+        """
         if threading.current_thread() is self.thread:
             work.close()
             raise RuntimeError("a stello Client cannot be called from its own loop's thread")
-        return asyncio.run_coroutine_threadsafe(work, self.loop).result()
+        future = asyncio.run_coroutine_threadsafe(work, self.loop)
+        try:
+            return future.result()
+        except BaseException:
+            if not future.done():
+                self._cancel(work)
+            raise
+
+    def _cancel(self, work: Coroutine[Any, Any, Any]) -> None:
+        """Cancel the task running `work` and wait (at most `CANCEL_WAIT_S`) for its end."""
+        ended = threading.Event()
+
+        def cancel() -> None:
+            # Runs after the callback that made the task (the loop runs them in order),
+            # so it is found unless it has ended; a task cancelled before its first step
+            # never runs `work`'s body, so its end is watched on the task, not in `work`.
+            for task in asyncio.all_tasks(self.loop):
+                if task.get_coro() is work:
+                    task.add_done_callback(lambda _: ended.set())
+                    task.cancel()
+                    return
+            ended.set()
+
+        self.loop.call_soon_threadsafe(cancel)
+        ended.wait(CANCEL_WAIT_S)
 
 
 async def _awaited(value: Awaitable[T]) -> T:
     return await value
+
+
+async def _closed(items: AsyncIterator[Any]) -> None:
+    """Close an async generator (a plain async iterator has nothing to close). One still
+    running the step an interrupt cancelled (past `CANCEL_WAIT_S`) is left to that step,
+    which ends it: closing it now would raise "asynchronous generator is already running"
+    over the interrupt."""
+    close = getattr(items, "aclose", None)
+    if close is not None and not getattr(items, "ag_running", False):
+        await close()
 
 
 def blocking(
@@ -180,9 +227,9 @@ class Client:
                 except StopAsyncIteration:
                     return
         finally:
-            close = getattr(items, "aclose", None)
-            if close is not None:
-                self._loop.run(close())
+            # An item interrupted in flight was cancelled first (`_Loop.run`), so the
+            # generator is closed after it, and what interrupted it is what is raised.
+            self._loop.run(_closed(items))
 
     @property
     def gateway(self) -> str:
