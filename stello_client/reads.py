@@ -13,6 +13,7 @@ from typing import Unpack
 
 from stello.agent.v1 import agent_pb2
 from stello_client.base import DEFAULT, ClientBase, Timeout, request_of, set_optional
+from stello_client.errors import shown
 from stello_client.types import (
     DigestFilter,
     GetLineageResponse,
@@ -39,6 +40,22 @@ from stello_client.types import (
 )
 
 MAX_PAGE = 1000
+
+
+def _page_size(page_size: int) -> int:
+    """A page size an iterator sends as ListRecords' `limit`: 0..MAX_PAGE (0: the default).
+
+    Raises:
+        TypeError: not a whole number, naming `page_size`.
+        ValueError: outside 0..MAX_PAGE, naming `page_size`.
+    """
+    if isinstance(page_size, bool) or not isinstance(page_size, int):
+        raise TypeError(f"page_size: not a value this field holds, got {shown(page_size)}")
+    if not 0 <= page_size <= MAX_PAGE:
+        raise ValueError(
+            f"page_size: must be 1..{MAX_PAGE} (0: the default, {MAX_PAGE}), got {page_size}"
+        )
+    return page_size
 
 
 class ReadCalls(ClientBase):
@@ -115,10 +132,21 @@ class ReadCalls(ClientBase):
         page_size: int = MAX_PAGE,
     ) -> AsyncIterator[Record]:
         """Every record of a session (or the first `limit`), walking the pages: oldest first,
-        or with `newest_first` from the newest back to the oldest."""
+        or with `newest_first` from the newest back to the oldest. `page_size`: records per
+        call, at most 1000; 0 = the default (1000), as every `page_size` 0 is a default.
+
+        Raises:
+            ValueError: `page_size` outside 0..1000 or a negative `limit`, naming it, before
+                anything is sent (ListRecords' `limit` 0 means no records, and its bound
+                would name `limit`, which is not this method's keyword for the page).
+            NotFound: the session is not in the space.
+        """
+        per_page = _page_size(page_size) or MAX_PAGE
+        if isinstance(limit, int) and limit < 0:
+            raise ValueError(f"limit: must not be negative, got {limit}")
         token, taken = "", 0
         while limit is None or taken < limit:
-            size = page_size if limit is None else min(page_size, limit - taken)
+            size = per_page if limit is None else min(per_page, limit - taken)
             page = await self.list_records(
                 session_id,
                 limit=size,

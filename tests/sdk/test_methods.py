@@ -161,6 +161,29 @@ class TestReads:
         first = await client.get_lineage(chain[-1].id, page_size=1)
         assert [d.label for d in first.ancestors] == ["d2"] and first.next_page_token
 
+    async def test_records_page_size_0_is_the_default_and_its_bound_names_it(
+        self, client: AsyncClient, stack: Stack
+    ) -> None:
+        """records(page_size=0) is the default page, as every page_size 0 (it was sent as
+        ListRecords' limit 0, "none": the session looked empty); a page_size past 1000, a
+        negative one or a negative limit is a ValueError naming the keyword before anything
+        is sent (past 1000 was InvalidArgument naming `limit`, not the caller's keyword)."""
+        root = await client.create_root()
+        await stack.append(root.id, *(record("user", f"m{i}") for i in range(3)))
+        assert [r.content async for r in client.records(root.id, page_size=0)] == [
+            "m0",
+            "m1",
+            "m2",
+        ]
+        assert [r.seq async for r in client.records(root.id, page_size=0, limit=2)] == [1, 2]
+        for size in (5000, -1):
+            with pytest.raises(ValueError, match=r"^page_size: must be 1\.\.1000 \(0: the"):
+                [r async for r in client.records(root.id, page_size=size)]
+        with pytest.raises(TypeError, match=r"^page_size: not a value this field holds"):
+            [r async for r in client.records(root.id, page_size="2")]  # type: ignore[arg-type]
+        with pytest.raises(ValueError, match=r"^limit: must not be negative, got -1$"):
+            [r async for r in client.records(root.id, limit=-1)]
+
     async def test_search_records_and_sessions(self, client: AsyncClient, stack: Stack) -> None:
         """SearchRecords end to end: an inherited record is one hit (its owner's, read by
         two sessions), scopes, a deleted subtree never found; SearchSessions by label."""
