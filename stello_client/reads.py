@@ -246,10 +246,12 @@ class ReadCalls(ClientBase):
         `filters` narrow the listing, each served by an index: `metadata` (every pair
         must match), `label_prefix`, `parent_id`, `root_id`, `roots_only`,
         `created_after` / `created_before`, `updated_after` / `updated_before`
-        (datetimes; after inclusive, before exclusive). Pass the same filters with the
-        next page's token.
+        (timezone-aware datetimes; after inclusive, before exclusive). Pass the same
+        filters with the next page's token.
 
         Raises:
+            TypeError: a filter no listing has, or a value not of its type (a naive
+                datetime too), naming the filter, before anything is sent.
             InvalidArgument: page_size out of range, a page_token not issued here, a bad
                 filter (named `filter.<field>`).
         """

@@ -211,12 +211,13 @@ _TEXTS = ("label_prefix", "parent_id", "root_id")
 
 
 def session_filter(**filters: Unpack[DigestFilter]) -> common_pb2.SessionFilter:
-    """The SessionFilter message of the given filters (times as aware datetimes; None:
-    that filter unset).
+    """The SessionFilter message of the given filters (times as timezone-aware datetimes;
+    None: that filter unset).
 
     Raises:
         TypeError: a filter no listing has (a misspelt one would list everything), or a
-            value not of its filter's type, naming the filter.
+            value not of its filter's type, naming the filter: a naive datetime too (which
+            protobuf reads as UTC, hours off a local time, without a word).
     """
     message = common_pb2.SessionFilter()
     for name, value in filters.items():
@@ -247,5 +248,11 @@ def _set_filter(message: common_pb2.SessionFilter, name: str, value: object) -> 
     else:  # one of _TIMES
         if not isinstance(value, datetime):
             return False
+        if value.utcoffset() is None:
+            raise TypeError(
+                f"{name}: not a value this filter holds, got {shown(value)}: a timezone-aware "
+                "datetime (a naive one would be read as UTC, not as local time): "
+                "datetime.now(UTC), or .astimezone() for local time"
+            )
         getattr(message, name).FromDatetime(value)
     return True

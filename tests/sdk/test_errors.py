@@ -9,6 +9,7 @@ import math
 import sys
 import time
 import uuid
+from datetime import UTC, datetime, timedelta, timezone
 from functools import partial
 from pathlib import Path
 from typing import Any
@@ -404,6 +405,23 @@ class TestLiveErrors:
                 await client.list_session_digests(metdata={"team": "a"})  # type: ignore[call-arg]
             reply = await client.list_session_digests(metadata={"team": "a"})
             assert [digest.id for digest in reply.digests] == [root.id]
+
+    async def test_a_naive_datetime_filter_is_refused(self, client: AsyncClient) -> None:
+        """A naive datetime as a time filter raises TypeError naming the filter and asking
+        for a timezone-aware one, from the listing and from the iterator: it was read as
+        UTC, so local time east of UTC listed nothing just created, without a word. An
+        aware one, in any zone, lists what it should."""
+        root = await client.create_root()
+        naive = datetime.now() - timedelta(minutes=5)
+        for name in ("created_after", "created_before", "updated_after", "updated_before"):
+            filters: dict[str, Any] = {name: naive}
+            with pytest.raises(TypeError, match=rf"^{name}: .* a timezone-aware datetime"):
+                await client.list_session_digests(**filters)
+            with pytest.raises(TypeError, match=rf"^{name}: .* a timezone-aware datetime"):
+                [d async for d in client.digests(**filters)]
+        east = timezone(timedelta(hours=8))
+        aware = (datetime.now(UTC) - timedelta(minutes=5)).astimezone(east)
+        assert [d.id async for d in client.digests(created_after=aware)] == [root.id]
 
     @pytest.mark.parametrize("seconds", [0, -1, math.inf, math.nan, "5"])
     async def test_a_timeout_no_call_could_meet(self, stack: Stack, seconds: Any) -> None:
