@@ -9,6 +9,7 @@ not at all, is found by WhoAmI at the first call that needs it, once.
 
 from __future__ import annotations
 
+import asyncio
 import enum
 import math
 import uuid
@@ -61,7 +62,12 @@ class Channel:
     """A channel and the stub over it, shared by every client made `using` another caller.
 
     Opened at the first call, so on the event loop that makes it (a grpc.aio
-    channel belongs to one loop), wherever the client was built.
+    channel belongs to one loop), wherever the client was built. A call on
+    another loop once that one is closed (a second ``asyncio.run``, a test
+    framework's loop per test) opens a new channel on it: the old one's calls
+    ended with their loop, and it is dropped unclosed (closing it needs that
+    loop). A call on another loop while the first is still open raises
+    ConfigurationError: the channel may still carry that loop's calls.
     """
 
     def __init__(self, target: Target) -> None:
@@ -71,10 +77,19 @@ class Channel:
         self._target = target
         self._channel: grpc.aio.Channel | None = None
         self._stub: agent_pb2_grpc.AgentGatewayStub | None = None
+        self._loop: asyncio.AbstractEventLoop | None = None
 
     @property
     def stub(self) -> agent_pb2_grpc.AgentGatewayStub:
-        """The gateway's stub (the channel opens now if it is not open yet)."""
+        """The gateway's stub (the channel opens now if it is not open yet, or was opened
+        on a loop closed since).
+
+        Raises:
+            ConfigurationError: the channel is open on another event loop, still open.
+        """
+        loop = asyncio.get_running_loop()
+        if self._stub is not None and self._loop is not loop:
+            self._leave_loop()
         if self._stub is None:
             self._channel = open_channel(
                 self._target.gateway,
@@ -83,12 +98,36 @@ class Channel:
                 options=CHANNEL_OPTIONS,
             )
             self._stub = agent_pb2_grpc.AgentGatewayStub(self._channel)
+            self._loop = loop
         return self._stub
 
+    def _leave_loop(self) -> None:
+        """Drop the channel of a closed loop (used from another loop now).
+
+        Raises:
+            ConfigurationError: its loop is still open.
+        """
+        if self._loop is not None and not self._loop.is_closed():
+            raise ConfigurationError(
+                "this client was first used on another event loop, which is still open: a "
+                "gRPC channel belongs to the loop it was opened on, so make one client per "
+                "loop (or close() this one on its loop first; once that loop is closed, the "
+                "client opens a new channel on the loop that calls it)",
+                setting="loop",
+            )
+        self._channel = self._stub = self._loop = None
+
     async def close(self) -> None:
-        """Close the channel (its calls end CANCELLED); it reopens at the next call."""
+        """Close the channel (its calls end CANCELLED); it reopens at the next call.
+
+        Raises:
+            ConfigurationError: the channel is open on another event loop, still open.
+        """
         if self._channel is not None:
-            channel, self._channel, self._stub = self._channel, None, None
+            if self._loop is not asyncio.get_running_loop():
+                self._leave_loop()  # a closed loop's channel: nothing left to close
+                return
+            channel, self._channel, self._stub, self._loop = self._channel, None, None, None
             await channel.close()
 
 

@@ -66,8 +66,9 @@ class StelloClientError(Exception):
 
 class ConfigurationError(StelloClientError):
     """Raised when the client cannot be set up: no gateway address or key, unreadable TLS
-    files, or a space the key does not reach (`setting` names which: gateway, key, space,
-    tls)."""
+    files, a space the key does not reach, or a client used on an event loop other than
+    the one its channel is open on (`setting` names which: gateway, key, space, tls,
+    loop)."""
 
     def __init__(self, message: str, *, setting: str) -> None:
         super().__init__(message)

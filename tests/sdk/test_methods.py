@@ -311,6 +311,47 @@ class TestCallers:
                 await shared.who_am_i()
 
 
+class TestLoops:
+    async def test_a_client_used_again_on_a_new_loop(self, stack: Stack) -> None:
+        """An AsyncClient used in two `asyncio.run`s (a module-level client, a loop per
+        test) opens a new channel on the second loop: it raised a bare "RuntimeError: Event
+        loop is closed". A `using` client shares the reopened channel."""
+
+        def work() -> tuple[str, str, list[str]]:
+            client = client_of(stack)
+            made = asyncio.run(client.create_root(label="loop1"))
+            seen = asyncio.run(client.get_session(made.id))
+
+            async def third() -> list[str]:
+                async with client:
+                    other = client.using(space=stack.space.sid)
+                    return [node.label for node in await other.get_tree()]
+
+            return made.id, seen.node.id, asyncio.run(third())
+
+        made, seen, labels = await asyncio.to_thread(work)
+        assert seen == made
+        assert labels == ["loop1"]
+
+    async def test_a_client_used_on_a_second_open_loop_is_told_to_make_one_per_loop(
+        self, stack: Stack
+    ) -> None:
+        """A client whose channel is open on a loop that still runs, called from another
+        loop, raises ConfigurationError (setting "loop") saying to make one client per
+        loop, and still works on its own loop."""
+        client = client_of(stack)
+        await client.create_root(label="here")
+
+        def elsewhere() -> None:
+            asyncio.run(client.get_tree())
+
+        with pytest.raises(ConfigurationError, match="one client per loop") as caught:
+            await asyncio.to_thread(elsewhere)
+        assert caught.value.setting == "loop"
+        assert [node.label for node in await client.get_tree()] == ["here"]
+        await client.close()
+
+
 class TestSyncClient:
     async def test_one_channel_many_callers(self, stack: Stack, other_space: TestSpace) -> None:
         """The sync client's keyless form and `using`, as the async client's: one channel,
