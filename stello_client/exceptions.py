@@ -27,7 +27,8 @@ The tree::
         │   └── LlmUnavailable, OutcomeUnknown
         ├── DeadlineExceeded
         │   └── LlmTimeout
-        ├── Unauthenticated, PermissionDenied, Cancelled, OutOfRange
+        ├── OutOfRange                .field (first violation), .violations
+        ├── Unauthenticated, PermissionDenied, Cancelled
         └── Internal                  INTERNAL, UNKNOWN, and any status not above
 
 A program branches on the class (``except TurnInProgress``), never on the
@@ -114,15 +115,19 @@ class RpcError(StelloClientError):
         super().__init__(f"{self.code.name}: {details}" if details else self.code.name)
 
 
-class InvalidArgument(RpcError):
-    """Raised when the gateway refused the request's fields; `field` names the first."""
-
-    code = grpc.StatusCode.INVALID_ARGUMENT
+class FieldError(RpcError):
+    """Base of the failures that name the request's field at fault: `field`, the first."""
 
     @property
     def field(self) -> str | None:
         """The first bad field (the keyword argument of the same name), or None."""
         return self.violations[0].field if self.violations else None
+
+
+class InvalidArgument(FieldError):
+    """Raised when the gateway refused the request's fields; `field` names the first."""
+
+    code = grpc.StatusCode.INVALID_ARGUMENT
 
 
 class NotFound(RpcError):
@@ -313,8 +318,9 @@ class Cancelled(RpcError):
     code = grpc.StatusCode.CANCELLED
 
 
-class OutOfRange(RpcError):
-    """Raised when a value is past the end of what exists."""
+class OutOfRange(FieldError):
+    """Raised when a value is past the end of what exists (fork's `inherit_until_seq`
+    beyond the source's last seq); `field` names it."""
 
     code = grpc.StatusCode.OUT_OF_RANGE
 

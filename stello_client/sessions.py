@@ -124,6 +124,8 @@ class SessionCalls(ClientBase):
 
         Raises:
             InvalidArgument: a bad id or label, `inherit_until_seq` without inherit.
+            OutOfRange: `inherit_until_seq` beyond the source's last seq (`field` names it;
+                the message names that seq); nothing is made.
             NotFound: the source or the parent is not in the space.
             ProfileNotFound: no such profile.
         """

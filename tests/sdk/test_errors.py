@@ -37,6 +37,7 @@ from stello_client.exceptions import (
     NoPendingToolCalls,
     NotFound,
     OutcomeUnknown,
+    OutOfRange,
     ProfileNotFound,
     RequestIdReused,
     ResourceExhausted,
@@ -162,6 +163,16 @@ class TestLiveErrors:
             await client.fork(root.id, "x", context="none", inherit_until_seq=1)
         assert caught.value.field == "inherit_until_seq"
         assert caught.value.method == "Fork" and caught.value.request_id
+
+    async def test_out_of_range_names_the_keyword(self, client: AsyncClient) -> None:
+        """A fork's inherit_until_seq past the source's last seq is OutOfRange whose `field`
+        is the keyword, as InvalidArgument's (it had only `violations`)."""
+        root = await client.create_root()
+        await client.send(root.id, "hi")
+        with pytest.raises(OutOfRange) as caught:
+            await client.fork(root.id, "x", context="inherit", inherit_until_seq=3)
+        assert caught.value.field == "inherit_until_seq"
+        assert "beyond the source's last seq (2)" in caught.value.details
 
     async def test_not_found_and_archived(self, client: AsyncClient) -> None:
         """An unknown session is NotFound; a turn on an archived one is SessionArchived."""
