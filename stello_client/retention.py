@@ -13,13 +13,17 @@ class RetentionCalls(ClientBase):
     async def get_retention(
         self, *, timeout: Timeout = DEFAULT
     ) -> common_pb2.RetentionPolicy | None:
-        """The space's retention policy (GetRetention); None when none was set (nothing
-        expires). Unset fields: that step never happens."""
+        """The space's retention policy (GetRetention); None when nothing expires: none
+        was set, or one with neither step (`put_retention()` with no days, the CLI's
+        `retention set --none`), which the gateway answers as an empty policy. An unset
+        field of a policy answered: that step never happens."""
         request = request_of(agent_pb2.GetRetentionRequest, space_id=await self.space_id())
         reply: agent_pb2.GetRetentionResponse = await self._unary(
             "GetRetention", request, safe=True, timeout=timeout
         )
-        return reply.policy if reply.HasField("policy") else None
+        policy = reply.policy
+        steps = policy.HasField("archive_after_days") or policy.HasField("delete_after_days")
+        return policy if steps else None
 
     async def put_retention(
         self,
@@ -29,7 +33,9 @@ class RetentionCalls(ClientBase):
         timeout: Timeout = DEFAULT,
     ) -> common_pb2.RetentionPolicy:
         """Set the space's retention policy (PutRetention): archive a root's subtree idle
-        for `archive_after_days`, delete one archived for `delete_after_days` (None: never).
+        for `archive_after_days`, delete one archived for `delete_after_days` (None: never;
+        both None: nothing expires, and `get_retention` answers None). Answers the policy
+        as stored.
 
         Raises:
             InvalidArgument: days outside 1..36500.
@@ -60,7 +66,8 @@ class RetentionCalls(ClientBase):
         and a dry run's `next_page_token`.
 
         Raises:
-            NoRetentionPolicy: the space has none.
+            NoRetentionPolicy: the space never had one (one with neither step, which
+                `get_retention` answers as None, applies as nothing: no action, `done`).
         """
         request = request_of(
             agent_pb2.ApplyRetentionRequest,

@@ -136,6 +136,15 @@ class TestRetention:
         assert list(dry.actions) == [] and dry.done
         assert (await client.apply_retention()).done
 
+    async def test_a_policy_with_no_steps_reads_as_none(self, client: AsyncClient) -> None:
+        """After put_retention() with no steps (the CLI's `set --none`), get_retention
+        answers None, as for a space that never had a policy: one shape for "nothing
+        expires" (it was an empty RetentionPolicy)."""
+        await client.put_retention(archive_after_days=30)
+        assert await client.put_retention() == common_pb2.RetentionPolicy()
+        assert await client.get_retention() is None
+        assert (await client.apply_retention()).done
+
 
 class TestReads:
     async def test_pages_are_walked(self, client: AsyncClient, stack: Stack) -> None:
