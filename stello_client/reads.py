@@ -130,10 +130,12 @@ class ReadCalls(ClientBase):
         newest_first: bool = False,
         limit: int | None = None,
         page_size: int = MAX_PAGE,
+        timeout: Timeout = DEFAULT,
     ) -> AsyncIterator[Record]:
         """Every record of a session (or the first `limit`), walking the pages: oldest first,
         or with `newest_first` from the newest back to the oldest. `page_size`: records per
         call, at most 1000; 0 = the default (1000), as every `page_size` 0 is a default.
+        `timeout`: each page's (one call, its retries included; default: the client's).
 
         Raises:
             ValueError: `page_size` outside 0..1000 or a negative `limit`, naming it, before
@@ -155,6 +157,7 @@ class ReadCalls(ClientBase):
                 before_seq=before_seq,
                 newest_first=newest_first,
                 page_token=token,
+                timeout=timeout,
             )
             found = list(reversed(page.records)) if newest_first else list(page.records)
             for record in found:
@@ -274,14 +277,16 @@ class ReadCalls(ClientBase):
         *,
         status: StatusName | SessionStatus | None = None,
         page_size: int = MAX_PAGE,
+        timeout: Timeout = DEFAULT,
         **filters: Unpack[DigestFilter],
     ) -> AsyncIterator[SessionDigest]:
         """Every session's digest that passes the filters (as `list_session_digests`),
-        walking the pages (in ListAll order)."""
+        walking the pages (in ListAll order); `timeout` is each page's (default: the
+        client's)."""
         token = ""
         while True:
             page = await self.list_session_digests(
-                status=status, page_size=page_size, page_token=token, **filters
+                status=status, page_size=page_size, page_token=token, timeout=timeout, **filters
             )
             for digest in page.digests:
                 yield digest
@@ -316,12 +321,15 @@ class ReadCalls(ClientBase):
         return reply
 
     async def lineage(
-        self, session_id: str, *, page_size: int = MAX_PAGE
+        self, session_id: str, *, page_size: int = MAX_PAGE, timeout: Timeout = DEFAULT
     ) -> AsyncIterator[SessionDigest]:
-        """Every ancestor of a session, nearest first (parent, ..., root), walking the pages."""
+        """Every ancestor of a session, nearest first (parent, ..., root), walking the pages;
+        `timeout` is each page's (default: the client's)."""
         token = ""
         while True:
-            page = await self.get_lineage(session_id, page_size=page_size, page_token=token)
+            page = await self.get_lineage(
+                session_id, page_size=page_size, page_token=token, timeout=timeout
+            )
             for digest in page.ancestors:
                 yield digest
             token = page.next_page_token

@@ -35,11 +35,16 @@ class SharedMemoryCalls(ClientBase):
         )
         return reply
 
-    async def shared_memory(self, *, page_size: int = MAX_PAGE) -> AsyncIterator[SharedMemoryEntry]:
-        """Every shared memory entry (no bodies), walking the pages."""
+    async def shared_memory(
+        self, *, page_size: int = MAX_PAGE, timeout: Timeout = DEFAULT
+    ) -> AsyncIterator[SharedMemoryEntry]:
+        """Every shared memory entry (no bodies), walking the pages; `timeout` is each
+        page's (default: the client's)."""
         token = ""
         while True:
-            page = await self.list_shared_memory(page_size=page_size, page_token=token)
+            page = await self.list_shared_memory(
+                page_size=page_size, page_token=token, timeout=timeout
+            )
             for entry in page.entries:
                 yield entry
             token = page.next_page_token

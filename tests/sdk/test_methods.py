@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import asyncio
 import inspect
+from collections.abc import AsyncIterator, Callable
+from typing import Any
 
 import pytest
 
@@ -192,6 +194,27 @@ class TestReads:
             [r async for r in client.records(root.id, page_size="2")]  # type: ignore[arg-type]
         with pytest.raises(ValueError, match=r"^limit: must not be negative, got -1$"):
             [r async for r in client.records(root.id, limit=-1)]
+
+    async def test_the_iterators_take_a_timeout_per_page(self, client: AsyncClient) -> None:
+        """records(), digests(), lineage() and shared_memory() take `timeout=` as every
+        method does (each page's call gets it: a timeout no call could meet is refused,
+        naming it); they had none, each page got the client's default."""
+        root = await client.create_root()
+        child = await client.fork(root.id, "child")
+        await client.upsert_shared_memory_entry("a", summary="s", body="b")
+        walks: list[tuple[Callable[..., AsyncIterator[Any]], tuple[str, ...]]] = [
+            (client.records, (root.id,)),
+            (client.digests, ()),
+            (client.lineage, (child.id,)),
+            (client.shared_memory, ()),
+        ]
+        for walk, args in walks:
+            with pytest.raises(ValueError, match=r"^timeout: expected a number of seconds"):
+                [item async for item in walk(*args, timeout=0)]
+        assert [r.seq async for r in client.records(root.id, timeout=5)] == []
+        assert len([d async for d in client.digests(timeout=5)]) == 2
+        assert [d.id async for d in client.lineage(child.id, timeout=None)] == [root.id]
+        assert [e.slug async for e in client.shared_memory(timeout=5)] == ["a"]
 
     async def test_search_records_and_sessions(self, client: AsyncClient, stack: Stack) -> None:
         """SearchRecords end to end: an inherited record is one hit (its owner's, read by
