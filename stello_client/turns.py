@@ -64,7 +64,12 @@ class TurnCalls(ClientBase):
             busy: what to do while another turn holds the session: "reject" (the
                 default: TurnInProgress, retried), "enqueue" (wait in line, within
                 `timeout`), "interrupt" or "rollback" (stop the running turn, which
-                raises TurnInterrupted to its caller, and run this one at once).
+                raises TurnInterrupted to its caller, and run this one at once). A
+                session whose last turn stopped on client tool calls
+                (`pending_tool_calls`) waits for `submit_tool_results`: an "enqueue"
+                send waits for it, but a "reject", "interrupt" or "rollback" send runs
+                at once and drops those calls (the model never sees them answered; a
+                later `submit_tool_results` raises NoPendingToolCalls).
             request_id: the idempotency key (default: a new one, so retries are safe).
             timeout: seconds, retries included (default: the client's turn timeout).
 
@@ -115,7 +120,8 @@ class TurnCalls(ClientBase):
         unless the turn's commit was already under way (the `done` event not yet read);
         `send` with the same request_id then answers the stored turn.
 
-        Arguments and errors as `send`. Retried (same request_id) only before the
+        Arguments and errors as `send` (a "reject" or "interrupt" stream drops pending
+        client tool calls as a send does). Retried (same request_id) only before the
         first event.
         """
         rid = request_id_or_new(request_id)
