@@ -33,7 +33,7 @@ from typing import Any, TypeVar
 import grpc
 
 from stello import reasons
-from stello_client.exceptions import RpcError, from_rpc_error
+from stello_client.exceptions import GRPC_DEADLINE, DeadlineExceeded, RpcError, from_rpc_error
 
 T = TypeVar("T")
 
@@ -88,6 +88,8 @@ class Deadline:
     """The end of a call's time (None: no deadline), and what is left of it."""
 
     def __init__(self, timeout: float | None) -> None:
+        self.timeout = timeout
+        """The seconds the call was given (None: no deadline)."""
         self.began = time.monotonic()
         self._end = None if timeout is None else self.began + timeout
 
@@ -111,6 +113,7 @@ class CallOptions:
     retry: Retry
     method: str
     keyed: bool = False
+    safe: bool = False
 
 
 def call_options(
@@ -127,7 +130,7 @@ def call_options(
     rid = request_id or new_request_id()
     metadata = (("authorization", f"Bearer {key}"), ("x-request-id", rid))
     policy = retry if safe else NO_RETRY
-    return CallOptions(metadata, rid, Deadline(timeout), policy, method, bool(request_id))
+    return CallOptions(metadata, rid, Deadline(timeout), policy, method, bool(request_id), safe)
 
 
 async def unary(call: Callable[..., Awaitable[T]], request: Any, opts: CallOptions) -> T:
@@ -137,9 +140,53 @@ async def unary(call: Callable[..., Awaitable[T]], request: Any, opts: CallOptio
         try:
             return await call(request, timeout=opts.deadline.left(), metadata=opts.metadata)
         except grpc.aio.AioRpcError as exc:
-            error = from_rpc_error(exc, method=opts.method, request_id=opts.request_id)
+            error = failure(exc, opts)
         await before_retry(error, attempt, opts)
         attempt += 1
+
+
+TURNS = frozenset({"Send", "SendStream", "SubmitToolResults"})
+
+
+def failure(exc: grpc.aio.AioRpcError, opts: CallOptions) -> RpcError:
+    """The SDK exception of a failed attempt (`from_rpc_error`); a deadline gRPC ended
+    with its own words says what it means for the call, and whether a retry is safe."""
+    error = from_rpc_error(exc, method=opts.method, request_id=opts.request_id)
+    if not isinstance(error, DeadlineExceeded) or error.reason or error.details != GRPC_DEADLINE:
+        return error
+    return DeadlineExceeded(
+        deadline_passed(opts),
+        code=error.code,
+        request_id=error.request_id,
+        method=error.method,
+        cause=exc,
+    )
+
+
+def deadline_passed(opts: CallOptions) -> str:
+    """Why a call ended DEADLINE_EXCEEDED with gRPC's words: its own deadline passed before
+    the gateway answered, and what a retry does."""
+    given = opts.deadline.timeout
+    seconds = "" if given is None else f" (timeout={given:g} s, retries included)"
+    text = f"the call's deadline passed{seconds} before the gateway answered"
+    if opts.method in TURNS:
+        return (
+            f'{text}: a turn still waiting in the session\'s line (busy="enqueue") left it '
+            "and wrote nothing, a running one stored nothing unless its commit was under "
+            f"way; a retry with the same request_id ({opts.request_id}) is safe: it answers "
+            "the stored turn if there is one, else runs the turn once"
+        )
+    if opts.keyed:
+        return (
+            f"{text}, so whether it was done is not known; a retry with the same request_id "
+            f"({opts.request_id}) is safe: it answers what was done, else does it once"
+        )
+    if opts.safe:
+        return f"{text}; a read changes nothing: retry it, or give it a longer timeout"
+    return (
+        f"{text}, so whether it was done is not known (this call carries no request_id): "
+        "read the state before doing it again"
+    )
 
 
 async def before_retry(error: RpcError, attempt: int, opts: CallOptions) -> None:

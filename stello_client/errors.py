@@ -157,6 +157,9 @@ def rpc_error_line(
         details = "; ".join(
             f"{field_flag(v.field, names)}: {flag_names(v.description, names)}" for v in violations
         )
+    elif _grpc_deadline(failed):
+        # The SDK's sentence about it names its own keywords (timeout=, request_id).
+        details = CODE_SENTENCES[code.name] if as_flags else "the call's deadline passed"
     else:
         details = flag_names(_flat(failed.details), names)
     details = _flat(details)
@@ -225,6 +228,17 @@ def _shut_down(service: str, target: str) -> str:
         f"{where} shut down before the call ended (its shutdown grace ran out): what the call "
         "was doing may not have been stored; retry once it is back"
     )
+
+
+def _grpc_deadline(error: RpcError) -> bool:
+    """True when a call ended DEADLINE_EXCEEDED in gRPC's words (its deadline passed on
+    either side), not in the gateway's."""
+    import grpc
+
+    from stello_client.exceptions import GRPC_DEADLINE
+
+    said = error.cause.details() if error.cause is not None else error.details
+    return error.code == grpc.StatusCode.DEADLINE_EXCEEDED and said == GRPC_DEADLINE
 
 
 def _transport_failure(reason: str | None, details: str) -> bool:

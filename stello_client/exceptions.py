@@ -427,3 +427,7 @@ OVERSIZED_METADATA = (
     "is the one Stello printed (a key is 63 characters) and send shorter values"
 )
 """What a RESOURCE_EXHAUSTED of gRPC's metadata limit says instead of gRPC's own text."""
+GRPC_DEADLINE = "Deadline Exceeded"
+"""What gRPC itself says when a call's deadline passes (the gateway's own DEADLINE_EXCEEDED
+says what passed and what was written); the SDK says what it means instead
+(`stello_client.calls.deadline_passed`)."""

@@ -24,8 +24,7 @@ from stello_client.base import (
     request_of,
     set_optional,
 )
-from stello_client.calls import before_retry
-from stello_client.exceptions import from_rpc_error
+from stello_client.calls import before_retry, failure
 from stello_client.types import (
     BusyName,
     BusyPolicy,
@@ -79,7 +78,10 @@ class TurnCalls(ClientBase):
             TurnInProgress: another turn holds the session (after the retries).
             TurnInterrupted: an "interrupt" turn took the session over; nothing stored.
             TurnQueueFull: "enqueue", and the session's line is full.
-            DeadlineExceeded: "enqueue", and `timeout` passed in line; nothing stored.
+            DeadlineExceeded: `timeout` passed: in line ("enqueue"), nothing stored; the
+                message says whether the gateway said so or the client's deadline ended
+                the call (then a retry with the same request_id is safe: it answers the
+                stored turn, else runs it once).
             InvalidArgument: empty or oversized content, bad tool definitions.
             ToolRoundsExceeded, ContextTooLarge, LlmRateLimited, LlmUnavailable,
                 LlmTimeout: the model's side; nothing was stored.
@@ -146,7 +148,7 @@ class TurnCalls(ClientBase):
                     yield _event(event)
                 return
             except grpc.aio.AioRpcError as exc:
-                error = from_rpc_error(exc, method="SendStream", request_id=rid)
+                error = failure(exc, opts)
                 if shown:
                     raise error from None
             finally:

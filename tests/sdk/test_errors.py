@@ -17,6 +17,7 @@ from typing import Any
 import asyncpg
 import grpc
 import pytest
+from grpc.aio import Metadata
 
 from agent_gateway.app import GatewayClients
 from stello import reasons
@@ -25,7 +26,7 @@ from stello.auth import new_secret
 from stello.storage.v1 import storage_pb2
 from stello_client import AsyncClient, ConfigurationError, Retry
 from stello_client.base import KEY_CHARS, MAX_KEY_CHARS
-from stello_client.calls import NO_RETRY, call_options, retryable
+from stello_client.calls import NO_RETRY, call_options, failure, retryable
 from stello_client.errors import rpc_error_line
 from stello_client.exceptions import (
     BY_CODE,
@@ -276,6 +277,78 @@ class TestLiveErrors:
             root = await client.create_root()
             with pytest.raises(DeadlineExceeded):
                 await client.send(root.id, "hi", timeout=0.3)
+
+    async def test_an_enqueued_send_past_its_deadline_says_a_retry_is_safe(
+        self, start_gateway: GatewayStarter, stack: Stack
+    ) -> None:
+        """An "enqueue" send whose timeout passes in line raised DeadlineExceeded with gRPC's
+        "Deadline Exceeded" (the client's own deadline ends the call before the gateway
+        says it left the line): now the message says the call's deadline passed, that a
+        turn in line wrote nothing, and that a retry with the same request_id is safe, or
+        is the gateway's own, which says nothing was written. The retry stores it once."""
+        slow = await start_gateway(echo_delay_s=1.0)
+        async with AsyncClient(slow.address, stack.space.key, stack.space.sid) as client:
+            root = await client.create_root()
+            first = asyncio.ensure_future(client.send(root.id, "first"))
+            await asyncio.sleep(0.3)
+            with pytest.raises(DeadlineExceeded) as caught:
+                await client.send(
+                    root.id, "second", busy="enqueue", timeout=0.3, request_id="queued"
+                )
+            await first
+            text = str(caught.value)
+            if "waited in line" in text:  # the gateway's deadline came first (rarely)
+                assert "nothing was written" in text
+            else:
+                assert text.startswith(
+                    "DEADLINE_EXCEEDED: the call's deadline passed (timeout=0.3 s, retries "
+                    "included) before the gateway answered: a turn still waiting in the "
+                    'session\'s line (busy="enqueue") left it and wrote nothing'
+                )
+                assert "a retry with the same request_id (queued) is safe" in text
+                # The command line's sentence stays its own (it has no request_id to give).
+                assert rpc_error_line(caught.value) == (
+                    "the gateway did not answer in time (--timeout sets how long to wait)"
+                )
+            again = await client.send(root.id, "second", request_id="queued", busy="enqueue")
+            assert again.assistant.content == "echo: second"
+            stored = [r.content async for r in client.records(root.id)]
+        assert stored == ["first", "echo: first", "second", "echo: second"]
+
+    @pytest.mark.parametrize(
+        ("method", "safe", "request_id", "said"),
+        [
+            ("Send", True, "t1", "a retry with the same request_id (t1) is safe: it answers"),
+            ("Fork", True, "f1", "whether it was done is not known; a retry with the same "),
+            ("GetTree", True, "", "; a read changes nothing: retry it, or give it a longer"),
+            ("PutMemory", False, "", "(this call carries no request_id): read the state"),
+        ],
+    )
+    def test_a_deadline_in_grpcs_words_says_what_a_retry_does(
+        self, method: str, safe: bool, request_id: str, said: str
+    ) -> None:
+        """A DEADLINE_EXCEEDED in gRPC's words ("Deadline Exceeded") says the call's
+        deadline passed, with its timeout, and what a retry does, by the kind of call; one
+        in the gateway's words, or with a reason (LlmTimeout), is left as it is."""
+        opts = call_options(
+            "k", method, timeout=2.5, retry=Retry(), safe=safe, request_id=request_id
+        )
+        exc = grpc.aio.AioRpcError(
+            grpc.StatusCode.DEADLINE_EXCEEDED, Metadata(), Metadata(), "Deadline Exceeded"
+        )
+        error = failure(exc, opts)
+        assert isinstance(error, DeadlineExceeded) and error.cause is exc
+        assert error.details.startswith(
+            "the call's deadline passed (timeout=2.5 s, retries included) before the gateway"
+        )
+        assert said in error.details and error.method == method
+        assert rpc_error_line(error) == (
+            "the gateway did not answer in time (--timeout sets how long to wait)"
+        )
+        own = grpc.aio.AioRpcError(
+            grpc.StatusCode.DEADLINE_EXCEEDED, Metadata(), Metadata(), "the saga ran out"
+        )
+        assert failure(own, opts).details == "the saga ran out"
 
     async def test_a_space_the_key_does_not_reach(self, stack: Stack, backends: Backends) -> None:
         """A space named that the key does not reach is a ConfigurationError listing its
