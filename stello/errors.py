@@ -28,7 +28,7 @@ logs them: nothing a client sees carries an exception class or driver text.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Self
 
@@ -86,6 +86,12 @@ class FieldError(StelloError):
     def field(cls, name: str, description: str) -> Self:
         """An error about one field, with its message saying which."""
         return cls(f"{name}: {description}", [FieldViolation(name, description)])
+
+    @classmethod
+    def fields(cls, problems: Iterable[tuple[str, str]]) -> Self:
+        """An error about several fields (name, description), its message listing each."""
+        violations = [FieldViolation(name, description) for name, description in problems]
+        return cls("; ".join(f"{v.field}: {v.description}" for v in violations), violations)
 
 
 class InvalidArgument(FieldError):

@@ -63,7 +63,9 @@ class SessionCalls(ClientBase):
             timeout: seconds, retries included (default: the client's).
 
         Raises:
-            InvalidArgument: a bad label, prompt or metadata, a profile variable missing.
+            InvalidArgument: a bad label, prompt or metadata, a profile variable missing,
+                or `profile_vars` without `profile` or naming a variable it does not have
+                (`.field` is `profile_vars['NAME']`).
             ProfileNotFound: no such profile.
         """
         rid = request_id_or_new(request_id)
@@ -123,7 +125,9 @@ class SessionCalls(ClientBase):
                 fork calls the model).
 
         Raises:
-            InvalidArgument: a bad id or label, `inherit_until_seq` without inherit.
+            InvalidArgument: a bad id or label, `inherit_until_seq` without inherit, a
+                profile variable missing, or `profile_vars` without `profile` or naming a
+                variable it does not have (`.field` is `profile_vars['NAME']`).
             OutOfRange: `inherit_until_seq` beyond the source's last seq (`field` names it;
                 the message names that seq); nothing is made.
             NotFound: the source or the parent is not in the space.

@@ -1,11 +1,11 @@
 """CreateRoot and Fork: validate, read the source, compose, then run the saga (DESIGN §4.1).
 
 Everything that can refuse a request (an unknown profile, a missing template
-variable, a bad option, a system prompt or opening prompt over storage's
-limits, an unknown source or parent, a failed COMPRESS summary) does so before
-anything is written. The whole operation has a time budget of
-at most half the provisioning TTL, so a saga never outlives its provisional
-session.
+variable, profile_vars given without a profile or naming a variable it does not
+have, a bad option, a system prompt or opening prompt over storage's limits, an
+unknown source or parent, a failed COMPRESS summary) does so before anything is
+written. The whole operation has a time budget of at most half the provisioning
+TTL, so a saga never outlives its provisional session.
 """
 
 from __future__ import annotations
@@ -32,11 +32,13 @@ from agent_gateway.forks.saga import ProvisioningSaga, SessionPlan
 from agent_gateway.llm import Prompts
 from stello.common.v1 import common_pb2
 from stello.errors import (
+    MAX_VIOLATIONS,
     DeadlineExceeded,
     FailedPrecondition,
     InvalidArgument,
     OutOfRange,
     Violations,
+    cut,
 )
 from stello.reasons import PROVIDER_NOT_CONFIGURED
 from stello.settings import MIB
@@ -373,7 +375,23 @@ class SessionCreator:
         return _Tail(cache.summary if cache else None, list(page.records), omitted)
 
     def _profile(self, name: str | None, values: Mapping[str, str]) -> ProfileLayer | None:
+        """The request's profile, rendered with its `profile_vars`; None without one.
+
+        Raises:
+            InvalidArgument: `profile_vars` without a profile (nothing would read
+                them), or not matching the profile's template variables.
+            FailedPrecondition: reason PROFILE_NOT_FOUND.
+        """
         if name is None:
+            if values:
+                raise InvalidArgument.fields(
+                    (
+                        f"profile_vars[{cut(key, 64)!r}]",
+                        "is given without a profile (profile_vars fill the {name} variables "
+                        "of a profile's template): name the profile, or leave it out",
+                    )
+                    for key in sorted(values)[:MAX_VIOLATIONS]
+                )
             return None
         return self._profiles.require(name).resolve(values)
 

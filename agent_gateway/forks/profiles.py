@@ -13,8 +13,10 @@ The file lists profiles in order::
     consolidator_prompt = "Write the findings as one short paragraph."
 
 Only ``system_prompt`` is a template: ``{name}`` is replaced by the request's
-``profile_vars[name]`` (a missing one is INVALID_ARGUMENT); ``{{`` and ``}}``
-are literal braces; any other brace is kept as written.
+``profile_vars[name]`` (a missing one is INVALID_ARGUMENT, and so is a value for
+a variable the template does not have: a mistyped name would otherwise be
+dropped unnoticed); ``{{`` and ``}}`` are literal braces; any other brace is
+kept as written.
 
 ``compressor_prompt`` and ``consolidator_prompt`` replace the gateway's
 ``compressor`` / ``consolidator`` texts (`agent_gateway.llm.prompt_texts`)
@@ -38,7 +40,7 @@ from agent_gateway.llm import PromptKey, template_problem
 from agent_gateway.llm.prompt_texts import COMPRESSOR, CONSOLIDATOR
 from agent_gateway.llm.templates import render_template, template_variables
 from stello.config_files import parse_toml, read_config_file
-from stello.errors import FailedPrecondition, InvalidArgument, cut
+from stello.errors import MAX_VIOLATIONS, FailedPrecondition, InvalidArgument, cut
 from stello.reasons import PROFILE_NOT_FOUND
 
 
@@ -64,16 +66,32 @@ class Profile:
         """This profile as a composition layer, its template rendered with `values`.
 
         Raises:
-            InvalidArgument: a template variable is missing from `values`.
+            InvalidArgument: a template variable is missing from `values`, or `values`
+                names one the profile does not have (a typo would go unnoticed).
         """
+        problems: list[tuple[str, str]] = []
         missing = [name for name in self.variables if name not in values]
         if missing:
             listed = ", ".join(missing)
-            raise InvalidArgument.field(
-                "profile_vars",
-                f"profile {self.name!r} needs the template variable(s) {listed}; "
-                "give them in profile_vars",
+            problems.append(
+                (
+                    "profile_vars",
+                    f"profile {self.name!r} needs the template variable(s) {listed}; "
+                    "give them in profile_vars",
+                )
             )
+        known = ", ".join(self.variables) or "none"
+        unknown = sorted(name for name in values if name not in self.variables)
+        problems += [
+            (
+                f"profile_vars[{cut(name, 64)!r}]",
+                f"profile {self.name!r} has no template variable of this name "
+                f"(its variables: {known})",
+            )
+            for name in unknown[:MAX_VIOLATIONS]
+        ]
+        if problems:
+            raise InvalidArgument.fields(problems)
         rendered = (
             render_template(self.system_prompt, values) if self.system_prompt is not None else None
         )

@@ -351,7 +351,9 @@ class AgentGatewayServicer:
         SessionFilter), named `metadata["key"]` or `metadata`, checked before
         anything is written; malformed space_id; `label` set but empty or longer
         than 200 characters; a template variable the profile needs is missing
-        from `profile_vars`; `system_prompt` (alone, or composed with the
+        from `profile_vars` (named `profile_vars`), or `profile_vars` names
+        one it does not have, or is given without `profile` (named
+        `profile_vars['KEY']`); `system_prompt` (alone, or composed with the
         profile and the defaults) over STELLO_MAX_SLOT_BYTES, checked before
         anything is written.
         - FAILED_PRECONDITION, reason PROFILE_NOT_FOUND: `profile` names no
@@ -445,8 +447,11 @@ class AgentGatewayServicer:
         source's pairs and `metadata` together over 16 pairs or 4096 bytes
         (named `metadata`; nothing is visible); malformed ids; empty `label` or longer than 200
         characters; a template variable the profile needs is missing from
-        `profile_vars`; `inherit_until_seq` negative, or set while the
-        effective context is not INHERIT.
+        `profile_vars` (named `profile_vars`), or `profile_vars` names one it
+        does not have, or is given without `profile` (named
+        `profile_vars['KEY']`), checked before anything is read or written and
+        before a COMPRESS fork's model call; `inherit_until_seq` negative, or
+        set while the effective context is not INHERIT.
         - NOT_FOUND: the source or the topology parent is not in the space.
         - OUT_OF_RANGE: `inherit_until_seq` beyond the source's last seq (the
         last seq ever assigned in it, trimmed records included; the message

@@ -388,3 +388,59 @@ class TestForkContext:
             source.id, profile="research", profile_vars={"topic": "t", "region": "r"}
         )
         assert [r.content for r in await stack.records(inherited.id)] == ["q", "Research started."]
+
+
+class TestProfileVars:
+    """profile_vars must be read by the request's profile (README "Profiles"): else refused."""
+
+    async def test_vars_without_profile_refused(self, stack: Stack, pool: asyncpg.Pool) -> None:
+        """profile_vars without a profile is INVALID_ARGUMENT naming each key, before anything
+        is written or the summariser (a COMPRESS fork's model call) is called."""
+        source = await stack.root()
+        await stack.append(source.id, record("user", "q"))
+        before = await row_counts(pool, stack.space)
+        error = await rpc_error(
+            stack.fork(source.id, context=COMPRESS, profile_vars={"topic": "t", "b": "2"})
+        )
+        assert error.code() is grpc.StatusCode.INVALID_ARGUMENT
+        assert [v.field for v in field_violations(error)] == [
+            "profile_vars['b']",
+            "profile_vars['topic']",
+        ]
+        assert "without a profile" in field_violations(error)[1].description
+        error = await rpc_error(stack.root(profile_vars={"topic": "t"}))
+        assert [v.field for v in field_violations(error)] == ["profile_vars['topic']"]
+        assert await row_counts(pool, stack.space) == before
+        assert stack.summarizer.calls == []
+
+    async def test_unknown_variable_refused(self, stack: Stack, pool: asyncpg.Pool) -> None:
+        """A value for a variable the profile does not have is INVALID_ARGUMENT naming it, with
+        the profile's variables, before anything is written or any model call."""
+        source = await stack.root()
+        await stack.append(source.id, record("user", "q"))
+        before = await row_counts(pool, stack.space)
+        error = await rpc_error(
+            stack.fork(
+                source.id,
+                profile="research",
+                profile_vars={"topic": "t", "region": "r", "regoin": "typo"},
+                context=COMPRESS,
+            )
+        )
+        assert error.code() is grpc.StatusCode.INVALID_ARGUMENT
+        assert field_violations(error) == [
+            FieldViolation(
+                "profile_vars['regoin']",
+                "profile 'research' has no template variable of this name "
+                "(its variables: topic, region)",
+            )
+        ]
+        error = await rpc_error(stack.fork(source.id, profile="compressor", profile_vars={"x": ""}))
+        assert [v.field for v in field_violations(error)] == ["profile_vars['x']"]
+        assert "(its variables: none)" in (error.details() or "")
+        error = await rpc_error(
+            stack.root(profile="research", profile_vars={"topic": "t", "z": ""})
+        )
+        assert [v.field for v in field_violations(error)] == ["profile_vars", "profile_vars['z']"]
+        assert await row_counts(pool, stack.space) == before
+        assert stack.summarizer.calls == []

@@ -38,10 +38,12 @@ class TestTemplates:
             Profile("p", "in {region}").resolve({})
         assert caught.value.violations[0].field == "profile_vars"
 
-    def test_extra_variables_ignored(self) -> None:
-        """Values the template does not use are ignored."""
-        layer = Profile("p", "fixed").resolve({"unused": "x"})
-        assert layer.system_prompt == "fixed"
+    def test_unknown_variables_refused(self) -> None:
+        """A value for a variable the template does not have is INVALID_ARGUMENT naming it
+        (a mistyped name is not dropped unnoticed)."""
+        with pytest.raises(InvalidArgument, match="its variables: none") as caught:
+            Profile("p", "fixed").resolve({"unused": "x"})
+        assert [v.field for v in caught.value.violations] == ["profile_vars['unused']"]
 
 
 class TestRegistry:
