@@ -847,13 +847,18 @@ class AgentGatewayServicer:
         """SearchRecords finds the space's records whose content matches `query`,
         newest first or best first (`order`), optionally within one session's
         view (`session_id`: its own and inherited records) or one tree
-        (`root_id`): storage's SearchRecords, passed through. Each hit names the
+        (`root_id`: the records owned by that root's tree's sessions; one a fork
+        there inherited from another tree is found under its owner's):
+        storage's SearchRecords, passed through. Each hit names the
         session that owns the record, its label, seq and role, and a snippet
         (plain text, up to 240 code points) with the matched words as
         [start, end) ranges in code points (RecordHit). A record forks read by
         reference is one hit (its owner's) with `reader_count`, the sessions
         that show it. Provisional and deleted sessions are never found;
-        archived ones are. Paged: page_size 0 = 20, at most 100;
+        archived ones are. A record a fork inherited from a deleted session is
+        found again once the deletion's erasure, in the background seconds
+        after DeleteSession answers, has handed it to the fork (ListRecords
+        shows it throughout). Paged: page_size 0 = 20, at most 100;
         next_page_token continues (keyset: a walk sees every hit once).
 
         Query syntax (what a search box takes; any text is a valid query or
