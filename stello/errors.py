@@ -295,9 +295,29 @@ def to_rpc_status(error: StelloError) -> status_pb2.Status:
     return status_pb2.Status(code=error.code.value[0], message=message, details=details)
 
 
-async def abort_with(context: grpc.aio.ServicerContext[Any, Any], error: StelloError) -> None:
-    """Abort the current RPC with `error`'s status and rich details."""
-    await context.abort_with_status(rpc_status.to_status(to_rpc_status(error)))
+REQUEST_ID_KEY = "x-request-id"
+"""The metadata key of a call's request id: the caller's (STELLO's clients set one on
+every call), else the server's own, which a failed call's trailers carry back."""
+
+
+@dataclass(frozen=True, slots=True)
+class _Status(grpc.Status):
+    code: grpc.StatusCode
+    details: str
+    trailing_metadata: tuple[tuple[str, str | bytes], ...]
+
+
+async def abort_with(
+    context: grpc.aio.ServicerContext[Any, Any], error: StelloError, request_id: str = ""
+) -> None:
+    """Abort the current RPC with `error`'s status and rich details, and `request_id` (when
+    given) in its trailers as ``x-request-id``: a client that set none can quote the id the
+    servers' log lines of the call name."""
+    status = rpc_status.to_status(to_rpc_status(error))
+    trailers = tuple(status.trailing_metadata)
+    if request_id:
+        trailers += ((REQUEST_ID_KEY, request_id),)
+    await context.abort_with_status(_Status(status.code, status.details, trailers))
 
 
 def has_status_details(error: grpc.aio.AioRpcError) -> bool:

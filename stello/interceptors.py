@@ -48,6 +48,7 @@ import grpc
 from stello.auth import KeyStore, Principal
 from stello.boundary import check_request, client_error, request_descriptor, tolerant
 from stello.errors import (
+    REQUEST_ID_KEY,
     InvalidArgument,
     PermissionDenied,
     StelloError,
@@ -236,7 +237,7 @@ class CallChain(grpc.aio.ServerInterceptor):
                 error = exc
                 failure = self._failed(plan, context, exc, began)
                 finished = True
-                await abort_with(context, failure)
+                await abort_with(context, failure, request_id_var.get())
             except BaseException as exc:  # cancelled: the client left or the deadline passed
                 error = exc
                 raise
@@ -263,7 +264,7 @@ class CallChain(grpc.aio.ServerInterceptor):
                 error = exc
                 failure = self._failed(plan, context, exc, began)
                 finished = True
-                await abort_with(context, failure)
+                await abort_with(context, failure, request_id_var.get())
             except BaseException as exc:
                 error = exc
                 raise
@@ -279,7 +280,7 @@ class CallChain(grpc.aio.ServerInterceptor):
         for key, value in context.invocation_metadata() or ():
             if key == "authorization" and not header:  # the first of each counts
                 header = str(value)
-            elif key == "x-request-id" and not request_id:
+            elif key == REQUEST_ID_KEY and not request_id:
                 request_id = str(value)
         request_id_var.set(request_id or self._ids.new())
         return header

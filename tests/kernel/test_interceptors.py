@@ -199,6 +199,38 @@ class TestRequestIds:
         assert ids[3] == "mine-1"
         assert len(set(ids)) == 4
 
+    @pytest.mark.sql
+    async def test_a_failed_call_says_its_id(
+        self, start_server: ServerStarter, space: TestSpace, rpc_logs: pytest.LogCaptureFixture
+    ) -> None:
+        """A failed call's trailers carry its request id (``x-request-id``): the server's own,
+        which its log line names, or the caller's; unary and streamed, a refusal or a bug."""
+        running = await start_server(probe.probe_app)
+        async with running.channel() as channel:
+            failures = []
+            for metadata in (space.metadata, (*space.metadata, ("x-request-id", "mine-2"))):
+                with pytest.raises(grpc.aio.AioRpcError) as refused:
+                    await probe.call(channel, probe.ECHO)(request("nope"), metadata=metadata)
+                failures.append(refused.value)
+            with pytest.raises(grpc.aio.AioRpcError) as broke:
+                await probe.call(channel, probe.BOOM)(request(space.sid), metadata=space.metadata)
+            failures.append(broke.value)
+            stream = channel.unary_stream(
+                probe.BOOM_STREAM,
+                request_serializer=storage_pb2.GetSessionRequest.SerializeToString,
+                response_deserializer=storage_pb2.GetSessionResponse.FromString,
+            )
+            with pytest.raises(grpc.aio.AioRpcError) as broke_later:
+                async for _ in stream(request(space.sid), metadata=space.metadata):
+                    pass
+            failures.append(broke_later.value)
+        said = [dict(f.trailing_metadata() or ()).get("x-request-id") for f in failures]
+        logged_ids = [getattr(r, "request_id", None) for r in await logged(rpc_logs, probe.ECHO, 2)]
+        assert said[:2] == logged_ids == [logged_ids[0], "mine-2"]
+        assert re.fullmatch(r"[0-9a-f]{32}", said[0] or "")
+        assert all(re.fullmatch(r"[0-9a-f]{32}", i or "") for i in said[2:]), said
+        assert len(set(said)) == 4
+
 
 async def settled(running: RunningServer, method: str, code: str) -> bool:
     """Wait (bounded) until the server has counted one call of `method` as `code`."""
