@@ -7,11 +7,15 @@ so a test that waits for them stays short.
 
 from __future__ import annotations
 
+import asyncio
+import sys
 from collections.abc import AsyncIterator
+from pathlib import Path
 
 import pytest
 
 from stello_client import AsyncClient, Retry
+from tests.cli.processes import client_env, private_env
 from tests.gateway.conftest import (  # noqa: F401 (fixtures used by name)
     Stack,
     _backends,
@@ -43,3 +47,25 @@ async def _client(stack: Stack) -> AsyncIterator[AsyncClient]:
     """An AsyncClient on the stack's gateway, as its space."""
     async with client_of(stack) as client:
         yield client
+
+
+async def run_python(stack: Stack, home: Path, *args: str, gateway: str = "") -> str:
+    """Run `python ARGS` as a user would, connected to the stack's space (through its
+    gateway, or the one at `gateway`); its stdout."""
+    env = private_env(home)
+    env.update(
+        STELLO_GATEWAY=gateway or stack.gateway.address,
+        STELLO_KEY=stack.space.key,
+        STELLO_SPACE_ID=stack.space.sid,
+    )
+    process = await asyncio.create_subprocess_exec(
+        sys.executable,
+        *args,
+        env=client_env(env),
+        cwd=home,
+        stdout=asyncio.subprocess.PIPE,
+        stderr=asyncio.subprocess.PIPE,
+    )
+    out, err = await asyncio.wait_for(process.communicate(), 60)
+    assert process.returncode == 0, err.decode()
+    return out.decode()

@@ -3,42 +3,19 @@ quick start, as programs a user runs, connected through STELLO_GATEWAY/KEY/SPACE
 
 from __future__ import annotations
 
-import asyncio
 import re
-import sys
 from pathlib import Path
 
 import pytest
 
-from tests.cli.processes import client_env, private_env
 from tests.gateway.conftest import Stack
+from tests.sdk.conftest import run_python
 
 pytestmark = [pytest.mark.sql, pytest.mark.subprocess]
 
 ROOT = Path(__file__).resolve().parents[2]
 EXAMPLES = ROOT / "examples" / "python"
 QUICK_START = "<!-- quick start: tests/sdk/test_examples.py runs this block -->"
-
-
-async def run_python(stack: Stack, home: Path, *args: str) -> str:
-    """Run `python ARGS` as a user would, connected to the stack's space; its stdout."""
-    env = private_env(home)
-    env.update(
-        STELLO_GATEWAY=stack.gateway.address,
-        STELLO_KEY=stack.space.key,
-        STELLO_SPACE_ID=stack.space.sid,
-    )
-    process = await asyncio.create_subprocess_exec(
-        sys.executable,
-        *args,
-        env=client_env(env),
-        cwd=home,
-        stdout=asyncio.subprocess.PIPE,
-        stderr=asyncio.subprocess.PIPE,
-    )
-    out, err = await asyncio.wait_for(process.communicate(), 60)
-    assert process.returncode == 0, err.decode()
-    return out.decode()
 
 
 async def test_stream_and_fork(stack: Stack, tmp_path: Path) -> None:

@@ -4,17 +4,14 @@ only a process's main thread gets a KeyboardInterrupt)."""
 
 from __future__ import annotations
 
-import asyncio
 import json
-import sys
 from pathlib import Path
 from typing import Any
 
 import pytest
 
-from tests.cli.processes import client_env, private_env
 from tests.gateway.conftest import GatewayStarter, Stack
-from tests.sdk.conftest import client_of
+from tests.sdk.conftest import client_of, run_python
 
 pytestmark = [pytest.mark.sql, pytest.mark.subprocess]
 
@@ -53,22 +50,7 @@ async def ctrl_c(start_gateway: GatewayStarter, stack: Stack, home: Path, call: 
     """Run PROGRAM against a gateway whose model is slow, Ctrl-C during `call` (send or
     stream); what it saw, and the session's records afterwards as this test reads them."""
     slow = await start_gateway(echo_delay_s=DELAY_S)
-    env = private_env(home)
-    env.update(
-        STELLO_GATEWAY=slow.address, STELLO_KEY=stack.space.key, STELLO_SPACE_ID=stack.space.sid
-    )
-    process = await asyncio.create_subprocess_exec(
-        sys.executable,
-        "-c",
-        PROGRAM,
-        call,
-        env=client_env(env),
-        cwd=home,
-        stdout=asyncio.subprocess.PIPE,
-        stderr=asyncio.subprocess.PIPE,
-    )
-    out, err = await asyncio.wait_for(process.communicate(), 60)
-    assert process.returncode == 0, err.decode()
+    out = await run_python(stack, home, "-c", PROGRAM, call, gateway=slow.address)
     seen = json.loads(out)
     async with client_of(stack) as client:
         seen["records"] = [r.content async for r in client.records(seen["root"])]
