@@ -98,6 +98,14 @@ ALLOWED_ERRORS: tuple[Allowed, ...] = (
         "replication slot while the slot's walsender is still ending, and tries again later",
     ),
     Allowed(
+        r"^connection to the remote node \S+@127\.0\.0\.1:\d+ failed with the following error: "
+        r"Connection refused$",
+        None,
+        "tests/distribution/test_citus_outage.py stops a worker: the statements of the spaces "
+        "it holds cannot reach it (they answer UNAVAILABLE), nor can a maintenance read "
+        "across spaces (the erasure job's scan, tried again later)",
+    ),
+    Allowed(
         r"^canceling statement due to statement timeout$",
         r"^\s*(WITH RECURSIVE tree AS|SELECT s\.id::text, s\.parent_id::text, s\.depth,"
         r"|SELECT \(id\)::text AS id, \(parent_id\)::text AS parent_id, depth,"
