@@ -2,7 +2,7 @@
 
 Measured in one run (DESIGN §9: per hop, server CPU <= 1.3x the bare server's):
 
-- storage AppendRecords of one record (1 hop, one statement: APPEND_RECORDS_ALONE);
+- storage AppendRecords of one record (1 hop, one statement: APPEND_RECORDS);
 - tree GetNode (1 hop, GET_NODE);
 - the gateway's GetSession (3 hops: the gateway, then storage GetSession with the
   slots and tree GetNode with the config in parallel, each one statement);
@@ -87,7 +87,7 @@ from stello.storage.v1 import storage_pb2, storage_pb2_grpc
 from stello.timestamps import set_timestamp
 from stello.tree.v1 import tree_pb2, tree_pb2_grpc
 from storage_service.app import create_app as storage_app
-from storage_service.records.repository import APPEND_RECORDS_ALONE
+from storage_service.records.repository import APPEND_RECORDS
 from storage_service.sessions.repository import GET_SESSION, PUT_SESSION
 from storage_service.slots.repository import COPY_SYSTEM_PROMPT, GET_SESSION_WITH_SLOTS
 from tests.support.ports import free_port
@@ -146,16 +146,16 @@ def bare_storage(pool: asyncpg.Pool) -> tuple[grpc.aio.Server, int]:
         none = [None] * len(records)
         async with pool.acquire() as con:
             rows = await con.fetch(
-                APPEND_RECORDS_ALONE,
+                APPEND_RECORDS,
                 uuid.UUID(request.space_id),
                 uuid.UUID(request.session_id),
-                len(records),
                 [ROLE[r.role] for r in records],
                 [r.content for r in records],
                 none,
                 none,
                 none,
                 none,
+                True,
             )
         reply = storage_pb2.AppendRecordsResponse()
         for row, record in zip(rows, records, strict=True):

@@ -68,13 +68,13 @@ def baseline_handlers(pool: asyncpg.Pool) -> dict[str, grpc.RpcMethodHandler[Any
                 APPEND_RECORDS,
                 uuid.UUID(request.space_id),
                 uuid.UUID(request.session_id),
-                len(records),
                 ["user" for _ in records],
                 [r.content for r in records],
                 [None for _ in records],
                 [None for _ in records],
                 [None for _ in records],
                 [None for _ in records],
+                True,
             )
         reply = storage_pb2.AppendRecordsResponse()
         for row, record in zip(rows, records, strict=True):

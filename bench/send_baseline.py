@@ -135,10 +135,10 @@ class BareStorage:
             assert str(locked["turn_token"]) == lease.token and locked["lease_live"]
             assert locked["last_seq"] == last.session_last_seq.expected
             appended = await con.fetch(
-                APPEND_RECORDS, space, session, len(records),
+                APPEND_RECORDS, space, session,
                 [ROLE_FROM_PROTO[r.role] for r in records],
                 [r.content for r in records], [None] * len(records), [None] * len(records),
-                [None] * len(records), [None] * len(records),
+                [None] * len(records), [None] * len(records), False,
             )  # fmt: skip
             bumped = await con.fetchrow(BUMP_TURN, space, session, False, 1)
             await con.fetchrow(RELEASE_TURN, space, session, uuid.UUID(lease.token), True)

@@ -102,6 +102,19 @@ FUNCTIONS: dict[str, str | None] = {
     "stello_create_session(uuid, uuid, uuid, text, uuid, double precision, jsonb)": None,
     "stello_flush_events(uuid, text[], uuid[], uuid[], bigint[], bigint[], text[], boolean[], "
     "uuid[])": None,
+    # The append (migration 0034), by its space: AppendRecords calls it as a statement of
+    # its own, which Citus delegates whole to the space's worker (one round trip); inside
+    # a Transact it runs on the coordinator, each of its statements routed.
+    "stello_append_records(uuid, uuid, text[], text[], text[], text[], timestamp with time "
+    "zone[], text[], boolean)": "p_space",
+    # A Fork INHERIT's lineage, CopySystemPromptOp and idempotency's writes of a response
+    # (migration 0034): called inside transactions, so run on the coordinator, each of
+    # their statements routed to the space's worker.
+    "stello_inherit_records(uuid, uuid, uuid, bigint, bigint, bigint)": None,
+    "stello_copy_system_prompt(uuid, uuid, uuid)": None,
+    "stello_link_key(uuid, text, text, uuid[])": None,
+    "stello_remember(uuid, text, text, bytea, bytea, uuid[])": None,
+    "stello_remember_new(uuid, text, text, bytea, bytea, integer, uuid[])": None,
 }
 
 # The functions a table's definition calls (a generated column, an index): propagated

@@ -111,48 +111,20 @@ WHERE k.space_id = $1 AND k.scope = $2 AND k.request_id = $3
   AND (k.response IS NOT NULL OR k.erased)
 """
 
+# Both writes of a response are functions of plain statements (migration 0034), each
+# routed to the space's worker on Citus (as one statement their INSERTs were CTEs, which
+# Citus planned recursively, through the coordinator); still one statement here.
 # $6: the sessions whose data the response holds; links to others are dropped.
 UPSERT = """
-WITH k AS (
-    INSERT INTO idempotency_keys (space_id, scope, request_id, request_hash, response)
-    VALUES ($1, $2, $3, $4, $5)
-    ON CONFLICT (space_id, scope, request_id) DO UPDATE
-    SET request_hash = EXCLUDED.request_hash, response = EXCLUDED.response,
-        created_at = EXCLUDED.created_at, erased = false
-    RETURNING 1
-), unlinked AS (
-    DELETE FROM idempotency_key_sessions
-    WHERE space_id = $1 AND scope = $2 AND request_id = $3 AND session_id <> ALL ($6::uuid[])
-)
-INSERT INTO idempotency_key_sessions (space_id, session_id, scope, request_id)
-SELECT $1, l.id, $2, $3 FROM k, unnest($6::uuid[]) AS l (id)
-ON CONFLICT DO NOTHING
+SELECT stello_remember($1, $2, $3, $4, $5, $6::uuid[])
 """
 
 # Inserts the key with its response; an expired entry is replaced, a live one
-# is left alone (no row returned). Waits for a concurrent insert of the key.
-# $7: the sessions whose data the response holds (linked when it is stored).
-# The time and the comparison as in CLAIM (Citus: immutable functions only).
+# is left alone (false). Waits for a concurrent insert of the key. $7: the
+# sessions whose data the response holds (linked when it is stored). The time
+# and the comparison as in CLAIM (Citus: immutable functions only).
 INSERT_NEW = """
-WITH k AS (
-    INSERT INTO idempotency_keys AS k (space_id, scope, request_id, request_hash, response)
-    VALUES ($1, $2, $3, $4, $5)
-    ON CONFLICT (space_id, scope, request_id) DO UPDATE
-    SET request_hash = EXCLUDED.request_hash, response = EXCLUDED.response,
-        created_at = EXCLUDED.created_at, erased = false
-    WHERE k.created_at AT TIME ZONE 'UTC'
-          <= EXCLUDED.created_at AT TIME ZONE 'UTC' - make_interval(hours => $6)
-    RETURNING 1
-), unlinked AS (
-    DELETE FROM idempotency_key_sessions
-    WHERE space_id = $1 AND scope = $2 AND request_id = $3 AND EXISTS (SELECT FROM k)
-      AND session_id <> ALL ($7::uuid[])
-), linked AS (
-    INSERT INTO idempotency_key_sessions (space_id, session_id, scope, request_id)
-    SELECT $1, l.id, $2, $3 FROM k, unnest($7::uuid[]) AS l (id)
-    ON CONFLICT DO NOTHING
-)
-SELECT 1 FROM k
+SELECT stello_remember_new($1, $2, $3, $4, $5, $6, $7::uuid[])
 """
 
 # Erasure of sessions $2 (of space $1): the keys linked to any of them keep
@@ -228,17 +200,18 @@ async def remember_new(
 ) -> bool:
     """Store the response under a new (or expired) key, linked to `sessions`; False when a
     live entry holds the key."""
-    row = await con.fetchrow(
-        INSERT_NEW,
-        space_id,
-        scope,
-        request_id,
-        request_hash,
-        response,
-        TTL_HOURS,
-        list(sessions),
+    return bool(
+        await con.fetchval(
+            INSERT_NEW,
+            space_id,
+            scope,
+            request_id,
+            request_hash,
+            response,
+            TTL_HOURS,
+            list(sessions),
+        )
     )
-    return row is not None
 
 
 @dataclass(frozen=True, slots=True)

@@ -154,47 +154,11 @@ CROSS JOIN LATERAL (
 # becomes a segment from its first own row still there (a trim of the source
 # may have removed a prefix of it; a segment over seqs with no row would break
 # `PARTS`'s promise, and reads would count those seqs as rows ahead), and none
-# when no own row is left at or below the cut.
+# when no own row is left at or below the cut. A function of plain statements
+# (migration 0034), each routed to the space's worker on Citus (as one statement
+# with INSERTs as CTEs, Citus planned it recursively, through the coordinator).
 INHERIT = """
-WITH child AS (
-    UPDATE sessions SET last_seq = $4, token_total = $5
-    WHERE space_id = $1 AND id = $2 AND last_seq = 0
-        AND provisional_until IS DISTINCT FROM 'infinity'
-      AND NOT EXISTS (SELECT FROM session_lineages l WHERE l.space_id = $1 AND l.session_id = $2)
-    RETURNING id
-), lineage AS (
-    INSERT INTO session_lineages (space_id, session_id, source_id, until_seq)
-    SELECT $1, child.id, $3, $4 FROM child
-), own_last AS (
-    SELECT g.from_seq
-    FROM record_segments g
-    WHERE g.space_id = $1 AND g.session_id = $3 AND g.holder_id = $3 AND g.to_seq = $6
-), segments AS (
-    INSERT INTO record_segments (space_id, session_id, from_seq, to_seq, holder_id)
-    SELECT $1, child.id, g.from_seq,
-           CASE WHEN g.holder_id = $3 AND g.to_seq = $6 THEN $4 ELSE LEAST(g.to_seq, $4) END,
-           g.holder_id
-    FROM child, record_segments g
-    WHERE g.space_id = $1 AND g.session_id = $3 AND g.from_seq <= $4
-  UNION ALL
-    SELECT $1, child.id, own.first_seq, $4, $3
-    FROM child, (SELECT min(r.seq) AS first_seq FROM records r
-                 WHERE r.space_id = $1 AND r.session_id = $3 AND r.seq > $6 AND r.seq <= $4) own
-    WHERE own.first_seq IS NOT NULL AND NOT EXISTS (SELECT FROM own_last)
-    RETURNING 1
-), cache AS (
-    INSERT INTO compression_caches (space_id, session_id, summary, covered_until_seq, lossy)
-    SELECT $1, child.id, c.summary, c.covered_until_seq, c.lossy
-    FROM child, LATERAL (
-        SELECT summary, covered_until_seq, lossy
-        FROM compression_caches
-        WHERE space_id = $1 AND session_id = $3 AND covered_until_seq <= $4
-        ORDER BY covered_until_seq DESC
-        LIMIT 1
-    ) c
-    WHERE $4 > 0
-)
-SELECT (SELECT count(*) FROM child) AS made, (SELECT count(*) FROM segments) AS segments
+SELECT made, segments FROM stello_inherit_records($1, $2, $3, $4, $5, $6)
 """
 
 # The child's list past the cap, compacted (migration 0013); rows copied.

@@ -27,57 +27,20 @@ from storage_service.sessions.repository import session_event
 
 MAX_SEQ = 2**63 - 1
 
-# Seqs are assigned under the session's row lock, taken by the UPDATE and held
-# to the end of the statement's transaction: concurrent appends queue on it and
-# get contiguous ranges. No row (unknown session) means nothing is inserted.
-# The token columns (migration 0006) are counted under the same lock: each
-# record's estimate, and the cumulative one continuing the session's total.
-_NEW_RECORDS = """
-incoming AS (
-    SELECT r.role, r.content, r.tool_calls::jsonb AS tool_calls, r.tool_call_id, r.created_at,
-           r.metadata::jsonb AS metadata, r.ord,
-           stello_record_tokens(r.content, r.tool_calls::jsonb) AS tokens
-    FROM unnest($4::text[], $5::text[], $6::text[], $7::text[], $8::timestamptz[], $9::text[])
-         WITH ORDINALITY AS r (role, content, tool_calls, tool_call_id, created_at, metadata, ord)
-), added AS (
-    SELECT COALESCE(sum(tokens), 0) AS tokens FROM incoming
-)"""
-_BUMP_SEQ = """
-bumped AS (
-    UPDATE sessions
-    SET last_seq = last_seq + $3, token_total = token_total + added.tokens
-    FROM added
-    WHERE space_id = $1 AND id = $2 AND provisional_until IS DISTINCT FROM 'infinity'
-    RETURNING last_seq - $3 AS base, token_total - added.tokens AS base_tokens,
-              provisional_until IS NULL AS visible
-)"""
-_INSERT_RECORDS = """
-INSERT INTO records (space_id, session_id, seq, role, content, tool_calls, tool_call_id,
-                     created_at, metadata, token_estimate, token_cumulative)
-SELECT $1, $2, bumped.base + r.ord, r.role, r.content, r.tool_calls, r.tool_call_id,
-       COALESCE(r.created_at, now()), r.metadata, r.tokens,
-       bumped.base_tokens + sum(r.tokens) OVER (ORDER BY r.ord)
-FROM bumped, incoming r
-RETURNING seq, created_at"""
-APPEND_RECORDS = f"WITH {_NEW_RECORDS}, {_BUMP_SEQ}\n{_INSERT_RECORDS}\n"
-
-# AppendRecords on its own, one statement that is its whole transaction: the
-# event's position is taken in it (the space's row stays locked until this
-# statement commits), as `stello.events.Outbox.flush` does at a transaction's
-# end. A provisional session takes no position and writes no event.
-APPEND_RECORDS_ALONE = f"""
-WITH {_NEW_RECORDS}, {_BUMP_SEQ}, inserted AS ({_INSERT_RECORDS}
-), taken AS (
-    INSERT INTO space_positions AS p (space_id, last_position)
-    SELECT $1, 1 FROM bumped WHERE bumped.visible
-    ON CONFLICT (space_id) DO UPDATE SET last_position = p.last_position + 1
-    RETURNING p.last_position
-), event AS (
-    INSERT INTO space_events (space_id, position, kind, session_id, first_seq, last_seq)
-    SELECT $1, taken.last_position, 'records_appended', $2, bumped.base + 1, bumped.base + $3
-    FROM taken, bumped
-)
-SELECT seq, created_at FROM inserted
+# Seqs are assigned under the session's row lock, taken by the function's UPDATE and
+# held to the end of the statement's transaction: concurrent appends queue on it and
+# get contiguous ranges. No row (unknown session) means nothing is inserted. The token
+# columns (migration 0006) are counted under the same lock: each record's estimate,
+# and the cumulative one continuing the session's total. `$9`: the statement is its
+# whole transaction (AppendRecords on its own) and takes the event's position in it
+# (the space's row stays locked until it commits), as `stello.events.Outbox.flush`
+# does at a transaction's end; a provisional session takes no position and writes no
+# event. A function of plain statements (migration 0034): on Citus each is routed to
+# the space's worker, and a call that is its own transaction is delegated there whole.
+APPEND_RECORDS = """
+SELECT seq, created_at
+FROM stello_append_records($1, $2, $3::text[], $4::text[], $5::text[], $6::text[],
+                           $7::timestamptz[], $8::text[], $9::boolean)
 """
 
 # One row per visible session (NULL record columns when nothing matches), no
@@ -339,16 +302,16 @@ class RecordRepository:
         (one round trip); else the event waits in the outbox for the transaction's end.
         """
         rows = await self._con.fetch(
-            APPEND_RECORDS_ALONE if alone else APPEND_RECORDS,
+            APPEND_RECORDS,
             space_id,
             session_id,
-            len(records),
             [r.role for r in records],
             [r.content for r in records],
             [_calls_json(r.tool_calls) for r in records],
             [r.tool_call_id for r in records],
             [r.created_at for r in records],
             [None if r.metadata is None else json.dumps(r.metadata) for r in records],
+            alone,
         )
         if not rows:
             return None

@@ -101,27 +101,11 @@ RETURNING true
 """
 
 # CopySystemPromptOp: the visible source's non-empty prompt onto an existing
-# session, as PUT_SLOT writes it; found flags for both and whether it copied.
+# session, as PUT_SLOT writes it; found flags for both and whether it copied. A
+# function of plain statements (migration 0034: routed on Citus, where the INSERT
+# as a CTE was planned through the coordinator).
 COPY_SYSTEM_PROMPT = """
-WITH target AS (
-    SELECT id FROM sessions WHERE space_id = $1 AND id = $2
-        AND provisional_until IS DISTINCT FROM 'infinity' FOR KEY SHARE
-), source AS (
-    SELECT sl.system_prompt
-    FROM sessions s
-    LEFT JOIN session_slots sl ON sl.space_id = $1 AND sl.session_id = s.id
-    WHERE s.space_id = $1 AND s.id = $3 AND s.provisional_until IS NULL
-), copied AS (
-    INSERT INTO session_slots (space_id, session_id, system_prompt)
-    SELECT $1, target.id, source.system_prompt FROM target, source
-    WHERE source.system_prompt <> ''
-    ON CONFLICT (space_id, session_id)
-    DO UPDATE SET system_prompt = EXCLUDED.system_prompt, updated_at = EXCLUDED.updated_at
-    RETURNING true
-)
-SELECT EXISTS (SELECT FROM target) AS target_found,
-       EXISTS (SELECT FROM source) AS source_found,
-       EXISTS (SELECT FROM copied) AS copied
+SELECT target_found, source_found, copied FROM stello_copy_system_prompt($1, $2, $3)
 """
 
 # A consolidation's memory, with the last seq it covers (migration 0006), which

@@ -149,10 +149,12 @@ async def work_then_key(
 
 # On Citus the insert waits on the key's row in a worker's shard
 # (idempotency_keys_<shard>): citus_stat_activity shows every node's backends.
+# The insert runs in stello_remember_new (migration 0034): a backend shows the call, a
+# Citus worker the insert into the key's shard.
 WAITING_ON_THE_KEY = """
 SELECT count(*) FROM {activity}
 WHERE datname = current_database() AND wait_event_type = 'Lock'
-  AND query LIKE '%INSERT INTO %idempotency_keys%'
+  AND (query LIKE '%INSERT INTO %idempotency_keys%' OR query LIKE '%stello_remember_new(%')
 """
 
 

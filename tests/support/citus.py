@@ -301,6 +301,16 @@ def _start_node(name: str, folder: Path, template: Path, run_as: str | None) -> 
     raise error
 
 
+def stop_node(node: CitusNode) -> None:
+    """Stop one node of a running cluster (an outage); `start_node` brings it back."""
+    _stop(node, _run_as())
+
+
+def start_node(node: CitusNode) -> None:
+    """Start a node `stop_node` stopped, on its port, with its data."""
+    _start(node, _run_as())
+
+
 @contextmanager
 def citus_cluster(workers: int = 2) -> Iterator[CitusCluster]:
     """A coordinator and `workers` workers, started; all stopped and deleted at the end.

@@ -1,0 +1,252 @@
+"""A worker down: the spaces of the other worker keep writing (DESIGN §4.7, docs/scaling.md).
+
+Every request statement is routed to its space's worker ("What co-location
+gives"), so a worker that stops takes down only the spaces it holds. On a
+cluster of its own (a coordinator and two workers: the test stops one, and the
+pass's cluster stays whole), the three services run on a distributed database
+with a space on each worker. With one worker stopped, the space on the other
+one does every write path end to end: CreateRoot, Send (the append, the turn's
+Transact), storage's AppendRecords (the append as its own statement, delegated
+to the worker), Fork INHERIT (lineage, prompt copy), the slots, a trim and a
+DeleteSession (the release to the heirs), each replayed with its request_id
+(the stored reply). The space on the stopped worker answers UNAVAILABLE (never
+INTERNAL), and writes again once the worker is back. What the nodes logged is
+checked as the Citus pass checks its own (`ALLOWED_ERRORS`).
+"""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator, Iterator
+
+import asyncpg
+import grpc
+import pytest
+
+from stello.agent.v1 import agent_pb2, agent_pb2_grpc
+from stello.common.v1 import common_pb2
+from stello.storage.v1 import storage_pb2, storage_pb2_grpc
+from tests.distribution.services import Services, recorded_services, user
+from tests.distribution.test_citus_services import SPACE_NODE
+from tests.support.citus import (
+    CitusCluster,
+    CitusNode,
+    citus_cluster,
+    citus_skip_reason,
+    logged_errors,
+    start_node,
+    stop_node,
+)
+from tests.support.citus_pass import create_distributed_database, unexpected_errors
+
+pytestmark = [pytest.mark.citus, pytest.mark.timeout(300)]
+
+INHERIT = common_pb2.FORK_CONTEXT_INHERIT
+SPACE_TRIES = 64  # each new space lands on either worker: 2**-64 to miss one
+
+
+@pytest.fixture(name="own_cluster", scope="module")
+def _own_cluster() -> Iterator[CitusCluster]:
+    """A coordinator and two workers of this module alone (one of them is stopped)."""
+    reason = citus_skip_reason()
+    if reason is not None:
+        pytest.skip(reason)
+    with citus_cluster() as started:
+        yield started
+
+
+class Tenant:
+    """A space's stubs: the gateway's and storage's, with its key."""
+
+    def __init__(self, s: Services, space_id: str, secret: str) -> None:
+        self.space_id = space_id
+        self.gw = s.stub("gateway", secret, agent_pb2_grpc.AgentGatewayStub)
+        self.storage = s.stub("storage", secret, storage_pb2_grpc.SessionStorageStub)
+
+
+async def _tenants(s: Services, con: asyncpg.Connection) -> dict[int, Tenant]:
+    """A new space on each worker, by the worker's port (keys are written while all are up:
+    a key is a row of a reference table, on every node)."""
+    found: dict[int, Tenant] = {}
+    for n in range(SPACE_TRIES):
+        key = await s.keys.create_key(space=f"outage-{n}", principal="outage")
+        assert key.space_id is not None
+        port = await con.fetchval(SPACE_NODE, key.space_id)
+        found.setdefault(port, Tenant(s, str(key.space_id), key.secret))
+        if len(found) == 2:
+            return found
+    raise AssertionError(f"{SPACE_TRIES} new spaces all landed on one worker")
+
+
+async def _code(call: object) -> grpc.StatusCode:
+    """The status code the call answered (OK when it succeeded)."""
+    try:
+        await call  # type: ignore[misc]
+    except grpc.aio.AioRpcError as error:
+        return error.code()
+    return grpc.StatusCode.OK
+
+
+async def _every_write(t: Tenant) -> dict[str, object]:
+    """Every write path of the space, each keyed one done twice; what the checks compare."""
+    sid, gw, st = t.space_id, t.gw, t.storage
+    create = agent_pb2.CreateRootRequest(
+        space_id=sid, label="root", system_prompt="Be brief.", request_id="root"
+    )
+    root = (await gw.CreateRoot(create)).session
+    again = (await gw.CreateRoot(create)).session
+    send = agent_pb2.SendRequest(space_id=sid, session_id=root.id, content="hi", request_id="s")
+    sent = await gw.Send(send)
+    resent = await gw.Send(send)
+    for n in range(3):
+        await gw.Send(agent_pb2.SendRequest(space_id=sid, session_id=root.id, content=f"t{n}"))
+    append = storage_pb2.AppendRecordsRequest(
+        space_id=sid, session_id=root.id, records=[user("a"), user("b")], request_id="append"
+    )
+    appended = await st.AppendRecords(append)
+    reappended = await st.AppendRecords(append)
+    # The forks hang under another root: the source's DeleteSession below leaves them.
+    keep = (await gw.CreateRoot(agent_pb2.CreateRootRequest(space_id=sid, label="keep"))).session
+    fork = agent_pb2.ForkRequest(
+        space_id=sid,
+        source_session_id=root.id,
+        label="kid",
+        context=INHERIT,
+        request_id="f",
+        topology_parent_id=keep.id,
+    )
+    kid = (await gw.Fork(fork)).session
+    kid_again = (await gw.Fork(fork)).session
+    await gw.Send(agent_pb2.SendRequest(space_id=sid, session_id=kid.id, content="on"))
+    await gw.PutMemory(agent_pb2.PutMemoryRequest(space_id=sid, session_id=kid.id, content="m"))
+    await gw.PutInsight(agent_pb2.PutInsightRequest(space_id=sid, session_id=kid.id, content="i"))
+    await st.PutSystemPrompt(
+        storage_pb2.PutSystemPromptRequest(space_id=sid, session_id=root.id, content="Terse.")
+    )
+    heir = (
+        await gw.Fork(
+            agent_pb2.ForkRequest(
+                space_id=sid,
+                source_session_id=root.id,
+                label="heir",
+                context=INHERIT,
+                topology_parent_id=keep.id,
+            )
+        )
+    ).session
+    # The source trimmed, then deleted: its forks' rows go to an heir (the release).
+    await st.TrimRecords(
+        storage_pb2.TrimRecordsRequest(space_id=sid, session_id=root.id, keep_recent=2)
+    )
+    await gw.DeleteSession(agent_pb2.DeleteSessionRequest(space_id=sid, session_id=root.id))
+    records = await gw.ListRecords(
+        agent_pb2.ListRecordsRequest(space_id=sid, session_id=heir.id, limit=100)
+    )
+    slots = await st.GetSession(
+        storage_pb2.GetSessionRequest(
+            space_id=sid,
+            session_id=kid.id,
+            slots=[storage_pb2.SLOT_KIND_MEMORY, storage_pb2.SLOT_KIND_SYSTEM_PROMPT],
+        )
+    )
+    return {
+        "root replayed": again.id == root.id,
+        "send replayed": resent == sent,
+        "append replayed": reappended == appended,
+        "fork replayed": kid_again.id == kid.id,
+        "heir's records": len(records.records),
+        "kid's memory": slots.slots.memory,
+        "kid's prompt": slots.slots.system_prompt,
+    }
+
+
+@pytest.fixture(name="outage", scope="module")
+async def _outage(own_cluster: CitusCluster) -> AsyncIterator[dict[str, object]]:
+    """The writes with one worker stopped, then the stopped worker's space after its restart."""
+    dsn = await create_distributed_database(own_cluster)
+    seen: dict[str, object] = {}
+    async with recorded_services(dsn) as services:
+        con = await asyncpg.connect(dsn)
+        try:
+            tenants = await _tenants(services, con)
+        finally:
+            await con.close()
+        ports = {w.port: w for w in own_cluster.workers}
+        down_port, up_port = sorted(tenants)
+        down: CitusNode = ports[down_port]
+        stranded, alive = tenants[down_port], tenants[up_port]
+        stranded_root = (
+            await stranded.gw.CreateRoot(
+                agent_pb2.CreateRootRequest(space_id=stranded.space_id, label="before")
+            )
+        ).session
+        stop_node(down)
+        try:
+            seen["alive"] = await _every_write(alive)
+            seen["stranded CreateRoot"] = await _code(
+                stranded.gw.CreateRoot(
+                    agent_pb2.CreateRootRequest(space_id=stranded.space_id, label="r")
+                )
+            )
+            seen["stranded Send"] = await _code(
+                stranded.gw.Send(
+                    agent_pb2.SendRequest(
+                        space_id=stranded.space_id, session_id=stranded_root.id, content="x"
+                    )
+                )
+            )
+            seen["stranded AppendRecords"] = await _code(
+                stranded.storage.AppendRecords(
+                    storage_pb2.AppendRecordsRequest(
+                        space_id=stranded.space_id,
+                        session_id=stranded_root.id,
+                        records=[user("x")],
+                    )
+                )
+            )
+        finally:
+            start_node(down)
+        seen["stranded after the restart"] = await _every_write(stranded)
+    seen["errors"] = [
+        (node.name, error.message, error.statement[:200])
+        for node in own_cluster.nodes
+        for error in unexpected_errors(logged_errors(node.log()))
+    ]
+    yield seen
+
+
+WRITTEN = {
+    "root replayed": True,
+    "send replayed": True,
+    "append replayed": True,
+    "fork replayed": True,
+    "heir's records": 10,
+    "kid's memory": "m",
+    "kid's prompt": "Be brief.",
+}
+
+
+class TestAWorkerDown:
+    def test_the_other_workers_space_does_every_write(self, outage: dict[str, object]) -> None:
+        """With a worker stopped, a space on the other worker creates, sends, appends, forks,
+        puts slots, trims and deletes, and each keyed call replays its stored reply."""
+        assert outage["alive"] == WRITTEN, outage
+
+    @pytest.mark.parametrize("call", ["CreateRoot", "Send", "AppendRecords"])
+    def test_the_stopped_workers_space_is_unavailable(
+        self, outage: dict[str, object], call: str
+    ) -> None:
+        """A space on the stopped worker answers UNAVAILABLE (a retry may succeed), never
+        INTERNAL."""
+        assert outage[f"stranded {call}"] == grpc.StatusCode.UNAVAILABLE
+
+    def test_the_stopped_workers_space_writes_once_it_is_back(
+        self, outage: dict[str, object]
+    ) -> None:
+        """Restarted, the worker's space does every write again (the coordinator's broken
+        connections to it are replaced)."""
+        assert outage["stranded after the restart"] == WRITTEN
+
+    def test_the_nodes_logged_only_the_outage(self, outage: dict[str, object]) -> None:
+        """No node logged an ERROR that ALLOWED_ERRORS does not explain."""
+        errors = outage["errors"]
+        assert errors == [], errors
