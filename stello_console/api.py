@@ -9,10 +9,14 @@ Who a request acts as: the local console of `stello up` acts with the key it
 was started with (its page signed in with the launch token); a deployed
 console forwards the key the page sends in ``Authorization: Bearer`` with the
 space in ``X-Stello-Space`` (kept in the browser's sessionStorage, never in a URL).
+A handler knows its caller before it reads a body (a deployed console answers a request
+without a key 401 unread), and reads at most MAX_BODY_BYTES of it: a larger
+Content-Length, or a streamed body that grows past it, is 413 naming the limit.
 """
 
 from __future__ import annotations
 
+import json
 import uuid
 from collections.abc import AsyncIterator, Callable
 from typing import Any
@@ -49,6 +53,12 @@ MAX_SEARCH_PAGE = 100
 MAX_NODES = 100
 MAX_CURSOR_DIGITS = 18
 MAX_SEQ = 2**63 - 1  # seqs are int64 on the wire
+MIB = 1024 * 1024
+# The largest request body the console reads (a JSON form): the gateway's own text limits
+# default to 1 MiB a field (a Send's content: max_content_bytes; a record:
+# STELLO_MAX_RECORD_BYTES; an insight or memory: STELLO_MAX_SLOT_BYTES), so this leaves room
+# for a whole field written with JSON escapes. The gateway still judges each field.
+MAX_BODY_BYTES = 8 * MIB
 
 
 def fixed_caller(caller: Caller) -> CallerOf:
@@ -206,6 +216,7 @@ class ConsoleApi:
 
     async def create_root(self, request: Request) -> Response:
         """A new root: {label?, system_prompt?, profile?, profile_vars?, request_id?}."""
+        caller = self._caller_of(request)
         body = await _json_body(request)
         form = RootForm(
             label=_text(body, "label"),
@@ -214,12 +225,12 @@ class ConsoleApi:
             profile_vars=_vars(body),
             request_id=_text(body, "request_id") or "",
         )
-        caller = self._caller_of(request)
         return JSONResponse(await self._gateway.create_root(caller, form))
 
     async def fork(self, request: Request) -> Response:
         """A fork: {label, context, inherit_until_seq?, profile?, profile_vars?, system_prompt?,
         prompt?, request_id?}."""
+        caller = self._caller_of(request)
         body = await _json_body(request)
         context = _text(body, "context") or ""
         if context not in CONTEXTS:
@@ -234,7 +245,6 @@ class ConsoleApi:
             prompt=_text(body, "prompt"),
             request_id=_text(body, "request_id") or "",
         )
-        caller = self._caller_of(request)
         return JSONResponse(await self._gateway.fork(caller, request.path_params["id"], form))
 
     async def archive(self, request: Request) -> Response:
@@ -254,27 +264,27 @@ class ConsoleApi:
 
     async def put_insight(self, request: Request) -> Response:
         """Replace the insight: {content}."""
+        caller = self._caller_of(request)
         content = _text(await _json_body(request), "content", required=True)
         assert content is not None
-        caller = self._caller_of(request)
         session_id = request.path_params["id"]
         return JSONResponse(await self._gateway.put_insight(caller, session_id, content))
 
     async def put_memory(self, request: Request) -> Response:
         """Replace the memory: {content}."""
+        caller = self._caller_of(request)
         content = _text(await _json_body(request), "content", required=True)
         assert content is not None
-        caller = self._caller_of(request)
         session_id = request.path_params["id"]
         return JSONResponse(await self._gateway.put_memory(caller, session_id, content))
 
     async def send(self, request: Request) -> Response:
         """One turn, its events relayed as server-sent events: {content, request_id?}."""
+        caller = self._caller_of(request)
         body = await _json_body(request)
         content = _text(body, "content", required=True)
         assert content is not None
         request_id = _text(body, "request_id") or uuid.uuid4().hex
-        caller = self._caller_of(request)
         events = self._gateway.send(caller, request.path_params["id"], content, request_id)
         return _event_stream(self._relay(events))
 
@@ -316,13 +326,32 @@ def _uuid(value: str, name: str) -> None:
 
 
 async def _json_body(request: Request) -> dict[str, Any]:
+    """The body as a JSON object, read only up to MAX_BODY_BYTES: a larger Content-Length is
+    refused before a byte is read, a longer streamed (chunked) body as soon as it passes it."""
+    declared = request.headers.get("content-length", "")
+    if declared.strip().isdigit() and int(declared) > MAX_BODY_BYTES:
+        raise _too_large()
+    data = bytearray()
+    async for chunk in request.stream():
+        data += chunk
+        if len(data) > MAX_BODY_BYTES:
+            raise _too_large()
     try:
-        body = await request.json()
+        body = json.loads(data)
     except ValueError:
         raise ConsoleInputError("the request body must be a JSON object") from None
     if not isinstance(body, dict):
         raise ConsoleInputError("the request body must be a JSON object")
     return body
+
+
+def _too_large() -> ConsoleInputError:
+    return ConsoleInputError(
+        f"the request body is larger than the console's limit of {MAX_BODY_BYTES} bytes "
+        f"({MAX_BODY_BYTES // MIB} MiB): send a shorter text",
+        413,
+        "RESOURCE_EXHAUSTED",
+    )
 
 
 def _text(body: dict[str, Any], name: str, *, required: bool = False) -> str | None:

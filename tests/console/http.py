@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 from dataclasses import dataclass
 from typing import Any
@@ -70,6 +71,27 @@ async def fetch(
     reply_headers = [(name, value) for name, value in pairs]
     chunked = any(k.lower() == "transfer-encoding" and v == "chunked" for k, v in reply_headers)
     return Reply(int(status_line.split()[1]), reply_headers, _dechunk(rest) if chunked else rest)
+
+
+async def exchange(port: int, head: list[str], data: bytes, within_s: float = 30) -> Reply:
+    """Send request line and headers `head` (Host, and nothing else, added) and then `data`
+    as they are, however they disagree with each other; the reply the server gives within
+    `within_s` (it may answer before the body it was promised has all come)."""
+    lines = [*head[:1], f"Host: 127.0.0.1:{port}", *head[1:], "Connection: close", "", ""]
+    reader, writer = await asyncio.open_connection("127.0.0.1", port)
+    try:
+        writer.write("\r\n".join(lines).encode() + data)
+        await writer.drain()
+        raw = await asyncio.wait_for(reader.read(), within_s)
+    finally:
+        writer.close()
+        with contextlib.suppress(ConnectionError):
+            await writer.wait_closed()
+    head_bytes, _, rest = raw.partition(b"\r\n\r\n")
+    status_line, *header_lines = head_bytes.decode("latin-1").split("\r\n")
+    pairs = [(k, v) for k, _, v in (line.partition(": ") for line in header_lines)]
+    chunked = any(k.lower() == "transfer-encoding" and v == "chunked" for k, v in pairs)
+    return Reply(int(status_line.split()[1]), pairs, _dechunk(rest) if chunked else rest)
 
 
 def _dechunk(data: bytes) -> bytes:

@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import json
 import socket
+import uuid
 from dataclasses import dataclass
 from typing import Any
 
@@ -13,8 +14,9 @@ import pytest
 
 from stello.common.v1 import common_pb2
 from stello_console import Caller, ConsoleOptions, running_console
+from stello_console.api import MAX_BODY_BYTES
 from tests.console.conftest import REPLY_HEAD, ConsoleStack
-from tests.console.http import Reply, fetch
+from tests.console.http import Reply, exchange, fetch
 from tests.gateway.conftest import record
 from tests.support.fixtures import TestSpace
 from tests.tree.seed import chain, seed_topology
@@ -298,6 +300,48 @@ class TestLineage:
         )
         assert keyed.status == 200
         assert [a["label"] for a in keyed.json()["ancestors"]] == ["Top"]
+
+
+class TestBodies:
+    """A body is read after the caller is known, and only up to MAX_BODY_BYTES."""
+
+    @pytest.mark.parametrize("path", ["/api/roots", f"/api/sessions/{uuid.uuid4()}/send"])
+    async def test_a_deployed_console_refuses_a_keyless_body_before_reading_it(
+        self, key_console: ConsoleStack, path: str
+    ) -> None:
+        """A gigabyte promised, 8 bytes sent: 401 at once (the console never waits for the rest)."""
+        origin = f"http://127.0.0.1:{key_console.port}"
+        head = [
+            f"POST {path} HTTP/1.1",
+            f"Origin: {origin}",
+            "Content-Type: application/json",
+            f"Content-Length: {10**9}",
+        ]
+        reply = await exchange(key_console.port, head, b'{"label"', within_s=5)
+        assert reply.status == 401, reply.text
+        assert reply.json()["error"]["code"] == "UNAUTHENTICATED"
+
+    async def test_a_signed_in_body_over_the_limit_is_refused_naming_it(self, api: Api) -> None:
+        """Content-Length over the limit: 413 before the body; a chunked one: 413 once past it."""
+        headers = [f"Cookie: {api.cookie}", f"Origin: http://127.0.0.1:{api.console.port}"]
+        declared = await exchange(
+            api.console.port,
+            ["POST /api/roots HTTP/1.1", *headers, f"Content-Length: {MAX_BODY_BYTES + 1}"],
+            b"{",
+            within_s=5,
+        )
+        chunk = b'{"label": "' + b"a" * (MAX_BODY_BYTES + 10) + b'"}'
+        streamed = await exchange(
+            api.console.port,
+            ["POST /api/roots HTTP/1.1", *headers, "Transfer-Encoding: chunked"],
+            b"%x\r\n%s\r\n0\r\n\r\n" % (len(chunk), chunk),
+        )
+        for reply in (declared, streamed):
+            assert reply.status == 413, reply.text
+            error = reply.json()["error"]
+            assert error["code"] == "RESOURCE_EXHAUSTED"
+            assert f"limit of {MAX_BODY_BYTES} bytes" in error["message"]
+        assert (await api.ok("GET", "/api/tree"))["nodes"] == []  # no root was made
 
 
 class TestFork:
