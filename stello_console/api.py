@@ -176,13 +176,18 @@ class ConsoleApi:
         return JSONResponse(await self._gateway.lineage(caller, session_id, size, token))
 
     async def records(self, request: Request) -> Response:
-        """A page of records, oldest first: the newest ones, or those after ?after=SEQ;
-        &limit=N (default 50); &page_token= (a page's next_page_token) continues the walk,
-        to older records without `after`, to newer ones with it: {records, next_page_token}."""
+        """A page of records, oldest first: the newest ones, the newest before ?before=SEQ,
+        or those after ?after=SEQ (not both); &limit=N (default 50); &page_token= (a page's
+        next_page_token) continues the walk, to older records without `after`, to newer ones
+        with it: {records, next_page_token}. A window around a record is two reads:
+        before=SEQ+1 and after=SEQ."""
         after = _query_int(request, "after", None, minimum=0, maximum=MAX_SEQ)
+        before = _query_int(request, "before", None, minimum=1, maximum=MAX_SEQ)
+        if after is not None and before is not None:
+            raise ConsoleInputError("after, before: give one of them, not both")
         limit = _query_int(request, "limit", RECORDS_PAGE, minimum=1, maximum=1000)
         assert limit is not None
-        page = RecordPage(limit, after, request.query_params.get("page_token", ""))
+        page = RecordPage(limit, after, request.query_params.get("page_token", ""), before)
         caller = self._caller_of(request)
         return JSONResponse(await self._gateway.records(caller, request.path_params["id"], page))
 

@@ -62,12 +62,14 @@ class ForkForm:
 
 @dataclass(frozen=True, slots=True)
 class RecordPage:
-    """Which page of records: `limit` of them after seq `after` (None: the newest ones),
-    continuing a walk when `token` is a page's next_page_token."""
+    """Which page of records: `limit` of them after seq `after` (None: the newest ones, those
+    before seq `before` when it is set), continuing a walk when `token` is a page's
+    next_page_token."""
 
     limit: int
     after: int | None = None
     token: str = ""
+    before: int | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -158,14 +160,16 @@ class ConsoleGateway:
     async def records(self, caller: Caller, session_id: str, page: RecordPage) -> JsonDict:
         """One page of records, oldest first, and the token of the next one ("" = none).
 
-        Without `page.after` the walk goes from the newest record to older ones;
-        with it, from the record after that seq to newer ones. Pages are
-        bounded in count and bytes; the token continues the same walk.
+        Without `page.after` the walk goes from the newest record (before
+        `page.before`, when set) to older ones; with it, from the record after
+        that seq to newer ones. Pages are bounded in count and bytes; the token
+        continues the same walk.
         """
         reply = await self._as(caller).list_records(
             session_id,
             limit=page.limit,
             after_seq=page.after,
+            before_seq=page.before,
             newest_first=page.after is None,
             page_token=page.token,
         )

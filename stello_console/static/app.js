@@ -293,7 +293,7 @@ class App {
       // #/session/ID, or #/session/ID/at/SEQ: opened at that record (a search hit).
       const [id, at] = decodeURIComponent(hash.slice("#/session/".length)).split("/at/");
       this.tree.select(id);
-      view = new SessionView(detail, this, id, at === undefined ? null : Number(at));
+      view = new SessionView(detail, this, id, at === undefined ? null : at);
     } else if (hash.startsWith("#/search/")) {
       const query = decodeURIComponent(hash.slice("#/search/".length));
       $("search").value = query;

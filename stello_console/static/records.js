@@ -1,11 +1,15 @@
 // A session's records: the newest page first, older pages on request and newer records
 // as they are appended, all by ListRecords' page tokens (a page is bounded in count and
-// bytes); a record is shown once whatever order pages and live changes arrive in.
+// bytes); a record is shown once whatever order pages and live changes arrive in. A record
+// to open (a search hit) comes with a window around it, two reads whatever its distance from
+// the newest: the page up to it (older pages on request) and the page after it (newer pages
+// on request until the window meets the newest record, from when it follows new ones).
 
 import { call } from "./api.js";
 import { el, when } from "./dom.js";
 
 const PAGE = 50;
+const WINDOW = 25; // records on each side of a record opened by its seq
 const NEWER_PAGES = 4; // further behind than this, the list jumps to the newest page
 
 export class RecordList {
@@ -19,6 +23,10 @@ export class RecordList {
     this.view = view;
     this.newest = null; // the highest seq shown
     this.olderToken = "";
+    this.olderQuery = ""; // the walk the older token continues ("" = from the newest record)
+    this.walkLimit = PAGE; // a token continues its walk with the page size it began with
+    this.newerToken = ""; // set while a window does not reach the newest record
+    this.newerQuery = "";
     this.newer = null; // the read of newer records in progress
     this.newerAgain = false;
     this.list = el("ol", { class: "records", id: "records" });
@@ -27,10 +35,66 @@ export class RecordList {
       { type: "button", id: "older", hidden: true, onclick: () => this.loadOlder() },
       "Load older records",
     );
+    this.newerButton = el(
+      "button",
+      { type: "button", id: "newer", hidden: true, onclick: () => this.loadNewerPage() },
+      "Load newer records",
+    );
+    this.notice = el("p", { class: "error-text", id: "records-notice", role: "status", hidden: true });
   }
 
-  page(query) {
-    return call("GET", `${this.path}?limit=${PAGE}${query}`);
+  page(query, limit = PAGE) {
+    return call("GET", `${this.path}?limit=${limit}${query}`);
+  }
+
+  /** Read the window around record `seq`: the records up to it and those after it. */
+  async around(seq) {
+    const [upTo, after] = await Promise.all([this.page(`&before=${seq + 1}`, WINDOW), this.page(`&after=${seq}`, WINDOW)]);
+    return { seq, upTo, after };
+  }
+
+  /** The window around a record: the list starts over with it; older and newer pages on
+   * request from its ends. */
+  takeWindow({ seq, upTo, after }) {
+    this.list.replaceChildren();
+    this.newest = null;
+    const records = [...upTo.records, ...after.records];
+    for (const record of records) this.list.append(this.item(record));
+    if (records.length) this.newest = records[records.length - 1].seq;
+    this.walkLimit = WINDOW;
+    this.olderQuery = `&before=${seq + 1}`;
+    this.olderToken = upTo.next_page_token;
+    this.older.hidden = !this.olderToken;
+    this.newerQuery = `&after=${seq}`;
+    this.newerToken = after.next_page_token;
+    this.newerButton.hidden = !this.newerToken;
+    this.markEmpty();
+  }
+
+  /** Say something about the records shown (a record asked for that is not there). */
+  say(text) {
+    this.notice.textContent = text;
+    this.notice.hidden = !text;
+  }
+
+  /** The next page after a window's end; once none is left the list follows new records. */
+  async loadNewerPage() {
+    this.newerButton.disabled = true;
+    try {
+      const page = await this.page(`${this.newerQuery}&page_token=${encodeURIComponent(this.newerToken)}`, this.walkLimit);
+      if (!this.view.current()) return;
+      const fresh = page.records.filter((record) => this.newest === null || record.seq > this.newest);
+      this.list.querySelector(".empty")?.remove();
+      const pending = this.list.querySelector(".pending");
+      for (const record of fresh) this.list.insertBefore(this.item(record), pending);
+      if (fresh.length) this.newest = fresh[fresh.length - 1].seq;
+      this.newerToken = page.next_page_token;
+      this.newerButton.hidden = !this.newerToken;
+    } catch (error) {
+      this.view.app.reportError(error);
+    } finally {
+      this.newerButton.disabled = false;
+    }
   }
 
   /** Read the newest page. */
@@ -42,7 +106,11 @@ export class RecordList {
   takeNewest(page) {
     this.list.replaceChildren();
     this.newest = null;
+    this.newerToken = "";
+    this.newerButton.hidden = true;
     this.addNewer(page.records);
+    this.olderQuery = "";
+    this.walkLimit = PAGE;
     this.olderToken = page.next_page_token;
     this.older.hidden = !this.olderToken;
     this.markEmpty();
@@ -60,8 +128,10 @@ export class RecordList {
     if (following) this.view.toNewest();
   }
 
-  /** Whether records up to `seq` are newer than any shown. */
+  /** Whether records up to `seq` are newer than any shown (while a window does not reach
+   * the newest record, its "Load newer records" reads them: none is lacking). */
   lacks(seq) {
+    if (this.newerToken) return false;
     return this.newest === null || seq > this.newest;
   }
 
@@ -78,7 +148,7 @@ export class RecordList {
   async loadOlder() {
     this.older.disabled = true;
     try {
-      const page = await this.page(`&page_token=${encodeURIComponent(this.olderToken)}`);
+      const page = await this.page(`${this.olderQuery}&page_token=${encodeURIComponent(this.olderToken)}`, this.walkLimit);
       const first = this.list.querySelector("li[data-seq]");
       const oldest = first ? Number(first.dataset.seq) : Infinity;
       this.list.prepend(...page.records.filter((r) => r.seq < oldest).map((r) => this.item(r)));
@@ -91,12 +161,10 @@ export class RecordList {
     }
   }
 
-  /** Load older pages until record `seq` is shown (as far as pages go), then scroll it
-   * into view and mark it: where a search hit opens its session. */
-  async reveal(seq) {
-    const shown = () => this.list.querySelector(`li[data-seq="${seq}"]`);
-    while (!shown() && this.olderToken && this.view.current()) await this.loadOlder();
-    const item = shown();
+  /** Scroll record `seq` (in the window read around it) into view and mark it: where a
+   * search hit opens its session; false when it is not there. */
+  reveal(seq) {
+    const item = this.list.querySelector(`li[data-seq="${seq}"]`);
     if (!item) return false;
     item.classList.add("found");
     item.scrollIntoView({ block: "center" });

@@ -47,7 +47,7 @@ export class SessionView {
     this.container = container;
     this.app = app;
     this.id = id;
-    this.focus = focus; // a record's seq to show (a search hit), else the newest
+    this.focus = focus; // the address's record to open (#/session/ID/at/SEQ's SEQ), else null
     this.view = null;
     this.shown = null;
     this.gone = false;
@@ -61,17 +61,31 @@ export class SessionView {
     return this.shown;
   }
 
+  /** The view, its lineage and records: the newest, or a window around the record the
+   * address names (a seq that is no whole number is said, and the newest shown). */
   async load() {
+    const at = this.focus;
+    const seq = at !== null && /^\d{1,15}$/.test(at) ? Number(at) : null;
     const [view, page] = await Promise.all([
       call("GET", `/api/sessions/${this.id}`),
-      this.records.first(),
+      seq === null ? this.records.first() : this.records.around(seq),
       this.ancestry.first(),
     ]);
     if (!this.current()) return;
     this.view = view;
     this.draw();
-    this.records.takeNewest(page);
-    if (this.focus === null || !(await this.records.reveal(this.focus))) this.toNewest();
+    if (seq === null) {
+      this.records.takeNewest(page);
+      if (at !== null) this.records.say(`There is no record “${at}” to open: a record is named by its seq, a whole number. The newest records are shown.`);
+      this.toNewest();
+      return;
+    }
+    this.records.takeWindow(page);
+    if (this.records.reveal(seq)) return;
+    const last = page.after.records.length ? null : page.upTo.records.at(-1)?.seq;
+    const where = last === undefined ? "it has no records" : last === null ? "it may have been trimmed" : `its last record is #${last}`;
+    this.records.say(`Record #${seq} is not in this session (${where}). The records nearest to it are shown.`);
+    if (last !== null) this.toNewest();
   }
 
   /** Whether the conversation is scrolled to its end (new records then stay in view). */
@@ -98,8 +112,10 @@ export class SessionView {
       { class: "conversation", id: "conversation", "aria-label": "Conversation" },
       this.slots(archived),
       el("h3", {}, "Records"),
+      this.records.notice,
       this.records.older,
       this.records.list,
+      this.records.newerButton,
     );
     replace(
       this.container,
@@ -337,7 +353,9 @@ export class SessionView {
     if (done) {
       pendingUser.remove();
       pendingReply.remove();
-      this.records.addNewer(done.records);
+      // A window short of the newest record jumps to the newest page, with the reply.
+      if (this.records.newerToken) this.records.takeNewest(await this.records.first());
+      else this.records.addNewer(done.records);
       text.value = "";
       const report = (error) => this.app.reportError(error);
       await Promise.all([this.app.refreshNodes([this.id]).catch(report), this.refreshView().catch(report)]);

@@ -86,6 +86,17 @@ class TestRecords:
         none = await api.ok("GET", f"/api/sessions/{root.id}/records?after=7")
         assert none == {"records": [], "next_page_token": ""}
 
+    async def test_records_before_a_seq_walk_to_older_ones(self, api: Api) -> None:
+        """?before=SEQ: the newest records below it, the token leading to older ones."""
+        root = await api.console.stack.root(label="Window")
+        await seed_records(api.console, root.id, 9)
+        path = f"/api/sessions/{root.id}/records?before=6&limit=3"
+        first = await api.ok("GET", path)
+        assert [r["seq"] for r in first["records"]] == [3, 4, 5]
+        rest = await api.ok("GET", f"{path}&page_token={first['next_page_token']}")
+        assert [r["seq"] for r in rest["records"]] == [1, 2]
+        assert rest["next_page_token"] == ""
+
     async def test_pages_cut_by_bytes_still_lead_to_older(self, api: Api) -> None:
         """60 records of 100 KiB: pages of 50 hold fewer (4 MiB bound) yet reach #1 once each."""
         root = await api.console.stack.root(label="Large")
@@ -134,6 +145,8 @@ class TestRecords:
             pytest.param("after=x", "after", id="after-not-a-number"),
             pytest.param("after=-1", "after", id="after-negative"),
             pytest.param("after=99999999999999999999999", "after", id="after-past-int64"),
+            pytest.param("before=0", "before", id="before-zero"),
+            pytest.param("after=1&before=5", "after, before", id="after-and-before"),
             pytest.param("page_token=nope", "page_token", id="token-not-issued"),
         ],
     )
@@ -254,6 +267,8 @@ class TestLineage:
             pytest.param("page_size=0", "page_size", id="size-zero"),
             pytest.param("page_size=1001", "page_size", id="size-too-big"),
             pytest.param("page_size=x", "page_size", id="size-not-a-number"),
+            pytest.param("before=0", "before", id="before-zero"),
+            pytest.param("after=1&before=5", "after, before", id="after-and-before"),
             pytest.param("page_token=nope", "page_token", id="token-not-issued"),
         ],
     )

@@ -121,7 +121,7 @@ class TestRecordSearch:
     ) -> None:
         """The bar's search box lists the hits, newest first, the match marked (a Chinese
         one too, cut by code points after an emoji); a hit opens its session scrolled to
-        the record, loading older pages until it is shown; "More" reads the next page."""
+        the record, in a window read around it; "More" reads the next page."""
         stack = console.stack
         old = await stack.root(label="Old talk")
         await stack.append(
@@ -155,6 +155,44 @@ class TestRecordSearch:
         await page.locator("#search").press("Enter")
         await expect(page.locator("#error-text")).to_contain_text("query")
         assert browser_page.console_errors("the server responded with a status of 400") == []
+
+    async def test_a_record_far_back_opens_in_a_window_of_two_reads(
+        self, console: ConsoleStack, browser_page: BrowserPage
+    ) -> None:
+        """#/session/ID/at/1 of 600 records (12 pages back): two record reads, the window
+        around #1 marked, newer pages on request; a SEQ that is no whole number or is past
+        the last record is said in the page, after at most two reads (no walk)."""
+        stack = console.stack
+        long = await stack.root(label="Long talk")
+        for start in range(0, 600, 200):
+            await stack.append(long.id, *(record("user", f"m{start + n}") for n in range(200)))
+        page = browser_page.page
+        reads: list[str] = []
+        page.on("request", lambda r: reads.append(r.url) if "/records" in r.url else None)
+        await open_console(console, browser_page)
+        reads.clear()
+        await page.goto(f"{console.base}#/session/{long.id}/at/1")
+        await expect(page.locator('#records li.found[data-seq="1"]')).to_be_in_viewport()
+        items = page.locator("#records li[data-seq]")
+        await expect(items).to_have_count(26)  # #1 and the 25 after it
+        assert len(reads) == 2, reads
+        await page.locator("#newer").click()
+        await expect(items).to_have_count(51)
+        await expect(page.locator("#older")).to_be_hidden()
+        await expect(page.locator("#records-notice")).to_be_hidden()
+
+        reads.clear()
+        await page.goto(f"{console.base}#/session/{long.id}/at/abc")
+        notice = page.locator("#records-notice")
+        await expect(notice).to_contain_text("There is no record “abc” to open")
+        await expect(items.last).to_have_attribute("data-seq", "600")
+        assert len(reads) == 1, reads
+        reads.clear()
+        await page.goto(f"{console.base}#/session/{long.id}/at/999999")
+        await expect(notice).to_contain_text("Record #999999 is not in this session")
+        await expect(notice).to_contain_text("its last record is #600")
+        assert len(reads) == 2, reads
+        assert browser_page.console_errors() == []
 
     async def test_the_endpoint_answers_hits_as_json(self, console: ConsoleStack) -> None:
         """/api/search?q= answers hits with code-point matches; a bad query is a 400 naming
