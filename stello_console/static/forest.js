@@ -15,6 +15,10 @@ import { el, plural, replace } from "./dom.js";
 // Taller rows where the pointer is a finger.
 const ROW_HEIGHT = matchMedia("(pointer: coarse)").matches ? 40 : 26;
 const OVERSCAN = 8;
+// Rows indent one step a level down to this depth; deeper ones indent no further and show
+// their depth instead, so a label and its turn count fit the pane at any depth.
+const INDENT_LEVELS = 8;
+const INDENT_PX = 14;
 
 export class Forest {
   /** `onSelect(id)` runs when a row is clicked. */
@@ -341,12 +345,13 @@ export class Forest {
         },
       },
       toggle,
+      node.depth > INDENT_LEVELS ? el("span", { class: "badge depth", title: `depth ${node.depth}` }, `${node.depth}`) : null,
       el("span", { class: "label" }, node.label),
       node.status === "archived" ? el("span", { class: "badge" }, "archived") : null,
       el("span", { class: "turns muted" }, plural(node.turn_count, "turn")),
       !open && kids.length ? el("span", { class: "muted" }, `+${this.descendants(id)}`) : null,
     );
-    row.style.paddingLeft = `${node.depth * 14 + 4}px`;
+    row.style.paddingLeft = `${Math.min(node.depth, INDENT_LEVELS) * INDENT_PX + 4}px`;
     row.style.height = `${ROW_HEIGHT}px`;
     if (offset !== null) {
       row.style.position = "absolute";

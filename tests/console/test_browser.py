@@ -13,7 +13,7 @@ from playwright.async_api import expect
 from stello.agent.v1 import agent_pb2
 from tests.console.conftest import REPLY_HEAD, BrowserPage, ConsoleStack, seeded_forest
 from tests.gateway.conftest import record
-from tests.tree.seed import seed_topology
+from tests.tree.seed import chain, seed_topology
 
 # Not `sql`: the page is what these test; the SQL under it runs in the API tests on both
 # PostgreSQL versions.
@@ -71,6 +71,26 @@ class TestForest:
         await expect(page.locator("#session-label")).to_have_text(tree.nodes[-1].label)
         assert browser_page.console_errors() == []
 
+    async def test_a_deep_chain_keeps_every_label_in_the_pane(
+        self,
+        console: ConsoleStack,
+        browser_page: BrowserPage,
+        phone_page: BrowserPage,
+        pool: asyncpg.Pool,
+    ) -> None:
+        """A chain 40 deep, at 1280x800 and on a phone: every row's label and turn count are
+        inside the forest pane (the indent stops; deep rows show their depth), the deepest
+        row (n39) among them."""
+        ids = await seed_topology(pool, console.stack.space.id, chain(40))
+        for opened in (browser_page, phone_page):
+            await open_console(console, opened)
+            await expect(opened.page.locator(".forest-count")).to_contain_text("40 sessions")
+            assert await rows_fit_the_pane(opened) == []
+            deepest = opened.page.locator(f'#forest .node[data-id="{ids[39]}"]')
+            await expect(deepest.locator(".label")).to_have_text("n39")
+            await expect(deepest.locator(".depth")).to_have_text("39")
+        await browser_page.shot("forest-deep-chain")
+
     async def test_a_node_collapses_and_expands(
         self, console: ConsoleStack, browser_page: BrowserPage
     ) -> None:
@@ -87,6 +107,32 @@ class TestForest:
         await toggle.click()
         await expect(below).to_be_visible()
         assert browser_page.console_errors() == []
+
+
+async def rows_fit_the_pane(browser: BrowserPage) -> list[str]:
+    """Every drawn forest row whose label (whole: the test's labels are short) or turn count
+    is not within the forest pane, described; the forest scrolled to its end first."""
+    page = browser.page
+    await page.locator(".forest-scroll").evaluate("box => box.scrollTop = box.scrollHeight")
+    await page.wait_for_timeout(100)
+    return await page.locator("#forest-pane").evaluate(
+        """pane => {
+          const edge = pane.getBoundingClientRect();
+          const bad = [];
+          for (const row of pane.querySelectorAll(".node")) {
+            const text = row.querySelector(".label");
+            const label = text.getBoundingClientRect();
+            const turns = row.querySelector(".turns").getBoundingClientRect();
+            const cut = text.scrollWidth > text.clientWidth;
+            if (cut || label.left < edge.left || label.right > edge.right
+                || turns.right > edge.right) {
+              bad.push(`${row.querySelector(".label").textContent}: label ${label.left}..`
+                + `${label.right}, turns ..${turns.right}, pane ${edge.left}..${edge.right}`);
+            }
+          }
+          return bad;
+        }"""
+    )
 
 
 class TestSession:
