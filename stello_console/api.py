@@ -31,6 +31,7 @@ from stello_console.errors import (
     configuration_error,
     rpc_error_body,
     rpc_error_status,
+    unreached_space,
 )
 from stello_console.gateway import (
     CONTEXTS,
@@ -118,10 +119,14 @@ class ConsoleApi:
             Route("/api/sessions/{id}/memory", self.put_memory, methods=["PUT"]),
         ]
 
-    def error_response(self, _request: Request, exc: Exception) -> Response:
+    def error_response(self, request: Request, exc: Exception) -> Response:
         """A gateway or input error as the page's JSON error."""
         if isinstance(exc, RpcError):
-            return JSONResponse(rpc_error_body(exc, self._address), rpc_error_status(exc))
+            space = "" if self._local else request.headers.get("x-stello-space", "").strip()
+            unreached = unreached_space(exc, space) if space else None
+            if unreached is None:
+                return JSONResponse(rpc_error_body(exc, self._address), rpc_error_status(exc))
+            exc = unreached
         if isinstance(exc, ConfigurationError):
             exc = configuration_error(exc)
         assert isinstance(exc, ConsoleInputError)

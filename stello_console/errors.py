@@ -3,8 +3,11 @@
 A gateway error (the SDK's `RpcError`) keeps its gRPC code name and its
 message, rendered by `stello_client.errors` (the one place errors become
 sentences); the reason is its ``google.rpc.ErrorInfo`` reason when it has one.
-A space the key does not reach is INVALID_ARGUMENT. Bad input to the console
-itself is INVALID_ARGUMENT naming the field of the form.
+A space the key does not reach is INVALID_ARGUMENT with reason SIGN_IN, naming
+the sign-in form's fields (a name the SDK cannot resolve, or an id the gateway
+answers NOT_FOUND "space ID not found" for: as for a space that does not exist),
+so the page asks to sign in again. Bad input to the console itself is
+INVALID_ARGUMENT naming the field of the form.
 """
 
 from __future__ import annotations
@@ -35,15 +38,22 @@ HTTP_STATUS = {
 class ConsoleInputError(Exception):
     """Raised when a console request is malformed (a form field of the wrong type, say)."""
 
-    def __init__(self, message: str, status: int = 400, code: str = "INVALID_ARGUMENT") -> None:
+    def __init__(
+        self,
+        message: str,
+        status: int = 400,
+        code: str = "INVALID_ARGUMENT",
+        reason: str | None = None,
+    ) -> None:
         super().__init__(message)
         self.message = message
         self.status = status
         self.code = code
+        self.reason = reason
 
     def body(self) -> dict[str, Any]:
         """The JSON answer."""
-        return {"error": {"code": self.code, "message": self.message, "reason": None}}
+        return {"error": {"code": self.code, "message": self.message, "reason": self.reason}}
 
 
 def rpc_error_body(error: RpcError, gateway: str = "") -> dict[str, Any]:
@@ -58,6 +68,8 @@ def rpc_error_status(error: RpcError) -> int:
     return HTTP_STATUS.get(error.code, 500)
 
 
+SIGN_IN = "SIGN_IN"  # the reason of an error that the sign-in form's fields must fix
+
 # The SDK's settings as the sign-in form names them (the page has no `key=` nor STELLO_KEY).
 PAGE_FIELDS = {
     "(key= or STELLO_KEY)": "(the API key field)",
@@ -71,4 +83,16 @@ def configuration_error(error: ConfigurationError) -> ConsoleInputError:
     text = error.message
     for setting, page_field in PAGE_FIELDS.items():
         text = text.replace(setting, page_field)
-    return ConsoleInputError(text)
+    return ConsoleInputError(text, reason=SIGN_IN)
+
+
+def unreached_space(error: RpcError, space: str) -> ConsoleInputError | None:
+    """The gateway's NOT_FOUND for the space the page signed in with (a space of another key,
+    or none) as a space the key does not reach; None for any other error."""
+    if error.code != grpc.StatusCode.NOT_FOUND or error.details != f"space {space} not found":
+        return None
+    return ConsoleInputError(
+        f"this key reaches no space with id {space}: check its id in the Space id field "
+        "(and the API key field)",
+        reason=SIGN_IN,
+    )

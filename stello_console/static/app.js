@@ -251,7 +251,9 @@ class App {
       this.tree.load(nodes);
       return true;
     } catch (error) {
-      if (error instanceof ApiError && error.code === "UNAUTHENTICATED" && this.config.mode === "key") {
+      // A refused key, or a space it does not reach: the sign-in form says why.
+      const signIn = error instanceof ApiError && (error.code === "UNAUTHENTICATED" || error.reason === "SIGN_IN");
+      if (signIn && this.config.mode === "key") {
         signOut();
         this.askKey(error.message);
         return false;

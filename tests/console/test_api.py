@@ -316,6 +316,22 @@ class TestLineage:
         assert keyed.status == 200
         assert [a["label"] for a in keyed.json()["ancestors"]] == ["Top"]
 
+    async def test_a_space_the_key_does_not_reach_is_a_sign_in_error(
+        self, key_console: ConsoleStack
+    ) -> None:
+        """The space's key with another space id: 400 INVALID_ARGUMENT, reason SIGN_IN,
+        naming the sign-in form's field (the gateway's NOT_FOUND for a space not its own)."""
+        other = str(uuid.uuid4())
+        headers = {"Authorization": f"Bearer {key_console.stack.space.key}"}
+        reply = await fetch(
+            key_console.port, "/api/tree", headers={**headers, "X-Stello-Space": other}
+        )
+        assert reply.status == 400, reply.text
+        error = reply.json()["error"]
+        assert (error["code"], error["reason"]) == ("INVALID_ARGUMENT", "SIGN_IN")
+        assert f"this key reaches no space with id {other}" in error["message"]
+        assert "Space id field" in error["message"]
+
 
 class TestBodies:
     """A body is read after the caller is known, and only up to MAX_BODY_BYTES."""

@@ -6,6 +6,8 @@ Each test writes a screenshot of the view it reached to the artefacts folder
 
 from __future__ import annotations
 
+import uuid
+
 import asyncpg
 import pytest
 from playwright.async_api import expect
@@ -415,6 +417,25 @@ class TestDeployed:
         stored = await page.evaluate("() => sessionStorage.getItem('stello_console.key')")
         assert stored is None
         assert browser_page.console_errors(r"Failed to load resource.*401") == []
+
+    async def test_a_space_the_key_does_not_reach_asks_again_naming_the_field(
+        self, key_console: ConsoleStack, browser_page: BrowserPage
+    ) -> None:
+        """A good key with a space id it does not reach (another tenant's, or none) brings
+        the sign-in back, naming the Space id field; nothing is kept."""
+        page = browser_page.page
+        await page.goto(key_console.base)
+        await page.locator("#sign-in-key").fill(key_console.stack.space.key)
+        await page.locator("#sign-in-space").fill(str(uuid.uuid4()))
+        await page.locator("#sign-in").click()
+        await expect(page.locator(".sign-in .error-text")).to_contain_text(
+            "this key reaches no space with id"
+        )
+        await expect(page.locator(".sign-in .error-text")).to_contain_text("Space id field")
+        await expect(page.locator("#sign-in-space")).to_be_visible()
+        stored = await page.evaluate("() => sessionStorage.getItem('stello_console.space')")
+        assert stored is None
+        assert browser_page.console_errors(r"Failed to load resource.*40[04]") == []
 
 
 class TestNewRoot:
