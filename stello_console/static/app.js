@@ -291,13 +291,28 @@ class App {
     document.body.dataset.view = detailed ? "detail" : "forest";
     if (hash !== this.shownHash) detail.scrollTop = 0; // another view starts at its top
     this.shownHash = hash;
+    let path = null;
+    try {
+      path = decodeURIComponent(hash);
+    } catch {
+      // a malformed %-escape: said below, like an address naming no session
+    }
+    const [id, at] = path?.startsWith("#/session/") ? path.slice("#/session/".length).split("/at/") : [];
+    const bad =
+      path === null ? "This address is not valid (a malformed %-escape in it)" : path.startsWith("#/session/") && !id ? "This address names no session (#/session/ needs its id)" : null;
+    if (bad) {
+      this.view = null;
+      this.tree.select(null);
+      document.body.dataset.view = "detail";
+      replace(detail, el("p", { class: "error-text", id: "view-error" }, `${bad}. `, el("a", { href: "#/" }, "Back to the forest")));
+      return;
+    }
     if (hash.startsWith("#/session/")) {
       // #/session/ID, or #/session/ID/at/SEQ: opened at that record (a search hit).
-      const [id, at] = decodeURIComponent(hash.slice("#/session/".length)).split("/at/");
       this.tree.select(id);
       view = new SessionView(detail, this, id, at === undefined ? null : at);
     } else if (hash.startsWith("#/search/")) {
-      const query = decodeURIComponent(hash.slice("#/search/".length));
+      const query = path.slice("#/search/".length);
       $("search").value = query;
       view = new SearchView(detail, this, query);
     } else if (hash === "#/digests") {
@@ -310,9 +325,11 @@ class App {
     if (!view) return;
     try {
       await view.show();
+      if (this.view === view && this.viewFailed) this.clearError(); // the last view's failure is past
     } catch (error) {
       if (this.view !== view) return; // the page moved on meanwhile
       this.reportError(error);
+      this.viewFailed = true;
       replace(detail, el("p", { class: "error-text", id: "view-error" }, String(error)));
     }
   }
@@ -334,11 +351,18 @@ class App {
     if (form.get("system_prompt")) body.system_prompt = form.get("system_prompt");
     try {
       const root = await call("POST", "/api/roots", body);
+      this.clearError();
       await this.refreshNodes([root.id]);
       this.open(root.id);
     } catch (error) {
       this.reportError(error);
     }
+  }
+
+  /** A later success: the banner of an earlier failure goes. */
+  clearError() {
+    this.viewFailed = false;
+    $("error").hidden = true;
   }
 
   /** Show a failure as its message (never a blank page). */

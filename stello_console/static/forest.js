@@ -346,7 +346,7 @@ export class Forest {
       },
       toggle,
       node.depth > INDENT_LEVELS ? el("span", { class: "badge depth", title: `depth ${node.depth}` }, `${node.depth}`) : null,
-      el("span", { class: "label" }, node.label),
+      el("bdi", { class: "label" }, node.label),
       node.status === "archived" ? el("span", { class: "badge" }, "archived") : null,
       el("span", { class: "turns muted" }, plural(node.turn_count, "turn")),
       !open && kids.length ? el("span", { class: "muted" }, `+${this.descendants(id)}`) : null,

@@ -98,7 +98,7 @@ export class Lineage {
       );
     }
     for (const ancestor of [...this.ancestors].reverse()) items.push(this.ancestor(ancestor));
-    items.push(el("li", { class: "lineage-self", "aria-current": "page" }, view.label));
+    items.push(el("li", { class: "lineage-self", "aria-current": "page" }, el("bdi", {}, view.label)));
     return el(
       "nav",
       { class: "lineage", id: "lineage-nav", "aria-label": "lineage" },
@@ -111,7 +111,7 @@ export class Lineage {
     return el(
       "li",
       { class: `ancestor${archived ? " archived" : ""}`, dataset: { id: ancestor.id, status: ancestor.status } },
-      el("a", { href: `#/session/${ancestor.id}`, title: ancestor.id }, ancestor.label),
+      el("a", { href: `#/session/${ancestor.id}`, title: ancestor.id, dir: "auto", class: "user-text" }, ancestor.label),
       archived ? el("span", { class: "badge" }, "archived") : null,
       el("span", { class: "turns muted" }, plural(ancestor.turn_count, "turn")),
       slot("memory", "Memory", ancestor.memory),

@@ -55,7 +55,7 @@ export class SearchView {
       el(
         "div",
         { class: "hit-head" },
-        el("span", { class: "label" }, hit.label),
+        el("bdi", { class: "label" }, hit.label),
         " ",
         el("code", { class: "muted" }, hit.session_id.slice(0, 8)),
         " ",

@@ -143,7 +143,7 @@ export class SessionView {
     return el(
       "h2",
       { id: "session-head" },
-      el("span", { id: "session-label" }, view.label),
+      el("bdi", { id: "session-label" }, view.label),
       " ",
       el("span", { class: `status status-${view.status}`, id: "session-status" }, view.status),
     );
@@ -220,7 +220,7 @@ export class SessionView {
       "p",
       { class: "muted" },
       "Forked from ",
-      el("a", { href: `#/session/${sourceId}` }, node ? node.label : sourceId),
+      el("a", { href: `#/session/${sourceId}`, dir: "auto", class: "user-text" }, node ? node.label : sourceId),
     );
   }
 
@@ -357,6 +357,7 @@ export class SessionView {
       if (this.records.newerToken) this.records.takeNewest(await this.records.first());
       else this.records.addNewer(done.records);
       text.value = "";
+      this.app.clearError();
       const report = (error) => this.app.reportError(error);
       await Promise.all([this.app.refreshNodes([this.id]).catch(report), this.refreshView().catch(report)]);
     } else {
@@ -407,6 +408,7 @@ export class SessionView {
     if (Object.keys(vars).length) body.profile_vars = vars;
     try {
       const child = await call("POST", `/api/sessions/${this.id}/fork`, body);
+      this.app.clearError();
       await this.app.refreshNodes([child.id]);
       this.app.open(child.id);
     } catch (error) {
@@ -426,6 +428,7 @@ export class SessionView {
   async setArchived(archived) {
     try {
       await call("POST", `/api/sessions/${this.id}/${archived ? "archive" : "unarchive"}`, {});
+      this.app.clearError();
       await Promise.all([this.app.refreshNodes([this.id]), this.refreshView()]);
     } catch (error) {
       this.app.reportError(error);

@@ -354,6 +354,53 @@ class TestDigests:
         assert browser_page.console_errors() == []
 
 
+class TestAddresses:
+    async def test_a_bad_address_says_so_and_a_later_success_clears_the_banner(
+        self, console: ConsoleStack, browser_page: BrowserPage
+    ) -> None:
+        """A malformed %-escape or an empty session id says so (no uncaught error, no stale
+        view, no "404"); a session that failed to open leaves a banner that the next view
+        opened clears."""
+        root = await console.stack.root(label="Fine")
+        page = browser_page.page
+        await open_console(console, browser_page, f"#/session/{root.id}")
+        await expect(page.locator("#session-label")).to_have_text("Fine")
+        error = page.locator("#view-error")
+        for fragment, said in [
+            ("#/session/%E0%A4%A", "This address is not valid"),
+            ("#/search/%", "This address is not valid"),
+            ("#/session/", "This address names no session"),
+        ]:
+            await page.goto(console.base + fragment)
+            await expect(error).to_contain_text(said)
+            await expect(page.locator("#session-label")).to_have_count(0)
+        await page.goto(f"{console.base}#/session/{uuid.uuid4()}")
+        await expect(page.locator("#error-text")).to_contain_text("NOT_FOUND")
+        await page.goto(f"{console.base}#/session/{root.id}")
+        await expect(page.locator("#session-label")).to_have_text("Fine")
+        await expect(page.locator("#error")).to_be_hidden()
+        assert browser_page.console_errors(r"Failed to load resource.*404") == []
+
+    async def test_a_label_with_a_bidi_override_does_not_turn_the_console_text(
+        self, console: ConsoleStack, browser_page: BrowserPage
+    ) -> None:
+        """A label with an unterminated U+202E: the status badge stays after the label (not
+        moved into it, its text reversed), in the head and beside the lineage."""
+        root = await console.stack.root(label="top \u202eoverride")
+        child = await console.stack.fork(root.id, "kid \u202eunterminated RLO")
+        page = browser_page.page
+        await open_console(console, browser_page, f"#/session/{child.id}")
+        await expect(page.locator("#session-status")).to_have_text("active")
+        label = await page.locator("#session-label").bounding_box()
+        status = await page.locator("#session-status").bounding_box()
+        assert label is not None and status is not None
+        assert status["x"] >= label["x"] + label["width"] - 1, (label, status)
+        ancestor = await page.locator("#lineage li.ancestor a").bounding_box()
+        turns = await page.locator("#lineage li.ancestor .turns").bounding_box()
+        assert ancestor is not None and turns is not None
+        assert turns["x"] >= ancestor["x"] + ancestor["width"] - 1, (ancestor, turns)
+
+
 class TestRefusals:
     async def test_the_page_without_the_token_is_refused(
         self, console: ConsoleStack, browser_page: BrowserPage
