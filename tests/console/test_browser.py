@@ -117,7 +117,7 @@ async def rows_fit_the_pane(browser: BrowserPage) -> list[str]:
     page = browser.page
     await page.locator(".forest-scroll").evaluate("box => box.scrollTop = box.scrollHeight")
     await page.wait_for_timeout(100)
-    return await page.locator("#forest-pane").evaluate(
+    bad: list[str] = await page.locator("#forest-pane").evaluate(
         """pane => {
           const edge = pane.getBoundingClientRect();
           const bad = [];
@@ -135,6 +135,7 @@ async def rows_fit_the_pane(browser: BrowserPage) -> list[str]:
           return bad;
         }"""
     )
+    return bad
 
 
 class TestSession:
