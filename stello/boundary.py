@@ -2,8 +2,9 @@
 
 A request that does not parse, or holds what no text or JSON can (U+0000, a
 Struct nested past 16 levels), is INVALID_ARGUMENT naming the field, before
-auth and the handler; domain errors keep their status; a lost database is
-UNAVAILABLE; anything else is INTERNAL "internal error (id ...)", the id,
+auth and the handler; domain errors keep their status; a lost database, or one
+that refuses work for a while (read-only, disk full, out of memory: `stello.db.REFUSALS`),
+is UNAVAILABLE naming the condition; anything else is INTERNAL "internal error (id ...)", the id,
 method and traceback in the log. Nothing answers UNKNOWN. The call chain
 (`stello.interceptors`) applies these to every call.
 """
@@ -17,7 +18,7 @@ from typing import Any
 
 from google.protobuf.descriptor import Descriptor
 
-from stello.db import CONNECTION_ERRORS, UNAVAILABLE_MESSAGE, transient
+from stello.db import CONNECTION_ERRORS, UNAVAILABLE_MESSAGE, refusal, transient, unavailable
 from stello.errors import FieldViolation, Internal, InvalidArgument, StelloError, Unavailable
 from stello.validation import request_violations
 from stello.wire import locate_parse_failure
@@ -77,6 +78,10 @@ def client_error(exc: Exception, method: str) -> StelloError:
     if isinstance(exc, CONNECTION_ERRORS) or transient(exc):
         log.warning("%s: database unavailable: %s: %s", method, exc.__class__.__name__, exc)
         return Unavailable(UNAVAILABLE_MESSAGE)
+    condition = refusal(exc)
+    if condition is not None:
+        log.warning("%s: %s: %s: %s", method, condition, exc.__class__.__name__, exc)
+        return unavailable(exc)
     error_id = uuid.uuid4().hex[:16]
     log.error("internal error (id %s) in %s", error_id, method, exc_info=exc)
     return Internal(f"internal error (id {error_id})")

@@ -10,7 +10,9 @@ driver (``InternalClientError: cannot switch to state 15; another operation (2)
 is in progress``) before anything is sent. Such a connection is terminated and
 the work retried on another one. What cannot be retried surfaces as
 `Unavailable` (UNAVAILABLE, retryable by the client), Citus's passing internal
-errors included (a worker restarted, a shard being moved: `CITUS_TRANSIENT`);
+errors included (a worker restarted, a shard being moved: `CITUS_TRANSIENT`), and
+so does a database that refuses work for a while (read-only, disk full, out of memory:
+`REFUSALS`) or lacks migrations (`unmigrated`), each message naming the condition;
 a conflict that outlives `MAX_ATTEMPTS` as `Aborted` (ABORTED, CONCURRENT_MODIFICATION: nothing was
 applied, retry the call), never as an internal error.
 """
@@ -92,7 +94,31 @@ WITHIN_SPACE = (
     " SET LOCAL citus.max_intermediate_result_size TO DEFAULT"
 )
 
-UNAVAILABLE_MESSAGE = "the database is unavailable; retry the call"
+RETRY = "; retry the call"
+UNAVAILABLE_MESSAGE = "the database is unavailable" + RETRY
+
+# SQLSTATEs by which a reachable database refuses work for a while, whatever the statement:
+# read-only (25006: default_transaction_read_only, a standby after a failover), disk full
+# (53100), out of memory (53200). Like a lost connection they are UNAVAILABLE, their
+# message naming the condition (an operator's to fix, the caller's to retry), and one
+# WARNING line in the log, never INTERNAL with a traceback. Shutdown and crash recovery
+# (57P01-57P03) and too many connections (53300) are among CONNECTION_ERRORS.
+REFUSALS: dict[type[BaseException], str] = {
+    asyncpg.ReadOnlySQLTransactionError: "the database refuses writes (read-only)",
+    asyncpg.DiskFullError: "the database is out of disk space",
+    asyncpg.OutOfMemoryError: "the database is out of memory",
+}
+REFUSED: tuple[type[BaseException], ...] = tuple(REFUSALS)
+
+# What a statement meets on a database that lacks migrations (42P01 undefined_table,
+# 42883 undefined_function, 42703 undefined_column, 42704 undefined_object): then the
+# caller is told to run `stello migrate` (`unmigrated`); else it is a bug (INTERNAL).
+UNDEFINED: tuple[type[BaseException], ...] = (
+    asyncpg.UndefinedTableError,
+    asyncpg.UndefinedFunctionError,
+    asyncpg.UndefinedColumnError,
+    asyncpg.UndefinedObjectError,
+)
 CONFLICT_MESSAGE = (
     "the call kept meeting concurrent changes to the same rows; nothing was applied: retry the call"
 )
@@ -125,9 +151,42 @@ class _Desynchronised(Exception):
     """A connection's protocol was out of step with the server; nothing was sent on it."""
 
 
+def refusal(exc: BaseException) -> str | None:
+    """The condition by which the database refused `exc`'s statement (`REFUSALS`), if so."""
+    for kind, condition in REFUSALS.items():
+        if isinstance(exc, kind):
+            return condition
+    return None
+
+
 def unavailable(exc: BaseException) -> Unavailable:
-    """The client-facing error of a lost database (the driver's text stays in the log)."""
-    return Unavailable(UNAVAILABLE_MESSAGE)
+    """The client-facing error of a lost or refusing database (the driver's text stays in
+    the log): the condition named where the database named it (`REFUSALS`)."""
+    condition = refusal(exc)
+    return Unavailable(condition + RETRY if condition else UNAVAILABLE_MESSAGE)
+
+
+def lacking(missing: list[str]) -> str:
+    """What a client is told while the database lacks the migrations `missing`."""
+    return f"the database lacks {len(missing)} of Stello's migrations: run `stello migrate`"
+
+
+async def unmigrated(pool: asyncpg.Pool, exc: BaseException) -> Unavailable | None:
+    """`Unavailable` naming `stello migrate` when `exc` (an `UNDEFINED` error) comes of
+    migrations the database lacks, logged as one WARNING line; None when it lacks none (a
+    bug). Asked only after such an error, so a call pays nothing for it otherwise."""
+    from stello.migrate import pending  # stello.migrate imports this module
+
+    try:
+        async with pool.acquire() as con:
+            missing = await pending(cast(asyncpg.Connection, con))
+    except Exception:  # the check itself failed: report the original error
+        return None
+    if not missing:
+        return None
+    message = lacking(missing)
+    log.warning("%s (%s: %s)", message, type(exc).__name__, exc)
+    return Unavailable(message)
 
 
 async def register_codecs(con: asyncpg.Connection) -> None:
@@ -271,6 +330,14 @@ async def _retried(pool: asyncpg.Pool, attempt: Callable[[], Awaitable[T]]) -> T
         except CONNECTION_ERRORS as exc:
             log.warning("database unavailable: %s: %s", exc.__class__.__name__, exc)
             raise unavailable(exc) from exc
+        except REFUSED as exc:
+            log.warning("%s: %s: %s", refusal(exc), exc.__class__.__name__, exc)
+            raise unavailable(exc) from exc
+        except UNDEFINED as exc:
+            lacks = await unmigrated(pool, exc)
+            if lacks is None:
+                raise
+            raise lacks from exc
         except asyncpg.InternalServerError as exc:
             if not transient(exc):
                 raise

@@ -17,13 +17,14 @@ import asyncio
 import contextlib
 import logging
 
-from stello.db import CONNECTION_ERRORS
+from stello.db import CONNECTION_ERRORS, REFUSED, RETRY, refusal
 from stello.errors import Unavailable
 
 log = logging.getLogger(__name__)
 
-OUTAGES: tuple[type[BaseException], ...] = (*CONNECTION_ERRORS, Unavailable)
-"""Failures of a round that say what it needs cannot be reached, not that it is wrong."""
+OUTAGES: tuple[type[BaseException], ...] = (*CONNECTION_ERRORS, *REFUSED, Unavailable)
+"""Failures of a round that say what it needs cannot be reached or refuses work for a while
+(the database read-only, out of disk space, or lacking migrations), not that it is wrong."""
 
 STOP_GRACE_S = 5.0
 """How long `stop` waits for a round under way before cancelling it."""
@@ -76,17 +77,17 @@ class Periodic:
         raise NotImplementedError
 
     def _outaged(self, exc: BaseException) -> None:
-        """A round failed for an outage: one WARNING when it begins, DEBUG while it lasts."""
+        """A round failed for an outage: one WARNING when it begins, DEBUG while it lasts.
+        The line names the condition where one was named (`Unavailable`'s message, e.g. "the
+        database refuses writes (read-only)"), else the exception."""
         level = logging.DEBUG if self._outage else logging.WARNING
         self._outage = True
-        log.log(
-            level,
-            "%s failed: cannot reach what it needs (%s: %s); retrying every %gs",
-            self.what,
-            type(exc).__name__,
-            exc,
-            self._interval_s,
-        )
+        condition = refusal(exc)
+        if condition is None and isinstance(exc, Unavailable):
+            condition = exc.message.removesuffix(RETRY)
+        if condition is None:
+            condition = f"cannot reach what it needs ({type(exc).__name__}: {exc})"
+        log.log(level, "%s failed: %s; retrying every %gs", self.what, condition, self._interval_s)
 
     async def _run(self) -> None:
         while not self._stopping:

@@ -23,9 +23,11 @@ from grpc_reflection.v1alpha import reflection
 
 from stello.auth import KeyStore
 from stello.channels import read_pem
+from stello.db import lacking
 from stello.inproc import LocalServer
 from stello.interceptors import AccessLog, CallChain
 from stello.metrics import RpcMetrics
+from stello.migrate import pending
 from stello.settings import StelloSettings
 
 log = logging.getLogger(__name__)
@@ -75,8 +77,17 @@ class ServiceApp:
     """What the server serves, callable in-process (`stello.inproc`; set by `create_server`)."""
 
 
+# Whether the probe's transaction is read-only: on a standby (a failover onto one not yet
+# promoted) and under default_transaction_read_only, where every write is refused.
+READ_ONLY_PROBE = "SELECT current_setting('transaction_read_only') = 'on'"
+UNREACHABLE = "the database is unreachable"
+READ_ONLY = "the database refuses writes (read-only)"
+
+
 class HealthMonitor:
-    """Keeps grpc health in step with the database: SERVING only while a ping succeeds."""
+    """Keeps grpc health in step with the database: SERVING only while it answers, accepts
+    writes and holds every migration this release has (each checked every interval, so a
+    `stello migrate` or the end of a read-only spell needs no restart)."""
 
     def __init__(
         self,
@@ -91,6 +102,8 @@ class HealthMonitor:
         self._interval = interval_s
         self._task: asyncio.Task[None] | None = None
         self.serving: bool | None = None
+        self.condition: str | None = None
+        """Why health is NOT_SERVING (None while SERVING)."""
 
     def start(self) -> None:
         """Begin pinging in the background."""
@@ -107,23 +120,31 @@ class HealthMonitor:
         await self._servicer.enter_graceful_shutdown()
 
     async def check_once(self) -> bool:
-        """Ping the database now and publish the result."""
-        ok = await self._ping()
-        if ok != self.serving:
-            self.serving = ok
-            for name in self._services:
-                await self._servicer.set(name, SERVING if ok else NOT_SERVING)
-            log.log(logging.INFO if ok else logging.WARNING, "database %s", "up" if ok else "down")
+        """Probe the database now and publish the result."""
+        condition = await self._probe()
+        ok = condition is None
+        if ok != self.serving or condition != self.condition:
+            if ok != self.serving:
+                for name in self._services:
+                    await self._servicer.set(name, SERVING if ok else NOT_SERVING)
+            self.serving, self.condition = ok, condition
+            if ok:
+                log.info("health SERVING: the database answers")
+            else:
+                log.warning("health NOT_SERVING: %s", condition)
         return ok
 
-    async def _ping(self) -> bool:
+    async def _probe(self) -> str | None:
+        """Why the database cannot serve this service's calls now, or None."""
         try:
             async with asyncio.timeout(max(self._interval, 1.0)):
                 async with self._pool.acquire() as con:
-                    await con.fetchval("SELECT 1")
+                    if await con.fetchval(READ_ONLY_PROBE):
+                        return READ_ONLY
+                    missing = await pending(cast(asyncpg.Connection, con))
         except Exception:  # any failure means "not ready"
-            return False
-        return True
+            return UNREACHABLE
+        return lacking(missing) if missing else None
 
     async def _run(self) -> None:
         while True:
