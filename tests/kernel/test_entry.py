@@ -95,6 +95,22 @@ def test_a_bad_variable_is_one_line_naming_it(
     assert (done.returncode, done.stderr) == (1, f"{module}: {variable}: {problem}\n")
 
 
+def test_a_service_address_without_a_port_is_one_line_naming_it() -> None:
+    """The gateway refuses a storage address that is not host:port at start (gRPC took it,
+    and the first call failed), on one line naming the variable."""
+    env = {
+        **os.environ,
+        "STELLO_DATABASE_URL": "postgresql://nobody@127.0.0.1:1/none",
+        "STELLO_GATEWAY_STORAGE_ADDRESS": "nohostport",
+    }
+    done = run_module("agent_gateway", "--port", "0", env=env)
+    assert (done.returncode, done.stderr) == (
+        1,
+        "agent_gateway: STELLO_GATEWAY_STORAGE_ADDRESS: expected host:port (several: "
+        "comma-separated), got 'nohostport'\n",
+    )
+
+
 @pytest.mark.parametrize("module", ["storage_service", "tree_service", "agent_gateway"])
 def test_an_unreachable_database_is_one_line_naming_it(module: str) -> None:
     """A service whose database nobody answers at exits 1 with one line naming where it was
