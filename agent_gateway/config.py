@@ -307,6 +307,12 @@ class GatewaySettings(BaseSettings):
         description="Tests only: '<point>:exit' makes the process exit 137 at that saga point.",
     )
 
+    @field_validator("storage_address", "tree_address")
+    @classmethod
+    def _addresses(cls, value: str) -> str:
+        check_addresses(value)
+        return value
+
     @field_validator("fault")
     @classmethod
     def _fault(cls, value: str | None) -> str | None:
@@ -371,6 +377,33 @@ def _plaintext_only(config: GatewaySettings) -> None:
                 f"{name} needs STELLO_GATEWAY_SERVICES_CA_FILE: TLS to storage and tree is on "
                 f"only with the CA that verifies their certificates; set it, or unset {name}"
             )
+
+
+GRPC_SCHEMES = ("dns:", "ipv4:", "ipv6:", "xds:")
+"""gRPC target schemes whose rest is host:port (`dns:///stello-storage:50061` in k8s)."""
+PATH_SCHEMES = ("unix:", "unix-abstract:", "vsock:")
+"""gRPC target schemes whose rest is no host:port (a socket's path), taken as given."""
+
+
+def check_addresses(address: str) -> None:
+    """Refuse an address that is not host:port, or a comma-separated list of them: gRPC
+    would take it and fail only at the first call."""
+    parts = [part.strip() for part in address.split(",") if part.strip()]
+    if not parts:
+        raise ValueError("expected host:port, got nothing")
+    for part in parts:
+        if part.startswith(PATH_SCHEMES):
+            continue
+        rest = part
+        for scheme in GRPC_SCHEMES:
+            if rest.startswith(scheme):
+                rest = rest.removeprefix(scheme)
+                if rest.startswith("//"):  # dns://authority/host:port
+                    rest = rest[2:].partition("/")[2]
+                break
+        host, colon, port = rest.rpartition(":")
+        if not (colon and host.strip("[]") and port.isdigit() and 0 < int(port) <= 65535):
+            raise ValueError(f"expected host:port (several: comma-separated), got {part!r}")
 
 
 def targets(address: str) -> str | list[str]:

@@ -77,6 +77,8 @@ class CreatedKey:
     secret: str
     scope: Scope
     space_id: uuid.UUID | None
+    space_created: bool = False
+    """Whether the space was made for this key (no space of the owner had that name)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -87,6 +89,30 @@ class SpaceInfo:
     name: str
     principal: str
     sessions: int
+
+
+@dataclass(frozen=True, slots=True)
+class SpaceContents:
+    """A space as `stello spaces delete` names it before erasing it: its sessions counted up
+    to a bound (`sessions` > the bound means more), and its keys (live or revoked)."""
+
+    id: uuid.UUID
+    name: str
+    principal: str
+    sessions: int
+    keys: int
+
+
+# The spaces with id $1 or name $2 (`stello spaces delete`), then per space its sessions
+# counted up to $2 (one range of an index of the space, on its shard) and its keys.
+SPACES_NAMED = """
+SELECT sp.id, sp.name, p.name AS principal
+FROM spaces sp JOIN principals p ON p.id = sp.principal_id
+WHERE sp.id = $1 OR sp.name = $2
+ORDER BY sp.created_at, sp.id
+"""
+SESSIONS_UP_TO = "SELECT count(*) FROM (SELECT 1 FROM sessions WHERE space_id = $1 LIMIT $2) s"
+KEYS_OF_SPACE = "SELECT count(*) FROM api_keys WHERE space_id = $1"
 
 
 def hash_key(secret: str) -> bytes:
@@ -113,11 +139,13 @@ ON CONFLICT (name) DO UPDATE SET name = EXCLUDED.name
 RETURNING id
 """
 
-UPSERT_SPACE = """
+INSERT_SPACE = """
 INSERT INTO spaces (id, principal_id, name) VALUES ($1, $2, $3)
-ON CONFLICT (principal_id, name) DO UPDATE SET name = EXCLUDED.name
+ON CONFLICT (principal_id, name) DO NOTHING
 RETURNING id
 """
+
+SPACE_OF = "SELECT id FROM spaces WHERE principal_id = $1 AND name = $2"
 
 INSERT_KEY = """
 INSERT INTO api_keys (id, key_hash, principal_id, space_id, scope, name)
@@ -227,9 +255,13 @@ class KeyStore:
 
         async def work(con: asyncpg.Connection) -> CreatedKey:
             principal_id = await con.fetchval(UPSERT_PRINCIPAL, uuid.uuid4(), principal)
-            space_id = None
+            space_id, created = None, False
             if space is not None:
-                space_id = await con.fetchval(UPSERT_SPACE, uuid.uuid4(), principal_id, space)
+                # An existing space is kept (ON CONFLICT: a concurrent insert is waited for).
+                space_id = await con.fetchval(INSERT_SPACE, uuid.uuid4(), principal_id, space)
+                created = space_id is not None
+                if space_id is None:
+                    space_id = await con.fetchval(SPACE_OF, principal_id, space)
             key_id = uuid.uuid4()
             secret = new_secret(key_id)
             await con.execute(
@@ -241,7 +273,7 @@ class KeyStore:
                 scope,
                 name,
             )
-            return CreatedKey(key_id, secret, scope, space_id)
+            return CreatedKey(key_id, secret, scope, space_id, created)
 
         return await in_transaction(self._pool, work)
 
@@ -280,16 +312,32 @@ class KeyStore:
         rows = await in_transaction(self._pool, work)
         return [SpaceInfo(r["id"], r["name"], r["principal"], r["sessions"]) for r in rows]
 
-    async def delete_space(self, space: str) -> uuid.UUID | None:
-        """Erase a space (by name or id) and all its data; None when there is none."""
+    async def find_spaces(self, space: str, *, most_sessions: int) -> list[SpaceContents]:
+        """The spaces with id or name `space` (names are unique per owner only), each with
+        its sessions counted up to `most_sessions` + 1 and its keys counted."""
+        as_id = _as_uuid(space)
+        async with self._pool.acquire() as con:
+            rows = await con.fetch(SPACES_NAMED, as_id, space)
+            return [
+                SpaceContents(
+                    r["id"],
+                    r["name"],
+                    r["principal"],
+                    await con.fetchval(SESSIONS_UP_TO, r["id"], most_sessions + 1),
+                    await con.fetchval(KEYS_OF_SPACE, r["id"]),
+                )
+                for r in rows
+            ]
+
+    async def delete_space(self, space: str | uuid.UUID) -> uuid.UUID | None:
+        """Erase a space (by name or id; a UUID: by id alone) and all its data; None when
+        there is none."""
 
         async def work(con: asyncpg.Connection) -> uuid.UUID | None:
-            try:
-                as_id: uuid.UUID | None = uuid.UUID(space)
-            except ValueError:
-                as_id = None
+            as_id: uuid.UUID | None = space if isinstance(space, uuid.UUID) else _as_uuid(space)
+            name = None if isinstance(space, uuid.UUID) else space
             found: uuid.UUID | None = await con.fetchval(
-                "DELETE FROM spaces WHERE id = $1 OR name = $2 RETURNING id", as_id, space
+                "DELETE FROM spaces WHERE id = $1 OR name = $2 RETURNING id", as_id, name
             )
             return found
 
@@ -297,3 +345,10 @@ class KeyStore:
         self._cache.clear()
         self._spaces.clear()
         return deleted
+
+
+def _as_uuid(text: str) -> uuid.UUID | None:
+    try:
+        return uuid.UUID(text)
+    except ValueError:
+        return None

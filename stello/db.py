@@ -128,6 +128,15 @@ class DatabaseUnreachable(ConnectionError):
     """No connection to the database could be opened: where it was sought (never the
     password) and why, in one line a person can act on."""
 
+    def __init__(self, address: str, reason: str) -> None:
+        super().__init__(f"cannot connect to the database at {address}: {reason}")
+        self.address = address
+        self.reason = reason
+
+    def naming(self, variable: str) -> str:
+        """The line naming the setting the URL came from (`STELLO_DATABASE_URL`)."""
+        return f"cannot connect to the database at {self.address} ({variable}): {self.reason}"
+
 
 def database_address(dsn: str) -> str:
     """host:port/database of a PostgreSQL URL, without its user or password."""
@@ -138,13 +147,12 @@ def database_address(dsn: str) -> str:
 
 async def connecting(opening: Awaitable[T], dsn: str) -> T:
     """Await a connection or pool being opened to `dsn`; a socket's failure (refused,
-    unknown host, timed out) raises `DatabaseUnreachable` naming the database."""
+    unknown host, timed out) or the server's refusal (no such role or database, a wrong
+    password, too many connections) raises `DatabaseUnreachable` naming the database."""
     try:
         return await opening
-    except (OSError, TimeoutError) as exc:
-        raise DatabaseUnreachable(
-            f"cannot connect to the database at {database_address(dsn)}: {exc}"
-        ) from exc
+    except (OSError, TimeoutError, asyncpg.PostgresError) as exc:
+        raise DatabaseUnreachable(database_address(dsn), str(exc)) from exc
 
 
 class _Desynchronised(Exception):

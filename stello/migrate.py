@@ -80,11 +80,29 @@ class Migration:
         return not any(line.strip() == OUTSIDE for line in self.sql.splitlines())
 
     @property
+    def _code(self) -> str:
+        """The file without its comments."""
+        return "\n".join(line.split("--", 1)[0] for line in self.sql.splitlines())
+
+    @property
     def indexed_tables(self) -> list[str]:
         """The existing tables it builds an index on (not CONCURRENTLY; a table it creates
         is empty): writes to them wait while it runs, as long as a large table's build."""
-        code = "\n".join(line.split("--", 1)[0] for line in self.sql.splitlines())
+        code = self._code
         return sorted(set(_INDEX_ON.findall(code)) - set(_CREATE_TABLE.findall(code)))
+
+    @property
+    def locked_tables(self) -> list[str]:
+        """The existing tables it takes an ACCESS EXCLUSIVE lock on: those it alters (ALTER
+        TABLE; adding a stored generated column, or changing a type, rewrites the table
+        meanwhile), and those it drops an index of (not CONCURRENTLY) that it builds again.
+        Reads of them wait too, while it runs: in a transaction the lock lasts to its end
+        (a backfill or an index build after it included)."""
+        code = self._code
+        tables = set(_ALTER_TABLE.findall(code))
+        built = dict(_INDEX_NAMED.findall(code))
+        tables |= {built[index] for index in _DROP_INDEX.findall(code) if index in built}
+        return sorted(tables - set(_CREATE_TABLE.findall(code)))
 
 
 _INDEX_ON = re.compile(
@@ -92,6 +110,13 @@ _INDEX_ON = re.compile(
     r"(?:ONLY\s+)?(\w+)",
     re.IGNORECASE,
 )
+_INDEX_NAMED = re.compile(
+    r"CREATE\s+(?:UNIQUE\s+)?INDEX\s+(?!CONCURRENTLY)(?:IF\s+NOT\s+EXISTS\s+)?(\w+)\s+ON\s+"
+    r"(?:ONLY\s+)?(\w+)",
+    re.IGNORECASE,
+)
+_DROP_INDEX = re.compile(r"DROP\s+INDEX\s+(?!CONCURRENTLY)(?:IF\s+EXISTS\s+)?(\w+)", re.IGNORECASE)
+_ALTER_TABLE = re.compile(r"ALTER\s+TABLE\s+(?:IF\s+EXISTS\s+)?(?:ONLY\s+)?(\w+)", re.IGNORECASE)
 _CREATE_TABLE = re.compile(r"CREATE\s+TABLE\s+(?:IF\s+NOT\s+EXISTS\s+)?(\w+)", re.IGNORECASE)
 _DOLLAR_TAG = re.compile(r"\$(?:[^\W\d]\w*)?\$")
 _WORD = re.compile(r"[^\W\d][\w$]*")

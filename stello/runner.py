@@ -23,8 +23,10 @@ import asyncpg
 
 from stello import logs
 from stello.auth import KeyStore
+from stello.channels import read_pem
 from stello.db import DatabaseUnreachable, create_pool
 from stello.embedded import database_url
+from stello.errors import FailedPrecondition
 from stello.migrate import migrate_dsn, pending
 from stello.ports import PortClaim, PortTaken
 from stello.server import PortInUse, ServiceApp, serve
@@ -117,9 +119,29 @@ async def warn_unmigrated(pool: asyncpg.Pool) -> None:
         )
 
 
+def check_tls_files(settings: StelloSettings) -> None:
+    """Read the server's TLS files once before anything starts: FailedPrecondition naming
+    the variable and file that cannot be used (else it shows only at bind, after the
+    database connected)."""
+    for variable, path in (
+        ("STELLO_TLS_CERT_FILE", settings.tls_cert_file),
+        ("STELLO_TLS_KEY_FILE", settings.tls_key_file),
+        ("STELLO_TLS_CLIENT_CA_FILE", settings.tls_client_ca_file),
+    ):
+        if path:
+            read_pem(path, variable)
+
+
 def main(settings: StelloSettings, launch: Launch, factory: AppFactory) -> None:
-    """Entry point body shared by every service's ``__main__``."""
+    """Entry point body shared by every service's ``__main__``: one ERROR line naming the
+    problem and exit status 1 for what an operator must fix (a TLS file, the database, the
+    port), no traceback."""
     configure_logging()
+    try:
+        check_tls_files(settings)
+    except FailedPrecondition as exc:
+        log.error("%s: %s", launch.module, exc)
+        raise SystemExit(1) from None
     role = WorkerRole.from_environment()
     if role is None and launch.workers > 1:
         with asyncio.Runner(loop_factory=event_loop_factory()) as runner:
@@ -129,7 +151,12 @@ def main(settings: StelloSettings, launch: Launch, factory: AppFactory) -> None:
     try:
         with asyncio.Runner(loop_factory=event_loop_factory()) as runner:
             runner.run(run_service(settings, launch.address, factory, worker=role))
-    except (PortInUse, DatabaseUnreachable) as exc:
+    except DatabaseUnreachable as exc:
+        # Named by its variable when it came from one (not the embedded database's).
+        shown = exc.naming("STELLO_DATABASE_URL") if settings.database_url else str(exc)
+        log.error("%s: %s", launch.module, shown)
+        raise SystemExit(1) from None
+    except (PortInUse, FailedPrecondition) as exc:  # FailedPrecondition: a TLS file at bind
         log.error("%s: %s", launch.module, exc)
         raise SystemExit(1) from None
     finally:

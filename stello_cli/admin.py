@@ -23,7 +23,7 @@ from stello_client.errors import ClientError, connection_hint, rpc_error_line
 from stello_client.flags import address_problem, gateway_address, pick, resolve_tls, tls_options
 
 if TYPE_CHECKING:  # the database commands import these when they run (a client needs none)
-    pass
+    from stello.migrate import Migration
 
 
 def _positive(text: str) -> int:
@@ -104,6 +104,22 @@ OUTSIDE_NOTE = "runs outside a transaction: writes go on meanwhile; if stopped, 
 """What --pending says of a migration that runs outside a transaction (builds CONCURRENTLY)."""
 
 
+def lock_notes(migration: Migration) -> list[str]:
+    """What --pending says a migration makes wait: reads and writes of the tables it locks
+    (ALTER TABLE), writes to the others it builds indexes on."""
+    notes = []
+    locked = migration.locked_tables
+    if locked:
+        notes.append(
+            f"reads and writes of {', '.join(locked)} wait while it runs "
+            "(it locks them, and may rewrite them: as long as a large table's rewrite)"
+        )
+    indexed = [t for t in migration.indexed_tables if t not in locked]
+    if indexed:
+        notes.append(f"builds indexes on {', '.join(indexed)}: writes to them wait meanwhile")
+    return notes
+
+
 async def _list_pending(dsn: str) -> int:
     """Print the migrations the database has not applied, a line each; apply none."""
     from stello.migrate import pending_dsn
@@ -117,9 +133,8 @@ async def _list_pending(dsn: str) -> int:
     width = max(len(m.version) for m in waiting)
     for migration in waiting:
         write(f"  {migration.version:<{width}}  {migration.title}".rstrip())
-        if migration.indexed_tables:
-            tables = ", ".join(migration.indexed_tables)
-            write(f"  {'':<{width}}  builds indexes on {tables}: writes to them wait meanwhile")
+        for note in lock_notes(migration):
+            write(f"  {'':<{width}}  {note}")
         if not migration.transactional:
             write(f"  {'':<{width}}  {OUTSIDE_NOTE}")
     return 0

@@ -7,13 +7,14 @@ neither, the database `stello up` saved, `stello_cli.databases`), migrating it f
 from __future__ import annotations
 
 import argparse
+import sys
 import uuid
 from collections.abc import Awaitable, Callable
 from typing import TYPE_CHECKING
 
 from stello_cli.databases import admin_settings, settings_of
 from stello_cli.parser import Commands
-from stello_cli.style import one_line, write
+from stello_cli.style import confirm, one_line, plural, write
 from stello_client.dicts import dumps
 from stello_client.errors import ClientError, UsageError
 
@@ -46,7 +47,20 @@ async def cmd_keys_create(args: argparse.Namespace) -> int:
             principal=args.principal,
             name=args.name,
         )
+        if getattr(args, "json", False):
+            made: dict[str, object] = {"key_id": str(created.key_id), "key": created.secret}
+            if created.space_id is not None:
+                made |= {
+                    "space_id": str(created.space_id),
+                    "space": args.space,
+                    "space_created": created.space_created,
+                }
+            write(dumps(made))
+            return 0
         if created.space_id is not None:
+            # A new space is said so: a mistyped name would otherwise make one unnoticed.
+            how = "created now" if created.space_created else "existing"
+            write(f"space: {one_line(args.space)} ({how})")
             write(f"space_id: {created.space_id}")
         write(f"key_id: {created.key_id}")
         write(f"key: {created.secret}")
@@ -109,12 +123,41 @@ async def cmd_spaces_list(args: argparse.Namespace) -> int:
     return await _with_keys(args, work)
 
 
+SESSIONS_COUNTED = 10_000
+"""`spaces delete` counts a space's sessions up to this many (more are "more than")."""
+
+
 async def cmd_spaces_delete(args: argparse.Namespace) -> int:
-    """Erase a space and all of its data."""
+    """Erase a space and all of its data (sessions, records, keys), after asking (or with
+    --yes); as `stello delete`, it refuses to ask where stdin is not a terminal."""
+    if not args.yes and not sys.stdin.isatty():
+        raise UsageError("refusing to erase without --yes (stdin is not a terminal to ask on)")
 
     async def work(keys: KeyStore) -> int:
-        deleted = await keys.delete_space(args.space)
-        if deleted is None:
+        found = await keys.find_spaces(args.space, most_sessions=SESSIONS_COUNTED)
+        if not found:
+            raise ClientError(f"no space named or with id {args.space!r}")
+        if len(found) > 1:
+            owners = ", ".join(f"{s.id} of {one_line(s.principal)}" for s in found)
+            raise ClientError(
+                f"{len(found)} spaces are named {args.space!r} ({owners}): give the id"
+            )
+        [space] = found
+        if not args.yes:
+            sessions = (
+                f"more than {SESSIONS_COUNTED} sessions"
+                if space.sessions > SESSIONS_COUNTED
+                else plural(space.sessions, "session")
+            )
+            question = (
+                f'Erase space "{one_line(space.name)}" ({space.id}, owner '
+                f"{one_line(space.principal)}) with its {sessions} and "
+                f"{plural(space.keys, 'key')}, records and all?"
+            )
+            if not await confirm(question):
+                raise ClientError("nothing was deleted")
+        deleted = await keys.delete_space(space.id)
+        if deleted is None:  # erased meanwhile
             raise ClientError(f"no space named or with id {args.space!r}")
         write(f"deleted: {deleted}")
         return 0
@@ -126,13 +169,20 @@ def register_keys(commands: Commands) -> None:
     """Add `keys` and `spaces` (registered by `stello_cli.admin`, in its place in the help)."""
     keys = commands.group("keys", "manage API keys (on the database directly)")
     create = commands.local("create", cmd_keys_create, "create a key (and its space)", parent=keys)
-    create.add_argument("--space", metavar="NAME", help="the space's name (created when missing)")
+    create.add_argument(
+        "--space",
+        metavar="NAME",
+        help="the space's name (created when missing: the output says `(created now)`)",
+    )
     create.add_argument("--admin", action="store_true", help="an admin-scope key (every space)")
     create.add_argument(
         "--principal", default="default", help="the space's owner (default %(default)s)"
     )
     create.add_argument(
         "--name", default="", help="a note to recognise the key by (`stello keys list` shows it)"
+    )
+    create.add_argument(
+        "--json", action="store_true", default=argparse.SUPPRESS, help="print JSON for scripts"
     )
     commands.database_option(create)
     revoke = commands.local("revoke", cmd_keys_revoke, "revoke a key by its id", parent=keys)
@@ -148,7 +198,11 @@ def register_keys(commands: Commands) -> None:
         commands.local("list", cmd_spaces_list, "list spaces with owners and sizes", parent=spaces)
     )
     delete = commands.local(
-        "delete", cmd_spaces_delete, "erase a space and all its data", parent=spaces
+        "delete",
+        cmd_spaces_delete,
+        "erase a space and all its data: sessions, records, keys (asks first)",
+        parent=spaces,
     )
     delete.add_argument("space", metavar="SPACE", help="the space's name or id")
+    delete.add_argument("-y", "--yes", action="store_true", help="do not ask")
     commands.database_option(delete)

@@ -5,7 +5,6 @@ digits."""
 from __future__ import annotations
 
 import argparse
-import asyncio
 import sys
 from typing import TYPE_CHECKING
 
@@ -21,7 +20,7 @@ from stello_cli.fork_options import (
 )
 from stello_cli.gateway import gateway, session_id
 from stello_cli.parser import Commands, int64, session_argument, text_argument
-from stello_cli.style import Style, one_line, plural, short_id, write
+from stello_cli.style import Style, confirm, one_line, plural, short_id, write
 from stello_client import dicts
 from stello_client.errors import ClientError, UsageError
 
@@ -172,12 +171,6 @@ async def cmd_unarchive(args: argparse.Namespace) -> int:
     return await _set_status(args, archive=False)
 
 
-async def _confirm(question: str) -> bool:
-    write(f"{question} [y/N] ", end="")
-    answer = await asyncio.to_thread(sys.stdin.readline)
-    return answer.strip().lower() in ("y", "yes")
-
-
 async def cmd_delete(args: argparse.Namespace) -> int:
     """Erase a session and its whole subtree, after asking (or with --yes)."""
     if not args.yes and not sys.stdin.isatty():
@@ -191,7 +184,7 @@ async def cmd_delete(args: argparse.Namespace) -> int:
             question = (
                 f'Erase "{one_line(top.label)}" ({short_id(top.id)}){extra}, records and all?'
             )
-            if not await _confirm(question):
+            if not await confirm(question):
                 raise ClientError("nothing was deleted")
         if args.json:
             write(dicts.dumps({"deleted_ids": await client.delete_session(found)}))

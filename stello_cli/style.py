@@ -3,11 +3,12 @@
 Colour follows the NO_COLOR convention (https://no-color.org): none when the
 variable is set to anything, none when the stream is not a terminal (a pipe,
 a file), else ANSI colours. Nothing here does I/O but `write`, which also makes
-a closed pipe (``stello digests | head``) end the command quietly.
+a closed pipe (``stello digests | head``) end the command quietly, and `confirm`.
 """
 
 from __future__ import annotations
 
+import asyncio
 import os
 import re
 import sys
@@ -74,6 +75,13 @@ def write(text: str = "", *, end: str = "\n", stream: TextIO | None = None) -> N
     out = stream or sys.stdout
     out.write(text + end)
     out.flush()
+
+
+async def confirm(question: str) -> bool:
+    """Ask `question` on stdout and read the answer from stdin: yes only for `y` or `yes`."""
+    write(f"{question} [y/N] ", end="")
+    answer = await asyncio.to_thread(sys.stdin.readline)
+    return answer.strip().lower() in ("y", "yes")
 
 
 def short_id(session_id: str) -> str:

@@ -4,12 +4,16 @@ from __future__ import annotations
 
 import asyncio
 import json
+import sys
+import uuid
 from collections.abc import AsyncIterator
 from pathlib import Path
 
+import asyncpg
+import pexpect
 import pytest
 
-from tests.cli.processes import private_env, run_cli
+from tests.cli.processes import client_env, private_env, run_cli
 from tests.support.database import create_test_database, drop_test_database
 
 pytestmark = pytest.mark.sql
@@ -76,3 +80,112 @@ class TestKeys:
             out = await stello_ok(env, *args, *db)
             assert json.loads(out) == expected
             assert tenant["key"] not in out and admin["key"] not in out
+
+    async def test_create_says_whether_it_made_the_space(self, fresh: str, home: Path) -> None:
+        """A key for a space no one had made says the space was created now (a mistyped name
+        shows); a second key for it says existing; --json says so as `space_created`."""
+        env = private_env(home)
+        db = ("--database-url", fresh)
+        first = await stello_ok(env, "keys", "create", "--space", "team-a", *db)
+        made = dict(line.split(": ", 1) for line in first.splitlines())
+        assert made["space"] == "team-a (created now)"
+        again = await stello_ok(env, "keys", "create", "--space", "team-a", *db)
+        kept = dict(line.split(": ", 1) for line in again.splitlines())
+        assert (kept["space"], kept["space_id"]) == ("team-a (existing)", made["space_id"])
+        as_json = json.loads(
+            await stello_ok(env, "keys", "create", "--space", "team-b", "--json", *db)
+        )
+        assert (as_json["space"], as_json["space_created"]) == ("team-b", True)
+        assert set(as_json) == {"key_id", "key", "space_id", "space", "space_created"}
+        again_json = json.loads(
+            await stello_ok(env, "--json", "keys", "create", "--space", "team-b", *db)
+        )
+        assert (again_json["space_id"], again_json["space_created"]) == (
+            as_json["space_id"],
+            False,
+        )
+        admin = json.loads(await stello_ok(env, "keys", "create", "--admin", "--json", *db))
+        assert set(admin) == {"key_id", "key"}
+
+
+async def space_names(dsn: str) -> list[str]:
+    con = await asyncpg.connect(dsn)
+    try:
+        return [r["name"] for r in await con.fetch("SELECT name FROM spaces ORDER BY name")]
+    finally:
+        await con.close()
+
+
+async def add_sessions(dsn: str, space_id: str, count: int) -> None:
+    """`count` bare roots in the space."""
+    con = await asyncpg.connect(dsn)
+    try:
+        await con.executemany(
+            "INSERT INTO sessions (space_id, id, root_id, sibling_index, label) "
+            "VALUES ($1, $2, $2, $3, 'root')",
+            [(uuid.UUID(space_id), uuid.uuid4(), i) for i in range(count)],
+        )
+    finally:
+        await con.close()
+
+
+class TestSpacesDelete:
+    async def test_asks_naming_what_it_holds(self, fresh: str, home: Path) -> None:
+        """On a terminal, `spaces delete` names the space, its sessions and keys, and erases
+        nothing unless answered yes."""
+        env = private_env(home)
+        db = ("--database-url", fresh)
+        made = await stello_ok(env, "keys", "create", "--space", "team-b", *db)
+        space_id = dict(line.split(": ", 1) for line in made.splitlines())["space_id"]
+        await stello_ok(env, "keys", "create", "--space", "team-b", *db)
+        await add_sessions(fresh, space_id, 3)
+
+        def script(answer: str) -> int:
+            child = pexpect.spawn(
+                sys.executable,
+                ["-m", "stello_cli", "spaces", "delete", "team-b", *db],
+                env=client_env(env),
+                encoding="utf-8",
+                timeout=60,
+            )
+            child.expect_exact(
+                f'Erase space "team-b" ({space_id}, owner default) with its 3 sessions and '
+                "2 keys, records and all? [y/N] "
+            )
+            child.sendline(answer)
+            child.expect(pexpect.EOF)
+            child.wait()
+            child.close()
+            return int(child.exitstatus or 0)
+
+        assert await asyncio.to_thread(script, "n") == 1
+        assert await space_names(fresh) == ["team-b"]
+        assert await asyncio.to_thread(script, "y") == 0
+        assert await space_names(fresh) == []
+
+    async def test_needs_yes_without_a_terminal(self, fresh: str, home: Path) -> None:
+        """With stdin not a terminal it refuses (exit 2) and erases nothing; --yes erases."""
+        env = private_env(home)
+        db = ("--database-url", fresh)
+        await stello_ok(env, "keys", "create", "--space", "team-b", *db)
+        done = await asyncio.to_thread(run_cli, env, "spaces", "delete", "team-b", *db, stdin="y\n")
+        assert done.returncode == 2, done.stderr
+        assert "refusing to erase without --yes" in done.stderr
+        assert await space_names(fresh) == ["team-b"]
+        out = await stello_ok(env, "spaces", "delete", "team-b", "--yes", *db)
+        assert out.startswith("deleted: ")
+        assert await space_names(fresh) == []
+
+    async def test_a_name_two_owners_use_needs_the_id(self, fresh: str, home: Path) -> None:
+        """Names are unique per owner: a name two owners use erases neither; the id does."""
+        env = private_env(home)
+        db = ("--database-url", fresh)
+        made = await stello_ok(env, "keys", "create", "--space", "shared", *db)
+        first = dict(line.split(": ", 1) for line in made.splitlines())["space_id"]
+        await stello_ok(env, "keys", "create", "--space", "shared", "--principal", "bob", *db)
+        done = await asyncio.to_thread(run_cli, env, "spaces", "delete", "shared", "-y", *db)
+        assert done.returncode == 1
+        assert "2 spaces are named 'shared'" in done.stderr and "give the id" in done.stderr
+        assert await space_names(fresh) == ["shared", "shared"]
+        assert await stello_ok(env, "spaces", "delete", first, "-y", *db) == f"deleted: {first}\n"
+        assert await space_names(fresh) == ["shared"]

@@ -10,7 +10,7 @@ import asyncpg
 import pytest
 
 from stello.migrate import Migration, load_migrations, pending
-from stello_cli.admin import OUTSIDE_NOTE
+from stello_cli.admin import OUTSIDE_NOTE, lock_notes
 from tests.cli.processes import private_env, run_cli
 from tests.support.database import create_test_database, drop_test_database
 
@@ -45,9 +45,7 @@ async def test_pending_lists_and_applies_nothing(behind: str, tmp_path: Path) ->
     expected: list[str] = []
     for migration in later:
         expected.append(f"{migration.version} {migration.title}")
-        if migration.indexed_tables:
-            tables = ", ".join(migration.indexed_tables)
-            expected.append(f"builds indexes on {tables}: writes to them wait meanwhile")
+        expected += lock_notes(migration)
         if not migration.transactional:
             expected.append(OUTSIDE_NOTE)
     assert [" ".join(line.split()) for line in lines[1:]] == expected
@@ -70,6 +68,47 @@ CREATE INDEX CONCURRENTLY online ON big (c);
 """
     migration = Migration("0099_example", sql)
     assert (migration.title, migration.indexed_tables) == ("A title.", ["Other", "old"])
+
+
+def test_the_tables_an_upgrade_locks() -> None:
+    """ALTER TABLE on an existing table, or an index of it dropped (not CONCURRENTLY) and
+    built again, locks it: reads wait too; --pending says so, and writes-only for the
+    tables it only builds indexes on."""
+    sql = """-- A title.
+CREATE TABLE fresh (id int);
+ALTER TABLE fresh ADD COLUMN b int;
+ALTER TABLE IF EXISTS ONLY old ADD COLUMN v tsvector GENERATED ALWAYS AS (x) STORED;
+CREATE INDEX old_v ON old (v);
+DROP INDEX rebuilt_a;
+CREATE INDEX rebuilt_a ON rebuilt (a);
+CREATE INDEX other_b ON other (b);
+DROP INDEX CONCURRENTLY gone;  -- ALTER TABLE commented
+"""
+    migration = Migration("0099_example", sql)
+    assert migration.locked_tables == ["old", "rebuilt"]
+    assert lock_notes(migration) == [
+        "reads and writes of old, rebuilt wait while it runs (it locks them, and may rewrite "
+        "them: as long as a large table's rewrite)",
+        "builds indexes on other: writes to them wait meanwhile",
+    ]
+
+
+def test_the_real_migrations_that_lock_reads() -> None:
+    """0006 (a column on sessions and records, then a recount in the same transaction) and
+    0019 (a stored generated column on records) make reads wait, not only writes."""
+    files = {m.version: m for m in load_migrations()}
+    assert files["0006_bounded_turns"].locked_tables == [
+        "compression_caches",
+        "records",
+        "session_slots",
+        "sessions",
+    ]
+    records, sessions = lock_notes(files["0019_search"])
+    assert records.startswith("reads and writes of records wait while it runs")
+    assert sessions == "builds indexes on sessions: writes to them wait meanwhile"
+    assert files["0020_followups"].locked_tables == ["sessions"]
+    index_only = files["0015_session_metadata"]
+    assert (index_only.locked_tables, index_only.indexed_tables) == ([], ["sessions"])
 
 
 def test_a_file_outside_a_transaction_says_so() -> None:

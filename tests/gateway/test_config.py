@@ -54,6 +54,32 @@ class TestGatewaySettings:
         with pytest.raises(ValidationError, match="unknown fault point"):
             GatewaySettings(fault="fork.nowhere:exit")
 
+    @pytest.mark.parametrize(
+        "address", ["nohostport", "host:", ":50061", "host:port", "a:1,b", "a:70000", " , "]
+    )
+    def test_an_address_without_host_port_is_refused(self, address: str) -> None:
+        """A storage or tree address must be host:port (each of a list): gRPC would take it
+        and fail at the first call."""
+        with pytest.raises(ValidationError, match="expected host:port"):
+            GatewaySettings(storage_address=address)
+        with pytest.raises(ValidationError, match="expected host:port"):
+            GatewaySettings(tree_address=address)
+
+    @pytest.mark.parametrize(
+        "address",
+        [
+            "storage:50061",
+            "a:1, b:2",
+            "[::1]:50061",
+            "dns:///stello-storage:50061",
+            "dns://8.8.8.8/stello-storage:50061",
+            "ipv4:10.0.0.1:50061,10.0.0.2:50061",
+            "unix:/run/stello/storage.sock",
+        ],
+    )
+    def test_host_port_and_grpc_targets_are_taken(self, address: str) -> None:
+        assert GatewaySettings(storage_address=address).storage_address == address
+
     def test_targets_round_robin(self) -> None:
         """A comma-separated address becomes a list of targets."""
         assert targets("a:1") == "a:1"

@@ -5,9 +5,11 @@ from __future__ import annotations
 import os
 import subprocess
 import sys
+from urllib.parse import urlsplit, urlunsplit
 
 import pytest
 
+from stello.db import database_address
 from stello.entry import settings_help
 from stello.tracing import TracingSettings
 
@@ -93,6 +95,22 @@ def test_a_bad_variable_is_one_line_naming_it(
     assert (done.returncode, done.stderr) == (1, f"{module}: {variable}: {problem}\n")
 
 
+def test_a_service_address_without_a_port_is_one_line_naming_it() -> None:
+    """The gateway refuses a storage address that is not host:port at start (gRPC took it,
+    and the first call failed), on one line naming the variable."""
+    env = {
+        **os.environ,
+        "STELLO_DATABASE_URL": "postgresql://nobody@127.0.0.1:1/none",
+        "STELLO_GATEWAY_STORAGE_ADDRESS": "nohostport",
+    }
+    done = run_module("agent_gateway", "--port", "0", env=env)
+    assert (done.returncode, done.stderr) == (
+        1,
+        "agent_gateway: STELLO_GATEWAY_STORAGE_ADDRESS: expected host:port (several: "
+        "comma-separated), got 'nohostport'\n",
+    )
+
+
 @pytest.mark.parametrize("module", ["storage_service", "tree_service", "agent_gateway"])
 def test_an_unreachable_database_is_one_line_naming_it(module: str) -> None:
     """A service whose database nobody answers at exits 1 with one line naming where it was
@@ -101,8 +119,62 @@ def test_an_unreachable_database_is_one_line_naming_it(module: str) -> None:
     done = run_module(module, "--port", "0", env=env)
     assert done.returncode == 1, done.stderr
     [line] = [x for x in done.stderr.splitlines() if " ERROR " in x]  # the log's format
-    assert f" {module}: cannot connect to the database at 127.0.0.1:1/none: " in line
+    assert (
+        f" {module}: cannot connect to the database at 127.0.0.1:1/none (STELLO_DATABASE_URL): "
+        in line
+    )
     assert "s3cret" not in done.stderr and "Traceback" not in done.stderr
+
+
+@pytest.mark.sql
+@pytest.mark.parametrize(
+    ("user", "database", "problem"),
+    [
+        pytest.param("nouser:s3cret", None, 'role "nouser" does not exist', id="no-role"),
+        pytest.param(None, "nodb_e7", 'database "nodb_e7" does not exist', id="no-database"),
+    ],
+)
+def test_a_database_that_refuses_is_one_line_naming_it(
+    admin_dsn: str, user: str | None, database: str | None, problem: str
+) -> None:
+    """A server that answers but refuses the connection (no such role or database): one
+    line naming the variable and where (never the password), exit 1, no traceback."""
+    parts = urlsplit(admin_dsn)
+    host = f"{parts.hostname or ''}{f':{parts.port}' if parts.port else ''}"
+    netloc = f"{user}@{host}" if user else parts.netloc  # the host may be in the query
+    path = f"/{database}" if database else parts.path
+    url = urlunsplit(parts._replace(netloc=netloc, path=path))
+    done = run_module(
+        "storage_service", "--port", "0", env={**os.environ, "STELLO_DATABASE_URL": url}
+    )
+    assert done.returncode == 1, done.stderr
+    [line] = [x for x in done.stderr.splitlines() if " ERROR " in x]
+    where = database_address(url)
+    assert line.endswith(
+        f" storage_service: cannot connect to the database at {where} (STELLO_DATABASE_URL): "
+        f"{problem}"
+    ), line
+    assert "s3cret" not in done.stderr and "Traceback" not in done.stderr
+
+
+@pytest.mark.parametrize("module", ["storage_service", "tree_service", "agent_gateway"])
+def test_an_unreadable_tls_file_is_one_line_before_the_database(module: str) -> None:
+    """A TLS file that cannot be read stops the service with one line naming its variable
+    and file, before the database is sought (none answers here), exit 1, no traceback."""
+    env = {
+        **os.environ,
+        "STELLO_DATABASE_URL": "postgresql://nobody@127.0.0.1:1/none",
+        "STELLO_TLS_CERT_FILE": "/nonexistent.pem",
+        "STELLO_TLS_KEY_FILE": "/nonexistent.key",
+    }
+    done = run_module(module, "--port", "0", env=env)
+    assert done.returncode == 1, done.stderr
+    [line] = [x for x in done.stderr.splitlines() if " ERROR " in x]
+    assert line.endswith(
+        f" {module}: cannot read the STELLO_TLS_CERT_FILE /nonexistent.pem: "
+        "No such file or directory"
+    ), line
+    assert "Traceback" not in done.stderr
 
 
 def test_help_names_the_variables_tracing_reads() -> None:
