@@ -103,9 +103,13 @@ def with_addresses(credentials: Credentials, addresses: Mapping[str, str]) -> Cr
     )
 
 
-def service_configs(ports: Ports) -> ServiceConfigs:
+UNBOUND = "127.0.0.1:1"
+"""A stand-in for an address not bound yet (a valid host:port, never called)."""
+
+
+def service_configs() -> ServiceConfigs:
     """Read STELLO_STORAGE_*, STELLO_TREE_*, STELLO_GATEWAY_* and the gateway's prompts,
-    profiles and skills files, as the servers on `ports` will use them.
+    profiles and skills files, as `stello up`'s servers will use them.
 
     Raises:
         pydantic.ValidationError: a variable's value is refused (the CLI names it).
@@ -116,9 +120,9 @@ def service_configs(ports: Ports) -> ServiceConfigs:
     from storage_service.config import StorageSettings
     from tree_service.config import TreeSettings
 
-    gateway = GatewaySettings(
-        storage_address=f"{ports.host}:{ports.storage}", tree_address=f"{ports.host}:{ports.tree}"
-    )
+    # The gateway's storage and tree addresses are those the servers bind (a port 0 becomes
+    # one): `gateway` below sets them at the start; these stand in until then.
+    gateway = GatewaySettings(storage_address=UNBOUND, tree_address=UNBOUND)
     return ServiceConfigs(StorageSettings(), TreeSettings(), gateway, GatewayFiles.read(gateway))
 
 
@@ -222,7 +226,7 @@ async def run_up(
         pydantic.ValidationError, ValueError: a refused setting or file
             (`service_configs`), before anything starts.
     """
-    configs = service_configs(ports)
+    configs = service_configs()
     if workers > 1:
         from stello_cli.up_workers import run_up_workers
 
@@ -307,7 +311,7 @@ async def start_servers(
     STELLO_GATEWAY_JOBS_KEY names one. `configs` are the services' settings and files
     (None: `service_configs` reads them now)."""
     started: dict[str, Started] = {}
-    configs = configs or service_configs(ports)
+    configs = configs or service_configs()
     for name, port, factory in _factories(ports, configs, local_calls, jobs_key):
         app = factory(settings, pool, keys, started)
         if worker and app.metrics_port is not None:
