@@ -28,7 +28,8 @@ if TYPE_CHECKING:  # the SDK (and grpc) load when a command connects, not to par
     from stello_client.aio import AsyncClient
 
 CANDIDATES_SHOWN = 4
-# A command answers soon: three tries (0.1 s, then 0.2 s apart) before an outage is reported.
+# A command answers soon: three tries (0.1 s, then 0.2 s apart) before an outage is reported
+# (not the SDK's unavailable_for_s, for programs that ride out a restart).
 RETRY_ATTEMPTS = 3
 _HEX = frozenset(string.hexdigits)
 
@@ -53,7 +54,7 @@ def connect(args: argparse.Namespace) -> AsyncClient:
             plaintext=tls is None,
             timeout=call_timeout(args),
             turn_timeout=call_timeout(args),
-            retry=Retry(attempts=RETRY_ATTEMPTS),
+            retry=Retry(attempts=RETRY_ATTEMPTS, unavailable_for_s=0),
         )
     except ConfigurationError as exc:
         raise ClientError(configuration_line(exc)) from None

@@ -54,6 +54,11 @@ class Retry:
             a turn whose gateway died holds its session for at most the gateway's
             `STELLO_GATEWAY_TURN_LEASE_TTL_S` (10 s by default), and the retry with
             the same request_id then takes it over. 0: `attempts` alone.
+        unavailable_for_s: how long after the first attempt an UNAVAILABLE that names
+            no reason (the gateway or its database out of reach: a restart, a failover)
+            is still tried, past `attempts`, at `max_backoff_s`: a gateway restarting
+            takes a few seconds, longer than `attempts`' pauses (3.6-7.1 s by default)
+            may cover. 0: `attempts` alone.
     """
 
     attempts: int = 8
@@ -61,6 +66,7 @@ class Retry:
     max_backoff_s: float = 2.0
     multiplier: float = 2.0
     busy_for_s: float = 12.0
+    unavailable_for_s: float = 15.0
 
     def pause(self, attempt: int) -> float:
         """The pause after failed attempt `attempt` (1-based), with jitter (half to all of it)."""
@@ -193,7 +199,7 @@ async def before_retry(error: RpcError, attempt: int, opts: CallOptions) -> None
     """Pause before attempt `attempt` + 1, or raise `error` when it may not be retried."""
     pause = opts.retry.pause(attempt)
     if (
-        (attempt >= opts.retry.attempts and not _still_busy(error, pause, opts))
+        (attempt >= opts.retry.attempts and not _still_waiting(error, pause, opts))
         or not retryable(error, keyed=opts.keyed)
         or not opts.deadline.allows(pause)
     ):
@@ -201,8 +207,16 @@ async def before_retry(error: RpcError, attempt: int, opts: CallOptions) -> None
     await asyncio.sleep(pause)
 
 
-def _still_busy(error: RpcError, pause: float, opts: CallOptions) -> bool:
-    """Whether a TURN_IN_PROGRESS past the attempts is still within `Retry.busy_for_s`."""
-    if error.reason != reasons.TURN_IN_PROGRESS or opts.retry.attempts <= 1:
+def _still_waiting(error: RpcError, pause: float, opts: CallOptions) -> bool:
+    """Whether a failure past the attempts is still within its time: a TURN_IN_PROGRESS
+    within `Retry.busy_for_s`, an UNAVAILABLE without a reason within
+    `Retry.unavailable_for_s`."""
+    if opts.retry.attempts <= 1:
         return False  # attempts=1 never retries
-    return time.monotonic() + pause - opts.deadline.began < opts.retry.busy_for_s
+    if error.reason == reasons.TURN_IN_PROGRESS:
+        within = opts.retry.busy_for_s
+    elif error.code == grpc.StatusCode.UNAVAILABLE and not error.reason:
+        within = opts.retry.unavailable_for_s
+    else:
+        return False
+    return time.monotonic() + pause - opts.deadline.began < within

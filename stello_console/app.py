@@ -40,7 +40,9 @@ DEFAULT_PORT = 50064
 # A read that meets a gateway just back (its channel reconnecting) is asked again for about
 # a second and a half before the page is shown an outage; writes with a request_id too. A
 # busy session is said at once (busy_for_s=0): the page shows it and the person sends again.
-RETRY = Retry(attempts=5, initial_backoff_s=0.1, max_backoff_s=1.0, busy_for_s=0)
+RETRY = Retry(
+    attempts=5, initial_backoff_s=0.1, max_backoff_s=1.0, busy_for_s=0, unavailable_for_s=0
+)
 
 
 @dataclass(frozen=True, slots=True)

@@ -27,7 +27,9 @@ from tests.gateway.conftest import (  # noqa: F401 (fixtures used by name)
     _summarizer,
 )
 
-QUICK_RETRY = Retry(attempts=8, initial_backoff_s=0.05, max_backoff_s=0.5, busy_for_s=0)
+QUICK_RETRY = Retry(
+    attempts=8, initial_backoff_s=0.05, max_backoff_s=0.5, busy_for_s=0, unavailable_for_s=0
+)
 
 
 def client_of(stack: Stack, **options: object) -> AsyncClient:

@@ -264,7 +264,7 @@ class TestLiveErrors:
         async with AsyncClient(stack.gateway.address, "stello_nope", stack.space.sid) as bad:
             with pytest.raises(Unauthenticated):
                 await bad.get_tree()
-        retry = Retry(attempts=2, initial_backoff_s=0.01)
+        retry = Retry(attempts=2, initial_backoff_s=0.01, unavailable_for_s=0)
         async with AsyncClient("127.0.0.1:1", "k", stack.space.sid, retry=retry) as nowhere:
             with pytest.raises(Unavailable) as caught:
                 await nowhere.get_tree()

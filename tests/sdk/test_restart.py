@@ -4,6 +4,7 @@ and a watch resumes from its cursor, missing and repeating nothing."""
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 from collections.abc import AsyncIterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -20,6 +21,7 @@ from stello.server import create_server, shutdown
 from stello.settings import StelloSettings
 from stello.storage.v1 import storage_pb2, storage_pb2_grpc
 from stello_client import AsyncClient, Retry
+from stello_client.exceptions import Unavailable
 from tests.gateway.conftest import Backends, FakeSummarizer, record
 from tests.sdk.conftest import QUICK_RETRY
 from tests.support.fixtures import RunningServer, TestSpace
@@ -200,3 +202,26 @@ async def test_a_stream_refused_before_its_first_event_is_retried(
         events = [event async for event in client.stream(root.id, "later")]
         assert events[-1].assistant.content == "echo: later"  # type: ignore[union-attr]
         assert (await client.get_session(root.id)).turn_count == 1
+
+
+async def test_a_gateway_down_for_seconds_is_waited_out(gateway: Gateway, space: TestSpace) -> None:
+    """A call that meets no gateway is tried past `attempts` for `unavailable_for_s`, so one
+    back within it answers (explore9 F11: the default attempts' 3.6-7.1 s of pauses gave
+    up during a gateway's restart of about 5 s); `unavailable_for_s=0` gives up with them."""
+    gateway.provider.hold = False
+    brief = Retry(attempts=2, initial_backoff_s=0.05, max_backoff_s=0.3, busy_for_s=0)
+    for within, answers in ((0.0, False), (10.0, True)):
+        await gateway.stop()
+        retry = dataclasses.replace(brief, unavailable_for_s=within)
+        async with AsyncClient(
+            gateway.address, space.key, space.sid, plaintext=True, retry=retry
+        ) as client:
+            call = asyncio.create_task(client.create_root(label="after the restart"))
+            await asyncio.sleep(2.0)  # longer than the attempts' pauses
+            await gateway.start()
+            if answers:
+                root = await asyncio.wait_for(call, 15)
+                assert root.label == "after the restart"
+            else:
+                with pytest.raises(Unavailable):
+                    await asyncio.wait_for(call, 15)
