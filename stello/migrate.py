@@ -20,6 +20,7 @@ On a Citus coordinator, distribute the schema afterwards with
 from __future__ import annotations
 
 import asyncio
+import functools
 import re
 from dataclasses import dataclass
 from importlib import resources
@@ -89,7 +90,8 @@ class Migration:
         """The existing tables it builds an index on (not CONCURRENTLY; a table it creates
         is empty): writes to them wait while it runs, as long as a large table's build."""
         code = self._code
-        return sorted(set(_INDEX_ON.findall(code)) - set(_CREATE_TABLE.findall(code)))
+        indexed = {table for _index, table in _INDEX_NAMED.findall(code)}
+        return sorted(indexed - set(_CREATE_TABLE.findall(code)))
 
     @property
     def locked_tables(self) -> list[str]:
@@ -105,11 +107,7 @@ class Migration:
         return sorted(tables - set(_CREATE_TABLE.findall(code)))
 
 
-_INDEX_ON = re.compile(
-    r"CREATE\s+(?:UNIQUE\s+)?INDEX\s+(?!CONCURRENTLY)(?:IF\s+NOT\s+EXISTS\s+)?\w+\s+ON\s+"
-    r"(?:ONLY\s+)?(\w+)",
-    re.IGNORECASE,
-)
+# An index built in the transaction (not CONCURRENTLY): its name and its table.
 _INDEX_NAMED = re.compile(
     r"CREATE\s+(?:UNIQUE\s+)?INDEX\s+(?!CONCURRENTLY)(?:IF\s+NOT\s+EXISTS\s+)?(\w+)\s+ON\s+"
     r"(?:ONLY\s+)?(\w+)",
@@ -204,14 +202,27 @@ def _has_code(text: str) -> bool:
     return any(line.strip() and not line.lstrip().startswith("--") for line in text.splitlines())
 
 
+@functools.cache
+def packaged_versions() -> tuple[str, ...]:
+    """The versions (file stems) of the packaged migrations, in file-name order: listed once
+    per process, as health asks which are pending at every interval."""
+    folder = resources.files("stello.migrations")
+    return tuple(
+        sorted(
+            item.name.removesuffix(".sql")
+            for item in folder.iterdir()
+            if item.name.endswith(".sql")
+        )
+    )
+
+
 def load_migrations() -> list[Migration]:
     """Every packaged migration, in file-name order."""
     folder = resources.files("stello.migrations")
-    files = sorted(
-        (item for item in folder.iterdir() if item.name.endswith(".sql")),
-        key=lambda item: item.name,
-    )
-    return [Migration(item.name.removesuffix(".sql"), item.read_text("utf-8")) for item in files]
+    return [
+        Migration(version, (folder / f"{version}.sql").read_text("utf-8"))
+        for version in packaged_versions()
+    ]
 
 
 async def migrate(con: asyncpg.Connection, *, until: str | None = None) -> list[str]:
@@ -312,17 +323,22 @@ async def _connect_like(con: asyncpg.Connection) -> asyncpg.Connection:
 
 async def pending(con: asyncpg.Connection) -> list[str]:
     """The versions of the packaged migrations `con`'s database has not applied, in order
-    (every one on a database never migrated)."""
-    return [m.version for m in await pending_migrations(con)]
+    (every one on a database never migrated); no migration's text is read."""
+    applied = await _applied(con)
+    return [version for version in packaged_versions() if version not in applied]
 
 
 async def pending_migrations(con: asyncpg.Connection) -> list[Migration]:
     """The packaged migrations `con`'s database has not applied, in order."""
-    applied: set[str] = set()
-    if await con.fetchval("SELECT to_regclass('schema_migrations') IS NOT NULL"):
-        rows = await con.fetch("SELECT version FROM schema_migrations")
-        applied = {row["version"] for row in rows}
+    applied = await _applied(con)
     return [m for m in load_migrations() if m.version not in applied]
+
+
+async def _applied(con: asyncpg.Connection) -> set[str]:
+    """The versions `con`'s database records as applied (none before its first migration)."""
+    if not await con.fetchval("SELECT to_regclass('schema_migrations') IS NOT NULL"):
+        return set()
+    return {row["version"] for row in await con.fetch("SELECT version FROM schema_migrations")}
 
 
 async def pending_dsn(dsn: str) -> list[Migration]:
