@@ -335,11 +335,9 @@ async def _retried(pool: asyncpg.Pool, attempt: Callable[[], Awaitable[T]]) -> T
             desynchronised += 1
             if desynchronised > pool.get_max_size():
                 raise unavailable(exc) from exc
-        except CONNECTION_ERRORS as exc:
-            log.warning("database unavailable: %s: %s", exc.__class__.__name__, exc)
-            raise unavailable(exc) from exc
-        except REFUSED as exc:
-            log.warning("%s: %s: %s", refusal(exc), exc.__class__.__name__, exc)
+        except (*CONNECTION_ERRORS, *REFUSED) as exc:
+            said = refusal(exc) or "database unavailable"
+            log.warning("%s: %s: %s", said, exc.__class__.__name__, exc)
             raise unavailable(exc) from exc
         except UNDEFINED as exc:
             lacks = await unmigrated(pool, exc)
