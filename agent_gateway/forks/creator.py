@@ -27,18 +27,16 @@ from agent_gateway.forks.compose import (
     effective_context,
     opening_prompt,
 )
-from agent_gateway.forks.profiles import ProfileRegistry
+from agent_gateway.forks.profiles import ProfileRegistry, each_variable
 from agent_gateway.forks.saga import ProvisioningSaga, SessionPlan
 from agent_gateway.llm import Prompts
 from stello.common.v1 import common_pb2
 from stello.errors import (
-    MAX_VIOLATIONS,
     DeadlineExceeded,
     FailedPrecondition,
     InvalidArgument,
     OutOfRange,
     Violations,
-    cut,
 )
 from stello.reasons import PROVIDER_NOT_CONFIGURED
 from stello.settings import MIB
@@ -385,12 +383,11 @@ class SessionCreator:
         if name is None:
             if values:
                 raise InvalidArgument.fields(
-                    (
-                        f"profile_vars[{cut(key, 64)!r}]",
+                    each_variable(
+                        values,
                         "is given without a profile (profile_vars fill the {name} variables "
                         "of a profile's template): name the profile, or leave it out",
                     )
-                    for key in sorted(values)[:MAX_VIOLATIONS]
                 )
             return None
         return self._profiles.require(name).resolve(values)

@@ -44,6 +44,14 @@ from stello.errors import MAX_VIOLATIONS, FailedPrecondition, InvalidArgument, c
 from stello.reasons import PROFILE_NOT_FOUND
 
 
+def each_variable(names: Iterable[str], description: str) -> list[tuple[str, str]]:
+    """One problem per `profile_vars` key of `names` (sorted, at most MAX_VIOLATIONS), each
+    named `profile_vars['NAME']` (cut to 64 bytes), for `InvalidArgument.fields`."""
+    return [
+        (f"profile_vars[{cut(name, 64)!r}]", description) for name in sorted(names)[:MAX_VIOLATIONS]
+    ]
+
+
 @dataclass(frozen=True, slots=True)
 class Profile:
     """One configured profile; `system_prompt` is its template."""
@@ -81,15 +89,11 @@ class Profile:
                 )
             )
         known = ", ".join(self.variables) or "none"
-        unknown = sorted(name for name in values if name not in self.variables)
-        problems += [
-            (
-                f"profile_vars[{cut(name, 64)!r}]",
-                f"profile {self.name!r} has no template variable of this name "
-                f"(its variables: {known})",
-            )
-            for name in unknown[:MAX_VIOLATIONS]
-        ]
+        unknown = [name for name in values if name not in self.variables]
+        problems += each_variable(
+            unknown,
+            f"profile {self.name!r} has no template variable of this name (its variables: {known})",
+        )
         if problems:
             raise InvalidArgument.fields(problems)
         rendered = (
