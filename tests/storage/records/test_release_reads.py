@@ -132,10 +132,8 @@ async def fork(
     return child
 
 
-async def family(con: asyncpg.Connection, space: uuid.UUID) -> tuple[uuid.UUID, uuid.UUID]:
-    """A source root with SOURCE_RECORDS records and READERS forks of it and of its forks,
-    all under another root (so DeleteSubtree of the source leaves them); the source and
-    the tip of the chain."""
+async def source_and_home(con: asyncpg.Connection, space: uuid.UUID) -> tuple[uuid.UUID, uuid.UUID]:
+    """Two new roots: a family's source, and the home its forks go under."""
     source, home = uuid.uuid4(), uuid.uuid4()
     for root in (source, home):
         await con.execute(
@@ -144,6 +142,14 @@ async def family(con: asyncpg.Connection, space: uuid.UUID) -> tuple[uuid.UUID, 
             space,
             root,
         )
+    return source, home
+
+
+async def family(con: asyncpg.Connection, space: uuid.UUID) -> tuple[uuid.UUID, uuid.UUID]:
+    """A source root with SOURCE_RECORDS records and READERS forks of it and of its forks,
+    all under another root (so DeleteSubtree of the source leaves them); the source and
+    the tip of the chain."""
+    source, home = await source_and_home(con, space)
     for _ in range(SOURCE_RECORDS):
         await append_one(con, space, source)
     forks = [await fork(con, space, home, source) for _ in range(FORKS)]
@@ -166,14 +172,7 @@ async def heir_family(
 ) -> tuple[uuid.UUID, uuid.UUID, uuid.UUID, uuid.UUID]:
     """The source, the heir, the longer and the shorter reader of an heir's family (the
     forks under another root); the heir's view is trimmed later (`heir_released`)."""
-    source, home = uuid.uuid4(), uuid.uuid4()
-    for root in (source, home):
-        await con.execute(
-            "INSERT INTO sessions (space_id, id, root_id, sibling_index, label)"
-            " VALUES ($1, $2, $2, 0, 'root')",
-            space,
-            root,
-        )
+    source, home = await source_and_home(con, space)
     forks = []
     for upto in (SHORT_READ, HEIR_READ, SOURCE_RECORDS):
         while await con.fetchval(CHAIN_LAST_SEQ, space, source) < upto:
