@@ -25,7 +25,7 @@ from typing import Literal
 import asyncpg
 
 from stello.db import across_spaces, in_statement, in_transaction
-from stello.errors import NotFound
+from stello.errors import space_not_found
 
 Scope = Literal["tenant", "admin"]
 KEY_PREFIX = "stello_"
@@ -66,7 +66,7 @@ class Principal:
         must not leak across tenants. Every call's chain and every WatchSpace stream's
         recheck use this one rule."""
         if not self.may_access(space_id):
-            raise NotFound(f"space {shown if shown is not None else space_id} not found")
+            raise space_not_found(shown if shown is not None else space_id)
 
 
 @dataclass(frozen=True, slots=True)
@@ -219,7 +219,7 @@ class KeyStore:
         key). A space found is remembered for the TTL (a deleted one is found that long)."""
         principal.check_space(space_id, shown)
         if principal.is_admin and not await self._space_exists(space_id):
-            raise NotFound(f"space {shown if shown is not None else space_id} not found")
+            raise space_not_found(shown if shown is not None else space_id)
 
     async def _space_exists(self, space_id: uuid.UUID) -> bool:
         now = self._clock()

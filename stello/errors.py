@@ -37,6 +37,8 @@ from google.protobuf import any_pb2
 from google.rpc import error_details_pb2, status_pb2
 from grpc_status import rpc_status
 
+from stello import reasons
+
 DOMAIN = "stello.dev"
 
 
@@ -104,6 +106,26 @@ class NotFound(StelloError):
     """Raised when a session, space or key does not exist for the caller."""
 
     code = grpc.StatusCode.NOT_FOUND
+
+
+def session_not_found(session_id: object, what: str = "session") -> NotFound:
+    """The one NOT_FOUND of a session the caller cannot see (reason SESSION_NOT_FOUND,
+    metadata `session_id`); `what` names its role in the request ("parent session")."""
+    return NotFound(
+        f"{what} {session_id} not found",
+        reason=reasons.SESSION_NOT_FOUND,
+        metadata={"session_id": str(session_id)},
+    )
+
+
+def space_not_found(shown: object) -> NotFound:
+    """The one NOT_FOUND of a space the key does not reach (reason SPACE_NOT_FOUND):
+    another tenant's space looks exactly like one never made."""
+    return NotFound(
+        f"space {shown} not found",
+        reason=reasons.SPACE_NOT_FOUND,
+        metadata={"space_id": str(shown)},
+    )
 
 
 class OutOfRange(FieldError):

@@ -54,6 +54,14 @@ LLM_REQUEST_REJECTED = "LLM_REQUEST_REJECTED"
 """The LLM provider refused the request."""
 
 # NOT_FOUND
+SESSION_NOT_FOUND = "SESSION_NOT_FOUND"
+"""No session of that id the caller can see (never made, deleted, still provisional, or
+another space's): ErrorInfo metadata `session_id` names it."""
+SPACE_NOT_FOUND = "SPACE_NOT_FOUND"
+"""No space of that id the key reaches (never made, deleted, or another tenant's):
+ErrorInfo metadata `space_id` names it as the request wrote it."""
+SHARED_MEMORY_ENTRY_NOT_FOUND = "SHARED_MEMORY_ENTRY_NOT_FOUND"
+"""The space holds no shared memory entry of that slug: ErrorInfo metadata `slug` names it."""
 REQUEST_ERASED = "REQUEST_ERASED"
 """The request_id answered earlier for a session deleted since (its reply was erased with it):
 nothing was done; send the request with a new request_id to do it again."""

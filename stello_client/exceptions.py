@@ -7,7 +7,7 @@ The tree::
     └── RpcError                      a call failed: code, reason, details, request_id
         ├── InvalidArgument           .field (first violation), .violations
         ├── NotFound
-        │   └── RequestErased
+        │   └── RequestErased, SessionNotFound, SpaceNotFound, SharedMemoryEntryNotFound
         ├── AlreadyExists
         │   └── RequestIdReused
         ├── FailedPrecondition
@@ -39,13 +39,14 @@ this SDK does not know yet (a newer gateway) raises its status's class with
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
 import grpc
 
 from stello import reasons
 from stello.errors import (
+    error_info_metadata,
     error_info_reason,
     field_violations,
     metadata_too_large,
@@ -84,6 +85,8 @@ class RpcError(StelloClientError):
         code: the gRPC status code.
         details: the gateway's message, for people.
         reason: the google.rpc.ErrorInfo reason (`stello.reasons`), or None.
+        info: the ErrorInfo's metadata: what the reason is about (a SessionNotFound's
+            ``session_id``), or {}.
         request_id: the id the call carried (``x-request-id``, and the request's
             own `request_id` for a write): the gateway's log lines name it.
         method: the RPC's name (``Send``).
@@ -100,6 +103,7 @@ class RpcError(StelloClientError):
         *,
         code: grpc.StatusCode | None = None,
         reason: str | None = None,
+        info: Mapping[str, str] | None = None,
         request_id: str = "",
         method: str = "",
         violations: Sequence[FieldViolation] = (),
@@ -108,6 +112,7 @@ class RpcError(StelloClientError):
         self.code = code or type(self).code
         self.details = details
         self.reason = reason
+        self.info = dict(info or {})
         self.request_id = request_id
         self.method = method
         self.violations = tuple(violations)
@@ -139,6 +144,21 @@ class NotFound(RpcError):
 class RequestErased(NotFound):
     """Raised when a request_id answered earlier for a session deleted since: nothing was
     done; a new request_id does the request again."""
+
+
+class SessionNotFound(NotFound):
+    """Raised when no session of that id is visible to the key (never made, deleted, still
+    provisional, or another space's); `info["session_id"]` names it."""
+
+
+class SpaceNotFound(NotFound):
+    """Raised when the key reaches no space of that id (never made, deleted, or another
+    tenant's); `info["space_id"]` names it."""
+
+
+class SharedMemoryEntryNotFound(NotFound):
+    """Raised when the space holds no shared memory entry of that slug; `info["slug"]` names
+    it."""
 
 
 class AlreadyExists(RpcError):
@@ -353,6 +373,9 @@ BY_CODE: dict[grpc.StatusCode, type[RpcError]] = {
 BY_REASON: dict[str, type[RpcError]] = {
     reasons.REQUEST_ID_REUSED: RequestIdReused,
     reasons.REQUEST_ERASED: RequestErased,
+    reasons.SESSION_NOT_FOUND: SessionNotFound,
+    reasons.SPACE_NOT_FOUND: SpaceNotFound,
+    reasons.SHARED_MEMORY_ENTRY_NOT_FOUND: SharedMemoryEntryNotFound,
     reasons.SESSION_ARCHIVED: SessionArchived,
     reasons.TREE_TOO_LARGE: TreeTooLarge,
     reasons.PROFILE_NOT_FOUND: ProfileNotFound,
@@ -401,6 +424,7 @@ def from_rpc_error(
         _transport_text(error),
         code=code,
         reason=reason,
+        info=error_info_metadata(error),
         request_id=request_id,
         method=method,
         violations=violations,

@@ -11,7 +11,7 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any, Literal
 
-from stello.errors import NotFound
+from stello.errors import session_not_found as session_not_found  # the one NOT_FOUND of a session
 
 Role = Literal["system", "user", "assistant", "tool"]
 Status = Literal["active", "archived"]
@@ -199,11 +199,6 @@ class Upserted:
 
     entry: SharedMemoryEntry
     created: bool
-
-
-def session_not_found(session_id: uuid.UUID) -> NotFound:
-    """The one NOT_FOUND every RPC answers for a session the caller cannot see."""
-    return NotFound(f"session {session_id} not found")
 
 
 @dataclass(frozen=True, slots=True)

@@ -22,7 +22,7 @@ import asyncpg
 
 from stello import idempotency
 from stello.db import across_spaces, fetch, in_transaction, within_space
-from stello.errors import NotFound
+from stello.errors import NotFound, session_not_found
 from stello.events import Event, EventKind, Outbox
 from tree_service import sql
 from tree_service.listing import LISTING_PLANS, PAIR_MATCHES, list_statement
@@ -498,9 +498,9 @@ class TreeTx(idempotency.KeyStatements):
             raise NotFound("the parent or source session was just deleted") from exc
         assert row is not None
         if not row["parent_found"]:
-            raise NotFound(f"parent session {spec.parent_id} not found")
+            raise session_not_found(spec.parent_id, "parent session")
         if not row["source_found"]:
-            raise NotFound(f"source session {spec.source_id} not found")
+            raise session_not_found(spec.source_id, "source session")
         if spec.metadata:
             await self._con.execute(
                 sql.INSERT_METADATA,

@@ -32,7 +32,7 @@ from typing import Literal
 import asyncpg
 
 from stello.db import across_spaces, in_transaction
-from stello.errors import FailedPrecondition, NotFound
+from stello.errors import FailedPrecondition, session_not_found
 from stello.events import Event, Outbox
 from stello.periodic import Periodic
 from stello.reasons import NO_RETENTION_POLICY
@@ -139,7 +139,7 @@ class RetentionService:
             return found
 
         if not await in_transaction(self._pool, work):
-            raise NotFound(f"session {session_id} not found")
+            raise session_not_found(session_id)
         return pinned
 
     async def dry_run(self, space_id: uuid.UUID, after: Cursor | None) -> Applied:

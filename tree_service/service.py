@@ -22,6 +22,7 @@ from stello.errors import (
     NotFound,
     ResourceExhausted,
     Violations,
+    session_not_found,
 )
 from stello.idempotency import Answered, answer_of
 from stello.prefixes import prefix_range
@@ -80,10 +81,6 @@ MAX_DRY_RUN = 100_000
 # room for the count.
 DELETED_ID_BYTES = 38
 DELETE_REPLY_OVERHEAD = 16
-
-
-def _not_found(session_id: uuid.UUID) -> NotFound:
-    return NotFound(f"session {session_id} not found")
 
 
 @dataclass(frozen=True, slots=True)
@@ -174,7 +171,7 @@ class TreeService:
         if new.parent_id is not None and not new.provisional:
             # A visible child takes its index now, under the parent's row lock.
             if not await tx.lock_parent(new.space_id, new.parent_id):
-                raise NotFound(f"parent session {new.parent_id} not found")
+                raise session_not_found(new.parent_id, "parent session")
         if spec.copy_source_metadata and new.source_session_id is not None:
             copied = await tx.metadata(new.space_id, new.source_session_id)
             pairs = metadata.merged(copied, spec.metadata, ())
@@ -208,7 +205,7 @@ class TreeService:
         async def work(tx: TreeTx) -> tuple[Node, dict[str, str]]:
             locked = await tx.lock_for_commit(space_id, session_id)
             if locked is None:
-                raise _not_found(session_id)
+                raise session_not_found(session_id)
             provisional, metadata = locked
             if provisional:
                 return await tx.commit_session(space_id, session_id), metadata
@@ -224,7 +221,7 @@ class TreeService:
         """A visible session's node."""
         node = await self._repo.node(space_id, session_id)
         if node is None:
-            raise _not_found(session_id)
+            raise session_not_found(session_id)
         return node
 
     async def get_node_with_config(
@@ -234,7 +231,7 @@ class TreeService:
         metadata."""
         found = await self._repo.node_with_config(space_id, session_id)
         if found is None:
-            raise _not_found(session_id)
+            raise session_not_found(session_id)
         node, stored, pairs = found
         return node, None if stored is None else config_from_json(stored), pairs
 
@@ -259,7 +256,7 @@ class TreeService:
         async def work(tx: TreeTx) -> list[Node]:
             visible, _ = await tx.visible_parent(space_id, session_id)
             if not visible:
-                raise _not_found(session_id)
+                raise session_not_found(session_id)
             return await tx.children(space_id, session_id)
 
         return await self._repo.transaction(work)
@@ -270,7 +267,7 @@ class TreeService:
         async def work(tx: TreeTx) -> list[Node]:
             visible, parent_id = await tx.visible_parent(space_id, session_id)
             if not visible:
-                raise _not_found(session_id)
+                raise session_not_found(session_id)
             if parent_id is None:
                 return []
             return await tx.children(space_id, parent_id, without=session_id)
@@ -281,7 +278,7 @@ class TreeService:
         """The ancestors nearest first; [] for a root."""
         chain = await self._repo.ancestry(space_id, session_id)
         if not chain:
-            raise _not_found(session_id)
+            raise session_not_found(session_id)
         return chain[1:]
 
     async def list_ancestors(
@@ -296,7 +293,7 @@ class TreeService:
         if chain is None:
             if start != session_id and await self._repo.visible(space_id, session_id):
                 raise bad_ancestor_token()
-            raise _not_found(session_id)
+            raise session_not_found(session_id)
         page = chain[1:]
         more = bool(page) and page[-1].parent_id is not None
         if not more:
@@ -332,7 +329,7 @@ class TreeService:
                 reason=TREE_TOO_LARGE,
             )
         if query.root_id is not None and not rows.tops:
-            raise _not_found(query.root_id)
+            raise session_not_found(query.root_id)
         return preorder(rows)
 
     async def resolve_prefix(self, space_id: uuid.UUID, digits: str, limit: int) -> list[Summary]:
@@ -355,7 +352,7 @@ class TreeService:
             ends = await tx.ref_ends(space_id, (from_id, to_id))
             for session_id in (from_id, to_id):
                 if session_id not in ends:
-                    raise _not_found(session_id)
+                    raise session_not_found(session_id)
             (from_root, from_depth), (to_root, to_depth) = ends[from_id], ends[to_id]
             if from_root == to_root and to_depth != from_depth:
                 if to_depth < from_depth and await tx.is_ancestor(space_id, from_id, to_id):
@@ -371,7 +368,7 @@ class TreeService:
                         metadata={"subject": f"session/{to_id}"},
                     )
             if not await tx.lock_ref_source(space_id, from_id):
-                raise _not_found(from_id)
+                raise session_not_found(from_id)
             if await tx.insert_ref(space_id, from_id, to_id):
                 await tx.touch(space_id, from_id)
             return await _visible_node(tx, space_id, from_id)
@@ -385,7 +382,7 @@ class TreeService:
             ends = await tx.ref_ends(space_id, (from_id, to_id))
             for session_id in (from_id, to_id):
                 if session_id not in ends:
-                    raise _not_found(session_id)
+                    raise session_not_found(session_id)
             if await tx.delete_ref(space_id, from_id, to_id):
                 await tx.touch(space_id, from_id)
             return await _visible_node(tx, space_id, from_id)
@@ -407,7 +404,7 @@ class TreeService:
         async def work(tx: TreeTx) -> Node:
             status = await tx.lock_status(space_id, session_id)
             if status is None:
-                raise _not_found(session_id)
+                raise session_not_found(session_id)
             if status == "archived":
                 raise FailedPrecondition(
                     f"session {session_id} is archived; unarchive it to rename it",
@@ -424,7 +421,7 @@ class TreeService:
 
         async def work(tx: TreeTx) -> dict[str, str]:
             if not await tx.lock_metadata(change.space_id, change.session_id):
-                raise _not_found(change.session_id)
+                raise session_not_found(change.session_id)
             current = await tx.metadata(change.space_id, change.session_id)
             result = metadata.merged(current, change.set, change.remove)
             if result == current:
@@ -443,7 +440,7 @@ class TreeService:
         """The stored config, or None when none was ever written."""
         visible, stored = await self._repo.config(space_id, session_id)
         if not visible:
-            raise _not_found(session_id)
+            raise session_not_found(session_id)
         return None if stored is None else config_from_json(stored)
 
     async def put_config(
@@ -454,7 +451,7 @@ class TreeService:
         async def work(tx: TreeTx) -> SessionConfig:
             stored = await tx.put_config(space_id, session_id, config_to_json(config))
             if stored is None:
-                raise _not_found(session_id)
+                raise session_not_found(session_id)
             return config_from_json(stored)
 
         return await self._repo.transaction(work)
@@ -490,7 +487,7 @@ class TreeService:
         async def work(tx: TreeTx) -> list[uuid.UUID]:
             locked = await tx.lock_subtree(space_id, session_id)
             if not locked:
-                raise _not_found(session_id)
+                raise session_not_found(session_id)
             fits.check(len(locked))
             hidden = await tx.hide_subtree(space_id, session_id, locked)
             fits.check(len(hidden))
@@ -565,7 +562,7 @@ class TreeService:
 async def _visible_node(tx: TreeTx, space_id: uuid.UUID, session_id: uuid.UUID) -> Node:
     node = await tx.node(space_id, session_id)
     if node is None:
-        raise _not_found(session_id)
+        raise session_not_found(session_id)
     return node
 
 

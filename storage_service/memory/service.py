@@ -14,7 +14,7 @@ import uuid
 from datetime import datetime
 
 from stello.errors import InvalidArgument, NotFound, ResourceExhausted
-from stello.reasons import SHARED_MEMORY_FULL
+from stello.reasons import SHARED_MEMORY_ENTRY_NOT_FOUND, SHARED_MEMORY_FULL
 from storage_service import page_tokens
 from storage_service.keys.idempotent import Idempotent
 from storage_service.models import Idempotency, SharedMemoryEntry, SharedMemoryPage, Upserted
@@ -93,7 +93,11 @@ def _parse_page_token(token: str, space_id: uuid.UUID) -> tuple[datetime, str]:
 
 def entry_not_found(slug: str) -> NotFound:
     """The NOT_FOUND of a slug the space holds no entry for."""
-    return NotFound(f"shared memory entry {slug!r} not found")
+    return NotFound(
+        f"shared memory entry {slug!r} not found",
+        reason=SHARED_MEMORY_ENTRY_NOT_FOUND,
+        metadata={"slug": slug},
+    )
 
 
 class SharedMemoryService:

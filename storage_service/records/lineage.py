@@ -24,7 +24,7 @@ from dataclasses import dataclass
 
 import asyncpg
 
-from stello.errors import FailedPrecondition, NotFound
+from stello.errors import FailedPrecondition, session_not_found
 from stello.reasons import SESSION_NOT_EMPTY
 
 SEGMENT_CAP = 16
@@ -203,7 +203,7 @@ class LineageRepository:
         lock = LOCK_SOURCE_TO_COMPACT if wide else LOCK_SOURCE
         source = await self._con.fetchrow(lock, space_id, source_id)
         if source is None:
-            raise NotFound(f"source session {source_id} not found")
+            raise session_not_found(source_id, "source session")
         await self._con.fetch(LOCK_HOLDERS_REST, space_id, source_id, below)
         if wide:
             # The source's list to one segment under the cap (same view, rows copied
@@ -257,7 +257,7 @@ class LineageRepository:
     async def _refuse(self, space_id: uuid.UUID, session_id: uuid.UUID) -> None:
         row = await self._con.fetchrow(SESSION_STATE, space_id, session_id)
         if row is None:
-            raise NotFound(f"session {session_id} not found")
+            raise session_not_found(session_id)
         raise FailedPrecondition(
             f"session {session_id} already has records or inherited ones "
             f"(last seq {row['last_seq']}); only a new session can inherit",

@@ -44,6 +44,9 @@ from stello_client.exceptions import (
     ResourceExhausted,
     RpcError,
     SessionArchived,
+    SessionNotFound,
+    SharedMemoryEntryNotFound,
+    SpaceNotFound,
     TreeTooLarge,
     TurnInProgress,
     Unauthenticated,
@@ -185,6 +188,31 @@ class TestLiveErrors:
             await client.send(root.id, "hi", request_id="archived-turn")
         assert caught.value.reason == reasons.SESSION_ARCHIVED
         assert caught.value.request_id == "archived-turn"
+
+    async def test_not_found_names_what_is_missing(self, client: AsyncClient) -> None:
+        """A NOT_FOUND says by its reason what is missing and names it in `info`: the
+        session, a fork's parent, a shared memory slug (explore6 F10: it had no reason)."""
+        missing = str(uuid.uuid4())
+        with pytest.raises(SessionNotFound) as caught:
+            await client.get_session(missing)
+        assert caught.value.info == {"session_id": missing}
+        with pytest.raises(SessionNotFound) as caught:
+            await client.fork(missing, "x")
+        assert caught.value.info == {"session_id": missing}
+        assert caught.value.reason == reasons.SESSION_NOT_FOUND
+        with pytest.raises(SharedMemoryEntryNotFound) as caught:
+            await client.get_shared_memory_entry("no-such-slug")
+        assert caught.value.info == {"slug": "no-such-slug"}
+
+    async def test_a_space_that_does_not_exist_is_space_not_found(
+        self, stack: Stack, admin_key: str, backends: Backends
+    ) -> None:
+        """An admin key naming a space id that does not exist is SpaceNotFound, naming it."""
+        missing = str(uuid.uuid4())
+        async with AsyncClient(stack.gateway.address, admin_key, missing) as client:
+            with pytest.raises(SpaceNotFound) as caught:
+                await client.get_tree()
+        assert caught.value.info == {"space_id": missing}
 
     async def test_turn_in_progress_after_the_retries(
         self, client: AsyncClient, stack: Stack

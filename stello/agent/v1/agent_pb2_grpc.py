@@ -43,7 +43,11 @@ class AgentGatewayStub:
     INVALID_ARGUMENT too.
     - A session that does not exist in the caller's space, or that is still
     provisional (being created by a CreateRoot/Fork saga), is NOT_FOUND —
-    never PERMISSION_DENIED, so existence does not leak across spaces.
+    never PERMISSION_DENIED, so existence does not leak across spaces. Its
+    ErrorInfo says which: reason SESSION_NOT_FOUND with metadata
+    `session_id` (the session, parent or source the request named), or
+    SPACE_NOT_FOUND with `space_id` (a space the key does not reach), or
+    SHARED_MEMORY_ENTRY_NOT_FOUND with `slug`, or REQUEST_ERASED (below).
     - Error details travel in the standard `grpc-status-details-bin` trailer:
     google.rpc.BadRequest, google.rpc.PreconditionFailure, and
     google.rpc.ErrorInfo with a stable `reason` (TURN_IN_PROGRESS,
@@ -279,7 +283,11 @@ class AgentGatewayServicer:
     INVALID_ARGUMENT too.
     - A session that does not exist in the caller's space, or that is still
     provisional (being created by a CreateRoot/Fork saga), is NOT_FOUND —
-    never PERMISSION_DENIED, so existence does not leak across spaces.
+    never PERMISSION_DENIED, so existence does not leak across spaces. Its
+    ErrorInfo says which: reason SESSION_NOT_FOUND with metadata
+    `session_id` (the session, parent or source the request named), or
+    SPACE_NOT_FOUND with `space_id` (a space the key does not reach), or
+    SHARED_MEMORY_ENTRY_NOT_FOUND with `slug`, or REQUEST_ERASED (below).
     - Error details travel in the standard `grpc-status-details-bin` trailer:
     google.rpc.BadRequest, google.rpc.PreconditionFailure, and
     google.rpc.ErrorInfo with a stable `reason` (TURN_IN_PROGRESS,
@@ -1554,7 +1562,11 @@ class AgentGateway:
     INVALID_ARGUMENT too.
     - A session that does not exist in the caller's space, or that is still
     provisional (being created by a CreateRoot/Fork saga), is NOT_FOUND —
-    never PERMISSION_DENIED, so existence does not leak across spaces.
+    never PERMISSION_DENIED, so existence does not leak across spaces. Its
+    ErrorInfo says which: reason SESSION_NOT_FOUND with metadata
+    `session_id` (the session, parent or source the request named), or
+    SPACE_NOT_FOUND with `space_id` (a space the key does not reach), or
+    SHARED_MEMORY_ENTRY_NOT_FOUND with `slug`, or REQUEST_ERASED (below).
     - Error details travel in the standard `grpc-status-details-bin` trailer:
     google.rpc.BadRequest, google.rpc.PreconditionFailure, and
     google.rpc.ErrorInfo with a stable `reason` (TURN_IN_PROGRESS,
