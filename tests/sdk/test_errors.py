@@ -200,9 +200,9 @@ class TestLiveErrors:
             await client.fork(missing, "x")
         assert caught.value.info == {"session_id": missing}
         assert caught.value.reason == reasons.SESSION_NOT_FOUND
-        with pytest.raises(SharedMemoryEntryNotFound) as caught:
+        with pytest.raises(SharedMemoryEntryNotFound) as no_entry:
             await client.get_shared_memory_entry("no-such-slug")
-        assert caught.value.info == {"slug": "no-such-slug"}
+        assert no_entry.value.info == {"slug": "no-such-slug"}
 
     async def test_a_space_that_does_not_exist_is_space_not_found(
         self, stack: Stack, admin_key: str, backends: Backends
