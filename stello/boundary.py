@@ -62,13 +62,11 @@ def tolerant(deserialize: Callable[[bytes], Any] | None) -> Callable[[bytes], An
 def check_request(request: Any) -> None:
     """Refuse a request that did not parse or holds what cannot be stored (InvalidArgument)."""
     if isinstance(request, Unparsed):
-        violation = request.violation
-        raise InvalidArgument(f"{violation.field}: {violation.description}", [violation])
+        raise InvalidArgument.of([request.violation])
     if hasattr(request, "ListFields"):
         found = request_violations(request)
         if found:
-            summary = "; ".join(f"{v.field}: {v.description}" for v in found)
-            raise InvalidArgument(f"invalid request: {summary}", found)
+            raise InvalidArgument.of(found)
 
 
 def client_error(exc: Exception, method: str) -> StelloError:

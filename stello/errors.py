@@ -92,7 +92,12 @@ class FieldError(StelloError):
     @classmethod
     def fields(cls, problems: Iterable[tuple[str, str]]) -> Self:
         """An error about several fields (name, description), its message listing each."""
-        violations = [FieldViolation(name, description) for name, description in problems]
+        return cls.of([FieldViolation(name, description) for name, description in problems])
+
+    @classmethod
+    def of(cls, violations: Sequence[FieldViolation]) -> Self:
+        """An error about `violations`, its message listing each as `field: description`
+        (one form for every refusal of a request's fields, one or many)."""
         return cls("; ".join(f"{v.field}: {v.description}" for v in violations), violations)
 
 
@@ -451,5 +456,4 @@ class Violations:
     def raise_if_any(self) -> None:
         """Raise InvalidArgument naming every recorded violation."""
         if self.items:
-            summary = "; ".join(f"{v.field}: {v.description}" for v in self.items)
-            raise InvalidArgument(f"invalid request: {summary}", self.items)
+            raise InvalidArgument.of(self.items)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import pytest
 from grpc_status import rpc_status
 
 from stello.errors import (
@@ -12,6 +13,7 @@ from stello.errors import (
     FieldViolation,
     InvalidArgument,
     PreconditionViolation,
+    Violations,
     cut,
     to_rpc_status,
 )
@@ -68,3 +70,18 @@ class TestBounds:
         status = to_rpc_status(InvalidArgument("invalid request", violations))
         assert status.message == "invalid request"
         assert "and 5 more violations not listed" in str(status.details[0].value, "utf-8")
+
+
+class TestOneForm:
+    def test_every_refusal_of_fields_says_field_colon_description(self) -> None:
+        """One violation or many, collected or parsed, the message is `field: why; ...`
+        (collected ones began "invalid request: ", the others did not: explore6 F10)."""
+        collected = Violations()
+        collected.add("label", "too long")
+        collected.add("limit", "must be at most 1000")
+        with pytest.raises(InvalidArgument) as caught:
+            collected.raise_if_any()
+        assert str(caught.value) == "label: too long; limit: must be at most 1000"
+        assert str(InvalidArgument.field("label", "too long")) == "label: too long"
+        listed = InvalidArgument.fields([("label", "too long"), ("limit", "must be at most 1000")])
+        assert str(listed) == str(caught.value)
