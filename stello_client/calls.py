@@ -33,6 +33,7 @@ from typing import Any, TypeVar
 import grpc
 
 from stello import reasons
+from stello.errors import REQUEST_ID_KEY
 from stello_client.exceptions import GRPC_DEADLINE, DeadlineExceeded, RpcError, from_rpc_error
 
 T = TypeVar("T")
@@ -134,7 +135,7 @@ def call_options(
     """The options of one call of `method`; an unsafe one is never retried. `request_id`:
     the one the request carries (a write's idempotency key), else none."""
     rid = request_id or new_request_id()
-    metadata = (("authorization", f"Bearer {key}"), ("x-request-id", rid))
+    metadata = (("authorization", f"Bearer {key}"), (REQUEST_ID_KEY, rid))
     policy = retry if safe else NO_RETRY
     return CallOptions(metadata, rid, Deadline(timeout), policy, method, bool(request_id), safe)
 

@@ -50,6 +50,7 @@ import grpc
 from google.protobuf.message import Message
 
 from stello.errors import (
+    REQUEST_ID_KEY,
     Aborted,
     DeadlineExceeded,
     Internal,
@@ -165,7 +166,7 @@ class ServiceClient:
     ) -> R:
         metadata = (
             ("authorization", f"Bearer {caller.key}"),
-            ("x-request-id", caller.request_id),
+            (REQUEST_ID_KEY, caller.request_id),
         )
         attempt = 0
         unanswered = False  # an attempt so far got no answer: it may have been applied
