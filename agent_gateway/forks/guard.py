@@ -18,7 +18,7 @@ import uuid
 from agent_gateway.clients import Caller, StorageClient
 from agent_gateway.llm import Prompts
 from agent_gateway.llm.prompt_texts import FORK_COOLING_DOWN, FORK_TOO_EARLY
-from stello.errors import StelloError
+from stello.errors import NotFound, StelloError
 from stello.storage.v1 import storage_pb2
 
 log = logging.getLogger(__name__)
@@ -74,8 +74,11 @@ class ForkGuard:
         claim: storage_pb2.ClaimForkResponse,
     ) -> None:
         """Return the claim of a fork that failed (a failure to do so is logged: the session
-        then waits out the cooldown)."""
+        then waits out the cooldown). A session deleted meanwhile has no claim left to give
+        back: that is no failure (DEBUG), as deletes during turns log none."""
         try:
             await self._storage.release_fork_claim(caller, space_id, session_id, claim)
+        except NotFound:
+            log.debug("fork claim of %s not given back: the session was deleted", session_id)
         except StelloError as exc:
             log.warning("could not give back the fork claim of %s: %s", session_id, exc)

@@ -7,15 +7,20 @@ the last test runs two `python -m agent_gateway` processes over one storage.
 from __future__ import annotations
 
 import json
+import logging
+import uuid
 from typing import Any
 
 import asyncpg
 import grpc
 import pytest
 
+from agent_gateway.clients.rpc import Caller
+from agent_gateway.forks.guard import ForkGuard
+from agent_gateway.llm.prompts import Prompts
 from agent_gateway.tools.base import CREATE_SESSION
 from stello.agent.v1 import agent_pb2, agent_pb2_grpc
-from tests.gateway.conftest import Backends, Stack, StackMaker
+from tests.gateway.conftest import Backends, Counted, Stack, StackMaker
 from tests.gateway.processes import gateway_process
 from tests.gateway.turns_support import SpyProvider, answer, send, tool_call
 
@@ -153,3 +158,26 @@ async def test_the_guard_holds_across_two_gateway_processes(
         root.id,
     )
     assert stored == 4
+
+
+async def test_a_claim_given_back_after_its_session_was_deleted_is_no_warning(
+    counted: Counted, caplog: pytest.LogCaptureFixture
+) -> None:
+    """A fork claim given back once its session was deleted (its fork failed because of the
+    delete) has nothing to give back: DEBUG, not the WARNING of a claim that could not be
+    returned (the deletes during turns log none)."""
+    stack = counted.stack
+    guard = ForkGuard(counted.clients.storage, Prompts.preset(), min_turns=0, cooldown_turns=2)
+    caller = Caller(stack.space.key)
+    root = uuid.UUID((await stack.root()).id)
+    claim = await guard.claim(caller, stack.space.id, root)
+    assert not isinstance(claim, str)
+    await stack.gw.DeleteSession(
+        agent_pb2.DeleteSessionRequest(space_id=stack.space.sid, session_id=str(root))
+    )
+    with caplog.at_level(logging.DEBUG, logger="agent_gateway.forks.guard"):
+        await guard.give_back(caller, stack.space.id, root, claim)
+    said = [(r.levelno, r.getMessage()) for r in caplog.records if r.name.endswith("guard")]
+    assert said == [
+        (logging.DEBUG, f"fork claim of {root} not given back: the session was deleted")
+    ]
