@@ -68,6 +68,9 @@ from stello.storage.v1 import storage_pb2
 
 log = logging.getLogger(__name__)
 
+WhenDone = Callable[["asyncio.Task[Outcome]"], None]
+"""What `submit` calls with a run's task once it ends."""
+
 OUTCOMES = {
     common_pb2.JOB_STATUS_DONE: "done",
     BUDGET_SPENT: "budget_spent",
@@ -160,7 +163,7 @@ class BackgroundRunner:
         self._slots = asyncio.Semaphore(limits.max_jobs)
         self._tasks: set[asyncio.Task[Outcome]] = set()
         self._keys: dict[Hashable, asyncio.Task[Outcome]] = {}
-        self._again: dict[Hashable, Job] = {}
+        self._again: dict[Hashable, tuple[Job, WhenDone | None]] = {}
         self._stopping = False
         self._factories: dict[common_pb2.JobKind, JobFactory] = {}
         self._takeover: Takeover | None = None
@@ -198,24 +201,32 @@ class BackgroundRunner:
         return submitted
 
     def submit(
-        self, job: Job, *, resumed: bool = False, again: bool = False
+        self,
+        job: Job,
+        *,
+        resumed: bool = False,
+        again: bool = False,
+        when_done: WhenDone | None = None,
     ) -> asyncio.Task[Outcome] | None:
         """Run `job` in the background; None when the same job is already queued or running
         here, or the runner is stopping. `resumed`: a job taken over, which continues an
         earlier run's work (it starts as one that waited for another run). `again`: when
         the same job is queued or running here, run `job` once more after it ends (the
         work it was asked for may have come after that run read what it works on; several
-        such requests meanwhile make one run)."""
+        such requests meanwhile make one run, told to the last request's `when_done`).
+        `when_done` is called with the task of the run that does `job`, now or later."""
         if self._stopping:
             log.info("%s job of session %s not started: stopping", job.kind.name, job.session_id)
             return None
         if job.key in self._keys:
             if again:
-                self._again[job.key] = job
+                self._again[job.key] = (job, when_done)
             return None
         task = self._start(job, waited=resumed)
         self._keys[job.key] = task
         task.add_done_callback(lambda _: self._after(job.key))
+        if when_done is not None:
+            task.add_done_callback(when_done)
         return task
 
     def _after(self, key: Hashable) -> None:
@@ -223,7 +234,8 @@ class BackgroundRunner:
         self._keys.pop(key, None)
         pending = self._again.pop(key, None)
         if pending is not None:
-            self.submit(pending)
+            job, when_done = pending
+            self.submit(job, when_done=when_done)
 
     async def run(self, job: Job) -> Outcome:
         """Run `job` and wait for its outcome; the run goes on if the caller stops waiting.

@@ -312,9 +312,9 @@ class Consolidator:
         if self._every <= 0 or turn_count <= 0 or turn_count % self._every:
             return
         job = replace(self.job(caller, space_id, session_id, manual=False), after_turn=True)
-        task = self._runner.submit(job, again=True)
-        if task is not None:
-            task.add_done_callback(lambda done: self._count(done, session_id, turn_count))
+        self._runner.submit(
+            job, again=True, when_done=lambda done: self._count(done, session_id, turn_count)
+        )
 
     def _count(self, task: asyncio.Task[Outcome], session_id: uuid.UUID, turn_count: int) -> None:
         if task.cancelled():

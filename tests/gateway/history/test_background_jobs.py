@@ -30,6 +30,7 @@ from stello.errors import Unavailable
 from stello.server import shutdown
 from stello.storage.v1 import storage_pb2
 from tests.gateway.conftest import Backends, Stack, StackMaker, rpc_error
+from tests.gateway.history.test_consolidate import SUCCEEDED, counted
 from tests.gateway.llm.support import ENGLISH
 from tests.gateway.processes import gateway_process
 from tests.gateway.turns_support import SpyProvider, answer, send, wait_for
@@ -204,7 +205,8 @@ class TestOncePerSession:
         not lost (in the same gateway one more run follows; in another, that one waits for
         the run and then folds what it left), so once the turns stop the memory covers the
         last one. On main the trigger was dropped and the memory stayed at seq 2 of 4
-        (explore4 F8)."""
+        (explore4 F8). Each run is counted in the automatic consolidations' metric (the
+        run that followed in the same gateway was not)."""
         model = GatedConsolidations()
         settings = {"consolidate_every_n_turns": 1, "job_claim_ttl_s": 3}
         a = await make_stack(model, **settings)
@@ -224,6 +226,8 @@ class TestOncePerSession:
         assert [m[1].content.rsplit("\n", 1)[-1] for m in model.consolidations][-1] == (
             "assistant: echo: two"
         )
+        gateways = {id(stack): stack for stack in (a, b)}.values()
+        await wait_for(lambda: sum(counted(stack, SUCCEEDED) for stack in gateways) == 2)
 
 
 async def runs_of(stack: Stack, session_id: str, runs: int) -> bool:
