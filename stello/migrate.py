@@ -97,14 +97,37 @@ class Migration:
     def locked_tables(self) -> list[str]:
         """The existing tables it takes an ACCESS EXCLUSIVE lock on: those it alters (ALTER
         TABLE; adding a stored generated column, or changing a type, rewrites the table
-        meanwhile), and those it drops an index of (not CONCURRENTLY) that it builds again.
-        Reads of them wait too, while it runs: in a transaction the lock lasts to its end
-        (a backfill or an index build after it included)."""
+        meanwhile), those it drops an index of (not CONCURRENTLY) that it builds again,
+        those it drops a trigger of, and those it locks (LOCK TABLE, whose default mode is
+        ACCESS EXCLUSIVE). Reads of them wait too, while it runs: in a transaction the
+        lock lasts to its end (a backfill or an index build after it included)."""
         code = self._code
-        tables = set(_ALTER_TABLE.findall(code))
+        tables = set(_ALTER_TABLE.findall(code)) | set(_DROP_TRIGGER.findall(code))
         built = dict(_INDEX_NAMED.findall(code))
         tables |= {built[index] for index in _DROP_INDEX.findall(code) if index in built}
+        tables |= {table for table, mode in _locks(code) if mode == "ACCESS EXCLUSIVE"}
         return sorted(tables - set(_CREATE_TABLE.findall(code)))
+
+    @property
+    def write_locked_tables(self) -> list[str]:
+        """The existing tables whose writes (not reads) wait while it runs, besides those
+        it builds indexes on: a trigger created on them (SHARE ROW EXCLUSIVE), or a LOCK
+        TABLE in a mode that conflicts with writes but not with reads."""
+        code = self._code
+        tables = set(_CREATE_TRIGGER.findall(code))
+        tables |= {table for table, mode in _locks(code) if mode in _WRITE_BLOCKING}
+        return sorted(tables - set(_CREATE_TABLE.findall(code)))
+
+
+def _locks(code: str) -> list[tuple[str, str]]:
+    """Each table a LOCK statement of `code` names, with its mode (upper case, one space
+    between words; ACCESS EXCLUSIVE when the statement names none)."""
+    found = []
+    for tables, mode in _LOCK_TABLE.findall(code):
+        named = " ".join(mode.upper().split()) or "ACCESS EXCLUSIVE"
+        for table in tables.split(","):
+            found.append((table.split()[-1], named))
+    return found
 
 
 # An index built in the transaction (not CONCURRENTLY): its name and its table.
@@ -116,6 +139,22 @@ _INDEX_NAMED = re.compile(
 _DROP_INDEX = re.compile(r"DROP\s+INDEX\s+(?!CONCURRENTLY)(?:IF\s+EXISTS\s+)?(\w+)", re.IGNORECASE)
 _ALTER_TABLE = re.compile(r"ALTER\s+TABLE\s+(?:IF\s+EXISTS\s+)?(?:ONLY\s+)?(\w+)", re.IGNORECASE)
 _CREATE_TABLE = re.compile(r"CREATE\s+TABLE\s+(?:IF\s+NOT\s+EXISTS\s+)?(\w+)", re.IGNORECASE)
+_CREATE_TRIGGER = re.compile(
+    r"CREATE\s+(?:OR\s+REPLACE\s+)?(?:CONSTRAINT\s+)?TRIGGER\s+\w+\s[^;]*?\bON\s+(?:ONLY\s+)?(\w+)",
+    re.IGNORECASE,
+)
+_DROP_TRIGGER = re.compile(
+    r"DROP\s+TRIGGER\s+(?:IF\s+EXISTS\s+)?\w+\s+ON\s+(?:ONLY\s+)?(\w+)", re.IGNORECASE
+)
+# LOCK [TABLE] [ONLY] name [, ...] [IN mode MODE] [NOWAIT]
+_LOCK_TABLE = re.compile(
+    r"\bLOCK\s+(?:TABLE\s+)?((?:ONLY\s+)?\w+(?:\s*,\s*(?:ONLY\s+)?\w+)*)"
+    r"(?:\s+IN\s+((?:ACCESS|ROW|SHARE|UPDATE|EXCLUSIVE)(?:\s+(?:ROW|SHARE|UPDATE|EXCLUSIVE))*)"
+    r"\s+MODE)?",
+    re.IGNORECASE,
+)
+_WRITE_BLOCKING = {"SHARE", "SHARE ROW EXCLUSIVE", "EXCLUSIVE"}
+"""The LOCK modes that make writes wait and not reads (ACCESS EXCLUSIVE makes both wait)."""
 _DOLLAR_TAG = re.compile(r"\$(?:[^\W\d]\w*)?\$")
 _WORD = re.compile(r"[^\W\d][\w$]*")
 _ROUTINE = (["CREATE", "FUNCTION"], ["CREATE", "PROCEDURE"])

@@ -106,7 +106,8 @@ OUTSIDE_NOTE = "runs outside a transaction: writes go on meanwhile; if stopped, 
 
 def lock_notes(migration: Migration) -> list[str]:
     """What --pending says a migration makes wait: reads and writes of the tables it locks
-    (ALTER TABLE), writes to the others it builds indexes on."""
+    (ALTER TABLE, LOCK TABLE, DROP TRIGGER), writes to the others it builds indexes or
+    triggers on or locks against writes only."""
     notes = []
     locked = migration.locked_tables
     if locked:
@@ -117,6 +118,9 @@ def lock_notes(migration: Migration) -> list[str]:
     indexed = [t for t in migration.indexed_tables if t not in locked]
     if indexed:
         notes.append(f"builds indexes on {', '.join(indexed)}: writes to them wait meanwhile")
+    held = [t for t in migration.write_locked_tables if t not in locked and t not in indexed]
+    if held:
+        notes.append(f"writes to {', '.join(held)} wait while it runs (it locks them: reads go on)")
     return notes
 
 

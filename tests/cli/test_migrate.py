@@ -122,3 +122,24 @@ def test_a_file_outside_a_transaction_says_so() -> None:
 def test_every_migration_says_what_it_does() -> None:
     """Each file opens with a comment line: the title --pending prints."""
     assert [m.version for m in load_migrations() if not m.title] == []
+
+
+def test_lock_table_and_triggers_are_told() -> None:
+    """LOCK TABLE (ACCESS EXCLUSIVE unless it names a mode) and DROP TRIGGER make reads wait;
+    CREATE TRIGGER and a LOCK in a mode against writes only make writes wait (--pending
+    missed them: explore9 F1)."""
+    sql = """-- A title.
+LOCK TABLE sessions;
+LOCK records, ONLY events IN SHARE ROW EXCLUSIVE MODE;
+LOCK TABLE spaces IN ACCESS SHARE MODE NOWAIT;
+CREATE TRIGGER slots_touch BEFORE UPDATE ON session_slots FOR EACH ROW EXECUTE FUNCTION f();
+DROP TRIGGER IF EXISTS old_touch ON refs;
+SELECT pg_advisory_lock(1);
+SELECT id FROM sessions FOR UPDATE SKIP LOCKED;
+"""
+    migration = Migration("0099_example", sql)
+    assert migration.locked_tables == ["refs", "sessions"]
+    assert migration.write_locked_tables == ["events", "records", "session_slots"]
+    assert lock_notes(migration)[-1] == (
+        "writes to events, records, session_slots wait while it runs (it locks them: reads go on)"
+    )
