@@ -170,6 +170,15 @@ WHERE p.id = $1
 ORDER BY s.created_at, s.id
 """
 
+REVOKE = "UPDATE api_keys SET revoked_at = now() WHERE id = $1 AND revoked_at IS NULL"
+
+# Every key, oldest first (never a secret: only its hash is stored).
+KEYS = """
+SELECT k.id, k.scope, k.name, s.name AS space, k.created_at, k.revoked_at
+FROM api_keys k LEFT JOIN spaces s ON s.id = k.space_id
+ORDER BY k.created_at, k.id
+"""
+
 
 class KeyStore:
     """SQL for keys, spaces and principals (the kernel's own small repository)."""
@@ -238,8 +247,11 @@ class KeyStore:
 
     async def identity(self, principal: Principal) -> Identity:
         """The principal's name and the spaces `principal`'s key reaches."""
-        async with self._pool.acquire() as con:
-            rows = await con.fetch(IDENTITY, principal.principal_id, principal.space_id)
+
+        async def lookup(con: asyncpg.Connection) -> list[asyncpg.Record]:
+            return list(await con.fetch(IDENTITY, principal.principal_id, principal.space_id))
+
+        rows = await in_statement(self._pool, lookup)
         name = rows[0]["principal"] if rows else ""
         return Identity(name, tuple((r["id"], r["name"]) for r in rows if r["id"] is not None))
 
@@ -279,26 +291,21 @@ class KeyStore:
 
     async def revoke(self, key_id: uuid.UUID) -> bool:
         """Revoke a key by id; False when no live key has that id."""
-        async with self._pool.acquire() as con:
-            status = await con.execute(
-                "UPDATE api_keys SET revoked_at = now() WHERE id = $1 AND revoked_at IS NULL",
-                key_id,
-            )
+
+        async def work(con: asyncpg.Connection) -> str:
+            return str(await con.execute(REVOKE, key_id))
+
+        status = await in_statement(self._pool, work)
         self._cache.clear()
         return bool(status.endswith(" 1"))
 
     async def list_keys(self) -> list[asyncpg.Record]:
         """Every key's id, scope, space name and state (never a secret)."""
-        async with self._pool.acquire() as con:
-            return list(
-                await con.fetch(
-                    """
-                    SELECT k.id, k.scope, k.name, s.name AS space, k.created_at, k.revoked_at
-                    FROM api_keys k LEFT JOIN spaces s ON s.id = k.space_id
-                    ORDER BY k.created_at, k.id
-                    """
-                )
-            )
+
+        async def work(con: asyncpg.Connection) -> list[asyncpg.Record]:
+            return list(await con.fetch(KEYS))
+
+        return await in_statement(self._pool, work)
 
     async def list_spaces(self) -> list[SpaceInfo]:
         """Every space with its owner and session count. The counts are one aggregate
@@ -316,7 +323,8 @@ class KeyStore:
         """The spaces with id or name `space` (names are unique per owner only), each with
         its sessions counted up to `most_sessions` + 1 and its keys counted."""
         as_id = _as_uuid(space)
-        async with self._pool.acquire() as con:
+
+        async def work(con: asyncpg.Connection) -> list[SpaceContents]:
             rows = await con.fetch(SPACES_NAMED, as_id, space)
             return [
                 SpaceContents(
@@ -328,6 +336,8 @@ class KeyStore:
                 )
                 for r in rows
             ]
+
+        return await in_transaction(self._pool, work)
 
     async def delete_space(self, space: str | uuid.UUID) -> uuid.UUID | None:
         """Erase a space (by name or id; a UUID: by id alone) and all its data; None when

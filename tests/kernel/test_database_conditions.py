@@ -16,8 +16,9 @@ import grpc
 import pytest
 from grpc_health.v1 import health_pb2, health_pb2_grpc
 
-from stello.auth import KeyStore
+from stello.auth import KeyStore, Principal
 from stello.db import create_pool
+from stello.errors import Unavailable
 from stello.migrate import load_migrations, migrate
 from stello.server import READ_ONLY, create_server, shutdown
 from stello.settings import StelloSettings
@@ -25,7 +26,11 @@ from stello.storage.v1 import storage_pb2, storage_pb2_grpc
 from storage_service import create_app
 from storage_service.config import StorageSettings
 from tests.storage.helpers import rec
-from tests.support.database import create_test_database, drop_test_database
+from tests.support.database import (
+    create_empty_database,
+    create_test_database,
+    drop_test_database,
+)
 from tests.support.fixtures import RunningServer, new_space
 from tests.support.fresh import FreshDatabase, fresh_database
 
@@ -178,6 +183,35 @@ class TestUnmigrated:
                     assert quiet(caplog) == []
                 finally:
                     await shutdown(app, server, 0)
+        finally:
+            await drop_test_database(admin_dsn, dsn)
+
+    async def test_the_key_stores_reads_say_migrate_on_a_database_never_migrated(
+        self, admin_dsn: str, settings: StelloSettings, caplog: pytest.LogCaptureFixture
+    ) -> None:
+        """Every read and write of the key store (stello keys list/revoke, spaces delete's
+        look-up, WhoAmI's identity) on a database never migrated is UNAVAILABLE "run `stello
+        migrate`", as the services' statements are: some went straight to the pool, a bug
+        report with a traceback (INTERNAL through WhoAmI)."""
+        dsn = await create_empty_database(admin_dsn)
+        try:
+            local = settings.model_copy(update={"database_url": dsn, "database_direct_url": dsn})
+            async with create_pool(dsn, local) as pool:
+                keys = KeyStore(pool, cache_ttl_s=0)
+                every = len(load_migrations())
+                lacks = f"the database lacks {every} of Stello's migrations: run `stello migrate`"
+                principal = Principal(uuid.uuid4(), uuid.uuid4(), "tenant", uuid.uuid4())
+                calls: list[Awaitable[object]] = [
+                    keys.list_keys(),
+                    keys.revoke(uuid.uuid4()),
+                    keys.find_spaces("s", most_sessions=1),
+                    keys.identity(principal),
+                ]
+                for call in calls:
+                    with pytest.raises(Unavailable) as caught:
+                        await call
+                    assert str(caught.value) == lacks
+                assert quiet(caplog) == []
         finally:
             await drop_test_database(admin_dsn, dsn)
 
