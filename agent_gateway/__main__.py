@@ -8,12 +8,13 @@ from __future__ import annotations
 
 from functools import partial
 
-from agent_gateway.app import GatewayFiles, create_app
+from agent_gateway.app import GatewayFiles, create_app, services_tls
 from agent_gateway.config import GatewaySettings
 from agent_gateway.forks.profiles import ProfilesFileError
 from agent_gateway.llm.prompt_config import PromptsFileError
 from agent_gateway.tools.skills import SkillsFileError
 from stello.entry import parse_flags, settings_checked
+from stello.errors import FailedPrecondition
 from stello.logs import LogSettings
 from stello.runner import launch_of
 from stello.runner import main as run
@@ -24,8 +25,9 @@ from stello.tracing import TracingSettings
 def main() -> None:
     """Read the settings and the prompts, profiles and skills files once, then serve.
 
-    Invalid settings, or a prompts, profiles or skills file that is not
-    valid, stop the process before anything starts, with a message naming
+    Invalid settings, a prompts, profiles or skills file that is not
+    valid, or a TLS file of its channels to storage and tree that cannot be
+    read, stop the process before anything starts, with a message naming
     the variable, or the file, line and problem (exit status 1).
     """
     flags = parse_flags(
@@ -39,7 +41,8 @@ def main() -> None:
         config = GatewaySettings(**flags)
         try:
             files = GatewayFiles.read(config)
-        except (PromptsFileError, ProfilesFileError, SkillsFileError) as exc:
+            services_tls(config)  # read once here: before the database is sought
+        except (PromptsFileError, ProfilesFileError, SkillsFileError, FailedPrecondition) as exc:
             raise SystemExit(f"agent_gateway: {exc}") from None
         factory = partial(
             create_app,

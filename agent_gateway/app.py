@@ -46,7 +46,7 @@ from agent_gateway.turns.requests import ContentLimits
 from agent_gateway.turns.service import TurnService
 from stello.agent.v1 import agent_pb2_grpc
 from stello.auth import KeyStore
-from stello.channels import ClientTls, open_channel
+from stello.channels import ClientTls, open_channel, read_pem
 from stello.inproc import LocalChannel, LocalServer
 from stello.server import ServiceApp, raw_replies
 from stello.settings import StelloSettings
@@ -126,14 +126,19 @@ class GatewayClients:
 
 
 def services_tls(config: GatewaySettings) -> ClientTls | None:
-    """The TLS material of the channels to storage and tree; None = plaintext."""
+    """The TLS material of the channels to storage and tree; None = plaintext.
+
+    Raises:
+        FailedPrecondition: a file cannot be read, named by its variable.
+    """
     if config.services_ca_file is None:
         return None
-    return ClientTls.from_files(
-        config.services_ca_file,
-        config.services_cert_file,
-        config.services_key_file,
-        config.services_server_name,
+    cert, key = config.services_cert_file, config.services_key_file
+    return ClientTls(
+        read_pem(config.services_ca_file, "STELLO_GATEWAY_SERVICES_CA_FILE"),
+        read_pem(cert, "STELLO_GATEWAY_SERVICES_CERT_FILE") if cert else None,
+        read_pem(key, "STELLO_GATEWAY_SERVICES_KEY_FILE") if key else None,
+        config.services_server_name or None,
     )
 
 

@@ -177,6 +177,23 @@ def test_an_unreadable_tls_file_is_one_line_before_the_database(module: str) -> 
     assert "Traceback" not in done.stderr
 
 
+def test_the_gateways_unreadable_services_ca_is_one_line_before_the_database() -> None:
+    """The CA file of the gateway's channels to storage and tree, unreadable, stops it with
+    one line naming its variable before the database is sought (it was read after the
+    database answered, and named "the CA file")."""
+    env = {
+        **os.environ,
+        "STELLO_DATABASE_URL": "postgresql://nobody@127.0.0.1:1/none",
+        "STELLO_GATEWAY_SERVICES_CA_FILE": "/nonexistent-ca.pem",
+    }
+    done = run_module("agent_gateway", "--port", "0", env=env)
+    assert (done.returncode, done.stderr) == (
+        1,
+        "agent_gateway: cannot read the STELLO_GATEWAY_SERVICES_CA_FILE /nonexistent-ca.pem: "
+        "No such file or directory\n",
+    )
+
+
 def test_help_names_the_variables_tracing_reads() -> None:
     """The tracing block names the variables TracingSettings reads (its aliases, not
     STELLO_<field>), and a switch's default as README's table writes it (0, 1)."""

@@ -267,8 +267,9 @@ class TestServicesTlsSettings:
         )
 
     def test_unreadable_ca_file_is_named(self, tmp_path: Path) -> None:
-        """A CA file that cannot be read stops the gateway at start, naming the file."""
+        """A CA file that cannot be read stops the gateway at start, naming its variable and
+        the file."""
         missing = tmp_path / "missing.pem"
         config = GatewaySettings(services_ca_file=missing)
-        with pytest.raises(FailedPrecondition, match=f"cannot read the CA file {missing}"):
+        with pytest.raises(FailedPrecondition, match=f"cannot read the STELLO_GATEWAY_SERVICES_CA_FILE {missing}"):
             GatewayClients.connect(config, StelloSettings())
