@@ -271,5 +271,7 @@ class TestServicesTlsSettings:
         the file."""
         missing = tmp_path / "missing.pem"
         config = GatewaySettings(services_ca_file=missing)
-        with pytest.raises(FailedPrecondition, match=f"cannot read the STELLO_GATEWAY_SERVICES_CA_FILE {missing}"):
+        with pytest.raises(
+            FailedPrecondition, match=f"cannot read the STELLO_GATEWAY_SERVICES_CA_FILE {missing}"
+        ):
             GatewayClients.connect(config, StelloSettings())
