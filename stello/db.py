@@ -30,11 +30,17 @@ from urllib.parse import parse_qs, urlsplit
 import asyncpg
 
 from stello.errors import Aborted, Unavailable
+from stello.log_every import WarnEvery
 from stello.reasons import CONCURRENT_MODIFICATION
 from stello.settings import StelloSettings
 
 T = TypeVar("T")
 log = logging.getLogger(__name__)
+
+OUTAGE_LOG_EVERY_S = 10.0
+"""How often a process says the database is out of reach or refuses work, per condition
+(each failed statement counted between: an outage fails every call the same way)."""
+outages = WarnEvery(log, OUTAGE_LOG_EVERY_S)
 
 RETRYABLE = (asyncpg.SerializationError, asyncpg.DeadlockDetectedError)
 MAX_ATTEMPTS = 5
@@ -337,7 +343,7 @@ async def _retried(pool: asyncpg.Pool, attempt: Callable[[], Awaitable[T]]) -> T
                 raise unavailable(exc) from exc
         except (*CONNECTION_ERRORS, *REFUSED) as exc:
             said = refusal(exc) or "database unavailable"
-            log.warning("%s: %s: %s", said, exc.__class__.__name__, exc)
+            outages.warning(said, "%s: %s: %s", said, exc.__class__.__name__, exc)
             raise unavailable(exc) from exc
         except UNDEFINED as exc:
             lacks = await unmigrated(pool, exc)
@@ -347,7 +353,7 @@ async def _retried(pool: asyncpg.Pool, attempt: Callable[[], Awaitable[T]]) -> T
         except asyncpg.InternalServerError as exc:
             if not transient(exc):
                 raise
-            log.warning("a database node is out of reach for the moment: %s", exc)
+            outages.warning("node", "a database node is out of reach for the moment: %s", exc)
             raise unavailable(exc) from exc
 
 

@@ -62,6 +62,7 @@ from stello.errors import (
     precondition_violations,
     reply_too_large,
 )
+from stello.log_every import WarnEvery
 
 log = logging.getLogger(__name__)
 
@@ -146,7 +147,7 @@ class ServiceClient:
         self._service = service
         self._policy = policy
         self._address = address
-        self._quiet_until = 0.0
+        self._unreached = WarnEvery(log, UNREACHED_LOG_EVERY_S)
         """Monotonic time before which an unreachable service is not logged again."""
         self.calls: collections.Counter[str] = collections.Counter()
         """How many RPCs (attempts included) each method made; read by the benchmark."""
@@ -208,16 +209,12 @@ class ServiceClient:
         """Log why the service could not be reached (gRPC's words: a TLS name check, a refused
         connection), at most once per UNREACHED_LOG_EVERY_S: the client is told only that
         the service is unavailable."""
-        now = time.monotonic()
-        if now < self._quiet_until:
-            return
-        self._quiet_until = now + UNREACHED_LOG_EVERY_S
-        log.warning(
-            "cannot reach %s at %s: %s (said again at most every %g s)",
+        self._unreached.warning(
+            "unreached",
+            "cannot reach %s at %s: %s",
             self._service,
             self._address or "its address",
             exc.details() or exc.code().name,
-            UNREACHED_LOG_EVERY_S,
         )
 
     def _timeout(self, name: str, caller: Caller, long: bool) -> float:

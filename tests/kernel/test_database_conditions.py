@@ -109,8 +109,9 @@ class TestReadOnly:
     ) -> None:
         """`default_transaction_read_only` on (as on a standby): AppendRecords answers
         UNAVAILABLE naming the condition, GetSession answers, health is NOT_SERVING, the event
-        purge and the call log one WARNING line each and nothing at ERROR; turned off, the
-        append works and health is SERVING, without a restart."""
+        purge and the calls log one WARNING line each and nothing at ERROR (five refused
+        appends, one line: an outage fails every call alike); turned off, the append works
+        and health is SERVING, without a restart."""
         storage = await fresh.start(STORAGE)
         space, key = fresh.space.sid, fresh.space.key
         session = uuid.uuid4()
@@ -123,8 +124,14 @@ class TestReadOnly:
         await fresh.pool.expire_connections()  # a setting of the database reaches new connections
         await eventually(lambda: _is(health(storage), NOT_SERVING))
         assert storage.app.monitor is not None and storage.app.monitor.condition == READ_ONLY
-        error = await refused(append(storage, key, space, session))
-        assert (error.code(), error.details()) == (grpc.StatusCode.UNAVAILABLE, READ_ONLY_MESSAGE)
+        for _ in range(5):
+            error = await refused(append(storage, key, space, session))
+            assert (error.code(), error.details()) == (
+                grpc.StatusCode.UNAVAILABLE,
+                READ_ONLY_MESSAGE,
+            )
+        said = [r.getMessage() for r in caplog.records if r.name == "stello.db"]
+        assert len(said) == 1 and said[0].startswith("the database refuses writes (read-only)")
         async with storage.channel(key) as channel:
             read = await storage_pb2_grpc.SessionStorageStub(channel).GetSession(
                 storage_pb2.GetSessionRequest(space_id=space, session_id=str(session))
