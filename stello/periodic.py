@@ -9,6 +9,12 @@ other failure is a fault, logged with its traceback every time.
 Stopping lets a round under way finish (up to `STOP_GRACE_S`) rather than cancel it
 in the middle of a transaction, whose connection would go back to its pool with the
 transaction still open.
+
+Each task counts its rounds (`Rounds`), and a server serves them on /metrics
+(`RoundsCollector`): ``stello_background_rounds_total`` by task and outcome (ok,
+outage, failed), ``stello_background_last_success_timestamp_seconds`` and
+``stello_background_last_round_seconds``. An operator alerts on a task whose last
+success is old (an erasure or a sweep that has stopped making progress).
 """
 
 from __future__ import annotations
@@ -16,6 +22,12 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+import time
+from collections.abc import Iterable, Iterator
+from dataclasses import dataclass
+
+from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
+from prometheus_client.registry import Collector
 
 from stello.db import CONNECTION_ERRORS, REFUSED, RETRY, refusal
 from stello.errors import Unavailable
@@ -28,6 +40,21 @@ OUTAGES: tuple[type[BaseException], ...] = (*CONNECTION_ERRORS, *REFUSED, Unavai
 
 STOP_GRACE_S = 5.0
 """How long `stop` waits for a round under way before cancelling it."""
+
+
+@dataclass(slots=True)
+class Rounds:
+    """What a periodic task's rounds came to so far."""
+
+    ok: int = 0
+    outage: int = 0
+    """Rounds that failed for an outage (`OUTAGES`): retried, expected to pass."""
+    failed: int = 0
+    """Rounds that failed otherwise: a fault, logged with its traceback."""
+    last_success: float | None = None
+    """When the last round that worked ended (Unix time), None before one did."""
+    last_seconds: float = 0.0
+    """How long the last round took, however it ended."""
 
 
 class Periodic:
@@ -43,6 +70,7 @@ class Periodic:
         self._in_round = False
         self._stopping = False
         self._outage = False
+        self.rounds = Rounds()
 
     @property
     def running(self) -> bool:
@@ -92,20 +120,75 @@ class Periodic:
     async def _run(self) -> None:
         while not self._stopping:
             self._in_round = True
+            began = time.perf_counter()
             try:
                 await self.run_once()
             except OUTAGES as exc:  # keep going: retried until what it needs is back
+                self.rounds.outage += 1
                 self._outaged(exc)
             except Exception:  # keep going, but a fault shows its traceback each time
+                self.rounds.failed += 1
                 log.exception("%s failed; retrying in %.1fs", self.what, self._interval_s)
             else:
+                self.rounds.ok += 1
+                self.rounds.last_success = time.time()
                 if self._outage:
                     self._outage = False
                     log.info("%s works again", self.what)
             finally:
                 self._in_round = False
+                self.rounds.last_seconds = time.perf_counter() - began
             if self._stopping:
                 return
             with contextlib.suppress(TimeoutError):
                 await asyncio.wait_for(self._woken.wait(), self._interval_s)
             self._woken.clear()
+
+
+ROUNDS = "stello_background_rounds"
+LAST_SUCCESS = "stello_background_last_success_timestamp_seconds"
+LAST_ROUND = "stello_background_last_round_seconds"
+
+
+class RoundsCollector(Collector):
+    """The rounds of a server's periodic tasks, labelled by `task_name`, as /metrics asks."""
+
+    def __init__(self, tasks: Iterable[Periodic]) -> None:
+        self._tasks = tuple(tasks)
+
+    def describe(self) -> Iterator[Metric]:
+        """The families, empty (what the registry checks names with)."""
+        yield from self._families()
+
+    def collect(self) -> Iterator[Metric]:
+        """The families with every task's rounds so far."""
+        rounds, success, last = self._families()
+        for task in self._tasks:
+            name, counted = task.task_name, task.rounds
+            for outcome, count in (
+                ("ok", counted.ok),
+                ("outage", counted.outage),
+                ("failed", counted.failed),
+            ):
+                rounds.add_metric([name, outcome], count)
+            if counted.last_success is not None:
+                success.add_metric([name], counted.last_success)
+            last.add_metric([name], counted.last_seconds)
+        yield rounds
+        yield success
+        yield last
+
+    @staticmethod
+    def _families() -> tuple[CounterMetricFamily, GaugeMetricFamily, GaugeMetricFamily]:
+        return (
+            CounterMetricFamily(
+                ROUNDS,
+                "Rounds of a background task (sweep, erasure, purge), by outcome: ok, outage "
+                "(retried), failed (a fault, logged with its traceback).",
+                labels=["task", "outcome"],
+            ),
+            GaugeMetricFamily(
+                LAST_SUCCESS, "When the task's last round that worked ended.", labels=["task"]
+            ),
+            GaugeMetricFamily(LAST_ROUND, "How long the task's last round took.", labels=["task"]),
+        )

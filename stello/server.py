@@ -28,6 +28,7 @@ from stello.inproc import LocalServer
 from stello.interceptors import AccessLog, CallChain
 from stello.metrics import RpcMetrics
 from stello.migrate import pending
+from stello.periodic import Periodic, RoundsCollector
 from stello.settings import StelloSettings
 
 log = logging.getLogger(__name__)
@@ -300,6 +301,9 @@ async def create_server(
     supervisor to merge (`app.metrics_port` 0 = a free port, set to the one bound).
     """
     app.metrics = RpcMetrics(app.name)
+    app.metrics.registry.register(
+        RoundsCollector(task for task in app.background if isinstance(task, Periodic))
+    )
     chain = CallChain(
         app.keys, app.metrics, admin_methods=app.admin_methods, access=AccessLog.of(app.settings)
     )

@@ -91,6 +91,33 @@ class TestLogs:
         assert f"INFO stello.rpc [trace-me-7] rpc {method} " in line
         assert " NOT_FOUND " in line
 
+    @pytest.mark.sql
+    async def test_a_json_access_line_names_the_key_and_space(
+        self, start_server: ServerStarter, space: TestSpace
+    ) -> None:
+        """In JSON the access line carries its fields: method, code, milliseconds, and the
+        key id and space the call was admitted for (explore9 F9: only the message had the
+        method, and nothing said whose call it was); never the key itself."""
+        running = await start_server(storage_app)
+        with CapturedLogs("stello.rpc", "json") as logs:
+            async with running.channel() as channel:
+                with pytest.raises(grpc.aio.AioRpcError):
+                    await storage_pb2_grpc.SessionStorageStub(channel).GetSession(
+                        storage_pb2.GetSessionRequest(
+                            space_id=space.sid, session_id=str(uuid.uuid4())
+                        ),
+                        metadata=(*space.metadata, ("x-request-id", "trace-me-8")),
+                    )
+        (line,) = [json.loads(line) for line in logs.lines() if "GetSession" in line]
+        assert {k: line[k] for k in ("request_id", "rpc_method", "code")} == {
+            "request_id": "trace-me-8",
+            "rpc_method": "/stello.storage.v1.SessionStorage/GetSession",
+            "code": "NOT_FOUND",
+        }
+        assert (line["key_id"], line["space_id"]) == (str(space.key_id), space.sid)
+        assert isinstance(line["duration_ms"], float)
+        assert space.key not in json.dumps(line)
+
 
 @pytest.mark.sql
 async def test_metrics_are_scraped_over_http(start_server: ServerStarter, space: TestSpace) -> None:
@@ -115,6 +142,14 @@ async def test_metrics_are_scraped_over_http(start_server: ServerStarter, space:
     method = "/stello.tree.v1.SessionTree/GetNode"
     assert samples[("stello_rpc_calls_total", method, "NOT_FOUND")] == 3
     assert samples[("stello_rpc_duration_seconds_count", method, None)] == 3
+    tasks = {
+        sample.labels["task"]
+        for family in text_string_to_metric_families(text)
+        for sample in family.samples
+        if sample.name == "stello_background_rounds_total" and sample.labels["outcome"] == "ok"
+    }
+    # Each background task is counted (explore9 F9), its first round made at start.
+    assert tasks == {"stello-tree-sweeper", "stello-tree-eraser", "stello-tree-retention"}
 
 
 @pytest.mark.sql

@@ -4,11 +4,13 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import time
 from collections import deque
 
 import pytest
+from prometheus_client import CollectorRegistry
 
-from stello.periodic import Periodic
+from stello.periodic import Periodic, RoundsCollector
 
 
 class SlowRound(Periodic):
@@ -113,3 +115,29 @@ async def test_a_fault_shows_its_traceback_every_round(caplog: pytest.LogCapture
         await periodic.stop()
     said = [(r.levelno, r.exc_info is not None) for r in caplog.records]
     assert said == [(logging.ERROR, True), (logging.ERROR, True)]
+
+
+async def test_rounds_are_counted_and_served_by_outcome() -> None:
+    """Each round is counted by outcome (ok, outage, failed) with when the last that worked
+    ended, and a registry serves them by task (explore9 F9: the background tasks had no
+    metric, so a stalled erasure or sweep could not be alerted on)."""
+    refused = ConnectionRefusedError(111, "Connect call failed")
+    periodic = Scripted(refused, RuntimeError("bug"), None, None)
+    registry = CollectorRegistry()
+    registry.register(RoundsCollector([periodic]))
+    began = time.time()
+    periodic.start()
+    await asyncio.wait_for(periodic.done.wait(), 10)
+    await periodic.stop()
+    rounds = periodic.rounds
+    assert (rounds.outage, rounds.failed) == (1, 1) and rounds.ok >= 3  # 2 scripted, then done
+    assert rounds.last_success is not None and rounds.last_success >= began
+
+    def sample(name: str, **labels: str) -> float | None:
+        return registry.get_sample_value(name, {"task": "stello-periodic", **labels})
+
+    assert sample("stello_background_rounds_total", outcome="outage") == 1
+    assert sample("stello_background_rounds_total", outcome="failed") == 1
+    assert sample("stello_background_rounds_total", outcome="ok") == rounds.ok
+    assert sample("stello_background_last_success_timestamp_seconds") == rounds.last_success
+    assert sample("stello_background_last_round_seconds") == rounds.last_seconds
