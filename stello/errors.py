@@ -33,7 +33,7 @@ from dataclasses import dataclass, field
 from typing import Any, Self
 
 import grpc
-from google.protobuf import any_pb2
+from google.protobuf import any_pb2, duration_pb2
 from google.rpc import error_details_pb2, status_pb2
 from grpc_status import rpc_status
 
@@ -57,6 +57,9 @@ class StelloError(Exception):
     maybe_applied: bool = False
     """Set by a client of another service: an attempt of the failed call got no answer
     (UNAVAILABLE, DEADLINE_EXCEEDED), so it may have been applied all the same."""
+    retry_after_s: float | None = None
+    """How long the client should wait before a retry (google.rpc.RetryInfo), when known:
+    an LLM provider's Retry-After."""
 
     def __init__(
         self,
@@ -312,6 +315,10 @@ def to_rpc_status(error: StelloError) -> status_pb2.Status:
             ]
         )
         details.append(_pack(failure))
+    if error.retry_after_s is not None and error.retry_after_s > 0:
+        delay = duration_pb2.Duration()
+        delay.FromNanoseconds(round(error.retry_after_s * 1e9))
+        details.append(_pack(error_details_pb2.RetryInfo(retry_delay=delay)))
     if error.reason:
         info = error_details_pb2.ErrorInfo(
             reason=error.reason,
@@ -382,6 +389,17 @@ def error_info(error: grpc.RpcError) -> error_details_pb2.ErrorInfo | None:
             info = error_details_pb2.ErrorInfo()
             detail.Unpack(info)
             return info
+    return None
+
+
+def retry_delay(error: grpc.RpcError) -> float | None:
+    """The seconds the RetryInfo detail of an RPC error asks a client to wait, if any."""
+    status = rpc_status.from_call(error)
+    for detail in status.details if status is not None else ():
+        if detail.Is(error_details_pb2.RetryInfo.DESCRIPTOR):
+            info = error_details_pb2.RetryInfo()
+            detail.Unpack(info)
+            return float(info.retry_delay.ToNanoseconds()) / 1e9
     return None
 
 

@@ -14,6 +14,12 @@
   with exponential backoff and jitter, never past the deadline (the SDK's
   channel reconnects after 0.1 s, then backs off up to 2 s, so a restarted
   gateway is reached within a pause or two).
+- A turn the LLM provider failed (LLM_RATE_LIMITED, LLM_UNAVAILABLE) was
+  already retried by the gateway (STELLO_LLM_MAX_RETRIES, waiting out the
+  provider's Retry-After): it is tried `Retry.llm_attempts` times in all (one
+  more by default), after the wait the failure names (RetryInfo) when it is
+  longer than the backoff, so a rate limit is not hammered (explore10 F6: 24
+  provider requests for one Send).
 - UNAVAILABLE with reason OUTCOME_UNKNOWN says the write may have been
   stored: it is retried only by a call that carries the request's own
   `request_id` (the repeat answers the stored write, or does it if it was
@@ -47,6 +53,9 @@ class Retry:
 
     Attributes:
         attempts: tries in all (1 = no retry).
+        llm_attempts: tries in all of a turn the LLM provider failed (LLM_RATE_LIMITED,
+            LLM_UNAVAILABLE), at most `attempts`: the gateway has retried the provider
+            already.
         initial_backoff_s: the first pause; each next one `multiplier` times longer.
         max_backoff_s: the longest pause.
         multiplier: how the pause grows.
@@ -63,6 +72,7 @@ class Retry:
     """
 
     attempts: int = 8
+    llm_attempts: int = 2
     initial_backoff_s: float = 0.1
     max_backoff_s: float = 2.0
     multiplier: float = 2.0
@@ -196,11 +206,16 @@ def deadline_passed(opts: CallOptions) -> str:
     )
 
 
+LLM_REASONS = frozenset({reasons.LLM_RATE_LIMITED, reasons.LLM_UNAVAILABLE})
+"""The provider failures the gateway has retried already (`Retry.llm_attempts`)."""
+
+
 async def before_retry(error: RpcError, attempt: int, opts: CallOptions) -> None:
     """Pause before attempt `attempt` + 1, or raise `error` when it may not be retried."""
-    pause = opts.retry.pause(attempt)
+    pause = max(opts.retry.pause(attempt), error.retry_after_s or 0.0)
     if (
         (attempt >= opts.retry.attempts and not _still_waiting(error, pause, opts))
+        or (error.reason in LLM_REASONS and attempt >= opts.retry.llm_attempts)
         or not retryable(error, keyed=opts.keyed)
         or not opts.deadline.allows(pause)
     ):

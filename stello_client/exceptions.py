@@ -51,6 +51,7 @@ from stello.errors import (
     field_violations,
     metadata_too_large,
     reply_too_large,
+    retry_delay,
 )
 
 
@@ -87,6 +88,8 @@ class RpcError(StelloClientError):
         reason: the google.rpc.ErrorInfo reason (`stello.reasons`), or None.
         info: the ErrorInfo's metadata: what the reason is about (a SessionNotFound's
             ``session_id``), or {}.
+        retry_after_s: how long to wait before a retry (google.rpc.RetryInfo: an LLM
+            provider's Retry-After), or None.
         request_id: the id the call carried (``x-request-id``, and the request's
             own `request_id` for a write): the gateway's log lines name it.
         method: the RPC's name (``Send``).
@@ -104,6 +107,7 @@ class RpcError(StelloClientError):
         code: grpc.StatusCode | None = None,
         reason: str | None = None,
         info: Mapping[str, str] | None = None,
+        retry_after_s: float | None = None,
         request_id: str = "",
         method: str = "",
         violations: Sequence[FieldViolation] = (),
@@ -113,6 +117,7 @@ class RpcError(StelloClientError):
         self.details = details
         self.reason = reason
         self.info = dict(info or {})
+        self.retry_after_s = retry_after_s
         self.request_id = request_id
         self.method = method
         self.violations = tuple(violations)
@@ -425,6 +430,7 @@ def from_rpc_error(
         code=code,
         reason=reason,
         info=error_info_metadata(error),
+        retry_after_s=retry_delay(error),
         request_id=request_id,
         method=method,
         violations=violations,

@@ -62,7 +62,13 @@ from agent_gateway.llm.base import (
     ToolSpec,
     Usage,
 )
-from agent_gateway.llm.remote import Endpoint, SdkProvider, error_detail, parse_tool_arguments
+from agent_gateway.llm.remote import (
+    Endpoint,
+    SdkProvider,
+    error_detail,
+    parse_tool_arguments,
+    retry_after,
+)
 from stello.errors import StelloError
 
 DEFAULT_BASE_URL = "https://api.anthropic.com"
@@ -290,7 +296,9 @@ class AnthropicProvider(SdkProvider[anthropic.AsyncAnthropic]):
             if exc.status_code < 400:  # an error event inside a stream that answered 200
                 status = _STATUS_OF_ERROR_TYPE.get(exc.type or "", 500)
                 return endpoint.status_error(status, detail, retried=False)
-            return endpoint.status_error(exc.status_code, detail)
+            return endpoint.status_error(
+                exc.status_code, detail, retry_after_s=retry_after(exc.response.headers)
+            )
         if isinstance(exc, anthropic.APIError):
             detail = error_detail(exc.body) or exc.message
             return endpoint.status_error(500, detail, retried=False)

@@ -49,7 +49,13 @@ from agent_gateway.llm.base import (
     ToolSpec,
     Usage,
 )
-from agent_gateway.llm.remote import Endpoint, SdkProvider, error_detail, parse_tool_arguments
+from agent_gateway.llm.remote import (
+    Endpoint,
+    SdkProvider,
+    error_detail,
+    parse_tool_arguments,
+    retry_after,
+)
 from stello.errors import StelloError
 
 DEFAULT_BASE_URL = "https://api.openai.com/v1"
@@ -184,7 +190,11 @@ class OpenAIProvider(SdkProvider[openai.AsyncOpenAI]):
             return unanswered
         endpoint = self._endpoint
         if isinstance(exc, openai.APIStatusError):
-            return endpoint.status_error(exc.status_code, error_detail(exc.body) or exc.message)
+            return endpoint.status_error(
+                exc.status_code,
+                error_detail(exc.body) or exc.message,
+                retry_after_s=retry_after(exc.response.headers),
+            )
         if isinstance(exc, openai.APIError):
             # An error event inside a stream: no status code, only its type.
             status = 429 if exc.type in ("rate_limit_exceeded", "insufficient_quota") else 500

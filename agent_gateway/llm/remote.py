@@ -28,9 +28,12 @@ error the model can correct.
 
 from __future__ import annotations
 
+import email.utils
 import json
 import logging
+import time
 import uuid
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from types import TracebackType
 from typing import Generic, Protocol, Self, TypeVar
@@ -112,6 +115,44 @@ KEY_PIECE_CHARS = 8
 """Any piece of the API key this long or longer is masked wherever it shows up."""
 
 
+def retried_status(status: int) -> bool:
+    """Whether the providers' SDKs retry an answer of HTTP `status` (STELLO_LLM_MAX_RETRIES
+    times): a timeout, a conflict, a rate limit, a server error; never a refusal."""
+    return status in (408, 409, 429) or status >= 500
+
+
+def retry_after(headers: Mapping[str, str] | None) -> float | None:
+    """The seconds an HTTP answer's headers ask to wait (``retry-after-ms``, or
+    ``retry-after`` in seconds or as an HTTP date), at most MAX_RETRY_AFTER_S; None
+    when they say nothing usable."""
+    if not headers:
+        return None
+    try:
+        millis = headers.get("retry-after-ms")
+        if millis is not None:
+            return _bounded(float(millis) / 1000)
+        said = headers.get("retry-after")
+        if said is None:
+            return None
+        try:
+            return _bounded(float(said))
+        except ValueError:
+            when = email.utils.parsedate_to_datetime(said)
+            return _bounded(when.timestamp() - time.time())
+    except (ValueError, TypeError, OverflowError):
+        return None
+
+
+MAX_RETRY_AFTER_S = 600.0
+"""The longest wait a provider's Retry-After is passed on as (a longer one is told as this)."""
+
+
+def _bounded(seconds: float) -> float | None:
+    if seconds != seconds or seconds <= 0:  # NaN, or nothing to wait
+        return None
+    return min(seconds, MAX_RETRY_AFTER_S)
+
+
 def mask_secret(text: str, secret: str | None) -> str:
     """`text` with every run of characters covered by a piece of `secret` of at least
     `KEY_PIECE_CHARS` characters replaced by ``***`` (a key shorter than that, of 4 or more
@@ -180,17 +221,32 @@ class Endpoint:
         )
         return error_id
 
-    def status_error(self, status: int, detail: str | None, *, retried: bool = True) -> StelloError:
+    def status_error(
+        self,
+        status: int,
+        detail: str | None,
+        *,
+        retried: bool = True,
+        retry_after_s: float | None = None,
+    ) -> StelloError:
         """The domain error for an HTTP error answer with `status` and the provider's `detail`
-        (logged, never answered).
+        (logged, never answered); a rate limit or an unavailable provider carries
+        `retry_after_s` (the provider's Retry-After) to the client as RetryInfo.
 
         `retried` False: the error came inside a stream already under way, which
         the SDK does not retry (`status` then stands for the error's type).
         """
+        error = self._status_error(status, detail, retried=retried)
+        if error.reason in (LLM_RATE_LIMITED, LLM_UNAVAILABLE):
+            error.retry_after_s = retry_after_s
+        return error
+
+    def _status_error(self, status: int, detail: str | None, *, retried: bool) -> StelloError:
         said = f"HTTP {status}" + (f": {self.redact(detail)}" if detail else "")
         if not retried:
             said = f"error during the answer, as {said}"
-        said += self._retries() if retried else ""
+        elif retried_status(status):
+            said += self._retries()  # the SDKs retry these statuses only
         metadata = {"http_status": str(status)}
         if status in (401, 403):
             error_id = self._logged("API key rejected", said, f"{self.env}_API_KEY")

@@ -20,7 +20,7 @@ import pytest
 from grpc.aio import Metadata
 
 from agent_gateway.app import GatewayClients
-from stello import reasons
+from stello import errors, reasons
 from stello.agent.v1 import agent_pb2, agent_pb2_grpc
 from stello.auth import new_secret
 from stello.storage.v1 import storage_pb2
@@ -35,6 +35,7 @@ from stello_client.exceptions import (
     CursorExpired,
     DeadlineExceeded,
     InvalidArgument,
+    LlmRateLimited,
     NoPendingToolCalls,
     NotFound,
     OutcomeUnknown,
@@ -157,6 +158,42 @@ class TestOutcomeUnknown:
         stored = await stack.records(root.id)
         assert roles(stored) == ["user", "assistant"] * 2 and list(again.records) == stored[2:]
         assert len(spy.turns) == 2
+
+
+class TestProviderFailures:
+    async def test_a_rate_limited_turn_is_tried_once_more_after_its_retry_after(
+        self, make_stack: StackMaker
+    ) -> None:
+        """A turn the provider rate-limits (the gateway has retried it already) is tried once
+        more, not 8 times, after the provider's Retry-After, which the error carries as
+        RetryInfo (explore10 F6: 8 SDK attempts x 3 gateway tries = 24 provider requests,
+        with pauses shorter than the provider asked for)."""
+        limited = errors.ResourceExhausted("rate limited", reason=reasons.LLM_RATE_LIMITED)
+        limited.retry_after_s = 0.4
+        spy = SpyProvider().then(limited, limited, limited)
+        stack = await make_stack(spy)
+        async with client_of(stack) as client:
+            root = await client.create_root()
+            began = time.monotonic()
+            with pytest.raises(LlmRateLimited) as caught:
+                await client.send(root.id, "hi", request_id="limited-1")
+            waited = time.monotonic() - began
+        assert len(spy.turns) == 2  # the SDK's first attempt and its one retry
+        assert caught.value.retry_after_s == pytest.approx(0.4)
+        assert waited >= 0.4  # QUICK_RETRY's own first pause is at most 0.05 s
+
+    async def test_a_turn_the_provider_failed_then_answers_is_stored(
+        self, make_stack: StackMaker
+    ) -> None:
+        """The one retry is enough for a provider back within its Retry-After."""
+        down = errors.Unavailable("down", reason=reasons.LLM_UNAVAILABLE)
+        down.retry_after_s = 0.1
+        spy = SpyProvider().then(down)
+        stack = await make_stack(spy)
+        async with client_of(stack) as client:
+            root = await client.create_root()
+            reply = await client.send(root.id, "hi", request_id="down-1")
+        assert reply.assistant.content == "echo: hi" and len(spy.turns) == 2
 
 
 class TestLiveErrors:

@@ -81,7 +81,11 @@ class AgentGatewayStub:
     (LLM_UNAVAILABLE, LLM_RATE_LIMITED, LLM_API_KEY_REJECTED,
     LLM_API_KEY_MISSING, LLM_MODEL_NOT_FOUND, LLM_REQUEST_REJECTED,
     LLM_TIMEOUT; ErrorInfo metadata `http_status` when the provider answered
-    one) and a plain message ending "(error id <id>)". The message never
+    one; a google.rpc.RetryInfo with the provider's Retry-After, for
+    LLM_RATE_LIMITED and LLM_UNAVAILABLE, when it sent one) and a plain
+    message ending "(error id <id>)". The gateway has retried the provider
+    already (STELLO_LLM_MAX_RETRIES): a client retries such a turn once at
+    most, after the RetryInfo delay. The message never
     names the provider's address, the model, a setting or the provider's own
     text: those are in the gateway's log under that error id, with any piece
     of the API key masked. A call cancelled by the client ends CANCELLED.
@@ -321,7 +325,11 @@ class AgentGatewayServicer:
     (LLM_UNAVAILABLE, LLM_RATE_LIMITED, LLM_API_KEY_REJECTED,
     LLM_API_KEY_MISSING, LLM_MODEL_NOT_FOUND, LLM_REQUEST_REJECTED,
     LLM_TIMEOUT; ErrorInfo metadata `http_status` when the provider answered
-    one) and a plain message ending "(error id <id>)". The message never
+    one; a google.rpc.RetryInfo with the provider's Retry-After, for
+    LLM_RATE_LIMITED and LLM_UNAVAILABLE, when it sent one) and a plain
+    message ending "(error id <id>)". The gateway has retried the provider
+    already (STELLO_LLM_MAX_RETRIES): a client retries such a turn once at
+    most, after the RetryInfo delay. The message never
     names the provider's address, the model, a setting or the provider's own
     text: those are in the gateway's log under that error id, with any piece
     of the API key masked. A call cancelled by the client ends CANCELLED.
@@ -1600,7 +1608,11 @@ class AgentGateway:
     (LLM_UNAVAILABLE, LLM_RATE_LIMITED, LLM_API_KEY_REJECTED,
     LLM_API_KEY_MISSING, LLM_MODEL_NOT_FOUND, LLM_REQUEST_REJECTED,
     LLM_TIMEOUT; ErrorInfo metadata `http_status` when the provider answered
-    one) and a plain message ending "(error id <id>)". The message never
+    one; a google.rpc.RetryInfo with the provider's Retry-After, for
+    LLM_RATE_LIMITED and LLM_UNAVAILABLE, when it sent one) and a plain
+    message ending "(error id <id>)". The gateway has retried the provider
+    already (STELLO_LLM_MAX_RETRIES): a client retries such a turn once at
+    most, after the RetryInfo delay. The message never
     names the provider's address, the model, a setting or the provider's own
     text: those are in the gateway's log under that error id, with any piece
     of the API key masked. A call cancelled by the client ends CANCELLED.

@@ -326,6 +326,7 @@ class TestAnthropicProviderErrors:
             await call(provider, mode, HI)
         assert caught.value.reason == "LLM_RATE_LIMITED"
         assert "exceeded your rate limit" in logged(caplog, caught.value)
+        assert caught.value.retry_after_s == pytest.approx(0.001)  # its retry-after-ms: 1
 
     @pytest.mark.parametrize("status", [401, 403])
     async def test_bad_key_failed_precondition(

@@ -307,10 +307,12 @@ class TestOpenAIProviderErrors:
     async def test_429_resource_exhausted(
         self, fake: FakeOpenAI, provider: OpenAIProvider, mode: Mode
     ) -> None:
-        """A 429 that persists through the retries is RESOURCE_EXHAUSTED."""
+        """A 429 that persists through the retries is RESOURCE_EXHAUSTED, with the provider's
+        Retry-After for the client (its retry-after-ms: 1)."""
         fake.fail(429, "Rate limit reached", times=2)
-        with pytest.raises(ResourceExhausted, match="rate limiting or out of quota"):
+        with pytest.raises(ResourceExhausted, match="rate limiting or out of quota") as caught:
             await call(provider, mode, HI)
+        assert caught.value.retry_after_s == pytest.approx(0.001)
 
     @pytest.mark.parametrize("status", [401, 403])
     async def test_bad_key_failed_precondition(

@@ -2,16 +2,28 @@
 
 from __future__ import annotations
 
+import email.utils
+import time
+
 import pytest
+from google.rpc import error_details_pb2
 
 from agent_gateway.llm import RAW_ARGUMENTS_KEY, parse_tool_arguments
-from agent_gateway.llm.remote import MAX_DETAIL_CHARS, Endpoint, error_detail, mask_secret
+from agent_gateway.llm.remote import (
+    MAX_DETAIL_CHARS,
+    MAX_RETRY_AFTER_S,
+    Endpoint,
+    error_detail,
+    mask_secret,
+    retry_after,
+)
 from stello.errors import (
     DeadlineExceeded,
     FailedPrecondition,
     ResourceExhausted,
     StelloError,
     Unavailable,
+    to_rpc_status,
 )
 from tests.gateway.llm.providers.support import logged
 
@@ -87,9 +99,50 @@ class TestEndpoint:
         assert f"HTTP {status}: why" in line and "openai at http://llm:8000/v1, model m" in line
 
     def test_retries_named_only_when_retried(self, caplog: pytest.LogCaptureFixture) -> None:
-        """A retried error logs how many retries; an error inside a stream does not."""
+        """A retried error logs how many retries; an error inside a stream does not, nor a
+        status the SDKs never retry (explore10 F9: a 400 said "after 2 retries", sent once)."""
         assert "after 2 retries" in logged(caplog, ENDPOINT.status_error(500, None))
+        assert "after 2 retries" in logged(caplog, ENDPOINT.status_error(429, None))
         assert "retries" not in logged(caplog, ENDPOINT.status_error(500, None, retried=False))
+        for refusal in (400, 401, 404, 422):
+            assert "retries" not in logged(caplog, ENDPOINT.status_error(refusal, None))
+
+    def test_retry_after_goes_with_a_rate_limit_or_an_outage_only(self) -> None:
+        """The provider's Retry-After is told to the client (RetryInfo) for the failures a
+        retry can mend, not for a refusal."""
+        assert ENDPOINT.status_error(429, None, retry_after_s=3.0).retry_after_s == 3.0
+        assert ENDPOINT.status_error(503, None, retry_after_s=3.0).retry_after_s == 3.0
+        assert ENDPOINT.status_error(400, None, retry_after_s=3.0).retry_after_s is None
+        status = to_rpc_status(ENDPOINT.status_error(429, None, retry_after_s=1.5))
+        [info] = [d for d in status.details if d.Is(error_details_pb2.RetryInfo.DESCRIPTOR)]
+        unpacked = error_details_pb2.RetryInfo()
+        info.Unpack(unpacked)
+        assert unpacked.retry_delay.ToNanoseconds() == 1_500_000_000
+
+
+class TestRetryAfter:
+    @pytest.mark.parametrize(
+        ("headers", "seconds"),
+        [
+            ({"retry-after": "7"}, 7.0),
+            ({"retry-after": "0.5"}, 0.5),
+            ({"retry-after-ms": "1500", "retry-after": "9"}, 1.5),
+            ({"retry-after": "100000"}, MAX_RETRY_AFTER_S),
+            ({"retry-after": "0"}, None),
+            ({"retry-after": "-3"}, None),
+            ({"retry-after": "nan"}, None),
+            ({"retry-after": "soon"}, None),
+            ({}, None),
+            (None, None),
+        ],
+    )
+    def test_seconds(self, headers: dict[str, str] | None, seconds: float | None) -> None:
+        assert retry_after(headers) == seconds
+
+    def test_an_http_date(self) -> None:
+        later = email.utils.formatdate(time.time() + 30, usegmt=True)
+        waited = retry_after({"retry-after": later})
+        assert waited is not None and 28 <= waited <= 31
 
     def test_redacts_key_and_cuts_detail(self, caplog: pytest.LogCaptureFixture) -> None:
         """A provider message echoing the key is masked and cut to a readable length."""
