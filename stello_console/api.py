@@ -289,7 +289,13 @@ class ConsoleApi:
         return JSONResponse(await self._gateway.put_memory(caller, session_id, content))
 
     async def send(self, request: Request) -> Response:
-        """One turn, its events relayed as server-sent events: {content, request_id?}."""
+        """One turn, its events relayed as server-sent events: {content, request_id?}.
+
+        A client that goes away mid-reply (the page's Stop aborts its fetch) ends the
+        relay: Starlette cancels the response on the disconnect, which closes the
+        SendStream, so the gateway's turn is cancelled (nothing stored, the lease given
+        back) rather than left to run.
+        """
         caller = self._caller_of(request)
         body = await _json_body(request)
         content = _text(body, "content", required=True)

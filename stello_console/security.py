@@ -18,6 +18,12 @@ page, so nothing is answered before these checks:
   an open page can say what to do). A deployed console has no token: its API
   calls carry the user's key in a header, which no other site can make a
   browser send.
+- **Sign-out** (the local console): ``POST /api/sign-out`` from the console's
+  own page (Origin checked like any write) answers with the cookie expired,
+  signed in or not. The cookie is the browser's, not a tab's: every tab of
+  that browser on this console is signed out at its next request. The
+  printed URL still signs in; only a new secret makes a copied cookie or URL
+  worthless.
 - **The signing secret** both are derived from is kept in a file beside the
   saved credentials, readable by the user only (`console_secret`): a restart
   of `stello up` keeps open tabs signed in and the printed URL valid. The
@@ -50,6 +56,7 @@ LOOPBACK_NAMES = frozenset({"127.0.0.1", "localhost", "[::1]"})
 SAFE_METHODS = frozenset({"GET", "HEAD"})
 SECRET_BYTES = 32
 SIGNED_OUT_REASON = "CONSOLE_SIGNED_OUT"
+SIGN_OUT_PATH = "/api/sign-out"
 NOT_SIGNED_IN = (
     "not signed in: open the URL `stello up` printed (it has the token; after "
     "`stello up --new-console-token` only the new URL signs in)"
@@ -195,6 +202,9 @@ class Guard:
             await _refuse(send, 403, refusal)
             return
         launch = self._policy.launch
+        if launch is not None and method == "POST" and scope["path"] == SIGN_OUT_PATH:
+            await _sign_out(send, launch, port)
+            return
         if launch is not None and not await self._signed_in(scope, send, headers, launch, port):
             return
         await self._app(scope, receive, _with_headers(send, SECURITY_HEADERS))
@@ -244,6 +254,25 @@ def _session_cookie(launch: LaunchToken, port: int) -> bytes:
     return (
         f"{launch.cookie_name(port)}={launch.session}; Path=/; HttpOnly; SameSite=Strict"
     ).encode()
+
+
+def _expired_cookie(launch: LaunchToken, port: int) -> bytes:
+    """The session cookie emptied and expired: the browser forgets it."""
+    name = launch.cookie_name(port)
+    return f"{name}=; Path=/; Max-Age=0; HttpOnly; SameSite=Strict".encode()
+
+
+async def _sign_out(send: Send, launch: LaunchToken, port: int) -> None:
+    """The local console's sign-out: the browser is told to drop the session cookie."""
+    body = json.dumps({"signed_out": True}).encode()
+    headers = [
+        (b"content-type", b"application/json"),
+        (b"content-length", str(len(body)).encode()),
+        (b"set-cookie", _expired_cookie(launch, port)),
+        *SECURITY_HEADERS,
+    ]
+    await send({"type": "http.response.start", "status": 200, "headers": headers})
+    await send({"type": "http.response.body", "body": body})
 
 
 def _with_headers(send: Send, extra: Iterable[tuple[bytes, bytes]]) -> Send:

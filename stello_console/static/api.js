@@ -47,6 +47,13 @@ export function signOut() {
   sessionStorage.removeItem(SPACE);
 }
 
+/** Forget this tab's sign-in: a deployed console's key (this tab only), or, for the local
+ * console, the browser's cookie, which the console expires (every tab of this browser). */
+export async function forget() {
+  if (keyMode) signOut();
+  else await call("POST", "/api/sign-out");
+}
+
 export function space() {
   return sessionStorage.getItem(SPACE);
 }

@@ -3,7 +3,7 @@
 // up to date by the space's live changes (live.js): each batch refetches only the nodes
 // and the parts of the open view that its events name.
 
-import { ApiError, call, onSignedOut, requestId, setMode, signIn, signOut, signedIn, space } from "./api.js";
+import { ApiError, call, forget, onSignedOut, requestId, setMode, signIn, signOut, signedIn, space } from "./api.js";
 import { DigestsView } from "./digests.js";
 import { SearchView } from "./search.js";
 import { dialog, el, replace } from "./dom.js";
@@ -16,6 +16,12 @@ const NODES_PER_CALL = 100;
 const FIRST_CONTACT_MS = 5000;
 // Events that change a forest node's label, status or turn count: the node is refetched.
 const NODE_KINDS = new Set(["session_committed", "session_updated", "turn_committed"]);
+// What "Sign out" covers: a deployed console's key is this tab's (sessionStorage); the local
+// console's cookie is the browser's, shared by its tabs.
+const SIGN_OUT_TITLE = {
+  key: "Forget this tab's key and space (other tabs keep theirs)",
+  local: "Sign this browser out of the console (every tab of it)",
+};
 
 class App {
   constructor() {
@@ -45,8 +51,9 @@ class App {
     else await this.start();
   }
 
-  askKey(message = "") {
+  askKey(message = "", note = "") {
     this.live?.stop();
+    this.view = null;
     for (const id of ["new-root", "refresh", "sign-out", "search-form"]) $(id).hidden = true;
     replace($("forest-pane"));
     const key = el("input", { id: "sign-in-key", type: "password", required: true, autocomplete: "off" });
@@ -65,6 +72,7 @@ class App {
         },
         el("h2", {}, "Sign in"),
         el("p", { class: "muted" }, "Your key stays in this tab (sessionStorage) and is sent to this console only."),
+        note ? el("p", { id: "sign-in-note", role: "status" }, note) : null,
         message ? el("p", { class: "error-text" }, message) : null,
         el("label", {}, "API key", key),
         el("label", {}, "Space id", spaceId),
@@ -83,14 +91,11 @@ class App {
       const query = $("search").value.trim();
       if (query) location.hash = `#/search/${encodeURIComponent(query)}`;
     };
-    $("sign-out").hidden = this.config.mode !== "key";
+    $("sign-out").hidden = false;
+    $("sign-out").title = SIGN_OUT_TITLE[this.config.mode] || "";
     $("refresh").onclick = () => this.refresh();
     $("new-root").onclick = () => this.newRoot();
-    $("sign-out").onclick = () => {
-      this.live?.stop();
-      signOut();
-      location.reload();
-    };
+    $("sign-out").onclick = () => this.signOutHere();
     this.live?.stop();
     this.live = new Live($("live"), this);
     // The state is read once the stream's start is known, so no change falls between them.
@@ -170,24 +175,58 @@ class App {
     return el("div", { class: "goto-box" }, form, found);
   }
 
-  /** The console's sign-in was renewed: stop, and say how to sign in again. */
+  /**
+   * "Sign out": a reply streaming stops, then a deployed console forgets this tab's key
+   * (the sign-in form comes back; other tabs keep theirs), the local one has the console
+   * expire this browser's cookie (every tab of it is signed out).
+   */
+  async signOutHere() {
+    this.view?.leave?.();
+    this.live?.stop();
+    try {
+      await forget();
+    } catch (error) {
+      this.reportError(error);
+      return;
+    }
+    $("error").hidden = true;
+    if (this.config.mode === "key") {
+      this.askKey("", "Signed out: this tab forgot its key. Other tabs keep theirs until they sign out.");
+      return;
+    }
+    this.out = true;
+    this.showSignedOut(true);
+  }
+
+  /** The console refused this tab's sign-in (a sign-out, or a renewed token): stop, and say
+   * how to sign in again. */
   signedOut() {
     if (this.out) return;
     this.out = true;
     this.live?.stop({ code: "UNAUTHENTICATED", message: "signed out" });
+    this.showSignedOut(false);
+  }
+
+  /** The signed-out page: why (`mine`: this tab's Sign out), and how to sign in again. */
+  showSignedOut(mine) {
+    this.view?.leave?.();
     this.view = null;
     for (const id of ["new-root", "refresh", "sign-out", "search-form"]) $(id).hidden = true;
     $("error").hidden = true;
     document.body.dataset.view = "detail";
     replace($("forest-pane"));
+    const why = mine
+      ? el("p", {}, "You signed out: this browser no longer holds the console's sign-in cookie, so every tab of it on this console is signed out (the others say so at their next request).")
+      : el("p", {}, "This browser signed out (in this tab or another), or the console's sign-in token was renewed (", el("code", {}, "stello up --new-console-token"), "), so the address this tab opened no longer signs in.");
     replace(
       $("detail"),
       el(
         "section",
         { class: "signed-out", id: "signed-out" },
         el("h2", {}, "This tab is signed out"),
-        el("p", {}, "The console's sign-in token was renewed (", el("code", {}, "stello up --new-console-token"), "), so the address this tab opened no longer signs in."),
-        el("p", {}, "Open the ", el("code", {}, "console:"), " URL that ", el("code", {}, "stello up"), " printed last (it carries the new token), in this tab or a new one."),
+        why,
+        el("p", {}, "Open the ", el("code", {}, "console:"), " URL that ", el("code", {}, "stello up"), " printed last (it carries the token), in this tab or a new one, or paste it here."),
+        tokenForm(),
       ),
     );
   }
@@ -279,7 +318,7 @@ class App {
   }
 
   async route() {
-    if (this.out) return;
+    if (this.out || !signedIn()) return;
     const hash = location.hash;
     this.routed = hash;
     const detail = $("detail");
@@ -370,6 +409,34 @@ class App {
     if (this.out) return; // the signed-out page says it all
     $("error-text").textContent = String(error);
     $("error").hidden = false;
+  }
+}
+
+/** The local console's sign-in form: the printed URL (or its token) is opened, as if typed. */
+function tokenForm() {
+  const input = el("input", { id: "sign-in-url", type: "password", required: true, autocomplete: "off", spellcheck: false });
+  return el(
+    "form",
+    {
+      class: "token-sign-in",
+      onsubmit: (event) => {
+        event.preventDefault();
+        const token = launchToken(input.value);
+        if (token) location.assign(`/?${new URLSearchParams({ token })}${location.hash}`);
+      },
+    },
+    el("label", {}, "Console URL or token", input),
+    el("button", { type: "submit", class: "primary", id: "sign-in" }, "Sign in"),
+  );
+}
+
+/** The token of a pasted console URL, or the text itself when it is no URL. */
+function launchToken(text) {
+  const value = text.trim();
+  try {
+    return new URL(value).searchParams.get("token") || "";
+  } catch {
+    return value;
   }
 }
 

@@ -135,6 +135,15 @@ export class RecordList {
     return this.newest === null || seq > this.newest;
   }
 
+  /** Whether a record of `role` with exactly `content` is shown after seq `after` (null:
+   * any). */
+  holds(role, content, after) {
+    for (const item of this.list.querySelectorAll(`li.role-${role}[data-seq]`)) {
+      if (Number(item.dataset.seq) > (after ?? 0) && item.querySelector(".content")?.textContent === content) return true;
+    }
+    return false;
+  }
+
   markEmpty() {
     if (!this.list.children.length) this.list.append(el("li", { class: "empty muted" }, "No records yet."));
   }

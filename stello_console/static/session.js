@@ -291,7 +291,7 @@ export class SessionView {
       else if (VIEW_KINDS.has(event.kind)) reread = true;
     }
     await Promise.all([
-      newer ? this.records.loadNewer() : null,
+      newer ? this.records.loadNewer().then(() => this.unstored && this.keptAfterAll(this.unstored)) : null,
       reread ? this.refreshView() : null,
       ancestors ? this.refreshLineage() : null,
     ]);
@@ -308,9 +308,18 @@ export class SessionView {
   sendBox(archived) {
     this.message = el("textarea", { id: "message", rows: 2, "aria-label": "Message" });
     this.sendButton = el("button", { type: "submit", id: "send", class: "primary" }, "Send");
-    const form = el("form", { class: "send", onsubmit: (event) => this.send(event) }, this.message, this.sendButton);
+    this.stopButton = el(
+      "button",
+      { type: "button", id: "stop", class: "danger", hidden: true, title: "Stop the reply (Escape in the message box)", onclick: () => this.stop() },
+      "Stop",
+    );
+    const form = el("form", { class: "send", onsubmit: (event) => this.send(event) }, this.message, this.sendButton, this.stopButton);
     this.message.addEventListener("keydown", (event) => {
       if (event.key === "Enter" && (event.ctrlKey || event.metaKey)) form.requestSubmit();
+      else if (event.key === "Escape" && this.sending) {
+        event.preventDefault();
+        this.stop();
+      }
     });
     this.setSendable(!archived);
     return form;
@@ -323,51 +332,119 @@ export class SessionView {
     this.sendButton.disabled = !sendable || this.sending;
   }
 
+  /** While a reply streams, Stop stands in for Send (the focus moves with it). */
+  setSending(sending) {
+    const focused = document.activeElement;
+    this.sending = sending;
+    this.sendButton.hidden = sending;
+    this.stopButton.hidden = !sending;
+    this.setSendable(this.sendable);
+    if (sending && focused === this.sendButton) this.stopButton.focus();
+    if (!sending && focused === this.stopButton) this.message.focus();
+  }
+
+  /** Stop the reply streaming: the request is aborted, so the console cancels the turn. */
+  stop() {
+    this.streaming?.abort();
+  }
+
+  /** The view goes (signed out): a reply still streaming is stopped. */
+  leave() {
+    this.stop();
+  }
+
   async send(event) {
     event.preventDefault();
-    const text = this.message;
-    const content = text.value;
-    if (!content.trim()) return;
-    this.sending = true;
-    this.sendButton.disabled = true;
-    const pendingUser = el("li", { class: "record role-user pending" }, el("div", { class: "record-head" }, el("span", { class: "role" }, "user")), el("div", { class: "content" }, content));
-    const reply = el("div", { class: "content", id: "streaming" });
-    const calls = el("ul", { class: "tool-calls" });
-    const pendingReply = el("li", { class: "record role-assistant pending" }, el("div", { class: "record-head" }, el("span", { class: "role" }, "assistant"), el("span", { class: "muted" }, "streaming…")), reply, calls);
-    this.records.addPending(pendingUser, pendingReply);
-    this.toNewest();
+    const content = this.message.value;
+    if (this.sending || !content.trim()) return;
+    const turn = this.pendingTurn(content);
+    const controller = (this.streaming = new AbortController());
+    this.setSending(true);
     let done = null;
     let failure = null;
     try {
       await stream(`/api/sessions/${this.id}/send`, { content, request_id: requestId() }, (name, data) => {
-        if (name === "delta") reply.append(data.text);
-        else if (name === "tool_call") calls.append(el("li", {}, `→ ${data.name}(${data.arguments_json})`));
+        if (name === "delta") turn.reply.append(data.text);
+        else if (name === "tool_call") turn.calls.append(el("li", {}, `→ ${data.name}(${data.arguments_json})`));
         else if (name === "done") done = data;
         else if (name === "error") failure = data;
-      });
+      }, { signal: controller.signal });
     } catch (error) {
-      failure = { code: error.code, message: error.message };
+      if (!controller.signal.aborted) failure = { code: error.code, message: error.message };
     }
-    this.sending = false;
-    this.setSendable(this.sendable);
-    if (done) {
-      pendingUser.remove();
-      pendingReply.remove();
-      // A window short of the newest record jumps to the newest page, with the reply.
-      if (this.records.newerToken) this.records.takeNewest(await this.records.first());
-      else this.records.addNewer(done.records);
-      text.value = "";
-      this.app.clearError();
-      const report = (error) => this.app.reportError(error);
-      await Promise.all([this.app.refreshNodes([this.id]).catch(report), this.refreshView().catch(report)]);
-    } else {
-      const message = failure ? `${failure.code}: ${failure.message}` : "the stream ended without a reply";
-      pendingReply.classList.remove("pending");
-      pendingUser.classList.remove("pending");
-      pendingReply.replaceChildren(el("div", { class: "record-head" }, el("span", { class: "role" }, "not stored")), el("div", { class: "content error-text" }, message));
-      pendingUser.classList.add("failed");
-      this.app.reportError({ toString: () => message });
-    }
+    this.streaming = null;
+    this.setSending(false);
+    if (done) await this.stored(done, turn);
+    else if (failure || !controller.signal.aborted) this.failed(turn, failure);
+    else await this.stopped(turn);
+  }
+
+  /** The message and the reply to come, shown below the records until the turn ends. */
+  pendingTurn(content) {
+    this.unstored = null; // a turn stopped earlier is no longer looked for
+    const reply = el("div", { class: "content", id: "streaming" });
+    const calls = el("ul", { class: "tool-calls" });
+    const state = el("span", { class: "muted" }, "streaming…");
+    const user = el("li", { class: "record role-user pending" }, el("div", { class: "record-head" }, el("span", { class: "role" }, "user")), el("div", { class: "content" }, content));
+    const assistant = el("li", { class: "record role-assistant pending" }, el("div", { class: "record-head" }, el("span", { class: "role" }, "assistant"), state), reply, calls);
+    this.records.addPending(user, assistant);
+    this.toNewest();
+    return { content, since: this.records.newest, user, assistant, reply, calls, state };
+  }
+
+  /** The turn is stored: its records replace the pending ones. */
+  async stored(done, turn) {
+    turn.user.remove();
+    turn.assistant.remove();
+    // A window short of the newest record jumps to the newest page, with the reply.
+    if (this.records.newerToken) this.records.takeNewest(await this.records.first());
+    else this.records.addNewer(done.records);
+    this.message.value = "";
+    this.app.clearError();
+    const report = (error) => this.app.reportError(error);
+    await Promise.all([this.app.refreshNodes([this.id]).catch(report), this.refreshView().catch(report)]);
+  }
+
+  /** The turn failed: the gateway stored nothing of it; the message stays in the box. */
+  failed(turn, failure) {
+    const message = failure ? `${failure.code}: ${failure.message}` : "the stream ended without a reply";
+    turn.assistant.classList.remove("pending");
+    turn.user.classList.remove("pending");
+    turn.assistant.replaceChildren(el("div", { class: "record-head" }, el("span", { class: "role" }, "not stored")), el("div", { class: "content error-text" }, message));
+    turn.user.classList.add("failed");
+    this.app.reportError({ toString: () => message });
+  }
+
+  /**
+   * Stopped: the gateway stores nothing of a turn cancelled before its commit and gives its
+   * lease back at once; one whose commit was already sent is stored whole. The records after
+   * those shown say which: a stored turn shows as records, else the partial reply stays,
+   * marked as not stored, and the message stays in the box.
+   */
+  async stopped(turn) {
+    turn.reply.removeAttribute("id");
+    turn.state.textContent = "stopping…";
+    await this.records.loadNewer().catch(() => {});
+    if (this.keptAfterAll(turn)) return;
+    turn.user.classList.replace("pending", "failed");
+    turn.assistant.classList.replace("pending", "stopped");
+    turn.state.textContent = "stopped · not stored";
+    turn.assistant.append(el("p", { class: "muted", id: "send-note", role: "status" }, "Stopped — nothing was stored. The session takes a new message now; yours is still in the box."));
+    this.unstored = turn;
+  }
+
+  /** Whether a stopped turn was stored all the same (its commit was under way): its
+   * records then show and its pending items go. */
+  keptAfterAll(turn) {
+    if (!this.records.holds("user", turn.content, turn.since)) return false;
+    turn.user.remove();
+    turn.assistant.remove();
+    this.unstored = null;
+    this.message.value = "";
+    this.records.say("Stopped too late: the turn was already being stored, so it is kept (below).");
+    const report = (error) => this.app.reportError(error);
+    this.app.refreshNodes([this.id]).catch(report);
+    return true;
   }
 
   async fork(seq) {

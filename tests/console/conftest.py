@@ -80,7 +80,8 @@ class HeldProvider:
     """An LLM behind the provider interface that echoes, and can hold its reply mid-stream.
 
     The first delta is REPLY_HEAD; while `release` is clear, the rest waits,
-    so a test can see the page show a reply before the turn is done.
+    so a test can see the page show a reply before the turn is done. `cut` is
+    set when a stream is closed before its end (the gateway cancelled the turn).
     """
 
     max_context_tokens = 1_000_000
@@ -88,6 +89,7 @@ class HeldProvider:
     def __init__(self) -> None:
         self.release = asyncio.Event()
         self.release.set()
+        self.cut = asyncio.Event()
 
     def _text(self, messages: Sequence[LLMMessage]) -> str:
         last = next((m.content for m in reversed(messages) if m.role == "user"), "")
@@ -110,12 +112,18 @@ class HeldProvider:
         tools: Sequence[ToolSpec] | None = None,
         max_tokens: int | None = None,
     ) -> AsyncIterator[StreamEvent]:
-        """REPLY_HEAD, then (once released) the rest, then Done."""
+        """REPLY_HEAD, then (once released) the rest, then Done; `cut` set if closed before."""
         text = self._text(messages)
-        yield TextDelta(REPLY_HEAD)
-        await self.release.wait()
-        yield TextDelta(text[len(REPLY_HEAD) :])
-        yield Done(Completion(text, (), Usage(1, 1, 2)))
+        ended = False
+        try:
+            yield TextDelta(REPLY_HEAD)
+            await self.release.wait()
+            yield TextDelta(text[len(REPLY_HEAD) :])
+            yield Done(Completion(text, (), Usage(1, 1, 2)))
+            ended = True
+        finally:
+            if not ended:
+                self.cut.set()
 
 
 @dataclass

@@ -589,6 +589,35 @@ class TestNodes:
         assert reply.status == 400 and reply.json()["error"]["message"].startswith("id:")
 
 
+LEASE = "SELECT turn_token FROM sessions WHERE space_id = $1 AND id = $2"
+
+
+async def reply_begun(api: Api, session_id: str, content: str) -> asyncio.StreamWriter:
+    """A Send whose reply has begun (REPLY_HEAD read) on a raw connection, for the test to
+    close as a page going away (or a Stop aborting its fetch) does."""
+    port = api.console.port
+    reader, writer = await asyncio.open_connection("127.0.0.1", port)
+    body = json.dumps({"content": content}).encode()
+    writer.write(
+        (
+            f"POST /api/sessions/{session_id}/send HTTP/1.1\r\nHost: 127.0.0.1:{port}\r\n"
+            f"Cookie: {api.cookie}\r\nOrigin: http://127.0.0.1:{port}\r\n"
+            f"Content-Type: application/json\r\nContent-Length: {len(body)}\r\n\r\n"
+        ).encode()
+        + body
+    )
+    seen = b""
+    while REPLY_HEAD.encode() not in seen:
+        seen += await asyncio.wait_for(reader.read(1024), 20)
+    return writer
+
+
+async def lease_of(pool: asyncpg.Pool, console: ConsoleStack, session_id: str) -> Any:
+    """The session's turn lease token (None: no turn holds it)."""
+    space = console.stack.space.id
+    return await pool.fetchval(LEASE, space, uuid.UUID(session_id))
+
+
 class TestStreamEnds:
     async def test_leaving_mid_reply_cancels_the_turn_and_stores_nothing(self, api: Api) -> None:
         """The page goes away after the first delta: the turn is cancelled, nothing is stored,
@@ -596,19 +625,7 @@ class TestStreamEnds:
         console = api.console
         root = await console.stack.root()
         console.provider.release.clear()
-        reader, writer = await asyncio.open_connection("127.0.0.1", console.port)
-        body = json.dumps({"content": "going"}).encode()
-        writer.write(
-            (
-                f"POST /api/sessions/{root.id}/send HTTP/1.1\r\nHost: 127.0.0.1:{console.port}\r\n"
-                f"Cookie: {api.cookie}\r\nOrigin: http://127.0.0.1:{console.port}\r\n"
-                f"Content-Type: application/json\r\nContent-Length: {len(body)}\r\n\r\n"
-            ).encode()
-            + body
-        )
-        seen = b""
-        while REPLY_HEAD.encode() not in seen:
-            seen += await asyncio.wait_for(reader.read(1024), 20)
+        writer = await reply_begun(api, root.id, "going")
         writer.close()
         await writer.wait_closed()
         await asyncio.sleep(0.5)  # the console notices the closed connection
@@ -620,6 +637,27 @@ class TestStreamEnds:
             "again",
             f"{REPLY_HEAD}reply to: again",
         ]
+
+    async def test_a_disconnect_cancels_the_upstream_send_within_a_second(
+        self, api: Api, pool: asyncpg.Pool
+    ) -> None:
+        """A client that disconnects mid-reply (a Stop) has the console cancel its SendStream:
+        within a second the gateway closes the model's stream (held, it would never end by
+        itself), the session's lease is free (not left to its TTL) and nothing is stored."""
+        console = api.console
+        root = await console.stack.root()
+        console.provider.release.clear()
+        writer = await reply_begun(api, root.id, "runaway")
+        assert await lease_of(pool, console, root.id) is not None
+        writer.close()
+        await writer.wait_closed()
+        await asyncio.wait_for(console.provider.cut.wait(), 1)
+        for _ in range(100):  # the release is one storage call after the cut
+            if await lease_of(pool, console, root.id) is None:
+                break
+            await asyncio.sleep(0.01)
+        assert await lease_of(pool, console, root.id) is None
+        assert await console.stack.records(root.id) == []
 
 
 class TestGatewayDown:

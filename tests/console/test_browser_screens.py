@@ -23,7 +23,7 @@ from playwright.async_api import Locator, Page, expect
 
 from stello.agent.v1 import agent_pb2
 from stello.common.v1 import common_pb2
-from tests.console.conftest import BrowserPage, ConsoleStack
+from tests.console.conftest import REPLY_HEAD, BrowserPage, ConsoleStack
 from tests.console.test_browser import open_console
 from tests.gateway.conftest import Stack, record
 
@@ -268,6 +268,33 @@ class TestAccessibility:
         await page.locator('#records li[data-seq="4"] .fork-here').click()
         await expect(page.locator("#fork-label")).to_be_visible()
         found["fork dialog"] = await axe_violations(page, axe)
+        report = [
+            f"{where}: {v['id']} ({v['impact']}) {v['help']}: {v['nodes']}"
+            for where, violations in found.items()
+            for v in violations
+        ]
+        assert report == []
+        assert browser_page.console_errors() == []
+
+    async def test_axe_finds_nothing_serious_on_stop_and_sign_out(
+        self, console: ConsoleStack, browser_page: BrowserPage, axe: str
+    ) -> None:
+        """No serious or critical axe-core violation while a reply streams (Stop shown), once
+        it is stopped, and on the signed-out page with its sign-in field."""
+        root = await console.stack.root(label="Chat")
+        page = browser_page.page
+        await open_console(console, browser_page, f"#/session/{root.id}")
+        console.provider.release.clear()
+        await page.locator("#message").fill("on and on")
+        await page.locator("#send").click()
+        await expect(page.locator("#streaming")).to_have_text(REPLY_HEAD)
+        found = {"streaming": await axe_violations(page, axe)}
+        await page.get_by_role("button", name="Stop").click()
+        await expect(page.locator("#send-note")).to_be_visible()
+        found["stopped"] = await axe_violations(page, axe)
+        await page.get_by_role("button", name="Sign out").click()
+        await expect(page.locator("#sign-in-url")).to_be_visible()
+        found["signed out"] = await axe_violations(page, axe)
         report = [
             f"{where}: {v['id']} ({v['impact']}) {v['help']}: {v['nodes']}"
             for where, violations in found.items()

@@ -1,15 +1,17 @@
-"""A console restart in a real headless Chromium: open tabs stay signed in and resume their
-live stream from its cursor; a renewed token signs them out with a page saying what to do."""
+"""Signing in and out in a real headless Chromium: a console restart keeps open tabs signed in
+(their live stream resumes from its cursor); a renewed token signs them out with a page saying
+what to do; "Sign out" forgets a deployed console's key in this tab only, and the local
+console's cookie in the whole browser (it says so)."""
 
 from __future__ import annotations
 
 from pathlib import Path
 
 import pytest
-from playwright.async_api import Request, expect
+from playwright.async_api import Page, Request, expect
 
 from stello_console import LaunchToken, console_secret, running_console
-from tests.console.conftest import BrowserPage, GatewayStack
+from tests.console.conftest import BrowserPage, ConsoleStack, GatewayStack
 
 pytestmark = pytest.mark.browser
 
@@ -74,3 +76,88 @@ async def test_a_renewed_token_signs_the_tab_out_and_says_what_to_do(
         await expect(page.locator("#refresh")).to_be_hidden()
         await browser_page.shot("signed-out")
     assert browser_page.console_errors("Failed to load resource", "ERR_CONNECTION_REFUSED") == []
+
+
+async def api_status(page: Page) -> int:
+    """The status of the tab's GET /api/tree sent as the page sends it (key headers too)."""
+    return int(
+        await page.evaluate(
+            """async () => {
+              const key = sessionStorage.getItem("stello_console.key");
+              const space = sessionStorage.getItem("stello_console.space");
+              const headers = key
+                ? { authorization: `Bearer ${key}`, "x-stello-space": space }
+                : {};
+              return (await fetch("/api/tree", { headers })).status;
+            }"""
+        )
+    )
+
+
+async def test_sign_out_on_the_local_console_signs_the_browser_out_and_says_so(
+    console: ConsoleStack, browser_page: BrowserPage
+) -> None:
+    """Sign out on the local console: the tab says it covers every tab of this browser and
+    offers a sign-in; the browser holds no console cookie, the tab's API calls are refused,
+    another tab is signed out at its next request, and pasting the printed URL signs in."""
+    root = await console.stack.root(label="Kept")
+    page = browser_page.page
+    other = await browser_page.context.new_page()
+    await page.goto(console.console.url)
+    await other.goto(f"{console.base}#/session/{root.id}")
+    await expect(other.locator("#session-label")).to_have_text("Kept")
+    sign_out = page.get_by_role("button", name="Sign out")
+    await expect(sign_out).to_have_attribute(
+        "title", "Sign this browser out of the console (every tab of it)"
+    )
+    await sign_out.click()
+    signed_out = page.locator("#signed-out")
+    await expect(signed_out).to_contain_text("You signed out")
+    await expect(signed_out).to_contain_text("every tab of it on this console is signed out")
+    await expect(page.locator("#live")).to_have_attribute("data-state", "off")
+    await expect(page.locator("#sign-out")).to_be_hidden()
+    await browser_page.shot("signed-out-local")
+    assert await browser_page.context.cookies() == []
+    assert await api_status(page) == 403
+    await other.get_by_role("button", name="Refresh").click()
+    await expect(other.locator("#signed-out")).to_contain_text("This browser signed out")
+    await page.locator("#sign-in-url").fill(console.console.url)
+    await page.locator("#sign-in").click()
+    await expect(page.locator(f'#forest .node[data-id="{root.id}"]')).to_be_visible()
+    assert await api_status(page) == 200
+    assert browser_page.console_errors("Failed to load resource.*403") == []
+
+
+async def signed_in_with_key(page: Page, console: ConsoleStack) -> None:
+    """Sign in on the deployed console's form with the stack's key and space."""
+    space = console.stack.space
+    await page.goto(console.base)
+    await page.locator("#sign-in-key").fill(space.key)
+    await page.locator("#sign-in-space").fill(space.sid)
+    await page.locator("#sign-in").click()
+    await expect(page.locator("#forest")).to_be_visible()
+
+
+async def test_sign_out_on_a_deployed_console_forgets_this_tabs_key_only(
+    key_console: ConsoleStack, browser_page: BrowserPage
+) -> None:
+    """Sign out on a deployed console: this tab forgets its key and space and shows the
+    sign-in form saying so; its API calls are refused; another tab keeps its sign-in."""
+    root = await key_console.stack.root(label="Other tab")
+    page = browser_page.page
+    other = await browser_page.context.new_page()
+    await signed_in_with_key(page, key_console)
+    await signed_in_with_key(other, key_console)
+    await page.get_by_role("button", name="Sign out").click()
+    await expect(page.locator("#sign-in-note")).to_have_text(
+        "Signed out: this tab forgot its key. Other tabs keep theirs until they sign out."
+    )
+    await expect(page.locator("#sign-in-key")).to_be_visible()
+    await expect(page.locator("#sign-out")).to_be_hidden()
+    key = await page.evaluate("() => sessionStorage.getItem('stello_console.key')")
+    assert key is None
+    assert await api_status(page) == 401
+    await other.get_by_role("button", name="Refresh").click()
+    await expect(other.locator(f'#forest .node[data-id="{root.id}"]')).to_be_visible()
+    assert await api_status(other) == 200
+    assert browser_page.console_errors("Failed to load resource.*401") == []

@@ -198,6 +198,44 @@ class TestHostAndOrigin:
         assert reply.status == 200 and reply.json()["label"] == "Made here"
 
 
+class TestSignOut:
+    async def test_sign_out_expires_the_cookie(self, console: ConsoleStack) -> None:
+        """POST /api/sign-out from the console's origin answers the cookie emptied, expired,
+        HttpOnly and SameSite=Strict, signed in or not."""
+        own = {"Origin": f"http://127.0.0.1:{console.port}"}
+        cookie = await signed_in(console)
+        for headers in ({**own, "Cookie": cookie}, own):
+            reply = await fetch(console.port, "/api/sign-out", method="POST", headers=headers)
+            assert (reply.status, reply.json()) == (200, {"signed_out": True})
+            expired = reply.header("set-cookie") or ""
+            assert expired.startswith(f"stello_console_{console.port}=;"), expired
+            assert "Max-Age=0" in expired and "HttpOnly" in expired
+            assert "SameSite=Strict" in expired
+
+    @pytest.mark.parametrize(
+        ("method", "headers"),
+        [
+            pytest.param("POST", {}, id="no-origin"),
+            pytest.param("POST", {"Origin": "http://evil.example"}, id="foreign-origin"),
+            pytest.param("POST", {"Sec-Fetch-Site": "same-site"}, id="same-site"),
+            pytest.param("GET", {}, id="get"),
+        ],
+    )
+    async def test_only_the_consoles_own_post_signs_out(
+        self, console: ConsoleStack, method: str, headers: dict[str, str]
+    ) -> None:
+        """A sign-out without Origin, from another origin or site, or by GET is not one: no
+        cookie is expired (another page cannot sign the browser out)."""
+        cookie = await signed_in(console)
+        if "Sec-Fetch-Site" in headers:
+            headers = {**headers, "Origin": f"http://127.0.0.1:{console.port}"}
+        reply = await fetch(
+            console.port, "/api/sign-out", method=method, headers={**headers, "Cookie": cookie}
+        )
+        assert reply.status in (403, 404, 405), reply.text
+        assert reply.header("set-cookie") is None
+
+
 class TestLiveRelay:
     @pytest.mark.parametrize(
         ("host", "headers", "says"),
