@@ -398,7 +398,7 @@ class TurnService:
                     plan.space_id,
                     plan.session_id,
                     call,
-                    builtin_request_id(plan, lease.token, round_, index, call.id),
+                    builtin_request_id(plan, lease.token, round_, index, call),
                 )
                 for index, call in enumerate(calls)
             )
@@ -412,18 +412,25 @@ class TurnService:
             ctx.loop.append(LLMMessage("tool", content, tool_call_id=call.id, is_error=is_error))
 
 
-def builtin_request_id(plan: Plan, token: str, round_: int, index: int, call_id: str) -> str:
-    """The request id of a built-in tool call (its fork), so that no turn forks twice.
+def builtin_request_id(
+    plan: Plan, token: str, round_: int, index: int, call: ToolCallSpec
+) -> str:
+    """The request id of a built-in tool call (its fork, its memory write), so that no turn
+    does one twice.
 
-    With the client's request_id it follows the request and the call's place in
-    the turn (round, index), not the lease: a retry that takes over the expired
-    lease of its own first attempt repeats that attempt's fork instead of making
-    a second one. Without one, each turn is new: the lease and the call id.
+    With the client's request_id it follows the request, the call's place in the turn
+    (round, index) and what the call asks (tool and arguments), not the lease: a retry
+    that takes over the expired lease of its own first attempt, and whose model asks the
+    same, repeats that attempt's fork instead of making a second one; a model that asks
+    something else there (models are not deterministic) has it done, as asked (it was
+    told the key was used for another request: explore10 F5). Without a request_id each
+    turn is new: the lease and the call id.
     """
     if plan.key is None:
-        return f"{token}/{call_id}"
+        return f"{token}/{call.id}"
     request = f"{plan.key.scope}\0{plan.key.request_id}".encode()
-    return f"turn-{hashlib.sha256(request).hexdigest()[:32]}/{round_}.{index}"
+    asked = hashlib.sha256(f"{call.name}\0{call.arguments_json()}".encode()).hexdigest()[:16]
+    return f"turn-{hashlib.sha256(request).hexdigest()[:32]}/{round_}.{index}/{asked}"
 
 
 def _in_time(caller: Caller, before: str) -> None:

@@ -20,7 +20,8 @@ from agent_gateway.llm import LLMMessage, ToolCallSpec
 from agent_gateway.tools.base import CREATE_SESSION
 from stello.agent.v1 import agent_pb2
 from stello.common.v1 import common_pb2
-from stello.errors import error_info_reason, field_violations
+from stello.errors import Unavailable, error_info_reason, field_violations
+from stello.reasons import LLM_UNAVAILABLE
 from tests.gateway.conftest import Stack, StackMaker, record, row_counts, rpc_error
 from tests.gateway.turns_support import (
     SpyProvider,
@@ -328,6 +329,36 @@ class TestBuiltinTool:
         assert forks.peak == 3
         labels = [json.loads(r.content)["label"] for r in reply.records if r.role == 4]
         assert labels == ["k0", "k1", "k2"]
+
+    async def test_a_retried_turn_whose_model_asks_another_fork_makes_it(
+        self, make_stack: StackMaker
+    ) -> None:
+        """A turn failed after its built-in fork; its retry with the same request_id, whose
+        model now asks another fork at that place, has it made (the first stays, as a
+        built-in's effects do; a retry asking the same fork makes none: test_lease_outage).
+        Before, the model was told "request_id ... was already used for a different
+        request" (explore10 F5)."""
+        down = Unavailable("provider down", reason=LLM_UNAVAILABLE)
+        spy = SpyProvider().then(
+            answer("", create_call("a", label="branch-A")),
+            down,
+            answer("", create_call("a", label="branch-B")),
+            answer("made B"),
+            answer("", create_call("a", label="branch-B")),
+            answer("made B again"),
+        )
+        stack = await make_stack(spy)
+        root = await stack.root()
+        with pytest.raises(grpc.aio.AioRpcError):
+            await send(stack, root.id, "fork please", request_id="turn-1")
+        reply = await send(stack, root.id, "fork please", request_id="turn-1")
+        [tool] = [r for r in reply.records if r.role == common_pb2.RECORD_ROLE_TOOL]
+        assert not tool.metadata.fields["is_error"].bool_value, tool.content
+        assert json.loads(tool.content)["label"] == "branch-B"
+        labels = sorted(k.node.label for k in await children(stack, root.id))
+        assert labels == ["branch-A", "branch-B"]
+        await send(stack, root.id, "fork please", request_id="turn-2")  # a new turn: B again
+        assert len(await children(stack, root.id)) == 3
 
     async def test_failing_call_leaves_siblings(self, make_stack: StackMaker) -> None:
         """The middle of three calls fails; its siblings succeed; results in order (§6.6 48)."""
