@@ -412,9 +412,7 @@ class TurnService:
             ctx.loop.append(LLMMessage("tool", content, tool_call_id=call.id, is_error=is_error))
 
 
-def builtin_request_id(
-    plan: Plan, token: str, round_: int, index: int, call: ToolCallSpec
-) -> str:
+def builtin_request_id(plan: Plan, token: str, round_: int, index: int, call: ToolCallSpec) -> str:
     """The request id of a built-in tool call (its fork, its memory write), so that no turn
     does one twice.
 
