@@ -113,3 +113,21 @@ async def test_a_fault_shows_its_traceback_every_round(caplog: pytest.LogCapture
         await periodic.stop()
     said = [(r.levelno, r.exc_info is not None) for r in caplog.records]
     assert said == [(logging.ERROR, True), (logging.ERROR, True)]
+
+
+class WaitingFirst(SlowRound):
+    """A SlowRound whose first round waits an interval (60 s) or a wake."""
+
+    first_round_waits = True
+
+
+async def test_a_first_round_that_waits_runs_at_a_wake() -> None:
+    """With `first_round_waits`, no round runs at start; a wake runs the first."""
+    periodic = WaitingFirst(0.0)
+    periodic.start()
+    await asyncio.sleep(0.05)
+    assert not periodic.started.is_set()
+    periodic.wake()
+    await asyncio.wait_for(periodic.started.wait(), 5)
+    await periodic.stop()
+    assert periodic.ends == ["finished"]
