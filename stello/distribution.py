@@ -69,6 +69,7 @@ DISTRIBUTED_TABLES: tuple[str, ...] = (
     "turn_waiters",
     "retention_policies",
     "session_metadata",
+    "search_backfill",
 )
 
 # Shared SQL functions that statements call, by signature, each created on
@@ -90,7 +91,9 @@ FUNCTIONS: dict[str, str | None] = {
     # Called by a Fork INHERIT's statement (a child past the segment cap).
     "stello_compact_segments(uuid, uuid, integer)": "p_space",
     # Pure: records' generated `search_vector` (migration 0019) calls them on
-    # the shards, so they are on every node before `records` is distributed.
+    # the shards, so they are on every node before `records` is distributed
+    # (`stello_search_text`, migration 0035, the text they all read).
+    "stello_search_text(text)": None,
     "stello_search_grams(text)": None,
     "stello_search_vector(text)": None,
     "stello_label_vector(text)": None,
@@ -120,6 +123,7 @@ FUNCTIONS: dict[str, str | None] = {
 # The functions a table's definition calls (a generated column, an index): propagated
 # before the tables, since a shard cannot be made without them.
 TABLE_FUNCTIONS = (
+    "stello_search_text(text)",
     "stello_search_grams(text)",
     "stello_search_vector(text)",
     "stello_label_vector(text)",

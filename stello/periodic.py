@@ -62,6 +62,8 @@ class Periodic:
 
     task_name = "stello-periodic"
     what = "periodic work"
+    first_round_waits = False
+    """Whether the first round comes one interval after `start` (or a `wake`), not at once."""
 
     def __init__(self, interval_s: float) -> None:
         self._interval_s = interval_s
@@ -76,6 +78,11 @@ class Periodic:
     def running(self) -> bool:
         """Whether the background task is alive."""
         return self._task is not None and not self._task.done()
+
+    @property
+    def stopping(self) -> bool:
+        """Whether `stop` was called: a round of many steps ends after the step under way."""
+        return self._stopping
 
     def start(self) -> None:
         """Begin in the background (idempotent); needs a running loop."""
@@ -117,7 +124,15 @@ class Periodic:
             condition = f"cannot reach what it needs ({type(exc).__name__}: {exc})"
         log.log(level, "%s failed: %s; retrying every %gs", self.what, condition, self._interval_s)
 
+    async def _pause(self) -> None:
+        """Until the interval has passed or `wake` was called."""
+        with contextlib.suppress(TimeoutError):
+            await asyncio.wait_for(self._woken.wait(), self._interval_s)
+        self._woken.clear()
+
     async def _run(self) -> None:
+        if self.first_round_waits:
+            await self._pause()
         while not self._stopping:
             self._in_round = True
             began = time.perf_counter()
@@ -140,9 +155,7 @@ class Periodic:
                 self.rounds.last_seconds = time.perf_counter() - began
             if self._stopping:
                 return
-            with contextlib.suppress(TimeoutError):
-                await asyncio.wait_for(self._woken.wait(), self._interval_s)
-            self._woken.clear()
+            await self._pause()
 
 
 ROUNDS = "stello_background_rounds"

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncpg
 import grpc
+from prometheus_client import CollectorRegistry
 
 from stello.auth import KeyStore
 from stello.server import ServiceApp
@@ -17,6 +18,7 @@ from storage_service.jobs.service import JobService
 from storage_service.memory.service import SharedMemoryService
 from storage_service.parse import RequestParser
 from storage_service.records.service import RecordService
+from storage_service.search.backfill import SearchBackfill
 from storage_service.search.service import SearchService
 from storage_service.servicer import SessionStorageServicer
 from storage_service.sessions.service import SessionService
@@ -57,7 +59,7 @@ def create_app(
     def register(server: grpc.aio.Server) -> None:
         storage_pb2_grpc.add_SessionStorageServicer_to_server(servicer, server)
 
-    return ServiceApp(
+    app = ServiceApp(
         name="storage",
         service_names=(SERVICE_NAME,),
         register=register,
@@ -66,8 +68,16 @@ def create_app(
         settings=settings,
         metrics_port=config.metrics_port,
         metrics_setting="STELLO_STORAGE_METRICS_PORT",
-        background=(create_purger(pool, config),),
     )
+
+    def registry() -> CollectorRegistry | None:
+        return app.metrics.registry if app.metrics is not None else None
+
+    backfill = SearchBackfill(
+        db, config.search_backfill_batch, config.search_backfill_interval_s, registry=registry
+    )
+    app.background = (create_purger(pool, config), backfill)
+    return app
 
 
 def create_purger(pool: asyncpg.Pool, config: StorageSettings | None = None) -> Purger:

@@ -59,6 +59,20 @@ class StorageSettings(BaseSettings):
     event_purge_interval_s: float = Field(
         default=60.0, gt=0, description="Seconds between purges of events past their retention."
     )
+    search_backfill_interval_s: float = Field(
+        default=60.0,
+        gt=0,
+        description="Seconds between rounds of the search backfill, which recomputes the "
+        "search vectors of records written before migration 0035 (until then a search "
+        "finds none of their words inside <...> or joined to zero-width marks); once "
+        "finished, a round is one index probe.",
+    )
+    search_backfill_batch: int = Field(
+        default=1000,
+        ge=1,
+        le=100_000,
+        description="Most records the search backfill reads (and rewrites) in one transaction.",
+    )
     max_shared_memory_entries: int = Field(
         default=10_000,
         ge=1,

@@ -25,6 +25,7 @@ from storage_service.keys.repository import KeyRepository
 from storage_service.memory.repository import MemoryRepository
 from storage_service.records.lineage import LineageRepository
 from storage_service.records.repository import RecordRepository
+from storage_service.search.backfill_repository import BackfillRepository
 from storage_service.search.repository import SearchRepository
 from storage_service.sessions.repository import SessionRepository
 from storage_service.slots.repository import SlotRepository
@@ -95,6 +96,11 @@ class UnitOfWork:
     def search(self) -> SearchRepository:
         """Text search of `records` and session labels (migration 0019)."""
         return SearchRepository(self._con)
+
+    @property
+    def backfill(self) -> BackfillRepository:
+        """`search_backfill`: the search backfill's passes over records (migration 0035)."""
+        return BackfillRepository(self._con)
 
     @property
     def slots(self) -> SlotRepository:

@@ -2,20 +2,23 @@
 
 The lexemes come from PostgreSQL's own normalisation of the query (the
 `tsquery` as text, negated lexemes left out): a word of the content matches
-when it starts with a lexeme (a stem, or a prefix), case ignored; a CJK
-lexeme (a bigram or a character) matches where it occurs.
+when it starts with a lexeme (a stem, or a prefix), case ignored, read without
+the marks migration 0035 removes from what is searched (`pass<U+200B>word` is
+the word 'password', marked whole); a CJK lexeme (a bigram or a character)
+matches where it occurs.
 """
 
 from __future__ import annotations
 
 import re
 
-from storage_service.search.query import CJK
+from storage_service.search.query import CJK, MARKS
 
 SNIPPET_CHARS = 240
 _BEFORE = 60
 _LEXEME = re.compile(r"'((?:[^'\\]|''|\\.)*)'")
-_WORD = re.compile(rf"(?:(?![{CJK}])\w)+")
+_WORD = re.compile(rf"(?:(?![{CJK}])\w)(?:(?![{CJK}])\w|[{MARKS}])*")
+_MARK = re.compile(f"[{MARKS}]+")
 _HAS_CJK = re.compile(rf"[{CJK}]")
 
 
@@ -64,7 +67,7 @@ def _ranges(content: str, terms: tuple[str, ...]) -> list[tuple[int, int]]:
     words = [t for t in terms if not _HAS_CJK.search(t)]
     if words:
         for m in _WORD.finditer(lowered):
-            if m.group().startswith(tuple(words)):
+            if _MARK.sub("", m.group()).startswith(tuple(words)):
                 spans.append(m.span())
     for term in (t for t in terms if _HAS_CJK.search(t)):
         at = lowered.find(term)

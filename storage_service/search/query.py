@@ -24,6 +24,11 @@ CJK = (
     "\u3040-\u30ff\u3400-\u4dbf\u4e00-\u9fff\uac00-\ud7af\uf900-\ufaff\uff66-\uff9f"
     "\U00020000-\U0002fa1f"
 )
+# The zero-width and bidi marks and the soft hyphen that migration 0035's
+# `stello_search_text` removes from what is searched.
+MARKS = "\u00ad\u200b-\u200f\u202a-\u202e\u2060-\u2069\ufeff"
+_MARK = re.compile(f"[{MARKS}]+")
+_ANGLE = str.maketrans("<>", "  ")
 _PIECE = re.compile(rf"[{CJK}]+|(?:(?![{CJK}])\w)+")
 _CJK_RUN = re.compile(rf"[{CJK}]+")
 _TOKEN = re.compile(r'(-?)"([^"]*)"?|(-?)([^\s"]+)')
@@ -36,6 +41,12 @@ class SearchQuery:
 
     text: str
     canonical: str
+
+
+def normalise(text: str) -> str:
+    """`text` as migration 0035's `stello_search_text` makes a searched text: `<` and `>`
+    as spaces, the marks (MARKS) removed."""
+    return _MARK.sub("", text.translate(_ANGLE))
 
 
 def _quote(lexeme: str) -> str:
@@ -90,6 +101,7 @@ def parse_query(raw: str, name: str = "query", *, all_prefix: bool = False) -> S
             name, f"must be at most {MAX_QUERY_CHARS} characters, got {len(raw)}"
         )
     groups: list[list[str]] = [[]]
+    raw = normalise(raw)
     terms = 0
     positive = False
     for match in _TOKEN.finditer(raw):

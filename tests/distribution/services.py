@@ -34,6 +34,7 @@ from stello.settings import StelloSettings
 from stello.storage.v1 import storage_pb2, storage_pb2_grpc
 from stello.tree.v1 import tree_pb2, tree_pb2_grpc
 from storage_service.app import create_app as storage_app
+from storage_service.search.backfill import SearchBackfill
 from tree_service.app import create_app as tree_app
 from tree_service.app import create_sweeper
 from tree_service.config import TreeSettings
@@ -306,6 +307,16 @@ async def drive_gateway(s: Services) -> None:
         gw.GetSession(agent_pb2.GetSessionRequest(space_id=s.other_space_id, session_id=root.id)),
         NOT_FOUND,  # another space: as if it did not exist
     )
+
+
+async def _drive_search_backfill(s: Services) -> None:
+    """The storage app's search backfill (migration 0035) over the space, marked as one
+    written before 0035: its look for work across spaces, then its batches."""
+    await s.pool.execute(
+        "INSERT INTO search_backfill (space_id) VALUES ($1)", uuid.UUID(s.space_id)
+    )
+    backfill = next(t for t in s.apps["storage"].background if isinstance(t, SearchBackfill))
+    assert await backfill.run_once() is not None
 
 
 async def _drive_tree_metadata(tr: Any, sid: str, root_id: str, kid_id: str) -> None:
@@ -716,3 +727,4 @@ async def _drive_tree(s: Services) -> None:
     await asyncio.sleep(1.1)  # the provisional session under the root is now a second old
     await s.admin_tree.SweepProvisional(tree_pb2.SweepProvisionalRequest(older_than_s=1))
     await s.sweeper.run_once()  # the periodic sweep, and the purge of expired request_ids
+    await _drive_search_backfill(s)

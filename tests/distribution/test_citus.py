@@ -25,6 +25,8 @@ from stello.db import create_pool
 from stello.distribution import distribute, is_distributed
 from stello.errors import FailedPrecondition
 from stello.migrate import load_migrations, migrate
+from storage_service.search.backfill import SearchBackfill
+from storage_service.unit import Database
 from tests.support.citus import (
     SCRIPT,
     SKIPPED,
@@ -32,7 +34,7 @@ from tests.support.citus import (
     LoggedError,
     logged_errors,
 )
-from tests.support.citus_pass import unexpected_errors
+from tests.support.citus_pass import ROUTER_ONLY, unexpected_errors
 from tree_service import sql as tree_sql
 from tree_service.sql import tree_settings
 
@@ -647,6 +649,64 @@ class TestLaterMigrations:
         finally:
             await con.close()
             await cluster.drop_database(dsn.rpartition("/")[2])
+
+    async def test_0035_replaces_the_search_functions_on_the_workers(
+        self, cluster: CitusCluster
+    ) -> None:
+        """Migration 0035 on a distributed schema: every worker runs the new
+        `stello_search_vector`, and the backfill's batches, each routed to the space's
+        worker (multi-shard statements refused but its look for work), make a record
+        written before it found by its tag word."""
+        dsn = await cluster.create_database()
+        con = await asyncpg.connect(dsn)
+        try:
+            await migrate(con, until="0034_router_appends")
+            assert await distribute(con, shard_count=SHARDS)
+            space = await _old_tagged_record(con)
+            assert await migrate(con) == ["0035_search_tags"]
+            answers = await con.fetch(
+                "SELECT success, result FROM run_command_on_workers("
+                "$$SELECT stello_search_vector('<thinking>x</thinking>')::text$$)"
+            )
+            assert [(a["success"], "think" in a["result"]) for a in answers] == [(True, True)] * 2
+            assert not await con.fetchval(TAGGED, space)
+            async with asyncpg.create_pool(
+                dsn, min_size=1, max_size=1, server_settings=ROUTER_ONLY
+            ) as pool:
+                assert await SearchBackfill(Database(pool), 10, 3600).run_once() == 1
+            assert await con.fetchval(TAGGED, space)
+        finally:
+            await con.close()
+            await cluster.drop_database(dsn.rpartition("/")[2])
+
+
+TAGGED = """
+SELECT count(*) FROM records
+WHERE space_id = $1 AND search_vector @@ to_tsquery('english', 'thinking')
+"""
+
+
+async def _old_tagged_record(con: asyncpg.Connection) -> uuid.UUID:
+    """A space with a session and a record `<thinking>old</thinking>`; the space."""
+    principal, space, session = uuid.uuid4(), uuid.uuid4(), uuid.uuid4()
+    await con.execute("INSERT INTO principals (id, name) VALUES ($1, 'old')", principal)
+    await con.execute(
+        "INSERT INTO spaces (id, principal_id, name) VALUES ($1, $2, 'old')", space, principal
+    )
+    await con.execute(
+        "INSERT INTO sessions (space_id, id, root_id, sibling_index, label) "
+        "VALUES ($1, $2, $2, 0, 'old')",
+        space,
+        session,
+    )
+    await con.execute(
+        "INSERT INTO records (space_id, session_id, seq, role, content, token_estimate, "
+        "token_cumulative) "
+        "VALUES ($1, $2, 1, 'user', '<thinking>old</thinking>', 1, 1)",
+        space,
+        session,
+    )
+    return space
 
 
 async def _until_waiting(con: asyncpg.Connection) -> None:

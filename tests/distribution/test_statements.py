@@ -18,6 +18,7 @@ from pglast.parser import fingerprint
 
 from stello import idempotency
 from storage_service.jobs import repository as jobs_repository
+from storage_service.search import backfill_repository
 from tests.distribution.plan import read_plan
 from tests.distribution.services import (
     Services,
@@ -34,6 +35,9 @@ MAINTENANCE = {
     fingerprint(tree_sql.SWEEP_DUE): "the sweep's dry run lists due sessions of every space",
     fingerprint(idempotency.PURGE): "request_id keys past 24 h go in every space",
     fingerprint(tree_sql.ERASE_SPACES): "the erasure job finds a space with deleted sessions",
+    fingerprint(backfill_repository.PENDING): (
+        "the search backfill looks for spaces whose pass is not finished"
+    ),
     fingerprint(jobs_repository.ORPHANED_EVERYWHERE): (
         "the runner's takeover (an admin key) finds jobs left without a gateway in every space"
     ),

@@ -155,11 +155,12 @@ class TestUnmigrated:
     async def test_not_serving_and_told_to_migrate_until_migrated(
         self, admin_dsn: str, settings: StelloSettings, caplog: pytest.LogCaptureFixture
     ) -> None:
-        """A database one migration short (0034's functions missing): health NOT_SERVING,
+        """A database short of 0034 and later (0034's functions missing): health NOT_SERVING,
         AppendRecords UNAVAILABLE "run `stello migrate`", one WARNING line each and no
         traceback; once `stello migrate` ran, SERVING and the append works, no restart."""
         versions = [m.version for m in load_migrations()]
-        dsn = await create_test_database(admin_dsn, until=versions[-2])
+        short = len(versions) - versions.index("0034_router_appends")
+        dsn = await create_test_database(admin_dsn, until=versions[-short - 1])
         try:
             local = settings.model_copy(update={"database_url": dsn, "database_direct_url": dsn})
             async with create_pool(dsn, local) as pool:
@@ -174,7 +175,9 @@ class TestUnmigrated:
                 try:
                     caplog.set_level(logging.DEBUG, logger="stello.periodic")
                     assert await health(storage) == NOT_SERVING
-                    lacks = "the database lacks 1 of Stello's migrations: run `stello migrate`"
+                    lacks = (
+                        f"the database lacks {short} of Stello's migrations: run `stello migrate`"
+                    )
                     assert app.monitor is not None and app.monitor.condition == lacks
                     error = await refused(append(storage, space.key, space.sid, session))
                     assert (error.code(), error.details()) == (grpc.StatusCode.UNAVAILABLE, lacks)

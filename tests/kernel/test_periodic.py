@@ -141,3 +141,21 @@ async def test_rounds_are_counted_and_served_by_outcome() -> None:
     assert sample("stello_background_rounds_total", outcome="ok") == rounds.ok
     assert sample("stello_background_last_success_timestamp_seconds") == rounds.last_success
     assert sample("stello_background_last_round_seconds") == rounds.last_seconds
+
+
+class WaitingFirst(SlowRound):
+    """A SlowRound whose first round waits an interval (60 s) or a wake."""
+
+    first_round_waits = True
+
+
+async def test_a_first_round_that_waits_runs_at_a_wake() -> None:
+    """With `first_round_waits`, no round runs at start; a wake runs the first."""
+    periodic = WaitingFirst(0.0)
+    periodic.start()
+    await asyncio.sleep(0.05)
+    assert not periodic.started.is_set()
+    periodic.wake()
+    await asyncio.wait_for(periodic.started.wait(), 5)
+    await periodic.stop()
+    assert periodic.ends == ["finished"]

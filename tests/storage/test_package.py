@@ -21,7 +21,7 @@ ROOMS = {
     "keys": ["idempotent", "repository"],
     "memory": ["repository", "service"],
     "records": ["lineage", "pages", "repository", "service"],
-    "search": ["highlight", "query", "repository", "service"],
+    "search": ["backfill", "backfill_repository", "highlight", "query", "repository", "service"],
     "sessions": ["repository", "service"],
     "slots": ["repository", "service"],
     "transact": ["operations", "service"],
