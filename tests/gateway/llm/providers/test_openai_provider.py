@@ -109,7 +109,8 @@ class TestOpenAIProviderTurns:
                 )
             )
         else:
-            fake.push(Reply.sse([(None, chunk({"refusal": "I can't help."})), (None, "[DONE]")]))
+            refusal = chunk({"refusal": "I can't help."}, finish_reason="stop")
+            fake.push(Reply.sse([(None, refusal), (None, "[DONE]")]))
         assert (await call(provider, mode, HI)).content == "I can't help."
 
     async def test_stream_assembles_tool_calls_by_index(
