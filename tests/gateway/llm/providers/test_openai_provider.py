@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import AsyncIterator
+from typing import Literal
 
 import pytest
 
@@ -19,7 +20,7 @@ from agent_gateway.llm import (
     Usage,
     collect,
 )
-from agent_gateway.llm.openai_provider import MaxTokensParam, OpenAIProvider
+from agent_gateway.llm.openai_provider import OpenAIProvider
 from stello.errors import DeadlineExceeded, FailedPrecondition, ResourceExhausted, Unavailable
 from tests.gateway.llm.providers.support import (
     KEY,
@@ -403,7 +404,7 @@ class TestOpenAIProviderMaxTokens:
     @pytest.mark.parametrize("mode", MODES)
     @pytest.mark.parametrize("param", ["max_tokens", "max_completion_tokens"])
     async def test_cap_sent_under_the_configured_name(
-        self, fake: FakeOpenAI, mode: Mode, param: MaxTokensParam
+        self, fake: FakeOpenAI, mode: Mode, param: Literal["max_tokens", "max_completion_tokens"]
     ) -> None:
         """The caller's max_tokens is capped at the configured one and sent under the configured
         parameter name only; a lower one is sent as it is."""
