@@ -141,7 +141,8 @@ class OpenAIProvider(SdkProvider[openai.AsyncOpenAI]):
         """Answer `messages` with one non-streaming chat completion."""
         wire = to_openai_messages(messages)
         offered = to_openai_tools(tools) or openai.omit
-        limit, completion_limit = self._limits(max_tokens)
+        cap = self._cap(max_tokens)
+        limit, completion_limit = self._limits(cap)
         try:
             response = await self._client.chat.completions.create(
                 model=self._endpoint.model,
@@ -164,7 +165,7 @@ class OpenAIProvider(SdkProvider[openai.AsyncOpenAI]):
             raise self._endpoint.unreadable_answer(
                 f"a chat completion of unexpected shape ({exc})"
             ) from exc
-        log_stop(self.name, finish_reason, max_tokens)
+        log_stop(self.name, finish_reason, cap)
         return completion
 
     async def stream(
@@ -177,7 +178,8 @@ class OpenAIProvider(SdkProvider[openai.AsyncOpenAI]):
         """Answer `messages` as streamed text deltas, then the tool calls, then `Done`."""
         wire = to_openai_messages(messages)
         offered = to_openai_tools(tools) or openai.omit
-        limit, completion_limit = self._limits(max_tokens)
+        cap = self._cap(max_tokens)
+        limit, completion_limit = self._limits(cap)
         answer = _StreamedAnswer()
         try:
             response = await self._client.chat.completions.create(
@@ -204,7 +206,7 @@ class OpenAIProvider(SdkProvider[openai.AsyncOpenAI]):
             raise self._endpoint.unreadable_answer(
                 "the stream ended without the answer's finish_reason (closed mid-answer)"
             )
-        log_stop(self.name, answer.finish_reason, max_tokens)
+        log_stop(self.name, answer.finish_reason, cap)
         finished = answer.calls.finish()
         for spec in finished:
             yield ToolCallEvent(spec)
@@ -212,15 +214,19 @@ class OpenAIProvider(SdkProvider[openai.AsyncOpenAI]):
             Completion(content="".join(answer.text), tool_calls=finished, usage=answer.usage)
         )
 
-    def _limits(self, max_tokens: int | None) -> tuple[int | openai.Omit, int | openai.Omit]:
-        """The call's ``max_tokens`` and ``max_completion_tokens``: the caller's cap, at most
-        the configured one, under the configured name (none when the caller gives none)."""
-        if max_tokens is None:
+    def _cap(self, max_tokens: int | None) -> int | None:
+        """The call's cap: the caller's, at most the configured one (None when the caller
+        gives none)."""
+        return None if max_tokens is None else max(1, min(max_tokens, self._max_tokens))
+
+    def _limits(self, cap: int | None) -> tuple[int | openai.Omit, int | openai.Omit]:
+        """The call's ``max_tokens`` and ``max_completion_tokens``: `cap` under the configured
+        name, the other omitted (both when there is no cap)."""
+        if cap is None:
             return openai.omit, openai.omit
-        limit = max(1, min(max_tokens, self._max_tokens))
         if self._max_tokens_param == "max_completion_tokens":
-            return openai.omit, limit
-        return limit, openai.omit
+            return openai.omit, cap
+        return cap, openai.omit
 
     def _read_chunk(self, answer: _StreamedAnswer, chunk: object) -> str:
         """Fold one streamed chunk into `answer`; its text ('' for none)."""
