@@ -91,6 +91,18 @@ class StelloSettings(BaseSettings):
     openai_max_context_tokens: int = Field(
         default=128_000, ge=1, description="The openai model's context window, in tokens."
     )
+    openai_max_tokens: int = Field(
+        default=16_384,
+        ge=1,
+        description="Most tokens one openai answer may have: caps the quarter of the window an "
+        "answer may take (16384 is gpt-4o-mini's and gpt-4o's output limit; a model's limit "
+        "below the cap makes every turn fail, HTTP 400).",
+    )
+    openai_max_tokens_param: Literal["max_tokens", "max_completion_tokens"] = Field(
+        default="max_tokens",
+        description="The request parameter that carries that cap: max_tokens, or "
+        "max_completion_tokens (OpenAI's o-series reasoning models refuse max_tokens).",
+    )
     anthropic_max_context_tokens: int = Field(
         default=200_000, ge=1, description="The anthropic model's context window, in tokens."
     )

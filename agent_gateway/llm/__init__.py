@@ -89,7 +89,7 @@ def build_provider(
 
     Args:
         settings: the process settings (`STELLO_LLM_PROVIDER` and the provider's own:
-            base URL, key, model, context window, `STELLO_LLM_TIMEOUT_S`,
+            base URL, key, model, context window, answer cap, `STELLO_LLM_TIMEOUT_S`,
             `STELLO_LLM_MAX_RETRIES`).
         max_context_tokens: the context window the `echo` provider reports (the
             network providers report `STELLO_OPENAI_MAX_CONTEXT_TOKENS` /
@@ -114,6 +114,8 @@ def build_provider(
             timeout_s=settings.llm_timeout_s,
             max_retries=settings.llm_max_retries,
             max_context_tokens=settings.openai_max_context_tokens,
+            max_tokens=settings.openai_max_tokens,
+            max_tokens_param=settings.openai_max_tokens_param,
         )
     if settings.llm_provider == "anthropic":
         from agent_gateway.llm.anthropic_provider import AnthropicProvider

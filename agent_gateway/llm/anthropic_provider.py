@@ -21,10 +21,21 @@ yielded as it comes, a tool call once its block stops. Usage: prompt tokens
 are the input tokens plus cache reads and writes, completion tokens the
 output tokens. Errors map as `remote` describes, including the ``error``
 events a stream may carry (an ``overloaded_error`` is UNAVAILABLE).
+
+Tool-call ids are made unique within an answer (`answers.unique_ids`); a
+``tool_use.input`` that is not an object is kept raw, as streamed arguments that
+are not one are (`remote.parse_tool_arguments`). An answer that does not follow
+the protocol is UNAVAILABLE (`Endpoint.unreadable_answer`): a body that is not a
+Message (an HTML page from a proxy, JSON that does not parse), an event that is not
+JSON, and a stream that ends before the answer's end (neither a ``message_delta``
+with its ``stop_reason`` nor ``message_stop``: a connection closed cleanly
+mid-answer; half an answer is not stored as a whole one). An answer cut at
+max_tokens (``stop_reason: max_tokens``) is kept and logged.
 """
 
 from __future__ import annotations
 
+import json
 from collections.abc import AsyncGenerator, Sequence
 from dataclasses import dataclass, field
 from typing import Literal, TypeAlias
@@ -33,6 +44,7 @@ import anthropic
 import httpx2
 from anthropic.types import (
     InputJSONDelta,
+    Message,
     MessageDeltaUsage,
     MessageParam,
     RawContentBlockDeltaEvent,
@@ -40,6 +52,7 @@ from anthropic.types import (
     RawContentBlockStopEvent,
     RawMessageDeltaEvent,
     RawMessageStartEvent,
+    RawMessageStopEvent,
     TextBlock,
     TextBlockParam,
     ToolParam,
@@ -50,6 +63,7 @@ from anthropic.types import (
 from anthropic.types import TextDelta as AnthropicTextDelta
 from anthropic.types import Usage as AnthropicUsage
 
+from agent_gateway.llm.answers import log_stop, unique, unique_ids
 from agent_gateway.llm.base import (
     Completion,
     Done,
@@ -204,24 +218,32 @@ class AnthropicProvider(SdkProvider[anthropic.AsyncAnthropic]):
     ) -> Completion:
         """Answer `messages` with one non-streaming Messages call."""
         system, wire = to_anthropic_request(messages)
+        offered = to_anthropic_tools(tools) or anthropic.omit
+        limit = self._limit(max_tokens)
         try:
             response = await self._client.messages.create(
                 model=self._endpoint.model,
-                max_tokens=self._limit(max_tokens),
+                max_tokens=limit,
                 messages=wire,
                 system=system or anthropic.omit,
-                tools=to_anthropic_tools(tools) or anthropic.omit,
+                tools=offered,
             )
         except (anthropic.AnthropicError, httpx2.HTTPError) as exc:
             raise self._translate(exc) from exc
-        text: list[str] = []
-        calls: list[ToolCallSpec] = []
-        for block in response.content:
-            if isinstance(block, TextBlock):
-                text.append(block.text)
-            elif isinstance(block, ToolUseBlock):
-                calls.append(ToolCallSpec(block.id, block.name, dict(block.input)))
-        return Completion("".join(text), tuple(calls), _usage(response.usage))
+        except json.JSONDecodeError as exc:  # the body said JSON and was not
+            raise self._endpoint.unreadable_answer(f"the body is not JSON ({exc})") from exc
+        if not isinstance(response, Message):
+            raise self._endpoint.unreadable_answer(
+                f"the body is not a Message: {repr(response)[:200]}"
+            )
+        try:
+            completion = _read_message(response)
+        except (AttributeError, TypeError, ValueError) as exc:
+            raise self._endpoint.unreadable_answer(
+                f"a Message of unexpected shape ({exc})"
+            ) from exc
+        log_stop(self.name, response.stop_reason, limit)
+        return completion
 
     async def stream(
         self,
@@ -232,54 +254,46 @@ class AnthropicProvider(SdkProvider[anthropic.AsyncAnthropic]):
     ) -> AsyncGenerator[StreamEvent, None]:
         """Answer `messages` as text deltas and tool calls as their blocks end, then `Done`."""
         system, wire = to_anthropic_request(messages)
-        text: list[str] = []
-        calls: list[ToolCallSpec] = []
-        open_calls: dict[int, _PartialCall] = {}
-        usage = _StreamUsage()
+        offered = to_anthropic_tools(tools) or anthropic.omit
+        limit = self._limit(max_tokens)
+        answer = _StreamedMessage()
         try:
             response = await self._client.messages.create(
                 model=self._endpoint.model,
-                max_tokens=self._limit(max_tokens),
+                max_tokens=limit,
                 messages=wire,
                 system=system or anthropic.omit,
-                tools=to_anthropic_tools(tools) or anthropic.omit,
+                tools=offered,
                 stream=True,
             )
             async with response:
                 async for event in response:
-                    if isinstance(event, RawMessageStartEvent):
-                        usage.start(event.message.usage)
-                    elif isinstance(event, RawContentBlockStartEvent):
-                        block = event.content_block
-                        if isinstance(block, ToolUseBlock):
-                            open_calls[event.index] = _PartialCall(
-                                block.id, block.name, dict(block.input)
-                            )
-                        elif isinstance(block, TextBlock) and block.text:
-                            text.append(block.text)
-                            yield TextDelta(block.text)
-                    elif isinstance(event, RawContentBlockDeltaEvent):
-                        delta = event.delta
-                        if isinstance(delta, AnthropicTextDelta) and delta.text:
-                            text.append(delta.text)
-                            yield TextDelta(delta.text)
-                        elif isinstance(delta, InputJSONDelta) and event.index in open_calls:
-                            open_calls[event.index].json.append(delta.partial_json)
-                    elif isinstance(event, RawContentBlockStopEvent):
-                        partial = open_calls.pop(event.index, None)
-                        if partial is not None:
-                            call = partial.finish(len(calls))
-                            calls.append(call)
-                            yield ToolCallEvent(call)
-                    elif isinstance(event, RawMessageDeltaEvent):
-                        usage.delta(event.usage)
+                    out = self._read_event(answer, event)
+                    if out is not None:
+                        yield out
         except (anthropic.AnthropicError, httpx2.HTTPError) as exc:
             raise self._translate(exc) from exc
-        for index in sorted(open_calls):  # blocks the server never closed
-            call = open_calls[index].finish(len(calls))
-            calls.append(call)
+        except json.JSONDecodeError as exc:  # an event whose data is not JSON
+            raise self._endpoint.unreadable_answer(
+                f"a server-sent event is not JSON ({exc})"
+            ) from exc
+        if not answer.stopped:
+            raise self._endpoint.unreadable_answer(
+                "the stream ended without message_delta or message_stop (closed mid-answer)"
+            )
+        log_stop(self.name, answer.stop_reason, limit)
+        for call in answer.unclosed():  # blocks the server never closed before the end
             yield ToolCallEvent(call)
-        yield Done(Completion("".join(text), tuple(calls), usage.total()))
+        yield Done(Completion("".join(answer.text), tuple(answer.calls), answer.usage.total()))
+
+    def _read_event(self, answer: _StreamedMessage, event: object) -> StreamEvent | None:
+        """Fold one streamed event into `answer`; the text delta or tool call it completes."""
+        try:
+            return answer.add(event)
+        except (AttributeError, TypeError, ValueError) as exc:
+            raise self._endpoint.unreadable_answer(
+                f"a {type(event).__name__} of unexpected shape ({exc})"
+            ) from exc
 
     def _limit(self, max_tokens: int | None) -> int:
         """The call's max_tokens: the configured one, or the caller's when that is lower."""
@@ -303,6 +317,40 @@ class AnthropicProvider(SdkProvider[anthropic.AsyncAnthropic]):
             detail = error_detail(exc.body) or exc.message
             return endpoint.status_error(500, detail, retried=False)
         return endpoint.status_error(500, str(exc))
+
+
+def _read_message(response: Message) -> Completion:
+    """The completion a Message holds.
+
+    Raises:
+        AttributeError, TypeError: a part of it is not of the protocol's type.
+    """
+    text: list[str] = []
+    calls: list[ToolCallSpec] = []
+    for block in response.content:
+        if isinstance(block, TextBlock):
+            text.append(_text(block.text))
+        elif isinstance(block, ToolUseBlock):
+            name = block.name or "unknown_tool"
+            calls.append(ToolCallSpec(block.id, name, _arguments(block.input, name)))
+    return Completion("".join(text), unique_ids(calls), _usage(response.usage))
+
+
+def _arguments(value: object, tool: str) -> JsonObject:
+    """A tool_use block's input: the object, else what it holds kept raw."""
+    if isinstance(value, dict):
+        return value
+    text = value if isinstance(value, str) else json.dumps(value)
+    return parse_tool_arguments(text, tool=tool) if text.strip() else {}
+
+
+def _text(value: object) -> str:
+    """`value` when it is text ('' for none)."""
+    if value is None:
+        return ""
+    if not isinstance(value, str):
+        raise TypeError(f"text expected, got {type(value).__name__}")
+    return value
 
 
 def _usage(usage: AnthropicUsage) -> Usage:
@@ -343,6 +391,77 @@ class _StreamUsage:
     def total(self) -> Usage:
         prompt = self.input + self.cache_creation + self.cache_read
         return Usage(prompt, self.output, prompt + self.output)
+
+
+@dataclass(slots=True)
+class _StreamedMessage:
+    """What a stream has said so far: text, tool calls (whole and open), usage, its end."""
+
+    text: list[str] = field(default_factory=list)
+    calls: list[ToolCallSpec] = field(default_factory=list)
+    open_calls: dict[int, _PartialCall] = field(default_factory=dict)
+    usage: _StreamUsage = field(default_factory=_StreamUsage)
+    taken: set[str] = field(default_factory=set)
+    stop_reason: str | None = None
+    stopped: bool = False
+
+    def add(self, event: object) -> StreamEvent | None:
+        """Fold `event` in; the text delta or the tool call it completes, if any.
+
+        Raises:
+            AttributeError, TypeError: a part of it is not of the protocol's type.
+        """
+        if isinstance(event, RawMessageStartEvent):
+            self.usage.start(event.message.usage)
+        elif isinstance(event, RawContentBlockStartEvent):
+            return self._start(event)
+        elif isinstance(event, RawContentBlockDeltaEvent):
+            return self._delta(event)
+        elif isinstance(event, RawContentBlockStopEvent):
+            partial = self.open_calls.pop(event.index, None)
+            if partial is not None:
+                return ToolCallEvent(self._close(partial))
+        elif isinstance(event, RawMessageDeltaEvent):
+            self.usage.delta(event.usage)
+            if event.delta.stop_reason:
+                self.stop_reason = _text(event.delta.stop_reason)
+                self.stopped = True
+        elif isinstance(event, RawMessageStopEvent):
+            self.stopped = True
+        return None
+
+    def unclosed(self) -> list[ToolCallSpec]:
+        """The tool calls whose blocks never closed, finished as they are."""
+        calls = [self._close(self.open_calls[index]) for index in sorted(self.open_calls)]
+        self.open_calls.clear()
+        return calls
+
+    def _start(self, event: RawContentBlockStartEvent) -> StreamEvent | None:
+        block = event.content_block
+        if isinstance(block, ToolUseBlock):
+            name = block.name or "unknown_tool"
+            start = _arguments(block.input, name)
+            self.open_calls[event.index] = _PartialCall(block.id, name, start)
+        elif isinstance(block, TextBlock) and block.text:
+            return self._said(_text(block.text))
+        return None
+
+    def _delta(self, event: RawContentBlockDeltaEvent) -> StreamEvent | None:
+        delta = event.delta
+        if isinstance(delta, AnthropicTextDelta) and delta.text:
+            return self._said(_text(delta.text))
+        if isinstance(delta, InputJSONDelta) and event.index in self.open_calls:
+            self.open_calls[event.index].json.append(_text(delta.partial_json))
+        return None
+
+    def _said(self, text: str) -> TextDelta:
+        self.text.append(text)
+        return TextDelta(text)
+
+    def _close(self, partial: _PartialCall) -> ToolCallSpec:
+        call = unique(partial.finish(len(self.calls)), self.taken)
+        self.calls.append(call)
+        return call
 
 
 @dataclass(slots=True)

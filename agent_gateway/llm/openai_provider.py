@@ -10,33 +10,52 @@ tool's content goes out prefixed with ``"Error: "``. Tools go out as
 ``{"type": "function", "function": {name, description, parameters}}``; a
 tool without a schema is sent the empty object schema.
 
+An answer is capped at the configured `max_tokens` (``STELLO_OPENAI_MAX_TOKENS``,
+default 16,384: gpt-4o-mini's and gpt-4o's output limit; a larger cap is refused
+with HTTP 400), or at the caller's when that is lower, and the cap goes out as
+``max_tokens`` or, for OpenAI's reasoning models that refuse that parameter, as
+``max_completion_tokens`` (``STELLO_OPENAI_MAX_TOKENS_PARAM``). A call without a
+max_tokens of its own sends none.
+
 Streaming uses server-sent events with ``stream_options.include_usage``;
 tool-call deltas are assembled by their index and emitted, in index order,
 once the stream ends. A refusal is answered as text. A call the server sent
 without an id gets ``tool_<i>``
-(its position), one without a name ``unknown_tool``. Arguments that are not a
+(its position), one without a name ``unknown_tool``; ids are made unique within
+the answer (`answers.unique_ids`). Arguments that are not a
 JSON object are kept raw (see `remote.parse_tool_arguments`). A server that
 reports no usage gives zero usage.
 
 Errors map as `remote` describes; the SDK retries 408/409/429/5xx, timeouts
-and connection errors `max_retries` times before they surface.
+and connection errors `max_retries` times before they surface. An answer that
+does not follow the protocol is UNAVAILABLE (`Endpoint.unreadable_answer`): a
+body that is not a chat completion (an HTML page from a proxy, JSON that does not
+parse), a server-sent event that is not a chunk, and a stream that ends without
+the answer's ``finish_reason`` (a connection closed cleanly mid-answer: half an
+answer is not stored as a whole one). An answer cut at max_tokens
+(``finish_reason: length``) is kept and logged.
 """
 
 from __future__ import annotations
 
+import json
 from collections.abc import AsyncGenerator, Sequence
 from dataclasses import dataclass, field
+from typing import Literal, TypeAlias
 
 import httpx2
 import openai
 from openai.types import CompletionUsage
 from openai.types.chat import (
+    ChatCompletion,
+    ChatCompletionChunk,
     ChatCompletionFunctionToolParam,
     ChatCompletionMessageFunctionToolCallParam,
     ChatCompletionMessageParam,
 )
 from openai.types.chat.chat_completion_chunk import ChoiceDeltaToolCall
 
+from agent_gateway.llm.answers import log_stop, unique_ids
 from agent_gateway.llm.base import (
     Completion,
     Done,
@@ -60,6 +79,11 @@ from stello.errors import StelloError
 
 DEFAULT_BASE_URL = "https://api.openai.com/v1"
 DEFAULT_MAX_CONTEXT_TOKENS = 128_000
+DEFAULT_MAX_TOKENS = 16_384
+"""Most tokens one answer may have: gpt-4o-mini's and gpt-4o's documented output limit."""
+
+MaxTokensParam: TypeAlias = Literal["max_tokens", "max_completion_tokens"]
+"""The request parameter that carries the cap (o-series reasoning models refuse max_tokens)."""
 NO_KEY = "no-key"
 """The key sent to a compatible server that needs none (the SDK always sends one)."""
 
@@ -80,6 +104,8 @@ class OpenAIProvider(SdkProvider[openai.AsyncOpenAI]):
         timeout_s: float = 60.0,
         max_retries: int = 2,
         max_context_tokens: int = DEFAULT_MAX_CONTEXT_TOKENS,
+        max_tokens: int = DEFAULT_MAX_TOKENS,
+        max_tokens_param: MaxTokensParam = "max_tokens",
     ) -> None:
         """Configure the client (no connection is made until the first call).
 
@@ -92,11 +118,17 @@ class OpenAIProvider(SdkProvider[openai.AsyncOpenAI]):
             max_retries: retries of a call that failed with 408/409/429/5xx, a
                 timeout or no connection.
             max_context_tokens: the model's context window, in tokens.
+            max_tokens: most tokens one answer may have (the model's output limit).
+            max_tokens_param: the request parameter that carries the cap.
         """
         if max_context_tokens < 1:
             raise ValueError("max_context_tokens must be at least 1")
+        if max_tokens < 1:
+            raise ValueError("max_tokens must be at least 1")
         base_url = base_url or DEFAULT_BASE_URL
         self._max_context_tokens = max_context_tokens
+        self._max_tokens = max_tokens
+        self._max_tokens_param = max_tokens_param
         self._endpoint = Endpoint("openai", base_url, model, timeout_s, max_retries, secret=api_key)
         self._client = openai.AsyncOpenAI(
             api_key=api_key or NO_KEY,
@@ -113,34 +145,34 @@ class OpenAIProvider(SdkProvider[openai.AsyncOpenAI]):
         max_tokens: int | None = None,
     ) -> Completion:
         """Answer `messages` with one non-streaming chat completion."""
+        wire = to_openai_messages(messages)
+        offered = to_openai_tools(tools) or openai.omit
+        cap = self._cap(max_tokens)
+        limit, completion_limit = self._limits(cap)
         try:
             response = await self._client.chat.completions.create(
                 model=self._endpoint.model,
-                messages=to_openai_messages(messages),
-                tools=to_openai_tools(tools) or openai.omit,
-                max_tokens=openai.omit if max_tokens is None else max_tokens,
+                messages=wire,
+                tools=offered,
+                max_tokens=limit,
+                max_completion_tokens=completion_limit,
             )
         except (openai.OpenAIError, httpx2.HTTPError) as exc:
             raise self._translate(exc) from exc
-        usage = _usage(response.usage)
-        if not response.choices:
-            return Completion(content="", usage=usage)
-        message = response.choices[0].message
-        calls: list[ToolCallSpec] = []
-        for i, call in enumerate(message.tool_calls or ()):
-            function = getattr(call, "function", None)
-            if function is None:  # a custom (non-function) tool call: never offered
-                continue
-            name = function.name or "unknown_tool"
-            calls.append(
-                ToolCallSpec(
-                    id=call.id or f"tool_{i}",
-                    name=name,
-                    arguments=parse_tool_arguments(function.arguments or "", tool=name),
-                )
+        except json.JSONDecodeError as exc:  # the body said JSON and was not
+            raise self._endpoint.unreadable_answer(f"the body is not JSON ({exc})") from exc
+        if not isinstance(response, ChatCompletion):
+            raise self._endpoint.unreadable_answer(
+                f"the body is not a chat completion: {_excerpt(response)}"
             )
-        content = message.content or message.refusal or ""
-        return Completion(content=content, tool_calls=tuple(calls), usage=usage)
+        try:
+            completion, finish_reason = _read_completion(response)
+        except (AttributeError, TypeError, ValueError) as exc:
+            raise self._endpoint.unreadable_answer(
+                f"a chat completion of unexpected shape ({exc})"
+            ) from exc
+        log_stop(self.name, finish_reason, cap)
+        return completion
 
     async def stream(
         self,
@@ -150,38 +182,70 @@ class OpenAIProvider(SdkProvider[openai.AsyncOpenAI]):
         max_tokens: int | None = None,
     ) -> AsyncGenerator[StreamEvent, None]:
         """Answer `messages` as streamed text deltas, then the tool calls, then `Done`."""
-        text: list[str] = []
-        calls = _ToolCallAssembler()
-        usage = Usage()
+        wire = to_openai_messages(messages)
+        offered = to_openai_tools(tools) or openai.omit
+        cap = self._cap(max_tokens)
+        limit, completion_limit = self._limits(cap)
+        answer = _StreamedAnswer()
         try:
             response = await self._client.chat.completions.create(
                 model=self._endpoint.model,
-                messages=to_openai_messages(messages),
-                tools=to_openai_tools(tools) or openai.omit,
-                max_tokens=openai.omit if max_tokens is None else max_tokens,
+                messages=wire,
+                tools=offered,
+                max_tokens=limit,
+                max_completion_tokens=completion_limit,
                 stream=True,
                 stream_options={"include_usage": True},
             )
             async with response:
                 async for chunk in response:
-                    if chunk.usage is not None:
-                        usage = _usage(chunk.usage)
-                    for choice in chunk.choices:
-                        if choice.index != 0:
-                            continue
-                        delta = choice.delta
-                        for call in delta.tool_calls or ():
-                            calls.add(call)
-                        piece = delta.content or delta.refusal
-                        if piece:
-                            text.append(piece)
-                            yield TextDelta(piece)
+                    piece = self._read_chunk(answer, chunk)
+                    if piece:
+                        yield TextDelta(piece)
         except (openai.OpenAIError, httpx2.HTTPError) as exc:
             raise self._translate(exc) from exc
-        finished = calls.finish()
+        except json.JSONDecodeError as exc:  # a `data:` line that is not JSON
+            raise self._endpoint.unreadable_answer(
+                f"a server-sent event is not JSON ({exc})"
+            ) from exc
+        if answer.finish_reason is None:
+            raise self._endpoint.unreadable_answer(
+                "the stream ended without the answer's finish_reason (closed mid-answer)"
+            )
+        log_stop(self.name, answer.finish_reason, cap)
+        finished = answer.calls.finish()
         for spec in finished:
             yield ToolCallEvent(spec)
-        yield Done(Completion(content="".join(text), tool_calls=finished, usage=usage))
+        yield Done(
+            Completion(content="".join(answer.text), tool_calls=finished, usage=answer.usage)
+        )
+
+    def _cap(self, max_tokens: int | None) -> int | None:
+        """The call's cap: the caller's, at most the configured one (None when the caller
+        gives none)."""
+        return None if max_tokens is None else max(1, min(max_tokens, self._max_tokens))
+
+    def _limits(self, cap: int | None) -> tuple[int | openai.Omit, int | openai.Omit]:
+        """The call's ``max_tokens`` and ``max_completion_tokens``: `cap` under the configured
+        name, the other omitted (both when there is no cap)."""
+        if cap is None:
+            return openai.omit, openai.omit
+        if self._max_tokens_param == "max_completion_tokens":
+            return openai.omit, cap
+        return cap, openai.omit
+
+    def _read_chunk(self, answer: _StreamedAnswer, chunk: object) -> str:
+        """Fold one streamed chunk into `answer`; its text ('' for none)."""
+        if not isinstance(chunk, ChatCompletionChunk):
+            raise self._endpoint.unreadable_answer(
+                f"a server-sent event is not a chat completion chunk: {_excerpt(chunk)}"
+            )
+        try:
+            return answer.add(chunk)
+        except (AttributeError, TypeError, ValueError) as exc:
+            raise self._endpoint.unreadable_answer(
+                f"a chat completion chunk of unexpected shape ({exc})"
+            ) from exc
 
     def _translate(self, exc: openai.OpenAIError | httpx2.HTTPError) -> StelloError:
         """The domain error for an SDK or transport failure."""
@@ -249,12 +313,89 @@ def to_openai_tools(tools: Sequence[ToolSpec] | None) -> list[ChatCompletionFunc
     ]
 
 
+def _read_completion(response: ChatCompletion) -> tuple[Completion, str | None]:
+    """The completion a chat completion holds, and its finish_reason.
+
+    Raises:
+        AttributeError, TypeError: a part of it is not of the protocol's type.
+    """
+    usage = _usage(response.usage)
+    if not response.choices:
+        return Completion(content="", usage=usage), None
+    choice = response.choices[0]
+    message = choice.message
+    calls: list[ToolCallSpec] = []
+    for i, call in enumerate(message.tool_calls or ()):
+        function = getattr(call, "function", None)
+        if function is None:  # a custom (non-function) tool call: never offered
+            continue
+        name = function.name or "unknown_tool"
+        calls.append(
+            ToolCallSpec(
+                id=call.id or f"tool_{i}",
+                name=name,
+                arguments=parse_tool_arguments(_text(function.arguments), tool=name),
+            )
+        )
+    content = _text(message.content or message.refusal)
+    completion = Completion(content=content, tool_calls=unique_ids(calls), usage=usage)
+    return completion, choice.finish_reason
+
+
+def _text(value: object) -> str:
+    """`value` when it is text ('' for none)."""
+    if value is None:
+        return ""
+    if not isinstance(value, str):
+        raise TypeError(f"text expected, got {type(value).__name__}")
+    return value
+
+
+def _excerpt(value: object) -> str:
+    """The start of what the server sent, for the log."""
+    return repr(value)[:200]
+
+
 def _usage(usage: CompletionUsage | None) -> Usage:
     if usage is None:
         return Usage()
     prompt = usage.prompt_tokens or 0
     completion = usage.completion_tokens or 0
     return Usage(prompt, completion, usage.total_tokens or prompt + completion)
+
+
+@dataclass(slots=True)
+class _StreamedAnswer:
+    """What a stream has said so far: text, tool-call deltas, usage, finish_reason."""
+
+    text: list[str] = field(default_factory=list)
+    calls: _ToolCallAssembler = field(default_factory=lambda: _ToolCallAssembler())
+    usage: Usage = field(default_factory=Usage)
+    finish_reason: str | None = None
+
+    def add(self, chunk: ChatCompletionChunk) -> str:
+        """Fold `chunk` in; its text ('' for none).
+
+        Raises:
+            AttributeError, TypeError: a part of it is not of the protocol's type.
+        """
+        if chunk.usage is not None:
+            self.usage = _usage(chunk.usage)
+        pieces: list[str] = []
+        for choice in chunk.choices:
+            if getattr(choice, "index", 0) != 0:
+                continue
+            delta = getattr(choice, "delta", None)
+            if delta is not None:
+                for call in delta.tool_calls or ():
+                    self.calls.add(call)
+                pieces.append(_text(delta.content or delta.refusal))
+            if choice.finish_reason:
+                self.finish_reason = _text(choice.finish_reason)
+        piece = "".join(pieces)
+        if piece:
+            self.text.append(piece)
+        return piece
 
 
 @dataclass(slots=True)
@@ -290,10 +431,10 @@ class _ToolCallAssembler:
             if function.name and not call.name:
                 call.name = function.name
             if function.arguments:
-                call.arguments.append(function.arguments)
+                call.arguments.append(_text(function.arguments))
 
     def finish(self) -> tuple[ToolCallSpec, ...]:
-        """The assembled calls, in index order."""
+        """The assembled calls, in index order, their ids unique."""
         specs = []
         for position, index in enumerate(sorted(self._calls)):
             call = self._calls[index]
@@ -305,4 +446,4 @@ class _ToolCallAssembler:
                     arguments=parse_tool_arguments("".join(call.arguments), tool=name),
                 )
             )
-        return tuple(specs)
+        return unique_ids(specs)

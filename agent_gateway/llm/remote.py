@@ -298,6 +298,18 @@ class Endpoint:
             reason=LLM_UNAVAILABLE,
         )
 
+    def unreadable_answer(self, what: str) -> Unavailable:
+        """The domain error for an answer that does not follow the provider's protocol (not
+        JSON, not the expected object, a stream that ended before its end marker): `what`
+        went wrong, for the log."""
+        error_id = self._logged(
+            "unreadable answer", self.redact(what), f"{self.env}_BASE_URL and the provider's status"
+        )
+        return Unavailable(
+            f"the LLM provider's answer could not be read; retry later (error id {error_id})",
+            reason=LLM_UNAVAILABLE,
+        )
+
     def timeout_error(self) -> DeadlineExceeded:
         """The domain error for a server that did not answer within the timeout."""
         error_id = self._logged(

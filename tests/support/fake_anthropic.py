@@ -14,6 +14,7 @@ message_delta with usage, message_stop) when the request has
         fake.fail(500, times=3)                               # three (retries)
         fake.stream_error("overloaded_error", "busy")         # an error event mid-stream
         fake.stall(5.0)                                       # a reply 5 s late
+        fake.cut_short("half an ans", FakeToolCall("f", {"a": 1}))  # no message_delta/_stop
         fake.set_default(lambda body: FakeAnswer("always"))   # when nothing is scripted
         ...
         fake.message_bodies()  # the JSON bodies received, in order
@@ -142,6 +143,31 @@ class FakeAnthropic(FakeHTTPServer):
             return Reply(reply.status, reply.headers, reply.body, reply.chunks, delay_s=seconds)
 
         self.push(late)
+
+    def cut_short(self, text: str, call: FakeToolCall | None = None) -> None:
+        """Queue a stream that ends cleanly in the middle of the answer: `text`, then the first
+        half of `call`'s input (if any), and neither message_delta nor message_stop."""
+
+        def cut(request: RecordedRequest) -> Reply:
+            model = str(request.json().get("model", "fake-model"))
+            events: list[tuple[str | None, JsonValue]] = [
+                ("message_start", self._message_start(model, 10)),
+                ("content_block_start", _block_start(0, {"type": "text", "text": ""})),
+            ]
+            events += [
+                ("content_block_delta", _delta(0, {"type": "text_delta", "text": piece}))
+                for piece in split_in_two(text)
+            ]
+            events.append(("content_block_stop", {"type": "content_block_stop", "index": 0}))
+            if call is not None:
+                block = {"type": "tool_use", "id": call.id or "toolu_cut", "name": call.name}
+                half = split_in_two(call.arguments_text())[0]
+                events.append(("content_block_start", _block_start(1, {**block, "input": {}})))
+                delta = {"type": "input_json_delta", "partial_json": half}
+                events.append(("content_block_delta", _delta(1, delta)))
+            return Reply.sse(events)
+
+        self.push(cut)
 
     def message_bodies(self) -> list[JsonValue]:
         """The JSON bodies of the Messages requests received, in order."""

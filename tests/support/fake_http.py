@@ -80,6 +80,11 @@ class Reply:
         )
 
     @classmethod
+    def text(cls, body: str, *, content_type: str = "text/html", status: int = 200) -> Reply:
+        """A body that is not what the protocol says (e.g. a proxy's HTML page, broken JSON)."""
+        return cls(status=status, headers=(("content-type", content_type),), body=body.encode())
+
+    @classmethod
     def sse(
         cls,
         events: Iterable[tuple[str | None, JsonValue | str]],

@@ -11,6 +11,7 @@ usage chunk when ``stream_options.include_usage`` is set::
         fake.fail(429, "slow down")                           # one HTTP error answer
         fake.fail(500, times=3)                               # three of them (retries)
         fake.stall(5.0)                                       # a reply 5 s late
+        fake.cut_short("half an ans", FakeToolCall("f", {"a": 1}))  # no finish_reason, no [DONE]
         fake.set_default(lambda body: FakeAnswer("always"))   # when nothing is scripted
         ...
         fake.chat_bodies()  # the JSON bodies received, in order
@@ -127,6 +128,30 @@ class FakeOpenAI(FakeHTTPServer):
             return Reply(reply.status, reply.headers, reply.body, reply.chunks, delay_s=seconds)
 
         self.push(late)
+
+    def cut_short(self, text: str, call: FakeToolCall | None = None) -> None:
+        """Queue a stream that ends cleanly in the middle of the answer: `text`, then the first
+        half of `call`'s arguments (if any), and neither a finish_reason nor ``[DONE]``."""
+
+        def cut(request: RecordedRequest) -> Reply:
+            model = str(request.json().get("model", "fake-model"))
+            events: list[tuple[str | None, JsonValue]] = [
+                (None, chunk({"content": piece}, model=model)) for piece in split_in_two(text)
+            ]
+            if call is not None:
+                opening = {
+                    "index": 0,
+                    "id": call.id or "call_cut",
+                    "type": "function",
+                    "function": {"name": call.name, "arguments": ""},
+                }
+                half = split_in_two(call.arguments_text())[0]
+                fragment = {"index": 0, "function": {"arguments": half}}
+                events.append((None, chunk({"tool_calls": [opening]}, model=model)))
+                events.append((None, chunk({"tool_calls": [fragment]}, model=model)))
+            return Reply.sse(events)
+
+        self.push(cut)
 
     def chat_bodies(self) -> list[JsonValue]:
         """The JSON bodies of the chat completion requests received, in order."""

@@ -74,7 +74,9 @@ class AgentGatewayStub:
     retries never duplicate).
     - LLM provider errors (Send, SendStream, SubmitToolResults, Consolidate,
     and Fork/CreateRoot with COMPRESS context) map to: UNAVAILABLE (endpoint
-    down or 5xx), RESOURCE_EXHAUSTED (provider rate limit or quota),
+    down or 5xx, or an answer that could not be read: not the provider's
+    protocol, or a stream that ended before the answer did; nothing is
+    stored, though SendStream may have shown part of it), RESOURCE_EXHAUSTED (provider rate limit or quota),
     FAILED_PRECONDITION (the provider rejected the API key or model, or the
     gateway has no API key for its provider), DEADLINE_EXCEEDED (provider
     timeout or the call's deadline passed), each with its reason
@@ -318,7 +320,9 @@ class AgentGatewayServicer:
     retries never duplicate).
     - LLM provider errors (Send, SendStream, SubmitToolResults, Consolidate,
     and Fork/CreateRoot with COMPRESS context) map to: UNAVAILABLE (endpoint
-    down or 5xx), RESOURCE_EXHAUSTED (provider rate limit or quota),
+    down or 5xx, or an answer that could not be read: not the provider's
+    protocol, or a stream that ended before the answer did; nothing is
+    stored, though SendStream may have shown part of it), RESOURCE_EXHAUSTED (provider rate limit or quota),
     FAILED_PRECONDITION (the provider rejected the API key or model, or the
     gateway has no API key for its provider), DEADLINE_EXCEEDED (provider
     timeout or the call's deadline passed), each with its reason
@@ -1601,7 +1605,9 @@ class AgentGateway:
     retries never duplicate).
     - LLM provider errors (Send, SendStream, SubmitToolResults, Consolidate,
     and Fork/CreateRoot with COMPRESS context) map to: UNAVAILABLE (endpoint
-    down or 5xx), RESOURCE_EXHAUSTED (provider rate limit or quota),
+    down or 5xx, or an answer that could not be read: not the provider's
+    protocol, or a stream that ended before the answer did; nothing is
+    stored, though SendStream may have shown part of it), RESOURCE_EXHAUSTED (provider rate limit or quota),
     FAILED_PRECONDITION (the provider rejected the API key or model, or the
     gateway has no API key for its provider), DEADLINE_EXCEEDED (provider
     timeout or the call's deadline passed), each with its reason

@@ -23,9 +23,10 @@ from grpc_status import rpc_status
 from agent_gateway.llm.anthropic_provider import AnthropicProvider
 from agent_gateway.llm.openai_provider import OpenAIProvider
 from tests.gateway.conftest import StackMaker, rpc_error
-from tests.gateway.turns_support import send
+from tests.gateway.turns_support import send, stream_events
 from tests.support.fake_anthropic import FakeAnthropic
-from tests.support.fake_openai import FakeOpenAI
+from tests.support.fake_http import FakeToolCall, Reply
+from tests.support.fake_openai import FakeOpenAI, chunk
 
 pytestmark = pytest.mark.sql
 
@@ -151,3 +152,83 @@ class TestProviderErrors:
         assert found is not None, details
         logged = [r.getMessage() for r in caplog.records if found.group(1) in r.getMessage()]
         assert len(logged) == 1 and url in logged[0] and "_BASE_URL" in logged[0]
+
+
+def not_json_event(endpoint: Endpoint) -> Reply:
+    """A stream whose first event shows some text and whose second is not JSON."""
+    if endpoint.name == "openai":
+        return Reply.sse([(None, chunk({"content": "par"})), (None, '{"choices": [')])
+    block = {"type": "text", "text": "par"}
+    start = {"type": "content_block_start", "index": 0, "content_block": block}
+    return Reply.sse([("content_block_start", start), ("content_block_delta", '{"type": "con')])
+
+
+def script(endpoint: Endpoint, case: str) -> None:
+    """Queue the provider's answer of `case` on `endpoint`'s fake server."""
+    fake = endpoint.fake
+    if case == "html":
+        fake.push(Reply.text("<html><h1>502 Bad Gateway</h1><p>nginx</p></html>"))
+    elif case == "broken-json":
+        fake.push(Reply.text('{"id": "x", "cho', content_type="application/json"))
+    elif case == "cut-short":
+        fake.cut_short("this reply ends early", FakeToolCall("clock", {"tz": "UTC"}, id="tr1"))
+    elif case == "event-not-json":
+        fake.push(not_json_event(endpoint))
+    else:
+        assert case == "no-event"
+        fake.push(Reply.sse([]))
+
+
+class TestUnreadableAnswers:
+    @pytest.mark.parametrize(
+        ("case", "streamed"),
+        [
+            pytest.param("html", False, id="html-send"),
+            pytest.param("html", True, id="html-stream"),
+            pytest.param("broken-json", False, id="broken-json-send"),
+            pytest.param("broken-json", True, id="broken-json-stream"),
+            pytest.param("cut-short", True, id="cut-short-stream"),
+            pytest.param("event-not-json", True, id="event-not-json-stream"),
+            pytest.param("no-event", True, id="no-event-stream"),
+        ],
+    )
+    async def test_unreadable_answer_stores_nothing(
+        self,
+        make_stack: StackMaker,
+        endpoint: Endpoint,
+        caplog: pytest.LogCaptureFixture,
+        case: str,
+        streamed: bool,
+    ) -> None:
+        """An HTTP 200 that does not follow the protocol (a proxy's page, broken JSON, a stream
+        cut short without its end marker or with an event that is not JSON, a stream with no
+        event) is UNAVAILABLE LLM_UNAVAILABLE with an error id, logged without a traceback;
+        nothing is stored and the next turn works."""
+        fake, url = endpoint.fake, endpoint.fake.base_url
+        async with endpoint.provider(url) as provider:
+            stack = await make_stack(provider)
+            root = await stack.root()
+            fake.reply("first answer")
+            await send(stack, root.id, "first")
+            before = await stack.records(root.id)
+            script(endpoint, case)
+            turn = stream_events if streamed else send
+            with caplog.at_level(logging.WARNING):
+                error = await rpc_error(turn(stack, root.id, "second"))
+            assert (error.code().name, error_info(error).reason) == (
+                "UNAVAILABLE",
+                "LLM_UNAVAILABLE",
+            )
+            details = error.details() or ""
+            assert "could not be read" in details
+            assert_plain(details, url)
+            found = ERROR_ID.search(details)
+            assert found is not None, details
+            logged = [r.getMessage() for r in caplog.records if found.group(1) in r.getMessage()]
+            assert len(logged) == 1 and "unreadable answer" in logged[0]
+            assert not [r for r in caplog.records if r.exc_info], "a traceback was logged"
+            assert await stack.records(root.id) == before
+            fake.reply("second answer")
+            reply = await send(stack, root.id, "second")
+            assert reply.assistant.content == "second answer"
+            assert len(await stack.records(root.id)) == len(before) + 2

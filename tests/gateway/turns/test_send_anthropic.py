@@ -128,6 +128,34 @@ class TestAnthropicTurns:
         assert result["content"][0]["tool_use_id"] == "toolu_1"
         assert roles(await stack.records(root.id)) == ["user", "assistant", "tool", "assistant"]
 
+    async def test_calls_sharing_an_id_answered_apart(
+        self, anthropic_stack: Stack, fake: FakeAnthropic
+    ) -> None:
+        """Two tool_use blocks with one id become two pending calls with distinct ids, each
+        answered by its own result; the next request pairs each tool_use with its result."""
+        stack = anthropic_stack
+        root = await stack.root()
+        fake.reply(
+            tool_calls=[
+                FakeToolCall("clock", {"tz": "UTC"}, id="toolu_same"),
+                FakeToolCall("clock", {"tz": "CET"}, id="toolu_same"),
+            ]
+        )
+        clock = tool_definition("clock", "Time", type="object")
+        events = await stream_events(stack, root.id, "what time is it?", tools=[clock])
+        pending = events[-1].done.pending_tool_calls
+        assert [(c.id, c.arguments_json) for c in pending] == [
+            ("toolu_same", '{"tz":"UTC"}'),
+            ("toolu_same_2", '{"tz":"CET"}'),
+        ]
+        fake.reply("12:00 UTC, 13:00 CET")
+        results = (("toolu_same", "12:00"), ("toolu_same_2", "13:00"))
+        final = await submit(stack, root.id, *results, tools=[clock])
+        assert final.assistant.content == "12:00 UTC, 13:00 CET"
+        assistant, answered = fake.message_bodies()[1]["messages"][-2:]
+        assert [b["id"] for b in assistant["content"]] == ["toolu_same", "toolu_same_2"]
+        assert [(b["tool_use_id"], b["content"]) for b in answered["content"]] == list(results)
+
     async def test_rate_limited(self, anthropic_stack: Stack, fake: FakeAnthropic) -> None:
         """A 429 from the endpoint is RESOURCE_EXHAUSTED and stores nothing."""
         stack = anthropic_stack

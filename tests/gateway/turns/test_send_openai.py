@@ -92,6 +92,35 @@ class TestOpenAITurns:
         assert body["stream"] is True
         assert body["stream_options"] == {"include_usage": True}
 
+    async def test_calls_sharing_an_id_answered_apart(
+        self, openai_stack: Stack, fake: FakeOpenAI
+    ) -> None:
+        """Two calls the server gave one id become two pending calls with distinct ids, each
+        answered by its own result; the next request pairs each call with its result."""
+        stack = openai_stack
+        root = await stack.root()
+        fake.reply(
+            tool_calls=[
+                FakeToolCall("clock", {"tz": "UTC"}, id="same"),
+                FakeToolCall("clock", {"tz": "CET"}, id="same"),
+            ]
+        )
+        clock = tool_definition("clock", "Time", type="object")
+        first = await send(stack, root.id, "what time is it?", tools=[clock])
+        assert [(c.id, c.arguments_json) for c in first.pending_tool_calls] == [
+            ("same", '{"tz":"UTC"}'),
+            ("same_2", '{"tz":"CET"}'),
+        ]
+        fake.reply("12:00 UTC, 13:00 CET")
+        final = await submit(stack, root.id, ("same", "12:00"), ("same_2", "13:00"), tools=[clock])
+        assert final.assistant.content == "12:00 UTC, 13:00 CET"
+        messages = fake.chat_bodies()[1]["messages"]
+        assert [c["id"] for c in messages[-3]["tool_calls"]] == ["same", "same_2"]
+        assert messages[-2:] == [
+            {"role": "tool", "tool_call_id": "same", "content": "12:00"},
+            {"role": "tool", "tool_call_id": "same_2", "content": "13:00"},
+        ]
+
     async def test_tool_round_trip(self, openai_stack: Stack, fake: FakeOpenAI) -> None:
         """A client tool call, its result through SubmitToolResults, then the final answer."""
         stack = openai_stack

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import re
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Mapping, Sequence
 
 import pytest
 
@@ -403,3 +403,161 @@ class TestAnthropicProviderErrors:
             await collect(provider.stream(HI))
         assert "busy right now" in logged(caplog, caught.value)
         assert len(fake.requests) == 1
+
+
+UNREADABLE = [
+    pytest.param(Reply.text("<html><h1>502 Bad Gateway</h1></html>"), id="html"),
+    pytest.param(Reply.text('{"id": "msg_1", "conte', content_type="application/json"), id="json"),
+    pytest.param(Reply.json("a string, not an object"), id="not-an-object"),
+    pytest.param(Reply.json({"type": "message", "content": 5, "usage": {}}), id="wrong-shape"),
+]
+
+
+def message(content: Sequence[Mapping[str, object]], stop_reason: str = "end_turn") -> Reply:
+    """A whole Message answer holding `content`."""
+    return Reply.json(
+        {
+            "id": "msg_1",
+            "type": "message",
+            "role": "assistant",
+            "model": MODEL,
+            "content": content,
+            "stop_reason": stop_reason,
+            "stop_sequence": None,
+            "usage": {"input_tokens": 3, "output_tokens": 2},
+        }
+    )
+
+
+class TestAnthropicProviderProtocol:
+    @pytest.mark.parametrize("mode", MODES)
+    @pytest.mark.parametrize("reply", UNREADABLE)
+    async def test_unreadable_answer_unavailable(
+        self,
+        fake: FakeAnthropic,
+        provider: AnthropicProvider,
+        mode: Mode,
+        reply: Reply,
+        caplog: pytest.LogCaptureFixture,
+    ) -> None:
+        """A 200 whose body is not a Message is UNAVAILABLE with an error id, never a crash nor
+        an empty answer; the log line says what could not be read."""
+        fake.push(reply)
+        with pytest.raises(Unavailable, match="answer could not be read") as caught:
+            await call(provider, mode, HI)
+        assert caught.value.reason == "LLM_UNAVAILABLE"
+        assert "unreadable answer" in logged(caplog, caught.value)
+        assert len(fake.requests) == 1  # not retried: the server did answer
+
+    async def test_event_that_is_not_json(
+        self, fake: FakeAnthropic, provider: AnthropicProvider, caplog: pytest.LogCaptureFixture
+    ) -> None:
+        """An event whose data is not JSON, after a first delta, fails the stream UNAVAILABLE."""
+        start = {"type": "content_block_start", "index": 0, "content_block": text("")}
+        delta = {
+            "type": "content_block_delta",
+            "index": 0,
+            "delta": {"type": "text_delta", "text": "par"},
+        }
+        fake.push(
+            Reply.sse(
+                [
+                    ("content_block_start", start),
+                    ("content_block_delta", delta),
+                    ("content_block_delta", '{"type": "content_block_delta", "ind'),
+                ]
+            )
+        )
+        stream = provider.stream(HI)
+        assert await anext(stream) == TextDelta("par")
+        with pytest.raises(Unavailable, match="answer could not be read") as caught:
+            await anext(stream)
+        assert "not JSON" in logged(caplog, caught.value)
+
+    async def test_stream_without_an_event(
+        self, fake: FakeAnthropic, provider: AnthropicProvider
+    ) -> None:
+        """A stream with no event at all is UNAVAILABLE, not an empty answer."""
+        fake.push(Reply.sse([]))
+        with pytest.raises(Unavailable, match="answer could not be read"):
+            await collect(provider.stream(HI))
+
+    @pytest.mark.parametrize("with_call", [False, True], ids=["text", "tool-call"])
+    async def test_stream_cut_short_unavailable(
+        self,
+        fake: FakeAnthropic,
+        provider: AnthropicProvider,
+        with_call: bool,
+        caplog: pytest.LogCaptureFixture,
+    ) -> None:
+        """A stream that ends cleanly without message_delta or message_stop (half a text, a
+        tool call cut mid-input) is UNAVAILABLE after the text it showed, with no Done."""
+        tool_call = FakeToolCall("clock", {"tz": "Europe/Paris"}, id="toolu_1")
+        fake.cut_short("this reply ends early", tool_call if with_call else None)
+        events: list[object] = []
+        with pytest.raises(Unavailable, match="answer could not be read") as caught:
+            async for event in provider.stream(HI):
+                events.append(event)
+        assert events == [TextDelta("this reply"), TextDelta(" ends early")]
+        assert "without message_delta or message_stop" in logged(caplog, caught.value)
+
+    @pytest.mark.parametrize("mode", MODES)
+    async def test_answer_cut_at_max_tokens_kept_and_logged(
+        self,
+        fake: FakeAnthropic,
+        provider: AnthropicProvider,
+        mode: Mode,
+        caplog: pytest.LogCaptureFixture,
+    ) -> None:
+        """An answer with stop_reason max_tokens is kept as it is, and the cut is logged."""
+        if mode == "complete":
+            fake.push(message([text("long answ")], stop_reason="max_tokens"))
+        else:
+            start = {"type": "content_block_start", "index": 0, "content_block": text("")}
+            delta = {
+                "type": "content_block_delta",
+                "index": 0,
+                "delta": {"type": "text_delta", "text": "long answ"},
+            }
+            stop = {"type": "message_delta", "delta": {"stop_reason": "max_tokens"}, "usage": {}}
+            fake.push(
+                Reply.sse(
+                    [
+                        ("content_block_start", start),
+                        ("content_block_delta", delta),
+                        ("message_delta", stop),
+                    ]
+                )
+            )
+        completion = await call(provider, mode, HI)
+        assert completion.content == "long answ"
+        assert any(f"cut at max_tokens ({MAX_TOKENS})" in r.getMessage() for r in caplog.records)
+
+    async def test_tool_input_that_is_not_an_object_kept_raw(
+        self, fake: FakeAnthropic, provider: AnthropicProvider
+    ) -> None:
+        """A tool_use input that is not an object is kept raw, as streamed input is."""
+        use = {"type": "tool_use", "id": "toolu_1", "name": "search", "input": '{"q": "te'}
+        fake.push(message([use], stop_reason="tool_use"))
+        completion = await provider.complete(HI, tools=[SEARCH])
+        assert completion.tool_calls == (
+            ToolCallSpec("toolu_1", "search", {RAW_ARGUMENTS_KEY: '{"q": "te'}),
+        )
+
+    @pytest.mark.parametrize("mode", MODES)
+    async def test_repeated_call_ids_made_unique(
+        self, fake: FakeAnthropic, provider: AnthropicProvider, mode: Mode
+    ) -> None:
+        """Two tool_use blocks sharing an id get distinct ids, in order, so each can be
+        answered."""
+        fake.reply(
+            tool_calls=[
+                FakeToolCall("clock", {"tz": "UTC"}, id="toolu_same"),
+                FakeToolCall("clock", {"tz": "CET"}, id="toolu_same"),
+            ]
+        )
+        completion = await call(provider, mode, HI)
+        assert completion.tool_calls == (
+            ToolCallSpec("toolu_same", "clock", {"tz": "UTC"}),
+            ToolCallSpec("toolu_same_2", "clock", {"tz": "CET"}),
+        )

@@ -40,6 +40,36 @@ class TestBuildOpenAI:
             assert fake.chat_bodies()[0]["model"] == "local-model"
             assert fake.requests[0].headers["authorization"] == f"Bearer {KEY}"
 
+    async def test_answer_cap_from_environment(self, monkeypatch: pytest.MonkeyPatch) -> None:
+        """STELLO_OPENAI_MAX_TOKENS caps an answer and STELLO_OPENAI_MAX_TOKENS_PARAM names the
+        parameter that carries it."""
+        async with FakeOpenAI() as fake:
+            fake.reply("capped")
+            monkeypatch.setenv("STELLO_LLM_PROVIDER", "openai")
+            monkeypatch.setenv("STELLO_OPENAI_BASE_URL", fake.base_url)
+            monkeypatch.setenv("STELLO_OPENAI_MAX_TOKENS", "4096")
+            monkeypatch.setenv("STELLO_OPENAI_MAX_TOKENS_PARAM", "max_completion_tokens")
+            provider = build_provider(StelloSettings())
+            assert isinstance(provider, OpenAIProvider)
+            async with provider:
+                await provider.complete(HI, max_tokens=32_000)
+            body = fake.chat_bodies()[0]
+            assert body["max_completion_tokens"] == 4096 and "max_tokens" not in body
+
+    def test_default_answer_cap(self) -> None:
+        """By default the cap is 16384 (gpt-4o-mini's output limit), sent as max_tokens."""
+        settings = StelloSettings()
+        assert (settings.openai_max_tokens, settings.openai_max_tokens_param) == (
+            16_384,
+            "max_tokens",
+        )
+
+    def test_unknown_cap_parameter_refused(self, monkeypatch: pytest.MonkeyPatch) -> None:
+        """A parameter name other than the two the API knows is refused when settings load."""
+        monkeypatch.setenv("STELLO_OPENAI_MAX_TOKENS_PARAM", "max_output_tokens")
+        with pytest.raises(ValueError, match="max_completion_tokens"):
+            StelloSettings()
+
     def test_local_server_needs_no_key(self) -> None:
         """With a base URL and no key (a local server), the provider is built with a placeholder."""
         settings = StelloSettings(llm_provider="openai", openai_base_url="http://127.0.0.1:1/v1")

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import AsyncIterator
+from typing import Literal
 
 import pytest
 
@@ -109,7 +110,8 @@ class TestOpenAIProviderTurns:
                 )
             )
         else:
-            fake.push(Reply.sse([(None, chunk({"refusal": "I can't help."})), (None, "[DONE]")]))
+            refusal = chunk({"refusal": "I can't help."}, finish_reason="stop")
+            fake.push(Reply.sse([(None, refusal), (None, "[DONE]")]))
         assert (await call(provider, mode, HI)).content == "I can't help."
 
     async def test_stream_assembles_tool_calls_by_index(
@@ -398,3 +400,160 @@ class TestOpenAIProviderErrors:
             await collect(provider.stream(HI))
         assert "model crashed" in logged(caplog, caught.value)
         assert len(fake.requests) == 1
+
+
+class TestOpenAIProviderMaxTokens:
+    @pytest.mark.parametrize("mode", MODES)
+    @pytest.mark.parametrize("param", ["max_tokens", "max_completion_tokens"])
+    async def test_cap_sent_under_the_configured_name(
+        self, fake: FakeOpenAI, mode: Mode, param: Literal["max_tokens", "max_completion_tokens"]
+    ) -> None:
+        """The caller's max_tokens is capped at the configured one and sent under the configured
+        parameter name only; a lower one is sent as it is."""
+        fake.reply("a")
+        fake.reply("b")
+        async with OpenAIProvider(
+            model=MODEL, api_key=KEY, base_url=fake.base_url, max_tokens=300, max_tokens_param=param
+        ) as provider:
+            for max_tokens in (32_000, 200):
+                if mode == "complete":
+                    await provider.complete(HI, max_tokens=max_tokens)
+                else:
+                    await collect(provider.stream(HI, max_tokens=max_tokens))
+        other = "max_tokens" if param == "max_completion_tokens" else "max_completion_tokens"
+        bodies = fake.chat_bodies()
+        assert [body[param] for body in bodies] == [300, 200]
+        assert not [body for body in bodies if other in body]
+
+    async def test_default_cap_fits_gpt_4o_mini(self, fake: FakeOpenAI) -> None:
+        """By default a quarter of a 128k window (32,000) goes out as max_tokens 16,384."""
+        fake.reply("ok")
+        async with OpenAIProvider(model=MODEL, api_key=KEY, base_url=fake.base_url) as provider:
+            await provider.complete(HI, max_tokens=32_000)
+        assert fake.chat_bodies()[0]["max_tokens"] == 16_384
+
+    def test_cap_must_be_positive(self) -> None:
+        """A cap below 1 is refused at construction."""
+        with pytest.raises(ValueError, match="max_tokens must be at least 1"):
+            OpenAIProvider(model=MODEL, api_key=KEY, max_tokens=0)
+
+
+def _cut_tool_call() -> FakeToolCall:
+    return FakeToolCall("clock", {"tz": "Europe/Paris"}, id="tr1")
+
+
+UNREADABLE = [
+    pytest.param(Reply.text("<html><h1>502 Bad Gateway</h1></html>"), id="html"),
+    pytest.param(
+        Reply.text('{"id": "chatcmpl-1", "choi', content_type="application/json"), id="json"
+    ),
+    pytest.param(Reply.json("a string, not an object"), id="not-an-object"),
+    pytest.param(Reply.json({"choices": [{"index": 0, "message": "hi"}]}), id="wrong-shape"),
+]
+
+
+class TestOpenAIProviderProtocol:
+    @pytest.mark.parametrize("mode", MODES)
+    @pytest.mark.parametrize("reply", UNREADABLE)
+    async def test_unreadable_answer_unavailable(
+        self,
+        fake: FakeOpenAI,
+        provider: OpenAIProvider,
+        mode: Mode,
+        reply: Reply,
+        caplog: pytest.LogCaptureFixture,
+    ) -> None:
+        """A 200 whose body is not a chat completion is UNAVAILABLE with an error id, never a
+        crash nor an empty answer; the log line says what could not be read."""
+        fake.push(reply)
+        with pytest.raises(Unavailable, match="answer could not be read") as caught:
+            await call(provider, mode, HI)
+        assert caught.value.reason == "LLM_UNAVAILABLE"
+        assert "unreadable answer" in logged(caplog, caught.value)
+        assert len(fake.requests) == 1  # not retried: the server did answer
+
+    async def test_event_that_is_not_json(
+        self, fake: FakeOpenAI, provider: OpenAIProvider, caplog: pytest.LogCaptureFixture
+    ) -> None:
+        """A `data:` line that is not JSON, after a first delta, fails the stream UNAVAILABLE."""
+        fake.push(Reply.sse([(None, chunk({"content": "par"})), (None, '{"choices": [')]))
+        stream = provider.stream(HI)
+        assert await anext(stream) == TextDelta("par")
+        with pytest.raises(Unavailable, match="answer could not be read") as caught:
+            await anext(stream)
+        assert "not JSON" in logged(caplog, caught.value)
+
+    @pytest.mark.parametrize(
+        "events",
+        [
+            pytest.param([], id="no-event"),
+            pytest.param([(None, "[DONE]")], id="only-done"),
+        ],
+    )
+    async def test_stream_without_an_answer(
+        self, fake: FakeOpenAI, provider: OpenAIProvider, events: list[tuple[None, str]]
+    ) -> None:
+        """A stream with no chunk at all is UNAVAILABLE, not an empty answer."""
+        fake.push(Reply.sse(events))
+        with pytest.raises(Unavailable, match="answer could not be read"):
+            await collect(provider.stream(HI))
+
+    @pytest.mark.parametrize("with_call", [False, True], ids=["text", "tool-call"])
+    async def test_stream_cut_short_unavailable(
+        self,
+        fake: FakeOpenAI,
+        provider: OpenAIProvider,
+        with_call: bool,
+        caplog: pytest.LogCaptureFixture,
+    ) -> None:
+        """A stream that ends cleanly without a finish_reason (half a text, a tool call cut
+        mid-arguments) is UNAVAILABLE after the text it showed, with no Done and no call."""
+        fake.cut_short("this reply ends early", _cut_tool_call() if with_call else None)
+        events: list[object] = []
+        with pytest.raises(Unavailable, match="answer could not be read") as caught:
+            async for event in provider.stream(HI):
+                events.append(event)
+        assert events == [TextDelta("this reply"), TextDelta(" ends early")]
+        assert "without the answer's finish_reason" in logged(caplog, caught.value)
+
+    @pytest.mark.parametrize("mode", MODES)
+    async def test_answer_cut_at_max_tokens_kept_and_logged(
+        self,
+        fake: FakeOpenAI,
+        provider: OpenAIProvider,
+        mode: Mode,
+        caplog: pytest.LogCaptureFixture,
+    ) -> None:
+        """An answer with finish_reason length is kept as it is, and the cut is logged."""
+        if mode == "complete":
+            message = {"role": "assistant", "content": "long answ"}
+            choice = {"index": 0, "message": message, "finish_reason": "length"}
+            fake.push(Reply.json({"id": "c", "object": "chat.completion", "choices": [choice]}))
+        else:
+            fake.push(Reply.sse([(None, chunk({"content": "long answ"}, finish_reason="length"))]))
+        if mode == "complete":
+            completion = await provider.complete(HI, max_tokens=7)
+        else:
+            completion = await collect(provider.stream(HI, max_tokens=7))
+        assert completion.content == "long answ"
+        assert any("cut at max_tokens (7)" in r.getMessage() for r in caplog.records)
+
+    @pytest.mark.parametrize("mode", MODES)
+    async def test_repeated_call_ids_made_unique(
+        self, fake: FakeOpenAI, provider: OpenAIProvider, mode: Mode
+    ) -> None:
+        """Two calls sharing an id (and a missing id that lands on a taken one) get distinct
+        ids, in order, so each can be answered."""
+        fake.reply(
+            tool_calls=[
+                FakeToolCall("clock", {"tz": "UTC"}, id="same"),
+                FakeToolCall("clock", {"tz": "CET"}, id="same"),
+                FakeToolCall("clock", {"tz": "JST"}, id="same_2"),
+            ]
+        )
+        completion = await call(provider, mode, HI)
+        assert completion.tool_calls == (
+            ToolCallSpec("same", "clock", {"tz": "UTC"}),
+            ToolCallSpec("same_2", "clock", {"tz": "CET"}),
+            ToolCallSpec("same_2_2", "clock", {"tz": "JST"}),
+        )
