@@ -75,6 +75,9 @@ TURN_QUEUE_FULL = "TURN_QUEUE_FULL"
 """As many turns as allowed already wait for the session (ENQUEUE): retry later."""
 LLM_RATE_LIMITED = "LLM_RATE_LIMITED"
 """The LLM provider's rate limit or quota: retry later."""
+LLM_ANSWER_TOO_LARGE = "LLM_ANSWER_TOO_LARGE"
+"""The model's answer (its text and tool calls) is larger than a record may hold (a provider
+that did not keep to max_tokens): nothing of the turn was stored."""
 SHARED_MEMORY_FULL = "SHARED_MEMORY_FULL"
 """The space holds as many shared memory entries as it may: remove one first."""
 
