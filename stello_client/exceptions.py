@@ -279,8 +279,9 @@ class LlmRateLimited(ResourceExhausted):
 
 
 class LlmAnswerTooLarge(ResourceExhausted):
-    """Raised when the model's answer is larger than a record may hold (its provider did not
-    keep to max_tokens): nothing of the turn was stored; the session is usable."""
+    """Raised when the model's answer is larger than a record (or a summary or memory) may
+    hold, its provider not keeping to max_tokens: nothing of it was stored; the session is
+    usable."""
 
 
 class SharedMemoryFull(ResourceExhausted):

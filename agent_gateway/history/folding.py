@@ -15,7 +15,9 @@ filter's blank, a reasoning model that spent max_tokens inside ``<think>``)
 is a failed call, never a summary or a memory: `EmptyAnswer`, UNAVAILABLE
 LLM_UNAVAILABLE as a provider failure is, so the caller stores nothing and
 keeps what it had (the memory, the previous summary) — the empty text would
-have erased it.
+have erased it. An answer larger than a slot may hold (a provider that did
+not keep to max_tokens) is RESOURCE_EXHAUSTED LLM_ANSWER_TOO_LARGE, stored
+neither.
 """
 
 from __future__ import annotations
@@ -31,8 +33,8 @@ from agent_gateway.history.context import Record
 from agent_gateway.history.records import context_record
 from agent_gateway.llm import Completion, LLMMessage, LLMProvider, Prompts, Usage, strip_think
 from agent_gateway.llm.prompt_texts import MEMORY_HEADER, OMITTED_RECORDS, TRANSCRIPT_HEADER
-from stello.errors import FailedPrecondition, Unavailable
-from stello.reasons import LLM_UNAVAILABLE, WINDOW_TOO_SMALL
+from stello.errors import FailedPrecondition, ResourceExhausted, Unavailable
+from stello.reasons import LLM_ANSWER_TOO_LARGE, LLM_UNAVAILABLE, WINDOW_TOO_SMALL
 from stello.storage.v1 import storage_pb2
 
 log = logging.getLogger(__name__)
@@ -67,6 +69,26 @@ def empty_answer(what: str, completion: Completion, max_tokens: int) -> EmptyAns
         f"the model answered nothing to {what} (an empty answer, or only its reasoning); "
         f"it was not stored: retry later (error id {error_id})",
         reason=LLM_UNAVAILABLE,
+    )
+
+
+def too_large(what: str, size: int, slot_bytes: int) -> ResourceExhausted:
+    """The error of an answer to `what` of `size` bytes, over `slot_bytes` (logged under the
+    error id the message ends with)."""
+    error_id = uuid.uuid4().hex[:16]
+    log.warning(
+        "the model answered %d bytes to %s, over STELLO_MAX_SLOT_BYTES=%d: the provider did "
+        "not keep to max_tokens; its answer was not stored (error id %s)",
+        size,
+        what,
+        slot_bytes,
+        error_id,
+    )
+    return ResourceExhausted(
+        f"the model's answer to {what} is {size} bytes, over the {slot_bytes} bytes a summary "
+        f"or memory may hold; it was not stored (error id {error_id})",
+        reason=LLM_ANSWER_TOO_LARGE,
+        metadata={"answer_bytes": str(size), "slot_bytes": str(slot_bytes)},
     )
 
 
@@ -155,12 +177,18 @@ class Folder:
     """Folds lines into summaries with one provider, within its window."""
 
     def __init__(
-        self, provider: LLMProvider, prompts: Prompts, counter: Counter, record_bytes: int
+        self,
+        provider: LLMProvider,
+        prompts: Prompts,
+        counter: Counter,
+        record_bytes: int,
+        slot_bytes: int,
     ) -> None:
         self._provider = provider
         self._prompts = prompts
         self._counter = counter
         self._record_bytes = record_bytes
+        self._slot_bytes = slot_bytes
 
     @property
     def window(self) -> Window:
@@ -293,6 +321,7 @@ class Folder:
         Raises:
             FailedPrecondition: it would not fit (a bug in the packing, never sent).
             EmptyAnswer: the answer is empty once its reasoning is removed.
+            ResourceExhausted: reason LLM_ANSWER_TOO_LARGE, over the slot limit.
         """
         window = self.window
         prompt = self._counter.messages(messages)
@@ -311,4 +340,7 @@ class Folder:
         text = strip_think(completion.content)
         if not text:
             raise empty_answer(what, completion, max_tokens)
+        size = len(text.encode())
+        if size > self._slot_bytes:
+            raise too_large(what, size, self._slot_bytes)
         return text

@@ -90,7 +90,9 @@ class AgentGatewayStub:
     reasoning is removed (empty; only `<think>` blocks, or a `<think>` never
     closed: an answer cut off inside its reasoning) is a failed call,
     UNAVAILABLE LLM_UNAVAILABLE: it is not stored, and the memory or summary
-    it would have replaced is kept.
+    it would have replaced is kept. One larger than a memory or summary may
+    hold (STELLO_MAX_SLOT_BYTES: a provider that did not keep to max_tokens)
+    is RESOURCE_EXHAUSTED LLM_ANSWER_TOO_LARGE, not stored either.
     """
 
     def __init__(self, channel):
@@ -336,7 +338,9 @@ class AgentGatewayServicer:
     reasoning is removed (empty; only `<think>` blocks, or a `<think>` never
     closed: an answer cut off inside its reasoning) is a failed call,
     UNAVAILABLE LLM_UNAVAILABLE: it is not stored, and the memory or summary
-    it would have replaced is kept.
+    it would have replaced is kept. One larger than a memory or summary may
+    hold (STELLO_MAX_SLOT_BYTES: a provider that did not keep to max_tokens)
+    is RESOURCE_EXHAUSTED LLM_ANSWER_TOO_LARGE, not stored either.
     """
 
     def CreateRoot(self, request, context):
@@ -628,7 +632,9 @@ class AgentGatewayServicer:
         (its text and tool calls) makes a record over STELLO_MAX_RECORD_BYTES
         (its provider did not keep to the max_tokens the gateway sets so that
         an answer fits a record); nothing was written and the session is
-        usable. ErrorInfo metadata `answer_bytes` and `record_bytes`.
+        usable. ErrorInfo metadata `answer_bytes` and `record_bytes` (or
+        `slot_bytes`: the summary of a fold of the history, over
+        STELLO_MAX_SLOT_BYTES).
         - FAILED_PRECONDITION, reason WINDOW_TOO_SMALL: the model's window cannot
         hold a compressor call; nothing was written.
         - ALREADY_EXISTS, reason REQUEST_ID_REUSED: request_id reused with a
@@ -763,7 +769,8 @@ class AgentGatewayServicer:
         the chunks before the error saved. An answer with no text (empty, or
         reasoning alone) is UNAVAILABLE LLM_UNAVAILABLE: never stored as the
         memory, which stays as it was; the job ends FAILED (GetSession's
-        progress).
+        progress). An answer over STELLO_MAX_SLOT_BYTES is RESOURCE_EXHAUSTED
+        LLM_ANSWER_TOO_LARGE, likewise.
         - UNAVAILABLE: the gateway is shutting down (the consolidation's
         progress is saved; call again).
         - UNAUTHENTICATED: no valid key.
@@ -1631,7 +1638,9 @@ class AgentGateway:
     reasoning is removed (empty; only `<think>` blocks, or a `<think>` never
     closed: an answer cut off inside its reasoning) is a failed call,
     UNAVAILABLE LLM_UNAVAILABLE: it is not stored, and the memory or summary
-    it would have replaced is kept.
+    it would have replaced is kept. One larger than a memory or summary may
+    hold (STELLO_MAX_SLOT_BYTES: a provider that did not keep to max_tokens)
+    is RESOURCE_EXHAUSTED LLM_ANSWER_TOO_LARGE, not stored either.
     """
 
     @staticmethod

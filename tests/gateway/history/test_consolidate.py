@@ -17,7 +17,7 @@ from agent_gateway.llm.prompt_texts import COMPRESSOR, CONSOLIDATOR
 from stello.agent.v1 import agent_pb2
 from stello.common.v1 import common_pb2
 from stello.errors import Unavailable, error_info_reason
-from stello.reasons import LLM_UNAVAILABLE
+from stello.reasons import LLM_ANSWER_TOO_LARGE, LLM_UNAVAILABLE
 from stello.storage.v1 import storage_pb2
 from tests.gateway.conftest import Stack, StackMaker, new_id, record, rpc_error
 from tests.gateway.llm.support import ENGLISH
@@ -182,6 +182,29 @@ class TestConsolidate:
         assert await consolidate(stack, root.id) == "rewritten"
         state = await consolidate_job(stack, root.id)
         assert state is not None and state.status == common_pb2.JOB_STATUS_DONE
+
+    async def test_an_answer_over_the_slot_limit_keeps_the_memory(
+        self, make_stack: StackMaker
+    ) -> None:
+        """An answer larger than a memory may hold (a provider ignoring max_tokens) is
+        RESOURCE_EXHAUSTED LLM_ANSWER_TOO_LARGE naming its size, not storage's
+        INVALID_ARGUMENT; the memory is kept and the job FAILED."""
+        spy = SpyProvider()
+        stack = await make_stack(spy)
+        root = await stack.root()
+        await put_memory(stack, root.id, "kept")
+        await send(stack, root.id, "hi")
+        before = await stored_memory(stack, root.id)
+        spy.then_helper(answer("m" * (1 << 20) + "m"))
+        error = await rpc_error(consolidate(stack, root.id))
+        assert (error.code(), error_info_reason(error)) == (
+            grpc.StatusCode.RESOURCE_EXHAUSTED,
+            LLM_ANSWER_TOO_LARGE,
+        )
+        assert f"is {(1 << 20) + 1} bytes, over the {1 << 20} bytes" in (error.details() or "")
+        assert await stored_memory(stack, root.id) == before
+        state = await consolidate_job(stack, root.id)
+        assert state is not None and state.status == common_pb2.JOB_STATUS_FAILED
 
     async def test_compressor_messages(self, make_stack: StackMaker) -> None:
         """The in-session compressor likewise sends [system prompt, user transcript] (§6.8 4)."""
