@@ -209,7 +209,7 @@ def create_app(
         owned = (provider,)  # a provider passed in belongs to the caller, who closes it
     # One calibration per provider: what its tokenizer counts over the gateway's bound.
     counter = Counter(Calibration())
-    folder = Folder(provider, prompts, counter, settings.max_record_bytes)
+    folder = Folder(provider, prompts, counter, settings.max_record_bytes, settings.max_slot_bytes)
     if summarizer is None:
         summarizer = ProviderSummarizer(lambda: folder, prompts)
     saga = ProvisioningSaga(

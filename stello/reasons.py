@@ -75,6 +75,10 @@ TURN_QUEUE_FULL = "TURN_QUEUE_FULL"
 """As many turns as allowed already wait for the session (ENQUEUE): retry later."""
 LLM_RATE_LIMITED = "LLM_RATE_LIMITED"
 """The LLM provider's rate limit or quota: retry later."""
+LLM_ANSWER_TOO_LARGE = "LLM_ANSWER_TOO_LARGE"
+"""The model's answer is larger than it may be stored in (a provider that did not keep to
+max_tokens): a turn's answer (its text and tool calls) over a record, a summary or memory over
+a slot; nothing of it was stored."""
 SHARED_MEMORY_FULL = "SHARED_MEMORY_FULL"
 """The space holds as many shared memory entries as it may: remove one first."""
 

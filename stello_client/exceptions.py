@@ -22,7 +22,7 @@ The tree::
         │   └── ConcurrentModification
         ├── ResourceExhausted
         │   └── ToolRoundsExceeded, ContextTooLarge, LlmRateLimited, TurnQueueFull,
-        │       SharedMemoryFull
+        │       SharedMemoryFull, LlmAnswerTooLarge
         ├── Unavailable
         │   └── LlmUnavailable, OutcomeUnknown
         ├── DeadlineExceeded
@@ -283,6 +283,12 @@ class LlmRateLimited(ResourceExhausted):
     """Raised when the LLM provider's rate limit or quota refused the call (retried first)."""
 
 
+class LlmAnswerTooLarge(ResourceExhausted):
+    """Raised when the model's answer is larger than a record (or a summary or memory) may
+    hold, its provider not keeping to max_tokens: nothing of it was stored; the session is
+    usable."""
+
+
 class SharedMemoryFull(ResourceExhausted):
     """Raised when a new shared memory entry would pass the space's cap (nothing written):
     remove an entry first; replacing an existing slug is still allowed."""
@@ -406,6 +412,7 @@ BY_REASON: dict[str, type[RpcError]] = {
     reasons.TOOL_ROUNDS_EXCEEDED: ToolRoundsExceeded,
     reasons.CONTEXT_TOO_LARGE: ContextTooLarge,
     reasons.LLM_RATE_LIMITED: LlmRateLimited,
+    reasons.LLM_ANSWER_TOO_LARGE: LlmAnswerTooLarge,
     reasons.LLM_UNAVAILABLE: LlmUnavailable,
     reasons.LLM_TIMEOUT: LlmTimeout,
 }

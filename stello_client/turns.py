@@ -84,7 +84,7 @@ class TurnCalls(ClientBase):
                 stored turn, else runs it once).
             InvalidArgument: empty or oversized content, bad tool definitions.
             ToolRoundsExceeded, ContextTooLarge, LlmRateLimited, LlmUnavailable,
-                LlmTimeout: the model's side; nothing was stored.
+                LlmTimeout, LlmAnswerTooLarge: the model's side; nothing was stored.
             OutcomeUnknown: the commit's answer was lost and the turn may have been
                 stored, once (retried with its request_id first): send again with the
                 error's `request_id`, which answers the stored turn.

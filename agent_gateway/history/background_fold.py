@@ -125,7 +125,13 @@ class BackgroundFolds:
         async with aclosing(chunks):
             async for chunk in chunks:
                 text = await run.call(
-                    self._folder.fold(text, chunk, prompt=prompt, meter=run.spend)
+                    self._folder.fold(
+                        text,
+                        chunk,
+                        prompt=prompt,
+                        what=f"the background fold of session {session_id}",
+                        meter=run.spend,
+                    )
                 )
                 await self._save(job, run, text, chunk[-1].seq)
         if run.covered_until_seq < target:  # the last records were trimmed meanwhile

@@ -19,6 +19,10 @@ background fold (`agent_gateway.history.background_fold`) replaces it by a compl
 one. The hysteresis: after a compression, the next one is at least that half
 of the room away in new conversation (the threshold minus the fixed parts,
 halved), however long the history.
+
+A fold that fails — the provider's error, or an answer with no text
+(`folding.EmptyAnswer`) — fails the turn: nothing is stored, the previous
+summary stays, and no record leaves the context without a summary of it.
 """
 
 from __future__ import annotations
@@ -102,7 +106,11 @@ class TurnCompression:
         for i, chunk in enumerate(packer.in_order()):
             calls.take()
             text = await self._folder.fold(
-                text, chunk, prompt=prompt, omitted=omitted if i == 0 else 0
+                text,
+                chunk,
+                prompt=prompt,
+                what=f"a fold of session {session_id}'s history during a turn",
+                omitted=omitted if i == 0 else 0,
             )
         lossy = omitted > 0 or (previous is not None and previous.lossy)
         summary = Summary(text or "", last, lossy)

@@ -15,6 +15,9 @@ is still at the version the run read: a memory put meanwhile (a user's
 PutMemory) wins, and the consolidation starts over from it. So progress is
 saved chunk by chunk, the covered seq never goes down, and a consolidation
 stopped by its budget, a failure or a shutdown continues from where it got.
+An answer with no text once its reasoning is removed is such a failure
+(`folding.EmptyAnswer`, UNAVAILABLE LLM_UNAVAILABLE): it is not saved — it
+would erase the memory, a user's PutMemory included — and the job ends FAILED.
 With no new record at all, one call over the memory alone (the reference's
 behaviour); with no memory (or an empty one) either, no call: there is nothing
 to fold, and a model's answer to an empty transcript is no memory. Archived
@@ -247,7 +250,9 @@ class Consolidator:
             async for chunk in chunks:
                 try:
                     answer = await run.call(
-                        self._folder.consolidate(memory, chunk, prompt=prompt, meter=run.spend)
+                        self._folder.consolidate(
+                            memory, chunk, prompt=prompt, what=_what(job), meter=run.spend
+                        )
                     )
                 except BudgetSpent:
                     return memory, folded, True
@@ -265,7 +270,7 @@ class Consolidator:
     ) -> str:
         """One call over the memory alone, saved."""
         answer = await run.call(
-            self._folder.consolidate(memory, [], prompt=prompt, meter=run.spend)
+            self._folder.consolidate(memory, [], prompt=prompt, what=_what(job), meter=run.spend)
         )
         await self._save(
             job, run, answer, progress.memory_covered_until_seq, progress.memory_version
@@ -349,3 +354,8 @@ class Consolidator:
 
     async def stop(self) -> None:
         """Nothing to stop: the runner stops the consolidations."""
+
+
+def _what(job: ConsolidationJob) -> str:
+    """The consolidation, as a failed call's message names it."""
+    return f"the consolidation of session {job.session_id}"

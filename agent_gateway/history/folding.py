@@ -9,10 +9,20 @@ only a few calls the newest records are the ones folded and the older ones
 are left out — counted, never silently (the lossy catch-up). Every call is
 counted against the window before it is sent (`Counter`), and the provider's
 report calibrates the count.
+
+An answer that is empty once its reasoning is removed (nothing, a content
+filter's blank, a reasoning model that spent max_tokens inside ``<think>``)
+is a failed call, never a summary or a memory: `EmptyAnswer`, UNAVAILABLE
+LLM_UNAVAILABLE as a provider failure is, so the caller stores nothing and
+keeps what it had (the memory, the previous summary) — the empty text would
+have erased it. An answer larger than a slot may hold (a provider that did
+not keep to max_tokens) is RESOURCE_EXHAUSTED LLM_ANSWER_TOO_LARGE, stored
+neither.
 """
 
 from __future__ import annotations
 
+import logging
 import uuid
 from collections.abc import AsyncGenerator, Callable, Iterable, Sequence
 from dataclasses import dataclass, field
@@ -21,11 +31,13 @@ from agent_gateway.clients import Caller, StorageClient
 from agent_gateway.history.budget import MESSAGE_OVERHEAD, Counter, Window
 from agent_gateway.history.context import Record
 from agent_gateway.history.records import context_record
-from agent_gateway.llm import LLMMessage, LLMProvider, Prompts, Usage, strip_think
+from agent_gateway.llm import Completion, LLMMessage, LLMProvider, Prompts, Usage, strip_think
 from agent_gateway.llm.prompt_texts import MEMORY_HEADER, OMITTED_RECORDS, TRANSCRIPT_HEADER
-from stello.errors import FailedPrecondition
-from stello.reasons import WINDOW_TOO_SMALL
+from stello.errors import FailedPrecondition, ResourceExhausted, Unavailable
+from stello.reasons import LLM_ANSWER_TOO_LARGE, LLM_UNAVAILABLE, WINDOW_TOO_SMALL
 from stello.storage.v1 import storage_pb2
+
+log = logging.getLogger(__name__)
 
 Meter = Callable[[Usage], None]
 """Told the usage of each call (a background job counts its spend)."""
@@ -33,6 +45,60 @@ PAGE = 200
 """Records per ListRecords page while reading records to fold."""
 CUT_MARK = " […]"
 """Ends a line or summary cut to fit a call."""
+
+
+class EmptyAnswer(Unavailable):
+    """Raised when a summary call's answer is empty once its reasoning is removed: nothing of
+    it may be stored (reason LLM_UNAVAILABLE, as a provider failure)."""
+
+
+def empty_answer(what: str, completion: Completion, max_tokens: int) -> EmptyAnswer:
+    """The error of an answer to `what` that held no text; what it held is logged (never
+    the text itself) under the error id the message ends with."""
+    error_id = uuid.uuid4().hex[:16]
+    log.warning(
+        "the model answered %s to %s (%d completion tokens reported, max_tokens %d): its "
+        "answer was not stored, what it would have replaced is kept (error id %s)",
+        _held(completion.content),
+        what,
+        completion.usage.completion_tokens,
+        max_tokens,
+        error_id,
+    )
+    return EmptyAnswer(
+        f"the model answered nothing to {what} (an empty answer, or only its reasoning); "
+        f"it was not stored: retry later (error id {error_id})",
+        reason=LLM_UNAVAILABLE,
+    )
+
+
+def too_large(what: str, size: int, slot_bytes: int) -> ResourceExhausted:
+    """The error of an answer to `what` of `size` bytes, over `slot_bytes` (logged under the
+    error id the message ends with)."""
+    error_id = uuid.uuid4().hex[:16]
+    log.warning(
+        "the model answered %d bytes to %s, over STELLO_MAX_SLOT_BYTES=%d: the provider did "
+        "not keep to max_tokens; its answer was not stored (error id %s)",
+        size,
+        what,
+        slot_bytes,
+        error_id,
+    )
+    return ResourceExhausted(
+        f"the model's answer to {what} is {size} bytes, over the {slot_bytes} bytes a summary "
+        f"or memory may hold; it was not stored (error id {error_id})",
+        reason=LLM_ANSWER_TOO_LARGE,
+        metadata={"answer_bytes": str(size), "slot_bytes": str(slot_bytes)},
+    )
+
+
+def _held(content: str) -> str:
+    """What an answer with no text held, said without its text."""
+    if "<think>" not in content:
+        return f"no text ({len(content)} blank characters)" if content else "nothing"
+    closed = "</think>" in content.rsplit("<think>", 1)[1]
+    how = "" if closed else ", the last never closed: cut off inside its reasoning"
+    return f"only reasoning ({len(content)} characters in <think> blocks{how})"
 
 
 @dataclass(frozen=True, slots=True)
@@ -111,12 +177,18 @@ class Folder:
     """Folds lines into summaries with one provider, within its window."""
 
     def __init__(
-        self, provider: LLMProvider, prompts: Prompts, counter: Counter, record_bytes: int
+        self,
+        provider: LLMProvider,
+        prompts: Prompts,
+        counter: Counter,
+        record_bytes: int,
+        slot_bytes: int,
     ) -> None:
         self._provider = provider
         self._prompts = prompts
         self._counter = counter
         self._record_bytes = record_bytes
+        self._slot_bytes = slot_bytes
 
     @property
     def window(self) -> Window:
@@ -169,15 +241,21 @@ class Folder:
         chunk: Sequence[Line],
         *,
         prompt: str,
+        what: str,
         omitted: int = 0,
         meter: Meter | None = None,
     ) -> str:
-        """One call: the summary of `summary` and `chunk` (`omitted` older records named)."""
+        """One call: the summary of `summary` and `chunk` (`omitted` older records named);
+        `what` names the fold in the log and errors.
+
+        Raises:
+            EmptyAnswer: the model answered nothing.
+        """
         window = self.window
         if summary and self._counter.text(summary) > 2 * window.summary_tokens:
             summary = cut(self._counter, summary, 2 * window.summary_tokens)
         messages = self._prompts.fold_messages(summary, chunk, prompt=prompt, omitted=omitted)
-        return await self.call(messages, window.summary_tokens, meter)
+        return await self.call(messages, window.summary_tokens, what, meter)
 
     async def consolidate(
         self,
@@ -185,14 +263,20 @@ class Folder:
         chunk: Sequence[Line],
         *,
         prompt: str,
+        what: str,
         meter: Meter | None = None,
     ) -> str:
-        """One consolidator call: the memory of `memory` and `chunk` (spec §4.9 item 5)."""
+        """One consolidator call: the memory of `memory` and `chunk` (spec §4.9 item 5);
+        `what` names the consolidation in the log and errors.
+
+        Raises:
+            EmptyAnswer: the model answered nothing.
+        """
         window = self.window
         if memory and self._counter.text(memory) > 2 * window.summary_tokens:
             memory = cut(self._counter, memory, 2 * window.summary_tokens)
         messages = self._prompts.consolidate_messages(memory, chunk, prompt=prompt)
-        return await self.call(messages, window.summary_tokens, meter)
+        return await self.call(messages, window.summary_tokens, what, meter)
 
     async def chunks(
         self,
@@ -229,13 +313,15 @@ class Folder:
             yield chunk
 
     async def call(
-        self, messages: list[LLMMessage], max_tokens: int, meter: Meter | None = None
+        self, messages: list[LLMMessage], max_tokens: int, what: str, meter: Meter | None = None
     ) -> str:
-        """Send a helper call that must fit the window with its answer; the cleaned answer
-        (`meter` is told the call's usage).
+        """Send a helper call (for `what`) that must fit the window with its answer; the
+        cleaned answer, never empty (`meter` is told the call's usage).
 
         Raises:
             FailedPrecondition: it would not fit (a bug in the packing, never sent).
+            EmptyAnswer: the answer is empty once its reasoning is removed.
+            ResourceExhausted: reason LLM_ANSWER_TOO_LARGE, over the slot limit.
         """
         window = self.window
         prompt = self._counter.messages(messages)
@@ -251,4 +337,10 @@ class Folder:
         self._counter.calibration.observe(
             completion.usage.prompt_tokens, self._counter.raw(messages)
         )
-        return strip_think(completion.content)
+        text = strip_think(completion.content)
+        if not text:
+            raise empty_answer(what, completion, max_tokens)
+        size = len(text.encode())
+        if size > self._slot_bytes:
+            raise too_large(what, size, self._slot_bytes)
+        return text

@@ -7,7 +7,9 @@ configured ``fork_compressor`` text in the fold structure of DESIGN §5.14
 first and the older ones named by count when they do not fit (DESIGN §4.3).
 The provider is built on first use, so a gateway whose provider is not
 available still serves everything but COMPRESS forks (which then answer the
-provider's error).
+provider's error). An answer with no text is such an error
+(`folding.EmptyAnswer`): the fork makes no session rather than a child
+with an empty ``<parent_context>``.
 """
 
 from __future__ import annotations
@@ -22,6 +24,8 @@ from stello.common.v1 import common_pb2
 
 CALLS = 3
 """Calls one COMPRESS fork may make."""
+WHAT = "a COMPRESS fork's summary of its source"
+"""The call, as a failed call's message names it (the fork then makes no session)."""
 
 
 class ProviderSummarizer:
@@ -54,5 +58,7 @@ class ProviderSummarizer:
         omitted += len(records) - taken
         text = summary
         for i, chunk in enumerate(packer.in_order()):
-            text = await folder.fold(text, chunk, prompt=prompt, omitted=omitted if i == 0 else 0)
+            text = await folder.fold(
+                text, chunk, prompt=prompt, what=WHAT, omitted=omitted if i == 0 else 0
+            )
         return text or ""

@@ -15,7 +15,8 @@ Whatever the texts, the message structures are those of STELLO-SPEC §4.9:
   transcript_header + "\\n" + (omitted_records + "\\n")? + lines]``.
 
 Lines are ``"<role>: <content>"`` joined by newlines; tool calls are not
-rendered. Answers have their ``<think>…</think>`` blocks removed and are
+rendered. Answers have their ``<think>…</think>`` blocks removed (an
+unclosed ``<think>`` to the end: an answer cut inside its reasoning) and are
 trimmed. Memory never enters a compression (spec §4.7). The system prompt of
 a compression or consolidation can be given per call (`prompt`): a
 session's frozen override (DESIGN §5.16).
@@ -44,7 +45,9 @@ from agent_gateway.llm.prompt_texts import (
 )
 from agent_gateway.llm.templates import render_template, template_variables
 
-_THINK = re.compile(r"<think>.*?</think>\s*", re.DOTALL)
+_THINK = re.compile(r"<think>.*?(?:</think>\s*|\Z)", re.DOTALL)
+"""A reasoning block: closed, or unclosed to the end (an answer cut inside its reasoning by
+max_tokens: what follows the tag is reasoning, never the answer)."""
 _BY_NAME = {key.name: key for key in KEYS}
 
 
@@ -204,7 +207,8 @@ def transcript(records: Iterable[Transcribable]) -> str:
 
 
 def strip_think(text: str) -> str:
-    """`text` without ``<think>…</think>`` blocks, trimmed."""
+    """`text` without ``<think>…</think>`` blocks (an unclosed ``<think>`` removed to the end),
+    trimmed; "" when the answer was only reasoning."""
     return _THINK.sub("", text).strip()
 
 

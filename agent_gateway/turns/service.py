@@ -153,7 +153,7 @@ class TurnService:
         self._line = line
         self._record_bytes = record_bytes
         self._memory_index = memory_index or IndexCaps()
-        self._committer = TurnCommitter(storage)
+        self._committer = TurnCommitter(storage, record_bytes)
 
     @property
     def window(self) -> Window:

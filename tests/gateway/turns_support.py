@@ -9,6 +9,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import grpc
+import pytest
 
 from agent_gateway.llm import (
     PRESETS,
@@ -178,6 +179,15 @@ def answer(
 ) -> Completion:
     """A scripted completion with the given usage."""
     return Completion(text, tuple(calls), Usage(prompt, completion, prompt + completion))
+
+
+EMPTY_ANSWERS = [
+    pytest.param("", id="empty"),
+    pytest.param(" \n ", id="blank"),
+    pytest.param("<think>pondering</think>\n", id="think-only"),
+    pytest.param("<think>pondering, then cut off by max_tokens", id="unclosed-think"),
+]
+"""Answers with no text once their reasoning is removed."""
 
 
 def tool_call(name: str, call_id: str, **arguments: Any) -> ToolCallSpec:

@@ -91,6 +91,14 @@ class AgentGatewayStub:
     names the provider's address, the model, a setting or the provider's own
     text: those are in the gateway's log under that error id, with any piece
     of the API key masked. A call cancelled by the client ends CANCELLED.
+    A summary call (a consolidation, a fold of a turn's history, a COMPRESS
+    fork's summary of its source) whose answer has no text once its
+    reasoning is removed (empty; only `<think>` blocks, or a `<think>` never
+    closed: an answer cut off inside its reasoning) is a failed call,
+    UNAVAILABLE LLM_UNAVAILABLE: it is not stored, and the memory or summary
+    it would have replaced is kept. One larger than a memory or summary may
+    hold (STELLO_MAX_SLOT_BYTES: a provider that did not keep to max_tokens)
+    is RESOURCE_EXHAUSTED LLM_ANSWER_TOO_LARGE, not stored either.
     """
 
     def __init__(self, channel):
@@ -337,6 +345,14 @@ class AgentGatewayServicer:
     names the provider's address, the model, a setting or the provider's own
     text: those are in the gateway's log under that error id, with any piece
     of the API key masked. A call cancelled by the client ends CANCELLED.
+    A summary call (a consolidation, a fold of a turn's history, a COMPRESS
+    fork's summary of its source) whose answer has no text once its
+    reasoning is removed (empty; only `<think>` blocks, or a `<think>` never
+    closed: an answer cut off inside its reasoning) is a failed call,
+    UNAVAILABLE LLM_UNAVAILABLE: it is not stored, and the memory or summary
+    it would have replaced is kept. One larger than a memory or summary may
+    hold (STELLO_MAX_SLOT_BYTES: a provider that did not keep to max_tokens)
+    is RESOURCE_EXHAUSTED LLM_ANSWER_TOO_LARGE, not stored either.
     """
 
     def CreateRoot(self, request, context):
@@ -482,7 +498,8 @@ class AgentGatewayServicer:
         different request.
         - UNAVAILABLE / RESOURCE_EXHAUSTED / FAILED_PRECONDITION /
         DEADLINE_EXCEEDED: LLM provider errors of a COMPRESS fork (see the
-        service comment); nothing is created.
+        service comment), an answer with no text to its summary call among
+        them (UNAVAILABLE LLM_UNAVAILABLE); nothing is created.
         - DEADLINE_EXCEEDED: the saga did not finish within its time budget;
         nothing is visible.
         - UNAVAILABLE: storage or tree unreachable; nothing is visible.
@@ -623,6 +640,13 @@ class AgentGatewayServicer:
         beside the history (system prompt, insight, tool schemas, its own
         messages) leaves the model's window no room for an answer; nothing
         was written.
+        - RESOURCE_EXHAUSTED, reason LLM_ANSWER_TOO_LARGE: the model's answer
+        (its text and tool calls) makes a record over STELLO_MAX_RECORD_BYTES
+        (its provider did not keep to the max_tokens the gateway sets so that
+        an answer fits a record); nothing was written and the session is
+        usable. ErrorInfo metadata `answer_bytes` and `record_bytes` (or
+        `slot_bytes`: the summary of a fold of the history, over
+        STELLO_MAX_SLOT_BYTES).
         - FAILED_PRECONDITION, reason WINDOW_TOO_SMALL: the model's window cannot
         hold a compressor call; nothing was written.
         - ALREADY_EXISTS, reason REQUEST_ID_REUSED: request_id reused with a
@@ -664,7 +688,8 @@ class AgentGatewayServicer:
         Errors: as Send (INVALID_ARGUMENT, NOT_FOUND, FAILED_PRECONDITION
         SESSION_ARCHIVED, ABORTED TURN_IN_PROGRESS / TURN_INTERRUPTED /
         CONCURRENT_MODIFICATION, RESOURCE_EXHAUSTED TURN_QUEUE_FULL /
-        TOOL_ROUNDS_EXCEEDED / CONTEXT_TOO_LARGE, DEADLINE_EXCEEDED, ALREADY_EXISTS
+        TOOL_ROUNDS_EXCEEDED / CONTEXT_TOO_LARGE / LLM_ANSWER_TOO_LARGE (after
+        the deltas of the answer were sent), DEADLINE_EXCEEDED, ALREADY_EXISTS
         REQUEST_ID_REUSED, UNAVAILABLE OUTCOME_UNKNOWN, the LLM error mapping,
         CANCELLED, UNAUTHENTICATED),
         delivered as the stream's final status.
@@ -709,8 +734,8 @@ class AgentGatewayServicer:
         queued: as Send.
         - UNAVAILABLE, reason OUTCOME_UNKNOWN: as Send (the results may have been
         stored).
-        - RESOURCE_EXHAUSTED, reason TOOL_ROUNDS_EXCEEDED or CONTEXT_TOO_LARGE:
-        as Send.
+        - RESOURCE_EXHAUSTED, reason TOOL_ROUNDS_EXCEEDED, CONTEXT_TOO_LARGE or
+        LLM_ANSWER_TOO_LARGE: as Send.
         - ALREADY_EXISTS, reason REQUEST_ID_REUSED: request_id reused with a
         different request.
         - The LLM error mapping and CANCELLED as Send (nothing written, but for
@@ -753,7 +778,11 @@ class AgentGatewayServicer:
         - NOT_FOUND: the session is not in the space.
         - FAILED_PRECONDITION, reason SESSION_ARCHIVED: the session is archived.
         - The LLM error mapping of the service comment; the memory keeps what
-        the chunks before the error saved.
+        the chunks before the error saved. An answer with no text (empty, or
+        reasoning alone) is UNAVAILABLE LLM_UNAVAILABLE: never stored as the
+        memory, which stays as it was; the job ends FAILED (GetSession's
+        progress). An answer over STELLO_MAX_SLOT_BYTES is RESOURCE_EXHAUSTED
+        LLM_ANSWER_TOO_LARGE, likewise.
         - UNAVAILABLE: the gateway is shutting down (the consolidation's
         progress is saved; call again).
         - UNAUTHENTICATED: no valid key.
@@ -1622,6 +1651,14 @@ class AgentGateway:
     names the provider's address, the model, a setting or the provider's own
     text: those are in the gateway's log under that error id, with any piece
     of the API key masked. A call cancelled by the client ends CANCELLED.
+    A summary call (a consolidation, a fold of a turn's history, a COMPRESS
+    fork's summary of its source) whose answer has no text once its
+    reasoning is removed (empty; only `<think>` blocks, or a `<think>` never
+    closed: an answer cut off inside its reasoning) is a failed call,
+    UNAVAILABLE LLM_UNAVAILABLE: it is not stored, and the memory or summary
+    it would have replaced is kept. One larger than a memory or summary may
+    hold (STELLO_MAX_SLOT_BYTES: a provider that did not keep to max_tokens)
+    is RESOURCE_EXHAUSTED LLM_ANSWER_TOO_LARGE, not stored either.
     """
 
     @staticmethod

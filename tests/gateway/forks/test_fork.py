@@ -15,7 +15,8 @@ import pytest
 
 from stello.agent.v1 import agent_pb2
 from stello.common.v1 import common_pb2
-from stello.errors import FieldViolation, Unavailable, field_violations
+from stello.errors import FieldViolation, Unavailable, error_info_reason, field_violations
+from stello.reasons import LLM_UNAVAILABLE
 from stello.storage.v1 import storage_pb2
 from stello.tree.v1 import tree_pb2
 from tests.gateway.conftest import (
@@ -23,12 +24,14 @@ from tests.gateway.conftest import (
     FakeSummarizer,
     GatewayStarter,
     Stack,
+    StackMaker,
     close_stack,
     open_stack,
     record,
     row_counts,
     rpc_error,
 )
+from tests.gateway.turns_support import EMPTY_ANSWERS, SpyProvider, answer
 from tests.support.fixtures import TestSpace
 
 pytestmark = pytest.mark.sql
@@ -371,6 +374,34 @@ class TestForkContext:
         assert error.code() is grpc.StatusCode.UNAVAILABLE
         assert "provider down" in (error.details() or "")
         assert list((await stack.view(source.id)).node.children) == []
+
+    @pytest.mark.parametrize("text", EMPTY_ANSWERS)
+    async def test_an_empty_summary_creates_nothing(
+        self, text: str, make_stack: StackMaker, pool: asyncpg.Pool
+    ) -> None:
+        """The gateway's own summariser answered with no text (empty, or reasoning alone,
+        closed or cut off): the fork fails UNAVAILABLE LLM_UNAVAILABLE as on a provider
+        failure and creates no session (explore10 F1: the child got an empty
+        <parent_context>); answered, the same fork is made."""
+        spy = SpyProvider()
+        stack = await make_stack(spy, fake_summarizer=False)
+        source = await stack.root(system_prompt="ROOT PROMPT")
+        await stack.append(source.id, record("user", "q"), record("assistant", "a"))
+        before = await row_counts(pool, stack.space)
+        spy.then(answer(text))
+        error = await rpc_error(stack.fork(source.id, context=COMPRESS))
+        assert (error.code(), error_info_reason(error)) == (
+            grpc.StatusCode.UNAVAILABLE,
+            LLM_UNAVAILABLE,
+        )
+        assert "COMPRESS fork" in (error.details() or "")
+        assert await row_counts(pool, stack.space) == before
+        assert list((await stack.view(source.id)).node.children) == []
+        spy.then(answer("<think>so</think>the parent's story"))
+        child = await stack.fork(source.id, context=COMPRESS)
+        assert (await stack.view(child.id)).system_prompt == (
+            "ROOT PROMPT\n\n<parent_context>\nthe parent's story\n</parent_context>"
+        )
 
     async def test_profile_context_and_override(self, stack: Stack) -> None:
         """Items 13, 14: a profile's compress context applies; a requested one beats it."""

@@ -33,7 +33,7 @@ from tests.gateway.conftest import Backends, Stack, StackMaker, rpc_error
 from tests.gateway.history.test_consolidate import SUCCEEDED, counted
 from tests.gateway.llm.support import ENGLISH
 from tests.gateway.processes import gateway_process
-from tests.gateway.turns_support import SpyProvider, answer, send, wait_for
+from tests.gateway.turns_support import Call, SpyProvider, answer, send, wait_for
 from tests.support.fixtures import TestSpace
 from tests.support.history import seed_history
 
@@ -130,6 +130,17 @@ async def watching_covered(stack: Stack, session_id: str) -> AsyncIterator[list[
         task.cancel()
         with contextlib.suppress(asyncio.CancelledError):
             await task
+
+
+@dataclass(slots=True)
+class EmptyBackgroundFolds(SpyProvider):
+    """A spy whose compression calls made after the first turn call (the background fold's)
+    answer only reasoning, cut off by max_tokens."""
+
+    def _answer(self, call: Call) -> Completion:
+        if call.compression and self.turns:
+            return answer("<think>the backlog: first")
+        return SpyProvider._answer(self, call)
 
 
 def numbered(index: int) -> tuple[str, str]:
@@ -542,6 +553,35 @@ class TestVisible:
         assert (value("stello_gateway_job_tokens_total", labels) or 0) > 0
         assert value("stello_gateway_jobs_running", labels) == 0
         assert value("stello_gateway_jobs_queued", labels) == 0
+
+    async def test_an_empty_background_fold_keeps_the_lossy_summary(
+        self, make_stack: StackMaker, pool: asyncpg.Pool
+    ) -> None:
+        """A background fold the model answers with no text ends FAILED with nothing saved:
+        the lossy summary stays the newest, no complete one is stored (explore10 F1)."""
+        spy = EmptyBackgroundFolds(max_context_tokens=4_000)
+        stack = await make_stack(spy)
+        session = await seeded(stack, pool, 2_000)
+        await send(stack, session, "after the import")
+        lossy = await stack.storage.GetCompressionCache(
+            storage_pb2.GetCompressionCacheRequest(space_id=stack.space.sid, session_id=session)
+        )
+        assert lossy.cache.lossy and lossy.cache.summary
+
+        async def failed() -> bool:
+            fold = await job(stack, session, common_pb2.JOB_KIND_FOLD)
+            return fold is not None and not fold.claimed and fold.runs == 1
+
+        await wait_for(failed, within_s=30)
+        fold = await job(stack, session, common_pb2.JOB_KIND_FOLD)
+        assert fold is not None and fold.status == common_pb2.JOB_STATUS_FAILED
+        assert fold.model_calls == 1
+        progress = (await stack.view(session)).progress
+        assert progress.complete_summary_covered_until_seq == 0
+        after = await stack.storage.GetCompressionCache(
+            storage_pb2.GetCompressionCacheRequest(space_id=stack.space.sid, session_id=session)
+        )
+        assert after == lossy
 
     async def test_get_session_shows_how_far_summaries_cover(
         self, make_stack: StackMaker, pool: asyncpg.Pool

@@ -22,10 +22,12 @@ from agent_gateway.history.budget import Calibration, Counter, Window
 from agent_gateway.llm import LLMMessage
 from agent_gateway.llm.prompt_texts import COMPRESSOR
 from stello.agent.v1 import agent_pb2
-from stello.errors import Unavailable, field_violations
+from stello.errors import Unavailable, error_info_reason, field_violations
+from stello.reasons import LLM_UNAVAILABLE
 from tests.gateway.conftest import Stack, StackMaker, record, row_counts, rpc_error
 from tests.gateway.llm.support import ENGLISH, identity
 from tests.gateway.turns_support import (
+    EMPTY_ANSWERS,
     SpyProvider,
     answer,
     compression_cache,
@@ -222,6 +224,40 @@ class TestTrigger:
         assert await compression_cache(stack, root.id) is None
         assert await row_counts(pool, stack.space) == before
         assert spy.turns == []
+
+    @pytest.mark.parametrize("text", EMPTY_ANSWERS)
+    async def test_an_empty_fold_keeps_the_summary(
+        self, text: str, make_stack: StackMaker, pool: asyncpg.Pool
+    ) -> None:
+        """A fold the model answers with no text (empty, or reasoning alone, closed or cut
+        off) fails the turn as a provider failure does: UNAVAILABLE LLM_UNAVAILABLE, no
+        record and no summary stored, the previous summary kept; the next turn folds the
+        same records into it (explore10 F1: they had left every later context)."""
+        spy = SpyProvider(max_context_tokens=WINDOW)
+        stack = await make_stack(spy)
+        root = await stack.root()
+        await seed(stack, root.id, 30)
+        await send(stack, root.id, "first")
+        first = await compression_cache(stack, root.id)
+        assert first is not None and first.summary
+        await seed(stack, root.id, 30)
+        before = await row_counts(pool, stack.space)
+        turns, count = len(spy.turns), len(spy.compressions)
+        spy.then_helper(answer(text))
+        error = await rpc_error(send(stack, root.id, "second"))
+        assert (error.code(), error_info_reason(error)) == (
+            grpc.StatusCode.UNAVAILABLE,
+            LLM_UNAVAILABLE,
+        )
+        assert await compression_cache(stack, root.id) == first
+        assert await row_counts(pool, stack.space) == before
+        assert len(spy.turns) == turns
+        await send(stack, root.id, "second")
+        failed, retried = spy.compressions[count], spy.compressions[count + 1]
+        assert retried.messages[1].content.startswith(f"<previous_summary>\n{first.summary}\n")
+        assert folded(retried.messages) == folded(failed.messages)
+        after = await compression_cache(stack, root.id)
+        assert after is not None and after.summary and after != first
 
 
 class TestLimits:

@@ -8,6 +8,8 @@ automatic failures are logged and counted rather than swallowed (DESIGN §6).
 
 from __future__ import annotations
 
+import logging
+
 import grpc
 import pytest
 
@@ -15,9 +17,12 @@ from agent_gateway.llm.prompt_texts import COMPRESSOR, CONSOLIDATOR
 from stello.agent.v1 import agent_pb2
 from stello.common.v1 import common_pb2
 from stello.errors import Unavailable, error_info_reason
+from stello.reasons import LLM_ANSWER_TOO_LARGE, LLM_UNAVAILABLE
+from stello.storage.v1 import storage_pb2
 from tests.gateway.conftest import Stack, StackMaker, new_id, record, rpc_error
 from tests.gateway.llm.support import ENGLISH
 from tests.gateway.turns_support import (
+    EMPTY_ANSWERS,
     SpyProvider,
     answer,
     send,
@@ -40,6 +45,29 @@ async def consolidate(stack: Stack, session_id: str) -> str:
         agent_pb2.ConsolidateRequest(space_id=stack.space.sid, session_id=session_id)
     )
     return str(reply.memory)
+
+
+async def put_memory(stack: Stack, session_id: str, content: str) -> None:
+    """PutMemory through the gateway."""
+    await stack.gw.PutMemory(
+        agent_pb2.PutMemoryRequest(space_id=stack.space.sid, session_id=session_id, content=content)
+    )
+
+
+async def stored_memory(stack: Stack, session_id: str) -> storage_pb2.GetMemoryResponse:
+    """The memory as storage has it (content, covered seq, version)."""
+    reply: storage_pb2.GetMemoryResponse = await stack.storage.GetMemory(
+        storage_pb2.GetMemoryRequest(space_id=stack.space.sid, session_id=session_id)
+    )
+    return reply
+
+
+async def consolidate_job(stack: Stack, session_id: str) -> common_pb2.BackgroundJob | None:
+    """The session's consolidation job as GetSession's progress shows it."""
+    for found in (await stack.view(session_id)).progress.jobs:
+        if found.kind == common_pb2.JOB_KIND_CONSOLIDATE:
+            return found
+    return None
 
 
 async def memory(stack: Stack, session_id: str) -> str | None:
@@ -108,15 +136,75 @@ class TestConsolidate:
             "Current summary:\nexisting memory\n\nConversation:\nuser: msg1\nassistant: echo: msg1"
         )
 
-    async def test_empty_answer_is_empty_memory(self, make_stack: StackMaker) -> None:
-        """An empty answer (a null content) stores '' (§6.8 item 5)."""
+    @pytest.mark.parametrize("text", EMPTY_ANSWERS)
+    async def test_an_empty_answer_keeps_the_memory(
+        self, text: str, make_stack: StackMaker, caplog: pytest.LogCaptureFixture
+    ) -> None:
+        """An answer with no text once its reasoning is removed (empty, blank, a closed or an
+        unclosed <think> alone) is a failed call: UNAVAILABLE LLM_UNAVAILABLE, the memory a
+        user put kept as it was (content, covered seq, version), the job FAILED, and a
+        WARNING that says so without the model's text (explore10 F1)."""
         spy = SpyProvider()
         stack = await make_stack(spy)
         root = await stack.root()
+        await put_memory(stack, root.id, "IMPORTANT: allergic to peanuts")
         await send(stack, root.id, "hi")
-        spy.then_helper(answer(""))
-        assert await consolidate(stack, root.id) == ""
-        assert await memory(stack, root.id) == ""
+        before = await stored_memory(stack, root.id)
+        spy.then_helper(answer(text))
+        with caplog.at_level(logging.WARNING, logger="agent_gateway"):
+            error = await rpc_error(consolidate(stack, root.id))
+        assert (error.code(), error_info_reason(error)) == (
+            grpc.StatusCode.UNAVAILABLE,
+            LLM_UNAVAILABLE,
+        )
+        assert "the model answered nothing to the consolidation" in (error.details() or "")
+        assert await stored_memory(stack, root.id) == before
+        assert before.content == "IMPORTANT: allergic to peanuts"
+        state = await consolidate_job(stack, root.id)
+        assert state is not None and state.status == common_pb2.JOB_STATUS_FAILED
+        said = [r.getMessage() for r in caplog.records if r.levelno == logging.WARNING]
+        assert any("the model answered" in line and root.id in line for line in said)
+        assert not any("pondering" in line for line in said)
+
+    async def test_an_empty_answer_over_the_memory_alone(self, make_stack: StackMaker) -> None:
+        """With no new record the one call over the memory alone answering nothing keeps the
+        memory too; the next consolidation, answered, replaces it."""
+        spy = SpyProvider()
+        stack = await make_stack(spy)
+        root = await stack.root()
+        await put_memory(stack, root.id, "kept")
+        before = await stored_memory(stack, root.id)
+        spy.then_helper(answer("<think>the memory says kept"))
+        error = await rpc_error(consolidate(stack, root.id))
+        assert error_info_reason(error) == LLM_UNAVAILABLE
+        assert await stored_memory(stack, root.id) == before
+        spy.then_helper(answer("<think>x</think>rewritten"))
+        assert await consolidate(stack, root.id) == "rewritten"
+        state = await consolidate_job(stack, root.id)
+        assert state is not None and state.status == common_pb2.JOB_STATUS_DONE
+
+    async def test_an_answer_over_the_slot_limit_keeps_the_memory(
+        self, make_stack: StackMaker
+    ) -> None:
+        """An answer larger than a memory may hold (a provider ignoring max_tokens) is
+        RESOURCE_EXHAUSTED LLM_ANSWER_TOO_LARGE naming its size, not storage's
+        INVALID_ARGUMENT; the memory is kept and the job FAILED."""
+        spy = SpyProvider()
+        stack = await make_stack(spy)
+        root = await stack.root()
+        await put_memory(stack, root.id, "kept")
+        await send(stack, root.id, "hi")
+        before = await stored_memory(stack, root.id)
+        spy.then_helper(answer("m" * (1 << 20) + "m"))
+        error = await rpc_error(consolidate(stack, root.id))
+        assert (error.code(), error_info_reason(error)) == (
+            grpc.StatusCode.RESOURCE_EXHAUSTED,
+            LLM_ANSWER_TOO_LARGE,
+        )
+        assert f"is {(1 << 20) + 1} bytes, over the {1 << 20} bytes" in (error.details() or "")
+        assert await stored_memory(stack, root.id) == before
+        state = await consolidate_job(stack, root.id)
+        assert state is not None and state.status == common_pb2.JOB_STATUS_FAILED
 
     async def test_compressor_messages(self, make_stack: StackMaker) -> None:
         """The in-session compressor likewise sends [system prompt, user transcript] (§6.8 4)."""
@@ -247,6 +335,22 @@ class TestAutomatic:
         assert counted(stack, SUCCEEDED) == 0
         assert await memory(stack, root.id) is None
         assert (await stack.view(root.id)).turn_count == 1
+
+    async def test_an_empty_answer_is_a_failure(self, make_stack: StackMaker) -> None:
+        """An automatic consolidation the model answers with nothing is counted as failed
+        and keeps the memory; the turn is unaffected."""
+        spy = SpyProvider().then_helper(answer("<think>only this"))
+        stack = await make_stack(spy, consolidate_every_n_turns=1)
+        root = await stack.root()
+        await put_memory(stack, root.id, "kept")
+        before = await stored_memory(stack, root.id)
+        reply = await send(stack, root.id, "one")
+        assert reply.assistant.content == "echo: one"
+        await wait_for(lambda: counted(stack, FAILED) == 1)
+        assert counted(stack, SUCCEEDED) == 0
+        assert await stored_memory(stack, root.id) == before
+        state = await consolidate_job(stack, root.id)
+        assert state is not None and state.status == common_pb2.JOB_STATUS_FAILED
 
     async def test_off_by_default(self, make_stack: StackMaker) -> None:
         """Without N no consolidation runs."""

@@ -160,11 +160,26 @@ class TestStripThink:
             pytest.param("a<think>x\ny</think>\nb", "ab", id="multiline"),
             pytest.param("<think>1</think>a<think>2</think>b", "ab", id="several"),
             pytest.param("  plain  ", "plain", id="trim"),
+            pytest.param("summary <think>cut off by max_", "summary", id="unclosed-after"),
+            pytest.param("<think>a</think>b<think>cut", "b", id="closed-then-unclosed"),
         ],
     )
     def test_strip(self, raw: str, clean: str) -> None:
         """<think> blocks and the whitespace after them are removed, then the text is trimmed."""
         assert strip_think(raw) == clean
+
+    @pytest.mark.parametrize(
+        "raw",
+        [
+            pytest.param("<think>all reasoning</think>\n", id="closed"),
+            pytest.param("<think>reasoning cut off by max_tok", id="unclosed"),
+            pytest.param("\n<think>a</think> <think>b", id="closed-then-unclosed"),
+        ],
+    )
+    def test_reasoning_alone_is_empty(self, raw: str) -> None:
+        """An answer of reasoning alone is empty, an unclosed <think> (an answer cut inside its
+        reasoning) taken to the end: none of it can become a summary or memory."""
+        assert strip_think(raw) == ""
 
 
 class TestCompressMessages:
