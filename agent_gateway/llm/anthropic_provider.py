@@ -37,50 +37,34 @@ from __future__ import annotations
 
 import json
 from collections.abc import AsyncGenerator, Sequence
-from dataclasses import dataclass, field
 from typing import Literal, TypeAlias
 
 import anthropic
 import httpx2
 from anthropic.types import (
-    InputJSONDelta,
     Message,
-    MessageDeltaUsage,
     MessageParam,
-    RawContentBlockDeltaEvent,
-    RawContentBlockStartEvent,
-    RawContentBlockStopEvent,
-    RawMessageDeltaEvent,
-    RawMessageStartEvent,
-    RawMessageStopEvent,
-    TextBlock,
     TextBlockParam,
     ToolParam,
     ToolResultBlockParam,
-    ToolUseBlock,
     ToolUseBlockParam,
 )
-from anthropic.types import TextDelta as AnthropicTextDelta
-from anthropic.types import Usage as AnthropicUsage
 
-from agent_gateway.llm.answers import log_stop, unique, unique_ids
+from agent_gateway.llm.answers import log_stop
+from agent_gateway.llm.anthropic_answers import StreamedMessage, read_message
 from agent_gateway.llm.base import (
     Completion,
     Done,
     JsonObject,
     LLMMessage,
     StreamEvent,
-    TextDelta,
     ToolCallEvent,
-    ToolCallSpec,
     ToolSpec,
-    Usage,
 )
 from agent_gateway.llm.remote import (
     Endpoint,
     SdkProvider,
     error_detail,
-    parse_tool_arguments,
     retry_after,
 )
 from stello.errors import StelloError
@@ -237,7 +221,7 @@ class AnthropicProvider(SdkProvider[anthropic.AsyncAnthropic]):
                 f"the body is not a Message: {repr(response)[:200]}"
             )
         try:
-            completion = _read_message(response)
+            completion = read_message(response)
         except (AttributeError, TypeError, ValueError) as exc:
             raise self._endpoint.unreadable_answer(
                 f"a Message of unexpected shape ({exc})"
@@ -256,7 +240,7 @@ class AnthropicProvider(SdkProvider[anthropic.AsyncAnthropic]):
         system, wire = to_anthropic_request(messages)
         offered = to_anthropic_tools(tools) or anthropic.omit
         limit = self._limit(max_tokens)
-        answer = _StreamedMessage()
+        answer = StreamedMessage()
         try:
             response = await self._client.messages.create(
                 model=self._endpoint.model,
@@ -286,7 +270,7 @@ class AnthropicProvider(SdkProvider[anthropic.AsyncAnthropic]):
             yield ToolCallEvent(call)
         yield Done(Completion("".join(answer.text), tuple(answer.calls), answer.usage.total()))
 
-    def _read_event(self, answer: _StreamedMessage, event: object) -> StreamEvent | None:
+    def _read_event(self, answer: StreamedMessage, event: object) -> StreamEvent | None:
         """Fold one streamed event into `answer`; the text delta or tool call it completes."""
         try:
             return answer.add(event)
@@ -317,165 +301,3 @@ class AnthropicProvider(SdkProvider[anthropic.AsyncAnthropic]):
             detail = error_detail(exc.body) or exc.message
             return endpoint.status_error(500, detail, retried=False)
         return endpoint.status_error(500, str(exc))
-
-
-def _read_message(response: Message) -> Completion:
-    """The completion a Message holds.
-
-    Raises:
-        AttributeError, TypeError: a part of it is not of the protocol's type.
-    """
-    text: list[str] = []
-    calls: list[ToolCallSpec] = []
-    for block in response.content:
-        if isinstance(block, TextBlock):
-            text.append(_text(block.text))
-        elif isinstance(block, ToolUseBlock):
-            name = block.name or "unknown_tool"
-            calls.append(ToolCallSpec(block.id, name, _arguments(block.input, name)))
-    return Completion("".join(text), unique_ids(calls), _usage(response.usage))
-
-
-def _arguments(value: object, tool: str) -> JsonObject:
-    """A tool_use block's input: the object, else what it holds kept raw."""
-    if isinstance(value, dict):
-        return value
-    text = value if isinstance(value, str) else json.dumps(value)
-    return parse_tool_arguments(text, tool=tool) if text.strip() else {}
-
-
-def _text(value: object) -> str:
-    """`value` when it is text ('' for none)."""
-    if value is None:
-        return ""
-    if not isinstance(value, str):
-        raise TypeError(f"text expected, got {type(value).__name__}")
-    return value
-
-
-def _usage(usage: AnthropicUsage) -> Usage:
-    prompt = (
-        (usage.input_tokens or 0)
-        + (usage.cache_creation_input_tokens or 0)
-        + (usage.cache_read_input_tokens or 0)
-    )
-    completion = usage.output_tokens or 0
-    return Usage(prompt, completion, prompt + completion)
-
-
-@dataclass(slots=True)
-class _StreamUsage:
-    """Usage as a stream reports it: at message_start, then running totals in message_delta."""
-
-    input: int = 0
-    cache_creation: int = 0
-    cache_read: int = 0
-    output: int = 0
-
-    def start(self, usage: AnthropicUsage) -> None:
-        self.input = usage.input_tokens or 0
-        self.cache_creation = usage.cache_creation_input_tokens or 0
-        self.cache_read = usage.cache_read_input_tokens or 0
-        self.output = usage.output_tokens or 0
-
-    def delta(self, usage: MessageDeltaUsage) -> None:
-        if usage.input_tokens is not None:
-            self.input = usage.input_tokens
-        if usage.cache_creation_input_tokens is not None:
-            self.cache_creation = usage.cache_creation_input_tokens
-        if usage.cache_read_input_tokens is not None:
-            self.cache_read = usage.cache_read_input_tokens
-        if usage.output_tokens is not None:
-            self.output = usage.output_tokens
-
-    def total(self) -> Usage:
-        prompt = self.input + self.cache_creation + self.cache_read
-        return Usage(prompt, self.output, prompt + self.output)
-
-
-@dataclass(slots=True)
-class _StreamedMessage:
-    """What a stream has said so far: text, tool calls (whole and open), usage, its end."""
-
-    text: list[str] = field(default_factory=list)
-    calls: list[ToolCallSpec] = field(default_factory=list)
-    open_calls: dict[int, _PartialCall] = field(default_factory=dict)
-    usage: _StreamUsage = field(default_factory=_StreamUsage)
-    taken: set[str] = field(default_factory=set)
-    stop_reason: str | None = None
-    stopped: bool = False
-
-    def add(self, event: object) -> StreamEvent | None:
-        """Fold `event` in; the text delta or the tool call it completes, if any.
-
-        Raises:
-            AttributeError, TypeError: a part of it is not of the protocol's type.
-        """
-        if isinstance(event, RawMessageStartEvent):
-            self.usage.start(event.message.usage)
-        elif isinstance(event, RawContentBlockStartEvent):
-            return self._start(event)
-        elif isinstance(event, RawContentBlockDeltaEvent):
-            return self._delta(event)
-        elif isinstance(event, RawContentBlockStopEvent):
-            partial = self.open_calls.pop(event.index, None)
-            if partial is not None:
-                return ToolCallEvent(self._close(partial))
-        elif isinstance(event, RawMessageDeltaEvent):
-            self.usage.delta(event.usage)
-            if event.delta.stop_reason:
-                self.stop_reason = _text(event.delta.stop_reason)
-                self.stopped = True
-        elif isinstance(event, RawMessageStopEvent):
-            self.stopped = True
-        return None
-
-    def unclosed(self) -> list[ToolCallSpec]:
-        """The tool calls whose blocks never closed, finished as they are."""
-        calls = [self._close(self.open_calls[index]) for index in sorted(self.open_calls)]
-        self.open_calls.clear()
-        return calls
-
-    def _start(self, event: RawContentBlockStartEvent) -> StreamEvent | None:
-        block = event.content_block
-        if isinstance(block, ToolUseBlock):
-            name = block.name or "unknown_tool"
-            start = _arguments(block.input, name)
-            self.open_calls[event.index] = _PartialCall(block.id, name, start)
-        elif isinstance(block, TextBlock) and block.text:
-            return self._said(_text(block.text))
-        return None
-
-    def _delta(self, event: RawContentBlockDeltaEvent) -> StreamEvent | None:
-        delta = event.delta
-        if isinstance(delta, AnthropicTextDelta) and delta.text:
-            return self._said(_text(delta.text))
-        if isinstance(delta, InputJSONDelta) and event.index in self.open_calls:
-            self.open_calls[event.index].json.append(_text(delta.partial_json))
-        return None
-
-    def _said(self, text: str) -> TextDelta:
-        self.text.append(text)
-        return TextDelta(text)
-
-    def _close(self, partial: _PartialCall) -> ToolCallSpec:
-        call = unique(partial.finish(len(self.calls)), self.taken)
-        self.calls.append(call)
-        return call
-
-
-@dataclass(slots=True)
-class _PartialCall:
-    """A tool_use block being streamed: its start, then its input JSON in pieces."""
-
-    id: str
-    name: str
-    start_input: JsonObject
-    json: list[str] = field(default_factory=list)
-
-    def finish(self, position: int) -> ToolCallSpec:
-        """The whole call; `position` (its place among the answer's calls) names an id-less one."""
-        name = self.name or "unknown_tool"
-        text = "".join(self.json)
-        arguments = parse_tool_arguments(text, tool=name) if text else self.start_input
-        return ToolCallSpec(self.id or f"tool_{position}", name, arguments)

@@ -40,12 +40,10 @@ from __future__ import annotations
 
 import json
 from collections.abc import AsyncGenerator, Sequence
-from dataclasses import dataclass, field
 from typing import Literal, TypeAlias
 
 import httpx2
 import openai
-from openai.types import CompletionUsage
 from openai.types.chat import (
     ChatCompletion,
     ChatCompletionChunk,
@@ -53,9 +51,8 @@ from openai.types.chat import (
     ChatCompletionMessageFunctionToolCallParam,
     ChatCompletionMessageParam,
 )
-from openai.types.chat.chat_completion_chunk import ChoiceDeltaToolCall
 
-from agent_gateway.llm.answers import log_stop, unique_ids
+from agent_gateway.llm.answers import log_stop
 from agent_gateway.llm.base import (
     Completion,
     Done,
@@ -64,15 +61,13 @@ from agent_gateway.llm.base import (
     StreamEvent,
     TextDelta,
     ToolCallEvent,
-    ToolCallSpec,
     ToolSpec,
-    Usage,
 )
+from agent_gateway.llm.openai_answers import StreamedAnswer, excerpt, read_completion
 from agent_gateway.llm.remote import (
     Endpoint,
     SdkProvider,
     error_detail,
-    parse_tool_arguments,
     retry_after,
 )
 from stello.errors import StelloError
@@ -163,10 +158,10 @@ class OpenAIProvider(SdkProvider[openai.AsyncOpenAI]):
             raise self._endpoint.unreadable_answer(f"the body is not JSON ({exc})") from exc
         if not isinstance(response, ChatCompletion):
             raise self._endpoint.unreadable_answer(
-                f"the body is not a chat completion: {_excerpt(response)}"
+                f"the body is not a chat completion: {excerpt(response)}"
             )
         try:
-            completion, finish_reason = _read_completion(response)
+            completion, finish_reason = read_completion(response)
         except (AttributeError, TypeError, ValueError) as exc:
             raise self._endpoint.unreadable_answer(
                 f"a chat completion of unexpected shape ({exc})"
@@ -186,7 +181,7 @@ class OpenAIProvider(SdkProvider[openai.AsyncOpenAI]):
         offered = to_openai_tools(tools) or openai.omit
         cap = self._cap(max_tokens)
         limit, completion_limit = self._limits(cap)
-        answer = _StreamedAnswer()
+        answer = StreamedAnswer()
         try:
             response = await self._client.chat.completions.create(
                 model=self._endpoint.model,
@@ -234,11 +229,11 @@ class OpenAIProvider(SdkProvider[openai.AsyncOpenAI]):
             return openai.omit, cap
         return cap, openai.omit
 
-    def _read_chunk(self, answer: _StreamedAnswer, chunk: object) -> str:
+    def _read_chunk(self, answer: StreamedAnswer, chunk: object) -> str:
         """Fold one streamed chunk into `answer`; its text ('' for none)."""
         if not isinstance(chunk, ChatCompletionChunk):
             raise self._endpoint.unreadable_answer(
-                f"a server-sent event is not a chat completion chunk: {_excerpt(chunk)}"
+                f"a server-sent event is not a chat completion chunk: {excerpt(chunk)}"
             )
         try:
             return answer.add(chunk)
@@ -311,139 +306,3 @@ def to_openai_tools(tools: Sequence[ToolSpec] | None) -> list[ChatCompletionFunc
         }
         for tool in tools or ()
     ]
-
-
-def _read_completion(response: ChatCompletion) -> tuple[Completion, str | None]:
-    """The completion a chat completion holds, and its finish_reason.
-
-    Raises:
-        AttributeError, TypeError: a part of it is not of the protocol's type.
-    """
-    usage = _usage(response.usage)
-    if not response.choices:
-        return Completion(content="", usage=usage), None
-    choice = response.choices[0]
-    message = choice.message
-    calls: list[ToolCallSpec] = []
-    for i, call in enumerate(message.tool_calls or ()):
-        function = getattr(call, "function", None)
-        if function is None:  # a custom (non-function) tool call: never offered
-            continue
-        name = function.name or "unknown_tool"
-        calls.append(
-            ToolCallSpec(
-                id=call.id or f"tool_{i}",
-                name=name,
-                arguments=parse_tool_arguments(_text(function.arguments), tool=name),
-            )
-        )
-    content = _text(message.content or message.refusal)
-    completion = Completion(content=content, tool_calls=unique_ids(calls), usage=usage)
-    return completion, choice.finish_reason
-
-
-def _text(value: object) -> str:
-    """`value` when it is text ('' for none)."""
-    if value is None:
-        return ""
-    if not isinstance(value, str):
-        raise TypeError(f"text expected, got {type(value).__name__}")
-    return value
-
-
-def _excerpt(value: object) -> str:
-    """The start of what the server sent, for the log."""
-    return repr(value)[:200]
-
-
-def _usage(usage: CompletionUsage | None) -> Usage:
-    if usage is None:
-        return Usage()
-    prompt = usage.prompt_tokens or 0
-    completion = usage.completion_tokens or 0
-    return Usage(prompt, completion, usage.total_tokens or prompt + completion)
-
-
-@dataclass(slots=True)
-class _StreamedAnswer:
-    """What a stream has said so far: text, tool-call deltas, usage, finish_reason."""
-
-    text: list[str] = field(default_factory=list)
-    calls: _ToolCallAssembler = field(default_factory=lambda: _ToolCallAssembler())
-    usage: Usage = field(default_factory=Usage)
-    finish_reason: str | None = None
-
-    def add(self, chunk: ChatCompletionChunk) -> str:
-        """Fold `chunk` in; its text ('' for none).
-
-        Raises:
-            AttributeError, TypeError: a part of it is not of the protocol's type.
-        """
-        if chunk.usage is not None:
-            self.usage = _usage(chunk.usage)
-        pieces: list[str] = []
-        for choice in chunk.choices:
-            if getattr(choice, "index", 0) != 0:
-                continue
-            delta = getattr(choice, "delta", None)
-            if delta is not None:
-                for call in delta.tool_calls or ():
-                    self.calls.add(call)
-                pieces.append(_text(delta.content or delta.refusal))
-            if choice.finish_reason:
-                self.finish_reason = _text(choice.finish_reason)
-        piece = "".join(pieces)
-        if piece:
-            self.text.append(piece)
-        return piece
-
-
-@dataclass(slots=True)
-class _PartialCall:
-    id: str = ""
-    name: str = ""
-    arguments: list[str] = field(default_factory=list)
-
-
-class _ToolCallAssembler:
-    """Builds whole tool calls from streamed deltas, keyed by their index."""
-
-    def __init__(self) -> None:
-        self._calls: dict[int, _PartialCall] = {}
-
-    def add(self, delta: ChoiceDeltaToolCall) -> None:
-        """Fold one delta into the call at its index."""
-        index = getattr(delta, "index", None)
-        if not isinstance(index, int):
-            # Some compatible servers omit the index: a new id opens a new call.
-            known = [i for i, c in self._calls.items() if delta.id and c.id == delta.id]
-            if known:
-                index = known[0]
-            elif delta.id or not self._calls:
-                index = len(self._calls)
-            else:
-                index = max(self._calls)
-        call = self._calls.setdefault(index, _PartialCall())
-        if delta.id and not call.id:
-            call.id = delta.id
-        function = delta.function
-        if function is not None:
-            if function.name and not call.name:
-                call.name = function.name
-            if function.arguments:
-                call.arguments.append(_text(function.arguments))
-
-    def finish(self) -> tuple[ToolCallSpec, ...]:
-        """The assembled calls, in index order, their ids unique."""
-        specs = []
-        for position, index in enumerate(sorted(self._calls)):
-            call = self._calls[index]
-            name = call.name or "unknown_tool"
-            specs.append(
-                ToolCallSpec(
-                    id=call.id or f"tool_{position}",
-                    name=name,
-                    arguments=parse_tool_arguments("".join(call.arguments), tool=name),
-                )
-            )
-        return unique_ids(specs)
