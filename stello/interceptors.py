@@ -97,7 +97,9 @@ def outcome(context: Context, error: BaseException | None) -> grpc.StatusCode:
 
     A handler the client abandoned is cancelled by grpc, with no status set:
     CANCELLED, or DEADLINE_EXCEEDED when its deadline had passed (or was due
-    within `DEADLINE_SLACK_S`). A handler that returned is OK unless its deadline
+    within `DEADLINE_SLACK_S`). A stream the client left while its messages
+    flowed is closed by grpc at a `yield` (GeneratorExit, not CancelledError),
+    before `context.cancelled()` says so: the same. A handler that returned is OK unless its deadline
     had passed by then (the reply came too late): one that answered with less than
     the slack left was answered in time.
     """
@@ -107,7 +109,7 @@ def outcome(context: Context, error: BaseException | None) -> grpc.StatusCode:
     remaining = context.time_remaining()
     # The client's own deadline timer cancels the call a moment before the server's fires.
     expired = remaining is not None and remaining <= DEADLINE_SLACK_S
-    if isinstance(error, asyncio.CancelledError) or context.cancelled():
+    if isinstance(error, asyncio.CancelledError | GeneratorExit) or context.cancelled():
         return grpc.StatusCode.DEADLINE_EXCEEDED if expired else grpc.StatusCode.CANCELLED
     if error is not None:
         return grpc.StatusCode.UNKNOWN

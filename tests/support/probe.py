@@ -28,6 +28,7 @@ ADMIN = f"/{SERVICE}/Admin"
 STREAM = f"/{SERVICE}/Stream"
 SLOW_STREAM = f"/{SERVICE}/SlowStream"
 SLOW_STREAM_PAUSE_S = 60.0
+FLOWING_STREAM = f"/{SERVICE}/FlowingStream"
 SPACE = f"/{SERVICE}/Space"
 BOOM = f"/{SERVICE}/Boom"
 BOOM_STREAM = f"/{SERVICE}/BoomStream"
@@ -53,6 +54,15 @@ async def _slow(request: Request, context: Context) -> Response:
 
 async def _stream(request: Request, context: Context) -> AsyncIterator[Response]:
     for _ in range(2):
+        yield await _echo(request, context)
+
+
+async def _flowing_stream(request: Request, context: Context) -> AsyncIterator[Response]:
+    """Messages as fast as the client takes them, for a minute at most: a client that leaves
+    meets it at a `yield` (grpc closes the generator there), not in a pause."""
+    loop = asyncio.get_running_loop()
+    end = loop.time() + SLOW_STREAM_PAUSE_S
+    while loop.time() < end:
         yield await _echo(request, context)
 
 
@@ -121,6 +131,7 @@ def register(server: grpc.aio.Server) -> None:
         "Admin": _handler(_echo),
         "Stream": _stream_handler(_stream),
         "SlowStream": _stream_handler(_slow_stream),
+        "FlowingStream": _stream_handler(_flowing_stream),
         "Space": _handler(_space),
         "Boom": _handler(_boom),
         "BoomStream": _stream_handler(_boom_stream),
