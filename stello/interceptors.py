@@ -99,9 +99,9 @@ def outcome(context: Context, error: BaseException | None) -> grpc.StatusCode:
     CANCELLED, or DEADLINE_EXCEEDED when its deadline had passed (or was due
     within `DEADLINE_SLACK_S`). A stream the client left while its messages
     flowed is closed by grpc at a `yield` (GeneratorExit, not CancelledError),
-    before `context.cancelled()` says so: the same. A handler that returned is OK unless its deadline
-    had passed by then (the reply came too late): one that answered with less than
-    the slack left was answered in time.
+    before `context.cancelled()` says so: the same. A handler that returned is OK
+    unless its deadline had passed by then (the reply came too late): one that
+    answered with less than the slack left was answered in time.
     """
     code = context.code()
     if isinstance(code, grpc.StatusCode) and code is not grpc.StatusCode.OK:
