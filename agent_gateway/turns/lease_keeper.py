@@ -84,6 +84,10 @@ class KeptLease:
     renewal: asyncio.Task[None] | None = field(default=None, repr=False)
     lost: StelloError | None = None
     """Why the turn may no longer commit (set once, by the renewal); None while held."""
+    committing: bool = False
+    """Set once the turn's commit is sent: the commit releases the lease, so a renewal
+    answered "not renewed" then is the commit's doing, not another turn's (the commit's own
+    lease check says whether another turn took it)."""
     _guarded: asyncio.Task[Any] | None = field(default=None, repr=False)
 
     def stop(self) -> None:
@@ -309,6 +313,9 @@ class LeaseKeeper:
             if renewal.interrupted:
                 log.info("the turn on %s was interrupted by another turn", session_id)
                 lease.lose(turn_interrupted(session_id))
+                return
+            if not renewal.renewed and lease.committing:
+                log.debug("the turn lease of %s ended with its turn's commit", session_id)
                 return
             if not renewal.renewed:
                 log.warning("the turn lease of %s was taken by another turn", session_id)

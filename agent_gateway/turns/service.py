@@ -334,6 +334,7 @@ class TurnService:
             ),
         )
         kept.check()
+        kept.committing = True
         try:
             committed = await self._committer.commit(
                 caller, plan, lease, turn, insight, stored, response

@@ -16,12 +16,15 @@ import asyncpg
 import grpc
 import pytest
 
+from agent_gateway.background.runner import BackgroundRunner, RunnerLimits
+from agent_gateway.clients.rpc import Caller
 from agent_gateway.llm import ToolCallSpec
 from agent_gateway.tools.base import CREATE_SESSION
+from agent_gateway.turns.lease_keeper import LeaseKeeper, LeaseTimes
 from stello.agent.v1 import agent_pb2
 from stello.errors import Unavailable, error_info_reason
 from stello.storage.v1 import storage_pb2
-from tests.gateway.conftest import Stack, StackMaker, rpc_error
+from tests.gateway.conftest import Counted, Stack, StackMaker, rpc_error
 from tests.gateway.turns_support import SpyProvider, answer, send, stream_events, wait_for
 
 pytestmark = pytest.mark.sql
@@ -193,3 +196,40 @@ class TestDeletedMidTurn:
         assert warnings == []
         assert [r.levelno for r in released] == [logging.INFO]
         assert "was deleted" in released[0].getMessage()
+
+
+class TestEndedByItsCommit:
+    async def test_a_renewal_answered_after_the_commit_released_the_lease_is_no_loss(
+        self, counted: Counted, caplog: pytest.LogCaptureFixture
+    ) -> None:
+        """A renewal in flight while the turn's commit released the lease is answered "not
+        renewed": once the commit is sent that is the commit's doing (DEBUG), not another
+        turn's (the WARNING "taken by another turn" an operator chases, explore11 F9), and the
+        lease is not marked lost (the commit's own lease check decides)."""
+        stack, storage = counted.stack, counted.clients.storage
+        keeper = LeaseKeeper(
+            storage, LeaseTimes(ttl_s=1, max_turn_s=60), BackgroundRunner(storage, RunnerLimits())
+        )
+        caller = Caller(stack.space.key)
+        for committing in (True, False):
+            session = uuid.UUID((await stack.root()).id)
+            token = await storage.begin_turn(caller, stack.space.id, session, 1)
+            kept = keeper.keep(caller, stack.space.id, session, token)
+            kept.committing = committing
+            caplog.clear()
+            with caplog.at_level(logging.DEBUG, logger="agent_gateway.turns.lease_keeper"):
+                assert await storage.release_turn(caller, stack.space.id, session, token)
+                assert kept.renewal is not None
+                await asyncio.wait_for(asyncio.shield(kept.renewal), 5)  # the next renewal
+            said = [(r.levelno, r.getMessage()) for r in caplog.records]
+            if committing:
+                assert kept.lost is None
+                assert said == [
+                    (logging.DEBUG, f"the turn lease of {session} ended with its turn's commit")
+                ]
+            else:  # the control: before the commit, it is another turn's doing
+                assert kept.lost is not None
+                assert said == [
+                    (logging.WARNING, f"the turn lease of {session} was taken by another turn")
+                ]
+            kept.stop()
