@@ -53,11 +53,13 @@ from stello.errors import (
     REQUEST_ID_KEY,
     InvalidArgument,
     PermissionDenied,
+    ResourceExhausted,
     StelloError,
     Unauthenticated,
     abort_with,
 )
 from stello.metrics import MethodMetrics, RpcMetrics
+from stello.reasons import SPACE_BUSY
 from stello.settings import StelloSettings
 from stello.validation import checked_space
 
@@ -155,6 +157,43 @@ class AccessLog:
         return logging.DEBUG
 
 
+class SpaceCalls:
+    """The calls each space has in progress in this process, and the cap on them
+    (STELLO_MAX_CALLS_PER_SPACE): one tenant's burst is refused at the door, before any
+    work, rather than queueing every tenant's calls behind it on the pool and the loop
+    (explore11 F1). Long-lived streams (`UNCOUNTED`) are not counted."""
+
+    def __init__(self, cap: int) -> None:
+        self.cap = cap
+        self._held: dict[uuid.UUID, int] = {}
+
+    def take(self, space_id: uuid.UUID, shown: str) -> bool:
+        """Count a call of `space_id` (named `shown`, as the request wrote it); whether it
+        was counted (False: no cap). ResourceExhausted SPACE_BUSY at the cap."""
+        if self.cap <= 0:
+            return False
+        held = self._held.get(space_id, 0)
+        if held >= self.cap:
+            raise ResourceExhausted(
+                f"space {shown} has {held} calls in progress on this server, as many as one "
+                "space may (STELLO_MAX_CALLS_PER_SPACE): retry later",
+                reason=SPACE_BUSY,
+                metadata={"space_id": shown, "limit": str(self.cap)},
+            )
+        self._held[space_id] = held + 1
+        return True
+
+    def give(self, space_id: uuid.UUID) -> None:
+        """A counted call of `space_id` ended."""
+        held = self._held.pop(space_id, 0) - 1
+        if held > 0:
+            self._held[space_id] = held
+
+
+UNCOUNTED = frozenset({"/stello.agent.v1.AgentGateway/WatchSpace"})
+"""Methods whose calls `SpaceCalls` does not count: streams that live as long as a page does."""
+
+
 @dataclass(frozen=True, slots=True)
 class MethodPlan:
     """What the chain does for one method, worked out on its first call."""
@@ -176,8 +215,10 @@ class CallChain(grpc.aio.ServerInterceptor):
         *,
         admin_methods: frozenset[str] = frozenset(),
         access: AccessLog | None = None,
+        space_calls: SpaceCalls | None = None,
     ) -> None:
         self._keys = keys
+        self._space_calls = space_calls or SpaceCalls(0)
         self._metrics = metrics
         self._admin_methods = admin_methods
         self._access = access or AccessLog()
@@ -231,8 +272,9 @@ class CallChain(grpc.aio.ServerInterceptor):
             header = self._start(context)
             error: BaseException | None = None
             finished = False
+            counted: uuid.UUID | None = None
             try:
-                await self._admit(plan, request, header)
+                counted = await self._admit(plan, request, header)
                 return await behavior(request, context)
             except grpc.aio.AbortError as exc:  # the status is already set
                 error = exc
@@ -246,6 +288,8 @@ class CallChain(grpc.aio.ServerInterceptor):
                 error = exc
                 raise
             finally:
+                if counted is not None:
+                    self._space_calls.give(counted)
                 if not finished:
                     self._finish(plan, context, error, began)
 
@@ -257,8 +301,9 @@ class CallChain(grpc.aio.ServerInterceptor):
             header = self._start(context)
             error: BaseException | None = None
             finished = False
+            counted: uuid.UUID | None = None
             try:
-                await self._admit(plan, request, header)
+                counted = await self._admit(plan, request, header)
                 async for item in behavior(request, context):
                     yield item
             except grpc.aio.AbortError as exc:
@@ -273,6 +318,8 @@ class CallChain(grpc.aio.ServerInterceptor):
                 error = exc
                 raise
             finally:
+                if counted is not None:
+                    self._space_calls.give(counted)
                 if not finished:
                     self._finish(plan, context, error, began)
 
@@ -318,11 +365,12 @@ class CallChain(grpc.aio.ServerInterceptor):
                 extra=_access_fields(plan.name, code, seconds),
             )
 
-    async def _admit(self, plan: MethodPlan, request: Any, header: str) -> None:
-        """The request check, then (unless public) the key, its scope and the space."""
+    async def _admit(self, plan: MethodPlan, request: Any, header: str) -> uuid.UUID | None:
+        """The request check, then (unless public) the key, its scope and the space, and the
+        call counted against its space's cap; the space it was counted for (to give back)."""
         check_request(request)
         if not plan.auth:
-            return
+            return None
         secret = bearer_key(header)
         principal = await self._keys.resolve(secret)
         if principal is None:
@@ -330,12 +378,16 @@ class CallChain(grpc.aio.ServerInterceptor):
         if plan.admin and not principal.is_admin:
             method = plan.name.rpartition("/")[2]
             raise PermissionDenied(f"{method} needs an admin-scope key; this key is a tenant's")
+        counted = None
         if plan.has_space:
             raw, space_id = _space(request.space_id)
             await self._keys.check_space(principal, space_id, raw)
             checked_space.set((raw, space_id))
+            if plan.name not in UNCOUNTED and self._space_calls.take(space_id, raw):
+                counted = space_id
         principal_var.set(principal)
         api_key_var.set(secret)
+        return counted
 
 
 def _access_fields(method: str, code: grpc.StatusCode, seconds: float) -> dict[str, object]:

@@ -79,6 +79,10 @@ LLM_ANSWER_TOO_LARGE = "LLM_ANSWER_TOO_LARGE"
 """The model's answer is larger than it may be stored in (a provider that did not keep to
 max_tokens): a turn's answer (its text and tool calls) over a record, a summary or memory over
 a slot; nothing of it was stored."""
+SPACE_BUSY = "SPACE_BUSY"
+"""The space has as many calls in progress on this server as one space may
+(STELLO_MAX_CALLS_PER_SPACE): retry later (the SDK does, with backoff). ErrorInfo metadata
+`space_id` and `limit`."""
 SHARED_MEMORY_FULL = "SHARED_MEMORY_FULL"
 """The space holds as many shared memory entries as it may: remove one first."""
 

@@ -25,7 +25,7 @@ from stello.auth import KeyStore
 from stello.channels import read_pem
 from stello.db import lacking
 from stello.inproc import LocalServer
-from stello.interceptors import AccessLog, CallChain
+from stello.interceptors import AccessLog, CallChain, SpaceCalls
 from stello.metrics import RpcMetrics
 from stello.migrate import pending
 from stello.periodic import Periodic, RoundsCollector
@@ -305,7 +305,11 @@ async def create_server(
         RoundsCollector(task for task in app.background if isinstance(task, Periodic))
     )
     chain = CallChain(
-        app.keys, app.metrics, admin_methods=app.admin_methods, access=AccessLog.of(app.settings)
+        app.keys,
+        app.metrics,
+        admin_methods=app.admin_methods,
+        access=AccessLog.of(app.settings),
+        space_calls=SpaceCalls(app.settings.max_calls_per_space),
     )
     server = grpc.aio.server(interceptors=[chain], options=_server_options(app.settings, worker))
     app.local = LocalServer(app.settings.max_message_bytes)

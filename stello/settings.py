@@ -147,6 +147,14 @@ class StelloSettings(BaseSettings):
         "older than 1.21 (README: PgBouncer).",
     )
     health_interval_s: float = Field(default=2.0, gt=0)
+    max_calls_per_space: int = Field(
+        default=64,
+        ge=0,
+        description=(
+            "Calls one space may have in progress on one server process (WatchSpace streams "
+            "not counted); past it RESOURCE_EXHAUSTED SPACE_BUSY. 0 = no cap."
+        ),
+    )
     access_log: bool = Field(
         default=False,
         description="1 = one INFO line per call (else DEBUG; failed and slow calls always INFO).",

@@ -10,7 +10,8 @@
   (the gateway answers a repeated one with the first reply, nothing done
   twice). A failure is retried when it says to: UNAVAILABLE (the gateway or
   what it calls was unreachable), and the reasons TURN_IN_PROGRESS (a lease
-  still held, by this very call's first attempt perhaps) and LLM_RATE_LIMITED,
+  still held, by this very call's first attempt perhaps), SPACE_BUSY (the space's
+  calls in progress at the server's cap: nothing was done) and LLM_RATE_LIMITED,
   with exponential backoff and jitter, never past the deadline (the SDK's
   channel reconnects after 0.1 s, then backs off up to 2 s, so a restarted
   gateway is reached within a pause or two).
@@ -44,7 +45,9 @@ from stello_client.exceptions import GRPC_DEADLINE, DeadlineExceeded, RpcError, 
 
 T = TypeVar("T")
 
-RETRIED_REASONS = frozenset({reasons.TURN_IN_PROGRESS, reasons.LLM_RATE_LIMITED})
+RETRIED_REASONS = frozenset(
+    {reasons.TURN_IN_PROGRESS, reasons.LLM_RATE_LIMITED, reasons.SPACE_BUSY}
+)
 
 
 @dataclass(frozen=True, slots=True)

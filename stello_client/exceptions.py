@@ -22,7 +22,7 @@ The tree::
         │   └── ConcurrentModification
         ├── ResourceExhausted
         │   └── ToolRoundsExceeded, ContextTooLarge, LlmRateLimited, TurnQueueFull,
-        │       SharedMemoryFull, LlmAnswerTooLarge
+        │       SharedMemoryFull, LlmAnswerTooLarge, SpaceBusy
         ├── Unavailable
         │   └── LlmUnavailable, OutcomeUnknown
         ├── DeadlineExceeded
@@ -294,6 +294,11 @@ class SharedMemoryFull(ResourceExhausted):
     remove an entry first; replacing an existing slug is still allowed."""
 
 
+class SpaceBusy(ResourceExhausted):
+    """Raised when the space had as many calls in progress on the server as one space may
+    (STELLO_MAX_CALLS_PER_SPACE), after the SDK's retries: nothing was done."""
+
+
 class TurnQueueFull(ResourceExhausted):
     """Raised when as many turns as the gateway allows already wait for the session (busy
     policy ENQUEUE): nothing was stored."""
@@ -406,6 +411,7 @@ BY_REASON: dict[str, type[RpcError]] = {
     reasons.TURN_IN_PROGRESS: TurnInProgress,
     reasons.TURN_INTERRUPTED: TurnInterrupted,
     reasons.TURN_QUEUE_FULL: TurnQueueFull,
+    reasons.SPACE_BUSY: SpaceBusy,
     reasons.SHARED_MEMORY_FULL: SharedMemoryFull,
     reasons.OUTCOME_UNKNOWN: OutcomeUnknown,
     reasons.CONCURRENT_MODIFICATION: ConcurrentModification,

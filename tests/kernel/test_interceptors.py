@@ -14,7 +14,7 @@ import grpc
 import pytest
 
 from stello.auth import KeyStore
-from stello.errors import InvalidArgument
+from stello.errors import InvalidArgument, error_info_metadata, error_info_reason
 from stello.interceptors import AccessLog, RequestIds
 from stello.server import ServiceApp
 from stello.settings import StelloSettings
@@ -383,3 +383,40 @@ class TestSpaceHandedOver:
             return space_uuid(str(value)), space_uuid(str(other))
 
         assert contextvars.copy_context().run(inside_a_call) == (value, other)
+
+
+@pytest.mark.sql
+class TestSpaceCalls:
+    async def test_a_space_past_its_calls_in_progress_is_refused_at_the_door(
+        self, start_server: ServerStarter, space: TestSpace, other_space: TestSpace
+    ) -> None:
+        """With STELLO_MAX_CALLS_PER_SPACE=2 and two calls of a space in progress, its third is
+        RESOURCE_EXHAUSTED SPACE_BUSY naming the space and the limit, before the handler
+        runs; another space's call is served; once one call ends the space is served again
+        (explore11 F1: one tenant's 150 streams were all served, every other tenant's calls
+        queued behind them)."""
+        running = await start_server(probe_with(max_calls_per_space=2))
+        async with running.channel() as channel:
+            stream = channel.unary_stream(
+                probe.SLOW_STREAM,
+                request_serializer=storage_pb2.GetSessionRequest.SerializeToString,
+                response_deserializer=storage_pb2.GetSessionResponse.FromString,
+            )
+            held = [stream(request(space.sid), metadata=space.metadata) for _ in range(2)]
+            for call in held:
+                await call.read()  # in progress: its handler waits before its second message
+            with pytest.raises(grpc.aio.AioRpcError) as caught:
+                await probe.call(channel, probe.ECHO)(request(space.sid), metadata=space.metadata)
+            assert caught.value.code() is grpc.StatusCode.RESOURCE_EXHAUSTED
+            assert error_info_reason(caught.value) == "SPACE_BUSY"
+            assert error_info_metadata(caught.value) == {"space_id": space.sid, "limit": "2"}
+            assert "STELLO_MAX_CALLS_PER_SPACE" in (caught.value.details() or "")
+            assert await call_echo(running, other_space) is OK
+            held[0].cancel()
+            for _ in range(100):  # the cancelled call's slot comes back as its handler ends
+                if await call_echo(running, space) is OK:
+                    break
+                await asyncio.sleep(0.05)
+            else:
+                raise AssertionError("the space stayed busy after one of its calls ended")
+            held[1].cancel()

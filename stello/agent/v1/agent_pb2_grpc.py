@@ -54,6 +54,11 @@ class AgentGatewayStub:
     SESSION_ARCHIVED, REQUEST_ID_REUSED, PROFILE_NOT_FOUND, TREE_TOO_LARGE,
     CONCURRENT_MODIFICATION, ...).
     - A reply larger than STELLO_MAX_MESSAGE_BYTES is RESOURCE_EXHAUSTED.
+    - A space with STELLO_MAX_CALLS_PER_SPACE calls in progress on one server
+    process (64 by default; WatchSpace streams not counted) has its next call
+    refused at once, before any work: RESOURCE_EXHAUSTED, reason SPACE_BUSY
+    (ErrorInfo metadata `space_id`, `limit`); retry with backoff. One tenant's
+    burst is refused rather than queueing every tenant behind it.
     - Storage or tree unreachable: UNAVAILABLE (safe to retry; mutating RPCs
     should be retried with the same request_id). With reason OUTCOME_UNKNOWN
     (Send, SendStream, SubmitToolResults): storage's answer to the turn's
@@ -308,6 +313,11 @@ class AgentGatewayServicer:
     SESSION_ARCHIVED, REQUEST_ID_REUSED, PROFILE_NOT_FOUND, TREE_TOO_LARGE,
     CONCURRENT_MODIFICATION, ...).
     - A reply larger than STELLO_MAX_MESSAGE_BYTES is RESOURCE_EXHAUSTED.
+    - A space with STELLO_MAX_CALLS_PER_SPACE calls in progress on one server
+    process (64 by default; WatchSpace streams not counted) has its next call
+    refused at once, before any work: RESOURCE_EXHAUSTED, reason SPACE_BUSY
+    (ErrorInfo metadata `space_id`, `limit`); retry with backoff. One tenant's
+    burst is refused rather than queueing every tenant behind it.
     - Storage or tree unreachable: UNAVAILABLE (safe to retry; mutating RPCs
     should be retried with the same request_id). With reason OUTCOME_UNKNOWN
     (Send, SendStream, SubmitToolResults): storage's answer to the turn's
@@ -1614,6 +1624,11 @@ class AgentGateway:
     SESSION_ARCHIVED, REQUEST_ID_REUSED, PROFILE_NOT_FOUND, TREE_TOO_LARGE,
     CONCURRENT_MODIFICATION, ...).
     - A reply larger than STELLO_MAX_MESSAGE_BYTES is RESOURCE_EXHAUSTED.
+    - A space with STELLO_MAX_CALLS_PER_SPACE calls in progress on one server
+    process (64 by default; WatchSpace streams not counted) has its next call
+    refused at once, before any work: RESOURCE_EXHAUSTED, reason SPACE_BUSY
+    (ErrorInfo metadata `space_id`, `limit`); retry with backoff. One tenant's
+    burst is refused rather than queueing every tenant behind it.
     - Storage or tree unreachable: UNAVAILABLE (safe to retry; mutating RPCs
     should be retried with the same request_id). With reason OUTCOME_UNKNOWN
     (Send, SendStream, SubmitToolResults): storage's answer to the turn's
