@@ -161,10 +161,18 @@ class SpaceCalls:
     """The calls each space has in progress in this process, and the cap on them
     (STELLO_MAX_CALLS_PER_SPACE): one tenant's burst is refused at the door, before any
     work, rather than queueing every tenant's calls behind it on the pool and the loop
-    (explore11 F1). Long-lived streams (`UNCOUNTED`) are not counted."""
+    (explore11 F1). Long-lived streams (`LONG_LIVED`) have a count and a cap of their own
+    (STELLO_MAX_WATCHES_PER_SPACE: a page open for hours must not hold a call's place)."""
 
-    def __init__(self, cap: int) -> None:
+    def __init__(
+        self,
+        cap: int,
+        what: str = "calls in progress",
+        setting: str = "STELLO_MAX_CALLS_PER_SPACE",
+    ) -> None:
         self.cap = cap
+        self._what = what
+        self._setting = setting
         self._held: dict[uuid.UUID, int] = {}
 
     def take(self, space_id: uuid.UUID, shown: str) -> bool:
@@ -175,8 +183,8 @@ class SpaceCalls:
         held = self._held.get(space_id, 0)
         if held >= self.cap:
             raise ResourceExhausted(
-                f"space {shown} has {held} calls in progress on this server, as many as one "
-                "space may (STELLO_MAX_CALLS_PER_SPACE): retry later",
+                f"space {shown} has {held} {self._what} on this server, as many as one "
+                f"space may ({self._setting}): retry later",
                 reason=SPACE_BUSY,
                 metadata={"space_id": shown, "limit": str(self.cap)},
             )
@@ -190,8 +198,9 @@ class SpaceCalls:
             self._held[space_id] = held
 
 
-UNCOUNTED = frozenset({"/stello.agent.v1.AgentGateway/WatchSpace"})
-"""Methods whose calls `SpaceCalls` does not count: streams that live as long as a page does."""
+LONG_LIVED = frozenset({"WatchSpace"})
+"""Methods (by name) whose calls are counted apart from the others: streams that live as
+long as a page does (`SpaceCalls`)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -203,6 +212,8 @@ class MethodPlan:
     admin: bool
     has_space: bool
     metrics: MethodMetrics | None
+    calls: SpaceCalls
+    """The count its calls are held in, per space."""
 
 
 class CallChain(grpc.aio.ServerInterceptor):
@@ -216,9 +227,11 @@ class CallChain(grpc.aio.ServerInterceptor):
         admin_methods: frozenset[str] = frozenset(),
         access: AccessLog | None = None,
         space_calls: SpaceCalls | None = None,
+        space_watches: SpaceCalls | None = None,
     ) -> None:
         self._keys = keys
         self._space_calls = space_calls or SpaceCalls(0)
+        self._space_watches = space_watches or SpaceCalls(0)
         self._metrics = metrics
         self._admin_methods = admin_methods
         self._access = access or AccessLog()
@@ -247,6 +260,11 @@ class CallChain(grpc.aio.ServerInterceptor):
             admin=method in self._admin_methods,
             has_space=descriptor is not None and "space_id" in descriptor.fields_by_name,
             metrics=None if self._metrics is None else self._metrics.method(method),
+            calls=(
+                self._space_watches
+                if method.rpartition("/")[2] in LONG_LIVED
+                else self._space_calls
+            ),
         )
 
     def _wrap(self, handler: Handler, method: str) -> Handler:
@@ -289,7 +307,7 @@ class CallChain(grpc.aio.ServerInterceptor):
                 raise
             finally:
                 if counted is not None:
-                    self._space_calls.give(counted)
+                    plan.calls.give(counted)
                 if not finished:
                     self._finish(plan, context, error, began)
 
@@ -319,7 +337,7 @@ class CallChain(grpc.aio.ServerInterceptor):
                 raise
             finally:
                 if counted is not None:
-                    self._space_calls.give(counted)
+                    plan.calls.give(counted)
                 if not finished:
                     self._finish(plan, context, error, began)
 
@@ -383,7 +401,7 @@ class CallChain(grpc.aio.ServerInterceptor):
             raw, space_id = _space(request.space_id)
             await self._keys.check_space(principal, space_id, raw)
             checked_space.set((raw, space_id))
-            if plan.name not in UNCOUNTED and self._space_calls.take(space_id, raw):
+            if plan.calls.take(space_id, raw):
                 counted = space_id
         principal_var.set(principal)
         api_key_var.set(secret)

@@ -81,7 +81,8 @@ max_tokens): a turn's answer (its text and tool calls) over a record, a summary 
 a slot; nothing of it was stored."""
 SPACE_BUSY = "SPACE_BUSY"
 """The space has as many calls in progress on this server as one space may
-(STELLO_MAX_CALLS_PER_SPACE): retry later (the SDK does, with backoff). ErrorInfo metadata
+(STELLO_MAX_CALLS_PER_SPACE), or as many WatchSpace streams open
+(STELLO_MAX_WATCHES_PER_SPACE): retry later (the SDK does, with backoff). ErrorInfo metadata
 `space_id` and `limit`."""
 SHARED_MEMORY_FULL = "SHARED_MEMORY_FULL"
 """The space holds as many shared memory entries as it may: remove one first."""

@@ -310,6 +310,11 @@ async def create_server(
         admin_methods=app.admin_methods,
         access=AccessLog.of(app.settings),
         space_calls=SpaceCalls(app.settings.max_calls_per_space),
+        space_watches=SpaceCalls(
+            app.settings.max_watches_per_space,
+            "WatchSpace streams open",
+            "STELLO_MAX_WATCHES_PER_SPACE",
+        ),
     )
     server = grpc.aio.server(interceptors=[chain], options=_server_options(app.settings, worker))
     app.local = LocalServer(app.settings.max_message_bytes)

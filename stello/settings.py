@@ -155,6 +155,14 @@ class StelloSettings(BaseSettings):
             "not counted); past it RESOURCE_EXHAUSTED SPACE_BUSY. 0 = no cap."
         ),
     )
+    max_watches_per_space: int = Field(
+        default=32,
+        ge=0,
+        description=(
+            "WatchSpace streams one space may have open on one gateway process; past it "
+            "RESOURCE_EXHAUSTED SPACE_BUSY. 0 = no cap."
+        ),
+    )
     access_log: bool = Field(
         default=False,
         description="1 = one INFO line per call (else DEBUG; failed and slow calls always INFO).",

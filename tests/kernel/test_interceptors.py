@@ -395,7 +395,7 @@ class TestSpaceCalls:
         runs; another space's call is served; once one call ends the space is served again
         (explore11 F1: one tenant's 150 streams were all served, every other tenant's calls
         queued behind them)."""
-        running = await start_server(probe_with(max_calls_per_space=2))
+        running = await start_server(probe_with(max_calls_per_space=2, max_watches_per_space=1))
         async with running.channel() as channel:
             stream = channel.unary_stream(
                 probe.SLOW_STREAM,
@@ -420,3 +420,28 @@ class TestSpaceCalls:
             else:
                 raise AssertionError("the space stayed busy after one of its calls ended")
             held[1].cancel()
+
+    async def test_watch_streams_have_a_cap_of_their_own(
+        self, start_server: ServerStarter, space: TestSpace
+    ) -> None:
+        """A space's open WatchSpace streams count against STELLO_MAX_WATCHES_PER_SPACE, not
+        its calls in progress: one open watch (the cap) refuses a second watch, SPACE_BUSY
+        naming that setting, while the space's calls are served (explore11 F6: 200 streams
+        of one tenant were all served)."""
+        running = await start_server(probe_with(max_calls_per_space=1, max_watches_per_space=1))
+        async with running.channel() as channel:
+            watch = channel.unary_stream(
+                probe.WATCH_SPACE,
+                request_serializer=storage_pb2.GetSessionRequest.SerializeToString,
+                response_deserializer=storage_pb2.GetSessionResponse.FromString,
+            )
+            first = watch(request(space.sid), metadata=space.metadata)
+            await first.read()
+            assert await call_echo(running, space) is OK  # the watch holds no call's place
+            second = watch(request(space.sid), metadata=space.metadata)
+            with pytest.raises(grpc.aio.AioRpcError) as caught:
+                await second.read()
+            assert caught.value.code() is grpc.StatusCode.RESOURCE_EXHAUSTED
+            assert error_info_reason(caught.value) == "SPACE_BUSY"
+            assert "STELLO_MAX_WATCHES_PER_SPACE" in (caught.value.details() or "")
+            first.cancel()

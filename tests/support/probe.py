@@ -29,6 +29,7 @@ STREAM = f"/{SERVICE}/Stream"
 SLOW_STREAM = f"/{SERVICE}/SlowStream"
 SLOW_STREAM_PAUSE_S = 60.0
 FLOWING_STREAM = f"/{SERVICE}/FlowingStream"
+WATCH_SPACE = f"/{SERVICE}/WatchSpace"
 SPACE = f"/{SERVICE}/Space"
 BOOM = f"/{SERVICE}/Boom"
 BOOM_STREAM = f"/{SERVICE}/BoomStream"
@@ -132,6 +133,7 @@ def register(server: grpc.aio.Server) -> None:
         "Stream": _stream_handler(_stream),
         "SlowStream": _stream_handler(_slow_stream),
         "FlowingStream": _stream_handler(_flowing_stream),
+        "WatchSpace": _stream_handler(_slow_stream),  # counted as a long-lived stream
         "Space": _handler(_space),
         "Boom": _handler(_boom),
         "BoomStream": _stream_handler(_boom_stream),

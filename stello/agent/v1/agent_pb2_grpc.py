@@ -55,10 +55,11 @@ class AgentGatewayStub:
     CONCURRENT_MODIFICATION, ...).
     - A reply larger than STELLO_MAX_MESSAGE_BYTES is RESOURCE_EXHAUSTED.
     - A space with STELLO_MAX_CALLS_PER_SPACE calls in progress on one server
-    process (64 by default; WatchSpace streams not counted) has its next call
-    refused at once, before any work: RESOURCE_EXHAUSTED, reason SPACE_BUSY
-    (ErrorInfo metadata `space_id`, `limit`); retry with backoff. One tenant's
-    burst is refused rather than queueing every tenant behind it.
+    process (64 by default; WatchSpace streams not counted: they have
+    STELLO_MAX_WATCHES_PER_SPACE, 32) has its next call refused at once,
+    before any work: RESOURCE_EXHAUSTED, reason SPACE_BUSY (ErrorInfo
+    metadata `space_id`, `limit`); retry with backoff. One tenant's burst is
+    refused rather than queueing every tenant behind it.
     - Storage or tree unreachable: UNAVAILABLE (safe to retry; mutating RPCs
     should be retried with the same request_id). With reason OUTCOME_UNKNOWN
     (Send, SendStream, SubmitToolResults): storage's answer to the turn's
@@ -314,10 +315,11 @@ class AgentGatewayServicer:
     CONCURRENT_MODIFICATION, ...).
     - A reply larger than STELLO_MAX_MESSAGE_BYTES is RESOURCE_EXHAUSTED.
     - A space with STELLO_MAX_CALLS_PER_SPACE calls in progress on one server
-    process (64 by default; WatchSpace streams not counted) has its next call
-    refused at once, before any work: RESOURCE_EXHAUSTED, reason SPACE_BUSY
-    (ErrorInfo metadata `space_id`, `limit`); retry with backoff. One tenant's
-    burst is refused rather than queueing every tenant behind it.
+    process (64 by default; WatchSpace streams not counted: they have
+    STELLO_MAX_WATCHES_PER_SPACE, 32) has its next call refused at once,
+    before any work: RESOURCE_EXHAUSTED, reason SPACE_BUSY (ErrorInfo
+    metadata `space_id`, `limit`); retry with backoff. One tenant's burst is
+    refused rather than queueing every tenant behind it.
     - Storage or tree unreachable: UNAVAILABLE (safe to retry; mutating RPCs
     should be retried with the same request_id). With reason OUTCOME_UNKNOWN
     (Send, SendStream, SubmitToolResults): storage's answer to the turn's
@@ -1625,10 +1627,11 @@ class AgentGateway:
     CONCURRENT_MODIFICATION, ...).
     - A reply larger than STELLO_MAX_MESSAGE_BYTES is RESOURCE_EXHAUSTED.
     - A space with STELLO_MAX_CALLS_PER_SPACE calls in progress on one server
-    process (64 by default; WatchSpace streams not counted) has its next call
-    refused at once, before any work: RESOURCE_EXHAUSTED, reason SPACE_BUSY
-    (ErrorInfo metadata `space_id`, `limit`); retry with backoff. One tenant's
-    burst is refused rather than queueing every tenant behind it.
+    process (64 by default; WatchSpace streams not counted: they have
+    STELLO_MAX_WATCHES_PER_SPACE, 32) has its next call refused at once,
+    before any work: RESOURCE_EXHAUSTED, reason SPACE_BUSY (ErrorInfo
+    metadata `space_id`, `limit`); retry with backoff. One tenant's burst is
+    refused rather than queueing every tenant behind it.
     - Storage or tree unreachable: UNAVAILABLE (safe to retry; mutating RPCs
     should be retried with the same request_id). With reason OUTCOME_UNKNOWN
     (Send, SendStream, SubmitToolResults): storage's answer to the turn's
