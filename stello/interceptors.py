@@ -22,7 +22,8 @@ goes through, in this order:
    gives it (nothing answers UNKNOWN);
 6. the final status (`outcome`: a call the client cancelled or that outlived
    its deadline is CANCELLED or DEADLINE_EXCEEDED, never OK) is counted
-   (`stello.metrics`) and written in the call's access line: DEBUG, or INFO
+   (`stello.metrics`; from 1 to here the call counts as in flight) and
+   written in the call's access line: DEBUG, or INFO
    with ``STELLO_ACCESS_LOG=1``; a call that failed or took longer than
    ``STELLO_SLOW_CALL_MS`` is INFO always (`AccessLog`). A JSON log line has
    its fields too: request_id, rpc_method, code, duration_ms, and the key_id
@@ -229,6 +230,9 @@ class CallChain(grpc.aio.ServerInterceptor):
             header = self._start(context)
             error: BaseException | None = None
             finished = False
+            counts = plan.metrics
+            if counts is not None:
+                counts.in_flight += 1
             try:
                 await self._admit(plan, request, header)
                 return await behavior(request, context)
@@ -244,6 +248,8 @@ class CallChain(grpc.aio.ServerInterceptor):
                 error = exc
                 raise
             finally:
+                if counts is not None:
+                    counts.in_flight -= 1
                 if not finished:
                     self._finish(plan, context, error, began)
 
@@ -255,6 +261,9 @@ class CallChain(grpc.aio.ServerInterceptor):
             header = self._start(context)
             error: BaseException | None = None
             finished = False
+            counts = plan.metrics
+            if counts is not None:
+                counts.in_flight += 1
             try:
                 await self._admit(plan, request, header)
                 async for item in behavior(request, context):
@@ -271,6 +280,8 @@ class CallChain(grpc.aio.ServerInterceptor):
                 error = exc
                 raise
             finally:
+                if counts is not None:
+                    counts.in_flight -= 1
                 if not finished:
                     self._finish(plan, context, error, began)
 

@@ -25,7 +25,7 @@ from stello.channels import read_pem
 from stello.health import HealthMonitor
 from stello.inproc import LocalServer
 from stello.interceptors import AccessLog, CallChain
-from stello.metrics import RpcMetrics
+from stello.metrics import PoolCollector, RpcMetrics
 from stello.periodic import Periodic, RoundsCollector
 from stello.settings import StelloSettings
 
@@ -224,6 +224,7 @@ async def create_server(
     app.metrics.registry.register(
         RoundsCollector(task for task in app.background if isinstance(task, Periodic))
     )
+    app.metrics.registry.register(PoolCollector(app.pool))
     chain = CallChain(
         app.keys, app.metrics, admin_methods=app.admin_methods, access=AccessLog.of(app.settings)
     )
