@@ -239,6 +239,20 @@ async def create_pool(
         await asyncio.wait_for(pool.close(), timeout=10)
 
 
+async def connect_like(pool: asyncpg.Pool) -> asyncpg.Connection:
+    """One connection outside `pool`, opened as the pool opens its own: the same URL (through
+    PgBouncer where the pool goes through it), statement cache and session settings; no
+    codecs. What the health monitor pings with (`stello.health`).
+
+    asyncpg has no public reader of a pool's connection arguments: they are the ones
+    `create_pool` or `Pool.set_connect_args` gave it, kept on the pool as they were given.
+    """
+    args: tuple[Any, ...] = tuple(getattr(pool, "_connect_args"))  # noqa: B009
+    kwargs: dict[str, Any] = dict(getattr(pool, "_connect_kwargs"))  # noqa: B009
+    con: asyncpg.Connection = await asyncpg.connect(*args, **kwargs)
+    return con
+
+
 def server_settings(dsn: str) -> dict[str, str]:
     """The pool's session settings: application_name `stello`, unless `dsn` sets its own
     (asyncpg lets explicit server_settings override the URL's)."""

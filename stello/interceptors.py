@@ -22,7 +22,8 @@ goes through, in this order:
    gives it (nothing answers UNKNOWN);
 6. the final status (`outcome`: a call the client cancelled or that outlived
    its deadline is CANCELLED or DEADLINE_EXCEEDED, never OK) is counted
-   (`stello.metrics`) and written in the call's access line: DEBUG, or INFO
+   (`stello.metrics`; from 1 to here the call counts as in flight) and
+   written in the call's access line: DEBUG, or INFO
    with ``STELLO_ACCESS_LOG=1``; a call that failed or took longer than
    ``STELLO_SLOW_CALL_MS`` is INFO always (`AccessLog`). A JSON log line has
    its fields too: request_id, rpc_method, code, duration_ms, and the key_id
@@ -291,6 +292,9 @@ class CallChain(grpc.aio.ServerInterceptor):
             error: BaseException | None = None
             finished = False
             counted: uuid.UUID | None = None
+            counts = plan.metrics
+            if counts is not None:
+                counts.in_flight += 1
             try:
                 counted = await self._admit(plan, request, header)
                 return await behavior(request, context)
@@ -308,6 +312,8 @@ class CallChain(grpc.aio.ServerInterceptor):
             finally:
                 if counted is not None:
                     plan.calls.give(counted)
+                if counts is not None:
+                    counts.in_flight -= 1
                 if not finished:
                     self._finish(plan, context, error, began)
 
@@ -320,6 +326,9 @@ class CallChain(grpc.aio.ServerInterceptor):
             error: BaseException | None = None
             finished = False
             counted: uuid.UUID | None = None
+            counts = plan.metrics
+            if counts is not None:
+                counts.in_flight += 1
             try:
                 counted = await self._admit(plan, request, header)
                 async for item in behavior(request, context):
@@ -338,6 +347,8 @@ class CallChain(grpc.aio.ServerInterceptor):
             finally:
                 if counted is not None:
                     plan.calls.give(counted)
+                if counts is not None:
+                    counts.in_flight -= 1
                 if not finished:
                     self._finish(plan, context, error, began)
 

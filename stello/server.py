@@ -9,7 +9,6 @@ in-flight calls finish within the grace period.
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import logging
 import signal
 from collections.abc import Callable, Sequence
@@ -23,18 +22,14 @@ from grpc_reflection.v1alpha import reflection
 
 from stello.auth import KeyStore
 from stello.channels import read_pem
-from stello.db import lacking
+from stello.health import HealthMonitor
 from stello.inproc import LocalServer
 from stello.interceptors import AccessLog, CallChain, SpaceCalls
-from stello.metrics import RpcMetrics
-from stello.migrate import pending
+from stello.metrics import PoolCollector, RpcMetrics
 from stello.periodic import Periodic, RoundsCollector
 from stello.settings import StelloSettings
 
 log = logging.getLogger(__name__)
-
-SERVING = health_pb2.HealthCheckResponse.SERVING
-NOT_SERVING = health_pb2.HealthCheckResponse.NOT_SERVING
 
 
 class PortInUse(OSError):
@@ -76,81 +71,6 @@ class ServiceApp:
     metrics: RpcMetrics | None = field(default=None)
     local: LocalServer | None = field(default=None)
     """What the server serves, callable in-process (`stello.inproc`; set by `create_server`)."""
-
-
-# Whether the probe's transaction is read-only: on a standby (a failover onto one not yet
-# promoted) and under default_transaction_read_only, where every write is refused.
-READ_ONLY_PROBE = "SELECT current_setting('transaction_read_only') = 'on'"
-UNREACHABLE = "the database is unreachable"
-READ_ONLY = "the database refuses writes (read-only)"
-
-
-class HealthMonitor:
-    """Keeps grpc health in step with the database: SERVING only while it answers, accepts
-    writes and holds every migration this release has (each checked every interval, so a
-    `stello migrate` or the end of a read-only spell needs no restart)."""
-
-    def __init__(
-        self,
-        servicer: health.aio.HealthServicer,
-        services: tuple[str, ...],
-        pool: asyncpg.Pool,
-        interval_s: float,
-    ) -> None:
-        self._servicer = servicer
-        self._services = ("", *services)
-        self._pool = pool
-        self._interval = interval_s
-        self._task: asyncio.Task[None] | None = None
-        self.serving: bool | None = None
-        self.condition: str | None = None
-        """Why health is NOT_SERVING (None while SERVING)."""
-
-    def start(self) -> None:
-        """Begin pinging in the background."""
-        if self._task is None:
-            self._task = asyncio.create_task(self._run(), name="stello-health")
-
-    async def stop(self) -> None:
-        """Stop pinging and report NOT_SERVING (shutdown)."""
-        if self._task is not None:
-            self._task.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await self._task
-            self._task = None
-        await self._servicer.enter_graceful_shutdown()
-
-    async def check_once(self) -> bool:
-        """Probe the database now and publish the result."""
-        condition = await self._probe()
-        ok = condition is None
-        if ok != self.serving or condition != self.condition:
-            if ok != self.serving:
-                for name in self._services:
-                    await self._servicer.set(name, SERVING if ok else NOT_SERVING)
-            self.serving, self.condition = ok, condition
-            if ok:
-                log.info("health SERVING: the database answers")
-            else:
-                log.warning("health NOT_SERVING: %s", condition)
-        return ok
-
-    async def _probe(self) -> str | None:
-        """Why the database cannot serve this service's calls now, or None."""
-        try:
-            async with asyncio.timeout(max(self._interval, 1.0)):
-                async with self._pool.acquire() as con:
-                    if await con.fetchval(READ_ONLY_PROBE):
-                        return READ_ONLY
-                    missing = await pending(cast(asyncpg.Connection, con))
-        except Exception:  # any failure means "not ready"
-            return UNREACHABLE
-        return lacking(missing) if missing else None
-
-    async def _run(self) -> None:
-        while True:
-            await self.check_once()
-            await asyncio.sleep(self._interval)
 
 
 class GenericOnly:
@@ -304,6 +224,7 @@ async def create_server(
     app.metrics.registry.register(
         RoundsCollector(task for task in app.background if isinstance(task, Periodic))
     )
+    app.metrics.registry.register(PoolCollector(app.pool))
     chain = CallChain(
         app.keys,
         app.metrics,

@@ -19,8 +19,9 @@ from grpc_health.v1 import health_pb2, health_pb2_grpc
 from stello.auth import KeyStore, Principal
 from stello.db import create_pool
 from stello.errors import Unavailable
+from stello.health import READ_ONLY
 from stello.migrate import load_migrations, migrate
-from stello.server import READ_ONLY, create_server, shutdown
+from stello.server import create_server, shutdown
 from stello.settings import StelloSettings
 from stello.storage.v1 import storage_pb2, storage_pb2_grpc
 from storage_service import create_app
