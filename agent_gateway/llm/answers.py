@@ -51,6 +51,19 @@ def unique_ids(calls: Iterable[ToolCallSpec]) -> tuple[ToolCallSpec, ...]:
     return tuple(unique(call, taken) for call in calls)
 
 
+def text_of(value: object) -> str:
+    """`value` when it is text ('' for none): an answer's text field as the protocol types it.
+
+    Raises:
+        TypeError: it is something else (an answer that does not follow the protocol).
+    """
+    if value is None:
+        return ""
+    if not isinstance(value, str):
+        raise TypeError(f"text expected, got {type(value).__name__}")
+    return value
+
+
 def log_stop(provider: str, reason: str | None, max_tokens: int | None) -> None:
     """Log an answer the model stopped for `reason` when that means it was cut short."""
     if reason in TRUNCATED:

@@ -22,7 +22,7 @@ from anthropic.types import (
 from anthropic.types import TextDelta as AnthropicTextDelta
 from anthropic.types import Usage as AnthropicUsage
 
-from agent_gateway.llm.answers import unique, unique_ids
+from agent_gateway.llm.answers import text_of, unique, unique_ids
 from agent_gateway.llm.base import (
     Completion,
     JsonObject,
@@ -47,7 +47,7 @@ def read_message(response: Message) -> Completion:
     calls: list[ToolCallSpec] = []
     for block in response.content:
         if isinstance(block, TextBlock):
-            text.append(_text(block.text))
+            text.append(text_of(block.text))
         elif isinstance(block, ToolUseBlock):
             name = block.name or "unknown_tool"
             calls.append(ToolCallSpec(block.id, name, _arguments(block.input, name)))
@@ -60,15 +60,6 @@ def _arguments(value: object, tool: str) -> JsonObject:
         return value
     text = value if isinstance(value, str) else json.dumps(value)
     return parse_tool_arguments(text, tool=tool) if text.strip() else {}
-
-
-def _text(value: object) -> str:
-    """`value` when it is text ('' for none)."""
-    if value is None:
-        return ""
-    if not isinstance(value, str):
-        raise TypeError(f"text expected, got {type(value).__name__}")
-    return value
 
 
 def _usage(usage: AnthropicUsage) -> Usage:
@@ -142,7 +133,7 @@ class StreamedMessage:
         elif isinstance(event, RawMessageDeltaEvent):
             self.usage.delta(event.usage)
             if event.delta.stop_reason:
-                self.stop_reason = _text(event.delta.stop_reason)
+                self.stop_reason = text_of(event.delta.stop_reason)
                 self.stopped = True
         elif isinstance(event, RawMessageStopEvent):
             self.stopped = True
@@ -161,15 +152,15 @@ class StreamedMessage:
             start = _arguments(block.input, name)
             self.open_calls[event.index] = _PartialCall(block.id, name, start)
         elif isinstance(block, TextBlock) and block.text:
-            return self._said(_text(block.text))
+            return self._said(text_of(block.text))
         return None
 
     def _delta(self, event: RawContentBlockDeltaEvent) -> StreamEvent | None:
         delta = event.delta
         if isinstance(delta, AnthropicTextDelta) and delta.text:
-            return self._said(_text(delta.text))
+            return self._said(text_of(delta.text))
         if isinstance(delta, InputJSONDelta) and event.index in self.open_calls:
-            self.open_calls[event.index].json.append(_text(delta.partial_json))
+            self.open_calls[event.index].json.append(text_of(delta.partial_json))
         return None
 
     def _said(self, text: str) -> TextDelta:

@@ -12,7 +12,7 @@ from openai.types.chat import (
 )
 from openai.types.chat.chat_completion_chunk import ChoiceDeltaToolCall
 
-from agent_gateway.llm.answers import unique_ids
+from agent_gateway.llm.answers import text_of, unique_ids
 from agent_gateway.llm.base import (
     Completion,
     ToolCallSpec,
@@ -44,21 +44,12 @@ def read_completion(response: ChatCompletion) -> tuple[Completion, str | None]:
             ToolCallSpec(
                 id=call.id or f"tool_{i}",
                 name=name,
-                arguments=parse_tool_arguments(_text(function.arguments), tool=name),
+                arguments=parse_tool_arguments(text_of(function.arguments), tool=name),
             )
         )
-    content = _text(message.content or message.refusal)
+    content = text_of(message.content or message.refusal)
     completion = Completion(content=content, tool_calls=unique_ids(calls), usage=usage)
     return completion, choice.finish_reason
-
-
-def _text(value: object) -> str:
-    """`value` when it is text ('' for none)."""
-    if value is None:
-        return ""
-    if not isinstance(value, str):
-        raise TypeError(f"text expected, got {type(value).__name__}")
-    return value
 
 
 def excerpt(value: object) -> str:
@@ -99,9 +90,9 @@ class StreamedAnswer:
             if delta is not None:
                 for call in delta.tool_calls or ():
                     self.calls.add(call)
-                pieces.append(_text(delta.content or delta.refusal))
+                pieces.append(text_of(delta.content or delta.refusal))
             if choice.finish_reason:
-                self.finish_reason = _text(choice.finish_reason)
+                self.finish_reason = text_of(choice.finish_reason)
         piece = "".join(pieces)
         if piece:
             self.text.append(piece)
@@ -141,7 +132,7 @@ class _ToolCallAssembler:
             if function.name and not call.name:
                 call.name = function.name
             if function.arguments:
-                call.arguments.append(_text(function.arguments))
+                call.arguments.append(text_of(function.arguments))
 
     def finish(self) -> tuple[ToolCallSpec, ...]:
         """The assembled calls, in index order, their ids unique."""
