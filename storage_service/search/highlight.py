@@ -138,7 +138,7 @@ def _first(content: str, terms: tuple[str, ...], longest: int) -> tuple[int, int
     before it, or None."""
     finder = _finders(terms)
     pos = 0
-    while m := finder.search(content, pos):
+    while pos <= len(content) and (m := finder.search(content, pos)):  # past the end: -> end
         a = _stop_before(content, max(0, m.start() - 1))  # `İ` may start it
         b = _stop_after(content, m.start() + _SCAN + longest)
         # A CJK term found past `until` may have one across `b` before it.
