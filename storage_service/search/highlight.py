@@ -10,6 +10,8 @@ matches where it occurs.
 
 from __future__ import annotations
 
+import functools
+import math
 import re
 
 from storage_service.search.query import CJK, MARKS
@@ -61,38 +63,121 @@ def lexemes(tsquery: str) -> tuple[str, ...]:
     return tuple(dict.fromkeys(found))
 
 
-def _ranges(content: str, terms: tuple[str, ...]) -> list[tuple[int, int]]:
-    lowered = content.lower()
-    spans: list[tuple[int, int]] = []
-    words = [t for t in terms if not _HAS_CJK.search(t)]
+def _finder(terms: tuple[str, ...]) -> re.Pattern[str]:
+    """Where a term may match, in the content itself (not lowercased): each word term
+    where no other word character is before it (case ignored, marks allowed between its
+    characters), each CJK term anywhere. It finds every match _spans finds, and a few
+    more (U+017F, U+0130) that _spans then rejects."""
+    alternatives = []
+    for term in terms:
+        chars = [_DOT if c == "\u0307" else re.escape(c) for c in term]
+        if _HAS_CJK.search(term):
+            alternatives.append("".join(chars))
+        else:
+            body = f"[{MARKS}]*".join(chars) or rf"(?-i:(?=[^\W{CJK}]))"
+            alternatives.append(_WORD_START + body)
+    return re.compile("|".join(alternatives), re.IGNORECASE)
+
+
+_finders = functools.lru_cache(maxsize=64)(_finder)
+_DOT = "(?:\u0307|(?<=\u0130))"  # U+0307: its own, or the second half of `İ`.lower()
+# Not after a word character whose lowercase is one (not `İ`, whose lowercase ends in U+0307).
+_WORD_START = rf"(?-i:(?<![^\W{CJK}\u0130]))"
+# Characters a region is cut at: in no word, no mark, and neither cased nor case-ignorable,
+# so `str.lower()` of what is before them does not depend on what is after (the final
+# sigma) and no word goes across them.
+_STOP = re.compile(r"[\s\u3400-\u4dbf\u4e00-\u9fff\uac00-\ud7a3]")
+_SCAN = 512
+
+
+def _stop_before(content: str, at: int) -> int:
+    """The last stop at or before `at`, or 0."""
+    width = 64
+    while True:
+        low = max(0, at - width)
+        last = None
+        for m in _STOP.finditer(content, low, at + 1):
+            last = m.start()
+        if last is not None:
+            return last
+        if low == 0:
+            return 0
+        width *= 16
+
+
+def _stop_after(content: str, at: int) -> int:
+    """The first stop at or after `at`, or the content's length."""
+    m = _STOP.search(content, at)
+    return m.start() if m else len(content)
+
+
+def _spans(content: str, a: int, b: int, terms: tuple[str, ...], until: float) -> list[int]:
+    """What the whole content lowercased matches between `a` and `b` (stops or the
+    content's ends), starting before `until`: the matches' (start, end), in the
+    lowercased content's code points, flattened."""
+    lowered = content[a:b].lower()
+    base = a + content.count("\u0130", 0, a)  # `İ`.lower() is two code points
+    spans: list[int] = []
+    words = tuple(t for t in terms if not _HAS_CJK.search(t))
     if words:
         for m in _WORD.finditer(lowered):
-            if _MARK.sub("", m.group()).startswith(tuple(words)):
-                spans.append(m.span())
+            if base + m.start() >= until:
+                break
+            if _MARK.sub("", m.group()).startswith(words):
+                spans += (base + m.start(), base + m.end())
     for term in (t for t in terms if _HAS_CJK.search(t)):
         at = lowered.find(term)
-        while at >= 0:
-            spans.append((at, at + len(term)))
+        while at >= 0 and base + at < until:
+            spans += (base + at, base + at + len(term))
             at = lowered.find(term, at + 1)
-    spans.sort()
-    merged: list[tuple[int, int]] = []
-    for start, end in spans:
-        if merged and start <= merged[-1][1]:
-            merged[-1] = (merged[-1][0], max(end, merged[-1][1]))
-        else:
-            merged.append((start, end))
-    return merged
+    return spans
+
+
+def _first(content: str, terms: tuple[str, ...], longest: int) -> tuple[int, int] | None:
+    """The start of the first match (lowercased content's code points) and a stop
+    before it, or None."""
+    finder = _finders(terms)
+    pos = 0
+    while pos <= len(content) and (m := finder.search(content, pos)):  # past the end: -> end
+        a = _stop_before(content, max(0, m.start() - 1))  # `İ` may start it
+        b = _stop_after(content, m.start() + _SCAN + longest)
+        # A CJK term found past `until` may have one across `b` before it.
+        until = b + content.count("\u0130", 0, b) - longest if b < len(content) else math.inf
+        spans = _spans(content, a, b, terms, until)
+        if spans:
+            return a, min(spans[::2])
+        pos = max(m.start() + 1, b - longest)
+    return None
 
 
 def snippet(content: str, terms: tuple[str, ...]) -> tuple[str, int, list[tuple[int, int]]]:
     """Up to SNIPPET_CHARS of `content` around its first match: the text, where it
-    starts in the content, and the matches in it (relative to the snippet)."""
-    spans = _ranges(content, terms)
-    start = max(0, spans[0][0] - _BEFORE) if spans else 0
-    if spans and len(content) - start < SNIPPET_CHARS:
+    starts in the content, and the matches in it (relative to the snippet).
+
+    Positions are those of `content.lower()` (they differ from the content's after an
+    `İ`). The work is bounded by where the first match is, not by the content's size:
+    a compiled regular expression finds where a term may match, and only the text
+    around it and the snippet's window are lowercased and read word by word.
+    """
+    cjk = [len(t) for t in terms if _HAS_CJK.search(t)]
+    longest = max(cjk, default=0)
+    first = _first(content, terms, longest) if terms else None
+    if first is None:
+        return content[:SNIPPET_CHARS], 0, []
+    a, s0 = first
+    start = max(0, s0 - _BEFORE)
+    if len(content) - start < SNIPPET_CHARS:
         start = max(0, len(content) - SNIPPET_CHARS)
     end = start + SNIPPET_CHARS
+    flat = _spans(content, a, _stop_after(content, end + longest), terms, end)
+    spans = sorted(zip(flat[::2], flat[1::2], strict=True))
+    merged: list[tuple[int, int]] = []
+    for s, e in spans:
+        if merged and s <= merged[-1][1]:
+            merged[-1] = (merged[-1][0], max(e, merged[-1][1]))
+        else:
+            merged.append((s, e))
     inside = [
-        (max(s, start) - start, min(e, end) - start) for s, e in spans if s < end and e > start
+        (max(s, start) - start, min(e, end) - start) for s, e in merged if s < end and e > start
     ]
     return content[start:end], start, inside

@@ -1,0 +1,131 @@
+"""A hit's snippet costs what the text up to its first match costs, not the record's size
+(explore11 F2), and marks the same ranges as the whole-text highlight it replaced."""
+
+from __future__ import annotations
+
+import random
+import re
+import statistics
+import time
+
+import pytest
+
+from storage_service.search.highlight import snippet
+from storage_service.search.query import CJK, MARKS
+
+# The highlight before explore11 F2, the oracle: the whole content lowercased, every word read.
+_WORD = re.compile(rf"(?:(?![{CJK}])\w)(?:(?![{CJK}])\w|[{MARKS}])*")
+_MARK = re.compile(f"[{MARKS}]+")
+_HAS_CJK = re.compile(rf"[{CJK}]")
+
+
+def _old_ranges(content: str, terms: tuple[str, ...]) -> list[tuple[int, int]]:
+    lowered = content.lower()
+    spans: list[tuple[int, int]] = []
+    words = [t for t in terms if not _HAS_CJK.search(t)]
+    if words:
+        for m in _WORD.finditer(lowered):
+            if _MARK.sub("", m.group()).startswith(tuple(words)):
+                spans.append(m.span())
+    for term in (t for t in terms if _HAS_CJK.search(t)):
+        at = lowered.find(term)
+        while at >= 0:
+            spans.append((at, at + len(term)))
+            at = lowered.find(term, at + 1)
+    spans.sort()
+    merged: list[tuple[int, int]] = []
+    for start, end in spans:
+        if merged and start <= merged[-1][1]:
+            merged[-1] = (merged[-1][0], max(end, merged[-1][1]))
+        else:
+            merged.append((start, end))
+    return merged
+
+
+def old_snippet(content: str, terms: tuple[str, ...]) -> tuple[str, int, list[tuple[int, int]]]:
+    spans = _old_ranges(content, terms)
+    start = max(0, spans[0][0] - 60) if spans else 0
+    if spans and len(content) - start < 240:
+        start = max(0, len(content) - 240)
+    end = start + 240
+    inside = [
+        (max(s, start) - start, min(e, end) - start) for s, e in spans if s < end and e > start
+    ]
+    return content[start:end], start, inside
+
+
+WORDS = "the quick brown fox jumps over lazy dogs password kettle 水壶 很好 한국어 ΟΔΟΣ".split()
+FILLER = " ".join(random.Random(7).choice(WORDS[:7]) for _ in range(20_000))
+CORPUS = [
+    ("", ("fox",)),
+    ("no match here at all", ("zebra",)),
+    ("Hello WORLD, hello world", ("world",)),
+    ("the pass\u200bword is long, pass\u00adwords too", ("password",)),
+    ("see <thinking>plan carefully</thinking> then answer", ("think", "plan")),
+    ("zero\ufeffwidth and join\u2060ed", ("zerowidth", "joined")),
+    ("我的水壶很好，水壶水壶", ("水壶", "很好")),
+    ("水", ("水",)),
+    ("한국어 텍스트 한국", ("한국",)),
+    ("ΟΔΟΣ οδος ΟΔΟΣ.", ("οδοσ", "οδος")),
+    ("İstanbul and istanbul and Istanbul", ("istanbul", "i")),
+    ("Straße STRASSE strasse", ("stra",)),
+    ("running runs runner", ("run",)),
+    ("quick brown", ()),
+    ("kettle " * 100, ("kettle",)),
+    ("fox " + FILLER, ("fox",)),
+    (FILLER + " zebra " + FILLER, ("zebra",)),
+    (FILLER + " zebra", ("zebra", "kettle")),
+    (FILLER + " 水壶", ("水壶",)),
+    ("x" * 300_000 + " zebra", ("zebra",)),
+    ("水" * 50_000 + "水壶" + "水" * 50_000, ("水壶",)),
+    ("İ" * 500 + " zebra " + "İ" * 500, ("zebra",)),
+    ("\u3000aßsİ", ("\u0307",)),  # a zero-width candidate at the end
+]
+
+
+@pytest.mark.parametrize(("content", "terms"), CORPUS, ids=range(len(CORPUS)))
+def test_the_snippet_is_the_whole_text_highlights(content: str, terms: tuple[str, ...]) -> None:
+    assert snippet(content, terms) == old_snippet(content, terms)
+
+
+def test_random_texts_have_the_same_snippets() -> None:
+    """Texts of words, marks, tags, CJK and the characters whose lowercase is special (`İ`
+    is two code points, `Σ` depends on what follows, U+017F and U+212A fold to ASCII in a regex)."""
+    alphabet = [*"abcsiσςΣİIıſKkK", " ", " ", "\n", "\u3000", "\u200b", "\u00ad", "\u2060"]
+    alphabet += [*"'.<>_1éÉßẞ", "\u0307", "水", "壶", "ー", "ア", "한"]
+    rng = random.Random(11)
+    for _ in range(1500):
+        text = "".join(rng.choice(alphabet) for _ in range(rng.choice([5, 40, 300, 1500])))
+        lowered = text.lower()
+        terms: list[str] = []
+        for _ in range(rng.randint(1, 4)):
+            at = rng.randint(0, max(0, len(lowered) - 3))
+            terms.append(lowered[at : at + rng.randint(1, 3)])
+            if rng.random() < 0.3:
+                terms[-1] = rng.choice(
+                    ["a", "s", "σ", "ς", "i", "i\u0307", "\u0307", "水壶", "壶", "ア", "ss"]
+                )
+        query = tuple(dict.fromkeys(terms))
+        assert snippet(text, query) == old_snippet(text, query), (text, query)
+
+
+def _cost(content: str, terms: tuple[str, ...]) -> float:
+    times = []
+    for _ in range(9):
+        began = time.process_time()
+        for _ in range(5):
+            snippet(content, terms)
+        times.append(time.process_time() - began)
+    return statistics.median(times)
+
+
+def test_the_cost_of_a_hit_does_not_follow_the_record_size() -> None:
+    """The first match near the start of 10 KB and of 1 MiB: about the same work (the
+    whole-text highlight read 100 times more in the second)."""
+    head = "Some words first, then the kettle boiled over. "
+    small = head + FILLER[:10_000]
+    big = head + (FILLER * 10)[: 1 << 20]
+    terms = ("kettl", "boil", "水壶")
+    assert snippet(big, terms) == old_snippet(big, terms)
+    ratio = _cost(big, terms) / max(_cost(small, terms), 1e-6)
+    assert ratio < 3, ratio
