@@ -111,11 +111,16 @@ def _stop_after(content: str, at: int) -> int:
     return m.start() if m else len(content)
 
 
+def _lower(text: str) -> str:
+    """`text` lowercased: the one place a hit's words are read (a test counts what it reads)."""
+    return text.lower()
+
+
 def _spans(content: str, a: int, b: int, terms: tuple[str, ...], until: float) -> list[int]:
     """What the whole content lowercased matches between `a` and `b` (stops or the
     content's ends), starting before `until`: the matches' (start, end), in the
     lowercased content's code points, flattened."""
-    lowered = content[a:b].lower()
+    lowered = _lower(content[a:b])
     base = a + content.count("\u0130", 0, a)  # `İ`.lower() is two code points
     spans: list[int] = []
     words = tuple(t for t in terms if not _HAS_CJK.search(t))
