@@ -12,14 +12,20 @@ method and traceback in the log. Nothing answers UNKNOWN. The call chain
 from __future__ import annotations
 
 import logging
-import uuid
 from collections.abc import Callable
 from typing import Any
 
 from google.protobuf.descriptor import Descriptor
 
 from stello.db import CONNECTION_ERRORS, UNAVAILABLE_MESSAGE, refusal, transient, unavailable
-from stello.errors import FieldViolation, Internal, InvalidArgument, StelloError, Unavailable
+from stello.errors import (
+    FieldViolation,
+    Internal,
+    InvalidArgument,
+    StelloError,
+    Unavailable,
+    new_error_id,
+)
 from stello.validation import request_violations
 from stello.wire import locate_parse_failure
 
@@ -80,6 +86,6 @@ def client_error(exc: Exception, method: str) -> StelloError:
     if condition is not None:
         log.warning("%s: %s: %s: %s", method, condition, exc.__class__.__name__, exc)
         return unavailable(exc)
-    error_id = uuid.uuid4().hex[:16]
+    error_id = new_error_id()
     log.error("internal error (id %s) in %s", error_id, method, exc_info=exc)
     return Internal(f"internal error (id {error_id})")

@@ -28,6 +28,7 @@ logs them: nothing a client sees carries an exception class or driver text.
 
 from __future__ import annotations
 
+import uuid
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Self
@@ -327,6 +328,12 @@ def to_rpc_status(error: StelloError) -> status_pb2.Status:
         )
         details.append(_pack(info))
     return status_pb2.Status(code=error.code.value[0], message=message, details=details)
+
+
+def new_error_id() -> str:
+    """A new error id: what a failure's log line and the message its client gets both
+    name, so that an operator finds one from the other (16 hex digits)."""
+    return uuid.uuid4().hex[:16]
 
 
 REQUEST_ID_KEY = "x-request-id"

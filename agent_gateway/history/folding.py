@@ -33,7 +33,7 @@ from agent_gateway.history.context import Record
 from agent_gateway.history.records import context_record
 from agent_gateway.llm import Completion, LLMMessage, LLMProvider, Prompts, Usage, strip_think
 from agent_gateway.llm.prompt_texts import MEMORY_HEADER, OMITTED_RECORDS, TRANSCRIPT_HEADER
-from stello.errors import FailedPrecondition, ResourceExhausted, Unavailable
+from stello.errors import FailedPrecondition, ResourceExhausted, Unavailable, new_error_id
 from stello.reasons import LLM_ANSWER_TOO_LARGE, LLM_UNAVAILABLE, WINDOW_TOO_SMALL
 from stello.storage.v1 import storage_pb2
 
@@ -55,7 +55,7 @@ class EmptyAnswer(Unavailable):
 def empty_answer(what: str, completion: Completion, max_tokens: int) -> EmptyAnswer:
     """The error of an answer to `what` that held no text; what it held is logged (never
     the text itself) under the error id the message ends with."""
-    error_id = uuid.uuid4().hex[:16]
+    error_id = new_error_id()
     log.warning(
         "the model answered %s to %s (%d completion tokens reported, max_tokens %d): its "
         "answer was not stored, what it would have replaced is kept (error id %s)",
@@ -75,7 +75,7 @@ def empty_answer(what: str, completion: Completion, max_tokens: int) -> EmptyAns
 def too_large(what: str, size: int, slot_bytes: int) -> ResourceExhausted:
     """The error of an answer to `what` of `size` bytes, over `slot_bytes` (logged under the
     error id the message ends with)."""
-    error_id = uuid.uuid4().hex[:16]
+    error_id = new_error_id()
     log.warning(
         "the model answered %d bytes to %s, over STELLO_MAX_SLOT_BYTES=%d: the provider did "
         "not keep to max_tokens; its answer was not stored (error id %s)",

@@ -10,11 +10,10 @@ setting: those are in the gateway's log under that error id.
 from __future__ import annotations
 
 import logging
-import uuid
 from collections.abc import AsyncIterator, Callable, Sequence
 
 from agent_gateway.llm.base import Completion, LLMMessage, LLMProvider, StreamEvent, ToolSpec
-from stello.errors import FailedPrecondition
+from stello.errors import FailedPrecondition, new_error_id
 from stello.reasons import LLM_API_KEY_MISSING
 
 logger = logging.getLogger(__name__)
@@ -94,7 +93,7 @@ class LazyProvider:
 def _key_missing(operator_message: str) -> FailedPrecondition:
     """The client's error for a provider without its API key; the operator's words logged
     under its error id."""
-    error_id = uuid.uuid4().hex[:16]
+    error_id = new_error_id()
     logger.warning("LLM provider error (id %s): %s", error_id, operator_message)
     return FailedPrecondition(
         "the gateway has no API key for its LLM provider: its operator must configure one "

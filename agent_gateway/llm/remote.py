@@ -32,7 +32,6 @@ import email.utils
 import json
 import logging
 import time
-import uuid
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from types import TracebackType
@@ -47,6 +46,7 @@ from stello.errors import (
     ResourceExhausted,
     StelloError,
     Unavailable,
+    new_error_id,
 )
 from stello.reasons import (
     LLM_API_KEY_REJECTED,
@@ -210,7 +210,7 @@ class Endpoint:
 
     def _logged(self, what: str, details: str, check: str) -> str:
         """Log the details of a failure under a new error id; the id."""
-        error_id = uuid.uuid4().hex[:16]
+        error_id = new_error_id()
         logger.warning(
             "LLM provider error (id %s): %s (%s; %s); check %s",
             error_id,

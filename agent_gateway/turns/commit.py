@@ -45,7 +45,6 @@ from __future__ import annotations
 
 import asyncio
 import logging
-import uuid
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from uuid import UUID
@@ -55,7 +54,14 @@ from agent_gateway.history.context import Summary
 from agent_gateway.turns.state import Plan, Turn
 from stello.agent.v1 import agent_pb2
 from stello.common.v1 import common_pb2
-from stello.errors import Aborted, FailedPrecondition, ResourceExhausted, StelloError, Unavailable
+from stello.errors import (
+    Aborted,
+    FailedPrecondition,
+    ResourceExhausted,
+    StelloError,
+    Unavailable,
+    new_error_id,
+)
 from stello.reasons import (
     CONCURRENT_MODIFICATION,
     LLM_ANSWER_TOO_LARGE,
@@ -229,7 +235,7 @@ def _answer_too_large(
     plan: Plan, record: common_pb2.Record, size: int, record_bytes: int
 ) -> ResourceExhausted:
     """The error of an answer too large to store, its sizes logged under an error id."""
-    error_id = uuid.uuid4().hex[:16]
+    error_id = new_error_id()
     calls = sum(call.ByteSize() for call in record.tool_calls)
     log.warning(
         "the model's answer in a turn of session %s makes a record of %d bytes (text %d, "
