@@ -216,16 +216,9 @@ class AnthropicProvider(SdkProvider[anthropic.AsyncAnthropic]):
             raise self._translate(exc) from exc
         except json.JSONDecodeError as exc:  # the body said JSON and was not
             raise self._endpoint.unreadable_answer(f"the body is not JSON ({exc})") from exc
-        if not isinstance(response, Message):
-            raise self._endpoint.unreadable_answer(
-                f"the body is not a Message: {repr(response)[:200]}"
-            )
-        try:
-            completion = read_message(response)
-        except (AttributeError, TypeError, ValueError) as exc:
-            raise self._endpoint.unreadable_answer(
-                f"a Message of unexpected shape ({exc})"
-            ) from exc
+        completion = self._endpoint.read_as(
+            response, Message, "the body", "a Message", read_message
+        )
         log_stop(self.name, response.stop_reason, limit)
         return completion
 

@@ -52,11 +52,6 @@ def read_completion(response: ChatCompletion) -> tuple[Completion, str | None]:
     return completion, choice.finish_reason
 
 
-def excerpt(value: object) -> str:
-    """The start of what the server sent, for the log."""
-    return repr(value)[:200]
-
-
 def _usage(usage: CompletionUsage | None) -> Usage:
     if usage is None:
         return Usage()

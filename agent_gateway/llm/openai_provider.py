@@ -63,7 +63,7 @@ from agent_gateway.llm.base import (
     ToolCallEvent,
     ToolSpec,
 )
-from agent_gateway.llm.openai_answers import StreamedAnswer, excerpt, read_completion
+from agent_gateway.llm.openai_answers import StreamedAnswer, read_completion
 from agent_gateway.llm.remote import (
     Endpoint,
     SdkProvider,
@@ -156,16 +156,9 @@ class OpenAIProvider(SdkProvider[openai.AsyncOpenAI]):
             raise self._translate(exc) from exc
         except json.JSONDecodeError as exc:  # the body said JSON and was not
             raise self._endpoint.unreadable_answer(f"the body is not JSON ({exc})") from exc
-        if not isinstance(response, ChatCompletion):
-            raise self._endpoint.unreadable_answer(
-                f"the body is not a chat completion: {excerpt(response)}"
-            )
-        try:
-            completion, finish_reason = read_completion(response)
-        except (AttributeError, TypeError, ValueError) as exc:
-            raise self._endpoint.unreadable_answer(
-                f"a chat completion of unexpected shape ({exc})"
-            ) from exc
+        completion, finish_reason = self._endpoint.read_as(
+            response, ChatCompletion, "the body", "a chat completion", read_completion
+        )
         log_stop(self.name, finish_reason, cap)
         return completion
 
@@ -231,16 +224,9 @@ class OpenAIProvider(SdkProvider[openai.AsyncOpenAI]):
 
     def _read_chunk(self, answer: StreamedAnswer, chunk: object) -> str:
         """Fold one streamed chunk into `answer`; its text ('' for none)."""
-        if not isinstance(chunk, ChatCompletionChunk):
-            raise self._endpoint.unreadable_answer(
-                f"a server-sent event is not a chat completion chunk: {excerpt(chunk)}"
-            )
-        try:
-            return answer.add(chunk)
-        except (AttributeError, TypeError, ValueError) as exc:
-            raise self._endpoint.unreadable_answer(
-                f"a chat completion chunk of unexpected shape ({exc})"
-            ) from exc
+        return self._endpoint.read_as(
+            chunk, ChatCompletionChunk, "a server-sent event", "a chat completion chunk", answer.add
+        )
 
     def _translate(self, exc: openai.OpenAIError | httpx2.HTTPError) -> StelloError:
         """The domain error for an SDK or transport failure."""

@@ -32,7 +32,7 @@ import email.utils
 import json
 import logging
 import time
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from types import TracebackType
 from typing import Generic, Protocol, Self, TypeVar
@@ -58,6 +58,10 @@ from stello.reasons import (
 )
 
 logger = logging.getLogger(__name__)
+
+Wire = TypeVar("Wire")
+"""A type of the provider's protocol an answer is read as (a chat completion, a Message)."""
+R = TypeVar("R")
 
 RAW_ARGUMENTS_KEY = "_raw_arguments"
 """Where tool arguments that are not a JSON object are kept, as the model's raw text."""
@@ -309,6 +313,20 @@ class Endpoint:
             f"the LLM provider's answer could not be read; retry later (error id {error_id})",
             reason=LLM_UNAVAILABLE,
         )
+
+    def read_as(
+        self, value: object, kind: type[Wire], where: str, name: str, read: Callable[[Wire], R]
+    ) -> R:
+        """`read(value)` when `value` (`where` the answer held it: "the body") is of the
+        protocol's type `kind` (`name`, "a chat completion"); UNAVAILABLE
+        (`unreadable_answer`) when it is not, or when `read` meets a part of it that is not
+        of its type (AttributeError, TypeError, ValueError)."""
+        if not isinstance(value, kind):
+            raise self.unreadable_answer(f"{where} is not {name}: {repr(value)[:200]}")
+        try:
+            return read(value)
+        except (AttributeError, TypeError, ValueError) as exc:
+            raise self.unreadable_answer(f"{name} of unexpected shape ({exc})") from exc
 
     def timeout_error(self) -> DeadlineExceeded:
         """The domain error for a server that did not answer within the timeout."""
