@@ -217,6 +217,21 @@ class MethodPlan:
     """The count its calls are held in, per space."""
 
 
+def _enter(plan: MethodPlan) -> None:
+    """A call of `plan` began: it is in flight (its space is counted once admitted)."""
+    if plan.metrics is not None:
+        plan.metrics.in_flight += 1
+
+
+def _leave(plan: MethodPlan, counted: uuid.UUID | None) -> None:
+    """A call of `plan` ended: no longer in flight, and its space's count (`counted`, the
+    space `_admit` counted it for, if any) given back."""
+    if counted is not None:
+        plan.calls.give(counted)
+    if plan.metrics is not None:
+        plan.metrics.in_flight -= 1
+
+
 class CallChain(grpc.aio.ServerInterceptor):
     """Request id, error boundary, auth and tenancy, metrics and the access line, in one layer."""
 
@@ -292,9 +307,7 @@ class CallChain(grpc.aio.ServerInterceptor):
             error: BaseException | None = None
             finished = False
             counted: uuid.UUID | None = None
-            counts = plan.metrics
-            if counts is not None:
-                counts.in_flight += 1
+            _enter(plan)
             try:
                 counted = await self._admit(plan, request, header)
                 return await behavior(request, context)
@@ -310,10 +323,7 @@ class CallChain(grpc.aio.ServerInterceptor):
                 error = exc
                 raise
             finally:
-                if counted is not None:
-                    plan.calls.give(counted)
-                if counts is not None:
-                    counts.in_flight -= 1
+                _leave(plan, counted)
                 if not finished:
                     self._finish(plan, context, error, began)
 
@@ -326,9 +336,7 @@ class CallChain(grpc.aio.ServerInterceptor):
             error: BaseException | None = None
             finished = False
             counted: uuid.UUID | None = None
-            counts = plan.metrics
-            if counts is not None:
-                counts.in_flight += 1
+            _enter(plan)
             try:
                 counted = await self._admit(plan, request, header)
                 async for item in behavior(request, context):
@@ -345,10 +353,7 @@ class CallChain(grpc.aio.ServerInterceptor):
                 error = exc
                 raise
             finally:
-                if counted is not None:
-                    plan.calls.give(counted)
-                if counts is not None:
-                    counts.in_flight -= 1
+                _leave(plan, counted)
                 if not finished:
                     self._finish(plan, context, error, began)
 
