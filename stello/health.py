@@ -20,7 +20,7 @@ from functools import partial
 import asyncpg
 from grpc_health.v1 import health, health_pb2
 
-from stello.db import OUTAGE_LOG_EVERY_S, connect_like, lacking
+from stello.db import OUTAGE_LOG_EVERY_S, REFUSALS, connect_like, lacking
 from stello.log_every import WarnEvery
 from stello.migrate import pending
 
@@ -35,7 +35,7 @@ NOT_SERVING = health_pb2.HealthCheckResponse.NOT_SERVING
 # promoted) and under default_transaction_read_only, where every write is refused.
 READ_ONLY_PROBE = "SELECT current_setting('transaction_read_only') = 'on'"
 UNREACHABLE = "the database is unreachable"
-READ_ONLY = "the database refuses writes (read-only)"
+READ_ONLY = REFUSALS[asyncpg.ReadOnlySQLTransactionError]
 
 PROBE_TIMEOUT_S = 5.0
 """Least time a probe (opening the connection included) gets before the database counts as

@@ -46,6 +46,7 @@ BUCKETS = (0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 1
 CALLS = "stello_rpc_calls"
 SECONDS = "stello_rpc_duration_seconds"
 IN_FLIGHT = "stello_rpc_in_flight"
+IN_FLIGHT_HELP = "RPCs being handled now, by method (streams until they end)."
 POOL_CONNECTIONS = "stello_db_pool_connections"
 POOL_MAX = "stello_db_pool_max_connections"
 LABELS = ("service", "method")
@@ -111,9 +112,6 @@ class RpcCollector(Collector):
         yield calls
         yield seconds
         yield in_flight
-
-
-IN_FLIGHT_HELP = "RPCs being handled now, by method (streams until they end)."
 
 
 class PoolCollector(Collector):
