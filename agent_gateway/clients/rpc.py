@@ -148,7 +148,7 @@ class ServiceClient:
         self._policy = policy
         self._address = address
         self._unreached = WarnEvery(log, UNREACHED_LOG_EVERY_S)
-        """Monotonic time before which an unreachable service is not logged again."""
+        """Says an unreachable service at most once per UNREACHED_LOG_EVERY_S."""
         self.calls: collections.Counter[str] = collections.Counter()
         """How many RPCs (attempts included) each method made; read by the benchmark."""
         self.after_write: Callable[[str], None] | None = None
