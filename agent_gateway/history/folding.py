@@ -95,6 +95,8 @@ def too_large(what: str, size: int, slot_bytes: int) -> ResourceExhausted:
 def _held(content: str) -> str:
     """What an answer with no text held, said without its text."""
     if "<think>" not in content:
+        if "</think>" in content:
+            return f"only reasoning ({len(content)} characters, the prompt opened its <think>)"
         return f"no text ({len(content)} blank characters)" if content else "nothing"
     closed = "</think>" in content.rsplit("<think>", 1)[1]
     how = "" if closed else ", the last never closed: cut off inside its reasoning"

@@ -48,6 +48,10 @@ from agent_gateway.llm.templates import render_template, template_variables
 _THINK = re.compile(r"<think>.*?(?:</think>\s*|\Z)", re.DOTALL)
 """A reasoning block: closed, or unclosed to the end (an answer cut inside its reasoning by
 max_tokens: what follows the tag is reasoning, never the answer)."""
+_OPENED_BEFORE = re.compile(r"\A(?:(?!<think>).)*?</think>\s*", re.DOTALL)
+"""Reasoning whose opening tag the answer does not hold: the text before a first ``</think>``
+that no ``<think>`` precedes (a chat template that opens the reasoning in the prompt, as
+DeepSeek-R1's served by vLLM does, leaves only the closing tag in the answer)."""
 _BY_NAME = {key.name: key for key in KEYS}
 
 
@@ -207,9 +211,10 @@ def transcript(records: Iterable[Transcribable]) -> str:
 
 
 def strip_think(text: str) -> str:
-    """`text` without ``<think>…</think>`` blocks (an unclosed ``<think>`` removed to the end),
+    """`text` without ``<think>…</think>`` blocks (an unclosed ``<think>`` removed to the end,
+    and the text before a ``</think>`` that no ``<think>`` opens: reasoning the prompt opened),
     trimmed; "" when the answer was only reasoning."""
-    return _THINK.sub("", text).strip()
+    return _THINK.sub("", _OPENED_BEFORE.sub("", text, count=1)).strip()
 
 
 def _role_context(role_context: str | None) -> list[LLMMessage]:

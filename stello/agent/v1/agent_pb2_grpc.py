@@ -100,7 +100,9 @@ class AgentGatewayStub:
     A summary call (a consolidation, a fold of a turn's history, a COMPRESS
     fork's summary of its source) whose answer has no text once its
     reasoning is removed (empty; only `<think>` blocks, or a `<think>` never
-    closed: an answer cut off inside its reasoning) is a failed call,
+    closed: an answer cut off inside its reasoning; reasoning that ends in a
+    `</think>` the answer never opened, as when a chat template opens it in
+    the prompt, is reasoning too) is a failed call,
     UNAVAILABLE LLM_UNAVAILABLE: it is not stored, and the memory or summary
     it would have replaced is kept. One larger than a memory or summary may
     hold (STELLO_MAX_SLOT_BYTES: a provider that did not keep to max_tokens)
@@ -360,7 +362,9 @@ class AgentGatewayServicer:
     A summary call (a consolidation, a fold of a turn's history, a COMPRESS
     fork's summary of its source) whose answer has no text once its
     reasoning is removed (empty; only `<think>` blocks, or a `<think>` never
-    closed: an answer cut off inside its reasoning) is a failed call,
+    closed: an answer cut off inside its reasoning; reasoning that ends in a
+    `</think>` the answer never opened, as when a chat template opens it in
+    the prompt, is reasoning too) is a failed call,
     UNAVAILABLE LLM_UNAVAILABLE: it is not stored, and the memory or summary
     it would have replaced is kept. One larger than a memory or summary may
     hold (STELLO_MAX_SLOT_BYTES: a provider that did not keep to max_tokens)
@@ -1672,7 +1676,9 @@ class AgentGateway:
     A summary call (a consolidation, a fold of a turn's history, a COMPRESS
     fork's summary of its source) whose answer has no text once its
     reasoning is removed (empty; only `<think>` blocks, or a `<think>` never
-    closed: an answer cut off inside its reasoning) is a failed call,
+    closed: an answer cut off inside its reasoning; reasoning that ends in a
+    `</think>` the answer never opened, as when a chat template opens it in
+    the prompt, is reasoning too) is a failed call,
     UNAVAILABLE LLM_UNAVAILABLE: it is not stored, and the memory or summary
     it would have replaced is kept. One larger than a memory or summary may
     hold (STELLO_MAX_SLOT_BYTES: a provider that did not keep to max_tokens)

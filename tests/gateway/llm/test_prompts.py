@@ -162,6 +162,9 @@ class TestStripThink:
             pytest.param("  plain  ", "plain", id="trim"),
             pytest.param("summary <think>cut off by max_", "summary", id="unclosed-after"),
             pytest.param("<think>a</think>b<think>cut", "b", id="closed-then-unclosed"),
+            pytest.param("opened by the prompt\n</think>\n\nsummary", "summary", id="no-open"),
+            pytest.param("x</think>a<think>y</think>b", "ab", id="no-open-then-closed"),
+            pytest.param("<think>x</think>a </think>b", "a </think>b", id="closed-then-stray"),
         ],
     )
     def test_strip(self, raw: str, clean: str) -> None:
@@ -174,6 +177,7 @@ class TestStripThink:
             pytest.param("<think>all reasoning</think>\n", id="closed"),
             pytest.param("<think>reasoning cut off by max_tok", id="unclosed"),
             pytest.param("\n<think>a</think> <think>b", id="closed-then-unclosed"),
+            pytest.param("reasoning the prompt opened</think>\n", id="no-open"),
         ],
     )
     def test_reasoning_alone_is_empty(self, raw: str) -> None:
