@@ -9,12 +9,8 @@ the context, when one was. Operations: the records, bump_turn (touch only for
 a continuation), clear_insight (when an insight was used), the new
 compression cache, the lease release and the remembered reply.
 
-Before it is sent, each assistant record (the model's text and the tool calls
-it stores) is measured as storage measures a record: one over the record
-limit (a provider that did not keep to max_tokens) is RESOURCE_EXHAUSTED
-LLM_ANSWER_TOO_LARGE, the model's side, nothing written — not storage's
-INVALID_ARGUMENT, which blamed the caller's valid request and named a field
-of storage's Transact.
+Each assistant record was measured as the model answered it
+(`answer_size`): none is over the record limit.
 
 When the insight changed during the turn the commit is redone without the
 clear (the new insight survives). A lost lease, or records added by someone
@@ -53,18 +49,14 @@ from agent_gateway.clients import Caller, RequestKey, StorageClient, remember_op
 from agent_gateway.history.context import Summary
 from agent_gateway.turns.state import Plan, Turn
 from stello.agent.v1 import agent_pb2
-from stello.common.v1 import common_pb2
 from stello.errors import (
     Aborted,
     FailedPrecondition,
-    ResourceExhausted,
     StelloError,
     Unavailable,
-    new_error_id,
 )
 from stello.reasons import (
     CONCURRENT_MODIFICATION,
-    LLM_ANSWER_TOO_LARGE,
     OUTCOME_UNKNOWN,
     SESSION_ARCHIVED,
 )
@@ -102,9 +94,8 @@ class Committed:
 class TurnCommitter:
     """Commits turns through storage."""
 
-    def __init__(self, storage: StorageClient, record_bytes: int) -> None:
+    def __init__(self, storage: StorageClient) -> None:
         self._storage = storage
-        self._record_bytes = record_bytes
 
     async def commit(
         self,
@@ -116,12 +107,7 @@ class TurnCommitter:
         cache: Summary | None,
         response: agent_pb2.SendResponse,
     ) -> Committed:
-        """The one Transact of the turn (see the module docstring for the retries).
-
-        Raises:
-            ResourceExhausted: reason LLM_ANSWER_TOO_LARGE, nothing written.
-        """
-        _check_answers(plan, turn, self._record_bytes)
+        """The one Transact of the turn (see the module docstring for the retries)."""
         sid = str(plan.session_id)
         consume = bool(insight)
         for _ in range(MAX_ATTEMPTS):
@@ -221,40 +207,6 @@ class TurnCommitter:
         lease.released = True
         turn_count = await self._turn_count(caller, plan)
         return Committed(agent_pb2.SendResponse.FromString(found.response), turn_count)
-
-
-def _check_answers(plan: Plan, turn: Turn, record_bytes: int) -> None:
-    """Refuse an assistant record over `record_bytes` (see the module docstring)."""
-    for record in turn.records:
-        size = record.ByteSize()
-        if record.role == common_pb2.RECORD_ROLE_ASSISTANT and size > record_bytes:
-            raise _answer_too_large(plan, record, size, record_bytes)
-
-
-def _answer_too_large(
-    plan: Plan, record: common_pb2.Record, size: int, record_bytes: int
-) -> ResourceExhausted:
-    """The error of an answer too large to store, its sizes logged under an error id."""
-    error_id = new_error_id()
-    calls = sum(call.ByteSize() for call in record.tool_calls)
-    log.warning(
-        "the model's answer in a turn of session %s makes a record of %d bytes (text %d, "
-        "%d tool call(s) %d), over STELLO_MAX_RECORD_BYTES=%d: the provider did not keep "
-        "to max_tokens; nothing of the turn was stored (error id %s)",
-        plan.session_id,
-        size,
-        len(record.content.encode()),
-        len(record.tool_calls),
-        calls,
-        record_bytes,
-        error_id,
-    )
-    return ResourceExhausted(
-        f"the model's answer is {size} bytes, over the {record_bytes} bytes a record may "
-        f"hold; nothing of the turn was stored (error id {error_id})",
-        reason=LLM_ANSWER_TOO_LARGE,
-        metadata={"answer_bytes": str(size), "record_bytes": str(record_bytes)},
-    )
 
 
 def _checks(

@@ -79,6 +79,7 @@ from agent_gateway.llm import (
 from agent_gateway.llm.prompt_config import SessionPrompts
 from agent_gateway.memory.index import IndexCaps, render_index
 from agent_gateway.tools.builtins import BuiltinTools, TurnTools
+from agent_gateway.turns.answer_size import check_answer
 from agent_gateway.turns.commit import Lease, TurnCommitter
 from agent_gateway.turns.lease_keeper import KeptLease, LeaseKeeper
 from agent_gateway.turns.queue import TurnLine
@@ -153,7 +154,7 @@ class TurnService:
         self._line = line
         self._record_bytes = record_bytes
         self._memory_index = memory_index or IndexCaps()
-        self._committer = TurnCommitter(storage, record_bytes)
+        self._committer = TurnCommitter(storage)
 
     @property
     def window(self) -> Window:
@@ -299,13 +300,14 @@ class TurnService:
             )
             turn.usage += completion.usage
             calls_made = completion.tool_calls
-            turn.add(
+            answered = turn.add(
                 "assistant",
                 completion.content,
                 tool_calls=calls_made,
                 usage=completion.usage,
                 compressed=ctx.summary is not None,
             )
+            check_answer(plan, answered, self._record_bytes)
             ctx.loop.append(LLMMessage("assistant", completion.content, calls_made))
             if not calls_made:
                 break

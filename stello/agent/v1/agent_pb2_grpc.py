@@ -659,8 +659,8 @@ class AgentGatewayServicer:
         - RESOURCE_EXHAUSTED, reason LLM_ANSWER_TOO_LARGE: the model's answer
         (its text and tool calls) makes a record over STELLO_MAX_RECORD_BYTES
         (its provider did not keep to the max_tokens the gateway sets so that
-        an answer fits a record); nothing was written and the session is
-        usable. ErrorInfo metadata `answer_bytes` and `record_bytes` (or
+        an answer fits a record); nothing was written, none of that answer's
+        built-in tool calls was run, and the session is usable. ErrorInfo metadata `answer_bytes` and `record_bytes` (or
         `slot_bytes`: the summary of a fold of the history, over
         STELLO_MAX_SLOT_BYTES).
         - FAILED_PRECONDITION, reason WINDOW_TOO_SMALL: the model's window cannot

@@ -16,6 +16,7 @@ import asyncpg
 import grpc
 import pytest
 
+from agent_gateway.tools.base import MEMORY_REMEMBER
 from stello.errors import error_info_metadata, error_info_reason
 from stello.reasons import LLM_ANSWER_TOO_LARGE
 from tests.gateway.conftest import Stack, StackMaker, row_counts, rpc_error
@@ -116,3 +117,21 @@ class TestOversizedAnswer:
         await unchanged_after(stack, pool, root.id, submit(stack, root.id, ("c1", "found")))
         reply = await submit(stack, root.id, ("c1", "found"))
         assert reply.assistant.content == "tool results: lookup: found"
+
+    async def test_a_builtin_call_too_large_is_not_run(
+        self, make_stack: StackMaker, pool: asyncpg.Pool
+    ) -> None:
+        """A built-in tool call in an answer too large to store is refused before it runs:
+        the memory entry it asks for is not written (a built-in's writes would stay even
+        though the turn fails), and the model is not called again."""
+        call = tool_call(MEMORY_REMEMBER, "c1", slug="big", summary="s", body="b" * LIMIT)
+        spy = SpyProvider().then(answer("", call))
+        stack = await make_stack(spy)
+        root = await stack.root()
+        send_call = send(stack, root.id, "remember this", memory_tools=True)
+        await unchanged_after(stack, pool, root.id, send_call)
+        assert len(spy.calls) == 1
+        entries = await pool.fetchval(
+            "SELECT count(*) FROM shared_memory WHERE space_id = $1", stack.space.id
+        )
+        assert entries == 0
