@@ -74,6 +74,7 @@ CODE_SENTENCES: dict[str, str] = {
 # A hint after the gateway's own sentence, by the error's reason (`stello.reasons`).
 REASON_HINTS: dict[str, str] = {
     "TREE_TOO_LARGE": "narrow it with --root or --depth",
+    "SEARCH_TOO_BROAD": "narrow it with --session or --root, or more words",
     "PROFILE_NOT_FOUND": "`stello profiles` lists them",
     "TURN_IN_PROGRESS": "another turn is running: wait for it, or pass --busy",
 }

@@ -11,7 +11,8 @@ The tree::
         ├── AlreadyExists
         │   └── RequestIdReused
         ├── FailedPrecondition
-        │   ├── SessionArchived, TreeTooLarge, ProfileNotFound, NoPendingToolCalls,
+        │   ├── SessionArchived, TreeTooLarge, SearchTooBroad, ProfileNotFound,
+        │   ├── NoPendingToolCalls,
         │   ├── WindowTooSmall, CursorExpired, NoRetentionPolicy, SessionNotEmpty,
         │   ├── RefToSelf, RefToAncestor,
         │   ├── RefToDescendant, ProviderNotConfigured, LlmApiKeyMissing,
@@ -188,6 +189,11 @@ class SessionArchived(FailedPrecondition):
 
 class TreeTooLarge(FailedPrecondition):
     """Raised when GetTree would answer more nodes than its cap: narrow it."""
+
+
+class SearchTooBroad(FailedPrecondition):
+    """Raised when a search ran past the deployment's time for one: narrow it (session_id or
+    root_id, more words)."""
 
 
 class ProfileNotFound(FailedPrecondition):
@@ -394,6 +400,7 @@ BY_REASON: dict[str, type[RpcError]] = {
     reasons.SHARED_MEMORY_ENTRY_NOT_FOUND: SharedMemoryEntryNotFound,
     reasons.SESSION_ARCHIVED: SessionArchived,
     reasons.TREE_TOO_LARGE: TreeTooLarge,
+    reasons.SEARCH_TOO_BROAD: SearchTooBroad,
     reasons.PROFILE_NOT_FOUND: ProfileNotFound,
     reasons.NO_PENDING_TOOL_CALLS: NoPendingToolCalls,
     reasons.WINDOW_TOO_SMALL: WindowTooSmall,

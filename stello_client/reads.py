@@ -187,6 +187,7 @@ class ReadCalls(ClientBase):
         Raises:
             InvalidArgument: a bad query (empty, too long, only negations), both scopes.
             NotFound: the scope's session is not in the space.
+            SearchTooBroad: the search ran past the deployment's time for one: narrow it.
         """
         request = request_of(
             agent_pb2.SearchRecordsRequest,
@@ -219,6 +220,7 @@ class ReadCalls(ClientBase):
 
         Raises:
             InvalidArgument: a bad query, a page_token of another search.
+            SearchTooBroad: the search ran past the deployment's time for one: narrow it.
         """
         request = request_of(
             agent_pb2.SearchSessionsRequest,

@@ -53,7 +53,7 @@ def create_app(
         guard=ForkGuard(db),
         jobs=JobService(db),
         events=EventLog(db),
-        search=SearchService(db),
+        search=SearchService(db, timeout_s=config.search_timeout_s),
     )
 
     def register(server: grpc.aio.Server) -> None:

@@ -59,6 +59,12 @@ class StorageSettings(BaseSettings):
     event_purge_interval_s: float = Field(
         default=60.0, gt=0, description="Seconds between purges of events past their retention."
     )
+    search_timeout_s: float = Field(
+        default=10.0,
+        gt=0,
+        description="Longest SearchRecords or SearchSessions read (a statement timeout); past "
+        "it FAILED_PRECONDITION SEARCH_TOO_BROAD.",
+    )
     search_backfill_interval_s: float = Field(
         default=60.0,
         gt=0,

@@ -30,7 +30,7 @@ from storage_service.records.lineage import PARTS
 # over every session or record of the space when it believes the space small.
 # Without the fence the serial plan probed the session of every match before a
 # top-N sort (10,000 matches: 10,000 probes, half the search's time; the parallel
-# plan, no longer made (SEARCH_SETTINGS), sorted first). The cost follows the
+# plan, no longer made (_SEARCH_SETTINGS), sorted first). The cost follows the
 # matches, never the space's records or sessions.
 #
 # `readers` is the holder plus every other session reading the record through a
@@ -154,9 +154,13 @@ LIMIT $6
 #   with two parallel workers, which read the same blocks but take ~12 ms to start, for a
 #   search of ~1.2 ms (bench/bench_search.py: 5.9x at 10x the records with them, ~1x
 #   without). A search's cost then follows its matches, as the index's reads do.
-SEARCH_SETTINGS = """
+# - statement_timeout: each statement's longest time (milliseconds, an integer the service
+#   computes: a SET takes no parameter): a search of words that most records hold, in a
+#   big space, reads many; it is bounded, not left to hold a connection for minutes.
+_SEARCH_SETTINGS = """
 SET LOCAL plan_cache_mode = force_custom_plan;
-SET LOCAL max_parallel_workers_per_gather = 0
+SET LOCAL max_parallel_workers_per_gather = 0;
+SET LOCAL statement_timeout = {timeout_ms:d}
 """
 
 # Whether a session is a visible session of the space (the scope of a search).
@@ -183,10 +187,11 @@ class SearchRepository:
     def __init__(self, con: asyncpg.Connection) -> None:
         self._con = con
 
-    async def settings(self) -> None:
+    async def settings(self, timeout_s: float) -> None:
         """Plan this transaction's statements for their parameters, without parallel
-        workers (SEARCH_SETTINGS)."""
-        await self._con.execute(SEARCH_SETTINGS)
+        workers, each for at most `timeout_s` (_SEARCH_SETTINGS)."""
+        timeout_ms = max(1, int(timeout_s * 1000))
+        await self._con.execute(_SEARCH_SETTINGS.format(timeout_ms=timeout_ms))
 
     async def visible(self, space_id: uuid.UUID, session_id: uuid.UUID) -> bool:
         """Whether `session_id` is a visible session of the space."""

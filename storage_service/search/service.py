@@ -4,12 +4,15 @@ from __future__ import annotations
 
 import binascii
 import uuid
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from datetime import datetime
+from typing import TypeVar
 
 import asyncpg
 
-from stello.errors import InvalidArgument, NotFound
+from stello.errors import FailedPrecondition, InvalidArgument, NotFound
+from stello.reasons import SEARCH_TOO_BROAD
 from stello.validation import fits_bigint, fits_real, fits_timestamptz
 from storage_service import page_tokens
 from storage_service.models import SessionMeta, Status
@@ -18,6 +21,8 @@ from storage_service.search.query import parse_query
 from storage_service.search.repository import After
 from storage_service.sessions.repository import meta_of
 from storage_service.unit import Database, UnitOfWork
+
+T = TypeVar("T")
 
 _VERSION = 1
 
@@ -111,12 +116,35 @@ def _after(payload: dict[str, object]) -> After:
 
 
 class SearchService:
-    """Text search of a space's records and sessions (storage.proto, SearchRecords)."""
+    """Text search of a space's records and sessions (storage.proto, SearchRecords), each
+    search's statements bounded by `timeout_s` (STELLO_STORAGE_SEARCH_TIMEOUT_S)."""
 
-    __slots__ = ("_db",)
+    __slots__ = ("_db", "_timeout_s")
 
-    def __init__(self, db: Database) -> None:
+    def __init__(self, db: Database, *, timeout_s: float = 10.0) -> None:
         self._db = db
+        self._timeout_s = timeout_s
+
+    async def _bounded(self, work: Callable[[UnitOfWork], Awaitable[T]]) -> T:
+        """Run a search's `work` in one transaction, its statements bounded.
+
+        Raises:
+            FailedPrecondition: reason SEARCH_TOO_BROAD, a statement ran past the bound.
+        """
+
+        async def run(uow: UnitOfWork) -> T:
+            await uow.search.settings(self._timeout_s)
+            return await work(uow)
+
+        try:
+            return await self._db.transaction(run)
+        except asyncpg.QueryCanceledError as exc:
+            raise FailedPrecondition(
+                f"the search took longer than {self._timeout_s:g} s "
+                "(STELLO_STORAGE_SEARCH_TIMEOUT_S); narrow it with session_id or root_id, "
+                "or more words",
+                reason=SEARCH_TOO_BROAD,
+            ) from exc
 
     async def search_records(self, search: RecordSearch) -> HitPage:
         """One page of hits (see storage.proto, SearchRecords).
@@ -124,6 +152,7 @@ class SearchService:
         Raises:
             InvalidArgument: a bad query or page_token.
             NotFound: the scope's session is not a visible session of the space.
+            FailedPrecondition: reason SEARCH_TOO_BROAD, the search ran past its time.
         """
         parsed = parse_query(search.query)
         binding = _binding(
@@ -139,7 +168,6 @@ class SearchService:
 
         async def work(uow: UnitOfWork) -> list[asyncpg.Record]:
             repo = uow.search
-            await repo.settings()
             if scope is not None and not await repo.visible(search.space_id, scope):
                 raise NotFound(f"{name} {scope} is not a session of the space")
             if not parsed.text:
@@ -156,7 +184,7 @@ class SearchService:
                 )
             )
 
-        rows = await self._db.transaction(work)
+        rows = await self._bounded(work)
         page = rows[: search.page_size]
         hits = tuple(_hit(row) for row in page)
         token = ""
@@ -185,6 +213,7 @@ class SearchService:
 
         Raises:
             InvalidArgument: a bad query or page_token.
+            FailedPrecondition: reason SEARCH_TOO_BROAD, the search ran past its time.
         """
         parsed = parse_query(query, all_prefix=True)
         binding = _binding(space_id, parsed.canonical, status)
@@ -202,10 +231,9 @@ class SearchService:
             return SessionHitPage((), "")
 
         async def work_sessions(uow: UnitOfWork) -> list[asyncpg.Record]:
-            await uow.search.settings()
             return await uow.search.sessions(space_id, parsed.text, status, after, page_size + 1)
 
-        rows = await self._db.transaction(work_sessions)
+        rows = await self._bounded(work_sessions)
         page = tuple(meta_of(row) for row in rows[:page_size])
         token = ""
         if len(rows) > page_size:

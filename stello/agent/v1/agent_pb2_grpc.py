@@ -951,6 +951,9 @@ class AgentGatewayServicer:
         negated terms); an unknown order; page_size out of range; a
         page_token not issued for this search.
         - NOT_FOUND: session_id or root_id is not a session of the space.
+        - FAILED_PRECONDITION, reason SEARCH_TOO_BROAD: the search ran longer
+        than storage's STELLO_STORAGE_SEARCH_TIMEOUT_S (10 s by default);
+        narrow it with session_id or root_id, or more words.
         - UNAUTHENTICATED: no valid key.
         """
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)
@@ -971,6 +974,7 @@ class AgentGatewayServicer:
         Errors:
         - INVALID_ARGUMENT: malformed space_id; a bad query; an unknown status;
         page_size out of range; a page_token not issued for this search.
+        - FAILED_PRECONDITION, reason SEARCH_TOO_BROAD: as SearchRecords.
         - UNAUTHENTICATED: no valid key.
         """
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)

@@ -476,7 +476,10 @@ class SessionStorageServicer:
         query of more than 64 terms or with no positive term, an unknown
         order, a page_size out of range, or a page_token not issued for this
         search; NOT_FOUND when session_id or root_id is not a visible session
-        of the space; UNAUTHENTICATED without a valid key.
+        of the space; FAILED_PRECONDITION SEARCH_TOO_BROAD when the search ran
+        longer than STELLO_STORAGE_SEARCH_TIMEOUT_S (10 s by default: a
+        statement timeout; narrow it with session_id or root_id, or more words);
+        UNAUTHENTICATED without a valid key.
         """
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)
         context.set_details('Method not implemented!')
@@ -499,8 +502,8 @@ class SessionStorageServicer:
 
         Errors: INVALID_ARGUMENT for a malformed space_id, a bad query (as
         SearchRecords), an unknown status, a page_size out of range, or a
-        page_token not issued for this search; UNAUTHENTICATED without a valid
-        key.
+        page_token not issued for this search; FAILED_PRECONDITION
+        SEARCH_TOO_BROAD as SearchRecords; UNAUTHENTICATED without a valid key.
         """
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)
         context.set_details('Method not implemented!')

@@ -10,6 +10,7 @@ import json
 import uuid
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
+from functools import partial
 from typing import Any
 
 import asyncpg
@@ -17,12 +18,15 @@ import grpc
 import pytest
 
 from stello.common.v1 import common_pb2
-from stello.errors import field_violations
+from stello.errors import error_info_reason, field_violations
+from stello.reasons import SEARCH_TOO_BROAD
 from stello.storage.v1 import storage_pb2, storage_pb2_grpc
+from storage_service import create_app
+from storage_service.config import StorageSettings
 from storage_service.search.repository import SEARCH_RECORDS, SEARCH_SESSIONS, SearchRepository
 from tests.storage.helpers import ASSISTANT, rec, rpc_error
 from tests.storage.records.test_lineage import append, inherit
-from tests.support.fixtures import MakeSession, TestSpace
+from tests.support.fixtures import MakeSession, ServerStarter, TestSpace
 from tests.support.history import READS, end_other_backends
 
 pytestmark = pytest.mark.sql
@@ -719,7 +723,7 @@ async def test_a_search_starts_no_parallel_worker(
     try:
         async with direct.transaction():
             await direct.execute(PARALLEL_AS_IN_A_BIG_SPACE)
-            await SearchRepository(direct).settings()
+            await SearchRepository(direct).settings(30.0)
             raw = await direct.fetchval("EXPLAIN (FORMAT JSON) " + sql, *args)
     finally:
         await direct.close()
@@ -864,7 +868,7 @@ async def test_only_the_page_s_hits_are_looked_up(
     direct = await asyncpg.connect(direct_database_url)
     try:
         async with direct.transaction():
-            await SearchRepository(direct).settings()
+            await SearchRepository(direct).settings(30.0)
             plan = await zanzibar_plan(direct, space, relevance=order == "relevance")
     finally:
         await direct.close()
@@ -876,3 +880,44 @@ async def test_only_the_page_s_hits_are_looked_up(
     assert matches == [300], plan
     assert sessions == 21, plan
     assert fetched == [(1, 21)], plan
+
+
+class TestTimeout:
+    """A search's statements are bounded (STELLO_STORAGE_SEARCH_TIMEOUT_S): past it,
+    FAILED_PRECONDITION SEARCH_TOO_BROAD with a message that says how to narrow it, never a
+    connection held for as long as the read takes. A read held up by a lock (here an
+    ACCESS EXCLUSIVE lock on the table it reads) stands for a search that reads too much."""
+
+    @pytest.mark.parametrize("rpc", ["SearchRecords", "SearchSessions"])
+    async def test_a_search_past_its_time_is_search_too_broad(
+        self,
+        stub: Stub,
+        pool: asyncpg.Pool,
+        space: TestSpace,
+        make_session: MakeSession,
+        start_server: ServerStarter,
+        rpc: str,
+    ) -> None:
+        sid = await make_session()
+        await append(stub, space, sid, rec("the zanzibar ledger"))
+        config = StorageSettings(search_timeout_s=0.2)
+        server = await start_server(partial(create_app, config=config))
+        table = "records" if rpc == "SearchRecords" else "sessions"
+        request = (
+            storage_pb2.SearchRecordsRequest(space_id=space.sid, query="zanzibar")
+            if rpc == "SearchRecords"
+            else storage_pb2.SearchSessionsRequest(space_id=space.sid, query="zanzibar")
+        )
+        async with server.channel(space.key) as channel:
+            bounded = storage_pb2_grpc.SessionStorageStub(channel)
+            call = getattr(bounded, rpc)
+            async with pool.acquire() as holder, holder.transaction():
+                await holder.execute(f"LOCK TABLE {table} IN ACCESS EXCLUSIVE MODE")
+                error = await rpc_error(call(request, timeout=30))
+            assert error.code() == grpc.StatusCode.FAILED_PRECONDITION
+            assert error_info_reason(error) == SEARCH_TOO_BROAD
+            assert error.details() == (
+                "the search took longer than 0.2 s (STELLO_STORAGE_SEARCH_TIMEOUT_S); narrow "
+                "it with session_id or root_id, or more words"
+            )
+            await call(request, timeout=30)  # the lock gone, the same search is answered
