@@ -273,13 +273,16 @@ def create_app(
         min_turns=config.fork_min_turns,
         cooldown_turns=config.fork_cooldown_turns,
     )
+    skills = skills if skills is not None else load_skills(config.skills_file)
     builtins = BuiltinTools(
         create_session=(
-            CreateSessionTool(creator, profiles, prompts, guard) if config.builtin_tools else None
+            CreateSessionTool(creator, profiles, prompts, skills, guard)
+            if config.builtin_tools
+            else None
         ),
         memory=MemoryTools(memory),
         memory_by_default=config.memory_tools,
-        skills=skills if skills is not None else load_skills(config.skills_file),
+        skills=skills,
         tree=clients.tree,
     )
     watchers = Watchers(

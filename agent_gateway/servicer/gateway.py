@@ -36,7 +36,7 @@ from agent_gateway.servicer.skills import SkillRpcs
 from agent_gateway.sessions.service import RecordQuery, SessionService
 from agent_gateway.sessions.watch import Watchers, WatchInput
 from agent_gateway.tools.builtins import BuiltinTools
-from agent_gateway.tools.skills import SKILL_NAME, SKILL_NAME_RULE
+from agent_gateway.tools.skills import SKILL_NAME, SKILL_NAME_RULE, SkillRegistry
 from agent_gateway.turns.requests import (
     ContentLimits,
     send_input,
@@ -106,16 +106,21 @@ def _request_hash(request: agent_pb2.CreateRootRequest | agent_pb2.ForkRequest) 
 
 
 def _skills(
-    message: agent_pb2.CreateRootRequest | agent_pb2.ForkRequest, violations: Violations
+    message: agent_pb2.CreateRootRequest | agent_pb2.ForkRequest,
+    configured: SkillRegistry,
+    violations: Violations,
 ) -> tuple[str, ...] | None:
-    """The allow-list asked for; a name no skill can have is a violation (it was stored, and
-    the session then matched no skill, without a word)."""
+    """The allow-list asked for; a name no skill can have, or that no configured skill has,
+    is a violation (it was stored, and the session then matched no skill, without a word)."""
     if not message.HasField("skills"):
         return None
     names = tuple(message.skills.names)
     for index, name in enumerate(names):
+        field = f"skills.names[{index}]"
         if not SKILL_NAME.match(name):
-            violations.add(f"skills.names[{index}]", f"{SKILL_NAME_RULE}, got {name[:80]!r}")
+            violations.add(field, f"{SKILL_NAME_RULE}, got {name[:80]!r}")
+        elif (unknown := configured.unknown(name)) is not None:
+            violations.add(field, unknown)
     return names
 
 
@@ -187,7 +192,7 @@ class AgentGatewayServicer(
         validation.label(label, violations)
         request_id = _request_id(request.request_id, violations)
         check_metadata(dict(request.metadata), violations)
-        skills = _skills(request, violations)
+        skills = _skills(request, self._builtins.skills, violations)
         violations.raise_if_any()
         root = RootInput(
             space_id=space_id,
@@ -225,7 +230,7 @@ class AgentGatewayServicer(
             violations.add("inherit_until_seq", "must not be negative")
         request_id = _request_id(request.request_id, violations)
         check_metadata(dict(request.metadata), violations)
-        skills = _skills(request, violations)
+        skills = _skills(request, self._builtins.skills, violations)
         violations.raise_if_any()
         fork = ForkInput(
             space_id=space_id,

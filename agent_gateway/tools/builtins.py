@@ -91,6 +91,11 @@ class BuiltinTools:
         allowed = config.skills.names if config is not None and config.HasField("skills") else None
         return self._skills.visible(allowed)
 
+    @property
+    def skills(self) -> SkillRegistry:
+        """The configured skills."""
+        return self._skills
+
     def all_skills(self) -> list[Skill]:
         """Every configured skill, in file order."""
         return list(self._skills)

@@ -29,6 +29,7 @@ from agent_gateway.forks.profiles import ProfileRegistry
 from agent_gateway.llm import RAW_ARGUMENTS_KEY, Prompts, ToolCallSpec, ToolSpec
 from agent_gateway.llm.prompt_texts import UNKNOWN_PROFILE
 from agent_gateway.tools.base import CREATE_SESSION, ToolOutcome
+from agent_gateway.tools.skills import SkillRegistry
 from stello.errors import StelloError
 from stello.validation import LABEL_ONE_LINE, MAX_LABEL_CHARS, has_control
 
@@ -74,11 +75,13 @@ class CreateSessionTool:
         creator: SessionCreator,
         profiles: ProfileRegistry,
         prompts: Prompts,
+        skills: SkillRegistry,
         guard: ForkGuard | None = None,
     ) -> None:
         self._creator = creator
         self._profiles = profiles
         self._prompts = prompts
+        self._skills = skills
         self._guard = guard if guard is not None and guard.enabled else None
 
     async def run(
@@ -145,6 +148,9 @@ class CreateSessionTool:
             not isinstance(skills, list) or not all(isinstance(s, str) for s in skills)
         ):
             raise ValueError("skills must be an array of strings")
+        for index, name in enumerate(skills or ()):
+            if (unknown := self._skills.unknown(name)) is not None:
+                raise ValueError(f"skills[{index}] {unknown}")
         return ForkInput(
             space_id=space_id,
             source_id=session_id,

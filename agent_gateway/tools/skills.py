@@ -68,6 +68,17 @@ class SkillRegistry:
         """The skill called `name`, or None."""
         return self._skills.get(name)
 
+    def unknown(self, name: str) -> str | None:
+        """Why an allow-list may not name `name`: it names no configured skill (the
+        sentence lists those it may name); None when it is configured."""
+        if name in self._skills:
+            return None
+        if not self._skills:
+            return f"names no configured skill: this gateway has none, got {name[:80]!r}"
+        known = ", ".join(list(self._skills)[:20])
+        more = "" if len(self._skills) <= 20 else f" and {len(self._skills) - 20} more"
+        return f"names no configured skill ({known}{more}), got {name[:80]!r}"
+
     def __iter__(self) -> Iterator[Skill]:
         return iter(self._skills.values())
 

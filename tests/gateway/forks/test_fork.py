@@ -8,6 +8,7 @@ belong to the turn loop, not to this part.
 from __future__ import annotations
 
 import asyncio
+from pathlib import Path
 
 import asyncpg
 import grpc
@@ -159,14 +160,17 @@ class TestForkPlacementAndConfig:
                 space_id=stack.space.sid, session_id=source.id, content="slot only"
             )
         )
-        child = await stack.fork(source.id, skills=common_pb2.SkillList(names=["k"]))
+        child = await stack.fork(source.id, skills=common_pb2.SkillList())
         view = await stack.view(child.id)
         assert view.system_prompt == "slot only"
         assert not view.config.HasField("system_prompt")
-        assert list(view.config.skills.names) == ["k"]
+        assert view.config.HasField("skills") and list(view.config.skills.names) == []
 
-    async def test_profile_modes_and_skills(self, stack: Stack) -> None:
+    async def test_profile_modes_and_skills(self, make_stack: StackMaker, tmp_path: Path) -> None:
         """Preset ignores the caller's prompt; append puts the profile last; [] means no skills."""
+        skills_file = tmp_path / "skills.toml"
+        skills_file.write_text('[[skills]]\nname = "a"\ndescription = "d"\ncontent = "c"\n')
+        stack = await make_stack(SpyProvider(), skills_file=skills_file)
         source = await stack.root(system_prompt="src", skills=common_pb2.SkillList(names=["a"]))
         preset = await stack.fork(source.id, profile="preset", system_prompt="F")
         appended = await stack.fork(source.id, profile="append", system_prompt="F")

@@ -14,6 +14,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
+import asyncpg
 import grpc
 import pytest
 
@@ -22,7 +23,7 @@ from agent_gateway.tools.base import ACTIVATE_SKILL
 from agent_gateway.tools.skills import SkillsFileError, parse_skills
 from stello.agent.v1 import agent_pb2, agent_pb2_grpc
 from stello.common.v1 import common_pb2
-from tests.gateway.conftest import Stack, StackMaker, new_id, rpc_error
+from tests.gateway.conftest import Stack, StackMaker, new_id, row_counts, rpc_error
 from tests.gateway.turns_support import SpyProvider, answer, roles, send, tool_call
 from tests.support.fixtures import TestSpace
 
@@ -128,8 +129,6 @@ class TestOffered:
             pytest.param(None, ALL, id="unset-all"),
             pytest.param([], None, id="empty-none"),
             pytest.param(["charts", "tides"], ["tides", "charts"], id="list-those"),
-            pytest.param(["charts", "unknown"], ["charts"], id="unregistered-ignored"),
-            pytest.param(["unknown"], None, id="nothing-left"),
         ],
     )
     async def test_create_root_allow_lists(
@@ -145,6 +144,50 @@ class TestOffered:
         root = await stack.root(**skills(allowed))
         await send(stack, root.id, "hi")
         assert enum(spy.turns[0]) == expected
+
+    @pytest.mark.parametrize("rpc", ["CreateRoot", "Fork"])
+    async def test_an_unconfigured_name_is_refused(
+        self, make_stack: StackMaker, skills_file: Path, pool: asyncpg.Pool, rpc: str
+    ) -> None:
+        """An allow-list naming a skill the gateway does not have is INVALID_ARGUMENT naming
+        the name's field and the configured skills, and nothing is made (it was stored, and
+        the session matched no skill without a word)."""
+        stack = await make_stack(SpyProvider(), skills_file=skills_file)
+        root = await stack.root()
+        before = await row_counts(pool, stack.space)
+        allowed = skills(["charts", "tidez"])
+        if rpc == "CreateRoot":
+            call = stack.gw.CreateRoot(
+                agent_pb2.CreateRootRequest(space_id=stack.space.sid, **allowed)
+            )
+        else:
+            call = stack.gw.Fork(
+                agent_pb2.ForkRequest(
+                    space_id=stack.space.sid, source_session_id=root.id, label="f", **allowed
+                )
+            )
+        error = await rpc_error(call)
+        assert error.code() == grpc.StatusCode.INVALID_ARGUMENT
+        assert error.details() == (
+            "skills.names[1]: names no configured skill (tides, knots, charts), got 'tidez'"
+        )
+        assert await row_counts(pool, stack.space) == before
+
+    async def test_a_name_no_longer_configured_is_ignored(
+        self, make_stack: StackMaker, skills_file: Path, tmp_path: Path
+    ) -> None:
+        """A frozen allow-list naming a skill later removed from the file offers the rest,
+        and nothing once none is left."""
+        stack = await make_stack(SpyProvider(), skills_file=skills_file)
+        both = await stack.root(**skills(["charts", "tides"]))
+        tides = await stack.root(**skills(["tides"]))
+        fewer = tmp_path / "fewer.toml"
+        fewer.write_text(SKILLS_TOML.replace('name = "tides"', 'name = "tables"'), "utf-8")
+        spy = SpyProvider()
+        later = await make_stack(spy, skills_file=fewer)
+        await send(later, both.id, "hi")
+        await send(later, tides.id, "hi")
+        assert [enum(call) for call in spy.turns] == [["charts"], None]
 
     async def test_the_description_lists_the_allowed_skills(
         self, make_stack: StackMaker, skills_file: Path

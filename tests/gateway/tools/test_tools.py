@@ -301,6 +301,11 @@ class TestBuiltinTool:
             pytest.param({"label": "a\nb"}, "label must be one line", id="two-line-label"),
             pytest.param({"label": "x", "context": "all"}, "context must be", id="context"),
             pytest.param({"label": "x", "skills": "a"}, "skills must be", id="skills"),
+            pytest.param(
+                {"label": "x", "skills": ["a"]},
+                "skills[0] names no configured skill: this gateway has none, got 'a'",
+                id="unconfigured-skill",
+            ),
             pytest.param({"label": "x", "profile": "research"}, "topic", id="missing-variable"),
         ],
     )
