@@ -87,22 +87,39 @@ def decode_node(stored: bytes) -> Node:
     )
 
 
-def encode_page_token(created_at: datetime, session_id: uuid.UUID) -> str:
-    """An opaque ListAll cursor: the (created_at, id) key of the page's last session."""
+def listing_binding(*fields: object) -> str:
+    """What a cursor is bound to: a short digest of the listing's fields (its space, status
+    and filters), so that a token is refused by a listing with other fields."""
+    return hashlib.sha256(repr(fields).encode()).hexdigest()[:16]
+
+
+def encode_page_token(created_at: datetime, session_id: uuid.UUID, binding: str = "") -> str:
+    """An opaque cursor: the (created_at, id) key of the page's last session and, for
+    ListAll, the `listing_binding` of its fields."""
     micros = (created_at - _EPOCH) // _MICROSECOND
-    return base64.urlsafe_b64encode(f"{micros}.{session_id.hex}".encode()).decode()
+    bound = f".{binding}" if binding else ""
+    return base64.urlsafe_b64encode(f"{micros}.{session_id.hex}{bound}".encode()).decode()
 
 
-def decode_page_token(token: str) -> tuple[datetime, uuid.UUID]:
-    """The (created_at, id) key a token carries; INVALID_ARGUMENT when it is not ours."""
+def decode_page_token(token: str, binding: str = "") -> tuple[datetime, uuid.UUID]:
+    """The (created_at, id) key a token carries; INVALID_ARGUMENT when it is not ours or was
+    answered to a listing of other fields (a token made before tokens were bound, without
+    a binding, is still taken: one a client held across the upgrade)."""
     try:
-        micros, _, hex_id = base64.urlsafe_b64decode(token.encode()).decode().partition(".")
-        return _EPOCH + int(micros) * _MICROSECOND, uuid.UUID(hex=hex_id)
+        micros, hex_id, *bound = base64.urlsafe_b64decode(token.encode()).decode().split(".")
+        key = _EPOCH + int(micros) * _MICROSECOND, uuid.UUID(hex=hex_id)
     except (binascii.Error, UnicodeError, ValueError, OverflowError):
         raise InvalidArgument.field(
             "page_token",
             "is not a token an earlier page of this listing answered; pass next_page_token as is",
         ) from None
+    if bound and bound != [binding]:
+        raise InvalidArgument.field(
+            "page_token",
+            "was answered to a listing with another status or other filters; pass "
+            "next_page_token with the same request, or leave it empty to start again",
+        )
+    return key
 
 
 def _ancestor_mac(key: bytes, space_id: uuid.UUID, session_id: uuid.UUID, after: uuid.UUID) -> str:

@@ -45,6 +45,7 @@ from tree_service.encoding import (
     encode_ancestor_token,
     encode_node,
     encode_page_token,
+    listing_binding,
 )
 from tree_service.models import (
     CHILD_LABEL,
@@ -241,14 +242,15 @@ class TreeService:
 
     async def list_all(self, query: PageQuery) -> SummaryPage:
         """One page of every session of the space by (created_at, id)."""
-        after = decode_page_token(query.page_token) if query.page_token else None
+        binding = listing_binding(query.space_id, query.status, query.filter)
+        after = decode_page_token(query.page_token, binding) if query.page_token else None
         rows = await self._repo.summaries(
             query.space_id, query.status, query.filter, query.page_size + 1, after
         )
         if len(rows) <= query.page_size:
             return SummaryPage(tuple(rows), "")
         page = tuple(rows[: query.page_size])
-        return SummaryPage(page, encode_page_token(page[-1].created_at, page[-1].id))
+        return SummaryPage(page, encode_page_token(page[-1].created_at, page[-1].id, binding))
 
     async def get_children(self, space_id: uuid.UUID, session_id: uuid.UUID) -> list[Node]:
         """A session's visible children by index."""

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import uuid
+from base64 import b64decode, b64encode
 from collections.abc import Awaitable
 from typing import Any
 
@@ -158,6 +159,45 @@ class TestListAll:
                 break
         assert pages == 4
         assert seen == sorted(made, key=uuid.UUID)
+
+    @pytest.mark.parametrize(
+        "other",
+        [
+            pytest.param({"status": ARCHIVED}, id="status"),
+            pytest.param({"filter": common_pb2.SessionFilter(label_prefix="b")}, id="filter"),
+            pytest.param({}, id="no-filter"),
+        ],
+    )
+    async def test_a_token_is_refused_by_a_listing_with_other_fields(
+        self, tree: TreeClient, other: dict[str, Any]
+    ) -> None:
+        """A token continues only the listing that answered it: with another status or other
+        filters it is INVALID_ARGUMENT on page_token (explore12 F8: it was taken, and the
+        walk went on under the new filters from the old one's position)."""
+        for label in ("a1", "a2", "b1"):
+            await tree.create(label=label)
+        asked: dict[str, Any] = {"filter": common_pb2.SessionFilter(label_prefix="a")}
+        first = await list_all(tree, page_size=1, **asked)
+        assert first.next_page_token
+        again = await list_all(tree, page_size=1, page_token=first.next_page_token, **asked)
+        assert [s.label for s in again.sessions] == ["a2"]
+        with pytest.raises(grpc.aio.AioRpcError) as caught:
+            await list_all(tree, page_size=1, page_token=first.next_page_token, **other)
+        assert caught.value.code() == grpc.StatusCode.INVALID_ARGUMENT
+        assert caught.value.details() == (
+            "page_token: was answered to a listing with another status or other filters; pass "
+            "next_page_token with the same request, or leave it empty to start again"
+        )
+
+    async def test_a_token_made_before_tokens_were_bound_is_taken(self, tree: TreeClient) -> None:
+        """A token of the older form (no binding: held by a client across the upgrade)
+        still continues a listing."""
+        made = [(await tree.create(label=f"s{i}")).id for i in range(3)]
+        first = await list_all(tree, page_size=1)
+        micros, hex_id, _ = b64decode(first.next_page_token, altchars=b"-_").decode().split(".")
+        older = b64encode(f"{micros}.{hex_id}".encode(), altchars=b"-_").decode()
+        rest = await list_all(tree, page_size=5, page_token=older)
+        assert [s.id for s in [*first.sessions, *rest.sessions]] == made
 
     async def test_summary_fields(self, tree: TreeClient) -> None:
         """A summary has parent, label, status, turn count and the three timestamps."""
