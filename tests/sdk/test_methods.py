@@ -454,9 +454,11 @@ class TestSyncClient:
         """A sync Client closed while an asyncio loop runs in the process (a thread of an
         async app): gRPC's last events for its calls, which can arrive after close() returned,
         reach a loop that still runs, never the app's loop as "Event loop is closed" (the
-        loop_errors fixture fails this test on one; seen once in CI). The race shows in about
+        loop_errors fixture fails this test on one; seen once in CI). The race showed in about
         half the runs of 200 rounds with a loop per client, so each round also checks what
-        rules it out: the loop the closed client's calls ran on still takes callbacks."""
+        rules it out, which fails in the first round without it: the loop the closed
+        client's calls ran on still takes callbacks. 40 rounds: the check, not the race,
+        is what fails (200 took 20 to 30 s of each pass that runs it)."""
 
         def one_round(i: int) -> asyncio.AbstractEventLoop:
             with Client(stack.gateway.address, stack.space.key, stack.space.sid) as sync:
@@ -466,6 +468,6 @@ class TestSyncClient:
                 assert next(watch).session_id == made  # the client's close ends the watch
             return sync._loop.loop
 
-        for i in range(200):
+        for i in range(40):
             loop = await asyncio.to_thread(one_round, i)
             loop.call_soon_threadsafe(lambda: None)  # raises on a closed loop
