@@ -21,6 +21,8 @@ from tests.support.fixtures import MakeSession, ServerStarter, TestSpace
 
 pytestmark = pytest.mark.sql
 
+KIB = 1024
+
 Stub = storage_pb2_grpc.SessionStorageStub
 
 
@@ -61,24 +63,26 @@ async def fill(
 
 
 class TestByteBound:
-    async def test_records_of_several_mib(
+    async def test_records_over_a_message_in_all(
         self, space: TestSpace, make_session: MakeSession, start_server: ServerStarter
     ) -> None:
-        """28 records of 2.5 MiB (70 MiB, over the 64 MiB limit) read in pages of at most 6 MiB."""
-        config = StorageSettings(max_page_bytes=6 * MIB)
+        """28 records of 256 KiB (7 MiB, over a 6.4 MiB message limit) read in pages of at
+        most 600 KiB. The default limits scaled by a tenth (64 MiB messages, 6 MiB pages):
+        the same pages for a tenth of the bytes (70 MiB written and read three times took
+        25-55 s of each pass that runs it)."""
+        config = StorageSettings(max_page_bytes=600 * KIB)
+        limits = {"max_record_bytes": 300 * KIB, "max_message_bytes": 64 * MIB // 10}
         server = await start_server(
-            lambda s, p, k: create_app(
-                s.model_copy(update={"max_record_bytes": 3 * MIB}), p, k, config=config
-            )
+            lambda s, p, k: create_app(s.model_copy(update=limits), p, k, config=config)
         )
         session_id = await make_session()
-        size = 5 * MIB // 2
+        size = MIB // 4
         async with server.channel(space.key) as channel:
             stub = storage_pb2_grpc.SessionStorageStub(channel)
             await fill(stub, space, session_id, [rec(f"{n:04}" + "x" * size) for n in range(28)])
             newest = await page(stub, space, session_id, newest_first=True)
             assert [r.seq for r in newest.records] == [27, 28]  # was RESOURCE_EXHAUSTED
-            assert newest.ByteSize() <= 6 * MIB and newest.next_page_token
+            assert newest.ByteSize() <= 600 * KIB and newest.next_page_token
             for newest_first in (False, True):
                 pages = await walk(stub, space, session_id, newest_first=newest_first)
                 assert all(len(p) == 2 for p in pages)
