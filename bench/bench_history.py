@@ -60,6 +60,8 @@ WINDOW = 8_000
 """The echo provider's window: 100,000 records are ~800 windows."""
 SIZES = (0, 1_000, 10_000, 100_000)
 ROUNDS = 5
+FOLD_MAX_CALLS = 1_000_000
+"""The gateway's budget of one background fold run: the backlog of every size at once."""
 COMPRESSOR_TEXTS = frozenset(texts[COMPRESSOR.name] for texts in PRESETS.values())
 
 
@@ -169,6 +171,10 @@ def line(name: str, samples: list[float], zero: float | None) -> str:
 async def run(sends: int, per_size: int) -> None:
     """Start the three servers, seed, measure, report."""
     os.environ["STELLO_GATEWAY_ECHO_MAX_CONTEXT_TOKENS"] = str(WINDOW)
+    # One background fold run completes the whole backlog: under the default budget
+    # (STELLO_GATEWAY_FOLD_MAX_CALLS, 16 calls) a run stops short of 100,000 records'
+    # and only the next turn starts another, so the steady state would never begin.
+    os.environ["STELLO_GATEWAY_FOLD_MAX_CALLS"] = str(FOLD_MAX_CALLS)
     async with database() as dsn, AsyncExitStack() as stack:
         storage_address = await stack.enter_async_context(
             server_process(bench_gateway.__file__, "storage", dsn)

@@ -39,6 +39,7 @@ from stello.server import create_server, shutdown
 from stello.settings import StelloSettings
 from stello.storage.v1 import storage_pb2, storage_pb2_grpc
 from stello.timestamps import set_timestamp
+from stello.tokens import record_tokens
 from storage_service import create_app
 from storage_service.config import StorageSettings
 from storage_service.convert import ROLE_TO_PROTO
@@ -161,8 +162,8 @@ class Fixture:
 
 
 INSERT_SESSION = """
-INSERT INTO sessions (space_id, id, root_id, sibling_index, label, last_seq)
-VALUES ($1, $2, $2, 0, 'bench', $3)
+INSERT INTO sessions (space_id, id, root_id, sibling_index, label, last_seq, token_total)
+VALUES ($1, $2, $2, 0, 'bench', $3, $4)
 """
 
 
@@ -180,23 +181,42 @@ async def seed(dsn: str, total_records: int) -> Fixture:
         sizes = [(total_records - total_records // 10) // 999] * 1000
         sizes[0] = total_records - sum(sizes[1:])
         appenders = [uuid.uuid4() for _ in range(64)]
+        tokens = record_tokens(CONTENT)  # each record's estimate, as an append counts it
         async with pool.acquire() as con:
             await con.executemany(
                 INSERT_SESSION,
-                [(space_id, s, n) for s, n in zip(readers, sizes, strict=True)]
-                + [(space_id, s, 0) for s in appenders],
+                [(space_id, s, n, n * tokens) for s, n in zip(readers, sizes, strict=True)]
+                + [(space_id, s, 0, 0) for s in appenders],
             )
             now = datetime.now(UTC)
             started = time.perf_counter()
             rows = (
-                (space_id, session, seq, "user" if seq % 2 else "assistant", CONTENT, now)
+                (
+                    space_id,
+                    session,
+                    seq,
+                    "user" if seq % 2 else "assistant",
+                    CONTENT,
+                    now,
+                    tokens,
+                    seq * tokens,
+                )
                 for session, count in zip(readers, sizes, strict=True)
                 for seq in range(1, count + 1)
             )
             await con.copy_records_to_table(
                 "records",
                 records=rows,
-                columns=["space_id", "session_id", "seq", "role", "content", "created_at"],
+                columns=[
+                    "space_id",
+                    "session_id",
+                    "seq",
+                    "role",
+                    "content",
+                    "created_at",
+                    "token_estimate",
+                    "token_cumulative",
+                ],
             )
             # Settle the new table now, not during a measurement.
             await con.execute("VACUUM (ANALYZE) records")

@@ -2,19 +2,22 @@
 
 Three bare servers (no interceptors, no auth, no validation, no composition,
 no retries) stand in for storage, tree and gateway. The bare gateway's Fork
-makes the calls ours makes for a NONE fork, in the same order: GetConfig and
-GetSystemPrompt of the source in parallel, CreateSession(provisional, config,
-request_id), one Transact(put session, put system prompt, request_id),
-CommitSession. The bare services run our SQL constants in the same
-transactions, with request_id claims and stored responses. What is left
-between the two is our layers: interceptors, validation, composition, the
-typed clients, conversion.
+makes the calls ours makes for a NONE fork without a client request_id
+(agent_gateway.forks.saga), in the same order: GetConfig of the source,
+CreateSession(provisional, config, request_id), one Transact(remember the new
+session under the saga's own key (require_new), put session, put the config's
+system prompt (or copy the source's when it has none)), CommitSession. The
+bare services run our SQL constants in the same transactions, with the
+request_id's stored response, the remembered entry and the events ours write.
+What is left between the two is our layers: interceptors, validation,
+composition, the typed clients, conversion.
 """
 
 from __future__ import annotations
 
-import asyncio
+import hashlib
 import uuid
+from datetime import UTC, datetime
 from typing import Any
 
 import asyncpg
@@ -25,18 +28,21 @@ from stello.agent.v1 import agent_pb2
 from stello.channels import open_channel
 from stello.common.v1 import common_pb2
 from stello.errors import Violations
+from stello.events import Event, Outbox
 from stello.storage.v1 import storage_pb2, storage_pb2_grpc
 from stello.tree.v1 import tree_pb2, tree_pb2_grpc
 from storage_service.sessions.repository import PUT_SESSION
-from storage_service.slots.repository import GET_SLOTS, PUT_SLOT
+from storage_service.slots.repository import COPY_SYSTEM_PROMPT, PUT_SLOT
 from tree_service import sql
 from tree_service.convert import config_from_proto, config_to_proto
 from tree_service.encoding import config_from_json, config_to_json
 
 ACTIVE = common_pb2.SESSION_STATUS_ACTIVE
 PROVISIONING_TTL_S = 60.0
+SAGA_SCOPE = "agent.saga.generated"
+"""The scope of the key a saga without a client request_id remembers its session under."""
 
-# idempotency.claim and remember take an asyncpg.Connection; the pool's PoolConnectionProxy
+# idempotency.remember_new takes an asyncpg.Connection; the pool's PoolConnectionProxy
 # forwards every Connection method, but asyncpg-stubs do not type it as one: hence the
 # ignore[arg-type]s below.
 
@@ -85,9 +91,6 @@ def tree_server(pool: asyncpg.Pool) -> tuple[Any, int]:
         scope, request_id = "tree.CreateSession", request.request_id
         request_hash = idempotency.fingerprint(request)
         async with pool.acquire() as con, con.transaction():
-            earlier = await idempotency.claim(con, space, scope, request_id, request_hash)  # type: ignore[arg-type]
-            if earlier is not None:
-                return tree_pb2.CreateSessionResponse.FromString(earlier)
             row = await con.fetchrow(
                 sql.CREATE_SESSION,
                 space,
@@ -98,19 +101,34 @@ def tree_server(pool: asyncpg.Pool) -> tuple[Any, int]:
                 PROVISIONING_TTL_S,
                 config_to_json(config_from_proto(request.config, Violations())),
             )
-            assert row is not None and row["id"] is not None
+            assert row is not None and row["parent_found"] and row["source_found"]
             reply = tree_pb2.CreateSessionResponse(node=_topology(row))
             response = reply.SerializeToString()
-            await idempotency.remember(con, space, scope, request_id, request_hash, response)  # type: ignore[arg-type]
+            # The work, then its key in one insert (TreeService._create_once).
+            new = await idempotency.remember_new(
+                con,  # type: ignore[arg-type]
+                space,
+                scope,
+                request_id,
+                request_hash,
+                response,
+                [row["id"]],
+            )
+            assert new
         return reply
 
     async def commit(request: Any, context: Any) -> tree_pb2.CommitSessionResponse:
         space, session = uuid.UUID(request.space_id), uuid.UUID(request.session_id)
         async with pool.acquire() as con, con.transaction():
-            provisional = await con.fetchval(sql.LOCK_FOR_COMMIT, space, session)
-            assert provisional is not None
-            query = sql.COMMIT_SESSION if provisional else sql.GET_NODE
-            row = await con.fetchrow(query, space, session)
+            locked = await con.fetch(sql.LOCK_FOR_COMMIT, space, session)
+            target = next(r for r in locked if r["target"])
+            if target["provisional"]:
+                row = await con.fetchrow(sql.COMMIT_SESSION, space, session)
+                outbox = Outbox()
+                outbox.add(space, Event("session_committed", session))
+                await outbox.flush(con)  # type: ignore[arg-type]
+            else:
+                row = await con.fetchrow(sql.GET_NODE, space, session)
         assert row is not None
         return tree_pb2.CommitSessionResponse(node=_topology(row))
 
@@ -129,59 +147,61 @@ def tree_server(pool: asyncpg.Pool) -> tuple[Any, int]:
 
 
 def storage_server(pool: asyncpg.Pool) -> tuple[Any, int]:
-    """GetSystemPrompt and a put-session + put-system-prompt Transact with storage's SQL."""
-
-    async def get_prompt(request: Any, context: Any) -> storage_pb2.GetSystemPromptResponse:
-        space, session = uuid.UUID(request.space_id), uuid.UUID(request.session_id)
-        async with pool.acquire() as con:
-            row = await con.fetchrow(GET_SLOTS, space, session)
-        assert row is not None
-        return storage_pb2.GetSystemPromptResponse(content=row["system_prompt"])
+    """A Fork's Transact with storage's SQL: remember the session (require_new), put the
+    meta, put the system prompt (or copy the source's)."""
 
     async def transact(request: Any, context: Any) -> storage_pb2.TransactResponse:
         space = uuid.UUID(request.space_id)
-        scope, request_id = "storage.Transact", request.request_id
-        request_hash = idempotency.fingerprint(request)
-        meta_op, prompt_op = (op for op in request.operations)
-        meta, prompt = meta_op.put_session.session, prompt_op.put_system_prompt
+        remember_op, meta_op, prompt_op = (op for op in request.operations)
+        remember = remember_op.remember_result
+        meta = meta_op.put_session.session
+        session = uuid.UUID(meta.id)
+        reply = storage_pb2.TransactResponse()
+        reply.results.add().remember_result.SetInParent()
+        result = reply.results.add().put_session.session
         async with pool.acquire() as con, con.transaction():
-            earlier = await idempotency.claim(con, space, scope, request_id, request_hash)  # type: ignore[arg-type]
-            if earlier is not None:
-                return storage_pb2.TransactResponse.FromString(earlier)
-            session = uuid.UUID(meta.id)
-            row = await con.fetchrow(PUT_SESSION, space, session, meta.label, "active")
+            outbox = Outbox()
+            new = await idempotency.remember_new(
+                con,  # type: ignore[arg-type]
+                space,
+                remember.scope,
+                remember.request_id,
+                remember.request_hash,
+                remember.response,
+                [uuid.UUID(i) for i in remember.session_ids],
+            )
+            assert new
+            row = await con.fetchrow(
+                PUT_SESSION, space, session, meta.label, "active", datetime.now(UTC)
+            )
             assert row is not None
-            stored = await con.fetchval(
-                PUT_SLOT["system_prompt"], space, uuid.UUID(prompt.session_id), prompt.content
-            )
-            assert stored
-            result = common_pb2.SessionMeta(id=meta.id, label=row["label"], status=ACTIVE)
-            result.created_at.FromDatetime(row["created_at"])
-            result.updated_at.FromDatetime(row["updated_at"])
-            reply = storage_pb2.TransactResponse(
-                results=[
-                    storage_pb2.OperationResult(
-                        put_session=storage_pb2.OperationResult.PutSessionResult(session=result)
-                    ),
-                    storage_pb2.OperationResult(
-                        put_system_prompt=storage_pb2.OperationResult.PutSystemPromptResult()
-                    ),
-                ]
-            )
-            response = reply.SerializeToString()
-            await idempotency.remember(con, space, scope, request_id, request_hash, response)  # type: ignore[arg-type]
+            outbox.add(space, Event("session_updated", session, if_visible=True))
+            if prompt_op.HasField("put_system_prompt"):
+                prompt = prompt_op.put_system_prompt
+                stored = await con.fetchval(
+                    PUT_SLOT["system_prompt"], space, uuid.UUID(prompt.session_id), prompt.content
+                )
+                assert stored
+                outbox.add(space, Event("system_prompt_put", session, if_visible=True))
+                reply.results.add().put_system_prompt.SetInParent()
+            else:
+                copy = prompt_op.copy_system_prompt
+                copied = await con.fetchrow(
+                    COPY_SYSTEM_PROMPT, space, session, uuid.UUID(copy.source_id)
+                )
+                assert copied is not None and copied["target_found"] and copied["source_found"]
+                if copied["copied"]:
+                    outbox.add(space, Event("system_prompt_put", session, if_visible=True))
+                reply.results.add().copy_system_prompt.copied = bool(copied["copied"])
+            await outbox.flush(con)  # type: ignore[arg-type]
+        result.id, result.label, result.status = meta.id, row["label"], ACTIVE
+        result.created_at.FromDatetime(row["created_at"])
+        result.updated_at.FromDatetime(row["updated_at"])
         return reply
 
     return _server(
         "stello.storage.v1.SessionStorage",
-        {
-            "GetSystemPrompt": _unary(
-                get_prompt,
-                storage_pb2.GetSystemPromptRequest,
-                storage_pb2.GetSystemPromptResponse,
-            ),
-            "Transact": _unary(transact, storage_pb2.TransactRequest, storage_pb2.TransactResponse),
-        },
+        {"Transact": _unary(transact, storage_pb2.TransactRequest, storage_pb2.TransactResponse)},
     )
 
 
@@ -208,11 +228,8 @@ class BareGateway:
 
     async def fork(self, request: Any, context: Any) -> agent_pb2.ForkResponse:
         space, source = request.space_id, request.source_session_id
-        config, prompt = await asyncio.gather(
-            self.tree.GetConfig(tree_pb2.GetConfigRequest(space_id=space, session_id=source)),
-            self.storage.GetSystemPrompt(
-                storage_pb2.GetSystemPromptRequest(space_id=space, session_id=source)
-            ),
+        config = await self.tree.GetConfig(
+            tree_pb2.GetConfigRequest(space_id=space, session_id=source)
         )
         request_id = uuid.uuid4().hex
         created = await self.tree.CreateSession(
@@ -226,18 +243,36 @@ class BareGateway:
                 request_id=request_id,
             )
         )
-        session_id = created.node.id
+        node = created.node
+        session_id = node.id
+        remembered = common_pb2.SessionSummary(id=session_id, parent_id=node.parent_id)
         meta = common_pb2.SessionMeta(id=session_id, label=request.label, status=ACTIVE)
         op = storage_pb2.Operation
+        prompt = config.config.system_prompt
         results = await self.storage.Transact(
             storage_pb2.TransactRequest(
                 space_id=space,
-                request_id=f"{request_id}/storage",
                 operations=[
+                    op(
+                        remember_result=op.RememberResultOp(
+                            scope=SAGA_SCOPE,
+                            request_id=request_id,
+                            request_hash=hashlib.sha256(request_id.encode()).digest(),
+                            response=remembered.SerializeToString(deterministic=True),
+                            session_ids=[session_id],
+                            require_new=True,
+                        )
+                    ),
                     op(put_session=op.PutSessionOp(session=meta)),
                     op(
                         put_system_prompt=op.PutSystemPromptOp(
-                            session_id=session_id, content=prompt.content or "-"
+                            session_id=session_id, content=prompt
+                        )
+                    )
+                    if prompt
+                    else op(
+                        copy_system_prompt=op.CopySystemPromptOp(
+                            session_id=session_id, source_id=source
                         )
                     ),
                 ],
@@ -246,7 +281,7 @@ class BareGateway:
         committed = await self.tree.CommitSession(
             tree_pb2.CommitSessionRequest(space_id=space, session_id=session_id)
         )
-        stored = results.results[0].put_session.session
+        stored = results.results[1].put_session.session
         return agent_pb2.ForkResponse(
             session=common_pb2.SessionSummary(
                 id=session_id,
