@@ -4,7 +4,9 @@ Every sync client of the process runs on one event loop in one daemon thread,
 started with the first client; each method hands its `AsyncClient` call to that
 loop and waits for the answer, so it may be called from any thread (and from
 several at once). Iterators (`records`, `stream`, `watch`, ...) are ordinary
-iterators fetching one item at a time; leaving one early ends its call.
+iterators fetching one item at a time, with `close()` and ``with``, which end
+the call at once (a stream's turn cancelled); one dropped early ends its call
+when collected, and one left at the exit never holds the exit up.
 An exception in the calling thread while it waits (Ctrl-C's KeyboardInterrupt)
 cancels the call on the loop, as cancelling an `AsyncClient` call's task does
 (a turn cancelled before its commit stores nothing), and is raised once the
@@ -22,11 +24,13 @@ from happening without a thread per client.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import functools
+import sys
 import threading
 from collections.abc import AsyncIterator, Awaitable, Callable, Coroutine, Iterator, Sequence
 from types import TracebackType
-from typing import Any, ClassVar, Concatenate, ParamSpec, Self, TypeVar
+from typing import Any, ClassVar, Concatenate, Generic, ParamSpec, Self, TypeVar
 
 from stello.channels import ClientTls
 from stello_client.aio import AsyncClient
@@ -82,6 +86,18 @@ class _Loop:
                 self._cancel(work)
             raise
 
+    def end(self, work: Coroutine[Any, Any, None]) -> None:
+        """Run cleanup `work` on the loop, waiting at most `CANCEL_WAIT_S` for it, and not at
+        all where the loop cannot run it: at the interpreter's exit (its thread no longer
+        runs, so waiting would hang the exit), in a forked child, or on the loop's thread."""
+        if sys.is_finalizing() or not self.thread.is_alive():
+            work.close()
+            return
+        future = asyncio.run_coroutine_threadsafe(work, self.loop)
+        if threading.current_thread() is not self.thread:
+            with contextlib.suppress(TimeoutError):
+                future.result(CANCEL_WAIT_S)
+
     def _cancel(self, work: Coroutine[Any, Any, Any]) -> None:
         """Cancel the task running `work` and wait (at most `CANCEL_WAIT_S`) for its end."""
         ended = threading.Event()
@@ -129,14 +145,62 @@ def blocking(
 
 def iterating(
     method: Callable[Concatenate[AsyncClient, P], AsyncIterator[T]],
-) -> Callable[Concatenate[Client, P], Iterator[T]]:
+) -> Callable[Concatenate[Client, P], Items[T]]:
     """The sync form of an `AsyncClient` iterator: items fetched one at a time."""
 
     @functools.wraps(method)
-    def call(self: Client, /, *args: P.args, **kwargs: P.kwargs) -> Iterator[T]:
-        return self._iterate(method(self._client, *args, **kwargs))
+    def call(self: Client, /, *args: P.args, **kwargs: P.kwargs) -> Items[T]:
+        return Items(self._loop, method(self._client, *args, **kwargs))
 
     return call
+
+
+class Items(Iterator[T], Generic[T]):
+    """A sync iterator over an `AsyncClient` iterator, one item fetched at a time.
+
+    `close()` (or the ``with`` block's end) ends its call at once (a stream's turn is
+    cancelled); one dropped unfinished is closed when collected, and one left at the
+    interpreter's exit is dropped without waiting (the process's end ends its call).
+    """
+
+    def __init__(self, loop: _Loop, items: AsyncIterator[T]) -> None:
+        self._loop = loop
+        self._items = items
+        self._done = False
+
+    def __iter__(self) -> Self:
+        return self
+
+    def __next__(self) -> T:
+        if self._done:
+            raise StopIteration
+        try:
+            return self._loop.run(_awaited(anext(self._items)))
+        except StopAsyncIteration:
+            self._done = True
+            raise StopIteration from None
+        except BaseException:
+            # An item interrupted in flight was cancelled first (`_Loop.run`), so the
+            # iterator is closed after it, and what interrupted it is what is raised.
+            self.close()
+            raise
+
+    def close(self) -> None:
+        """End the call (nothing more is read; a stream's turn is cancelled)."""
+        if not self._done:
+            self._done = True
+            self._loop.end(_closed(self._items))
+
+    def __enter__(self) -> Self:
+        return self
+
+    def __exit__(
+        self, kind: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
+    ) -> None:
+        self.close()
+
+    def __del__(self) -> None:
+        self.close()
 
 
 class SyncWatch:
@@ -218,18 +282,6 @@ class Client:
         """This client's channel, calling as another key and/or space; closing the new
         client leaves the channel open (see `AsyncClient.using`)."""
         return self._over(self._client.using(key=key, space=space))
-
-    def _iterate(self, items: AsyncIterator[T]) -> Iterator[T]:
-        try:
-            while True:
-                try:
-                    yield self._loop.run(_awaited(anext(items)))
-                except StopAsyncIteration:
-                    return
-        finally:
-            # An item interrupted in flight was cancelled first (`_Loop.run`), so the
-            # generator is closed after it, and what interrupted it is what is raised.
-            self._loop.run(_closed(items))
 
     @property
     def gateway(self) -> str:

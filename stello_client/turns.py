@@ -120,7 +120,9 @@ class TurnCalls(ClientBase):
         each complete `ToolCall`, and last the stored turn (`SendResponse`, as `send`
         answers it). Closing the iterator early cancels the call: nothing is stored,
         unless the turn's commit was already under way (the `done` event not yet read);
-        `send` with the same request_id then answers the stored turn.
+        `send` with the same request_id then answers the stored turn. A `break` closes it
+        only once nothing refers to it: ``async with contextlib.aclosing(...)`` (a sync
+        `Client`'s: ``with`` or `close()`) ends it at once.
 
         Arguments and errors as `send` (a "reject" or "interrupt" stream drops pending
         client tool calls as a send does). Retried (same request_id) only before the
