@@ -54,15 +54,32 @@ class Watch:
         self._started: asyncio.Future[str | None] | None = None
         self._events: AsyncGenerator[SpaceEvent, None] | None = None
         self._pending: asyncio.Future[SpaceEvent] | None = None
+        self._closed = False
+        self._readers: set[asyncio.Task[Any]] = set()
+        self._stopped: set[asyncio.Task[Any]] = set()
 
     def __aiter__(self) -> Self:
         return self
 
     async def __anext__(self) -> SpaceEvent:
-        if self._pending is not None:
-            pending, self._pending = self._pending, None
-            return await pending
-        return await anext(self._generator())
+        if self._closed:
+            raise StopAsyncIteration
+        reader = asyncio.current_task()
+        assert reader is not None
+        self._readers.add(reader)
+        try:
+            if self._pending is not None:
+                pending, self._pending = self._pending, None
+                return await pending
+            return await anext(self._generator())
+        except asyncio.CancelledError:
+            if reader in self._stopped:
+                self._stopped.discard(reader)
+                if reader.uncancel() == 0:  # cancelled by `aclose` alone
+                    raise StopAsyncIteration from None
+            raise
+        finally:
+            self._readers.discard(reader)
 
     async def start(self) -> str | None:
         """The cursor the stream starts after, once the gateway fixed it (before any event;
@@ -82,13 +99,22 @@ class Watch:
         return None
 
     async def aclose(self) -> None:
-        """End the call (nothing more is read)."""
+        """End the call (nothing more is read). A task (or a sync watch's thread) waiting
+        for the next event meanwhile sees the iteration end (StopAsyncIteration, its
+        ``async for`` simply ends)."""
+        self._closed = True
+        others = self._readers - {asyncio.current_task()}
+        for reader in others:
+            # Its step holds the generator: cancelling it ends the call (the generator's
+            # `finally`), and `__anext__` turns that cancel into the iteration's end.
+            self._stopped.add(reader)
+            reader.cancel()
         if self._pending is not None:
             pending, self._pending = self._pending, None
             pending.cancel()
             with contextlib.suppress(asyncio.CancelledError, StopAsyncIteration, RpcError):
                 await pending
-        if self._events is not None:
+        if self._events is not None and not others:  # else the readers' cancel ends it
             await self._events.aclose()
 
     def _generator(self) -> AsyncGenerator[SpaceEvent, None]:
