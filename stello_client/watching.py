@@ -6,14 +6,17 @@ metadata). When the stream breaks (UNAVAILABLE, CANCELLED or ABORTED: a
 gateway restarted; or the stream closing as OK, which a healthy watch never
 does) it calls again after that cursor, with the client's backoff, so no
 event is lost or repeated. A reconnect that answers resets the count of
-attempts; `Retry.attempts` failures in a row raise. CURSOR_EXPIRED and the
-other statuses raise at once (`resume=False`: every failure raises).
+attempts; `Retry.attempts` failures in a row raise, except that an
+UNAVAILABLE naming no reason (a gateway restarting) is tried on, as a call's is,
+until `Retry.unavailable_for_s` after the first failure in a row. CURSOR_EXPIRED
+and the other statuses raise at once (`resume=False`: every failure raises).
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
+import time
 from collections.abc import AsyncGenerator, Sequence
 from types import TracebackType
 from typing import Any, Self
@@ -23,6 +26,7 @@ import grpc
 from stello.agent.v1 import agent_pb2
 from stello.channels import WATCH_CURSOR_METADATA
 from stello_client.base import ClientBase, request_of
+from stello_client.calls import still_waiting
 from stello_client.exceptions import RpcError, Unavailable, from_rpc_error
 from stello_client.types import EventKind, SpaceEvent, event_kind
 
@@ -132,6 +136,7 @@ class Watch:
 
     async def _run(self) -> AsyncGenerator[SpaceEvent, None]:
         failures = 0
+        began = time.monotonic()  # of the failures in a row
         while True:
             request = request_of(
                 agent_pb2.WatchSpaceRequest,
@@ -157,11 +162,15 @@ class Watch:
             finally:
                 call.cancel()
             failures += 1
+            if failures == 1:
+                began = time.monotonic()
             if not self._resume or error.code not in RESUMED or error.reason is not None:
                 raise error
-            if failures >= self._client._retry.attempts:
+            retry = self._client._retry
+            pause = retry.pause(failures)
+            if failures >= retry.attempts and not still_waiting(error, pause, retry, began):
                 raise error
-            await asyncio.sleep(self._client._retry.pause(failures))
+            await asyncio.sleep(pause)
 
     def _mark_started(self, cursor: str) -> None:
         if self._started is None:
@@ -187,6 +196,7 @@ class WatchCalls(ClientBase):
         Raises (from the iteration):
             CursorExpired: events after `after_cursor` were purged: re-read, watch anew.
             InvalidArgument: `after_cursor` is not a cursor of this space.
-            Unavailable: the gateway stayed unreachable through the retries.
+            Unavailable: the gateway stayed unreachable through the retries (past
+                `Retry.unavailable_for_s` when it answered no call at all).
         """
         return Watch(self, after_cursor, kinds, resume=resume)
