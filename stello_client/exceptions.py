@@ -355,7 +355,8 @@ class PermissionDenied(RpcError):
 
 
 class Cancelled(RpcError):
-    """Raised when the call was cancelled."""
+    """Raised when the call was cancelled (by the gateway, or by the client's close() while
+    it ran or paused between retries)."""
 
     code = grpc.StatusCode.CANCELLED
 

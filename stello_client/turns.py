@@ -140,21 +140,22 @@ class TurnCalls(ClientBase):
         )
         set_optional(request, memory_tools=memory_tools)
         opts = self._options("SendStream", timeout, safe=True, request_id=rid, turn=True)
-        attempt = 1
+        attempt, closes = 1, self._channel.closes
         while True:
-            call = self._stream_call("SendStream", request, opts)
-            shown = False
-            try:
-                async for event in call:
-                    shown = True
-                    yield _event(event)
-                return
-            except grpc.aio.AioRpcError as exc:
-                error = failure(exc, opts)
-                if shown:
-                    raise error from None
-            finally:
-                call.cancel()
+            with self._channel.ended_by_close(closes, "SendStream", rid):
+                call = self._stream_call("SendStream", request, opts)
+                shown = False
+                try:
+                    async for event in call:
+                        shown = True
+                        yield _event(event)
+                    return
+                except grpc.aio.AioRpcError as exc:
+                    error = failure(exc, opts)
+                    if shown:
+                        raise error from None
+                finally:
+                    call.cancel()
             await before_retry(error, attempt, opts)
             attempt += 1
 

@@ -137,6 +137,8 @@ class Watch:
     async def _run(self) -> AsyncGenerator[SpaceEvent, None]:
         failures = 0
         began = time.monotonic()  # of the failures in a row
+        channel = self._client._channel
+        closes = channel.closes
         while True:
             request = request_of(
                 agent_pb2.WatchSpaceRequest,
@@ -146,21 +148,24 @@ class Watch:
             if self.cursor is not None:
                 request.after_cursor = self.cursor
             opts = self._client._options("WatchSpace", None, safe=True)
-            call = self._client._stream_call("WatchSpace", request, opts)
-            try:
-                start = dict(await call.initial_metadata() or ()).get(WATCH_CURSOR_METADATA)
-                if start is not None:
-                    failures = 0
-                    self.cursor = self.cursor or str(start)
-                    self._mark_started(str(start))
-                async for message in call:
-                    self.cursor = message.event.cursor
-                    yield message.event
-                error: RpcError = Unavailable("the gateway ended the watch", method="WatchSpace")
-            except grpc.aio.AioRpcError as exc:
-                error = from_rpc_error(exc, method="WatchSpace", request_id=opts.request_id)
-            finally:
-                call.cancel()
+            with channel.ended_by_close(closes, "WatchSpace", opts.request_id):
+                call = self._client._stream_call("WatchSpace", request, opts)
+                try:
+                    start = dict(await call.initial_metadata() or ()).get(WATCH_CURSOR_METADATA)
+                    if start is not None:
+                        failures = 0
+                        self.cursor = self.cursor or str(start)
+                        self._mark_started(str(start))
+                    async for message in call:
+                        self.cursor = message.event.cursor
+                        yield message.event
+                    error: RpcError = Unavailable(
+                        "the gateway ended the watch", method="WatchSpace"
+                    )
+                except grpc.aio.AioRpcError as exc:
+                    error = from_rpc_error(exc, method="WatchSpace", request_id=opts.request_id)
+                finally:
+                    call.cancel()
             failures += 1
             if failures == 1:
                 began = time.monotonic()
@@ -196,7 +201,7 @@ class WatchCalls(ClientBase):
         Raises (from the iteration):
             CursorExpired: events after `after_cursor` were purged: re-read, watch anew.
             InvalidArgument: `after_cursor` is not a cursor of this space.
-            Unavailable: the gateway stayed unreachable through the retries (past
-                `Retry.unavailable_for_s` when it answered no call at all).
+            Unavailable: the gateway stayed unreachable through the retries (one out of
+                reach: until `Retry.unavailable_for_s` after the first failure in a row).
         """
         return Watch(self, after_cursor, kinds, resume=resume)
