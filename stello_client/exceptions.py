@@ -42,6 +42,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
+from typing import Any
 
 import grpc
 
@@ -66,6 +67,19 @@ class FieldViolation:
 
 class StelloClientError(Exception):
     """Base of everything the SDK raises."""
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        """Pickle as the message and the attributes, whatever the class's `__init__` takes
+        (multiprocessing, a process pool, a task queue's results pass errors so)."""
+        return _rebuilt, (type(self), self.args), self.__dict__
+
+
+def _rebuilt(cls: type[StelloClientError], args: tuple[Any, ...]) -> StelloClientError:
+    """An error of `cls` with `args`, its `__init__` not called (pickle then sets its
+    attributes)."""
+    error = cls.__new__(cls)
+    Exception.__init__(error, *args)
+    return error
 
 
 class ConfigurationError(StelloClientError):
