@@ -85,8 +85,8 @@ def _rebuilt(cls: type[StelloClientError], args: tuple[Any, ...]) -> StelloClien
 class ConfigurationError(StelloClientError):
     """Raised when the client cannot be set up: no gateway address or key, unreadable TLS
     files, a space the key does not reach, or a client used on an event loop other than
-    the one its channel is open on (`setting` names which: gateway, key, space, tls,
-    loop)."""
+    the one its channel is open on, or a sync client used in a process forked from the one
+    that made it (`setting` names which: gateway, key, space, tls, loop, process)."""
 
     def __init__(self, message: str, *, setting: str) -> None:
         super().__init__(message)

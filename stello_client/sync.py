@@ -26,6 +26,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import functools
+import os
 import sys
 import threading
 from collections.abc import AsyncIterator, Awaitable, Callable, Coroutine, Iterator, Sequence
@@ -36,6 +37,7 @@ from stello.channels import ClientTls
 from stello_client.aio import AsyncClient
 from stello_client.base import DEFAULT_TIMEOUT_S, DEFAULT_TURN_TIMEOUT_S
 from stello_client.calls import Retry
+from stello_client.exceptions import ConfigurationError
 from stello_client.types import EventKind, SpaceEvent
 from stello_client.watching import Watch
 
@@ -47,6 +49,15 @@ CANCEL_WAIT_S = 2.0
 call cancelled, a stream's generator ended) before the interrupt is raised anyway."""
 
 
+FORKED = (
+    "this Client was made in another process (this one was forked from it: multiprocessing's "
+    "fork start method, Gunicorn --preload, a prefork worker pool), whose loop thread does not "
+    "exist here, so the call would wait forever: make the client in each process after the "
+    "fork, and close() any client before forking (or use the spawn start method)"
+)
+"""What a sync client used in a process forked from the one that made it raises."""
+
+
 class _Loop:
     """An event loop in a daemon thread, and how to run a coroutine on it from elsewhere."""
 
@@ -55,6 +66,7 @@ class _Loop:
 
     def __init__(self) -> None:
         self.loop = asyncio.new_event_loop()
+        self.pid = os.getpid()
         self.thread = threading.Thread(
             target=self.loop.run_forever, name="stello-client", daemon=True
         )
@@ -78,6 +90,9 @@ class _Loop:
         if threading.current_thread() is self.thread:
             work.close()
             raise RuntimeError("a stello Client cannot be called from its own loop's thread")
+        if os.getpid() != self.pid:
+            work.close()
+        self.check()
         future = asyncio.run_coroutine_threadsafe(work, self.loop)
         try:
             return future.result()
@@ -86,11 +101,20 @@ class _Loop:
                 self._cancel(work)
             raise
 
+    def check(self) -> None:
+        """Raise before a call in a process forked from the loop's (whose thread is not here).
+
+        Raises:
+            ConfigurationError: this is such a process (setting "process").
+        """
+        if os.getpid() != self.pid:
+            raise ConfigurationError(FORKED, setting="process")
+
     def end(self, work: Coroutine[Any, Any, None]) -> None:
         """Run cleanup `work` on the loop, waiting at most `CANCEL_WAIT_S` for it, and not at
         all where the loop cannot run it: at the interpreter's exit (its thread no longer
         runs, so waiting would hang the exit), in a forked child, or on the loop's thread."""
-        if sys.is_finalizing() or not self.thread.is_alive():
+        if sys.is_finalizing() or not self.thread.is_alive() or os.getpid() != self.pid:
             work.close()
             return
         future = asyncio.run_coroutine_threadsafe(work, self.loop)
@@ -138,6 +162,7 @@ def blocking(
 
     @functools.wraps(method)
     def call(self: Client, /, *args: P.args, **kwargs: P.kwargs) -> T:
+        self._loop.check()
         return self._loop.run(_awaited(method(self._client, *args, **kwargs)))
 
     return call
@@ -174,6 +199,7 @@ class Items(Iterator[T], Generic[T]):
     def __next__(self) -> T:
         if self._done:
             raise StopIteration
+        self._loop.check()
         try:
             return self._loop.run(_awaited(anext(self._items)))
         except StopAsyncIteration:

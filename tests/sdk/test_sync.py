@@ -64,3 +64,33 @@ async def test_closing_a_sync_stream_cancels_its_turn(
         seen = await asyncio.to_thread(stream_then_close, slow.address, stack, root)
         assert seen == "TextDelta echo: next"
         assert [r.content async for r in client.records(root)] == ["next", "echo: next"]
+
+
+FORKED = """
+import os, signal
+from stello_client import Client
+from stello_client.exceptions import ConfigurationError
+
+client = Client()
+client.who_am_i()
+child = os.fork()
+if child == 0:
+    signal.alarm(10)  # a hang ends the child
+    try:
+        client.who_am_i()
+        print("answered", flush=True)
+    except ConfigurationError as exc:
+        print(exc.setting, flush=True)
+    os._exit(0)
+os.waitpid(child, 0)
+client.close()
+"""
+
+
+@pytest.mark.subprocess
+async def test_a_sync_client_used_in_a_forked_child_raises(stack: Stack, tmp_path: Path) -> None:
+    """The parent's sync client, called in a forked child (multiprocessing's fork, Gunicorn
+    --preload), raises ConfigurationError (setting "process") at once: it waited forever for
+    a loop thread the child does not have (explore12 F3)."""
+    out = await run_python(stack, tmp_path, "-c", FORKED, limit_s=20)
+    assert out.splitlines() == ["process"]
