@@ -10,10 +10,11 @@ not at all, is found by WhoAmI at the first call that needs it, once.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import enum
 import math
 import uuid
-from collections.abc import Awaitable, Callable
+from collections.abc import Callable, Iterator
 from types import TracebackType
 from typing import Any, Self, TypeAlias, TypeVar
 
@@ -23,7 +24,7 @@ from stello.agent.v1 import agent_pb2, agent_pb2_grpc
 from stello.channels import ClientTls, open_channel
 from stello_client.calls import CallOptions, Retry, call_options, new_request_id, unary
 from stello_client.errors import shown
-from stello_client.exceptions import ConfigurationError
+from stello_client.exceptions import Cancelled, ConfigurationError
 from stello_client.target import (
     Target,
     TlsFiles,
@@ -78,6 +79,8 @@ class Channel:
         self._channel: grpc.aio.Channel | None = None
         self._stub: agent_pb2_grpc.AgentGatewayStub | None = None
         self._loop: asyncio.AbstractEventLoop | None = None
+        self.closes = 0
+        """How many times it was closed: a call begun before a close was ended by it."""
 
     @property
     def stub(self) -> agent_pb2_grpc.AgentGatewayStub:
@@ -124,11 +127,35 @@ class Channel:
             ConfigurationError: the channel is open on another event loop, still open.
         """
         if self._channel is not None:
+            self.closes += 1
             if self._loop is not asyncio.get_running_loop():
                 self._leave_loop()  # a closed loop's channel: nothing left to close
                 return
             channel, self._channel, self._stub, self._loop = self._channel, None, None, None
             await channel.close()
+
+    @contextlib.contextmanager
+    def ended_by_close(self, closes: int, method: str, request_id: str) -> Iterator[None]:
+        """Raise `Cancelled` for a call (begun when `closes` closes had happened) that the
+        client's close() ended: one closed before this attempt (between retries), and one
+        whose call the close cancelled, which gRPC ends with a bare CancelledError in a task
+        nobody cancelled (a cancel of the task itself is raised as it is)."""
+        if self.closes != closes:
+            raise Cancelled(CLOSED, method=method, request_id=request_id)
+        try:
+            yield
+        except asyncio.CancelledError:
+            task = asyncio.current_task()
+            if self.closes == closes or (task is not None and task.cancelling()):
+                raise
+            raise Cancelled(CLOSED, method=method, request_id=request_id) from None
+
+
+CLOSED = (
+    "the client was closed during the call: close() ends the calls in flight (a later call "
+    "opens the channel again)"
+)
+"""What a call the client's close() ended says (`Cancelled`)."""
 
 
 class ClientBase:
@@ -326,8 +353,14 @@ class ClientBase:
     ) -> Any:
         """One unary call of `method` (the RPC's name) with the caller's key and deadline."""
         opts = self._options(method, timeout, safe=safe, request_id=request_id, turn=turn)
-        call: Callable[..., Awaitable[Any]] = getattr(self._channel.stub, method)
-        return await unary(call, request, opts)
+        channel, closes = self._channel, self._channel.closes
+
+        async def attempt(request: Any, **options: Any) -> Any:
+            # The stub is looked up at each attempt: the channel may have reopened since.
+            with channel.ended_by_close(closes, method, opts.request_id):
+                return await getattr(channel.stub, method)(request, **options)
+
+        return await unary(attempt, request, opts)
 
     def _stream_call(self, method: str, request: Any, opts: CallOptions) -> Any:
         """Start a server-streaming call of `method` (the caller reads and cancels it)."""

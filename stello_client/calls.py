@@ -217,7 +217,10 @@ async def before_retry(error: RpcError, attempt: int, opts: CallOptions) -> None
     """Pause before attempt `attempt` + 1, or raise `error` when it may not be retried."""
     pause = max(opts.retry.pause(attempt), error.retry_after_s or 0.0)
     if (
-        (attempt >= opts.retry.attempts and not _still_waiting(error, pause, opts))
+        (
+            attempt >= opts.retry.attempts
+            and not still_waiting(error, pause, opts.retry, opts.deadline.began)
+        )
         or (error.reason in LLM_REASONS and attempt >= opts.retry.llm_attempts)
         or not retryable(error, keyed=opts.keyed)
         or not opts.deadline.allows(pause)
@@ -226,16 +229,16 @@ async def before_retry(error: RpcError, attempt: int, opts: CallOptions) -> None
     await asyncio.sleep(pause)
 
 
-def _still_waiting(error: RpcError, pause: float, opts: CallOptions) -> bool:
-    """Whether a failure past the attempts is still within its time: a TURN_IN_PROGRESS
-    within `Retry.busy_for_s`, an UNAVAILABLE without a reason within
-    `Retry.unavailable_for_s`."""
-    if opts.retry.attempts <= 1:
+def still_waiting(error: RpcError, pause: float, retry: Retry, began: float) -> bool:
+    """Whether a failure past the attempts is still within its time, counted from `began`
+    (a call's first attempt; a watch's first failure in a row): a TURN_IN_PROGRESS within
+    `Retry.busy_for_s`, an UNAVAILABLE without a reason within `Retry.unavailable_for_s`."""
+    if retry.attempts <= 1:
         return False  # attempts=1 never retries
     if error.reason == reasons.TURN_IN_PROGRESS:
-        within = opts.retry.busy_for_s
+        within = retry.busy_for_s
     elif error.code == grpc.StatusCode.UNAVAILABLE and not error.reason:
-        within = opts.retry.unavailable_for_s
+        within = retry.unavailable_for_s
     else:
         return False
-    return time.monotonic() + pause - opts.deadline.began < within
+    return time.monotonic() + pause - began < within

@@ -42,6 +42,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
+from typing import Any
 
 import grpc
 
@@ -67,12 +68,25 @@ class FieldViolation:
 class StelloClientError(Exception):
     """Base of everything the SDK raises."""
 
+    def __reduce__(self) -> tuple[Any, ...]:
+        """Pickle as the message and the attributes, whatever the class's `__init__` takes
+        (multiprocessing, a process pool, a task queue's results pass errors so)."""
+        return _rebuilt, (type(self), self.args), self.__dict__
+
+
+def _rebuilt(cls: type[StelloClientError], args: tuple[Any, ...]) -> StelloClientError:
+    """An error of `cls` with `args`, its `__init__` not called (pickle then sets its
+    attributes)."""
+    error = cls.__new__(cls)
+    Exception.__init__(error, *args)
+    return error
+
 
 class ConfigurationError(StelloClientError):
     """Raised when the client cannot be set up: no gateway address or key, unreadable TLS
     files, a space the key does not reach, or a client used on an event loop other than
-    the one its channel is open on (`setting` names which: gateway, key, space, tls,
-    loop)."""
+    the one its channel is open on, or a sync client used in a process forked from the one
+    that made it (`setting` names which: gateway, key, space, tls, loop, process)."""
 
     def __init__(self, message: str, *, setting: str) -> None:
         super().__init__(message)
@@ -355,7 +369,8 @@ class PermissionDenied(RpcError):
 
 
 class Cancelled(RpcError):
-    """Raised when the call was cancelled."""
+    """Raised when the call was cancelled (by the gateway, or by the client's close() while
+    it ran or paused between retries)."""
 
     code = grpc.StatusCode.CANCELLED
 

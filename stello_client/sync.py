@@ -4,7 +4,9 @@ Every sync client of the process runs on one event loop in one daemon thread,
 started with the first client; each method hands its `AsyncClient` call to that
 loop and waits for the answer, so it may be called from any thread (and from
 several at once). Iterators (`records`, `stream`, `watch`, ...) are ordinary
-iterators fetching one item at a time; leaving one early ends its call.
+iterators fetching one item at a time, with `close()` and ``with``, which end
+the call at once (a stream's turn cancelled); one dropped early ends its call
+when collected, and one left at the exit never holds the exit up.
 An exception in the calling thread while it waits (Ctrl-C's KeyboardInterrupt)
 cancels the call on the loop, as cancelling an `AsyncClient` call's task does
 (a turn cancelled before its commit stores nothing), and is raised once the
@@ -22,16 +24,20 @@ from happening without a thread per client.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import functools
+import os
+import sys
 import threading
 from collections.abc import AsyncIterator, Awaitable, Callable, Coroutine, Iterator, Sequence
 from types import TracebackType
-from typing import Any, ClassVar, Concatenate, ParamSpec, Self, TypeVar
+from typing import Any, ClassVar, Concatenate, Generic, ParamSpec, Self, TypeVar
 
 from stello.channels import ClientTls
 from stello_client.aio import AsyncClient
 from stello_client.base import DEFAULT_TIMEOUT_S, DEFAULT_TURN_TIMEOUT_S
 from stello_client.calls import Retry
+from stello_client.exceptions import ConfigurationError
 from stello_client.types import EventKind, SpaceEvent
 from stello_client.watching import Watch
 
@@ -43,6 +49,15 @@ CANCEL_WAIT_S = 2.0
 call cancelled, a stream's generator ended) before the interrupt is raised anyway."""
 
 
+FORKED = (
+    "this Client was made in another process (this one was forked from it: multiprocessing's "
+    "fork start method, Gunicorn --preload, a prefork worker pool), whose loop thread does not "
+    "exist here, so the call would wait forever: make the client in each process after the "
+    "fork, and close() any client before forking (or use the spawn start method)"
+)
+"""What a sync client used in a process forked from the one that made it raises."""
+
+
 class _Loop:
     """An event loop in a daemon thread, and how to run a coroutine on it from elsewhere."""
 
@@ -51,6 +66,7 @@ class _Loop:
 
     def __init__(self) -> None:
         self.loop = asyncio.new_event_loop()
+        self.pid = os.getpid()
         self.thread = threading.Thread(
             target=self.loop.run_forever, name="stello-client", daemon=True
         )
@@ -74,6 +90,9 @@ class _Loop:
         if threading.current_thread() is self.thread:
             work.close()
             raise RuntimeError("a stello Client cannot be called from its own loop's thread")
+        if os.getpid() != self.pid:
+            work.close()
+        self.check()
         future = asyncio.run_coroutine_threadsafe(work, self.loop)
         try:
             return future.result()
@@ -81,6 +100,27 @@ class _Loop:
             if not future.done():
                 self._cancel(work)
             raise
+
+    def check(self) -> None:
+        """Raise before a call in a process forked from the loop's (whose thread is not here).
+
+        Raises:
+            ConfigurationError: this is such a process (setting "process").
+        """
+        if os.getpid() != self.pid:
+            raise ConfigurationError(FORKED, setting="process")
+
+    def end(self, work: Coroutine[Any, Any, None]) -> None:
+        """Run cleanup `work` on the loop, waiting at most `CANCEL_WAIT_S` for it, and not at
+        all where the loop cannot run it: at the interpreter's exit (its thread no longer
+        runs, so waiting would hang the exit), in a forked child, or on the loop's thread."""
+        if sys.is_finalizing() or not self.thread.is_alive() or os.getpid() != self.pid:
+            work.close()
+            return
+        future = asyncio.run_coroutine_threadsafe(work, self.loop)
+        if threading.current_thread() is not self.thread:
+            with contextlib.suppress(TimeoutError):
+                future.result(CANCEL_WAIT_S)
 
     def _cancel(self, work: Coroutine[Any, Any, Any]) -> None:
         """Cancel the task running `work` and wait (at most `CANCEL_WAIT_S`) for its end."""
@@ -122,6 +162,7 @@ def blocking(
 
     @functools.wraps(method)
     def call(self: Client, /, *args: P.args, **kwargs: P.kwargs) -> T:
+        self._loop.check()
         return self._loop.run(_awaited(method(self._client, *args, **kwargs)))
 
     return call
@@ -129,14 +170,63 @@ def blocking(
 
 def iterating(
     method: Callable[Concatenate[AsyncClient, P], AsyncIterator[T]],
-) -> Callable[Concatenate[Client, P], Iterator[T]]:
+) -> Callable[Concatenate[Client, P], Items[T]]:
     """The sync form of an `AsyncClient` iterator: items fetched one at a time."""
 
     @functools.wraps(method)
-    def call(self: Client, /, *args: P.args, **kwargs: P.kwargs) -> Iterator[T]:
-        return self._iterate(method(self._client, *args, **kwargs))
+    def call(self: Client, /, *args: P.args, **kwargs: P.kwargs) -> Items[T]:
+        return Items(self._loop, method(self._client, *args, **kwargs))
 
     return call
+
+
+class Items(Iterator[T], Generic[T]):
+    """A sync iterator over an `AsyncClient` iterator, one item fetched at a time.
+
+    `close()` (or the ``with`` block's end) ends its call at once (a stream's turn is
+    cancelled); one dropped unfinished is closed when collected, and one left at the
+    interpreter's exit is dropped without waiting (the process's end ends its call).
+    """
+
+    def __init__(self, loop: _Loop, items: AsyncIterator[T]) -> None:
+        self._loop = loop
+        self._items = items
+        self._done = False
+
+    def __iter__(self) -> Self:
+        return self
+
+    def __next__(self) -> T:
+        if self._done:
+            raise StopIteration
+        self._loop.check()
+        try:
+            return self._loop.run(_awaited(anext(self._items)))
+        except StopAsyncIteration:
+            self._done = True
+            raise StopIteration from None
+        except BaseException:
+            # An item interrupted in flight was cancelled first (`_Loop.run`), so the
+            # iterator is closed after it, and what interrupted it is what is raised.
+            self.close()
+            raise
+
+    def close(self) -> None:
+        """End the call (nothing more is read; a stream's turn is cancelled)."""
+        if not self._done:
+            self._done = True
+            self._loop.end(_closed(self._items))
+
+    def __enter__(self) -> Self:
+        return self
+
+    def __exit__(
+        self, kind: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
+    ) -> None:
+        self.close()
+
+    def __del__(self) -> None:
+        self.close()
 
 
 class SyncWatch:
@@ -218,18 +308,6 @@ class Client:
         """This client's channel, calling as another key and/or space; closing the new
         client leaves the channel open (see `AsyncClient.using`)."""
         return self._over(self._client.using(key=key, space=space))
-
-    def _iterate(self, items: AsyncIterator[T]) -> Iterator[T]:
-        try:
-            while True:
-                try:
-                    yield self._loop.run(_awaited(anext(items)))
-                except StopAsyncIteration:
-                    return
-        finally:
-            # An item interrupted in flight was cancelled first (`_Loop.run`), so the
-            # generator is closed after it, and what interrupted it is what is raised.
-            self._loop.run(_closed(items))
 
     @property
     def gateway(self) -> str:

@@ -120,7 +120,9 @@ class TurnCalls(ClientBase):
         each complete `ToolCall`, and last the stored turn (`SendResponse`, as `send`
         answers it). Closing the iterator early cancels the call: nothing is stored,
         unless the turn's commit was already under way (the `done` event not yet read);
-        `send` with the same request_id then answers the stored turn.
+        `send` with the same request_id then answers the stored turn. A `break` closes it
+        only once nothing refers to it: ``async with contextlib.aclosing(...)`` (a sync
+        `Client`'s: ``with`` or `close()`) ends it at once.
 
         Arguments and errors as `send` (a "reject" or "interrupt" stream drops pending
         client tool calls as a send does). Retried (same request_id) only before the
@@ -138,21 +140,22 @@ class TurnCalls(ClientBase):
         )
         set_optional(request, memory_tools=memory_tools)
         opts = self._options("SendStream", timeout, safe=True, request_id=rid, turn=True)
-        attempt = 1
+        attempt, closes = 1, self._channel.closes
         while True:
-            call = self._stream_call("SendStream", request, opts)
-            shown = False
-            try:
-                async for event in call:
-                    shown = True
-                    yield _event(event)
-                return
-            except grpc.aio.AioRpcError as exc:
-                error = failure(exc, opts)
-                if shown:
-                    raise error from None
-            finally:
-                call.cancel()
+            with self._channel.ended_by_close(closes, "SendStream", rid):
+                call = self._stream_call("SendStream", request, opts)
+                shown = False
+                try:
+                    async for event in call:
+                        shown = True
+                        yield _event(event)
+                    return
+                except grpc.aio.AioRpcError as exc:
+                    error = failure(exc, opts)
+                    if shown:
+                        raise error from None
+                finally:
+                    call.cancel()
             await before_retry(error, attempt, opts)
             attempt += 1
 

@@ -6,14 +6,17 @@ metadata). When the stream breaks (UNAVAILABLE, CANCELLED or ABORTED: a
 gateway restarted; or the stream closing as OK, which a healthy watch never
 does) it calls again after that cursor, with the client's backoff, so no
 event is lost or repeated. A reconnect that answers resets the count of
-attempts; `Retry.attempts` failures in a row raise. CURSOR_EXPIRED and the
-other statuses raise at once (`resume=False`: every failure raises).
+attempts; `Retry.attempts` failures in a row raise, except that an
+UNAVAILABLE naming no reason (a gateway restarting) is tried on, as a call's is,
+until `Retry.unavailable_for_s` after the first failure in a row. CURSOR_EXPIRED
+and the other statuses raise at once (`resume=False`: every failure raises).
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
+import time
 from collections.abc import AsyncGenerator, Sequence
 from types import TracebackType
 from typing import Any, Self
@@ -23,6 +26,7 @@ import grpc
 from stello.agent.v1 import agent_pb2
 from stello.channels import WATCH_CURSOR_METADATA
 from stello_client.base import ClientBase, request_of
+from stello_client.calls import still_waiting
 from stello_client.exceptions import RpcError, Unavailable, from_rpc_error
 from stello_client.types import EventKind, SpaceEvent, event_kind
 
@@ -54,15 +58,32 @@ class Watch:
         self._started: asyncio.Future[str | None] | None = None
         self._events: AsyncGenerator[SpaceEvent, None] | None = None
         self._pending: asyncio.Future[SpaceEvent] | None = None
+        self._closed = False
+        self._readers: set[asyncio.Task[Any]] = set()
+        self._stopped: set[asyncio.Task[Any]] = set()
 
     def __aiter__(self) -> Self:
         return self
 
     async def __anext__(self) -> SpaceEvent:
-        if self._pending is not None:
-            pending, self._pending = self._pending, None
-            return await pending
-        return await anext(self._generator())
+        if self._closed:
+            raise StopAsyncIteration
+        reader = asyncio.current_task()
+        assert reader is not None
+        self._readers.add(reader)
+        try:
+            if self._pending is not None:
+                pending, self._pending = self._pending, None
+                return await pending
+            return await anext(self._generator())
+        except asyncio.CancelledError:
+            if reader in self._stopped:
+                self._stopped.discard(reader)
+                if reader.uncancel() == 0:  # cancelled by `aclose` alone
+                    raise StopAsyncIteration from None
+            raise
+        finally:
+            self._readers.discard(reader)
 
     async def start(self) -> str | None:
         """The cursor the stream starts after, once the gateway fixed it (before any event;
@@ -82,13 +103,22 @@ class Watch:
         return None
 
     async def aclose(self) -> None:
-        """End the call (nothing more is read)."""
+        """End the call (nothing more is read). A task (or a sync watch's thread) waiting
+        for the next event meanwhile sees the iteration end (StopAsyncIteration, its
+        ``async for`` simply ends)."""
+        self._closed = True
+        others = self._readers - {asyncio.current_task()}
+        for reader in others:
+            # Its step holds the generator: cancelling it ends the call (the generator's
+            # `finally`), and `__anext__` turns that cancel into the iteration's end.
+            self._stopped.add(reader)
+            reader.cancel()
         if self._pending is not None:
             pending, self._pending = self._pending, None
             pending.cancel()
             with contextlib.suppress(asyncio.CancelledError, StopAsyncIteration, RpcError):
                 await pending
-        if self._events is not None:
+        if self._events is not None and not others:  # else the readers' cancel ends it
             await self._events.aclose()
 
     def _generator(self) -> AsyncGenerator[SpaceEvent, None]:
@@ -106,6 +136,9 @@ class Watch:
 
     async def _run(self) -> AsyncGenerator[SpaceEvent, None]:
         failures = 0
+        began = time.monotonic()  # of the failures in a row
+        channel = self._client._channel
+        closes = channel.closes
         while True:
             request = request_of(
                 agent_pb2.WatchSpaceRequest,
@@ -115,27 +148,34 @@ class Watch:
             if self.cursor is not None:
                 request.after_cursor = self.cursor
             opts = self._client._options("WatchSpace", None, safe=True)
-            call = self._client._stream_call("WatchSpace", request, opts)
-            try:
-                start = dict(await call.initial_metadata() or ()).get(WATCH_CURSOR_METADATA)
-                if start is not None:
-                    failures = 0
-                    self.cursor = self.cursor or str(start)
-                    self._mark_started(str(start))
-                async for message in call:
-                    self.cursor = message.event.cursor
-                    yield message.event
-                error: RpcError = Unavailable("the gateway ended the watch", method="WatchSpace")
-            except grpc.aio.AioRpcError as exc:
-                error = from_rpc_error(exc, method="WatchSpace", request_id=opts.request_id)
-            finally:
-                call.cancel()
+            with channel.ended_by_close(closes, "WatchSpace", opts.request_id):
+                call = self._client._stream_call("WatchSpace", request, opts)
+                try:
+                    start = dict(await call.initial_metadata() or ()).get(WATCH_CURSOR_METADATA)
+                    if start is not None:
+                        failures = 0
+                        self.cursor = self.cursor or str(start)
+                        self._mark_started(str(start))
+                    async for message in call:
+                        self.cursor = message.event.cursor
+                        yield message.event
+                    error: RpcError = Unavailable(
+                        "the gateway ended the watch", method="WatchSpace"
+                    )
+                except grpc.aio.AioRpcError as exc:
+                    error = from_rpc_error(exc, method="WatchSpace", request_id=opts.request_id)
+                finally:
+                    call.cancel()
             failures += 1
+            if failures == 1:
+                began = time.monotonic()
             if not self._resume or error.code not in RESUMED or error.reason is not None:
                 raise error
-            if failures >= self._client._retry.attempts:
+            retry = self._client._retry
+            pause = retry.pause(failures)
+            if failures >= retry.attempts and not still_waiting(error, pause, retry, began):
                 raise error
-            await asyncio.sleep(self._client._retry.pause(failures))
+            await asyncio.sleep(pause)
 
     def _mark_started(self, cursor: str) -> None:
         if self._started is None:
@@ -161,6 +201,7 @@ class WatchCalls(ClientBase):
         Raises (from the iteration):
             CursorExpired: events after `after_cursor` were purged: re-read, watch anew.
             InvalidArgument: `after_cursor` is not a cursor of this space.
-            Unavailable: the gateway stayed unreachable through the retries.
+            Unavailable: the gateway stayed unreachable through the retries (one out of
+                reach: until `Retry.unavailable_for_s` after the first failure in a row).
         """
         return Watch(self, after_cursor, kinds, resume=resume)

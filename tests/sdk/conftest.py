@@ -51,9 +51,12 @@ async def _client(stack: Stack) -> AsyncIterator[AsyncClient]:
         yield client
 
 
-async def run_python(stack: Stack, home: Path, *args: str, gateway: str = "") -> str:
+async def run_python(
+    stack: Stack, home: Path, *args: str, gateway: str = "", limit_s: float = 60
+) -> str:
     """Run `python ARGS` as a user would, connected to the stack's space (through its
-    gateway, or the one at `gateway`); its stdout."""
+    gateway, or the one at `gateway`); its stdout. One still running after `limit_s`
+    seconds is killed, and fails the test."""
     env = private_env(home)
     env.update(
         STELLO_GATEWAY=gateway or stack.gateway.address,
@@ -68,6 +71,11 @@ async def run_python(stack: Stack, home: Path, *args: str, gateway: str = "") ->
         stdout=asyncio.subprocess.PIPE,
         stderr=asyncio.subprocess.PIPE,
     )
-    out, err = await asyncio.wait_for(process.communicate(), 60)
+    try:
+        out, err = await asyncio.wait_for(process.communicate(), limit_s)
+    except TimeoutError:
+        process.kill()
+        await process.wait()
+        raise AssertionError(f"python {' '.join(args)} ran past {limit_s} s (a hang)") from None
     assert process.returncode == 0, err.decode()
     return out.decode()

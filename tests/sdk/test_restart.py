@@ -225,3 +225,27 @@ async def test_a_gateway_down_for_seconds_is_waited_out(gateway: Gateway, space:
             else:
                 with pytest.raises(Unavailable):
                     await asyncio.wait_for(call, 15)
+
+
+async def test_a_watch_waits_out_a_gateway_down_for_seconds(
+    gateway: Gateway, space: TestSpace
+) -> None:
+    """A watch whose gateway stays down past its attempts' pauses keeps calling within
+    `unavailable_for_s`, as a call does, and goes on once the gateway is back (explore12 F5:
+    it raised Unavailable after `attempts`, about 4-7 s by default)."""
+    gateway.provider.hold = False
+    brief = Retry(attempts=2, initial_backoff_s=0.05, max_backoff_s=0.3, busy_for_s=0)
+    retry = dataclasses.replace(brief, unavailable_for_s=10.0)
+    async with (
+        AsyncClient(gateway.address, space.key, space.sid, plaintext=True, retry=retry) as client,
+        client.watch(kinds=["session_committed"]) as watch,
+    ):
+        await watch.start()
+        await gateway.stop()
+        waiting = asyncio.create_task(anext(watch))
+        await asyncio.sleep(2.0)  # longer than the attempts' pauses
+        assert not waiting.done()
+        await gateway.start()
+        root = await client.create_root(label="after the outage")
+        event = await asyncio.wait_for(waiting, 15)
+        assert event.session_id == root.id

@@ -1,0 +1,85 @@
+"""Stopping a watch that another task (or thread) is reading: the call ends, and the reader's
+loop ends with it (explore12 F4: "aclose(): asynchronous generator is already running")."""
+
+from __future__ import annotations
+
+import asyncio
+import threading
+
+import pytest
+
+from stello_client import AsyncClient, Client
+from stello_client.sync import SyncWatch
+from stello_client.watching import Watch
+from tests.gateway.conftest import Stack
+
+pytestmark = pytest.mark.sql
+
+
+async def read_in_task(watch: Watch) -> tuple[asyncio.Task[int], asyncio.Event]:
+    """A task counting the watch's events to its end, and an event set at its first."""
+    first = asyncio.Event()
+
+    async def read() -> int:
+        seen = 0
+        async for _ in watch:
+            seen += 1
+            first.set()
+        return seen
+
+    return asyncio.create_task(read()), first
+
+
+async def test_aclose_ends_a_watch_another_task_reads(client: AsyncClient) -> None:
+    """`aclose()` while another task waits for the next event ends that task's ``async
+    for`` (no error), and the watch yields nothing more."""
+    watch = client.watch(kinds=["session_committed"])
+    await watch.start()
+    reader, first = await read_in_task(watch)
+    await client.create_root(label="seen")
+    await asyncio.wait_for(first.wait(), 10)
+    await watch.aclose()
+    assert await asyncio.wait_for(reader, 5) == 1
+    assert [event async for event in watch] == []
+
+
+async def test_leaving_async_with_ends_a_watch_another_task_reads(client: AsyncClient) -> None:
+    """Leaving ``async with client.watch()`` while a task reads it ends that task's loop."""
+    async with client.watch(kinds=["session_committed"]) as watch:
+        await watch.start()
+        reader, first = await read_in_task(watch)
+        await client.create_root(label="seen")
+        await asyncio.wait_for(first.wait(), 10)
+    assert await asyncio.wait_for(reader, 5) == 1
+
+
+def close_while_read(stack: Stack) -> tuple[str, list[str]]:
+    """A thread reads a sync watch; this one closes it: the session made meanwhile, and
+    what the reader saw, then "ended" when its loop ended."""
+    seen: list[str] = []
+    first = threading.Event()
+
+    def read(watch: SyncWatch) -> None:
+        for event in watch:
+            seen.append(event.session_id)
+            first.set()
+        seen.append("ended")
+
+    with Client(stack.gateway.address, stack.space.key, stack.space.sid, plaintext=True) as sync:
+        watch = sync.watch(kinds=["session_committed"])
+        watch.start()
+        reader = threading.Thread(target=read, args=(watch,))
+        reader.start()
+        root = sync.create_root(label="seen").id
+        assert first.wait(10)
+        watch.close()
+        reader.join(5)
+        assert not reader.is_alive()
+    return root, seen
+
+
+async def test_close_ends_a_sync_watch_another_thread_reads(stack: Stack) -> None:
+    """`SyncWatch.close()` while another thread waits for the next event ends that thread's
+    ``for`` loop."""
+    root, seen = await asyncio.to_thread(close_while_read, stack)
+    assert seen == [root, "ended"]
