@@ -41,7 +41,7 @@ import grpc
 
 from stello import reasons
 from stello.errors import REQUEST_ID_KEY
-from stello_client.exceptions import GRPC_DEADLINE, DeadlineExceeded, RpcError, from_rpc_error
+from stello_client.exceptions import GRPC_DEADLINES, DeadlineExceeded, RpcError, from_rpc_error
 
 T = TypeVar("T")
 
@@ -172,7 +172,11 @@ def failure(exc: grpc.aio.AioRpcError, opts: CallOptions) -> RpcError:
     """The SDK exception of a failed attempt (`from_rpc_error`); a deadline gRPC ended
     with its own words says what it means for the call, and whether a retry is safe."""
     error = from_rpc_error(exc, method=opts.method, request_id=opts.request_id)
-    if not isinstance(error, DeadlineExceeded) or error.reason or error.details != GRPC_DEADLINE:
+    if (
+        not isinstance(error, DeadlineExceeded)
+        or error.reason
+        or error.details not in GRPC_DEADLINES
+    ):
         return error
     return DeadlineExceeded(
         deadline_passed(opts),

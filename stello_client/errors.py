@@ -236,10 +236,10 @@ def _grpc_deadline(error: RpcError) -> bool:
     either side), not in the gateway's."""
     import grpc
 
-    from stello_client.exceptions import GRPC_DEADLINE
+    from stello_client.exceptions import GRPC_DEADLINES
 
     said = error.cause.details() if error.cause is not None else error.details
-    return error.code == grpc.StatusCode.DEADLINE_EXCEEDED and said == GRPC_DEADLINE
+    return error.code == grpc.StatusCode.DEADLINE_EXCEEDED and said in GRPC_DEADLINES
 
 
 def _transport_failure(reason: str | None, details: str) -> bool:

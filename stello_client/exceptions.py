@@ -477,22 +477,37 @@ def _transport_text(error: grpc.aio.AioRpcError) -> str:
     """The error's message: ours for a limit of the transport, else the gateway's."""
     if metadata_too_large(error):
         return OVERSIZED_METADATA
-    return OVERSIZED_REPLY if reply_too_large(error) else error.details() or ""
+    if not reply_too_large(error):
+        return error.details() or ""
+    if GRPC_SENT_TOO_LARGE in (error.details() or ""):
+        return OVERSIZED_REQUEST
+    return OVERSIZED_REPLY
 
 
-OVERSIZED_REPLY = (
-    "the reply was larger than a gRPC message limit (this client's or the gateway's "
-    "STELLO_MAX_MESSAGE_BYTES): ask for less at once (a smaller page, limit or depth), "
-    "or raise the limit"
+GRPC_SENT_TOO_LARGE = "Sent message larger than max"
+"""How gRPC says that this client refused to send a request over its own message limit
+("CLIENT: Sent message larger than max (100114 vs. 65536)")."""
+OVERSIZED_REQUEST = (
+    "the request was larger than this client's gRPC message limit (max_message_bytes): "
+    "send less at once (fewer or smaller records, a shorter text), or raise the limit"
 )
-"""What a RESOURCE_EXHAUSTED of the transport says instead of gRPC's own text."""
+"""What a request this client would not send says instead of gRPC's own text."""
+OVERSIZED_REPLY = (
+    "a message of this call was larger than a gRPC message limit: the reply, over this "
+    "client's max_message_bytes, or the request, over the gateway's STELLO_MAX_MESSAGE_BYTES; "
+    "ask for or send less at once (a smaller page, limit or depth; fewer records), or raise "
+    "the limit"
+)
+"""What a RESOURCE_EXHAUSTED of the transport says instead of gRPC's own text (gRPC says
+"Received message larger than max" on either side: the gateway refusing the request, or
+this client the reply)."""
 OVERSIZED_METADATA = (
     "a call's headers (its API key, request id) or its reply's were larger than gRPC's "
     "metadata limit, which STELLO_MAX_MESSAGE_BYTES does not govern: check that the API key "
     "is the one Stello printed (a key is 63 characters) and send shorter values"
 )
 """What a RESOURCE_EXHAUSTED of gRPC's metadata limit says instead of gRPC's own text."""
-GRPC_DEADLINE = "Deadline Exceeded"
-"""What gRPC itself says when a call's deadline passes (the gateway's own DEADLINE_EXCEEDED
-says what passed and what was written); the SDK says what it means instead
-(`stello_client.calls.deadline_passed`)."""
+GRPC_DEADLINES = frozenset({"Deadline Exceeded", "Stream removed (Deadline Exceeded)"})
+"""What gRPC itself says when a call's deadline passes (the second: a stream that had begun
+to answer; the gateway's own DEADLINE_EXCEEDED says what passed and what was written); the
+SDK says what it means instead (`stello_client.calls.deadline_passed`)."""

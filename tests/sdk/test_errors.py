@@ -32,6 +32,7 @@ from stello_client.exceptions import (
     BY_CODE,
     BY_REASON,
     OVERSIZED_METADATA,
+    OVERSIZED_REQUEST,
     CursorExpired,
     DeadlineExceeded,
     InvalidArgument,
@@ -55,7 +56,7 @@ from stello_client.exceptions import (
     error_class,
     from_rpc_error,
 )
-from stello_client.types import tool_result
+from stello_client.types import TextDelta, tool_result
 from storage_service.app import create_purger
 from storage_service.config import StorageSettings
 from tests.cli.processes import client_env, private_env
@@ -343,6 +344,25 @@ class TestLiveErrors:
             with pytest.raises(DeadlineExceeded):
                 await client.send(root.id, "hi", timeout=0.3)
 
+    async def test_a_stream_past_its_deadline_after_text_says_what_it_means(
+        self, start_gateway: GatewayStarter, stack: Stack
+    ) -> None:
+        """A stream whose timeout passes after text arrived (gRPC: "Stream removed (Deadline
+        Exceeded)") says what a passed deadline means, as `send` does, not gRPC's words
+        (explore12 F7)."""
+        slow = await start_gateway(echo_delay_s=0.4)
+        deltas = 0
+        async with AsyncClient(slow.address, stack.space.key, stack.space.sid) as client:
+            root = await client.create_root()
+            with pytest.raises(DeadlineExceeded) as caught:
+                async for event in client.stream(root.id, "hello there", timeout=0.6):
+                    deltas += isinstance(event, TextDelta)
+        assert deltas >= 1
+        assert str(caught.value).startswith(
+            "DEADLINE_EXCEEDED: the call's deadline passed (timeout=0.6 s, retries included) "
+            "before the gateway answered"
+        )
+
     async def test_an_enqueued_send_past_its_deadline_says_a_retry_is_safe(
         self, start_gateway: GatewayStarter, stack: Stack
     ) -> None:
@@ -475,6 +495,20 @@ class TestLiveErrors:
         assert error.details == OVERSIZED_METADATA
         line = rpc_error_line(error, stack.gateway.address)
         assert "metadata limit" in line and "raise the limit" not in line
+
+    async def test_a_request_past_this_client_s_limit_is_told_as_the_request(
+        self, stack: Stack, monkeypatch: pytest.MonkeyPatch
+    ) -> None:
+        """A request this client will not send (over its max_message_bytes: gRPC says "Sent
+        message larger than max") is told as the request, never as a reply to ask less of
+        (explore12 F7: a 70 MB send said so)."""
+        monkeypatch.setenv("STELLO_MAX_MESSAGE_BYTES", str(64 * 1024))
+        async with AsyncClient(stack.gateway.address, stack.space.key, stack.space.sid) as client:
+            root = await client.create_root(label="big")
+            with pytest.raises(ResourceExhausted) as caught:
+                await client.send(root.id, "x" * 100_000)
+        assert caught.value.details == OVERSIZED_REQUEST
+        assert "the request was larger" in str(caught.value)
 
     async def test_an_empty_key_is_refused_not_replaced(
         self, stack: Stack, monkeypatch: pytest.MonkeyPatch
