@@ -10,7 +10,10 @@ import asyncpg
 import pytest
 
 from stello.auth import KeyStore
+from stello.channels import open_channel
+from stello.common.v1 import common_pb2
 from stello.settings import StelloSettings
+from stello.tree.v1 import tree_pb2, tree_pb2_grpc
 from tests.cli.processes import private_env
 from tests.cli.suite import Servers, Suite, start_chain, stello
 from tests.support.fixtures import TestSpace
@@ -95,12 +98,21 @@ class TestSkillsAndLineage:
             'no skills for this session: its config allows none (--skills "")\n'
         )
 
-    async def test_empty_skills_say_why(self, env: dict[str, str]) -> None:
-        """A session whose allow-list names only skills the gateway lacks is told apart from
-        one that allows none."""
-        root = (await ok(env, "root", "--skills", "search,tides", "-q")).strip()
+    async def test_empty_skills_say_why(
+        self, env: dict[str, str], suite: Suite, space: TestSpace
+    ) -> None:
+        """A skill the gateway lacks is refused by name; a session whose allow-list names
+        only skills the gateway no longer has (the configuration changed since) is told
+        apart from one that allows none."""
+        refused = await failed(env, "root", "--skills", "search,tides")
+        assert (
+            refused == "stello: --skills #1: names no configured skill (tides, knots), got 'search'"
+        )
+        root = (await ok(env, "root", "--skills", "tides", "-q")).strip()
+        child = (await ok(env, "fork", root, "--label", "kid", "--skills", "tides", "-q")).strip()
+        for session, names in ((root, ["search", "tides"]), (child, ["search"])):
+            await _put_config(suite, space, session, names)
         assert [s["name"] for s in await as_json(env, "skills", root)] == ["tides"]
-        child = (await ok(env, "fork", root, "--label", "kid", "--skills", "search", "-q")).strip()
         assert await ok(env, "skills", child) == (
             "no skills for this session: its config allows only search, which the gateway "
             "does not have (`stello skills` lists those it has)\n"
@@ -140,3 +152,16 @@ class TestSkillsAndLineage:
         lines = (await ok(env, "lineage", leaf)).splitlines()
         assert "Mid" in lines[0] and "Top" in lines[1] and lines[2] == "    memory: the plan"
         assert await ok(env, "lineage", root) == "a root: no ancestors\n"
+
+
+async def _put_config(suite: Suite, space: TestSpace, session_id: str, skills: list[str]) -> None:
+    """Give a session an allow-list through the tree (as if the gateway's skills had changed
+    since it was made: the gateway refuses names it does not have)."""
+    async with open_channel(suite.tree, key=space.key) as channel:
+        await tree_pb2_grpc.SessionTreeStub(channel).PutConfig(
+            tree_pb2.PutConfigRequest(
+                space_id=space.sid,
+                session_id=session_id,
+                config=common_pb2.SessionConfig(skills=common_pb2.SkillList(names=skills)),
+            )
+        )

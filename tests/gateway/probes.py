@@ -35,7 +35,7 @@ FORK_FIELDS: dict[str, Any] = {
     "label": "forked",
     "context": common_pb2.FORK_CONTEXT_INHERIT,
     "system_prompt": "child prompt",
-    "skills": common_pb2.SkillList(names=["s1"]),
+    "skills": common_pb2.SkillList(),  # set, none allowed: a config the fork writes
     "prompt": "opening",
 }
 """A fork that writes every kind of thing: config, system prompt and records."""
@@ -77,7 +77,7 @@ async def assert_complete(stack: Stack, session_id: str) -> None:
     """The session is visible with its config, system prompt and records (FORK_FIELDS)."""
     view = await stack.view(session_id)
     assert view.config.system_prompt == "child prompt"
-    assert list(view.config.skills.names) == ["s1"]
+    assert view.config.HasField("skills") and list(view.config.skills.names) == []
     assert view.system_prompt == "child prompt"
     assert [r.content for r in await stack.records(session_id)] == ["q", "a", "opening"]
 
