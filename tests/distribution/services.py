@@ -362,9 +362,13 @@ async def _drive_tree_metadata(tr: Any, sid: str, root_id: str, kid_id: str) -> 
                 status=common_pb2.SESSION_STATUS_ACTIVE,
             )
         )
-        await tr.ListAll(
+        await tr.ListAll(  # the next page: the same listing (a token is bound to it)
             tree_pb2.ListAllRequest(
-                space_id=sid, page_size=1, filter=session_filter, page_token=page.next_page_token
+                space_id=sid,
+                page_size=1,
+                filter=session_filter,
+                status=common_pb2.SESSION_STATUS_ACTIVE,
+                page_token=page.next_page_token,
             )
         )
 
