@@ -180,7 +180,23 @@ def iterating(
     return call
 
 
-class Items(Iterator[T], Generic[T]):
+class _Closing:
+    """``with`` for what has `close()`: the block's end closes it."""
+
+    def close(self) -> None:
+        """End what this holds."""
+        raise NotImplementedError
+
+    def __enter__(self) -> Self:
+        return self
+
+    def __exit__(
+        self, kind: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
+    ) -> None:
+        self.close()
+
+
+class Items(_Closing, Iterator[T], Generic[T]):
     """A sync iterator over an `AsyncClient` iterator, one item fetched at a time.
 
     `close()` (or the ``with`` block's end) ends its call at once (a stream's turn is
@@ -217,19 +233,11 @@ class Items(Iterator[T], Generic[T]):
             self._done = True
             self._loop.end(_closed(self._items))
 
-    def __enter__(self) -> Self:
-        return self
-
-    def __exit__(
-        self, kind: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
-    ) -> None:
-        self.close()
-
     def __del__(self) -> None:
         self.close()
 
 
-class SyncWatch:
+class SyncWatch(_Closing):
     """A `Watch` for sync code: iterate it; `cursor`, `start()` and `close()` as there."""
 
     def __init__(self, loop: _Loop, watch: Watch) -> None:
@@ -258,16 +266,8 @@ class SyncWatch:
         """End the call."""
         self._loop.run(self._watch.aclose())
 
-    def __enter__(self) -> Self:
-        return self
 
-    def __exit__(
-        self, kind: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
-    ) -> None:
-        self.close()
-
-
-class Client:
+class Client(_Closing):
     """The Stello gateway without asyncio: ``with Client() as client: ...``.
 
     Takes the arguments of `AsyncClient` (see `ClientBase.__init__`) and has
@@ -317,14 +317,6 @@ class Client:
     def close(self) -> None:
         """Close the channel (its calls end; a later call opens it again)."""
         self._loop.run(self._client.close())
-
-    def __enter__(self) -> Self:
-        return self
-
-    def __exit__(
-        self, kind: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
-    ) -> None:
-        self.close()
 
     def watch(
         self,
