@@ -44,6 +44,7 @@ from storage_service import create_app
 from storage_service.config import StorageSettings
 from storage_service.convert import ROLE_TO_PROTO
 from storage_service.records.repository import APPEND_RECORDS, LIST_RECORDS_NEWEST, MAX_SEQ
+from tests.support.history import COLUMNS  # the tests' COPY of records, shared
 
 SERVICE = "stello.storage.v1.SessionStorage"
 CONTENT = "benchmark record " * 6  # ~100 bytes, a short chat message
@@ -207,16 +208,7 @@ async def seed(dsn: str, total_records: int) -> Fixture:
             await con.copy_records_to_table(
                 "records",
                 records=rows,
-                columns=[
-                    "space_id",
-                    "session_id",
-                    "seq",
-                    "role",
-                    "content",
-                    "created_at",
-                    "token_estimate",
-                    "token_cumulative",
-                ],
+                columns=COLUMNS,
             )
             # Settle the new table now, not during a measurement.
             await con.execute("VACUUM (ANALYZE) records")
