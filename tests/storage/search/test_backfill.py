@@ -22,7 +22,7 @@ from storage_service.search.backfill import SearchBackfill
 from storage_service.unit import Database
 from tests.storage.conftest import StubFor
 from tests.storage.helpers import rec
-from tests.storage.records.test_lineage import append
+from tests.storage.records.test_lineage import append, inherit, trim
 from tests.storage.search.test_search import found, search
 from tests.storage.search.test_search_tags import Stub
 from tests.support.database import create_test_database, drop_test_database
@@ -163,3 +163,27 @@ async def test_a_batch_touches_its_own_space_only(
     assert (await pass_of(pool, other.id))["rows_read"] == 0
     await job(pool, 1000).space(other.id)
     assert found(await search(other_stub, other, "thinking")) == {(str(other_session), 1)}
+
+
+async def test_rows_an_heir_takes_over_behind_the_cursor_are_found(
+    stub: Stub, space: TestSpace, make_session: MakeSession, pool: asyncpg.Pool
+) -> None:
+    """Rows a trim hands to an heir whose keys the pass went past are found by their tag
+    words: the hand-over writes them anew (migration 0032's INSERT), with 0035's vector,
+    so the pass need not come back for them."""
+    source, heir = await make_session(), await make_session()
+    await append(stub, space, source, *(rec(content) for content in OLD))
+    await inherit(stub, space, heir, source)
+    await migrated(pool)
+    await pool.execute(PAST, space.id, max(source, heir))
+    assert await search(stub, space, "thinking") == []  # the source's rows: the old vector
+    assert await trim(stub, space, source, keep=0) == len(OLD)
+    assert found(await search(stub, space, "thinking")) == {(str(heir), 1)}
+    assert found(await search(stub, space, "password")) == {(str(heir), 4)}
+
+
+# The space's pass placed after every key of the session $2 (as if it went past it).
+PAST = """
+UPDATE search_backfill SET after_session = $2, after_seq = 9223372036854775807
+WHERE space_id = $1
+"""
