@@ -17,7 +17,7 @@ from agent_gateway.forks.creator import SessionCreator, SizeLimits
 from agent_gateway.forks.faults import Faults, faults_from_setting
 from agent_gateway.forks.guard import ForkGuard
 from agent_gateway.forks.imports import SessionImporter
-from agent_gateway.forks.profiles import ProfileRegistry, load_profiles
+from agent_gateway.forks.profiles import ProfileRegistry, ProfilesFileError, load_profiles
 from agent_gateway.forks.saga import ProvisioningSaga
 from agent_gateway.history.background_fold import BackgroundFolds
 from agent_gateway.history.budget import Calibration, Counter
@@ -39,7 +39,7 @@ from agent_gateway.sessions.watch import Watchers, key_check
 from agent_gateway.tools.builtins import BuiltinTools
 from agent_gateway.tools.create_session import CreateSessionTool
 from agent_gateway.tools.memory import MemoryTools
-from agent_gateway.tools.skills import SkillRegistry, load_skills
+from agent_gateway.tools.skills import SkillRegistry, SkillsFileError, load_skills
 from agent_gateway.turns.lease_keeper import LeaseKeeper, LeaseTimes
 from agent_gateway.turns.queue import TurnLine
 from agent_gateway.turns.requests import ContentLimits
@@ -69,14 +69,37 @@ class GatewayFiles:
         """Read the files `config` names (the defaults where it names none).
 
         Raises:
-            PromptsFileError, ProfilesFileError, SkillsFileError: a file is not valid
+            PromptsFileError, ProfilesFileError, SkillsFileError: a file is not valid, or a
+                profile or STELLO_GATEWAY_DEFAULT_SKILLS names a skill not configured
                 (file, line, problem).
         """
-        return cls(
+        files = cls(
             load_prompts(config.prompts, config.prompts_file),
             load_profiles(config.profiles_file),
             load_skills(config.skills_file),
         )
+        files.check_skill_names(config)
+        return files
+
+    def check_skill_names(self, config: GatewaySettings) -> None:
+        """Check that every skill a profile or STELLO_GATEWAY_DEFAULT_SKILLS names is
+        configured: a session made with an unknown name would see fewer skills than its
+        config says, without a word (CreateRoot and Fork refuse one the same way).
+
+        Raises:
+            ProfilesFileError: a profile names a skill the skills file does not define.
+            SkillsFileError: STELLO_GATEWAY_DEFAULT_SKILLS does.
+        """
+        fix = "define it in STELLO_GATEWAY_SKILLS_FILE or take it out"
+        for profile in self.profiles:
+            for name in profile.skills or ():
+                if (reason := self.skills.unknown(name)) is not None:
+                    raise ProfilesFileError(
+                        f"{config.profiles_file}: profile {profile.name!r}: skills {reason}: {fix}"
+                    )
+        for name in config.default_skills or ():
+            if (reason := self.skills.unknown(name)) is not None:
+                raise SkillsFileError(f"STELLO_GATEWAY_DEFAULT_SKILLS {reason}: {fix}")
 
 
 @dataclass(frozen=True, slots=True)

@@ -272,7 +272,7 @@ class TestSessionCommands:
         )
         view = await as_json(env, "show", made["id"])
         assert view["system_prompt"] == "You research forks for us. Cite sources."
-        assert view["config"]["skills"] == ["search"]
+        assert view["config"]["skills"] == ["tides"]
 
     async def test_var_the_profile_does_not_use(self, env: dict[str, str]) -> None:
         """--var without --profile, or one the profile has no variable for, is a usage error

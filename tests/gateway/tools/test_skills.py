@@ -18,6 +18,9 @@ import asyncpg
 import grpc
 import pytest
 
+from agent_gateway.app import GatewayFiles
+from agent_gateway.config import GatewaySettings
+from agent_gateway.forks.profiles import ProfilesFileError
 from agent_gateway.llm import ToolCallSpec
 from agent_gateway.tools.base import ACTIVATE_SKILL
 from agent_gateway.tools.skills import SkillsFileError, parse_skills
@@ -374,3 +377,36 @@ async def test_the_gateway_refuses_to_start_on_a_bad_skills_file(tmp_path: Path)
     assert process.returncode == 1, errors
     assert errors.startswith(f"agent_gateway: {path}: skill 'tides' is defined twice")
     assert "Traceback" not in errors
+
+
+class TestNamesInTheConfiguration:
+    """A profile or STELLO_GATEWAY_DEFAULT_SKILLS naming a skill the skills file does not
+    define stops the gateway at start (GatewayFiles.read, what `python -m agent_gateway`
+    and `stello up` read), naming where the name is and the skills there are."""
+
+    @staticmethod
+    def files(tmp_path: Path, profile_skills: str, **fields: Any) -> GatewayFiles:
+        skills, profiles = tmp_path / "skills.toml", tmp_path / "profiles.toml"
+        skills.write_text(SKILLS_TOML, encoding="utf-8")
+        profiles.write_text(
+            f'[[profiles]]\nname = "sailor"\nskills = {profile_skills}\n', encoding="utf-8"
+        )
+        config = GatewaySettings(skills_file=skills, profiles_file=profiles, **fields)
+        return GatewayFiles.read(config)
+
+    def test_a_profile_naming_an_unknown_skill(self, tmp_path: Path) -> None:
+        with pytest.raises(ProfilesFileError) as raised:
+            self.files(tmp_path, '["tides", "tide"]')
+        assert str(raised.value) == (
+            f"{tmp_path / 'profiles.toml'}: profile 'sailor': skills names no configured "
+            "skill (tides, knots, charts), got 'tide': define it in STELLO_GATEWAY_SKILLS_FILE or "
+            "take it out"
+        )
+
+    def test_default_skills_naming_an_unknown_skill(self, tmp_path: Path) -> None:
+        with pytest.raises(SkillsFileError, match=r"^STELLO_GATEWAY_DEFAULT_SKILLS names no "):
+            self.files(tmp_path, "[]", default_skills=["knots", "rope"])
+
+    def test_configured_names_start(self, tmp_path: Path) -> None:
+        files = self.files(tmp_path, '["tides"]', default_skills=["knots"])
+        assert [p.skills for p in files.profiles] == [("tides",)]
