@@ -206,7 +206,7 @@ class TestIdempotency:
 
 
 class TestCancellation:
-    """A stream cancelled before its commit stores nothing."""
+    """A stream cancelled or interrupted before its commit stores nothing."""
 
     async def test_cancel_after_first_delta(
         self, make_stack: StackMaker, pool: asyncpg.Pool
@@ -230,3 +230,28 @@ class TestCancellation:
         spy.delay_s = 0
         reply = await submit(stack, root, ("c1", "again"))
         assert reply.records[0].content == "again"
+
+    async def test_interrupted_mid_stream(self, make_stack: StackMaker) -> None:
+        """An INTERRUPT Send while the continuation streams ends the stream ABORTED
+        TURN_INTERRUPTED after its deltas; none of it (not the results) is stored."""
+        spy = SpyProvider().then(answer("", tool_call("lookup", "c1")))
+        stack = await make_stack(spy)
+        root = await pending_root(stack)
+        spy.delay_s = 0.2
+        call = submit_stream(stack, root, ("c1", "a result long enough"))
+        assert (await call.read()).WhichOneof("event") == "text_delta"
+        spy.delay_s = 0
+        interrupt = common_pb2.BUSY_POLICY_INTERRUPT
+        reply = await send(stack, root, "second", busy=interrupt)
+        assert reply.assistant.content == "echo: second"
+        error = await rpc_error(_drain(call))
+        assert error.code() is grpc.StatusCode.ABORTED
+        assert error_info_reason(error) == "TURN_INTERRUPTED"
+        contents = [r.content for r in await stack.records(root)]
+        assert contents == ["go", "", "second", "echo: second"]
+
+
+async def _drain(call: Any) -> None:
+    """Read a stream to its end (its error raised)."""
+    while await call.read() != grpc.aio.EOF:
+        pass
