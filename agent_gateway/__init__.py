@@ -5,7 +5,7 @@ tables. Its rooms, each a folder, from the RPCs down (a room imports only the
 rooms below it; `lint-imports` checks it):
 
 - `servicer/`: proto <-> domain, one domain call per RPC;
-- `turns/`: Send, SendStream, SubmitToolResults — a turn from request to commit;
+- `turns/`: Send, SendStream, SubmitToolResults(Stream) — a turn from request to commit;
 - `sessions/`: joined reads over storage and tree, pass-through writes, WatchSpace;
 - `tools/`: the built-in tools a turn offers (fork, shared memory, skills);
 - `forks/`: CreateRoot, Fork and ImportSession through the provisioning saga;

@@ -21,6 +21,7 @@ RPC_METHODS = {
     "Send": "send",
     "SendStream": "stream",
     "SubmitToolResults": "submit_tool_results",
+    "SubmitToolResultsStream": "submit_tool_results_stream",
     "Consolidate": "consolidate",
     "ListSessionDigests": "list_session_digests",
     "GetSession": "get_session",

@@ -188,7 +188,7 @@ class ClientBase:
             plaintext: ignore every TLS variable.
             timeout: the default deadline of a call, its retries included (None: none).
             turn_timeout: the default deadline of a call that runs the model (send,
-                stream, submit_tool_results, consolidate).
+                stream, submit_tool_results, submit_tool_results_stream, consolidate).
             retry: how safe calls are retried (default `Retry()`; `Retry(attempts=1)`: never).
 
         Raises:

@@ -165,7 +165,7 @@ async def unary(call: Callable[..., Awaitable[T]], request: Any, opts: CallOptio
         attempt += 1
 
 
-TURNS = frozenset({"Send", "SendStream", "SubmitToolResults"})
+TURNS = frozenset({"Send", "SendStream", "SubmitToolResults", "SubmitToolResultsStream"})
 
 
 def failure(exc: grpc.aio.AioRpcError, opts: CallOptions) -> RpcError:

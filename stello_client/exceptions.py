@@ -336,7 +336,7 @@ class LlmUnavailable(Unavailable):
 
 class OutcomeUnknown(Unavailable):
     """Raised when a turn's answer was lost and it may have been stored, once (send,
-    stream, submit_tool_results).
+    stream, submit_tool_results, submit_tool_results_stream).
 
     Unlike the other UNAVAILABLE failures it does not say nothing was written, so it is
     retried only with the call's own `request_id`, which answers the stored turn or runs

@@ -347,6 +347,7 @@ class Client(_Closing):
     send = blocking(AsyncClient.send)
     stream = iterating(AsyncClient.stream)
     submit_tool_results = blocking(AsyncClient.submit_tool_results)
+    submit_tool_results_stream = iterating(AsyncClient.submit_tool_results_stream)
     get_tree = blocking(AsyncClient.get_tree)
     list_records = blocking(AsyncClient.list_records)
     records = iterating(AsyncClient.records)

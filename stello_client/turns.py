@@ -1,5 +1,5 @@
 """Turns: send (the stored turn), stream (text as it arrives, tool calls, then the turn),
-submit_tool_results.
+submit_tool_results and its streamed form, submit_tool_results_stream.
 
 Every turn carries a `request_id` (the caller's, else a new one), so a turn
 whose reply was lost (the gateway restarted mid-call) is retried safely: the
@@ -12,6 +12,7 @@ after text was shown, a failure raises (its `request_id` finds the turn: a
 from __future__ import annotations
 
 from collections.abc import AsyncGenerator, Sequence
+from typing import Any, overload
 
 import grpc
 
@@ -33,12 +34,13 @@ from stello_client.types import (
     SubmitToolResultsResponse,
     ToolDefinition,
     ToolResult,
+    ToolResultsStreamEvent,
     busy_policy,
 )
 
 
 class TurnCalls(ClientBase):
-    """Send, SendStream, SubmitToolResults."""
+    """Send, SendStream, SubmitToolResults, SubmitToolResultsStream."""
 
     async def send(
         self,
@@ -139,25 +141,8 @@ class TurnCalls(ClientBase):
             busy=busy_policy(busy),
         )
         set_optional(request, memory_tools=memory_tools)
-        opts = self._options("SendStream", timeout, safe=True, request_id=rid, turn=True)
-        attempt, closes = 1, self._channel.closes
-        while True:
-            with self._channel.ended_by_close(closes, "SendStream", rid):
-                call = self._stream_call("SendStream", request, opts)
-                shown = False
-                try:
-                    async for event in call:
-                        shown = True
-                        yield _event(event)
-                    return
-                except grpc.aio.AioRpcError as exc:
-                    error = failure(exc, opts)
-                    if shown:
-                        raise error from None
-                finally:
-                    call.cancel()
-            await before_retry(error, attempt, opts)
-            attempt += 1
+        async for event in self._events("SendStream", request, rid, timeout):
+            yield _event(event)
 
     async def submit_tool_results(
         self,
@@ -196,9 +181,76 @@ class TurnCalls(ClientBase):
         )
         return reply
 
+    async def submit_tool_results_stream(
+        self,
+        session_id: str,
+        results: Sequence[ToolResult],
+        *,
+        tools: Sequence[ToolDefinition] = (),
+        memory_tools: bool | None = None,
+        busy: BusyName | BusyPolicy | None = None,
+        request_id: str | None = None,
+        timeout: Timeout = DEFAULT,
+    ) -> AsyncGenerator[ToolResultsStreamEvent, None]:
+        """Continue a turn that stopped on client tool calls, yielding as it goes
+        (SubmitToolResultsStream): `TextDelta`s of the reply, each complete `ToolCall`, and
+        last the stored continuation (`SubmitToolResultsResponse`, as `submit_tool_results`
+        answers it). What `stream` is to `send`: closing the iterator early cancels the call
+        (nothing stored, the results included, unless the commit was under way), and
+        `submit_tool_results` with the same request_id then answers the stored continuation.
 
-def _event(event: agent_pb2.SendStreamResponse) -> StreamEvent:
-    """The one event a SendStreamResponse carries."""
+        Arguments and errors as `submit_tool_results` (InvalidArgument, NoPendingToolCalls,
+        TurnInProgress, ... raised before any event). Retried (same request_id) only before
+        the first event.
+        """
+        rid = request_id_or_new(request_id)
+        request = request_of(
+            agent_pb2.SubmitToolResultsStreamRequest,
+            space_id=await self.space_id(),
+            session_id=session_id,
+            results=list(results),
+            tools=list(tools),
+            request_id=rid,
+            busy=busy_policy(busy),
+        )
+        set_optional(request, memory_tools=memory_tools)
+        async for event in self._events("SubmitToolResultsStream", request, rid, timeout):
+            yield _event(event)
+
+    async def _events(
+        self, method: str, request: Any, rid: str, timeout: Timeout
+    ) -> AsyncGenerator[Any, None]:
+        """The events of a streamed turn (`method`), retried with its request_id only until
+        the first event: once text was shown, a failure raises."""
+        opts = self._options(method, timeout, safe=True, request_id=rid, turn=True)
+        attempt, closes = 1, self._channel.closes
+        while True:
+            with self._channel.ended_by_close(closes, method, rid):
+                call = self._stream_call(method, request, opts)
+                shown = False
+                try:
+                    async for event in call:
+                        shown = True
+                        yield event
+                    return
+                except grpc.aio.AioRpcError as exc:
+                    error = failure(exc, opts)
+                    if shown:
+                        raise error from None
+                finally:
+                    call.cancel()
+            await before_retry(error, attempt, opts)
+            attempt += 1
+
+
+@overload
+def _event(event: agent_pb2.SendStreamResponse) -> StreamEvent: ...
+@overload
+def _event(event: agent_pb2.SubmitToolResultsStreamResponse) -> ToolResultsStreamEvent: ...
+def _event(
+    event: agent_pb2.SendStreamResponse | agent_pb2.SubmitToolResultsStreamResponse,
+) -> StreamEvent | ToolResultsStreamEvent:
+    """The one event a SendStreamResponse or SubmitToolResultsStreamResponse carries."""
     kind = event.WhichOneof("event")
     if kind == "text_delta":
         return event.text_delta

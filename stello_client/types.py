@@ -67,6 +67,9 @@ RoleName: TypeAlias = Literal["system", "user", "assistant", "tool"]
 OrderName: TypeAlias = Literal["newest", "relevance"]
 StreamEvent: TypeAlias = TextDelta | ToolCall | SendResponse
 """What `stream()` yields: text as it arrives, each complete tool call, then the turn."""
+ToolResultsStreamEvent: TypeAlias = TextDelta | ToolCall | SubmitToolResultsResponse
+"""What `submit_tool_results_stream()` yields: text as it arrives, each complete tool call,
+then the continuation as `submit_tool_results` answers it."""
 
 __all__ = [
     "BusyName",
@@ -107,6 +110,7 @@ __all__ = [
     "ToolCall",
     "ToolDefinition",
     "ToolResult",
+    "ToolResultsStreamEvent",
     "TreeNode",
     "UpsertSharedMemoryEntryResponse",
     "Usage",

@@ -43,6 +43,7 @@ from agent_gateway.turns.requests import (
     stream_event,
     submit_input,
     submit_response,
+    submit_stream_event,
 )
 from agent_gateway.turns.service import TurnService
 from stello import validation
@@ -273,6 +274,15 @@ class AgentGatewayServicer(
         """Answer the pending client tool calls and continue the turn."""
         turn = submit_input(request, limits=self._limits)
         return submit_response(await self._turns.submit(_caller(context), turn))
+
+    async def SubmitToolResultsStream(
+        self, request: agent_pb2.SubmitToolResultsStreamRequest, context: Context
+    ) -> AsyncIterator[agent_pb2.SubmitToolResultsStreamResponse]:
+        """Answer the pending client tool calls and continue the turn, streaming text deltas
+        and tool calls, then `done`."""
+        turn = submit_input(request, limits=self._limits)
+        async for event in self._turns.submit_events(_caller(context), turn, stream=True):
+            yield submit_stream_event(event)
 
     async def Consolidate(
         self, request: agent_pb2.ConsolidateRequest, context: Context

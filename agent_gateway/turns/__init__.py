@@ -1,4 +1,5 @@
-"""A turn from request to commit: Send, SendStream, SubmitToolResults (DESIGN §4.2, §4.3).
+"""A turn from request to commit: Send, SendStream, SubmitToolResults(Stream) (DESIGN §4.2,
+§4.3).
 
 - `requests`: requests -> validated turn input (and replies back);
 - `service`: `TurnService`, the turn itself: BeginTurn, the context, the model

@@ -1,4 +1,5 @@
-"""Send, SendStream and SubmitToolResults requests -> validated turn input (and replies back).
+"""Send, SendStream, SubmitToolResults and SubmitToolResultsStream requests -> validated turn
+input (and replies back).
 
 Every bad field is named at once (BadRequest), before anything is read or
 written and before any model is called: a content is checked against the
@@ -8,13 +9,15 @@ gateway's content limit and against the record limit storage enforces
 The request_id's fingerprint is the deterministic encoding of the
 request with request_id and the busy policy cleared (how to wait is not what
 to do); SendStream is fingerprinted as the Send it equals (same fields), so
-the two share one idempotency scope.
+the two share one idempotency scope, and SubmitToolResultsStream as the
+SubmitToolResults it equals.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 from datetime import UTC, datetime
+from typing import Any
 
 from agent_gateway.clients import RequestKey
 from agent_gateway.history.records import new_record, tool_call_proto
@@ -26,6 +29,7 @@ from agent_gateway.turns.state import (
     SendInput,
     SubmitInput,
     ToolResultInput,
+    TurnDone,
     TurnEvent,
 )
 from stello import validation
@@ -131,9 +135,14 @@ def send_input(
 
 
 def submit_input(
-    request: agent_pb2.SubmitToolResultsRequest, *, limits: ContentLimits
+    request: agent_pb2.SubmitToolResultsRequest | agent_pb2.SubmitToolResultsStreamRequest,
+    *,
+    limits: ContentLimits,
 ) -> SubmitInput:
-    """A SubmitToolResults request, validated (ids non-empty and unique)."""
+    """A SubmitToolResults or SubmitToolResultsStream request, validated (ids non-empty and
+    unique)."""
+    if not isinstance(request, agent_pb2.SubmitToolResultsRequest):
+        request = agent_pb2.SubmitToolResultsRequest.FromString(request.SerializeToString())
     v = Violations()
     space_id = validation.parse_uuid(request.space_id, "space_id", v)
     session_id = validation.parse_uuid(request.session_id, "session_id", v)
@@ -167,11 +176,23 @@ def submit_input(
 
 def stream_event(event: TurnEvent) -> agent_pb2.SendStreamResponse:
     """One SendStream event."""
+    if isinstance(event, TurnDone):
+        return agent_pb2.SendStreamResponse(done=event.response)
+    return agent_pb2.SendStreamResponse(**_progress(event))
+
+
+def submit_stream_event(event: TurnEvent) -> agent_pb2.SubmitToolResultsStreamResponse:
+    """One SubmitToolResultsStream event (`done`: what SubmitToolResults answers)."""
+    if isinstance(event, TurnDone):
+        return agent_pb2.SubmitToolResultsStreamResponse(done=submit_response(event.response))
+    return agent_pb2.SubmitToolResultsStreamResponse(**_progress(event))
+
+
+def _progress(event: TextDelta | ToolCallEvent) -> dict[str, Any]:
+    """The oneof field of a streamed event before `done` (both streams number it alike)."""
     if isinstance(event, TextDelta):
-        return agent_pb2.SendStreamResponse(text_delta=agent_pb2.TextDelta(text=event.text))
-    if isinstance(event, ToolCallEvent):
-        return agent_pb2.SendStreamResponse(tool_call=tool_call_proto(event.call))
-    return agent_pb2.SendStreamResponse(done=event.response)
+        return {"text_delta": agent_pb2.TextDelta(text=event.text)}
+    return {"tool_call": tool_call_proto(event.call)}
 
 
 def submit_response(response: agent_pb2.SendResponse) -> agent_pb2.SubmitToolResultsResponse:

@@ -1,4 +1,5 @@
-"""Turns: Send, SendStream and SubmitToolResults (DESIGN §4.2, §4.3, STELLO-SPEC §4.5).
+"""Turns: Send, SendStream, SubmitToolResults and SubmitToolResultsStream (DESIGN §4.2,
+§4.3, STELLO-SPEC §4.5).
 
 One turn, in order:
 
@@ -182,6 +183,12 @@ class TurnService:
 
     async def submit(self, caller: Caller, request: SubmitInput) -> agent_pb2.SendResponse:
         """Store the results of the pending client tool calls and continue the turn."""
+        return await _last(self.submit_events(caller, request, stream=False))
+
+    def submit_events(
+        self, caller: Caller, request: SubmitInput, *, stream: bool
+    ) -> AsyncIterator[TurnEvent]:
+        """Continue the turn as events; `stream` uses the provider's stream for every round."""
         plan = SubmitPlan(
             request.space_id,
             request.session_id,
@@ -191,7 +198,7 @@ class TurnService:
             memory_tools=request.memory_tools,
             busy=request.busy,
         )
-        return await _last(self._run(caller, plan, stream=False))
+        return self._run(caller, plan, stream=stream)
 
     async def _run(self, caller: Caller, plan: Plan, *, stream: bool) -> AsyncIterator[TurnEvent]:
         _in_time(caller, "the turn began")

@@ -26,6 +26,7 @@ from stello.reasons import NO_PENDING_TOOL_CALLS
 SEND_SCOPE = "gateway.Send"
 """Send and SendStream share it: they are the same turn, streamed or not."""
 SUBMIT_SCOPE = "gateway.SubmitToolResults"
+"""SubmitToolResults and SubmitToolResultsStream share it, as Send and SendStream do."""
 
 Oversized = Callable[[str], "str | None"]
 """The error result replacing a tool result too large for the model's window; None: fits."""
@@ -60,7 +61,8 @@ class ToolResultInput:
 
 @dataclass(frozen=True, slots=True)
 class SubmitInput:
-    """A validated SubmitToolResults request (ids non-empty and unique)."""
+    """A validated SubmitToolResults or SubmitToolResultsStream request (ids non-empty and
+    unique)."""
 
     space_id: uuid.UUID
     session_id: uuid.UUID
@@ -188,7 +190,8 @@ class SendPlan:
 
 @dataclass(frozen=True, slots=True)
 class SubmitPlan:
-    """A SubmitToolResults: opens with the tool records of the results."""
+    """A SubmitToolResults or SubmitToolResultsStream: opens with the tool records of the
+    results."""
 
     space_id: uuid.UUID
     session_id: uuid.UUID

@@ -226,6 +226,23 @@ async def drive_gateway(s: Services) -> None:
             request_id="submit-1",
         )
     )
+    sent = await gw.Send(
+        agent_pb2.SendRequest(
+            space_id=sid, session_id=root.id, content='/tool lookup {"q": 2}', tools=[lookup]
+        )
+    )
+    async for _ in gw.SubmitToolResultsStream(
+        agent_pb2.SubmitToolResultsStreamRequest(
+            space_id=sid,
+            session_id=root.id,
+            results=[
+                agent_pb2.ToolResult(tool_call_id=c.id, content="found")
+                for c in sent.pending_tool_calls
+            ],
+            request_id="submit-stream-1",
+        )
+    ):
+        pass
     await gw.Send(
         agent_pb2.SendRequest(
             space_id=sid,

@@ -239,6 +239,26 @@ async def submit(
     )
 
 
+def submit_stream(
+    stack: Stack, session_id: str, *results: tuple[str, str] | tuple[str, str, bool], **fields: Any
+) -> Any:
+    """Start a SubmitToolResultsStream call (iterate it, or read() it)."""
+    request = agent_pb2.SubmitToolResultsStreamRequest(
+        space_id=stack.space.sid,
+        session_id=session_id,
+        results=[agent_pb2.ToolResult(**_result(r)) for r in results],
+        **fields,
+    )
+    return stack.gw.SubmitToolResultsStream(request, metadata=stack.space.metadata)
+
+
+async def submit_stream_events(
+    stack: Stack, session_id: str, *results: tuple[str, str] | tuple[str, str, bool], **fields: Any
+) -> list[Any]:
+    """Every event of a SubmitToolResultsStream call."""
+    return [event async for event in submit_stream(stack, session_id, *results, **fields)]
+
+
 def _result(result: tuple[str, str] | tuple[str, str, bool]) -> dict[str, Any]:
     is_error = result[2] if len(result) == 3 else False
     return {"tool_call_id": result[0], "content": result[1], "is_error": is_error}

@@ -5,7 +5,9 @@ from __future__ import annotations
 
 import asyncio
 import inspect
+import re
 from collections.abc import AsyncIterator, Callable
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -15,14 +17,28 @@ from stello.common.v1 import common_pb2
 from stello.storage.v1 import storage_pb2
 from stello_client import AsyncClient, Client
 from stello_client.aio import RPC_METHODS
-from stello_client.exceptions import ConfigurationError, NotFound, ResourceExhausted
+from stello_client.exceptions import (
+    ConfigurationError,
+    NoPendingToolCalls,
+    NotFound,
+    ResourceExhausted,
+)
 from stello_client.sync import Client as SyncClient
-from stello_client.types import SendResponse, TextDelta, ToolCall, tool, tool_result
+from stello_client.types import (
+    SendResponse,
+    SubmitToolResultsResponse,
+    TextDelta,
+    ToolCall,
+    tool,
+    tool_result,
+)
 from tests.gateway.conftest import Stack, record
 from tests.sdk.conftest import client_of
 from tests.support.fixtures import TestSpace
 
 pytestmark = pytest.mark.sql
+ROOT = Path(__file__).resolve().parents[2]
+STREAMED_TOOLS = "<!-- streamed tools: tests/sdk/test_methods.py runs this block -->"
 
 
 class TestSurface:
@@ -296,6 +312,38 @@ class TestTurns:
         assert reply.assistant.content == "tool results: clock: noon"
         assert not reply.pending_tool_calls
 
+    async def test_client_tools_streamed(self, client: AsyncClient) -> None:
+        """submit_tool_results_stream yields the continuation's text deltas, then the
+        SubmitToolResultsResponse; retried with its request_id, just that response."""
+        root = await client.create_root()
+        clock = tool("clock", "the time")
+        sent = await client.send(root.id, "/tool clock {}", tools=[clock])
+        results = [tool_result(sent.pending_tool_calls[0].id, "noon")]
+        stream = client.submit_tool_results_stream(root.id, results, request_id="rs-1")
+        events = [e async for e in stream]
+        done = events[-1]
+        assert isinstance(done, SubmitToolResultsResponse)
+        text = "".join(e.text for e in events if isinstance(e, TextDelta))
+        assert text == done.assistant.content == "tool results: clock: noon"
+        again = client.submit_tool_results_stream(root.id, results, request_id="rs-1")
+        assert [e async for e in again] == [done]
+        with pytest.raises(NoPendingToolCalls):
+            await anext(client.submit_tool_results_stream(root.id, results))
+
+    async def test_the_docs_streamed_tools(
+        self, client: AsyncClient, capsys: pytest.CaptureFixture[str]
+    ) -> None:
+        """docs/python.md's streamed client tools run as written: the tool answered, the
+        continuation printed as it streams."""
+        text = (ROOT / "docs" / "python.md").read_text().partition(STREAMED_TOOLS)[2]
+        found = re.search(r"```python\n(.*?)```", text, flags=re.DOTALL)
+        assert found, "docs/python.md lost its streamed client tools"
+        names: dict[str, Any] = {}
+        exec(found.group(1), names)
+        root = await client.create_root()
+        await names["turn"](client, root.id, "/tool clock {}")
+        assert capsys.readouterr().out == "tool results: clock: 12:00 UTC"
+
     async def test_the_busy_policy(self, client: AsyncClient, stack: Stack) -> None:
         """`busy` takes the policy's short name: "interrupt" takes over a turn's lease (here
         one taken straight on storage), "enqueue" runs on a free session; an unknown name
@@ -405,7 +453,8 @@ class TestSyncClient:
         await asyncio.to_thread(work)
 
     async def test_the_sync_client_in_a_thread(self, stack: Stack) -> None:
-        """Client (no asyncio) works from a worker thread: create, send, stream, pages."""
+        """Client (no asyncio) works from a worker thread: create, send, stream, pages, a
+        streamed continuation."""
 
         def work() -> tuple[str, list[str], int]:
             with Client(
@@ -415,6 +464,11 @@ class TestSyncClient:
                 sync.send(root.id, "one")
                 deltas = [e.text for e in sync.stream(root.id, "two") if isinstance(e, TextDelta)]
                 walked = [r.content for r in sync.records(root.id, page_size=1)]
+                call = sync.send(root.id, "/tool clock {}", tools=[tool("clock")])
+                results = [tool_result(call.pending_tool_calls[0].id, "noon")]
+                with sync.submit_tool_results_stream(root.id, results) as events:
+                    continued = list(events)
+                assert isinstance(continued[-1], SubmitToolResultsResponse)
                 return "".join(deltas), walked, len(sync.get_tree())
 
         text, walked, nodes = await asyncio.to_thread(work)

@@ -294,6 +294,34 @@ class SubmitToolResultsResponse(_message.Message):
     usage: Usage
     def __init__(self, assistant: _Optional[_Union[_common_pb2.Record, _Mapping]] = ..., records: _Optional[_Iterable[_Union[_common_pb2.Record, _Mapping]]] = ..., pending_tool_calls: _Optional[_Iterable[_Union[_common_pb2.ToolCall, _Mapping]]] = ..., usage: _Optional[_Union[Usage, _Mapping]] = ...) -> None: ...
 
+class SubmitToolResultsStreamRequest(_message.Message):
+    __slots__ = ("space_id", "session_id", "results", "tools", "request_id", "memory_tools", "busy")
+    SPACE_ID_FIELD_NUMBER: _ClassVar[int]
+    SESSION_ID_FIELD_NUMBER: _ClassVar[int]
+    RESULTS_FIELD_NUMBER: _ClassVar[int]
+    TOOLS_FIELD_NUMBER: _ClassVar[int]
+    REQUEST_ID_FIELD_NUMBER: _ClassVar[int]
+    MEMORY_TOOLS_FIELD_NUMBER: _ClassVar[int]
+    BUSY_FIELD_NUMBER: _ClassVar[int]
+    space_id: str
+    session_id: str
+    results: _containers.RepeatedCompositeFieldContainer[ToolResult]
+    tools: _containers.RepeatedCompositeFieldContainer[_common_pb2.ToolDefinition]
+    request_id: str
+    memory_tools: bool
+    busy: _common_pb2.BusyPolicy
+    def __init__(self, space_id: _Optional[str] = ..., session_id: _Optional[str] = ..., results: _Optional[_Iterable[_Union[ToolResult, _Mapping]]] = ..., tools: _Optional[_Iterable[_Union[_common_pb2.ToolDefinition, _Mapping]]] = ..., request_id: _Optional[str] = ..., memory_tools: _Optional[bool] = ..., busy: _Optional[_Union[_common_pb2.BusyPolicy, str]] = ...) -> None: ...
+
+class SubmitToolResultsStreamResponse(_message.Message):
+    __slots__ = ("text_delta", "tool_call", "done")
+    TEXT_DELTA_FIELD_NUMBER: _ClassVar[int]
+    TOOL_CALL_FIELD_NUMBER: _ClassVar[int]
+    DONE_FIELD_NUMBER: _ClassVar[int]
+    text_delta: TextDelta
+    tool_call: _common_pb2.ToolCall
+    done: SubmitToolResultsResponse
+    def __init__(self, text_delta: _Optional[_Union[TextDelta, _Mapping]] = ..., tool_call: _Optional[_Union[_common_pb2.ToolCall, _Mapping]] = ..., done: _Optional[_Union[SubmitToolResultsResponse, _Mapping]] = ...) -> None: ...
+
 class ConsolidateRequest(_message.Message):
     __slots__ = ("space_id", "session_id")
     SPACE_ID_FIELD_NUMBER: _ClassVar[int]

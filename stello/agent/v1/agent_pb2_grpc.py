@@ -27,7 +27,7 @@ if _version_not_supported:
 
 class AgentGatewayStub:
     """AgentGateway: session creation (CreateRoot, Fork), turns (Send, SendStream,
-    SubmitToolResults), consolidation, and the orchestrator-facing data reads
+    SubmitToolResults, SubmitToolResultsStream), consolidation, and the orchestrator-facing data reads
     and writes.
 
     Rules shared by every RPC (each RPC's comment lists its own codes too):
@@ -62,13 +62,15 @@ class AgentGatewayStub:
     refused rather than queueing every tenant behind it.
     - Storage or tree unreachable: UNAVAILABLE (safe to retry; mutating RPCs
     should be retried with the same request_id). With reason OUTCOME_UNKNOWN
-    (Send, SendStream, SubmitToolResults): storage's answer to the turn's
+    (Send, SendStream, SubmitToolResults, SubmitToolResultsStream): storage's
+    answer to the turn's
     commit was lost and the turn may have been stored; read the session's
     records before repeating it without a request_id.
     - Idempotency (CreateRoot, Fork, Send, SendStream, SubmitToolResults,
-    ImportSession, UpsertSharedMemoryEntry, RemoveSharedMemoryEntry): a
+    SubmitToolResultsStream, ImportSession, UpsertSharedMemoryEntry, RemoveSharedMemoryEntry): a
     non-empty `request_id` is kept 24 h per (space, RPC, request_id) with a hash of the request and the stored response (Send and SendStream share
-    one scope: a turn sent by either is found by a retry through either). Same id and same request:
+    one scope: a turn sent by either is found by a retry through either; so do SubmitToolResults
+    and SubmitToolResultsStream). Same id and same request:
     the first response again, nothing new done (a retried Send does not call
     the LLM). Same id, different request: ALREADY_EXISTS, reason
     REQUEST_ID_REUSED. A stored response is erased with the session(s)
@@ -78,11 +80,12 @@ class AgentGatewayStub:
     session); a new request_id does the request again. Empty `request_id` = no idempotency (Fork,
     CreateRoot and ImportSession still use a generated one internally, so the gateway's own
     retries never duplicate).
-    - LLM provider errors (Send, SendStream, SubmitToolResults, Consolidate,
+    - LLM provider errors (Send, SendStream, SubmitToolResults,
+    SubmitToolResultsStream, Consolidate,
     and Fork/CreateRoot with COMPRESS context) map to: UNAVAILABLE (endpoint
     down or 5xx, or an answer that could not be read: not the provider's
     protocol, or a stream that ended before the answer did; nothing is
-    stored, though SendStream may have shown part of it), RESOURCE_EXHAUSTED (provider rate limit or quota),
+    stored, though a stream may have shown part of it), RESOURCE_EXHAUSTED (provider rate limit or quota),
     FAILED_PRECONDITION (the provider rejected the API key or model, or the
     gateway has no API key for its provider), DEADLINE_EXCEEDED (provider
     timeout or the call's deadline passed), each with its reason
@@ -139,6 +142,11 @@ class AgentGatewayStub:
                 '/stello.agent.v1.AgentGateway/SubmitToolResults',
                 request_serializer=stello_dot_agent_dot_v1_dot_agent__pb2.SubmitToolResultsRequest.SerializeToString,
                 response_deserializer=stello_dot_agent_dot_v1_dot_agent__pb2.SubmitToolResultsResponse.FromString,
+                _registered_method=True)
+        self.SubmitToolResultsStream = channel.unary_stream(
+                '/stello.agent.v1.AgentGateway/SubmitToolResultsStream',
+                request_serializer=stello_dot_agent_dot_v1_dot_agent__pb2.SubmitToolResultsStreamRequest.SerializeToString,
+                response_deserializer=stello_dot_agent_dot_v1_dot_agent__pb2.SubmitToolResultsStreamResponse.FromString,
                 _registered_method=True)
         self.Consolidate = channel.unary_unary(
                 '/stello.agent.v1.AgentGateway/Consolidate',
@@ -289,7 +297,7 @@ class AgentGatewayStub:
 
 class AgentGatewayServicer:
     """AgentGateway: session creation (CreateRoot, Fork), turns (Send, SendStream,
-    SubmitToolResults), consolidation, and the orchestrator-facing data reads
+    SubmitToolResults, SubmitToolResultsStream), consolidation, and the orchestrator-facing data reads
     and writes.
 
     Rules shared by every RPC (each RPC's comment lists its own codes too):
@@ -324,13 +332,15 @@ class AgentGatewayServicer:
     refused rather than queueing every tenant behind it.
     - Storage or tree unreachable: UNAVAILABLE (safe to retry; mutating RPCs
     should be retried with the same request_id). With reason OUTCOME_UNKNOWN
-    (Send, SendStream, SubmitToolResults): storage's answer to the turn's
+    (Send, SendStream, SubmitToolResults, SubmitToolResultsStream): storage's
+    answer to the turn's
     commit was lost and the turn may have been stored; read the session's
     records before repeating it without a request_id.
     - Idempotency (CreateRoot, Fork, Send, SendStream, SubmitToolResults,
-    ImportSession, UpsertSharedMemoryEntry, RemoveSharedMemoryEntry): a
+    SubmitToolResultsStream, ImportSession, UpsertSharedMemoryEntry, RemoveSharedMemoryEntry): a
     non-empty `request_id` is kept 24 h per (space, RPC, request_id) with a hash of the request and the stored response (Send and SendStream share
-    one scope: a turn sent by either is found by a retry through either). Same id and same request:
+    one scope: a turn sent by either is found by a retry through either; so do SubmitToolResults
+    and SubmitToolResultsStream). Same id and same request:
     the first response again, nothing new done (a retried Send does not call
     the LLM). Same id, different request: ALREADY_EXISTS, reason
     REQUEST_ID_REUSED. A stored response is erased with the session(s)
@@ -340,11 +350,12 @@ class AgentGatewayServicer:
     session); a new request_id does the request again. Empty `request_id` = no idempotency (Fork,
     CreateRoot and ImportSession still use a generated one internally, so the gateway's own
     retries never duplicate).
-    - LLM provider errors (Send, SendStream, SubmitToolResults, Consolidate,
+    - LLM provider errors (Send, SendStream, SubmitToolResults,
+    SubmitToolResultsStream, Consolidate,
     and Fork/CreateRoot with COMPRESS context) map to: UNAVAILABLE (endpoint
     down or 5xx, or an answer that could not be read: not the provider's
     protocol, or a stream that ended before the answer did; nothing is
-    stored, though SendStream may have shown part of it), RESOURCE_EXHAUSTED (provider rate limit or quota),
+    stored, though a stream may have shown part of it), RESOURCE_EXHAUSTED (provider rate limit or quota),
     FAILED_PRECONDITION (the provider rejected the API key or model, or the
     gateway has no API key for its provider), DEADLINE_EXCEEDED (provider
     timeout or the call's deadline passed), each with its reason
@@ -762,6 +773,57 @@ class AgentGatewayServicer:
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
+    def SubmitToolResultsStream(self, request, context):
+        """SubmitToolResultsStream is SubmitToolResults with the model's output
+        streamed as it arrives: what SendStream is to Send, for the continuation
+        of a turn that stopped on client tool calls.
+
+        Same semantics, validation, storage, busy policy and errors as
+        SubmitToolResults (the results must answer every pending client tool
+        call; the tool records and the model's answer are committed together;
+        turn_count is not incremented). The lease is taken before the LLM call,
+        so a stream is never refused after text was shown: validation errors
+        (INVALID_ARGUMENT naming the field, e.g. `results` for a pending call
+        left unanswered), NO_PENDING_TOOL_CALLS, TURN_IN_PROGRESS and
+        SESSION_ARCHIVED end the stream before any event. Events as SendStream:
+        zero or more `text_delta` (in every model round of the continuation,
+        including the rounds after built-in tool calls) and `tool_call` (each
+        tool call once it is complete, built-in and client alike), then exactly
+        one `done` carrying the same SubmitToolResultsResponse a unary
+        SubmitToolResults would have returned, sent after the commit. A stream
+        that ends with an error status (LLM error, commit failure, client
+        cancellation before the commit) has written nothing, not even the tool
+        results, even if deltas were sent — except UNAVAILABLE OUTCOME_UNKNOWN,
+        which says it may have, and a cancellation that came once the commit was
+        sent (retry with the same request_id to know).
+
+        Idempotency: SubmitToolResults and SubmitToolResultsStream share one
+        scope (the request is fingerprinted as the SubmitToolResults it equals),
+        so a continuation submitted by either is found by a retry through either;
+        a retry with a stored request_id yields a single `done` event.
+
+        `busy` as SubmitToolResults: an ENQUEUE stream waits (ahead of the
+        queued Sends) before any event; an interrupted stream ends ABORTED
+        TURN_INTERRUPTED after the deltas it sent (nothing of them is stored).
+
+        Its own response type, SubmitToolResultsStreamResponse, rather than
+        SendStreamResponse: the `done` event is then the SubmitToolResultsResponse
+        the unary call answers (SendStreamResponse.done is a SendResponse), so a
+        generated client handles both forms of the continuation with one type.
+
+        Errors: as SubmitToolResults (INVALID_ARGUMENT, NOT_FOUND,
+        FAILED_PRECONDITION SESSION_ARCHIVED / NO_PENDING_TOOL_CALLS, ABORTED
+        TURN_IN_PROGRESS / TURN_INTERRUPTED / CONCURRENT_MODIFICATION,
+        RESOURCE_EXHAUSTED TURN_QUEUE_FULL / TOOL_ROUNDS_EXCEEDED /
+        CONTEXT_TOO_LARGE / LLM_ANSWER_TOO_LARGE (after the deltas of the answer
+        were sent), DEADLINE_EXCEEDED, ALREADY_EXISTS REQUEST_ID_REUSED,
+        UNAVAILABLE OUTCOME_UNKNOWN, the LLM error mapping, CANCELLED,
+        UNAUTHENTICATED), delivered as the stream's final status.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
     def Consolidate(self, request, context):
         """Consolidate rewrites the session's memory: the LLM receives the current
         memory and the session's records after the last seq the memory covers
@@ -1086,7 +1148,7 @@ class AgentGatewayServicer:
 
     def Archive(self, request, context):
         """Archive makes the session read-only for turns (Send, SendStream,
-        SubmitToolResults, Consolidate and PutInsight then answer
+        SubmitToolResults, SubmitToolResultsStream, Consolidate and PutInsight then answer
         FAILED_PRECONDITION SESSION_ARCHIVED). A turn running when Archive
         answers stores nothing of itself: it ends FAILED_PRECONDITION
         SESSION_ARCHIVED (its insight kept). Never cascades to children, refs
@@ -1452,6 +1514,11 @@ def add_AgentGatewayServicer_to_server(servicer, server):
                     request_deserializer=stello_dot_agent_dot_v1_dot_agent__pb2.SubmitToolResultsRequest.FromString,
                     response_serializer=stello_dot_agent_dot_v1_dot_agent__pb2.SubmitToolResultsResponse.SerializeToString,
             ),
+            'SubmitToolResultsStream': grpc.unary_stream_rpc_method_handler(
+                    servicer.SubmitToolResultsStream,
+                    request_deserializer=stello_dot_agent_dot_v1_dot_agent__pb2.SubmitToolResultsStreamRequest.FromString,
+                    response_serializer=stello_dot_agent_dot_v1_dot_agent__pb2.SubmitToolResultsStreamResponse.SerializeToString,
+            ),
             'Consolidate': grpc.unary_unary_rpc_method_handler(
                     servicer.Consolidate,
                     request_deserializer=stello_dot_agent_dot_v1_dot_agent__pb2.ConsolidateRequest.FromString,
@@ -1607,7 +1674,7 @@ def add_AgentGatewayServicer_to_server(servicer, server):
  # This class is part of an EXPERIMENTAL API.
 class AgentGateway:
     """AgentGateway: session creation (CreateRoot, Fork), turns (Send, SendStream,
-    SubmitToolResults), consolidation, and the orchestrator-facing data reads
+    SubmitToolResults, SubmitToolResultsStream), consolidation, and the orchestrator-facing data reads
     and writes.
 
     Rules shared by every RPC (each RPC's comment lists its own codes too):
@@ -1642,13 +1709,15 @@ class AgentGateway:
     refused rather than queueing every tenant behind it.
     - Storage or tree unreachable: UNAVAILABLE (safe to retry; mutating RPCs
     should be retried with the same request_id). With reason OUTCOME_UNKNOWN
-    (Send, SendStream, SubmitToolResults): storage's answer to the turn's
+    (Send, SendStream, SubmitToolResults, SubmitToolResultsStream): storage's
+    answer to the turn's
     commit was lost and the turn may have been stored; read the session's
     records before repeating it without a request_id.
     - Idempotency (CreateRoot, Fork, Send, SendStream, SubmitToolResults,
-    ImportSession, UpsertSharedMemoryEntry, RemoveSharedMemoryEntry): a
+    SubmitToolResultsStream, ImportSession, UpsertSharedMemoryEntry, RemoveSharedMemoryEntry): a
     non-empty `request_id` is kept 24 h per (space, RPC, request_id) with a hash of the request and the stored response (Send and SendStream share
-    one scope: a turn sent by either is found by a retry through either). Same id and same request:
+    one scope: a turn sent by either is found by a retry through either; so do SubmitToolResults
+    and SubmitToolResultsStream). Same id and same request:
     the first response again, nothing new done (a retried Send does not call
     the LLM). Same id, different request: ALREADY_EXISTS, reason
     REQUEST_ID_REUSED. A stored response is erased with the session(s)
@@ -1658,11 +1727,12 @@ class AgentGateway:
     session); a new request_id does the request again. Empty `request_id` = no idempotency (Fork,
     CreateRoot and ImportSession still use a generated one internally, so the gateway's own
     retries never duplicate).
-    - LLM provider errors (Send, SendStream, SubmitToolResults, Consolidate,
+    - LLM provider errors (Send, SendStream, SubmitToolResults,
+    SubmitToolResultsStream, Consolidate,
     and Fork/CreateRoot with COMPRESS context) map to: UNAVAILABLE (endpoint
     down or 5xx, or an answer that could not be read: not the provider's
     protocol, or a stream that ended before the answer did; nothing is
-    stored, though SendStream may have shown part of it), RESOURCE_EXHAUSTED (provider rate limit or quota),
+    stored, though a stream may have shown part of it), RESOURCE_EXHAUSTED (provider rate limit or quota),
     FAILED_PRECONDITION (the provider rejected the API key or model, or the
     gateway has no API key for its provider), DEADLINE_EXCEEDED (provider
     timeout or the call's deadline passed), each with its reason
@@ -1814,6 +1884,33 @@ class AgentGateway:
             '/stello.agent.v1.AgentGateway/SubmitToolResults',
             stello_dot_agent_dot_v1_dot_agent__pb2.SubmitToolResultsRequest.SerializeToString,
             stello_dot_agent_dot_v1_dot_agent__pb2.SubmitToolResultsResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def SubmitToolResultsStream(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_stream(
+            request,
+            target,
+            '/stello.agent.v1.AgentGateway/SubmitToolResultsStream',
+            stello_dot_agent_dot_v1_dot_agent__pb2.SubmitToolResultsStreamRequest.SerializeToString,
+            stello_dot_agent_dot_v1_dot_agent__pb2.SubmitToolResultsStreamResponse.FromString,
             options,
             channel_credentials,
             insecure,

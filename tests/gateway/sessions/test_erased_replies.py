@@ -1,11 +1,11 @@
 """Nothing outlives erasure: a remembered reply is erased with its session (DESIGN §4.8).
 
 For every RPC that remembers a reply under a request_id (the gateway's CreateRoot,
-Fork, Send, SendStream, SubmitToolResults and ImportSession; storage's AppendRecords,
-Transact and RememberResultOp, read back by GetRememberedResult and BeginTurn; the
-tree's CreateSession): the call is made with text no other session holds, the session
-is deleted, and the same call again answers NOT_FOUND with none of that text, creates
-nothing, and no table of the schema holds any of it any more.
+Fork, Send, SendStream, SubmitToolResults, SubmitToolResultsStream and ImportSession;
+storage's AppendRecords, Transact and RememberResultOp, read back by GetRememberedResult
+and BeginTurn; the tree's CreateSession): the call is made with text no other session
+holds, the session is deleted, and the same call again answers NOT_FOUND with none of
+that text, creates nothing, and no table of the schema holds any of it any more.
 """
 
 from __future__ import annotations
@@ -25,7 +25,13 @@ from stello.errors import error_info_reason
 from stello.storage.v1 import storage_pb2
 from stello.tree.v1 import tree_pb2
 from tests.gateway.conftest import Stack, record, rpc_error
-from tests.gateway.turns_support import send, stream_events, submit, tool_definition
+from tests.gateway.turns_support import (
+    send,
+    stream_events,
+    submit,
+    submit_stream_events,
+    tool_definition,
+)
 from tests.support.erasure import tables_holding
 from tests.tree.conftest import erased
 
@@ -107,6 +113,20 @@ class TestGatewayReplies:
         await assert_replay_erased(
             pool,
             lambda: submit(stack, root.id, (call_id, result), request_id="submit-1"),
+            {result},
+        )
+
+    async def test_submit_tool_results_stream(self, stack: Stack, pool: asyncpg.Pool) -> None:
+        """SubmitToolResultsStream replayed after DeleteSession answers NOT_FOUND."""
+        result = marker("streamed-result")
+        root = await stack.root()
+        turn = await send(stack, root.id, "/tool lookup {}", tools=[tool_definition("lookup")])
+        call_id = turn.pending_tool_calls[0].id
+        await submit_stream_events(stack, root.id, (call_id, result), request_id="submit-2")
+        await delete_session(stack, root.id)
+        await assert_replay_erased(
+            pool,
+            lambda: submit_stream_events(stack, root.id, (call_id, result), request_id="submit-2"),
             {result},
         )
 

@@ -17,6 +17,7 @@ from tests.gateway.turns_support import (
     send,
     send_stream,
     submit,
+    submit_stream,
     tool_call,
     tool_definition,
 )
@@ -89,8 +90,8 @@ class TestSendInput:
         assert spy.calls == []
 
     async def test_archived(self, make_stack: StackMaker, pool: asyncpg.Pool) -> None:
-        """Send, SendStream and SubmitToolResults on an archived session are
-        FAILED_PRECONDITION SESSION_ARCHIVED (DESIGN §5.4)."""
+        """Send, SendStream, SubmitToolResults and SubmitToolResultsStream on an archived
+        session are FAILED_PRECONDITION SESSION_ARCHIVED (DESIGN §5.4)."""
         spy = SpyProvider().then(answer("", tool_call("lookup", "c1")))
         stack = await make_stack(spy)
         root = await stack.root()
@@ -102,6 +103,7 @@ class TestSendInput:
             send(stack, root.id, "hi"),
             send_stream(stack, root.id, "hi").read(),
             submit(stack, root.id, ("c1", "x")),
+            submit_stream(stack, root.id, ("c1", "x")).read(),
         ):
             error = await refused(stack, pool, spy, call)
             assert error.code() is grpc.StatusCode.FAILED_PRECONDITION
