@@ -92,7 +92,7 @@ SHARED_MEMORY_FULL = "SHARED_MEMORY_FULL"
 
 # UNAVAILABLE
 LLM_UNAVAILABLE = "LLM_UNAVAILABLE"
-"""The LLM provider could not be reached or failed: retry later."""
+"""The LLM provider could not be reached or failed (or answered nothing): retry later."""
 OUTCOME_UNKNOWN = "OUTCOME_UNKNOWN"
 """The write's answer was lost and it may have been stored: read before repeating it (a
 retry with the same request_id is safe)."""

@@ -16,7 +16,8 @@ The JSON file (``stello export SESSION``) is::
 Sessions come parents first (pre-order). A fork whose first records are what a
 Fork INHERIT from its source (in the same file) gives keeps only its own
 records and ``inherits``: the source's records through ``until_seq`` (the
-``count``-th of them). `stello import FILE` recreates the subtree through the
+``count``-th of them); a fork by reference is read as such, its own records only
+(`export_reads`). `stello import FILE` recreates the subtree through the
 gateway's ImportSession, one session per call, parents, earlier siblings and
 sources first; such a fork is imported by reference to its re-imported source,
 through the mechanism of a Fork INHERIT. Importing the same file again within
@@ -45,6 +46,7 @@ from typing import TYPE_CHECKING, Any, Literal
 
 from stello.agent.v1 import agent_pb2
 from stello.common.v1 import common_pb2
+from stello_cli.export_reads import FETCH_CALLS, Read, read_for_export
 from stello_cli.exports import (
     FORMAT_VERSION,
     inherited_prefix,
@@ -63,7 +65,6 @@ from stello_client.errors import ClientError, rpc_error_line, shown
 if TYPE_CHECKING:
     from stello_client.aio import AsyncClient
 
-FETCH_CALLS = 8
 ERASED_TRIES = 20
 """Request ids tried for one session whose earlier imports were deleted since (a backup
 restored that often within the 24 h its ids are kept)."""
@@ -76,7 +77,7 @@ STATUSES: dict[str, Literal["active", "archived"]] = {
 async def _fetch(
     client: AsyncClient, nodes: Sequence[common_pb2.TreeNode]
 ) -> list[tuple[agent_pb2.SessionView, list[common_pb2.Record]]]:
-    """Every session's joined view and records, a few sessions at a time."""
+    """Every session's joined view and all its records, a few sessions at a time."""
     gate = asyncio.Semaphore(FETCH_CALLS)
 
     async def one(
@@ -89,22 +90,29 @@ async def _fetch(
     return list(await asyncio.gather(*(one(node) for node in nodes)))
 
 
-def export_document(
-    fetched: Sequence[tuple[agent_pb2.SessionView, list[common_pb2.Record]]],
-) -> dict[str, Any]:
-    """The JSON document of fetched sessions (pre-order), forks by reference where possible."""
-    records_of = {view.node.id: records for view, records in fetched}
+def export_document(reads: Sequence[Read]) -> dict[str, Any]:
+    """The JSON document of sessions read for it (pre-order), forks by reference where
+    possible."""
+    whole = {read.view.node.id: read.records for read in reads if read.own_after is None}
     sessions = []
-    for view, records in fetched:
-        entry = dicts.view_dict(view)
+    for read in reads:
+        entry = dicts.view_dict(read.view)
         for name in ("children", "refs", "updated_at"):
             entry.pop(name)
+        records = read.records
         source = entry["source_session_id"]
-        cut = inherited_prefix(records, records_of[source]) if source in records_of else None
-        if cut is not None:
-            count, until_seq, position = cut
-            entry["inherits"] = {"from": source, "until_seq": until_seq, "count": position}
-            records = records[count:]
+        if read.inherits is not None:
+            entry["inherits"] = {
+                "from": read.inherits.source,
+                "until_seq": read.inherits.until_seq,
+                "count": read.inherits.count,
+            }
+        elif source in whole and not read.copies:
+            cut = inherited_prefix(records, whole[source])
+            if cut is not None:
+                count, until_seq, position = cut
+                entry["inherits"] = {"from": source, "until_seq": until_seq, "count": position}
+                records = records[count:]
         entry["records"] = [dicts.record_dict(r) for r in records]
         sessions.append(entry)
     exported = datetime.now(UTC).isoformat().replace("+00:00", "Z")
@@ -118,18 +126,19 @@ async def cmd_export(args: argparse.Namespace) -> int:
         raise ClientError(f"-o {args.output}: no such folder to write the export in")
     async with gateway(args) as client:
         top = await session_id(client, args.session)
-        fetched = await _fetch(client, await tree_nodes(client, top))
-    if args.format == "markdown":
-        text = markdown(fetched)
-    else:
-        text = json.dumps(export_document(fetched), ensure_ascii=False, indent=1) + "\n"
+        nodes = await tree_nodes(client, top)
+        if args.format == "markdown":
+            text = markdown(await _fetch(client, nodes))
+        else:
+            document = export_document(await read_for_export(client, nodes))
+            text = json.dumps(document, ensure_ascii=False, indent=1) + "\n"
     if to_file:
         try:
             await asyncio.to_thread(Path(args.output).write_text, text, encoding="utf-8")
         except OSError as exc:
             said = f"-o {args.output}: cannot write the export ({exc.strerror})"
             raise ClientError(said) from None
-        write(f"exported {plural(len(fetched), 'session')} to {args.output}", stream=sys.stderr)
+        write(f"exported {plural(len(nodes), 'session')} to {args.output}", stream=sys.stderr)
     else:
         write(text, end="")
     return 0

@@ -59,7 +59,7 @@ def empty_answer(what: str, completion: Completion, max_tokens: int) -> EmptyAns
     log.warning(
         "the model answered %s to %s (%d completion tokens reported, max_tokens %d): its "
         "answer was not stored, what it would have replaced is kept (error id %s)",
-        _held(completion.content),
+        held(completion.content),
         what,
         completion.usage.completion_tokens,
         max_tokens,
@@ -92,7 +92,7 @@ def too_large(what: str, size: int, slot_bytes: int) -> ResourceExhausted:
     )
 
 
-def _held(content: str) -> str:
+def held(content: str) -> str:
     """What an answer with no text held, said without its text."""
     if "<think>" not in content:
         if "</think>" in content:

@@ -1,10 +1,23 @@
 """How the `openai` provider reads an answer: a chat completion, or a stream's
-chunks (`openai_provider` builds the requests and calls the API)."""
+chunks (`openai_provider` builds the requests and calls the API).
+
+A stream's end. An answer is whole when a chunk carries its ``finish_reason``.
+Some compatible servers (vLLM, llama.cpp and proxy builds) send none and end
+the stream with ``data: [DONE]`` alone: after at least one chunk, and with
+every tool call whole (a name, and arguments that are blank or a JSON object),
+that ``[DONE]`` ends the answer as ``stop`` (``tool_calls`` when calls came).
+A stream that ends with neither (a connection closed mid-answer) is not whole.
+The SDK swallows ``[DONE]``, so `DoneMarking` (the SDK client's SSE decoder,
+`openai_provider`) puts a `DONE_MARK` chunk before it for `StreamedAnswer` to see.
+"""
 
 from __future__ import annotations
 
+import json
+from collections.abc import AsyncIterator
 from dataclasses import dataclass, field
 
+from openai._streaming import ServerSentEvent, SSEDecoder
 from openai.types import CompletionUsage
 from openai.types.chat import (
     ChatCompletion,
@@ -21,6 +34,22 @@ from agent_gateway.llm.base import (
 from agent_gateway.llm.remote import (
     parse_tool_arguments,
 )
+
+DONE_MARK = "stello.done"
+"""The `object` of the chunk `DoneMarking` puts before a stream's ``[DONE]``."""
+DONE_FINISH = "stop"
+"""The finish a ``[DONE]`` without any finish_reason gives an answer with no tool call."""
+
+
+class DoneMarking(SSEDecoder):
+    """The SDK's SSE decoder, with a `DONE_MARK` chunk before each ``[DONE]`` event."""
+
+    async def aiter_bytes(self, iterator: AsyncIterator[bytes]) -> AsyncIterator[ServerSentEvent]:
+        """The events of the stream's bytes (see the class docstring)."""
+        async for event in super().aiter_bytes(iterator):
+            if event.data.startswith("[DONE]"):
+                yield ServerSentEvent(data=json.dumps({"object": DONE_MARK, "choices": []}))
+            yield event
 
 
 def read_completion(response: ChatCompletion) -> tuple[Completion, str | None]:
@@ -62,12 +91,15 @@ def _usage(usage: CompletionUsage | None) -> Usage:
 
 @dataclass(slots=True)
 class StreamedAnswer:
-    """What a stream has said so far: text, tool-call deltas, usage, finish_reason."""
+    """What a stream has said so far: text, tool-call deltas, usage, finish_reason, and
+    whether its ``[DONE]`` came after a chunk."""
 
     text: list[str] = field(default_factory=list)
     calls: _ToolCallAssembler = field(default_factory=lambda: _ToolCallAssembler())
     usage: Usage = field(default_factory=Usage)
     finish_reason: str | None = None
+    chunks: int = 0
+    done: bool = False
 
     def add(self, chunk: ChatCompletionChunk) -> str:
         """Fold `chunk` in; its text ('' for none).
@@ -75,6 +107,10 @@ class StreamedAnswer:
         Raises:
             AttributeError, TypeError: a part of it is not of the protocol's type.
         """
+        if chunk.object == DONE_MARK:
+            self.done = self.chunks > 0
+            return ""
+        self.chunks += 1
         if chunk.usage is not None:
             self.usage = _usage(chunk.usage)
         pieces: list[str] = []
@@ -92,6 +128,15 @@ class StreamedAnswer:
         if piece:
             self.text.append(piece)
         return piece
+
+    def finish(self) -> str | None:
+        """How the answer ended: its finish_reason, else the one its ``[DONE]`` implies
+        (see the module docstring); None when it is not whole."""
+        if self.finish_reason is not None:
+            return self.finish_reason
+        if not self.done or not self.calls.whole():
+            return None
+        return "tool_calls" if self.calls else DONE_FINISH
 
 
 @dataclass(slots=True)
@@ -129,6 +174,13 @@ class _ToolCallAssembler:
             if function.arguments:
                 call.arguments.append(text_of(function.arguments))
 
+    def __len__(self) -> int:
+        return len(self._calls)
+
+    def whole(self) -> bool:
+        """Whether every call has a name and arguments that are blank or a JSON object."""
+        return all(call.name and _json_object(call.arguments) for call in self._calls.values())
+
     def finish(self) -> tuple[ToolCallSpec, ...]:
         """The assembled calls, in index order, their ids unique."""
         specs = []
@@ -143,3 +195,14 @@ class _ToolCallAssembler:
                 )
             )
         return unique_ids(specs)
+
+
+def _json_object(pieces: list[str]) -> bool:
+    """Whether the joined `pieces` are blank or a JSON object (arguments not cut short)."""
+    text = "".join(pieces)
+    if not text.strip():
+        return True
+    try:
+        return isinstance(json.loads(text), dict)
+    except json.JSONDecodeError:
+        return False

@@ -32,7 +32,9 @@ does not follow the protocol is UNAVAILABLE (`Endpoint.unreadable_answer`): a
 body that is not a chat completion (an HTML page from a proxy, JSON that does not
 parse), a server-sent event that is not a chunk, and a stream that ends without
 the answer's ``finish_reason`` (a connection closed cleanly mid-answer: half an
-answer is not stored as a whole one). An answer cut at max_tokens
+answer is not stored as a whole one) — but for a ``data: [DONE]`` after whole
+content, which some compatible servers send instead of any finish_reason
+(`openai_answers`: it ends the answer). An answer cut at max_tokens
 (``finish_reason: length``) is kept and logged.
 """
 
@@ -63,7 +65,7 @@ from agent_gateway.llm.base import (
     ToolCallEvent,
     ToolSpec,
 )
-from agent_gateway.llm.openai_answers import StreamedAnswer, read_completion
+from agent_gateway.llm.openai_answers import DoneMarking, StreamedAnswer, read_completion
 from agent_gateway.llm.remote import (
     Endpoint,
     SdkProvider,
@@ -83,6 +85,20 @@ NO_KEY = "no-key"
 """The key sent to a compatible server that needs none (the SDK always sends one)."""
 
 EMPTY_SCHEMA: JsonObject = {"type": "object", "properties": {}}
+
+
+class _Client(openai.AsyncOpenAI):
+    """The SDK's client, its streams decoded by `DoneMarking` (a stream's ``[DONE]`` seen)."""
+
+    def _make_sse_decoder(self) -> DoneMarking:
+        return DoneMarking()
+
+
+def _unfinished(answer: StreamedAnswer) -> str:
+    """Why a stream's answer is not whole (for the log)."""
+    if answer.done:
+        return "the stream's [DONE] came without a finish_reason after a tool call cut short"
+    return "the stream ended without the answer's finish_reason (closed mid-answer)"
 
 
 class OpenAIProvider(SdkProvider[openai.AsyncOpenAI]):
@@ -125,7 +141,7 @@ class OpenAIProvider(SdkProvider[openai.AsyncOpenAI]):
         self._max_tokens = max_tokens
         self._max_tokens_param = max_tokens_param
         self._endpoint = Endpoint("openai", base_url, model, timeout_s, max_retries, secret=api_key)
-        self._client = openai.AsyncOpenAI(
+        self._client = _Client(
             api_key=api_key or NO_KEY,
             base_url=base_url,
             timeout=timeout_s,
@@ -196,11 +212,10 @@ class OpenAIProvider(SdkProvider[openai.AsyncOpenAI]):
             raise self._endpoint.unreadable_answer(
                 f"a server-sent event is not JSON ({exc})"
             ) from exc
-        if answer.finish_reason is None:
-            raise self._endpoint.unreadable_answer(
-                "the stream ended without the answer's finish_reason (closed mid-answer)"
-            )
-        log_stop(self.name, answer.finish_reason, cap)
+        finish = answer.finish()
+        if finish is None:
+            raise self._endpoint.unreadable_answer(_unfinished(answer))
+        log_stop(self.name, finish, cap)
         finished = answer.calls.finish()
         for spec in finished:
             yield ToolCallEvent(spec)

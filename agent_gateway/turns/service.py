@@ -82,6 +82,7 @@ from agent_gateway.memory.index import IndexCaps, render_index
 from agent_gateway.tools.builtins import BuiltinTools, TurnTools
 from agent_gateway.turns.answer_size import check_answer
 from agent_gateway.turns.commit import Lease, TurnCommitter
+from agent_gateway.turns.empty_answer import check_not_empty
 from agent_gateway.turns.lease_keeper import KeptLease, LeaseKeeper
 from agent_gateway.turns.queue import TurnLine
 from agent_gateway.turns.start import begin_request, remembered, summary
@@ -315,6 +316,7 @@ class TurnService:
                 compressed=ctx.summary is not None,
             )
             check_answer(plan, answered, self._record_bytes)
+            check_not_empty(plan, completion)
             ctx.loop.append(LLMMessage("assistant", completion.content, calls_made))
             if not calls_made:
                 break

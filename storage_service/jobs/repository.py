@@ -115,9 +115,10 @@ SELECT s.last_seq, c.covered_until_seq AS summary_seq, c.lossy AS summary_lossy,
        (SELECT covered_until_seq FROM compression_caches
         WHERE space_id = $1 AND session_id = $2 AND NOT lossy
         ORDER BY covered_until_seq DESC LIMIT 1) AS complete_seq,
-       sl.memory_covered_until_seq, sl.memory_version
+       sl.memory_covered_until_seq, sl.memory_version, l.until_seq AS inherited_seq
 FROM sessions s
 LEFT JOIN session_slots sl ON sl.space_id = $1 AND sl.session_id = $2
+LEFT JOIN session_lineages l ON l.space_id = $1 AND l.session_id = $2
 LEFT JOIN (
     SELECT covered_until_seq, lossy FROM compression_caches
     WHERE space_id = $1 AND session_id = $2
@@ -174,6 +175,8 @@ class Coverage:
     complete_seq: int
     memory_seq: int
     memory_version: int
+    inherited_seq: int
+    """The lineage's cut (0 = none): the session's own records are after it."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -345,4 +348,5 @@ class JobRepository:
             complete_seq=row["complete_seq"] or 0,
             memory_seq=row["memory_covered_until_seq"] or 0,
             memory_version=row["memory_version"] or 0,
+            inherited_seq=row["inherited_seq"] or 0,
         )

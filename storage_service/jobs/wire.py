@@ -118,6 +118,7 @@ def progress_to_proto(coverage: Coverage, jobs: list[JobState]) -> common_pb2.Hi
         complete_summary_covered_until_seq=coverage.complete_seq,
         memory_covered_until_seq=coverage.memory_seq,
         memory_version=coverage.memory_version,
+        inherited_until_seq=coverage.inherited_seq,
         jobs=[job_to_proto(job) for job in jobs],
     )
 

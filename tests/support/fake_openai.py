@@ -12,6 +12,7 @@ usage chunk when ``stream_options.include_usage`` is set::
         fake.fail(500, times=3)                               # three of them (retries)
         fake.stall(5.0)                                       # a reply 5 s late
         fake.cut_short("half an ans", FakeToolCall("f", {"a": 1}))  # no finish_reason, no [DONE]
+        fake.reply_unfinished("hello")  # no finish_reason, but [DONE] (some vLLM, llama.cpp)
         fake.set_default(lambda body: FakeAnswer("always"))   # when nothing is scripted
         ...
         fake.chat_bodies()  # the JSON bodies received, in order
@@ -129,9 +130,16 @@ class FakeOpenAI(FakeHTTPServer):
 
         self.push(late)
 
-    def cut_short(self, text: str, call: FakeToolCall | None = None) -> None:
+    def reply_unfinished(self, text: str = "", *, tool_calls: Iterable[FakeToolCall] = ()) -> None:
+        """Queue an answer streamed as some compatible servers (vLLM, llama.cpp, proxies) do:
+        no chunk carries a finish_reason, and ``[DONE]`` ends the stream."""
+        answer = FakeAnswer(text, tuple(tool_calls))
+        self.push(lambda request: self.render(answer, request, finish_reason=False))
+
+    def cut_short(self, text: str, call: FakeToolCall | None = None, *, done: bool = False) -> None:
         """Queue a stream that ends cleanly in the middle of the answer: `text`, then the first
-        half of `call`'s arguments (if any), and neither a finish_reason nor ``[DONE]``."""
+        half of `call`'s arguments (if any), and no finish_reason; ``[DONE]`` only when
+        `done`."""
 
         def cut(request: RecordedRequest) -> Reply:
             model = str(request.json().get("model", "fake-model"))
@@ -149,6 +157,8 @@ class FakeOpenAI(FakeHTTPServer):
                 fragment = {"index": 0, "function": {"arguments": half}}
                 events.append((None, chunk({"tool_calls": [opening]}, model=model)))
                 events.append((None, chunk({"tool_calls": [fragment]}, model=model)))
+            if done:
+                events.append((None, "[DONE]"))
             return Reply.sse(events)
 
         self.push(cut)
@@ -157,8 +167,11 @@ class FakeOpenAI(FakeHTTPServer):
         """The JSON bodies of the chat completion requests received, in order."""
         return [r.json() for r in self.requests if r.path.endswith("/chat/completions")]
 
-    def render(self, answer: FakeAnswer, request: RecordedRequest) -> Reply:
-        """`answer` as the reply to `request`: an SSE stream if it asked for one, else JSON."""
+    def render(
+        self, answer: FakeAnswer, request: RecordedRequest, *, finish_reason: bool = True
+    ) -> Reply:
+        """`answer` as the reply to `request`: an SSE stream if it asked for one, else JSON;
+        a stream's chunks carry no finish_reason unless `finish_reason`."""
         self._calls += 1
         body = request.json()
         model = str(body.get("model", "fake-model"))
@@ -207,7 +220,8 @@ class FakeOpenAI(FakeHTTPServer):
             for piece in split_in_two(call.arguments_text()):
                 fragment = {"index": i, "function": {"arguments": piece}}
                 events.append((None, chunk({"tool_calls": [fragment]}, model=model)))
-        events.append((None, chunk({}, finish_reason=finish, model=model)))
+        if finish_reason:
+            events.append((None, chunk({}, finish_reason=finish, model=model)))
         if (body.get("stream_options") or {}).get("include_usage"):
             usage_chunk = chunk({}, model=model)
             usage_chunk["choices"] = []

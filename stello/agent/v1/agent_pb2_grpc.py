@@ -683,6 +683,12 @@ class AgentGatewayServicer:
         DEADLINE_EXCEEDED (provider timeout or deadline, or the turn ran past
         STELLO_GATEWAY_TURN_MAX_S: its model call is cut short and the lease
         given back): nothing written.
+        - UNAVAILABLE, reason LLM_UNAVAILABLE, "the model answered nothing": an
+        answer with no tool call and no text once its reasoning is removed
+        (empty, blank, or `<think>` blocks alone), as Consolidate; it is never
+        stored as an empty assistant record, nothing of the turn is written,
+        the insight is kept and the lease released: send it again (with the
+        same request_id, it runs).
         - CANCELLED: the client cancelled; nothing written if it did before the
         commit (a client cannot tell: retry with the same request_id to know).
         - UNAUTHENTICATED: no valid key.
@@ -717,7 +723,8 @@ class AgentGatewayServicer:
         CONCURRENT_MODIFICATION, RESOURCE_EXHAUSTED TURN_QUEUE_FULL /
         TOOL_ROUNDS_EXCEEDED / CONTEXT_TOO_LARGE / LLM_ANSWER_TOO_LARGE (after
         the deltas of the answer were sent), DEADLINE_EXCEEDED, ALREADY_EXISTS
-        REQUEST_ID_REUSED, UNAVAILABLE OUTCOME_UNKNOWN, the LLM error mapping,
+        REQUEST_ID_REUSED, UNAVAILABLE OUTCOME_UNKNOWN, UNAVAILABLE
+        LLM_UNAVAILABLE for an answer with nothing in it, the LLM error mapping,
         CANCELLED, UNAUTHENTICATED),
         delivered as the stream's final status.
         """
@@ -762,7 +769,8 @@ class AgentGatewayServicer:
         - UNAVAILABLE, reason OUTCOME_UNKNOWN: as Send (the results may have been
         stored).
         - RESOURCE_EXHAUSTED, reason TOOL_ROUNDS_EXCEEDED, CONTEXT_TOO_LARGE or
-        LLM_ANSWER_TOO_LARGE: as Send.
+        LLM_ANSWER_TOO_LARGE, and UNAVAILABLE LLM_UNAVAILABLE for an answer
+        with nothing in it: as Send (the results are not stored either).
         - ALREADY_EXISTS, reason REQUEST_ID_REUSED: request_id reused with a
         different request.
         - The LLM error mapping and CANCELLED as Send (nothing written, but for

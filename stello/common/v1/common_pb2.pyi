@@ -405,7 +405,7 @@ class BackgroundJob(_message.Message):
     def __init__(self, kind: _Optional[_Union[JobKind, str]] = ..., status: _Optional[_Union[JobStatus, str]] = ..., covered_until_seq: _Optional[int] = ..., model_calls: _Optional[int] = ..., tokens: _Optional[int] = ..., runs: _Optional[int] = ..., claimed: _Optional[bool] = ..., updated_at: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ...) -> None: ...
 
 class HistoryProgress(_message.Message):
-    __slots__ = ("last_seq", "summary_covered_until_seq", "summary_lossy", "complete_summary_covered_until_seq", "memory_covered_until_seq", "memory_version", "jobs")
+    __slots__ = ("last_seq", "summary_covered_until_seq", "summary_lossy", "complete_summary_covered_until_seq", "memory_covered_until_seq", "memory_version", "jobs", "inherited_until_seq")
     LAST_SEQ_FIELD_NUMBER: _ClassVar[int]
     SUMMARY_COVERED_UNTIL_SEQ_FIELD_NUMBER: _ClassVar[int]
     SUMMARY_LOSSY_FIELD_NUMBER: _ClassVar[int]
@@ -413,6 +413,7 @@ class HistoryProgress(_message.Message):
     MEMORY_COVERED_UNTIL_SEQ_FIELD_NUMBER: _ClassVar[int]
     MEMORY_VERSION_FIELD_NUMBER: _ClassVar[int]
     JOBS_FIELD_NUMBER: _ClassVar[int]
+    INHERITED_UNTIL_SEQ_FIELD_NUMBER: _ClassVar[int]
     last_seq: int
     summary_covered_until_seq: int
     summary_lossy: bool
@@ -420,7 +421,8 @@ class HistoryProgress(_message.Message):
     memory_covered_until_seq: int
     memory_version: int
     jobs: _containers.RepeatedCompositeFieldContainer[BackgroundJob]
-    def __init__(self, last_seq: _Optional[int] = ..., summary_covered_until_seq: _Optional[int] = ..., summary_lossy: _Optional[bool] = ..., complete_summary_covered_until_seq: _Optional[int] = ..., memory_covered_until_seq: _Optional[int] = ..., memory_version: _Optional[int] = ..., jobs: _Optional[_Iterable[_Union[BackgroundJob, _Mapping]]] = ...) -> None: ...
+    inherited_until_seq: int
+    def __init__(self, last_seq: _Optional[int] = ..., summary_covered_until_seq: _Optional[int] = ..., summary_lossy: _Optional[bool] = ..., complete_summary_covered_until_seq: _Optional[int] = ..., memory_covered_until_seq: _Optional[int] = ..., memory_version: _Optional[int] = ..., jobs: _Optional[_Iterable[_Union[BackgroundJob, _Mapping]]] = ..., inherited_until_seq: _Optional[int] = ...) -> None: ...
 
 class RetentionPolicy(_message.Message):
     __slots__ = ("archive_after_days", "delete_after_days")

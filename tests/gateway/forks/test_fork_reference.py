@@ -98,6 +98,20 @@ class TestCost:
         assert [(r.seq, r.inherited) for r in oldest.records] == [(1, True)]
 
 
+class TestProgress:
+    async def test_get_session_names_the_cut(self, stack: Stack) -> None:
+        """GetSession's progress.inherited_until_seq is the fork's cut (its own records come
+        after it), a fork of a fork's too; 0 for a session that inherits nothing."""
+        _, source = await anchored_source(stack, 6)
+        fork = await stack.fork(source, "fork", context=INHERIT, inherit_until_seq=4)
+        await stack.append(fork.id, record("user", "own"))
+        again = await stack.fork(fork.id, "again", context=INHERIT)
+        sessions = (source, fork.id, again.id)
+        cuts = [(await stack.view(s)).progress.inherited_until_seq for s in sessions]
+        assert cuts == [0, 4, 5]
+        assert [r.seq for r in await stack.records(fork.id) if not r.inherited] == [5]
+
+
 class TestErasure:
     async def test_deleting_a_source_keeps_its_forks_records(
         self, stack: Stack, pool: asyncpg.Pool

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import logging
 from collections.abc import AsyncIterator
 from typing import Literal
 
@@ -515,6 +516,42 @@ class TestOpenAIProviderProtocol:
                 events.append(event)
         assert events == [TextDelta("this reply"), TextDelta(" ends early")]
         assert "without the answer's finish_reason" in logged(caplog, caught.value)
+
+    async def test_done_without_finish_reason_ends_the_answer(
+        self, fake: FakeOpenAI, provider: OpenAIProvider, caplog: pytest.LogCaptureFixture
+    ) -> None:
+        """A stream whose chunks carry no finish_reason and that ends with ``[DONE]`` (some
+        vLLM, llama.cpp and proxy builds) is a whole answer, as one that stopped; no
+        warning."""
+        fake.reply_unfinished("hello there")
+        events = [event async for event in provider.stream(HI)]
+        assert events[-1] == Done(Completion("hello there", usage=Usage(10, 5, 15)))
+        assert "".join(e.text for e in events if isinstance(e, TextDelta)) == "hello there"
+        assert not [r for r in caplog.records if r.levelno >= logging.WARNING]
+
+    async def test_done_without_finish_reason_after_tool_calls(
+        self, fake: FakeOpenAI, provider: OpenAIProvider
+    ) -> None:
+        """Whole tool calls then ``[DONE]``, with no finish_reason, are the answer's calls."""
+        fake.reply_unfinished(tool_calls=[FakeToolCall("search", {"q": "tea"}, id="call_1")])
+        events = [event async for event in provider.stream(HI, tools=[SEARCH])]
+        calls = (ToolCallSpec("call_1", "search", {"q": "tea"}),)
+        assert [e for e in events if isinstance(e, ToolCallEvent)] == [ToolCallEvent(calls[0])]
+        assert isinstance(events[-1], Done)
+        assert events[-1].completion.tool_calls == calls
+
+    async def test_done_after_a_cut_tool_call_unavailable(
+        self, fake: FakeOpenAI, provider: OpenAIProvider, caplog: pytest.LogCaptureFixture
+    ) -> None:
+        """``[DONE]`` with no finish_reason after a tool call whose arguments stop half-way
+        is not a whole answer: UNAVAILABLE, no Done and no call."""
+        fake.cut_short("this reply ends early", _cut_tool_call(), done=True)
+        events: list[object] = []
+        with pytest.raises(Unavailable, match="answer could not be read") as caught:
+            async for event in provider.stream(HI):
+                events.append(event)
+        assert events == [TextDelta("this reply"), TextDelta(" ends early")]
+        assert "[DONE] came without a finish_reason" in logged(caplog, caught.value)
 
     @pytest.mark.parametrize("mode", MODES)
     async def test_answer_cut_at_max_tokens_kept_and_logged(
