@@ -12,7 +12,7 @@ after text was shown, a failure raises (its `request_id` finds the turn: a
 from __future__ import annotations
 
 from collections.abc import AsyncGenerator, Sequence
-from typing import Any, overload
+from typing import Any, TypeVar, overload
 
 import grpc
 
@@ -36,6 +36,10 @@ from stello_client.types import (
     ToolResult,
     ToolResultsStreamEvent,
     busy_policy,
+)
+
+SubmitRequest = TypeVar(
+    "SubmitRequest", agent_pb2.SubmitToolResultsRequest, agent_pb2.SubmitToolResultsStreamRequest
 )
 
 
@@ -166,16 +170,15 @@ class TurnCalls(ClientBase):
                 of the queued sends, which wait for it).
         """
         rid = request_id_or_new(request_id)
-        request = request_of(
+        request = await self._submit_request(
             agent_pb2.SubmitToolResultsRequest,
-            space_id=await self.space_id(),
-            session_id=session_id,
-            results=list(results),
-            tools=list(tools),
-            request_id=rid,
-            busy=busy_policy(busy),
+            session_id,
+            results,
+            tools=tools,
+            memory_tools=memory_tools,
+            busy=busy,
+            rid=rid,
         )
-        set_optional(request, memory_tools=memory_tools)
         reply: SubmitToolResultsResponse = await self._unary(
             "SubmitToolResults", request, safe=True, timeout=timeout, request_id=rid, turn=True
         )
@@ -204,8 +207,32 @@ class TurnCalls(ClientBase):
         the first event.
         """
         rid = request_id_or_new(request_id)
-        request = request_of(
+        request = await self._submit_request(
             agent_pb2.SubmitToolResultsStreamRequest,
+            session_id,
+            results,
+            tools=tools,
+            memory_tools=memory_tools,
+            busy=busy,
+            rid=rid,
+        )
+        async for event in self._events("SubmitToolResultsStream", request, rid, timeout):
+            yield _event(event)
+
+    async def _submit_request(
+        self,
+        kind: type[SubmitRequest],
+        session_id: str,
+        results: Sequence[ToolResult],
+        *,
+        tools: Sequence[ToolDefinition],
+        memory_tools: bool | None,
+        busy: BusyName | BusyPolicy | None,
+        rid: str,
+    ) -> SubmitRequest:
+        """A SubmitToolResults or SubmitToolResultsStream request (the same fields)."""
+        request = request_of(
+            kind,
             space_id=await self.space_id(),
             session_id=session_id,
             results=list(results),
@@ -214,8 +241,7 @@ class TurnCalls(ClientBase):
             busy=busy_policy(busy),
         )
         set_optional(request, memory_tools=memory_tools)
-        async for event in self._events("SubmitToolResultsStream", request, rid, timeout):
-            yield _event(event)
+        return request
 
     async def _events(
         self, method: str, request: Any, rid: str, timeout: Timeout
