@@ -139,6 +139,31 @@ FROM (SELECT DISTINCT l.scope, l.request_id
 WHERE k.space_id = $1 AND k.scope = linked.scope AND k.request_id = linked.request_id
 """
 
+# A trim of session $2 (of space $1): the keys linked to it whose replies hold its
+# records (scopes $3) keep only a tombstone, as ERASE_LINKED's. One probe of the
+# links' primary key per scope; run in the trim's transaction.
+ERASE_RECORD_REPLIES = """
+UPDATE idempotency_keys k
+SET request_hash = '\\x'::bytea, response = NULL, erased = true
+FROM (SELECT l.scope, l.request_id
+      FROM idempotency_key_sessions l
+      WHERE l.space_id = $1 AND l.session_id = $2 AND l.scope = ANY ($3::text[])) linked
+WHERE k.space_id = $1 AND k.scope = linked.scope AND k.request_id = linked.request_id
+  AND NOT k.erased
+"""
+
+RECORD_SCOPES = (
+    "gateway.Send",
+    "gateway.SubmitToolResults",
+    "storage.AppendRecords",
+    "storage.Transact",
+)
+"""The scopes whose replies hold a session's records: a turn's (Send and SendStream,
+SubmitToolResults and its stream), an append's, a batch's. A trim that removes records
+erases them (`erase_record_replies`); the replies of other scopes (a session's creation,
+an import) hold none and survive it (an import's decides whether a backup's session is
+made again)."""
+
 # The sweep of provisional sessions $2 (never visible): their keys go whole.
 FORGET_LINKED = """
 DELETE FROM idempotency_keys k
@@ -239,10 +264,12 @@ async def stored(
 
 
 def erased_request(request_id: str) -> NotFound:
-    """The NOT_FOUND of a request_id whose session was erased since (its reply with it)."""
+    """The NOT_FOUND of a request_id whose reply was erased since: its session erased, or
+    the records it held trimmed."""
     return NotFound(
-        f"request_id {request_id!r} answered for a session that was deleted since; "
-        "its reply was erased with it (a new request_id does the request again)",
+        f"request_id {request_id!r} was done, and what its reply held was deleted since "
+        "(its session deleted, or its records trimmed): the reply was erased with it "
+        "(a new request_id does the request again)",
         reason=REQUEST_ERASED,
     )
 
@@ -287,6 +314,15 @@ async def erase_linked(
     """Erase the replies linked to `sessions` (being erased in this transaction), leaving
     tombstones: a replay of their request_ids answers NOT_FOUND."""
     await con.execute(ERASE_LINKED, space_id, list(sessions))
+
+
+async def erase_record_replies(
+    con: asyncpg.Connection, space_id: uuid.UUID, session_id: uuid.UUID
+) -> None:
+    """Erase the replies linked to `session_id` that hold its records (RECORD_SCOPES), in
+    the transaction of a trim that removed some, leaving tombstones: a replay of their
+    request_ids answers NOT_FOUND REQUEST_ERASED, never the trimmed text."""
+    await con.execute(ERASE_RECORD_REPLIES, space_id, session_id, list(RECORD_SCOPES))
 
 
 async def forget_linked(

@@ -74,7 +74,8 @@ class AgentGatewayStub:
     the first response again, nothing new done (a retried Send does not call
     the LLM). Same id, different request: ALREADY_EXISTS, reason
     REQUEST_ID_REUSED. A stored response is erased with the session(s)
-    whose data it holds (DeleteSession, DESIGN §4.8): the id then answers
+    whose data it holds (DeleteSession, DESIGN §4.8), and a turn's with the
+    records it holds (storage's TrimRecords): the id then answers
     NOT_FOUND with reason REQUEST_ERASED, for any request, until it
     expires, and does nothing (never the old response, never a second
     session); a new request_id does the request again. Empty `request_id` = no idempotency (Fork,
@@ -344,7 +345,8 @@ class AgentGatewayServicer:
     the first response again, nothing new done (a retried Send does not call
     the LLM). Same id, different request: ALREADY_EXISTS, reason
     REQUEST_ID_REUSED. A stored response is erased with the session(s)
-    whose data it holds (DeleteSession, DESIGN §4.8): the id then answers
+    whose data it holds (DeleteSession, DESIGN §4.8), and a turn's with the
+    records it holds (storage's TrimRecords): the id then answers
     NOT_FOUND with reason REQUEST_ERASED, for any request, until it
     expires, and does nothing (never the old response, never a second
     session); a new request_id does the request again. Empty `request_id` = no idempotency (Fork,
@@ -1729,7 +1731,8 @@ class AgentGateway:
     the first response again, nothing new done (a retried Send does not call
     the LLM). Same id, different request: ALREADY_EXISTS, reason
     REQUEST_ID_REUSED. A stored response is erased with the session(s)
-    whose data it holds (DeleteSession, DESIGN §4.8): the id then answers
+    whose data it holds (DeleteSession, DESIGN §4.8), and a turn's with the
+    records it holds (storage's TrimRecords): the id then answers
     NOT_FOUND with reason REQUEST_ERASED, for any request, until it
     expires, and does nothing (never the old response, never a second
     session); a new request_id does the request again. Empty `request_id` = no idempotency (Fork,

@@ -422,7 +422,12 @@ class SessionStorageServicer:
         Records a session inherited (a Fork INHERIT) count like its own: trimming
         them narrows only its own view, never the source's records; trimming a
         source whose forks still show the trimmed records hands those rows to
-        one of the forks first, so no fork's records change.
+        one of the forks first, so no fork's records change. A trim that removes
+        records erases the session's remembered replies that hold records (the
+        gateway's Send, SendStream, SubmitToolResults and SubmitToolResultsStream,
+        AppendRecords, Transact) in the same transaction: a replay of their
+        request_ids answers NOT_FOUND, reason REQUEST_ERASED, never the trimmed
+        text (DESIGN §4.8); the replies of its creation and imports stay.
 
         Errors: INVALID_ARGUMENT for a malformed space_id or session_id, an
         unset keep_recent, or a negative keep_recent; NOT_FOUND when the session

@@ -281,3 +281,90 @@ class TestTreeReplies:
         )
         await assert_replay_erased(pool, lambda: stack.tree.CreateSession(request), {label})
         assert await session_count(pool, stack) == 0
+
+
+async def trim_all(stack: Stack, session_id: str) -> int:
+    """Storage's TrimRecords of every record of the session; how many went."""
+    reply = await stack.storage.TrimRecords(
+        storage_pb2.TrimRecordsRequest(
+            space_id=stack.space.sid, session_id=session_id, keep_recent=0
+        )
+    )
+    return int(reply.removed_count)
+
+
+class TestTrimmedReplies:
+    """A trim that removes records erases the replies that hold them (explore14 F2): a
+    replay answers NOT_FOUND REQUEST_ERASED, never the trimmed text, and no table holds
+    it; the replies of the session's creation and of an import stay."""
+
+    async def test_send_and_submit(self, stack: Stack, pool: asyncpg.Pool) -> None:
+        said, result = marker("said"), marker("result")
+        root = await stack.root(label="kept", request_id="root-t")
+        await send(stack, root.id, said, request_id="send-t")
+        turn = await send(stack, root.id, "/tool lookup {}", tools=[tool_definition("lookup")])
+        call_id = turn.pending_tool_calls[0].id
+        await submit(stack, root.id, (call_id, result), request_id="submit-t")
+        assert await trim_all(stack, root.id) > 0
+        await assert_not_found(lambda: send(stack, root.id, said, request_id="send-t"), {said})
+        await assert_not_found(
+            lambda: submit_stream_events(stack, root.id, (call_id, result), request_id="submit-t"),
+            {result},
+        )
+        async with pool.acquire() as con:
+            assert await tables_holding(con, {said, result}, stack.space.id) == {}
+        again = await stack.root(label="kept", request_id="root-t")
+        assert again.id == root.id  # its creation's reply holds no record: answered still
+
+    async def test_append_and_transact(self, stack: Stack, pool: asyncpg.Pool) -> None:
+        appended, transacted = marker("appended"), marker("transacted")
+        root = await stack.root()
+        append = storage_pb2.AppendRecordsRequest(
+            space_id=stack.space.sid,
+            session_id=root.id,
+            records=[record("user", appended)],
+            request_id="append-t",
+        )
+        await stack.storage.AppendRecords(append)
+        op = storage_pb2.Operation
+        transact = storage_pb2.TransactRequest(
+            space_id=stack.space.sid,
+            operations=[
+                op(
+                    append_records=op.AppendRecordsOp(
+                        session_id=root.id, records=[record("user", transacted)]
+                    )
+                )
+            ],
+            request_id="transact-t",
+        )
+        await stack.storage.Transact(transact)
+        assert await trim_all(stack, root.id) == 2
+        await assert_not_found(lambda: stack.storage.AppendRecords(append), {appended})
+        await assert_not_found(lambda: stack.storage.Transact(transact), {transacted})
+        async with pool.acquire() as con:
+            assert await tables_holding(con, {appended, transacted}, stack.space.id) == {}
+
+    async def test_an_import_survives_a_trim(self, stack: Stack) -> None:
+        """An import's reply decides whether a backup's session is made again: a trim keeps
+        it, so importing the same file again makes no second session."""
+        request = agent_pb2.ImportSessionRequest(
+            space_id=stack.space.sid,
+            label="imported",
+            records=[record("user", "hello")],
+            request_id="import-t",
+        )
+        made = await stack.gw.ImportSession(request)
+        assert await trim_all(stack, made.session.id) == 1
+        again = await stack.gw.ImportSession(request)
+        assert again.session.id == made.session.id
+
+
+def test_the_record_scopes_are_the_services_own() -> None:
+    """The scopes a trim erases are those the turns, appends and batches remember under."""
+    from agent_gateway.turns.state import SEND_SCOPE, SUBMIT_SCOPE
+    from stello.idempotency import RECORD_SCOPES
+    from storage_service.records.service import APPEND_SCOPE
+    from storage_service.transact.service import TRANSACT_SCOPE
+
+    assert set(RECORD_SCOPES) == {SEND_SCOPE, SUBMIT_SCOPE, APPEND_SCOPE, TRANSACT_SCOPE}
