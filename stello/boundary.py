@@ -4,8 +4,10 @@ A request that does not parse, or holds what no text or JSON can (U+0000, a
 Struct nested past 16 levels), is INVALID_ARGUMENT naming the field, before
 auth and the handler; domain errors keep their status; a lost database, or one
 that refuses work for a while (read-only, disk full, out of memory: `stello.db.REFUSALS`),
-is UNAVAILABLE naming the condition; anything else is INTERNAL "internal error (id ...)", the id,
-method and traceback in the log. Nothing answers UNKNOWN. The call chain
+is UNAVAILABLE naming the condition, and so is a statement the database cancelled with no
+bound of ours behind it (an operator's pg_cancel_backend, a server's statement_timeout, on
+Citus a worker's: the call may be retried); anything else is INTERNAL "internal error (id
+...)", the id, method and traceback in the log. Nothing answers UNKNOWN. The call chain
 (`stello.interceptors`) applies these to every call.
 """
 
@@ -15,6 +17,7 @@ import logging
 from collections.abc import Callable
 from typing import Any
 
+import asyncpg
 from google.protobuf.descriptor import Descriptor
 
 from stello.db import CONNECTION_ERRORS, UNAVAILABLE_MESSAGE, refusal, transient, unavailable
@@ -30,6 +33,11 @@ from stello.validation import request_violations
 from stello.wire import locate_parse_failure
 
 log = logging.getLogger("stello.rpc")
+
+CANCELLED_MESSAGE = (
+    "the database cancelled the call's statement (an operator's cancel or a server "
+    "timeout); nothing was applied: retry the call"
+)
 
 
 class Unparsed:
@@ -86,6 +94,9 @@ def client_error(exc: Exception, method: str) -> StelloError:
     if condition is not None:
         log.warning("%s: %s: %s: %s", method, condition, exc.__class__.__name__, exc)
         return unavailable(exc)
+    if isinstance(exc, asyncpg.QueryCanceledError):  # no bound of ours: a cancel, a timeout
+        log.warning("%s: the database cancelled a statement: %s", method, exc)
+        return Unavailable(CANCELLED_MESSAGE)
     error_id = new_error_id()
     log.error("internal error (id %s) in %s", error_id, method, exc_info=exc)
     return Internal(f"internal error (id {error_id})")
