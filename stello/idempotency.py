@@ -139,17 +139,19 @@ FROM (SELECT DISTINCT l.scope, l.request_id
 WHERE k.space_id = $1 AND k.scope = linked.scope AND k.request_id = linked.request_id
 """
 
-# A trim of session $2 (of space $1): the keys linked to it whose replies hold its
-# records (scopes $3) keep only a tombstone, as ERASE_LINKED's. One probe of the
-# links' primary key per scope; run in the trim's transaction.
-ERASE_RECORD_REPLIES = """
-UPDATE idempotency_keys k
+# A trim of session $2 (of space $1): its links to replies that hold its records
+# (scopes $3), then those keys keep only a tombstone, as ERASE_LINKED's; run in the
+# trim's transaction. Two single-table statements: Citus routes each whole to the
+# space's shard (a join or subquery of the two tables it plans as more than one task).
+RECORD_REPLIES = """
+SELECT scope, request_id FROM idempotency_key_sessions
+WHERE space_id = $1 AND session_id = $2 AND scope = ANY ($3::text[])
+"""
+ERASE_REPLIES = """
+UPDATE idempotency_keys
 SET request_hash = '\\x'::bytea, response = NULL, erased = true
-FROM (SELECT l.scope, l.request_id
-      FROM idempotency_key_sessions l
-      WHERE l.space_id = $1 AND l.session_id = $2 AND l.scope = ANY ($3::text[])) linked
-WHERE k.space_id = $1 AND k.scope = linked.scope AND k.request_id = linked.request_id
-  AND NOT k.erased
+WHERE space_id = $1 AND NOT erased
+  AND (scope, request_id) IN (SELECT * FROM unnest($2::text[], $3::text[]))
 """
 
 RECORD_SCOPES = (
@@ -322,7 +324,10 @@ async def erase_record_replies(
     """Erase the replies linked to `session_id` that hold its records (RECORD_SCOPES), in
     the transaction of a trim that removed some, leaving tombstones: a replay of their
     request_ids answers NOT_FOUND REQUEST_ERASED, never the trimmed text."""
-    await con.execute(ERASE_RECORD_REPLIES, space_id, session_id, list(RECORD_SCOPES))
+    linked = await con.fetch(RECORD_REPLIES, space_id, session_id, list(RECORD_SCOPES))
+    if linked:
+        scopes, request_ids = [r["scope"] for r in linked], [r["request_id"] for r in linked]
+        await con.execute(ERASE_REPLIES, space_id, scopes, request_ids)
 
 
 async def forget_linked(
