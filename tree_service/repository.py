@@ -22,7 +22,7 @@ import asyncpg
 
 from stello import idempotency
 from stello.db import across_spaces, fetch, in_transaction, within_space
-from stello.errors import NotFound, session_not_found
+from stello.errors import NotFound, Unavailable, session_not_found
 from stello.events import Event, EventKind, Outbox
 from tree_service import sql
 from tree_service.listing import LISTING_PLANS, PAIR_MATCHES, list_statement
@@ -47,6 +47,9 @@ T = TypeVar("T")
 SUBTREE_EVENT_IDS = 1000
 """A SUBTREE_DELETED event names at most this many sessions: a larger subtree's deletion
 writes several, with the same root, at consecutive positions (one transaction)."""
+
+PROBE_MIN_S = 1.0
+"""The shortest bound of the probe that follows a GetTree read past its own (one row)."""
 
 _STATUS: dict[str, Status] = {s: s for s in STATUSES}
 JsonObject = dict[str, Any]
@@ -365,8 +368,28 @@ class TreeRepository:
         try:
             rows = await in_transaction(self._pool, work)
         except asyncpg.QueryCanceledError as exc:
+            probe_s = max(timeout_s, PROBE_MIN_S)
+            if not await self._answers(space_id, probe_s):
+                raise Unavailable(
+                    f"the database did not answer a read of this space within {probe_s:g} s "
+                    "(a database node slow or out of reach, or the table locked); "
+                    "retry the call"
+                ) from exc
             raise TreeReadTooLong(str(exc)) from exc
         return to_tree_rows(rows)
+
+    async def _answers(self, space_id: uuid.UUID, timeout_s: float) -> bool:
+        """Whether one row of the space's sessions is read within `timeout_s`."""
+
+        async def probe(con: asyncpg.Connection) -> None:
+            await con.execute(sql.probe_settings(int(timeout_s * 1000)))
+            await con.fetchval(sql.PROBE_SPACE, space_id)
+
+        try:
+            await in_transaction(self._pool, probe)
+        except (asyncpg.QueryCanceledError, Unavailable):
+            return False
+        return True
 
     async def stored(
         self, space_id: uuid.UUID, scope: str, request_id: str

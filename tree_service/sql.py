@@ -241,6 +241,18 @@ def tree_settings(timeout_ms: int) -> str:
     return _TREE_SETTINGS.format(timeout_ms=timeout_ms)
 
 
+# After a GetTree read ran past its bound: whether the space's sessions answer at all
+# (one row, by the primary key's prefix) within the probe's own bound. A database that
+# does not (a Citus worker frozen or out of reach, a lock held on the table) is told
+# apart from a tree too large to read in time.
+PROBE_SPACE = "SELECT 1 FROM sessions WHERE space_id = $1 LIMIT 1"
+
+
+def probe_settings(timeout_ms: int) -> str:
+    """The probe's statement timeout, in milliseconds."""
+    return f"SET LOCAL statement_timeout = {timeout_ms:d}"
+
+
 # The whole forest, no depth limit ($2 row cap): the visible sessions of the space,
 # one read of its index range in no order (the caller builds the pre-order, tops
 # where `top_at` is set), columns as _TREE's. They are the forest itself, no walk

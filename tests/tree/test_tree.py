@@ -266,3 +266,30 @@ async def _after_bulk_load(
     with pytest.raises(grpc.aio.AioRpcError) as caught:
         await _get_tree(port, loaded, 5)
     return caught.value
+
+
+async def test_a_space_that_does_not_answer_is_unavailable_not_too_large(
+    start_server: ServerStarter, space: TestSpace, direct_database_url: str
+) -> None:
+    """A GetTree read past its bound because the database does not answer the space's rows
+    at all (here a lock on `sessions`; on Citus a worker frozen or out of reach) is
+    UNAVAILABLE, retryable, not TREE_TOO_LARGE's "narrow it" (explore13 F3): a probe of one
+    row tells the two apart."""
+    running: RunningServer = await start_server(
+        lambda s, p, k: create_app(s, p, k, TreeSettings(get_tree_timeout_s=0.2))
+    )
+    holder = await asyncpg.connect(direct_database_url)
+    try:
+        async for tree in open_tree(running, space):
+            async with holder.transaction():
+                await holder.execute("LOCK TABLE sessions IN ACCESS EXCLUSIVE MODE")
+                with pytest.raises(grpc.aio.AioRpcError) as caught:
+                    await tree.tree()
+            assert caught.value.code() == grpc.StatusCode.UNAVAILABLE, caught.value.details()
+            assert caught.value.details() == (
+                "the database did not answer a read of this space within 1 s (a database "
+                "node slow or out of reach, or the table locked); retry the call"
+            )
+            assert await tree.tree() == []  # the lock gone, answered
+    finally:
+        await holder.close()

@@ -952,8 +952,11 @@ class AgentGatewayServicer:
         Errors:
         - INVALID_ARGUMENT: malformed ids; negative max_depth.
         - NOT_FOUND: `root_id` is not in the space.
-        - FAILED_PRECONDITION, reason TREE_TOO_LARGE: more nodes than the cap
-        (narrow with root_id or max_depth).
+        - FAILED_PRECONDITION, reason TREE_TOO_LARGE: more nodes than the cap,
+        or a read past the tree service's time bound (narrow with root_id or
+        max_depth).
+        - UNAVAILABLE: the database did not answer a read of the space's rows
+        (a node slow or out of reach): retry.
         - UNAUTHENTICATED: no valid key.
         """
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)

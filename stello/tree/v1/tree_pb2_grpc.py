@@ -393,11 +393,15 @@ class SessionTreeServicer:
         200,000) the answer is FAILED_PRECONDITION with ErrorInfo reason
         TREE_TOO_LARGE; narrow with `root_id` or `max_depth`. So is a read that
         takes longer than STELLO_TREE_GET_TREE_TIMEOUT_S (default 30 s): the
-        server bounds the call itself, whatever the client's deadline.
+        server bounds the call itself, whatever the client's deadline. Unless the
+        database does not answer a read of one of the space's rows either (a
+        probe bounded by the same time, at least 1 s: a Citus worker frozen or
+        out of reach, a lock held on the table): that is UNAVAILABLE, retryable.
 
         Errors: INVALID_ARGUMENT (malformed ids, negative max_depth); NOT_FOUND
         (root_id unknown in this space, or provisional); FAILED_PRECONDITION
-        (TREE_TOO_LARGE); UNAUTHENTICATED.
+        (TREE_TOO_LARGE); UNAVAILABLE (the database did not answer);
+        UNAUTHENTICATED.
         """
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)
         context.set_details('Method not implemented!')
