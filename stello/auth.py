@@ -351,6 +351,7 @@ class KeyStore:
                 found = row["id"]
                 for statement in ERASE_SPACE:
                     await con.execute(statement, found)
+                await con.execute(DELETE_LONE_PRINCIPAL, row["principal_id"])
             return found
 
         deleted = await in_transaction(self._pool, work)
@@ -360,7 +361,19 @@ class KeyStore:
 
 
 # The spaces a delete_space names (by id or name), locked.
-FIND_SPACES = "SELECT id FROM spaces WHERE id = $1 OR name = $2 ORDER BY id FOR UPDATE"
+FIND_SPACES = (
+    "SELECT id, principal_id FROM spaces WHERE id = $1 OR name = $2 ORDER BY id FOR UPDATE"
+)
+
+# The owner of an erased space, when it owns nothing more (no space, no key): its name is
+# an operator's record of a tenant, often a person's or a customer's, and goes with the
+# tenant's last space. `stello keys create` makes it again when needed.
+DELETE_LONE_PRINCIPAL = """
+DELETE FROM principals p
+WHERE p.id = $1
+  AND NOT EXISTS (SELECT 1 FROM spaces s WHERE s.principal_id = p.id)
+  AND NOT EXISTS (SELECT 1 FROM api_keys k WHERE k.principal_id = p.id)
+"""
 
 # A space's erasure. The rows that point at its sessions without a cascade go first
 # (lineage sources, record holders), then its sessions in one statement (their parent

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import uuid
+
 import asyncpg
 import pytest
 
@@ -73,3 +75,24 @@ class TestSpaces:
         await seed_topology(pool, space.id, chain(3))
         listed = {info.id: info for info in await KeyStore(pool).list_spaces()}
         assert (listed[space.id].sessions, listed[other_space.id].sessions) == (3, 0)
+
+
+class TestDeleteSpace:
+    async def test_the_owner_goes_with_its_last_space(self, pool: asyncpg.Pool) -> None:
+        """A space's erasure takes its owner (principal: a name an operator gave a tenant)
+        once it owns no space and no key (explore14 F4); not before."""
+        keys = KeyStore(pool, cache_ttl_s=0)
+        owner = f"owner-{uuid.uuid4().hex}"
+        first = await keys.create_key(space=f"a-{owner}", principal=owner)
+        second = await keys.create_key(space=f"b-{owner}", principal=owner)
+        assert first.space_id is not None and second.space_id is not None
+        named = "SELECT count(*) FROM principals WHERE name = $1"
+        assert await keys.delete_space(first.space_id) == first.space_id
+        assert await pool.fetchval(named, owner) == 1  # it still owns the second space
+        assert await keys.delete_space(second.space_id) == second.space_id
+        assert await pool.fetchval(named, owner) == 0
+        admin = await keys.create_key(space=None, scope="admin", principal=owner)
+        third = await keys.create_key(space=f"c-{owner}", principal=owner)
+        assert third.space_id is not None and admin.space_id is None
+        await keys.delete_space(third.space_id)
+        assert await pool.fetchval(named, owner) == 1  # its admin key keeps it
