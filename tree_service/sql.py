@@ -241,6 +241,19 @@ def tree_settings(timeout_ms: int) -> str:
     return _TREE_SETTINGS.format(timeout_ms=timeout_ms)
 
 
+# A transaction bound by its caller's deadline (DeleteSubtree's, DESIGN §8): each statement
+# after this may run (or wait for a row lock) for what is left of it, then the database
+# cancels it (milliseconds, an integer the service computes: a SET takes no parameter).
+# SET LOCAL, as _TREE_SETTINGS: it ends with the transaction (PgBouncer transaction mode)
+# and on Citus reaches the worker whose rows the statement waits for.
+_STATEMENT_TIMEOUT = "SET LOCAL statement_timeout = {timeout_ms:d}"
+
+
+def statement_timeout(timeout_ms: int) -> str:
+    """The statement that bounds the transaction's next statements, in milliseconds."""
+    return _STATEMENT_TIMEOUT.format(timeout_ms=timeout_ms)
+
+
 # The whole forest, no depth limit ($2 row cap): the visible sessions of the space,
 # one read of its index range in no order (the caller builds the pre-order, tops
 # where `top_at` is set), columns as _TREE's. They are the forest itself, no walk
