@@ -70,6 +70,7 @@ DISTRIBUTED_TABLES: tuple[str, ...] = (
     "retention_policies",
     "session_metadata",
     "search_backfill",
+    "idempotency_key_entries",
 )
 
 # Shared SQL functions that statements call, by signature, each created on

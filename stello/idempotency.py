@@ -166,6 +166,30 @@ erases them (`erase_record_replies`); the replies of other scopes (a session's c
 an import) hold none and survive it (an import's decides whether a backup's session is
 made again)."""
 
+# The reply of key ($2, $3) of space $1 holds shared memory entry $4 (its slug, its
+# summary): linked to it, and to no other entry (a key replaced after its expiry).
+UNLINK_OTHER_ENTRIES = """
+DELETE FROM idempotency_key_entries
+WHERE space_id = $1 AND scope = $2 AND request_id = $3 AND entry_id <> $4
+"""
+LINK_ENTRY = """
+INSERT INTO idempotency_key_entries (space_id, entry_id, scope, request_id)
+VALUES ($1, $4, $2, $3)
+ON CONFLICT DO NOTHING
+"""
+
+# The removal of shared memory entry $2 (of space $1): the keys linked to it keep only a
+# tombstone, as ERASE_LINKED's. Run in the removal's transaction (migration 0036).
+ERASE_ENTRY_REPLIES = """
+UPDATE idempotency_keys k
+SET request_hash = '\\x'::bytea, response = NULL, erased = true
+FROM (SELECT l.scope, l.request_id
+      FROM idempotency_key_entries l
+      WHERE l.space_id = $1 AND l.entry_id = $2) linked
+WHERE k.space_id = $1 AND k.scope = linked.scope AND k.request_id = linked.request_id
+  AND NOT k.erased
+"""
+
 # The sweep of provisional sessions $2 (never visible): their keys go whole.
 FORGET_LINKED = """
 DELETE FROM idempotency_keys k
@@ -266,11 +290,12 @@ async def stored(
 
 
 def erased_request(request_id: str) -> NotFound:
-    """The NOT_FOUND of a request_id whose reply was erased since: its session erased, or
-    the records it held trimmed."""
+    """The NOT_FOUND of a request_id whose reply was erased since: its session erased, the
+    records it held trimmed, or the shared memory entry it held removed."""
     return NotFound(
         f"request_id {request_id!r} was done, and what its reply held was deleted since "
-        "(its session deleted, or its records trimmed): the reply was erased with it "
+        "(its session deleted, its records trimmed, or its shared memory entry removed): "
+        "the reply was erased with it "
         "(a new request_id does the request again)",
         reason=REQUEST_ERASED,
     )
@@ -328,6 +353,24 @@ async def erase_record_replies(
     if linked:
         scopes, request_ids = [r["scope"] for r in linked], [r["request_id"] for r in linked]
         await con.execute(ERASE_REPLIES, space_id, scopes, request_ids)
+
+
+async def link_entry(
+    con: asyncpg.Connection, space_id: uuid.UUID, scope: str, request_id: str, entry_id: uuid.UUID
+) -> None:
+    """Link the reply stored under the key in this transaction to shared memory entry
+    `entry_id` (whose text it holds): erased with the entry (`erase_entry_replies`)."""
+    await con.execute(UNLINK_OTHER_ENTRIES, space_id, scope, request_id, entry_id)
+    await con.execute(LINK_ENTRY, space_id, scope, request_id, entry_id)
+
+
+async def erase_entry_replies(
+    con: asyncpg.Connection, space_id: uuid.UUID, entry_id: uuid.UUID
+) -> None:
+    """Erase the replies linked to shared memory entry `entry_id`, in the transaction that
+    removes it, leaving tombstones: a replay answers NOT_FOUND REQUEST_ERASED, never the
+    entry's text."""
+    await con.execute(ERASE_ENTRY_REPLIES, space_id, entry_id)
 
 
 async def forget_linked(

@@ -67,8 +67,9 @@ SHARED_MEMORY_ENTRY_NOT_FOUND = "SHARED_MEMORY_ENTRY_NOT_FOUND"
 """The space holds no shared memory entry of that slug: ErrorInfo metadata `slug` names it."""
 REQUEST_ERASED = "REQUEST_ERASED"
 """The request_id answered earlier, and what its reply held was deleted since (its session
-deleted, or the records it held trimmed): the reply was erased with it and nothing was done
-now; send the request with a new request_id to do it again."""
+deleted, the records it held trimmed, or the shared memory entry it held removed): the reply
+was erased with it and nothing was done now; send the request with a new request_id to do it
+again."""
 
 # RESOURCE_EXHAUSTED
 TOOL_ROUNDS_EXCEEDED = "TOOL_ROUNDS_EXCEEDED"

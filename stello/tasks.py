@@ -19,12 +19,17 @@ T = TypeVar("T")
 async def to_the_end(work: Awaitable[T], said: Callable[[asyncio.Future[T]], None]) -> T:
     """`work`'s result. Cancelled meanwhile, `work` goes on to its end, `said` is given it
     (done: its result, error or cancellation) and the cancellation is raised; a second
-    cancellation while it finishes leaves it running and is raised at once."""
+    cancellation while it finishes leaves it running and is raised at once (`said` is then
+    given it when it ends: its error is never left unretrieved)."""
     running = asyncio.ensure_future(work)
     try:
         return await asyncio.shield(running)
     except asyncio.CancelledError:
-        await asyncio.wait({running})
+        try:
+            await asyncio.wait({running})
+        except asyncio.CancelledError:
+            running.add_done_callback(said)  # its end still said (its error consumed)
+            raise
         said(running)
         raise
 

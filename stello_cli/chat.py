@@ -1,7 +1,8 @@
 """chat: talk to a session line by line, with line editing, history and a few commands.
 
 On a terminal the prompt is prompt_toolkit's (arrows edit and recall earlier
-lines, kept in the config dir's ``chat_history``); Ctrl-C while a reply streams
+lines, kept in the config dir's ``chat_history``, readable by its owner only,
+or in memory only with ``--no-history``); Ctrl-C while a reply streams
 stops that reply only (nothing of the turn is stored, and the chat says so),
 Ctrl-C at the prompt clears the line, Ctrl-D or ``/quit`` leaves. Lines that
 start with ``/`` are commands (``/help`` lists them; ``//`` sends a line that
@@ -14,11 +15,13 @@ from __future__ import annotations
 import argparse
 import asyncio
 import contextlib
+import os
 import shlex
 import signal
 import sys
 import threading
 from collections.abc import AsyncIterator
+from pathlib import Path
 from typing import TYPE_CHECKING, Any, NoReturn
 
 from stello_cli import format as fmt
@@ -41,10 +44,13 @@ from stello_client.errors import ClientError, UsageError, rpc_error_line
 if TYPE_CHECKING:
     from collections.abc import Mapping
 
+    from prompt_toolkit.history import History
+
     from stello_client.aio import AsyncClient
     from stello_client.types import BusyName, SessionView
 
 BANNER_RECORDS = 4
+HISTORY_FILE = "chat_history"
 HISTORY_DEFAULT = 10
 MAX_HISTORY = 10_000
 """The most records /history shows (`stello records SESSION` shows every one)."""
@@ -284,17 +290,32 @@ async def _stdin_lines() -> AsyncIterator[str]:
         yield line
 
 
-async def _prompted(chat: Chat) -> None:
-    """The terminal loop: prompt_toolkit's line editor with history."""
+def history_path() -> Path:
+    """The file a terminal chat keeps its typed lines in: the config dir's chat_history."""
+    return credentials_path().parent / HISTORY_FILE
+
+
+def chat_history(keep: bool) -> History:
+    """The typed lines' history: kept in `history_path()` (readable by its owner only:
+    created 0600, tightened when it exists) when `keep` and the config dir exists, else in
+    memory only (gone when the chat ends)."""
+    from prompt_toolkit.history import FileHistory, InMemoryHistory
+
+    path = history_path()
+    if not keep or not path.parent.is_dir():
+        return InMemoryHistory()
+    os.close(os.open(path, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o600))
+    os.chmod(path, 0o600)
+    return FileHistory(str(path))
+
+
+async def _prompted(chat: Chat, keep: bool) -> None:
+    """The terminal loop: prompt_toolkit's line editor with history (kept on disk when
+    `keep`)."""
     from prompt_toolkit import PromptSession
     from prompt_toolkit.formatted_text import ANSI
-    from prompt_toolkit.history import FileHistory, History, InMemoryHistory
 
-    folder = credentials_path().parent
-    history: History = (
-        FileHistory(str(folder / "chat_history")) if folder.is_dir() else InMemoryHistory()
-    )
-    session: PromptSession[str] = PromptSession(history=history)
+    session: PromptSession[str] = PromptSession(history=chat_history(keep))
     while True:
         try:
             line = await session.prompt_async(ANSI(chat.prompt))
@@ -315,7 +336,7 @@ async def cmd_chat(args: argparse.Namespace) -> int:
         chat = Chat(client, view, interactive, args.flags, args.busy)
         if interactive:
             await chat.banner()
-            await _prompted(chat)
+            await _prompted(chat, not args.no_history)
         else:
             async for line in _stdin_lines():
                 if not await chat.handle(line):
@@ -332,8 +353,16 @@ def register(commands: Commands) -> None:
         "Talk to SESSION: each line is a turn, the reply streamed. On a terminal the\n"
         "arrows edit the line and recall earlier ones; /help lists the commands\n"
         "(/fork, /switch, /tree, /history, /quit). Ctrl-C stops a reply without\n"
-        "storing it; Ctrl-D leaves.\n\n" + HELP,
+        "storing it; Ctrl-D leaves. The typed lines are kept for the arrows in\n"
+        "chat_history in the config dir (STELLO_CONFIG_DIR), readable by you only,\n"
+        "and no deletion of a session touches it: --no-history keeps them in memory\n"
+        "only; delete the file to clear it.\n\n" + HELP,
         flags={"content": "the message", "busy": "--busy"},
     )
     session_argument(chat)
     busy_argument(chat)
+    chat.add_argument(
+        "--no-history",
+        action="store_true",
+        help="keep the typed lines in memory only, not in the config dir's chat_history",
+    )

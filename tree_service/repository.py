@@ -10,6 +10,8 @@ here, with the asyncpg error as their cause.
 from __future__ import annotations
 
 import asyncio
+import math
+import time
 import uuid
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import replace
@@ -22,7 +24,7 @@ import asyncpg
 
 from stello import idempotency
 from stello.db import across_spaces, fetch, in_transaction, within_space
-from stello.errors import NotFound, Unavailable, session_not_found
+from stello.errors import DeadlineExceeded, NotFound, Unavailable, session_not_found
 from stello.events import Event, EventKind, Outbox
 from tree_service import sql
 from tree_service.listing import LISTING_PLANS, PAIR_MATCHES, list_statement
@@ -43,6 +45,19 @@ from tree_service.models import (
 )
 
 T = TypeVar("T")
+
+DEADLINE_SLACK_S = 0.05
+"""A statement cancelled this close to its transaction's deadline was cancelled by it (the
+bound is rounded up to whole milliseconds)."""
+
+
+def deadline_passed() -> DeadlineExceeded:
+    """The DEADLINE_EXCEEDED of a transaction whose caller's deadline passed before it
+    committed (it was rolled back)."""
+    return DeadlineExceeded(
+        "the caller's deadline passed before the delete committed; nothing was deleted"
+    )
+
 
 SUBTREE_EVENT_IDS = 1000
 """A SUBTREE_DELETED event names at most this many sessions: a larger subtree's deletion
@@ -216,18 +231,35 @@ class TreeRepository:
     def __init__(self, pool: asyncpg.Pool) -> None:
         self._pool = pool
 
-    async def transaction(self, work: Callable[[TreeTx], Awaitable[T]]) -> T:
+    async def transaction(
+        self, work: Callable[[TreeTx], Awaitable[T]], deadline: float | None = None
+    ) -> T:
         """Run `work` in one transaction (retried on serialization failure or deadlock);
-        the events of its changes are written as the last statement (DESIGN §4.6)."""
+        the events of its changes are written as the last statement (DESIGN §4.6).
+
+        With a `deadline` (a `time.monotonic()` time), every statement is bound by what is
+        left of it (`TreeTx.bound`, first here, again where `work` asks): a statement the
+        database cancels once it has passed (a row lock waited for) rolls the transaction
+        back and its connection goes back to the pool.
+
+        Raises:
+            DeadlineExceeded: the deadline passed first (nothing was changed).
+        """
 
         async def run(con: asyncpg.Connection) -> T:
-            tx = TreeTx(con)
+            tx = TreeTx(con, deadline)
+            await tx.bound()
             result = await work(tx)
             if tx.outbox.pending:
                 await tx.outbox.flush(con)
             return result
 
-        return await in_transaction(self._pool, run)
+        try:
+            return await in_transaction(self._pool, run)
+        except asyncpg.QueryCanceledError as exc:
+            if deadline is None or time.monotonic() < deadline - DEADLINE_SLACK_S:
+                raise  # not our bound: an operator's cancel, a server's timeout
+            raise deadline_passed() from exc
 
     async def node(self, space_id: uuid.UUID, session_id: uuid.UUID) -> Node | None:
         """A visible session's node, or None."""
@@ -382,7 +414,7 @@ class TreeRepository:
         """Whether one row of the space's sessions is read within `timeout_s`."""
 
         async def probe(con: asyncpg.Connection) -> None:
-            await con.execute(sql.probe_settings(int(timeout_s * 1000)))
+            await con.execute(sql.statement_timeout(int(timeout_s * 1000)))
             await con.fetchval(sql.PROBE_SPACE, space_id)
 
         try:
@@ -483,10 +515,26 @@ class TreeRepository:
 class TreeTx(idempotency.KeyStatements):
     """One transaction's statements; every method runs exactly one of them."""
 
-    def __init__(self, con: asyncpg.Connection) -> None:
+    def __init__(self, con: asyncpg.Connection, deadline: float | None = None) -> None:
         self._con = con
+        # The caller's deadline (`time.monotonic()`), None when unbounded.
+        self._deadline = deadline
         # The changes' events, written last by `TreeRepository.transaction`.
         self.outbox = Outbox()
+
+    async def bound(self) -> None:
+        """Bound the next statements by what is left of the caller's deadline (none
+        without one).
+
+        Raises:
+            DeadlineExceeded: it has passed.
+        """
+        if self._deadline is None:
+            return
+        left = self._deadline - time.monotonic()
+        if left <= 0:
+            raise deadline_passed()
+        await self._con.execute(sql.statement_timeout(math.ceil(left * 1000)))
 
     def _changed(self, space_id: uuid.UUID, kind: EventKind, session_id: uuid.UUID) -> None:
         self.outbox.add(space_id, Event(kind, session_id))

@@ -70,7 +70,7 @@ from tree_service.models import (
     TreeRow,
     TreeRows,
 )
-from tree_service.repository import TreeRepository, TreeTx
+from tree_service.repository import TreeRepository, TreeTx, deadline_passed
 
 log = logging.getLogger(__name__)
 
@@ -478,8 +478,10 @@ class TreeService:
         server's own; 0 = the server's) is refused before anything is hidden, and again
         before the commit if the sessions found late make it so: the transaction rolls back.
 
-        The caller's `deadline` (a `time.monotonic()` time) is checked before the commit:
-        passed, the transaction rolls back (DEADLINE_EXCEEDED, nothing hidden). The caller
+        The caller's `deadline` (a `time.monotonic()` time) bounds every statement (a wait
+        for a row lock ends at it: `TreeRepository.transaction`) and is checked before the
+        commit: passed, the transaction rolls back (DEADLINE_EXCEEDED, nothing hidden) and
+        its connection goes back to the pool. The caller
         leaving meanwhile does not cut the transaction (`stello.tasks.to_the_end`): it ends
         rolled back, or committed when the deadline passed during the commit itself, and
         the log says which.
@@ -491,26 +493,33 @@ class TreeService:
             if not locked:
                 raise session_not_found(session_id)
             fits.check(len(locked))
+            await tx.bound()
             hidden = await tx.hide_subtree(space_id, session_id, locked)
             fits.check(len(hidden))
             if deadline is not None and time.monotonic() >= deadline:
-                raise DeadlineExceeded(
-                    "the caller's deadline passed before the delete committed; nothing was deleted"
-                )
+                raise deadline_passed()
             return hidden
 
         def said(done: asyncio.Future[list[uuid.UUID]]) -> None:
             if ended_well(done):
                 self._on_hidden()
                 log.info("DeleteSubtree of %s: committed as its caller left", session_id)
-            elif not done.cancelled() and isinstance(done.exception(), DeadlineExceeded):
+            elif done.cancelled():
+                log.info("DeleteSubtree of %s: cancelled, rolled back", session_id)
+            elif isinstance(done.exception(), DeadlineExceeded):
                 log.info(
                     "DeleteSubtree of %s: its caller's deadline passed before the commit; "
                     "rolled back, nothing deleted",
                     session_id,
                 )
+            else:
+                log.error(
+                    "DeleteSubtree of %s failed after its caller left; rolled back",
+                    session_id,
+                    exc_info=done.exception(),
+                )
 
-        hidden = await to_the_end(self._repo.transaction(work), said)
+        hidden = await to_the_end(self._repo.transaction(work, deadline), said)
         self._on_hidden()
         return hidden
 

@@ -241,16 +241,24 @@ def tree_settings(timeout_ms: int) -> str:
     return _TREE_SETTINGS.format(timeout_ms=timeout_ms)
 
 
+# A transaction bound by its caller's deadline (DeleteSubtree's, DESIGN §8): each statement
+# after this may run (or wait for a row lock) for what is left of it, then the database
+# cancels it (milliseconds, an integer the service computes: a SET takes no parameter).
+# SET LOCAL, as _TREE_SETTINGS: it ends with the transaction (PgBouncer transaction mode)
+# and on Citus reaches the worker whose rows the statement waits for.
+_STATEMENT_TIMEOUT = "SET LOCAL statement_timeout = {timeout_ms:d}"
+
+
+def statement_timeout(timeout_ms: int) -> str:
+    """The statement that bounds the transaction's next statements, in milliseconds."""
+    return _STATEMENT_TIMEOUT.format(timeout_ms=timeout_ms)
+
+
 # After a GetTree read ran past its bound: whether the space's sessions answer at all
 # (one row, by the primary key's prefix) within the probe's own bound. A database that
 # does not (a Citus worker frozen or out of reach, a lock held on the table) is told
 # apart from a tree too large to read in time.
 PROBE_SPACE = "SELECT 1 FROM sessions WHERE space_id = $1 LIMIT 1"
-
-
-def probe_settings(timeout_ms: int) -> str:
-    """The probe's statement timeout, in milliseconds."""
-    return f"SET LOCAL statement_timeout = {timeout_ms:d}"
 
 
 # The whole forest, no depth limit ($2 row cap): the visible sessions of the space,

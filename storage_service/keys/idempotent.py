@@ -51,9 +51,11 @@ class Idempotent(Generic[T]):
         key: Idempotency,
         work: Callable[[UnitOfWork], Awaitable[T]],
         sessions: Sequence[uuid.UUID] = (),
+        link: Callable[[UnitOfWork, T], Awaitable[None]] | None = None,
     ) -> T:
         """`work` in one transaction, at most once for `key`; its result or the first one's.
-        The reply is linked to `sessions` (those whose data it holds).
+        The reply is linked to `sessions` (those whose data it holds), and `link` runs once
+        it is stored (in the transaction: to link it to other data it holds).
 
         Raises:
             AlreadyExists: the request_id was used for a different request.
@@ -66,6 +68,8 @@ class Idempotent(Generic[T]):
             await uow.keys.remember_or_answer(
                 space_id, self._scope, key.request_id, key.request_hash, encoded, sessions
             )
+            if link is not None:
+                await link(uow, result)
             return result
 
         try:

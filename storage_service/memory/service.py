@@ -3,7 +3,10 @@
 Knows nothing of gRPC. Writes run in one transaction with their event and,
 with a request_id, with the stored reply (`storage_service.keys.idempotent`); the reply is
 kept as JSON, without the body an upsert wrote (a replay is the same request,
-so its body is the one to answer).
+so its body is the one to answer). An upsert's reply holds the entry's slug and
+summary: it is linked to the entry (its `entry_id`) and erased when the entry is
+removed (DESIGN §4.8, migration 0036); a replace keeps the entry, so its replies
+stay.
 """
 
 from __future__ import annotations
@@ -159,8 +162,15 @@ class SharedMemoryService:
 
         if key is None:
             return await self._db.transaction(upsert)
+        request_id = key.request_id
+
+        async def link(uow: UnitOfWork, upserted: Upserted) -> None:
+            entry_id = upserted.entry.entry_id
+            assert entry_id is not None  # a written entry has its id
+            await uow.memory.link_reply(space_id, UPSERT_SCOPE, request_id, entry_id)
+
         once = Idempotent(UPSERT_SCOPE, _UpsertCodec(body))
-        return await once.run(self._db, space_id, key, upsert)
+        return await once.run(self._db, space_id, key, upsert, link=link)
 
     async def remove_entry(
         self, space_id: uuid.UUID, slug: str, key: Idempotency | None = None

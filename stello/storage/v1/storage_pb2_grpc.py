@@ -672,8 +672,11 @@ class SessionStorageServicer:
         written); RESOURCE_EXHAUSTED (reason SHARED_MEMORY_FULL, the message
         naming the cap) for a new slug in a space at the cap (nothing is
         written); ALREADY_EXISTS (reason REQUEST_ID_REUSED) for a reused
-        request_id with a different request; UNAUTHENTICATED without a valid
-        key.
+        request_id with a different request; NOT_FOUND (reason REQUEST_ERASED)
+        for a request_id whose entry was removed since (its stored reply, which
+        held the slug and summary, was erased with it; nothing is written; a
+        replace keeps the entry and its replies); UNAUTHENTICATED without a
+        valid key.
         """
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)
         context.set_details('Method not implemented!')
@@ -684,6 +687,9 @@ class SessionStorageServicer:
         absent slug is a no-op that answers `removed` false and writes no
         event). Writes the event SHARED_MEMORY_REMOVED in the same transaction.
         Idempotent by nature, and through `request_id` (the first answer again).
+        Erases, in the same transaction, the stored replies of the upserts of
+        this entry (DESIGN §4.8): a replay of them answers NOT_FOUND, reason
+        REQUEST_ERASED, never the removed text.
 
         Errors: INVALID_ARGUMENT for a malformed space_id or a slug that breaks
         the slug rules; ALREADY_EXISTS (reason REQUEST_ID_REUSED) for a reused

@@ -558,7 +558,9 @@ class SessionTreeServicer:
         NOT_FOUND (unknown in this space, or provisional); RESOURCE_EXHAUSTED
         (the ids would not fit the reply under `max_reply_bytes` or
         STELLO_MAX_MESSAGE_BYTES and `count_only` is not set: nothing was
-        deleted); UNAUTHENTICATED.
+        deleted); DEADLINE_EXCEEDED (the call's deadline passed first, e.g.
+        while it waited for a session another transaction holds: the wait ends
+        at the deadline, and nothing was deleted); UNAUTHENTICATED.
         """
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)
         context.set_details('Method not implemented!')

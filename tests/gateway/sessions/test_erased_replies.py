@@ -360,6 +360,80 @@ class TestTrimmedReplies:
         assert again.session.id == made.session.id
 
 
+def upsert_request(stack: Stack, slug: str, summary: str, body: str, request_id: str) -> Any:
+    """Storage's UpsertSharedMemoryEntryRequest in the stack's space."""
+    return storage_pb2.UpsertSharedMemoryEntryRequest(
+        space_id=stack.space.sid, slug=slug, summary=summary, body=body, request_id=request_id
+    )
+
+
+async def entry_exists(stack: Stack, slug: str) -> bool:
+    """Whether the stack's space holds shared memory entry `slug`."""
+    request = storage_pb2.GetSharedMemoryEntryRequest(space_id=stack.space.sid, slug=slug)
+    try:
+        await stack.storage.GetSharedMemoryEntry(request)
+    except grpc.aio.AioRpcError as exc:
+        assert exc.code() == grpc.StatusCode.NOT_FOUND, exc.details()
+        return False
+    return True
+
+
+class TestRemovedEntryReplies:
+    """A removed shared memory entry leaves nothing in remembered replies (explore14 F3):
+    its upserts' replies are erased by the removal, a replay answers NOT_FOUND
+    REQUEST_ERASED and writes nothing; the removal's own reply still answers."""
+
+    async def test_storage_upserts(self, stack: Stack, pool: asyncpg.Pool) -> None:
+        slug = marker("slug")
+        texts = {marker("summary"), marker("body"), marker("summary2"), marker("body2")}
+        summary, body, summary2, body2 = sorted(texts)
+        first = upsert_request(stack, slug, summary, body, "upsert-e1")
+        replace = upsert_request(stack, slug, summary2, body2, "upsert-e2")
+        assert (await stack.storage.UpsertSharedMemoryEntry(first)).created
+        assert not (await stack.storage.UpsertSharedMemoryEntry(replace)).created
+        again = await stack.storage.UpsertSharedMemoryEntry(first)  # a replace keeps them
+        assert again.entry.summary == summary
+        remove = storage_pb2.RemoveSharedMemoryEntryRequest(
+            space_id=stack.space.sid, slug=slug, request_id="remove-e"
+        )
+        assert (await stack.storage.RemoveSharedMemoryEntry(remove)).removed
+        texts.add(slug)
+        await assert_not_found(lambda: stack.storage.UpsertSharedMemoryEntry(first), texts)
+        await assert_not_found(lambda: stack.storage.UpsertSharedMemoryEntry(replace), texts)
+        assert not await entry_exists(stack, slug)  # the replays wrote nothing
+        assert (await stack.storage.RemoveSharedMemoryEntry(remove)).removed  # answered
+        async with pool.acquire() as con:
+            assert await tables_holding(con, texts, stack.space.id) == {}
+
+    async def test_a_later_entry_of_the_slug_keeps_its_replies(self, stack: Stack) -> None:
+        """The slug made again after a removal is a new entry: removing the old one erased
+        only the old replies."""
+        await stack.storage.UpsertSharedMemoryEntry(upsert_request(stack, "s", "a", "b", "u-1"))
+        await stack.storage.RemoveSharedMemoryEntry(
+            storage_pb2.RemoveSharedMemoryEntryRequest(space_id=stack.space.sid, slug="s")
+        )
+        later = upsert_request(stack, "s", "c", "d", "u-2")
+        await stack.storage.UpsertSharedMemoryEntry(later)
+        replayed = await stack.storage.UpsertSharedMemoryEntry(later)
+        assert replayed.entry.summary == "c"
+
+    async def test_memory_tools(self, stack: Stack, pool: asyncpg.Pool) -> None:
+        """What `stello_memory_remember` wrote is gone from every reply once
+        `stello_memory_forget` removed it and the session that held the turns went."""
+        slug, summary, body = marker("slug"), marker("summary"), marker("body")
+        root = await stack.root()
+        args = f'{{"slug": "{slug}", "summary": "{summary}", "body": "{body}"}}'
+        await send(stack, root.id, f"/tool stello_memory_remember {args}", memory_tools=True)
+        assert await entry_exists(stack, slug)
+        forget = f'/tool stello_memory_forget {{"slug": "{slug}"}}'
+        await send(stack, root.id, forget, memory_tools=True)
+        assert not await entry_exists(stack, slug)
+        await delete_session(stack, root.id)
+        await erased(pool)
+        async with pool.acquire() as con:
+            assert await tables_holding(con, {slug, summary, body}, stack.space.id) == {}
+
+
 def test_the_record_scopes_are_the_services_own() -> None:
     """The scopes a trim erases are those the turns, appends and batches remember under."""
     from agent_gateway.turns.state import SEND_SCOPE, SUBMIT_SCOPE
