@@ -22,6 +22,7 @@ from __future__ import annotations
 import asyncio
 import json
 import logging
+import uuid
 from collections.abc import AsyncIterator, Awaitable, Callable
 from contextlib import asynccontextmanager
 from typing import Any, Literal, TypeVar, cast
@@ -91,9 +92,22 @@ APPLICATION_NAME = "stello"
 # across spaces are multi-shard by design: their transaction allows it for itself
 # (`across_spaces`), and gives the refusal back where per-space statements follow
 # (`within_space`). On plain PostgreSQL both set a placeholder that nothing reads.
+#
+# A maintenance transaction's statements are bounded (`MAINTENANCE_TIMEOUT_S`): a node that
+# stops answering with its connections open (a frozen worker, a partition without a reset)
+# would otherwise hold the round, and its pool connection, for as long as it lasts.
+# `across_spaces` sets the bound with its settings (no statement more); a maintenance
+# transaction pinned to one space sets it with `bounded`.
+MAINTENANCE_TIMEOUT_S = 60
+"""The statement timeout of the maintenance transactions (sweeps, erasure, purges): their
+statements are batches that take milliseconds, so the bound only ends a round stuck on a node
+that does not answer (the round counts as an outage and is tried again). A constant, not a
+setting: no deployment needs another value, since nothing but a stuck node comes near it."""
+BOUNDED = f"SET LOCAL statement_timeout = '{MAINTENANCE_TIMEOUT_S}s'"
 ACROSS_SPACES = (
     "SET LOCAL citus.multi_task_query_log_level = 'off';"
-    " SET LOCAL citus.max_intermediate_result_size = -1"
+    " SET LOCAL citus.max_intermediate_result_size = -1;"
+    f" {BOUNDED}"
 )
 WITHIN_SPACE = (
     "SET LOCAL citus.multi_task_query_log_level TO DEFAULT;"
@@ -263,14 +277,36 @@ def server_settings(dsn: str) -> dict[str, str]:
 
 async def across_spaces(con: asyncpg.Connection) -> None:
     """In the caller's transaction: let the maintenance statements that follow run across
-    spaces (multi-shard on Citus) until `within_space` or the transaction's end."""
+    spaces (multi-shard on Citus) until `within_space` or the transaction's end, each
+    bounded by `MAINTENANCE_TIMEOUT_S` until the transaction's end."""
     await con.execute(ACROSS_SPACES)
+
+
+async def bounded(con: asyncpg.Connection) -> None:
+    """In the caller's transaction (a maintenance one pinned to a space): its statements
+    time out after `MAINTENANCE_TIMEOUT_S` (`across_spaces` sets the same bound)."""
+    await con.execute(BOUNDED)
 
 
 async def within_space(con: asyncpg.Connection) -> None:
     """In the caller's transaction, after `across_spaces`: statements are the connection's
     to check again (on Citus, routed to one worker or refused where it says so)."""
     await con.execute(WITHIN_SPACE)
+
+
+SPACES = "SELECT id FROM spaces ORDER BY id"
+
+
+async def space_ids(pool: asyncpg.Pool) -> list[uuid.UUID]:
+    """Every space, bounded as maintenance is: what a maintenance round done space by space
+    goes over (`stello.periodic.Periodic.by_space`). `spaces` is a reference table: on Citus
+    the coordinator's placement answers while a worker is out of reach."""
+
+    async def read(con: asyncpg.Connection) -> list[uuid.UUID]:
+        await bounded(con)
+        return [row["id"] for row in await con.fetch(SPACES)]
+
+    return await in_transaction(pool, read)
 
 
 async def _no_reset(con: asyncpg.Connection) -> None:

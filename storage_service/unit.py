@@ -11,12 +11,13 @@ is made on first use: most units touch one or two tables.
 
 from __future__ import annotations
 
+import uuid
 from collections.abc import Awaitable, Callable
 from typing import TypeVar
 
 import asyncpg
 
-from stello.db import in_statement, in_transaction
+from stello.db import in_statement, in_transaction, space_ids
 from stello.events import Outbox
 from storage_service.events.repository import EventRepository
 from storage_service.guard.repository import GuardRepository
@@ -164,6 +165,10 @@ class Database:
 
     def __init__(self, pool: asyncpg.Pool) -> None:
         self._pool = pool
+
+    async def spaces(self) -> list[uuid.UUID]:
+        """Every space: what a maintenance round done space by space goes over."""
+        return await space_ids(self._pool)
 
     async def transaction(self, work: Callable[[UnitOfWork], Awaitable[T]]) -> T:
         """Run `work` in one transaction (retried on serialization failure or deadlock);
