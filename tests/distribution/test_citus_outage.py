@@ -33,6 +33,9 @@ from stello.common.v1 import common_pb2
 from stello.periodic import Periodic
 from stello.storage.v1 import storage_pb2, storage_pb2_grpc
 from stello.tree.v1 import tree_pb2, tree_pb2_grpc
+from storage_service.events.service import Purger
+from storage_service.search.backfill import SearchBackfill
+from storage_service.unit import Database
 from tests.distribution.services import Services, recorded_services, user
 from tests.distribution.test_citus_services import SPACE_NODE
 from tests.support.citus import (
@@ -45,6 +48,8 @@ from tests.support.citus import (
     stop_node,
 )
 from tests.support.citus_pass import create_distributed_database, unexpected_errors
+from tree_service.app import create_retention, create_sweeper
+from tree_service.retention import RetentionSweeper
 
 pytestmark = [pytest.mark.citus, pytest.mark.timeout(300)]
 
@@ -204,6 +209,27 @@ async def _erasure(s: Services, t: Tenant, dsn: str) -> dict[str, object]:
     return {"rows left": left, "skipped spaces": _eraser(s).rounds.skipped_spaces > 0}
 
 
+async def _rounds_by_space(s: Services) -> dict[str, object]:
+    """A round of each other maintenance task, driven here: each one's work across spaces
+    fails, so it goes space by space (every statement routed to its space's worker: the
+    database refuses any other) and skips the stopped worker's spaces. Per task: whether the
+    round ended (no outage) having skipped spaces."""
+    db = Database(s.pool)
+    retention = RetentionSweeper(create_retention(s.pool), 3600)
+    await retention.run_once()  # the first round sweeps nothing (a restart's)
+    tasks: list[Periodic] = [
+        create_sweeper(s.pool),
+        retention,
+        Purger(db, 86_400, 3600),
+        SearchBackfill(db, 100, 3600),
+    ]
+    seen: dict[str, object] = {}
+    for task in tasks:
+        await task.run_once()
+        seen[task.task_name] = task.rounds.skipped_spaces > 0
+    return seen
+
+
 @pytest.fixture(name="outage", scope="module")
 async def _outage(own_cluster: CitusCluster) -> AsyncIterator[dict[str, object]]:
     """The writes with one worker stopped, then the stopped worker's space after its restart."""
@@ -228,6 +254,7 @@ async def _outage(own_cluster: CitusCluster) -> AsyncIterator[dict[str, object]]
         try:
             seen["alive"] = await _every_write(alive)
             seen["alive erasure"] = await _erasure(services, alive, dsn)
+            seen["rounds by space"] = await _rounds_by_space(services)
             seen["stranded CreateRoot"] = await _code(
                 stranded.gw.CreateRoot(
                     agent_pb2.CreateRootRequest(space_id=stranded.space_id, label="r")
@@ -297,6 +324,19 @@ class TestAWorkerDown:
         though the erasure's look across spaces fails: the job goes space by space and counts
         the stopped worker's spaces it skipped."""
         assert outage["alive erasure"] == {"rows left": 0, "skipped spaces": True}
+
+    def test_every_maintenance_round_goes_on_space_by_space(
+        self, outage: dict[str, object]
+    ) -> None:
+        """The provisional sweep, retention, the event purge and the search backfill each end
+        a round (no outage) with the stopped worker's spaces skipped, their statements routed
+        to one space each (the pass's database refuses any other)."""
+        assert outage["rounds by space"] == {
+            "stello-tree-sweeper": True,
+            "stello-tree-retention": True,
+            "stello-storage-event-purge": True,
+            "stello-storage-search-backfill": True,
+        }
 
     def test_the_nodes_logged_only_the_outage(self, outage: dict[str, object]) -> None:
         """No node logged an ERROR that ALLOWED_ERRORS does not explain."""
