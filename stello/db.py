@@ -62,13 +62,15 @@ CONNECTION_ERRORS: tuple[type[BaseException], ...] = (
 
 # Citus's ERRORs (SQLSTATE XX000, "internal") that say a node or a shard was out of reach
 # for the moment, not that the statement is wrong: its cached connection to a worker that
-# restarted, a shard a tenant isolation or a split is moving. They surface as UNAVAILABLE
+# restarted, a shard a tenant isolation or a split is moving, a worker that does not answer
+# a new connection within citus.node_connection_timeout. They surface as UNAVAILABLE
 # (the caller retries; a write with its request_id is answered once), never as INTERNAL.
 CITUS_TRANSIENT = (
     "failure on connection marked as essential",
     "could not find valid entry for shard",
     "shard for the given value does not exist",
     "connection to the remote node",
+    "could not establish any connections to the node",
 )
 
 

@@ -20,6 +20,7 @@ checked as the Citus pass checks its own (`ALLOWED_ERRORS`).
 from __future__ import annotations
 
 import asyncio
+import sys
 import time
 import uuid
 from collections.abc import AsyncIterator, Iterator
@@ -70,8 +71,9 @@ def _own_cluster() -> Iterator[CitusCluster]:
 class Tenant:
     """A space's stubs: the gateway's and storage's, with its key."""
 
-    def __init__(self, s: Services, space_id: str, secret: str) -> None:
+    def __init__(self, s: Services, space_id: str, secret: str, key_id: str) -> None:
         self.space_id = space_id
+        self.key_id = key_id
         self.gw = s.stub("gateway", secret, agent_pb2_grpc.AgentGatewayStub)
         self.storage = s.stub("storage", secret, storage_pb2_grpc.SessionStorageStub)
         self.tree = s.stub("tree", secret, tree_pb2_grpc.SessionTreeStub)
@@ -85,7 +87,7 @@ async def _tenants(s: Services, con: asyncpg.Connection) -> dict[int, Tenant]:
         key = await s.keys.create_key(space=f"outage-{n}", principal="outage")
         assert key.space_id is not None
         port = await con.fetchval(SPACE_NODE, key.space_id)
-        found.setdefault(port, Tenant(s, str(key.space_id), key.secret))
+        found.setdefault(port, Tenant(s, str(key.space_id), key.secret, str(key.key_id)))
         if len(found) == 2:
             return found
     raise AssertionError(f"{SPACE_TRIES} new spaces all landed on one worker")
@@ -230,6 +232,23 @@ async def _rounds_by_space(s: Services) -> dict[str, object]:
     return seen
 
 
+async def _cli(dsn: str, *args: str) -> tuple[int, str]:
+    """`stello ARGS --database-url DSN` in a process of its own: exit code and stderr."""
+    process = await asyncio.create_subprocess_exec(
+        sys.executable,
+        "-m",
+        "stello_cli",
+        *args,
+        "--database-url",
+        dsn,
+        stdout=asyncio.subprocess.DEVNULL,
+        stderr=asyncio.subprocess.PIPE,
+    )
+    _, err = await process.communicate()
+    assert process.returncode is not None
+    return process.returncode, err.decode()
+
+
 @pytest.fixture(name="outage", scope="module")
 async def _outage(own_cluster: CitusCluster) -> AsyncIterator[dict[str, object]]:
     """The writes with one worker stopped, then the stopped worker's space after its restart."""
@@ -255,6 +274,8 @@ async def _outage(own_cluster: CitusCluster) -> AsyncIterator[dict[str, object]]
             seen["alive"] = await _every_write(alive)
             seen["alive erasure"] = await _erasure(services, alive, dsn)
             seen["rounds by space"] = await _rounds_by_space(services)
+            seen["keys revoke"] = await _cli(dsn, "keys", "revoke", alive.key_id)
+            seen["stopped port"] = down_port
             seen["stranded CreateRoot"] = await _code(
                 stranded.gw.CreateRoot(
                     agent_pb2.CreateRootRequest(space_id=stranded.space_id, label="r")
@@ -337,6 +358,18 @@ class TestAWorkerDown:
             "stello-storage-event-purge": True,
             "stello-storage-search-backfill": True,
         }
+
+    def test_key_management_names_the_node_out_of_reach(self, outage: dict[str, object]) -> None:
+        """`stello keys revoke` of a key of the healthy worker's space fails (a reference
+        table's write needs every node), and says which node is out of reach and why, not
+        that the database is unavailable."""
+        answered = outage["keys revoke"]
+        assert isinstance(answered, tuple)
+        code, err = answered
+        assert code == 1, err
+        last = err.strip().splitlines()[-1]
+        assert f"the database node 127.0.0.1:{outage['stopped port']} is out of reach" in last
+        assert "bring the node back" in last, last
 
     def test_the_nodes_logged_only_the_outage(self, outage: dict[str, object]) -> None:
         """No node logged an ERROR that ALLOWED_ERRORS does not explain."""
