@@ -25,6 +25,7 @@ import logging
 import uuid
 from collections.abc import AsyncIterator, Awaitable, Callable
 from contextlib import asynccontextmanager
+from dataclasses import dataclass
 from typing import Any, Literal, TypeVar, cast
 from urllib.parse import parse_qs, urlsplit
 
@@ -298,15 +299,44 @@ async def within_space(con: asyncpg.Connection) -> None:
 
 SPACES = "SELECT id FROM spaces ORDER BY id"
 
+# On Citus, the node of each space ($1) holds: its `sessions` shard's placement, read from the
+# coordinator's own metadata (no distributed table in the statement). A space's node is null
+# where there is no such shard.
+SPACE_NODES = """
+SELECT u.id, p.nodename || ':' || p.nodeport AS node
+FROM unnest($1::uuid[]) WITH ORDINALITY AS u(id, n)
+LEFT JOIN pg_dist_shard_placement p
+  ON p.shardid = get_shard_id_for_distribution_column('sessions', u.id)
+ORDER BY u.n
+"""
+CITUS = "SELECT to_regclass('pg_dist_shard_placement') IS NOT NULL"
 
-async def space_ids(pool: asyncpg.Pool) -> list[uuid.UUID]:
-    """Every space, bounded as maintenance is: what a maintenance round done space by space
-    goes over (`stello.periodic.Periodic.by_space`). `spaces` is a reference table: on Citus
+
+@dataclass(frozen=True, slots=True)
+class SpaceNode:
+    """A space, and on Citus the node (host:port) that holds its shards (None: not known)."""
+
+    id: uuid.UUID
+    node: str | None = None
+
+
+async def space_ids(pool: asyncpg.Pool) -> list[SpaceNode]:
+    """Every space, with its node on Citus, bounded as maintenance is: what a maintenance
+    round done space by space goes over (`stello.periodic.Periodic.by_space`, which skips a
+    node's other spaces once one was out of reach). `spaces` is a reference table: on Citus
     the coordinator's placement answers while a worker is out of reach."""
 
-    async def read(con: asyncpg.Connection) -> list[uuid.UUID]:
+    async def read(con: asyncpg.Connection) -> list[SpaceNode]:
         await bounded(con)
-        return [row["id"] for row in await con.fetch(SPACES)]
+        ids = [row["id"] for row in await con.fetch(SPACES)]
+        if not ids or not await con.fetchval(CITUS):
+            return [SpaceNode(i) for i in ids]
+        try:
+            async with con.transaction():  # a role that may not read the metadata: no nodes
+                rows = await con.fetch(SPACE_NODES, ids)
+        except asyncpg.InsufficientPrivilegeError:
+            return [SpaceNode(i) for i in ids]
+        return [SpaceNode(r["id"], r["node"]) for r in rows]
 
     return await in_transaction(pool, read)
 

@@ -22,7 +22,9 @@ live on nodes that answer (DESIGN §4.7: maintenance sweeps per space). Such a t
 falls back, after that failure only, to its work space by space (`by_space`): the
 spaces listed from `spaces` (a reference table: the coordinator's placement answers
 while a worker is down), each one's statements pinned to it, those whose node is out
-of reach skipped. The skipped spaces are counted
+of reach skipped (on Citus, once one space of a node was, the node's other spaces: a node
+that does not answer costs the round one bound, not one per space). The skipped spaces are
+counted
 (``stello_background_skipped_spaces_total``) and said once per round.
 """
 
@@ -40,7 +42,7 @@ import asyncpg
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
 from prometheus_client.registry import Collector
 
-from stello.db import CONNECTION_ERRORS, REFUSED, RETRY, refusal
+from stello.db import CONNECTION_ERRORS, REFUSED, RETRY, SpaceNode, refusal
 from stello.errors import Unavailable
 
 log = logging.getLogger(__name__)
@@ -139,7 +141,7 @@ class Periodic:
     async def by_space(
         self,
         failure: BaseException,
-        spaces: Callable[[], Awaitable[list[uuid.UUID]]],
+        spaces: Callable[[], Awaitable[list[SpaceNode]]],
         work: Callable[[uuid.UUID], Awaitable[int | None]],
     ) -> int:
         """The round again space by space, after its work across spaces failed with `failure`
@@ -153,29 +155,36 @@ class Periodic:
         except OUT_OF_REACH:
             raise failure from None
         done = skipped = 0
-        for space_id in listed:
+        out: set[str] = set()  # the nodes found out of reach: their other spaces skipped
+        for space in listed:
+            if space.node in out:
+                skipped += 1
+                continue
             try:
-                done += await work(space_id) or 0
+                done += await work(space.id) or 0
             except OUT_OF_REACH:
                 skipped += 1
+                if space.node is not None:
+                    out.add(space.node)
             if self._stopping:
                 break
         if listed and skipped == len(listed):
             raise failure
-        self._skipped(skipped, len(listed), failure)
+        self._skipped(skipped, len(listed), sorted(out), failure)
         return done
 
-    def _skipped(self, skipped: int, spaces: int, failure: BaseException) -> None:
+    def _skipped(self, skipped: int, spaces: int, nodes: list[str], failure: BaseException) -> None:
         self.rounds.skipped_spaces += skipped
         if skipped:
             log.warning(
                 "%s: a database node is out of reach (%s: %s); done space by space, "
-                "%d of %d spaces skipped this round",
+                "%d of %d spaces skipped this round%s",
                 self.what,
                 type(failure).__name__,
                 failure,
                 skipped,
                 spaces,
+                f" (those of {', '.join(nodes)})" if nodes else "",
             )
 
     def _outaged(self, exc: BaseException) -> None:

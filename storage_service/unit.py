@@ -11,13 +11,12 @@ is made on first use: most units touch one or two tables.
 
 from __future__ import annotations
 
-import uuid
 from collections.abc import Awaitable, Callable
 from typing import TypeVar
 
 import asyncpg
 
-from stello.db import in_statement, in_transaction, space_ids
+from stello.db import SpaceNode, in_statement, in_transaction, space_ids
 from stello.events import Outbox
 from storage_service.events.repository import EventRepository
 from storage_service.guard.repository import GuardRepository
@@ -166,7 +165,7 @@ class Database:
     def __init__(self, pool: asyncpg.Pool) -> None:
         self._pool = pool
 
-    async def spaces(self) -> list[uuid.UUID]:
+    async def spaces(self) -> list[SpaceNode]:
         """Every space: what a maintenance round done space by space goes over."""
         return await space_ids(self._pool)
 

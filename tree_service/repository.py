@@ -22,6 +22,7 @@ import asyncpg
 
 from stello import idempotency
 from stello.db import (
+    SpaceNode,
     across_spaces,
     bounded,
     fetch,
@@ -399,7 +400,7 @@ class TreeRepository:
         rows = await fetch(self._pool, sql.GET_CONFIG, space_id, session_id)
         return (True, rows[0]["config"]) if rows else (False, None)
 
-    async def spaces(self) -> list[uuid.UUID]:
+    async def spaces(self) -> list[SpaceNode]:
         """Every space (the reference table `spaces`), for a round done space by space."""
         return await space_ids(self._pool)
 

@@ -31,7 +31,7 @@ from typing import Literal
 
 import asyncpg
 
-from stello.db import across_spaces, bounded, in_transaction, space_ids
+from stello.db import SpaceNode, across_spaces, bounded, in_transaction, space_ids
 from stello.errors import FailedPrecondition, session_not_found
 from stello.events import Event, Outbox
 from stello.periodic import OUT_OF_REACH, Periodic
@@ -182,7 +182,7 @@ class RetentionService:
             if batch.done or (max_batches and batches >= max_batches):
                 return Applied(tuple(actions), batch.done)
 
-    async def spaces(self) -> list[uuid.UUID]:
+    async def spaces(self) -> list[SpaceNode]:
         """Every space: what a round done space by space goes over (`RetentionSweeper`)."""
         return await space_ids(self._pool)
 

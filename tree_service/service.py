@@ -16,6 +16,7 @@ from dataclasses import dataclass, replace
 from operator import itemgetter
 
 from stello import metadata
+from stello.db import SpaceNode
 from stello.errors import (
     DeadlineExceeded,
     FailedPrecondition,
@@ -530,7 +531,7 @@ class TreeService:
             log.info("erased %d deleted sessions", erased)
         return erased
 
-    async def spaces(self) -> list[uuid.UUID]:
+    async def spaces(self) -> list[SpaceNode]:
         """Every space: what a round done space by space goes over."""
         return await self._repo.spaces()
 

@@ -31,6 +31,7 @@ import pytest
 
 from stello.agent.v1 import agent_pb2, agent_pb2_grpc
 from stello.common.v1 import common_pb2
+from stello.db import space_ids
 from stello.periodic import Periodic
 from stello.storage.v1 import storage_pb2, storage_pb2_grpc
 from stello.tree.v1 import tree_pb2, tree_pb2_grpc
@@ -275,6 +276,11 @@ async def _outage(own_cluster: CitusCluster) -> AsyncIterator[dict[str, object]]
             seen["alive erasure"] = await _erasure(services, alive, dsn)
             seen["rounds by space"] = await _rounds_by_space(services)
             seen["keys revoke"] = await _cli(dsn, "keys", "revoke", alive.key_id)
+            listed = await space_ids(services.pool)
+            seen["nodes known"] = (
+                all(space.node for space in listed),
+                any(str(space.node).endswith(f":{down_port}") for space in listed),
+            )
             seen["stopped port"] = down_port
             seen["stranded CreateRoot"] = await _code(
                 stranded.gw.CreateRoot(
@@ -358,6 +364,12 @@ class TestAWorkerDown:
             "stello-storage-event-purge": True,
             "stello-storage-search-backfill": True,
         }
+
+    def test_the_spaces_and_their_nodes_are_listed(self, outage: dict[str, object]) -> None:
+        """With a worker stopped, the spaces are listed (a reference table, read on the
+        coordinator) with the node of each, the stopped one's included (the round skips a
+        node's other spaces once one was out of reach)."""
+        assert outage["nodes known"] == (True, True)
 
     def test_key_management_names_the_node_out_of_reach(self, outage: dict[str, object]) -> None:
         """`stello keys revoke` of a key of the healthy worker's space fails (a reference
