@@ -105,7 +105,10 @@ MAINTENANCE_TIMEOUT_S = 60
 """The statement timeout of the maintenance transactions (sweeps, erasure, purges): their
 statements are batches that take milliseconds, so the bound only ends a round stuck on a node
 that does not answer (the round counts as an outage and is tried again). A constant, not a
-setting: no deployment needs another value, since nothing but a stuck node comes near it."""
+setting: no deployment needs another value, since nothing but a stuck node comes near it.
+On Citus it does not end a statement whose coordinator session already holds a connection
+to a frozen worker (the coordinator waits on that worker past its statement timeout):
+docs/scaling.md "Maintenance paths across spaces"."""
 BOUNDED = f"SET LOCAL statement_timeout = '{MAINTENANCE_TIMEOUT_S}s'"
 ACROSS_SPACES = (
     "SET LOCAL citus.multi_task_query_log_level = 'off';"
