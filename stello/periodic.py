@@ -15,6 +15,17 @@ Each task counts its rounds (`Rounds`), and a server serves them on /metrics
 outage, failed), ``stello_background_last_success_timestamp_seconds`` and
 ``stello_background_last_round_seconds``. An operator alerts on a task whose last
 success is old (an erasure or a sweep that has stopped making progress).
+
+A round across spaces (the maintenance tasks: a first statement over every space,
+multi-shard on Citus) fails whole when one node is out of reach, though most spaces
+live on nodes that answer (DESIGN §4.7: maintenance sweeps per space). Such a task
+falls back, after that failure only, to its work space by space (`by_space`): the
+spaces listed from `spaces` (a reference table: the coordinator's placement answers
+while a worker is down), each one's statements pinned to it, those whose node is out
+of reach skipped (on Citus, once one space of a node was, the node's other spaces: a node
+that does not answer costs the round one bound, not one per space). The skipped spaces are
+counted
+(``stello_background_skipped_spaces_total``) and said once per round.
 """
 
 from __future__ import annotations
@@ -23,20 +34,34 @@ import asyncio
 import contextlib
 import logging
 import time
-from collections.abc import Iterable, Iterator
+import uuid
+from collections.abc import Awaitable, Callable, Iterable, Iterator
 from dataclasses import dataclass
 
+import asyncpg
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
 from prometheus_client.registry import Collector
 
-from stello.db import CONNECTION_ERRORS, REFUSED, RETRY, refusal
+from stello.db import CONNECTION_ERRORS, REFUSED, RETRY, SpaceNode, refusal
 from stello.errors import Unavailable
 
 log = logging.getLogger(__name__)
 
-OUTAGES: tuple[type[BaseException], ...] = (*CONNECTION_ERRORS, *REFUSED, Unavailable)
+OUTAGES: tuple[type[BaseException], ...] = (
+    *CONNECTION_ERRORS,
+    *REFUSED,
+    Unavailable,
+    asyncpg.QueryCanceledError,
+)
 """Failures of a round that say what it needs cannot be reached or refuses work for a while
-(the database read-only, out of disk space, or lacking migrations), not that it is wrong."""
+(the database read-only, out of disk space, or lacking migrations; a node that does not
+answer within the maintenance bound, `stello.db.MAINTENANCE_TIMEOUT_S`, or a cancel), not
+that it is wrong."""
+
+OUT_OF_REACH: tuple[type[BaseException], ...] = (Unavailable, asyncpg.QueryCanceledError)
+"""How a unit of work (`stello.db.in_transaction`) says a node is out of reach: `Unavailable`
+(a lost connection, Citus's `transient` errors) or its statement timed out (the bound)."""
+
 
 STOP_GRACE_S = 5.0
 """How long `stop` waits for a round under way before cancelling it."""
@@ -55,6 +80,8 @@ class Rounds:
     """When the last round that worked ended (Unix time), None before one did."""
     last_seconds: float = 0.0
     """How long the last round took, however it ended."""
+    skipped_spaces: int = 0
+    """Spaces a round done space by space (`Periodic.by_space`) skipped, out of reach."""
 
 
 class Periodic:
@@ -111,6 +138,55 @@ class Periodic:
         """One round of the work (subclasses say what)."""
         raise NotImplementedError
 
+    async def by_space(
+        self,
+        failure: BaseException,
+        spaces: Callable[[], Awaitable[list[SpaceNode]]],
+        work: Callable[[uuid.UUID], Awaitable[int | None]],
+    ) -> int:
+        """The round again space by space, after its work across spaces failed with `failure`
+        (one of `OUT_OF_REACH`): `work` for each of the `spaces` (`stello.db.space_ids`),
+        those out of reach skipped (counted, and said in one line); the sum of what `work`
+        returned. `failure` is raised again
+        when the spaces cannot be listed or every space was out of reach (the round is an
+        outage)."""
+        try:
+            listed = await spaces()
+        except OUT_OF_REACH:
+            raise failure from None
+        done = skipped = 0
+        out: set[str] = set()  # the nodes found out of reach: their other spaces skipped
+        for space in listed:
+            if space.node in out:
+                skipped += 1
+                continue
+            try:
+                done += await work(space.id) or 0
+            except OUT_OF_REACH:
+                skipped += 1
+                if space.node is not None:
+                    out.add(space.node)
+            if self._stopping:
+                break
+        if listed and skipped == len(listed):
+            raise failure
+        self._skipped(skipped, len(listed), sorted(out), failure)
+        return done
+
+    def _skipped(self, skipped: int, spaces: int, nodes: list[str], failure: BaseException) -> None:
+        self.rounds.skipped_spaces += skipped
+        if skipped:
+            log.warning(
+                "%s: a database node is out of reach (%s: %s); done space by space, "
+                "%d of %d spaces skipped this round%s",
+                self.what,
+                type(failure).__name__,
+                failure,
+                skipped,
+                spaces,
+                f" (those of {', '.join(nodes)})" if nodes else "",
+            )
+
     def _outaged(self, exc: BaseException) -> None:
         """A round failed for an outage: one WARNING when it begins, DEBUG while it lasts.
         The line names the condition where one was named (`Unavailable`'s message, e.g. "the
@@ -159,6 +235,7 @@ class Periodic:
 
 
 ROUNDS = "stello_background_rounds"
+SKIPPED = "stello_background_skipped_spaces"
 LAST_SUCCESS = "stello_background_last_success_timestamp_seconds"
 LAST_ROUND = "stello_background_last_round_seconds"
 
@@ -175,7 +252,7 @@ class RoundsCollector(Collector):
 
     def collect(self) -> Iterator[Metric]:
         """The families with every task's rounds so far."""
-        rounds, success, last = self._families()
+        rounds, success, last, skipped = self._families()
         for task in self._tasks:
             name, counted = task.task_name, task.rounds
             for outcome, count in (
@@ -187,12 +264,16 @@ class RoundsCollector(Collector):
             if counted.last_success is not None:
                 success.add_metric([name], counted.last_success)
             last.add_metric([name], counted.last_seconds)
+            skipped.add_metric([name], counted.skipped_spaces)
         yield rounds
         yield success
         yield last
+        yield skipped
 
     @staticmethod
-    def _families() -> tuple[CounterMetricFamily, GaugeMetricFamily, GaugeMetricFamily]:
+    def _families() -> tuple[
+        CounterMetricFamily, GaugeMetricFamily, GaugeMetricFamily, CounterMetricFamily
+    ]:
         return (
             CounterMetricFamily(
                 ROUNDS,
@@ -204,4 +285,10 @@ class RoundsCollector(Collector):
                 LAST_SUCCESS, "When the task's last round that worked ended.", labels=["task"]
             ),
             GaugeMetricFamily(LAST_ROUND, "How long the task's last round took.", labels=["task"]),
+            CounterMetricFamily(
+                SKIPPED,
+                "Spaces a round skipped because their database node was out of reach (the "
+                "round went space by space after its work across spaces failed).",
+                labels=["task"],
+            ),
         )

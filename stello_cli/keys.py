@@ -7,6 +7,7 @@ neither, the database `stello up` saved, `stello_cli.databases`), migrating it f
 from __future__ import annotations
 
 import argparse
+import re
 import sys
 import uuid
 from collections.abc import Awaitable, Callable
@@ -29,10 +30,40 @@ async def _with_keys(args: argparse.Namespace, work: Callable[[KeyStore], Awaita
     from stello.migrate import migrate_dsn
 
     settings = admin_settings(settings_of(args))
-    async with database_url(settings.database_url, settings.data_dir) as dsn:
-        await migrate_dsn(settings.direct_dsn(dsn))
-        async with create_pool(dsn, settings) as pool:
-            return await work(KeyStore(pool, 0))
+    try:
+        async with database_url(settings.database_url, settings.data_dir) as dsn:
+            await migrate_dsn(settings.direct_dsn(dsn))
+            async with create_pool(dsn, settings) as pool:
+                return await work(KeyStore(pool, 0))
+    except Exception as exc:
+        line = node_out_of_reach(exc)
+        if line is None:
+            raise
+        raise ClientError(line) from exc
+
+
+NODE = re.compile(r"\bto the (?:remote )?node (\S+)")
+"""The node a Citus error names (`connection to the remote node X failed ...`, `could not
+establish any connections to the node X after ...`)."""
+
+
+def node_out_of_reach(exc: BaseException) -> str | None:
+    """What a command says when the database (a Citus coordinator) answered but one of its
+    nodes is out of reach, naming it: keys and spaces are reference tables, written to (and
+    `spaces list` counted across) every node. None for any other failure."""
+    import asyncpg
+
+    cause = exc.__cause__ if exc.__cause__ is not None else exc
+    found = NODE.search(str(cause))
+    if found is None or not isinstance(cause, asyncpg.PostgresError):  # the coordinator's word
+        return None
+    node = found.group(1).rpartition("@")[2]
+    return (
+        f"the database node {node} is out of reach ({one_line(str(cause))}); keys and "
+        "spaces are kept on every node of the Citus cluster, so creating or revoking a key "
+        "and listing or deleting spaces need all of them: bring the node back, then retry "
+        '(docs/scaling.md, "Key and space management needs every node")'
+    )
 
 
 async def cmd_keys_create(args: argparse.Namespace) -> int:

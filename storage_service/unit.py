@@ -16,7 +16,7 @@ from typing import TypeVar
 
 import asyncpg
 
-from stello.db import in_statement, in_transaction
+from stello.db import SpaceNode, in_statement, in_transaction, space_ids
 from stello.events import Outbox
 from storage_service.events.repository import EventRepository
 from storage_service.guard.repository import GuardRepository
@@ -164,6 +164,10 @@ class Database:
 
     def __init__(self, pool: asyncpg.Pool) -> None:
         self._pool = pool
+
+    async def spaces(self) -> list[SpaceNode]:
+        """Every space: what a maintenance round done space by space goes over."""
+        return await space_ids(self._pool)
 
     async def transaction(self, work: Callable[[UnitOfWork], Awaitable[T]]) -> T:
         """Run `work` in one transaction (retried on serialization failure or deadlock);

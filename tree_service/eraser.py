@@ -8,12 +8,15 @@ sessions per transaction. Its only state is the hidden rows themselves, so a
 process killed mid-erasure loses nothing: any replica's next round (every
 `STELLO_TREE_ERASE_INTERVAL_S`, and at once after each DeleteSubtree it serves)
 goes on where it stopped. One replica erases at a time (a transaction-scoped
-advisory lock). The tree app's background task, like the sweeper.
+advisory lock). The tree app's background task, like the sweeper. When its look for a
+space with hidden sessions (across spaces) fails because a node is out of reach, the
+round erases space by space (`Periodic.by_space`): a space on a node that answers is
+erased whatever another node's state.
 """
 
 from __future__ import annotations
 
-from stello.periodic import Periodic
+from stello.periodic import OUT_OF_REACH, Periodic
 from tree_service.service import TreeService
 
 
@@ -29,5 +32,9 @@ class Eraser(Periodic):
 
     async def run_once(self) -> int | None:
         """Erase what is hidden now; how many sessions went, None when another replica
-        erases."""
-        return await self._service.erase_hidden()
+        erases. A node out of reach: space by space, those on it skipped."""
+        try:
+            return await self._service.erase_hidden()
+        except OUT_OF_REACH as exc:
+            service = self._service
+            return await self.by_space(exc, service.spaces, service.erase_space)

@@ -23,7 +23,15 @@ from typing import Any, TypeVar, cast
 import asyncpg
 
 from stello import idempotency
-from stello.db import across_spaces, fetch, in_transaction, within_space
+from stello.db import (
+    SpaceNode,
+    across_spaces,
+    bounded,
+    fetch,
+    in_transaction,
+    space_ids,
+    within_space,
+)
 from stello.errors import DeadlineExceeded, NotFound, Unavailable, session_not_found
 from stello.events import Event, EventKind, Outbox
 from tree_service import sql
@@ -194,7 +202,9 @@ async def _sweep_claimed(
     return [SweptSession(space_id, i) for i in claimed]
 
 
-async def erase_batch(con: asyncpg.Connection, batch: int, *, wait: bool = True) -> int:
+async def erase_batch(
+    con: asyncpg.Connection, batch: int, *, wait: bool = True, space_id: uuid.UUID | None = None
+) -> int:
     """In the caller's transaction (holding the erasure lock): erase up to `batch` of the
     deepest sessions being erased in one space, with what belongs to them; how many went.
 
@@ -202,14 +212,21 @@ async def erase_batch(con: asyncpg.Connection, batch: int, *, wait: bool = True)
     it skipped one (roll back and try again); with `wait` it first waits for the readers,
     holding no row of the batch. So it never waits for a row lock while it holds one it
     releases (a trim whose statement began before a session was hidden may be waiting for
-    it while holding a reader), and no conflict is an ERROR in the server's log."""
-    await across_spaces(con)  # a space with sessions being erased, of all: multi-shard
-    spaces = await con.fetch(sql.ERASE_SPACES, 1)
-    if not spaces:
-        return 0
-    await within_space(con)
-    space_id = spaces[0]["space_id"]
+    it while holding a reader), and no conflict is an ERROR in the server's log. With
+    `space_id` it erases in that space, every statement pinned to it (the fallback of a round
+    whose look across spaces failed)."""
+    if space_id is None:
+        await across_spaces(con)  # a space with sessions being erased, of all: multi-shard
+        spaces = await con.fetch(sql.ERASE_SPACES, 1)
+        if not spaces:
+            return 0
+        await within_space(con)
+        space_id = spaces[0]["space_id"]
+    else:
+        await bounded(con)
     chosen = [r["id"] for r in await con.fetch(sql.ERASE_CHOOSE, space_id, batch)]
+    if not chosen:
+        return 0
     if wait:
         await con.fetch(sql.READERS_WAITING, space_id, chosen)
     ids = [r["id"] for r in await con.fetch(sql.ERASE_CLAIM, space_id, sorted(chosen))]
@@ -438,8 +455,17 @@ class TreeRepository:
         rows = await fetch(self._pool, sql.GET_CONFIG, space_id, session_id)
         return (True, rows[0]["config"]) if rows else (False, None)
 
+    async def spaces(self) -> list[SpaceNode]:
+        """Every space (the reference table `spaces`), for a round done space by space."""
+        return await space_ids(self._pool)
+
     async def sweep(
-        self, older_than_s: float, batch: int, *, wait: bool
+        self,
+        older_than_s: float,
+        batch: int,
+        *,
+        wait: bool,
+        space_id: uuid.UUID | None = None,
     ) -> list[SweptSession] | None:
         """Delete one batch of due provisional sessions, all spaces; None if another sweeps.
 
@@ -447,7 +473,9 @@ class TreeRepository:
         due sessions are read across spaces, then claimed and deleted space by
         space (statements pinned to one space, as Citus needs for row locks);
         one a CommitSession holds is skipped, so a batch may come back short. A space
-        whose readers another holds is tried again a little later (`_sweep_space`).
+        whose readers another holds is tried again a little later (`_sweep_space`). With
+        `space_id`, that space's alone, every statement pinned to it (the fallback of a round
+        whose read across spaces failed).
         """
 
         async def work(con: asyncpg.Connection) -> list[SweptSession] | None:
@@ -456,13 +484,18 @@ class TreeRepository:
             elif not await con.fetchval(sql.TRY_SWEEP_LOCK, SWEEP_LOCK_KEY):
                 return None
             due: dict[uuid.UUID, list[uuid.UUID]] = {}
-            await across_spaces(con)  # the due sessions of every space: multi-shard
-            for row in await con.fetch(sql.SWEEP_DUE, older_than_s, batch):
+            if space_id is None:
+                await across_spaces(con)  # the due sessions of every space: multi-shard
+                rows = await con.fetch(sql.SWEEP_DUE, older_than_s, batch)
+                await within_space(con)
+            else:
+                await bounded(con)
+                rows = await con.fetch(sql.SWEEP_DUE_IN_SPACE, older_than_s, batch, space_id)
+            for row in rows:
                 due.setdefault(row["space_id"], []).append(row["id"])
-            await within_space(con)
             swept: list[SweptSession] = []
-            for space_id, ids in due.items():
-                swept += await _sweep_space(con, space_id, ids)
+            for space, ids in due.items():
+                swept += await _sweep_space(con, space, ids)
             return swept
 
         return await in_transaction(self._pool, work)
@@ -477,14 +510,16 @@ class TreeRepository:
         rows = await in_transaction(self._pool, work)
         return [SweptSession(r["space_id"], r["id"]) for r in rows]
 
-    async def erase_batch(self, batch: int, *, wait: bool) -> int | None:
+    async def erase_batch(
+        self, batch: int, *, wait: bool, space_id: uuid.UUID | None = None
+    ) -> int | None:
         """Erase up to `batch` of the deepest sessions being erased in one space, with
         everything that belongs to them and the replies remembered for them, in one
         transaction; how many went (0: none left), None when another replica erases or
         the batch's rows stayed held by others through every try (the next round goes on).
 
         With `wait` it queues behind a running erasure, and tries until the batch is erased,
-        instead of giving up.
+        instead of giving up. With `space_id`, in that space alone (`erase_batch`).
         """
 
         async def work(con: asyncpg.Connection, patient: bool) -> int | None:
@@ -492,7 +527,7 @@ class TreeRepository:
                 await con.execute(sql.WAIT_SWEEP_LOCK, ERASE_LOCK_KEY)
             elif not await con.fetchval(sql.TRY_SWEEP_LOCK, ERASE_LOCK_KEY):
                 return None
-            return await erase_batch(con, batch, wait=patient)
+            return await erase_batch(con, batch, wait=patient, space_id=space_id)
 
         # The batch's row locks skip rows others hold (`sql.ERASE_CLAIM`, `sql.READERS`):
         # when one was skipped the transaction rolls back and, a little later, tries

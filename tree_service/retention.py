@@ -31,10 +31,10 @@ from typing import Literal
 
 import asyncpg
 
-from stello.db import across_spaces, in_transaction
+from stello.db import SpaceNode, across_spaces, bounded, in_transaction, space_ids
 from stello.errors import FailedPrecondition, session_not_found
 from stello.events import Event, Outbox
-from stello.periodic import Periodic
+from stello.periodic import OUT_OF_REACH, Periodic
 from stello.reasons import NO_RETENTION_POLICY
 from tree_service.repository import TreeTx
 from tree_service.retention_repository import (
@@ -182,6 +182,10 @@ class RetentionService:
             if batch.done or (max_batches and batches >= max_batches):
                 return Applied(tuple(actions), batch.done)
 
+    async def spaces(self) -> list[SpaceNode]:
+        """Every space: what a round done space by space goes over (`RetentionSweeper`)."""
+        return await space_ids(self._pool)
+
     async def sweep(self) -> int:
         """One round over every space with a policy (those another replica holds skipped);
         how many subtrees it archived or deleted."""
@@ -214,6 +218,7 @@ class RetentionService:
         policy (or, with `skip_locked`, another replica holds it)."""
 
         async def work(con: asyncpg.Connection) -> Applied | None:
+            await bounded(con)  # a maintenance transaction: a node that never answers ends it
             tx = TreeTx(con)
             statements = RetentionStatements(con)
             locked = await statements.lock_policy(space_id, skip_locked=skip_locked)
@@ -290,10 +295,15 @@ class RetentionSweeper(Periodic):
         self._rounds = 0
 
     async def run_once(self) -> int:
-        """One round over the spaces with a policy; how many subtrees changed. The first
+        """One round over the spaces with a policy; how many subtrees changed (space by space
+        when the read across spaces fails for a node out of reach). The first
         round is one interval after start: a restart does not sweep (a sweep a crash
         stopped goes on from its cursor at the next round)."""
         self._rounds += 1
         if self._rounds == 1:
             return 0
-        return await self._service.sweep()
+        try:
+            return await self._service.sweep()
+        except OUT_OF_REACH as exc:  # a node out of reach: space by space, those on it skipped
+            service = self._service
+            return await self.by_space(exc, service.spaces, service.sweep_space)

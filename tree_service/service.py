@@ -16,6 +16,7 @@ from dataclasses import dataclass, replace
 from operator import itemgetter
 
 from stello import metadata
+from stello.db import SpaceNode
 from stello.errors import (
     DeadlineExceeded,
     FailedPrecondition,
@@ -538,6 +539,31 @@ class TreeService:
         if erased:
             log.info("erased %d deleted sessions", erased)
         return erased
+
+    async def spaces(self) -> list[SpaceNode]:
+        """Every space: what a round done space by space goes over."""
+        return await self._repo.spaces()
+
+    async def erase_space(self, space_id: uuid.UUID) -> int | None:
+        """`erase_hidden` in one space, every statement pinned to it: the erasure's fallback
+        when its look across spaces fails (a node out of reach, `Eraser`)."""
+        erased = 0
+        while batch := await self._repo.erase_batch(
+            self._erase_batch, wait=False, space_id=space_id
+        ):
+            erased += batch
+        if erased:
+            log.info("erased %d deleted sessions of space %s", erased, space_id)
+        return erased
+
+    async def sweep_space(self, space_id: uuid.UUID) -> int | None:
+        """`sweep_expired` in one space (its request keys' purge aside): the sweep's
+        fallback when its read across spaces fails (`Sweeper`); how many sessions went."""
+        removed: list[SweptSession] = []
+        while batch := await self._repo.sweep(0.0, SWEEP_BATCH, wait=False, space_id=space_id):
+            removed.extend(batch)
+        _log_swept(removed)
+        return len(removed)
 
     async def sweep(self, query: SweepQuery) -> list[SweptSession]:
         """Admin sweep: remove (or list) due provisional sessions of every space."""

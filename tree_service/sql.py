@@ -810,6 +810,21 @@ ORDER BY d.provisional_until, d.space_id, d.id
 LIMIT $2
 """
 
+# SWEEP_DUE in space $3 alone: a sweep's fallback when the read across spaces failed (a
+# node out of reach: `stello.periodic.Periodic.by_space`), routed to the space's worker.
+SWEEP_DUE_IN_SPACE = f"""
+SELECT d.space_id, d.id
+FROM sessions d
+WHERE d.space_id = $3
+  AND d.provisional_until IS NOT NULL AND d.provisional_until <> {ERASING}
+  AND d.provisional_until < CASE WHEN $1::float8 > 0 THEN {ERASING}::timestamptz ELSE now() END
+  AND CASE WHEN $1::float8 > 0
+           THEN d.created_at < now() - make_interval(secs => $1::float8)
+           ELSE true END
+ORDER BY d.provisional_until, d.id
+LIMIT $2
+"""
+
 # The sweep goes space by space over the due pairs SWEEP_DUE read (unlocked):
 # Citus locks rows only in a statement routed to one shard (DESIGN §4.7), so
 # each space's due sessions are claimed, released and deleted by statements

@@ -6,12 +6,14 @@ transaction-scoped advisory lock that only one replica gets at a time (the
 others skip that round). It is the tree app's background task: the kernel's
 server factory starts it once the server is bound and stops it after the
 graceful shutdown (tests may also drive one directly), never lazily from a
-request.
+request. When its read across spaces fails because a node is out of reach, the
+round sweeps space by space (`Periodic.by_space`), skipping the spaces on that node;
+the expired request keys' purge (across spaces) waits for a whole round.
 """
 
 from __future__ import annotations
 
-from stello.periodic import Periodic
+from stello.periodic import OUT_OF_REACH, Periodic
 from tree_service.models import SweptSession
 from tree_service.service import TreeService
 
@@ -26,6 +28,11 @@ class Sweeper(Periodic):
         super().__init__(interval_s)
         self._service = service
 
-    async def run_once(self) -> list[SweptSession] | None:
-        """Sweep now; the removed sessions, or None when another replica holds the lock."""
-        return await self._service.sweep_expired()
+    async def run_once(self) -> list[SweptSession] | int | None:
+        """Sweep now; the removed sessions, or None when another replica holds the lock. A
+        node out of reach: space by space, those on it skipped (how many sessions went)."""
+        try:
+            return await self._service.sweep_expired()
+        except OUT_OF_REACH as exc:
+            service = self._service
+            return await self.by_space(exc, service.spaces, service.sweep_space)

@@ -14,7 +14,7 @@ from typing import cast
 
 import asyncpg
 
-from stello.db import across_spaces
+from stello.db import across_spaces, bounded
 from stello.events import EventKind
 
 # One statement, one snapshot: the space's newest position, its purge mark
@@ -57,6 +57,22 @@ UPDATE space_positions p
 SET purged_through = GREATEST(p.purged_through, marks.through)
 FROM marks
 WHERE p.space_id = marks.space_id
+RETURNING marks.n
+"""
+
+# PURGE in space $2 alone, every table pinned to it (routed to its worker): the purge's
+# fallback when a node is out of reach (`Purger`, `stello.periodic.Periodic.by_space`).
+PURGE_IN_SPACE = """
+WITH purged AS (
+    DELETE FROM space_events e
+    WHERE e.space_id = $2
+      AND e.created_at < now() - make_interval(secs => $1)
+    RETURNING e.position
+)
+UPDATE space_positions p
+SET purged_through = GREATEST(p.purged_through, marks.through)
+FROM (SELECT max(position) AS through, count(*) AS n FROM purged) marks
+WHERE p.space_id = $2 AND marks.n > 0
 RETURNING marks.n
 """
 
@@ -123,3 +139,12 @@ class EventRepository:
             return None
         await across_spaces(self._con)  # every space's events: multi-shard
         return sum(int(row["n"]) for row in await self._con.fetch(PURGE, older_than_s))
+
+    async def purge_space(self, older_than_s: float, space_id: uuid.UUID) -> int | None:
+        """`purge` in one space, every statement pinned to it (a round's fallback while a
+        node is out of reach); the same lock."""
+        if not await self._con.fetchval(TRY_PURGE_LOCK, PURGE_LOCK_KEY):
+            return None
+        await bounded(self._con)
+        rows = await self._con.fetch(PURGE_IN_SPACE, older_than_s, space_id)
+        return sum(int(row["n"]) for row in rows)

@@ -23,7 +23,7 @@ from collections.abc import Callable
 
 from prometheus_client import CollectorRegistry, Counter
 
-from stello.periodic import Periodic
+from stello.periodic import OUT_OF_REACH, Periodic
 from storage_service.search.backfill_repository import Batch
 from storage_service.unit import Database
 
@@ -91,8 +91,12 @@ class SearchBackfill(Periodic):
 
     async def run_once(self) -> int | None:
         """Finish the passes of up to SPACES_PER_ROUND spaces; how many records it
-        rewrote, None when another replica's batch held the lock."""
-        spaces = await self._db.transaction(lambda uow: uow.backfill.pending(SPACES_PER_ROUND))
+        rewrote, None when another replica's batch held the lock. A node out of reach: every
+        space's pass in turn, the spaces on it skipped (`Periodic.by_space`)."""
+        try:
+            spaces = await self._db.transaction(lambda uow: uow.backfill.pending(SPACES_PER_ROUND))
+        except OUT_OF_REACH as exc:
+            return await self.by_space(exc, self._db.spaces, self.rewritten)
         rewritten = finished = 0
         for space_id in spaces:
             done = await self.space(space_id)
@@ -112,6 +116,11 @@ class SearchBackfill(Periodic):
         if len(spaces) == SPACES_PER_ROUND and not self.stopping:
             self.wake()
         return rewritten
+
+    async def rewritten(self, space_id: uuid.UUID) -> int:
+        """The space's pass (`space`); how many records it rewrote."""
+        done = await self.space(space_id)
+        return 0 if done is None else done.rewritten
 
     async def space(self, space_id: uuid.UUID) -> Batch | None:
         """The space's pass, batch by batch, to its end or until the job stops: rows read and

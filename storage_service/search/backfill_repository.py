@@ -20,7 +20,7 @@ from datetime import datetime
 
 import asyncpg
 
-from stello.db import across_spaces
+from stello.db import across_spaces, bounded
 
 # pg advisory lock key of the backfill ("stellosb"): one batch at a time, deployment-wide.
 LOCK_KEY = 0x7374656C6C6F7362
@@ -98,6 +98,7 @@ class BackfillRepository:
         reads nothing."""
         if not await self._con.fetchval(TRY_LOCK, LOCK_KEY):
             return None
+        await bounded(self._con)  # maintenance: a node that never answers ends the batch
         cursor = await self._con.fetchrow(LOCK_SPACE, space_id)
         if cursor is None:
             return Batch(0, 0, True)

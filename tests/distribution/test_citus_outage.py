@@ -10,12 +10,19 @@ Transact), storage's AppendRecords (the append as its own statement, delegated
 to the worker), Fork INHERIT (lineage, prompt copy), the slots, a trim and a
 DeleteSession (the release to the heirs), each replayed with its request_id
 (the stored reply). The space on the stopped worker answers UNAVAILABLE (never
-INTERNAL), and writes again once the worker is back. What the nodes logged is
+INTERNAL), and writes again once the worker is back. The maintenance goes on for the
+other worker's spaces: a subtree DeleteSubtree hid there is erased by the tree app's
+erasure job, whose look across spaces fails, space by space, the stopped worker's spaces
+skipped and counted (`stello.periodic.Periodic.by_space`). What the nodes logged is
 checked as the Citus pass checks its own (`ALLOWED_ERRORS`).
 """
 
 from __future__ import annotations
 
+import asyncio
+import sys
+import time
+import uuid
 from collections.abc import AsyncIterator, Iterator
 
 import asyncpg
@@ -24,7 +31,13 @@ import pytest
 
 from stello.agent.v1 import agent_pb2, agent_pb2_grpc
 from stello.common.v1 import common_pb2
+from stello.db import space_ids
+from stello.periodic import Periodic
 from stello.storage.v1 import storage_pb2, storage_pb2_grpc
+from stello.tree.v1 import tree_pb2, tree_pb2_grpc
+from storage_service.events.service import Purger
+from storage_service.search.backfill import SearchBackfill
+from storage_service.unit import Database
 from tests.distribution.services import Services, recorded_services, user
 from tests.distribution.test_citus_services import SPACE_NODE
 from tests.support.citus import (
@@ -37,6 +50,8 @@ from tests.support.citus import (
     stop_node,
 )
 from tests.support.citus_pass import create_distributed_database, unexpected_errors
+from tree_service.app import create_retention, create_sweeper
+from tree_service.retention import RetentionSweeper
 
 pytestmark = [pytest.mark.citus, pytest.mark.timeout(300)]
 
@@ -57,10 +72,12 @@ def _own_cluster() -> Iterator[CitusCluster]:
 class Tenant:
     """A space's stubs: the gateway's and storage's, with its key."""
 
-    def __init__(self, s: Services, space_id: str, secret: str) -> None:
+    def __init__(self, s: Services, space_id: str, secret: str, key_id: str) -> None:
         self.space_id = space_id
+        self.key_id = key_id
         self.gw = s.stub("gateway", secret, agent_pb2_grpc.AgentGatewayStub)
         self.storage = s.stub("storage", secret, storage_pb2_grpc.SessionStorageStub)
+        self.tree = s.stub("tree", secret, tree_pb2_grpc.SessionTreeStub)
 
 
 async def _tenants(s: Services, con: asyncpg.Connection) -> dict[int, Tenant]:
@@ -71,7 +88,7 @@ async def _tenants(s: Services, con: asyncpg.Connection) -> dict[int, Tenant]:
         key = await s.keys.create_key(space=f"outage-{n}", principal="outage")
         assert key.space_id is not None
         port = await con.fetchval(SPACE_NODE, key.space_id)
-        found.setdefault(port, Tenant(s, str(key.space_id), key.secret))
+        found.setdefault(port, Tenant(s, str(key.space_id), key.secret, str(key.key_id)))
         if len(found) == 2:
             return found
     raise AssertionError(f"{SPACE_TRIES} new spaces all landed on one worker")
@@ -159,6 +176,80 @@ async def _every_write(t: Tenant) -> dict[str, object]:
     }
 
 
+ERASED_WITHIN_S = 30.0
+SPACE_SESSIONS = "SELECT count(*) FROM sessions WHERE space_id = $1 AND id = ANY($2::uuid[])"
+
+
+def _eraser(s: Services) -> Periodic:
+    """The tree app's erasure job (a background task of its server)."""
+    (eraser,) = (
+        t for t in s.apps["tree"].background if getattr(t, "task_name", "") == "stello-tree-eraser"
+    )
+    assert isinstance(eraser, Periodic)
+    return eraser
+
+
+async def _erasure(s: Services, t: Tenant, dsn: str) -> dict[str, object]:
+    """A subtree of the space deleted (hidden) while the other worker is down: whether the
+    tree app's erasure job erased it, and how many spaces its rounds skipped so far."""
+    sid = t.space_id
+    top = (await t.tree.CreateSession(tree_pb2.CreateSessionRequest(space_id=sid))).node
+    kid = (
+        await t.tree.CreateSession(tree_pb2.CreateSessionRequest(space_id=sid, parent_id=top.id))
+    ).node
+    await t.tree.DeleteSubtree(tree_pb2.DeleteSubtreeRequest(space_id=sid, session_id=top.id))
+    ids = [uuid.UUID(top.id), uuid.UUID(kid.id)]
+    con = await asyncpg.connect(dsn)
+    try:
+        left, ends = -1, time.monotonic() + ERASED_WITHIN_S
+        while time.monotonic() < ends:
+            left = await con.fetchval(SPACE_SESSIONS, uuid.UUID(sid), ids)
+            if left == 0:
+                break
+            await asyncio.sleep(0.2)
+    finally:
+        await con.close()
+    return {"rows left": left, "skipped spaces": _eraser(s).rounds.skipped_spaces > 0}
+
+
+async def _rounds_by_space(s: Services) -> dict[str, object]:
+    """A round of each other maintenance task, driven here: each one's work across spaces
+    fails, so it goes space by space (every statement routed to its space's worker: the
+    database refuses any other) and skips the stopped worker's spaces. Per task: whether the
+    round ended (no outage) having skipped spaces."""
+    db = Database(s.pool)
+    retention = RetentionSweeper(create_retention(s.pool), 3600)
+    await retention.run_once()  # the first round sweeps nothing (a restart's)
+    tasks: list[Periodic] = [
+        create_sweeper(s.pool),
+        retention,
+        Purger(db, 86_400, 3600),
+        SearchBackfill(db, 100, 3600),
+    ]
+    seen: dict[str, object] = {}
+    for task in tasks:
+        await task.run_once()
+        seen[task.task_name] = task.rounds.skipped_spaces > 0
+    return seen
+
+
+async def _cli(dsn: str, *args: str) -> tuple[int, str]:
+    """`stello ARGS --database-url DSN` in a process of its own: exit code and stderr."""
+    process = await asyncio.create_subprocess_exec(
+        sys.executable,
+        "-m",
+        "stello_cli",
+        *args,
+        "--database-url",
+        dsn,
+        stdout=asyncio.subprocess.DEVNULL,
+        stderr=asyncio.subprocess.PIPE,
+    )
+    _, err = await process.communicate()
+    assert process.returncode is not None
+    return process.returncode, err.decode()
+
+
 @pytest.fixture(name="outage", scope="module")
 async def _outage(own_cluster: CitusCluster) -> AsyncIterator[dict[str, object]]:
     """The writes with one worker stopped, then the stopped worker's space after its restart."""
@@ -182,6 +273,15 @@ async def _outage(own_cluster: CitusCluster) -> AsyncIterator[dict[str, object]]
         stop_node(down)
         try:
             seen["alive"] = await _every_write(alive)
+            seen["alive erasure"] = await _erasure(services, alive, dsn)
+            seen["rounds by space"] = await _rounds_by_space(services)
+            seen["keys revoke"] = await _cli(dsn, "keys", "revoke", alive.key_id)
+            listed = await space_ids(services.pool)
+            seen["nodes known"] = (
+                all(space.node for space in listed),
+                any(str(space.node).endswith(f":{down_port}") for space in listed),
+            )
+            seen["stopped port"] = down_port
             seen["stranded CreateRoot"] = await _code(
                 stranded.gw.CreateRoot(
                     agent_pb2.CreateRootRequest(space_id=stranded.space_id, label="r")
@@ -245,6 +345,43 @@ class TestAWorkerDown:
         """Restarted, the worker's space does every write again (the coordinator's broken
         connections to it are replaced)."""
         assert outage["stranded after the restart"] == WRITTEN
+
+    def test_the_other_workers_space_is_still_erased(self, outage: dict[str, object]) -> None:
+        """A subtree deleted in a space of the healthy worker is erased (its rows gone)
+        though the erasure's look across spaces fails: the job goes space by space and counts
+        the stopped worker's spaces it skipped."""
+        assert outage["alive erasure"] == {"rows left": 0, "skipped spaces": True}
+
+    def test_every_maintenance_round_goes_on_space_by_space(
+        self, outage: dict[str, object]
+    ) -> None:
+        """The provisional sweep, retention, the event purge and the search backfill each end
+        a round (no outage) with the stopped worker's spaces skipped, their statements routed
+        to one space each (the pass's database refuses any other)."""
+        assert outage["rounds by space"] == {
+            "stello-tree-sweeper": True,
+            "stello-tree-retention": True,
+            "stello-storage-event-purge": True,
+            "stello-storage-search-backfill": True,
+        }
+
+    def test_the_spaces_and_their_nodes_are_listed(self, outage: dict[str, object]) -> None:
+        """With a worker stopped, the spaces are listed (a reference table, read on the
+        coordinator) with the node of each, the stopped one's included (the round skips a
+        node's other spaces once one was out of reach)."""
+        assert outage["nodes known"] == (True, True)
+
+    def test_key_management_names_the_node_out_of_reach(self, outage: dict[str, object]) -> None:
+        """`stello keys revoke` of a key of the healthy worker's space fails (a reference
+        table's write needs every node), and says which node is out of reach and why, not
+        that the database is unavailable."""
+        answered = outage["keys revoke"]
+        assert isinstance(answered, tuple)
+        code, err = answered
+        assert code == 1, err
+        last = err.strip().splitlines()[-1]
+        assert f"the database node 127.0.0.1:{outage['stopped port']} is out of reach" in last
+        assert "bring the node back" in last, last
 
     def test_the_nodes_logged_only_the_outage(self, outage: dict[str, object]) -> None:
         """No node logged an ERROR that ALLOWED_ERRORS does not explain."""

@@ -5,11 +5,14 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
+import uuid
 from collections import deque
 
 import pytest
 from prometheus_client import CollectorRegistry
 
+from stello.db import SpaceNode
+from stello.errors import Unavailable
 from stello.periodic import Periodic, RoundsCollector
 
 
@@ -159,3 +162,82 @@ async def test_a_first_round_that_waits_runs_at_a_wake() -> None:
     await asyncio.wait_for(periodic.started.wait(), 5)
     await periodic.stop()
     assert periodic.ends == ["finished"]
+
+
+class BySpace(Periodic):
+    """A round whose work across spaces fails, then goes space by space: spaces on the
+    nodes in `down` are out of reach."""
+
+    what = "test maintenance"
+
+    def __init__(self, spaces: list[SpaceNode], down: set[str | None]) -> None:
+        super().__init__(interval_s=60.0)
+        self.spaces = spaces
+        self.down = down
+        self.worked: list[uuid.UUID] = []
+
+    async def listed(self) -> list[SpaceNode]:
+        return self.spaces
+
+    async def work(self, space_id: uuid.UUID) -> int:
+        self.worked.append(space_id)
+        (space,) = (s for s in self.spaces if s.id == space_id)
+        if space.node in self.down:
+            raise Unavailable("the database is unavailable; retry the call")
+        return 1
+
+    async def run_once(self) -> int:
+        return await self.by_space(Unavailable("across spaces failed"), self.listed, self.work)
+
+
+def _spaces(*nodes: str | None) -> list[SpaceNode]:
+    return [SpaceNode(uuid.uuid4(), node) for node in nodes]
+
+
+async def test_by_space_skips_a_nodes_spaces_once_one_is_out_of_reach(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    """The spaces of the nodes that answer are done; the node out of reach costs one try,
+    its other spaces skipped; the skipped ones counted and said in one line naming it."""
+    spaces = _spaces("a:1", "b:2", "a:1", "b:2", "b:2")
+    periodic = BySpace(spaces, down={"b:2"})
+    with caplog.at_level(logging.WARNING, logger="stello.periodic"):
+        assert await periodic.run_once() == 2
+    assert periodic.worked == [spaces[0].id, spaces[1].id, spaces[2].id]
+    assert periodic.rounds.skipped_spaces == 3
+    [line] = [r.getMessage() for r in caplog.records]
+    assert "3 of 5 spaces skipped this round (those of b:2)" in line, line
+
+
+async def test_by_space_without_nodes_tries_every_space() -> None:
+    """Where the nodes are not known (plain PostgreSQL), every space is tried."""
+    spaces = _spaces(None, None, None)
+    periodic = BySpace(spaces, down=set())
+    assert await periodic.run_once() == 3
+    assert periodic.rounds.skipped_spaces == 0
+
+
+async def test_by_space_that_reaches_no_space_is_the_outage() -> None:
+    """Every space out of reach (or the spaces not listed): the round fails with the
+    failure across spaces (an outage), not as a round that worked."""
+    periodic = BySpace(_spaces("a:1", "a:1"), down={"a:1"})
+    with pytest.raises(Unavailable, match="across spaces failed"):
+        await periodic.run_once()
+
+    async def unlisted() -> list[SpaceNode]:
+        raise Unavailable("no listing")
+
+    periodic.listed = unlisted  # type: ignore[method-assign]
+    with pytest.raises(Unavailable, match="across spaces failed"):
+        await periodic.run_once()
+
+
+async def test_skipped_spaces_are_served() -> None:
+    periodic = BySpace(_spaces("a:1", "b:2"), down={"b:2"})
+    await periodic.run_once()
+    registry = CollectorRegistry()
+    registry.register(RoundsCollector([periodic]))
+    value = registry.get_sample_value(
+        "stello_background_skipped_spaces_total", {"task": periodic.task_name}
+    )
+    assert value == 1
