@@ -307,7 +307,7 @@ async def drive_gateway(s: Services) -> None:
     await gw.ListProfiles(agent_pb2.ListProfilesRequest(space_id=sid))
     await gw.ListSkills(agent_pb2.ListSkillsRequest(space_id=sid, session_id=root.id))
     await _drive_cli_rpcs(gw, sid, root.id, forks[1].id)
-    await _drive_shared_memory(gw, agent_pb2, sid)
+    await _drive_shared_memory(gw, agent_pb2, sid, "gw-")
     await _drive_retention(gw, sid, root.id)
     await gw.Send(  # BeginTurn reads the index too
         agent_pb2.SendRequest(space_id=sid, session_id=root.id, content="i", memory_tools=True)
@@ -517,7 +517,7 @@ async def _drive_storage(s: Services) -> None:
     )
     await st.TrimRecords(storage_pb2.TrimRecordsRequest(**req, keep_recent=2))
     await st.ReadEvents(storage_pb2.ReadEventsRequest(space_id=sid, after_position=0, limit=5))
-    await _drive_shared_memory(st, storage_pb2, sid)
+    await _drive_shared_memory(st, storage_pb2, sid, "st-")
     claim = await st.ClaimFork(storage_pb2.ClaimForkRequest(**req, min_turns=0, cooldown_turns=2))
     await st.ClaimFork(storage_pb2.ClaimForkRequest(**req, min_turns=0, cooldown_turns=2))
     await st.ReleaseForkClaim(
@@ -605,13 +605,19 @@ async def _drive_jobs(s: Services, session: str) -> None:
     await s.storage.GetSession(storage_pb2.GetSessionRequest(**req, progress=True))
 
 
-async def _drive_shared_memory(stub: Any, pb: Any, sid: str) -> None:
+async def _drive_shared_memory(stub: Any, pb: Any, sid: str, ids: str) -> None:
     """The shared memory RPCs of storage or the gateway (`pb` the module of their messages):
-    upserts (new, replaced, retried), pages, get, removes."""
+    upserts (new, replaced, retried), pages, get, removes. Request ids begin with `ids`:
+    the two passes share a space and a scope, and a removal erases its entry's replies (a
+    replay of one is NOT_FOUND)."""
     for slug in ("a", "b", "a"):
         await stub.UpsertSharedMemoryEntry(
             pb.UpsertSharedMemoryEntryRequest(
-                space_id=sid, slug=slug, summary=f"about {slug}", body="text", request_id=slug
+                space_id=sid,
+                slug=slug,
+                summary=f"about {slug}",
+                body="text",
+                request_id=ids + slug,
             )
         )
     first = await stub.ListSharedMemory(pb.ListSharedMemoryRequest(space_id=sid, page_size=1))
@@ -619,7 +625,7 @@ async def _drive_shared_memory(stub: Any, pb: Any, sid: str) -> None:
         pb.ListSharedMemoryRequest(space_id=sid, page_size=1, page_token=first.next_page_token)
     )
     await stub.GetSharedMemoryEntry(pb.GetSharedMemoryEntryRequest(space_id=sid, slug="a"))
-    for request_id in ("rm", ""):
+    for request_id in (ids + "rm", ""):
         await stub.RemoveSharedMemoryEntry(
             pb.RemoveSharedMemoryEntryRequest(space_id=sid, slug="b", request_id=request_id)
         )
