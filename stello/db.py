@@ -288,6 +288,21 @@ async def across_spaces(con: asyncpg.Connection) -> None:
     await con.execute(ACROSS_SPACES)
 
 
+BULK_TIMEOUT_S = 600
+"""The statement timeout of a maintenance purge across spaces (expired events, expired
+request keys): one DELETE of whatever expired since the last round, which after a long
+stop of the service can be millions of rows. Under `MAINTENANCE_TIMEOUT_S` such a backlog
+would time out every round and never shrink; this bound still ends a round stuck on a node
+that does not answer."""
+BULK = f"SET LOCAL statement_timeout = '{BULK_TIMEOUT_S}s'"
+
+
+async def bulk(con: asyncpg.Connection) -> None:
+    """In the caller's transaction, after `across_spaces`: its next statements (a purge's
+    one DELETE across spaces) time out after `BULK_TIMEOUT_S`."""
+    await con.execute(BULK)
+
+
 async def bounded(con: asyncpg.Connection) -> None:
     """In the caller's transaction (a maintenance one pinned to a space): its statements
     time out after `MAINTENANCE_TIMEOUT_S` (`across_spaces` sets the same bound)."""

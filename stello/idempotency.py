@@ -36,7 +36,7 @@ from typing import Protocol
 
 import asyncpg
 
-from stello.db import across_spaces
+from stello.db import across_spaces, bulk
 from stello.errors import AlreadyExists, NotFound
 from stello.reasons import REQUEST_ERASED, REQUEST_ID_REUSED
 
@@ -332,6 +332,7 @@ async def purge_expired(con: asyncpg.Connection) -> str:
     """In the caller's transaction: delete keys older than the TTL (every space's: multi-shard
     on Citus, allowed for the rest of the transaction); returns the command status."""
     await across_spaces(con)
+    await bulk(con)  # a backlog of expired keys may take longer than a batch's bound
     return str(await con.execute(PURGE, TTL_HOURS))
 
 

@@ -239,3 +239,12 @@ class TestRememberNew:
             await holder
         assert await second is None
         assert await work_then_key(pool, space, b"h", b"x") == b"second"
+
+
+async def test_the_purge_of_expired_keys_is_bounded_for_a_backlog(pool: asyncpg.Pool) -> None:
+    """The purge deletes every key expired since its last round, which after a long stop is
+    a backlog: its DELETE gets the bulk bound (10 minutes), not the maintenance batches'
+    60 s, under which a backlog would time out every round and never shrink."""
+    async with pool.acquire() as con, con.transaction():
+        await idempotency.purge_expired(con)
+        assert await con.fetchval("SHOW statement_timeout") == "10min"
