@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+from typing import cast
 
 import asyncpg
 import pytest
@@ -246,5 +247,5 @@ async def test_the_purge_of_expired_keys_is_bounded_for_a_backlog(pool: asyncpg.
     a backlog: its DELETE gets the bulk bound (10 minutes), not the maintenance batches'
     60 s, under which a backlog would time out every round and never shrink."""
     async with pool.acquire() as con, con.transaction():
-        await idempotency.purge_expired(con)
+        await idempotency.purge_expired(cast(asyncpg.Connection, con))
         assert await con.fetchval("SHOW statement_timeout") == "10min"
