@@ -37,6 +37,7 @@ import time
 import uuid
 from collections.abc import Awaitable, Callable, Iterable, Iterator
 from dataclasses import dataclass
+from typing import TypeVar
 
 import asyncpg
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
@@ -46,6 +47,8 @@ from stello.db import CONNECTION_ERRORS, REFUSED, RETRY, SpaceNode, refusal
 from stello.errors import Unavailable
 
 log = logging.getLogger(__name__)
+
+T = TypeVar("T")
 
 OUTAGES: tuple[type[BaseException], ...] = (
     *CONNECTION_ERRORS,
@@ -137,6 +140,19 @@ class Periodic:
     async def run_once(self) -> object:
         """One round of the work (subclasses say what)."""
         raise NotImplementedError
+
+    async def whole_or_by_space(
+        self,
+        whole: Callable[[], Awaitable[T]],
+        spaces: Callable[[], Awaitable[list[SpaceNode]]],
+        work: Callable[[uuid.UUID], Awaitable[int | None]],
+    ) -> T | int:
+        """The round's work across spaces (`whole`); when it fails for a node out of reach
+        (`OUT_OF_REACH`), the round again space by space (`by_space`)."""
+        try:
+            return await whole()
+        except OUT_OF_REACH as exc:
+            return await self.by_space(exc, spaces, work)
 
     async def by_space(
         self,

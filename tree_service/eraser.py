@@ -16,7 +16,7 @@ erased whatever another node's state.
 
 from __future__ import annotations
 
-from stello.periodic import OUT_OF_REACH, Periodic
+from stello.periodic import Periodic
 from tree_service.service import TreeService
 
 
@@ -33,8 +33,7 @@ class Eraser(Periodic):
     async def run_once(self) -> int | None:
         """Erase what is hidden now; how many sessions went, None when another replica
         erases. A node out of reach: space by space, those on it skipped."""
-        try:
-            return await self._service.erase_hidden()
-        except OUT_OF_REACH as exc:
-            service = self._service
-            return await self.by_space(exc, service.spaces, service.erase_space)
+        service = self._service
+        return await self.whole_or_by_space(
+            service.erase_hidden, service.spaces, service.erase_space
+        )

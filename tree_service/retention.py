@@ -34,7 +34,7 @@ import asyncpg
 from stello.db import SpaceNode, across_spaces, bounded, in_transaction, space_ids
 from stello.errors import FailedPrecondition, session_not_found
 from stello.events import Event, Outbox
-from stello.periodic import OUT_OF_REACH, Periodic
+from stello.periodic import Periodic
 from stello.reasons import NO_RETENTION_POLICY
 from tree_service.repository import TreeTx
 from tree_service.retention_repository import (
@@ -302,8 +302,5 @@ class RetentionSweeper(Periodic):
         self._rounds += 1
         if self._rounds == 1:
             return 0
-        try:
-            return await self._service.sweep()
-        except OUT_OF_REACH as exc:  # a node out of reach: space by space, those on it skipped
-            service = self._service
-            return await self.by_space(exc, service.spaces, service.sweep_space)
+        service = self._service  # a node out of reach: space by space, those on it skipped
+        return await self.whole_or_by_space(service.sweep, service.spaces, service.sweep_space)

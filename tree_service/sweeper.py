@@ -13,7 +13,7 @@ the expired request keys' purge (across spaces) waits for a whole round.
 
 from __future__ import annotations
 
-from stello.periodic import OUT_OF_REACH, Periodic
+from stello.periodic import Periodic
 from tree_service.models import SweptSession
 from tree_service.service import TreeService
 
@@ -31,8 +31,7 @@ class Sweeper(Periodic):
     async def run_once(self) -> list[SweptSession] | int | None:
         """Sweep now; the removed sessions, or None when another replica holds the lock. A
         node out of reach: space by space, those on it skipped (how many sessions went)."""
-        try:
-            return await self._service.sweep_expired()
-        except OUT_OF_REACH as exc:
-            service = self._service
-            return await self.by_space(exc, service.spaces, service.sweep_space)
+        service = self._service
+        return await self.whole_or_by_space(
+            service.sweep_expired, service.spaces, service.sweep_space
+        )

@@ -9,7 +9,7 @@ from __future__ import annotations
 import uuid
 
 from stello.errors import FailedPrecondition, InvalidArgument
-from stello.periodic import OUT_OF_REACH, Periodic
+from stello.periodic import Periodic
 from stello.reasons import CURSOR_EXPIRED
 from storage_service.events.repository import EventRows
 from storage_service.unit import Database
@@ -61,10 +61,11 @@ class Purger(Periodic):
     async def run_once(self) -> int | None:
         """Purge now; how many events went, or None when another replica holds the lock. A
         node out of reach: space by space, the spaces on it skipped (`Periodic.by_space`)."""
-        try:
-            return await self._db.transaction(lambda uow: uow.events.purge(self._retention_s))
-        except OUT_OF_REACH as exc:
-            return await self.by_space(exc, self._db.spaces, self.purge_space)
+        return await self.whole_or_by_space(
+            lambda: self._db.transaction(lambda uow: uow.events.purge(self._retention_s)),
+            self._db.spaces,
+            self.purge_space,
+        )
 
     async def purge_space(self, space_id: uuid.UUID) -> int | None:
         """The purge of one space, in its own transaction."""
