@@ -798,32 +798,22 @@ SELECT pg_advisory_xact_lock($1)
 # `sessions_provisional` at now() too: a CASE alone was a filter, and the scan
 # read every provisional session of every space, those still being created
 # included (2,100 index entries for 100 due).
-SWEEP_DUE = f"""
+_SWEEP_DUE = f"""
 SELECT d.space_id, d.id
 FROM sessions d
-WHERE d.provisional_until IS NOT NULL AND d.provisional_until <> {ERASING}
+WHERE {{space}}d.provisional_until IS NOT NULL AND d.provisional_until <> {ERASING}
   AND d.provisional_until < CASE WHEN $1::float8 > 0 THEN {ERASING}::timestamptz ELSE now() END
   AND CASE WHEN $1::float8 > 0
            THEN d.created_at < now() - make_interval(secs => $1::float8)
            ELSE true END
-ORDER BY d.provisional_until, d.space_id, d.id
+ORDER BY d.provisional_until, {{order}}d.id
 LIMIT $2
 """
+SWEEP_DUE = _SWEEP_DUE.format(space="", order="d.space_id, ")
 
 # SWEEP_DUE in space $3 alone: a sweep's fallback when the read across spaces failed (a
 # node out of reach: `stello.periodic.Periodic.by_space`), routed to the space's worker.
-SWEEP_DUE_IN_SPACE = f"""
-SELECT d.space_id, d.id
-FROM sessions d
-WHERE d.space_id = $3
-  AND d.provisional_until IS NOT NULL AND d.provisional_until <> {ERASING}
-  AND d.provisional_until < CASE WHEN $1::float8 > 0 THEN {ERASING}::timestamptz ELSE now() END
-  AND CASE WHEN $1::float8 > 0
-           THEN d.created_at < now() - make_interval(secs => $1::float8)
-           ELSE true END
-ORDER BY d.provisional_until, d.id
-LIMIT $2
-"""
+SWEEP_DUE_IN_SPACE = _SWEEP_DUE.format(space="d.space_id = $3\n  AND ", order="")
 
 # The sweep goes space by space over the due pairs SWEEP_DUE read (unlocked):
 # Citus locks rows only in a statement routed to one shard (DESIGN §4.7), so
