@@ -127,12 +127,16 @@ INSERT_NEW = """
 SELECT stello_remember_new($1, $2, $3, $4, $5, $6, $7::uuid[])
 """
 
+# What an erased key keeps: a tombstone, no hash and no response (a replay of its
+# request_id answers NOT_FOUND REQUEST_ERASED, `answer_of`).
+TOMBSTONE = "request_hash = '\\x'::bytea, response = NULL, erased = true"
+
 # Erasure of sessions $2 (of space $1): the keys linked to any of them keep
 # only a tombstone (no hash, no response: a replay answers NOT_FOUND); run in
 # the transaction that deletes the sessions (their links then go by cascade).
-ERASE_LINKED = """
+ERASE_LINKED = f"""
 UPDATE idempotency_keys k
-SET request_hash = '\\x'::bytea, response = NULL, erased = true
+SET {TOMBSTONE}
 FROM (SELECT DISTINCT l.scope, l.request_id
       FROM idempotency_key_sessions l
       WHERE l.space_id = $1 AND l.session_id = ANY ($2::uuid[])) linked
@@ -147,9 +151,9 @@ RECORD_REPLIES = """
 SELECT scope, request_id FROM idempotency_key_sessions
 WHERE space_id = $1 AND session_id = $2 AND scope = ANY ($3::text[])
 """
-ERASE_REPLIES = """
+ERASE_REPLIES = f"""
 UPDATE idempotency_keys
-SET request_hash = '\\x'::bytea, response = NULL, erased = true
+SET {TOMBSTONE}
 WHERE space_id = $1 AND NOT erased
   AND (scope, request_id) IN (SELECT * FROM unnest($2::text[], $3::text[]))
 """
@@ -180,9 +184,9 @@ ON CONFLICT DO NOTHING
 
 # The removal of shared memory entry $2 (of space $1): the keys linked to it keep only a
 # tombstone, as ERASE_LINKED's. Run in the removal's transaction (migration 0036).
-ERASE_ENTRY_REPLIES = """
+ERASE_ENTRY_REPLIES = f"""
 UPDATE idempotency_keys k
-SET request_hash = '\\x'::bytea, response = NULL, erased = true
+SET {TOMBSTONE}
 FROM (SELECT l.scope, l.request_id
       FROM idempotency_key_entries l
       WHERE l.space_id = $1 AND l.entry_id = $2) linked
