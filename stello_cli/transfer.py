@@ -46,7 +46,7 @@ from typing import TYPE_CHECKING, Any, Literal
 
 from stello.agent.v1 import agent_pb2
 from stello.common.v1 import common_pb2
-from stello_cli.export_reads import FETCH_CALLS, Read, read_for_export
+from stello_cli.export_reads import FETCH_CALLS, Inherits, Read, read_for_export
 from stello_cli.exports import (
     FORMAT_VERSION,
     inherited_prefix,
@@ -101,18 +101,19 @@ def export_document(reads: Sequence[Read]) -> dict[str, Any]:
             entry.pop(name)
         records = read.records
         source = entry["source_session_id"]
-        if read.inherits is not None:
-            entry["inherits"] = {
-                "from": read.inherits.source,
-                "until_seq": read.inherits.until_seq,
-                "count": read.inherits.count,
-            }
-        elif source in whole and not read.copies:
+        inherits = read.inherits
+        if inherits is None and source in whole and not read.copies:
             cut = inherited_prefix(records, whole[source])
             if cut is not None:
                 count, until_seq, position = cut
-                entry["inherits"] = {"from": source, "until_seq": until_seq, "count": position}
+                inherits = Inherits(source, until_seq, position)
                 records = records[count:]
+        if inherits is not None:
+            entry["inherits"] = {
+                "from": inherits.source,
+                "until_seq": inherits.until_seq,
+                "count": inherits.count,
+            }
         entry["records"] = [dicts.record_dict(r) for r in records]
         sessions.append(entry)
     exported = datetime.now(UTC).isoformat().replace("+00:00", "Z")
