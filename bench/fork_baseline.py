@@ -29,6 +29,7 @@ from stello.channels import open_channel
 from stello.common.v1 import common_pb2
 from stello.errors import Violations
 from stello.events import Event, Outbox
+from stello.settings import MIB
 from stello.storage.v1 import storage_pb2, storage_pb2_grpc
 from stello.tree.v1 import tree_pb2, tree_pb2_grpc
 from storage_service.sessions.repository import PUT_SESSION
@@ -99,7 +100,7 @@ def tree_server(pool: asyncpg.Pool) -> tuple[Any, int]:
                 request.label,
                 uuid.UUID(request.source_session_id),
                 PROVISIONING_TTL_S,
-                config_to_json(config_from_proto(request.config, Violations())),
+                config_to_json(config_from_proto(request.config, Violations(), MIB)),
             )
             assert row is not None and row["parent_found"] and row["source_found"]
             reply = tree_pb2.CreateSessionResponse(node=_topology(row))

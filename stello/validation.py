@@ -10,6 +10,7 @@ from __future__ import annotations
 import contextvars
 import json
 import math
+import re
 import unicodedata
 import uuid
 from datetime import UTC, datetime
@@ -24,6 +25,11 @@ from stello.errors import FieldViolation, InvalidArgument, Violations
 MAX_LABEL_CHARS = 200
 DEFAULT_PAGE_SIZE = 100
 MAX_PAGE_SIZE = 1000
+
+SKILL_NAME = re.compile(r"^[A-Za-z0-9_.:-]{1,64}$")
+SKILL_NAME_RULE = "must be 1..64 characters of letters, digits, _ . : or -"
+"""Letters, digits and ``_ . : -``: a name the model can spell back exactly. The gateway's
+skills file and every allow-list (the gateway's CreateRoot/Fork, the tree's configs) keep it."""
 
 
 def parse_uuid(value: str, name: str, violations: Violations | None = None) -> uuid.UUID:

@@ -66,7 +66,7 @@ def create_app(
     service = create_service(
         pool, config, on_hidden=eraser.wake, max_reply_bytes=settings.max_message_bytes
     )
-    servicer = TreeServicer(service, retention)
+    servicer = TreeServicer(service, retention, max_slot_bytes=settings.max_slot_bytes)
     settings_ = config or TreeSettings()
     retention_sweeper = RetentionSweeper(retention, settings_.retention_interval_s)
 

@@ -67,14 +67,32 @@ def request_id(value: str, violations: Violations, name: str = "request_id") -> 
 
 
 def config_from_proto(
-    config: common_pb2.SessionConfig, violations: Violations, name: str = "config"
+    config: common_pb2.SessionConfig,
+    violations: Violations,
+    max_text_bytes: int,
+    name: str = "config",
 ) -> SessionConfig:
-    """A config with the presence of each field kept; fields we do not know are violations."""
+    """A config with the presence of each field kept; fields we do not know are violations,
+    and so are a prompt over `max_text_bytes` (the slot limit: storage would refuse it as the
+    session's system prompt, and a fork from it would fail on a field its caller never set)
+    and a skill name no skill can have (the gateway's rule)."""
     for message, path in ((config, name), (config.skills, f"{name}.skills")):
         unknown = unknown_fields.UnknownFieldSet(message)
         numbers = sorted({unknown[i].field_number for i in range(len(unknown))})
         if numbers:
             violations.add(path, f"has unknown fields {numbers}; only the documented ones")
+    for field in ("system_prompt", "compressor_prompt", "consolidator_prompt"):
+        size = len(getattr(config, field).encode())
+        if size > max_text_bytes:
+            violations.add(
+                f"{name}.{field}", f"is {size} bytes, over the limit of {max_text_bytes}"
+            )
+    for index, skill in enumerate(config.skills.names):
+        if not validation.SKILL_NAME.match(skill):
+            violations.add(
+                f"{name}.skills.names[{index}]",
+                f"{validation.SKILL_NAME_RULE}, got {skill[:80]!r}",
+            )
     return SessionConfig(
         system_prompt=config.system_prompt if config.HasField("system_prompt") else None,
         skills=tuple(config.skills.names) if config.HasField("skills") else None,

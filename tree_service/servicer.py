@@ -70,9 +70,12 @@ def _ref(request: Any) -> tuple[uuid.UUID, uuid.UUID, uuid.UUID]:
 class TreeServicer(tree_pb2_grpc.SessionTreeServicer):
     """The SessionTree RPCs, one service call each."""
 
-    def __init__(self, service: TreeService, retention: RetentionService) -> None:
+    def __init__(
+        self, service: TreeService, retention: RetentionService, *, max_slot_bytes: int
+    ) -> None:
         self._service = service
         self._retention = retention
+        self._max_slot_bytes = max_slot_bytes
 
     async def CreateSession(
         self, request: tree_pb2.CreateSessionRequest, context: Context
@@ -85,7 +88,7 @@ class TreeServicer(tree_pb2_grpc.SessionTreeServicer):
             label=label(request.label, violations) if request.HasField("label") else None,
             source_session_id=optional_uuid(request, "source_session_id", violations),
             config=(
-                config_from_proto(request.config, violations)
+                config_from_proto(request.config, violations, self._max_slot_bytes)
                 if request.HasField("config")
                 else None
             ),
@@ -242,7 +245,7 @@ class TreeServicer(tree_pb2_grpc.SessionTreeServicer):
         session_id = parse_uuid(request.session_id, "session_id", violations)
         if not request.HasField("config"):
             violations.add("config", "is required (an empty SessionConfig is valid)")
-        config = config_from_proto(request.config, violations)
+        config = config_from_proto(request.config, violations, self._max_slot_bytes)
         violations.raise_if_any()
         stored = await self._service.put_config(space_id, session_id, config)
         return tree_pb2.PutConfigResponse(config=config_to_proto(stored))

@@ -36,7 +36,7 @@ from agent_gateway.servicer.skills import SkillRpcs
 from agent_gateway.sessions.service import RecordQuery, SessionService
 from agent_gateway.sessions.watch import Watchers, WatchInput
 from agent_gateway.tools.builtins import BuiltinTools
-from agent_gateway.tools.skills import SKILL_NAME, SKILL_NAME_RULE, SkillRegistry
+from agent_gateway.tools.skills import SkillRegistry
 from agent_gateway.turns.requests import (
     ContentLimits,
     send_input,
@@ -118,8 +118,8 @@ def _skills(
     names = tuple(message.skills.names)
     for index, name in enumerate(names):
         field = f"skills.names[{index}]"
-        if not SKILL_NAME.match(name):
-            violations.add(field, f"{SKILL_NAME_RULE}, got {name[:80]!r}")
+        if not validation.SKILL_NAME.match(name):
+            violations.add(field, f"{validation.SKILL_NAME_RULE}, got {name[:80]!r}")
         elif (unknown := configured.unknown(name)) is not None:
             violations.add(field, unknown)
     return names

@@ -20,7 +20,6 @@ result for the model, never a failed turn.
 from __future__ import annotations
 
 import json
-import re
 import uuid
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
@@ -33,10 +32,7 @@ from agent_gateway.clients import Caller
 from agent_gateway.llm import RAW_ARGUMENTS_KEY, ToolCallSpec, ToolSpec
 from agent_gateway.tools.base import ACTIVATE_SKILL, ToolOutcome
 from stello.config_files import parse_toml, read_config_file
-
-SKILL_NAME = re.compile(r"^[A-Za-z0-9_.:-]{1,64}$")
-SKILL_NAME_RULE = "must be 1..64 characters of letters, digits, _ . : or -"
-"""Letters, digits and ``_ . : -``: a name the model can spell back exactly."""
+from stello.validation import SKILL_NAME, SKILL_NAME_RULE
 
 
 @dataclass(frozen=True, slots=True)

@@ -27,6 +27,43 @@ def with_unknown_field(config: common_pb2.SessionConfig, skills: bool = False) -
     return common_pb2.SessionConfig.FromString(config.SerializeToString() + extra)
 
 
+MIB = 1024 * 1024
+CONFIG_LIMITS: list[tuple[common_pb2.SessionConfig, str, str]] = [
+    (
+        common_pb2.SessionConfig(system_prompt="é" * (MIB // 2) + "x"),
+        "config.system_prompt",
+        "system-prompt-over-the-slot-limit-in-bytes",
+    ),
+    (
+        common_pb2.SessionConfig(compressor_prompt="x" * (MIB + 1)),
+        "config.compressor_prompt",
+        "compressor-prompt-over-the-slot-limit",
+    ),
+    (
+        common_pb2.SessionConfig(consolidator_prompt="x" * (MIB + 1)),
+        "config.consolidator_prompt",
+        "consolidator-prompt-over-the-slot-limit",
+    ),
+    (
+        common_pb2.SessionConfig(skills=common_pb2.SkillList(names=["ok", ""])),
+        "config.skills.names[1]",
+        "skill-name-empty",
+    ),
+    (
+        common_pb2.SessionConfig(skills=common_pb2.SkillList(names=["s" * 65])),
+        "config.skills.names[0]",
+        "skill-name-65",
+    ),
+    (
+        common_pb2.SessionConfig(skills=common_pb2.SkillList(names=["a b"])),
+        "config.skills.names[0]",
+        "skill-name-space",
+    ),
+]
+"""What a config may hold (common.v1 SessionConfig): the slot limit (1 MiB by default) on
+each prompt, in UTF-8 bytes, and the gateway's skill names (explore16 D5: a 2 MiB system
+prompt was stored, and a Fork from the session failed naming a field its caller never set)."""
+
 CREATE_CASES = [
     pytest.param({"space_id": "nope"}, ["space_id"], id="space-malformed"),
     pytest.param({"parent_id": "nope"}, ["parent_id"], id="parent-malformed"),
@@ -53,6 +90,7 @@ CREATE_CASES = [
         id="skills-unknown-field",
     ),
     pytest.param({"parent_id": "bad", "label": ""}, ["parent_id", "label"], id="two-at-once"),
+    *(pytest.param({"config": c}, [bad], id=i) for c, bad, i in CONFIG_LIMITS),
 ]
 
 SESSION_RPCS = [
@@ -128,12 +166,14 @@ class TestBadInput:
             pytest.param(
                 with_unknown_field(common_pb2.SessionConfig()), ["config"], id="unknown-field"
             ),
+            *(pytest.param(c, [bad], id=i) for c, bad, i in CONFIG_LIMITS),
         ],
     )
     async def test_put_config(
         self, tree: TreeClient, pool: asyncpg.Pool, config: Any, bad: list[str]
     ) -> None:
-        """PutConfig refuses a missing config or unknown fields, and stores nothing."""
+        """PutConfig refuses a missing config, unknown fields or a config over its limits,
+        and stores nothing."""
         root = await tree.create()
         with pytest.raises(grpc.aio.AioRpcError) as caught:
             await tree.stub.PutConfig(

@@ -256,8 +256,9 @@ class SessionTreeServicer:
         provisional session forgets it (a retry creates anew). Empty = no
         idempotency.
 
-        Errors: INVALID_ARGUMENT (malformed ids, bad label, with field
-        violations); NOT_FOUND (parent or source unknown, in another space, or
+        Errors: INVALID_ARGUMENT (malformed ids, bad label, a `config` the
+        limits of SessionConfig refuse, with field violations); NOT_FOUND
+        (parent or source unknown, in another space, or
         still provisional; a request_id whose session was erased);
         ALREADY_EXISTS (REQUEST_ID_REUSED); UNAUTHENTICATED.
         """
@@ -500,8 +501,9 @@ class SessionTreeServicer:
         empty config). Independent of the session's meta in both directions.
         Allowed on archived sessions.
 
-        Errors: INVALID_ARGUMENT (malformed ids; `config` unset); NOT_FOUND
-        (unknown in this space, or provisional); UNAUTHENTICATED.
+        Errors: INVALID_ARGUMENT (malformed ids; `config` unset, or one the
+        limits of SessionConfig refuse); NOT_FOUND (unknown in this space, or
+        provisional); UNAUTHENTICATED.
         """
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)
         context.set_details('Method not implemented!')
