@@ -343,19 +343,20 @@ class TreeService:
     # -- refs, status, label, config ----------------------------------------
 
     async def add_ref(self, space_id: uuid.UUID, from_id: uuid.UUID, to_id: uuid.UUID) -> Node:
-        """Add `from -> to` unless present; refuses self, ancestors and descendants."""
-        if from_id == to_id:
-            raise FailedPrecondition(
-                "a session cannot reference itself",
-                reason=REF_TO_SELF,
-                metadata={"subject": f"session/{from_id}"},
-            )
+        """Add `from -> to` unless present; refuses self, ancestors and descendants (an end
+        not visible in the space is NOT_FOUND first, a self-reference included)."""
 
         async def work(tx: TreeTx) -> Node:
             ends = await tx.ref_ends(space_id, (from_id, to_id))
             for session_id in (from_id, to_id):
                 if session_id not in ends:
                     raise session_not_found(session_id)
+            if from_id == to_id:
+                raise FailedPrecondition(
+                    "a session cannot reference itself",
+                    reason=REF_TO_SELF,
+                    metadata={"subject": f"session/{from_id}"},
+                )
             (from_root, from_depth), (to_root, to_depth) = ends[from_id], ends[to_id]
             if from_root == to_root and to_depth != from_depth:
                 if to_depth < from_depth and await tx.is_ancestor(space_id, from_id, to_id):
