@@ -11,10 +11,11 @@ space within the caps, and the space's count), right after the system prompt::
 
     <the two-line hint>
 
-It is sent only in a turn that offers the memory tools (its hint names them)
-and only when it shows an entry. Storage counts it in the records' budget
-(the lines, and `overhead_tokens` for the rest); the turn counts it again,
-exactly, as part of its context.
+It is sent in every turn whose space holds an entry (the spec's adapter supplies
+it on every send then); the hint, which names the memory tools, only in a turn
+that offers them (without them the model could not follow it). Storage counts
+it in the records' budget (the lines, and `overhead_tokens` for the rest); the
+turn counts it again, exactly, as part of its context.
 """
 
 from __future__ import annotations
@@ -35,16 +36,22 @@ _WIDEST_COUNT = "1000000"
 
 
 def render_index(
-    entries: Sequence[common_pb2.SharedMemoryEntry], total: int, prompts: Prompts
+    entries: Sequence[common_pb2.SharedMemoryEntry],
+    total: int,
+    prompts: Prompts,
+    *,
+    hinted: bool,
 ) -> str | None:
-    """The index's text; None when it shows no entry (then nothing is sent)."""
+    """The index's text, with the hint when `hinted` (the turn offers the memory tools);
+    None when it shows no entry (then nothing is sent)."""
     if not entries:
         return None
     lines = [OPEN, *(index_line(e.slug, e.summary) for e in entries)]
     if total > len(entries):
         lines.append(prompts.text(SHARED_MEMORY_MORE, count=str(total - len(entries))))
     lines.append(CLOSE)
-    return "\n".join(lines) + "\n\n" + prompts.text(SHARED_MEMORY_HINT)
+    text = "\n".join(lines)
+    return text + "\n\n" + prompts.text(SHARED_MEMORY_HINT) if hinted else text
 
 
 @dataclass(frozen=True, slots=True)
@@ -54,10 +61,13 @@ class IndexCaps:
     max_entries: int = 50
     max_tokens: int = 2000
 
-    def window(self, prompts: Prompts) -> storage_pb2.MemoryIndexWindow:
-        """BeginTurn's caps of the index: these, and the estimate of the index's own text."""
+    def window(self, prompts: Prompts, *, hinted: bool) -> storage_pb2.MemoryIndexWindow:
+        """BeginTurn's caps of the index: these, and the estimate of the index's own text
+        (the hint's too when `hinted`)."""
         more = prompts.text(SHARED_MEMORY_MORE, count=_WIDEST_COUNT)
-        fixed = f"{OPEN}\n{more}\n{CLOSE}\n\n{prompts.text(SHARED_MEMORY_HINT)}"
+        fixed = f"{OPEN}\n{more}\n{CLOSE}"
+        if hinted:
+            fixed += f"\n\n{prompts.text(SHARED_MEMORY_HINT)}"
         return storage_pb2.MemoryIndexWindow(
             max_entries=self.max_entries,
             max_tokens=self.max_tokens,

@@ -206,9 +206,8 @@ class TurnService:
         window = self.window
         if isinstance(plan, SendPlan):
             window.check_message(self._counter, plan.content, "content")
-        index = None
-        if self._builtins.memory_offered(plan.memory_tools):
-            index = self._memory_index.window(self._prompts.prompts)
+        hinted = self._builtins.memory_offered(plan.memory_tools)
+        index = self._memory_index.window(self._prompts.prompts, hinted=hinted)
         reply = await self._line.begin(
             caller, plan, begin_request(plan, window, self._counter, index)
         )
@@ -260,7 +259,12 @@ class TurnService:
                 state.session.label,
                 insight,
                 self._prompts.prompts,
-                render_index(state.memory_index, state.memory_total, self._prompts.prompts),
+                render_index(
+                    state.memory_index,
+                    state.memory_total,
+                    self._prompts.prompts,
+                    hinted=self._builtins.memory_offered(plan.memory_tools),
+                ),
             ),
             summary(state),
             [context_record(r) for r in state.records],

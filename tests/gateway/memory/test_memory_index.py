@@ -126,16 +126,24 @@ class TestIndex:
         await send(stack, root.id, "three", memory_tools=True)
         assert [system_messages(fake, i) for i in range(3)] == [[], [index("- a: sa")], []]
 
-    async def test_only_in_a_turn_that_offers_the_memory_tools(
+    async def test_in_every_turn_with_the_hint_only_where_the_tools_are(
         self, openai_stack: OpenAIStack, fake: FakeOpenAI
     ) -> None:
-        """A turn without the memory tools shows no index (its hint names them)."""
+        """Every turn of a space with entries shows the index (DESIGN §4.5, the spec's
+        adapter: explore16 D1, a turn without the memory tools showed none); the hint, which
+        names the memory tools, only in a turn that offers them."""
         stack = await openai_stack()
         root = await stack.root()
         await remember(stack, "a", "sa")
         await send(stack, root.id, "hi")
         await send(stack, root.id, "hi", memory_tools=False)
-        assert [system_messages(fake, i) for i in range(2)] == [[], []]
+        await send(stack, root.id, "hi", memory_tools=True)
+        bare = "<shared_memory_index>\n- a: sa\n</shared_memory_index>"
+        assert [system_messages(fake, i) for i in range(3)] == [
+            [bare],
+            [bare],
+            [index("- a: sa")],
+        ]
 
     async def test_capped_in_entries_with_the_more_line(
         self, openai_stack: OpenAIStack, fake: FakeOpenAI
