@@ -38,10 +38,19 @@ async def test_an_unfinished_sync_iterator_lets_the_program_exit(
     assert out.splitlines() == ["one turn, two records", "TextDelta"]
 
 
+DELAY_S = 0.6
+"""The echo model's wait before each of its deltas."""
+BUSY_S = 0.5
+"""How long the send after the closes may find the session busy."""
+
+
 def stream_then_close(gateway: str, stack: Stack, root: str) -> str:
-    """Read a stream's first event, close it (still referenced), then send at once without
-    retries: the turn the close cancelled no longer holds the session."""
-    once = Retry(attempts=1)
+    """Read a stream's first event, close it (still referenced), then send at once, retried
+    only while the session is busy for BUSY_S: the turn the close cancelled no longer holds
+    the session. The close is a cancel the gateway acts on when it reads it, so the release
+    may come a moment after it (it did on a loaded machine); a turn the close did not cancel
+    would hold the session for its two more deltas, 2 x DELAY_S."""
+    once = Retry(attempts=1, busy_for_s=BUSY_S)
     with Client(gateway, stack.space.key, stack.space.sid, plaintext=True, retry=once) as client:
         events = client.stream(root, "cancelled by close")
         first = type(next(events)).__name__
@@ -58,7 +67,7 @@ async def test_closing_a_sync_stream_cancels_its_turn(
     """`close()` on a stream still referenced (and leaving its ``with`` block) cancels the
     turn at once: the next send finds the session free, and nothing of the closed turns
     is stored."""
-    slow = await start_gateway(echo_delay_s=0.3)
+    slow = await start_gateway(echo_delay_s=DELAY_S)
     async with client_of(stack) as client:
         root = (await client.create_root(label="closed streams")).id
         seen = await asyncio.to_thread(stream_then_close, slow.address, stack, root)
