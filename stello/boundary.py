@@ -1,8 +1,8 @@
 """The error boundary (DESIGN §7): what a client is told when a request or a handler fails.
 
 A request that does not parse, or holds what no text or JSON can (U+0000, a
-Struct nested past 16 levels), is INVALID_ARGUMENT naming the field, before
-auth and the handler; domain errors keep their status; a lost database, or one
+Struct nested past 16 levels), is INVALID_ARGUMENT naming the field, after
+the key is checked and before the handler; domain errors keep their status; a lost database, or one
 that refuses work for a while (read-only, disk full, out of memory: `stello.db.REFUSALS`),
 is UNAVAILABLE naming the condition, and so is a statement the database cancelled with no
 bound of ours behind it (an operator's pg_cancel_backend, a server's statement_timeout, on

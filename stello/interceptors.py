@@ -400,10 +400,12 @@ class CallChain(grpc.aio.ServerInterceptor):
             )
 
     async def _admit(self, plan: MethodPlan, request: Any, header: str) -> uuid.UUID | None:
-        """The request check, then (unless public) the key, its scope and the space, and the
-        call counted against its space's cap; the space it was counted for (to give back)."""
-        check_request(request)
+        """(Unless public) the key and its scope, then the request check, then the space,
+        and the call counted against its space's cap; the space it was counted for (to give
+        back). The key comes first: a caller without a valid one learns nothing of a
+        request's rules (UNAUTHENTICATED whatever it sent)."""
         if not plan.auth:
+            check_request(request)
             return None
         secret = bearer_key(header)
         principal = await self._keys.resolve(secret)
@@ -412,6 +414,7 @@ class CallChain(grpc.aio.ServerInterceptor):
         if plan.admin and not principal.is_admin:
             method = plan.name.rpartition("/")[2]
             raise PermissionDenied(f"{method} needs an admin-scope key; this key is a tenant's")
+        check_request(request)
         counted = None
         if plan.has_space:
             raw, space_id = _space(request.space_id)

@@ -119,6 +119,17 @@ class TestUnparsable:
         assert error.code() is INVALID
         assert [v.field for v in field_violations(error)] == ["request"]
 
+    async def test_without_a_key_the_key_is_checked_first(self, running: RunningServer) -> None:
+        """Bytes that do not parse, sent with no key or an unknown one, are UNAUTHENTICATED:
+        a caller without a valid key learns nothing of a request's rules (explore16 A5: it
+        was INVALID_ARGUMENT, the request checked before the key)."""
+        unknown = (("authorization", "Bearer stello_000000000000_nope"),)
+        for metadata in ((), unknown):
+            async with running.channel() as channel:
+                with pytest.raises(grpc.aio.AioRpcError) as caught:
+                    await probe.raw_call(channel, probe.ECHO)(b"\xff\xff", metadata=metadata)
+            assert caught.value.code() is grpc.StatusCode.UNAUTHENTICATED, metadata
+
 
 class TestUnstorableText:
     """What PostgreSQL text and jsonb cannot hold is refused by field, before the handler."""
