@@ -314,6 +314,7 @@ def create_app(
         ring_events=config.watch_ring_events,
         key_check=key_check(keys),
         recheck_s=settings.auth_cache_ttl_s,
+        max_age_s=config.watch_max_age_s,
     )
     line = TurnLine(
         clients.storage,

@@ -296,6 +296,14 @@ class GatewaySettings(BaseSettings):
         gt=0,
         description="Seconds between a space's event polls while WatchSpace streams it.",
     )
+    watch_max_age_s: float = Field(
+        default=900.0,
+        ge=0,
+        description="Longest a WatchSpace stream lives: it then ends UNAVAILABLE and its client "
+        "watches again from its last cursor (the SDK does), losing nothing; a stream whose "
+        "client stopped reading is cancelled 30 s later. Frees the places of streams a client "
+        "forgot (STELLO_MAX_WATCHES_PER_SPACE). 0 = no limit.",
+    )
     watch_ring_events: int = Field(
         default=1024,
         ge=1,

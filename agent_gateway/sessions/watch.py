@@ -17,6 +17,16 @@ poller (`session_changes`): an event about its session wakes it to ask storage
 again, so a turn that ends on any gateway starts the next one here without a
 poll of its own.
 
+A stream lives at most `max_age_s` (STELLO_GATEWAY_WATCH_MAX_AGE_S): it then ends
+UNAVAILABLE, and its client watches again from the last cursor it received
+(the SDK does it by itself), losing nothing. A client that forgot a stream
+without cancelling it (grpc-python's aio API allows it: the call lives as long
+as its connection) no longer keeps its place in the space's cap of watches
+(STELLO_MAX_WATCHES_PER_SPACE) for good: an idle stream ends at its age, and
+one whose client stopped reading, so that its send waits on the client's flow
+control, is cancelled once that send has waited `BLOCKED_SEND_S` past its age
+(explore15 F1).
+
 A watcher fed from the ring makes no call of its own, so nothing would notice
 its key being revoked while another watcher's key polls: each stream rechecks
 its own key (`KeyCheck`) before it delivers events when its last check is older
@@ -39,7 +49,7 @@ from uuid import UUID
 from agent_gateway.clients import Caller, StorageClient
 from stello.auth import KeyStore
 from stello.common.v1 import common_pb2
-from stello.errors import InvalidArgument, NotFound, StelloError, Unauthenticated
+from stello.errors import InvalidArgument, NotFound, StelloError, Unauthenticated, Unavailable
 from stello.storage.v1 import storage_pb2
 
 log = logging.getLogger(__name__)
@@ -54,6 +64,53 @@ Started = Callable[[int], Awaitable[None]]
 KeyCheck = Callable[[Caller, UUID], Awaitable[None]]
 IDLE_RECHECK_S = 1.0
 """An idle stream rechecks its key at least this often (or every `recheck_s` when longer)."""
+BLOCKED_SEND_S = 30.0
+"""A stream past its age whose send has waited this long on its client is cancelled."""
+AGED = (
+    "this watch has been open for STELLO_GATEWAY_WATCH_MAX_AGE_S ({max_age:g} s); watch again "
+    "with after_cursor = the last cursor received (nothing is lost)"
+)
+
+
+class Expiry:
+    """When a stream has lived long enough (`aged`), and the cancel of the task that serves
+    it once it is past its age and its current send has waited `blocked_s` on the client."""
+
+    def __init__(self, max_age_s: float, blocked_s: float) -> None:
+        self._max_age_s = max_age_s
+        self._blocked_s = blocked_s
+        self._ends = time.monotonic() + max_age_s
+        self._sending_since: float | None = None
+        self._task = asyncio.current_task()
+        self._timer: asyncio.TimerHandle | None = None
+        if max_age_s > 0:
+            self._timer = asyncio.get_running_loop().call_later(max_age_s + blocked_s, self._due)
+
+    def check(self) -> None:
+        """Raise Unavailable when the stream has lived its age."""
+        if self._max_age_s > 0 and time.monotonic() >= self._ends:
+            raise Unavailable(AGED.format(max_age=self._max_age_s))
+
+    def sending(self, now: bool) -> None:
+        """Mark the start (`now` True) or the end of a send."""
+        self._sending_since = time.monotonic() if now else None
+
+    def stop(self) -> None:
+        """No more cancel."""
+        if self._timer is not None:
+            self._timer.cancel()
+
+    def _due(self) -> None:
+        since = self._sending_since
+        if since is None:
+            return  # not in a send: the stream ends at its next check
+        waited = time.monotonic() - since
+        if waited < self._blocked_s:
+            self._timer = asyncio.get_running_loop().call_later(self._blocked_s - waited, self._due)
+            return
+        log.info("ending a watch whose client has not read for %.0f s past its age", waited)
+        if self._task is not None:
+            self._task.cancel()
 
 
 def key_check(keys: KeyStore) -> KeyCheck:
@@ -273,10 +330,16 @@ class Watchers:
         *,
         key_check: KeyCheck | None = None,
         recheck_s: float = 5.0,
+        max_age_s: float = 0.0,
+        blocked_s: float | None = None,
     ) -> None:
         """Deliver events read from `storage` every `interval_s`; `key_check` (None = none)
         is called with a stream's caller before it delivers events `recheck_s` or more after
-        its last check (0 = before every delivery)."""
+        its last check (0 = before every delivery); a stream ends after `max_age_s` (0 =
+        never; see the module docstring), cancelled when a send waits `blocked_s` (None =
+        `BLOCKED_SEND_S`) past it."""
+        self._max_age_s = max_age_s
+        self._blocked_s = BLOCKED_SEND_S if blocked_s is None else blocked_s
         self._storage = storage
         self._interval_s = interval_s
         self._ring_events = ring_events
@@ -348,16 +411,21 @@ class Watchers:
         poller = self._poller(ask.space_id)
         poller.join(watcher, caller)
         checked = time.monotonic()  # the first read checked the key
+        expiry = Expiry(self._max_age_s, self._blocked_s)
         try:
             pending = list(first.events) if ask.after is not None else []
             while True:
+                expiry.check()
                 checked = await self._recheck(caller, ask.space_id, checked, bool(pending))
                 for event in pending:
                     position = int(event.cursor)
                     if not ask.kinds or event.kind in ask.kinds:
+                        expiry.sending(True)
                         yield event
+                        expiry.sending(False)
                 pending = await self._next(caller, ask, poller, position)
         finally:
+            expiry.stop()
             await self._leave(ask.space_id, poller, watcher)
 
     async def _recheck(

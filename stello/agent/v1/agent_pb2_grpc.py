@@ -1349,12 +1349,25 @@ class AgentGatewayServicer:
         cursor the stream starts after. A client that reads the state after it
         has arrived misses no change (every later one is streamed).
 
-        Errors (the stream's final status; none ends a healthy stream):
+        A stream lives at most the gateway's STELLO_GATEWAY_WATCH_MAX_AGE_S
+        (default 900 s; 0 = no limit), then ends UNAVAILABLE: watch again with
+        the last cursor received (the SDK does it by itself), nothing is lost. A
+        stream whose client stopped reading (its sends wait on the client's flow
+        control) is no longer served 30 s after that age (cancelled: the client,
+        reading nothing, hears of it when its connection closes). So a stream a
+        client forgot without cancelling it gives its place in the space's cap
+        (STELLO_MAX_WATCHES_PER_SPACE) back.
+
+        Errors (the stream's final status; none ends a healthy stream before
+        its age):
         - INVALID_ARGUMENT: malformed space_id; `after_cursor` not a cursor, or
         beyond the space's newest event (not this space's); an unknown kind.
         - FAILED_PRECONDITION, reason CURSOR_EXPIRED: events after `after_cursor`
         were already purged; re-read the state and watch from the present.
-        - UNAVAILABLE: storage unreachable; resume with the last cursor.
+        - UNAVAILABLE: storage unreachable, or the stream's age reached; resume
+        with the last cursor.
+        - RESOURCE_EXHAUSTED, reason SPACE_BUSY: the space has
+        STELLO_MAX_WATCHES_PER_SPACE streams open on this gateway process.
         - UNAUTHENTICATED: no valid key.
         """
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)

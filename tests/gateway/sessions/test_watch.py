@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import logging
 import time
 
 import asyncpg
@@ -10,11 +11,13 @@ import grpc
 import pytest
 
 from agent_gateway.forks.faults import FAULT_POINTS
+from agent_gateway.sessions import watch as watch_module
 from stello.agent.v1 import agent_pb2, agent_pb2_grpc
 from stello.auth import KeyStore
 from stello.channels import WATCH_CURSOR_METADATA, open_channel
 from stello.common.v1 import common_pb2
 from stello.errors import error_info_reason, field_violations
+from stello.settings import StelloSettings
 from stello.tree.v1 import tree_pb2
 from storage_service.app import create_purger
 from storage_service.config import StorageSettings
@@ -341,6 +344,112 @@ class TestSlowReaders:
         assert [e.first_seq for e in events] == list(range(61, 361))
         # Generous for a loaded 2-core box: a stalled reader costs writers nothing by design.
         assert stalled < alone * 3, (alone, stalled)
+
+
+class TestAge:
+    """A stream lives STELLO_GATEWAY_WATCH_MAX_AGE_S at most (explore15 F1: streams a client
+    forgot without cancelling them kept the space's places of watches for good)."""
+
+    async def test_a_stream_ends_unavailable_at_its_age(self, make_stack: StackMaker) -> None:
+        """An idle stream ends UNAVAILABLE at its age, naming the setting and the resume."""
+        stack = await make_stack(watch_max_age_s=1.0)
+        await stack.root(label="r")
+        watch = Watch(stack.gw, stack.space.sid, "0")
+        began = time.monotonic()
+        try:
+            await watch.take(1)
+            error = await watch.error()
+        finally:
+            watch.close()
+        assert error.code() is grpc.StatusCode.UNAVAILABLE, error
+        assert "STELLO_GATEWAY_WATCH_MAX_AGE_S" in (error.details() or "")
+        assert "after_cursor" in (error.details() or "")
+        assert time.monotonic() - began >= 1.0
+
+    async def test_forgotten_streams_give_their_places_back(
+        self, make_stack: StackMaker, settings: StelloSettings
+    ) -> None:
+        """The space's cap of watches filled by streams no one reads or cancels: a new watch
+        is refused, then admitted once they reached their age."""
+        stack = await make_stack(watch_max_age_s=1.0)
+        forgotten = [
+            Watch(stack.gw, stack.space.sid) for _ in range(settings.max_watches_per_space)
+        ]
+        try:
+            for watch in forgotten:
+                await asyncio.wait_for(watch.call.initial_metadata(), 10)
+            refused = await Watch(stack.gw, stack.space.sid).error()
+            assert error_info_reason(refused) == "SPACE_BUSY"
+            await asyncio.sleep(1.0)
+            admitted = Watch(stack.gw, stack.space.sid)
+            deadline = time.monotonic() + 10
+            while True:
+                try:
+                    await asyncio.wait_for(admitted.call.initial_metadata(), 10)
+                    root = await stack.root(label="seen")
+                    assert kinds_of(await admitted.take(1)) == [
+                        ("EVENT_KIND_SESSION_COMMITTED", root.id)
+                    ]
+                    break
+                except grpc.aio.AioRpcError as exc:  # not all of them had ended yet
+                    assert error_info_reason(exc) == "SPACE_BUSY"
+                    assert time.monotonic() < deadline, "the forgotten streams kept their places"
+                    await asyncio.sleep(0.2)
+                    admitted = Watch(stack.gw, stack.space.sid)
+            admitted.close()
+        finally:
+            for watch in forgotten:
+                watch.close()
+
+    async def test_a_stream_whose_client_stopped_reading_is_ended(
+        self,
+        make_stack: StackMaker,
+        monkeypatch: pytest.MonkeyPatch,
+        caplog: pytest.LogCaptureFixture,
+    ) -> None:
+        """A stream whose sends wait on a client that reads nothing (its flow-control window
+        full) cannot end at its age, being stuck in a send: the gateway stops serving it
+        (its call cancelled, its place in the space's cap given back) once that send has
+        waited BLOCKED_SEND_S past its age. The client is told nothing (it reads nothing;
+        its connection's close ends the call). An idle stream ends UNAVAILABLE: above."""
+        monkeypatch.setattr(watch_module, "BLOCKED_SEND_S", 0.5)
+        caplog.set_level(logging.INFO)
+        stack = await make_stack(watch_max_age_s=AGE_S)
+        root = await stack.root(label="r")
+        # No window growth (BDP probes): the stream's window stays at its first 64 KiB, which
+        # about 900 events fill.
+        options = [("grpc.http2.bdp_probe", 0)]
+        async with grpc.aio.insecure_channel(stack.gateway.address, options=options) as channel:
+            call = agent_pb2_grpc.AgentGatewayStub(channel).WatchSpace(
+                agent_pb2.WatchSpaceRequest(space_id=stack.space.sid),
+                metadata=(("authorization", f"Bearer {stack.space.key}"),),
+            )
+            await asyncio.wait_for(call.initial_metadata(), 10)
+            began = time.monotonic()
+            for _ in range(EVENTS // 50):
+                await asyncio.gather(
+                    *(stack.append(root.id, record("user", "x")) for _ in range(50))
+                )
+            filled = time.monotonic() - began
+            assert filled < AGE_S, f"the events took {filled:.1f} s, past the stream's age"
+            for _ in range(int((AGE_S + 10) / 0.1)):
+                if ended(caplog):
+                    break
+                await asyncio.sleep(0.1)
+            call.cancel()
+        assert ended(caplog), [r.getMessage() for r in caplog.records]
+        assert any("has not read for" in r.getMessage() for r in caplog.records)
+
+
+def ended(caplog: pytest.LogCaptureFixture) -> bool:
+    """Whether the gateway logged a WatchSpace call that ended CANCELLED (its access line)."""
+    return any(
+        "WatchSpace CANCELLED" in r.getMessage() for r in caplog.records if r.name == "stello.rpc"
+    )
+
+
+AGE_S = 4.0
+EVENTS = 2_000
 
 
 class TestRevocation:
