@@ -538,7 +538,7 @@ class TreeService:
                 break
             erased += batch
         if erased:
-            log.info("erased %d deleted sessions", erased)
+            log.debug("erased %d deleted sessions", erased)  # routine: every DeleteSubtree
         return erased
 
     async def spaces(self) -> list[SpaceNode]:

@@ -277,6 +277,7 @@ def _said_after_leaving(plan: Plan, lease: Lease) -> Callable[[asyncio.Future[Re
     def said(done: asyncio.Future[Results]) -> None:
         key = f" (request_id {plan.key.request_id})" if plan.key is not None else ""
         error = None if done.cancelled() else done.exception()
+        level = logging.INFO
         if done.cancelled() or (isinstance(error, StelloError) and error.maybe_applied):
             outcome = "the commit's outcome is not known (it may have been stored)"
         elif error is not None:
@@ -284,7 +285,9 @@ def _said_after_leaving(plan: Plan, lease: Lease) -> Callable[[asyncio.Future[Re
         else:
             lease.released = True
             outcome = "the turn was stored"
-        log.info(
+            level = logging.DEBUG  # as the caller would have had it: routine (a Stop button)
+        log.log(
+            level,
             "the caller of a turn of session %s%s left during its commit: %s",
             plan.session_id,
             key,
