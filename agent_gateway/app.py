@@ -65,13 +65,14 @@ class GatewayFiles:
     skills: SkillRegistry
 
     @classmethod
-    def read(cls, config: GatewaySettings) -> GatewayFiles:
+    def read(cls, config: GatewaySettings, max_slot_bytes: int | None = None) -> GatewayFiles:
         """Read the files `config` names (the defaults where it names none).
 
         Raises:
-            PromptsFileError, ProfilesFileError, SkillsFileError: a file is not valid, or a
-                profile or STELLO_GATEWAY_DEFAULT_SKILLS names a skill not configured
-                (file, line, problem).
+            PromptsFileError, ProfilesFileError, SkillsFileError: a file is not valid, a
+                profile or STELLO_GATEWAY_DEFAULT_SKILLS names a skill not configured, or a
+                profile's compressor or consolidator prompt is over `max_slot_bytes` (None:
+                STELLO_MAX_SLOT_BYTES) (file, line, problem).
         """
         files = cls(
             load_prompts(config.prompts, config.prompts_file),
@@ -79,7 +80,27 @@ class GatewayFiles:
             load_skills(config.skills_file),
         )
         files.check_skill_names(config)
+        limit = StelloSettings().max_slot_bytes if max_slot_bytes is None else max_slot_bytes
+        files.check_prompt_sizes(config, limit)
         return files
+
+    def check_prompt_sizes(self, config: GatewaySettings, max_slot_bytes: int) -> None:
+        """Check that a profile's compressor and consolidator prompts fit the slot limit: the
+        tree refuses a session config over it, so every Fork with the profile would fail,
+        naming a field its caller never set (the system prompt, a template, is checked as
+        composed, per request).
+
+        Raises:
+            ProfilesFileError: a profile's prompt is over `max_slot_bytes`.
+        """
+        for profile in self.profiles:
+            for field in ("compressor_prompt", "consolidator_prompt"):
+                size = len((getattr(profile, field) or "").encode())
+                if size > max_slot_bytes:
+                    raise ProfilesFileError(
+                        f"{config.profiles_file}: profile {profile.name!r}: {field} is {size} "
+                        f"bytes, over STELLO_MAX_SLOT_BYTES ({max_slot_bytes}): shorten it"
+                    )
 
     def check_skill_names(self, config: GatewaySettings) -> None:
         """Check that every skill a profile or STELLO_GATEWAY_DEFAULT_SKILLS names is

@@ -6,6 +6,8 @@ from pathlib import Path
 
 import pytest
 
+from agent_gateway.app import GatewayFiles
+from agent_gateway.config import GatewaySettings
 from agent_gateway.forks.compose import ContextMode, PromptMode
 from agent_gateway.forks.profiles import (
     Profile,
@@ -143,3 +145,26 @@ class TestProfilesFile:
         assert len(load_profiles(None)) == 0
         with pytest.raises(ProfilesFileError, match="cannot read"):
             load_profiles(tmp_path / "missing.toml")
+
+
+class TestPromptSizes:
+    """A profile's compressor and consolidator prompts go into the sessions' tree config,
+    which refuses a prompt over STELLO_MAX_SLOT_BYTES: the gateway refuses to start with one
+    (every Fork with the profile would fail naming a field its caller never set)."""
+
+    @pytest.mark.parametrize("field", ["compressor_prompt", "consolidator_prompt"])
+    def test_a_prompt_over_the_slot_limit_stops_the_gateway(
+        self, tmp_path: Path, field: str
+    ) -> None:
+        profiles = tmp_path / "profiles.toml"
+        profiles.write_text(
+            f'[[profiles]]\nname = "long"\n{field} = "{"é" * 6}"\n', encoding="utf-8"
+        )
+        config = GatewaySettings(profiles_file=profiles)
+        assert GatewayFiles.read(config, max_slot_bytes=12).profiles.names() == ["long"]
+        with pytest.raises(ProfilesFileError) as raised:
+            GatewayFiles.read(config, max_slot_bytes=11)
+        assert str(raised.value) == (
+            f"{profiles}: profile 'long': {field} is 12 bytes, over STELLO_MAX_SLOT_BYTES (11): "
+            "shorten it"
+        )
