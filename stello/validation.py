@@ -26,7 +26,7 @@ MAX_LABEL_CHARS = 200
 DEFAULT_PAGE_SIZE = 100
 MAX_PAGE_SIZE = 1000
 
-SKILL_NAME = re.compile(r"^[A-Za-z0-9_.:-]{1,64}$")
+SKILL_NAME = re.compile(r"[A-Za-z0-9_.:-]{1,64}\Z")
 SKILL_NAME_RULE = "must be 1..64 characters of letters, digits, _ . : or -"
 """Letters, digits and ``_ . : -``: a name the model can spell back exactly. The gateway's
 skills file and every allow-list (the gateway's CreateRoot/Fork, the tree's configs) keep it."""

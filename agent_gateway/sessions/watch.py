@@ -102,11 +102,13 @@ class Expiry:
 
     def _due(self) -> None:
         since = self._sending_since
-        if since is None:
-            return  # not in a send: the stream ends at its next check
+        loop = asyncio.get_running_loop()
+        if since is None:  # not in a send: it ends at its next check, unless a send sticks first
+            self._timer = loop.call_later(self._blocked_s, self._due)
+            return
         waited = time.monotonic() - since
         if waited < self._blocked_s:
-            self._timer = asyncio.get_running_loop().call_later(self._blocked_s - waited, self._due)
+            self._timer = loop.call_later(self._blocked_s - waited, self._due)
             return
         log.info("ending a watch whose client has not read for %.0f s past its age", waited)
         if self._task is not None:

@@ -59,6 +59,11 @@ CONFIG_LIMITS: list[tuple[common_pb2.SessionConfig, str, str]] = [
         "config.skills.names[0]",
         "skill-name-space",
     ),
+    (
+        common_pb2.SessionConfig(skills=common_pb2.SkillList(names=["ok\n"])),
+        "config.skills.names[0]",
+        "skill-name-trailing-newline",
+    ),
 ]
 """What a config may hold (common.v1 SessionConfig): the slot limit (1 MiB by default) on
 each prompt, in UTF-8 bytes, and the gateway's skill names (explore16 D5: a 2 MiB system

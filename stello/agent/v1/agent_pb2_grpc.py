@@ -578,7 +578,9 @@ class AgentGatewayServicer:
         commits, so an interrupted turn is already rolled back; the tool
         side effects above are not undone).
         2. Builds the context, in this order: the system prompt (when
-        non-empty), the session identity (the label), the insight (when
+        non-empty), the shared memory index (when the space has entries;
+        its hint naming the memory tools only when they are offered), the
+        session identity (the label), the insight (when
         non-empty), the compression summary (when there is one), the newest
         records after it with incomplete tool-call groups removed, then the
         user message. Memory is never put into the context. Its cost depends
@@ -742,7 +744,8 @@ class AgentGatewayServicer:
         yet), each exactly once. It takes the turn lease like Send, stores one
         tool record per result (content as given; is_error kept in the record's
         metadata and shown to the model as a failed call), builds the context
-        like Send (system prompt, identity, insight, compression summary,
+        like Send (system prompt, shared memory index, identity, insight,
+        compression summary,
         sanitised history including the new tool records; no new user message;
         memory never), calls the LLM with the built-in tools and `tools`, and
         commits atomically like Send. A result larger than half the model's

@@ -417,8 +417,8 @@ class SessionTreeServicer:
         session's updated_at.
 
         Errors, checked in this order: INVALID_ARGUMENT (malformed ids);
-        FAILED_PRECONDITION reason REF_TO_SELF (from_id == to_id); NOT_FOUND
-        (from, then to, unknown in this space or provisional);
+        NOT_FOUND (from, then to, unknown in this space or provisional);
+        FAILED_PRECONDITION reason REF_TO_SELF (from_id == to_id);
         FAILED_PRECONDITION reason REF_TO_ANCESTOR (`to` is an ancestor of
         `from`) or REF_TO_DESCENDANT (`to` is a descendant of `from`, any
         depth); UNAUTHENTICATED.
