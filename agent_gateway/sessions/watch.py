@@ -73,8 +73,8 @@ AGED = (
 
 
 class Expiry:
-    """When a stream has lived long enough (`aged`), and the cancel of the task that serves
-    it once it is past its age and its current send has waited `blocked_s` on the client."""
+    """Whether a stream has lived its age (`check`), and the cancel of the task that serves
+    it once it is past its age and a send has waited `blocked_s` on the client."""
 
     def __init__(self, max_age_s: float, blocked_s: float) -> None:
         self._max_age_s = max_age_s
