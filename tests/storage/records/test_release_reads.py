@@ -1,7 +1,7 @@
 """What a release reads when forks still read the released rows (DESIGN §4.4, migrations 0030,
 0032): a TrimRecords of a source that 50 forks read from, the erasure job's batch after
 DeleteSubtree of that source, and the erasure of a reader of an heir (rows the heir holds that
-no one else reads go with it), in a space ten times bigger and then again, counted in
+no one else reads go with it), in a space of its size and then five times bigger, counted in
 PostgreSQL's statistics (tuples of `sessions`, `record_segments` and `records`), not time.
 
 Only these releases run the statements that move rows to an heir (and a trim's compaction
@@ -10,7 +10,7 @@ and generically (a long-lived connection's) without the released session: in a s
 segments most belong to a few sources forked thousands of times, a holder looks like a
 thousand readers, and the move read every record of the space, the choice of the readers to
 compact every segment and every session of it. The space here is such a one: two templates
-forked 4,000 times each, then 40,000 times each, beside 3,000 (then 30,000) small sessions,
+forked 4,000 times each, then 20,000 times each, beside 3,000 (then 15,000) small sessions,
 in a database it shares with a neighbour space as big, their forks interleaved."""
 
 from __future__ import annotations
@@ -61,7 +61,10 @@ SHORT_READ = 20
 TEMPLATES = 2
 TEMPLATE_FORKS = 4_000
 SMALL = 3_000
-GROWTH = 10
+GROWTH = 5
+"""The second size, a multiple of the first: ten until CI's time asked for less (a read
+that grows with the space reads five times as much at five, past the 1.5x allowed; the
+bounds, absolute, already catch it at the first size)."""
 
 # $3 forks of each of new template roots with 10 records ($2 their ids, $1 their spaces):
 # a session row, a lineage and a segment each, as Fork INHERIT writes them, the templates'
@@ -228,7 +231,7 @@ async def released(
     }
 
 
-# The space of 110,000 sessions and its neighbour's 80,000: about 60 s alone, more under load.
+# The space of 55,000 sessions and its neighbour's 40,000: about 30 s alone, more under load.
 @pytest.mark.timeout(600)
 async def test_a_release_with_readers_reads_what_they_need_however_big_the_space(
     fresh: FreshDatabase,
@@ -311,8 +314,8 @@ async def test_a_release_with_readers_reads_what_they_need_however_big_the_space
     for what, bound in bounds.items():
         assert small[what] <= bound, (what, reads)
         assert big[what] <= bound, (what, reads)
-        # Ten times the space: about the same reads. The plans of the same probes may
+        # Five times the space: about the same reads. The plans of the same probes may
         # differ with the statistics (PostgreSQL 15 read 975 tuples of record_segments for
-        # the erasure at ten times, 815 at once); a space's worth is ten times as many.
+        # the erasure at ten times, 815 at once); a space's worth is five times as many.
         slack = READERS
         assert big[what] <= 3 * small[what] // 2 + slack, (what, reads)
