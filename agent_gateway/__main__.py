@@ -40,7 +40,7 @@ def main() -> None:
         settings = StelloSettings()
         config = GatewaySettings(**flags)
         try:
-            files = GatewayFiles.read(config)
+            files = GatewayFiles.read(config, settings.max_slot_bytes)
             services_tls(config)  # read once here: before the database is sought
         except (PromptsFileError, ProfilesFileError, SkillsFileError, FailedPrecondition) as exc:
             raise SystemExit(f"agent_gateway: {exc}") from None

@@ -81,6 +81,23 @@ def label(value: str, violations: Violations, name: str = "label") -> str:
     return value
 
 
+def skill_name(value: str, name: str, violations: Violations) -> bool:
+    """Whether `value` is a name a skill can have (`SKILL_NAME`); a violation under `name`
+    when not."""
+    if SKILL_NAME.match(value):
+        return True
+    violations.add(name, f"{SKILL_NAME_RULE}, got {value[:80]!r}")
+    return False
+
+
+def utf8_within(value: str, max_bytes: int, name: str, violations: Violations) -> str:
+    """`value`; a violation under `name` when its UTF-8 is over `max_bytes`."""
+    size = len(value.encode())
+    if size > max_bytes:
+        violations.add(name, f"is {size} bytes, over the limit of {max_bytes}")
+    return value
+
+
 LABEL_ONE_LINE = "must be one line, without control characters (line breaks, escapes)"
 """Why a label with a control character is refused: every listing prints labels one per
 line, and a terminal would run an escape sequence one carried."""

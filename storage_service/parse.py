@@ -395,10 +395,7 @@ class RequestParser:
 
     def slot(self, content: str, name: str, v: Violations) -> str:
         """A slot value within the size limit ("" is a value)."""
-        size = len(content.encode())
-        if size > self._max_slot:
-            v.add(name, f"is {size} bytes, over the limit of {self._max_slot}")
-        return content
+        return validation.utf8_within(content, self._max_slot, name, v)
 
     def cache(
         self, present: bool, cache: storage_pb2.CompressionCache, path: str, v: Violations

@@ -82,17 +82,11 @@ def config_from_proto(
         if numbers:
             violations.add(path, f"has unknown fields {numbers}; only the documented ones")
     for field in ("system_prompt", "compressor_prompt", "consolidator_prompt"):
-        size = len(getattr(config, field).encode())
-        if size > max_text_bytes:
-            violations.add(
-                f"{name}.{field}", f"is {size} bytes, over the limit of {max_text_bytes}"
-            )
+        validation.utf8_within(
+            getattr(config, field), max_text_bytes, f"{name}.{field}", violations
+        )
     for index, skill in enumerate(config.skills.names):
-        if not validation.SKILL_NAME.match(skill):
-            violations.add(
-                f"{name}.skills.names[{index}]",
-                f"{validation.SKILL_NAME_RULE}, got {skill[:80]!r}",
-            )
+        validation.skill_name(skill, f"{name}.skills.names[{index}]", violations)
     return SessionConfig(
         system_prompt=config.system_prompt if config.HasField("system_prompt") else None,
         skills=tuple(config.skills.names) if config.HasField("skills") else None,

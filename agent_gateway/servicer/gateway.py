@@ -118,9 +118,10 @@ def _skills(
     names = tuple(message.skills.names)
     for index, name in enumerate(names):
         field = f"skills.names[{index}]"
-        if not validation.SKILL_NAME.match(name):
-            violations.add(field, f"{validation.SKILL_NAME_RULE}, got {name[:80]!r}")
-        elif (unknown := configured.unknown(name)) is not None:
+        if (
+            validation.skill_name(name, field, violations)
+            and (unknown := configured.unknown(name)) is not None
+        ):
             violations.add(field, unknown)
     return names
 
