@@ -525,20 +525,25 @@ class TreeService:
         self._on_hidden()
         return hidden
 
-    async def erase_hidden(self, *, wait: bool = False) -> int | None:
-        """Erase every session DeleteSubtree hid, batch by batch (deepest first, each batch
-        its own transaction); how many went, None when another replica is erasing (or
-        when, without `wait`, rows it needed stayed held by others: the next round goes on)."""
+    async def erase_hidden(
+        self, *, wait: bool = False, space_id: uuid.UUID | None = None
+    ) -> int | None:
+        """Erase every session DeleteSubtree hid (with `space_id`, in that space alone, every
+        statement pinned to it), batch by batch (deepest first, each batch its own
+        transaction); how many went, None when another replica is erasing (or when, without
+        `wait`, rows it needed stayed held by others: the next round goes on)."""
         erased = 0
         while True:
-            batch = await self._repo.erase_batch(self._erase_batch, wait=wait)
+            batch = await self._repo.erase_batch(self._erase_batch, wait=wait, space_id=space_id)
             if batch is None:
                 return erased or None
             if batch == 0:
                 break
             erased += batch
-        if erased:
+        if erased and space_id is None:
             log.debug("erased %d deleted sessions", erased)  # routine: every DeleteSubtree
+        elif erased:
+            log.info("erased %d deleted sessions of space %s", erased, space_id)
         return erased
 
     async def spaces(self) -> list[SpaceNode]:
@@ -546,16 +551,9 @@ class TreeService:
         return await self._repo.spaces()
 
     async def erase_space(self, space_id: uuid.UUID) -> int | None:
-        """`erase_hidden` in one space, every statement pinned to it: the erasure's fallback
-        when its look across spaces fails (a node out of reach, `Eraser`)."""
-        erased = 0
-        while batch := await self._repo.erase_batch(
-            self._erase_batch, wait=False, space_id=space_id
-        ):
-            erased += batch
-        if erased:
-            log.info("erased %d deleted sessions of space %s", erased, space_id)
-        return erased
+        """`erase_hidden` in one space: the erasure's fallback when its look across spaces
+        fails (a node out of reach, `Eraser`)."""
+        return await self.erase_hidden(space_id=space_id)
 
     async def sweep_space(self, space_id: uuid.UUID) -> int | None:
         """`sweep_expired` in one space (its request keys' purge aside): the sweep's
