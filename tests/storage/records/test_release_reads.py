@@ -11,21 +11,29 @@ segments most belong to a few sources forked thousands of times, a holder looks 
 thousand readers, and the move read every record of the space, the choice of the readers to
 compact every segment and every session of it. The space here is such a one: two templates
 forked 4,000 times each, then 20,000 times each, beside 3,000 (then 15,000) small sessions,
-in a database it shares with a neighbour space as big, their forks interleaved."""
+in a database it shares with a neighbour space as big, their forks interleaved.
+
+The releases run under both of PostgreSQL's plan choices (custom plans, as a new connection
+plans; generic ones, as a long-lived connection ends up planning) in the one database, a
+family for each at each size: the database's `plan_cache_mode` is changed before each, and
+the count that starts it reconnects every pool (`FreshDatabase.reads_of`). Seeding the
+space took most of the test's time, once for each choice."""
 
 from __future__ import annotations
 
 import uuid
+from collections.abc import AsyncIterator
 
 import asyncpg
 import pytest
 
+from stello.settings import StelloSettings
 from stello.storage.v1 import storage_pb2_grpc
 from storage_service import create_app as create_storage
 from storage_service.records.lineage import SEGMENT_CAP, LineageRepository
 from tests.storage.records.test_lineage import listed, trim
 from tests.support.fixtures import database_fixtures, new_space
-from tests.support.fresh import GENERIC_PLAN_READS, FreshDatabase
+from tests.support.fresh import GENERIC_PLAN_READS, FreshDatabase, fresh_database
 from tests.support.history import CHAIN_CHILDREN, CHAIN_SESSION, append_one, small_sessions
 from tests.tree.conftest import erased
 from tree_service.app import create_service
@@ -36,6 +44,9 @@ pytestmark = [pytest.mark.sql, pytest.mark.slow, pytest.mark.plain_postgres(GENE
 # every row the run wrote before it (in CI it runs after the gateway's history suite, whose
 # records made test_fork_depth_reads' VACUUMs take 278 s instead of 15).
 _direct_database_url, _database_url, _settings, _pool, _keys = database_fixtures("module")
+
+PLANS = ("auto", "force_generic_plan")
+"""The plan choices each release runs under (tests/support/fresh.py): one database for both."""
 
 TABLES = ("sessions", "record_segments", "records")
 UNANALYZED = (*TABLES, "session_lineages")
@@ -231,17 +242,36 @@ async def released(
     }
 
 
+@pytest.fixture(name="fresh")
+async def _fresh(admin_dsn: str, settings: StelloSettings) -> AsyncIterator[FreshDatabase]:
+    """`tests.support.fresh`'s database, once: the test sets each release's plan choice."""
+    async with fresh_database(admin_dsn, settings, unanalyzed=UNANALYZED) as fresh:
+        yield fresh
+
+
+async def plan_with(fresh: FreshDatabase, mode: str) -> None:
+    """Make the database's new connections plan as `mode` says; the next count
+    (`FreshDatabase.reads_of`) ends the connections open now."""
+    name = fresh.dsn.partition("?")[0].rpartition("/")[2]
+    con = await asyncpg.connect(fresh.dsn)
+    try:
+        await con.execute(f'ALTER DATABASE "{name}" SET plan_cache_mode = {mode}')
+    finally:
+        await con.close()
+
+
 # The space of 55,000 sessions and its neighbour's 40,000: about 30 s alone, more under load.
 @pytest.mark.timeout(600)
 async def test_a_release_with_readers_reads_what_they_need_however_big_the_space(
     fresh: FreshDatabase,
 ) -> None:
     space, neighbour = fresh.space.id, (await new_space(fresh.keys)).id
+    runs = [(scale, mode) for scale in (1, GROWTH) for mode in PLANS]
     con = await asyncpg.connect(fresh.dsn)
     try:
         await con.execute(FEW_HOLDERS)
-        families = [await family(con, space) for _ in range(2)]
-        heirs = [await heir_family(con, space) for _ in range(2)]
+        families = [await family(con, space) for _ in runs]
+        heirs = [await heir_family(con, space) for _ in runs]
         async with con.transaction():
             segments = await con.fetchval(
                 "SELECT count(*) FROM record_segments WHERE space_id = $1 AND session_id = $2",
@@ -253,31 +283,41 @@ async def test_a_release_with_readers_reads_what_they_need_however_big_the_space
     finally:
         await con.close()
     storage = await fresh.start(create_storage)
-    reads: list[dict[str, int]] = []
+    reads: dict[tuple[int, str], dict[str, int]] = {}
     async with storage.channel(fresh.space.key) as channel:
         stub = storage_pb2_grpc.SessionStorageStub(channel)
-        for scale, (source, tip), (origin, heir, long, short) in zip(
-            (1, GROWTH), families, heirs, strict=True
+        for (scale, mode), (source, tip), (origin, heir, long, short) in zip(
+            runs, families, heirs, strict=True
         ):
-            if scale > 1:
+            if scale > 1 and mode == PLANS[0]:
                 con = await asyncpg.connect(fresh.dsn)
                 try:
                     await crowd(con, space, neighbour, scale - 1)
                 finally:
                     await con.close()
+            await plan_with(fresh, mode)
             before = await listed(stub, fresh.space, tip)
-            reads.append(await released(fresh, stub, source))
+            run = reads[scale, mode] = await released(fresh, stub, source)
+            async with fresh.pool.acquire() as con:  # reconnected by the counts
+                assert await con.fetchval("SHOW plan_cache_mode") == mode
             after = await listed(stub, fresh.space, tip)
             assert [(r.seq, r.content) for r in after] == [(r.seq, r.content) for r in before]
             views = [await listed(stub, fresh.space, s) for s in (heir, short)]
-            reads[-1] |= await heir_released(fresh, stub, origin, heir, long)
+            run |= await heir_released(fresh, stub, origin, heir, long)
             # The heir shows what its trim left, the shorter reader what it showed.
             kept = [views[0][HEIR_READ:], views[1]]
             views = [await listed(stub, fresh.space, s) for s in (heir, short)]
             assert [[(r.seq, r.content) for r in v] for v in views] == [
                 [(r.seq, r.content) for r in v] for v in kept
             ]
-    small, big = reads
+    for mode in PLANS:
+        assert_flat(reads[1, mode], reads[GROWTH, mode], mode)
+
+
+def assert_flat(small: dict[str, int], big: dict[str, int], mode: str) -> None:
+    """The reads of a release under plan choice `mode` at the first size and at GROWTH
+    times it: within bounds at both, and about the same."""
+    reads = (mode, small, big)
     # What the releases need, per reader: its segments found by the holder index, its
     # session locked and probed by key, the foreign keys of the segments written checked
     # (a few tuples of `sessions` each); a trim's split segment and the compaction's count
