@@ -298,8 +298,8 @@ async def test_a_release_with_readers_reads_what_they_need_however_big_the_space
             await plan_with(fresh, mode)
             before = await listed(stub, fresh.space, tip)
             run = reads[scale, mode] = await released(fresh, stub, source)
-            async with fresh.pool.acquire() as con:  # reconnected by the counts
-                assert await con.fetchval("SHOW plan_cache_mode") == mode
+            async with fresh.pool.acquire() as pooled:  # reconnected by the counts
+                assert await pooled.fetchval("SHOW plan_cache_mode") == mode
             after = await listed(stub, fresh.space, tip)
             assert [(r.seq, r.content) for r in after] == [(r.seq, r.content) for r in before]
             views = [await listed(stub, fresh.space, s) for s in (heir, short)]
