@@ -242,8 +242,8 @@ class TestRacingDelete:
         stack = await open_stack(backends, healthy, space, summarizer)
         source = await seeded_source(stack)
 
-        async def sweep() -> Any:
-            return await TreeRepository(pool).sweep(0.001, 1000, wait=True)
+        async def sweep() -> Any:  # this space's: other tests' provisional sessions stay
+            return await TreeRepository(pool).sweep(0.001, 1000, wait=True, space_id=space.id)
 
         faults = OnceAt("fork.after_create", sweep)
         racing = await open_stack(backends, await start_gateway(faults=faults), space, summarizer)
