@@ -26,8 +26,10 @@ goes through, in this order:
    written in the call's access line: DEBUG, or INFO
    with ``STELLO_ACCESS_LOG=1``; a call that failed or took longer than
    ``STELLO_SLOW_CALL_MS`` is INFO always (`AccessLog`). A JSON log line has
-   its fields too: request_id, rpc_method, code, duration_ms, and the key_id
-   and space_id the call was admitted for.
+   its fields too: request_id, rpc_method, code, duration_ms, the key_id of
+   the key that sent it once the key is known (a call refused by its check, its
+   scope or its space names the key too: which client sends what is refused),
+   and the space_id the call was admitted for.
 
 One layer instead of one per concern: each awaited layer and each scan of the
 metadata costs every call (DESIGN §9: per-hop CPU within 1.3x a bare server's).
@@ -71,6 +73,10 @@ principal_var: contextvars.ContextVar[Principal | None] = contextvars.ContextVar
     "principal", default=None
 )
 api_key_var: contextvars.ContextVar[str | None] = contextvars.ContextVar("api_key", default=None)
+sender_var: contextvars.ContextVar[uuid.UUID | None] = contextvars.ContextVar(
+    "sender", default=None
+)
+"""The key id of a call's valid key, once resolved (its access line names it, admitted or not)."""
 
 DEADLINE_SLACK_S = 0.1
 """A call cancelled this close to its deadline was cancelled by the deadline."""
@@ -411,6 +417,7 @@ class CallChain(grpc.aio.ServerInterceptor):
         principal = await self._keys.resolve(secret)
         if principal is None:
             raise Unauthenticated("unknown or revoked API key")
+        sender_var.set(principal.key_id)
         if plan.admin and not principal.is_admin:
             method = plan.name.rpartition("/")[2]
             raise PermissionDenied(f"{method} needs an admin-scope key; this key is a tenant's")
@@ -429,17 +436,18 @@ class CallChain(grpc.aio.ServerInterceptor):
 
 def _access_fields(method: str, code: grpc.StatusCode, seconds: float) -> dict[str, object]:
     """The access line's fields for a JSON log (STELLO_LOG_FORMAT=json): the request id,
-    method, code and milliseconds, and the key and space the call was admitted for
-    (absent when it was refused before either was known). Never the key's secret."""
+    method, code and milliseconds, the id of the key that sent it (once known: admitted
+    or refused by a later check) and the space the call was admitted for (absent when
+    it was refused before either was known). Never the key's secret."""
     fields: dict[str, object] = {
         "request_id": request_id_var.get(),
         "rpc_method": method,
         "code": code.name,
         "duration_ms": round(seconds * 1000, 1),
     }
-    principal = principal_var.get()
-    if principal is not None:
-        fields["key_id"] = str(principal.key_id)
+    sender = sender_var.get()
+    if sender is not None:
+        fields["key_id"] = str(sender)
     checked = checked_space.get()
     if checked is not None:
         fields["space_id"] = str(checked[1])

@@ -134,6 +134,34 @@ class TestAccessLines:
         assert line.levelno == logging.INFO
         assert " UNAUTHENTICATED " in line.getMessage()
 
+    @pytest.mark.parametrize(
+        ("named", "code"),
+        [
+            pytest.param("not-a-uuid", grpc.StatusCode.INVALID_ARGUMENT, id="its-check"),
+            pytest.param("other", grpc.StatusCode.NOT_FOUND, id="its-space"),
+        ],
+    )
+    async def test_a_refused_call_names_its_key(
+        self,
+        start_server: ServerStarter,
+        space: TestSpace,
+        other_space: TestSpace,
+        rpc_logs: pytest.LogCaptureFixture,
+        named: str,
+        code: grpc.StatusCode,
+    ) -> None:
+        """A call with a valid key refused by its check or its space names that key in its
+        access line's fields (which client sends what is refused), and no space."""
+        running = await start_server(probe.probe_app)
+        asked = other_space.sid if named == "other" else named
+        async with running.channel() as channel:
+            with pytest.raises(grpc.aio.AioRpcError) as refused:
+                await probe.call(channel, probe.ECHO)(request(asked), metadata=space.metadata)
+        assert refused.value.code() is code
+        (line,) = await logged(rpc_logs, probe.ECHO)
+        assert getattr(line, "key_id", None) == str(space.key_id)
+        assert getattr(line, "space_id", None) is None
+
     async def test_slow_call_is_info(
         self, start_server: ServerStarter, space: TestSpace, rpc_logs: pytest.LogCaptureFixture
     ) -> None:
