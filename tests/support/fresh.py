@@ -228,11 +228,11 @@ def chain_with_crowd(
 
 
 PLAN_CHOICES = tuple(os.environ.get("STELLO_TEST_PLANS", "auto,force_generic_plan").split(","))
-if not PLAN_CHOICES or not set(PLAN_CHOICES) <= {"auto", "force_generic_plan"}:
-    raise ValueError(f"STELLO_TEST_PLANS: auto and/or force_generic_plan, not {PLAN_CHOICES}")
 """The plan choices the `fresh` tests run under: both, unless STELLO_TEST_PLANS names fewer
 (scripts/test: the PgBouncer pass on PostgreSQL 15 counts under generic plans, those of the
 long-lived connections a pooler keeps; the embedded pass counts under both)."""
+if not set(PLAN_CHOICES) <= {"auto", "force_generic_plan"}:
+    raise ValueError(f"STELLO_TEST_PLANS: auto and/or force_generic_plan, not {PLAN_CHOICES}")
 
 
 @pytest.fixture(name="fresh", params=PLAN_CHOICES)
