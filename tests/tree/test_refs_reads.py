@@ -3,7 +3,7 @@
 Its ends (`REF_ENDS`, `id = ANY ($2)`) and the walk of "is one an ancestor of the other"
 (`IS_ANCESTOR`, which joined each step to `sessions`) were planned, with statistics that
 call the space small (analyzed with a handful of sessions among 2,000 small spaces, then
-grown by 30,000: autovacuum off, as before the next analyze), as reads of every session of
+grown by 10,000: autovacuum off, as before the next analyze), as reads of every session of
 the space: once for the ends, and once per level for the walk (a hash join). Tuples read
 are counted in PostgreSQL's statistics (pg_stat), not time.
 """
@@ -42,7 +42,7 @@ async def test_the_ancestor_check_reads_the_chain(fresh: FreshDatabase) -> None:
     ]
     async with fresh.pool.acquire() as con:
         await con.copy_records_to_table("sessions", records=rows, columns=COLUMNS)
-        await grown_after_analyze(con, space, 30_000)
+        await grown_after_analyze(con, space, 10_000)
     tree = await fresh.start(create_app)
     request = tree_pb2.AddRefRequest(
         space_id=fresh.space.sid, from_id=str(made[-1]), to_id=str(made[0])

@@ -30,7 +30,7 @@ async def test_a_flush_probes_each_session(fresh: FreshDatabase) -> None:
     space = fresh.space.id
     async with fresh.pool.acquire() as con:
         session = (await con.fetch(LONE_ROOTS, space, 1))[0]["id"]
-        await grown_after_analyze(con, space, 30_000)
+        await grown_after_analyze(con, space, 10_000)
 
     async def flush() -> None:
         outbox = Outbox()
