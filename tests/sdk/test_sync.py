@@ -42,7 +42,7 @@ DELAY_S = 0.6
 """The echo model's wait before each of its deltas."""
 BUSY_S = 5.0
 """How long the send after the closes may find the session busy (the gateway releases a
-cancelled turn when it reads the cancel: 0.5 s was once not enough on a loaded machine)."""
+cancelled turn when it reads the cancel, a moment after the close: longer on a loaded machine)."""
 
 
 def stream_then_close(gateway: str, stack: Stack, root: str) -> str:
