@@ -104,6 +104,15 @@ class FreshDatabase:
         finally:
             await counter.close()
 
+    async def plan_with(self, plan_cache_mode: str) -> None:
+        """Make this database's new connections plan as `plan_cache_mode` says (`plan_as`);
+        the next count (`reads_of`) ends the connections open now."""
+        con = await asyncpg.connect(self.dsn)
+        try:
+            await plan_as(con, self.dsn, plan_cache_mode)
+        finally:
+            await con.close()
+
     async def never_analyzed(self, tables: Sequence[str]) -> None:
         """Assert that PostgreSQL holds no statistics of `tables` (never analyzed)."""
         # A connection of its own: the pool's may have been ended by a count.
@@ -160,6 +169,19 @@ async def _counts(counter: asyncpg.Connection, tables: Sequence[str]) -> dict[st
     return counts
 
 
+PLAN_MODES = ("auto", "force_generic_plan")
+"""The plan choices a fresh database's connections may be given (`plan_as`)."""
+
+
+async def plan_as(con: asyncpg.Connection, dsn: str, plan_cache_mode: str) -> None:
+    """Make the new connections of the database of `dsn` plan prepared statements as
+    `plan_cache_mode` (one of PLAN_MODES) says; those open keep their choice."""
+    if plan_cache_mode not in PLAN_MODES:
+        raise ValueError(f"plan_cache_mode: one of {PLAN_MODES}, not {plan_cache_mode!r}")
+    name = dsn.partition("?")[0].rpartition("/")[2]
+    await con.execute(f'ALTER DATABASE "{name}" SET plan_cache_mode = {plan_cache_mode}')
+
+
 @asynccontextmanager
 async def fresh_database(
     admin_dsn: str,
@@ -178,9 +200,7 @@ async def fresh_database(
         try:
             for table in unanalyzed:
                 await con.execute(f'ALTER TABLE "{table}" SET (autovacuum_enabled = off)')
-            name = dsn.partition("?")[0].rpartition("/")[2]
-            mode = {"auto": "auto", "force_generic_plan": "force_generic_plan"}[plan_cache_mode]
-            await con.execute(f'ALTER DATABASE "{name}" SET plan_cache_mode = {mode}')
+            await plan_as(con, dsn, plan_cache_mode)
         finally:
             await con.close()
         local = settings.model_copy(update={"database_url": dsn, "database_direct_url": dsn})
@@ -227,11 +247,11 @@ def chain_with_crowd(
     return chain, rows
 
 
-PLAN_CHOICES = tuple(os.environ.get("STELLO_TEST_PLANS", "auto,force_generic_plan").split(","))
+PLAN_CHOICES = tuple(os.environ.get("STELLO_TEST_PLANS", ",".join(PLAN_MODES)).split(","))
 """The plan choices the `fresh` tests run under: both, unless STELLO_TEST_PLANS names fewer
 (scripts/test: the PgBouncer pass on PostgreSQL 15 counts under generic plans, those of the
 long-lived connections a pooler keeps; the embedded pass counts under both)."""
-if not set(PLAN_CHOICES) <= {"auto", "force_generic_plan"}:
+if not set(PLAN_CHOICES) <= set(PLAN_MODES):
     raise ValueError(f"STELLO_TEST_PLANS: auto and/or force_generic_plan, not {PLAN_CHOICES}")
 
 

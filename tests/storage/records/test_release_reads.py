@@ -33,7 +33,7 @@ from storage_service import create_app as create_storage
 from storage_service.records.lineage import SEGMENT_CAP, LineageRepository
 from tests.storage.records.test_lineage import listed, trim
 from tests.support.fixtures import database_fixtures, new_space
-from tests.support.fresh import GENERIC_PLAN_READS, FreshDatabase, fresh_database
+from tests.support.fresh import GENERIC_PLAN_READS, PLAN_MODES, FreshDatabase, fresh_database
 from tests.support.history import CHAIN_CHILDREN, CHAIN_SESSION, append_one, small_sessions
 from tests.tree.conftest import erased
 from tree_service.app import create_service
@@ -44,9 +44,6 @@ pytestmark = [pytest.mark.sql, pytest.mark.slow, pytest.mark.plain_postgres(GENE
 # every row the run wrote before it (in CI it runs after the gateway's history suite, whose
 # records made test_fork_depth_reads' VACUUMs take 278 s instead of 15).
 _direct_database_url, _database_url, _settings, _pool, _keys = database_fixtures("module")
-
-PLANS = ("auto", "force_generic_plan")
-"""The plan choices each release runs under (tests/support/fresh.py): one database for both."""
 
 TABLES = ("sessions", "record_segments", "records")
 UNANALYZED = (*TABLES, "session_lineages")
@@ -249,24 +246,13 @@ async def _fresh(admin_dsn: str, settings: StelloSettings) -> AsyncIterator[Fres
         yield fresh
 
 
-async def plan_with(fresh: FreshDatabase, mode: str) -> None:
-    """Make the database's new connections plan as `mode` says; the next count
-    (`FreshDatabase.reads_of`) ends the connections open now."""
-    name = fresh.dsn.partition("?")[0].rpartition("/")[2]
-    con = await asyncpg.connect(fresh.dsn)
-    try:
-        await con.execute(f'ALTER DATABASE "{name}" SET plan_cache_mode = {mode}')
-    finally:
-        await con.close()
-
-
 # The space of 55,000 sessions and its neighbour's 40,000: about 30 s alone, more under load.
 @pytest.mark.timeout(600)
 async def test_a_release_with_readers_reads_what_they_need_however_big_the_space(
     fresh: FreshDatabase,
 ) -> None:
     space, neighbour = fresh.space.id, (await new_space(fresh.keys)).id
-    runs = [(scale, mode) for scale in (1, GROWTH) for mode in PLANS]
+    runs = [(scale, mode) for scale in (1, GROWTH) for mode in PLAN_MODES]
     con = await asyncpg.connect(fresh.dsn)
     try:
         await con.execute(FEW_HOLDERS)
@@ -289,13 +275,13 @@ async def test_a_release_with_readers_reads_what_they_need_however_big_the_space
         for (scale, mode), (source, tip), (origin, heir, long, short) in zip(
             runs, families, heirs, strict=True
         ):
-            if scale > 1 and mode == PLANS[0]:
+            if scale > 1 and mode == PLAN_MODES[0]:
                 con = await asyncpg.connect(fresh.dsn)
                 try:
                     await crowd(con, space, neighbour, scale - 1)
                 finally:
                     await con.close()
-            await plan_with(fresh, mode)
+            await fresh.plan_with(mode)
             before = await listed(stub, fresh.space, tip)
             run = reads[scale, mode] = await released(fresh, stub, source)
             async with fresh.pool.acquire() as pooled:  # reconnected by the counts
@@ -310,7 +296,7 @@ async def test_a_release_with_readers_reads_what_they_need_however_big_the_space
             assert [[(r.seq, r.content) for r in v] for v in views] == [
                 [(r.seq, r.content) for r in v] for v in kept
             ]
-    for mode in PLANS:
+    for mode in PLAN_MODES:
         assert_flat(reads[1, mode], reads[GROWTH, mode], mode)
 
 
