@@ -266,7 +266,8 @@ class TestSweep:
     async def test_a_dry_run_changes_nothing(
         self, tree: TreeClient, pool: asyncpg.Pool, space: TestSpace
     ) -> None:
-        """A dry run lists what would be archived and deleted, and no row of the space
+        """A dry run lists what would be archived and deleted, by root (no session ids: it
+        reads no subtree, as common.proto's RetentionAction says), and no row of the space
         changes (not even the sweep's cursor)."""
         to_archive, to_delete = await family(tree), await family(tree)
         await idle(pool, space, 400, *to_archive, *to_delete)
@@ -278,6 +279,7 @@ class TestSweep:
         reply = await apply(tree, dry_run=True)
         assert kinds(reply) == [(to_archive[0], ARCHIVE), (to_delete[0], DELETE)]
         assert [a.label for a in reply.actions] == ["root", "root"]
+        assert [list(a.session_ids) for a in reply.actions] == [[], []]
         assert await space_rows(pool, space.id) == before
 
     async def test_another_space_is_untouched(
