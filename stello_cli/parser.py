@@ -22,7 +22,7 @@ from typing import Any, ClassVar, NoReturn
 
 from stello import __version__
 from stello_client.errors import UsageError
-from stello_client.flags import gateway_address, tls_options
+from stello_client.flags import MAX_DEADLINE_S, gateway_address, tls_options
 
 Run = Callable[[argparse.Namespace], Awaitable[int]]
 UNDECODED = re.compile("[\udc80-\udcff]")
@@ -184,14 +184,19 @@ def _whole(text: str, most: int) -> int:
 
 
 def seconds(text: str) -> float:
-    """An argparse type: a finite number of seconds above 0 (0, negative, inf and nan
-    would all end in a deadline passed before the call)."""
+    """An argparse type: a finite number of seconds above 0, at most a year (0, negative,
+    inf, nan and a number past gRPC's range would all end in a deadline passed before the
+    call)."""
     try:
         value = float(text)
     except ValueError:
         value = math.nan
     if not math.isfinite(value) or value <= 0:
         raise argparse.ArgumentTypeError(f"expected a number of seconds above 0, got {text!r}")
+    if value > MAX_DEADLINE_S:
+        raise argparse.ArgumentTypeError(
+            f"expected at most {MAX_DEADLINE_S:,} seconds (a year), got {text!r}"
+        )
     return value
 
 

@@ -25,6 +25,7 @@ from stello.channels import ClientTls, open_channel
 from stello_client.calls import CallOptions, Retry, call_options, new_request_id, unary
 from stello_client.errors import shown
 from stello_client.exceptions import Cancelled, ConfigurationError
+from stello_client.flags import MAX_DEADLINE_S
 from stello_client.target import (
     Target,
     TlsFiles,
@@ -246,22 +247,27 @@ class ClientBase:
     def using(self, *, key: str | None = None, space: str | None = None) -> Self:
         """This client's channel, calling as another key and/or space (a console serving
         many users keeps one channel); closing the new client leaves the channel open.
+        `space` left out: this client's space when the key is this client's, else the one
+        space the other key reaches (asked once, by WhoAmI), as a new client's would be.
 
         Raises:
             ConfigurationError: `key` or `space` given empty (an empty key called as this
                 client's own key), or a key no header can carry.
         """
         refuse_empty(key=key, space=space)
+        same_caller = key in (None, self._key)
+        if space is None and same_caller:
+            space = self._space  # another key's space is its own: left out, its only one
         clone = type(self).__new__(type(self))
         ClientBase.__init__(
             clone,
-            space=space if space is not None else self._space,
+            space=space,
             timeout=self._timeout,
             turn_timeout=self._turn_timeout,
             retry=self._retry,
             _shared=(self._channel, key or self._key),
         )
-        if space is None and key in (None, self._key):
+        if space == self._space and same_caller:
             clone._space_id = self._space_id  # the same caller: its space is settled already
         return clone
 
@@ -420,11 +426,12 @@ def _check_key(key: str) -> None:
 
 
 def _seconds(name: str, value: float | None) -> float | None:
-    """A deadline in seconds: None (none) or a finite number above 0.
+    """A deadline in seconds: None (none) or a finite number above 0, at most a year.
 
     Raises:
         ValueError: anything else (0, negative, inf and nan would each end every call
-            in a deadline passed before it began), naming the argument.
+            in a deadline passed before it began, and so would a number past gRPC's
+            range, about 9.2e9 s), naming the argument.
     """
     if value is None:
         return None
@@ -432,6 +439,11 @@ def _seconds(name: str, value: float | None) -> float | None:
         raise ValueError(f"{name}: expected a number of seconds or None, got {value!r}")
     if not math.isfinite(value) or value <= 0:
         raise ValueError(f"{name}: expected a number of seconds above 0 or None, got {value!r}")
+    if value > MAX_DEADLINE_S:
+        raise ValueError(
+            f"{name}: expected at most {MAX_DEADLINE_S:,} seconds (a year), or None for no "
+            f"deadline, got {value!r}"
+        )
     return float(value)
 
 

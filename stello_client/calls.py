@@ -4,7 +4,9 @@
   see unary calls only, so it is never left to the channel), with an
   ``x-request-id`` the gateway's log lines carry: the request's own
   `request_id` for a write that has one, else a new id per call (its retries
-  keep it).
+  keep it). A header carries printable ASCII only: a request_id with another
+  character (é, a line break) travels percent-encoded in the header
+  (`header_request_id`), unchanged in the request.
 - The deadline covers the whole call, retries and their pauses included.
 - Only safe calls are retried: reads, and writes that carry a `request_id`
   (the gateway answers a repeated one with the first reply, nothing done
@@ -32,6 +34,7 @@ from __future__ import annotations
 import asyncio
 import random
 import time
+import urllib.parse
 import uuid
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
@@ -104,6 +107,20 @@ def new_request_id() -> str:
     return uuid.uuid4().hex
 
 
+HEADER_SAFE = "".join(chr(c) for c in range(0x20, 0x7F) if chr(c) != "%")
+"""What a header value holds as it is (gRPC: printable ASCII), but the percent sign, which
+escapes the rest."""
+
+
+def header_request_id(request_id: str) -> str:
+    """`request_id` as an ``x-request-id`` header can carry it: itself when it is printable
+    ASCII, else percent-encoded (UTF-8), so that the gateway's log lines still name it
+    (gRPC refuses any other character in a header, failing the call before it is sent)."""
+    if all(" " <= c <= "~" for c in request_id):
+        return request_id
+    return urllib.parse.quote(request_id, safe=HEADER_SAFE)
+
+
 class Deadline:
     """The end of a call's time (None: no deadline), and what is left of it."""
 
@@ -148,7 +165,7 @@ def call_options(
     """The options of one call of `method`; an unsafe one is never retried. `request_id`:
     the one the request carries (a write's idempotency key), else none."""
     rid = request_id or new_request_id()
-    metadata = (("authorization", f"Bearer {key}"), (REQUEST_ID_KEY, rid))
+    metadata = (("authorization", f"Bearer {key}"), (REQUEST_ID_KEY, header_request_id(rid)))
     policy = retry if safe else NO_RETRY
     return CallOptions(metadata, rid, Deadline(timeout), policy, method, bool(request_id), safe)
 

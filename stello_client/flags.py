@@ -17,6 +17,11 @@ if TYPE_CHECKING:
     from stello.channels import ClientTls
 
 
+MAX_DEADLINE_S = 366 * 24 * 3600
+"""The longest deadline a call takes (`timeout=`, `--timeout`): a year. gRPC's deadline
+arithmetic overflows past about 9.2e9 s (int64 nanoseconds) and ends such a call at once
+as if its deadline had passed; no deadline at all is None (the SDK)."""
+
 # gRPC's own target forms (unix:PATH, dns:///host:port, ...) pass unchecked.
 GRPC_SCHEMES = ("dns:", "unix:", "unix-abstract:", "ipv4:", "ipv6:", "vsock:")
 PORTS = "1..65535"

@@ -28,6 +28,7 @@ from stello_client.types import (
     StatusName,
     fork_context,
     session_status,
+    several,
     skill_list,
 )
 
@@ -206,7 +207,7 @@ class SessionCalls(ClientBase):
             space_id=await self.space_id(),
             label=label,
             status=session_status(status),
-            records=list(records),
+            records=several("records", records),
             turn_count=turn_count,
             request_id=rid,
             metadata=dict(metadata or {}),
@@ -285,7 +286,7 @@ class SessionCalls(ClientBase):
             space_id=await self.space_id(),
             session_id=session_id,
             set=dict(set or {}),
-            remove=list(remove),
+            remove=several("remove", remove),
         )
         reply: agent_pb2.UpdateSessionMetadataResponse = await self._unary(
             "UpdateSessionMetadata", request, safe=True, timeout=timeout

@@ -36,6 +36,7 @@ from stello_client.types import (
     ToolResult,
     ToolResultsStreamEvent,
     busy_policy,
+    several,
 )
 
 SubmitRequest = TypeVar(
@@ -101,7 +102,7 @@ class TurnCalls(ClientBase):
             space_id=await self.space_id(),
             session_id=session_id,
             content=content,
-            tools=list(tools),
+            tools=several("tools", tools),
             request_id=rid,
             busy=busy_policy(busy),
         )
@@ -140,7 +141,7 @@ class TurnCalls(ClientBase):
             space_id=await self.space_id(),
             session_id=session_id,
             content=content,
-            tools=list(tools),
+            tools=several("tools", tools),
             request_id=rid,
             busy=busy_policy(busy),
         )
@@ -235,8 +236,8 @@ class TurnCalls(ClientBase):
             kind,
             space_id=await self.space_id(),
             session_id=session_id,
-            results=list(results),
-            tools=list(tools),
+            results=several("results", results),
+            tools=several("tools", tools),
             request_id=rid,
             busy=busy_policy(busy),
         )

@@ -12,11 +12,11 @@ into plain dicts for JSON.
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from datetime import datetime
-from typing import Any, Literal, TypeAlias, TypedDict, Unpack
+from typing import Any, Literal, TypeAlias, TypedDict, TypeVar, Unpack
 
-from google.protobuf import struct_pb2
+from google.protobuf import message, struct_pb2
 
 from stello.agent.v1.agent_pb2 import (
     GetLineageResponse,
@@ -192,8 +192,29 @@ def tool_result(tool_call_id: str, content: str, *, is_error: bool = False) -> T
 
 
 def skill_list(names: Sequence[str] | None) -> common_pb2.SkillList | None:
-    """A SkillList of names (None: unset, inherit; [] = no skills)."""
-    return None if names is None else common_pb2.SkillList(names=list(names))
+    """A SkillList of names (None: unset, inherit; [] = no skills).
+
+    Raises:
+        TypeError: `names` is one name, not a list of them (see `several`).
+    """
+    return None if names is None else common_pb2.SkillList(names=several("skills", names))
+
+
+Item = TypeVar("Item")
+
+
+def several(name: str, values: Iterable[Item]) -> list[Item]:
+    """The value of keyword `name`, which takes several values, as a list.
+
+    Raises:
+        TypeError: one value where a list is expected, naming `name`: a str (which
+            would be split into its characters: `remove="team"` would remove the keys
+            "t", "e", "a" and "m"), bytes or a message (one tool, one record), or no
+            sequence at all.
+    """
+    if isinstance(values, str | bytes | message.Message) or not isinstance(values, Iterable):
+        raise TypeError(f"{name}: expected a list, got one value {shown(values)}: wrap it in [...]")
+    return list(values)
 
 
 class DigestFilter(TypedDict, total=False):

@@ -28,7 +28,7 @@ from stello.channels import WATCH_CURSOR_METADATA
 from stello_client.base import ClientBase, request_of
 from stello_client.calls import still_waiting
 from stello_client.exceptions import RpcError, Unavailable, from_rpc_error
-from stello_client.types import EventKind, SpaceEvent, event_kind
+from stello_client.types import EventKind, SpaceEvent, event_kind, several
 
 RESUMED = frozenset(
     {grpc.StatusCode.UNAVAILABLE, grpc.StatusCode.CANCELLED, grpc.StatusCode.ABORTED}
@@ -53,7 +53,7 @@ class Watch:
         self.cursor = after_cursor
         """The cursor of the last event yielded (or the start): resume after it."""
         self._client = client
-        self._kinds = [event_kind(kind) for kind in kinds]
+        self._kinds = [event_kind(kind) for kind in several("kinds", kinds)]
         self._resume = resume
         self._started: asyncio.Future[str | None] | None = None
         self._events: AsyncGenerator[SpaceEvent, None] | None = None

@@ -170,8 +170,9 @@ class TestErrors:
             )
 
     def test_a_timeout_no_call_could_meet_is_a_usage_error(self, home: Path) -> None:
-        """--timeout and --stream-timeout take a finite number of seconds above 0: 0,
-        negative, inf and nan each ended the call in "Deadline Exceeded" (exit 1)."""
+        """--timeout and --stream-timeout take a finite number of seconds above 0, at most a
+        year: 0, negative, inf and nan each ended the call in "Deadline Exceeded" (exit 1),
+        and so did 1e10 (past gRPC's range), as "the gateway did not answer in time"."""
         env = private_env(home)
         expected = "expected a number of seconds above 0, got"
         for flags, said in [
@@ -180,6 +181,11 @@ class TestErrors:
             (
                 ("send", "abc", "hi", "--stream-timeout", "inf"),
                 f"stello send: argument --stream-timeout: {expected} 'inf'",
+            ),
+            (
+                ("whoami", "--timeout", "1e10"),
+                "stello whoami: argument --timeout: expected at most 31,622,400 seconds (a "
+                "year), got '1e10'",
             ),
         ]:
             done = run_cli(env, *flags)

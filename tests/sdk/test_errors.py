@@ -26,7 +26,7 @@ from stello.auth import new_secret
 from stello.storage.v1 import storage_pb2
 from stello_client import AsyncClient, ConfigurationError, Retry
 from stello_client.base import KEY_CHARS, MAX_KEY_CHARS
-from stello_client.calls import NO_RETRY, call_options, failure, retryable
+from stello_client.calls import NO_RETRY, call_options, failure, header_request_id, retryable
 from stello_client.errors import rpc_error_line
 from stello_client.exceptions import (
     BY_CODE,
@@ -56,7 +56,8 @@ from stello_client.exceptions import (
     error_class,
     from_rpc_error,
 )
-from stello_client.types import TextDelta, tool_result
+from stello_client.flags import MAX_DEADLINE_S
+from stello_client.types import TextDelta, tool, tool_result
 from storage_service.app import create_purger
 from storage_service.config import StorageSettings
 from tests.cli.processes import client_env, private_env
@@ -66,6 +67,7 @@ from tests.gateway.conftest import (  # noqa: F401 (a fixture used by name)
     Stack,
     StackMaker,
     _make_stack,
+    record,
 )
 from tests.gateway.turns.test_lost_reply import (  # noqa: F401 (a fixture used by name)
     POLICY,
@@ -618,6 +620,67 @@ class TestLiveErrors:
         async with AsyncClient(address, key, space) as client:
             with pytest.raises(ValueError, match=r"^timeout: expected a number of seconds"):
                 await client.get_tree(timeout=seconds)
+
+    async def test_a_timeout_past_grpcs_range_is_refused(self, stack: Stack) -> None:
+        """A timeout over a year (1e10 s, meant as "no limit") is a ValueError saying the
+        longest and that None means none: gRPC's deadline overflowed and ended the call at
+        once as DeadlineExceeded, "whether it was done is not known", though nothing was
+        sent. A year itself is a deadline like any other."""
+        address, key, space = stack.gateway.address, stack.space.key, stack.space.sid
+        longest = r"expected at most 31,622,400 seconds \(a year\), or None for no deadline"
+        for name in ("timeout", "turn_timeout"):
+            huge: dict[str, Any] = {name: 1e10}
+            with pytest.raises(ValueError, match=rf"^{name}: {longest}, got 10000000000.0$"):
+                AsyncClient(address, key, space, **huge)
+        async with AsyncClient(address, key, space, timeout=MAX_DEADLINE_S) as client:
+            with pytest.raises(ValueError, match=rf"^timeout: {longest}"):
+                await client.get_tree(timeout=MAX_DEADLINE_S + 1)
+            root = await client.create_root(label="a year", timeout=MAX_DEADLINE_S)
+            assert [n.id for n in await client.get_tree()] == [root.id]
+
+    async def test_one_value_where_a_list_is_expected_is_named(self, client: AsyncClient) -> None:
+        """A str (or one message) where a list is expected raises TypeError naming the
+        keyword, before anything is sent: `remove="team"` removed the keys "t", "a" and
+        "m" and left "team"; `skills="tides"` sent the skills t, i, d, e, s; one tool
+        raised "'ToolDefinition' object is not iterable", naming nothing."""
+        root = await client.create_root(metadata={"team": "search", "t": "1", "a": "2"})
+        one_value: list[tuple[str, Any]] = [
+            ("remove", partial(client.update_session_metadata, root.id, remove="team")),
+            ("skills", partial(client.create_root, skills="tides")),
+            ("skills", partial(client.fork, root.id, "child", skills="tides")),
+            ("tools", partial(client.send, root.id, "hi", tools=tool("look", "looks"))),  # type: ignore[arg-type]
+            ("records", partial(client.import_session, "copy", records=record("user", "x"))),  # type: ignore[arg-type]
+            ("results", partial(client.submit_tool_results, root.id, tool_result("c1", "ok"))),  # type: ignore[arg-type]
+        ]
+        for name, call in one_value:
+            with pytest.raises(TypeError, match=rf"^{name}: expected a list, got one value "):
+                await call()
+        with pytest.raises(TypeError, match=r"^kinds: expected a list, got one value 'turn_c"):
+            client.watch(kinds="turn_committed")
+        assert [n.id for n in await client.get_tree()] == [root.id]
+        view = await client.get_session(root.id)
+        assert dict(view.metadata) == {"team": "search", "t": "1", "a": "2"}
+        assert view.turn_count == 0
+
+    @pytest.mark.parametrize("request_id", ["café-42", "line\nbreak", "tab\tid", "Ключ"])
+    async def test_a_request_id_no_header_can_carry_is_sent_encoded(
+        self, client: AsyncClient, request_id: str
+    ) -> None:
+        """A request_id with a character a header cannot hold (non-ASCII, a line break, a
+        tab) goes out percent-encoded in `x-request-id` and as it is in the request: the
+        gateway takes it, and a replay answers the stored turn. gRPC raised its own
+        ExecuteBatchError ("Illegal header value"), which is no RpcError."""
+        root = await client.create_root()
+        first = await client.send(root.id, "hello", request_id=request_id)
+        again = await client.send(root.id, "hello", request_id=request_id)
+        assert again == first and first.assistant.content == "echo: hello"
+        assert (await client.get_session(root.id)).turn_count == 1
+
+    def test_the_header_carries_printable_ascii_as_it_is(self) -> None:
+        """`x-request-id`: printable ASCII as it is (a percent sign included), anything
+        else percent-encoded as UTF-8."""
+        assert header_request_id("req-1 %x~") == "req-1 %x~"
+        assert header_request_id("café\n") == "caf%C3%A9%0A"
 
     async def test_no_space_named_is_the_keys_one(self, stack: Stack, tmp_path: Path) -> None:
         """With no space given anywhere, the client acts in the one space the key reaches

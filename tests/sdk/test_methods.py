@@ -390,6 +390,20 @@ class TestCallers:
             with pytest.raises(ConfigurationError, match="no API key"):
                 await shared.who_am_i()
 
+    async def test_another_key_without_a_space_acts_in_its_own(
+        self, stack: Stack, other_space: TestSpace
+    ) -> None:
+        """`client.using(key=OTHER)` with no space acts in the one space the other key reaches,
+        as a client made with that key would; it called with this client's space and
+        failed SpaceNotFound. The same key with no space keeps this client's space."""
+        async with AsyncClient(stack.gateway.address, stack.space.key, stack.space.sid) as client:
+            theirs = client.using(key=other_space.key)
+            assert await theirs.space_id() == other_space.sid
+            made = await theirs.create_root(label="theirs")
+            assert [n.id for n in await theirs.get_tree()] == [made.id]
+            assert await client.get_tree() == []
+            assert await client.using(key=stack.space.key).space_id() == stack.space.sid
+
 
 class TestLoops:
     async def test_a_client_used_again_on_a_new_loop(self, stack: Stack) -> None:
