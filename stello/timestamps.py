@@ -32,3 +32,23 @@ def timestamp(value: datetime) -> timestamp_pb2.Timestamp:
 def from_timestamp(stamp: timestamp_pb2.Timestamp) -> datetime:
     """The aware UTC datetime of a Timestamp (microsecond precision, as PostgreSQL keeps)."""
     return stamp.ToDatetime(tzinfo=UTC)
+
+
+CALENDAR_EDGES = (datetime.min.replace(tzinfo=UTC), datetime.max.replace(tzinfo=UTC))
+"""The first and the last microsecond Python's datetime holds: asyncpg sends them as
+PostgreSQL's -infinity and infinity, which read back as no time a reply can carry."""
+
+
+def stored_time(stamp: timestamp_pb2.Timestamp) -> datetime:
+    """The datetime of a Timestamp that a row will hold: as `from_timestamp`, the two edges
+    of the calendar (0001-01-01T00:00:00Z, 9999-12-31T23:59:59.999999Z) refused too: stored,
+    they became infinity, and every later read of the row failed.
+
+    Raises:
+        ValueError, OverflowError: not a time a row can hold (outside years 1..9999, or
+            one of the edges).
+    """
+    value = from_timestamp(stamp)
+    if value in CALENDAR_EDGES:
+        raise ValueError(f"{value.isoformat()} is an edge of the calendar (stored as infinity)")
+    return value

@@ -17,7 +17,7 @@ from stello.errors import Violations
 from stello.idempotency import MAX_REQUEST_ID_CHARS, fingerprint
 from stello.settings import StelloSettings
 from stello.storage.v1 import storage_pb2
-from stello.timestamps import from_timestamp
+from stello.timestamps import stored_time
 from stello.validation import MAX_PAGE_SIZE, label, parse_uuid, space_uuid
 from storage_service.config import StorageSettings
 from storage_service.convert import (
@@ -364,7 +364,7 @@ class RequestParser:
             created_at = None
             if record.HasField("created_at"):
                 try:
-                    created_at = from_timestamp(record.created_at)
+                    created_at = stored_time(record.created_at)
                 except (ValueError, OverflowError):
                     v.add(f"{name}.created_at", "is not a representable timestamp")
             for j, call in enumerate(record.tool_calls):

@@ -19,7 +19,7 @@ from stello.agent.v1 import agent_pb2
 from stello.common.v1 import common_pb2
 from stello.errors import Violations
 from stello.idempotency import MAX_REQUEST_ID_CHARS, fingerprint
-from stello.timestamps import from_timestamp
+from stello.timestamps import stored_time
 
 ROLES = frozenset(
     (
@@ -102,7 +102,7 @@ def _record(
         v.add(f"{name}.role", f"must be a record role, got {described}")
     if record.HasField("created_at"):
         try:
-            from_timestamp(record.created_at)
+            stored_time(record.created_at)
         except (ValueError, OverflowError):
             v.add(f"{name}.created_at", "is not a representable timestamp")
     for i, call in enumerate(record.tool_calls):

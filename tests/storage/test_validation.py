@@ -9,6 +9,7 @@ from typing import Any, cast
 import asyncpg
 import grpc
 import pytest
+from google.protobuf import timestamp_pb2
 
 from stello.common.v1 import common_pb2
 from stello.errors import field_violations
@@ -37,7 +38,38 @@ def case(rpc: str, build: Build, fields: list[str], name: str) -> Any:
     return pytest.param(rpc, build, fields, id=name)
 
 
+# The first and the last microsecond of the calendar: stored, they became PostgreSQL's
+# -infinity and infinity, and every read of the record failed INTERNAL.
+FIRST_INSTANT = timestamp_pb2.Timestamp(seconds=-62_135_596_800)
+LAST_INSTANT = timestamp_pb2.Timestamp(seconds=253_402_300_799, nanos=999_999_000)
+
+
+def dated(when: timestamp_pb2.Timestamp) -> common_pb2.Record:
+    record = rec("dated")
+    record.created_at.CopyFrom(when)
+    return record
+
+
 CASES = [
+    case(
+        "AppendRecords",
+        lambda sp, s: storage_pb2.AppendRecordsRequest(
+            space_id=sp, session_id=s, records=[rec("ok"), dated(LAST_INSTANT)]
+        ),
+        ["records[1].created_at"],
+        "created-at-the-last-instant",
+    ),
+    case(
+        "Transact",
+        lambda sp, s: storage_pb2.TransactRequest(
+            space_id=sp,
+            operations=[
+                Op(append_records=Op.AppendRecordsOp(session_id=s, records=[dated(FIRST_INSTANT)]))
+            ],
+        ),
+        ["operations[0].append_records.records[0].created_at"],
+        "transact-created-at-the-first-instant",
+    ),
     case(
         "GetSession",
         lambda sp, s: storage_pb2.GetSessionRequest(space_id=sp, session_id="nope"),

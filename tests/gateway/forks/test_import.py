@@ -234,6 +234,21 @@ class TestRefused:
                 id="time",
             ),
             pytest.param(
+                {
+                    "records": [
+                        record(
+                            "user",
+                            "x",
+                            created_at=timestamp_pb2.Timestamp(
+                                seconds=253_402_300_799, nanos=999_999_000
+                            ),
+                        )
+                    ]
+                },
+                ["records[0].created_at"],
+                id="the-last-instant",
+            ),
+            pytest.param(
                 {"records": [record("assistant", "", tool_calls=[common_pb2.ToolCall(id="c")])]},
                 ["records[0].tool_calls[0].name"],
                 id="tool-name",

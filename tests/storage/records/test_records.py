@@ -97,6 +97,23 @@ class TestAppendRecords:
         assert not second.HasField("metadata")
         assert second.created_at.ToDatetime(tzinfo=UTC) > given
 
+    async def test_times_just_inside_the_calendar_are_kept(
+        self, stub: Stub, space: TestSpace, make_session: MakeSession
+    ) -> None:
+        """A created_at one microsecond inside either edge of the calendar is stored and read
+        back as given (the edges themselves are refused: tests/storage/test_validation.py)."""
+        session_id = await make_session()
+        given = [
+            datetime(1, 1, 1, 0, 0, 0, 1, tzinfo=UTC),
+            datetime(9999, 12, 31, 23, 59, 59, 999_998, tzinfo=UTC),
+        ]
+        records = [rec(f"at {when.year}") for when in given]
+        for record, when in zip(records, given, strict=True):
+            record.created_at.FromDatetime(when)
+        await append(stub, space, session_id, records)
+        back = await listed(stub, space, session_id)
+        assert [r.created_at.ToDatetime(tzinfo=UTC) for r in back] == given
+
     async def test_empty_list_appends_nothing(
         self, stub: Stub, space: TestSpace, make_session: MakeSession
     ) -> None:
