@@ -544,7 +544,12 @@ _CHILDREN_OF = f"""
     ) c
 """
 _SUBTREE_CHILDREN = _CHILDREN_OF.format(parents="subtree", parent="subtree.id")
-_LOCK_FOUND = """
+# Each found session locked, unless a delete that held it first hid it: a lock that
+# waited reads the row as that delete committed it (the condition is checked again on
+# the newest version), so two deletes of one subtree at once hide it once (the second
+# finds nothing: NOT_FOUND), and a delete of an ancestor leaves out what a delete below
+# it hid first. Without the condition each answered every id and wrote its events.
+_LOCK_FOUND = f"""
 SELECT array_agg(locked.id)
 FROM (
     SELECT l.id
@@ -552,6 +557,7 @@ FROM (
     CROSS JOIN LATERAL (
         SELECT s.id FROM sessions s
         WHERE s.space_id = $1 AND s.id = f.id
+          AND s.provisional_until IS DISTINCT FROM {ERASING}
         FOR UPDATE OF s
     ) l
 ) locked

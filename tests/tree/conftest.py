@@ -114,18 +114,51 @@ async def commit_a_child_while(
     """Create `child` under `parent` as CreateSession does (the parent's row lock, then the
     child's row), `start` a call while that create holds the lock, and commit the child
     once something waits on a lock (`watcher` looks) or the call ended; the call's task."""
-    async with pool.acquire() as con:
-        creating = con.transaction()
-        await creating.start()
+
+    async def create(con: asyncpg.Connection) -> None:
         assert await con.fetchval(sql.LOCK_PARENT, space_id, parent)
         args = (parent, "late", None, None, None)
         await con.fetchrow(sql.CREATE_SESSION, space_id, child, *args)
+
+    return await commit_while(pool, watcher, create, start)
+
+
+async def hide_while(
+    pool: asyncpg.Pool,
+    watcher: asyncpg.Connection,
+    space_id: uuid.UUID,
+    session_id: uuid.UUID,
+    start: Callable[[], Awaitable[asyncio.Task[T]]],
+) -> asyncio.Task[T]:
+    """Lock and hide `session_id`'s subtree as DeleteSubtree does (no events), `start` a
+    call while those rows are held, and commit once the call waits on a lock or ended."""
+
+    async def hide(con: asyncpg.Connection) -> None:
+        locked = await con.fetchval(sql.LOCK_SUBTREE, space_id, session_id)
+        assert locked, "nothing to hide"
+        await con.fetch(sql.HIDE_SUBTREE, space_id, locked)
+
+    return await commit_while(pool, watcher, hide, start)
+
+
+async def commit_while(
+    pool: asyncpg.Pool,
+    watcher: asyncpg.Connection,
+    write: Callable[[asyncpg.Connection], Awaitable[None]],
+    start: Callable[[], Awaitable[asyncio.Task[T]]],
+) -> asyncio.Task[T]:
+    """`write` in a transaction, `start` a call while it holds its locks, and commit once
+    something waits on a lock (`watcher` looks) or the call ended; the call's task."""
+    async with pool.acquire() as con:
+        writing = con.transaction()
+        await writing.start()
+        await write(con)
         task = await start()
         for _ in range(1000):
             if await watcher.fetchval(WAITING_ON_A_LOCK) or task.done():
                 break
             await asyncio.sleep(0.01)
-        await creating.commit()
+        await writing.commit()
     return task
 
 

@@ -13,8 +13,10 @@ import pytest
 from stello.tree.v1 import tree_pb2
 from tests.tree.conftest import (
     TreeClient,
+    code_of,
     commit_a_child_while,
     erased,
+    hide_while,
     session_count,
     visible_count,
 )
@@ -150,6 +152,55 @@ class TestDeleteSubtree:
             await counter.close()
         await erased(pool)
         assert await session_count(pool, space_id) == 0
+
+    async def test_a_delete_waiting_on_the_same_delete_finds_nothing(
+        self, tree: TreeClient, pool: asyncpg.Pool, direct_database_url: str
+    ) -> None:
+        """A DeleteSubtree that waits on another's locks of the same subtree answers NOT_FOUND
+        once that one commits, and writes no event: four at once each answered every id
+        and wrote its own SUBTREE_DELETED events (found from outside)."""
+        root = await tree.create()
+        await tree.child(root.id)
+        watcher = await asyncpg.connect(direct_database_url)
+        try:
+
+            async def start() -> asyncio.Task[list[str]]:
+                return asyncio.create_task(delete(tree, root.id))
+
+            space_id, session_id = tree.space.id, uuid.UUID(root.id)
+            waiting = await hide_while(pool, watcher, space_id, session_id, start)
+            with pytest.raises(grpc.aio.AioRpcError) as caught:
+                await waiting
+        finally:
+            await watcher.close()
+        assert code_of(caught.value) == grpc.StatusCode.NOT_FOUND
+        assert await pool.fetch(SUBTREE_EVENTS, tree.space.id) == []
+
+    async def test_a_delete_above_a_delete_answers_only_what_it_hid(
+        self, tree: TreeClient, pool: asyncpg.Pool, direct_database_url: str
+    ) -> None:
+        """A DeleteSubtree of an ancestor that waits on a delete below it answers (and names
+        in its events) only the sessions it hid itself, as tree.proto says: it answered
+        the other delete's sessions too."""
+        root = await tree.create()
+        middle = await tree.child(root.id)
+        await tree.child(middle.id)
+        other = await tree.child(root.id)
+        watcher = await asyncpg.connect(direct_database_url)
+        try:
+
+            async def start() -> asyncio.Task[list[str]]:
+                return asyncio.create_task(delete(tree, root.id))
+
+            space_id, below = tree.space.id, uuid.UUID(middle.id)
+            deleted = await (await hide_while(pool, watcher, space_id, below, start))
+        finally:
+            await watcher.close()
+        assert deleted == [root.id, other.id]
+        events = await pool.fetch(SUBTREE_EVENTS, tree.space.id)
+        assert [[str(i) for i in e["session_ids"]] for e in events] == [deleted]
+        await erased(pool)
+        assert await session_count(pool, tree.space.id) == 0
 
     @pytest.mark.slow
     async def test_ten_thousand_deep_chain(self, tree: TreeClient, pool: asyncpg.Pool) -> None:
