@@ -14,6 +14,7 @@ import pytest
 
 from stello.common.v1 import common_pb2
 from stello.tree.v1 import tree_pb2, tree_pb2_grpc
+from tests.support.erasure import Con
 from tests.support.fixtures import RunningServer, ServerStarter, TestSpace
 from tests.support.history import WAITING_ON_A_LOCK
 from tree_service import sql
@@ -115,7 +116,7 @@ async def commit_a_child_while(
     child's row), `start` a call while that create holds the lock, and commit the child
     once something waits on a lock (`watcher` looks) or the call ended; the call's task."""
 
-    async def create(con: asyncpg.Connection) -> None:
+    async def create(con: Con) -> None:
         assert await con.fetchval(sql.LOCK_PARENT, space_id, parent)
         args = (parent, "late", None, None, None)
         await con.fetchrow(sql.CREATE_SESSION, space_id, child, *args)
@@ -133,7 +134,7 @@ async def hide_while(
     """Lock and hide `session_id`'s subtree as DeleteSubtree does (no events), `start` a
     call while those rows are held, and commit once the call waits on a lock or ended."""
 
-    async def hide(con: asyncpg.Connection) -> None:
+    async def hide(con: Con) -> None:
         locked = await con.fetchval(sql.LOCK_SUBTREE, space_id, session_id)
         assert locked, "nothing to hide"
         await con.fetch(sql.HIDE_SUBTREE, space_id, locked)
@@ -144,7 +145,7 @@ async def hide_while(
 async def commit_while(
     pool: asyncpg.Pool,
     watcher: asyncpg.Connection,
-    write: Callable[[asyncpg.Connection], Awaitable[None]],
+    write: Callable[[Con], Awaitable[None]],
     start: Callable[[], Awaitable[asyncio.Task[T]]],
 ) -> asyncio.Task[T]:
     """`write` in a transaction, `start` a call while it holds its locks, and commit once
