@@ -135,9 +135,13 @@ SELECT EXISTS (SELECT 1 FROM sessions WHERE space_id = $1 AND id = $2
                WHERE space_id = $1 AND id = $2 AND interrupted_turn_token = $3) AS interrupted
 """
 
+# turn_count stops at the largest int32 (the column's and the API's): an import may bring
+# any count up to it, and the session's next turn overflowed the column (INTERNAL on
+# every Send from then on).
 BUMP_TURN = """
 UPDATE sessions
-SET turn_count = turn_count + CASE WHEN $3 THEN 0 ELSE $4 END, last_active_at = now()
+SET turn_count = LEAST(turn_count::bigint + CASE WHEN $3 THEN 0 ELSE $4 END, 2147483647),
+    last_active_at = now()
 WHERE space_id = $1 AND id = $2 AND provisional_until IS DISTINCT FROM 'infinity'
 RETURNING id, label, status, turn_count, created_at, updated_at, last_active_at, pinned
 """

@@ -29,6 +29,7 @@ from tests.gateway.conftest import (
     rpc_error,
 )
 from tests.gateway.probes import provisional_ids
+from tests.gateway.turns_support import send
 from tests.storage.tokens import token_problems
 from tests.support.fixtures import ServerStarter, TestSpace
 
@@ -126,6 +127,17 @@ class TestImport:
         assert [r.seq for r in records] == [1, 2, 3, 4]  # the given seq (41) is ignored
         assert content(records) == content(conversation())
         assert list((await stack.view(parent.id)).node.children) == [session.id]
+
+    async def test_the_largest_turn_count_takes_more_turns(self, stack: Stack) -> None:
+        """An import of 2,147,483,647 turns (int32's largest) is a session like any other:
+        its next turn is stored and the count stays there (it overflowed the column:
+        INTERNAL on every Send)."""
+        most = 2**31 - 1
+        session = await import_session(stack, turn_count=most)
+        assert session.turn_count == most
+        reply = await send(stack, session.id, "one more")
+        assert reply.assistant.content == "echo: one more"
+        assert (await stack.view(session.id)).turn_count == most
 
     async def test_records_are_counted_in_tokens(self, stack: Stack, pool: asyncpg.Pool) -> None:
         """Imported records get their token estimates and cumulatives like any append."""

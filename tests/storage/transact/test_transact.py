@@ -326,6 +326,20 @@ class TestTransact:
         err = await rpc_error(transact(stub, space, [bad]))
         assert [v.field for v in field_violations(err)] == ["operations[0].bump_turn.turns"]
 
+    async def test_the_count_stops_at_the_largest_int32(
+        self, stub: Stub, space: TestSpace, make_session: MakeSession
+    ) -> None:
+        """A turn past 2,147,483,647 (an import's count) is committed and the count stays:
+        the column overflowed, INTERNAL on every later turn of the session."""
+        sid = await make_session()
+        most, counts = 2**31 - 1, []
+        for turns in (most - 1, 5, 0):
+            (result,) = await transact(
+                stub, space, [Op(bump_turn=Op.BumpTurnOp(session_id=str(sid), turns=turns))]
+            )
+            counts.append(result.bump_turn.session.turn_count)
+        assert counts == [most - 1, most, most]
+
     async def test_operations_see_earlier_ones(
         self, stub: Stub, space: TestSpace, make_session: MakeSession
     ) -> None:
