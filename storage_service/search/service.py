@@ -11,7 +11,7 @@ from typing import TypeVar
 
 import asyncpg
 
-from stello.errors import FailedPrecondition, InvalidArgument, NotFound
+from stello.errors import FailedPrecondition, InvalidArgument, session_not_found
 from stello.reasons import SEARCH_TOO_BROAD
 from stello.validation import fits_bigint, fits_real, fits_timestamptz
 from storage_service import page_tokens
@@ -164,12 +164,12 @@ class SearchService:
             else None
         )
         scope = search.session_id or search.root_id
-        name = "session_id" if search.session_id else "root_id"
+        role = "session" if search.session_id else "root session"
 
         async def work(uow: UnitOfWork) -> list[asyncpg.Record]:
             repo = uow.search
             if scope is not None and not await repo.visible(search.space_id, scope):
-                raise NotFound(f"{name} {scope} is not a session of the space")
+                raise session_not_found(scope, role)
             if not parsed.text:
                 return []
             return list(

@@ -18,8 +18,8 @@ import grpc
 import pytest
 
 from stello.common.v1 import common_pb2
-from stello.errors import error_info_reason, field_violations
-from stello.reasons import SEARCH_TOO_BROAD
+from stello.errors import error_info, error_info_reason, field_violations
+from stello.reasons import SEARCH_TOO_BROAD, SESSION_NOT_FOUND
 from stello.storage.v1 import storage_pb2, storage_pb2_grpc
 from storage_service import create_app
 from storage_service.config import StorageSettings
@@ -196,8 +196,12 @@ class TestHostile:
             error = await rpc_error(search(stub, space, "fox", **fields))
             assert error.code() == grpc.StatusCode.INVALID_ARGUMENT, fields
             assert name in [f.field for f in field_violations(error)], fields
-        error = await rpc_error(search(stub, space, "fox", session_id=sid))
-        assert error.code() == grpc.StatusCode.NOT_FOUND
+        for scope in ("session_id", "root_id"):
+            error = await rpc_error(search(stub, space, "fox", **{scope: sid}))
+            assert error.code() == grpc.StatusCode.NOT_FOUND
+            info = error_info(error)  # as every NOT_FOUND of a session (agent.proto)
+            assert info is not None and info.reason == SESSION_NOT_FOUND, scope
+            assert dict(info.metadata) == {"session_id": sid}, scope
 
 
 def _decoded(token: str) -> dict[str, Any]:
