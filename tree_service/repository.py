@@ -763,7 +763,7 @@ class TreeTx(idempotency.KeyStatements):
         try:
             rows = await self._con.fetch(sql.PUT_CONFIG, space_id, session_id, config)
         except asyncpg.ForeignKeyViolationError as exc:
-            raise NotFound(f"session {session_id} was just deleted") from exc
+            raise session_not_found(session_id) from exc
         if not rows:
             return None
         self._changed(space_id, "config_put", session_id)

@@ -47,6 +47,7 @@ from dataclasses import dataclass, replace
 from uuid import UUID
 
 from agent_gateway.clients import Caller, StorageClient
+from stello import reasons
 from stello.auth import KeyStore
 from stello.common.v1 import common_pb2
 from stello.errors import InvalidArgument, NotFound, StelloError, Unauthenticated, Unavailable
@@ -234,7 +235,11 @@ class SpacePoller:
         (after_position) is no field of WatchSpace."""
         if self.position is None:
             return error
-        return NotFound(f"space {self._space_id} not found: it was deleted while watched")
+        return NotFound(
+            f"space {self._space_id} not found: it was deleted while watched",
+            reason=reasons.SPACE_NOT_FOUND,
+            metadata={"space_id": str(self._space_id)},
+        )
 
     async def _poll(self) -> bool:
         """Read one page of new events into the ring; whether more may be waiting."""

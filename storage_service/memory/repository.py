@@ -21,7 +21,7 @@ from datetime import datetime
 import asyncpg
 
 from stello import idempotency
-from stello.errors import NotFound
+from stello.errors import space_not_found
 from stello.events import Event, Outbox
 from storage_service.models import SharedMemoryEntry, Upserted
 
@@ -118,7 +118,7 @@ class MemoryRepository:
                 UPSERT_ENTRY, space_id, slug, summary, body, uuid.uuid4()
             )
         except asyncpg.ForeignKeyViolationError as exc:  # the space was deleted under us
-            raise NotFound(f"space {space_id} not found") from exc
+            raise space_not_found(space_id) from exc
         assert row is not None  # an upsert answers its row
         if row["created"] and await self._con.fetchval(COUNT_ADDED, space_id, max_entries) is None:
             return None

@@ -491,6 +491,7 @@ class TestRevocation:
                 error = await watch.error(within_s=10.0)
                 assert error.code() == grpc.StatusCode.NOT_FOUND, error
                 assert space in (error.details() or "")
+                assert error_info_reason(error) == "SPACE_NOT_FOUND"
             finally:
                 watch.close()
 
