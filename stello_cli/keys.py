@@ -70,6 +70,11 @@ async def cmd_keys_create(args: argparse.Namespace) -> int:
     """Create a key (and the space when missing); print it once."""
     if not args.admin and not args.space:
         raise UsageError("--space NAME is required for a tenant key")
+    if args.admin and args.space:
+        raise UsageError(
+            "--space: an admin key reaches every space, so it takes none: leave --space out, "
+            "or --admin out for a key of that one space"
+        )
 
     async def work(keys: KeyStore) -> int:
         created = await keys.create_key(

@@ -50,6 +50,18 @@ class TestKeys:
         assert rows[noted].split()[1:] == ["tenant", "a", "live", "ci", "runner"]
         assert rows[plain].split()[1:] == ["admin", "*", "live"]
 
+    async def test_an_admin_key_takes_no_space(self, fresh: str, home: Path) -> None:
+        """`keys create --admin --space NAME` is a usage error saying why, and makes nothing:
+        the space was ignored without a word, the key reaching every space."""
+        env = private_env(home)
+        db = ("--database-url", fresh)
+        done = await asyncio.to_thread(
+            run_cli, env, "keys", "create", "--admin", "--space", "evil", *db
+        )
+        assert (done.returncode, done.stdout) == (2, "")
+        assert done.stderr.startswith("stello keys create: --space: an admin key reaches every")
+        assert (await stello_ok(env, "keys", "list", *db)).strip() == ""
+
     async def test_list_as_json(self, fresh: str, home: Path) -> None:
         """`keys list --json` (or `stello --json keys list`) prints one array of the table's
         fields, an admin key's space null, a revoked key so, and never a secret."""
