@@ -329,27 +329,18 @@ class SessionCreator:
         else:
             reads.append(_none())
         until = request.inherit_until_seq
-        reads.append(self._last_seq(caller, space, source) if until is not None else _none())
+        reads.append(
+            source_last_seq(self._storage, caller, space, source) if until is not None else _none()
+        )
         parent = request.topology_parent_id
         if parent is not None and parent != source:
             # Fails early (NOT_FOUND) before any LLM call when the parent is unknown.
             reads.append(self._tree.get_node(caller, space, parent))
         config, found, last, *_ = await asyncio.gather(*reads)
-        if until is not None and last is not None and until > last:
-            # Before any write: the saga has not started (STELLO issue 36).
-            raise OutOfRange.field(
-                "inherit_until_seq", f"{until} is beyond the source's last seq ({last})"
-            )
+        if until is not None and last is not None:
+            check_cut(until, last)  # before any write: the saga has not started (issue 36)
         layer = ConfigLayer.from_proto(config)
         return _Source(layer, found if isinstance(found, _Tail) else _Tail())
-
-    async def _last_seq(self, caller: Caller, space: uuid.UUID, source: uuid.UUID) -> int:
-        """The last seq ever assigned in the source (its counter, HistoryProgress.last_seq; 0
-        = none): one storage GetSession, no record read, whatever the history's length."""
-        _, _, progress = await self._storage.get_session_with_slots(
-            caller, space, source, (), progress=True
-        )
-        return int(progress.last_seq)
 
     async def _tail(self, caller: Caller, space: uuid.UUID, source: uuid.UUID) -> _Tail:
         """The source's newest summary and its newest records after it (bounded reads)."""
@@ -396,6 +387,27 @@ class SessionCreator:
         self, work: Coroutine[Any, Any, common_pb2.SessionSummary]
     ) -> common_pb2.SessionSummary:
         return await within_budget(self._budget_s, work)
+
+
+async def source_last_seq(
+    storage: StorageClient, caller: Caller, space: uuid.UUID, source: uuid.UUID
+) -> int:
+    """The last seq ever assigned in the source (its counter, HistoryProgress.last_seq; 0
+    = none): one storage GetSession, no record read, whatever the history's length."""
+    _, _, progress = await storage.get_session_with_slots(caller, space, source, (), progress=True)
+    return int(progress.last_seq)
+
+
+def check_cut(until: int, last: int) -> None:
+    """A cut of a source's records (`inherit_until_seq`) is at most its last seq.
+
+    Raises:
+        OutOfRange: `until` is beyond `last`.
+    """
+    if until > last:
+        raise OutOfRange.field(
+            "inherit_until_seq", f"{until} is beyond the source's last seq ({last})"
+        )
 
 
 async def within_budget(

@@ -15,7 +15,13 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 
 from agent_gateway.clients import Caller, RequestKey, StorageClient
-from agent_gateway.forks.creator import client_key, internal_request_id, within_budget
+from agent_gateway.forks.creator import (
+    check_cut,
+    client_key,
+    internal_request_id,
+    source_last_seq,
+    within_budget,
+)
 from agent_gateway.forks.saga import ProvisioningSaga, SessionPlan
 from stello.common.v1 import common_pb2
 from stello.errors import InvalidArgument
@@ -68,6 +74,7 @@ class SessionImporter:
 
         Raises:
             InvalidArgument: the write would not fit the message limit.
+            stello.errors.OutOfRange: inherit_until_seq beyond the source's last seq.
             stello.errors.NotFound: the parent or source is not in the space.
             stello.errors.AlreadyExists: the request_id was used for another request.
             stello.errors.DeadlineExceeded: the saga ran out of its budget.
@@ -86,6 +93,10 @@ class SessionImporter:
         records = tuple(request.records)
         self._check_size(records, request.slots)
         inherit = request.inherit_until_seq is not None and request.source_id is not None
+        if request.inherit_until_seq is not None and request.source_id is not None:
+            space, source = request.space_id, request.source_id
+            last = await source_last_seq(self._storage, caller, space, source)
+            check_cut(request.inherit_until_seq, last)  # as a Fork's, before any write
         plan = SessionPlan(
             space_id=request.space_id,
             label=request.label,

@@ -1503,6 +1503,8 @@ class AgentGatewayServicer:
         named `metadata["key"]`; `turn_count` or `inherit_until_seq`
         negative; `inherit_until_seq` without `source_session_id`; the whole
         write over the message limit (field `records`).
+        - OUT_OF_RANGE: `inherit_until_seq` beyond the source's last seq, as a
+        Fork's; nothing written.
         - NOT_FOUND: the parent or the source is not in the space.
         - ALREADY_EXISTS, reason REQUEST_ID_REUSED: request_id reused with a
         different request.

@@ -173,6 +173,21 @@ class TestImport:
         cut = await import_session(stack, source_session_id=source.id, inherit_until_seq=2)
         assert [r.content for r in await stack.records(cut.id)] == ["what is x?"]
 
+    async def test_a_cut_beyond_the_source_is_out_of_range_like_a_forks(
+        self, stack: Stack, pool: asyncpg.Pool
+    ) -> None:
+        """inherit_until_seq beyond the source's last seq is OUT_OF_RANGE naming it, as a
+        Fork's is, and nothing is written: the import inherited everything instead."""
+        source = await import_session(stack, label="source", records=conversation())
+        before = await row_counts(pool, stack.space)
+        for beyond in (5, 2**63 - 1):
+            error = await rpc_error(
+                import_session(stack, source_session_id=source.id, inherit_until_seq=beyond)
+            )
+            assert error.code() is grpc.StatusCode.OUT_OF_RANGE, error
+            assert [v.field for v in field_violations(error)] == ["inherit_until_seq"]
+        assert await row_counts(pool, stack.space) == before
+
     async def test_a_record_over_the_content_limit_is_imported(
         self, make_stack: StackMaker
     ) -> None:
