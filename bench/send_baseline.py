@@ -33,14 +33,14 @@ from stello.channels import open_channel
 from stello.common.v1 import common_pb2
 from stello.db import create_pool
 from stello.runner import event_loop_factory
-from stello.settings import StelloSettings
+from stello.settings import MAX_MESSAGE_BYTES, StelloSettings
 from stello.storage.v1 import storage_pb2, storage_pb2_grpc
 from stello.timestamps import set_timestamp
 from storage_service.config import StorageSettings
 from storage_service.convert import ROLE_FROM_PROTO, ROLE_TO_PROTO
 from storage_service.records.repository import APPEND_RECORDS, LIST_RECORDS_OLDEST, MAX_SEQ
 from storage_service.sessions.repository import GET_SESSION, LOCK_SESSIONS
-from storage_service.slots.repository import BATCH_GET_SLOTS
+from storage_service.slots.repository import BATCH_GET_SLOTS, SLOTS_FRAMING_BYTES
 from storage_service.turns.repository import BEGIN_TURN, BUMP_TURN, RELEASE_TURN
 
 USER, ASSISTANT = common_pb2.RECORD_ROLE_USER, common_pb2.RECORD_ROLE_ASSISTANT
@@ -98,7 +98,16 @@ class BareStorage:
         ids = [uuid.UUID(i) for i in request.session_ids]
         async with self._pool.acquire() as con:
             # The slots a turn reads: system prompt and insight.
-            rows = await con.fetch(BATCH_GET_SLOTS, space, ids, True, False, True)
+            rows = await con.fetch(
+                BATCH_GET_SLOTS,
+                space,
+                list(dict.fromkeys(ids)),
+                True,
+                False,
+                True,
+                SLOTS_FRAMING_BYTES,
+                MAX_MESSAGE_BYTES,
+            )
         reply = storage_pb2.BatchGetSlotsResponse()
         for row in rows:
             slots = reply.slots.add(session_id=str(row["session_id"]))

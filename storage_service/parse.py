@@ -321,6 +321,13 @@ def batch_ids(values: Sequence[str], v: Violations) -> list[uuid.UUID]:
     return [parse_uuid(value, f"session_ids[{i}]", v) for i, value in enumerate(values)]
 
 
+def max_reply_bytes(value: int, v: Violations) -> int:
+    """A reply's byte budget: 0 (the server's limit) or more."""
+    if value < 0:
+        v.add("max_reply_bytes", "must not be negative (0 = the server's message limit)")
+    return max(value, 0)
+
+
 SLOT_KINDS: dict[int, SlotName] = {
     storage_pb2.SLOT_KIND_SYSTEM_PROMPT: "system_prompt",
     storage_pb2.SLOT_KIND_MEMORY: "memory",

@@ -446,14 +446,17 @@ class SessionStorageServicer(storage_pb2_grpc.SessionStorageServicer):
     async def BatchGetSlots(
         self, request: storage_pb2.BatchGetSlotsRequest, context: Context
     ) -> storage_pb2.BatchGetSlotsResponse:
-        """Read the slots of many sessions."""
+        """Read the slots of many sessions, as many as fit the reply's bytes."""
         v = Violations()
         space_id = space_uuid(request.space_id, v)
         ids = parse.batch_ids(request.session_ids, v)
         slots = parse.slot_kinds(request.slots, v)
+        max_reply_bytes = parse.max_reply_bytes(request.max_reply_bytes, v)
         v.raise_if_any()
-        found = await self._slots.batch_get_slots(space_id, ids, slots)
-        return storage_pb2.BatchGetSlotsResponse(slots=[slots_to_proto(s) for s in found])
+        found = await self._slots.batch_get_slots(space_id, ids, slots, max_reply_bytes)
+        return storage_pb2.BatchGetSlotsResponse(
+            slots=[slots_to_proto(s) for s in found.slots], next_index=found.next_index
+        )
 
     async def BeginTurn(
         self, request: storage_pb2.BeginTurnRequest, context: Context

@@ -162,20 +162,25 @@ class StorageClient(JobCalls):
         space_id: UUID,
         session_ids: Sequence[str],
         slots: Sequence[storage_pb2.SlotKind] = (),
-    ) -> Sequence[storage_pb2.SessionSlots]:
+        *,
+        max_reply_bytes: int = 0,
+    ) -> storage_pb2.BatchGetSlotsResponse:
         """The `slots` (default: all) of the committed sessions among `session_ids`, in
-        request order."""
+        request order, as many as fit `max_reply_bytes` (0 = storage's message limit; the
+        first always): `next_index` of the reply, when not 0, is the first id left unread."""
         request = storage_pb2.BatchGetSlotsRequest(
-            space_id=str(space_id), session_ids=list(session_ids), slots=list(slots)
+            space_id=str(space_id),
+            session_ids=list(session_ids),
+            slots=list(slots),
+            max_reply_bytes=max_reply_bytes,
         )
-        reply = await self._call(
+        return await self._call(
             "BatchGetSlots",
             self._stub.BatchGetSlots,
             request,
             storage_pb2.BatchGetSlotsResponse,
             caller,
         )
-        return reply.slots
 
     async def put_insight(
         self, caller: Caller, space_id: UUID, session_id: UUID, content: str

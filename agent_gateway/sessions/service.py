@@ -72,6 +72,9 @@ class Listed:
     next_page_token: str
 
 
+DIGEST_SLOTS = (storage_pb2.SLOT_KIND_MEMORY, storage_pb2.SLOT_KIND_INSIGHT)
+"""The slots a digest carries (a listing never reads every long system prompt)."""
+
 DIGEST_FRAMING_BYTES = 8
 """A digest's tag and length in its page (at most 1 + 5 bytes) and a margin."""
 
@@ -137,8 +140,8 @@ class SessionService:
         page_token: str,
         session_filter: common_pb2.SessionFilter | None = None,
     ) -> DigestPage:
-        """One page: one tree ListAll (which filters) and one storage BatchGetSlots (and
-        ListAll again for a page cut short by its bytes: `_page`).
+        """One page: one tree ListAll (which filters) and one storage BatchGetSlots of at
+        most a page's bytes (and ListAll again for a page cut short by its bytes: `_page`).
 
         A session deleted between the two calls is left out (it no longer exists).
         """
@@ -166,8 +169,9 @@ class SessionService:
         page_token: str,
     ) -> DigestPage:
         """One page of the session's ancestors, nearest first, as digests: one tree
-        ListAncestors and one storage BatchGetSlots (an ancestor erased between them is left
-        out; a page cut short by its bytes lists again: `_page`)."""
+        ListAncestors and one storage BatchGetSlots of at most a page's bytes (an ancestor
+        erased between them is left out; a page cut short by its bytes lists again:
+        `_page`)."""
 
         async def listed(size: int) -> Listed:
             page = await self._tree.list_ancestors(
@@ -186,12 +190,13 @@ class SessionService:
         digest_of: Callable[[Any, storage_pb2.SessionSlots], common_pb2.SessionDigest],
     ) -> DigestPage:
         """The listing's page as digests with their memory and insight, within
-        `max_page_bytes`: when they outgrow it (a memory may be a megabyte), the listing is
-        asked again for as many sessions as fit (at least one), and its token continues
-        right after them."""
+        `max_page_bytes`: storage reads the slots of the page's first sessions that fit
+        it (at least one), and when the digests stop short of the listing (a memory may be
+        a megabyte), the listing is asked again for as many sessions as fit, and its token
+        continues right after them."""
         page = await listed(page_size)
-        slots = await self._slots(caller, space_id, [s.id for s in page.sessions])
-        digests, fit = self._fitting(page.sessions, slots, digest_of)
+        slots, read = await self._read(caller, space_id, [s.id for s in page.sessions])
+        digests, fit = self._fitting(page.sessions[:read], slots, digest_of)
         if fit == len(page.sessions):
             return DigestPage(digests, page.next_page_token)
         shorter = await listed(fit)
@@ -204,12 +209,26 @@ class SessionService:
     async def _slots(
         self, caller: Caller, space_id: uuid.UUID, ids: list[str]
     ) -> dict[str, storage_pb2.SessionSlots]:
-        """The sessions' memory and insight, by id (an erased session's missing)."""
+        """The sessions' memory and insight, by id (an erased session's missing), however
+        many calls their bytes take."""
+        found: dict[str, storage_pb2.SessionSlots] = {}
+        while ids:
+            slots, read = await self._read(caller, space_id, ids)
+            found.update(slots)
+            ids = ids[read:]
+        return found
+
+    async def _read(
+        self, caller: Caller, space_id: uuid.UUID, ids: list[str]
+    ) -> tuple[dict[str, storage_pb2.SessionSlots], int]:
+        """One storage call: the memory and insight of the first of `ids` whose slots fit a
+        page's bytes (at least one found), by id, and how many of `ids` it read."""
         if not ids:
-            return {}
-        wanted = (storage_pb2.SLOT_KIND_MEMORY, storage_pb2.SLOT_KIND_INSIGHT)
-        found = await self._storage.batch_get_slots(caller, space_id, ids, wanted)
-        return {s.session_id: s for s in found}
+            return {}, 0
+        reply = await self._storage.batch_get_slots(
+            caller, space_id, ids, DIGEST_SLOTS, max_reply_bytes=self._max_page_bytes
+        )
+        return {s.session_id: s for s in reply.slots}, reply.next_index or len(ids)
 
     def _fitting(
         self,

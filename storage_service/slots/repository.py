@@ -34,28 +34,48 @@ WHERE s.space_id = $1 AND s.id = $2 AND s.provisional_until IS NULL
 """
 
 # $3, $4, $5: whether to read the system prompt, the memory, the insight (a slot
-# not read is NULL and never detoasted). Driven by the ids asked for: each is one
-# LATERAL primary-key lookup with LIMIT 1 in sessions and in session_slots, which
-# no plan can turn into a scan of the space, whatever the statistics (on a space
-# bulk-loaded and never analyzed, PostgreSQL 15 read all of its sessions for a
-# `s.id = ANY($2)` page of 100).
+# not read is NULL and never detoasted). Driven by the ids asked for ($2, distinct,
+# in request order): each is one LATERAL primary-key lookup with LIMIT 1 in
+# sessions and in session_slots, which no plan can turn into a scan of the space,
+# whatever the statistics (on a space bulk-loaded and never analyzed, PostgreSQL
+# 15 read all of its sessions for a `s.id = ANY($2)` page of 100).
+# Byte-bounded: `fits` while the running total of each row's slot bytes plus $6
+# (its framing in the reply) stays within $7, and for the first row found always;
+# a row past that comes back with its slots NULL and unread (octet_length takes a
+# TOAST value's length from its pointer: the slots it cannot carry cost no reads).
 BATCH_GET_SLOTS = """
-SELECT s.id AS session_id,
-       CASE WHEN $3 THEN sl.system_prompt END AS system_prompt,
-       CASE WHEN $4 THEN sl.memory END AS memory,
-       CASE WHEN $5 THEN sl.insight END AS insight
-FROM (SELECT DISTINCT unnest($2::uuid[]) AS id) wanted
-CROSS JOIN LATERAL (
-    SELECT v.id FROM sessions v
-    WHERE v.space_id = $1 AND v.id = wanted.id AND v.provisional_until IS NULL
-    LIMIT 1
-) s
-LEFT JOIN LATERAL (
-    SELECT c.system_prompt, c.memory, c.insight FROM session_slots c
-    WHERE c.space_id = $1 AND c.session_id = s.id
-    LIMIT 1
-) sl ON true
+SELECT n, session_id, fits,
+       CASE WHEN fits THEN system_prompt END AS system_prompt,
+       CASE WHEN fits THEN memory END AS memory,
+       CASE WHEN fits THEN insight END AS insight
+FROM (
+    SELECT wanted.n, s.id AS session_id, sl.system_prompt, sl.memory, sl.insight,
+           row_number() OVER w = 1 OR sum(
+               $6 + coalesce(octet_length(sl.system_prompt), 0)
+               + coalesce(octet_length(sl.memory), 0) + coalesce(octet_length(sl.insight), 0)
+           ) OVER w <= $7 AS fits
+    FROM unnest($2::uuid[]) WITH ORDINALITY AS wanted(id, n)
+    CROSS JOIN LATERAL (
+        SELECT v.id FROM sessions v
+        WHERE v.space_id = $1 AND v.id = wanted.id AND v.provisional_until IS NULL
+        LIMIT 1
+    ) s
+    LEFT JOIN LATERAL (
+        SELECT CASE WHEN $3 THEN c.system_prompt END AS system_prompt,
+               CASE WHEN $4 THEN c.memory END AS memory,
+               CASE WHEN $5 THEN c.insight END AS insight
+        FROM session_slots c
+        WHERE c.space_id = $1 AND c.session_id = s.id
+        LIMIT 1
+    ) sl ON true
+    WINDOW w AS (ORDER BY wanted.n)
+) sized
+ORDER BY n
 """
+
+SLOTS_FRAMING_BYTES = 64
+"""A SessionSlots' bytes in a reply besides its slots' text: its tag and length (at most
+1 + 5), the session id (38) and each slot's tag and length (at most 3 x 6), and a margin."""
 
 # GetSession with slots: the meta and the slots asked for ($3, $4, $5 as in
 # BATCH_GET_SLOTS), in one statement (a joined view reads storage once).
@@ -254,12 +274,24 @@ class SlotRepository:
         self,
         space_id: uuid.UUID,
         session_ids: Sequence[uuid.UUID],
-        slots: AbstractSet[SlotName] = frozenset(SLOT_NAMES),
-    ) -> dict[uuid.UUID, SessionSlots]:
-        """The `slots` of those sessions that are visible, by id (the others None)."""
+        slots: AbstractSet[SlotName],
+        max_bytes: int,
+    ) -> tuple[list[SessionSlots], int | None]:
+        """The `slots` of the visible sessions among `session_ids` (distinct), in their
+        order, while they fit `max_bytes` of reply (the first always); and the index in
+        `session_ids` of the first one left out, None when none was."""
         wanted = ("system_prompt" in slots, "memory" in slots, "insight" in slots)
-        rows = await self._con.fetch(BATCH_GET_SLOTS, space_id, list(session_ids), *wanted)
-        return {row["session_id"]: _slots(row) for row in rows}
+        rows = await self._con.fetch(
+            BATCH_GET_SLOTS,
+            space_id,
+            list(session_ids),
+            *wanted,
+            SLOTS_FRAMING_BYTES,
+            max_bytes,
+        )
+        found = [_slots(row) for row in rows if row["fits"]]
+        cut = next((row["n"] - 1 for row in rows if not row["fits"]), None)
+        return found, cut
 
     async def get_with_meta(
         self, space_id: uuid.UUID, session_id: uuid.UUID, slots: AbstractSet[SlotName]

@@ -12,6 +12,7 @@ from __future__ import annotations
 import uuid
 from collections.abc import Sequence
 from collections.abc import Set as AbstractSet
+from dataclasses import dataclass
 
 from stello.errors import ResourceExhausted
 from storage_service.models import (
@@ -22,6 +23,19 @@ from storage_service.models import (
     session_not_found,
 )
 from storage_service.unit import Database, UnitOfWork
+
+BATCH_REPLY_FRAMING_BYTES = 16
+"""A BatchGetSlots reply's bytes besides its slots: next_index (at most 1 + 5) and a
+margin."""
+
+
+@dataclass(frozen=True, slots=True)
+class SlotBatch:
+    """BatchGetSlots' answer: the slots read, and the index of the first requested id
+    left unread for the reply's bytes (0 = none was)."""
+
+    slots: list[SessionSlots]
+    next_index: int
 
 
 class SlotService:
@@ -121,10 +135,21 @@ class SlotService:
         space_id: uuid.UUID,
         session_ids: Sequence[uuid.UUID],
         slots: AbstractSet[SlotName] = frozenset(SLOT_NAMES),
-    ) -> list[SessionSlots]:
-        """`slots` of the visible sessions among `session_ids`, request order, each once."""
+        max_reply_bytes: int = 0,
+    ) -> SlotBatch:
+        """`slots` of the visible sessions among `session_ids`, request order, each once,
+        while they fit `max_reply_bytes` (0 or more than this server's limit: its limit)
+        of reply, the first found always."""
         unique = list(dict.fromkeys(session_ids))
         if not unique:
-            return []
-        found = await self._db.statement(lambda uow: uow.slots.batch_get(space_id, unique, slots))
-        return [found[session_id] for session_id in unique if session_id in found]
+            return SlotBatch([], 0)
+        budget = self._max_reply_bytes
+        if 0 < max_reply_bytes < budget:
+            budget = max_reply_bytes
+        budget -= BATCH_REPLY_FRAMING_BYTES
+        found, cut = await self._db.statement(
+            lambda uow: uow.slots.batch_get(space_id, unique, slots, budget)
+        )
+        # The reply counts in the request's ids: a repeat of an id answered comes after its
+        # first occurrence, so the first left out is where the request stopped being read.
+        return SlotBatch(found, 0 if cut is None else list(session_ids).index(unique[cut]))

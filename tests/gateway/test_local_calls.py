@@ -4,10 +4,11 @@ The classes below are the ones of the modules they come from, collected again
 here with the `local_calls` fixture True: the gateway's clients reach the
 backends through `stello.inproc.LocalChannel` (their interceptors and handlers,
 no network). Chosen to cover every shape of internal call: reads that fan out
-and the calls they count, forks (the saga), turns and their streams, leases,
-consolidation, the error boundary and refused input (with the fixtures of their
-modules). Not here: tests whose point is a backend's network (an unreachable or
-failing storage server, TLS, outages), which in-process calls do not have.
+and the calls they count (pages of slots past storage's reply limit too), forks
+(the saga), turns and their streams, leases, consolidation, the error boundary
+and refused input (with the fixtures of their modules). Not here: tests whose
+point is a backend's network (an unreachable or failing storage server, TLS,
+outages), which in-process calls do not have.
 """
 
 from __future__ import annotations
@@ -23,6 +24,8 @@ from tests.gateway.servicer.test_boundary import (
     TestLimitsBeforeWrites as TestLimitsBeforeWritesLocal,
 )
 from tests.gateway.servicer.test_boundary import _guarded, _spy
+from tests.gateway.sessions.test_large_slots import TestSlotsAtTheLimit as TestSlotsAtTheLimitLocal
+from tests.gateway.sessions.test_large_slots import _chained
 from tests.gateway.sessions.test_read_calls import TestGetSession as TestGetSessionCallsLocal
 from tests.gateway.sessions.test_read_calls import TestOtherReads as TestOtherReadsLocal
 from tests.gateway.sessions.test_sessions import TestDigests as TestDigestsLocal
@@ -42,9 +45,11 @@ __all__ = [
     "TestLimitsBeforeWritesLocal",
     "TestOtherReadsLocal",
     "TestRenewalLocal",
+    "TestSlotsAtTheLimitLocal",
     "TestStreamLocal",
     "TestTurnResultLocal",
     "TestWritesLocal",
+    "_chained",
     "_guarded",
     "_small_gateway",
     "_source",

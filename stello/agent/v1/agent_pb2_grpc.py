@@ -894,8 +894,10 @@ class AgentGatewayServicer:
         (common.v1 SessionFilter), each served by an index (a page reads the
         matching sessions, never a scan of the space), with the same paging. A
         page carries at most STELLO_GATEWAY_MAX_PAGE_BYTES of digests (4 MiB,
-        at least one digest): one cut short by large memories costs one more
-        ListAll, and its next_page_token continues after its last digest.
+        at least one digest), whatever the slots of the sessions listed add up
+        to (its BatchGetSlots reads only the slots that fit those bytes): one
+        cut short by large memories costs one more ListAll, and its
+        next_page_token continues after its last digest.
 
         Errors:
         - INVALID_ARGUMENT: malformed space_id; page_size negative or above

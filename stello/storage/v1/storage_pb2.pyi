@@ -511,20 +511,24 @@ class PutCompressionCacheResponse(_message.Message):
     def __init__(self) -> None: ...
 
 class BatchGetSlotsRequest(_message.Message):
-    __slots__ = ("space_id", "session_ids", "slots")
+    __slots__ = ("space_id", "session_ids", "slots", "max_reply_bytes")
     SPACE_ID_FIELD_NUMBER: _ClassVar[int]
     SESSION_IDS_FIELD_NUMBER: _ClassVar[int]
     SLOTS_FIELD_NUMBER: _ClassVar[int]
+    MAX_REPLY_BYTES_FIELD_NUMBER: _ClassVar[int]
     space_id: str
     session_ids: _containers.RepeatedScalarFieldContainer[str]
     slots: _containers.RepeatedScalarFieldContainer[SlotKind]
-    def __init__(self, space_id: _Optional[str] = ..., session_ids: _Optional[_Iterable[str]] = ..., slots: _Optional[_Iterable[_Union[SlotKind, str]]] = ...) -> None: ...
+    max_reply_bytes: int
+    def __init__(self, space_id: _Optional[str] = ..., session_ids: _Optional[_Iterable[str]] = ..., slots: _Optional[_Iterable[_Union[SlotKind, str]]] = ..., max_reply_bytes: _Optional[int] = ...) -> None: ...
 
 class BatchGetSlotsResponse(_message.Message):
-    __slots__ = ("slots",)
+    __slots__ = ("slots", "next_index")
     SLOTS_FIELD_NUMBER: _ClassVar[int]
+    NEXT_INDEX_FIELD_NUMBER: _ClassVar[int]
     slots: _containers.RepeatedCompositeFieldContainer[SessionSlots]
-    def __init__(self, slots: _Optional[_Iterable[_Union[SessionSlots, _Mapping]]] = ...) -> None: ...
+    next_index: int
+    def __init__(self, slots: _Optional[_Iterable[_Union[SessionSlots, _Mapping]]] = ..., next_index: _Optional[int] = ...) -> None: ...
 
 class SessionSlots(_message.Message):
     __slots__ = ("session_id", "system_prompt", "memory", "insight")

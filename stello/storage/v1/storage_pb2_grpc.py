@@ -818,10 +818,20 @@ class SessionStorageServicer:
         existence never leaks. An empty list answers an empty list. `slots`
         narrows the read to some slots (the others are left unset).
 
+        Byte-bounded: the reply answers the sessions in request order while
+        their slots fit its byte budget (`max_reply_bytes`, never more than the
+        server's STELLO_MAX_MESSAGE_BYTES) and stops before the first that would
+        not, with `next_index` saying where: the slots past it are not read (a
+        page of 1000 one-megabyte memories is not refused, it answers its first
+        sessions). It always answers the first session it finds, even when that
+        one alone is over the budget. A request that fits answers whole, as
+        before, with `next_index` 0.
+
         Errors: INVALID_ARGUMENT for a malformed space_id, any malformed session
-        id, more than 1000 session_ids, or an unspecified or unknown slot kind;
-        UNAUTHENTICATED without a valid key;
-        RESOURCE_EXHAUSTED when the reply exceeds the message limit.
+        id, more than 1000 session_ids, an unspecified or unknown slot kind, or
+        a negative max_reply_bytes; UNAUTHENTICATED without a valid key;
+        RESOURCE_EXHAUSTED when the first session's slots alone exceed the
+        message limit.
         """
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)
         context.set_details('Method not implemented!')

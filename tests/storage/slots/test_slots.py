@@ -318,6 +318,97 @@ class TestBatchGetSlots:
         assert (some.session_id, some.memory, some.insight) == (sid, "m", "i")
         assert not some.HasField("system_prompt")
 
+    async def test_a_budget_answers_the_first_sessions_that_fit(
+        self, stub: Stub, space: TestSpace, make_session: MakeSession
+    ) -> None:
+        """Under `max_reply_bytes` the reply answers the sessions in request order while they
+        fit and says where it stopped (`next_index`, counting absent and repeated ids); the
+        ids from there on answer in another call; a request that fits answers whole."""
+        ids = [str(await make_session()) for _ in range(3)]
+        for sid in ids:
+            await stub.PutMemory(
+                storage_pb2.PutMemoryRequest(space_id=space.sid, session_id=sid, content="m" * 1000)
+            )
+        asked = [str(uuid.uuid4()), ids[0], ids[0], ids[1], ids[2]]
+        request = storage_pb2.BatchGetSlotsRequest(
+            space_id=space.sid, session_ids=asked, max_reply_bytes=2_500
+        )
+        reply = await stub.BatchGetSlots(request)
+        assert [s.session_id for s in reply.slots] == ids[:2]
+        assert all(len(s.memory) == 1000 for s in reply.slots)
+        assert reply.next_index == 4 and reply.ByteSize() <= 2_500
+        del request.session_ids[: reply.next_index]
+        rest = await stub.BatchGetSlots(request)
+        assert ([s.session_id for s in rest.slots], rest.next_index) == (ids[2:], 0)
+        request.max_reply_bytes = 3_500
+        del request.session_ids[:]
+        request.session_ids.extend(ids)
+        whole = await stub.BatchGetSlots(request)
+        assert ([s.session_id for s in whole.slots], whole.next_index) == (ids, 0)
+
+    async def test_the_first_session_found_is_answered_whatever_its_size(
+        self, stub: Stub, space: TestSpace, make_session: MakeSession
+    ) -> None:
+        """A budget smaller than the first session's slots still answers that session (after
+        the absent ones before it), and stops there."""
+        first, second = str(await make_session()), str(await make_session())
+        await stub.PutInsight(
+            storage_pb2.PutInsightRequest(space_id=space.sid, session_id=first, content="i" * 500)
+        )
+        reply = await stub.BatchGetSlots(
+            storage_pb2.BatchGetSlotsRequest(
+                space_id=space.sid,
+                session_ids=[str(uuid.uuid4()), first, second],
+                max_reply_bytes=1,
+            )
+        )
+        assert [(s.session_id, len(s.insight)) for s in reply.slots] == [(first, 500)]
+        assert reply.next_index == 2
+
+    async def test_the_server_limit_bounds_a_reply_with_no_budget(
+        self, space: TestSpace, make_session: MakeSession, start_server: ServerStarter
+    ) -> None:
+        """With no budget, slots past the server's STELLO_MAX_MESSAGE_BYTES (here 8,192) are
+        left for another call, never RESOURCE_EXHAUSTED; paging by `next_index` reads each
+        session once."""
+        small = await start_server(
+            lambda s, p, k: create_app(s.model_copy(update={"max_message_bytes": 8192}), p, k)
+        )
+        ids = [str(await make_session()) for _ in range(5)]
+        channel = small.channel(space.key)
+        try:
+            small_stub = storage_pb2_grpc.SessionStorageStub(channel)
+            for sid in ids:
+                await small_stub.PutMemory(
+                    storage_pb2.PutMemoryRequest(
+                        space_id=space.sid, session_id=sid, content="m" * 3000
+                    )
+                )
+            seen: list[str] = []
+            asked = list(ids)
+            while asked:
+                reply = await small_stub.BatchGetSlots(
+                    storage_pb2.BatchGetSlotsRequest(space_id=space.sid, session_ids=asked)
+                )
+                assert reply.slots and reply.ByteSize() <= 8192
+                seen += [s.session_id for s in reply.slots]
+                asked = asked[reply.next_index :] if reply.next_index else []
+        finally:
+            await channel.close()
+        assert seen == ids
+
+    async def test_a_negative_budget_is_invalid(self, stub: Stub, space: TestSpace) -> None:
+        """A negative max_reply_bytes is INVALID_ARGUMENT on that field."""
+        err = await rpc_error(
+            stub.BatchGetSlots(
+                storage_pb2.BatchGetSlotsRequest(
+                    space_id=space.sid, session_ids=[str(uuid.uuid4())], max_reply_bytes=-1
+                )
+            )
+        )
+        assert err.code() == grpc.StatusCode.INVALID_ARGUMENT
+        assert [v.field for v in field_violations(err)] == ["max_reply_bytes"]
+
     # SlotKind is an open proto3 enum: 9 is a value no SlotKind constant names.
     @pytest.mark.parametrize("kind", [storage_pb2.SLOT_KIND_UNSPECIFIED, 9])
     async def test_unknown_slot_kind_is_invalid(
