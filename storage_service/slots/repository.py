@@ -12,7 +12,7 @@ from collections.abc import Set as AbstractSet
 
 import asyncpg
 
-from stello.errors import Aborted
+from stello.errors import Aborted, OutOfRange
 from stello.events import EventKind, Outbox
 from stello.reasons import CONCURRENT_MODIFICATION
 from storage_service.models import (
@@ -129,10 +129,11 @@ SELECT target_found, source_found, copied FROM stello_copy_system_prompt($1, $2,
 """
 
 # A consolidation's memory, with the last seq it covers (migration 0006), which
-# never goes down: a lower one writes nothing (no row returned).
+# never goes down and never passes the session's last seq: a lower one, or one
+# beyond, writes nothing (no row returned).
 PUT_MEMORY_COVERING = """
 WITH s AS (SELECT id FROM sessions WHERE space_id = $1 AND id = $2
-    AND provisional_until IS DISTINCT FROM 'infinity' FOR KEY SHARE)
+    AND provisional_until IS DISTINCT FROM 'infinity' AND last_seq >= $4 FOR KEY SHARE)
 INSERT INTO session_slots (space_id, session_id, memory, memory_covered_until_seq, memory_version)
 SELECT $1, s.id, $3::text, $4::bigint, 1 FROM s
 ON CONFLICT (space_id, session_id)
@@ -145,9 +146,10 @@ WHERE session_slots.memory_covered_until_seq IS NULL
 RETURNING true
 """
 
-SESSION_EXISTS = """
-SELECT EXISTS (SELECT 1 FROM sessions WHERE space_id = $1 AND id = $2
-    AND provisional_until IS DISTINCT FROM 'infinity')
+# Why PUT_MEMORY_COVERING wrote nothing: the session's last seq (no row: not there).
+LAST_SEQ = """
+SELECT last_seq FROM sessions WHERE space_id = $1 AND id = $2
+    AND provisional_until IS DISTINCT FROM 'infinity'
 """
 
 # MemoryVersionCheck (the session's row is locked by the Transact).
@@ -339,12 +341,20 @@ class SlotRepository:
         return bool(row["copied"])
 
     async def put_memory_covering(
-        self, space_id: uuid.UUID, session_id: uuid.UUID, content: str, covered_until_seq: int
+        self,
+        space_id: uuid.UUID,
+        session_id: uuid.UUID,
+        content: str,
+        covered_until_seq: int,
+        field: str = "covered_until_seq",
     ) -> None:
         """Overwrite the memory and the seq it covers.
 
         Raises:
             NotFound: the session is absent.
+            OutOfRange: `covered_until_seq` (the request's `field`) is beyond the session's
+                last seq (a memory covering seqs not yet assigned would never cover the
+                records they get).
             Aborted: reason CONCURRENT_MODIFICATION; the stored memory covers more.
         """
         try:
@@ -354,8 +364,15 @@ class SlotRepository:
         except asyncpg.ForeignKeyViolationError as exc:  # deleted under us
             raise session_not_found(session_id) from exc
         if not stored:
-            if not await self._con.fetchval(SESSION_EXISTS, space_id, session_id):
+            last = await self._con.fetchrow(LAST_SEQ, space_id, session_id)
+            if last is None:
                 raise session_not_found(session_id)
+            if covered_until_seq > last["last_seq"]:
+                raise OutOfRange.field(
+                    field,
+                    f"{covered_until_seq} is beyond the session's last seq "
+                    f"({last['last_seq']}); nothing was written",
+                )
             raise Aborted(
                 f"the memory of session {session_id} already covers records after seq "
                 f"{covered_until_seq}; nothing was written (the covered seq never goes down)",

@@ -266,7 +266,10 @@ async def apply(
         return OperationResult("put_session", session=meta)
     if isinstance(op, PutSlotOp):
         if op.covered is not None:
-            await uow.slots.put_memory_covering(space_id, op.session_id, op.content, op.covered)
+            field = f"operations[{index}].put_memory.covered_until_seq"
+            await uow.slots.put_memory_covering(
+                space_id, op.session_id, op.content, op.covered, field
+            )
         else:
             await uow.slots.put(space_id, op.session_id, op.slot, op.content)
         return OperationResult(SLOT_RESULTS[op.slot])

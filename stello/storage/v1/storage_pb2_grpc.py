@@ -615,9 +615,10 @@ class SessionStorageServicer:
 
         Errors: INVALID_ARGUMENT for a malformed space_id or session_id, or a
         negative covered_until_seq; NOT_FOUND when the session is not in the
-        space; ABORTED (reason CONCURRENT_MODIFICATION) for a covered_until_seq
-        below the stored one, nothing written; UNAUTHENTICATED without a valid
-        key.
+        space; OUT_OF_RANGE for a covered_until_seq beyond the session's last
+        seq (a memory cannot cover records not yet written), nothing written;
+        ABORTED (reason CONCURRENT_MODIFICATION) for a covered_until_seq below
+        the stored one, nothing written; UNAUTHENTICATED without a valid key.
         """
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)
         context.set_details('Method not implemented!')

@@ -410,6 +410,15 @@ class TestValidation:
         assert [v.field for v in field_violations(error)] == ["operations[0].update_job.status"]
 
 
+async def with_records(stub: Stub, space: TestSpace, session: uuid.UUID, count: int) -> None:
+    """Append `count` records (a memory covers seqs that exist)."""
+    await stub.AppendRecords(
+        storage_pb2.AppendRecordsRequest(
+            space_id=space.sid, session_id=str(session), records=[rec("x")] * count
+        )
+    )
+
+
 class TestMemoryVersion:
     async def test_every_write_counts(
         self, stub: Stub, space: TestSpace, make_session: MakeSession
@@ -417,6 +426,7 @@ class TestMemoryVersion:
         """The memory's version is 0 until written, then one more per write, by PutMemory
         (with or without a covered seq) and by Transact's PutMemoryOp."""
         session = await make_session()
+        await with_records(stub, space, session, 3)
         assert (await memory(stub, space, session)).version == 0
         await put_memory(stub, space, session, "a")
         await put_memory(stub, space, session, "b", covered=3)
@@ -432,6 +442,7 @@ class TestMemoryVersion:
         """A save checked against the version it read fails ABORTED once a put landed, and
         the put's memory stays."""
         session = await make_session()
+        await with_records(stub, space, session, 4)
         await put_memory(stub, space, session, "consolidated", covered=2)
         read = await memory(stub, space, session)
         await put_memory(stub, space, session, "the user's")
@@ -452,11 +463,7 @@ class TestMemoryVersion:
         """A memory covering less than the stored one is ABORTED CONCURRENT_MODIFICATION and
         writes nothing (before migration 0012 the last writer won, whatever it covered)."""
         session = await make_session()
-        await stub.AppendRecords(
-            storage_pb2.AppendRecordsRequest(
-                space_id=space.sid, session_id=str(session), records=[rec("x")] * 9
-            )
-        )
+        await with_records(stub, space, session, 9)
         await put_memory(stub, space, session, "through 9", covered=9)
         error = await rpc_error(put_memory(stub, space, session, "through 4", covered=4))
         assert error.code() is grpc.StatusCode.ABORTED
@@ -464,6 +471,30 @@ class TestMemoryVersion:
         got = await memory(stub, space, session)
         assert (got.content, got.covered_until_seq) == ("through 9", 9)
         await put_memory(stub, space, session, "through 9 again", covered=9)
+
+    async def test_a_memory_covers_no_seq_past_the_last(
+        self, stub: Stub, space: TestSpace, make_session: MakeSession
+    ) -> None:
+        """A covered seq beyond the session's last is OUT_OF_RANGE naming it (in Transact,
+        by its path), and nothing is written: a memory covering 2^63-1 was stored, and
+        no later consolidation could ever cover the session's new records."""
+        session = await make_session()
+        await with_records(stub, space, session, 3)
+        await put_memory(stub, space, session, "through 3", covered=3)
+        error = await rpc_error(put_memory(stub, space, session, "beyond", covered=2**63 - 1))
+        assert error.code() is grpc.StatusCode.OUT_OF_RANGE
+        assert [v.field for v in field_violations(error)] == ["covered_until_seq"]
+        save = Op(
+            put_memory=Op.PutMemoryOp(
+                session_id=str(session), content="beyond", covered_until_seq=4
+            )
+        )
+        error = await rpc_error(transact(stub, space, [save]))
+        assert error.code() is grpc.StatusCode.OUT_OF_RANGE
+        fields = [v.field for v in field_violations(error)]
+        assert fields == ["operations[0].put_memory.covered_until_seq"]
+        got = await memory(stub, space, session)
+        assert (got.content, got.covered_until_seq, got.version) == ("through 3", 3, 1)
 
 
 class TestProgress:

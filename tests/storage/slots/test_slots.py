@@ -14,7 +14,7 @@ import pytest
 from stello.errors import field_violations
 from stello.storage.v1 import storage_pb2, storage_pb2_grpc
 from storage_service import create_app
-from tests.storage.helpers import rpc_error
+from tests.storage.helpers import rec, rpc_error
 from tests.support.fixtures import MakeSession, ServerStarter, TestSpace
 
 pytestmark = pytest.mark.sql
@@ -249,6 +249,11 @@ class TestCompressionCache:
     ) -> None:
         """PutMemory with covered_until_seq stores it; a put without leaves it as it was."""
         sid = str(await make_session())
+        await stub.AppendRecords(
+            storage_pb2.AppendRecordsRequest(
+                space_id=space.sid, session_id=sid, records=[rec(f"r{i}") for i in range(12)]
+            )
+        )
         get = storage_pb2.GetMemoryRequest(space_id=space.sid, session_id=sid)
         await stub.PutMemory(
             storage_pb2.PutMemoryRequest(space_id=space.sid, session_id=sid, content="m")
