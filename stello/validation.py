@@ -8,7 +8,6 @@ refused by field path, before anything is written or any model is called.
 from __future__ import annotations
 
 import contextvars
-import json
 import math
 import re
 import unicodedata
@@ -20,6 +19,7 @@ from google.protobuf import struct_pb2
 from google.protobuf.descriptor import Descriptor, FieldDescriptor
 from google.protobuf.message import Message
 
+from stello import json_text
 from stello.errors import FieldViolation, InvalidArgument, Violations
 
 MAX_LABEL_CHARS = 200
@@ -270,11 +270,12 @@ def struct_problem(value: Message) -> str | None:
 
 
 def tool_arguments(text: str, name: str, v: Violations) -> None:
-    """A tool call's arguments: a JSON object text, or "" for none (common.proto)."""
+    """A tool call's arguments: a JSON object text, or "" for none (common.proto); strict
+    JSON (`stello.json_text`): no NaN or infinite number, no nesting past what we read."""
     if not text:
         return
     try:
-        value = json.loads(text)
+        value = json_text.loads(text)
     except ValueError:
         value = None
     if not isinstance(value, dict):

@@ -44,6 +44,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal
 
+from stello import json_text
 from stello.agent.v1 import agent_pb2
 from stello.common.v1 import common_pb2
 from stello_cli.export_reads import FETCH_CALLS, Inherits, Read, read_for_export
@@ -162,8 +163,8 @@ def _load(path: str) -> tuple[list[dict[str, Any]], str]:
             "(`stello export SESSION > FILE` writes one)"
         )
     try:
-        document = json.loads(raw)
-    except ValueError as exc:
+        document = json_text.loads(raw)
+    except ValueError as exc:  # not JSON, or nested past what Python's json reads
         raise ClientError(f"{path}: cannot read an export from it ({exc})") from None
     if not isinstance(document, dict) or document.get("stello_export") != FORMAT_VERSION:
         raise ClientError(

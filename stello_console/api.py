@@ -16,7 +16,6 @@ Content-Length, or a streamed body that grows past it, is 413 naming the limit.
 
 from __future__ import annotations
 
-import json
 import uuid
 from collections.abc import AsyncIterator, Callable
 from typing import Any
@@ -25,6 +24,7 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse, Response, StreamingResponse
 from starlette.routing import Route
 
+from stello import json_text
 from stello_client.exceptions import ConfigurationError, RpcError
 from stello_console.errors import (
     ConsoleInputError,
@@ -353,8 +353,8 @@ async def _json_body(request: Request) -> dict[str, Any]:
         if len(data) > MAX_BODY_BYTES:
             raise _too_large()
     try:
-        body = json.loads(data)
-    except ValueError:
+        body = json_text.loads(data)
+    except ValueError:  # not JSON, or nested past what Python's json reads
         raise ConsoleInputError("the request body must be a JSON object") from None
     if not isinstance(body, dict):
         raise ConsoleInputError("the request body must be a JSON object")

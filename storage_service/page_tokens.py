@@ -16,6 +16,7 @@ from collections.abc import Mapping, Sequence
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
+from stello import json_text
 from stello.validation import fits_bigint
 
 EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
@@ -30,10 +31,11 @@ def decode(token: str) -> Any:
     """What `token` carries (JSON: any type; the caller checks it).
 
     Raises:
-        ValueError: not base64 (binascii.Error) or not JSON.
+        ValueError: not base64 (binascii.Error) or not JSON (`stello.json_text`: nested
+            past what Python's json reads, a NaN or infinite number, too).
     """
     padded = token + "=" * (-len(token) % 4)
-    return json.loads(base64.urlsafe_b64decode(padded.encode()))
+    return json_text.loads(base64.urlsafe_b64decode(padded.encode()))
 
 
 def binding(fields: Sequence[object]) -> str:

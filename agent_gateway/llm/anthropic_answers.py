@@ -55,9 +55,9 @@ def read_message(response: Message) -> Completion:
 
 
 def _arguments(value: object, tool: str) -> JsonObject:
-    """A tool_use block's input: the object, else what it holds kept raw."""
-    if isinstance(value, dict):
-        return value
+    """A tool_use block's input: the object, else what it holds kept raw. An object is read
+    again as text: one holding what the SDK's json took and JSON has not (NaN, Infinity,
+    1e999) is kept raw, as `parse_tool_arguments` keeps such text."""
     text = value if isinstance(value, str) else json.dumps(value)
     return parse_tool_arguments(text, tool=tool) if text.strip() else {}
 

@@ -214,7 +214,8 @@ class AnthropicProvider(SdkProvider[anthropic.AsyncAnthropic]):
             )
         except (anthropic.AnthropicError, httpx2.HTTPError) as exc:
             raise self._translate(exc) from exc
-        except json.JSONDecodeError as exc:  # the body said JSON and was not
+        except (json.JSONDecodeError, RecursionError) as exc:
+            # The body said JSON and was not, or nests past what the SDK's json reads.
             raise self._endpoint.unreadable_answer(f"the body is not JSON ({exc})") from exc
         completion = self._endpoint.read_as(
             response, Message, "the body", "a Message", read_message
@@ -250,7 +251,8 @@ class AnthropicProvider(SdkProvider[anthropic.AsyncAnthropic]):
                         yield out
         except (anthropic.AnthropicError, httpx2.HTTPError) as exc:
             raise self._translate(exc) from exc
-        except json.JSONDecodeError as exc:  # an event whose data is not JSON
+        except (json.JSONDecodeError, RecursionError) as exc:
+            # An event whose data is not JSON, or nests past what the SDK's json reads.
             raise self._endpoint.unreadable_answer(
                 f"a server-sent event is not JSON ({exc})"
             ) from exc

@@ -37,12 +37,12 @@ from agent_gateway.llm.base import (
     Usage,
     estimate_tokens,
 )
+from stello import json_text
 
 DEFAULT_MAX_CONTEXT_TOKENS = 128_000
 DEFAULT_MAX_REPLY_CHARS = 2_000
 
 _COMMAND = re.compile(r"/tool\s+([^\s{]+)")
-_DECODER = json.JSONDecoder()
 
 
 def parse_tool_commands(text: str) -> list[tuple[str, JsonObject]] | None:
@@ -62,8 +62,8 @@ def parse_tool_commands(text: str) -> list[tuple[str, JsonObject]] | None:
         arguments: JsonObject = {}
         if pos < end and text[pos] == "{":
             try:
-                value, pos = _DECODER.raw_decode(text, pos)
-            except json.JSONDecodeError:
+                value, pos = json_text.raw_decode(text, pos)
+            except ValueError:  # not JSON, NaN or infinite numbers, nested past what we read
                 return None
             arguments = value
             pos = _skip_space(text, pos)

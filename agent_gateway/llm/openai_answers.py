@@ -34,6 +34,7 @@ from agent_gateway.llm.base import (
 from agent_gateway.llm.remote import (
     parse_tool_arguments,
 )
+from stello import json_text
 
 DONE_MARK = "stello.done"
 """The `object` of the chunk `DoneMarking` puts before a stream's ``[DONE]``."""
@@ -203,6 +204,6 @@ def _json_object(pieces: list[str]) -> bool:
     if not text.strip():
         return True
     try:
-        return isinstance(json.loads(text), dict)
-    except json.JSONDecodeError:
+        return isinstance(json_text.loads(text), dict)
+    except ValueError:
         return False

@@ -170,7 +170,8 @@ class OpenAIProvider(SdkProvider[openai.AsyncOpenAI]):
             )
         except (openai.OpenAIError, httpx2.HTTPError) as exc:
             raise self._translate(exc) from exc
-        except json.JSONDecodeError as exc:  # the body said JSON and was not
+        except (json.JSONDecodeError, RecursionError) as exc:
+            # The body said JSON and was not, or nests past what the SDK's json reads.
             raise self._endpoint.unreadable_answer(f"the body is not JSON ({exc})") from exc
         completion, finish_reason = self._endpoint.read_as(
             response, ChatCompletion, "the body", "a chat completion", read_completion
@@ -208,7 +209,8 @@ class OpenAIProvider(SdkProvider[openai.AsyncOpenAI]):
                         yield TextDelta(piece)
         except (openai.OpenAIError, httpx2.HTTPError) as exc:
             raise self._translate(exc) from exc
-        except json.JSONDecodeError as exc:  # a `data:` line that is not JSON
+        except (json.JSONDecodeError, RecursionError) as exc:
+            # A `data:` line that is not JSON, or nests past what the SDK's json reads.
             raise self._endpoint.unreadable_answer(
                 f"a server-sent event is not JSON ({exc})"
             ) from exc

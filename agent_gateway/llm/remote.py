@@ -20,7 +20,9 @@ API key is masked (``***``) in what is logged (`mask_secret`).
   take), which only a change of configuration or of the session can fix.
 
 Tool arguments. A model may produce arguments that are not a JSON object
-(truncated or malformed JSON). They are neither dropped nor turned into `{}`:
+(truncated or malformed JSON; text Python's json reads and JSON has not: NaN,
+Infinity, 1e999, nesting past what it reads, `stello.json_text`), which storage
+would refuse. They are neither dropped nor turned into `{}`:
 `parse_tool_arguments` keeps the raw text under `RAW_ARGUMENTS_KEY`, so the
 tool (built-in or client) sees what the model sent and can answer with an
 error the model can correct.
@@ -29,7 +31,6 @@ error the model can correct.
 from __future__ import annotations
 
 import email.utils
-import json
 import logging
 import time
 from collections.abc import Callable, Mapping
@@ -40,6 +41,7 @@ from typing import Generic, Protocol, Self, TypeVar
 import httpx2
 
 from agent_gateway.llm.base import JsonObject
+from stello import json_text
 from stello.errors import (
     DeadlineExceeded,
     FailedPrecondition,
@@ -78,14 +80,14 @@ def parse_tool_arguments(text: str, *, tool: str) -> JsonObject:
         tool: the tool's name, for the log line.
 
     Returns:
-        The decoded JSON object; `{}` for blank text; otherwise (invalid JSON,
+        The decoded JSON object; `{}` for blank text; otherwise (not strict JSON,
         or JSON that is not an object) ``{RAW_ARGUMENTS_KEY: text}``.
     """
     if not text.strip():
         return {}
     try:
-        value = json.loads(text)
-    except json.JSONDecodeError:
+        value = json_text.loads(text)
+    except ValueError:
         value = None
     if isinstance(value, dict):
         return value

@@ -533,3 +533,18 @@ class TestFileLogic:
             {"id": "b", "parent_id": "r"},
         ]
         assert import_order(nested) == [0, 1, 3, 2]
+
+    @pytest.mark.parametrize(
+        "text",
+        [
+            pytest.param('{"sessions": ' + "[" * 100_000 + "]" * 100_000 + "}", id="deep"),
+            pytest.param('{"stello_export": NaN}', id="nan"),
+        ],
+    )
+    def test_a_file_json_does_not_read_is_one_line(self, tmp_path: Path, text: str) -> None:
+        """A file nested past what Python's json reads (it raised RecursionError, a
+        traceback) or holding NaN is the one-line "cannot read an export" error."""
+        path = tmp_path / "deep.json"
+        path.write_text(text)
+        with pytest.raises(ClientError, match="cannot read an export from it"):
+            _load(str(path))

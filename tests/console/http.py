@@ -51,9 +51,11 @@ async def fetch(
     host: str | None = None,
     headers: dict[str, str] | None = None,
     body: Any = None,
+    raw: bytes | None = None,
 ) -> Reply:
-    """One request to 127.0.0.1:`port` (Host defaults to that address); the whole reply."""
-    data = b"" if body is None else json.dumps(body).encode()
+    """One request to 127.0.0.1:`port` (Host defaults to that address); the whole reply.
+    The body is `body` as JSON, or the bytes `raw` as they stand."""
+    data = raw if raw is not None else b"" if body is None else json.dumps(body).encode()
     lines = [f"{method} {path} HTTP/1.1", f"Host: {f'127.0.0.1:{port}' if host is None else host}"]
     lines += [f"{name}: {value}" for name, value in (headers or {}).items()]
     lines += [f"Content-Length: {len(data)}", "Connection: close", "", ""]

@@ -31,12 +31,17 @@ class Api:
     console: ConsoleStack
     cookie: str
 
-    async def call(self, method: str, path: str, body: Any = None) -> Reply:
-        """One request with the cookie and the console's Origin."""
+    async def call(
+        self, method: str, path: str, body: Any = None, raw: bytes | None = None
+    ) -> Reply:
+        """One request with the cookie and the console's Origin (the body: `body` as JSON, or
+        the bytes `raw`)."""
         headers = {"Cookie": self.cookie, "Origin": f"http://127.0.0.1:{self.console.port}"}
-        if body is not None:
+        if body is not None or raw is not None:
             headers["Content-Type"] = "application/json"
-        return await fetch(self.console.port, path, method=method, headers=headers, body=body)
+        return await fetch(
+            self.console.port, path, method=method, headers=headers, body=body, raw=raw
+        )
 
     async def ok(self, method: str, path: str, body: Any = None) -> Any:
         """The JSON of a call that must answer 200."""
@@ -185,6 +190,26 @@ class TestSession:
         """A session id that is not a UUID is 400 with the gateway's field violation text."""
         reply = await api.call("GET", "/api/sessions/not-a-uuid")
         assert reply.status == 400 and reply.json()["error"]["code"] == "INVALID_ARGUMENT"
+
+    @pytest.mark.parametrize(
+        "raw",
+        [
+            pytest.param(b'{"content": ' + b"[" * 10_000 + b"]" * 10_000 + b"}", id="deep"),
+            pytest.param(b'{"content": NaN}', id="nan"),
+        ],
+    )
+    async def test_a_body_json_does_not_read_is_invalid_argument(
+        self, api: Api, raw: bytes
+    ) -> None:
+        """A body nested past what Python's json reads (it raised RecursionError: a 500) or
+        holding NaN is 400 INVALID_ARGUMENT, "must be a JSON object"; nothing is set."""
+        root = await api.console.stack.root()
+        reply = await api.call("PUT", f"/api/sessions/{root.id}/insight", raw=raw)
+        assert reply.status == 400, reply.text
+        error = reply.json()["error"]
+        assert error["code"] == "INVALID_ARGUMENT"
+        assert "must be a JSON object" in error["message"]
+        assert not (await api.console.stack.view(root.id)).HasField("insight")
 
     async def test_put_insight_on_an_archived_session_is_refused(self, api: Api) -> None:
         """FAILED_PRECONDITION SESSION_ARCHIVED arrives with its reason; the insight is unset."""

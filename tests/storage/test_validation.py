@@ -17,7 +17,7 @@ from stello.settings import MIB
 from stello.storage.v1 import storage_pb2, storage_pb2_grpc
 from tests.storage.helpers import ASSISTANT, TOOL, rec, rpc_error, state
 from tests.support.fixtures import MakeSession, TestSpace
-from tests.support.hostile import nested_struct
+from tests.support.hostile import NOT_STRICT_JSON, deep_json_object, nested_struct
 
 pytestmark = pytest.mark.sql
 
@@ -424,6 +424,69 @@ CASES = [
         ),
         ["operations[0].append_records.records[0].tool_calls[0].arguments_json"],
         "transact-arguments-not-an-object",
+    ),
+    # Python's json raised RecursionError (INTERNAL) past ~1000 levels, and read NaN,
+    # Infinity and 1e999 (inf), which JSON has not: none is a JSON object text.
+    case(
+        "AppendRecords",
+        lambda sp, s: storage_pb2.AppendRecordsRequest(
+            space_id=sp,
+            session_id=s,
+            records=[
+                rec(
+                    "",
+                    ASSISTANT,
+                    tool_calls=[ToolCall(id="a", name="n", arguments_json=deep_json_object(1000))],
+                )
+            ],
+        ),
+        ["records[0].tool_calls[0].arguments_json"],
+        "arguments-too-deep",
+    ),
+    case(
+        "AppendRecords",
+        lambda sp, s: storage_pb2.AppendRecordsRequest(
+            space_id=sp,
+            session_id=s,
+            records=[
+                rec(
+                    "",
+                    ASSISTANT,
+                    tool_calls=[
+                        ToolCall(id=f"c{i}", name="n", arguments_json=text)
+                        for i, text in enumerate(NOT_STRICT_JSON)
+                    ],
+                )
+            ],
+        ),
+        [f"records[0].tool_calls[{i}].arguments_json" for i in range(len(NOT_STRICT_JSON))],
+        "arguments-not-strict-json",
+    ),
+    case(
+        "Transact",
+        lambda sp, s: storage_pb2.TransactRequest(
+            space_id=sp,
+            operations=[
+                Op(
+                    append_records=Op.AppendRecordsOp(
+                        session_id=s,
+                        records=[
+                            rec(
+                                "",
+                                ASSISTANT,
+                                tool_calls=[
+                                    ToolCall(
+                                        id="a", name="n", arguments_json=deep_json_object(1000)
+                                    )
+                                ],
+                            )
+                        ],
+                    )
+                )
+            ],
+        ),
+        ["operations[0].append_records.records[0].tool_calls[0].arguments_json"],
+        "transact-arguments-too-deep",
     ),
 ]
 

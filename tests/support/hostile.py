@@ -1,4 +1,5 @@
-"""Hostile request bytes no stub would send: invalid UTF-8, Structs nested past any limit.
+"""Hostile request bytes no stub would send: invalid UTF-8, Structs nested past any limit;
+and hostile JSON text: nested past what Python's `json` reads, or not strict JSON.
 
 A generated stub refuses to serialize a lone surrogate, so the tests write
 strings holding the marker U+E000 and swap its UTF-8 bytes (``EE 80 80``) for
@@ -7,6 +8,8 @@ length prefix stays right and only the text is invalid.
 """
 
 from __future__ import annotations
+
+import base64
 
 from google.protobuf import struct_pb2
 from google.protobuf.message import Message
@@ -61,3 +64,19 @@ def deep_struct_bytes(levels: int) -> bytes:
         entry = length_delimited(1, b"a") + length_delimited(2, value)  # map entry "a" -> value
         struct = length_delimited(1, entry)  # Struct.fields
     return struct
+
+
+def deep_json_object(levels: int) -> str:
+    """A JSON object text ``{"a":[[...]]}`` holding `levels` nested arrays: an object, but
+    nested past what Python's `json` reads (RecursionError) at about a thousand."""
+    return '{"a":' + "[" * levels + "]" * levels + "}"
+
+
+def deep_page_token(levels: int) -> str:
+    """A page token (unpadded URL-safe base64) of a JSON array nested `levels` deep."""
+    text = "[" * levels + "]" * levels
+    return base64.urlsafe_b64encode(text.encode()).decode().rstrip("=")
+
+
+NOT_STRICT_JSON = ('{"a":NaN}', '{"a":Infinity}', '{"a":-Infinity}', '{"a":1e999}')
+"""JSON object texts Python's `json` reads though JSON has no such number (1e999: inf)."""

@@ -32,6 +32,7 @@ from tests.gateway.probes import provisional_ids
 from tests.gateway.turns_support import send
 from tests.storage.tokens import token_problems
 from tests.support.fixtures import ServerStarter, TestSpace
+from tests.support.hostile import NOT_STRICT_JSON, deep_json_object
 
 pytestmark = pytest.mark.sql
 
@@ -309,17 +310,29 @@ class TestRefused:
         assert "STELLO_MAX_RECORD_BYTES" in described["records[0]"]
         assert await row_counts(pool, small.space) == before
 
-    @pytest.mark.parametrize("arguments", ["not json", "[1, 2]", '"text"'])
+    @pytest.mark.parametrize(
+        "arguments",
+        [
+            "not json",
+            "[1, 2]",
+            '"text"',
+            pytest.param(deep_json_object(1000), id="nested-1000-deep"),
+            *(pytest.param(text, id=text) for text in NOT_STRICT_JSON),
+        ],
+    )
     async def test_tool_arguments_must_be_a_json_object(
         self, stack: Stack, pool: asyncpg.Pool, arguments: str
     ) -> None:
         """Tool-call arguments that are not a JSON object text are refused by the gateway
-        itself, naming the field, before the provisional session is written."""
+        itself, naming the field, before the provisional session is written: nested past
+        what Python's json reads (it raised RecursionError: INTERNAL), or holding a NaN or
+        infinite number (which it read) too."""
         call = common_pb2.ToolCall(id="c", name="lookup", arguments_json=arguments)
         before = await row_counts(pool, stack.space)
         error = await rpc_error(
             import_session(stack, records=[record("assistant", "", tool_calls=[call])])
         )
+        assert error.code() is grpc.StatusCode.INVALID_ARGUMENT, error.details()
         fields = [v.field for v in field_violations(error)]
         assert fields == ["records[0].tool_calls[0].arguments_json"]
         assert await row_counts(pool, stack.space) == before

@@ -45,6 +45,11 @@ class TestParseToolCommands:
             pytest.param("", id="empty"),
             pytest.param("/tool", id="no-name"),
             pytest.param("/tool a {bad json}", id="bad-json"),
+            # Python's json raised RecursionError here, and read NaN and 1e999 (inf).
+            pytest.param('/tool a {"x":' + "[" * 999 + "]" * 999 + "}", id="nested-999-deep"),
+            pytest.param('/tool a {"x": NaN}', id="nan"),
+            pytest.param('/tool a {"x": -Infinity}', id="infinity"),
+            pytest.param('/tool a {"x": 1e999}', id="beyond-a-double"),
             pytest.param("/tool a hello", id="trailing-text"),
             pytest.param("please /tool a", id="leading-text"),
             pytest.param("/toolx a", id="no-space"),

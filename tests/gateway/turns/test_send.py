@@ -19,7 +19,7 @@ import pytest
 
 from agent_gateway.app import create_app
 from agent_gateway.clients import Caller
-from agent_gateway.llm import LLMMessage, build_provider
+from agent_gateway.llm import EchoProvider, LLMMessage, build_provider
 from agent_gateway.llm.lazy import LazyProvider
 from agent_gateway.tools.base import CREATE_SESSION
 from agent_gateway.turns.queue import TurnLine
@@ -53,6 +53,7 @@ from tests.gateway.turns_support import (
     tool_definition,
 )
 from tests.support.fixtures import ServerStarter
+from tests.support.hostile import NOT_STRICT_JSON
 
 pytestmark = pytest.mark.sql
 LAZY_LOGGER = "agent_gateway.llm.lazy"
@@ -547,3 +548,34 @@ class TestSanitisation:
             "user",
             "assistant",
         ]
+
+
+class TestEchoToolCommands:
+    """The echo model's `/tool NAME {json}` with JSON Python's json did not read as JSON."""
+
+    @pytest.mark.parametrize("streamed", [False, True], ids=["Send", "SendStream"])
+    @pytest.mark.parametrize(
+        "arguments",
+        [
+            pytest.param('{"x":' + "[" * 999 + "]" * 999 + "}", id="nested-999-deep"),
+            *(pytest.param(text, id=text) for text in NOT_STRICT_JSON),
+        ],
+    )
+    async def test_not_a_command_as_malformed_json_is_not(
+        self, make_stack: StackMaker, arguments: str, streamed: bool
+    ) -> None:
+        """JSON nested past what Python's json reads (it raised RecursionError: INTERNAL)
+        or holding NaN or an infinite number makes the text no command, as malformed JSON
+        does: the echo answers it as text and calls no tool."""
+        stack = await make_stack(EchoProvider())
+        root = await stack.root()
+        command = f"/tool t {arguments}"
+        if streamed:
+            done = (await stream_events(stack, root.id, command))[-1].done
+            assistant, pending = done.assistant, done.pending_tool_calls
+        else:
+            reply = await send(stack, root.id, command)
+            assistant, pending = reply.assistant, reply.pending_tool_calls
+        assert assistant.content.startswith("echo: /tool t ")
+        assert (list(assistant.tool_calls), list(pending)) == ([], [])
+        assert [r.content for r in await stack.records(root.id)] == [command, assistant.content]

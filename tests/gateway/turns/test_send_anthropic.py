@@ -8,13 +8,19 @@ STELLO-SPEC §4.5.1, then the history and the user message; memory never.
 
 from __future__ import annotations
 
+import json
 from collections.abc import AsyncIterator
 
+import asyncpg
+import grpc
 import pytest
 
+from agent_gateway.llm import RAW_ARGUMENTS_KEY
 from agent_gateway.llm.anthropic_provider import AnthropicProvider
+from stello import json_text
 from stello.agent.v1 import agent_pb2
-from tests.gateway.conftest import Stack, StackMaker, rpc_error
+from stello.errors import error_info_reason
+from tests.gateway.conftest import Stack, StackMaker, row_counts, rpc_error
 from tests.gateway.llm.support import identity
 from tests.gateway.turns_support import (
     put_insight,
@@ -25,7 +31,8 @@ from tests.gateway.turns_support import (
     tool_definition,
 )
 from tests.support.fake_anthropic import FakeAnthropic
-from tests.support.fake_http import FakeToolCall
+from tests.support.fake_http import FakeToolCall, Reply
+from tests.support.hostile import NOT_STRICT_JSON, deep_json_object
 
 pytestmark = pytest.mark.sql
 
@@ -164,3 +171,79 @@ class TestAnthropicTurns:
         error = await rpc_error(send(stack, root.id, "hi"))
         assert error.code().name == "RESOURCE_EXHAUSTED"
         assert await stack.records(root.id) == []
+
+
+def _deep_tool_use(streamed: bool) -> Reply:
+    """An answer whose tool_use input (an object in the body, not text) nests 3000 deep."""
+    block = f'{{"type":"tool_use","id":"toolu_1","name":"clock","input":{deep_json_object(3000)}}}'
+    if streamed:
+        start = f'{{"type":"content_block_start","index":0,"content_block":{block}}}'
+        return Reply.sse([("content_block_start", start)])
+    body = (
+        f'{{"id":"msg_1","type":"message","role":"assistant","model":"{MODEL}",'
+        f'"content":[{block}],"stop_reason":"tool_use","stop_sequence":null,'
+        '"usage":{"input_tokens":1,"output_tokens":1}}'
+    )
+    return Reply.text(body, content_type="application/json")
+
+
+class TestArgumentsNotStrictJson:
+    """Tool-call arguments Python's json did not read as JSON: nested past its stack (the
+    SDK's json raised RecursionError: INTERNAL), or holding NaN or an infinite number (it
+    read them, and storage refuses them)."""
+
+    @pytest.mark.parametrize("streamed", [False, True], ids=["Send", "SendStream"])
+    async def test_nested_too_deep_is_an_unreadable_answer(
+        self, anthropic_stack: Stack, fake: FakeAnthropic, pool: asyncpg.Pool, streamed: bool
+    ) -> None:
+        """A tool_use input nested 3000 deep is an answer that could not be read:
+        UNAVAILABLE LLM_UNAVAILABLE, and nothing is stored."""
+        stack = anthropic_stack
+        root = await stack.root()
+        fake.push(_deep_tool_use(streamed))
+        before = await row_counts(pool, stack.space)
+        clock = tool_definition("clock", "Time", type="object")
+        if streamed:
+            error = await rpc_error(stream_events(stack, root.id, "time?", tools=[clock]))
+        else:
+            error = await rpc_error(send(stack, root.id, "time?", tools=[clock]))
+        assert error.code() is grpc.StatusCode.UNAVAILABLE, error.details()
+        assert error_info_reason(error) == "LLM_UNAVAILABLE"
+        assert await row_counts(pool, stack.space) == before
+        assert await stack.records(root.id) == []
+
+    @pytest.mark.parametrize("streamed", [False, True], ids=["Send", "SendStream"])
+    @pytest.mark.parametrize("arguments", [pytest.param(t, id=t) for t in NOT_STRICT_JSON])
+    async def test_nan_or_infinite_numbers_kept_raw(
+        self, anthropic_stack: Stack, fake: FakeAnthropic, arguments: str, streamed: bool
+    ) -> None:
+        """An input holding NaN or an infinite number (an object in the body, or streamed
+        text) is answered and stored as the model's text kept raw, as arguments that are
+        not JSON are (agent_gateway.llm.remote)."""
+        stack = anthropic_stack
+        root = await stack.root()
+        clock = tool_definition("clock", "Time", type="object")
+        if streamed:
+            fake.reply(tool_calls=[FakeToolCall("clock", arguments, id="toolu_1")])
+            events = await stream_events(stack, root.id, "time?", tools=[clock])
+            calls = list(events[-1].done.pending_tool_calls)
+        else:
+            fake.push(Reply.text(_message_with_input(arguments), content_type="application/json"))
+            calls = list((await send(stack, root.id, "time?", tools=[clock])).pending_tool_calls)
+        assert len(calls) == 1
+        kept = json.loads(calls[0].arguments_json)
+        assert list(kept) == [RAW_ARGUMENTS_KEY]
+        with pytest.raises(ValueError, match=r"is not JSON|larger than a double holds"):
+            json_text.loads(kept[RAW_ARGUMENTS_KEY])  # the SDK's NaN or inf, written back
+        stored = await stack.records(root.id)
+        assert [c.arguments_json for c in stored[-1].tool_calls] == [calls[0].arguments_json]
+
+
+def _message_with_input(arguments: str) -> str:
+    """A Message body whose one tool_use input is `arguments` as it stands (not re-encoded)."""
+    return (
+        f'{{"id":"msg_1","type":"message","role":"assistant","model":"{MODEL}",'
+        f'"content":[{{"type":"tool_use","id":"toolu_1","name":"clock","input":{arguments}}}],'
+        '"stop_reason":"tool_use","stop_sequence":null,'
+        '"usage":{"input_tokens":1,"output_tokens":1}}'
+    )

@@ -7,10 +7,12 @@ exact context of a turn (STELLO-SPEC §4.5.1 order; memory never).
 
 from __future__ import annotations
 
+import json
 from collections.abc import AsyncIterator
 
 import pytest
 
+from agent_gateway.llm import RAW_ARGUMENTS_KEY
 from agent_gateway.llm.openai_provider import OpenAIProvider
 from agent_gateway.tools.base import CREATE_SESSION
 from stello.agent.v1 import agent_pb2
@@ -25,6 +27,7 @@ from tests.gateway.turns_support import (
     tool_definition,
 )
 from tests.support.fake_openai import FakeOpenAI, FakeToolCall
+from tests.support.hostile import NOT_STRICT_JSON, deep_json_object
 
 pytestmark = pytest.mark.sql
 
@@ -178,3 +181,36 @@ class TestOpenAITurns:
         error = await rpc_error(send(stack, root.id, "hi"))
         assert error.code().name == "UNAVAILABLE"
         assert await stack.records(root.id) == []
+
+
+class TestArgumentsNotStrictJson:
+    """Tool-call arguments Python's json did not read as JSON: nested past its stack (it
+    raised RecursionError: INTERNAL), or holding NaN or an infinite number (it read them,
+    and storage refuses them)."""
+
+    @pytest.mark.parametrize("streamed", [False, True], ids=["Send", "SendStream"])
+    @pytest.mark.parametrize(
+        "arguments",
+        [
+            pytest.param(deep_json_object(3000), id="nested-3000-deep"),
+            *(pytest.param(text, id=text) for text in NOT_STRICT_JSON),
+        ],
+    )
+    async def test_kept_raw_as_malformed_arguments_are(
+        self, openai_stack: Stack, fake: FakeOpenAI, arguments: str, streamed: bool
+    ) -> None:
+        """The call is answered and stored with the model's text kept raw, as arguments
+        that are not JSON are (agent_gateway.llm.remote)."""
+        stack = openai_stack
+        root = await stack.root()
+        fake.reply(tool_calls=[FakeToolCall("clock", arguments, id="call_1")])
+        clock = tool_definition("clock", "Time", type="object")
+        if streamed:
+            events = await stream_events(stack, root.id, "time?", tools=[clock])
+            calls = list(events[-1].done.pending_tool_calls)
+        else:
+            calls = list((await send(stack, root.id, "time?", tools=[clock])).pending_tool_calls)
+        raw = json.dumps({RAW_ARGUMENTS_KEY: arguments}, separators=(",", ":"))
+        assert [(c.id, c.arguments_json) for c in calls] == [("call_1", raw)]
+        stored = await stack.records(root.id)
+        assert [c.arguments_json for c in stored[-1].tool_calls] == [raw]

@@ -34,6 +34,7 @@ from tests.gateway.llm.providers.support import (
 )
 from tests.gateway.llm.support import identity
 from tests.support.fake_anthropic import FakeAnthropic, FakeToolCall, Reply
+from tests.support.hostile import NOT_STRICT_JSON, deep_json_object
 
 HI = [LLMMessage("user", "hi")]
 MAX_TOKENS = 1000
@@ -148,14 +149,24 @@ class TestAnthropicProviderTurns:
             Done(Completion("Let me look.", calls, Usage(10, 5, 15))),
         ]
 
+    @pytest.mark.parametrize(
+        "arguments",
+        [
+            '{"q": "unterminated',
+            pytest.param(deep_json_object(3000), id="nested-3000-deep"),
+            *(pytest.param(text, id=text) for text in NOT_STRICT_JSON),
+        ],
+    )
     async def test_stream_invalid_input_json_kept_raw(
-        self, fake: FakeAnthropic, provider: AnthropicProvider
+        self, fake: FakeAnthropic, provider: AnthropicProvider, arguments: str
     ) -> None:
-        """Streamed tool input that is not a JSON object is kept as raw text."""
-        fake.reply(tool_calls=[FakeToolCall("search", '{"q": "unterminated', id="toolu_1")])
+        """Streamed tool input that is not a JSON object is kept as raw text: one nested past
+        what json reads (it raised RecursionError) or holding NaN or an infinite number
+        (it read them) too."""
+        fake.reply(tool_calls=[FakeToolCall("search", arguments, id="toolu_1")])
         completion = await collect(provider.stream(HI, tools=[SEARCH]))
         assert completion.tool_calls == (
-            ToolCallSpec("toolu_1", "search", {RAW_ARGUMENTS_KEY: '{"q": "unterminated'}),
+            ToolCallSpec("toolu_1", "search", {RAW_ARGUMENTS_KEY: arguments}),
         )
 
     @pytest.mark.parametrize("mode", MODES)
@@ -410,6 +421,15 @@ UNREADABLE = [
     pytest.param(Reply.text('{"id": "msg_1", "conte', content_type="application/json"), id="json"),
     pytest.param(Reply.json("a string, not an object"), id="not-an-object"),
     pytest.param(Reply.json({"type": "message", "content": 5, "usage": {}}), id="wrong-shape"),
+    # The SDK's json raised RecursionError (INTERNAL): JSON that no json reader here reads.
+    pytest.param(
+        Reply.text(
+            '{"type": "message", "content": [{"type": "tool_use", "id": "toolu_1", "name": '
+            f'"search", "input": {deep_json_object(3000)}}}]}}',
+            content_type="application/json",
+        ),
+        id="nested-3000-deep",
+    ),
 ]
 
 
@@ -449,10 +469,26 @@ class TestAnthropicProviderProtocol:
         assert "unreadable answer" in logged(caplog, caught.value)
         assert len(fake.requests) == 1  # not retried: the server did answer
 
+    @pytest.mark.parametrize(
+        "data",
+        [
+            pytest.param('{"type": "content_block_delta", "ind', id="cut"),
+            pytest.param(  # the SDK's json raised RecursionError (INTERNAL)
+                '{"type": "content_block_delta", "index": 0, "delta": {"type": "input_json_'
+                f'delta", "partial_json": "", "x": {deep_json_object(3000)}}}}}',
+                id="nested-3000-deep",
+            ),
+        ],
+    )
     async def test_event_that_is_not_json(
-        self, fake: FakeAnthropic, provider: AnthropicProvider, caplog: pytest.LogCaptureFixture
+        self,
+        fake: FakeAnthropic,
+        provider: AnthropicProvider,
+        caplog: pytest.LogCaptureFixture,
+        data: str,
     ) -> None:
-        """An event whose data is not JSON, after a first delta, fails the stream UNAVAILABLE."""
+        """An event whose data is not JSON (or nests past what json reads), after a first
+        delta, fails the stream UNAVAILABLE."""
         start = {"type": "content_block_start", "index": 0, "content_block": text("")}
         delta = {
             "type": "content_block_delta",
@@ -464,7 +500,7 @@ class TestAnthropicProviderProtocol:
                 [
                     ("content_block_start", start),
                     ("content_block_delta", delta),
-                    ("content_block_delta", '{"type": "content_block_delta", "ind'),
+                    ("content_block_delta", data),
                 ]
             )
         )
@@ -542,6 +578,31 @@ class TestAnthropicProviderProtocol:
         completion = await provider.complete(HI, tools=[SEARCH])
         assert completion.tool_calls == (
             ToolCallSpec("toolu_1", "search", {RAW_ARGUMENTS_KEY: '{"q": "te'}),
+        )
+
+    @pytest.mark.parametrize(
+        ("body_input", "kept"),
+        [
+            pytest.param('{"q": NaN}', '{"q": NaN}', id="nan"),
+            pytest.param('{"q": -Infinity}', '{"q": -Infinity}', id="infinity"),
+            pytest.param('{"q": 1e999}', '{"q": Infinity}', id="beyond-a-double"),
+        ],
+    )
+    async def test_tool_input_holding_nan_kept_raw(
+        self, fake: FakeAnthropic, provider: AnthropicProvider, body_input: str, kept: str
+    ) -> None:
+        """A tool_use input object holding NaN or an infinite number (the SDK's json reads
+        them; JSON and storage do not) is kept raw, as the SDK read it."""
+        body = (
+            '{"id": "msg_1", "type": "message", "role": "assistant", "model": "m", "content": '
+            f'[{{"type": "tool_use", "id": "toolu_1", "name": "search", "input": {body_input}}}],'
+            ' "stop_reason": "tool_use", "stop_sequence": null,'
+            ' "usage": {"input_tokens": 1, "output_tokens": 1}}'
+        )
+        fake.push(Reply.text(body, content_type="application/json"))
+        completion = await provider.complete(HI, tools=[SEARCH])
+        assert completion.tool_calls == (
+            ToolCallSpec("toolu_1", "search", {RAW_ARGUMENTS_KEY: kept}),
         )
 
     @pytest.mark.parametrize("mode", MODES)

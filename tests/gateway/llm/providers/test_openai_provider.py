@@ -35,6 +35,7 @@ from tests.gateway.llm.providers.support import (
 )
 from tests.gateway.llm.support import identity
 from tests.support.fake_openai import FakeOpenAI, FakeToolCall, Reply, chunk
+from tests.support.hostile import NOT_STRICT_JSON, deep_json_object
 
 HI = [LLMMessage("user", "hi")]
 
@@ -165,15 +166,43 @@ class TestOpenAIProviderTurns:
         )
 
     @pytest.mark.parametrize("mode", MODES)
+    @pytest.mark.parametrize(
+        "arguments",
+        [
+            '{"q": "unterminated',
+            pytest.param(deep_json_object(3000), id="nested-3000-deep"),
+            *(pytest.param(text, id=text) for text in NOT_STRICT_JSON),
+        ],
+    )
     async def test_invalid_arguments_kept_raw(
-        self, fake: FakeOpenAI, provider: OpenAIProvider, mode: Mode
+        self, fake: FakeOpenAI, provider: OpenAIProvider, mode: Mode, arguments: str
     ) -> None:
-        """Arguments that are not a JSON object are kept as raw text, not turned into {}."""
-        fake.reply(tool_calls=[FakeToolCall("search", '{"q": "unterminated', id="call_1")])
+        """Arguments that are not a JSON object are kept as raw text, not turned into {}: ones
+        nested past what json reads (it raised RecursionError) or holding NaN or an infinite
+        number (it read them, and storage refuses them) too."""
+        fake.reply(tool_calls=[FakeToolCall("search", arguments, id="call_1")])
         completion = await call(provider, mode, HI, [SEARCH])
         assert completion.tool_calls == (
-            ToolCallSpec("call_1", "search", {RAW_ARGUMENTS_KEY: '{"q": "unterminated'}),
+            ToolCallSpec("call_1", "search", {RAW_ARGUMENTS_KEY: arguments}),
         )
+
+    @pytest.mark.parametrize(
+        "arguments",
+        [
+            pytest.param(deep_json_object(3000), id="nested-3000-deep"),
+            *(pytest.param(text, id=text) for text in NOT_STRICT_JSON),
+        ],
+    )
+    async def test_done_after_arguments_not_json_unavailable(
+        self, fake: FakeOpenAI, provider: OpenAIProvider, arguments: str
+    ) -> None:
+        """``[DONE]`` with no finish_reason after a call whose arguments json does not read
+        as JSON (nested past its stack: it raised RecursionError) is not a whole answer, as
+        after arguments cut short: UNAVAILABLE."""
+        fake.reply_unfinished(tool_calls=[FakeToolCall("search", arguments, id="call_1")])
+        with pytest.raises(Unavailable, match="answer could not be read") as caught:
+            await collect(provider.stream(HI, tools=[SEARCH]))
+        assert caught.value.reason == "LLM_UNAVAILABLE"
 
     @pytest.mark.parametrize("mode", MODES)
     async def test_tool_round_trip(
@@ -450,6 +479,14 @@ UNREADABLE = [
     ),
     pytest.param(Reply.json("a string, not an object"), id="not-an-object"),
     pytest.param(Reply.json({"choices": [{"index": 0, "message": "hi"}]}), id="wrong-shape"),
+    # The SDK's json raised RecursionError (INTERNAL): JSON that no json reader here reads.
+    pytest.param(
+        Reply.text(
+            f'{{"id": "chatcmpl-1", "choices": {deep_json_object(3000)}}}',
+            content_type="application/json",
+        ),
+        id="nested-3000-deep",
+    ),
 ]
 
 
@@ -473,11 +510,25 @@ class TestOpenAIProviderProtocol:
         assert "unreadable answer" in logged(caplog, caught.value)
         assert len(fake.requests) == 1  # not retried: the server did answer
 
+    @pytest.mark.parametrize(
+        "data",
+        [
+            pytest.param('{"choices": [', id="cut"),
+            pytest.param(  # the SDK's json raised RecursionError (INTERNAL)
+                f'{{"choices": {deep_json_object(3000)}}}', id="nested-3000-deep"
+            ),
+        ],
+    )
     async def test_event_that_is_not_json(
-        self, fake: FakeOpenAI, provider: OpenAIProvider, caplog: pytest.LogCaptureFixture
+        self,
+        fake: FakeOpenAI,
+        provider: OpenAIProvider,
+        caplog: pytest.LogCaptureFixture,
+        data: str,
     ) -> None:
-        """A `data:` line that is not JSON, after a first delta, fails the stream UNAVAILABLE."""
-        fake.push(Reply.sse([(None, chunk({"content": "par"})), (None, '{"choices": [')]))
+        """A `data:` line that is not JSON (or nests past what json reads), after a first
+        delta, fails the stream UNAVAILABLE."""
+        fake.push(Reply.sse([(None, chunk({"content": "par"})), (None, data)]))
         stream = provider.stream(HI)
         assert await anext(stream) == TextDelta("par")
         with pytest.raises(Unavailable, match="answer could not be read") as caught:
