@@ -16,7 +16,11 @@ _EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
 
 
 def set_timestamp(target: timestamp_pb2.Timestamp, value: datetime) -> None:
-    """Write an aware datetime into a Timestamp field in place."""
+    """Write an aware datetime into a Timestamp field in place. A naive one is what asyncpg
+    reads of PostgreSQL's infinity and -infinity (`datetime.max`, `datetime.min`): written as
+    those edges in UTC, so a row stored so before `stored_time` refused them still reads."""
+    if value.tzinfo is None:
+        value = value.replace(tzinfo=UTC)
     delta = value - _EPOCH
     target.seconds = delta.days * 86_400 + delta.seconds
     target.nanos = delta.microseconds * 1000

@@ -7,6 +7,7 @@ import uuid
 from datetime import UTC, datetime
 from typing import Any
 
+import asyncpg
 import grpc
 import pytest
 from google.protobuf import struct_pb2
@@ -113,6 +114,30 @@ class TestAppendRecords:
         await append(stub, space, session_id, records)
         back = await listed(stub, space, session_id)
         assert [r.created_at.ToDatetime(tzinfo=UTC) for r in back] == given
+
+    async def test_a_record_stored_at_infinity_still_reads(
+        self, stub: Stub, space: TestSpace, make_session: MakeSession, pool: asyncpg.Pool
+    ) -> None:
+        """A created_at stored as PostgreSQL's infinity or -infinity (as the calendar's edges
+        were, before they were refused) reads as those edges: every read of its session
+        answered INTERNAL (asyncpg reads them as naive datetimes)."""
+        session_id = await make_session()
+        await append(stub, space, session_id, [rec("late"), rec("early")])
+        edges = {1: "infinity", 2: "-infinity"}
+        for seq, value in edges.items():
+            await pool.execute(
+                "UPDATE records SET created_at = $4::text::timestamptz "
+                "WHERE space_id = $1 AND session_id = $2 AND seq = $3",
+                space.id,
+                session_id,
+                seq,
+                value,
+            )
+        back = await listed(stub, space, session_id)
+        assert [r.created_at.ToDatetime(tzinfo=UTC) for r in back] == [
+            datetime.max.replace(tzinfo=UTC),
+            datetime.min.replace(tzinfo=UTC),
+        ]
 
     async def test_empty_list_appends_nothing(
         self, stub: Stub, space: TestSpace, make_session: MakeSession
