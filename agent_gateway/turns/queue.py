@@ -17,8 +17,9 @@ it holds across gateways:
   It waits within the caller's deadline (with none, at most
   STELLO_GATEWAY_TURN_MAX_S): past it DEADLINE_EXCEEDED. A call that ends
   while it waits (cancelled, past its deadline, failed) takes its ticket out of
-  line before it answers (LeaveTurnQueue, shielded); if storage cannot be
-  reached the ticket expires within one TTL.
+  line before it answers (LeaveTurnQueue, shielded) — also one that ends while
+  its first BeginTurn is under way, once that BeginTurn's answer says it is
+  queued; if storage cannot be reached the ticket expires within one TTL.
 
 A queued call's retry with the same request_id takes a new ticket: BeginTurn
 answers the remembered turn first, so whichever call reaches the front after
@@ -174,25 +175,34 @@ class TurnLine:
         try:
             return await asyncio.shield(begin)
         except BaseException:
-            await self._abandon(begin, caller, plan)
+            await self._abandon(begin, caller, plan, request.waiter)
             raise
 
     async def _abandon(
-        self, begin: asyncio.Future[storage_pb2.BeginTurnResponse], caller: Caller, plan: Plan
+        self,
+        begin: asyncio.Future[storage_pb2.BeginTurnResponse],
+        caller: Caller,
+        plan: Plan,
+        waiter: str,
     ) -> None:
-        """Give back the lease a refused turn may have taken, even if cancelled meanwhile."""
+        """Undo what BeginTurn did for a call that ended meanwhile, once its answer is in (even
+        if cancelled again): give back the lease it took, or take its ticket out of line."""
         settled: asyncio.Future[None] = asyncio.get_running_loop().create_future()
 
-        def give_back(task: asyncio.Future[storage_pb2.BeginTurnResponse]) -> None:
-            if task.cancelled() or task.exception() is not None or not task.result().token:
-                settled.set_result(None)  # no lease was taken
+        def undo(task: asyncio.Future[storage_pb2.BeginTurnResponse]) -> None:
+            reply = None if task.cancelled() or task.exception() is not None else task.result()
+            if reply is not None and reply.token:
+                undoing = self._leases.give_back(
+                    caller, plan.space_id, plan.session_id, reply.token
+                )
+            elif reply is not None and reply.HasField("queued") and waiter:
+                undoing = asyncio.ensure_future(self._leave(caller, plan, waiter))
+            else:
+                settled.set_result(None)  # it took nothing
                 return
-            release = self._leases.give_back(
-                caller, plan.space_id, plan.session_id, task.result().token
-            )
-            release.add_done_callback(lambda _: settled.set_result(None))
+            undoing.add_done_callback(lambda _: settled.set_result(None))
 
-        begin.add_done_callback(give_back)
+        begin.add_done_callback(undo)
         await _settled(settled)
 
 

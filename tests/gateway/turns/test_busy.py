@@ -251,6 +251,46 @@ class TestEnqueue:
         assert users(await stack.records(root.id)) == ["first", "last"]
         assert slow.last_messages == ["first", "last"]
 
+    async def test_a_caller_cancelled_before_its_ticket_is_told_leaves_the_line(
+        self,
+        make_stack: StackMaker,
+        pool: asyncpg.Pool,
+        backends: Backends,
+        settings: StelloSettings,
+        local_calls: bool,
+    ) -> None:
+        """A call cancelled after storage put its ticket in line but before the gateway had
+        BeginTurn's answer still takes the ticket out (the answer is awaited, shielded): the
+        calls behind it do not wait for the ticket to expire."""
+        clients = gateway_clients(backends.gateway_config(), backends, settings, local_calls)
+        told = asyncio.Event()
+        hold = asyncio.Event()
+        start_turn = clients.storage.start_turn
+
+        async def held_start_turn(caller: Any, request: Any) -> Any:
+            reply = await start_turn(caller, request)
+            if reply.HasField("queued") and not hold.is_set():
+                told.set()
+                await hold.wait()
+            return reply
+
+        clients.storage.start_turn = held_start_turn  # type: ignore[method-assign]
+        slow = Slow()
+        stack = await make_stack(slow, clients=clients)
+        root = await stack.root()
+        running = enqueue(stack, root.id, "first")
+        await asyncio.wait_for(slow.started.wait(), 10)
+        gone = enqueue(stack, root.id, "gone")
+        await asyncio.wait_for(told.wait(), 10)
+        await queued(pool, stack, root.id, 1)
+        gone.cancel()
+        await asyncio.sleep(0.2)  # the gateway sees the cancellation while the answer is held
+        hold.set()
+        await queued(pool, stack, root.id, 0)
+        slow.gate.set()
+        await asyncio.wait_for(running, 30)
+        assert users(await stack.records(root.id)) == ["first"]
+
     async def test_past_the_deadline_nothing_is_written(
         self, make_stack: StackMaker, pool: asyncpg.Pool
     ) -> None:
