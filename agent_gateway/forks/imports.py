@@ -92,11 +92,11 @@ class SessionImporter:
             return earlier
         records = tuple(request.records)
         self._check_size(records, request.slots)
-        inherit = request.inherit_until_seq is not None and request.source_id is not None
-        if request.inherit_until_seq is not None and request.source_id is not None:
-            space, source = request.space_id, request.source_id
-            last = await source_last_seq(self._storage, caller, space, source)
-            check_cut(request.inherit_until_seq, last)  # as a Fork's, before any write
+        cut, source = request.inherit_until_seq, request.source_id
+        inherit = cut is not None and source is not None
+        if cut is not None and source is not None:
+            last = await source_last_seq(self._storage, caller, request.space_id, source)
+            check_cut(cut, last)  # as a Fork's, before any write
         plan = SessionPlan(
             space_id=request.space_id,
             label=request.label,
