@@ -58,7 +58,8 @@ class Retry:
     """How safe calls are retried.
 
     Attributes:
-        attempts: tries in all (1 = no retry).
+        attempts: tries in all (1 = no retry at all: neither `busy_for_s` nor
+            `unavailable_for_s` then tries again).
         llm_attempts: tries in all of a turn the LLM provider failed (LLM_RATE_LIMITED,
             LLM_UNAVAILABLE), at most `attempts`: the gateway has retried the provider
             already.
