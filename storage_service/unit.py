@@ -28,6 +28,7 @@ from storage_service.records.repository import RecordRepository
 from storage_service.search.backfill_repository import BackfillRepository
 from storage_service.search.repository import SearchRepository
 from storage_service.sessions.repository import SessionRepository
+from storage_service.slots.caches import CacheRepository
 from storage_service.slots.repository import SlotRepository
 from storage_service.turns.repository import TurnRepository
 from storage_service.turns.waiters import WaiterRepository
@@ -104,10 +105,15 @@ class UnitOfWork:
 
     @property
     def slots(self) -> SlotRepository:
-        """`session_slots` and `compression_caches`."""
+        """`session_slots`: system prompt, insight and memory."""
         if self._slots is None:
             self._slots = SlotRepository(self._con, self.outbox)
         return self._slots
+
+    @property
+    def caches(self) -> CacheRepository:
+        """`compression_caches`: the summaries of older records."""
+        return CacheRepository(self._con)
 
     @property
     def turns(self) -> TurnRepository:

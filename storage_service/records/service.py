@@ -33,7 +33,7 @@ async def trim(uow: UnitOfWork, space_id: uuid.UUID, session_id: uuid.UUID, keep
     readers' are locked (`SessionRepository.lock_for_trim`, first in the transaction)."""
     removed = await uow.records.trim(space_id, session_id, keep)
     if removed:
-        await uow.slots.clear_cache(space_id, session_id)
+        await uow.caches.clear(space_id, session_id)
     return removed
 
 

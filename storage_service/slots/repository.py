@@ -1,6 +1,6 @@
-"""SQL of the content slots (system prompt, insight, memory) and the compression cache.
+"""SQL of the content slots (system prompt, insight, memory).
 
-Owns `session_slots` and `compression_caches`. Slot columns keep NULL for
+Owns `session_slots` (the compression cache is `caches`'). Slot columns keep NULL for
 "unset" and '' as a stored value. Every statement filters by ``space_id``.
 """
 
@@ -17,7 +17,6 @@ from stello.events import EventKind, Outbox
 from stello.reasons import CONCURRENT_MODIFICATION
 from storage_service.models import (
     SLOT_NAMES,
-    CompressionCache,
     SessionMeta,
     SessionSlots,
     SlotName,
@@ -184,59 +183,6 @@ ORDER BY session_id
 FOR UPDATE
 """
 
-# Summaries are kept by the seq they cover (migration 0006); the cache is the
-# newest of them ($3: at or below that seq; $4: complete ones only). Both tables
-# pinned by the parameters, so Citus routes it to the space's worker (joined on
-# the session's columns, the LATERAL ran a task per shard: explore5 F4).
-GET_CACHE = """
-SELECT s.id AS session_id, c.summary, c.covered_until_seq, c.lossy
-FROM sessions s
-LEFT JOIN (
-    SELECT summary, covered_until_seq, lossy FROM compression_caches
-    WHERE space_id = $1 AND session_id = $2
-      AND covered_until_seq <= $3 AND NOT ($4 AND lossy)
-    ORDER BY covered_until_seq DESC
-    LIMIT 1
-) c ON true
-WHERE s.space_id = $1 AND s.id = $2 AND s.provisional_until IS NULL
-"""
-
-# A put becomes the cache: it replaces the summary at its seq and drops the
-# newer ones (they no longer follow from it), keeping the older ones.
-PUT_CACHE = """
-WITH s AS (SELECT id FROM sessions WHERE space_id = $1 AND id = $2
-    AND provisional_until IS DISTINCT FROM 'infinity' FOR KEY SHARE),
-dropped AS (
-    DELETE FROM compression_caches
-    WHERE space_id = $1 AND session_id = $2 AND covered_until_seq > $4
-)
-INSERT INTO compression_caches (space_id, session_id, summary, covered_until_seq, lossy)
-SELECT $1, s.id, $3::text, $4::bigint, $5::boolean FROM s
-ON CONFLICT (space_id, session_id, covered_until_seq)
-DO UPDATE SET summary = EXCLUDED.summary, lossy = EXCLUDED.lossy,
-              updated_at = EXCLUDED.updated_at
-RETURNING true
-"""
-
-# A summary stored beside the newer ones (a background fold's progress).
-PUT_CACHE_KEEPING_NEWER = """
-WITH s AS (SELECT id FROM sessions WHERE space_id = $1 AND id = $2
-    AND provisional_until IS DISTINCT FROM 'infinity' FOR KEY SHARE)
-INSERT INTO compression_caches (space_id, session_id, summary, covered_until_seq, lossy)
-SELECT $1, s.id, $3::text, $4::bigint, $5::boolean FROM s
-ON CONFLICT (space_id, session_id, covered_until_seq)
-DO UPDATE SET summary = EXCLUDED.summary, lossy = EXCLUDED.lossy,
-              updated_at = EXCLUDED.updated_at
-RETURNING true
-"""
-
-CLEAR_CACHE = """
-DELETE FROM compression_caches WHERE space_id = $1 AND session_id = $2
-"""
-
-
-MAX_SEQ = 2**63 - 1
-
 
 SLOT_PUT_EVENTS: dict[SlotName, EventKind] = {
     "system_prompt": "system_prompt_put",
@@ -259,7 +205,7 @@ def _slots(row: asyncpg.Record) -> SessionSlots:
 
 
 class SlotRepository:
-    """Slot and cache statements, on a unit of work's connection and outbox."""
+    """Slot statements, on a unit of work's connection and outbox."""
 
     __slots__ = ("_con", "_outbox")
 
@@ -407,46 +353,3 @@ class SlotRepository:
         """Lock the slot rows of these sessions; their insights (missing row = None)."""
         rows = await self._con.fetch(LOCK_INSIGHTS, space_id, list(session_ids))
         return {row["session_id"]: row["insight"] for row in rows}
-
-    async def get_cache(
-        self,
-        space_id: uuid.UUID,
-        session_id: uuid.UUID,
-        at_or_below: int | None = None,
-        complete_only: bool = False,
-    ) -> tuple[bool, CompressionCache | None]:
-        """(visible, the newest summary at or below a seq, complete if asked, or None)."""
-        below = MAX_SEQ if at_or_below is None else at_or_below
-        row = await self._con.fetchrow(GET_CACHE, space_id, session_id, below, complete_only)
-        if row is None:
-            return False, None
-        if row["summary"] is None:
-            return True, None
-        return True, CompressionCache(row["summary"], row["covered_until_seq"], row["lossy"])
-
-    async def put_cache(
-        self,
-        space_id: uuid.UUID,
-        session_id: uuid.UUID,
-        cache: CompressionCache,
-        keep_newer: bool = False,
-    ) -> None:
-        """Make `cache` the cache (newer summaries go, unless `keep_newer`); NotFound when
-        the session is absent."""
-        try:
-            stored = await self._con.fetchval(
-                PUT_CACHE_KEEPING_NEWER if keep_newer else PUT_CACHE,
-                space_id,
-                session_id,
-                cache.summary,
-                cache.covered_until_seq,
-                cache.lossy,
-            )
-        except asyncpg.ForeignKeyViolationError as exc:  # deleted under us
-            raise session_not_found(session_id) from exc
-        if not stored:
-            raise session_not_found(session_id)
-
-    async def clear_cache(self, space_id: uuid.UUID, session_id: uuid.UUID) -> None:
-        """Drop every summary (they no longer match the records)."""
-        await self._con.execute(CLEAR_CACHE, space_id, session_id)

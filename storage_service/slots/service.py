@@ -118,7 +118,7 @@ class SlotService:
         """The newest summary of a visible session (at or below a seq, complete if asked);
         None = none."""
         visible, cache = await self._db.statement(
-            lambda uow: uow.slots.get_cache(space_id, session_id, at_or_below, complete_only)
+            lambda uow: uow.caches.get(space_id, session_id, at_or_below, complete_only)
         )
         if not visible:
             raise session_not_found(session_id)
@@ -128,7 +128,7 @@ class SlotService:
         self, space_id: uuid.UUID, session_id: uuid.UUID, cache: CompressionCache
     ) -> None:
         """Overwrite the compression cache."""
-        await self._db.statement(lambda uow: uow.slots.put_cache(space_id, session_id, cache))
+        await self._db.statement(lambda uow: uow.caches.put(space_id, session_id, cache))
 
     async def batch_get_slots(
         self,

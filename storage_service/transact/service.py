@@ -277,7 +277,7 @@ async def apply(
         await uow.slots.clear_insight(space_id, op.session_id)
         return OperationResult("clear_insight")
     if isinstance(op, PutCacheOp):
-        await uow.slots.put_cache(space_id, op.session_id, op.cache, op.keep_newer)
+        await uow.caches.put(space_id, op.session_id, op.cache, op.keep_newer)
         return OperationResult("put_compression_cache")
     if isinstance(op, TrimOp):
         removed = await trim(uow, space_id, op.session_id, op.keep_recent)

@@ -23,7 +23,7 @@ ROOMS = {
     "records": ["lineage", "pages", "repository", "service"],
     "search": ["backfill", "backfill_repository", "highlight", "query", "repository", "service"],
     "sessions": ["repository", "service"],
-    "slots": ["repository", "service"],
+    "slots": ["caches", "repository", "service"],
     "transact": ["operations", "service"],
     "turns": ["line", "repository", "service", "waiters", "window"],
 }
