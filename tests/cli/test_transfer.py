@@ -20,7 +20,8 @@ from stello.agent.v1 import agent_pb2, agent_pb2_grpc
 from stello.channels import open_channel
 from stello.common.v1 import common_pb2
 from stello_cli.exports import inherited_prefix
-from stello_cli.transfer import Importer, _load, _plans, import_order
+from stello_cli.import_file import import_order, load, plans
+from stello_cli.importer import Importer
 from stello_client.aio import AsyncClient
 from stello_client.errors import ClientError
 from stello_client.exceptions import NotFound
@@ -410,9 +411,9 @@ async def interrupted_import(
 ) -> dict[str, str]:
     """What an import of `path` does before it is killed after its first `sessions`: the
     command's own Importer, through the SDK, stopped there. The file's ids it made."""
-    sessions_of, digest = _load(str(path))
+    sessions_of, digest = load(str(path))
     order = import_order(sessions_of)
-    planned = _plans(sessions_of, order)
+    planned = plans(sessions_of, order)
     async with AsyncClient(suite.gateway, space.key, space.sid, plaintext=True) as client:
         run = Importer(client, digest, None, datetime.now(UTC))
         for position in order[:sessions]:
@@ -435,9 +436,9 @@ async def test_a_parent_deleted_meanwhile_is_said_not_kept(
     )
     path = home / "three.json"
     path.write_text(document)
-    sessions, digest = _load(str(path))
+    sessions, digest = load(str(path))
     order = import_order(sessions)
-    planned = _plans(sessions, order)
+    planned = plans(sessions, order)
     async with AsyncClient(suite.gateway, space.key, space.sid, plaintext=True) as client:
         run = Importer(client, digest, parent, datetime.now(UTC))
         for position in order[:2]:
@@ -547,4 +548,4 @@ class TestFileLogic:
         path = tmp_path / "deep.json"
         path.write_text(text)
         with pytest.raises(ClientError, match="cannot read an export from it"):
-            _load(str(path))
+            load(str(path))
