@@ -13,6 +13,7 @@ import asyncpg
 
 from stello import idempotency
 from stello.errors import NotFound
+from stello.reasons import SESSION_NOT_FOUND
 from storage_service.models import RememberedResult
 
 
@@ -62,4 +63,6 @@ class KeyRepository(idempotency.KeyStatements):
             await self.remember(*entry)
             return True
         except asyncpg.ForeignKeyViolationError as exc:
-            raise NotFound("a session the remembered result names was not found") from exc
+            raise NotFound(
+                "a session the remembered result names was not found", reason=SESSION_NOT_FOUND
+            ) from exc

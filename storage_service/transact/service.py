@@ -24,7 +24,7 @@ import uuid
 from collections.abc import Sequence
 
 from stello.errors import Aborted, AlreadyExists, NotFound, PreconditionViolation
-from stello.reasons import REQUEST_ID_REUSED
+from stello.reasons import REQUEST_ID_REUSED, SESSION_NOT_FOUND
 from storage_service.keys.idempotent import Codec, Idempotent
 from storage_service.models import Idempotency, RememberedResult, SlotName, session_not_found
 from storage_service.records.service import trim
@@ -226,7 +226,8 @@ async def remember(
     except NotFound as exc:
         raise NotFound(
             f"operations[{index}].remember_result.session_ids names a session that is not "
-            "in the space"
+            "in the space",
+            reason=SESSION_NOT_FOUND,
         ) from exc
     if not stored:
         raise AlreadyExists(

@@ -263,3 +263,26 @@ class TestRequireNew:
         assert "operations[2]" in (error.details() or "")
         assert not (await remembered(stub, space, "n4")).found
         assert await record_count(pool, space, sid) == 0
+
+
+async def test_a_remembered_result_linked_to_no_session_is_not_found(
+    stub: Stub, space: TestSpace, make_session: MakeSession
+) -> None:
+    """A remember_result linked to a session the space does not hold is NOT_FOUND with
+    reason SESSION_NOT_FOUND, and the transaction's other operations apply nothing."""
+    sid = await make_session()
+    op = remember_op("linked-to-none")
+    op.remember_result.session_ids.append(str(uuid.uuid4()))
+    error = await rpc_error(
+        stub.Transact(
+            storage_pb2.TransactRequest(space_id=space.sid, operations=[append_op(sid, "x"), op])
+        )
+    )
+    assert error.code() is grpc.StatusCode.NOT_FOUND
+    assert error_info_reason(error) == "SESSION_NOT_FOUND"
+    assert "operations[1].remember_result.session_ids" in (error.details() or "")
+    assert not (await remembered(stub, space, "linked-to-none")).found
+    listed = await stub.ListRecords(
+        storage_pb2.ListRecordsRequest(space_id=space.sid, session_id=str(sid))
+    )
+    assert not listed.records
