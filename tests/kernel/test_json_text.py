@@ -61,3 +61,28 @@ class TestRawDecode:
         """What `loads` refuses is a ValueError here too."""
         with pytest.raises(ValueError, match=r"nested too deeply|is not JSON|double"):
             json_text.raw_decode(text)
+
+
+class TestDepth:
+    """One nesting limit, `MAX_DEPTH`, whatever the caller (Python's own depended on the
+    caller's stack: about 1,000 levels, less the frames above the read)."""
+
+    def test_the_limit_reads_and_one_more_does_not(self) -> None:
+        """512 levels read; 513 are a ValueError naming the limit, for text and bytes."""
+        limit = json_text.MAX_DEPTH
+        assert json_text.loads("[" * limit + "]" * limit) == json.loads("[" * limit + "]" * limit)
+        deeper = '{"a": ' * limit + "[]" + "}" * limit
+        for text in (deeper, deeper.encode(), deeper.encode("utf-16")):
+            with pytest.raises(ValueError, match=f"at most {limit} levels"):
+                json_text.loads(text)
+        with pytest.raises(ValueError, match=f"at most {limit} levels"):
+            json_text.raw_decode("x " + deeper, 2)
+
+    def test_brackets_in_strings_do_not_count(self) -> None:
+        """Brackets inside strings (escaped quotes too) are text, not nesting."""
+        text = '{"a": "' + '\\"[{' * 1_000 + '"}'
+        assert json_text.loads(text) == {"a": '"[{' * 1_000}
+
+    def test_what_follows_the_value_is_not_counted(self) -> None:
+        """raw_decode reads the value at pos; deep text after it is not that value's."""
+        assert json_text.raw_decode("[[1]] " + "[" * 1_000, 0) == ([[1]], 5)
