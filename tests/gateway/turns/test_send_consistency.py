@@ -39,6 +39,7 @@ from tests.gateway.turns_support import (
     tool_call,
     tool_definition,
     trim,
+    wait_for,
 )
 
 pytestmark = pytest.mark.sql
@@ -86,13 +87,18 @@ class TestLease:
         assert events[-1].WhichOneof("event") == "done"
 
     async def test_other_sessions_run_in_parallel(self, make_stack: StackMaker) -> None:
-        """Turns of different sessions overlap (§6.6 item 26)."""
-        spy = SpyProvider(delay_s=0.3)
+        """Turns of different sessions overlap (§6.6 item 26): both reach the model while
+        neither may finish (a gate holds every model call), then both complete."""
+        gate = asyncio.Event()
+        spy = SpyProvider(gate=gate)
         stack = await make_stack(spy)
         a, b = await stack.root(label="a"), await stack.root(label="b")
-        started = asyncio.get_running_loop().time()
-        await asyncio.gather(send(stack, a.id, "x"), send(stack, b.id, "y"))
-        assert asyncio.get_running_loop().time() - started < 0.55
+        turns = asyncio.gather(send(stack, a.id, "x"), send(stack, b.id, "y"))
+        try:
+            await wait_for(lambda: len(spy.turns) == 2, within_s=10)
+        finally:
+            gate.set()
+        await asyncio.wait_for(turns, 30)
 
     async def test_lease_lost_before_commit(
         self, make_stack: StackMaker, pool: asyncpg.Pool
