@@ -152,18 +152,17 @@ class DigestPages:
         `max_page_bytes`: storage reads the slots of the page's first sessions that fit
         it (at least one), and when the digests stop short of the listing (a memory may be
         a megabyte), the listing is asked again for as many sessions as fit, and its token
-        continues right after them."""
+        continues right after them (again, should sessions listed anew since not fit)."""
         page = await listed(page_size)
         slots, read = await self._read(caller, space_id, [s.id for s in page.sessions])
         digests, fit = self._fitting(page.sessions[:read], slots, digest_of)
-        if fit == len(page.sessions):
-            return DigestPage(digests, page.next_page_token)
-        shorter = await listed(fit)
-        missing = [s.id for s in shorter.sessions if s.id not in slots]
-        if missing:  # listed anew since (one before them erased): read theirs too
-            slots.update(await self._slots(caller, space_id, missing))
-        digests, _ = self._fitting(shorter.sessions, slots, digest_of, bounded=False)
-        return DigestPage(digests, shorter.next_page_token)
+        while fit < len(page.sessions):
+            page = await listed(fit)
+            missing = [s.id for s in page.sessions if s.id not in slots]
+            if missing:  # listed anew since (one before them erased): read theirs too
+                slots.update(await self._slots(caller, space_id, missing))
+            digests, fit = self._fitting(page.sessions, slots, digest_of)
+        return DigestPage(digests, page.next_page_token)
 
     async def _slots(
         self, caller: Caller, space_id: uuid.UUID, ids: list[str]
@@ -194,8 +193,6 @@ class DigestPages:
         sessions: Sequence[Any],
         slots: dict[str, storage_pb2.SessionSlots],
         digest_of: Callable[[Any, storage_pb2.SessionSlots], common_pb2.SessionDigest],
-        *,
-        bounded: bool = True,
     ) -> tuple[list[common_pb2.SessionDigest], int]:
         """The digests of `sessions` (those with slots) while they fit `max_page_bytes`
         (the first always), and how many of `sessions` they took."""
@@ -207,7 +204,7 @@ class DigestPages:
                 continue
             digest = digest_of(session, slot)
             size += digest.ByteSize() + DIGEST_FRAMING_BYTES
-            if bounded and digests and size > self._max_page_bytes:
+            if digests and size > self._max_page_bytes:
                 return digests, taken
             digests.append(digest)
         return digests, len(sessions)

@@ -122,3 +122,48 @@ class TestSlotsAtTheLimit:
         for size in (32, 1000):
             first = await page("", size)
             assert first.ancestors[0].id == seen[0] and first.ByteSize() <= PAGE_BYTES
+
+
+async def test_a_page_listed_anew_stays_within_its_bytes(
+    counted: Counted, pool: asyncpg.Pool
+) -> None:
+    """A page cut short by its bytes lists again for as many sessions as fit; when sessions
+    were deleted in between, that second listing holds others, whose slots may not fit
+    either: the page is cut again (it held them all: 6 MiB in a 4 MiB page). Every session
+    left is listed once, every page within 4 MiB."""
+    stack = counted.stack
+    space = stack.space
+    ids = sorted(await seed_topology(pool, space.id, [None] * 6))  # ListAll's order
+    small, big = ids[:2], ids[2:]
+    async with pool.acquire() as con:
+        await con.copy_records_to_table(
+            "session_slots",
+            records=[(space.id, sid, "m", "i") for sid in small]
+            + [(space.id, sid, SLOT, SLOT) for sid in big],
+            columns=["space_id", "session_id", "memory", "insight"],
+        )
+    list_all = counted.clients.tree.list_all
+    calls = 0
+
+    async def deleting_list_all(*args: Any, **kwargs: Any) -> Any:
+        """ListAll; after the first, the two small sessions are deleted."""
+        nonlocal calls
+        page = await list_all(*args, **kwargs)
+        calls += 1
+        if calls == 1:
+            for sid in small:
+                await stack.gw.DeleteSession(
+                    agent_pb2.DeleteSessionRequest(space_id=space.sid, session_id=str(sid))
+                )
+        return page
+
+    counted.clients.tree.list_all = deleting_list_all  # type: ignore[method-assign]
+
+    async def page(token: str) -> Any:
+        return await stack.gw.ListSessionDigests(
+            agent_pb2.ListSessionDigestsRequest(space_id=space.sid, page_token=token)
+        )
+
+    seen, sizes = await every_page(page, "digests")
+    assert seen == [str(sid) for sid in big]
+    assert max(sizes) <= PAGE_BYTES, sizes
