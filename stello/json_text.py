@@ -48,7 +48,7 @@ def loads(text: str | bytes | bytearray) -> Any:
 
     Raises:
         ValueError: not JSON (json.JSONDecodeError, UnicodeDecodeError), a NaN or infinite
-            number, or nested deeper than the stack reads.
+            number, or arrays and objects nested deeper than `MAX_DEPTH`.
     """
     if isinstance(text, bytes | bytearray):
         text = text.decode(json.detect_encoding(text), "surrogatepass")
