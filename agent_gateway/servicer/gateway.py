@@ -304,7 +304,7 @@ class AgentGatewayServicer(
             violations.add("status", f"unknown SessionStatus value {request.status}")
         check_filter(request.filter, violations)
         violations.raise_if_any()
-        page = await self._sessions.list_digests(
+        page = await self._sessions.digests.list_digests(
             _caller(context),
             space_id,
             status=request.status,

@@ -32,7 +32,7 @@ class LineageRpcs:
         session_id = validation.parse_uuid(request.session_id, "session_id", violations)
         page_size = validation.page_size(request.page_size, violations)
         violations.raise_if_any()
-        page = await self._sessions.lineage(
+        page = await self._sessions.digests.lineage(
             caller_of(context),
             space_id,
             session_id,

@@ -14,7 +14,7 @@ from dataclasses import dataclass
 from agent_gateway.clients import Caller, StorageClient, TreeClient
 from agent_gateway.clients.rpc import both
 from agent_gateway.forks.saga import summary_of
-from agent_gateway.sessions.digests import MAX_PAGE_BYTES, DigestPage, DigestPages
+from agent_gateway.sessions.digests import MAX_PAGE_BYTES, DigestPages
 from stello.agent.v1 import agent_pb2
 from stello.common.v1 import common_pb2
 from stello.errors import FailedPrecondition
@@ -53,7 +53,8 @@ class RecordQuery:
 
 
 class SessionService:
-    """Digests, the joined session view, tree and records, slots, archive and delete."""
+    """The joined session view, tree and records, slots, archive and delete; `digests`, the
+    digest pages."""
 
     def __init__(
         self,
@@ -65,44 +66,11 @@ class SessionService:
     ) -> None:
         self._tree = tree
         self._storage = storage
-        self._digests = DigestPages(tree, storage, max_page_bytes=max_page_bytes)
+        self.digests = DigestPages(tree, storage, max_page_bytes=max_page_bytes)
+        """ListSessionDigests' and GetLineage's pages."""
         # What this gateway can send and receive (STELLO_MAX_MESSAGE_BYTES): a delete's
         # ids must fit it as well as the caller's own limit.
         self._max_reply_bytes = max_reply_bytes
-
-    async def list_digests(
-        self,
-        caller: Caller,
-        space_id: uuid.UUID,
-        *,
-        status: common_pb2.SessionStatus,
-        page_size: int,
-        page_token: str,
-        session_filter: common_pb2.SessionFilter | None = None,
-    ) -> DigestPage:
-        """One page of the space's sessions as digests (`DigestPages.list_digests`)."""
-        return await self._digests.list_digests(
-            caller,
-            space_id,
-            status=status,
-            page_size=page_size,
-            page_token=page_token,
-            session_filter=session_filter,
-        )
-
-    async def lineage(
-        self,
-        caller: Caller,
-        space_id: uuid.UUID,
-        session_id: uuid.UUID,
-        *,
-        page_size: int,
-        page_token: str,
-    ) -> DigestPage:
-        """One page of the session's ancestors as digests (`DigestPages.lineage`)."""
-        return await self._digests.lineage(
-            caller, space_id, session_id, page_size=page_size, page_token=page_token
-        )
 
     async def get_session(
         self, caller: Caller, space_id: uuid.UUID, session_id: uuid.UUID
