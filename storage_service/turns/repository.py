@@ -2,8 +2,8 @@
 
 The lease (`sessions.turn_token`, `turn_expires_at`) is taken, renewed and given
 back by one statement each, under the session's row lock; an INTERRUPT takes it
-over and records the token it stopped (`interrupted_turn_token`, migration
-0016), which that turn's renewal then reports; a commit bumps
+over and records the token it stopped (`interrupted_turn_tokens`, the newest
+16: migration 0037), which that turn's renewal then reports; a commit bumps
 `turn_count` and `last_active_at`. BeginTurn's read locks the row and brings its
 slots, newest summary and the skill allow-list of its frozen config
 (`session_configs`, which the tree writes; storage only reads it). Every
@@ -63,13 +63,18 @@ SELECT EXISTS (SELECT 1 FROM sessions WHERE space_id = $1 AND id = $2
 """
 
 # INTERRUPT (DESIGN §4.2): the lease is taken whoever holds it, and a live
-# holder's token is recorded as interrupted (RenewTurn tells that turn). $5 is
-# the transaction's time, read under the row lock (DESIGN §4.7).
+# holder's token is recorded as interrupted (RenewTurn tells that turn), after
+# the 15 newest recorded before it (so each turn of a chain of INTERRUPTs
+# faster than a renewal is told). $5 is the transaction's time, read under the
+# row lock (DESIGN §4.7).
 TAKE_OVER_TURN = """
 UPDATE sessions
 SET turn_token = $3, turn_expires_at = $5::timestamptz + make_interval(secs => $4),
-    interrupted_turn_token = CASE WHEN turn_token IS NOT NULL AND turn_expires_at > $5::timestamptz
-                                  THEN turn_token ELSE interrupted_turn_token END
+    interrupted_turn_tokens = CASE
+        WHEN turn_token IS NOT NULL AND turn_expires_at > $5::timestamptz
+        THEN (COALESCE(interrupted_turn_tokens, '{}') || turn_token)
+            [GREATEST(cardinality(interrupted_turn_tokens) - 14, 1):]
+        ELSE interrupted_turn_tokens END
 WHERE space_id = $1 AND id = $2
 RETURNING turn_expires_at
 """
@@ -131,8 +136,8 @@ WITH renewed AS (
 SELECT EXISTS (SELECT 1 FROM sessions WHERE space_id = $1 AND id = $2
     AND provisional_until IS DISTINCT FROM 'infinity') AS found,
        (SELECT turn_expires_at FROM renewed) AS expires_at,
-       EXISTS (SELECT 1 FROM sessions
-               WHERE space_id = $1 AND id = $2 AND interrupted_turn_token = $3) AS interrupted
+       EXISTS (SELECT 1 FROM sessions WHERE space_id = $1 AND id = $2
+               AND $3 = ANY (interrupted_turn_tokens)) AS interrupted
 """
 
 # turn_count stops at the largest int32 (the column's and the API's): an import may bring

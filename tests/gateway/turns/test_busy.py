@@ -482,6 +482,28 @@ class TestInterrupt:
         assert held.cancelled == 1
         assert users(await first.records(root.id)) == ["second"]
 
+    async def test_a_chain_of_interrupts_across_gateways_tells_each_turn(
+        self, make_stack: StackMaker
+    ) -> None:
+        """A turn on the first gateway stopped by an INTERRUPT on the second, itself stopped
+        by an INTERRUPT on the first before the first turn's renewal: both stopped turns are
+        answered TURN_INTERRUPTED (the first was told CONCURRENT_MODIFICATION: storage kept
+        only the latest stopped token); only the last turn is stored."""
+        first_model, second_model = Slow(held=1), Slow(held=1)
+        first = await make_stack(first_model, turn_lease_ttl_s=3)
+        second = await make_stack(second_model, turn_lease_ttl_s=3)
+        root = await first.root()
+        oldest = asyncio.ensure_future(send(first, root.id, "oldest"))
+        await asyncio.wait_for(first_model.started.wait(), 10)
+        middle = asyncio.ensure_future(send(second, root.id, "middle", busy=INTERRUPT))
+        await asyncio.wait_for(second_model.started.wait(), 10)
+        reply = await asyncio.wait_for(send(first, root.id, "last", busy=INTERRUPT), 10)
+        assert reply.assistant.content == "echo: last"
+        for stopped in (oldest, middle):
+            error = await rpc_error(asyncio.wait_for(stopped, 10))
+            assert error_info_reason(error) == "TURN_INTERRUPTED", error.details()
+        assert users(await first.records(root.id)) == ["last"]
+
     async def test_an_interrupt_jumps_the_line(
         self, make_stack: StackMaker, pool: asyncpg.Pool
     ) -> None:

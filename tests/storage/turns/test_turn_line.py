@@ -316,6 +316,31 @@ class TestInterrupt:
         )
         assert kept.renewed and not kept.interrupted
 
+    async def test_every_turn_of_a_chain_of_take_overs_is_told(
+        self, stub: Stub, space: TestSpace, make_session: MakeSession
+    ) -> None:
+        """A chain of INTERRUPTs (each stopping the one before, faster than a renewal) tells
+        every stopped turn it was interrupted, not only the last: the first's renewal came
+        after the second was stopped too, and storage kept only the latest token (its
+        lease looked lapsed: CONCURRENT_MODIFICATION). The newest 16 stopped are kept."""
+        sid = await make_session()
+        tokens = [(await begin(stub, space, sid)).token]
+        for _ in range(17):  # 17 turns stopped
+            tokens.append((await begin(stub, space, sid, busy=INTERRUPT)).token)
+        for token in tokens[1:-1]:
+            renewal = await stub.RenewTurn(
+                storage_pb2.RenewTurnRequest(
+                    space_id=space.sid, session_id=str(sid), token=token, ttl_s=30
+                )
+            )
+            assert not renewal.renewed and renewal.interrupted
+        oldest = await stub.RenewTurn(
+            storage_pb2.RenewTurnRequest(
+                space_id=space.sid, session_id=str(sid), token=tokens[0], ttl_s=30
+            )
+        )
+        assert not oldest.renewed and not oldest.interrupted  # the 17th back is forgotten
+
     async def test_on_a_free_session_it_is_a_plain_turn(
         self, stub: Stub, space: TestSpace, make_session: MakeSession
     ) -> None:
