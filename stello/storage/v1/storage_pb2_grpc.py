@@ -959,7 +959,9 @@ class SessionStorageServicer:
         the expired lease) is a no-op answering `renewed` false: that turn's
         commit will fail its TurnLeaseCheck. A token an INTERRUPT took over
         answers `interrupted` too (the turn should stop: nothing of it can be
-        stored). Allowed on provisional and archived sessions.
+        stored); the session remembers the 16 newest such tokens, so each turn of
+        a chain of INTERRUPTs faster than its renewals is told. Allowed on
+        provisional and archived sessions.
 
         Errors: INVALID_ARGUMENT for a malformed space_id or session_id, an empty
         token, or a ttl_s outside 1..86400; NOT_FOUND when the session is not in
