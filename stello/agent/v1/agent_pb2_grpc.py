@@ -66,6 +66,13 @@ class AgentGatewayStub:
     answer to the turn's
     commit was lost and the turn may have been stored; read the session's
     records before repeating it without a request_id.
+    - A deadline the client's own gRPC library enforces (the gateway did not
+    answer in time: DEADLINE_EXCEEDED with gRPC's words, or CANCELLED) says
+    nothing of the outcome when it passed while a write's commit was under way:
+    a turn, fork, root or import may have been stored, though the lists below
+    say "nothing written" for the gateway's own DEADLINE_EXCEEDED. Retry with
+    the same request_id: it answers the stored result, else does the request
+    once.
     - Idempotency (CreateRoot, Fork, Send, SendStream, SubmitToolResults,
     SubmitToolResultsStream, ImportSession, UpsertSharedMemoryEntry, RemoveSharedMemoryEntry): a
     non-empty `request_id` is kept 24 h per (space, RPC, request_id) with a hash of the request and the stored response (Send and SendStream share
@@ -337,6 +344,13 @@ class AgentGatewayServicer:
     answer to the turn's
     commit was lost and the turn may have been stored; read the session's
     records before repeating it without a request_id.
+    - A deadline the client's own gRPC library enforces (the gateway did not
+    answer in time: DEADLINE_EXCEEDED with gRPC's words, or CANCELLED) says
+    nothing of the outcome when it passed while a write's commit was under way:
+    a turn, fork, root or import may have been stored, though the lists below
+    say "nothing written" for the gateway's own DEADLINE_EXCEEDED. Retry with
+    the same request_id: it answers the stored result, else does the request
+    once.
     - Idempotency (CreateRoot, Fork, Send, SendStream, SubmitToolResults,
     SubmitToolResultsStream, ImportSession, UpsertSharedMemoryEntry, RemoveSharedMemoryEntry): a
     non-empty `request_id` is kept 24 h per (space, RPC, request_id) with a hash of the request and the stored response (Send and SendStream share
@@ -1746,6 +1760,13 @@ class AgentGateway:
     answer to the turn's
     commit was lost and the turn may have been stored; read the session's
     records before repeating it without a request_id.
+    - A deadline the client's own gRPC library enforces (the gateway did not
+    answer in time: DEADLINE_EXCEEDED with gRPC's words, or CANCELLED) says
+    nothing of the outcome when it passed while a write's commit was under way:
+    a turn, fork, root or import may have been stored, though the lists below
+    say "nothing written" for the gateway's own DEADLINE_EXCEEDED. Retry with
+    the same request_id: it answers the stored result, else does the request
+    once.
     - Idempotency (CreateRoot, Fork, Send, SendStream, SubmitToolResults,
     SubmitToolResultsStream, ImportSession, UpsertSharedMemoryEntry, RemoveSharedMemoryEntry): a
     non-empty `request_id` is kept 24 h per (space, RPC, request_id) with a hash of the request and the stored response (Send and SendStream share
