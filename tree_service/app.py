@@ -22,7 +22,7 @@ from stello.tree.v1 import tree_pb2_grpc
 from tree_service.config import TreeSettings
 from tree_service.eraser import Eraser
 from tree_service.repository import TreeRepository
-from tree_service.retention import RetentionService, RetentionSweeper
+from tree_service.retention.service import RetentionService, RetentionSweeper
 from tree_service.service import TreeService
 from tree_service.servicer import TreeServicer
 from tree_service.sweeper import Sweeper

@@ -35,8 +35,8 @@ from tree_service.convert import (
     tree_reply,
 )
 from tree_service.models import NewSession, PageQuery, SweepQuery, TreeQuery
-from tree_service.retention import RetentionService
-from tree_service.retention_wire import (
+from tree_service.retention.service import RetentionService
+from tree_service.retention.wire import (
     actions_to_proto,
     page_cursor,
     page_token,
