@@ -36,7 +36,6 @@ from stello.errors import FailedPrecondition, session_not_found
 from stello.events import Event, Outbox
 from stello.periodic import Periodic
 from stello.reasons import NO_RETENTION_POLICY
-from tree_service.repository import TreeTx
 from tree_service.retention.repository import (
     Cursor,
     LockedPolicy,
@@ -44,6 +43,7 @@ from tree_service.retention.repository import (
     RetentionStatements,
     RootFacts,
 )
+from tree_service.unit import TreeTx
 
 log = logging.getLogger(__name__)
 
@@ -259,9 +259,9 @@ class RetentionService:
                     finished = False
                     break
             elif kind == "delete":
-                locked_ids = await tx.lock_subtree(space_id, root.id)
+                locked_ids = await tx.subtrees.lock_subtree(space_id, root.id)
                 if locked_ids:
-                    hidden = await tx.hide_subtree(space_id, root.id, locked_ids)
+                    hidden = await tx.subtrees.hide_subtree(space_id, root.id, locked_ids)
                     actions.append(Action(root, kind, tuple(hidden)))
             cursor = root.cursor
         done = finished and len(roots) < self._batch_roots
