@@ -6,9 +6,9 @@ each size a fresh 10-ary tree is seeded by COPY (each session with a record, a s
 and a config, as a used tree has), then:
 
 - phases: the hiding transaction's statements as the tree service runs them now
-  (`TreeTx.hide_subtree`, tree_service.sql: LOCK_SUBTREE, HIDE_SUBTREE or, past
-  HIDE_PROBES_MAX, HIDE_SUBTREE_SET, HIDE_REFS, UNSOURCE, LOCK_MISSED, the
-  SUBTREE_DELETED events, the commit), each timed, with the WAL the transaction wrote;
+  (`SubtreeStatements.hide_subtree`, tree_service/erasure/repository.py: LOCK_SUBTREE,
+  HIDE_SUBTREE or, past HIDE_PROBES_MAX, HIDE_SUBTREE_SET, HIDE_REFS, UNSOURCE, LOCK_MISSED,
+  the SUBTREE_DELETED events, the commit), each timed, with the WAL the transaction wrote;
   the erasure job then clears that tree (not timed);
 - answer: DeleteSubtree over gRPC on a second tree of the same size (the time until it
   answered), then the erasure job's batches until nothing is left (the total, from the
@@ -53,10 +53,19 @@ from stello.server import create_server, shutdown
 from stello.settings import StelloSettings
 from stello.tree.v1 import tree_pb2, tree_pb2_grpc
 from tests.tree.seed import fanout_tree, seed_topology  # the tests' COPY seeding, shared
-from tree_service import create_app, sql
+from tree_service import create_app
 from tree_service.app import create_service
 from tree_service.config import TreeSettings
-from tree_service.repository import SUBTREE_EVENT_IDS
+from tree_service.erasure.repository import (
+    HIDE_PROBES_MAX,
+    HIDE_REFS,
+    HIDE_SUBTREE,
+    HIDE_SUBTREE_SET,
+    LOCK_MISSED,
+    LOCK_SUBTREE,
+    SUBTREE_EVENT_IDS,
+    UNSOURCE,
+)
 from tree_service.service import TreeService
 
 BELONGINGS = """
@@ -95,9 +104,9 @@ async def phases(
     pool: asyncpg.Pool, space: uuid.UUID, root: str, *, explain: bool
 ) -> tuple[list[tuple[str, float]], float]:
     """The hiding transaction of DeleteSubtree, statement by statement as the tree service
-    runs it (`TreeService.delete_subtree`, `TreeTx.hide_subtree`): (phase, seconds) each,
-    summed over the hide's rounds, and the MB of WAL it wrote. With `explain`, it prints
-    the first round's UPDATE's EXPLAIN (ANALYZE, BUFFERS, WAL) and rolls back."""
+    runs it (`ErasureService.delete_subtree`, `SubtreeStatements.hide_subtree`): (phase,
+    seconds) each, summed over the hide's rounds, and the MB of WAL it wrote. With `explain`,
+    it prints the first round's UPDATE's EXPLAIN (ANALYZE, BUFFERS, WAL) and rolls back."""
     spent: dict[str, float] = {}
     async with pool.acquire() as con:
         hiding = con.transaction()
@@ -112,14 +121,14 @@ async def phases(
             began = now
 
         session = uuid.UUID(root)
-        locked = list(await con.fetchval(sql.LOCK_SUBTREE, space, session) or ())
+        locked = list(await con.fetchval(LOCK_SUBTREE, space, session) or ())
         assert locked, "the root is not visible"
         mark("lock walk")
         rows: list[asyncpg.Record] = []
         rounds = 0
         batch = locked
-        while batch:  # as `TreeTx.hide_subtree` (its default probes_max)
-            hide = sql.HIDE_SUBTREE if len(batch) <= sql.HIDE_PROBES_MAX else sql.HIDE_SUBTREE_SET
+        while batch:  # as `SubtreeStatements.hide_subtree` (its default probes_max)
+            hide = HIDE_SUBTREE if len(batch) <= HIDE_PROBES_MAX else HIDE_SUBTREE_SET
             if explain:
                 plan = await con.fetch(f"EXPLAIN (ANALYZE, BUFFERS, WAL) {hide}", space, batch)
                 for line in plan:
@@ -129,11 +138,11 @@ async def phases(
                 return [], 0.0
             rows += await con.fetch(hide, space, batch)
             mark("update")
-            await con.execute(sql.HIDE_REFS, space, batch)
+            await con.execute(HIDE_REFS, space, batch)
             mark("refs")
-            await con.execute(sql.UNSOURCE, space, batch)
+            await con.execute(UNSOURCE, space, batch)
             mark("unsource")
-            batch = list(await con.fetchval(sql.LOCK_MISSED, space, batch) or ())
+            batch = list(await con.fetchval(LOCK_MISSED, space, batch) or ())
             mark("lock missed")
             rounds += 1
         if rounds > 1:  # each round came sorted; sessions found late may be anywhere
@@ -158,7 +167,7 @@ async def erase_all(service: TreeService, pool: asyncpg.Pool, space: uuid.UUID) 
     """Run the erasure job's batches until `space` holds no session (the server's own job,
     woken by a delete, may be erasing meanwhile: its batches count too)."""
     while True:
-        await service.erase_hidden(wait=True)
+        await service.erasure.erase_hidden(wait=True)
         left = await pool.fetchval("SELECT count(*) FROM sessions WHERE space_id = $1", space)
         if left == 0:
             return

@@ -91,8 +91,14 @@ from storage_service.records.repository import APPEND_RECORDS
 from storage_service.sessions.repository import GET_SESSION, PUT_SESSION
 from storage_service.slots.repository import COPY_SYSTEM_PROMPT, GET_SESSION_WITH_SLOTS
 from tests.support.ports import free_port
-from tree_service import sql
 from tree_service.app import create_app as tree_app
+from tree_service.nodes.repository import GET_NODE, GET_NODE_WITH_CONFIG
+from tree_service.sessions.repository import (
+    COMMIT_SESSION,
+    CREATE_SESSION,
+    GET_CONFIG,
+    LOCK_FOR_COMMIT,
+)
 
 CONTENT = "benchmark record " * 6  # ~100 bytes, a short chat message
 STATUS = {
@@ -234,7 +240,7 @@ def bare_tree(pool: asyncpg.Pool) -> tuple[grpc.aio.Server, int]:
     """GetNode (with the config when asked) with the tree's SQL."""
 
     async def get_node(request: Any, context: Any) -> tree_pb2.GetNodeResponse:
-        statement = sql.GET_NODE_WITH_CONFIG if request.include_config else sql.GET_NODE
+        statement = GET_NODE_WITH_CONFIG if request.include_config else GET_NODE
         async with pool.acquire() as con:
             row = await con.fetchrow(
                 statement, uuid.UUID(request.space_id), uuid.UUID(request.session_id)
@@ -259,7 +265,7 @@ def bare_tree(pool: asyncpg.Pool) -> tuple[grpc.aio.Server, int]:
     async def get_config(request: Any, context: Any) -> tree_pb2.GetConfigResponse:
         async with pool.acquire() as con:
             row = await con.fetchrow(
-                sql.GET_CONFIG, uuid.UUID(request.space_id), uuid.UUID(request.session_id)
+                GET_CONFIG, uuid.UUID(request.space_id), uuid.UUID(request.session_id)
             )
         assert row is not None and row["config"] is None  # the benchmark's source has none
         return tree_pb2.GetConfigResponse()
@@ -269,7 +275,7 @@ def bare_tree(pool: asyncpg.Pool) -> tuple[grpc.aio.Server, int]:
 
         async def work(con: asyncpg.Connection) -> asyncpg.Record:
             row = await con.fetchrow(
-                sql.CREATE_SESSION, space, uuid.uuid4(), parent, request.label, parent, 60.0, None
+                CREATE_SESSION, space, uuid.uuid4(), parent, request.label, parent, 60.0, None
             )
             assert row is not None and row["parent_found"] and row["source_found"]
             return row
@@ -290,9 +296,9 @@ def bare_tree(pool: asyncpg.Pool) -> tuple[grpc.aio.Server, int]:
         space, session = uuid.UUID(request.space_id), uuid.UUID(request.session_id)
 
         async def work(con: asyncpg.Connection) -> asyncpg.Record:
-            rows = await con.fetch(sql.LOCK_FOR_COMMIT, space, session)  # it, its parent
+            rows = await con.fetch(LOCK_FOR_COMMIT, space, session)  # it, its parent
             assert any(r["target"] and r["provisional"] for r in rows)
-            row = await con.fetchrow(sql.COMMIT_SESSION, space, session)
+            row = await con.fetchrow(COMMIT_SESSION, space, session)
             assert row is not None
             outbox = Outbox()
             outbox.add(space, Event("session_committed", session))

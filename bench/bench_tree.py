@@ -48,7 +48,15 @@ from stello.server import create_server
 from stello.settings import StelloSettings
 from stello.tree.v1 import tree_pb2, tree_pb2_grpc
 from tests.tree.seed import seed_topology  # the tests' COPY seeding, shared
-from tree_service import create_app, sql
+from tree_service import create_app
+from tree_service.nodes.repository import ANCESTRY, GET_NODE
+from tree_service.sessions.repository import (
+    COMMIT_SESSION,
+    CREATE_SESSION,
+    LOCK_FOR_COMMIT,
+    LOCK_PARENT,
+)
+from tree_service.trees.repository import FOREST
 
 SERVICE = "stello.tree.v1.SessionTree"
 WORKERS = 16
@@ -93,9 +101,9 @@ async def _baseline_server(pool: asyncpg.Pool) -> tuple[grpc.aio.Server, int]:
         session = uuid.uuid4()
         async with pool.acquire() as con, con.transaction():
             if not request.provisional:
-                assert await con.fetchrow(sql.LOCK_PARENT, space, parent) is not None
+                assert await con.fetchrow(LOCK_PARENT, space, parent) is not None
             row = await con.fetchrow(
-                sql.CREATE_SESSION,
+                CREATE_SESSION,
                 space,
                 session,
                 parent,
@@ -122,13 +130,13 @@ async def _baseline_server(pool: asyncpg.Pool) -> tuple[grpc.aio.Server, int]:
         space, session = uuid.UUID(request.space_id), uuid.UUID(request.session_id)
         async with pool.acquire() as con, con.transaction():
             # The session and its provisional parent, in id order (the service's lock).
-            locked = await con.fetch(sql.LOCK_FOR_COMMIT, space, session)
+            locked = await con.fetch(LOCK_FOR_COMMIT, space, session)
             provisional = next((r["provisional"] for r in locked if r["target"]), None)
             assert provisional is not None
             if provisional:
-                row = await con.fetchrow(sql.COMMIT_SESSION, space, session)
+                row = await con.fetchrow(COMMIT_SESSION, space, session)
             else:
-                row = await con.fetchrow(sql.GET_NODE, space, session)
+                row = await con.fetchrow(GET_NODE, space, session)
         assert row is not None
         return tree_pb2.CommitSessionResponse(node=_node(row))
 
@@ -137,13 +145,13 @@ async def _baseline_server(pool: asyncpg.Pool) -> tuple[grpc.aio.Server, int]:
     ) -> tree_pb2.GetAncestorsResponse:
         async with pool.acquire() as con:
             rows = await con.fetch(
-                sql.ANCESTRY, uuid.UUID(request.space_id), uuid.UUID(request.session_id)
+                ANCESTRY, uuid.UUID(request.space_id), uuid.UUID(request.session_id)
             )
         return tree_pb2.GetAncestorsResponse(nodes=[_node(r) for r in rows[1:]])
 
     async def tree(request: tree_pb2.GetTreeRequest, context: Any) -> tree_pb2.GetTreeResponse:
         async with pool.acquire() as con:
-            rows = await con.fetch(sql.FOREST, uuid.UUID(request.space_id), 200_001)
+            rows = await con.fetch(FOREST, uuid.UUID(request.space_id), 200_001)
         tops = sorted(
             (r for r in rows if r["top_at"] is not None), key=lambda r: (r["top_at"], r["id"])
         )

@@ -34,9 +34,15 @@ from stello.storage.v1 import storage_pb2, storage_pb2_grpc
 from stello.tree.v1 import tree_pb2, tree_pb2_grpc
 from storage_service.sessions.repository import PUT_SESSION
 from storage_service.slots.repository import COPY_SYSTEM_PROMPT, PUT_SLOT
-from tree_service import sql
 from tree_service.convert import config_from_proto, config_to_proto
 from tree_service.encoding import config_from_json, config_to_json
+from tree_service.nodes.repository import GET_NODE
+from tree_service.sessions.repository import (
+    COMMIT_SESSION,
+    CREATE_SESSION,
+    GET_CONFIG,
+    LOCK_FOR_COMMIT,
+)
 
 ACTIVE = common_pb2.SESSION_STATUS_ACTIVE
 PROVISIONING_TTL_S = 60.0
@@ -81,7 +87,7 @@ def tree_server(pool: asyncpg.Pool) -> tuple[Any, int]:
     async def get_config(request: Any, context: Any) -> tree_pb2.GetConfigResponse:
         space, session = uuid.UUID(request.space_id), uuid.UUID(request.session_id)
         async with pool.acquire() as con:
-            config = await con.fetchval(sql.GET_CONFIG, space, session)
+            config = await con.fetchval(GET_CONFIG, space, session)
         reply = tree_pb2.GetConfigResponse()
         if config is not None:
             reply.config.CopyFrom(config_to_proto(config_from_json(config)))
@@ -93,7 +99,7 @@ def tree_server(pool: asyncpg.Pool) -> tuple[Any, int]:
         request_hash = idempotency.fingerprint(request)
         async with pool.acquire() as con, con.transaction():
             row = await con.fetchrow(
-                sql.CREATE_SESSION,
+                CREATE_SESSION,
                 space,
                 uuid.uuid4(),
                 parent,
@@ -121,15 +127,15 @@ def tree_server(pool: asyncpg.Pool) -> tuple[Any, int]:
     async def commit(request: Any, context: Any) -> tree_pb2.CommitSessionResponse:
         space, session = uuid.UUID(request.space_id), uuid.UUID(request.session_id)
         async with pool.acquire() as con, con.transaction():
-            locked = await con.fetch(sql.LOCK_FOR_COMMIT, space, session)
+            locked = await con.fetch(LOCK_FOR_COMMIT, space, session)
             target = next(r for r in locked if r["target"])
             if target["provisional"]:
-                row = await con.fetchrow(sql.COMMIT_SESSION, space, session)
+                row = await con.fetchrow(COMMIT_SESSION, space, session)
                 outbox = Outbox()
                 outbox.add(space, Event("session_committed", session))
                 await outbox.flush(con)  # type: ignore[arg-type]
             else:
-                row = await con.fetchrow(sql.GET_NODE, space, session)
+                row = await con.fetchrow(GET_NODE, space, session)
         assert row is not None
         return tree_pb2.CommitSessionResponse(node=_topology(row))
 

@@ -145,7 +145,7 @@ TABLE_FUNCTIONS = (
 # coordinator's CPU and 145 s of wall time with JIT, 20 s and 109 s without.
 # citus.propagate_set_commands = 'local': a SET LOCAL in a transaction reaches the workers
 # that transaction's statements run on (GetTree's planner settings and timeout,
-# tree_service.sql.tree_settings; the workers planned its walk without them).
+# tree_service.trees.repository.tree_settings; the workers planned its walk without them).
 PREFIXES = "citus.show_shards_for_app_name_prefixes"
 SESSION_DEFAULTS: dict[str, str] = {
     "jit": "off",

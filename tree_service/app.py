@@ -20,12 +20,12 @@ from stello.server import ServiceApp, raw_replies
 from stello.settings import MAX_MESSAGE_BYTES, StelloSettings
 from stello.tree.v1 import tree_pb2_grpc
 from tree_service.config import TreeSettings
-from tree_service.eraser import Eraser
-from tree_service.repository import TreeRepository
-from tree_service.retention import RetentionService, RetentionSweeper
+from tree_service.erasure.eraser import Eraser
+from tree_service.retention.service import RetentionService, RetentionSweeper
 from tree_service.service import TreeService
 from tree_service.servicer import TreeServicer
-from tree_service.sweeper import Sweeper
+from tree_service.sweep.sweeper import Sweeper
+from tree_service.unit import TreeRepository
 
 SERVICE_NAME = "stello.tree.v1.SessionTree"
 ADMIN_METHODS = frozenset({f"/{SERVICE_NAME}/SweepProvisional"})
@@ -106,10 +106,10 @@ def create_retention(
 def create_eraser(pool: asyncpg.Pool, config: TreeSettings | None = None) -> Eraser:
     """The erasure job of the sessions DeleteSubtree hid (not started)."""
     config = config or TreeSettings()
-    return Eraser(create_service(pool, config), config.erase_interval_s)
+    return Eraser(create_service(pool, config).erasure, config.erase_interval_s)
 
 
 def create_sweeper(pool: asyncpg.Pool, config: TreeSettings | None = None) -> Sweeper:
     """The periodic sweep of expired provisional sessions (not started)."""
     config = config or TreeSettings()
-    return Sweeper(create_service(pool, config), config.sweep_interval_s)
+    return Sweeper(create_service(pool, config).sweeps, config.sweep_interval_s)

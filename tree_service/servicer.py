@@ -35,8 +35,8 @@ from tree_service.convert import (
     tree_reply,
 )
 from tree_service.models import NewSession, PageQuery, SweepQuery, TreeQuery
-from tree_service.retention import RetentionService
-from tree_service.retention_wire import (
+from tree_service.retention.service import RetentionService
+from tree_service.retention.wire import (
     actions_to_proto,
     page_cursor,
     page_token,
@@ -102,22 +102,22 @@ class TreeServicer(tree_pb2_grpc.SessionTreeServicer):
         if request.copy_source_metadata and not request.HasField("source_session_id"):
             violations.add("copy_source_metadata", "needs source_session_id")
         violations.raise_if_any()
-        node = await self._service.create_session(new)
+        node = await self._service.sessions.create_session(new)
         return tree_pb2.CreateSessionResponse(node=node_to_proto(node))
 
     async def CommitSession(
         self, request: tree_pb2.CommitSessionRequest, context: Context
     ) -> tree_pb2.CommitSessionResponse:
-        node, pairs = await self._service.commit_session(*_session(request))
+        node, pairs = await self._service.sessions.commit_session(*_session(request))
         return tree_pb2.CommitSessionResponse(node=node_to_proto(node), metadata=pairs)
 
     async def GetNode(
         self, request: tree_pb2.GetNodeRequest, context: Context
     ) -> tree_pb2.GetNodeResponse:
         if not request.include_config:
-            node = await self._service.get_node(*_session(request))
+            node = await self._service.nodes.get_node(*_session(request))
             return tree_pb2.GetNodeResponse(node=node_to_proto(node))
-        node, config, pairs = await self._service.get_node_with_config(*_session(request))
+        node, config, pairs = await self._service.nodes.get_node_with_config(*_session(request))
         reply = tree_pb2.GetNodeResponse(node=node_to_proto(node), metadata=pairs)
         if config is not None:
             reply.config.CopyFrom(config_to_proto(config))
@@ -127,7 +127,7 @@ class TreeServicer(tree_pb2_grpc.SessionTreeServicer):
         self, request: tree_pb2.ListRootsRequest, context: Context
     ) -> tree_pb2.ListRootsResponse:
         space_id = space_uuid(request.space_id)
-        nodes = await self._service.list_roots(space_id)
+        nodes = await self._service.nodes.list_roots(space_id)
         return tree_pb2.ListRootsResponse(nodes=nodes_to_proto(nodes))
 
     async def ListAll(
@@ -142,7 +142,7 @@ class TreeServicer(tree_pb2_grpc.SessionTreeServicer):
             filter=filter_from_proto(request.filter, violations),
         )
         violations.raise_if_any()
-        page = await self._service.list_all(query)
+        page = await self._service.nodes.list_all(query)
         reply = tree_pb2.ListAllResponse(next_page_token=page.next_page_token)
         add_summaries(reply.sessions, page.sessions)
         return reply
@@ -150,19 +150,19 @@ class TreeServicer(tree_pb2_grpc.SessionTreeServicer):
     async def GetChildren(
         self, request: tree_pb2.GetChildrenRequest, context: Context
     ) -> tree_pb2.GetChildrenResponse:
-        nodes = await self._service.get_children(*_session(request))
+        nodes = await self._service.nodes.get_children(*_session(request))
         return tree_pb2.GetChildrenResponse(nodes=nodes_to_proto(nodes))
 
     async def GetSiblings(
         self, request: tree_pb2.GetSiblingsRequest, context: Context
     ) -> tree_pb2.GetSiblingsResponse:
-        nodes = await self._service.get_siblings(*_session(request))
+        nodes = await self._service.nodes.get_siblings(*_session(request))
         return tree_pb2.GetSiblingsResponse(nodes=nodes_to_proto(nodes))
 
     async def GetAncestors(
         self, request: tree_pb2.GetAncestorsRequest, context: Context
     ) -> tree_pb2.GetAncestorsResponse:
-        nodes = await self._service.get_ancestors(*_session(request))
+        nodes = await self._service.nodes.get_ancestors(*_session(request))
         return tree_pb2.GetAncestorsResponse(nodes=nodes_to_proto(nodes))
 
     async def ListAncestors(
@@ -173,7 +173,7 @@ class TreeServicer(tree_pb2_grpc.SessionTreeServicer):
         session_id = parse_uuid(request.session_id, "session_id", violations)
         size = page_size(request.page_size, violations)
         violations.raise_if_any()
-        entries, token = await self._service.list_ancestors(
+        entries, token = await self._service.nodes.list_ancestors(
             space_id, session_id, size, request.page_token
         )
         return tree_pb2.ListAncestorsResponse(
@@ -192,30 +192,30 @@ class TreeServicer(tree_pb2_grpc.SessionTreeServicer):
             max_depth=max_depth,
         )
         violations.raise_if_any()
-        return tree_reply(await self._service.get_tree(query))
+        return tree_reply(await self._service.trees.get_tree(query))
 
     async def AddRef(
         self, request: tree_pb2.AddRefRequest, context: Context
     ) -> tree_pb2.AddRefResponse:
-        node = await self._service.add_ref(*_ref(request))
+        node = await self._service.refs.add_ref(*_ref(request))
         return tree_pb2.AddRefResponse(node=node_to_proto(node))
 
     async def RemoveRef(
         self, request: tree_pb2.RemoveRefRequest, context: Context
     ) -> tree_pb2.RemoveRefResponse:
-        node = await self._service.remove_ref(*_ref(request))
+        node = await self._service.refs.remove_ref(*_ref(request))
         return tree_pb2.RemoveRefResponse(node=node_to_proto(node))
 
     async def Archive(
         self, request: tree_pb2.ArchiveRequest, context: Context
     ) -> tree_pb2.ArchiveResponse:
-        node = await self._service.set_status(*_session(request), "archived")
+        node = await self._service.sessions.set_status(*_session(request), "archived")
         return tree_pb2.ArchiveResponse(node=node_to_proto(node))
 
     async def Unarchive(
         self, request: tree_pb2.UnarchiveRequest, context: Context
     ) -> tree_pb2.UnarchiveResponse:
-        node = await self._service.set_status(*_session(request), "active")
+        node = await self._service.sessions.set_status(*_session(request), "active")
         return tree_pb2.UnarchiveResponse(node=node_to_proto(node))
 
     async def UpdateLabel(
@@ -226,13 +226,13 @@ class TreeServicer(tree_pb2_grpc.SessionTreeServicer):
         session_id = parse_uuid(request.session_id, "session_id", violations)
         new_label = label(request.label, violations)
         violations.raise_if_any()
-        node = await self._service.update_label(space_id, session_id, new_label)
+        node = await self._service.sessions.update_label(space_id, session_id, new_label)
         return tree_pb2.UpdateLabelResponse(node=node_to_proto(node))
 
     async def GetConfig(
         self, request: tree_pb2.GetConfigRequest, context: Context
     ) -> tree_pb2.GetConfigResponse:
-        config = await self._service.get_config(*_session(request))
+        config = await self._service.sessions.get_config(*_session(request))
         if config is None:
             return tree_pb2.GetConfigResponse()
         return tree_pb2.GetConfigResponse(config=config_to_proto(config))
@@ -247,7 +247,7 @@ class TreeServicer(tree_pb2_grpc.SessionTreeServicer):
             violations.add("config", "is required (an empty SessionConfig is valid)")
         config = config_from_proto(request.config, violations, self._max_slot_bytes)
         violations.raise_if_any()
-        stored = await self._service.put_config(space_id, session_id, config)
+        stored = await self._service.sessions.put_config(space_id, session_id, config)
         return tree_pb2.PutConfigResponse(config=config_to_proto(stored))
 
     async def UpdateSessionMetadata(
@@ -256,7 +256,7 @@ class TreeServicer(tree_pb2_grpc.SessionTreeServicer):
         violations = Violations()
         change = metadata_change(request, violations)
         violations.raise_if_any()
-        pairs = await self._service.update_metadata(change)
+        pairs = await self._service.sessions.update_metadata(change)
         return tree_pb2.UpdateSessionMetadataResponse(metadata=pairs)
 
     async def DeleteSubtree(
@@ -270,7 +270,7 @@ class TreeServicer(tree_pb2_grpc.SessionTreeServicer):
             violations.add("max_reply_bytes", f"must not be negative, got {limit}")
         violations.raise_if_any()
         left = context.time_remaining()
-        erased = await self._service.delete_subtree(
+        erased = await self._service.erasure.delete_subtree(
             space_id,
             session_id,
             count_only=request.count_only,
@@ -288,7 +288,7 @@ class TreeServicer(tree_pb2_grpc.SessionTreeServicer):
             violations.add("older_than_s", f"must not be negative, got {request.older_than_s}")
             violations.raise_if_any()
         query = SweepQuery(older_than_s=float(request.older_than_s), dry_run=request.dry_run)
-        removed = await self._service.sweep(query)
+        removed = await self._service.sweeps.sweep(query)
         return tree_pb2.SweepProvisionalResponse(removed_ids=swept_ids(removed))
 
     async def ResolveSessionPrefix(
@@ -299,7 +299,7 @@ class TreeServicer(tree_pb2_grpc.SessionTreeServicer):
         digits = parse_prefix(request.prefix, violations)
         limit = match_limit(request.limit, violations)
         violations.raise_if_any()
-        found = await self._service.resolve_prefix(space_id, digits, limit)
+        found = await self._service.nodes.resolve_prefix(space_id, digits, limit)
         reply = tree_pb2.ResolveSessionPrefixResponse()
         add_summaries(reply.sessions, found)
         return reply

@@ -38,7 +38,7 @@ from storage_service.search.backfill import SearchBackfill
 from tree_service.app import create_app as tree_app
 from tree_service.app import create_sweeper
 from tree_service.config import TreeSettings
-from tree_service.sweeper import Sweeper
+from tree_service.sweep.sweeper import Sweeper
 
 ROLE = common_pb2.RecordRole
 FORK = common_pb2.ForkContext

@@ -35,8 +35,7 @@ from tests.support.citus import (
     logged_errors,
 )
 from tests.support.citus_pass import ROUTER_ONLY, unexpected_errors
-from tree_service import sql as tree_sql
-from tree_service.sql import tree_settings
+from tree_service.trees.repository import FOREST, ROOT_TREE, tree_settings
 
 pytestmark = [pytest.mark.citus, pytest.mark.timeout(300)]
 
@@ -237,14 +236,13 @@ class TestLog:
         whole_tree_timeouts = [  # a whole tree's one read (no walk)
             LoggedError("db", "canceling statement due to statement timeout", statement)
             for statement in (
-                tree_sql.FOREST,
-                tree_sql.ROOT_TREE,
+                FOREST,
+                ROOT_TREE,
                 # as a worker logs it: Citus's deparse of the read for the shard (ci23)
                 "SELECT (id)::text AS id, (parent_id)::text AS parent_id, depth, sibling_index,"
                 " label, status, turn_count FROM public.sessions_102008 s WHERE true",
                 # or in the batch Citus sent it in, headed by GetTree's settings (ci29)
-                "BEGIN TRANSACTION ISOLATION LEVEL READ COMMITTED;\n"
-                + tree_sql.tree_settings(5000).strip(),
+                "BEGIN TRANSACTION ISOLATION LEVEL READ COMMITTED;\n" + tree_settings(5000).strip(),
             )
         ]
         found = unexpected_errors(

@@ -51,7 +51,7 @@ from tests.support.citus import (
 )
 from tests.support.citus_pass import create_distributed_database, unexpected_errors
 from tree_service.app import create_retention, create_sweeper
-from tree_service.retention import RetentionSweeper
+from tree_service.retention.service import RetentionSweeper
 
 pytestmark = [pytest.mark.citus, pytest.mark.timeout(300)]
 

@@ -28,13 +28,14 @@ from tests.distribution.services import (
 )
 from tests.distribution.tenancy_sql import unpinned
 from tests.support.database import create_test_database, drop_test_database
-from tree_service import sql as tree_sql
+from tree_service.erasure.job import ERASE_SPACES
+from tree_service.sweep.repository import SWEEP_DUE
 
 # Statements allowed to span spaces, by their fingerprint (constants ignored).
 MAINTENANCE = {
-    fingerprint(tree_sql.SWEEP_DUE): "the sweep's dry run lists due sessions of every space",
+    fingerprint(SWEEP_DUE): "the sweep's dry run lists due sessions of every space",
     fingerprint(idempotency.PURGE): "request_id keys past 24 h go in every space",
-    fingerprint(tree_sql.ERASE_SPACES): "the erasure job finds a space with deleted sessions",
+    fingerprint(ERASE_SPACES): "the erasure job finds a space with deleted sessions",
     fingerprint(backfill_repository.PENDING): (
         "the search backfill looks for spaces whose pass is not finished"
     ),

@@ -31,7 +31,7 @@ from tests.cli.processes import gone
 from tests.support.fixtures import MakeSession, TestSpace
 from tests.support.metrics import calls_by_worker
 from tests.support.ports import free_port
-from tree_service.repository import SWEEP_LOCK_KEY
+from tree_service.sweep.repository import SWEEP_LOCK_KEY
 
 pytestmark = [pytest.mark.sql, pytest.mark.subprocess]
 

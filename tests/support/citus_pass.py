@@ -116,8 +116,9 @@ ALLOWED_ERRORS: tuple[Allowed, ...] = (
         r"|SELECT \(id\)::text AS id, \(parent_id\)::text AS parent_id, depth,"
         r"|BEGIN TRANSACTION ISOLATION LEVEL READ COMMITTED;\s*"
         r"SET LOCAL plan_cache_mode = force_custom_plan;\s*SET LOCAL enable_sort = off;)",
-        "GetTree's read (the walk, or a whole tree's one read: tree_service.sql's FOREST, "
-        "ROOT_TREE) is bounded by a statement timeout (STELLO_TREE_GET_TREE_TIMEOUT_S); "
+        "GetTree's read (the walk, or a whole tree's one read: "
+        "tree_service/trees/repository.py's FOREST, ROOT_TREE) is bounded by a statement "
+        "timeout (STELLO_TREE_GET_TREE_TIMEOUT_S); "
         "the TREE_TOO_LARGE tests run past it. The one read may time out on the worker, "
         "which logs it as Citus deparsed it for the shard, or as the batch Citus sent it in, "
         "headed by the transaction's start and GetTree's settings (tree_settings; ci29)",
@@ -133,7 +134,7 @@ ALLOWED_ERRORS: tuple[Allowed, ...] = (
         r"^canceling statement due to statement timeout$",
         r"^\s*SELECT 1 FROM (public\.)?sessions\S*( sessions)? WHERE",
         "After a GetTree read past its bound, a probe of one row of the space, itself "
-        "bounded (tree_service.sql PROBE_SPACE): "
+        "bounded (tree_service/trees/repository.py PROBE_SPACE): "
         "test_a_space_that_does_not_answer_is_unavailable_not_too_large holds a lock on "
         "sessions, so the probe runs past its bound too (UNAVAILABLE)",
     ),
@@ -151,7 +152,7 @@ ALLOWED_ERRORS: tuple[Allowed, ...] = (
         r"|SELECT id FROM spaces ORDER BY id$)",
         "the maintenance transactions are bounded (stello.db.MAINTENANCE_TIMEOUT_S): "
         "tests/tree/test_maintenance_bound.py holds what the erasure's look across spaces "
-        "(tree_service.sql's ERASE_SPACES) and its fallback's listing of the spaces "
+        "(tree_service/erasure/job.py's ERASE_SPACES) and its fallback's listing of the spaces "
         "(stello.db.SPACES) read, and the round ends at the bound",
     ),
 )

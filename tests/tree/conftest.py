@@ -17,8 +17,9 @@ from stello.tree.v1 import tree_pb2, tree_pb2_grpc
 from tests.support.erasure import Con
 from tests.support.fixtures import RunningServer, ServerStarter, TestSpace
 from tests.support.history import WAITING_ON_A_LOCK
-from tree_service import sql
 from tree_service.app import create_app, create_service
+from tree_service.erasure.repository import HIDE_SUBTREE, LOCK_SUBTREE
+from tree_service.sessions.repository import CREATE_SESSION, LOCK_PARENT
 
 T = TypeVar("T")
 
@@ -117,9 +118,9 @@ async def commit_a_child_while(
     once something waits on a lock (`watcher` looks) or the call ended; the call's task."""
 
     async def create(con: Con) -> None:
-        assert await con.fetchval(sql.LOCK_PARENT, space_id, parent)
+        assert await con.fetchval(LOCK_PARENT, space_id, parent)
         args = (parent, "late", None, None, None)
-        await con.fetchrow(sql.CREATE_SESSION, space_id, child, *args)
+        await con.fetchrow(CREATE_SESSION, space_id, child, *args)
 
     return await commit_while(pool, watcher, create, start)
 
@@ -135,9 +136,9 @@ async def hide_while(
     call while those rows are held, and commit once the call waits on a lock or ended."""
 
     async def hide(con: Con) -> None:
-        locked = await con.fetchval(sql.LOCK_SUBTREE, space_id, session_id)
+        locked = await con.fetchval(LOCK_SUBTREE, space_id, session_id)
         assert locked, "nothing to hide"
-        await con.fetch(sql.HIDE_SUBTREE, space_id, locked)
+        await con.fetch(HIDE_SUBTREE, space_id, locked)
 
     return await commit_while(pool, watcher, hide, start)
 
@@ -173,5 +174,5 @@ async def erased(pool: asyncpg.Pool) -> None:
     """Wait until the erasure job has erased every session DeleteSubtree hid (it runs in
     the background: this erases what is left, queued behind a running round)."""
     service = create_service(pool)
-    while await service.erase_hidden(wait=True):
+    while await service.erasure.erase_hidden(wait=True):
         pass

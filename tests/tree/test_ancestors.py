@@ -15,8 +15,8 @@ from stello.errors import field_violations
 from stello.tree.v1 import tree_pb2
 from tests.tree.conftest import TreeClient
 from tests.tree.seed import chain, seed_topology
-from tree_service import sql
 from tree_service.encoding import encode_ancestor_token
+from tree_service.nodes.repository import ANCESTOR_PAGE, TOKEN_KEY
 
 pytestmark = pytest.mark.sql
 
@@ -77,7 +77,7 @@ class TestPages:
         ids = await seed_topology(pool, tree.space.id, chain(1001))
         async with pool.acquire() as con:
             plan = await con.fetchval(
-                f"EXPLAIN (ANALYZE, FORMAT JSON) {sql.ANCESTOR_PAGE}",
+                f"EXPLAIN (ANALYZE, FORMAT JSON) {ANCESTOR_PAGE}",
                 tree.space.id,
                 ids[500],
                 10,
@@ -156,7 +156,7 @@ class TestRefusals:
         descendant of the session, the session itself, another tree's or another space's
         session is INVALID_ARGUMENT on page_token, not a page of another chain (explore2
         finding 14): the service checks the ancestor too, not only the signature."""
-        key = await pool.fetchval(sql.TOKEN_KEY)
+        key = await pool.fetchval(TOKEN_KEY)
         chain_ids = [(await tree.create(label="c0")).id]
         for i in range(1, 5):
             chain_ids.append((await tree.child(chain_ids[-1], label=f"c{i}")).id)

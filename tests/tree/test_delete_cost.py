@@ -16,8 +16,8 @@ import pytest
 
 from tests.tree.conftest import TreeClient
 from tests.tree.seed import fanout_tree, seed_topology
-from tree_service import sql
-from tree_service.repository import TreeTx
+from tree_service.erasure.repository import HIDE_SUBTREE, LOCK_SUBTREE
+from tree_service.unit import TreeTx
 
 pytestmark = pytest.mark.sql
 
@@ -78,10 +78,10 @@ async def test_hide_writes_a_few_records_per_session(tree: TreeClient, pool: asy
         hiding = con.transaction()
         await hiding.start()
         try:
-            locked = await con.fetchval(sql.LOCK_SUBTREE, tree.space.id, ids[0])
+            locked = await con.fetchval(LOCK_SUBTREE, tree.space.id, ids[0])
             assert len(locked) == size
             plan = await con.fetchval(
-                f"EXPLAIN (ANALYZE, WAL, FORMAT JSON) {sql.HIDE_SUBTREE}", tree.space.id, locked
+                f"EXPLAIN (ANALYZE, WAL, FORMAT JSON) {HIDE_SUBTREE}", tree.space.id, locked
             )
         finally:
             await hiding.rollback()
@@ -104,9 +104,11 @@ async def test_a_round_past_the_probe_limit_is_hidden_as_a_set(
             await hiding.start()
             try:
                 repo = TreeTx(cast("asyncpg.Connection", con))  # a pooled one
-                locked = await repo.lock_subtree(tree.space.id, ids[0])
+                locked = await repo.subtrees.lock_subtree(tree.space.id, ids[0])
                 answers.append(
-                    await repo.hide_subtree(tree.space.id, ids[0], locked, probes_max=probes_max)
+                    await repo.subtrees.hide_subtree(
+                        tree.space.id, ids[0], locked, probes_max=probes_max
+                    )
                 )
                 visible = await con.fetchval(VISIBLE_OF, tree.space.id, ids)
             finally:

@@ -23,7 +23,7 @@ from tests.tree.conftest import (
 )
 from tests.tree.seed import fanout_tree, seed_topology
 from tree_service.app import create_app, create_service
-from tree_service.service import DELETE_REPLY_OVERHEAD, DELETED_ID_BYTES
+from tree_service.erasure.service import DELETE_REPLY_OVERHEAD, DELETED_ID_BYTES
 
 pytestmark = pytest.mark.sql
 
@@ -161,7 +161,7 @@ class TestTheReplyLimit:
         watcher = await asyncpg.connect(direct_database_url)
 
         async def start() -> asyncio.Task[list[uuid.UUID]]:
-            return asyncio.create_task(service.delete_subtree(space.id, root))
+            return asyncio.create_task(service.erasure.delete_subtree(space.id, root))
 
         try:
             deleting = await commit_a_child_while(

@@ -27,7 +27,7 @@ from tests.support.fixtures import TestSpace
 from tests.tree.conftest import TreeClient, erased, session_count
 from tests.tree.owned import belongings, give_belongings
 from tests.tree.seed import chain, fanout_tree, seed_topology
-from tree_service.repository import ERASE_LOCK_KEY, erase_batch
+from tree_service.erasure.job import ERASE_LOCK_KEY, erase_batch
 
 pytestmark = pytest.mark.sql
 

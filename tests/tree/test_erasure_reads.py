@@ -16,7 +16,7 @@ import asyncpg
 import pytest
 
 from tests.support.fresh import CROWD, GENERIC_PLAN_READS, FreshDatabase
-from tree_service.repository import erase_batch
+from tree_service.erasure.job import erase_batch
 
 pytestmark = [pytest.mark.sql, pytest.mark.plain_postgres(GENERIC_PLAN_READS)]
 

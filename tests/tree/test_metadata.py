@@ -289,7 +289,7 @@ class TestErasure:
 
 def test_prefix_bounds() -> None:
     """The byte range of a prefix ends at its last character plus one (surrogates skipped)."""
-    from tree_service.listing import prefix_bounds
+    from tree_service.nodes.listing import prefix_bounds
 
     assert prefix_bounds("ab") == ("ab", "ac")
     assert prefix_bounds("a\U0010ffff") == ("a\U0010ffff", "b")

@@ -1,8 +1,38 @@
-"""The tree_service package surface."""
+"""The tree_service package surface, its rooms and their imports (STYLE §1, §16)."""
 
 from __future__ import annotations
 
+import ast
+import importlib
+import pkgutil
+from pathlib import Path
+
+import pytest
+
 import tree_service
+
+ROOT = Path(tree_service.__file__).parent
+ROOMS = {
+    "erasure": ["eraser", "job", "release", "repository", "service"],
+    "nodes": ["listing", "repository", "service"],
+    "refs": ["repository", "service"],
+    "retention": ["repository", "service", "wire"],
+    "sessions": ["repository", "service"],
+    "sweep": ["repository", "service", "sweeper"],
+    "trees": ["repository", "service"],
+}
+# The tree is one service over the kernel: no other service, no program (STYLE §16).
+FOREIGN = ("agent_gateway", "storage_service", "stello_cli", "stello_client", "stello_console")
+
+
+def _imported(path: Path) -> set[str]:
+    names: set[str] = set()
+    for node in ast.walk(ast.parse(path.read_text(), str(path))):
+        if isinstance(node, ast.Import):
+            names.update(alias.name for alias in node.names)
+        elif isinstance(node, ast.ImportFrom) and node.module is not None:
+            names.add(node.module)
+    return names
 
 
 class TestPackage:
@@ -15,3 +45,40 @@ class TestPackage:
             "TreeSettings",
         }
         assert all(hasattr(tree_service, name) for name in tree_service.__all__)
+
+    def test_top_level_holds_only_what_every_room_shares(self) -> None:
+        """Beside the rooms, the top holds the entry points, the wiring and the shared modules."""
+        top = sorted(p.stem for p in ROOT.glob("*.py"))
+        assert top == [
+            "__init__",
+            "__main__",
+            "app",
+            "config",
+            "convert",
+            "encoding",
+            "models",
+            "service",
+            "servicer",
+            "sql",
+            "unit",
+        ]
+        assert sorted(p.parent.name for p in ROOT.glob("*/__init__.py")) == sorted(ROOMS)
+
+    @pytest.mark.parametrize("room", sorted(ROOMS))
+    def test_each_room_lists_its_modules(self, room: str) -> None:
+        """A room's __all__ names its modules (each imports), so a newcomer sees its parts."""
+        package = importlib.import_module(f"tree_service.{room}")
+        found = sorted(m.name for m in pkgutil.iter_modules(package.__path__))
+        assert sorted(package.__all__) == found == ROOMS[room]
+        for name in package.__all__:
+            importlib.import_module(f"tree_service.{room}.{name}")
+
+    def test_imports_no_other_service_and_no_program(self) -> None:
+        """No module of tree_service imports another service, the CLI or the console."""
+        offending = {
+            f"{path.relative_to(ROOT)}: {name}"
+            for path in ROOT.rglob("*.py")
+            for name in _imported(path)
+            if any(name == f or name.startswith(f"{f}.") for f in FOREIGN)
+        }
+        assert offending == set()

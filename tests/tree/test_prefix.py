@@ -15,7 +15,7 @@ from stello.tree.v1 import tree_pb2
 from tests.support.fixtures import TestSpace
 from tests.tree.conftest import TreeClient
 from tests.tree.seed import fanout_tree, seed_topology
-from tree_service import sql
+from tree_service.nodes.listing import RESOLVE_PREFIX
 
 pytestmark = pytest.mark.sql
 
@@ -139,7 +139,7 @@ async def test_reads_only_the_matching_rows(
     low, high = prefix.ljust(32, "0"), prefix.ljust(32, "f")
     async with pool.acquire() as con:
         raw = await con.fetchval(
-            "EXPLAIN (ANALYZE, FORMAT JSON) " + sql.RESOLVE_PREFIX,
+            "EXPLAIN (ANALYZE, FORMAT JSON) " + RESOLVE_PREFIX,
             space.id,
             uuid.UUID(low),
             uuid.UUID(high),

@@ -11,7 +11,7 @@ import asyncpg
 import grpc
 import pytest
 
-import tree_service.service
+import tree_service.sweep.service
 from stello.common.v1 import common_pb2
 from stello.errors import field_violations
 from stello.tree.v1 import tree_pb2, tree_pb2_grpc
@@ -20,7 +20,7 @@ from tests.tree.conftest import TreeClient, erased, open_tree, session_count
 from tests.tree.owned import belongings, give_belongings
 from tree_service.app import create_app, create_sweeper
 from tree_service.config import TreeSettings
-from tree_service.repository import SWEEP_LOCK_KEY
+from tree_service.sweep.repository import SWEEP_LOCK_KEY
 
 pytestmark = pytest.mark.sql
 
@@ -305,7 +305,7 @@ class TestSweepProvisional:
         first (the one to hold too, before it is held: the five are then made again), or hold
         the sweep's lock for a moment (a background round then answers None): the rows left
         are what counts."""
-        monkeypatch.setattr(tree_service.service, "SWEEP_BATCH", 2)
+        monkeypatch.setattr(tree_service.sweep.service, "SWEEP_BATCH", 2)
         for _ in range(5):
             due = await five_due(make_session, pool, space)
             async with pool.acquire() as held, held.transaction():

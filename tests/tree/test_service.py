@@ -21,7 +21,7 @@ from tree_service.encoding import (
     encode_page_token,
 )
 from tree_service.models import Node, SessionConfig, TreeRows
-from tree_service.service import preorder
+from tree_service.trees.service import preorder
 
 
 def entry(name: str, parent: str | None, index: int = 0) -> tuple[object, ...]:

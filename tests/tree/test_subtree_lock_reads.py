@@ -20,8 +20,8 @@ import pytest
 
 from tests.support.fresh import GENERIC_PLAN_READS, FreshDatabase, grown_after_analyze
 from tests.tree.seed import COLUMNS
-from tree_service import sql
-from tree_service.repository import TreeTx
+from tree_service.erasure.repository import LOCK_MISSED
+from tree_service.unit import TreeTx
 
 pytestmark = [pytest.mark.sql, pytest.mark.plain_postgres(GENERIC_PLAN_READS)]
 
@@ -56,7 +56,7 @@ async def test_a_subtree_lock_reads_its_subtree_not_the_space(fresh: FreshDataba
     root = await grown_with_subtree(fresh)
 
     async def lock(con: asyncpg.Connection) -> list[uuid.UUID]:
-        return await TreeTx(con).lock_subtree(space, root)
+        return await TreeTx(con).subtrees.lock_subtree(space, root)
 
     read, locked = await fresh.reads("sessions", lambda: fresh.in_transaction(lock))
     assert len(locked) == SIZE and locked == sorted(locked)
@@ -70,7 +70,7 @@ async def test_the_missed_lock_reads_the_missed_not_the_space(fresh: FreshDataba
     root = await grown_with_subtree(fresh)
 
     async def lock(con: asyncpg.Connection) -> list[uuid.UUID]:
-        return list(await con.fetchval(sql.LOCK_MISSED, space, [root]) or ())
+        return list(await con.fetchval(LOCK_MISSED, space, [root]) or ())
 
     read, locked = await fresh.reads("sessions", lambda: fresh.in_transaction(lock))
     assert len(locked) == SIZE - 1 and locked == sorted(locked)
@@ -85,8 +85,8 @@ async def test_the_hide_reads_its_subtree_not_the_space(fresh: FreshDatabase) ->
 
     async def hide(con: asyncpg.Connection) -> list[uuid.UUID]:
         tx = TreeTx(con)
-        locked = await tx.lock_subtree(space, root)
-        return await tx.hide_subtree(space, root, locked)
+        locked = await tx.subtrees.lock_subtree(space, root)
+        return await tx.subtrees.hide_subtree(space, root, locked)
 
     read, hidden = await fresh.reads("sessions", lambda: fresh.in_transaction(hide))
     assert len(hidden) == SIZE and hidden[0] == root

@@ -17,7 +17,7 @@ import pytest
 
 from stello.db import create_pool
 from tests.support.fresh import GENERIC_PLAN_READS, FreshDatabase, grown_after_analyze
-from tree_service.repository import TreeRepository
+from tree_service.unit import TreeRepository
 
 pytestmark = [pytest.mark.sql, pytest.mark.plain_postgres(GENERIC_PLAN_READS)]
 
@@ -40,7 +40,7 @@ async def sweep_reads(fresh: FreshDatabase) -> int:
 
     async def sweep() -> int:
         async with create_pool(fresh.dsn, fresh.settings) as pool:
-            swept = await TreeRepository(pool).sweep(0.0, DUE_COUNT, wait=False)
+            swept = await TreeRepository(pool).sweeps.sweep(0.0, DUE_COUNT, wait=False)
         assert swept is not None
         return len(swept)
 

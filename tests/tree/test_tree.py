@@ -23,9 +23,9 @@ from tests.support.database import create_test_database, drop_test_database
 from tests.support.fixtures import RunningServer, ServerStarter, TestSpace
 from tests.tree.conftest import TreeClient, open_tree
 from tests.tree.seed import COLUMNS, chain, fanout_tree, seed_topology
-from tree_service import sql
 from tree_service.app import create_app
 from tree_service.config import TreeSettings
+from tree_service.trees.repository import FOREST, ROOT_TREE, tree_settings
 
 pytestmark = pytest.mark.sql
 
@@ -73,9 +73,9 @@ class TestGetTree:
         the pre-orders, a root's tree alone."""
         ids = await seed_topology(pool, tree.space.id, [*fanout_tree(2_000, 10), None, 2_000])
         big, small = str(ids[0]), str(ids[2_000])
-        for statement, args in ((sql.FOREST, ()), (sql.ROOT_TREE, (ids[0],))):
+        for statement, args in ((FOREST, ()), (ROOT_TREE, (ids[0],))):
             async with pool.acquire() as con, con.transaction():
-                await con.execute(sql.tree_settings(60_000))
+                await con.execute(tree_settings(60_000))
                 plan = await con.fetchval(  # json: decoded by the pool (stello.db)
                     f"EXPLAIN (ANALYZE, FORMAT JSON) {statement}", tree.space.id, 2_003, *args
                 )

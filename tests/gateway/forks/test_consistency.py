@@ -42,7 +42,7 @@ from tests.gateway.probes import (
 )
 from tests.gateway.processes import gateway_process
 from tests.support.fixtures import TestSpace
-from tree_service.repository import TreeRepository
+from tree_service.unit import TreeRepository
 
 pytestmark = pytest.mark.sql
 
@@ -243,7 +243,9 @@ class TestRacingDelete:
         source = await seeded_source(stack)
 
         async def sweep() -> Any:  # this space's: other tests' provisional sessions stay
-            return await TreeRepository(pool).sweep(0.001, 1000, wait=True, space_id=space.id)
+            return await TreeRepository(pool).sweeps.sweep(
+                0.001, 1000, wait=True, space_id=space.id
+            )
 
         faults = OnceAt("fork.after_create", sweep)
         racing = await open_stack(backends, await start_gateway(faults=faults), space, summarizer)

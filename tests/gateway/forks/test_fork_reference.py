@@ -25,7 +25,7 @@ from tests.gateway.turns_support import SpyProvider, answer, send
 from tests.support.fixtures import MakeSession
 from tests.support.history import RowInserts, end_other_backends, seed_history
 from tests.tree.conftest import erased
-from tree_service.repository import TreeRepository
+from tree_service.unit import TreeRepository
 
 pytestmark = pytest.mark.sql
 
@@ -184,7 +184,7 @@ class TestErasure:
         await delete_erased(stack, pool, source)
         async with pool.acquire() as con:
             assert await records_rows(con, stack.space.id) == 4
-        swept = await TreeRepository(pool).sweep(0.001, 1000, wait=True)
+        swept = await TreeRepository(pool).sweeps.sweep(0.001, 1000, wait=True)
         assert swept is not None and set(held) <= {s.id for s in swept}
         async with pool.acquire() as con:
             assert await records_rows(con, stack.space.id) == 0
@@ -213,7 +213,7 @@ class TestErasure:
         assert shown(await stack.records(low.id)) == before
         async with pool.acquire() as con:
             assert await records_rows(con, stack.space.id) == 10 + 1
-        await TreeRepository(pool).sweep(0.001, 1000, wait=True)
+        await TreeRepository(pool).sweeps.sweep(0.001, 1000, wait=True)
         assert shown(await stack.records(low.id)) == before
         async with pool.acquire() as con:
             assert await records_rows(con, stack.space.id) == 5 + 1
@@ -282,7 +282,7 @@ class TestStatements:
                 )
             # Leftover provisional sessions of earlier tests, swept now rather than by the
             # tree's periodic sweep (which runs the same hand-over) while this delete counts.
-            await TreeRepository(pool).sweep(0, 1000, wait=True)
+            await TreeRepository(pool).sweeps.sweep(0, 1000, wait=True)
             await all_statements.execute("SELECT pg_stat_statements_reset()")
             await delete_erased(stack, pool, source)
             counts.append(await all_statements.fetchval(NESTED_CALLS))

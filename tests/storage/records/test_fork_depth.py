@@ -111,7 +111,7 @@ class Walk:
         line.records = line.records[max(0, len(line.records) - keep) :] if keep else []
 
     async def delete(self, sid: uuid.UUID) -> None:
-        await self.tree.delete_subtree(self.space.id, sid)
+        await self.tree.erasure.delete_subtree(self.space.id, sid)
         await erased(self.pool)
         del self.lines[sid]
         self.deleted.append(sid)

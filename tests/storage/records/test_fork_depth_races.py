@@ -63,7 +63,7 @@ async def test_forks_deletes_trims_and_turns_at_once_on_a_deep_chain(
 
     async def delete(sid: uuid.UUID) -> None:
         await asyncio.sleep(rng.random() * 0.02)
-        await tree.delete_subtree(space.id, sid)
+        await tree.erasure.delete_subtree(space.id, sid)
         await erased(pool)
 
     async def cut(sid: uuid.UUID) -> None:

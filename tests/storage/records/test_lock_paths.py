@@ -39,8 +39,8 @@ from tests.storage.records.test_release_lock_order import (
 from tests.support.fixtures import MakeSession, TestSpace
 from tests.support.fresh import fresh_database
 from tests.tree.conftest import erased
-from tree_service import repository
 from tree_service.app import create_service
+from tree_service.erasure import job as erasure_job
 from tree_service.models import SweepQuery
 
 pytestmark = [
@@ -122,7 +122,7 @@ async def test_a_commit_never_holds_the_child_while_waiting_for_its_parent(
     tree = create_service(pool)
     lost = await deadlocks(pool)
     jobs = await behind_a_waiting_trim(
-        pool, space, r, trim(stub, space, p, 1), lambda: tree.commit_session(space.id, c)
+        pool, space, r, trim(stub, space, p, 1), lambda: tree.sessions.commit_session(space.id, c)
     )
     assert await deadlocks(pool) == lost
     assert jobs[0].result() == 1
@@ -186,7 +186,7 @@ async def test_the_sweep_never_waits_for_a_reader_while_it_holds_its_claim(
         tree = create_service(pool)
         lost = await deadlocks(pool)
         jobs = await behind_a_waiting_trim(
-            pool, space, x, trim(stub, space, t, 1), lambda: tree.sweep(SweepQuery())
+            pool, space, x, trim(stub, space, t, 1), lambda: tree.sweeps.sweep(SweepQuery())
         )
         assert await deadlocks(pool) == lost
         swept = jobs[1].result()
@@ -194,7 +194,7 @@ async def test_the_sweep_never_waits_for_a_reader_while_it_holds_its_claim(
             # The sweep skips a due session held right now (by design: a CommitSession
             # may be making it visible), here the trim's once it was let go: the next
             # sweep takes it.
-            swept = await tree.sweep(SweepQuery())
+            swept = await tree.sweeps.sweep(SweepQuery())
         assert [(s.space_id, s.id) for s in swept] == [(space.id, p)]
         assert [x.content for x in await listed(stub, space, q)] == ["t1", "t2", "p3"]
         await channel.close()
@@ -223,7 +223,7 @@ async def test_the_erasure_job_backs_off_without_an_error(
     Now it skips rows others hold, finds one missing, and backs off (LocksBusy) until R is
     free, with no error. In a database of its own: no other erasure runs there."""
     errors: list[BaseException] = []
-    monkeypatch.setattr(repository, "in_transaction", recording(errors))
+    monkeypatch.setattr(erasure_job, "in_transaction", recording(errors))
     async with fresh_database(admin_dsn, settings) as fresh:
         pool, space = fresh.pool, fresh.space
         channel = (await fresh.start(create_storage)).channel(space.key)
@@ -231,7 +231,7 @@ async def test_the_erasure_job_backs_off_without_an_error(
         r, u = await roots(pool, space, 2)
         await append(stub, space, u, rec("u1"), rec("u2"))
         await inherit(stub, space, r, u)
-        await create_service(pool).delete_subtree(space.id, u)
+        await create_service(pool).erasure.delete_subtree(space.id, u)
         async with pool.acquire() as lock:
             jobs: list[asyncio.Future[Any]] = []
             try:

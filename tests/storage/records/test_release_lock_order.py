@@ -126,7 +126,7 @@ async def test_a_release_never_waits_for_a_forks_key_share_of_a_reader(
         if release == "trim":
             await trim(stub, space, root, 1)
         else:
-            await tree.delete_subtree(space.id, root)
+            await tree.erasure.delete_subtree(space.id, root)
             await erased(pool)
 
     async with pool.acquire() as fork:
@@ -175,7 +175,7 @@ async def test_the_erasure_job_never_waits_for_a_forks_key_share_of_its_batch(
     async with fresh_database(admin_dsn, settings) as fresh:
         pool, space = fresh.pool, fresh.space
         await pool.execute(PARENT_AND_CHILD, space.id, parent, child)
-        await create_service(pool).delete_subtree(space.id, parent)
+        await create_service(pool).erasure.delete_subtree(space.id, parent)
         async with pool.acquire() as fork:
             async with fork.transaction():
                 await fork.fetch(KEY_SHARE, space.id, parent)
@@ -228,7 +228,7 @@ async def test_a_release_waits_for_a_reader_holding_none_of_its_sessions(
         await inherit(stub, space, r, h)
         tree = create_service(pool)
         if release == "erasure":
-            await tree.delete_subtree(space.id, h)
+            await tree.erasure.delete_subtree(space.id, h)
         else:
             await pool.execute(DUE, space.id, h)
 
@@ -236,7 +236,7 @@ async def test_a_release_waits_for_a_reader_holding_none_of_its_sessions(
             if release == "erasure":
                 await erased(pool)
             else:
-                assert [s.id for s in await tree.sweep(SweepQuery())] == [h]
+                assert [s.id for s in await tree.sweeps.sweep(SweepQuery())] == [h]
 
         async with pool.acquire() as trim_, pool.acquire() as other:
             async with trim_.transaction():
@@ -269,7 +269,7 @@ SELECT id FROM sessions WHERE space_id = $1 AND id = $2 FOR NO KEY UPDATE
 
 ERASER_TRIES_S = 0.5
 """How long a test lets the erasure job try while a trim waits (it backs off and tries
-again when a row it needs is locked: `tree_service.repository.RELEASE_TRIES`)."""
+again when a row it needs is locked: `tree_service.erasure.release.RELEASE_TRIES`)."""
 
 # Who waits for whom in this database (a cycle among them is a deadlock in the making:
 # the detector breaks it only after deadlock_timeout, and the storage server's retry
@@ -405,7 +405,7 @@ async def test_two_releases_never_wait_for_each_other(
             held, shown_after = r, {r: 4, t: 1}
         before = {sid: await listed(stub, space, sid) for sid in shown_after}
         if other == "erasure":
-            await create_service(pool).delete_subtree(space.id, u)
+            await create_service(pool).erasure.delete_subtree(space.id, u)
         lost = await deadlocks(pool)
 
         async def trimmed() -> None:

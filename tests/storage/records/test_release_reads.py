@@ -209,12 +209,12 @@ async def heir_released(
     DeleteSubtree of it (the heir's trim and the source's erasure before are not counted)."""
     assert await trim(stub, fresh.space, heir, SOURCE_RECORDS - HEIR_READ + 1) == HEIR_READ
     tree = create_service(fresh.pool)
-    await tree.delete_subtree(fresh.space.id, source)
+    await tree.erasure.delete_subtree(fresh.space.id, source)
     await erased(fresh.pool)
     async with fresh.pool.acquire() as con:
         held = await con.fetchval(HELD, fresh.space.id, heir)
     assert held == SOURCE_RECORDS + 1  # the heir holds the source's records, and its own
-    await tree.delete_subtree(fresh.space.id, long)
+    await tree.erasure.delete_subtree(fresh.space.id, long)
     erasure, _ = await fresh.reads_of(TABLES, lambda: erased(fresh.pool))
     async with fresh.pool.acquire() as con:
         held = await con.fetchval(HELD, fresh.space.id, heir)
@@ -232,7 +232,7 @@ async def released(
         TABLES, lambda: trim(stub, fresh.space, source, SOURCE_RECORDS - TRIMMED)
     )
     assert removed == TRIMMED
-    await create_service(fresh.pool).delete_subtree(fresh.space.id, source)
+    await create_service(fresh.pool).erasure.delete_subtree(fresh.space.id, source)
     erasure, _ = await fresh.reads_of(TABLES, lambda: erased(fresh.pool))
     return {f"trim {t}": n for t, n in trimmed.items()} | {
         f"erasure {t}": n for t, n in erasure.items()

@@ -17,7 +17,7 @@ erased whatever another node's state.
 from __future__ import annotations
 
 from stello.periodic import Periodic
-from tree_service.service import TreeService
+from tree_service.erasure.service import ErasureService
 
 
 class Eraser(Periodic):
@@ -26,7 +26,7 @@ class Eraser(Periodic):
     task_name = "stello-tree-eraser"
     what = "erasure of deleted sessions"
 
-    def __init__(self, service: TreeService, interval_s: float) -> None:
+    def __init__(self, service: ErasureService, interval_s: float) -> None:
         super().__init__(interval_s)
         self._service = service
 

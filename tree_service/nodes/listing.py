@@ -34,7 +34,46 @@ from datetime import datetime
 from typing import Any
 
 from tree_service.models import SessionFilter, Status
-from tree_service.sql import SUMMARY_COLUMNS
+
+# A summary's columns, its metadata read by the session's primary-key prefix.
+SUMMARY_COLUMNS = """
+SELECT s.id, s.parent_id, s.label, s.status, s.turn_count,
+       s.created_at, s.updated_at, s.last_active_at, s.pinned,
+       (SELECT jsonb_object_agg(m.key, m.value) FROM session_metadata m
+        WHERE m.space_id = $1 AND m.session_id = s.id) AS metadata
+"""
+
+_SUMMARY = f"""
+{SUMMARY_COLUMNS}
+FROM sessions s
+WHERE s.space_id = $1 AND s.provisional_until IS NULL
+  AND ($2::text IS NULL OR s.status = $2)
+"""
+
+# $2 status or NULL, $3 limit.
+LIST_ALL_FIRST = f"""
+{_SUMMARY}
+ORDER BY s.created_at, s.id
+LIMIT $3
+"""
+
+# $4, $5: the (created_at, id) of the last session of the previous page.
+LIST_ALL_AFTER = f"""
+{_SUMMARY}
+  AND (s.created_at, s.id) > ($4::timestamptz, $5::uuid)
+ORDER BY s.created_at, s.id
+LIMIT $3
+"""
+
+# ResolveSessionPrefix: $2, $3 the lowest and highest id of the prefix, $4 the
+# limit. One range of the (space_id, id) primary key: only matching rows are read.
+RESOLVE_PREFIX = f"""
+{SUMMARY_COLUMNS}
+FROM sessions s
+WHERE s.space_id = $1 AND s.id BETWEEN $2 AND $3 AND s.provisional_until IS NULL
+ORDER BY s.id
+LIMIT $4
+"""
 
 _MAX_CODE_POINT = sys.maxunicode
 

@@ -15,7 +15,7 @@ from __future__ import annotations
 
 from stello.periodic import Periodic
 from tree_service.models import SweptSession
-from tree_service.service import TreeService
+from tree_service.sweep.service import SweepService
 
 
 class Sweeper(Periodic):
@@ -24,7 +24,7 @@ class Sweeper(Periodic):
     task_name = "stello-tree-sweeper"
     what = "provisional sweep"
 
-    def __init__(self, service: TreeService, interval_s: float) -> None:
+    def __init__(self, service: SweepService, interval_s: float) -> None:
         super().__init__(interval_s)
         self._service = service
 

@@ -8,8 +8,8 @@ from stello.common.v1 import common_pb2
 from stello.errors import Violations
 from stello.timestamps import set_timestamp
 from tree_service.encoding import decode_page_token, encode_page_token
-from tree_service.retention import Action, Applied, validate_days
-from tree_service.retention_repository import Cursor, Policy
+from tree_service.retention.repository import Cursor, Policy
+from tree_service.retention.service import Action, Applied, validate_days
 
 KINDS = {
     "archive": common_pb2.RetentionAction.KIND_ARCHIVE,

@@ -1,7 +1,7 @@
 """Retention (issue #38): a space's sessions expire by its policy, a root's subtree at a time.
 
 A root's subtree is judged as a whole, from facts each one index probe away
-(`retention_repository`), never by walking it: a pinned session keeps it; a
+(`tree_service.retention.repository`), never by walking it: a pinned session keeps it; a
 subtree idle (no turn nor unarchive in any session) for `archive_after_days` has
 its active sessions archived; one whose sessions are all archived, the newest for
 `delete_after_days`, is deleted through DeleteSubtree's own path (hidden with
@@ -36,14 +36,14 @@ from stello.errors import FailedPrecondition, session_not_found
 from stello.events import Event, Outbox
 from stello.periodic import Periodic
 from stello.reasons import NO_RETENTION_POLICY
-from tree_service.repository import TreeTx
-from tree_service.retention_repository import (
+from tree_service.retention.repository import (
     Cursor,
     LockedPolicy,
     Policy,
     RetentionStatements,
     RootFacts,
 )
+from tree_service.unit import TreeTx
 
 log = logging.getLogger(__name__)
 
@@ -259,9 +259,9 @@ class RetentionService:
                     finished = False
                     break
             elif kind == "delete":
-                locked_ids = await tx.lock_subtree(space_id, root.id)
+                locked_ids = await tx.subtrees.lock_subtree(space_id, root.id)
                 if locked_ids:
-                    hidden = await tx.hide_subtree(space_id, root.id, locked_ids)
+                    hidden = await tx.subtrees.hide_subtree(space_id, root.id, locked_ids)
                     actions.append(Action(root, kind, tuple(hidden)))
             cursor = root.cursor
         done = finished and len(roots) < self._batch_roots

@@ -20,7 +20,7 @@ from datetime import date, datetime
 import asyncpg
 
 from stello.events import Event, Outbox
-from tree_service.sql import WALK_PLANS
+from tree_service.nodes.repository import WALK_PLANS
 
 GET_POLICY = """
 SELECT archive_after_days, delete_after_days FROM retention_policies WHERE space_id = $1
