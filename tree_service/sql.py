@@ -1,4 +1,4 @@
-"""What every statement of the tree service keeps, and the fragments the rooms' share.
+"""What every statement of the tree service keeps, and the fragments the rooms share.
 
 Each room's statements live in its `repository` (and the modules beside it), as
 constants. Parameters are always ``$n``; ``$1`` is the space id in every statement but
@@ -17,8 +17,8 @@ from __future__ import annotations
 ERASING = "'infinity'"
 
 # A topology node: its row plus committed children (index order) and refs
-# (insertion order). Composed into the statements below at import time only.
-_NODE = """
+# (insertion order). Composed into the rooms' statements at import time only.
+NODE_COLUMNS = """
     s.id, s.parent_id, s.depth, s.sibling_index, s.label, s.status, s.source_session_id,
     ARRAY(SELECT c.id FROM sessions c
           WHERE c.space_id = $1 AND c.parent_id = s.id AND c.provisional_until IS NULL

@@ -18,10 +18,10 @@ from stello.db import fetch, in_transaction
 from tree_service.models import STATUSES, Node, SessionFilter, Status, Summary, TreeEntry
 from tree_service.nodes import listing
 from tree_service.nodes.listing import LISTING_PLANS, PAIR_MATCHES, list_statement
-from tree_service.sql import _NODE
+from tree_service.sql import NODE_COLUMNS
 
 GET_NODE = f"""
-SELECT {_NODE}
+SELECT {NODE_COLUMNS}
 FROM sessions s
 WHERE s.space_id = $1 AND s.id = $2 AND s.provisional_until IS NULL
 """
@@ -29,7 +29,7 @@ WHERE s.space_id = $1 AND s.id = $2 AND s.provisional_until IS NULL
 # GetNode with include_config: the node and its stored config (NULL when never
 # written) in one statement, so a joined view reads the tree once.
 GET_NODE_WITH_CONFIG = f"""
-SELECT {_NODE}, c.config,
+SELECT {NODE_COLUMNS}, c.config,
        (SELECT jsonb_object_agg(m.key, m.value) FROM session_metadata m
         WHERE m.space_id = $1 AND m.session_id = s.id) AS metadata
 FROM sessions s
@@ -38,7 +38,7 @@ WHERE s.space_id = $1 AND s.id = $2 AND s.provisional_until IS NULL
 """
 
 LIST_ROOTS = f"""
-SELECT {_NODE}
+SELECT {NODE_COLUMNS}
 FROM sessions s
 WHERE s.space_id = $1 AND s.parent_id IS NULL AND s.provisional_until IS NULL
 ORDER BY s.created_at, s.id
@@ -46,7 +46,7 @@ ORDER BY s.created_at, s.id
 
 # $3: a session to leave out (GetSiblings), or NULL.
 LIST_CHILDREN = f"""
-SELECT {_NODE}
+SELECT {NODE_COLUMNS}
 FROM sessions s
 WHERE s.space_id = $1 AND s.parent_id = $2 AND s.provisional_until IS NULL
   AND ($3::uuid IS NULL OR s.id <> $3)
@@ -86,7 +86,7 @@ WITH RECURSIVE s (n, id, parent_id, depth, sibling_index, label, status, source_
         LIMIT 1
     ) p
 )
-SELECT {_NODE}
+SELECT {NODE_COLUMNS}
 FROM s
 ORDER BY s.n
 """
@@ -142,7 +142,8 @@ SET LOCAL enable_mergejoin = off
 TOKEN_KEY = "SELECT secret FROM token_keys WHERE purpose = 'page_tokens'"
 
 
-_STATUS: dict[str, Status] = {s: s for s in STATUSES}
+STATUS_OF: dict[str, Status] = {s: s for s in STATUSES}
+"""A stored status as the models type it."""
 
 
 def to_node(row: asyncpg.Record) -> Node:
@@ -156,7 +157,7 @@ def to_node(row: asyncpg.Record) -> Node:
         index=row["sibling_index"] or 0,
         label=row["label"],
         source_session_id=row["source_session_id"],
-        status=_STATUS[row["status"]],
+        status=STATUS_OF[row["status"]],
     )
 
 
@@ -166,7 +167,7 @@ def to_summary(row: asyncpg.Record) -> Summary:
         id=row["id"],
         parent_id=row["parent_id"],
         label=row["label"],
-        status=_STATUS[row["status"]],
+        status=STATUS_OF[row["status"]],
         turn_count=row["turn_count"],
         created_at=row["created_at"],
         updated_at=row["updated_at"],
@@ -241,7 +242,7 @@ class NodeReads:
                 r["depth"],
                 r["sibling_index"] or 0,
                 r["label"],
-                _STATUS[r["status"]],
+                STATUS_OF[r["status"]],
                 r["turn_count"],
                 r["source_session_id"],
             )

@@ -11,7 +11,7 @@ from collections.abc import Sequence
 
 import asyncpg
 
-from stello.errors import NotFound
+from stello.errors import session_not_found
 from stello.events import Event, Outbox
 
 # The visible ones of sessions $2, each by one probe of the key: a generic plan
@@ -106,8 +106,9 @@ class RefStatements:
         """
         try:
             position = await self._con.fetchval(INSERT_REF, space_id, from_id, to_id)
-        except asyncpg.ForeignKeyViolationError as exc:
-            raise NotFound("a session of the ref was just deleted") from exc
+        except asyncpg.ForeignKeyViolationError as exc:  # deleted since the statement's read
+            gone = from_id if "from_id" in (exc.constraint_name or "") else to_id
+            raise session_not_found(gone) from exc
         if position is None:
             return False
         self.outbox.add(space_id, Event("ref_added", from_id, other_id=to_id))

@@ -16,11 +16,11 @@ from typing import Any, cast
 import asyncpg
 
 from stello.db import fetch
-from stello.errors import NotFound, session_not_found
+from stello.errors import session_not_found
 from stello.events import Event, EventKind, Outbox
 from tree_service.models import Node, SessionSpec, Status
-from tree_service.nodes.repository import _STATUS, to_node
-from tree_service.sql import _NODE, ERASING
+from tree_service.nodes.repository import STATUS_OF, to_node
+from tree_service.sql import ERASING, NODE_COLUMNS
 
 # -- CreateSession / CommitSession ---------------------------------------------
 
@@ -129,7 +129,7 @@ SET provisional_until = NULL,
         ELSE (SELECT COALESCE(max(c.sibling_index) + 1, 0)
               FROM sessions c WHERE c.space_id = $1 AND c.parent_id = s.parent_id) END
 WHERE s.space_id = $1 AND s.id = $2
-RETURNING {_NODE}
+RETURNING {NODE_COLUMNS}
 """
 
 # No-op (no bump) when the status is already $3. $4: the time of the change (a
@@ -155,7 +155,7 @@ FOR NO KEY UPDATE
 SET_LABEL = f"""
 UPDATE sessions s SET label = $3, updated_at = now()
 WHERE s.space_id = $1 AND s.id = $2
-RETURNING {_NODE}
+RETURNING {NODE_COLUMNS}
 """
 
 # -- Config --------------------------------------------------------------------
@@ -232,8 +232,10 @@ class SessionStatements:
                 spec.provisional_ttl_s,
                 spec.config,
             )
-        except asyncpg.ForeignKeyViolationError as exc:
-            raise NotFound("the parent or source session was just deleted") from exc
+        except asyncpg.ForeignKeyViolationError as exc:  # deleted since the statement's read
+            if "source" in (exc.constraint_name or "") or spec.parent_id is None:
+                raise session_not_found(spec.source_id, "source session") from exc
+            raise session_not_found(spec.parent_id, "parent session") from exc
         assert row is not None
         if not row["parent_found"]:
             raise session_not_found(spec.parent_id, "parent session")
@@ -258,7 +260,7 @@ class SessionStatements:
             index=row["sibling_index"] or 0,
             label=row["label"],
             source_session_id=row["source_session_id"],
-            status=_STATUS[row["status"]],
+            status=STATUS_OF[row["status"]],
         )
 
     async def metadata(self, space_id: uuid.UUID, session_id: uuid.UUID) -> dict[str, str]:
