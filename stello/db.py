@@ -12,7 +12,10 @@ the work retried on another one. What cannot be retried surfaces as
 `Unavailable` (UNAVAILABLE, retryable by the client), Citus's passing internal
 errors included (a worker restarted, a shard being moved: `CITUS_TRANSIENT`), and
 so does a database that refuses work for a while (read-only, disk full, out of memory:
-`REFUSALS`) or lacks migrations (`unmigrated`), each message naming the condition;
+`REFUSALS`) or lacks migrations (`unmigrated`), each message naming the condition (a
+connection a write was refused on as read-only is terminated, never back to the pool: a
+database's ``default_transaction_read_only`` reaches new sessions only, so one opened
+during a read-only spell would refuse every write after it ended);
 a conflict that outlives `MAX_ATTEMPTS` as `Aborted` (ABORTED, CONCURRENT_MODIFICATION: nothing was
 applied, retry the call), never as an internal error.
 """
@@ -382,6 +385,9 @@ async def in_transaction(
             except asyncpg.InternalClientError as exc:
                 _terminate(con, exc)
                 raise
+            except asyncpg.ReadOnlySQLTransactionError:
+                con.terminate()  # its session may stay read-only (module docstring)
+                raise
 
     return await _retried(pool, attempt)
 
@@ -400,6 +406,9 @@ async def in_statement(pool: asyncpg.Pool, work: Callable[[asyncpg.Connection], 
                 return await work(cast(asyncpg.Connection, con))
             except asyncpg.InternalClientError as exc:
                 _terminate(con, exc)
+                raise
+            except asyncpg.ReadOnlySQLTransactionError:
+                con.terminate()  # its session may stay read-only (module docstring)
                 raise
 
     return await _retried(pool, attempt)

@@ -56,8 +56,9 @@ class HealthMonitor:
 
     It checks over a connection of its own (`connect`, by default one like the pool's),
     opened anew after a failure, while the database is read-only and every `RENEW_EVERY`
-    checks. Every check also looks at the pool: all its connections in use is logged as
-    the pool saturated (at most once per `OUTAGE_LOG_EVERY_S`), not as NOT_SERVING.
+    checks; at the end of a read-only spell it has the pool's connections replaced. Every
+    check also looks at the pool: all its connections in use is logged as the pool saturated
+    (at most once per `OUTAGE_LOG_EVERY_S`), not as NOT_SERVING.
     """
 
     def __init__(
@@ -104,6 +105,11 @@ class HealthMonitor:
         condition = await self._probe()
         ok = condition is None
         if ok != self.serving or condition != self.condition:
+            if self.condition == READ_ONLY and condition != READ_ONLY:
+                # The pool's connections opened during the spell keep it (a database's
+                # setting reaches new sessions only): every write on one would still be
+                # refused. They are replaced as they are next acquired.
+                await self._pool.expire_connections()
             if ok != self.serving:
                 for name in self._services:
                     await self._servicer.set(name, SERVING if ok else NOT_SERVING)
