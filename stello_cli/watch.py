@@ -2,23 +2,29 @@
 
 One command group of its own: the connection comes from the same flags,
 environment and saved credentials as every client command. The SDK's watch
-resumes from its last cursor when the gateway restarts, so a long `stello
-watch` loses and repeats nothing across one.
+resumes from its last cursor when the gateway restarts, and the command keeps
+calling through an outage of up to `RIDE_OUT_S` (not the few tries of the other
+commands), so a long `stello watch` loses and repeats nothing across a restart.
 """
 
 from __future__ import annotations
 
 import argparse
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from stello.common.v1 import common_pb2
-from stello_cli.gateway import gateway
+from stello_cli.gateway import RETRY_ATTEMPTS, gateway
 from stello_cli.parser import Commands
 from stello_cli.style import write
 from stello_client import dicts
 from stello_client.errors import UsageError
 
+if TYPE_CHECKING:  # the SDK (and grpc) load when the command connects
+    from stello_client.calls import Retry
+
 HELP = "stream the space's changes as they commit (Ctrl-C stops)"
+RIDE_OUT_S = 60.0
+"""How long a watch keeps calling through an outage (a gateway restarting) before it fails."""
 
 
 def register(commands: Commands) -> None:
@@ -67,10 +73,23 @@ async def cmd_watch(args: argparse.Namespace) -> int:
             f"--count must be at least 1, got {args.count} (leave it out to watch until Ctrl-C)"
         )
     seen = 0
-    async with gateway(args) as client, client.watch(after_cursor=args.after) as events:
+    async with (
+        gateway(args) as client,
+        client.using(retry=riding_out()).watch(after_cursor=args.after) as events,
+    ):
         async for event in events:
             write(dicts.dumps(event_dict(event)) if args.json else event_line(event))
             seen += 1
             if args.count is not None and seen >= args.count:
                 break
     return 0
+
+
+def riding_out() -> Retry:
+    """The watch's retries: a command's few tries (`RETRY_ATTEMPTS`), then on through an
+    outage up to `RIDE_OUT_S` (a gateway restarting, a rollout), so a long watch loses and
+    repeats nothing across one; the first call (the space settled) reports an absent
+    gateway at once, as every command does."""
+    from stello_client.calls import Retry
+
+    return Retry(attempts=RETRY_ATTEMPTS, unavailable_for_s=RIDE_OUT_S)

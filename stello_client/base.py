@@ -244,9 +244,12 @@ class ClientBase:
         """The gateway's address (host:port)."""
         return self._channel.address
 
-    def using(self, *, key: str | None = None, space: str | None = None) -> Self:
+    def using(
+        self, *, key: str | None = None, space: str | None = None, retry: Retry | None = None
+    ) -> Self:
         """This client's channel, calling as another key and/or space (a console serving
-        many users keeps one channel); closing the new client leaves the channel open.
+        many users keeps one channel), or retrying otherwise (`retry`; default this
+        client's); closing the new client leaves the channel open.
         `space` left out: this client's space when the key is this client's, else the one
         space the other key reaches (asked once, by WhoAmI), as a new client's would be.
 
@@ -264,7 +267,7 @@ class ClientBase:
             space=space,
             timeout=self._timeout,
             turn_timeout=self._turn_timeout,
-            retry=self._retry,
+            retry=retry or self._retry,
             _shared=(self._channel, key or self._key),
         )
         if space == self._space and same_caller:

@@ -304,10 +304,12 @@ class Client(_Closing):
             )
         )
 
-    def using(self, *, key: str | None = None, space: str | None = None) -> Self:
-        """This client's channel, calling as another key and/or space; closing the new
-        client leaves the channel open (see `AsyncClient.using`)."""
-        return self._over(self._client.using(key=key, space=space))
+    def using(
+        self, *, key: str | None = None, space: str | None = None, retry: Retry | None = None
+    ) -> Self:
+        """This client's channel, calling as another key and/or space, or retrying
+        otherwise; closing the new client leaves the channel open (see `AsyncClient.using`)."""
+        return self._over(self._client.using(key=key, space=space, retry=retry))
 
     @property
     def gateway(self) -> str:

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import asyncio
 import dataclasses
+import json
 from collections.abc import AsyncIterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -20,6 +21,7 @@ from stello.common.v1 import common_pb2
 from stello.server import create_server, shutdown
 from stello.settings import StelloSettings
 from stello.storage.v1 import storage_pb2, storage_pb2_grpc
+from stello_cli.parser import build_parser
 from stello_client import AsyncClient, Retry
 from stello_client.exceptions import Unavailable
 from tests.gateway.conftest import Backends, FakeSummarizer, record
@@ -249,3 +251,25 @@ async def test_a_watch_waits_out_a_gateway_down_for_seconds(
         root = await client.create_root(label="after the outage")
         event = await asyncio.wait_for(waiting, 15)
         assert event.session_id == root.id
+
+
+async def test_stello_watch_rides_out_a_gateway_restart(
+    gateway: Gateway, space: TestSpace, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """`stello watch` keeps calling while its gateway restarts (seconds, past a command's
+    three tries) and prints the change made after it (it exited 1 "cannot reach the
+    gateway" 0.3 s after the stream ended: its client had unavailable_for_s=0)."""
+    gateway.provider.hold = False
+    argv = ["--gateway", gateway.address, "--key", space.key, "--space", space.sid]
+    args = build_parser().parse_args([*argv, "watch", "--count", "1", "--json"])
+    watching = asyncio.create_task(args.run(args))
+    async with client_on(gateway, space) as client:
+        await asyncio.sleep(1.0)  # the watch's stream is open
+        await gateway.stop()
+        await asyncio.sleep(2.0)  # past the command's three tries
+        assert not watching.done()
+        await gateway.start()
+        root = await client.create_root(label="after the restart")
+    assert await asyncio.wait_for(watching, 15) == 0
+    printed = [json.loads(line) for line in capsys.readouterr().out.splitlines()]
+    assert [event["session_id"] for event in printed] == [root.id]
