@@ -66,6 +66,27 @@ def node_out_of_reach(exc: BaseException) -> str | None:
     )
 
 
+def check_names(args: argparse.Namespace) -> None:
+    """The space's, owner's and note's names follow the labels' rule (one line, no control
+    character, at most 200 characters; the note may be empty): every listing prints them
+    one per line, and a terminal would act on an escape one carried.
+
+    Raises:
+        UsageError: naming the flag.
+    """
+    from stello import validation
+    from stello.errors import Violations
+
+    found = Violations()
+    if args.space:
+        validation.label(args.space, found, "--space")
+    validation.label(args.principal, found, "--principal")
+    if args.name:
+        validation.label(args.name, found, "--name")
+    if found.items:
+        raise UsageError("; ".join(f"{v.field}: {v.description}" for v in found.items))
+
+
 async def cmd_keys_create(args: argparse.Namespace) -> int:
     """Create a key (and the space when missing); print it once."""
     if not args.admin and not args.space:
@@ -75,6 +96,7 @@ async def cmd_keys_create(args: argparse.Namespace) -> int:
             "--space: an admin key reaches every space, so it takes none: leave --space out, "
             "or --admin out for a key of that one space"
         )
+    check_names(args)
 
     async def work(keys: KeyStore) -> int:
         created = await keys.create_key(
@@ -141,7 +163,8 @@ async def cmd_keys_list(args: argparse.Namespace) -> int:
             write(dumps(listed))
             return 0
         for key in listed:
-            line = f"{key['id']}  {key['scope']:<6}  {key['space'] or '*':<24}  {key['state']:<7}"
+            space = one_line(key["space"]) if key["space"] else "*"
+            line = f"{key['id']}  {key['scope']:<6}  {space:<24}  {key['state']:<7}"
             write(f"{line}  {one_line(key['name'])}".rstrip())
         return 0
 
@@ -153,7 +176,8 @@ async def cmd_spaces_list(args: argparse.Namespace) -> int:
 
     async def work(keys: KeyStore) -> int:
         for space in await keys.list_spaces():
-            write(f"{space.id}  {space.name:<24}  {space.principal:<16}  {space.sessions} sessions")
+            name, owner = one_line(space.name), one_line(space.principal)
+            write(f"{space.id}  {name:<24}  {owner:<16}  {space.sessions} sessions")
         return 0
 
     return await _with_keys(args, work)

@@ -20,7 +20,7 @@ from stello_cli.fork_options import profile_vars
 from stello_cli.gateway import gateway, names_space, session_id
 from stello_cli.parser import Commands, int32
 from stello_cli.shared import register_views
-from stello_cli.style import Style, write
+from stello_cli.style import Style, one_line, write
 from stello_cli.talk import newest_records
 from stello_client import dicts
 
@@ -141,11 +141,11 @@ async def cmd_whoami(args: argparse.Namespace) -> int:
         body = {"principal": reply.principal, "key_id": reply.key_id, "scope": scope}
         write(dicts.dumps({**body, "spaces": spaces, "space_id": space}))
         return 0
-    write(f"principal: {reply.principal}")
+    write(f"principal: {one_line(reply.principal)}")
     write(f"key: {reply.key_id} ({scope})")
     for found in reply.spaces:
         current = "  (in use)" if found.id == space else ""
-        write(f"space: {found.name}  {found.id}{current}")
+        write(f"space: {one_line(found.name)}  {found.id}{current}")
     return 0
 
 

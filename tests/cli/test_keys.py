@@ -62,6 +62,32 @@ class TestKeys:
         assert done.stderr.startswith("stello keys create: --space: an admin key reaches every")
         assert (await stello_ok(env, "keys", "list", *db)).strip() == ""
 
+    @pytest.mark.parametrize(
+        ("flag", "value", "said"),
+        [
+            pytest.param("--space", "evil\nspace_id: 0", "--space: must be one line", id="line"),
+            pytest.param("--space", "\x1b[31mred", "--space: must be one line", id="escape"),
+            pytest.param("--space", "   ", "--space: must not be empty", id="blank"),
+            pytest.param("--space", "s" * 201, "--space: must be at most 200", id="long"),
+            pytest.param("--principal", "a\tb", "--principal: must be one line", id="owner"),
+            pytest.param("--name", "note\r", "--name: must be one line", id="note"),
+        ],
+    )
+    async def test_names_follow_the_labels_rule(
+        self, fresh: str, home: Path, flag: str, value: str, said: str
+    ) -> None:
+        """A space, owner or note that is not one line of at most 200 characters is a usage
+        error naming the flag, and makes nothing (they were stored, and `spaces list`
+        printed a forged line and ran the escape)."""
+        env = private_env(home)
+        db = ("--database-url", fresh)
+        named = {"--space": "s", "--principal": "default", "--name": ""} | {flag: value}
+        flags = [part for pair in named.items() for part in pair if pair[1]]
+        done = await asyncio.to_thread(run_cli, env, "keys", "create", *flags, *db)
+        assert (done.returncode, done.stdout) == (2, "")
+        assert said in done.stderr
+        assert (await stello_ok(env, "keys", "list", *db)).strip() == ""
+
     async def test_list_as_json(self, fresh: str, home: Path) -> None:
         """`keys list --json` (or `stello --json keys list`) prints one array of the table's
         fields, an admin key's space null, a revoked key so, and never a secret."""
