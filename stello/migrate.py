@@ -367,6 +367,24 @@ async def pending(con: asyncpg.Connection) -> list[str]:
     return [version for version in packaged_versions() if version not in applied]
 
 
+async def unknown(con: asyncpg.Connection) -> list[str]:
+    """The versions `con`'s database records as applied that this release does not have,
+    in order: a newer release migrated it (after an upgrade was rolled back, this older
+    code runs on a schema it was not written for)."""
+    packaged = set(packaged_versions())
+    return sorted(version for version in await _applied(con) if version not in packaged)
+
+
+def newer_line(versions: list[str]) -> str:
+    """What an operator is told of `unknown` versions."""
+    named = versions[0] if len(versions) == 1 else f"{versions[0]} to {versions[-1]}"
+    return (
+        f"the database holds {len(versions)} migration{'s' if len(versions) > 1 else ''} "
+        f"this release does not know ({named}): a newer release migrated it, and this one "
+        "may fail on its schema; run that release (or a newer one) on this database"
+    )
+
+
 async def pending_migrations(con: asyncpg.Connection) -> list[Migration]:
     """The packaged migrations `con`'s database has not applied, in order."""
     applied = await _applied(con)
@@ -380,11 +398,12 @@ async def _applied(con: asyncpg.Connection) -> set[str]:
     return {row["version"] for row in await con.fetch("SELECT version FROM schema_migrations")}
 
 
-async def pending_dsn(dsn: str) -> list[Migration]:
-    """Connect to `dsn` and read which migrations it has not applied; apply none."""
+async def pending_dsn(dsn: str) -> tuple[list[Migration], list[str]]:
+    """Connect to `dsn` and read which migrations it has not applied, and which it has
+    that this release does not know (`unknown`); apply none."""
     con = await connecting(asyncpg.connect(dsn, statement_cache_size=0), dsn)
     try:
-        return await pending_migrations(con)
+        return await pending_migrations(con), await unknown(con)
     finally:
         await con.close()
 

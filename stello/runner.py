@@ -27,7 +27,7 @@ from stello.channels import read_pem
 from stello.db import DatabaseUnreachable, create_pool
 from stello.embedded import database_url
 from stello.errors import FailedPrecondition
-from stello.migrate import migrate_dsn, pending
+from stello.migrate import migrate_dsn, newer_line, pending, unknown
 from stello.ports import PortClaim, PortTaken
 from stello.server import PortInUse, ServiceApp, serve
 from stello.settings import StelloSettings
@@ -106,9 +106,13 @@ async def run_service(
 
 async def warn_unmigrated(pool: asyncpg.Pool) -> None:
     """Log a warning naming `stello migrate` when the database lacks migrations (a service
-    does not migrate: the calls that need them would fail with the SQL's error alone)."""
+    does not migrate: the calls that need them would fail with the SQL's error alone), and
+    one when it holds migrations this release does not know (`stello.migrate.unknown`)."""
     async with pool.acquire() as con:
         missing = await pending(cast(asyncpg.Connection, con))
+        newer = await unknown(cast(asyncpg.Connection, con))
+    if newer:
+        log.warning("%s", newer_line(newer))
     if missing:
         named = missing[0] if len(missing) == 1 else f"{missing[0]} to {missing[-1]}"
         log.warning(

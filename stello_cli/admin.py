@@ -126,9 +126,11 @@ def lock_notes(migration: Migration) -> list[str]:
 
 async def _list_pending(dsn: str) -> int:
     """Print the migrations the database has not applied, a line each; apply none."""
-    from stello.migrate import pending_dsn
+    from stello.migrate import newer_line, pending_dsn
 
-    waiting = await pending_dsn(dsn)
+    waiting, newer = await pending_dsn(dsn)
+    if newer:
+        write(f"newer: {newer_line(newer)}")
     if not waiting:
         write("pending: nothing (up to date)")
         return 0

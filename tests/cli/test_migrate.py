@@ -10,6 +10,7 @@ import asyncpg
 import pytest
 
 from stello.migrate import Migration, load_migrations, pending
+from stello.runner import warn_unmigrated
 from stello_cli.admin import OUTSIDE_NOTE, lock_notes
 from tests.cli.processes import private_env, run_cli
 from tests.support.database import create_test_database, drop_test_database
@@ -143,3 +144,34 @@ SELECT id FROM sessions FOR UPDATE SKIP LOCKED;
     assert lock_notes(migration)[-1] == (
         "writes to events, records, session_slots wait while it runs (it locks them: reads go on)"
     )
+
+
+async def test_migrations_of_a_newer_release_are_told(
+    admin_dsn: str, tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    """A database a newer release migrated (after a rolled-back upgrade): `--pending` says
+    which migrations this release does not know, and a service starting on it logs a
+    warning (it said "nothing (up to date)" and started without a word)."""
+    dsn = await create_test_database(admin_dsn)
+    try:
+        con = await asyncpg.connect(dsn)
+        try:
+            await con.execute("INSERT INTO schema_migrations (version) VALUES ('9999_future')")
+        finally:
+            await con.close()
+        env = private_env(tmp_path)
+        done = await asyncio.to_thread(run_cli, env, "migrate", "--pending", "--database-url", dsn)
+        assert done.returncode == 0, done.stderr
+        assert done.stdout.splitlines() == [
+            "newer: the database holds 1 migration this release does not know (9999_future): "
+            "a newer release migrated it, and this one may fail on its schema; run that "
+            "release (or a newer one) on this database",
+            "pending: nothing (up to date)",
+        ]
+        async with asyncpg.create_pool(dsn, min_size=1, max_size=1) as pool:
+            await warn_unmigrated(pool)
+        assert [r.getMessage() for r in caplog.records if r.levelname == "WARNING"] == [
+            done.stdout.splitlines()[0].removeprefix("newer: ")
+        ]
+    finally:
+        await drop_test_database(admin_dsn, dsn)
