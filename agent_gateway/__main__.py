@@ -36,7 +36,7 @@ def main() -> None:
         GatewaySettings,
         (StelloSettings, LogSettings, TracingSettings),
     )
-    with settings_checked("agent_gateway"):
+    with settings_checked("agent_gateway", flags):
         settings = StelloSettings()
         config = GatewaySettings(**flags)
         try:

@@ -25,13 +25,15 @@ FLAGS = ("host", "port", "workers", "metrics_port")
 
 
 @contextmanager
-def settings_checked(prog: str) -> Iterator[None]:
+def settings_checked(prog: str, given: Mapping[str, Any] | None = None) -> Iterator[None]:
     """End the process with `prog: VARIABLE: problem` (exit 1, no traceback) when a
-    Settings class refuses a value inside the block."""
+    Settings class refuses a value inside the block; a value given by a flag (`given`, as
+    `parse_flags` answers) is named by its flag (`--workers`), not its variable."""
+    flags = {name: "--" + name.replace("_", "-") for name in given or {}}
     try:
         yield
     except ValidationError as exc:
-        line = settings_problem(exc)
+        line = settings_problem(exc, flags)
         if line is None:
             raise
         raise SystemExit(f"{prog}: {line}") from None

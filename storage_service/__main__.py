@@ -25,7 +25,7 @@ def run() -> None:
         StorageSettings,
         (StelloSettings, LogSettings, TracingSettings),
     )
-    with settings_checked("storage_service"):
+    with settings_checked("storage_service", flags):
         config = StorageSettings(**flags)
         launch = launch_of("storage_service", config)
         main(StelloSettings(), launch, functools.partial(create_app, config=config))

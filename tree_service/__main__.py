@@ -25,7 +25,7 @@ def main() -> None:
         TreeSettings,
         (StelloSettings, LogSettings, TracingSettings),
     )
-    with settings_checked("tree_service"):
+    with settings_checked("tree_service", flags):
         config = TreeSettings(**flags)
         launch = runner.launch_of("tree_service", config)
         runner.main(StelloSettings(), launch, partial(create_app, config=config))

@@ -95,6 +95,20 @@ def test_a_bad_variable_is_one_line_naming_it(
     assert (done.returncode, done.stderr) == (1, f"{module}: {variable}: {problem}\n")
 
 
+@pytest.mark.parametrize("module", ["storage_service", "tree_service", "agent_gateway"])
+def test_a_flag_value_a_setting_refuses_names_the_flag(module: str) -> None:
+    """`--workers 0` exits 1 with one line naming --workers, the flag given (it named the
+    variable, which the operator had not set); the variable is named when it gave it."""
+    env = {**os.environ, "STELLO_DATABASE_URL": "postgresql://nobody@127.0.0.1:1/none"}
+    done = run_module(module, "--workers", "0", env=env)
+    problem = "Input should be greater than or equal to 1"
+    assert (done.returncode, done.stderr) == (1, f"{module}: --workers: {problem}\n")
+    variable = {"storage_service": "STELLO_STORAGE_WORKERS", "tree_service": "STELLO_TREE_WORKERS"}
+    name = variable.get(module, "STELLO_GATEWAY_WORKERS")
+    done = run_module(module, env={**env, name: "0"})
+    assert (done.returncode, done.stderr) == (1, f"{module}: {name}: {problem}\n")
+
+
 def test_a_service_address_without_a_port_is_one_line_naming_it() -> None:
     """The gateway refuses a storage address that is not host:port at start (gRPC took it,
     and the first call failed), on one line naming the variable."""
