@@ -34,6 +34,10 @@ FAILED_MAYBE_STORED = (
     "the turn may have been stored (its end was not heard): `stello records {session} "
     "--limit 2` shows whether"
 )
+RETRY_TO_SETTLE = (
+    "the turn may have been stored (its end was not heard): the same command with "
+    "--request-id {request_id} answers it if it was, else runs it once"
+)
 MAX_PAGE = 1000  # the gateway's largest ListRecords limit
 
 
@@ -56,18 +60,21 @@ async def stream_turn(
     seconds: float | None = None,
     turn: Turn | None = None,
     busy: BusyName | None = None,
+    request_id: str | None = None,
 ) -> Turn:
     """One SendStream turn: deltas printed as they arrive, tool calls on their own lines.
 
     `turn` (when given) is filled as events arrive, so a caller that cancels
     this can tell whether the turn was committed (`done` arrived). `busy` is the
-    policy while another turn holds the session (None: reject).
+    policy while another turn holds the session (None: reject); `request_id` the
+    turn's (None: a new one).
     """
     from stello_client.types import TextDelta, ToolCall
 
     turn = turn or Turn()
     style = Style.of(sys.stdout)
-    async for event in client.stream(session, text, timeout=seconds, busy=busy):
+    events = client.stream(session, text, timeout=seconds, busy=busy, request_id=request_id)
+    async for event in events:
         if isinstance(event, TextDelta):
             if not as_json and event.text:
                 write(event.text, end="")
@@ -94,10 +101,11 @@ async def stream_turn(
     return turn
 
 
-def failed_turn(error: RpcError, session: str) -> str:
+def failed_turn(error: RpcError, session: str, request_id: str | None = None) -> str:
     """Whether a turn whose stream failed is stored, as its error tells: an error the
     gateway answered wrote nothing, except OUTCOME_UNKNOWN; a lost connection, a cancel
-    or a deadline may have come once the commit was sent."""
+    or a deadline may have come once the commit was sent (then a retry with the turn's
+    `request_id` settles it, when the command takes one; else its records tell)."""
     import grpc
 
     from stello import reasons
@@ -108,6 +116,8 @@ def failed_turn(error: RpcError, session: str) -> str:
         or error.code in unheard
         or (error.code == grpc.StatusCode.UNAVAILABLE and error.reason is None)
     ):
+        if request_id is not None:
+            return RETRY_TO_SETTLE.format(request_id=request_id)
         return FAILED_MAYBE_STORED.format(session=short_id(session))
     return FAILED_NOT_STORED
 
@@ -121,9 +131,12 @@ def end_shown_line(turn: Turn) -> None:
 
 async def cmd_send(args: argparse.Namespace) -> int:
     """Send one message and stream the reply; Ctrl-C before the end stores nothing."""
+    from stello import reasons
+    from stello_client.calls import new_request_id
     from stello_client.exceptions import RpcError
 
     text = text_argument(args.message)
+    request_id = args.request_id or new_request_id()
     async with gateway(args) as client:
         session = await session_id(client, args.session)
         turn = Turn()
@@ -136,17 +149,21 @@ async def cmd_send(args: argparse.Namespace) -> int:
                 seconds=args.stream_timeout,
                 turn=turn,
                 busy=args.busy,
+                request_id=request_id,
             )
         except asyncio.CancelledError:
             end_shown_line(turn)
             write(f"stello: {STORED if turn.done else NOT_STORED}", stream=sys.stderr)
             raise
         except RpcError as exc:
-            if not turn.shown:
+            outcome = failed_turn(exc, session, request_id)
+            if not turn.shown and outcome == FAILED_NOT_STORED:
                 raise
             end_shown_line(turn)
+            if exc.reason == reasons.OUTCOME_UNKNOWN:  # the gateway's words say it again
+                raise ClientError(outcome) from exc
             line = rpc_error_line(exc, client.gateway, args.flags)
-            raise ClientError(f"{line}; {failed_turn(exc, session)}") from exc
+            raise ClientError(f"{line}; {outcome}") from exc
     return 0
 
 
@@ -216,7 +233,7 @@ def register(commands: Commands) -> None:
         "Send MESSAGE to SESSION as one turn: the reply streams as the model writes it,\n"
         "and the turn (message and reply) is stored when it completes. Ctrl-C before\n"
         "that stores nothing.",
-        flags={"content": "MESSAGE", "busy": "--busy"},
+        flags={"content": "MESSAGE", "busy": "--busy", "request_id": "--request-id"},
     )
     session_argument(send)
     send.add_argument("message", metavar="MESSAGE", help="the text (- reads it from stdin)")
@@ -225,6 +242,12 @@ def register(commands: Commands) -> None:
         type=seconds,
         metavar="S",
         help="seconds the whole turn may take (default: no limit)",
+    )
+    send.add_argument(
+        "--request-id",
+        metavar="ID",
+        help="the turn's idempotency key (default: a new one): the same command again with "
+        "the same ID within 24 h answers the stored turn instead of running it twice",
     )
     busy_argument(send)
     records = commands.client(

@@ -191,6 +191,19 @@ class TestSessionCommands:
             "(`stello tree` lists them)"
         )
 
+    async def test_send_again_with_its_request_id_answers_the_stored_turn(
+        self, env: dict[str, str]
+    ) -> None:
+        """`send --request-id ID` twice runs the turn once: the second answers the stored
+        turn (what a turn whose end was not heard is told to do: the command had no way to
+        give the id, and its advice named the SDK's request_id)."""
+        root = (await ok(env, "root", "-q")).strip()
+        first = await as_json(env, "send", root, "once", "--request-id", "cli-retry-1")
+        again = await as_json(env, "send", root, "once", "--request-id", "cli-retry-1")
+        assert again == first
+        records = await as_json(env, "records", root)
+        assert [r["content"] for r in records if r["role"] == "user"] == ["once"]
+
     async def test_show_says_the_progress(self, env: dict[str, str]) -> None:
         """`show` says how far the memory (and summaries) cover the records and each
         background job's state; a session without records says nothing of it."""

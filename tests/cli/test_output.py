@@ -274,6 +274,21 @@ class TestFailedTurn:
             assert said.startswith("the turn may have been stored")
             assert f"`stello records {session[:8]} --limit 2`" in said
 
+    def test_with_the_turns_request_id_it_says_how_to_settle_it(self) -> None:
+        """`stello send` (which takes --request-id) says to run it again with its id, not
+        to read the records."""
+        error = RpcError("lost", code=grpc.StatusCode.UNAVAILABLE, reason="OUTCOME_UNKNOWN")
+        said = failed_turn(error, str(uuid.uuid4()), "rid-7")
+        assert said == (
+            "the turn may have been stored (its end was not heard): the same command with "
+            "--request-id rid-7 answers it if it was, else runs it once"
+        )
+        not_heard = RpcError("gone", code=grpc.StatusCode.NOT_FOUND)
+        assert (
+            failed_turn(not_heard, "s", "rid-7")
+            == "the turn was not stored (nothing of it was written)"
+        )
+
 
 class TestRetentionLines:
     @pytest.mark.parametrize(
