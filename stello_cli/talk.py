@@ -163,6 +163,8 @@ async def cmd_send(args: argparse.Namespace) -> int:
             if exc.reason == reasons.OUTCOME_UNKNOWN:  # the gateway's words say it again
                 raise ClientError(outcome) from exc
             line = rpc_error_line(exc, client.gateway, args.flags)
+            if exc.code.name == "DEADLINE_EXCEEDED" and args.stream_timeout is not None:
+                line = f"the turn did not end within --stream-timeout {args.stream_timeout:g} s"
             raise ClientError(f"{line}; {outcome}") from exc
     return 0
 

@@ -204,6 +204,16 @@ class TestSessionCommands:
         records = await as_json(env, "records", root)
         assert [r["content"] for r in records if r["role"] == "user"] == ["once"]
 
+    async def test_a_turn_past_its_stream_timeout_names_that_flag(
+        self, env: dict[str, str]
+    ) -> None:
+        """A turn past --stream-timeout says so, naming that flag (it named --timeout), and
+        how to settle whether it was stored."""
+        root = (await ok(env, "root", "-q")).strip()
+        said = await failed(env, "send", root, "hi", "--stream-timeout", "0.001")
+        assert said.startswith("stello: the turn did not end within --stream-timeout 0.001 s; ")
+        assert "--request-id" in said
+
     async def test_show_says_the_progress(self, env: dict[str, str]) -> None:
         """`show` says how far the memory (and summaries) cover the records and each
         background job's state; a session without records says nothing of it."""
