@@ -17,6 +17,7 @@ from stello.auth import KeyStore
 from stello.channels import WATCH_CURSOR_METADATA, open_channel
 from stello.common.v1 import common_pb2
 from stello.errors import error_info_reason, field_violations
+from stello.server import shutdown
 from stello.settings import StelloSettings
 from stello.tree.v1 import tree_pb2
 from storage_service.app import create_purger
@@ -511,6 +512,27 @@ class TestRevocation:
             finally:
                 mine.close()
                 admin.close()
+
+
+class TestShutdown:
+    async def test_a_shutdown_ends_open_streams_at_once(self, make_stack: StackMaker) -> None:
+        """A gateway shutting down ends an idle stream UNAVAILABLE at once, naming the resume,
+        and stops without waiting for its grace (an open stream held all of it)."""
+        stack = await make_stack()
+        await stack.root(label="r")
+        watch = Watch(stack.gw, stack.space.sid, "0")
+        try:
+            await watch.take(1)
+            began = time.monotonic()
+            await shutdown(stack.gateway.app, stack.gateway.server, 10)
+            took = time.monotonic() - began
+            error = await watch.error()
+        finally:
+            watch.close()
+        assert took < 5, took
+        assert error.code() is grpc.StatusCode.UNAVAILABLE, error
+        assert "shutting down" in (error.details() or "")
+        assert "after_cursor" in (error.details() or "")
 
 
 class TestKeepalive:
