@@ -14,7 +14,9 @@ Each task counts its rounds (`Rounds`), and a server serves them on /metrics
 (`RoundsCollector`): ``stello_background_rounds_total`` by task and outcome (ok,
 outage, failed), ``stello_background_last_success_timestamp_seconds`` and
 ``stello_background_last_round_seconds``. An operator alerts on a task whose last
-success is old (an erasure or a sweep that has stopped making progress).
+success is old (an erasure or a sweep that has stopped making progress). A task that
+runs periodic tasks of its own (the gateway's background runner, its job takeover)
+names them (`RunsPeriodic`), and they are counted as the server's own.
 
 A round across spaces (the maintenance tasks: a first statement over every space,
 multi-shard on Citus) fails whole when one node is out of reach, though most spaces
@@ -37,7 +39,7 @@ import time
 import uuid
 from collections.abc import Awaitable, Callable, Iterable, Iterator
 from dataclasses import dataclass
-from typing import TypeVar
+from typing import Protocol, TypeVar, runtime_checkable
 
 import asyncpg
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
@@ -248,6 +250,25 @@ class Periodic:
             if self._stopping:
                 return
             await self._pause()
+
+
+@runtime_checkable
+class RunsPeriodic(Protocol):
+    """A background task that runs periodic tasks of its own (`periodic_tasks` finds them)."""
+
+    def periodic(self) -> tuple[Periodic, ...]:
+        """The periodic tasks it runs."""
+        ...
+
+
+def periodic_tasks(tasks: Iterable[object]) -> Iterator[Periodic]:
+    """The periodic tasks among a server's background `tasks`, and those they run: what
+    `RoundsCollector` counts (a task missing there had no series for an alert to watch)."""
+    for task in tasks:
+        if isinstance(task, Periodic):
+            yield task
+        elif isinstance(task, RunsPeriodic):
+            yield from task.periodic()
 
 
 ROUNDS = "stello_background_rounds"

@@ -27,7 +27,7 @@ from stello.health import HealthMonitor
 from stello.inproc import LocalServer
 from stello.interceptors import AccessLog, CallChain, SpaceCalls
 from stello.metrics import PoolCollector, RpcMetrics
-from stello.periodic import Periodic, RoundsCollector
+from stello.periodic import RoundsCollector, periodic_tasks
 from stello.settings import StelloSettings
 
 log = logging.getLogger(__name__)
@@ -226,9 +226,7 @@ async def create_server(
     supervisor to merge (`app.metrics_port` 0 = a free port, set to the one bound).
     """
     app.metrics = RpcMetrics(app.name)
-    app.metrics.registry.register(
-        RoundsCollector(task for task in app.background if isinstance(task, Periodic))
-    )
+    app.metrics.registry.register(RoundsCollector(periodic_tasks(app.background)))
     app.metrics.registry.register(PoolCollector(app.pool))
     chain = CallChain(
         app.keys,

@@ -461,6 +461,11 @@ class BackgroundRunner:
         while self._tasks:
             await asyncio.gather(*list(self._tasks), return_exceptions=True)
 
+    def periodic(self) -> tuple[Periodic, ...]:
+        """Its periodic task, the takeover (when it has one): counted with the server's
+        background tasks (`stello.periodic.RunsPeriodic`)."""
+        return () if self._takeover is None else (self._takeover,)
+
     def start(self) -> None:
         """Count on the server's metrics registry (called once the server exists)."""
         registry = self._registry()

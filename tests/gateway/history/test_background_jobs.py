@@ -36,6 +36,7 @@ from tests.gateway.processes import gateway_process
 from tests.gateway.turns_support import Call, SpyProvider, answer, send, wait_for
 from tests.support.fixtures import TestSpace
 from tests.support.history import seed_history
+from tests.support.metrics import sample
 
 pytestmark = pytest.mark.sql
 
@@ -553,6 +554,28 @@ class TestVisible:
         assert (value("stello_gateway_job_tokens_total", labels) or 0) > 0
         assert value("stello_gateway_jobs_running", labels) == 0
         assert value("stello_gateway_jobs_queued", labels) == 0
+
+    async def test_the_takeover_rounds_are_on_metrics(
+        self, make_stack: StackMaker, space: TestSpace
+    ) -> None:
+        """With a jobs key, /metrics counts the job takeover's rounds and its last success,
+        as every background task's (an operator alerts on a last success that is old)."""
+        stack = await make_stack(jobs_key=space.key, job_takeover_interval_s=0.2, metrics_port=0)
+        port = stack.gateway.app.metrics_port
+        assert port is not None
+        task = {"task": "stello-job-takeover"}
+
+        async def counted() -> bool:
+            rounds = await asyncio.to_thread(
+                sample, port, "stello_background_rounds_total", **task, outcome="ok"
+            )
+            return (rounds or 0) >= 2
+
+        await wait_for(counted, within_s=10)
+        success = await asyncio.to_thread(
+            sample, port, "stello_background_last_success_timestamp_seconds", **task
+        )
+        assert success is not None and success > 0
 
     async def test_an_empty_background_fold_keeps_the_lossy_summary(
         self, make_stack: StackMaker, pool: asyncpg.Pool
