@@ -5,7 +5,9 @@ starts it once the server is bound and stops it after the graceful shutdown.
 A failed round is retried at the next interval. An outage (the database or a
 service unreachable) is expected to pass: its first failed round is one WARNING
 line, the next ones DEBUG, and the first round that works again says so; any
-other failure is a fault, logged with its traceback every time.
+other failure is a fault, logged with its traceback every time, unless the round
+said what an operator must do itself and raised `Refused` (a setting to fix: a
+traceback per round would bury the line that names it).
 Stopping lets a round under way finish (up to `STOP_GRACE_S`) rather than cancel it
 in the middle of a transaction, whose connection would go back to its pool with the
 transaction still open.
@@ -66,6 +68,11 @@ that it is wrong."""
 OUT_OF_REACH: tuple[type[BaseException], ...] = (Unavailable, asyncpg.QueryCanceledError)
 """How a unit of work (`stello.db.in_transaction`) says a node is out of reach: `Unavailable`
 (a lost connection, Citus's `transient` errors) or its statement timed out (the bound)."""
+
+
+class Refused(Exception):
+    """Raised by a round that cannot work until an operator acts, after saying so itself
+    (a rate-limited line naming the setting): counted as failed, logged no further."""
 
 
 STOP_GRACE_S = 5.0
@@ -235,6 +242,8 @@ class Periodic:
             except OUTAGES as exc:  # keep going: retried until what it needs is back
                 self.rounds.outage += 1
                 self._outaged(exc)
+            except Refused:  # keep going: the operator may fix it meanwhile
+                self.rounds.failed += 1
             except Exception:  # keep going, but a fault shows its traceback each time
                 self.rounds.failed += 1
                 log.exception("%s failed; retrying in %.1fs", self.what, self._interval_s)

@@ -25,6 +25,7 @@ import pytest
 from agent_gateway.llm import Completion, LLMMessage, ToolSpec
 from agent_gateway.llm.prompt_texts import CONSOLIDATOR
 from stello.agent.v1 import agent_pb2, agent_pb2_grpc
+from stello.auth import KeyStore
 from stello.common.v1 import common_pb2
 from stello.errors import Unavailable
 from stello.server import shutdown
@@ -477,6 +478,58 @@ async def killed_mid_consolidation(
     assert held is not None and held.status == common_pb2.JOB_STATUS_RUNNING
     assert 0 < left.covered_until_seq < 600
     return left
+
+
+class TestRefusedKey:
+    async def test_a_refused_key_is_one_warning_naming_the_setting(
+        self, make_stack: StackMaker, caplog: pytest.LogCaptureFixture
+    ) -> None:
+        """A jobs key storage refuses is said in one WARNING line naming
+        STELLO_GATEWAY_JOBS_KEY, with no traceback, however many rounds fail; the takeover
+        keeps trying every interval (its failed rounds counted)."""
+        caplog.set_level(logging.INFO)
+        stack = await make_stack(jobs_key="stello_garbage_key", job_takeover_interval_s=0.1)
+        metrics = stack.gateway.app.metrics
+        assert metrics is not None
+
+        def failed() -> float:
+            labels = {"task": "stello-job-takeover", "outcome": "failed"}
+            return metrics.registry.get_sample_value("stello_background_rounds_total", labels) or 0
+
+        await wait_for(lambda: failed() >= 5, within_s=10)
+        said = [r for r in caplog.records if "STELLO_GATEWAY_JOBS_KEY" in r.getMessage()]
+        assert [r.levelno for r in said] == [logging.WARNING], [r.getMessage() for r in said]
+        assert "stello keys create" in said[0].getMessage()
+        assert not [r for r in caplog.records if r.exc_info or r.levelno >= logging.ERROR]
+
+    async def test_a_revoked_key_made_live_again_works(
+        self,
+        make_stack: StackMaker,
+        space: TestSpace,
+        keys: KeyStore,
+        pool: asyncpg.Pool,
+        caplog: pytest.LogCaptureFixture,
+    ) -> None:
+        """A jobs key revoked (a rotation) is said once; once a live key is back (here the
+        same one, made live again) the next round works and says so."""
+        caplog.set_level(logging.INFO)
+        stack = await make_stack(jobs_key=space.key, job_takeover_interval_s=0.1)
+        metrics = stack.gateway.app.metrics
+        assert metrics is not None
+
+        def rounds(outcome: str) -> float:
+            labels = {"task": "stello-job-takeover", "outcome": outcome}
+            return metrics.registry.get_sample_value("stello_background_rounds_total", labels) or 0
+
+        await wait_for(lambda: rounds("ok") >= 1)
+        assert await keys.revoke(space.key_id)
+        await wait_for(lambda: rounds("failed") >= 3)
+        await pool.execute("UPDATE api_keys SET revoked_at = NULL WHERE id = $1", space.key_id)
+        worked = rounds("ok")
+        await wait_for(lambda: rounds("ok") > worked)
+        said = [r for r in caplog.records if "STELLO_GATEWAY_JOBS_KEY" in r.getMessage()]
+        assert [r.levelno for r in said] == [logging.WARNING, logging.INFO]
+        assert "accepted again" in said[1].getMessage()
 
 
 class TestStop:
