@@ -398,6 +398,7 @@ def create_app(
         # being retried) get their moment and give their claims back before the provider
         # and the channels close.
         background=(*owned, consolidator, runner, watchers),
+        at_shutdown=(watchers.close,),
     )
     apps.append(app)
     return app

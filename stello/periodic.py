@@ -5,7 +5,9 @@ starts it once the server is bound and stops it after the graceful shutdown.
 A failed round is retried at the next interval. An outage (the database or a
 service unreachable) is expected to pass: its first failed round is one WARNING
 line, the next ones DEBUG, and the first round that works again says so; any
-other failure is a fault, logged with its traceback every time.
+other failure is a fault, logged with its traceback every time, unless the round
+said what an operator must do itself and raised `Refused` (a setting to fix: a
+traceback per round would bury the line that names it).
 Stopping lets a round under way finish (up to `STOP_GRACE_S`) rather than cancel it
 in the middle of a transaction, whose connection would go back to its pool with the
 transaction still open.
@@ -14,7 +16,9 @@ Each task counts its rounds (`Rounds`), and a server serves them on /metrics
 (`RoundsCollector`): ``stello_background_rounds_total`` by task and outcome (ok,
 outage, failed), ``stello_background_last_success_timestamp_seconds`` and
 ``stello_background_last_round_seconds``. An operator alerts on a task whose last
-success is old (an erasure or a sweep that has stopped making progress).
+success is old (an erasure or a sweep that has stopped making progress). A task that
+runs periodic tasks of its own (the gateway's background runner, its job takeover)
+names them (`RunsPeriodic`), and they are counted as the server's own.
 
 A round across spaces (the maintenance tasks: a first statement over every space,
 multi-shard on Citus) fails whole when one node is out of reach, though most spaces
@@ -37,7 +41,7 @@ import time
 import uuid
 from collections.abc import Awaitable, Callable, Iterable, Iterator
 from dataclasses import dataclass
-from typing import TypeVar
+from typing import Protocol, TypeVar, runtime_checkable
 
 import asyncpg
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
@@ -64,6 +68,11 @@ that it is wrong."""
 OUT_OF_REACH: tuple[type[BaseException], ...] = (Unavailable, asyncpg.QueryCanceledError)
 """How a unit of work (`stello.db.in_transaction`) says a node is out of reach: `Unavailable`
 (a lost connection, Citus's `transient` errors) or its statement timed out (the bound)."""
+
+
+class Refused(Exception):
+    """Raised by a round that cannot work until an operator acts, after saying so itself
+    (a rate-limited line naming the setting): counted as failed, logged no further."""
 
 
 STOP_GRACE_S = 5.0
@@ -233,6 +242,8 @@ class Periodic:
             except OUTAGES as exc:  # keep going: retried until what it needs is back
                 self.rounds.outage += 1
                 self._outaged(exc)
+            except Refused:  # keep going: the operator may fix it meanwhile
+                self.rounds.failed += 1
             except Exception:  # keep going, but a fault shows its traceback each time
                 self.rounds.failed += 1
                 log.exception("%s failed; retrying in %.1fs", self.what, self._interval_s)
@@ -248,6 +259,25 @@ class Periodic:
             if self._stopping:
                 return
             await self._pause()
+
+
+@runtime_checkable
+class RunsPeriodic(Protocol):
+    """A background task that runs periodic tasks of its own (`periodic_tasks` finds them)."""
+
+    def periodic(self) -> tuple[Periodic, ...]:
+        """The periodic tasks it runs."""
+        ...
+
+
+def periodic_tasks(tasks: Iterable[object]) -> Iterator[Periodic]:
+    """The periodic tasks among a server's background `tasks`, and those they run: what
+    `RoundsCollector` counts (a task missing there had no series for an alert to watch)."""
+    for task in tasks:
+        if isinstance(task, Periodic):
+            yield task
+        elif isinstance(task, RunsPeriodic):
+            yield from task.periodic()
 
 
 ROUNDS = "stello_background_rounds"

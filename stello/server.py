@@ -2,7 +2,8 @@
 
 `create_server(app, address)` builds and binds a server without starting it
 (tests call it with port 0); `serve(app, address)` runs one until SIGTERM or
-SIGINT, then shuts down gracefully: health NOT_SERVING, stop accepting, let
+SIGINT, then shuts down gracefully: health NOT_SERVING, streams that would never
+end by themselves ended at once (`ServiceApp.at_shutdown`), stop accepting, let
 in-flight calls finish within the grace period.
 """
 
@@ -11,7 +12,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import signal
-from collections.abc import Callable, Sequence
+from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Protocol, cast
 
@@ -26,7 +27,7 @@ from stello.health import HealthMonitor
 from stello.inproc import LocalServer
 from stello.interceptors import AccessLog, CallChain, SpaceCalls
 from stello.metrics import PoolCollector, RpcMetrics
-from stello.periodic import Periodic, RoundsCollector
+from stello.periodic import RoundsCollector, periodic_tasks
 from stello.settings import StelloSettings
 
 log = logging.getLogger(__name__)
@@ -67,6 +68,10 @@ class ServiceApp:
     """What chose `metrics_port` (STELLO_GATEWAY_METRICS_PORT, ...), for the message when it
     is taken."""
     background: tuple[Background, ...] = ()
+    at_shutdown: tuple[Callable[[], Awaitable[None]], ...] = ()
+    """Called as shutdown begins, before the grace: each ends calls that would otherwise
+    hold the whole grace (the gateway's WatchSpace streams, which never end by themselves
+    and whose clients resume elsewhere)."""
     monitor: HealthMonitor | None = field(default=None)
     metrics: RpcMetrics | None = field(default=None)
     local: LocalServer | None = field(default=None)
@@ -221,9 +226,7 @@ async def create_server(
     supervisor to merge (`app.metrics_port` 0 = a free port, set to the one bound).
     """
     app.metrics = RpcMetrics(app.name)
-    app.metrics.registry.register(
-        RoundsCollector(task for task in app.background if isinstance(task, Periodic))
-    )
+    app.metrics.registry.register(RoundsCollector(periodic_tasks(app.background)))
     app.metrics.registry.register(PoolCollector(app.pool))
     chain = CallChain(
         app.keys,
@@ -287,12 +290,14 @@ async def create_server(
 
 
 async def shutdown(app: ServiceApp, server: grpc.aio.Server, grace_s: float) -> None:
-    """Graceful stop: NOT_SERVING, refuse new calls (in-process ones too), drain in-flight
-    ones."""
+    """Graceful stop: NOT_SERVING, refuse new calls (in-process ones too), end the streams
+    `app.at_shutdown` ends, drain the other calls in flight."""
     if app.monitor is not None:
         await app.monitor.stop()
     if app.local is not None:
         app.local.stopping = True
+    for end in app.at_shutdown:
+        await end()
     await server.stop(grace_s)
     for task in reversed(app.background):
         await task.stop()

@@ -6,6 +6,7 @@ fields. Settings are built once in ``main()`` and passed down; never at import.
 
 from __future__ import annotations
 
+import math
 from typing import Literal
 
 from pydantic import Field, SecretStr, field_validator, model_validator
@@ -183,6 +184,18 @@ class StelloSettings(BaseSettings):
     @classmethod
     def _database_url(cls, value: str | None) -> str | None:
         return check_database_url(value)
+
+    @field_validator("shutdown_grace_s")
+    @classmethod
+    def _finite_grace(cls, value: float) -> float:
+        # `inf` parses as a float and passes ge=0, and then a shutdown waited for every
+        # call to end by itself: a WatchSpace stream only at its age (15 minutes).
+        if not math.isfinite(value):
+            raise ValueError(
+                f"STELLO_SHUTDOWN_GRACE_S must be a finite number of seconds (got {value}): "
+                "how long calls in flight get to finish on SIGTERM, e.g. 10"
+            )
+        return value
 
     def direct_dsn(self, pooled: str) -> str:
         """The DSN for session work (migrations): the direct URL, else the pooled `pooled`."""

@@ -28,7 +28,10 @@ that expired because its gateway died, or a run STOPPED by a shutdown, in the
 spaces the key reaches) and submits each to itself, built by the factory its
 kind registered (`register`). The claim decides who runs it: of every gateway
 doing the same, one run gets each job (the others' are busy and skipped), and
-it continues from the job's saved progress.
+it continues from the job's saved progress. A key storage refuses (unknown,
+or revoked by a rotation) is said in one WARNING line naming the setting, at
+most every `KEY_WARNING_EVERY_S`, and tried again every interval: a key made
+live again works from the next round.
 
 Failures are logged and counted, never swallowed. `submit` is fire and
 forget (the automatic consolidation, the fold, releases); `run` waits for the
@@ -62,14 +65,23 @@ from agent_gateway.background.jobs import (
 )
 from agent_gateway.clients import Caller, StorageClient
 from stello.common.v1 import common_pb2
-from stello.errors import DeadlineExceeded, NotFound, StelloError, Unavailable
-from stello.periodic import Periodic
+from stello.errors import DeadlineExceeded, NotFound, StelloError, Unauthenticated, Unavailable
+from stello.log_every import WarnEvery
+from stello.periodic import Periodic, Refused
 from stello.storage.v1 import storage_pb2
 
 log = logging.getLogger(__name__)
 
 WhenDone = Callable[["asyncio.Task[Outcome]"], None]
 """What `submit` calls with a run's task once it ends."""
+
+KEY_WARNING_EVERY_S = 300.0
+"""How often, at most, the takeover says its key is refused."""
+KEY_REFUSED = (
+    "STELLO_GATEWAY_JOBS_KEY is refused by storage (%s): jobs left without a gateway are not "
+    "taken over. Set it to a live API key (`stello keys create`: a tenant key covers its "
+    "space, an admin-scope key every space) and restart, or unset it; tried again every %gs"
+)
 
 OUTCOMES = {
     common_pb2.JOB_STATUS_DONE: "done",
@@ -461,6 +473,11 @@ class BackgroundRunner:
         while self._tasks:
             await asyncio.gather(*list(self._tasks), return_exceptions=True)
 
+    def periodic(self) -> tuple[Periodic, ...]:
+        """Its periodic task, the takeover (when it has one): counted with the server's
+        background tasks (`stello.periodic.RunsPeriodic`)."""
+        return () if self._takeover is None else (self._takeover,)
+
     def start(self) -> None:
         """Count on the server's metrics registry (called once the server exists)."""
         registry = self._registry()
@@ -503,7 +520,22 @@ class Takeover(Periodic):
     def __init__(self, runner: BackgroundRunner, interval_s: float) -> None:
         super().__init__(interval_s)
         self._runner = runner
+        self._refusals = WarnEvery(log, KEY_WARNING_EVERY_S)
+        self._refused = False
 
     async def run_once(self) -> int:
-        """One look; how many jobs were taken over."""
-        return await self._runner.take_over()
+        """One look; how many jobs were taken over.
+
+        Raises:
+            Refused: storage refused the key (said in a rate-limited WARNING).
+        """
+        try:
+            taken = await self._runner.take_over()
+        except Unauthenticated as exc:
+            self._refused = True
+            self._refusals.warning("key", KEY_REFUSED, exc.message, self._interval_s)
+            raise Refused(str(exc)) from exc
+        if self._refused:
+            self._refused = False
+            log.info("STELLO_GATEWAY_JOBS_KEY is accepted again: jobs are taken over")
+        return taken

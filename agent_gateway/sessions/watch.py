@@ -27,6 +27,11 @@ one whose client stopped reading, so that its send waits on the client's flow
 control, is cancelled once that send has waited `BLOCKED_SEND_S` past its age
 (explore15 F1).
 
+A gateway that shuts down ends its streams at once, UNAVAILABLE (`close`): they
+would never end by themselves, and would hold the shutdown for its whole grace
+(STELLO_SHUTDOWN_GRACE_S) where calls with an end get it; their clients resume
+from their last cursor on another gateway, or on this one once it is back.
+
 A watcher fed from the ring makes no call of its own, so nothing would notice
 its key being revoked while another watcher's key polls: each stream rechecks
 its own key (`KeyCheck`) before it delivers events when its last check is older
@@ -67,6 +72,10 @@ IDLE_RECHECK_S = 1.0
 """An idle stream rechecks its key at least this often (or every `recheck_s` when longer)."""
 BLOCKED_SEND_S = 30.0
 """A stream past its age whose send has waited this long on its client is cancelled."""
+SHUTTING_DOWN = (
+    "this gateway is shutting down; watch again (another gateway, or this one once it is "
+    "back) with after_cursor = the last cursor received (nothing is lost)"
+)
 AGED = (
     "this watch has been open for STELLO_GATEWAY_WATCH_MAX_AGE_S ({max_age:g} s); watch again "
     "with after_cursor = the last cursor received (nothing is lost)"
@@ -157,6 +166,7 @@ class SpacePoller:
         self.position: int | None = None  # the newest position read (None: not started)
         self.floor = 0  # every event after floor, up to position, is in the ring
         self.failure: StelloError | None = None
+        self.closing = False  # the gateway is shutting down: its watchers end
 
     def join(self, watcher: int, caller: Caller) -> None:
         """Add a watcher; its key may serve the poller's reads (all reach the space)."""
@@ -187,17 +197,25 @@ class SpacePoller:
             return None
         return [item for item in self._ring if item[0] > position]
 
+    async def close(self) -> None:
+        """Wake the watchers, which end (the gateway is shutting down); the polling goes on
+        for the turns that wait on it (`SessionChanges`)."""
+        self.closing = True
+        async with self._changed:
+            self._changed.notify_all()
+
     async def wait_until(self, changed: Callable[[], bool]) -> None:
         """Return once `changed()` is true, asked after each poll."""
         async with self._changed:
             await self._changed.wait_for(changed)
 
     async def wait_beyond(self, position: int) -> None:
-        """Return once the poller has read past `position` (or failed)."""
+        """Return once the poller has read past `position` (or failed, or is closing)."""
         async with self._changed:
             await self._changed.wait_for(
                 lambda: (
                     self.failure is not None
+                    or self.closing
                     or (self.position is not None and self.position > position)
                 )
             )
@@ -354,9 +372,17 @@ class Watchers:
         self._recheck_s = recheck_s
         self._pollers: dict[UUID, SpacePoller] = {}
         self._next_id = 0
+        self._closing = False
 
     def start(self) -> None:
         """Nothing to start: pollers start with their first watcher."""
+
+    async def close(self) -> None:
+        """End every stream UNAVAILABLE now, and refuse new ones (the gateway is shutting
+        down: see the module docstring)."""
+        self._closing = True
+        for poller in list(self._pollers.values()):
+            await poller.close()
 
     async def stop(self) -> None:
         """End every poller (the server has stopped its streams)."""
@@ -407,6 +433,7 @@ class Watchers:
         `started` is awaited with the position the watch starts after (for an
         unset cursor: the present), once the first read fixed it, before any event.
         """
+        self._check_open()
         caller = replace(caller, deadline=None)  # each read gets the call timeout
         # The first read is the watcher's own: its key, its tenancy, its cursor checked.
         first = await self._read(caller, ask, ask.after)
@@ -422,6 +449,7 @@ class Watchers:
         try:
             pending = list(first.events) if ask.after is not None else []
             while True:
+                self._check_open()
                 expiry.check()
                 checked = await self._recheck(caller, ask.space_id, checked, bool(pending))
                 for event in pending:
@@ -434,6 +462,11 @@ class Watchers:
         finally:
             expiry.stop()
             await self._leave(ask.space_id, poller, watcher)
+
+    def _check_open(self) -> None:
+        """Raise Unavailable when the gateway is shutting down."""
+        if self._closing:
+            raise Unavailable(SHUTTING_DOWN)
 
     async def _recheck(
         self, caller: Caller, space_id: UUID, checked: float, delivering: bool
@@ -454,6 +487,7 @@ class Watchers:
         """The events after `position`: from the ring, else (fallen behind) from storage;
         none when the stream has been idle long enough to recheck its key."""
         while True:
+            self._check_open()
             if poller.failure is not None:
                 raise poller.failure
             if poller.position is not None and poller.position > position:

@@ -13,7 +13,7 @@ from prometheus_client import CollectorRegistry
 
 from stello.db import SpaceNode
 from stello.errors import Unavailable
-from stello.periodic import Periodic, RoundsCollector
+from stello.periodic import Periodic, Refused, RoundsCollector
 
 
 class SlowRound(Periodic):
@@ -118,6 +118,20 @@ async def test_a_fault_shows_its_traceback_every_round(caplog: pytest.LogCapture
         await periodic.stop()
     said = [(r.levelno, r.exc_info is not None) for r in caplog.records]
     assert said == [(logging.ERROR, True), (logging.ERROR, True)]
+
+
+async def test_a_refused_round_is_counted_and_logged_no_further(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    """A round that said itself what to fix and raised Refused is counted failed, with no
+    line of the task's own (a traceback per round buried the one that named the setting)."""
+    periodic = Scripted(Refused("key"), Refused("key"))
+    with caplog.at_level(logging.DEBUG, logger="stello.periodic"):
+        periodic.start()
+        await asyncio.wait_for(periodic.done.wait(), 10)
+        await periodic.stop()
+    assert periodic.rounds.failed == 2
+    assert caplog.records == []
 
 
 async def test_rounds_are_counted_and_served_by_outcome() -> None:

@@ -31,3 +31,12 @@ class TestDirectUrl:
         """A direct URL that is not postgresql:// is refused with the accepted forms."""
         with pytest.raises(pydantic.ValidationError, match="must start with postgresql://"):
             StelloSettings(database_url=POOLED, database_direct_url="mysql://x@y/z")
+
+
+class TestShutdownGrace:
+    def test_an_endless_grace_is_refused(self, monkeypatch: pytest.MonkeyPatch) -> None:
+        """STELLO_SHUTDOWN_GRACE_S=inf is refused at start, naming the setting: a shutdown
+        would wait for every stream to end by itself (nan is refused by its bound)."""
+        monkeypatch.setenv("STELLO_SHUTDOWN_GRACE_S", "inf")
+        with pytest.raises(pydantic.ValidationError, match="STELLO_SHUTDOWN_GRACE_S must be"):
+            StelloSettings()

@@ -18,3 +18,15 @@ def calls_by_worker(port: int, method: str) -> dict[str, float]:
                 worker = sample.labels["worker"]
                 calls[worker] = calls.get(worker, 0.0) + sample.value
     return calls
+
+
+def sample(port: int, name: str, **labels: str) -> float | None:
+    """The value of the sample `name` with `labels` that /metrics on loopback `port` serves
+    (None: no such series)."""
+    url = f"http://127.0.0.1:{port}/metrics"
+    text = urllib.request.urlopen(url, timeout=5).read().decode()
+    for family in text_string_to_metric_families(text):
+        for found in family.samples:
+            if found.name == name and found.labels == labels:
+                return found.value
+    return None

@@ -1383,8 +1383,9 @@ class AgentGatewayServicer:
         beyond the space's newest event (not this space's); an unknown kind.
         - FAILED_PRECONDITION, reason CURSOR_EXPIRED: events after `after_cursor`
         were already purged; re-read the state and watch from the present.
-        - UNAVAILABLE: storage unreachable, or the stream's age reached; resume
-        with the last cursor.
+        - UNAVAILABLE: storage unreachable, the stream's age reached, or the
+        gateway shutting down (it ends its streams at once); resume with the
+        last cursor (on another gateway, or this one once it is back).
         - RESOURCE_EXHAUSTED, reason SPACE_BUSY: the space has
         STELLO_MAX_WATCHES_PER_SPACE streams open on this gateway process.
         - UNAUTHENTICATED: no valid key.

@@ -25,6 +25,7 @@ import pytest
 from agent_gateway.llm import Completion, LLMMessage, ToolSpec
 from agent_gateway.llm.prompt_texts import CONSOLIDATOR
 from stello.agent.v1 import agent_pb2, agent_pb2_grpc
+from stello.auth import KeyStore
 from stello.common.v1 import common_pb2
 from stello.errors import Unavailable
 from stello.server import shutdown
@@ -36,6 +37,7 @@ from tests.gateway.processes import gateway_process
 from tests.gateway.turns_support import Call, SpyProvider, answer, send, wait_for
 from tests.support.fixtures import TestSpace
 from tests.support.history import seed_history
+from tests.support.metrics import sample
 
 pytestmark = pytest.mark.sql
 
@@ -478,6 +480,58 @@ async def killed_mid_consolidation(
     return left
 
 
+class TestRefusedKey:
+    async def test_a_refused_key_is_one_warning_naming_the_setting(
+        self, make_stack: StackMaker, caplog: pytest.LogCaptureFixture
+    ) -> None:
+        """A jobs key storage refuses is said in one WARNING line naming
+        STELLO_GATEWAY_JOBS_KEY, with no traceback, however many rounds fail; the takeover
+        keeps trying every interval (its failed rounds counted)."""
+        caplog.set_level(logging.INFO)
+        stack = await make_stack(jobs_key="stello_garbage_key", job_takeover_interval_s=0.1)
+        metrics = stack.gateway.app.metrics
+        assert metrics is not None
+
+        def failed() -> float:
+            labels = {"task": "stello-job-takeover", "outcome": "failed"}
+            return metrics.registry.get_sample_value("stello_background_rounds_total", labels) or 0
+
+        await wait_for(lambda: failed() >= 5, within_s=10)
+        said = [r for r in caplog.records if "STELLO_GATEWAY_JOBS_KEY" in r.getMessage()]
+        assert [r.levelno for r in said] == [logging.WARNING], [r.getMessage() for r in said]
+        assert "stello keys create" in said[0].getMessage()
+        assert not [r for r in caplog.records if r.exc_info or r.levelno >= logging.ERROR]
+
+    async def test_a_revoked_key_made_live_again_works(
+        self,
+        make_stack: StackMaker,
+        space: TestSpace,
+        keys: KeyStore,
+        pool: asyncpg.Pool,
+        caplog: pytest.LogCaptureFixture,
+    ) -> None:
+        """A jobs key revoked (a rotation) is said once; once a live key is back (here the
+        same one, made live again) the next round works and says so."""
+        caplog.set_level(logging.INFO)
+        stack = await make_stack(jobs_key=space.key, job_takeover_interval_s=0.1)
+        metrics = stack.gateway.app.metrics
+        assert metrics is not None
+
+        def rounds(outcome: str) -> float:
+            labels = {"task": "stello-job-takeover", "outcome": outcome}
+            return metrics.registry.get_sample_value("stello_background_rounds_total", labels) or 0
+
+        await wait_for(lambda: rounds("ok") >= 1)
+        assert await keys.revoke(space.key_id)
+        await wait_for(lambda: rounds("failed") >= 3)
+        await pool.execute("UPDATE api_keys SET revoked_at = NULL WHERE id = $1", space.key_id)
+        worked = rounds("ok")
+        await wait_for(lambda: rounds("ok") > worked)
+        said = [r for r in caplog.records if "STELLO_GATEWAY_JOBS_KEY" in r.getMessage()]
+        assert [r.levelno for r in said] == [logging.WARNING, logging.INFO]
+        assert "accepted again" in said[1].getMessage()
+
+
 class TestStop:
     async def test_a_stopping_gateway_gives_its_jobs_back(
         self, make_stack: StackMaker, pool: asyncpg.Pool
@@ -553,6 +607,28 @@ class TestVisible:
         assert (value("stello_gateway_job_tokens_total", labels) or 0) > 0
         assert value("stello_gateway_jobs_running", labels) == 0
         assert value("stello_gateway_jobs_queued", labels) == 0
+
+    async def test_the_takeover_rounds_are_on_metrics(
+        self, make_stack: StackMaker, space: TestSpace
+    ) -> None:
+        """With a jobs key, /metrics counts the job takeover's rounds and its last success,
+        as every background task's (an operator alerts on a last success that is old)."""
+        stack = await make_stack(jobs_key=space.key, job_takeover_interval_s=0.2, metrics_port=0)
+        port = stack.gateway.app.metrics_port
+        assert port is not None
+        task = {"task": "stello-job-takeover"}
+
+        async def counted() -> bool:
+            rounds = await asyncio.to_thread(
+                sample, port, "stello_background_rounds_total", **task, outcome="ok"
+            )
+            return (rounds or 0) >= 2
+
+        await wait_for(counted, within_s=10)
+        success = await asyncio.to_thread(
+            sample, port, "stello_background_last_success_timestamp_seconds", **task
+        )
+        assert success is not None and success > 0
 
     async def test_an_empty_background_fold_keeps_the_lossy_summary(
         self, make_stack: StackMaker, pool: asyncpg.Pool

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import signal
 import time
 
 import asyncpg
@@ -17,6 +18,7 @@ from stello.auth import KeyStore
 from stello.channels import WATCH_CURSOR_METADATA, open_channel
 from stello.common.v1 import common_pb2
 from stello.errors import error_info_reason, field_violations
+from stello.server import shutdown
 from stello.settings import StelloSettings
 from stello.tree.v1 import tree_pb2
 from storage_service.app import create_purger
@@ -34,6 +36,7 @@ from tests.gateway.conftest import (
     rpc_error,
 )
 from tests.gateway.probes import fork_request, seeded_source
+from tests.gateway.processes import gateway_process
 from tests.gateway.watching import Kind, Watch, kinds_of
 from tests.support.fixtures import TestSpace
 
@@ -511,6 +514,50 @@ class TestRevocation:
             finally:
                 mine.close()
                 admin.close()
+
+
+class TestShutdown:
+    async def test_a_shutdown_ends_open_streams_at_once(self, make_stack: StackMaker) -> None:
+        """A gateway shutting down ends an idle stream UNAVAILABLE at once, naming the resume,
+        and stops without waiting for its grace (an open stream held all of it)."""
+        stack = await make_stack()
+        await stack.root(label="r")
+        watch = Watch(stack.gw, stack.space.sid, "0")
+        try:
+            await watch.take(1)
+            began = time.monotonic()
+            await shutdown(stack.gateway.app, stack.gateway.server, 10)
+            took = time.monotonic() - began
+            error = await watch.error()
+        finally:
+            watch.close()
+        assert took < 5, took
+        assert error.code() is grpc.StatusCode.UNAVAILABLE, error
+        assert "shutting down" in (error.details() or "")
+        assert "after_cursor" in (error.details() or "")
+
+    @pytest.mark.subprocess
+    async def test_sigterm_with_a_watch_open_exits_without_the_grace(
+        self, backends: Backends, database_env: dict[str, str], space: TestSpace
+    ) -> None:
+        """A gateway process with an idle watch open exits soon after SIGTERM, not after its
+        whole STELLO_SHUTDOWN_GRACE_S (10 s), the stream ended UNAVAILABLE."""
+        grace = {"STELLO_SHUTDOWN_GRACE_S": "10"}
+        async with gateway_process(backends, database_env, "", **grace) as (process, address):
+            async with grpc.aio.insecure_channel(address) as channel:
+                call = agent_pb2_grpc.AgentGatewayStub(channel).WatchSpace(
+                    agent_pb2.WatchSpaceRequest(space_id=space.sid),
+                    metadata=(("authorization", f"Bearer {space.key}"),),
+                )
+                await asyncio.wait_for(call.initial_metadata(), 10)
+                began = time.monotonic()
+                process.send_signal(signal.SIGTERM)
+                with pytest.raises(grpc.aio.AioRpcError) as ended:
+                    await asyncio.wait_for(call.read(), 10)
+                assert await asyncio.wait_for(process.wait(), 15) == 0
+                took = time.monotonic() - began
+        assert took < 6, took
+        assert ended.value.code() is grpc.StatusCode.UNAVAILABLE, ended.value
 
 
 class TestKeepalive:
