@@ -142,7 +142,9 @@ async def running_console(
     launch = (options.launch or LaunchToken()) if options.caller is not None else None
     async with AsyncClient.keyless(options.gateway, tls=options.tls, retry=RETRY) as client:
         gateway = ConsoleGateway(client)
-        live = LiveRelay(gateway, options.gateway, options.heartbeat_s)
+        live = LiveRelay(
+            gateway, options.gateway, options.heartbeat_s, local=options.caller is not None
+        )
         caller_of: CallerOf = (
             fixed_caller(options.caller) if options.caller is not None else header_caller
         )

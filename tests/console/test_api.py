@@ -685,14 +685,20 @@ class TestStreamEnds:
         assert await console.stack.records(root.id) == []
 
 
+def dead_address() -> str:
+    """A loopback address where nothing listens."""
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        return f"127.0.0.1:{probe.getsockname()[1]}"
+
+
 class TestGatewayDown:
     async def test_an_unreachable_gateway_is_unavailable_with_a_hint(
-        self, space: TestSpace
+        self, space: TestSpace, caplog: pytest.LogCaptureFixture
     ) -> None:
-        """No gateway at the address: 503 UNAVAILABLE naming the address to check."""
-        with socket.socket() as probe:
-            probe.bind(("127.0.0.1", 0))
-            dead = f"127.0.0.1:{probe.getsockname()[1]}"
+        """No gateway at the address: 503 UNAVAILABLE saying to check `stello up` (the local
+        console's user started it), without grpc core's words; those go to the log."""
+        dead = dead_address()
         options = ConsoleOptions(gateway=dead, port=0, caller=Caller(space.key, space.sid))
         async with running_console(options) as console:
             assert console.launch is not None
@@ -701,4 +707,26 @@ class TestGatewayDown:
             reply = await fetch(console.port, "/api/tree", headers={"Cookie": cookie})
         assert reply.status == 503
         error = reply.json()["error"]
-        assert error["code"] == "UNAVAILABLE" and dead in error["message"]
+        assert error == {
+            "code": "UNAVAILABLE",
+            "message": "the gateway is not answering: is `stello up` still running?",
+            "reason": None,
+        }
+        assert dead in caplog.text
+
+    async def test_a_deployed_console_says_one_plain_sentence(
+        self, space: TestSpace, caplog: pytest.LogCaptureFixture
+    ) -> None:
+        """A deployed console (key mode) with its gateway down: the browser user reads that
+        the gateway is not answering, neither the address, grpc core's words nor CLI advice."""
+        dead = dead_address()
+        async with running_console(ConsoleOptions(gateway=dead, port=0)) as console:
+            reply = await fetch(
+                console.port,
+                "/api/tree",
+                headers={"Authorization": f"Bearer {space.key}", "X-Stello-Space": space.sid},
+            )
+        assert reply.status == 503
+        error = reply.json()["error"]
+        assert error["message"] == "the gateway is not answering; try again shortly"
+        assert dead in caplog.text
