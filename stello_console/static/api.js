@@ -54,6 +54,17 @@ export async function forget() {
   else await call("POST", "/api/sign-out");
 }
 
+/** Who this tab is signed in as, for the tabs that share one live stream: the local
+ * console's cookie is the browser's; a key is named by a digest, never itself. "" when the
+ * browser cannot digest (not a secure context): the tab then reads its own stream. */
+export async function identity() {
+  if (!keyMode) return "local";
+  if (!crypto.subtle) return "";
+  const text = new TextEncoder().encode(`${sessionStorage.getItem(SPACE)}\n${sessionStorage.getItem(KEY)}`);
+  const digest = new Uint8Array(await crypto.subtle.digest("SHA-256", text));
+  return [...digest].map((byte) => byte.toString(16).padStart(2, "0")).join("");
+}
+
 export function space() {
   return sessionStorage.getItem(SPACE);
 }

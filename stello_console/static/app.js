@@ -3,7 +3,7 @@
 // up to date by the space's live changes (live.js): each batch refetches only the nodes
 // and the parts of the open view that its events name.
 
-import { ApiError, call, forget, onSignedOut, requestId, setMode, signIn, signOut, signedIn, space } from "./api.js";
+import { ApiError, call, forget, identity, onSignedOut, requestId, setMode, signIn, signOut, signedIn, space } from "./api.js";
 import { DigestsView } from "./digests.js";
 import { SearchView } from "./search.js";
 import { dialog, el, replace } from "./dom.js";
@@ -33,6 +33,8 @@ class App {
     this.routed = null;
     this.resyncing = null;
     this.out = false;
+    this.forestFailed = false;
+    this.viewFailed = false;
   }
 
   async boot() {
@@ -97,7 +99,7 @@ class App {
     $("new-root").onclick = () => this.newRoot();
     $("sign-out").onclick = () => this.signOutHere();
     this.live?.stop();
-    this.live = new Live($("live"), this);
+    this.live = new Live($("live"), this, await identity());
     // The state is read once the stream's start is known, so no change falls between them.
     const waited = new Promise((resolve) => setTimeout(() => resolve(false), FIRST_CONTACT_MS));
     if (!(await Promise.race([this.live.start(), waited]))) await this.resync();
@@ -242,6 +244,12 @@ class App {
     }
   }
 
+  /** The live stream is back after a break: reload what failed meanwhile (the forest, the
+   * open view), so the page does not stay failed under a "live" badge. */
+  async recover() {
+    if (this.forestFailed || this.viewFailed) await this.resync();
+  }
+
   async reload() {
     const loaded = await this.refreshForest();
     // A forest that failed to load (too large, say) still lets the address open its view;
@@ -288,6 +296,8 @@ class App {
     try {
       const { nodes } = await call("GET", "/api/tree");
       this.tree.load(nodes);
+      if (this.forestFailed) $("error").hidden = true; // its banner is past
+      this.forestFailed = false;
       return true;
     } catch (error) {
       // A refused key, or a space it does not reach: the sign-in form says why.
@@ -297,6 +307,7 @@ class App {
         this.askKey(error.message);
         return false;
       }
+      this.forestFailed = true;
       this.tree.failed(error);
       this.reportError(error);
       return false;
