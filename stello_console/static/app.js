@@ -6,7 +6,7 @@
 import { ApiError, call, forget, identity, onSignedOut, requestId, setMode, signIn, signOut, signedIn, space } from "./api.js";
 import { DigestsView } from "./digests.js";
 import { SearchView } from "./search.js";
-import { dialog, el, replace } from "./dom.js";
+import { dialog, el, replace, userText } from "./dom.js";
 import { Forest } from "./forest.js";
 import { Live } from "./live.js";
 import { SessionView } from "./session.js";
@@ -154,15 +154,15 @@ class App {
               input.value = "";
               this.open(sessions[0].id);
             } else if (!sessions.length) {
-              replace(found, el("p", { class: "error-text" }, `No session id starts with “${text}”.`));
+              replace(found, el("p", { class: "error-text" }, "No session id starts with “", userText(text), "”."));
             } else {
               replace(
                 found,
-                el("p", { class: "muted" }, `Several ids start with “${text}”:`),
+                el("p", { class: "muted" }, "Several ids start with “", userText(text), "”:"),
                 el(
                   "ul",
                   {},
-                  sessions.map((s) => el("li", {}, el("a", { href: `#/session/${s.id}`, onclick: () => replace(found) }, s.label, " ", el("code", {}, s.id.slice(0, 13))))),
+                  sessions.map((s) => el("li", {}, el("a", { href: `#/session/${s.id}`, onclick: () => replace(found) }, userText(s.label), " ", el("code", {}, s.id.slice(0, 13))))),
                 ),
               );
             }
