@@ -3,7 +3,7 @@
 // up to date by the space's live changes (live.js): each batch refetches only the nodes
 // and the parts of the open view that its events name.
 
-import { ApiError, call, forget, identity, onSignedOut, requestId, setMode, signIn, signOut, signedIn, space } from "./api.js";
+import { ApiError, call, forget, identity, onSignedOut, requestId, setMode, signIn, signOut, signedIn, space, takePageKey } from "./api.js";
 import { DigestsView } from "./digests.js";
 import { SearchView } from "./search.js";
 import { dialog, el, replace, userText } from "./dom.js";
@@ -39,6 +39,7 @@ class App {
 
   async boot() {
     $("error-close").addEventListener("click", () => ($("error").hidden = true));
+    takePageKey();
     try {
       this.config = await call("GET", "/api/config");
     } catch (error) {

@@ -85,9 +85,10 @@ async def api_status(page: Page) -> int:
             """async () => {
               const key = sessionStorage.getItem("stello_console.key");
               const space = sessionStorage.getItem("stello_console.space");
+              const page = localStorage.getItem("stello_console.page_key") || "";
               const headers = key
                 ? { authorization: `Bearer ${key}`, "x-stello-space": space }
-                : {};
+                : { "x-stello-page": page };
               return (await fetch("/api/tree", { headers })).status;
             }"""
         )
