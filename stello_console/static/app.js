@@ -13,6 +13,9 @@ import { SessionView } from "./session.js";
 
 const $ = (id) => document.getElementById(id);
 const NODES_PER_CALL = 100;
+// A session id (a UUID) or its first digits, as the address may name it: nothing else goes
+// into an API path ("../" or "?" would reach other endpoints).
+const SESSION_ID = /^[0-9a-f][0-9a-f-]{0,35}$/i;
 const FIRST_CONTACT_MS = 5000;
 // Events that change a forest node's label, status or turn count: the node is refetched.
 const NODE_KINDS = new Set(["session_committed", "session_updated", "turn_committed"]);
@@ -350,7 +353,15 @@ class App {
     }
     const [id, at] = path?.startsWith("#/session/") ? path.slice("#/session/".length).split("/at/") : [];
     const bad =
-      path === null ? "This address is not valid (a malformed %-escape in it)" : path.startsWith("#/session/") && !id ? "This address names no session (#/session/ needs its id)" : null;
+      path === null
+        ? "This address is not valid (a malformed %-escape in it)"
+        : path.startsWith("#/session/") && !id
+          ? "This address names no session (#/session/ needs its id)"
+          : id !== undefined && !SESSION_ID.test(id)
+            ? "This address names no session (a session id is hex digits and hyphens)"
+            : at !== undefined && !/^\d+$/.test(at)
+              ? "This address names no record (/at/ needs a record's number)"
+              : null;
     if (bad) {
       this.view = null;
       this.tree.select(null);

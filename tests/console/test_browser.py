@@ -382,6 +382,30 @@ class TestAddresses:
         await expect(page.locator("#error")).to_be_hidden()
         assert browser_page.console_errors(r"Failed to load resource.*404") == []
 
+    async def test_an_id_that_is_no_id_reaches_no_other_endpoint(
+        self, console: ConsoleStack, browser_page: BrowserPage
+    ) -> None:
+        """A session id with "../" or "?" in it (escaped in the address) is said to be no
+        session id (nor /at/ a record's number): no request leaves for it, no raw
+        TypeError."""
+        root = await console.stack.root(label="Fine")
+        page = browser_page.page
+        await open_console(console, browser_page, f"#/session/{root.id}")
+        await expect(page.locator("#session-label")).to_have_text("Fine")
+        urls: list[str] = []
+        page.on("request", lambda request: urls.append(request.url))
+        error = page.locator("#view-error")
+        for fragment in (
+            f"#/session/{root.id}/..%2F..%2Ftree",
+            "#/session/x/..%2F..%2Ftree",
+            f"#/session/{root.id}%3F",
+            f"#/session/{root.id}/at/x",
+        ):
+            await page.goto(console.base + fragment)
+            await expect(error).to_contain_text("This address names no")
+        assert not [url for url in urls if "/api/" in url]
+        assert browser_page.console_errors() == []
+
     async def test_a_label_with_a_bidi_override_does_not_turn_the_console_text(
         self, console: ConsoleStack, browser_page: BrowserPage
     ) -> None:
