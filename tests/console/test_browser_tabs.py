@@ -11,12 +11,22 @@ import pytest
 from playwright.async_api import Browser, Page, expect
 
 from tests.console.conftest import DESKTOP, ConsoleStack, open_page
-from tests.gateway.conftest import record
+from tests.gateway.conftest import Backends, FakeSummarizer, close_stack, open_stack, record
+from tests.support.fixtures import TestSpace
 
 pytestmark = pytest.mark.browser
 
 TABS = 8
 QUICK_MS = 5_000  # a page that waits for a free connection waits until a tab closes
+
+
+async def signed_in(page: Page, base: str, space: TestSpace) -> None:
+    """Sign this tab in to a deployed console with `space`'s key, and wait until it is live."""
+    await page.goto(base)
+    await page.locator("#sign-in-key").fill(space.key)
+    await page.locator("#sign-in-space").fill(space.sid)
+    await page.locator("#sign-in").click()
+    await live(page)
 
 
 async def live(page: Page) -> None:
@@ -64,4 +74,39 @@ class TestTabs:
                 "after the leader"
             )
             assert await watcher.locator("#records li[data-seq]").count() == 1
+            assert opened.console_errors() == []
+
+    async def test_tabs_signed_in_to_other_spaces_keep_their_own_streams(
+        self,
+        key_console: ConsoleStack,
+        browser: Browser,
+        backends: Backends,
+        other_space: TestSpace,
+        summarizer: FakeSummarizer,
+    ) -> None:
+        """A deployed console, one browser: two tabs in one space share a stream, a third in
+        another space follows its own; each space's change reaches its tabs only."""
+        mine = key_console.stack.space
+        async with open_page(browser, DESKTOP) as opened:
+            first = opened.page
+            second = await opened.context.new_page()
+            theirs = await opened.context.new_page()
+            await signed_in(first, key_console.base, mine)
+            await signed_in(second, key_console.base, mine)
+            await signed_in(theirs, key_console.base, other_space)
+            other = await open_stack(backends, key_console.stack.gateway, other_space, summarizer)
+            try:
+                their_root = await other.root(label="theirs")
+            finally:
+                await close_stack(other)
+            my_root = await key_console.stack.root(label="mine")
+            for tab in (first, second):
+                await expect(tab.locator(f'#forest .node[data-id="{my_root.id}"]')).to_be_visible(
+                    timeout=QUICK_MS
+                )
+            their_node = theirs.locator(f'#forest .node[data-id="{their_root.id}"]')
+            await expect(their_node).to_be_visible(timeout=QUICK_MS)
+            await expect(theirs.locator(".forest-count")).to_have_text("1 session in 1 tree")
+            for tab in (first, second):
+                await expect(tab.locator(".forest-count")).to_have_text("1 session in 1 tree")
             assert opened.console_errors() == []
