@@ -363,6 +363,7 @@ class App {
               ? "This address names no record (/at/ needs a record's number)"
               : null;
     if (bad) {
+      this.clearError(); // the view says what is wrong; an earlier view's banner is stale
       this.view = null;
       this.tree.select(null);
       document.body.dataset.view = "detail";

@@ -387,7 +387,7 @@ class TestAddresses:
     ) -> None:
         """A session id with "../" or "?" in it (escaped in the address) is said to be no
         session id (nor /at/ a record's number): no request leaves for it, no raw
-        TypeError."""
+        TypeError, and the banner of the view opened before goes."""
         root = await console.stack.root(label="Fine")
         page = browser_page.page
         await open_console(console, browser_page, f"#/session/{root.id}")
@@ -404,7 +404,12 @@ class TestAddresses:
             await page.goto(console.base + fragment)
             await expect(error).to_contain_text("This address names no")
         assert not [url for url in urls if "/api/" in url]
-        assert browser_page.console_errors() == []
+        await page.goto(f"{console.base}#/session/{uuid.uuid4()}")
+        await expect(page.locator("#error-text")).to_contain_text("NOT_FOUND")
+        await page.goto(f"{console.base}#/session/x%3F")
+        await expect(error).to_contain_text("This address names no session")
+        await expect(page.locator("#error")).to_be_hidden()  # the NOT_FOUND is another view's
+        assert browser_page.console_errors(r"Failed to load resource.*404") == []
 
     async def test_a_label_with_a_bidi_override_does_not_turn_the_console_text(
         self, console: ConsoleStack, browser_page: BrowserPage
