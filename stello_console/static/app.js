@@ -359,9 +359,7 @@ class App {
           ? "This address names no session (#/session/ needs its id)"
           : id !== undefined && !SESSION_ID.test(id)
             ? "This address names no session (a session id is hex digits and hyphens)"
-            : at !== undefined && !/^\d+$/.test(at)
-              ? "This address names no record (/at/ needs a record's number)"
-              : null;
+            : null;
     if (bad) {
       this.clearError(); // the view says what is wrong; an earlier view's banner is stale
       this.view = null;
