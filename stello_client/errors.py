@@ -247,6 +247,19 @@ def _transport_failure(reason: str | None, details: str) -> bool:
     return reason is None and (not details or bool(_TRANSPORT_WORDS.search(details)))
 
 
+def unanswered(error: RpcError) -> bool:
+    """True when the call failed because nothing answered it (no server at the address, a
+    broken connection, a server shutting down), not because a server refused it."""
+    import grpc
+
+    if error.code != grpc.StatusCode.UNAVAILABLE:
+        return False
+    details = _flat(error.details)
+    return (error.reason is None and details == SHUT_DOWN) or _transport_failure(
+        error.reason, details
+    )
+
+
 def _unresolved(target: str, service: str) -> str:
     """A host name that did not resolve, in one sentence (gRPC's says c-ares' words)."""
     host = target.rpartition(":")[0].strip("[]") or target

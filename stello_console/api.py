@@ -125,7 +125,9 @@ class ConsoleApi:
             space = "" if self._local else request.headers.get("x-stello-space", "").strip()
             unreached = unreached_space(exc, space) if space else None
             if unreached is None:
-                return JSONResponse(rpc_error_body(exc, self._address), rpc_error_status(exc))
+                return JSONResponse(
+                    rpc_error_body(exc, self._address, local=self._local), rpc_error_status(exc)
+                )
             exc = unreached
         if isinstance(exc, ConfigurationError):
             exc = configuration_error(exc)
@@ -310,7 +312,7 @@ class ConsoleApi:
             async for name, data in events:
                 yield sse(name, data)
         except RpcError as err:
-            yield sse("error", rpc_error_body(err, self._address)["error"])
+            yield sse("error", rpc_error_body(err, self._address, local=self._local)["error"])
         except ConfigurationError as exc:
             yield sse("error", configuration_error(exc).body()["error"])
 

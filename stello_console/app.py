@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import html
 import socket
 from collections.abc import AsyncIterator, Generator
 from dataclasses import dataclass, field
@@ -18,7 +19,7 @@ from pathlib import Path
 import uvicorn
 from starlette.applications import Starlette
 from starlette.requests import Request
-from starlette.responses import FileResponse, Response
+from starlette.responses import FileResponse, HTMLResponse, Response
 from starlette.routing import Mount, Route
 from starlette.staticfiles import StaticFiles
 from starlette.types import ASGIApp
@@ -89,6 +90,14 @@ class RunningConsole:
         return f"{base}?token={self.launch.token}" if self.launch else base
 
 
+def page_with_key(key: str) -> str:
+    """The page as the sign-in answers it: its key in a meta tag for the script to keep (the
+    Content Security Policy allows no inline script)."""
+    page = (STATIC / "index.html").read_text(encoding="utf-8")
+    tag = f'<meta name="stello-page-key" content="{html.escape(key)}">'
+    return page.replace('<meta charset="utf-8">', f'<meta charset="utf-8">\n  {tag}', 1)
+
+
 def create_console(
     gateway: ConsoleGateway,
     live: LiveRelay,
@@ -105,8 +114,11 @@ def create_console(
         gateway, live, caller_of, local=options.caller is not None, address=options.gateway
     )
 
-    async def page(_request: Request) -> Response:
-        return FileResponse(STATIC / "index.html")
+    async def page(request: Request) -> Response:
+        key = getattr(request.state, "page_key", None)
+        if key is None:
+            return FileResponse(STATIC / "index.html")
+        return HTMLResponse(page_with_key(key))
 
     app = Starlette(
         routes=[
@@ -142,7 +154,9 @@ async def running_console(
     launch = (options.launch or LaunchToken()) if options.caller is not None else None
     async with AsyncClient.keyless(options.gateway, tls=options.tls, retry=RETRY) as client:
         gateway = ConsoleGateway(client)
-        live = LiveRelay(gateway, options.gateway, options.heartbeat_s)
+        live = LiveRelay(
+            gateway, options.gateway, options.heartbeat_s, local=options.caller is not None
+        )
         caller_of: CallerOf = (
             fixed_caller(options.caller) if options.caller is not None else header_caller
         )

@@ -7,16 +7,19 @@ A space the key does not reach is INVALID_ARGUMENT with reason SIGN_IN, naming
 the sign-in form's fields (a name the SDK cannot resolve, or an id the gateway
 answers NOT_FOUND "space ID not found" for: as for a space that does not exist),
 so the page asks to sign in again. Bad input to the console itself is
-INVALID_ARGUMENT naming the field of the form.
+INVALID_ARGUMENT naming the field of the form. A gateway that does not answer is one
+plain sentence for the page: grpc core's words (addresses, "connections to all backends
+failing") and command-line advice go to the console's log, not to a browser user.
 """
 
 from __future__ import annotations
 
+import logging
 from typing import Any
 
 import grpc
 
-from stello_client.errors import rpc_error_line
+from stello_client.errors import rpc_error_line, unanswered
 from stello_client.exceptions import ConfigurationError, RpcError
 
 HTTP_STATUS = {
@@ -56,10 +59,24 @@ class ConsoleInputError(Exception):
         return {"error": {"code": self.code, "message": self.message, "reason": self.reason}}
 
 
-def rpc_error_body(error: RpcError, gateway: str = "") -> dict[str, Any]:
-    """A failed gateway call as the page's JSON error."""
+log = logging.getLogger("stello_console")
+
+# What the page says when the gateway does not answer: the local console's user ran
+# `stello up` themself; a deployed console's user can only wait.
+UNANSWERED = {
+    True: "the gateway is not answering: is `stello up` still running?",
+    False: "the gateway is not answering; try again shortly",
+}
+
+
+def rpc_error_body(error: RpcError, gateway: str = "", *, local: bool = False) -> dict[str, Any]:
+    """A failed gateway call as the page's JSON error (`local`: the console of `stello up`)."""
     code = error.code
-    message = rpc_error_line(error, gateway, as_flags=False).partition(": ")[2] or code.name
+    line = rpc_error_line(error, gateway, as_flags=False)
+    if unanswered(error):
+        log.warning("the gateway at %s did not answer: %s", gateway, line)
+        return {"error": {"code": code.name, "message": UNANSWERED[local], "reason": None}}
+    message = line.partition(": ")[2] or code.name
     return {"error": {"code": code.name, "message": message, "reason": error.reason}}
 
 

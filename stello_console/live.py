@@ -72,10 +72,16 @@ class LiveRelay:
     """Relays WatchSpace streams to pages until `stop`."""
 
     def __init__(
-        self, gateway: ConsoleGateway, address: str, heartbeat_s: float = HEARTBEAT_S
+        self,
+        gateway: ConsoleGateway,
+        address: str,
+        heartbeat_s: float = HEARTBEAT_S,
+        *,
+        local: bool = False,
     ) -> None:
         self._gateway = gateway
         self._address = address
+        self._local = local
         self._heartbeat_s = heartbeat_s
         self._stopping = asyncio.Event()
 
@@ -118,7 +124,7 @@ class LiveRelay:
             async for name, data in self._gateway.watch(caller, after):
                 await queue.put(sse(name, data, data["cursor"]))
         except RpcError as err:  # a watch ends only so (the SDK raises for a closed one too)
-            body = rpc_error_body(err, self._address)["error"]
+            body = rpc_error_body(err, self._address, local=self._local)["error"]
             body["then"] = next_step(err, body["reason"], after is not None)
             await queue.put(sse("error", body))
         except ConfigurationError as exc:

@@ -12,18 +12,23 @@ page, so nothing is answered before these checks:
   outside a page): a page on another port of the same host is "same-site" and
   would carry the cookie. Request forgery needs one of those.
 - **Sign-in** (the local console of `stello up`): ``?token=`` with the console's
-  token is exchanged for an HttpOnly, SameSite=Strict cookie and redirected to
-  the same path without it; every other request needs that cookie (an API
-  request without it is answered JSON with reason ``CONSOLE_SIGNED_OUT``, so
-  an open page can say what to do). A deployed console has no token: its API
-  calls carry the user's key in a header, which no other site can make a
-  browser send.
+  token is exchanged for an HttpOnly, SameSite=Strict cookie: the page (``/``)
+  is answered with it, carrying a second secret, the page key, in a meta tag;
+  another path is redirected to itself without the token. Every other request
+  needs that cookie (an API request without it is answered JSON with reason
+  ``CONSOLE_SIGNED_OUT``, so an open page can say what to do), and an API
+  request the page key too, in an ``X-Stello-Page`` header: cookies ignore
+  ports, so every other server on this host receives the cookie, but the page
+  keeps its key in its origin's storage (an origin includes the port), which
+  no other server's page can read. The cookie alone is refused (401). A
+  deployed console has no token: its API calls carry the user's key in a
+  header, which no other site can make a browser send.
 - **Sign-out** (the local console): ``POST /api/sign-out`` from the console's
   own page (Origin checked like any write) answers with the cookie expired,
   signed in or not. The cookie is the browser's, not a tab's: every tab of
   that browser on this console is signed out at its next request. The
   printed URL still signs in; only a new secret makes a copied cookie or URL
-  worthless.
+  worthless. The page forgets its key at sign-out.
 - **The signing secret** both are derived from is kept in a file beside the
   saved credentials, readable by the user only (`console_secret`): a restart
   of `stello up` keeps open tabs signed in and the printed URL valid. The
@@ -57,6 +62,11 @@ SAFE_METHODS = frozenset({"GET", "HEAD"})
 SECRET_BYTES = 32
 SIGNED_OUT_REASON = "CONSOLE_SIGNED_OUT"
 SIGN_OUT_PATH = "/api/sign-out"
+PAGE_HEADER = "x-stello-page"
+NO_PAGE_KEY = (
+    "this page holds no sign-in of its own (the cookie alone does not sign in): open the "
+    "URL `stello up` printed"
+)
 NOT_SIGNED_IN = (
     "not signed in: open the URL `stello up` printed (it has the token; after "
     "`stello up --new-console-token` only the new URL signs in)"
@@ -94,6 +104,8 @@ class LaunchToken:
     Attributes:
         token: the secret in the printed URL.
         session: the cookie's value (a different secret, never shown).
+        page: the page key, handed to the page at sign-in and sent back with every API
+            request (a third secret: the cookie reaches every port, the page key does not).
 
     Made at random (valid while this process serves), or derived from a kept
     signing secret (`from_secret`: valid across restarts until it is renewed).
@@ -101,12 +113,14 @@ class LaunchToken:
 
     token: str = field(default_factory=lambda: secrets.token_urlsafe(32))
     session: str = field(default_factory=lambda: secrets.token_urlsafe(32))
+    page: str = field(default_factory=lambda: secrets.token_urlsafe(32))
 
     @classmethod
     def from_secret(cls, secret: bytes) -> LaunchToken:
         """The token and cookie a signing secret stands for (the same every launch)."""
         token = _derive(secret, b"stello console url token")
-        return cls(token, _derive(secret, b"stello console session cookie"))
+        session = _derive(secret, b"stello console session cookie")
+        return cls(token, session, _derive(secret, b"stello console page key"))
 
     def cookie_name(self, port: int) -> str:
         """Cookies ignore ports: one name per port keeps two consoles apart."""
@@ -205,12 +219,20 @@ class Guard:
         if launch is not None and method == "POST" and scope["path"] == SIGN_OUT_PATH:
             await _sign_out(send, launch, port)
             return
-        if launch is not None and not await self._signed_in(scope, send, headers, launch, port):
+        if launch is not None and not await self._signed_in(
+            scope, receive, send, headers, launch, port
+        ):
             return
         await self._app(scope, receive, _with_headers(send, SECURITY_HEADERS))
 
     async def _signed_in(
-        self, scope: Scope, send: Send, headers: Headers, launch: LaunchToken, port: int
+        self,
+        scope: Scope,
+        receive: Receive,
+        send: Send,
+        headers: Headers,
+        launch: LaunchToken,
+        port: int,
     ) -> bool:
         """True to go on; else the answer (token exchange or refusal) has been sent."""
         query = dict(parse_qsl(scope.get("query_string", b"").decode("latin-1")))
@@ -224,6 +246,12 @@ class Guard:
                 )
                 return False
             del query["token"]
+            if scope["path"] == "/":  # the page: it takes its key (and drops the token itself)
+                scope = {**scope, "query_string": urlencode(query).encode()}
+                scope["state"] = {**scope.get("state", {}), "page_key": launch.page}
+                cookie = (b"set-cookie", _session_cookie(launch, port))
+                await self._app(scope, receive, _with_headers(send, (*SECURITY_HEADERS, cookie)))
+                return False
             location = _same_site(scope["path"]) + (f"?{urlencode(query)}" if query else "")
             await _redirect(send, location, _session_cookie(launch, port))
             return False
@@ -236,6 +264,11 @@ class Guard:
             else:
                 await _refuse(send, 403, NOT_SIGNED_IN)
             return False
+        if scope["path"].startswith("/api/"):
+            key = headers.get(PAGE_HEADER, "")
+            if not hmac.compare_digest(key.encode(), launch.page.encode()):
+                await _refuse_json(send, 401, NO_PAGE_KEY, SIGNED_OUT_REASON)
+                return False
         return True
 
 

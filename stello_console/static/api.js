@@ -1,9 +1,13 @@
 // The console's JSON endpoints and its server-sent-events streams. A deployed console
 // sends the key the user entered (kept in sessionStorage, never in a URL) in a header;
-// the local console of `stello up` signs in with its cookie and sends none.
+// the local console of `stello up` signs in with its cookie and its page key: the cookie
+// reaches every server of this host (cookies ignore ports), so it does not suffice alone;
+// the page key, handed to the page that opened the printed URL, stays in this origin's
+// localStorage (an origin has its port) and goes in a header with each call.
 
 const KEY = "stello_console.key";
 const SPACE = "stello_console.space";
+const PAGE_KEY = "stello_console.page_key";
 // The guard's answer to a request whose sign-in cookie is no longer valid (the console's
 // token was renewed): the page stops and says what to do.
 const SIGNED_OUT = "CONSOLE_SIGNED_OUT";
@@ -28,7 +32,19 @@ export function onSignedOut(handler) {
   signedOutHandler = handler;
 }
 
-/** "key": requests carry the key from sessionStorage; "local": the cookie suffices. */
+/** The page that opened the printed URL: keep the page key its answer carries (every tab
+ * of this browser on this console reads it), and drop the token from the address. */
+export function takePageKey() {
+  const meta = document.querySelector('meta[name="stello-page-key"]');
+  if (!meta) return;
+  localStorage.setItem(PAGE_KEY, meta.content);
+  meta.remove();
+  const url = new URL(location.href);
+  url.searchParams.delete("token");
+  history.replaceState(null, "", url);
+}
+
+/** "key": requests carry the key from sessionStorage; "local": the cookie and the page key. */
 export function setMode(mode) {
   keyMode = mode === "key";
 }
@@ -51,7 +67,21 @@ export function signOut() {
  * console, the browser's cookie, which the console expires (every tab of this browser). */
 export async function forget() {
   if (keyMode) signOut();
-  else await call("POST", "/api/sign-out");
+  else {
+    await call("POST", "/api/sign-out");
+    localStorage.removeItem(PAGE_KEY);
+  }
+}
+
+/** Who this tab is signed in as, for the tabs that share one live stream: the local
+ * console's cookie is the browser's; a key is named by a digest, never itself. "" when the
+ * browser cannot digest (not a secure context): the tab then reads its own stream. */
+export async function identity() {
+  if (!keyMode) return "local";
+  if (!crypto.subtle) return "";
+  const text = new TextEncoder().encode(`${sessionStorage.getItem(SPACE)}\n${sessionStorage.getItem(KEY)}`);
+  const digest = new Uint8Array(await crypto.subtle.digest("SHA-256", text));
+  return [...digest].map((byte) => byte.toString(16).padStart(2, "0")).join("");
 }
 
 export function space() {
@@ -64,6 +94,8 @@ function headers(json, extra = {}) {
   if (keyMode) {
     result.authorization = `Bearer ${sessionStorage.getItem(KEY) || ""}`;
     result["x-stello-space"] = sessionStorage.getItem(SPACE) || "";
+  } else {
+    result["x-stello-page"] = localStorage.getItem(PAGE_KEY) || "";
   }
   return result;
 }

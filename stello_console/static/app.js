@@ -3,16 +3,19 @@
 // up to date by the space's live changes (live.js): each batch refetches only the nodes
 // and the parts of the open view that its events name.
 
-import { ApiError, call, forget, onSignedOut, requestId, setMode, signIn, signOut, signedIn, space } from "./api.js";
+import { ApiError, call, forget, identity, onSignedOut, requestId, setMode, signIn, signOut, signedIn, space, takePageKey } from "./api.js";
 import { DigestsView } from "./digests.js";
 import { SearchView } from "./search.js";
-import { dialog, el, replace } from "./dom.js";
+import { dialog, el, replace, userText } from "./dom.js";
 import { Forest } from "./forest.js";
 import { Live } from "./live.js";
 import { SessionView } from "./session.js";
 
 const $ = (id) => document.getElementById(id);
 const NODES_PER_CALL = 100;
+// A session id (a UUID) or its first digits, as the address may name it: nothing else goes
+// into an API path ("../" or "?" would reach other endpoints).
+const SESSION_ID = /^[0-9a-f][0-9a-f-]{0,35}$/i;
 const FIRST_CONTACT_MS = 5000;
 // Events that change a forest node's label, status or turn count: the node is refetched.
 const NODE_KINDS = new Set(["session_committed", "session_updated", "turn_committed"]);
@@ -33,10 +36,13 @@ class App {
     this.routed = null;
     this.resyncing = null;
     this.out = false;
+    this.forestFailed = false;
+    this.viewFailed = false;
   }
 
   async boot() {
     $("error-close").addEventListener("click", () => ($("error").hidden = true));
+    takePageKey();
     try {
       this.config = await call("GET", "/api/config");
     } catch (error) {
@@ -97,7 +103,7 @@ class App {
     $("new-root").onclick = () => this.newRoot();
     $("sign-out").onclick = () => this.signOutHere();
     this.live?.stop();
-    this.live = new Live($("live"), this);
+    this.live = new Live($("live"), this, await identity());
     // The state is read once the stream's start is known, so no change falls between them.
     const waited = new Promise((resolve) => setTimeout(() => resolve(false), FIRST_CONTACT_MS));
     if (!(await Promise.race([this.live.start(), waited]))) await this.resync();
@@ -152,15 +158,15 @@ class App {
               input.value = "";
               this.open(sessions[0].id);
             } else if (!sessions.length) {
-              replace(found, el("p", { class: "error-text" }, `No session id starts with “${text}”.`));
+              replace(found, el("p", { class: "error-text" }, "No session id starts with “", userText(text), "”."));
             } else {
               replace(
                 found,
-                el("p", { class: "muted" }, `Several ids start with “${text}”:`),
+                el("p", { class: "muted" }, "Several ids start with “", userText(text), "”:"),
                 el(
                   "ul",
                   {},
-                  sessions.map((s) => el("li", {}, el("a", { href: `#/session/${s.id}`, onclick: () => replace(found) }, s.label, " ", el("code", {}, s.id.slice(0, 13))))),
+                  sessions.map((s) => el("li", {}, el("a", { href: `#/session/${s.id}`, onclick: () => replace(found) }, userText(s.label), " ", el("code", {}, s.id.slice(0, 13))))),
                 ),
               );
             }
@@ -242,6 +248,12 @@ class App {
     }
   }
 
+  /** The live stream is back after a break: reload what failed meanwhile (the forest, the
+   * open view), so the page does not stay failed under a "live" badge. */
+  async recover() {
+    if (this.forestFailed || this.viewFailed) await this.resync();
+  }
+
   async reload() {
     const loaded = await this.refreshForest();
     // A forest that failed to load (too large, say) still lets the address open its view;
@@ -288,6 +300,8 @@ class App {
     try {
       const { nodes } = await call("GET", "/api/tree");
       this.tree.load(nodes);
+      if (this.forestFailed) $("error").hidden = true; // its banner is past
+      this.forestFailed = false;
       return true;
     } catch (error) {
       // A refused key, or a space it does not reach: the sign-in form says why.
@@ -297,6 +311,7 @@ class App {
         this.askKey(error.message);
         return false;
       }
+      this.forestFailed = true;
       this.tree.failed(error);
       this.reportError(error);
       return false;
@@ -338,8 +353,15 @@ class App {
     }
     const [id, at] = path?.startsWith("#/session/") ? path.slice("#/session/".length).split("/at/") : [];
     const bad =
-      path === null ? "This address is not valid (a malformed %-escape in it)" : path.startsWith("#/session/") && !id ? "This address names no session (#/session/ needs its id)" : null;
+      path === null
+        ? "This address is not valid (a malformed %-escape in it)"
+        : path.startsWith("#/session/") && !id
+          ? "This address names no session (#/session/ needs its id)"
+          : id !== undefined && !SESSION_ID.test(id)
+            ? "This address names no session (a session id is hex digits and hyphens)"
+            : null;
     if (bad) {
+      this.clearError(); // the view says what is wrong; an earlier view's banner is stale
       this.view = null;
       this.tree.select(null);
       document.body.dataset.view = "detail";

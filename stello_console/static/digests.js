@@ -68,7 +68,8 @@ export class DigestsView {
       el(
         "tr",
         { class: digest.status === "archived" ? "archived" : null, dataset: { id: digest.id }, onclick: () => this.app.open(digest.id) },
-        el("td", {}, digest.label),
+        // The label is a link: the row's click is for the mouse, the link for the keyboard.
+        el("td", {}, el("a", { href: `#/session/${digest.id}`, class: "user-text", dir: "auto" }, digest.label || "(no label)")),
         el("td", {}, digest.status),
         el("td", { class: "number" }, String(digest.turn_count)),
         el("td", { class: "text-cell" }, digest.memory ?? ""),

@@ -29,6 +29,21 @@ export function append(node, children) {
   }
 }
 
+/** A user's or a model's text inside other words: isolated (<bdi>), so a bidi override in it
+ * (U+202E, say) cannot reorder the words around it. */
+export function userText(text, props = {}) {
+  return el("bdi", props, text);
+}
+
+// Bidi embeddings, overrides and isolates: a text holding one cannot be shown isolated in
+// an <input>'s value, so such a default value is wrapped in FSI…PDI (first strong isolate).
+const BIDI_CONTROLS = /[\u202A-\u202E\u2066-\u2069]/;
+
+/** `text` as it can stand inside a longer field value without reordering the rest. */
+export function isolated(text) {
+  return BIDI_CONTROLS.test(text) ? `\u2068${text}\u2069` : text;
+}
+
 /** Replace every child of `node`. */
 export function replace(node, ...children) {
   node.replaceChildren();

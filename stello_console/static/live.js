@@ -4,6 +4,13 @@
 // refetches just what they name. The cursor of the last event received resumes the
 // stream after a break (Last-Event-ID), so nothing is lost or applied twice; a stream
 // that starts from now (the first, or after an expired cursor) reloads the view first.
+//
+// One stream per browser and sign-in, not per tab: a browser keeps six HTTP/1.1
+// connections per host:port for all its tabs, so a stream per tab would let six tabs take
+// them all and freeze every tab. The tabs of one sign-in elect a leader with a Web Lock;
+// the leader reads the stream and relays its events and its state (for the badge) over a
+// BroadcastChannel. When the leader goes, the next tab in the lock's queue takes over
+// from the last cursor it heard. A browser without Web Locks reads a stream per tab.
 
 import { ApiError, stream } from "./api.js";
 
@@ -18,11 +25,18 @@ const LABELS = {
 export class Live {
   /**
    * `app` gives resync() (reload the forest and the open view; false when it failed),
-   * apply(events) and reportError(error).
+   * recover() (reload what failed while the stream was down), apply(events) and
+   * reportError(error). `identity` names the sign-in whose tabs share one stream.
    */
-  constructor(indicator, app) {
+  constructor(indicator, app, identity = "") {
     this.indicator = indicator;
     this.app = app;
+    this.name = `stello_console.live.${identity}`;
+    this.shared = Boolean(identity && navigator.locks && window.BroadcastChannel);
+    this.leading = !this.shared;
+    this.channel = null;
+    this.unlock = null;
+    this.unqueue = new AbortController();
     this.cursor = null;
     this.queue = [];
     this.draining = false;
@@ -31,25 +45,74 @@ export class Live {
     this.generation = 0;
     this.readied = false;
     this.connected = false;
+    this.state = null;
+    this.detail = null;
     this.controller = null;
     this.timer = null;
     this.contacted = null;
     this.firstContact = new Promise((resolve) => (this.contacted = resolve));
   }
 
-  /** Connect; resolves true once the first state was read after `ready`, false if the
-   * first attempt failed (the app then shows the space without live updates meanwhile). */
+  /** Connect (or join the tab that leads); resolves true once the first state was read,
+   * false if the first attempt failed (the app then shows the space without live updates
+   * meanwhile). */
   start() {
-    this.connect();
+    if (!this.shared) this.connect();
+    else this.elect();
     return this.firstContact;
   }
 
-  /** Stop for good (signed out, or the page goes): the relay's watch ends with the request. */
+  /** Lead when no tab of this sign-in does; else follow, queued to lead when it goes. */
+  async elect() {
+    this.channel = new BroadcastChannel(this.name);
+    this.channel.onmessage = ({ data }) => this.heard(data);
+    const leads = await navigator.locks.request(this.name, { ifAvailable: true }, (lock) => lock && this.hold());
+    if (leads || this.stopped) return;
+    this.post({ name: "hello" });
+    this.enqueue({ resync: true }); // the leader's stream is running: read the state now
+    navigator.locks.request(this.name, { signal: this.unqueue.signal }, () => this.hold()).catch(() => {}); // aborted: stopped
+  }
+
+  /** Hold the lock (until stop) and read the stream from the last cursor heard. */
+  hold() {
+    if (this.stopped) return false;
+    this.leading = true;
+    this.connect();
+    return new Promise((resolve) => (this.unlock = resolve));
+  }
+
+  /** A message from another tab of this sign-in. */
+  heard(message) {
+    if (this.stopped) return;
+    if (message.name === "hello") {
+      if (this.leading) this.post({ name: "welcome", cursor: this.cursor, state: this.state, detail: this.detail });
+    } else if (this.leading) {
+      return; // a tab that led before this one: its last words are already known
+    } else if (message.name === "welcome") {
+      if (this.cursor === null) this.cursor = message.cursor;
+      if (message.state) this.shown(message.state, message.detail);
+    } else if (message.name === "state") {
+      this.shown(message.state, message.detail);
+      if (message.state === "off" && message.detail?.code === "UNAUTHENTICATED") this.stop(message.detail);
+    } else this.event(message.name, message.data);
+  }
+
+  post(message) {
+    if (this.shared && this.channel) this.channel.postMessage(message);
+  }
+
+  /** Stop for good (signed out, or the page goes): the relay's watch ends with the request,
+   * and another tab of this sign-in takes the stream over. */
   stop(detail = null) {
+    // A refusal holds for every tab of this sign-in; a tab that goes only hands over.
+    if (detail?.code === "UNAUTHENTICATED" && this.leading) this.post({ name: "state", state: "off", detail });
+    this.shown("off", detail);
     this.stopped = true;
     clearTimeout(this.timer);
     this.controller?.abort();
-    this.show("off", detail);
+    this.unqueue.abort();
+    this.unlock?.();
+    this.channel?.close();
   }
 
   async connect() {
@@ -62,9 +125,11 @@ export class Live {
     try {
       await stream("/api/events", undefined, (name, data) => {
         if (generation !== this.generation) return;
-        if (name === "ready") this.ready(data);
-        else if (name === "change") this.change(data);
-        else if (name === "error") ending = data;
+        if (name === "error") ending = data;
+        else {
+          this.post({ name, data });
+          this.event(name, data);
+        }
       }, { method: "GET", headers, signal: controller.signal });
     } catch (error) {
       if (controller.signal.aborted) return;
@@ -74,12 +139,20 @@ export class Live {
     this.after(ending || { code: "UNAVAILABLE", message: "the live stream ended", then: "resume" });
   }
 
+  /** An event of the stream, read here or relayed by the leader. */
+  event(name, data) {
+    if (name === "ready") this.ready(data);
+    else if (name === "change") this.change(data);
+  }
+
   ready(data) {
     this.failures = 0;
     this.readied = true;
     this.connected = true;
-    if (data.resumed) this.show("live");
-    else {
+    if (data.resumed) {
+      this.show("live");
+      this.enqueue({ recover: true }); // what failed while the stream was down loads again
+    } else {
       this.cursor = data.cursor;
       this.enqueue({ resync: true }); // "live" once the state is read
     }
@@ -107,13 +180,18 @@ export class Live {
     this.failures += 1;
     this.show("reconnecting", detail);
     clearTimeout(this.timer);
-    this.timer = setTimeout(() => this.connect(), delay);
+    this.timer = setTimeout(() => (this.leading ? this.connect() : this.enqueue({ resync: true })), delay);
   }
 
-  /** Watch from now and reload the view: a change may have been missed. */
+  /** Watch from now and reload the view: a change may have been missed. A tab that follows
+   * only reads its state again, later (the leader's stream is not its to restart). */
   restart(detail) {
     this.queue = [];
     this.connected = false;
+    if (!this.leading) {
+      if (!this.stopped) this.retry(detail);
+      return;
+    }
     this.generation += 1;
     this.controller?.abort();
     this.cursor = null;
@@ -142,6 +220,8 @@ export class Live {
           }
           if (this.connected) this.show("live");
         }
+        if (batch.some((item) => item.recover)) await this.app.recover();
+        batch = batch.filter((item) => !item.recover);
         if (batch.length) await this.app.apply(batch);
       }
     } catch (error) {
@@ -152,7 +232,21 @@ export class Live {
     }
   }
 
+  /** Show the stream's state here and, when this tab reads it, in the tabs that follow. */
   show(state, detail = null) {
+    if (this.stopped) return;
+    if (this.leading) this.post({ name: "state", state, detail });
+    this.shown(state, detail);
+  }
+
+  shown(state, detail) {
+    const was = this.state;
+    this.state = state;
+    this.detail = detail;
+    if (!this.leading) {
+      this.connected = state === "live";
+      if (state === "live" && was !== "live" && was !== null) this.enqueue({ recover: true });
+    }
     this.indicator.textContent = LABELS[state];
     this.indicator.title = detail ? `${detail.code}: ${detail.message}` : "";
     this.indicator.dataset.state = state;

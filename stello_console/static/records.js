@@ -6,7 +6,7 @@
 // on request until the window meets the newest record, from when it follows new ones).
 
 import { call } from "./api.js";
-import { el, when } from "./dom.js";
+import { el, userText, when } from "./dom.js";
 
 const PAGE = 50;
 const WINDOW = 25; // records on each side of a record opened by its seq
@@ -224,7 +224,7 @@ export class RecordList {
       el("span", { class: "seq" }, `#${record.seq}`),
       el("span", { class: "role" }, record.role),
       record.inherited ? el("span", { class: "badge inherited", title: "read from the source session" }, "inherited") : null,
-      record.tool_call_id ? el("span", { class: "muted" }, `answers ${record.tool_call_id}`) : null,
+      record.tool_call_id ? el("span", { class: "muted" }, "answers ", userText(record.tool_call_id)) : null,
       el("span", { class: "grow" }),
       el("span", { class: "muted when" }, when(record.created_at)),
       el(

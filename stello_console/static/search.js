@@ -55,7 +55,8 @@ export class SearchView {
       el(
         "div",
         { class: "hit-head" },
-        el("bdi", { class: "label" }, hit.label),
+        // A link, so a hit opens by keyboard too (the whole item takes the mouse's click).
+        el("a", { href: `#/session/${hit.session_id}/at/${hit.seq}` }, el("bdi", { class: "label" }, hit.label || "(no label)")),
         " ",
         el("code", { class: "muted" }, hit.session_id.slice(0, 8)),
         " ",

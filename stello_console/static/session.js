@@ -8,7 +8,7 @@
 // ancestors re-read the lineage.
 
 import { call, requestId, stream } from "./api.js";
-import { dialog, el, plural, replace, when } from "./dom.js";
+import { dialog, el, isolated, plural, replace, userText, when } from "./dom.js";
 import { Lineage } from "./lineage.js";
 import { RecordList } from "./records.js";
 import { SlotEditor } from "./slots.js";
@@ -167,7 +167,10 @@ export class SessionView {
     return el(
       "p",
       { class: "meta muted", id: "session-metadata", hidden: pairs.length === 0 },
-      ...pairs.map(([key, value]) => el("code", { class: "metadata-pair" }, `${key}=${value} `)),
+      pairs.map(([key, value], index) => [
+        index ? " " : null,
+        el("code", { class: "metadata-pair" }, userText(quoted(key)), "=", userText(quoted(value))),
+      ]),
     );
   }
 
@@ -462,11 +465,11 @@ export class SessionView {
     });
     const profile = el("select", { name: "profile", id: "fork-profile" }, el("option", { value: "" }, "(no profile)"), profiles.map((p) => el("option", { value: p.name }, p.name)));
     const form = await dialog(
-      seq === null ? `Fork “${this.view.label}”` : `Fork “${this.view.label}” at #${seq}`,
+      ["Fork “", userText(this.view.label), seq === null ? "”" : `” at #${seq}`],
       el(
         "div",
         { class: "fields" },
-        el("label", {}, "Label", el("input", { name: "label", id: "fork-label", required: true, maxlength: "200", value: `${this.view.label} fork` })),
+        el("label", {}, "Label", el("input", { name: "label", id: "fork-label", required: true, maxlength: "200", value: `${isolated(this.view.label)} fork` })),
         el("label", {}, "Context", context),
         el("label", {}, "Up to seq", upTo),
         el("label", {}, "Profile", profile),
@@ -514,10 +517,10 @@ export class SessionView {
 
   async remove() {
     const below = this.app.forest().descendants(this.id);
-    const what = below ? `“${this.view.label}” and the ${plural(below, "session")} below it` : `“${this.view.label}”`;
+    const what = ["“", userText(this.view.label), "”", below ? ` and the ${plural(below, "session")} below it` : ""];
     const confirmed = await dialog(
       "Delete for good?",
-      el("p", { id: "delete-what" }, `This erases ${what}: records, prompts, memory and insight. It cannot be undone.`),
+      el("p", { id: "delete-what" }, "This erases ", what, ": records, prompts, memory and insight. It cannot be undone."),
       "Delete",
       { danger: true },
     );
@@ -532,6 +535,12 @@ export class SessionView {
       this.app.reportError(error);
     }
   }
+}
+
+/** A metadata key or value as it reads unambiguously in `key=value key=value`: quoted (as
+ * JSON) when it is empty or holds a space, "=", a quote or a control character. */
+function quoted(text) {
+  return /^[^\s="\\\p{C}]+$/u.test(text) ? text : JSON.stringify(text);
 }
 
 /** "a=1\nb=2" as {a: "1", b: "2"} (lines without "=" are skipped). */

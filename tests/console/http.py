@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import json
+import re
 from dataclasses import dataclass
 from typing import Any
 
@@ -202,3 +203,11 @@ class EventStream:
         if size == 0:
             self.ended = True
         self._text += data[:size].decode()
+
+
+def signed_headers(sign_in: Reply) -> dict[str, str]:
+    """What the page signed in by `sign_in` (the ?token= exchange) sends with an API call:
+    the cookie it set and the page key its page carries (a meta tag)."""
+    cookie = (sign_in.header("set-cookie") or "").split(";", 1)[0]
+    key = re.search(r'<meta name="stello-page-key" content="([^"]*)">', sign_in.text)
+    return {"Cookie": cookie, "X-Stello-Page": key.group(1) if key else ""}

@@ -16,7 +16,7 @@ from stello.common.v1 import common_pb2
 from stello_console import Caller, ConsoleOptions, running_console
 from stello_console.api import MAX_BODY_BYTES
 from tests.console.conftest import REPLY_HEAD, ConsoleStack
-from tests.console.http import Reply, exchange, fetch
+from tests.console.http import Reply, exchange, fetch, signed_headers
 from tests.gateway.conftest import record
 from tests.support.fixtures import TestSpace
 from tests.tree.seed import chain, seed_topology
@@ -29,14 +29,14 @@ class Api:
     """Signed-in requests from the console's own origin."""
 
     console: ConsoleStack
-    cookie: str
+    signed: dict[str, str]
 
     async def call(
         self, method: str, path: str, body: Any = None, raw: bytes | None = None
     ) -> Reply:
-        """One request with the cookie and the console's Origin (the body: `body` as JSON, or
-        the bytes `raw`)."""
-        headers = {"Cookie": self.cookie, "Origin": f"http://127.0.0.1:{self.console.port}"}
+        """One request with the cookie, the page key and the console's Origin (the body:
+        `body` as JSON, or the bytes `raw`)."""
+        headers = {**self.signed, "Origin": f"http://127.0.0.1:{self.console.port}"}
         if body is not None or raw is not None:
             headers["Content-Type"] = "application/json"
         return await fetch(
@@ -54,9 +54,8 @@ class Api:
 async def _api(console: ConsoleStack) -> Api:
     assert console.console.launch is not None
     reply = await fetch(console.port, f"/?token={console.console.launch.token}")
-    cookie = reply.header("set-cookie")
-    assert cookie is not None
-    return Api(console, cookie.split(";", 1)[0])
+    assert reply.header("set-cookie") is not None
+    return Api(console, signed_headers(reply))
 
 
 async def seed_records(console: ConsoleStack, session_id: str, count: int) -> None:
@@ -313,11 +312,9 @@ class TestLineage:
         foreign = await fetch(
             api.console.port,
             path,
-            headers={"Cookie": api.cookie, "Origin": "http://evil.example"},
+            headers={**api.signed, "Origin": "http://evil.example"},
         )
-        rebound = await fetch(
-            api.console.port, path, host="evil.example", headers={"Cookie": api.cookie}
-        )
+        rebound = await fetch(api.console.port, path, host="evil.example", headers=api.signed)
         assert (bare.status, foreign.status, rebound.status) == (403, 403, 403)
         assert root.id not in bare.text + foreign.text + rebound.text
 
@@ -377,7 +374,8 @@ class TestBodies:
 
     async def test_a_signed_in_body_over_the_limit_is_refused_naming_it(self, api: Api) -> None:
         """Content-Length over the limit: 413 before the body; a chunked one: 413 once past it."""
-        headers = [f"Cookie: {api.cookie}", f"Origin: http://127.0.0.1:{api.console.port}"]
+        headers = [f"{name}: {value}" for name, value in api.signed.items()]
+        headers.append(f"Origin: http://127.0.0.1:{api.console.port}")
         declared = await exchange(
             api.console.port,
             ["POST /api/roots HTTP/1.1", *headers, f"Content-Length: {MAX_BODY_BYTES + 1}"],
@@ -626,7 +624,8 @@ async def reply_begun(api: Api, session_id: str, content: str) -> asyncio.Stream
     writer.write(
         (
             f"POST /api/sessions/{session_id}/send HTTP/1.1\r\nHost: 127.0.0.1:{port}\r\n"
-            f"Cookie: {api.cookie}\r\nOrigin: http://127.0.0.1:{port}\r\n"
+            f"Cookie: {api.signed['Cookie']}\r\nX-Stello-Page: {api.signed['X-Stello-Page']}\r\n"
+            f"Origin: http://127.0.0.1:{port}\r\n"
             f"Content-Type: application/json\r\nContent-Length: {len(body)}\r\n\r\n"
         ).encode()
         + body
@@ -685,20 +684,47 @@ class TestStreamEnds:
         assert await console.stack.records(root.id) == []
 
 
+def dead_address() -> str:
+    """A loopback address where nothing listens."""
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        return f"127.0.0.1:{probe.getsockname()[1]}"
+
+
 class TestGatewayDown:
     async def test_an_unreachable_gateway_is_unavailable_with_a_hint(
-        self, space: TestSpace
+        self, space: TestSpace, caplog: pytest.LogCaptureFixture
     ) -> None:
-        """No gateway at the address: 503 UNAVAILABLE naming the address to check."""
-        with socket.socket() as probe:
-            probe.bind(("127.0.0.1", 0))
-            dead = f"127.0.0.1:{probe.getsockname()[1]}"
+        """No gateway at the address: 503 UNAVAILABLE saying to check `stello up` (the local
+        console's user started it), without grpc core's words; those go to the log."""
+        dead = dead_address()
         options = ConsoleOptions(gateway=dead, port=0, caller=Caller(space.key, space.sid))
         async with running_console(options) as console:
             assert console.launch is not None
-            signed = await fetch(console.port, f"/?token={console.launch.token}")
-            cookie = (signed.header("set-cookie") or "").split(";", 1)[0]
-            reply = await fetch(console.port, "/api/tree", headers={"Cookie": cookie})
+            sign_in = await fetch(console.port, f"/?token={console.launch.token}")
+            reply = await fetch(console.port, "/api/tree", headers=signed_headers(sign_in))
         assert reply.status == 503
         error = reply.json()["error"]
-        assert error["code"] == "UNAVAILABLE" and dead in error["message"]
+        assert error == {
+            "code": "UNAVAILABLE",
+            "message": "the gateway is not answering: is `stello up` still running?",
+            "reason": None,
+        }
+        assert dead in caplog.text
+
+    async def test_a_deployed_console_says_one_plain_sentence(
+        self, space: TestSpace, caplog: pytest.LogCaptureFixture
+    ) -> None:
+        """A deployed console (key mode) with its gateway down: the browser user reads that
+        the gateway is not answering, neither the address, grpc core's words nor CLI advice."""
+        dead = dead_address()
+        async with running_console(ConsoleOptions(gateway=dead, port=0)) as console:
+            reply = await fetch(
+                console.port,
+                "/api/tree",
+                headers={"Authorization": f"Bearer {space.key}", "X-Stello-Space": space.sid},
+            )
+        assert reply.status == 503
+        error = reply.json()["error"]
+        assert error["message"] == "the gateway is not answering; try again shortly"
+        assert dead in caplog.text

@@ -382,6 +382,34 @@ class TestAddresses:
         await expect(page.locator("#error")).to_be_hidden()
         assert browser_page.console_errors(r"Failed to load resource.*404") == []
 
+    async def test_an_id_that_is_no_id_reaches_no_other_endpoint(
+        self, console: ConsoleStack, browser_page: BrowserPage
+    ) -> None:
+        """A session id with "../" or "?" in it (escaped in the address) is said to be no
+        session id: no request leaves for it, no raw TypeError, and the banner of the view
+        opened before goes."""
+        root = await console.stack.root(label="Fine")
+        page = browser_page.page
+        await open_console(console, browser_page, f"#/session/{root.id}")
+        await expect(page.locator("#session-label")).to_have_text("Fine")
+        urls: list[str] = []
+        page.on("request", lambda request: urls.append(request.url))
+        error = page.locator("#view-error")
+        for fragment in (
+            f"#/session/{root.id}/..%2F..%2Ftree",
+            "#/session/x/..%2F..%2Ftree",
+            f"#/session/{root.id}%3F",
+        ):
+            await page.goto(console.base + fragment)
+            await expect(error).to_contain_text("This address names no")
+        assert not [url for url in urls if "/api/" in url]
+        await page.goto(f"{console.base}#/session/{uuid.uuid4()}")
+        await expect(page.locator("#error-text")).to_contain_text("NOT_FOUND")
+        await page.goto(f"{console.base}#/session/x%3F")
+        await expect(error).to_contain_text("This address names no session")
+        await expect(page.locator("#error")).to_be_hidden()  # the NOT_FOUND is another view's
+        assert browser_page.console_errors(r"Failed to load resource.*404") == []
+
     async def test_a_label_with_a_bidi_override_does_not_turn_the_console_text(
         self, console: ConsoleStack, browser_page: BrowserPage
     ) -> None:

@@ -257,3 +257,26 @@ class TestResume:
             timeout=LIVE_TIMEOUT_MS
         )
         assert browser_page.console_errors() == []
+
+    async def test_what_failed_while_the_gateway_was_down_loads_again(
+        self, console: ConsoleStack, gateway_restart: GatewayRestart, browser_page: BrowserPage
+    ) -> None:
+        """A Refresh while the gateway is down fails (the forest, the open view, a banner);
+        once the stream is back, both load again and the banner goes, without a Refresh."""
+        stack = console.stack
+        root = await stack.root(label="Back again")
+        page = browser_page.page
+        await open_live(console, browser_page, f"#/session/{root.id}")
+        await expect(page.locator("#records .empty")).to_be_visible()
+        await gateway_restart.stop()
+        await expect(page.locator("#live")).to_have_attribute("data-state", "reconnecting")
+        await page.get_by_role("button", name="Refresh").click()
+        await expect(page.locator("#view-error")).to_contain_text("not answering")
+        await expect(page.locator(".forest-count")).to_contain_text("could not be loaded")
+        await expect(page.locator("#error")).to_be_visible()
+        await gateway_restart.start()
+        await expect(page.locator("#live")).to_have_attribute("data-state", "live")
+        await expect(page.locator("#session-label")).to_have_text("Back again")
+        await expect(page.locator(".forest-count")).to_have_text("1 session in 1 tree")
+        await expect(page.locator("#error")).to_be_hidden()
+        assert browser_page.console_errors("Failed to load resource.*503") == []

@@ -232,6 +232,29 @@ class TestKeyboard:
         assert await page.locator('#forest [tabindex="0"]').count() == 1
         assert browser_page.console_errors() == []
 
+    async def test_a_digest_and_a_search_hit_open_by_keyboard(
+        self, console: ConsoleStack, browser_page: BrowserPage
+    ) -> None:
+        """Tab reaches a digest's row and a search hit (links), Enter opens each."""
+        page = browser_page.page
+        first = await console.stack.root(label="Digest by keys")
+        second = await conversation(console.stack, "Hit by keys", 1)
+        await open_console(console, browser_page, "#/digests")
+        digest = page.locator(f'#digests tr[data-id="{first.id}"] a')
+        await expect(digest).to_have_count(1)
+        await page.locator("#digest-status").focus()
+        await focus_on(page, digest)
+        await page.keyboard.press("Enter")
+        await expect(page.locator("#session-label")).to_have_text("Digest by keys")
+        await page.locator("#search").fill("Question")
+        await page.locator("#search").press("Enter")
+        hit = page.locator(f'#hits .hit[data-session="{second.id}"] a')
+        await expect(hit).to_have_count(1)
+        await focus_on(page, hit)
+        await page.keyboard.press("Enter")
+        await expect(page.locator("#session-label")).to_have_text("Hit by keys")
+        assert browser_page.console_errors() == []
+
 
 SERIOUS = ("serious", "critical")
 

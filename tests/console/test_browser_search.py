@@ -102,8 +102,7 @@ class TestEndpoints:
         """/api/resolve answers the sessions an id prefix names (hyphens ignored), refuses
         what is not hex naming `prefix`; /api/space names the caller's space."""
         root = await console.stack.root(label="Named")
-        cookie = await signed_in(console)
-        headers = {"Cookie": cookie}
+        headers = await signed_in(console)
         dashed = root.id[:13]  # "xxxxxxxx-xxxx": a hyphen in it
         reply = await fetch(console.port, f"/api/resolve?prefix={dashed}", headers=headers)
         assert reply.status == 200
@@ -199,7 +198,7 @@ class TestRecordSearch:
         `query`."""
         root = await console.stack.root(label="Json")
         await console.stack.append(root.id, record("user", "a kettle"))
-        headers = {"Cookie": await signed_in(console)}
+        headers = await signed_in(console)
         reply = await fetch(console.port, "/api/search?q=kettle", headers=headers)
         assert reply.status == 200
         [hit] = reply.json()["hits"]

@@ -12,7 +12,7 @@ from stello_console import Caller, ConsoleOptions, running_console
 from storage_service.app import create_purger
 from storage_service.config import StorageSettings
 from tests.console.conftest import ConsoleStack, GatewayRestart
-from tests.console.http import Event, EventStream, fetch
+from tests.console.http import Event, EventStream, fetch, signed_headers
 from tests.gateway.conftest import record
 from tests.support.fixtures import TestSpace
 
@@ -21,19 +21,16 @@ from tests.support.fixtures import TestSpace
 # and tests/storage on every PostgreSQL pass.
 
 
-async def sign_in(console: ConsoleStack) -> str:
-    """The Cookie header value the launch token is exchanged for."""
+async def sign_in(console: ConsoleStack) -> dict[str, str]:
+    """The headers the page sends once the launch token is exchanged (cookie, page key)."""
     assert console.console.launch is not None
-    reply = await fetch(console.port, f"/?token={console.console.launch.token}")
-    return (reply.header("set-cookie") or "").split(";", 1)[0]
+    return signed_headers(await fetch(console.port, f"/?token={console.console.launch.token}"))
 
 
 async def watch(console: ConsoleStack, query: str = "", **headers: str) -> EventStream:
     """A signed-in event stream (its `ready` not yet read)."""
-    cookie = await sign_in(console)
-    stream = await EventStream.open(
-        console.port, f"/api/events{query}", {"Cookie": cookie, **headers}
-    )
+    signed = await sign_in(console)
+    stream = await EventStream.open(console.port, f"/api/events{query}", {**signed, **headers})
     assert stream.status == 200
     return stream
 
@@ -170,9 +167,8 @@ class TestStream:
         )
         async with running_console(options) as beating:
             assert beating.launch is not None
-            signed = await fetch(beating.port, f"/?token={beating.launch.token}")
-            cookie = (signed.header("set-cookie") or "").split(";", 1)[0]
-            stream = await EventStream.open(beating.port, "/api/events", {"Cookie": cookie})
+            signed = signed_headers(await fetch(beating.port, f"/?token={beating.launch.token}"))
+            stream = await EventStream.open(beating.port, "/api/events", signed)
             try:
                 await stream.next()
                 await asyncio.sleep(1.0)
@@ -191,9 +187,8 @@ class TestStream:
         )
         async with running_console(options) as other:
             assert other.launch is not None
-            signed = await fetch(other.port, f"/?token={other.launch.token}")
-            cookie = (signed.header("set-cookie") or "").split(";", 1)[0]
-            stream = await EventStream.open(other.port, "/api/events", {"Cookie": cookie})
+            signed = signed_headers(await fetch(other.port, f"/?token={other.launch.token}"))
+            stream = await EventStream.open(other.port, "/api/events", signed)
             await stream.next()
         assert await stream.rest() == []
         assert stream.ended
@@ -239,10 +234,8 @@ class TestFailures:
         self, console: ConsoleStack, query: str, headers: dict[str, str], field: str
     ) -> None:
         """A cursor that is not one the console sent is 400 naming where it came from."""
-        cookie = await sign_in(console)
-        reply = await fetch(
-            console.port, f"/api/events{query}", headers={"Cookie": cookie, **headers}
-        )
+        signed = await sign_in(console)
+        reply = await fetch(console.port, f"/api/events{query}", headers={**signed, **headers})
         assert reply.status == 400
         error = reply.json()["error"]
         assert error["code"] == "INVALID_ARGUMENT" and error["message"].startswith(f"{field}:")

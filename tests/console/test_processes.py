@@ -13,21 +13,20 @@ import pytest
 
 from tests.cli.processes import FREE_PORTS, StelloUp, postgres_processes, private_env, run_cli
 from tests.console.conftest import ConsoleStack
-from tests.console.http import fetch
+from tests.console.http import fetch, signed_headers
 from tests.support.ports import free_port
 
 pytestmark = [pytest.mark.subprocess, pytest.mark.timeout(180)]
 
 
-async def exchange(url: str) -> tuple[int, str]:
-    """Open the printed URL: its port, and the cookie the token is exchanged for."""
+async def exchange(url: str) -> tuple[int, dict[str, str]]:
+    """Open the printed URL: its port, and what the page then sends (cookie, page key)."""
     address, _, query = url.removeprefix("http://").partition("/")
     port = int(address.rsplit(":", 1)[1])
     reply = await fetch(port, "/" + query)
-    assert reply.status == 303, reply.text
-    cookie = reply.header("set-cookie")
-    assert cookie is not None
-    return port, cookie.split(";", 1)[0]
+    assert reply.status == 200, reply.text
+    assert reply.header("set-cookie") is not None
+    return port, signed_headers(reply)
 
 
 class TestStelloUp:
@@ -37,12 +36,10 @@ class TestStelloUp:
         try:
             url = up.lines["console"]
             assert url.startswith("http://127.0.0.1:") and "?token=" in url
-            port, cookie = await exchange(url)
-            config = await fetch(port, "/api/config", headers={"Cookie": cookie})
+            port, signed = await exchange(url)
+            config = await fetch(port, "/api/config", headers=signed)
             assert config.json()["space_id"] == up.lines["space_id"]
-            assert (await fetch(port, "/api/tree", headers={"Cookie": cookie})).json() == {
-                "nodes": []
-            }
+            assert (await fetch(port, "/api/tree", headers=signed)).json() == {"nodes": []}
             assert (await fetch(port, "/api/tree")).status == 403
             code, rest = await asyncio.to_thread(up.interrupt)
             assert (code, rest[-1:]) == (0, ["stopped"])
@@ -56,14 +53,14 @@ class TestStelloUp:
         port = free_port()
         first = await asyncio.to_thread(StelloUp.start, env, "--console-port", str(port))
         try:
-            _, cookie = await exchange(first.lines["console"])
+            _, signed = await exchange(first.lines["console"])
             await asyncio.to_thread(first.interrupt)
         finally:
             await asyncio.to_thread(first.kill)
         again = await asyncio.to_thread(StelloUp.start, env, "--console-port", str(port))
         try:
             assert again.lines["console"] == first.lines["console"]
-            tree = await fetch(port, "/api/tree", headers={"Cookie": cookie})
+            tree = await fetch(port, "/api/tree", headers=signed)
             assert (tree.status, tree.json()) == (200, {"nodes": []})
         finally:
             await asyncio.to_thread(again.kill)
@@ -77,7 +74,7 @@ class TestStelloUp:
         port = free_port()
         first = await asyncio.to_thread(StelloUp.start, env, "--console-port", str(port))
         try:
-            _, cookie = await exchange(first.lines["console"])
+            _, signed = await exchange(first.lines["console"])
             await asyncio.to_thread(first.interrupt)
         finally:
             await asyncio.to_thread(first.kill)
@@ -85,14 +82,14 @@ class TestStelloUp:
         renewed = await asyncio.to_thread(StelloUp.start, env, *args)
         try:
             assert renewed.lines["console"] != first.lines["console"]
-            refused = await fetch(port, "/api/tree", headers={"Cookie": cookie})
+            refused = await fetch(port, "/api/tree", headers=signed)
             assert refused.status == 403
             assert refused.json()["error"]["reason"] == "CONSOLE_SIGNED_OUT"
             assert "--new-console-token" in refused.json()["error"]["message"]
             old_token = "/?" + first.lines["console"].partition("/?")[2]
             assert (await fetch(port, old_token)).status == 403
             _, fresh = await exchange(renewed.lines["console"])
-            assert (await fetch(port, "/api/tree", headers={"Cookie": fresh})).status == 200
+            assert (await fetch(port, "/api/tree", headers=fresh)).status == 200
         finally:
             await asyncio.to_thread(renewed.kill)
 

@@ -9,38 +9,59 @@ import pytest
 
 from stello_console import ConsoleOptions, LaunchToken, console_secret, running_console
 from tests.console.conftest import ConsoleStack
-from tests.console.http import Reply, fetch
+from tests.console.http import Reply, fetch, signed_headers
 from tests.support.fixtures import TestSpace
 
 pytestmark = pytest.mark.sql
 
 
-async def signed_in(console: ConsoleStack) -> str:
-    """Exchange the launch token; the Cookie header value it sets."""
+async def signed_in(console: ConsoleStack) -> dict[str, str]:
+    """Exchange the launch token; the headers the page then sends (cookie, page key)."""
     assert console.console.launch is not None
     reply = await fetch(console.port, f"/?token={console.console.launch.token}")
-    cookie = reply.header("set-cookie")
-    assert cookie is not None
-    return cookie.split(";", 1)[0]
+    assert reply.header("set-cookie") is not None
+    return signed_headers(reply)
 
 
 class TestSignIn:
     async def test_the_token_becomes_a_strict_http_only_cookie(self, console: ConsoleStack) -> None:
-        """?token= answers 303 to the same path without it, setting HttpOnly SameSite=Strict."""
-        assert console.console.launch is not None
-        reply = await fetch(console.port, f"/?token={console.console.launch.token}")
-        assert reply.status == 303
-        assert reply.header("location") == "/"
+        """/?token= answers the page with its page key in a meta tag, setting an HttpOnly
+        SameSite=Strict cookie; another path answers 303 to itself without the token."""
+        launch = console.console.launch
+        assert launch is not None
+        reply = await fetch(console.port, f"/?token={launch.token}")
+        assert reply.status == 200
+        assert f'<meta name="stello-page-key" content="{launch.page}">' in reply.text
         cookie = reply.header("set-cookie") or ""
         assert cookie.startswith(f"stello_console_{console.port}=")
         assert "HttpOnly" in cookie and "SameSite=Strict" in cookie
-        assert console.console.launch.token not in cookie
+        assert launch.token not in cookie and launch.page not in cookie
+        assert "content-security-policy" in {name.lower() for name, _ in reply.headers}
+        other = await fetch(console.port, f"/static/app.js?token={launch.token}")
+        assert other.status == 303
+        assert other.header("location") == "/static/app.js"
+        assert other.header("set-cookie") == cookie
+        plain = await fetch(console.port, "/", headers=signed_headers(reply))
+        assert "stello-page-key" not in plain.text  # only the sign-in's answer carries it
+
+    async def test_the_cookie_alone_opens_no_api(self, console: ConsoleStack) -> None:
+        """Cookies ignore ports, so any server of this host gets the cookie: replayed alone,
+        with the console's own Host and Origin, or with a wrong page key, the API answers 401
+        (CONSOLE_SIGNED_OUT); with the page key, 200."""
+        signed = await signed_in(console)
+        own = {"Origin": f"http://127.0.0.1:{console.port}", "Cookie": signed["Cookie"]}
+        for headers in (own, {**own, "X-Stello-Page": "guess"}):
+            for path in ("/api/tree", "/api/events", "/api/config"):
+                reply = await fetch(console.port, path, headers=headers)
+                assert reply.status == 401, (path, reply.text)
+                assert reply.json()["error"]["reason"] == "CONSOLE_SIGNED_OUT"
+        assert (await fetch(console.port, "/api/tree", headers={**own, **signed})).status == 200
 
     async def test_the_cookie_opens_the_page_and_the_api(self, console: ConsoleStack) -> None:
         """With the cookie, the page and /api answer 200."""
-        cookie = await signed_in(console)
-        page = await fetch(console.port, "/", headers={"Cookie": cookie})
-        api = await fetch(console.port, "/api/tree", headers={"Cookie": cookie})
+        signed = await signed_in(console)
+        page = await fetch(console.port, "/", headers=signed)
+        api = await fetch(console.port, "/api/tree", headers=signed)
         assert (page.status, api.status) == (200, 200)
         assert "app.js" in page.text and api.json() == {"nodes": []}
 
@@ -102,8 +123,10 @@ class TestSignIn:
     ) -> None:
         """Another cookie of this host that Python's SimpleCookie cannot parse, sent first,
         does not hide the console's own (it signed the user out before)."""
-        cookie = await signed_in(console)
-        reply = await fetch(console.port, "/api/tree", headers={"Cookie": f"{other}; {cookie}"})
+        signed = await signed_in(console)
+        reply = await fetch(
+            console.port, "/api/tree", headers={**signed, "Cookie": f"{other}; {signed['Cookie']}"}
+        )
         assert reply.status == 200, reply.text
 
 
@@ -119,28 +142,28 @@ class TestHostAndOrigin:
     )
     async def test_a_foreign_host_is_refused(self, console: ConsoleStack, host: str) -> None:
         """A Host that is not this server (DNS rebinding) is refused, even with the cookie."""
-        cookie = await signed_in(console)
+        signed = await signed_in(console)
         reply = await fetch(
             console.port,
             "/api/tree",
             host=host.format(port=console.port),
-            headers={"Cookie": cookie},
+            headers=signed,
         )
         assert reply.status == 403 and "is not this console" in reply.text
 
     @pytest.mark.parametrize("name", ["127.0.0.1", "localhost"])
     async def test_loopback_names_are_this_host(self, console: ConsoleStack, name: str) -> None:
         """127.0.0.1 and localhost with the listening port are accepted."""
-        cookie = await signed_in(console)
+        signed = await signed_in(console)
         reply = await fetch(
-            console.port, "/api/tree", host=f"{name}:{console.port}", headers={"Cookie": cookie}
+            console.port, "/api/tree", host=f"{name}:{console.port}", headers=signed
         )
         assert reply.status == 200
 
     async def test_a_foreign_origin_is_refused(self, console: ConsoleStack) -> None:
         """A request from another origin is refused, reads and writes alike."""
-        cookie = await signed_in(console)
-        evil = {"Cookie": cookie, "Origin": "http://evil.example"}
+        signed = await signed_in(console)
+        evil = {**signed, "Origin": "http://evil.example"}
         read = await fetch(console.port, "/api/tree", headers=evil)
         write = await fetch(
             console.port,
@@ -151,27 +174,21 @@ class TestHostAndOrigin:
         )
         assert (read.status, write.status) == (403, 403)
         assert "http://evil.example" in read.text
-        assert (await fetch(console.port, "/api/tree", headers={"Cookie": cookie})).json() == {
-            "nodes": []
-        }
+        assert (await fetch(console.port, "/api/tree", headers=signed)).json() == {"nodes": []}
 
     async def test_a_write_without_origin_is_refused(self, console: ConsoleStack) -> None:
         """A POST with no Origin header is refused and creates nothing."""
-        cookie = await signed_in(console)
-        reply = await fetch(
-            console.port, "/api/roots", method="POST", headers={"Cookie": cookie}, body={}
-        )
+        signed = await signed_in(console)
+        reply = await fetch(console.port, "/api/roots", method="POST", headers=signed, body={})
         assert reply.status == 403 and "Origin" in reply.text
-        tree = await fetch(console.port, "/api/tree", headers={"Cookie": cookie})
+        tree = await fetch(console.port, "/api/tree", headers=signed)
         assert tree.json() == {"nodes": []}
 
     @pytest.mark.parametrize("site", ["cross-site", "same-site"])
     async def test_another_sites_fetch_is_refused(self, console: ConsoleStack, site: str) -> None:
         """Sec-Fetch-Site cross-site or same-site (another port of this host) is refused."""
-        cookie = await signed_in(console)
-        reply = await fetch(
-            console.port, "/api/tree", headers={"Cookie": cookie, "Sec-Fetch-Site": site}
-        )
+        signed = await signed_in(console)
+        reply = await fetch(console.port, "/api/tree", headers={**signed, "Sec-Fetch-Site": site})
         assert reply.status == 403
 
     @pytest.mark.parametrize("site", ["same-origin", "none"])
@@ -179,20 +196,18 @@ class TestHostAndOrigin:
         self, console: ConsoleStack, site: str
     ) -> None:
         """Sec-Fetch-Site same-origin (its page) or none (the address bar) goes through."""
-        cookie = await signed_in(console)
-        reply = await fetch(
-            console.port, "/api/tree", headers={"Cookie": cookie, "Sec-Fetch-Site": site}
-        )
+        signed = await signed_in(console)
+        reply = await fetch(console.port, "/api/tree", headers={**signed, "Sec-Fetch-Site": site})
         assert reply.status == 200
 
     async def test_its_own_origin_may_write(self, console: ConsoleStack) -> None:
         """A POST from the console's own origin goes through."""
-        cookie = await signed_in(console)
+        signed = await signed_in(console)
         reply = await fetch(
             console.port,
             "/api/roots",
             method="POST",
-            headers={"Cookie": cookie, "Origin": f"http://127.0.0.1:{console.port}"},
+            headers={**signed, "Origin": f"http://127.0.0.1:{console.port}"},
             body={"label": "Made here"},
         )
         assert reply.status == 200 and reply.json()["label"] == "Made here"
@@ -203,8 +218,8 @@ class TestSignOut:
         """POST /api/sign-out from the console's origin answers the cookie emptied, expired,
         HttpOnly and SameSite=Strict, signed in or not."""
         own = {"Origin": f"http://127.0.0.1:{console.port}"}
-        cookie = await signed_in(console)
-        for headers in ({**own, "Cookie": cookie}, own):
+        signed = await signed_in(console)
+        for headers in ({**own, **signed}, own):
             reply = await fetch(console.port, "/api/sign-out", method="POST", headers=headers)
             assert (reply.status, reply.json()) == (200, {"signed_out": True})
             expired = reply.header("set-cookie") or ""
@@ -226,11 +241,11 @@ class TestSignOut:
     ) -> None:
         """A sign-out without Origin, from another origin or site, or by GET is not one: no
         cookie is expired (another page cannot sign the browser out)."""
-        cookie = await signed_in(console)
+        signed = await signed_in(console)
         if "Sec-Fetch-Site" in headers:
             headers = {**headers, "Origin": f"http://127.0.0.1:{console.port}"}
         reply = await fetch(
-            console.port, "/api/sign-out", method=method, headers={**headers, "Cookie": cookie}
+            console.port, "/api/sign-out", method=method, headers={**headers, **signed}
         )
         assert reply.status in (403, 404, 405), reply.text
         assert reply.header("set-cookie") is None
@@ -250,12 +265,12 @@ class TestLiveRelay:
         self, console: ConsoleStack, host: str | None, headers: dict[str, str], says: str
     ) -> None:
         """Even signed in, another Host, Origin or site gets no event stream: 403."""
-        cookie = await signed_in(console)
+        signed = await signed_in(console)
         reply = await fetch(
             console.port,
             "/api/events",
             host=host.format(port=console.port) if host else None,
-            headers={"Cookie": cookie, **headers},
+            headers={**signed, **headers},
         )
         assert reply.status == 403 and says in reply.text
         assert reply.header("content-type") == "text/plain; charset=utf-8"
@@ -274,15 +289,15 @@ class TestHeaders:
 
     async def test_every_answer_carries_the_policy(self, console: ConsoleStack) -> None:
         """Page, assets, API answers and refusals all carry the Content Security Policy."""
-        cookie = await signed_in(console)
+        signed = await signed_in(console)
         for path in ("/", "/static/app.js", "/api/tree", "/api/sessions/nope"):
-            self.assert_strict(await fetch(console.port, path, headers={"Cookie": cookie}))
+            self.assert_strict(await fetch(console.port, path, headers=signed))
         self.assert_strict(await fetch(console.port, "/"))
 
     async def test_the_page_has_no_inline_script(self, console: ConsoleStack) -> None:
         """index.html loads its script from a file and has no inline handlers or styles."""
-        cookie = await signed_in(console)
-        page = (await fetch(console.port, "/", headers={"Cookie": cookie})).text
+        signed = await signed_in(console)
+        page = (await fetch(console.port, "/", headers=signed)).text
         assert '<script type="module" src="/static/app.js"></script>' in page
         assert page.count("<script") == 1
         assert " on" not in page.replace(" one", "")  # no onclick= and friends
