@@ -2,14 +2,12 @@
 
 from __future__ import annotations
 
-import ast
-import importlib
-import pkgutil
 from pathlib import Path
 
 import pytest
 
 import tree_service
+from tests.support.rooms import foreign_imports, room_modules
 
 ROOT = Path(tree_service.__file__).parent
 ROOMS = {
@@ -23,16 +21,6 @@ ROOMS = {
 }
 # The tree is one service over the kernel: no other service, no program (STYLE §16).
 FOREIGN = ("agent_gateway", "storage_service", "stello_cli", "stello_client", "stello_console")
-
-
-def _imported(path: Path) -> set[str]:
-    names: set[str] = set()
-    for node in ast.walk(ast.parse(path.read_text(), str(path))):
-        if isinstance(node, ast.Import):
-            names.update(alias.name for alias in node.names)
-        elif isinstance(node, ast.ImportFrom) and node.module is not None:
-            names.add(node.module)
-    return names
 
 
 class TestPackage:
@@ -67,18 +55,9 @@ class TestPackage:
     @pytest.mark.parametrize("room", sorted(ROOMS))
     def test_each_room_lists_its_modules(self, room: str) -> None:
         """A room's __all__ names its modules (each imports), so a newcomer sees its parts."""
-        package = importlib.import_module(f"tree_service.{room}")
-        found = sorted(m.name for m in pkgutil.iter_modules(package.__path__))
-        assert sorted(package.__all__) == found == ROOMS[room]
-        for name in package.__all__:
-            importlib.import_module(f"tree_service.{room}.{name}")
+        listed, found = room_modules("tree_service", room)
+        assert listed == found == ROOMS[room]
 
     def test_imports_no_other_service_and_no_program(self) -> None:
         """No module of tree_service imports another service, the CLI or the console."""
-        offending = {
-            f"{path.relative_to(ROOT)}: {name}"
-            for path in ROOT.rglob("*.py")
-            for name in _imported(path)
-            if any(name == f or name.startswith(f"{f}.") for f in FOREIGN)
-        }
-        assert offending == set()
+        assert foreign_imports(ROOT, FOREIGN) == set()
