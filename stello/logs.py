@@ -31,7 +31,10 @@ class LogSettings(BaseSettings):
     """How the services log (``STELLO_LOG_*``)."""
 
     model_config = SettingsConfigDict(
-        env_prefix="STELLO_LOG_", env_ignore_empty=True, extra="ignore"
+        allow_inf_nan=False,  # inf seconds would hang a shutdown or a loop: a bound is finite
+        env_prefix="STELLO_LOG_",
+        env_ignore_empty=True,
+        extra="ignore",
     )
 
     level: Literal["DEBUG", "INFO", "WARNING", "ERROR"] = Field(

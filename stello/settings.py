@@ -6,7 +6,6 @@ fields. Settings are built once in ``main()`` and passed down; never at import.
 
 from __future__ import annotations
 
-import math
 from typing import Literal
 
 from pydantic import Field, SecretStr, field_validator, model_validator
@@ -68,7 +67,12 @@ def check_pair(
 class StelloSettings(BaseSettings):
     """Variables every service reads (DESIGN §1)."""
 
-    model_config = SettingsConfigDict(env_prefix="STELLO_", env_ignore_empty=True, extra="ignore")
+    model_config = SettingsConfigDict(
+        allow_inf_nan=False,  # inf seconds would hang a shutdown or a loop: a bound is finite
+        env_prefix="STELLO_",
+        env_ignore_empty=True,
+        extra="ignore",
+    )
 
     database_url: str | None = Field(
         default=None,
@@ -184,18 +188,6 @@ class StelloSettings(BaseSettings):
     @classmethod
     def _database_url(cls, value: str | None) -> str | None:
         return check_database_url(value)
-
-    @field_validator("shutdown_grace_s")
-    @classmethod
-    def _finite_grace(cls, value: float) -> float:
-        # `inf` parses as a float and passes ge=0, and then a shutdown waited for every
-        # call to end by itself: a WatchSpace stream only at its age (15 minutes).
-        if not math.isfinite(value):
-            raise ValueError(
-                f"STELLO_SHUTDOWN_GRACE_S must be a finite number of seconds (got {value}): "
-                "how long calls in flight get to finish on SIGTERM, e.g. 10"
-            )
-        return value
 
     def direct_dsn(self, pooled: str) -> str:
         """The DSN for session work (migrations): the direct URL, else the pooled `pooled`."""

@@ -27,7 +27,12 @@ if TYPE_CHECKING:
 class TracingSettings(BaseSettings):
     """Whether and how to trace (``STELLO_OTEL``, ``OTEL_*``)."""
 
-    model_config = SettingsConfigDict(env_prefix="STELLO_", env_ignore_empty=True, extra="ignore")
+    model_config = SettingsConfigDict(
+        allow_inf_nan=False,  # inf seconds would hang a shutdown or a loop: a bound is finite
+        env_prefix="STELLO_",
+        env_ignore_empty=True,
+        extra="ignore",
+    )
 
     otel: bool = Field(
         default=False, description="1 = trace every RPC with OpenTelemetry (stello[tracing])."

@@ -24,7 +24,10 @@ class StorageSettings(BaseSettings):
     """
 
     model_config = SettingsConfigDict(
-        env_prefix="STELLO_STORAGE_", env_ignore_empty=True, extra="ignore"
+        allow_inf_nan=False,  # inf seconds would hang a shutdown or a loop: a bound is finite
+        env_prefix="STELLO_STORAGE_",
+        env_ignore_empty=True,
+        extra="ignore",
     )
 
     host: str = Field(default="127.0.0.1", description="Interface to listen on.")

@@ -10,7 +10,10 @@ class TreeSettings(BaseSettings):
     """Where the tree service listens, its GetTree cap and its provisioning clock."""
 
     model_config = SettingsConfigDict(
-        env_prefix="STELLO_TREE_", env_ignore_empty=True, extra="ignore"
+        allow_inf_nan=False,  # inf seconds would hang a shutdown or a loop: a bound is finite
+        env_prefix="STELLO_TREE_",
+        env_ignore_empty=True,
+        extra="ignore",
     )
 
     host: str = Field(default="127.0.0.1", description="Interface to listen on.")

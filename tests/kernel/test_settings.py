@@ -2,9 +2,12 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 import pydantic
 import pytest
 
+from agent_gateway.config import GatewaySettings
 from stello.settings import StelloSettings
 
 POOLED = "postgresql://stello@pgbouncer:6432/stello"
@@ -33,10 +36,23 @@ class TestDirectUrl:
             StelloSettings(database_url=POOLED, database_direct_url="mysql://x@y/z")
 
 
-class TestShutdownGrace:
-    def test_an_endless_grace_is_refused(self, monkeypatch: pytest.MonkeyPatch) -> None:
-        """STELLO_SHUTDOWN_GRACE_S=inf is refused at start, naming the setting: a shutdown
-        would wait for every stream to end by itself (nan is refused by its bound)."""
-        monkeypatch.setenv("STELLO_SHUTDOWN_GRACE_S", "inf")
-        with pytest.raises(pydantic.ValidationError, match="STELLO_SHUTDOWN_GRACE_S must be"):
-            StelloSettings()
+class TestFiniteSettings:
+    @pytest.mark.parametrize(
+        ("variable", "settings"),
+        [
+            pytest.param("STELLO_SHUTDOWN_GRACE_S", StelloSettings, id="grace"),
+            pytest.param("STELLO_HEALTH_INTERVAL_S", StelloSettings, id="health"),
+            pytest.param("STELLO_GATEWAY_BACKGROUND_STOP_GRACE_S", GatewaySettings, id="jobs"),
+            pytest.param("STELLO_GATEWAY_WATCH_MAX_AGE_S", GatewaySettings, id="watch-age"),
+        ],
+    )
+    @pytest.mark.parametrize("value", ["inf", "nan"])
+    def test_an_endless_or_unknown_number_is_refused(
+        self, monkeypatch: pytest.MonkeyPatch, variable: str, settings: type[Any], value: str
+    ) -> None:
+        """inf or nan seconds are refused at start (every Settings class refuses them): a
+        shutdown waited for every watch to reach its age with STELLO_SHUTDOWN_GRACE_S=inf,
+        and the background jobs' stop grace would have hung it too."""
+        monkeypatch.setenv(variable, value)
+        with pytest.raises(pydantic.ValidationError, match="Input should be a finite number"):
+            settings()
