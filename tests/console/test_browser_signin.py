@@ -100,8 +100,9 @@ async def test_sign_out_on_the_local_console_signs_the_browser_out_and_says_so(
 ) -> None:
     """Sign out on the local console: the tab says it covers every tab of this browser and
     offers a sign-in; the browser holds no console cookie, the tab's API calls are refused,
-    another tab is signed out at its next request (at once here: it takes the live stream
-    over from the tab that signed out, and is refused), and pasting the printed URL signs in."""
+    another tab is signed out at its next request (a Refresh here; at once when it takes the
+    live stream over from the tab that signed out, and is refused — which tab leads the
+    stream is a race), and pasting the printed URL signs in."""
     root = await console.stack.root(label="Kept")
     page = browser_page.page
     other = await browser_page.context.new_page()
@@ -121,6 +122,7 @@ async def test_sign_out_on_the_local_console_signs_the_browser_out_and_says_so(
     await browser_page.shot("signed-out-local")
     assert await browser_page.context.cookies() == []
     assert await api_status(page) == 403
+    await other.evaluate("document.getElementById('refresh').click()")  # its next request
     await expect(other.locator("#signed-out")).to_contain_text("This browser signed out")
     await page.locator("#sign-in-url").fill(console.console.url)
     await page.locator("#sign-in").click()
