@@ -382,11 +382,8 @@ async def in_transaction(
             try:
                 async with con.transaction(isolation=isolation):
                     return await work(cast(asyncpg.Connection, con))
-            except asyncpg.InternalClientError as exc:
+            except TERMINATED as exc:
                 _terminate(con, exc)
-                raise
-            except asyncpg.ReadOnlySQLTransactionError:
-                con.terminate()  # its session may stay read-only (module docstring)
                 raise
 
     return await _retried(pool, attempt)
@@ -404,26 +401,32 @@ async def in_statement(pool: asyncpg.Pool, work: Callable[[asyncpg.Connection], 
         async with pool.acquire() as con:
             try:
                 return await work(cast(asyncpg.Connection, con))
-            except asyncpg.InternalClientError as exc:
+            except TERMINATED as exc:
                 _terminate(con, exc)
-                raise
-            except asyncpg.ReadOnlySQLTransactionError:
-                con.terminate()  # its session may stay read-only (module docstring)
                 raise
 
     return await _retried(pool, attempt)
 
 
-def _terminate(con: Any, exc: asyncpg.InternalClientError) -> None:
-    """Terminate `con` (never back to the pool), whose protocol refused a statement;
-    `_Desynchronised` (retried) when the driver's state machine refused it before it was
-    written, else the caller re-raises `exc`.
+TERMINATED: tuple[type[BaseException], ...] = (
+    asyncpg.InternalClientError,  # its protocol is out of step with the server
+    asyncpg.ReadOnlySQLTransactionError,  # its session may stay read-only (module docstring)
+)
+"""What ends the connection a statement failed on: it never goes back to the pool."""
+
+
+def _terminate(con: Any, exc: BaseException) -> None:
+    """Terminate `con` (never back to the pool), on which a statement failed so
+    (`TERMINATED`); `_Desynchronised` (retried) when the driver's state machine refused it
+    before it was written, else the caller re-raises `exc`.
 
     Called from an ``except`` at each use, not a context manager: a generator-based one
     costs every statement of every call about 2 us.
     """
     con.terminate()
-    if str(exc).startswith("cannot switch to state"):
+    if isinstance(exc, asyncpg.InternalClientError) and str(exc).startswith(
+        "cannot switch to state"
+    ):
         raise _Desynchronised(str(exc)) from exc
 
 
