@@ -102,7 +102,13 @@ class FieldError(StelloError):
     def of(cls, violations: Sequence[FieldViolation]) -> Self:
         """An error about `violations`, its message listing each as `field: description`
         (one form for every refusal of a request's fields, one or many)."""
-        return cls("; ".join(f"{v.field}: {v.description}" for v in violations), violations)
+        return cls(listed(violations), violations)
+
+
+def listed(violations: Sequence[FieldViolation]) -> str:
+    """`violations` as one message, `field: description` each, joined by "; " (the one form
+    of every refusal of fields: a request's, or a command line's)."""
+    return "; ".join(f"{v.field}: {v.description}" for v in violations)
 
 
 class InvalidArgument(FieldError):

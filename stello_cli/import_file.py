@@ -218,7 +218,7 @@ def _within_limits(planned: Planned) -> None:
         ClientError: the fields that break them, named as the file names them.
     """
     from stello import metadata, validation
-    from stello.errors import Violations
+    from stello.errors import Violations, listed
 
     found = Violations()
     validation.label(planned.label, found)
@@ -230,7 +230,7 @@ def _within_limits(planned: Planned) -> None:
                 found.add(f"{path}.name", "is required")
             validation.tool_arguments(call.arguments_json, f"{path}.arguments_json", found)
     if found.items:
-        raise ClientError("; ".join(f"{v.field}: {v.description}" for v in found.items))
+        raise ClientError(listed(found.items))
 
 
 def _records(found: Any) -> list[common_pb2.Record]:

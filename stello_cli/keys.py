@@ -75,7 +75,7 @@ def check_names(args: argparse.Namespace) -> None:
         UsageError: naming the flag.
     """
     from stello import validation
-    from stello.errors import Violations
+    from stello.errors import Violations, listed
 
     found = Violations()
     if args.space:
@@ -84,7 +84,7 @@ def check_names(args: argparse.Namespace) -> None:
     if args.name:
         validation.label(args.name, found, "--name")
     if found.items:
-        raise UsageError("; ".join(f"{v.field}: {v.description}" for v in found.items))
+        raise UsageError(listed(found.items))
 
 
 async def cmd_keys_create(args: argparse.Namespace) -> int:
