@@ -43,7 +43,8 @@ from stello.tokens import record_tokens
 from storage_service import create_app
 from storage_service.config import StorageSettings
 from storage_service.convert import ROLE_TO_PROTO
-from storage_service.records.repository import APPEND_RECORDS, LIST_RECORDS_NEWEST, MAX_SEQ
+from storage_service.models import MAX_SEQ
+from storage_service.records.repository import APPEND_RECORDS, LIST_RECORDS_NEWEST
 from tests.support.history import COLUMNS  # the tests' COPY of records, shared
 
 SERVICE = "stello.storage.v1.SessionStorage"

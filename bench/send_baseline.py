@@ -38,7 +38,8 @@ from stello.storage.v1 import storage_pb2, storage_pb2_grpc
 from stello.timestamps import set_timestamp
 from storage_service.config import StorageSettings
 from storage_service.convert import ROLE_FROM_PROTO, ROLE_TO_PROTO
-from storage_service.records.repository import APPEND_RECORDS, LIST_RECORDS_OLDEST, MAX_SEQ
+from storage_service.models import MAX_SEQ
+from storage_service.records.repository import APPEND_RECORDS, LIST_RECORDS_OLDEST
 from storage_service.sessions.repository import GET_SESSION, LOCK_SESSIONS
 from storage_service.slots.repository import BATCH_GET_SLOTS, SLOTS_FRAMING_BYTES
 from storage_service.turns.repository import BEGIN_TURN, BUMP_TURN, RELEASE_TURN

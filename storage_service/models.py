@@ -24,6 +24,8 @@ JsonObject = dict[str, Any]
 ROLES: tuple[Role, ...] = ("system", "user", "assistant", "tool")
 STATUSES: tuple[Status, ...] = ("active", "archived")
 SLOT_NAMES: tuple[SlotName, ...] = ("system_prompt", "insight", "memory")
+MAX_SEQ = 2**63 - 1
+"""The largest seq (a bigint's): an open end of a seq range, closed for the planner."""
 
 
 @dataclass(frozen=True, slots=True)

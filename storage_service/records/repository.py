@@ -22,11 +22,9 @@ import asyncpg
 
 from stello import idempotency
 from stello.events import Outbox
-from storage_service.models import NewRecord, RecordQuery, StoredRecord, ToolCall
+from storage_service.models import MAX_SEQ, NewRecord, RecordQuery, StoredRecord, ToolCall
 from storage_service.records.lineage import PARTS
 from storage_service.sessions.repository import session_event
-
-MAX_SEQ = 2**63 - 1
 
 # Seqs are assigned under the session's row lock, taken by the function's UPDATE and
 # held to the end of the statement's transaction: concurrent appends queue on it and

@@ -10,7 +10,7 @@ import uuid
 
 import asyncpg
 
-from storage_service.models import CompressionCache, session_not_found
+from storage_service.models import MAX_SEQ, CompressionCache, session_not_found
 
 # Summaries are kept by the seq they cover (migration 0006); the cache is the
 # newest of them ($3: at or below that seq; $4: complete ones only). Both tables
@@ -29,15 +29,10 @@ LEFT JOIN (
 WHERE s.space_id = $1 AND s.id = $2 AND s.provisional_until IS NULL
 """
 
-# A put becomes the cache: it replaces the summary at its seq and drops the
-# newer ones (they no longer follow from it), keeping the older ones.
-PUT_CACHE = """
-WITH s AS (SELECT id FROM sessions WHERE space_id = $1 AND id = $2
-    AND provisional_until IS DISTINCT FROM 'infinity' FOR KEY SHARE),
-dropped AS (
-    DELETE FROM compression_caches
-    WHERE space_id = $1 AND session_id = $2 AND covered_until_seq > $4
-)
+# The session locked against its erasure (its key share), and the summary upserted at its seq.
+_LOCKED = """WITH s AS (SELECT id FROM sessions WHERE space_id = $1 AND id = $2
+    AND provisional_until IS DISTINCT FROM 'infinity' FOR KEY SHARE)"""
+_UPSERT = """
 INSERT INTO compression_caches (space_id, session_id, summary, covered_until_seq, lossy)
 SELECT $1, s.id, $3::text, $4::bigint, $5::boolean FROM s
 ON CONFLICT (space_id, session_id, covered_until_seq)
@@ -46,24 +41,22 @@ DO UPDATE SET summary = EXCLUDED.summary, lossy = EXCLUDED.lossy,
 RETURNING true
 """
 
+# A put becomes the cache: it replaces the summary at its seq and drops the
+# newer ones (they no longer follow from it), keeping the older ones.
+PUT_CACHE = f"""
+{_LOCKED},
+dropped AS (
+    DELETE FROM compression_caches
+    WHERE space_id = $1 AND session_id = $2 AND covered_until_seq > $4
+){_UPSERT}"""
+
 # A summary stored beside the newer ones (a background fold's progress).
-PUT_CACHE_KEEPING_NEWER = """
-WITH s AS (SELECT id FROM sessions WHERE space_id = $1 AND id = $2
-    AND provisional_until IS DISTINCT FROM 'infinity' FOR KEY SHARE)
-INSERT INTO compression_caches (space_id, session_id, summary, covered_until_seq, lossy)
-SELECT $1, s.id, $3::text, $4::bigint, $5::boolean FROM s
-ON CONFLICT (space_id, session_id, covered_until_seq)
-DO UPDATE SET summary = EXCLUDED.summary, lossy = EXCLUDED.lossy,
-              updated_at = EXCLUDED.updated_at
-RETURNING true
-"""
+PUT_CACHE_KEEPING_NEWER = f"""
+{_LOCKED}{_UPSERT}"""
 
 CLEAR_CACHE = """
 DELETE FROM compression_caches WHERE space_id = $1 AND session_id = $2
 """
-
-
-MAX_SEQ = 2**63 - 1
 
 
 class CacheRepository:

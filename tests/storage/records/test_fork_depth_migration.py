@@ -13,8 +13,9 @@ import asyncpg
 import pytest
 
 from stello.migrate import migrate
+from storage_service.models import MAX_SEQ
 from storage_service.records.lineage import SEGMENT_CAP
-from storage_service.records.repository import LIST_RECORDS_OLDEST, MAX_SEQ
+from storage_service.records.repository import LIST_RECORDS_OLDEST
 from tests.support.database import create_test_database, drop_test_database
 from tests.support.history import append_one
 
