@@ -333,21 +333,26 @@ SELECT $1, g.id, g.id, 0, 'alone' FROM (SELECT gen_random_uuid() AS id
 async def judged_reads(
     tree: TreeClient, pool: asyncpg.Pool, database_url: str, children: int
 ) -> int:
-    """Tuples of `sessions` read by a dry run judging one root with `children` children."""
+    """Tuples of `sessions` read by a dry run judging one root with `children` children:
+    the fewest of three dry runs (the table's counters are the database's: a background
+    round of a test server, a sweep or an erasure, may read `sessions` meanwhile, as one
+    CI run saw: 114 tuples once, where the run alone reads 6)."""
     root = (await tree.create(label="root")).id
     await pool.execute(SUBTREE, tree.space.id, uuid.UUID(root), children)
     await pool.execute("ANALYZE sessions")
     await put_policy(tree, archive_after_days=30, delete_after_days=90)
     counter = await asyncpg.connect(database_url)
+    read: list[int] = []
     try:
         reads = RowReads(counter, "sessions")
-        before = await reads.count()
-        reply = await apply(tree, dry_run=True)
-        read = await reads.count() - before
+        for _ in range(3):
+            before = await reads.count()
+            reply = await apply(tree, dry_run=True)
+            read.append(await reads.count() - before)
+            assert list(reply.actions) == [] and reply.done
     finally:
         await counter.close()
-    assert list(reply.actions) == [] and reply.done
-    return read
+    return min(read)
 
 
 class TestIndexServed:
