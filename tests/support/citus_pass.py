@@ -147,6 +147,18 @@ ALLOWED_ERRORS: tuple[Allowed, ...] = (
         "worker that waited)",
     ),
     Allowed(
+        r'^insert or update on table "idempotency_key_sessions(_\d+)?" violates foreign key '
+        r'constraint "idempotency_key_sessions_space_id_session_id_fkey(_\d+)?"$',
+        r"^\s*(SELECT stello_remember(_new)?\("
+        r"|INSERT INTO (public\.)?idempotency_key_sessions(_\d+)? )",
+        "tests/storage/transact/test_remember.py "
+        "test_a_remembered_result_linked_to_no_session_is_not_found: a remember_result linked "
+        "to a session the space does not hold; the link's foreign key refuses it, which "
+        "storage answers NOT_FOUND SESSION_NOT_FOUND (storage_service/keys/repository.py); "
+        "on the coordinator the function's call, on the worker the link's INSERT as Citus "
+        "deparsed it for the shard",
+    ),
+    Allowed(
         r"^canceling statement due to statement timeout$",
         r"^\s*(SELECT DISTINCT d\.space_id\s+FROM \(SELECT space_id FROM sessions"
         r"|SELECT id FROM spaces ORDER BY id$)",
