@@ -192,7 +192,10 @@ def _advice(err: ErrorDetails, model: type[BaseModel]) -> str:
         known = ", ".join(_fields_at(model, err["loc"][:-1])) or "none"
         return f"is not a known field (known: {known}): remove it or correct its spelling"
     if kind == "literal_error":
-        return f"must be one of {ctx.get('expected')}, got {got!r}"
+        return f"must be one of {ctx.get('expected')}, got {repr(got)[:80]}"
+    if kind == "list_type" and isinstance(got, dict) and len(err["loc"]) == 1:
+        key = err["loc"][0]
+        return f"must be an array of tables: write each entry under [[{key}]], not [{key}]"
     if kind == "string_too_short" and ctx.get("min_length") == 1:
         return "must not be empty"
     if kind in _WANTED:

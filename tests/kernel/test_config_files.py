@@ -75,6 +75,15 @@ class TestParseToml:
             "correct its spelling"
         )
 
+    def test_a_table_where_an_array_of_tables_is_wanted(self) -> None:
+        """``[entries]`` (one bracket) for ``[[entries]]`` says which to write."""
+        with pytest.raises(FileError) as raised:
+            parse_toml('\n[entries]\nname = "a"\n', _File, "f.toml", FileError)
+        assert str(raised.value) == (
+            "f.toml line 2: key entries: must be an array of tables: write each entry under "
+            "[[entries]], not [entries]"
+        )
+
     def test_an_inline_entry_has_the_line_of_its_array(self) -> None:
         """Entries written inline are named by number, on the line where their array starts."""
         with pytest.raises(FileError) as raised:
