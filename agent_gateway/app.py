@@ -81,10 +81,10 @@ class GatewayFiles:
         )
         files.check_skill_names(config)
         limit = StelloSettings().max_slot_bytes if max_slot_bytes is None else max_slot_bytes
-        files.check_prompt_sizes(config, limit)
+        files.check_prompt_sizes(limit)
         return files
 
-    def check_prompt_sizes(self, config: GatewaySettings, max_slot_bytes: int) -> None:
+    def check_prompt_sizes(self, max_slot_bytes: int) -> None:
         """Check that a profile's compressor and consolidator prompts fit the slot limit: the
         tree refuses a session config over it, so every Fork with the profile would fail,
         naming a field its caller never set (the system prompt, a template, is checked as
@@ -98,8 +98,11 @@ class GatewayFiles:
                 size = len((getattr(profile, field) or "").encode())
                 if size > max_slot_bytes:
                     raise ProfilesFileError(
-                        f"{config.profiles_file}: profile {profile.name!r}: {field} is {size} "
-                        f"bytes, over STELLO_MAX_SLOT_BYTES ({max_slot_bytes}): shorten it"
+                        profile.problem(
+                            field,
+                            f"is {size} bytes, over STELLO_MAX_SLOT_BYTES ({max_slot_bytes}): "
+                            "shorten it",
+                        )
                     )
 
     def check_skill_names(self, config: GatewaySettings) -> None:
@@ -115,9 +118,7 @@ class GatewayFiles:
         for profile in self.profiles:
             for name in profile.skills or ():
                 if (reason := self.skills.unknown(name)) is not None:
-                    raise ProfilesFileError(
-                        f"{config.profiles_file}: profile {profile.name!r}: skills {reason}: {fix}"
-                    )
+                    raise ProfilesFileError(profile.problem("skills", f"{reason}: {fix}"))
         for name in config.default_skills or ():
             if (reason := self.skills.unknown(name)) is not None:
                 raise SkillsFileError(f"STELLO_GATEWAY_DEFAULT_SKILLS {reason}: {fix}")

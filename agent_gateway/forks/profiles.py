@@ -29,7 +29,7 @@ refused when the file is read; ``{{``/``}}`` are literal braces).
 from __future__ import annotations
 
 from collections.abc import Iterable, Iterator, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Literal
 
@@ -39,9 +39,10 @@ from agent_gateway.forks.compose import ContextMode, ProfileLayer, PromptMode
 from agent_gateway.llm import PromptKey, template_problem
 from agent_gateway.llm.prompt_texts import COMPRESSOR, CONSOLIDATOR
 from agent_gateway.llm.templates import render_template, template_variables
-from stello.config_files import parse_toml, read_config_file
+from stello.config_files import Entry, parse_toml, read_config_file
 from stello.errors import MAX_VIOLATIONS, FailedPrecondition, InvalidArgument, cut
 from stello.reasons import PROFILE_NOT_FOUND
+from stello.toml_places import TomlPlaces
 
 
 def each_variable(names: Iterable[str], description: str) -> list[tuple[str, str]]:
@@ -64,6 +65,16 @@ class Profile:
     skills: tuple[str, ...] | None = None
     compressor_prompt: str | None = None
     consolidator_prompt: str | None = None
+    entry: Entry | None = field(default=None, compare=False, repr=False)
+    """Where the profiles file defines it, for a problem found after reading (None: made
+    in code)."""
+
+    def problem(self, name: str, text: str) -> str:
+        """``FILE line N: profile "NAME", field FIELD: TEXT`` for a problem with its field
+        `name` (``profile 'NAME', field FIELD: TEXT`` without a file)."""
+        if self.entry is None:
+            return f"profile {self.name!r}, field {name}: {text}"
+        return self.entry.problem((name,), text)
 
     @property
     def variables(self) -> tuple[str, ...]:
@@ -187,37 +198,40 @@ def parse_profiles(text: str, source: str = "<profiles>") -> ProfileRegistry:
 
     Raises:
         ProfilesFileError: bad TOML, an unknown key or value, a name used twice,
-            or a prompt override using a template variable.
+            or a prompt override using a template variable (file, line, profile, field).
     """
-    data = parse_toml(text, _ProfilesFile, source, ProfilesFileError)
+    data = parse_toml(text, _ProfilesFile, source, ProfilesFileError, "profile")
+    places = TomlPlaces(text, source)
     registry = ProfileRegistry()
-    for entry in data.profiles:
-        if registry.has(entry.name):
-            raise ProfilesFileError(f"{source}: profile {entry.name!r} is defined twice")
+    first: dict[str, int] = {}
+    for index, item in enumerate(data.profiles):
+        entry = Entry.named(places, ("profiles", index), "profile", item.name)
+        if item.name in first:
+            raise ProfilesFileError(entry.twice(first[item.name]))
+        first[item.name] = index
         registry.register(
             Profile(
-                name=entry.name,
-                system_prompt=entry.system_prompt,
-                mode=PromptMode(entry.system_prompt_mode),
-                context=ContextMode(entry.context) if entry.context else None,
-                prompt=entry.prompt,
-                skills=tuple(entry.skills) if entry.skills is not None else None,
-                compressor_prompt=_override(source, entry, COMPRESSOR, entry.compressor_prompt),
-                consolidator_prompt=_override(
-                    source, entry, CONSOLIDATOR, entry.consolidator_prompt
-                ),
+                name=item.name,
+                system_prompt=item.system_prompt,
+                mode=PromptMode(item.system_prompt_mode),
+                context=ContextMode(item.context) if item.context else None,
+                prompt=item.prompt,
+                skills=tuple(item.skills) if item.skills is not None else None,
+                compressor_prompt=_override(entry, COMPRESSOR, item.compressor_prompt),
+                consolidator_prompt=_override(entry, CONSOLIDATOR, item.consolidator_prompt),
+                entry=entry,
             )
         )
     return registry
 
 
-def _override(source: str, entry: _ProfileEntry, key: PromptKey, text: str | None) -> str | None:
+def _override(entry: Entry, key: PromptKey, text: str | None) -> str | None:
     """A profile's override of a built-in text, checked and rendered (literal braces)."""
     if text is None:
         return None
     problem = template_problem(key, text)
     if problem is not None:
-        raise ProfilesFileError(f"{source}: profile {entry.name!r}: {key.name}_prompt: {problem}")
+        raise ProfilesFileError(entry.problem((f"{key.name}_prompt",), problem))
     return render_template(text, {})
 
 

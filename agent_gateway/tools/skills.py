@@ -31,7 +31,8 @@ from pydantic import BaseModel, ConfigDict, Field, field_validator
 from agent_gateway.clients import Caller
 from agent_gateway.llm import RAW_ARGUMENTS_KEY, ToolCallSpec, ToolSpec
 from agent_gateway.tools.base import ACTIVATE_SKILL, ToolOutcome
-from stello.config_files import parse_toml, read_config_file
+from stello.config_files import Entry, parse_toml, read_config_file
+from stello.toml_places import TomlPlaces
 from stello.validation import SKILL_NAME, SKILL_NAME_RULE
 
 
@@ -173,14 +174,17 @@ def parse_skills(text: str, source: str = "<skills>") -> SkillRegistry:
     """The registry a TOML document describes.
 
     Raises:
-        SkillsFileError: bad TOML, an unknown key, a bad value, a name used twice.
+        SkillsFileError: bad TOML, an unknown key, a bad value, a name used twice (file,
+            line, skill, field).
     """
-    data = parse_toml(text, _SkillsFile, source, SkillsFileError)
-    seen: set[str] = set()
-    for entry in data.skills:
-        if entry.name in seen:
-            raise SkillsFileError(f"{source}: skill {entry.name!r} is defined twice")
-        seen.add(entry.name)
+    data = parse_toml(text, _SkillsFile, source, SkillsFileError, "skill")
+    places = TomlPlaces(text, source)
+    first: dict[str, int] = {}
+    for index, item in enumerate(data.skills):
+        if item.name in first:
+            entry = Entry.named(places, ("skills", index), "skill", item.name)
+            raise SkillsFileError(entry.twice(first[item.name]))
+        first[item.name] = index
     return SkillRegistry(Skill(e.name, e.description, e.content) for e in data.skills)
 
 

@@ -38,10 +38,12 @@ class App {
     this.out = false;
     this.forestFailed = false;
     this.viewFailed = false;
+    this.forestBanner = false;
   }
 
   async boot() {
-    $("error-close").addEventListener("click", () => ($("error").hidden = true));
+    // The banner's close button (a button: Tab reaches it, Enter or Space presses it).
+    $("error-close").addEventListener("click", () => this.hideError());
     takePageKey();
     try {
       this.config = await call("GET", "/api/config");
@@ -195,7 +197,7 @@ class App {
       this.reportError(error);
       return;
     }
-    $("error").hidden = true;
+    this.hideError();
     if (this.config.mode === "key") {
       this.askKey("", "Signed out: this tab forgot its key. Other tabs keep theirs until they sign out.");
       return;
@@ -218,7 +220,7 @@ class App {
     this.view?.leave?.();
     this.view = null;
     for (const id of ["new-root", "refresh", "sign-out", "search-form"]) $(id).hidden = true;
-    $("error").hidden = true;
+    this.hideError();
     document.body.dataset.view = "detail";
     replace($("forest-pane"));
     const why = mine
@@ -300,7 +302,7 @@ class App {
     try {
       const { nodes } = await call("GET", "/api/tree");
       this.tree.load(nodes);
-      if (this.forestFailed) $("error").hidden = true; // its banner is past
+      if (this.forestFailed) this.hideError(); // its banner is past
       this.forestFailed = false;
       return true;
     } catch (error) {
@@ -313,7 +315,7 @@ class App {
       }
       this.forestFailed = true;
       this.tree.failed(error);
-      this.reportError(error);
+      this.reportError(error, { forest: true });
       return false;
     }
   }
@@ -343,7 +345,10 @@ class App {
     // One column on a narrow screen: the forest, or the open view (the bar goes between).
     const detailed = hash.startsWith("#/session/") || hash.startsWith("#/search/") || hash === "#/digests";
     document.body.dataset.view = detailed ? "detail" : "forest";
-    if (hash !== this.shownHash) detail.scrollTop = 0; // another view starts at its top
+    if (hash !== this.shownHash) {
+      detail.scrollTop = 0; // another view starts at its top
+      this.clearError(); // an earlier view's failure, or an action's in it, is not this one's
+    }
     this.shownHash = hash;
     let path = null;
     try {
@@ -420,15 +425,25 @@ class App {
     }
   }
 
-  /** A later success: the banner of an earlier failure goes. */
+  /**
+   * A later success, or another view: the banner of an earlier failure goes, but not the
+   * forest's (the forest pane still says it failed; its next load takes the banner away).
+   */
   clearError() {
     this.viewFailed = false;
+    if (!this.forestBanner) this.hideError();
+  }
+
+  /** Hide the banner, whatever it says (its close button, a load that is past it). */
+  hideError() {
+    this.forestBanner = false;
     $("error").hidden = true;
   }
 
-  /** Show a failure as its message (never a blank page). */
-  reportError(error) {
+  /** Show a failure as its message (never a blank page); `forest`: the forest's load. */
+  reportError(error, { forest = false } = {}) {
     if (this.out) return; // the signed-out page says it all
+    this.forestBanner = forest;
     $("error-text").textContent = String(error);
     $("error").hidden = false;
   }

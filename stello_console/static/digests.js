@@ -44,6 +44,7 @@ export class DigestsView {
     change();
     try {
       await this.show();
+      this.app.clearError();
     } catch (error) {
       this.app.reportError(error);
     }

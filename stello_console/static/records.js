@@ -83,6 +83,7 @@ export class RecordList {
     try {
       const page = await this.page(`${this.newerQuery}&page_token=${encodeURIComponent(this.newerToken)}`, this.walkLimit);
       if (!this.view.current()) return;
+      this.view.app.clearError();
       const fresh = page.records.filter((record) => this.newest === null || record.seq > this.newest);
       this.list.querySelector(".empty")?.remove();
       const pending = this.list.querySelector(".pending");
@@ -158,6 +159,7 @@ export class RecordList {
     this.older.disabled = true;
     try {
       const page = await this.page(`${this.olderQuery}&page_token=${encodeURIComponent(this.olderToken)}`, this.walkLimit);
+      this.view.app.clearError();
       const first = this.list.querySelector("li[data-seq]");
       const oldest = first ? Number(first.dataset.seq) : Infinity;
       this.list.prepend(...page.records.filter((r) => r.seq < oldest).map((r) => this.item(r)));

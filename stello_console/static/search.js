@@ -77,7 +77,7 @@ export class SearchView {
       el("p", { class: "muted", id: "search-count" }, count ? `${count}${this.next ? "+" : ""} records match “${this.query}”` : `No record matches “${this.query}”.`),
       el("ol", { class: "hits", id: "hits" }, this.hits.map((hit) => this.item(hit))),
       this.next
-        ? el("button", { type: "button", id: "search-more", onclick: () => this.more(this.next).catch((error) => this.app.reportError(error)) }, "More")
+        ? el("button", { type: "button", id: "search-more", onclick: () => this.more(this.next).then(() => this.app.clearError(), (error) => this.app.reportError(error)) }, "More")
         : null,
     );
   }

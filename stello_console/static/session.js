@@ -205,6 +205,7 @@ export class SessionView {
   async moreLineage() {
     try {
       await this.ancestry.more();
+      this.app.clearError();
       if (this.current()) this.swap("#lineage-nav", this.lineage());
     } catch (error) {
       this.app.reportError(error);
@@ -527,6 +528,7 @@ export class SessionView {
     if (!confirmed) return;
     try {
       const { deleted_ids: deleted } = await call("DELETE", `/api/sessions/${this.id}`);
+      this.app.clearError();
       const forest = this.app.forest();
       forest.remove(deleted);
       forest.changed();

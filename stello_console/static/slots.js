@@ -16,6 +16,7 @@ export class SlotEditor {
         await call("PUT", `/api/sessions/${session.id}/${name}`, { content });
         this.saved = content;
         this.save.textContent = "Saved";
+        session.app.clearError();
       } catch (error) {
         session.app.reportError(error);
       } finally {

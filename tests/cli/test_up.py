@@ -221,6 +221,26 @@ def test_a_bad_service_setting_is_one_line_before_the_database_starts(
     assert not Path(env["STELLO_DATA_DIR"]).exists()
 
 
+def test_a_bad_profiles_file_names_its_line_profile_and_field(home: Path) -> None:
+    """`stello up` refuses a profiles file with a bad field in one line naming the file, the
+    field's 1-based line, the profile by its name, the field and what to do (not pydantic's
+    ``profiles.1.context``), exit 1, before the database starts."""
+    env = private_env(home)
+    profiles = home / "profiles.toml"
+    profiles.write_text(
+        '[[profiles]]\nname = "a"\n\n[[profiles]]\nname = "support"\ncontext = "all"\n',
+        encoding="utf-8",
+    )
+    env["STELLO_GATEWAY_PROFILES_FILE"] = str(profiles)
+    done = run_cli(env, "up", *FREE_PORTS)
+    assert done.returncode == 1, done.stderr
+    assert done.stderr == (
+        f'stello: {profiles} line 6: profile "support", field context: must be one of '
+        "'none', 'inherit' or 'compress', got 'all'\n"
+    )
+    assert not Path(env["STELLO_DATA_DIR"]).exists()
+
+
 def wait_for_log(up: StelloUp, text: str, within_s: float = 60) -> None:
     """Wait until `stello up` has logged `text`."""
     deadline = time.monotonic() + within_s

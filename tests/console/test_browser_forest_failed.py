@@ -53,4 +53,6 @@ class TestForestTooLarge:
         await expect(ancestors).to_have_text(["n0", "n1", "n2", "n3"])
         await ancestors.nth(1).click()
         await expect(page.locator("#session-label")).to_have_text("n1")
+        # Another view is no reason to hide the forest's failure: the forest is still not there.
+        await expect(page.locator("#error-text")).to_contain_text("the tree has more than 3 nodes")
         await browser_page.shot("forest-too-large")

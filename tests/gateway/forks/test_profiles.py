@@ -99,32 +99,70 @@ class TestProfilesFile:
     @pytest.mark.parametrize(
         ("text", "problem"),
         [
-            pytest.param("[[profiles]]\nname = 'a'\nmode = 'x'", "mode", id="unknown-key"),
+            pytest.param(
+                "[[profiles]]\nname = 'a'\nmode = 'x'",
+                'line 3: profile "a", field mode: is not a known field (known: name, '
+                "system_prompt, system_prompt_mode, context, prompt, skills, compressor_prompt, "
+                "consolidator_prompt): remove it or correct its spelling",
+                id="unknown-key",
+            ),
             pytest.param(
                 "[[profiles]]\nname = 'a'\nsystem_prompt_mode = 'later'",
-                "system_prompt_mode",
+                'line 3: profile "a", field system_prompt_mode: must be one of '
+                "'preset', 'prepend' or 'append', got 'later'",
                 id="bad-mode",
             ),
-            pytest.param("[[profiles]]\nname = 'a'\ncontext = 'all'", "context", id="bad-context"),
-            pytest.param("[[profiles]]\nname = 'a'\n[[profiles]]\nname = 'a'", "twice", id="dup"),
-            pytest.param("[[profiles]\n", "TOML", id="bad-toml"),
-            pytest.param("[[profiles]]\nprompt = 'x'", "name", id="no-name"),
+            pytest.param(
+                "[[profiles]]\nname = 'a'\ncontext = 'all'",
+                'line 3: profile "a", field context: must be one of '
+                "'none', 'inherit' or 'compress', got 'all'",
+                id="bad-context",
+            ),
+            pytest.param(
+                "[[profiles]]\nname = 'a'\n\n[[profiles]]\nname = 'a'",
+                'line 5: profile "a", field name: the name is defined twice (first on line 1): '
+                "rename or remove one",
+                id="dup",
+            ),
+            pytest.param(
+                "[[profiles]\n",
+                "line 1, column 11: not valid TOML: Expected ']]' at the end of an array "
+                "declaration: fix the syntax there",
+                id="bad-toml",
+            ),
+            pytest.param(
+                "[[profiles]]\nname = 'a'\n[[profiles]]\nprompt = 'x'",
+                "line 3: profile 2 (no name, counting from 1), field name: is required: add it",
+                id="no-name",
+            ),
+            pytest.param(
+                "[[profiles]]\nname = 'a'\nskills = ['x', 2]",
+                'line 3: profile "a", field skills, item 2: must be a string (in quotes), '
+                "not a TOML integer",
+                id="skill-not-text",
+            ),
             pytest.param(
                 "[[profiles]]\nname = 'a'\ncompressor_prompt = 'on {topic}'",
-                r"profile 'a': compressor_prompt: .*\{topic\}.*no variables",
+                'line 3: profile "a", field compressor_prompt: compressor uses the template '
+                "variable {topic}, which it does not have (it has no variables); write {{ and }} "
+                "for literal braces",
                 id="compressor-variable",
             ),
             pytest.param(
                 "[[profiles]]\nname = 'a'\nconsolidator_prompt = '{label}'",
-                r"consolidator_prompt: .*\{label\}",
+                'line 3: profile "a", field consolidator_prompt: consolidator uses the template '
+                "variable {label}, which it does not have (it has no variables); write {{ and }} "
+                "for literal braces",
                 id="consolidator-variable",
             ),
         ],
     )
     def test_invalid_file(self, text: str, problem: str) -> None:
-        """A bad file is refused at startup with a message naming the problem."""
-        with pytest.raises(ProfilesFileError, match=problem):
-            parse_profiles(text)
+        """A bad file is refused at startup naming the file, the 1-based line of the field,
+        the profile by its name and the field as the file spells it, and what to do."""
+        with pytest.raises(ProfilesFileError) as raised:
+            parse_profiles(text, "profiles.toml")
+        assert str(raised.value) == f"profiles.toml {problem}"
 
     def test_prompt_overrides(self) -> None:
         """A profile's compressor and consolidator prompts are read, literal braces unescaped."""
@@ -158,13 +196,14 @@ class TestPromptSizes:
     ) -> None:
         profiles = tmp_path / "profiles.toml"
         profiles.write_text(
-            f'[[profiles]]\nname = "long"\n{field} = "{"é" * 6}"\n', encoding="utf-8"
+            f'[[profiles]]\nname = "short"\n\n[[profiles]]\nname = "long"\n{field} = "{"é" * 6}"\n',
+            encoding="utf-8",
         )
         config = GatewaySettings(profiles_file=profiles)
-        assert GatewayFiles.read(config, max_slot_bytes=12).profiles.names() == ["long"]
+        assert GatewayFiles.read(config, max_slot_bytes=12).profiles.names() == ["short", "long"]
         with pytest.raises(ProfilesFileError) as raised:
             GatewayFiles.read(config, max_slot_bytes=11)
         assert str(raised.value) == (
-            f"{profiles}: profile 'long': {field} is 12 bytes, over STELLO_MAX_SLOT_BYTES (11): "
-            "shorten it"
+            f'{profiles} line 6: profile "long", field {field}: is 12 bytes, over '
+            "STELLO_MAX_SLOT_BYTES (11): shorten it"
         )

@@ -90,30 +90,54 @@ class TestRegistryFile:
     @pytest.mark.parametrize(
         ("text", "problem"),
         [
-            pytest.param(SKILLS_TOML + SKILLS_TOML, "defined twice", id="duplicate"),
+            pytest.param(
+                SKILLS_TOML + SKILLS_TOML,
+                'line 18: skill "tides", field name: the name is defined twice (first on line 2): '
+                "rename or remove one",
+                id="duplicate",
+            ),
             pytest.param(
                 '[[skills]]\nname = "two words"\ndescription = "d"\ncontent = "c"\n',
-                "skills.0.name",
+                'line 2: skill "two words", field name: must be 1..64 characters of letters, '
+                "digits, _ . : or -",
                 id="bad-name",
             ),
             pytest.param(
                 '[[skills]]\nname = "a"\ndescription = "one\\ntwo"\ncontent = "c"\n',
-                "one line",
+                'line 3: skill "a", field description: must be one line (the tool\'s description '
+                "lists one per skill)",
                 id="two-line-description",
             ),
-            pytest.param('[[skills]]\nname = "a"\ndescription = "d"\n', "content", id="no-content"),
+            pytest.param(
+                '[[skills]]\nname = "a"\ndescription = ""\ncontent = "c"\n',
+                'line 3: skill "a", field description: must not be empty',
+                id="empty-description",
+            ),
+            pytest.param(
+                '[[skills]]\nname = "a"\ndescription = "d"\n',
+                'line 1: skill "a", field content: is required: add it',
+                id="no-content",
+            ),
             pytest.param(
                 '[[skills]]\nname = "a"\ndescription = "d"\ncontent = "c"\nextra = 1\n',
-                "extra",
+                'line 5: skill "a", field extra: is not a known field (known: name, description, '
+                "content): remove it or correct its spelling",
                 id="unknown-key",
             ),
-            pytest.param("[[skills]\n", "not valid TOML", id="toml"),
+            pytest.param(
+                "[[skills]\n",
+                "line 1, column 9: not valid TOML: Expected ']]' at the end of an array "
+                "declaration: fix the syntax there",
+                id="toml",
+            ),
         ],
     )
     def test_a_bad_file_is_refused_naming_the_problem(self, text: str, problem: str) -> None:
-        """Duplicates, bad names, multi-line descriptions, missing or unknown keys are refused."""
-        with pytest.raises(SkillsFileError, match=problem):
+        """Duplicates, bad names, multi-line descriptions, missing or unknown keys are refused,
+        naming the file, the 1-based line, the skill by its name, the field and what to do."""
+        with pytest.raises(SkillsFileError) as raised:
             parse_skills(text, "skills.toml")
+        assert str(raised.value) == f"skills.toml {problem}"
 
 
 @pytest.mark.sql
@@ -375,7 +399,10 @@ async def test_the_gateway_refuses_to_start_on_a_bad_skills_file(tmp_path: Path)
     _, stderr = await asyncio.wait_for(process.communicate(), timeout=60)
     errors = stderr.decode()
     assert process.returncode == 1, errors
-    assert errors.startswith(f"agent_gateway: {path}: skill 'tides' is defined twice")
+    assert errors == (
+        f'agent_gateway: {path} line 18: skill "tides", field name: the name is defined twice '
+        "(first on line 2): rename or remove one\n"
+    )
     assert "Traceback" not in errors
 
 
@@ -389,7 +416,8 @@ class TestNamesInTheConfiguration:
         skills, profiles = tmp_path / "skills.toml", tmp_path / "profiles.toml"
         skills.write_text(SKILLS_TOML, encoding="utf-8")
         profiles.write_text(
-            f'[[profiles]]\nname = "sailor"\nskills = {profile_skills}\n', encoding="utf-8"
+            f'# profiles\n[[profiles]]\nname = "sailor"\nskills = {profile_skills}\n',
+            encoding="utf-8",
         )
         config = GatewaySettings(skills_file=skills, profiles_file=profiles, **fields)
         return GatewayFiles.read(config)
@@ -398,9 +426,9 @@ class TestNamesInTheConfiguration:
         with pytest.raises(ProfilesFileError) as raised:
             self.files(tmp_path, '["tides", "tide"]')
         assert str(raised.value) == (
-            f"{tmp_path / 'profiles.toml'}: profile 'sailor': skills names no configured "
-            "skill (tides, knots, charts), got 'tide': define it in STELLO_GATEWAY_SKILLS_FILE or "
-            "take it out"
+            f'{tmp_path / "profiles.toml"} line 4: profile "sailor", field skills: names no '
+            "configured skill (tides, knots, charts), got 'tide': define it in "
+            "STELLO_GATEWAY_SKILLS_FILE or take it out"
         )
 
     def test_default_skills_naming_an_unknown_skill(self, tmp_path: Path) -> None:
