@@ -11,6 +11,10 @@ from agent_gateway.forks.faults import parse_fault
 from agent_gateway.llm.prompt_texts import PresetName
 from stello.settings import MIB, check_pair
 
+MIN_TAKEOVER_INTERVAL_S = 0.1
+"""The shortest STELLO_GATEWAY_JOB_TAKEOVER_INTERVAL_S but 0 (never): each look is a call to
+storage, so a tinier period is a busy loop."""
+
 
 class GatewaySettings(BaseSettings):
     """Where the gateway listens, where storage and tree are, and its saga and retry bounds.
@@ -183,8 +187,9 @@ class GatewaySettings(BaseSettings):
         ge=0,
         description=(
             "How often, with STELLO_GATEWAY_JOBS_KEY, the runner looks for jobs left without a "
-            "gateway (also once at start); 0 = never. A dead gateway's job waits up to "
-            "STELLO_GATEWAY_JOB_CLAIM_TTL_S plus this."
+            "gateway (also once at start); 0 = never, else at least 0.1 (each look is a call "
+            "to storage). A dead gateway's job waits up to STELLO_GATEWAY_JOB_CLAIM_TTL_S plus "
+            "this."
         ),
     )
     background_stop_grace_s: float = Field(
@@ -296,8 +301,9 @@ class GatewaySettings(BaseSettings):
     )
     watch_poll_interval_s: float = Field(
         default=0.1,
-        gt=0,
-        description="Seconds between a space's event polls while WatchSpace streams it.",
+        ge=0.05,
+        description="Seconds between a space's event polls while WatchSpace streams it; at "
+        "least 0.05 (each poll is a call to storage; a local write wakes it sooner anyway).",
     )
     watch_max_age_s: float = Field(
         default=900.0,
@@ -322,6 +328,15 @@ class GatewaySettings(BaseSettings):
     @classmethod
     def _addresses(cls, value: str) -> str:
         check_addresses(value)
+        return value
+
+    @field_validator("job_takeover_interval_s")
+    @classmethod
+    def _takeover_interval(cls, value: float) -> float:
+        if 0 < value < MIN_TAKEOVER_INTERVAL_S:
+            raise ValueError(
+                f"must be 0 (never) or at least {MIN_TAKEOVER_INTERVAL_S:g} seconds, got {value:g}"
+            )
         return value
 
     @field_validator("fault")

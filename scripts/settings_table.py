@@ -66,9 +66,7 @@ MEANINGS = {
     "STELLO_ANTHROPIC_MODEL": "the anthropic provider's model",
     "STELLO_MAX_MESSAGE_BYTES": "gRPC message limit of servers and channels (64 MiB)",
     "STELLO_AUTH_CACHE_TTL_S": "seconds a resolved key is cached (revocation lag)",
-    "STELLO_DB_POOL_MIN_SIZE": "connections each process keeps open",
     "STELLO_DB_POOL_MAX_SIZE": "most connections each process opens",
-    "STELLO_HEALTH_INTERVAL_S": "seconds between the database pings behind grpc health",
     "STELLO_SHUTDOWN_GRACE_S": "seconds in-flight calls get to finish on SIGTERM",
     "STELLO_TLS_KEY_FILE": "PEM private key of the TLS certificate",
 }

@@ -248,7 +248,7 @@ async def create_pool(
     settings = settings or StelloSettings()
     opening = asyncpg.create_pool(
         dsn,
-        min_size=min(settings.db_pool_min_size, settings.db_pool_max_size),
+        min_size=settings.db_pool_min_size,
         max_size=settings.db_pool_max_size,
         statement_cache_size=settings.db_statement_cache_size,
         init=register_codecs,
