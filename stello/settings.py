@@ -153,7 +153,8 @@ class StelloSettings(BaseSettings):
         default=1024,
         ge=0,
         description="asyncpg's prepared statements per connection; 0 behind a PgBouncer "
-        "older than 1.21 (README: PgBouncer).",
+        "older than 1.21 or without max_prepared_statements (a start behind such a pooler "
+        "stops naming this setting; README: PgBouncer).",
     )
     health_interval_s: float = Field(
         default=2.0,
