@@ -319,9 +319,11 @@ async def create_pool(
 
 BACKEND_PID = "SELECT pg_backend_pid()"
 PROBE = "SELECT 'stello: are prepared statements kept?'"
-PROBE_TIMEOUT_S = 2.0
+PROBE_TIMEOUT_S = 1.0
 """How long the probe's last statement may wait for a second server connection: a pooler
-with one per database makes it wait for the first (then the probe cannot tell)."""
+with one per database (or all of them busy) makes it wait for the first, and then the probe
+cannot tell and lets the start go on (a call that meets a lost statement still names the
+setting). The start waits that long only then."""
 
 
 async def check_statements(pool: asyncpg.Pool) -> None:
