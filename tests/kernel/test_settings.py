@@ -127,3 +127,15 @@ class TestIntervals:
     def test_no_takeover_stays_allowed(self) -> None:
         """STELLO_GATEWAY_JOB_TAKEOVER_INTERVAL_S=0 still means: never look for left jobs."""
         assert GatewaySettings(job_takeover_interval_s=0).job_takeover_interval_s == 0
+
+    def test_a_watch_age_below_a_second_is_refused(self, monkeypatch: pytest.MonkeyPatch) -> None:
+        """STELLO_GATEWAY_WATCH_MAX_AGE_S=1e-9 ended every stream at once, and the SDK
+        watched again at once: 0 (no limit) or at least 1 s."""
+        monkeypatch.setenv("STELLO_GATEWAY_WATCH_MAX_AGE_S", "1e-9")
+        with pytest.raises(pydantic.ValidationError) as refused:
+            GatewaySettings()
+        line = settings_problem(refused.value)
+        assert line is not None and line.startswith("STELLO_GATEWAY_WATCH_MAX_AGE_S: ")
+        assert "at least 1 seconds" in line
+        monkeypatch.setenv("STELLO_GATEWAY_WATCH_MAX_AGE_S", "0")
+        assert GatewaySettings().watch_max_age_s == 0
