@@ -11,6 +11,13 @@ from agent_gateway.forks.faults import parse_fault
 from agent_gateway.llm.prompt_texts import PresetName
 from stello.settings import MIB, check_pair
 
+MIN_TAKEOVER_INTERVAL_S = 0.1
+"""The shortest STELLO_GATEWAY_JOB_TAKEOVER_INTERVAL_S but 0 (never): each look is a call to
+storage, so a tinier period is a busy loop."""
+MIN_WATCH_MAX_AGE_S = 1.0
+"""The shortest STELLO_GATEWAY_WATCH_MAX_AGE_S but 0 (no limit): each end makes the client
+watch again, so a tinier age is a busy loop of reconnections."""
+
 
 class GatewaySettings(BaseSettings):
     """Where the gateway listens, where storage and tree are, and its saga and retry bounds.
@@ -183,8 +190,9 @@ class GatewaySettings(BaseSettings):
         ge=0,
         description=(
             "How often, with STELLO_GATEWAY_JOBS_KEY, the runner looks for jobs left without a "
-            "gateway (also once at start); 0 = never. A dead gateway's job waits up to "
-            "STELLO_GATEWAY_JOB_CLAIM_TTL_S plus this."
+            "gateway (also once at start); 0 = never, else at least 0.1 (each look is a call "
+            "to storage). A dead gateway's job waits up to STELLO_GATEWAY_JOB_CLAIM_TTL_S plus "
+            "this."
         ),
     )
     background_stop_grace_s: float = Field(
@@ -296,8 +304,9 @@ class GatewaySettings(BaseSettings):
     )
     watch_poll_interval_s: float = Field(
         default=0.1,
-        gt=0,
-        description="Seconds between a space's event polls while WatchSpace streams it.",
+        ge=0.05,
+        description="Seconds between a space's event polls while WatchSpace streams it; at "
+        "least 0.05 (each poll is a call to storage; a local write wakes it sooner anyway).",
     )
     watch_max_age_s: float = Field(
         default=900.0,
@@ -305,7 +314,8 @@ class GatewaySettings(BaseSettings):
         description="Longest a WatchSpace stream lives: it then ends UNAVAILABLE and its client "
         "watches again from its last cursor (the SDK does), losing nothing; a stream whose "
         "client stopped reading is cancelled 30 s later. Frees the places of streams a client "
-        "forgot (STELLO_MAX_WATCHES_PER_SPACE). 0 = no limit.",
+        "forgot (STELLO_MAX_WATCHES_PER_SPACE). 0 = no limit, else at least 1 (each end "
+        "is a new call of the client's).",
     )
     watch_ring_events: int = Field(
         default=1024,
@@ -323,6 +333,16 @@ class GatewaySettings(BaseSettings):
     def _addresses(cls, value: str) -> str:
         check_addresses(value)
         return value
+
+    @field_validator("job_takeover_interval_s")
+    @classmethod
+    def _takeover_interval(cls, value: float) -> float:
+        return zero_or_at_least(value, MIN_TAKEOVER_INTERVAL_S, "never")
+
+    @field_validator("watch_max_age_s")
+    @classmethod
+    def _watch_max_age(cls, value: float) -> float:
+        return zero_or_at_least(value, MIN_WATCH_MAX_AGE_S, "no limit")
 
     @field_validator("fault")
     @classmethod
@@ -375,6 +395,13 @@ class GatewaySettings(BaseSettings):
     def saga_budget_s(self) -> float:
         """The time a CreateRoot/Fork saga may take."""
         return self.saga_timeout_s or self.provisioning_ttl_s / 2
+
+
+def zero_or_at_least(value: float, least: float, zero: str) -> float:
+    """`value`, refused when above 0 (which means `zero`) but below `least` seconds."""
+    if 0 < value < least:
+        raise ValueError(f"must be 0 ({zero}) or at least {least:g} seconds, got {value:g}")
+    return value
 
 
 def _plaintext_only(config: GatewaySettings) -> None:

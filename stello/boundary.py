@@ -4,7 +4,8 @@ A request that does not parse, or holds what no text or JSON can (U+0000, a
 Struct nested past 16 levels), is INVALID_ARGUMENT naming the field, after
 the key is checked and before the handler; domain errors keep their status; a lost database, or one
 that refuses work for a while (read-only, disk full, out of memory: `stello.db.REFUSALS`),
-is UNAVAILABLE naming the condition, and so is a statement the database cancelled with no
+is UNAVAILABLE naming the condition (a pooler that loses prepared statements naming
+STELLO_DB_STATEMENT_CACHE_SIZE), and so is a statement the database cancelled with no
 bound of ours behind it (an operator's pg_cancel_backend, a server's statement_timeout, on
 Citus a worker's: the call may be retried); anything else is INTERNAL "internal error (id
 ...)", the id, method and traceback in the log. Nothing answers UNKNOWN. The call chain
@@ -20,7 +21,15 @@ from typing import Any
 import asyncpg
 from google.protobuf.descriptor import Descriptor
 
-from stello.db import CONNECTION_ERRORS, UNAVAILABLE_MESSAGE, refusal, transient, unavailable
+from stello.db import (
+    CONNECTION_ERRORS,
+    UNAVAILABLE_MESSAGE,
+    lost_statements,
+    refusal,
+    statements_lost,
+    transient,
+    unavailable,
+)
 from stello.errors import (
     FieldViolation,
     Internal,
@@ -90,6 +99,8 @@ def client_error(exc: Exception, method: str) -> StelloError:
     if isinstance(exc, CONNECTION_ERRORS) or transient(exc):
         log.warning("%s: database unavailable: %s: %s", method, exc.__class__.__name__, exc)
         return Unavailable(UNAVAILABLE_MESSAGE)
+    if statements_lost(exc):  # a statement run outside a unit of work: same answer
+        return lost_statements(exc)
     condition = refusal(exc)
     if condition is not None:
         log.warning("%s: %s: %s: %s", method, condition, exc.__class__.__name__, exc)

@@ -18,6 +18,11 @@ database's ``default_transaction_read_only`` reaches new sessions only, so one o
 during a read-only spell would refuse every write after it ended);
 a conflict that outlives `MAX_ATTEMPTS` as `Aborted` (ABORTED, CONCURRENT_MODIFICATION: nothing was
 applied, retry the call), never as an internal error.
+
+A pooler that loses asyncpg's prepared statements (PgBouncer in transaction mode, older than
+1.21 or with ``max_prepared_statements = 0``, while STELLO_DB_STATEMENT_CACHE_SIZE is not 0)
+is found as the pool opens (`check_statements`: `StatementsLost`, one line at start naming
+that setting), and a call that meets one anyway is `Unavailable` naming it too.
 """
 
 from __future__ import annotations
@@ -148,6 +153,30 @@ UNDEFINED: tuple[type[BaseException], ...] = (
     asyncpg.UndefinedColumnError,
     asyncpg.UndefinedObjectError,
 )
+
+# What a connection pooler that does not keep a client's prepared statements answers
+# asyncpg's statement cache (PgBouncer in transaction mode older than 1.21, or with
+# max_prepared_statements = 0): a statement prepared on one server connection is bound on
+# another (26000, "prepared statement \"__asyncpg_stmt_1__\" does not exist"), or two clients'
+# names meet on one (42P05, "... already exists"). The fix is the operator's: one setting.
+STATEMENTS_LOST: tuple[type[BaseException], ...] = (
+    asyncpg.InvalidSQLStatementNameError,
+    asyncpg.DuplicatePreparedStatementError,
+)
+STATEMENTS_LOST_MESSAGE = (
+    "the database's connection pooler loses prepared statements (PgBouncer in transaction "
+    "mode, older than 1.21 or without max_prepared_statements): set "
+    "STELLO_DB_STATEMENT_CACHE_SIZE=0, or max_prepared_statements in pgbouncer.ini "
+    "(README: PgBouncer)"
+)
+
+
+def statements_lost(exc: BaseException) -> bool:
+    """Whether `exc` says a pooler lost asyncpg's prepared statements (`STATEMENTS_LOST`,
+    about a statement of asyncpg's naming: Stello prepares no statement of its own)."""
+    return isinstance(exc, STATEMENTS_LOST) and "__asyncpg_" in str(exc)
+
+
 CONFLICT_MESSAGE = (
     "the call kept meeting concurrent changes to the same rows; nothing was applied: retry the call"
 )
@@ -174,14 +203,36 @@ def database_address(dsn: str) -> str:
     return f"{host}:{parts.port or 5432}{parts.path or '/'}"
 
 
+class StatementsLost(DatabaseUnreachable):
+    """The database is reached through a pooler that loses asyncpg's prepared statements
+    (`STATEMENTS_LOST_MESSAGE`): found as the pool opened, before any call is served."""
+
+    def __init__(self, address: str, detail: str) -> None:
+        ConnectionError.__init__(self, f"the database at {address}: {STATEMENTS_LOST_MESSAGE}")
+        self.address = address
+        self.reason = f"{STATEMENTS_LOST_MESSAGE}; asyncpg said: {detail}"
+
+    def naming(self, variable: str) -> str:
+        """The line naming the setting the URL came from (`STELLO_DATABASE_URL`)."""
+        return f"the database at {self.address} ({variable}): {STATEMENTS_LOST_MESSAGE}"
+
+
 async def connecting(opening: Awaitable[T], dsn: str) -> T:
     """Await a connection or pool being opened to `dsn`; a socket's failure (refused,
     unknown host, timed out) or the server's refusal (no such role or database, a wrong
-    password, too many connections) raises `DatabaseUnreachable` naming the database."""
+    password, too many connections) raises `DatabaseUnreachable` naming the database, and
+    a pooler that loses prepared statements `StatementsLost`."""
     try:
         return await opening
     except (OSError, TimeoutError, asyncpg.PostgresError) as exc:
+        if statements_lost(exc):
+            raise StatementsLost(database_address(dsn), first_line(exc)) from exc
         raise DatabaseUnreachable(database_address(dsn), str(exc)) from exc
+
+
+def first_line(exc: BaseException) -> str:
+    """The first line of `exc`'s text (asyncpg adds a long HINT to some)."""
+    return str(exc).partition("\n")[0]
 
 
 class _Desynchronised(Exception):
@@ -240,6 +291,8 @@ async def create_pool(
 
     Raises:
         DatabaseUnreachable: no connection could be opened (refused, unknown host).
+        StatementsLost: a pooler between loses prepared statements while the statement
+            cache is on (`check_statements`).
 
     The pool's reset query on release is a plain ``RESET ALL``-free no-op:
     we keep no session state in connections (PgBouncer transaction mode works),
@@ -248,7 +301,7 @@ async def create_pool(
     settings = settings or StelloSettings()
     opening = asyncpg.create_pool(
         dsn,
-        min_size=min(settings.db_pool_min_size, settings.db_pool_max_size),
+        min_size=settings.db_pool_min_size,
         max_size=settings.db_pool_max_size,
         statement_cache_size=settings.db_statement_cache_size,
         init=register_codecs,
@@ -257,9 +310,44 @@ async def create_pool(
     )
     pool = await connecting(opening, dsn)
     try:
+        if settings.db_statement_cache_size:
+            await connecting(check_statements(pool), dsn)
         yield pool
     finally:
         await asyncio.wait_for(pool.close(), timeout=10)
+
+
+BACKEND_PID = "SELECT pg_backend_pid()"
+PROBE = "SELECT 'stello: are prepared statements kept?'"
+PROBE_TIMEOUT_S = 1.0
+"""How long the probe's last statement may wait for a second server connection: a pooler
+with one per database (or all of them busy) makes it wait for the first, and then the probe
+cannot tell and lets the start go on (a call that meets a lost statement still names the
+setting). The start waits that long only then."""
+
+
+async def check_statements(pool: asyncpg.Pool) -> None:
+    """Raise a `STATEMENTS_LOST` error now when a pooler between loses asyncpg's prepared
+    statements, which would otherwise fail calls at random once they run side by side.
+
+    Without a pooler (the server's pid is the one the connection was given) nothing more
+    is sent. Behind one, a statement is prepared on the first of two connections, the
+    second begins a transaction (PgBouncer hands out its most recently used server
+    connection: the one that holds the statement), and the first runs the statement
+    again, on another server connection: a pooler that keeps statements per client
+    prepares it there, one that does not answers that it does not exist.
+    """
+    if pool.get_max_size() < 2:
+        return
+    async with pool.acquire() as first:
+        if first.get_server_pid() == await first.fetchval(BACKEND_PID):
+            return
+        await first.fetchval(PROBE)
+        async with pool.acquire() as second, second.transaction():
+            try:
+                await first.fetchval(PROBE, timeout=PROBE_TIMEOUT_S)
+            except TimeoutError:
+                first.terminate()  # its statement may still wait in the pooler
 
 
 async def connect_like(pool: asyncpg.Pool) -> asyncpg.Connection:
@@ -467,6 +555,19 @@ async def _retried(pool: asyncpg.Pool, attempt: Callable[[], Awaitable[T]]) -> T
                 raise
             outages.warning("node", "a database node is out of reach for the moment: %s", exc)
             raise unavailable(exc) from exc
+        except STATEMENTS_LOST as exc:
+            if not statements_lost(exc):
+                raise
+            raise lost_statements(exc) from exc
+
+
+def lost_statements(exc: BaseException) -> Unavailable:
+    """What a call is told when a pooler lost a prepared statement (`statements_lost`),
+    after one WARNING line naming the setting (at most every `OUTAGE_LOG_EVERY_S`)."""
+    outages.warning(
+        "statements", "%s (%s: %s)", STATEMENTS_LOST_MESSAGE, type(exc).__name__, first_line(exc)
+    )
+    return Unavailable(STATEMENTS_LOST_MESSAGE)
 
 
 async def fetch(pool: asyncpg.Pool, query: str, *args: Any) -> list[asyncpg.Record]:

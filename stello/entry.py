@@ -65,6 +65,15 @@ def _settings_class(base: type[BaseSettings], name: str) -> type[BaseSettings] |
     return None
 
 
+def variables_of(cls: type[BaseSettings]) -> list[str]:
+    """Every environment variable `cls` reads: each field's alias (each of its choices),
+    else the class's prefix and the field's name, upper case."""
+    names: list[str] = []
+    for field in cls.model_fields:
+        names += _variable(cls, field).split(" / ")
+    return names
+
+
 def _variable(cls: type[BaseSettings], field: str) -> str:
     """The environment variable of `cls`'s `field` (its alias, else prefix and name)."""
     info = cls.model_fields.get(field)

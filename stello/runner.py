@@ -26,6 +26,7 @@ from stello.auth import KeyStore
 from stello.channels import read_pem
 from stello.db import DatabaseUnreachable, create_pool
 from stello.embedded import database_url
+from stello.env_names import warn_unknown
 from stello.errors import FailedPrecondition
 from stello.migrate import migrate_dsn, newer_line, pending, unknown
 from stello.ports import PortClaim, PortTaken
@@ -141,12 +142,14 @@ def main(settings: StelloSettings, launch: Launch, factory: AppFactory) -> None:
     problem and exit status 1 for what an operator must fix (a TLS file, the database, the
     port), no traceback."""
     configure_logging()
+    role = WorkerRole.from_environment()
+    if role is None:  # a worker's environment is its supervisor's, which said it
+        warn_unknown()
     try:
         check_tls_files(settings)
     except FailedPrecondition as exc:
         log.error("%s: %s", launch.module, exc)
         raise SystemExit(1) from None
-    role = WorkerRole.from_environment()
     if role is None and launch.workers > 1:
         with asyncio.Runner(loop_factory=event_loop_factory()) as runner:
             code = runner.run(supervise(settings, launch))

@@ -143,15 +143,25 @@ class StelloSettings(BaseSettings):
         ),
     )
     auth_cache_ttl_s: float = Field(default=5.0, ge=0)
-    db_pool_min_size: int = Field(default=2, ge=0)
+    db_pool_min_size: int = Field(
+        default=2,
+        ge=0,
+        description="Connections each process keeps open; at most STELLO_DB_POOL_MAX_SIZE.",
+    )
     db_pool_max_size: int = Field(default=20, ge=1)
     db_statement_cache_size: int = Field(
         default=1024,
         ge=0,
         description="asyncpg's prepared statements per connection; 0 behind a PgBouncer "
-        "older than 1.21 (README: PgBouncer).",
+        "older than 1.21 or without max_prepared_statements (a start behind such a pooler "
+        "stops naming this setting; README: PgBouncer).",
     )
-    health_interval_s: float = Field(default=2.0, gt=0)
+    health_interval_s: float = Field(
+        default=2.0,
+        ge=0.1,
+        description="Seconds between the database probes behind grpc health (answers, takes "
+        "writes, migrated); at least 0.1: each round is three statements on a connection.",
+    )
     max_calls_per_space: int = Field(
         default=64,
         ge=0,
@@ -195,6 +205,12 @@ class StelloSettings(BaseSettings):
 
     @model_validator(mode="after")
     def _consistent(self) -> StelloSettings:
+        if self.db_pool_min_size > self.db_pool_max_size:
+            raise ValueError(
+                f"STELLO_DB_POOL_MIN_SIZE={self.db_pool_min_size} is above "
+                f"STELLO_DB_POOL_MAX_SIZE={self.db_pool_max_size}: a pool cannot keep more "
+                "connections open than it may open; lower the first or raise the second"
+            )
         if self.database_direct_url and not self.database_url:
             raise ValueError(
                 "STELLO_DATABASE_DIRECT_URL is set but STELLO_DATABASE_URL is not: the direct "

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
+import sys
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
@@ -71,7 +72,8 @@ def admin_settings(settings: StelloSettings) -> StelloSettings:
 
 
 def settings_of(args: argparse.Namespace) -> StelloSettings:
-    """The kernel settings, with --database-url over STELLO_DATABASE_URL.
+    """The kernel settings, with --database-url over STELLO_DATABASE_URL; first a warning
+    on stderr for each STELLO_ variable nothing reads (`stello.env_names`).
 
     Raises:
         ValueError: a refused value, naming its flag or variable.
@@ -79,8 +81,11 @@ def settings_of(args: argparse.Namespace) -> StelloSettings:
     from pydantic import ValidationError
 
     from stello.entry import settings_problem
+    from stello.env_names import unknown_variables
     from stello.settings import StelloSettings
 
+    for line in unknown_variables():  # misspelt: the setting meant stays at its default
+        sys.stderr.write(f"stello: warning: {line}\n")
     overrides: dict[str, Any] = {}
     if getattr(args, "database_url", None):
         overrides["database_url"] = args.database_url

@@ -16,6 +16,7 @@ import signal
 import sys
 from collections.abc import Sequence
 
+from stello.env_names import warn_unknown
 from stello.errors import StelloError
 from stello.logs import LogSettings, configure_logging
 from stello.runner import event_loop_factory
@@ -72,6 +73,7 @@ def main(argv: Sequence[str] | None = None) -> None:
     """Run the console; a bad configuration is one line on stderr and exit code 1."""
     args = build_parser().parse_args(argv)
     configure_logging(LogSettings())
+    warn_unknown()  # a misspelt STELLO_ variable, named with the closest known one
     try:
         with asyncio.Runner(loop_factory=event_loop_factory()) as runner:
             runner.run(serve(args))

@@ -60,7 +60,10 @@ class StorageSettings(BaseSettings):
         "are CURSOR_EXPIRED.",
     )
     event_purge_interval_s: float = Field(
-        default=60.0, gt=0, description="Seconds between purges of events past their retention."
+        default=60.0,
+        ge=0.1,
+        description="Seconds between purges of events past their retention; at least 0.1 (each "
+        "round is a DELETE across spaces).",
     )
     search_timeout_s: float = Field(
         default=10.0,
@@ -70,11 +73,11 @@ class StorageSettings(BaseSettings):
     )
     search_backfill_interval_s: float = Field(
         default=60.0,
-        gt=0,
+        ge=1.0,
         description="Seconds between rounds of the search backfill, which recomputes the "
         "search vectors of records written before migration 0035 (until then a search "
         "finds none of their words inside <...> or joined to zero-width marks); once "
-        "finished, a round is one index probe.",
+        "finished, a round is one index probe. At least 1: a round rewrites a batch.",
     )
     search_backfill_batch: int = Field(
         default=1000,

@@ -37,8 +37,9 @@ class TreeSettings(BaseSettings):
     )
     sweep_interval_s: float = Field(
         default=10.0,
-        gt=0,
-        description="Seconds between sweeps of expired provisional sessions.",
+        ge=0.1,
+        description="Seconds between sweeps of expired provisional sessions; at least 0.1 "
+        "(each sweep is a transaction: less would be a busy loop).",
     )
     provisioning_ttl_s: float = Field(
         default=60.0,
@@ -48,9 +49,10 @@ class TreeSettings(BaseSettings):
 
     erase_interval_s: float = Field(
         default=10.0,
-        gt=0,
+        ge=0.1,
         description="Seconds between rounds of the erasure job (it also runs after each "
-        "DeleteSubtree): how soon a delete left by a stopped replica is finished.",
+        "DeleteSubtree): how soon a delete left by a stopped replica is finished; at least "
+        "0.1 (each round is a transaction).",
     )
     erase_batch: int = Field(
         default=500,
@@ -60,9 +62,10 @@ class TreeSettings(BaseSettings):
     )
     retention_interval_s: float = Field(
         default=3600.0,
-        gt=0,
+        ge=1.0,
         description="Seconds between rounds of the retention sweep over every space with a "
-        "policy (each space swept by one replica at a time).",
+        "policy (each space swept by one replica at a time); at least 1: a round reads "
+        "every space.",
     )
     retention_batch: int = Field(
         default=100,

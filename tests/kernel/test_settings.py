@@ -8,7 +8,10 @@ import pydantic
 import pytest
 
 from agent_gateway.config import GatewaySettings
+from stello.entry import settings_problem
 from stello.settings import StelloSettings
+from storage_service.config import StorageSettings
+from tree_service.config import TreeSettings
 
 POOLED = "postgresql://stello@pgbouncer:6432/stello"
 DIRECT = "postgresql://stello@postgres:5432/stello"
@@ -56,3 +59,83 @@ class TestFiniteSettings:
         monkeypatch.setenv(variable, value)
         with pytest.raises(pydantic.ValidationError, match="Input should be a finite number"):
             settings()
+
+
+class TestPoolSize:
+    def test_a_minimum_above_the_maximum_is_refused_naming_both(
+        self, monkeypatch: pytest.MonkeyPatch
+    ) -> None:
+        """STELLO_DB_POOL_MIN_SIZE above STELLO_DB_POOL_MAX_SIZE stops the start with both
+        variables and their values; the pool used to clamp the minimum down silently."""
+        monkeypatch.setenv("STELLO_DB_POOL_MIN_SIZE", "50")
+        monkeypatch.setenv("STELLO_DB_POOL_MAX_SIZE", "20")
+        with pytest.raises(pydantic.ValidationError) as refused:
+            StelloSettings()
+        line = settings_problem(refused.value)
+        assert line is not None
+        assert "STELLO_DB_POOL_MIN_SIZE=50" in line and "STELLO_DB_POOL_MAX_SIZE=20" in line
+
+    def test_equal_sizes_are_accepted(self) -> None:
+        """A pool of a fixed size (min = max) is a configuration, not a mistake."""
+        settings = StelloSettings(db_pool_min_size=8, db_pool_max_size=8)
+        assert (settings.db_pool_min_size, settings.db_pool_max_size) == (8, 8)
+
+
+INTERVALS = [
+    ("STELLO_HEALTH_INTERVAL_S", StelloSettings, 0.1),
+    ("STELLO_STORAGE_EVENT_PURGE_INTERVAL_S", StorageSettings, 0.1),
+    ("STELLO_STORAGE_SEARCH_BACKFILL_INTERVAL_S", StorageSettings, 1.0),
+    ("STELLO_TREE_SWEEP_INTERVAL_S", TreeSettings, 0.1),
+    ("STELLO_TREE_ERASE_INTERVAL_S", TreeSettings, 0.1),
+    ("STELLO_TREE_RETENTION_INTERVAL_S", TreeSettings, 1.0),
+    ("STELLO_GATEWAY_WATCH_POLL_INTERVAL_S", GatewaySettings, 0.05),
+    ("STELLO_GATEWAY_JOB_TAKEOVER_INTERVAL_S", GatewaySettings, 0.1),
+]
+"""Every period of a Settings class (a loop's round), with its lower bound."""
+
+
+class TestIntervals:
+    @pytest.mark.parametrize(
+        ("variable", "settings", "least"),
+        [pytest.param(*case, id=case[0].removeprefix("STELLO_").lower()) for case in INTERVALS],
+    )
+    def test_a_period_below_its_bound_is_refused_naming_the_variable(
+        self, monkeypatch: pytest.MonkeyPatch, variable: str, settings: type[Any], least: float
+    ) -> None:
+        """STELLO_TREE_SWEEP_INTERVAL_S=1e-9 made the sweep a busy loop: every period has a
+        lower bound, and a refusal names the variable and the bound."""
+        monkeypatch.setenv(variable, "1e-9")
+        with pytest.raises(pydantic.ValidationError) as refused:
+            settings()
+        line = settings_problem(refused.value)
+        assert line is not None and line.startswith(f"{variable}: ")
+        assert f"{least:g}" in line
+        monkeypatch.setenv(variable, str(least))
+        assert settings() is not None
+
+    def test_every_period_has_a_bound(self) -> None:
+        """A new *_interval_s field is listed above (with its bound) or this fails."""
+        listed = {variable for variable, _, _ in INTERVALS}
+        found = {
+            f"{cls.model_config['env_prefix']}{name}".upper()
+            for cls in (StelloSettings, StorageSettings, TreeSettings, GatewaySettings)
+            for name in cls.model_fields
+            if name.endswith("interval_s")
+        }
+        assert found == listed
+
+    def test_no_takeover_stays_allowed(self) -> None:
+        """STELLO_GATEWAY_JOB_TAKEOVER_INTERVAL_S=0 still means: never look for left jobs."""
+        assert GatewaySettings(job_takeover_interval_s=0).job_takeover_interval_s == 0
+
+    def test_a_watch_age_below_a_second_is_refused(self, monkeypatch: pytest.MonkeyPatch) -> None:
+        """STELLO_GATEWAY_WATCH_MAX_AGE_S=1e-9 ended every stream at once, and the SDK
+        watched again at once: 0 (no limit) or at least 1 s."""
+        monkeypatch.setenv("STELLO_GATEWAY_WATCH_MAX_AGE_S", "1e-9")
+        with pytest.raises(pydantic.ValidationError) as refused:
+            GatewaySettings()
+        line = settings_problem(refused.value)
+        assert line is not None and line.startswith("STELLO_GATEWAY_WATCH_MAX_AGE_S: ")
+        assert "at least 1 seconds" in line
+        monkeypatch.setenv("STELLO_GATEWAY_WATCH_MAX_AGE_S", "0")
+        assert GatewaySettings().watch_max_age_s == 0

@@ -110,12 +110,15 @@ class Bouncer:
     """The test pytest was running when it exited (PYTEST_CURRENT_TEST), if any."""
     stopping: bool = False
     """Set as `pgbouncer()` stops it (still running then): the exit after is the planned one."""
+    keeps_statements: bool = True
+    """False: ``max_prepared_statements = 0`` even on 1.21+ (an operator's bouncer that loses
+    asyncpg's statements, as 1.18 does)."""
     _watcher: threading.Thread | None = field(default=None, repr=False)
 
     @property
     def prepared_statements(self) -> bool:
         """Whether clients may keep named prepared statements (asyncpg's cache)."""
-        return self.version >= PREPARED_STATEMENTS_SINCE
+        return self.keeps_statements and self.version >= PREPARED_STATEMENTS_SINCE
 
     @property
     def statement_cache_size(self) -> int | None:
@@ -260,7 +263,7 @@ pidfile = {folder}/pgbouncer.pid
 
 
 def _write_config(
-    folder: Path, upstream: str, user: str, port: int, prepared: bool, pool_size: int
+    folder: Path, upstream: str, user: str, port: int, prepared: str, pool_size: int
 ) -> Path:
     host, upstream_port = _upstream(upstream)
     (folder / "users.txt").write_text(f'"{user}" ""\n')
@@ -273,10 +276,18 @@ def _write_config(
             folder=folder,
             user=user,
             pool_size=pool_size,
-            prepared=f"max_prepared_statements = {MAX_PREPARED_STATEMENTS}" if prepared else "",
+            prepared=prepared,
         )
     )
     return path
+
+
+def _prepared_line(bouncer: Bouncer) -> str:
+    """The config's max_prepared_statements line (none for a PgBouncer that lacks it)."""
+    if bouncer.version < PREPARED_STATEMENTS_SINCE:
+        return ""
+    kept = MAX_PREPARED_STATEMENTS if bouncer.keeps_statements else 0
+    return f"max_prepared_statements = {kept}"
 
 
 def _wait_listening(bouncer: Bouncer) -> None:
@@ -298,13 +309,19 @@ reports look them up); one it stopped leaves the list."""
 
 @contextmanager
 def pgbouncer(
-    upstream_dsn: str, *, pool_size: int = 40, executable: str | None = None
+    upstream_dsn: str,
+    *,
+    pool_size: int = 40,
+    executable: str | None = None,
+    keep_statements: bool = True,
 ) -> Iterator[Bouncer]:
     """Run a PgBouncer in transaction mode in front of the server of `upstream_dsn`.
 
     `pool_size` server connections serve each database (any number of clients);
-    `executable` defaults to `binary()`. Its folder is removed when the block ends,
-    unless the bouncer had died before: then it stays for whoever reads the report.
+    `executable` defaults to `binary()`; `keep_statements` False turns off the 1.21+
+    keeping of prepared statements (``max_prepared_statements = 0``). Its folder is removed
+    when the block ends, unless the bouncer had died before: then it stays for whoever reads
+    the report.
     """
     executable = executable or binary()
     found = version(executable)
@@ -312,9 +329,9 @@ def pgbouncer(
     host, _ = _upstream(upstream_dsn)
     run_as = _run_as(host)
     folder = Path(tempfile.mkdtemp(prefix="stello-pgbouncer-"))
-    bouncer = Bouncer(free_port(), found, user, folder)
+    bouncer = Bouncer(free_port(), found, user, folder, keeps_statements=keep_statements)
     config = _write_config(
-        folder, upstream_dsn, user, bouncer.port, bouncer.prepared_statements, pool_size
+        folder, upstream_dsn, user, bouncer.port, _prepared_line(bouncer), pool_size
     )
     command = [executable, str(config)]
     if run_as is not None:
