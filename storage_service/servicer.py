@@ -14,7 +14,6 @@ from stello.interceptors import current_principal
 from stello.storage.v1 import storage_pb2, storage_pb2_grpc
 from stello.timestamps import timestamp
 from stello.validation import page_size, parse_uuid, space_uuid
-from storage_service import parse
 from storage_service.convert import (
     add_event,
     add_records,
@@ -27,18 +26,27 @@ from storage_service.convert import (
     turn_start_to_proto,
 )
 from storage_service.events.service import EventLog
+from storage_service.events.wire import read_events
 from storage_service.guard.service import ForkGuard
 from storage_service.jobs import wire
 from storage_service.jobs.service import JobService
+from storage_service.keys.wire import idempotency, remembered_key
 from storage_service.memory.service import SharedMemoryService
 from storage_service.models import SlotName
 from storage_service.parse import RequestParser
 from storage_service.records.service import RecordService
+from storage_service.records.wire import keep_recent, record_query
 from storage_service.search.service import SearchService
+from storage_service.search.wire import record_search, search_page_size
 from storage_service.sessions.service import SessionService
+from storage_service.sessions.wire import meta_update, target
+from storage_service.sessions.wire import status as parse_status
 from storage_service.slots.service import SlotService
+from storage_service.slots.wire import batch_ids, session_slots, slot_kinds
+from storage_service.slots.wire import max_reply_bytes as parse_max_reply_bytes
 from storage_service.transact.service import TransactService
 from storage_service.turns.service import TurnService
+from storage_service.turns.wire import turn_budget, turn_busy, turn_key
 
 Context = grpc.aio.ServicerContext[object, object]
 SlotWrite = (
@@ -81,7 +89,7 @@ class SessionStorageServicer(storage_pb2_grpc.SessionStorageServicer):
     async def _put_slot(self, request: SlotWrite, slot: SlotName) -> None:
         """Validate a Put<Slot> request and overwrite that slot."""
         v = Violations()
-        space_id, session_id = parse.target(request, v)
+        space_id, session_id = target(request, v)
         content = self._parse.slot(request.content, "content", v)
         v.raise_if_any()
         await self._slots.put_slot(space_id, session_id, slot, content)
@@ -94,11 +102,11 @@ class SessionStorageServicer(storage_pb2_grpc.SessionStorageServicer):
         if request.progress:
             return await self._session_view(request)
         if not request.slots:
-            meta = await self._sessions.get_session(*parse.target(request))
+            meta = await self._sessions.get_session(*target(request))
             return storage_pb2.GetSessionResponse(session=meta_to_proto(meta))
         v = Violations()
-        space_id, session_id = parse.target(request, v)
-        slots = parse.session_slots(request.slots, v)
+        space_id, session_id = target(request, v)
+        slots = session_slots(request.slots, v)
         v.raise_if_any()
         meta, found = await self._sessions.get_session_with_slots(space_id, session_id, slots)
         return storage_pb2.GetSessionResponse(
@@ -110,8 +118,8 @@ class SessionStorageServicer(storage_pb2_grpc.SessionStorageServicer):
     ) -> storage_pb2.GetSessionResponse:
         """GetSession with progress."""
         v = Violations()
-        space_id, session_id = parse.target(request, v)
-        slots = parse.session_slots(request.slots, v)
+        space_id, session_id = target(request, v)
+        slots = session_slots(request.slots, v)
         v.raise_if_any()
         view = await self._sessions.get_session_view(space_id, session_id, slots)
         reply = storage_pb2.GetSessionResponse(
@@ -128,7 +136,7 @@ class SessionStorageServicer(storage_pb2_grpc.SessionStorageServicer):
         """Replace label and status of an existing session."""
         v = Violations()
         space_id = space_uuid(request.space_id, v)
-        update = parse.meta_update(request.HasField("session"), request.session, "session", v)
+        update = meta_update(request.HasField("session"), request.session, "session", v)
         v.raise_if_any()
         meta = await self._sessions.put_session(space_id, update)
         return storage_pb2.PutSessionResponse(session=meta_to_proto(meta))
@@ -139,7 +147,7 @@ class SessionStorageServicer(storage_pb2_grpc.SessionStorageServicer):
         """One page of the space's committed sessions."""
         v = Violations()
         space_id = space_uuid(request.space_id, v)
-        status = parse.status(request.status, "status", v, allow_unspecified=True)
+        status = parse_status(request.status, "status", v, allow_unspecified=True)
         size = page_size(request.page_size, v)
         v.raise_if_any()
         page = await self._sessions.list_sessions(space_id, status, size, request.page_token)
@@ -153,9 +161,9 @@ class SessionStorageServicer(storage_pb2_grpc.SessionStorageServicer):
     ) -> storage_pb2.AppendRecordsResponse:
         """Append records atomically with contiguous seqs."""
         v = Violations()
-        space_id, session_id = parse.target(request, v)
+        space_id, session_id = target(request, v)
         records = self._parse.records(request.records, "records", v)
-        key = parse.idempotency(request, v)
+        key = idempotency(request, v)
         v.raise_if_any()
         stored = await self._records.append_records(space_id, session_id, records, key)
         reply = storage_pb2.AppendRecordsResponse()
@@ -167,8 +175,8 @@ class SessionStorageServicer(storage_pb2_grpc.SessionStorageServicer):
     ) -> storage_pb2.ListRecordsResponse:
         """Read records, always chronological."""
         v = Violations()
-        space_id, session_id = parse.target(request, v)
-        query = parse.record_query(request, v)
+        space_id, session_id = target(request, v)
+        query = record_query(request, v)
         v.raise_if_any()
         page = await self._records.list_records(space_id, session_id, query)
         reply = storage_pb2.ListRecordsResponse(next_page_token=page.next_page_token)
@@ -180,7 +188,7 @@ class SessionStorageServicer(storage_pb2_grpc.SessionStorageServicer):
     ) -> storage_pb2.SearchRecordsResponse:
         """One page of the records matching a text query."""
         v = Violations()
-        search = parse.record_search(request, v)
+        search = record_search(request, v)
         v.raise_if_any()
         page = await self._search.search_records(search)
         return storage_pb2.SearchRecordsResponse(
@@ -193,8 +201,8 @@ class SessionStorageServicer(storage_pb2_grpc.SessionStorageServicer):
         """One page of the sessions whose label matches a text query."""
         v = Violations()
         space_id = space_uuid(request.space_id, v)
-        status = parse.status(request.status, "status", v, allow_unspecified=True)
-        size = parse.search_page_size(request.page_size, v)
+        status = parse_status(request.status, "status", v, allow_unspecified=True)
+        size = search_page_size(request.page_size, v)
         v.raise_if_any()
         page = await self._search.search_sessions(
             space_id, request.query, status, size, request.page_token
@@ -209,10 +217,8 @@ class SessionStorageServicer(storage_pb2_grpc.SessionStorageServicer):
     ) -> storage_pb2.TrimRecordsResponse:
         """Keep only the newest records."""
         v = Violations()
-        space_id, session_id = parse.target(request, v)
-        keep = parse.keep_recent(
-            request.HasField("keep_recent"), request.keep_recent, "keep_recent", v
-        )
+        space_id, session_id = target(request, v)
+        keep = keep_recent(request.HasField("keep_recent"), request.keep_recent, "keep_recent", v)
         v.raise_if_any()
         removed = await self._records.trim_records(space_id, session_id, keep)
         return storage_pb2.TrimRecordsResponse(removed_count=removed)
@@ -221,7 +227,7 @@ class SessionStorageServicer(storage_pb2_grpc.SessionStorageServicer):
         self, request: storage_pb2.GetSystemPromptRequest, context: Context
     ) -> storage_pb2.GetSystemPromptResponse:
         """Read the system prompt slot."""
-        content = await self._slots.get_slot(*parse.target(request), "system_prompt")
+        content = await self._slots.get_slot(*target(request), "system_prompt")
         return storage_pb2.GetSystemPromptResponse(content=content)
 
     async def PutSystemPrompt(
@@ -235,7 +241,7 @@ class SessionStorageServicer(storage_pb2_grpc.SessionStorageServicer):
         self, request: storage_pb2.GetInsightRequest, context: Context
     ) -> storage_pb2.GetInsightResponse:
         """Read the insight without consuming it."""
-        content = await self._slots.get_slot(*parse.target(request), "insight")
+        content = await self._slots.get_slot(*target(request), "insight")
         return storage_pb2.GetInsightResponse(content=content)
 
     async def PutInsight(
@@ -249,21 +255,21 @@ class SessionStorageServicer(storage_pb2_grpc.SessionStorageServicer):
         self, request: storage_pb2.ClearInsightRequest, context: Context
     ) -> storage_pb2.ClearInsightResponse:
         """Delete the insight."""
-        await self._slots.clear_insight(*parse.target(request))
+        await self._slots.clear_insight(*target(request))
         return storage_pb2.ClearInsightResponse()
 
     async def ConsumeInsight(
         self, request: storage_pb2.ConsumeInsightRequest, context: Context
     ) -> storage_pb2.ConsumeInsightResponse:
         """Read and clear the insight atomically."""
-        content = await self._slots.consume_insight(*parse.target(request))
+        content = await self._slots.consume_insight(*target(request))
         return storage_pb2.ConsumeInsightResponse(content=content)
 
     async def GetMemory(
         self, request: storage_pb2.GetMemoryRequest, context: Context
     ) -> storage_pb2.GetMemoryResponse:
         """Read the memory slot and the seq it covers."""
-        content, covered, version = await self._slots.get_memory(*parse.target(request))
+        content, covered, version = await self._slots.get_memory(*target(request))
         return storage_pb2.GetMemoryResponse(
             content=content, covered_until_seq=covered, version=version
         )
@@ -273,7 +279,7 @@ class SessionStorageServicer(storage_pb2_grpc.SessionStorageServicer):
     ) -> storage_pb2.PutMemoryResponse:
         """Overwrite the memory slot (and the seq it covers, when given)."""
         v = Violations()
-        space_id, session_id = parse.target(request, v)
+        space_id, session_id = target(request, v)
         content = self._parse.slot(request.content, "content", v)
         covered = request.covered_until_seq if request.HasField("covered_until_seq") else None
         if covered is not None and covered < 0:
@@ -315,7 +321,7 @@ class SessionStorageServicer(storage_pb2_grpc.SessionStorageServicer):
         v = Violations()
         space_id = space_uuid(request.space_id, v)
         self._parse.memory_entry(request, v)
-        key = parse.idempotency(request, v)
+        key = idempotency(request, v)
         v.raise_if_any()
         upserted = await self._memory.upsert_entry(
             space_id, request.slug, request.summary, request.body, key
@@ -331,7 +337,7 @@ class SessionStorageServicer(storage_pb2_grpc.SessionStorageServicer):
         v = Violations()
         space_id = space_uuid(request.space_id, v)
         memory_rules.check_slug(request.slug, v)
-        key = parse.idempotency(request, v)
+        key = idempotency(request, v)
         v.raise_if_any()
         removed = await self._memory.remove_entry(space_id, request.slug, key)
         return storage_pb2.RemoveSharedMemoryEntryResponse(removed=removed)
@@ -341,7 +347,7 @@ class SessionStorageServicer(storage_pb2_grpc.SessionStorageServicer):
     ) -> storage_pb2.ClaimForkResponse:
         """Check and take the session's fork guard."""
         v = Violations()
-        space_id, session_id = parse.target(request, v)
+        space_id, session_id = target(request, v)
         for name in ("min_turns", "cooldown_turns"):
             if getattr(request, name) < 0:
                 v.add(name, "must not be negative")
@@ -360,7 +366,7 @@ class SessionStorageServicer(storage_pb2_grpc.SessionStorageServicer):
     ) -> storage_pb2.ReleaseForkClaimResponse:
         """Give back a fork claim whose fork failed."""
         v = Violations()
-        space_id, session_id = parse.target(request, v)
+        space_id, session_id = target(request, v)
         previous = request.previous_fork_turn if request.HasField("previous_fork_turn") else None
         if request.claimed_turn < 0:
             v.add("claimed_turn", "must not be negative")
@@ -375,7 +381,7 @@ class SessionStorageServicer(storage_pb2_grpc.SessionStorageServicer):
     ) -> storage_pb2.ClaimJobResponse:
         """Claim the session's background job of a kind unless another run holds it."""
         v = Violations()
-        space_id, session_id = parse.target(request, v)
+        space_id, session_id = target(request, v)
         kind = wire.job_kind(request.kind, "kind", v)
         ttl_s = self._parse.ttl(request.ttl_s, v)
         token = parse_uuid(request.token, "token", v) if request.token else None
@@ -405,7 +411,7 @@ class SessionStorageServicer(storage_pb2_grpc.SessionStorageServicer):
     ) -> storage_pb2.RenewJobResponse:
         """Extend a background job's claim while its run works."""
         v = Violations()
-        space_id, session_id = parse.target(request, v)
+        space_id, session_id = target(request, v)
         kind = wire.job_kind(request.kind, "kind", v)
         token = wire.token(request.token, "token", v)
         ttl_s = self._parse.ttl(request.ttl_s, v)
@@ -420,7 +426,7 @@ class SessionStorageServicer(storage_pb2_grpc.SessionStorageServicer):
     ) -> storage_pb2.GetCompressionCacheResponse:
         """Read the compression cache (or an older summary)."""
         v = Violations()
-        space_id, session_id = parse.target(request, v)
+        space_id, session_id = target(request, v)
         below = request.at_or_below_seq if request.HasField("at_or_below_seq") else None
         if below is not None and below < 0:
             v.add("at_or_below_seq", "must not be negative")
@@ -437,7 +443,7 @@ class SessionStorageServicer(storage_pb2_grpc.SessionStorageServicer):
     ) -> storage_pb2.PutCompressionCacheResponse:
         """Overwrite the compression cache."""
         v = Violations()
-        space_id, session_id = parse.target(request, v)
+        space_id, session_id = target(request, v)
         cache = self._parse.cache(request.HasField("cache"), request.cache, "cache", v)
         v.raise_if_any()
         await self._slots.put_compression_cache(space_id, session_id, cache)
@@ -449,9 +455,9 @@ class SessionStorageServicer(storage_pb2_grpc.SessionStorageServicer):
         """Read the slots of many sessions, as many as fit the reply's bytes."""
         v = Violations()
         space_id = space_uuid(request.space_id, v)
-        ids = parse.batch_ids(request.session_ids, v)
-        slots = parse.slot_kinds(request.slots, v)
-        max_reply_bytes = parse.max_reply_bytes(request.max_reply_bytes, v)
+        ids = batch_ids(request.session_ids, v)
+        slots = slot_kinds(request.slots, v)
+        max_reply_bytes = parse_max_reply_bytes(request.max_reply_bytes, v)
         v.raise_if_any()
         found = await self._slots.batch_get_slots(space_id, ids, slots, max_reply_bytes)
         return storage_pb2.BatchGetSlotsResponse(
@@ -463,11 +469,11 @@ class SessionStorageServicer(storage_pb2_grpc.SessionStorageServicer):
     ) -> storage_pb2.BeginTurnResponse:
         """Take the session's turn lease; with a window, answer the turn too."""
         v = Violations()
-        space_id, session_id = parse.target(request, v)
+        space_id, session_id = target(request, v)
         ttl_s = self._parse.ttl(request.ttl_s, v)
-        key = parse.turn_key(request, v)
-        budget = parse.turn_budget(request, v)
-        busy = parse.turn_busy(request, v)
+        key = turn_key(request, v)
+        budget = turn_budget(request, v)
+        busy = turn_busy(request, v)
         v.raise_if_any()
         if key is None and budget is None:
             lease = await self._turns.begin_turn(space_id, session_id, ttl_s)
@@ -482,7 +488,7 @@ class SessionStorageServicer(storage_pb2_grpc.SessionStorageServicer):
     ) -> storage_pb2.LeaveTurnQueueResponse:
         """Take a waiting call's ticket out of the session's line."""
         v = Violations()
-        space_id, session_id = parse.target(request, v)
+        space_id, session_id = target(request, v)
         waiter = parse_uuid(request.waiter, "waiter", v)
         v.raise_if_any()
         left = await self._turns.leave_queue(space_id, session_id, waiter)
@@ -493,7 +499,7 @@ class SessionStorageServicer(storage_pb2_grpc.SessionStorageServicer):
     ) -> storage_pb2.ReleaseTurnResponse:
         """Give the turn lease back."""
         v = Violations()
-        space_id, session_id = parse.target(request, v)
+        space_id, session_id = target(request, v)
         if not request.token:
             v.add("token", "is required")
         v.raise_if_any()
@@ -505,7 +511,7 @@ class SessionStorageServicer(storage_pb2_grpc.SessionStorageServicer):
     ) -> storage_pb2.RenewTurnResponse:
         """Extend the turn lease while its turn runs."""
         v = Violations()
-        space_id, session_id = parse.target(request, v)
+        space_id, session_id = target(request, v)
         if not request.token:
             v.add("token", "is required")
         ttl_s = self._parse.ttl(request.ttl_s, v)
@@ -522,7 +528,7 @@ class SessionStorageServicer(storage_pb2_grpc.SessionStorageServicer):
         v = Violations()
         space_id = space_uuid(request.space_id, v)
         preconditions, operations = self._parse.transact(request, v)
-        key = parse.idempotency(request, v)
+        key = idempotency(request, v)
         v.raise_if_any()
         results = await self._transact.transact(space_id, preconditions, operations, key)
         return storage_pb2.TransactResponse(results=[result_to_proto(r) for r in results])
@@ -533,7 +539,7 @@ class SessionStorageServicer(storage_pb2_grpc.SessionStorageServicer):
         """Read an idempotency entry a RememberResultOp stored."""
         v = Violations()
         space_id = space_uuid(request.space_id, v)
-        parse.remembered_key(request.scope, request.request_id, "", v)
+        remembered_key(request.scope, request.request_id, "", v)
         v.raise_if_any()
         found = await self._transact.get_remembered_result(
             space_id, request.scope, request.request_id
@@ -550,7 +556,7 @@ class SessionStorageServicer(storage_pb2_grpc.SessionStorageServicer):
         """The space's events after a position, in commit order."""
         v = Violations()
         space_id = space_uuid(request.space_id, v)
-        after, limit = parse.read_events(request, v)
+        after, limit = read_events(request, v)
         v.raise_if_any()
         rows = await self._events.read(space_id, after, limit)
         reply = storage_pb2.ReadEventsResponse(last_position=rows.last_position)

@@ -13,17 +13,25 @@ from tests.support.rooms import foreign_imports, room_modules
 
 ROOT = Path(storage_service.__file__).parent
 ROOMS = {
-    "events": ["repository", "service"],
+    "events": ["repository", "service", "wire"],
     "guard": ["repository", "service"],
     "jobs": ["repository", "service", "wire"],
-    "keys": ["idempotent", "repository"],
+    "keys": ["idempotent", "repository", "wire"],
     "memory": ["repository", "service"],
-    "records": ["lineage", "pages", "repository", "service"],
-    "search": ["backfill", "backfill_repository", "highlight", "query", "repository", "service"],
-    "sessions": ["repository", "service"],
-    "slots": ["caches", "repository", "service"],
-    "transact": ["operations", "service"],
-    "turns": ["line", "repository", "service", "waiters", "window"],
+    "records": ["lineage", "pages", "repository", "service", "wire"],
+    "search": [
+        "backfill",
+        "backfill_repository",
+        "highlight",
+        "query",
+        "repository",
+        "service",
+        "wire",
+    ],
+    "sessions": ["repository", "service", "wire"],
+    "slots": ["caches", "repository", "service", "wire"],
+    "transact": ["operations", "service", "wire"],
+    "turns": ["line", "repository", "service", "waiters", "window", "wire"],
 }
 # Storage is one service over the kernel: no other service, no program (STYLE §16).
 FOREIGN = ("agent_gateway", "tree_service", "stello_cli", "stello_client", "stello_console")
