@@ -2,12 +2,16 @@
 
 from __future__ import annotations
 
+import importlib
+import pkgutil
 from pathlib import Path
 
 import pydantic
 import pytest
 
 import storage_service
+import storage_service.servicer
+from stello.storage.v1 import storage_pb2_grpc
 from storage_service import StorageSettings
 from tests.support.rooms import foreign_imports, room_modules
 
@@ -33,6 +37,7 @@ ROOMS = {
     "transact": ["operations", "service", "wire"],
     "turns": ["line", "repository", "service", "waiters", "window", "wire"],
 }
+SERVICER = ["claims", "memory", "slots", "storage", "turns"]
 # Storage is one service over the kernel: no other service, no program (STYLE §16).
 FOREIGN = ("agent_gateway", "tree_service", "stello_cli", "stello_client", "stello_console")
 
@@ -56,10 +61,22 @@ class TestPackage:
             "models",
             "page_tokens",
             "parse",
-            "servicer",
             "unit",
         ]
-        assert sorted(p.parent.name for p in ROOT.glob("*/__init__.py")) == sorted(ROOMS)
+        packages = sorted(p.parent.name for p in ROOT.glob("*/__init__.py"))
+        assert packages == sorted([*ROOMS, "servicer"])
+
+    def test_the_servicer_is_one_class_over_its_rpc_modules(self) -> None:
+        """The gRPC face is a package: one class, the RPCs of a subsystem mixed in per module."""
+        found = sorted(m.name for m in pkgutil.iter_modules(storage_service.servicer.__path__))
+        assert found == SERVICER
+        for name in found:
+            importlib.import_module(f"storage_service.servicer.{name}")
+        assert storage_service.servicer.__all__ == ["SessionStorageServicer"]
+        assert issubclass(
+            storage_service.servicer.SessionStorageServicer,
+            storage_pb2_grpc.SessionStorageServicer,
+        )
 
     @pytest.mark.parametrize("room", sorted(ROOMS))
     def test_each_room_lists_its_modules(self, room: str) -> None:
