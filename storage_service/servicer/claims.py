@@ -1,4 +1,4 @@
-"""The claims a caller takes on a session besides its turn: the fork guard's (DESIGN §4.7)
+"""The claims a caller takes on a session besides its turn: the fork guard's (DESIGN §4.5)
 and the background jobs' (DESIGN §4.8).
 
 Mixed into `storage.SessionStorageServicer`, thin like its other RPCs: the logic is
