@@ -35,7 +35,8 @@ from agent_gateway.memory.index import IndexCaps
 from agent_gateway.memory.shared import SharedMemory
 from agent_gateway.servicer import AgentGatewayServicer
 from agent_gateway.sessions.service import SessionService
-from agent_gateway.sessions.watch import Watchers, key_check
+from agent_gateway.sessions.watch import Watchers
+from agent_gateway.sessions.watch_ends import key_check
 from agent_gateway.tools.builtins import BuiltinTools
 from agent_gateway.tools.create_session import CreateSessionTool
 from agent_gateway.tools.memory import MemoryTools

@@ -1,15 +1,8 @@
-"""The schema distributed on Citus: which tables are global, which are sharded by tenant.
+"""`distribute(con)`: the schema distributed on Citus as `stello.distribution_plan` says.
 
-The single source of the plan (DESIGN §4.7, docs/scaling.md): `REFERENCE_TABLES`
-are replicated to every node, `DISTRIBUTED_TABLES` are hashed by `space_id`
-and co-located with `sessions` (a space lives on one worker), and
-`FUNCTIONS` are the shared SQL functions that statements call on shards,
-created on every node (distributed by their space argument where they take
-one, so a call for one space runs where that space lives).
-
-`distribute(con)` applies it on a Citus coordinator after `stello migrate`
-(`stello migrate --distribute` runs both: `migrate_and_distribute_dsn`),
-in one transaction, in the order Citus accepts: the foreign keys between
+`distribute(con)` applies the plan on a Citus coordinator after `stello migrate`
+(`stello migrate --distribute` runs both: `stello.distribution_runs`), in one
+transaction, in the order Citus accepts: the foreign keys between
 tenant tables are read and dropped, the reference tables created, `sessions`
 distributed, then the tables co-located with it, the keys re-added exactly as
 they were, functions the conversion dropped recreated from their definitions,
@@ -22,136 +15,25 @@ checks that `sessions` is distributed).
 
 from __future__ import annotations
 
-import asyncio
 import logging
 
 import asyncpg
 
-from stello.db import APPLICATION_NAME, connecting
+from stello.distribution_plan import (
+    COLOCATE_WITH,
+    DEFAULT_SHARD_COUNT,
+    DISTRIBUTED_TABLES,
+    DISTRIBUTION_COLUMN,
+    FUNCTIONS,
+    PREFIXES,
+    REFERENCE_TABLES,
+    SESSION_DEFAULTS,
+    TABLE_FUNCTIONS,
+)
 from stello.errors import FailedPrecondition
-from stello.migrate import CITUS_INSTALLED, LOCK_KEY, migrate
+from stello.migrate import CITUS_INSTALLED, LOCK_KEY
 
 log = logging.getLogger(__name__)
-
-DISTRIBUTION_COLUMN = "space_id"
-COLOCATE_WITH = "sessions"
-# Shards are the unit that moves: a few times the most workers expected
-# (docs/scaling.md "Rebalancing").
-DEFAULT_SHARD_COUNT = 64
-
-# Global tables, small, replicated to every node: a key is looked up by its
-# hash before the space is known; the page-token key is one for all spaces.
-REFERENCE_TABLES: tuple[str, ...] = (
-    "principals",
-    "spaces",
-    "api_keys",
-    "schema_migrations",
-    "token_keys",
-)
-
-# Tenant tables, by space_id, co-located with the first (sessions).
-DISTRIBUTED_TABLES: tuple[str, ...] = (
-    "sessions",
-    "records",
-    "session_slots",
-    "compression_caches",
-    "session_configs",
-    "session_refs",
-    "idempotency_keys",
-    "space_positions",
-    "space_events",
-    "shared_memory",
-    "session_lineages",
-    "record_segments",
-    "background_jobs",
-    "idempotency_key_sessions",
-    "shared_memory_counts",
-    "turn_waiters",
-    "retention_policies",
-    "session_metadata",
-    "search_backfill",
-    "idempotency_key_entries",
-)
-
-# Shared SQL functions that statements call, by signature, each created on
-# every node. With an argument name, the function is co-located with sessions
-# by that argument (it holds the space): a call is delegated whole to the
-# space's worker, and a statement routed to a shard may call it there. Citus
-# 13.2.2 crashes the backend (signal 11: every connection of the coordinator
-# is reset) when a delegated function is called with a NULL distribution
-# argument, so a function whose callers may pass NULL there (the recount of
-# every space) is only propagated.
-FUNCTIONS: dict[str, str | None] = {
-    # Pure: called in the append's INSERT, which runs on the shard.
-    "stello_record_tokens(text, jsonb)": None,
-    # Seeders and maintenance (p_space NULL: every space) call it on the
-    # coordinator; its statements pin the space, so each is routed.
-    "stello_recount_tokens(uuid, uuid)": None,
-    # Called by DeleteSubtree's and TrimRecords' statements on the space's shard.
-    "stello_release_records(uuid, uuid[], bigint)": "p_space",
-    # Called by a Fork INHERIT's statement (a child past the segment cap).
-    "stello_compact_segments(uuid, uuid, integer)": "p_space",
-    # Pure: records' generated `search_vector` (migration 0019) calls them on
-    # the shards, so they are on every node before `records` is distributed
-    # (`stello_search_text`, migration 0035, the text they all read).
-    "stello_search_text(text)": None,
-    "stello_search_grams(text)": None,
-    "stello_search_vector(text)": None,
-    "stello_label_vector(text)": None,
-    # Pure: session_metadata's generated `value_vector` (migration 0021).
-    "stello_value_vector(text)": None,
-    # CreateSession's and the outbox's writes (migration 0033), called inside
-    # transactions, so run on the coordinator (Citus delegates no call in a
-    # transaction block): each of their statements is routed to the space's worker.
-    "stello_create_session(uuid, uuid, uuid, text, uuid, double precision, jsonb)": None,
-    "stello_flush_events(uuid, text[], uuid[], uuid[], bigint[], bigint[], text[], boolean[], "
-    "uuid[])": None,
-    # The append (migration 0034), by its space: AppendRecords calls it as a statement of
-    # its own, which Citus delegates whole to the space's worker (one round trip); inside
-    # a Transact it runs on the coordinator, each of its statements routed.
-    "stello_append_records(uuid, uuid, text[], text[], text[], text[], timestamp with time "
-    "zone[], text[], boolean)": "p_space",
-    # A Fork INHERIT's lineage, CopySystemPromptOp and idempotency's writes of a response
-    # (migration 0034): called inside transactions, so run on the coordinator, each of
-    # their statements routed to the space's worker.
-    "stello_inherit_records(uuid, uuid, uuid, bigint, bigint, bigint)": None,
-    "stello_copy_system_prompt(uuid, uuid, uuid)": None,
-    "stello_link_key(uuid, text, text, uuid[])": None,
-    "stello_remember(uuid, text, text, bytea, bytea, uuid[])": None,
-    "stello_remember_new(uuid, text, text, bytea, bytea, integer, uuid[])": None,
-}
-
-# The functions a table's definition calls (a generated column, an index): propagated
-# before the tables, since a shard cannot be made without them.
-TABLE_FUNCTIONS = (
-    "stello_search_text(text)",
-    "stello_search_grams(text)",
-    "stello_search_vector(text)",
-    "stello_label_vector(text)",
-    "stello_value_vector(text)",
-)
-
-# The database's defaults for every new session on the coordinator (ALTER DATABASE ...
-# SET; a session that is open keeps its values). Citus adds `relation_is_a_known_shard(oid)
-# IS NOT TRUE` to every query that reads pg_class unless the connection's application_name
-# starts with a prefix listed here: asyncpg's type introspection (once per type per
-# connection) takes ~350 ms with that filter, ~12 ms without (the gateway's fork tests:
-# 36 s of the coordinator's CPU with it, 20 s without). The services' pools are named
-# `stello` (stello.db.APPLICATION_NAME); the coordinator holds no tenant shard, only the
-# reference tables' copies, which no service query of the catalogue reads.
-# JIT off: the coordinator's plans of the services' multi-CTE writes (the append's, the
-# fork's: the parts Citus plans on the coordinator) are estimated past jit_above_cost, and
-# compiling them costs more than running them: the gateway's fork tests took 62 s of the
-# coordinator's CPU and 145 s of wall time with JIT, 20 s and 109 s without.
-# citus.propagate_set_commands = 'local': a SET LOCAL in a transaction reaches the workers
-# that transaction's statements run on (GetTree's planner settings and timeout,
-# tree_service.trees.repository.tree_settings; the workers planned its walk without them).
-PREFIXES = "citus.show_shards_for_app_name_prefixes"
-SESSION_DEFAULTS: dict[str, str] = {
-    "jit": "off",
-    PREFIXES: APPLICATION_NAME,
-    "citus.propagate_set_commands": "local",
-}
 
 # This database's own defaults (any role), as `name=value` strings.
 DATABASE_DEFAULTS = """
@@ -448,83 +330,3 @@ async def distribute(
     for step in steps:
         log.info("distribution: %s", step)
     return steps
-
-
-DISTRIBUTE_TRIES = 3
-"""Tries of a distribution that met a deadlock with the services' writes."""
-DEADLOCK_PAUSE_S = 1.0
-
-
-async def distribute_in_use(
-    con: asyncpg.Connection, *, shard_count: int = DEFAULT_SHARD_COUNT
-) -> list[str]:
-    """`distribute`, tried again when it deadlocked with the services' writes (a table's
-    conversion takes its strongest lock after they took theirs; the transaction rolled
-    back whole); FailedPrecondition saying what to do when it keeps doing so."""
-    for attempt in range(1, DISTRIBUTE_TRIES + 1):
-        try:
-            return await distribute(con, shard_count=shard_count)
-        except asyncpg.DeadlockDetectedError:
-            log.warning("distribution: deadlocked with a write (try %d); nothing changed", attempt)
-            if attempt == DISTRIBUTE_TRIES:
-                break
-            await asyncio.sleep(DEADLOCK_PAUSE_S * attempt)
-    raise FailedPrecondition(
-        f"the distribution deadlocked with the services' writes {DISTRIBUTE_TRIES} times and "
-        "changed nothing: stop the services (or their writes) for it, then run it again"
-    )
-
-
-async def distribute_dsn(dsn: str, *, shard_count: int = DEFAULT_SHARD_COUNT) -> list[str]:
-    """Connect to the coordinator at `dsn` (a direct URL), distribute, disconnect."""
-    con = await asyncpg.connect(dsn, statement_cache_size=0)
-    try:
-        return await distribute_in_use(con, shard_count=shard_count)
-    finally:
-        await con.close()
-
-
-async def migrate_on_any_dsn(dsn: str) -> tuple[list[str], list[str]]:
-    """Plain `stello migrate`: apply pending migrations; where the citus extension is
-    installed (a coordinator, distributed or not yet), also set the database's session
-    defaults, which the services need from their first connection (SESSION_DEFAULTS:
-    without them each new connection's type introspection took ~350 ms, and a cold start
-    missed the gateway's deadlines). (migrations applied, defaults set)."""
-    con = await connecting(asyncpg.connect(dsn, statement_cache_size=0), dsn)
-    try:
-        applied = await migrate(con)
-        if not await con.fetchval(CITUS_INSTALLED):
-            return applied, []
-        async with con.transaction():
-            return applied, await _set_session_defaults(con)
-    finally:
-        await con.close()
-
-
-async def migrate_and_distribute_dsn(
-    dsn: str, *, shard_count: int = DEFAULT_SHARD_COUNT
-) -> tuple[list[str], list[str]]:
-    """`stello migrate --distribute`: on the coordinator at `dsn` (a direct URL), refuse
-    unless it is one with a worker (nothing changed), migrate, then distribute.
-
-    Returns (the migrations applied, the distribution's steps); both empty when
-    the schema is current and distributed. Idempotent.
-    """
-    con = await asyncpg.connect(dsn, statement_cache_size=0)
-    try:
-        await refuse_unless_coordinator(con)
-        applied = await migrate(con)
-        return applied, await distribute_in_use(con, shard_count=shard_count)
-    finally:
-        await con.close()
-
-
-async def is_distributed(con: asyncpg.Connection) -> bool:
-    """Whether `sessions` is a distributed table here (False on plain PostgreSQL)."""
-    if not await con.fetchval(CITUS_INSTALLED):
-        return False
-    return bool(
-        await con.fetchval(
-            "SELECT true FROM pg_dist_partition WHERE logicalrelid = 'sessions'::regclass"
-        )
-    )

@@ -64,11 +64,8 @@ def host(text: str) -> str:
 
 async def cmd_migrate(args: argparse.Namespace) -> int:
     """Apply pending migrations; with --distribute, then distribute the schema on Citus."""
-    from stello.distribution import (
-        DEFAULT_SHARD_COUNT,
-        migrate_and_distribute_dsn,
-        migrate_on_any_dsn,
-    )
+    from stello.distribution_plan import DEFAULT_SHARD_COUNT
+    from stello.distribution_runs import migrate_and_distribute_dsn, migrate_on_any_dsn
     from stello.embedded import database_url
 
     settings = admin_settings(settings_of(args))

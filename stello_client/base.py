@@ -24,7 +24,8 @@ from stello.agent.v1 import agent_pb2, agent_pb2_grpc
 from stello.channels import ClientTls, open_channel
 from stello_client.calls import CallOptions, Retry, call_options, new_request_id, unary
 from stello_client.errors import shown
-from stello_client.exceptions import Cancelled, ConfigurationError
+from stello_client.exceptions.base import ConfigurationError
+from stello_client.exceptions.transport import Cancelled
 from stello_client.flags import MAX_DEADLINE_S
 from stello_client.target import (
     Target,

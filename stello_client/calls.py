@@ -44,7 +44,9 @@ import grpc
 
 from stello import reasons
 from stello.errors import REQUEST_ID_KEY
-from stello_client.exceptions import GRPC_DEADLINES, DeadlineExceeded, RpcError, from_rpc_error
+from stello_client.exceptions.base import RpcError
+from stello_client.exceptions.translate import GRPC_DEADLINES, from_rpc_error
+from stello_client.exceptions.transport import DeadlineExceeded
 
 T = TypeVar("T")
 

@@ -21,7 +21,7 @@ from typing import TYPE_CHECKING
 if TYPE_CHECKING:
     import grpc
 
-    from stello_client.exceptions import ConfigurationError, RpcError
+    from stello_client.exceptions.base import ConfigurationError, RpcError
 
 # Request fields -> what sets them on the command line (a command adds its own).
 FLAGS: dict[str, str] = {
@@ -148,7 +148,8 @@ def rpc_error_line(
     """
     import grpc
 
-    from stello_client.exceptions import RpcError, from_rpc_error
+    from stello_client.exceptions.base import RpcError
+    from stello_client.exceptions.translate import from_rpc_error
 
     failed = error if isinstance(error, RpcError) else from_rpc_error(error)
     names = {**FLAGS, **(flags or {})} if as_flags else {}
@@ -236,7 +237,7 @@ def _grpc_deadline(error: RpcError) -> bool:
     either side), not in the gateway's."""
     import grpc
 
-    from stello_client.exceptions import GRPC_DEADLINES
+    from stello_client.exceptions.translate import GRPC_DEADLINES
 
     said = error.cause.details() if error.cause is not None else error.details
     return error.code == grpc.StatusCode.DEADLINE_EXCEEDED and said in GRPC_DEADLINES

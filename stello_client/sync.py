@@ -37,7 +37,7 @@ from stello.channels import ClientTls
 from stello_client.aio import AsyncClient
 from stello_client.base import DEFAULT_TIMEOUT_S, DEFAULT_TURN_TIMEOUT_S
 from stello_client.calls import Retry
-from stello_client.exceptions import ConfigurationError
+from stello_client.exceptions.base import ConfigurationError
 from stello_client.types import EventKind, SpaceEvent
 from stello_client.watching import Watch
 

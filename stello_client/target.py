@@ -20,7 +20,7 @@ from dataclasses import dataclass
 from stello.channels import ClientTls
 from stello.errors import FailedPrecondition
 from stello_client.credentials import Credentials, load_credentials
-from stello_client.exceptions import ConfigurationError
+from stello_client.exceptions.base import ConfigurationError
 from stello_client.flags import address_problem, pick
 
 DEFAULT_MESSAGE_BYTES = 64 * 1024 * 1024  # STELLO_MAX_MESSAGE_BYTES' default

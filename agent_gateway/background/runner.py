@@ -21,17 +21,9 @@ this runner, which:
 - counts on the server's Prometheus registry, by kind: jobs queued and
   running (gauges), runs ended by outcome, model calls and tokens spent.
 
-Jobs left without a gateway are taken over with no new trigger: with
-``STELLO_GATEWAY_JOBS_KEY`` set, every ``STELLO_GATEWAY_JOB_TAKEOVER_INTERVAL_S``
-(and once at start) the runner lists them (storage's ListOrphanedJobs: a claim
-that expired because its gateway died, or a run STOPPED by a shutdown, in the
-spaces the key reaches) and submits each to itself, built by the factory its
-kind registered (`register`). The claim decides who runs it: of every gateway
-doing the same, one run gets each job (the others' are busy and skipped), and
-it continues from the job's saved progress. A key storage refuses (unknown,
-or revoked by a rotation) is said in one WARNING line naming the setting, at
-most every `KEY_WARNING_EVERY_S`, and tried again every interval: a key made
-live again works from the next round.
+This module queues and schedules the runs; one run (its claim, renewal and
+release) is `running.JobRuns`', mixed in; the metrics are `metrics`', and the
+takeover of jobs left without a gateway, with no new trigger, is `takeover`'s.
 
 Failures are logged and counted, never swallowed. `submit` is fire and
 forget (the automatic consolidation, the fold, releases); `run` waits for the
@@ -47,48 +39,23 @@ import logging
 import time
 import uuid
 from collections.abc import AsyncIterator, Callable, Hashable
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 
-from prometheus_client import CollectorRegistry, Counter, Gauge
+from prometheus_client import CollectorRegistry
 
-from agent_gateway.background.jobs import (
-    BUDGET_SPENT,
-    FAILED,
-    STOPPED,
-    Budget,
-    BudgetSpent,
-    ClaimLost,
-    Job,
-    Outcome,
-    Run,
-    Status,
-)
+from agent_gateway.background.jobs import Job, Outcome
+from agent_gateway.background.metrics import RunnerMetrics
+from agent_gateway.background.running import JobRuns
+from agent_gateway.background.takeover import JobFactory, Takeover
 from agent_gateway.clients import Caller, StorageClient
 from stello.common.v1 import common_pb2
-from stello.errors import DeadlineExceeded, NotFound, StelloError, Unauthenticated, Unavailable
-from stello.log_every import WarnEvery
-from stello.periodic import Periodic, Refused
-from stello.storage.v1 import storage_pb2
+from stello.errors import DeadlineExceeded, Unavailable
+from stello.periodic import Periodic
 
 log = logging.getLogger(__name__)
 
 WhenDone = Callable[["asyncio.Task[Outcome]"], None]
 """What `submit` calls with a run's task once it ends."""
-
-KEY_WARNING_EVERY_S = 300.0
-"""How often, at most, the takeover says its key is refused."""
-KEY_REFUSED = (
-    "STELLO_GATEWAY_JOBS_KEY is refused by storage (%s): jobs left without a gateway are not "
-    "taken over. Set it to a live API key (`stello keys create`: a tenant key covers its "
-    "space, an admin-scope key every space) and restart, or unset it; tried again every %gs"
-)
-
-OUTCOMES = {
-    common_pb2.JOB_STATUS_DONE: "done",
-    BUDGET_SPENT: "budget_spent",
-    STOPPED: "stopped",
-    FAILED: "failed",
-}
 
 
 @dataclass(frozen=True, slots=True)
@@ -116,49 +83,7 @@ class RunnerLimits:
         return min(1.0, self.claim_ttl_s / 6)
 
 
-class RunnerMetrics:
-    """The runner's Prometheus metrics, by kind."""
-
-    def __init__(self) -> None:
-        self.queued = Gauge(
-            "stello_gateway_jobs_queued",
-            "Background jobs waiting to run, by kind.",
-            ["kind"],
-            registry=None,
-        )
-        self.running = Gauge(
-            "stello_gateway_jobs_running",
-            "Background jobs running, by kind.",
-            ["kind"],
-            registry=None,
-        )
-        self.ended = Counter(
-            "stello_gateway_jobs",
-            "Background job runs ended, by kind and outcome (done, budget_spent, stopped, "
-            "failed; busy: another run held the job).",
-            ["kind", "outcome"],
-            registry=None,
-        )
-        self.model_calls = Counter(
-            "stello_gateway_job_model_calls",
-            "Model calls made by background jobs.",
-            ["kind"],
-            registry=None,
-        )
-        self.tokens = Counter(
-            "stello_gateway_job_tokens",
-            "Tokens background jobs' model calls used, as providers reported them.",
-            ["kind"],
-            registry=None,
-        )
-
-    def register(self, registry: CollectorRegistry) -> None:
-        """Count on `registry`."""
-        for metric in (self.queued, self.running, self.ended, self.model_calls, self.tokens):
-            registry.register(metric)
-
-
-class BackgroundRunner:
+class BackgroundRunner(JobRuns):
     """Runs the gateway's background jobs (see the module docstring)."""
 
     def __init__(
@@ -330,144 +255,6 @@ class BackgroundRunner:
             )
         return True
 
-    async def _claim(self, job: Job) -> storage_pb2.ClaimJobResponse:
-        caller = _background(job.caller).within(self._limits.call_timeout_s)
-        assert job.kind.stored is not None
-        return await self._storage.claim_job(
-            caller, job.space_id, job.session_id, job.kind.stored, self._limits.claim_ttl_s
-        )
-
-    async def _unclaimed(self, job: Job) -> Outcome:
-        run = Run(job.kind, job.space_id, job.session_id, budget=Budget(job.kind.max_calls))
-        return await self._running(job, run)
-
-    async def _claimed(
-        self, job: Job, claim: storage_pb2.ClaimJobResponse, waited: bool
-    ) -> Outcome:
-        run = Run(
-            job.kind,
-            job.space_id,
-            job.session_id,
-            token=claim.token,
-            saved=claim.job,
-            waited=waited,
-            budget=Budget(job.kind.max_calls),
-            covered_until_seq=claim.job.covered_until_seq,
-        )
-        renewal = asyncio.create_task(self._renew(job, run), name="stello-job-claim")
-        status: Status = FAILED
-        try:
-            outcome = await self._running(job, run)
-            status = outcome.status
-            return outcome
-        except BaseException as exc:
-            status = STOPPED if isinstance(exc, asyncio.CancelledError | ClaimLost) else FAILED
-            raise
-        finally:
-            renewal.cancel()
-            await self._release(job, run, status)  # a no-op once another run has the job
-
-    async def _running(self, job: Job, run: Run) -> Outcome:
-        name = job.kind.name
-        run.meter = lambda calls, tokens: self._spent(name, calls, tokens)
-        self.metrics.running.labels(name).inc()
-        try:
-            outcome = await job.run(run)
-        except BudgetSpent:
-            outcome = run.outcome(BUDGET_SPENT)
-        except asyncio.CancelledError:
-            self.metrics.ended.labels(name, "stopped").inc()
-            raise
-        except Exception as exc:
-            self.metrics.ended.labels(name, "failed").inc()
-            if not isinstance(exc, StelloError) or isinstance(exc, ClaimLost):
-                log.exception("%s job of session %s failed", name, job.session_id)
-            elif isinstance(exc, NotFound):
-                # The user deleted the session (or its space) while the job ran: the job
-                # went with it, an expected outcome rather than a fault.
-                log.info(
-                    "%s job of session %s ended: %s (deleted meanwhile)", name, job.session_id, exc
-                )
-            else:
-                log.warning("%s job of session %s failed: %s", name, job.session_id, exc)
-            raise
-        finally:
-            self.metrics.running.labels(name).dec()
-        self.metrics.ended.labels(name, OUTCOMES.get(outcome.status, "done")).inc()
-        return outcome
-
-    def _spent(self, name: str, calls: int, tokens: int) -> None:
-        if calls:
-            self.metrics.model_calls.labels(name).inc(calls)
-        if tokens:
-            self.metrics.tokens.labels(name).inc(tokens)
-
-    async def _renew(self, job: Job, run: Run) -> None:
-        """Renew the claim every third of its TTL; mark the run lost once another has it."""
-        every = self._limits.claim_ttl_s / 3
-        caller = _background(job.caller)
-        assert job.kind.stored is not None
-        while True:
-            await asyncio.sleep(every)
-            try:
-                renewed = await self._storage.renew_job(
-                    caller.within(every),
-                    job.space_id,
-                    job.session_id,
-                    job.kind.stored,
-                    run.token,
-                    self._limits.claim_ttl_s,
-                )
-            except NotFound as exc:
-                log.info(
-                    "no claim of the %s job of %s to renew: %s (deleted meanwhile)",
-                    job.kind.name,
-                    job.session_id,
-                    exc,
-                )
-                continue
-            except StelloError as exc:
-                # Tried again at the next tick: a late renewal still keeps a claim no other
-                # run took meanwhile.
-                log.warning(
-                    "could not renew the %s job of %s: %s", job.kind.name, job.session_id, exc
-                )
-                continue
-            if not renewed:
-                log.warning("the %s job of %s was taken over", job.kind.name, job.session_id)
-                run.lose(
-                    ClaimLost(
-                        f"the {job.kind.name} job of session {job.session_id} was taken over by "
-                        "another run (its claim lapsed); nothing more of this run is saved"
-                    )
-                )
-                return
-
-    async def _release(self, job: Job, run: Run, status: Status) -> None:
-        """End the run in the database (its claim given back, `status` stored)."""
-        caller = _background(job.caller).within(self._limits.call_timeout_s)
-        try:
-            await self._storage.transact(
-                caller,
-                job.space_id,
-                [run.progress(run.covered_until_seq, release=True, status=status)],
-                request_id="",
-            )
-        except NotFound as exc:
-            log.info(
-                "no claim of the %s job of %s to end: %s (deleted meanwhile)",
-                job.kind.name,
-                job.session_id,
-                exc,
-            )
-        except StelloError as exc:
-            log.warning(
-                "could not end the %s job of %s (its claim ends by itself): %s",
-                job.kind.name,
-                job.session_id,
-                exc,
-            )
-
     async def drain(self) -> None:
         """Wait for every job queued or running (tests)."""
         while self._tasks:
@@ -499,43 +286,3 @@ class BackgroundRunner:
         for task in late:
             task.cancel()
         await asyncio.gather(*late, return_exceptions=True)
-
-
-def _background(caller: Caller) -> Caller:
-    """The caller without their deadline: the work outlives the call that started it."""
-    return replace(caller, deadline=None)
-
-
-JobFactory = Callable[[Caller, uuid.UUID, uuid.UUID], Job]
-"""Builds a job taken over: (the takeover key's caller, space, session) -> the job."""
-
-
-class Takeover(Periodic):
-    """The runner's periodic look for jobs left without a gateway (at start, then every
-    interval)."""
-
-    task_name = "stello-job-takeover"
-    what = "background job takeover"
-
-    def __init__(self, runner: BackgroundRunner, interval_s: float) -> None:
-        super().__init__(interval_s)
-        self._runner = runner
-        self._refusals = WarnEvery(log, KEY_WARNING_EVERY_S)
-        self._refused = False
-
-    async def run_once(self) -> int:
-        """One look; how many jobs were taken over.
-
-        Raises:
-            Refused: storage refused the key (said in a rate-limited WARNING).
-        """
-        try:
-            taken = await self._runner.take_over()
-        except Unauthenticated as exc:
-            self._refused = True
-            self._refusals.warning("key", KEY_REFUSED, exc.message, self._interval_s)
-            raise Refused(str(exc)) from exc
-        if self._refused:
-            self._refused = False
-            log.info("STELLO_GATEWAY_JOBS_KEY is accepted again: jobs are taken over")
-        return taken

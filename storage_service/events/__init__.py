@@ -2,7 +2,8 @@
 
 Owns `space_events` and `space_positions`; both services write them through
 `stello.events.Outbox`, as a transaction's last statement. `repository` pages and
-purges them; `service` runs ReadEvents and the periodic purge.
+purges them; `service` runs ReadEvents and the periodic purge; `wire` checks
+ReadEvents' position and page size.
 """
 
-__all__ = ["repository", "service"]
+__all__ = ["repository", "service", "wire"]

@@ -3,7 +3,8 @@
 Its own scopes (AppendRecords, Transact, the shared memory writes) and the
 callers' (RememberResultOp, read back by GetRememberedResult and BeginTurn).
 `repository` runs `stello.idempotency`'s statements on a unit of work; `idempotent`
-runs a write at most once per request_id.
+runs a write at most once per request_id; `wire` checks a request's key and a
+remembered result's scope.
 """
 
-__all__ = ["idempotent", "repository"]
+__all__ = ["idempotent", "repository", "wire"]

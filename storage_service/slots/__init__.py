@@ -2,7 +2,8 @@
 
 Owns `session_slots` and `compression_caches`. `repository` holds the slots' SQL,
 `caches` the cache's; `service` runs the Get/Put slot RPCs, ClearInsight,
-ConsumeInsight, Get/PutCompressionCache and BatchGetSlots.
+ConsumeInsight, Get/PutCompressionCache and BatchGetSlots; `wire` checks which
+slots of which sessions a read asks for.
 """
 
-__all__ = ["caches", "repository", "service"]
+__all__ = ["caches", "repository", "service", "wire"]

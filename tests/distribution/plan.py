@@ -13,7 +13,7 @@ import re
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from stello import distribution
+from stello import distribution_plan
 
 DOC = Path(__file__).resolve().parents[2] / "docs" / "scaling.md"
 MARKER = "<!-- citus plan: read by tests/distribution/test_catalog.py -->"
@@ -58,8 +58,8 @@ def read_plan(doc: Path = DOC) -> CitusPlan:
 def code_plan() -> CitusPlan:
     """The plan `stello.distribution.distribute` applies."""
     return CitusPlan(
-        frozenset(distribution.DISTRIBUTED_TABLES),
-        frozenset(distribution.REFERENCE_TABLES),
-        dict.fromkeys(distribution.DISTRIBUTED_TABLES[1:], distribution.COLOCATE_WITH),
-        dict(distribution.FUNCTIONS),
+        frozenset(distribution_plan.DISTRIBUTED_TABLES),
+        frozenset(distribution_plan.REFERENCE_TABLES),
+        dict.fromkeys(distribution_plan.DISTRIBUTED_TABLES[1:], distribution_plan.COLOCATE_WITH),
+        dict(distribution_plan.FUNCTIONS),
     )

@@ -20,9 +20,10 @@ from pathlib import Path
 import asyncpg
 import pytest
 
-from stello import distribution
+from stello import distribution_plan, distribution_runs
 from stello.db import create_pool
-from stello.distribution import distribute, is_distributed
+from stello.distribution import distribute
+from stello.distribution_runs import is_distributed
 from stello.errors import FailedPrecondition
 from stello.migrate import load_migrations, migrate
 from storage_service.search.backfill import SearchBackfill
@@ -261,7 +262,7 @@ class TestDistribute:
         """Every tenant table is distributed by space_id in the co-location group of sessions."""
         tables = {r["name"]: r for r in await con.fetch(TABLES)}
         group = tables["sessions"]["colocation_id"]
-        for name in distribution.DISTRIBUTED_TABLES:
+        for name in distribution_plan.DISTRIBUTED_TABLES:
             assert tables[name]["kind"] == "distributed", name
             assert tables[name]["column_name"] == "space_id", name
             assert tables[name]["colocation_id"] == group, name
@@ -275,14 +276,16 @@ class TestDistribute:
         public = {r["relname"] for r in await con.fetch(PUBLIC_TABLES)}
         placed = {r["name"] for r in await con.fetch(TABLES)}
         assert public == placed
-        assert placed == set(distribution.DISTRIBUTED_TABLES) | set(distribution.REFERENCE_TABLES)
+        assert placed == set(distribution_plan.DISTRIBUTED_TABLES) | set(
+            distribution_plan.REFERENCE_TABLES
+        )
 
     async def test_reference_tables_are_on_every_worker(
         self, con: asyncpg.Connection, cluster: CitusCluster
     ) -> None:
         """The global tables are reference tables with a copy on each node."""
         tables = {r["name"]: r for r in await con.fetch(TABLES)}
-        for name in distribution.REFERENCE_TABLES:
+        for name in distribution_plan.REFERENCE_TABLES:
             assert tables[name]["kind"] == "reference", name
             assert await con.fetchval(SHARD_NODES, name) == len(cluster.nodes), name
 
@@ -305,7 +308,7 @@ class TestDistribute:
         group = await con.fetchval(
             "SELECT colocation_id FROM citus_tables WHERE table_name = 'sessions'::regclass"
         )
-        for signature, argument in distribution.FUNCTIONS.items():
+        for signature, argument in distribution_plan.FUNCTIONS.items():
             row = found[_signature(signature)]
             if argument is None:
                 assert row["argument"] is None, signature
@@ -324,7 +327,7 @@ class TestDistribute:
                 }
             finally:
                 await there.close()
-            assert signatures == {_signature(s) for s in distribution.FUNCTIONS}, worker.name
+            assert signatures == {_signature(s) for s in distribution_plan.FUNCTIONS}, worker.name
 
     async def test_second_run_changes_nothing(
         self, con: asyncpg.Connection, distributed: Distributed
@@ -566,7 +569,7 @@ class TestPlacement:
             await con.execute("SELECT rebalance_table_shards(shard_transfer_mode => 'auto')")
             assert await con.fetchval(SHARD_NODES, "sessions") == 2
             assert await _rows_of(con, spaces) == before
-            tables = list(distribution.DISTRIBUTED_TABLES)
+            tables = list(distribution_plan.DISTRIBUTED_TABLES)
             for space in spaces:
                 assert len(await con.fetch(SPACE_NODES, space, tables)) == 1, space
         finally:
@@ -584,7 +587,7 @@ class TestPlacement:
             spaces = [await _seed_space(con, records=n + 1) for n in range(6)]
             before = await _rows_of(con, spaces)
             big = spaces[0]
-            tables = list(distribution.DISTRIBUTED_TABLES)
+            tables = list(distribution_plan.DISTRIBUTED_TABLES)
             assert not await con.fetchval(OWN_SHARDS, big, tables)
             await con.fetchval(
                 "SELECT isolate_tenant_to_new_shard('sessions', $1::uuid, 'CASCADE',"
@@ -635,7 +638,7 @@ class TestLaterMigrations:
             assert await migrate(con, until=then_until) == later
             tables = {r["name"]: r["kind"] for r in await con.fetch(TABLES)}
             public = {r["relname"] for r in await con.fetch(PUBLIC_TABLES)}
-            assert {tables.get(t) for t in public & set(distribution.DISTRIBUTED_TABLES)} == {
+            assert {tables.get(t) for t in public & set(distribution_plan.DISTRIBUTED_TABLES)} == {
                 "distributed"
             }
             if then_until is None:
@@ -810,9 +813,11 @@ class TestCommand:
             await migrate(con)
             write = writer.transaction()
             await write.start()
-            last = distribution.DISTRIBUTED_TABLES[-1]
+            last = distribution_plan.DISTRIBUTED_TABLES[-1]
             await writer.execute(f"LOCK TABLE {last} IN ROW EXCLUSIVE MODE")
-            job = asyncio.ensure_future(distribution.distribute_in_use(con, shard_count=SHARDS))
+            job = asyncio.ensure_future(
+                distribution_runs.distribute_in_use(con, shard_count=SHARDS)
+            )
             await _until_waiting(writer)
             with contextlib.suppress(asyncpg.DeadlockDetectedError):
                 await writer.execute("LOCK TABLE sessions IN ROW EXCLUSIVE MODE")

@@ -20,7 +20,7 @@ from dataclasses import dataclass
 import asyncpg
 import pytest
 
-from stello import distribution
+from stello import distribution_plan
 from stello.agent.v1 import agent_pb2_grpc
 from tests.distribution.services import (
     Services,
@@ -90,7 +90,7 @@ async def _rows(
     """Rows of each space in each tenant table's shards, read on the workers themselves."""
     con = await asyncpg.connect(cluster.dsn(database))
     try:
-        shards = await con.fetch(SHARDS, list(distribution.DISTRIBUTED_TABLES))
+        shards = await con.fetch(SHARDS, list(distribution_plan.DISTRIBUTED_TABLES))
     finally:
         await con.close()
     counted: dict[tuple[str, str, int], int] = {}
@@ -152,7 +152,7 @@ class TestServedFromCitus:
         worker's, and the two spaces are on the two workers."""
         assert set(served.spaces.values()) == {w.port for w in cluster.workers}
         for space, port in served.spaces.items():
-            for table in distribution.DISTRIBUTED_TABLES:
+            for table in distribution_plan.DISTRIBUTED_TABLES:
                 elsewhere = {
                     w.port: served.rows.get((space, table, w.port), 0)
                     for w in cluster.workers

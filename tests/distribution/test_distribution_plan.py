@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from stello import distribution
+from stello import distribution_plan
 from tests.distribution.plan import code_plan, read_plan
 
 
@@ -13,9 +13,11 @@ class TestPlan:
 
     def test_sessions_comes_first(self) -> None:
         """sessions is distributed first: every other tenant table is co-located with it."""
-        assert distribution.DISTRIBUTED_TABLES[0] == distribution.COLOCATE_WITH == "sessions"
+        assert (
+            distribution_plan.DISTRIBUTED_TABLES[0] == distribution_plan.COLOCATE_WITH == "sessions"
+        )
 
     def test_no_table_in_both_lists(self) -> None:
         """A table is either replicated or distributed, never both, and listed once."""
-        tables = distribution.REFERENCE_TABLES + distribution.DISTRIBUTED_TABLES
+        tables = distribution_plan.REFERENCE_TABLES + distribution_plan.DISTRIBUTED_TABLES
         assert len(set(tables)) == len(tables)

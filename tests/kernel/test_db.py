@@ -198,7 +198,7 @@ class TestCitusPassingErrors:
 
 class TestApplicationName:
     """The services' connections are named `stello` (on Citus, the database's defaults
-    show them the catalogue without the shard filter: stello.distribution)."""
+    show them the catalogue without the shard filter: stello.distribution_plan)."""
 
     async def test_the_pool_names_its_connections_stello(
         self, settings: StelloSettings, database_url: str

@@ -2,12 +2,16 @@
 
 from __future__ import annotations
 
+import importlib
+import inspect
+import pkgutil
 import subprocess
 import sys
 from pathlib import Path
 
 import stello
 import stello_client
+import stello_client.exceptions
 
 
 def test_exports() -> None:
@@ -27,6 +31,21 @@ def test_exports() -> None:
         "tool_result",
     ]
     assert all(getattr(stello_client, name) is not None for name in stello_client.__all__)
+
+
+def test_the_exceptions_are_one_public_module_over_their_families() -> None:
+    """`stello_client.exceptions` names every class and function its family modules define,
+    so `from stello_client.exceptions import X` stays the one import a program needs."""
+    package = stello_client.exceptions
+    found = sorted(m.name for m in pkgutil.iter_modules(package.__path__))
+    assert found == ["access", "base", "contention", "request", "state", "translate", "transport"]
+    for name in found:
+        module = importlib.import_module(f"stello_client.exceptions.{name}")
+        for member, value in inspect.getmembers(module):
+            defined_here = getattr(value, "__module__", None) == module.__name__
+            if defined_here and not member.startswith("_"):
+                assert member in package.__all__, f"{name}.{member}"
+                assert getattr(package, member) is value
 
 
 def test_it_is_typed() -> None:

@@ -2,29 +2,42 @@
 
 from __future__ import annotations
 
+import importlib
+import pkgutil
 from pathlib import Path
 
 import pydantic
 import pytest
 
 import storage_service
+import storage_service.servicer
+from stello.storage.v1 import storage_pb2_grpc
 from storage_service import StorageSettings
 from tests.support.rooms import foreign_imports, room_modules
 
 ROOT = Path(storage_service.__file__).parent
 ROOMS = {
-    "events": ["repository", "service"],
+    "events": ["repository", "service", "wire"],
     "guard": ["repository", "service"],
     "jobs": ["repository", "service", "wire"],
-    "keys": ["idempotent", "repository"],
+    "keys": ["idempotent", "repository", "wire"],
     "memory": ["repository", "service"],
-    "records": ["lineage", "pages", "repository", "service"],
-    "search": ["backfill", "backfill_repository", "highlight", "query", "repository", "service"],
-    "sessions": ["repository", "service"],
-    "slots": ["caches", "repository", "service"],
-    "transact": ["operations", "service"],
-    "turns": ["line", "repository", "service", "waiters", "window"],
+    "records": ["lineage", "pages", "repository", "service", "wire"],
+    "search": [
+        "backfill",
+        "backfill_repository",
+        "highlight",
+        "query",
+        "repository",
+        "service",
+        "wire",
+    ],
+    "sessions": ["repository", "service", "wire"],
+    "slots": ["caches", "repository", "service", "wire"],
+    "transact": ["operations", "service", "wire"],
+    "turns": ["line", "repository", "service", "waiters", "window", "wire"],
 }
+SERVICER = ["claims", "memory", "slots", "storage", "turns"]
 # Storage is one service over the kernel: no other service, no program (STYLE §16).
 FOREIGN = ("agent_gateway", "tree_service", "stello_cli", "stello_client", "stello_console")
 
@@ -48,10 +61,22 @@ class TestPackage:
             "models",
             "page_tokens",
             "parse",
-            "servicer",
             "unit",
         ]
-        assert sorted(p.parent.name for p in ROOT.glob("*/__init__.py")) == sorted(ROOMS)
+        packages = sorted(p.parent.name for p in ROOT.glob("*/__init__.py"))
+        assert packages == sorted([*ROOMS, "servicer"])
+
+    def test_the_servicer_is_one_class_over_its_rpc_modules(self) -> None:
+        """The gRPC face is a package: one class, the RPCs of a subsystem mixed in per module."""
+        found = sorted(m.name for m in pkgutil.iter_modules(storage_service.servicer.__path__))
+        assert found == SERVICER
+        for name in found:
+            importlib.import_module(f"storage_service.servicer.{name}")
+        assert storage_service.servicer.__all__ == ["SessionStorageServicer"]
+        assert issubclass(
+            storage_service.servicer.SessionStorageServicer,
+            storage_pb2_grpc.SessionStorageServicer,
+        )
 
     @pytest.mark.parametrize("room", sorted(ROOMS))
     def test_each_room_lists_its_modules(self, room: str) -> None:

@@ -60,7 +60,7 @@ LIMIT $3
 # index), and a statement timeout bounds what is left (milliseconds, an integer the
 # service computes: a SET takes no parameter). SET LOCAL statements, not set_config():
 # on Citus they reach the worker that runs the walk (the database's default
-# citus.propagate_set_commands = 'local', stello.distribution), which otherwise plans it
+# citus.propagate_set_commands = 'local', stello.distribution_plan), which otherwise plans it
 # from statistics taken while the shard was small (10 s for 2,001 rows of a chain, measured).
 _TREE_SETTINGS = """
 SET LOCAL plan_cache_mode = force_custom_plan;

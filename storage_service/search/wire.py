@@ -1,0 +1,48 @@
+"""SearchRecords' and SearchSessions' requests: the scope, the order and the page size.
+
+The query text itself is parsed by the service (`query`), where it can never be a
+syntax error.
+"""
+
+from __future__ import annotations
+
+from stello.common.v1 import common_pb2
+from stello.errors import Violations
+from stello.storage.v1 import storage_pb2
+from stello.validation import parse_uuid, space_uuid
+from storage_service.search.service import RecordSearch
+
+MAX_SEARCH_PAGE = 100
+DEFAULT_SEARCH_PAGE = 20
+
+
+def search_page_size(value: int, v: Violations) -> int:
+    """A search's page size: 0 = 20, at most 100."""
+    if not 0 <= value <= MAX_SEARCH_PAGE:
+        v.add("page_size", f"must be within 0..{MAX_SEARCH_PAGE}, got {value}")
+    return value or DEFAULT_SEARCH_PAGE
+
+
+def record_search(request: storage_pb2.SearchRecordsRequest, v: Violations) -> RecordSearch:
+    """A SearchRecords request as its domain input (the query is parsed by the service)."""
+    space_id = space_uuid(request.space_id, v)
+    session_id = parse_uuid(request.session_id, "session_id", v) if request.session_id else None
+    root_id = parse_uuid(request.root_id, "root_id", v) if request.root_id else None
+    if request.session_id and request.root_id:
+        v.add("root_id", "must be empty when session_id is set (one scope at most)")
+    if request.order not in (
+        common_pb2.SEARCH_ORDER_UNSPECIFIED,
+        common_pb2.SEARCH_ORDER_NEWEST,
+        common_pb2.SEARCH_ORDER_RELEVANCE,
+    ):
+        v.add("order", f"must be NEWEST or RELEVANCE, got unknown value {request.order}")
+    size = search_page_size(request.page_size, v)
+    return RecordSearch(
+        space_id=space_id,
+        query=request.query,
+        session_id=session_id,
+        root_id=root_id,
+        relevance=request.order == common_pb2.SEARCH_ORDER_RELEVANCE,
+        page_size=size,
+        page_token=request.page_token,
+    )
