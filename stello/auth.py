@@ -24,8 +24,9 @@ from typing import Literal
 
 import asyncpg
 
-from stello.db import across_spaces, in_statement, in_transaction
+from stello.db import in_statement, in_transaction
 from stello.errors import space_not_found
+from stello.maintenance import across_spaces
 
 Scope = Literal["tenant", "admin"]
 KEY_PREFIX = "stello_"

@@ -47,8 +47,9 @@ import asyncpg
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
 from prometheus_client.registry import Collector
 
-from stello.db import CONNECTION_ERRORS, REFUSED, RETRY, SpaceNode, refusal
+from stello.db import CONNECTION_ERRORS, REFUSED, RETRY, refusal
 from stello.errors import Unavailable
+from stello.maintenance import SpaceNode
 
 log = logging.getLogger(__name__)
 
@@ -62,7 +63,7 @@ OUTAGES: tuple[type[BaseException], ...] = (
 )
 """Failures of a round that say what it needs cannot be reached or refuses work for a while
 (the database read-only, out of disk space, or lacking migrations; a node that does not
-answer within the maintenance bound, `stello.db.MAINTENANCE_TIMEOUT_S`, or a cancel), not
+answer within the maintenance bound, `stello.maintenance.MAINTENANCE_TIMEOUT_S`, or a cancel), not
 that it is wrong."""
 
 OUT_OF_REACH: tuple[type[BaseException], ...] = (Unavailable, asyncpg.QueryCanceledError)
@@ -170,7 +171,7 @@ class Periodic:
         work: Callable[[uuid.UUID], Awaitable[int | None]],
     ) -> int:
         """The round again space by space, after its work across spaces failed with `failure`
-        (one of `OUT_OF_REACH`): `work` for each of the `spaces` (`stello.db.space_ids`),
+        (one of `OUT_OF_REACH`): `work` for each of the `spaces` (`stello.maintenance.space_ids`),
         those out of reach skipped (counted, and said in one line); the sum of what `work`
         returned. `failure` is raised again
         when the spaces cannot be listed or every space was out of reach (the round is an

@@ -14,8 +14,8 @@ from typing import cast
 
 import asyncpg
 
-from stello.db import across_spaces, bounded, bulk
 from stello.events import EventKind
+from stello.maintenance import across_spaces, bounded, bulk
 
 # One statement, one snapshot: the space's newest position, its purge mark
 # and the page agree. A space without events has neither row: 0 and 0.

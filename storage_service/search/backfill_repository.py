@@ -8,7 +8,7 @@ workers), the space's row locked, the next keys read, the rows among them whose
 stored vector is not the function's rewritten (`content = content` recomputes a
 STORED generated column; an UPDATE that names no column it reads does not), the
 cursor saved. Every statement pins the space but `PENDING`, the job's look for
-work across spaces (maintenance, `stello.db.across_spaces`), one probe of the
+work across spaces (maintenance, `stello.maintenance.across_spaces`), one probe of the
 partial index `search_backfill_pending`, empty once every pass is finished.
 """
 
@@ -20,7 +20,7 @@ from datetime import datetime
 
 import asyncpg
 
-from stello.db import across_spaces, bounded
+from stello.maintenance import across_spaces, bounded
 
 # pg advisory lock key of the backfill ("stellosb"): one batch at a time, deployment-wide.
 LOCK_KEY = 0x7374656C6C6F7362

@@ -31,7 +31,7 @@ import pytest
 
 from stello.agent.v1 import agent_pb2, agent_pb2_grpc
 from stello.common.v1 import common_pb2
-from stello.db import space_ids
+from stello.maintenance import space_ids
 from stello.periodic import Periodic
 from stello.storage.v1 import storage_pb2, storage_pb2_grpc
 from stello.tree.v1 import tree_pb2, tree_pb2_grpc

@@ -11,8 +11,8 @@ from collections import deque
 import pytest
 from prometheus_client import CollectorRegistry
 
-from stello.db import SpaceNode
 from stello.errors import Unavailable
+from stello.maintenance import SpaceNode
 from stello.periodic import Periodic, Refused, RoundsCollector
 
 

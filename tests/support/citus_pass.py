@@ -49,7 +49,7 @@ PASS_SHARD_COUNT = 4  # shards of each table in the pass's databases (fast to cr
 # (an INSERT in a CTE; any intermediate result of a row or more is refused). A statement
 # that is not routed whole to its space's worker fails the test that ran it, and the run
 # (its ERROR is in the log). The maintenance statements across spaces allow both in their
-# own transaction (stello.db.across_spaces).
+# own transaction (stello.maintenance.across_spaces).
 ROUTER_ONLY = {
     "citus.multi_task_query_log_level": "error",
     "citus.max_intermediate_result_size": "0",
@@ -162,10 +162,10 @@ ALLOWED_ERRORS: tuple[Allowed, ...] = (
         r"^canceling statement due to statement timeout$",
         r"^\s*(SELECT DISTINCT d\.space_id\s+FROM \(SELECT space_id FROM sessions"
         r"|SELECT id FROM spaces ORDER BY id$)",
-        "the maintenance transactions are bounded (stello.db.MAINTENANCE_TIMEOUT_S): "
+        "the maintenance transactions are bounded (stello.maintenance.MAINTENANCE_TIMEOUT_S): "
         "tests/tree/test_maintenance_bound.py holds what the erasure's look across spaces "
         "(tree_service/erasure/job.py's ERASE_SPACES) and its fallback's listing of the spaces "
-        "(stello.db.SPACES) read, and the round ends at the bound",
+        "(stello.maintenance.SPACES) read, and the round ends at the bound",
     ),
 )
 

@@ -1,6 +1,6 @@
 """A maintenance round's statements are bounded (explore13 F4): a node that never answers
-ends the round after `stello.db.MAINTENANCE_TIMEOUT_S` (an outage, tried again), never holds
-it, and its pool connection, for as long as the node stays silent.
+ends the round after `stello.maintenance.MAINTENANCE_TIMEOUT_S` (an outage, tried again),
+never holds it, and its pool connection, for as long as the node stays silent.
 
 The silent node is played by a lock the round needs, held by another transaction (a
 frozen worker that keeps its connections open looks the same to the coordinator: a
@@ -15,7 +15,7 @@ import time
 import asyncpg
 import pytest
 
-from stello import db
+from stello import maintenance
 from stello.periodic import OUTAGES
 from tree_service.app import create_eraser
 
@@ -28,8 +28,12 @@ HELD = "LOCK TABLE sessions, spaces IN ACCESS EXCLUSIVE MODE"
 @pytest.fixture(name="short_bound")
 def _short_bound(monkeypatch: pytest.MonkeyPatch) -> None:
     bounded = f"SET LOCAL statement_timeout = '{BOUND_S}s'"
-    monkeypatch.setattr(db, "ACROSS_SPACES", db.ACROSS_SPACES.replace(db.BOUNDED, bounded))
-    monkeypatch.setattr(db, "BOUNDED", bounded)
+    monkeypatch.setattr(
+        maintenance,
+        "ACROSS_SPACES",
+        maintenance.ACROSS_SPACES.replace(maintenance.BOUNDED, bounded),
+    )
+    monkeypatch.setattr(maintenance, "BOUNDED", bounded)
 
 
 @pytest.mark.usefixtures("short_bound")

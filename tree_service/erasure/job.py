@@ -13,7 +13,8 @@ from functools import partial
 import asyncpg
 
 from stello import idempotency
-from stello.db import across_spaces, bounded, in_transaction, within_space
+from stello.db import in_transaction
+from stello.maintenance import across_spaces, bounded, within_space
 from tree_service.erasure import release
 from tree_service.sql import ERASING
 

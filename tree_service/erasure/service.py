@@ -9,8 +9,8 @@ import uuid
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from stello.db import SpaceNode
 from stello.errors import DeadlineExceeded, ResourceExhausted, session_not_found
+from stello.maintenance import SpaceNode
 from stello.settings import MAX_MESSAGE_BYTES
 from stello.tasks import ended_well, to_the_end
 from tree_service.unit import TreeRepository, TreeTx, deadline_passed

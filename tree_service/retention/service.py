@@ -31,9 +31,10 @@ from typing import Literal
 
 import asyncpg
 
-from stello.db import SpaceNode, across_spaces, bounded, in_transaction, space_ids
+from stello.db import in_transaction
 from stello.errors import FailedPrecondition, session_not_found
 from stello.events import Event, Outbox
+from stello.maintenance import SpaceNode, across_spaces, bounded, space_ids
 from stello.periodic import Periodic
 from stello.reasons import NO_RETENTION_POLICY
 from tree_service.retention.repository import (

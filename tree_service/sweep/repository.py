@@ -8,7 +8,8 @@ import uuid
 import asyncpg
 
 from stello import idempotency
-from stello.db import across_spaces, bounded, in_transaction, within_space
+from stello.db import in_transaction
+from stello.maintenance import across_spaces, bounded, within_space
 from tree_service.erasure import release
 from tree_service.models import SweptSession
 from tree_service.sql import ERASING
