@@ -7,7 +7,7 @@
 // header and slots are re-read (an edit in progress is kept); changes that name one of its
 // ancestors re-read the lineage.
 
-import { call, requestId, stream } from "./api.js";
+import { ApiError, call, requestId, stream } from "./api.js";
 import { dialog, el, isolated, plural, replace, userText, when } from "./dom.js";
 import { Lineage } from "./lineage.js";
 import { RecordList } from "./records.js";
@@ -374,7 +374,11 @@ export class SessionView {
         else if (name === "error") failure = data;
       }, { signal: controller.signal });
     } catch (error) {
-      if (!controller.signal.aborted) failure = { code: error.code, message: error.message };
+      // An ApiError (the console refused or is gone), or the browser's TypeError when the
+      // connection broke mid-reply ("network error"): that one has no code of its own.
+      if (!controller.signal.aborted) {
+        failure = error instanceof ApiError ? { code: error.code, message: error.message } : { code: "UNAVAILABLE", message: `the reply's stream broke (${error})` };
+      }
     }
     this.streaming = null;
     this.setSending(false);
