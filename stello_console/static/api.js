@@ -36,7 +36,7 @@ export function onSignedOut(handler) {
  * of this browser on this console reads it), and drop the token from the address. */
 export function takePageKey() {
   const meta = document.querySelector('meta[name="stello-page-key"]');
-  if (!meta) return;
+  if (!(meta instanceof HTMLMetaElement)) return;
   localStorage.setItem(PAGE_KEY, meta.content);
   meta.remove();
   const url = new URL(location.href);
@@ -53,9 +53,9 @@ export function signedIn() {
   return !keyMode || Boolean(sessionStorage.getItem(KEY) && sessionStorage.getItem(SPACE));
 }
 
-export function signIn(key, space) {
+export function signIn(key, spaceId) {
   sessionStorage.setItem(KEY, key.trim());
-  sessionStorage.setItem(SPACE, space.trim());
+  sessionStorage.setItem(SPACE, spaceId.trim());
 }
 
 export function signOut() {
@@ -88,7 +88,9 @@ export function space() {
   return sessionStorage.getItem(SPACE);
 }
 
+/** @returns {Record<string, string>} */
 function headers(json, extra = {}) {
+  /** @type {Record<string, string>} */
   const result = { ...extra };
   if (json) result["content-type"] = "application/json";
   if (keyMode) {
@@ -100,6 +102,12 @@ function headers(json, extra = {}) {
   return result;
 }
 
+/**
+ * @param {string} method
+ * @param {string} path
+ * @param {unknown} body
+ * @param {{headers?: Record<string, string>, signal?: AbortSignal}} [options]
+ */
 async function request(method, path, body, { headers: extra, signal } = {}) {
   try {
     return await fetch(path, {
@@ -140,11 +148,13 @@ export async function call(method, path, body) {
  * Send the request (POST `body` unless `options.method` says otherwise), then call
  * `onEvent(name, data, id)` for each server-sent event until the stream ends; comments
  * (heartbeats) are skipped. `options.headers` and `options.signal` go to fetch.
+ * @param {{method?: string, headers?: Record<string, string>, signal?: AbortSignal}} options
  */
 export async function stream(path, body, onEvent, options = {}) {
   const response = await request(options.method || "POST", path, body, options);
   if (!response.ok) await answer(response);
-  const reader = response.body.pipeThrough(new TextDecoderStream()).getReader();
+  const bytes = /** @type {ReadableStream<Uint8Array<ArrayBuffer>>} */ (response.body);
+  const reader = bytes.pipeThrough(new TextDecoderStream()).getReader();
   let buffer = "";
   for (;;) {
     const { value, done } = await reader.read();

@@ -11,7 +11,10 @@ import { Forest } from "./forest.js";
 import { Live } from "./live.js";
 import { SessionView } from "./session.js";
 
-const $ = (id) => document.getElementById(id);
+/** The page's element `id` (index.html has each one the script names). */
+const $ = (id) => /** @type {HTMLElement} */ (document.getElementById(id));
+/** The page's <input> `id`. */
+const input$ = (id) => /** @type {HTMLInputElement} */ ($(id));
 const NODES_PER_CALL = 100;
 // A session id (a UUID) or its first digits, as the address may name it: nothing else goes
 // into an API path ("../" or "?" would reach other endpoints).
@@ -26,14 +29,28 @@ const SIGN_OUT_TITLE = {
   local: "Sign this browser out of the console (every tab of it)",
 };
 
+/**
+ * The open view (a session, a search, the digests): what the app calls on it.
+ * @typedef {object} View
+ * @property {() => Promise<void>} show
+ * @property {() => void} [leave]
+ * @property {() => void} [forestChanged]
+ * @property {(events: any[]) => Promise<void>} [onEvents]
+ */
+
 class App {
   constructor() {
+    /** @type {any} */
     this.config = null;
-    this.tree = null;
+    this.tree = /** @type {Forest} */ (/** @type {unknown} */ (null)); // set by start()
+    /** @type {View | null} */
     this.view = null;
+    /** @type {Live | null} */
     this.live = null;
     this.routing = false;
+    /** @type {string | null} */
     this.routed = null;
+    /** @type {Promise<boolean> | null} */
     this.resyncing = null;
     this.out = false;
     this.forestFailed = false;
@@ -96,7 +113,7 @@ class App {
     for (const id of ["new-root", "refresh", "search-form"]) $(id).hidden = false;
     $("search-form").onsubmit = (event) => {
       event.preventDefault();
-      const query = $("search").value.trim();
+      const query = input$("search").value.trim();
       if (query) location.hash = `#/search/${encodeURIComponent(query)}`;
     };
     $("sign-out").hidden = false;
@@ -107,7 +124,9 @@ class App {
     this.live?.stop();
     this.live = new Live($("live"), this, await identity());
     // The state is read once the stream's start is known, so no change falls between them.
-    const waited = new Promise((resolve) => setTimeout(() => resolve(false), FIRST_CONTACT_MS));
+    const waited = new Promise((resolve) => {
+      setTimeout(() => resolve(false), FIRST_CONTACT_MS);
+    });
     if (!(await Promise.race([this.live.start(), waited]))) await this.resync();
     if (!signedIn()) return; // the key was refused: the sign-in form shows why
     // Navigation follows the address from now on (the first view took it as it was).
@@ -173,7 +192,7 @@ class App {
               );
             }
           } catch (error) {
-            replace(found, el("p", { class: "error-text" }, error.message || String(error)));
+            replace(found, el("p", { class: "error-text" }, (error instanceof Error && error.message) || String(error)));
           }
         },
       },
@@ -307,8 +326,8 @@ class App {
       return true;
     } catch (error) {
       // A refused key, or a space it does not reach: the sign-in form says why.
-      const signIn = error instanceof ApiError && (error.code === "UNAUTHENTICATED" || error.reason === "SIGN_IN");
-      if (signIn && this.config.mode === "key") {
+      const refused = error instanceof ApiError && (error.code === "UNAUTHENTICATED" || error.reason === "SIGN_IN");
+      if (refused && this.config.mode === "key") {
         signOut();
         this.askKey(error.message);
         return false;
@@ -341,6 +360,7 @@ class App {
     const detail = $("detail");
     $("nav-digests").classList.toggle("current", hash === "#/digests");
     $("nav-forest").classList.toggle("current", hash !== "#/digests");
+    /** @type {View | null} */
     let view = null;
     // One column on a narrow screen: the forest, or the open view (the bar goes between).
     const detailed = hash.startsWith("#/session/") || hash.startsWith("#/search/") || hash === "#/digests";
@@ -378,8 +398,8 @@ class App {
       this.tree.select(id);
       view = new SessionView(detail, this, id, at === undefined ? null : at);
     } else if (hash.startsWith("#/search/")) {
-      const query = path.slice("#/search/".length);
-      $("search").value = query;
+      const query = /** @type {string} */ (path).slice("#/search/".length); // not null: `bad` said so
+      input$("search").value = query;
       view = new SearchView(detail, this, query);
     } else if (hash === "#/digests") {
       view = new DigestsView(detail, this);

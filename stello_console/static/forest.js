@@ -302,7 +302,10 @@ export class Forest {
     move();
   }
 
-  /** One row; `offset` (rows from the first drawn) places a row drawn out of order. */
+  /**
+   * One row; `offset` (rows from the first drawn) places a row drawn out of order.
+   * @param {number | null} offset
+   */
   row(id, offset = null) {
     const node = this.nodes.get(id);
     const kids = this.children.get(id) || [];

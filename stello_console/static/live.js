@@ -22,6 +22,11 @@ const LABELS = {
   off: "live updates: off",
 };
 
+/**
+ * Why the stream is not live (a refusal, a break), and what comes next.
+ * @typedef {{code: string, message: string, then?: string}} Detail
+ */
+
 export class Live {
   /**
    * `app` gives resync() (reload the forest and the open view; false when it failed),
@@ -35,6 +40,7 @@ export class Live {
     this.shared = Boolean(identity && navigator.locks && window.BroadcastChannel);
     this.leading = !this.shared;
     this.channel = null;
+    /** @type {((value?: unknown) => void) | null} */
     this.unlock = null;
     this.unqueue = new AbortController();
     this.cursor = null;
@@ -48,9 +54,13 @@ export class Live {
     this.state = null;
     this.detail = null;
     this.controller = null;
-    this.timer = null;
-    this.contacted = null;
-    this.firstContact = new Promise((resolve) => (this.contacted = resolve));
+    /** @type {number | undefined} */
+    this.timer = undefined;
+    /** @type {(contact: boolean) => void} */
+    this.contacted = () => {}; // the promise's resolve, just below
+    this.firstContact = new Promise((resolve) => {
+      this.contacted = resolve;
+    });
   }
 
   /** Connect (or join the tab that leads); resolves true once the first state was read,
@@ -78,7 +88,9 @@ export class Live {
     if (this.stopped) return false;
     this.leading = true;
     this.connect();
-    return new Promise((resolve) => (this.unlock = resolve));
+    return new Promise((resolve) => {
+      this.unlock = resolve;
+    });
   }
 
   /** A message from another tab of this sign-in. */
@@ -103,6 +115,7 @@ export class Live {
 
   /** Stop for good (signed out, or the page goes): the relay's watch ends with the request,
    * and another tab of this sign-in takes the stream over. */
+  /** @param {Detail | null} detail */
   stop(detail = null) {
     // A refusal holds for every tab of this sign-in; a tab that goes only hands over.
     if (detail?.code === "UNAUTHENTICATED" && this.leading) this.post({ name: "state", state: "off", detail });
@@ -119,8 +132,10 @@ export class Live {
     if (this.stopped) return;
     const generation = ++this.generation;
     const controller = (this.controller = new AbortController());
+    /** @type {Record<string, string>} */
     const headers = this.cursor === null ? {} : { "last-event-id": this.cursor };
     this.show(this.failures ? "reconnecting" : "connecting");
+    /** @type {Detail | null} */
     let ending = null;
     try {
       await stream("/api/events", undefined, (name, data) => {
@@ -226,7 +241,8 @@ export class Live {
       }
     } catch (error) {
       this.app.reportError(error);
-      this.restart({ code: error.code || "UNAVAILABLE", message: error.message || String(error) });
+      const failure = /** @type {{code?: string, message?: string}} */ (error);
+      this.restart({ code: failure.code || "UNAVAILABLE", message: failure.message || String(error) });
     } finally {
       this.draining = false;
     }

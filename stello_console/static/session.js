@@ -43,6 +43,7 @@ export class SessionView {
    * `app` gives forest(), reportError(error), refreshNodes(ids), open(id) for navigation
    * after a fork or delete, and `view` (the view it shows now).
    */
+  /** @param {string | null} focus */
   constructor(container, app, id, focus = null) {
     this.container = container;
     this.app = app;
