@@ -12,9 +12,9 @@ import { Live } from "./live.js";
 import { SessionView } from "./session.js";
 
 /** The page's element `id` (index.html has each one the script names). */
-const $ = (id) => /** @type {HTMLElement} */ (document.getElementById(id));
+const $ = (/** @type {string} */ id) => /** @type {HTMLElement} */ (document.getElementById(id));
 /** The page's <input> `id`. */
-const input$ = (id) => /** @type {HTMLInputElement} */ ($(id));
+const input$ = (/** @type {string} */ id) => /** @type {HTMLInputElement} */ ($(id));
 const NODES_PER_CALL = 100;
 // A session id (a UUID) or its first digits, as the address may name it: nothing else goes
 // into an API path ("../" or "?" would reach other endpoints).
@@ -38,7 +38,7 @@ const SIGN_OUT_TITLE = {
  * @property {(events: any[]) => Promise<void>} [onEvents]
  */
 
-class App {
+export class App {
   constructor() {
     /** @type {any} */
     this.config = null;
@@ -56,6 +56,8 @@ class App {
     this.forestFailed = false;
     this.viewFailed = false;
     this.forestBanner = false;
+    /** @type {string | undefined} the address whose view shows (route()) */
+    this.shownHash = undefined;
   }
 
   async boot() {
@@ -89,7 +91,7 @@ class App {
         "form",
         {
           class: "sign-in",
-          onsubmit: async (event) => {
+          onsubmit: async (/** @type {SubmitEvent} */ event) => {
             event.preventDefault();
             signIn(key.value, spaceId.value);
             await this.start();
@@ -108,7 +110,7 @@ class App {
 
   async start() {
     this.showSpace(this.config.space_id || space() || "");
-    this.tree = new Forest($("forest-pane"), (id) => this.open(id));
+    this.tree = new Forest($("forest-pane"), (/** @type {string} */ id) => this.open(id));
     this.tree.addTool(this.goTo());
     for (const id of ["new-root", "refresh", "search-form"]) $(id).hidden = false;
     $("search-form").onsubmit = (event) => {
@@ -117,7 +119,7 @@ class App {
       if (query) location.hash = `#/search/${encodeURIComponent(query)}`;
     };
     $("sign-out").hidden = false;
-    $("sign-out").title = SIGN_OUT_TITLE[this.config.mode] || "";
+    $("sign-out").title = SIGN_OUT_TITLE[/** @type {"key" | "local"} */ (this.config.mode)] || "";
     $("refresh").onclick = () => this.refresh();
     $("new-root").onclick = () => this.newRoot();
     $("sign-out").onclick = () => this.signOutHere();
@@ -142,6 +144,7 @@ class App {
   }
 
   /** The bar names the space (its id on hover); the id until the name is known. */
+  /** @param {string} id */
   async showSpace(id) {
     const label = $("space");
     label.textContent = id;
@@ -168,7 +171,7 @@ class App {
       "form",
       {
         class: "goto",
-        onsubmit: async (event) => {
+        onsubmit: async (/** @type {SubmitEvent} */ event) => {
           event.preventDefault();
           replace(found);
           const text = input.value.trim();
@@ -187,7 +190,7 @@ class App {
                 el(
                   "ul",
                   {},
-                  sessions.map((s) => el("li", {}, el("a", { href: `#/session/${s.id}`, onclick: () => replace(found) }, userText(s.label), " ", el("code", {}, s.id.slice(0, 13))))),
+                  sessions.map((/** @type {{id: string, label: string}} */ s) => el("li", {}, el("a", { href: `#/session/${s.id}`, onclick: () => replace(found) }, userText(s.label), " ", el("code", {}, s.id.slice(0, 13))))),
                 ),
               );
             }
@@ -235,6 +238,7 @@ class App {
   }
 
   /** The signed-out page: why (`mine`: this tab's Sign out), and how to sign in again. */
+  /** @param {boolean} mine */
   showSignedOut(mine) {
     this.view?.leave?.();
     this.view = null;
@@ -285,6 +289,7 @@ class App {
 
   /** A batch of live changes: the nodes they name are refetched (deletes and archives need
    * no call), then the open view takes the events that concern it. */
+  /** @param {any[]} events */
   async apply(events) {
     const refetch = new Set();
     let changed = false;
@@ -306,6 +311,7 @@ class App {
   }
 
   /** Refetch these sessions' forest nodes (a hundred a call); gone ones leave the forest. */
+  /** @param {string[]} ids */
   async refreshNodes(ids) {
     for (let start = 0; start < ids.length; start += NODES_PER_CALL) {
       const query = new URLSearchParams(ids.slice(start, start + NODES_PER_CALL).map((id) => ["id", id]));
@@ -343,6 +349,7 @@ class App {
     await this.resync();
   }
 
+  /** @param {string | null} id */
   open(id) {
     const target = id ? `#/session/${id}` : "#/";
     if (location.hash === target) this.route();
@@ -432,6 +439,7 @@ class App {
       "Create",
     );
     if (!form) return;
+    /** @type {Record<string, unknown>} */
     const body = { request_id: requestId() };
     if (form.get("label")) body.label = form.get("label");
     if (form.get("system_prompt")) body.system_prompt = form.get("system_prompt");
@@ -461,6 +469,10 @@ class App {
   }
 
   /** Show a failure as its message (never a blank page); `forest`: the forest's load. */
+  /**
+   * @param {unknown} error
+   * @param {{forest?: boolean}} [options]
+   */
   reportError(error, { forest = false } = {}) {
     if (this.out) return; // the signed-out page says it all
     this.forestBanner = forest;
@@ -476,7 +488,7 @@ function tokenForm() {
     "form",
     {
       class: "token-sign-in",
-      onsubmit: (event) => {
+      onsubmit: (/** @type {SubmitEvent} */ event) => {
         event.preventDefault();
         const token = launchToken(input.value);
         if (token) location.assign(`/?${new URLSearchParams({ token })}${location.hash}`);
@@ -488,6 +500,7 @@ function tokenForm() {
 }
 
 /** The token of a pasted console URL, or the text itself when it is no URL. */
+/** @param {string} text */
 function launchToken(text) {
   const value = text.trim();
   try {
