@@ -12,10 +12,16 @@ const PAGE_KEY = "stello_console.page_key";
 // token was renewed): the page stops and says what to do.
 const SIGNED_OUT = "CONSOLE_SIGNED_OUT";
 let keyMode = false;
+/** @type {((error: ApiError) => void) | null} */
 let signedOutHandler = null;
 
 /** An error the gateway (or the console) answered: its code and message. */
 export class ApiError extends Error {
+  /**
+   * @param {string} code
+   * @param {string} message
+   * @param {string | null} reason
+   */
   constructor(code, message, reason = null) {
     super(message);
     this.code = code;
@@ -28,6 +34,7 @@ export class ApiError extends Error {
 }
 
 /** `handler(error)` runs when the console says this tab's sign-in is no longer valid. */
+/** @param {(error: ApiError) => void} handler */
 export function onSignedOut(handler) {
   signedOutHandler = handler;
 }
@@ -36,7 +43,7 @@ export function onSignedOut(handler) {
  * of this browser on this console reads it), and drop the token from the address. */
 export function takePageKey() {
   const meta = document.querySelector('meta[name="stello-page-key"]');
-  if (!meta) return;
+  if (!(meta instanceof HTMLMetaElement)) return;
   localStorage.setItem(PAGE_KEY, meta.content);
   meta.remove();
   const url = new URL(location.href);
@@ -45,6 +52,7 @@ export function takePageKey() {
 }
 
 /** "key": requests carry the key from sessionStorage; "local": the cookie and the page key. */
+/** @param {string} mode */
 export function setMode(mode) {
   keyMode = mode === "key";
 }
@@ -53,9 +61,13 @@ export function signedIn() {
   return !keyMode || Boolean(sessionStorage.getItem(KEY) && sessionStorage.getItem(SPACE));
 }
 
-export function signIn(key, space) {
+/**
+ * @param {string} key
+ * @param {string} spaceId
+ */
+export function signIn(key, spaceId) {
   sessionStorage.setItem(KEY, key.trim());
-  sessionStorage.setItem(SPACE, space.trim());
+  sessionStorage.setItem(SPACE, spaceId.trim());
 }
 
 export function signOut() {
@@ -88,7 +100,13 @@ export function space() {
   return sessionStorage.getItem(SPACE);
 }
 
+/**
+ * @param {boolean} json
+ * @param {Record<string, string>} [extra]
+ * @returns {Record<string, string>}
+ */
 function headers(json, extra = {}) {
+  /** @type {Record<string, string>} */
   const result = { ...extra };
   if (json) result["content-type"] = "application/json";
   if (keyMode) {
@@ -100,6 +118,12 @@ function headers(json, extra = {}) {
   return result;
 }
 
+/**
+ * @param {string} method
+ * @param {string} path
+ * @param {unknown} body
+ * @param {{headers?: Record<string, string>, signal?: AbortSignal}} [options]
+ */
 async function request(method, path, body, { headers: extra, signal } = {}) {
   try {
     return await fetch(path, {
@@ -116,6 +140,10 @@ async function request(method, path, body, { headers: extra, signal } = {}) {
   }
 }
 
+/**
+ * @param {Response} response
+ * @returns {Promise<any>}
+ */
 async function answer(response) {
   const type = response.headers.get("content-type") || "";
   if (type.startsWith("application/json")) {
@@ -131,7 +159,13 @@ async function answer(response) {
   return text;
 }
 
-/** One JSON call; throws ApiError with the gateway's message when it fails. */
+/**
+ * One JSON call; throws ApiError with the gateway's message when it fails.
+ * @param {string} method
+ * @param {string} path
+ * @param {unknown} [body]
+ * @returns {Promise<any>} the answer's JSON
+ */
 export async function call(method, path, body) {
   return answer(await request(method, path, body));
 }
@@ -140,11 +174,16 @@ export async function call(method, path, body) {
  * Send the request (POST `body` unless `options.method` says otherwise), then call
  * `onEvent(name, data, id)` for each server-sent event until the stream ends; comments
  * (heartbeats) are skipped. `options.headers` and `options.signal` go to fetch.
+ * @param {string} path
+ * @param {unknown} body
+ * @param {(name: string, data: any, id: string | null) => void} onEvent
+ * @param {{method?: string, headers?: Record<string, string>, signal?: AbortSignal}} options
  */
 export async function stream(path, body, onEvent, options = {}) {
   const response = await request(options.method || "POST", path, body, options);
   if (!response.ok) await answer(response);
-  const reader = response.body.pipeThrough(new TextDecoderStream()).getReader();
+  const bytes = /** @type {ReadableStream<Uint8Array<ArrayBuffer>>} */ (response.body);
+  const reader = bytes.pipeThrough(new TextDecoderStream()).getReader();
   let buffer = "";
   for (;;) {
     const { value, done } = await reader.read();

@@ -11,7 +11,10 @@ import { Forest } from "./forest.js";
 import { Live } from "./live.js";
 import { SessionView } from "./session.js";
 
-const $ = (id) => document.getElementById(id);
+/** The page's element `id` (index.html has each one the script names). */
+const $ = (/** @type {string} */ id) => /** @type {HTMLElement} */ (document.getElementById(id));
+/** The page's <input> `id`. */
+const input$ = (/** @type {string} */ id) => /** @type {HTMLInputElement} */ ($(id));
 const NODES_PER_CALL = 100;
 // A session id (a UUID) or its first digits, as the address may name it: nothing else goes
 // into an API path ("../" or "?" would reach other endpoints).
@@ -26,19 +29,35 @@ const SIGN_OUT_TITLE = {
   local: "Sign this browser out of the console (every tab of it)",
 };
 
-class App {
+/**
+ * The open view (a session, a search, the digests): what the app calls on it.
+ * @typedef {object} View
+ * @property {() => Promise<void>} show
+ * @property {() => void} [leave]
+ * @property {() => void} [forestChanged]
+ * @property {(events: any[]) => Promise<void>} [onEvents]
+ */
+
+export class App {
   constructor() {
+    /** @type {any} */
     this.config = null;
-    this.tree = null;
+    this.tree = /** @type {Forest} */ (/** @type {unknown} */ (null)); // set by start()
+    /** @type {View | null} */
     this.view = null;
+    /** @type {Live | null} */
     this.live = null;
     this.routing = false;
+    /** @type {string | null} */
     this.routed = null;
+    /** @type {Promise<boolean> | null} */
     this.resyncing = null;
     this.out = false;
     this.forestFailed = false;
     this.viewFailed = false;
     this.forestBanner = false;
+    /** @type {string | undefined} the address whose view shows (route()) */
+    this.shownHash = undefined;
   }
 
   async boot() {
@@ -72,7 +91,7 @@ class App {
         "form",
         {
           class: "sign-in",
-          onsubmit: async (event) => {
+          onsubmit: async (/** @type {SubmitEvent} */ event) => {
             event.preventDefault();
             signIn(key.value, spaceId.value);
             await this.start();
@@ -91,23 +110,25 @@ class App {
 
   async start() {
     this.showSpace(this.config.space_id || space() || "");
-    this.tree = new Forest($("forest-pane"), (id) => this.open(id));
+    this.tree = new Forest($("forest-pane"), (/** @type {string} */ id) => this.open(id));
     this.tree.addTool(this.goTo());
     for (const id of ["new-root", "refresh", "search-form"]) $(id).hidden = false;
     $("search-form").onsubmit = (event) => {
       event.preventDefault();
-      const query = $("search").value.trim();
+      const query = input$("search").value.trim();
       if (query) location.hash = `#/search/${encodeURIComponent(query)}`;
     };
     $("sign-out").hidden = false;
-    $("sign-out").title = SIGN_OUT_TITLE[this.config.mode] || "";
+    $("sign-out").title = SIGN_OUT_TITLE[/** @type {"key" | "local"} */ (this.config.mode)] || "";
     $("refresh").onclick = () => this.refresh();
     $("new-root").onclick = () => this.newRoot();
     $("sign-out").onclick = () => this.signOutHere();
     this.live?.stop();
     this.live = new Live($("live"), this, await identity());
     // The state is read once the stream's start is known, so no change falls between them.
-    const waited = new Promise((resolve) => setTimeout(() => resolve(false), FIRST_CONTACT_MS));
+    const waited = new Promise((resolve) => {
+      setTimeout(() => resolve(false), FIRST_CONTACT_MS);
+    });
     if (!(await Promise.race([this.live.start(), waited]))) await this.resync();
     if (!signedIn()) return; // the key was refused: the sign-in form shows why
     // Navigation follows the address from now on (the first view took it as it was).
@@ -123,6 +144,7 @@ class App {
   }
 
   /** The bar names the space (its id on hover); the id until the name is known. */
+  /** @param {string} id */
   async showSpace(id) {
     const label = $("space");
     label.textContent = id;
@@ -149,7 +171,7 @@ class App {
       "form",
       {
         class: "goto",
-        onsubmit: async (event) => {
+        onsubmit: async (/** @type {SubmitEvent} */ event) => {
           event.preventDefault();
           replace(found);
           const text = input.value.trim();
@@ -168,12 +190,12 @@ class App {
                 el(
                   "ul",
                   {},
-                  sessions.map((s) => el("li", {}, el("a", { href: `#/session/${s.id}`, onclick: () => replace(found) }, userText(s.label), " ", el("code", {}, s.id.slice(0, 13))))),
+                  sessions.map((/** @type {{id: string, label: string}} */ s) => el("li", {}, el("a", { href: `#/session/${s.id}`, onclick: () => replace(found) }, userText(s.label), " ", el("code", {}, s.id.slice(0, 13))))),
                 ),
               );
             }
           } catch (error) {
-            replace(found, el("p", { class: "error-text" }, error.message || String(error)));
+            replace(found, el("p", { class: "error-text" }, (error instanceof Error && error.message) || String(error)));
           }
         },
       },
@@ -216,6 +238,7 @@ class App {
   }
 
   /** The signed-out page: why (`mine`: this tab's Sign out), and how to sign in again. */
+  /** @param {boolean} mine */
   showSignedOut(mine) {
     this.view?.leave?.();
     this.view = null;
@@ -266,6 +289,7 @@ class App {
 
   /** A batch of live changes: the nodes they name are refetched (deletes and archives need
    * no call), then the open view takes the events that concern it. */
+  /** @param {any[]} events */
   async apply(events) {
     const refetch = new Set();
     let changed = false;
@@ -287,6 +311,7 @@ class App {
   }
 
   /** Refetch these sessions' forest nodes (a hundred a call); gone ones leave the forest. */
+  /** @param {string[]} ids */
   async refreshNodes(ids) {
     for (let start = 0; start < ids.length; start += NODES_PER_CALL) {
       const query = new URLSearchParams(ids.slice(start, start + NODES_PER_CALL).map((id) => ["id", id]));
@@ -307,8 +332,8 @@ class App {
       return true;
     } catch (error) {
       // A refused key, or a space it does not reach: the sign-in form says why.
-      const signIn = error instanceof ApiError && (error.code === "UNAUTHENTICATED" || error.reason === "SIGN_IN");
-      if (signIn && this.config.mode === "key") {
+      const refused = error instanceof ApiError && (error.code === "UNAUTHENTICATED" || error.reason === "SIGN_IN");
+      if (refused && this.config.mode === "key") {
         signOut();
         this.askKey(error.message);
         return false;
@@ -324,6 +349,7 @@ class App {
     await this.resync();
   }
 
+  /** @param {string | null} id */
   open(id) {
     const target = id ? `#/session/${id}` : "#/";
     if (location.hash === target) this.route();
@@ -341,6 +367,7 @@ class App {
     const detail = $("detail");
     $("nav-digests").classList.toggle("current", hash === "#/digests");
     $("nav-forest").classList.toggle("current", hash !== "#/digests");
+    /** @type {View | null} */
     let view = null;
     // One column on a narrow screen: the forest, or the open view (the bar goes between).
     const detailed = hash.startsWith("#/session/") || hash.startsWith("#/search/") || hash === "#/digests";
@@ -378,8 +405,8 @@ class App {
       this.tree.select(id);
       view = new SessionView(detail, this, id, at === undefined ? null : at);
     } else if (hash.startsWith("#/search/")) {
-      const query = path.slice("#/search/".length);
-      $("search").value = query;
+      const query = /** @type {string} */ (path).slice("#/search/".length); // not null: `bad` said so
+      input$("search").value = query;
       view = new SearchView(detail, this, query);
     } else if (hash === "#/digests") {
       view = new DigestsView(detail, this);
@@ -412,6 +439,7 @@ class App {
       "Create",
     );
     if (!form) return;
+    /** @type {Record<string, unknown>} */
     const body = { request_id: requestId() };
     if (form.get("label")) body.label = form.get("label");
     if (form.get("system_prompt")) body.system_prompt = form.get("system_prompt");
@@ -441,6 +469,10 @@ class App {
   }
 
   /** Show a failure as its message (never a blank page); `forest`: the forest's load. */
+  /**
+   * @param {unknown} error
+   * @param {{forest?: boolean}} [options]
+   */
   reportError(error, { forest = false } = {}) {
     if (this.out) return; // the signed-out page says it all
     this.forestBanner = forest;
@@ -456,7 +488,7 @@ function tokenForm() {
     "form",
     {
       class: "token-sign-in",
-      onsubmit: (event) => {
+      onsubmit: (/** @type {SubmitEvent} */ event) => {
         event.preventDefault();
         const token = launchToken(input.value);
         if (token) location.assign(`/?${new URLSearchParams({ token })}${location.hash}`);
@@ -468,6 +500,7 @@ function tokenForm() {
 }
 
 /** The token of a pasted console URL, or the text itself when it is no URL. */
+/** @param {string} text */
 function launchToken(text) {
   const value = text.trim();
   try {

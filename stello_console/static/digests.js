@@ -19,6 +19,10 @@ const SHOWN_KINDS = new Set([
 ]);
 
 export class DigestsView {
+  /**
+   * @param {HTMLElement} container
+   * @param {import("./app.js").App} app
+   */
   constructor(container, app) {
     this.container = container;
     this.app = app;
@@ -36,10 +40,12 @@ export class DigestsView {
     this.draw(page.digests);
   }
 
+  /** @param {{kind: string}[]} events */
   async onEvents(events) {
     if (events.some((event) => SHOWN_KINDS.has(event.kind))) await this.show();
   }
 
+  /** @param {() => void} change */
   async go(change) {
     change();
     try {
@@ -50,14 +56,17 @@ export class DigestsView {
     }
   }
 
+  /**
+   * @param {{id: string, label: string, status: string, turn_count: number, memory: string | null, insight: string | null}[]} digests
+   */
   draw(digests) {
     const filter = el(
       "select",
       {
         id: "digest-status",
         "aria-label": "Show sessions of status",
-        onchange: (event) => this.go(() => {
-          this.status = event.target.value;
+        onchange: (/** @type {Event} */ event) => this.go(() => {
+          this.status = /** @type {HTMLSelectElement} */ (event.target).value;
           this.tokens = [""];
         }),
       },

@@ -3,8 +3,19 @@
 // Trusted Types, so assigning markup to any HTML sink would throw rather than parse.
 
 /**
+ * What append() takes: nodes, texts (numbers too), nested arrays of them; null, undefined
+ * and false are skipped.
+ * @typedef {Node | string | number | boolean | null | undefined | any[]} Child
+ */
+
+/**
  * A new element: `props` are attributes (class, dataset, on<event> listeners, and DOM
  * properties such as value or disabled when not a string); children are nodes or text.
+ * @template {keyof HTMLElementTagNameMap} K
+ * @param {K} tag
+ * @param {Record<string, any>} props
+ * @param {Child[]} children
+ * @returns {HTMLElementTagNameMap[K]}
  */
 export function el(tag, props = {}, ...children) {
   const node = document.createElement(tag);
@@ -13,15 +24,19 @@ export function el(tag, props = {}, ...children) {
     if (name === "class") node.className = value;
     else if (name === "dataset") Object.assign(node.dataset, value);
     else if (name.startsWith("on")) node.addEventListener(name.slice(2), value);
-    else if (name === "value") node.value = value; // a textarea's text is its property only
-    else if (typeof value !== "string" && name in node) node[name] = value;
+    else if (name === "value") /** @type {HTMLInputElement} */ (node).value = value; // a textarea's text is its property only
+    else if (typeof value !== "string" && name in node) /** @type {any} */ (node)[name] = value;
     else node.setAttribute(name, value === true ? "" : String(value));
   }
   append(node, children);
   return node;
 }
 
-/** Append nodes and texts (nested arrays flattened; null and false skipped). */
+/**
+ * Append nodes and texts (nested arrays flattened; null and false skipped).
+ * @param {ParentNode} node
+ * @param {Child} children
+ */
 export function append(node, children) {
   for (const child of [children].flat(Infinity)) {
     if (child === null || child === undefined || child === false) continue;
@@ -30,7 +45,10 @@ export function append(node, children) {
 }
 
 /** A user's or a model's text inside other words: isolated (<bdi>), so a bidi override in it
- * (U+202E, say) cannot reorder the words around it. */
+ * (U+202E, say) cannot reorder the words around it.
+ * @param {string} text
+ * @param {Record<string, any>} props
+ */
 export function userText(text, props = {}) {
   return el("bdi", props, text);
 }
@@ -39,23 +57,37 @@ export function userText(text, props = {}) {
 // an <input>'s value, so such a default value is wrapped in FSI…PDI (first strong isolate).
 const BIDI_CONTROLS = /[\u202A-\u202E\u2066-\u2069]/;
 
-/** `text` as it can stand inside a longer field value without reordering the rest. */
+/**
+ * `text` as it can stand inside a longer field value without reordering the rest.
+ * @param {string} text
+ */
 export function isolated(text) {
   return BIDI_CONTROLS.test(text) ? `\u2068${text}\u2069` : text;
 }
 
-/** Replace every child of `node`. */
+/**
+ * Replace every child of `node`.
+ * @param {ParentNode} node
+ * @param {Child[]} children
+ */
 export function replace(node, ...children) {
   node.replaceChildren();
   append(node, children);
 }
 
-/** "1 turn", "3 turns". */
+/**
+ * "1 turn", "3 turns".
+ * @param {number} count
+ * @param {string} word
+ */
 export function plural(count, word) {
   return `${count} ${word}${count === 1 ? "" : "s"}`;
 }
 
-/** An ISO time as the browser's local date and time ("" when none). */
+/**
+ * An ISO time as the browser's local date and time ("" when none).
+ * @param {string | null | undefined} iso
+ */
 export function when(iso) {
   return iso ? new Date(iso).toLocaleString() : "";
 }
@@ -66,10 +98,16 @@ let dialogs = 0;
  * A modal dialog with `content`; resolves with the submitted FormData, or null. Enter in a
  * field submits (the submit button is the form's only one), Escape or Cancel closes it;
  * the focus starts on the first field and returns where it was.
+ * @param {Child} title
+ * @param {Child} content
+ * @param {string} submitLabel
+ * @param {{danger?: boolean}} [options]
+ * @returns {Promise<FormData | null>}
  */
 export function dialog(title, content, submitLabel, { danger = false } = {}) {
   return new Promise((resolve) => {
     const titleId = `dialog-title-${++dialogs}`;
+    /** @type {HTMLDialogElement | null} */
     let box = null;
     const form = el(
       "form",
@@ -79,7 +117,7 @@ export function dialog(title, content, submitLabel, { danger = false } = {}) {
       el(
         "div",
         { class: "dialog-actions" },
-        el("button", { type: "button", onclick: () => box.close("cancel") }, "Cancel"),
+        el("button", { type: "button", onclick: () => box?.close("cancel") }, "Cancel"),
         el("button", { type: "submit", value: "ok", class: danger ? "danger" : "primary" }, submitLabel),
       ),
     );

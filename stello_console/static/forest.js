@@ -20,19 +20,44 @@ const OVERSCAN = 8;
 const INDENT_LEVELS = 8;
 const INDENT_PX = 14;
 
+/**
+ * A session of the forest (/api/tree's and /api/nodes' nodes).
+ * @typedef {object} ForestNode
+ * @property {string} id
+ * @property {string | null} parent_id
+ * @property {string} label
+ * @property {string} status
+ * @property {number} turn_count
+ * @property {number} depth
+ * @property {number} index its place among its siblings
+ */
+
 export class Forest {
-  /** `onSelect(id)` runs when a row is clicked. */
+  /**
+   * `onSelect(id)` runs when a row is clicked.
+   * @param {HTMLElement} container
+   * @param {(id: string) => void} onSelect
+   */
   constructor(container, onSelect) {
     this.onSelect = onSelect;
+    /** @type {Map<string, ForestNode>} */
     this.nodes = new Map();
+    /** @type {Map<string, string[]>} */
     this.children = new Map();
+    /** @type {string[]} */
     this.roots = [];
+    /** @type {Set<string>} */
     this.collapsed = new Set();
+    /** @type {string[]} */
     this.visible = [];
+    /** @type {string | null} */
     this.selected = null;
+    /** @type {Map<string | null, number>} */
     this.positions = new Map(); // id -> its place in `visible`
+    /** @type {string | null} */
     this.focused = null; // the row the keyboard is on (the tree's one Tab stop)
     this.filter = "";
+    /** @type {Set<string> | null} */
     this.matches = null; // with a filter: the ids whose label matches
     this.count = el("div", { class: "forest-count muted", id: "forest-count", "aria-live": "polite" });
     this.filterBox = el("input", {
@@ -48,7 +73,7 @@ export class Forest {
       class: "forest-rows",
       role: "tree",
       "aria-label": "Sessions",
-      onkeydown: (event) => this.onKey(event),
+      onkeydown: (/** @type {KeyboardEvent} */ event) => this.onKey(event),
     });
     this.viewport = el("div", { class: "forest-scroll", id: "forest" }, this.spacer, this.rows);
     this.viewport.addEventListener("scroll", () => this.render());
@@ -58,11 +83,13 @@ export class Forest {
   }
 
   /** Put `node` (the go-to box) beside the filter. */
+  /** @param {Node} node */
   addTool(node) {
     this.tools.append(node);
   }
 
   /** Take a new forest (GetTree's pre-order nodes); keeps what was collapsed. */
+  /** @param {ForestNode[]} nodes */
   load(nodes) {
     this.nodes = new Map(nodes.map((node) => [node.id, node]));
     this.children = new Map();
@@ -70,10 +97,7 @@ export class Forest {
     for (const node of nodes) {
       const parent = node.parent_id && this.nodes.has(node.parent_id) ? node.parent_id : null;
       if (parent === null) this.roots.push(node.id);
-      else {
-        if (!this.children.has(parent)) this.children.set(parent, []);
-        this.children.get(parent).push(node.id);
-      }
+      else this.kidsOf(parent).push(node.id);
     }
     for (const id of [...this.collapsed]) if (!this.nodes.has(id)) this.collapsed.delete(id);
     this.changed();
@@ -81,6 +105,7 @@ export class Forest {
 
   /** Add a session (a new root goes last, a child among its siblings by index), or take
    * its new label, status and turn count. Call changed() after a batch. */
+  /** @param {ForestNode} node */
   upsert(node) {
     const known = this.nodes.has(node.id);
     this.nodes.set(node.id, node);
@@ -90,14 +115,34 @@ export class Forest {
       this.roots.push(node.id);
       return;
     }
-    if (!this.children.has(parent)) this.children.set(parent, []);
-    const kids = this.children.get(parent);
+    const kids = this.kidsOf(parent);
     let at = kids.length;
-    while (at > 0 && this.nodes.get(kids[at - 1]).index > node.index) at -= 1;
+    while (at > 0 && this.known(kids[at - 1]).index > node.index) at -= 1;
     kids.splice(at, 0, node.id);
   }
 
+  /**
+   * The children of `parent` (a list made for it on its first child).
+   * @param {string} parent
+   */
+  kidsOf(parent) {
+    if (!this.children.has(parent)) this.children.set(parent, []);
+    return /** @type {string[]} */ (this.children.get(parent));
+  }
+
+  /**
+   * A session the forest holds (`id` is one of its nodes' or lists').
+   * @param {string} id
+   */
+  known(id) {
+    return /** @type {ForestNode} */ (this.nodes.get(id));
+  }
+
   /** Set a session's status (archive events name no more); whether anything changed. */
+  /**
+   * @param {string} id
+   * @param {string} status
+   */
   setStatus(id, status) {
     const node = this.nodes.get(id);
     if (!node || node.status === status) return false;
@@ -106,15 +151,16 @@ export class Forest {
   }
 
   /** Drop sessions and everything below them. Call changed() after a batch. */
+  /** @param {string[]} ids */
   remove(ids) {
     for (const id of ids) {
       const node = this.nodes.get(id);
       if (!node) continue;
-      const siblings = node.parent_id && this.nodes.has(node.parent_id) ? this.children.get(node.parent_id) : this.roots;
+      const siblings = /** @type {string[]} */ (node.parent_id && this.nodes.has(node.parent_id) ? this.children.get(node.parent_id) : this.roots);
       siblings.splice(siblings.indexOf(id), 1);
       const stack = [id];
       while (stack.length) {
-        const gone = stack.pop();
+        const gone = /** @type {string} */ (stack.pop());
         stack.push(...(this.children.get(gone) || []));
         this.nodes.delete(gone);
         this.children.delete(gone);
@@ -140,6 +186,7 @@ export class Forest {
 
   /** Show only the sessions whose label, or a word of it, starts with `text` (any case),
    * with their ancestors; "" shows every session again. */
+  /** @param {string} text */
   setFilter(text) {
     this.filter = text.trim();
     this.changed();
@@ -164,37 +211,42 @@ export class Forest {
 
   /** Say the forest could not be loaded; what was drawn stays, and a link still opens a
    * session. */
+  /** @param {unknown} error */
   failed(error) {
     this.count.textContent = `The forest could not be loaded (${error}); a session still opens by its link.`;
   }
 
+  /** @param {string} id */
   get(id) {
     return this.nodes.get(id);
   }
 
   /** The session's ancestors, nearest first (from the loaded forest: no extra call). */
+  /** @param {string | null} id */
   ancestors(id) {
     const chain = [];
-    let node = this.nodes.get(id);
+    let node = id === null ? undefined : this.nodes.get(id);
     while (node && node.parent_id && this.nodes.has(node.parent_id)) {
-      node = this.nodes.get(node.parent_id);
+      node = this.known(node.parent_id);
       chain.push(node);
     }
     return chain;
   }
 
   /** How many sessions lie below `id`. */
+  /** @param {string} id */
   descendants(id) {
     let count = 0;
     const stack = [...(this.children.get(id) || [])];
     while (stack.length) {
       count += 1;
-      stack.push(...(this.children.get(stack.pop()) || []));
+      stack.push(...(this.children.get(/** @type {string} */ (stack.pop())) || []));
     }
     return count;
   }
 
   /** Mark `id` as the open session: its ancestors expand and its row scrolls into view. */
+  /** @param {string | null} id */
   select(id) {
     this.selected = id;
     if (id !== null) this.focused = id;
@@ -212,6 +264,7 @@ export class Forest {
     this.render();
   }
 
+  /** @param {string} id */
   toggle(id) {
     if (this.matches !== null) return; // a filter shows every match: nothing to fold
     if (!this.collapsed.delete(id)) this.collapsed.add(id);
@@ -225,7 +278,7 @@ export class Forest {
     const visible = [];
     const stack = [...this.roots].reverse();
     while (stack.length) {
-      const id = stack.pop();
+      const id = /** @type {string} */ (stack.pop());
       if (kept !== null && !kept.has(id)) continue;
       visible.push(id);
       if (kept === null && this.collapsed.has(id)) continue;
@@ -251,20 +304,25 @@ export class Forest {
     const rows = this.visible.slice(first, last).map((id) => this.row(id));
     // The Tab stop must exist even when the focused row is scrolled out of the drawn range.
     const at = this.positions.get(this.focused);
-    if (at !== undefined && (at < first || at >= last)) rows.push(this.row(this.focused, at - first));
+    if (at !== undefined && (at < first || at >= last)) rows.push(this.row(/** @type {string} */ (this.focused), at - first));
     replace(this.rows, rows);
     if (hadFocus) this.rowOf(this.focused)?.focus({ preventScroll: true });
   }
 
+  /**
+   * @param {string | null} id
+   * @returns {HTMLElement | null}
+   */
   rowOf(id) {
     return id === null ? null : this.rows.querySelector(`[data-id="${CSS.escape(id)}"]`);
   }
 
   /** Move the keyboard to row `id`: scrolled into view, drawn, focused. */
+  /** @param {string | null | undefined} id */
   focusRow(id) {
     if (id === undefined || id === null) return;
     this.focused = id;
-    const top = this.positions.get(id) * ROW_HEIGHT;
+    const top = /** @type {number} */ (this.positions.get(id)) * ROW_HEIGHT;
     const { scrollTop, clientHeight } = this.viewport;
     if (top < scrollTop) this.viewport.scrollTop = top;
     else if (top + ROW_HEIGHT > scrollTop + clientHeight) this.viewport.scrollTop = top + ROW_HEIGHT - clientHeight;
@@ -273,13 +331,15 @@ export class Forest {
   }
 
   /** The tree's keys (WAI-ARIA tree view pattern). */
+  /** @param {KeyboardEvent} event */
   onKey(event) {
     const id = this.focused;
     const at = this.positions.get(id);
-    if (at === undefined || event.altKey || event.ctrlKey || event.metaKey) return;
-    const node = this.nodes.get(id);
+    if (id === null || at === undefined || event.altKey || event.ctrlKey || event.metaKey) return;
+    const node = this.known(id);
     const kids = this.children.get(id) || [];
     const open = kids.length > 0 && (this.matches !== null || !this.collapsed.has(id));
+    /** @type {Record<string, () => void>} */
     const moves = {
       ArrowDown: () => this.focusRow(this.visible[at + 1]),
       ArrowUp: () => this.focusRow(this.visible[at - 1]),
@@ -302,9 +362,13 @@ export class Forest {
     move();
   }
 
-  /** One row; `offset` (rows from the first drawn) places a row drawn out of order. */
+  /**
+   * One row; `offset` (rows from the first drawn) places a row drawn out of order.
+   * @param {string} id
+   * @param {number | null} offset
+   */
   row(id, offset = null) {
-    const node = this.nodes.get(id);
+    const node = this.known(id);
     const kids = this.children.get(id) || [];
     const open = this.matches !== null || !this.collapsed.has(id);
     // For the pointer (mouse or finger): the keyboard folds with Left and Right.
@@ -315,7 +379,7 @@ export class Forest {
             class: "toggle",
             "aria-hidden": "true",
             title: open ? "collapse" : "expand",
-            onclick: (event) => {
+            onclick: (/** @type {MouseEvent} */ event) => {
               event.stopPropagation();
               this.focused = id;
               this.toggle(id);

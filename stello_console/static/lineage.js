@@ -13,10 +13,25 @@ export const LINEAGE_PAGE = 20;
 // The endpoint's largest page (GetLineage's bound): a reload asks for at most this many.
 const MAX_PAGE = 1000;
 
+/**
+ * An ancestor as GetLineage gives it.
+ * @typedef {object} Ancestor
+ * @property {string} id
+ * @property {string} label
+ * @property {string} status
+ * @property {number} turn_count
+ * @property {string | null} [memory]
+ * @property {string | null} [insight]
+ */
+
 export class Lineage {
-  /** `id`: the session; its ancestors come from /api/sessions/ID/lineage. */
+  /**
+   * `id`: the session; its ancestors come from /api/sessions/ID/lineage.
+   * @param {string} id
+   */
   constructor(id) {
     this.path = `/api/sessions/${id}/lineage`;
+    /** @type {Ancestor[]} */
     this.ancestors = []; // nearest first, as the pages came
     this.token = "";
     this.read = false;
@@ -24,6 +39,7 @@ export class Lineage {
   }
 
   /** Ids of the ancestors shown (a live change naming one re-reads them). */
+  /** @param {string} id */
   has(id) {
     return this.ancestors.some((ancestor) => ancestor.id === id);
   }
@@ -53,6 +69,7 @@ export class Lineage {
   reload() {
     return this.serial(async () => {
       const want = Math.max(this.ancestors.length, LINEAGE_PAGE);
+      /** @type {Ancestor[]} */
       let found = [];
       let token = "";
       do {
@@ -65,6 +82,11 @@ export class Lineage {
     });
   }
 
+  /**
+   * @param {number} size
+   * @param {string} token
+   * @returns {Promise<{ancestors: Ancestor[], next_page_token: string}>}
+   */
   page(size, token) {
     const query = new URLSearchParams({ page_size: String(size) });
     if (token) query.set("page_token", token);
@@ -72,6 +94,7 @@ export class Lineage {
   }
 
   /** One change at a time, in the order asked (a failure does not block the next). */
+  /** @param {() => Promise<void>} step */
   serial(step) {
     const run = this.pending.then(step, step);
     this.pending = run.catch(() => {});
@@ -81,6 +104,8 @@ export class Lineage {
   /**
    * The nav the view shows: `view` is the session's own view (its label and depth, which
    * says how many ancestors are not read yet); `onMore` reads the next page.
+   * @param {{label: string, depth: number}} view
+   * @param {() => void} onMore
    */
   node(view, onMore) {
     if (!this.read || (!this.ancestors.length && !this.token)) {
@@ -106,6 +131,7 @@ export class Lineage {
     );
   }
 
+  /** @param {Ancestor} ancestor */
   ancestor(ancestor) {
     const archived = ancestor.status === "archived";
     return el(
@@ -121,6 +147,11 @@ export class Lineage {
 }
 
 /** An ancestor's memory or insight, collapsed, as text (absent: nothing). */
+/**
+ * @param {string} name
+ * @param {string} title
+ * @param {string | null | undefined} value
+ */
 function slot(name, title, value) {
   if (value === null || value === undefined) return null;
   return el(

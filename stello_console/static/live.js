@@ -22,11 +22,20 @@ const LABELS = {
   off: "live updates: off",
 };
 
+/**
+ * Why the stream is not live (a refusal, a break), and what comes next.
+ * @typedef {{code: string, message: string, then?: string}} Detail
+ */
+/** @typedef {keyof typeof LABELS} State */
+
 export class Live {
   /**
    * `app` gives resync() (reload the forest and the open view; false when it failed),
    * recover() (reload what failed while the stream was down), apply(events) and
    * reportError(error). `identity` names the sign-in whose tabs share one stream.
+   * @param {HTMLElement} indicator
+   * @param {import("./app.js").App} app
+   * @param {string} identity
    */
   constructor(indicator, app, identity = "") {
     this.indicator = indicator;
@@ -35,9 +44,11 @@ export class Live {
     this.shared = Boolean(identity && navigator.locks && window.BroadcastChannel);
     this.leading = !this.shared;
     this.channel = null;
+    /** @type {((value?: unknown) => void) | null} */
     this.unlock = null;
     this.unqueue = new AbortController();
     this.cursor = null;
+    /** @type {any[]} events, and {resync} or {recover} marks, to apply in order */
     this.queue = [];
     this.draining = false;
     this.stopped = false;
@@ -48,9 +59,13 @@ export class Live {
     this.state = null;
     this.detail = null;
     this.controller = null;
-    this.timer = null;
-    this.contacted = null;
-    this.firstContact = new Promise((resolve) => (this.contacted = resolve));
+    /** @type {number | undefined} */
+    this.timer = undefined;
+    /** @type {(contact: boolean) => void} */
+    this.contacted = () => {}; // the promise's resolve, just below
+    this.firstContact = new Promise((resolve) => {
+      this.contacted = resolve;
+    });
   }
 
   /** Connect (or join the tab that leads); resolves true once the first state was read,
@@ -78,10 +93,13 @@ export class Live {
     if (this.stopped) return false;
     this.leading = true;
     this.connect();
-    return new Promise((resolve) => (this.unlock = resolve));
+    return new Promise((resolve) => {
+      this.unlock = resolve;
+    });
   }
 
   /** A message from another tab of this sign-in. */
+  /** @param {any} message */
   heard(message) {
     if (this.stopped) return;
     if (message.name === "hello") {
@@ -97,12 +115,14 @@ export class Live {
     } else this.event(message.name, message.data);
   }
 
+  /** @param {any} message */
   post(message) {
     if (this.shared && this.channel) this.channel.postMessage(message);
   }
 
   /** Stop for good (signed out, or the page goes): the relay's watch ends with the request,
    * and another tab of this sign-in takes the stream over. */
+  /** @param {Detail | null} detail */
   stop(detail = null) {
     // A refusal holds for every tab of this sign-in; a tab that goes only hands over.
     if (detail?.code === "UNAUTHENTICATED" && this.leading) this.post({ name: "state", state: "off", detail });
@@ -119,8 +139,10 @@ export class Live {
     if (this.stopped) return;
     const generation = ++this.generation;
     const controller = (this.controller = new AbortController());
+    /** @type {Record<string, string>} */
     const headers = this.cursor === null ? {} : { "last-event-id": this.cursor };
     this.show(this.failures ? "reconnecting" : "connecting");
+    /** @type {Detail | null} */
     let ending = null;
     try {
       await stream("/api/events", undefined, (name, data) => {
@@ -140,11 +162,16 @@ export class Live {
   }
 
   /** An event of the stream, read here or relayed by the leader. */
+  /**
+   * @param {string} name
+   * @param {any} data
+   */
   event(name, data) {
     if (name === "ready") this.ready(data);
     else if (name === "change") this.change(data);
   }
 
+  /** @param {{resumed: boolean, cursor: string | null}} data */
   ready(data) {
     this.failures = 0;
     this.readied = true;
@@ -158,12 +185,14 @@ export class Live {
     }
   }
 
+  /** @param {{cursor: string}} event */
   change(event) {
     this.cursor = event.cursor;
     this.enqueue(event);
   }
 
   /** The stream ended with `ending` ({code, message, then}): retry, restart or stop. */
+  /** @param {Detail} ending */
   after(ending) {
     this.connected = false;
     if (!this.readied) this.contacted(false);
@@ -175,6 +204,7 @@ export class Live {
     this.retry(ending);
   }
 
+  /** @param {Detail} detail */
   retry(detail) {
     const delay = RETRY_MS[Math.min(this.failures, RETRY_MS.length - 1)];
     this.failures += 1;
@@ -185,6 +215,7 @@ export class Live {
 
   /** Watch from now and reload the view: a change may have been missed. A tab that follows
    * only reads its state again, later (the leader's stream is not its to restart). */
+  /** @param {Detail} detail */
   restart(detail) {
     this.queue = [];
     this.connected = false;
@@ -198,6 +229,7 @@ export class Live {
     if (!this.stopped) this.retry(detail);
   }
 
+  /** @param {any} item */
   enqueue(item) {
     this.queue.push(item);
     if (!this.draining) this.drain();
@@ -226,19 +258,28 @@ export class Live {
       }
     } catch (error) {
       this.app.reportError(error);
-      this.restart({ code: error.code || "UNAVAILABLE", message: error.message || String(error) });
+      const failure = /** @type {{code?: string, message?: string}} */ (error);
+      this.restart({ code: failure.code || "UNAVAILABLE", message: failure.message || String(error) });
     } finally {
       this.draining = false;
     }
   }
 
   /** Show the stream's state here and, when this tab reads it, in the tabs that follow. */
+  /**
+   * @param {State} state
+   * @param {Detail | null} detail
+   */
   show(state, detail = null) {
     if (this.stopped) return;
     if (this.leading) this.post({ name: "state", state, detail });
     this.shown(state, detail);
   }
 
+  /**
+   * @param {State} state
+   * @param {Detail | null} detail
+   */
   shown(state, detail) {
     const was = this.state;
     this.state = state;
@@ -255,9 +296,13 @@ export class Live {
 }
 
 /** What a failed request to the relay means: a refusal stops, a bad cursor restarts. */
+/**
+ * @param {unknown} error
+ * @returns {Detail}
+ */
 function refusal(error) {
   const code = error instanceof ApiError ? error.code : "UNAVAILABLE";
-  const message = error.message || String(error);
+  const message = (error instanceof Error && error.message) || String(error);
   if (code === "UNAUTHENTICATED" || code === "403") return { code, message, then: "stop" };
   if (code === "INVALID_ARGUMENT") return { code, message, then: "restart" };
   return { code, message, then: "resume" };

@@ -12,21 +12,38 @@ const PAGE = 50;
 const WINDOW = 25; // records on each side of a record opened by its seq
 const NEWER_PAGES = 4; // further behind than this, the list jumps to the newest page
 
+/**
+ * A record as /api/sessions/ID/records gives it (ListRecords').
+ * @typedef {object} Record_
+ * @property {number} seq
+ * @property {string} role
+ * @property {string} content
+ * @property {boolean} inherited
+ * @property {string} tool_call_id
+ * @property {{id: string, name: string, arguments_json: string}[]} tool_calls
+ * @property {string} created_at
+ */
+/** @typedef {{records: Record_[], next_page_token: string}} Page */
+
 export class RecordList {
   /**
    * `path` is the session's records endpoint; `view` (the SessionView) gives fork(seq)
    * for "Fork here", current() (still on screen), atNewest() and toNewest() (the list
    * follows new records while it is scrolled to its end) and app.reportError(error).
+   * @param {string} path
+   * @param {import("./session.js").SessionView} view
    */
   constructor(path, view) {
     this.path = path;
     this.view = view;
+    /** @type {number | null} */
     this.newest = null; // the highest seq shown
     this.olderToken = "";
     this.olderQuery = ""; // the walk the older token continues ("" = from the newest record)
     this.walkLimit = PAGE; // a token continues its walk with the page size it began with
     this.newerToken = ""; // set while a window does not reach the newest record
     this.newerQuery = "";
+    /** @type {Promise<void> | null} */
     this.newer = null; // the read of newer records in progress
     this.newerAgain = false;
     this.list = el("ol", { class: "records", id: "records" });
@@ -43,11 +60,17 @@ export class RecordList {
     this.notice = el("p", { class: "error-text", id: "records-notice", role: "status", hidden: true });
   }
 
+  /**
+   * @param {string} query
+   * @param {number} limit
+   * @returns {Promise<Page>}
+   */
   page(query, limit = PAGE) {
     return call("GET", `${this.path}?limit=${limit}${query}`);
   }
 
   /** Read the window around record `seq`: the records up to it and those after it. */
+  /** @param {number} seq */
   async around(seq) {
     const [upTo, after] = await Promise.all([this.page(`&before=${seq + 1}`, WINDOW), this.page(`&after=${seq}`, WINDOW)]);
     return { seq, upTo, after };
@@ -55,6 +78,7 @@ export class RecordList {
 
   /** The window around a record: the list starts over with it; older and newer pages on
    * request from its ends. */
+  /** @param {{seq: number, upTo: Page, after: Page}} window */
   takeWindow({ seq, upTo, after }) {
     this.list.replaceChildren();
     this.newest = null;
@@ -72,6 +96,7 @@ export class RecordList {
   }
 
   /** Say something about the records shown (a record asked for that is not there). */
+  /** @param {string} text */
   say(text) {
     this.notice.textContent = text;
     this.notice.hidden = !text;
@@ -104,6 +129,7 @@ export class RecordList {
   }
 
   /** The newest page: the list starts over with it; its token leads to older records. */
+  /** @param {Page} page */
   takeNewest(page) {
     this.list.replaceChildren();
     this.newest = null;
@@ -118,6 +144,7 @@ export class RecordList {
   }
 
   /** Records after the newest shown go at the bottom (above a reply still streaming). */
+  /** @param {Record_[]} records */
   addNewer(records) {
     const fresh = records.filter((record) => this.lacks(record.seq));
     if (!fresh.length) return;
@@ -131,6 +158,7 @@ export class RecordList {
 
   /** Whether records up to `seq` are newer than any shown (while a window does not reach
    * the newest record, its "Load newer records" reads them: none is lacking). */
+  /** @param {number} seq */
   lacks(seq) {
     if (this.newerToken) return false;
     return this.newest === null || seq > this.newest;
@@ -138,8 +166,13 @@ export class RecordList {
 
   /** Whether a record of `role` with exactly `content` is shown after seq `after` (null:
    * any). */
+  /**
+   * @param {string} role
+   * @param {string} content
+   * @param {number | null} after
+   */
   holds(role, content, after) {
-    for (const item of this.list.querySelectorAll(`li.role-${role}[data-seq]`)) {
+    for (const item of /** @type {NodeListOf<HTMLElement>} */ (this.list.querySelectorAll(`li.role-${role}[data-seq]`))) {
       if (Number(item.dataset.seq) > (after ?? 0) && item.querySelector(".content")?.textContent === content) return true;
     }
     return false;
@@ -150,6 +183,7 @@ export class RecordList {
   }
 
   /** Show a reply being streamed (removed once the turn is stored, or marked failed). */
+  /** @param {Node[]} items */
   addPending(...items) {
     this.list.querySelector(".empty")?.remove();
     this.list.append(...items);
@@ -160,7 +194,7 @@ export class RecordList {
     try {
       const page = await this.page(`${this.olderQuery}&page_token=${encodeURIComponent(this.olderToken)}`, this.walkLimit);
       this.view.app.clearError();
-      const first = this.list.querySelector("li[data-seq]");
+      const first = /** @type {HTMLElement | null} */ (this.list.querySelector("li[data-seq]"));
       const oldest = first ? Number(first.dataset.seq) : Infinity;
       this.list.prepend(...page.records.filter((r) => r.seq < oldest).map((r) => this.item(r)));
       this.olderToken = page.next_page_token;
@@ -174,6 +208,7 @@ export class RecordList {
 
   /** Scroll record `seq` (in the window read around it) into view and mark it: where a
    * search hit opens its session; false when it is not there. */
+  /** @param {number} seq */
   reveal(seq) {
     const item = this.list.querySelector(`li[data-seq="${seq}"]`);
     if (!item) return false;
@@ -211,14 +246,19 @@ export class RecordList {
   }
 
   /** Records trimmed away (seqs `first` to `last`) leave the list. */
+  /**
+   * @param {number} first
+   * @param {number} last
+   */
   drop(first, last) {
-    for (const item of [...this.list.querySelectorAll("li[data-seq]")]) {
+    for (const item of [.../** @type {NodeListOf<HTMLElement>} */ (this.list.querySelectorAll("li[data-seq]"))]) {
       const seq = Number(item.dataset.seq);
       if (seq >= first && seq <= last) item.remove();
     }
     this.markEmpty();
   }
 
+  /** @param {Record_} record */
   item(record) {
     const head = el(
       "div",

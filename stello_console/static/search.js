@@ -8,9 +8,26 @@ import { el, replace } from "./dom.js";
 
 const PAGE_SIZE = 20;
 
-/** The snippet as text nodes with <mark>s, cut by code points (not UTF-16 units). */
+/**
+ * A hit of /api/search (SearchRecords').
+ * @typedef {object} Hit
+ * @property {string} session_id
+ * @property {string} label
+ * @property {number} seq
+ * @property {string} role
+ * @property {string} snippet
+ * @property {number} snippet_offset
+ * @property {[number, number][]} matches code points [start, end) of the matched words
+ * @property {number} reader_count
+ */
+
+/**
+ * The snippet as text nodes with <mark>s, cut by code points (not UTF-16 units).
+ * @param {Hit} hit
+ */
 export function marked(hit) {
   const points = Array.from(hit.snippet);
+  /** @type {(string | HTMLElement)[]} */
   const parts = [];
   let at = 0;
   for (const [start, end] of hit.matches) {
@@ -23,10 +40,16 @@ export function marked(hit) {
 }
 
 export class SearchView {
+  /**
+   * @param {HTMLElement} container
+   * @param {import("./app.js").App} app
+   * @param {string} query
+   */
   constructor(container, app, query) {
     this.container = container;
     this.app = app;
     this.query = query;
+    /** @type {Hit[]} */
     this.hits = [];
     this.next = "";
   }
@@ -35,6 +58,7 @@ export class SearchView {
     await this.more("");
   }
 
+  /** @param {string} token */
   async more(token) {
     const params = new URLSearchParams({ q: this.query, page_size: String(PAGE_SIZE), page_token: token });
     const page = await call("GET", `/api/search?${params}`);
@@ -44,6 +68,7 @@ export class SearchView {
     this.draw();
   }
 
+  /** @param {Hit} hit */
   item(hit) {
     return el(
       "li",
@@ -77,7 +102,7 @@ export class SearchView {
       el("p", { class: "muted", id: "search-count" }, count ? `${count}${this.next ? "+" : ""} records match “${this.query}”` : `No record matches “${this.query}”.`),
       el("ol", { class: "hits", id: "hits" }, this.hits.map((hit) => this.item(hit))),
       this.next
-        ? el("button", { type: "button", id: "search-more", onclick: () => this.more(this.next).then(() => this.app.clearError(), (error) => this.app.reportError(error)) }, "More")
+        ? el("button", { type: "button", id: "search-more", onclick: () => this.more(this.next).then(() => this.app.clearError(), (/** @type {unknown} */ error) => this.app.reportError(error)) }, "More")
         : null,
     );
   }

@@ -7,7 +7,7 @@
 // header and slots are re-read (an edit in progress is kept); changes that name one of its
 // ancestors re-read the lineage.
 
-import { call, requestId, stream } from "./api.js";
+import { ApiError, call, requestId, stream } from "./api.js";
 import { dialog, el, isolated, plural, replace, userText, when } from "./dom.js";
 import { Lineage } from "./lineage.js";
 import { RecordList } from "./records.js";
@@ -37,21 +37,45 @@ const ANCESTOR_KINDS = new Set([
   "memory_put",
 ]);
 
+/**
+ * A message sent and its reply while it streams (pendingTurn()).
+ * @typedef {ReturnType<SessionView["pendingTurn"]>} Turn
+ */
+
 /** The view of one session, drawn into `container`. */
 export class SessionView {
   /**
    * `app` gives forest(), reportError(error), refreshNodes(ids), open(id) for navigation
    * after a fork or delete, and `view` (the view it shows now).
+   * @param {HTMLElement} container
+   * @param {any} app
+   * @param {string} id
+   * @param {string | null} focus
    */
   constructor(container, app, id, focus = null) {
     this.container = container;
     this.app = app;
     this.id = id;
     this.focus = focus; // the address's record to open (#/session/ID/at/SEQ's SEQ), else null
+    /** @type {any} the session as /api/sessions/ID answered (null until loaded) */
     this.view = null;
+    /** @type {Promise<void> | null} */
     this.shown = null;
     this.gone = false;
-    this.editors = {};
+    this.editors = /** @type {{insight: SlotEditor, memory: SlotEditor}} */ ({}); // slots() makes them
+    // The composer, made by draw() (sendBox()), and the reply streaming, if any.
+    /** @type {HTMLTextAreaElement} */ this.message;
+    /** @type {HTMLButtonElement} */ this.sendButton;
+    /** @type {HTMLButtonElement} */ this.stopButton;
+    /** @type {HTMLFormElement} */ this.sendForm;
+    this.sendable = false;
+    this.sending = false;
+    /** @type {AbortController | null} */
+    this.streaming = null;
+    /** @type {HTMLElement | null} */
+    this.conversation = null;
+    /** @type {any} a turn stopped before its commit, looked for in the records read next */
+    this.unstored = null;
     this.records = new RecordList(`/api/sessions/${id}/records`, this);
     this.ancestry = new Lineage(id);
   }
@@ -75,14 +99,15 @@ export class SessionView {
     this.view = view;
     this.draw();
     if (seq === null) {
-      this.records.takeNewest(page);
+      this.records.takeNewest(/** @type {import("./records.js").Page} */ (page));
       if (at !== null) this.records.say(`There is no record “${at}” to open: a record is named by its seq, a whole number. The newest records are shown.`);
       this.toNewest();
       return;
     }
-    this.records.takeWindow(page);
+    const around = /** @type {{seq: number, upTo: import("./records.js").Page, after: import("./records.js").Page}} */ (page);
+    this.records.takeWindow(around);
     if (this.records.reveal(seq)) return;
-    const last = page.after.records.length ? null : page.upTo.records.at(-1)?.seq;
+    const last = around.after.records.length ? null : around.upTo.records.at(-1)?.seq;
     const where = last === undefined ? "it has no records" : last === null ? "it may have been trimmed" : `its last record is #${last}`;
     this.records.say(`Record #${seq} is not in this session (${where}). The records nearest to it are shown.`);
     if (last !== null) this.toNewest();
@@ -186,13 +211,17 @@ export class SessionView {
     this.swap("#session-metadata", this.metadata());
     this.swap("#session-actions", this.actions(archived));
     this.swap("#lineage-nav", this.lineage());
-    this.container.querySelector("#system-prompt").textContent = view.system_prompt ?? "(none)";
+    /** @type {Element} */ (this.container.querySelector("#system-prompt")).textContent = view.system_prompt ?? "(none)";
     this.swap("#config", this.config());
     this.editors.insight.take(view.insight, archived);
     this.editors.memory.take(view.memory, false);
     this.setSendable(!archived);
   }
 
+  /**
+   * @param {string} selector
+   * @param {Element} node
+   */
   swap(selector, node) {
     this.container.querySelector(selector)?.replaceWith(node);
   }
@@ -218,6 +247,7 @@ export class SessionView {
     if (this.current()) this.swap("#lineage-nav", this.lineage());
   }
 
+  /** @param {string} sourceId */
   source(sourceId) {
     const node = this.app.forest().get(sourceId);
     return el(
@@ -228,6 +258,7 @@ export class SessionView {
     );
   }
 
+  /** @param {boolean} archived */
   actions(archived) {
     return el(
       "div",
@@ -257,6 +288,7 @@ export class SessionView {
     );
   }
 
+  /** @param {boolean} archived */
   slots(archived) {
     const view = this.view;
     this.editors.insight = new SlotEditor(this, "insight", "Insight (one-shot note for the next turn)", view.insight, archived);
@@ -277,6 +309,7 @@ export class SessionView {
   }
 
   /** Live changes: those naming this session update it; its deletion says so. */
+  /** @param {any[]} events */
   async onEvents(events) {
     await this.shown?.catch(() => {});
     if (!this.view || !this.current()) return;
@@ -309,6 +342,7 @@ export class SessionView {
     );
   }
 
+  /** @param {boolean} archived */
   sendBox(archived) {
     this.message = el("textarea", { id: "message", rows: 2, "aria-label": "Message" });
     this.sendButton = el("button", { type: "submit", id: "send", class: "primary" }, "Send");
@@ -317,7 +351,7 @@ export class SessionView {
       { type: "button", id: "stop", class: "danger", hidden: true, title: "Stop the reply (Escape in the message box)", onclick: () => this.stop() },
       "Stop",
     );
-    const form = el("form", { class: "send", onsubmit: (event) => this.send(event) }, this.message, this.sendButton, this.stopButton);
+    const form = el("form", { class: "send", onsubmit: (/** @type {SubmitEvent} */ event) => this.send(event) }, this.message, this.sendButton, this.stopButton);
     this.message.addEventListener("keydown", (event) => {
       if (event.key === "Enter" && (event.ctrlKey || event.metaKey)) form.requestSubmit();
       else if (event.key === "Escape" && this.sending) {
@@ -329,6 +363,7 @@ export class SessionView {
     return form;
   }
 
+  /** @param {boolean} sendable */
   setSendable(sendable) {
     this.sendable = sendable;
     this.message.disabled = !sendable;
@@ -337,6 +372,7 @@ export class SessionView {
   }
 
   /** While a reply streams, Stop stands in for Send (the focus moves with it). */
+  /** @param {boolean} sending */
   setSending(sending) {
     const focused = document.activeElement;
     this.sending = sending;
@@ -357,6 +393,7 @@ export class SessionView {
     this.stop();
   }
 
+  /** @param {Event} event */
   async send(event) {
     event.preventDefault();
     const content = this.message.value;
@@ -374,7 +411,11 @@ export class SessionView {
         else if (name === "error") failure = data;
       }, { signal: controller.signal });
     } catch (error) {
-      if (!controller.signal.aborted) failure = { code: error.code, message: error.message };
+      // An ApiError (the console refused or is gone), or the browser's TypeError when the
+      // connection broke mid-reply ("network error"): that one has no code of its own.
+      if (!controller.signal.aborted) {
+        failure = error instanceof ApiError ? { code: error.code, message: error.message } : { code: "UNAVAILABLE", message: `the reply's stream broke (${error})` };
+      }
     }
     this.streaming = null;
     this.setSending(false);
@@ -384,6 +425,7 @@ export class SessionView {
   }
 
   /** The message and the reply to come, shown below the records until the turn ends. */
+  /** @param {string} content */
   pendingTurn(content) {
     this.unstored = null; // a turn stopped earlier is no longer looked for
     const reply = el("div", { class: "content", id: "streaming" });
@@ -397,6 +439,10 @@ export class SessionView {
   }
 
   /** The turn is stored: its records replace the pending ones. */
+  /**
+   * @param {any} done
+   * @param {Turn} turn
+   */
   async stored(done, turn) {
     turn.user.remove();
     turn.assistant.remove();
@@ -405,11 +451,15 @@ export class SessionView {
     else this.records.addNewer(done.records);
     this.message.value = "";
     this.app.clearError();
-    const report = (error) => this.app.reportError(error);
+    const report = (/** @type {unknown} */ error) => this.app.reportError(error);
     await Promise.all([this.app.refreshNodes([this.id]).catch(report), this.refreshView().catch(report)]);
   }
 
   /** The turn failed: the gateway stored nothing of it; the message stays in the box. */
+  /**
+   * @param {Turn} turn
+   * @param {{code: string, message: string} | null} failure
+   */
   failed(turn, failure) {
     const message = failure ? `${failure.code}: ${failure.message}` : "the stream ended without a reply";
     turn.assistant.classList.remove("pending");
@@ -425,6 +475,7 @@ export class SessionView {
    * those shown say which: a stored turn shows as records, else the partial reply stays,
    * marked as not stored, and the message stays in the box.
    */
+  /** @param {Turn} turn */
   async stopped(turn) {
     turn.reply.removeAttribute("id");
     turn.state.textContent = "stopping…";
@@ -439,6 +490,7 @@ export class SessionView {
 
   /** Whether a stopped turn was stored all the same (its commit was under way): its
    * records then show and its pending items go. */
+  /** @param {Turn} turn */
   keptAfterAll(turn) {
     if (!this.records.holds("user", turn.content, turn.since)) return false;
     turn.user.remove();
@@ -446,11 +498,12 @@ export class SessionView {
     this.unstored = null;
     this.message.value = "";
     this.records.say("Stopped too late: the turn was already being stored, so it is kept (below).");
-    const report = (error) => this.app.reportError(error);
+    const report = (/** @type {unknown} */ error) => this.app.reportError(error);
     this.app.refreshNodes([this.id]).catch(report);
     return true;
   }
 
+  /** @param {number | null} seq */
   async fork(seq) {
     const profiles = await this.profiles();
     const context = el(
@@ -464,7 +517,7 @@ export class SessionView {
     context.addEventListener("change", () => {
       upTo.disabled = context.value !== "inherit";
     });
-    const profile = el("select", { name: "profile", id: "fork-profile" }, el("option", { value: "" }, "(no profile)"), profiles.map((p) => el("option", { value: p.name }, p.name)));
+    const profile = el("select", { name: "profile", id: "fork-profile" }, el("option", { value: "" }, "(no profile)"), profiles.map((/** @type {{name: string}} */ p) => el("option", { value: p.name }, p.name)));
     const form = await dialog(
       ["Fork “", userText(this.view.label), seq === null ? "”" : `” at #${seq}`],
       el(
@@ -481,11 +534,12 @@ export class SessionView {
       "Fork",
     );
     if (!form) return;
+    /** @type {Record<string, unknown>} */
     const body = { label: form.get("label"), context: form.get("context"), request_id: requestId() };
     const until = form.get("inherit_until_seq");
     if (body.context === "inherit" && until) body.inherit_until_seq = Number(until);
     for (const name of ["profile", "system_prompt", "prompt"]) if (form.get(name)) body[name] = form.get(name);
-    const vars = parseVars(form.get("profile_vars") || "");
+    const vars = parseVars(/** @type {string} */ (form.get("profile_vars") || ""));
     if (Object.keys(vars).length) body.profile_vars = vars;
     try {
       const child = await call("POST", `/api/sessions/${this.id}/fork`, body);
@@ -506,6 +560,7 @@ export class SessionView {
     }
   }
 
+  /** @param {boolean} archived */
   async setArchived(archived) {
     try {
       await call("POST", `/api/sessions/${this.id}/${archived ? "archive" : "unarchive"}`, {});
@@ -541,12 +596,18 @@ export class SessionView {
 
 /** A metadata key or value as it reads unambiguously in `key=value key=value`: quoted (as
  * JSON) when it is empty or holds a space, "=", a quote or a control character. */
+/** @param {string} text */
 function quoted(text) {
   return /^[^\s="\\\p{C}]+$/u.test(text) ? text : JSON.stringify(text);
 }
 
 /** "a=1\nb=2" as {a: "1", b: "2"} (lines without "=" are skipped). */
+/**
+ * @param {string} text
+ * @returns {Record<string, string>}
+ */
 function parseVars(text) {
+  /** @type {Record<string, string>} */
   const vars = {};
   for (const line of text.split("\n")) {
     const cut = line.indexOf("=");

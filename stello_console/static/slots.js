@@ -5,6 +5,13 @@ import { el } from "./dom.js";
 
 /** An insight or memory editor; a live change replaces its text unless it is being edited. */
 export class SlotEditor {
+  /**
+   * @param {import("./session.js").SessionView} session
+   * @param {"insight" | "memory"} name
+   * @param {string} title
+   * @param {string | null | undefined} value
+   * @param {boolean} readOnly
+   */
   constructor(session, name, title, value, readOnly) {
     this.text = el("textarea", { id: `${name}-text`, rows: 2, value: value ?? "", disabled: readOnly, "aria-label": title });
     this.saved = value ?? "";
@@ -30,6 +37,10 @@ export class SlotEditor {
   }
 
   /** The stored value changed: show it, unless the user has unsaved text here. */
+  /**
+   * @param {string | null | undefined} value
+   * @param {boolean} readOnly
+   */
   take(value, readOnly) {
     const stored = value ?? "";
     if (this.text.value === this.saved) this.text.value = stored;

@@ -329,6 +329,45 @@ class TestSession:
         await browser_page.shot("error")
         assert browser_page.console_errors(r"Failed to load resource.*404") == []
 
+    async def test_a_reply_whose_stream_breaks_says_so_with_a_code(
+        self, console: ConsoleStack, browser_page: BrowserPage
+    ) -> None:
+        """A reply whose connection breaks mid-stream (the browser's TypeError "network
+        error") shows as UNAVAILABLE with that reason, never as "undefined: network error"."""
+        root = await console.stack.root(label="Chat")
+        page = browser_page.page
+        await open_console(console, browser_page, f"#/session/{root.id}")
+        # The send's response: a first delta, then the connection drops (as Chromium
+        # reports a reset mid-body: the reader's read() rejects with a TypeError).
+        await page.evaluate(
+            """() => {
+              const real = window.fetch;
+              window.fetch = (input, init) => {
+                if (!String(input).endsWith("/send")) return real(input, init);
+                const body = new ReadableStream({
+                  start(controller) {
+                    const delta = JSON.stringify({ text: "Half a " });
+                    const block = `event: delta\\ndata: ${delta}\\n\\n`;
+                    controller.enqueue(new TextEncoder().encode(block));
+                    controller.error(new TypeError("network error"));
+                  },
+                });
+                const headers = { "content-type": "text/event-stream" };
+                return Promise.resolve(new Response(body, { status: 200, headers }));
+              };
+            }"""
+        )
+        await page.locator("#message").fill("hello there")
+        await page.locator("#send").click()
+        failed = page.locator("#records li.role-assistant .error-text")
+        await expect(failed).to_have_text(
+            "UNAVAILABLE: the reply's stream broke (TypeError: network error)"
+        )
+        await expect(page.locator("#error-text")).to_have_text(
+            "UNAVAILABLE: the reply's stream broke (TypeError: network error)"
+        )
+        assert browser_page.console_errors() == []
+
 
 class TestDigests:
     async def test_digests_page_and_filter_by_status(
