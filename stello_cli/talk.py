@@ -15,8 +15,6 @@ import sys
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-import grpc
-
 from stello_cli import format as fmt
 from stello_cli.gateway import gateway, session_id
 from stello_cli.parser import Commands, int32, seconds, session_argument, text_argument
@@ -165,7 +163,8 @@ async def cmd_send(args: argparse.Namespace) -> int:
             if exc.reason == reasons.OUTCOME_UNKNOWN:  # the gateway's words say it again
                 raise ClientError(outcome) from exc
             line = rpc_error_line(exc, client.gateway, args.flags)
-            if exc.code is grpc.StatusCode.DEADLINE_EXCEEDED and args.stream_timeout is not None:
+            # by name: `stello --help` and `--version` import no grpc (tests/cli/test_startup.py)
+            if exc.code.name == "DEADLINE_EXCEEDED" and args.stream_timeout is not None:
                 line = f"the turn did not end within --stream-timeout {args.stream_timeout:g} s"
             raise ClientError(f"{line}; {outcome}") from exc
     return 0
