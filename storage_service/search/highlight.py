@@ -2,7 +2,8 @@
 
 The lexemes come from PostgreSQL's own normalisation of the query (the
 `tsquery` as text, negated lexemes left out): a word of the content matches
-when it starts with a lexeme (a stem, or a prefix), case ignored, read without
+when it starts with a lexeme (a stem, or a prefix) or with the start of the words
+a stem was rewritten from (`terms`: 'polici' marks "policy"), case ignored, read without
 the marks migration 0035 removes from what is searched (`pass<U+200B>word` is
 the word 'password', marked whole); a CJK lexeme (a bigram or a character)
 matches where it occurs.
@@ -61,6 +62,28 @@ def lexemes(tsquery: str) -> tuple[str, ...]:
             continue
         i += 1
     return tuple(dict.fromkeys(found))
+
+
+def terms(tsquery: str) -> tuple[str, ...]:
+    """The word starts a hit's words are marked by: the positive lexemes of `tsquery`, and
+    for each stem the English stemmer rewrote at its end, the start of the words it came
+    from: a final `i` was a `y` ('polici' marks "policy"), a final `e` was dropped before
+    `ing` ('use' marks "using"). A word is marked when it starts with one of them."""
+    found = lexemes(tsquery)
+    more = [_unstemmed(lexeme) for lexeme in found]
+    return tuple(dict.fromkeys([*found, *(start for start in more if start)]))
+
+
+def _unstemmed(lexeme: str) -> str | None:
+    """The word start the stemmer rewrote into `lexeme`'s end, or None (only stems of three
+    characters or more: a shorter one would mark too many words)."""
+    if len(lexeme) < 3 or _HAS_CJK.search(lexeme):
+        return None
+    if lexeme.endswith("i"):
+        return lexeme[:-1] + "y"
+    if lexeme.endswith("e"):
+        return lexeme[:-1] + "ing"
+    return None
 
 
 def _finder(terms: tuple[str, ...]) -> re.Pattern[str]:

@@ -16,7 +16,7 @@ from stello.reasons import SEARCH_TOO_BROAD
 from stello.validation import fits_bigint, fits_real, fits_timestamptz
 from storage_service import page_tokens
 from storage_service.models import SessionMeta, Status
-from storage_service.search.highlight import lexemes, snippet
+from storage_service.search.highlight import snippet, terms
 from storage_service.search.query import parse_query
 from storage_service.search.repository import After
 from storage_service.sessions.repository import meta_of
@@ -244,7 +244,7 @@ class SearchService:
 
 def _hit(row: asyncpg.Record) -> Hit:
     """A row of SEARCH_RECORDS as a hit, its snippet cut around the first match."""
-    text, offset, matches = snippet(row["content"], lexemes(row["terms"]))
+    text, offset, matches = snippet(row["content"], terms(row["terms"]))
     return Hit(
         session_id=row["session_id"],
         label=row["label"],

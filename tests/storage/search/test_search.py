@@ -75,6 +75,28 @@ class TestMatching:
         assert marked(hits[0]) == ["running", "migration"]
         assert hits[0].label == "Corpus" and hits[0].role == ASSISTANT
 
+    @pytest.mark.parametrize(
+        ("query", "words"),
+        [
+            pytest.param("using", ["using"], id="e-dropped-before-ing"),
+            pytest.param("make", ["making"], id="the-stem-of-making"),
+            pytest.param("policy", ["policy", "policies"], id="y-made-i"),
+            pytest.param("cities", ["city"], id="plural-finds-y"),
+            pytest.param("history company", ["company", "history"], id="two-y-words"),
+        ],
+    )
+    async def test_the_word_found_by_its_stem_is_marked(
+        self, stub: Stub, space: TestSpace, make_session: MakeSession, query: str, words: list[str]
+    ) -> None:
+        """A word whose stem is no prefix of it (the stemmer made `y` an `i` or dropped a
+        final `e`: "policy" is 'polici', "using" 'use') is marked where it matched."""
+        sid = await make_session()
+        text = "using the company policy and policies for making history in the city"
+        await append(stub, space, sid, rec(text))
+        hits = await search(stub, space, query)
+        assert found(hits) == {(str(sid), 1)}
+        assert marked(hits[0]) == words
+
     async def test_chinese_text_is_found_by_any_run_of_characters(
         self, stub: Stub, space: TestSpace, corpus: uuid.UUID
     ) -> None:
