@@ -244,7 +244,7 @@ class SearchService:
 
 def _hit(row: asyncpg.Record) -> Hit:
     """A row of SEARCH_RECORDS as a hit, its snippet cut around the first match."""
-    text, offset, matches = snippet(row["content"], terms(row["terms"]))
+    text, offset, matches = snippet(row["content"], *terms(row["terms"]))
     return Hit(
         session_id=row["session_id"],
         label=row["label"],

@@ -99,3 +99,24 @@ async def test_the_database_splits_at_what_the_query_splits_at(pool: asyncpg.Poo
     text = "".join(f"a{chr(p)}b " for p in range(0x20, 0x7F)) + "x\u200by"
     plain = "".join(f"a{c if c.isalnum() else ' '}b " for c in map(chr, range(0x20, 0x7F)))
     assert await pool.fetchval("SELECT stello_search_text($1)", text) == plain + "xy"
+
+
+@pytest.mark.parametrize(
+    ("query", "words"),
+    [
+        pytest.param("e-mail", ["e", "mail"], id="one-letter"),
+        pytest.param("3.14", ["3", "14"], id="numbers"),
+        pytest.param("C++", ["C"], id="one-letter-alone"),
+        pytest.param("e*", ["every", "e", "echo"], id="a-prefix-still-marks-words"),
+    ],
+)
+async def test_a_letter_or_a_number_marks_itself_only(
+    stub: Stub, space: TestSpace, make_session: MakeSession, query: str, words: list[str]
+) -> None:
+    """A one-letter or numeric word of the query ("e" of "e-mail", "3" of "3.14") marks
+    that word alone, not every word that starts with it ("every", "30")."""
+    sid = await make_session()
+    await append(stub, space, sid, rec("every e-mail since 3.14 costs 30 or 140 C coins: echo"))
+    hits = await search(stub, space, query)
+    assert found(hits) == {(str(sid), 1)}
+    assert marked(hits[0]) == words
