@@ -549,6 +549,31 @@ class TestLiveErrors:
                 await client.get_tree(max_depth=2**40)
             assert [node.id for node in await client.get_tree()] == [root.id]
 
+    async def test_an_enum_keyword_of_the_wrong_type_is_named(self, client: AsyncClient) -> None:
+        """An enum keyword (`status`, `busy`, `context`, `order`, `role`, `kinds`) given a
+        value that is no name or number raises TypeError naming the keyword: a list or a
+        float raised AttributeError "'list' object has no attribute 'upper'", bytes a
+        TypeError about startswith, naming nothing. An unknown kind names its place in
+        `kinds` (it said "kind must be one of"). Nothing is sent."""
+        root = await client.create_root()
+        wrong: list[tuple[str, Any, Any]] = [
+            ("status", ["archived"], partial(client.list_session_digests)),
+            ("busy", 1.5, partial(client.send, root.id, "x")),
+            ("context", {"inherit": 1}, partial(client.fork, root.id, "f")),
+            ("order", b"relevance", partial(client.search_records, "x")),
+            ("role", ["user"], partial(client.list_records, root.id)),
+        ]
+        for name, value, call in wrong:
+            with pytest.raises(TypeError, match=rf"^{name}: not a value this field holds, got "):
+                await call(**{name: value})
+        kinds: list[Any] = ["turn_committed", 2.5]
+        with pytest.raises(TypeError, match=r"^kinds\[1\]: not a value this field holds"):
+            client.watch(kinds=kinds)
+        with pytest.raises(ValueError, match=r"^kinds\[1\]: must be one of session_committed, "):
+            client.watch(kinds=["turn_committed", "turn_comitted"])
+        assert [n.id for n in await client.get_tree()] == [root.id]
+        assert (await client.get_session(root.id)).turn_count == 0
+
     async def test_text_that_is_not_unicode_is_named(self, stack: Stack) -> None:
         """Text with a lone surrogate (what JSON's "\\ud800" decodes to) raises ValueError
         naming the keyword, in a request's fields and in the optional ones set after it
