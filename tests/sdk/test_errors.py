@@ -22,7 +22,7 @@ from grpc.aio import Metadata
 from agent_gateway.app import GatewayClients
 from stello import errors, reasons
 from stello.agent.v1 import agent_pb2, agent_pb2_grpc
-from stello.auth import new_secret
+from stello.auth import KeyStore, new_secret
 from stello.storage.v1 import storage_pb2
 from stello_client import AsyncClient, ConfigurationError, Retry
 from stello_client.base import KEY_CHARS, MAX_KEY_CHARS
@@ -76,7 +76,7 @@ from tests.gateway.turns.test_lost_reply import (  # noqa: F401 (a fixture used 
 )
 from tests.gateway.turns_support import SpyProvider, roles
 from tests.sdk.conftest import client_of
-from tests.support.fixtures import ServerStarter
+from tests.support.fixtures import ServerStarter, new_space
 from tree_service.app import create_app as tree_app
 from tree_service.config import TreeSettings
 
@@ -253,6 +253,23 @@ class TestLiveErrors:
             with pytest.raises(SpaceNotFound) as caught:
                 await client.get_tree()
         assert caught.value.info == {"space_id": missing}
+
+    async def test_a_space_the_key_does_not_reach_says_what_to_do(
+        self, stack: Stack, keys: KeyStore
+    ) -> None:
+        """A tenant key naming another tenant's space id is SpaceNotFound (the space looks
+        as if never made) whose message says to name a space the key reaches and where
+        they are listed: it said "space <id> not found" only, which a team whose
+        STELLO_SPACE_ID and STELLO_KEY came from two spaces read as the space being gone."""
+        other = await new_space(keys)
+        async with AsyncClient(stack.gateway.address, other.key, stack.space.sid) as client:
+            with pytest.raises(SpaceNotFound) as caught:
+                await client.get_tree()
+        assert caught.value.info == {"space_id": stack.space.sid}
+        assert caught.value.details == (
+            f"space {stack.space.sid} not found: name a space this key reaches "
+            "(WhoAmI lists them; `stello whoami`)"
+        )
 
     async def test_turn_in_progress_after_the_retries(
         self, client: AsyncClient, stack: Stack
