@@ -85,9 +85,21 @@ def _position(token: str, binding: str, rpc: str) -> dict[str, object]:
             raise ValueError("issued for another search")
         return payload
     except (ValueError, TypeError, binascii.Error) as exc:
-        raise InvalidArgument.field(
-            "page_token", f"was not issued by {rpc} for this space with these fields"
-        ) from exc
+        raise foreign_token(rpc) from exc
+
+
+# What a page token binds, by RPC: the request's fields a token of another search differs in.
+_BOUND = {"SearchRecords": "this query, scope and order", "SearchSessions": "this query and status"}
+
+
+def foreign_token(rpc: str) -> InvalidArgument:
+    """The INVALID_ARGUMENT of a page token `rpc` did not issue for this request, naming
+    what it binds and what to do."""
+    return InvalidArgument.field(
+        "page_token",
+        f"was not issued by {rpc} for this space with {_BOUND[rpc]}: pass next_page_token "
+        "with the same request, or leave it empty to start again",
+    )
 
 
 def _created_at(value: object) -> datetime:
@@ -109,9 +121,7 @@ def _after(payload: dict[str, object]) -> After:
         if rank is not None and not fits_real(rank):
             raise ValueError("bad rank")
     except (KeyError, ValueError) as exc:
-        raise InvalidArgument.field(
-            "page_token", "was not issued by SearchRecords for this space with these fields"
-        ) from exc
+        raise foreign_token("SearchRecords") from exc
     return After(at, session, seq, None if rank is None else float(rank))
 
 
@@ -223,10 +233,7 @@ class SearchService:
             try:
                 after = (_created_at(payload["at"]), uuid.UUID(str(payload["s"])))
             except (KeyError, ValueError) as exc:
-                raise InvalidArgument.field(
-                    "page_token",
-                    "was not issued by SearchSessions for this space with these fields",
-                ) from exc
+                raise foreign_token("SearchSessions") from exc
         if not parsed.text:
             return SessionHitPage((), "")
 

@@ -312,6 +312,38 @@ class TestEditedPageTokens:
         assert error.code() == grpc.StatusCode.INVALID_ARGUMENT, error.details()
         assert [f.field for f in field_violations(error)] == ["page_token"]
 
+    async def test_a_token_of_another_search_says_what_to_do(
+        self, stub: Stub, space: TestSpace, make_session: MakeSession
+    ) -> None:
+        """A page token sent with another query (or scope, order, status) names page_token
+        and says to send it with the same request or leave it out: it said "with these
+        fields", naming none and no way on."""
+        sid = await make_session(label="Needle one")
+        await make_session(label="Needle two")
+        await append(stub, space, sid, *[rec(f"needle {i}") for i in range(3)])
+        token = (
+            await stub.SearchRecords(
+                storage_pb2.SearchRecordsRequest(space_id=space.sid, query="needle", page_size=1)
+            )
+        ).next_page_token
+        error = await rpc_error(search(stub, space, "needles", page_size=1, page_token=token))
+        assert error.details() == (
+            "page_token: was not issued by SearchRecords for this space with this query, "
+            "scope and order: pass next_page_token with the same request, or leave it empty "
+            "to start again"
+        )
+        token = (
+            await stub.SearchSessions(
+                storage_pb2.SearchSessionsRequest(space_id=space.sid, query="needle", page_size=1)
+            )
+        ).next_page_token
+        error = await rpc_error(session_ids(stub, space, "need", page_size=1, page_token=token))
+        assert error.details() == (
+            "page_token: was not issued by SearchSessions for this space with this query "
+            "and status: pass next_page_token with the same request, or leave it empty to "
+            "start again"
+        )
+
 
 class TestScope:
     async def test_paging_walks_every_hit_once(
