@@ -1041,6 +1041,9 @@ class AgentGatewayServicer:
         find "https://example.com/docs" (records stored before migration 0038
         once storage's search backfill has reached them). Limits: at most 1,000
         characters (code points), at most 64 terms (words and phrases), no U+0000.
+        A record is found by all its words up to 128 KiB; a longer one whose
+        words would overflow PostgreSQL's 1 MB search vector (many distinct
+        words, long CJK text) by those of its start that fit.
 
         Errors:
         - INVALID_ARGUMENT: malformed ids; both session_id and root_id; a bad

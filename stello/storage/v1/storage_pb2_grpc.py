@@ -472,6 +472,9 @@ class SessionStorageServicer:
         find "https://example.com/docs" (records stored before migration 0038
         once storage's search backfill has reached them). Limits: at most 1,000
         characters (code points), at most 64 terms (words and phrases), no U+0000.
+        A record is found by all its words up to 128 KiB; a longer one whose
+        words would overflow PostgreSQL's 1 MB search vector (many distinct
+        words, long CJK text) by those of its start that fit.
 
         Paged: page_size 0 = 20, at most 100; `next_page_token` (empty on the
         last page) continues after the page's last hit (keyset: a walk sees
