@@ -135,9 +135,12 @@ def session_not_found(session_id: object, what: str = "session") -> NotFound:
 
 def space_not_found(shown: object) -> NotFound:
     """The one NOT_FOUND of a space the key does not reach (reason SPACE_NOT_FOUND):
-    another tenant's space looks exactly like one never made."""
+    another tenant's space looks exactly like one never made. The message says where the
+    spaces a key reaches are listed: a key and a space id taken from two spaces is the
+    usual cause, and the space itself is not gone."""
     return NotFound(
-        f"space {shown} not found",
+        f"space {shown} not found: name a space this key reaches "
+        "(WhoAmI lists them; `stello whoami`)",
         reason=reasons.SPACE_NOT_FOUND,
         metadata={"space_id": str(shown)},
     )

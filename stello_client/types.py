@@ -127,18 +127,25 @@ __all__ = [
 
 
 def _enum(enum: Any, prefix: str, value: str | int | None, what: str) -> Any:
-    """The enum value of a short name (``inherit``), a full one, or a number; 0 for None."""
+    """The enum value of a short name (``inherit``), a full one, or a number; 0 for None.
+
+    Raises:
+        TypeError: neither a name nor a number (a list, a float, bytes), naming `what`.
+        ValueError: a name the enum does not have, naming `what` and listing the names.
+    """
     if value is None:
         return 0
-    if isinstance(value, int):
+    if isinstance(value, int) and not isinstance(value, bool):
         return value
+    if not isinstance(value, str):
+        raise TypeError(f"{what}: not a value this field holds, got {shown(value)}")
     name = value.upper()
     name = name if name.startswith(prefix) else prefix + name
     try:
         return enum.Value(name)
     except ValueError:
         known = [n.removeprefix(prefix).lower() for n in enum.keys()[1:]]
-        raise ValueError(f"{what} must be one of {', '.join(known)}, got {value!r}") from None
+        raise ValueError(f"{what}: must be one of {', '.join(known)}, got {value!r}") from None
 
 
 def fork_context(value: ContextName | ForkContext | None) -> ForkContext:
@@ -171,9 +178,10 @@ def busy_policy(value: BusyName | BusyPolicy | None) -> BusyPolicy:
     return found
 
 
-def event_kind(value: str | EventKind) -> EventKind:
-    """EventKind of a short name ("records_appended") or the full one."""
-    found: EventKind = _enum(common_pb2.EventKind, "EVENT_KIND_", value, "kind")
+def event_kind(value: str | EventKind, what: str = "kind") -> EventKind:
+    """EventKind of a short name ("records_appended") or the full one; `what` names the
+    argument in an error (`kinds[1]`)."""
+    found: EventKind = _enum(common_pb2.EventKind, "EVENT_KIND_", value, what)
     return found
 
 

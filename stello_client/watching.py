@@ -55,7 +55,9 @@ class Watch:
         self.cursor = after_cursor
         """The cursor of the last event yielded (or the start): resume after it."""
         self._client = client
-        self._kinds = [event_kind(kind) for kind in several("kinds", kinds)]
+        self._kinds = [
+            event_kind(kind, f"kinds[{i}]") for i, kind in enumerate(several("kinds", kinds))
+        ]
         self._resume = resume
         self._started: asyncio.Future[str | None] | None = None
         self._events: AsyncGenerator[SpaceEvent, None] | None = None

@@ -5,7 +5,7 @@ message, rendered by `stello_client.errors` (the one place errors become
 sentences); the reason is its ``google.rpc.ErrorInfo`` reason when it has one.
 A space the key does not reach is INVALID_ARGUMENT with reason SIGN_IN, naming
 the sign-in form's fields (a name the SDK cannot resolve, or an id the gateway
-answers NOT_FOUND "space ID not found" for: as for a space that does not exist),
+answers NOT_FOUND SPACE_NOT_FOUND for: as for a space that does not exist),
 so the page asks to sign in again. Bad input to the console itself is
 INVALID_ARGUMENT naming the field of the form. A gateway that does not answer is one
 plain sentence for the page: grpc core's words (addresses, "connections to all backends
@@ -19,6 +19,7 @@ from typing import Any
 
 import grpc
 
+from stello.reasons import SPACE_NOT_FOUND
 from stello_client.errors import rpc_error_line, unanswered
 from stello_client.exceptions import ConfigurationError, RpcError
 
@@ -106,7 +107,7 @@ def configuration_error(error: ConfigurationError) -> ConsoleInputError:
 def unreached_space(error: RpcError, space: str) -> ConsoleInputError | None:
     """The gateway's NOT_FOUND for the space the page signed in with (a space of another key,
     or none) as a space the key does not reach; None for any other error."""
-    if error.code != grpc.StatusCode.NOT_FOUND or error.details != f"space {space} not found":
+    if error.reason != SPACE_NOT_FOUND or error.info.get("space_id") != space:
         return None
     return ConsoleInputError(
         f"this key reaches no space with id {space}: check its id in the Space id field "

@@ -1,8 +1,8 @@
-"""SQL of the search backfill (migration 0035): each space's pass over its records, by batch.
+"""SQL of the search backfill (migrations 0035, 0038): each space's pass over its records.
 
-`search_backfill` holds one row per space that had sessions when 0035 replaced
-`stello_search_vector`: where the space's pass stands (the last (session_id, seq)
-it went past, the primary key's order) and what it did. A batch is one
+`search_backfill` holds one row per space that had sessions when 0035 or 0038 changed
+what `stello_search_vector` makes of a text: where the space's pass stands (the last
+(session_id, seq) it went past, the primary key's order) and what it did. A batch is one
 transaction: the global advisory lock (one batch at a time across replicas and
 workers), the space's row locked, the next keys read, the rows among them whose
 stored vector is not the function's rewritten (`content = content` recomputes a
@@ -51,14 +51,16 @@ LIMIT $4
 """
 
 # The rows of the range ($2, $3] .. ($4, $5) whose vector changes: only a content with
-# `<`, `>` or a mark (`stello_search_text` changes no other), and of those only the ones
-# whose stored vector differs from the function's (`3 < 4` gives the same words).
+# ASCII punctuation (0038; `<` and `>`, 0035) or a mark (`stello_search_text` changes no
+# other), and of those only the ones whose stored vector differs from the function's
+# (`3 < 4` or `Hello, world.` give the same words).
 REWRITE = r"""
 UPDATE records SET content = content
 WHERE space_id = $1
   AND (session_id, seq) > ($2::uuid, $3::bigint)
   AND (session_id, seq) <= ($4::uuid, $5::bigint)
-  AND content ~ '[<>\u00ad\u200b-\u200f\u202a-\u202e\u2060-\u2069\ufeff]'
+  AND (content ~ '[\x21-\x2f\x3a-\x40\x5b-\x60\x7b-\x7e]'
+       OR content ~ '[\u00ad\u200b-\u200f\u202a-\u202e\u2060-\u2069\ufeff]')
   AND search_vector IS DISTINCT FROM stello_search_vector(content)
 """
 

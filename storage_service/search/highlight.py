@@ -2,7 +2,10 @@
 
 The lexemes come from PostgreSQL's own normalisation of the query (the
 `tsquery` as text, negated lexemes left out): a word of the content matches
-when it starts with a lexeme (a stem, or a prefix), case ignored, read without
+when it starts with a lexeme (a stem, or a prefix) or with the start of the words
+a stem was rewritten from (`terms`: 'polici' marks "policy"), or, for a lexeme of one
+letter or of digits (no stem: "e-mail" is 'e' and 'mail'), when it is that lexeme, case
+ignored, read without
 the marks migration 0035 removes from what is searched (`pass<U+200B>word` is
 the word 'password', marked whole); a CJK lexeme (a bigram or a character)
 matches where it occurs.
@@ -24,9 +27,10 @@ _MARK = re.compile(f"[{MARKS}]+")
 _HAS_CJK = re.compile(rf"[{CJK}]")
 
 
-def lexemes(tsquery: str) -> tuple[str, ...]:
-    """The positive lexemes of a tsquery's text (`!'a'`, `!( ... )` skipped)."""
-    found: list[str] = []
+def _positive(tsquery: str) -> list[tuple[str, bool]]:
+    """Each positive lexeme of a tsquery's text (`!'a'`, `!( ... )` skipped), and whether
+    it is a prefix (`'a':*`)."""
+    found: list[tuple[str, bool]] = []
     depth = 0
     negated_at: list[int] = []
     i = 0
@@ -56,11 +60,50 @@ def lexemes(tsquery: str) -> tuple[str, ...]:
                 break
             if not negated_at:
                 text = m.group(1).replace("''", "'")
-                found.append(re.sub(r"\\(.)", r"\1", text).lower())
+                lexeme = re.sub(r"\\(.)", r"\1", text).lower()
+                found.append((lexeme, tsquery.startswith(":*", m.end())))
             i = m.end()
             continue
         i += 1
-    return tuple(dict.fromkeys(found))
+    return found
+
+
+def terms(tsquery: str) -> tuple[tuple[str, ...], tuple[str, ...]]:
+    """What a hit's words are marked by: word starts, and whole words.
+
+    The word starts are the positive lexemes of `tsquery`, and for each stem the English
+    stemmer rewrote at its end, the start of the words it came from: a final `i` was a
+    `y` ('polici' marks "policy"), a final `e` was dropped before `ing` ('use' marks
+    "using"). A lexeme of one letter or of digits only is no stem (the "e" of "e-mail",
+    the "3" of "3.14"): unless the query made it a prefix (`e*`), it marks itself only,
+    not "every" or "30"."""
+    starts: list[str] = []
+    whole: list[str] = []
+    for lexeme, prefix in _positive(tsquery):
+        if not prefix and _is_whole(lexeme):
+            whole.append(lexeme)
+            continue
+        starts.append(lexeme)
+        if more := _unstemmed(lexeme):
+            starts.append(more)
+    return tuple(dict.fromkeys(starts)), tuple(dict.fromkeys(whole))
+
+
+def _is_whole(lexeme: str) -> bool:
+    """A lexeme that marks a word equal to it only: one letter, or digits only."""
+    return not _HAS_CJK.search(lexeme) and (len(lexeme) == 1 or lexeme.isdigit())
+
+
+def _unstemmed(lexeme: str) -> str | None:
+    """The word start the stemmer rewrote into `lexeme`'s end, or None (only stems of three
+    characters or more: a shorter one would mark too many words)."""
+    if len(lexeme) < 3 or _HAS_CJK.search(lexeme):
+        return None
+    if lexeme.endswith("i"):
+        return lexeme[:-1] + "y"
+    if lexeme.endswith("e"):
+        return lexeme[:-1] + "ing"
+    return None
 
 
 def _finder(terms: tuple[str, ...]) -> re.Pattern[str]:
@@ -116,19 +159,23 @@ def _lower(text: str) -> str:
     return text.lower()
 
 
-def _spans(content: str, a: int, b: int, terms: tuple[str, ...], until: float) -> list[int]:
+def _spans(
+    content: str, a: int, b: int, terms: tuple[str, ...], until: float, whole: tuple[str, ...]
+) -> list[int]:
     """What the whole content lowercased matches between `a` and `b` (stops or the
     content's ends), starting before `until`: the matches' (start, end), in the
-    lowercased content's code points, flattened."""
+    lowercased content's code points, flattened. A word matches when it starts with one
+    of `terms` or is one of `whole`."""
     lowered = _lower(content[a:b])
     base = a + content.count("\u0130", 0, a)  # `İ`.lower() is two code points
     spans: list[int] = []
     words = tuple(t for t in terms if not _HAS_CJK.search(t))
-    if words:
+    if words or whole:
         for m in _WORD.finditer(lowered):
             if base + m.start() >= until:
                 break
-            if _MARK.sub("", m.group()).startswith(words):
+            word = _MARK.sub("", m.group())
+            if word.startswith(words) or word in whole:
                 spans += (base + m.start(), base + m.end())
     for term in (t for t in terms if _HAS_CJK.search(t)):
         at = lowered.find(term)
@@ -138,26 +185,31 @@ def _spans(content: str, a: int, b: int, terms: tuple[str, ...], until: float) -
     return spans
 
 
-def _first(content: str, terms: tuple[str, ...], longest: int) -> tuple[int, int] | None:
+def _first(
+    content: str, terms: tuple[str, ...], longest: int, whole: tuple[str, ...]
+) -> tuple[int, int] | None:
     """The start of the first match (lowercased content's code points) and a stop
     before it, or None."""
-    finder = _finders(terms)
+    finder = _finders(terms + whole)  # a whole word is found where a word starts with it
     pos = 0
     while pos <= len(content) and (m := finder.search(content, pos)):  # past the end: -> end
         a = _stop_before(content, max(0, m.start() - 1))  # `İ` may start it
         b = _stop_after(content, m.start() + _SCAN + longest)
         # A CJK term found past `until` may have one across `b` before it.
         until = b + content.count("\u0130", 0, b) - longest if b < len(content) else math.inf
-        spans = _spans(content, a, b, terms, until)
+        spans = _spans(content, a, b, terms, until, whole)
         if spans:
             return a, min(spans[::2])
         pos = max(m.start() + 1, b - longest)
     return None
 
 
-def snippet(content: str, terms: tuple[str, ...]) -> tuple[str, int, list[tuple[int, int]]]:
+def snippet(
+    content: str, terms: tuple[str, ...], whole: tuple[str, ...] = ()
+) -> tuple[str, int, list[tuple[int, int]]]:
     """Up to SNIPPET_CHARS of `content` around its first match: the text, where it
-    starts in the content, and the matches in it (relative to the snippet).
+    starts in the content, and the matches in it (relative to the snippet): the words
+    that start with one of `terms` (CJK terms: anywhere) or are one of `whole`.
 
     Positions are those of `content.lower()` (they differ from the content's after an
     `İ`). The work is bounded by where the first match is, not by the content's size:
@@ -166,7 +218,7 @@ def snippet(content: str, terms: tuple[str, ...]) -> tuple[str, int, list[tuple[
     """
     cjk = [len(t) for t in terms if _HAS_CJK.search(t)]
     longest = max(cjk, default=0)
-    first = _first(content, terms, longest) if terms else None
+    first = _first(content, terms, longest, whole) if terms or whole else None
     if first is None:
         return content[:SNIPPET_CHARS], 0, []
     a, s0 = first
@@ -174,7 +226,7 @@ def snippet(content: str, terms: tuple[str, ...]) -> tuple[str, int, list[tuple[
     if len(content) - start < SNIPPET_CHARS:
         start = max(0, len(content) - SNIPPET_CHARS)
     end = start + SNIPPET_CHARS
-    flat = _spans(content, a, _stop_after(content, end + longest), terms, end)
+    flat = _spans(content, a, _stop_after(content, end + longest), terms, end, whole)
     spans = sorted(zip(flat[::2], flat[1::2], strict=True))
     merged: list[tuple[int, int]] = []
     for s, e in spans:

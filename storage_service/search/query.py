@@ -44,8 +44,10 @@ class SearchQuery:
 
 
 def normalise(text: str) -> str:
-    """`text` as migration 0035's `stello_search_text` makes a searched text: `<` and `>`
-    as spaces, the marks (MARKS) removed."""
+    """`text` as migration 0035's `stello_search_text` made a searched text: `<` and `>`
+    as spaces, the marks (MARKS) removed. Since 0038 the function makes every ASCII
+    punctuation character a space; a query keeps its own (`"`, `-` and `*` are its
+    syntax) and `_PIECE` splits the words at the rest, so both read the same words."""
     return _MARK.sub("", text.translate(_ANGLE))
 
 

@@ -16,7 +16,7 @@ from stello.reasons import SEARCH_TOO_BROAD
 from stello.validation import fits_bigint, fits_real, fits_timestamptz
 from storage_service import page_tokens
 from storage_service.models import SessionMeta, Status
-from storage_service.search.highlight import lexemes, snippet
+from storage_service.search.highlight import snippet, terms
 from storage_service.search.query import parse_query
 from storage_service.search.repository import After
 from storage_service.sessions.repository import meta_of
@@ -85,9 +85,21 @@ def _position(token: str, binding: str, rpc: str) -> dict[str, object]:
             raise ValueError("issued for another search")
         return payload
     except (ValueError, TypeError, binascii.Error) as exc:
-        raise InvalidArgument.field(
-            "page_token", f"was not issued by {rpc} for this space with these fields"
-        ) from exc
+        raise foreign_token(rpc) from exc
+
+
+# What a page token binds, by RPC: the request's fields a token of another search differs in.
+_BOUND = {"SearchRecords": "this query, scope and order", "SearchSessions": "this query and status"}
+
+
+def foreign_token(rpc: str) -> InvalidArgument:
+    """The INVALID_ARGUMENT of a page token `rpc` did not issue for this request, naming
+    what it binds and what to do."""
+    return InvalidArgument.field(
+        "page_token",
+        f"was not issued by {rpc} for this space with {_BOUND[rpc]}: pass next_page_token "
+        "with the same request, or leave it empty to start again",
+    )
 
 
 def _created_at(value: object) -> datetime:
@@ -109,9 +121,7 @@ def _after(payload: dict[str, object]) -> After:
         if rank is not None and not fits_real(rank):
             raise ValueError("bad rank")
     except (KeyError, ValueError) as exc:
-        raise InvalidArgument.field(
-            "page_token", "was not issued by SearchRecords for this space with these fields"
-        ) from exc
+        raise foreign_token("SearchRecords") from exc
     return After(at, session, seq, None if rank is None else float(rank))
 
 
@@ -223,10 +233,7 @@ class SearchService:
             try:
                 after = (_created_at(payload["at"]), uuid.UUID(str(payload["s"])))
             except (KeyError, ValueError) as exc:
-                raise InvalidArgument.field(
-                    "page_token",
-                    "was not issued by SearchSessions for this space with these fields",
-                ) from exc
+                raise foreign_token("SearchSessions") from exc
         if not parsed.text:
             return SessionHitPage((), "")
 
@@ -244,7 +251,7 @@ class SearchService:
 
 def _hit(row: asyncpg.Record) -> Hit:
     """A row of SEARCH_RECORDS as a hit, its snippet cut around the first match."""
-    text, offset, matches = snippet(row["content"], lexemes(row["terms"]))
+    text, offset, matches = snippet(row["content"], *terms(row["terms"]))
     return Hit(
         session_id=row["session_id"],
         label=row["label"],

@@ -22,7 +22,7 @@ from grpc.aio import Metadata
 from agent_gateway.app import GatewayClients
 from stello import errors, reasons
 from stello.agent.v1 import agent_pb2, agent_pb2_grpc
-from stello.auth import new_secret
+from stello.auth import KeyStore, new_secret
 from stello.storage.v1 import storage_pb2
 from stello_client import AsyncClient, ConfigurationError, Retry
 from stello_client.base import KEY_CHARS, MAX_KEY_CHARS
@@ -76,7 +76,7 @@ from tests.gateway.turns.test_lost_reply import (  # noqa: F401 (a fixture used 
 )
 from tests.gateway.turns_support import SpyProvider, roles
 from tests.sdk.conftest import client_of
-from tests.support.fixtures import ServerStarter
+from tests.support.fixtures import ServerStarter, new_space
 from tree_service.app import create_app as tree_app
 from tree_service.config import TreeSettings
 
@@ -253,6 +253,23 @@ class TestLiveErrors:
             with pytest.raises(SpaceNotFound) as caught:
                 await client.get_tree()
         assert caught.value.info == {"space_id": missing}
+
+    async def test_a_space_the_key_does_not_reach_says_what_to_do(
+        self, stack: Stack, keys: KeyStore
+    ) -> None:
+        """A tenant key naming another tenant's space id is SpaceNotFound (the space looks
+        as if never made) whose message says to name a space the key reaches and where
+        they are listed: it said "space <id> not found" only, which a team whose
+        STELLO_SPACE_ID and STELLO_KEY came from two spaces read as the space being gone."""
+        other = await new_space(keys)
+        async with AsyncClient(stack.gateway.address, other.key, stack.space.sid) as client:
+            with pytest.raises(SpaceNotFound) as caught:
+                await client.get_tree()
+        assert caught.value.info == {"space_id": stack.space.sid}
+        assert caught.value.details == (
+            f"space {stack.space.sid} not found: name a space this key reaches "
+            "(WhoAmI lists them; `stello whoami`)"
+        )
 
     async def test_turn_in_progress_after_the_retries(
         self, client: AsyncClient, stack: Stack
@@ -548,6 +565,31 @@ class TestLiveErrors:
             with pytest.raises(ValueError, match=r"^max_depth: not a value this field holds"):
                 await client.get_tree(max_depth=2**40)
             assert [node.id for node in await client.get_tree()] == [root.id]
+
+    async def test_an_enum_keyword_of_the_wrong_type_is_named(self, client: AsyncClient) -> None:
+        """An enum keyword (`status`, `busy`, `context`, `order`, `role`, `kinds`) given a
+        value that is no name or number raises TypeError naming the keyword: a list or a
+        float raised AttributeError "'list' object has no attribute 'upper'", bytes a
+        TypeError about startswith, naming nothing. An unknown kind names its place in
+        `kinds` (it said "kind must be one of"). Nothing is sent."""
+        root = await client.create_root()
+        wrong: list[tuple[str, Any, Any]] = [
+            ("status", ["archived"], partial(client.list_session_digests)),
+            ("busy", 1.5, partial(client.send, root.id, "x")),
+            ("context", {"inherit": 1}, partial(client.fork, root.id, "f")),
+            ("order", b"relevance", partial(client.search_records, "x")),
+            ("role", ["user"], partial(client.list_records, root.id)),
+        ]
+        for name, value, call in wrong:
+            with pytest.raises(TypeError, match=rf"^{name}: not a value this field holds, got "):
+                await call(**{name: value})
+        kinds: list[Any] = ["turn_committed", 2.5]
+        with pytest.raises(TypeError, match=r"^kinds\[1\]: not a value this field holds"):
+            client.watch(kinds=kinds)
+        with pytest.raises(ValueError, match=r"^kinds\[1\]: must be one of session_committed, "):
+            client.watch(kinds=["turn_committed", "turn_comitted"])
+        assert [n.id for n in await client.get_tree()] == [root.id]
+        assert (await client.get_session(root.id)).turn_count == 0
 
     async def test_text_that_is_not_unicode_is_named(self, stack: Stack) -> None:
         """Text with a lone surrogate (what JSON's "\\ud800" decodes to) raises ValueError

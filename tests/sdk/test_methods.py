@@ -356,7 +356,7 @@ class TestTurns:
         assert taken.assistant.content == "echo: mine now"
         queued = await client.send(root.id, "in line", busy="enqueue")
         assert queued.assistant.content == "echo: in line"
-        with pytest.raises(ValueError, match="busy must be one of reject, enqueue"):
+        with pytest.raises(ValueError, match=r"^busy: must be one of reject, enqueue"):
             await client.send(root.id, "x", busy="sideways")  # type: ignore[arg-type]
 
 

@@ -1036,8 +1036,14 @@ class AgentGatewayServicer:
         - Chinese, Japanese and Korean text (no spaces needed): two or more
         characters find that exact sequence of characters; one character
         finds it alone. Mixed text works: each part matches as above.
-        Other punctuation separates words. Limits: at most 1,000 characters
-        (code points), at most 64 terms (words and phrases), no U+0000.
+        Other punctuation separates words, in the query as in the records:
+        "4411" and "JIRA-4411" find "JIRA-4411", "example" and "example.com"
+        find "https://example.com/docs" (records stored before migration 0038
+        once storage's search backfill has reached them). Limits: at most 1,000
+        characters (code points), at most 64 terms (words and phrases), no U+0000.
+        A record is found by all its words up to 128 KiB; a longer one whose
+        words would overflow PostgreSQL's 1 MB search vector (many distinct
+        words, long CJK text) by those of its start that fit.
 
         Errors:
         - INVALID_ARGUMENT: malformed ids; both session_id and root_id; a bad
@@ -1059,7 +1065,8 @@ class AgentGatewayServicer:
         metadata values matches `query` (SearchRecords' syntax; every word a
         prefix of a word, no stemming; CJK text anywhere). The whole query
         matches one text: the label or a single value; keys are not searched;
-        a value's ASCII punctuation separates words ("4411" finds "JIRA-4411").
+        a label's or value's ASCII punctuation separates words ("4411" finds
+        "JIRA-4411").
         A session is answered once. Provisional and
         deleted sessions are never found; archived ones are (their `status`
         says so), unless `status` filters. Newest first, paged as

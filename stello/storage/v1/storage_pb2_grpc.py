@@ -467,8 +467,14 @@ class SessionStorageServicer:
         - Chinese, Japanese and Korean text (no spaces needed): two or more
         characters find that exact sequence of characters; one character
         finds it alone. Mixed text works: each part matches as above.
-        Other punctuation separates words. Limits: at most 1,000 characters
-        (code points), at most 64 terms (words and phrases), no U+0000.
+        Other punctuation separates words, in the query as in the records:
+        "4411" and "JIRA-4411" find "JIRA-4411", "example" and "example.com"
+        find "https://example.com/docs" (records stored before migration 0038
+        once storage's search backfill has reached them). Limits: at most 1,000
+        characters (code points), at most 64 terms (words and phrases), no U+0000.
+        A record is found by all its words up to 128 KiB; a longer one whose
+        words would overflow PostgreSQL's 1 MB search vector (many distinct
+        words, long CJK text) by those of its start that fit.
 
         Paged: page_size 0 = 20, at most 100; `next_page_token` (empty on the
         last page) continues after the page's last hit (keyset: a walk sees
@@ -497,8 +503,8 @@ class SessionStorageServicer:
         text matches anywhere. Each text is matched on its own: the whole query
         matches the label, or the whole query matches one value ("acme north"
         does not find label "Acme" with value "north"). Metadata keys are not
-        searched (ListSessionDigests filters by key and value); a value's ASCII
-        punctuation separates words ("4411" finds "JIRA-4411"). A session is
+        searched (ListSessionDigests filters by key and value); a label's or
+        value's ASCII punctuation separates words ("4411" finds "JIRA-4411"). A session is
         answered once however many of its texts match. Provisional sessions and
         sessions being deleted are never found; archived ones are, unless
         `status` says otherwise. Newest first (created_at, id descending), paged

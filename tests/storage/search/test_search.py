@@ -75,6 +75,28 @@ class TestMatching:
         assert marked(hits[0]) == ["running", "migration"]
         assert hits[0].label == "Corpus" and hits[0].role == ASSISTANT
 
+    @pytest.mark.parametrize(
+        ("query", "words"),
+        [
+            pytest.param("using", ["using"], id="e-dropped-before-ing"),
+            pytest.param("make", ["making"], id="the-stem-of-making"),
+            pytest.param("policy", ["policy", "policies"], id="y-made-i"),
+            pytest.param("cities", ["city"], id="plural-finds-y"),
+            pytest.param("history company", ["company", "history"], id="two-y-words"),
+        ],
+    )
+    async def test_the_word_found_by_its_stem_is_marked(
+        self, stub: Stub, space: TestSpace, make_session: MakeSession, query: str, words: list[str]
+    ) -> None:
+        """A word whose stem is no prefix of it (the stemmer made `y` an `i` or dropped a
+        final `e`: "policy" is 'polici', "using" 'use') is marked where it matched."""
+        sid = await make_session()
+        text = "using the company policy and policies for making history in the city"
+        await append(stub, space, sid, rec(text))
+        hits = await search(stub, space, query)
+        assert found(hits) == {(str(sid), 1)}
+        assert marked(hits[0]) == words
+
     async def test_chinese_text_is_found_by_any_run_of_characters(
         self, stub: Stub, space: TestSpace, corpus: uuid.UUID
     ) -> None:
@@ -289,6 +311,38 @@ class TestEditedPageTokens:
         error = await rpc_error(session_ids(stub, space, "sib", page_size=2, page_token=edited))
         assert error.code() == grpc.StatusCode.INVALID_ARGUMENT, error.details()
         assert [f.field for f in field_violations(error)] == ["page_token"]
+
+    async def test_a_token_of_another_search_says_what_to_do(
+        self, stub: Stub, space: TestSpace, make_session: MakeSession
+    ) -> None:
+        """A page token sent with another query (or scope, order, status) names page_token
+        and says to send it with the same request or leave it out: it said "with these
+        fields", naming none and no way on."""
+        sid = await make_session(label="Needle one")
+        await make_session(label="Needle two")
+        await append(stub, space, sid, *[rec(f"needle {i}") for i in range(3)])
+        token = (
+            await stub.SearchRecords(
+                storage_pb2.SearchRecordsRequest(space_id=space.sid, query="needle", page_size=1)
+            )
+        ).next_page_token
+        error = await rpc_error(search(stub, space, "needles", page_size=1, page_token=token))
+        assert error.details() == (
+            "page_token: was not issued by SearchRecords for this space with this query, "
+            "scope and order: pass next_page_token with the same request, or leave it empty "
+            "to start again"
+        )
+        token = (
+            await stub.SearchSessions(
+                storage_pb2.SearchSessionsRequest(space_id=space.sid, query="needle", page_size=1)
+            )
+        ).next_page_token
+        error = await rpc_error(session_ids(stub, space, "need", page_size=1, page_token=token))
+        assert error.details() == (
+            "page_token: was not issued by SearchSessions for this space with this query "
+            "and status: pass next_page_token with the same request, or leave it empty to "
+            "start again"
+        )
 
 
 class TestScope:
