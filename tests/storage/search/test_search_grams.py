@@ -1,12 +1,13 @@
 """A record of CJK text is written in time linear in its length (migration 0039): its
 search vector's bigrams took `substr` per character, n²/2 character steps inside the
 record's INSERT (60,000 characters, 180 KB: 46 s of the database's CPU). The bigrams are
-the same text as 0019's, so no stored vector changes."""
+the same text as 0019's, so no stored vector changes. The time is measured in
+bench/bench_search_grams.py (DESIGN §9: speed is measured, not asserted in tests); here,
+that the new function makes 0019's text, and that a long record is written and found."""
 
 from __future__ import annotations
 
 import random
-import time
 import uuid
 
 import asyncpg
@@ -40,15 +41,14 @@ def cjk_text(chars: int, seed: int) -> str:
     return "".join(chr(0x4E00 + rng.randrange(20_000)) for _ in range(chars))
 
 
-async def test_a_long_cjk_record_is_written_in_seconds(
+async def test_a_long_cjk_record_is_written_and_found(
     stub: Stub, space: TestSpace, make_session: MakeSession
 ) -> None:
-    """60,000 CJK characters are appended in well under 10 s (46 s before) and found."""
+    """60,000 CJK characters (46 s of the database's CPU before 0039) are appended and
+    found by four characters of their middle."""
     content = cjk_text(60_000, seed=1)
     sid = await make_session()
-    began = time.monotonic()
     await append(stub, space, sid, rec(content))
-    assert time.monotonic() - began < 10
     assert found(await search(stub, space, content[100:104])) == {(str(sid), 1)}
 
 
