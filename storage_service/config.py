@@ -77,7 +77,8 @@ class StorageSettings(BaseSettings):
         description="Seconds between rounds of the search backfill, which recomputes the "
         "search vectors of records written before migrations 0035 and 0038 (until then "
         "a search finds none of their words inside <...>, joined to zero-width marks or "
-        "joined by punctuation, as in JIRA-4411); once finished, a round is one index probe. At least 1: a round rewrites a batch.",
+        "joined by punctuation, as in JIRA-4411); once finished, a round is one index probe. "
+        "At least 1: a round rewrites a batch.",
     )
     search_backfill_batch: int = Field(
         default=1000,
