@@ -17,7 +17,13 @@ from pathlib import Path
 import pytest
 
 REPO = Path(__file__).resolve().parents[2]
-DOCS = [REPO / "README.md", *sorted((REPO / "docs").glob("*.md"))]
+DOCS = [
+    REPO / "README.md",
+    *sorted((REPO / "docs").glob("*.md")),
+    REPO / "protos/README.md",
+    REPO / "examples/node-client/README.md",
+]
+"""The documents checked; a path in one is from the repository's root, or from its folder."""
 PACKAGES = (
     "stello",
     "storage_service",
@@ -41,6 +47,7 @@ FILE_SUFFIXES = (".py", ".md", ".toml", ".sql", ".json", ".yaml", ".yml", ".txt"
 ALLOWED: dict[str, str] = {
     "stello.dev": "ErrorInfo's domain, a string on the wire",
     "stello/migrations/NNNN_what_it_does.sql": "the pattern a new migration's name follows",
+    "stello.agent.v2": "protos/README.md: the package a breaking change would need, not yet one",
 }
 """Deliberate non-references, each with its reason."""
 
@@ -143,17 +150,16 @@ def module_file(parts: list[str]) -> Path | None:
     return None
 
 
-def path_problem(token: str) -> str | None:
-    """Why the repository path `token` does not resolve, or None."""
+def path_problem(token: str, folder: Path = REPO) -> str | None:
+    """Why the path `token` (from the repository's root, or from `folder`) does not resolve."""
     path, _, names = token.partition("::")
     path = path.split("…")[0].removesuffix("...")
-    if "*" in path:
-        return None if list(REPO.glob(path)) else f"{path} matches no file"
-    if not (REPO / path).exists():
-        return f"{path} does not exist"
-    if names:
-        return attribute_problem(REPO / path, names.split("::"))
-    return None
+    for base in dict.fromkeys((REPO, folder)):
+        if "*" in path and list(base.glob(path)):
+            return None
+        if "*" not in path and (base / path).exists():
+            return attribute_problem(base / path, names.split("::")) if names else None
+    return f"{path} does not exist"
 
 
 def dotted_problem(token: str) -> str | None:
@@ -188,7 +194,7 @@ def problems(doc: Path) -> list[str]:
         if token in ALLOWED:
             continue
         if PATH.match(token):
-            problem = path_problem(token)
+            problem = path_problem(token, doc.parent)
         elif DOTTED.match(token) and not token.endswith(FILE_SUFFIXES):
             problem = dotted_problem(token)
         elif RELATIVE.match(token):
