@@ -38,10 +38,11 @@ PATH = re.compile(rf"^(?:{'|'.join(ROOTS)}|\.ci)/[\w./*\-]*(?:::[\w:]+)?$")
 DOTTED = re.compile(rf"^(?:{'|'.join(PACKAGES)})(?:\.\w+)+(?:/\w+)?$")
 RELATIVE = re.compile(r"^(?:\w+/)*\w+\.py$")
 NAME = r"[A-Za-z_]\w*(?:\.[A-Za-z_]\w*)*"
-# `file.py` `Name` and `Name` in `file.py`: a name said to live in a file.
+# `file.py` `Name`, `Name` in `file.py` and `Name` (`file.py`): a name said to live in a file.
 BESIDE = re.compile(rf"`([\w/]+\.py)`\s+`({NAME})(?:\(\))?`")
 IN_FILE = re.compile(rf"`({NAME})`\s+in\s+`([\w/]+\.py)`")
-METHOD = re.compile(r"^([A-Z]\w*)\.([a-z_]\w*)(?:\(\))?$")
+PAREN = re.compile(rf"`({NAME})(?:\(\))?`\s+\(`([\w/]+\.py)`")
+METHOD = re.compile(r"^([A-Z]\w*)\.([A-Za-z_]\w*)(?:\(\))?$")
 FILE_SUFFIXES = (".py", ".md", ".toml", ".sql", ".json", ".yaml", ".yml", ".txt", ".proto", ".js")
 
 ALLOWED: dict[str, str] = {
@@ -203,7 +204,10 @@ def problems(doc: Path) -> list[str]:
             problem = None
         if problem is not None:
             found.append(problem)
-    pairs = [*BESIDE.findall(text), *((path, name) for name, path in IN_FILE.findall(text))]
+    pairs = [
+        *BESIDE.findall(text),
+        *((path, name) for name, path in [*IN_FILE.findall(text), *PAREN.findall(text)]),
+    ]
     for path, name in dict.fromkeys(pairs):
         file = located(path)
         if file is not None and f"{path} {name}" not in ALLOWED:
