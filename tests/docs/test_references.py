@@ -1,5 +1,7 @@
-"""README.md and docs/*.md name only what exists: every backticked repository path, every dotted
-name of our packages, and every function or class named beside its file.
+"""README.md, docs/*.md and the other READMEs name only what exists: every backticked repository
+path (`tests/...::Test`, globs too), every dotted name of our packages (`stello.maintenance.x`) or
+proto (`stello.agent.v1.AgentGateway`), every bare module (`running.py`: some file of ours), every
+name said to live in a file (`file.py` `name`) and every `Class.method` of a class of ours.
 
 A newcomer follows these names to the code; a module that moved or a function renamed leaves a
 name that leads nowhere. The names are resolved statically (the files and their syntax trees),
