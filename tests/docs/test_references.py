@@ -40,10 +40,13 @@ PATH = re.compile(rf"^(?:{'|'.join(ROOTS)}|\.ci)/[\w./*\-]*(?:::[\w:]+)?$")
 DOTTED = re.compile(rf"^(?:{'|'.join(PACKAGES)})(?:\.\w+)+(?:/\w+)?$")
 RELATIVE = re.compile(r"^(?:\w+/)*\w+\.py$")
 NAME = r"[A-Za-z_]\w*(?:\.[A-Za-z_]\w*)*"
-# `file.py` `Name`, `Name` in `file.py` and `Name` (`file.py`): a name said to live in a file.
+# `file.py` `Name`, `file.py` (`Name`, `Name` in `file.py`, `Name` (`file.py`): a name said to
+# live in a file.
 BESIDE = re.compile(rf"`([\w/]+\.py)`\s+`({NAME})(?:\(\))?`")
 IN_FILE = re.compile(rf"`({NAME})`\s+in\s+`([\w/]+\.py)`")
 PAREN = re.compile(rf"`({NAME})(?:\(\))?`\s+\(`([\w/]+\.py)`")
+# (after a file and a parenthesis, a plain word may be prose: only a name that looks like code)
+FILE_PAREN = re.compile(rf"`([\w/]+\.py)`\s+\(`((?=[A-Z_]|\w*[_.]){NAME})(?:\(\))?`")
 METHOD = re.compile(r"^([A-Z]\w*)\.([A-Za-z_]\w*)(?:\(\))?$")
 FILE_SUFFIXES = (".py", ".md", ".toml", ".sql", ".json", ".yaml", ".yml", ".txt", ".proto", ".js")
 
@@ -208,6 +211,7 @@ def problems(doc: Path) -> list[str]:
             found.append(problem)
     pairs = [
         *BESIDE.findall(text),
+        *FILE_PAREN.findall(text),
         *((path, name) for name, path in [*IN_FILE.findall(text), *PAREN.findall(text)]),
     ]
     for path, name in dict.fromkeys(pairs):
@@ -276,6 +280,25 @@ class TestExtraction:
         )
         found = problems(doc)
         assert len(found) == 3, found
+
+    @pytest.mark.parametrize(
+        "text",
+        [
+            pytest.param("`NO_SUCH` in `stello/db.py`", id="in"),
+            pytest.param("`no_such` (`stello/db.py`: its pool)", id="name-then-file"),
+            pytest.param("`stello/db.py` (`NoSuch`: a class)", id="file-then-name"),
+            pytest.param("`running.py` `JobRuns.no_such`", id="bare-module"),
+            pytest.param("`BackgroundRunner.no_such`", id="method"),
+            pytest.param("`no_such_module.py`", id="bare-file"),
+            pytest.param("`tests/docs/test_references.py::TestNoSuch`", id="test-class"),
+            pytest.param("`stello.agent.v1.NoSuchService/Call`", id="proto"),
+        ],
+    )
+    def test_each_form_of_a_stale_name_is_reported(self, tmp_path: Path, text: str) -> None:
+        """Each way the documents name code reports a name that is gone."""
+        doc = tmp_path / "doc.md"
+        doc.write_text(text + "\n")
+        assert problems(doc), text
 
     def test_fenced_blocks_are_not_spans(self) -> None:
         """Code in fenced blocks is left to the tests that run it."""
