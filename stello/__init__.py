@@ -1,8 +1,10 @@
 """Stello: tree-structured LLM conversations as gRPC services over PostgreSQL.
 
 The kernel package: settings, database pool and migrations, auth, errors and
-their gRPC mapping, the server factory, the command line, and the generated
-stubs under ``stello/{common,storage,tree,agent}/v1``.
+their gRPC mapping, the server factory, a service's command line and run, and the
+generated stubs under ``stello/{common,storage,tree,agent}/v1``. It is a library:
+the programs (the `stello` command, `stello up`, the console) live in `stello_cli`
+and `stello_console` (docs/architecture.md lists its modules).
 """
 
 from __future__ import annotations

@@ -104,7 +104,7 @@ def _matched(
 
 
 def record_from_dict(value: Any) -> common_pb2.Record:
-    """A Record from its export form (`stello_cli.format.record_dict`); seq is not kept.
+    """A Record from its export form (`stello_client.dicts.record_dict`); seq is not kept.
 
     Raises:
         ClientError: the value is not a record of the format (the message names the field).

@@ -3,8 +3,11 @@
 `create_app` wires it for the kernel's server factory; ``python -m
 storage_service`` runs it on its own (DESIGN §1, §2). Its rooms, one folder per
 subsystem, each own their tables: `sessions`, `records`, `slots`, `turns`,
-`memory`, `guard`, `events`, `keys`, and `transact` over them; `unit` hands a
-work function one connection, one outbox and the repositories on them.
+`memory`, `guard`, `jobs`, `events`, `keys`, `search`, and `transact` over them, most
+with a `wire` module that checks their requests; `unit` hands a work function one
+connection, one outbox and the repositories on them. At the top: `servicer` (the RPCs,
+a module per subsystem mixed into one servicer), `parse` (the checks that depend on
+configured limits), `convert`, `models`, `page_tokens`, `app`, `config`.
 """
 
 from __future__ import annotations

@@ -3,7 +3,8 @@
 - `rpc`: who calls and how (the caller's key and deadline forwarded, bounded
   retries on UNAVAILABLE, status codes back to the kernel's domain errors);
 - `storage`: one method per SessionStorage RPC, and the remembered-reply helpers;
-- `tree`: one method per SessionTree RPC.
+- `tree`: one method per SessionTree RPC;
+- `jobs`: the background runner's storage calls (claims, renewals, progress).
 
 Nothing above this package opens a channel or touches a table.
 """

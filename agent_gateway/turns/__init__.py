@@ -9,7 +9,8 @@
   INTERRUPT's take-over);
 - `state`: what a turn is made of (input, plan, new records);
 - `commit`: the one Transact that commits a turn;
-- `lease_keeper`: the turn lease renewed while the turn runs.
+- `lease_keeper`: the turn lease renewed while the turn runs;
+- `answer_size`, `empty_answer`: an answer too large to store, or with nothing in it.
 """
 
 from __future__ import annotations

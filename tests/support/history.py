@@ -55,7 +55,7 @@ async def seed_history(
     """Append `count` records (role, content from `record(i)`) after the session's last seq.
 
     The token columns are counted by `stello.tokens` as the rows are written
-    (the twin of the SQL rule, tests/storage/test_tokens.py); `recount` has
+    (the twin of the SQL rule, tests/storage/records/test_tokens.py); `recount` has
     ``stello_recount_tokens`` (the migration's backfill) count them instead.
     """
     row = await con.fetchrow(

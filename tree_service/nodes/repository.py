@@ -258,7 +258,7 @@ class NodeReads:
         after: tuple[datetime, uuid.UUID] | None,
     ) -> list[Summary]:
         """Up to `limit` visible sessions that pass `status` and `filters`, by (created_at,
-        id), after the key `after` (tree_service.listing: each filter an index range)."""
+        id), after the key `after` (tree_service.nodes.listing: each filter an index range)."""
         if len(filters.metadata) > 1:
             filters = await self._rarest_first(space_id, filters, 2 * limit)
         query, args = list_statement(space_id, status, filters, limit, after)
