@@ -63,7 +63,10 @@ class RetentionCalls(ClientBase):
     ) -> agent_pb2.ApplyRetentionResponse:
         """Apply the space's policy now, or with `dry_run` list what it would archive or
         delete (ApplyRetention): `actions` (root, kind, label, last activity, ids), `done`,
-        and a dry run's `next_page_token`.
+        and a dry run's `next_page_token`. Only a dry run is retried: a real run repeated
+        after a lost answer would list only what was left, not what the first attempt
+        archived or deleted, so its failure is raised instead (read `digests()` to see
+        what is left).
 
         Raises:
             NoRetentionPolicy: the space never had one (one with neither step, which
@@ -77,7 +80,7 @@ class RetentionCalls(ClientBase):
             page_token=page_token,
         )
         reply: agent_pb2.ApplyRetentionResponse = await self._unary(
-            "ApplyRetention", request, safe=True, timeout=timeout
+            "ApplyRetention", request, safe=dry_run, timeout=timeout
         )
         return reply
 

@@ -163,6 +163,25 @@ class TestRetention:
         assert await client.get_retention() is None
         assert (await client.apply_retention()).done
 
+    async def test_only_a_dry_run_is_retried(
+        self, client: AsyncClient, monkeypatch: pytest.MonkeyPatch
+    ) -> None:
+        """apply_retention is retried only as a dry run: a repeat of a real run after a lost
+        answer would list only what was left, not what the first attempt archived or
+        deleted, so the caller must see the failure instead."""
+        await client.put_retention(archive_after_days=30)
+        sent: list[tuple[str, bool]] = []
+        unary = client._unary
+
+        async def spy(method: str, request: Any, *, safe: bool, **options: Any) -> Any:
+            sent.append((method, safe))
+            return await unary(method, request, safe=safe, **options)
+
+        monkeypatch.setattr(client, "_unary", spy)
+        await client.apply_retention(dry_run=True)
+        await client.apply_retention()
+        assert sent == [("ApplyRetention", True), ("ApplyRetention", False)]
+
 
 class TestReads:
     async def test_pages_are_walked(self, client: AsyncClient, stack: Stack) -> None:
