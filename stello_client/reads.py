@@ -30,13 +30,13 @@ from stello_client.types import (
     SessionDigest,
     SessionStatus,
     SkillInfo,
-    StatusName,
+    StatusFilter,
     TreeNode,
     WhoAmIResponse,
     record_role,
     search_order,
     session_filter,
-    session_status,
+    status_filter,
 )
 
 MAX_PAGE = 1000
@@ -208,7 +208,7 @@ class ReadCalls(ClientBase):
         self,
         query: str,
         *,
-        status: StatusName | SessionStatus | None = None,
+        status: StatusFilter | SessionStatus | None = None,
         page_size: int = 0,
         page_token: str = "",
         timeout: Timeout = DEFAULT,
@@ -216,7 +216,7 @@ class ReadCalls(ClientBase):
         """One page of the space's sessions whose label or one metadata value matches
         `query`, newest first (SearchSessions: each word a prefix of a word; CJK text
         anywhere; keys are not searched). Archived sessions are included unless
-        `status` filters.
+        `status` filters ("active" or "archived"; "all" or None: both).
 
         Raises:
             InvalidArgument: a bad query, a page_token of another search.
@@ -226,7 +226,7 @@ class ReadCalls(ClientBase):
             agent_pb2.SearchSessionsRequest,
             space_id=await self.space_id(),
             query=query,
-            status=session_status(status),
+            status=status_filter(status),
             page_size=page_size,
             page_token=page_token,
         )
@@ -238,14 +238,15 @@ class ReadCalls(ClientBase):
     async def list_session_digests(
         self,
         *,
-        status: StatusName | SessionStatus | None = None,
+        status: StatusFilter | SessionStatus | None = None,
         page_size: int = 0,
         page_token: str = "",
         timeout: Timeout = DEFAULT,
         **filters: Unpack[DigestFilter],
     ) -> ListSessionDigestsResponse:
         """One page of every session's digest (id, parent, label, status, turns, memory,
-        insight, metadata), archived ones too unless `status` filters
+        insight, metadata), archived ones too unless `status` filters ("active" or
+        "archived"; "all" or None: both, as the CLI's `--status all`)
         (ListSessionDigests; `page_size` 0 = 100, at most 1000).
 
         `filters` narrow the listing, each served by an index: `metadata` (every pair
@@ -263,7 +264,7 @@ class ReadCalls(ClientBase):
         request = request_of(
             agent_pb2.ListSessionDigestsRequest,
             space_id=await self.space_id(),
-            status=session_status(status),
+            status=status_filter(status),
             page_size=page_size,
             page_token=page_token,
         )
@@ -277,7 +278,7 @@ class ReadCalls(ClientBase):
     async def digests(
         self,
         *,
-        status: StatusName | SessionStatus | None = None,
+        status: StatusFilter | SessionStatus | None = None,
         page_size: int = MAX_PAGE,
         timeout: Timeout = DEFAULT,
         **filters: Unpack[DigestFilter],

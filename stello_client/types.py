@@ -63,6 +63,7 @@ from stello_client.errors import shown
 ContextName: TypeAlias = Literal["none", "inherit", "compress"]
 BusyName: TypeAlias = Literal["reject", "enqueue", "interrupt", "rollback"]
 StatusName: TypeAlias = Literal["active", "archived"]
+StatusFilter: TypeAlias = Literal["active", "archived", "all"]
 RoleName: TypeAlias = Literal["system", "user", "assistant", "tool"]
 OrderName: TypeAlias = Literal["newest", "relevance"]
 StreamEvent: TypeAlias = TextDelta | ToolCall | SendResponse
@@ -103,6 +104,7 @@ __all__ = [
     "SharedMemoryEntry",
     "SkillInfo",
     "SpaceEvent",
+    "StatusFilter",
     "StatusName",
     "StreamEvent",
     "SubmitToolResultsResponse",
@@ -121,6 +123,7 @@ __all__ = [
     "record_role",
     "search_order",
     "session_status",
+    "status_filter",
     "tool",
     "tool_result",
 ]
@@ -157,6 +160,18 @@ def fork_context(value: ContextName | ForkContext | None) -> ForkContext:
 def session_status(value: StatusName | SessionStatus | None) -> SessionStatus:
     """SessionStatus of "active" or "archived" (None: no filter)."""
     found: SessionStatus = _enum(common_pb2.SessionStatus, "SESSION_STATUS_", value, "status")
+    return found
+
+
+def status_filter(value: StatusFilter | SessionStatus | None) -> SessionStatus:
+    """SessionStatus a listing or search keeps: "active", "archived", or "all" (as None:
+    both; the CLI's `--status all`, so a value read from one passes to the other)."""
+    if isinstance(value, str) and value.lower() == "all":
+        return common_pb2.SESSION_STATUS_UNSPECIFIED
+    try:
+        found: SessionStatus = _enum(common_pb2.SessionStatus, "SESSION_STATUS_", value, "status")
+    except ValueError:
+        raise ValueError(f"status: must be one of active, archived, all, got {value!r}") from None
     return found
 
 

@@ -186,7 +186,8 @@ class TestRetention:
 class TestReads:
     async def test_pages_are_walked(self, client: AsyncClient, stack: Stack) -> None:
         """records(), digests() and lineage() walk every page of pages smaller than the whole;
-        list_records and get_lineage answer one page and the token of the next."""
+        list_records and get_lineage answer one page and the token of the next; a listing's
+        and a search's status "all" (the CLI's `--status all`) is both, as None."""
         roots = [await client.create_root(label=f"r{i}") for i in range(5)]
         chain = [roots[0]]
         for depth in range(4):
@@ -202,6 +203,13 @@ class TestReads:
         assert labels == ["r0", "r1", "r2", "r3", "r4", "d0", "d1", "d2", "d3"]  # creation order
         one = await client.list_session_digests(status="archived")
         assert list(one.digests) == []
+        every = [d.label async for d in client.digests(status="all")]
+        assert every == labels
+        assert (await client.list_session_digests(status="all")).digests
+        found = await client.search_sessions("r0", status="all")
+        assert [s.label for s in found.sessions] == ["r0"]
+        with pytest.raises(ValueError, match="status: must be one of active, archived, all"):
+            await client.list_session_digests(status="both")  # type: ignore[arg-type]
         ancestors = [d.label async for d in client.lineage(chain[-1].id, page_size=2)]
         assert ancestors == ["d2", "d1", "d0", "r0"]
         first = await client.get_lineage(chain[-1].id, page_size=1)
