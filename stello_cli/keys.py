@@ -21,15 +21,20 @@ from stello_client.errors import ClientError, UsageError
 
 if TYPE_CHECKING:  # imported when a command runs (a client needs none)
     from stello.auth import KeyStore
+    from stello.settings import StelloSettings
 
 
-async def _with_keys(args: argparse.Namespace, work: Callable[[KeyStore], Awaitable[int]]) -> int:
+async def _with_keys(
+    args: argparse.Namespace,
+    work: Callable[[KeyStore], Awaitable[int]],
+    given: StelloSettings | None = None,
+) -> int:
     from stello.auth import KeyStore
     from stello.db import create_pool
     from stello.embedded import database_url
     from stello.migrate import migrate_dsn
 
-    settings = admin_settings(settings_of(args))
+    settings = admin_settings(given or settings_of(args))
     try:
         async with database_url(settings.database_url, settings.data_dir) as dsn:
             await migrate_dsn(settings.direct_dsn(dsn))
@@ -128,19 +133,33 @@ async def cmd_keys_create(args: argparse.Namespace) -> int:
 
 
 async def cmd_keys_revoke(args: argparse.Namespace) -> int:
-    """Revoke a key by id."""
+    """Revoke a key by id, saying how long a running service may still accept it: each
+    caches a key it resolved for STELLO_AUTH_CACHE_TTL_S, so the revocation is not at once."""
     try:
         key_id = uuid.UUID(args.key_id)
     except ValueError:
         raise UsageError(f"KEY_ID: {args.key_id!r} is not a key id (a UUID)") from None
+    settings = settings_of(args)
 
     async def work(keys: KeyStore) -> int:
         if not await keys.revoke(key_id):
             raise ClientError(f"no live key with id {key_id}")
-        write(f"revoked: {key_id}")
+        write(f"revoked: {key_id}\n{revocation_lag(settings)}")
         return 0
 
-    return await _with_keys(args, work)
+    return await _with_keys(args, work, settings)
+
+
+def revocation_lag(settings: StelloSettings) -> str:
+    """The line saying a running service may accept a revoked key for up to its cache's
+    time: this environment's STELLO_AUTH_CACHE_TTL_S (the services' may differ) and the
+    default's."""
+    default = type(settings).model_fields["auth_cache_ttl_s"].default
+    return (
+        f"running services may still accept it for up to {settings.auth_cache_ttl_s:g} s "
+        f"(STELLO_AUTH_CACHE_TTL_S, default {default:g}): each caches a key it resolved "
+        "that long"
+    )
 
 
 async def cmd_keys_list(args: argparse.Namespace) -> int:

@@ -88,6 +88,26 @@ class TestKeys:
         assert said in done.stderr
         assert (await stello_ok(env, "keys", "list", *db)).strip() == ""
 
+    async def test_revoke_says_how_long_running_services_may_still_accept_it(
+        self, fresh: str, home: Path
+    ) -> None:
+        """`keys revoke` says a running service may accept the key for up to
+        STELLO_AUTH_CACHE_TTL_S more (each caches a resolved key that long): the seconds of
+        this environment's setting, and the default's."""
+        env = private_env(home)
+        env.pop("STELLO_AUTH_CACHE_TTL_S", None)
+        db = ("--database-url", fresh)
+        made = await stello_ok(env, "keys", "create", "--space", "a", *db)
+        key_id = dict(line.split(": ", 1) for line in made.splitlines())["key_id"]
+        out = await stello_ok(env, "keys", "revoke", key_id, *db)
+        assert out.splitlines()[0] == f"revoked: {key_id}"
+        assert "up to 5 s (STELLO_AUTH_CACHE_TTL_S, default 5)" in out
+        made = await stello_ok(env, "keys", "create", "--space", "a", *db)
+        key_id = dict(line.split(": ", 1) for line in made.splitlines())["key_id"]
+        slow = env | {"STELLO_AUTH_CACHE_TTL_S": "30"}
+        out = await stello_ok(slow, "keys", "revoke", key_id, *db)
+        assert "up to 30 s (STELLO_AUTH_CACHE_TTL_S, default 5)" in out
+
     async def test_list_as_json(self, fresh: str, home: Path) -> None:
         """`keys list --json` (or `stello --json keys list`) prints one array of the table's
         fields, an admin key's space null, a revoked key so, and never a secret."""
