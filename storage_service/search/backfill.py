@@ -1,6 +1,7 @@
-"""The search backfill (migrations 0035, 0038): records written before them become
-searchable by their tag words, their words joined to invisible marks and their words joined
-by ASCII punctuation ("JIRA-4411", "example.com"), in bounded batches.
+"""The search backfill (migrations 0035, 0038, 0041): records written before them become
+searchable by their tag words, their words joined to invisible marks, their words joined
+by ASCII punctuation ("JIRA-4411", "example.com") and their full-width words (U+FF21
+U+FF30 U+FF29 as "api"), in bounded batches.
 
 `records.search_vector` is a STORED generated column: 0035's new
 `stello_search_vector` gives the new vector to rows written from then on, and this

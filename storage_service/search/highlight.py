@@ -7,7 +7,9 @@ a stem was rewritten from (`terms`: 'polici' marks "policy"), or, for a lexeme o
 letter or of digits (no stem: "e-mail" is 'e' and 'mail'), when it is that lexeme, case
 ignored, read without
 the marks migration 0035 removes from what is searched (`pass<U+200B>word` is
-the word 'password', marked whole); a CJK lexeme (a bigram or a character)
+the word 'password', marked whole), and with the full-width forms read as ASCII, as
+migration 0041 reads them (full-width `API` is the word 'api', marked at its own offsets: the
+mapping is one character for one); a CJK lexeme (a bigram or a character)
 matches where it occurs.
 """
 
@@ -17,7 +19,7 @@ import functools
 import math
 import re
 
-from storage_service.search.query import CJK, MARKS
+from storage_service.search.query import CJK, FULL_WIDTH, MARKS
 
 SNIPPET_CHARS = 240
 _BEFORE = 60
@@ -113,7 +115,7 @@ def _finder(terms: tuple[str, ...]) -> re.Pattern[str]:
     more (U+017F, U+0130) that _spans then rejects."""
     alternatives = []
     for term in terms:
-        chars = [_DOT if c == "\u0307" else re.escape(c) for c in term]
+        chars = [_char(c) for c in term]
         if _HAS_CJK.search(term):
             alternatives.append("".join(chars))
         else:
@@ -122,6 +124,16 @@ def _finder(terms: tuple[str, ...]) -> re.Pattern[str]:
     return re.compile("|".join(alternatives), re.IGNORECASE)
 
 
+def _char(c: str) -> str:
+    """What one character of a term matches in the content: itself, or its full-width
+    form (FULL_WIDTH), or for U+0307 the second half of `İ` too."""
+    if c == "\u0307":
+        return _DOT
+    wide = _WIDE.get(ord(c))
+    return f"[{re.escape(c)}{chr(wide)}]" if wide else re.escape(c)
+
+
+_WIDE = {ascii_: wide for wide, ascii_ in FULL_WIDTH.items()}  # U+3000 too
 _finders = functools.lru_cache(maxsize=64)(_finder)
 _DOT = "(?:\u0307|(?<=\u0130))"  # U+0307: its own, or the second half of `İ`.lower()
 # Not after a word character whose lowercase is one (not `İ`, whose lowercase ends in U+0307).
@@ -155,8 +167,10 @@ def _stop_after(content: str, at: int) -> int:
 
 
 def _lower(text: str) -> str:
-    """`text` lowercased: the one place a hit's words are read (a test counts what it reads)."""
-    return text.lower()
+    """`text` with its full-width forms as ASCII (FULL_WIDTH: one character for one, so
+    every offset stays), lowercased: the one place a hit's words are read (a test counts
+    what it reads)."""
+    return text.translate(FULL_WIDTH).lower()
 
 
 def _spans(

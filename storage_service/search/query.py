@@ -28,6 +28,10 @@ CJK = (
 # `stello_search_text` removes from what is searched.
 MARKS = "\u00ad\u200b-\u200f\u202a-\u202e\u2060-\u2069\ufeff"
 _MARK = re.compile(f"[{MARKS}]+")
+# Migration 0041's one-for-one mapping of the full-width forms (U+FF01-U+FF5E) to ASCII and
+# of the ideographic space to a space: what input methods type reads as its ASCII word, and
+# every offset stays (NFKC would change lengths: "ﬁ" is two characters).
+FULL_WIDTH = {cp: cp - 0xFEE0 for cp in range(0xFF01, 0xFF5F)} | {0x3000: 0x20}
 _ANGLE = str.maketrans("<>", "  ")
 _PIECE = re.compile(rf"[{CJK}]+|(?:(?![{CJK}])\w)+")
 _CJK_RUN = re.compile(rf"[{CJK}]+")
@@ -47,8 +51,10 @@ def normalise(text: str) -> str:
     """`text` as migration 0035's `stello_search_text` made a searched text: `<` and `>`
     as spaces, the marks (MARKS) removed. Since 0038 the function makes every ASCII
     punctuation character a space; a query keeps its own (`"`, `-` and `*` are its
-    syntax) and `_PIECE` splits the words at the rest, so both read the same words."""
-    return _MARK.sub("", text.translate(_ANGLE))
+    syntax) and `_PIECE` splits the words at the rest, so both read the same words.
+    Since 0041 both read the full-width forms as ASCII (FULL_WIDTH): full-width "API" is "API",
+    and a full-width `"`, `-` or `*` is the query's syntax, as typed in ASCII."""
+    return _MARK.sub("", text.translate(FULL_WIDTH).translate(_ANGLE))
 
 
 def _quote(lexeme: str) -> str:

@@ -1039,7 +1039,12 @@ class AgentGatewayServicer:
         Other punctuation separates words, in the query as in the records:
         "4411" and "JIRA-4411" find "JIRA-4411", "example" and "example.com"
         find "https://example.com/docs" (records stored before migration 0038
-        once storage's search backfill has reached them). Limits: at most 1,000
+        once storage's search backfill has reached them). Full-width letters,
+        digits and punctuation (U+FF01-U+FF5E, as CJK input methods type them)
+        read as their ASCII forms and U+3000 as a space, in the query as in the
+        records: "ＡＰＩ" finds "API" and "１２３" finds "123", and the reverse
+        (records stored before migration 0041 once the backfill has reached
+        them); a hit's `matches` are in the original text. Limits: at most 1,000
         characters (code points), at most 64 terms (words and phrases), no U+0000.
         A record is found by all its words up to 128 KiB; a longer one whose
         words would overflow PostgreSQL's 1 MB search vector (many distinct
@@ -1066,7 +1071,8 @@ class AgentGatewayServicer:
         prefix of a word, no stemming; CJK text anywhere). The whole query
         matches one text: the label or a single value; keys are not searched;
         a label's or value's ASCII punctuation separates words ("4411" finds
-        "JIRA-4411").
+        "JIRA-4411"), and its full-width letters and digits read as ASCII
+        ("ＡＰＩ" finds "API").
         A session is answered once. Provisional and
         deleted sessions are never found; archived ones are (their `status`
         says so), unless `status` filters. Newest first, paged as

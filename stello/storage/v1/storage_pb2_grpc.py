@@ -470,7 +470,12 @@ class SessionStorageServicer:
         Other punctuation separates words, in the query as in the records:
         "4411" and "JIRA-4411" find "JIRA-4411", "example" and "example.com"
         find "https://example.com/docs" (records stored before migration 0038
-        once storage's search backfill has reached them). Limits: at most 1,000
+        once storage's search backfill has reached them). Full-width letters,
+        digits and punctuation (U+FF01-U+FF5E, as CJK input methods type them)
+        read as their ASCII forms and U+3000 as a space, in the query as in the
+        records: "ＡＰＩ" finds "API" and "１２３" finds "123", and the reverse
+        (records stored before migration 0041 once the backfill has reached
+        them); a hit's `matches` are in the original text. Limits: at most 1,000
         characters (code points), at most 64 terms (words and phrases), no U+0000.
         A record is found by all its words up to 128 KiB; a longer one whose
         words would overflow PostgreSQL's 1 MB search vector (many distinct
@@ -504,7 +509,8 @@ class SessionStorageServicer:
         matches the label, or the whole query matches one value ("acme north"
         does not find label "Acme" with value "north"). Metadata keys are not
         searched (ListSessionDigests filters by key and value); a label's or
-        value's ASCII punctuation separates words ("4411" finds "JIRA-4411"). A session is
+        value's ASCII punctuation separates words ("4411" finds "JIRA-4411"), and its
+        full-width letters and digits read as ASCII ("ＡＰＩ" finds "API"). A session is
         answered once however many of its texts match. Provisional sessions and
         sessions being deleted are never found; archived ones are, unless
         `status` says otherwise. Newest first (created_at, id descending), paged

@@ -1,0 +1,80 @@
+"""Migration 0041 starts the search backfill again: records written before it are found by
+the ASCII form of their full-width words (full-width "API" by "api") once the job has reached
+them; labels (their index built again) and metadata values (their rows written again) at
+once. The database is migrated through 0040, where the old rows are written, then migrated
+on."""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator
+
+import asyncpg
+import pytest
+
+from tests.storage.helpers import rec
+from tests.storage.records.test_lineage import append
+from tests.storage.search.test_backfill import _storage_server, job, migrated, pass_of
+from tests.storage.search.test_search import found, search, session_ids, tag
+from tests.storage.search.test_search_tags import Stub
+from tests.support.database import create_test_database, drop_test_database
+from tests.support.fixtures import MakeSession, TestSpace, database_fixtures
+
+pytestmark = [
+    pytest.mark.sql,
+    pytest.mark.plain_postgres("migrates a database of its own from an older schema"),
+]
+
+BEFORE = "0040_search_vector_bound"
+
+_database_url, _settings, _pool, _keys = database_fixtures("function")[1:]
+__all__ = ["_storage_server"]  # the storage server whose own backfill waits an hour
+
+
+@pytest.fixture(name="direct_database_url")
+async def _direct_database_url(admin_dsn: str) -> AsyncIterator[str]:
+    """A database of the test's own, migrated through BEFORE (the release before 0041)."""
+    dsn = await create_test_database(admin_dsn, BEFORE)
+    yield dsn
+    await drop_test_database(admin_dsn, dsn)
+
+
+OLD = ("the ＡＰＩ gateway", "plain words only", "ticket ＪＩＲＡ－４４１１ now")
+
+
+async def test_old_records_are_found_by_their_words_once_the_job_reached_them(
+    stub: Stub, space: TestSpace, make_session: MakeSession, pool: asyncpg.Pool
+) -> None:
+    """Before the job, old records are not found by "api" or "4411"; after it, they are,
+    and the job rewrote only the rows whose words changed."""
+    sid = await make_session()
+    await append(stub, space, sid, *(rec(content) for content in OLD))
+    assert (await migrated(pool))[0] == "0041_search_fullwidth"
+    for query in ("api", "4411"):
+        assert await search(stub, space, query) == [], query
+    assert await job(pool, 10).run_once() == 2
+    assert found(await search(stub, space, "api")) == {(str(sid), 1)}
+    assert found(await search(stub, space, "JIRA-4411")) == {(str(sid), 3)}
+    row = await pass_of(pool, space.id)
+    assert (row["rows_read"], row["rows_rewritten"], row["finished"]) == (3, 2, True)
+
+
+async def test_old_labels_and_values_are_found_once_migrated(
+    space: TestSpace, make_session: MakeSession, pool: asyncpg.Pool, stub: Stub
+) -> None:
+    """A label and a metadata value written before 0041 are found by their ASCII words
+    right after it, with no job: the label index is built again and the value's row is
+    written again (its value unchanged)."""
+    labelled = await make_session(label="ＡＰＩ rollout")
+    valued = await make_session(label="other")
+    await tag(pool, space.id, valued, team="ＦＯＸ－１２３")
+    assert await session_ids(stub, space, "api") == []
+    assert await session_ids(stub, space, "fox") == []
+    await migrated(pool)
+    assert await session_ids(stub, space, "api") == [str(labelled)]
+    assert await session_ids(stub, space, "fox") == [str(valued)]
+    value = await pool.fetchval(
+        "SELECT value FROM session_metadata WHERE space_id = $1 AND session_id = $2",
+        space.id,
+        valued,
+    )
+    assert value == "ＦＯＸ－１２３"
