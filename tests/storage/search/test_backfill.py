@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import uuid
 from collections.abc import AsyncIterator
-from typing import cast
+from typing import Any, cast
 
 import asyncpg
 import pytest
@@ -46,12 +46,21 @@ BEFORE = "0034_router_appends"
 _database_url, _settings, _pool, _keys = database_fixtures("function")[1:]
 
 
-@pytest.fixture(name="direct_database_url")
-async def _direct_database_url(admin_dsn: str) -> AsyncIterator[str]:
-    """A database of the test's own, migrated through BEFORE (the release before 0035)."""
-    dsn = await create_test_database(admin_dsn, BEFORE)
-    yield dsn
-    await drop_test_database(admin_dsn, dsn)
+def database_through(before: str) -> Any:
+    """The `direct_database_url` fixture of a module whose tests write rows as the release
+    of migration `before` did, then migrate on (`migrated`): a database of each test's
+    own, migrated through `before`."""
+
+    @pytest.fixture(name="direct_database_url")
+    async def direct_database_url(admin_dsn: str) -> AsyncIterator[str]:
+        dsn = await create_test_database(admin_dsn, before)
+        yield dsn
+        await drop_test_database(admin_dsn, dsn)
+
+    return direct_database_url
+
+
+_direct_database_url = database_through(BEFORE)  # the release before 0035
 
 
 @pytest.fixture(name="storage_server")

@@ -6,17 +6,20 @@ on."""
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator
-
 import asyncpg
 import pytest
 
 from tests.storage.helpers import rec
 from tests.storage.records.test_lineage import append
-from tests.storage.search.test_backfill import _storage_server, job, migrated, pass_of
+from tests.storage.search.test_backfill import (
+    _storage_server,
+    database_through,
+    job,
+    migrated,
+    pass_of,
+)
 from tests.storage.search.test_search import found, search, session_ids, tag
 from tests.storage.search.test_search_tags import Stub
-from tests.support.database import create_test_database, drop_test_database
 from tests.support.fixtures import MakeSession, TestSpace, database_fixtures
 
 pytestmark = [
@@ -29,13 +32,7 @@ BEFORE = "0040_search_vector_bound"
 _database_url, _settings, _pool, _keys = database_fixtures("function")[1:]
 __all__ = ["_storage_server"]  # the storage server whose own backfill waits an hour
 
-
-@pytest.fixture(name="direct_database_url")
-async def _direct_database_url(admin_dsn: str) -> AsyncIterator[str]:
-    """A database of the test's own, migrated through BEFORE (the release before 0041)."""
-    dsn = await create_test_database(admin_dsn, BEFORE)
-    yield dsn
-    await drop_test_database(admin_dsn, dsn)
+_direct_database_url = database_through(BEFORE)  # the release before 0041
 
 
 OLD = ("the ＡＰＩ gateway", "plain words only", "ticket ＪＩＲＡ－４４１１ now")
