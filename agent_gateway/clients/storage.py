@@ -2,22 +2,23 @@
 
 Each method is one RPC through `rpc.ServiceClient`'s shared call path: the
 caller's key forwarded, their deadline, bounded UNAVAILABLE retries, and
-failures turned back into the kernel's domain errors.
+failures turned back into the kernel's domain errors. The calls of memory
+(`memory`), of remembered replies (`remembered`) and of the background runner
+(`jobs`) are mixins in their own modules.
 """
 
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass
 from uuid import UUID
 
 import grpc
 
 from agent_gateway.clients.jobs import JobCalls
+from agent_gateway.clients.memory import MemoryCalls
+from agent_gateway.clients.remembered import RememberedCalls
 from agent_gateway.clients.rpc import Caller, CallPolicy
 from stello.common.v1 import common_pb2
-from stello.errors import AlreadyExists
-from stello.reasons import REQUEST_ID_REUSED
 from stello.storage.v1 import storage_pb2, storage_pb2_grpc
 
 ALL_SLOTS = (
@@ -27,33 +28,7 @@ ALL_SLOTS = (
 )
 
 
-@dataclass(frozen=True, slots=True)
-class RequestKey:
-    """A client's request_id, its scope (one per RPC), and the fingerprint of the request
-    (request_id cleared): what the gateway remembers an answer under."""
-
-    scope: str
-    request_id: str
-    request_hash: bytes
-
-
-def remember_op(
-    key: RequestKey, response: bytes, sessions: Sequence[UUID | str]
-) -> storage_pb2.Operation:
-    """The Transact operation that stores `response` under `key`, with the work it answers,
-    linked to `sessions` (those whose data it holds: erased with any of them)."""
-    return storage_pb2.Operation(
-        remember_result=storage_pb2.Operation.RememberResultOp(
-            scope=key.scope,
-            request_id=key.request_id,
-            request_hash=key.request_hash,
-            response=response,
-            session_ids=[str(s) for s in sessions],
-        )
-    )
-
-
-class StorageClient(JobCalls):
+class StorageClient(MemoryCalls, RememberedCalls, JobCalls):
     """stello.storage.v1.SessionStorage, typed."""
 
     def __init__(self, channel: grpc.aio.Channel, policy: CallPolicy, address: str = "") -> None:
@@ -182,36 +157,6 @@ class StorageClient(JobCalls):
             caller,
         )
 
-    async def put_insight(
-        self, caller: Caller, space_id: UUID, session_id: UUID, content: str
-    ) -> None:
-        """Replace the insight slot."""
-        request = storage_pb2.PutInsightRequest(
-            space_id=str(space_id), session_id=str(session_id), content=content
-        )
-        await self._call(
-            "PutInsight", self._stub.PutInsight, request, storage_pb2.PutInsightResponse, caller
-        )
-
-    async def put_memory(
-        self,
-        caller: Caller,
-        space_id: UUID,
-        session_id: UUID,
-        content: str,
-        *,
-        covered: int | None = None,
-    ) -> None:
-        """Replace the memory slot (and the seq it covers, when given)."""
-        request = storage_pb2.PutMemoryRequest(
-            space_id=str(space_id), session_id=str(session_id), content=content
-        )
-        if covered is not None:
-            request.covered_until_seq = covered
-        await self._call(
-            "PutMemory", self._stub.PutMemory, request, storage_pb2.PutMemoryResponse, caller
-        )
-
     async def transact(
         self,
         caller: Caller,
@@ -232,26 +177,6 @@ class StorageClient(JobCalls):
             "Transact", self._stub.Transact, request, storage_pb2.TransactResponse, caller
         )
         return reply.results
-
-    async def get_memory(self, caller: Caller, space_id: UUID, session_id: UUID) -> str | None:
-        """The memory slot; None when unset."""
-        request = storage_pb2.GetMemoryRequest(space_id=str(space_id), session_id=str(session_id))
-        reply = await self._call(
-            "GetMemory", self._stub.GetMemory, request, storage_pb2.GetMemoryResponse, caller
-        )
-        return reply.content if reply.HasField("content") else None
-
-    async def get_memory_covering(
-        self, caller: Caller, space_id: UUID, session_id: UUID
-    ) -> tuple[str | None, int | None]:
-        """The memory slot and the seq it covers (None when unset or not known)."""
-        request = storage_pb2.GetMemoryRequest(space_id=str(space_id), session_id=str(session_id))
-        reply = await self._call(
-            "GetMemory", self._stub.GetMemory, request, storage_pb2.GetMemoryResponse, caller
-        )
-        content = reply.content if reply.HasField("content") else None
-        covered = reply.covered_until_seq if reply.HasField("covered_until_seq") else None
-        return content, covered
 
     async def get_compression_cache(
         self,
@@ -352,95 +277,6 @@ class StorageClient(JobCalls):
             caller,
         )
         return reply.left
-
-    async def remembered(self, caller: Caller, space_id: UUID, key: RequestKey) -> bytes | None:
-        """The answer remembered under `key`, or None.
-
-        Raises:
-            AlreadyExists: the request_id was used for a different request.
-        """
-        found = await self.get_remembered_result(caller, space_id, key.scope, key.request_id)
-        if not found.found:
-            return None
-        if found.request_hash != key.request_hash:
-            raise AlreadyExists(
-                f"request_id {key.request_id!r} was already used for a different request; "
-                "use a new request_id for a new request",
-                reason=REQUEST_ID_REUSED,
-            )
-        return found.response
-
-    async def get_remembered_result(
-        self, caller: Caller, space_id: UUID, scope: str, request_id: str
-    ) -> storage_pb2.GetRememberedResultResponse:
-        """The idempotency entry a RememberResultOp stored (`found` false when none)."""
-        request = storage_pb2.GetRememberedResultRequest(
-            space_id=str(space_id), scope=scope, request_id=request_id
-        )
-        return await self._call(
-            "GetRememberedResult",
-            self._stub.GetRememberedResult,
-            request,
-            storage_pb2.GetRememberedResultResponse,
-            caller,
-        )
-
-    async def list_shared_memory(
-        self, caller: Caller, space_id: UUID, *, page_size: int, page_token: str = ""
-    ) -> storage_pb2.ListSharedMemoryResponse:
-        """One page of the space's shared memory entries (no bodies) and their count."""
-        request = storage_pb2.ListSharedMemoryRequest(
-            space_id=str(space_id), page_size=page_size, page_token=page_token
-        )
-        return await self._call(
-            "ListSharedMemory",
-            self._stub.ListSharedMemory,
-            request,
-            storage_pb2.ListSharedMemoryResponse,
-            caller,
-        )
-
-    async def get_shared_memory_entry(
-        self, caller: Caller, space_id: UUID, slug: str
-    ) -> common_pb2.SharedMemoryEntry:
-        """One shared memory entry, body included (NOT_FOUND when the slug has none)."""
-        request = storage_pb2.GetSharedMemoryEntryRequest(space_id=str(space_id), slug=slug)
-        reply = await self._call(
-            "GetSharedMemoryEntry",
-            self._stub.GetSharedMemoryEntry,
-            request,
-            storage_pb2.GetSharedMemoryEntryResponse,
-            caller,
-        )
-        return reply.entry
-
-    async def upsert_shared_memory_entry(
-        self, caller: Caller, request: storage_pb2.UpsertSharedMemoryEntryRequest
-    ) -> storage_pb2.UpsertSharedMemoryEntryResponse:
-        """Create or replace a shared memory entry (idempotent by its request_id)."""
-        return await self._call(
-            "UpsertSharedMemoryEntry",
-            self._stub.UpsertSharedMemoryEntry,
-            request,
-            storage_pb2.UpsertSharedMemoryEntryResponse,
-            caller,
-        )
-
-    async def remove_shared_memory_entry(
-        self, caller: Caller, space_id: UUID, slug: str, *, request_id: str = ""
-    ) -> bool:
-        """Remove a shared memory entry; whether there was one."""
-        request = storage_pb2.RemoveSharedMemoryEntryRequest(
-            space_id=str(space_id), slug=slug, request_id=request_id
-        )
-        reply = await self._call(
-            "RemoveSharedMemoryEntry",
-            self._stub.RemoveSharedMemoryEntry,
-            request,
-            storage_pb2.RemoveSharedMemoryEntryResponse,
-            caller,
-        )
-        return reply.removed
 
     async def claim_fork(
         self,
