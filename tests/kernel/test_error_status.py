@@ -2,9 +2,13 @@
 
 from __future__ import annotations
 
+import inspect
+
 import pytest
 from grpc_status import rpc_status
 
+import stello.error_tree
+import stello.errors
 from stello.errors import (
     MAX_MESSAGE_BYTES,
     MAX_VIOLATIONS,
@@ -85,3 +89,14 @@ class TestOneForm:
         assert str(InvalidArgument.field("label", "too long")) == "label: too long"
         listed = InvalidArgument.fields([("label", "too long"), ("limit", "must be at most 1000")])
         assert str(listed) == str(caught.value)
+
+
+class TestOneImport:
+    def test_errors_re_exports_the_tree(self) -> None:
+        """`stello.errors` names every public class and function `stello.error_tree` defines,
+        so `from stello.errors import X` stays the one import the code base uses."""
+        tree = stello.error_tree
+        for member, value in inspect.getmembers(tree):
+            if getattr(value, "__module__", None) == tree.__name__ and not member.startswith("_"):
+                assert member in stello.errors.__all__, member
+                assert getattr(stello.errors, member) is value
