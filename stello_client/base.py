@@ -5,28 +5,30 @@ build on `ClientBase`: each method builds its request and makes one call
 through `_unary` (or a stream), which adds the key, the request id, the
 deadline and the retries of `stello_client.calls`. A space given by name, or
 not at all, is found by WhoAmI at the first call that needs it, once.
+
+The channel is `stello_client.channel`'s, and the requests' building is
+`stello_client.requests`' (both re-exported here).
 """
 
 from __future__ import annotations
 
-import asyncio
-import contextlib
 import enum
 import math
 import uuid
-from collections.abc import Callable, Iterator
 from types import TracebackType
 from typing import Any, Self, TypeAlias, TypeVar
 
-import grpc
-
-from stello.agent.v1 import agent_pb2, agent_pb2_grpc
-from stello.channels import ClientTls, open_channel
-from stello_client.calls import CallOptions, Retry, call_options, new_request_id, unary
-from stello_client.errors import shown
+from stello.agent.v1 import agent_pb2
+from stello.channels import ClientTls
+from stello_client.calls import CallOptions, Retry, call_options, unary
+from stello_client.channel import CHANNEL_OPTIONS as CHANNEL_OPTIONS
+from stello_client.channel import CLOSED as CLOSED
+from stello_client.channel import Channel as Channel
 from stello_client.exceptions.base import ConfigurationError
-from stello_client.exceptions.transport import Cancelled
 from stello_client.flags import MAX_DEADLINE_S
+from stello_client.requests import request_id_or_new as request_id_or_new
+from stello_client.requests import request_of as request_of
+from stello_client.requests import set_optional as set_optional
 from stello_client.target import (
     Target,
     TlsFiles,
@@ -37,12 +39,9 @@ from stello_client.target import (
 )
 
 T = TypeVar("T")
-M = TypeVar("M")
 
 DEFAULT_TIMEOUT_S = 60.0
 DEFAULT_TURN_TIMEOUT_S = 660.0  # the gateway's STELLO_GATEWAY_TURN_MAX_S default, and a minute
-# Reconnect 0.1 s after a lost connection (gRPC waits 1 s), so a retry finds a restarted gateway.
-CHANNEL_OPTIONS = (("grpc.initial_reconnect_backoff_ms", 100),)
 # stello.auth.new_secret: "stello_", 12 hex digits of the key id, "_", 43 of token_urlsafe(32).
 KEY_CHARS = 63
 # Room for a longer key of a later version, far below gRPC's metadata limit (8 KB soft).
@@ -59,105 +58,6 @@ DEFAULT = Default.DEFAULT
 """A `timeout` argument left out: the client's default for that kind of call."""
 Timeout: TypeAlias = float | Default | None
 """Seconds a call may take, its retries included; None = no deadline; DEFAULT = the client's."""
-
-
-class Channel:
-    """A channel and the stub over it, shared by every client made `using` another caller.
-
-    Opened at the first call, so on the event loop that makes it (a grpc.aio
-    channel belongs to one loop), wherever the client was built. A call on
-    another loop once that one is closed (a second ``asyncio.run``, a test
-    framework's loop per test) opens a new channel on it: the old one's calls
-    ended with their loop, and it is dropped unclosed (closing it needs that
-    loop). A call on another loop while the first is still open raises
-    ConfigurationError: the channel may still carry that loop's calls.
-    """
-
-    def __init__(self, target: Target) -> None:
-        self.address = target.gateway
-        self.max_message_bytes = target.max_message_bytes
-        """The most bytes a message over it may hold (STELLO_MAX_MESSAGE_BYTES)."""
-        self._target = target
-        self._channel: grpc.aio.Channel | None = None
-        self._stub: agent_pb2_grpc.AgentGatewayStub | None = None
-        self._loop: asyncio.AbstractEventLoop | None = None
-        self.closes = 0
-        """How many times it was closed: a call begun before a close was ended by it."""
-
-    @property
-    def stub(self) -> agent_pb2_grpc.AgentGatewayStub:
-        """The gateway's stub (the channel opens now if it is not open yet, or was opened
-        on a loop closed since).
-
-        Raises:
-            ConfigurationError: the channel is open on another event loop, still open.
-        """
-        loop = asyncio.get_running_loop()
-        if self._stub is not None and self._loop is not loop:
-            self._leave_loop()
-        if self._stub is None:
-            self._channel = open_channel(
-                self._target.gateway,
-                tls=self._target.tls,
-                max_message_bytes=self._target.max_message_bytes,
-                options=CHANNEL_OPTIONS,
-            )
-            self._stub = agent_pb2_grpc.AgentGatewayStub(self._channel)
-            self._loop = loop
-        return self._stub
-
-    def _leave_loop(self) -> None:
-        """Drop the channel of a closed loop (used from another loop now).
-
-        Raises:
-            ConfigurationError: its loop is still open.
-        """
-        if self._loop is not None and not self._loop.is_closed():
-            raise ConfigurationError(
-                "this client was first used on another event loop, which is still open: a "
-                "gRPC channel belongs to the loop it was opened on, so make one client per "
-                "loop (or close() this one on its loop first; once that loop is closed, the "
-                "client opens a new channel on the loop that calls it)",
-                setting="loop",
-            )
-        self._channel = self._stub = self._loop = None
-
-    async def close(self) -> None:
-        """Close the channel (its calls end CANCELLED); it reopens at the next call.
-
-        Raises:
-            ConfigurationError: the channel is open on another event loop, still open.
-        """
-        if self._channel is not None:
-            self.closes += 1
-            if self._loop is not asyncio.get_running_loop():
-                self._leave_loop()  # a closed loop's channel: nothing left to close
-                return
-            channel, self._channel, self._stub, self._loop = self._channel, None, None, None
-            await channel.close()
-
-    @contextlib.contextmanager
-    def ended_by_close(self, closes: int, method: str, request_id: str) -> Iterator[None]:
-        """Raise `Cancelled` for a call (begun when `closes` closes had happened) that the
-        client's close() ended: one closed before this attempt (between retries), and one
-        whose call the close cancelled, which gRPC ends with a bare CancelledError in a task
-        nobody cancelled (a cancel of the task itself is raised as it is)."""
-        if self.closes != closes:
-            raise Cancelled(CLOSED, method=method, request_id=request_id)
-        try:
-            yield
-        except asyncio.CancelledError:
-            task = asyncio.current_task()
-            if self.closes == closes or (task is not None and task.cancelling()):
-                raise
-            raise Cancelled(CLOSED, method=method, request_id=request_id) from None
-
-
-CLOSED = (
-    "the client was closed during the call: close() ends the calls in flight (a later call "
-    "opens the channel again)"
-)
-"""What a call the client's close() ended says (`Cancelled`)."""
 
 
 class ClientBase:
@@ -387,25 +287,6 @@ def _uuid(text: str) -> str | None:
         return None
 
 
-def request_id_or_new(request_id: str | None) -> str:
-    """The caller's request id, or a new one: every write the SDK retries carries one."""
-    return request_id or new_request_id()
-
-
-def set_optional(message: Any, **fields: Any) -> None:
-    """Set each field that is not None (proto3 optional fields keep their presence).
-
-    Raises:
-        TypeError, ValueError: a value the field cannot hold, naming the keyword.
-    """
-    for name, value in fields.items():
-        if value is not None:
-            try:
-                setattr(message, name, value)
-            except (TypeError, ValueError) as exc:
-                raise _refusal(name, value, exc) from None
-
-
 def _check_key(key: str) -> None:
     """A key is printable ASCII without spaces, and short (as every key Stello makes), which
     is also all gRPC lets a header carry.
@@ -449,40 +330,3 @@ def _seconds(name: str, value: float | None) -> float | None:
             f"deadline, got {value!r}"
         )
     return float(value)
-
-
-def request_of(kind: Callable[..., M], **fields: Any) -> M:
-    """`kind(**fields)`, a request the SDK builds from a method's keywords.
-
-    Raises:
-        TypeError: a keyword's value is not of its field's type (protobuf's own
-            message, "bad argument type for built-in operation", names no field).
-        ValueError: a number past its field's range ("Value out of range: N"), or
-            text that is not valid Unicode (a lone surrogate, which UTF-8 cannot encode).
-    """
-    try:
-        return kind(**fields)
-    except (TypeError, ValueError):
-        for name, value in fields.items():
-            try:
-                kind(**{name: value})
-            except (TypeError, ValueError) as refused:
-                raise _refusal(name, value, refused) from None
-        raise
-
-
-def _refusal(name: str, value: Any, exc: TypeError | ValueError) -> TypeError | ValueError:
-    """The error naming keyword `name` for protobuf's refusal `exc` of its value (which is
-    not always rebuilt from one message: UnicodeEncodeError's constructor takes five)."""
-    if isinstance(exc, UnicodeEncodeError):
-        char = exc.object[exc.start]
-        return ValueError(
-            f"{name}: is not valid Unicode text (a lone surrogate U+{ord(char):04X} at "
-            f"character {exc.start + 1} of {shown(exc.object)}): send text without it"
-        )
-    return type(exc)(_not_held(name, value))
-
-
-def _not_held(name: str, value: Any) -> str:
-    """Why keyword `name` was refused: its value, as a repr cut to 60 characters."""
-    return f"{name}: not a value this field holds, got {shown(value)}"

@@ -12,8 +12,9 @@ from collections.abc import AsyncIterator
 from typing import Unpack
 
 from stello.agent.v1 import agent_pb2
-from stello_client.base import DEFAULT, ClientBase, Timeout, request_of, set_optional
+from stello_client.base import DEFAULT, ClientBase, Timeout
 from stello_client.errors import shown
+from stello_client.requests import request_of, set_optional
 from stello_client.types import (
     DigestFilter,
     GetLineageResponse,

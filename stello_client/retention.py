@@ -4,7 +4,8 @@ from __future__ import annotations
 
 from stello.agent.v1 import agent_pb2
 from stello.common.v1 import common_pb2
-from stello_client.base import DEFAULT, ClientBase, Timeout, request_of
+from stello_client.base import DEFAULT, ClientBase, Timeout
+from stello_client.requests import request_of
 
 
 class RetentionCalls(ClientBase):

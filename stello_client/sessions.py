@@ -11,14 +11,8 @@ from collections.abc import Mapping, Sequence
 
 from stello.agent.v1 import agent_pb2
 from stello.common.v1 import common_pb2
-from stello_client.base import (
-    DEFAULT,
-    ClientBase,
-    Timeout,
-    request_id_or_new,
-    request_of,
-    set_optional,
-)
+from stello_client.base import DEFAULT, ClientBase, Timeout
+from stello_client.requests import request_id_or_new, request_of, set_optional
 from stello_client.types import (
     ContextName,
     ForkContext,

@@ -17,15 +17,9 @@ from typing import Any, TypeVar, overload
 import grpc
 
 from stello.agent.v1 import agent_pb2
-from stello_client.base import (
-    DEFAULT,
-    ClientBase,
-    Timeout,
-    request_id_or_new,
-    request_of,
-    set_optional,
-)
+from stello_client.base import DEFAULT, ClientBase, Timeout
 from stello_client.calls import before_retry, failure
+from stello_client.requests import request_id_or_new, request_of, set_optional
 from stello_client.types import (
     BusyName,
     BusyPolicy,

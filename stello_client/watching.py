@@ -25,11 +25,12 @@ import grpc
 
 from stello.agent.v1 import agent_pb2
 from stello.channels import WATCH_CURSOR_METADATA
-from stello_client.base import ClientBase, request_of
+from stello_client.base import ClientBase
 from stello_client.calls import still_waiting
 from stello_client.exceptions.base import RpcError
 from stello_client.exceptions.translate import from_rpc_error
 from stello_client.exceptions.transport import Unavailable
+from stello_client.requests import request_of
 from stello_client.types import EventKind, SpaceEvent, event_kind, several
 
 RESUMED = frozenset(
