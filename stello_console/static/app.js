@@ -178,6 +178,8 @@ export class App {
           if (!text) return;
           try {
             const { sessions } = await call("GET", `/api/resolve?${new URLSearchParams({ prefix: text })}`);
+            // typed on meanwhile: the answer is for text no longer there, and what was typed stays
+            if (input.value.trim() !== text) return;
             if (sessions.length === 1) {
               input.value = "";
               this.open(sessions[0].id);
