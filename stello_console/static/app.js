@@ -227,6 +227,7 @@ export class App {
       return;
     }
     this.out = true;
+    this.live?.signedOut(); // the other tabs of this browser are signed out too: now, not later
     this.showSignedOut(true);
   }
 
@@ -249,7 +250,7 @@ export class App {
     document.body.dataset.view = "detail";
     replace($("forest-pane"));
     const why = mine
-      ? el("p", {}, "You signed out: this browser no longer holds the console's sign-in cookie, so every tab of it on this console is signed out (the others say so at their next request).")
+      ? el("p", {}, "You signed out: this browser no longer holds the console's sign-in cookie, so every tab of it on this console is signed out (the others say so too).")
       : el("p", {}, "This browser signed out (in this tab or another), or the console's sign-in token was renewed (", el("code", {}, "stello up --new-console-token"), "), so the address this tab opened no longer signs in.");
     replace(
       $("detail"),
