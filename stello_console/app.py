@@ -133,7 +133,7 @@ def create_console(
             ConsoleInputError: api.error_response,
         },
     )
-    return Guard(app, AccessPolicy(options.allowed_hosts, launch))
+    return Guard(app, AccessPolicy(options.allowed_hosts, launch), on_sign_out=live.sign_out)
 
 
 class _QuietServer(uvicorn.Server):

@@ -15,7 +15,9 @@ gets its own space's events and nothing else. The stream says:
 A page resumes by cursor with the SSE ``Last-Event-ID`` header (or ``?after=``)
 and loses or repeats nothing. The relay never retries by itself, so every
 retry is visible to, and paced by, the page. The call ends when the page goes
-away (the response is cancelled) and when the console stops; an idle stream
+away (the response is cancelled), when the console stops, and when a browser
+signs out of the local console (every stream open then ends: a page still
+signed in resumes by cursor, a signed-out one is refused); an idle stream
 carries a comment every `heartbeat_s`, so proxies keep it and a vanished peer
 is noticed.
 """
@@ -84,35 +86,49 @@ class LiveRelay:
         self._local = local
         self._heartbeat_s = heartbeat_s
         self._stopping = asyncio.Event()
+        self._signed_out = asyncio.Event()  # the streams opened before the latest sign-out
 
     def stop(self) -> None:
         """End every stream now (the console is stopping); pages resume elsewhere or later."""
         self._stopping.set()
 
+    def sign_out(self) -> None:
+        """End every stream open now (a browser signed out of the local console, whose one
+        sign-in is every stream's): a page still signed in resumes with its cursor, one
+        signed out is refused, so no stream outlives the sign-out it was made under."""
+        ended, self._signed_out = self._signed_out, asyncio.Event()
+        ended.set()
+
     async def stream(self, caller: Caller, after: str | None) -> AsyncIterator[str]:
         """The event stream of `caller`'s space after cursor `after` (None: from now)."""
         queue: asyncio.Queue[str | None] = asyncio.Queue(maxsize=QUEUE_EVENTS)
+        signed_out = self._signed_out
         pump = asyncio.create_task(self._pump(caller, after, queue), name="stello-console-live")
         try:
-            while (item := await self._next(queue)) is not None:
+            while (item := await self._next(queue, signed_out)) is not None:
                 yield item
         finally:
             pump.cancel()  # cancels the WatchSpace call (no await: the response may be cancelled)
 
-    async def _next(self, queue: asyncio.Queue[str | None]) -> str | None:
-        """The next item; a heartbeat after `heartbeat_s` of quiet; None at the end or on stop."""
-        if self._stopping.is_set():
+    async def _next(
+        self, queue: asyncio.Queue[str | None], signed_out: asyncio.Event
+    ) -> str | None:
+        """The next item; a heartbeat after `heartbeat_s` of quiet; None at the end, on stop or
+        once `signed_out` is set."""
+        if self._stopping.is_set() or signed_out.is_set():
             return None
         get = asyncio.ensure_future(queue.get())
         stop = asyncio.ensure_future(self._stopping.wait())
+        out = asyncio.ensure_future(signed_out.wait())
         try:
             done, _ = await asyncio.wait(
-                (get, stop), timeout=self._heartbeat_s, return_when=asyncio.FIRST_COMPLETED
+                (get, stop, out), timeout=self._heartbeat_s, return_when=asyncio.FIRST_COMPLETED
             )
         finally:
             get.cancel()
             stop.cancel()
-        if stop in done:
+            out.cancel()
+        if stop in done or out in done:
             return None
         return get.result() if get in done else HEARTBEAT
 

@@ -26,7 +26,9 @@ page, so nothing is answered before these checks:
 - **Sign-out** (the local console): ``POST /api/sign-out`` from the console's
   own page (Origin checked like any write) answers with the cookie expired,
   signed in or not. The cookie is the browser's, not a tab's: every tab of
-  that browser on this console is signed out at its next request. The
+  that browser on this console is signed out (the page tells its other tabs at
+  once), and every live stream open then ends (a browser still signed in
+  resumes it by cursor, one signed out is refused). The
   printed URL still signs in; only a new secret makes a copied cookie or URL
   worthless. The page forgets its key at sign-out.
 - **The signing secret** both are derived from is kept in a file beside the
@@ -48,7 +50,7 @@ import hmac
 import json
 import os
 import secrets
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
 from urllib.parse import parse_qsl, quote, urlencode
@@ -196,9 +198,12 @@ class AccessPolicy:
 class Guard:
     """ASGI middleware: the checks of this module's docstring, then the app."""
 
-    def __init__(self, app: ASGIApp, policy: AccessPolicy) -> None:
+    def __init__(
+        self, app: ASGIApp, policy: AccessPolicy, on_sign_out: Callable[[], None] | None = None
+    ) -> None:
         self._app = app
         self._policy = policy
+        self._on_sign_out = on_sign_out
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] != "http":
@@ -218,6 +223,8 @@ class Guard:
         launch = self._policy.launch
         if launch is not None and method == "POST" and scope["path"] == SIGN_OUT_PATH:
             await _sign_out(send, launch, port)
+            if self._on_sign_out is not None:
+                self._on_sign_out()  # the open live streams end: none outlives its sign-in
             return
         if launch is not None and not await self._signed_in(
             scope, receive, send, headers, launch, port

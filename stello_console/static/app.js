@@ -178,6 +178,8 @@ export class App {
           if (!text) return;
           try {
             const { sessions } = await call("GET", `/api/resolve?${new URLSearchParams({ prefix: text })}`);
+            // typed on meanwhile: the answer is for text no longer there, and what was typed stays
+            if (input.value.trim() !== text) return;
             if (sessions.length === 1) {
               input.value = "";
               this.open(sessions[0].id);
@@ -225,6 +227,7 @@ export class App {
       return;
     }
     this.out = true;
+    this.live?.signedOut(); // the other tabs of this browser are signed out too: now, not later
     this.showSignedOut(true);
   }
 
@@ -247,7 +250,7 @@ export class App {
     document.body.dataset.view = "detail";
     replace($("forest-pane"));
     const why = mine
-      ? el("p", {}, "You signed out: this browser no longer holds the console's sign-in cookie, so every tab of it on this console is signed out (the others say so at their next request).")
+      ? el("p", {}, "You signed out: this browser no longer holds the console's sign-in cookie, so every tab of it on this console is signed out (the others say so too).")
       : el("p", {}, "This browser signed out (in this tab or another), or the console's sign-in token was renewed (", el("code", {}, "stello up --new-console-token"), "), so the address this tab opened no longer signs in.");
     replace(
       $("detail"),

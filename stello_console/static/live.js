@@ -11,6 +11,8 @@
 // the leader reads the stream and relays its events and its state (for the badge) over a
 // BroadcastChannel. When the leader goes, the next tab in the lock's queue takes over
 // from the last cursor it heard. A browser without Web Locks reads a stream per tab.
+// A sign-out of the local console is the browser's: the tab that signs out tells the others
+// over the same channel's name, and each stops at once (the console also ends the streams).
 
 import { ApiError, stream } from "./api.js";
 
@@ -102,6 +104,10 @@ export class Live {
   /** @param {any} message */
   heard(message) {
     if (this.stopped) return;
+    if (message.name === "signed-out") {
+      this.app.signedOut(); // it stops this tab's share, and the stream if this tab reads it
+      return;
+    }
     if (message.name === "hello") {
       if (this.leading) this.post({ name: "welcome", cursor: this.cursor, state: this.state, detail: this.detail });
     } else if (this.leading) {
@@ -113,6 +119,16 @@ export class Live {
       this.shown(message.state, message.detail);
       if (message.state === "off" && message.detail?.code === "UNAUTHENTICATED") this.stop(message.detail);
     } else this.event(message.name, message.data);
+  }
+
+  /** This browser signed out of the local console (the console expired its cookie): tell
+   * its other tabs, which stop at once and say so (the one that leads ends the stream), not
+   * at their next request. Called after stop(), so on a channel of its own. */
+  signedOut() {
+    if (!window.BroadcastChannel) return;
+    const channel = new BroadcastChannel(this.name);
+    channel.postMessage({ name: "signed-out" });
+    channel.close();
   }
 
   /** @param {any} message */

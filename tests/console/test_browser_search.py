@@ -96,6 +96,47 @@ class TestGoTo:
         await expect(page.locator("#goto-found")).to_contain_text("prefix: give 1 to 32 hex")
         assert browser_page.console_errors("the server responded with a status of 400") == []
 
+    async def test_a_late_answer_keeps_what_was_typed_since(
+        self, console: ConsoleStack, browser_page: BrowserPage
+    ) -> None:
+        """A lookup answered after the user typed on neither clears the input nor opens the
+        session it named: the text typed meanwhile stays (an answer for the text still there
+        opens its session and clears the input as before)."""
+        target = await console.stack.root(label="Target")
+        page = browser_page.page
+        await open_console(console, browser_page)
+        # /api/resolve waits for the test to release it.
+        await page.evaluate(
+            """() => {
+              const real = window.fetch;
+              window.releaseLookup = null;
+              window.fetch = (input, init) => {
+                if (!String(input).includes("/api/resolve")) return real(input, init);
+                return new Promise((resolve) => {
+                  window.releaseLookup = () => resolve(real(input, init));
+                });
+              };
+            }"""
+        )
+        goto = page.locator("#goto-id")
+        await goto.fill(target.id[:8])
+        await goto.press("Enter")
+        await page.wait_for_function("() => window.releaseLookup !== null")
+        await goto.fill(target.id[:8] + " and more")
+        await page.evaluate("() => window.releaseLookup()")
+        await page.wait_for_timeout(500)
+        await expect(goto).to_have_value(target.id[:8] + " and more")
+        await expect(page.locator("#session-label")).to_have_count(0)
+        assert "#/session/" not in page.url
+        await page.evaluate("() => { window.releaseLookup = null; }")
+        await goto.fill(target.id[:8])
+        await goto.press("Enter")
+        await page.wait_for_function("() => window.releaseLookup !== null")
+        await page.evaluate("() => window.releaseLookup()")
+        await expect(page.locator("#session-label")).to_have_text(target.label)
+        await expect(goto).to_have_value("")
+        assert browser_page.console_errors() == []
+
 
 class TestEndpoints:
     async def test_resolve_and_space_answer_json(self, console: ConsoleStack) -> None:

@@ -14,6 +14,7 @@ from stello_console import LaunchToken, console_secret, running_console
 from tests.console.conftest import BrowserPage, ConsoleStack, GatewayStack
 
 pytestmark = pytest.mark.browser
+AT_ONCE_MS = 3_000  # a broadcast arrives in milliseconds; a tab's next request may never come
 
 
 def events_requests(browser: BrowserPage) -> list[Request]:
@@ -100,13 +101,13 @@ async def test_sign_out_on_the_local_console_signs_the_browser_out_and_says_so(
 ) -> None:
     """Sign out on the local console: the tab says it covers every tab of this browser and
     offers a sign-in; the browser holds no console cookie, the tab's API calls are refused,
-    another tab is signed out at its next request (a Refresh here; at once when it takes the
-    live stream over from the tab that signed out, and is refused — which tab leads the
-    stream is a race), and pasting the printed URL signs in."""
+    another tab (which followed this one's live stream) says it is signed out at once, with no
+    request of its own, and pasting the printed URL signs in."""
     root = await console.stack.root(label="Kept")
     page = browser_page.page
     other = await browser_page.context.new_page()
     await page.goto(console.console.url)
+    await expect(page.locator("#live")).to_have_attribute("data-state", "live")  # it leads
     await other.goto(f"{console.base}#/session/{root.id}")
     await expect(other.locator("#session-label")).to_have_text("Kept")
     sign_out = page.get_by_role("button", name="Sign out")
@@ -122,12 +123,49 @@ async def test_sign_out_on_the_local_console_signs_the_browser_out_and_says_so(
     await browser_page.shot("signed-out-local")
     assert await browser_page.context.cookies() == []
     assert await api_status(page) == 403
-    await other.evaluate("document.getElementById('refresh').click()")  # its next request
-    await expect(other.locator("#signed-out")).to_contain_text("This browser signed out")
+    await expect(other.locator("#signed-out")).to_contain_text(
+        "This browser signed out", timeout=AT_ONCE_MS
+    )
+    await expect(other.locator("#live")).to_have_attribute("data-state", "off")
     await page.locator("#sign-in-url").fill(console.console.url)
     await page.locator("#sign-in").click()
     await expect(page.locator(f'#forest .node[data-id="{root.id}"]')).to_be_visible()
     assert await api_status(page) == 200
+    assert browser_page.console_errors("Failed to load resource.*403") == []
+
+
+async def test_a_follower_tabs_sign_out_ends_the_shared_stream_in_every_tab(
+    console: ConsoleStack, browser_page: BrowserPage
+) -> None:
+    """A tab that follows the shared live stream signs out: the tab that leads it ends the
+    stream and, with every other tab, says it is signed out at once (no request of their own,
+    no change needed), and no tab holds or waits for the stream's lock any more."""
+    root = await console.stack.root(label="Watched")
+    leader = browser_page.page
+    await leader.goto(console.console.url)
+    await expect(leader.locator("#live")).to_have_attribute("data-state", "live")  # it leads
+    follower = await browser_page.context.new_page()
+    bystander = await browser_page.context.new_page()
+    for tab in (follower, bystander):
+        await tab.goto(f"{console.base}#/session/{root.id}")
+        await expect(tab.locator("#session-label")).to_have_text("Watched")
+        await expect(tab.locator("#live")).to_have_attribute("data-state", "live")
+    await follower.get_by_role("button", name="Sign out").click()
+    await expect(follower.locator("#signed-out")).to_contain_text("You signed out")
+    for tab in (leader, bystander):
+        await expect(tab.locator("#signed-out")).to_contain_text(
+            "This browser signed out", timeout=AT_ONCE_MS
+        )
+        await expect(tab.locator("#live")).to_have_attribute("data-state", "off")
+    await leader.wait_for_function(
+        """async () => {
+          const { held, pending } = await navigator.locks.query();
+          return held.length === 0 && pending.length === 0;
+        }""",
+        timeout=AT_ONCE_MS,
+    )
+    for tab in (leader, follower, bystander):
+        assert await api_status(tab) == 403
     assert browser_page.console_errors("Failed to load resource.*403") == []
 
 

@@ -194,6 +194,27 @@ class TestStream:
         assert stream.ended
         await stream.close()
 
+    async def test_a_sign_out_ends_the_open_streams(self, console: ConsoleStack) -> None:
+        """A sign-out of the local console ends every stream open then at once (a tab that led
+        a shared stream, or a copied one, stops too); a stream opened after it runs on."""
+        stream = await watch(console)
+        try:
+            await stream.next()
+            own = {"Origin": f"http://127.0.0.1:{console.port}"}
+            out = await fetch(console.port, "/api/sign-out", method="POST", headers=own)
+            assert out.status == 200
+            assert await stream.rest(within_s=5.0) == []
+            assert stream.ended
+        finally:
+            await stream.close()
+        after = await watch(console)
+        try:
+            assert (await after.next()).name == "ready"
+            root = await console.stack.root(label="after the sign-out")
+            assert changes([await after.next()]) == [("session_committed", root.id)]
+        finally:
+            await after.close()
+
 
 class TestFailures:
     async def test_an_expired_cursor_says_restart(
