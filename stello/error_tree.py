@@ -4,23 +4,7 @@ with the helpers that build the common ones and collect a request's field violat
 Their mapping to gRPC status and back is `stello.errors`, which re-exports every name
 here: code imports them from there.
 
-The tree::
-
-    StelloError
-    ├── FieldError             (its fields named in a google.rpc.BadRequest)
-    │   ├── InvalidArgument    (INVALID_ARGUMENT)
-    │   └── OutOfRange         (OUT_OF_RANGE, when it names a field)
-    ├── NotFound               (NOT_FOUND)
-    ├── AlreadyExists          (ALREADY_EXISTS)
-    ├── FailedPrecondition     (FAILED_PRECONDITION, PreconditionFailure)
-    ├── Aborted                (ABORTED, PreconditionFailure when given)
-    ├── Unauthenticated        (UNAUTHENTICATED)
-    ├── PermissionDenied       (PERMISSION_DENIED)
-    ├── ResourceExhausted      (RESOURCE_EXHAUSTED)
-    ├── DeadlineExceeded       (DEADLINE_EXCEEDED)
-    ├── Cancelled              (CANCELLED)
-    ├── Unavailable            (UNAVAILABLE)
-    └── Internal               (INTERNAL: a bug; the client sees only an error id)
+The tree, and what each class answers, is drawn in `stello.errors`' docstring.
 """
 
 from __future__ import annotations
