@@ -21,7 +21,7 @@ from __future__ import annotations
 import re
 import tomllib
 import typing
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, TypeVar
@@ -164,6 +164,33 @@ class Entry:
         if not subject:
             subject = f"key {self.path[0]}" if self.path else "the file"
         return f"{self.places.at(self.path + field)}: {subject}: {text}"
+
+
+def named_entries(
+    text: str,
+    source: str,
+    key: str,
+    noun: str,
+    names: Sequence[str],
+    error: type[ValueError],
+) -> list[Entry]:
+    """The entries of the array of tables `key` (``[[profiles]]``), named by their `names`
+    in file order, for problems found after validation.
+
+    Raises:
+        error: a name used twice (``FILE line N: NOUN "name", field name: the name is
+            defined twice (first on line M): ...``).
+    """
+    places = TomlPlaces(text, source)
+    first: dict[str, int] = {}
+    entries: list[Entry] = []
+    for index, name in enumerate(names):
+        entry = Entry.named(places, (key, index), noun, name)
+        if name in first:
+            raise error(entry.twice(first[name]))
+        first[name] = index
+        entries.append(entry)
+    return entries
 
 
 def _quoted(name: str) -> str:

@@ -39,10 +39,9 @@ from agent_gateway.forks.compose import ContextMode, ProfileLayer, PromptMode
 from agent_gateway.llm import PromptKey, template_problem
 from agent_gateway.llm.prompt_texts import COMPRESSOR, CONSOLIDATOR
 from agent_gateway.llm.templates import render_template, template_variables
-from stello.config_files import Entry, parse_toml, read_config_file
+from stello.config_files import Entry, named_entries, parse_toml, read_config_file
 from stello.errors import MAX_VIOLATIONS, FailedPrecondition, InvalidArgument, cut
 from stello.reasons import PROFILE_NOT_FOUND
-from stello.toml_places import TomlPlaces
 
 
 def each_variable(names: Iterable[str], description: str) -> list[tuple[str, str]]:
@@ -201,14 +200,10 @@ def parse_profiles(text: str, source: str = "<profiles>") -> ProfileRegistry:
             or a prompt override using a template variable (file, line, profile, field).
     """
     data = parse_toml(text, _ProfilesFile, source, ProfilesFileError, "profile")
-    places = TomlPlaces(text, source)
+    names = [item.name for item in data.profiles]
+    entries = named_entries(text, source, "profiles", "profile", names, ProfilesFileError)
     registry = ProfileRegistry()
-    first: dict[str, int] = {}
-    for index, item in enumerate(data.profiles):
-        entry = Entry.named(places, ("profiles", index), "profile", item.name)
-        if item.name in first:
-            raise ProfilesFileError(entry.twice(first[item.name]))
-        first[item.name] = index
+    for item, entry in zip(data.profiles, entries, strict=True):
         registry.register(
             Profile(
                 name=item.name,

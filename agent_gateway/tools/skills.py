@@ -31,8 +31,7 @@ from pydantic import BaseModel, ConfigDict, Field, field_validator
 from agent_gateway.clients import Caller
 from agent_gateway.llm import RAW_ARGUMENTS_KEY, ToolCallSpec, ToolSpec
 from agent_gateway.tools.base import ACTIVATE_SKILL, ToolOutcome
-from stello.config_files import Entry, parse_toml, read_config_file
-from stello.toml_places import TomlPlaces
+from stello.config_files import named_entries, parse_toml, read_config_file
 from stello.validation import SKILL_NAME, SKILL_NAME_RULE
 
 
@@ -178,13 +177,7 @@ def parse_skills(text: str, source: str = "<skills>") -> SkillRegistry:
             line, skill, field).
     """
     data = parse_toml(text, _SkillsFile, source, SkillsFileError, "skill")
-    places = TomlPlaces(text, source)
-    first: dict[str, int] = {}
-    for index, item in enumerate(data.skills):
-        if item.name in first:
-            entry = Entry.named(places, ("skills", index), "skill", item.name)
-            raise SkillsFileError(entry.twice(first[item.name]))
-        first[item.name] = index
+    named_entries(text, source, "skills", "skill", [e.name for e in data.skills], SkillsFileError)
     return SkillRegistry(Skill(e.name, e.description, e.content) for e in data.skills)
 
 
