@@ -89,17 +89,32 @@ async def test_without_the_cache_the_same_pooler_serves(forgetful_dsn: str) -> N
 
 
 async def test_a_unit_of_work_names_the_setting(
-    unchecked_pool: asyncpg.Pool, caplog: pytest.LogCaptureFixture
+    forgetful_dsn: str, caplog: pytest.LogCaptureFixture
 ) -> None:
     """A call that meets a lost statement is UNAVAILABLE naming the setting, and the log
-    says it once (rate-limited), not a traceback per call."""
-    with caplog.at_level(logging.WARNING, logger="stello.db"):
-        outcomes = await asyncio.gather(
-            *(in_transaction(unchecked_pool, numbered(n)) for n in range(CALLS)),
-            return_exceptions=True,
-        )
-    failures = [outcome for outcome in outcomes if isinstance(outcome, BaseException)]
-    assert failures, "no call met a lost statement: the pooler kept them"
+    says it once (rate-limited), not a traceback per call. The pool's one connection
+    prepares its statement on one server connection; another client then holds that one
+    (PgBouncer hands out its most recently used server connection, as the pool's probe
+    relies on), so each call after runs the statement on another and loses it."""
+    holder = await asyncpg.connect(forgetful_dsn, statement_cache_size=0)
+    try:
+        async with asyncpg.create_pool(
+            forgetful_dsn, min_size=0, max_size=1, init=register_codecs
+        ) as pool:
+            assert await in_transaction(pool, numbered(0)) == 0
+            async with holder.transaction():
+                await holder.fetchval("SELECT 1")
+                with caplog.at_level(logging.WARNING, logger="stello.db"):
+                    outcomes = [
+                        await asyncio.gather(
+                            in_transaction(pool, numbered(n)), return_exceptions=True
+                        )
+                        for n in range(1, 4)
+                    ]
+    finally:
+        await holder.close()
+    failures = [outcome[0] for outcome in outcomes if isinstance(outcome[0], BaseException)]
+    assert len(failures) == 3, outcomes
     assert all(isinstance(failure, Unavailable) for failure in failures), failures
     assert all(SETTING in str(failure) for failure in failures)
     said = [record for record in caplog.records if SETTING in record.getMessage()]
