@@ -11,7 +11,8 @@ from prometheus_client import CollectorRegistry
 
 from agent_gateway.background.runner import BackgroundRunner, RunnerLimits
 from agent_gateway.clients import CallPolicy, StorageClient, TreeClient
-from agent_gateway.config import GatewaySettings, targets
+from agent_gateway.config import GatewaySettings
+from agent_gateway.config_checks import targets
 from agent_gateway.forks.compose import ConfigLayer, Summarizer
 from agent_gateway.forks.creator import SessionCreator, SizeLimits
 from agent_gateway.forks.faults import Faults, faults_from_setting

@@ -7,16 +7,17 @@ from pathlib import Path
 from pydantic import Field, SecretStr, field_validator, model_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
+from agent_gateway.config_checks import (
+    MIN_TAKEOVER_INTERVAL_S,
+    MIN_WATCH_MAX_AGE_S,
+    check_addresses,
+    plaintext_only,
+    targets,
+    zero_or_at_least,
+)
 from agent_gateway.forks.faults import parse_fault
 from agent_gateway.llm.prompt_texts import PresetName
 from stello.settings import MIB, check_pair
-
-MIN_TAKEOVER_INTERVAL_S = 0.1
-"""The shortest STELLO_GATEWAY_JOB_TAKEOVER_INTERVAL_S but 0 (never): each look is a call to
-storage, so a tinier period is a busy loop."""
-MIN_WATCH_MAX_AGE_S = 1.0
-"""The shortest STELLO_GATEWAY_WATCH_MAX_AGE_S but 0 (no limit): each end makes the client
-watch again, so a tinier age is a busy loop of reconnections."""
 
 
 class GatewaySettings(BaseSettings):
@@ -371,7 +372,7 @@ class GatewaySettings(BaseSettings):
             "the gateway's client certificate (mutual TLS) needs its private key",
         )
         if self.services_ca_file is None:
-            _plaintext_only(self)
+            plaintext_only(self)
         elif not self.services_server_name and self._several_addresses():
             raise ValueError(
                 "with TLS and several storage or tree addresses, set "
@@ -395,56 +396,3 @@ class GatewaySettings(BaseSettings):
     def saga_budget_s(self) -> float:
         """The time a CreateRoot/Fork saga may take."""
         return self.saga_timeout_s or self.provisioning_ttl_s / 2
-
-
-def zero_or_at_least(value: float, least: float, zero: str) -> float:
-    """`value`, refused when above 0 (which means `zero`) but below `least` seconds."""
-    if 0 < value < least:
-        raise ValueError(f"must be 0 ({zero}) or at least {least:g} seconds, got {value:g}")
-    return value
-
-
-def _plaintext_only(config: GatewaySettings) -> None:
-    """Refuse TLS settings that would be ignored because no CA turns TLS on."""
-    for name, value in (
-        ("STELLO_GATEWAY_SERVICES_CERT_FILE", config.services_cert_file),
-        ("STELLO_GATEWAY_SERVICES_SERVER_NAME", config.services_server_name),
-    ):
-        if value:
-            raise ValueError(
-                f"{name} needs STELLO_GATEWAY_SERVICES_CA_FILE: TLS to storage and tree is on "
-                f"only with the CA that verifies their certificates; set it, or unset {name}"
-            )
-
-
-GRPC_SCHEMES = ("dns:", "ipv4:", "ipv6:", "xds:")
-"""gRPC target schemes whose rest is host:port (`dns:///stello-storage:50061` in k8s)."""
-PATH_SCHEMES = ("unix:", "unix-abstract:", "vsock:")
-"""gRPC target schemes whose rest is no host:port (a socket's path), taken as given."""
-
-
-def check_addresses(address: str) -> None:
-    """Refuse an address that is not host:port, or a comma-separated list of them: gRPC
-    would take it and fail only at the first call."""
-    parts = [part.strip() for part in address.split(",") if part.strip()]
-    if not parts:
-        raise ValueError("expected host:port, got nothing")
-    for part in parts:
-        if part.startswith(PATH_SCHEMES):
-            continue
-        rest = part
-        for scheme in GRPC_SCHEMES:
-            if rest.startswith(scheme):
-                rest = rest.removeprefix(scheme)
-                if rest.startswith("//"):  # dns://authority/host:port
-                    rest = rest[2:].partition("/")[2]
-                break
-        host, colon, port = rest.rpartition(":")
-        if not (colon and host.strip("[]") and port.isdigit() and 0 < int(port) <= 65535):
-            raise ValueError(f"expected host:port (several: comma-separated), got {part!r}")
-
-
-def targets(address: str) -> str | list[str]:
-    """One address as given, or the list of a comma-separated one (round robin)."""
-    parts = [part.strip() for part in address.split(",") if part.strip()]
-    return parts[0] if len(parts) == 1 else parts

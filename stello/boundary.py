@@ -3,7 +3,7 @@
 A request that does not parse, or holds what no text or JSON can (U+0000, a
 Struct nested past 16 levels), is INVALID_ARGUMENT naming the field, after
 the key is checked and before the handler; domain errors keep their status; a lost database, or one
-that refuses work for a while (read-only, disk full, out of memory: `stello.db.REFUSALS`),
+that refuses work for a while (read-only, disk full, out of memory: `stello.db_failures.REFUSALS`),
 is UNAVAILABLE naming the condition (a pooler that loses prepared statements naming
 STELLO_DB_STATEMENT_CACHE_SIZE), and so is a statement the database cancelled with no
 bound of ours behind it (an operator's pg_cancel_backend, a server's statement_timeout, on
@@ -21,10 +21,10 @@ from typing import Any
 import asyncpg
 from google.protobuf.descriptor import Descriptor
 
-from stello.db import (
+from stello.db import lost_statements
+from stello.db_failures import (
     CONNECTION_ERRORS,
     UNAVAILABLE_MESSAGE,
-    lost_statements,
     refusal,
     statements_lost,
     transient,

@@ -10,10 +10,11 @@ driver (``InternalClientError: cannot switch to state 15; another operation (2)
 is in progress``) before anything is sent. Such a connection is terminated and
 the work retried on another one. What cannot be retried surfaces as
 `Unavailable` (UNAVAILABLE, retryable by the client), Citus's passing internal
-errors included (a worker restarted, a shard being moved: `CITUS_TRANSIENT`), and
+errors included (a worker restarted, a shard being moved:
+`stello.db_failures.CITUS_TRANSIENT`), and
 so does a database that refuses work for a while (read-only, disk full, out of memory:
-`REFUSALS`) or lacks migrations (`unmigrated`), each message naming the condition (a
-connection a write was refused on as read-only is terminated, never back to the pool: a
+`stello.db_failures.REFUSALS`) or lacks migrations (`unmigrated`), each message naming the
+condition (a connection a write was refused on as read-only is terminated, never back to the pool: a
 database's ``default_transaction_read_only`` reaches new sessions only, so one opened
 during a read-only spell would refuse every write after it ended);
 a conflict that outlives `MAX_ATTEMPTS` as `Aborted` (ABORTED, CONCURRENT_MODIFICATION: nothing was
@@ -37,6 +38,18 @@ from urllib.parse import parse_qs, urlsplit
 
 import asyncpg
 
+from stello.db_failures import (
+    CONNECTION_ERRORS,
+    REFUSED,
+    STATEMENTS_LOST,
+    STATEMENTS_LOST_MESSAGE,
+    UNDEFINED,
+    lacking,
+    refusal,
+    statements_lost,
+    transient,
+    unavailable,
+)
 from stello.errors import Aborted, Unavailable
 from stello.log_every import WarnEvery
 from stello.reasons import CONCURRENT_MODIFICATION
@@ -53,95 +66,12 @@ outages = WarnEvery(log, OUTAGE_LOG_EVERY_S)
 RETRYABLE = (asyncpg.SerializationError, asyncpg.DeadlockDetectedError)
 MAX_ATTEMPTS = 5
 
-# Connection-level failures: the database is unreachable, not the request wrong.
-CONNECTION_ERRORS: tuple[type[BaseException], ...] = (
-    OSError,
-    asyncpg.CannotConnectNowError,
-    asyncpg.ConnectionDoesNotExistError,
-    asyncpg.InterfaceError,
-    asyncpg.InternalClientError,
-    asyncpg.PostgresConnectionError,
-    asyncpg.AdminShutdownError,
-    asyncpg.CrashShutdownError,
-    asyncpg.TooManyConnectionsError,
-    TimeoutError,
-)
-
-# Citus's ERRORs (SQLSTATE XX000, "internal") that say a node or a shard was out of reach
-# for the moment, not that the statement is wrong: its cached connection to a worker that
-# restarted, a shard a tenant isolation or a split is moving, a worker that does not answer
-# a new connection within citus.node_connection_timeout. They surface as UNAVAILABLE
-# (the caller retries; a write with its request_id is answered once), never as INTERNAL.
-CITUS_TRANSIENT = (
-    "failure on connection marked as essential",
-    "could not find valid entry for shard",
-    "shard for the given value does not exist",
-    "connection to the remote node",
-    "could not establish any connections to the node",
-)
-
-
-def transient(exc: BaseException) -> bool:
-    """Whether `exc` is one of Citus's passing internal ERRORs (CITUS_TRANSIENT)."""
-    if not isinstance(exc, asyncpg.InternalServerError):
-        return False
-    message = str(exc)
-    return any(words in message for words in CITUS_TRANSIENT)
-
 
 # The services' connections are named so (unless their URL names them otherwise): on
 # Citus, the database default citus.show_shards_for_app_name_prefixes names it, so
 # their catalogue reads (asyncpg's type introspection) skip the shard filter Citus
 # adds to every query of pg_class (stello.distribution_plan, docs/scaling.md).
 APPLICATION_NAME = "stello"
-
-RETRY = "; retry the call"
-UNAVAILABLE_MESSAGE = "the database is unavailable" + RETRY
-
-# SQLSTATEs by which a reachable database refuses work for a while, whatever the statement:
-# read-only (25006: default_transaction_read_only, a standby after a failover), disk full
-# (53100), out of memory (53200). Like a lost connection they are UNAVAILABLE, their
-# message naming the condition (an operator's to fix, the caller's to retry), and one
-# WARNING line in the log, never INTERNAL with a traceback. Shutdown and crash recovery
-# (57P01-57P03) and too many connections (53300) are among CONNECTION_ERRORS.
-REFUSALS: dict[type[BaseException], str] = {
-    asyncpg.ReadOnlySQLTransactionError: "the database refuses writes (read-only)",
-    asyncpg.DiskFullError: "the database is out of disk space",
-    asyncpg.OutOfMemoryError: "the database is out of memory",
-}
-REFUSED: tuple[type[BaseException], ...] = tuple(REFUSALS)
-
-# What a statement meets on a database that lacks migrations (42P01 undefined_table,
-# 42883 undefined_function, 42703 undefined_column, 42704 undefined_object): then the
-# caller is told to run `stello migrate` (`unmigrated`); else it is a bug (INTERNAL).
-UNDEFINED: tuple[type[BaseException], ...] = (
-    asyncpg.UndefinedTableError,
-    asyncpg.UndefinedFunctionError,
-    asyncpg.UndefinedColumnError,
-    asyncpg.UndefinedObjectError,
-)
-
-# What a connection pooler that does not keep a client's prepared statements answers
-# asyncpg's statement cache (PgBouncer in transaction mode older than 1.21, or with
-# max_prepared_statements = 0): a statement prepared on one server connection is bound on
-# another (26000, "prepared statement \"__asyncpg_stmt_1__\" does not exist"), or two clients'
-# names meet on one (42P05, "... already exists"). The fix is the operator's: one setting.
-STATEMENTS_LOST: tuple[type[BaseException], ...] = (
-    asyncpg.InvalidSQLStatementNameError,
-    asyncpg.DuplicatePreparedStatementError,
-)
-STATEMENTS_LOST_MESSAGE = (
-    "the database's connection pooler loses prepared statements (PgBouncer in transaction "
-    "mode, older than 1.21 or without max_prepared_statements): set "
-    "STELLO_DB_STATEMENT_CACHE_SIZE=0, or max_prepared_statements in pgbouncer.ini "
-    "(README: PgBouncer)"
-)
-
-
-def statements_lost(exc: BaseException) -> bool:
-    """Whether `exc` says a pooler lost asyncpg's prepared statements (`STATEMENTS_LOST`,
-    about a statement of asyncpg's naming: Stello prepares no statement of its own)."""
-    return isinstance(exc, STATEMENTS_LOST) and "__asyncpg_" in str(exc)
 
 
 CONFLICT_MESSAGE = (
@@ -204,26 +134,6 @@ def first_line(exc: BaseException) -> str:
 
 class _Desynchronised(Exception):
     """A connection's protocol was out of step with the server; nothing was sent on it."""
-
-
-def refusal(exc: BaseException) -> str | None:
-    """The condition by which the database refused `exc`'s statement (`REFUSALS`), if so."""
-    for kind, condition in REFUSALS.items():
-        if isinstance(exc, kind):
-            return condition
-    return None
-
-
-def unavailable(exc: BaseException) -> Unavailable:
-    """The client-facing error of a lost or refusing database (the driver's text stays in
-    the log): the condition named where the database named it (`REFUSALS`)."""
-    condition = refusal(exc)
-    return Unavailable(condition + RETRY if condition else UNAVAILABLE_MESSAGE)
-
-
-def lacking(missing: list[str]) -> str:
-    """What a client is told while the database lacks the migrations `missing`."""
-    return f"the database lacks {len(missing)} of Stello's migrations: run `stello migrate`"
 
 
 async def unmigrated(pool: asyncpg.Pool, exc: BaseException) -> Unavailable | None:

@@ -20,7 +20,8 @@ from functools import partial
 import asyncpg
 from grpc_health.v1 import health, health_pb2
 
-from stello.db import OUTAGE_LOG_EVERY_S, REFUSALS, connect_like, lacking
+from stello.db import OUTAGE_LOG_EVERY_S, connect_like
+from stello.db_failures import REFUSALS, lacking
 from stello.log_every import WarnEvery
 from stello.migrate import pending
 

@@ -20,12 +20,12 @@ goes through, in this order:
 4. the handler;
 5. an exception from 2-4 becomes the status `stello.boundary.client_error`
    gives it (nothing answers UNKNOWN);
-6. the final status (`outcome`: a call the client cancelled or that outlived
-   its deadline is CANCELLED or DEADLINE_EXCEEDED, never OK) is counted
+6. the final status (`stello.access_log.outcome`: a call the client cancelled
+   or that outlived its deadline is CANCELLED or DEADLINE_EXCEEDED, never OK) is counted
    (`stello.metrics`; from 1 to here the call counts as in flight) and
    written in the call's access line: DEBUG, or INFO
    with ``STELLO_ACCESS_LOG=1``; a call that failed or took longer than
-   ``STELLO_SLOW_CALL_MS`` is INFO always (`AccessLog`). A JSON log line has
+   ``STELLO_SLOW_CALL_MS`` is INFO always (`stello.access_log.AccessLog`). A JSON log line has
    its fields too: request_id, rpc_method, code, duration_ms, the key_id of
    the key that sent it once the key is known (a call refused by its check, its
    scope or its space names the key too: which client sends what is refused),
@@ -37,7 +37,6 @@ metadata costs every call (DESIGN §9: per-hop CPU within 1.3x a bare server's).
 
 from __future__ import annotations
 
-import asyncio
 import contextvars
 import itertools
 import logging
@@ -50,20 +49,19 @@ from typing import TYPE_CHECKING, Any, TypeAlias, cast
 
 import grpc
 
+from stello.access_log import AccessLog, outcome
 from stello.auth import KeyStore, Principal
 from stello.boundary import check_request, client_error, request_descriptor, tolerant
 from stello.errors import (
     REQUEST_ID_KEY,
     InvalidArgument,
     PermissionDenied,
-    ResourceExhausted,
     StelloError,
     Unauthenticated,
     abort_with,
 )
 from stello.metrics import MethodMetrics, RpcMetrics
-from stello.reasons import SPACE_BUSY
-from stello.settings import StelloSettings
+from stello.space_calls import LONG_LIVED, SpaceCalls
 from stello.validation import checked_space
 
 log = logging.getLogger("stello.rpc")
@@ -78,8 +76,6 @@ sender_var: contextvars.ContextVar[uuid.UUID | None] = contextvars.ContextVar(
 )
 """The key id of a call's valid key, once resolved (its access line names it, admitted or not)."""
 
-DEADLINE_SLACK_S = 0.1
-"""A call cancelled this close to its deadline was cancelled by the deadline."""
 
 PUBLIC_PREFIXES = ("/grpc.health.v1.Health/", "/grpc.reflection.")
 
@@ -101,31 +97,6 @@ def current_principal() -> Principal:
     return principal
 
 
-def outcome(context: Context, error: BaseException | None) -> grpc.StatusCode:
-    """The status a finished call ended with, as the client saw it.
-
-    A handler the client abandoned is cancelled by grpc, with no status set:
-    CANCELLED, or DEADLINE_EXCEEDED when its deadline had passed (or was due
-    within `DEADLINE_SLACK_S`). A stream the client left while its messages
-    flowed is closed by grpc at a `yield` (GeneratorExit, not CancelledError),
-    before `context.cancelled()` says so: the same. A handler that returned is OK
-    unless its deadline had passed by then (the reply came too late): one that
-    answered with less than the slack left was answered in time.
-    """
-    code = context.code()
-    if isinstance(code, grpc.StatusCode) and code is not grpc.StatusCode.OK:
-        return code
-    remaining = context.time_remaining()
-    # The client's own deadline timer cancels the call a moment before the server's fires.
-    expired = remaining is not None and remaining <= DEADLINE_SLACK_S
-    if isinstance(error, asyncio.CancelledError | GeneratorExit) or context.cancelled():
-        return grpc.StatusCode.DEADLINE_EXCEEDED if expired else grpc.StatusCode.CANCELLED
-    if error is not None:
-        return grpc.StatusCode.UNKNOWN
-    late = remaining is not None and remaining <= 0
-    return grpc.StatusCode.DEADLINE_EXCEEDED if late else grpc.StatusCode.OK
-
-
 class RequestIds:
     """Request ids without a syscall: a random prefix per chain and a counter.
 
@@ -141,73 +112,6 @@ class RequestIds:
     def new(self) -> str:
         """The next id."""
         return f"{self._prefix}{next(self._counter):016x}"
-
-
-@dataclass(frozen=True, slots=True)
-class AccessLog:
-    """At which level a call's access line is written (``rpc METHOD CODE 1.2ms``)."""
-
-    every_call: bool = False
-    """INFO for every call (``STELLO_ACCESS_LOG=1``); else DEBUG for a fast OK call."""
-    slow_s: float = 1.0
-    """A call at least this long is INFO (``STELLO_SLOW_CALL_MS``)."""
-
-    @classmethod
-    def of(cls, settings: StelloSettings) -> AccessLog:
-        """The access log `settings` ask for."""
-        return cls(settings.access_log, settings.slow_call_ms / 1000)
-
-    def level(self, code: grpc.StatusCode, seconds: float) -> int:
-        """INFO for what someone should see (a failure, a slow call), else DEBUG."""
-        if self.every_call or code is not grpc.StatusCode.OK or seconds >= self.slow_s:
-            return logging.INFO
-        return logging.DEBUG
-
-
-class SpaceCalls:
-    """The calls each space has in progress in this process, and the cap on them
-    (STELLO_MAX_CALLS_PER_SPACE): one tenant's burst is refused at the door, before any
-    work, rather than queueing every tenant's calls behind it on the pool and the loop
-    (explore11 F1). Long-lived streams (`LONG_LIVED`) have a count and a cap of their own
-    (STELLO_MAX_WATCHES_PER_SPACE: a page open for hours must not hold a call's place)."""
-
-    def __init__(
-        self,
-        cap: int,
-        what: str = "calls in progress",
-        setting: str = "STELLO_MAX_CALLS_PER_SPACE",
-    ) -> None:
-        self.cap = cap
-        self._what = what
-        self._setting = setting
-        self._held: dict[uuid.UUID, int] = {}
-
-    def take(self, space_id: uuid.UUID, shown: str) -> bool:
-        """Count a call of `space_id` (named `shown`, as the request wrote it); whether it
-        was counted (False: no cap). ResourceExhausted SPACE_BUSY at the cap."""
-        if self.cap <= 0:
-            return False
-        held = self._held.get(space_id, 0)
-        if held >= self.cap:
-            raise ResourceExhausted(
-                f"space {shown} has {held} {self._what} on this server, as many as one "
-                f"space may ({self._setting}): retry later",
-                reason=SPACE_BUSY,
-                metadata={"space_id": shown, "limit": str(self.cap)},
-            )
-        self._held[space_id] = held + 1
-        return True
-
-    def give(self, space_id: uuid.UUID) -> None:
-        """A counted call of `space_id` ended."""
-        held = self._held.pop(space_id, 0) - 1
-        if held > 0:
-            self._held[space_id] = held
-
-
-LONG_LIVED = frozenset({"WatchSpace"})
-"""Methods (by name) whose calls are counted apart from the others: streams that live as
-long as a page does (`SpaceCalls`)."""
 
 
 @dataclass(frozen=True, slots=True)

@@ -47,7 +47,7 @@ import asyncpg
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
 from prometheus_client.registry import Collector
 
-from stello.db import CONNECTION_ERRORS, REFUSED, RETRY, refusal
+from stello.db_failures import CONNECTION_ERRORS, REFUSED, RETRY, refusal
 from stello.errors import Unavailable
 from stello.maintenance import SpaceNode
 

@@ -21,14 +21,16 @@ import grpc
 from grpc_health.v1 import health, health_pb2, health_pb2_grpc
 from grpc_reflection.v1alpha import reflection
 
+from stello.access_log import AccessLog
 from stello.auth import KeyStore
 from stello.channels import read_pem
 from stello.health import HealthMonitor
 from stello.inproc import LocalServer
-from stello.interceptors import AccessLog, CallChain, SpaceCalls
+from stello.interceptors import CallChain
 from stello.metrics import PoolCollector, RpcMetrics
 from stello.periodic import RoundsCollector, periodic_tasks
 from stello.settings import StelloSettings
+from stello.space_calls import SpaceCalls
 
 log = logging.getLogger(__name__)
 

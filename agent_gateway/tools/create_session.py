@@ -94,8 +94,8 @@ class CreateSessionTool:
     ) -> ToolOutcome:
         """Run one call; failures become error outcomes for the model.
 
-        `request_id` makes the fork idempotent (the turn derives it from its
-        request, the call's place in it and what it asks: `turns.builtin_request_id`).
+        `request_id` makes the fork idempotent (the turn derives it from its request, the
+        call's place in it and what it asks: `turns.rounds.builtin_request_id`).
         """
         try:
             fork = self._fork_input(space_id, session_id, call.arguments, request_id)

@@ -4,6 +4,8 @@
 - `requests`: requests -> validated turn input (and replies back);
 - `service`: `TurnService`, the turn itself: BeginTurn, the context, the model
   call and tool loop, the commit;
+- `rounds`: `ToolRounds`, the turn's model calls and the built-in tool calls between
+  them;
 - `start`: the BeginTurn request and what its answer means;
 - `queue`: `TurnLine`, the busy policies (REJECT, ENQUEUE's wait in line,
   INTERRUPT's take-over);

@@ -24,7 +24,7 @@ One turn, in order:
    reach back to the summary, the turn compresses first (`compression`,
    at most three compressor calls per turn, the session's compressor
    prompt read then).
-4. The LLM, outside any transaction, each call counted against the window
+4. The LLM, outside any transaction (`rounds.ToolRounds`), each call counted against the window
    before it is sent (`budget`) and capped by max_tokens so its answer fits
    the window and a record: built-in tool calls run here (a result too
    large for the window is replaced by an error result) and the model is
@@ -55,9 +55,8 @@ same request_id then answers that turn.
 from __future__ import annotations
 
 import asyncio
-import hashlib
 import logging
-from collections.abc import AsyncIterator, Sequence
+from collections.abc import AsyncIterator
 
 from agent_gateway.clients import Caller, StorageClient
 from agent_gateway.history.background_fold import BackgroundFolds
@@ -67,24 +66,14 @@ from agent_gateway.history.consolidation import Consolidator
 from agent_gateway.history.context import Summary, TurnContext, context_prefix
 from agent_gateway.history.folding import CallBudget
 from agent_gateway.history.records import context_record, tool_call_proto
-from agent_gateway.llm import (
-    Completion,
-    Done,
-    LLMMessage,
-    LLMProvider,
-    TextDelta,
-    ToolCallEvent,
-    ToolCallSpec,
-    ToolSpec,
-)
+from agent_gateway.llm import LLMProvider
 from agent_gateway.llm.prompt_config import SessionPrompts
 from agent_gateway.memory.index import IndexCaps, render_index
-from agent_gateway.tools.builtins import BuiltinTools, TurnTools
-from agent_gateway.turns.answer_size import check_answer
+from agent_gateway.tools.builtins import BuiltinTools
 from agent_gateway.turns.commit import Lease, TurnCommitter
-from agent_gateway.turns.empty_answer import check_not_empty
 from agent_gateway.turns.lease_keeper import KeptLease, LeaseKeeper
 from agent_gateway.turns.queue import TurnLine
+from agent_gateway.turns.rounds import RoundsEnd, ToolRounds, in_time
 from agent_gateway.turns.start import begin_request, remembered, summary
 from agent_gateway.turns.start import unread as unread_range
 from agent_gateway.turns.state import (
@@ -100,13 +89,8 @@ from agent_gateway.turns.state import (
     TurnEvent,
 )
 from stello.agent.v1 import agent_pb2
-from stello.errors import (
-    Aborted,
-    DeadlineExceeded,
-    FailedPrecondition,
-    ResourceExhausted,
-)
-from stello.reasons import CONTEXT_TOO_LARGE, SESSION_ARCHIVED, TOOL_ROUNDS_EXCEEDED
+from stello.errors import Aborted, FailedPrecondition
+from stello.reasons import SESSION_ARCHIVED
 from stello.storage.v1 import storage_pb2
 
 log = logging.getLogger(__name__)
@@ -151,12 +135,19 @@ class TurnService:
         self._compression = compression
         self._folds = folds
         self._counter = counter
-        self._max_tool_rounds = max_tool_rounds
         self._leases = leases
         self._line = line
         self._record_bytes = record_bytes
         self._memory_index = memory_index or IndexCaps()
         self._committer = TurnCommitter(storage)
+        self._rounds = ToolRounds(
+            provider,
+            counter,
+            compression,
+            self._oversized,
+            max_tool_rounds=max_tool_rounds,
+            record_bytes=record_bytes,
+        )
 
     @property
     def window(self) -> Window:
@@ -202,7 +193,7 @@ class TurnService:
         return self._run(caller, plan, stream=stream)
 
     async def _run(self, caller: Caller, plan: Plan, *, stream: bool) -> AsyncIterator[TurnEvent]:
-        _in_time(caller, "the turn began")
+        in_time(caller, "the turn began")
         window = self.window
         if isinstance(plan, SendPlan):
             window.check_message(self._counter, plan.content, "content")
@@ -277,67 +268,16 @@ class TurnService:
         unread = unread_range(state)
         # BeginTurn is not bound by the deadline: a call with little time left may pass the
         # check in `_run` and find it gone once begun; no model is called for it then.
-        _in_time(caller, "the model was called")
+        in_time(caller, "the model was called")
         if unread is not None or self._compression.over(ctx, window):
             stored = await self._compression.compress(caller, space, session, ctx, calls, unread)
-        client_names = {tool.name for tool in plan.tools}
-        pending: tuple[ToolCallSpec, ...] = ()
-        rounds = 0
-        while True:
-            if rounds and self._compression.over(ctx, window):
-                stored = (
-                    await self._compression.compress(caller, space, session, ctx, calls) or stored
-                )
-            _in_time(caller, "the model was called")
-            messages, max_tokens = self._fitted(ctx, window)
-            completion: Completion | None = None
-            # A model call is cut short once the lease is lost (it could not commit).
-            if stream:
-                model = _streamed(self._provider, messages, ctx.tools, max_tokens)
-                async for event in kept.guarded(model):
-                    if isinstance(event, Done):
-                        completion = event.completion
-                    else:
-                        yield event
-                if completion is None:
-                    raise RuntimeError("the LLM stream ended without a Done event")
-            else:
-                completion = await kept.guard(
-                    self._provider.complete(
-                        messages, tools=ctx.tools or None, max_tokens=max_tokens
-                    )
-                )
-            self._counter.calibration.observe(
-                completion.usage.prompt_tokens, self._counter.raw(messages, ctx.tools)
-            )
-            turn.usage += completion.usage
-            calls_made = completion.tool_calls
-            answered = turn.add(
-                "assistant",
-                completion.content,
-                tool_calls=calls_made,
-                usage=completion.usage,
-                compressed=ctx.summary is not None,
-            )
-            check_answer(plan, answered, self._record_bytes)
-            check_not_empty(plan, completion)
-            ctx.loop.append(LLMMessage("assistant", completion.content, calls_made))
-            if not calls_made:
-                break
-            pending = tuple(call for call in calls_made if call.name in client_names)
-            mine = [call for call in calls_made if call.name not in client_names]
-            if mine:
-                if rounds >= self._max_tool_rounds:
-                    raise ResourceExhausted(
-                        f"the model kept calling tools after {rounds} round(s); the limit is "
-                        f"{self._max_tool_rounds} (STELLO_GATEWAY_MAX_TOOL_ROUNDS); nothing "
-                        "of the turn was written",
-                        reason=TOOL_ROUNDS_EXCEEDED,
-                    )
-                rounds += 1
-                await self._run_tools(caller, plan, lease, rounds, builtins, mine, turn, ctx)
-            if pending:
-                break
+        end = RoundsEnd(stored)
+        rounds = self._rounds.run(
+            caller, plan, lease, kept, builtins, turn, ctx, window, calls, end, stream=stream
+        )
+        async for event in rounds:
+            yield event
+        pending, stored = end.pending, end.stored
         response = agent_pb2.SendResponse(
             assistant=next(r for r in reversed(turn.records) if r.role == ASSISTANT),
             records=turn.records,
@@ -364,25 +304,6 @@ class TurnService:
             self._folds.schedule(caller, space, session)
         yield TurnDone(committed.response)
 
-    def _fitted(self, ctx: TurnContext, window: Window) -> tuple[list[LLMMessage], int]:
-        """The messages of the next call and its max_tokens, once they fit the window.
-
-        Raises:
-            ResourceExhausted: reason CONTEXT_TOO_LARGE; what the turn must send (its
-                system prompt, insight, own records) leaves no room for an answer.
-        """
-        messages = ctx.messages()
-        prompt = self._counter.messages(messages, ctx.tools)
-        max_tokens = window.reply_tokens(prompt)
-        if max_tokens < window.min_reply_tokens:
-            raise ResourceExhausted(
-                f"the context of this turn takes about {prompt} of the model's "
-                f"{window.tokens} tokens even with the history summarised (the system prompt, "
-                "the insight, tool schemas and this turn's own messages); nothing was written",
-                reason=CONTEXT_TOO_LARGE,
-            )
-        return messages, max_tokens
-
     def _oversized(self, content: str) -> str | None:
         """The error result that replaces a tool result too large for the window; None
         when it fits."""
@@ -395,83 +316,7 @@ class TurnService:
             f"of {window.tokens}; it was not kept: return less"
         )
 
-    async def _run_tools(
-        self,
-        caller: Caller,
-        plan: Plan,
-        lease: Lease,
-        round_: int,
-        builtins: TurnTools,
-        calls: Sequence[ToolCallSpec],
-        turn: Turn,
-        ctx: TurnContext,
-    ) -> None:
-        """Run the gateway's calls at once; add their results to the turn, in call order."""
-        outcomes = await asyncio.gather(
-            *(
-                builtins.run(
-                    caller,
-                    plan.space_id,
-                    plan.session_id,
-                    call,
-                    builtin_request_id(plan, lease.token, round_, index, call),
-                )
-                for index, call in enumerate(calls)
-            )
-        )
-        for call, outcome in zip(calls, outcomes, strict=True):
-            content, is_error = outcome.content, outcome.is_error
-            refused = self._oversized(content)
-            if refused is not None:
-                content, is_error = refused, True
-            turn.add("tool", content, tool_call_id=call.id, is_error=is_error)
-            ctx.loop.append(LLMMessage("tool", content, tool_call_id=call.id, is_error=is_error))
-
-
-def builtin_request_id(plan: Plan, token: str, round_: int, index: int, call: ToolCallSpec) -> str:
-    """The request id of a built-in tool call (its fork, its memory write), so that no turn
-    does one twice.
-
-    With the client's request_id it follows the request, the call's place in the turn
-    (round, index) and what the call asks (tool and arguments), not the lease: a retry
-    that takes over the expired lease of its own first attempt, and whose model asks the
-    same, repeats that attempt's fork instead of making a second one; a model that asks
-    something else there (models are not deterministic) has it done, as asked (it was
-    told the key was used for another request: explore10 F5). Without a request_id each
-    turn is new: the lease and the call id.
-    """
-    if plan.key is None:
-        return f"{token}/{call.id}"
-    request = f"{plan.key.scope}\0{plan.key.request_id}".encode()
-    asked = hashlib.sha256(f"{call.name}\0{call.arguments_json()}".encode()).hexdigest()[:16]
-    return f"turn-{hashlib.sha256(request).hexdigest()[:32]}/{round_}.{index}/{asked}"
-
-
-def _in_time(caller: Caller, before: str) -> None:
-    """Raise DEADLINE_EXCEEDED once the caller's deadline has passed (`before` says what
-    it passed before: nothing of the turn is written)."""
-    remaining = caller.remaining()
-    if remaining is not None and remaining <= 0:
-        raise DeadlineExceeded(f"the call's deadline passed before {before}")
-
 
 async def _settled(future: asyncio.Future[None]) -> None:
     """Wait for `future`; a cancellation meanwhile does not stop it (it is raised after)."""
     await asyncio.shield(future)
-
-
-async def _streamed(
-    provider: LLMProvider,
-    messages: Sequence[LLMMessage],
-    tools: Sequence[ToolSpec],
-    max_tokens: int,
-) -> AsyncIterator[TextDelta | ToolCallEvent | Done]:
-    """The provider's stream, closed as soon as the turn stops reading it."""
-    events = provider.stream(messages, tools=tools or None, max_tokens=max_tokens)
-    try:
-        async for event in events:
-            yield event
-    finally:
-        close = getattr(events, "aclose", None)
-        if close is not None:
-            await close()

@@ -20,7 +20,7 @@ from datetime import datetime
 
 import asyncpg
 
-from stello import idempotency
+from stello import reply_erasure
 from stello.errors import space_not_found
 from stello.events import Event, Outbox
 from storage_service.models import SharedMemoryEntry, Upserted
@@ -133,14 +133,14 @@ class MemoryRepository:
         self, space_id: uuid.UUID, scope: str, request_id: str, entry_id: uuid.UUID
     ) -> None:
         """Link the reply stored under the key in this transaction to the entry it holds."""
-        await idempotency.link_entry(self._con, space_id, scope, request_id, entry_id)
+        await reply_erasure.link_entry(self._con, space_id, scope, request_id, entry_id)
 
     async def remove(self, space_id: uuid.UUID, slug: str) -> bool:
         """Delete the entry, and erase the remembered replies that hold it (DESIGN §4.8);
         False when there was none (then no event)."""
         entry_id = await self._con.fetchval(REMOVE_ENTRY, space_id, slug)
         if entry_id is not None:
-            await idempotency.erase_entry_replies(self._con, space_id, entry_id)
+            await reply_erasure.erase_entry_replies(self._con, space_id, entry_id)
             await self._con.execute(COUNT_REMOVED, space_id)
             self._outbox.add(space_id, Event("shared_memory_removed", entry_id=entry_id))
         return entry_id is not None

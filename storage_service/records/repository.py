@@ -20,7 +20,7 @@ from dataclasses import dataclass
 
 import asyncpg
 
-from stello import idempotency
+from stello import reply_erasure
 from stello.events import Outbox
 from storage_service.models import MAX_SEQ, NewRecord, RecordQuery, StoredRecord, ToolCall
 from storage_service.records.lineage import PARTS
@@ -367,7 +367,7 @@ class RecordRepository:
         removed = int(row["removed"])
         if removed:
             await self._con.execute(RELEASE, space_id, session_id, row["through"])
-            await idempotency.erase_record_replies(self._con, space_id, session_id)
+            await reply_erasure.erase_record_replies(self._con, space_id, session_id)
             event = session_event(
                 "records_trimmed", session_id, first_seq=row["first_seq"], last_seq=row["through"]
             )

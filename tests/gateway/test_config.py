@@ -6,7 +6,8 @@ import pytest
 from pydantic import ValidationError
 
 import agent_gateway
-from agent_gateway.config import GatewaySettings, targets
+from agent_gateway.config import GatewaySettings
+from agent_gateway.config_checks import targets
 from agent_gateway.forks.faults import (
     FAULT_POINTS,
     ExitFaults,

@@ -13,9 +13,10 @@ import asyncpg
 import grpc
 import pytest
 
+from stello.access_log import AccessLog
 from stello.auth import KeyStore
 from stello.errors import InvalidArgument, error_info_metadata, error_info_reason
-from stello.interceptors import AccessLog, RequestIds
+from stello.interceptors import RequestIds
 from stello.server import ServiceApp
 from stello.settings import StelloSettings
 from stello.storage.v1 import storage_pb2

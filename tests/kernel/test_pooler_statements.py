@@ -17,13 +17,13 @@ import pytest
 
 from stello.boundary import client_error
 from stello.db import (
-    STATEMENTS_LOST,
     StatementsLost,
     check_statements,
     create_pool,
     in_transaction,
     register_codecs,
 )
+from stello.db_failures import STATEMENTS_LOST
 from stello.errors import Unavailable
 from stello.settings import StelloSettings
 from tests.support.bouncer import Bouncer, database_of, pgbouncer

@@ -12,7 +12,7 @@ from functools import partial
 
 import asyncpg
 
-from stello import idempotency
+from stello import reply_erasure
 from stello.db import in_transaction
 from stello.maintenance import across_spaces, bounded, within_space
 from tree_service.erasure import release
@@ -140,7 +140,7 @@ async def erase_batch(
         raise release.LocksBusy
     await release.lock_readers(con, space_id, ids)
     await con.execute(ERASE_RELEASE, space_id, ids)
-    await idempotency.erase_linked(con, space_id, ids)
+    await reply_erasure.erase_linked(con, space_id, ids)
     forked = await con.fetch(ERASE_FORKED, space_id, ids)
     await con.executemany(ERASE_UNSOURCE, [(space_id, r["id"]) for r in forked])
     # Deepest first (as chosen): a parent goes after its children (its key is NO ACTION).

@@ -7,7 +7,7 @@ import uuid
 
 import asyncpg
 
-from stello import idempotency
+from stello import idempotency, reply_erasure
 from stello.db import in_transaction
 from stello.maintenance import across_spaces, bounded, within_space
 from tree_service.erasure import release
@@ -117,7 +117,7 @@ async def _sweep_claimed(
     await release.lock_readers(con, space_id, claimed)
     await con.execute(SWEEP_RELEASE, space_id, claimed)
     # Never visible: their request keys go whole, so a retried saga starts over.
-    await idempotency.forget_linked(con, space_id, claimed)
+    await reply_erasure.forget_linked(con, space_id, claimed)
     await con.executemany(SWEEP_DELETE, [(space_id, i) for i in claimed])
     return [SweptSession(space_id, i) for i in claimed]
 
