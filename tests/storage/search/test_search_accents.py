@@ -138,9 +138,10 @@ def _blocks() -> str:
 async def test_the_database_reads_letters_as_the_query_does(pool: asyncpg.Pool) -> None:
     """`stello_search_text` and `normalise` read every character of Latin-1 Supplement, Latin
     Extended-A, -B, Additional and the combining marks alike: one source (letters.py) for the
-    migration's `translate` and the query's."""
+    migration's `translate` and the query's; the lines with none and the empty lines between
+    them stay as they were (the database maps the lines that hold a letter)."""
     text = "".join(f"a{c}b " for c in _blocks()) + "".join(f"{c}\u0301" for c in LETTERS)
-    text += " plain ASCII text, and wide ＡＰＩ\u3000too. " + LETTERS
+    text += "\n\nplain ASCII text\nand wide ＡＰＩ\u3000too. \n\u0444\u00e9\n" + LETTERS + "\n"
     database = await pool.fetchval("SELECT stello_search_text($1)", text)
     assert database == normalise(text).translate(str.maketrans(",.", "  "))
     assert await pool.fetchval("SELECT stello_search_text($1)", LETTERS) == BASES
