@@ -190,20 +190,19 @@ def _spans(
     content's code points, flattened. A word matches when it starts with one
     of `terms` or is one of `whole`."""
     lowered = _lower(content[a:b])
-    base = a
     spans: list[int] = []
     words = tuple(t for t in terms if not _HAS_CJK.search(t))
     if words or whole:
         for m in _WORD.finditer(lowered):
-            if base + m.start() >= until:
+            if a + m.start() >= until:
                 break
             word = _MARK.sub("", m.group())
             if word.startswith(words) or word in whole:
-                spans += (base + m.start(), base + m.end())
+                spans += (a + m.start(), a + m.end())
     for term in (t for t in terms if _HAS_CJK.search(t)):
         at = lowered.find(term)
-        while at >= 0 and base + at < until:
-            spans += (base + at, base + at + len(term))
+        while at >= 0 and a + at < until:
+            spans += (a + at, a + at + len(term))
             at = lowered.find(term, at + 1)
     return spans
 
