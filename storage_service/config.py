@@ -75,9 +75,10 @@ class StorageSettings(BaseSettings):
         default=60.0,
         ge=1.0,
         description="Seconds between rounds of the search backfill, which recomputes the "
-        "search vectors of records written before migrations 0035, 0038 and 0041 (until "
-        "then a search finds none of their words inside <...>, joined to zero-width marks, "
-        "joined by punctuation, as in JIRA-4411, or in full-width letters); once finished, a "
+        "search vectors of records written before migrations 0035, 0038, 0041 and 0042 "
+        "(until then a search finds none of their words inside <...>, joined to zero-width "
+        "marks, joined by punctuation, as in JIRA-4411, in full-width letters, or with "
+        "accents by their plain letters); once finished, a "
         "round is one index probe. "
         "At least 1: a round rewrites a batch.",
     )

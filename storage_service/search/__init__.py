@@ -2,9 +2,19 @@
 
 Reads `records.search_vector` and the labels' index; owns `search_backfill` (migration
 0035: `backfill` recomputes the vectors of records written before it). `query` turns the
-user's text into a tsquery that can never be a syntax error, `highlight` marks the
-matches in a snippet, `repository` holds the SQL, `service` runs the two RPCs and
-`wire` checks their scope, order and page size.
+user's text into a tsquery that can never be a syntax error (`letters` the accented letters
+it reads as base letters, as migration 0042 does), `highlight` marks the matches in a
+snippet, `repository` holds the SQL, `service` runs the two RPCs and `wire` checks their
+scope, order and page size.
 """
 
-__all__ = ["backfill", "backfill_repository", "highlight", "query", "repository", "service", "wire"]
+__all__ = [
+    "backfill",
+    "backfill_repository",
+    "highlight",
+    "letters",
+    "query",
+    "repository",
+    "service",
+    "wire",
+]

@@ -1,7 +1,8 @@
-"""The search backfill (migrations 0035, 0038, 0041): records written before them become
-searchable by their tag words, their words joined to invisible marks, their words joined
-by ASCII punctuation ("JIRA-4411", "example.com") and their full-width words (U+FF21
-U+FF30 U+FF29 as "api"), in bounded batches.
+"""The search backfill (migrations 0035, 0038, 0041, 0042): records written before them
+become searchable by their tag words, their words joined to invisible marks, their words
+joined by ASCII punctuation ("JIRA-4411", "example.com"), their full-width words (U+FF21
+U+FF30 U+FF29 as "api") and their accented words by their base letters ("café" as "cafe"),
+in bounded batches.
 
 `records.search_vector` is a STORED generated column: 0035's new
 `stello_search_vector` gives the new vector to rows written from then on, and this

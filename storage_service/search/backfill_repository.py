@@ -1,6 +1,7 @@
-"""SQL of the search backfill (migrations 0035, 0038, 0041): each space's pass over its records.
+"""SQL of the search backfill (migrations 0035, 0038, 0041, 0042): each space's pass over its
+records.
 
-`search_backfill` holds one row per space that had sessions when 0035, 0038 or 0041 changed
+`search_backfill` holds one row per space that had sessions when 0035, 0038, 0041 or 0042 changed
 what `stello_search_vector` makes of a text: where the space's pass stands (the last
 (session_id, seq) it went past, the primary key's order) and what it did. A batch is one
 transaction: the global advisory lock (one batch at a time across replicas and
@@ -51,8 +52,9 @@ LIMIT $4
 """
 
 # The rows of the range ($2, $3] .. ($4, $5) whose vector changes: only a content with
-# ASCII punctuation (0038; `<` and `>`, 0035), a mark, or a full-width form or U+3000
-# (0041; `stello_search_text` changes no other), and of those only the ones whose stored
+# ASCII punctuation (0038; `<` and `>`, 0035), a mark, a full-width form or U+3000 (0041),
+# or a Latin letter with diacritics or a combining mark (0042; `stello_search_text` changes
+# no other), and of those only the ones whose stored
 # vector differs from the function's (`3 < 4` or `Hello, world.` give the same words).
 REWRITE = r"""
 UPDATE records SET content = content
@@ -61,7 +63,8 @@ WHERE space_id = $1
   AND (session_id, seq) <= ($4::uuid, $5::bigint)
   AND (content ~ '[\x21-\x2f\x3a-\x40\x5b-\x60\x7b-\x7e]'
        OR content ~ '[\u00ad\u200b-\u200f\u202a-\u202e\u2060-\u2069\ufeff]'
-       OR content ~ '[\uff01-\uff5e\u3000]')
+       OR content ~ '[\uff01-\uff5e\u3000]'
+       OR content ~ '[\u00c0-\u024f\u1e00-\u1eff\u0300-\u036f]')
   AND search_vector IS DISTINCT FROM stello_search_vector(content)
 """
 

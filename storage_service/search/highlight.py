@@ -7,9 +7,11 @@ a stem was rewritten from (`terms`: 'polici' marks "policy"), or, for a lexeme o
 letter or of digits (no stem: "e-mail" is 'e' and 'mail'), when it is that lexeme, case
 ignored, read without
 the marks migration 0035 removes from what is searched (`pass<U+200B>word` is
-the word 'password', marked whole), and with the full-width forms read as ASCII, as
-migration 0041 reads them (full-width `API` is the word 'api', marked at its own offsets: the
-mapping is one character for one); a CJK lexeme (a bigram or a character)
+the word 'password', marked whole; since 0042 the combining diacritical marks too), and with
+the full-width forms read as ASCII, as migration 0041 reads them (full-width `API` is the word
+'api', marked at its own offsets: the mapping is one character for one), and the Latin letters
+with diacritics as their base letters, as 0042 reads them (`Café` is the word 'cafe', marked
+whole, also one for one: letters.py); a CJK lexeme (a bigram or a character)
 matches where it occurs.
 """
 
@@ -19,7 +21,7 @@ import functools
 import math
 import re
 
-from storage_service.search.query import CJK, FULL_WIDTH, MARKS
+from storage_service.search.query import CJK, MARKS, SEARCHED
 
 SNIPPET_CHARS = 240
 _BEFORE = 60
@@ -112,7 +114,7 @@ def _finder(terms: tuple[str, ...]) -> re.Pattern[str]:
     """Where a term may match, in the content itself (not lowercased): each word term
     where no other word character is before it (case ignored, marks allowed between its
     characters), each CJK term anywhere. It finds every match _spans finds, and a few
-    more (U+017F, U+0130) that _spans then rejects."""
+    more (U+212A folds to `k` in a regular expression) that _spans then rejects."""
     alternatives = []
     for term in terms:
         chars = [_char(c) for c in term]
@@ -125,19 +127,25 @@ def _finder(terms: tuple[str, ...]) -> re.Pattern[str]:
 
 
 def _char(c: str) -> str:
-    """What one character of a term matches in the content: itself, or its full-width
-    form (FULL_WIDTH), or for U+0307 the second half of `İ` too."""
-    if c == "\u0307":
-        return _DOT
-    wide = _WIDE.get(ord(c))
-    return f"[{re.escape(c)}{chr(wide)}]" if wide else re.escape(c)
+    """What one character of a term matches in the content: itself, or a character that
+    reads as it (SEARCHED: its full-width form, a letter with diacritics of either case)."""
+    forms = _FORMS.get(c)
+    return f"[{re.escape(c + forms)}]" if forms else re.escape(c)
 
 
-_WIDE = {ascii_: wide for wide, ascii_ in FULL_WIDTH.items()}  # U+3000 too
+def _forms() -> dict[str, str]:
+    """For each character a searched text's characters read as (lowercased), those that
+    read as it."""
+    forms: dict[str, str] = {}
+    for cp, to in SEARCHED.items():
+        forms[chr(to).lower()] = forms.get(chr(to).lower(), "") + chr(cp)
+    return forms
+
+
+_FORMS = _forms()  # "e": "éèêë...ÉÈ...", " ": U+3000, "a": "ａＡàÀ..."
 _finders = functools.lru_cache(maxsize=64)(_finder)
-_DOT = "(?:\u0307|(?<=\u0130))"  # U+0307: its own, or the second half of `İ`.lower()
-# Not after a word character whose lowercase is one (not `İ`, whose lowercase ends in U+0307).
-_WORD_START = rf"(?-i:(?<![^\W{CJK}\u0130]))"
+# Not after a word character (a text reads as one for one: `İ` reads as `I`, lowercase `i`).
+_WORD_START = rf"(?-i:(?<![^\W{CJK}]))"
 # Characters a region is cut at: in no word, no mark, and neither cased nor case-ignorable,
 # so `str.lower()` of what is before them does not depend on what is after (the final
 # sigma) and no word goes across them.
@@ -167,10 +175,11 @@ def _stop_after(content: str, at: int) -> int:
 
 
 def _lower(text: str) -> str:
-    """`text` with its full-width forms as ASCII (FULL_WIDTH: one character for one, so
-    every offset stays), lowercased: the one place a hit's words are read (a test counts
-    what it reads)."""
-    return text.translate(FULL_WIDTH).lower()
+    """`text` with its full-width forms as ASCII and its Latin letters with diacritics as
+    their base letters (SEARCHED: one character for one, so every offset stays; `İ`, whose
+    lowercase alone is two code points, reads as `I`), lowercased: the one place a hit's words
+    are read (a test counts what it reads)."""
+    return text.translate(SEARCHED).lower()
 
 
 def _spans(
@@ -178,23 +187,22 @@ def _spans(
 ) -> list[int]:
     """What the whole content lowercased matches between `a` and `b` (stops or the
     content's ends), starting before `until`: the matches' (start, end), in the
-    lowercased content's code points, flattened. A word matches when it starts with one
+    content's code points, flattened. A word matches when it starts with one
     of `terms` or is one of `whole`."""
     lowered = _lower(content[a:b])
-    base = a + content.count("\u0130", 0, a)  # `İ`.lower() is two code points
     spans: list[int] = []
     words = tuple(t for t in terms if not _HAS_CJK.search(t))
     if words or whole:
         for m in _WORD.finditer(lowered):
-            if base + m.start() >= until:
+            if a + m.start() >= until:
                 break
             word = _MARK.sub("", m.group())
             if word.startswith(words) or word in whole:
-                spans += (base + m.start(), base + m.end())
+                spans += (a + m.start(), a + m.end())
     for term in (t for t in terms if _HAS_CJK.search(t)):
         at = lowered.find(term)
-        while at >= 0 and base + at < until:
-            spans += (base + at, base + at + len(term))
+        while at >= 0 and a + at < until:
+            spans += (a + at, a + at + len(term))
             at = lowered.find(term, at + 1)
     return spans
 
@@ -202,15 +210,15 @@ def _spans(
 def _first(
     content: str, terms: tuple[str, ...], longest: int, whole: tuple[str, ...]
 ) -> tuple[int, int] | None:
-    """The start of the first match (lowercased content's code points) and a stop
+    """The start of the first match (content's code points) and a stop
     before it, or None."""
     finder = _finders(terms + whole)  # a whole word is found where a word starts with it
     pos = 0
     while pos <= len(content) and (m := finder.search(content, pos)):  # past the end: -> end
-        a = _stop_before(content, max(0, m.start() - 1))  # `İ` may start it
+        a = _stop_before(content, m.start())
         b = _stop_after(content, m.start() + _SCAN + longest)
         # A CJK term found past `until` may have one across `b` before it.
-        until = b + content.count("\u0130", 0, b) - longest if b < len(content) else math.inf
+        until = b - longest if b < len(content) else math.inf
         spans = _spans(content, a, b, terms, until, whole)
         if spans:
             return a, min(spans[::2])
@@ -225,8 +233,8 @@ def snippet(
     starts in the content, and the matches in it (relative to the snippet): the words
     that start with one of `terms` (CJK terms: anywhere) or are one of `whole`.
 
-    Positions are those of `content.lower()` (they differ from the content's after an
-    `İ`). The work is bounded by where the first match is, not by the content's size:
+    Positions are the content's code points (its lowercase as _lower reads it has its
+    length). The work is bounded by where the first match is, not by the content's size:
     a compiled regular expression finds where a term may match, and only the text
     around it and the snippet's window are lowercased and read word by word.
     """

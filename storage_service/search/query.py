@@ -15,6 +15,7 @@ import re
 from dataclasses import dataclass
 
 from stello.errors import InvalidArgument
+from storage_service.search.letters import FOLD
 
 MAX_QUERY_CHARS = 1000
 MAX_QUERY_TERMS = 64
@@ -25,13 +26,17 @@ CJK = (
     "\U00020000-\U0002fa1f"
 )
 # The zero-width and bidi marks and the soft hyphen that migration 0035's
-# `stello_search_text` removes from what is searched.
-MARKS = "\u00ad\u200b-\u200f\u202a-\u202e\u2060-\u2069\ufeff"
+# `stello_search_text` removes from what is searched, and since 0042 the combining
+# diacritical marks (U+0300-U+036F: "e" and U+0301 is "e", as "é" is).
+MARKS = "\u00ad\u200b-\u200f\u202a-\u202e\u2060-\u2069\ufeff\u0300-\u036f"
 _MARK = re.compile(f"[{MARKS}]+")
 # Migration 0041's one-for-one mapping of the full-width forms (U+FF01-U+FF5E) to ASCII and
 # of the ideographic space to a space: what input methods type reads as its ASCII word, and
 # every offset stays (NFKC would change lengths: "ﬁ" is two characters).
 FULL_WIDTH = {cp: cp - 0xFEE0 for cp in range(0xFF01, 0xFF5F)} | {0x3000: 0x20}
+# What a searched text's characters read as, one for one: the full-width forms (0041) and the
+# Latin letters with diacritics as their base letters (0042, letters.py: "Café" is "Cafe").
+SEARCHED = FULL_WIDTH | FOLD
 _ANGLE = str.maketrans("<>", "  ")
 _PIECE = re.compile(rf"[{CJK}]+|(?:(?![{CJK}])\w)+")
 _CJK_RUN = re.compile(rf"[{CJK}]+")
@@ -53,8 +58,10 @@ def normalise(text: str) -> str:
     punctuation character a space; a query keeps its own (`"`, `-` and `*` are its
     syntax) and `_PIECE` splits the words at the rest, so both read the same words.
     Since 0041 both read the full-width forms as ASCII (FULL_WIDTH): full-width "API" is "API",
-    and a full-width `"`, `-` or `*` is the query's syntax, as typed in ASCII."""
-    return _MARK.sub("", text.translate(FULL_WIDTH).translate(_ANGLE))
+    and a full-width `"`, `-` or `*` is the query's syntax, as typed in ASCII. Since 0042 both
+    read a Latin letter with diacritics as its base letter and remove the combining marks
+    (SEARCHED, MARKS): "café", "CAFÉ" and "cafe" with U+0301 are all "cafe"."""
+    return _MARK.sub("", text.translate(SEARCHED).translate(_ANGLE))
 
 
 def _quote(lexeme: str) -> str:

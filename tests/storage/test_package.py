@@ -27,6 +27,7 @@ ROOMS = {
         "backfill",
         "backfill_repository",
         "highlight",
+        "letters",
         "query",
         "repository",
         "service",

@@ -1044,7 +1044,13 @@ class AgentGatewayServicer:
         read as their ASCII forms and U+3000 as a space, in the query as in the
         records: "ＡＰＩ" finds "API" and "１２３" finds "123", and the reverse
         (records stored before migration 0041 once the backfill has reached
-        them); a hit's `matches` are in the original text. Limits: at most 1,000
+        them). A Latin letter with diacritics reads as its base letter and the
+        combining marks (U+0300-U+036F) are left out, in the query as in the
+        records: "cafe" finds "café", "CAFÉ" and "cafe" + U+0301, "café" finds
+        "cafe", "Lodz" finds "Łódź" (records stored before migration 0042 once
+        the backfill has reached them); "ß", "æ", "œ" stay themselves ("strasse"
+        does not find "straße"). A hit's `matches` are in the original text
+        ("café" marked whole). Limits: at most 1,000
         characters (code points), at most 64 terms (words and phrases), no U+0000.
         A record is found by all its words up to 128 KiB; a longer one whose
         words would overflow PostgreSQL's 1 MB search vector (many distinct
@@ -1071,8 +1077,9 @@ class AgentGatewayServicer:
         prefix of a word, no stemming; CJK text anywhere). The whole query
         matches one text: the label or a single value; keys are not searched;
         a label's or value's ASCII punctuation separates words ("4411" finds
-        "JIRA-4411"), and its full-width letters and digits read as ASCII
-        ("ＡＰＩ" finds "API").
+        "JIRA-4411"), its full-width letters and digits read as ASCII
+        ("ＡＰＩ" finds "API"), and its letters with diacritics as their base
+        letters ("cafe" finds "Café").
         A session is answered once. Provisional and
         deleted sessions are never found; archived ones are (their `status`
         says so), unless `status` filters. Newest first, paged as

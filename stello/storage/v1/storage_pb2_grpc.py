@@ -475,7 +475,13 @@ class SessionStorageServicer:
         read as their ASCII forms and U+3000 as a space, in the query as in the
         records: "ＡＰＩ" finds "API" and "１２３" finds "123", and the reverse
         (records stored before migration 0041 once the backfill has reached
-        them); a hit's `matches` are in the original text. Limits: at most 1,000
+        them). A Latin letter with diacritics reads as its base letter and the
+        combining marks (U+0300-U+036F) are left out, in the query as in the
+        records: "cafe" finds "café", "CAFÉ" and "cafe" + U+0301, "café" finds
+        "cafe", "Lodz" finds "Łódź" (records stored before migration 0042 once
+        the backfill has reached them); "ß", "æ", "œ" stay themselves ("strasse"
+        does not find "straße"). A hit's `matches` are in the original text
+        ("café" marked whole). Limits: at most 1,000
         characters (code points), at most 64 terms (words and phrases), no U+0000.
         A record is found by all its words up to 128 KiB; a longer one whose
         words would overflow PostgreSQL's 1 MB search vector (many distinct
@@ -509,8 +515,9 @@ class SessionStorageServicer:
         matches the label, or the whole query matches one value ("acme north"
         does not find label "Acme" with value "north"). Metadata keys are not
         searched (ListSessionDigests filters by key and value); a label's or
-        value's ASCII punctuation separates words ("4411" finds "JIRA-4411"), and its
-        full-width letters and digits read as ASCII ("ＡＰＩ" finds "API"). A session is
+        value's ASCII punctuation separates words ("4411" finds "JIRA-4411"), its
+        full-width letters and digits read as ASCII ("ＡＰＩ" finds "API"), and its
+        letters with diacritics as their base letters ("cafe" finds "Café"). A session is
         answered once however many of its texts match. Provisional sessions and
         sessions being deleted are never found; archived ones are, unless
         `status` says otherwise. Newest first (created_at, id descending), paged

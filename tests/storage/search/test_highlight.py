@@ -10,7 +10,7 @@ import pytest
 
 from storage_service.search import highlight
 from storage_service.search.highlight import snippet
-from storage_service.search.query import CJK, FULL_WIDTH, MARKS
+from storage_service.search.query import CJK, MARKS, SEARCHED
 
 # The highlight before explore11 F2, the oracle: the whole content lowercased, every word read.
 _WORD = re.compile(rf"(?:(?![{CJK}])\w)(?:(?![{CJK}])\w|[{MARKS}])*")
@@ -19,7 +19,7 @@ _HAS_CJK = re.compile(rf"[{CJK}]")
 
 
 def _old_ranges(content: str, terms: tuple[str, ...]) -> list[tuple[int, int]]:
-    lowered = content.translate(FULL_WIDTH).lower()  # full-width forms as ASCII (0041)
+    lowered = content.translate(SEARCHED).lower()  # full-width forms (0041), letters (0042)
     spans: list[tuple[int, int]] = []
     words = [t for t in terms if not _HAS_CJK.search(t)]
     if words:
@@ -80,6 +80,7 @@ CORPUS = [
     ("İ" * 500 + " zebra " + "İ" * 500, ("zebra",)),
     ("\u3000aßsİ", ("\u0307",)),  # a zero-width candidate at the end
     ("the \uff21\uff30\uff29 and api\uff0d\uff4b\uff45\uff59", ("api", "key")),  # full width
+    ("Le CAFÉ, le café et cafe\u0301s à Łódź", ("cafe", "lodz", "a")),  # diacritics (0042)
 ]
 
 
@@ -89,16 +90,17 @@ def test_the_snippet_is_the_whole_text_highlights(content: str, terms: tuple[str
 
 
 def test_random_texts_have_the_same_snippets() -> None:
-    """Texts of words, marks, tags, CJK, full-width forms and the characters whose lowercase
-    is special (`İ` is two code points, `Σ` depends on what follows, U+017F and U+212A fold
-    to ASCII in a regex)."""
+    """Texts of words, marks, tags, CJK, full-width forms, letters with diacritics and the
+    characters whose lowercase is special (`İ` is two code points, `Σ` depends on what follows,
+    U+017F and U+212A fold to ASCII in a regex)."""
     alphabet = [*"abcsiσςΣİIıſKkK", " ", " ", "\n", "\u3000", "\u200b", "\u00ad", "\u2060"]
     alphabet += [*"'.<>_1éÉßẞ", "\u0307", "水", "壶", "ー", "ア", "한"]
     alphabet += ["\uff21", "\uff41", "\uff33", "\uff11", "\uff0d", "\uff3f"]  # full width
+    alphabet += [*"àÀçŁłøİšẞǾ", "\u0301", "\u0308"]  # letters with diacritics, marks (0042)
     rng = random.Random(11)
     for _ in range(1500):
         text = "".join(rng.choice(alphabet) for _ in range(rng.choice([5, 40, 300, 1500])))
-        lowered = text.translate(FULL_WIDTH).lower()
+        lowered = text.translate(SEARCHED).lower()
         terms: list[str] = []
         for _ in range(rng.randint(1, 4)):
             at = rng.randint(0, max(0, len(lowered) - 3))
@@ -118,7 +120,7 @@ def _read(content: str, terms: tuple[str, ...], monkeypatch: pytest.MonkeyPatch)
     def counted(text: str) -> str:
         nonlocal read
         read += len(text)
-        return text.translate(FULL_WIDTH).lower()
+        return text.translate(SEARCHED).lower()
 
     with monkeypatch.context() as patch:
         patch.setattr(highlight, "_lower", counted)

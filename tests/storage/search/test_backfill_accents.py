@@ -1,0 +1,79 @@
+"""Migration 0042 starts the search backfill again: records written before it are found by the
+base letters of their accented words ("café" by "cafe", "Łódź" by "lodz") once the job has
+reached them; labels (their index built again) and metadata values (their rows written again)
+at once. The database is migrated through 0041, where the old rows are written, then migrated
+on."""
+
+from __future__ import annotations
+
+import asyncpg
+import pytest
+
+from tests.storage.helpers import rec
+from tests.storage.records.test_lineage import append
+from tests.storage.search.test_backfill import (
+    _storage_server,
+    database_through,
+    job,
+    migrated,
+    pass_of,
+)
+from tests.storage.search.test_search import found, marked, search, session_ids, tag
+from tests.storage.search.test_search_tags import Stub
+from tests.support.fixtures import MakeSession, TestSpace, database_fixtures
+
+pytestmark = [
+    pytest.mark.sql,
+    pytest.mark.plain_postgres("migrates a database of its own from an older schema"),
+]
+
+BEFORE = "0041_search_fullwidth"
+
+_database_url, _settings, _pool, _keys = database_fixtures("function")[1:]
+__all__ = ["_storage_server"]  # the storage server whose own backfill waits an hour
+
+_direct_database_url = database_through(BEFORE)  # the release before 0042
+
+
+OLD = ("le café est fermé", "plain words only", "a train to Łódź now")
+
+
+async def test_old_records_are_found_by_their_words_once_the_job_reached_them(
+    stub: Stub, space: TestSpace, make_session: MakeSession, pool: asyncpg.Pool
+) -> None:
+    """Before the job, old records are not found by "cafe" or "lodz"; after it, they are,
+    marked on the accented word, and the job rewrote only the rows whose words changed."""
+    sid = await make_session()
+    await append(stub, space, sid, *(rec(content) for content in OLD))
+    assert (await migrated(pool))[0] == "0042_search_accents"
+    for query in ("cafe", "lodz"):
+        assert await search(stub, space, query) == [], query
+    assert await job(pool, 10).run_once() == 2
+    hits = await search(stub, space, "cafe")
+    assert found(hits) == {(str(sid), 1)}
+    assert marked(hits[0]) == ["café"]
+    assert found(await search(stub, space, "Lodz")) == {(str(sid), 3)}
+    row = await pass_of(pool, space.id)
+    assert (row["rows_read"], row["rows_rewritten"], row["finished"]) == (3, 2, True)
+
+
+async def test_old_labels_and_values_are_found_once_migrated(
+    space: TestSpace, make_session: MakeSession, pool: asyncpg.Pool, stub: Stub
+) -> None:
+    """A label and a metadata value written before 0042 are found by their plain words
+    right after it, with no job: the label index is built again and the value's row is
+    written again (its value unchanged)."""
+    labelled = await make_session(label="Café rollout")
+    valued = await make_session(label="other")
+    await tag(pool, space.id, valued, city="São Paulo")
+    assert await session_ids(stub, space, "cafe") == []
+    assert await session_ids(stub, space, "sao") == []
+    await migrated(pool)
+    assert await session_ids(stub, space, "cafe") == [str(labelled)]
+    assert await session_ids(stub, space, "sao") == [str(valued)]
+    value = await pool.fetchval(
+        "SELECT value FROM session_metadata WHERE space_id = $1 AND session_id = $2",
+        space.id,
+        valued,
+    )
+    assert value == "São Paulo"
