@@ -423,7 +423,7 @@ class AgentGatewayServicer:
 
         `metadata` is stored with the session, in the tree's CreateSession (the
         saga's first step): the session never exists without it. The answer's
-        `session.metadata` is left empty (read it with GetSession).
+        `session.metadata` holds it (a replay by request_id answers it too).
 
         Errors:
         - INVALID_ARGUMENT: a `metadata` pair out of the limits (common.v1
@@ -518,7 +518,8 @@ class AgentGatewayServicer:
         `copy_metadata` is set: then it starts from the source's pairs (as they
         are when the tree creates the child) with `metadata` on top, and the
         result is checked against the limits. The answer's `session.metadata` is
-        left empty (read it with GetSession).
+        the child's: `metadata`, on top of the source's pairs when it copied them
+        (a replay by request_id answers it too).
 
         Errors:
         - INVALID_ARGUMENT: a `metadata` pair out of the limits (common.v1
