@@ -87,7 +87,9 @@ class AgentGatewayStub:
     expires, and does nothing (never the old response, never a second
     session); a new request_id does the request again. Empty `request_id` = no idempotency (Fork,
     CreateRoot and ImportSession still use a generated one internally, so the gateway's own
-    retries never duplicate).
+    retries never duplicate). A `request_id` is at most 200 characters, without U+0000
+    (INVALID_ARGUMENT naming `request_id`, before anything is done): a UUID or a hash's hex
+    fits.
     - LLM provider errors (Send, SendStream, SubmitToolResults,
     SubmitToolResultsStream, Consolidate,
     and Fork/CreateRoot with COMPRESS context) map to: UNAVAILABLE (endpoint
@@ -365,7 +367,9 @@ class AgentGatewayServicer:
     expires, and does nothing (never the old response, never a second
     session); a new request_id does the request again. Empty `request_id` = no idempotency (Fork,
     CreateRoot and ImportSession still use a generated one internally, so the gateway's own
-    retries never duplicate).
+    retries never duplicate). A `request_id` is at most 200 characters, without U+0000
+    (INVALID_ARGUMENT naming `request_id`, before anything is done): a UUID or a hash's hex
+    fits.
     - LLM provider errors (Send, SendStream, SubmitToolResults,
     SubmitToolResultsStream, Consolidate,
     and Fork/CreateRoot with COMPRESS context) map to: UNAVAILABLE (endpoint
@@ -1796,7 +1800,9 @@ class AgentGateway:
     expires, and does nothing (never the old response, never a second
     session); a new request_id does the request again. Empty `request_id` = no idempotency (Fork,
     CreateRoot and ImportSession still use a generated one internally, so the gateway's own
-    retries never duplicate).
+    retries never duplicate). A `request_id` is at most 200 characters, without U+0000
+    (INVALID_ARGUMENT naming `request_id`, before anything is done): a UUID or a hash's hex
+    fits.
     - LLM provider errors (Send, SendStream, SubmitToolResults,
     SubmitToolResultsStream, Consolidate,
     and Fork/CreateRoot with COMPRESS context) map to: UNAVAILABLE (endpoint

@@ -49,7 +49,8 @@ class SessionStorageStub:
     "no value"; a set empty string "" is a stored value, distinct from unset,
     on every read and write.
     * Idempotency (`request_id` on AppendRecords, Transact and the shared
-    memory writes): empty means none. A non-empty id is remembered for 24 h
+    memory writes): empty means none; at most 200 characters (longer is
+    INVALID_ARGUMENT naming `request_id`). A non-empty id is remembered for 24 h
     per (space, RPC, request_id) with a hash of the request and the
     response. The same id with the same request answers the first response
     again and does nothing new (even when the call would now fail: a
@@ -278,7 +279,8 @@ class SessionStorageServicer:
     "no value"; a set empty string "" is a stored value, distinct from unset,
     on every read and write.
     * Idempotency (`request_id` on AppendRecords, Transact and the shared
-    memory writes): empty means none. A non-empty id is remembered for 24 h
+    memory writes): empty means none; at most 200 characters (longer is
+    INVALID_ARGUMENT naming `request_id`). A non-empty id is remembered for 24 h
     per (space, RPC, request_id) with a hash of the request and the
     response. The same id with the same request answers the first response
     again and does nothing new (even when the call would now fail: a
@@ -1299,7 +1301,8 @@ class SessionStorage:
     "no value"; a set empty string "" is a stored value, distinct from unset,
     on every read and write.
     * Idempotency (`request_id` on AppendRecords, Transact and the shared
-    memory writes): empty means none. A non-empty id is remembered for 24 h
+    memory writes): empty means none; at most 200 characters (longer is
+    INVALID_ARGUMENT naming `request_id`). A non-empty id is remembered for 24 h
     per (space, RPC, request_id) with a hash of the request and the
     response. The same id with the same request answers the first response
     again and does nothing new (even when the call would now fail: a
