@@ -165,8 +165,13 @@ class StorageClient(MemoryCalls, RememberedCalls, JobCalls):
         *,
         request_id: str,
         preconditions: Sequence[storage_pb2.Precondition] = (),
+        long: bool = False,
     ) -> Sequence[storage_pb2.OperationResult]:
-        """Apply `operations` all-or-nothing; idempotent by request_id."""
+        """Apply `operations` all-or-nothing; idempotent by request_id.
+
+        `long`: a write whose cost grows with the request (a saga's fill: an import's
+        records) gets the caller's whole deadline rather than the per-call cap.
+        """
         request = storage_pb2.TransactRequest(
             space_id=str(space_id),
             preconditions=list(preconditions),
@@ -174,7 +179,12 @@ class StorageClient(MemoryCalls, RememberedCalls, JobCalls):
             request_id=request_id,
         )
         reply = await self._call(
-            "Transact", self._stub.Transact, request, storage_pb2.TransactResponse, caller
+            "Transact",
+            self._stub.Transact,
+            request,
+            storage_pb2.TransactResponse,
+            caller,
+            long=long,
         )
         return reply.results
 

@@ -1526,7 +1526,11 @@ class AgentGatewayServicer:
         storage. Each record (its encoding) must be at most
         STELLO_MAX_RECORD_BYTES and each slot at most STELLO_MAX_SLOT_BYTES (the
         limits storage keeps). Every limit is checked before anything is
-        written.
+        written. The write takes time in proportion to the records (seconds for
+        tens of thousands); it has what is left of the saga's time budget (half
+        the provisioning TTL, STELLO_GATEWAY_SAGA_TIMEOUT_S), not the gateway's
+        per-call cap: a session too large to write within it is DEADLINE_EXCEEDED,
+        nothing visible (raise the provisioning TTL with the message limit).
 
         Errors:
         - INVALID_ARGUMENT: malformed ids; `label` empty or longer than 200
