@@ -35,7 +35,9 @@ class HoldTheSession:
     """At the saga's `fork.after_create`: lock the provisional session's row in `holder`'s
     transaction, so storage's Transact that fills it waits for it."""
 
-    def __init__(self, holder: asyncpg.Connection, space: TestSpace) -> None:
+    def __init__(
+        self, holder: asyncpg.pool.PoolConnectionProxy[asyncpg.Record], space: TestSpace
+    ) -> None:
         self.holder, self.space = holder, space
         self.held = asyncio.Event()
 
