@@ -769,8 +769,9 @@ class AgentGatewayServicer:
         sanitised history including the new tool records; no new user message;
         memory never), calls the LLM with the built-in tools and `tools`, and
         commits atomically like Send. A result larger than half the model's
-        context window is stored and sent as an error result saying so (its
-        content would not fit). It never increments turn_count. The model
+        context window would not fit a context: its content is not kept; its
+        tool record (is_error) holds, and the model is sent, an error saying so.
+        It never increments turn_count. The model
         may call client tools again: the response then carries new
         `pending_tool_calls`. The tool loop stays bounded.
 
