@@ -1058,8 +1058,9 @@ class AgentGatewayServicer:
         words, long CJK text) by those of its start that fit.
 
         Errors:
-        - INVALID_ARGUMENT: malformed ids; both session_id and root_id; a bad
-        query (empty, over 1,000 characters or 64 terms, U+0000, only
+        - INVALID_ARGUMENT: malformed ids; both session_id and root_id; a
+        root_id of a session that is not a root (the message names its root);
+        a bad query (empty, over 1,000 characters or 64 terms, U+0000, only
         negated terms); an unknown order; page_size out of range; a
         page_token not issued for this search.
         - NOT_FOUND: session_id or root_id is not a session of the space.

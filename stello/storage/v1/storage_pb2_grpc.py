@@ -490,7 +490,8 @@ class SessionStorageServicer:
         order.
 
         Errors: INVALID_ARGUMENT for a malformed space_id, session_id or
-        root_id, both session_id and root_id, an empty or over-long query, a
+        root_id, both session_id and root_id, a root_id of a session that is not
+        a root (the message names its root), an empty or over-long query, a
         query of more than 64 terms or with no positive term, an unknown
         order, a page_size out of range, or a page_token not issued for this
         search; NOT_FOUND when session_id or root_id is not a visible session
