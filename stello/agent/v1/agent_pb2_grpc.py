@@ -54,6 +54,16 @@ class AgentGatewayStub:
     SESSION_ARCHIVED, REQUEST_ID_REUSED, PROFILE_NOT_FOUND, TREE_TOO_LARGE,
     CONCURRENT_MODIFICATION, ...).
     - A reply larger than STELLO_MAX_MESSAGE_BYTES is RESOURCE_EXHAUSTED.
+    Replies up to that size (64 MiB by default) are answered: a GetTree of
+    many nodes, a DeleteSession's ids, and a GetSession whose slots and
+    config prompts are near STELLO_MAX_SLOT_BYTES (1 MiB each; the system
+    prompt is both in `config` and in its slot: over 4 MiB with the memory
+    and the insight). Most gRPC stacks refuse a received message over 4 MiB
+    by default (RESOURCE_EXHAUSTED from the client's own library): raise
+    the client's receive limit to STELLO_MAX_MESSAGE_BYTES
+    (`grpc.max_receive_message_length` in grpc-js and grpc-python,
+    MaxCallRecvMsgSize in Go, maxInboundMessageSize in Java). Paged replies
+    stay within 4 MiB (STELLO_GATEWAY_MAX_PAGE_BYTES).
     - A space with STELLO_MAX_CALLS_PER_SPACE calls in progress on one server
     process (64 by default; WatchSpace streams not counted: they have
     STELLO_MAX_WATCHES_PER_SPACE, 32) has its next call refused at once,
@@ -334,6 +344,16 @@ class AgentGatewayServicer:
     SESSION_ARCHIVED, REQUEST_ID_REUSED, PROFILE_NOT_FOUND, TREE_TOO_LARGE,
     CONCURRENT_MODIFICATION, ...).
     - A reply larger than STELLO_MAX_MESSAGE_BYTES is RESOURCE_EXHAUSTED.
+    Replies up to that size (64 MiB by default) are answered: a GetTree of
+    many nodes, a DeleteSession's ids, and a GetSession whose slots and
+    config prompts are near STELLO_MAX_SLOT_BYTES (1 MiB each; the system
+    prompt is both in `config` and in its slot: over 4 MiB with the memory
+    and the insight). Most gRPC stacks refuse a received message over 4 MiB
+    by default (RESOURCE_EXHAUSTED from the client's own library): raise
+    the client's receive limit to STELLO_MAX_MESSAGE_BYTES
+    (`grpc.max_receive_message_length` in grpc-js and grpc-python,
+    MaxCallRecvMsgSize in Go, maxInboundMessageSize in Java). Paged replies
+    stay within 4 MiB (STELLO_GATEWAY_MAX_PAGE_BYTES).
     - A space with STELLO_MAX_CALLS_PER_SPACE calls in progress on one server
     process (64 by default; WatchSpace streams not counted: they have
     STELLO_MAX_WATCHES_PER_SPACE, 32) has its next call refused at once,
@@ -1774,6 +1794,16 @@ class AgentGateway:
     SESSION_ARCHIVED, REQUEST_ID_REUSED, PROFILE_NOT_FOUND, TREE_TOO_LARGE,
     CONCURRENT_MODIFICATION, ...).
     - A reply larger than STELLO_MAX_MESSAGE_BYTES is RESOURCE_EXHAUSTED.
+    Replies up to that size (64 MiB by default) are answered: a GetTree of
+    many nodes, a DeleteSession's ids, and a GetSession whose slots and
+    config prompts are near STELLO_MAX_SLOT_BYTES (1 MiB each; the system
+    prompt is both in `config` and in its slot: over 4 MiB with the memory
+    and the insight). Most gRPC stacks refuse a received message over 4 MiB
+    by default (RESOURCE_EXHAUSTED from the client's own library): raise
+    the client's receive limit to STELLO_MAX_MESSAGE_BYTES
+    (`grpc.max_receive_message_length` in grpc-js and grpc-python,
+    MaxCallRecvMsgSize in Go, maxInboundMessageSize in Java). Paged replies
+    stay within 4 MiB (STELLO_GATEWAY_MAX_PAGE_BYTES).
     - A space with STELLO_MAX_CALLS_PER_SPACE calls in progress on one server
     process (64 by default; WatchSpace streams not counted: they have
     STELLO_MAX_WATCHES_PER_SPACE, 32) has its next call refused at once,
