@@ -36,7 +36,13 @@ NODE_COLUMNS = """
 # and on Citus reaches the worker whose rows the statement waits for.
 _STATEMENT_TIMEOUT = "SET LOCAL statement_timeout = {timeout_ms:d}"
 
+# The longest statement_timeout PostgreSQL takes (an int of milliseconds, about 24.8 days):
+# a caller's deadline further away (a client's "no real deadline", months ahead) is bound
+# by it rather than refused by the database ("outside the valid range": INTERNAL).
+MAX_STATEMENT_TIMEOUT_MS = 2_147_483_647
+
 
 def statement_timeout(timeout_ms: int) -> str:
-    """The statement that bounds the transaction's next statements, in milliseconds."""
-    return _STATEMENT_TIMEOUT.format(timeout_ms=timeout_ms)
+    """The statement that bounds the transaction's next statements, in milliseconds (at
+    most MAX_STATEMENT_TIMEOUT_MS)."""
+    return _STATEMENT_TIMEOUT.format(timeout_ms=min(timeout_ms, MAX_STATEMENT_TIMEOUT_MS))

@@ -7,8 +7,9 @@ Every call:
 - carries the caller's request id (``x-request-id``) for the logs;
 - gets the time the caller has left as its deadline: capped by ``call_timeout_s``
   for the short calls, whole for the long ones (DeleteSubtree, GetTree: their
-  cost grows with the subtree, so the caller's deadline decides, or
-  ``long_call_timeout_s`` when the caller set none);
+  cost grows with the subtree; the searches, which storage bounds itself; a
+  saga's fill, which grows with an import's records: the caller's deadline
+  decides, or ``long_call_timeout_s`` when the caller set none);
 - is retried on UNAVAILABLE a bounded number of times with jittered exponential
   backoff, never past the deadline (mutating calls are safe to retry: they carry
   a request_id or are idempotent by nature; DeleteSubtree is not retried;

@@ -92,26 +92,33 @@ class StorageClient(MemoryCalls, RememberedCalls, JobCalls):
     async def search_records(
         self, caller: Caller, request: storage_pb2.SearchRecordsRequest
     ) -> storage_pb2.SearchRecordsResponse:
-        """One SearchRecords call (one page), as given."""
+        """One SearchRecords call (one page), as given.
+
+        A long call: storage bounds a search by its own STELLO_STORAGE_SEARCH_TIMEOUT_S and
+        answers SEARCH_TOO_BROAD past it, which the per-call cap (as long, 10 s) cut short
+        as DEADLINE_EXCEEDED; the caller's deadline still decides.
+        """
         reply: storage_pb2.SearchRecordsResponse = await self._call(
             "SearchRecords",
             self._stub.SearchRecords,
             request,
             storage_pb2.SearchRecordsResponse,
             caller,
+            long=True,
         )
         return reply
 
     async def search_sessions(
         self, caller: Caller, request: storage_pb2.SearchSessionsRequest
     ) -> storage_pb2.SearchSessionsResponse:
-        """One SearchSessions call (one page), as given."""
+        """One SearchSessions call (one page), as given; a long call, as `search_records`."""
         reply: storage_pb2.SearchSessionsResponse = await self._call(
             "SearchSessions",
             self._stub.SearchSessions,
             request,
             storage_pb2.SearchSessionsResponse,
             caller,
+            long=True,
         )
         return reply
 
@@ -165,8 +172,13 @@ class StorageClient(MemoryCalls, RememberedCalls, JobCalls):
         *,
         request_id: str,
         preconditions: Sequence[storage_pb2.Precondition] = (),
+        long: bool = False,
     ) -> Sequence[storage_pb2.OperationResult]:
-        """Apply `operations` all-or-nothing; idempotent by request_id."""
+        """Apply `operations` all-or-nothing; idempotent by request_id.
+
+        `long`: a write whose cost grows with the request (a saga's fill: an import's
+        records) gets the caller's whole deadline rather than the per-call cap.
+        """
         request = storage_pb2.TransactRequest(
             space_id=str(space_id),
             preconditions=list(preconditions),
@@ -174,7 +186,12 @@ class StorageClient(MemoryCalls, RememberedCalls, JobCalls):
             request_id=request_id,
         )
         reply = await self._call(
-            "Transact", self._stub.Transact, request, storage_pb2.TransactResponse, caller
+            "Transact",
+            self._stub.Transact,
+            request,
+            storage_pb2.TransactResponse,
+            caller,
+            long=long,
         )
         return reply.results
 

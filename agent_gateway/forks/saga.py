@@ -233,13 +233,15 @@ class ProvisioningSaga:
 
         The first attempt's (`again` empty) is made once-only by its remembered entry
         alone (require_new); a later one's (the entry names a swept session) replaces
-        that entry, under a storage request_id of its own (`again`/storage).
+        that entry, under a storage request_id of its own (`again`/storage). Its cost
+        grows with what it writes (an import's records: 20,000 took longer than the
+        per-call cap), so it gets what is left of the saga's budget (`caller`'s deadline).
         """
         remember = _remember(once, node, require_new=not again)
         operations = [remember, *self._operations(plan, node)]
         request_id = f"{again}/storage" if again else ""
         return await self._storage.transact(
-            caller, plan.space_id, operations, request_id=request_id
+            caller, plan.space_id, operations, request_id=request_id, long=True
         )
 
     async def replay(

@@ -163,9 +163,10 @@ SET LOCAL max_parallel_workers_per_gather = 0;
 SET LOCAL statement_timeout = {timeout_ms:d}
 """
 
-# Whether a session is a visible session of the space (the scope of a search).
-VISIBLE = """
-SELECT true FROM sessions WHERE space_id = $1 AND id = $2 AND provisional_until IS NULL
+# The root of a visible session of the space (the scope of a search); no row when the session
+# is not visible. A root's root_id is its own id.
+VISIBLE_ROOT = """
+SELECT root_id FROM sessions WHERE space_id = $1 AND id = $2 AND provisional_until IS NULL
 """
 
 
@@ -193,9 +194,11 @@ class SearchRepository:
         timeout_ms = max(1, int(timeout_s * 1000))
         await self._con.execute(_SEARCH_SETTINGS.format(timeout_ms=timeout_ms))
 
-    async def visible(self, space_id: uuid.UUID, session_id: uuid.UUID) -> bool:
-        """Whether `session_id` is a visible session of the space."""
-        return bool(await self._con.fetchval(VISIBLE, space_id, session_id))
+    async def root_of(self, space_id: uuid.UUID, session_id: uuid.UUID) -> uuid.UUID | None:
+        """The root of `session_id` (itself for a root), or None when it is not a visible
+        session of the space."""
+        root: uuid.UUID | None = await self._con.fetchval(VISIBLE_ROOT, space_id, session_id)
+        return root
 
     async def records(
         self,

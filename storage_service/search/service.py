@@ -160,7 +160,7 @@ class SearchService:
         """One page of hits (see storage.proto, SearchRecords).
 
         Raises:
-            InvalidArgument: a bad query or page_token.
+            InvalidArgument: a bad query or page_token; a root_id that names no root.
             NotFound: the scope's session is not a visible session of the space.
             FailedPrecondition: reason SEARCH_TOO_BROAD, the search ran past its time.
         """
@@ -178,8 +178,17 @@ class SearchService:
 
         async def work(uow: UnitOfWork) -> list[asyncpg.Record]:
             repo = uow.search
-            if scope is not None and not await repo.visible(search.space_id, scope):
-                raise session_not_found(scope, role)
+            if scope is not None:
+                root = await repo.root_of(search.space_id, scope)
+                if root is None:
+                    raise session_not_found(scope, role)
+                if search.root_id is not None and root != search.root_id:
+                    # It would find nothing (no record's owner has it as its root), silently.
+                    raise InvalidArgument.field(
+                        "root_id",
+                        f"names session {scope}, which is not a root (its root is {root}): "
+                        "give its root, or session_id for that session's own view",
+                    )
             if not parsed.text:
                 return []
             return list(

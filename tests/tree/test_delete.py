@@ -291,3 +291,16 @@ class TestDeadline:
         await asyncio.sleep(0)
         errors = [r for r in caplog.records if r.levelname == "ERROR"]
         assert errors == [], [r.getMessage() for r in errors]
+
+    async def test_a_deadline_months_away(self, tree: TreeClient) -> None:
+        """A caller whose deadline is months away (a client's "no real deadline") has its
+        subtree deleted: the statements are bound by PostgreSQL's longest statement_timeout
+        (about 24.8 days). It answered INTERNAL: the deadline in milliseconds was over the
+        setting's range, which the database refused."""
+        root = await tree.create(label="r")
+        child = await tree.child(root.id, label="c")
+        reply = await tree.stub.DeleteSubtree(
+            tree_pb2.DeleteSubtreeRequest(space_id=tree.space.sid, session_id=root.id),
+            timeout=400 * 24 * 3600,
+        )
+        assert list(reply.deleted_ids) == [root.id, child.id]

@@ -261,6 +261,22 @@ class TestFilters:
             "filter.parent_id",
         ]
 
+    async def test_a_root_id_that_is_no_root_is_named(self, tree: TreeClient) -> None:
+        """filter.root_id naming a child is INVALID_ARGUMENT naming `filter.root_id` and the
+        child's parent (it answered an empty page: no session has a child as its root, so
+        the child's tree a client meant silently listed nothing); an id of no session lists
+        nothing, as a parent_id of none does."""
+        root = await tree.create()
+        child = await tree.child(root.id)
+        with pytest.raises(grpc.aio.AioRpcError) as caught:
+            await listed(tree, root_id=child.id)
+        assert caught.value.code() == grpc.StatusCode.INVALID_ARGUMENT
+        [violation] = field_violations(caught.value)
+        assert violation.field == "filter.root_id"
+        assert root.id in violation.description
+        assert await listed(tree, root_id=root.id) == [root.id, child.id]
+        assert await listed(tree, root_id=str(uuid.uuid4())) == []
+
     async def test_label_prefix_edges(self, tree: TreeClient) -> None:
         """A prefix matches by code points (non-ASCII included); LIKE's wildcards are text."""
         wanted = await tree.create(label="日本語のセッション")

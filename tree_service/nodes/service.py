@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import uuid
 
-from stello.errors import session_not_found
+from stello.errors import InvalidArgument, session_not_found
 from stello.prefixes import prefix_range
 from tree_service.encoding import (
     bad_ancestor_token,
@@ -56,10 +56,33 @@ class NodeService:
         rows = await self._repo.nodes.summaries(
             query.space_id, query.status, query.filter, query.page_size + 1, after
         )
+        if not rows and query.filter.root_id is not None:
+            await self._refuse_a_child_as_root(query.space_id, query.filter.root_id)
         if len(rows) <= query.page_size:
             return SummaryPage(tuple(rows), "")
         page = tuple(rows[: query.page_size])
         return SummaryPage(page, encode_page_token(page[-1].created_at, page[-1].id, binding))
+
+    async def _refuse_a_child_as_root(self, space_id: uuid.UUID, root_id: uuid.UUID) -> None:
+        """Raise when `root_id` (of a filter whose page came back empty) is a visible session
+        with a parent: no session has it as its root, so the listing a client meant (that
+        session's tree) would silently be empty.
+
+        Raises:
+            InvalidArgument: it is not a root (field `filter.root_id`).
+        """
+
+        async def work(tx: TreeTx) -> uuid.UUID | None:
+            _, parent_id = await tx.nodes.visible_parent(space_id, root_id)
+            return parent_id
+
+        parent_id = await self._repo.transaction(work)
+        if parent_id is not None:
+            raise InvalidArgument.field(
+                "filter.root_id",
+                f"names session {root_id}, which is not a root (its parent is {parent_id}): "
+                "give the root of its tree (the last of GetAncestors), or filter.parent_id",
+            )
 
     async def get_children(self, space_id: uuid.UUID, session_id: uuid.UUID) -> list[Node]:
         """A session's visible children by index."""

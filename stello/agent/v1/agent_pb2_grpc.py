@@ -54,6 +54,16 @@ class AgentGatewayStub:
     SESSION_ARCHIVED, REQUEST_ID_REUSED, PROFILE_NOT_FOUND, TREE_TOO_LARGE,
     CONCURRENT_MODIFICATION, ...).
     - A reply larger than STELLO_MAX_MESSAGE_BYTES is RESOURCE_EXHAUSTED.
+    Replies up to that size (64 MiB by default) are answered: a GetTree of
+    many nodes, a DeleteSession's ids, and a GetSession whose slots and
+    config prompts are near STELLO_MAX_SLOT_BYTES (1 MiB each; the system
+    prompt is both in `config` and in its slot: over 4 MiB with the memory
+    and the insight). Most gRPC stacks refuse a received message over 4 MiB
+    by default (RESOURCE_EXHAUSTED from the client's own library): raise
+    the client's receive limit to STELLO_MAX_MESSAGE_BYTES
+    (`grpc.max_receive_message_length` in grpc-js and grpc-python,
+    MaxCallRecvMsgSize in Go, maxInboundMessageSize in Java). Paged replies
+    stay within 4 MiB (STELLO_GATEWAY_MAX_PAGE_BYTES).
     - A space with STELLO_MAX_CALLS_PER_SPACE calls in progress on one server
     process (64 by default; WatchSpace streams not counted: they have
     STELLO_MAX_WATCHES_PER_SPACE, 32) has its next call refused at once,
@@ -87,7 +97,9 @@ class AgentGatewayStub:
     expires, and does nothing (never the old response, never a second
     session); a new request_id does the request again. Empty `request_id` = no idempotency (Fork,
     CreateRoot and ImportSession still use a generated one internally, so the gateway's own
-    retries never duplicate).
+    retries never duplicate). A `request_id` is at most 200 characters, without U+0000
+    (INVALID_ARGUMENT naming `request_id`, before anything is done): a UUID or a hash's hex
+    fits.
     - LLM provider errors (Send, SendStream, SubmitToolResults,
     SubmitToolResultsStream, Consolidate,
     and Fork/CreateRoot with COMPRESS context) map to: UNAVAILABLE (endpoint
@@ -332,6 +344,16 @@ class AgentGatewayServicer:
     SESSION_ARCHIVED, REQUEST_ID_REUSED, PROFILE_NOT_FOUND, TREE_TOO_LARGE,
     CONCURRENT_MODIFICATION, ...).
     - A reply larger than STELLO_MAX_MESSAGE_BYTES is RESOURCE_EXHAUSTED.
+    Replies up to that size (64 MiB by default) are answered: a GetTree of
+    many nodes, a DeleteSession's ids, and a GetSession whose slots and
+    config prompts are near STELLO_MAX_SLOT_BYTES (1 MiB each; the system
+    prompt is both in `config` and in its slot: over 4 MiB with the memory
+    and the insight). Most gRPC stacks refuse a received message over 4 MiB
+    by default (RESOURCE_EXHAUSTED from the client's own library): raise
+    the client's receive limit to STELLO_MAX_MESSAGE_BYTES
+    (`grpc.max_receive_message_length` in grpc-js and grpc-python,
+    MaxCallRecvMsgSize in Go, maxInboundMessageSize in Java). Paged replies
+    stay within 4 MiB (STELLO_GATEWAY_MAX_PAGE_BYTES).
     - A space with STELLO_MAX_CALLS_PER_SPACE calls in progress on one server
     process (64 by default; WatchSpace streams not counted: they have
     STELLO_MAX_WATCHES_PER_SPACE, 32) has its next call refused at once,
@@ -365,7 +387,9 @@ class AgentGatewayServicer:
     expires, and does nothing (never the old response, never a second
     session); a new request_id does the request again. Empty `request_id` = no idempotency (Fork,
     CreateRoot and ImportSession still use a generated one internally, so the gateway's own
-    retries never duplicate).
+    retries never duplicate). A `request_id` is at most 200 characters, without U+0000
+    (INVALID_ARGUMENT naming `request_id`, before anything is done): a UUID or a hash's hex
+    fits.
     - LLM provider errors (Send, SendStream, SubmitToolResults,
     SubmitToolResultsStream, Consolidate,
     and Fork/CreateRoot with COMPRESS context) map to: UNAVAILABLE (endpoint
@@ -423,7 +447,7 @@ class AgentGatewayServicer:
 
         `metadata` is stored with the session, in the tree's CreateSession (the
         saga's first step): the session never exists without it. The answer's
-        `session.metadata` is left empty (read it with GetSession).
+        `session.metadata` holds it (a replay by request_id answers it too).
 
         Errors:
         - INVALID_ARGUMENT: a `metadata` pair out of the limits (common.v1
@@ -518,7 +542,8 @@ class AgentGatewayServicer:
         `copy_metadata` is set: then it starts from the source's pairs (as they
         are when the tree creates the child) with `metadata` on top, and the
         result is checked against the limits. The answer's `session.metadata` is
-        left empty (read it with GetSession).
+        the child's: `metadata`, on top of the source's pairs when it copied them
+        (a replay by request_id answers it too).
 
         Errors:
         - INVALID_ARGUMENT: a `metadata` pair out of the limits (common.v1
@@ -647,8 +672,9 @@ class AgentGatewayServicer:
         without calling the LLM.
 
         Errors:
-        - INVALID_ARGUMENT: malformed ids; invalid tool definitions (empty or
-        duplicate names, a name taken by a built-in tool); `content` empty,
+        - INVALID_ARGUMENT: malformed ids; invalid tool definitions (more than
+        128; a name empty, not 1..64 letters, digits, _ or -, duplicate, or
+        taken by a built-in tool: common.v1 ToolDefinition); `content` empty,
         over STELLO_GATEWAY_MAX_CONTENT_BYTES, or making a record over
         STELLO_MAX_RECORD_BYTES, or more than half the model's context window
         in tokens (checked before the lease and the LLM call); an unknown
@@ -763,8 +789,9 @@ class AgentGatewayServicer:
         sanitised history including the new tool records; no new user message;
         memory never), calls the LLM with the built-in tools and `tools`, and
         commits atomically like Send. A result larger than half the model's
-        context window is stored and sent as an error result saying so (its
-        content would not fit). It never increments turn_count. The model
+        context window would not fit a context: its content is not kept; its
+        tool record (is_error) holds, and the model is sent, an error saying so.
+        It never increments turn_count. The model
         may call client tools again: the response then carries new
         `pending_tool_calls`. The tool loop stays bounded.
 
@@ -1057,8 +1084,9 @@ class AgentGatewayServicer:
         words, long CJK text) by those of its start that fit.
 
         Errors:
-        - INVALID_ARGUMENT: malformed ids; both session_id and root_id; a bad
-        query (empty, over 1,000 characters or 64 terms, U+0000, only
+        - INVALID_ARGUMENT: malformed ids; both session_id and root_id; a
+        root_id of a session that is not a root (the message names its root);
+        a bad query (empty, over 1,000 characters or 64 terms, U+0000, only
         negated terms); an unknown order; page_size out of range; a
         page_token not issued for this search.
         - NOT_FOUND: session_id or root_id is not a session of the space.
@@ -1527,7 +1555,11 @@ class AgentGatewayServicer:
         storage. Each record (its encoding) must be at most
         STELLO_MAX_RECORD_BYTES and each slot at most STELLO_MAX_SLOT_BYTES (the
         limits storage keeps). Every limit is checked before anything is
-        written.
+        written. The write takes time in proportion to the records (seconds for
+        tens of thousands); it has what is left of the saga's time budget (half
+        the provisioning TTL, STELLO_GATEWAY_SAGA_TIMEOUT_S), not the gateway's
+        per-call cap: a session too large to write within it is DEADLINE_EXCEEDED,
+        nothing visible (raise the provisioning TTL with the message limit).
 
         Errors:
         - INVALID_ARGUMENT: malformed ids; `label` empty or longer than 200
@@ -1769,6 +1801,16 @@ class AgentGateway:
     SESSION_ARCHIVED, REQUEST_ID_REUSED, PROFILE_NOT_FOUND, TREE_TOO_LARGE,
     CONCURRENT_MODIFICATION, ...).
     - A reply larger than STELLO_MAX_MESSAGE_BYTES is RESOURCE_EXHAUSTED.
+    Replies up to that size (64 MiB by default) are answered: a GetTree of
+    many nodes, a DeleteSession's ids, and a GetSession whose slots and
+    config prompts are near STELLO_MAX_SLOT_BYTES (1 MiB each; the system
+    prompt is both in `config` and in its slot: over 4 MiB with the memory
+    and the insight). Most gRPC stacks refuse a received message over 4 MiB
+    by default (RESOURCE_EXHAUSTED from the client's own library): raise
+    the client's receive limit to STELLO_MAX_MESSAGE_BYTES
+    (`grpc.max_receive_message_length` in grpc-js and grpc-python,
+    MaxCallRecvMsgSize in Go, maxInboundMessageSize in Java). Paged replies
+    stay within 4 MiB (STELLO_GATEWAY_MAX_PAGE_BYTES).
     - A space with STELLO_MAX_CALLS_PER_SPACE calls in progress on one server
     process (64 by default; WatchSpace streams not counted: they have
     STELLO_MAX_WATCHES_PER_SPACE, 32) has its next call refused at once,
@@ -1802,7 +1844,9 @@ class AgentGateway:
     expires, and does nothing (never the old response, never a second
     session); a new request_id does the request again. Empty `request_id` = no idempotency (Fork,
     CreateRoot and ImportSession still use a generated one internally, so the gateway's own
-    retries never duplicate).
+    retries never duplicate). A `request_id` is at most 200 characters, without U+0000
+    (INVALID_ARGUMENT naming `request_id`, before anything is done): a UUID or a hash's hex
+    fits.
     - LLM provider errors (Send, SendStream, SubmitToolResults,
     SubmitToolResultsStream, Consolidate,
     and Fork/CreateRoot with COMPRESS context) map to: UNAVAILABLE (endpoint

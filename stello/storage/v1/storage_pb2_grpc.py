@@ -49,7 +49,8 @@ class SessionStorageStub:
     "no value"; a set empty string "" is a stored value, distinct from unset,
     on every read and write.
     * Idempotency (`request_id` on AppendRecords, Transact and the shared
-    memory writes): empty means none. A non-empty id is remembered for 24 h
+    memory writes): empty means none; at most 200 characters (longer is
+    INVALID_ARGUMENT naming `request_id`). A non-empty id is remembered for 24 h
     per (space, RPC, request_id) with a hash of the request and the
     response. The same id with the same request answers the first response
     again and does nothing new (even when the call would now fail: a
@@ -278,7 +279,8 @@ class SessionStorageServicer:
     "no value"; a set empty string "" is a stored value, distinct from unset,
     on every read and write.
     * Idempotency (`request_id` on AppendRecords, Transact and the shared
-    memory writes): empty means none. A non-empty id is remembered for 24 h
+    memory writes): empty means none; at most 200 characters (longer is
+    INVALID_ARGUMENT naming `request_id`). A non-empty id is remembered for 24 h
     per (space, RPC, request_id) with a hash of the request and the
     response. The same id with the same request answers the first response
     again and does nothing new (even when the call would now fail: a
@@ -494,7 +496,8 @@ class SessionStorageServicer:
         order.
 
         Errors: INVALID_ARGUMENT for a malformed space_id, session_id or
-        root_id, both session_id and root_id, an empty or over-long query, a
+        root_id, both session_id and root_id, a root_id of a session that is not
+        a root (the message names its root), an empty or over-long query, a
         query of more than 64 terms or with no positive term, an unknown
         order, a page_size out of range, or a page_token not issued for this
         search; NOT_FOUND when session_id or root_id is not a visible session
@@ -1306,7 +1309,8 @@ class SessionStorage:
     "no value"; a set empty string "" is a stored value, distinct from unset,
     on every read and write.
     * Idempotency (`request_id` on AppendRecords, Transact and the shared
-    memory writes): empty means none. A non-empty id is remembered for 24 h
+    memory writes): empty means none; at most 200 characters (longer is
+    INVALID_ARGUMENT naming `request_id`). A non-empty id is remembered for 24 h
     per (space, RPC, request_id) with a hash of the request and the
     response. The same id with the same request answers the first response
     again and does nothing new (even when the call would now fail: a

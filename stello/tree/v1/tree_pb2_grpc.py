@@ -254,7 +254,8 @@ class SessionTreeServicer:
         reason REQUEST_ERASED, for any request, until it expires, and creates
         nothing; the sweep of a
         provisional session forgets it (a retry creates anew). Empty = no
-        idempotency.
+        idempotency. At most 200 characters (longer is INVALID_ARGUMENT
+        naming `request_id`).
 
         Errors: INVALID_ARGUMENT (malformed ids, bad label, a `config` the
         limits of SessionConfig refuse, with field violations); NOT_FOUND

@@ -227,6 +227,9 @@ class TestToolDeclarations:
             pytest.param([LOOKUP, LOOKUP], "tools[1].name", id="duplicate"),
             pytest.param([tool_definition("has space")], "tools[0].name", id="bad-name"),
             pytest.param([tool_definition("")], "tools[0].name", id="empty"),
+            pytest.param([tool_definition("a" * 65)], "tools[0].name", id="name-65"),
+            pytest.param([tool_definition("a.b")], "tools[0].name", id="name-dot"),
+            pytest.param([tool_definition(f"t{i}") for i in range(129)], "tools", id="129-tools"),
         ],
     )
     async def test_invalid_tools(
@@ -240,6 +243,15 @@ class TestToolDeclarations:
         assert error.code() is grpc.StatusCode.INVALID_ARGUMENT
         assert [v.field for v in field_violations(error)] == [field]
         assert spy.calls == []
+
+    async def test_the_documented_limits_are_allowed(self, make_stack: StackMaker) -> None:
+        """128 tools, a name of 64 characters (common.v1 ToolDefinition's limits) are a turn."""
+        spy = SpyProvider()
+        stack = await make_stack(spy)
+        root = await stack.root()
+        tools = [tool_definition(f"t{i}") for i in range(127)] + [tool_definition("a" * 64)]
+        await send(stack, root.id, "hi", tools=tools)
+        assert len(spy.calls) == 1
 
     async def test_one_call_without_tools(self, make_stack: StackMaker) -> None:
         """A turn whose model calls no tool makes exactly one LLM call (§6.6 item 44)."""
