@@ -16,6 +16,9 @@ LLMProvider = Literal["echo", "openai", "anthropic"]
 MIB = 1024 * 1024
 MAX_MESSAGE_BYTES = 64 * MIB
 """STELLO_MAX_MESSAGE_BYTES' default."""
+MAX_STATEMENT_TIMEOUT_S = 2_147_483
+"""The longest statement timeout PostgreSQL takes, in whole seconds (an int of milliseconds:
+about 24.8 days); a setting that becomes one is at most this."""
 
 
 def check_database_url(value: str | None) -> str | None:

@@ -7,7 +7,7 @@ import os
 from pydantic import Field, model_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
-from stello.settings import MIB
+from stello.settings import MAX_STATEMENT_TIMEOUT_S, MIB
 
 RENAMED = {
     "STELLO_STORAGE_MAX_RECORD_BYTES": "STELLO_MAX_RECORD_BYTES",
@@ -68,8 +68,10 @@ class StorageSettings(BaseSettings):
     search_timeout_s: float = Field(
         default=10.0,
         gt=0,
+        le=MAX_STATEMENT_TIMEOUT_S,
         description="Longest SearchRecords or SearchSessions read (a statement timeout); past "
-        "it FAILED_PRECONDITION SEARCH_TOO_BROAD.",
+        "it FAILED_PRECONDITION SEARCH_TOO_BROAD. At most 2147483 (PostgreSQL's longest "
+        "statement timeout, about 24.8 days).",
     )
     search_backfill_interval_s: float = Field(
         default=60.0,

@@ -5,6 +5,8 @@ from __future__ import annotations
 from pydantic import Field
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
+from stello.settings import MAX_STATEMENT_TIMEOUT_S
+
 
 class TreeSettings(BaseSettings):
     """Where the tree service listens, its GetTree cap and its provisioning clock."""
@@ -33,7 +35,9 @@ class TreeSettings(BaseSettings):
     get_tree_timeout_s: float = Field(
         default=30.0,
         gt=0,
-        description="Longest GetTree read (a statement timeout); past it TREE_TOO_LARGE.",
+        le=MAX_STATEMENT_TIMEOUT_S,
+        description="Longest GetTree read (a statement timeout); past it TREE_TOO_LARGE. At "
+        "most 2147483 (PostgreSQL's longest statement timeout, about 24.8 days).",
     )
     sweep_interval_s: float = Field(
         default=10.0,

@@ -9,7 +9,7 @@ import pytest
 
 from agent_gateway.config import GatewaySettings
 from stello.entry import settings_problem
-from stello.settings import StelloSettings
+from stello.settings import MAX_STATEMENT_TIMEOUT_S, StelloSettings
 from storage_service.config import StorageSettings
 from tree_service.config import TreeSettings
 
@@ -139,3 +139,27 @@ class TestIntervals:
         assert "at least 1 seconds" in line
         monkeypatch.setenv("STELLO_GATEWAY_WATCH_MAX_AGE_S", "0")
         assert GatewaySettings().watch_max_age_s == 0
+
+
+class TestStatementTimeouts:
+    @pytest.mark.parametrize(
+        ("variable", "settings"),
+        [
+            ("STELLO_STORAGE_SEARCH_TIMEOUT_S", StorageSettings),
+            ("STELLO_TREE_GET_TREE_TIMEOUT_S", TreeSettings),
+        ],
+    )
+    def test_a_timeout_past_postgresqls_longest_is_refused_naming_it(
+        self, monkeypatch: pytest.MonkeyPatch, variable: str, settings: type[Any]
+    ) -> None:
+        """STELLO_TREE_GET_TREE_TIMEOUT_S=3000000 (a month: "no real bound") started, then
+        every GetTree answered INTERNAL (PostgreSQL refuses a statement_timeout past an int
+        of milliseconds); it is refused at start naming the variable and the bound."""
+        monkeypatch.setenv(variable, "3000000")
+        with pytest.raises(pydantic.ValidationError) as refused:
+            settings()
+        line = settings_problem(refused.value)
+        assert line is not None and line.startswith(f"{variable}: ")
+        assert str(MAX_STATEMENT_TIMEOUT_S) in line
+        monkeypatch.setenv(variable, str(MAX_STATEMENT_TIMEOUT_S))
+        assert settings() is not None
