@@ -111,8 +111,9 @@ class GatewaySettings(BaseSettings):
         default=600.0,
         gt=0,
         description=(
-            "Longest DeleteSubtree or GetTree call when the client set no deadline (with one, "
-            "they get the client's deadline, whatever call_timeout_s says)."
+            "Longest DeleteSubtree, GetTree, SearchRecords or SearchSessions call, or an "
+            "import's fill, when the client set no deadline (with one, they get the client's "
+            "deadline, whatever call_timeout_s says)."
         ),
     )
     max_retries: int = Field(
