@@ -11,7 +11,7 @@ from datetime import datetime
 
 from stello.agent.v1 import agent_pb2
 from stello.common.v1 import common_pb2
-from stello_cli.style import PLAIN, Style, ago, one_line, plural, short_id
+from stello_cli.style import PLAIN, Style, ago, display_width, one_line, plural, short_id
 from stello_client.dicts import is_inherited, optional, profile_dict, role_name, status_name
 
 PREVIEW_CHARS = 60
@@ -47,8 +47,9 @@ _ANSI = re.compile(r"\x1b\[[0-9;]*m")
 
 
 def visible_width(text: str) -> int:
-    """The columns `text` takes on a terminal (its colour codes take none)."""
-    return len(_ANSI.sub("", text))
+    """The columns `text` takes on a terminal (its colour codes take none, a CJK character
+    or an emoji two)."""
+    return display_width(_ANSI.sub("", text))
 
 
 def table(rows: Sequence[Sequence[str]], gap: str = "  ", cap: int = MAX_COLUMN) -> list[str]:

@@ -12,6 +12,7 @@ import asyncio
 import os
 import re
 import sys
+import unicodedata
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING, TextIO
@@ -98,6 +99,44 @@ def one_line(text: str, width: int = 0) -> str:
     if width and len(flat) > width:
         return flat[: width - 1] + "…"
     return flat
+
+
+def display_width(text: str) -> int:
+    """The columns `text` takes on a terminal, for aligning columns: East Asian wide and
+    full-width characters (CJK, most emoji) take two, combining marks and other
+    zero-width characters none, an emoji's zero-width-joined parts none past the first
+    (a family is one glyph), and a variation selector 16 widens the symbol before it to
+    emoji width; colour codes are not text (strip them first)."""
+    width = 0
+    previous = 0
+    joined = False
+    for char in text:
+        if joined:
+            joined = False
+            continue
+        if char == _ZWJ:
+            joined = True
+            continue
+        if char == _EMOJI_PRESENTATION:
+            if previous == 1:  # a narrow symbol drawn as an emoji (⚠️)
+                width, previous = width + 1, 2
+            continue
+        if unicodedata.combining(char) or unicodedata.category(char) in _ZERO_WIDTH:
+            continue
+        previous = 2 if unicodedata.east_asian_width(char) in _WIDE else 1
+        width += previous
+    return width
+
+
+def pad(text: str, width: int) -> str:
+    """`text` with spaces after it up to `width` terminal columns (`display_width`)."""
+    return text + " " * max(width - display_width(text), 0)
+
+
+_ZWJ = "\u200d"
+_EMOJI_PRESENTATION = "\ufe0f"
+_ZERO_WIDTH = ("Mn", "Me", "Cf")
+_WIDE = ("W", "F")
 
 
 CONTROL = re.compile("[\x00-\x1f\x7f-\x9f\u2028\u2029]")
