@@ -101,6 +101,19 @@ def one_line(text: str, width: int = 0) -> str:
     return flat
 
 
+def shown(text: str) -> str:
+    """Stored text (a record, a prompt, a memory) as lines to print: its control characters
+    shown as escapes as `one_line` shows them, but for the tab and the line breaks (a lone
+    carriage return is escaped: it would draw the rest of its line over the record's head),
+    so text a model or another client wrote never recolours, moves or clears the terminal."""
+    return SHOWN_CONTROL.sub(_escaped, text)
+
+
+SHOWN_CONTROL = re.compile("[\x00-\x08\x0b-\x0c\x0e-\x1f\x7f-\x9f]|\r(?!\n)")
+"""The control characters `shown` escapes: `CONTROL` but for the tab, the line feed and
+the carriage return of a CRLF."""
+
+
 def display_width(text: str) -> int:
     """The columns `text` takes on a terminal, for aligning columns: East Asian wide and
     full-width characters (CJK, most emoji) take two, combining marks and other
