@@ -207,6 +207,18 @@ class TestSpacesList:
             narrow: f"{narrow}  team" + " " * 20 + "  default           0 sessions",
         }
 
+    async def test_list_as_json(self, fresh: str, home: Path) -> None:
+        """`spaces list --json` (or `stello --json spaces list`) prints one array of the
+        table's fields, as `keys list --json` does (the flag was taken and text printed)."""
+        env = private_env(home)
+        db = ("--database-url", fresh)
+        made = await stello_ok(env, "keys", "create", "--space", "team", "--principal", "ann", *db)
+        space_id = dict(line.split(": ", 1) for line in made.splitlines())["space_id"]
+        await add_sessions(fresh, space_id, 2)
+        expected = [{"id": space_id, "name": "team", "principal": "ann", "sessions": 2}]
+        for args in (("spaces", "list", "--json"), ("--json", "spaces", "list")):
+            assert json.loads(await stello_ok(env, *args, *db)) == expected
+
 
 class TestSpacesDelete:
     async def test_asks_naming_what_it_holds(self, fresh: str, home: Path) -> None:
