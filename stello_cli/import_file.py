@@ -314,8 +314,10 @@ def _inherit_count(found: Any) -> int:
 
 
 def nth(entry: dict[str, Any], number: int, total: int) -> str:
-    """How a message names a session of the file: `session 2 of 4 ('Label')`."""
-    return f"session {number} of {total} ({shown(entry.get('label'))})"
+    """How a message names a session of the file: `session 2 of 4 ('Label')`, or
+    `(no label)` for one without (not `(None)`)."""
+    label = entry.get("label")
+    return f"session {number} of {total} ({'no label' if label is None else shown(label)})"
 
 
 def which(entry: dict[str, Any], count: int, total: int) -> str:
