@@ -190,6 +190,26 @@ class TestUsageErrors:
             done.stderr
         )
 
+    @pytest.mark.parametrize(
+        ("command", "said"),
+        [
+            pytest.param("meta", "SESSION", id="meta"),
+            pytest.param("memory", "SESSION|ACTION", id="memory"),
+        ],
+    )
+    def test_only_the_missing_argument_is_named(
+        self, capsys: pytest.CaptureFixture[str], command: str, said: str
+    ) -> None:
+        """`stello meta` alone names SESSION as missing, not the K=V it may go without
+        (`meta SESSION` shows the metadata); `stello memory` alike its ARG."""
+        err = usage_error(capsys, command)
+        assert err == (
+            f"stello {command}: the following arguments are required: {said} "
+            f"(see `stello {command} --help`)\n"
+        )
+        args = build_parser().parse_args([command, "abc"])
+        assert (args.pairs if command == "meta" else args.rest) == []
+
     def test_bad_choice(self, capsys: pytest.CaptureFixture[str]) -> None:
         """A value outside the choices is one line, exit 2."""
         err = usage_error(capsys, "digests", "--status", "gone")
