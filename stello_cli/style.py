@@ -3,24 +3,28 @@
 Colour follows the NO_COLOR convention (https://no-color.org): none when the
 variable is set to anything, none when the stream is not a terminal (a pipe,
 a file), else ANSI colours. Nothing here does I/O but `write`, which also makes
-a closed pipe (``stello digests | head``) end the command quietly, and `confirm`.
+a closed pipe (``stello digests | head``) end the command quietly, `confirm` and
+`read_stdin` (the terminal's reads, which the first Ctrl-C ends).
 """
 
 from __future__ import annotations
 
-import asyncio
 import os
 import re
+import signal
 import sys
+import threading
 import unicodedata
+from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import UTC, datetime
-from typing import TYPE_CHECKING, TextIO
+from typing import TYPE_CHECKING, TextIO, TypeVar
 
 if TYPE_CHECKING:  # protobuf loads with the first reply, not to parse a command line
     from google.protobuf.timestamp_pb2 import Timestamp
 
 SHORT_ID = 8
+T = TypeVar("T")
 _CODES = {
     "bold": "1",
     "dim": "2",
@@ -79,10 +83,30 @@ def write(text: str = "", *, end: str = "\n", stream: TextIO | None = None) -> N
 
 
 async def confirm(question: str) -> bool:
-    """Ask `question` on stdout and read the answer from stdin: yes only for `y` or `yes`."""
-    write(f"{question} [y/N] ", end="")
-    answer = await asyncio.to_thread(sys.stdin.readline)
-    return answer.strip().lower() in ("y", "yes")
+    """Ask `question` on stdout and read the answer from stdin: yes only for `y` or `yes`
+    (Ctrl-C at the question ends the command at once, exit 130: `read_stdin`)."""
+
+    def ask() -> str:
+        write(f"{question} [y/N] ", end="")
+        return sys.stdin.readline()
+
+    return read_stdin(ask).strip().lower() in ("y", "yes")
+
+
+def read_stdin(read: Callable[[], T]) -> T:
+    """`read()` (a blocking read of stdin) where Ctrl-C stops it at once: KeyboardInterrupt
+    (exit 130). The event loop's own Ctrl-C handler only cancels the command's task, which
+    a read blocked in the kernel never notices (Python retries it after the handler), so
+    the first Ctrl-C at `stello send S -`, `insight S -` or a `delete` question did
+    nothing; a read in a worker thread would not end either, and the loop's close waits
+    for it."""
+    if threading.current_thread() is not threading.main_thread():
+        return read()  # signal handlers are the main thread's
+    previous = signal.signal(signal.SIGINT, signal.default_int_handler)
+    try:
+        return read()
+    finally:
+        signal.signal(signal.SIGINT, previous if previous is not None else signal.SIG_DFL)
 
 
 def short_id(session_id: str) -> str:
