@@ -210,11 +210,19 @@ async def cmd_health(args: argparse.Namespace) -> int:
             )
         except grpc.aio.AioRpcError as err:
             hint = connection_hint(err, address)
+            if err.code() == grpc.StatusCode.NOT_FOUND and args.service:
+                hint = f"no service {args.service!r} here: give a full name, {SERVICE_NAMES}"
             _said_health(args, address, err.code().name, failed=True, hint=hint)
             return 1
     name = health_pb2.HealthCheckResponse.ServingStatus.Name(reply.status)
     _said_health(args, address, name, failed=False)
     return 0 if reply.status == health_pb2.HealthCheckResponse.SERVING else 1
+
+
+SERVICE_NAMES = (
+    "stello.agent.v1.AgentGateway, stello.storage.v1.SessionStorage, stello.tree.v1.SessionTree"
+)
+"""What `health --service` takes: each server answers for its own."""
 
 
 def _said_health(
@@ -407,7 +415,11 @@ def _register_health(commands: Commands) -> None:
         metavar="HOST:PORT",
         help="the gateway to ask when HOST:PORT is not given (STELLO_GATEWAY)",
     )
-    health.add_argument("--service", default="", help="a service name (default: the whole server)")
+    health.add_argument(
+        "--service",
+        default="",
+        help="a service's full name, e.g. stello.agent.v1.AgentGateway (default: the whole server)",
+    )
     health.add_argument(
         "--json", action="store_true", default=argparse.SUPPRESS, help="print JSON for scripts"
     )

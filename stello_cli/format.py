@@ -11,7 +11,7 @@ from datetime import datetime
 
 from stello.agent.v1 import agent_pb2
 from stello.common.v1 import common_pb2
-from stello_cli.style import PLAIN, Style, ago, one_line, plural, short_id
+from stello_cli.style import PLAIN, Style, ago, display_width, one_line, plural, short_id, shown
 from stello_client.dicts import is_inherited, optional, profile_dict, role_name, status_name
 
 PREVIEW_CHARS = 60
@@ -47,8 +47,9 @@ _ANSI = re.compile(r"\x1b\[[0-9;]*m")
 
 
 def visible_width(text: str) -> int:
-    """The columns `text` takes on a terminal (its colour codes take none)."""
-    return len(_ANSI.sub("", text))
+    """The columns `text` takes on a terminal (its colour codes take none, a CJK character
+    or an emoji two)."""
+    return display_width(_ANSI.sub("", text))
 
 
 def table(rows: Sequence[Sequence[str]], gap: str = "  ", cap: int = MAX_COLUMN) -> list[str]:
@@ -161,19 +162,18 @@ def record_lines(
     """
     head = f"[{record.seq}] {style.role(role_name(record.role))}"
     if record.HasField("tool_call_id"):
-        head += f" ({record.tool_call_id})"
+        head += f" ({one_line(record.tool_call_id)})"
     head += style.dim(f" · {ago(record.created_at, now)}")
     if is_inherited(record):
         head += style.dim(" · inherited")
     if width:
         return [f"{head}: {one_line(record_text(record), width)}"]
-    text_lines = record.content.splitlines() or [""]
+    text_lines = shown(record.content).splitlines() or [""]
     lines = [f"{head}: {text_lines[0]}"]
     lines += [f"    {line}" for line in text_lines[1:]]
-    lines += [
-        f"    → {call.name}({call.arguments_json})  {style.dim(call.id)}"
-        for call in record.tool_calls
-    ]
+    for call in record.tool_calls:
+        called = f"{one_line(call.name)}({one_line(call.arguments_json)})"
+        lines.append(f"    → {called}  {style.dim(one_line(call.id))}")
     return lines
 
 
@@ -182,7 +182,7 @@ def _block(name: str, text: str | None) -> list[str]:
         return [f"{name}: (none)"]
     if not text:
         return [f"{name}: (empty)"]
-    return [f"{name}:", *(f"    {line}" for line in text.splitlines())]
+    return [f"{name}:", *(f"    {line}" for line in shown(text).splitlines())]
 
 
 def _skills(config: common_pb2.SessionConfig) -> str:

@@ -20,6 +20,7 @@ from stello_cli.exports import (
     text_field,
 )
 from stello_cli.parser import MAX_INT32
+from stello_cli.style import read_stdin
 from stello_client import dicts
 from stello_client.errors import ClientError, shown
 
@@ -36,7 +37,7 @@ STATUSES: dict[str, Literal["active", "archived"]] = {
 def load(path: str) -> tuple[list[dict[str, Any]], str]:
     """The sessions of an export file and a digest of it."""
     try:
-        raw = sys.stdin.buffer.read() if path == "-" else Path(path).read_bytes()
+        raw = read_stdin(sys.stdin.buffer.read) if path == "-" else Path(path).read_bytes()
     except OSError as exc:
         raise ClientError(f"{path}: cannot read an export from it ({exc})") from None
     if raw.lstrip().startswith(b"#"):
@@ -314,8 +315,10 @@ def _inherit_count(found: Any) -> int:
 
 
 def nth(entry: dict[str, Any], number: int, total: int) -> str:
-    """How a message names a session of the file: `session 2 of 4 ('Label')`."""
-    return f"session {number} of {total} ({shown(entry.get('label'))})"
+    """How a message names a session of the file: `session 2 of 4 ('Label')`, or
+    `(no label)` for one without (not `(None)`)."""
+    label = entry.get("label")
+    return f"session {number} of {total} ({'no label' if label is None else shown(label)})"
 
 
 def which(entry: dict[str, Any], count: int, total: int) -> str:

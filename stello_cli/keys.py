@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING
 
 from stello_cli.databases import admin_settings, settings_of
 from stello_cli.parser import Commands
-from stello_cli.style import confirm, one_line, plural, write
+from stello_cli.style import confirm, one_line, pad, plural, write
 from stello_client.dicts import dumps
 from stello_client.errors import ClientError, UsageError
 
@@ -183,7 +183,7 @@ async def cmd_keys_list(args: argparse.Namespace) -> int:
             return 0
         for key in listed:
             space = one_line(key["space"]) if key["space"] else "*"
-            line = f"{key['id']}  {key['scope']:<6}  {space:<24}  {key['state']:<7}"
+            line = f"{key['id']}  {key['scope']:<6}  {pad(space, 24)}  {key['state']:<7}"
             write(f"{line}  {one_line(key['name'])}".rstrip())
         return 0
 
@@ -191,12 +191,22 @@ async def cmd_keys_list(args: argparse.Namespace) -> int:
 
 
 async def cmd_spaces_list(args: argparse.Namespace) -> int:
-    """List spaces with their owners and session counts."""
+    """List spaces with their owners and session counts; with --json one array of {"id",
+    "name", "principal" (the owner), "sessions"}."""
 
     async def work(keys: KeyStore) -> int:
-        for space in await keys.list_spaces():
+        spaces = await keys.list_spaces()
+        if getattr(args, "json", False):
+            listed = [
+                {"id": str(s.id), "name": s.name, "principal": s.principal, "sessions": s.sessions}
+                for s in spaces
+            ]
+            write(dumps(listed))
+            return 0
+        for space in spaces:
             name, owner = one_line(space.name), one_line(space.principal)
-            write(f"{space.id}  {name:<24}  {owner:<16}  {space.sessions} sessions")
+            sessions = plural(space.sessions, "session")
+            write(f"{space.id}  {pad(name, 24)}  {pad(owner, 16)}  {sessions}")
         return 0
 
     return await _with_keys(args, work)
@@ -273,9 +283,13 @@ def register_keys(commands: Commands) -> None:
     )
     commands.database_option(listing)
     spaces = commands.group("spaces", "manage spaces (on the database directly)")
-    commands.database_option(
-        commands.local("list", cmd_spaces_list, "list spaces with owners and sizes", parent=spaces)
+    space_list = commands.local(
+        "list", cmd_spaces_list, "list spaces with owners and sizes", parent=spaces
     )
+    space_list.add_argument(
+        "--json", action="store_true", default=argparse.SUPPRESS, help="print JSON for scripts"
+    )
+    commands.database_option(space_list)
     delete = commands.local(
         "delete",
         cmd_spaces_delete,

@@ -21,6 +21,7 @@ from collections.abc import Awaitable, Callable, Mapping
 from typing import Any, ClassVar, NoReturn
 
 from stello import __version__
+from stello_cli.style import read_stdin
 from stello_client.errors import UsageError
 from stello_client.flags import MAX_DEADLINE_S, gateway_address, tls_options
 
@@ -270,7 +271,7 @@ def text_argument(value: str) -> str:
     else is kept: inner and further line ends, leading and trailing spaces."""
     if value != "-":
         return value
-    text = sys.stdin.read()
+    text: str = read_stdin(sys.stdin.read)
     if has_undecoded(text):
         raise UsageError("the text read from stdin is not valid UTF-8")
     return text.removesuffix("\n").removesuffix("\r") if text.endswith("\n") else text

@@ -2,7 +2,8 @@
 
 Each hit prints like `stello records` prints a record, headed by its session's
 label and short id; on a terminal the matched words are highlighted (plain
-text otherwise, so a pipe gets the snippet as stored).
+text otherwise, so a pipe gets the snippet as stored, its control characters
+escaped as `stello records` shows them).
 """
 
 from __future__ import annotations
@@ -13,7 +14,7 @@ from typing import TYPE_CHECKING
 
 from stello_cli.gateway import gateway, session_id
 from stello_cli.parser import Commands, int32
-from stello_cli.style import Style, ago, one_line, short_id, write
+from stello_cli.style import Style, ago, one_line, short_id, shown, write
 from stello_client import dicts
 from stello_client.errors import UsageError
 
@@ -34,10 +35,10 @@ def highlighted(hit: RecordHit, style: Style) -> str:
     parts: list[str] = []
     at = 0
     for match in hit.matches:
-        parts.append(hit.snippet[at : match.start])
-        parts.append(style.paint(hit.snippet[match.start : match.end], "bold", "yellow"))
+        parts.append(shown(hit.snippet[at : match.start]))
+        parts.append(style.paint(shown(hit.snippet[match.start : match.end]), "bold", "yellow"))
         at = match.end
-    parts.append(hit.snippet[at:])
+    parts.append(shown(hit.snippet[at:]))
     text = "".join(parts)
     if hit.snippet_offset:
         text = "…" + text

@@ -253,7 +253,10 @@ def _register_memory(commands: Commands) -> None:
     memory.add_argument(
         "target", metavar="SESSION|ACTION", help=f"a session, or one of {', '.join(shared.ACTIONS)}"
     )
-    memory.add_argument("rest", nargs="*", metavar="ARG", help="TEXT, or the action's SLUG [BODY]")
+    # default=[]: without one argparse names an absent ARG among the missing arguments
+    memory.add_argument(
+        "rest", nargs="*", default=[], metavar="ARG", help="TEXT, or the action's SLUG [BODY]"
+    )
     memory.set_defaults(more_positionals="rest")
     shared.add_memory_actions(memory)
 
@@ -322,7 +325,7 @@ def register(commands: Commands) -> None:
         flags={"set": "K=V", "remove": "--remove"},
     )
     session_argument(meta)
-    meta.add_argument("pairs", nargs="*", metavar="K=V", help="keys to add or replace")
+    meta.add_argument("pairs", nargs="*", default=[], metavar="K=V", help="keys to add or replace")
     meta.add_argument(
         "--remove", action="append", metavar="K", help="a key to remove (repeat for more)"
     )

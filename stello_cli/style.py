@@ -3,23 +3,28 @@
 Colour follows the NO_COLOR convention (https://no-color.org): none when the
 variable is set to anything, none when the stream is not a terminal (a pipe,
 a file), else ANSI colours. Nothing here does I/O but `write`, which also makes
-a closed pipe (``stello digests | head``) end the command quietly, and `confirm`.
+a closed pipe (``stello digests | head``) end the command quietly, `confirm` and
+`read_stdin` (the terminal's reads, which the first Ctrl-C ends).
 """
 
 from __future__ import annotations
 
-import asyncio
 import os
 import re
+import signal
 import sys
+import threading
+import unicodedata
+from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import UTC, datetime
-from typing import TYPE_CHECKING, TextIO
+from typing import TYPE_CHECKING, TextIO, TypeVar
 
 if TYPE_CHECKING:  # protobuf loads with the first reply, not to parse a command line
     from google.protobuf.timestamp_pb2 import Timestamp
 
 SHORT_ID = 8
+T = TypeVar("T")
 _CODES = {
     "bold": "1",
     "dim": "2",
@@ -78,10 +83,30 @@ def write(text: str = "", *, end: str = "\n", stream: TextIO | None = None) -> N
 
 
 async def confirm(question: str) -> bool:
-    """Ask `question` on stdout and read the answer from stdin: yes only for `y` or `yes`."""
-    write(f"{question} [y/N] ", end="")
-    answer = await asyncio.to_thread(sys.stdin.readline)
-    return answer.strip().lower() in ("y", "yes")
+    """Ask `question` on stdout and read the answer from stdin: yes only for `y` or `yes`
+    (Ctrl-C at the question ends the command at once, exit 130: `read_stdin`)."""
+
+    def ask() -> str:
+        write(f"{question} [y/N] ", end="")
+        return sys.stdin.readline()
+
+    return read_stdin(ask).strip().lower() in ("y", "yes")
+
+
+def read_stdin(read: Callable[[], T]) -> T:
+    """`read()` (a blocking read of stdin) where Ctrl-C stops it at once: KeyboardInterrupt
+    (exit 130). The event loop's own Ctrl-C handler only cancels the command's task, which
+    a read blocked in the kernel never notices (Python retries it after the handler), so
+    the first Ctrl-C at `stello send S -`, `insight S -` or a `delete` question did
+    nothing; a read in a worker thread would not end either, and the loop's close waits
+    for it."""
+    if threading.current_thread() is not threading.main_thread():
+        return read()  # signal handlers are the main thread's
+    previous = signal.signal(signal.SIGINT, signal.default_int_handler)
+    try:
+        return read()
+    finally:
+        signal.signal(signal.SIGINT, previous if previous is not None else signal.SIG_DFL)
 
 
 def short_id(session_id: str) -> str:
@@ -98,6 +123,57 @@ def one_line(text: str, width: int = 0) -> str:
     if width and len(flat) > width:
         return flat[: width - 1] + "…"
     return flat
+
+
+def shown(text: str) -> str:
+    """Stored text (a record, a prompt, a memory) as lines to print: its control characters
+    shown as escapes as `one_line` shows them, but for the tab and the line breaks (a lone
+    carriage return is escaped: it would draw the rest of its line over the record's head),
+    so text a model or another client wrote never recolours, moves or clears the terminal."""
+    return SHOWN_CONTROL.sub(_escaped, text)
+
+
+SHOWN_CONTROL = re.compile("[\x00-\x08\x0b-\x0c\x0e-\x1f\x7f-\x9f]|\r(?!\n)")
+"""The control characters `shown` escapes: `CONTROL` but for the tab, the line feed and
+the carriage return of a CRLF."""
+
+
+def display_width(text: str) -> int:
+    """The columns `text` takes on a terminal, for aligning columns: East Asian wide and
+    full-width characters (CJK, most emoji) take two, combining marks and other
+    zero-width characters none, an emoji's zero-width-joined parts none past the first
+    (a family is one glyph), and a variation selector 16 widens the symbol before it to
+    emoji width; colour codes are not text (strip them first)."""
+    width = 0
+    previous = 0
+    joined = False
+    for char in text:
+        if joined:
+            joined = False
+            continue
+        if char == _ZWJ:
+            joined = True
+            continue
+        if char == _EMOJI_PRESENTATION:
+            if previous == 1:  # a narrow symbol drawn as an emoji (⚠️)
+                width, previous = width + 1, 2
+            continue
+        if unicodedata.combining(char) or unicodedata.category(char) in _ZERO_WIDTH:
+            continue
+        previous = 2 if unicodedata.east_asian_width(char) in _WIDE else 1
+        width += previous
+    return width
+
+
+def pad(text: str, width: int) -> str:
+    """`text` with spaces after it up to `width` terminal columns (`display_width`)."""
+    return text + " " * max(width - display_width(text), 0)
+
+
+_ZWJ = "\u200d"
+_EMOJI_PRESENTATION = "\ufe0f"
+_ZERO_WIDTH = ("Mn", "Me", "Cf")
+_WIDE = ("W", "F")
 
 
 CONTROL = re.compile("[\x00-\x1f\x7f-\x9f\u2028\u2029]")

@@ -67,6 +67,27 @@ class TestTreeLines:
         nodes = [node("r", None, "a\x1b[31mred\nline\x9b")]
         assert tree_lines(nodes) == ["a\\x1b[31mred line\\x9b  [active, 0 turns]  r"]
 
+    def test_wide_labels_align_by_columns(self) -> None:
+        """CJK and emoji take two columns each on a terminal and combining marks none: the
+        status column lines up under them (it was padded by characters, two short per CJK
+        character, so every row after a Japanese label stood out of line)."""
+        nodes = [
+            node("r", None, "長い会話"),
+            node("a", "r", "🎉 party"),
+            node("b", "r", "👨\u200d👩\u200d👧 ⚠\ufe0f"),
+            node("c", "r", "Cafe\u0301"),
+            node("d", "r", "ＡＰＩ and ascii"),
+        ]
+        status = "[active, 0 turns]"
+        # The label column is 19 columns wide (the last label's), then the gap of 2.
+        assert tree_lines(nodes) == [
+            "長い会話" + " " * 13 + f"{status}  r",
+            "├─ 🎉 party" + " " * 10 + f"{status}  a",
+            "├─ 👨\u200d👩\u200d👧 ⚠\ufe0f" + " " * 13 + f"{status}  b",
+            "├─ Cafe\u0301" + " " * 14 + f"{status}  c",
+            f"└─ ＡＰＩ and ascii  {status}  d",
+        ]
+
     def test_deep_chain_needs_no_recursion(self) -> None:
         """A chain deeper than Python's recursion limit still draws, one line per session."""
         depth = 5000

@@ -486,6 +486,29 @@ class TestOutput:
         del env["STELLO_GATEWAY"]
         assert await ok(env, "health") == f"{suite.gateway}: SERVING\n"
 
+    async def test_health_of_an_unknown_service_names_the_known_ones(
+        self, env: dict[str, str], suite: Suite
+    ) -> None:
+        """`health --service gateway` fails naming the full names to give (a bare NOT_FOUND
+        before), and the names it gives are the servers' own (the gateway's and the tree's
+        answer SERVING)."""
+        done = await stello(env, "health", "--service", "gateway")
+        names = (
+            "stello.agent.v1.AgentGateway, stello.storage.v1.SessionStorage, "
+            "stello.tree.v1.SessionTree"
+        )
+        assert (done.returncode, done.stdout, done.stderr) == (
+            1,
+            "",
+            f"{suite.gateway}: NOT_FOUND (no service 'gateway' here: give a full name, {names})\n",
+        )
+        done = await stello(env, "health", "--service", "gateway", "--json")
+        assert done.returncode == 1
+        assert json.loads(done.stdout)["hint"].startswith("no service 'gateway' here")
+        gateway_name, _, tree_name = names.split(", ")
+        for address, name in ((suite.gateway, gateway_name), (suite.tree, tree_name)):
+            assert await ok(env, "health", address, "--service", name) == f"{address}: SERVING\n"
+
     async def test_health_asks_the_gateway_flag(self, env: dict[str, str], suite: Suite) -> None:
         """`stello --gateway HOST:PORT health` (or `stello health --gateway HOST:PORT`) asks
         that address, over STELLO_GATEWAY."""

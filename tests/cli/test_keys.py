@@ -187,6 +187,39 @@ async def add_sessions(dsn: str, space_id: str, count: int) -> None:
         await con.close()
 
 
+class TestSpacesList:
+    async def test_columns_line_up_under_wide_names(self, fresh: str, home: Path) -> None:
+        """A CJK space name is padded by the columns it takes (two per character), so the
+        owner column lines up under it, and one session is "1 session" (the column drifted
+        by a character per CJK character, and said "1 sessions")."""
+        env = private_env(home)
+        db = ("--database-url", fresh)
+        made = await stello_ok(env, "keys", "create", "--space", "研究チーム", *db)
+        wide = dict(line.split(": ", 1) for line in made.splitlines())["space_id"]
+        made = await stello_ok(env, "keys", "create", "--space", "team", *db)
+        narrow = dict(line.split(": ", 1) for line in made.splitlines())["space_id"]
+        await add_sessions(fresh, wide, 1)
+        rows = {
+            line[:36]: line for line in (await stello_ok(env, "spaces", "list", *db)).splitlines()
+        }
+        assert rows == {
+            wide: f"{wide}  研究チーム" + " " * 14 + "  default           1 session",
+            narrow: f"{narrow}  team" + " " * 20 + "  default           0 sessions",
+        }
+
+    async def test_list_as_json(self, fresh: str, home: Path) -> None:
+        """`spaces list --json` (or `stello --json spaces list`) prints one array of the
+        table's fields, as `keys list --json` does (the flag was taken and text printed)."""
+        env = private_env(home)
+        db = ("--database-url", fresh)
+        made = await stello_ok(env, "keys", "create", "--space", "team", "--principal", "ann", *db)
+        space_id = dict(line.split(": ", 1) for line in made.splitlines())["space_id"]
+        await add_sessions(fresh, space_id, 2)
+        expected = [{"id": space_id, "name": "team", "principal": "ann", "sessions": 2}]
+        for args in (("spaces", "list", "--json"), ("--json", "spaces", "list")):
+            assert json.loads(await stello_ok(env, *args, *db)) == expected
+
+
 class TestSpacesDelete:
     async def test_asks_naming_what_it_holds(self, fresh: str, home: Path) -> None:
         """On a terminal, `spaces delete` names the space, its sessions and keys, and erases

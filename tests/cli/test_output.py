@@ -14,6 +14,7 @@ from google.protobuf.timestamp_pb2 import Timestamp
 from grpc.aio import AioRpcError, Metadata
 from grpc_health.v1 import health, health_pb2, health_pb2_grpc
 
+from stello.agent.v1 import agent_pb2
 from stello.common.v1 import common_pb2
 from stello.errors import (
     FailedPrecondition,
@@ -105,6 +106,30 @@ class TestRecords:
         assert fmt.record_lines(record, PLAIN, NOW, width=12) == [
             "[3] assistant · 2 min ago: one two"
         ]
+
+    def test_stored_text_never_drives_the_terminal(self) -> None:
+        """A record's, a tool call's and a slot's control characters print as escapes
+        (tabs and line breaks kept, CRLF a line break): an escape sequence a model or
+        another client stored recoloured or cleared the terminal (NO_COLOR or not), a lone
+        carriage return drew the rest of the line over the record's head."""
+        call = common_pb2.ToolCall(id="c\x1b[1m", name="lo\x07ok", arguments_json='{"a":\n1}')
+        record = common_pb2.Record(
+            seq=1,
+            role=common_pb2.RECORD_ROLE_TOOL,
+            tool_call_id="t\x1b]0;title\x07",
+            content="\x1b[31mred\x1b[0m\tcell\r\nnext\rover\x9b2J",
+            tool_calls=[call],
+            created_at=stamp(NOW - timedelta(minutes=2)),
+        )
+        assert fmt.record_lines(record, PLAIN, NOW) == [
+            "[1] tool (t\\x1b]0;title\\x07) · 2 min ago: \\x1b[31mred\\x1b[0m\tcell",
+            "    next\\rover\\x9b2J",
+            '    → lo\\x07ok({"a": 1})  c\\x1b[1m',
+        ]
+        view = agent_pb2.SessionView(memory="kept\n\x1b[2Jcleared")
+        lines = fmt.view_lines(view)
+        at = lines.index("memory:")
+        assert lines[at + 1 : at + 3] == ["    kept", "    \\x1b[2Jcleared"]
 
     def test_inherited_marker_hook(self) -> None:
         """A record with `inherited` set is marked; one without the field never is."""

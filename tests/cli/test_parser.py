@@ -3,7 +3,11 @@
 from __future__ import annotations
 
 import argparse
-from collections.abc import Iterator
+import asyncio
+import inspect
+import signal
+import sys
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
@@ -16,7 +20,9 @@ from stello_cli.parser import (
     SESSION_HELP,
     build_parser,
     call_timeout,
+    text_argument,
 )
+from stello_cli.style import confirm
 from tests.cli.processes import private_env, run_cli
 
 
@@ -190,6 +196,26 @@ class TestUsageErrors:
             done.stderr
         )
 
+    @pytest.mark.parametrize(
+        ("command", "said"),
+        [
+            pytest.param("meta", "SESSION", id="meta"),
+            pytest.param("memory", "SESSION|ACTION", id="memory"),
+        ],
+    )
+    def test_only_the_missing_argument_is_named(
+        self, capsys: pytest.CaptureFixture[str], command: str, said: str
+    ) -> None:
+        """`stello meta` alone names SESSION as missing, not the K=V it may go without
+        (`meta SESSION` shows the metadata); `stello memory` alike its ARG."""
+        err = usage_error(capsys, command)
+        assert err == (
+            f"stello {command}: the following arguments are required: {said} "
+            f"(see `stello {command} --help`)\n"
+        )
+        args = build_parser().parse_args([command, "abc"])
+        assert (args.pairs if command == "meta" else args.rest) == []
+
     def test_bad_choice(self, capsys: pytest.CaptureFixture[str]) -> None:
         """A value outside the choices is one line, exit 2."""
         err = usage_error(capsys, "digests", "--status", "gone")
@@ -251,3 +277,48 @@ class TestUsageErrors:
     def test_no_command(self, capsys: pytest.CaptureFixture[str]) -> None:
         """`stello` alone asks for a command on one line."""
         assert "the following arguments are required: COMMAND" in usage_error(capsys)
+
+
+class TestCtrlCWhileReadingStdin:
+    @pytest.mark.parametrize(
+        "read",
+        [
+            pytest.param(lambda: text_argument("-"), id="message-from-stdin"),
+            pytest.param(lambda: confirm("Erase it?"), id="delete-question"),
+        ],
+    )
+    def test_the_first_ctrl_c_stops_the_read(
+        self, monkeypatch: pytest.MonkeyPatch, read: Callable[[], object]
+    ) -> None:
+        """Ctrl-C while `send S -`, `insight S -` or `import -` reads stdin, or while
+        `delete` waits for its answer, ends the command at once (KeyboardInterrupt, exit 130)
+        on a command's own event loop: the loop's handler only cancelled the task, which the
+        blocked read never noticed, so the first Ctrl-C did nothing."""
+        got: list[object] = []
+        read_on: list[bool] = []
+
+        class Typing:
+            """A terminal where the person presses Ctrl-C while the read waits (the read
+            goes on unless the Ctrl-C stops it, as a blocked read of a terminal does)."""
+
+            def read(self) -> str:
+                signal.raise_signal(signal.SIGINT)
+                read_on.append(True)
+                return "typed on"
+
+            def readline(self) -> str:
+                return self.read()
+
+        monkeypatch.setattr(sys, "stdin", Typing())
+
+        async def command() -> None:
+            answer = read()
+            got.append(await answer if inspect.isawaitable(answer) else answer)
+
+        # As `stello_cli.main` runs a command; its own loop, so the tests' loop is untouched.
+        with (
+            pytest.raises(KeyboardInterrupt),
+            asyncio.Runner(loop_factory=asyncio.new_event_loop) as runner,
+        ):
+            runner.run(command())
+        assert (got, read_on) == ([], [])

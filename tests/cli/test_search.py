@@ -105,3 +105,23 @@ def test_a_terminal_sees_the_match_highlighted() -> None:
     assert "\x1b[1;33mkettle\x1b[0m here" in line
     [plain] = hit_lines(hit, Style(False))
     assert plain.endswith(": a kettle here")
+
+
+def test_a_snippet_never_drives_the_terminal() -> None:
+    """A stored escape sequence in a hit prints escaped, around and inside the highlight
+    (it recoloured the terminal, NO_COLOR or not); the match is still painted."""
+    from stello.common.v1 import common_pb2
+
+    hit = common_pb2.RecordHit(
+        session_id="0" * 32,
+        label="L",
+        seq=2,
+        role=common_pb2.RECORD_ROLE_USER,
+        snippet="\x1b[31mred kettle\x1b[2J\nnext\tline",
+        matches=[common_pb2.TextMatch(start=9, end=19)],
+    )
+    [plain, rest] = hit_lines(hit, Style(False))
+    assert plain.endswith(": \\x1b[31mred kettle\\x1b[2J")
+    assert rest == "    next\tline"
+    [line, _] = hit_lines(hit, Style(True))
+    assert line.endswith(": \\x1b[31mred \x1b[1;33mkettle\\x1b[2J\x1b[0m")

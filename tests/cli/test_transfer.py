@@ -214,6 +214,14 @@ async def test_bad_files_are_one_line(suite: Suite, home: Path, space: TestSpace
         "stello: importing session 1 of 1 ('L'): records[0].content: "
         "must not contain U+0000 (NUL)\n"
     )
+    # A session without a label (imported as "Imported") is said so, not "(None)".
+    unlabelled = {"stello_export": 1, "sessions": [{"id": "x", "status": "gone"}]}
+    done = await stello(env, "import", "-", stdin=json.dumps(unlabelled))
+    assert (done.returncode, done.stderr) == (
+        1,
+        "stello: importing session 1 of 1 (no label): status: must be one of "
+        "['active', 'archived'], got 'gone'\n",
+    )
     pin = {"stello_export": 1, "sessions": [{"id": "x", "label": "L", "pinned": "yes"}]}
     done = await stello(env, "import", "-", stdin=json.dumps(pin))
     assert (done.returncode, done.stderr) == (
