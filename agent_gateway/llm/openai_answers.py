@@ -148,27 +148,41 @@ class _PartialCall:
 
 
 class _ToolCallAssembler:
-    """Builds whole tool calls from streamed deltas, keyed by their index."""
+    """Builds whole tool calls from streamed deltas, keyed by their index.
+
+    A delta at an index whose call is whole (a name, arguments blank or a JSON object) that
+    brings another id and a name starts another call: Ollama, and LiteLLM in front of it,
+    stream parallel calls whole, every one at index 0, told apart by their ids only. Calls
+    are kept by (index, how many came at that index before), so they finish in index order,
+    then in the order they came.
+    """
 
     def __init__(self) -> None:
-        self._calls: dict[int, _PartialCall] = {}
+        self._calls: dict[tuple[int, int], _PartialCall] = {}
+        self._open: dict[int, tuple[int, int]] = {}
+        """The call each index's deltas go to now."""
 
     def add(self, delta: ChoiceDeltaToolCall) -> None:
         """Fold one delta into the call at its index."""
         index = getattr(delta, "index", None)
         if not isinstance(index, int):
             # Some compatible servers omit the index: a new id opens a new call.
-            known = [i for i, c in self._calls.items() if delta.id and c.id == delta.id]
+            known = [i for i, k in self._open.items() if delta.id and self._calls[k].id == delta.id]
             if known:
                 index = known[0]
-            elif delta.id or not self._calls:
-                index = len(self._calls)
+            elif delta.id or not self._open:
+                index = len(self._open)
             else:
-                index = max(self._calls)
-        call = self._calls.setdefault(index, _PartialCall())
+                index = max(self._open)
+        function = delta.function
+        key = self._open.get(index)
+        if key is None or _starts_another(self._calls[key], delta):
+            key = (index, 0 if key is None else key[1] + 1)
+            self._open[index] = key
+            self._calls[key] = _PartialCall()
+        call = self._calls[key]
         if delta.id and not call.id:
             call.id = delta.id
-        function = delta.function
         if function is not None:
             if function.name and not call.name:
                 call.name = function.name
@@ -183,10 +197,10 @@ class _ToolCallAssembler:
         return all(call.name and _json_object(call.arguments) for call in self._calls.values())
 
     def finish(self) -> tuple[ToolCallSpec, ...]:
-        """The assembled calls, in index order, their ids unique."""
+        """The assembled calls, in index order (then as they came), their ids unique."""
         specs = []
-        for position, index in enumerate(sorted(self._calls)):
-            call = self._calls[index]
+        for position, key in enumerate(sorted(self._calls)):
+            call = self._calls[key]
             name = call.name or "unknown_tool"
             specs.append(
                 ToolCallSpec(
@@ -196,6 +210,20 @@ class _ToolCallAssembler:
                 )
             )
         return unique_ids(specs)
+
+
+def _starts_another(call: _PartialCall, delta: ChoiceDeltaToolCall) -> bool:
+    """Whether `delta`, at the index of `call`, starts another call (see `_ToolCallAssembler`)."""
+    function = delta.function
+    return bool(
+        delta.id
+        and call.id
+        and delta.id != call.id
+        and function is not None
+        and function.name
+        and call.name
+        and _json_object(call.arguments)
+    )
 
 
 def _json_object(pieces: list[str]) -> bool:

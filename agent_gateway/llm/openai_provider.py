@@ -19,7 +19,9 @@ max_tokens of its own sends none.
 
 Streaming uses server-sent events with ``stream_options.include_usage``;
 tool-call deltas are assembled by their index and emitted, in index order,
-once the stream ends. A refusal is answered as text. A call the server sent
+once the stream ends; a whole call followed, at its index, by a delta with
+another id and a name is two calls (Ollama streams parallel calls all at
+index 0, `openai_answers`). A refusal is answered as text. A call the server sent
 without an id gets ``tool_<i>``
 (its position), one without a name ``unknown_tool``; ids are made unique within
 the answer (`answers.unique_ids`). Arguments that are not a

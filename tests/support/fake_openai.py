@@ -13,6 +13,7 @@ usage chunk when ``stream_options.include_usage`` is set::
         fake.stall(5.0)                                       # a reply 5 s late
         fake.cut_short("half an ans", FakeToolCall("f", {"a": 1}))  # no finish_reason, no [DONE]
         fake.reply_unfinished("hello")  # no finish_reason, but [DONE] (some vLLM, llama.cpp)
+        fake.reply_at_one_index(calls)  # each call whole, all at index 0 (Ollama, LiteLLM)
         fake.set_default(lambda body: FakeAnswer("always"))   # when nothing is scripted
         ...
         fake.chat_bodies()  # the JSON bodies received, in order
@@ -136,6 +137,13 @@ class FakeOpenAI(FakeHTTPServer):
         answer = FakeAnswer(text, tuple(tool_calls))
         self.push(lambda request: self.render(answer, request, finish_reason=False))
 
+    def reply_at_one_index(self, tool_calls: Iterable[FakeToolCall]) -> None:
+        """Queue an answer whose parallel tool calls are streamed as Ollama (and LiteLLM in
+        front of it) streams them: each call whole in one chunk, every one at index 0, told
+        apart by its id only."""
+        answer = FakeAnswer("", tuple(tool_calls))
+        self.push(lambda request: self.render(answer, request, one_index=True))
+
     def cut_short(self, text: str, call: FakeToolCall | None = None, *, done: bool = False) -> None:
         """Queue a stream that ends cleanly in the middle of the answer: `text`, then the first
         half of `call`'s arguments (if any), and no finish_reason; ``[DONE]`` only when
@@ -168,10 +176,16 @@ class FakeOpenAI(FakeHTTPServer):
         return [r.json() for r in self.requests if r.path.endswith("/chat/completions")]
 
     def render(
-        self, answer: FakeAnswer, request: RecordedRequest, *, finish_reason: bool = True
+        self,
+        answer: FakeAnswer,
+        request: RecordedRequest,
+        *,
+        finish_reason: bool = True,
+        one_index: bool = False,
     ) -> Reply:
         """`answer` as the reply to `request`: an SSE stream if it asked for one, else JSON;
-        a stream's chunks carry no finish_reason unless `finish_reason`."""
+        a stream's chunks carry no finish_reason unless `finish_reason`; with `one_index`,
+        each tool call comes whole in one chunk at index 0 (`reply_at_one_index`)."""
         self._calls += 1
         body = request.json()
         model = str(body.get("model", "fake-model"))
@@ -211,12 +225,17 @@ class FakeOpenAI(FakeHTTPServer):
         events += [(None, chunk({"content": piece}, model=model)) for piece in answer.text_pieces()]
         for i, (call_id, call) in enumerate(calls):
             opening = {
-                "index": i,
+                "index": 0 if one_index else i,
                 "id": call_id,
                 "type": "function",
-                "function": {"name": call.name, "arguments": ""},
+                "function": {
+                    "name": call.name,
+                    "arguments": call.arguments_text() if one_index else "",
+                },
             }
             events.append((None, chunk({"tool_calls": [opening]}, model=model)))
+            if one_index:
+                continue
             for piece in split_in_two(call.arguments_text()):
                 fragment = {"index": i, "function": {"arguments": piece}}
                 events.append((None, chunk({"tool_calls": [fragment]}, model=model)))

@@ -165,6 +165,47 @@ class TestOpenAIProviderTurns:
             ToolCallSpec("tool_1", "unknown_tool", {}),
         )
 
+    async def test_parallel_calls_at_one_index_kept_apart(
+        self, fake: FakeOpenAI, provider: OpenAIProvider
+    ) -> None:
+        """Parallel calls streamed whole, each at index 0 with an id of its own (Ollama, LiteLLM
+        in front of it) are as many calls, in the order they came; they were one call whose
+        arguments ran together (`{"q":"tea"}{"q":"milk"}`, kept raw) and the others lost."""
+        fake.reply_at_one_index(
+            [
+                FakeToolCall("search", {"q": "tea"}, id="call_a"),
+                FakeToolCall("search", {"q": "milk"}, id="call_b"),
+                FakeToolCall("fetch", id="call_c"),
+            ]
+        )
+        completion = await collect(provider.stream(HI, tools=[SEARCH]))
+        assert completion.tool_calls == (
+            ToolCallSpec("call_a", "search", {"q": "tea"}),
+            ToolCallSpec("call_b", "search", {"q": "milk"}),
+            ToolCallSpec("call_c", "fetch", {}),
+        )
+
+    async def test_new_id_inside_unfinished_arguments_is_the_same_call(
+        self, fake: FakeOpenAI, provider: OpenAIProvider
+    ) -> None:
+        """A delta at the same index with another id, while the call's arguments are not yet
+        whole, continues that call (a server that sends a fresh id with every delta)."""
+        deltas = [
+            {"index": 0, "id": "c1", "function": {"name": "search", "arguments": '{"q"'}},
+            {"index": 0, "id": "c2", "function": {"name": "search", "arguments": ': "tea"}'}},
+        ]
+        fake.push(
+            Reply.sse(
+                [
+                    *((None, chunk({"tool_calls": [delta]})) for delta in deltas),
+                    (None, chunk({}, finish_reason="tool_calls")),
+                    (None, "[DONE]"),
+                ]
+            )
+        )
+        completion = await collect(provider.stream(HI, tools=[SEARCH]))
+        assert completion.tool_calls == (ToolCallSpec("c1", "search", {"q": "tea"}),)
+
     @pytest.mark.parametrize("mode", MODES)
     @pytest.mark.parametrize(
         "arguments",
