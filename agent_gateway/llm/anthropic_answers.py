@@ -1,5 +1,12 @@
 """How the `anthropic` provider reads an answer: a Message, or a stream's
-events (`anthropic_provider` builds the requests and calls the API)."""
+events (`anthropic_provider` builds the requests and calls the API).
+
+A stream's events of a type this reading does not know are skipped, as Anthropic's
+versioning policy asks of clients (new event types may be added): the SDK reads
+such an event as a message_start without its message. A ``usage`` of null (in a
+message_start or a message_delta, as some Anthropic-compatible servers send it)
+leaves the usage as it was.
+"""
 
 from __future__ import annotations
 
@@ -72,6 +79,19 @@ def _usage(usage: AnthropicUsage) -> Usage:
     return Usage(prompt, completion, prompt + completion)
 
 
+STREAM_EVENTS = frozenset(
+    {
+        "message_start",
+        "content_block_start",
+        "content_block_delta",
+        "content_block_stop",
+        "message_delta",
+        "message_stop",
+    }
+)
+"""The types of the stream events an answer is read from (any other is skipped)."""
+
+
 @dataclass(slots=True)
 class _StreamUsage:
     """Usage as a stream reports it: at message_start, then running totals in message_delta."""
@@ -81,13 +101,17 @@ class _StreamUsage:
     cache_read: int = 0
     output: int = 0
 
-    def start(self, usage: AnthropicUsage) -> None:
+    def start(self, usage: AnthropicUsage | None) -> None:
+        if usage is None:
+            return
         self.input = usage.input_tokens or 0
         self.cache_creation = usage.cache_creation_input_tokens or 0
         self.cache_read = usage.cache_read_input_tokens or 0
         self.output = usage.output_tokens or 0
 
-    def delta(self, usage: MessageDeltaUsage) -> None:
+    def delta(self, usage: MessageDeltaUsage | None) -> None:
+        if usage is None:
+            return
         if usage.input_tokens is not None:
             self.input = usage.input_tokens
         if usage.cache_creation_input_tokens is not None:
@@ -120,6 +144,8 @@ class StreamedMessage:
         Raises:
             AttributeError, TypeError: a part of it is not of the protocol's type.
         """
+        if getattr(event, "type", None) not in STREAM_EVENTS:
+            return None  # an event type added after this was written (module docstring)
         if isinstance(event, RawMessageStartEvent):
             self.usage.start(event.message.usage)
         elif isinstance(event, RawContentBlockStartEvent):

@@ -104,6 +104,29 @@ class TestAnthropicProviderTurns:
         ]
         assert fake.message_bodies()[0]["stream"] is True
 
+    async def test_stream_ignores_event_types_it_does_not_know(
+        self, fake: FakeAnthropic, provider: AnthropicProvider
+    ) -> None:
+        """An event of a type added to the API later (Anthropic's versioning policy: clients
+        ignore those) is skipped and the answer kept; the turn failed UNAVAILABLE, the SDK
+        having read it as a message_start without its message."""
+        future = [
+            ("future_event", {"type": "future_event", "detail": {"n": 1}}),
+            ("future_event", {"type": "future_event", "message": None}),
+        ]
+        fake.reply_with_events("hello there", future)
+        events = [event async for event in provider.stream(HI)]
+        assert events[-1] == Done(Completion("hello there", usage=Usage(10, 5, 15)))
+
+    async def test_stream_message_delta_without_usage(
+        self, fake: FakeAnthropic, provider: AnthropicProvider
+    ) -> None:
+        """A message_delta with ``usage: null`` (some Anthropic-compatible servers) ends the
+        answer with the usage message_start gave; it was an unreadable answer."""
+        fake.reply_with_events("hello there", [], usage_in_delta=False)
+        events = [event async for event in provider.stream(HI)]
+        assert events[-1] == Done(Completion("hello there", usage=Usage(10, 1, 11)))
+
     async def test_cache_tokens_count_as_prompt(
         self, fake: FakeAnthropic, provider: AnthropicProvider
     ) -> None:
