@@ -70,10 +70,10 @@ from agent_gateway.llm.base import (
 from agent_gateway.llm.openai_answers import DoneMarking, StreamedAnswer, read_completion
 from agent_gateway.llm.remote import (
     Endpoint,
-    SdkProvider,
     error_detail,
     retry_after,
 )
+from agent_gateway.llm.sdk import SdkProvider
 from stello.errors import StelloError
 
 DEFAULT_BASE_URL = "https://api.openai.com/v1"

@@ -35,10 +35,7 @@ import logging
 import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
-from types import TracebackType
-from typing import Generic, Protocol, Self, TypeVar
-
-import httpx2
+from typing import TypeVar
 
 from agent_gateway.llm.base import JsonObject
 from stello import json_text
@@ -341,58 +338,3 @@ class Endpoint:
             f"the LLM provider did not answer in time; retry later (error id {error_id})",
             reason=LLM_TIMEOUT,
         )
-
-
-class _Closable(Protocol):
-    async def close(self) -> None: ...
-
-
-ClientT = TypeVar("ClientT", bound=_Closable)
-
-
-class SdkProvider(Generic[ClientT]):
-    """What the SDK-backed providers share: their endpoint's facts, the errors of a
-    request that got no answer, `aclose` and ``async with``."""
-
-    _client: ClientT
-    _endpoint: Endpoint
-    _max_context_tokens: int
-
-    @property
-    def max_context_tokens(self) -> int:
-        """The model's context window, in tokens."""
-        return self._max_context_tokens
-
-    @property
-    def model(self) -> str:
-        """The model name sent with every request."""
-        return self._endpoint.model
-
-    def _unanswered(
-        self, exc: BaseException, timeout: type[Exception], connection: type[Exception]
-    ) -> StelloError | None:
-        """The domain error of a request that timed out or never reached the server (`timeout`
-        and `connection` are the SDK's classes for those), or None when the server answered."""
-        if isinstance(exc, timeout | httpx2.TimeoutException):
-            return self._endpoint.timeout_error()
-        if isinstance(exc, connection):
-            cause = exc.__cause__
-            return self._endpoint.connection_error(str(cause) if cause else str(exc))
-        if isinstance(exc, httpx2.HTTPError):
-            return self._endpoint.connection_error(str(exc) or type(exc).__name__)
-        return None
-
-    async def aclose(self) -> None:
-        """Close the SDK client and its connections."""
-        await self._client.close()
-
-    async def __aenter__(self) -> Self:
-        return self
-
-    async def __aexit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
-        await self.aclose()

@@ -1,0 +1,68 @@
+"""What the SDK-backed network providers (openai, anthropic) share: their endpoint's
+facts, the errors of a request that got no answer (`remote` maps them), `aclose` and
+``async with``."""
+
+from __future__ import annotations
+
+from types import TracebackType
+from typing import Generic, Protocol, Self, TypeVar
+
+import httpx2
+
+from agent_gateway.llm.remote import Endpoint
+from stello.errors import StelloError
+
+
+class _Closable(Protocol):
+    async def close(self) -> None: ...
+
+
+ClientT = TypeVar("ClientT", bound=_Closable)
+
+
+class SdkProvider(Generic[ClientT]):
+    """What the SDK-backed providers share: their endpoint's facts, the errors of a
+    request that got no answer, `aclose` and ``async with``."""
+
+    _client: ClientT
+    _endpoint: Endpoint
+    _max_context_tokens: int
+
+    @property
+    def max_context_tokens(self) -> int:
+        """The model's context window, in tokens."""
+        return self._max_context_tokens
+
+    @property
+    def model(self) -> str:
+        """The model name sent with every request."""
+        return self._endpoint.model
+
+    def _unanswered(
+        self, exc: BaseException, timeout: type[Exception], connection: type[Exception]
+    ) -> StelloError | None:
+        """The domain error of a request that timed out or never reached the server (`timeout`
+        and `connection` are the SDK's classes for those), or None when the server answered."""
+        if isinstance(exc, timeout | httpx2.TimeoutException):
+            return self._endpoint.timeout_error()
+        if isinstance(exc, connection):
+            cause = exc.__cause__
+            return self._endpoint.connection_error(str(cause) if cause else str(exc))
+        if isinstance(exc, httpx2.HTTPError):
+            return self._endpoint.connection_error(str(exc) or type(exc).__name__)
+        return None
+
+    async def aclose(self) -> None:
+        """Close the SDK client and its connections."""
+        await self._client.close()
+
+    async def __aenter__(self) -> Self:
+        return self
+
+    async def __aexit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        await self.aclose()
