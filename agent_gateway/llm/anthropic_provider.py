@@ -236,6 +236,7 @@ class AnthropicProvider(SdkProvider[anthropic.AsyncAnthropic]):
         offered = to_anthropic_tools(tools) or anthropic.omit
         limit = self._limit(max_tokens)
         answer = StreamedMessage()
+        began = False
         try:
             response = await self._client.messages.create(
                 model=self._endpoint.model,
@@ -245,13 +246,14 @@ class AnthropicProvider(SdkProvider[anthropic.AsyncAnthropic]):
                 tools=offered,
                 stream=True,
             )
+            began = True  # from here on, the SDK retries nothing
             async with response:
                 async for event in response:
                     out = self._read_event(answer, event)
                     if out is not None:
                         yield out
         except (anthropic.AnthropicError, httpx2.HTTPError) as exc:
-            raise self._translate(exc) from exc
+            raise self._translate(exc, mid_answer=began) from exc
         except (json.JSONDecodeError, RecursionError) as exc:
             # An event whose data is not JSON, or nests past what the SDK's json reads.
             raise self._endpoint.unreadable_answer(
@@ -279,9 +281,14 @@ class AnthropicProvider(SdkProvider[anthropic.AsyncAnthropic]):
         """The call's max_tokens: the configured one, or the caller's when that is lower."""
         return self._max_tokens if max_tokens is None else max(1, min(max_tokens, self._max_tokens))
 
-    def _translate(self, exc: anthropic.AnthropicError | httpx2.HTTPError) -> StelloError:
-        """The domain error for an SDK or transport failure."""
-        unanswered = self._unanswered(exc, anthropic.APITimeoutError, anthropic.APIConnectionError)
+    def _translate(
+        self, exc: anthropic.AnthropicError | httpx2.HTTPError, *, mid_answer: bool = False
+    ) -> StelloError:
+        """The domain error for an SDK or transport failure (`mid_answer`: while a stream
+        that had begun was read)."""
+        unanswered = self._unanswered(
+            exc, anthropic.APITimeoutError, anthropic.APIConnectionError, mid_answer=mid_answer
+        )
         if unanswered is not None:
             return unanswered
         endpoint = self._endpoint

@@ -194,6 +194,7 @@ class OpenAIProvider(SdkProvider[openai.AsyncOpenAI]):
         cap = self._cap(max_tokens)
         limit, completion_limit = self._limits(cap)
         answer = StreamedAnswer()
+        began = False
         try:
             response = await self._client.chat.completions.create(
                 model=self._endpoint.model,
@@ -204,13 +205,14 @@ class OpenAIProvider(SdkProvider[openai.AsyncOpenAI]):
                 stream=True,
                 stream_options={"include_usage": True},
             )
+            began = True  # from here on, the SDK retries nothing
             async with response:
                 async for chunk in response:
                     piece = self._read_chunk(answer, chunk)
                     if piece:
                         yield TextDelta(piece)
         except (openai.OpenAIError, httpx2.HTTPError) as exc:
-            raise self._translate(exc) from exc
+            raise self._translate(exc, mid_answer=began) from exc
         except (json.JSONDecodeError, RecursionError) as exc:
             # A `data:` line that is not JSON, or nests past what the SDK's json reads.
             raise self._endpoint.unreadable_answer(
@@ -247,9 +249,14 @@ class OpenAIProvider(SdkProvider[openai.AsyncOpenAI]):
             chunk, ChatCompletionChunk, "a server-sent event", "a chat completion chunk", answer.add
         )
 
-    def _translate(self, exc: openai.OpenAIError | httpx2.HTTPError) -> StelloError:
-        """The domain error for an SDK or transport failure."""
-        unanswered = self._unanswered(exc, openai.APITimeoutError, openai.APIConnectionError)
+    def _translate(
+        self, exc: openai.OpenAIError | httpx2.HTTPError, *, mid_answer: bool = False
+    ) -> StelloError:
+        """The domain error for an SDK or transport failure (`mid_answer`: while a stream
+        that had begun was read)."""
+        unanswered = self._unanswered(
+            exc, openai.APITimeoutError, openai.APIConnectionError, mid_answer=mid_answer
+        )
         if unanswered is not None:
             return unanswered
         endpoint = self._endpoint

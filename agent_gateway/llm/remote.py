@@ -10,6 +10,10 @@ gateway's log under that error id. Any piece of 8 or more characters of the
 API key is masked (``***``) in what is logged (`mask_secret`).
 
 - no connection, HTTP 408/409/5xx (after the SDK's retries) -> `Unavailable`;
+- a connection that broke off while a stream that had begun was read ->
+  `Unavailable` ("the answer broke off"), never retried (the SDKs retry a
+  request, not a stream once it began); a stream that sent nothing more
+  within the timeout -> `DeadlineExceeded`, likewise;
 - HTTP 429 (after retries) and 402 -> `ResourceExhausted`;
 - HTTP 401/403 -> `FailedPrecondition` ("the LLM provider rejected the API key");
 - HTTP 404 -> `FailedPrecondition` (unknown model or wrong base URL);
@@ -289,8 +293,20 @@ class Endpoint:
             metadata=metadata,
         )
 
-    def connection_error(self, detail: str) -> Unavailable:
-        """The domain error for a server that cannot be reached or dropped the connection."""
+    def connection_error(self, detail: str, *, mid_answer: bool = False) -> Unavailable:
+        """The domain error for a server that cannot be reached or dropped the connection;
+        `mid_answer`: it dropped it while a stream that had begun was read (never retried)."""
+        if mid_answer:
+            error_id = self._logged(
+                "the connection broke off mid-answer (a stream is not retried once it began)",
+                self.redact(detail),
+                "the provider's status and the timeouts of any proxy before it",
+            )
+            return Unavailable(
+                f"the LLM provider's answer broke off before its end; retry later "
+                f"(error id {error_id})",
+                reason=LLM_UNAVAILABLE,
+            )
         error_id = self._logged(
             f"cannot reach the server{self._retries()}",
             self.redact(detail),
@@ -327,10 +343,17 @@ class Endpoint:
         except (AttributeError, TypeError, ValueError) as exc:
             raise self.unreadable_answer(f"{name} of unexpected shape ({exc})") from exc
 
-    def timeout_error(self) -> DeadlineExceeded:
-        """The domain error for a server that did not answer within the timeout."""
+    def timeout_error(self, *, mid_answer: bool = False) -> DeadlineExceeded:
+        """The domain error for a server that did not answer within the timeout; `mid_answer`:
+        a stream that had begun sent nothing more within it (never retried)."""
+        waited = (
+            f"no next piece of the answer within {self.timeout_s:g}s "
+            "(a stream is not retried once it began)"
+            if mid_answer
+            else f"no answer within {self.timeout_s:g}s{self._retries()}"
+        )
         error_id = self._logged(
-            f"no answer within {self.timeout_s:g}s{self._retries()}",
+            waited,
             "timeout",
             "the provider, or raise STELLO_LLM_TIMEOUT_S",
         )

@@ -39,17 +39,24 @@ class SdkProvider(Generic[ClientT]):
         return self._endpoint.model
 
     def _unanswered(
-        self, exc: BaseException, timeout: type[Exception], connection: type[Exception]
+        self,
+        exc: BaseException,
+        timeout: type[Exception],
+        connection: type[Exception],
+        *,
+        mid_answer: bool = False,
     ) -> StelloError | None:
         """The domain error of a request that timed out or never reached the server (`timeout`
-        and `connection` are the SDK's classes for those), or None when the server answered."""
+        and `connection` are the SDK's classes for those), or None when the server answered.
+
+        `mid_answer`: the failure came while a stream that had begun was read (the SDK
+        retries a request, never a stream once it began): a server that stopped sending,
+        or a connection that broke off.
+        """
         if isinstance(exc, timeout | httpx2.TimeoutException):
-            return self._endpoint.timeout_error()
-        if isinstance(exc, connection):
-            cause = exc.__cause__
-            return self._endpoint.connection_error(str(cause) if cause else str(exc))
-        if isinstance(exc, httpx2.HTTPError):
-            return self._endpoint.connection_error(str(exc) or type(exc).__name__)
+            return self._endpoint.timeout_error(mid_answer=mid_answer)
+        if isinstance(exc, connection | httpx2.HTTPError):
+            return self._endpoint.connection_error(_cause(exc), mid_answer=mid_answer)
         return None
 
     async def aclose(self) -> None:
@@ -66,3 +73,17 @@ class SdkProvider(Generic[ClientT]):
         tb: TracebackType | None,
     ) -> None:
         await self.aclose()
+
+
+def _cause(exc: BaseException) -> str:
+    """What went wrong under `exc`: the message of the innermost of its causes (or of itself)
+    that has one, else the innermost one's type ("ReadError")."""
+    chain: list[BaseException] = []
+    at: BaseException | None = exc
+    while at is not None and at not in chain:
+        chain.append(at)
+        at = at.__cause__
+    for error in reversed(chain):
+        if str(error):
+            return str(error)
+    return type(chain[-1]).__name__

@@ -15,6 +15,8 @@ message_delta with usage, message_stop) when the request has
         fake.stream_error("overloaded_error", "busy")         # an error event mid-stream
         fake.reply_with_events("hi", [("future_event", {...})])  # events the SDK does not know
         fake.stall(5.0)                                       # a reply 5 s late
+        fake.drop_mid_answer("hello there")                   # connection reset mid-stream
+        fake.hang_mid_answer("hello there")                   # nothing more after 2 events
         fake.cut_short("half an ans", FakeToolCall("f", {"a": 1}))  # no message_delta/_stop
         fake.set_default(lambda body: FakeAnswer("always"))   # when nothing is scripted
         ...
@@ -151,6 +153,18 @@ class FakeAnthropic(FakeHTTPServer):
         self.push(
             lambda request: self.render(answer, request, extra=extra, usage_in_delta=usage_in_delta)
         )
+
+    def drop_mid_answer(self, text: str, *, events: int = 2) -> None:
+        """Queue a streamed answer of `text` whose connection is reset (RST) after its first
+        `events` events (a crashed server, a proxy dropping the stream)."""
+        answer = FakeAnswer(text)
+        self.push(lambda request: self.render(answer, request).dropped_after(events))
+
+    def hang_mid_answer(self, text: str, *, events: int = 2) -> None:
+        """Queue a streamed answer of `text` that stops after its first `events` events and
+        sends nothing more (the connection open) until the server closes."""
+        answer = FakeAnswer(text)
+        self.push(lambda request: self.render(answer, request).hung_after(events))
 
     def stall(self, seconds: float, text: str = "too late") -> None:
         """Queue an answer that starts only after `seconds` (a server past the deadline)."""

@@ -11,6 +11,8 @@ usage chunk when ``stream_options.include_usage`` is set::
         fake.fail(429, "slow down")                           # one HTTP error answer
         fake.fail(500, times=3)                               # three of them (retries)
         fake.stall(5.0)                                       # a reply 5 s late
+        fake.drop_mid_answer("hello there")                   # connection reset mid-stream
+        fake.hang_mid_answer("hello there")                   # nothing more after 2 events
         fake.cut_short("half an ans", FakeToolCall("f", {"a": 1}))  # no finish_reason, no [DONE]
         fake.reply_unfinished("hello")  # no finish_reason, but [DONE] (some vLLM, llama.cpp)
         fake.reply_at_one_index(calls)  # each call whole, all at index 0 (Ollama, LiteLLM)
@@ -120,6 +122,18 @@ class FakeOpenAI(FakeHTTPServer):
         }
         for _ in range(times):
             self.push(Reply.json(body, status=status, headers=RETRY_FAST))
+
+    def drop_mid_answer(self, text: str, *, events: int = 2) -> None:
+        """Queue a streamed answer of `text` whose connection is reset (RST) after its first
+        `events` events (a crashed server, a proxy dropping the stream)."""
+        answer = FakeAnswer(text)
+        self.push(lambda request: self.render(answer, request).dropped_after(events))
+
+    def hang_mid_answer(self, text: str, *, events: int = 2) -> None:
+        """Queue a streamed answer of `text` that stops after its first `events` events and
+        sends nothing more (the connection open) until the server closes."""
+        answer = FakeAnswer(text)
+        self.push(lambda request: self.render(answer, request).hung_after(events))
 
     def stall(self, seconds: float, text: str = "too late") -> None:
         """Queue an answer that starts only after `seconds` (a server past the deadline)."""

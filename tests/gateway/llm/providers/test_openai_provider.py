@@ -441,6 +441,42 @@ class TestOpenAIProviderErrors:
                 await call(provider, mode, HI)
         assert "no answer within 0.2s" in logged(caplog, caught.value)
 
+    async def test_connection_reset_mid_answer(
+        self, fake: FakeOpenAI, provider: OpenAIProvider, caplog: pytest.LogCaptureFixture
+    ) -> None:
+        """A connection reset after the stream began is UNAVAILABLE as an answer that broke
+        off, not retried; it was told as a server that "cannot be reached", logged as
+        "after 1 retry" (none was made) with no cause, and the base URL to check."""
+        fake.drop_mid_answer("hello there", events=2)
+        shown: list[object] = []
+        with pytest.raises(Unavailable, match="answer broke off") as caught:
+            async for event in provider.stream(HI):
+                shown.append(event)
+        assert shown == [TextDelta("hell")]
+        assert caught.value.reason == "LLM_UNAVAILABLE"
+        line = logged(caplog, caught.value)
+        assert "mid-answer" in line
+        assert "retry" not in line
+        assert "STELLO_OPENAI_BASE_URL" not in line
+        assert len(fake.requests) == 1
+
+    async def test_server_hung_mid_answer(
+        self, fake: FakeOpenAI, caplog: pytest.LogCaptureFixture
+    ) -> None:
+        """A stream that stops sending mid-answer is DEADLINE_EXCEEDED, logged as the wait for
+        the answer's next piece, not retried; it was logged as "no answer within 0.2s after 1
+        retry" (none was made)."""
+        fake.hang_mid_answer("hello there", events=2)
+        async with OpenAIProvider(
+            model=MODEL, api_key=KEY, base_url=fake.base_url, timeout_s=0.2, max_retries=1
+        ) as provider:
+            with pytest.raises(DeadlineExceeded, match="did not answer in time") as caught:
+                await collect(provider.stream(HI))
+        line = logged(caplog, caught.value)
+        assert "no next piece of the answer within 0.2s" in line
+        assert "retry" not in line
+        assert len(fake.requests) == 1
+
     @pytest.mark.parametrize("mode", MODES)
     async def test_unreachable_unavailable(
         self, mode: Mode, caplog: pytest.LogCaptureFixture
