@@ -9,6 +9,8 @@ that ``[DONE]`` ends the answer as ``stop`` (``tool_calls`` when calls came).
 A stream that ends with neither (a connection closed mid-answer) is not whole.
 The SDK swallows ``[DONE]``, so `DoneMarking` (the SDK client's SSE decoder,
 `openai_provider`) puts a `DONE_MARK` chunk before it for `StreamedAnswer` to see.
+It also drops the events with no data the SDK hands on and the SSE standard does
+not dispatch (a ``retry:`` or ``id:`` alone, an empty ``data:``).
 """
 
 from __future__ import annotations
@@ -43,11 +45,15 @@ DONE_FINISH = "stop"
 
 
 class DoneMarking(SSEDecoder):
-    """The SDK's SSE decoder, with a `DONE_MARK` chunk before each ``[DONE]`` event."""
+    """The SDK's SSE decoder, with a `DONE_MARK` chunk before each ``[DONE]`` event, and
+    without events that have no data (a ``retry:`` or ``id:`` alone, an empty ``data:``
+    keep-alive): the SSE standard does not dispatch those, the SDK hands them on."""
 
     async def aiter_bytes(self, iterator: AsyncIterator[bytes]) -> AsyncIterator[ServerSentEvent]:
         """The events of the stream's bytes (see the class docstring)."""
         async for event in super().aiter_bytes(iterator):
+            if not event.data:
+                continue
             if event.data.startswith("[DONE]"):
                 yield ServerSentEvent(data=json.dumps({"object": DONE_MARK, "choices": []}))
             yield event

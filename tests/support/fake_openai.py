@@ -13,6 +13,7 @@ usage chunk when ``stream_options.include_usage`` is set::
         fake.stall(5.0)                                       # a reply 5 s late
         fake.drop_mid_answer("hello there")                   # connection reset mid-stream
         fake.hang_mid_answer("hello there")                   # nothing more after 2 events
+        fake.reply_after_empty_events("hi")  # after `retry:`, `id:`, empty `data:` events
         fake.cut_short("half an ans", FakeToolCall("f", {"a": 1}))  # no finish_reason, no [DONE]
         fake.reply_unfinished("hello")  # no finish_reason, but [DONE] (some vLLM, llama.cpp)
         fake.reply_at_one_index(calls)  # each call whole, all at index 0 (Ollama, LiteLLM)
@@ -27,6 +28,7 @@ Unscripted requests (with no default set) get a 501 that says so. Raw replies
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable
+from dataclasses import replace
 from typing import Any
 
 from tests.support.fake_http import (
@@ -128,6 +130,19 @@ class FakeOpenAI(FakeHTTPServer):
         `events` events (a crashed server, a proxy dropping the stream)."""
         answer = FakeAnswer(text)
         self.push(lambda request: self.render(answer, request).dropped_after(events))
+
+    def reply_after_empty_events(self, text: str) -> None:
+        """Queue a streamed answer of `text` after events with no data, which the SSE
+        standard says are not dispatched: a ``retry:`` alone, an ``id:`` alone, an empty
+        ``data:`` (a keep-alive some proxies send)."""
+        answer = FakeAnswer(text)
+        empty = (b"retry: 3000\n\n", b"id: 7\n\n", b"data:\n\n", b": keep-alive\n\n")
+
+        def with_empty(request: RecordedRequest) -> Reply:
+            reply = self.render(answer, request)
+            return replace(reply, chunks=(*empty, *(reply.chunks or ())))
+
+        self.push(with_empty)
 
     def hang_mid_answer(self, text: str, *, events: int = 2) -> None:
         """Queue a streamed answer of `text` that stops after its first `events` events and

@@ -84,6 +84,16 @@ class TestOpenAIProviderTurns:
             }
         ]
 
+    async def test_stream_skips_events_without_data(
+        self, fake: FakeOpenAI, provider: OpenAIProvider
+    ) -> None:
+        """Events with no data (a ``retry:`` or ``id:`` alone, an empty ``data:`` keep-alive),
+        which the SSE standard does not dispatch, are skipped; the turn failed UNAVAILABLE,
+        the SDK having handed them on as events whose data is not JSON."""
+        fake.reply_after_empty_events("hello there")
+        completion = await collect(provider.stream(HI))
+        assert completion.content == "hello there"
+
     async def test_stream_without_usage(self, fake: FakeOpenAI, provider: OpenAIProvider) -> None:
         """A server that sends no usage chunk gives zero usage rather than failing."""
         fake.push(
