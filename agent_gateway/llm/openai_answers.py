@@ -11,6 +11,14 @@ The SDK swallows ``[DONE]``, so `DoneMarking` (the SDK client's SSE decoder,
 `openai_provider`) puts a `DONE_MARK` chunk before it for `StreamedAnswer` to see.
 It also drops the events with no data the SDK hands on and the SSE standard does
 not dispatch (a ``retry:`` or ``id:`` alone, an empty ``data:``).
+
+An error in an answer of HTTP 200. Some proxies answer a call with a body that
+is an error object, and vLLM and SGLang end a stream with an error event whose
+``code`` is an HTTP status (``{"error": {"code": 400, "type": "BadRequestError"}}``;
+older vLLM sends the object flat, ``{"object": "error", "message": ...}``).
+`error_in` finds such an object and `status_of_error` says what HTTP status it
+stands for: 429 for a rate limit or quota, its code when that is an error status,
+500 otherwise (`remote` maps the status).
 """
 
 from __future__ import annotations
@@ -18,7 +26,9 @@ from __future__ import annotations
 import json
 from collections.abc import AsyncIterator
 from dataclasses import dataclass, field
+from typing import Any
 
+from openai import BaseModel
 from openai._streaming import ServerSentEvent, SSEDecoder
 from openai.types import CompletionUsage
 from openai.types.chat import (
@@ -42,6 +52,35 @@ DONE_MARK = "stello.done"
 """The `object` of the chunk `DoneMarking` puts before a stream's ``[DONE]``."""
 DONE_FINISH = "stop"
 """The finish a ``[DONE]`` without any finish_reason gives an answer with no tool call."""
+RATE_LIMITED = frozenset({"rate_limit_exceeded", "insufficient_quota"})
+"""The error types (or codes) of a rate limit or of a spent quota."""
+
+
+def error_in(answer: BaseModel) -> dict[str, Any] | None:
+    """The error object an answer of HTTP 200 (a chat completion, a chunk) holds instead of
+    the answer, under ``"error"`` or flat (see the module docstring); None when it holds
+    none."""
+    extra = answer.model_extra or {}
+    inner = extra.get("error")
+    if isinstance(inner, dict):
+        return inner
+    if isinstance(inner, str):
+        return {"message": inner}
+    if getattr(answer, "object", None) == "error":
+        return extra
+    return None
+
+
+def status_of_error(kind: object, code: object) -> int:
+    """The HTTP status an error object of `kind` (its type) and `code` stands for: 429 for a
+    rate limit or a quota, its code when that is an HTTP error status, else 500."""
+    if kind in RATE_LIMITED or code in RATE_LIMITED:
+        return 429
+    try:
+        status = int(str(code))
+    except ValueError:
+        return 500
+    return status if 400 <= status <= 599 else 500
 
 
 class DoneMarking(SSEDecoder):

@@ -29,7 +29,9 @@ JSON object are kept raw (see `remote.parse_tool_arguments`). A server that
 reports no usage gives zero usage.
 
 Errors map as `remote` describes; the SDK retries 408/409/429/5xx, timeouts
-and connection errors `max_retries` times before they surface. An answer that
+and connection errors `max_retries` times before they surface. An error object
+where the answer should be (a body of HTTP 200, an event of a stream) is the
+error its type or its HTTP status code says (`openai_answers.status_of_error`). An answer that
 does not follow the protocol is UNAVAILABLE (`Endpoint.unreadable_answer`): a
 body that is not a chat completion (an HTML page from a proxy, JSON that does not
 parse), a server-sent event that is not a chunk, and a stream that ends without
@@ -67,7 +69,13 @@ from agent_gateway.llm.base import (
     ToolCallEvent,
     ToolSpec,
 )
-from agent_gateway.llm.openai_answers import DoneMarking, StreamedAnswer, read_completion
+from agent_gateway.llm.openai_answers import (
+    DoneMarking,
+    StreamedAnswer,
+    error_in,
+    read_completion,
+    status_of_error,
+)
 from agent_gateway.llm.remote import (
     Endpoint,
     error_detail,
@@ -175,6 +183,7 @@ class OpenAIProvider(SdkProvider[openai.AsyncOpenAI]):
         except (json.JSONDecodeError, RecursionError) as exc:
             # The body said JSON and was not, or nests past what the SDK's json reads.
             raise self._endpoint.unreadable_answer(f"the body is not JSON ({exc})") from exc
+        self._refuse_error(response)
         completion, finish_reason = self._endpoint.read_as(
             response, ChatCompletion, "the body", "a chat completion", read_completion
         )
@@ -245,9 +254,22 @@ class OpenAIProvider(SdkProvider[openai.AsyncOpenAI]):
 
     def _read_chunk(self, answer: StreamedAnswer, chunk: object) -> str:
         """Fold one streamed chunk into `answer`; its text ('' for none)."""
+        self._refuse_error(chunk)
         return self._endpoint.read_as(
             chunk, ChatCompletionChunk, "a server-sent event", "a chat completion chunk", answer.add
         )
+
+    def _refuse_error(self, answer: object) -> None:
+        """Raise the error an error object in an answer of HTTP 200 stands for
+        (`openai_answers.error_in`), not retried."""
+        error = (
+            error_in(answer) if isinstance(answer, ChatCompletion | ChatCompletionChunk) else None
+        )
+        if error is not None:
+            status = status_of_error(error.get("type"), error.get("code"))
+            raise self._endpoint.status_error(
+                status, error_detail({"error": error}) or repr(error)[:200], retried=False
+            )
 
     def _translate(
         self, exc: openai.OpenAIError | httpx2.HTTPError, *, mid_answer: bool = False
@@ -267,8 +289,8 @@ class OpenAIProvider(SdkProvider[openai.AsyncOpenAI]):
                 retry_after_s=retry_after(exc.response.headers),
             )
         if isinstance(exc, openai.APIError):
-            # An error event inside a stream: no status code, only its type.
-            status = 429 if exc.type in ("rate_limit_exceeded", "insufficient_quota") else 500
+            # An error event inside a stream: its type, maybe an HTTP status as its code.
+            status = status_of_error(exc.type, exc.code)
             detail = error_detail(exc.body) or exc.message
             return endpoint.status_error(status, detail, retried=False)
         return endpoint.status_error(500, str(exc))

@@ -240,8 +240,9 @@ class Endpoint:
         (logged, never answered); a rate limit or an unavailable provider carries
         `retry_after_s` (the provider's Retry-After) to the client as RetryInfo.
 
-        `retried` False: the error came inside a stream already under way, which
-        the SDK does not retry (`status` then stands for the error's type).
+        `retried` False: the error came in an answer of HTTP 200 (an event of a stream
+        under way, or a body that is an error object), which the SDK does not retry
+        (`status` then stands for the error's type or code).
         """
         error = self._status_error(status, detail, retried=retried)
         if error.reason in (LLM_RATE_LIMITED, LLM_UNAVAILABLE):
@@ -251,7 +252,7 @@ class Endpoint:
     def _status_error(self, status: int, detail: str | None, *, retried: bool) -> StelloError:
         said = f"HTTP {status}" + (f": {self.redact(detail)}" if detail else "")
         if not retried:
-            said = f"error during the answer, as {said}"
+            said = f"error in an answer of HTTP 200, as {said}"
         elif retried_status(status):
             said += self._retries()  # the SDKs retry these statuses only
         metadata = {"http_status": str(status)}

@@ -14,6 +14,7 @@ usage chunk when ``stream_options.include_usage`` is set::
         fake.drop_mid_answer("hello there")                   # connection reset mid-stream
         fake.hang_mid_answer("hello there")                   # nothing more after 2 events
         fake.reply_after_empty_events("hi")  # after `retry:`, `id:`, empty `data:` events
+        fake.fail_in_answer({"message": "m", "code": 400})    # an error object in a 200 answer
         fake.cut_short("half an ans", FakeToolCall("f", {"a": 1}))  # no finish_reason, no [DONE]
         fake.reply_unfinished("hello")  # no finish_reason, but [DONE] (some vLLM, llama.cpp)
         fake.reply_at_one_index(calls)  # each call whole, all at index 0 (Ollama, LiteLLM)
@@ -130,6 +131,21 @@ class FakeOpenAI(FakeHTTPServer):
         `events` events (a crashed server, a proxy dropping the stream)."""
         answer = FakeAnswer(text)
         self.push(lambda request: self.render(answer, request).dropped_after(events))
+
+    def fail_in_answer(self, error: dict[str, Any], *, flat: bool = False) -> None:
+        """Queue an answer of HTTP 200 that holds an error object instead of the answer: as the
+        body of a call, or as an event after a first chunk of a streamed one (as some proxies,
+        vLLM and SGLang send one); under ``"error"``, or `flat` as the body itself with
+        ``"object": "error"`` (older vLLM)."""
+        body = {"object": "error", **error} if flat else {"error": error}
+
+        def failing(request: RecordedRequest) -> Reply:
+            if not request.json().get("stream"):
+                return Reply.json(body)
+            model = str(request.json().get("model", "fake-model"))
+            return Reply.sse([(None, chunk({"content": "par"}, model=model)), (None, body)])
+
+        self.push(failing)
 
     def reply_after_empty_events(self, text: str) -> None:
         """Queue a streamed answer of `text` after events with no data, which the SSE

@@ -22,7 +22,13 @@ from agent_gateway.llm import (
     collect,
 )
 from agent_gateway.llm.openai_provider import OpenAIProvider
-from stello.errors import DeadlineExceeded, FailedPrecondition, ResourceExhausted, Unavailable
+from stello.errors import (
+    DeadlineExceeded,
+    FailedPrecondition,
+    ResourceExhausted,
+    StelloError,
+    Unavailable,
+)
 from tests.gateway.llm.providers.support import (
     KEY,
     MODEL,
@@ -516,6 +522,54 @@ class TestOpenAIProviderErrors:
         with pytest.raises(Unavailable) as caught:
             await collect(provider.stream(HI))
         assert "model crashed" in logged(caplog, caught.value)
+        assert len(fake.requests) == 1
+
+    @pytest.mark.parametrize("mode", MODES)
+    @pytest.mark.parametrize("flat", [False, True], ids=["under-error", "flat"])
+    @pytest.mark.parametrize(
+        ("error", "expected", "reason"),
+        [
+            (
+                {"message": "context too long", "type": "BadRequestError", "code": 400},
+                FailedPrecondition,
+                "LLM_REQUEST_REJECTED",
+            ),
+            (
+                {"message": "quota spent", "type": "insufficient_quota", "code": None},
+                ResourceExhausted,
+                "LLM_RATE_LIMITED",
+            ),
+            (
+                {"message": "upstream gone", "type": "upstream_error", "code": 502},
+                Unavailable,
+                "LLM_UNAVAILABLE",
+            ),
+        ],
+        ids=["code-400", "quota", "code-502"],
+    )
+    async def test_error_object_in_a_200_answer(
+        self,
+        fake: FakeOpenAI,
+        provider: OpenAIProvider,
+        caplog: pytest.LogCaptureFixture,
+        mode: Mode,
+        flat: bool,
+        error: dict[str, object],
+        expected: type[Exception],
+        reason: str,
+    ) -> None:
+        """An error object where the answer should be (a proxy's 200 body, vLLM's error event
+        mid-stream, under "error" or flat) is the error its type or HTTP status code says,
+        its message logged, not retried. It was an empty answer (a call: the turn then told
+        "the model answered nothing"), or UNAVAILABLE whatever its code said (a stream:
+        "retry later" for a request that fails again), or, flat, an unreadable answer whose
+        message was not logged."""
+        fake.fail_in_answer(error, flat=flat)
+        with pytest.raises(expected) as caught:
+            await call(provider, mode, HI)
+        assert isinstance(caught.value, StelloError)
+        assert caught.value.reason == reason
+        assert str(error["message"]) in logged(caplog, caught.value)
         assert len(fake.requests) == 1
 
 
