@@ -34,7 +34,9 @@ where the answer should be (a body of HTTP 200, an event of a stream) is the
 error its type or its HTTP status code says (`openai_answers.status_of_error`). An answer that
 does not follow the protocol is UNAVAILABLE (`Endpoint.unreadable_answer`): a
 body that is not a chat completion (an HTML page from a proxy, JSON that does not
-parse), a server-sent event that is not a chunk, and a stream that ends without
+parse), a server-sent event that is not a chunk, a streamed call answered with no event
+at all (a proxy's page; its start is logged, and an error object there is the
+error it says, `openai_answers.DoneMarking`), and a stream that ends without
 the answer's ``finish_reason`` (a connection closed cleanly mid-answer: half an
 answer is not stored as a whole one) — but for a ``data: [DONE]`` after whole
 content, which some compatible servers send instead of any finish_reason
@@ -70,6 +72,7 @@ from agent_gateway.llm.base import (
     ToolSpec,
 )
 from agent_gateway.llm.openai_answers import (
+    NO_EVENT_MARK,
     DoneMarking,
     StreamedAnswer,
     error_in,
@@ -255,6 +258,9 @@ class OpenAIProvider(SdkProvider[openai.AsyncOpenAI]):
     def _read_chunk(self, answer: StreamedAnswer, chunk: object) -> str:
         """Fold one streamed chunk into `answer`; its text ('' for none)."""
         self._refuse_error(chunk)
+        if isinstance(chunk, ChatCompletionChunk) and chunk.object == NO_EVENT_MARK:
+            detail = (chunk.model_extra or {}).get("detail")
+            raise self._endpoint.unreadable_answer(str(detail))
         return self._endpoint.read_as(
             chunk, ChatCompletionChunk, "a server-sent event", "a chat completion chunk", answer.add
         )

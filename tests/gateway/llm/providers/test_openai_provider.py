@@ -691,6 +691,48 @@ class TestOpenAIProviderProtocol:
         with pytest.raises(Unavailable, match="answer could not be read"):
             await collect(provider.stream(HI))
 
+    @pytest.mark.parametrize(
+        ("reply", "expected", "said"),
+        [
+            pytest.param(
+                Reply.text("<html><body>Sign in to the proxy</body></html>"),
+                Unavailable,
+                "Sign in to the proxy",
+                id="html-page",
+            ),
+            pytest.param(
+                Reply.json({"error": {"message": "quota spent", "type": "insufficient_quota"}}),
+                ResourceExhausted,
+                "quota spent",
+                id="json-error",
+            ),
+            pytest.param(
+                Reply.json({"object": "error", "message": "bad tools", "code": 400}),
+                FailedPrecondition,
+                "bad tools",
+                id="flat-json-error",
+            ),
+        ],
+    )
+    async def test_stream_answered_without_events(
+        self,
+        fake: FakeOpenAI,
+        provider: OpenAIProvider,
+        caplog: pytest.LogCaptureFixture,
+        reply: Reply,
+        expected: type[Exception],
+        said: str,
+    ) -> None:
+        """A streamed call answered (HTTP 200) with no server-sent event, by a proxy's page or an
+        error object, is the error that object says, or UNAVAILABLE with the start of what came
+        logged; it was logged as a stream "closed mid-answer", the error's message lost."""
+        fake.push(reply)
+        with pytest.raises(expected) as caught:
+            await collect(provider.stream(HI))
+        line = logged(caplog, caught.value)
+        assert said in line
+        assert "closed mid-answer" not in line
+
     @pytest.mark.parametrize("with_call", [False, True], ids=["text", "tool-call"])
     async def test_stream_cut_short_unavailable(
         self,
