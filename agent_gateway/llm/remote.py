@@ -14,6 +14,8 @@ API key is masked (``***``) in what is logged (`mask_secret`).
   `Unavailable` ("the answer broke off"), never retried (the SDKs retry a
   request, not a stream once it began); a stream that sent nothing more
   within the timeout -> `DeadlineExceeded`, likewise;
+- an answer that is not the protocol's (not JSON, an HTML page, a body said to
+  be gzip that is not) -> `Unavailable` (`Endpoint.unreadable_answer`);
 - HTTP 429 (after retries) and 402 -> `ResourceExhausted`;
 - HTTP 401/403 -> `FailedPrecondition` ("the LLM provider rejected the API key");
 - HTTP 404 -> `FailedPrecondition` (unknown model or wrong base URL);

@@ -47,12 +47,17 @@ class SdkProvider(Generic[ClientT]):
         mid_answer: bool = False,
     ) -> StelloError | None:
         """The domain error of a request that timed out or never reached the server (`timeout`
-        and `connection` are the SDK's classes for those), or None when the server answered.
+        and `connection` are the SDK's classes for those), or whose answer's content-encoding
+        did not decode; None when the server answered.
 
         `mid_answer`: the failure came while a stream that had begun was read (the SDK
         retries a request, never a stream once it began): a server that stopped sending,
         or a connection that broke off.
         """
+        if _undecodable(exc):
+            return self._endpoint.unreadable_answer(
+                f"the answer could not be decompressed ({_cause(exc)})"
+            )
         if isinstance(exc, timeout | httpx2.TimeoutException):
             return self._endpoint.timeout_error(mid_answer=mid_answer)
         if isinstance(exc, connection | httpx2.HTTPError):
@@ -87,3 +92,16 @@ def _cause(exc: BaseException) -> str:
         if str(error):
             return str(error)
     return type(chain[-1]).__name__
+
+
+def _undecodable(exc: BaseException) -> bool:
+    """Whether `exc` or one of its causes is an answer's content-encoding that did not decode
+    (a body said to be gzip that is not)."""
+    at: BaseException | None = exc
+    for _ in range(8):
+        if at is None:
+            return False
+        if isinstance(at, httpx2.DecodingError):
+            return True
+        at = at.__cause__
+    return False

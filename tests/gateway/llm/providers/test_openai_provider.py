@@ -494,6 +494,29 @@ class TestOpenAIProviderErrors:
         assert len(fake.requests) == 1
 
     @pytest.mark.parametrize("mode", MODES)
+    async def test_answer_that_cannot_be_decompressed(
+        self,
+        fake: FakeOpenAI,
+        provider: OpenAIProvider,
+        caplog: pytest.LogCaptureFixture,
+        mode: Mode,
+    ) -> None:
+        """An answer said to be gzip that is not (a proxy's mistake) is an unreadable answer,
+        logged as one; it was told as a server that "cannot be reached" (a stream: one that
+        "broke off"), and logged so."""
+        broken = Reply(
+            headers=(("content-type", "application/json"), ("content-encoding", "gzip")),
+            body=b"this is not gzip",
+        )
+        fake.push(broken, broken)
+        with pytest.raises(Unavailable, match="answer could not be read") as caught:
+            await call(provider, mode, HI)
+        line = logged(caplog, caught.value)
+        assert "could not be decompressed" in line
+        assert "cannot reach" not in line
+        assert "broke off" not in line
+
+    @pytest.mark.parametrize("mode", MODES)
     async def test_unreachable_unavailable(
         self, mode: Mode, caplog: pytest.LogCaptureFixture
     ) -> None:
