@@ -261,7 +261,8 @@ class Endpoint:
         if status in (401, 403):
             error_id = self._logged("API key rejected", said, f"{self.env}_API_KEY")
             return FailedPrecondition(
-                f"the LLM provider rejected the gateway's API key (error id {error_id})",
+                "the LLM provider rejected the gateway's API key: its operator must configure "
+                f"a valid one (error id {error_id})",
                 reason=LLM_API_KEY_REJECTED,
                 metadata=metadata,
             )
@@ -285,13 +286,15 @@ class Endpoint:
                 "unknown model or path", said, f"{self.env}_MODEL and {self.env}_BASE_URL"
             )
             return FailedPrecondition(
-                f"the LLM provider does not know the configured model (error id {error_id})",
+                "the LLM provider does not know the configured model: the gateway's operator "
+                f"must configure one it serves (error id {error_id})",
                 reason=LLM_MODEL_NOT_FOUND,
                 metadata=metadata,
             )
         error_id = self._logged("request rejected", said, "the provider's message")
         return FailedPrecondition(
-            f"the LLM provider rejected the request (error id {error_id})",
+            "the LLM provider rejected the request, and would again: the gateway's operator "
+            f"finds the reason in its log (error id {error_id})",
             reason=LLM_REQUEST_REJECTED,
             metadata=metadata,
         )
