@@ -6,13 +6,20 @@ versioning policy asks of clients (new event types may be added): the SDK reads
 such an event as a message_start without its message. A ``usage`` of null (in a
 message_start or a message_delta, as some Anthropic-compatible servers send it)
 leaves the usage as it was.
+
+`NoEventMarking` (the SDK client's SSE decoder, `anthropic_provider`) ends a
+streamed call answered with no event at all (a proxy's answer) with the error
+object it is, as an ``error`` event the SDK raises, or with an `answers.NO_EVENT`
+event whose ``detail`` is its start (`answers.StreamHead`).
 """
 
 from __future__ import annotations
 
 import json
+from collections.abc import AsyncIterator
 from dataclasses import dataclass, field
 
+from anthropic._streaming import ServerSentEvent, SSEDecoder
 from anthropic.types import (
     InputJSONDelta,
     Message,
@@ -29,7 +36,7 @@ from anthropic.types import (
 from anthropic.types import TextDelta as AnthropicTextDelta
 from anthropic.types import Usage as AnthropicUsage
 
-from agent_gateway.llm.answers import text_of, unique, unique_ids
+from agent_gateway.llm.answers import NO_EVENT, StreamHead, text_of, unique, unique_ids
 from agent_gateway.llm.base import (
     Completion,
     JsonObject,
@@ -42,6 +49,26 @@ from agent_gateway.llm.base import (
 from agent_gateway.llm.remote import (
     parse_tool_arguments,
 )
+
+
+class NoEventMarking(SSEDecoder):
+    """The SDK's SSE decoder, a stream with no event ended as the module docstring says."""
+
+    async def aiter_bytes(self, iterator: AsyncIterator[bytes]) -> AsyncIterator[ServerSentEvent]:
+        """The events of the stream's bytes (see the module docstring)."""
+        head = StreamHead()
+        seen = False
+        async for event in super().aiter_bytes(head.kept(iterator)):
+            seen = seen or bool(event.data)
+            yield event
+        detail = None if seen else head.detail()
+        if detail is not None:
+            error = head.error_object()
+            if error is not None:
+                yield ServerSentEvent(event="error", data=error)
+            else:
+                mark = json.dumps({"type": NO_EVENT, "detail": detail})
+                yield ServerSentEvent(event=NO_EVENT, data=mark)
 
 
 def read_message(response: Message) -> Completion:

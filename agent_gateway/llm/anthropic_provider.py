@@ -30,7 +30,9 @@ the protocol is UNAVAILABLE (`Endpoint.unreadable_answer`): a body that is not a
 Message (an HTML page from a proxy, JSON that does not parse), an event that is not
 JSON, and a stream that ends before the answer's end (neither a ``message_delta``
 with its ``stop_reason`` nor ``message_stop``: a connection closed cleanly
-mid-answer; half an answer is not stored as a whole one). An answer cut at
+mid-answer; half an answer is not stored as a whole one), or that holds no event at
+all (a proxy's page: its start is logged). A body of HTTP 200 that is an error
+object (a proxy's; streamed or not) is the error its type says. An answer cut at
 max_tokens (``stop_reason: max_tokens``) is kept and logged.
 """
 
@@ -51,8 +53,8 @@ from anthropic.types import (
     ToolUseBlockParam,
 )
 
-from agent_gateway.llm.answers import log_stop
-from agent_gateway.llm.anthropic_answers import StreamedMessage, read_message
+from agent_gateway.llm.answers import NO_EVENT, log_stop
+from agent_gateway.llm.anthropic_answers import NoEventMarking, StreamedMessage, read_message
 from agent_gateway.llm.base import (
     Completion,
     Done,
@@ -152,6 +154,13 @@ def to_anthropic_tools(tools: Sequence[ToolSpec] | None) -> list[ToolParam]:
     ]
 
 
+class _Client(anthropic.AsyncAnthropic):
+    """The SDK's client, its streams decoded by `NoEventMarking` (a proxy's answer told)."""
+
+    def _make_sse_decoder(self) -> NoEventMarking:
+        return NoEventMarking()
+
+
 class AnthropicProvider(SdkProvider[anthropic.AsyncAnthropic]):
     """Anthropic's Messages API, through the official SDK."""
 
@@ -190,7 +199,7 @@ class AnthropicProvider(SdkProvider[anthropic.AsyncAnthropic]):
         self._endpoint = Endpoint(
             "anthropic", base_url, model, timeout_s, max_retries, secret=api_key
         )
-        self._client = anthropic.AsyncAnthropic(
+        self._client = _Client(
             api_key=api_key, base_url=base_url, timeout=timeout_s, max_retries=max_retries
         )
 
@@ -218,6 +227,7 @@ class AnthropicProvider(SdkProvider[anthropic.AsyncAnthropic]):
         except (json.JSONDecodeError, RecursionError) as exc:
             # The body said JSON and was not, or nests past what the SDK's json reads.
             raise self._endpoint.unreadable_answer(f"the body is not JSON ({exc})") from exc
+        self._refuse_error(response)
         completion = self._endpoint.read_as(
             response, Message, "the body", "a Message", read_message
         )
@@ -270,12 +280,26 @@ class AnthropicProvider(SdkProvider[anthropic.AsyncAnthropic]):
 
     def _read_event(self, answer: StreamedMessage, event: object) -> StreamEvent | None:
         """Fold one streamed event into `answer`; the text delta or tool call it completes."""
+        if getattr(event, "type", None) == NO_EVENT:
+            detail = getattr(event, "detail", None)
+            raise self._endpoint.unreadable_answer(str(detail))
         try:
             return answer.add(event)
         except (AttributeError, TypeError, ValueError) as exc:
             raise self._endpoint.unreadable_answer(
                 f"a {type(event).__name__} of unexpected shape ({exc})"
             ) from exc
+
+    def _refuse_error(self, response: object) -> None:
+        """Raise the error a body of HTTP 200 that is an error object (a proxy's) stands for,
+        by its type, not retried."""
+        if not isinstance(response, Message) or str(response.type) != "error":
+            return
+        error = (response.model_extra or {}).get("error")
+        kind = error.get("type") if isinstance(error, dict) else None
+        status = _STATUS_OF_ERROR_TYPE.get(str(kind), 500)
+        detail = error_detail({"error": error}) or repr(error)[:200]
+        raise self._endpoint.status_error(status, detail, retried=False)
 
     def _limit(self, max_tokens: int | None) -> int:
         """The call's max_tokens: the configured one, or the caller's when that is lower."""

@@ -37,7 +37,7 @@ from openai.types.chat import (
 )
 from openai.types.chat.chat_completion_chunk import ChoiceDeltaToolCall
 
-from agent_gateway.llm.answers import text_of, unique_ids
+from agent_gateway.llm.answers import NO_EVENT, StreamHead, text_of, unique_ids
 from agent_gateway.llm.base import (
     Completion,
     ToolCallSpec,
@@ -83,56 +83,31 @@ def status_of_error(kind: object, code: object) -> int:
     return status if 400 <= status <= 599 else 500
 
 
-NO_EVENT_MARK = "stello.no_event"
-"""The `object` of the chunk `DoneMarking` ends a stream that held no event with."""
-HEAD_BYTES = 4096
-"""How much of a stream's start `DoneMarking` keeps, to tell what a stream with no event was."""
-
-
 class DoneMarking(SSEDecoder):
     """The SDK's SSE decoder, with a `DONE_MARK` chunk before each ``[DONE]`` event, and
     without events that have no data (a ``retry:`` or ``id:`` alone, an empty ``data:``
     keep-alive): the SSE standard does not dispatch those, the SDK hands them on.
 
     An answer with no event at all (HTTP 200 from a proxy: a page, a JSON error object)
-    ends with one event: the error object itself, when its start is one (the SDK and
-    `error_in` read it), else a `NO_EVENT_MARK` chunk whose ``detail`` is that start."""
+    ends with one event: the error object itself, when it is one (the SDK and `error_in`
+    read it), else an `answers.NO_EVENT` chunk whose ``detail`` is its start."""
 
     async def aiter_bytes(self, iterator: AsyncIterator[bytes]) -> AsyncIterator[ServerSentEvent]:
         """The events of the stream's bytes (see the class docstring)."""
-        head = bytearray()
-
-        async def kept() -> AsyncIterator[bytes]:
-            async for piece in iterator:
-                if len(head) < HEAD_BYTES:
-                    head.extend(piece[: HEAD_BYTES - len(head)])
-                yield piece
-
+        head = StreamHead()
         seen = False
-        async for event in super().aiter_bytes(kept()):
+        async for event in super().aiter_bytes(head.kept(iterator)):
             if not event.data:
                 continue
             seen = True
             if event.data.startswith("[DONE]"):
                 yield ServerSentEvent(data=json.dumps({"object": DONE_MARK, "choices": []}))
             yield event
-        if not seen and head.strip():
-            yield _no_event(bytes(head))
-
-
-def _no_event(head: bytes) -> ServerSentEvent:
-    """The event that ends a stream with no event, whose bytes began with `head`."""
-    text = head.decode("utf-8", "replace")
-    try:
-        value = json.loads(text)
-    except (ValueError, RecursionError):
-        value = None
-    if isinstance(value, dict) and (value.get("error") or value.get("object") == "error"):
-        return ServerSentEvent(data=text)
-    detail = f"no server-sent event in the answer to a streamed call, which began {text[:300]!r}"
-    return ServerSentEvent(
-        data=json.dumps({"object": NO_EVENT_MARK, "choices": [], "detail": detail})
-    )
+        detail = None if seen else head.detail()
+        if detail is not None:
+            error = head.error_object()
+            mark = {"object": NO_EVENT, "choices": [], "detail": detail}
+            yield ServerSentEvent(data=error or json.dumps(mark))
 
 
 def read_completion(response: ChatCompletion) -> tuple[Completion, str | None]:

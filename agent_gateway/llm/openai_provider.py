@@ -60,7 +60,7 @@ from openai.types.chat import (
     ChatCompletionMessageParam,
 )
 
-from agent_gateway.llm.answers import log_stop
+from agent_gateway.llm.answers import NO_EVENT, log_stop
 from agent_gateway.llm.base import (
     Completion,
     Done,
@@ -72,7 +72,6 @@ from agent_gateway.llm.base import (
     ToolSpec,
 )
 from agent_gateway.llm.openai_answers import (
-    NO_EVENT_MARK,
     DoneMarking,
     StreamedAnswer,
     error_in,
@@ -258,7 +257,7 @@ class OpenAIProvider(SdkProvider[openai.AsyncOpenAI]):
     def _read_chunk(self, answer: StreamedAnswer, chunk: object) -> str:
         """Fold one streamed chunk into `answer`; its text ('' for none)."""
         self._refuse_error(chunk)
-        if isinstance(chunk, ChatCompletionChunk) and chunk.object == NO_EVENT_MARK:
+        if isinstance(chunk, ChatCompletionChunk) and chunk.object == NO_EVENT:
             detail = (chunk.model_extra or {}).get("detail")
             raise self._endpoint.unreadable_answer(str(detail))
         return self._endpoint.read_as(

@@ -600,6 +600,59 @@ class TestAnthropicProviderProtocol:
         with pytest.raises(Unavailable, match="answer could not be read"):
             await collect(provider.stream(HI))
 
+    @pytest.mark.parametrize("mode", MODES)
+    @pytest.mark.parametrize(
+        ("reply", "expected", "said"),
+        [
+            pytest.param(
+                Reply.text("<html><body>Sign in to the proxy</body></html>"),
+                Unavailable,
+                "Sign in to the proxy",
+                id="html-page",
+            ),
+            pytest.param(
+                Reply.json(
+                    {"type": "error", "error": {"type": "rate_limit_error", "message": "slow"}}
+                ),
+                ResourceExhausted,
+                "slow",
+                id="json-error",
+            ),
+            pytest.param(
+                Reply.json(
+                    {
+                        "type": "error",
+                        "error": {"type": "invalid_request_error", "message": "bad tools"},
+                    }
+                ),
+                FailedPrecondition,
+                "bad tools",
+                id="json-refusal",
+            ),
+        ],
+    )
+    async def test_answered_by_something_else(
+        self,
+        fake: FakeAnthropic,
+        provider: AnthropicProvider,
+        caplog: pytest.LogCaptureFixture,
+        mode: Mode,
+        reply: Reply,
+        expected: type[Exception],
+        said: str,
+    ) -> None:
+        """A call answered (HTTP 200) with an error object (a proxy's) or, streamed, with no
+        server-sent event (a proxy's page) is the error that object's type says, or
+        UNAVAILABLE with the start of what came logged; the error's message was lost (a
+        Message "of unexpected shape"; a stream "closed mid-answer")."""
+        fake.push(reply)
+        with pytest.raises(expected) as caught:
+            await call(provider, mode, HI)
+        line = logged(caplog, caught.value)
+        assert said in line
+        assert "closed mid-answer" not in line
+        assert len(fake.requests) == 1
+
     @pytest.mark.parametrize("with_call", [False, True], ids=["text", "tool-call"])
     async def test_stream_cut_short_unavailable(
         self,
