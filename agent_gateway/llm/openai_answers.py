@@ -131,7 +131,7 @@ def read_completion(response: ChatCompletion) -> tuple[Completion, str | None]:
             ToolCallSpec(
                 id=call.id or f"tool_{i}",
                 name=name,
-                arguments=parse_tool_arguments(text_of(function.arguments), tool=name),
+                arguments=parse_tool_arguments(_arguments_text(function.arguments), tool=name),
             )
         )
     content = text_of(message.content or message.refusal)
@@ -244,7 +244,7 @@ class _ToolCallAssembler:
             if function.name and not call.name:
                 call.name = function.name
             if function.arguments:
-                call.arguments.append(text_of(function.arguments))
+                call.arguments.append(_arguments_text(function.arguments))
 
     def __len__(self) -> int:
         return len(self._calls)
@@ -267,6 +267,19 @@ class _ToolCallAssembler:
                 )
             )
         return unique_ids(specs)
+
+
+def _arguments_text(value: object) -> str:
+    """A tool call's arguments as JSON text: as sent, or, sent as a JSON object or array
+    rather than as text (Hugging Face TGI, llama.cpp's server with --tool-args-object),
+    that value written as JSON (`parse_tool_arguments` reads it back, strictly).
+
+    Raises:
+        TypeError: they are something else (an answer that does not follow the protocol).
+    """
+    if isinstance(value, dict | list):
+        return json.dumps(value)
+    return text_of(value)
 
 
 def _starts_another(call: _PartialCall, delta: ChoiceDeltaToolCall) -> bool:

@@ -15,6 +15,7 @@ usage chunk when ``stream_options.include_usage`` is set::
         fake.hang_mid_answer("hello there")                   # nothing more after 2 events
         fake.reply_after_empty_events("hi")  # after `retry:`, `id:`, empty `data:` events
         fake.fail_in_answer({"message": "m", "code": 400})    # an error object in a 200 answer
+        fake.reply_with_object_arguments(calls)  # arguments as a JSON object, not text (TGI)
         fake.cut_short("half an ans", FakeToolCall("f", {"a": 1}))  # no finish_reason, no [DONE]
         fake.reply_unfinished("hello")  # no finish_reason, but [DONE] (some vLLM, llama.cpp)
         fake.reply_at_one_index(calls)  # each call whole, all at index 0 (Ollama, LiteLLM)
@@ -132,6 +133,13 @@ class FakeOpenAI(FakeHTTPServer):
         answer = FakeAnswer(text)
         self.push(lambda request: self.render(answer, request).dropped_after(events))
 
+    def reply_with_object_arguments(self, tool_calls: Iterable[FakeToolCall]) -> None:
+        """Queue an answer whose tool calls carry their arguments as a JSON object, not as
+        JSON text (Hugging Face TGI; llama.cpp's server with ``--tool-args-object``); a
+        stream sends each call whole in one chunk."""
+        answer = FakeAnswer("", tuple(tool_calls))
+        self.push(lambda request: self.render(answer, request, object_arguments=True))
+
     def fail_in_answer(self, error: dict[str, Any], *, flat: bool = False) -> None:
         """Queue an answer of HTTP 200 that holds an error object instead of the answer: as the
         body of a call, or as an event after a first chunk of a streamed one (as some proxies,
@@ -227,10 +235,13 @@ class FakeOpenAI(FakeHTTPServer):
         *,
         finish_reason: bool = True,
         one_index: bool = False,
+        object_arguments: bool = False,
     ) -> Reply:
         """`answer` as the reply to `request`: an SSE stream if it asked for one, else JSON;
         a stream's chunks carry no finish_reason unless `finish_reason`; with `one_index`,
-        each tool call comes whole in one chunk at index 0 (`reply_at_one_index`)."""
+        each tool call comes whole in one chunk at index 0 (`reply_at_one_index`); with
+        `object_arguments`, arguments go as the JSON object itself, streamed whole
+        (`reply_with_object_arguments`)."""
         self._calls += 1
         body = request.json()
         model = str(body.get("model", "fake-model"))
@@ -250,7 +261,12 @@ class FakeOpenAI(FakeHTTPServer):
                     {
                         "id": call_id,
                         "type": "function",
-                        "function": {"name": call.name, "arguments": call.arguments_text()},
+                        "function": {
+                            "name": call.name,
+                            "arguments": call.arguments
+                            if object_arguments
+                            else call.arguments_text(),
+                        },
                     }
                     for call_id, call in calls
                 ]
@@ -268,18 +284,17 @@ class FakeOpenAI(FakeHTTPServer):
             (None, chunk({"role": "assistant", "content": ""}, model=model))
         ]
         events += [(None, chunk({"content": piece}, model=model)) for piece in answer.text_pieces()]
+        whole = one_index or object_arguments
         for i, (call_id, call) in enumerate(calls):
+            arguments = call.arguments if object_arguments else call.arguments_text()
             opening = {
                 "index": 0 if one_index else i,
                 "id": call_id,
                 "type": "function",
-                "function": {
-                    "name": call.name,
-                    "arguments": call.arguments_text() if one_index else "",
-                },
+                "function": {"name": call.name, "arguments": arguments if whole else ""},
             }
             events.append((None, chunk({"tool_calls": [opening]}, model=model)))
-            if one_index:
+            if whole:
                 continue
             for piece in split_in_two(call.arguments_text()):
                 fragment = {"index": i, "function": {"arguments": piece}}

@@ -201,6 +201,25 @@ class TestOpenAIProviderTurns:
             ToolCallSpec("call_c", "fetch", {}),
         )
 
+    @pytest.mark.parametrize("mode", MODES)
+    async def test_arguments_as_a_json_object(
+        self, fake: FakeOpenAI, provider: OpenAIProvider, mode: Mode
+    ) -> None:
+        """Arguments sent as a JSON object rather than JSON text (Hugging Face TGI, llama.cpp's
+        server with --tool-args-object) are that object; the turn failed UNAVAILABLE, the
+        answer unreadable ("text expected, got dict")."""
+        fake.reply_with_object_arguments(
+            [
+                FakeToolCall("search", {"q": "tea", "limit": 3}, id="call_1"),
+                FakeToolCall("fetch", id="call_2"),
+            ]
+        )
+        completion = await call(provider, mode, HI, [SEARCH])
+        assert completion.tool_calls == (
+            ToolCallSpec("call_1", "search", {"q": "tea", "limit": 3}),
+            ToolCallSpec("call_2", "fetch", {}),
+        )
+
     async def test_new_id_inside_unfinished_arguments_is_the_same_call(
         self, fake: FakeOpenAI, provider: OpenAIProvider
     ) -> None:
