@@ -9,7 +9,9 @@ The renamed id is the one stored with the call and answered by its result, so th
 model sees the same id on the call and on its result in the next round.
 
 A truncated answer (the model reached max_tokens) is kept as it is, and logged:
-`log_stop` says which call was cut and at how many tokens.
+`log_stop` says which call was cut and at how many tokens. So is an answer a
+provider's safety filter stopped (OpenAI's and Azure's ``content_filter``,
+Anthropic's ``refusal``): what came before the stop is kept, and the stop logged.
 
 A streamed call answered (HTTP 200) with no server-sent event at all is a
 proxy's answer: an error object in JSON, or a page. `StreamHead` keeps the
@@ -31,6 +33,8 @@ logger = logging.getLogger(__name__)
 
 TRUNCATED = frozenset({"length", "max_tokens"})
 """The stop reasons of an answer cut at max_tokens (OpenAI's, Anthropic's)."""
+FILTERED = frozenset({"content_filter", "refusal"})
+"""The stop reasons of an answer a safety filter stopped (OpenAI's and Azure's, Anthropic's)."""
 
 
 def unique(call: ToolCallSpec, taken: set[str]) -> ToolCallSpec:
@@ -72,12 +76,20 @@ def text_of(value: object) -> str:
 
 
 def log_stop(provider: str, reason: str | None, max_tokens: int | None) -> None:
-    """Log an answer the model stopped for `reason` when that means it was cut short."""
+    """Log an answer the model stopped for `reason` when that means it was cut short (at
+    max_tokens, or by a content filter)."""
     if reason in TRUNCATED:
         logger.warning(
             "the %s model's answer was cut at max_tokens (%s): it is kept as it is",
             provider,
             "the provider's own limit" if max_tokens is None else max_tokens,
+        )
+    elif reason in FILTERED:
+        logger.warning(
+            "the %s provider's content filter stopped the model's answer (%s): what came "
+            "before the stop is kept",
+            provider,
+            reason,
         )
 
 

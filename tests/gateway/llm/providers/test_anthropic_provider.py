@@ -704,6 +704,39 @@ class TestAnthropicProviderProtocol:
         assert completion.content == "long answ"
         assert any(f"cut at max_tokens ({MAX_TOKENS})" in r.getMessage() for r in caplog.records)
 
+    @pytest.mark.parametrize("mode", MODES)
+    async def test_answer_stopped_by_a_refusal_logged(
+        self,
+        fake: FakeAnthropic,
+        provider: AnthropicProvider,
+        mode: Mode,
+        caplog: pytest.LogCaptureFixture,
+    ) -> None:
+        """An answer with stop_reason refusal (Anthropic's safety classifier stopped it) is
+        kept as it is, and the stop is logged; nothing said it was not whole."""
+        if mode == "complete":
+            fake.push(message([text("half an ans")], stop_reason="refusal"))
+        else:
+            start = {"type": "content_block_start", "index": 0, "content_block": text("")}
+            delta = {
+                "type": "content_block_delta",
+                "index": 0,
+                "delta": {"type": "text_delta", "text": "half an ans"},
+            }
+            stop = {"type": "message_delta", "delta": {"stop_reason": "refusal"}, "usage": {}}
+            fake.push(
+                Reply.sse(
+                    [
+                        ("content_block_start", start),
+                        ("content_block_delta", delta),
+                        ("message_delta", stop),
+                    ]
+                )
+            )
+        completion = await call(provider, mode, HI)
+        assert completion.content == "half an ans"
+        assert any("content filter" in r.getMessage() for r in caplog.records)
+
     async def test_tool_input_that_is_not_an_object_kept_raw(
         self, fake: FakeAnthropic, provider: AnthropicProvider
     ) -> None:

@@ -852,6 +852,27 @@ class TestOpenAIProviderProtocol:
         assert any("cut at max_tokens (7)" in r.getMessage() for r in caplog.records)
 
     @pytest.mark.parametrize("mode", MODES)
+    async def test_answer_stopped_by_a_content_filter_logged(
+        self,
+        fake: FakeOpenAI,
+        provider: OpenAIProvider,
+        mode: Mode,
+        caplog: pytest.LogCaptureFixture,
+    ) -> None:
+        """An answer with finish_reason content_filter (Azure OpenAI's filter stopped it) is
+        kept as it is, and the stop is logged; nothing said it was not whole."""
+        if mode == "complete":
+            message = {"role": "assistant", "content": "half an ans"}
+            choice = {"index": 0, "message": message, "finish_reason": "content_filter"}
+            fake.push(Reply.json({"id": "c", "object": "chat.completion", "choices": [choice]}))
+        else:
+            last = chunk({"content": "half an ans"}, finish_reason="content_filter")
+            fake.push(Reply.sse([(None, last), (None, "[DONE]")]))
+        completion = await call(provider, mode, HI)
+        assert completion.content == "half an ans"
+        assert any("content filter" in r.getMessage() for r in caplog.records)
+
+    @pytest.mark.parametrize("mode", MODES)
     async def test_repeated_call_ids_made_unique(
         self, fake: FakeOpenAI, provider: OpenAIProvider, mode: Mode
     ) -> None:
