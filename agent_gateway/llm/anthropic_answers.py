@@ -1,11 +1,25 @@
 """How the `anthropic` provider reads an answer: a Message, or a stream's
-events (`anthropic_provider` builds the requests and calls the API)."""
+events (`anthropic_provider` builds the requests and calls the API).
+
+A stream's events of a type this reading does not know are skipped, as Anthropic's
+versioning policy asks of clients (new event types may be added): the SDK reads
+such an event as a message_start without its message. A ``usage`` of null (in a
+message_start or a message_delta, as some Anthropic-compatible servers send it)
+leaves the usage as it was.
+
+`NoEventMarking` (the SDK client's SSE decoder, `anthropic_provider`) ends a
+streamed call answered with no event at all (a proxy's answer) with the error
+object it is, as an ``error`` event the SDK raises, or with an `answers.NO_EVENT`
+event whose ``detail`` is its start (`answers.StreamHead`).
+"""
 
 from __future__ import annotations
 
 import json
+from collections.abc import AsyncIterator
 from dataclasses import dataclass, field
 
+from anthropic._streaming import ServerSentEvent, SSEDecoder
 from anthropic.types import (
     InputJSONDelta,
     Message,
@@ -22,7 +36,7 @@ from anthropic.types import (
 from anthropic.types import TextDelta as AnthropicTextDelta
 from anthropic.types import Usage as AnthropicUsage
 
-from agent_gateway.llm.answers import text_of, unique, unique_ids
+from agent_gateway.llm.answers import NO_EVENT, StreamHead, text_of, unique, unique_ids
 from agent_gateway.llm.base import (
     Completion,
     JsonObject,
@@ -35,6 +49,26 @@ from agent_gateway.llm.base import (
 from agent_gateway.llm.remote import (
     parse_tool_arguments,
 )
+
+
+class NoEventMarking(SSEDecoder):
+    """The SDK's SSE decoder, a stream with no event ended as the module docstring says."""
+
+    async def aiter_bytes(self, iterator: AsyncIterator[bytes]) -> AsyncIterator[ServerSentEvent]:
+        """The events of the stream's bytes (see the module docstring)."""
+        head = StreamHead()
+        seen = False
+        async for event in super().aiter_bytes(head.kept(iterator)):
+            seen = seen or bool(event.data)
+            yield event
+        detail = None if seen else head.detail()
+        if detail is not None:
+            error = head.error_object()
+            if error is not None:
+                yield ServerSentEvent(event="error", data=error)
+            else:
+                mark = json.dumps({"type": NO_EVENT, "detail": detail})
+                yield ServerSentEvent(event=NO_EVENT, data=mark)
 
 
 def read_message(response: Message) -> Completion:
@@ -72,6 +106,19 @@ def _usage(usage: AnthropicUsage) -> Usage:
     return Usage(prompt, completion, prompt + completion)
 
 
+STREAM_EVENTS = frozenset(
+    {
+        "message_start",
+        "content_block_start",
+        "content_block_delta",
+        "content_block_stop",
+        "message_delta",
+        "message_stop",
+    }
+)
+"""The types of the stream events an answer is read from (any other is skipped)."""
+
+
 @dataclass(slots=True)
 class _StreamUsage:
     """Usage as a stream reports it: at message_start, then running totals in message_delta."""
@@ -81,13 +128,17 @@ class _StreamUsage:
     cache_read: int = 0
     output: int = 0
 
-    def start(self, usage: AnthropicUsage) -> None:
+    def start(self, usage: AnthropicUsage | None) -> None:
+        if usage is None:
+            return
         self.input = usage.input_tokens or 0
         self.cache_creation = usage.cache_creation_input_tokens or 0
         self.cache_read = usage.cache_read_input_tokens or 0
         self.output = usage.output_tokens or 0
 
-    def delta(self, usage: MessageDeltaUsage) -> None:
+    def delta(self, usage: MessageDeltaUsage | None) -> None:
+        if usage is None:
+            return
         if usage.input_tokens is not None:
             self.input = usage.input_tokens
         if usage.cache_creation_input_tokens is not None:
@@ -120,6 +171,8 @@ class StreamedMessage:
         Raises:
             AttributeError, TypeError: a part of it is not of the protocol's type.
         """
+        if getattr(event, "type", None) not in STREAM_EVENTS:
+            return None  # an event type added after this was written (module docstring)
         if isinstance(event, RawMessageStartEvent):
             self.usage.start(event.message.usage)
         elif isinstance(event, RawContentBlockStartEvent):

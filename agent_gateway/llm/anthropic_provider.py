@@ -16,8 +16,9 @@ Mapping a context to the Messages API:
 
 Tools go out as ``{name, description, input_schema}``. Streaming reads the
 server-sent events (message_start, content_block_start/delta/stop with
-``text_delta`` and ``input_json_delta``, message_delta, message_stop): text is
-yielded as it comes, a tool call once its block stops. Usage: prompt tokens
+``text_delta`` and ``input_json_delta``, message_delta, message_stop; an event of
+any other type is skipped, `anthropic_answers`): text is yielded as it comes, a
+tool call once its block stops. Usage: prompt tokens
 are the input tokens plus cache reads and writes, completion tokens the
 output tokens. Errors map as `remote` describes, including the ``error``
 events a stream may carry (an ``overloaded_error`` is UNAVAILABLE).
@@ -29,7 +30,9 @@ the protocol is UNAVAILABLE (`Endpoint.unreadable_answer`): a body that is not a
 Message (an HTML page from a proxy, JSON that does not parse), an event that is not
 JSON, and a stream that ends before the answer's end (neither a ``message_delta``
 with its ``stop_reason`` nor ``message_stop``: a connection closed cleanly
-mid-answer; half an answer is not stored as a whole one). An answer cut at
+mid-answer; half an answer is not stored as a whole one), or that holds no event at
+all (a proxy's page: its start is logged). A body of HTTP 200 that is an error
+object (a proxy's; streamed or not) is the error its type says. An answer cut at
 max_tokens (``stop_reason: max_tokens``) is kept and logged.
 """
 
@@ -50,8 +53,8 @@ from anthropic.types import (
     ToolUseBlockParam,
 )
 
-from agent_gateway.llm.answers import log_stop
-from agent_gateway.llm.anthropic_answers import StreamedMessage, read_message
+from agent_gateway.llm.answers import NO_EVENT, log_stop
+from agent_gateway.llm.anthropic_answers import NoEventMarking, StreamedMessage, read_message
 from agent_gateway.llm.base import (
     Completion,
     Done,
@@ -63,10 +66,10 @@ from agent_gateway.llm.base import (
 )
 from agent_gateway.llm.remote import (
     Endpoint,
-    SdkProvider,
     error_detail,
     retry_after,
 )
+from agent_gateway.llm.sdk import SdkProvider
 from stello.errors import StelloError
 
 DEFAULT_BASE_URL = "https://api.anthropic.com"
@@ -151,6 +154,13 @@ def to_anthropic_tools(tools: Sequence[ToolSpec] | None) -> list[ToolParam]:
     ]
 
 
+class _Client(anthropic.AsyncAnthropic):
+    """The SDK's client, its streams decoded by `NoEventMarking` (a proxy's answer told)."""
+
+    def _make_sse_decoder(self) -> NoEventMarking:
+        return NoEventMarking()
+
+
 class AnthropicProvider(SdkProvider[anthropic.AsyncAnthropic]):
     """Anthropic's Messages API, through the official SDK."""
 
@@ -189,7 +199,7 @@ class AnthropicProvider(SdkProvider[anthropic.AsyncAnthropic]):
         self._endpoint = Endpoint(
             "anthropic", base_url, model, timeout_s, max_retries, secret=api_key
         )
-        self._client = anthropic.AsyncAnthropic(
+        self._client = _Client(
             api_key=api_key, base_url=base_url, timeout=timeout_s, max_retries=max_retries
         )
 
@@ -217,6 +227,7 @@ class AnthropicProvider(SdkProvider[anthropic.AsyncAnthropic]):
         except (json.JSONDecodeError, RecursionError) as exc:
             # The body said JSON and was not, or nests past what the SDK's json reads.
             raise self._endpoint.unreadable_answer(f"the body is not JSON ({exc})") from exc
+        self._refuse_error(response)
         completion = self._endpoint.read_as(
             response, Message, "the body", "a Message", read_message
         )
@@ -235,6 +246,7 @@ class AnthropicProvider(SdkProvider[anthropic.AsyncAnthropic]):
         offered = to_anthropic_tools(tools) or anthropic.omit
         limit = self._limit(max_tokens)
         answer = StreamedMessage()
+        began = False
         try:
             response = await self._client.messages.create(
                 model=self._endpoint.model,
@@ -244,13 +256,14 @@ class AnthropicProvider(SdkProvider[anthropic.AsyncAnthropic]):
                 tools=offered,
                 stream=True,
             )
+            began = True  # from here on, the SDK retries nothing
             async with response:
                 async for event in response:
                     out = self._read_event(answer, event)
                     if out is not None:
                         yield out
         except (anthropic.AnthropicError, httpx2.HTTPError) as exc:
-            raise self._translate(exc) from exc
+            raise self._translate(exc, mid_answer=began) from exc
         except (json.JSONDecodeError, RecursionError) as exc:
             # An event whose data is not JSON, or nests past what the SDK's json reads.
             raise self._endpoint.unreadable_answer(
@@ -267,6 +280,9 @@ class AnthropicProvider(SdkProvider[anthropic.AsyncAnthropic]):
 
     def _read_event(self, answer: StreamedMessage, event: object) -> StreamEvent | None:
         """Fold one streamed event into `answer`; the text delta or tool call it completes."""
+        if getattr(event, "type", None) == NO_EVENT:
+            detail = getattr(event, "detail", None)
+            raise self._endpoint.unreadable_answer(str(detail))
         try:
             return answer.add(event)
         except (AttributeError, TypeError, ValueError) as exc:
@@ -274,13 +290,29 @@ class AnthropicProvider(SdkProvider[anthropic.AsyncAnthropic]):
                 f"a {type(event).__name__} of unexpected shape ({exc})"
             ) from exc
 
+    def _refuse_error(self, response: object) -> None:
+        """Raise the error a body of HTTP 200 that is an error object (a proxy's) stands for,
+        by its type, not retried."""
+        if not isinstance(response, Message) or str(response.type) != "error":
+            return
+        error = (response.model_extra or {}).get("error")
+        kind = error.get("type") if isinstance(error, dict) else None
+        status = _STATUS_OF_ERROR_TYPE.get(str(kind), 500)
+        detail = error_detail({"error": error}) or repr(error)[:200]
+        raise self._endpoint.status_error(status, detail, retried=False)
+
     def _limit(self, max_tokens: int | None) -> int:
         """The call's max_tokens: the configured one, or the caller's when that is lower."""
         return self._max_tokens if max_tokens is None else max(1, min(max_tokens, self._max_tokens))
 
-    def _translate(self, exc: anthropic.AnthropicError | httpx2.HTTPError) -> StelloError:
-        """The domain error for an SDK or transport failure."""
-        unanswered = self._unanswered(exc, anthropic.APITimeoutError, anthropic.APIConnectionError)
+    def _translate(
+        self, exc: anthropic.AnthropicError | httpx2.HTTPError, *, mid_answer: bool = False
+    ) -> StelloError:
+        """The domain error for an SDK or transport failure (`mid_answer`: while a stream
+        that had begun was read)."""
+        unanswered = self._unanswered(
+            exc, anthropic.APITimeoutError, anthropic.APIConnectionError, mid_answer=mid_answer
+        )
         if unanswered is not None:
             return unanswered
         endpoint = self._endpoint

@@ -9,6 +9,16 @@ that ``[DONE]`` ends the answer as ``stop`` (``tool_calls`` when calls came).
 A stream that ends with neither (a connection closed mid-answer) is not whole.
 The SDK swallows ``[DONE]``, so `DoneMarking` (the SDK client's SSE decoder,
 `openai_provider`) puts a `DONE_MARK` chunk before it for `StreamedAnswer` to see.
+It also drops the events with no data the SDK hands on and the SSE standard does
+not dispatch (a ``retry:`` or ``id:`` alone, an empty ``data:``).
+
+An error in an answer of HTTP 200. Some proxies answer a call with a body that
+is an error object, and vLLM and SGLang end a stream with an error event whose
+``code`` is an HTTP status (``{"error": {"code": 400, "type": "BadRequestError"}}``;
+older vLLM sends the object flat, ``{"object": "error", "message": ...}``).
+`error_in` finds such an object and `status_of_error` says what HTTP status it
+stands for: 429 for a rate limit or quota, its code when that is an error status,
+500 otherwise (`remote` maps the status).
 """
 
 from __future__ import annotations
@@ -16,7 +26,9 @@ from __future__ import annotations
 import json
 from collections.abc import AsyncIterator
 from dataclasses import dataclass, field
+from typing import Any
 
+from openai import BaseModel
 from openai._streaming import ServerSentEvent, SSEDecoder
 from openai.types import CompletionUsage
 from openai.types.chat import (
@@ -25,7 +37,7 @@ from openai.types.chat import (
 )
 from openai.types.chat.chat_completion_chunk import ChoiceDeltaToolCall
 
-from agent_gateway.llm.answers import text_of, unique_ids
+from agent_gateway.llm.answers import NO_EVENT, StreamHead, text_of, unique_ids
 from agent_gateway.llm.base import (
     Completion,
     ToolCallSpec,
@@ -40,17 +52,62 @@ DONE_MARK = "stello.done"
 """The `object` of the chunk `DoneMarking` puts before a stream's ``[DONE]``."""
 DONE_FINISH = "stop"
 """The finish a ``[DONE]`` without any finish_reason gives an answer with no tool call."""
+RATE_LIMITED = frozenset({"rate_limit_exceeded", "insufficient_quota"})
+"""The error types (or codes) of a rate limit or of a spent quota."""
+
+
+def error_in(answer: BaseModel) -> dict[str, Any] | None:
+    """The error object an answer of HTTP 200 (a chat completion, a chunk) holds instead of
+    the answer, under ``"error"`` or flat (see the module docstring); None when it holds
+    none."""
+    extra = answer.model_extra or {}
+    inner = extra.get("error")
+    if isinstance(inner, dict):
+        return inner
+    if isinstance(inner, str):
+        return {"message": inner}
+    if getattr(answer, "object", None) == "error":
+        return extra
+    return None
+
+
+def status_of_error(kind: object, code: object) -> int:
+    """The HTTP status an error object of `kind` (its type) and `code` stands for: 429 for a
+    rate limit or a quota, its code when that is an HTTP error status, else 500."""
+    if kind in RATE_LIMITED or code in RATE_LIMITED:
+        return 429
+    try:
+        status = int(str(code))
+    except ValueError:
+        return 500
+    return status if 400 <= status <= 599 else 500
 
 
 class DoneMarking(SSEDecoder):
-    """The SDK's SSE decoder, with a `DONE_MARK` chunk before each ``[DONE]`` event."""
+    """The SDK's SSE decoder, with a `DONE_MARK` chunk before each ``[DONE]`` event, and
+    without events that have no data (a ``retry:`` or ``id:`` alone, an empty ``data:``
+    keep-alive): the SSE standard does not dispatch those, the SDK hands them on.
+
+    An answer with no event at all (HTTP 200 from a proxy: a page, a JSON error object)
+    ends with one event: the error object itself, when it is one (the SDK and `error_in`
+    read it), else an `answers.NO_EVENT` chunk whose ``detail`` is its start."""
 
     async def aiter_bytes(self, iterator: AsyncIterator[bytes]) -> AsyncIterator[ServerSentEvent]:
         """The events of the stream's bytes (see the class docstring)."""
-        async for event in super().aiter_bytes(iterator):
+        head = StreamHead()
+        seen = False
+        async for event in super().aiter_bytes(head.kept(iterator)):
+            if not event.data:
+                continue
+            seen = True
             if event.data.startswith("[DONE]"):
                 yield ServerSentEvent(data=json.dumps({"object": DONE_MARK, "choices": []}))
             yield event
+        detail = None if seen else head.detail()
+        if detail is not None:
+            error = head.error_object()
+            mark = {"object": NO_EVENT, "choices": [], "detail": detail}
+            yield ServerSentEvent(data=error or json.dumps(mark))
 
 
 def read_completion(response: ChatCompletion) -> tuple[Completion, str | None]:
@@ -74,7 +131,7 @@ def read_completion(response: ChatCompletion) -> tuple[Completion, str | None]:
             ToolCallSpec(
                 id=call.id or f"tool_{i}",
                 name=name,
-                arguments=parse_tool_arguments(text_of(function.arguments), tool=name),
+                arguments=parse_tool_arguments(_arguments_text(function.arguments), tool=name),
             )
         )
     content = text_of(message.content or message.refusal)
@@ -148,32 +205,46 @@ class _PartialCall:
 
 
 class _ToolCallAssembler:
-    """Builds whole tool calls from streamed deltas, keyed by their index."""
+    """Builds whole tool calls from streamed deltas, keyed by their index.
+
+    A delta at an index whose call is whole (a name, arguments blank or a JSON object) that
+    brings another id and a name starts another call: Ollama, and LiteLLM in front of it,
+    stream parallel calls whole, every one at index 0, told apart by their ids only. Calls
+    are kept by (index, how many came at that index before), so they finish in index order,
+    then in the order they came.
+    """
 
     def __init__(self) -> None:
-        self._calls: dict[int, _PartialCall] = {}
+        self._calls: dict[tuple[int, int], _PartialCall] = {}
+        self._open: dict[int, tuple[int, int]] = {}
+        """The call each index's deltas go to now."""
 
     def add(self, delta: ChoiceDeltaToolCall) -> None:
         """Fold one delta into the call at its index."""
         index = getattr(delta, "index", None)
         if not isinstance(index, int):
             # Some compatible servers omit the index: a new id opens a new call.
-            known = [i for i, c in self._calls.items() if delta.id and c.id == delta.id]
+            known = [i for i, k in self._open.items() if delta.id and self._calls[k].id == delta.id]
             if known:
                 index = known[0]
-            elif delta.id or not self._calls:
-                index = len(self._calls)
+            elif delta.id or not self._open:
+                index = len(self._open)
             else:
-                index = max(self._calls)
-        call = self._calls.setdefault(index, _PartialCall())
+                index = max(self._open)
+        function = delta.function
+        key = self._open.get(index)
+        if key is None or _starts_another(self._calls[key], delta):
+            key = (index, 0 if key is None else key[1] + 1)
+            self._open[index] = key
+            self._calls[key] = _PartialCall()
+        call = self._calls[key]
         if delta.id and not call.id:
             call.id = delta.id
-        function = delta.function
         if function is not None:
             if function.name and not call.name:
                 call.name = function.name
             if function.arguments:
-                call.arguments.append(text_of(function.arguments))
+                call.arguments.append(_arguments_text(function.arguments))
 
     def __len__(self) -> int:
         return len(self._calls)
@@ -183,10 +254,10 @@ class _ToolCallAssembler:
         return all(call.name and _json_object(call.arguments) for call in self._calls.values())
 
     def finish(self) -> tuple[ToolCallSpec, ...]:
-        """The assembled calls, in index order, their ids unique."""
+        """The assembled calls, in index order (then as they came), their ids unique."""
         specs = []
-        for position, index in enumerate(sorted(self._calls)):
-            call = self._calls[index]
+        for position, key in enumerate(sorted(self._calls)):
+            call = self._calls[key]
             name = call.name or "unknown_tool"
             specs.append(
                 ToolCallSpec(
@@ -196,6 +267,33 @@ class _ToolCallAssembler:
                 )
             )
         return unique_ids(specs)
+
+
+def _arguments_text(value: object) -> str:
+    """A tool call's arguments as JSON text: as sent, or, sent as a JSON object or array
+    rather than as text (Hugging Face TGI, llama.cpp's server with --tool-args-object),
+    that value written as JSON (`parse_tool_arguments` reads it back, strictly).
+
+    Raises:
+        TypeError: they are something else (an answer that does not follow the protocol).
+    """
+    if isinstance(value, dict | list):
+        return json.dumps(value)
+    return text_of(value)
+
+
+def _starts_another(call: _PartialCall, delta: ChoiceDeltaToolCall) -> bool:
+    """Whether `delta`, at the index of `call`, starts another call (see `_ToolCallAssembler`)."""
+    function = delta.function
+    return bool(
+        delta.id
+        and call.id
+        and delta.id != call.id
+        and function is not None
+        and function.name
+        and call.name
+        and _json_object(call.arguments)
+    )
 
 
 def _json_object(pieces: list[str]) -> bool:

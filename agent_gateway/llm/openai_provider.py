@@ -19,18 +19,25 @@ max_tokens of its own sends none.
 
 Streaming uses server-sent events with ``stream_options.include_usage``;
 tool-call deltas are assembled by their index and emitted, in index order,
-once the stream ends. A refusal is answered as text. A call the server sent
+once the stream ends; a whole call followed, at its index, by a delta with
+another id and a name is two calls (Ollama streams parallel calls all at
+index 0, `openai_answers`). A refusal is answered as text. A call the server sent
 without an id gets ``tool_<i>``
 (its position), one without a name ``unknown_tool``; ids are made unique within
 the answer (`answers.unique_ids`). Arguments that are not a
-JSON object are kept raw (see `remote.parse_tool_arguments`). A server that
+JSON object are kept raw (see `remote.parse_tool_arguments`); arguments sent
+as a JSON object rather than as JSON text (Hugging Face TGI) are read as text is. A server that
 reports no usage gives zero usage.
 
 Errors map as `remote` describes; the SDK retries 408/409/429/5xx, timeouts
-and connection errors `max_retries` times before they surface. An answer that
+and connection errors `max_retries` times before they surface. An error object
+where the answer should be (a body of HTTP 200, an event of a stream) is the
+error its type or its HTTP status code says (`openai_answers.status_of_error`). An answer that
 does not follow the protocol is UNAVAILABLE (`Endpoint.unreadable_answer`): a
 body that is not a chat completion (an HTML page from a proxy, JSON that does not
-parse), a server-sent event that is not a chunk, and a stream that ends without
+parse), a server-sent event that is not a chunk, a streamed call answered with no event
+at all (a proxy's page; its start is logged, and an error object there is the
+error it says, `openai_answers.DoneMarking`), and a stream that ends without
 the answer's ``finish_reason`` (a connection closed cleanly mid-answer: half an
 answer is not stored as a whole one) — but for a ``data: [DONE]`` after whole
 content, which some compatible servers send instead of any finish_reason
@@ -54,7 +61,7 @@ from openai.types.chat import (
     ChatCompletionMessageParam,
 )
 
-from agent_gateway.llm.answers import log_stop
+from agent_gateway.llm.answers import NO_EVENT, log_stop
 from agent_gateway.llm.base import (
     Completion,
     Done,
@@ -65,13 +72,19 @@ from agent_gateway.llm.base import (
     ToolCallEvent,
     ToolSpec,
 )
-from agent_gateway.llm.openai_answers import DoneMarking, StreamedAnswer, read_completion
+from agent_gateway.llm.openai_answers import (
+    DoneMarking,
+    StreamedAnswer,
+    error_in,
+    read_completion,
+    status_of_error,
+)
 from agent_gateway.llm.remote import (
     Endpoint,
-    SdkProvider,
     error_detail,
     retry_after,
 )
+from agent_gateway.llm.sdk import SdkProvider
 from stello.errors import StelloError
 
 DEFAULT_BASE_URL = "https://api.openai.com/v1"
@@ -173,6 +186,7 @@ class OpenAIProvider(SdkProvider[openai.AsyncOpenAI]):
         except (json.JSONDecodeError, RecursionError) as exc:
             # The body said JSON and was not, or nests past what the SDK's json reads.
             raise self._endpoint.unreadable_answer(f"the body is not JSON ({exc})") from exc
+        self._refuse_error(response)
         completion, finish_reason = self._endpoint.read_as(
             response, ChatCompletion, "the body", "a chat completion", read_completion
         )
@@ -192,6 +206,7 @@ class OpenAIProvider(SdkProvider[openai.AsyncOpenAI]):
         cap = self._cap(max_tokens)
         limit, completion_limit = self._limits(cap)
         answer = StreamedAnswer()
+        began = False
         try:
             response = await self._client.chat.completions.create(
                 model=self._endpoint.model,
@@ -202,13 +217,14 @@ class OpenAIProvider(SdkProvider[openai.AsyncOpenAI]):
                 stream=True,
                 stream_options={"include_usage": True},
             )
+            began = True  # from here on, the SDK retries nothing
             async with response:
                 async for chunk in response:
                     piece = self._read_chunk(answer, chunk)
                     if piece:
                         yield TextDelta(piece)
         except (openai.OpenAIError, httpx2.HTTPError) as exc:
-            raise self._translate(exc) from exc
+            raise self._translate(exc, mid_answer=began) from exc
         except (json.JSONDecodeError, RecursionError) as exc:
             # A `data:` line that is not JSON, or nests past what the SDK's json reads.
             raise self._endpoint.unreadable_answer(
@@ -241,13 +257,34 @@ class OpenAIProvider(SdkProvider[openai.AsyncOpenAI]):
 
     def _read_chunk(self, answer: StreamedAnswer, chunk: object) -> str:
         """Fold one streamed chunk into `answer`; its text ('' for none)."""
+        self._refuse_error(chunk)
+        if isinstance(chunk, ChatCompletionChunk) and chunk.object == NO_EVENT:
+            detail = (chunk.model_extra or {}).get("detail")
+            raise self._endpoint.unreadable_answer(str(detail))
         return self._endpoint.read_as(
             chunk, ChatCompletionChunk, "a server-sent event", "a chat completion chunk", answer.add
         )
 
-    def _translate(self, exc: openai.OpenAIError | httpx2.HTTPError) -> StelloError:
-        """The domain error for an SDK or transport failure."""
-        unanswered = self._unanswered(exc, openai.APITimeoutError, openai.APIConnectionError)
+    def _refuse_error(self, answer: object) -> None:
+        """Raise the error an error object in an answer of HTTP 200 stands for
+        (`openai_answers.error_in`), not retried."""
+        error = (
+            error_in(answer) if isinstance(answer, ChatCompletion | ChatCompletionChunk) else None
+        )
+        if error is not None:
+            status = status_of_error(error.get("type"), error.get("code"))
+            raise self._endpoint.status_error(
+                status, error_detail({"error": error}) or repr(error)[:200], retried=False
+            )
+
+    def _translate(
+        self, exc: openai.OpenAIError | httpx2.HTTPError, *, mid_answer: bool = False
+    ) -> StelloError:
+        """The domain error for an SDK or transport failure (`mid_answer`: while a stream
+        that had begun was read)."""
+        unanswered = self._unanswered(
+            exc, openai.APITimeoutError, openai.APIConnectionError, mid_answer=mid_answer
+        )
         if unanswered is not None:
             return unanswered
         endpoint = self._endpoint
@@ -258,8 +295,8 @@ class OpenAIProvider(SdkProvider[openai.AsyncOpenAI]):
                 retry_after_s=retry_after(exc.response.headers),
             )
         if isinstance(exc, openai.APIError):
-            # An error event inside a stream: no status code, only its type.
-            status = 429 if exc.type in ("rate_limit_exceeded", "insufficient_quota") else 500
+            # An error event inside a stream: its type, maybe an HTTP status as its code.
+            status = status_of_error(exc.type, exc.code)
             detail = error_detail(exc.body) or exc.message
             return endpoint.status_error(status, detail, retried=False)
         return endpoint.status_error(500, str(exc))

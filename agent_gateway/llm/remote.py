@@ -10,6 +10,12 @@ gateway's log under that error id. Any piece of 8 or more characters of the
 API key is masked (``***``) in what is logged (`mask_secret`).
 
 - no connection, HTTP 408/409/5xx (after the SDK's retries) -> `Unavailable`;
+- a connection that broke off while a stream that had begun was read ->
+  `Unavailable` ("the answer broke off"), never retried (the SDKs retry a
+  request, not a stream once it began); a stream that sent nothing more
+  within the timeout -> `DeadlineExceeded`, likewise;
+- an answer that is not the protocol's (not JSON, an HTML page, a body said to
+  be gzip that is not) -> `Unavailable` (`Endpoint.unreadable_answer`);
 - HTTP 429 (after retries) and 402 -> `ResourceExhausted`;
 - HTTP 401/403 -> `FailedPrecondition` ("the LLM provider rejected the API key");
 - HTTP 404 -> `FailedPrecondition` (unknown model or wrong base URL);
@@ -35,10 +41,7 @@ import logging
 import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
-from types import TracebackType
-from typing import Generic, Protocol, Self, TypeVar
-
-import httpx2
+from typing import TypeVar
 
 from agent_gateway.llm.base import JsonObject
 from stello import json_text
@@ -239,8 +242,9 @@ class Endpoint:
         (logged, never answered); a rate limit or an unavailable provider carries
         `retry_after_s` (the provider's Retry-After) to the client as RetryInfo.
 
-        `retried` False: the error came inside a stream already under way, which
-        the SDK does not retry (`status` then stands for the error's type).
+        `retried` False: the error came in an answer of HTTP 200 (an event of a stream
+        under way, or a body that is an error object), which the SDK does not retry
+        (`status` then stands for the error's type or code).
         """
         error = self._status_error(status, detail, retried=retried)
         if error.reason in (LLM_RATE_LIMITED, LLM_UNAVAILABLE):
@@ -250,14 +254,15 @@ class Endpoint:
     def _status_error(self, status: int, detail: str | None, *, retried: bool) -> StelloError:
         said = f"HTTP {status}" + (f": {self.redact(detail)}" if detail else "")
         if not retried:
-            said = f"error during the answer, as {said}"
+            said = f"error in an answer of HTTP 200, as {said}"
         elif retried_status(status):
             said += self._retries()  # the SDKs retry these statuses only
         metadata = {"http_status": str(status)}
         if status in (401, 403):
             error_id = self._logged("API key rejected", said, f"{self.env}_API_KEY")
             return FailedPrecondition(
-                f"the LLM provider rejected the gateway's API key (error id {error_id})",
+                "the LLM provider rejected the gateway's API key: its operator must configure "
+                f"a valid one (error id {error_id})",
                 reason=LLM_API_KEY_REJECTED,
                 metadata=metadata,
             )
@@ -281,19 +286,33 @@ class Endpoint:
                 "unknown model or path", said, f"{self.env}_MODEL and {self.env}_BASE_URL"
             )
             return FailedPrecondition(
-                f"the LLM provider does not know the configured model (error id {error_id})",
+                "the LLM provider does not know the configured model: the gateway's operator "
+                f"must configure one it serves (error id {error_id})",
                 reason=LLM_MODEL_NOT_FOUND,
                 metadata=metadata,
             )
         error_id = self._logged("request rejected", said, "the provider's message")
         return FailedPrecondition(
-            f"the LLM provider rejected the request (error id {error_id})",
+            "the LLM provider rejected the request, and would again: the gateway's operator "
+            f"finds the reason in its log (error id {error_id})",
             reason=LLM_REQUEST_REJECTED,
             metadata=metadata,
         )
 
-    def connection_error(self, detail: str) -> Unavailable:
-        """The domain error for a server that cannot be reached or dropped the connection."""
+    def connection_error(self, detail: str, *, mid_answer: bool = False) -> Unavailable:
+        """The domain error for a server that cannot be reached or dropped the connection;
+        `mid_answer`: it dropped it while a stream that had begun was read (never retried)."""
+        if mid_answer:
+            error_id = self._logged(
+                "the connection broke off mid-answer (a stream is not retried once it began)",
+                self.redact(detail),
+                "the provider's status and the timeouts of any proxy before it",
+            )
+            return Unavailable(
+                f"the LLM provider's answer broke off before its end; retry later "
+                f"(error id {error_id})",
+                reason=LLM_UNAVAILABLE,
+            )
         error_id = self._logged(
             f"cannot reach the server{self._retries()}",
             self.redact(detail),
@@ -330,10 +349,17 @@ class Endpoint:
         except (AttributeError, TypeError, ValueError) as exc:
             raise self.unreadable_answer(f"{name} of unexpected shape ({exc})") from exc
 
-    def timeout_error(self) -> DeadlineExceeded:
-        """The domain error for a server that did not answer within the timeout."""
+    def timeout_error(self, *, mid_answer: bool = False) -> DeadlineExceeded:
+        """The domain error for a server that did not answer within the timeout; `mid_answer`:
+        a stream that had begun sent nothing more within it (never retried)."""
+        waited = (
+            f"no next piece of the answer within {self.timeout_s:g}s "
+            "(a stream is not retried once it began)"
+            if mid_answer
+            else f"no answer within {self.timeout_s:g}s{self._retries()}"
+        )
         error_id = self._logged(
-            f"no answer within {self.timeout_s:g}s{self._retries()}",
+            waited,
             "timeout",
             "the provider, or raise STELLO_LLM_TIMEOUT_S",
         )
@@ -341,58 +367,3 @@ class Endpoint:
             f"the LLM provider did not answer in time; retry later (error id {error_id})",
             reason=LLM_TIMEOUT,
         )
-
-
-class _Closable(Protocol):
-    async def close(self) -> None: ...
-
-
-ClientT = TypeVar("ClientT", bound=_Closable)
-
-
-class SdkProvider(Generic[ClientT]):
-    """What the SDK-backed providers share: their endpoint's facts, the errors of a
-    request that got no answer, `aclose` and ``async with``."""
-
-    _client: ClientT
-    _endpoint: Endpoint
-    _max_context_tokens: int
-
-    @property
-    def max_context_tokens(self) -> int:
-        """The model's context window, in tokens."""
-        return self._max_context_tokens
-
-    @property
-    def model(self) -> str:
-        """The model name sent with every request."""
-        return self._endpoint.model
-
-    def _unanswered(
-        self, exc: BaseException, timeout: type[Exception], connection: type[Exception]
-    ) -> StelloError | None:
-        """The domain error of a request that timed out or never reached the server (`timeout`
-        and `connection` are the SDK's classes for those), or None when the server answered."""
-        if isinstance(exc, timeout | httpx2.TimeoutException):
-            return self._endpoint.timeout_error()
-        if isinstance(exc, connection):
-            cause = exc.__cause__
-            return self._endpoint.connection_error(str(cause) if cause else str(exc))
-        if isinstance(exc, httpx2.HTTPError):
-            return self._endpoint.connection_error(str(exc) or type(exc).__name__)
-        return None
-
-    async def aclose(self) -> None:
-        """Close the SDK client and its connections."""
-        await self._client.close()
-
-    async def __aenter__(self) -> Self:
-        return self
-
-    async def __aexit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
-        await self.aclose()

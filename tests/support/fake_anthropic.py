@@ -13,7 +13,10 @@ message_delta with usage, message_stop) when the request has
         fake.fail(529, "overloaded")                          # one HTTP error answer
         fake.fail(500, times=3)                               # three (retries)
         fake.stream_error("overloaded_error", "busy")         # an error event mid-stream
+        fake.reply_with_events("hi", [("future_event", {...})])  # events the SDK does not know
         fake.stall(5.0)                                       # a reply 5 s late
+        fake.drop_mid_answer("hello there")                   # connection reset mid-stream
+        fake.hang_mid_answer("hello there")                   # nothing more after 2 events
         fake.cut_short("half an ans", FakeToolCall("f", {"a": 1}))  # no message_delta/_stop
         fake.set_default(lambda body: FakeAnswer("always"))   # when nothing is scripted
         ...
@@ -134,6 +137,35 @@ class FakeAnthropic(FakeHTTPServer):
 
         self.push(broken)
 
+    def reply_with_events(
+        self,
+        text: str,
+        events: Iterable[tuple[str, JsonValue]],
+        *,
+        usage_in_delta: bool = True,
+    ) -> None:
+        """Queue a streamed answer of `text` with `events` among its own, after its content
+        blocks (event types added to the API after the SDK was written: Anthropic's
+        versioning policy says clients ignore them); its message_delta has ``usage: null``
+        unless `usage_in_delta` (as some Anthropic-compatible servers send it)."""
+        answer = FakeAnswer(text)
+        extra = tuple(events)
+        self.push(
+            lambda request: self.render(answer, request, extra=extra, usage_in_delta=usage_in_delta)
+        )
+
+    def drop_mid_answer(self, text: str, *, events: int = 2) -> None:
+        """Queue a streamed answer of `text` whose connection is reset (RST) after its first
+        `events` events (a crashed server, a proxy dropping the stream)."""
+        answer = FakeAnswer(text)
+        self.push(lambda request: self.render(answer, request).dropped_after(events))
+
+    def hang_mid_answer(self, text: str, *, events: int = 2) -> None:
+        """Queue a streamed answer of `text` that stops after its first `events` events and
+        sends nothing more (the connection open) until the server closes."""
+        answer = FakeAnswer(text)
+        self.push(lambda request: self.render(answer, request).hung_after(events))
+
     def stall(self, seconds: float, text: str = "too late") -> None:
         """Queue an answer that starts only after `seconds` (a server past the deadline)."""
         answer = FakeAnswer(text)
@@ -188,8 +220,17 @@ class FakeAnthropic(FakeHTTPServer):
             },
         }
 
-    def render(self, answer: FakeAnswer, request: RecordedRequest) -> Reply:
-        """`answer` as the reply to `request`: an SSE stream if it asked for one, else JSON."""
+    def render(
+        self,
+        answer: FakeAnswer,
+        request: RecordedRequest,
+        *,
+        extra: Iterable[tuple[str, JsonValue]] = (),
+        usage_in_delta: bool = True,
+    ) -> Reply:
+        """`answer` as the reply to `request`: an SSE stream if it asked for one, else JSON;
+        a stream carries the `extra` events before its message_delta, whose usage is null
+        unless `usage_in_delta` (`reply_with_events`)."""
         self._calls += 1
         body = request.json()
         model = str(body.get("model", "fake-model"))
@@ -242,13 +283,15 @@ class FakeAnthropic(FakeHTTPServer):
                 events.append(("content_block_delta", _delta(index, delta)))
             events.append(("content_block_stop", {"type": "content_block_stop", "index": index}))
             index += 1
+        events += extra
+        usage = {"output_tokens": answer.completion_tokens} if usage_in_delta else None
         events.append(
             (
                 "message_delta",
                 {
                     "type": "message_delta",
                     "delta": {"stop_reason": stop_reason, "stop_sequence": None},
-                    "usage": {"output_tokens": answer.completion_tokens},
+                    "usage": usage,
                 },
             )
         )

@@ -21,9 +21,10 @@ import asyncio
 import contextlib
 import json
 import socket
+import struct
 from collections import deque
 from collections.abc import Callable, Iterable, Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from http import HTTPStatus
 from types import TracebackType
 from typing import Any, Self
@@ -52,7 +53,10 @@ class Reply:
 
     `chunks` None: `body` is sent with a Content-Length. Otherwise each chunk
     is sent as it comes (chunked transfer encoding), `chunk_delay_s` apart.
-    `delay_s` is waited before the status line (a slow server).
+    `delay_s` is waited before the status line (a slow server). `reset`: after the
+    chunks, the connection is reset (TCP RST) instead of the body ending, as a crashed
+    server or a proxy drops a stream mid-answer. `hang_after`: after that many chunks
+    the server sends nothing more (a server hung mid-answer) until it is closed.
     """
 
     status: int = 200
@@ -61,6 +65,16 @@ class Reply:
     chunks: tuple[bytes, ...] | None = None
     delay_s: float = 0.0
     chunk_delay_s: float = 0.0
+    reset: bool = False
+    hang_after: int | None = None
+
+    def dropped_after(self, chunks: int) -> Reply:
+        """This reply with only its first `chunks` chunks, its connection then reset."""
+        return replace(self, chunks=(self.chunks or ())[:chunks], reset=True)
+
+    def hung_after(self, chunks: int) -> Reply:
+        """This reply sending its first `chunks` chunks, then nothing until the server closes."""
+        return replace(self, hang_after=chunks)
 
     @classmethod
     def json(
@@ -360,10 +374,18 @@ async def _write_reply(writer: asyncio.StreamWriter, reply: Reply) -> None:
     head.append("transfer-encoding: chunked")
     writer.write(("\r\n".join(head) + "\r\n\r\n").encode("latin-1"))
     await writer.drain()
-    for chunk in reply.chunks:
+    for sent, chunk in enumerate(reply.chunks):
+        if sent == reply.hang_after:
+            await asyncio.Event().wait()  # until `close` cancels the connection's task
         if reply.chunk_delay_s > 0:
             await asyncio.sleep(reply.chunk_delay_s)
         writer.write(f"{len(chunk):x}\r\n".encode() + chunk + b"\r\n")
         await writer.drain()
+    if reply.reset:
+        sock = writer.get_extra_info("socket")
+        if sock is not None:  # linger 0: close sends RST, not FIN
+            sock.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))
+        writer.transport.abort()
+        raise ConnectionResetError("the fake server reset the connection mid-answer")
     writer.write(b"0\r\n\r\n")
     await writer.drain()

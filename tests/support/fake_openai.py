@@ -11,8 +11,14 @@ usage chunk when ``stream_options.include_usage`` is set::
         fake.fail(429, "slow down")                           # one HTTP error answer
         fake.fail(500, times=3)                               # three of them (retries)
         fake.stall(5.0)                                       # a reply 5 s late
+        fake.drop_mid_answer("hello there")                   # connection reset mid-stream
+        fake.hang_mid_answer("hello there")                   # nothing more after 2 events
+        fake.reply_after_empty_events("hi")  # after `retry:`, `id:`, empty `data:` events
+        fake.fail_in_answer({"message": "m", "code": 400})    # an error object in a 200 answer
+        fake.reply_with_object_arguments(calls)  # arguments as a JSON object, not text (TGI)
         fake.cut_short("half an ans", FakeToolCall("f", {"a": 1}))  # no finish_reason, no [DONE]
         fake.reply_unfinished("hello")  # no finish_reason, but [DONE] (some vLLM, llama.cpp)
+        fake.reply_at_one_index(calls)  # each call whole, all at index 0 (Ollama, LiteLLM)
         fake.set_default(lambda body: FakeAnswer("always"))   # when nothing is scripted
         ...
         fake.chat_bodies()  # the JSON bodies received, in order
@@ -24,6 +30,7 @@ Unscripted requests (with no default set) get a 501 that says so. Raw replies
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable
+from dataclasses import replace
 from typing import Any
 
 from tests.support.fake_http import (
@@ -120,6 +127,53 @@ class FakeOpenAI(FakeHTTPServer):
         for _ in range(times):
             self.push(Reply.json(body, status=status, headers=RETRY_FAST))
 
+    def drop_mid_answer(self, text: str, *, events: int = 2) -> None:
+        """Queue a streamed answer of `text` whose connection is reset (RST) after its first
+        `events` events (a crashed server, a proxy dropping the stream)."""
+        answer = FakeAnswer(text)
+        self.push(lambda request: self.render(answer, request).dropped_after(events))
+
+    def reply_with_object_arguments(self, tool_calls: Iterable[FakeToolCall]) -> None:
+        """Queue an answer whose tool calls carry their arguments as a JSON object, not as
+        JSON text (Hugging Face TGI; llama.cpp's server with ``--tool-args-object``); a
+        stream sends each call whole in one chunk."""
+        answer = FakeAnswer("", tuple(tool_calls))
+        self.push(lambda request: self.render(answer, request, object_arguments=True))
+
+    def fail_in_answer(self, error: dict[str, Any], *, flat: bool = False) -> None:
+        """Queue an answer of HTTP 200 that holds an error object instead of the answer: as the
+        body of a call, or as an event after a first chunk of a streamed one (as some proxies,
+        vLLM and SGLang send one); under ``"error"``, or `flat` as the body itself with
+        ``"object": "error"`` (older vLLM)."""
+        body = {"object": "error", **error} if flat else {"error": error}
+
+        def failing(request: RecordedRequest) -> Reply:
+            if not request.json().get("stream"):
+                return Reply.json(body)
+            model = str(request.json().get("model", "fake-model"))
+            return Reply.sse([(None, chunk({"content": "par"}, model=model)), (None, body)])
+
+        self.push(failing)
+
+    def reply_after_empty_events(self, text: str) -> None:
+        """Queue a streamed answer of `text` after events with no data, which the SSE
+        standard says are not dispatched: a ``retry:`` alone, an ``id:`` alone, an empty
+        ``data:`` (a keep-alive some proxies send)."""
+        answer = FakeAnswer(text)
+        empty = (b"retry: 3000\n\n", b"id: 7\n\n", b"data:\n\n", b": keep-alive\n\n")
+
+        def with_empty(request: RecordedRequest) -> Reply:
+            reply = self.render(answer, request)
+            return replace(reply, chunks=(*empty, *(reply.chunks or ())))
+
+        self.push(with_empty)
+
+    def hang_mid_answer(self, text: str, *, events: int = 2) -> None:
+        """Queue a streamed answer of `text` that stops after its first `events` events and
+        sends nothing more (the connection open) until the server closes."""
+        answer = FakeAnswer(text)
+        self.push(lambda request: self.render(answer, request).hung_after(events))
+
     def stall(self, seconds: float, text: str = "too late") -> None:
         """Queue an answer that starts only after `seconds` (a server past the deadline)."""
         answer = FakeAnswer(text)
@@ -135,6 +189,13 @@ class FakeOpenAI(FakeHTTPServer):
         no chunk carries a finish_reason, and ``[DONE]`` ends the stream."""
         answer = FakeAnswer(text, tuple(tool_calls))
         self.push(lambda request: self.render(answer, request, finish_reason=False))
+
+    def reply_at_one_index(self, tool_calls: Iterable[FakeToolCall]) -> None:
+        """Queue an answer whose parallel tool calls are streamed as Ollama (and LiteLLM in
+        front of it) streams them: each call whole in one chunk, every one at index 0, told
+        apart by its id only."""
+        answer = FakeAnswer("", tuple(tool_calls))
+        self.push(lambda request: self.render(answer, request, one_index=True))
 
     def cut_short(self, text: str, call: FakeToolCall | None = None, *, done: bool = False) -> None:
         """Queue a stream that ends cleanly in the middle of the answer: `text`, then the first
@@ -168,10 +229,19 @@ class FakeOpenAI(FakeHTTPServer):
         return [r.json() for r in self.requests if r.path.endswith("/chat/completions")]
 
     def render(
-        self, answer: FakeAnswer, request: RecordedRequest, *, finish_reason: bool = True
+        self,
+        answer: FakeAnswer,
+        request: RecordedRequest,
+        *,
+        finish_reason: bool = True,
+        one_index: bool = False,
+        object_arguments: bool = False,
     ) -> Reply:
         """`answer` as the reply to `request`: an SSE stream if it asked for one, else JSON;
-        a stream's chunks carry no finish_reason unless `finish_reason`."""
+        a stream's chunks carry no finish_reason unless `finish_reason`; with `one_index`,
+        each tool call comes whole in one chunk at index 0 (`reply_at_one_index`); with
+        `object_arguments`, arguments go as the JSON object itself, streamed whole
+        (`reply_with_object_arguments`)."""
         self._calls += 1
         body = request.json()
         model = str(body.get("model", "fake-model"))
@@ -191,7 +261,12 @@ class FakeOpenAI(FakeHTTPServer):
                     {
                         "id": call_id,
                         "type": "function",
-                        "function": {"name": call.name, "arguments": call.arguments_text()},
+                        "function": {
+                            "name": call.name,
+                            "arguments": call.arguments
+                            if object_arguments
+                            else call.arguments_text(),
+                        },
                     }
                     for call_id, call in calls
                 ]
@@ -209,14 +284,18 @@ class FakeOpenAI(FakeHTTPServer):
             (None, chunk({"role": "assistant", "content": ""}, model=model))
         ]
         events += [(None, chunk({"content": piece}, model=model)) for piece in answer.text_pieces()]
+        whole = one_index or object_arguments
         for i, (call_id, call) in enumerate(calls):
+            arguments = call.arguments if object_arguments else call.arguments_text()
             opening = {
-                "index": i,
+                "index": 0 if one_index else i,
                 "id": call_id,
                 "type": "function",
-                "function": {"name": call.name, "arguments": ""},
+                "function": {"name": call.name, "arguments": arguments if whole else ""},
             }
             events.append((None, chunk({"tool_calls": [opening]}, model=model)))
+            if whole:
+                continue
             for piece in split_in_two(call.arguments_text()):
                 fragment = {"index": i, "function": {"arguments": piece}}
                 events.append((None, chunk({"tool_calls": [fragment]}, model=model)))

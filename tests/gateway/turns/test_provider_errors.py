@@ -232,3 +232,39 @@ class TestUnreadableAnswers:
             reply = await send(stack, root.id, "second")
             assert reply.assistant.content == "second answer"
             assert len(await stack.records(root.id)) == len(before) + 2
+
+
+class TestStreamsThatBreakOff:
+    async def test_a_reset_mid_answer_stores_nothing(
+        self, make_stack: StackMaker, endpoint: Endpoint, caplog: pytest.LogCaptureFixture
+    ) -> None:
+        """A connection reset after SendStream showed part of the answer is UNAVAILABLE
+        LLM_UNAVAILABLE "the answer broke off" with an error id; nothing is stored and the
+        turn sent again works. It was told "the LLM provider cannot be reached", and the
+        log sent the operator to the base URL setting."""
+        fake, url = endpoint.fake, endpoint.fake.base_url
+        async with endpoint.provider(url) as provider:
+            stack = await make_stack(provider)
+            root = await stack.root()
+            fake.reply("first answer")
+            await send(stack, root.id, "first")
+            before = await stack.records(root.id)
+            fake.drop_mid_answer("half of an answer", events=4)
+            with caplog.at_level(logging.WARNING):
+                error = await rpc_error(stream_events(stack, root.id, "second"))
+            assert (error.code().name, error_info(error).reason) == (
+                "UNAVAILABLE",
+                "LLM_UNAVAILABLE",
+            )
+            details = error.details() or ""
+            assert "broke off" in details and "retry later" in details
+            assert_plain(details, url)
+            found = ERROR_ID.search(details)
+            assert found is not None, details
+            logged = [r.getMessage() for r in caplog.records if found.group(1) in r.getMessage()]
+            assert len(logged) == 1 and "mid-answer" in logged[0]
+            assert "_BASE_URL" not in logged[0]
+            assert await stack.records(root.id) == before
+            fake.reply("second answer")
+            reply = await send(stack, root.id, "second")
+            assert reply.assistant.content == "second answer"

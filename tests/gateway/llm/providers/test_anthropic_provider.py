@@ -104,6 +104,29 @@ class TestAnthropicProviderTurns:
         ]
         assert fake.message_bodies()[0]["stream"] is True
 
+    async def test_stream_ignores_event_types_it_does_not_know(
+        self, fake: FakeAnthropic, provider: AnthropicProvider
+    ) -> None:
+        """An event of a type added to the API later (Anthropic's versioning policy: clients
+        ignore those) is skipped and the answer kept; the turn failed UNAVAILABLE, the SDK
+        having read it as a message_start without its message."""
+        future = [
+            ("future_event", {"type": "future_event", "detail": {"n": 1}}),
+            ("future_event", {"type": "future_event", "message": None}),
+        ]
+        fake.reply_with_events("hello there", future)
+        events = [event async for event in provider.stream(HI)]
+        assert events[-1] == Done(Completion("hello there", usage=Usage(10, 5, 15)))
+
+    async def test_stream_message_delta_without_usage(
+        self, fake: FakeAnthropic, provider: AnthropicProvider
+    ) -> None:
+        """A message_delta with ``usage: null`` (some Anthropic-compatible servers) ends the
+        answer with the usage message_start gave; it was an unreadable answer."""
+        fake.reply_with_events("hello there", [], usage_in_delta=False)
+        events = [event async for event in provider.stream(HI)]
+        assert events[-1] == Done(Completion("hello there", usage=Usage(10, 1, 11)))
+
     async def test_cache_tokens_count_as_prompt(
         self, fake: FakeAnthropic, provider: AnthropicProvider
     ) -> None:
@@ -378,6 +401,65 @@ class TestAnthropicProviderErrors:
                 await call(provider, mode, HI)
         assert "no answer within 0.2s" in logged(caplog, caught.value)
 
+    async def test_connection_reset_mid_answer(
+        self, fake: FakeAnthropic, provider: AnthropicProvider, caplog: pytest.LogCaptureFixture
+    ) -> None:
+        """A connection reset after the stream began is UNAVAILABLE as an answer that broke
+        off, not retried; it was told as a server that "cannot be reached", logged as
+        "after 1 retry" (none was made) with no cause, and the base URL to check."""
+        fake.drop_mid_answer("hello there", events=4)
+        shown: list[object] = []
+        with pytest.raises(Unavailable, match="answer broke off") as caught:
+            async for event in provider.stream(HI):
+                shown.append(event)
+        assert shown == [TextDelta("hell")]
+        assert caught.value.reason == "LLM_UNAVAILABLE"
+        line = logged(caplog, caught.value)
+        assert "mid-answer" in line
+        assert "retry" not in line
+        assert "STELLO_ANTHROPIC_BASE_URL" not in line
+        assert len(fake.requests) == 1
+
+    async def test_server_hung_mid_answer(
+        self, fake: FakeAnthropic, caplog: pytest.LogCaptureFixture
+    ) -> None:
+        """A stream that stops sending mid-answer is DEADLINE_EXCEEDED, logged as the wait for
+        the answer's next piece, not retried; it was logged as "no answer within 0.2s after 1
+        retry" (none was made)."""
+        fake.hang_mid_answer("hello there", events=4)
+        async with AnthropicProvider(
+            model=MODEL, api_key=KEY, base_url=fake.base_url, timeout_s=0.2, max_retries=1
+        ) as provider:
+            with pytest.raises(DeadlineExceeded, match="did not answer in time") as caught:
+                await collect(provider.stream(HI))
+        line = logged(caplog, caught.value)
+        assert "no next piece of the answer within 0.2s" in line
+        assert "retry" not in line
+        assert len(fake.requests) == 1
+
+    @pytest.mark.parametrize("mode", MODES)
+    async def test_answer_that_cannot_be_decompressed(
+        self,
+        fake: FakeAnthropic,
+        provider: AnthropicProvider,
+        caplog: pytest.LogCaptureFixture,
+        mode: Mode,
+    ) -> None:
+        """An answer said to be gzip that is not (a proxy's mistake) is an unreadable answer,
+        logged as one; it was told as a server that "cannot be reached" (a stream: one that
+        "broke off"), and logged so."""
+        broken = Reply(
+            headers=(("content-type", "application/json"), ("content-encoding", "gzip")),
+            body=b"this is not gzip",
+        )
+        fake.push(broken, broken)
+        with pytest.raises(Unavailable, match="answer could not be read") as caught:
+            await call(provider, mode, HI)
+        line = logged(caplog, caught.value)
+        assert "could not be decompressed" in line
+        assert "cannot reach" not in line
+        assert "broke off" not in line
+
     @pytest.mark.parametrize("mode", MODES)
     async def test_unreachable_unavailable(
         self, mode: Mode, caplog: pytest.LogCaptureFixture
@@ -518,6 +600,59 @@ class TestAnthropicProviderProtocol:
         with pytest.raises(Unavailable, match="answer could not be read"):
             await collect(provider.stream(HI))
 
+    @pytest.mark.parametrize("mode", MODES)
+    @pytest.mark.parametrize(
+        ("reply", "expected", "said"),
+        [
+            pytest.param(
+                Reply.text("<html><body>Sign in to the proxy</body></html>"),
+                Unavailable,
+                "Sign in to the proxy",
+                id="html-page",
+            ),
+            pytest.param(
+                Reply.json(
+                    {"type": "error", "error": {"type": "rate_limit_error", "message": "slow"}}
+                ),
+                ResourceExhausted,
+                "slow",
+                id="json-error",
+            ),
+            pytest.param(
+                Reply.json(
+                    {
+                        "type": "error",
+                        "error": {"type": "invalid_request_error", "message": "bad tools"},
+                    }
+                ),
+                FailedPrecondition,
+                "bad tools",
+                id="json-refusal",
+            ),
+        ],
+    )
+    async def test_answered_by_something_else(
+        self,
+        fake: FakeAnthropic,
+        provider: AnthropicProvider,
+        caplog: pytest.LogCaptureFixture,
+        mode: Mode,
+        reply: Reply,
+        expected: type[Exception],
+        said: str,
+    ) -> None:
+        """A call answered (HTTP 200) with an error object (a proxy's) or, streamed, with no
+        server-sent event (a proxy's page) is the error that object's type says, or
+        UNAVAILABLE with the start of what came logged; the error's message was lost (a
+        Message "of unexpected shape"; a stream "closed mid-answer")."""
+        fake.push(reply)
+        with pytest.raises(expected) as caught:
+            await call(provider, mode, HI)
+        line = logged(caplog, caught.value)
+        assert said in line
+        assert "closed mid-answer" not in line
+        assert len(fake.requests) == 1
+
     @pytest.mark.parametrize("with_call", [False, True], ids=["text", "tool-call"])
     async def test_stream_cut_short_unavailable(
         self,
@@ -568,6 +703,39 @@ class TestAnthropicProviderProtocol:
         completion = await call(provider, mode, HI)
         assert completion.content == "long answ"
         assert any(f"cut at max_tokens ({MAX_TOKENS})" in r.getMessage() for r in caplog.records)
+
+    @pytest.mark.parametrize("mode", MODES)
+    async def test_answer_stopped_by_a_refusal_logged(
+        self,
+        fake: FakeAnthropic,
+        provider: AnthropicProvider,
+        mode: Mode,
+        caplog: pytest.LogCaptureFixture,
+    ) -> None:
+        """An answer with stop_reason refusal (Anthropic's safety classifier stopped it) is
+        kept as it is, and the stop is logged; nothing said it was not whole."""
+        if mode == "complete":
+            fake.push(message([text("half an ans")], stop_reason="refusal"))
+        else:
+            start = {"type": "content_block_start", "index": 0, "content_block": text("")}
+            delta = {
+                "type": "content_block_delta",
+                "index": 0,
+                "delta": {"type": "text_delta", "text": "half an ans"},
+            }
+            stop = {"type": "message_delta", "delta": {"stop_reason": "refusal"}, "usage": {}}
+            fake.push(
+                Reply.sse(
+                    [
+                        ("content_block_start", start),
+                        ("content_block_delta", delta),
+                        ("message_delta", stop),
+                    ]
+                )
+            )
+        completion = await call(provider, mode, HI)
+        assert completion.content == "half an ans"
+        assert any("content filter" in r.getMessage() for r in caplog.records)
 
     async def test_tool_input_that_is_not_an_object_kept_raw(
         self, fake: FakeAnthropic, provider: AnthropicProvider

@@ -22,7 +22,13 @@ from agent_gateway.llm import (
     collect,
 )
 from agent_gateway.llm.openai_provider import OpenAIProvider
-from stello.errors import DeadlineExceeded, FailedPrecondition, ResourceExhausted, Unavailable
+from stello.errors import (
+    DeadlineExceeded,
+    FailedPrecondition,
+    ResourceExhausted,
+    StelloError,
+    Unavailable,
+)
 from tests.gateway.llm.providers.support import (
     KEY,
     MODEL,
@@ -83,6 +89,16 @@ class TestOpenAIProviderTurns:
                 "stream_options": {"include_usage": True},
             }
         ]
+
+    async def test_stream_skips_events_without_data(
+        self, fake: FakeOpenAI, provider: OpenAIProvider
+    ) -> None:
+        """Events with no data (a ``retry:`` or ``id:`` alone, an empty ``data:`` keep-alive),
+        which the SSE standard does not dispatch, are skipped; the turn failed UNAVAILABLE,
+        the SDK having handed them on as events whose data is not JSON."""
+        fake.reply_after_empty_events("hello there")
+        completion = await collect(provider.stream(HI))
+        assert completion.content == "hello there"
 
     async def test_stream_without_usage(self, fake: FakeOpenAI, provider: OpenAIProvider) -> None:
         """A server that sends no usage chunk gives zero usage rather than failing."""
@@ -164,6 +180,66 @@ class TestOpenAIProviderTurns:
             ToolCallSpec("c0", "a", {"n": 1}),
             ToolCallSpec("tool_1", "unknown_tool", {}),
         )
+
+    async def test_parallel_calls_at_one_index_kept_apart(
+        self, fake: FakeOpenAI, provider: OpenAIProvider
+    ) -> None:
+        """Parallel calls streamed whole, each at index 0 with an id of its own (Ollama, LiteLLM
+        in front of it) are as many calls, in the order they came; they were one call whose
+        arguments ran together (`{"q":"tea"}{"q":"milk"}`, kept raw) and the others lost."""
+        fake.reply_at_one_index(
+            [
+                FakeToolCall("search", {"q": "tea"}, id="call_a"),
+                FakeToolCall("search", {"q": "milk"}, id="call_b"),
+                FakeToolCall("fetch", id="call_c"),
+            ]
+        )
+        completion = await collect(provider.stream(HI, tools=[SEARCH]))
+        assert completion.tool_calls == (
+            ToolCallSpec("call_a", "search", {"q": "tea"}),
+            ToolCallSpec("call_b", "search", {"q": "milk"}),
+            ToolCallSpec("call_c", "fetch", {}),
+        )
+
+    @pytest.mark.parametrize("mode", MODES)
+    async def test_arguments_as_a_json_object(
+        self, fake: FakeOpenAI, provider: OpenAIProvider, mode: Mode
+    ) -> None:
+        """Arguments sent as a JSON object rather than JSON text (Hugging Face TGI, llama.cpp's
+        server with --tool-args-object) are that object; the turn failed UNAVAILABLE, the
+        answer unreadable ("text expected, got dict")."""
+        fake.reply_with_object_arguments(
+            [
+                FakeToolCall("search", {"q": "tea", "limit": 3}, id="call_1"),
+                FakeToolCall("fetch", id="call_2"),
+            ]
+        )
+        completion = await call(provider, mode, HI, [SEARCH])
+        assert completion.tool_calls == (
+            ToolCallSpec("call_1", "search", {"q": "tea", "limit": 3}),
+            ToolCallSpec("call_2", "fetch", {}),
+        )
+
+    async def test_new_id_inside_unfinished_arguments_is_the_same_call(
+        self, fake: FakeOpenAI, provider: OpenAIProvider
+    ) -> None:
+        """A delta at the same index with another id, while the call's arguments are not yet
+        whole, continues that call (a server that sends a fresh id with every delta)."""
+        deltas = [
+            {"index": 0, "id": "c1", "function": {"name": "search", "arguments": '{"q"'}},
+            {"index": 0, "id": "c2", "function": {"name": "search", "arguments": ': "tea"}'}},
+        ]
+        fake.push(
+            Reply.sse(
+                [
+                    *((None, chunk({"tool_calls": [delta]})) for delta in deltas),
+                    (None, chunk({}, finish_reason="tool_calls")),
+                    (None, "[DONE]"),
+                ]
+            )
+        )
+        completion = await collect(provider.stream(HI, tools=[SEARCH]))
+        assert completion.tool_calls == (ToolCallSpec("c1", "search", {"q": "tea"}),)
 
     @pytest.mark.parametrize("mode", MODES)
     @pytest.mark.parametrize(
@@ -400,6 +476,65 @@ class TestOpenAIProviderErrors:
                 await call(provider, mode, HI)
         assert "no answer within 0.2s" in logged(caplog, caught.value)
 
+    async def test_connection_reset_mid_answer(
+        self, fake: FakeOpenAI, provider: OpenAIProvider, caplog: pytest.LogCaptureFixture
+    ) -> None:
+        """A connection reset after the stream began is UNAVAILABLE as an answer that broke
+        off, not retried; it was told as a server that "cannot be reached", logged as
+        "after 1 retry" (none was made) with no cause, and the base URL to check."""
+        fake.drop_mid_answer("hello there", events=2)
+        shown: list[object] = []
+        with pytest.raises(Unavailable, match="answer broke off") as caught:
+            async for event in provider.stream(HI):
+                shown.append(event)
+        assert shown == [TextDelta("hell")]
+        assert caught.value.reason == "LLM_UNAVAILABLE"
+        line = logged(caplog, caught.value)
+        assert "mid-answer" in line
+        assert "retry" not in line
+        assert "STELLO_OPENAI_BASE_URL" not in line
+        assert len(fake.requests) == 1
+
+    async def test_server_hung_mid_answer(
+        self, fake: FakeOpenAI, caplog: pytest.LogCaptureFixture
+    ) -> None:
+        """A stream that stops sending mid-answer is DEADLINE_EXCEEDED, logged as the wait for
+        the answer's next piece, not retried; it was logged as "no answer within 0.2s after 1
+        retry" (none was made)."""
+        fake.hang_mid_answer("hello there", events=2)
+        async with OpenAIProvider(
+            model=MODEL, api_key=KEY, base_url=fake.base_url, timeout_s=0.2, max_retries=1
+        ) as provider:
+            with pytest.raises(DeadlineExceeded, match="did not answer in time") as caught:
+                await collect(provider.stream(HI))
+        line = logged(caplog, caught.value)
+        assert "no next piece of the answer within 0.2s" in line
+        assert "retry" not in line
+        assert len(fake.requests) == 1
+
+    @pytest.mark.parametrize("mode", MODES)
+    async def test_answer_that_cannot_be_decompressed(
+        self,
+        fake: FakeOpenAI,
+        provider: OpenAIProvider,
+        caplog: pytest.LogCaptureFixture,
+        mode: Mode,
+    ) -> None:
+        """An answer said to be gzip that is not (a proxy's mistake) is an unreadable answer,
+        logged as one; it was told as a server that "cannot be reached" (a stream: one that
+        "broke off"), and logged so."""
+        broken = Reply(
+            headers=(("content-type", "application/json"), ("content-encoding", "gzip")),
+            body=b"this is not gzip",
+        )
+        fake.push(broken, broken)
+        with pytest.raises(Unavailable, match="answer could not be read") as caught:
+            await call(provider, mode, HI)
+        line = logged(caplog, caught.value)
+        assert "could not be decompressed" in line
+        assert "cannot reach" not in line
+        assert "broke off" not in line
+
     @pytest.mark.parametrize("mode", MODES)
     async def test_unreachable_unavailable(
         self, mode: Mode, caplog: pytest.LogCaptureFixture
@@ -429,6 +564,54 @@ class TestOpenAIProviderErrors:
         with pytest.raises(Unavailable) as caught:
             await collect(provider.stream(HI))
         assert "model crashed" in logged(caplog, caught.value)
+        assert len(fake.requests) == 1
+
+    @pytest.mark.parametrize("mode", MODES)
+    @pytest.mark.parametrize("flat", [False, True], ids=["under-error", "flat"])
+    @pytest.mark.parametrize(
+        ("error", "expected", "reason"),
+        [
+            (
+                {"message": "context too long", "type": "BadRequestError", "code": 400},
+                FailedPrecondition,
+                "LLM_REQUEST_REJECTED",
+            ),
+            (
+                {"message": "quota spent", "type": "insufficient_quota", "code": None},
+                ResourceExhausted,
+                "LLM_RATE_LIMITED",
+            ),
+            (
+                {"message": "upstream gone", "type": "upstream_error", "code": 502},
+                Unavailable,
+                "LLM_UNAVAILABLE",
+            ),
+        ],
+        ids=["code-400", "quota", "code-502"],
+    )
+    async def test_error_object_in_a_200_answer(
+        self,
+        fake: FakeOpenAI,
+        provider: OpenAIProvider,
+        caplog: pytest.LogCaptureFixture,
+        mode: Mode,
+        flat: bool,
+        error: dict[str, object],
+        expected: type[Exception],
+        reason: str,
+    ) -> None:
+        """An error object where the answer should be (a proxy's 200 body, vLLM's error event
+        mid-stream, under "error" or flat) is the error its type or HTTP status code says,
+        its message logged, not retried. It was an empty answer (a call: the turn then told
+        "the model answered nothing"), or UNAVAILABLE whatever its code said (a stream:
+        "retry later" for a request that fails again), or, flat, an unreadable answer whose
+        message was not logged."""
+        fake.fail_in_answer(error, flat=flat)
+        with pytest.raises(expected) as caught:
+            await call(provider, mode, HI)
+        assert isinstance(caught.value, StelloError)
+        assert caught.value.reason == reason
+        assert str(error["message"]) in logged(caplog, caught.value)
         assert len(fake.requests) == 1
 
 
@@ -550,6 +733,48 @@ class TestOpenAIProviderProtocol:
         with pytest.raises(Unavailable, match="answer could not be read"):
             await collect(provider.stream(HI))
 
+    @pytest.mark.parametrize(
+        ("reply", "expected", "said"),
+        [
+            pytest.param(
+                Reply.text("<html><body>Sign in to the proxy</body></html>"),
+                Unavailable,
+                "Sign in to the proxy",
+                id="html-page",
+            ),
+            pytest.param(
+                Reply.json({"error": {"message": "quota spent", "type": "insufficient_quota"}}),
+                ResourceExhausted,
+                "quota spent",
+                id="json-error",
+            ),
+            pytest.param(
+                Reply.json({"object": "error", "message": "bad tools", "code": 400}),
+                FailedPrecondition,
+                "bad tools",
+                id="flat-json-error",
+            ),
+        ],
+    )
+    async def test_stream_answered_without_events(
+        self,
+        fake: FakeOpenAI,
+        provider: OpenAIProvider,
+        caplog: pytest.LogCaptureFixture,
+        reply: Reply,
+        expected: type[Exception],
+        said: str,
+    ) -> None:
+        """A streamed call answered (HTTP 200) with no server-sent event, by a proxy's page or an
+        error object, is the error that object says, or UNAVAILABLE with the start of what came
+        logged; it was logged as a stream "closed mid-answer", the error's message lost."""
+        fake.push(reply)
+        with pytest.raises(expected) as caught:
+            await collect(provider.stream(HI))
+        line = logged(caplog, caught.value)
+        assert said in line
+        assert "closed mid-answer" not in line
+
     @pytest.mark.parametrize("with_call", [False, True], ids=["text", "tool-call"])
     async def test_stream_cut_short_unavailable(
         self,
@@ -625,6 +850,27 @@ class TestOpenAIProviderProtocol:
             completion = await collect(provider.stream(HI, max_tokens=7))
         assert completion.content == "long answ"
         assert any("cut at max_tokens (7)" in r.getMessage() for r in caplog.records)
+
+    @pytest.mark.parametrize("mode", MODES)
+    async def test_answer_stopped_by_a_content_filter_logged(
+        self,
+        fake: FakeOpenAI,
+        provider: OpenAIProvider,
+        mode: Mode,
+        caplog: pytest.LogCaptureFixture,
+    ) -> None:
+        """An answer with finish_reason content_filter (Azure OpenAI's filter stopped it) is
+        kept as it is, and the stop is logged; nothing said it was not whole."""
+        if mode == "complete":
+            message = {"role": "assistant", "content": "half an ans"}
+            choice = {"index": 0, "message": message, "finish_reason": "content_filter"}
+            fake.push(Reply.json({"id": "c", "object": "chat.completion", "choices": [choice]}))
+        else:
+            last = chunk({"content": "half an ans"}, finish_reason="content_filter")
+            fake.push(Reply.sse([(None, last), (None, "[DONE]")]))
+        completion = await call(provider, mode, HI)
+        assert completion.content == "half an ans"
+        assert any("content filter" in r.getMessage() for r in caplog.records)
 
     @pytest.mark.parametrize("mode", MODES)
     async def test_repeated_call_ids_made_unique(

@@ -88,10 +88,15 @@ class TestEndpoint:
         reason: str,
         caplog: pytest.LogCaptureFixture,
     ) -> None:
-        """Each HTTP status maps to its domain error and reason with the status only; the
-        provider, server, model and the provider's text are logged under the error id."""
+        """Each HTTP status maps to its domain error and reason with the status only, and says
+        what to do: retry later, or (a refusal, which a retry meets again) that the gateway's
+        operator must act; the provider, server, model and the provider's text are logged
+        under the error id. A refusal said only what happened ("the LLM provider rejected
+        the request")."""
         mapped = ENDPOINT.status_error(status, "why")
         assert type(mapped) is error
+        todo = "operator" if error is FailedPrecondition else "retry later"
+        assert todo in mapped.message, mapped.message
         assert mapped.reason == reason
         assert mapped.metadata == {"http_status": str(status)}
         assert "why" not in mapped.message and "llm:8000" not in mapped.message
