@@ -1,26 +1,26 @@
-"""Operator commands: up, migrate, health, reconcile (keys and spaces: `stello_cli.keys`).
+"""Operator commands: up, migrate, reconcile (health: `stello_cli.health`; keys and spaces:
+`stello_cli.keys`).
 
-All but `health` and `reconcile` work on the database directly
-(``STELLO_DATABASE_URL``, else the embedded one; the admin commands given neither use
-the database `stello up` saved, `stello_cli.databases`); `up` runs the three services.
+All but `reconcile` work on the database directly (``STELLO_DATABASE_URL``, else the
+embedded one; the admin commands given neither use the database `stello up` saved,
+`stello_cli.databases`); `up` runs the three services.
 """
 
 from __future__ import annotations
 
 import argparse
-import json
 import logging
-import sys
 from typing import TYPE_CHECKING
 
 from stello_cli.databases import admin_settings, settings_of
+from stello_cli.health import register_health
 from stello_cli.keys import register_keys
-from stello_cli.parser import HEALTH_TIMEOUT_S, Commands, call_timeout, int32, seconds
+from stello_cli.parser import Commands, call_timeout, int32
 from stello_cli.style import one_line, plural, write
 from stello_client.credentials import load_credentials
 from stello_client.dicts import dumps
-from stello_client.errors import ClientError, connection_hint, rpc_error_line
-from stello_client.flags import address_problem, gateway_address, pick, resolve_tls, tls_options
+from stello_client.errors import ClientError, rpc_error_line
+from stello_client.flags import pick, resolve_tls
 
 if TYPE_CHECKING:  # the database commands import these when they run (a client needs none)
     from stello.migrate import Migration
@@ -186,60 +186,6 @@ async def cmd_up(args: argparse.Namespace) -> int:
     return 0
 
 
-async def cmd_health(args: argparse.Namespace) -> int:
-    """Ask a server's grpc health service; exit 0 only when SERVING (container probes)."""
-    import grpc
-    from grpc_health.v1 import health_pb2, health_pb2_grpc
-
-    from stello.channels import open_channel
-
-    address = args.address or getattr(args, "gateway", None)
-    if not address:
-        saved = load_credentials()
-        address = pick(None, "STELLO_GATEWAY", saved.gateway if saved else None)
-        problem = address_problem(address) if address else None
-        if problem is not None:
-            raise ClientError(f"STELLO_GATEWAY: {problem}")
-    if not address:
-        raise ClientError("no address: give HOST:PORT, set STELLO_GATEWAY, or run `stello up`")
-    async with open_channel(address, tls=resolve_tls(args)) as channel:
-        try:
-            reply = await health_pb2_grpc.HealthStub(channel).Check(
-                health_pb2.HealthCheckRequest(service=args.service),
-                timeout=call_timeout(args, HEALTH_TIMEOUT_S),
-            )
-        except grpc.aio.AioRpcError as err:
-            hint = connection_hint(err, address)
-            if err.code() == grpc.StatusCode.NOT_FOUND and args.service:
-                hint = f"no service {args.service!r} here: give a full name, {SERVICE_NAMES}"
-            _said_health(args, address, err.code().name, failed=True, hint=hint)
-            return 1
-    name = health_pb2.HealthCheckResponse.ServingStatus.Name(reply.status)
-    _said_health(args, address, name, failed=False)
-    return 0 if reply.status == health_pb2.HealthCheckResponse.SERVING else 1
-
-
-SERVICE_NAMES = (
-    "stello.agent.v1.AgentGateway, stello.storage.v1.SessionStorage, stello.tree.v1.SessionTree"
-)
-"""What `health --service` takes: each server answers for its own."""
-
-
-def _said_health(
-    args: argparse.Namespace, address: str, status: str, *, failed: bool, hint: str | None = None
-) -> None:
-    """`HOST:PORT: STATUS` (on stderr when the call failed), or with --json one object on
-    stdout: {"address": ..., "status": ...} (a failed call's status is its gRPC code). A
-    connection that failed as TLS does adds the other commands' hint (`(... pass
-    --ca-file ...)`; JSON: "hint")."""
-    if getattr(args, "json", False):
-        said = {"address": address, "status": status}
-        write(json.dumps(said if hint is None else {**said, "hint": hint}))
-    else:
-        line = f"{address}: {status}" if hint is None else f"{address}: {status} ({hint})"
-        write(line, stream=sys.stderr if failed else sys.stdout)
-
-
 async def cmd_reconcile(args: argparse.Namespace) -> int:
     """Remove provisional sessions no saga will commit (the tree's SweepProvisional)."""
     import grpc
@@ -373,7 +319,7 @@ def register(commands: Commands) -> None:
         help="shards of each distributed table (default: the distribution plan's, 64; counts only "
         "the first time a table is distributed)",
     )
-    _register_health(commands)
+    register_health(commands)
     register_keys(commands)
     reconcile = commands.client(
         "reconcile",
@@ -390,45 +336,3 @@ def register(commands: Commands) -> None:
         help="only those created over S seconds ago",
     )
     reconcile.add_argument("--dry-run", action="store_true", help="list them, remove nothing")
-
-
-def _register_health(commands: Commands) -> None:
-    health = commands.local(
-        "health",
-        cmd_health,
-        "check a server's health (exit 0 when SERVING)",
-        "Ask a Stello server's grpc health service; exit 0 only while it is SERVING\n"
-        "(what container healthchecks run).",
-    )
-    health.add_argument(
-        "address",
-        nargs="?",
-        type=gateway_address,
-        metavar="HOST:PORT",
-        help="the server (default: --gateway, STELLO_GATEWAY, else the gateway `stello up` saved)",
-    )
-    # The global flag, also after the command (as every client command takes it).
-    health.add_argument(
-        "--gateway",
-        type=gateway_address,
-        default=argparse.SUPPRESS,
-        metavar="HOST:PORT",
-        help="the gateway to ask when HOST:PORT is not given (STELLO_GATEWAY)",
-    )
-    health.add_argument(
-        "--service",
-        default="",
-        help="a service's full name, e.g. stello.agent.v1.AgentGateway (default: the whole server)",
-    )
-    health.add_argument(
-        "--json", action="store_true", default=argparse.SUPPRESS, help="print JSON for scripts"
-    )
-    # The global flag, also after the command: given on either side it is the wait.
-    health.add_argument(
-        "--timeout",
-        type=seconds,
-        default=argparse.SUPPRESS,
-        metavar="S",
-        help=f"seconds to wait (default {HEALTH_TIMEOUT_S:g})",
-    )
-    tls_options(health.add_argument_group("TLS (default: plaintext)"), default=argparse.SUPPRESS)
