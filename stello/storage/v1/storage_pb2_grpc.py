@@ -825,7 +825,10 @@ class SessionStorageServicer:
 
         Errors: INVALID_ARGUMENT for a malformed space_id or session_id, an
         unset `cache`, or a negative covered_until_seq; NOT_FOUND when the
-        session is not in the space; UNAUTHENTICATED without a valid key.
+        session is not in the space; OUT_OF_RANGE for a
+        `cache.covered_until_seq` beyond the session's last seq (a summary
+        cannot cover records not yet written), nothing written or dropped;
+        UNAUTHENTICATED without a valid key.
         """
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)
         context.set_details('Method not implemented!')
@@ -1017,8 +1020,10 @@ class SessionStorageServicer:
         operation with no `kind` set, or any argument an operation's RPC would
         reject (BadRequest field paths point into `preconditions[i]` or
         `operations[i]`); NOT_FOUND when a session named by a precondition or an
-        operation is not in the space; ABORTED (reason CONCURRENT_MODIFICATION)
-        for a failed precondition, nothing applied; ALREADY_EXISTS (reason
+        operation is not in the space; OUT_OF_RANGE for a covered_until_seq of a
+        PutMemoryOp or PutCompressionCacheOp beyond its session's last seq (after
+        the operations before it), nothing applied; ABORTED (reason
+        CONCURRENT_MODIFICATION) for a failed precondition, nothing applied; ALREADY_EXISTS (reason
         REQUEST_ID_REUSED) for a reused request_id with a different request, or
         for a RememberResultOp with `require_new` whose key has a live entry;
         UNAUTHENTICATED without a valid key; RESOURCE_EXHAUSTED when the reply
