@@ -1445,7 +1445,9 @@ class AgentGatewayServicer:
     def UpdateLabel(self, request, context):
         """UpdateLabel renames a session (one label per session: the tree, storage,
         digests and GetSession all show the new one) and returns the session as
-        it now is. The config is untouched.
+        it now is. The config is untouched. Idempotent: the label the session
+        already has changes nothing (no updated_at bump, no SESSION_UPDATED
+        event) and answers the session.
 
         Errors:
         - INVALID_ARGUMENT: malformed ids; `label` empty or longer than 200

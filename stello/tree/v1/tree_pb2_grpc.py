@@ -469,9 +469,11 @@ class SessionTreeServicer:
         raise NotImplementedError('Method not implemented!')
 
     def UpdateLabel(self, request, context):
-        """Replaces the session's label, bumps its updated_at and answers its node.
-        There is one label per session: storage's SessionMeta shows the same
-        value. The config is untouched.
+        """Replaces the session's label, bumps its updated_at, writes a
+        SESSION_UPDATED event and answers its node. Idempotent: the label the
+        session already has changes nothing (no bump, no event) and answers the
+        node as it is. There is one label per session: storage's SessionMeta
+        shows the same value. The config is untouched.
 
         Errors: INVALID_ARGUMENT (malformed ids; label empty or over 200
         characters); NOT_FOUND (unknown in this space, or provisional);
