@@ -1070,7 +1070,10 @@ class SessionStorageServicer:
         `after_position` unset answers no events, only `last_position` (where a
         watcher starting now begins). Answers at most `limit` events (unset: 500,
         at most 1000), oldest first; fewer than `limit` means the reader is
-        caught up with what was committed when the call ran.
+        caught up with what was committed when the call ran. `limit` is an
+        `optional` field, so 0 differs from unset (as ListRecords' limit): 0
+        answers no events, only `last_position`, after `after_position` was
+        checked (a cursor checked without reading: the errors below apply).
 
         Errors: INVALID_ARGUMENT for a malformed space_id, a negative
         after_position or limit, a limit above 1000, or an after_position beyond
