@@ -1567,8 +1567,8 @@ class AgentGatewayServicer:
         - INVALID_ARGUMENT: malformed ids; `label` empty or longer than 200
         characters; an unknown `status`; a record whose role is UNSPECIFIED or
         unknown, whose created_at is not a representable time, whose tool call
-        has no name or arguments that are not a JSON object text, or that is
-        over the size limit; a slot over the size limit; text containing
+        has no id, no name or arguments that are not a JSON object text, or
+        that is over the size limit; a slot over the size limit; text containing
         U+0000; metadata nested deeper than 16 levels or holding NaN; a
         session `metadata` pair out of the limits (common.v1 SessionFilter),
         named `metadata["key"]`; `turn_count` or `inherit_until_seq`

@@ -354,19 +354,23 @@ class SessionStorageServicer:
         under concurrent appends; a seq is never reused, not even after a trim).
         Each record's `seq` on input is ignored; `created_at` is kept as given
         (fork inheritance copies timestamps) and is the server's now when unset;
-        tool_calls, tool_call_id and metadata are stored as given. Answers the
+        tool_calls, tool_call_id and metadata are stored as given, once checked
+        (a tool call needs an id, which its tool result answers, and a name;
+        common.v1 ToolCall). Answers the
         stored records, in order, with their seqs. An empty `records` list
         appends nothing and answers an empty list. Does not touch turn_count or
         last_active_at. Idempotent through `request_id` (see the service
         comment). Allowed on provisional sessions.
 
         Errors: INVALID_ARGUMENT for a malformed space_id or session_id, a
-        record whose role is UNSPECIFIED or unknown, or a record over the
-        configured record-size limit (nothing is appended); NOT_FOUND when the
-        session is not in the space; ALREADY_EXISTS (reason REQUEST_ID_REUSED)
-        for a reused request_id with a different request; UNAUTHENTICATED
-        without a valid key; RESOURCE_EXHAUSTED when the reply exceeds the
-        message limit.
+        record whose role is UNSPECIFIED or unknown, a tool call without an id
+        or a name or whose arguments_json is not a JSON object text (named
+        `records[i].tool_calls[j].id`, `.name`, `.arguments_json`), or a
+        record over the configured record-size limit (nothing is appended);
+        NOT_FOUND when the session is not in the space; ALREADY_EXISTS (reason
+        REQUEST_ID_REUSED) for a reused request_id with a different request;
+        UNAUTHENTICATED without a valid key; RESOURCE_EXHAUSTED when the reply
+        exceeds the message limit.
         """
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)
         context.set_details('Method not implemented!')
