@@ -943,7 +943,10 @@ class AgentGatewayServicer:
         Errors:
         - INVALID_ARGUMENT: malformed space_id; page_size negative or above
         1000; a malformed page_token; a filter field out of its limits (named
-        `filter.<field>`, e.g. `filter.metadata["k"]`).
+        `filter.<field>`, e.g. `filter.metadata["k"]`); a `filter.root_id`
+        that is not a root.
+        - NOT_FOUND: `filter.parent_id` or `filter.root_id` names no session of
+        the space (reason SESSION_NOT_FOUND, the message naming the field).
         - UNAUTHENTICATED: no valid key.
         """
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)

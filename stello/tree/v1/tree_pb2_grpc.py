@@ -322,7 +322,9 @@ class SessionTreeServicer:
 
         Errors: INVALID_ARGUMENT (malformed space_id, page_size negative or over
         1000, malformed page_token; a filter field out of its limits, named
-        `filter.<field>`); UNAUTHENTICATED.
+        `filter.<field>`; a `filter.root_id` that is not a root); NOT_FOUND
+        (`filter.parent_id` or `filter.root_id` names no visible session of the
+        space; checked only when the page is empty); UNAUTHENTICATED.
         """
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)
         context.set_details('Method not implemented!')
