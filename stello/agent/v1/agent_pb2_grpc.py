@@ -1300,7 +1300,9 @@ class AgentGatewayServicer:
     def GetRetention(self, request, context):
         """GetRetention answers the space's retention policy (see
         stello.common.v1.RetentionPolicy; `stello retention show`); unset
-        `policy`: none was set, nothing expires.
+        `policy`: none was set, nothing expires (ApplyRetention is
+        FAILED_PRECONDITION). A policy put with neither step is answered as put:
+        set and empty (nothing expires; ApplyRetention applies nothing).
 
         Errors:
         - INVALID_ARGUMENT: malformed space_id.
@@ -1316,9 +1318,12 @@ class AgentGatewayServicer:
         archived for delete_after_days; both unset: nothing expires. The tree
         service's sweep applies it (every STELLO_TREE_RETENTION_INTERVAL_S, once
         per space across replicas). Writes a RETENTION_POLICY_PUT event.
+        `policy` is required (an empty RetentionPolicy, the CLI's `retention set
+        --none`, is how to say that nothing expires).
 
         Errors:
-        - INVALID_ARGUMENT: malformed space_id; days outside 1..36500.
+        - INVALID_ARGUMENT: malformed space_id; `policy` unset; days outside
+        1..36500.
         - UNAUTHENTICATED: no valid key.
         """
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)

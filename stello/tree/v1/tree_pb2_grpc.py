@@ -592,7 +592,9 @@ class SessionTreeServicer:
 
     def GetRetention(self, request, context):
         """The space's retention policy (see RetentionPolicy); unset `policy`: none
-        was set (nothing expires).
+        was set (nothing expires; ApplyRetention is FAILED_PRECONDITION). A
+        policy put with neither step is answered as put: set and empty (nothing
+        expires; ApplyRetention applies nothing).
 
         Errors: INVALID_ARGUMENT (malformed space_id); UNAUTHENTICATED.
         """
@@ -602,12 +604,13 @@ class SessionTreeServicer:
 
     def PutRetention(self, request, context):
         """Sets the space's retention policy (both fields unset: nothing expires).
-        The sweep (every STELLO_TREE_RETENTION_INTERVAL_S, one replica per space)
-        applies it; ApplyRetention applies it now. Writes a RETENTION_POLICY_PUT
-        event.
+        `policy` is required, as PutConfig's `config`: an empty RetentionPolicy
+        is how to say that nothing expires. The sweep (every
+        STELLO_TREE_RETENTION_INTERVAL_S, one replica per space) applies it;
+        ApplyRetention applies it now. Writes a RETENTION_POLICY_PUT event.
 
-        Errors: INVALID_ARGUMENT (malformed space_id, days outside 1..36500);
-        UNAUTHENTICATED.
+        Errors: INVALID_ARGUMENT (malformed space_id, `policy` unset, days
+        outside 1..36500); UNAUTHENTICATED.
         """
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)
         context.set_details('Method not implemented!')
