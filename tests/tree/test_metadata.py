@@ -286,9 +286,8 @@ class TestFilters:
         provisional one answer exactly as an unknown id (nothing leaks), and a session with
         nothing to list still answers an empty page."""
         lonely = await tree.create()
-        assert await listed(tree, **{field: lonely.id}) == (
-            [] if field == "parent_id" else [lonely.id]
-        )
+        by: dict[str, Any] = {field: lonely.id}
+        assert await listed(tree, **by) == ([] if field == "parent_id" else [lonely.id])
         archived = await tree.child(lonely.id)
         await tree.stub.Archive(
             tree_pb2.ArchiveRequest(space_id=tree.space.sid, session_id=archived.id)
@@ -300,7 +299,7 @@ class TestFilters:
         answers = []
         for named in (str(uuid.uuid4()), theirs.id, hidden.id):
             with pytest.raises(grpc.aio.AioRpcError) as caught:
-                await listed(tree, **{field: named})
+                await listed(tree, **{**by, field: named})
             error = caught.value
             assert error.code() == grpc.StatusCode.NOT_FOUND
             assert error_info_reason(error) == "SESSION_NOT_FOUND"
