@@ -280,3 +280,14 @@ def tool_arguments(text: str, name: str, v: Violations) -> None:
         value = None
     if not isinstance(value, dict):
         v.add(name, 'must be a JSON object text (e.g. {"q": "tides"}), or empty for none')
+
+
+def tool_call(call_id: str, name: str, arguments_json: str, path: str, v: Violations) -> None:
+    """A tool call to store (common.proto ToolCall), its problems under `path`: an id (a tool
+    result answers the call by it, SubmitToolResults requires it), a name, and arguments that
+    are a JSON object text or empty."""
+    if not call_id:
+        v.add(f"{path}.id", "is required: a tool result answers the call by its id")
+    if not name:
+        v.add(f"{path}.name", "is required")
+    tool_arguments(arguments_json, f"{path}.arguments_json", v)

@@ -227,9 +227,7 @@ def _within_limits(planned: Planned) -> None:
     for number, record in enumerate(planned.records):
         for call_number, call in enumerate(record.tool_calls):
             path = f"records[{number}].tool_calls[{call_number}]"
-            if not call.name:
-                found.add(f"{path}.name", "is required")
-            validation.tool_arguments(call.arguments_json, f"{path}.arguments_json", found)
+            validation.tool_call(call.id, call.name, call.arguments_json, path, found)
     if found.items:
         raise ClientError(listed(found.items))
 

@@ -72,9 +72,8 @@ class RequestParser:
                 except (ValueError, OverflowError):
                     v.add(f"{name}.created_at", "is not a representable timestamp")
             for j, call in enumerate(record.tool_calls):
-                validation.tool_arguments(
-                    call.arguments_json, f"{name}.tool_calls[{j}].arguments_json", v
-                )
+                at = f"{name}.tool_calls[{j}]"
+                validation.tool_call(call.id, call.name, call.arguments_json, at, v)
             parsed.append(
                 NewRecord(
                     role=role(record.role, f"{name}.role", v) or "user",

@@ -37,6 +37,7 @@ from tree_service.convert import (
 from tree_service.models import NewSession, PageQuery, SweepQuery, TreeQuery
 from tree_service.retention.service import RetentionService
 from tree_service.retention.wire import (
+    POLICY_REQUIRED,
     actions_to_proto,
     page_cursor,
     page_token,
@@ -318,6 +319,8 @@ class TreeServicer(tree_pb2_grpc.SessionTreeServicer):
     ) -> tree_pb2.PutRetentionResponse:
         violations = Violations()
         space_id = space_uuid(request.space_id, violations)
+        if not request.HasField("policy"):
+            violations.add("policy", POLICY_REQUIRED)
         policy = policy_from_proto(request.policy, violations)
         violations.raise_if_any()
         stored = await self._retention.put_policy(space_id, policy)

@@ -107,9 +107,7 @@ def _record(
             v.add(f"{name}.created_at", "is not a representable timestamp")
     for i, call in enumerate(record.tool_calls):
         path = f"{name}.tool_calls[{i}]"
-        if not call.name:
-            v.add(f"{path}.name", "is required")
-        validation.tool_arguments(call.arguments_json, f"{path}.arguments_json", v)
+        validation.tool_call(call.id, call.name, call.arguments_json, path, v)
     stored = common_pb2.Record()
     stored.CopyFrom(record)
     stored.ClearField("seq")

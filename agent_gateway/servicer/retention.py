@@ -49,6 +49,11 @@ class RetentionRpcs:
         """Set the space's retention policy."""
         violations = Violations()
         space_id = validation.space_uuid(request.space_id, violations)
+        if not request.HasField("policy"):
+            violations.add(
+                "policy",
+                "is required (an empty RetentionPolicy, neither step set, expires nothing)",
+            )
         _check_policy(request.policy, violations)
         violations.raise_if_any()
         policy = await self._tree.put_retention(caller_of(context), space_id, request.policy)

@@ -10,6 +10,7 @@ import uuid
 
 import asyncpg
 
+from stello.errors import OutOfRange
 from storage_service.models import MAX_SEQ, CompressionCache, session_not_found
 
 # Summaries are kept by the seq they cover (migration 0006); the cache is the
@@ -29,9 +30,11 @@ LEFT JOIN (
 WHERE s.space_id = $1 AND s.id = $2 AND s.provisional_until IS NULL
 """
 
-# The session locked against its erasure (its key share), and the summary upserted at its seq.
+# The session locked against its erasure (its key share), and the summary upserted at its seq;
+# none past the session's last seq (it would stand in for records not yet written, and a turn
+# would skip the records they get), as PutMemory's covered seq (PUT_MEMORY_COVERING).
 _LOCKED = """WITH s AS (SELECT id FROM sessions WHERE space_id = $1 AND id = $2
-    AND provisional_until IS DISTINCT FROM 'infinity' FOR KEY SHARE)"""
+    AND provisional_until IS DISTINCT FROM 'infinity' AND last_seq >= $4 FOR KEY SHARE)"""
 _UPSERT = """
 INSERT INTO compression_caches (space_id, session_id, summary, covered_until_seq, lossy)
 SELECT $1, s.id, $3::text, $4::bigint, $5::boolean FROM s
@@ -48,11 +51,18 @@ PUT_CACHE = f"""
 dropped AS (
     DELETE FROM compression_caches
     WHERE space_id = $1 AND session_id = $2 AND covered_until_seq > $4
+      AND EXISTS (SELECT FROM s)
 ){_UPSERT}"""
 
 # A summary stored beside the newer ones (a background fold's progress).
 PUT_CACHE_KEEPING_NEWER = f"""
 {_LOCKED}{_UPSERT}"""
+
+# Why a put stored nothing: the session's last seq (no row: not there).
+LAST_SEQ = """
+SELECT last_seq FROM sessions WHERE space_id = $1 AND id = $2
+    AND provisional_until IS DISTINCT FROM 'infinity'
+"""
 
 CLEAR_CACHE = """
 DELETE FROM compression_caches WHERE space_id = $1 AND session_id = $2
@@ -87,9 +97,15 @@ class CacheRepository:
         session_id: uuid.UUID,
         cache: CompressionCache,
         keep_newer: bool = False,
+        field: str = "cache.covered_until_seq",
     ) -> None:
-        """Make `cache` the cache (newer summaries go, unless `keep_newer`); NotFound when
-        the session is absent."""
+        """Make `cache` the cache (newer summaries go, unless `keep_newer`).
+
+        Raises:
+            NotFound: the session is absent.
+            OutOfRange: `covered_until_seq` (the request's `field`) is beyond the session's
+                last seq; nothing was written.
+        """
         try:
             stored = await self._con.fetchval(
                 PUT_CACHE_KEEPING_NEWER if keep_newer else PUT_CACHE,
@@ -102,7 +118,14 @@ class CacheRepository:
         except asyncpg.ForeignKeyViolationError as exc:  # deleted under us
             raise session_not_found(session_id) from exc
         if not stored:
-            raise session_not_found(session_id)
+            last = await self._con.fetchval(LAST_SEQ, space_id, session_id)
+            if last is None:
+                raise session_not_found(session_id)
+            raise OutOfRange.field(
+                field,
+                f"{cache.covered_until_seq} is beyond the session's last seq ({last}): a "
+                "summary cannot cover records not yet written; nothing was written",
+            )
 
     async def clear(self, space_id: uuid.UUID, session_id: uuid.UUID) -> None:
         """Drop every summary (they no longer match the records)."""

@@ -278,7 +278,8 @@ async def apply(
         await uow.slots.clear_insight(space_id, op.session_id)
         return OperationResult("clear_insight")
     if isinstance(op, PutCacheOp):
-        await uow.caches.put(space_id, op.session_id, op.cache, op.keep_newer)
+        field = f"operations[{index}].put_compression_cache.cache.covered_until_seq"
+        await uow.caches.put(space_id, op.session_id, op.cache, op.keep_newer, field)
         return OperationResult("put_compression_cache")
     if isinstance(op, TrimOp):
         removed = await trim(uow, space_id, op.session_id, op.keep_recent)

@@ -301,6 +301,10 @@ async def test_a_failed_import_leaves_the_space_as_it_was(
             {"records": [{"role": "assistant", "tool_calls": [{"id": "1", "name": ""}]}]},
             "('C'): records[0].tool_calls[0].name: is required",
         ),
+        (
+            {"records": [{"role": "assistant", "tool_calls": [{"name": "n"}]}]},
+            "('C'): records[0].tool_calls[0].id: is required",
+        ),
     ]
     for change, said in limits:
         done = await stello(env, "import", "-", stdin=export_of(root, child | change))

@@ -416,7 +416,11 @@ CASES = [
                     append_records=Op.AppendRecordsOp(
                         session_id=s,
                         records=[
-                            rec("", ASSISTANT, tool_calls=[ToolCall(id="a", arguments_json="[]")])
+                            rec(
+                                "",
+                                ASSISTANT,
+                                tool_calls=[ToolCall(id="a", name="n", arguments_json="[]")],
+                            )
                         ],
                     )
                 )
@@ -424,6 +428,39 @@ CASES = [
         ),
         ["operations[0].append_records.records[0].tool_calls[0].arguments_json"],
         "transact-arguments-not-an-object",
+    ),
+    # A tool call without an id was stored, and no tool result could ever answer it
+    # (SubmitToolResults requires the id); one without a name too (ImportSession refused it).
+    case(
+        "AppendRecords",
+        lambda sp, s: storage_pb2.AppendRecordsRequest(
+            space_id=sp,
+            session_id=s,
+            records=[
+                rec("", ASSISTANT, tool_calls=[ToolCall(id="a", name="n"), ToolCall(name="n")]),
+                rec("", ASSISTANT, tool_calls=[ToolCall(id="b")]),
+            ],
+        ),
+        ["records[0].tool_calls[1].id", "records[1].tool_calls[0].name"],
+        "tool-call-without-id-or-name",
+    ),
+    case(
+        "Transact",
+        lambda sp, s: storage_pb2.TransactRequest(
+            space_id=sp,
+            operations=[
+                Op(
+                    append_records=Op.AppendRecordsOp(
+                        session_id=s, records=[rec("", ASSISTANT, tool_calls=[ToolCall()])]
+                    )
+                )
+            ],
+        ),
+        [
+            "operations[0].append_records.records[0].tool_calls[0].id",
+            "operations[0].append_records.records[0].tool_calls[0].name",
+        ],
+        "transact-tool-call-without-id-or-name",
     ),
     # Python's json raised RecursionError (INTERNAL) past ~1000 levels, and read NaN,
     # Infinity and 1e999 (inf), which JSON has not: none is a JSON object text.

@@ -12,7 +12,7 @@ import pytest
 from google.protobuf import timestamp_pb2
 
 from stello.common.v1 import common_pb2
-from stello.errors import field_violations
+from stello.errors import error_info_reason, field_violations
 from stello.tree.v1 import tree_pb2
 from tests.tree.conftest import TreeClient, erased
 
@@ -264,8 +264,8 @@ class TestFilters:
     async def test_a_root_id_that_is_no_root_is_named(self, tree: TreeClient) -> None:
         """filter.root_id naming a child is INVALID_ARGUMENT naming `filter.root_id` and the
         child's parent (it answered an empty page: no session has a child as its root, so
-        the child's tree a client meant silently listed nothing); an id of no session lists
-        nothing, as a parent_id of none does."""
+        the child's tree a client meant silently listed nothing); an id of no session is
+        NOT_FOUND, as a parent_id of none is (test_a_parent_or_root_of_no_session_...)."""
         root = await tree.create()
         child = await tree.child(root.id)
         with pytest.raises(grpc.aio.AioRpcError) as caught:
@@ -275,7 +275,37 @@ class TestFilters:
         assert violation.field == "filter.root_id"
         assert root.id in violation.description
         assert await listed(tree, root_id=root.id) == [root.id, child.id]
-        assert await listed(tree, root_id=str(uuid.uuid4())) == []
+
+    @pytest.mark.parametrize("field", ["parent_id", "root_id"])
+    async def test_a_parent_or_root_of_no_session_is_not_found(
+        self, tree: TreeClient, other_tree: TreeClient, field: str
+    ) -> None:
+        """An empty page whose filter.parent_id (or root_id) names no visible session of the
+        space is NOT_FOUND naming the field, as GetChildren and GetTree's root_id are (a
+        mistyped or deleted id listed nothing, silently); another space's session and a
+        provisional one answer exactly as an unknown id (nothing leaks), and a session with
+        nothing to list still answers an empty page."""
+        lonely = await tree.create()
+        by: dict[str, Any] = {field: lonely.id}
+        assert await listed(tree, **by) == ([] if field == "parent_id" else [lonely.id])
+        archived = await tree.child(lonely.id)
+        await tree.stub.Archive(
+            tree_pb2.ArchiveRequest(space_id=tree.space.sid, session_id=archived.id)
+        )
+        active = common_pb2.SESSION_STATUS_ACTIVE
+        assert await listed(tree, status=active, parent_id=lonely.id) == []
+        theirs = await other_tree.create()
+        hidden = await tree.create(provisional=True)
+        answers = []
+        for named in (str(uuid.uuid4()), theirs.id, hidden.id):
+            with pytest.raises(grpc.aio.AioRpcError) as caught:
+                await listed(tree, **{**by, field: named})
+            error = caught.value
+            assert error.code() == grpc.StatusCode.NOT_FOUND
+            assert error_info_reason(error) == "SESSION_NOT_FOUND"
+            assert f"filter.{field}" in (error.details() or "")
+            answers.append((error.details() or "").replace(named, "<id>"))
+        assert len(set(answers)) == 1, answers
 
     async def test_label_prefix_edges(self, tree: TreeClient) -> None:
         """A prefix matches by code points (non-ASCII included); LIKE's wildcards are text."""

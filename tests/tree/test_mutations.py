@@ -17,6 +17,7 @@ from tests.tree.conftest import TreeClient
 
 pytestmark = pytest.mark.sql
 
+EVENTS = "SELECT kind, session_id FROM space_events WHERE space_id = $1 ORDER BY position"
 ACTIVE = common_pb2.SESSION_STATUS_ACTIVE
 ARCHIVED = common_pb2.SESSION_STATUS_ARCHIVED
 
@@ -111,6 +112,23 @@ class TestUpdateLabel:
         assert (await relabel(tree, root.id, "新名称")).label == "新名称"
         assert [n.label for n in await tree.tree()] == ["新名称"]
         assert await updated_at(pool, tree, root.id) > stamp
+
+    async def test_the_same_label_changes_nothing(
+        self, tree: TreeClient, pool: asyncpg.Pool
+    ) -> None:
+        """A relabel to the label the session has answers its node and, like a no-op Archive,
+        bumps nothing and writes no event (it wrote a SESSION_UPDATED event a watcher had to
+        re-read the session for); a real change writes one."""
+        root = await tree.create(label="same")
+        stamp = await updated_at(pool, tree, root.id)
+        before = await pool.fetch(EVENTS, tree.space.id)
+        node = await relabel(tree, root.id, "same")
+        assert (node.id, node.label, node.status) == (root.id, "same", ACTIVE)
+        assert await updated_at(pool, tree, root.id) == stamp
+        assert await pool.fetch(EVENTS, tree.space.id) == before
+        await relabel(tree, root.id, "other")
+        added = (await pool.fetch(EVENTS, tree.space.id))[len(before) :]
+        assert [(r["kind"], str(r["session_id"])) for r in added] == [("session_updated", root.id)]
 
     async def test_archived_is_refused(self, tree: TreeClient) -> None:
         """An archived session refuses a new label: FAILED_PRECONDITION SESSION_ARCHIVED."""

@@ -312,6 +312,21 @@ class TestSweep:
             await put_policy(tree, archive_after_days=0)
         assert [v.field for v in field_violations(bad.value)] == ["policy.archive_after_days"]
 
+    async def test_an_unset_policy_is_refused(self, tree: TreeClient) -> None:
+        """PutRetention without `policy` is INVALID_ARGUMENT naming it (PutConfig requires its
+        config too) and stores nothing: it stored an empty policy, so GetRetention answered a
+        set, empty policy the client never gave and ApplyRetention no longer said
+        NO_RETENTION_POLICY."""
+        with pytest.raises(grpc.aio.AioRpcError) as caught:
+            await tree.stub.PutRetention(tree_pb2.PutRetentionRequest(space_id=tree.space.sid))
+        assert caught.value.code() is grpc.StatusCode.INVALID_ARGUMENT
+        assert [v.field for v in field_violations(caught.value)] == ["policy"]
+        reply = await tree.stub.GetRetention(tree_pb2.GetRetentionRequest(space_id=tree.space.sid))
+        assert not reply.HasField("policy")
+        with pytest.raises(grpc.aio.AioRpcError) as unset:
+            await apply(tree)
+        assert error_info_reason(unset.value) == "NO_RETENTION_POLICY"
+
 
 # A root's subtree of $3 children, each active now (a seeded fixture, not RPCs).
 SUBTREE = """

@@ -16,7 +16,15 @@ from tree_service.encoding import (
     encode_page_token,
     listing_binding,
 )
-from tree_service.models import Node, PageQuery, SessionConfig, Summary, SummaryPage, TreeEntry
+from tree_service.models import (
+    Node,
+    PageQuery,
+    SessionConfig,
+    SessionFilter,
+    Summary,
+    SummaryPage,
+    TreeEntry,
+)
 from tree_service.unit import TreeRepository, TreeTx
 
 
@@ -56,33 +64,43 @@ class NodeService:
         rows = await self._repo.nodes.summaries(
             query.space_id, query.status, query.filter, query.page_size + 1, after
         )
-        if not rows and query.filter.root_id is not None:
-            await self._refuse_a_child_as_root(query.space_id, query.filter.root_id)
+        named = query.filter.root_id is not None or query.filter.parent_id is not None
+        if not rows and named:
+            await self._explain_empty(query.space_id, query.filter)
         if len(rows) <= query.page_size:
             return SummaryPage(tuple(rows), "")
         page = tuple(rows[: query.page_size])
         return SummaryPage(page, encode_page_token(page[-1].created_at, page[-1].id, binding))
 
-    async def _refuse_a_child_as_root(self, space_id: uuid.UUID, root_id: uuid.UUID) -> None:
-        """Raise when `root_id` (of a filter whose page came back empty) is a visible session
-        with a parent: no session has it as its root, so the listing a client meant (that
-        session's tree) would silently be empty.
+    async def _explain_empty(self, space_id: uuid.UUID, found: SessionFilter) -> None:
+        """Raise when the session named by the root_id or parent_id of a filter whose page
+        came back empty is why: the listing a client meant (that tree, those children)
+        would silently be empty. A page that lists something costs nothing more.
 
         Raises:
-            InvalidArgument: it is not a root (field `filter.root_id`).
+            NotFound: `filter.root_id` or `filter.parent_id` names no visible session of the
+                space (one of another space alike), as GetTree's root_id and GetChildren.
+            InvalidArgument: `filter.root_id` names a session that is not a root.
         """
 
-        async def work(tx: TreeTx) -> uuid.UUID | None:
-            _, parent_id = await tx.nodes.visible_parent(space_id, root_id)
-            return parent_id
+        async def work(tx: TreeTx) -> None:
+            if found.root_id is not None:
+                visible, parent_id = await tx.nodes.visible_parent(space_id, found.root_id)
+                if not visible:
+                    raise session_not_found(found.root_id, "filter.root_id: session")
+                if parent_id is not None:
+                    raise InvalidArgument.field(
+                        "filter.root_id",
+                        f"names session {found.root_id}, which is not a root (its parent is "
+                        f"{parent_id}): give the root of its tree (the last of GetAncestors), "
+                        "or filter.parent_id",
+                    )
+            if found.parent_id is not None:
+                visible, _ = await tx.nodes.visible_parent(space_id, found.parent_id)
+                if not visible:
+                    raise session_not_found(found.parent_id, "filter.parent_id: session")
 
-        parent_id = await self._repo.transaction(work)
-        if parent_id is not None:
-            raise InvalidArgument.field(
-                "filter.root_id",
-                f"names session {root_id}, which is not a root (its parent is {parent_id}): "
-                "give the root of its tree (the last of GetAncestors), or filter.parent_id",
-            )
+        await self._repo.transaction(work)
 
     async def get_children(self, space_id: uuid.UUID, session_id: uuid.UUID) -> list[Node]:
         """A session's visible children by index."""

@@ -11,6 +11,10 @@ from tree_service.encoding import decode_page_token, encode_page_token
 from tree_service.retention.repository import Cursor, Policy
 from tree_service.retention.service import Action, Applied, validate_days
 
+POLICY_REQUIRED = "is required (an empty RetentionPolicy, neither step set, expires nothing)"
+"""PutRetention's `policy` left unset (PutConfig's `config` likewise): a client that forgot
+it must not have a policy it never gave stored in its place."""
+
 KINDS = {
     "archive": common_pb2.RetentionAction.KIND_ARCHIVE,
     "delete": common_pb2.RetentionAction.KIND_DELETE,

@@ -152,9 +152,10 @@ WHERE space_id = $1 AND id = $2 AND provisional_until IS NULL
 FOR NO KEY UPDATE
 """
 
+# No-op (no bump, no row) when the label is already $3, as SET_STATUS.
 SET_LABEL = f"""
 UPDATE sessions s SET label = $3, updated_at = now()
-WHERE s.space_id = $1 AND s.id = $2
+WHERE s.space_id = $1 AND s.id = $2 AND s.label <> $3
 RETURNING {NODE_COLUMNS}
 """
 
@@ -322,10 +323,14 @@ class SessionStatements:
         """Row-lock a visible session; its status, or None."""
         return cast("Status | None", await self._con.fetchval(LOCK_STATUS, space_id, session_id))
 
-    async def set_label(self, space_id: uuid.UUID, session_id: uuid.UUID, label: str) -> Node:
-        """Replace a locked session's label; its node."""
+    async def set_label(
+        self, space_id: uuid.UUID, session_id: uuid.UUID, label: str
+    ) -> Node | None:
+        """Replace a locked session's label; its node, or None (no bump and no event) when
+        the label was already `label`."""
         row = await self._con.fetchrow(SET_LABEL, space_id, session_id, label)
-        assert row is not None
+        if row is None:
+            return None
         self._changed(space_id, "session_updated", session_id)
         return to_node(row)
 

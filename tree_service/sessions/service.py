@@ -134,7 +134,8 @@ class SessionService:
                     reason=SESSION_ARCHIVED,
                     metadata={"subject": f"session/{session_id}"},
                 )
-            return await tx.sessions.set_label(space_id, session_id, label)
+            node = await tx.sessions.set_label(space_id, session_id, label)
+            return node or await visible_node(tx, space_id, session_id)
 
         return await self._repo.transaction(work)
 

@@ -943,7 +943,10 @@ class AgentGatewayServicer:
         Errors:
         - INVALID_ARGUMENT: malformed space_id; page_size negative or above
         1000; a malformed page_token; a filter field out of its limits (named
-        `filter.<field>`, e.g. `filter.metadata["k"]`).
+        `filter.<field>`, e.g. `filter.metadata["k"]`); a `filter.root_id`
+        that is not a root.
+        - NOT_FOUND: `filter.parent_id` or `filter.root_id` names no session of
+        the space (reason SESSION_NOT_FOUND, the message naming the field).
         - UNAUTHENTICATED: no valid key.
         """
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)
@@ -1297,7 +1300,9 @@ class AgentGatewayServicer:
     def GetRetention(self, request, context):
         """GetRetention answers the space's retention policy (see
         stello.common.v1.RetentionPolicy; `stello retention show`); unset
-        `policy`: none was set, nothing expires.
+        `policy`: none was set, nothing expires (ApplyRetention is
+        FAILED_PRECONDITION). A policy put with neither step is answered as put:
+        set and empty (nothing expires; ApplyRetention applies nothing).
 
         Errors:
         - INVALID_ARGUMENT: malformed space_id.
@@ -1313,9 +1318,12 @@ class AgentGatewayServicer:
         archived for delete_after_days; both unset: nothing expires. The tree
         service's sweep applies it (every STELLO_TREE_RETENTION_INTERVAL_S, once
         per space across replicas). Writes a RETENTION_POLICY_PUT event.
+        `policy` is required (an empty RetentionPolicy, the CLI's `retention set
+        --none`, is how to say that nothing expires).
 
         Errors:
-        - INVALID_ARGUMENT: malformed space_id; days outside 1..36500.
+        - INVALID_ARGUMENT: malformed space_id; `policy` unset; days outside
+        1..36500.
         - UNAUTHENTICATED: no valid key.
         """
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)
@@ -1445,7 +1453,9 @@ class AgentGatewayServicer:
     def UpdateLabel(self, request, context):
         """UpdateLabel renames a session (one label per session: the tree, storage,
         digests and GetSession all show the new one) and returns the session as
-        it now is. The config is untouched.
+        it now is. The config is untouched. Idempotent: the label the session
+        already has changes nothing (no updated_at bump, no SESSION_UPDATED
+        event) and answers the session.
 
         Errors:
         - INVALID_ARGUMENT: malformed ids; `label` empty or longer than 200
@@ -1565,8 +1575,8 @@ class AgentGatewayServicer:
         - INVALID_ARGUMENT: malformed ids; `label` empty or longer than 200
         characters; an unknown `status`; a record whose role is UNSPECIFIED or
         unknown, whose created_at is not a representable time, whose tool call
-        has no name or arguments that are not a JSON object text, or that is
-        over the size limit; a slot over the size limit; text containing
+        has no id, no name or arguments that are not a JSON object text, or
+        that is over the size limit; a slot over the size limit; text containing
         U+0000; metadata nested deeper than 16 levels or holding NaN; a
         session `metadata` pair out of the limits (common.v1 SessionFilter),
         named `metadata["key"]`; `turn_count` or `inherit_until_seq`

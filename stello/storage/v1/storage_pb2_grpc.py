@@ -354,19 +354,23 @@ class SessionStorageServicer:
         under concurrent appends; a seq is never reused, not even after a trim).
         Each record's `seq` on input is ignored; `created_at` is kept as given
         (fork inheritance copies timestamps) and is the server's now when unset;
-        tool_calls, tool_call_id and metadata are stored as given. Answers the
+        tool_calls, tool_call_id and metadata are stored as given, once checked
+        (a tool call needs an id, which its tool result answers, and a name;
+        common.v1 ToolCall). Answers the
         stored records, in order, with their seqs. An empty `records` list
         appends nothing and answers an empty list. Does not touch turn_count or
         last_active_at. Idempotent through `request_id` (see the service
         comment). Allowed on provisional sessions.
 
         Errors: INVALID_ARGUMENT for a malformed space_id or session_id, a
-        record whose role is UNSPECIFIED or unknown, or a record over the
-        configured record-size limit (nothing is appended); NOT_FOUND when the
-        session is not in the space; ALREADY_EXISTS (reason REQUEST_ID_REUSED)
-        for a reused request_id with a different request; UNAUTHENTICATED
-        without a valid key; RESOURCE_EXHAUSTED when the reply exceeds the
-        message limit.
+        record whose role is UNSPECIFIED or unknown, a tool call without an id
+        or a name or whose arguments_json is not a JSON object text (named
+        `records[i].tool_calls[j].id`, `.name`, `.arguments_json`), or a
+        record over the configured record-size limit (nothing is appended);
+        NOT_FOUND when the session is not in the space; ALREADY_EXISTS (reason
+        REQUEST_ID_REUSED) for a reused request_id with a different request;
+        UNAUTHENTICATED without a valid key; RESOURCE_EXHAUSTED when the reply
+        exceeds the message limit.
         """
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)
         context.set_details('Method not implemented!')
@@ -825,7 +829,10 @@ class SessionStorageServicer:
 
         Errors: INVALID_ARGUMENT for a malformed space_id or session_id, an
         unset `cache`, or a negative covered_until_seq; NOT_FOUND when the
-        session is not in the space; UNAUTHENTICATED without a valid key.
+        session is not in the space; OUT_OF_RANGE for a
+        `cache.covered_until_seq` beyond the session's last seq (a summary
+        cannot cover records not yet written), nothing written or dropped;
+        UNAUTHENTICATED without a valid key.
         """
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)
         context.set_details('Method not implemented!')
@@ -1017,8 +1024,10 @@ class SessionStorageServicer:
         operation with no `kind` set, or any argument an operation's RPC would
         reject (BadRequest field paths point into `preconditions[i]` or
         `operations[i]`); NOT_FOUND when a session named by a precondition or an
-        operation is not in the space; ABORTED (reason CONCURRENT_MODIFICATION)
-        for a failed precondition, nothing applied; ALREADY_EXISTS (reason
+        operation is not in the space; OUT_OF_RANGE for a covered_until_seq of a
+        PutMemoryOp or PutCompressionCacheOp beyond its session's last seq (after
+        the operations before it), nothing applied; ABORTED (reason
+        CONCURRENT_MODIFICATION) for a failed precondition, nothing applied; ALREADY_EXISTS (reason
         REQUEST_ID_REUSED) for a reused request_id with a different request, or
         for a RememberResultOp with `require_new` whose key has a live entry;
         UNAUTHENTICATED without a valid key; RESOURCE_EXHAUSTED when the reply
@@ -1065,7 +1074,10 @@ class SessionStorageServicer:
         `after_position` unset answers no events, only `last_position` (where a
         watcher starting now begins). Answers at most `limit` events (unset: 500,
         at most 1000), oldest first; fewer than `limit` means the reader is
-        caught up with what was committed when the call ran.
+        caught up with what was committed when the call ran. `limit` is an
+        `optional` field, so 0 differs from unset (as ListRecords' limit): 0
+        answers no events, only `last_position`, after `after_position` was
+        checked (a cursor checked without reading: the errors below apply).
 
         Errors: INVALID_ARGUMENT for a malformed space_id, a negative
         after_position or limit, a limit above 1000, or an after_position beyond

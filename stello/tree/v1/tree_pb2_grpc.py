@@ -322,7 +322,9 @@ class SessionTreeServicer:
 
         Errors: INVALID_ARGUMENT (malformed space_id, page_size negative or over
         1000, malformed page_token; a filter field out of its limits, named
-        `filter.<field>`); UNAUTHENTICATED.
+        `filter.<field>`; a `filter.root_id` that is not a root); NOT_FOUND
+        (`filter.parent_id` or `filter.root_id` names no visible session of the
+        space; checked only when the page is empty); UNAUTHENTICATED.
         """
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)
         context.set_details('Method not implemented!')
@@ -469,9 +471,11 @@ class SessionTreeServicer:
         raise NotImplementedError('Method not implemented!')
 
     def UpdateLabel(self, request, context):
-        """Replaces the session's label, bumps its updated_at and answers its node.
-        There is one label per session: storage's SessionMeta shows the same
-        value. The config is untouched.
+        """Replaces the session's label, bumps its updated_at, writes a
+        SESSION_UPDATED event and answers its node. Idempotent: the label the
+        session already has changes nothing (no bump, no event) and answers the
+        node as it is. There is one label per session: storage's SessionMeta
+        shows the same value. The config is untouched.
 
         Errors: INVALID_ARGUMENT (malformed ids; label empty or over 200
         characters); NOT_FOUND (unknown in this space, or provisional);
@@ -588,7 +592,9 @@ class SessionTreeServicer:
 
     def GetRetention(self, request, context):
         """The space's retention policy (see RetentionPolicy); unset `policy`: none
-        was set (nothing expires).
+        was set (nothing expires; ApplyRetention is FAILED_PRECONDITION). A
+        policy put with neither step is answered as put: set and empty (nothing
+        expires; ApplyRetention applies nothing).
 
         Errors: INVALID_ARGUMENT (malformed space_id); UNAUTHENTICATED.
         """
@@ -598,12 +604,13 @@ class SessionTreeServicer:
 
     def PutRetention(self, request, context):
         """Sets the space's retention policy (both fields unset: nothing expires).
-        The sweep (every STELLO_TREE_RETENTION_INTERVAL_S, one replica per space)
-        applies it; ApplyRetention applies it now. Writes a RETENTION_POLICY_PUT
-        event.
+        `policy` is required, as PutConfig's `config`: an empty RetentionPolicy
+        is how to say that nothing expires. The sweep (every
+        STELLO_TREE_RETENTION_INTERVAL_S, one replica per space) applies it;
+        ApplyRetention applies it now. Writes a RETENTION_POLICY_PUT event.
 
-        Errors: INVALID_ARGUMENT (malformed space_id, days outside 1..36500);
-        UNAUTHENTICATED.
+        Errors: INVALID_ARGUMENT (malformed space_id, `policy` unset, days
+        outside 1..36500); UNAUTHENTICATED.
         """
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)
         context.set_details('Method not implemented!')

@@ -281,6 +281,11 @@ class TestRefused:
                 ["records[0].tool_calls[0].name"],
                 id="tool-name",
             ),
+            pytest.param(
+                {"records": [record("assistant", "", tool_calls=[common_pb2.ToolCall(name="n")])]},
+                ["records[0].tool_calls[0].id"],
+                id="tool-id",
+            ),
             pytest.param({"request_id": "r" * 201}, ["request_id"], id="request-id"),
         ],
     )

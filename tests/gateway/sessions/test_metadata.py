@@ -3,6 +3,7 @@ GetSession and ListSessionDigests' filters (issue #37)."""
 
 from __future__ import annotations
 
+import uuid
 from collections.abc import Awaitable, Callable
 from typing import Any
 
@@ -12,7 +13,7 @@ import pytest
 
 from stello.agent.v1 import agent_pb2
 from stello.common.v1 import common_pb2
-from stello.errors import field_violations
+from stello.errors import error_info_reason, field_violations
 from tests.gateway.conftest import Stack, close_stack, open_stack, row_counts, rpc_error
 from tests.support.fixtures import TestSpace
 
@@ -204,3 +205,20 @@ class TestDigestFilters:
             )
         )
         assert fields_of(error) == ["filter.root_id"]
+
+    async def test_a_parent_of_no_session_is_not_found(self, stack: Stack) -> None:
+        """A filter.parent_id naming no session of the space is NOT_FOUND naming the field
+        through the gateway too (its empty page looked like a session without children)."""
+        root = await stack.root(label="alone")
+        assert await digest_ids(stack, parent_id=root.id) == []
+        error = await rpc_error(
+            stack.gw.ListSessionDigests(
+                agent_pb2.ListSessionDigestsRequest(
+                    space_id=stack.space.sid,
+                    filter=common_pb2.SessionFilter(parent_id=str(uuid.uuid4())),
+                )
+            )
+        )
+        assert error.code() == grpc.StatusCode.NOT_FOUND
+        assert error_info_reason(error) == "SESSION_NOT_FOUND"
+        assert "filter.parent_id" in (error.details() or "")

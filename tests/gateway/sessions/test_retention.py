@@ -97,3 +97,17 @@ class TestRetention:
             )
         )
         assert missing.code() is grpc.StatusCode.NOT_FOUND
+
+    async def test_an_unset_policy_is_refused(self, stack: Stack) -> None:
+        """PutRetention without `policy` is INVALID_ARGUMENT naming it, as PutConfig without
+        its config, and stores nothing: it stored an empty policy, and GetRetention then
+        answered a policy the client never gave. An empty policy stays the way to say that
+        nothing expires."""
+        error = await rpc_error(
+            stack.gw.PutRetention(agent_pb2.PutRetentionRequest(space_id=stack.space.sid))
+        )
+        assert error.code() is grpc.StatusCode.INVALID_ARGUMENT
+        assert [v.field for v in field_violations(error)] == ["policy"]
+        got = await stack.gw.GetRetention(agent_pb2.GetRetentionRequest(space_id=stack.space.sid))
+        assert not got.HasField("policy")
+        assert await put(stack) == common_pb2.RetentionPolicy()

@@ -43,6 +43,7 @@ class Writer:
         self.archived: set[str] = set()
         self.insight: set[str] = set()
         self.refs: set[tuple[str, str]] = set()
+        self.labels = 0
 
     def committed(self, session_id: str, *kinds: str) -> None:
         self.log[session_id].extend(kinds)
@@ -125,7 +126,9 @@ class Writer:
         await self.refused(self.stack.storage.Transact(request), grpc.StatusCode.ABORTED)
 
     async def label(self, session: str) -> None:
-        request = tree_pb2.UpdateLabelRequest(**self.ids, session_id=session, label="renamed")
+        self.labels += 1  # a new label each time: the same one again writes no event
+        label = f"renamed {self.labels}"
+        request = tree_pb2.UpdateLabelRequest(**self.ids, session_id=session, label=label)
         if session in self.archived:
             await self.refused(
                 self.stack.tree.UpdateLabel(request), grpc.StatusCode.FAILED_PRECONDITION

@@ -180,6 +180,32 @@ class TestReadEvents:
         )
         assert [e.first_seq for e in (*first.events, *second.events)] == [1, 2, 3, 4, 5]
 
+    async def test_a_limit_of_zero_reads_no_event_but_checks_the_cursor(
+        self, stub: Stub, space: TestSpace, make_session: MakeSession
+    ) -> None:
+        """`limit` is optional, so 0 is not unset (500): it answers no events and the newest
+        position, and the cursor is still checked (one beyond the space is INVALID_ARGUMENT),
+        as the proto comment says."""
+        sid = str(await make_session())
+        for n in range(3):
+            await stub.AppendRecords(
+                storage_pb2.AppendRecordsRequest(
+                    space_id=space.sid, session_id=sid, records=[rec(str(n))]
+                )
+            )
+        zero = await stub.ReadEvents(
+            storage_pb2.ReadEventsRequest(space_id=space.sid, after_position=0, limit=0)
+        )
+        assert (list(zero.events), zero.last_position) == ([], 3)
+        assert [e.first_seq for e in (await read(stub, space, 0)).events] == [1, 2, 3]
+        error = await rpc_error(
+            stub.ReadEvents(
+                storage_pb2.ReadEventsRequest(space_id=space.sid, after_position=4, limit=0)
+            )
+        )
+        assert error.code() == grpc.StatusCode.INVALID_ARGUMENT
+        assert [v.field for v in field_violations(error)] == ["after_position"]
+
     async def test_another_space_sees_nothing(
         self,
         stub: Stub,

@@ -194,12 +194,22 @@ class TestInsight:
         assert len(kept.content) == 5000
 
 
+async def with_records(stub: Stub, space: TestSpace, sid: str, count: int) -> None:
+    """Append `count` records to the session (seqs 1..count)."""
+    await stub.AppendRecords(
+        storage_pb2.AppendRecordsRequest(
+            space_id=space.sid, session_id=sid, records=[rec(f"r{i}") for i in range(count)]
+        )
+    )
+
+
 class TestCompressionCache:
     async def test_unset_then_put_then_get(
         self, stub: Stub, space: TestSpace, make_session: MakeSession
     ) -> None:
         """The cache reads unset until put, then exactly what was put."""
         sid = str(await make_session())
+        await with_records(stub, space, sid, 12)
         get = storage_pb2.GetCompressionCacheRequest(space_id=space.sid, session_id=sid)
         assert not (await stub.GetCompressionCache(get)).HasField("cache")
         cache = storage_pb2.CompressionCache(summary="so far", covered_until_seq=12)
@@ -215,6 +225,7 @@ class TestCompressionCache:
         found at or below a seq, a lossy one skipped when complete ones are asked for, and a
         put below the newest drops the newer ones (DESIGN §4.3)."""
         sid = str(await make_session())
+        await with_records(stub, space, sid, 9)
 
         async def put(summary: str, seq: int, lossy: bool = False) -> None:
             cache = storage_pb2.CompressionCache(
@@ -243,6 +254,55 @@ class TestCompressionCache:
         assert await get(complete_only=True) == "b"
         await put("b2", 6)
         assert (await get(), await get(at_or_below_seq=5)) == ("b2", "a")
+
+    async def test_a_summary_covers_no_seq_past_the_last(
+        self, stub: Stub, space: TestSpace, make_session: MakeSession
+    ) -> None:
+        """A covered seq beyond the session's last is OUT_OF_RANGE naming the field and the
+        last seq (in Transact, by its path), and nothing is written or dropped, as for
+        PutMemory: a cache covering 2^63-1 was stored, and every later turn skipped the
+        records it had not seen."""
+        sid = str(await make_session())
+        await with_records(stub, space, sid, 3)
+        get = storage_pb2.GetCompressionCacheRequest(space_id=space.sid, session_id=sid)
+        kept = storage_pb2.CompressionCache(summary="through 3", covered_until_seq=3)
+        await stub.PutCompressionCache(
+            storage_pb2.PutCompressionCacheRequest(space_id=space.sid, session_id=sid, cache=kept)
+        )
+        beyond = storage_pb2.CompressionCache(summary="beyond", covered_until_seq=2**63 - 1)
+        error = await rpc_error(
+            stub.PutCompressionCache(
+                storage_pb2.PutCompressionCacheRequest(
+                    space_id=space.sid, session_id=sid, cache=beyond
+                )
+            )
+        )
+        assert error.code() is grpc.StatusCode.OUT_OF_RANGE
+        assert [v.field for v in field_violations(error)] == ["cache.covered_until_seq"]
+        assert "last seq (3)" in (error.details() or "")
+        below = storage_pb2.CompressionCache(summary="at 2", covered_until_seq=2)
+        puts = [
+            storage_pb2.Operation(
+                put_compression_cache=storage_pb2.Operation.PutCompressionCacheOp(
+                    session_id=sid, cache=cache, keep_newer=True
+                )
+            )
+            for cache in (below, storage_pb2.CompressionCache(summary="b", covered_until_seq=4))
+        ]
+        error = await rpc_error(
+            stub.Transact(storage_pb2.TransactRequest(space_id=space.sid, operations=puts))
+        )
+        assert error.code() is grpc.StatusCode.OUT_OF_RANGE
+        fields = [v.field for v in field_violations(error)]
+        assert fields == ["operations[1].put_compression_cache.cache.covered_until_seq"]
+        assert (await stub.GetCompressionCache(get)).cache == kept
+        assert not (
+            await stub.GetCompressionCache(
+                storage_pb2.GetCompressionCacheRequest(
+                    space_id=space.sid, session_id=sid, at_or_below_seq=2
+                )
+            )
+        ).HasField("cache")
 
     async def test_memory_records_the_seq_it_covers(
         self, stub: Stub, space: TestSpace, make_session: MakeSession
