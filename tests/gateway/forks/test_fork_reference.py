@@ -246,14 +246,17 @@ async def _all_statements(
 # The statements run inside functions (the hand-over), without PostgreSQL's own
 # referential-integrity checks and actions (`... FROM ONLY ...`, one per row a key
 # change touches: they follow the rows moved, not the statements).
-# The statements run inside others, but not the body of stello_search_grams (migration
-# 0019): PostgreSQL runs it once per row it writes for the row's generated search_vector,
-# so a hand-over that repoints rows runs it once per row moved, not per statement.
+# The statements run inside others, but not the bodies of stello_search_grams (migration
+# 0019) and stello_search_text (0042: no longer one expression, so PostgreSQL runs it as a
+# statement of its own, not inlined): it runs them once per row it writes for the row's
+# generated search_vector, so a hand-over that repoints rows runs them once per row moved,
+# not per statement.
 NESTED_CALLS = """
 SELECT COALESCE(sum(calls), 0)
 FROM pg_stat_statements
 WHERE dbid = (SELECT oid FROM pg_database WHERE datname = current_database()) AND NOT toplevel
   AND query NOT LIKE '%FROM ONLY %' AND query NOT LIKE '%regexp_matches(content%'
+  AND query NOT LIKE '%AS w(wide)%'
 """
 
 
