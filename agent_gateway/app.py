@@ -14,10 +14,11 @@ from agent_gateway.clients import CallPolicy, StorageClient, TreeClient
 from agent_gateway.config import GatewaySettings
 from agent_gateway.config_checks import targets
 from agent_gateway.forks.compose import ConfigLayer, Summarizer
-from agent_gateway.forks.creator import SessionCreator, SizeLimits
+from agent_gateway.forks.creator import SessionCreator
 from agent_gateway.forks.faults import Faults, faults_from_setting
 from agent_gateway.forks.guard import ForkGuard
 from agent_gateway.forks.imports import SessionImporter
+from agent_gateway.forks.inputs import SizeLimits
 from agent_gateway.forks.profiles import ProfileRegistry, ProfilesFileError, load_profiles
 from agent_gateway.forks.saga import ProvisioningSaga
 from agent_gateway.history.background_fold import BackgroundFolds

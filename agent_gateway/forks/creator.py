@@ -14,7 +14,7 @@ import asyncio
 import hashlib
 import uuid
 from collections.abc import Coroutine, Mapping, Sequence
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, replace
 from typing import Any
 
 from agent_gateway.clients import Caller, RequestKey, StorageClient, TreeClient
@@ -27,6 +27,12 @@ from agent_gateway.forks.compose import (
     effective_context,
     opening_prompt,
 )
+from agent_gateway.forks.inputs import (
+    ForkInput,
+    RootInput,
+    SizeLimits,
+    assistant_record,
+)
 from agent_gateway.forks.profiles import ProfileRegistry, each_variable
 from agent_gateway.forks.saga import ProvisioningSaga, SessionPlan
 from agent_gateway.llm import Prompts
@@ -36,92 +42,12 @@ from stello.errors import (
     FailedPrecondition,
     InvalidArgument,
     OutOfRange,
-    Violations,
 )
 from stello.reasons import PROVIDER_NOT_CONFIGURED
-from stello.settings import MIB
 from stello.storage.v1 import storage_pb2
 
-DEFAULT_ROOT_LABEL = "Root"
 # Internal ids get a scope prefix and suffixes (/again1/storage): keep them short.
 MAX_PLAIN_REQUEST_ID = 120
-
-
-@dataclass(frozen=True, slots=True)
-class SizeLimits:
-    """What storage accepts (``STELLO_MAX_RECORD_BYTES``, ``STELLO_MAX_SLOT_BYTES``)."""
-
-    record_bytes: int = MIB
-    slot_bytes: int = MIB
-
-    def check_request(self, system_prompt: str | None, prompt: str | None) -> None:
-        """Refuse the client's own fields over the limits (before anything is read)."""
-        v = Violations()
-        if system_prompt is not None:
-            self._slot(system_prompt, "system_prompt", "", v)
-        if prompt is not None:
-            self._record(_assistant(prompt), "prompt", v)
-        v.raise_if_any()
-
-    def check_plan(self, system_prompt: str | None, opening: str | None, opening_from: str) -> None:
-        """Refuse a composed session that storage would refuse (before the saga writes):
-        its system prompt (with profile and defaults), its opening record (named by
-        `opening_from`, the field it came from: ``prompt`` or ``profile``)."""
-        v = Violations()
-        if system_prompt is not None:
-            self._slot(system_prompt, "system_prompt", " as composed", v)
-        if opening:
-            self._record(_assistant(opening), opening_from, v)
-        v.raise_if_any()
-
-    def _slot(self, text: str, name: str, how: str, v: Violations) -> None:
-        size = len(text.encode())
-        if size > self.slot_bytes:
-            v.add(name, f"is {size} bytes{how}, over the limit of {self.slot_bytes}")
-
-    def _record(self, record: common_pb2.Record, name: str, v: Violations) -> None:
-        size = record.ByteSize()
-        if size > self.record_bytes:
-            v.add(name, f"makes a record of {size} bytes, over the limit of {self.record_bytes}")
-
-
-@dataclass(frozen=True, slots=True)
-class RootInput:
-    """A validated CreateRoot request."""
-
-    space_id: uuid.UUID
-    label: str = DEFAULT_ROOT_LABEL
-    system_prompt: str | None = None
-    skills: tuple[str, ...] | None = None
-    profile: str | None = None
-    profile_vars: Mapping[str, str] = field(default_factory=dict)
-    request_id: str = ""
-    request_hash: bytes = b""
-    """Fingerprint of the request without its request_id (when it has one)."""
-    metadata: Mapping[str, str] = field(default_factory=dict)
-
-
-@dataclass(frozen=True, slots=True)
-class ForkInput:
-    """A validated Fork request (context None = the profile's, else NONE)."""
-
-    space_id: uuid.UUID
-    source_id: uuid.UUID
-    label: str
-    topology_parent_id: uuid.UUID | None = None
-    profile: str | None = None
-    profile_vars: Mapping[str, str] = field(default_factory=dict)
-    system_prompt: str | None = None
-    skills: tuple[str, ...] | None = None
-    context: ContextMode | None = None
-    inherit_until_seq: int | None = None
-    prompt: str | None = None
-    request_id: str = ""
-    request_hash: bytes = b""
-    """Fingerprint of the request without its request_id (when it has one)."""
-    metadata: Mapping[str, str] = field(default_factory=dict)
-    copy_metadata: bool = False
-    """Start from the source's metadata (`metadata` on top)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -215,7 +141,7 @@ class SessionCreator:
             label=request.label,
             config=config.to_proto(),
             system_prompt=config.system_prompt or None,
-            records=(_assistant(opening),) if opening else (),
+            records=(assistant_record(opening),) if opening else (),
             metadata=tuple(sorted(request.metadata.items())),
         )
         self._limits.check_plan(plan.system_prompt, opening, "profile")
@@ -292,7 +218,7 @@ class SessionCreator:
             config = replace(config, system_prompt=prompt)
         opening = opening_prompt(request.prompt, profile)
         if opening:
-            records.append(_assistant(opening))
+            records.append(assistant_record(opening))
         plan = SessionPlan(
             space_id=request.space_id,
             label=request.label,
@@ -426,10 +352,6 @@ async def within_budget(
             f"session creation did not finish within its {budget_s:g} s budget; "
             "nothing was made visible, retry with the same request_id"
         ) from exc
-
-
-def _assistant(text: str) -> common_pb2.Record:
-    return common_pb2.Record(role=common_pb2.RECORD_ROLE_ASSISTANT, content=text)
 
 
 async def _none() -> None:

@@ -12,8 +12,8 @@ from __future__ import annotations
 
 import uuid
 
-from agent_gateway.forks.creator import SizeLimits
 from agent_gateway.forks.imports import ImportInput
+from agent_gateway.forks.inputs import SizeLimits
 from stello import metadata, validation
 from stello.agent.v1 import agent_pb2
 from stello.common.v1 import common_pb2

@@ -14,8 +14,9 @@ from typing import TYPE_CHECKING, Any, TypeAlias
 import grpc
 
 from agent_gateway.clients import TreeClient
-from agent_gateway.forks.creator import SessionCreator, SizeLimits
+from agent_gateway.forks.creator import SessionCreator
 from agent_gateway.forks.imports import SessionImporter
+from agent_gateway.forks.inputs import SizeLimits
 from agent_gateway.forks.profiles import ProfileRegistry
 from agent_gateway.history.consolidation import Consolidator
 from agent_gateway.memory.shared import SharedMemory

@@ -11,15 +11,10 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from agent_gateway.forks.creator import (
-    DEFAULT_ROOT_LABEL,
-    ForkInput,
-    RootInput,
-    SessionCreator,
-    SizeLimits,
-)
+from agent_gateway.forks.creator import SessionCreator
 from agent_gateway.forks.import_requests import import_input
 from agent_gateway.forks.imports import SessionImporter
+from agent_gateway.forks.inputs import DEFAULT_ROOT_LABEL, ForkInput, RootInput, SizeLimits
 from agent_gateway.servicer.callers import caller_of as _caller
 from agent_gateway.servicer.metadata import check_metadata
 from agent_gateway.servicer.replies import CONTEXTS

@@ -23,8 +23,9 @@ from typing import Any
 
 from agent_gateway.clients import Caller
 from agent_gateway.forks.compose import ContextMode
-from agent_gateway.forks.creator import ForkInput, SessionCreator
+from agent_gateway.forks.creator import SessionCreator
 from agent_gateway.forks.guard import ForkGuard
+from agent_gateway.forks.inputs import ForkInput
 from agent_gateway.forks.profiles import ProfileRegistry
 from agent_gateway.llm import RAW_ARGUMENTS_KEY, Prompts, ToolCallSpec, ToolSpec
 from agent_gateway.llm.prompt_texts import UNKNOWN_PROFILE
