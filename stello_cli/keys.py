@@ -7,10 +7,12 @@ neither, the database `stello up` saved, `stello_cli.databases`), migrating it f
 from __future__ import annotations
 
 import argparse
+import logging
 import re
 import sys
 import uuid
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Iterator
+from contextlib import contextmanager
 from typing import TYPE_CHECKING
 
 from stello_cli.databases import admin_settings, settings_of
@@ -29,22 +31,41 @@ async def _with_keys(
     work: Callable[[KeyStore], Awaitable[int]],
     given: StelloSettings | None = None,
 ) -> int:
-    from stello.auth import KeyStore
-    from stello.db import create_pool
-    from stello.embedded import database_url
-    from stello.migrate import migrate_dsn
-
     settings = admin_settings(given or settings_of(args))
     try:
-        async with database_url(settings.database_url, settings.data_dir) as dsn:
-            await migrate_dsn(settings.direct_dsn(dsn))
-            async with create_pool(dsn, settings) as pool:
-                return await work(KeyStore(pool, 0))
+        with _pool_warnings_muted():
+            return await _work_on(settings, work)
     except Exception as exc:
         line = node_out_of_reach(exc)
         if line is None:
             raise
         raise ClientError(line) from exc
+
+
+@contextmanager
+def _pool_warnings_muted() -> Iterator[None]:
+    """Keep the pool's outage warnings (`stello.db`, a service's log lines) off the
+    command's stderr: a command that fails says so in its one line, which names the node
+    out of reach; printed too, the warning came first, as a second message."""
+    logger = logging.getLogger("stello.db")
+    before = logger.level
+    logger.setLevel(logging.ERROR)
+    try:
+        yield
+    finally:
+        logger.setLevel(before)
+
+
+async def _work_on(settings: StelloSettings, work: Callable[[KeyStore], Awaitable[int]]) -> int:
+    from stello.auth import KeyStore
+    from stello.db import create_pool
+    from stello.embedded import database_url
+    from stello.migrate import migrate_dsn
+
+    async with database_url(settings.database_url, settings.data_dir) as dsn:
+        await migrate_dsn(settings.direct_dsn(dsn))
+        async with create_pool(dsn, settings) as pool:
+            return await work(KeyStore(pool, 0))
 
 
 NODE = re.compile(r"\bto the (?:remote )?node (\S+)")

@@ -374,12 +374,15 @@ class TestAWorkerDown:
     def test_key_management_names_the_node_out_of_reach(self, outage: dict[str, object]) -> None:
         """`stello keys revoke` of a key of the healthy worker's space fails (a reference
         table's write needs every node), and says which node is out of reach and why, not
-        that the database is unavailable."""
+        that the database is unavailable, in one line: the pool's outage warning (a
+        service's log line) printed before it was a second message."""
         answered = outage["keys revoke"]
         assert isinstance(answered, tuple)
         code, err = answered
         assert code == 1, err
-        last = err.strip().splitlines()[-1]
+        lines = err.strip().splitlines()
+        assert len(lines) == 1, err
+        last = lines[-1]
         assert f"the database node 127.0.0.1:{outage['stopped port']} is out of reach" in last
         assert "bring the node back" in last, last
 
