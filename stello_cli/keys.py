@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import argparse
 import logging
-import re
 import sys
 import uuid
 from collections.abc import Awaitable, Callable, Iterator
@@ -16,6 +15,7 @@ from contextlib import contextmanager
 from typing import TYPE_CHECKING
 
 from stello_cli.databases import admin_settings, settings_of
+from stello_cli.nodes import keys_node_out_of_reach
 from stello_cli.parser import Commands
 from stello_cli.style import confirm, one_line, plural, write
 from stello_client.dicts import dumps
@@ -36,7 +36,7 @@ async def _with_keys(
         with _pool_warnings_muted():
             return await _work_on(settings, work)
     except Exception as exc:
-        line = node_out_of_reach(exc)
+        line = keys_node_out_of_reach(exc)
         if line is None:
             raise
         raise ClientError(line) from exc
@@ -66,30 +66,6 @@ async def _work_on(settings: StelloSettings, work: Callable[[KeyStore], Awaitabl
         await migrate_dsn(settings.direct_dsn(dsn))
         async with create_pool(dsn, settings) as pool:
             return await work(KeyStore(pool, 0))
-
-
-NODE = re.compile(r"\bto the (?:remote )?node (\S+)")
-"""The node a Citus error names (`connection to the remote node X failed ...`, `could not
-establish any connections to the node X after ...`)."""
-
-
-def node_out_of_reach(exc: BaseException) -> str | None:
-    """What a command says when the database (a Citus coordinator) answered but one of its
-    nodes is out of reach, naming it: keys and spaces are reference tables, written to (and
-    `spaces list` counted across) every node. None for any other failure."""
-    import asyncpg
-
-    cause = exc.__cause__ if exc.__cause__ is not None else exc
-    found = NODE.search(str(cause))
-    if found is None or not isinstance(cause, asyncpg.PostgresError):  # the coordinator's word
-        return None
-    node = found.group(1).rpartition("@")[2]
-    return (
-        f"the database node {node} is out of reach ({one_line(str(cause))}); keys and "
-        "spaces are kept on every node of the Citus cluster, so creating or revoking a key "
-        "and listing or deleting spaces need all of them: bring the node back, then retry "
-        '(docs/scaling.md, "Key and space management needs every node")'
-    )
 
 
 def check_names(args: argparse.Namespace) -> None:

@@ -31,7 +31,9 @@ import pytest
 
 from stello.agent.v1 import agent_pb2, agent_pb2_grpc
 from stello.common.v1 import common_pb2
+from stello.distribution import distribute
 from stello.maintenance import space_ids
+from stello.migrate import migrate
 from stello.periodic import Periodic
 from stello.storage.v1 import storage_pb2, storage_pb2_grpc
 from stello.tree.v1 import tree_pb2, tree_pb2_grpc
@@ -250,10 +252,28 @@ async def _cli(dsn: str, *args: str) -> tuple[int, str]:
     return process.returncode, err.decode()
 
 
+BEHIND = "0040_search_vector_bound"
+"""The release a second database is migrated to before the outage: the migrations after it
+change every node."""
+
+
+async def _distributed_until(cluster: CitusCluster, until: str) -> str:
+    """A fresh database on `cluster` migrated until `until`, distributed; its DSN."""
+    dsn = await cluster.create_database()
+    con = await asyncpg.connect(dsn)
+    try:
+        await migrate(con, until=until)
+        await distribute(con, shard_count=4)
+    finally:
+        await con.close()
+    return dsn
+
+
 @pytest.fixture(name="outage", scope="module")
 async def _outage(own_cluster: CitusCluster) -> AsyncIterator[dict[str, object]]:
     """The writes with one worker stopped, then the stopped worker's space after its restart."""
     dsn = await create_distributed_database(own_cluster)
+    behind = await _distributed_until(own_cluster, BEHIND)
     seen: dict[str, object] = {}
     async with recorded_services(dsn) as services:
         con = await asyncpg.connect(dsn)
@@ -276,6 +296,7 @@ async def _outage(own_cluster: CitusCluster) -> AsyncIterator[dict[str, object]]
             seen["alive erasure"] = await _erasure(services, alive, dsn)
             seen["rounds by space"] = await _rounds_by_space(services)
             seen["keys revoke"] = await _cli(dsn, "keys", "revoke", alive.key_id)
+            seen["migrate"] = await _cli(behind, "migrate")
             listed = await space_ids(services.pool)
             seen["nodes known"] = (
                 all(space.node for space in listed),
@@ -385,6 +406,20 @@ class TestAWorkerDown:
         last = lines[-1]
         assert f"the database node 127.0.0.1:{outage['stopped port']} is out of reach" in last
         assert "bring the node back" in last, last
+
+    def test_migrate_names_the_node_out_of_reach(self, outage: dict[str, object]) -> None:
+        """`stello migrate` on a distributed database with migrations pending fails while a
+        worker is stopped (a migration changes every node) and says, in one line, which node
+        is out of reach and what to do: it printed the coordinator's error alone, which named
+        the node but not that the rest of the upgrade waits for it."""
+        answered = outage["migrate"]
+        assert isinstance(answered, tuple)
+        code, err = answered
+        assert code == 1, err
+        lines = err.strip().splitlines()
+        assert len(lines) == 1, err
+        assert f"the database node 127.0.0.1:{outage['stopped port']} is out of reach" in lines[0]
+        assert "bring the node back, then run the same command again" in lines[0], lines[0]
 
     def test_the_nodes_logged_only_the_outage(self, outage: dict[str, object]) -> None:
         """No node logged an ERROR that ALLOWED_ERRORS does not explain."""
