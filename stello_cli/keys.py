@@ -193,7 +193,7 @@ async def cmd_spaces_list(args: argparse.Namespace) -> int:
     async def work(keys: KeyStore) -> int:
         for space in await keys.list_spaces():
             name, owner = one_line(space.name), one_line(space.principal)
-            write(f"{space.id}  {name:<24}  {owner:<16}  {space.sessions} sessions")
+            write(f"{space.id}  {name:<24}  {owner:<16}  {plural(space.sessions, 'session')}")
         return 0
 
     return await _with_keys(args, work)
