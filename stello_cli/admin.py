@@ -15,6 +15,7 @@ from typing import TYPE_CHECKING
 from stello_cli.databases import admin_settings, settings_of
 from stello_cli.health import register_health
 from stello_cli.keys import register_keys
+from stello_cli.nodes import migrate_node_out_of_reach
 from stello_cli.parser import Commands, call_timeout, int32
 from stello_cli.style import one_line, plural, write
 from stello_client.credentials import load_credentials
@@ -71,15 +72,21 @@ async def cmd_migrate(args: argparse.Namespace) -> int:
     settings = admin_settings(settings_of(args))
     steps: list[str] | None = None
     defaults: list[str] = []
-    async with database_url(settings.database_url, settings.data_dir) as dsn:
-        if args.pending:
-            return await _list_pending(settings.direct_dsn(dsn))
-        if args.distribute:
-            applied, steps = await migrate_and_distribute_dsn(
-                settings.direct_dsn(dsn), shard_count=args.shard_count or DEFAULT_SHARD_COUNT
-            )
-        else:
-            applied, defaults = await migrate_on_any_dsn(settings.direct_dsn(dsn))
+    try:
+        async with database_url(settings.database_url, settings.data_dir) as dsn:
+            if args.pending:
+                return await _list_pending(settings.direct_dsn(dsn))
+            if args.distribute:
+                applied, steps = await migrate_and_distribute_dsn(
+                    settings.direct_dsn(dsn), shard_count=args.shard_count or DEFAULT_SHARD_COUNT
+                )
+            else:
+                applied, defaults = await migrate_on_any_dsn(settings.direct_dsn(dsn))
+    except Exception as exc:
+        line = migrate_node_out_of_reach(exc)
+        if line is None:
+            raise
+        raise ClientError(line) from exc
     write("applied: " + (", ".join(applied) if applied else "nothing (up to date)"))
     if steps is None and defaults:
         write("session defaults (the citus extension is installed):")

@@ -7,13 +7,15 @@ neither, the database `stello up` saved, `stello_cli.databases`), migrating it f
 from __future__ import annotations
 
 import argparse
-import re
+import logging
 import sys
 import uuid
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Iterator
+from contextlib import contextmanager
 from typing import TYPE_CHECKING
 
 from stello_cli.databases import admin_settings, settings_of
+from stello_cli.nodes import keys_node_out_of_reach
 from stello_cli.parser import Commands
 from stello_cli.style import confirm, one_line, pad, plural, write
 from stello_client.dicts import dumps
@@ -29,46 +31,41 @@ async def _with_keys(
     work: Callable[[KeyStore], Awaitable[int]],
     given: StelloSettings | None = None,
 ) -> int:
-    from stello.auth import KeyStore
-    from stello.db import create_pool
-    from stello.embedded import database_url
-    from stello.migrate import migrate_dsn
-
     settings = admin_settings(given or settings_of(args))
     try:
-        async with database_url(settings.database_url, settings.data_dir) as dsn:
-            await migrate_dsn(settings.direct_dsn(dsn))
-            async with create_pool(dsn, settings) as pool:
-                return await work(KeyStore(pool, 0))
+        with _pool_warnings_muted():
+            return await _work_on(settings, work)
     except Exception as exc:
-        line = node_out_of_reach(exc)
+        line = keys_node_out_of_reach(exc)
         if line is None:
             raise
         raise ClientError(line) from exc
 
 
-NODE = re.compile(r"\bto the (?:remote )?node (\S+)")
-"""The node a Citus error names (`connection to the remote node X failed ...`, `could not
-establish any connections to the node X after ...`)."""
+@contextmanager
+def _pool_warnings_muted() -> Iterator[None]:
+    """Keep the pool's outage warnings (`stello.db`, a service's log lines) off the
+    command's stderr: a command that fails says so in its one line, which names the node
+    out of reach; printed too, the warning came first, as a second message."""
+    logger = logging.getLogger("stello.db")
+    before = logger.level
+    logger.setLevel(logging.ERROR)
+    try:
+        yield
+    finally:
+        logger.setLevel(before)
 
 
-def node_out_of_reach(exc: BaseException) -> str | None:
-    """What a command says when the database (a Citus coordinator) answered but one of its
-    nodes is out of reach, naming it: keys and spaces are reference tables, written to (and
-    `spaces list` counted across) every node. None for any other failure."""
-    import asyncpg
+async def _work_on(settings: StelloSettings, work: Callable[[KeyStore], Awaitable[int]]) -> int:
+    from stello.auth import KeyStore
+    from stello.db import create_pool
+    from stello.embedded import database_url
+    from stello.migrate import migrate_dsn
 
-    cause = exc.__cause__ if exc.__cause__ is not None else exc
-    found = NODE.search(str(cause))
-    if found is None or not isinstance(cause, asyncpg.PostgresError):  # the coordinator's word
-        return None
-    node = found.group(1).rpartition("@")[2]
-    return (
-        f"the database node {node} is out of reach ({one_line(str(cause))}); keys and "
-        "spaces are kept on every node of the Citus cluster, so creating or revoking a key "
-        "and listing or deleting spaces need all of them: bring the node back, then retry "
-        '(docs/scaling.md, "Key and space management needs every node")'
-    )
+    async with database_url(settings.database_url, settings.data_dir) as dsn:
+        await migrate_dsn(settings.direct_dsn(dsn))
+        async with create_pool(dsn, settings) as pool:
+            return await work(KeyStore(pool, 0))
 
 
 def check_names(args: argparse.Namespace) -> None:

@@ -219,6 +219,23 @@ class TestSpacesList:
         for args in (("spaces", "list", "--json"), ("--json", "spaces", "list")):
             assert json.loads(await stello_ok(env, *args, *db)) == expected
 
+    async def test_counts_in_the_right_number(self, fresh: str, home: Path) -> None:
+        """`spaces list` says `1 session` of a space with one (it said `1 sessions`), and
+        `0 sessions`, `2 sessions` as before."""
+        env = private_env(home)
+        db = ("--database-url", fresh)
+        counts = {"none": 0, "one": 1, "two": 2}
+        for name, count in counts.items():
+            made = await stello_ok(env, "keys", "create", "--space", name, *db)
+            await add_sessions(
+                fresh, dict(line.split(": ", 1) for line in made.splitlines())["space_id"], count
+            )
+        listed = {
+            line.split()[1]: line.split("default", 1)[1].strip()
+            for line in (await stello_ok(env, "spaces", "list", *db)).splitlines()
+        }
+        assert listed == {"none": "0 sessions", "one": "1 session", "two": "2 sessions"}
+
 
 class TestSpacesDelete:
     async def test_asks_naming_what_it_holds(self, fresh: str, home: Path) -> None:

@@ -20,6 +20,7 @@ checked as the Citus pass checks its own (`ALLOWED_ERRORS`).
 from __future__ import annotations
 
 import asyncio
+import os
 import sys
 import time
 import uuid
@@ -31,13 +32,16 @@ import pytest
 
 from stello.agent.v1 import agent_pb2, agent_pb2_grpc
 from stello.common.v1 import common_pb2
+from stello.distribution import distribute
 from stello.maintenance import space_ids
+from stello.migrate import migrate
 from stello.periodic import Periodic
 from stello.storage.v1 import storage_pb2, storage_pb2_grpc
 from stello.tree.v1 import tree_pb2, tree_pb2_grpc
 from storage_service.events.service import Purger
 from storage_service.search.backfill import SearchBackfill
 from storage_service.unit import Database
+from tests.cli.processes import client_env
 from tests.distribution.services import Services, recorded_services, user
 from tests.distribution.test_citus_services import SPACE_NODE
 from tests.support.citus import (
@@ -234,7 +238,8 @@ async def _rounds_by_space(s: Services) -> dict[str, object]:
 
 
 async def _cli(dsn: str, *args: str) -> tuple[int, str]:
-    """`stello ARGS --database-url DSN` in a process of its own: exit code and stderr."""
+    """`stello ARGS --database-url DSN` in a process of its own: exit code and stderr (without
+    asyncio debug mode, whose slow-callback warnings a busy machine adds to stderr)."""
     process = await asyncio.create_subprocess_exec(
         sys.executable,
         "-m",
@@ -244,16 +249,35 @@ async def _cli(dsn: str, *args: str) -> tuple[int, str]:
         dsn,
         stdout=asyncio.subprocess.DEVNULL,
         stderr=asyncio.subprocess.PIPE,
+        env=client_env(dict(os.environ)),
     )
     _, err = await process.communicate()
     assert process.returncode is not None
     return process.returncode, err.decode()
 
 
+BEHIND = "0040_search_vector_bound"
+"""The release a second database is migrated to before the outage: the migrations after it
+change every node."""
+
+
+async def _distributed_until(cluster: CitusCluster, until: str) -> str:
+    """A fresh database on `cluster` migrated until `until`, distributed; its DSN."""
+    dsn = await cluster.create_database()
+    con = await asyncpg.connect(dsn)
+    try:
+        await migrate(con, until=until)
+        await distribute(con, shard_count=4)
+    finally:
+        await con.close()
+    return dsn
+
+
 @pytest.fixture(name="outage", scope="module")
 async def _outage(own_cluster: CitusCluster) -> AsyncIterator[dict[str, object]]:
     """The writes with one worker stopped, then the stopped worker's space after its restart."""
     dsn = await create_distributed_database(own_cluster)
+    behind = await _distributed_until(own_cluster, BEHIND)
     seen: dict[str, object] = {}
     async with recorded_services(dsn) as services:
         con = await asyncpg.connect(dsn)
@@ -276,6 +300,7 @@ async def _outage(own_cluster: CitusCluster) -> AsyncIterator[dict[str, object]]
             seen["alive erasure"] = await _erasure(services, alive, dsn)
             seen["rounds by space"] = await _rounds_by_space(services)
             seen["keys revoke"] = await _cli(dsn, "keys", "revoke", alive.key_id)
+            seen["migrate"] = await _cli(behind, "migrate")
             listed = await space_ids(services.pool)
             seen["nodes known"] = (
                 all(space.node for space in listed),
@@ -374,14 +399,31 @@ class TestAWorkerDown:
     def test_key_management_names_the_node_out_of_reach(self, outage: dict[str, object]) -> None:
         """`stello keys revoke` of a key of the healthy worker's space fails (a reference
         table's write needs every node), and says which node is out of reach and why, not
-        that the database is unavailable."""
+        that the database is unavailable, in one line: the pool's outage warning (a
+        service's log line) printed before it was a second message."""
         answered = outage["keys revoke"]
         assert isinstance(answered, tuple)
         code, err = answered
         assert code == 1, err
-        last = err.strip().splitlines()[-1]
+        lines = err.strip().splitlines()
+        assert len(lines) == 1, err
+        last = lines[-1]
         assert f"the database node 127.0.0.1:{outage['stopped port']} is out of reach" in last
         assert "bring the node back" in last, last
+
+    def test_migrate_names_the_node_out_of_reach(self, outage: dict[str, object]) -> None:
+        """`stello migrate` on a distributed database with migrations pending fails while a
+        worker is stopped (a migration changes every node) and says, in one line, which node
+        is out of reach and what to do: it printed the coordinator's error alone, which named
+        the node but not that the rest of the upgrade waits for it."""
+        answered = outage["migrate"]
+        assert isinstance(answered, tuple)
+        code, err = answered
+        assert code == 1, err
+        lines = err.strip().splitlines()
+        assert len(lines) == 1, err
+        assert f"the database node 127.0.0.1:{outage['stopped port']} is out of reach" in lines[0]
+        assert "bring the node back, then run the same command again" in lines[0], lines[0]
 
     def test_the_nodes_logged_only_the_outage(self, outage: dict[str, object]) -> None:
         """No node logged an ERROR that ALLOWED_ERRORS does not explain."""
