@@ -24,7 +24,6 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse, Response, StreamingResponse
 from starlette.routing import Route
 
-from stello import json_text
 from stello_client.exceptions import ConfigurationError, RpcError
 from stello_console.errors import (
     ConsoleInputError,
@@ -42,6 +41,16 @@ from stello_console.gateway import (
     RecordPage,
     RootForm,
 )
+from stello_console.inputs import (
+    MAX_SEQ,
+    check_id,
+    cursor,
+    json_body,
+    profile_vars,
+    query_int,
+    text,
+    whole_number,
+)
 from stello_console.live import LiveRelay, sse
 
 CallerOf = Callable[[Request], Caller]
@@ -52,14 +61,6 @@ MAX_LINEAGE_PAGE = 1000
 SEARCH_PAGE = 20
 MAX_SEARCH_PAGE = 100
 MAX_NODES = 100
-MAX_CURSOR_DIGITS = 18
-MAX_SEQ = 2**63 - 1  # seqs are int64 on the wire
-MIB = 1024 * 1024
-# The largest request body the console reads (a JSON form): the gateway's own text limits
-# default to 1 MiB a field (a Send's content: max_content_bytes; a record:
-# STELLO_MAX_RECORD_BYTES; an insight or memory: STELLO_MAX_SLOT_BYTES), so this leaves room
-# for a whole field written with JSON escapes. The gateway still judges each field.
-MAX_BODY_BYTES = 8 * MIB
 
 
 def fixed_caller(caller: Caller) -> CallerOf:
@@ -152,16 +153,14 @@ class ConsoleApi:
         if not 1 <= len(ids) <= MAX_NODES:
             raise ConsoleInputError(f"id: give 1 to {MAX_NODES} session ids, got {len(ids)}")
         for value in ids:
-            _uuid(value, "id")
+            check_id(value, "id")
         caller = self._caller_of(request)
         return JSONResponse(await self._gateway.nodes(caller, ids))
 
     async def events(self, request: Request) -> Response:
         """The space's changes as server-sent events (`stello_console.live`), after the cursor
         in ``Last-Event-ID`` or ``?after=`` (neither: from now)."""
-        after = _cursor(request, "last-event-id", "Last-Event-ID") or _cursor(
-            request, None, "after"
-        )
+        after = cursor(request, "last-event-id", "Last-Event-ID") or cursor(request, None, "after")
         caller = self._caller_of(request)
         return _event_stream(self._live.stream(caller, after))
 
@@ -175,7 +174,7 @@ class ConsoleApi:
         ?page_size=N (default 50, at most 1000) &page_token= (a page's next_page_token)
         continues up the chain: {ancestors, next_page_token}, each ancestor a digest
         (id, parent_id, label, status, turn_count, memory, insight)."""
-        size = _query_int(request, "page_size", LINEAGE_PAGE, minimum=1, maximum=MAX_LINEAGE_PAGE)
+        size = query_int(request, "page_size", LINEAGE_PAGE, minimum=1, maximum=MAX_LINEAGE_PAGE)
         assert size is not None
         token = request.query_params.get("page_token", "")
         caller = self._caller_of(request)
@@ -188,11 +187,11 @@ class ConsoleApi:
         next_page_token) continues the walk, to older records without `after`, to newer ones
         with it: {records, next_page_token}. A window around a record is two reads:
         before=SEQ+1 and after=SEQ."""
-        after = _query_int(request, "after", None, minimum=0, maximum=MAX_SEQ)
-        before = _query_int(request, "before", None, minimum=1, maximum=MAX_SEQ)
+        after = query_int(request, "after", None, minimum=0, maximum=MAX_SEQ)
+        before = query_int(request, "before", None, minimum=1, maximum=MAX_SEQ)
         if after is not None and before is not None:
             raise ConsoleInputError("after, before: give one of them, not both")
-        limit = _query_int(request, "limit", RECORDS_PAGE, minimum=1, maximum=1000)
+        limit = query_int(request, "limit", RECORDS_PAGE, minimum=1, maximum=1000)
         assert limit is not None
         page = RecordPage(limit, after, request.query_params.get("page_token", ""), before)
         caller = self._caller_of(request)
@@ -203,7 +202,7 @@ class ConsoleApi:
         status = request.query_params.get("status", "")
         if status not in STATUSES:
             raise ConsoleInputError(f"status: must be active, archived or empty, got {status!r}")
-        size = _query_int(request, "page_size", DIGESTS_PAGE, minimum=1, maximum=1000)
+        size = query_int(request, "page_size", DIGESTS_PAGE, minimum=1, maximum=1000)
         assert size is not None
         token = request.query_params.get("page_token", "")
         caller = self._caller_of(request)
@@ -214,7 +213,7 @@ class ConsoleApi:
         &page_size= (default 20, at most 100) &page_token= continues: {hits, next_page_token},
         each hit {session_id, label, seq, role, created_at, snippet, snippet_offset,
         matches: [[start, end], ...] in code points, reader_count, rank}."""
-        size = _query_int(request, "page_size", SEARCH_PAGE, minimum=1, maximum=MAX_SEARCH_PAGE)
+        size = query_int(request, "page_size", SEARCH_PAGE, minimum=1, maximum=MAX_SEARCH_PAGE)
         assert size is not None
         query = request.query_params.get("q", "")
         token = request.query_params.get("page_token", "")
@@ -229,13 +228,13 @@ class ConsoleApi:
     async def create_root(self, request: Request) -> Response:
         """A new root: {label?, system_prompt?, profile?, profile_vars?, request_id?}."""
         caller = self._caller_of(request)
-        body = await _json_body(request)
+        body = await json_body(request)
         form = RootForm(
-            label=_text(body, "label"),
-            system_prompt=_text(body, "system_prompt"),
-            profile=_text(body, "profile"),
-            profile_vars=_vars(body),
-            request_id=_text(body, "request_id") or "",
+            label=text(body, "label"),
+            system_prompt=text(body, "system_prompt"),
+            profile=text(body, "profile"),
+            profile_vars=profile_vars(body),
+            request_id=text(body, "request_id") or "",
         )
         return JSONResponse(await self._gateway.create_root(caller, form))
 
@@ -243,19 +242,19 @@ class ConsoleApi:
         """A fork: {label, context, inherit_until_seq?, profile?, profile_vars?, system_prompt?,
         prompt?, request_id?}."""
         caller = self._caller_of(request)
-        body = await _json_body(request)
-        context = _text(body, "context") or ""
+        body = await json_body(request)
+        context = text(body, "context") or ""
         if context not in CONTEXTS:
             raise ConsoleInputError(f"context: must be none, inherit or compress, got {context!r}")
         form = ForkForm(
-            label=_text(body, "label") or "",
+            label=text(body, "label") or "",
             context=context,
-            inherit_until_seq=_int(body, "inherit_until_seq"),
-            profile=_text(body, "profile"),
-            profile_vars=_vars(body),
-            system_prompt=_text(body, "system_prompt"),
-            prompt=_text(body, "prompt"),
-            request_id=_text(body, "request_id") or "",
+            inherit_until_seq=whole_number(body, "inherit_until_seq"),
+            profile=text(body, "profile"),
+            profile_vars=profile_vars(body),
+            system_prompt=text(body, "system_prompt"),
+            prompt=text(body, "prompt"),
+            request_id=text(body, "request_id") or "",
         )
         return JSONResponse(await self._gateway.fork(caller, request.path_params["id"], form))
 
@@ -277,7 +276,7 @@ class ConsoleApi:
     async def put_insight(self, request: Request) -> Response:
         """Replace the insight: {content}."""
         caller = self._caller_of(request)
-        content = _text(await _json_body(request), "content", required=True)
+        content = text(await json_body(request), "content", required=True)
         assert content is not None
         session_id = request.path_params["id"]
         return JSONResponse(await self._gateway.put_insight(caller, session_id, content))
@@ -285,7 +284,7 @@ class ConsoleApi:
     async def put_memory(self, request: Request) -> Response:
         """Replace the memory: {content}."""
         caller = self._caller_of(request)
-        content = _text(await _json_body(request), "content", required=True)
+        content = text(await json_body(request), "content", required=True)
         assert content is not None
         session_id = request.path_params["id"]
         return JSONResponse(await self._gateway.put_memory(caller, session_id, content))
@@ -299,10 +298,10 @@ class ConsoleApi:
         back) rather than left to run.
         """
         caller = self._caller_of(request)
-        body = await _json_body(request)
-        content = _text(body, "content", required=True)
+        body = await json_body(request)
+        content = text(body, "content", required=True)
         assert content is not None
-        request_id = _text(body, "request_id") or uuid.uuid4().hex
+        request_id = text(body, "request_id") or uuid.uuid4().hex
         events = self._gateway.send(caller, request.path_params["id"], content, request_id)
         return _event_stream(self._relay(events))
 
@@ -322,112 +321,3 @@ def _event_stream(events: AsyncIterator[str]) -> StreamingResponse:
     return StreamingResponse(
         events, media_type="text/event-stream", headers={"x-accel-buffering": "no"}
     )
-
-
-def _cursor(request: Request, header: str | None, name: str) -> str | None:
-    """The cursor in header `header` (or query parameter `name`), checked; None when absent."""
-    raw = request.headers.get(header) if header else request.query_params.get(name)
-    if raw is None or raw == "":
-        return None
-    if not (raw.isascii() and raw.isdigit() and len(raw) <= MAX_CURSOR_DIGITS):
-        raise ConsoleInputError(f"{name}: must be a cursor the console sent (an event id)")
-    return raw
-
-
-def _uuid(value: str, name: str) -> None:
-    try:
-        canonical = str(uuid.UUID(value)) == value.lower()
-    except ValueError:
-        canonical = False
-    if not canonical:
-        raise ConsoleInputError(f"{name}: must be session ids (UUIDs), got {value!r}")
-
-
-async def _json_body(request: Request) -> dict[str, Any]:
-    """The body as a JSON object, read only up to MAX_BODY_BYTES: a larger Content-Length is
-    refused before a byte is read, a longer streamed (chunked) body as soon as it passes it."""
-    declared = request.headers.get("content-length", "")
-    if declared.strip().isdigit() and int(declared) > MAX_BODY_BYTES:
-        raise _too_large()
-    data = bytearray()
-    async for chunk in request.stream():
-        data += chunk
-        if len(data) > MAX_BODY_BYTES:
-            raise _too_large()
-    try:
-        body = json_text.loads(data)
-    except ValueError:  # not JSON, or nested past what Python's json reads
-        raise ConsoleInputError("the request body must be a JSON object") from None
-    if not isinstance(body, dict):
-        raise ConsoleInputError("the request body must be a JSON object")
-    return body
-
-
-def _too_large() -> ConsoleInputError:
-    return ConsoleInputError(
-        f"the request body is larger than the console's limit of {MAX_BODY_BYTES} bytes "
-        f"({MAX_BODY_BYTES // MIB} MiB): send a shorter text",
-        413,
-        "RESOURCE_EXHAUSTED",
-    )
-
-
-def _text(body: dict[str, Any], name: str, *, required: bool = False) -> str | None:
-    value = body.get(name)
-    if value is None and not required:
-        return None
-    if not isinstance(value, str):
-        raise ConsoleInputError(f"{name}: must be text")
-    return _unicode(value, name)
-
-
-def _unicode(value: str, name: str) -> str:
-    """`value` when UTF-8 can carry it; JSON's "\\ud800" escapes decode to lone surrogates,
-    which no text field holds (the SDK would refuse them naming its own keyword)."""
-    try:
-        value.encode()
-    except UnicodeEncodeError as exc:
-        raise ConsoleInputError(
-            f"{name}: is not valid Unicode text (a lone surrogate at character "
-            f"{exc.start + 1}): send text without it"
-        ) from None
-    return value
-
-
-def _vars(body: dict[str, Any]) -> dict[str, str]:
-    value = body.get("profile_vars") or {}
-    if not isinstance(value, dict) or not all(
-        isinstance(k, str) and isinstance(v, str) for k, v in value.items()
-    ):
-        raise ConsoleInputError("profile_vars: must map variable names to text")
-    for name, text in value.items():
-        _unicode(name + text, "profile_vars")
-    return value
-
-
-def _int(body: dict[str, Any], name: str) -> int | None:
-    """A whole number a seq (int64) can hold; the gateway judges its meaning."""
-    value = body.get(name)
-    if value is None:
-        return None
-    if isinstance(value, bool) or not isinstance(value, int):
-        raise ConsoleInputError(f"{name}: must be a whole number")
-    if not -MAX_SEQ - 1 <= value <= MAX_SEQ:
-        raise ConsoleInputError(f"{name}: must be at most {MAX_SEQ} (a seq), got {value}")
-    return value
-
-
-def _query_int(
-    request: Request, name: str, default: int | None, *, minimum: int, maximum: int | None = None
-) -> int | None:
-    raw = request.query_params.get(name, "")
-    if not raw:
-        return default
-    try:
-        value = int(raw)
-    except ValueError:
-        raise ConsoleInputError(f"{name}: must be a whole number, got {raw!r}") from None
-    if value < minimum or (maximum is not None and value > maximum):
-        bounds = f"at least {minimum}" if maximum is None else f"from {minimum} to {maximum}"
-        raise ConsoleInputError(f"{name}: must be {bounds}, got {value}")
-    return value

@@ -14,7 +14,7 @@ import pytest
 
 from stello.common.v1 import common_pb2
 from stello_console import Caller, ConsoleOptions, running_console
-from stello_console.api import MAX_BODY_BYTES
+from stello_console.inputs import MAX_BODY_BYTES
 from tests.console.conftest import REPLY_HEAD, ConsoleStack
 from tests.console.http import Reply, exchange, fetch, signed_headers
 from tests.gateway.conftest import record
