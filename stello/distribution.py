@@ -86,9 +86,11 @@ FROM pg_dist_object o
 WHERE o.classid = 'pg_proc'::regclass AND o.objid = $1::regprocedure
 """
 
-# The first version whose schema Citus can keep: 0004 removed the last sequence
-# and the SET NULL key (docs/scaling.md "The rules the schema keeps").
-CITUS_READY_SINCE = "0004_tenant_local_order"
+# The first version whose schema Citus can keep and migrate on: 0004 removed the last
+# sequence and the SET NULL key (docs/scaling.md "The rules the schema keeps"), and 0006's
+# backfill (a SQL-bodied function over every space) cannot run on a distributed schema, so a
+# schema distributed at 0004 or 0005 could never be migrated on.
+CITUS_READY_SINCE = "0006_bounded_turns"
 
 SCHEMA_VERSION = """
 SELECT to_regclass('public.sessions') IS NOT NULL

@@ -454,12 +454,13 @@ class TestRefusals:
             await cluster.drop_database(dsn.rpartition("/")[2])
 
     async def test_schema_too_old(self, cluster: CitusCluster) -> None:
-        """A database not migrated, or migrated to before 0004 (a SET NULL key, a sequence),
-        is refused with what to run."""
+        """A database not migrated, or migrated to before 0004 (a SET NULL key, a sequence)
+        or to before 0006 (whose backfill cannot run on a distributed schema: one distributed
+        at 0005 could never be migrated on), is refused with what to run."""
         dsn = await cluster.create_database()
         con = await asyncpg.connect(dsn)
         try:
-            for until in (None, "0002_idempotency_claim"):
+            for until in (None, "0002_idempotency_claim", "0005_space_events"):
                 if until is not None:
                     await migrate(con, until=until)
                 with pytest.raises(FailedPrecondition, match="stello migrate") as refused:
@@ -605,24 +606,17 @@ class TestPlacement:
 
 class TestLaterMigrations:
     @pytest.mark.parametrize(
-        ("distributed_at", "then_until"),
+        "distributed_at",
         [
-            # 0005's guard distributes its tables; 0006's backfill (a SQL-bodied function
-            # over every space) cannot run on a distributed schema, which never existed then.
-            ("0004_tenant_local_order", "0005_space_events"),
-            ("0006_bounded_turns", None),
-            ("0008_fork_guard", None),
-            ("0009_lineage", None),
+            "0006_bounded_turns",
+            "0008_fork_guard",
+            "0009_lineage",
             # 0036 creates a tenant table (idempotency_key_entries) on a distributed schema.
-            ("0035_search_tags", None),
+            "0035_search_tags",
         ],
     )
     async def test_migrate_distribute_then_the_rest(
-        self,
-        cluster: CitusCluster,
-        distributed: Distributed,
-        distributed_at: str,
-        then_until: str | None,
+        self, cluster: CitusCluster, distributed: Distributed, distributed_at: str
     ) -> None:
         """Migrations later than the distribution apply on the distributed schema: the tables
         they create are distributed at once, and the result is the schema distributed at the end."""
@@ -633,22 +627,19 @@ class TestLaterMigrations:
             assert await distribute(con, shard_count=SHARDS)
             versions = [m.version for m in load_migrations()]
             later = versions[versions.index(distributed_at) + 1 :]
-            if then_until is not None:
-                later = later[: later.index(then_until) + 1]
-            assert await migrate(con, until=then_until) == later
+            assert await migrate(con) == later
             tables = {r["name"]: r["kind"] for r in await con.fetch(TABLES)}
             public = {r["relname"] for r in await con.fetch(PUBLIC_TABLES)}
             assert {tables.get(t) for t in public & set(distribution_plan.DISTRIBUTED_TABLES)} == {
                 "distributed"
             }
-            if then_until is None:
-                await distribute(con, shard_count=SHARDS)
-                assert await distribute(con, shard_count=SHARDS) == []
-                reference = await asyncpg.connect(distributed.dsn)
-                try:
-                    assert await _snapshot(con) == await _snapshot(reference)
-                finally:
-                    await reference.close()
+            await distribute(con, shard_count=SHARDS)
+            assert await distribute(con, shard_count=SHARDS) == []
+            reference = await asyncpg.connect(distributed.dsn)
+            try:
+                assert await _snapshot(con) == await _snapshot(reference)
+            finally:
+                await reference.close()
         finally:
             await con.close()
             await cluster.drop_database(dsn.rpartition("/")[2])
