@@ -6,7 +6,7 @@
 --    made, the session of an AppendRecords, the sessions a Transact names
 --    (or a RememberResultOp's `session_ids`). Erasing a session erases the
 --    replies linked to it in the same transaction (DeleteSubtree's erasure,
---    the provisional sweep: `stello.reply_erasure.ERASE_LINKED` / `FORGET_LINKED`).
+--    the provisional sweep: `stello.idempotency.ERASE_LINKED` / `FORGET_LINKED`).
 --    A DeleteSubtree leaves a tombstone (`erased`: no request hash, no
 --    response), so a replay of the request_id answers NOT_FOUND until the key
 --    expires, never the old reply and never a second run; the sweep of a

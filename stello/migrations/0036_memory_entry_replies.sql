@@ -7,7 +7,7 @@
 -- linked to its entry by the entry's surrogate id (`shared_memory.entry_id`,
 -- migration 0011_1: kept by a replace, new after a remove), and the
 -- transaction that removes the entry erases the replies linked to it, as a
--- session's erasure erases its replies (`stello.reply_erasure.ERASE_ENTRY_REPLIES`:
+-- session's erasure erases its replies (`stello.idempotency.ERASE_ENTRY_REPLIES`:
 -- a tombstone, so a replay answers NOT_FOUND REQUEST_ERASED, never the old
 -- text). A replace keeps the entry, so its replies stay. Links hold ids only
 -- and go with their key (expiry: cascade); no key to `shared_memory` (its row
