@@ -6,7 +6,8 @@ import pytest
 from pglast import parse_sql, split
 from pglast.parser import fingerprint
 
-from stello.migrate import Migration, load_migrations, split_statements
+from stello.migrate import Migration, load_migrations
+from stello.sql_script import split_statements
 
 
 class TestSplit:
