@@ -11,6 +11,7 @@ from stello_client.reads import ReadCalls
 from stello_client.retention import RetentionCalls
 from stello_client.sessions import SessionCalls
 from stello_client.shared_memory import SharedMemoryCalls
+from stello_client.slots import SlotCalls
 from stello_client.turns import TurnCalls
 from stello_client.watching import WatchCalls
 
@@ -56,7 +57,13 @@ RPC_METHODS = {
 
 
 class AsyncClient(
-    SessionCalls, TurnCalls, ReadCalls, SharedMemoryCalls, WatchCalls, RetentionCalls
+    SessionCalls,
+    SlotCalls,
+    TurnCalls,
+    ReadCalls,
+    SharedMemoryCalls,
+    WatchCalls,
+    RetentionCalls,
 ):
     """The Stello gateway for asyncio: ``async with AsyncClient() as client: ...``.
 
