@@ -8,8 +8,9 @@ from __future__ import annotations
 
 from functools import partial
 
-from agent_gateway.app import GatewayFiles, create_app, services_tls
+from agent_gateway.app import create_app, services_tls
 from agent_gateway.config import GatewaySettings
+from agent_gateway.files import GatewayFiles
 from agent_gateway.forks.profiles import ProfilesFileError
 from agent_gateway.llm.prompt_config import PromptsFileError
 from agent_gateway.tools.skills import SkillsFileError

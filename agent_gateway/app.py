@@ -19,7 +19,7 @@ from agent_gateway.forks.faults import Faults, faults_from_setting
 from agent_gateway.forks.guard import ForkGuard
 from agent_gateway.forks.imports import SessionImporter
 from agent_gateway.forks.inputs import SizeLimits
-from agent_gateway.forks.profiles import ProfileRegistry, ProfilesFileError, load_profiles
+from agent_gateway.forks.profiles import ProfileRegistry, load_profiles
 from agent_gateway.forks.saga import ProvisioningSaga
 from agent_gateway.history.background_fold import BackgroundFolds
 from agent_gateway.history.budget import Calibration, Counter
@@ -42,7 +42,7 @@ from agent_gateway.sessions.watch_ends import key_check
 from agent_gateway.tools.builtins import BuiltinTools
 from agent_gateway.tools.create_session import CreateSessionTool
 from agent_gateway.tools.memory import MemoryTools
-from agent_gateway.tools.skills import SkillRegistry, SkillsFileError, load_skills
+from agent_gateway.tools.skills import SkillRegistry, load_skills
 from agent_gateway.turns.lease_keeper import LeaseKeeper, LeaseTimes
 from agent_gateway.turns.queue import TurnLine
 from agent_gateway.turns.requests import ContentLimits
@@ -57,74 +57,6 @@ from stello.settings import StelloSettings
 SERVICE_NAME = "stello.agent.v1.AgentGateway"
 RAW_REPLIES = frozenset({f"/{SERVICE_NAME}/GetTree"})
 """Methods whose servicer returns the reply's bytes (GetTree passes the tree's on)."""
-
-
-@dataclass(frozen=True, slots=True)
-class GatewayFiles:
-    """The prompts, profiles and skills files a gateway's settings name, read and checked."""
-
-    prompts: Prompts
-    profiles: ProfileRegistry
-    skills: SkillRegistry
-
-    @classmethod
-    def read(cls, config: GatewaySettings, max_slot_bytes: int | None = None) -> GatewayFiles:
-        """Read the files `config` names (the defaults where it names none).
-
-        Raises:
-            PromptsFileError, ProfilesFileError, SkillsFileError: a file is not valid, a
-                profile or STELLO_GATEWAY_DEFAULT_SKILLS names a skill not configured, or a
-                profile's compressor or consolidator prompt is over `max_slot_bytes` (None:
-                STELLO_MAX_SLOT_BYTES) (file, line, problem).
-        """
-        files = cls(
-            load_prompts(config.prompts, config.prompts_file),
-            load_profiles(config.profiles_file),
-            load_skills(config.skills_file),
-        )
-        files.check_skill_names(config)
-        limit = StelloSettings().max_slot_bytes if max_slot_bytes is None else max_slot_bytes
-        files.check_prompt_sizes(limit)
-        return files
-
-    def check_prompt_sizes(self, max_slot_bytes: int) -> None:
-        """Check that a profile's compressor and consolidator prompts fit the slot limit: the
-        tree refuses a session config over it, so every Fork with the profile would fail,
-        naming a field its caller never set (the system prompt, a template, is checked as
-        composed, per request).
-
-        Raises:
-            ProfilesFileError: a profile's prompt is over `max_slot_bytes`.
-        """
-        for profile in self.profiles:
-            for field in ("compressor_prompt", "consolidator_prompt"):
-                size = len((getattr(profile, field) or "").encode())
-                if size > max_slot_bytes:
-                    raise ProfilesFileError(
-                        profile.problem(
-                            field,
-                            f"is {size} bytes, over STELLO_MAX_SLOT_BYTES ({max_slot_bytes}): "
-                            "shorten it",
-                        )
-                    )
-
-    def check_skill_names(self, config: GatewaySettings) -> None:
-        """Check that every skill a profile or STELLO_GATEWAY_DEFAULT_SKILLS names is
-        configured: a session made with an unknown name would see fewer skills than its
-        config says, without a word (CreateRoot and Fork refuse one the same way).
-
-        Raises:
-            ProfilesFileError: a profile names a skill the skills file does not define.
-            SkillsFileError: STELLO_GATEWAY_DEFAULT_SKILLS does.
-        """
-        fix = "define it in STELLO_GATEWAY_SKILLS_FILE or take it out"
-        for profile in self.profiles:
-            for name in profile.skills or ():
-                if (reason := self.skills.unknown(name)) is not None:
-                    raise ProfilesFileError(profile.problem("skills", f"{reason}: {fix}"))
-        for name in config.default_skills or ():
-            if (reason := self.skills.unknown(name)) is not None:
-                raise SkillsFileError(f"STELLO_GATEWAY_DEFAULT_SKILLS {reason}: {fix}")
 
 
 @dataclass(frozen=True, slots=True)

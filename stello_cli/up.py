@@ -41,8 +41,8 @@ from stello_cli.databases import with_database
 from stello_client.credentials import Credentials, load_credentials, save_credentials
 
 if TYPE_CHECKING:  # `stello up` loads the services when it runs (a client needs none)
-    from agent_gateway.app import GatewayFiles
     from agent_gateway.config import GatewaySettings
+    from agent_gateway.files import GatewayFiles
     from storage_service.config import StorageSettings
     from tree_service.config import TreeSettings
 
@@ -115,8 +115,8 @@ def service_configs() -> ServiceConfigs:
         pydantic.ValidationError: a variable's value is refused (the CLI names it).
         ValueError: a prompts, profiles or skills file is not valid (file, line, problem).
     """
-    from agent_gateway.app import GatewayFiles
     from agent_gateway.config import GatewaySettings
+    from agent_gateway.files import GatewayFiles
     from storage_service.config import StorageSettings
     from tree_service.config import TreeSettings
 

@@ -6,8 +6,8 @@ from pathlib import Path
 
 import pytest
 
-from agent_gateway.app import GatewayFiles
 from agent_gateway.config import GatewaySettings
+from agent_gateway.files import GatewayFiles
 from agent_gateway.forks.compose import ContextMode, PromptMode
 from agent_gateway.forks.profiles import (
     Profile,

@@ -18,8 +18,8 @@ import asyncpg
 import grpc
 import pytest
 
-from agent_gateway.app import GatewayFiles
 from agent_gateway.config import GatewaySettings
+from agent_gateway.files import GatewayFiles
 from agent_gateway.forks.profiles import ProfilesFileError
 from agent_gateway.llm import ToolCallSpec
 from agent_gateway.tools.base import ACTIVATE_SKILL
