@@ -24,12 +24,14 @@ import socket
 import struct
 from collections import deque
 from collections.abc import Callable, Iterable, Mapping
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, replace
 from http import HTTPStatus
 from types import TracebackType
 from typing import Any, Self
 
-JsonValue = Any
+from tests.support.fake_answers import FakeAnswer, FakeToolCall, JsonValue, split_in_two
+
+__all__ = ["FakeAnswer", "FakeToolCall", "JsonValue", "split_in_two"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -127,51 +129,6 @@ def sse_event(name: str | None, data: JsonValue | str) -> bytes:
 
 Responder = Callable[[RecordedRequest], Reply]
 """Computes the reply to one request (e.g. JSON or SSE, as the request asks)."""
-
-
-@dataclass(frozen=True, slots=True)
-class FakeToolCall:
-    """A tool call a fake model makes.
-
-    `arguments` as a `str` is sent verbatim (to script malformed JSON); `id`
-    None lets the fake number it.
-    """
-
-    name: str
-    arguments: dict[str, JsonValue] | str = field(default_factory=dict)
-    id: str | None = None
-
-    def arguments_text(self) -> str:
-        """The arguments as JSON text on the wire."""
-        if isinstance(self.arguments, str):
-            return self.arguments
-        return json.dumps(self.arguments, separators=(",", ":"))
-
-
-@dataclass(frozen=True, slots=True)
-class FakeAnswer:
-    """What a fake model answers: text, tool calls, token usage, streamed in `chunks` deltas."""
-
-    text: str = ""
-    tool_calls: tuple[FakeToolCall, ...] = ()
-    prompt_tokens: int = 10
-    completion_tokens: int = 5
-    chunks: int = 3
-
-    def text_pieces(self) -> list[str]:
-        """The text cut into at most `chunks` non-empty deltas."""
-        if not self.text:
-            return []
-        size = -(-len(self.text) // max(self.chunks, 1))
-        return [self.text[i : i + size] for i in range(0, len(self.text), size)]
-
-
-def split_in_two(text: str) -> list[str]:
-    """`text` in two non-empty pieces when it has two characters (streamed tool arguments)."""
-    if len(text) < 2:
-        return [text] if text else []
-    middle = len(text) // 2
-    return [text[:middle], text[middle:]]
 
 
 def _unscripted(request: RecordedRequest) -> Reply:
