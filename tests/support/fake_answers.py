@@ -32,13 +32,16 @@ class FakeToolCall:
 
 @dataclass(frozen=True, slots=True)
 class FakeAnswer:
-    """What a fake model answers: text, tool calls, token usage, streamed in `chunks` deltas."""
+    """What a fake model answers: text, tool calls, token usage, streamed in `chunks` deltas;
+    `stop`: the finish_reason (OpenAI) or stop_reason (Anthropic) to send instead of the
+    usual one (e.g. a content filter's: ``content_filter``, ``refusal``)."""
 
     text: str = ""
     tool_calls: tuple[FakeToolCall, ...] = ()
     prompt_tokens: int = 10
     completion_tokens: int = 5
     chunks: int = 3
+    stop: str | None = None
 
     def text_pieces(self) -> list[str]:
         """The text cut into at most `chunks` non-empty deltas."""

@@ -10,6 +10,7 @@ optionally after a delay. Connections are kept alive as HTTP/1.1 allows.
         server.push(Reply.json({"ok": True}))
         ...  # point a client at server.url
         assert server.requests[0].json() == {...}
+        assert await server.written_whole(0)  # False: the client closed it before its end
 
 `tests/support/fake_openai.py` and `tests/support/fake_anthropic.py` build on
 it: they render a `FakeAnswer` in their provider's protocol.
@@ -169,6 +170,10 @@ class FakeHTTPServer:
         self._server: asyncio.Server | None = None
         self._tasks: set[asyncio.Task[Any]] = set()
         self._writers: set[asyncio.StreamWriter] = set()
+        self.written: list[bool] = []
+        """Per reply, in the order written: True when it was written to its end, False when
+        the connection broke before (the client closed it, or a `Reply.reset`)."""
+        self._wrote = asyncio.Event()
         self.port = 0
 
     @property
@@ -221,6 +226,18 @@ class FakeHTTPServer:
     ) -> None:
         await self.close()
 
+    async def written_whole(self, index: int) -> bool:
+        """Whether reply `index` (0-based, in the order written) was written to its end, once
+        its writing ended (see `written`); a reply that hangs never ends."""
+        while len(self.written) <= index:
+            self._wrote.clear()
+            await self._wrote.wait()
+        return self.written[index]
+
+    def _ended(self, whole: bool) -> None:
+        self.written.append(whole)
+        self._wrote.set()
+
     def _reply_to(self, request: RecordedRequest) -> Reply:
         scripted = self._script.popleft() if self._script else self.default
         if isinstance(scripted, Reply):
@@ -257,7 +274,12 @@ class FakeHTTPServer:
                     return
                 self.requests.append(request)
                 reply = self._reply_to(request)
-                await _write_reply(writer, reply)
+                try:
+                    await _write_reply(writer, reply)
+                except ConnectionError:
+                    self._ended(False)
+                    raise
+                self._ended(True)
                 if request.headers.get("connection", "").lower() == "close":
                     return
         except (ConnectionError, asyncio.IncompleteReadError):
