@@ -12,6 +12,7 @@ from pydantic import SecretStr
 from agent_gateway.llm.base import (
     Completion,
     Done,
+    FinishReason,
     JsonObject,
     LLMMessage,
     LLMProvider,
@@ -50,6 +51,7 @@ __all__ = [
     "Completion",
     "Done",
     "EchoProvider",
+    "FinishReason",
     "JsonObject",
     "LLMMessage",
     "LLMProvider",
@@ -116,6 +118,7 @@ def build_provider(
             max_context_tokens=settings.openai_max_context_tokens,
             max_tokens=settings.openai_max_tokens,
             max_tokens_param=settings.openai_max_tokens_param,
+            record_bytes=settings.max_record_bytes,
         )
     if settings.llm_provider == "anthropic":
         from agent_gateway.llm.anthropic_provider import AnthropicProvider
@@ -128,6 +131,7 @@ def build_provider(
             timeout_s=settings.llm_timeout_s,
             max_retries=settings.llm_max_retries,
             max_context_tokens=settings.anthropic_max_context_tokens,
+            record_bytes=settings.max_record_bytes,
         )
     return EchoProvider(max_context_tokens=max_context_tokens, delay_s=echo_delay_s)
 

@@ -18,6 +18,18 @@ proxy's answer: an error object in JSON, or a page. `StreamHead` keeps the
 start of a stream's bytes so that the providers' SSE decoders can end such a
 stream with the error object (the SDK raises it) or with a `NO_EVENT` mark
 whose detail, logged, is what came.
+
+A streamed answer's size is bounded (`AnswerBound`): the gateway stores an answer
+in one record, of at most STELLO_MAX_RECORD_BYTES (`record_bytes`), so a stream
+whose text and tool-call arguments pass `answer_limit` (twice that, plus
+`ANSWER_MARGIN_BYTES`: streamed arguments may carry whitespace and escapes their
+stored form does not) cannot be stored, whatever follows. Its reading stops
+there, the connection is closed, and the call is RESOURCE_EXHAUSTED
+LLM_ANSWER_TOO_LARGE, as an answer found too large once whole is
+(`turns.answer_size`). The SDKs' SSE decoders keep a line, and an event's
+``data:`` lines, with no bound: the providers' decoders (`DoneMarking`,
+`NoEventMarking`) count the bytes read since the last event (`AnswerBound.raw`)
+and stop an event that grows past the same limit (one endless line).
 """
 
 from __future__ import annotations
@@ -27,7 +39,9 @@ import logging
 from collections.abc import AsyncIterator, Iterable
 from dataclasses import replace
 
-from agent_gateway.llm.base import ToolCallSpec
+from agent_gateway.llm.base import FinishReason, ToolCallSpec
+from stello.errors import ResourceExhausted, new_error_id
+from stello.reasons import LLM_ANSWER_TOO_LARGE
 
 logger = logging.getLogger(__name__)
 
@@ -35,6 +49,26 @@ TRUNCATED = frozenset({"length", "max_tokens"})
 """The stop reasons of an answer cut at max_tokens (OpenAI's, Anthropic's)."""
 FILTERED = frozenset({"content_filter", "refusal"})
 """The stop reasons of an answer a safety filter stopped (OpenAI's and Azure's, Anthropic's)."""
+
+
+_FINISHES: dict[str, FinishReason] = {
+    "stop": "stop",
+    "end_turn": "stop",
+    "stop_sequence": "stop",
+    "length": "length",
+    "max_tokens": "length",
+    "tool_calls": "tool_calls",
+    "function_call": "tool_calls",
+    "tool_use": "tool_calls",
+    "content_filter": "content_filter",
+    "refusal": "content_filter",
+}
+
+
+def finish_of(reason: str | None) -> FinishReason | None:
+    """The `FinishReason` a provider's finish_reason (OpenAI) or stop_reason (Anthropic)
+    stands for; None for none, or for one not known here."""
+    return None if reason is None else _FINISHES.get(reason)
 
 
 def unique(call: ToolCallSpec, taken: set[str]) -> ToolCallSpec:
@@ -132,3 +166,78 @@ class StreamHead:
             return None
         text = self._head.decode("utf-8", "replace")
         return f"no server-sent event in the answer to a streamed call, which began {text[:300]!r}"
+
+
+RECORD_BYTES = 1024 * 1024
+"""STELLO_MAX_RECORD_BYTES by default: the record limit a provider is built with unless told."""
+ANSWER_MARGIN_BYTES = 64 * 1024
+"""What `answer_limit` adds to twice the record limit (a small record limit still lets an
+answer's events through)."""
+
+
+def answer_limit(record_bytes: int) -> int:
+    """The most bytes of text and tool-call arguments a streamed answer may bring when a
+    record holds at most `record_bytes` (see the module docstring)."""
+    return 2 * record_bytes + ANSWER_MARGIN_BYTES
+
+
+class AnswerBound:
+    """What one streamed model call has brought so far, against `answer_limit` (see the
+    module docstring)."""
+
+    def __init__(self, provider: str, record_bytes: int) -> None:
+        self.provider = provider
+        self.record_bytes = record_bytes
+        self.limit = answer_limit(record_bytes)
+        self.received = 0
+        """Bytes of the answer's text and tool-call arguments so far."""
+
+    def add(self, text: str) -> None:
+        """Count `text` (a piece of the answer's text or of a call's arguments).
+
+        Raises:
+            ResourceExhausted: reason LLM_ANSWER_TOO_LARGE, the answer passed the limit.
+        """
+        if not text:
+            return
+        self.received += len(text.encode("utf-8", "surrogatepass"))
+        if self.received > self.limit:
+            raise self.too_large(self.received, "its text and tool-call arguments")
+
+    async def raw(self, pieces: AsyncIterator[bytes], events: list[int]) -> AsyncIterator[bytes]:
+        """`pieces`, stopped once more than the limit came since the last event: `events`
+        holds one count, which the decoder bumps each time it yields an event.
+
+        Raises:
+            ResourceExhausted: reason LLM_ANSWER_TOO_LARGE, one event passed the limit.
+        """
+        pending = 0
+        seen = events[0]
+        async for piece in pieces:
+            if events[0] != seen:
+                seen, pending = events[0], 0
+            pending += len(piece)
+            if pending > self.limit:
+                raise self.too_large(pending, "one server-sent event")
+            yield piece
+
+    def too_large(self, size: int, what: str) -> ResourceExhausted:
+        """The error of an answer that brought `size` bytes in `what` (logged under an id)."""
+        error_id = new_error_id()
+        logger.warning(
+            "the %s model's streamed answer brought over %d bytes in %s, more than "
+            "STELLO_MAX_RECORD_BYTES=%d lets the gateway store: its reading was stopped "
+            "and the connection closed; the provider did not keep to max_tokens (error id %s)",
+            self.provider,
+            size,
+            what,
+            self.record_bytes,
+            error_id,
+        )
+        return ResourceExhausted(
+            f"the model's answer is over {size} bytes, over the {self.record_bytes} bytes a "
+            "record may hold: its reading was stopped and nothing of the turn was stored "
+            f"(error id {error_id})",
+            reason=LLM_ANSWER_TOO_LARGE,
+            metadata={"answer_bytes": str(size), "record_bytes": str(self.record_bytes)},
+        )

@@ -36,7 +36,16 @@ from anthropic.types import (
 from anthropic.types import TextDelta as AnthropicTextDelta
 from anthropic.types import Usage as AnthropicUsage
 
-from agent_gateway.llm.answers import NO_EVENT, StreamHead, text_of, unique, unique_ids
+from agent_gateway.llm.answers import (
+    NO_EVENT,
+    RECORD_BYTES,
+    AnswerBound,
+    StreamHead,
+    finish_of,
+    text_of,
+    unique,
+    unique_ids,
+)
 from agent_gateway.llm.base import (
     Completion,
     JsonObject,
@@ -52,13 +61,22 @@ from agent_gateway.llm.remote import (
 
 
 class NoEventMarking(SSEDecoder):
-    """The SDK's SSE decoder, a stream with no event ended as the module docstring says."""
+    """The SDK's SSE decoder, a stream with no event ended as the module docstring says, an
+    event that grows past `answers.answer_limit` of `record_bytes` (one endless line)
+    stopped: RESOURCE_EXHAUSTED LLM_ANSWER_TOO_LARGE (`answers.AnswerBound.raw`)."""
+
+    def __init__(self, record_bytes: int = RECORD_BYTES) -> None:
+        super().__init__()
+        self._bound = AnswerBound("anthropic", record_bytes)
 
     async def aiter_bytes(self, iterator: AsyncIterator[bytes]) -> AsyncIterator[ServerSentEvent]:
         """The events of the stream's bytes (see the module docstring)."""
         head = StreamHead()
         seen = False
-        async for event in super().aiter_bytes(head.kept(iterator)):
+        events = [0]
+        bounded = self._bound.raw(head.kept(iterator), events)
+        async for event in super().aiter_bytes(bounded):
+            events[0] += 1
             seen = seen or bool(event.data)
             yield event
         detail = None if seen else head.detail()
@@ -85,7 +103,8 @@ def read_message(response: Message) -> Completion:
         elif isinstance(block, ToolUseBlock):
             name = block.name or "unknown_tool"
             calls.append(ToolCallSpec(block.id, name, _arguments(block.input, name)))
-    return Completion("".join(text), unique_ids(calls), _usage(response.usage))
+    finish = finish_of(text_of(response.stop_reason) or None)
+    return Completion("".join(text), unique_ids(calls), _usage(response.usage), finish)
 
 
 def _arguments(value: object, tool: str) -> JsonObject:
@@ -155,7 +174,9 @@ class _StreamUsage:
 
 @dataclass(slots=True)
 class StreamedMessage:
-    """What a stream has said so far: text, tool calls (whole and open), usage, its end."""
+    """What a stream has said so far: text, tool calls (whole and open), usage, its end; its
+    text and arguments counted by `bound` (`add` raises its RESOURCE_EXHAUSTED
+    LLM_ANSWER_TOO_LARGE past the limit)."""
 
     text: list[str] = field(default_factory=list)
     calls: list[ToolCallSpec] = field(default_factory=list)
@@ -164,6 +185,7 @@ class StreamedMessage:
     taken: set[str] = field(default_factory=set)
     stop_reason: str | None = None
     stopped: bool = False
+    bound: AnswerBound = field(default_factory=lambda: AnswerBound("anthropic", RECORD_BYTES))
 
     def add(self, event: object) -> StreamEvent | None:
         """Fold `event` in; the text delta or the tool call it completes, if any.
@@ -213,10 +235,13 @@ class StreamedMessage:
         if isinstance(delta, AnthropicTextDelta) and delta.text:
             return self._said(text_of(delta.text))
         if isinstance(delta, InputJSONDelta) and event.index in self.open_calls:
-            self.open_calls[event.index].json.append(text_of(delta.partial_json))
+            piece = text_of(delta.partial_json)
+            self.bound.add(piece)
+            self.open_calls[event.index].json.append(piece)
         return None
 
     def _said(self, text: str) -> TextDelta:
+        self.bound.add(text)
         self.text.append(text)
         return TextDelta(text)
 

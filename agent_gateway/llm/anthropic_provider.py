@@ -33,7 +33,12 @@ with its ``stop_reason`` nor ``message_stop``: a connection closed cleanly
 mid-answer; half an answer is not stored as a whole one), or that holds no event at
 all (a proxy's page: its start is logged). A body of HTTP 200 that is an error
 object (a proxy's; streamed or not) is the error its type says. An answer cut at
-max_tokens (``stop_reason: max_tokens``) is kept and logged.
+max_tokens (``stop_reason: max_tokens``) is kept and logged; the completion carries
+why the answer ended (`base.FinishReason`: ``refusal`` is a content filter's stop).
+
+A streamed answer is read up to a bound derived from the record limit
+(``record_bytes``, `answers.AnswerBound`): past it, the stream is closed and the call
+is RESOURCE_EXHAUSTED LLM_ANSWER_TOO_LARGE.
 """
 
 from __future__ import annotations
@@ -53,7 +58,7 @@ from anthropic.types import (
     ToolUseBlockParam,
 )
 
-from agent_gateway.llm.answers import NO_EVENT, log_stop
+from agent_gateway.llm.answers import NO_EVENT, RECORD_BYTES, AnswerBound, finish_of, log_stop
 from agent_gateway.llm.anthropic_answers import NoEventMarking, StreamedMessage, read_message
 from agent_gateway.llm.base import (
     Completion,
@@ -157,8 +162,10 @@ def to_anthropic_tools(tools: Sequence[ToolSpec] | None) -> list[ToolParam]:
 class _Client(anthropic.AsyncAnthropic):
     """The SDK's client, its streams decoded by `NoEventMarking` (a proxy's answer told)."""
 
+    record_bytes: int = RECORD_BYTES
+
     def _make_sse_decoder(self) -> NoEventMarking:
-        return NoEventMarking()
+        return NoEventMarking(self.record_bytes)
 
 
 class AnthropicProvider(SdkProvider[anthropic.AsyncAnthropic]):
@@ -176,6 +183,7 @@ class AnthropicProvider(SdkProvider[anthropic.AsyncAnthropic]):
         timeout_s: float = 60.0,
         max_retries: int = 2,
         max_context_tokens: int = DEFAULT_MAX_CONTEXT_TOKENS,
+        record_bytes: int = RECORD_BYTES,
     ) -> None:
         """Configure the client (no connection is made until the first call).
 
@@ -188,6 +196,8 @@ class AnthropicProvider(SdkProvider[anthropic.AsyncAnthropic]):
             max_retries: retries of a call that failed with 408/409/429/5xx, a
                 timeout or no connection.
             max_context_tokens: the model's context window, in tokens.
+            record_bytes: the most bytes a record holds (STELLO_MAX_RECORD_BYTES): a
+                streamed answer is read up to `answers.answer_limit` of it.
         """
         if max_context_tokens < 1:
             raise ValueError("max_context_tokens must be at least 1")
@@ -202,6 +212,8 @@ class AnthropicProvider(SdkProvider[anthropic.AsyncAnthropic]):
         self._client = _Client(
             api_key=api_key, base_url=base_url, timeout=timeout_s, max_retries=max_retries
         )
+        self._client.record_bytes = record_bytes
+        self._record_bytes = record_bytes
 
     async def complete(
         self,
@@ -245,7 +257,7 @@ class AnthropicProvider(SdkProvider[anthropic.AsyncAnthropic]):
         system, wire = to_anthropic_request(messages)
         offered = to_anthropic_tools(tools) or anthropic.omit
         limit = self._limit(max_tokens)
-        answer = StreamedMessage()
+        answer = StreamedMessage(bound=AnswerBound(self.name, self._record_bytes))
         began = False
         try:
             response = await self._client.messages.create(
@@ -276,7 +288,14 @@ class AnthropicProvider(SdkProvider[anthropic.AsyncAnthropic]):
         log_stop(self.name, answer.stop_reason, limit)
         for call in answer.unclosed():  # blocks the server never closed before the end
             yield ToolCallEvent(call)
-        yield Done(Completion("".join(answer.text), tuple(answer.calls), answer.usage.total()))
+        yield Done(
+            Completion(
+                "".join(answer.text),
+                tuple(answer.calls),
+                answer.usage.total(),
+                finish_of(answer.stop_reason),
+            )
+        )
 
     def _read_event(self, answer: StreamedMessage, event: object) -> StreamEvent | None:
         """Fold one streamed event into `answer`; the text delta or tool call it completes."""

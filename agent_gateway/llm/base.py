@@ -85,13 +85,22 @@ class Usage:
         )
 
 
+FinishReason: TypeAlias = Literal["stop", "length", "tool_calls", "content_filter"]
+"""Why the model's answer ended, in the provider's own terms made one: it was done
+(``stop``), it reached max_tokens (``length``), it called tools (``tool_calls``), the
+provider's content filter stopped it (``content_filter``: OpenAI's and Azure's
+``content_filter``, Anthropic's ``refusal``)."""
+
+
 @dataclass(frozen=True, slots=True)
 class Completion:
-    """The model's answer: its text ('' when it only calls tools), tool calls and usage."""
+    """The model's answer: its text ('' when it only calls tools), tool calls and usage,
+    and why it ended (None: the provider did not say, or said something not known here)."""
 
     content: str
     tool_calls: tuple[ToolCallSpec, ...] = ()
     usage: Usage = field(default_factory=Usage)
+    finish_reason: FinishReason | None = None
 
 
 @dataclass(frozen=True, slots=True)

@@ -27,6 +27,7 @@ from collections.abc import AsyncGenerator, Sequence
 from agent_gateway.llm.base import (
     Completion,
     Done,
+    FinishReason,
     JsonObject,
     LLMMessage,
     StreamEvent,
@@ -173,7 +174,8 @@ class EchoProvider:
             estimate_tokens(c.name + c.arguments_json()) for c in calls
         )
         usage = Usage(prompt_tokens, completion_tokens, prompt_tokens + completion_tokens)
-        return Completion(content=content, tool_calls=calls, usage=usage)
+        finish: FinishReason = "tool_calls" if calls else "stop"
+        return Completion(content=content, tool_calls=calls, usage=usage, finish_reason=finish)
 
 
 def _last_user_text(messages: Sequence[LLMMessage]) -> str:

@@ -37,7 +37,15 @@ from openai.types.chat import (
 )
 from openai.types.chat.chat_completion_chunk import ChoiceDeltaToolCall
 
-from agent_gateway.llm.answers import NO_EVENT, StreamHead, text_of, unique_ids
+from agent_gateway.llm.answers import (
+    NO_EVENT,
+    RECORD_BYTES,
+    AnswerBound,
+    StreamHead,
+    finish_of,
+    text_of,
+    unique_ids,
+)
 from agent_gateway.llm.base import (
     Completion,
     ToolCallSpec,
@@ -90,13 +98,23 @@ class DoneMarking(SSEDecoder):
 
     An answer with no event at all (HTTP 200 from a proxy: a page, a JSON error object)
     ends with one event: the error object itself, when it is one (the SDK and `error_in`
-    read it), else an `answers.NO_EVENT` chunk whose ``detail`` is its start."""
+    read it), else an `answers.NO_EVENT` chunk whose ``detail`` is its start.
+
+    An event that grows past `answers.answer_limit` of `record_bytes` (one endless line)
+    stops the stream: RESOURCE_EXHAUSTED LLM_ANSWER_TOO_LARGE (`answers.AnswerBound.raw`)."""
+
+    def __init__(self, record_bytes: int = RECORD_BYTES) -> None:
+        super().__init__()
+        self._bound = AnswerBound("openai", record_bytes)
 
     async def aiter_bytes(self, iterator: AsyncIterator[bytes]) -> AsyncIterator[ServerSentEvent]:
         """The events of the stream's bytes (see the class docstring)."""
         head = StreamHead()
         seen = False
-        async for event in super().aiter_bytes(head.kept(iterator)):
+        events = [0]
+        bounded = self._bound.raw(head.kept(iterator), events)
+        async for event in super().aiter_bytes(bounded):
+            events[0] += 1
             if not event.data:
                 continue
             seen = True
@@ -135,8 +153,11 @@ def read_completion(response: ChatCompletion) -> tuple[Completion, str | None]:
             )
         )
     content = text_of(message.content or message.refusal)
-    completion = Completion(content=content, tool_calls=unique_ids(calls), usage=usage)
-    return completion, choice.finish_reason
+    finish = choice.finish_reason
+    completion = Completion(
+        content=content, tool_calls=unique_ids(calls), usage=usage, finish_reason=finish_of(finish)
+    )
+    return completion, finish
 
 
 def _usage(usage: CompletionUsage | None) -> Usage:
@@ -150,7 +171,8 @@ def _usage(usage: CompletionUsage | None) -> Usage:
 @dataclass(slots=True)
 class StreamedAnswer:
     """What a stream has said so far: text, tool-call deltas, usage, finish_reason, and
-    whether its ``[DONE]`` came after a chunk."""
+    whether its ``[DONE]`` came after a chunk; its text and arguments counted by `bound`
+    (`add` raises its RESOURCE_EXHAUSTED LLM_ANSWER_TOO_LARGE past the limit)."""
 
     text: list[str] = field(default_factory=list)
     calls: _ToolCallAssembler = field(default_factory=lambda: _ToolCallAssembler())
@@ -158,6 +180,7 @@ class StreamedAnswer:
     finish_reason: str | None = None
     chunks: int = 0
     done: bool = False
+    bound: AnswerBound = field(default_factory=lambda: AnswerBound("openai", RECORD_BYTES))
 
     def add(self, chunk: ChatCompletionChunk) -> str:
         """Fold `chunk` in; its text ('' for none).
@@ -179,11 +202,14 @@ class StreamedAnswer:
             if delta is not None:
                 for call in delta.tool_calls or ():
                     self.calls.add(call)
+                    if call.function is not None and call.function.arguments:
+                        self.bound.add(_arguments_text(call.function.arguments))
                 pieces.append(text_of(delta.content or delta.refusal))
             if choice.finish_reason:
                 self.finish_reason = text_of(choice.finish_reason)
         piece = "".join(pieces)
         if piece:
+            self.bound.add(piece)
             self.text.append(piece)
         return piece
 

@@ -42,7 +42,12 @@ the answer's ``finish_reason`` (a connection closed cleanly mid-answer: half an
 answer is not stored as a whole one) — but for a ``data: [DONE]`` after whole
 content, which some compatible servers send instead of any finish_reason
 (`openai_answers`: it ends the answer). An answer cut at max_tokens
-(``finish_reason: length``) is kept and logged.
+(``finish_reason: length``) is kept and logged; the completion carries why the
+answer ended (`base.FinishReason`: a content filter's stop told apart).
+
+A streamed answer is read up to a bound derived from the record limit
+(``record_bytes``, `answers.AnswerBound`): past it, the stream is closed and the call
+is RESOURCE_EXHAUSTED LLM_ANSWER_TOO_LARGE.
 """
 
 from __future__ import annotations
@@ -61,7 +66,7 @@ from openai.types.chat import (
     ChatCompletionMessageParam,
 )
 
-from agent_gateway.llm.answers import NO_EVENT, log_stop
+from agent_gateway.llm.answers import NO_EVENT, RECORD_BYTES, AnswerBound, finish_of, log_stop
 from agent_gateway.llm.base import (
     Completion,
     Done,
@@ -101,10 +106,13 @@ EMPTY_SCHEMA: JsonObject = {"type": "object", "properties": {}}
 
 
 class _Client(openai.AsyncOpenAI):
-    """The SDK's client, its streams decoded by `DoneMarking` (a stream's ``[DONE]`` seen)."""
+    """The SDK's client, its streams decoded by `DoneMarking` (a stream's ``[DONE]`` seen, an
+    event past the answer's bound stopped)."""
+
+    record_bytes: int = RECORD_BYTES
 
     def _make_sse_decoder(self) -> DoneMarking:
-        return DoneMarking()
+        return DoneMarking(self.record_bytes)
 
 
 def _unfinished(answer: StreamedAnswer) -> str:
@@ -130,6 +138,7 @@ class OpenAIProvider(SdkProvider[openai.AsyncOpenAI]):
         max_context_tokens: int = DEFAULT_MAX_CONTEXT_TOKENS,
         max_tokens: int = DEFAULT_MAX_TOKENS,
         max_tokens_param: MaxTokensParam = "max_tokens",
+        record_bytes: int = RECORD_BYTES,
     ) -> None:
         """Configure the client (no connection is made until the first call).
 
@@ -144,6 +153,8 @@ class OpenAIProvider(SdkProvider[openai.AsyncOpenAI]):
             max_context_tokens: the model's context window, in tokens.
             max_tokens: most tokens one answer may have (the model's output limit).
             max_tokens_param: the request parameter that carries the cap.
+            record_bytes: the most bytes a record holds (STELLO_MAX_RECORD_BYTES): a
+                streamed answer is read up to `answers.answer_limit` of it.
         """
         if max_context_tokens < 1:
             raise ValueError("max_context_tokens must be at least 1")
@@ -160,6 +171,8 @@ class OpenAIProvider(SdkProvider[openai.AsyncOpenAI]):
             timeout=timeout_s,
             max_retries=max_retries,
         )
+        self._client.record_bytes = record_bytes
+        self._record_bytes = record_bytes
 
     async def complete(
         self,
@@ -205,7 +218,7 @@ class OpenAIProvider(SdkProvider[openai.AsyncOpenAI]):
         offered = to_openai_tools(tools) or openai.omit
         cap = self._cap(max_tokens)
         limit, completion_limit = self._limits(cap)
-        answer = StreamedAnswer()
+        answer = StreamedAnswer(bound=AnswerBound(self.name, self._record_bytes))
         began = False
         try:
             response = await self._client.chat.completions.create(
@@ -238,7 +251,12 @@ class OpenAIProvider(SdkProvider[openai.AsyncOpenAI]):
         for spec in finished:
             yield ToolCallEvent(spec)
         yield Done(
-            Completion(content="".join(answer.text), tool_calls=finished, usage=answer.usage)
+            Completion(
+                content="".join(answer.text),
+                tool_calls=finished,
+                usage=answer.usage,
+                finish_reason=finish_of(finish),
+            )
         )
 
     def _cap(self, max_tokens: int | None) -> int | None:

@@ -238,7 +238,7 @@ class FakeAnthropic(FakeHTTPServer):
             (call.id or f"toolu_fake_{self._calls}_{i}", call)
             for i, call in enumerate(answer.tool_calls)
         ]
-        stop_reason = "tool_use" if calls else "end_turn"
+        stop_reason = answer.stop or ("tool_use" if calls else "end_turn")
         if not body.get("stream"):
             content: list[dict[str, Any]] = []
             if answer.text:

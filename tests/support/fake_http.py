@@ -10,6 +10,7 @@ optionally after a delay. Connections are kept alive as HTTP/1.1 allows.
         server.push(Reply.json({"ok": True}))
         ...  # point a client at server.url
         assert server.requests[0].json() == {...}
+        assert await server.written_whole(0)  # False: the client closed it before its end
 
 `tests/support/fake_openai.py` and `tests/support/fake_anthropic.py` build on
 it: they render a `FakeAnswer` in their provider's protocol.
@@ -24,12 +25,14 @@ import socket
 import struct
 from collections import deque
 from collections.abc import Callable, Iterable, Mapping
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, replace
 from http import HTTPStatus
 from types import TracebackType
 from typing import Any, Self
 
-JsonValue = Any
+from tests.support.fake_answers import FakeAnswer, FakeToolCall, JsonValue, split_in_two
+
+__all__ = ["FakeAnswer", "FakeToolCall", "JsonValue", "split_in_two"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -129,51 +132,6 @@ Responder = Callable[[RecordedRequest], Reply]
 """Computes the reply to one request (e.g. JSON or SSE, as the request asks)."""
 
 
-@dataclass(frozen=True, slots=True)
-class FakeToolCall:
-    """A tool call a fake model makes.
-
-    `arguments` as a `str` is sent verbatim (to script malformed JSON); `id`
-    None lets the fake number it.
-    """
-
-    name: str
-    arguments: dict[str, JsonValue] | str = field(default_factory=dict)
-    id: str | None = None
-
-    def arguments_text(self) -> str:
-        """The arguments as JSON text on the wire."""
-        if isinstance(self.arguments, str):
-            return self.arguments
-        return json.dumps(self.arguments, separators=(",", ":"))
-
-
-@dataclass(frozen=True, slots=True)
-class FakeAnswer:
-    """What a fake model answers: text, tool calls, token usage, streamed in `chunks` deltas."""
-
-    text: str = ""
-    tool_calls: tuple[FakeToolCall, ...] = ()
-    prompt_tokens: int = 10
-    completion_tokens: int = 5
-    chunks: int = 3
-
-    def text_pieces(self) -> list[str]:
-        """The text cut into at most `chunks` non-empty deltas."""
-        if not self.text:
-            return []
-        size = -(-len(self.text) // max(self.chunks, 1))
-        return [self.text[i : i + size] for i in range(0, len(self.text), size)]
-
-
-def split_in_two(text: str) -> list[str]:
-    """`text` in two non-empty pieces when it has two characters (streamed tool arguments)."""
-    if len(text) < 2:
-        return [text] if text else []
-    middle = len(text) // 2
-    return [text[:middle], text[middle:]]
-
-
 def _unscripted(request: RecordedRequest) -> Reply:
     message = f"fake server: no scripted reply for {request.method} {request.path}"
     return Reply.json(
@@ -212,6 +170,10 @@ class FakeHTTPServer:
         self._server: asyncio.Server | None = None
         self._tasks: set[asyncio.Task[Any]] = set()
         self._writers: set[asyncio.StreamWriter] = set()
+        self.written: list[bool] = []
+        """Per reply, in the order written: True when it was written to its end, False when
+        the connection broke before (the client closed it, or a `Reply.reset`)."""
+        self._wrote = asyncio.Event()
         self.port = 0
 
     @property
@@ -264,6 +226,18 @@ class FakeHTTPServer:
     ) -> None:
         await self.close()
 
+    async def written_whole(self, index: int) -> bool:
+        """Whether reply `index` (0-based, in the order written) was written to its end, once
+        its writing ended (see `written`); a reply that hangs never ends."""
+        while len(self.written) <= index:
+            self._wrote.clear()
+            await self._wrote.wait()
+        return self.written[index]
+
+    def _ended(self, whole: bool) -> None:
+        self.written.append(whole)
+        self._wrote.set()
+
     def _reply_to(self, request: RecordedRequest) -> Reply:
         scripted = self._script.popleft() if self._script else self.default
         if isinstance(scripted, Reply):
@@ -300,7 +274,12 @@ class FakeHTTPServer:
                     return
                 self.requests.append(request)
                 reply = self._reply_to(request)
-                await _write_reply(writer, reply)
+                try:
+                    await _write_reply(writer, reply)
+                except ConnectionError:
+                    self._ended(False)
+                    raise
+                self._ended(True)
                 if request.headers.get("connection", "").lower() == "close":
                     return
         except (ConnectionError, asyncio.IncompleteReadError):

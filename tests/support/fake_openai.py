@@ -19,6 +19,7 @@ usage chunk when ``stream_options.include_usage`` is set::
         fake.cut_short("half an ans", FakeToolCall("f", {"a": 1}))  # no finish_reason, no [DONE]
         fake.reply_unfinished("hello")  # no finish_reason, but [DONE] (some vLLM, llama.cpp)
         fake.reply_at_one_index(calls)  # each call whole, all at index 0 (Ollama, LiteLLM)
+        fake.answer(FakeAnswer(stop="content_filter"))  # nothing, stopped by a content filter
         fake.set_default(lambda body: FakeAnswer("always"))   # when nothing is scripted
         ...
         fake.chat_bodies()  # the JSON bodies received, in order
@@ -248,7 +249,7 @@ class FakeOpenAI(FakeHTTPServer):
         calls = [
             (call.id or f"call_{self._calls}_{i}", call) for i, call in enumerate(answer.tool_calls)
         ]
-        finish = "tool_calls" if calls else "stop"
+        finish = answer.stop or ("tool_calls" if calls else "stop")
         usage = {
             "prompt_tokens": answer.prompt_tokens,
             "completion_tokens": answer.completion_tokens,

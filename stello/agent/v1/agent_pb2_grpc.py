@@ -717,7 +717,10 @@ class AgentGatewayServicer:
         an answer fits a record); nothing was written, none of that answer's
         built-in tool calls was run, and the session is usable. ErrorInfo metadata `answer_bytes` and `record_bytes` (or
         `slot_bytes`: the summary of a fold of the history, over
-        STELLO_MAX_SLOT_BYTES).
+        STELLO_MAX_SLOT_BYTES). A streamed answer is not read past twice
+        STELLO_MAX_RECORD_BYTES (plus 64 KiB) of text and tool-call arguments,
+        nor one server-sent event past that: the gateway closes the provider's
+        stream there with this same status, `answer_bytes` then what had come.
         - FAILED_PRECONDITION, reason WINDOW_TOO_SMALL: the model's window cannot
         hold a compressor call; nothing was written.
         - ALREADY_EXISTS, reason REQUEST_ID_REUSED: request_id reused with a
@@ -732,7 +735,11 @@ class AgentGatewayServicer:
         (empty, blank, or `<think>` blocks alone), as Consolidate; it is never
         stored as an empty assistant record, nothing of the turn is written,
         the insight is kept and the lease released: send it again (with the
-        same request_id, it runs).
+        same request_id, it runs). When the provider's content filter stopped
+        that answer (OpenAI/Azure finish_reason content_filter, Anthropic
+        stop_reason refusal), the same status and reason say "the LLM provider's
+        content filter stopped the model's answer": the same message sent again
+        will likely be refused again, so change it rather than resend it.
         - CANCELLED: the client cancelled; nothing written if it did before the
         commit (a client cannot tell: retry with the same request_id to know).
         - UNAUTHENTICATED: no valid key.

@@ -79,7 +79,7 @@ class TestAnthropicProviderTurns:
         """A plain turn sends exactly model, max_tokens and messages, and returns text and usage."""
         fake.reply("hello there", prompt_tokens=12, completion_tokens=3)
         completion = await provider.complete(HI)
-        assert completion == Completion("hello there", usage=Usage(12, 3, 15))
+        assert completion == Completion("hello there", usage=Usage(12, 3, 15), finish_reason="stop")
         assert fake.message_bodies() == [
             {
                 "model": MODEL,
@@ -100,7 +100,7 @@ class TestAnthropicProviderTurns:
             TextDelta("hell"),
             TextDelta("o th"),
             TextDelta("ere"),
-            Done(Completion("hello there", usage=Usage(7, 2, 9))),
+            Done(Completion("hello there", usage=Usage(7, 2, 9), finish_reason="stop")),
         ]
         assert fake.message_bodies()[0]["stream"] is True
 
@@ -116,7 +116,9 @@ class TestAnthropicProviderTurns:
         ]
         fake.reply_with_events("hello there", future)
         events = [event async for event in provider.stream(HI)]
-        assert events[-1] == Done(Completion("hello there", usage=Usage(10, 5, 15)))
+        assert events[-1] == Done(
+            Completion("hello there", usage=Usage(10, 5, 15), finish_reason="stop")
+        )
 
     async def test_stream_message_delta_without_usage(
         self, fake: FakeAnthropic, provider: AnthropicProvider
@@ -125,7 +127,9 @@ class TestAnthropicProviderTurns:
         answer with the usage message_start gave; it was an unreadable answer."""
         fake.reply_with_events("hello there", [], usage_in_delta=False)
         events = [event async for event in provider.stream(HI)]
-        assert events[-1] == Done(Completion("hello there", usage=Usage(10, 1, 11)))
+        assert events[-1] == Done(
+            Completion("hello there", usage=Usage(10, 1, 11), finish_reason="stop")
+        )
 
     async def test_cache_tokens_count_as_prompt(
         self, fake: FakeAnthropic, provider: AnthropicProvider
@@ -169,7 +173,7 @@ class TestAnthropicProviderTurns:
         assert events[-3:] == [
             ToolCallEvent(calls[0]),
             ToolCallEvent(calls[1]),
-            Done(Completion("Let me look.", calls, Usage(10, 5, 15))),
+            Done(Completion("Let me look.", calls, Usage(10, 5, 15), "tool_calls")),
         ]
 
     @pytest.mark.parametrize(

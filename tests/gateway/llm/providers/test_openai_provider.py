@@ -80,7 +80,9 @@ class TestOpenAIProviderTurns:
         fake.reply("hello there", prompt_tokens=7, completion_tokens=2, chunks=3)
         events = [event async for event in provider.stream(HI)]
         assert events[:-1] == [TextDelta("hell"), TextDelta("o th"), TextDelta("ere")]
-        assert events[-1] == Done(Completion("hello there", usage=Usage(7, 2, 9)))
+        assert events[-1] == Done(
+            Completion("hello there", usage=Usage(7, 2, 9), finish_reason="stop")
+        )
         assert fake.chat_bodies() == [
             {
                 "model": MODEL,
@@ -106,7 +108,7 @@ class TestOpenAIProviderTurns:
             Reply.sse([(None, chunk({"content": "ok"})), (None, chunk({}, finish_reason="stop"))])
         )
         completion = await collect(provider.stream(HI))
-        assert completion == Completion("ok", usage=Usage())
+        assert completion == Completion("ok", usage=Usage(), finish_reason="stop")
 
     @pytest.mark.parametrize("mode", MODES)
     async def test_refusal_is_text(
@@ -801,7 +803,9 @@ class TestOpenAIProviderProtocol:
         warning."""
         fake.reply_unfinished("hello there")
         events = [event async for event in provider.stream(HI)]
-        assert events[-1] == Done(Completion("hello there", usage=Usage(10, 5, 15)))
+        assert events[-1] == Done(
+            Completion("hello there", usage=Usage(10, 5, 15), finish_reason="stop")
+        )
         assert "".join(e.text for e in events if isinstance(e, TextDelta)) == "hello there"
         assert not [r for r in caplog.records if r.levelno >= logging.WARNING]
 

@@ -1,0 +1,115 @@
+"""Why an answer ended, carried to the turn (`Completion.finish_reason`), and the bound of a
+streamed answer (`answers.AnswerBound`), for both network providers and echo."""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator
+from dataclasses import dataclass
+
+import pytest
+
+from agent_gateway.llm import Completion, EchoProvider, LLMMessage, collect
+from agent_gateway.llm.answers import answer_limit
+from agent_gateway.llm.anthropic_provider import AnthropicProvider
+from agent_gateway.llm.base import FinishReason
+from agent_gateway.llm.openai_provider import OpenAIProvider
+from stello.errors import ResourceExhausted
+from stello.reasons import LLM_ANSWER_TOO_LARGE
+from tests.support.fake_anthropic import FakeAnthropic
+from tests.support.fake_http import FakeAnswer, FakeToolCall
+from tests.support.fake_openai import FakeOpenAI
+
+HI = [LLMMessage("user", "hi")]
+RECORD_BYTES = 1024
+"""A small record limit: the bound is then `answer_limit(RECORD_BYTES)`."""
+
+
+@dataclass(frozen=True, slots=True)
+class Remote:
+    """A fake server, a provider talking to it, and the provider's own stop reasons."""
+
+    fake: FakeOpenAI | FakeAnthropic
+    provider: OpenAIProvider | AnthropicProvider
+    stops: dict[str, FinishReason]
+
+
+@pytest.fixture(name="remote", params=["openai", "anthropic"])
+async def _remote(request: pytest.FixtureRequest) -> AsyncIterator[Remote]:
+    if request.param == "openai":
+        async with FakeOpenAI() as fake:
+            async with OpenAIProvider(
+                model="m", base_url=fake.base_url, max_retries=0, record_bytes=RECORD_BYTES
+            ) as provider:
+                stops: dict[str, FinishReason] = {
+                    "stop": "stop",
+                    "length": "length",
+                    "content_filter": "content_filter",
+                }
+                yield Remote(fake, provider, stops)
+    else:
+        async with FakeAnthropic() as fake:
+            async with AnthropicProvider(
+                model="m",
+                api_key="k",
+                base_url=fake.base_url,
+                max_retries=0,
+                record_bytes=RECORD_BYTES,
+            ) as provider:
+                stops = {"end_turn": "stop", "max_tokens": "length", "refusal": "content_filter"}
+                yield Remote(fake, provider, stops)
+
+
+async def both(remote: Remote, answer: FakeAnswer) -> list[Completion]:
+    """The completion of `answer` answered whole, then streamed."""
+    remote.fake.answer(answer)
+    whole = await remote.provider.complete(HI)
+    remote.fake.answer(answer)
+    return [whole, await collect(remote.provider.stream(HI))]
+
+
+class TestFinishReason:
+    async def test_each_stop_is_carried(self, remote: Remote) -> None:
+        """The provider's stop reasons map to one `FinishReason`, streamed or not; a content
+        filter's (OpenAI's ``content_filter``, Anthropic's ``refusal``) is told apart."""
+        for said, meant in remote.stops.items():
+            text = "" if meant == "content_filter" else "some text"
+            for completion in await both(remote, FakeAnswer(text, stop=said)):
+                assert completion.finish_reason == meant, said
+
+    async def test_a_tool_call(self, remote: Remote) -> None:
+        for completion in await both(remote, FakeAnswer(tool_calls=(FakeToolCall("f"),))):
+            assert completion.finish_reason == "tool_calls"
+
+    async def test_an_unknown_stop_is_none(self, remote: Remote) -> None:
+        for completion in await both(remote, FakeAnswer("text", stop="something_new")):
+            assert completion.finish_reason is None
+
+    async def test_echo(self) -> None:
+        echo = EchoProvider()
+        assert (await echo.complete(HI)).finish_reason == "stop"
+        called = await echo.complete([LLMMessage("user", '/tool f {"a": 1}')])
+        assert (called.finish_reason, len(called.tool_calls)) == ("tool_calls", 1)
+
+
+class TestStreamBound:
+    @pytest.mark.parametrize("in_calls", [False, True], ids=["text", "tool arguments"])
+    async def test_past_the_bound_is_answer_too_large(self, remote: Remote, in_calls: bool) -> None:
+        """A streamed answer whose text, or tool-call arguments, pass `answer_limit` of the
+        record limit ends RESOURCE_EXHAUSTED LLM_ANSWER_TOO_LARGE."""
+        big = "x" * (answer_limit(RECORD_BYTES) + 1)
+        if in_calls:
+            remote.fake.answer(FakeAnswer(tool_calls=(FakeToolCall("f", {"a": big}),)))
+        else:
+            remote.fake.answer(FakeAnswer(big, chunks=64))
+        with pytest.raises(ResourceExhausted) as caught:
+            await collect(remote.provider.stream(HI))
+        assert caught.value.reason == LLM_ANSWER_TOO_LARGE
+        assert caught.value.metadata["record_bytes"] == str(RECORD_BYTES)
+        assert int(caught.value.metadata["answer_bytes"]) > answer_limit(RECORD_BYTES)
+
+    async def test_up_to_the_bound_is_read(self, remote: Remote) -> None:
+        """An answer just under the bound is read whole (the turn measures it against the
+        record limit itself)."""
+        text = "x" * (answer_limit(RECORD_BYTES) - 10)
+        remote.fake.answer(FakeAnswer(text, chunks=64))
+        assert (await collect(remote.provider.stream(HI))).content == text
