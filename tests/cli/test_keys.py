@@ -108,6 +108,21 @@ class TestKeys:
         out = await stello_ok(slow, "keys", "revoke", key_id, *db)
         assert "up to 30 s (STELLO_AUTH_CACHE_TTL_S, default 5)" in out
 
+    async def test_revoke_as_json(self, fresh: str, home: Path) -> None:
+        """`keys revoke --json` (or `stello --json keys revoke`) prints one object: the key
+        revoked and how long running services may still accept it (it printed text)."""
+        env = private_env(home) | {"STELLO_AUTH_CACHE_TTL_S": "30"}
+        db = ("--database-url", fresh)
+        for args in (("keys", "revoke", "--json"), ("--json", "keys", "revoke")):
+            made = await stello_ok(env, "keys", "create", "--space", "a", *db)
+            key_id = dict(line.split(": ", 1) for line in made.splitlines())["key_id"]
+            out = await stello_ok(env, *args, key_id, *db)
+            assert json.loads(out) == {
+                "revoked": key_id,
+                "auth_cache_ttl_s": 30,
+                "auth_cache_ttl_s_default": 5,
+            }
+
     async def test_list_as_json(self, fresh: str, home: Path) -> None:
         """`keys list --json` (or `stello --json keys list`) prints one array of the table's
         fields, an admin key's space null, a revoked key so, and never a secret."""
@@ -283,6 +298,18 @@ class TestSpacesDelete:
         out = await stello_ok(env, "spaces", "delete", "team-b", "--yes", *db)
         assert out.startswith("deleted: ")
         assert await space_names(fresh) == []
+
+    async def test_delete_as_json(self, fresh: str, home: Path) -> None:
+        """`spaces delete --yes --json` (or `stello --json spaces delete`) prints one object
+        naming the space erased: its id, name and owner (it printed text)."""
+        env = private_env(home)
+        db = ("--database-url", fresh)
+        for args in (("spaces", "delete", "--json"), ("--json", "spaces", "delete")):
+            made = await stello_ok(env, "keys", "create", "--space", "t", "--principal", "ann", *db)
+            space_id = dict(line.split(": ", 1) for line in made.splitlines())["space_id"]
+            out = await stello_ok(env, *args, "t", "--yes", *db)
+            assert json.loads(out) == {"deleted": space_id, "name": "t", "principal": "ann"}
+            assert await space_names(fresh) == []
 
     async def test_a_name_two_owners_use_needs_the_id(self, fresh: str, home: Path) -> None:
         """Names are unique per owner: a name two owners use erases neither; the id does."""
