@@ -246,7 +246,8 @@ async def cmd_spaces_delete(args: argparse.Namespace) -> int:
                 f"{one_line(space.principal)}) with its {sessions} and "
                 f"{plural(space.keys, 'key')}, records and all?"
             )
-            if not await confirm(question):
+            # With --json, stdout holds the one JSON value: the question goes to stderr.
+            if not await confirm(question, sys.stderr if getattr(args, "json", False) else None):
                 raise ClientError("nothing was deleted")
         deleted = await keys.delete_space(space.id)
         if deleted is None:  # erased meanwhile

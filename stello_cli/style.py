@@ -82,12 +82,13 @@ def write(text: str = "", *, end: str = "\n", stream: TextIO | None = None) -> N
     out.flush()
 
 
-async def confirm(question: str) -> bool:
-    """Ask `question` on stdout and read the answer from stdin: yes only for `y` or `yes`
-    (Ctrl-C at the question ends the command at once, exit 130: `read_stdin`)."""
+async def confirm(question: str, stream: TextIO | None = None) -> bool:
+    """Ask `question` on stdout (or `stream`: stderr where stdout carries JSON) and read
+    the answer from stdin: yes only for `y` or `yes` (Ctrl-C at the question ends the
+    command at once, exit 130: `read_stdin`)."""
 
     def ask() -> str:
-        write(f"{question} [y/N] ", end="")
+        write(f"{question} [y/N] ", end="", stream=stream)
         return sys.stdin.readline()
 
     return read_stdin(ask).strip().lower() in ("y", "yes")

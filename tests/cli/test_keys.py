@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import asyncio
 import json
+import os
+import subprocess
 import sys
 import uuid
 from collections.abc import AsyncIterator
@@ -310,6 +312,37 @@ class TestSpacesDelete:
             out = await stello_ok(env, *args, "t", "--yes", *db)
             assert json.loads(out) == {"deleted": space_id, "name": "t", "principal": "ann"}
             assert await space_names(fresh) == []
+
+    async def test_delete_as_json_asks_on_stderr(self, fresh: str, home: Path) -> None:
+        """On a terminal, `spaces delete --json` asks on stderr, so stdout holds only the
+        JSON value (the question went before it on stdout)."""
+        env = private_env(home)
+        db = ("--database-url", fresh)
+        made = await stello_ok(env, "keys", "create", "--space", "t", *db)
+        space_id = dict(line.split(": ", 1) for line in made.splitlines())["space_id"]
+
+        def answered() -> subprocess.CompletedProcess[str]:
+            terminal, stdin = os.openpty()
+            try:
+                os.write(terminal, b"y\n")
+                return subprocess.run(
+                    [sys.executable, "-m", "stello_cli", "spaces", "delete", "t", "--json", *db],
+                    env=client_env(env),
+                    stdin=stdin,
+                    capture_output=True,
+                    text=True,
+                    timeout=60,
+                    check=False,
+                )
+            finally:
+                os.close(stdin)
+                os.close(terminal)
+
+        done = await asyncio.to_thread(answered)
+        assert done.returncode == 0, done.stderr
+        assert json.loads(done.stdout) == {"deleted": space_id, "name": "t", "principal": "default"}
+        assert done.stderr.startswith('Erase space "t"')
+        assert await space_names(fresh) == []
 
     async def test_a_name_two_owners_use_needs_the_id(self, fresh: str, home: Path) -> None:
         """Names are unique per owner: a name two owners use erases neither; the id does."""
