@@ -75,7 +75,9 @@ async def cmd_migrate(args: argparse.Namespace) -> int:
     try:
         async with database_url(settings.database_url, settings.data_dir) as dsn:
             if args.pending:
-                return await _list_pending(settings.direct_dsn(dsn))
+                return await _list_pending(
+                    settings.direct_dsn(dsn), as_json=getattr(args, "json", False)
+                )
             if args.distribute:
                 applied, steps = await migrate_and_distribute_dsn(
                     settings.direct_dsn(dsn), shard_count=args.shard_count or DEFAULT_SHARD_COUNT
@@ -87,6 +89,9 @@ async def cmd_migrate(args: argparse.Namespace) -> int:
         if line is None:
             raise
         raise ClientError(line) from exc
+    if getattr(args, "json", False):
+        write(dumps(migrate_reply(applied, steps, defaults, args.shard_count)))
+        return 0
     write("applied: " + (", ".join(applied) if applied else "nothing (up to date)"))
     if steps is None and defaults:
         write("session defaults (the citus extension is installed):")
@@ -102,6 +107,18 @@ async def cmd_migrate(args: argparse.Namespace) -> int:
                 "was set when `sessions` was first distributed (docs/scaling.md, Rebalancing)"
             )
     return 0
+
+
+def migrate_reply(
+    applied: list[str], steps: list[str] | None, defaults: list[str], shard_count: int | None
+) -> dict[str, object]:
+    """What `stello migrate --json` prints: {"applied": [...], "session_defaults": [...]};
+    with --distribute {"applied", "distributed": [the steps], "shard_count_applied": true,
+    false (the count stays as first distributed) or null (no --shard-count)}."""
+    if steps is None:
+        return {"applied": applied, "session_defaults": defaults}
+    kept = None if not shard_count else any("'sessions'" in step for step in steps)
+    return {"applied": applied, "distributed": steps, "shard_count_applied": kept}
 
 
 OUTSIDE_NOTE = "runs outside a transaction: writes go on meanwhile; if stopped, run it again"
@@ -128,11 +145,24 @@ def lock_notes(migration: Migration) -> list[str]:
     return notes
 
 
-async def _list_pending(dsn: str) -> int:
-    """Print the migrations the database has not applied, a line each; apply none."""
+async def _list_pending(dsn: str, *, as_json: bool) -> int:
+    """Print the migrations the database has not applied, a line each; apply none. As JSON
+    {"pending": [{"version", "title", "notes": [what it makes wait]}], "newer": [versions
+    this release does not know]}."""
     from stello.migrate import newer_line, pending_dsn
 
     waiting, newer = await pending_dsn(dsn)
+    if as_json:
+        listed = [
+            {
+                "version": m.version,
+                "title": m.title,
+                "notes": lock_notes(m) + ([] if m.transactional else [OUTSIDE_NOTE]),
+            }
+            for m in waiting
+        ]
+        write(dumps({"pending": listed, "newer": newer}))
+        return 0
     if newer:
         write(f"newer: {newer_line(newer)}")
     if not waiting:
@@ -305,6 +335,9 @@ def register(commands: Commands) -> None:
         "(docs/scaling.md); safe to run again. --pending lists what it would apply.",
     )
     commands.database_option(migrate)
+    migrate.add_argument(
+        "--json", action="store_true", default=argparse.SUPPRESS, help="print JSON for scripts"
+    )
     migrate.add_argument(
         "--pending",
         action="store_true",

@@ -14,7 +14,7 @@ from stello.common.v1 import common_pb2
 from stello_cli.style import PLAIN, Style, ago, display_width, one_line, plural, short_id, shown
 from stello_client.dicts import is_inherited, optional, profile_dict, role_name, status_name
 
-PREVIEW_CHARS = 60
+PREVIEW_COLUMNS = 60
 
 
 def _status(status: int, turns: int) -> str:
@@ -35,8 +35,8 @@ def record_text(record: common_pb2.Record) -> str:
     return record.content or ", ".join(f"→ {call.name}" for call in record.tool_calls)
 
 
-def preview(record: common_pb2.Record | None, width: int = PREVIEW_CHARS) -> str:
-    """`role: text` of a record on one line."""
+def preview(record: common_pb2.Record | None, width: int = PREVIEW_COLUMNS) -> str:
+    """`role: text` of a record on one line, cut to `width` terminal columns."""
     if record is None:
         return ""
     return one_line(f"{role_name(record.role)}: {record_text(record)}", width)
@@ -158,7 +158,7 @@ def record_lines(
     """`[seq] role · 5 min ago: content`, continuation lines indented, then its tool calls.
 
     Records a fork inherited say so (`· inherited`). With `width`, one line: the
-    content collapsed and cut to that many characters.
+    content collapsed and cut to that many terminal columns.
     """
     head = f"[{record.seq}] {style.role(role_name(record.role))}"
     if record.HasField("tool_call_id"):

@@ -141,6 +141,12 @@ async def cmd_keys_revoke(args: argparse.Namespace) -> int:
     async def work(keys: KeyStore) -> int:
         if not await keys.revoke(key_id):
             raise ClientError(f"no live key with id {key_id}")
+        if getattr(args, "json", False):
+            ttl = settings.auth_cache_ttl_s
+            default = type(settings).model_fields["auth_cache_ttl_s"].default
+            made = {"revoked": str(key_id), "auth_cache_ttl_s": ttl}
+            write(dumps(made | {"auth_cache_ttl_s_default": default}))
+            return 0
         write(f"revoked: {key_id}\n{revocation_lag(settings)}")
         return 0
 
@@ -240,11 +246,16 @@ async def cmd_spaces_delete(args: argparse.Namespace) -> int:
                 f"{one_line(space.principal)}) with its {sessions} and "
                 f"{plural(space.keys, 'key')}, records and all?"
             )
-            if not await confirm(question):
+            # With --json, stdout holds the one JSON value: the question goes to stderr.
+            if not await confirm(question, sys.stderr if getattr(args, "json", False) else None):
                 raise ClientError("nothing was deleted")
         deleted = await keys.delete_space(space.id)
         if deleted is None:  # erased meanwhile
             raise ClientError(f"no space named or with id {args.space!r}")
+        if getattr(args, "json", False):
+            gone = {"deleted": str(deleted), "name": space.name, "principal": space.principal}
+            write(dumps(gone))
+            return 0
         write(f"deleted: {deleted}")
         return 0
 
@@ -273,6 +284,9 @@ def register_keys(commands: Commands) -> None:
     commands.database_option(create)
     revoke = commands.local("revoke", cmd_keys_revoke, "revoke a key by its id", parent=keys)
     revoke.add_argument("key_id", metavar="KEY_ID", help="the key's id (from `stello keys list`)")
+    revoke.add_argument(
+        "--json", action="store_true", default=argparse.SUPPRESS, help="print JSON for scripts"
+    )
     commands.database_option(revoke)
     listing = commands.local("list", cmd_keys_list, "list keys (never their secrets)", parent=keys)
     listing.add_argument(
@@ -295,4 +309,7 @@ def register_keys(commands: Commands) -> None:
     )
     delete.add_argument("space", metavar="SPACE", help="the space's name or id")
     delete.add_argument("-y", "--yes", action="store_true", help="do not ask")
+    delete.add_argument(
+        "--json", action="store_true", default=argparse.SUPPRESS, help="print JSON for scripts"
+    )
     commands.database_option(delete)

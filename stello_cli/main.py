@@ -15,7 +15,7 @@ import warnings
 from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING
 
-from stello_cli.parser import build_parser, has_undecoded
+from stello_cli.parser import argument_name, build_parser, has_undecoded
 from stello_cli.style import Style, one_line
 from stello_client.errors import ClientError, UsageError, configuration_line, rpc_error_line
 
@@ -92,22 +92,15 @@ def _main(argv: Sequence[str] | None) -> None:
 
 
 def not_utf8(args: argparse.Namespace) -> str | None:
-    """The flag (or argument) whose value holds bytes that are not UTF-8, as it was given;
-    None when every value is text. Python keeps such bytes of the command line as lone
-    surrogates, which no call can carry."""
+    """The flag (or argument) whose value holds bytes that are not UTF-8, named as its
+    usage line names it (`argument_name`); None when every value is text. Python keeps
+    such bytes of the command line as lone surrogates, which no call can carry."""
     for dest, value in vars(args).items():
         values = value if isinstance(value, list) else [value]
-        if any(isinstance(item, str) and has_undecoded(item) for item in values):
-            return _named(args.parser, dest)
+        for index, item in enumerate(values):
+            if isinstance(item, str) and has_undecoded(item):
+                return argument_name(args, dest, index)
     return None
-
-
-def _named(parser: argparse.ArgumentParser, dest: str) -> str:
-    for action in parser._actions:  # argparse keeps no public index of its actions
-        if action.dest == dest:
-            longest = max(action.option_strings, key=len, default=None)
-            return longest or str(action.metavar or dest.upper())
-    return dest
 
 
 def failure_line(exc: Exception, args: argparse.Namespace) -> str | None:

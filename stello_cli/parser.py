@@ -283,6 +283,34 @@ def has_undecoded(text: str) -> bool:
     return UNDECODED.search(text) is not None
 
 
+ArgumentNames = Callable[[argparse.Namespace, str, int], str | None]
+"""A command's names for its arguments where one positional takes several things
+(`stello memory put SLUG BODY`): given the parsed arguments, a destination and the index
+of a value in it, the name its usage lines give it (None: the parser's own)."""
+
+
+def argument_name(args: argparse.Namespace, dest: str, index: int = 0) -> str:
+    """The argument whose value `dest` holds (its `index`th value, for a list), named as
+    the usage line names it: a flag by its longest form, a positional by its metavar; the
+    command's own names first (`ArgumentNames`, set as `argument_names`), and a flag given
+    before the command by the top-level parser (`stello --key K migrate`: `--key`, not
+    `key`)."""
+    own: ArgumentNames | None = getattr(args, "argument_names", None)
+    named = own(args, dest, index) if own is not None else None
+    if named is not None:
+        return named
+    for parser in (getattr(args, "parser", None), StelloParser.root):
+        for action in parser._actions if parser is not None else ():
+            if action.dest != dest:
+                continue
+            if action.option_strings:
+                return max(action.option_strings, key=len)
+            if isinstance(action.metavar, tuple):
+                return action.metavar[min(index, len(action.metavar) - 1)]
+            return action.metavar or dest
+    return dest
+
+
 def build_parser() -> StelloParser:
     """The parser of every command, from `COMMAND_GROUPS`."""
     parser = StelloParser(

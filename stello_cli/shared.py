@@ -159,8 +159,25 @@ async def cmd_lineage(args: argparse.Namespace) -> int:
     return 0
 
 
+TAKES = {"list": (), "get": ("SLUG",), "put": ("SLUG", "BODY"), "rm": ("SLUG",)}
+"""What each action's usage line names its arguments (the session form's: TEXT)."""
+
+
+def argument_names(args: argparse.Namespace, dest: str, index: int) -> str | None:
+    """`stello memory`'s arguments as its usage lines name them (`ArgumentNames`): the
+    first a SESSION (not an action), then the action's SLUG and BODY or the session's
+    TEXT, and ARG past those (the parser's name, ARG, said nothing)."""
+    if dest == "target":
+        return "SESSION"
+    if dest != "rest":
+        return None
+    taken = TAKES.get(args.target, ("TEXT",))
+    return taken[index] if index < len(taken) else "ARG"
+
+
 def add_memory_actions(memory: argparse.ArgumentParser) -> None:
     """Give `stello memory`'s parser its shared memory form (see the module docstring)."""
+    memory.set_defaults(argument_names=argument_names)
     memory.add_argument(
         "--summary", metavar="TEXT", help="memory put: the entry's one-line summary"
     )

@@ -15,7 +15,7 @@ import signal
 import sys
 import threading
 import unicodedata
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING, TextIO, TypeVar
@@ -82,12 +82,13 @@ def write(text: str = "", *, end: str = "\n", stream: TextIO | None = None) -> N
     out.flush()
 
 
-async def confirm(question: str) -> bool:
-    """Ask `question` on stdout and read the answer from stdin: yes only for `y` or `yes`
-    (Ctrl-C at the question ends the command at once, exit 130: `read_stdin`)."""
+async def confirm(question: str, stream: TextIO | None = None) -> bool:
+    """Ask `question` on stdout (or `stream`: stderr where stdout carries JSON) and read
+    the answer from stdin: yes only for `y` or `yes` (Ctrl-C at the question ends the
+    command at once, exit 130: `read_stdin`)."""
 
     def ask() -> str:
-        write(f"{question} [y/N] ", end="")
+        write(f"{question} [y/N] ", end="", stream=stream)
         return sys.stdin.readline()
 
     return read_stdin(ask).strip().lower() in ("y", "yes")
@@ -117,12 +118,10 @@ def short_id(session_id: str) -> str:
 def one_line(text: str, width: int = 0) -> str:
     """`text` with its whitespace runs collapsed and any other control character shown as
     an escape (`\\x1b`: a label or a value written before labels were one line, or by
-    another client, never moves or recolours the terminal); cut to `width` characters
-    when given."""
+    another client, never moves or recolours the terminal); cut to `width` terminal
+    columns when given (`cut`)."""
     flat = CONTROL.sub(_escaped, " ".join(text.split()))
-    if width and len(flat) > width:
-        return flat[: width - 1] + "…"
-    return flat
+    return cut(flat, width) if width else flat
 
 
 def shown(text: str) -> str:
@@ -144,25 +143,45 @@ def display_width(text: str) -> int:
     zero-width characters none, an emoji's zero-width-joined parts none past the first
     (a family is one glyph), and a variation selector 16 widens the symbol before it to
     emoji width; colour codes are not text (strip them first)."""
-    width = 0
+    return sum(_widths(text))
+
+
+def _widths(text: str) -> Iterator[int]:
+    """The columns each character of `text` adds (`display_width`'s rules), one per
+    character, in order."""
     previous = 0
     joined = False
     for char in text:
         if joined:
             joined = False
-            continue
-        if char == _ZWJ:
+            yield 0
+        elif char == _ZWJ:
             joined = True
-            continue
-        if char == _EMOJI_PRESENTATION:
-            if previous == 1:  # a narrow symbol drawn as an emoji (⚠️)
-                width, previous = width + 1, 2
-            continue
-        if unicodedata.combining(char) or unicodedata.category(char) in _ZERO_WIDTH:
-            continue
-        previous = 2 if unicodedata.east_asian_width(char) in _WIDE else 1
-        width += previous
-    return width
+            yield 0
+        elif char == _EMOJI_PRESENTATION:
+            wider = previous == 1  # a narrow symbol drawn as an emoji (⚠️)
+            previous = 2 if wider else previous
+            yield 1 if wider else 0
+        elif unicodedata.combining(char) or unicodedata.category(char) in _ZERO_WIDTH:
+            yield 0
+        else:
+            previous = 2 if unicodedata.east_asian_width(char) in _WIDE else 1
+            yield previous
+
+
+def cut(text: str, width: int) -> str:
+    """`text` cut to `width` terminal columns (`display_width`), its end an `…` when cut:
+    a CJK preview cut by characters took twice the columns of a Latin one. It reads no
+    further than the cut (a preview of a long record)."""
+    room = width - 1  # the ellipsis's column, when cut
+    kept = used = 0
+    for count, columns in enumerate(_widths(text), 1):
+        used += columns
+        if used <= room:
+            kept = count
+        elif used > width:
+            return text[:kept] + "…"
+    return text
 
 
 def pad(text: str, width: int) -> str:

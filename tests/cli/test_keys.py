@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import asyncio
 import json
+import os
+import subprocess
 import sys
 import uuid
 from collections.abc import AsyncIterator
@@ -107,6 +109,21 @@ class TestKeys:
         slow = env | {"STELLO_AUTH_CACHE_TTL_S": "30"}
         out = await stello_ok(slow, "keys", "revoke", key_id, *db)
         assert "up to 30 s (STELLO_AUTH_CACHE_TTL_S, default 5)" in out
+
+    async def test_revoke_as_json(self, fresh: str, home: Path) -> None:
+        """`keys revoke --json` (or `stello --json keys revoke`) prints one object: the key
+        revoked and how long running services may still accept it (it printed text)."""
+        env = private_env(home) | {"STELLO_AUTH_CACHE_TTL_S": "30"}
+        db = ("--database-url", fresh)
+        for args in (("keys", "revoke", "--json"), ("--json", "keys", "revoke")):
+            made = await stello_ok(env, "keys", "create", "--space", "a", *db)
+            key_id = dict(line.split(": ", 1) for line in made.splitlines())["key_id"]
+            out = await stello_ok(env, *args, key_id, *db)
+            assert json.loads(out) == {
+                "revoked": key_id,
+                "auth_cache_ttl_s": 30,
+                "auth_cache_ttl_s_default": 5,
+            }
 
     async def test_list_as_json(self, fresh: str, home: Path) -> None:
         """`keys list --json` (or `stello --json keys list`) prints one array of the table's
@@ -282,6 +299,49 @@ class TestSpacesDelete:
         assert await space_names(fresh) == ["team-b"]
         out = await stello_ok(env, "spaces", "delete", "team-b", "--yes", *db)
         assert out.startswith("deleted: ")
+        assert await space_names(fresh) == []
+
+    async def test_delete_as_json(self, fresh: str, home: Path) -> None:
+        """`spaces delete --yes --json` (or `stello --json spaces delete`) prints one object
+        naming the space erased: its id, name and owner (it printed text)."""
+        env = private_env(home)
+        db = ("--database-url", fresh)
+        for args in (("spaces", "delete", "--json"), ("--json", "spaces", "delete")):
+            made = await stello_ok(env, "keys", "create", "--space", "t", "--principal", "ann", *db)
+            space_id = dict(line.split(": ", 1) for line in made.splitlines())["space_id"]
+            out = await stello_ok(env, *args, "t", "--yes", *db)
+            assert json.loads(out) == {"deleted": space_id, "name": "t", "principal": "ann"}
+            assert await space_names(fresh) == []
+
+    async def test_delete_as_json_asks_on_stderr(self, fresh: str, home: Path) -> None:
+        """On a terminal, `spaces delete --json` asks on stderr, so stdout holds only the
+        JSON value (the question went before it on stdout)."""
+        env = private_env(home)
+        db = ("--database-url", fresh)
+        made = await stello_ok(env, "keys", "create", "--space", "t", *db)
+        space_id = dict(line.split(": ", 1) for line in made.splitlines())["space_id"]
+
+        def answered() -> subprocess.CompletedProcess[str]:
+            terminal, stdin = os.openpty()
+            try:
+                os.write(terminal, b"y\n")
+                return subprocess.run(
+                    [sys.executable, "-m", "stello_cli", "spaces", "delete", "t", "--json", *db],
+                    env=client_env(env),
+                    stdin=stdin,
+                    capture_output=True,
+                    text=True,
+                    timeout=60,
+                    check=False,
+                )
+            finally:
+                os.close(stdin)
+                os.close(terminal)
+
+        done = await asyncio.to_thread(answered)
+        assert done.returncode == 0, done.stderr
+        assert json.loads(done.stdout) == {"deleted": space_id, "name": "t", "principal": "default"}
+        assert done.stderr.startswith('Erase space "t"')
         assert await space_names(fresh) == []
 
     async def test_a_name_two_owners_use_needs_the_id(self, fresh: str, home: Path) -> None:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import json
 from collections.abc import AsyncIterator
 from pathlib import Path
 
@@ -11,7 +12,7 @@ import pytest
 
 from stello.migrate import Migration, load_migrations, pending
 from stello.runner import warn_unmigrated
-from stello_cli.admin import OUTSIDE_NOTE, lock_notes
+from stello_cli.admin import OUTSIDE_NOTE, lock_notes, migrate_reply
 from tests.cli.processes import private_env, run_cli
 from tests.support.database import create_test_database, drop_test_database
 
@@ -56,6 +57,52 @@ async def test_pending_lists_and_applies_nothing(behind: str, tmp_path: Path) ->
     assert done.returncode == 0, done.stderr
     done = await asyncio.to_thread(run_cli, env, "migrate", "--pending", "--database-url", behind)
     assert done.stdout == "pending: nothing (up to date)\n"
+
+
+async def test_migrate_as_json(behind: str, tmp_path: Path) -> None:
+    """`migrate --pending --json` and `migrate --json` (or `stello --json migrate`) print one
+    object each: what is pending with its notes, then what was applied (they printed text)."""
+    env = private_env(tmp_path)
+    later = load_migrations()[-2:]
+    db = ("--database-url", behind)
+    done = await asyncio.to_thread(run_cli, env, "migrate", "--pending", "--json", *db)
+    assert done.returncode == 0, done.stderr
+    assert json.loads(done.stdout) == {
+        "pending": [
+            {
+                "version": m.version,
+                "title": m.title,
+                "notes": lock_notes(m) + ([] if m.transactional else [OUTSIDE_NOTE]),
+            }
+            for m in later
+        ],
+        "newer": [],
+    }
+    done = await asyncio.to_thread(run_cli, env, "migrate", "--json", *db)
+    assert done.returncode == 0, done.stderr
+    assert json.loads(done.stdout) == {
+        "applied": [m.version for m in later],
+        "session_defaults": [],
+    }
+    done = await asyncio.to_thread(run_cli, env, "--json", "migrate", *db)
+    assert json.loads(done.stdout) == {"applied": [], "session_defaults": []}
+
+
+def test_migrate_distribute_as_json() -> None:
+    """`migrate --distribute --json` gives the steps, and whether --shard-count was applied
+    (null without it), as the text's lines say."""
+    create = "create_distributed_table('sessions', 'space_id')"
+    assert migrate_reply(["0001_init"], [create], [], 8) == {
+        "applied": ["0001_init"],
+        "distributed": [create],
+        "shard_count_applied": True,
+    }
+    assert migrate_reply([], [], [], 8)["shard_count_applied"] is False
+    assert migrate_reply([], [], [], None)["shard_count_applied"] is None
+    assert migrate_reply([], None, ["jit=off"], None) == {
+        "applied": [],
+        "session_defaults": ["jit=off"],
+    }
 
 
 def test_the_tables_an_upgrade_builds_indexes_on() -> None:

@@ -27,7 +27,7 @@ from stello.errors import (
 )
 from stello_cli import format as fmt
 from stello_cli.retention import action_line
-from stello_cli.style import PLAIN, Style, ago
+from stello_cli.style import PLAIN, Style, ago, display_width, one_line
 from stello_cli.talk import failed_turn
 from stello_client import dicts
 from stello_client.errors import SHUT_DOWN, flag_names, rpc_error_line
@@ -85,6 +85,52 @@ class TestStyle:
     def test_unset_time(self) -> None:
         """An unset timestamp reads "never"."""
         assert ago(Timestamp(), NOW) == "never"
+
+
+WIDE = "漢字" * 150  # 300 characters, 600 columns
+"""A text longer than every cut, in characters and in columns."""
+
+
+def _cut_places() -> list[tuple[str, int]]:
+    """Each text the CLI cuts (the part after its name) and the columns it is cut to."""
+    record = common_pb2.Record(role=common_pb2.RECORD_ROLE_USER, content=WIDE)
+    digest = common_pb2.SessionDigest(id="a" * 16, label="l", memory=WIDE, metadata={"k": WIDE})
+    config = common_pb2.SessionConfig(compressor_prompt=WIDE)
+    view = agent_pb2.SessionView(node=common_pb2.TopologyNode(id="a"), config=config)
+    digest_rows = fmt.digests_lines([digest])
+    view_line = next(line for line in fmt.view_lines(view) if line.startswith("compressor"))
+    return [
+        (fmt.preview(record), fmt.PREVIEW_COLUMNS),
+        (fmt.record_lines(record, PLAIN, NOW, width=100)[0].split(": ", 1)[1], 100),
+        (digest_rows[1].removeprefix("    metadata: k="), 100),
+        (digest_rows[2].removeprefix("    memory: "), 200),
+        (view_line.removeprefix("compressor prompt: "), 100),
+    ]
+
+
+class TestCuts:
+    def test_wide_text_is_cut_by_terminal_columns(self) -> None:
+        """A tree's preview, a chat banner's record, a digest's metadata and memory and a
+        prompt in `show` are cut to their widths in terminal columns, a CJK character taking
+        two (cut by characters, a CJK preview took twice the columns of a Latin one)."""
+        for text, columns in _cut_places():
+            assert text.endswith("…"), text
+            assert columns - 1 <= display_width(text) <= columns, (text, columns)
+
+    @pytest.mark.parametrize(
+        ("text", "width", "cut_to"),
+        [
+            pytest.param("x" * 70, 60, "x" * 59 + "…", id="latin"),
+            pytest.param("x" * 60, 60, "x" * 60, id="fits"),
+            pytest.param("漢" * 31, 60, "漢" * 29 + "…", id="cjk"),
+            pytest.param("e\u0301" * 8, 5, "e\u0301" * 4 + "…", id="combining-kept"),
+            pytest.param("a漢字", 3, "a…", id="wide-at-the-edge"),
+        ],
+    )
+    def test_one_line_cuts_by_columns(self, text: str, width: int, cut_to: str) -> None:
+        """`one_line` cuts to `width` columns with an `…` (combining marks stay with their
+        letter; a wide character that would cross the edge goes), and leaves what fits."""
+        assert one_line(text, width) == cut_to
 
 
 class TestRecords:

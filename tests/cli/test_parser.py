@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import inspect
+import os
 import signal
 import sys
 from collections.abc import Callable, Iterator
@@ -24,6 +25,9 @@ from stello_cli.parser import (
 )
 from stello_cli.style import confirm
 from tests.cli.processes import private_env, run_cli
+
+BAD = os.fsdecode(b"bad\xffx")
+"""A value holding a byte that is not UTF-8, as Python hands such bytes of argv over."""
 
 
 def leaves(parser: argparse.ArgumentParser) -> Iterator[argparse.ArgumentParser]:
@@ -215,6 +219,28 @@ class TestUsageErrors:
         )
         args = build_parser().parse_args([command, "abc"])
         assert (args.pairs if command == "meta" else args.rest) == []
+
+    @pytest.mark.parametrize(
+        ("argv", "said"),
+        [
+            pytest.param(("memory", "put", BAD, "b", "--summary", "s"), "SLUG", id="put-slug"),
+            pytest.param(("memory", "put", "s", BAD, "--summary", "s"), "BODY", id="put-body"),
+            pytest.param(("memory", "get", BAD), "SLUG", id="get-slug"),
+            pytest.param(("memory", "abc", BAD), "TEXT", id="session-text"),
+            pytest.param(("memory", BAD), "SESSION", id="session"),
+            pytest.param(("--key", BAD, "migrate"), "--key", id="key-before-migrate"),
+            pytest.param(("--database-url", BAD, "tree"), "--database-url", id="url-before-tree"),
+            pytest.param(("send", "abc", BAD), "MESSAGE", id="message"),
+        ],
+    )
+    def test_bytes_that_are_not_utf8_are_named_as_the_usage_names_them(
+        self, capsys: pytest.CaptureFixture[str], argv: tuple[str, ...], said: str
+    ) -> None:
+        """An argument holding bytes that are not UTF-8 is named as the command's usage
+        line names it (`memory put`'s slug was "ARG", a flag given before a command that
+        lacks it was its variable's name, `key` or `database_url`)."""
+        err = usage_error(capsys, *argv)
+        assert f": {said}: is not valid UTF-8 (see `" in err, err
 
     def test_bad_choice(self, capsys: pytest.CaptureFixture[str]) -> None:
         """A value outside the choices is one line, exit 2."""
