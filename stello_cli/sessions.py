@@ -184,7 +184,8 @@ async def cmd_delete(args: argparse.Namespace) -> int:
             question = (
                 f'Erase "{one_line(top.label)}" ({short_id(top.id)}){extra}, records and all?'
             )
-            if not await confirm(question):
+            # With --json, stdout holds the one JSON value: the question goes to stderr.
+            if not await confirm(question, sys.stderr if args.json else None):
                 raise ClientError("nothing was deleted")
         if args.json:
             write(dicts.dumps({"deleted_ids": await client.delete_session(found)}))

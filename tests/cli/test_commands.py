@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import os
 import subprocess
 import sys
 from collections.abc import AsyncIterator
@@ -238,6 +239,34 @@ class TestSessionCommands:
         root = (await ok(env, "root", "-q")).strip()
         await ok(env, "fork", root, "--label", "kid", "-q")
         assert await ok(env, "delete", root, "--yes") == "deleted 2 sessions\n"
+        assert await as_json(env, "tree") == []
+
+    async def test_delete_as_json_asks_on_stderr(self, env: dict[str, str]) -> None:
+        """On a terminal, `delete --json` asks on stderr, so stdout holds only the JSON value
+        (the question went before it on stdout, as `spaces delete --json`'s did)."""
+        root = (await ok(env, "root", "-q")).strip()
+
+        def answered() -> subprocess.CompletedProcess[str]:
+            terminal, stdin = os.openpty()
+            try:
+                os.write(terminal, b"y\n")
+                return subprocess.run(
+                    [sys.executable, "-m", "stello_cli", "delete", root, "--json"],
+                    env=client_env(env),
+                    stdin=stdin,
+                    capture_output=True,
+                    text=True,
+                    timeout=60,
+                    check=False,
+                )
+            finally:
+                os.close(stdin)
+                os.close(terminal)
+
+        done = await asyncio.to_thread(answered)
+        assert done.returncode == 0, done.stderr
+        assert json.loads(done.stdout) == {"deleted_ids": [root]}
+        assert done.stderr.startswith("Erase ")
         assert await as_json(env, "tree") == []
 
     async def test_delete_needs_yes_without_a_terminal(self, env: dict[str, str]) -> None:
