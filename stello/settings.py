@@ -16,9 +16,10 @@ LLMProvider = Literal["echo", "openai", "anthropic"]
 MIB = 1024 * 1024
 MAX_MESSAGE_BYTES = 64 * MIB
 """STELLO_MAX_MESSAGE_BYTES' default."""
-MAX_STATEMENT_TIMEOUT_S = 2_147_483
-"""The longest statement timeout PostgreSQL takes, in whole seconds (an int of milliseconds:
-about 24.8 days); a setting that becomes one is at most this."""
+MAX_STATEMENT_TIMEOUT_MS = 2_147_483_647
+"""The longest statement timeout PostgreSQL takes (an int of milliseconds: about 24.8 days)."""
+MAX_STATEMENT_TIMEOUT_S = MAX_STATEMENT_TIMEOUT_MS // 1000
+"""The same in whole seconds: a setting that becomes a statement timeout is at most this."""
 
 
 def check_database_url(value: str | None) -> str | None:

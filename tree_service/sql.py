@@ -11,6 +11,8 @@ so does a session being erased (``provisional_until = 'infinity'``, `ERASING`).
 
 from __future__ import annotations
 
+from stello.settings import MAX_STATEMENT_TIMEOUT_MS
+
 # A session being erased is provisional forever (migration 0011_2): every read
 # already answers it as absent, CommitSession and the sweep leave it alone, and
 # the erasure job (`ERASE_*`) deletes it in batches.
@@ -36,10 +38,9 @@ NODE_COLUMNS = """
 # and on Citus reaches the worker whose rows the statement waits for.
 _STATEMENT_TIMEOUT = "SET LOCAL statement_timeout = {timeout_ms:d}"
 
-# The longest statement_timeout PostgreSQL takes (an int of milliseconds, about 24.8 days):
-# a caller's deadline further away (a client's "no real deadline", months ahead) is bound
-# by it rather than refused by the database ("outside the valid range": INTERNAL).
-MAX_STATEMENT_TIMEOUT_MS = 2_147_483_647
+# A caller's deadline further away than the longest statement_timeout PostgreSQL takes
+# (stello.settings.MAX_STATEMENT_TIMEOUT_MS: a client's "no real deadline", months ahead) is
+# bound by it rather than refused by the database ("outside the valid range": INTERNAL).
 
 
 def statement_timeout(timeout_ms: int) -> str:

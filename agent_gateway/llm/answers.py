@@ -42,6 +42,7 @@ from dataclasses import replace
 from agent_gateway.llm.base import FinishReason, ToolCallSpec
 from stello.errors import ResourceExhausted, new_error_id
 from stello.reasons import LLM_ANSWER_TOO_LARGE
+from stello.settings import MIB
 
 logger = logging.getLogger(__name__)
 
@@ -168,7 +169,7 @@ class StreamHead:
         return f"no server-sent event in the answer to a streamed call, which began {text[:300]!r}"
 
 
-RECORD_BYTES = 1024 * 1024
+RECORD_BYTES = MIB
 """STELLO_MAX_RECORD_BYTES by default: the record limit a provider is built with unless told."""
 ANSWER_MARGIN_BYTES = 64 * 1024
 """What `answer_limit` adds to twice the record limit (a small record limit still lets an
