@@ -128,6 +128,11 @@ SELECT stello_remember_new($1, $2, $3, $4, $5, $6, $7::uuid[])
 """
 
 PURGE = "DELETE FROM idempotency_keys WHERE created_at < now() - make_interval(hours => $1)"
+# One space's (a round done space by space when a node is out of reach: `Periodic.by_space`).
+PURGE_IN_SPACE = (
+    "DELETE FROM idempotency_keys"
+    " WHERE space_id = $2 AND created_at < now() - make_interval(hours => $1)"
+)
 
 
 async def claim(
@@ -256,12 +261,16 @@ class Answered(Exception):
         self.response = response
 
 
-async def purge_expired(con: asyncpg.Connection) -> str:
-    """In the caller's transaction: delete keys older than the TTL (every space's: multi-shard
-    on Citus, allowed for the rest of the transaction); returns the command status."""
-    await across_spaces(con)
+async def purge_expired(con: asyncpg.Connection, space_id: uuid.UUID | None = None) -> str:
+    """In the caller's transaction: delete keys older than the TTL, every space's (multi-shard
+    on Citus, allowed for the rest of the transaction) or, with `space_id`, that space's alone
+    (its statement pinned to the space); returns the command status."""
+    if space_id is None:
+        await across_spaces(con)
     await bulk(con)  # a backlog of expired keys may take longer than a batch's bound
-    return str(await con.execute(PURGE, TTL_HOURS))
+    if space_id is None:
+        return str(await con.execute(PURGE, TTL_HOURS))
+    return str(await con.execute(PURGE_IN_SPACE, TTL_HOURS, space_id))
 
 
 class KeyStatements:

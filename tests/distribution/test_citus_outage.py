@@ -25,11 +25,13 @@ import sys
 import time
 import uuid
 from collections.abc import AsyncIterator, Iterator
+from typing import cast
 
 import asyncpg
 import grpc
 import pytest
 
+from stello import idempotency
 from stello.agent.v1 import agent_pb2, agent_pb2_grpc
 from stello.common.v1 import common_pb2
 from stello.distribution import distribute
@@ -237,6 +239,20 @@ async def _rounds_by_space(s: Services) -> dict[str, object]:
     return seen
 
 
+async def _expired_key(pool: asyncpg.Pool, tenant: Tenant) -> None:
+    """A request key of `tenant`'s space past its 24 h (the sweep's purge deletes it)."""
+    space_id = uuid.UUID(tenant.space_id)
+    async with pool.acquire() as con, con.transaction():
+        await idempotency.remember(
+            cast(asyncpg.Connection, con), space_id, "expired", "r", b"h", b"reply"
+        )
+        await con.execute(
+            "UPDATE idempotency_keys SET created_at = now() - interval '25 hours'"
+            " WHERE space_id = $1 AND scope = 'expired'",
+            space_id,
+        )
+
+
 async def _cli(dsn: str, *args: str) -> tuple[int, str]:
     """`stello ARGS --database-url DSN` in a process of its own: exit code and stderr (without
     asyncio debug mode, whose slow-callback warnings a busy machine adds to stderr)."""
@@ -294,11 +310,16 @@ async def _outage(own_cluster: CitusCluster) -> AsyncIterator[dict[str, object]]
                 agent_pb2.CreateRootRequest(space_id=stranded.space_id, label="before")
             )
         ).session
+        await _expired_key(services.pool, alive)
         stop_node(down)
         try:
             seen["alive"] = await _every_write(alive)
             seen["alive erasure"] = await _erasure(services, alive, dsn)
             seen["rounds by space"] = await _rounds_by_space(services)
+            seen["alive expired keys"] = await services.pool.fetchval(
+                "SELECT count(*) FROM idempotency_keys WHERE space_id = $1 AND scope = 'expired'",
+                uuid.UUID(alive.space_id),
+            )
             seen["keys revoke"] = await _cli(dsn, "keys", "revoke", alive.key_id)
             seen["migrate"] = await _cli(behind, "migrate")
             listed = await space_ids(services.pool)
@@ -389,6 +410,14 @@ class TestAWorkerDown:
             "stello-storage-event-purge": True,
             "stello-storage-search-backfill": True,
         }
+
+    def test_the_sweep_by_space_purges_the_expired_request_keys(
+        self, outage: dict[str, object]
+    ) -> None:
+        """The sweep's round space by space purges the other worker's space's expired request
+        keys (with the replies they hold): the purge went across spaces only, so a worker down
+        kept every space's keys past their 24 h."""
+        assert outage["alive expired keys"] == 0
 
     def test_the_spaces_and_their_nodes_are_listed(self, outage: dict[str, object]) -> None:
         """With a worker stopped, the spaces are listed (a reference table, read on the

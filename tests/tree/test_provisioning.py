@@ -5,20 +5,21 @@ from __future__ import annotations
 import asyncio
 import uuid
 from collections.abc import Awaitable, Callable
-from typing import Any
+from typing import Any, cast
 
 import asyncpg
 import grpc
 import pytest
 
 import tree_service.sweep.service
+from stello import idempotency
 from stello.common.v1 import common_pb2
 from stello.errors import field_violations
 from stello.tree.v1 import tree_pb2, tree_pb2_grpc
 from tests.support.fixtures import MakeSession, RunningServer, ServerStarter, TestSpace
 from tests.tree.conftest import TreeClient, erased, open_tree, session_count
 from tests.tree.owned import belongings, give_belongings
-from tree_service.app import create_app, create_sweeper
+from tree_service.app import create_app, create_service, create_sweeper
 from tree_service.config import TreeSettings
 from tree_service.sweep.repository import SWEEP_LOCK_KEY
 
@@ -183,6 +184,37 @@ class TestSweeper:
             await con.execute("SELECT pg_advisory_xact_lock($1)", SWEEP_LOCK_KEY)
             assert await sweeper.run_once() is None
         assert await sweeper.run_once() is not None
+
+    async def test_a_round_space_by_space_purges_each_spaces_expired_keys(
+        self, pool: asyncpg.Pool, space: TestSpace, other_space: TestSpace
+    ) -> None:
+        """The sweep's fallback when a node is out of reach (a space at a time) purges that
+        space's expired request keys too, not another space's and not a live one: before, the
+        purge went across spaces only, so a worker down on Citus kept every space's keys (and
+        the replies they hold) past their 24 h until the node was back."""
+        for owner in (space, other_space):
+            async with pool.acquire() as con, con.transaction():
+                for request_id in ("old", "new"):
+                    await idempotency.remember(
+                        cast(asyncpg.Connection, con), owner.id, "s", request_id, b"h", b"r"
+                    )
+            await pool.execute(
+                "UPDATE idempotency_keys SET created_at = now() - interval '25 hours' "
+                "WHERE space_id = $1 AND request_id = 'old'",
+                owner.id,
+            )
+        await create_service(pool, TreeSettings()).sweeps.sweep_space(space.id)
+        left = await pool.fetch(
+            "SELECT space_id, request_id FROM idempotency_keys WHERE space_id = ANY ($1::uuid[])"
+            " ORDER BY space_id = $2, request_id",
+            [space.id, other_space.id],
+            other_space.id,
+        )
+        assert [(r["space_id"], r["request_id"]) for r in left] == [
+            (space.id, "new"),
+            (other_space.id, "new"),
+            (other_space.id, "old"),
+        ]
 
 
 async def sweeping_an_expired(

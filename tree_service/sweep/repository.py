@@ -179,11 +179,12 @@ class SweepRepository:
         rows = await in_transaction(self._pool, work)
         return [SweptSession(r["space_id"], r["id"]) for r in rows]
 
-    async def purge_idempotency_keys(self) -> None:
-        """Drop request_id keys past their 24 h (all spaces), with the sweep."""
+    async def purge_idempotency_keys(self, space_id: uuid.UUID | None = None) -> None:
+        """Drop request_id keys past their 24 h with the sweep (all spaces, or `space_id`'s
+        alone: the fallback of a round whose read across spaces failed)."""
 
         async def work(con: asyncpg.Connection) -> None:
             if await con.fetchval(release.TRY_SWEEP_LOCK, SWEEP_LOCK_KEY):
-                await idempotency.purge_expired(con)
+                await idempotency.purge_expired(con, space_id)
 
         await in_transaction(self._pool, work)

@@ -24,13 +24,15 @@ class SweepService:
         self._repo = repository
 
     async def sweep_space(self, space_id: uuid.UUID) -> int | None:
-        """`sweep_expired` in one space (its request keys' purge aside): the sweep's
-        fallback when its read across spaces fails (`Sweeper`); how many sessions went."""
+        """`sweep_expired` in one space, its expired request keys' purge included: the
+        sweep's fallback when its read across spaces fails (`Sweeper`); how many sessions
+        went."""
         removed: list[SweptSession] = []
         while batch := await self._repo.sweeps.sweep(
             0.0, SWEEP_BATCH, wait=False, space_id=space_id
         ):
             removed.extend(batch)
+        await self._repo.sweeps.purge_idempotency_keys(space_id)
         _log_swept(removed)
         return len(removed)
 

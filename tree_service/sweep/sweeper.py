@@ -7,8 +7,8 @@ others skip that round). It is the tree app's background task: the kernel's
 server factory starts it once the server is bound and stops it after the
 graceful shutdown (tests may also drive one directly), never lazily from a
 request. When its read across spaces fails because a node is out of reach, the
-round sweeps space by space (`Periodic.by_space`), skipping the spaces on that node;
-the expired request keys' purge (across spaces) waits for a whole round.
+round sweeps space by space (`Periodic.by_space`), each space's expired request keys
+purged with it, skipping the spaces on that node.
 """
 
 from __future__ import annotations
