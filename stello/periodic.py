@@ -41,7 +41,7 @@ import time
 import uuid
 from collections.abc import Awaitable, Callable, Iterable, Iterator
 from dataclasses import dataclass
-from typing import Protocol, TypeVar, runtime_checkable
+from typing import Generic, Protocol, TypeVar, runtime_checkable
 
 import asyncpg
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
@@ -95,6 +95,58 @@ class Rounds:
     """How long the last round took, however it ended."""
     skipped_spaces: int = 0
     """Spaces a round done space by space (`Periodic.by_space`) skipped, out of reach."""
+
+
+@dataclass(slots=True)
+class BySpace(Generic[T]):
+    """What work done space by space came to (`reachable_spaces`)."""
+
+    results: list[T]
+    """What the work answered for each space it reached, in the listed order."""
+    spaces: int
+    """How many spaces were listed."""
+    skipped: int
+    """How many were skipped, out of reach."""
+    nodes_out: list[str]
+    """The nodes found out of reach (on Citus), sorted."""
+
+
+async def reachable_spaces(
+    failure: BaseException,
+    spaces: Callable[[], Awaitable[list[SpaceNode]]],
+    work: Callable[[uuid.UUID], Awaitable[T]],
+    enough: Callable[[], bool] = lambda: False,
+) -> BySpace[T]:
+    """`work` for each of the `spaces` (`stello.maintenance.space_ids`) after a look across
+    spaces failed with `failure` (one of `OUT_OF_REACH`): those out of reach skipped (once one
+    space of a node was, the node's others), until `enough()` says so.
+
+    Raises:
+        BaseException: `failure` again when the spaces cannot be listed or every space was
+            out of reach.
+    """
+    try:
+        listed = await spaces()
+    except OUT_OF_REACH:
+        raise failure from None
+    results: list[T] = []
+    skipped = 0
+    out: set[str] = set()
+    for space in listed:
+        if space.node in out:
+            skipped += 1
+            continue
+        try:
+            results.append(await work(space.id))
+        except OUT_OF_REACH:
+            skipped += 1
+            if space.node is not None:
+                out.add(space.node)
+        if enough():
+            break
+    if listed and skipped == len(listed):
+        raise failure
+    return BySpace(results, len(listed), skipped, sorted(out))
 
 
 class Periodic:
@@ -176,28 +228,9 @@ class Periodic:
         returned. `failure` is raised again
         when the spaces cannot be listed or every space was out of reach (the round is an
         outage)."""
-        try:
-            listed = await spaces()
-        except OUT_OF_REACH:
-            raise failure from None
-        done = skipped = 0
-        out: set[str] = set()  # the nodes found out of reach: their other spaces skipped
-        for space in listed:
-            if space.node in out:
-                skipped += 1
-                continue
-            try:
-                done += await work(space.id) or 0
-            except OUT_OF_REACH:
-                skipped += 1
-                if space.node is not None:
-                    out.add(space.node)
-            if self._stopping:
-                break
-        if listed and skipped == len(listed):
-            raise failure
-        self._skipped(skipped, len(listed), sorted(out), failure)
-        return done
+        went = await reachable_spaces(failure, spaces, work, lambda: self._stopping)
+        self._skipped(went.skipped, went.spaces, went.nodes_out, failure)
+        return sum(done or 0 for done in went.results)
 
     def _skipped(self, skipped: int, spaces: int, nodes: list[str], failure: BaseException) -> None:
         self.rounds.skipped_spaces += skipped

@@ -15,7 +15,7 @@ from datetime import datetime, timedelta
 
 import asyncpg
 
-from stello.maintenance import across_spaces
+from stello.maintenance import across_spaces, bounded
 from storage_service.models import JobKindName, JobStatusName
 from storage_service.transact.operations import UpdateJobOp
 
@@ -331,6 +331,13 @@ class JobRepository:
         else:
             rows = await self._con.fetch(ORPHANED_IN_SPACE, space_id, limit)
         return [OrphanedJob(row["space_id"], row["session_id"], _state(row)) for row in rows]
+
+    async def orphaned_maintained(self, space_id: uuid.UUID, limit: int) -> list[OrphanedJob]:
+        """`orphaned` in one space, bounded as maintenance is (a read of a round done space
+        by space: a node that does not answer ends it at the bound)."""
+        async with self._con.transaction():  # its own (SET LOCAL), or the caller's
+            await bounded(self._con)
+            return await self.orphaned(space_id, limit)
 
     async def of_session(self, space_id: uuid.UUID, session_id: uuid.UUID) -> list[JobState]:
         """The session's jobs, by kind."""

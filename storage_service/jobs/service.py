@@ -8,12 +8,16 @@ nothing of gRPC.
 
 from __future__ import annotations
 
+import logging
 import uuid
 from datetime import datetime
 
+from stello.periodic import OUT_OF_REACH, reachable_spaces
 from storage_service.jobs.repository import JobClaim, OrphanedJob, claim_token
 from storage_service.models import JobKindName, session_not_found
 from storage_service.unit import Database, UnitOfWork
+
+log = logging.getLogger(__name__)
 
 
 class JobService:
@@ -46,8 +50,38 @@ class JobService:
         return await self._db.transaction(work)
 
     async def orphaned(self, space_id: uuid.UUID | None, limit: int) -> list[OrphanedJob]:
-        """Jobs left without a gateway: in the space, or (None) in every space."""
-        return await self._db.statement(lambda uow: uow.jobs.orphaned(space_id, limit))
+        """Jobs left without a gateway: in the space, or (None) in every space. When the
+        read across spaces fails for a node out of reach (Citus, a worker down), those of
+        the spaces that answer, space by space (`stello.periodic.reachable_spaces`): the
+        takeover goes on for them."""
+        if space_id is not None:
+            return await self._db.statement(lambda uow: uow.jobs.orphaned(space_id, limit))
+        try:
+            return await self._db.statement(lambda uow: uow.jobs.orphaned(None, limit))
+        except OUT_OF_REACH as exc:
+            return await self._orphaned_by_space(exc, limit)
+
+    async def _orphaned_by_space(self, failure: BaseException, limit: int) -> list[OrphanedJob]:
+        found: list[OrphanedJob] = []
+
+        async def space(space_id: uuid.UUID) -> None:
+            found.extend(
+                await self._db.statement(
+                    lambda uow: uow.jobs.orphaned_maintained(space_id, limit - len(found))
+                )
+            )
+
+        went = await reachable_spaces(failure, self._db.spaces, space, lambda: len(found) >= limit)
+        log.warning(
+            "ListOrphanedJobs: a database node is out of reach (%s: %s); listed space by "
+            "space, %d of %d spaces skipped%s",
+            type(failure).__name__,
+            failure,
+            went.skipped,
+            went.spaces,
+            f" (those of {', '.join(went.nodes_out)})" if went.nodes_out else "",
+        )
+        return sorted(found, key=lambda job: job.job.status != "stopped")  # stopped first
 
     async def renew(
         self,

@@ -253,6 +253,32 @@ async def _expired_key(pool: asyncpg.Pool, tenant: Tenant) -> None:
         )
 
 
+async def _stopped_job(pool: asyncpg.Pool, tenant: Tenant) -> tuple[str, str]:
+    """A root of `tenant`'s space with a job a shutdown stopped (an orphan for the takeover):
+    (space, session)."""
+    root = (
+        await tenant.gw.CreateRoot(agent_pb2.CreateRootRequest(space_id=tenant.space_id))
+    ).session
+    await pool.execute(
+        "INSERT INTO background_jobs (space_id, session_id, kind, status)"
+        " VALUES ($1, $2, 'fold', 'stopped')",
+        uuid.UUID(tenant.space_id),
+        uuid.UUID(root.id),
+    )
+    return tenant.space_id, root.id
+
+
+async def _orphans(s: Services) -> list[tuple[str, str]] | str:
+    """ListOrphanedJobs with an admin key: the jobs' (space, session), or the status code."""
+    try:
+        listed = await s.admin_storage.ListOrphanedJobs(
+            storage_pb2.ListOrphanedJobsRequest(limit=10)
+        )
+    except grpc.aio.AioRpcError as exc:
+        return str(exc.code())
+    return [(j.space_id, j.session_id) for j in listed.jobs]
+
+
 async def _cli(dsn: str, *args: str) -> tuple[int, str]:
     """`stello ARGS --database-url DSN` in a process of its own: exit code and stderr (without
     asyncio debug mode, whose slow-callback warnings a busy machine adds to stderr)."""
@@ -311,11 +337,14 @@ async def _outage(own_cluster: CitusCluster) -> AsyncIterator[dict[str, object]]
             )
         ).session
         await _expired_key(services.pool, alive)
+        orphan = await _stopped_job(services.pool, alive)
         stop_node(down)
         try:
             seen["alive"] = await _every_write(alive)
             seen["alive erasure"] = await _erasure(services, alive, dsn)
             seen["rounds by space"] = await _rounds_by_space(services)
+            seen["orphans listed"] = await _orphans(services)
+            seen["orphan"] = orphan
             seen["alive expired keys"] = await services.pool.fetchval(
                 "SELECT count(*) FROM idempotency_keys WHERE space_id = $1 AND scope = 'expired'",
                 uuid.UUID(alive.space_id),
@@ -418,6 +447,14 @@ class TestAWorkerDown:
         keys (with the replies they hold): the purge went across spaces only, so a worker down
         kept every space's keys past their 24 h."""
         assert outage["alive expired keys"] == 0
+
+    def test_jobs_left_without_a_gateway_are_listed_space_by_space(
+        self, outage: dict[str, object]
+    ) -> None:
+        """ListOrphanedJobs with an admin key (what every gateway's takeover asks) lists the
+        other worker's space's orphaned job: its read across spaces failed whole, so no job
+        of any space was taken over while one worker was down."""
+        assert outage["orphans listed"] == [outage["orphan"]]
 
     def test_the_spaces_and_their_nodes_are_listed(self, outage: dict[str, object]) -> None:
         """With a worker stopped, the spaces are listed (a reference table, read on the

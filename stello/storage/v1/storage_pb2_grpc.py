@@ -1100,7 +1100,9 @@ class SessionStorageServicer:
         gateway doing it, one run gets each job), continuing from its saved
         progress with no new trigger. A tenant key lists its space's jobs; an
         admin-scope key lists those of every space (a maintenance read across
-        spaces, on the index `background_jobs_orphaned`). Jobs of sessions that
+        spaces, on the index `background_jobs_orphaned`; with a database node out
+        of reach, those of the spaces on the nodes that answer, STOPPED runs
+        first). Jobs of sessions that
         are provisional or being erased are left out. At most `limit`. Reads
         only.
 
