@@ -19,7 +19,7 @@ start of a stream's bytes so that the providers' SSE decoders can end such a
 stream with the error object (the SDK raises it) or with a `NO_EVENT` mark
 whose detail, logged, is what came.
 
-A streamed answer's size is bounded (`AnswerBound`): the gateway stores an answer
+An answer's size is bounded (`AnswerBound`): the gateway stores an answer
 in one record, of at most STELLO_MAX_RECORD_BYTES (`record_bytes`), so a stream
 whose text and tool-call arguments pass `answer_limit` (twice that, plus
 `ANSWER_MARGIN_BYTES`: streamed arguments may carry whitespace and escapes their
@@ -29,7 +29,10 @@ LLM_ANSWER_TOO_LARGE, as an answer found too large once whole is
 (`turns.answer_size`). The SDKs' SSE decoders keep a line, and an event's
 ``data:`` lines, with no bound: the providers' decoders (`DoneMarking`,
 `NoEventMarking`) count the bytes read since the last event (`AnswerBound.raw`)
-and stop an event that grows past the same limit (one endless line).
+and stop an event that grows past the same limit (one endless line). The SDKs
+read the body of a call that is not streamed whole, with no bound either: the
+providers read it themselves (`AnswerBound.whole`, its bytes as decompressed) and
+stop it past the same limit, JSON and all.
 """
 
 from __future__ import annotations
@@ -222,11 +225,25 @@ class AnswerBound:
                 raise self.too_large(pending, "one server-sent event")
             yield piece
 
+    async def whole(self, pieces: AsyncIterator[bytes]) -> bytes:
+        """The body of a call's answer, of `pieces` (as decompressed), whole.
+
+        Raises:
+            ResourceExhausted: reason LLM_ANSWER_TOO_LARGE, the body passed the limit (its
+                reading stopped there).
+        """
+        body = bytearray()
+        async for piece in pieces:
+            body += piece
+            if len(body) > self.limit:
+                raise self.too_large(len(body), "its body")
+        return bytes(body)
+
     def too_large(self, size: int, what: str) -> ResourceExhausted:
         """The error of an answer that brought `size` bytes in `what` (logged under an id)."""
         error_id = new_error_id()
         logger.warning(
-            "the %s model's streamed answer brought over %d bytes in %s, more than "
+            "the %s model's answer brought over %d bytes in %s, more than "
             "STELLO_MAX_RECORD_BYTES=%d lets the gateway store: its reading was stopped "
             "and the connection closed; the provider did not keep to max_tokens (error id %s)",
             self.provider,

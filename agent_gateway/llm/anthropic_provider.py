@@ -36,9 +36,12 @@ object (a proxy's; streamed or not) is the error its type says. An answer cut at
 max_tokens (``stop_reason: max_tokens``) is kept and logged; the completion carries
 why the answer ended (`base.FinishReason`: ``refusal`` is a content filter's stop).
 
-A streamed answer is read up to a bound derived from the record limit
-(``record_bytes``, `answers.AnswerBound`): past it, the stream is closed and the call
-is RESOURCE_EXHAUSTED LLM_ANSWER_TOO_LARGE.
+An answer is read up to a bound derived from the record limit (``record_bytes``,
+`answers.AnswerBound`), streamed (its text and arguments, and each event) or not (its
+body, which the provider reads itself through the SDK's ``with_streaming_response``):
+past it, the connection is closed and the call is RESOURCE_EXHAUSTED
+LLM_ANSWER_TOO_LARGE. A body that broke off once it began is not retried, as a stream
+is not.
 """
 
 from __future__ import annotations
@@ -226,24 +229,24 @@ class AnthropicProvider(SdkProvider[anthropic.AsyncAnthropic]):
         system, wire = to_anthropic_request(messages)
         offered = to_anthropic_tools(tools) or anthropic.omit
         limit = self._limit(max_tokens)
+        began = False
         try:
-            response = await self._client.messages.create(
+            async with self._client.messages.with_streaming_response.create(
                 model=self._endpoint.model,
                 max_tokens=limit,
                 messages=wire,
                 system=system or anthropic.omit,
                 tools=offered,
-            )
+            ) as answered:
+                began = True  # from here on, the SDK retries nothing
+                response = await self._whole(answered, Message)
         except (anthropic.AnthropicError, httpx2.HTTPError) as exc:
-            raise self._translate(exc) from exc
-        except (json.JSONDecodeError, RecursionError) as exc:
-            # The body said JSON and was not, or nests past what the SDK's json reads.
-            raise self._endpoint.unreadable_answer(f"the body is not JSON ({exc})") from exc
+            raise self._translate(exc, mid_answer=began) from exc
         self._refuse_error(response)
         completion = self._endpoint.read_as(
             response, Message, "the body", "a Message", read_message
         )
-        log_stop(self.name, response.stop_reason, limit)
+        log_stop(self.name, getattr(response, "stop_reason", None), limit)
         return completion
 
     async def stream(

@@ -45,9 +45,12 @@ content, which some compatible servers send instead of any finish_reason
 (``finish_reason: length``) is kept and logged; the completion carries why the
 answer ended (`base.FinishReason`: a content filter's stop told apart).
 
-A streamed answer is read up to a bound derived from the record limit
-(``record_bytes``, `answers.AnswerBound`): past it, the stream is closed and the call
-is RESOURCE_EXHAUSTED LLM_ANSWER_TOO_LARGE.
+An answer is read up to a bound derived from the record limit (``record_bytes``,
+`answers.AnswerBound`), streamed (its text and arguments, and each event) or not (its
+body, which the provider reads itself through the SDK's ``with_streaming_response``):
+past it, the connection is closed and the call is RESOURCE_EXHAUSTED
+LLM_ANSWER_TOO_LARGE. A body that broke off once it began is not retried, as a stream
+is not.
 """
 
 from __future__ import annotations
@@ -186,19 +189,19 @@ class OpenAIProvider(SdkProvider[openai.AsyncOpenAI]):
         offered = to_openai_tools(tools) or openai.omit
         cap = self._cap(max_tokens)
         limit, completion_limit = self._limits(cap)
+        began = False
         try:
-            response = await self._client.chat.completions.create(
+            async with self._client.chat.completions.with_streaming_response.create(
                 model=self._endpoint.model,
                 messages=wire,
                 tools=offered,
                 max_tokens=limit,
                 max_completion_tokens=completion_limit,
-            )
+            ) as answered:
+                began = True  # from here on, the SDK retries nothing
+                response = await self._whole(answered, ChatCompletion)
         except (openai.OpenAIError, httpx2.HTTPError) as exc:
-            raise self._translate(exc) from exc
-        except (json.JSONDecodeError, RecursionError) as exc:
-            # The body said JSON and was not, or nests past what the SDK's json reads.
-            raise self._endpoint.unreadable_answer(f"the body is not JSON ({exc})") from exc
+            raise self._translate(exc, mid_answer=began) from exc
         self._refuse_error(response)
         completion, finish_reason = self._endpoint.read_as(
             response, ChatCompletion, "the body", "a chat completion", read_completion

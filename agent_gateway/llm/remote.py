@@ -10,10 +10,10 @@ gateway's log under that error id. Any piece of 8 or more characters of the
 API key is masked (``***``) in what is logged (`mask_secret`).
 
 - no connection, HTTP 408/409/5xx (after the SDK's retries) -> `Unavailable`;
-- a connection that broke off while a stream that had begun was read ->
-  `Unavailable` ("the answer broke off"), never retried (the SDKs retry a
-  request, not a stream once it began); a stream that sent nothing more
-  within the timeout -> `DeadlineExceeded`, likewise;
+- a connection that broke off while an answer that had begun was read (a
+  stream, or a body) -> `Unavailable` ("the answer broke off"), never retried
+  (the SDKs retry a request, not an answer once it began); an answer that sent
+  nothing more within the timeout -> `DeadlineExceeded`, likewise;
 - an answer that is not the protocol's (not JSON, an HTML page, a body said to
   be gzip that is not) -> `Unavailable` (`Endpoint.unreadable_answer`);
 - HTTP 429 (after retries) and 402 -> `ResourceExhausted`;
@@ -301,10 +301,10 @@ class Endpoint:
 
     def connection_error(self, detail: str, *, mid_answer: bool = False) -> Unavailable:
         """The domain error for a server that cannot be reached or dropped the connection;
-        `mid_answer`: it dropped it while a stream that had begun was read (never retried)."""
+        `mid_answer`: it dropped it while an answer that had begun was read (never retried)."""
         if mid_answer:
             error_id = self._logged(
-                "the connection broke off mid-answer (a stream is not retried once it began)",
+                "the connection broke off mid-answer (an answer is not retried once it began)",
                 self.redact(detail),
                 "the provider's status and the timeouts of any proxy before it",
             )
@@ -351,10 +351,10 @@ class Endpoint:
 
     def timeout_error(self, *, mid_answer: bool = False) -> DeadlineExceeded:
         """The domain error for a server that did not answer within the timeout; `mid_answer`:
-        a stream that had begun sent nothing more within it (never retried)."""
+        an answer that had begun sent nothing more within it (never retried)."""
         waited = (
             f"no next piece of the answer within {self.timeout_s:g}s "
-            "(a stream is not retried once it began)"
+            "(an answer is not retried once it began)"
             if mid_answer
             else f"no answer within {self.timeout_s:g}s{self._retries()}"
         )

@@ -719,8 +719,10 @@ class AgentGatewayServicer:
         `slot_bytes`: the summary of a fold of the history, over
         STELLO_MAX_SLOT_BYTES). A streamed answer is not read past twice
         STELLO_MAX_RECORD_BYTES (plus 64 KiB) of text and tool-call arguments,
-        nor one server-sent event past that: the gateway closes the provider's
-        stream there with this same status, `answer_bytes` then what had come.
+        nor one server-sent event past that, nor an answer that is not streamed
+        (Send's; a consolidation's or a fold's) past that many bytes of its
+        body: the gateway closes the provider's connection there with this
+        same status, `answer_bytes` then what had come.
         - FAILED_PRECONDITION, reason WINDOW_TOO_SMALL: the model's window cannot
         hold a compressor call; nothing was written.
         - ALREADY_EXISTS, reason REQUEST_ID_REUSED: request_id reused with a

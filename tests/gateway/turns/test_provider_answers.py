@@ -8,7 +8,8 @@ behind a real gateway:
   closes the connection (the fake never writes the stream to its end): SendStream
   ends RESOURCE_EXHAUSTED LLM_ANSWER_TOO_LARGE, nothing is stored, and the turn
   sent again works. It read on until the stream ended, however long, holding all
-  of it in memory;
+  of it in memory. So with Send, whose answer comes in one body (not streamed): the
+  body is read up to the same bound; it was read whole, however long;
 - an answer the provider's content filter stopped with no text: UNAVAILABLE
   LLM_UNAVAILABLE saying the content filter stopped it and that sending the same
   again will likely be refused again. It was told "the model answered nothing...
@@ -112,6 +113,35 @@ class TestAnswerPastTheBound:
             metadata = error_info_metadata(error)
             assert int(metadata["answer_bytes"]) > RECORD_BYTES
             assert metadata["record_bytes"] == str(RECORD_BYTES)
+            assert not await fake.written_whole(len(fake.requests) - 1)
+            assert await row_counts(pool, stack.space) == before
+            fake.reply("a short answer")
+            reply = await send(stack, root.id, "again")
+            assert reply.assistant.content == "a short answer"
+
+
+class TestBodyPastTheBound:
+    async def test_send_stops_reading_and_stores_nothing(
+        self, make_stack: StackMaker, pool: asyncpg.Pool, endpoint: Endpoint
+    ) -> None:
+        """Send, answered one body far past the bound: RESOURCE_EXHAUSTED
+        LLM_ANSWER_TOO_LARGE, the fake's body cut off (its connection closed before the
+        end), nothing stored, and the turn sent again works."""
+        fake = endpoint.fake
+        async with endpoint.provider(fake.base_url) as provider:
+            stack = await make_stack(provider)
+            root = await stack.root()
+            before = await row_counts(pool, stack.space)
+            fake.answer(FakeAnswer("x" * (PIECE * PIECES)))
+            error = await rpc_error(send(stack, root.id, "write a lot"))
+            assert (error.code(), error_info_reason(error)) == (
+                grpc.StatusCode.RESOURCE_EXHAUSTED,
+                LLM_ANSWER_TOO_LARGE,
+            )
+            details = error.details() or ""
+            assert f"over the {RECORD_BYTES} bytes a record may hold" in details, details
+            assert "nothing of the turn was stored" in details
+            assert error_info_metadata(error)["record_bytes"] == str(RECORD_BYTES)
             assert not await fake.written_whole(len(fake.requests) - 1)
             assert await row_counts(pool, stack.space) == before
             fake.reply("a short answer")
