@@ -7,6 +7,10 @@ such an event as a message_start without its message. A ``usage`` of null (in a
 message_start or a message_delta, as some Anthropic-compatible servers send it)
 leaves the usage as it was.
 
+A tool_use block's ``input`` sent whole in its content_block_start (as some
+Anthropic-compatible servers send it, with no input_json_delta) counts toward the
+answer's bound (`answers.AnswerBound`) as its deltas would.
+
 `NoEventMarking` (the SDK client's SSE decoder, `anthropic_provider`) ends a
 streamed call answered with no event at all (a proxy's answer) with the error
 object it is, as an ``error`` event the SDK raises, or with an `answers.NO_EVENT`
@@ -111,8 +115,13 @@ def _arguments(value: object, tool: str) -> JsonObject:
     """A tool_use block's input: the object, else what it holds kept raw. An object is read
     again as text: one holding what the SDK's json took and JSON has not (NaN, Infinity,
     1e999) is kept raw, as `parse_tool_arguments` keeps such text."""
-    text = value if isinstance(value, str) else json.dumps(value)
+    text = _input_text(value)
     return parse_tool_arguments(text, tool=tool) if text.strip() else {}
+
+
+def _input_text(value: object) -> str:
+    """A tool_use block's input as JSON text (as sent when it is text)."""
+    return value if isinstance(value, str) else json.dumps(value)
 
 
 def _usage(usage: AnthropicUsage) -> Usage:
@@ -224,8 +233,9 @@ class StreamedMessage:
         block = event.content_block
         if isinstance(block, ToolUseBlock):
             name = block.name or "unknown_tool"
-            start = _arguments(block.input, name)
-            self.open_calls[event.index] = _PartialCall(block.id, name, start)
+            text = _input_text(block.input)
+            self.bound.add(text)  # an input sent whole at the start counts as its deltas do
+            self.open_calls[event.index] = _PartialCall(block.id, name, _arguments(text, name))
         elif isinstance(block, TextBlock) and block.text:
             return self._said(text_of(block.text))
         return None

@@ -110,6 +110,26 @@ class TestStreamBound:
         assert caught.value.metadata["record_bytes"] == str(RECORD_BYTES)
         assert int(caught.value.metadata["answer_bytes"]) > answer_limit(RECORD_BYTES)
 
+    async def test_inputs_at_block_start_count(self) -> None:
+        """Anthropic: tool calls whose whole input comes in their content_block_start, each
+        under the bound but together past it, end RESOURCE_EXHAUSTED LLM_ANSWER_TOO_LARGE;
+        they were not counted, and an answer of any number of them was read. Under the
+        bound, they are read as sent."""
+        third = "x" * (answer_limit(RECORD_BYTES) // 3)
+        calls = tuple(FakeToolCall("f", {"a": third}, id=f"toolu_{i}") for i in range(4))
+        async with FakeAnthropic() as fake:
+            async with AnthropicProvider(
+                model="m", api_key="k", base_url=fake.base_url, record_bytes=RECORD_BYTES
+            ) as provider:
+                fake.reply_with_input_at_start(calls[:2])
+                completion = await collect(provider.stream(HI))
+                assert [call.arguments for call in completion.tool_calls] == [{"a": third}] * 2
+                fake.reply_with_input_at_start(calls)
+                with pytest.raises(ResourceExhausted) as caught:
+                    await collect(provider.stream(HI))
+        assert caught.value.reason == LLM_ANSWER_TOO_LARGE
+        assert int(caught.value.metadata["answer_bytes"]) > answer_limit(RECORD_BYTES)
+
     async def test_up_to_the_bound_is_read(self, remote: Remote) -> None:
         """An answer just under the bound is read whole (the turn measures it against the
         record limit itself)."""
