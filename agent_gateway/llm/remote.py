@@ -18,7 +18,10 @@ API key is masked (``***``) in what is logged (`mask_secret`).
   be gzip that is not) -> `Unavailable` (`Endpoint.unreadable_answer`);
 - HTTP 429 (after retries) and 402 -> `ResourceExhausted`;
 - HTTP 401/403 -> `FailedPrecondition` ("the LLM provider rejected the API key");
-- HTTP 404 -> `FailedPrecondition` (unknown model or wrong base URL);
+- HTTP 404 -> `FailedPrecondition` `LLM_MODEL_NOT_FOUND`: an unknown model when
+  the provider's message names the model (every provider's does), else a base
+  URL whose path is likely wrong (a page, FastAPI's ``{"detail": "Not Found"}``,
+  an error naming the path: OpenAI's base URL without its ``/v1``);
 - a timeout (after retries) -> `DeadlineExceeded`;
 - HTTP 400, 413, 422 and any other 4xx -> `FailedPrecondition`. Not
   `InvalidArgument`: the caller's request was valid, the provider refused the
@@ -281,9 +284,20 @@ class Endpoint:
                 reason=LLM_UNAVAILABLE,
                 metadata=metadata,
             )
+        if status == 404 and not self._names_model(detail):
+            error_id = self._logged(
+                "no API at this path (a 404 that names no model)", said, self._path_hint()
+            )
+            return FailedPrecondition(
+                "the LLM provider has no API at the gateway's base URL for it: the base URL's "
+                f"path is likely wrong, and the gateway's operator must correct it (error id "
+                f"{error_id})",
+                reason=LLM_MODEL_NOT_FOUND,
+                metadata=metadata,
+            )
         if status == 404:
             error_id = self._logged(
-                "unknown model or path", said, f"{self.env}_MODEL and {self.env}_BASE_URL"
+                "unknown model", said, f"{self.env}_MODEL and the server at {self.env}_BASE_URL"
             )
             return FailedPrecondition(
                 "the LLM provider does not know the configured model: the gateway's operator "
@@ -298,6 +312,16 @@ class Endpoint:
             reason=LLM_REQUEST_REJECTED,
             metadata=metadata,
         )
+
+    def _names_model(self, detail: str | None) -> bool:
+        """Whether a provider's message names the model (a 404 for an unknown model does)."""
+        return detail is not None and self.model.lower() in detail.lower()
+
+    def _path_hint(self) -> str:
+        """What to check of a base URL whose path a 404 says is wrong."""
+        if self.provider == "anthropic":
+            return f"the path of {self.env}_BASE_URL: the SDK adds /v1/messages to it"
+        return f"the path of {self.env}_BASE_URL: OpenAI-compatible servers serve under /v1"
 
     def connection_error(self, detail: str, *, mid_answer: bool = False) -> Unavailable:
         """The domain error for a server that cannot be reached or dropped the connection;

@@ -106,8 +106,10 @@ class AgentGatewayStub:
     down or 5xx, or an answer that could not be read: not the provider's
     protocol, or a stream that ended before the answer did; nothing is
     stored, though a stream may have shown part of it), RESOURCE_EXHAUSTED (provider rate limit or quota),
-    FAILED_PRECONDITION (the provider rejected the API key or model, or the
-    gateway has no API key for its provider), DEADLINE_EXCEEDED (provider
+    FAILED_PRECONDITION (the provider rejected the API key or model, or has
+    no API at the gateway's base URL for it: a 404 naming no model, told as
+    a base URL path likely wrong; or the gateway has no API key for its
+    provider), DEADLINE_EXCEEDED (provider
     timeout or the call's deadline passed), each with its reason
     (LLM_UNAVAILABLE, LLM_RATE_LIMITED, LLM_API_KEY_REJECTED,
     LLM_API_KEY_MISSING, LLM_MODEL_NOT_FOUND, LLM_REQUEST_REJECTED,
@@ -396,8 +398,10 @@ class AgentGatewayServicer:
     down or 5xx, or an answer that could not be read: not the provider's
     protocol, or a stream that ended before the answer did; nothing is
     stored, though a stream may have shown part of it), RESOURCE_EXHAUSTED (provider rate limit or quota),
-    FAILED_PRECONDITION (the provider rejected the API key or model, or the
-    gateway has no API key for its provider), DEADLINE_EXCEEDED (provider
+    FAILED_PRECONDITION (the provider rejected the API key or model, or has
+    no API at the gateway's base URL for it: a 404 naming no model, told as
+    a base URL path likely wrong; or the gateway has no API key for its
+    provider), DEADLINE_EXCEEDED (provider
     timeout or the call's deadline passed), each with its reason
     (LLM_UNAVAILABLE, LLM_RATE_LIMITED, LLM_API_KEY_REJECTED,
     LLM_API_KEY_MISSING, LLM_MODEL_NOT_FOUND, LLM_REQUEST_REJECTED,
@@ -1872,8 +1876,10 @@ class AgentGateway:
     down or 5xx, or an answer that could not be read: not the provider's
     protocol, or a stream that ended before the answer did; nothing is
     stored, though a stream may have shown part of it), RESOURCE_EXHAUSTED (provider rate limit or quota),
-    FAILED_PRECONDITION (the provider rejected the API key or model, or the
-    gateway has no API key for its provider), DEADLINE_EXCEEDED (provider
+    FAILED_PRECONDITION (the provider rejected the API key or model, or has
+    no API at the gateway's base URL for it: a 404 naming no model, told as
+    a base URL path likely wrong; or the gateway has no API key for its
+    provider), DEADLINE_EXCEEDED (provider
     timeout or the call's deadline passed), each with its reason
     (LLM_UNAVAILABLE, LLM_RATE_LIMITED, LLM_API_KEY_REJECTED,
     LLM_API_KEY_MISSING, LLM_MODEL_NOT_FOUND, LLM_REQUEST_REJECTED,
