@@ -90,8 +90,8 @@ from agent_gateway.llm.openai_answers import (
 from agent_gateway.llm.remote import (
     Endpoint,
     error_detail,
-    retry_after,
 )
+from agent_gateway.llm.retries import LONGEST_RETRY_WAIT_S, retry_after, waits_too_long
 from agent_gateway.llm.sdk import SdkProvider
 from stello.errors import StelloError
 
@@ -113,6 +113,13 @@ class _Client(openai.AsyncOpenAI):
     event past the answer's bound stopped)."""
 
     record_bytes: int = RECORD_BYTES
+    longest_wait_s: float = LONGEST_RETRY_WAIT_S
+
+    def _should_retry(self, response: httpx2.Response) -> bool:
+        """Not when the answer asks to wait longer than the gateway waits (`retries`)."""
+        if waits_too_long(response.headers, self.longest_wait_s):
+            return False
+        return super()._should_retry(response)
 
     def _make_sse_decoder(self) -> DoneMarking:
         return DoneMarking(self.record_bytes)
@@ -175,6 +182,7 @@ class OpenAIProvider(SdkProvider[openai.AsyncOpenAI]):
             max_retries=max_retries,
         )
         self._client.record_bytes = record_bytes
+        self._client.longest_wait_s = self._endpoint.longest_wait_s
         self._record_bytes = record_bytes
 
     async def complete(

@@ -118,7 +118,9 @@ class AgentGatewayStub:
     LLM_RATE_LIMITED and LLM_UNAVAILABLE, when it sent one) and a plain
     message ending "(error id <id>)". The gateway has retried the provider
     already (STELLO_LLM_MAX_RETRIES): a client retries such a turn once at
-    most, after the RetryInfo delay. The message never
+    most, after the RetryInfo delay. A Retry-After longer than the gateway
+    waits for one (its LLM timeout, at most 60 s) is not waited: the call
+    fails at once, its message saying in how many seconds to retry. The message never
     names the provider's address, the model, a setting or the provider's own
     text: those are in the gateway's log under that error id, with any piece
     of the API key masked. A call cancelled by the client ends CANCELLED.
@@ -410,7 +412,9 @@ class AgentGatewayServicer:
     LLM_RATE_LIMITED and LLM_UNAVAILABLE, when it sent one) and a plain
     message ending "(error id <id>)". The gateway has retried the provider
     already (STELLO_LLM_MAX_RETRIES): a client retries such a turn once at
-    most, after the RetryInfo delay. The message never
+    most, after the RetryInfo delay. A Retry-After longer than the gateway
+    waits for one (its LLM timeout, at most 60 s) is not waited: the call
+    fails at once, its message saying in how many seconds to retry. The message never
     names the provider's address, the model, a setting or the provider's own
     text: those are in the gateway's log under that error id, with any piece
     of the API key masked. A call cancelled by the client ends CANCELLED.
@@ -1888,7 +1892,9 @@ class AgentGateway:
     LLM_RATE_LIMITED and LLM_UNAVAILABLE, when it sent one) and a plain
     message ending "(error id <id>)". The gateway has retried the provider
     already (STELLO_LLM_MAX_RETRIES): a client retries such a turn once at
-    most, after the RetryInfo delay. The message never
+    most, after the RetryInfo delay. A Retry-After longer than the gateway
+    waits for one (its LLM timeout, at most 60 s) is not waited: the call
+    fails at once, its message saying in how many seconds to retry. The message never
     names the provider's address, the model, a setting or the provider's own
     text: those are in the gateway's log under that error id, with any piece
     of the API key masked. A call cancelled by the client ends CANCELLED.
