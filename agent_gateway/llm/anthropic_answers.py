@@ -11,6 +11,11 @@ A tool_use block's ``input`` sent whole in its content_block_start (as some
 Anthropic-compatible servers send it, with no input_json_delta) counts toward the
 answer's bound (`answers.AnswerBound`) as its deltas would.
 
+Some Anthropic-compatible servers send a stream's events without their ``event:``
+line, the event's type in its data's ``type`` only; the SDK skips an event with no
+name, so such a stream read as no event at all. `NoEventMarking` names each such
+event by that ``type`` (`named`).
+
 `NoEventMarking` (the SDK client's SSE decoder, `anthropic_provider`) ends a
 streamed call answered with no event at all (a proxy's answer) with the error
 object it is, as an ``error`` event the SDK raises, or with an `answers.NO_EVENT`
@@ -65,9 +70,10 @@ from agent_gateway.llm.remote import (
 
 
 class NoEventMarking(SSEDecoder):
-    """The SDK's SSE decoder, a stream with no event ended as the module docstring says, an
-    event that grows past `answers.answer_limit` of `record_bytes` (one endless line)
-    stopped: RESOURCE_EXHAUSTED LLM_ANSWER_TOO_LARGE (`answers.AnswerBound.raw`)."""
+    """The SDK's SSE decoder, an event without its ``event:`` line named by its data's type,
+    a stream with no event ended as the module docstring says, an event that grows past
+    `answers.answer_limit` of `record_bytes` (one endless line) stopped: RESOURCE_EXHAUSTED
+    LLM_ANSWER_TOO_LARGE (`answers.AnswerBound.raw`)."""
 
     def __init__(self, record_bytes: int = RECORD_BYTES) -> None:
         super().__init__()
@@ -82,7 +88,7 @@ class NoEventMarking(SSEDecoder):
         async for event in super().aiter_bytes(bounded):
             events[0] += 1
             seen = seen or bool(event.data)
-            yield event
+            yield named(event)
         detail = None if seen else head.detail()
         if detail is not None:
             error = head.error_object()
@@ -91,6 +97,21 @@ class NoEventMarking(SSEDecoder):
             else:
                 mark = json.dumps({"type": NO_EVENT, "detail": detail})
                 yield ServerSentEvent(event=NO_EVENT, data=mark)
+
+
+def named(event: ServerSentEvent) -> ServerSentEvent:
+    """`event`, named by its data's ``type`` when it came without an ``event:`` line (the
+    SDK skips an event with no name); as it is when its data is not a JSON object with one."""
+    if event.event is not None or not event.data:
+        return event
+    try:
+        value = json.loads(event.data)
+    except (ValueError, RecursionError):
+        return event
+    kind = value.get("type") if isinstance(value, dict) else None
+    if not isinstance(kind, str) or not kind:
+        return event
+    return ServerSentEvent(event=kind, data=event.data, id=event.id, retry=event.retry)
 
 
 def read_message(response: Message) -> Completion:

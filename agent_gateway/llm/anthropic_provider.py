@@ -17,7 +17,8 @@ Mapping a context to the Messages API:
 Tools go out as ``{name, description, input_schema}``. Streaming reads the
 server-sent events (message_start, content_block_start/delta/stop with
 ``text_delta`` and ``input_json_delta``, message_delta, message_stop; an event of
-any other type is skipped, `anthropic_answers`): text is yielded as it comes, a
+any other type is skipped, and one without its ``event:`` line is named by its data's
+``type``, `anthropic_answers`): text is yielded as it comes, a
 tool call once its block stops. Usage: prompt tokens
 are the input tokens plus cache reads and writes, completion tokens the
 output tokens. Errors map as `remote` describes, including the ``error``
