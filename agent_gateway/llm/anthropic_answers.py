@@ -49,7 +49,7 @@ from agent_gateway.llm.answers import (
     NO_EVENT,
     RECORD_BYTES,
     AnswerBound,
-    StreamHead,
+    EventReading,
     finish_of,
     text_of,
     unique,
@@ -81,17 +81,12 @@ class NoEventMarking(SSEDecoder):
 
     async def aiter_bytes(self, iterator: AsyncIterator[bytes]) -> AsyncIterator[ServerSentEvent]:
         """The events of the stream's bytes (see the module docstring)."""
-        head = StreamHead()
-        seen = False
-        events = [0]
-        bounded = self._bound.raw(head.kept(iterator), events)
-        async for event in super().aiter_bytes(bounded):
-            events[0] += 1
-            seen = seen or bool(event.data)
+        reading = EventReading(self._bound)
+        async for event in reading.events(super().aiter_bytes, iterator):
             yield named(event)
-        detail = None if seen else head.detail()
-        if detail is not None:
-            error = head.error_object()
+        ending = reading.without_event()
+        if ending is not None:
+            detail, error = ending
             if error is not None:
                 yield ServerSentEvent(event="error", data=error)
             else:
