@@ -27,8 +27,10 @@ import pytest
 
 from agent_gateway.llm.anthropic_provider import AnthropicProvider
 from agent_gateway.llm.openai_provider import OpenAIProvider
+from stello.agent.v1 import agent_pb2
 from stello.errors import error_info_metadata, error_info_reason
 from stello.reasons import LLM_ANSWER_TOO_LARGE, LLM_UNAVAILABLE
+from stello.storage.v1 import storage_pb2
 from tests.gateway.conftest import StackMaker, row_counts, rpc_error
 from tests.gateway.turns_support import send, stream_events
 from tests.support.fake_anthropic import FakeAnthropic
@@ -147,6 +149,29 @@ class TestBodyPastTheBound:
             fake.reply("a short answer")
             reply = await send(stack, root.id, "again")
             assert reply.assistant.content == "a short answer"
+
+    async def test_consolidate_stops_reading_and_keeps_the_memory(
+        self, make_stack: StackMaker, endpoint: Endpoint
+    ) -> None:
+        """Consolidate, answered one body far past the bound: RESOURCE_EXHAUSTED
+        LLM_ANSWER_TOO_LARGE, the fake's body cut off, the memory kept."""
+        fake = endpoint.fake
+        async with endpoint.provider(fake.base_url) as provider:
+            stack = await make_stack(provider)
+            root = await stack.root()
+            fake.reply("an answer")
+            await send(stack, root.id, "hi")
+            memory = storage_pb2.GetMemoryRequest(space_id=stack.space.sid, session_id=root.id)
+            before = await stack.storage.GetMemory(memory)
+            fake.answer(FakeAnswer("m" * (PIECE * PIECES)))
+            consolidate = agent_pb2.ConsolidateRequest(space_id=stack.space.sid, session_id=root.id)
+            error = await rpc_error(stack.gw.Consolidate(consolidate))
+            assert (error.code(), error_info_reason(error)) == (
+                grpc.StatusCode.RESOURCE_EXHAUSTED,
+                LLM_ANSWER_TOO_LARGE,
+            )
+            assert not await fake.written_whole(len(fake.requests) - 1)
+            assert await stack.storage.GetMemory(memory) == before
 
 
 class TestFilteredAnswer:
