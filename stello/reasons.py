@@ -52,7 +52,8 @@ LLM_API_KEY_MISSING = "LLM_API_KEY_MISSING"
 LLM_API_KEY_REJECTED = "LLM_API_KEY_REJECTED"
 """The LLM provider refused the API key."""
 LLM_MODEL_NOT_FOUND = "LLM_MODEL_NOT_FOUND"
-"""The LLM provider does not know the model (or the base URL is wrong)."""
+"""The LLM provider does not know the model, or has no API at the base URL's path (a 404
+naming no model: the message says which)."""
 LLM_REQUEST_REJECTED = "LLM_REQUEST_REJECTED"
 """The LLM provider refused the request."""
 

@@ -19,7 +19,7 @@ start of a stream's bytes so that the providers' SSE decoders can end such a
 stream with the error object (the SDK raises it) or with a `NO_EVENT` mark
 whose detail, logged, is what came.
 
-A streamed answer's size is bounded (`AnswerBound`): the gateway stores an answer
+An answer's size is bounded (`AnswerBound`): the gateway stores an answer
 in one record, of at most STELLO_MAX_RECORD_BYTES (`record_bytes`), so a stream
 whose text and tool-call arguments pass `answer_limit` (twice that, plus
 `ANSWER_MARGIN_BYTES`: streamed arguments may carry whitespace and escapes their
@@ -29,15 +29,21 @@ LLM_ANSWER_TOO_LARGE, as an answer found too large once whole is
 (`turns.answer_size`). The SDKs' SSE decoders keep a line, and an event's
 ``data:`` lines, with no bound: the providers' decoders (`DoneMarking`,
 `NoEventMarking`) count the bytes read since the last event (`AnswerBound.raw`)
-and stop an event that grows past the same limit (one endless line).
+and stop an event that grows past the same limit (one endless line); both
+decoders read their events through one `EventReading`, which keeps the stream's
+head and bounds its bytes. The SDKs
+read the body of a call that is not streamed whole, with no bound either: the
+providers read it themselves (`AnswerBound.whole`, its bytes as decompressed) and
+stop it past the same limit, JSON and all.
 """
 
 from __future__ import annotations
 
 import json
 import logging
-from collections.abc import AsyncIterator, Iterable
+from collections.abc import AsyncIterator, Callable, Iterable
 from dataclasses import replace
+from typing import Protocol, TypeVar
 
 from agent_gateway.llm.base import FinishReason, ToolCallSpec
 from stello.errors import ResourceExhausted, new_error_id
@@ -222,11 +228,25 @@ class AnswerBound:
                 raise self.too_large(pending, "one server-sent event")
             yield piece
 
+    async def whole(self, pieces: AsyncIterator[bytes]) -> bytes:
+        """The body of a call's answer, of `pieces` (as decompressed), whole.
+
+        Raises:
+            ResourceExhausted: reason LLM_ANSWER_TOO_LARGE, the body passed the limit (its
+                reading stopped there).
+        """
+        body = bytearray()
+        async for piece in pieces:
+            body += piece
+            if len(body) > self.limit:
+                raise self.too_large(len(body), "its body")
+        return bytes(body)
+
     def too_large(self, size: int, what: str) -> ResourceExhausted:
         """The error of an answer that brought `size` bytes in `what` (logged under an id)."""
         error_id = new_error_id()
         logger.warning(
-            "the %s model's streamed answer brought over %d bytes in %s, more than "
+            "the %s model's answer brought over %d bytes in %s, more than "
             "STELLO_MAX_RECORD_BYTES=%d lets the gateway store: its reading was stopped "
             "and the connection closed; the provider did not keep to max_tokens (error id %s)",
             self.provider,
@@ -242,3 +262,47 @@ class AnswerBound:
             reason=LLM_ANSWER_TOO_LARGE,
             metadata={"answer_bytes": str(size), "record_bytes": str(self.record_bytes)},
         )
+
+
+class _Event(Protocol):
+    """A server-sent event as an SDK's SSE decoder reads it."""
+
+    @property
+    def data(self) -> str: ...
+
+
+EventT = TypeVar("EventT", bound=_Event)
+
+
+class EventReading:
+    """The reading of one stream's events by an SDK's SSE decoder, its bytes bounded
+    (`AnswerBound.raw`) and its start kept (`StreamHead`): what the providers' decoders
+    (`DoneMarking`, `NoEventMarking`) share."""
+
+    def __init__(self, bound: AnswerBound) -> None:
+        self._bound = bound
+        self._head = StreamHead()
+        self._seen = False
+
+    async def events(
+        self,
+        decode: Callable[[AsyncIterator[bytes]], AsyncIterator[EventT]],
+        pieces: AsyncIterator[bytes],
+    ) -> AsyncIterator[EventT]:
+        """The events `decode` (the SDK's decoder) reads of `pieces`.
+
+        Raises:
+            ResourceExhausted: reason LLM_ANSWER_TOO_LARGE, one event passed the limit.
+        """
+        events = [0]
+        async for event in decode(self._bound.raw(self._head.kept(pieces), events)):
+            events[0] += 1
+            self._seen = self._seen or bool(event.data)
+            yield event
+
+    def without_event(self) -> tuple[str, str | None] | None:
+        """Once read, for a stream that held no event with data and was not empty: what it
+        began with, for the log (`StreamHead.detail`), and the error object it is, if it is
+        one (`StreamHead.error_object`); None otherwise."""
+        detail = None if self._seen else self._head.detail()
+        return None if detail is None else (detail, self._head.error_object())

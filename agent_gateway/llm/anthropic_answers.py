@@ -7,6 +7,15 @@ such an event as a message_start without its message. A ``usage`` of null (in a
 message_start or a message_delta, as some Anthropic-compatible servers send it)
 leaves the usage as it was.
 
+A tool_use block's ``input`` sent whole in its content_block_start (as some
+Anthropic-compatible servers send it, with no input_json_delta) counts toward the
+answer's bound (`answers.AnswerBound`) as its deltas would.
+
+Some Anthropic-compatible servers send a stream's events without their ``event:``
+line, the event's type in its data's ``type`` only; the SDK skips an event with no
+name, so such a stream read as no event at all. `NoEventMarking` names each such
+event by that ``type`` (`named`).
+
 `NoEventMarking` (the SDK client's SSE decoder, `anthropic_provider`) ends a
 streamed call answered with no event at all (a proxy's answer) with the error
 object it is, as an ``error`` event the SDK raises, or with an `answers.NO_EVENT`
@@ -40,7 +49,7 @@ from agent_gateway.llm.answers import (
     NO_EVENT,
     RECORD_BYTES,
     AnswerBound,
-    StreamHead,
+    EventReading,
     finish_of,
     text_of,
     unique,
@@ -61,9 +70,10 @@ from agent_gateway.llm.remote import (
 
 
 class NoEventMarking(SSEDecoder):
-    """The SDK's SSE decoder, a stream with no event ended as the module docstring says, an
-    event that grows past `answers.answer_limit` of `record_bytes` (one endless line)
-    stopped: RESOURCE_EXHAUSTED LLM_ANSWER_TOO_LARGE (`answers.AnswerBound.raw`)."""
+    """The SDK's SSE decoder, an event without its ``event:`` line named by its data's type,
+    a stream with no event ended as the module docstring says, an event that grows past
+    `answers.answer_limit` of `record_bytes` (one endless line) stopped: RESOURCE_EXHAUSTED
+    LLM_ANSWER_TOO_LARGE (`answers.AnswerBound.raw`)."""
 
     def __init__(self, record_bytes: int = RECORD_BYTES) -> None:
         super().__init__()
@@ -71,22 +81,32 @@ class NoEventMarking(SSEDecoder):
 
     async def aiter_bytes(self, iterator: AsyncIterator[bytes]) -> AsyncIterator[ServerSentEvent]:
         """The events of the stream's bytes (see the module docstring)."""
-        head = StreamHead()
-        seen = False
-        events = [0]
-        bounded = self._bound.raw(head.kept(iterator), events)
-        async for event in super().aiter_bytes(bounded):
-            events[0] += 1
-            seen = seen or bool(event.data)
-            yield event
-        detail = None if seen else head.detail()
-        if detail is not None:
-            error = head.error_object()
+        reading = EventReading(self._bound)
+        async for event in reading.events(super().aiter_bytes, iterator):
+            yield named(event)
+        ending = reading.without_event()
+        if ending is not None:
+            detail, error = ending
             if error is not None:
                 yield ServerSentEvent(event="error", data=error)
             else:
                 mark = json.dumps({"type": NO_EVENT, "detail": detail})
                 yield ServerSentEvent(event=NO_EVENT, data=mark)
+
+
+def named(event: ServerSentEvent) -> ServerSentEvent:
+    """`event`, named by its data's ``type`` when it came without an ``event:`` line (the
+    SDK skips an event with no name); as it is when its data is not a JSON object with one."""
+    if event.event is not None or not event.data:
+        return event
+    try:
+        value = json.loads(event.data)
+    except (ValueError, RecursionError):
+        return event
+    kind = value.get("type") if isinstance(value, dict) else None
+    if not isinstance(kind, str) or not kind:
+        return event
+    return ServerSentEvent(event=kind, data=event.data, id=event.id, retry=event.retry)
 
 
 def read_message(response: Message) -> Completion:
@@ -111,8 +131,13 @@ def _arguments(value: object, tool: str) -> JsonObject:
     """A tool_use block's input: the object, else what it holds kept raw. An object is read
     again as text: one holding what the SDK's json took and JSON has not (NaN, Infinity,
     1e999) is kept raw, as `parse_tool_arguments` keeps such text."""
-    text = value if isinstance(value, str) else json.dumps(value)
+    text = _input_text(value)
     return parse_tool_arguments(text, tool=tool) if text.strip() else {}
+
+
+def _input_text(value: object) -> str:
+    """A tool_use block's input as JSON text (as sent when it is text)."""
+    return value if isinstance(value, str) else json.dumps(value)
 
 
 def _usage(usage: AnthropicUsage) -> Usage:
@@ -224,8 +249,9 @@ class StreamedMessage:
         block = event.content_block
         if isinstance(block, ToolUseBlock):
             name = block.name or "unknown_tool"
-            start = _arguments(block.input, name)
-            self.open_calls[event.index] = _PartialCall(block.id, name, start)
+            text = _input_text(block.input)
+            self.bound.add(text)  # an input sent whole at the start counts as its deltas do
+            self.open_calls[event.index] = _PartialCall(block.id, name, _arguments(text, name))
         elif isinstance(block, TextBlock) and block.text:
             return self._said(text_of(block.text))
         return None

@@ -17,7 +17,8 @@ Mapping a context to the Messages API:
 Tools go out as ``{name, description, input_schema}``. Streaming reads the
 server-sent events (message_start, content_block_start/delta/stop with
 ``text_delta`` and ``input_json_delta``, message_delta, message_stop; an event of
-any other type is skipped, `anthropic_answers`): text is yielded as it comes, a
+any other type is skipped, and one without its ``event:`` line is named by its data's
+``type``, `anthropic_answers`): text is yielded as it comes, a
 tool call once its block stops. Usage: prompt tokens
 are the input tokens plus cache reads and writes, completion tokens the
 output tokens. Errors map as `remote` describes, including the ``error``
@@ -36,9 +37,12 @@ object (a proxy's; streamed or not) is the error its type says. An answer cut at
 max_tokens (``stop_reason: max_tokens``) is kept and logged; the completion carries
 why the answer ended (`base.FinishReason`: ``refusal`` is a content filter's stop).
 
-A streamed answer is read up to a bound derived from the record limit
-(``record_bytes``, `answers.AnswerBound`): past it, the stream is closed and the call
-is RESOURCE_EXHAUSTED LLM_ANSWER_TOO_LARGE.
+An answer is read up to a bound derived from the record limit (``record_bytes``,
+`answers.AnswerBound`), streamed (its text and arguments, and each event) or not (its
+body, which the provider reads itself through the SDK's ``with_streaming_response``):
+past it, the connection is closed and the call is RESOURCE_EXHAUSTED
+LLM_ANSWER_TOO_LARGE. A body that broke off once it began is not retried, as a stream
+is not.
 """
 
 from __future__ import annotations
@@ -72,8 +76,8 @@ from agent_gateway.llm.base import (
 from agent_gateway.llm.remote import (
     Endpoint,
     error_detail,
-    retry_after,
 )
+from agent_gateway.llm.retries import LONGEST_RETRY_WAIT_S, retry_after, waits_too_long
 from agent_gateway.llm.sdk import SdkProvider
 from stello.errors import StelloError
 
@@ -163,6 +167,13 @@ class _Client(anthropic.AsyncAnthropic):
     """The SDK's client, its streams decoded by `NoEventMarking` (a proxy's answer told)."""
 
     record_bytes: int = RECORD_BYTES
+    longest_wait_s: float = LONGEST_RETRY_WAIT_S
+
+    def _should_retry(self, response: httpx2.Response) -> bool:
+        """Not when the answer asks to wait longer than the gateway waits (`retries`)."""
+        if waits_too_long(response.headers, self.longest_wait_s):
+            return False
+        return super()._should_retry(response)
 
     def _make_sse_decoder(self) -> NoEventMarking:
         return NoEventMarking(self.record_bytes)
@@ -213,6 +224,7 @@ class AnthropicProvider(SdkProvider[anthropic.AsyncAnthropic]):
             api_key=api_key, base_url=base_url, timeout=timeout_s, max_retries=max_retries
         )
         self._client.record_bytes = record_bytes
+        self._client.longest_wait_s = self._endpoint.longest_wait_s
         self._record_bytes = record_bytes
 
     async def complete(
@@ -226,24 +238,24 @@ class AnthropicProvider(SdkProvider[anthropic.AsyncAnthropic]):
         system, wire = to_anthropic_request(messages)
         offered = to_anthropic_tools(tools) or anthropic.omit
         limit = self._limit(max_tokens)
+        began = False
         try:
-            response = await self._client.messages.create(
+            async with self._client.messages.with_streaming_response.create(
                 model=self._endpoint.model,
                 max_tokens=limit,
                 messages=wire,
                 system=system or anthropic.omit,
                 tools=offered,
-            )
+            ) as answered:
+                began = True  # from here on, the SDK retries nothing
+                response = await self._whole(answered, Message)
         except (anthropic.AnthropicError, httpx2.HTTPError) as exc:
-            raise self._translate(exc) from exc
-        except (json.JSONDecodeError, RecursionError) as exc:
-            # The body said JSON and was not, or nests past what the SDK's json reads.
-            raise self._endpoint.unreadable_answer(f"the body is not JSON ({exc})") from exc
+            raise self._translate(exc, mid_answer=began) from exc
         self._refuse_error(response)
         completion = self._endpoint.read_as(
             response, Message, "the body", "a Message", read_message
         )
-        log_stop(self.name, response.stop_reason, limit)
+        log_stop(self.name, getattr(response, "stop_reason", None), limit)
         return completion
 
     async def stream(

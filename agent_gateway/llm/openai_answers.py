@@ -41,7 +41,7 @@ from agent_gateway.llm.answers import (
     NO_EVENT,
     RECORD_BYTES,
     AnswerBound,
-    StreamHead,
+    EventReading,
     finish_of,
     text_of,
     unique_ids,
@@ -109,21 +109,16 @@ class DoneMarking(SSEDecoder):
 
     async def aiter_bytes(self, iterator: AsyncIterator[bytes]) -> AsyncIterator[ServerSentEvent]:
         """The events of the stream's bytes (see the class docstring)."""
-        head = StreamHead()
-        seen = False
-        events = [0]
-        bounded = self._bound.raw(head.kept(iterator), events)
-        async for event in super().aiter_bytes(bounded):
-            events[0] += 1
+        reading = EventReading(self._bound)
+        async for event in reading.events(super().aiter_bytes, iterator):
             if not event.data:
                 continue
-            seen = True
             if event.data.startswith("[DONE]"):
                 yield ServerSentEvent(data=json.dumps({"object": DONE_MARK, "choices": []}))
             yield event
-        detail = None if seen else head.detail()
-        if detail is not None:
-            error = head.error_object()
+        ending = reading.without_event()
+        if ending is not None:
+            detail, error = ending
             mark = {"object": NO_EVENT, "choices": [], "detail": detail}
             yield ServerSentEvent(data=error or json.dumps(mark))
 

@@ -45,9 +45,12 @@ content, which some compatible servers send instead of any finish_reason
 (``finish_reason: length``) is kept and logged; the completion carries why the
 answer ended (`base.FinishReason`: a content filter's stop told apart).
 
-A streamed answer is read up to a bound derived from the record limit
-(``record_bytes``, `answers.AnswerBound`): past it, the stream is closed and the call
-is RESOURCE_EXHAUSTED LLM_ANSWER_TOO_LARGE.
+An answer is read up to a bound derived from the record limit (``record_bytes``,
+`answers.AnswerBound`), streamed (its text and arguments, and each event) or not (its
+body, which the provider reads itself through the SDK's ``with_streaming_response``):
+past it, the connection is closed and the call is RESOURCE_EXHAUSTED
+LLM_ANSWER_TOO_LARGE. A body that broke off once it began is not retried, as a stream
+is not.
 """
 
 from __future__ import annotations
@@ -87,8 +90,8 @@ from agent_gateway.llm.openai_answers import (
 from agent_gateway.llm.remote import (
     Endpoint,
     error_detail,
-    retry_after,
 )
+from agent_gateway.llm.retries import LONGEST_RETRY_WAIT_S, retry_after, waits_too_long
 from agent_gateway.llm.sdk import SdkProvider
 from stello.errors import StelloError
 
@@ -110,6 +113,13 @@ class _Client(openai.AsyncOpenAI):
     event past the answer's bound stopped)."""
 
     record_bytes: int = RECORD_BYTES
+    longest_wait_s: float = LONGEST_RETRY_WAIT_S
+
+    def _should_retry(self, response: httpx2.Response) -> bool:
+        """Not when the answer asks to wait longer than the gateway waits (`retries`)."""
+        if waits_too_long(response.headers, self.longest_wait_s):
+            return False
+        return super()._should_retry(response)
 
     def _make_sse_decoder(self) -> DoneMarking:
         return DoneMarking(self.record_bytes)
@@ -172,6 +182,7 @@ class OpenAIProvider(SdkProvider[openai.AsyncOpenAI]):
             max_retries=max_retries,
         )
         self._client.record_bytes = record_bytes
+        self._client.longest_wait_s = self._endpoint.longest_wait_s
         self._record_bytes = record_bytes
 
     async def complete(
@@ -186,19 +197,19 @@ class OpenAIProvider(SdkProvider[openai.AsyncOpenAI]):
         offered = to_openai_tools(tools) or openai.omit
         cap = self._cap(max_tokens)
         limit, completion_limit = self._limits(cap)
+        began = False
         try:
-            response = await self._client.chat.completions.create(
+            async with self._client.chat.completions.with_streaming_response.create(
                 model=self._endpoint.model,
                 messages=wire,
                 tools=offered,
                 max_tokens=limit,
                 max_completion_tokens=completion_limit,
-            )
+            ) as answered:
+                began = True  # from here on, the SDK retries nothing
+                response = await self._whole(answered, ChatCompletion)
         except (openai.OpenAIError, httpx2.HTTPError) as exc:
-            raise self._translate(exc) from exc
-        except (json.JSONDecodeError, RecursionError) as exc:
-            # The body said JSON and was not, or nests past what the SDK's json reads.
-            raise self._endpoint.unreadable_answer(f"the body is not JSON ({exc})") from exc
+            raise self._translate(exc, mid_answer=began) from exc
         self._refuse_error(response)
         completion, finish_reason = self._endpoint.read_as(
             response, ChatCompletion, "the body", "a chat completion", read_completion

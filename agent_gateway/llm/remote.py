@@ -10,15 +10,20 @@ gateway's log under that error id. Any piece of 8 or more characters of the
 API key is masked (``***``) in what is logged (`mask_secret`).
 
 - no connection, HTTP 408/409/5xx (after the SDK's retries) -> `Unavailable`;
-- a connection that broke off while a stream that had begun was read ->
-  `Unavailable` ("the answer broke off"), never retried (the SDKs retry a
-  request, not a stream once it began); a stream that sent nothing more
-  within the timeout -> `DeadlineExceeded`, likewise;
+- a connection that broke off while an answer that had begun was read (a
+  stream, or a body) -> `Unavailable` ("the answer broke off"), never retried
+  (the SDKs retry a request, not an answer once it began); an answer that sent
+  nothing more within the timeout -> `DeadlineExceeded`, likewise;
 - an answer that is not the protocol's (not JSON, an HTML page, a body said to
   be gzip that is not) -> `Unavailable` (`Endpoint.unreadable_answer`);
-- HTTP 429 (after retries) and 402 -> `ResourceExhausted`;
+- HTTP 429 (after retries) and 402 -> `ResourceExhausted`; a 429 or 503 whose
+  Retry-After is longer than the gateway waits for one fails at once, not
+  retried, saying when to retry (`retries`);
 - HTTP 401/403 -> `FailedPrecondition` ("the LLM provider rejected the API key");
-- HTTP 404 -> `FailedPrecondition` (unknown model or wrong base URL);
+- HTTP 404 -> `FailedPrecondition` `LLM_MODEL_NOT_FOUND`: an unknown model when
+  the provider's message names the model (every provider's does), else a base
+  URL whose path is likely wrong (a page, FastAPI's ``{"detail": "Not Found"}``,
+  an error naming the path: OpenAI's base URL without its ``/v1``);
 - a timeout (after retries) -> `DeadlineExceeded`;
 - HTTP 400, 413, 422 and any other 4xx -> `FailedPrecondition`. Not
   `InvalidArgument`: the caller's request was valid, the provider refused the
@@ -36,14 +41,14 @@ error the model can correct.
 
 from __future__ import annotations
 
-import email.utils
 import logging
-import time
-from collections.abc import Callable, Mapping
+import math
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import TypeVar
 
 from agent_gateway.llm.base import JsonObject
+from agent_gateway.llm.retries import LONGEST_RETRY_WAIT_S, longest_wait, retried_status
 from stello import json_text
 from stello.errors import (
     DeadlineExceeded,
@@ -124,42 +129,12 @@ KEY_PIECE_CHARS = 8
 """Any piece of the API key this long or longer is masked wherever it shows up."""
 
 
-def retried_status(status: int) -> bool:
-    """Whether the providers' SDKs retry an answer of HTTP `status` (STELLO_LLM_MAX_RETRIES
-    times): a timeout, a conflict, a rate limit, a server error; never a refusal."""
-    return status in (408, 409, 429) or status >= 500
-
-
-def retry_after(headers: Mapping[str, str] | None) -> float | None:
-    """The seconds an HTTP answer's headers ask to wait (``retry-after-ms``, or
-    ``retry-after`` in seconds or as an HTTP date), at most MAX_RETRY_AFTER_S; None
-    when they say nothing usable."""
-    if not headers:
-        return None
-    try:
-        millis = headers.get("retry-after-ms")
-        if millis is not None:
-            return _bounded(float(millis) / 1000)
-        said = headers.get("retry-after")
-        if said is None:
-            return None
-        try:
-            return _bounded(float(said))
-        except ValueError:
-            when = email.utils.parsedate_to_datetime(said)
-            return _bounded(when.timestamp() - time.time())
-    except (ValueError, TypeError, OverflowError):
-        return None
-
-
-MAX_RETRY_AFTER_S = 600.0
-"""The longest wait a provider's Retry-After is passed on as (a longer one is told as this)."""
-
-
-def _bounded(seconds: float) -> float | None:
-    if seconds != seconds or seconds <= 0:  # NaN, or nothing to wait
-        return None
-    return min(seconds, MAX_RETRY_AFTER_S)
+def _when(retry_after_s: float | None) -> str:
+    """When to retry, for a client: "later", or in the seconds a Retry-After asked."""
+    if retry_after_s is None or retry_after_s < 1:
+        return "later"
+    seconds = math.ceil(retry_after_s)
+    return f"in {seconds} second{'' if seconds == 1 else 's'}"
 
 
 def mask_secret(text: str, secret: str | None) -> str:
@@ -246,17 +221,35 @@ class Endpoint:
         under way, or a body that is an error object), which the SDK does not retry
         (`status` then stands for the error's type or code).
         """
-        error = self._status_error(status, detail, retried=retried)
+        said = self._said(status, detail, retried=retried, retry_after_s=retry_after_s)
+        error = self._status_error(status, detail, said, _when(retry_after_s))
         if error.reason in (LLM_RATE_LIMITED, LLM_UNAVAILABLE):
             error.retry_after_s = retry_after_s
         return error
 
-    def _status_error(self, status: int, detail: str | None, *, retried: bool) -> StelloError:
+    @property
+    def longest_wait_s(self) -> float:
+        """The longest Retry-After the SDK's retries wait (`retries.longest_wait`)."""
+        return longest_wait(self.timeout_s)
+
+    def _said(
+        self, status: int, detail: str | None, *, retried: bool, retry_after_s: float | None
+    ) -> str:
+        """What the provider answered, and whether it was retried, for the log."""
         said = f"HTTP {status}" + (f": {self.redact(detail)}" if detail else "")
         if not retried:
-            said = f"error in an answer of HTTP 200, as {said}"
-        elif retried_status(status):
-            said += self._retries()  # the SDKs retry these statuses only
+            return f"error in an answer of HTTP 200, as {said}"
+        if not retried_status(status):  # the SDKs retry these statuses only
+            return said
+        if retry_after_s is not None and retry_after_s > self.longest_wait_s:
+            return (
+                f"{said}, not retried: its Retry-After of {retry_after_s:g}s is longer than "
+                f"the {self.longest_wait_s:g}s the gateway waits for one (STELLO_LLM_TIMEOUT_S, "
+                f"at most {LONGEST_RETRY_WAIT_S:g}s)"
+            )
+        return said + self._retries()
+
+    def _status_error(self, status: int, detail: str | None, said: str, when: str) -> StelloError:
         metadata = {"http_status": str(status)}
         if status in (401, 403):
             error_id = self._logged("API key rejected", said, f"{self.env}_API_KEY")
@@ -269,7 +262,7 @@ class Endpoint:
         if status in (402, 429):
             error_id = self._logged("rate limited or out of quota", said, "the provider's limits")
             return ResourceExhausted(
-                f"the LLM provider is rate limiting or out of quota; retry later "
+                f"the LLM provider is rate limiting or out of quota; retry {when} "
                 f"(error id {error_id})",
                 reason=LLM_RATE_LIMITED,
                 metadata=metadata,
@@ -277,13 +270,24 @@ class Endpoint:
         if status in (408, 409) or status >= 500:
             error_id = self._logged("unavailable", said, "the provider's status")
             return Unavailable(
-                f"the LLM provider is unavailable; retry later (error id {error_id})",
+                f"the LLM provider is unavailable; retry {when} (error id {error_id})",
                 reason=LLM_UNAVAILABLE,
+                metadata=metadata,
+            )
+        if status == 404 and not self._names_model(detail):
+            error_id = self._logged(
+                "no API at this path (a 404 that names no model)", said, self._path_hint()
+            )
+            return FailedPrecondition(
+                "the LLM provider has no API at the gateway's base URL for it: the base URL's "
+                f"path is likely wrong, and the gateway's operator must correct it (error id "
+                f"{error_id})",
+                reason=LLM_MODEL_NOT_FOUND,
                 metadata=metadata,
             )
         if status == 404:
             error_id = self._logged(
-                "unknown model or path", said, f"{self.env}_MODEL and {self.env}_BASE_URL"
+                "unknown model", said, f"{self.env}_MODEL and the server at {self.env}_BASE_URL"
             )
             return FailedPrecondition(
                 "the LLM provider does not know the configured model: the gateway's operator "
@@ -299,12 +303,22 @@ class Endpoint:
             metadata=metadata,
         )
 
+    def _names_model(self, detail: str | None) -> bool:
+        """Whether a provider's message names the model (a 404 for an unknown model does)."""
+        return detail is not None and self.model.lower() in detail.lower()
+
+    def _path_hint(self) -> str:
+        """What to check of a base URL whose path a 404 says is wrong."""
+        if self.provider == "anthropic":
+            return f"the path of {self.env}_BASE_URL: the SDK adds /v1/messages to it"
+        return f"the path of {self.env}_BASE_URL: OpenAI-compatible servers serve under /v1"
+
     def connection_error(self, detail: str, *, mid_answer: bool = False) -> Unavailable:
         """The domain error for a server that cannot be reached or dropped the connection;
-        `mid_answer`: it dropped it while a stream that had begun was read (never retried)."""
+        `mid_answer`: it dropped it while an answer that had begun was read (never retried)."""
         if mid_answer:
             error_id = self._logged(
-                "the connection broke off mid-answer (a stream is not retried once it began)",
+                "the connection broke off mid-answer (an answer is not retried once it began)",
                 self.redact(detail),
                 "the provider's status and the timeouts of any proxy before it",
             )
@@ -351,10 +365,10 @@ class Endpoint:
 
     def timeout_error(self, *, mid_answer: bool = False) -> DeadlineExceeded:
         """The domain error for a server that did not answer within the timeout; `mid_answer`:
-        a stream that had begun sent nothing more within it (never retried)."""
+        an answer that had begun sent nothing more within it (never retried)."""
         waited = (
             f"no next piece of the answer within {self.timeout_s:g}s "
-            "(a stream is not retried once it began)"
+            "(an answer is not retried once it began)"
             if mid_answer
             else f"no answer within {self.timeout_s:g}s{self._retries()}"
         )

@@ -1,14 +1,18 @@
 """What the SDK-backed network providers (openai, anthropic) share: their endpoint's
-facts, the errors of a request that got no answer (`remote` maps them), `aclose` and
-``async with``."""
+facts, the errors of a request that got no answer (`remote` maps them), the reading of
+a call's body with a bound (`SdkProvider._whole`), `aclose` and ``async with``."""
 
 from __future__ import annotations
 
+import json
+from collections.abc import AsyncIterator
 from types import TracebackType
 from typing import Generic, Protocol, Self, TypeVar
 
 import httpx2
+import pydantic
 
+from agent_gateway.llm.answers import AnswerBound
 from agent_gateway.llm.remote import Endpoint
 from stello.errors import StelloError
 
@@ -17,7 +21,17 @@ class _Closable(Protocol):
     async def close(self) -> None: ...
 
 
+class _Body(Protocol):
+    """An answer of the SDK whose body is not read yet (``with_streaming_response``)."""
+
+    @property
+    def headers(self) -> httpx2.Headers: ...
+
+    def iter_bytes(self, chunk_size: int | None = None) -> AsyncIterator[bytes]: ...
+
+
 ClientT = TypeVar("ClientT", bound=_Closable)
+Model = TypeVar("Model", bound=pydantic.BaseModel)
 
 
 class SdkProvider(Generic[ClientT]):
@@ -27,6 +41,7 @@ class SdkProvider(Generic[ClientT]):
     _client: ClientT
     _endpoint: Endpoint
     _max_context_tokens: int
+    _record_bytes: int
 
     @property
     def max_context_tokens(self) -> int:
@@ -50,9 +65,9 @@ class SdkProvider(Generic[ClientT]):
         and `connection` are the SDK's classes for those), or whose answer's content-encoding
         did not decode; None when the server answered.
 
-        `mid_answer`: the failure came while a stream that had begun was read (the SDK
-        retries a request, never a stream once it began): a server that stopped sending,
-        or a connection that broke off.
+        `mid_answer`: the failure came while an answer that had begun was read, a stream
+        or a body (the SDK retries a request, never an answer once it began): a server
+        that stopped sending, or a connection that broke off.
         """
         if _undecodable(exc):
             return self._endpoint.unreadable_answer(
@@ -63,6 +78,27 @@ class SdkProvider(Generic[ClientT]):
         if isinstance(exc, connection | httpx2.HTTPError):
             return self._endpoint.connection_error(_cause(exc), mid_answer=mid_answer)
         return None
+
+    async def _whole(self, response: _Body, kind: type[Model]) -> Model | object:
+        """The body of a call's answer (not streamed), read as the SDK reads one, up to
+        `answers.answer_limit` of its bytes (`AnswerBound.whole`): a JSON object built as
+        `kind` (leniently, as the SDK builds it), any other JSON value as it is, and a body
+        neither JSON nor said to be as its text.
+
+        Raises:
+            ResourceExhausted: reason LLM_ANSWER_TOO_LARGE, the body passed the limit.
+            Unavailable: the body is said to be JSON and is not (`Endpoint.unreadable_answer`).
+        """
+        bound = AnswerBound(self._endpoint.provider, self._record_bytes)
+        body = await bound.whole(response.iter_bytes())
+        try:
+            data = json.loads(body)
+        except (ValueError, RecursionError) as exc:  # or nests past what json reads
+            media = response.headers.get("content-type", "").split(";")[0].strip()
+            if media.endswith("json"):
+                raise self._endpoint.unreadable_answer(f"the body is not JSON ({exc})") from exc
+            return body.decode("utf-8", "replace")
+        return kind.model_construct(**data) if isinstance(data, dict) else data
 
     async def aclose(self) -> None:
         """Close the SDK client and its connections."""

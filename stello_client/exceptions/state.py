@@ -79,7 +79,8 @@ class LlmApiKeyRejected(FailedPrecondition):
 
 
 class LlmModelNotFound(FailedPrecondition):
-    """Raised when the LLM provider does not know the configured model."""
+    """Raised when the LLM provider does not know the configured model, or has no API at
+    the gateway's base URL for it (its path likely wrong: a 404 that names no model)."""
 
 
 class LlmRequestRejected(FailedPrecondition):

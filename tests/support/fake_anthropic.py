@@ -154,6 +154,18 @@ class FakeAnthropic(FakeHTTPServer):
             lambda request: self.render(answer, request, extra=extra, usage_in_delta=usage_in_delta)
         )
 
+    def reply_with_input_at_start(self, tool_calls: Iterable[FakeToolCall]) -> None:
+        """Queue an answer whose tool calls, streamed, carry their whole input in their
+        content_block_start, with no input_json_delta (as some Anthropic-compatible servers
+        send them)."""
+        answer = FakeAnswer("", tuple(tool_calls))
+        self.push(lambda request: self.render(answer, request, input_at_start=True))
+
+    def reply_unnamed(self, answer: FakeAnswer) -> None:
+        """Queue an answer whose stream has no ``event:`` lines, each event's name in its
+        data's ``type`` only (as some Anthropic-compatible servers send it)."""
+        self.push(lambda request: self.render(answer, request, named=False))
+
     def drop_mid_answer(self, text: str, *, events: int = 2) -> None:
         """Queue a streamed answer of `text` whose connection is reset (RST) after its first
         `events` events (a crashed server, a proxy dropping the stream)."""
@@ -227,10 +239,14 @@ class FakeAnthropic(FakeHTTPServer):
         *,
         extra: Iterable[tuple[str, JsonValue]] = (),
         usage_in_delta: bool = True,
+        input_at_start: bool = False,
+        named: bool = True,
     ) -> Reply:
         """`answer` as the reply to `request`: an SSE stream if it asked for one, else JSON;
         a stream carries the `extra` events before its message_delta, whose usage is null
-        unless `usage_in_delta` (`reply_with_events`)."""
+        unless `usage_in_delta` (`reply_with_events`), and its tool calls' input whole in
+        their content_block_start when `input_at_start` (`reply_with_input_at_start`); its
+        events without their ``event:`` line unless `named` (`reply_unnamed`)."""
         self._calls += 1
         body = request.json()
         model = str(body.get("model", "fake-model"))
@@ -276,9 +292,10 @@ class FakeAnthropic(FakeHTTPServer):
             events.append(("content_block_stop", {"type": "content_block_stop", "index": 0}))
             index = 1
         for call_id, call in calls:
-            block = {"type": "tool_use", "id": call_id, "name": call.name, "input": {}}
+            start = _input(call) if input_at_start else {}
+            block = {"type": "tool_use", "id": call_id, "name": call.name, "input": start}
             events.append(("content_block_start", _block_start(index, block)))
-            for piece in split_in_two(call.arguments_text()):
+            for piece in [] if input_at_start else split_in_two(call.arguments_text()):
                 delta = {"type": "input_json_delta", "partial_json": piece}
                 events.append(("content_block_delta", _delta(index, delta)))
             events.append(("content_block_stop", {"type": "content_block_stop", "index": index}))
@@ -296,7 +313,7 @@ class FakeAnthropic(FakeHTTPServer):
             )
         )
         events.append(("message_stop", {"type": "message_stop"}))
-        return Reply.sse(events)
+        return Reply.sse(events if named else [(None, data) for _, data in events])
 
 
 def _block_start(index: int, block: dict[str, Any]) -> dict[str, Any]:

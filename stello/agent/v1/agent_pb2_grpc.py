@@ -106,8 +106,10 @@ class AgentGatewayStub:
     down or 5xx, or an answer that could not be read: not the provider's
     protocol, or a stream that ended before the answer did; nothing is
     stored, though a stream may have shown part of it), RESOURCE_EXHAUSTED (provider rate limit or quota),
-    FAILED_PRECONDITION (the provider rejected the API key or model, or the
-    gateway has no API key for its provider), DEADLINE_EXCEEDED (provider
+    FAILED_PRECONDITION (the provider rejected the API key or model, or has
+    no API at the gateway's base URL for it: a 404 naming no model, told as
+    a base URL path likely wrong; or the gateway has no API key for its
+    provider), DEADLINE_EXCEEDED (provider
     timeout or the call's deadline passed), each with its reason
     (LLM_UNAVAILABLE, LLM_RATE_LIMITED, LLM_API_KEY_REJECTED,
     LLM_API_KEY_MISSING, LLM_MODEL_NOT_FOUND, LLM_REQUEST_REJECTED,
@@ -116,7 +118,9 @@ class AgentGatewayStub:
     LLM_RATE_LIMITED and LLM_UNAVAILABLE, when it sent one) and a plain
     message ending "(error id <id>)". The gateway has retried the provider
     already (STELLO_LLM_MAX_RETRIES): a client retries such a turn once at
-    most, after the RetryInfo delay. The message never
+    most, after the RetryInfo delay. A Retry-After longer than the gateway
+    waits for one (its LLM timeout, at most 60 s) is not waited: the call
+    fails at once, its message saying in how many seconds to retry. The message never
     names the provider's address, the model, a setting or the provider's own
     text: those are in the gateway's log under that error id, with any piece
     of the API key masked. A call cancelled by the client ends CANCELLED.
@@ -396,8 +400,10 @@ class AgentGatewayServicer:
     down or 5xx, or an answer that could not be read: not the provider's
     protocol, or a stream that ended before the answer did; nothing is
     stored, though a stream may have shown part of it), RESOURCE_EXHAUSTED (provider rate limit or quota),
-    FAILED_PRECONDITION (the provider rejected the API key or model, or the
-    gateway has no API key for its provider), DEADLINE_EXCEEDED (provider
+    FAILED_PRECONDITION (the provider rejected the API key or model, or has
+    no API at the gateway's base URL for it: a 404 naming no model, told as
+    a base URL path likely wrong; or the gateway has no API key for its
+    provider), DEADLINE_EXCEEDED (provider
     timeout or the call's deadline passed), each with its reason
     (LLM_UNAVAILABLE, LLM_RATE_LIMITED, LLM_API_KEY_REJECTED,
     LLM_API_KEY_MISSING, LLM_MODEL_NOT_FOUND, LLM_REQUEST_REJECTED,
@@ -406,7 +412,9 @@ class AgentGatewayServicer:
     LLM_RATE_LIMITED and LLM_UNAVAILABLE, when it sent one) and a plain
     message ending "(error id <id>)". The gateway has retried the provider
     already (STELLO_LLM_MAX_RETRIES): a client retries such a turn once at
-    most, after the RetryInfo delay. The message never
+    most, after the RetryInfo delay. A Retry-After longer than the gateway
+    waits for one (its LLM timeout, at most 60 s) is not waited: the call
+    fails at once, its message saying in how many seconds to retry. The message never
     names the provider's address, the model, a setting or the provider's own
     text: those are in the gateway's log under that error id, with any piece
     of the API key masked. A call cancelled by the client ends CANCELLED.
@@ -719,8 +727,10 @@ class AgentGatewayServicer:
         `slot_bytes`: the summary of a fold of the history, over
         STELLO_MAX_SLOT_BYTES). A streamed answer is not read past twice
         STELLO_MAX_RECORD_BYTES (plus 64 KiB) of text and tool-call arguments,
-        nor one server-sent event past that: the gateway closes the provider's
-        stream there with this same status, `answer_bytes` then what had come.
+        nor one server-sent event past that, nor an answer that is not streamed
+        (Send's; a consolidation's or a fold's) past that many bytes of its
+        body: the gateway closes the provider's connection there with this
+        same status, `answer_bytes` then what had come.
         - FAILED_PRECONDITION, reason WINDOW_TOO_SMALL: the model's window cannot
         hold a compressor call; nothing was written.
         - ALREADY_EXISTS, reason REQUEST_ID_REUSED: request_id reused with a
@@ -1870,8 +1880,10 @@ class AgentGateway:
     down or 5xx, or an answer that could not be read: not the provider's
     protocol, or a stream that ended before the answer did; nothing is
     stored, though a stream may have shown part of it), RESOURCE_EXHAUSTED (provider rate limit or quota),
-    FAILED_PRECONDITION (the provider rejected the API key or model, or the
-    gateway has no API key for its provider), DEADLINE_EXCEEDED (provider
+    FAILED_PRECONDITION (the provider rejected the API key or model, or has
+    no API at the gateway's base URL for it: a 404 naming no model, told as
+    a base URL path likely wrong; or the gateway has no API key for its
+    provider), DEADLINE_EXCEEDED (provider
     timeout or the call's deadline passed), each with its reason
     (LLM_UNAVAILABLE, LLM_RATE_LIMITED, LLM_API_KEY_REJECTED,
     LLM_API_KEY_MISSING, LLM_MODEL_NOT_FOUND, LLM_REQUEST_REJECTED,
@@ -1880,7 +1892,9 @@ class AgentGateway:
     LLM_RATE_LIMITED and LLM_UNAVAILABLE, when it sent one) and a plain
     message ending "(error id <id>)". The gateway has retried the provider
     already (STELLO_LLM_MAX_RETRIES): a client retries such a turn once at
-    most, after the RetryInfo delay. The message never
+    most, after the RetryInfo delay. A Retry-After longer than the gateway
+    waits for one (its LLM timeout, at most 60 s) is not waited: the call
+    fails at once, its message saying in how many seconds to retry. The message never
     names the provider's address, the model, a setting or the provider's own
     text: those are in the gateway's log under that error id, with any piece
     of the API key masked. A call cancelled by the client ends CANCELLED.

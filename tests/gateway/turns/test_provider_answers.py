@@ -8,7 +8,8 @@ behind a real gateway:
   closes the connection (the fake never writes the stream to its end): SendStream
   ends RESOURCE_EXHAUSTED LLM_ANSWER_TOO_LARGE, nothing is stored, and the turn
   sent again works. It read on until the stream ended, however long, holding all
-  of it in memory;
+  of it in memory. So with Send, whose answer comes in one body (not streamed): the
+  body is read up to the same bound; it was read whole, however long;
 - an answer the provider's content filter stopped with no text: UNAVAILABLE
   LLM_UNAVAILABLE saying the content filter stopped it and that sending the same
   again will likely be refused again. It was told "the model answered nothing...
@@ -26,8 +27,10 @@ import pytest
 
 from agent_gateway.llm.anthropic_provider import AnthropicProvider
 from agent_gateway.llm.openai_provider import OpenAIProvider
+from stello.agent.v1 import agent_pb2
 from stello.errors import error_info_metadata, error_info_reason
 from stello.reasons import LLM_ANSWER_TOO_LARGE, LLM_UNAVAILABLE
+from stello.storage.v1 import storage_pb2
 from tests.gateway.conftest import StackMaker, row_counts, rpc_error
 from tests.gateway.turns_support import send, stream_events
 from tests.support.fake_anthropic import FakeAnthropic
@@ -117,6 +120,58 @@ class TestAnswerPastTheBound:
             fake.reply("a short answer")
             reply = await send(stack, root.id, "again")
             assert reply.assistant.content == "a short answer"
+
+
+class TestBodyPastTheBound:
+    async def test_send_stops_reading_and_stores_nothing(
+        self, make_stack: StackMaker, pool: asyncpg.Pool, endpoint: Endpoint
+    ) -> None:
+        """Send, answered one body far past the bound: RESOURCE_EXHAUSTED
+        LLM_ANSWER_TOO_LARGE, the fake's body cut off (its connection closed before the
+        end), nothing stored, and the turn sent again works."""
+        fake = endpoint.fake
+        async with endpoint.provider(fake.base_url) as provider:
+            stack = await make_stack(provider)
+            root = await stack.root()
+            before = await row_counts(pool, stack.space)
+            fake.answer(FakeAnswer("x" * (PIECE * PIECES)))
+            error = await rpc_error(send(stack, root.id, "write a lot"))
+            assert (error.code(), error_info_reason(error)) == (
+                grpc.StatusCode.RESOURCE_EXHAUSTED,
+                LLM_ANSWER_TOO_LARGE,
+            )
+            details = error.details() or ""
+            assert f"over the {RECORD_BYTES} bytes a record may hold" in details, details
+            assert "nothing of the turn was stored" in details
+            assert error_info_metadata(error)["record_bytes"] == str(RECORD_BYTES)
+            assert not await fake.written_whole(len(fake.requests) - 1)
+            assert await row_counts(pool, stack.space) == before
+            fake.reply("a short answer")
+            reply = await send(stack, root.id, "again")
+            assert reply.assistant.content == "a short answer"
+
+    async def test_consolidate_stops_reading_and_keeps_the_memory(
+        self, make_stack: StackMaker, endpoint: Endpoint
+    ) -> None:
+        """Consolidate, answered one body far past the bound: RESOURCE_EXHAUSTED
+        LLM_ANSWER_TOO_LARGE, the fake's body cut off, the memory kept."""
+        fake = endpoint.fake
+        async with endpoint.provider(fake.base_url) as provider:
+            stack = await make_stack(provider)
+            root = await stack.root()
+            fake.reply("an answer")
+            await send(stack, root.id, "hi")
+            memory = storage_pb2.GetMemoryRequest(space_id=stack.space.sid, session_id=root.id)
+            before = await stack.storage.GetMemory(memory)
+            fake.answer(FakeAnswer("m" * (PIECE * PIECES)))
+            consolidate = agent_pb2.ConsolidateRequest(space_id=stack.space.sid, session_id=root.id)
+            error = await rpc_error(stack.gw.Consolidate(consolidate))
+            assert (error.code(), error_info_reason(error)) == (
+                grpc.StatusCode.RESOURCE_EXHAUSTED,
+                LLM_ANSWER_TOO_LARGE,
+            )
+            assert not await fake.written_whole(len(fake.requests) - 1)
+            assert await stack.storage.GetMemory(memory) == before
 
 
 class TestFilteredAnswer:

@@ -154,6 +154,72 @@ class TestProviderErrors:
         assert len(logged) == 1 and url in logged[0] and "_BASE_URL" in logged[0]
 
 
+def not_found(endpoint: Endpoint, case: str) -> Reply:
+    """A 404 of `case` from a server asked for a path it does not serve: a web server's page,
+    FastAPI's (vLLM's) ``{"detail": "Not Found"}``, the provider's own JSON error (which
+    names the path, not the model), or no body at all."""
+    if case == "html":
+        return Reply.text("<html><body><h1>404 Not Found</h1></body></html>", status=404)
+    if case == "fastapi":
+        return Reply.json({"detail": "Not Found"}, status=404)
+    if case == "empty":
+        return Reply(status=404)
+    assert case == "provider"
+    if endpoint.name == "openai":
+        message = "Invalid URL (POST /chat/completions)"
+        return Reply.json(
+            {"error": {"message": message, "type": "invalid_request_error"}}, status=404
+        )
+    error = {"type": "not_found_error", "message": "Not Found"}
+    return Reply.json({"type": "error", "error": error}, status=404)
+
+
+def wrong_path(endpoint: Endpoint) -> str:
+    """A base URL whose path is wrong: OpenAI's without its ``/v1``; Anthropic's with one
+    (its SDK adds ``/v1/messages``)."""
+    return endpoint.fake.url if endpoint.name == "openai" else f"{endpoint.fake.url}/v1"
+
+
+class TestWrongBaseUrl:
+    @pytest.mark.parametrize("case", ["html", "fastapi", "provider", "empty"])
+    async def test_a_404_naming_no_model_says_the_path_is_likely_wrong(
+        self,
+        make_stack: StackMaker,
+        endpoint: Endpoint,
+        caplog: pytest.LogCaptureFixture,
+        case: str,
+    ) -> None:
+        """A 404 that does not name the configured model (a base URL whose path is wrong) is
+        FAILED_PRECONDITION LLM_MODEL_NOT_FOUND saying the base URL's path is likely wrong,
+        naming neither the URL nor the setting; the log names both and the path asked for.
+        It was told as an unknown model. A 404 naming the model is still told as one."""
+        fake, url = endpoint.fake, wrong_path(endpoint)
+        async with endpoint.provider(url) as provider:
+            stack = await make_stack(provider)
+            root = await stack.root()
+            fake.push(not_found(endpoint, case))
+            with caplog.at_level(logging.WARNING):
+                error = await rpc_error(send(stack, root.id, "hi"))
+            assert fake.requests[-1].path in ("/chat/completions", "/v1/v1/messages")
+            assert (error.code().name, error_info(error).reason) == (
+                "FAILED_PRECONDITION",
+                "LLM_MODEL_NOT_FOUND",
+            )
+            details = error.details() or ""
+            assert "base URL" in details and "path is likely wrong" in details, details
+            assert "operator" in details and "model" not in details
+            assert_plain(details, url)
+            found = ERROR_ID.search(details)
+            assert found is not None, details
+            logged = [r.getMessage() for r in caplog.records if found.group(1) in r.getMessage()]
+            assert len(logged) == 1 and url in logged[0] and "HTTP 404" in logged[0]
+            assert f"STELLO_{endpoint.name.upper()}_BASE_URL" in logged[0]
+            assert "_MODEL" not in logged[0]
+            fake.fail(404, f"The model `{MODEL}` does not exist")
+            error = await rpc_error(send(stack, root.id, "hi"))
+            assert "does not know the configured model" in (error.details() or "")
+
+
 def not_json_event(endpoint: Endpoint) -> Reply:
     """A stream whose first event shows some text and whose second is not JSON."""
     if endpoint.name == "openai":

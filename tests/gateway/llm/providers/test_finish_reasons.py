@@ -1,5 +1,5 @@
-"""Why an answer ended, carried to the turn (`Completion.finish_reason`), and the bound of a
-streamed answer (`answers.AnswerBound`), for both network providers and echo."""
+"""Why an answer ended, carried to the turn (`Completion.finish_reason`), and the bound of an
+answer (`answers.AnswerBound`), streamed or not, for both network providers and echo."""
 
 from __future__ import annotations
 
@@ -16,12 +16,15 @@ from agent_gateway.llm.openai_provider import OpenAIProvider
 from stello.errors import ResourceExhausted
 from stello.reasons import LLM_ANSWER_TOO_LARGE
 from tests.support.fake_anthropic import FakeAnthropic
-from tests.support.fake_http import FakeAnswer, FakeToolCall
+from tests.support.fake_http import FakeAnswer, FakeToolCall, Reply
 from tests.support.fake_openai import FakeOpenAI
 
 HI = [LLMMessage("user", "hi")]
 RECORD_BYTES = 1024
 """A small record limit: the bound is then `answer_limit(RECORD_BYTES)`."""
+PAST = 24 << 20
+"""A body far past the bound and past what loopback's socket buffers hold, so a reading
+stopped early shows as a reply the fake could not write to its end."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -107,9 +110,70 @@ class TestStreamBound:
         assert caught.value.metadata["record_bytes"] == str(RECORD_BYTES)
         assert int(caught.value.metadata["answer_bytes"]) > answer_limit(RECORD_BYTES)
 
+    async def test_inputs_at_block_start_count(self) -> None:
+        """Anthropic: tool calls whose whole input comes in their content_block_start, each
+        under the bound but together past it, end RESOURCE_EXHAUSTED LLM_ANSWER_TOO_LARGE;
+        they were not counted, and an answer of any number of them was read. Under the
+        bound, they are read as sent."""
+        third = "x" * (answer_limit(RECORD_BYTES) // 3)
+        calls = tuple(FakeToolCall("f", {"a": third}, id=f"toolu_{i}") for i in range(4))
+        async with FakeAnthropic() as fake:
+            async with AnthropicProvider(
+                model="m", api_key="k", base_url=fake.base_url, record_bytes=RECORD_BYTES
+            ) as provider:
+                fake.reply_with_input_at_start(calls[:2])
+                completion = await collect(provider.stream(HI))
+                assert [call.arguments for call in completion.tool_calls] == [{"a": third}] * 2
+                fake.reply_with_input_at_start(calls)
+                with pytest.raises(ResourceExhausted) as caught:
+                    await collect(provider.stream(HI))
+        assert caught.value.reason == LLM_ANSWER_TOO_LARGE
+        assert int(caught.value.metadata["answer_bytes"]) > answer_limit(RECORD_BYTES)
+
     async def test_up_to_the_bound_is_read(self, remote: Remote) -> None:
         """An answer just under the bound is read whole (the turn measures it against the
         record limit itself)."""
         text = "x" * (answer_limit(RECORD_BYTES) - 10)
         remote.fake.answer(FakeAnswer(text, chunks=64))
         assert (await collect(remote.provider.stream(HI))).content == text
+
+
+def endless_body() -> Reply:
+    """A JSON body sent in pieces (chunked) whose text does not end before `PAST` bytes."""
+    piece = b"x" * (64 * 1024)
+    return Reply(
+        headers=(("content-type", "application/json"),),
+        chunks=(b'{"content": [{"type": "text", "text": "', *((piece,) * (PAST // len(piece)))),
+    )
+
+
+class TestCallBound:
+    @pytest.mark.parametrize("shape", ["long body", "endless body"])
+    async def test_past_the_bound_is_answer_too_large(self, remote: Remote, shape: str) -> None:
+        """A call's (not streamed) body past `answer_limit` of the record limit is
+        RESOURCE_EXHAUSTED LLM_ANSWER_TOO_LARGE, its reading stopped there and the connection
+        closed (the fake could not write it to its end); it was read whole, however long,
+        held in memory."""
+        if shape == "long body":
+            remote.fake.answer(FakeAnswer("x" * PAST))
+        else:
+            remote.fake.push(endless_body())
+        with pytest.raises(ResourceExhausted) as caught:
+            await remote.provider.complete(HI)
+        assert caught.value.reason == LLM_ANSWER_TOO_LARGE
+        assert caught.value.metadata["record_bytes"] == str(RECORD_BYTES)
+        assert int(caught.value.metadata["answer_bytes"]) > answer_limit(RECORD_BYTES)
+        assert "nothing of the turn was stored" in caught.value.message
+        assert not await remote.fake.written_whole(0)
+        assert len(remote.fake.requests) == 1
+
+    async def test_up_to_the_bound_is_read(self, remote: Remote) -> None:
+        """A body under the bound is read whole, and the next call on the client works."""
+        text = "x" * (answer_limit(RECORD_BYTES) - 4096)
+        remote.fake.answer(FakeAnswer(text))
+        assert (await remote.provider.complete(HI)).content == text
+        remote.fake.answer(FakeAnswer("x" * PAST))
+        with pytest.raises(ResourceExhausted):
+            await remote.provider.complete(HI)
+        remote.fake.answer(FakeAnswer("short"))
+        assert (await remote.provider.complete(HI)).content == "short"

@@ -11,12 +11,11 @@ from google.rpc import error_details_pb2
 from agent_gateway.llm import RAW_ARGUMENTS_KEY, parse_tool_arguments
 from agent_gateway.llm.remote import (
     MAX_DETAIL_CHARS,
-    MAX_RETRY_AFTER_S,
     Endpoint,
     error_detail,
     mask_secret,
-    retry_after,
 )
+from agent_gateway.llm.retries import MAX_RETRY_AFTER_S, retry_after
 from stello.errors import (
     DeadlineExceeded,
     FailedPrecondition,
