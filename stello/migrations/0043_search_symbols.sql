@@ -1,11 +1,11 @@
 -- Search finds emoji and symbols in records, labels and metadata values, as the query does
--- (searchsymbols: "🚀", "✅", "→", "€", "★" found nothing, nor "deploy 🚀" the records with
--- both), and reads the capital sharp s "ẞ" as the small "ß".
+-- (searchsymbols: "🚀", "✅", "→", "€", "★" found nothing, and "deploy 🚀" every "deploy",
+-- with the rocket or without), and reads the capital sharp s "ẞ" as the small "ß".
 --
 -- PostgreSQL's text-search parser drops a symbol as a blank under C.UTF-8 (Debian's
 -- PostgreSQL 15, the embedded 18), and reads it as a letter under the C locale (the Citus
--- nodes: "deploy🚀" one word 'deploy🚀', "🚀" alone '🚀'); no query could name one: the
--- query's parse dropped it the same way.
+-- nodes: "deploy🚀" one word 'deploy🚀', "🚀" alone '🚀'); and the query (query.py) kept
+-- only word characters, which no symbol is: "🚀" was a query of no term, finding nothing.
 --
 -- 1. `stello_search_symbols(text)`: the lexemes of a text's symbols, in their order, spaced:
 --    'sym' and the code point in five hex digits ("🚀" is 'sym1f680', "★" 'sym02605'), a
