@@ -78,6 +78,7 @@ FUNCTIONS: dict[str, str | None] = {
     # (`stello_search_text`, migration 0035, the text they all read).
     "stello_search_text(text)": None,
     "stello_search_grams(text)": None,
+    "stello_search_symbols(text)": None,
     "stello_search_vector(text)": None,
     "stello_label_vector(text)": None,
     # Pure: session_metadata's generated `value_vector` (migration 0021).
@@ -108,6 +109,7 @@ FUNCTIONS: dict[str, str | None] = {
 TABLE_FUNCTIONS = (
     "stello_search_text(text)",
     "stello_search_grams(text)",
+    "stello_search_symbols(text)",
     "stello_search_vector(text)",
     "stello_label_vector(text)",
     "stello_value_vector(text)",

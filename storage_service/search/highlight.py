@@ -12,7 +12,8 @@ the full-width forms read as ASCII, as migration 0041 reads them (full-width `AP
 'api', marked at its own offsets: the mapping is one character for one), and the Latin letters
 with diacritics as their base letters, as 0042 reads them (`Café` is the word 'cafe', marked
 whole, also one for one: letters.py); a CJK lexeme (a bigram or a character)
-matches where it occurs.
+matches where it occurs, and so does the symbol a symbol's lexeme names (migration 0043:
+'sym1f680' marks each "🚀", symbols.py).
 """
 
 from __future__ import annotations
@@ -22,13 +23,16 @@ import math
 import re
 
 from storage_service.search.query import CJK, MARKS, SEARCHED
+from storage_service.search.symbols import SYMBOLS, symbol_of
 
 SNIPPET_CHARS = 240
 _BEFORE = 60
 _LEXEME = re.compile(r"'((?:[^'\\]|''|\\.)*)'")
-_WORD = re.compile(rf"(?:(?![{CJK}])\w)(?:(?![{CJK}])\w|[{MARKS}])*")
+# A word: word characters but CJK and symbols (a symbol is a term of its own, as a CJK run).
+_WORD = re.compile(rf"(?:(?![{CJK}{SYMBOLS}])\w)(?:(?![{CJK}{SYMBOLS}])\w|[{MARKS}])*")
 _MARK = re.compile(f"[{MARKS}]+")
-_HAS_CJK = re.compile(rf"[{CJK}]")
+# A term that matches where it occurs: CJK (bigrams, characters) and symbols.
+_ANYWHERE = re.compile(rf"[{CJK}{SYMBOLS}]")
 
 
 def _positive(tsquery: str) -> list[tuple[str, bool]]:
@@ -84,6 +88,9 @@ def terms(tsquery: str) -> tuple[tuple[str, ...], tuple[str, ...]]:
     starts: list[str] = []
     whole: list[str] = []
     for lexeme, prefix in _positive(tsquery):
+        if symbol := symbol_of(lexeme):
+            starts.append(symbol)
+            continue
         if not prefix and _is_whole(lexeme):
             whole.append(lexeme)
             continue
@@ -95,13 +102,13 @@ def terms(tsquery: str) -> tuple[tuple[str, ...], tuple[str, ...]]:
 
 def _is_whole(lexeme: str) -> bool:
     """A lexeme that marks a word equal to it only: one letter, or digits only."""
-    return not _HAS_CJK.search(lexeme) and (len(lexeme) == 1 or lexeme.isdigit())
+    return not _ANYWHERE.search(lexeme) and (len(lexeme) == 1 or lexeme.isdigit())
 
 
 def _unstemmed(lexeme: str) -> str | None:
     """The word start the stemmer rewrote into `lexeme`'s end, or None (only stems of three
     characters or more: a shorter one would mark too many words)."""
-    if len(lexeme) < 3 or _HAS_CJK.search(lexeme):
+    if len(lexeme) < 3 or _ANYWHERE.search(lexeme):
         return None
     if lexeme.endswith("i"):
         return lexeme[:-1] + "y"
@@ -118,10 +125,10 @@ def _finder(terms: tuple[str, ...]) -> re.Pattern[str]:
     alternatives = []
     for term in terms:
         chars = [_char(c) for c in term]
-        if _HAS_CJK.search(term):
+        if _ANYWHERE.search(term):
             alternatives.append("".join(chars))
         else:
-            body = f"[{MARKS}]*".join(chars) or rf"(?-i:(?=[^\W{CJK}]))"
+            body = f"[{MARKS}]*".join(chars) or rf"(?-i:(?=[^\W{CJK}{SYMBOLS}]))"
             alternatives.append(_WORD_START + body)
     return re.compile("|".join(alternatives), re.IGNORECASE)
 
@@ -145,7 +152,7 @@ def _forms() -> dict[str, str]:
 _FORMS = _forms()  # "e": "éèêë...ÉÈ...", " ": U+3000, "a": "ａＡàÀ..."
 _finders = functools.lru_cache(maxsize=64)(_finder)
 # Not after a word character (a text reads as one for one: `İ` reads as `I`, lowercase `i`).
-_WORD_START = rf"(?-i:(?<![^\W{CJK}]))"
+_WORD_START = rf"(?-i:(?<![^\W{CJK}{SYMBOLS}]))"
 # Characters a region is cut at: in no word, no mark, and neither cased nor case-ignorable,
 # so `str.lower()` of what is before them does not depend on what is after (the final
 # sigma) and no word goes across them.
@@ -191,7 +198,7 @@ def _spans(
     of `terms` or is one of `whole`."""
     lowered = _lower(content[a:b])
     spans: list[int] = []
-    words = tuple(t for t in terms if not _HAS_CJK.search(t))
+    words = tuple(t for t in terms if not _ANYWHERE.search(t))
     if words or whole:
         for m in _WORD.finditer(lowered):
             if a + m.start() >= until:
@@ -199,7 +206,7 @@ def _spans(
             word = _MARK.sub("", m.group())
             if word.startswith(words) or word in whole:
                 spans += (a + m.start(), a + m.end())
-    for term in (t for t in terms if _HAS_CJK.search(t)):
+    for term in (t for t in terms if _ANYWHERE.search(t)):
         at = lowered.find(term)
         while at >= 0 and a + at < until:
             spans += (a + at, a + at + len(term))
@@ -238,7 +245,7 @@ def snippet(
     a compiled regular expression finds where a term may match, and only the text
     around it and the snippet's window are lowercased and read word by word.
     """
-    cjk = [len(t) for t in terms if _HAS_CJK.search(t)]
+    cjk = [len(t) for t in terms if _ANYWHERE.search(t)]
     longest = max(cjk, default=0)
     first = _first(content, terms, longest, whole) if terms or whole else None
     if first is None:

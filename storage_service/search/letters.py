@@ -10,7 +10,8 @@ and the letters with a stroke, bar or dot that have none (`STROKED`: "ł" is "l"
 longer one ("ss") would move every offset after it. Migration 0042's `stello_search_text` maps
 the same table with `translate` (tests/storage/search/test_search_accents.py compares the two
 over every character of these blocks). The most frequent letters come first: PostgreSQL's
-`translate` looks each character up in its list in order.
+`translate` looks each character up in its list in order (since migration 0044 it reads only
+the runs of these blocks' characters, so a character of another script walks no list).
 """
 
 from __future__ import annotations

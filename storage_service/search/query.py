@@ -16,6 +16,7 @@ from dataclasses import dataclass
 
 from stello.errors import InvalidArgument
 from storage_service.search.letters import FOLD
+from storage_service.search.symbols import SYMBOL_RUN, SYMBOLS, lexeme
 
 MAX_QUERY_CHARS = 1000
 MAX_QUERY_TERMS = 64
@@ -27,18 +28,22 @@ CJK = (
 )
 # The zero-width and bidi marks and the soft hyphen that migration 0035's
 # `stello_search_text` removes from what is searched, and since 0042 the combining
-# diacritical marks (U+0300-U+036F: "e" and U+0301 is "e", as "é" is).
-MARKS = "\u00ad\u200b-\u200f\u202a-\u202e\u2060-\u2069\ufeff\u0300-\u036f"
+# diacritical marks (U+0300-U+036F: "e" and U+0301 is "e", as "é" is), and since 0043 the
+# variation selectors (U+FE00-U+FE0F: "❤️" is "❤") and the combining marks for symbols
+# (U+20D0-U+20FF: the keycap "1️⃣" is "1").
+MARKS = "\u00ad\u200b-\u200f\u202a-\u202e\u2060-\u2069\ufeff\u0300-\u036f\ufe00-\ufe0f\u20d0-\u20ff"
 _MARK = re.compile(f"[{MARKS}]+")
 # Migration 0041's one-for-one mapping of the full-width forms (U+FF01-U+FF5E) to ASCII and
 # of the ideographic space to a space: what input methods type reads as its ASCII word, and
 # every offset stays (NFKC would change lengths: "ﬁ" is two characters).
 FULL_WIDTH = {cp: cp - 0xFEE0 for cp in range(0xFF01, 0xFF5F)} | {0x3000: 0x20}
 # What a searched text's characters read as, one for one: the full-width forms (0041) and the
-# Latin letters with diacritics as their base letters (0042, letters.py: "Café" is "Cafe").
-SEARCHED = FULL_WIDTH | FOLD
+# Latin letters with diacritics as their base letters (0042, letters.py: "Café" is "Cafe"), and
+# the capital sharp s as the small one (0043: "STRAẞE" is "STRAßE", as its lowercase is where
+# the database's locale lowercases it; the C locale does not).
+SEARCHED = FULL_WIDTH | FOLD | {0x1E9E: 0xDF}
 _ANGLE = str.maketrans("<>", "  ")
-_PIECE = re.compile(rf"[{CJK}]+|(?:(?![{CJK}])\w)+")
+_PIECE = re.compile(rf"[{CJK}]+|[{SYMBOLS}]+|(?:(?![{CJK}{SYMBOLS}])\w)+")
 _CJK_RUN = re.compile(rf"[{CJK}]+")
 _TOKEN = re.compile(r'(-?)"([^"]*)"?|(-?)([^\s"]+)')
 
@@ -60,7 +65,9 @@ def normalise(text: str) -> str:
     Since 0041 both read the full-width forms as ASCII (FULL_WIDTH): full-width "API" is "API",
     and a full-width `"`, `-` or `*` is the query's syntax, as typed in ASCII. Since 0042 both
     read a Latin letter with diacritics as its base letter and remove the combining marks
-    (SEARCHED, MARKS): "café", "CAFÉ" and "cafe" with U+0301 are all "cafe"."""
+    (SEARCHED, MARKS): "café", "CAFÉ" and "cafe" with U+0301 are all "cafe". Since 0043 both
+    read "ẞ" as "ß" and remove the variation selectors and the combining marks for symbols;
+    the symbols stay (`_PIECE` makes each run of them a term: symbols.py)."""
     return _MARK.sub("", text.translate(SEARCHED).translate(_ANGLE))
 
 
@@ -76,13 +83,21 @@ def _cjk(run: str) -> str:
     return " <-> ".join(_quote(run[i : i + 2]) for i in range(len(run) - 1))
 
 
+def _symbols(run: str) -> str:
+    """A run of symbols as their lexemes in a row (migration 0043, symbols.py)."""
+    return " <-> ".join(_quote(lexeme(c)) for c in run)
+
+
 def _word(word: str, *, prefix: bool) -> str:
-    """One word's pieces (ASCII/Latin words and CJK runs), all required."""
+    """One word's pieces (ASCII/Latin words, CJK runs and runs of symbols), all required;
+    a symbol is never a prefix."""
     pieces = _PIECE.findall(word)
     parts: list[str] = []
     for i, piece in enumerate(pieces):
         if _CJK_RUN.fullmatch(piece):
             parts.append(f"({_cjk(piece)})")
+        elif SYMBOL_RUN.fullmatch(piece):
+            parts.append(f"({_symbols(piece)})")
         elif prefix and i == len(pieces) - 1:
             parts.append(f"{_quote(piece)}:*")
         else:
@@ -91,12 +106,14 @@ def _word(word: str, *, prefix: bool) -> str:
 
 
 def _phrase(text: str) -> str:
-    """A quoted phrase: its non-CJK words as one phrase, each CJK run as its bigrams."""
+    """A quoted phrase: its other words as one phrase, each CJK run as its bigrams, each run
+    of symbols as its lexemes (the vector holds both apart from the words)."""
     parts: list[str] = []
-    words = " ".join(_PIECE.findall(_CJK_RUN.sub(" ", text)))
+    words = " ".join(_PIECE.findall(SYMBOL_RUN.sub(" ", _CJK_RUN.sub(" ", text))))
     if words:
         parts.append(_quote(words))  # to_tsquery makes a quoted text a phrase
     parts.extend(f"({_cjk(run)})" for run in _CJK_RUN.findall(text))
+    parts.extend(f"({_symbols(run)})" for run in SYMBOL_RUN.findall(text))
     return " & ".join(parts)
 
 

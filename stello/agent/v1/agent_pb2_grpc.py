@@ -1096,8 +1096,18 @@ class AgentGatewayServicer:
         records: "cafe" finds "café", "CAFÉ" and "cafe" + U+0301, "café" finds
         "cafe", "Lodz" finds "Łódź" (records stored before migration 0042 once
         the backfill has reached them); "ß", "æ", "œ" stay themselves ("strasse"
-        does not find "straße"). A hit's `matches` are in the original text
-        ("café" marked whole). Limits: at most 1,000
+        does not find "straße"), and the capital "ẞ" reads as "ß". Emoji and
+        symbols are terms of their own, in the query as in the records: "🚀",
+        "✅", "→", "€" or "★" alone, or with words ("deploy 🚀", glued or not),
+        finds the records holding them; a run of symbols ("★★") finds them in
+        that order; the variation selectors (U+FE00-U+FE0F) are left out ("❤"
+        and "❤️" find each other); a symbol is never a prefix. The symbols: the
+        Latin-1 signs ¢ £ ¤ ¥ ¦ § © ¬ ® ° ± ¶ × ÷, ‼ ⁉ ™, U+20A0-U+20CF
+        (currency), U+2190-U+2BFF (arrows, math, technical, enclosed
+        alphanumerics, shapes, dingbats) and U+1F000-U+1FAFF (emoji); ASCII
+        ones ($, +, <) stay punctuation (records stored before migration 0043
+        once the backfill has reached them). A hit's `matches` are in the
+        original text ("café" marked whole, "🚀" itself). Limits: at most 1,000
         characters (code points), at most 64 terms (words and phrases), no U+0000.
         A record is found by all its words up to 128 KiB; a longer one whose
         words would overflow PostgreSQL's 1 MB search vector (many distinct
@@ -1126,8 +1136,9 @@ class AgentGatewayServicer:
         matches one text: the label or a single value; keys are not searched;
         a label's or value's ASCII punctuation separates words ("4411" finds
         "JIRA-4411"), its full-width letters and digits read as ASCII
-        ("ＡＰＩ" finds "API"), and its letters with diacritics as their base
-        letters ("cafe" finds "Café").
+        ("ＡＰＩ" finds "API"), its letters with diacritics as their base
+        letters ("cafe" finds "Café"), and its emoji and symbols are terms of
+        their own ("🚀" finds "Launch 🚀", as in SearchRecords).
         A session is answered once. Provisional and
         deleted sessions are never found; archived ones are (their `status`
         says so), unless `status` filters. Newest first, paged as

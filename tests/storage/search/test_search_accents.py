@@ -196,3 +196,13 @@ def test_an_accented_word_is_marked_at_its_offset_in_the_original(
     text, start, spans = snippet(content, *terms(lexemes))
     assert (text, start) == (content, 0)
     assert [content[s:e] for s, e in spans] == words
+
+
+async def test_letters_among_another_script_read_as_the_query_does(pool: asyncpg.Pool) -> None:
+    """Migration 0044 maps only the runs of letters of a line (not the whole line): the letters
+    between Cyrillic, CJK and ASCII, at a line's start and end, in runs and alone, read as
+    `normalise` reads them, and the rest as it was."""
+    line = "éпривет Łódź мир 中文ẞ文 a\u00e9\u0301b ÀÉÎ,ĳ Ø"
+    text = "\n".join([line, "плайн", "", line * 3, "ŁÓDŹ"])
+    database = await pool.fetchval("SELECT stello_search_text($1)", text)
+    assert database == normalise(text).translate(str.maketrans(",", " "))
