@@ -20,6 +20,7 @@ from google.protobuf.descriptor import Descriptor, FieldDescriptor
 from google.protobuf.message import Message
 
 from stello import json_text
+from stello.common.v1 import common_pb2
 from stello.errors import FieldViolation, InvalidArgument, Violations
 
 MAX_LABEL_CHARS = 200
@@ -280,6 +281,40 @@ def tool_arguments(text: str, name: str, v: Violations) -> None:
         value = None
     if not isinstance(value, dict):
         v.add(name, 'must be a JSON object text (e.g. {"q": "tides"}), or empty for none')
+
+
+def record_tool_fields(
+    role: str | None, calls: bool, tool_call_id: str | None, path: str, v: Violations
+) -> None:
+    """A record's tool fields for its `role` ("assistant", "tool", ...; None: unknown, not
+    checked), its problems under `path`: only an ASSISTANT record makes tool calls (`calls`:
+    it has some), and a TOOL record names the call it answers (`tool_call_id`), which no
+    other record has. A model's API refuses a context that breaks these, so a session
+    holding such a record could not be continued."""
+    if role is None:
+        return
+    if calls and role != "assistant":
+        v.add(f"{path}.tool_calls", f"are made by ASSISTANT records only, not {role.upper()}")
+    if role == "tool" and not tool_call_id:
+        v.add(f"{path}.tool_call_id", "is required on a TOOL record: the id of the call it answers")
+    elif role != "tool" and tool_call_id is not None:
+        v.add(
+            f"{path}.tool_call_id",
+            f"is set on TOOL records only (a tool's result), not {role.upper()}",
+        )
+
+
+def record_message_tools(record: common_pb2.Record, path: str, v: Violations) -> None:
+    """`record_tool_fields` of a Record message (its role unknown or UNSPECIFIED: not
+    checked, the role's own check says so)."""
+    try:
+        name = common_pb2.RecordRole.Name(record.role).removeprefix("RECORD_ROLE_").lower()
+    except ValueError:
+        return
+    if name == "unspecified":
+        return
+    answers = record.tool_call_id if record.HasField("tool_call_id") else None
+    record_tool_fields(name, bool(record.tool_calls), answers, path, v)
 
 
 def tool_call(call_id: str, name: str, arguments_json: str, path: str, v: Violations) -> None:

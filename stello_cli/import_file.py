@@ -228,6 +228,7 @@ def _within_limits(planned: Planned) -> None:
         for call_number, call in enumerate(record.tool_calls):
             path = f"records[{number}].tool_calls[{call_number}]"
             validation.tool_call(call.id, call.name, call.arguments_json, path, found)
+        validation.record_message_tools(record, f"records[{number}]", found)
     if found.items:
         raise ClientError(listed(found.items))
 

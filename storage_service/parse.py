@@ -74,14 +74,17 @@ class RequestParser:
             for j, call in enumerate(record.tool_calls):
                 at = f"{name}.tool_calls[{j}]"
                 validation.tool_call(call.id, call.name, call.arguments_json, at, v)
+            named = role(record.role, f"{name}.role", v)
+            answers = record.tool_call_id if record.HasField("tool_call_id") else None
+            validation.record_tool_fields(named, bool(record.tool_calls), answers, name, v)
             parsed.append(
                 NewRecord(
-                    role=role(record.role, f"{name}.role", v) or "user",
+                    role=named or "user",
                     content=record.content,
                     tool_calls=tuple(
                         ToolCall(c.id, c.name, c.arguments_json) for c in record.tool_calls
                     ),
-                    tool_call_id=record.tool_call_id if record.HasField("tool_call_id") else None,
+                    tool_call_id=answers,
                     created_at=created_at,
                     metadata=struct_to_dict(record.metadata)
                     if record.HasField("metadata")

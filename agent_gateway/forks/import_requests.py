@@ -108,6 +108,7 @@ def _record(
     for i, call in enumerate(record.tool_calls):
         path = f"{name}.tool_calls[{i}]"
         validation.tool_call(call.id, call.name, call.arguments_json, path, v)
+    validation.record_message_tools(record, name, v)
     stored = common_pb2.Record()
     stored.CopyFrom(record)
     stored.ClearField("seq")

@@ -305,6 +305,10 @@ async def test_a_failed_import_leaves_the_space_as_it_was(
             {"records": [{"role": "assistant", "tool_calls": [{"name": "n"}]}]},
             "('C'): records[0].tool_calls[0].id: is required",
         ),
+        (
+            {"records": [{"role": "tool", "content": "result"}]},
+            "('C'): records[0].tool_call_id: is required on a TOOL record",
+        ),
     ]
     for change, said in limits:
         done = await stello(env, "import", "-", stdin=export_of(root, child | change))

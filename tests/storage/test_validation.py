@@ -15,7 +15,7 @@ from stello.common.v1 import common_pb2
 from stello.errors import field_violations
 from stello.settings import MIB
 from stello.storage.v1 import storage_pb2, storage_pb2_grpc
-from tests.storage.helpers import ASSISTANT, TOOL, rec, rpc_error, state
+from tests.storage.helpers import ASSISTANT, TOOL, USER, rec, rpc_error, state
 from tests.support.fixtures import MakeSession, TestSpace
 from tests.support.hostile import NOT_STRICT_JSON, deep_json_object, nested_struct
 
@@ -443,6 +443,42 @@ CASES = [
         ),
         ["records[0].tool_calls[1].id", "records[1].tool_calls[0].name"],
         "tool-call-without-id-or-name",
+    ),
+    # A TOOL record without the call it answers, a call on a record that is no ASSISTANT's,
+    # an answer's id on one that is no TOOL record: each was stored, and every later turn of
+    # the session sent the model a message its API refuses (a tool message without its
+    # tool_call_id; tool_calls on a user message) — the session could not be continued.
+    case(
+        "AppendRecords",
+        lambda sp, s: storage_pb2.AppendRecordsRequest(
+            space_id=sp,
+            session_id=s,
+            records=[
+                rec("", ASSISTANT, tool_calls=[ToolCall(id="a", name="n")]),
+                rec("result", TOOL),
+                rec("hi", USER, tool_calls=[ToolCall(id="b", name="n")]),
+                rec("hi", ASSISTANT, tool_call_id="a"),
+                rec("result", TOOL, tool_call_id=""),
+            ],
+        ),
+        [
+            "records[1].tool_call_id",
+            "records[2].tool_calls",
+            "records[3].tool_call_id",
+            "records[4].tool_call_id",
+        ],
+        "tool-fields-on-the-wrong-role",
+    ),
+    case(
+        "Transact",
+        lambda sp, s: storage_pb2.TransactRequest(
+            space_id=sp,
+            operations=[
+                Op(append_records=Op.AppendRecordsOp(session_id=s, records=[rec("r", TOOL)]))
+            ],
+        ),
+        ["operations[0].append_records.records[0].tool_call_id"],
+        "transact-tool-record-without-its-call",
     ),
     case(
         "Transact",

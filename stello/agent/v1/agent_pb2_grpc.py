@@ -1604,7 +1604,10 @@ class AgentGatewayServicer:
         characters; an unknown `status`; a record whose role is UNSPECIFIED or
         unknown, whose created_at is not a representable time, whose tool call
         has no id, no name or arguments that are not a JSON object text, or
-        that is over the size limit; a slot over the size limit; text containing
+        that is over the size limit; tool fields on the wrong role (a TOOL
+        record without its `tool_call_id`, `tool_calls` on a record that is not
+        ASSISTANT, `tool_call_id` on one that is not TOOL: common.v1 Record);
+        a slot over the size limit; text containing
         U+0000; metadata nested deeper than 16 levels or holding NaN; a
         session `metadata` pair out of the limits (common.v1 SessionFilter),
         named `metadata["key"]`; `turn_count` or `inherit_until_seq`

@@ -365,8 +365,12 @@ class SessionStorageServicer:
         Errors: INVALID_ARGUMENT for a malformed space_id or session_id, a
         record whose role is UNSPECIFIED or unknown, a tool call without an id
         or a name or whose arguments_json is not a JSON object text (named
-        `records[i].tool_calls[j].id`, `.name`, `.arguments_json`), or a
-        record over the configured record-size limit (nothing is appended);
+        `records[i].tool_calls[j].id`, `.name`, `.arguments_json`), tool
+        fields on the wrong role (a TOOL record without its `tool_call_id`,
+        `tool_calls` on a record that is not ASSISTANT, `tool_call_id` on one
+        that is not TOOL: common.v1 Record; a model's API refuses such a
+        context), or a record over the configured record-size limit (nothing
+        is appended);
         NOT_FOUND when the session is not in the space; ALREADY_EXISTS (reason
         REQUEST_ID_REUSED) for a reused request_id with a different request;
         UNAUTHENTICATED without a valid key; RESOURCE_EXHAUSTED when the reply

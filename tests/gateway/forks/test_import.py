@@ -286,6 +286,17 @@ class TestRefused:
                 ["records[0].tool_calls[0].id"],
                 id="tool-id",
             ),
+            pytest.param(
+                {
+                    "records": [
+                        record("tool", "result"),
+                        record("user", "x", tool_calls=[common_pb2.ToolCall(id="c", name="n")]),
+                        record("assistant", "x", tool_call_id="c"),
+                    ]
+                },
+                ["records[0].tool_call_id", "records[1].tool_calls", "records[2].tool_call_id"],
+                id="tool-fields-on-the-wrong-role",
+            ),
             pytest.param({"request_id": "r" * 201}, ["request_id"], id="request-id"),
         ],
     )

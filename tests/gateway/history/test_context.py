@@ -84,6 +84,22 @@ class TestRemoveIncompleteToolGroups:
         records = history(calls("c1"), ("user", "a"), answer("c1"))
         assert [r.content for r in remove_incomplete_tool_groups(records)] == ["a"]
 
+    def test_a_group_keeps_one_answer_per_call(self) -> None:
+        """A complete group keeps the first answer of each of its calls and no other tool
+        record: an answer to a call it did not make, or a second answer to one, went to the
+        model, whose API refuses a tool message that answers no call (the session's every
+        later turn failed)."""
+        records = history(
+            ("user", "a"),
+            calls("c1"),
+            answer("c1", "first"),
+            answer("c9", "stray"),
+            answer("c1", "again"),
+            ("assistant", "done"),
+        )
+        kept = remove_incomplete_tool_groups(records)
+        assert [r.content for r in kept] == ["a", "", "first", "done"]
+
     def test_works_on_messages(self) -> None:
         """The sanitiser applies to LLM messages as well as records."""
         messages = [
