@@ -229,6 +229,7 @@ async def cmd_reconcile(args: argparse.Namespace) -> int:
 
     from stello.errors import StelloError
     from stello_cli.reconcile import reconcile
+    from stello_client.calls import Deadline, own_timeout
 
     saved = load_credentials()
     tree = pick(args.tree, "STELLO_TREE", saved.tree if saved else None)
@@ -242,20 +243,23 @@ async def cmd_reconcile(args: argparse.Namespace) -> int:
             "reconcile needs an admin key: create one with `stello keys create --admin`, "
             "then pass --admin-key or set STELLO_ADMIN_KEY"
         )
+    wait = call_timeout(args)
+    deadline = Deadline(wait)
     try:
         removed = await reconcile(
             tree,
             admin_key,
             args.older_than,
             args.dry_run,
-            timeout_s=call_timeout(args),
+            timeout_s=wait,
             tls=resolve_tls(args),
         )
     except StelloError as exc:
         cause = exc.__cause__
         if isinstance(cause, grpc.aio.AioRpcError):
             flags = {"older_than_s": "--older-than", "dry_run": "--dry-run"}
-            line = rpc_error_line(cause, tree, flags, service="the tree service")
+            waited = own_timeout(cause, deadline)
+            line = rpc_error_line(cause, tree, flags, service="the tree service", timeout_s=waited)
             raise ClientError(line) from None
         raise ClientError(one_line(exc.message)) from None
     if args.json:

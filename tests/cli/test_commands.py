@@ -208,12 +208,36 @@ class TestSessionCommands:
     async def test_a_turn_past_its_stream_timeout_names_that_flag(
         self, env: dict[str, str]
     ) -> None:
-        """A turn past --stream-timeout says so, naming that flag (it named --timeout), and
-        how to settle whether it was stored."""
+        """A turn past --stream-timeout says so, naming that flag (it named --timeout), that
+        it was the command's own deadline and how to give it more, and how to settle whether
+        it was stored."""
         root = (await ok(env, "root", "-q")).strip()
         said = await failed(env, "send", root, "hi", "--stream-timeout", "0.001")
-        assert said.startswith("stello: the turn did not end within --stream-timeout 0.001 s; ")
+        assert said.startswith(
+            "stello: the turn did not end within --stream-timeout 0.001 s, this command's own "
+            "deadline: give it more time with a larger --stream-timeout; "
+        )
         assert "--request-id" in said
+
+    async def test_a_call_past_the_commands_timeout_says_how_to_give_it_more(
+        self, env: dict[str, str], suite: Suite, admin_key: str
+    ) -> None:
+        """A call that ran out of the command's own --timeout says so with its value and
+        how to give it more time: `stello health` said only DEADLINE_EXCEEDED, `reconcile`
+        blamed the gateway for the tree service, the others named --timeout without its
+        value."""
+        own = "this command's own deadline: give it more time with a larger --timeout"
+        said = await failed(env, "tree", "--timeout", "0.001")
+        assert said == f"stello: the gateway did not answer within --timeout 0.001 s, {own}"
+        done = await stello(env, "health", "--timeout", "0.001")
+        assert (done.returncode, done.stderr) == (
+            1,
+            f"{suite.gateway}: DEADLINE_EXCEEDED (it did not answer within --timeout 0.001 s, "
+            f"{own})\n",
+        )
+        args = ("reconcile", "--tree", suite.tree, "--admin-key", admin_key, "--timeout", "0.001")
+        said = await failed(env, *args)
+        assert said == f"stello: the tree service did not answer within --timeout 0.001 s, {own}"
 
     async def test_show_says_the_progress(self, env: dict[str, str]) -> None:
         """`show` says how far the memory (and summaries) cover the records and each
