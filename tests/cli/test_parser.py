@@ -242,6 +242,23 @@ class TestUsageErrors:
         err = usage_error(capsys, *argv)
         assert f": {said}: is not valid UTF-8 (see `" in err, err
 
+    def test_a_command_name_that_is_not_utf8_is_one_clear_line(
+        self, capsys: pytest.CaptureFixture[str]
+    ) -> None:
+        """A command name holding bytes that are not UTF-8 is one short line showing them
+        as \\xff (argparse's "invalid choice: 'bad\\udcffx' (choose from" every command);
+        a choice or an unknown flag holding them shows them so too."""
+        assert usage_error(capsys, BAD) == (
+            "stello: 'bad\\xffx' is not a command: its name is not valid UTF-8 "
+            "(see `stello --help`)\n"
+        )
+        err = usage_error(capsys, "digests", "--status", BAD)
+        assert err.startswith("stello digests: argument --status: invalid choice: 'bad\\xffx' (")
+        err = usage_error(capsys, "tree", f"--{BAD}")
+        assert (
+            err == "stello tree: unrecognized arguments: --bad\\xffx (see `stello tree --help`)\n"
+        )
+
     def test_bad_choice(self, capsys: pytest.CaptureFixture[str]) -> None:
         """A value outside the choices is one line, exit 2."""
         err = usage_error(capsys, "digests", "--status", "gone")
