@@ -40,8 +40,9 @@ def load(file: str) -> tuple[list[dict[str, Any]], str]:
     path = shown_name(file)
     try:
         raw = read_stdin(sys.stdin.buffer.read) if file == "-" else Path(file).read_bytes()
-    except OSError as exc:
-        raise ClientError(f"{path}: cannot read an export from it ({exc})") from None
+    except OSError as exc:  # its text repeats the name, as a repr (not-UTF-8 bytes as \udcff)
+        said = exc.strerror or exc
+        raise ClientError(f"{path}: cannot read an export from it ({said})") from None
     if raw.lstrip().startswith(b"#"):
         raise ClientError(
             f"{path}: this is a Markdown export; only JSON exports can be imported "

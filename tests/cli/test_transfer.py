@@ -270,6 +270,12 @@ async def test_a_file_name_that_is_not_utf8_is_read_and_written(
         f"stello: {shown}: not a Stello export (version 1): write one with "
         "`stello export SESSION > FILE`\n",
     )
+    await asyncio.to_thread(Path(named).unlink)
+    done = await stello(env, "import", named)
+    assert (done.returncode, done.stderr) == (
+        1,
+        f"stello: {shown}: cannot read an export from it (No such file or directory)\n",
+    )
 
 
 def export_of(*sessions: dict[str, Any]) -> str:
