@@ -239,6 +239,27 @@ class TestSessionCommands:
         said = await failed(env, *args)
         assert said == f"stello: the tree service did not answer within --timeout 0.001 s, {own}"
 
+    async def test_a_refused_key_says_where_it_came_from(self, env: dict[str, str]) -> None:
+        """A key the gateway refuses says where the command took it from and what to do
+        (it said only "unknown or revoked API key": a STELLO_KEY left set from another
+        setup, or a saved key of a database `stello up` no longer runs, looked the same)."""
+        env["STELLO_KEY"] = "stello_abc"
+        refused = "stello: unknown or revoked API key"
+        assert await failed(env, "tree") == (
+            f"{refused} (the key in STELLO_KEY: unset it to use the one `stello up` saved)"
+        )
+        assert await failed(env, "tree", "--key", "stello_abd") == (
+            f"{refused} (the key given with --key)"
+        )
+        saved = Path(env["STELLO_CONFIG_DIR"]) / "credentials.json"
+        saved.parent.mkdir(parents=True, exist_ok=True)
+        saved.write_text(json.dumps({"space_id": "s", "key": "stello_abc"}))
+        del env["STELLO_KEY"]
+        assert await failed(env, "whoami") == (
+            f"{refused} (the key `stello up` saved in {saved}: run `stello up` again, which "
+            "saves one its gateway takes)"
+        )
+
     async def test_show_says_the_progress(self, env: dict[str, str]) -> None:
         """`show` says how far the memory (and summaries) cover the records and each
         background job's state; a session without records says nothing of it."""
