@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+import socket
 import subprocess
 import sys
 from pathlib import Path
@@ -211,6 +212,46 @@ class TestErrors:
         ]:
             done = run_cli(env, *flags)
             assert done.returncode == 2 and done.stderr.startswith(said), done.stderr
+
+    def test_a_call_past_the_commands_timeout_says_how_to_give_it_more(self, home: Path) -> None:
+        """A call that ran out of the command's own --timeout (a server that takes the
+        connection and never answers) says so with its value and how to give it more time:
+        `stello health` said only DEADLINE_EXCEEDED, `reconcile` blamed the gateway for the
+        tree service, the others named --timeout without its value."""
+        env = private_env(home)
+        own = "this command's own deadline: give it more time with a larger --timeout"
+        with socket.socket() as silent:
+            silent.bind(("127.0.0.1", 0))
+            silent.listen()
+            address = f"127.0.0.1:{silent.getsockname()[1]}"
+            tree = run_cli(
+                env,
+                "--gateway",
+                address,
+                "--key",
+                "stello_k",
+                "--space",
+                "s",
+                "tree",
+                "--timeout",
+                "0.5",
+            )
+            health = run_cli(env, "health", address, "--timeout", "0.5")
+            swept = run_cli(
+                env, "reconcile", "--tree", address, "--admin-key", "k", "--timeout", "0.5"
+            )
+        assert (tree.returncode, tree.stderr) == (
+            1,
+            f"stello: the gateway did not answer within --timeout 0.5 s, {own}\n",
+        )
+        assert (health.returncode, health.stderr) == (
+            1,
+            f"{address}: DEADLINE_EXCEEDED (it did not answer within --timeout 0.5 s, {own})\n",
+        )
+        assert (swept.returncode, swept.stderr) == (
+            1,
+            f"stello: the tree service did not answer within --timeout 0.5 s, {own}\n",
+        )
 
     def test_unreachable_gateway_is_one_line(self, home: Path) -> None:
         """A gateway that does not answer: UNAVAILABLE on one line, no traceback."""

@@ -219,26 +219,6 @@ class TestSessionCommands:
         )
         assert "--request-id" in said
 
-    async def test_a_call_past_the_commands_timeout_says_how_to_give_it_more(
-        self, env: dict[str, str], suite: Suite, admin_key: str
-    ) -> None:
-        """A call that ran out of the command's own --timeout says so with its value and
-        how to give it more time: `stello health` said only DEADLINE_EXCEEDED, `reconcile`
-        blamed the gateway for the tree service, the others named --timeout without its
-        value."""
-        own = "this command's own deadline: give it more time with a larger --timeout"
-        said = await failed(env, "tree", "--timeout", "0.001")
-        assert said == f"stello: the gateway did not answer within --timeout 0.001 s, {own}"
-        done = await stello(env, "health", "--timeout", "0.001")
-        assert (done.returncode, done.stderr) == (
-            1,
-            f"{suite.gateway}: DEADLINE_EXCEEDED (it did not answer within --timeout 0.001 s, "
-            f"{own})\n",
-        )
-        args = ("reconcile", "--tree", suite.tree, "--admin-key", admin_key, "--timeout", "0.001")
-        said = await failed(env, *args)
-        assert said == f"stello: the tree service did not answer within --timeout 0.001 s, {own}"
-
     async def test_a_refused_key_says_where_it_came_from(self, env: dict[str, str]) -> None:
         """A key the gateway refuses says where the command took it from and what to do
         (it said only "unknown or revoked API key": a STELLO_KEY left set from another
