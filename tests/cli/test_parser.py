@@ -259,6 +259,20 @@ class TestUsageErrors:
             err == "stello tree: unrecognized arguments: --bad\\xffx (see `stello tree --help`)\n"
         )
 
+    @pytest.mark.parametrize("given", ["abc", "", "-5", "1" * 19])
+    def test_a_watch_cursor_that_is_none_is_refused_here(
+        self, capsys: pytest.CaptureFixture[str], given: str
+    ) -> None:
+        """`stello watch --after X` with X no cursor is a usage error saying where cursors
+        come from: it went to the gateway, whose refusal (exit 1) named its API
+        ("a cursor WatchSpace sent (SpaceEvent.cursor)"), not the command's output."""
+        err = usage_error(capsys, "watch", "--after", given)
+        assert err == (
+            "stello watch: argument --after: expected a cursor: the number a `stello watch` "
+            f"line starts with (`cursor` with --json), got {given!r} (see `stello watch --help`)\n"
+        )
+        assert build_parser().parse_args(["watch", "--after", "12"]).after == "12"
+
     def test_bad_choice(self, capsys: pytest.CaptureFixture[str]) -> None:
         """A value outside the choices is one line, exit 2."""
         err = usage_error(capsys, "digests", "--status", "gone")
