@@ -105,6 +105,9 @@ async def cmd_show(args: argparse.Namespace) -> int:
 async def cmd_meta(args: argparse.Namespace) -> int:
     """Show a session's metadata, or change it (K=V pairs set, --remove K) at once."""
     pairs = profile_vars(args.pairs, "K=V")
+    both = [key for key in args.remove or () if key in pairs]
+    if both:  # the gateway's refusal named its field ("is also in set")
+        raise UsageError(f"--remove {both[0]}: K=V sets that key too: give one or the other")
     async with gateway(args) as client:
         found = await session_id(client, args.session)
         if pairs or args.remove:

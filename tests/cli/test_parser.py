@@ -273,6 +273,17 @@ class TestUsageErrors:
         )
         assert build_parser().parse_args(["watch", "--after", "12"]).after == "12"
 
+    def test_meta_setting_and_removing_one_key_is_refused_here(
+        self, capsys: pytest.CaptureFixture[str]
+    ) -> None:
+        """`stello meta S k=v --remove k` is a usage error in the command's words: the
+        gateway refused it (exit 1) as "--remove #1: key 'k' is also in set", naming its
+        request's field."""
+        assert usage_error(capsys, "meta", "abc", "j=1", "k=v", "--remove", "k") == (
+            "stello meta: --remove k: K=V sets that key too: give one or the other "
+            "(see `stello meta --help`)\n"
+        )
+
     def test_bad_choice(self, capsys: pytest.CaptureFixture[str]) -> None:
         """A value outside the choices is one line, exit 2."""
         err = usage_error(capsys, "digests", "--status", "gone")
