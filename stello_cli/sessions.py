@@ -207,12 +207,13 @@ async def _slot(args: argparse.Namespace, name: str) -> int:
             value = getattr(view, name) if view.HasField(name) else None
             if args.json:
                 write(dicts.dumps({name: value}))
-            else:
-                write(value if value is not None else f"(no {name})")
+            else:  # an emptied one too (it printed an empty line)
+                write(value or f"(no {name})")
             return 0
         put = client.put_insight if name == "insight" else client.put_memory
-        await put(found, text_argument(args.text))
-    write(dicts.dumps({name: "set"}) if args.json else f"{name} set")
+        text = text_argument(args.text)
+        await put(found, text)
+    write(dicts.dumps({name: "set"}) if args.json else f"{name} {'set' if text else 'emptied'}")
     return 0
 
 

@@ -219,6 +219,15 @@ class TestSessionCommands:
         )
         assert "--request-id" in said
 
+    async def test_an_emptied_insight_or_memory_is_said_so(self, env: dict[str, str]) -> None:
+        """`stello insight S ""` says the insight was emptied (it said "insight set"), and
+        showing it says there is none (it printed an empty line); so for the memory."""
+        root = (await ok(env, "root", "-q")).strip()
+        for slot in ("insight", "memory"):
+            await ok(env, slot, root, "something")
+            assert await ok(env, slot, root, "") == f"{slot} emptied\n"
+            assert await ok(env, slot, root) == f"(no {slot})\n"
+
     async def test_a_refused_key_says_where_it_came_from(self, env: dict[str, str]) -> None:
         """A key the gateway refuses says where the command took it from and what to do
         (it said only "unknown or revoked API key": a STELLO_KEY left set from another
