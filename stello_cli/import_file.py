@@ -19,7 +19,7 @@ from stello_cli.exports import (
     record_from_dict,
     text_field,
 )
-from stello_cli.parser import MAX_INT32
+from stello_cli.parser import MAX_INT32, shown_name
 from stello_cli.style import read_stdin
 from stello_client import dicts
 from stello_client.errors import ClientError, shown
@@ -34,12 +34,15 @@ STATUSES: dict[str, Literal["active", "archived"]] = {
 }
 
 
-def load(path: str) -> tuple[list[dict[str, Any]], str]:
-    """The sessions of an export file and a digest of it."""
+def load(file: str) -> tuple[list[dict[str, Any]], str]:
+    """The sessions of an export file and a digest of it; its name in messages as
+    `shown_name` prints it."""
+    path = shown_name(file)
     try:
-        raw = read_stdin(sys.stdin.buffer.read) if path == "-" else Path(path).read_bytes()
-    except OSError as exc:
-        raise ClientError(f"{path}: cannot read an export from it ({exc})") from None
+        raw = read_stdin(sys.stdin.buffer.read) if file == "-" else Path(file).read_bytes()
+    except OSError as exc:  # its text repeats the name, as a repr (not-UTF-8 bytes as \udcff)
+        said = exc.strerror or exc
+        raise ClientError(f"{path}: cannot read an export from it ({said})") from None
     if raw.lstrip().startswith(b"#"):
         raise ClientError(
             f"{path}: this is a Markdown export; only JSON exports can be imported "

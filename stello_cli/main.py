@@ -15,7 +15,7 @@ import warnings
 from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING
 
-from stello_cli.parser import argument_name, build_parser, has_undecoded
+from stello_cli.parser import FileName, argument_name, build_parser, has_undecoded
 from stello_cli.style import Style, one_line
 from stello_client.errors import ClientError, UsageError, configuration_line, rpc_error_line
 
@@ -94,11 +94,12 @@ def _main(argv: Sequence[str] | None) -> None:
 def not_utf8(args: argparse.Namespace) -> str | None:
     """The flag (or argument) whose value holds bytes that are not UTF-8, named as its
     usage line names it (`argument_name`); None when every value is text. Python keeps
-    such bytes of the command line as lone surrogates, which no call can carry."""
+    such bytes of the command line as lone surrogates, which no call can carry; a file's
+    name (`FileName`) may hold them: the file system takes them."""
     for dest, value in vars(args).items():
         values = value if isinstance(value, list) else [value]
         for index, item in enumerate(values):
-            if isinstance(item, str) and has_undecoded(item):
+            if isinstance(item, str) and not isinstance(item, FileName) and has_undecoded(item):
                 return argument_name(args, dest, index)
     return None
 

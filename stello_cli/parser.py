@@ -12,9 +12,11 @@ it was probably meant to be) and exits 2.
 from __future__ import annotations
 
 import argparse
+import ast
 import difflib
 import importlib
 import math
+import os
 import re
 import sys
 from collections.abc import Awaitable, Callable, Mapping
@@ -83,6 +85,7 @@ class StelloParser(argparse.ArgumentParser):
             guess = difflib.get_close_matches(unknown[0].split("=")[0], self._known(), n=1)
             if guess:
                 message += f" (did you mean {guess[0]}?)"
+        message = readable(message)
         sys.stderr.write(f"{self.prog}: {message} (see `{self.prog} --help`)\n")
         raise SystemExit(2)
 
@@ -275,6 +278,39 @@ def text_argument(value: str) -> str:
     if has_undecoded(text):
         raise UsageError("the text read from stdin is not valid UTF-8")
     return text.removesuffix("\n").removesuffix("\r") if text.endswith("\n") else text
+
+
+INVALID_CHOICE = re.compile(r"""invalid choice: ('(?:[^'\\]|\\.)*'|"(?:[^"\\]|\\.)*") \(choose""")
+"""argparse's refusal of a value not among the choices, the value as its repr."""
+
+
+def readable(message: str) -> str:
+    """argparse's `message` with bytes that are not UTF-8 shown as `\\xff`: it printed them
+    as lone surrogates, or in a refused choice as their repr (`\\udcff`); a command name
+    that is not UTF-8 is one short line (not the list of every command)."""
+    found = INVALID_CHOICE.search(message)
+    value = ast.literal_eval(found.group(1)) if found else ""
+    if found and has_undecoded(value):
+        if message.startswith("argument COMMAND:"):
+            return f"'{shown_name(value)}' is not a command: its name is not valid UTF-8"
+        return f"{message[: found.start(1)]}'{shown_name(value)}'{message[found.end(1) :]}"
+    return shown_name(message) if has_undecoded(message) else message
+
+
+class FileName(str):
+    """A file argument as the command line gave it: bytes that are not UTF-8 are kept
+    (Linux names files by bytes; `os` and `pathlib` take them back), so `not_utf8` lets
+    it through; `shown_name` prints it."""
+
+
+def file_name(text: str) -> FileName:
+    """An argparse type: a file's name (`FileName`)."""
+    return FileName(text)
+
+
+def shown_name(name: str) -> str:
+    """A file name as a message prints it: bytes that are not UTF-8 as `\\xff`."""
+    return os.fsencode(name).decode("utf-8", "backslashreplace")
 
 
 def has_undecoded(text: str) -> bool:

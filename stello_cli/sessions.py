@@ -105,6 +105,9 @@ async def cmd_show(args: argparse.Namespace) -> int:
 async def cmd_meta(args: argparse.Namespace) -> int:
     """Show a session's metadata, or change it (K=V pairs set, --remove K) at once."""
     pairs = profile_vars(args.pairs, "K=V")
+    both = [key for key in args.remove or () if key in pairs]
+    if both:  # the gateway's refusal named its field ("is also in set")
+        raise UsageError(f"--remove {both[0]}: K=V sets that key too: give one or the other")
     async with gateway(args) as client:
         found = await session_id(client, args.session)
         if pairs or args.remove:
@@ -204,12 +207,13 @@ async def _slot(args: argparse.Namespace, name: str) -> int:
             value = getattr(view, name) if view.HasField(name) else None
             if args.json:
                 write(dicts.dumps({name: value}))
-            else:
-                write(value if value is not None else f"(no {name})")
+            else:  # an emptied one too (it printed an empty line)
+                write(value or f"(no {name})")
             return 0
         put = client.put_insight if name == "insight" else client.put_memory
-        await put(found, text_argument(args.text))
-    write(dicts.dumps({name: "set"}) if args.json else f"{name} set")
+        text = text_argument(args.text)
+        await put(found, text)
+    write(dicts.dumps({name: "set"}) if args.json else f"{name} {'set' if text else 'emptied'}")
     return 0
 
 

@@ -20,7 +20,7 @@ from stello_cli.gateway import gateway, session_id
 from stello_cli.parser import Commands, int32, seconds, session_argument, text_argument
 from stello_cli.style import Style, short_id, write
 from stello_client import dicts
-from stello_client.errors import ClientError, UsageError, rpc_error_line
+from stello_client.errors import ClientError, UsageError, own_deadline_line, rpc_error_line
 
 if TYPE_CHECKING:
     from stello_client.aio import AsyncClient
@@ -163,9 +163,11 @@ async def cmd_send(args: argparse.Namespace) -> int:
             if exc.reason == reasons.OUTCOME_UNKNOWN:  # the gateway's words say it again
                 raise ClientError(outcome) from exc
             line = rpc_error_line(exc, client.gateway, args.flags)
-            # by name: `stello --help` and `--version` import no grpc (tests/cli/test_startup.py)
-            if exc.code.name == "DEADLINE_EXCEEDED" and args.stream_timeout is not None:
-                line = f"the turn did not end within --stream-timeout {args.stream_timeout:g} s"
+            # Only the command's own deadline: a bound of the gateway's keeps its words.
+            if getattr(exc, "timeout_s", None) is not None and args.stream_timeout is not None:
+                line = own_deadline_line(
+                    "the turn did not end", args.stream_timeout, "--stream-timeout"
+                )
             raise ClientError(f"{line}; {outcome}") from exc
     return 0
 

@@ -53,7 +53,7 @@ from stello_cli.exports import (
 from stello_cli.gateway import gateway, session_id
 from stello_cli.import_file import import_order, load, plans, which
 from stello_cli.importer import Importer
-from stello_cli.parser import Commands, session_argument
+from stello_cli.parser import Commands, file_name, session_argument, shown_name
 from stello_cli.style import plural, write
 from stello_cli.talk import all_records
 from stello_cli.views import tree_nodes
@@ -114,7 +114,7 @@ async def cmd_export(args: argparse.Namespace) -> int:
     """Write a session's subtree as JSON (for import) or Markdown (for reading)."""
     to_file = bool(args.output) and args.output != "-"
     if to_file and not await asyncio.to_thread(_folder_exists, args.output):
-        raise ClientError(f"-o {args.output}: no such folder to write the export in")
+        raise ClientError(f"-o {shown_name(args.output)}: no such folder to write the export in")
     async with gateway(args) as client:
         top = await session_id(client, args.session)
         nodes = await tree_nodes(client, top)
@@ -127,9 +127,10 @@ async def cmd_export(args: argparse.Namespace) -> int:
         try:
             await asyncio.to_thread(Path(args.output).write_text, text, encoding="utf-8")
         except OSError as exc:
-            said = f"-o {args.output}: cannot write the export ({exc.strerror})"
+            said = f"-o {shown_name(args.output)}: cannot write the export ({exc.strerror})"
             raise ClientError(said) from None
-        write(f"exported {plural(len(nodes), 'session')} to {args.output}", stream=sys.stderr)
+        said = f"exported {plural(len(nodes), 'session')} to {shown_name(args.output)}"
+        write(said, stream=sys.stderr)
     else:
         write(text, end="")
     return 0
@@ -262,7 +263,9 @@ def register(commands: Commands) -> None:
     export.add_argument(
         "--format", choices=["json", "markdown"], default="json", help="default json"
     )
-    export.add_argument("-o", "--output", metavar="FILE", help="write here (default stdout)")
+    export.add_argument(
+        "-o", "--output", type=file_name, metavar="FILE", help="write here (default stdout)"
+    )
     imported = commands.client(
         "import",
         cmd_import,
@@ -270,7 +273,9 @@ def register(commands: Commands) -> None:
         # The file's fields keep their names (a label in the file is no --label flag).
         flags={"parent_id": "--parent", "label": "label", "system_prompt": "system_prompt"},
     )
-    imported.add_argument("file", metavar="FILE", help="a file of `stello export` (- = stdin)")
+    imported.add_argument(
+        "file", type=file_name, metavar="FILE", help="a file of `stello export` (- = stdin)"
+    )
     imported.add_argument(
         "--parent", metavar="SESSION", help="place the subtree under SESSION (default: a root)"
     )

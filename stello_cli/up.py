@@ -4,7 +4,8 @@ Embedded PostgreSQL (unless a database URL is given), migrations, then the
 storage, tree and gateway servers on loopback. A local space and key are made
 on first run, saved to the user's config dir (mode 0600) and reused after;
 so is the web console's signing secret (`console-secret.json` beside them), so
-a restart keeps open console tabs signed in until `--new-console-token`.
+a restart keeps open console tabs signed in until `--new-console-token`. One
+`stello up` runs per config dir (`stello_cli.up_process`).
 Ctrl-C or SIGTERM stops the servers gracefully, then the embedded database.
 
 Every setting the servers need (STELLO_STORAGE_*, STELLO_TREE_*, STELLO_GATEWAY_*,
@@ -17,9 +18,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import dataclasses
-import logging
-import signal
-from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
+from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -38,15 +37,19 @@ from stello.migrate import migrate_dsn
 from stello.server import MetricsPortInUse, ServiceApp, create_server, shutdown
 from stello.settings import StelloSettings
 from stello_cli.databases import with_database
-from stello_client.credentials import Credentials, load_credentials, save_credentials
+from stello_cli.up_process import one_up, stop_on_signals
+from stello_client.credentials import (
+    Credentials,
+    credentials_path,
+    load_credentials,
+    save_credentials,
+)
 
 if TYPE_CHECKING:  # `stello up` loads the services when it runs (a client needs none)
     from agent_gateway.config import GatewaySettings
     from agent_gateway.files import GatewayFiles
     from storage_service.config import StorageSettings
     from tree_service.config import TreeSettings
-
-log = logging.getLogger(__name__)
 
 LOCAL_SPACE = "local"
 CONSOLE_SECRET_FILE = "console-secret.json"
@@ -223,18 +226,36 @@ async def run_up(
     stop`), and no process is left behind. A second signal skips the grace period.
 
     Raises:
+        ClientError: another `stello up` runs on the config dir (`one_up`), at once.
         pydantic.ValidationError, ValueError: a refused setting or file
             (`service_configs`), before anything starts.
     """
-    configs = service_configs()
-    if workers > 1:
-        from stello_cli.up_workers import run_up_workers
+    with one_up(credentials_path().parent) as lock:
 
-        await run_up_workers(
-            settings, ports, on_ready, configs, workers=workers, local_calls=local_calls
-        )
-        return
-    async with _stop_on_signals():
+        def ready(lines: dict[str, str]) -> None:
+            lock.say(lines["gateway"])
+            on_ready(lines)
+
+        configs = service_configs()
+        if workers > 1:
+            from stello_cli.up_workers import run_up_workers
+
+            await run_up_workers(
+                settings, ports, ready, configs, workers=workers, local_calls=local_calls
+            )
+            return
+        await _run_up(settings, ports, ready, configs, local_calls)
+
+
+async def _run_up(
+    settings: StelloSettings,
+    ports: Ports,
+    on_ready: Callable[[dict[str, str]], None],
+    configs: ServiceConfigs,
+    local_calls: bool,
+) -> None:
+    """`run_up` in this process (no workers), its config dir held."""
+    async with stop_on_signals():
         provider = await describe_provider(settings)
         async with database(settings.database_url, settings.data_dir) as db:
             dsn = db.dsn
@@ -373,32 +394,3 @@ async def describe_provider(settings: StelloSettings) -> str:
         await close()
     model = getattr(provider, "model", None)
     return f"{settings.llm_provider} ({model})" if isinstance(model, str) else settings.llm_provider
-
-
-@contextlib.asynccontextmanager
-async def _stop_on_signals() -> AsyncIterator[None]:
-    """Turn SIGINT/SIGTERM into a cancellation of the current task, ended as a normal exit."""
-    task = asyncio.current_task()
-    assert task is not None
-    loop = asyncio.get_running_loop()
-    received = 0
-
-    def on_signal() -> None:
-        nonlocal received
-        received += 1
-        if received == 1:
-            log.info("stopping (a second Ctrl-C skips the grace period)")
-        task.cancel()
-
-    for signum in (signal.SIGINT, signal.SIGTERM):
-        loop.add_signal_handler(signum, on_signal)
-    try:
-        yield
-    except asyncio.CancelledError:
-        if not received:
-            raise
-        while task.uncancel():
-            pass
-    finally:
-        for signum in (signal.SIGINT, signal.SIGTERM):
-            loop.remove_signal_handler(signum)

@@ -39,7 +39,6 @@ from stello_cli.up import (
     CONSOLE_SECRET_FILE,
     Ports,
     ServiceConfigs,
-    _stop_on_signals,
     describe_provider,
     kept_up,
     local_credentials,
@@ -48,6 +47,7 @@ from stello_cli.up import (
     start_servers,
     with_addresses,
 )
+from stello_cli.up_process import stop_on_signals
 from stello_client.credentials import save_credentials
 
 log = logging.getLogger(__name__)
@@ -66,7 +66,7 @@ async def run_up_workers(
 ) -> None:
     """`run_up` with `workers` worker processes (module doc); the same banner and signals.
     `configs` are the services' settings `run_up` read (each worker reads its own)."""
-    async with _stop_on_signals(), contextlib.AsyncExitStack() as stack:
+    async with stop_on_signals(), contextlib.AsyncExitStack() as stack:
         provider = await describe_provider(settings)
         db = await stack.enter_async_context(database(settings.database_url, settings.data_dir))
         dsn = db.dsn

@@ -30,8 +30,25 @@ RIDE_OUT_S = 60.0
 def register(commands: Commands) -> None:
     """Add watch."""
     watch = commands.client("watch", cmd_watch, HELP, flags={"after_cursor": "--after"})
-    watch.add_argument("--after", metavar="CURSOR", help="resume after this cursor (default: now)")
+    watch.add_argument(
+        "--after", type=cursor, metavar="CURSOR", help="resume after this cursor (default: now)"
+    )
     watch.add_argument("--count", type=int, metavar="N", help="stop after N events")
+
+
+def cursor(text: str) -> str:
+    """An argparse type: a cursor as `stello watch` prints them (a whole number), checked
+    here: the gateway's refusal named its API (WatchSpace, SpaceEvent.cursor)."""
+    if text.isascii() and text.isdigit() and len(text) <= MAX_CURSOR_DIGITS:
+        return text
+    raise argparse.ArgumentTypeError(
+        f"expected a cursor: the number a `stello watch` line starts with (`cursor` with "
+        f"--json), got {text!r}"
+    )
+
+
+MAX_CURSOR_DIGITS = 18
+"""The longest cursor the gateway takes (agent_gateway.servicer.watch)."""
 
 
 def event_dict(event: common_pb2.SpaceEvent) -> dict[str, Any]:

@@ -141,6 +141,16 @@ class Deadline:
         """Whether a pause of `pause` seconds still leaves time for another attempt."""
         return self._end is None or time.monotonic() + pause < self._end
 
+    def passed(self) -> bool:
+        """Whether the deadline has passed (within `CLOCK_SLACK_S`: gRPC counts it on its
+        own clock), so a DEADLINE_EXCEEDED in gRPC's words is this deadline's."""
+        return self._end is not None and time.monotonic() >= self._end - CLOCK_SLACK_S
+
+
+CLOCK_SLACK_S = 0.005
+"""How much earlier than `Deadline`'s own count gRPC may end a call at its deadline (it
+converts the timeout to a wall-clock deadline, and rounds it to milliseconds)."""
+
 
 @dataclass(frozen=True, slots=True)
 class CallOptions:
@@ -190,7 +200,8 @@ TURNS = frozenset({"Send", "SendStream", "SubmitToolResults", "SubmitToolResults
 
 def failure(exc: grpc.aio.AioRpcError, opts: CallOptions) -> RpcError:
     """The SDK exception of a failed attempt (`from_rpc_error`); a deadline gRPC ended
-    with its own words says what it means for the call, and whether a retry is safe."""
+    with its own words says what it means for the call, and whether a retry is safe, and
+    when the call's own deadline is the one that passed, its `timeout_s`."""
     error = from_rpc_error(exc, method=opts.method, request_id=opts.request_id)
     if (
         not isinstance(error, DeadlineExceeded)
@@ -198,13 +209,23 @@ def failure(exc: grpc.aio.AioRpcError, opts: CallOptions) -> RpcError:
         or error.details not in GRPC_DEADLINES
     ):
         return error
-    return DeadlineExceeded(
+    passed = DeadlineExceeded(
         deadline_passed(opts),
         code=error.code,
         request_id=error.request_id,
         method=error.method,
         cause=exc,
     )
+    if opts.deadline.passed():
+        passed.timeout_s = opts.deadline.timeout
+    return passed
+
+
+def own_timeout(exc: grpc.aio.AioRpcError, deadline: Deadline) -> float | None:
+    """The seconds `deadline` gave a call that gRPC ended at that deadline (in its own
+    words, the deadline passed here); None for any other failure, a server's bound too."""
+    own = exc.code() == grpc.StatusCode.DEADLINE_EXCEEDED and exc.details() in GRPC_DEADLINES
+    return deadline.timeout if own and deadline.passed() else None
 
 
 def deadline_passed(opts: CallOptions) -> str:

@@ -57,7 +57,7 @@ CODE_SENTENCES: dict[str, str] = {
     "CANCELLED": "the call was cancelled",
     "UNKNOWN": "the gateway failed in an unexpected way (its log says why)",
     "INVALID_ARGUMENT": "the gateway refused the request's values",
-    "DEADLINE_EXCEEDED": "the gateway did not answer in time (--timeout sets how long to wait)",
+    "DEADLINE_EXCEEDED": "the gateway did not answer in time",
     "NOT_FOUND": "not found",
     "ALREADY_EXISTS": "it exists already",
     "PERMISSION_DENIED": "this key may not do that",
@@ -135,6 +135,7 @@ def rpc_error_line(
     *,
     as_flags: bool = True,
     service: str = "the gateway",
+    timeout_s: float | None = None,
 ) -> str:
     """A failed call as one sentence, fields named as flags, no status code.
 
@@ -144,7 +145,10 @@ def rpc_error_line(
     up` running?`); a known reason adds what to do. `as_flags=False` keeps the
     gateway's field names and the status code first (`NOT_FOUND: ...`: for a
     client that is not this command line, the web console). `service` names what
-    `target` is when it is not the gateway (`the tree service`).
+    `target` is when it is not the gateway (`the tree service`). A deadline that passed
+    in gRPC's words names --timeout and its value when it was the command's own: the
+    SDK's error says so (`DeadlineExceeded.timeout_s`), or `timeout_s` for a call the
+    caller made itself and saw its deadline pass (`stello_client.calls.Deadline`).
     """
     import grpc
 
@@ -161,7 +165,8 @@ def rpc_error_line(
         )
     elif _grpc_deadline(failed):
         # The SDK's sentence about it names its own keywords (timeout=, request_id).
-        details = CODE_SENTENCES[code.name] if as_flags else "the call's deadline passed"
+        own = getattr(failed, "timeout_s", None) or timeout_s
+        details = _deadline_sentence(service, own) if as_flags else "the call's deadline passed"
     else:
         details = flag_names(_flat(failed.details), names)
     details = _flat(details)
@@ -230,6 +235,23 @@ def _shut_down(service: str, target: str) -> str:
         f"{where} shut down before the call ended (its shutdown grace ran out): what the call "
         "was doing may not have been stored; retry once it is back"
     )
+
+
+def own_deadline_line(unfinished: str, timeout_s: float, flag: str = "--timeout") -> str:
+    """A call that ran out of the command's own time (`unfinished`: what did not happen,
+    "the gateway did not answer"): say so, and how to give it more."""
+    return (
+        f"{unfinished} within {flag} {timeout_s:g} s, this command's own deadline: "
+        f"give it more time with a larger {flag}"
+    )
+
+
+def _deadline_sentence(service: str, timeout_s: float | None) -> str:
+    """A deadline that passed in gRPC's words: the command's own (`timeout_s`), or one on
+    the way (not --timeout's: a larger one would not help)."""
+    if timeout_s is not None:
+        return own_deadline_line(f"{service} did not answer", timeout_s)
+    return f"{service} did not answer in time (a deadline on the way passed, not --timeout's)"
 
 
 def _grpc_deadline(error: RpcError) -> bool:

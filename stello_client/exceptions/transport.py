@@ -33,9 +33,16 @@ class OutcomeUnknown(Unavailable):
 
 
 class DeadlineExceeded(RpcError):
-    """Raised when the call's deadline passed (the SDK's timeout, or the gateway's own)."""
+    """Raised when the call's deadline passed (the SDK's timeout, or the gateway's own).
+
+    Attributes:
+        timeout_s: when this client's own deadline is what passed (gRPC ended the call at
+            it), the seconds the call was given; None for a bound of the gateway's (its
+            message says which) or a deadline not known to have passed here.
+    """
 
     code = grpc.StatusCode.DEADLINE_EXCEEDED
+    timeout_s: float | None = None
 
 
 class LlmTimeout(DeadlineExceeded):

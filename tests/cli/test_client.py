@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+import socket
 import subprocess
 import sys
 from pathlib import Path
@@ -212,6 +213,46 @@ class TestErrors:
             done = run_cli(env, *flags)
             assert done.returncode == 2 and done.stderr.startswith(said), done.stderr
 
+    def test_a_call_past_the_commands_timeout_says_how_to_give_it_more(self, home: Path) -> None:
+        """A call that ran out of the command's own --timeout (a server that takes the
+        connection and never answers) says so with its value and how to give it more time:
+        `stello health` said only DEADLINE_EXCEEDED, `reconcile` blamed the gateway for the
+        tree service, the others named --timeout without its value."""
+        env = private_env(home)
+        own = "this command's own deadline: give it more time with a larger --timeout"
+        with socket.socket() as silent:
+            silent.bind(("127.0.0.1", 0))
+            silent.listen()
+            address = f"127.0.0.1:{silent.getsockname()[1]}"
+            tree = run_cli(
+                env,
+                "--gateway",
+                address,
+                "--key",
+                "stello_k",
+                "--space",
+                "s",
+                "tree",
+                "--timeout",
+                "0.5",
+            )
+            health = run_cli(env, "health", address, "--timeout", "0.5")
+            swept = run_cli(
+                env, "reconcile", "--tree", address, "--admin-key", "k", "--timeout", "0.5"
+            )
+        assert (tree.returncode, tree.stderr) == (
+            1,
+            f"stello: the gateway did not answer within --timeout 0.5 s, {own}\n",
+        )
+        assert (health.returncode, health.stderr) == (
+            1,
+            f"{address}: DEADLINE_EXCEEDED (it did not answer within --timeout 0.5 s, {own})\n",
+        )
+        assert (swept.returncode, swept.stderr) == (
+            1,
+            f"stello: the tree service did not answer within --timeout 0.5 s, {own}\n",
+        )
+
     def test_unreachable_gateway_is_one_line(self, home: Path) -> None:
         """A gateway that does not answer: UNAVAILABLE on one line, no traceback."""
         env = private_env(home)
@@ -246,6 +287,17 @@ class TestErrors:
         done = run_cli(env, "tree")
         assert done.returncode == 1
         assert done.stderr.startswith(f"stello: {saved} is not a credentials file")
+
+    def test_up_with_no_workers_is_a_usage_error(self, home: Path) -> None:
+        """`stello up --workers 0` is a wrong command line: exit 2 and the usage hint, as
+        every other refused flag of `stello up` (it exited 1), with nothing started."""
+        env = private_env(home)
+        done = run_cli(env, "up", "--workers", "0")
+        assert (done.returncode, done.stderr) == (
+            2,
+            "stello up: --workers must be at least 1, got 0 (see `stello up --help`)\n",
+        )
+        assert not Path(env["STELLO_DATA_DIR"]).exists()
 
     def test_up_names_a_bad_variable(self, home: Path) -> None:
         """`stello up` with a value a setting refuses: one line naming the variable."""

@@ -208,12 +208,46 @@ class TestSessionCommands:
     async def test_a_turn_past_its_stream_timeout_names_that_flag(
         self, env: dict[str, str]
     ) -> None:
-        """A turn past --stream-timeout says so, naming that flag (it named --timeout), and
-        how to settle whether it was stored."""
+        """A turn past --stream-timeout says so, naming that flag (it named --timeout), that
+        it was the command's own deadline and how to give it more, and how to settle whether
+        it was stored."""
         root = (await ok(env, "root", "-q")).strip()
         said = await failed(env, "send", root, "hi", "--stream-timeout", "0.001")
-        assert said.startswith("stello: the turn did not end within --stream-timeout 0.001 s; ")
+        assert said.startswith(
+            "stello: the turn did not end within --stream-timeout 0.001 s, this command's own "
+            "deadline: give it more time with a larger --stream-timeout; "
+        )
         assert "--request-id" in said
+
+    async def test_an_emptied_insight_or_memory_is_said_so(self, env: dict[str, str]) -> None:
+        """`stello insight S ""` says the insight was emptied (it said "insight set"), and
+        showing it says there is none (it printed an empty line); so for the memory."""
+        root = (await ok(env, "root", "-q")).strip()
+        for slot in ("insight", "memory"):
+            await ok(env, slot, root, "something")
+            assert await ok(env, slot, root, "") == f"{slot} emptied\n"
+            assert await ok(env, slot, root) == f"(no {slot})\n"
+
+    async def test_a_refused_key_says_where_it_came_from(self, env: dict[str, str]) -> None:
+        """A key the gateway refuses says where the command took it from and what to do
+        (it said only "unknown or revoked API key": a STELLO_KEY left set from another
+        setup, or a saved key of a database `stello up` no longer runs, looked the same)."""
+        env["STELLO_KEY"] = "stello_abc"
+        refused = "stello: unknown or revoked API key"
+        assert await failed(env, "tree") == (
+            f"{refused} (the key in STELLO_KEY: unset it to use the one `stello up` saved)"
+        )
+        assert await failed(env, "tree", "--key", "stello_abd") == (
+            f"{refused} (the key given with --key)"
+        )
+        saved = Path(env["STELLO_CONFIG_DIR"]) / "credentials.json"
+        saved.parent.mkdir(parents=True, exist_ok=True)
+        saved.write_text(json.dumps({"space_id": "s", "key": "stello_abc"}))
+        del env["STELLO_KEY"]
+        assert await failed(env, "whoami") == (
+            f"{refused} (the key `stello up` saved in {saved}: run `stello up` again, which "
+            "saves one its gateway takes)"
+        )
 
     async def test_show_says_the_progress(self, env: dict[str, str]) -> None:
         """`show` says how far the memory (and summaries) cover the records and each

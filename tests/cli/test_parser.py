@@ -242,6 +242,48 @@ class TestUsageErrors:
         err = usage_error(capsys, *argv)
         assert f": {said}: is not valid UTF-8 (see `" in err, err
 
+    def test_a_command_name_that_is_not_utf8_is_one_clear_line(
+        self, capsys: pytest.CaptureFixture[str]
+    ) -> None:
+        """A command name holding bytes that are not UTF-8 is one short line showing them
+        as \\xff (argparse's "invalid choice: 'bad\\udcffx' (choose from" every command);
+        a choice or an unknown flag holding them shows them so too."""
+        assert usage_error(capsys, BAD) == (
+            "stello: 'bad\\xffx' is not a command: its name is not valid UTF-8 "
+            "(see `stello --help`)\n"
+        )
+        err = usage_error(capsys, "digests", "--status", BAD)
+        assert err.startswith("stello digests: argument --status: invalid choice: 'bad\\xffx' (")
+        err = usage_error(capsys, "tree", f"--{BAD}")
+        assert (
+            err == "stello tree: unrecognized arguments: --bad\\xffx (see `stello tree --help`)\n"
+        )
+
+    @pytest.mark.parametrize("given", ["abc", "", "-5", "1" * 19])
+    def test_a_watch_cursor_that_is_none_is_refused_here(
+        self, capsys: pytest.CaptureFixture[str], given: str
+    ) -> None:
+        """`stello watch --after X` with X no cursor is a usage error saying where cursors
+        come from: it went to the gateway, whose refusal (exit 1) named its API
+        ("a cursor WatchSpace sent (SpaceEvent.cursor)"), not the command's output."""
+        err = usage_error(capsys, "watch", "--after", given)
+        assert err == (
+            "stello watch: argument --after: expected a cursor: the number a `stello watch` "
+            f"line starts with (`cursor` with --json), got {given!r} (see `stello watch --help`)\n"
+        )
+        assert build_parser().parse_args(["watch", "--after", "12"]).after == "12"
+
+    def test_meta_setting_and_removing_one_key_is_refused_here(
+        self, capsys: pytest.CaptureFixture[str]
+    ) -> None:
+        """`stello meta S k=v --remove k` is a usage error in the command's words: the
+        gateway refused it (exit 1) as "--remove #1: key 'k' is also in set", naming its
+        request's field."""
+        assert usage_error(capsys, "meta", "abc", "j=1", "k=v", "--remove", "k") == (
+            "stello meta: --remove k: K=V sets that key too: give one or the other "
+            "(see `stello meta --help`)\n"
+        )
+
     def test_bad_choice(self, capsys: pytest.CaptureFixture[str]) -> None:
         """A value outside the choices is one line, exit 2."""
         err = usage_error(capsys, "digests", "--status", "gone")

@@ -8,7 +8,9 @@ placed under another session, a COMPRESS fork, an archived one.
 
 from __future__ import annotations
 
+import asyncio
 import json
+import os
 from collections.abc import AsyncIterator
 from datetime import UTC, datetime
 from pathlib import Path
@@ -242,6 +244,37 @@ async def test_bad_files_are_one_line(suite: Suite, home: Path, space: TestSpace
         1,
         f"stello: {page}: this is a Markdown export; only JSON exports can be imported "
         "(`stello export SESSION > FILE` writes one)\n",
+    )
+
+
+async def test_a_file_name_that_is_not_utf8_is_read_and_written(
+    suite: Suite, home: Path, space: TestSpace
+) -> None:
+    """`stello export -o FILE` and `stello import FILE` take a file whose name holds bytes
+    that are not UTF-8 (Linux names files by bytes): both were refused ("FILE: is not
+    valid UTF-8"); a message naming such a file shows those bytes as \\xff."""
+    env = suite.env(home, space)
+    made = await stello(env, "root", "--label", "Bytes", "-q")
+    assert made.returncode == 0, made.stderr
+    named = os.fsdecode(os.fsencode(home) + b"/tree\xff.json")
+    shown = f"{home}/tree\\xff.json"
+    done = await stello(env, "export", made.stdout.strip(), "-o", named)
+    assert (done.returncode, done.stderr) == (0, f"exported 1 session to {shown}\n")
+    done = await stello(env, "import", named)
+    assert done.returncode == 0, done.stderr
+    assert await sessions_in(env) == 2
+    await asyncio.to_thread(Path(named).write_text, '{"hello": 1}')
+    done = await stello(env, "import", named)
+    assert (done.returncode, done.stderr) == (
+        1,
+        f"stello: {shown}: not a Stello export (version 1): write one with "
+        "`stello export SESSION > FILE`\n",
+    )
+    await asyncio.to_thread(Path(named).unlink)
+    done = await stello(env, "import", named)
+    assert (done.returncode, done.stderr) == (
+        1,
+        f"stello: {shown}: cannot read an export from it (No such file or directory)\n",
     )
 
 

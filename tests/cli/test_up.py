@@ -7,6 +7,8 @@ import os
 import signal
 import socket
 import stat
+import subprocess
+import sys
 import time
 from pathlib import Path
 
@@ -14,8 +16,10 @@ import pytest
 
 from tests.cli.processes import (
     FREE_PORTS,
+    READY_TIMEOUT_S,
     StelloUp,
     cli_json,
+    client_env,
     gone,
     postgres_processes,
     private_env,
@@ -339,3 +343,45 @@ def test_a_killed_up_leaves_its_postgres_to_the_next(home: Path) -> None:
         second.kill()
         for process in postgres_processes(Path(env["STELLO_DATA_DIR"])):
             process.kill()
+
+
+def test_a_second_up_on_one_config_dir_refuses_and_a_dead_ones_lock_is_taken_over(
+    home: Path,
+) -> None:
+    """A `stello up` on a config dir another one serves from ends at once with one line
+    naming that one (pid, gateway) and what to do, its files untouched: it started anyway
+    and wrote its own gateway into credentials.json (and its console secret), so the client
+    commands called a gateway that had stopped with it. The lock a killed one left (its pid
+    dead) does not stop the next one."""
+    env = private_env(home)
+    config = Path(env["STELLO_CONFIG_DIR"])
+    config.mkdir(parents=True)
+    dead = subprocess.Popen([sys.executable, "-c", ""])
+    dead.wait()
+    (config / "up.lock").write_text(json.dumps({"pid": dead.pid, "gateway": "127.0.0.1:1"}))
+    first = StelloUp.start(env, "--no-console")
+    try:
+        before = {path.name: path.read_bytes() for path in config.iterdir()}
+        second = subprocess.Popen(
+            [sys.executable, "-m", "stello_cli", "up", *FREE_PORTS, "--no-console"],
+            env=client_env(env),
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+        )
+        try:
+            out, err = second.communicate(timeout=READY_TIMEOUT_S)
+        except subprocess.TimeoutExpired:
+            second.send_signal(signal.SIGINT)
+            out, err = second.communicate(timeout=30)
+        assert (second.returncode, out, err) == (
+            1,
+            "",
+            f"stello: another `stello up` (pid {first.process.pid}, gateway "
+            f"{first.lines['gateway']}) runs on the config dir {config}: stop it first, or "
+            "start this one with another config dir (STELLO_CONFIG_DIR)\n",
+        )
+        assert {path.name: path.read_bytes() for path in config.iterdir()} == before
+        assert run_cli(env, "tree").returncode == 0
+    finally:
+        first.kill()

@@ -410,9 +410,11 @@ class TestLiveErrors:
                     'session\'s line (busy="enqueue") left it and wrote nothing'
                 )
                 assert "a retry with the same request_id (queued) is safe" in text
-                # The command line's sentence stays its own (it has no request_id to give).
+                # The command line's sentence stays its own (it has no request_id to give),
+                # naming the timeout that passed: the call's own.
                 assert rpc_error_line(caught.value) == (
-                    "the gateway did not answer in time (--timeout sets how long to wait)"
+                    "the gateway did not answer within --timeout 0.3 s, this command's own "
+                    "deadline: give it more time with a larger --timeout"
                 )
             again = await client.send(root.id, "second", request_id="queued", busy="enqueue")
             assert again.assistant.content == "echo: second"
@@ -446,13 +448,39 @@ class TestLiveErrors:
             "the call's deadline passed (timeout=2.5 s, retries included) before the gateway"
         )
         assert said in error.details and error.method == method
-        assert rpc_error_line(error) == (
-            "the gateway did not answer in time (--timeout sets how long to wait)"
-        )
         own = grpc.aio.AioRpcError(
             grpc.StatusCode.DEADLINE_EXCEEDED, Metadata(), Metadata(), "the saga ran out"
         )
         assert failure(own, opts).details == "the saga ran out"
+
+    async def test_only_the_calls_own_deadline_names_the_timeout(self) -> None:
+        """A DEADLINE_EXCEEDED in gRPC's words reads, on the command line, as the command's
+        own deadline with its --timeout and how to give it more only when that deadline
+        has passed here (`DeadlineExceeded.timeout_s`); one gRPC said earlier came from a
+        deadline on the way, which a larger --timeout would not help; a server's own words
+        stay as it wrote them. All three said "--timeout sets how long to wait" before,
+        without its value, and so did a bound of the gateway's given in gRPC's words."""
+        grpc_words = grpc.aio.AioRpcError(
+            grpc.StatusCode.DEADLINE_EXCEEDED, Metadata(), Metadata(), "Deadline Exceeded"
+        )
+        short = call_options("k", "GetTree", timeout=0.01, retry=Retry(), safe=True)
+        await asyncio.sleep(0.02)
+        passed = failure(grpc_words, short)
+        assert isinstance(passed, DeadlineExceeded) and passed.timeout_s == 0.01
+        assert rpc_error_line(passed) == (
+            "the gateway did not answer within --timeout 0.01 s, this command's own "
+            "deadline: give it more time with a larger --timeout"
+        )
+        long = call_options("k", "GetTree", timeout=60, retry=Retry(), safe=True)
+        early = failure(grpc_words, long)
+        assert isinstance(early, DeadlineExceeded) and early.timeout_s is None
+        assert rpc_error_line(early) == (
+            "the gateway did not answer in time (a deadline on the way passed, not --timeout's)"
+        )
+        server = grpc.aio.AioRpcError(
+            grpc.StatusCode.DEADLINE_EXCEEDED, Metadata(), Metadata(), "the saga ran out"
+        )
+        assert rpc_error_line(failure(server, short)) == "the saga ran out"
 
     async def test_a_space_the_key_does_not_reach(self, stack: Stack, backends: Backends) -> None:
         """A space named that the key does not reach is a ConfigurationError listing its
