@@ -108,6 +108,17 @@ def _cut_places() -> list[tuple[str, int]]:
     ]
 
 
+class TestWidths:
+    def test_narrow_characters_count_as_the_rules_count_them(self) -> None:
+        """Printable ASCII and box drawing, which `display_width` counts at once (a column
+        each), take a column each by its rules character by character too (read with a wide
+        character after them, which takes two)."""
+        narrow = "".join(map(chr, [*range(0x20, 0x7F), *range(0x2500, 0x2580)]))
+        assert display_width(narrow) == len(narrow)
+        assert display_width(narrow + "漢") == len(narrow) + 2
+        assert display_width("│  └─ ab\u0301") == 8  # with a mark: the rules (none for it)
+
+
 class TestCuts:
     def test_wide_text_is_cut_by_terminal_columns(self) -> None:
         """A tree's preview, a chat banner's record, a digest's metadata and memory and a
