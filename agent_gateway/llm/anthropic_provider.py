@@ -73,11 +73,12 @@ from agent_gateway.llm.base import (
     ToolCallEvent,
     ToolSpec,
 )
+from agent_gateway.llm.deadlines import not_waited
 from agent_gateway.llm.remote import (
     Endpoint,
     error_detail,
 )
-from agent_gateway.llm.retries import LONGEST_RETRY_WAIT_S, retry_after, waits_too_long
+from agent_gateway.llm.retries import LONGEST_RETRY_WAIT_S, retry_after
 from agent_gateway.llm.sdk import SdkProvider
 from stello.errors import StelloError
 
@@ -170,8 +171,9 @@ class _Client(anthropic.AsyncAnthropic):
     longest_wait_s: float = LONGEST_RETRY_WAIT_S
 
     def _should_retry(self, response: httpx2.Response) -> bool:
-        """Not when the answer asks to wait longer than the gateway waits (`retries`)."""
-        if waits_too_long(response.headers, self.longest_wait_s):
+        """Not when the answer asks to wait longer than the gateway waits (`retries`), or
+        past the caller's deadline (`deadlines`)."""
+        if not_waited(response.headers, self.longest_wait_s):
             return False
         return super()._should_retry(response)
 

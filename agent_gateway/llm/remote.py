@@ -17,8 +17,9 @@ API key is masked (``***``) in what is logged (`mask_secret`).
 - an answer that is not the protocol's (not JSON, an HTML page, a body said to
   be gzip that is not) -> `Unavailable` (`Endpoint.unreadable_answer`);
 - HTTP 429 (after retries) and 402 -> `ResourceExhausted`; a 429 or 503 whose
-  Retry-After is longer than the gateway waits for one fails at once, not
-  retried, saying when to retry (`retries`);
+  Retry-After is longer than the gateway waits for one, or than what is left of
+  the caller's deadline (a turn's, `deadlines`), fails at once, not retried,
+  saying when to retry (`retries`);
 - HTTP 401/403 -> `FailedPrecondition` ("the LLM provider rejected the API key");
 - HTTP 404 -> `FailedPrecondition` `LLM_MODEL_NOT_FOUND`: an unknown model when
   the provider's message names the model (every provider's does), else a base
@@ -48,6 +49,7 @@ from dataclasses import dataclass, field
 from typing import TypeVar
 
 from agent_gateway.llm.base import JsonObject
+from agent_gateway.llm.deadlines import time_left
 from agent_gateway.llm.retries import LONGEST_RETRY_WAIT_S, longest_wait, retried_status
 from stello import json_text
 from stello.errors import (
@@ -246,6 +248,12 @@ class Endpoint:
                 f"{said}, not retried: its Retry-After of {retry_after_s:g}s is longer than "
                 f"the {self.longest_wait_s:g}s the gateway waits for one (STELLO_LLM_TIMEOUT_S, "
                 f"at most {LONGEST_RETRY_WAIT_S:g}s)"
+            )
+        left = time_left()
+        if retry_after_s is not None and left is not None and retry_after_s >= left:
+            return (
+                f"{said}, not retried: its Retry-After of {retry_after_s:g}s does not fit in "
+                f"the {max(left, 0.0):.1f}s left of the caller's deadline"
             )
         return said + self._retries()
 

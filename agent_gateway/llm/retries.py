@@ -7,6 +7,8 @@ longer than the gateway waits for one (`longest_wait`: the provider's timeout,
 STELLO_LLM_TIMEOUT_S, at most `LONGEST_RETRY_WAIT_S`) is not slept: the SDK
 clients' `_should_retry` refuses it (`waits_too_long`), and the call fails at
 once with the provider's status, telling the client when to retry (RetryInfo).
+Nor is a wait that does not fit in what is left of the caller's deadline, when the
+call is made for one (a turn's: `deadlines`).
 """
 
 from __future__ import annotations
@@ -36,17 +38,17 @@ def retry_after(headers: Mapping[str, str] | None) -> float | None:
     """The seconds an HTTP answer's headers ask to wait (``retry-after-ms``, or
     ``retry-after`` in seconds or as an HTTP date), at most MAX_RETRY_AFTER_S; None
     when they say nothing usable."""
-    asked = _asked(headers)
+    asked = asked_wait(headers)
     return None if asked is None else min(asked, MAX_RETRY_AFTER_S)
 
 
 def waits_too_long(headers: Mapping[str, str] | None, longest_s: float) -> bool:
     """Whether an HTTP answer's headers ask to wait longer than `longest_s` before a retry."""
-    asked = _asked(headers)
+    asked = asked_wait(headers)
     return asked is not None and asked > longest_s
 
 
-def _asked(headers: Mapping[str, str] | None) -> float | None:
+def asked_wait(headers: Mapping[str, str] | None) -> float | None:
     """The seconds `headers` ask to wait, unbounded; None for none, nothing or nonsense."""
     if not headers:
         return None

@@ -6,7 +6,8 @@ result) and the model is called again, compressing first if need be, at most
 `max_tool_rounds` times per request (then RESOURCE_EXHAUSTED TOOL_ROUNDS_EXCEEDED, nothing
 written); a client tool call stops the turn with `pending_tool_calls`. A stream forwards
 every round's text deltas and tool calls as they arrive. Each model call is cut short once
-the turn's lease is lost.
+the turn's lease is lost, and is made knowing the caller's deadline (`llm.deadlines`): a
+provider's Retry-After past it fails the call at once, saying when to retry.
 """
 
 from __future__ import annotations
@@ -31,6 +32,7 @@ from agent_gateway.llm import (
     ToolCallSpec,
     ToolSpec,
 )
+from agent_gateway.llm.deadlines import bounded, bounded_steps
 from agent_gateway.tools.builtins import TurnTools
 from agent_gateway.turns.answer_size import check_answer
 from agent_gateway.turns.commit import Lease
@@ -102,10 +104,11 @@ class ToolRounds:
             in_time(caller, "the model was called")
             messages, max_tokens = self._fitted(ctx, window)
             completion: Completion | None = None
-            # A model call is cut short once the lease is lost (it could not commit).
+            # A model call is cut short once the lease is lost (it could not commit), and
+            # its SDK's retries sleep no Retry-After past the caller's deadline.
             if stream:
                 model = _streamed(self._provider, messages, ctx.tools, max_tokens)
-                async for event in kept.guarded(model):
+                async for event in bounded_steps(kept.guarded(model), caller.deadline):
                     if isinstance(event, Done):
                         completion = event.completion
                     else:
@@ -113,11 +116,12 @@ class ToolRounds:
                 if completion is None:
                     raise RuntimeError("the LLM stream ended without a Done event")
             else:
-                completion = await kept.guard(
-                    self._provider.complete(
-                        messages, tools=ctx.tools or None, max_tokens=max_tokens
+                with bounded(caller.deadline):
+                    completion = await kept.guard(
+                        self._provider.complete(
+                            messages, tools=ctx.tools or None, max_tokens=max_tokens
+                        )
                     )
-                )
             self._counter.calibration.observe(
                 completion.usage.prompt_tokens, self._counter.raw(messages, ctx.tools)
             )

@@ -119,8 +119,9 @@ class AgentGatewayStub:
     message ending "(error id <id>)". The gateway has retried the provider
     already (STELLO_LLM_MAX_RETRIES): a client retries such a turn once at
     most, after the RetryInfo delay. A Retry-After longer than the gateway
-    waits for one (its LLM timeout, at most 60 s) is not waited: the call
-    fails at once, its message saying in how many seconds to retry. The message never
+    waits for one (its LLM timeout, at most 60 s), or than what is left of
+    this call's deadline, is not waited: the call fails at once, its message
+    saying in how many seconds to retry. The message never
     names the provider's address, the model, a setting or the provider's own
     text: those are in the gateway's log under that error id, with any piece
     of the API key masked. A call cancelled by the client ends CANCELLED.
@@ -413,8 +414,9 @@ class AgentGatewayServicer:
     message ending "(error id <id>)". The gateway has retried the provider
     already (STELLO_LLM_MAX_RETRIES): a client retries such a turn once at
     most, after the RetryInfo delay. A Retry-After longer than the gateway
-    waits for one (its LLM timeout, at most 60 s) is not waited: the call
-    fails at once, its message saying in how many seconds to retry. The message never
+    waits for one (its LLM timeout, at most 60 s), or than what is left of
+    this call's deadline, is not waited: the call fails at once, its message
+    saying in how many seconds to retry. The message never
     names the provider's address, the model, a setting or the provider's own
     text: those are in the gateway's log under that error id, with any piece
     of the API key masked. A call cancelled by the client ends CANCELLED.
@@ -1907,8 +1909,9 @@ class AgentGateway:
     message ending "(error id <id>)". The gateway has retried the provider
     already (STELLO_LLM_MAX_RETRIES): a client retries such a turn once at
     most, after the RetryInfo delay. A Retry-After longer than the gateway
-    waits for one (its LLM timeout, at most 60 s) is not waited: the call
-    fails at once, its message saying in how many seconds to retry. The message never
+    waits for one (its LLM timeout, at most 60 s), or than what is left of
+    this call's deadline, is not waited: the call fails at once, its message
+    saying in how many seconds to retry. The message never
     names the provider's address, the model, a setting or the provider's own
     text: those are in the gateway's log under that error id, with any piece
     of the API key masked. A call cancelled by the client ends CANCELLED.

@@ -3,6 +3,7 @@ loopback fake servers through both SDKs."""
 
 from __future__ import annotations
 
+import time
 from collections.abc import AsyncIterator
 from dataclasses import dataclass
 
@@ -10,6 +11,7 @@ import pytest
 
 from agent_gateway.llm import LLMMessage
 from agent_gateway.llm.anthropic_provider import AnthropicProvider
+from agent_gateway.llm.deadlines import bounded, caller_deadline
 from agent_gateway.llm.openai_provider import OpenAIProvider
 from stello.errors import ResourceExhausted, StelloError, Unavailable
 from tests.gateway.llm.providers.support import MODES, Mode, call, logged
@@ -97,3 +99,31 @@ class TestRetryAfterPastTheWait:
             await remote.provider.complete(HI)
         assert len(remote.fake.requests) == 1
         assert "retry in 600 seconds" in caught.value.message
+
+
+class TestRetryAfterPastTheCallersDeadline:
+    @pytest.mark.parametrize("mode", MODES)
+    async def test_fails_at_once_within_a_callers_deadline(
+        self, remote: Remote, caplog: pytest.LogCaptureFixture, mode: Mode
+    ) -> None:
+        """A Retry-After within the gateway's wait (1s of 2s) but not within what is left of
+        the caller's deadline (`deadlines.bounded`) fails at once, saying when to retry; the
+        log says why. The SDKs slept it past the deadline."""
+        remote.fake.push(refusal(429, "1"), refusal(429, "1"))
+        with pytest.raises(ResourceExhausted) as caught:
+            with bounded(time.monotonic() + 0.5):
+                await call(remote.provider, mode, HI)
+        assert len(remote.fake.requests) == 1
+        assert caught.value.retry_after_s == 1.0
+        line = logged(caplog, caught.value)
+        assert "not retried: its Retry-After of 1s does not fit in the" in line, line
+        assert "left of the caller's deadline" in line
+        assert caller_deadline.get() is None
+
+    async def test_a_wait_within_the_deadline_is_retried(self, remote: Remote) -> None:
+        """A Retry-After that fits in what is left of the caller's deadline is waited."""
+        remote.fake.push(refusal(503, "0.01"))
+        remote.fake.reply("fine")
+        with bounded(time.monotonic() + 30):
+            assert (await remote.provider.complete(HI)).content == "fine"
+        assert len(remote.fake.requests) == 2

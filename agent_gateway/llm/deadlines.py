@@ -1,0 +1,70 @@
+"""The caller's deadline, for the SDKs' retries of a model call (`retries`).
+
+A turn's model call is made for a client whose RPC has a deadline; the SDKs' retry
+loops do not know it. The turn sets it, for the call only, in `caller_deadline` (a
+context variable: `bounded` around an awaited call, `bounded_steps` around each step
+of a stream, so that it never outlives the call nor leaks into the caller's code or
+into tasks started elsewhere). The network providers' `_should_retry` then refuses
+to sleep a Retry-After that does not fit in what is left of it (`waits_past_deadline`):
+the call fails at once with the provider's status, telling the client when to retry
+(RetryInfo), instead of the client's deadline passing during the sleep.
+
+Work with no caller deadline (a background fold, a consolidation) leaves it unset and
+keeps the gateway's own limit on a wait (`retries.longest_wait`).
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import AsyncIterator, Iterator, Mapping
+from contextlib import contextmanager
+from contextvars import ContextVar
+from typing import TypeVar
+
+from agent_gateway.llm.retries import asked_wait, waits_too_long
+
+T = TypeVar("T")
+
+caller_deadline: ContextVar[float | None] = ContextVar("stello_caller_deadline", default=None)
+"""The deadline (`time.monotonic`) of the caller a model call is made for; None for none."""
+
+
+def time_left() -> float | None:
+    """Seconds left before the caller's deadline (None: no caller deadline is set)."""
+    deadline = caller_deadline.get()
+    return None if deadline is None else deadline - time.monotonic()
+
+
+def waits_past_deadline(headers: Mapping[str, str] | None) -> bool:
+    """Whether an HTTP answer's headers ask to wait at least what is left of the caller's
+    deadline before a retry (False with no deadline set, or no wait asked)."""
+    left = time_left()
+    asked = asked_wait(headers)
+    return left is not None and asked is not None and asked >= left
+
+
+def not_waited(headers: Mapping[str, str] | None, longest_s: float) -> bool:
+    """Whether the SDKs' retry must not sleep the wait an HTTP answer's headers ask: longer
+    than the gateway waits for one (`longest_s`), or past the caller's deadline."""
+    return waits_too_long(headers, longest_s) or waits_past_deadline(headers)
+
+
+@contextmanager
+def bounded(deadline: float | None) -> Iterator[None]:
+    """Within this block, model calls are made for a caller whose deadline is `deadline`."""
+    token = caller_deadline.set(deadline)
+    try:
+        yield
+    finally:
+        caller_deadline.reset(token)
+
+
+async def bounded_steps(events: AsyncIterator[T], deadline: float | None) -> AsyncIterator[T]:
+    """`events` (a model's stream), each step taken `bounded` by `deadline`."""
+    while True:
+        with bounded(deadline):
+            try:
+                event = await anext(events)
+            except StopAsyncIteration:
+                return
+        yield event
