@@ -74,6 +74,7 @@ from agent_gateway.llm.base import (
     ToolSpec,
 )
 from agent_gateway.llm.deadlines import not_waited
+from agent_gateway.llm.error_bodies import cut_detail, http_hooks
 from agent_gateway.llm.remote import (
     Endpoint,
     error_detail,
@@ -223,7 +224,11 @@ class AnthropicProvider(SdkProvider[anthropic.AsyncAnthropic]):
             "anthropic", base_url, model, timeout_s, max_retries, secret=api_key
         )
         self._client = _Client(
-            api_key=api_key, base_url=base_url, timeout=timeout_s, max_retries=max_retries
+            api_key=api_key,
+            base_url=base_url,
+            timeout=timeout_s,
+            max_retries=max_retries,
+            http_client=anthropic.DefaultAsyncHttpxClient(event_hooks=http_hooks()),
         )
         self._client.record_bytes = record_bytes
         self._client.longest_wait_s = self._endpoint.longest_wait_s
@@ -355,7 +360,9 @@ class AnthropicProvider(SdkProvider[anthropic.AsyncAnthropic]):
                 status = _STATUS_OF_ERROR_TYPE.get(exc.type or "", 500)
                 return endpoint.status_error(status, detail, retried=False)
             return endpoint.status_error(
-                exc.status_code, detail, retry_after_s=retry_after(exc.response.headers)
+                exc.status_code,
+                cut_detail(exc.response, detail),
+                retry_after_s=retry_after(exc.response.headers),
             )
         if isinstance(exc, anthropic.APIError):
             detail = error_detail(exc.body) or exc.message

@@ -81,6 +81,7 @@ from agent_gateway.llm.base import (
     ToolSpec,
 )
 from agent_gateway.llm.deadlines import not_waited
+from agent_gateway.llm.error_bodies import cut_detail, http_hooks
 from agent_gateway.llm.openai_answers import (
     DoneMarking,
     StreamedAnswer,
@@ -182,6 +183,7 @@ class OpenAIProvider(SdkProvider[openai.AsyncOpenAI]):
             base_url=base_url,
             timeout=timeout_s,
             max_retries=max_retries,
+            http_client=openai.DefaultAsyncHttpxClient(event_hooks=http_hooks()),
         )
         self._client.record_bytes = record_bytes
         self._client.longest_wait_s = self._endpoint.longest_wait_s
@@ -322,7 +324,7 @@ class OpenAIProvider(SdkProvider[openai.AsyncOpenAI]):
         if isinstance(exc, openai.APIStatusError):
             return endpoint.status_error(
                 exc.status_code,
-                error_detail(exc.body) or exc.message,
+                cut_detail(exc.response, error_detail(exc.body) or exc.message),
                 retry_after_s=retry_after(exc.response.headers),
             )
         if isinstance(exc, openai.APIError):

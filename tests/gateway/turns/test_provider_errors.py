@@ -21,6 +21,7 @@ from google.rpc import error_details_pb2
 from grpc_status import rpc_status
 
 from agent_gateway.llm.anthropic_provider import AnthropicProvider
+from agent_gateway.llm.error_bodies import ERROR_BODY_LIMIT
 from agent_gateway.llm.openai_provider import OpenAIProvider
 from tests.gateway.conftest import StackMaker, rpc_error
 from tests.gateway.turns_support import send, stream_events
@@ -334,3 +335,34 @@ class TestStreamsThatBreakOff:
             fake.reply("second answer")
             reply = await send(stack, root.id, "second")
             assert reply.assistant.content == "second answer"
+
+
+class TestEndlessErrorBodies:
+    async def test_the_client_gets_the_answers_status(
+        self, make_stack: StackMaker, endpoint: Endpoint, caplog: pytest.LogCaptureFixture
+    ) -> None:
+        """An HTTP 400 whose body goes on past the gateway's bound and never ends is read
+        no further (`llm.error_bodies`): Send is FAILED_PRECONDITION LLM_REQUEST_REJECTED,
+        the log saying the body was cut; nothing stored. The SDKs read it whole: the call
+        waited the provider's timeout and the client got DEADLINE_EXCEEDED."""
+        pieces = ERROR_BODY_LIMIT // (64 * 1024) + 2
+        endless = Reply(
+            status=400,
+            headers=(("content-type", "text/plain"),),
+            chunks=(b"x" * 64 * 1024,) * (pieces + 1),
+        ).hung_after(pieces)
+        endpoint.fake.push(endless)
+        async with endpoint.provider(endpoint.fake.base_url) as provider:
+            stack = await make_stack(provider)
+            root = await stack.root()
+            with caplog.at_level(logging.WARNING):
+                error = await rpc_error(send(stack, root.id, "hi"))
+            assert (error.code().name, error_info(error).reason) == (
+                "FAILED_PRECONDITION",
+                "LLM_REQUEST_REJECTED",
+            )
+            found = ERROR_ID.search(error.details() or "")
+            assert found is not None, error.details()
+            logged = [r.getMessage() for r in caplog.records if found.group(1) in r.getMessage()]
+            assert len(logged) == 1 and "[the body was cut at" in logged[0], logged
+            assert not [r for r in await stack.records(root.id) if r.content == "hi"]

@@ -1,0 +1,94 @@
+"""The body of a provider's error answer is read up to a bound (`error_bodies`), against the
+loopback fake servers through both SDKs."""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import AsyncIterator
+from dataclasses import dataclass
+
+import pytest
+
+from agent_gateway.llm import LLMMessage
+from agent_gateway.llm.anthropic_provider import AnthropicProvider
+from agent_gateway.llm.error_bodies import ERROR_BODY_LIMIT
+from agent_gateway.llm.openai_provider import OpenAIProvider
+from stello.errors import FailedPrecondition, StelloError, Unavailable
+from tests.gateway.llm.providers.support import MODES, Mode, call, logged
+from tests.support.fake_anthropic import FakeAnthropic
+from tests.support.fake_http import Reply
+from tests.support.fake_openai import FakeOpenAI
+
+HI = [LLMMessage("user", "hi")]
+PIECE = b"x" * (64 * 1024)
+
+
+@dataclass(frozen=True, slots=True)
+class Remote:
+    """A fake server and a provider talking to it, which retries once."""
+
+    fake: FakeOpenAI | FakeAnthropic
+    provider: OpenAIProvider | AnthropicProvider
+
+
+@pytest.fixture(name="remote", params=["openai", "anthropic"])
+async def _remote(request: pytest.FixtureRequest) -> AsyncIterator[Remote]:
+    if request.param == "openai":
+        async with FakeOpenAI() as fake:
+            async with OpenAIProvider(
+                model="m", base_url=fake.base_url, timeout_s=3.0, max_retries=1
+            ) as provider:
+                yield Remote(fake, provider)
+    else:
+        async with FakeAnthropic() as fake:
+            async with AnthropicProvider(
+                model="m", api_key="k", base_url=fake.base_url, timeout_s=3.0, max_retries=1
+            ) as provider:
+                yield Remote(fake, provider)
+
+
+def endless(status: int) -> Reply:
+    """An error answer whose body passes the bound, then never ends (the server hangs)."""
+    pieces = ERROR_BODY_LIMIT // len(PIECE) + 2
+    return Reply(
+        status=status,
+        headers=(("content-type", "text/plain"), ("retry-after", "0.01")),
+        chunks=(PIECE,) * (pieces + 1),
+    ).hung_after(pieces)
+
+
+class TestErrorBodies:
+    @pytest.mark.parametrize("mode", MODES)
+    @pytest.mark.parametrize(
+        ("status", "expected"),
+        [(400, FailedPrecondition), (503, Unavailable)],
+        ids=["400", "503"],
+    )
+    async def test_an_endless_error_body_is_cut(
+        self,
+        remote: Remote,
+        caplog: pytest.LogCaptureFixture,
+        mode: Mode,
+        status: int,
+        expected: type[StelloError],
+    ) -> None:
+        """An error answer whose body goes on past the bound is read no further: the call
+        fails as its status says, the log saying the body was cut. The SDKs read it whole
+        (they waited for its end until the provider's timeout, DEADLINE_EXCEEDED)."""
+        remote.fake.push(endless(status), endless(status))
+        with caplog.at_level(logging.WARNING), pytest.raises(expected) as caught:
+            await call(remote.provider, mode, HI)
+        line = logged(caplog, caught.value)
+        assert f"HTTP {status}: [the body was cut at {ERROR_BODY_LIMIT // 1024} KiB] xxx" in line
+        assert line.count("x") < 1000, line
+
+    @pytest.mark.parametrize("mode", MODES)
+    async def test_a_small_error_body_is_read_as_before(
+        self, remote: Remote, caplog: pytest.LogCaptureFixture, mode: Mode
+    ) -> None:
+        """An error body within the bound is the provider's message, in the log."""
+        remote.fake.fail(400, "no such parameter")
+        with caplog.at_level(logging.WARNING), pytest.raises(FailedPrecondition) as caught:
+            await call(remote.provider, mode, HI)
+        line = logged(caplog, caught.value)
+        assert "HTTP 400: no such parameter" in line and "cut" not in line, line
