@@ -4,8 +4,9 @@ Reads `records.search_vector` and the labels' index; owns `search_backfill` (mig
 0035: `backfill` recomputes the vectors of records written before it). `query` turns the
 user's text into a tsquery that can never be a syntax error (`letters` the accented letters
 it reads as base letters, as migration 0042 does), `highlight` marks the matches in a
-snippet, `repository` holds the SQL, `service` runs the two RPCs and `wire` checks their
-scope, order and page size.
+snippet, `symbols` the emoji and symbols it reads as terms of their own (migration 0043),
+`repository` holds the SQL, `service` runs the two RPCs and `wire` checks their scope, order
+and page size.
 """
 
 __all__ = [
@@ -16,5 +17,6 @@ __all__ = [
     "query",
     "repository",
     "service",
+    "symbols",
     "wire",
 ]

@@ -31,6 +31,7 @@ ROOMS = {
         "query",
         "repository",
         "service",
+        "symbols",
         "wire",
     ],
     "sessions": ["repository", "service", "wire"],

@@ -250,13 +250,15 @@ async def _all_statements(
 # 0019) and stello_search_text (0042: no longer one expression, so PostgreSQL runs it as a
 # statement of its own, not inlined): it runs them once per row it writes for the row's
 # generated search_vector, so a hand-over that repoints rows runs them once per row moved,
-# not per statement.
+# not per statement. Nor the body of stello_label_vector (0043: no longer inlined either),
+# which the label index runs for each session row written: the forks that lose their
+# source (UNSOURCE) are one row each.
 NESTED_CALLS = """
 SELECT COALESCE(sum(calls), 0)
 FROM pg_stat_statements
 WHERE dbid = (SELECT oid FROM pg_database WHERE datname = current_database()) AND NOT toplevel
   AND query NOT LIKE '%FROM ONLY %' AND query NOT LIKE '%regexp_matches(content%'
-  AND query NOT LIKE '%AS w(wide)%'
+  AND query NOT LIKE '%AS w(wide)%' AND query NOT LIKE '%AS s(searched)%'
 """
 
 
