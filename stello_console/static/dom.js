@@ -84,6 +84,26 @@ export function plural(count, word) {
   return `${count} ${word}${count === 1 ? "" : "s"}`;
 }
 
+// The letters with a stroke or bar that have no canonical decomposition, and their base
+// letters (storage_service/search/letters.py, STROKED and STROKED_BASES: search reads them so).
+const STROKED = "ØøĐđÐðĦħŁłŦŧıĿŀſɃƀƵƶǤǥ";
+const STROKED_BASES = "OoDdDdHhLlTtiLlsBbZzGg";
+
+/**
+ * A text as search reads it, for comparing: lower case, a letter's accents removed and a
+ * stroked letter read as its base ("Café" and "cafe" are "cafe", "Łódź" is "lodz").
+ * @param {string} text
+ */
+export function fold(text) {
+  const bare = text.normalize("NFD").replace(/\p{M}/gu, "");
+  return Array.from(bare, (char) => {
+    const at = STROKED.indexOf(char);
+    return at < 0 ? char : STROKED_BASES[at];
+  })
+    .join("")
+    .toLowerCase();
+}
+
 /**
  * An ISO time as the browser's local date and time ("" when none).
  * @param {string | null | undefined} iso
