@@ -523,7 +523,7 @@ export class SessionView {
       el(
         "div",
         { class: "fields" },
-        el("label", {}, "Label", el("input", { name: "label", id: "fork-label", required: true, maxlength: "200", value: `${isolated(this.view.label)} fork` })),
+        el("label", {}, "Label", el("input", { name: "label", id: "fork-label", required: true, maxlength: "200", value: forkLabel(this.view.label) })),
         el("label", {}, "Context", context),
         el("label", {}, "Up to seq", upTo),
         el("label", {}, "Profile", profile),
@@ -599,6 +599,21 @@ export class SessionView {
 /** @param {string} text */
 function quoted(text) {
   return /^[^\s="\\\p{C}]+$/u.test(text) ? text : JSON.stringify(text);
+}
+
+// The most characters (code points) a label has: stello/validation.py `label`.
+const LABEL_MAX = 200;
+const FORK_SUFFIX = " fork";
+
+/** The label a fork of a session labelled `label` is offered: "LABEL fork", the label cut
+ * short ("…") when the whole would be longer than a label may be. */
+/** @param {string} label */
+function forkLabel(label) {
+  const wrapped = isolated(label).length - label.length; // FSI…PDI, when added
+  const room = LABEL_MAX - FORK_SUFFIX.length - wrapped;
+  const chars = Array.from(label);
+  const head = chars.length <= room ? label : `${chars.slice(0, room - 1).join("")}…`;
+  return `${isolated(head)}${FORK_SUFFIX}`;
 }
 
 /** "a=1\nb=2" as {a: "1", b: "2"} (lines without "=" are skipped). */

@@ -190,8 +190,11 @@ class TestSession:
     async def test_fork_from_the_third_record_keeps_the_first_three(
         self, console: ConsoleStack, browser_page: BrowserPage
     ) -> None:
-        """ "Fork here" on record #3 makes a child whose records are #1..#3, shown as opened."""
-        root = await console.stack.root(label="Source")
+        """ "Fork here" on record #3 makes a child whose records are #1..#3, shown as opened;
+        the label it proposes fits the gateway's 200 characters (a source's label as long as
+        that is cut: "LABEL… fork" was 205 characters, refused)."""
+        label = "Source " + "s" * 193  # 200 characters, the most a label has
+        root = await console.stack.root(label=label)
         await console.stack.append(
             root.id,
             *(record(role, f"message {n}") for n, role in enumerate(["user", "assistant"] * 3, 1)),
@@ -202,10 +205,11 @@ class TestSession:
         await third.hover()
         await third.locator(".fork-here").click()
         await expect(page.locator("#fork-up-to")).to_have_value("3")
-        await page.locator("#fork-label").fill("From three")
+        proposed = f"{label[:194]}… fork"
+        await expect(page.locator("#fork-label")).to_have_value(proposed)
         await browser_page.shot("fork-dialog")
         await page.get_by_role("button", name="Fork", exact=True).click()
-        await expect(page.locator("#session-label")).to_have_text("From three")
+        await expect(page.locator("#session-label")).to_have_text(proposed)
         await expect(page.locator("#records li[data-seq]")).to_have_count(3)
         await expect(page.locator("#lineage")).to_contain_text("Source")
         children = (await console.stack.view(root.id)).node.children
