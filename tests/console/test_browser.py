@@ -192,7 +192,8 @@ class TestSession:
     ) -> None:
         """ "Fork here" on record #3 makes a child whose records are #1..#3, shown as opened;
         the label it proposes fits the gateway's 200 characters (a source's label as long as
-        that is cut: "LABEL… fork" was 205 characters, refused)."""
+        that is cut: "LABEL… fork" was 205 characters, refused); a refused fork says why in
+        the dialog, which stays open with what was typed."""
         label = "Source " + "s" * 193  # 200 characters, the most a label has
         root = await console.stack.root(label=label)
         await console.stack.append(
@@ -207,6 +208,14 @@ class TestSession:
         await expect(page.locator("#fork-up-to")).to_have_value("3")
         proposed = f"{label[:194]}… fork"
         await expect(page.locator("#fork-label")).to_have_value(proposed)
+        await page.locator("#fork-up-to").fill("99")  # past the last record: refused
+        await page.locator("#fork-system-prompt").fill("Kept through a refusal")
+        await page.get_by_role("button", name="Fork", exact=True).click()
+        await expect(page.locator("dialog[open] [role=alert]")).to_contain_text(
+            "OUT_OF_RANGE: inherit_until_seq"
+        )
+        await expect(page.locator("#fork-system-prompt")).to_have_value("Kept through a refusal")
+        await page.locator("#fork-up-to").fill("3")
         await browser_page.shot("fork-dialog")
         await page.get_by_role("button", name="Fork", exact=True).click()
         await expect(page.locator("#session-label")).to_have_text(proposed)
@@ -220,7 +229,7 @@ class TestSession:
             "message 3",
         ]
         await browser_page.shot("forest-session")
-        assert browser_page.console_errors() == []
+        assert browser_page.console_errors(r"Failed to load resource.*400") == []  # the refusal
 
     async def test_archive_dims_the_node_and_unarchive_restores_it(
         self, console: ConsoleStack, browser_page: BrowserPage
