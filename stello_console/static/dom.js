@@ -84,6 +84,26 @@ export function plural(count, word) {
   return `${count} ${word}${count === 1 ? "" : "s"}`;
 }
 
+// The letters with a stroke or bar that have no canonical decomposition, and their base
+// letters (storage_service/search/letters.py, STROKED and STROKED_BASES: search reads them so).
+const STROKED = "ØøĐđÐðĦħŁłŦŧıĿŀſɃƀƵƶǤǥ";
+const STROKED_BASES = "OoDdDdHhLlTtiLlsBbZzGg";
+
+/**
+ * A text as search reads it, for comparing: lower case, a letter's accents removed and a
+ * stroked letter read as its base ("Café" and "cafe" are "cafe", "Łódź" is "lodz").
+ * @param {string} text
+ */
+export function fold(text) {
+  const bare = text.normalize("NFD").replace(/\p{M}/gu, "");
+  return Array.from(bare, (char) => {
+    const at = STROKED.indexOf(char);
+    return at < 0 ? char : STROKED_BASES[at];
+  })
+    .join("")
+    .toLowerCase();
+}
+
 /**
  * An ISO time as the browser's local date and time ("" when none).
  * @param {string | null | undefined} iso
@@ -97,35 +117,55 @@ let dialogs = 0;
 /**
  * A modal dialog with `content`; resolves with the submitted FormData, or null. Enter in a
  * field submits (the submit button is the form's only one), Escape or Cancel closes it;
- * the focus starts on the first field and returns where it was.
+ * the focus starts on the first field and returns where it was. With `act`, a submit runs
+ * `act(data)` with the dialog open: it closes resolving with what `act` returned, or, when
+ * `act` throws, stays open with what was typed and says why in the dialog.
  * @param {Child} title
  * @param {Child} content
  * @param {string} submitLabel
- * @param {{danger?: boolean}} [options]
- * @returns {Promise<FormData | null>}
+ * @param {{danger?: boolean, act?: (data: FormData) => Promise<unknown>}} [options]
+ * @returns {Promise<any>}
  */
-export function dialog(title, content, submitLabel, { danger = false } = {}) {
+export function dialog(title, content, submitLabel, { danger = false, act } = {}) {
   return new Promise((resolve) => {
     const titleId = `dialog-title-${++dialogs}`;
     /** @type {HTMLDialogElement | null} */
     let box = null;
+    /** @type {unknown} */
+    let result = null;
+    const problem = el("p", { class: "dialog-error", role: "alert" });
+    problem.hidden = true;
+    const submit = el("button", { type: "submit", value: "ok", class: danger ? "danger" : "primary" }, submitLabel);
     const form = el(
       "form",
       { method: "dialog", class: "dialog-form" },
       el("h3", { id: titleId }, title),
       content,
-      el(
-        "div",
-        { class: "dialog-actions" },
-        el("button", { type: "button", onclick: () => box?.close("cancel") }, "Cancel"),
-        el("button", { type: "submit", value: "ok", class: danger ? "danger" : "primary" }, submitLabel),
-      ),
+      problem,
+      el("div", { class: "dialog-actions" }, el("button", { type: "button", onclick: () => box?.close("cancel") }, "Cancel"), submit),
     );
+    if (act) {
+      form.addEventListener("submit", (event) => {
+        event.preventDefault();
+        submit.disabled = true;
+        act(new FormData(form)).then(
+          (done) => {
+            result = done;
+            box?.close("ok");
+          },
+          (error) => {
+            submit.disabled = false;
+            problem.textContent = String(error);
+            problem.hidden = false;
+          },
+        );
+      });
+    }
     box = el("dialog", { "aria-labelledby": titleId }, form);
     box.addEventListener("close", () => {
-      const data = box.returnValue === "ok" ? new FormData(form) : null;
+      const ok = box.returnValue === "ok";
       box.remove();
-      resolve(data);
+      resolve(act ? result : ok ? new FormData(form) : null);
     });
     document.body.append(box);
     box.showModal();

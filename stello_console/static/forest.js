@@ -7,10 +7,10 @@
 // It is an ARIA tree for the keyboard: one Tab stop (the focused row, roving tabindex),
 // Up/Down/Home/End move, Right expands or enters, Left collapses or goes to the parent,
 // Enter or Space opens; a row keeps the focus when the list is redrawn under it. The
-// filter shows the sessions whose label (or a word of it) starts with the text typed,
-// with their ancestors for context.
+// filter shows the sessions whose label (or a word of it) starts with the text typed
+// (case and accents aside, as search reads them), with their ancestors for context.
 
-import { el, plural, replace } from "./dom.js";
+import { el, fold, plural, replace } from "./dom.js";
 
 // Taller rows where the pointer is a finger.
 const ROW_HEIGHT = matchMedia("(pointer: coarse)").matches ? 40 : 26;
@@ -184,8 +184,9 @@ export class Forest {
       : "No sessions yet: create a root.";
   }
 
-  /** Show only the sessions whose label, or a word of it, starts with `text` (any case),
-   * with their ancestors; "" shows every session again. */
+  /** Show only the sessions whose label, or a word of it, starts with `text` (any case,
+   * accents as search reads them: "cafe" keeps "café"), with their ancestors; "" shows every
+   * session again. */
   /** @param {string} text */
   setFilter(text) {
     this.filter = text.trim();
@@ -196,11 +197,11 @@ export class Forest {
   kept() {
     this.matches = null;
     if (!this.filter) return null;
-    const wanted = this.filter.toLowerCase();
+    const wanted = fold(this.filter);
     this.matches = new Set();
     const kept = new Set();
     for (const [id, node] of this.nodes) {
-      const label = node.label.toLowerCase();
+      const label = fold(node.label);
       if (!label.startsWith(wanted) && !label.split(/\s+/).some((word) => word.startsWith(wanted))) continue;
       this.matches.add(id);
       kept.add(id);

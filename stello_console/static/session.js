@@ -518,12 +518,12 @@ export class SessionView {
       upTo.disabled = context.value !== "inherit";
     });
     const profile = el("select", { name: "profile", id: "fork-profile" }, el("option", { value: "" }, "(no profile)"), profiles.map((/** @type {{name: string}} */ p) => el("option", { value: p.name }, p.name)));
-    const form = await dialog(
+    const child = await dialog(
       ["Fork “", userText(this.view.label), seq === null ? "”" : `” at #${seq}`],
       el(
         "div",
         { class: "fields" },
-        el("label", {}, "Label", el("input", { name: "label", id: "fork-label", required: true, maxlength: "200", value: `${isolated(this.view.label)} fork` })),
+        el("label", {}, "Label", el("input", { name: "label", id: "fork-label", required: true, maxlength: "200", value: forkLabel(this.view.label) })),
         el("label", {}, "Context", context),
         el("label", {}, "Up to seq", upTo),
         el("label", {}, "Profile", profile),
@@ -532,23 +532,12 @@ export class SessionView {
         el("label", {}, "Opening message", el("input", { name: "prompt", id: "fork-prompt" })),
       ),
       "Fork",
+      { act: (form) => call("POST", `/api/sessions/${this.id}/fork`, forkBody(form)) },
     );
-    if (!form) return;
-    /** @type {Record<string, unknown>} */
-    const body = { label: form.get("label"), context: form.get("context"), request_id: requestId() };
-    const until = form.get("inherit_until_seq");
-    if (body.context === "inherit" && until) body.inherit_until_seq = Number(until);
-    for (const name of ["profile", "system_prompt", "prompt"]) if (form.get(name)) body[name] = form.get(name);
-    const vars = parseVars(/** @type {string} */ (form.get("profile_vars") || ""));
-    if (Object.keys(vars).length) body.profile_vars = vars;
-    try {
-      const child = await call("POST", `/api/sessions/${this.id}/fork`, body);
-      this.app.clearError();
-      await this.app.refreshNodes([child.id]);
-      this.app.open(child.id);
-    } catch (error) {
-      this.app.reportError(error);
-    }
+    if (!child) return;
+    this.app.clearError();
+    await this.app.refreshNodes([child.id]);
+    this.app.open(child.id);
   }
 
   async profiles() {
@@ -599,6 +588,34 @@ export class SessionView {
 /** @param {string} text */
 function quoted(text) {
   return /^[^\s="\\\p{C}]+$/u.test(text) ? text : JSON.stringify(text);
+}
+
+// The most characters (code points) a label has: stello/validation.py `label`.
+const LABEL_MAX = 200;
+const FORK_SUFFIX = " fork";
+
+/** The label a fork of a session labelled `label` is offered: "LABEL fork", the label cut
+ * short ("…") when the whole would be longer than a label may be. */
+/** @param {string} label */
+function forkLabel(label) {
+  const wrapped = isolated(label).length - label.length; // FSI…PDI, when added
+  const room = LABEL_MAX - FORK_SUFFIX.length - wrapped;
+  const chars = Array.from(label);
+  const head = chars.length <= room ? label : `${chars.slice(0, room - 1).join("")}…`;
+  return `${isolated(head)}${FORK_SUFFIX}`;
+}
+
+/** The fork request the fork dialog's fields ask for. */
+/** @param {FormData} form */
+function forkBody(form) {
+  /** @type {Record<string, unknown>} */
+  const body = { label: form.get("label"), context: form.get("context"), request_id: requestId() };
+  const until = form.get("inherit_until_seq");
+  if (body.context === "inherit" && until) body.inherit_until_seq = Number(until);
+  for (const name of ["profile", "system_prompt", "prompt"]) if (form.get(name)) body[name] = form.get(name);
+  const vars = parseVars(/** @type {string} */ (form.get("profile_vars") || ""));
+  if (Object.keys(vars).length) body.profile_vars = vars;
+  return body;
 }
 
 /** "a=1\nb=2" as {a: "1", b: "2"} (lines without "=" are skipped). */

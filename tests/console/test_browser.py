@@ -190,8 +190,12 @@ class TestSession:
     async def test_fork_from_the_third_record_keeps_the_first_three(
         self, console: ConsoleStack, browser_page: BrowserPage
     ) -> None:
-        """ "Fork here" on record #3 makes a child whose records are #1..#3, shown as opened."""
-        root = await console.stack.root(label="Source")
+        """ "Fork here" on record #3 makes a child whose records are #1..#3, shown as opened;
+        the label it proposes fits the gateway's 200 characters (a source's label as long as
+        that is cut: "LABEL… fork" was 205 characters, refused); a refused fork says why in
+        the dialog, which stays open with what was typed."""
+        label = "Source " + "s" * 193  # 200 characters, the most a label has
+        root = await console.stack.root(label=label)
         await console.stack.append(
             root.id,
             *(record(role, f"message {n}") for n, role in enumerate(["user", "assistant"] * 3, 1)),
@@ -202,10 +206,19 @@ class TestSession:
         await third.hover()
         await third.locator(".fork-here").click()
         await expect(page.locator("#fork-up-to")).to_have_value("3")
-        await page.locator("#fork-label").fill("From three")
+        proposed = f"{label[:194]}… fork"
+        await expect(page.locator("#fork-label")).to_have_value(proposed)
+        await page.locator("#fork-up-to").fill("99")  # past the last record: refused
+        await page.locator("#fork-system-prompt").fill("Kept through a refusal")
+        await page.get_by_role("button", name="Fork", exact=True).click()
+        await expect(page.locator("dialog[open] [role=alert]")).to_contain_text(
+            "OUT_OF_RANGE: inherit_until_seq"
+        )
+        await expect(page.locator("#fork-system-prompt")).to_have_value("Kept through a refusal")
+        await page.locator("#fork-up-to").fill("3")
         await browser_page.shot("fork-dialog")
         await page.get_by_role("button", name="Fork", exact=True).click()
-        await expect(page.locator("#session-label")).to_have_text("From three")
+        await expect(page.locator("#session-label")).to_have_text(proposed)
         await expect(page.locator("#records li[data-seq]")).to_have_count(3)
         await expect(page.locator("#lineage")).to_contain_text("Source")
         children = (await console.stack.view(root.id)).node.children
@@ -216,7 +229,7 @@ class TestSession:
             "message 3",
         ]
         await browser_page.shot("forest-session")
-        assert browser_page.console_errors() == []
+        assert browser_page.console_errors(r"Failed to load resource.*400") == []  # the refusal
 
     async def test_archive_dims_the_node_and_unarchive_restores_it(
         self, console: ConsoleStack, browser_page: BrowserPage

@@ -29,7 +29,7 @@ from tests.gateway.conftest import Stack, record
 
 pytestmark = pytest.mark.browser
 
-LONG_LINK = "https://example.com/" + "very-long-path-segment-" * 8
+LONG_LINK = "https://example.com/" + "very_long_path_segment_" * 8  # no break in it
 MAX_TABS = 80  # more Tab presses than any path below needs
 
 
@@ -113,8 +113,9 @@ class TestScreens:
         request: pytest.FixtureRequest,
         pool: asyncpg.Pool,
     ) -> None:
-        """Forest, conversation and fork dialog: no sideways scroll; the newest message, the
-        composer and its fork action in view; the dialog inside the window."""
+        """Forest, conversation, fork dialog and a search hit in a long unbroken link: no
+        sideways scroll; the newest message, the composer and its fork action in view; the
+        dialog inside the window."""
         size = request.node.callspec.params["screen"]
         page = screen.page
         research = await demo_forest(console.stack, pool)
@@ -149,6 +150,14 @@ class TestScreens:
         await screen.shot(f"{size}-fork-dialog")
         await page.keyboard.press("Escape")
         await expect(dialog).to_have_count(0)
+
+        await page.locator("#search").fill("example")  # a hit in the long link
+        await page.locator("#search").press("Enter")
+        await expect(page.locator("#hits .hit")).to_have_count(1)
+        sizes = await page.locator("#hits").evaluate("(el) => [el.scrollWidth, el.clientWidth]")
+        assert sizes[0] <= sizes[1], f"a hit {sizes[0]} px wide in a list {sizes[1]} px wide"
+        await no_horizontal_scroll(page)
+        await screen.shot(f"{size}-search")
 
         if size == "phone":  # one column: the forest is a tap away
             await page.locator("#nav-forest").tap()

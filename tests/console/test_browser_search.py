@@ -22,13 +22,15 @@ class TestFilter:
         self, console: ConsoleStack, browser_page: BrowserPage
     ) -> None:
         """Typing "alp" keeps Alpha and Alpine route (with its parent Beta for context), also
-        under a collapsed node; a word's start matches too; clearing shows every session."""
+        under a collapsed node; a word's start matches too, its accents and strokes read as
+        their base letters as search reads them ("cafe" keeps "café", "lodz" "Łódź");
+        clearing shows every session."""
         stack = console.stack
         alpha = await stack.root(label="Alpha")
         beta = await stack.root(label="Beta")
         alpine = await stack.fork(beta.id, "Alpine route")
         zeta = await stack.fork(alpine.id, "Zeta")
-        gamma = await stack.root(label="Gamma")
+        gamma = await stack.root(label="Gamma Łódź café")
         page = browser_page.page
         await open_console(console, browser_page)
         rows = page.locator("#forest .node")
@@ -43,6 +45,9 @@ class TestFilter:
         )
         await page.locator("#forest-filter").fill("ROUTE")
         await expect(rows.locator(".label")).to_have_text(["Beta", "Alpine route"])
+        for typed in ("cafe", "LODZ", "Café"):
+            await page.locator("#forest-filter").fill(typed)
+            await expect(rows.locator(".label")).to_have_text(["Gamma Łódź café"])
         await page.locator("#forest-filter").fill("nothing like it")
         await expect(rows).to_have_count(0)
         await expect(page.locator(".forest-count")).to_contain_text("No label starts with")
