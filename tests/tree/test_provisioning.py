@@ -204,17 +204,18 @@ class TestSweeper:
                 owner.id,
             )
         await create_service(pool, TreeSettings()).sweeps.sweep_space(space.id)
-        left = await pool.fetch(
-            "SELECT space_id, request_id FROM idempotency_keys WHERE space_id = ANY ($1::uuid[])"
-            " ORDER BY space_id = $2, request_id",
-            [space.id, other_space.id],
-            other_space.id,
-        )
-        assert [(r["space_id"], r["request_id"]) for r in left] == [
-            (space.id, "new"),
-            (other_space.id, "new"),
-            (other_space.id, "old"),
+        left = [
+            [
+                r["request_id"]
+                for r in await pool.fetch(  # one space a statement (Citus: one worker each)
+                    "SELECT request_id FROM idempotency_keys WHERE space_id = $1"
+                    " ORDER BY request_id",
+                    owner.id,
+                )
+            ]
+            for owner in (space, other_space)
         ]
+        assert left == [["new"], ["new", "old"]]
 
 
 async def sweeping_an_expired(
