@@ -12,6 +12,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import sys
+import time
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
@@ -140,6 +141,7 @@ async def cmd_send(args: argparse.Namespace) -> int:
     async with gateway(args) as client:
         session = await session_id(client, args.session)
         turn = Turn()
+        began = time.monotonic()
         try:
             await stream_turn(
                 client,
@@ -163,13 +165,26 @@ async def cmd_send(args: argparse.Namespace) -> int:
             if exc.reason == reasons.OUTCOME_UNKNOWN:  # the gateway's words say it again
                 raise ClientError(outcome) from exc
             line = rpc_error_line(exc, client.gateway, args.flags)
-            # Only the command's own deadline: a bound of the gateway's keeps its words.
-            if getattr(exc, "timeout_s", None) is not None and args.stream_timeout is not None:
+            # Only the command's own deadline (in gRPC's words, or the gateway's once it had
+            # passed: a call that came too late): a bound of the gateway's keeps its words.
+            if _own_deadline(exc, args.stream_timeout, time.monotonic() - began):
                 line = own_deadline_line(
                     "the turn did not end", args.stream_timeout, "--stream-timeout"
                 )
             raise ClientError(f"{line}; {outcome}") from exc
     return 0
+
+
+def _own_deadline(exc: RpcError, timeout_s: float | None, waited_s: float) -> bool:
+    """Whether a failed turn ran out of the command's own `timeout_s` (--stream-timeout): the
+    SDK saw it pass (`timeout_s` on the error), or the gateway answered DEADLINE_EXCEEDED in
+    its own words once it had passed (`waited_s`: the call began too late for it)."""
+    if timeout_s is None:
+        return False
+    if getattr(exc, "timeout_s", None) is not None:
+        return True
+    # by name: `stello --help` and `--version` import no grpc (tests/cli/test_startup.py)
+    return exc.code.name == "DEADLINE_EXCEEDED" and waited_s >= timeout_s
 
 
 async def all_records(client: AsyncClient, session: str) -> list[Record]:
