@@ -1,11 +1,14 @@
-"""`stello_search_text` on long texts (migration 0044): 0043's function against the current one.
+"""`stello_search_text` on long texts (migrations 0044, 0045): 0044's function against the
+current one.
 
 0042's function (kept by 0043) ran `translate` over each line holding a Latin letter with
 diacritics; a character in none of its list walks the whole list, so one long line of
 another script holding a single "é" cost its length times the list (1 MiB: about 4 s).
-0044's translates only the runs of those letters. This times both (0043's loaded from its
-migration under a pg_temp name) on texts of about 1 MiB, the fewer seconds of two calls,
-and checks that both make the same text.
+0044's translates only the runs of those letters. 0045's also lowercases every letter past
+ASCII (letters.py `LOWER`), translating the runs of capitals only. This times both (0044's
+loaded from its migration under a pg_temp name) on texts of about 1 MiB, the fewer seconds
+of two calls, and checks that the current one makes the text the query's `normalise` does
+(and whether 0044's made the same).
 
     python bench/bench_search_text.py
 
@@ -27,17 +30,20 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from harness import database, run_main
 
+from storage_service.search.query import normalise
+
 MIGRATIONS = Path(__file__).resolve().parent.parent / "stello" / "migrations"
 MIB = 1 << 20
 CYRILLIC = "абвгдежзийклмнопрстуфхцчшщыэюя"
 FRENCH = "abcdefghijklmnopqrstuvwxyzéèàçê"
 VIETNAMESE = "abcdeghiklmnopqrstuvxyạảấầẩẫậắằẳẵặẹẻẽếềểễệỉịọỏốồổỗộớờởỡợụủứừửữựđơư"
-FUNCTIONS = {"0043": "pg_temp.old_text($1)", "0044": "public.stello_search_text($1)"}
+GREEK = "αβγδεζηθικλμνξοπρστυφχψω"
+FUNCTIONS = {"0044": "pg_temp.old_text($1)", "0045": "public.stello_search_text($1)"}
 
 
 def old_function() -> str:
-    """0043's `stello_search_text` as pg_temp.old_text."""
-    sql = (MIGRATIONS / "0043_search_symbols.sql").read_text()
+    """0044's `stello_search_text` as pg_temp.old_text."""
+    sql = (MIGRATIONS / "0044_search_text_pieces.sql").read_text()
     found = re.search(r"CREATE OR REPLACE FUNCTION stello_search_text.*?\$\$;", sql, re.S)
     assert found
     return found.group().replace("FUNCTION stello_search_text", "FUNCTION pg_temp.old_text")
@@ -66,6 +72,16 @@ def texts() -> dict[str, str]:
         + " é",
         "one line of 512 Ki Cyrillic chars, one é": words(rng, CYRILLIC, MIB // 2) + " é",
         "one line of 341 Ki CJK chars, one é": cjk + "é",
+        "1 MiB of Russian sentences, capitalised": " ".join(
+            w.capitalize() if i % 8 == 0 else w
+            for i, w in enumerate(words(rng, CYRILLIC, MIB // 2).split())
+        ),
+        "1 MiB of Russian capitals, one line": words(rng, CYRILLIC, MIB // 2).upper(),
+        "1 MiB of Greek capitals, one line": words(rng, GREEK, MIB // 2).upper(),
+        "1 MiB of English sentences, capitalised": " ".join(
+            w.capitalize() if i % 8 == 0 else w
+            for i, w in enumerate(words(rng, "abcdefghijklmnopqrstuvwxyz", MIB).split())
+        ),
     }
 
 
@@ -76,7 +92,7 @@ async def main() -> None:
             await con.execute(old_function())
             for name, text in texts().items():
                 made = {}
-                line = f"{name:42s}"
+                line = f"{name:44s}"
                 for version, call in FUNCTIONS.items():
                     best = float("inf")
                     for _ in range(2):
@@ -84,8 +100,13 @@ async def main() -> None:
                         made[version] = await con.fetchval(f"SELECT {call}", text)
                         best = min(best, time.perf_counter() - began)
                     line += f" {version}: {best:6.3f} s"
-                same = made["0043"] == made["0044"]
-                print(f"{line}  {'same text' if same else 'DIFFERENT TEXT'}", flush=True)
+                right = made["0045"] == normalise(text)
+                same = made["0044"] == made["0045"]
+                print(
+                    f"{line}  {'as the query' if right else 'NOT AS THE QUERY'}"
+                    f"{', 0044 the same' if same else ''}",
+                    flush=True,
+                )
         finally:
             await con.close()
 

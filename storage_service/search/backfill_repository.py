@@ -1,9 +1,8 @@
-"""SQL of the search backfill (migrations 0035, 0038, 0041, 0042, 0043): each space's pass over
-its records.
+"""SQL of the search backfill (migrations 0035, 0038, 0041, 0042, 0043, 0045): each space's
+pass over its records.
 
-`search_backfill` holds one row per space that had sessions when 0035, 0038, 0041, 0042 or 0043
-changed
-what `stello_search_vector` makes of a text: where the space's pass stands (the last
+`search_backfill` holds one row per space that had sessions when 0035, 0038, 0041, 0042, 0043
+or 0045 changed what `stello_search_vector` makes of a text: where the space's pass stands (the last
 (session_id, seq) it went past, the primary key's order) and what it did. A batch is one
 transaction: the global advisory lock (one batch at a time across replicas and
 workers), the space's row locked, the next keys read, the rows among them whose
@@ -23,6 +22,7 @@ from datetime import datetime
 import asyncpg
 
 from stello.maintenance import across_spaces, bounded
+from storage_service.search.letters import SQL_CASED
 from storage_service.search.symbols import SQL_SYMBOLS
 
 # pg advisory lock key of the backfill ("stellosb"): one batch at a time, deployment-wide.
@@ -56,7 +56,8 @@ LIMIT $4
 # The rows of the range ($2, $3] .. ($4, $5) whose vector changes: only a content with
 # ASCII punctuation (0038; `<` and `>`, 0035), a mark, a full-width form or U+3000 (0041),
 # or a Latin letter with diacritics or a combining mark (0042), or a symbol (symbols.py), a
-# variation selector, a combining mark for symbols or "ẞ" (0043; `stello_search_vector`
+# variation selector, a combining mark for symbols or "ẞ" (0043), or a letter past ASCII
+# with a lowercase or the final sigma (0045, letters.py `LOWER`; `stello_search_vector`
 # changes no other), and of those only the ones whose stored
 # vector differs from the function's (`3 < 4` or `Hello, world.` give the same words).
 REWRITE = r"""
@@ -68,9 +69,10 @@ WHERE space_id = $1
        OR content ~ '[\u00ad\u200b-\u200f\u202a-\u202e\u2060-\u2069\ufeff]'
        OR content ~ '[\uff01-\uff5e\u3000]'
        OR content ~ '[\u00c0-\u024f\u1e00-\u1eff\u0300-\u036f]'
-       OR content ~ '[SYMBOLS\ufe00-\ufe0f\u20d0-\u20ff]')
+       OR content ~ '[SYMBOLS\ufe00-\ufe0f\u20d0-\u20ff]'
+       OR content ~ '[CASED]')
   AND search_vector IS DISTINCT FROM stello_search_vector(content)
-""".replace("SYMBOLS", SQL_SYMBOLS)
+""".replace("SYMBOLS", SQL_SYMBOLS).replace("CASED", SQL_CASED)
 
 SAVE = """
 UPDATE search_backfill

@@ -40,3 +40,53 @@ BASES = (
 )
 
 FOLD = str.maketrans(LETTERS, BASES)
+
+# No character at or past this code point has a lowercase of its own
+# (tests/storage/search/test_search_case.py reads every code point).
+CASED_END = 0x1F000
+# The greek small letter final sigma, the form a sigma takes at a word's end: read as the
+# sigma (U+03C3), so "οδος" typed finds "ΟΔΟΣ" (whose lowercase is U+03BF U+03B4 U+03BF U+03C3
+# letter by letter).
+FINAL_SIGMA = 0x3C2
+SIGMA = 0x3C3
+
+
+def _lower() -> dict[int, int]:
+    """Each character past ASCII whose lowercase is one other character, read as that
+    lowercase (read as its base letter where the lowercase has one: the Ångström sign is
+    "a"), and the final sigma as the sigma. Not the letters of `FOLD` (their base letters are
+    ASCII, which every locale lowercases) nor the full-width forms (read as ASCII, migration
+    0041); "İ", whose lowercase is two characters, is one of `FOLD`'s ("I")."""
+    table = {FINAL_SIGMA: SIGMA}
+    for point in range(0x80, CASED_END):
+        low = chr(point).lower()
+        if low != chr(point) and len(low) == 1 and point not in FOLD:
+            if not 0xFF01 <= point <= 0xFF5E:
+                table[point] = FOLD.get(ord(low), ord(low))
+    return table
+
+
+LOWER = _lower()
+"""What migration 0045's `stello_search_text` lowercases, one character for one, whatever the
+database's locale: the configurations' own lowercasing follows its LC_CTYPE, and the C locale
+lowercases no letter past ASCII ("ПРИВЕТ" stayed 'ПРИВЕТ', found by no "привет")."""
+
+
+def _sql_class(points: list[int]) -> str:
+    """Code points as a class of PostgreSQL's regular expressions (without brackets):
+    `\\uXXXX`, `\\UXXXXXXXX`, runs as ranges."""
+    runs: list[list[int]] = []
+    for point in sorted(points):
+        if runs and point == runs[-1][1] + 1:
+            runs[-1][1] = point
+        else:
+            runs.append([point, point])
+
+    def escaped(point: int) -> str:
+        return f"\\u{point:04x}" if point < 0x10000 else f"\\U{point:08x}"
+
+    return "".join(escaped(a) + ("" if a == b else f"-{escaped(b)}") for a, b in runs)
+
+
+# The characters `LOWER` maps, as migration 0045 writes their class.
+SQL_CASED = _sql_class(list(LOWER))

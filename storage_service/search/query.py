@@ -15,7 +15,7 @@ import re
 from dataclasses import dataclass
 
 from stello.errors import InvalidArgument
-from storage_service.search.letters import FOLD
+from storage_service.search.letters import FOLD, LOWER
 from storage_service.search.symbols import SYMBOL_RUN, SYMBOLS, lexeme
 
 MAX_QUERY_CHARS = 1000
@@ -40,8 +40,10 @@ FULL_WIDTH = {cp: cp - 0xFEE0 for cp in range(0xFF01, 0xFF5F)} | {0x3000: 0x20}
 # What a searched text's characters read as, one for one: the full-width forms (0041) and the
 # Latin letters with diacritics as their base letters (0042, letters.py: "Café" is "Cafe"), and
 # the capital sharp s as the small one (0043: "STRAẞE" is "STRAßE", as its lowercase is where
-# the database's locale lowercases it; the C locale does not).
-SEARCHED = FULL_WIDTH | FOLD | {0x1E9E: 0xDF}
+# the database's locale lowercases it; the C locale does not), and since 0045 every other
+# letter past ASCII with a lowercase as that lowercase, the final sigma as a sigma (LOWER:
+# "ПРИВЕТ" is "привет", "ΟΔΟΣ" and "οδος" are "οδοσ", whatever the database's locale).
+SEARCHED = LOWER | FULL_WIDTH | FOLD | {0x1E9E: 0xDF}
 _ANGLE = str.maketrans("<>", "  ")
 _PIECE = re.compile(rf"[{CJK}]+|[{SYMBOLS}]+|(?:(?![{CJK}{SYMBOLS}])\w)+")
 _CJK_RUN = re.compile(rf"[{CJK}]+")
@@ -67,7 +69,9 @@ def normalise(text: str) -> str:
     read a Latin letter with diacritics as its base letter and remove the combining marks
     (SEARCHED, MARKS): "café", "CAFÉ" and "cafe" with U+0301 are all "cafe". Since 0043 both
     read "ẞ" as "ß" and remove the variation selectors and the combining marks for symbols;
-    the symbols stay (`_PIECE` makes each run of them a term: symbols.py)."""
+    the symbols stay (`_PIECE` makes each run of them a term: symbols.py). Since 0045 both
+    lowercase every letter past ASCII (LOWER: "ПРИВЕТ" is "привет") and read the final sigma
+    as the sigma; ASCII is lowercased by the text-search configuration, in every locale."""
     return _MARK.sub("", text.translate(SEARCHED).translate(_ANGLE))
 
 
