@@ -13,7 +13,7 @@ the full-width forms read as ASCII, as migration 0041 reads them (full-width `AP
 with diacritics as their base letters, as 0042 reads them (`Café` is the word 'cafe', marked
 whole, also one for one: letters.py); a CJK lexeme (a bigram or a character)
 matches where it occurs, and so does the symbol a symbol's lexeme names (migration 0043:
-'sym1f680' marks each "🚀", symbols.py).
+the lexeme of "🚀", the long s U+017F and 'ym1f680' since 0045, marks each "🚀", symbols.py).
 """
 
 from __future__ import annotations

@@ -4,11 +4,17 @@ PostgreSQL's text-search parser drops a symbol ("🚀", "✅", "→", "€", "�
 C.UTF-8, and glues it to the letters beside it under the C locale ("deploy🚀" one word): a
 symbol was found by no query. Migration 0043's vector functions read each character of
 `SYMBOL_RANGES` apart: the words' text has a space where it was, and each one adds the lexeme
-`sym` and its code point in five hex digits ("🚀" is 'sym1f680', "★" 'sym02605'), a word the
-parser reads as itself (letters and digits: no stemmer, no stop word) in the order of the
+`PREFIX` and its code point in five hex digits ("🚀" is PREFIX '1f680', "★" PREFIX '02605'), a
+word the parser reads as itself (letters and digits: no stemmer, no stop word) in the order of the
 symbols (`stello_search_symbols`), as the CJK bigrams are added (migration 0019). A query
 makes of a symbol that lexeme (query.py), and the highlighter marks the symbol a lexeme
 names, where it is (highlight.py). The text itself keeps every symbol, one character for one.
+
+`PREFIX` is the long s (U+017F) and 'ym' since migration 0045 (0043's was 'sym': "🚀" was
+'sym1f680'): every searched text and every query reads the long s as "s" (letters.py), so no
+typed word is a symbol's lexeme. With 'sym1f680', the word "sym1f680" typed found every "🚀",
+and "🚀" the records holding that word. Every locale's parser reads the long s as a letter (a
+small one) and the configurations keep it.
 
 The ranges: the Latin-1 signs (currency ¢£¤¥, ¦ §, ©, ¬, ®, °, ±, ¶, the multiplication and
 division signs), the double
@@ -49,13 +55,15 @@ SQL_SYMBOLS = "".join(
     + ("" if a == b else "-" + (f"\\u{b:04x}" if b < 0x10000 else f"\\U{b:08x}"))
     for a, b in SYMBOL_RANGES
 )
-_LEXEME = re.compile(r"sym([0-9a-f]{5})")
+# The long s that starts a symbol's lexeme: read as "s" in every text, so in no typed word.
+PREFIX = "\u017fym"
+_LEXEME = re.compile(PREFIX + r"([0-9a-f]{5})")
 _SYMBOL = re.compile(f"[{SYMBOLS}]")
 
 
 def lexeme(symbol: str) -> str:
-    """The lexeme of one symbol: 'sym' and its code point in five hex digits."""
-    return f"sym{ord(symbol):05x}"
+    """The lexeme of one symbol: `PREFIX` and its code point in five hex digits."""
+    return f"{PREFIX}{ord(symbol):05x}"
 
 
 def lexemes(text: str) -> str:

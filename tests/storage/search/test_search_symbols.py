@@ -127,6 +127,40 @@ class TestLabelsAndValues:
         assert await session_ids(stub, space, "★") == [str(starred)]
 
 
+class TestTheTermsAreNoWords:
+    """A symbol's term is one no typed text reads as (migration 0045: the long s U+017F and
+    'ym1f680', the long s read as "s" in every text and query): the word "sym1f680" typed
+    found every "🚀", and "🚀" the records holding the word "sym1f680"."""
+
+    async def test_a_record_is_found_by_the_word_or_the_symbol_it_holds(
+        self, stub: Stub, space: TestSpace, make_session: MakeSession
+    ) -> None:
+        """The word "sym1f680" finds the records holding that word (with a long s too), not
+        those holding "🚀"; "🚀" finds the rocket, not the word."""
+        sid = await make_session()
+        contents = ("deploy 🚀 done", "the word sym1f680 itself", "\u017fym1f680 with a long s")
+        await append(stub, space, sid, *(rec(c) for c in contents))
+        for word in ("sym1f680", "SYM1F680", "\u017fym1f680", '"word sym1f680"', "sym1f*"):
+            expected = {2} if word.startswith('"') else {2, 3}
+            assert found(await search(stub, space, word)) == {(str(sid), s) for s in expected}
+        assert found(await search(stub, space, "🚀")) == {(str(sid), 1)}
+        hits = await search(stub, space, "sym1f680")
+        assert [marked(hit) for hit in hits if hit.seq == 2] == [["sym1f680"]]
+
+    async def test_a_label_or_value_is_found_by_the_word_or_the_symbol(
+        self, stub: Stub, space: TestSpace, make_session: MakeSession, pool: asyncpg.Pool
+    ) -> None:
+        """Labels and metadata values: the typed word finds the word, the symbol the symbol."""
+        rocket, word = await make_session(label="Launch 🚀"), await make_session(label="sym1f680")
+        starred, spelled = await make_session(), await make_session()
+        await tag(pool, space.id, starred, rating="★")
+        await tag(pool, space.id, spelled, rating="sym02605")
+        assert await labels(stub, space, "sym1f680") == [str(word)]
+        assert await labels(stub, space, "🚀") == [str(rocket)]
+        assert await session_ids(stub, space, "sym02605") == [str(spelled)]
+        assert await session_ids(stub, space, "★") == [str(starred)]
+
+
 def _symbol_chars() -> str:
     """Every character of the symbol ranges."""
     return "".join(chr(p) for a, b in SYMBOL_RANGES for p in range(a, b + 1))
@@ -161,9 +195,10 @@ async def test_the_database_reads_symbols_as_the_query_does(pool: asyncpg.Pool) 
 def test_the_query_reads_symbols() -> None:
     """A symbol is a term of its own, next to the words glued to it; a run of symbols is a
     phrase of its lexemes."""
-    assert parse_query("deploy🚀").text == "('deploy' & ('sym1f680'))"
-    assert parse_query("🚀*", all_prefix=True).text == "(('sym1f680'))"  # never a prefix
-    assert parse_query("★★").text == "(('sym02605' <-> 'sym02605'))"
-    assert parse_query('"deploy 🚀 now"').text == "('deploy now' & ('sym1f680'))"
+    assert parse_query("deploy🚀").text == "('deploy' & ('\u017fym1f680'))"
+    assert parse_query("🚀*", all_prefix=True).text == "(('\u017fym1f680'))"  # never a prefix
+    assert parse_query("★★").text == "(('\u017fym02605' <-> '\u017fym02605'))"
+    assert parse_query('"deploy 🚀 now"').text == "('deploy now' & ('\u017fym1f680'))"
+    assert parse_query("sym1f680").text == "('sym1f680')"  # a word, not the rocket
     assert parse_query("❤\ufe0f").text == parse_query("❤").text
     assert normalise("\u1e9e") == "\u00df"

@@ -1,8 +1,9 @@
 -- Search ignores case in every script, whatever the database's locale, in records, labels
--- and metadata values (search4: on a database created with the C locale, as the Citus test
--- cluster is, "привет" did not find "ПРИВЕТ", nor "αθηνα" "ΑΘΗΝΑ", nor "արարատ" "ԱՐԱՐԱՏ";
--- under C.UTF-8, "οδος" did not find "ΟΔΟΣ": its lowercase there is 'οδοσ', the typed word
--- ends with the final sigma "ς").
+-- and metadata values, and a symbol's term is no typed word's (search4: on a database
+-- created with the C locale, as the Citus test cluster is, "привет" did not find "ПРИВЕТ",
+-- nor "αθηνα" "ΑΘΗΝΑ", nor "արարատ" "ԱՐԱՐԱՏ"; under C.UTF-8, "οδος" did not find "ΟΔΟΣ":
+-- its lowercase there is 'οδοσ', the typed word ends with the final sigma "ς"; the word
+-- "sym1f680" typed found every "🚀").
 --
 -- The text-search configurations ('english' for records, 'simple' for labels and values)
 -- lowercase a word by the database's LC_CTYPE: the C locale lowercases ASCII only, C.UTF-8
@@ -25,13 +26,23 @@
 --    query so, and the highlighter reads a hit's content so (highlight.py, `SEARCHED`); a test
 --    compares this function with `normalise` over every cased character
 --    (tests/storage/search/test_search_case.py).
--- 2. Labels: `sessions_label_search` is built again, as 0043 built it. Metadata values: the
---    rows holding one of these characters are written again (their value unchanged).
---    Records: the storage service's search backfill walks every space again from its first
---    record (its prefilter, backfill_repository.py REWRITE, takes the rows holding one too).
+-- 2. `stello_search_symbols(text)` makes of a symbol the lexeme 'ſym' (the long s, U+017F)
+--    and its code point in five hex digits ("🚀" is 'ſym1f680'), where 0043 made 'sym1f680':
+--    the word "sym1f680" typed found every record, label and value holding "🚀", and "🚀"
+--    those holding the word. `stello_search_text` and `normalise` read "ſ" as "s" (0042), so
+--    no text's words and no typed query hold it: the lexeme is no word's. Every parser reads
+--    "ſ" as a letter (under the C locale every character past ASCII is one; C.UTF-8 and ICU
+--    class it a small letter), and no configuration changes it (a word of letters and digits:
+--    the 'simple' dictionary, lowercasing, which "ſ" is already). symbols.py `lexeme` makes
+--    the query's so, and the highlighter reads it back (`symbol_of`).
+-- 3. Labels: `sessions_label_search` is built again, as 0043 built it. Metadata values: the
+--    rows holding one of these characters or a symbol are written again (their value
+--    unchanged). Records: the storage service's search backfill walks every space again from
+--    its first record (its prefilter, backfill_repository.py REWRITE, takes the rows holding
+--    a capital too, and already took those holding a symbol).
 --
--- The function keeps its name (stello/distribution_plan.py lists it for Citus: the new body
--- reaches every node).
+-- The functions keep their names (stello/distribution_plan.py lists them for Citus: the new
+-- bodies reach every node).
 
 CREATE OR REPLACE FUNCTION stello_search_text(content text) RETURNS text
 LANGUAGE sql IMMUTABLE STRICT PARALLEL SAFE AS $$
@@ -412,12 +423,19 @@ FROM (
     OFFSET 0) AS f(folded)  -- 0044's function: its mappings first, then the capitals left
 $$;
 
+CREATE OR REPLACE FUNCTION stello_search_symbols(content text) RETURNS text
+LANGUAGE sql IMMUTABLE STRICT PARALLEL SAFE AS $$
+SELECT coalesce(string_agg(E'\u017fym' || lpad(to_hex(ascii(r.m[1])), 5, '0'), ' ' ORDER BY r.n), '')
+FROM regexp_matches(content, '[\u00a2-\u00a7\u00a9\u00ac\u00ae\u00b0-\u00b1\u00b6\u00d7\u00f7\u203c\u2049\u20a0-\u20cf\u2122\u2190-\u2bff\U0001f000-\U0001faff]', 'g') WITH ORDINALITY AS r(m, n)
+$$;
+
 DROP INDEX sessions_label_search;
 CREATE INDEX sessions_label_search ON sessions USING gin (space_id, stello_label_vector(label))
     WITH (fastupdate = off) WHERE provisional_until IS NULL OR provisional_until <> 'infinity';
 
 UPDATE session_metadata SET value = value
-WHERE value ~ '[\u00c6\u00de\u0132\u014a\u0152\u0181-\u0182\u0184\u0186-\u0187\u0189-\u018b'
+WHERE value ~ '[\u00a2-\u00a7\u00a9\u00ac\u00ae\u00b0-\u00b1\u00b6\u00d7\u00f7\u203c\u2049\u20a0-\u20cf\u2122\u2190-\u2bff\U0001f000-\U0001faff]'
+   OR value ~ '[\u00c6\u00de\u0132\u014a\u0152\u0181-\u0182\u0184\u0186-\u0187\u0189-\u018b'
     '\u018e-\u0191\u0193-\u0194\u0196-\u0198\u019c-\u019d\u019f\u01a2\u01a4\u01a6-\u01a7'
     '\u01a9\u01ac\u01ae\u01b1-\u01b3\u01b7-\u01b8\u01bc\u01c4-\u01c5\u01c7-\u01c8'
     '\u01ca-\u01cb\u01e2\u01ee\u01f1-\u01f2\u01f6-\u01f7\u01fc\u021c\u0220\u0222\u0224'
