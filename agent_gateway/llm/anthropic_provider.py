@@ -79,7 +79,7 @@ from agent_gateway.llm.remote import (
     Endpoint,
     error_detail,
 )
-from agent_gateway.llm.retries import LONGEST_RETRY_WAIT_S, retry_after
+from agent_gateway.llm.retries import LONGEST_RETRY_WAIT_S, retries_made, retry_after
 from agent_gateway.llm.sdk import SdkProvider
 from stello.errors import StelloError
 
@@ -172,9 +172,10 @@ class _Client(anthropic.AsyncAnthropic):
     longest_wait_s: float = LONGEST_RETRY_WAIT_S
 
     def _should_retry(self, response: httpx2.Response) -> bool:
-        """Not when the answer asks to wait longer than the gateway waits (`retries`), or
-        past the caller's deadline (`deadlines`)."""
-        if not_waited(response.headers, self.longest_wait_s):
+        """Not when the answer asks to wait longer than the gateway waits (`retries`), nor
+        when the wait before the retry (asked, or the SDK's backoff) would pass the caller's
+        deadline (`deadlines`)."""
+        if not_waited(response, self.longest_wait_s):
             return False
         return super()._should_retry(response)
 
@@ -363,6 +364,7 @@ class AnthropicProvider(SdkProvider[anthropic.AsyncAnthropic]):
                 exc.status_code,
                 cut_detail(exc.response, detail),
                 retry_after_s=retry_after(exc.response.headers),
+                retries_made=retries_made(exc.response),
             )
         if isinstance(exc, anthropic.APIError):
             detail = error_detail(exc.body) or exc.message

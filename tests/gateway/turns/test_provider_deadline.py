@@ -1,9 +1,11 @@
-"""A provider's Retry-After against the client's deadline (`agent_gateway.llm.deadlines`).
+"""A provider's Retry-After, or the SDK's backoff, against the client's deadline
+(`agent_gateway.llm.deadlines`).
 
 Real providers (the openai and anthropic SDKs) against the loopback fake servers, behind a
 real gateway: a 429 or 503 asking to wait longer than the client's Send has left fails at
-once with the provider's status and RetryInfo, instead of the SDK sleeping past the
-deadline (the client then got a bare DEADLINE_EXCEEDED).
+once with the provider's status and RetryInfo, and one asking no wait fails with the
+provider's status once the SDK's next backoff no longer fits, instead of the SDK sleeping
+past the deadline (the client then got a bare DEADLINE_EXCEEDED).
 """
 
 from __future__ import annotations
@@ -18,7 +20,7 @@ from agent_gateway.llm.anthropic_provider import AnthropicProvider
 from agent_gateway.llm.openai_provider import OpenAIProvider
 from stello.agent.v1 import agent_pb2
 from stello.errors import retry_delay
-from tests.gateway.conftest import StackMaker, rpc_error
+from tests.gateway.conftest import Stack, StackMaker, rpc_error
 from tests.support.fake_anthropic import FakeAnthropic
 from tests.support.fake_http import Reply
 from tests.support.fake_openai import FakeOpenAI
@@ -27,14 +29,17 @@ pytestmark = pytest.mark.sql
 
 TIMEOUT_S = 30.0
 """The providers' timeout: a Retry-After within it is one the SDK would sleep."""
+WINDOW = 128_000
+"""The providers' window: a new session's turn needs no compression."""
 
 
 @dataclass(frozen=True, slots=True)
 class Endpoint:
-    """A fake provider server and the real provider that talks to it (one retry)."""
+    """A fake provider server and the real provider that talks to it (given its URL, its
+    retries and its window)."""
 
     fake: FakeOpenAI | FakeAnthropic
-    provider: Callable[[str], OpenAIProvider | AnthropicProvider]
+    provider: Callable[[str, int, int], OpenAIProvider | AnthropicProvider]
 
 
 @pytest.fixture(name="endpoint", params=["openai", "anthropic"])
@@ -43,16 +48,25 @@ async def _endpoint(request: pytest.FixtureRequest) -> AsyncIterator[Endpoint]:
         async with FakeOpenAI() as fake:
             yield Endpoint(
                 fake,
-                lambda url: OpenAIProvider(
-                    model="m", base_url=url, timeout_s=TIMEOUT_S, max_retries=1
+                lambda url, retries, window: OpenAIProvider(
+                    model="m",
+                    base_url=url,
+                    timeout_s=TIMEOUT_S,
+                    max_retries=retries,
+                    max_context_tokens=window,
                 ),
             )
     else:
         async with FakeAnthropic() as fake:
             yield Endpoint(
                 fake,
-                lambda url: AnthropicProvider(
-                    model="m", api_key="k", base_url=url, timeout_s=TIMEOUT_S, max_retries=1
+                lambda url, retries, window: AnthropicProvider(
+                    model="m",
+                    api_key="k",
+                    base_url=url,
+                    timeout_s=TIMEOUT_S,
+                    max_retries=retries,
+                    max_context_tokens=window,
                 ),
             )
 
@@ -61,6 +75,28 @@ def refusal(status: int, retry_after: str) -> Reply:
     """An HTTP error answer asking to wait `retry_after` (the header's text)."""
     body = {"error": {"message": "slow down", "type": "rate_limit_error"}}
     return Reply.json(body, status=status, headers=(("retry-after", retry_after),))
+
+
+def busy(status: int) -> Reply:
+    """An HTTP error answer the SDKs retry, asking no wait (their backoff is slept)."""
+    body = {"error": {"message": "busy", "type": "overloaded_error"}}
+    return Reply.json(body, status=status)
+
+
+async def send(stack: Stack, session_id: str, *, streamed: bool) -> grpc.aio.AioRpcError:
+    """The error of a Send (or a SendStream) of "hi" with a deadline of 2s."""
+    if streamed:
+        request = agent_pb2.SendStreamRequest(
+            space_id=stack.space.sid, session_id=session_id, content="hi"
+        )
+        call = stack.gw.SendStream(request, metadata=stack.space.metadata, timeout=2.0)
+        return await rpc_error(_drain(call))
+    return await rpc_error(
+        stack.gw.Send(
+            agent_pb2.SendRequest(space_id=stack.space.sid, session_id=session_id, content="hi"),
+            timeout=2.0,
+        )
+    )
 
 
 class TestRetryAfterPastTheDeadline:
@@ -82,26 +118,45 @@ class TestRetryAfterPastTheDeadline:
         Send has, is not slept: the client gets the provider's status and RetryInfo of 3s
         (it got DEADLINE_EXCEEDED, the SDK sleeping past its deadline); nothing is stored."""
         endpoint.fake.push(refusal(status, "3"), refusal(status, "3"))
-        async with endpoint.provider(endpoint.fake.base_url) as provider:
+        async with endpoint.provider(endpoint.fake.base_url, 1, WINDOW) as provider:
             stack = await make_stack(provider)
             root = await stack.root()
-            if streamed:
-                streamed_request = agent_pb2.SendStreamRequest(
-                    space_id=stack.space.sid, session_id=root.id, content="hi"
-                )
-                call = stack.gw.SendStream(
-                    streamed_request, metadata=stack.space.metadata, timeout=2.0
-                )
-                error = await rpc_error(_drain(call))
-            else:
-                request = agent_pb2.SendRequest(
-                    space_id=stack.space.sid, session_id=root.id, content="hi"
-                )
-                error = await rpc_error(stack.gw.Send(request, timeout=2.0))
+            error = await send(stack, root.id, streamed=streamed)
             assert error.code() == code, error.details()
             assert retry_delay(error) == 3.0
             assert "retry in 3 seconds" in (error.details() or "")
             assert len(endpoint.fake.requests) == 1
+            assert not [r for r in await stack.records(root.id) if r.content == "hi"]
+
+
+class TestBackoffPastTheDeadline:
+    @pytest.mark.parametrize(
+        ("status", "code"),
+        [(429, grpc.StatusCode.RESOURCE_EXHAUSTED), (503, grpc.StatusCode.UNAVAILABLE)],
+        ids=["429", "503"],
+    )
+    @pytest.mark.parametrize("streamed", [False, True], ids=["send", "stream"])
+    async def test_the_client_gets_the_providers_status(
+        self,
+        make_stack: StackMaker,
+        endpoint: Endpoint,
+        status: int,
+        code: grpc.StatusCode,
+        streamed: bool,
+    ) -> None:
+        """A 429 or 503 asking no wait, answered to every retry (3): the SDK's backoffs
+        (0.5s, 1s, 2s) pass the 2s the client's Send has, and the first that no longer fits
+        is not slept: the client gets the provider's status, to retry later (it got
+        DEADLINE_EXCEEDED, the SDK sleeping past its deadline); nothing is stored."""
+        endpoint.fake.push(*(busy(status) for _ in range(4)))
+        async with endpoint.provider(endpoint.fake.base_url, 3, WINDOW) as provider:
+            stack = await make_stack(provider)
+            root = await stack.root()
+            error = await send(stack, root.id, streamed=streamed)
+            assert error.code() == code, error.details()
+            assert "retry later" in (error.details() or "")
+            assert retry_delay(error) is None
+            assert len(endpoint.fake.requests) < 4
             assert not [r for r in await stack.records(root.id) if r.content == "hi"]
 
 
