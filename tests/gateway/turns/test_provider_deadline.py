@@ -5,7 +5,8 @@ Real providers (the openai and anthropic SDKs) against the loopback fake servers
 real gateway: a 429 or 503 asking to wait longer than the client's Send has left fails at
 once with the provider's status and RetryInfo, and one asking no wait fails with the
 provider's status once the SDK's next backoff no longer fits, instead of the SDK sleeping
-past the deadline (the client then got a bare DEADLINE_EXCEEDED).
+past the deadline (the client then got a bare DEADLINE_EXCEEDED). So does the model call
+of a turn's compression, before the turn's own.
 """
 
 from __future__ import annotations
@@ -19,8 +20,10 @@ import pytest
 from agent_gateway.llm.anthropic_provider import AnthropicProvider
 from agent_gateway.llm.openai_provider import OpenAIProvider
 from stello.agent.v1 import agent_pb2
+from stello.common.v1 import common_pb2
 from stello.errors import retry_delay
-from tests.gateway.conftest import Stack, StackMaker, rpc_error
+from tests.gateway.conftest import Stack, StackMaker, record, rpc_error
+from tests.gateway.turns_support import compression_cache
 from tests.support.fake_anthropic import FakeAnthropic
 from tests.support.fake_http import Reply
 from tests.support.fake_openai import FakeOpenAI
@@ -31,6 +34,8 @@ TIMEOUT_S = 30.0
 """The providers' timeout: a Retry-After within it is one the SDK would sleep."""
 WINDOW = 128_000
 """The providers' window: a new session's turn needs no compression."""
+SMALL_WINDOW = 2_000
+"""A window 30 records of 200 characters overflow: the turn compresses first."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -81,6 +86,14 @@ def busy(status: int) -> Reply:
     """An HTTP error answer the SDKs retry, asking no wait (their backoff is slept)."""
     body = {"error": {"message": "busy", "type": "overloaded_error"}}
     return Reply.json(body, status=status)
+
+
+async def seed(stack: Stack, session_id: str, count: int) -> list[common_pb2.Record]:
+    """`count` alternating user/assistant records of 200 characters."""
+    roles = ("user", "assistant")
+    return await stack.append(
+        session_id, *(record(roles[i % 2], f"{i:04d}" + "x" * 196) for i in range(count))
+    )
 
 
 async def send(stack: Stack, session_id: str, *, streamed: bool) -> grpc.aio.AioRpcError:
@@ -158,6 +171,30 @@ class TestBackoffPastTheDeadline:
             assert retry_delay(error) is None
             assert len(endpoint.fake.requests) < 4
             assert not [r for r in await stack.records(root.id) if r.content == "hi"]
+
+
+class TestCompressionPastTheDeadline:
+    @pytest.mark.parametrize("streamed", [False, True], ids=["send", "stream"])
+    async def test_the_client_is_told_when_to_retry(
+        self, make_stack: StackMaker, endpoint: Endpoint, streamed: bool
+    ) -> None:
+        """The turn's compression, before its model call, is made knowing the client's
+        deadline as that call is: a 429 to the compressor asking 3s, past the 2s the
+        client's Send has, is not slept; the client gets RESOURCE_EXHAUSTED and RetryInfo
+        of 3s (it got DEADLINE_EXCEEDED); nothing is stored, no summary either."""
+        endpoint.fake.push(refusal(429, "3"), refusal(429, "3"))
+        async with endpoint.provider(endpoint.fake.base_url, 1, SMALL_WINDOW) as provider:
+            stack = await make_stack(provider)
+            root = await stack.root()
+            seeded = await seed(stack, root.id, 30)
+            error = await send(stack, root.id, streamed=streamed)
+            assert error.code() == grpc.StatusCode.RESOURCE_EXHAUSTED, error.details()
+            assert retry_delay(error) == 3.0
+            assert "retry in 3 seconds" in (error.details() or "")
+            assert len(endpoint.fake.requests) == 1
+            assert b"compression assistant" in endpoint.fake.requests[0].body
+            assert await stack.records(root.id) == seeded
+            assert await compression_cache(stack, root.id) is None
 
 
 async def _drain(call: grpc.aio.UnaryStreamCall) -> None:  # type: ignore[type-arg]
