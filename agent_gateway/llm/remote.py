@@ -28,8 +28,10 @@ API key is masked (``***``) in what is logged (`mask_secret`).
   URL whose path is likely wrong (a page, FastAPI's ``{"detail": "Not Found"}``,
   an error naming the path: OpenAI's base URL without its ``/v1``);
 - a timeout (after retries) -> `DeadlineExceeded`;
-- an error answer's body is read up to a bound (`error_bodies`): past it, the
-  error is the one its status says, its logged detail noting the cut;
+- an error answer's body is read up to a bound (`error_bodies`): past it, or
+  when it breaks off (no more of it within the timeout, a reset), the error is
+  the one its status says (retried as that status is), its logged detail noting
+  the cut;
 - HTTP 400, 413, 422 and any other 4xx -> `FailedPrecondition`. Not
   `InvalidArgument`: the caller's request was valid, the provider refused the
   context the gateway built from it (too long, a parameter the model does not
