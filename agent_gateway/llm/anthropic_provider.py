@@ -73,13 +73,12 @@ from agent_gateway.llm.base import (
     ToolCallEvent,
     ToolSpec,
 )
-from agent_gateway.llm.deadlines import not_waited
 from agent_gateway.llm.error_bodies import cut_detail, http_hooks
 from agent_gateway.llm.remote import (
     Endpoint,
     error_detail,
 )
-from agent_gateway.llm.retries import LONGEST_RETRY_WAIT_S, retries_made, retry_after
+from agent_gateway.llm.retries import RetryPolicy, retries_made, retry_after
 from agent_gateway.llm.sdk import SdkProvider
 from stello.errors import StelloError
 
@@ -165,19 +164,10 @@ def to_anthropic_tools(tools: Sequence[ToolSpec] | None) -> list[ToolParam]:
     ]
 
 
-class _Client(anthropic.AsyncAnthropic):
+class _Client(RetryPolicy, anthropic.AsyncAnthropic):
     """The SDK's client, its streams decoded by `NoEventMarking` (a proxy's answer told)."""
 
     record_bytes: int = RECORD_BYTES
-    longest_wait_s: float = LONGEST_RETRY_WAIT_S
-
-    def _should_retry(self, response: httpx2.Response) -> bool:
-        """Not when the answer asks to wait longer than the gateway waits (`retries`), nor
-        when the wait before the retry (asked, or the SDK's backoff) would pass the caller's
-        deadline (`deadlines`)."""
-        if not_waited(response, self.longest_wait_s):
-            return False
-        return super()._should_retry(response)
 
     def _make_sse_decoder(self) -> NoEventMarking:
         return NoEventMarking(self.record_bytes)

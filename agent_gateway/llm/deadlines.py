@@ -5,7 +5,7 @@ loops do not know it. The turn sets it, for the call only, in `caller_deadline` 
 context variable: `bounded` around an awaited call, `bounded_steps` around each step
 of a stream, so that it never outlives the call nor leaks into the caller's code or
 into tasks started elsewhere). The network providers' `_should_retry` then refuses
-to sleep a wait that does not fit in what is left of it (`not_waited`): a Retry-After
+to sleep a wait that does not fit in what is left of it (`retries.not_waited`): a Retry-After
 (the call fails at once with the provider's status, telling the client when to retry,
 RetryInfo), or, when the answer asks none, the SDK's own backoff before its next retry
 (`retries.backoff`: the call fails at once with the provider's status), instead of the
@@ -22,10 +22,6 @@ from collections.abc import AsyncIterator, Iterator
 from contextlib import contextmanager
 from contextvars import ContextVar
 from typing import TypeVar
-
-import httpx2
-
-from agent_gateway.llm.retries import asked_wait, backoff, retries_made
 
 T = TypeVar("T")
 
@@ -44,17 +40,6 @@ def past_deadline(wait_s: float) -> bool:
     (False with no deadline set)."""
     left = time_left()
     return left is not None and wait_s >= left
-
-
-def not_waited(response: httpx2.Response, longest_s: float) -> bool:
-    """Whether the SDKs' retry must not sleep before retrying after the error answer
-    `response`: its Retry-After is longer than the gateway waits for one (`longest_s`), or
-    what the SDK would sleep (that Retry-After, else its backoff at its longest,
-    `retries.backoff`) does not fit in what is left of the caller's deadline."""
-    asked = asked_wait(response.headers)
-    if asked is not None and asked > longest_s:
-        return True
-    return past_deadline(asked if asked is not None else backoff(retries_made(response)))
 
 
 @contextmanager

@@ -80,7 +80,6 @@ from agent_gateway.llm.base import (
     ToolCallEvent,
     ToolSpec,
 )
-from agent_gateway.llm.deadlines import not_waited
 from agent_gateway.llm.error_bodies import cut_detail, http_hooks
 from agent_gateway.llm.openai_answers import (
     DoneMarking,
@@ -93,7 +92,7 @@ from agent_gateway.llm.remote import (
     Endpoint,
     error_detail,
 )
-from agent_gateway.llm.retries import LONGEST_RETRY_WAIT_S, retries_made, retry_after
+from agent_gateway.llm.retries import RetryPolicy, retries_made, retry_after
 from agent_gateway.llm.sdk import SdkProvider
 from stello.errors import StelloError
 
@@ -110,20 +109,11 @@ NO_KEY = "no-key"
 EMPTY_SCHEMA: JsonObject = {"type": "object", "properties": {}}
 
 
-class _Client(openai.AsyncOpenAI):
+class _Client(RetryPolicy, openai.AsyncOpenAI):
     """The SDK's client, its streams decoded by `DoneMarking` (a stream's ``[DONE]`` seen, an
     event past the answer's bound stopped)."""
 
     record_bytes: int = RECORD_BYTES
-    longest_wait_s: float = LONGEST_RETRY_WAIT_S
-
-    def _should_retry(self, response: httpx2.Response) -> bool:
-        """Not when the answer asks to wait longer than the gateway waits (`retries`), nor
-        when the wait before the retry (asked, or the SDK's backoff) would pass the caller's
-        deadline (`deadlines`)."""
-        if not_waited(response, self.longest_wait_s):
-            return False
-        return super()._should_retry(response)
 
     def _make_sse_decoder(self) -> DoneMarking:
         return DoneMarking(self.record_bytes)
