@@ -26,7 +26,7 @@ events a stream may carry (an ``overloaded_error`` is UNAVAILABLE).
 
 Tool-call ids are made unique within an answer (`answers.unique_ids`); a
 ``tool_use.input`` that is not an object is kept raw, as streamed arguments that
-are not one are (`remote.parse_tool_arguments`). An answer that does not follow
+are not one are (`tool_arguments.parse_tool_arguments`). An answer that does not follow
 the protocol is UNAVAILABLE (`Endpoint.unreadable_answer`): a body that is not a
 Message (an HTML page from a proxy, JSON that does not parse), an event that is not
 JSON, and a stream that ends before the answer's end (neither a ``message_delta``

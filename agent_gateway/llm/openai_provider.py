@@ -25,7 +25,7 @@ index 0, `openai_answers`). A refusal is answered as text. A call the server sen
 without an id gets ``tool_<i>``
 (its position), one without a name ``unknown_tool``; ids are made unique within
 the answer (`answers.unique_ids`). Arguments that are not a
-JSON object are kept raw (see `remote.parse_tool_arguments`); arguments sent
+JSON object are kept raw (see `tool_arguments.parse_tool_arguments`); arguments sent
 as a JSON object rather than as JSON text (Hugging Face TGI) are read as text is. A server that
 reports no usage gives zero usage.
 

@@ -1,6 +1,6 @@
-"""What the network providers (openai, anthropic) share: error mapping and tool arguments.
+"""How the network providers (openai, anthropic) tell a provider's failure (`Endpoint`).
 
-Errors. A provider's failure becomes one of the kernel's domain errors. What the
+A provider's failure becomes one of the kernel's domain errors. What the
 client is told is the status, a stable reason and a plain sentence with an
 error id; it never names the provider's base URL, the model, a setting or
 anything the provider answered (a provider's text may echo the key, the model
@@ -36,14 +36,6 @@ API key is masked (``***``) in what is logged (`mask_secret`).
   `InvalidArgument`: the caller's request was valid, the provider refused the
   context the gateway built from it (too long, a parameter the model does not
   take), which only a change of configuration or of the session can fix.
-
-Tool arguments. A model may produce arguments that are not a JSON object
-(truncated or malformed JSON; text Python's json reads and JSON has not: NaN,
-Infinity, 1e999, nesting past what it reads, `stello.json_text`), which storage
-would refuse. They are neither dropped nor turned into `{}`:
-`parse_tool_arguments` keeps the raw text under `RAW_ARGUMENTS_KEY`, so the
-tool (built-in or client) sees what the model sent and can answer with an
-error the model can correct.
 """
 
 from __future__ import annotations
@@ -54,7 +46,6 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import TypeVar
 
-from agent_gateway.llm.base import JsonObject
 from agent_gateway.llm.deadlines import time_left
 from agent_gateway.llm.retries import (
     LONGEST_RETRY_WAIT_S,
@@ -62,7 +53,6 @@ from agent_gateway.llm.retries import (
     longest_wait,
     retried_status,
 )
-from stello import json_text
 from stello.errors import (
     DeadlineExceeded,
     FailedPrecondition,
@@ -86,40 +76,8 @@ Wire = TypeVar("Wire")
 """A type of the provider's protocol an answer is read as (a chat completion, a Message)."""
 R = TypeVar("R")
 
-RAW_ARGUMENTS_KEY = "_raw_arguments"
-"""Where tool arguments that are not a JSON object are kept, as the model's raw text."""
-
 MAX_DETAIL_CHARS = 500
 """A provider's error message is cut to this many characters."""
-
-
-def parse_tool_arguments(text: str, *, tool: str) -> JsonObject:
-    """The tool-call arguments the model wrote as JSON text.
-
-    Args:
-        text: the arguments as the provider sent them ('' = no arguments).
-        tool: the tool's name, for the log line.
-
-    Returns:
-        The decoded JSON object; `{}` for blank text; otherwise (not strict JSON,
-        or JSON that is not an object) ``{RAW_ARGUMENTS_KEY: text}``.
-    """
-    if not text.strip():
-        return {}
-    try:
-        value = json_text.loads(text)
-    except ValueError:
-        value = None
-    if isinstance(value, dict):
-        return value
-    logger.warning(
-        "the model called tool %r with arguments that are not a JSON object (%d chars); "
-        "passing them on raw under %r",
-        tool,
-        len(text),
-        RAW_ARGUMENTS_KEY,
-    )
-    return {RAW_ARGUMENTS_KEY: text}
 
 
 def error_detail(body: object) -> str | None:
