@@ -11,7 +11,7 @@ of a turn's compression, before the turn's own.
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator
 from dataclasses import dataclass
 
 import grpc
@@ -23,9 +23,15 @@ from stello.agent.v1 import agent_pb2
 from stello.common.v1 import common_pb2
 from stello.errors import retry_delay
 from tests.gateway.conftest import Stack, StackMaker, record, rpc_error
+from tests.gateway.llm.providers.support import (
+    NETWORK,
+    busy,
+    fake_server,
+    network_provider,
+    refusal,
+)
 from tests.gateway.turns_support import compression_cache
 from tests.support.fake_anthropic import FakeAnthropic
-from tests.support.fake_http import Reply
 from tests.support.fake_openai import FakeOpenAI
 
 pytestmark = pytest.mark.sql
@@ -40,52 +46,26 @@ SMALL_WINDOW = 2_000
 
 @dataclass(frozen=True, slots=True)
 class Endpoint:
-    """A fake provider server and the real provider that talks to it (given its URL, its
-    retries and its window)."""
+    """A fake provider server and the name of the real provider to talk to it."""
 
     fake: FakeOpenAI | FakeAnthropic
-    provider: Callable[[str, int, int], OpenAIProvider | AnthropicProvider]
+    name: str
+
+    def provider(self, retries: int, window: int) -> OpenAIProvider | AnthropicProvider:
+        """The real provider talking to the fake, with `retries` and a window of `window`."""
+        return network_provider(
+            self.name,
+            self.fake.base_url,
+            timeout_s=TIMEOUT_S,
+            max_retries=retries,
+            max_context_tokens=window,
+        )
 
 
-@pytest.fixture(name="endpoint", params=["openai", "anthropic"])
+@pytest.fixture(name="endpoint", params=NETWORK)
 async def _endpoint(request: pytest.FixtureRequest) -> AsyncIterator[Endpoint]:
-    if request.param == "openai":
-        async with FakeOpenAI() as fake:
-            yield Endpoint(
-                fake,
-                lambda url, retries, window: OpenAIProvider(
-                    model="m",
-                    base_url=url,
-                    timeout_s=TIMEOUT_S,
-                    max_retries=retries,
-                    max_context_tokens=window,
-                ),
-            )
-    else:
-        async with FakeAnthropic() as fake:
-            yield Endpoint(
-                fake,
-                lambda url, retries, window: AnthropicProvider(
-                    model="m",
-                    api_key="k",
-                    base_url=url,
-                    timeout_s=TIMEOUT_S,
-                    max_retries=retries,
-                    max_context_tokens=window,
-                ),
-            )
-
-
-def refusal(status: int, retry_after: str) -> Reply:
-    """An HTTP error answer asking to wait `retry_after` (the header's text)."""
-    body = {"error": {"message": "slow down", "type": "rate_limit_error"}}
-    return Reply.json(body, status=status, headers=(("retry-after", retry_after),))
-
-
-def busy(status: int) -> Reply:
-    """An HTTP error answer the SDKs retry, asking no wait (their backoff is slept)."""
-    body = {"error": {"message": "busy", "type": "overloaded_error"}}
-    return Reply.json(body, status=status)
+    async with fake_server(request.param) as fake:
+        yield Endpoint(fake, request.param)
 
 
 async def seed(stack: Stack, session_id: str, count: int) -> list[common_pb2.Record]:
@@ -131,7 +111,7 @@ class TestRetryAfterPastTheDeadline:
         Send has, is not slept: the client gets the provider's status and RetryInfo of 3s
         (it got DEADLINE_EXCEEDED, the SDK sleeping past its deadline); nothing is stored."""
         endpoint.fake.push(refusal(status, "3"), refusal(status, "3"))
-        async with endpoint.provider(endpoint.fake.base_url, 1, WINDOW) as provider:
+        async with endpoint.provider(1, WINDOW) as provider:
             stack = await make_stack(provider)
             root = await stack.root()
             error = await send(stack, root.id, streamed=streamed)
@@ -162,7 +142,7 @@ class TestBackoffPastTheDeadline:
         is not slept: the client gets the provider's status, to retry later (it got
         DEADLINE_EXCEEDED, the SDK sleeping past its deadline); nothing is stored."""
         endpoint.fake.push(*(busy(status) for _ in range(4)))
-        async with endpoint.provider(endpoint.fake.base_url, 3, WINDOW) as provider:
+        async with endpoint.provider(3, WINDOW) as provider:
             stack = await make_stack(provider)
             root = await stack.root()
             error = await send(stack, root.id, streamed=streamed)
@@ -183,7 +163,7 @@ class TestCompressionPastTheDeadline:
         client's Send has, is not slept; the client gets RESOURCE_EXHAUSTED and RetryInfo
         of 3s (it got DEADLINE_EXCEEDED); nothing is stored, no summary either."""
         endpoint.fake.push(refusal(429, "3"), refusal(429, "3"))
-        async with endpoint.provider(endpoint.fake.base_url, 1, SMALL_WINDOW) as provider:
+        async with endpoint.provider(1, SMALL_WINDOW) as provider:
             stack = await make_stack(provider)
             root = await stack.root()
             seeded = await seed(stack, root.id, 30)

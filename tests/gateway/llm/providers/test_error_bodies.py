@@ -5,46 +5,31 @@ from __future__ import annotations
 
 import logging
 from collections.abc import AsyncIterator
-from dataclasses import dataclass
 
 import pytest
 
-from agent_gateway.llm import LLMMessage
-from agent_gateway.llm.anthropic_provider import AnthropicProvider
 from agent_gateway.llm.error_bodies import ERROR_BODY_LIMIT
-from agent_gateway.llm.openai_provider import OpenAIProvider
 from stello.errors import DeadlineExceeded, FailedPrecondition, StelloError, Unavailable
-from tests.gateway.llm.providers.support import MODES, Mode, call, logged
-from tests.support.fake_anthropic import FakeAnthropic
+from tests.gateway.llm.providers.support import (
+    HI,
+    MODES,
+    NETWORK,
+    Mode,
+    Remote,
+    call,
+    logged,
+    remote,
+)
 from tests.support.fake_http import Reply
-from tests.support.fake_openai import FakeOpenAI
 
-HI = [LLMMessage("user", "hi")]
 PIECE = b"x" * (64 * 1024)
 
 
-@dataclass(frozen=True, slots=True)
-class Remote:
-    """A fake server and a provider talking to it, which retries once."""
-
-    fake: FakeOpenAI | FakeAnthropic
-    provider: OpenAIProvider | AnthropicProvider
-
-
-@pytest.fixture(name="remote", params=["openai", "anthropic"])
+@pytest.fixture(name="remote", params=NETWORK)
 async def _remote(request: pytest.FixtureRequest) -> AsyncIterator[Remote]:
-    if request.param == "openai":
-        async with FakeOpenAI() as fake:
-            async with OpenAIProvider(
-                model="m", base_url=fake.base_url, timeout_s=3.0, max_retries=1
-            ) as provider:
-                yield Remote(fake, provider)
-    else:
-        async with FakeAnthropic() as fake:
-            async with AnthropicProvider(
-                model="m", api_key="k", base_url=fake.base_url, timeout_s=3.0, max_retries=1
-            ) as provider:
-                yield Remote(fake, provider)
+    """A fake server and a provider talking to it, which retries once."""
+    async with remote(request.param, timeout_s=3.0, max_retries=1) as made:
+        yield made
 
 
 def endless(status: int) -> Reply:

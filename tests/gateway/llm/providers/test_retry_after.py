@@ -5,62 +5,37 @@ from __future__ import annotations
 
 import time
 from collections.abc import AsyncIterator
-from dataclasses import dataclass
 
 import anthropic._constants
 import openai._constants
 import pytest
 
-from agent_gateway.llm import LLMMessage
-from agent_gateway.llm.anthropic_provider import AnthropicProvider
 from agent_gateway.llm.deadlines import bounded, caller_deadline
-from agent_gateway.llm.openai_provider import OpenAIProvider
 from agent_gateway.llm.retries import FIRST_BACKOFF_S, LONGEST_BACKOFF_S, backoff
 from stello.errors import ResourceExhausted, StelloError, Unavailable
-from tests.gateway.llm.providers.support import MODES, Mode, call, logged
-from tests.support.fake_anthropic import FakeAnthropic
-from tests.support.fake_http import Reply
-from tests.support.fake_openai import FakeOpenAI
+from tests.gateway.llm.providers.support import (
+    HI,
+    MODES,
+    NETWORK,
+    Mode,
+    Remote,
+    busy,
+    call,
+    logged,
+    network_provider,
+    refusal,
+    remote,
+)
 
-HI = [LLMMessage("user", "hi")]
 TIMEOUT_S = 2.0
 """The providers' timeout: the longest Retry-After their retries wait."""
 
 
-@dataclass(frozen=True, slots=True)
-class Remote:
-    """A fake server and a provider talking to it, which retries once."""
-
-    fake: FakeOpenAI | FakeAnthropic
-    provider: OpenAIProvider | AnthropicProvider
-
-
-@pytest.fixture(name="remote", params=["openai", "anthropic"])
+@pytest.fixture(name="remote", params=NETWORK)
 async def _remote(request: pytest.FixtureRequest) -> AsyncIterator[Remote]:
-    if request.param == "openai":
-        async with FakeOpenAI() as fake:
-            async with OpenAIProvider(
-                model="m", base_url=fake.base_url, timeout_s=TIMEOUT_S, max_retries=1
-            ) as provider:
-                yield Remote(fake, provider)
-    else:
-        async with FakeAnthropic() as fake:
-            async with AnthropicProvider(
-                model="m", api_key="k", base_url=fake.base_url, timeout_s=TIMEOUT_S, max_retries=1
-            ) as provider:
-                yield Remote(fake, provider)
-
-
-def refusal(status: int, retry_after: str) -> Reply:
-    """An HTTP error answer asking to wait `retry_after` (the header's text)."""
-    body = {"error": {"message": "slow down", "type": "rate_limit_error"}}
-    return Reply.json(body, status=status, headers=(("retry-after", retry_after),))
-
-
-def busy(status: int) -> Reply:
-    """An HTTP error answer the SDKs retry, asking no wait (their backoff is slept)."""
-    body = {"error": {"message": "busy", "type": "overloaded_error"}}
-    return Reply.json(body, status=status)
+    """A fake server and a provider talking to it, which retries once."""
+    async with remote(request.param, timeout_s=TIMEOUT_S, max_retries=1) as made:
+        yield made
 
 
 class TestRetryAfterPastTheWait:
@@ -174,8 +149,8 @@ class TestBackoffPastTheCallersDeadline:
     async def test_the_backoff_grows_with_the_retries_made(self, remote: Remote) -> None:
         """The backoff weighed is the one before the next retry: with 1.3s left, the first
         (0.5s) fits and is slept, the second (1s, after one retry) no longer does."""
-        async with type(remote.provider)(
-            model="m", api_key="k", base_url=remote.fake.base_url, max_retries=3
+        async with network_provider(
+            remote.provider.name, remote.fake.base_url, max_retries=3
         ) as provider:
             remote.fake.push(*(busy(503) for _ in range(4)))
             with pytest.raises(Unavailable):
