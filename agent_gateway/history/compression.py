@@ -23,6 +23,9 @@ halved), however long the history.
 A fold that fails — the provider's error, or an answer with no text
 (`folding.EmptyAnswer`) — fails the turn: nothing is stored, the previous
 summary stays, and no record leaves the context without a summary of it.
+Its model calls are made knowing the turn's caller's deadline, as the turn's own
+are (`agent_gateway.llm.deadlines`): a provider's wait past it fails the fold at once,
+with the provider's status.
 """
 
 from __future__ import annotations
@@ -36,6 +39,7 @@ from agent_gateway.history.budget import MESSAGE_OVERHEAD, Counter, Window
 from agent_gateway.history.context import Record, Summary, TurnContext
 from agent_gateway.history.folding import CallBudget, Folder, Packer
 from agent_gateway.history.records import context_record
+from agent_gateway.llm.deadlines import bounded
 from agent_gateway.llm.prompt_config import SessionPrompts
 from stello.storage.v1 import storage_pb2
 
@@ -105,13 +109,14 @@ class TurnCompression:
         text = previous.text if previous else None
         for i, chunk in enumerate(packer.in_order()):
             calls.take()
-            text = await self._folder.fold(
-                text,
-                chunk,
-                prompt=prompt,
-                what=f"a fold of session {session_id}'s history during a turn",
-                omitted=omitted if i == 0 else 0,
-            )
+            with bounded(caller.deadline):
+                text = await self._folder.fold(
+                    text,
+                    chunk,
+                    prompt=prompt,
+                    what=f"a fold of session {session_id}'s history during a turn",
+                    omitted=omitted if i == 0 else 0,
+                )
         lossy = omitted > 0 or (previous is not None and previous.lossy)
         summary = Summary(text or "", last, lossy)
         ctx.use(summary)

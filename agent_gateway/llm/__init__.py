@@ -38,7 +38,7 @@ from agent_gateway.llm.prompts import (
     template_problem,
     transcript,
 )
-from agent_gateway.llm.remote import RAW_ARGUMENTS_KEY, parse_tool_arguments
+from agent_gateway.llm.tool_arguments import RAW_ARGUMENTS_KEY, parse_tool_arguments
 from stello.errors import FailedPrecondition
 from stello.reasons import LLM_API_KEY_MISSING
 from stello.settings import StelloSettings

@@ -64,9 +64,7 @@ from agent_gateway.llm.base import (
     ToolCallSpec,
     Usage,
 )
-from agent_gateway.llm.remote import (
-    parse_tool_arguments,
-)
+from agent_gateway.llm.tool_arguments import parse_tool_arguments
 
 
 class NoEventMarking(SSEDecoder):

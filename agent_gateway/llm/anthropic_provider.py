@@ -26,7 +26,7 @@ events a stream may carry (an ``overloaded_error`` is UNAVAILABLE).
 
 Tool-call ids are made unique within an answer (`answers.unique_ids`); a
 ``tool_use.input`` that is not an object is kept raw, as streamed arguments that
-are not one are (`remote.parse_tool_arguments`). An answer that does not follow
+are not one are (`tool_arguments.parse_tool_arguments`). An answer that does not follow
 the protocol is UNAVAILABLE (`Endpoint.unreadable_answer`): a body that is not a
 Message (an HTML page from a proxy, JSON that does not parse), an event that is not
 JSON, and a stream that ends before the answer's end (neither a ``message_delta``
@@ -73,13 +73,12 @@ from agent_gateway.llm.base import (
     ToolCallEvent,
     ToolSpec,
 )
-from agent_gateway.llm.deadlines import not_waited
 from agent_gateway.llm.error_bodies import cut_detail, http_hooks
 from agent_gateway.llm.remote import (
     Endpoint,
     error_detail,
 )
-from agent_gateway.llm.retries import LONGEST_RETRY_WAIT_S, retry_after
+from agent_gateway.llm.retries import RetryPolicy, retries_made, retry_after
 from agent_gateway.llm.sdk import SdkProvider
 from stello.errors import StelloError
 
@@ -165,18 +164,10 @@ def to_anthropic_tools(tools: Sequence[ToolSpec] | None) -> list[ToolParam]:
     ]
 
 
-class _Client(anthropic.AsyncAnthropic):
+class _Client(RetryPolicy, anthropic.AsyncAnthropic):
     """The SDK's client, its streams decoded by `NoEventMarking` (a proxy's answer told)."""
 
     record_bytes: int = RECORD_BYTES
-    longest_wait_s: float = LONGEST_RETRY_WAIT_S
-
-    def _should_retry(self, response: httpx2.Response) -> bool:
-        """Not when the answer asks to wait longer than the gateway waits (`retries`), or
-        past the caller's deadline (`deadlines`)."""
-        if not_waited(response.headers, self.longest_wait_s):
-            return False
-        return super()._should_retry(response)
 
     def _make_sse_decoder(self) -> NoEventMarking:
         return NoEventMarking(self.record_bytes)
@@ -363,6 +354,7 @@ class AnthropicProvider(SdkProvider[anthropic.AsyncAnthropic]):
                 exc.status_code,
                 cut_detail(exc.response, detail),
                 retry_after_s=retry_after(exc.response.headers),
+                retries_made=retries_made(exc.response),
             )
         if isinstance(exc, anthropic.APIError):
             detail = error_detail(exc.body) or exc.message

@@ -5,9 +5,11 @@ loops do not know it. The turn sets it, for the call only, in `caller_deadline` 
 context variable: `bounded` around an awaited call, `bounded_steps` around each step
 of a stream, so that it never outlives the call nor leaks into the caller's code or
 into tasks started elsewhere). The network providers' `_should_retry` then refuses
-to sleep a Retry-After that does not fit in what is left of it (`waits_past_deadline`):
-the call fails at once with the provider's status, telling the client when to retry
-(RetryInfo), instead of the client's deadline passing during the sleep.
+to sleep a wait that does not fit in what is left of it (`retries.not_waited`): a Retry-After
+(the call fails at once with the provider's status, telling the client when to retry,
+RetryInfo), or, when the answer asks none, the SDK's own backoff before its next retry
+(`retries.backoff`: the call fails at once with the provider's status), instead of the
+client's deadline passing during the sleep.
 
 Work with no caller deadline (a background fold, a consolidation) leaves it unset and
 keeps the gateway's own limit on a wait (`retries.longest_wait`).
@@ -16,12 +18,10 @@ keeps the gateway's own limit on a wait (`retries.longest_wait`).
 from __future__ import annotations
 
 import time
-from collections.abc import AsyncIterator, Iterator, Mapping
+from collections.abc import AsyncIterator, Iterator
 from contextlib import contextmanager
 from contextvars import ContextVar
 from typing import TypeVar
-
-from agent_gateway.llm.retries import asked_wait, waits_too_long
 
 T = TypeVar("T")
 
@@ -35,18 +35,11 @@ def time_left() -> float | None:
     return None if deadline is None else deadline - time.monotonic()
 
 
-def waits_past_deadline(headers: Mapping[str, str] | None) -> bool:
-    """Whether an HTTP answer's headers ask to wait at least what is left of the caller's
-    deadline before a retry (False with no deadline set, or no wait asked)."""
+def past_deadline(wait_s: float) -> bool:
+    """Whether a wait of `wait_s` does not fit in what is left of the caller's deadline
+    (False with no deadline set)."""
     left = time_left()
-    asked = asked_wait(headers)
-    return left is not None and asked is not None and asked >= left
-
-
-def not_waited(headers: Mapping[str, str] | None, longest_s: float) -> bool:
-    """Whether the SDKs' retry must not sleep the wait an HTTP answer's headers ask: longer
-    than the gateway waits for one (`longest_s`), or past the caller's deadline."""
-    return waits_too_long(headers, longest_s) or waits_past_deadline(headers)
+    return left is not None and wait_s >= left
 
 
 @contextmanager

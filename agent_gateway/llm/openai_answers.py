@@ -51,9 +51,7 @@ from agent_gateway.llm.base import (
     ToolCallSpec,
     Usage,
 )
-from agent_gateway.llm.remote import (
-    parse_tool_arguments,
-)
+from agent_gateway.llm.tool_arguments import parse_tool_arguments
 from stello import json_text
 
 DONE_MARK = "stello.done"

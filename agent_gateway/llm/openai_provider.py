@@ -25,7 +25,7 @@ index 0, `openai_answers`). A refusal is answered as text. A call the server sen
 without an id gets ``tool_<i>``
 (its position), one without a name ``unknown_tool``; ids are made unique within
 the answer (`answers.unique_ids`). Arguments that are not a
-JSON object are kept raw (see `remote.parse_tool_arguments`); arguments sent
+JSON object are kept raw (see `tool_arguments.parse_tool_arguments`); arguments sent
 as a JSON object rather than as JSON text (Hugging Face TGI) are read as text is. A server that
 reports no usage gives zero usage.
 
@@ -80,7 +80,6 @@ from agent_gateway.llm.base import (
     ToolCallEvent,
     ToolSpec,
 )
-from agent_gateway.llm.deadlines import not_waited
 from agent_gateway.llm.error_bodies import cut_detail, http_hooks
 from agent_gateway.llm.openai_answers import (
     DoneMarking,
@@ -93,7 +92,7 @@ from agent_gateway.llm.remote import (
     Endpoint,
     error_detail,
 )
-from agent_gateway.llm.retries import LONGEST_RETRY_WAIT_S, retry_after
+from agent_gateway.llm.retries import RetryPolicy, retries_made, retry_after
 from agent_gateway.llm.sdk import SdkProvider
 from stello.errors import StelloError
 
@@ -110,19 +109,11 @@ NO_KEY = "no-key"
 EMPTY_SCHEMA: JsonObject = {"type": "object", "properties": {}}
 
 
-class _Client(openai.AsyncOpenAI):
+class _Client(RetryPolicy, openai.AsyncOpenAI):
     """The SDK's client, its streams decoded by `DoneMarking` (a stream's ``[DONE]`` seen, an
     event past the answer's bound stopped)."""
 
     record_bytes: int = RECORD_BYTES
-    longest_wait_s: float = LONGEST_RETRY_WAIT_S
-
-    def _should_retry(self, response: httpx2.Response) -> bool:
-        """Not when the answer asks to wait longer than the gateway waits (`retries`), or
-        past the caller's deadline (`deadlines`)."""
-        if not_waited(response.headers, self.longest_wait_s):
-            return False
-        return super()._should_retry(response)
 
     def _make_sse_decoder(self) -> DoneMarking:
         return DoneMarking(self.record_bytes)
@@ -326,6 +317,7 @@ class OpenAIProvider(SdkProvider[openai.AsyncOpenAI]):
                 exc.status_code,
                 cut_detail(exc.response, error_detail(exc.body) or exc.message),
                 retry_after_s=retry_after(exc.response.headers),
+                retries_made=retries_made(exc.response),
             )
         if isinstance(exc, openai.APIError):
             # An error event inside a stream: its type, maybe an HTTP status as its code.

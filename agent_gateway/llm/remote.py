@@ -1,6 +1,6 @@
-"""What the network providers (openai, anthropic) share: error mapping and tool arguments.
+"""How the network providers (openai, anthropic) tell a provider's failure (`Endpoint`).
 
-Errors. A provider's failure becomes one of the kernel's domain errors. What the
+A provider's failure becomes one of the kernel's domain errors. What the
 client is told is the status, a stable reason and a plain sentence with an
 error id; it never names the provider's base URL, the model, a setting or
 anything the provider answered (a provider's text may echo the key, the model
@@ -19,27 +19,23 @@ API key is masked (``***``) in what is logged (`mask_secret`).
 - HTTP 429 (after retries) and 402 -> `ResourceExhausted`; a 429 or 503 whose
   Retry-After is longer than the gateway waits for one, or than what is left of
   the caller's deadline (a turn's, `deadlines`), fails at once, not retried,
-  saying when to retry (`retries`);
+  saying when to retry (`retries`); one that asks no wait fails at once, not
+  retried (again), when the SDK's backoff before its next retry does not fit in
+  what is left of the caller's deadline (`retries.backoff`);
 - HTTP 401/403 -> `FailedPrecondition` ("the LLM provider rejected the API key");
 - HTTP 404 -> `FailedPrecondition` `LLM_MODEL_NOT_FOUND`: an unknown model when
   the provider's message names the model (every provider's does), else a base
   URL whose path is likely wrong (a page, FastAPI's ``{"detail": "Not Found"}``,
   an error naming the path: OpenAI's base URL without its ``/v1``);
 - a timeout (after retries) -> `DeadlineExceeded`;
-- an error answer's body is read up to a bound (`error_bodies`): past it, the
-  error is the one its status says, its logged detail noting the cut;
+- an error answer's body is read up to a bound (`error_bodies`): past it, or
+  when it breaks off (no more of it within the timeout, a reset), the error is
+  the one its status says (retried as that status is), its logged detail noting
+  the cut;
 - HTTP 400, 413, 422 and any other 4xx -> `FailedPrecondition`. Not
   `InvalidArgument`: the caller's request was valid, the provider refused the
   context the gateway built from it (too long, a parameter the model does not
   take), which only a change of configuration or of the session can fix.
-
-Tool arguments. A model may produce arguments that are not a JSON object
-(truncated or malformed JSON; text Python's json reads and JSON has not: NaN,
-Infinity, 1e999, nesting past what it reads, `stello.json_text`), which storage
-would refuse. They are neither dropped nor turned into `{}`:
-`parse_tool_arguments` keeps the raw text under `RAW_ARGUMENTS_KEY`, so the
-tool (built-in or client) sees what the model sent and can answer with an
-error the model can correct.
 """
 
 from __future__ import annotations
@@ -50,10 +46,13 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import TypeVar
 
-from agent_gateway.llm.base import JsonObject
 from agent_gateway.llm.deadlines import time_left
-from agent_gateway.llm.retries import LONGEST_RETRY_WAIT_S, longest_wait, retried_status
-from stello import json_text
+from agent_gateway.llm.retries import (
+    LONGEST_RETRY_WAIT_S,
+    backoff,
+    longest_wait,
+    retried_status,
+)
 from stello.errors import (
     DeadlineExceeded,
     FailedPrecondition,
@@ -77,40 +76,8 @@ Wire = TypeVar("Wire")
 """A type of the provider's protocol an answer is read as (a chat completion, a Message)."""
 R = TypeVar("R")
 
-RAW_ARGUMENTS_KEY = "_raw_arguments"
-"""Where tool arguments that are not a JSON object are kept, as the model's raw text."""
-
 MAX_DETAIL_CHARS = 500
 """A provider's error message is cut to this many characters."""
-
-
-def parse_tool_arguments(text: str, *, tool: str) -> JsonObject:
-    """The tool-call arguments the model wrote as JSON text.
-
-    Args:
-        text: the arguments as the provider sent them ('' = no arguments).
-        tool: the tool's name, for the log line.
-
-    Returns:
-        The decoded JSON object; `{}` for blank text; otherwise (not strict JSON,
-        or JSON that is not an object) ``{RAW_ARGUMENTS_KEY: text}``.
-    """
-    if not text.strip():
-        return {}
-    try:
-        value = json_text.loads(text)
-    except ValueError:
-        value = None
-    if isinstance(value, dict):
-        return value
-    logger.warning(
-        "the model called tool %r with arguments that are not a JSON object (%d chars); "
-        "passing them on raw under %r",
-        tool,
-        len(text),
-        RAW_ARGUMENTS_KEY,
-    )
-    return {RAW_ARGUMENTS_KEY: text}
 
 
 def error_detail(body: object) -> str | None:
@@ -191,10 +158,12 @@ class Endpoint:
             text = text[:MAX_DETAIL_CHARS] + "..."
         return text
 
-    def _retries(self) -> str:
-        if not self.max_retries:
+    def _retries(self, count: int | None = None) -> str:
+        """ " after N retries" (`count`, else all the SDK makes), for the log; "" for none."""
+        count = self.max_retries if count is None else count
+        if not count:
             return ""
-        return f" after {self.max_retries} {'retry' if self.max_retries == 1 else 'retries'}"
+        return f" after {count} {'retry' if count == 1 else 'retries'}"
 
     def _logged(self, what: str, details: str, check: str) -> str:
         """Log the details of a failure under a new error id; the id."""
@@ -216,6 +185,7 @@ class Endpoint:
         *,
         retried: bool = True,
         retry_after_s: float | None = None,
+        retries_made: int | None = None,
     ) -> StelloError:
         """The domain error for an HTTP error answer with `status` and the provider's `detail`
         (logged, never answered); a rate limit or an unavailable provider carries
@@ -223,9 +193,12 @@ class Endpoint:
 
         `retried` False: the error came in an answer of HTTP 200 (an event of a stream
         under way, or a body that is an error object), which the SDK does not retry
-        (`status` then stands for the error's type or code).
+        (`status` then stands for the error's type or code). `retries_made`: the retries
+        the SDK had made when the answer came (`retries.retries_made`), when known.
         """
-        said = self._said(status, detail, retried=retried, retry_after_s=retry_after_s)
+        said = self._said(
+            status, detail, retried=retried, retry_after_s=retry_after_s, made=retries_made
+        )
         error = self._status_error(status, detail, said, _when(retry_after_s))
         if error.reason in (LLM_RATE_LIMITED, LLM_UNAVAILABLE):
             error.retry_after_s = retry_after_s
@@ -237,7 +210,13 @@ class Endpoint:
         return longest_wait(self.timeout_s)
 
     def _said(
-        self, status: int, detail: str | None, *, retried: bool, retry_after_s: float | None
+        self,
+        status: int,
+        detail: str | None,
+        *,
+        retried: bool,
+        retry_after_s: float | None,
+        made: int | None,
     ) -> str:
         """What the provider answered, and whether it was retried, for the log."""
         said = f"HTTP {status}" + (f": {self.redact(detail)}" if detail else "")
@@ -257,7 +236,25 @@ class Endpoint:
                 f"{said}, not retried: its Retry-After of {retry_after_s:g}s does not fit in "
                 f"the {max(left, 0.0):.1f}s left of the caller's deadline"
             )
-        return said + self._retries()
+        unfit = self._unfit_backoff(retry_after_s, made, left)
+        if unfit is not None and left is not None:
+            return (
+                f"{said}, not retried{' again' + self._retries(made) if made else ''}: the next "
+                f"retry's backoff of up to {unfit:g}s does not fit in the {max(left, 0.0):.1f}s "
+                "left of the caller's deadline"
+            )
+        return said + self._retries(made)
+
+    def _unfit_backoff(
+        self, retry_after_s: float | None, made: int | None, left: float | None
+    ) -> float | None:
+        """The SDK's backoff before its next retry (`retries.backoff`), when an answer that
+        asked no wait was not retried (`made` retries made, fewer than it makes) because that
+        backoff does not fit in what is left of the caller's deadline (`left`); else None."""
+        if retry_after_s is not None or made is None or made >= self.max_retries:
+            return None
+        wait = backoff(made)
+        return wait if left is not None and wait >= left else None
 
     def _status_error(self, status: int, detail: str | None, said: str, when: str) -> StelloError:
         metadata = {"http_status": str(status)}

@@ -5,10 +5,13 @@ The SDKs retry a timeout, a conflict, a rate limit and a server error
 Retry-After asks: Anthropic's SDK any length, OpenAI's up to two minutes. A wait
 longer than the gateway waits for one (`longest_wait`: the provider's timeout,
 STELLO_LLM_TIMEOUT_S, at most `LONGEST_RETRY_WAIT_S`) is not slept: the SDK
-clients' `_should_retry` refuses it (`waits_too_long`), and the call fails at
+clients' `_should_retry` refuses it (`not_waited`, mixed into both SDKs' clients by
+`RetryPolicy`), and the call fails at
 once with the provider's status, telling the client when to retry (RetryInfo).
 Nor is a wait that does not fit in what is left of the caller's deadline, when the
-call is made for one (a turn's: `deadlines`).
+call is made for one (a turn's: `deadlines`): the Retry-After's, or, when the answer
+asks none, the SDKs' own backoff before their next retry (`backoff`, after the retries
+made so far, `retries_made`).
 """
 
 from __future__ import annotations
@@ -16,11 +19,58 @@ from __future__ import annotations
 import email.utils
 import time
 from collections.abc import Mapping
+from typing import TYPE_CHECKING
+
+import httpx2
+
+from agent_gateway.llm.deadlines import past_deadline
+
+if TYPE_CHECKING:
+
+    class _SdkClient:
+        """What `RetryPolicy` overrides of the SDKs' clients (for the type checker only)."""
+
+        def _should_retry(self, response: httpx2.Response) -> bool: ...
+
+else:
+    _SdkClient = object
 
 LONGEST_RETRY_WAIT_S = 60.0
 """The longest Retry-After the SDKs' retries wait, whatever the provider's timeout."""
 MAX_RETRY_AFTER_S = 600.0
 """The longest wait a provider's Retry-After is passed on as (a longer one is told as this)."""
+FIRST_BACKOFF_S = 0.5
+"""The SDKs' wait before their first retry of an answer that asks none (INITIAL_RETRY_DELAY)."""
+LONGEST_BACKOFF_S = 8.0
+"""The SDKs' longest wait before a retry of an answer that asks none (MAX_RETRY_DELAY)."""
+RETRY_COUNT_HEADER = "x-stainless-retry-count"
+"""The header of the SDKs' requests that says how many retries they made before it."""
+
+
+class RetryPolicy(_SdkClient):
+    """The gateway's limits on the SDKs' retries, mixed into both SDKs' clients (before
+    the SDK's class): `longest_wait_s` is the provider's `longest_wait`."""
+
+    longest_wait_s: float = LONGEST_RETRY_WAIT_S
+
+    def _should_retry(self, response: httpx2.Response) -> bool:
+        """Not when the answer asks to wait longer than the gateway waits, nor when the wait
+        before the retry (asked, or the SDK's backoff) would pass the caller's deadline
+        (`not_waited`); else as the SDK decides."""
+        if not_waited(response, self.longest_wait_s):
+            return False
+        return super()._should_retry(response)
+
+
+def not_waited(response: httpx2.Response, longest_s: float) -> bool:
+    """Whether the SDKs' retry must not sleep before retrying after the error answer
+    `response`: its Retry-After is longer than the gateway waits for one (`longest_s`), or
+    what the SDK would sleep (that Retry-After, else its backoff at its longest, `backoff`)
+    does not fit in what is left of the caller's deadline (`deadlines.past_deadline`)."""
+    asked = asked_wait(response.headers)
+    if asked is not None and asked > longest_s:
+        return True
+    return past_deadline(asked if asked is not None else backoff(retries_made(response)))
 
 
 def retried_status(status: int) -> bool:
@@ -34,18 +84,28 @@ def longest_wait(timeout_s: float) -> float:
     return min(timeout_s, LONGEST_RETRY_WAIT_S)
 
 
+def backoff(retries_made: int) -> float:
+    """The longest the SDKs wait before their next retry of an answer that asks no wait,
+    `retries_made` retries made: `FIRST_BACKOFF_S` doubled per retry made, at most
+    `LONGEST_BACKOFF_S` (their jitter then shortens it by up to a quarter)."""
+    return min(FIRST_BACKOFF_S * 2.0 ** min(retries_made, 64), LONGEST_BACKOFF_S)
+
+
+def retries_made(response: httpx2.Response) -> int:
+    """How many retries the SDK had made when it sent the request `response` answers (its
+    `RETRY_COUNT_HEADER`); 0 when it does not say."""
+    try:
+        return max(0, int(response.request.headers.get(RETRY_COUNT_HEADER, "0")))
+    except (RuntimeError, ValueError):  # a response with no request, or a count not a number
+        return 0
+
+
 def retry_after(headers: Mapping[str, str] | None) -> float | None:
     """The seconds an HTTP answer's headers ask to wait (``retry-after-ms``, or
     ``retry-after`` in seconds or as an HTTP date), at most MAX_RETRY_AFTER_S; None
     when they say nothing usable."""
     asked = asked_wait(headers)
     return None if asked is None else min(asked, MAX_RETRY_AFTER_S)
-
-
-def waits_too_long(headers: Mapping[str, str] | None, longest_s: float) -> bool:
-    """Whether an HTTP answer's headers ask to wait longer than `longest_s` before a retry."""
-    asked = asked_wait(headers)
-    return asked is not None and asked > longest_s
 
 
 def asked_wait(headers: Mapping[str, str] | None) -> float | None:

@@ -32,6 +32,7 @@ from stello.errors import error_info_metadata, error_info_reason
 from stello.reasons import LLM_ANSWER_TOO_LARGE, LLM_UNAVAILABLE
 from stello.storage.v1 import storage_pb2
 from tests.gateway.conftest import StackMaker, row_counts, rpc_error
+from tests.gateway.llm.providers.support import NETWORK, fake_server, network_provider
 from tests.gateway.turns_support import send, stream_events
 from tests.support.fake_anthropic import FakeAnthropic
 from tests.support.fake_http import FakeAnswer, Reply
@@ -48,6 +49,10 @@ PIECES = 24 * RECORD_BYTES // PIECE
 a reading stopped early shows as a connection the fake could not write to its end."""
 
 
+FILTERED = {"openai": "content_filter", "anthropic": "refusal"}
+"""Each network provider's stop for an answer its content filter stopped."""
+
+
 @dataclass(frozen=True, slots=True)
 class Endpoint:
     """A fake provider server, the real provider that talks to it, and its filter's stop."""
@@ -57,26 +62,15 @@ class Endpoint:
     filtered: str
 
 
-@pytest.fixture(name="endpoint", params=["openai", "anthropic"])
+@pytest.fixture(name="endpoint", params=NETWORK)
 async def _endpoint(request: pytest.FixtureRequest) -> AsyncIterator[Endpoint]:
-    if request.param == "openai":
-        async with FakeOpenAI() as fake:
-            yield Endpoint(
-                fake,
-                lambda url: OpenAIProvider(
-                    model="m", api_key="k", base_url=url, timeout_s=30.0, max_retries=0
-                ),
-                "content_filter",
-            )
-    else:
-        async with FakeAnthropic() as fake:
-            yield Endpoint(
-                fake,
-                lambda url: AnthropicProvider(
-                    model="m", api_key="k", base_url=url, timeout_s=30.0, max_retries=0
-                ),
-                "refusal",
-            )
+    name = request.param
+    async with fake_server(name) as fake:
+        yield Endpoint(
+            fake,
+            lambda url: network_provider(name, url, timeout_s=30.0, max_retries=0),
+            FILTERED[name],
+        )
 
 
 def endless_line() -> Reply:

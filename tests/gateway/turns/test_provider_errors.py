@@ -24,6 +24,7 @@ from agent_gateway.llm.anthropic_provider import AnthropicProvider
 from agent_gateway.llm.error_bodies import ERROR_BODY_LIMIT
 from agent_gateway.llm.openai_provider import OpenAIProvider
 from tests.gateway.conftest import StackMaker, rpc_error
+from tests.gateway.llm.providers.support import NETWORK, fake_server, network_provider
 from tests.gateway.turns_support import send, stream_events
 from tests.support.fake_anthropic import FakeAnthropic
 from tests.support.fake_http import FakeToolCall, Reply
@@ -47,26 +48,17 @@ class Endpoint:
     provider: Callable[[str], OpenAIProvider | AnthropicProvider]
 
 
-@pytest.fixture(name="endpoint", params=["openai", "anthropic"])
+@pytest.fixture(name="endpoint", params=NETWORK)
 async def _endpoint(request: pytest.FixtureRequest) -> AsyncIterator[Endpoint]:
-    if request.param == "openai":
-        async with FakeOpenAI() as fake:
-            yield Endpoint(
-                "openai",
-                fake,
-                lambda url: OpenAIProvider(
-                    model=MODEL, api_key=KEY, base_url=url, timeout_s=5.0, max_retries=0
-                ),
-            )
-    else:
-        async with FakeAnthropic() as fake:
-            yield Endpoint(
-                "anthropic",
-                fake,
-                lambda url: AnthropicProvider(
-                    model=MODEL, api_key=KEY, base_url=url, timeout_s=5.0, max_retries=0
-                ),
-            )
+    name = request.param
+    async with fake_server(name) as fake:
+        yield Endpoint(
+            name,
+            fake,
+            lambda url: network_provider(
+                name, url, model=MODEL, api_key=KEY, timeout_s=5.0, max_retries=0
+            ),
+        )
 
 
 def error_info(error: grpc.aio.AioRpcError) -> error_details_pb2.ErrorInfo:

@@ -219,7 +219,7 @@ class TestArgumentsNotStrictJson:
     ) -> None:
         """An input holding NaN or an infinite number (an object in the body, or streamed
         text) is answered and stored as the model's text kept raw, as arguments that are
-        not JSON are (agent_gateway.llm.remote)."""
+        not JSON are (agent_gateway.llm.tool_arguments)."""
         stack = anthropic_stack
         root = await stack.root()
         clock = tool_definition("clock", "Time", type="object")

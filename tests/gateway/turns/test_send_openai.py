@@ -200,7 +200,7 @@ class TestArgumentsNotStrictJson:
         self, openai_stack: Stack, fake: FakeOpenAI, arguments: str, streamed: bool
     ) -> None:
         """The call is answered and stored with the model's text kept raw, as arguments
-        that are not JSON are (agent_gateway.llm.remote)."""
+        that are not JSON are (agent_gateway.llm.tool_arguments)."""
         stack = openai_stack
         root = await stack.root()
         fake.reply(tool_calls=[FakeToolCall("clock", arguments, id="call_1")])

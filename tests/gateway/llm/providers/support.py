@@ -1,22 +1,35 @@
-"""Helpers shared by the provider tests: the two ways to call a provider, and a turn's context."""
+"""Helpers shared by the provider tests: a fake server with the real provider talking to it
+(`remote`), the error answers the SDKs retry (`refusal`, `busy`), the two ways to call a
+provider, and a turn's context."""
 
 from __future__ import annotations
 
 import re
-from collections.abc import Sequence
-from typing import Literal
+from collections.abc import AsyncIterator, Sequence
+from contextlib import asynccontextmanager
+from dataclasses import dataclass
+from typing import Any, Literal
 
 import pytest
 
 from agent_gateway.history.context import Record, context_prefix
 from agent_gateway.llm import Completion, LLMMessage, LLMProvider, ToolCallSpec, ToolSpec, collect
+from agent_gateway.llm.anthropic_provider import AnthropicProvider
+from agent_gateway.llm.openai_provider import OpenAIProvider
 from stello.errors import StelloError
 from tests.gateway.llm.support import ENGLISH
+from tests.support.fake_anthropic import FakeAnthropic
+from tests.support.fake_http import Reply
+from tests.support.fake_openai import FakeOpenAI
 
 Mode = Literal["complete", "stream"]
 
 MODES = [pytest.param("complete", id="complete"), pytest.param("stream", id="stream")]
 """Parametrise a test over a non-streaming and a streaming call."""
+
+NETWORK = ["openai", "anthropic"]
+"""The network providers: parametrise a fixture over them (`remote`, `network_provider`)."""
+HI = [LLMMessage("user", "hi")]
 
 MODEL = "test-model"
 KEY = "sk-test-key-0123456789"
@@ -26,6 +39,51 @@ SEARCH = ToolSpec(
     "Search the notes.",
     {"type": "object", "properties": {"q": {"type": "string"}}, "required": ["q"]},
 )
+
+
+@dataclass(frozen=True, slots=True)
+class Remote:
+    """A fake server and the real provider talking to it."""
+
+    fake: FakeOpenAI | FakeAnthropic
+    provider: OpenAIProvider | AnthropicProvider
+
+
+def fake_server(name: str) -> FakeOpenAI | FakeAnthropic:
+    """A fake server speaking the protocol of the network provider `name` (not started)."""
+    return FakeOpenAI() if name == "openai" else FakeAnthropic()
+
+
+def network_provider(
+    name: str, base_url: str, **settings: Any
+) -> OpenAIProvider | AnthropicProvider:
+    """The network provider `name` at `base_url`, with `settings` (model "m" and key "k"
+    unless they say otherwise)."""
+    settings = {"model": "m", "api_key": "k", **settings}
+    if name == "openai":
+        return OpenAIProvider(base_url=base_url, **settings)
+    return AnthropicProvider(base_url=base_url, **settings)
+
+
+@asynccontextmanager
+async def remote(name: str, **settings: Any) -> AsyncIterator[Remote]:
+    """A started fake server of `name`'s protocol and the provider talking to it, with
+    `settings` (`network_provider`), both closed on exit."""
+    async with fake_server(name) as fake:
+        async with network_provider(name, fake.base_url, **settings) as provider:
+            yield Remote(fake, provider)
+
+
+def refusal(status: int, retry_after: str) -> Reply:
+    """An HTTP error answer asking to wait `retry_after` (the header's text)."""
+    body = {"error": {"message": "slow down", "type": "rate_limit_error"}}
+    return Reply.json(body, status=status, headers=(("retry-after", retry_after),))
+
+
+def busy(status: int) -> Reply:
+    """An HTTP error answer the SDKs retry, asking no wait (their backoff is slept)."""
+    body = {"error": {"message": "busy", "type": "overloaded_error"}}
+    return Reply.json(body, status=status)
 
 
 def logged(caplog: pytest.LogCaptureFixture, error: BaseException) -> str:

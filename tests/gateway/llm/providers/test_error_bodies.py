@@ -5,46 +5,31 @@ from __future__ import annotations
 
 import logging
 from collections.abc import AsyncIterator
-from dataclasses import dataclass
 
 import pytest
 
-from agent_gateway.llm import LLMMessage
-from agent_gateway.llm.anthropic_provider import AnthropicProvider
 from agent_gateway.llm.error_bodies import ERROR_BODY_LIMIT
-from agent_gateway.llm.openai_provider import OpenAIProvider
-from stello.errors import FailedPrecondition, StelloError, Unavailable
-from tests.gateway.llm.providers.support import MODES, Mode, call, logged
-from tests.support.fake_anthropic import FakeAnthropic
+from stello.errors import DeadlineExceeded, FailedPrecondition, StelloError, Unavailable
+from tests.gateway.llm.providers.support import (
+    HI,
+    MODES,
+    NETWORK,
+    Mode,
+    Remote,
+    call,
+    logged,
+    remote,
+)
 from tests.support.fake_http import Reply
-from tests.support.fake_openai import FakeOpenAI
 
-HI = [LLMMessage("user", "hi")]
 PIECE = b"x" * (64 * 1024)
 
 
-@dataclass(frozen=True, slots=True)
-class Remote:
-    """A fake server and a provider talking to it, which retries once."""
-
-    fake: FakeOpenAI | FakeAnthropic
-    provider: OpenAIProvider | AnthropicProvider
-
-
-@pytest.fixture(name="remote", params=["openai", "anthropic"])
+@pytest.fixture(name="remote", params=NETWORK)
 async def _remote(request: pytest.FixtureRequest) -> AsyncIterator[Remote]:
-    if request.param == "openai":
-        async with FakeOpenAI() as fake:
-            async with OpenAIProvider(
-                model="m", base_url=fake.base_url, timeout_s=3.0, max_retries=1
-            ) as provider:
-                yield Remote(fake, provider)
-    else:
-        async with FakeAnthropic() as fake:
-            async with AnthropicProvider(
-                model="m", api_key="k", base_url=fake.base_url, timeout_s=3.0, max_retries=1
-            ) as provider:
-                yield Remote(fake, provider)
+    """A fake server and a provider talking to it, which retries once."""
+    async with remote(request.param, timeout_s=3.0, max_retries=1) as made:
+        yield made
 
 
 def endless(status: int) -> Reply:
@@ -55,6 +40,17 @@ def endless(status: int) -> Reply:
         headers=(("content-type", "text/plain"), ("retry-after", "0.01")),
         chunks=(PIECE,) * (pieces + 1),
     ).hung_after(pieces)
+
+
+def broken(status: int, how: str) -> Reply:
+    """An error answer whose body begins, then breaks off: the server hangs ("hung"), or
+    resets the connection ("reset")."""
+    reply = Reply(
+        status=status,
+        headers=(("content-type", "application/json"), ("retry-after", "0.01")),
+        chunks=(b'{"error": {"message": "no', b' such key"}}'),
+    )
+    return reply.hung_after(1) if how == "hung" else reply.dropped_after(1)
 
 
 class TestErrorBodies:
@@ -92,3 +88,39 @@ class TestErrorBodies:
             await call(remote.provider, mode, HI)
         line = logged(caplog, caught.value)
         assert "HTTP 400: no such parameter" in line and "cut" not in line, line
+
+
+class TestBrokenErrorBodies:
+    """An error answer whose status came and whose body broke off (hung past the timeout,
+    or reset) fails as its status says: the status decides a retry, not the body."""
+
+    @pytest.mark.parametrize("mode", MODES)
+    @pytest.mark.parametrize("how", ["hung", "reset"])
+    async def test_a_refusal_is_not_retried(
+        self, remote: Remote, caplog: pytest.LogCaptureFixture, mode: Mode, how: str
+    ) -> None:
+        """A 401 whose body broke off is the rejected key, not retried; the log says the
+        body broke off. The request was retried (the SDK took the broken body for a request
+        that got no answer), and the call then failed as a timeout (DEADLINE_EXCEEDED,
+        "raise STELLO_LLM_TIMEOUT_S") or as a provider that cannot be reached."""
+        remote.fake.push(broken(401, how), broken(401, how))
+        with caplog.at_level(logging.WARNING), pytest.raises(FailedPrecondition) as caught:
+            await call(remote.provider, mode, HI)
+        assert len(remote.fake.requests) == 1
+        line = logged(caplog, caught.value)
+        assert "HTTP 401: [the body broke off after 25 bytes: " in line, line
+        assert '{"error": {"message": "no' in line, line
+
+    @pytest.mark.parametrize("mode", MODES)
+    async def test_a_retried_status_is_retried_as_its_status_says(
+        self, remote: Remote, caplog: pytest.LogCaptureFixture, mode: Mode
+    ) -> None:
+        """A 503 whose body hung is retried as a 503 is (its Retry-After slept), then fails
+        UNAVAILABLE, not DEADLINE_EXCEEDED."""
+        remote.fake.push(broken(503, "hung"), broken(503, "hung"))
+        with caplog.at_level(logging.WARNING), pytest.raises(Unavailable) as caught:
+            await call(remote.provider, mode, HI)
+        assert not isinstance(caught.value, DeadlineExceeded)
+        assert len(remote.fake.requests) == 2
+        line = logged(caplog, caught.value)
+        assert "HTTP 503: [the body broke off after 25 bytes: ReadTimeout]" in line, line

@@ -15,6 +15,7 @@ from agent_gateway.llm.base import FinishReason
 from agent_gateway.llm.openai_provider import OpenAIProvider
 from stello.errors import ResourceExhausted
 from stello.reasons import LLM_ANSWER_TOO_LARGE
+from tests.gateway.llm.providers.support import NETWORK, remote
 from tests.support.fake_anthropic import FakeAnthropic
 from tests.support.fake_http import FakeAnswer, FakeToolCall, Reply
 from tests.support.fake_openai import FakeOpenAI
@@ -27,6 +28,13 @@ PAST = 24 << 20
 stopped early shows as a reply the fake could not write to its end."""
 
 
+STOPS: dict[str, dict[str, FinishReason]] = {
+    "openai": {"stop": "stop", "length": "length", "content_filter": "content_filter"},
+    "anthropic": {"end_turn": "stop", "max_tokens": "length", "refusal": "content_filter"},
+}
+"""Each network provider's own stop reasons, and what they mean."""
+
+
 @dataclass(frozen=True, slots=True)
 class Remote:
     """A fake server, a provider talking to it, and the provider's own stop reasons."""
@@ -36,30 +44,10 @@ class Remote:
     stops: dict[str, FinishReason]
 
 
-@pytest.fixture(name="remote", params=["openai", "anthropic"])
+@pytest.fixture(name="remote", params=NETWORK)
 async def _remote(request: pytest.FixtureRequest) -> AsyncIterator[Remote]:
-    if request.param == "openai":
-        async with FakeOpenAI() as fake:
-            async with OpenAIProvider(
-                model="m", base_url=fake.base_url, max_retries=0, record_bytes=RECORD_BYTES
-            ) as provider:
-                stops: dict[str, FinishReason] = {
-                    "stop": "stop",
-                    "length": "length",
-                    "content_filter": "content_filter",
-                }
-                yield Remote(fake, provider, stops)
-    else:
-        async with FakeAnthropic() as fake:
-            async with AnthropicProvider(
-                model="m",
-                api_key="k",
-                base_url=fake.base_url,
-                max_retries=0,
-                record_bytes=RECORD_BYTES,
-            ) as provider:
-                stops = {"end_turn": "stop", "max_tokens": "length", "refusal": "content_filter"}
-                yield Remote(fake, provider, stops)
+    async with remote(request.param, max_retries=0, record_bytes=RECORD_BYTES) as made:
+        yield Remote(made.fake, made.provider, STOPS[request.param])
 
 
 async def both(remote: Remote, answer: FakeAnswer) -> list[Completion]:

@@ -5,53 +5,37 @@ from __future__ import annotations
 
 import time
 from collections.abc import AsyncIterator
-from dataclasses import dataclass
 
+import anthropic._constants
+import openai._constants
 import pytest
 
-from agent_gateway.llm import LLMMessage
-from agent_gateway.llm.anthropic_provider import AnthropicProvider
 from agent_gateway.llm.deadlines import bounded, caller_deadline
-from agent_gateway.llm.openai_provider import OpenAIProvider
+from agent_gateway.llm.retries import FIRST_BACKOFF_S, LONGEST_BACKOFF_S, backoff
 from stello.errors import ResourceExhausted, StelloError, Unavailable
-from tests.gateway.llm.providers.support import MODES, Mode, call, logged
-from tests.support.fake_anthropic import FakeAnthropic
-from tests.support.fake_http import Reply
-from tests.support.fake_openai import FakeOpenAI
+from tests.gateway.llm.providers.support import (
+    HI,
+    MODES,
+    NETWORK,
+    Mode,
+    Remote,
+    busy,
+    call,
+    logged,
+    network_provider,
+    refusal,
+    remote,
+)
 
-HI = [LLMMessage("user", "hi")]
 TIMEOUT_S = 2.0
 """The providers' timeout: the longest Retry-After their retries wait."""
 
 
-@dataclass(frozen=True, slots=True)
-class Remote:
-    """A fake server and a provider talking to it, which retries once."""
-
-    fake: FakeOpenAI | FakeAnthropic
-    provider: OpenAIProvider | AnthropicProvider
-
-
-@pytest.fixture(name="remote", params=["openai", "anthropic"])
+@pytest.fixture(name="remote", params=NETWORK)
 async def _remote(request: pytest.FixtureRequest) -> AsyncIterator[Remote]:
-    if request.param == "openai":
-        async with FakeOpenAI() as fake:
-            async with OpenAIProvider(
-                model="m", base_url=fake.base_url, timeout_s=TIMEOUT_S, max_retries=1
-            ) as provider:
-                yield Remote(fake, provider)
-    else:
-        async with FakeAnthropic() as fake:
-            async with AnthropicProvider(
-                model="m", api_key="k", base_url=fake.base_url, timeout_s=TIMEOUT_S, max_retries=1
-            ) as provider:
-                yield Remote(fake, provider)
-
-
-def refusal(status: int, retry_after: str) -> Reply:
-    """An HTTP error answer asking to wait `retry_after` (the header's text)."""
-    body = {"error": {"message": "slow down", "type": "rate_limit_error"}}
-    return Reply.json(body, status=status, headers=(("retry-after", retry_after),))
+    """A fake server and a provider talking to it, which retries once."""
+    async with remote(request.param, timeout_s=TIMEOUT_S, max_retries=1) as made:
+        yield made
 
 
 class TestRetryAfterPastTheWait:
@@ -127,3 +111,78 @@ class TestRetryAfterPastTheCallersDeadline:
         with bounded(time.monotonic() + 30):
             assert (await remote.provider.complete(HI)).content == "fine"
         assert len(remote.fake.requests) == 2
+
+
+class TestBackoffPastTheCallersDeadline:
+    """An answer the SDKs retry that asks no wait: their own backoff before the next retry
+    (`retries.backoff`) is not slept past the caller's deadline either."""
+
+    @pytest.mark.parametrize("mode", MODES)
+    @pytest.mark.parametrize(
+        ("status", "expected"),
+        [(429, ResourceExhausted), (503, Unavailable)],
+        ids=["429", "503"],
+    )
+    async def test_fails_at_once_within_a_callers_deadline(
+        self,
+        remote: Remote,
+        caplog: pytest.LogCaptureFixture,
+        mode: Mode,
+        status: int,
+        expected: type[StelloError],
+    ) -> None:
+        """A 429 or 503 without Retry-After, with less left of the caller's deadline than
+        the SDK's first backoff (up to 0.5s), fails at once with its status, saying to
+        retry later; the log says why it was not retried. The SDKs slept their backoff and
+        retried, past the deadline."""
+        remote.fake.push(busy(status), busy(status))
+        with pytest.raises(expected) as caught:
+            with bounded(time.monotonic() + 0.3):
+                await call(remote.provider, mode, HI)
+        assert len(remote.fake.requests) == 1
+        assert caught.value.retry_after_s is None
+        assert "retry later" in caught.value.message, caught.value.message
+        line = logged(caplog, caught.value)
+        assert "not retried: the next retry's backoff of up to 0.5s does not fit" in line, line
+        assert "left of the caller's deadline" in line
+
+    async def test_the_backoff_grows_with_the_retries_made(self, remote: Remote) -> None:
+        """The backoff weighed is the one before the next retry: with 1.3s left, the first
+        (0.5s) fits and is slept, the second (1s, after one retry) no longer does."""
+        async with network_provider(
+            remote.provider.name, remote.fake.base_url, max_retries=3
+        ) as provider:
+            remote.fake.push(*(busy(503) for _ in range(4)))
+            with pytest.raises(Unavailable):
+                with bounded(time.monotonic() + 1.3):
+                    await provider.complete(HI)
+        assert len(remote.fake.requests) == 2
+
+    async def test_a_backoff_within_the_deadline_is_slept(self, remote: Remote) -> None:
+        """A backoff that fits in what is left of the caller's deadline is slept, and the
+        call retried (as before)."""
+        remote.fake.push(busy(503))
+        remote.fake.reply("fine")
+        with bounded(time.monotonic() + 30):
+            assert (await remote.provider.complete(HI)).content == "fine"
+        assert len(remote.fake.requests) == 2
+
+
+class TestBackoff:
+    def test_doubles_per_retry_made_up_to_the_longest(self) -> None:
+        """0.5s before the first retry, doubled per retry made, at most 8s."""
+        assert [backoff(n) for n in (0, 1, 2, 3, 4, 5, 1000)] == [
+            0.5,
+            1.0,
+            2.0,
+            4.0,
+            8.0,
+            8.0,
+            8.0,
+        ]
+
+    def test_is_the_sdks_backoff(self) -> None:
+        """The bounds are both SDKs' own (a new SDK version that changes them fails here)."""
+        for constants in (openai._constants, anthropic._constants):
+            assert constants.INITIAL_RETRY_DELAY == FIRST_BACKOFF_S
+            assert constants.MAX_RETRY_DELAY == LONGEST_BACKOFF_S
