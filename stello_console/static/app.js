@@ -7,6 +7,7 @@ import { ApiError, call, forget, identity, onSignedOut, requestId, setMode, sign
 import { DigestsView } from "./digests.js";
 import { SearchView } from "./search.js";
 import { dialog, el, replace, userText } from "./dom.js";
+import { checkLabel } from "./labels.js";
 import { Forest } from "./forest.js";
 import { Live } from "./live.js";
 import { SessionView } from "./session.js";
@@ -430,30 +431,27 @@ export class App {
     }
   }
 
+  /** A new root; a refused one keeps the dialog open with what was typed, saying why. */
   async newRoot() {
-    const form = await dialog(
+    const root = await dialog(
       "New root session",
       el(
         "div",
         { class: "fields" },
-        el("label", {}, "Label", el("input", { name: "label", id: "root-label", maxlength: "200", placeholder: "Root" })),
+        el("label", {}, "Label", el("input", { name: "label", id: "root-label", placeholder: "Root" })),
         el("label", {}, "System prompt", el("textarea", { name: "system_prompt", id: "root-system-prompt", rows: 3 })),
       ),
       "Create",
+      { act: (form) => createRoot(form) },
     );
-    if (!form) return;
-    /** @type {Record<string, unknown>} */
-    const body = { request_id: requestId() };
-    if (form.get("label")) body.label = form.get("label");
-    if (form.get("system_prompt")) body.system_prompt = form.get("system_prompt");
+    if (!root) return;
+    this.clearError();
     try {
-      const root = await call("POST", "/api/roots", body);
-      this.clearError();
       await this.refreshNodes([root.id]);
-      this.open(root.id);
     } catch (error) {
       this.reportError(error);
     }
+    this.open(root.id);
   }
 
   /**
@@ -482,6 +480,19 @@ export class App {
     $("error-text").textContent = String(error);
     $("error").hidden = false;
   }
+}
+
+/** Create the root the new-root dialog's fields ask for (a label checked as the gateway
+ * counts it first).
+ * @param {FormData} form
+ */
+function createRoot(form) {
+  /** @type {Record<string, unknown>} */
+  const body = { request_id: requestId() };
+  if (form.get("label")) body.label = form.get("label");
+  if (form.get("system_prompt")) body.system_prompt = form.get("system_prompt");
+  checkLabel(form.get("label"));
+  return call("POST", "/api/roots", body);
 }
 
 /** The local console's sign-in form: the printed URL (or its token) is opened, as if typed. */

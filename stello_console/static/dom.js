@@ -119,7 +119,8 @@ let dialogs = 0;
  * field submits (the submit button is the form's only one), Escape or Cancel closes it;
  * the focus starts on the first field and returns where it was. With `act`, a submit runs
  * `act(data)` with the dialog open: it closes resolving with what `act` returned, or, when
- * `act` throws, stays open with what was typed and says why in the dialog.
+ * `act` throws (or its promise rejects), stays open with what was typed and says why in the
+ * dialog.
  * @param {Child} title
  * @param {Child} content
  * @param {string} submitLabel
@@ -148,17 +149,21 @@ export function dialog(title, content, submitLabel, { danger = false, act } = {}
       form.addEventListener("submit", (event) => {
         event.preventDefault();
         submit.disabled = true;
-        act(new FormData(form)).then(
-          (done) => {
-            result = done;
-            box?.close("ok");
-          },
-          (error) => {
-            submit.disabled = false;
-            problem.textContent = String(error);
-            problem.hidden = false;
-          },
-        );
+        const data = new FormData(form);
+        // A check that throws at once is said like a refusal.
+        Promise.resolve()
+          .then(() => act(data))
+          .then(
+            (done) => {
+              result = done;
+              box?.close("ok");
+            },
+            (error) => {
+              submit.disabled = false;
+              problem.textContent = String(error);
+              problem.hidden = false;
+            },
+          );
       });
     }
     box = el("dialog", { "aria-labelledby": titleId }, form);

@@ -9,6 +9,7 @@
 
 import { ApiError, call, requestId, stream } from "./api.js";
 import { dialog, el, isolated, plural, replace, userText, when } from "./dom.js";
+import { LABEL_MAX, checkLabel } from "./labels.js";
 import { Lineage } from "./lineage.js";
 import { RecordList } from "./records.js";
 import { SlotEditor } from "./slots.js";
@@ -264,6 +265,11 @@ export class SessionView {
       "div",
       { class: "actions", id: "session-actions" },
       el("button", { type: "button", id: "fork", onclick: () => this.fork(null) }, "Fork…"),
+      el(
+        "button",
+        { type: "button", id: "rename", disabled: archived, title: archived ? "Archived: unarchive it to rename it" : null, onclick: () => this.rename() },
+        "Rename…",
+      ),
       archived
         ? el("button", { type: "button", id: "unarchive", onclick: () => this.setArchived(false) }, "Unarchive")
         : el("button", { type: "button", id: "archive", onclick: () => this.setArchived(true) }, "Archive"),
@@ -523,7 +529,7 @@ export class SessionView {
       el(
         "div",
         { class: "fields" },
-        el("label", {}, "Label", el("input", { name: "label", id: "fork-label", required: true, maxlength: "200", value: forkLabel(this.view.label) })),
+        el("label", {}, "Label", el("input", { name: "label", id: "fork-label", required: true, value: forkLabel(this.view.label) })),
         el("label", {}, "Context", context),
         el("label", {}, "Up to seq", upTo),
         el("label", {}, "Profile", profile),
@@ -532,12 +538,37 @@ export class SessionView {
         el("label", {}, "Opening message", el("input", { name: "prompt", id: "fork-prompt" })),
       ),
       "Fork",
-      { act: (form) => call("POST", `/api/sessions/${this.id}/fork`, forkBody(form)) },
+      {
+        act: (form) => {
+          checkLabel(form.get("label"));
+          return call("POST", `/api/sessions/${this.id}/fork`, forkBody(form));
+        },
+      },
     );
     if (!child) return;
     this.app.clearError();
     await this.app.refreshNodes([child.id]);
     this.app.open(child.id);
+  }
+
+  /** A new label: the dialog holds the label; a refused one keeps it open, saying why. */
+  async rename() {
+    const renamed = await dialog(
+      ["Rename “", userText(this.view.label), "”"],
+      el("div", { class: "fields" }, el("label", {}, "Label", el("input", { name: "label", id: "rename-label", required: true, dir: "auto", value: this.view.label }))),
+      "Rename",
+      {
+        act: (form) => {
+          const label = form.get("label");
+          checkLabel(label);
+          return call("PUT", `/api/sessions/${this.id}/label`, { label });
+        },
+      },
+    );
+    if (!renamed) return;
+    this.app.clearError();
+    const report = (/** @type {unknown} */ error) => this.app.reportError(error);
+    await Promise.all([this.app.refreshNodes([this.id]).catch(report), this.current() ? this.refreshView().catch(report) : null]);
   }
 
   async profiles() {
@@ -590,8 +621,6 @@ function quoted(text) {
   return /^[^\s="\\\p{C}]+$/u.test(text) ? text : JSON.stringify(text);
 }
 
-// The most characters (code points) a label has: stello/validation.py `label`.
-const LABEL_MAX = 200;
 const FORK_SUFFIX = " fork";
 
 /** The label a fork of a session labelled `label` is offered: "LABEL fork", the label cut
