@@ -6,7 +6,7 @@
 import { ApiError, call, forget, identity, onSignedOut, requestId, setMode, signIn, signOut, signedIn, space, takePageKey } from "./api.js";
 import { DigestsView } from "./digests.js";
 import { SearchView } from "./search.js";
-import { dialog, el, replace, userText } from "./dom.js";
+import { closeDialogs, dialog, el, replace, userText } from "./dom.js";
 import { checkLabel } from "./labels.js";
 import { Forest } from "./forest.js";
 import { Live } from "./live.js";
@@ -81,6 +81,7 @@ export class App {
 
   askKey(message = "", note = "") {
     this.live?.stop();
+    closeDialogs(); // a dialog left open would cover the sign-in form
     this.view = null;
     for (const id of ["new-root", "refresh", "sign-out", "search-form"]) $(id).hidden = true;
     replace($("forest-pane"));
@@ -245,6 +246,7 @@ export class App {
   /** @param {boolean} mine */
   showSignedOut(mine) {
     this.view?.leave?.();
+    closeDialogs(); // a dialog left open would cover the signed-out page
     this.view = null;
     for (const id of ["new-root", "refresh", "sign-out", "search-form"]) $(id).hidden = true;
     this.hideError();

@@ -113,6 +113,13 @@ export function when(iso) {
 }
 
 let dialogs = 0;
+/** @type {Set<HTMLDialogElement>} the dialogs on screen */
+const openDialogs = new Set();
+
+/** Close every dialog on screen, as Cancel would (the page signs out under them). */
+export function closeDialogs() {
+  for (const box of openDialogs) box.close("cancel");
+}
 
 /**
  * A modal dialog with `content`; resolves with the submitted FormData, or null. Enter in a
@@ -169,10 +176,12 @@ export function dialog(title, content, submitLabel, { danger = false, act } = {}
     box = el("dialog", { "aria-labelledby": titleId }, form);
     box.addEventListener("close", () => {
       const ok = box.returnValue === "ok";
+      openDialogs.delete(box);
       box.remove();
       resolve(act ? result : ok ? new FormData(form) : null);
     });
     document.body.append(box);
+    openDialogs.add(box);
     box.showModal();
   });
 }
