@@ -194,7 +194,7 @@ export class App {
                 el(
                   "ul",
                   {},
-                  sessions.map((/** @type {{id: string, label: string}} */ s) => el("li", {}, el("a", { href: `#/session/${s.id}`, onclick: () => replace(found) }, userText(s.label), " ", el("code", {}, s.id.slice(0, 13))))),
+                  sessions.map((/** @type {{id: string, label: string}} */ s) => el("li", {}, el("a", { href: `#/session/${s.id}`, onclick: () => replace(found) }, userText(s.label), " ", el("code", { class: "short-id" }, s.id.slice(0, 13))))),
                 ),
               );
             }
