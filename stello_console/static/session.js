@@ -248,12 +248,13 @@ export class SessionView {
     if (this.current()) this.swap("#lineage-nav", this.lineage());
   }
 
+  /** "Forked from" the source, by its label in the forest (its id when the forest lacks it). */
   /** @param {string} sourceId */
   source(sourceId) {
     const node = this.app.forest().get(sourceId);
     return el(
       "p",
-      { class: "muted" },
+      { class: "muted", id: "session-source" },
       "Forked from ",
       el("a", { href: `#/session/${sourceId}`, dir: "auto", class: "user-text" }, node ? node.label : sourceId),
     );
@@ -312,6 +313,12 @@ export class SessionView {
       this.editors.insight.node,
       this.editors.memory.node,
     );
+  }
+
+  /** The forest changed (a live change, a refetch): the source's label may be a new one. */
+  forestChanged() {
+    const sourceId = this.view?.source_session_id;
+    if (sourceId && this.current()) this.swap("#session-source", this.source(sourceId));
   }
 
   /** Live changes: those naming this session update it; its deletion says so. */

@@ -36,6 +36,7 @@ async def test_rename_shows_the_new_label_everywhere_and_a_refusal_in_the_dialog
     other = await browser_page.context.new_page()
     await other.goto(f"{console.base}#/session/{child.id}")
     await expect(other.locator("#lineage-nav")).to_contain_text("Before")
+    await expect(other.locator("p", has_text="Forked from")).to_have_text("Forked from Before")
     await page.get_by_role("button", name="Rename…").click()
     field = page.locator("#rename-label")
     await expect(field).to_have_value("Before")
@@ -52,6 +53,7 @@ async def test_rename_shows_the_new_label_everywhere_and_a_refusal_in_the_dialog
         node = tab.locator(f'#forest .node[data-id="{root.id}"] .label')
         await expect(node).to_have_text("After")
     await expect(other.locator("#lineage-nav")).to_contain_text("After")
+    await expect(other.locator("p", has_text="Forked from")).to_have_text("Forked from After")
     await browser_page.shot("renamed")
     assert (await console.stack.view(root.id)).node.label == "After"
     assert browser_page.console_errors(r"Failed to load resource.*400") == []
