@@ -469,3 +469,37 @@ class TestShortIds:
         assert set(await lines_of(found)) == {1}
         await phone_page.shot("phone-short-ids")
         assert phone_page.console_errors() == []
+
+    async def test_go_to_ids_candidates_fit_the_forest_pane_on_a_phone(
+        self, console: ConsoleStack, phone_page: BrowserPage
+    ) -> None:
+        """ "Go to id" listing several candidates on a phone: a label with no space in it ran
+        past the window's edge, cut off, and the filter box beside the list grew as tall as
+        it; now every candidate stays inside the window and the filter keeps its height."""
+        ids = [(await console.stack.root(label="path/" + "x" * 80)).id for _ in range(17)]
+        # 17 ids, 16 first digits: some digit starts two of them or more.
+        digit = max("0123456789abcdef", key=lambda d: sum(i.startswith(d) for i in ids))
+        page = phone_page.page
+        await open_console(console, phone_page)
+        alone = await filter_height(page)
+        await page.locator("#goto-id").fill(digit)
+        await page.locator("#goto-go").click()
+        found = page.locator("#goto-found li")
+        await expect(found).to_have_count(sum(i.startswith(digit) for i in ids))
+        width = await page.evaluate("() => document.documentElement.clientWidth")
+        rights = await found.evaluate_all(
+            "(all) => all.map((e) => Math.max(...[...e.querySelectorAll('*')].map("
+            "(c) => c.getBoundingClientRect().right)))"
+        )
+        assert max(rights) <= width
+        assert await filter_height(page) == alone
+        await phone_page.shot("phone-go-to-candidates")
+        assert phone_page.console_errors() == []
+
+
+async def filter_height(page: Page) -> float:
+    """The forest filter box's height, in CSS pixels."""
+    height: float = await page.locator("#forest-filter").evaluate(
+        "(e) => e.getBoundingClientRect().height"
+    )
+    return height
