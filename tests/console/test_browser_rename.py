@@ -114,3 +114,23 @@ async def session_id(browser: BrowserPage) -> str:
     found = await browser.page.locator("article.session").get_attribute("data-id")
     assert found is not None
     return found
+
+
+async def test_a_long_label_without_spaces_fits_the_dialogs_on_a_phone(
+    console: ConsoleStack, phone_page: BrowserPage
+) -> None:
+    """A label of 200 characters with no space in it (a path, say) names the session in the
+    fork, rename and delete dialogs' titles: it breaks inside the dialog, which never scrolls
+    sideways on a phone."""
+    root = await console.stack.root(label="notes/" + "x" * 194)
+    page = phone_page.page
+    await open_console(console, phone_page, f"#/session/{root.id}")
+    for button in ("Fork…", "Rename…", "Delete…"):
+        await page.get_by_role("button", name=button).click()
+        box = page.locator("dialog[open]")
+        await expect(box).to_be_visible()
+        widths = await box.evaluate("(e) => [e.scrollWidth, e.clientWidth]")
+        assert widths[0] <= widths[1], button
+        await page.keyboard.press("Escape")
+        await expect(page.locator("dialog")).to_have_count(0)
+    assert phone_page.console_errors() == []
