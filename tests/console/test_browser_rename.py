@@ -134,3 +134,19 @@ async def test_a_long_label_without_spaces_fits_the_dialogs_on_a_phone(
         await page.keyboard.press("Escape")
         await expect(page.locator("dialog")).to_have_count(0)
     assert phone_page.console_errors() == []
+
+
+async def test_a_long_label_without_spaces_fits_a_forks_view_on_a_phone(
+    console: ConsoleStack, phone_page: BrowserPage
+) -> None:
+    """A fork of a session whose label is a 200-character path: its lineage and its "Forked
+    from" line break the label inside the window; nothing of the view scrolls sideways."""
+    root = await console.stack.root(label="notes/" + "x" * 194)
+    child = await console.stack.fork(root.id, "notes/" + "y" * 194)
+    page = phone_page.page
+    await open_console(console, phone_page, f"#/session/{child.id}")
+    await expect(page.locator("#session-source")).to_be_visible()
+    for part in ("#lineage-nav", "#session-source", ".session-top", "#detail"):
+        widths = await page.locator(part).evaluate("(e) => [e.scrollWidth, e.clientWidth]")
+        assert widths[0] <= widths[1], part
+    assert phone_page.console_errors() == []
