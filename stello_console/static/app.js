@@ -6,7 +6,7 @@
 import { ApiError, call, forget, identity, onSignedOut, requestId, setMode, signIn, signOut, signedIn, space, takePageKey } from "./api.js";
 import { DigestsView } from "./digests.js";
 import { SearchView } from "./search.js";
-import { closeDialogs, dialog, el, replace, userText } from "./dom.js";
+import { closeDialogs, dialog, el, replace, setTitle, userText } from "./dom.js";
 import { checkLabel } from "./labels.js";
 import { Forest } from "./forest.js";
 import { Live } from "./live.js";
@@ -82,6 +82,7 @@ export class App {
   askKey(message = "", note = "") {
     this.live?.stop();
     closeDialogs(); // a dialog left open would cover the sign-in form
+    setTitle();
     this.view = null;
     for (const id of ["new-root", "refresh", "sign-out", "search-form"]) $(id).hidden = true;
     replace($("forest-pane"));
@@ -246,6 +247,7 @@ export class App {
   /** @param {boolean} mine */
   showSignedOut(mine) {
     this.view?.leave?.();
+    setTitle();
     closeDialogs(); // a dialog left open would cover the signed-out page
     this.view = null;
     for (const id of ["new-root", "refresh", "sign-out", "search-form"]) $(id).hidden = true;
@@ -379,6 +381,7 @@ export class App {
     const detailed = hash.startsWith("#/session/") || hash.startsWith("#/search/") || hash === "#/digests";
     document.body.dataset.view = detailed ? "detail" : "forest";
     if (hash !== this.shownHash) {
+      setTitle(); // a session's view names it once loaded
       detail.scrollTop = 0; // another view starts at its top
       this.clearError(); // an earlier view's failure, or an action's in it, is not this one's
     }

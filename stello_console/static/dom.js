@@ -65,6 +65,17 @@ export function isolated(text) {
   return BIDI_CONTROLS.test(text) ? `\u2068${text}\u2069` : text;
 }
 
+const TITLE = "Stello console";
+
+/**
+ * The browser tab's title: what the page shows (a session's label), then the console's name;
+ * the console's name alone without `shown`.
+ * @param {string} [shown]
+ */
+export function setTitle(shown = "") {
+  document.title = shown ? `${isolated(shown)} · ${TITLE}` : TITLE;
+}
+
 /**
  * Replace every child of `node`.
  * @param {ParentNode} node

@@ -8,7 +8,7 @@
 // ancestors re-read the lineage.
 
 import { ApiError, call, requestId, stream } from "./api.js";
-import { dialog, el, isolated, plural, replace, userText, when } from "./dom.js";
+import { dialog, el, isolated, plural, replace, setTitle, userText, when } from "./dom.js";
 import { LABEL_MAX, checkLabel } from "./labels.js";
 import { Lineage } from "./lineage.js";
 import { RecordList } from "./records.js";
@@ -164,8 +164,10 @@ export class SessionView {
     );
   }
 
+  /** The title: the label, also in the browser tab's title. */
   head() {
     const view = this.view;
+    setTitle(view.label);
     return el(
       "h2",
       { id: "session-head" },
@@ -349,6 +351,7 @@ export class SessionView {
 
   markGone() {
     this.gone = true;
+    setTitle();
     replace(
       this.container,
       el("p", { class: "muted", id: "view-gone" }, "This session was deleted. ", el("a", { href: "#/" }, "Back to the forest")),

@@ -28,7 +28,8 @@ async def test_rename_shows_the_new_label_everywhere_and_a_refusal_in_the_dialog
 ) -> None:
     """Rename… opens a dialog holding the label; a label the gateway refuses keeps the dialog
     open with what was typed and says why; a good one shows in the session's title, the
-    forest, and another tab (its forest, and the lineage of a child it shows)."""
+    browser tab's title, the forest, and another tab (its forest, and the lineage and
+    "Forked from" of a child it shows)."""
     root = await console.stack.root(label="Before")
     child = await console.stack.fork(root.id, "Kid")
     page = browser_page.page
@@ -40,6 +41,7 @@ async def test_rename_shows_the_new_label_everywhere_and_a_refusal_in_the_dialog
     await page.get_by_role("button", name="Rename…").click()
     field = page.locator("#rename-label")
     await expect(field).to_have_value("Before")
+    await expect(page).to_have_title("Before · Stello console")
     await field.fill("   ")
     await page.get_by_role("button", name="Rename", exact=True).click()
     alert = page.locator("dialog[open] [role=alert]")
@@ -53,6 +55,8 @@ async def test_rename_shows_the_new_label_everywhere_and_a_refusal_in_the_dialog
         node = tab.locator(f'#forest .node[data-id="{root.id}"] .label')
         await expect(node).to_have_text("After")
     await expect(other.locator("#lineage-nav")).to_contain_text("After")
+    await expect(page).to_have_title("After · Stello console")
+    await expect(other).to_have_title("Kid · Stello console")
     await expect(other.locator("p", has_text="Forked from")).to_have_text("Forked from After")
     await browser_page.shot("renamed")
     assert (await console.stack.view(root.id)).node.label == "After"
