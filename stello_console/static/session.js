@@ -185,7 +185,7 @@ export class SessionView {
       `${plural(view.turn_count, "turn")} · created ${when(view.created_at)}`,
       view.last_active_at ? ` · last active ${when(view.last_active_at)}` : "",
       " · ",
-      el("code", {}, view.id),
+      el("code", { class: "session-id" }, view.id),
     );
   }
 

@@ -470,6 +470,20 @@ class TestShortIds:
         await phone_page.shot("phone-short-ids")
         assert phone_page.console_errors() == []
 
+    async def test_a_sessions_whole_id_is_not_split_on_a_phone(
+        self, console: ConsoleStack, phone_page: BrowserPage
+    ) -> None:
+        """The session's id in its meta line (after "0 turns · created ... · last active
+        ...") was split over two lines on a phone where it met the line's end
+        ("0de6230d-91bc-4aed-b852-" over "d0bec42a6bbc"): it fits a line of its own, so it
+        goes there whole."""
+        root = await console.stack.root(label="Whole id")
+        page = phone_page.page
+        await open_console(console, phone_page, f"#/session/{root.id}")
+        code = page.locator("#session-meta code")
+        await expect(code).to_have_text(root.id)
+        assert await text_lines(code) == 1
+
     async def test_go_to_ids_candidates_fit_the_forest_pane_on_a_phone(
         self, console: ConsoleStack, phone_page: BrowserPage
     ) -> None:
@@ -503,3 +517,15 @@ async def filter_height(page: Page) -> float:
         "(e) => e.getBoundingClientRect().height"
     )
     return height
+
+
+async def text_lines(element: Locator) -> int:
+    """How many lines the text of `element` takes (its text's line boxes, by their tops)."""
+    lines: int = await element.evaluate(
+        """(e) => {
+          const range = document.createRange();
+          range.selectNodeContents(e);
+          return new Set([...range.getClientRects()].map((r) => Math.round(r.top))).size;
+        }"""
+    )
+    return lines
