@@ -528,6 +528,41 @@ class TestRename:
         assert archived.status == 412 and archived.json()["error"]["reason"] == "SESSION_ARCHIVED"
         assert (await api.console.stack.view(root.id)).node.label == "Shelved"
 
+    async def test_a_rename_from_another_origin_or_without_a_key_changes_nothing(
+        self, api: Api, key_console: ConsoleStack
+    ) -> None:
+        """The local console refuses a rename without Origin or from another origin (403);
+        a deployed one refuses one from its own origin without a key (401) and renames with
+        the space's key."""
+        root = await api.console.stack.root(label="Guarded")
+        path = f"/api/sessions/{root.id}/label"
+        for origin in ({}, {"Origin": "http://evil.example"}):
+            headers = {**api.signed, **origin, "Content-Type": "application/json"}
+            reply = await fetch(
+                api.console.port, path, method="PUT", headers=headers, body={"label": "x"}
+            )
+            assert reply.status == 403, reply.text
+        assert (await api.console.stack.view(root.id)).node.label == "Guarded"
+        theirs = await key_console.stack.root(label="Keyed")
+        path = f"/api/sessions/{theirs.id}/label"
+        body = {"label": "Keyed anew"}
+        own = {"Origin": f"http://127.0.0.1:{key_console.port}"}
+        bare = await fetch(key_console.port, path, method="PUT", headers=own, body=body)
+        assert bare.status == 401
+        space = key_console.stack.space
+        keyed = await fetch(
+            key_console.port,
+            path,
+            method="PUT",
+            headers={
+                **own,
+                "Authorization": f"Bearer {space.key}",
+                "X-Stello-Space": space.sid,
+            },
+            body=body,
+        )
+        assert keyed.status == 200 and keyed.json()["label"] == "Keyed anew"
+
 
 class TestSend:
     async def test_send_relays_deltas_then_the_stored_turn(self, api: Api) -> None:
