@@ -27,6 +27,8 @@ const VIEW_KINDS = new Set([
   "config_put",
   "metadata_changed",
 ]);
+// What takes the focus in a part of the view (swap() keeps it on the same one).
+const CONTROLS = "a[href], button, input, select, textarea, summary";
 // Events that change what the lineage shows of an ancestor: the lineage is re-read.
 const ANCESTOR_KINDS = new Set([
   "session_updated",
@@ -222,11 +224,22 @@ export class SessionView {
   }
 
   /**
+   * Replace the part `selector` names with `node`; the focus, when it was in that part,
+   * moves to the same control in the new one (by id, else by place: Archive's Unarchive),
+   * rather than to the page's start.
    * @param {string} selector
    * @param {Element} node
    */
   swap(selector, node) {
-    this.container.querySelector(selector)?.replaceWith(node);
+    const old = this.container.querySelector(selector);
+    if (!old) return;
+    const focused = document.activeElement;
+    const inside = focused instanceof HTMLElement && old.contains(focused) ? focused : null;
+    const place = inside ? [...old.querySelectorAll(CONTROLS)].indexOf(inside) : -1;
+    old.replaceWith(node);
+    if (!inside) return;
+    const same = (inside.id && node.querySelector(`#${CSS.escape(inside.id)}`)) || node.querySelectorAll(CONTROLS)[place];
+    if (same instanceof HTMLElement) same.focus();
   }
 
   lineage() {

@@ -154,3 +154,27 @@ async def test_a_long_label_without_spaces_fits_a_forks_view_on_a_phone(
         widths = await page.locator(part).evaluate("(e) => [e.scrollWidth, e.clientWidth]")
         assert widths[0] <= widths[1], part
     assert phone_page.console_errors() == []
+
+
+async def test_a_rename_by_keyboard_keeps_the_focus_on_its_button(
+    console: ConsoleStack, browser_page: BrowserPage
+) -> None:
+    """Enter on Rename…, a new label, Enter: the dialog closes and the focus is back on
+    Rename… (the redrawn actions dropped it to the page's start); Archive by keyboard keeps
+    it on the button in its place (Unarchive)."""
+    root = await console.stack.root(label="Keys")
+    page = browser_page.page
+    await open_console(console, browser_page, f"#/session/{root.id}")
+    await page.locator("#rename").focus()
+    await page.keyboard.press("Enter")
+    await expect(page.locator("#rename-label")).to_be_focused()
+    await page.keyboard.press("Control+A")
+    await page.keyboard.type("Keys renamed")
+    await page.keyboard.press("Enter")
+    await expect(page.locator("#session-label")).to_have_text("Keys renamed")
+    await expect(page.locator("#rename")).to_be_focused()
+    await page.locator("#archive").focus()
+    await page.keyboard.press("Enter")
+    await expect(page.locator("#session-status")).to_have_text("archived")
+    await expect(page.locator("#unarchive")).to_be_focused()
+    assert browser_page.console_errors() == []
