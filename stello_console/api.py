@@ -116,6 +116,7 @@ class ConsoleApi:
             Route("/api/sessions/{id}/fork", self.fork, methods=["POST"]),
             Route("/api/sessions/{id}/archive", self.archive, methods=["POST"]),
             Route("/api/sessions/{id}/unarchive", self.unarchive, methods=["POST"]),
+            Route("/api/sessions/{id}/label", self.rename, methods=["PUT"]),
             Route("/api/sessions/{id}/insight", self.put_insight, methods=["PUT"]),
             Route("/api/sessions/{id}/memory", self.put_memory, methods=["PUT"]),
         ]
@@ -267,6 +268,15 @@ class ConsoleApi:
         """Unarchive a session."""
         caller = self._caller_of(request)
         return JSONResponse(await self._gateway.unarchive(caller, request.path_params["id"]))
+
+    async def rename(self, request: Request) -> Response:
+        """Rename a session: {label}; the gateway judges the label (1..200 characters, one
+        line) and answers the session as it now is."""
+        caller = self._caller_of(request)
+        label = text(await json_body(request), "label", required=True)
+        assert label is not None
+        session_id = request.path_params["id"]
+        return JSONResponse(await self._gateway.rename(caller, session_id, label))
 
     async def delete(self, request: Request) -> Response:
         """Delete a session and its subtree (the page asked for confirmation)."""

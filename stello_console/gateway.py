@@ -245,6 +245,10 @@ class ConsoleGateway:
         """Make an archived session active again."""
         return dicts.session_dict(await self._as(caller).unarchive(session_id))
 
+    async def rename(self, caller: Caller, session_id: str, label: str) -> JsonDict:
+        """Give the session a new label (UpdateLabel); the session as it now is."""
+        return dicts.session_dict(await self._as(caller).update_label(session_id, label))
+
     async def delete(self, caller: Caller, session_id: str) -> JsonDict:
         """Erase the session and its subtree; the erased ids."""
         return {"deleted_ids": await self._as(caller).delete_session(session_id)}

@@ -6,7 +6,8 @@
 import { ApiError, call, forget, identity, onSignedOut, requestId, setMode, signIn, signOut, signedIn, space, takePageKey } from "./api.js";
 import { DigestsView } from "./digests.js";
 import { SearchView } from "./search.js";
-import { dialog, el, replace, userText } from "./dom.js";
+import { closeDialogs, dialog, el, replace, setTitle, userText } from "./dom.js";
+import { checkLabel } from "./labels.js";
 import { Forest } from "./forest.js";
 import { Live } from "./live.js";
 import { SessionView } from "./session.js";
@@ -80,6 +81,8 @@ export class App {
 
   askKey(message = "", note = "") {
     this.live?.stop();
+    closeDialogs(); // a dialog left open would cover the sign-in form
+    setTitle();
     this.view = null;
     for (const id of ["new-root", "refresh", "sign-out", "search-form"]) $(id).hidden = true;
     replace($("forest-pane"));
@@ -192,7 +195,7 @@ export class App {
                 el(
                   "ul",
                   {},
-                  sessions.map((/** @type {{id: string, label: string}} */ s) => el("li", {}, el("a", { href: `#/session/${s.id}`, onclick: () => replace(found) }, userText(s.label), " ", el("code", {}, s.id.slice(0, 13))))),
+                  sessions.map((/** @type {{id: string, label: string}} */ s) => el("li", {}, el("a", { href: `#/session/${s.id}`, onclick: () => replace(found) }, userText(s.label), " ", el("code", { class: "short-id" }, s.id.slice(0, 13))))),
                 ),
               );
             }
@@ -244,6 +247,8 @@ export class App {
   /** @param {boolean} mine */
   showSignedOut(mine) {
     this.view?.leave?.();
+    setTitle();
+    closeDialogs(); // a dialog left open would cover the signed-out page
     this.view = null;
     for (const id of ["new-root", "refresh", "sign-out", "search-form"]) $(id).hidden = true;
     this.hideError();
@@ -376,6 +381,7 @@ export class App {
     const detailed = hash.startsWith("#/session/") || hash.startsWith("#/search/") || hash === "#/digests";
     document.body.dataset.view = detailed ? "detail" : "forest";
     if (hash !== this.shownHash) {
+      setTitle(); // a session's view names it once loaded
       detail.scrollTop = 0; // another view starts at its top
       this.clearError(); // an earlier view's failure, or an action's in it, is not this one's
     }
@@ -430,30 +436,27 @@ export class App {
     }
   }
 
+  /** A new root; a refused one keeps the dialog open with what was typed, saying why. */
   async newRoot() {
-    const form = await dialog(
+    const root = await dialog(
       "New root session",
       el(
         "div",
         { class: "fields" },
-        el("label", {}, "Label", el("input", { name: "label", id: "root-label", maxlength: "200", placeholder: "Root" })),
+        el("label", {}, "Label", el("input", { name: "label", id: "root-label", placeholder: "Root" })),
         el("label", {}, "System prompt", el("textarea", { name: "system_prompt", id: "root-system-prompt", rows: 3 })),
       ),
       "Create",
+      { act: (form) => createRoot(form) },
     );
-    if (!form) return;
-    /** @type {Record<string, unknown>} */
-    const body = { request_id: requestId() };
-    if (form.get("label")) body.label = form.get("label");
-    if (form.get("system_prompt")) body.system_prompt = form.get("system_prompt");
+    if (!root) return;
+    this.clearError();
     try {
-      const root = await call("POST", "/api/roots", body);
-      this.clearError();
       await this.refreshNodes([root.id]);
-      this.open(root.id);
     } catch (error) {
       this.reportError(error);
     }
+    this.open(root.id);
   }
 
   /**
@@ -482,6 +485,19 @@ export class App {
     $("error-text").textContent = String(error);
     $("error").hidden = false;
   }
+}
+
+/** Create the root the new-root dialog's fields ask for (a label checked as the gateway
+ * counts it first).
+ * @param {FormData} form
+ */
+function createRoot(form) {
+  /** @type {Record<string, unknown>} */
+  const body = { request_id: requestId() };
+  if (form.get("label")) body.label = form.get("label");
+  if (form.get("system_prompt")) body.system_prompt = form.get("system_prompt");
+  checkLabel(form.get("label"));
+  return call("POST", "/api/roots", body);
 }
 
 /** The local console's sign-in form: the printed URL (or its token) is opened, as if typed. */

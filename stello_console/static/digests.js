@@ -84,7 +84,7 @@ export class DigestsView {
         el("td", { class: "number" }, String(digest.turn_count)),
         el("td", { class: "text-cell" }, digest.memory ?? ""),
         el("td", { class: "text-cell" }, digest.insight ?? ""),
-        el("td", {}, el("code", {}, digest.id.slice(0, 8))),
+        el("td", {}, el("code", { class: "short-id" }, digest.id.slice(0, 8))),
       ),
     );
     const page = this.tokens.length;

@@ -65,6 +65,17 @@ export function isolated(text) {
   return BIDI_CONTROLS.test(text) ? `\u2068${text}\u2069` : text;
 }
 
+const TITLE = "Stello console";
+
+/**
+ * The browser tab's title: what the page shows (a session's label), then the console's name;
+ * the console's name alone without `shown`.
+ * @param {string} [shown]
+ */
+export function setTitle(shown = "") {
+  document.title = shown ? `${isolated(shown)} · ${TITLE}` : TITLE;
+}
+
 /**
  * Replace every child of `node`.
  * @param {ParentNode} node
@@ -113,13 +124,21 @@ export function when(iso) {
 }
 
 let dialogs = 0;
+/** @type {Set<HTMLDialogElement>} the dialogs on screen */
+const openDialogs = new Set();
+
+/** Close every dialog on screen, as Cancel would (the page signs out under them). */
+export function closeDialogs() {
+  for (const box of openDialogs) box.close("cancel");
+}
 
 /**
  * A modal dialog with `content`; resolves with the submitted FormData, or null. Enter in a
  * field submits (the submit button is the form's only one), Escape or Cancel closes it;
  * the focus starts on the first field and returns where it was. With `act`, a submit runs
  * `act(data)` with the dialog open: it closes resolving with what `act` returned, or, when
- * `act` throws, stays open with what was typed and says why in the dialog.
+ * `act` throws (or its promise rejects), stays open with what was typed and says why in the
+ * dialog.
  * @param {Child} title
  * @param {Child} content
  * @param {string} submitLabel
@@ -148,26 +167,32 @@ export function dialog(title, content, submitLabel, { danger = false, act } = {}
       form.addEventListener("submit", (event) => {
         event.preventDefault();
         submit.disabled = true;
-        act(new FormData(form)).then(
-          (done) => {
-            result = done;
-            box?.close("ok");
-          },
-          (error) => {
-            submit.disabled = false;
-            problem.textContent = String(error);
-            problem.hidden = false;
-          },
-        );
+        const data = new FormData(form);
+        // A check that throws at once is said like a refusal.
+        Promise.resolve()
+          .then(() => act(data))
+          .then(
+            (done) => {
+              result = done;
+              box?.close("ok");
+            },
+            (error) => {
+              submit.disabled = false;
+              problem.textContent = String(error);
+              problem.hidden = false;
+            },
+          );
       });
     }
     box = el("dialog", { "aria-labelledby": titleId }, form);
     box.addEventListener("close", () => {
       const ok = box.returnValue === "ok";
+      openDialogs.delete(box);
       box.remove();
       resolve(act ? result : ok ? new FormData(form) : null);
     });
     document.body.append(box);
+    openDialogs.add(box);
     box.showModal();
   });
 }

@@ -83,7 +83,7 @@ export class SearchView {
         // A link, so a hit opens by keyboard too (the whole item takes the mouse's click).
         el("a", { href: `#/session/${hit.session_id}/at/${hit.seq}` }, el("bdi", { class: "label" }, hit.label || "(no label)")),
         " ",
-        el("code", { class: "muted" }, hit.session_id.slice(0, 8)),
+        el("code", { class: "muted short-id" }, hit.session_id.slice(0, 8)),
         " ",
         el("span", { class: "seq" }, `#${hit.seq}`),
         " ",

@@ -8,7 +8,8 @@
 // ancestors re-read the lineage.
 
 import { ApiError, call, requestId, stream } from "./api.js";
-import { dialog, el, isolated, plural, replace, userText, when } from "./dom.js";
+import { dialog, el, isolated, plural, replace, setTitle, userText, when } from "./dom.js";
+import { LABEL_MAX, checkLabel } from "./labels.js";
 import { Lineage } from "./lineage.js";
 import { RecordList } from "./records.js";
 import { SlotEditor } from "./slots.js";
@@ -26,6 +27,8 @@ const VIEW_KINDS = new Set([
   "config_put",
   "metadata_changed",
 ]);
+// What takes the focus in a part of the view (swap() keeps it on the same one).
+const CONTROLS = "a[href], button, input, select, textarea, summary";
 // Events that change what the lineage shows of an ancestor: the lineage is re-read.
 const ANCESTOR_KINDS = new Set([
   "session_updated",
@@ -163,8 +166,10 @@ export class SessionView {
     );
   }
 
+  /** The title: the label, also in the browser tab's title. */
   head() {
     const view = this.view;
+    setTitle(view.label);
     return el(
       "h2",
       { id: "session-head" },
@@ -182,7 +187,7 @@ export class SessionView {
       `${plural(view.turn_count, "turn")} · created ${when(view.created_at)}`,
       view.last_active_at ? ` · last active ${when(view.last_active_at)}` : "",
       " · ",
-      el("code", {}, view.id),
+      el("code", { class: "session-id" }, view.id),
     );
   }
 
@@ -219,11 +224,22 @@ export class SessionView {
   }
 
   /**
+   * Replace the part `selector` names with `node`; the focus, when it was in that part,
+   * moves to the same control in the new one (by id, else by place: Archive's Unarchive),
+   * rather than to the page's start.
    * @param {string} selector
    * @param {Element} node
    */
   swap(selector, node) {
-    this.container.querySelector(selector)?.replaceWith(node);
+    const old = this.container.querySelector(selector);
+    if (!old) return;
+    const focused = document.activeElement;
+    const inside = focused instanceof HTMLElement && old.contains(focused) ? focused : null;
+    const place = inside ? [...old.querySelectorAll(CONTROLS)].indexOf(inside) : -1;
+    old.replaceWith(node);
+    if (!inside) return;
+    const same = (inside.id && node.querySelector(`#${CSS.escape(inside.id)}`)) || node.querySelectorAll(CONTROLS)[place];
+    if (same instanceof HTMLElement) same.focus();
   }
 
   lineage() {
@@ -247,12 +263,13 @@ export class SessionView {
     if (this.current()) this.swap("#lineage-nav", this.lineage());
   }
 
+  /** "Forked from" the source, by its label in the forest (its id when the forest lacks it). */
   /** @param {string} sourceId */
   source(sourceId) {
     const node = this.app.forest().get(sourceId);
     return el(
       "p",
-      { class: "muted" },
+      { class: "muted", id: "session-source" },
       "Forked from ",
       el("a", { href: `#/session/${sourceId}`, dir: "auto", class: "user-text" }, node ? node.label : sourceId),
     );
@@ -264,6 +281,11 @@ export class SessionView {
       "div",
       { class: "actions", id: "session-actions" },
       el("button", { type: "button", id: "fork", onclick: () => this.fork(null) }, "Fork…"),
+      el(
+        "button",
+        { type: "button", id: "rename", disabled: archived, title: archived ? "Archived: unarchive it to rename it" : null, onclick: () => this.rename() },
+        "Rename…",
+      ),
       archived
         ? el("button", { type: "button", id: "unarchive", onclick: () => this.setArchived(false) }, "Unarchive")
         : el("button", { type: "button", id: "archive", onclick: () => this.setArchived(true) }, "Archive"),
@@ -308,6 +330,12 @@ export class SessionView {
     );
   }
 
+  /** The forest changed (a live change, a refetch): the source's label may be a new one. */
+  forestChanged() {
+    const sourceId = this.view?.source_session_id;
+    if (sourceId && this.current()) this.swap("#session-source", this.source(sourceId));
+  }
+
   /** Live changes: those naming this session update it; its deletion says so. */
   /** @param {any[]} events */
   async onEvents(events) {
@@ -336,6 +364,7 @@ export class SessionView {
 
   markGone() {
     this.gone = true;
+    setTitle();
     replace(
       this.container,
       el("p", { class: "muted", id: "view-gone" }, "This session was deleted. ", el("a", { href: "#/" }, "Back to the forest")),
@@ -523,7 +552,7 @@ export class SessionView {
       el(
         "div",
         { class: "fields" },
-        el("label", {}, "Label", el("input", { name: "label", id: "fork-label", required: true, maxlength: "200", value: forkLabel(this.view.label) })),
+        el("label", {}, "Label", el("input", { name: "label", id: "fork-label", required: true, value: forkLabel(this.view.label) })),
         el("label", {}, "Context", context),
         el("label", {}, "Up to seq", upTo),
         el("label", {}, "Profile", profile),
@@ -532,12 +561,37 @@ export class SessionView {
         el("label", {}, "Opening message", el("input", { name: "prompt", id: "fork-prompt" })),
       ),
       "Fork",
-      { act: (form) => call("POST", `/api/sessions/${this.id}/fork`, forkBody(form)) },
+      {
+        act: (form) => {
+          checkLabel(form.get("label"));
+          return call("POST", `/api/sessions/${this.id}/fork`, forkBody(form));
+        },
+      },
     );
     if (!child) return;
     this.app.clearError();
     await this.app.refreshNodes([child.id]);
     this.app.open(child.id);
+  }
+
+  /** A new label: the dialog holds the label; a refused one keeps it open, saying why. */
+  async rename() {
+    const renamed = await dialog(
+      ["Rename “", userText(this.view.label), "”"],
+      el("div", { class: "fields" }, el("label", {}, "Label", el("input", { name: "label", id: "rename-label", required: true, dir: "auto", value: this.view.label }))),
+      "Rename",
+      {
+        act: (form) => {
+          const label = form.get("label");
+          checkLabel(label);
+          return call("PUT", `/api/sessions/${this.id}/label`, { label });
+        },
+      },
+    );
+    if (!renamed) return;
+    this.app.clearError();
+    const report = (/** @type {unknown} */ error) => this.app.reportError(error);
+    await Promise.all([this.app.refreshNodes([this.id]).catch(report), this.current() ? this.refreshView().catch(report) : null]);
   }
 
   async profiles() {
@@ -590,8 +644,6 @@ function quoted(text) {
   return /^[^\s="\\\p{C}]+$/u.test(text) ? text : JSON.stringify(text);
 }
 
-// The most characters (code points) a label has: stello/validation.py `label`.
-const LABEL_MAX = 200;
 const FORK_SUFFIX = " fork";
 
 /** The label a fork of a session labelled `label` is offered: "LABEL fork", the label cut

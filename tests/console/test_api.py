@@ -476,6 +476,94 @@ class TestFork:
         assert reply.status == 400 and "JSON object" in reply.json()["error"]["message"]
 
 
+class TestRename:
+    async def test_rename_answers_the_session_under_its_new_label(self, api: Api) -> None:
+        """PUT {label}: the session as it now is; GetSession and the forest say the new label;
+        200 astral-plane characters (400 UTF-16 code units) are a label the gateway keeps."""
+        root = await api.console.stack.root(label="Old name")
+        renamed = await api.ok("PUT", f"/api/sessions/{root.id}/label", {"label": "New name"})
+        assert renamed["id"] == root.id and renamed["label"] == "New name"
+        assert (await api.console.stack.view(root.id)).node.label == "New name"
+        emoji = "\U0001f600" * 200
+        renamed = await api.ok("PUT", f"/api/sessions/{root.id}/label", {"label": emoji})
+        assert renamed["label"] == emoji
+        nodes = (await api.ok("GET", "/api/tree"))["nodes"]
+        assert [node["label"] for node in nodes] == [emoji]
+
+    @pytest.mark.parametrize(
+        ("body", "status", "words"),
+        [
+            pytest.param({}, 400, "label: must be text", id="no-label"),
+            pytest.param({"label": 3}, 400, "label: must be text", id="label-not-text"),
+            pytest.param({"label": "a\ud800"}, 400, "label: is not valid Unicode", id="surrogate"),
+            pytest.param({"label": " "}, 400, "label: must not be empty", id="blank"),
+            pytest.param(
+                {"label": "\U0001f600" * 201},
+                400,
+                "label: must be at most 200 characters, got 201",
+                id="201-astral-characters",
+            ),
+            pytest.param({"label": "two\nlines"}, 400, "label: must be one line", id="newline"),
+        ],
+    )
+    async def test_a_refused_label_says_why_and_changes_nothing(
+        self, api: Api, body: dict[str, Any], status: int, words: str
+    ) -> None:
+        """A missing, mistyped, empty, too long or multi-line label is 400 naming `label`;
+        the session keeps its label."""
+        root = await api.console.stack.root(label="Kept")
+        reply = await api.call("PUT", f"/api/sessions/{root.id}/label", body)
+        assert reply.status == status, reply.text
+        error = reply.json()["error"]
+        assert error["code"] == "INVALID_ARGUMENT" and words in error["message"]
+        assert (await api.console.stack.view(root.id)).node.label == "Kept"
+
+    async def test_renaming_a_missing_or_archived_session_is_refused(self, api: Api) -> None:
+        """A session not in the space is 404; an archived one 412 SESSION_ARCHIVED, unchanged."""
+        missing = await api.call("PUT", f"/api/sessions/{uuid.uuid4()}/label", {"label": "x"})
+        assert missing.status == 404 and missing.json()["error"]["code"] == "NOT_FOUND"
+        root = await api.console.stack.root(label="Shelved")
+        await api.ok("POST", f"/api/sessions/{root.id}/archive", {})
+        archived = await api.call("PUT", f"/api/sessions/{root.id}/label", {"label": "x"})
+        assert archived.status == 412 and archived.json()["error"]["reason"] == "SESSION_ARCHIVED"
+        assert (await api.console.stack.view(root.id)).node.label == "Shelved"
+
+    async def test_a_rename_from_another_origin_or_without_a_key_changes_nothing(
+        self, api: Api, key_console: ConsoleStack
+    ) -> None:
+        """The local console refuses a rename without Origin or from another origin (403);
+        a deployed one refuses one from its own origin without a key (401) and renames with
+        the space's key."""
+        root = await api.console.stack.root(label="Guarded")
+        path = f"/api/sessions/{root.id}/label"
+        for origin in ({}, {"Origin": "http://evil.example"}):
+            headers = {**api.signed, **origin, "Content-Type": "application/json"}
+            reply = await fetch(
+                api.console.port, path, method="PUT", headers=headers, body={"label": "x"}
+            )
+            assert reply.status == 403, reply.text
+        assert (await api.console.stack.view(root.id)).node.label == "Guarded"
+        theirs = await key_console.stack.root(label="Keyed")
+        path = f"/api/sessions/{theirs.id}/label"
+        body = {"label": "Keyed anew"}
+        own = {"Origin": f"http://127.0.0.1:{key_console.port}"}
+        bare = await fetch(key_console.port, path, method="PUT", headers=own, body=body)
+        assert bare.status == 401
+        space = key_console.stack.space
+        keyed = await fetch(
+            key_console.port,
+            path,
+            method="PUT",
+            headers={
+                **own,
+                "Authorization": f"Bearer {space.key}",
+                "X-Stello-Space": space.sid,
+            },
+            body=body,
+        )
+        assert keyed.status == 200 and keyed.json()["label"] == "Keyed anew"
+
+
 class TestSend:
     async def test_send_relays_deltas_then_the_stored_turn(self, api: Api) -> None:
         """Server-sent events: text deltas, then `done` with the stored user and assistant."""

@@ -430,3 +430,102 @@ class TestLayout:
         await open_console(console, browser_page)
         await expect(page.locator("#space")).to_have_text(name)
         await expect(page.locator("#space")).to_have_attribute("title", console.stack.space.sid)
+
+
+async def lines_of(ids: Locator) -> list[int]:
+    """How many lines each element of `ids` takes (its inline boxes' count)."""
+    counts: list[int] = await ids.evaluate_all("(all) => all.map((e) => e.getClientRects().length)")
+    return counts
+
+
+class TestShortIds:
+    async def test_a_short_id_stays_on_one_line_on_a_phone(
+        self, console: ConsoleStack, phone_page: BrowserPage
+    ) -> None:
+        """The first digits of an id never break over two lines on a phone: the digests' Id
+        column broke each over four (`code`'s overflow-wrap: anywhere let the table shrink it
+        to two digits a line). A search hit's and "Go to id"'s candidates keep theirs whole
+        too, wherever labels of every length from 20 to 59 characters put them on a line."""
+        stack = console.stack
+        ids = []
+        for n in range(20, 60):
+            root = await stack.root(label="L" * n)
+            await stack.append(root.id, record("user", "needle"))
+            ids.append(root.id)
+        # 40 ids, 16 first digits: some digit starts two of them or more.
+        digit = max("0123456789abcdef", key=lambda d: sum(i.startswith(d) for i in ids))
+        page = phone_page.page
+        await open_console(console, phone_page, "#/digests")
+        await expect(page.locator("#digests tr[data-id]")).to_have_count(40)
+        assert set(await lines_of(page.locator("#digests tr[data-id] td code"))) == {1}
+        await page.goto(f"{console.base}#/search/needle")
+        await expect(page.locator("#hits .hit")).to_have_count(20)
+        assert set(await lines_of(page.locator("#hits .hit code"))) == {1}
+        await page.goto(f"{console.base}#/")
+        await page.locator("#goto-id").fill(digit)
+        await page.locator("#goto-go").click()
+        found = page.locator("#goto-found li code")
+        await expect(found).to_have_count(sum(i.startswith(digit) for i in ids))
+        assert set(await lines_of(found)) == {1}
+        await phone_page.shot("phone-short-ids")
+        assert phone_page.console_errors() == []
+
+    async def test_a_sessions_whole_id_is_not_split_on_a_phone(
+        self, console: ConsoleStack, phone_page: BrowserPage
+    ) -> None:
+        """The session's id in its meta line (after "0 turns · created ... · last active
+        ...") was split over two lines on a phone where it met the line's end
+        ("0de6230d-91bc-4aed-b852-" over "d0bec42a6bbc"): it fits a line of its own, so it
+        goes there whole."""
+        root = await console.stack.root(label="Whole id")
+        page = phone_page.page
+        await open_console(console, phone_page, f"#/session/{root.id}")
+        code = page.locator("#session-meta code")
+        await expect(code).to_have_text(root.id)
+        assert await text_lines(code) == 1
+
+    async def test_go_to_ids_candidates_fit_the_forest_pane_on_a_phone(
+        self, console: ConsoleStack, phone_page: BrowserPage
+    ) -> None:
+        """ "Go to id" listing several candidates on a phone: a label with no space in it ran
+        past the window's edge, cut off, and the filter box beside the list grew as tall as
+        it; now every candidate stays inside the window and the filter keeps its height."""
+        ids = [(await console.stack.root(label="path/" + "x" * 80)).id for _ in range(17)]
+        # 17 ids, 16 first digits: some digit starts two of them or more.
+        digit = max("0123456789abcdef", key=lambda d: sum(i.startswith(d) for i in ids))
+        page = phone_page.page
+        await open_console(console, phone_page)
+        alone = await filter_height(page)
+        await page.locator("#goto-id").fill(digit)
+        await page.locator("#goto-go").click()
+        found = page.locator("#goto-found li")
+        await expect(found).to_have_count(sum(i.startswith(digit) for i in ids))
+        width = await page.evaluate("() => document.documentElement.clientWidth")
+        rights = await found.evaluate_all(
+            "(all) => all.map((e) => Math.max(...[...e.querySelectorAll('*')].map("
+            "(c) => c.getBoundingClientRect().right)))"
+        )
+        assert max(rights) <= width
+        assert await filter_height(page) == alone
+        await phone_page.shot("phone-go-to-candidates")
+        assert phone_page.console_errors() == []
+
+
+async def filter_height(page: Page) -> float:
+    """The forest filter box's height, in CSS pixels."""
+    height: float = await page.locator("#forest-filter").evaluate(
+        "(e) => e.getBoundingClientRect().height"
+    )
+    return height
+
+
+async def text_lines(element: Locator) -> int:
+    """How many lines the text of `element` takes (its text's line boxes, by their tops)."""
+    lines: int = await element.evaluate(
+        """(e) => {
+          const range = document.createRange();
+          range.selectNodeContents(e);
+          return new Set([...range.getClientRects()].map((r) => Math.round(r.top))).size;
+        }"""
+    )
+    return lines

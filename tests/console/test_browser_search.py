@@ -239,6 +239,26 @@ class TestRecordSearch:
         assert len(reads) == 2, reads
         assert browser_page.console_errors() == []
 
+    async def test_a_query_counts_characters_as_the_gateway_does(
+        self, console: ConsoleStack, browser_page: BrowserPage
+    ) -> None:
+        """The search box had maxlength="1000", which counts UTF-16 code units: a query of 600
+        characters beyond the BMP (1,200 units, within the gateway's 1,000 characters) was cut
+        to 500 and another query searched; now it is searched whole, and one the gateway
+        refuses (1,001 characters) says why rather than being cut short."""
+        page = browser_page.page
+        await open_console(console, browser_page)
+        query = "\U0001d431" * 600  # MATHEMATICAL BOLD SMALL X: one character, two units
+        await page.locator("#search").fill(query)
+        await page.locator("#search").press("Enter")
+        await expect(page.locator("#search-count")).to_have_text(f"No record matches “{query}”.")
+        await page.locator("#search").fill("x" * 1001)
+        await page.locator("#search").press("Enter")
+        await expect(page.locator("#view-error")).to_contain_text(
+            "must be at most 1000 characters, got 1001"
+        )
+        assert browser_page.console_errors(r"Failed to load resource.*400") == []
+
     async def test_the_endpoint_answers_hits_as_json(self, console: ConsoleStack) -> None:
         """/api/search?q= answers hits with code-point matches; a bad query is a 400 naming
         `query`."""

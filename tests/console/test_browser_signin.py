@@ -202,3 +202,25 @@ async def test_sign_out_on_a_deployed_console_forgets_this_tabs_key_only(
     await expect(other.locator(f'#forest .node[data-id="{root.id}"]')).to_be_visible()
     assert await api_status(other) == 200
     assert browser_page.console_errors("Failed to load resource.*401") == []
+
+
+async def test_a_sign_out_closes_the_dialogs_left_open(
+    console: ConsoleStack, browser_page: BrowserPage
+) -> None:
+    """Another tab signs the browser out while this one has its fork dialog open: the
+    signed-out page shows with no dialog over it (the modal dialog stayed, over the sign-in)."""
+    root = await console.stack.root(label="Mid-fork")
+    page = browser_page.page
+    await page.goto(console.console.url)
+    await expect(page.locator("#live")).to_have_attribute("data-state", "live")  # it leads
+    other = await browser_page.context.new_page()
+    await other.goto(f"{console.base}#/session/{root.id}")
+    await other.get_by_role("button", name="Fork…").click()
+    await expect(other.locator("dialog[open] #fork-label")).to_be_visible()
+    await page.get_by_role("button", name="Sign out").click()
+    await expect(other.locator("#signed-out")).to_contain_text(
+        "This browser signed out", timeout=AT_ONCE_MS
+    )
+    await expect(other.locator("dialog")).to_have_count(0)
+    await expect(other.locator("#sign-in-url")).to_be_editable()
+    assert browser_page.console_errors("Failed to load resource.*403") == []
