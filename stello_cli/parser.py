@@ -16,7 +16,6 @@ import ast
 import difflib
 import importlib
 import math
-import os
 import re
 import sys
 from collections.abc import Awaitable, Callable, Mapping
@@ -25,7 +24,12 @@ from typing import Any, ClassVar, NoReturn
 from stello import __version__
 from stello_cli.style import read_stdin
 from stello_client.errors import UsageError
-from stello_client.flags import MAX_DEADLINE_S, gateway_address, tls_options
+from stello_client.flags import (
+    MAX_DEADLINE_S,
+    gateway_address,
+    shown_name,
+    tls_options,
+)
 
 Run = Callable[[argparse.Namespace], Awaitable[int]]
 UNDECODED = re.compile("[\udc80-\udcff]")
@@ -295,22 +299,6 @@ def readable(message: str) -> str:
             return f"'{shown_name(value)}' is not a command: its name is not valid UTF-8"
         return f"{message[: found.start(1)]}'{shown_name(value)}'{message[found.end(1) :]}"
     return shown_name(message) if has_undecoded(message) else message
-
-
-class FileName(str):
-    """A file argument as the command line gave it: bytes that are not UTF-8 are kept
-    (Linux names files by bytes; `os` and `pathlib` take them back), so `not_utf8` lets
-    it through; `shown_name` prints it."""
-
-
-def file_name(text: str) -> FileName:
-    """An argparse type: a file's name (`FileName`)."""
-    return FileName(text)
-
-
-def shown_name(name: str) -> str:
-    """A file name as a message prints it: bytes that are not UTF-8 as `\\xff`."""
-    return os.fsencode(name).decode("utf-8", "backslashreplace")
 
 
 def has_undecoded(text: str) -> bool:
