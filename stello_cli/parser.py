@@ -59,6 +59,20 @@ name; --space takes a space's name or id and may be left out when the key
 reaches one space. A SESSION is a session's id or its first digits.
 """
 
+START = """\
+usage: stello COMMAND [ARGS] (`stello --help` lists every command)
+
+  stello up                       run the services here (embedded PostgreSQL, echo model)
+  stello root --label L           create a root session
+  stello send SESSION MESSAGE     one turn: the reply streams as it arrives
+  stello chat SESSION             talk to a session line by line
+  stello fork SESSION --label L   fork a session into a new child
+  stello tree                     the forest: labels, status, turns, short ids
+
+`stello COMMAND --help` tells what a command takes.
+"""
+"""What `stello` alone prints (on stderr, exit 2): the commands to start with."""
+
 
 class StelloParser(argparse.ArgumentParser):
     """An ArgumentParser whose errors are one line (exit 2), unknown flags first."""
@@ -82,6 +96,8 @@ class StelloParser(argparse.ArgumentParser):
         return parsed
 
     def error(self, message: str) -> NoReturn:
+        if message == "the following arguments are required: COMMAND" and not self._unknown_flags():
+            self._no_command()
         unknown = self._unknown_flags()
         if unknown and not message.startswith("unrecognized"):
             message = f"unrecognized arguments: {' '.join(unknown)}"
@@ -91,6 +107,16 @@ class StelloParser(argparse.ArgumentParser):
                 message += f" (did you mean {guess[0]}?)"
         message = readable(message)
         sys.stderr.write(f"{self.prog}: {message} (see `{self.prog} --help`)\n")
+        raise SystemExit(2)
+
+    def _no_command(self) -> NoReturn:
+        """`stello` alone: where to start (`START`); a group alone (`stello keys`): its
+        commands, on one line. Exit 2, as for any command line that is not complete."""
+        if self is StelloParser.root:
+            sys.stderr.write(START)
+        else:
+            names = ", ".join(command_names(self))
+            sys.stderr.write(f"{self.prog}: give a command: {names} (see `{self.prog} --help`)\n")
         raise SystemExit(2)
 
     def _known(self) -> list[str]:
@@ -111,6 +137,16 @@ class StelloParser(argparse.ArgumentParser):
             if not any(option.startswith(name) for option in known):
                 found.append(token)
         return found
+
+
+def command_names(parser: argparse.ArgumentParser) -> list[str]:
+    """The names of the commands `parser` takes (a group's, or the top level's)."""
+    return [
+        name
+        for action in parser._actions
+        if isinstance(action, argparse._SubParsersAction)
+        for name in action.choices
+    ]
 
 
 def connection_options(parser: argparse.ArgumentParser, *, default: Any = None) -> None:

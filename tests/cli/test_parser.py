@@ -21,6 +21,7 @@ from stello_cli.parser import (
     SESSION_HELP,
     build_parser,
     call_timeout,
+    command_names,
     text_argument,
 )
 from stello_cli.style import confirm
@@ -342,9 +343,36 @@ class TestUsageErrors:
         up` running?", before)."""
         assert usage_error(capsys, *argv).startswith(said)
 
-    def test_no_command(self, capsys: pytest.CaptureFixture[str]) -> None:
-        """`stello` alone asks for a command on one line."""
-        assert "the following arguments are required: COMMAND" in usage_error(capsys)
+    def test_no_command_shows_where_to_start(self, capsys: pytest.CaptureFixture[str]) -> None:
+        """`stello` alone prints a short usage with the commands to start with and where
+        the rest are, exit 2 (argparse's convention for a command line that is not
+        complete); it printed only "the following arguments are required: COMMAND"."""
+        with pytest.raises(SystemExit) as caught:
+            main([])
+        out, err = capsys.readouterr()
+        assert (caught.value.code, out) == (2, "")
+        lines = err.splitlines()
+        assert lines[0] == "usage: stello COMMAND [ARGS] (`stello --help` lists every command)"
+        listed = [line.split()[1] for line in lines if line.startswith("  stello ")]
+        assert listed[:3] == ["up", "root", "send"]
+        assert set(listed) <= set(command_names(build_parser()))
+        assert "required" not in err
+
+    @pytest.mark.parametrize(
+        ("group", "said"),
+        [
+            pytest.param("keys", "create, revoke, list", id="keys"),
+            pytest.param("retention", "show, set, apply, pin", id="retention"),
+        ],
+    )
+    def test_a_group_without_its_command_lists_them(
+        self, capsys: pytest.CaptureFixture[str], group: str, said: str
+    ) -> None:
+        """`stello keys` alone names the commands it takes, on one line (it said only
+        "the following arguments are required: COMMAND")."""
+        assert usage_error(capsys, group) == (
+            f"stello {group}: give a command: {said} (see `stello {group} --help`)\n"
+        )
 
 
 class TestCtrlCWhileReadingStdin:
