@@ -73,6 +73,13 @@ usage: stello COMMAND [ARGS] (`stello --help` lists every command)
 """
 """What `stello` alone prints (on stderr, exit 2): the commands to start with."""
 
+EXIT_CODES = """\
+exit codes: 0 done; 1 the command failed (one line saying why); 2 the command
+line is wrong, found here or a value typed that the gateway refused (one line
+naming the flag or argument); 130 Ctrl-C.
+"""
+"""The end of `stello --help`."""
+
 
 class StelloParser(argparse.ArgumentParser):
     """An ArgumentParser whose errors are one line (exit 2), unknown flags first."""
@@ -371,11 +378,27 @@ def argument_name(args: argparse.Namespace, dest: str, index: int = 0) -> str:
     return dest
 
 
+def typed_names(args: argparse.Namespace) -> set[str]:
+    """What a person types on this command line, as its usage lines name it: the flags of
+    the command (and those given before it) and the metavars of its positionals."""
+    names: set[str] = set()
+    for parser in (getattr(args, "parser", None), StelloParser.root):
+        for action in parser._actions if parser is not None else ():
+            names.update(action.option_strings)
+            if not action.option_strings and action.metavar is not None:
+                metavars = (
+                    action.metavar if isinstance(action.metavar, tuple) else (action.metavar,)
+                )
+                names.update(metavars)
+    return names
+
+
 def build_parser() -> StelloParser:
     """The parser of every command, from `COMMAND_GROUPS`."""
     parser = StelloParser(
         prog="stello",
         description=DESCRIPTION,
+        epilog=EXIT_CODES,
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     parser.add_argument("--version", action="version", version=f"stello {__version__}")

@@ -358,6 +358,17 @@ class TestUsageErrors:
         assert set(listed) <= set(command_names(build_parser()))
         assert "required" not in err
 
+    def test_help_tells_the_exit_codes(self, capsys: pytest.CaptureFixture[str]) -> None:
+        """`stello --help` ends with what each exit code means (only the README said)."""
+        with pytest.raises(SystemExit):
+            main(["--help"])
+        out = capsys.readouterr().out
+        assert out.endswith(
+            "exit codes: 0 done; 1 the command failed (one line saying why); 2 the command\n"
+            "line is wrong, found here or a value typed that the gateway refused (one line\n"
+            "naming the flag or argument); 130 Ctrl-C.\n"
+        )
+
     @pytest.mark.parametrize(
         ("group", "said"),
         [

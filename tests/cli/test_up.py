@@ -101,8 +101,9 @@ def test_up_client_session_and_restart(home: Path) -> None:
         assert (swept.returncode, swept.stdout) == (0, "would remove 0 provisional sessions\n")
         negative = run_cli(env, "reconcile", "--admin-key", admin_key, "--older-than", "-5")
         assert (negative.returncode, negative.stderr) == (
-            1,
-            "stello: --older-than: must not be negative, got -5\n",
+            2,
+            "stello reconcile: --older-than: must not be negative, got -5 "
+            "(see `stello reconcile --help`)\n",
         )
         denied = run_cli(env, "reconcile", "--admin-key", lines["key"])
         assert denied.stderr.startswith("stello: ") and "PERMISSION_DENIED" not in denied.stderr
