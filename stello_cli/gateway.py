@@ -73,6 +73,7 @@ def connect(args: argparse.Namespace) -> AsyncClient:
 async def gateway(args: argparse.Namespace, *, settle: bool = True) -> AsyncIterator[AsyncClient]:
     """The command's client, its space settled (unless `settle` is false: a command that
     needs no space); a failed call inside becomes a ClientError."""
+    from stello import reasons
     from stello_client.exceptions import ConfigurationError, RpcError
 
     client = connect(args)
@@ -85,6 +86,8 @@ async def gateway(args: argparse.Namespace, *, settle: bool = True) -> AsyncIter
         line = rpc_error_line(err, client.gateway, getattr(args, "flags", {}))
         if err.code.name == "UNAUTHENTICATED":  # by name: grpc loads with the SDK only
             line = f"{line} ({key_source(args)})"
+        if err.reason == reasons.PROFILE_NOT_FOUND and "--profile" in typed_names(args):
+            raise UsageError(f"--profile: {line}") from None  # a name typed, as a bad choice
         if refused_typed_value(err, args):
             raise UsageError(line) from None
         raise ClientError(line) from None

@@ -366,7 +366,8 @@ class TestSessionCommands:
 
     async def test_a_value_the_gateway_refuses_is_a_usage_error(self, env: dict[str, str]) -> None:
         """A value typed on the command line that the gateway refuses (INVALID_ARGUMENT or
-        OUT_OF_RANGE naming its flag or argument) exits 2 with the line of a usage error
+        OUT_OF_RANGE naming its flag or argument, an unknown --profile) exits 2 with the line
+        of a usage error
         found here (`stello CMD: FLAG: ... (see ...)`), as --var's own check does: it
         exited 1 as `stello: --label: ...`, as if the command had failed. What is not a
         value typed (no such session) still exits 1."""
@@ -383,6 +384,10 @@ class TestSessionCommands:
         assert await failed(env, "fork", root, "--label", "x", "--up-to", "99", code=2) == (
             "stello fork: --up-to: 99 is beyond the source's last seq (0) "
             "(see `stello fork --help`)"
+        )
+        assert await failed(env, "fork", root, "--label", "x", "--profile", "nope", code=2) == (
+            "stello fork: --profile: fork profile 'nope' is not configured (known: researcher, "
+            "summary; `stello profiles` lists them) (see `stello fork --help`)"
         )
         line = await failed(env, "meta", root, "bad key=1", code=2)
         assert line.startswith('stello meta: K=V "bad key": key must match'), line

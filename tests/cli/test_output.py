@@ -240,6 +240,18 @@ class TestErrorsAsFlags:
             '--where "x y": key must match ^[A-Za-z]'
         )
 
+    def test_a_hint_joins_the_parenthesis_the_sentence_ends_with(self) -> None:
+        """The hint of a reason goes into the parenthesis the gateway's sentence ends with
+        ("(known: a, b; `stello profiles` lists them)"): it was a second one after it."""
+        error = rpc_error(
+            FailedPrecondition(
+                "fork profile 'x' is not configured (known: a, b)", reason="PROFILE_NOT_FOUND"
+            )
+        )
+        assert rpc_error_line(error) == (
+            "fork profile 'x' is not configured (known: a, b; `stello profiles` lists them)"
+        )
+
     def test_plain_words_stay_words(self) -> None:
         """Free text keeps English words that are also field names ("context", "profile")."""
         error = rpc_error(
