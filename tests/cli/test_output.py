@@ -108,6 +108,14 @@ def _cut_places() -> list[tuple[str, int]]:
     ]
 
 
+class TestDigests:
+    def test_an_empty_memory_or_insight_says_so(self) -> None:
+        """A memory or insight set to "" reads "(empty)" in `digests`, as in `show`: it was
+        "    memory: " with nothing after it (and a trailing space)."""
+        digest = common_pb2.SessionDigest(id="a" * 16, label="l", memory="", insight="")
+        assert fmt.digests_lines([digest])[1:] == ["    memory: (empty)", "    insight: (empty)"]
+
+
 class TestWidths:
     def test_narrow_characters_count_as_the_rules_count_them(self) -> None:
         """Printable ASCII and box drawing, which `display_width` counts at once (a column
