@@ -47,6 +47,8 @@ def connect(args: argparse.Namespace) -> AsyncClient:
     """The SDK's client for the command's gateway, key, space, TLS and --timeout.
 
     Raises:
+        UsageError: --gateway, --key or --space given empty (a script's `--key "$KEY"`
+            with KEY unset).
         ClientError: no gateway or key, or unusable TLS settings (in the flags' words).
     """
     from stello_client.aio import AsyncClient
@@ -66,6 +68,8 @@ def connect(args: argparse.Namespace) -> AsyncClient:
             retry=Retry(attempts=RETRY_ATTEMPTS, unavailable_for_s=0),
         )
     except ConfigurationError as exc:
+        if exc.setting in ("gateway", "key", "space") and getattr(args, exc.setting) == "":
+            raise UsageError(configuration_line(exc)) from None
         raise ClientError(configuration_line(exc)) from None
 
 
