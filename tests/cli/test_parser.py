@@ -358,6 +358,14 @@ class TestUsageErrors:
         assert set(listed) <= set(command_names(build_parser()))
         assert "required" not in err
 
+    def test_an_empty_request_id_is_refused(self, capsys: pytest.CaptureFixture[str]) -> None:
+        """`send --request-id ""` (a script's `--request-id "$ID"` with ID unset) is a usage
+        error: it ran the turn under a new id, so running it again ran it twice."""
+        assert usage_error(capsys, "send", "abc", "hi", "--request-id", "") == (
+            "stello send: argument --request-id: must not be empty: give the turn's id, or "
+            "leave the flag out for a new one (see `stello send --help`)\n"
+        )
+
     def test_help_tells_the_exit_codes(self, capsys: pytest.CaptureFixture[str]) -> None:
         """`stello --help` ends with what each exit code means (only the README said)."""
         with pytest.raises(SystemExit):
