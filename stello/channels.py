@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import itertools
+import os
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -67,13 +68,15 @@ class ClientTls:
 
 
 def read_pem(path: str | Path, what: str) -> bytes:
-    """The bytes of a PEM file; FailedPrecondition naming `what` and the file when unusable."""
+    """The bytes of a PEM file; FailedPrecondition naming `what` and the file when unusable
+    (bytes of its name that are not UTF-8 shown as `\\xff`)."""
+    shown = os.fsencode(path).decode("utf-8", "backslashreplace")
     try:
         data = Path(path).read_bytes()
     except OSError as exc:
-        raise FailedPrecondition(f"cannot read the {what} {path}: {exc.strerror or exc}") from None
+        raise FailedPrecondition(f"cannot read the {what} {shown}: {exc.strerror or exc}") from None
     if b"-----BEGIN " not in data:
-        raise FailedPrecondition(f"the {what} {path} is not PEM (no -----BEGIN line)")
+        raise FailedPrecondition(f"the {what} {shown} is not PEM (no -----BEGIN line)")
     return data
 
 

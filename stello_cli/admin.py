@@ -228,8 +228,10 @@ async def cmd_reconcile(args: argparse.Namespace) -> int:
     import grpc
 
     from stello.errors import StelloError
+    from stello_cli.gateway import refused_typed_value
     from stello_cli.reconcile import reconcile
     from stello_client.calls import Deadline, own_timeout
+    from stello_client.exceptions.translate import from_rpc_error
 
     saved = load_credentials()
     tree = pick(args.tree, "STELLO_TREE", saved.tree if saved else None)
@@ -260,6 +262,8 @@ async def cmd_reconcile(args: argparse.Namespace) -> int:
             flags = {"older_than_s": "--older-than", "dry_run": "--dry-run"}
             waited = own_timeout(cause, deadline)
             line = rpc_error_line(cause, tree, flags, service="the tree service", timeout_s=waited)
+            if refused_typed_value(from_rpc_error(cause), args, flags):
+                raise UsageError(line) from None
             raise ClientError(line) from None
         raise ClientError(one_line(exc.message)) from None
     if args.json:

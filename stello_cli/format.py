@@ -141,11 +141,16 @@ def digests_lines(digests: Sequence[common_pb2.SessionDigest], style: Style = PL
         lines.append(line)
         if digest.metadata:
             lines.append(f"    metadata: {metadata_text(digest.metadata)}")
-        if digest.HasField("memory"):
-            lines.append(f"    memory: {one_line(digest.memory, 200)}")
-        if digest.HasField("insight"):
-            lines.append(f"    insight: {one_line(digest.insight, 200)}")
+        for name in ("memory", "insight"):
+            if digest.HasField(name):
+                lines.append(f"    {name}: {_slot_line(getattr(digest, name))}")
     return lines
+
+
+def _slot_line(text: str) -> str:
+    """A memory or insight on one line, cut to 200 columns; "(empty)" when set to "" (as
+    `show` says)."""
+    return one_line(text, 200) if text else "(empty)"
 
 
 def record_lines(

@@ -17,16 +17,24 @@ import contextlib
 import os
 import string
 import uuid
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Mapping
 from typing import TYPE_CHECKING
 
-from stello_cli.parser import call_timeout
+from stello_cli.parser import call_timeout, typed_names
 from stello_cli.style import one_line
-from stello_client.errors import ClientError, UsageError, configuration_line, rpc_error_line
+from stello_client.errors import (
+    FLAGS,
+    ClientError,
+    UsageError,
+    configuration_line,
+    field_flag,
+    rpc_error_line,
+)
 from stello_client.flags import resolve_tls
 
 if TYPE_CHECKING:  # the SDK (and grpc) load when a command connects, not to parse its line
     from stello_client.aio import AsyncClient
+    from stello_client.exceptions import RpcError
 
 CANDIDATES_SHOWN = 4
 # A command answers soon: three tries (0.1 s, then 0.2 s apart) before an outage is reported
@@ -39,6 +47,8 @@ def connect(args: argparse.Namespace) -> AsyncClient:
     """The SDK's client for the command's gateway, key, space, TLS and --timeout.
 
     Raises:
+        UsageError: --gateway, --key or --space given empty (a script's `--key "$KEY"`
+            with KEY unset).
         ClientError: no gateway or key, or unusable TLS settings (in the flags' words).
     """
     from stello_client.aio import AsyncClient
@@ -58,6 +68,8 @@ def connect(args: argparse.Namespace) -> AsyncClient:
             retry=Retry(attempts=RETRY_ATTEMPTS, unavailable_for_s=0),
         )
     except ConfigurationError as exc:
+        if exc.setting in ("gateway", "key", "space") and getattr(args, exc.setting) == "":
+            raise UsageError(configuration_line(exc)) from None
         raise ClientError(configuration_line(exc)) from None
 
 
@@ -65,6 +77,7 @@ def connect(args: argparse.Namespace) -> AsyncClient:
 async def gateway(args: argparse.Namespace, *, settle: bool = True) -> AsyncIterator[AsyncClient]:
     """The command's client, its space settled (unless `settle` is false: a command that
     needs no space); a failed call inside becomes a ClientError."""
+    from stello import reasons
     from stello_client.exceptions import ConfigurationError, RpcError
 
     client = connect(args)
@@ -77,9 +90,32 @@ async def gateway(args: argparse.Namespace, *, settle: bool = True) -> AsyncIter
         line = rpc_error_line(err, client.gateway, getattr(args, "flags", {}))
         if err.code.name == "UNAUTHENTICATED":  # by name: grpc loads with the SDK only
             line = f"{line} ({key_source(args)})"
+        if err.reason == reasons.PROFILE_NOT_FOUND and "--profile" in typed_names(args):
+            raise UsageError(f"--profile: {line}") from None  # a name typed, as a bad choice
+        if refused_typed_value(err, args):
+            raise UsageError(line) from None
         raise ClientError(line) from None
     except ConfigurationError as exc:
         raise ClientError(configuration_line(exc)) from None
+
+
+REFUSED_VALUE = ("INVALID_ARGUMENT", "OUT_OF_RANGE")
+"""The codes of a gateway refusing a request's values (`refused_typed_value`)."""
+
+
+def refused_typed_value(
+    err: RpcError, args: argparse.Namespace, flags: Mapping[str, str] | None = None
+) -> bool:
+    """Whether the gateway refused values typed on this command line: an INVALID_ARGUMENT
+    or OUT_OF_RANGE whose every field names a flag or argument of the command (`--label`,
+    `LABEL`, `K=V`; `flags`: the command's names of request fields, else its `flags`).
+    That is a usage error (exit 2), as the same mistake caught before the call is; a value
+    read elsewhere (a file, a session's state) stays a failure (exit 1)."""
+    if err.code.name not in REFUSED_VALUE or not err.violations:
+        return False
+    names = {**FLAGS, **(getattr(args, "flags", {}) if flags is None else flags)}
+    typed = typed_names(args)
+    return all(field_flag(v.field, names).split(" ")[0] in typed for v in err.violations)
 
 
 def key_source(args: argparse.Namespace) -> str:

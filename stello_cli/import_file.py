@@ -19,10 +19,11 @@ from stello_cli.exports import (
     record_from_dict,
     text_field,
 )
-from stello_cli.parser import MAX_INT32, shown_name
+from stello_cli.parser import MAX_INT32
 from stello_cli.style import read_stdin
 from stello_client import dicts
 from stello_client.errors import ClientError, shown
+from stello_client.flags import shown_name
 
 if TYPE_CHECKING:
     pass

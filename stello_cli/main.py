@@ -1,7 +1,9 @@
 """`stello ...`: parse, run the command on one event loop, and end with the right exit code.
 
-Exit codes: 0 done; 1 the command failed (one line on stderr: the status code
-and what to do); 2 the command line is wrong (one line); 130 interrupted
+Exit codes: 0 done; 1 the command failed (one line on stderr: what failed
+and what to do); 2 the command line is wrong (one line): found here, or a value
+typed that the gateway refused (INVALID_ARGUMENT or OUT_OF_RANGE naming the
+flag or argument, `stello_cli.gateway.refused_typed_value`); 130 interrupted
 (Ctrl-C). A reader that closes the pipe early (``stello digests | head``) ends
 the command quietly with 0.
 """
@@ -15,9 +17,10 @@ import warnings
 from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING
 
-from stello_cli.parser import FileName, argument_name, build_parser, has_undecoded
+from stello_cli.parser import argument_name, build_parser, has_undecoded
 from stello_cli.style import Style, one_line
 from stello_client.errors import ClientError, UsageError, configuration_line, rpc_error_line
+from stello_client.flags import FileName
 
 if TYPE_CHECKING:
     import asyncio

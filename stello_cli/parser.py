@@ -16,7 +16,6 @@ import ast
 import difflib
 import importlib
 import math
-import os
 import re
 import sys
 from collections.abc import Awaitable, Callable, Mapping
@@ -25,7 +24,12 @@ from typing import Any, ClassVar, NoReturn
 from stello import __version__
 from stello_cli.style import read_stdin
 from stello_client.errors import UsageError
-from stello_client.flags import MAX_DEADLINE_S, gateway_address, tls_options
+from stello_client.flags import (
+    MAX_DEADLINE_S,
+    gateway_address,
+    shown_name,
+    tls_options,
+)
 
 Run = Callable[[argparse.Namespace], Awaitable[int]]
 UNDECODED = re.compile("[\udc80-\udcff]")
@@ -55,6 +59,27 @@ name; --space takes a space's name or id and may be left out when the key
 reaches one space. A SESSION is a session's id or its first digits.
 """
 
+START = """\
+usage: stello COMMAND [ARGS] (`stello --help` lists every command)
+
+  stello up                       run the services here (embedded PostgreSQL, echo model)
+  stello root --label L           create a root session
+  stello send SESSION MESSAGE     one turn: the reply streams as it arrives
+  stello chat SESSION             talk to a session line by line
+  stello fork SESSION --label L   fork a session into a new child
+  stello tree                     the forest: labels, status, turns, short ids
+
+`stello COMMAND --help` tells what a command takes.
+"""
+"""What `stello` alone prints (on stderr, exit 2): the commands to start with."""
+
+EXIT_CODES = """\
+exit codes: 0 done; 1 the command failed (one line saying why); 2 the command
+line is wrong, found here or a value typed that the gateway refused (one line
+naming the flag or argument); 130 Ctrl-C.
+"""
+"""The end of `stello --help`."""
+
 
 class StelloParser(argparse.ArgumentParser):
     """An ArgumentParser whose errors are one line (exit 2), unknown flags first."""
@@ -78,6 +103,8 @@ class StelloParser(argparse.ArgumentParser):
         return parsed
 
     def error(self, message: str) -> NoReturn:
+        if message == "the following arguments are required: COMMAND" and not self._unknown_flags():
+            self._no_command()
         unknown = self._unknown_flags()
         if unknown and not message.startswith("unrecognized"):
             message = f"unrecognized arguments: {' '.join(unknown)}"
@@ -87,6 +114,16 @@ class StelloParser(argparse.ArgumentParser):
                 message += f" (did you mean {guess[0]}?)"
         message = readable(message)
         sys.stderr.write(f"{self.prog}: {message} (see `{self.prog} --help`)\n")
+        raise SystemExit(2)
+
+    def _no_command(self) -> NoReturn:
+        """`stello` alone: where to start (`START`); a group alone (`stello keys`): its
+        commands, on one line. Exit 2, as for any command line that is not complete."""
+        if self is StelloParser.root:
+            sys.stderr.write(START)
+        else:
+            names = ", ".join(command_names(self))
+            sys.stderr.write(f"{self.prog}: give a command: {names} (see `{self.prog} --help`)\n")
         raise SystemExit(2)
 
     def _known(self) -> list[str]:
@@ -107,6 +144,16 @@ class StelloParser(argparse.ArgumentParser):
             if not any(option.startswith(name) for option in known):
                 found.append(token)
         return found
+
+
+def command_names(parser: argparse.ArgumentParser) -> list[str]:
+    """The names of the commands `parser` takes (a group's, or the top level's)."""
+    return [
+        name
+        for action in parser._actions
+        if isinstance(action, argparse._SubParsersAction)
+        for name in action.choices
+    ]
 
 
 def connection_options(parser: argparse.ArgumentParser, *, default: Any = None) -> None:
@@ -297,22 +344,6 @@ def readable(message: str) -> str:
     return shown_name(message) if has_undecoded(message) else message
 
 
-class FileName(str):
-    """A file argument as the command line gave it: bytes that are not UTF-8 are kept
-    (Linux names files by bytes; `os` and `pathlib` take them back), so `not_utf8` lets
-    it through; `shown_name` prints it."""
-
-
-def file_name(text: str) -> FileName:
-    """An argparse type: a file's name (`FileName`)."""
-    return FileName(text)
-
-
-def shown_name(name: str) -> str:
-    """A file name as a message prints it: bytes that are not UTF-8 as `\\xff`."""
-    return os.fsencode(name).decode("utf-8", "backslashreplace")
-
-
 def has_undecoded(text: str) -> bool:
     """True when `text` holds bytes that were not UTF-8 (kept by Python as lone surrogates,
     from the command line or stdin)."""
@@ -347,11 +378,27 @@ def argument_name(args: argparse.Namespace, dest: str, index: int = 0) -> str:
     return dest
 
 
+def typed_names(args: argparse.Namespace) -> set[str]:
+    """What a person types on this command line, as its usage lines name it: the flags of
+    the command (and those given before it) and the metavars of its positionals."""
+    names: set[str] = set()
+    for parser in (getattr(args, "parser", None), StelloParser.root):
+        for action in parser._actions if parser is not None else ():
+            names.update(action.option_strings)
+            if not action.option_strings and action.metavar is not None:
+                metavars = (
+                    action.metavar if isinstance(action.metavar, tuple) else (action.metavar,)
+                )
+                names.update(metavars)
+    return names
+
+
 def build_parser() -> StelloParser:
     """The parser of every command, from `COMMAND_GROUPS`."""
     parser = StelloParser(
         prog="stello",
         description=DESCRIPTION,
+        epilog=EXIT_CODES,
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     parser.add_argument("--version", action="version", version=f"stello {__version__}")

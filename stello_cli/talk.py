@@ -102,6 +102,16 @@ async def stream_turn(
     return turn
 
 
+def request_id_text(text: str) -> str:
+    """An argparse type: a turn's idempotency key, not empty (an empty one made a new id,
+    so the command run again ran the turn twice)."""
+    if not text:
+        raise argparse.ArgumentTypeError(
+            "must not be empty: give the turn's id, or leave the flag out for a new one"
+        )
+    return text
+
+
 def failed_turn(error: RpcError, session: str, request_id: str | None = None) -> str:
     """Whether a turn whose stream failed is stored, as its error tells: an error the
     gateway answered wrote nothing, except OUTCOME_UNKNOWN; a lost connection, a cancel
@@ -265,6 +275,7 @@ def register(commands: Commands) -> None:
     )
     send.add_argument(
         "--request-id",
+        type=request_id_text,
         metavar="ID",
         help="the turn's idempotency key (default: a new one): the same command again with "
         "the same ID within 24 h answers the stored turn instead of running it twice",

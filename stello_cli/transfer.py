@@ -53,12 +53,13 @@ from stello_cli.exports import (
 from stello_cli.gateway import gateway, session_id
 from stello_cli.import_file import import_order, load, plans, which
 from stello_cli.importer import Importer
-from stello_cli.parser import Commands, file_name, session_argument, shown_name
+from stello_cli.parser import Commands, session_argument
 from stello_cli.style import plural, write
 from stello_cli.talk import all_records
 from stello_cli.views import tree_nodes
 from stello_client import dicts
 from stello_client.errors import ClientError, rpc_error_line
+from stello_client.flags import file_name, shown_name
 
 if TYPE_CHECKING:
     from stello_client.aio import AsyncClient

@@ -30,7 +30,13 @@ from pydantic import SecretStr
 from stello import tracing
 from stello.auth import KeyStore
 from stello.db import create_pool
-from stello.embedded import EmbeddedLost, EmbeddedPostgres, database, supervised
+from stello.embedded import (
+    EmbeddedLost,
+    EmbeddedPostgres,
+    database,
+    default_data_dir,
+    supervised,
+)
 from stello.errors import FailedPrecondition
 from stello.inproc import LocalServer
 from stello.migrate import migrate_dsn
@@ -226,11 +232,12 @@ async def run_up(
     stop`), and no process is left behind. A second signal skips the grace period.
 
     Raises:
-        ClientError: another `stello up` runs on the config dir (`one_up`), at once.
+        ClientError: another `stello up` runs on the config dir, or the embedded
+            PostgreSQL of the data dir (`one_up`), at once.
         pydantic.ValidationError, ValueError: a refused setting or file
             (`service_configs`), before anything starts.
     """
-    with one_up(credentials_path().parent) as lock:
+    with one_up(credentials_path().parent, embedded_data_dir(settings)) as lock:
 
         def ready(lines: dict[str, str]) -> None:
             lock.say(lines["gateway"])
@@ -245,6 +252,15 @@ async def run_up(
             )
             return
         await _run_up(settings, ports, ready, configs, local_calls)
+
+
+def embedded_data_dir(settings: StelloSettings) -> Path | None:
+    """The data directory of the embedded PostgreSQL `stello up` runs (as
+    `stello.embedded` resolves it); None with a database of STELLO_DATABASE_URL."""
+    if settings.database_url:
+        return None
+    given = Path(settings.data_dir) if settings.data_dir else default_data_dir()
+    return given.expanduser().resolve()
 
 
 async def _run_up(

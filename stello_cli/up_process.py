@@ -3,8 +3,11 @@
 Two `stello up` on one config dir wrote each other's credentials and console secret
 (the client commands then called a gateway that had stopped): each holds an exclusive
 lock on ``up.lock`` in the config dir while it runs, which says its pid and, once it
-serves, its gateway. The lock is the kernel's (flock): a process that died, even by
-SIGKILL, holds none, so the next `stello up` takes the file over whatever it says.
+serves, its gateway. Two on one data dir (their own config dirs) ran one embedded
+PostgreSQL, both supervising it: one running the embedded PostgreSQL also holds
+``pgdata.up.lock`` beside its data dir. The locks are the kernel's (flock): a process
+that died, even by SIGKILL, holds none, so the next `stello up` takes the file over
+whatever it says.
 """
 
 from __future__ import annotations
@@ -27,55 +30,101 @@ LOCK_FILE = "up.lock"
 
 
 class UpLock:
-    """The lock of a config dir, held: what it says of this process."""
+    """The locks this process holds (its config dir's, and its data dir's when it runs the
+    embedded PostgreSQL): what they say of it."""
 
-    def __init__(self, fd: int) -> None:
-        self._fd = fd
+    def __init__(self, fds: list[int], config_dir: Path) -> None:
+        self._fds = fds
+        self._config_dir = config_dir
 
     def say(self, gateway: str = "") -> None:
-        """Write this process's pid and (once it serves) its gateway into the lock file."""
-        os.ftruncate(self._fd, 0)
-        os.pwrite(self._fd, json.dumps({"pid": os.getpid(), "gateway": gateway}).encode(), 0)
+        """Write this process's pid, config dir and (once it serves) gateway into the locks."""
+        said = {"pid": os.getpid(), "gateway": gateway, "config_dir": str(self._config_dir)}
+        for fd in self._fds:
+            os.ftruncate(fd, 0)
+            os.pwrite(fd, json.dumps(said).encode(), 0)
 
 
 @contextlib.contextmanager
-def one_up(config_dir: Path) -> Iterator[UpLock]:
-    """Hold `config_dir`'s lock while the block runs (module doc).
+def one_up(config_dir: Path, data_dir: Path | None = None) -> Iterator[UpLock]:
+    """Hold `config_dir`'s lock, and `data_dir`'s (the embedded PostgreSQL's data
+    directory; None for a database of STELLO_DATABASE_URL), while the block runs.
 
     Raises:
-        ClientError: another live `stello up` holds it (one line: its pid and gateway,
-            and what to do); its files are left as they are.
+        ClientError: another live `stello up` holds either (one line: its pid and
+            gateway, and what to do); its files are left as they are.
     """
     config_dir.mkdir(parents=True, exist_ok=True, mode=0o700)
-    path = config_dir / LOCK_FILE
+    with contextlib.ExitStack() as held:
+        fds = [held.enter_context(_locked(config_dir / LOCK_FILE, config_dir, None))]
+        if data_dir is not None:
+            data_dir.parent.mkdir(parents=True, exist_ok=True)
+            fds.append(held.enter_context(_locked(data_lock(data_dir), config_dir, data_dir)))
+        lock = UpLock(fds, config_dir)
+        lock.say()
+        yield lock
+
+
+def data_lock(data_dir: Path) -> Path:
+    """The lock of a data directory: a file beside it (PostgreSQL's initdb wants the
+    directory itself empty)."""
+    return data_dir.parent / f"{data_dir.name}.{LOCK_FILE}"
+
+
+@contextlib.contextmanager
+def _locked(path: Path, config_dir: Path, data_dir: Path | None) -> Iterator[int]:
+    """The lock file at `path`, held (its descriptor) until the block ends; a ClientError
+    naming its holder when another process holds it."""
     fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o600)
     try:
         try:
             fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
         except BlockingIOError:
-            raise ClientError(running_line(config_dir, os.pread(fd, 4096, 0))) from None
-        lock = UpLock(fd)
-        lock.say()
+            said = os.pread(fd, 4096, 0)
+            line = (
+                running_line(config_dir, said) if data_dir is None else sharing_line(data_dir, said)
+            )
+            raise ClientError(line) from None
         try:
-            yield lock
+            yield fd
         finally:
             os.ftruncate(fd, 0)  # a file that names no process: nothing runs here
     finally:
         os.close(fd)  # ends the lock
 
 
-def running_line(config_dir: Path, said: bytes) -> str:
-    """Why this `stello up` does not start: the one running on `config_dir`, and what to do."""
+def _holder(said: bytes) -> tuple[str, str]:
+    """The running one as its lock names it: `pid N, gateway G` (or that it starts), and
+    its config dir ("" when not said)."""
     try:
         holder = json.loads(said)
         who = f"pid {int(holder['pid'])}, " + (
             f"gateway {holder['gateway']}" if holder["gateway"] else "still starting"
         )
     except (ValueError, KeyError, TypeError):
-        who = "starting"  # it has not written its pid yet
+        return "starting", ""  # it has not written its pid yet
+    config = holder.get("config_dir")
+    return who, config if isinstance(config, str) else ""
+
+
+def running_line(config_dir: Path, said: bytes) -> str:
+    """Why this `stello up` does not start: the one running on `config_dir`, and what to do."""
+    who, _ = _holder(said)
     return (
         f"another `stello up` ({who}) runs on the config dir {config_dir}: stop it first, "
         "or start this one with another config dir (STELLO_CONFIG_DIR)"
+    )
+
+
+def sharing_line(data_dir: Path, said: bytes) -> str:
+    """Why this `stello up` does not start: another one runs the embedded PostgreSQL of
+    `data_dir` (from its own config dir), and what to do."""
+    who, config = _holder(said)
+    if config:
+        who = f"{who}, config dir {config}"
+    return (
+        f"another `stello up` ({who}) runs the embedded PostgreSQL of the data dir "
+        f"{data_dir}: stop it first, or start this one with another data dir (STELLO_DATA_DIR)"
     )
 
 

@@ -190,7 +190,10 @@ def rpc_error_line(
     line = details or CODE_SENTENCES.get(code.name, code.name.lower().replace("_", " "))
     hint = REASON_HINTS.get(failed.reason or "")
     # The server's sentence may already say it (the tree's "narrow it with root_id ...").
-    return f"{line} ({hint})" if hint and hint not in line else line
+    if not hint or hint in line:
+        return line
+    # One parenthesis: "(known: a, b; `stello profiles` lists them)", not two in a row.
+    return f"{line[:-1]}; {hint})" if line.endswith(")") else f"{line} ({hint})"
 
 
 SETTING_FLAGS = {

@@ -62,22 +62,45 @@ def pick(given: str | None, env: str, saved: str | None) -> str:
     return given or os.environ.get(env, "").strip() or (saved or "")
 
 
+class FileName(str):
+    """A file argument as the command line gave it: bytes that are not UTF-8 are kept
+    (Linux names files by bytes; `os` and `pathlib` take them back), so the `stello`
+    command's check of its arguments lets it through; `shown_name` prints it."""
+
+
+def file_name(text: str) -> FileName:
+    """An argparse type: a file's name (`FileName`)."""
+    return FileName(text)
+
+
+def shown_name(name: str) -> str:
+    """A file name as a message prints it: bytes that are not UTF-8 as `\\xff`."""
+    return os.fsencode(name).decode("utf-8", "backslashreplace")
+
+
 def tls_options(group: Any, *, default: Any = None) -> None:
-    """--ca-file, --cert-file, --key-file, --server-name (each with its variable)."""
+    """--ca-file, --cert-file, --key-file (file names: `FileName`), --server-name (each
+    with its variable)."""
     group.add_argument(
         "--ca-file",
+        type=file_name,
         default=default,
         metavar="PEM",
         help="CA that verifies the server: connect with TLS (STELLO_CA_FILE)",
     )
     group.add_argument(
         "--cert-file",
+        type=file_name,
         default=default,
         metavar="PEM",
         help="client certificate for mutual TLS (STELLO_CERT_FILE)",
     )
     group.add_argument(
-        "--key-file", default=default, metavar="PEM", help="its private key (STELLO_KEY_FILE)"
+        "--key-file",
+        type=file_name,
+        default=default,
+        metavar="PEM",
+        help="its private key (STELLO_KEY_FILE)",
     )
     group.add_argument(
         "--server-name",
@@ -91,8 +114,8 @@ def resolve_tls(args: argparse.Namespace) -> ClientTls | None:
     """TLS from the flags, else the environment; None (plaintext) without a CA file.
 
     Raises:
-        ClientError: a certificate without its key, or without a CA file.
-        stello.errors.FailedPrecondition: a file cannot be read.
+        ClientError: a certificate without its key, or without a CA file; a file that
+            cannot be read or is not PEM (naming its flag or variable, and the file).
     """
     from stello.channels import ClientTls
 
@@ -114,4 +137,25 @@ def resolve_tls(args: argparse.Namespace) -> ClientTls | None:
             "--server-name needs --ca-file (STELLO_CA_FILE): it is checked against the "
             "server's certificate"
         )
-    return ClientTls.from_files(ca, cert or None, key or None, server_name or None) if ca else None
+    if not ca:
+        return None
+    return ClientTls(
+        _read_pem(args, "ca_file", ca, "CA file"),
+        _read_pem(args, "cert_file", cert, "certificate file") if cert else None,
+        _read_pem(args, "key_file", key, "key file") if key else None,
+        server_name or None,
+    )
+
+
+def _read_pem(args: argparse.Namespace, dest: str, path: str, what: str) -> bytes:
+    """The PEM file `path` that the flag of `dest` (else its variable) named; a ClientError
+    naming that flag or variable when it cannot be used (`read_pem` names the file)."""
+    from stello.channels import read_pem
+    from stello.errors import FailedPrecondition
+
+    flag = "--" + dest.replace("_", "-")
+    source = flag if getattr(args, dest, None) else f"STELLO_{dest.upper()}"
+    try:
+        return read_pem(path, what)
+    except FailedPrecondition as exc:
+        raise ClientError(f"{source}: {exc.message}") from None

@@ -176,7 +176,8 @@ class TestErrors:
     def test_an_empty_key_gateway_or_space_is_refused(self, home: Path) -> None:
         """`--key ""` (a script's `--key "$KEY"` with KEY unset) is refused naming the flag,
         as are an empty --gateway and --space: each fell back to its variable or to what
-        `stello up` saved, so the command acted with a key it was not given."""
+        `stello up` saved, so the command acted with a key it was not given. A usage error
+        (exit 2) as a flag's other mistakes are: it exited 1."""
         env = private_env(home)
         env.update(STELLO_GATEWAY="127.0.0.1:1", STELLO_KEY="stello_k", STELLO_SPACE_ID="s")
         for flag, variable in (
@@ -186,9 +187,9 @@ class TestErrors:
         ):
             done = run_cli(env, flag, "", "tree")
             assert (done.returncode, done.stderr) == (
-                1,
-                f"stello: {flag} is empty: give one, or leave it out to use {variable} or what "
-                "`stello up` saved\n",
+                2,
+                f"stello tree: {flag} is empty: give one, or leave it out to use {variable} or "
+                "what `stello up` saved (see `stello tree --help`)\n",
             )
 
     def test_a_timeout_no_call_could_meet_is_a_usage_error(self, home: Path) -> None:

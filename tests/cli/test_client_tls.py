@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import os
 import subprocess
 from dataclasses import dataclass
 from functools import partial
@@ -86,6 +87,14 @@ def tls_flags(files: TlsFiles, suite: Suite) -> list[str]:
     return flags
 
 
+def not_utf8_copy(home: Path, path: str) -> str:
+    """A copy of the file at `path` in `home`, its name ending in a byte that is not UTF-8
+    (\\xff)."""
+    name = os.fsdecode(os.fsencode(home) + b"/" + os.fsencode(Path(path).name) + b"\xff")
+    Path(name).write_bytes(Path(path).read_bytes())
+    return name
+
+
 async def stello(env: dict[str, str], *args: str) -> subprocess.CompletedProcess[str]:
     """Run a `stello` command in a thread, so this loop keeps serving the servers."""
     return await asyncio.to_thread(run_cli, env, *args)
@@ -119,6 +128,22 @@ class TestOverTls:
             env.update(STELLO_KEY_FILE=str(tls_files.client_key))
         done = await stello(env, "digests", "--json")
         assert (done.returncode, done.stdout, done.stderr) == (0, "[]\n", "")
+
+    async def test_file_names_that_are_not_utf8_are_read(
+        self, suite: Suite, tls_files: TlsFiles, space: TestSpace, home: Path
+    ) -> None:
+        """--ca-file, --cert-file and --key-file (and `health`'s) take files whose names hold
+        bytes that are not UTF-8 (Linux names files by bytes): each was refused ("--ca-file:
+        is not valid UTF-8") though the file was there to read."""
+        env = gateway_env(home, space, suite.gateway)
+        flags = [
+            not_utf8_copy(home, flag) if flag.startswith("/") else flag
+            for flag in tls_flags(tls_files, suite)
+        ]
+        done = await stello(env, "digests", "--json", *flags)
+        assert (done.returncode, done.stdout, done.stderr) == (0, "[]\n", "")
+        done = await stello(env, *flags, "health", suite.tree)
+        assert (done.returncode, done.stdout) == (0, f"{suite.tree}: SERVING\n")
 
     async def test_without_tls_material_is_unavailable(
         self, suite: Suite, tls_files: TlsFiles, space: TestSpace, home: Path
@@ -215,7 +240,35 @@ class TestTlsErrors:
         done = run_cli(env, "tree", "--ca-file", str(missing))
         assert (done.returncode, done.stdout) == (1, "")
         assert done.stderr == (
-            f"stello: cannot read the CA file {missing}: No such file or directory\n"
+            f"stello: --ca-file: cannot read the CA file {missing}: No such file or directory\n"
+        )
+
+    def test_unreadable_files_name_their_flag_or_variable(
+        self, home: Path, tls_files: TlsFiles
+    ) -> None:
+        """A TLS file that cannot be read, or is not PEM, is one line naming the flag (or
+        variable) that gave it and the file, bytes that are not UTF-8 shown as \\xff (they
+        showed as \\udcff, and the line named neither flag nor variable), exit 1."""
+        env = private_env(home)
+        env.update(STELLO_GATEWAY="127.0.0.1:1", STELLO_KEY="k", STELLO_SPACE_ID="s")
+        missing = os.fsdecode(os.fsencode(home) + b"/ca\xff.pem")
+        done = run_cli(env, "tree", "--ca-file", missing)
+        assert (done.returncode, done.stdout, done.stderr) == (
+            1,
+            "",
+            f"stello: --ca-file: cannot read the CA file {home}/ca\\xff.pem: "
+            "No such file or directory\n",
+        )
+        env.update(STELLO_CA_FILE=str(tls_files.ca), STELLO_CERT_FILE=str(tls_files.client_cert))
+        garbage = home / "key.txt"
+        garbage.write_text("not a key\n")
+        env["STELLO_KEY_FILE"] = not_utf8_copy(home, str(garbage))
+        done = run_cli(env, "health", "127.0.0.1:1")
+        assert (done.returncode, done.stdout, done.stderr) == (
+            1,
+            "",
+            f"stello: STELLO_KEY_FILE: the key file {home}/key.txt\\xff is not PEM "
+            "(no -----BEGIN line)\n",
         )
 
     def test_certificate_without_key_is_one_line(self, home: Path, tls_files: TlsFiles) -> None:

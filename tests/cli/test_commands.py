@@ -326,22 +326,26 @@ class TestSessionCommands:
         assert usage.startswith("stello records: SESSION: 'xyz' is neither a session id")
 
     async def test_fork_flags_and_their_errors(self, env: dict[str, str]) -> None:
-        """--up-to inherits; gateway errors name --var and --label, not proto fields."""
+        """--up-to inherits; gateway errors name --var and --label, not proto fields (usage
+        errors: values typed)."""
         root = (await ok(env, "root", "-q")).strip()
         await ok(env, "send", root, "one")
         await ok(env, "send", root, "two")
         child = (await ok(env, "fork", root, "--label", "cut", "--up-to", "2", "-q")).strip()
         assert [r["content"] for r in await as_json(env, "records", child)] == ["one", "echo: one"]
         line = await failed(
-            env, "fork", root, "--label", "x", "--profile", "researcher", "--var", "topic=t"
+            env, "fork", root, "--label", "x", "--profile", "researcher", "--var", "topic=t", code=2
         )
         assert line == (
-            "stello: --var: profile 'researcher' needs the template "
-            "variable(s) audience; give them in --var"
+            "stello fork: --var: profile 'researcher' needs the template "
+            "variable(s) audience; give them in --var (see `stello fork --help`)"
         )
-        assert await failed(env, "root", "--label", " ") == ("stello: --label: must not be empty")
-        assert await failed(env, "fork", root, "--label", "x", "--up-to", "99") == (
-            "stello: --up-to: 99 is beyond the source's last seq (4)"
+        assert await failed(env, "root", "--label", " ", code=2) == (
+            "stello root: --label: must not be empty (see `stello root --help`)"
+        )
+        assert await failed(env, "fork", root, "--label", "x", "--up-to", "99", code=2) == (
+            "stello fork: --up-to: 99 is beyond the source's last seq (4) "
+            "(see `stello fork --help`)"
         )
         made = await as_json(
             env,
@@ -359,6 +363,38 @@ class TestSessionCommands:
         view = await as_json(env, "show", made["id"])
         assert view["system_prompt"] == "You research forks for us. Cite sources."
         assert view["config"]["skills"] == ["tides"]
+
+    async def test_a_value_the_gateway_refuses_is_a_usage_error(self, env: dict[str, str]) -> None:
+        """A value typed on the command line that the gateway refuses (INVALID_ARGUMENT or
+        OUT_OF_RANGE naming its flag or argument, an unknown --profile) exits 2 with the line
+        of a usage error
+        found here (`stello CMD: FLAG: ... (see ...)`), as --var's own check does: it
+        exited 1 as `stello: --label: ...`, as if the command had failed. What is not a
+        value typed (no such session) still exits 1."""
+        root = (await ok(env, "root", "-q")).strip()
+        long = "x" * 201
+        assert await failed(env, "root", "--label", long, code=2) == (
+            "stello root: --label: must be at most 200 characters, got 201 "
+            "(see `stello root --help`)"
+        )
+        assert await failed(env, "rename", root, long, code=2) == (
+            "stello rename: LABEL: must be at most 200 characters, got 201 "
+            "(see `stello rename --help`)"
+        )
+        assert await failed(env, "fork", root, "--label", "x", "--up-to", "99", code=2) == (
+            "stello fork: --up-to: 99 is beyond the source's last seq (0) "
+            "(see `stello fork --help`)"
+        )
+        assert await failed(env, "fork", root, "--label", "x", "--profile", "nope", code=2) == (
+            "stello fork: --profile: fork profile 'nope' is not configured (known: researcher, "
+            "summary; `stello profiles` lists them) (see `stello fork --help`)"
+        )
+        line = await failed(env, "meta", root, "bad key=1", code=2)
+        assert line.startswith('stello meta: K=V "bad key": key must match'), line
+        assert line.endswith(" (see `stello meta --help`)"), line
+        missing = "00000000-0000-0000-0000-000000000000"
+        assert await failed(env, "show", missing) == f"stello: session {missing} not found"
+        assert [n["id"] for n in await as_json(env, "tree")] == [root]
 
     async def test_var_the_profile_does_not_use(self, env: dict[str, str]) -> None:
         """--var without --profile, or one the profile has no variable for, is a usage error

@@ -52,8 +52,8 @@ class TestMetadataCommands:
             other["id"],
         ]
         assert "metadata: user=bob" in await ok(env, "show", child["id"])
-        line = await failed(env, "meta", child["id"], "bad key=1")
-        assert line.startswith('stello: K=V "bad key": key must match'), line
+        line = await failed(env, "meta", child["id"], "bad key=1", code=2)
+        assert line.startswith('stello meta: K=V "bad key": key must match'), line
 
     async def test_a_value_never_drives_the_terminal(self, env: dict[str, str]) -> None:
         """`meta` prints each value on its line with control characters escaped and line

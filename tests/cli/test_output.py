@@ -108,6 +108,14 @@ def _cut_places() -> list[tuple[str, int]]:
     ]
 
 
+class TestDigests:
+    def test_an_empty_memory_or_insight_says_so(self) -> None:
+        """A memory or insight set to "" reads "(empty)" in `digests`, as in `show`: it was
+        "    memory: " with nothing after it (and a trailing space)."""
+        digest = common_pb2.SessionDigest(id="a" * 16, label="l", memory="", insight="")
+        assert fmt.digests_lines([digest])[1:] == ["    memory: (empty)", "    insight: (empty)"]
+
+
 class TestWidths:
     def test_narrow_characters_count_as_the_rules_count_them(self) -> None:
         """Printable ASCII and box drawing, which `display_width` counts at once (a column
@@ -238,6 +246,18 @@ class TestErrorsAsFlags:
         assert rpc_error_line(rpc_error(caught.value), flags=flags) == (
             "--meta \"1k\": key must match ^[A-Za-z]; --remove #1: key 'a' is also in set; "
             '--where "x y": key must match ^[A-Za-z]'
+        )
+
+    def test_a_hint_joins_the_parenthesis_the_sentence_ends_with(self) -> None:
+        """The hint of a reason goes into the parenthesis the gateway's sentence ends with
+        ("(known: a, b; `stello profiles` lists them)"): it was a second one after it."""
+        error = rpc_error(
+            FailedPrecondition(
+                "fork profile 'x' is not configured (known: a, b)", reason="PROFILE_NOT_FOUND"
+            )
+        )
+        assert rpc_error_line(error) == (
+            "fork profile 'x' is not configured (known: a, b; `stello profiles` lists them)"
         )
 
     def test_plain_words_stay_words(self) -> None:

@@ -21,6 +21,7 @@ from stello_cli.parser import (
     SESSION_HELP,
     build_parser,
     call_timeout,
+    command_names,
     text_argument,
 )
 from stello_cli.style import confirm
@@ -342,9 +343,55 @@ class TestUsageErrors:
         up` running?", before)."""
         assert usage_error(capsys, *argv).startswith(said)
 
-    def test_no_command(self, capsys: pytest.CaptureFixture[str]) -> None:
-        """`stello` alone asks for a command on one line."""
-        assert "the following arguments are required: COMMAND" in usage_error(capsys)
+    def test_no_command_shows_where_to_start(self, capsys: pytest.CaptureFixture[str]) -> None:
+        """`stello` alone prints a short usage with the commands to start with and where
+        the rest are, exit 2 (argparse's convention for a command line that is not
+        complete); it printed only "the following arguments are required: COMMAND"."""
+        with pytest.raises(SystemExit) as caught:
+            main([])
+        out, err = capsys.readouterr()
+        assert (caught.value.code, out) == (2, "")
+        lines = err.splitlines()
+        assert lines[0] == "usage: stello COMMAND [ARGS] (`stello --help` lists every command)"
+        listed = [line.split()[1] for line in lines if line.startswith("  stello ")]
+        assert listed[:3] == ["up", "root", "send"]
+        assert set(listed) <= set(command_names(build_parser()))
+        assert "required" not in err
+
+    def test_an_empty_request_id_is_refused(self, capsys: pytest.CaptureFixture[str]) -> None:
+        """`send --request-id ""` (a script's `--request-id "$ID"` with ID unset) is a usage
+        error: it ran the turn under a new id, so running it again ran it twice."""
+        assert usage_error(capsys, "send", "abc", "hi", "--request-id", "") == (
+            "stello send: argument --request-id: must not be empty: give the turn's id, or "
+            "leave the flag out for a new one (see `stello send --help`)\n"
+        )
+
+    def test_help_tells_the_exit_codes(self, capsys: pytest.CaptureFixture[str]) -> None:
+        """`stello --help` ends with what each exit code means (only the README said)."""
+        with pytest.raises(SystemExit):
+            main(["--help"])
+        out = capsys.readouterr().out
+        assert out.endswith(
+            "exit codes: 0 done; 1 the command failed (one line saying why); 2 the command\n"
+            "line is wrong, found here or a value typed that the gateway refused (one line\n"
+            "naming the flag or argument); 130 Ctrl-C.\n"
+        )
+
+    @pytest.mark.parametrize(
+        ("group", "said"),
+        [
+            pytest.param("keys", "create, revoke, list", id="keys"),
+            pytest.param("retention", "show, set, apply, pin", id="retention"),
+        ],
+    )
+    def test_a_group_without_its_command_lists_them(
+        self, capsys: pytest.CaptureFixture[str], group: str, said: str
+    ) -> None:
+        """`stello keys` alone names the commands it takes, on one line (it said only
+        "the following arguments are required: COMMAND")."""
+        assert usage_error(capsys, group) == (
+            f"stello {group}: give a command: {said} (see `stello {group} --help`)\n"
+        )
 
 
 class TestCtrlCWhileReadingStdin:

@@ -70,11 +70,12 @@ class TestSharedMemory:
         assert missing.startswith("stello: ") and "NOT_FOUND" not in missing and "knots" in missing
 
     async def test_usage_and_refusals(self, env: dict[str, str]) -> None:
-        """A missing --summary or SLUG is a usage error (2); a bad field names the argument."""
+        """A missing --summary or SLUG is a usage error (2), and so is a value the gateway
+        refuses, named by its argument."""
         assert "--summary" in await failed(env, "memory", "put", "a", "body", code=2)
         assert "one SLUG" in await failed(env, "memory", "get", code=2)
-        blank = await failed(env, "memory", "put", "a", "--summary", "two\nlines", "b")
-        assert blank.startswith("stello: --summary: must be one line")
+        blank = await failed(env, "memory", "put", "a", "--summary", "two\nlines", "b", code=2)
+        assert blank.startswith("stello memory: --summary: must be one line")
 
     async def test_the_session_form_still_works(self, env: dict[str, str]) -> None:
         """`stello memory SESSION TEXT` sets that session's memory, as before."""
@@ -104,9 +105,10 @@ class TestSkillsAndLineage:
         """A skill the gateway lacks is refused by name; a session whose allow-list names
         only skills the gateway no longer has (the configuration changed since) is told
         apart from one that allows none."""
-        refused = await failed(env, "root", "--skills", "search,tides")
-        assert (
-            refused == "stello: --skills #1: names no configured skill (tides, knots), got 'search'"
+        refused = await failed(env, "root", "--skills", "search,tides", code=2)
+        assert refused == (
+            "stello root: --skills #1: names no configured skill (tides, knots), got 'search' "
+            "(see `stello root --help`)"
         )
         root = (await ok(env, "root", "--skills", "tides", "-q")).strip()
         child = (await ok(env, "fork", root, "--label", "kid", "--skills", "tides", "-q")).strip()

@@ -101,8 +101,9 @@ def test_up_client_session_and_restart(home: Path) -> None:
         assert (swept.returncode, swept.stdout) == (0, "would remove 0 provisional sessions\n")
         negative = run_cli(env, "reconcile", "--admin-key", admin_key, "--older-than", "-5")
         assert (negative.returncode, negative.stderr) == (
-            1,
-            "stello: --older-than: must not be negative, got -5\n",
+            2,
+            "stello reconcile: --older-than: must not be negative, got -5 "
+            "(see `stello reconcile --help`)\n",
         )
         denied = run_cli(env, "reconcile", "--admin-key", lines["key"])
         assert denied.stderr.startswith("stello: ") and "PERMISSION_DENIED" not in denied.stderr
@@ -382,6 +383,43 @@ def test_a_second_up_on_one_config_dir_refuses_and_a_dead_ones_lock_is_taken_ove
             "start this one with another config dir (STELLO_CONFIG_DIR)\n",
         )
         assert {path.name: path.read_bytes() for path in config.iterdir()} == before
+        assert run_cli(env, "tree").returncode == 0
+    finally:
+        first.kill()
+
+
+def test_a_second_up_on_one_data_dir_refuses(home: Path) -> None:
+    """A `stello up` with a config dir of its own but the data dir (STELLO_DATA_DIR)
+    another one runs its embedded PostgreSQL on ends at once with one line naming that
+    one (pid, gateway, config dir) and what to do, nothing saved in its config dir: it
+    joined the other's PostgreSQL, made a second key in the same local space and served
+    beside it, both supervising the one server (a restart after it died raced the other's
+    `pg_ctl start` on one data directory)."""
+    env = private_env(home)
+    other = dict(env, STELLO_CONFIG_DIR=str(home / "other-config"))
+    first = StelloUp.start(env, "--no-console")
+    try:
+        second = subprocess.Popen(
+            [sys.executable, "-m", "stello_cli", "up", *FREE_PORTS, "--no-console"],
+            env=client_env(other),
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+        )
+        try:
+            out, err = second.communicate(timeout=READY_TIMEOUT_S)
+        except subprocess.TimeoutExpired:
+            second.send_signal(signal.SIGINT)
+            out, err = second.communicate(timeout=30)
+        assert (second.returncode, out, err) == (
+            1,
+            "",
+            f"stello: another `stello up` (pid {first.process.pid}, gateway "
+            f"{first.lines['gateway']}, config dir {env['STELLO_CONFIG_DIR']}) runs the "
+            f"embedded PostgreSQL of the data dir {env['STELLO_DATA_DIR']}: stop it first, "
+            "or start this one with another data dir (STELLO_DATA_DIR)\n",
+        )
+        assert not (home / "other-config" / "credentials.json").exists()
         assert run_cli(env, "tree").returncode == 0
     finally:
         first.kill()
