@@ -6,7 +6,7 @@ real gateway: a 429 or 503 asking to wait longer than the client's Send has left
 once with the provider's status and RetryInfo, and one asking no wait fails with the
 provider's status once the SDK's next backoff no longer fits, instead of the SDK sleeping
 past the deadline (the client then got a bare DEADLINE_EXCEEDED). So does the model call
-of a turn's compression, before the turn's own.
+of a turn's compression, before the turn's own, and a COMPRESS fork's summary.
 """
 
 from __future__ import annotations
@@ -14,6 +14,7 @@ from __future__ import annotations
 from collections.abc import AsyncIterator
 from dataclasses import dataclass
 
+import asyncpg
 import grpc
 import pytest
 
@@ -22,7 +23,7 @@ from agent_gateway.llm.openai_provider import OpenAIProvider
 from stello.agent.v1 import agent_pb2
 from stello.common.v1 import common_pb2
 from stello.errors import retry_delay
-from tests.gateway.conftest import Stack, StackMaker, record, rpc_error
+from tests.gateway.conftest import Stack, StackMaker, record, row_counts, rpc_error
 from tests.gateway.llm.providers.support import (
     NETWORK,
     busy,
@@ -175,6 +176,40 @@ class TestCompressionPastTheDeadline:
             assert b"compression assistant" in endpoint.fake.requests[0].body
             assert await stack.records(root.id) == seeded
             assert await compression_cache(stack, root.id) is None
+
+
+class TestForkSummaryPastTheDeadline:
+    async def test_the_client_is_told_when_to_retry(
+        self, make_stack: StackMaker, endpoint: Endpoint, pool: asyncpg.Pool
+    ) -> None:
+        """A COMPRESS fork's summary is made knowing the client's deadline, as a turn's
+        compression is: a 429 to it asking 3s, past the 2s the client's Fork has, is not
+        slept; the client gets RESOURCE_EXHAUSTED and RetryInfo of 3s (it got
+        DEADLINE_EXCEEDED); nothing is made, no provisional session nor the request's
+        claim: the same request, retried, makes the fork."""
+        endpoint.fake.push(refusal(429, "3"), refusal(429, "3"))
+        async with endpoint.provider(1, WINDOW) as provider:
+            stack = await make_stack(provider, fake_summarizer=False)
+            root = await stack.root()
+            await seed(stack, root.id, 4)
+            before = await row_counts(pool, stack.space)
+            request = agent_pb2.ForkRequest(
+                space_id=stack.space.sid,
+                source_session_id=root.id,
+                label="digest",
+                context=common_pb2.FORK_CONTEXT_COMPRESS,
+                request_id="fork-past-the-deadline",
+            )
+            error = await rpc_error(stack.gw.Fork(request, timeout=2.0))
+            assert error.code() == grpc.StatusCode.RESOURCE_EXHAUSTED, error.details()
+            assert retry_delay(error) == 3.0
+            assert "retry in 3 seconds" in (error.details() or "")
+            assert len(endpoint.fake.requests) == 1
+            assert await row_counts(pool, stack.space) == before
+            assert list((await stack.view(root.id)).node.children) == []
+            endpoint.fake.reply("the parent's story")
+            reply: agent_pb2.ForkResponse = await stack.gw.Fork(request, timeout=10.0)
+            assert list((await stack.view(root.id)).node.children) == [reply.session.id]
 
 
 async def _drain(call: grpc.aio.UnaryStreamCall) -> None:  # type: ignore[type-arg]
