@@ -6,13 +6,17 @@ real gateway: a 429 or 503 asking to wait longer than the client's Send has left
 once with the provider's status and RetryInfo, and one asking no wait fails with the
 provider's status once the SDK's next backoff no longer fits, instead of the SDK sleeping
 past the deadline (the client then got a bare DEADLINE_EXCEEDED). So does the model call
-of a turn's compression, before the turn's own, and a COMPRESS fork's summary.
+of a turn's compression, before the turn's own, and a COMPRESS fork's summary; and so
+does the SDK's backoff after a request that got no answer (a timeout, a connection closed
+or refused).
 """
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import AsyncIterator
-from dataclasses import dataclass
+from contextlib import asynccontextmanager
+from dataclasses import dataclass, field
 
 import asyncpg
 import grpc
@@ -22,7 +26,8 @@ from agent_gateway.llm.anthropic_provider import AnthropicProvider
 from agent_gateway.llm.openai_provider import OpenAIProvider
 from stello.agent.v1 import agent_pb2
 from stello.common.v1 import common_pb2
-from stello.errors import retry_delay
+from stello.errors import error_info_reason, retry_delay
+from stello.reasons import LLM_TIMEOUT, LLM_UNAVAILABLE
 from tests.gateway.conftest import Stack, StackMaker, record, row_counts, rpc_error
 from tests.gateway.llm.providers.support import (
     NETWORK,
@@ -33,6 +38,7 @@ from tests.gateway.llm.providers.support import (
 )
 from tests.gateway.turns_support import compression_cache
 from tests.support.fake_anthropic import FakeAnthropic
+from tests.support.fake_http import Reply
 from tests.support.fake_openai import FakeOpenAI
 
 pytestmark = pytest.mark.sql
@@ -210,6 +216,78 @@ class TestForkSummaryPastTheDeadline:
             endpoint.fake.reply("the parent's story")
             reply: agent_pb2.ForkResponse = await stack.gw.Fork(request, timeout=10.0)
             assert list((await stack.view(root.id)).node.children) == [reply.session.id]
+
+
+@dataclass(slots=True)
+class Closer:
+    """A loopback server that accepts each connection and closes it at once, unanswered."""
+
+    port: int = 0
+    connections: int = 0
+    server: asyncio.Server | None = field(default=None, repr=False)
+
+    async def _close(self, _: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        self.connections += 1
+        writer.close()
+
+
+@asynccontextmanager
+async def closer() -> AsyncIterator[Closer]:
+    """A started `Closer`, stopped on exit."""
+    found = Closer()
+    server = await asyncio.start_server(found._close, "127.0.0.1", 0)
+    found.port = server.sockets[0].getsockname()[1]
+    try:
+        yield found
+    finally:
+        server.close()
+        await server.wait_closed()
+
+
+class TestNoAnswerPastTheDeadline:
+    """A request that got no HTTP answer: the SDK retries it after its backoff without
+    asking `_should_retry`; a backoff that does not fit in the client's deadline is not
+    slept either."""
+
+    async def test_a_timeout_fails_as_one(self, make_stack: StackMaker, endpoint: Endpoint) -> None:
+        """A provider that answers nothing within its 0.4s timeout, against a Send of 2s
+        with 3 retries: once the SDK's next backoff no longer fits, the client gets the
+        provider's timeout (DEADLINE_EXCEEDED, LLM_TIMEOUT, 'did not answer in time'; it
+        got a bare DEADLINE_EXCEEDED, the SDK sleeping past its deadline); nothing is
+        stored."""
+        endpoint.fake.push(*(Reply.json({}, delay_s=30.0) for _ in range(4)))
+        settings = {"timeout_s": 0.4, "max_retries": 3, "max_context_tokens": WINDOW}
+        async with network_provider(endpoint.name, endpoint.fake.base_url, **settings) as provider:
+            stack = await make_stack(provider)
+            root = await stack.root()
+            error = await send(stack, root.id, streamed=False)
+            assert error.code() == grpc.StatusCode.DEADLINE_EXCEEDED, error.details()
+            assert error_info_reason(error) == LLM_TIMEOUT, error.details()
+            assert "did not answer in time" in (error.details() or "")
+            assert len(endpoint.fake.requests) < 4
+            assert not [r for r in await stack.records(root.id) if r.content == "hi"]
+
+    @pytest.mark.parametrize("name", NETWORK)
+    @pytest.mark.parametrize("streamed", [False, True], ids=["send", "stream"])
+    async def test_a_closed_connection_fails_unreachable(
+        self, make_stack: StackMaker, name: str, streamed: bool
+    ) -> None:
+        """A server that closes every connection unanswered, 3 retries: the SDK's backoffs
+        (0.5s, 1s, 2s) pass the 2s the client's Send has, and the first that no longer fits
+        is not slept: the client gets UNAVAILABLE, LLM_UNAVAILABLE, 'cannot be reached'
+        (it got a bare DEADLINE_EXCEEDED); nothing is stored."""
+        async with closer() as server:
+            base_url = f"http://127.0.0.1:{server.port}" + ("/v1" if name == "openai" else "")
+            settings = {"timeout_s": TIMEOUT_S, "max_retries": 3, "max_context_tokens": WINDOW}
+            async with network_provider(name, base_url, **settings) as provider:
+                stack = await make_stack(provider)
+                root = await stack.root()
+                error = await send(stack, root.id, streamed=streamed)
+                assert error.code() == grpc.StatusCode.UNAVAILABLE, error.details()
+                assert error_info_reason(error) == LLM_UNAVAILABLE, error.details()
+                assert "cannot be reached" in (error.details() or "")
+                assert 0 < server.connections < 4
+                assert not [r for r in await stack.records(root.id) if r.content == "hi"]
 
 
 async def _drain(call: grpc.aio.UnaryStreamCall) -> None:  # type: ignore[type-arg]
