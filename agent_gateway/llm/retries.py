@@ -143,9 +143,19 @@ def retries_made(response: httpx2.Response) -> int:
     """How many retries the SDK had made when it sent the request `response` answers (its
     `RETRY_COUNT_HEADER`); 0 when it does not say."""
     try:
-        return max(0, int(response.request.headers.get(RETRY_COUNT_HEADER, "0")))
-    except (RuntimeError, ValueError):  # a response with no request, or a count not a number
+        request = response.request
+    except RuntimeError:  # a response with no request
         return 0
+    return retries_sent(request) or 0
+
+
+def retries_sent(request: httpx2.Request) -> int | None:
+    """How many retries the SDK had made when it sent `request` (its `RETRY_COUNT_HEADER`);
+    None when it does not say."""
+    try:
+        return max(0, int(request.headers[RETRY_COUNT_HEADER]))
+    except (KeyError, ValueError):  # no count, or a count not a number
+        return None
 
 
 def retry_after(headers: Mapping[str, str] | None) -> float | None:

@@ -13,10 +13,8 @@ or refused).
 
 from __future__ import annotations
 
-import asyncio
 from collections.abc import AsyncIterator
-from contextlib import asynccontextmanager
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
 import asyncpg
 import grpc
@@ -32,6 +30,7 @@ from tests.gateway.conftest import Stack, StackMaker, record, row_counts, rpc_er
 from tests.gateway.llm.providers.support import (
     NETWORK,
     busy,
+    closer,
     fake_server,
     network_provider,
     refusal,
@@ -218,32 +217,6 @@ class TestForkSummaryPastTheDeadline:
             assert list((await stack.view(root.id)).node.children) == [reply.session.id]
 
 
-@dataclass(slots=True)
-class Closer:
-    """A loopback server that accepts each connection and closes it at once, unanswered."""
-
-    port: int = 0
-    connections: int = 0
-    server: asyncio.Server | None = field(default=None, repr=False)
-
-    async def _close(self, _: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
-        self.connections += 1
-        writer.close()
-
-
-@asynccontextmanager
-async def closer() -> AsyncIterator[Closer]:
-    """A started `Closer`, stopped on exit."""
-    found = Closer()
-    server = await asyncio.start_server(found._close, "127.0.0.1", 0)
-    found.port = server.sockets[0].getsockname()[1]
-    try:
-        yield found
-    finally:
-        server.close()
-        await server.wait_closed()
-
-
 class TestNoAnswerPastTheDeadline:
     """A request that got no HTTP answer: the SDK retries it after its backoff without
     asking `_should_retry`; a backoff that does not fit in the client's deadline is not
@@ -277,9 +250,8 @@ class TestNoAnswerPastTheDeadline:
         is not slept: the client gets UNAVAILABLE, LLM_UNAVAILABLE, 'cannot be reached'
         (it got a bare DEADLINE_EXCEEDED); nothing is stored."""
         async with closer() as server:
-            base_url = f"http://127.0.0.1:{server.port}" + ("/v1" if name == "openai" else "")
             settings = {"timeout_s": TIMEOUT_S, "max_retries": 3, "max_context_tokens": WINDOW}
-            async with network_provider(name, base_url, **settings) as provider:
+            async with network_provider(name, server.base_url(name), **settings) as provider:
                 stack = await make_stack(provider)
                 root = await stack.root()
                 error = await send(stack, root.id, streamed=streamed)
