@@ -4,7 +4,9 @@ Everything that can refuse a request (an unknown profile, a missing template
 variable, profile_vars given without a profile or naming a variable it does not
 have, a bad option, a system prompt or opening prompt over storage's limits, an
 unknown source or parent, a failed COMPRESS summary) does so before anything is
-written. The whole operation has a time budget of at most half the provisioning
+written. The COMPRESS summary's model calls are made knowing the caller's deadline
+(`agent_gateway.llm.deadlines`): a provider's wait past it fails the fork at once, with
+the provider's status. The whole operation has a time budget of at most half the provisioning
 TTL, so a saga never outlives its provisional session.
 """
 
@@ -36,6 +38,7 @@ from agent_gateway.forks.inputs import (
 from agent_gateway.forks.profiles import ProfileRegistry, each_variable
 from agent_gateway.forks.saga import ProvisioningSaga, SessionPlan
 from agent_gateway.llm import Prompts
+from agent_gateway.llm.deadlines import bounded
 from stello.common.v1 import common_pb2
 from stello.errors import (
     DeadlineExceeded,
@@ -211,9 +214,12 @@ class SessionCreator:
             tail = source.tail
             summary = tail.summary or ""
             if tail.records:
-                summary = await self._summarizer.summarize_for_fork(
-                    tail.records, summary=tail.summary, omitted=tail.omitted
-                )
+                # Made knowing the caller's deadline, as a turn's compression is: a
+                # provider's wait past it fails the fork at once, before anything is written.
+                with bounded(caller.deadline):
+                    summary = await self._summarizer.summarize_for_fork(
+                        tail.records, summary=tail.summary, omitted=tail.omitted
+                    )
             prompt = self._prompts.with_parent_context(config.system_prompt, summary)
             config = replace(config, system_prompt=prompt)
         opening = opening_prompt(request.prompt, profile)

@@ -11,8 +11,15 @@ RetryInfo), or, when the answer asks none, the SDK's own backoff before its next
 (`retries.backoff`: the call fails at once with the provider's status), instead of the
 client's deadline passing during the sleep.
 
+A COMPRESS fork's summary is made under it too (`forks.creator`), and so is the SDKs'
+backoff after a request that got no answer (`retries.RetryPolicy._sleep_for_retry`).
+
 Work with no caller deadline (a background fold, a consolidation) leaves it unset and
-keeps the gateway's own limit on a wait (`retries.longest_wait`).
+keeps the gateway's own limit on a wait (`retries.longest_wait`). So does the manual
+Consolidate, though its client has a deadline: its run is a job of the background runner
+that outlives the call (shielded, saving its progress per chunk, waited for by any other
+Consolidate of the session, `history.consolidation`), so a wait the provider asks is slept
+and the run goes on, rather than failing the job, for every waiter, at one caller's deadline.
 """
 
 from __future__ import annotations

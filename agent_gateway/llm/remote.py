@@ -245,6 +245,20 @@ class Endpoint:
             )
         return said + self._retries(made)
 
+    def _unanswered_retries(self, made: int | None) -> str:
+        """ " after N retries" for a request that got no answer (`made` retries made before
+        it, None: all the SDK makes), and, when the SDK stopped before its last because its
+        next backoff does not fit in what is left of the caller's deadline, that; for the log."""
+        left = time_left()
+        unfit = self._unfit_backoff(None, made, left)
+        if unfit is None or left is None:
+            return self._retries(made)
+        return (
+            f"{self._retries(made) if made else ''}; not retried again: the next retry's "
+            f"backoff of up to {unfit:g}s does not fit in the {max(left, 0.0):.1f}s left of "
+            "the caller's deadline"
+        )
+
     def _unfit_backoff(
         self, retry_after_s: float | None, made: int | None, left: float | None
     ) -> float | None:
@@ -320,9 +334,12 @@ class Endpoint:
             return f"the path of {self.env}_BASE_URL: the SDK adds /v1/messages to it"
         return f"the path of {self.env}_BASE_URL: OpenAI-compatible servers serve under /v1"
 
-    def connection_error(self, detail: str, *, mid_answer: bool = False) -> Unavailable:
+    def connection_error(
+        self, detail: str, *, mid_answer: bool = False, made: int | None = None
+    ) -> Unavailable:
         """The domain error for a server that cannot be reached or dropped the connection;
-        `mid_answer`: it dropped it while an answer that had begun was read (never retried)."""
+        `mid_answer`: it dropped it while an answer that had begun was read (never retried);
+        `made`: the retries the SDK made before the last request (None: all it makes)."""
         if mid_answer:
             error_id = self._logged(
                 "the connection broke off mid-answer (an answer is not retried once it began)",
@@ -335,7 +352,7 @@ class Endpoint:
                 reason=LLM_UNAVAILABLE,
             )
         error_id = self._logged(
-            f"cannot reach the server{self._retries()}",
+            f"cannot reach the server{self._unanswered_retries(made)}",
             self.redact(detail),
             f"{self.env}_BASE_URL and that the server is running",
         )
@@ -370,14 +387,17 @@ class Endpoint:
         except (AttributeError, TypeError, ValueError) as exc:
             raise self.unreadable_answer(f"{name} of unexpected shape ({exc})") from exc
 
-    def timeout_error(self, *, mid_answer: bool = False) -> DeadlineExceeded:
+    def timeout_error(
+        self, *, mid_answer: bool = False, made: int | None = None
+    ) -> DeadlineExceeded:
         """The domain error for a server that did not answer within the timeout; `mid_answer`:
-        an answer that had begun sent nothing more within it (never retried)."""
+        an answer that had begun sent nothing more within it (never retried); `made`: the
+        retries the SDK made before the last request (None: all it makes)."""
         waited = (
             f"no next piece of the answer within {self.timeout_s:g}s "
             "(an answer is not retried once it began)"
             if mid_answer
-            else f"no answer within {self.timeout_s:g}s{self._retries()}"
+            else f"no answer within {self.timeout_s:g}s{self._unanswered_retries(made)}"
         )
         error_id = self._logged(
             waited,

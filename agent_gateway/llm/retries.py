@@ -11,15 +11,20 @@ once with the provider's status, telling the client when to retry (RetryInfo).
 Nor is a wait that does not fit in what is left of the caller's deadline, when the
 call is made for one (a turn's: `deadlines`): the Retry-After's, or, when the answer
 asks none, the SDKs' own backoff before their next retry (`backoff`, after the retries
-made so far, `retries_made`).
+made so far, `retries_made`). A request that got no answer at all (a timeout, a connection
+closed or refused) the SDKs retry without asking `_should_retry`: `RetryPolicy`'s
+`_sleep_for_retry` then refuses the backoff that does not fit, raising the failure the SDK
+was handling (`unanswered_not_waited`), which the providers map as the SDK's own
+(a timeout DEADLINE_EXCEEDED, an unreachable server UNAVAILABLE).
 """
 
 from __future__ import annotations
 
 import email.utils
+import sys
 import time
 from collections.abc import Mapping
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import httpx2
 
@@ -31,6 +36,15 @@ if TYPE_CHECKING:
         """What `RetryPolicy` overrides of the SDKs' clients (for the type checker only)."""
 
         def _should_retry(self, response: httpx2.Response) -> bool: ...
+
+        async def _sleep_for_retry(
+            self,
+            *,
+            retries_taken: int,
+            max_retries: int,
+            options: Any,
+            response: httpx2.Response | None,
+        ) -> None: ...
 
 else:
     _SdkClient = object
@@ -60,6 +74,40 @@ class RetryPolicy(_SdkClient):
         if not_waited(response, self.longest_wait_s):
             return False
         return super()._should_retry(response)
+
+    async def _sleep_for_retry(
+        self,
+        *,
+        retries_taken: int,
+        max_retries: int,
+        options: Any,
+        response: httpx2.Response | None,
+    ) -> None:
+        """Not after a request that got no answer when the SDK's backoff would pass the
+        caller's deadline (`unanswered_not_waited`: the failure is raised at once); else
+        as the SDK sleeps."""
+        failure = unanswered_not_waited(response, retries_taken)
+        if failure is not None:
+            raise failure
+        await super()._sleep_for_retry(
+            retries_taken=retries_taken,
+            max_retries=max_retries,
+            options=options,
+            response=response,
+        )
+
+
+def unanswered_not_waited(
+    response: httpx2.Response | None, retries_taken: int
+) -> BaseException | None:
+    """The failure the SDKs' retry must raise instead of sleeping: when the request got no
+    answer (`response` None: a timeout, a connection error) and the SDK's backoff after
+    `retries_taken` retries (`backoff`) does not fit in what is left of the caller's
+    deadline, the failure the SDK is handling (both SDKs sleep inside its ``except``);
+    None to sleep as the SDK does (also when the SDK handles no failure there)."""
+    if response is not None or not past_deadline(backoff(retries_taken)):
+        return None
+    return sys.exception()
 
 
 def not_waited(response: httpx2.Response, longest_s: float) -> bool:
@@ -95,9 +143,19 @@ def retries_made(response: httpx2.Response) -> int:
     """How many retries the SDK had made when it sent the request `response` answers (its
     `RETRY_COUNT_HEADER`); 0 when it does not say."""
     try:
-        return max(0, int(response.request.headers.get(RETRY_COUNT_HEADER, "0")))
-    except (RuntimeError, ValueError):  # a response with no request, or a count not a number
+        request = response.request
+    except RuntimeError:  # a response with no request
         return 0
+    return retries_sent(request) or 0
+
+
+def retries_sent(request: httpx2.Request) -> int | None:
+    """How many retries the SDK had made when it sent `request` (its `RETRY_COUNT_HEADER`);
+    None when it does not say."""
+    try:
+        return max(0, int(request.headers[RETRY_COUNT_HEADER]))
+    except (KeyError, ValueError):  # no count, or a count not a number
+        return None
 
 
 def retry_after(headers: Mapping[str, str] | None) -> float | None:

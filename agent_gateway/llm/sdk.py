@@ -14,6 +14,7 @@ import pydantic
 
 from agent_gateway.llm.answers import AnswerBound
 from agent_gateway.llm.remote import Endpoint
+from agent_gateway.llm.retries import retries_sent
 from stello.errors import StelloError
 
 
@@ -73,10 +74,11 @@ class SdkProvider(Generic[ClientT]):
             return self._endpoint.unreadable_answer(
                 f"the answer could not be decompressed ({_cause(exc)})"
             )
+        made = _retries_before(exc)
         if isinstance(exc, timeout | httpx2.TimeoutException):
-            return self._endpoint.timeout_error(mid_answer=mid_answer)
+            return self._endpoint.timeout_error(mid_answer=mid_answer, made=made)
         if isinstance(exc, connection | httpx2.HTTPError):
-            return self._endpoint.connection_error(_cause(exc), mid_answer=mid_answer)
+            return self._endpoint.connection_error(_cause(exc), mid_answer=mid_answer, made=made)
         return None
 
     async def _whole(self, response: _Body, kind: type[Model]) -> Model | object:
@@ -128,6 +130,16 @@ def _cause(exc: BaseException) -> str:
         if str(error):
             return str(error)
     return type(chain[-1]).__name__
+
+
+def _retries_before(exc: BaseException) -> int | None:
+    """The retries the SDK had made before the request that failed with `exc` (the SDKs'
+    errors and httpx's carry their request); None when it does not say."""
+    try:
+        request = getattr(exc, "request", None)
+    except RuntimeError:  # an httpx error made without its request
+        return None
+    return retries_sent(request) if isinstance(request, httpx2.Request) else None
 
 
 def _undecodable(exc: BaseException) -> bool:

@@ -6,7 +6,9 @@ real gateway: a 429 or 503 asking to wait longer than the client's Send has left
 once with the provider's status and RetryInfo, and one asking no wait fails with the
 provider's status once the SDK's next backoff no longer fits, instead of the SDK sleeping
 past the deadline (the client then got a bare DEADLINE_EXCEEDED). So does the model call
-of a turn's compression, before the turn's own.
+of a turn's compression, before the turn's own, and a COMPRESS fork's summary; and so
+does the SDK's backoff after a request that got no answer (a timeout, a connection closed
+or refused).
 """
 
 from __future__ import annotations
@@ -14,6 +16,7 @@ from __future__ import annotations
 from collections.abc import AsyncIterator
 from dataclasses import dataclass
 
+import asyncpg
 import grpc
 import pytest
 
@@ -21,17 +24,20 @@ from agent_gateway.llm.anthropic_provider import AnthropicProvider
 from agent_gateway.llm.openai_provider import OpenAIProvider
 from stello.agent.v1 import agent_pb2
 from stello.common.v1 import common_pb2
-from stello.errors import retry_delay
-from tests.gateway.conftest import Stack, StackMaker, record, rpc_error
+from stello.errors import error_info_reason, retry_delay
+from stello.reasons import LLM_TIMEOUT, LLM_UNAVAILABLE
+from tests.gateway.conftest import Stack, StackMaker, record, row_counts, rpc_error
 from tests.gateway.llm.providers.support import (
     NETWORK,
     busy,
+    closer,
     fake_server,
     network_provider,
     refusal,
 )
 from tests.gateway.turns_support import compression_cache
 from tests.support.fake_anthropic import FakeAnthropic
+from tests.support.fake_http import Reply
 from tests.support.fake_openai import FakeOpenAI
 
 pytestmark = pytest.mark.sql
@@ -175,6 +181,85 @@ class TestCompressionPastTheDeadline:
             assert b"compression assistant" in endpoint.fake.requests[0].body
             assert await stack.records(root.id) == seeded
             assert await compression_cache(stack, root.id) is None
+
+
+class TestForkSummaryPastTheDeadline:
+    async def test_the_client_is_told_when_to_retry(
+        self, make_stack: StackMaker, endpoint: Endpoint, pool: asyncpg.Pool
+    ) -> None:
+        """A COMPRESS fork's summary is made knowing the client's deadline, as a turn's
+        compression is: a 429 to it asking 3s, past the 2s the client's Fork has, is not
+        slept; the client gets RESOURCE_EXHAUSTED and RetryInfo of 3s (it got
+        DEADLINE_EXCEEDED); nothing is made, no provisional session nor the request's
+        claim: the same request, retried, makes the fork."""
+        endpoint.fake.push(refusal(429, "3"), refusal(429, "3"))
+        async with endpoint.provider(1, WINDOW) as provider:
+            stack = await make_stack(provider, fake_summarizer=False)
+            root = await stack.root()
+            await seed(stack, root.id, 4)
+            before = await row_counts(pool, stack.space)
+            request = agent_pb2.ForkRequest(
+                space_id=stack.space.sid,
+                source_session_id=root.id,
+                label="digest",
+                context=common_pb2.FORK_CONTEXT_COMPRESS,
+                request_id="fork-past-the-deadline",
+            )
+            error = await rpc_error(stack.gw.Fork(request, timeout=2.0))
+            assert error.code() == grpc.StatusCode.RESOURCE_EXHAUSTED, error.details()
+            assert retry_delay(error) == 3.0
+            assert "retry in 3 seconds" in (error.details() or "")
+            assert len(endpoint.fake.requests) == 1
+            assert await row_counts(pool, stack.space) == before
+            assert list((await stack.view(root.id)).node.children) == []
+            endpoint.fake.reply("the parent's story")
+            reply: agent_pb2.ForkResponse = await stack.gw.Fork(request, timeout=10.0)
+            assert list((await stack.view(root.id)).node.children) == [reply.session.id]
+
+
+class TestNoAnswerPastTheDeadline:
+    """A request that got no HTTP answer: the SDK retries it after its backoff without
+    asking `_should_retry`; a backoff that does not fit in the client's deadline is not
+    slept either."""
+
+    async def test_a_timeout_fails_as_one(self, make_stack: StackMaker, endpoint: Endpoint) -> None:
+        """A provider that answers nothing within its 0.4s timeout, against a Send of 2s
+        with 3 retries: once the SDK's next backoff no longer fits, the client gets the
+        provider's timeout (DEADLINE_EXCEEDED, LLM_TIMEOUT, 'did not answer in time'; it
+        got a bare DEADLINE_EXCEEDED, the SDK sleeping past its deadline); nothing is
+        stored."""
+        endpoint.fake.push(*(Reply.json({}, delay_s=30.0) for _ in range(4)))
+        settings = {"timeout_s": 0.4, "max_retries": 3, "max_context_tokens": WINDOW}
+        async with network_provider(endpoint.name, endpoint.fake.base_url, **settings) as provider:
+            stack = await make_stack(provider)
+            root = await stack.root()
+            error = await send(stack, root.id, streamed=False)
+            assert error.code() == grpc.StatusCode.DEADLINE_EXCEEDED, error.details()
+            assert error_info_reason(error) == LLM_TIMEOUT, error.details()
+            assert "did not answer in time" in (error.details() or "")
+            assert len(endpoint.fake.requests) < 4
+            assert not [r for r in await stack.records(root.id) if r.content == "hi"]
+
+    @pytest.mark.parametrize("name", NETWORK)
+    @pytest.mark.parametrize("streamed", [False, True], ids=["send", "stream"])
+    async def test_a_closed_connection_fails_unreachable(
+        self, make_stack: StackMaker, name: str, streamed: bool
+    ) -> None:
+        """A server that closes every connection unanswered, 3 retries: the SDK's backoffs
+        (0.5s, 1s, 2s) pass the 2s the client's Send has, and the first that no longer fits
+        is not slept: the client gets UNAVAILABLE, LLM_UNAVAILABLE, 'cannot be reached'
+        (it got a bare DEADLINE_EXCEEDED); nothing is stored."""
+        async with closer() as server:
+            settings = {"timeout_s": TIMEOUT_S, "max_retries": 3, "max_context_tokens": WINDOW}
+            async with network_provider(name, server.base_url(name), **settings) as provider:
+                stack = await make_stack(provider)
+                root = await stack.root()
+                error = await send(stack, root.id, streamed=streamed)
+                assert error.code() == grpc.StatusCode.UNAVAILABLE, error.details()
+                assert error_info_reason(error) == LLM_UNAVAILABLE, error.details()
+                assert "cannot be reached" in (error.details() or "")
+                assert 0 < server.connections < 4
+                assert not [r for r in await stack.records(root.id) if r.content == "hi"]
 
 
 async def _drain(call: grpc.aio.UnaryStreamCall) -> None:  # type: ignore[type-arg]

@@ -1,13 +1,15 @@
 """Helpers shared by the provider tests: a fake server with the real provider talking to it
 (`remote`), the error answers the SDKs retry (`refusal`, `busy`), the two ways to call a
-provider, and a turn's context."""
+provider, a turn's context, and a server that closes every connection unanswered
+(`closer`)."""
 
 from __future__ import annotations
 
+import asyncio
 import re
 from collections.abc import AsyncIterator, Sequence
 from contextlib import asynccontextmanager
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any, Literal
 
 import pytest
@@ -72,6 +74,36 @@ async def remote(name: str, **settings: Any) -> AsyncIterator[Remote]:
     async with fake_server(name) as fake:
         async with network_provider(name, fake.base_url, **settings) as provider:
             yield Remote(fake, provider)
+
+
+@dataclass(slots=True)
+class Closer:
+    """A loopback server that accepts each connection and closes it at once, unanswered."""
+
+    port: int = 0
+    connections: int = 0
+    server: asyncio.Server | None = field(default=None, repr=False)
+
+    def base_url(self, name: str) -> str:
+        """The base URL to give the network provider `name` (OpenAI's under /v1)."""
+        return f"http://127.0.0.1:{self.port}" + ("/v1" if name == "openai" else "")
+
+    async def _close(self, _: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        self.connections += 1
+        writer.close()
+
+
+@asynccontextmanager
+async def closer() -> AsyncIterator[Closer]:
+    """A started `Closer`, stopped on exit."""
+    found = Closer()
+    server = await asyncio.start_server(found._close, "127.0.0.1", 0)
+    found.port = server.sockets[0].getsockname()[1]
+    try:
+        yield found
+    finally:
+        server.close()
+        await server.wait_closed()
 
 
 def refusal(status: int, retry_after: str) -> Reply:

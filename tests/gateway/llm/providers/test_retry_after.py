@@ -21,6 +21,7 @@ from tests.gateway.llm.providers.support import (
     Remote,
     busy,
     call,
+    closer,
     logged,
     network_provider,
     refusal,
@@ -111,6 +112,33 @@ class TestRetryAfterPastTheCallersDeadline:
         with bounded(time.monotonic() + 30):
             assert (await remote.provider.complete(HI)).content == "fine"
         assert len(remote.fake.requests) == 2
+
+
+class TestNoAnswerPastTheCallersDeadline:
+    """A request that got no answer (a connection closed unanswered): the SDKs' backoff
+    before retrying it is not slept past the caller's deadline either."""
+
+    @pytest.mark.parametrize("mode", MODES)
+    @pytest.mark.parametrize("name", NETWORK)
+    async def test_the_log_says_why_it_stopped(
+        self, caplog: pytest.LogCaptureFixture, name: str, mode: Mode
+    ) -> None:
+        """With 1.3s left and 3 retries, the first backoff (0.5s) is slept, the second (1s)
+        no longer fits: the call fails UNAVAILABLE after one retry, and the log says so
+        and why (it said "after 3 retries")."""
+        async with closer() as server:
+            async with network_provider(
+                name, server.base_url(name), timeout_s=TIMEOUT_S, max_retries=3
+            ) as provider:
+                with pytest.raises(Unavailable) as caught:
+                    with bounded(time.monotonic() + 1.3):
+                        await call(provider, mode, HI)
+        assert server.connections == 2
+        assert "cannot be reached" in caught.value.message, caught.value.message
+        line = logged(caplog, caught.value)
+        assert "cannot reach the server after 1 retry; not retried again: the next" in line, line
+        assert "backoff of up to 1s does not fit in the" in line, line
+        assert "left of the caller's deadline" in line, line
 
 
 class TestBackoffPastTheCallersDeadline:
