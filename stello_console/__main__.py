@@ -29,7 +29,10 @@ log = logging.getLogger("stello_console")
 
 def build_parser() -> argparse.ArgumentParser:
     """The console's flags: gateway, TLS as the client commands take it, where to listen."""
-    parser = argparse.ArgumentParser(prog="python -m stello_console", description=__doc__)
+    # No abbreviations: `--key` (the CLI's flag) was read as `--key-file`.
+    parser = argparse.ArgumentParser(
+        prog="python -m stello_console", description=__doc__, allow_abbrev=False
+    )
     parser.add_argument("--gateway", help="gateway host:port (STELLO_GATEWAY)")
     parser.add_argument("--host", default="127.0.0.1", help="interface to listen on")
     parser.add_argument(

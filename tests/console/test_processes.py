@@ -130,6 +130,21 @@ class TestDeployment:
         assert done.returncode == 1
         assert "--gateway" in done.stderr and "STELLO_GATEWAY" in done.stderr
 
+    def test_a_flag_it_does_not_have_is_refused_not_read_as_a_longer_one(self, home: Path) -> None:
+        """`--key KEY` (the CLI's flag; the console takes a key per tab, and TLS files) is
+        an unknown flag, exit 2: argparse read it as `--key-file`, and the console went on to
+        read a file named as the key."""
+        done = subprocess.run(
+            [sys.executable, "-m", "stello_console", "--key", "sk-a-key", "--gateway", "x:1"],
+            env=private_env(home),
+            capture_output=True,
+            text=True,
+            timeout=60,
+            check=False,
+        )
+        assert done.returncode == 2, done.stderr
+        assert "unrecognized arguments: --key sk-a-key" in done.stderr
+
     async def test_it_serves_the_page_for_a_key(
         self, key_console: ConsoleStack, home: Path
     ) -> None:
