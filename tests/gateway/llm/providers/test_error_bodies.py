@@ -27,8 +27,9 @@ PIECE = b"x" * (64 * 1024)
 
 @pytest.fixture(name="remote", params=NETWORK)
 async def _remote(request: pytest.FixtureRequest) -> AsyncIterator[Remote]:
-    """A fake server and a provider talking to it, which retries once."""
-    async with remote(request.param, timeout_s=3.0, max_retries=1) as made:
+    """A fake server and a provider talking to it, which retries once and waits 1.5 s for
+    a read (a hung body costs each of its requests that: 3 s made the suite 20 s longer)."""
+    async with remote(request.param, timeout_s=1.5, max_retries=1) as made:
         yield made
 
 
