@@ -79,7 +79,7 @@ from agent_gateway.llm.remote import (
     error_detail,
 )
 from agent_gateway.llm.retries import RetryPolicy, retries_made, retry_after
-from agent_gateway.llm.sdk import SdkProvider
+from agent_gateway.llm.sdk import SdkProvider, tls_context
 from stello.errors import StelloError
 
 DEFAULT_BASE_URL = "https://api.anthropic.com"
@@ -219,7 +219,9 @@ class AnthropicProvider(SdkProvider[anthropic.AsyncAnthropic]):
             base_url=base_url,
             timeout=timeout_s,
             max_retries=max_retries,
-            http_client=anthropic.DefaultAsyncHttpxClient(event_hooks=http_hooks()),
+            http_client=anthropic.DefaultAsyncHttpxClient(
+                verify=tls_context(), event_hooks=http_hooks()
+            ),
         )
         self._client.record_bytes = record_bytes
         self._client.longest_wait_s = self._endpoint.longest_wait_s

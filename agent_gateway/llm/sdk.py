@@ -4,7 +4,9 @@ a call's body with a bound (`SdkProvider._whole`), `aclose` and ``async with``."
 
 from __future__ import annotations
 
+import functools
 import json
+import ssl
 from collections.abc import AsyncIterator
 from types import TracebackType
 from typing import Generic, Protocol, Self, TypeVar
@@ -16,6 +18,15 @@ from agent_gateway.llm.answers import AnswerBound
 from agent_gateway.llm.remote import Endpoint
 from agent_gateway.llm.retries import retries_sent
 from stello.errors import StelloError
+
+
+@functools.cache
+def tls_context() -> ssl.SSLContext:
+    """The one TLS context the providers of the process verify their servers with: httpx's
+    default (the certifi bundle, or SSL_CERT_FILE / SSL_CERT_DIR as the process started
+    with). Each SDK client made its own, loading the CA bundle again (~20 ms of CPU for each
+    provider made); a context is safe to share between connections."""
+    return httpx2.create_ssl_context()
 
 
 class _Closable(Protocol):
