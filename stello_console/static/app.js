@@ -373,13 +373,13 @@ export class App {
     const hash = location.hash;
     this.routed = hash;
     const detail = $("detail");
-    $("nav-digests").classList.toggle("current", hash === "#/digests");
-    $("nav-forest").classList.toggle("current", hash !== "#/digests");
     /** @type {View | null} */
     let view = null;
     // One column on a narrow screen: the forest, or the open view (the bar goes between).
     const detailed = hash.startsWith("#/session/") || hash.startsWith("#/search/") || hash === "#/digests";
     document.body.dataset.view = detailed ? "detail" : "forest";
+    markCurrent($("nav-forest"), !detailed);
+    markCurrent($("nav-digests"), hash === "#/digests");
     if (hash !== this.shownHash) {
       setTitle(); // a session's view names it once loaded
       detail.scrollTop = 0; // another view starts at its top
@@ -530,3 +530,15 @@ function launchToken(text) {
 }
 
 new App().boot();
+
+/**
+ * Marks a bar link as the page shown (highlighted, aria-current), or not: the forest marks
+ * Forest, digests Digests; search and a session's view are neither link's page.
+ * @param {HTMLElement} link
+ * @param {boolean} shown
+ */
+function markCurrent(link, shown) {
+  link.classList.toggle("current", shown);
+  if (shown) link.setAttribute("aria-current", "page");
+  else link.removeAttribute("aria-current");
+}
