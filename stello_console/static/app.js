@@ -3,7 +3,7 @@
 // up to date by the space's live changes (live.js): each batch refetches only the nodes
 // and the parts of the open view that its events name.
 
-import { ApiError, call, forget, identity, onSignedOut, requestId, setMode, signIn, signOut, signedIn, space, takePageKey } from "./api.js";
+import { ApiError, call, forget, identity, keyRefused, onKeyRefused, onSignedOut, requestId, setMode, signIn, signOut, signedIn, space, takePageKey } from "./api.js";
 import { DigestsView } from "./digests.js";
 import { SearchView } from "./search.js";
 import { closeDialogs, dialog, el, replace, setTitle, userText } from "./dom.js";
@@ -74,9 +74,18 @@ export class App {
     }
     setMode(this.config.mode);
     onSignedOut(() => this.signedOut());
+    onKeyRefused((error) => this.keyRefused(error));
     window.addEventListener("pagehide", () => this.live?.stop());
     if (!signedIn()) this.askKey();
     else await this.start();
+  }
+
+  /** The gateway refused this tab's key (on any call: a dialog's, a view's, a reload's):
+   * the tab forgets it and the sign-in form says why, no dialog left over it. */
+  /** @param {ApiError} error */
+  keyRefused(error) {
+    signOut();
+    this.askKey(error.message);
   }
 
   askKey(message = "", note = "") {
@@ -340,10 +349,8 @@ export class App {
       return true;
     } catch (error) {
       // A refused key, or a space it does not reach: the sign-in form says why.
-      const refused = error instanceof ApiError && (error.code === "UNAUTHENTICATED" || error.reason === "SIGN_IN");
-      if (refused && this.config.mode === "key") {
-        signOut();
-        this.askKey(error.message);
+      if (error instanceof ApiError && keyRefused(error) && this.config.mode === "key") {
+        this.keyRefused(error);
         return false;
       }
       this.forestFailed = true;
