@@ -181,3 +181,36 @@ async def test_a_rename_by_keyboard_keeps_the_focus_on_its_button(
     await expect(page.locator("#session-status")).to_have_text("archived")
     await expect(page.locator("#unarchive")).to_be_focused()
     assert browser_page.console_errors() == []
+
+
+async def test_a_long_lineages_actions_stay_in_reach_on_a_phone(
+    console: ConsoleStack, phone_page: BrowserPage
+) -> None:
+    """A session 30 deep, its ancestors' labels long: on a 390x844 phone each action button
+    of its view shows inside the window, not hidden below the scrolled top (the lineage
+    pushed them past the top's bottom edge), and a tap reaches it."""
+    parent = await console.stack.root(label="Ancestor 0 " + "with a long descriptive label " * 3)
+    for depth in range(1, 30):
+        label = f"Ancestor {depth} " + "with a long descriptive label " * 3
+        parent = await console.stack.fork(parent.id, label.strip())
+    page = phone_page.page
+    await open_console(console, phone_page, f"#/session/{parent.id}")
+    await expect(page.locator("#lineage .ancestor")).not_to_have_count(0)
+    buttons = page.locator("#session-actions button")
+    await expect(buttons).not_to_have_count(0)
+    for n in range(await buttons.count()):
+        reached = await buttons.nth(n).evaluate(
+            """(button) => {
+                const box = button.getBoundingClientRect();
+                const inside = box.top >= 0 && box.left >= 0 &&
+                    box.bottom <= innerHeight && box.right <= innerWidth;
+                const hit = document.elementFromPoint(
+                    box.left + box.width / 2, box.top + box.height / 2);
+                return inside && Boolean(hit && button.contains(hit));
+            }"""
+        )
+        assert reached, await buttons.nth(n).text_content()
+    await phone_page.shot("phone-long-lineage")
+    await page.locator("#rename").tap()
+    await expect(page.locator("dialog[open] #rename-label")).to_be_visible()
+    assert phone_page.console_errors() == []
