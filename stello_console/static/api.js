@@ -14,6 +14,8 @@ const SIGNED_OUT = "CONSOLE_SIGNED_OUT";
 let keyMode = false;
 /** @type {((error: ApiError) => void) | null} */
 let signedOutHandler = null;
+/** @type {((error: ApiError) => void) | null} */
+let keyRefusedHandler = null;
 
 /** An error the gateway (or the console) answered: its code and message. */
 export class ApiError extends Error {
@@ -37,6 +39,13 @@ export class ApiError extends Error {
 /** @param {(error: ApiError) => void} handler */
 export function onSignedOut(handler) {
   signedOutHandler = handler;
+}
+
+/** `handler(error)` runs when the gateway refuses a deployed console's key (revoked, or a
+ * space it does not reach) on any call: the tab asks for a key again. */
+/** @param {(error: ApiError) => void} handler */
+export function onKeyRefused(handler) {
+  keyRefusedHandler = handler;
 }
 
 /** The page that opened the printed URL: keep the page key its answer carries (every tab
@@ -152,11 +161,19 @@ async function answer(response) {
     const error = data.error || {};
     const failure = new ApiError(error.code || String(response.status), error.message || "", error.reason);
     if (failure.reason === SIGNED_OUT) signedOutHandler?.(failure);
+    else if (keyMode && keyRefused(failure)) keyRefusedHandler?.(failure);
     throw failure;
   }
   const text = (await response.text()).trim();
   if (!response.ok) throw new ApiError(String(response.status), text || response.statusText);
   return text;
+}
+
+/** Whether a deployed console's call failed for its key: refused by the gateway, or a
+ * space the key does not reach (the sign-in form's fields to fix). */
+/** @param {ApiError} error */
+export function keyRefused(error) {
+  return error.code === "UNAUTHENTICATED" || error.reason === "SIGN_IN";
 }
 
 /**

@@ -3,7 +3,7 @@
 // up to date by the space's live changes (live.js): each batch refetches only the nodes
 // and the parts of the open view that its events name.
 
-import { ApiError, call, forget, identity, onSignedOut, requestId, setMode, signIn, signOut, signedIn, space, takePageKey } from "./api.js";
+import { ApiError, call, forget, identity, keyRefused, onKeyRefused, onSignedOut, requestId, setMode, signIn, signOut, signedIn, space, takePageKey } from "./api.js";
 import { DigestsView } from "./digests.js";
 import { SearchView } from "./search.js";
 import { closeDialogs, dialog, el, replace, setTitle, userText } from "./dom.js";
@@ -74,9 +74,18 @@ export class App {
     }
     setMode(this.config.mode);
     onSignedOut(() => this.signedOut());
+    onKeyRefused((error) => this.keyRefused(error));
     window.addEventListener("pagehide", () => this.live?.stop());
     if (!signedIn()) this.askKey();
     else await this.start();
+  }
+
+  /** The gateway refused this tab's key (on any call: a dialog's, a view's, a reload's):
+   * the tab forgets it and the sign-in form says why, no dialog left over it. */
+  /** @param {ApiError} error */
+  keyRefused(error) {
+    signOut();
+    this.askKey(error.message);
   }
 
   askKey(message = "", note = "") {
@@ -340,10 +349,8 @@ export class App {
       return true;
     } catch (error) {
       // A refused key, or a space it does not reach: the sign-in form says why.
-      const refused = error instanceof ApiError && (error.code === "UNAUTHENTICATED" || error.reason === "SIGN_IN");
-      if (refused && this.config.mode === "key") {
-        signOut();
-        this.askKey(error.message);
+      if (error instanceof ApiError && keyRefused(error) && this.config.mode === "key") {
+        this.keyRefused(error);
         return false;
       }
       this.forestFailed = true;
@@ -373,13 +380,13 @@ export class App {
     const hash = location.hash;
     this.routed = hash;
     const detail = $("detail");
-    $("nav-digests").classList.toggle("current", hash === "#/digests");
-    $("nav-forest").classList.toggle("current", hash !== "#/digests");
     /** @type {View | null} */
     let view = null;
     // One column on a narrow screen: the forest, or the open view (the bar goes between).
     const detailed = hash.startsWith("#/session/") || hash.startsWith("#/search/") || hash === "#/digests";
     document.body.dataset.view = detailed ? "detail" : "forest";
+    markCurrent($("nav-forest"), !detailed);
+    markCurrent($("nav-digests"), hash === "#/digests");
     if (hash !== this.shownHash) {
       setTitle(); // a session's view names it once loaded
       detail.scrollTop = 0; // another view starts at its top
@@ -530,3 +537,15 @@ function launchToken(text) {
 }
 
 new App().boot();
+
+/**
+ * Marks a bar link as the page shown (highlighted, aria-current), or not: the forest marks
+ * Forest, digests Digests; search and a session's view are neither link's page.
+ * @param {HTMLElement} link
+ * @param {boolean} shown
+ */
+function markCurrent(link, shown) {
+  link.classList.toggle("current", shown);
+  if (shown) link.setAttribute("aria-current", "page");
+  else link.removeAttribute("aria-current");
+}

@@ -138,14 +138,14 @@ export function closeDialogs() {
  * the focus starts on the first field and returns where it was. With `act`, a submit runs
  * `act(data)` with the dialog open: it closes resolving with what `act` returned, or, when
  * `act` throws (or its promise rejects), stays open with what was typed and says why in the
- * dialog.
+ * dialog. An abort of `signal` closes it as Cancel does (what it was about is gone).
  * @param {Child} title
  * @param {Child} content
  * @param {string} submitLabel
- * @param {{danger?: boolean, act?: (data: FormData) => Promise<unknown>}} [options]
+ * @param {{danger?: boolean, act?: (data: FormData) => Promise<unknown>, signal?: AbortSignal}} [options]
  * @returns {Promise<any>}
  */
-export function dialog(title, content, submitLabel, { danger = false, act } = {}) {
+export function dialog(title, content, submitLabel, { danger = false, act, signal } = {}) {
   return new Promise((resolve) => {
     const titleId = `dialog-title-${++dialogs}`;
     /** @type {HTMLDialogElement | null} */
@@ -191,6 +191,11 @@ export function dialog(title, content, submitLabel, { danger = false, act } = {}
       box.remove();
       resolve(act ? result : ok ? new FormData(form) : null);
     });
+    if (signal?.aborted) {
+      resolve(null);
+      return;
+    }
+    signal?.addEventListener("abort", () => box?.close("cancel"), { once: true });
     document.body.append(box);
     openDialogs.add(box);
     box.showModal();

@@ -65,6 +65,8 @@ export class SessionView {
     /** @type {Promise<void> | null} */
     this.shown = null;
     this.gone = false;
+    /** aborted when the session is gone: its dialogs close */
+    this.dialogs = new AbortController();
     this.editors = /** @type {{insight: SlotEditor, memory: SlotEditor}} */ ({}); // slots() makes them
     // The composer, made by draw() (sendBox()), and the reply streaming, if any.
     /** @type {HTMLTextAreaElement} */ this.message;
@@ -364,6 +366,7 @@ export class SessionView {
 
   markGone() {
     this.gone = true;
+    this.dialogs.abort(); // a dialog about a session that is gone: the view says so once
     setTitle();
     replace(
       this.container,
@@ -562,6 +565,7 @@ export class SessionView {
       ),
       "Fork",
       {
+        signal: this.dialogs.signal,
         act: (form) => {
           checkLabel(form.get("label"));
           return call("POST", `/api/sessions/${this.id}/fork`, forkBody(form));
@@ -581,6 +585,7 @@ export class SessionView {
       el("div", { class: "fields" }, el("label", {}, "Label", el("input", { name: "label", id: "rename-label", required: true, dir: "auto", value: this.view.label }))),
       "Rename",
       {
+        signal: this.dialogs.signal,
         act: (form) => {
           const label = form.get("label");
           checkLabel(label);
@@ -621,7 +626,7 @@ export class SessionView {
       "Delete for good?",
       el("p", { id: "delete-what" }, "This erases ", what, ": records, prompts, memory and insight. It cannot be undone."),
       "Delete",
-      { danger: true },
+      { danger: true, signal: this.dialogs.signal },
     );
     if (!confirmed) return;
     try {

@@ -152,6 +152,30 @@ class TestAnotherClient:
         await expect(page.locator(".forest-count")).to_have_text("No sessions yet: create a root.")
         assert browser_page.console_errors() == []
 
+    async def test_a_deletion_elsewhere_closes_the_sessions_dialogs(
+        self, console: ConsoleStack, browser_page: BrowserPage
+    ) -> None:
+        """Another client deletes the session while its delete, rename or fork dialog is open:
+        the dialog closes and the view says once that the session was deleted (the delete
+        dialog stayed over it; Rename then said NOT_FOUND in its dialog)."""
+        stack = console.stack
+        page = browser_page.page
+        await open_console(console, browser_page)
+        for button in ("Delete…", "Rename…", "Fork…"):
+            root = await stack.root(label=f"Doomed by {button}")
+            await page.goto(f"{console.base}#/session/{root.id}")
+            await expect(page.locator("#session-label")).to_have_text(f"Doomed by {button}")
+            await page.get_by_role("button", name=button).click()
+            await expect(page.locator("dialog[open]")).to_be_visible()
+            await stack.gw.DeleteSession(
+                agent_pb2.DeleteSessionRequest(space_id=stack.space.sid, session_id=root.id)
+            )
+            await expect(page.locator("#view-gone")).to_be_visible(timeout=LIVE_TIMEOUT_MS)
+            await expect(page.locator("dialog")).to_have_count(0)
+            await expect(page.get_by_text("This session was deleted")).to_have_count(1)
+            await expect(page.locator("#error")).to_be_hidden()
+        assert browser_page.console_errors() == []
+
 
 class TestTenancy:
     async def test_another_spaces_changes_never_reach_the_page(

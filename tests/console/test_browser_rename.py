@@ -63,10 +63,11 @@ async def test_rename_shows_the_new_label_everywhere_and_a_refusal_in_the_dialog
     assert browser_page.console_errors(r"Failed to load resource.*400") == []
 
 
-async def test_a_rename_of_a_session_deleted_meanwhile_says_so_in_the_dialog(
+async def test_a_rename_of_a_session_deleted_meanwhile_closes_the_dialog(
     console: ConsoleStack, browser_page: BrowserPage
 ) -> None:
-    """The session goes while the dialog is open: Rename says NOT_FOUND in the dialog."""
+    """The session goes while the dialog is open: the dialog closes and the view says the
+    session was deleted (the dialog stayed, and Rename said NOT_FOUND in it)."""
     root = await console.stack.root(label="Going")
     page = browser_page.page
     await open_console(console, browser_page, f"#/session/{root.id}")
@@ -75,10 +76,12 @@ async def test_a_rename_of_a_session_deleted_meanwhile_says_so_in_the_dialog(
     await console.stack.gw.DeleteSession(
         agent_pb2.DeleteSessionRequest(space_id=console.stack.space.sid, session_id=root.id)
     )
-    await page.get_by_role("button", name="Rename", exact=True).click()
-    await expect(page.locator("dialog[open] [role=alert]")).to_contain_text("NOT_FOUND")
-    await expect(page.locator("#rename-label")).to_have_value("Gone already")
-    assert browser_page.console_errors(r"Failed to load resource.*404") == []
+    await expect(page.locator("#view-gone")).to_have_text(
+        "This session was deleted. Back to the forest"
+    )
+    await expect(page.locator("dialog")).to_have_count(0)
+    await expect(page.get_by_text("NOT_FOUND")).to_have_count(0)
+    assert browser_page.console_errors() == []
 
 
 async def test_labels_of_astral_characters_count_as_the_gateway_counts_them(
@@ -178,3 +181,36 @@ async def test_a_rename_by_keyboard_keeps_the_focus_on_its_button(
     await expect(page.locator("#session-status")).to_have_text("archived")
     await expect(page.locator("#unarchive")).to_be_focused()
     assert browser_page.console_errors() == []
+
+
+async def test_a_long_lineages_actions_stay_in_reach_on_a_phone(
+    console: ConsoleStack, phone_page: BrowserPage
+) -> None:
+    """A session 30 deep, its ancestors' labels long: on a 390x844 phone each action button
+    of its view shows inside the window, not hidden below the scrolled top (the lineage
+    pushed them past the top's bottom edge), and a tap reaches it."""
+    parent = await console.stack.root(label="Ancestor 0 " + "with a long descriptive label " * 3)
+    for depth in range(1, 30):
+        label = f"Ancestor {depth} " + "with a long descriptive label " * 3
+        parent = await console.stack.fork(parent.id, label.strip())
+    page = phone_page.page
+    await open_console(console, phone_page, f"#/session/{parent.id}")
+    await expect(page.locator("#lineage .ancestor")).not_to_have_count(0)
+    buttons = page.locator("#session-actions button")
+    await expect(buttons).not_to_have_count(0)
+    for n in range(await buttons.count()):
+        reached = await buttons.nth(n).evaluate(
+            """(button) => {
+                const box = button.getBoundingClientRect();
+                const inside = box.top >= 0 && box.left >= 0 &&
+                    box.bottom <= innerHeight && box.right <= innerWidth;
+                const hit = document.elementFromPoint(
+                    box.left + box.width / 2, box.top + box.height / 2);
+                return inside && Boolean(hit && button.contains(hit));
+            }"""
+        )
+        assert reached, await buttons.nth(n).text_content()
+    await phone_page.shot("phone-long-lineage")
+    await page.locator("#rename").tap()
+    await expect(page.locator("dialog[open] #rename-label")).to_be_visible()
+    assert phone_page.console_errors() == []

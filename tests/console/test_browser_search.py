@@ -271,3 +271,39 @@ class TestRecordSearch:
         assert (hit["label"], hit["seq"], hit["matches"]) == ("Json", 1, [[2, 8]])
         bad = await fetch(console.port, "/api/search?q=", headers=headers)
         assert bad.status == 400 and "query" in bad.json()["error"]["message"]
+
+
+class TestCurrentPage:
+    async def test_the_bars_current_link_follows_the_page_shown(
+        self, console: ConsoleStack, browser_page: BrowserPage
+    ) -> None:
+        """The forest marks Forest current (aria-current="page", highlighted); search and a
+        session's view are neither link's page, digests marks Digests; back to the forest
+        marks Forest again."""
+        session = await console.stack.root(label="Alpha")
+        page = browser_page.page
+        await open_console(console, browser_page)
+        forest, digests = page.locator("#nav-forest"), page.locator("#nav-digests")
+
+        async def marked(current: list[bool]) -> None:
+            for link, on in zip((forest, digests), current, strict=True):
+                if on:
+                    await expect(link).to_have_attribute("aria-current", "page")
+                    await expect(link).to_have_class("current")
+                else:
+                    await expect(link).not_to_have_attribute("aria-current", "page")
+                    await expect(link).not_to_have_class("current")
+
+        await marked([True, False])
+        await page.locator("#search").fill("hello")
+        await page.locator("#search").press("Enter")
+        await expect(page).to_have_url(f"{console.base}#/search/hello")
+        await marked([False, False])
+        await page.goto(f"{console.base}#/session/{session.id}")
+        await expect(page.locator("#session-label")).to_have_text("Alpha")
+        await marked([False, False])
+        await digests.click()
+        await marked([False, True])
+        await forest.click()
+        await marked([True, False])
+        assert browser_page.console_errors() == []

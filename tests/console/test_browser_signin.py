@@ -10,6 +10,7 @@ from pathlib import Path
 import pytest
 from playwright.async_api import Page, Request, expect
 
+from stello.auth import KeyStore
 from stello_console import LaunchToken, console_secret, running_console
 from tests.console.conftest import BrowserPage, ConsoleStack, GatewayStack
 
@@ -224,3 +225,22 @@ async def test_a_sign_out_closes_the_dialogs_left_open(
     await expect(other.locator("dialog")).to_have_count(0)
     await expect(other.locator("#sign-in-url")).to_be_editable()
     assert browser_page.console_errors("Failed to load resource.*403") == []
+
+
+async def test_a_refused_key_closes_the_dialogs_left_open(
+    key_console: ConsoleStack, browser_page: BrowserPage, keys: KeyStore
+) -> None:
+    """A deployed console's key is revoked while the fork dialog is open: pressing Fork is
+    refused, and the sign-in form comes back with no dialog over it, saying why."""
+    root = await key_console.stack.root(label="Mid-fork")
+    page = browser_page.page
+    await signed_in_with_key(page, key_console)
+    await page.goto(f"{key_console.base}#/session/{root.id}")
+    await page.get_by_role("button", name="Fork…").click()
+    await expect(page.locator("dialog[open] #fork-label")).to_be_visible()
+    assert await keys.revoke(key_console.stack.space.key_id)
+    await page.locator("dialog[open]").get_by_role("button", name="Fork", exact=True).click()
+    await expect(page.locator("#sign-in-key")).to_be_editable()
+    await expect(page.locator("dialog")).to_have_count(0)
+    await expect(page.locator(".sign-in")).to_contain_text("revoked")
+    assert browser_page.console_errors("Failed to load resource.*401") == []
