@@ -458,6 +458,37 @@ class TestSessionCommands:
             "echo: once",
         ]
 
+    async def test_chat_commands_name_their_own_options(self, env: dict[str, str]) -> None:
+        """A value a chat command was given that the gateway (or the chat) refuses names that
+        command's option (`/fork --profile: ...`), and the chat goes on: /fork said the
+        gateway's words alone ('fork profile 'nope' is not configured ...') or the
+        command line's flags ('--label: ...', '--var: ...'), as if of `stello chat`."""
+        root = (await ok(env, "root", "-q")).strip()
+        lines = [
+            "/fork --profile nope",
+            "/fork --label " + "x" * 201,
+            "/fork --up-to 99",
+            "/fork --profile researcher --var nope=1",
+            "/fork --var topic=t",
+            "/fork --up-to -1",
+            "hello",
+        ]
+        done = await stello(env, "chat", root, stdin="\n".join(lines) + "\n")
+        assert done.returncode == 0, done.stderr
+        assert "echo: hello" in done.stdout
+        said = [line.removeprefix("stello: ") for line in done.stderr.splitlines()]
+        assert said[0] == (
+            "/fork --profile: fork profile 'nope' is not configured (known: researcher, "
+            "summary; `stello profiles` lists them)"
+        )
+        assert said[1] == "/fork --label: must be at most 200 characters, got 201"
+        assert said[2] == "/fork --up-to: 99 is beyond the source's last seq (0)"
+        assert said[3].startswith("/fork --var: profile 'researcher' has no variable nope")
+        assert said[4].startswith("/fork --var NAME=VALUE fills a profile's {NAME}")
+        assert said[5] == "/fork --up-to: must not be negative, got -1"
+        assert len(said) == 6, said
+        assert [n["id"] for n in await as_json(env, "tree")] == [root]
+
     async def test_a_send_failing_mid_reply_ends_its_line_and_says_not_stored(
         self, suite: Suite, home: Path, space: TestSpace, gw: Any
     ) -> None:
