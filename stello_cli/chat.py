@@ -47,7 +47,7 @@ if TYPE_CHECKING:
     from prompt_toolkit.history import History
 
     from stello_client.aio import AsyncClient
-    from stello_client.types import BusyName, SessionView
+    from stello_client.types import BusyName, ContextName, SessionSummary, SessionView
 
 BANNER_RECORDS = 4
 HISTORY_FILE = "chat_history"
@@ -86,6 +86,17 @@ def _history_count(rest: str) -> int:
             f"/history N: N is a number of records from 1 to {MAX_HISTORY}, got {text!r}"
         )
     return count
+
+
+FORK_OPTIONS = {
+    "label": "/fork --label",
+    "profile": "/fork --profile",
+    "profile_vars": "/fork --var",
+    "inherit_until_seq": "/fork --up-to",
+    "context": "/fork --context",
+    "prompt": "/fork --prompt",
+}
+"""The fields of a Fork request as /fork's options name them."""
 
 
 class _LineParser(argparse.ArgumentParser):
@@ -207,18 +218,42 @@ class Chat:
         if options.words and options.label is not None:
             raise UsageError("/fork: give the label once: /fork LABEL, or /fork --label LABEL")
         label = " ".join(options.words) or options.label or f"{self.view.node.label} (fork)"
-        values = template_values(options)
-        await check_template_values(self.client, options.profile, values)
-        session = await self.client.fork(
-            self.session_id,
-            label,
-            context=fork_context(options),
-            profile_vars=values,
-            inherit_until_seq=options.up_to,
-            prompt=options.prompt,
-            profile=options.profile,
-        )
+        try:
+            values = template_values(options)
+            await check_template_values(self.client, options.profile, values)
+            context = fork_context(options)
+        except UsageError as exc:  # in the words of `stello fork`'s flags: this is /fork's
+            raise UsageError(f"/fork {exc}") from None
+        session = await self._forked(options, label, context, values)
         await self.switch(session.id)
+
+    async def _forked(
+        self,
+        options: argparse.Namespace,
+        label: str,
+        context: ContextName | None,
+        values: dict[str, str],
+    ) -> SessionSummary:
+        """The child /fork asked for; a value of its options the gateway refuses names that
+        option (`/fork --profile: ...`), not a flag of `stello chat`."""
+        from stello import reasons
+        from stello_client.exceptions import RpcError
+
+        try:
+            return await self.client.fork(
+                self.session_id,
+                label,
+                context=context,
+                profile_vars=values,
+                inherit_until_seq=options.up_to,
+                prompt=options.prompt,
+                profile=options.profile,
+            )
+        except RpcError as err:
+            line = rpc_error_line(err, self.client.gateway, FORK_OPTIONS)
+            if err.reason == reasons.PROFILE_NOT_FOUND and options.profile is not None:
+                raise UsageError(f"/fork --profile: {line}") from None
+            raise ClientError(line) from None
 
     async def switch(self, session: str) -> None:
         """Talk to `session` from now on (it must exist: checked first)."""

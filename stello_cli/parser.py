@@ -87,6 +87,12 @@ class StelloParser(argparse.ArgumentParser):
     root: ClassVar[StelloParser | None] = None
     argv: ClassVar[list[str]] = []
 
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        # No flag is taken for the start of a longer one: `send --stream 5` (a flag send does
+        # not have) set --stream-timeout 5, and a new flag would change what an old line meant.
+        kwargs.setdefault("allow_abbrev", False)
+        super().__init__(*args, **kwargs)
+
     def parse_args(self, args: Any = None, namespace: Any = None) -> Any:
         """Parse; leftover arguments are reported by the subcommand they were given to."""
         argv = list(sys.argv[1:] if args is None else args)
@@ -141,7 +147,7 @@ class StelloParser(argparse.ArgumentParser):
             if not token.startswith("-") or token == "-" or token[1:2].isdigit():
                 continue
             name = token.split("=")[0]
-            if not any(option.startswith(name) for option in known):
+            if name not in known:  # whole names only (no abbreviations: `__init__`)
                 found.append(token)
         return found
 

@@ -54,15 +54,33 @@ def one_up(config_dir: Path, data_dir: Path | None = None) -> Iterator[UpLock]:
         ClientError: another live `stello up` holds either (one line: its pid and
             gateway, and what to do); its files are left as they are.
     """
+    made_dir = not config_dir.exists()
     config_dir.mkdir(parents=True, exist_ok=True, mode=0o700)
+    config_lock = config_dir / LOCK_FILE
+    made_lock = not config_lock.exists()
     with contextlib.ExitStack() as held:
-        fds = [held.enter_context(_locked(config_dir / LOCK_FILE, config_dir, None))]
+        fds = [held.enter_context(_locked(config_lock, config_dir, None))]
         if data_dir is not None:
-            data_dir.parent.mkdir(parents=True, exist_ok=True)
-            fds.append(held.enter_context(_locked(data_lock(data_dir), config_dir, data_dir)))
+            try:
+                data_dir.parent.mkdir(parents=True, exist_ok=True)
+                fds.append(held.enter_context(_locked(data_lock(data_dir), config_dir, data_dir)))
+            except ClientError:
+                _unmake(config_lock if made_lock else None, config_dir if made_dir else None)
+                raise
         lock = UpLock(fds, config_dir)
         lock.say()
         yield lock
+
+
+def _unmake(lock_file: Path | None, config_dir: Path | None) -> None:
+    """Remove what a refused `stello up` made: its config dir's lock file (still held, so
+    no other process uses it: one that opened it before finds it gone once it has the lock,
+    `_locked`) and the config dir (when empty)."""
+    if lock_file is not None:
+        lock_file.unlink(missing_ok=True)
+    if config_dir is not None:
+        with contextlib.suppress(OSError):  # not empty: something else put a file there
+            config_dir.rmdir()
 
 
 def data_lock(data_dir: Path) -> Path:
@@ -75,22 +93,45 @@ def data_lock(data_dir: Path) -> Path:
 def _locked(path: Path, config_dir: Path, data_dir: Path | None) -> Iterator[int]:
     """The lock file at `path`, held (its descriptor) until the block ends; a ClientError
     naming its holder when another process holds it."""
-    fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o600)
+    fd = _lock(path, config_dir, data_dir)
     try:
-        try:
-            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-        except BlockingIOError:
-            said = os.pread(fd, 4096, 0)
-            line = (
-                running_line(config_dir, said) if data_dir is None else sharing_line(data_dir, said)
-            )
-            raise ClientError(line) from None
         try:
             yield fd
         finally:
             os.ftruncate(fd, 0)  # a file that names no process: nothing runs here
     finally:
         os.close(fd)  # ends the lock
+
+
+def _lock(path: Path, config_dir: Path, data_dir: Path | None) -> int:
+    """A descriptor of the file at `path`, locked; a ClientError naming its holder when
+    another process holds it. A file removed between its open and its lock (a refused
+    `stello up` removes the lock file it made, `_unmake`) is opened again: the lock is the
+    one file at `path`'s."""
+    while True:
+        fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o600)
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            said = os.pread(fd, 4096, 0)
+            os.close(fd)
+            line = (
+                running_line(config_dir, said) if data_dir is None else sharing_line(data_dir, said)
+            )
+            raise ClientError(line) from None
+        if _is_file_at(fd, path):
+            return fd
+        os.close(fd)
+
+
+def _is_file_at(fd: int, path: Path) -> bool:
+    """Whether the open file `fd` is still the one at `path` (not removed meanwhile)."""
+    try:
+        there = path.stat()
+    except FileNotFoundError:
+        return False
+    held = os.fstat(fd)
+    return (there.st_dev, there.st_ino) == (held.st_dev, held.st_ino)
 
 
 def _holder(said: bytes) -> tuple[str, str]:

@@ -40,9 +40,9 @@ async def as_json(env: dict[str, str], *args: str) -> Any:
     return json.loads(await ok(env, *args, "--json"))
 
 
-async def failed(env: dict[str, str], *args: str, code: int = 1) -> str:
+async def failed(env: dict[str, str], *args: str, code: int = 1, stdin: str | None = None) -> str:
     """Run a command that must fail with `code` on one line; that line."""
-    done = await stello(env, *args)
+    done = await stello(env, *args, stdin=stdin)
     assert done.returncode == code, (done.returncode, done.stdout, done.stderr)
     assert len(done.stderr.splitlines()) == 1, done.stderr
     return done.stderr.rstrip("\n")
@@ -432,6 +432,62 @@ class TestSessionCommands:
         assert await ok(env, "send", root, "in line", "--busy", "enqueue") == "echo: in line\n"
         refused = await failed(env, "send", root, "x", "--busy", "sideways", code=2)
         assert "--busy" in refused and "enqueue" in refused
+
+    async def test_a_message_the_gateway_refuses_is_a_usage_error(
+        self, env: dict[str, str]
+    ) -> None:
+        """A MESSAGE over the gateway's size limit is a value typed that the gateway refuses:
+        a usage error naming MESSAGE (exit 2), as `stello root --label <too long>` is, and so
+        is a --request-id over its length. Nothing is stored."""
+        root = (await ok(env, "root", "-q")).strip()
+        big = "x" * 1_048_577
+        line = await failed(env, "send", root, "-", code=2, stdin=big)
+        assert line == (
+            "stello send: MESSAGE: is 1048577 bytes, over the limit of 1048576 "
+            "(see `stello send --help`)"
+        )
+        long_id = "r" * 300
+        line = await failed(env, "send", root, "hi", "--request-id", long_id, code=2)
+        assert line.startswith("stello send: --request-id: must be at most "), line
+        await ok(env, "send", root, "once", "--request-id", "cli-reused")
+        # An id used before is the space's state, not a wrong value: it fails (exit 1).
+        reused = await failed(env, "send", root, "other", "--request-id", "cli-reused")
+        assert reused.startswith("stello: --request-id 'cli-reused' was already used"), reused
+        assert [r["content"] for r in await as_json(env, "records", root)] == [
+            "once",
+            "echo: once",
+        ]
+
+    async def test_chat_commands_name_their_own_options(self, env: dict[str, str]) -> None:
+        """A value a chat command was given that the gateway (or the chat) refuses names that
+        command's option (`/fork --profile: ...`), and the chat goes on: /fork said the
+        gateway's words alone ('fork profile 'nope' is not configured ...') or the
+        command line's flags ('--label: ...', '--var: ...'), as if of `stello chat`."""
+        root = (await ok(env, "root", "-q")).strip()
+        lines = [
+            "/fork --profile nope",
+            "/fork --label " + "x" * 201,
+            "/fork --up-to 99",
+            "/fork --profile researcher --var nope=1",
+            "/fork --var topic=t",
+            "/fork --up-to -1",
+            "hello",
+        ]
+        done = await stello(env, "chat", root, stdin="\n".join(lines) + "\n")
+        assert done.returncode == 0, done.stderr
+        assert "echo: hello" in done.stdout
+        said = [line.removeprefix("stello: ") for line in done.stderr.splitlines()]
+        assert said[0] == (
+            "/fork --profile: fork profile 'nope' is not configured (known: researcher, "
+            "summary; `stello profiles` lists them)"
+        )
+        assert said[1] == "/fork --label: must be at most 200 characters, got 201"
+        assert said[2] == "/fork --up-to: 99 is beyond the source's last seq (0)"
+        assert said[3].startswith("/fork --var: profile 'researcher' has no variable nope")
+        assert said[4].startswith("/fork --var NAME=VALUE fills a profile's {NAME}")
+        assert said[5] == "/fork --up-to: must not be negative, got -1"
+        assert len(said) == 6, said
+        assert [n["id"] for n in await as_json(env, "tree")] == [root]
 
     async def test_a_send_failing_mid_reply_ends_its_line_and_says_not_stored(
         self, suite: Suite, home: Path, space: TestSpace, gw: Any

@@ -366,6 +366,20 @@ class TestUsageErrors:
             "leave the flag out for a new one (see `stello send --help`)\n"
         )
 
+    def test_a_flag_is_never_taken_for_a_longer_one(
+        self, capsys: pytest.CaptureFixture[str]
+    ) -> None:
+        """A flag a command does not have is refused, not taken as the start of a longer one:
+        `stello send S hi --stream 5` (send always streams) ran the turn with a deadline of
+        5 s (argparse took --stream for --stream-timeout), and `send S --stream hi` said
+        '--stream-timeout: expected a number of seconds', a flag not typed."""
+        assert usage_error(capsys, "send", "abc", "hi", "--stream", "5") == (
+            "stello send: unrecognized arguments: --stream 5 (did you mean --stream-timeout?) "
+            "(see `stello send --help`)\n"
+        )
+        said = usage_error(capsys, "tree", "--dep", "1")
+        assert said.startswith("stello tree: unrecognized arguments: --dep 1"), said
+
     def test_help_tells_the_exit_codes(self, capsys: pytest.CaptureFixture[str]) -> None:
         """`stello --help` ends with what each exit code means (only the README said)."""
         with pytest.raises(SystemExit):

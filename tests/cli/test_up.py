@@ -391,10 +391,10 @@ def test_a_second_up_on_one_config_dir_refuses_and_a_dead_ones_lock_is_taken_ove
 def test_a_second_up_on_one_data_dir_refuses(home: Path) -> None:
     """A `stello up` with a config dir of its own but the data dir (STELLO_DATA_DIR)
     another one runs its embedded PostgreSQL on ends at once with one line naming that
-    one (pid, gateway, config dir) and what to do, nothing saved in its config dir: it
-    joined the other's PostgreSQL, made a second key in the same local space and served
-    beside it, both supervising the one server (a restart after it died raced the other's
-    `pg_ctl start` on one data directory)."""
+    one (pid, gateway, config dir) and what to do, leaving nothing behind (its config dir
+    kept an empty up.lock): it joined the other's PostgreSQL, made a second key in the
+    same local space and served beside it, both supervising the one server (a restart
+    after it died raced the other's `pg_ctl start` on one data directory)."""
     env = private_env(home)
     other = dict(env, STELLO_CONFIG_DIR=str(home / "other-config"))
     first = StelloUp.start(env, "--no-console")
@@ -419,7 +419,7 @@ def test_a_second_up_on_one_data_dir_refuses(home: Path) -> None:
             f"embedded PostgreSQL of the data dir {env['STELLO_DATA_DIR']}: stop it first, "
             "or start this one with another data dir (STELLO_DATA_DIR)\n",
         )
-        assert not (home / "other-config" / "credentials.json").exists()
+        assert not (home / "other-config").exists()  # not even an empty up.lock
         assert run_cli(env, "tree").returncode == 0
     finally:
         first.kill()
