@@ -124,6 +124,12 @@ class EmbeddedLost(FailedPrecondition):
     """Raised when the embedded PostgreSQL died and could not be started again."""
 
 
+def resolved_data_dir(data_dir: Path | None) -> Path:
+    """The embedded cluster's data directory: `data_dir`, else `default_data_dir`, as an
+    absolute path."""
+    return (data_dir or default_data_dir()).expanduser().resolve()
+
+
 @contextmanager
 def embedded_cluster(
     data_dir: Path | None = None, *, delete: bool = False, config: dict[str, str] | None = None
@@ -134,7 +140,7 @@ def embedded_cluster(
     with ALTER SYSTEM; the cluster restarts once when they change.
     """
     module = _server_module()
-    folder = (data_dir or default_data_dir()).expanduser().resolve()
+    folder = resolved_data_dir(data_dir)
     folder.parent.mkdir(parents=True, exist_ok=True)
     _forget_dead_handles(folder)
     server = module.get_server(folder, cleanup_mode="delete" if delete else "stop")

@@ -34,7 +34,7 @@ from stello.embedded import (
     EmbeddedLost,
     EmbeddedPostgres,
     database,
-    default_data_dir,
+    resolved_data_dir,
     supervised,
 )
 from stello.errors import FailedPrecondition
@@ -259,8 +259,7 @@ def embedded_data_dir(settings: StelloSettings) -> Path | None:
     `stello.embedded` resolves it); None with a database of STELLO_DATABASE_URL."""
     if settings.database_url:
         return None
-    given = Path(settings.data_dir) if settings.data_dir else default_data_dir()
-    return given.expanduser().resolve()
+    return resolved_data_dir(Path(settings.data_dir) if settings.data_dir else None)
 
 
 async def _run_up(
