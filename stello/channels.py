@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import itertools
-import os
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -12,6 +11,7 @@ from typing import Any
 import grpc
 
 from stello.errors import FailedPrecondition
+from stello.file_names import shown_name
 
 # Not stello.settings' MIB: importing it loads pydantic, which a client needs nothing of.
 MIB = 1024 * 1024
@@ -70,7 +70,7 @@ class ClientTls:
 def read_pem(path: str | Path, what: str) -> bytes:
     """The bytes of a PEM file; FailedPrecondition naming `what` and the file when unusable
     (bytes of its name that are not UTF-8 shown as `\\xff`)."""
-    shown = os.fsencode(path).decode("utf-8", "backslashreplace")
+    shown = shown_name(path)
     try:
         data = Path(path).read_bytes()
     except OSError as exc:

@@ -14,6 +14,7 @@ from typing import TYPE_CHECKING, Any, Literal
 
 from stello import json_text
 from stello.common.v1 import common_pb2
+from stello.file_names import shown_name
 from stello_cli.exports import (
     FORMAT_VERSION,
     record_from_dict,
@@ -23,7 +24,6 @@ from stello_cli.parser import MAX_INT32
 from stello_cli.style import read_stdin
 from stello_client import dicts
 from stello_client.errors import ClientError, shown
-from stello_client.flags import shown_name
 
 if TYPE_CHECKING:
     pass

@@ -44,6 +44,7 @@ from typing import TYPE_CHECKING, Any
 
 from stello.agent.v1 import agent_pb2
 from stello.common.v1 import common_pb2
+from stello.file_names import shown_name
 from stello_cli.export_reads import FETCH_CALLS, Inherits, Read, read_for_export
 from stello_cli.exports import (
     FORMAT_VERSION,
@@ -59,7 +60,7 @@ from stello_cli.talk import all_records
 from stello_cli.views import tree_nodes
 from stello_client import dicts
 from stello_client.errors import ClientError, rpc_error_line
-from stello_client.flags import file_name, shown_name
+from stello_client.flags import file_name
 
 if TYPE_CHECKING:
     from stello_client.aio import AsyncClient

@@ -65,17 +65,13 @@ def pick(given: str | None, env: str, saved: str | None) -> str:
 class FileName(str):
     """A file argument as the command line gave it: bytes that are not UTF-8 are kept
     (Linux names files by bytes; `os` and `pathlib` take them back), so the `stello`
-    command's check of its arguments lets it through; `shown_name` prints it."""
+    command's check of its arguments lets it through; `stello.file_names.shown_name` prints
+    it."""
 
 
 def file_name(text: str) -> FileName:
     """An argparse type: a file's name (`FileName`)."""
     return FileName(text)
-
-
-def shown_name(name: str) -> str:
-    """A file name as a message prints it: bytes that are not UTF-8 as `\\xff`."""
-    return os.fsencode(name).decode("utf-8", "backslashreplace")
 
 
 def tls_options(group: Any, *, default: Any = None) -> None:
