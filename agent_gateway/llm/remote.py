@@ -80,6 +80,16 @@ MAX_DETAIL_CHARS = 500
 """A provider's error message is cut to this many characters."""
 
 
+def _unfit(wait: str, left: float) -> str:
+    """For the log: `wait` does not fit in what is `left` of the caller's deadline."""
+    return f"{wait} does not fit in the {max(left, 0.0):.1f}s left of the caller's deadline"
+
+
+def _unfit_backoff_note(backoff_s: float, left: float) -> str:
+    """For the log: the SDK's next backoff, `backoff_s`, does not fit in what is `left`."""
+    return _unfit(f"the next retry's backoff of up to {backoff_s:g}s", left)
+
+
 def error_detail(body: object) -> str | None:
     """The human message of an HTTP error body (OpenAI or Anthropic shape), if any."""
     if isinstance(body, dict):
@@ -232,17 +242,11 @@ class Endpoint:
             )
         left = time_left()
         if retry_after_s is not None and left is not None and retry_after_s >= left:
-            return (
-                f"{said}, not retried: its Retry-After of {retry_after_s:g}s does not fit in "
-                f"the {max(left, 0.0):.1f}s left of the caller's deadline"
-            )
+            return f"{said}, not retried: " + _unfit(f"its Retry-After of {retry_after_s:g}s", left)
         unfit = self._unfit_backoff(retry_after_s, made, left)
         if unfit is not None and left is not None:
-            return (
-                f"{said}, not retried{' again' + self._retries(made) if made else ''}: the next "
-                f"retry's backoff of up to {unfit:g}s does not fit in the {max(left, 0.0):.1f}s "
-                "left of the caller's deadline"
-            )
+            again = " again" + self._retries(made) if made else ""
+            return f"{said}, not retried{again}: " + _unfit_backoff_note(unfit, left)
         return said + self._retries(made)
 
     def _unanswered_retries(self, made: int | None) -> str:
@@ -253,11 +257,8 @@ class Endpoint:
         unfit = self._unfit_backoff(None, made, left)
         if unfit is None or left is None:
             return self._retries(made)
-        return (
-            f"{self._retries(made) if made else ''}; not retried again: the next retry's "
-            f"backoff of up to {unfit:g}s does not fit in the {max(left, 0.0):.1f}s left of "
-            "the caller's deadline"
-        )
+        retried = self._retries(made) if made else ""
+        return f"{retried}; not retried again: " + _unfit_backoff_note(unfit, left)
 
     def _unfit_backoff(
         self, retry_after_s: float | None, made: int | None, left: float | None
