@@ -17,7 +17,6 @@ from __future__ import annotations
 
 import argparse
 import random
-import re
 import sys
 import time
 from pathlib import Path
@@ -26,9 +25,8 @@ import asyncpg
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from harness import database, run_main
+from harness import database, migration_function, run_main
 
-MIGRATIONS = Path(__file__).resolve().parent.parent / "stello" / "migrations"
 WORDS = (
     "the deploy failed because the database connection was refused while running migration "
     "please check logs retry build server tests passed release notes customer session token "
@@ -39,18 +37,12 @@ SYMBOLS = "🚀✅❌→€★⚠️👍🔥📦"
 
 def old_functions() -> list[str]:
     """0042's `stello_search_text` and 0040's `stello_search_vector` as pg_temp functions."""
-    text_sql = (MIGRATIONS / "0042_search_accents.sql").read_text()
-    text_fn = re.search(r"CREATE OR REPLACE FUNCTION stello_search_text.*?\$\$;", text_sql, re.S)
-    vector_sql = (MIGRATIONS / "0040_search_vector_bound.sql").read_text()
-    vector_fn = re.search(
-        r"CREATE OR REPLACE FUNCTION stello_search_vector.*?\$\$;", vector_sql, re.S
+    vector = migration_function(
+        "0040_search_vector_bound.sql", "stello_search_vector", "pg_temp.old_vector"
     )
-    assert text_fn and vector_fn
     return [
-        text_fn.group().replace("FUNCTION stello_search_text", "FUNCTION pg_temp.old_text"),
-        vector_fn.group()
-        .replace("FUNCTION stello_search_vector", "FUNCTION pg_temp.old_vector")
-        .replace("public.stello_search_text", "pg_temp.old_text"),
+        migration_function("0042_search_accents.sql", "stello_search_text", "pg_temp.old_text"),
+        vector.replace("public.stello_search_text", "pg_temp.old_text"),
     ]
 
 

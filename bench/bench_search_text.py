@@ -19,7 +19,6 @@ temporary folder and deletes it afterwards.
 from __future__ import annotations
 
 import random
-import re
 import sys
 import time
 from pathlib import Path
@@ -28,11 +27,10 @@ import asyncpg
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from harness import database, run_main
+from harness import database, migration_function, run_main
 
 from storage_service.search.query import normalise
 
-MIGRATIONS = Path(__file__).resolve().parent.parent / "stello" / "migrations"
 MIB = 1 << 20
 CYRILLIC = "абвгдежзийклмнопрстуфхцчшщыэюя"
 FRENCH = "abcdefghijklmnopqrstuvwxyzéèàçê"
@@ -43,10 +41,9 @@ FUNCTIONS = {"0044": "pg_temp.old_text($1)", "0045": "public.stello_search_text(
 
 def old_function() -> str:
     """0044's `stello_search_text` as pg_temp.old_text."""
-    sql = (MIGRATIONS / "0044_search_text_pieces.sql").read_text()
-    found = re.search(r"CREATE OR REPLACE FUNCTION stello_search_text.*?\$\$;", sql, re.S)
-    assert found
-    return found.group().replace("FUNCTION stello_search_text", "FUNCTION pg_temp.old_text")
+    return migration_function(
+        "0044_search_text_pieces.sql", "stello_search_text", "pg_temp.old_text"
+    )
 
 
 def words(rng: random.Random, letters: str, chars: int) -> str:

@@ -15,7 +15,6 @@ embedded PostgreSQL in a temporary folder and deletes it afterwards.
 
 from __future__ import annotations
 
-import re
 import sys
 import time
 from pathlib import Path
@@ -24,9 +23,8 @@ import asyncpg
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from harness import database, run_main
+from harness import database, migration_function, run_main
 
-MIGRATIONS = Path(__file__).resolve().parent.parent / "stello" / "migrations"
 CALLS = 5_000
 TEXTS = {
     "label, ASCII": "'kid number ' || i",
@@ -38,13 +36,10 @@ TEXTS = {
 
 def old_functions() -> list[str]:
     """0043's `stello_search_vector` and `stello_label_vector` as pg_temp functions."""
-    sql = (MIGRATIONS / "0043_search_symbols.sql").read_text()
-    made = []
-    for name in ("stello_search_vector", "stello_label_vector"):
-        found = re.search(rf"CREATE OR REPLACE FUNCTION {name}.*?\n\$\$;", sql, re.S)
-        assert found, name
-        made.append(found.group().replace(f"FUNCTION {name}", f"FUNCTION pg_temp.old_{name}"))
-    return made
+    return [
+        migration_function("0043_search_symbols.sql", name, f"pg_temp.old_{name}")
+        for name in ("stello_search_vector", "stello_label_vector")
+    ]
 
 
 async def best_of_two(con: asyncpg.Connection, query: str) -> float:

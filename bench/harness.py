@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import asyncio
 import os
+import re
 import sys
 import tempfile
 import time
@@ -144,6 +145,19 @@ async def served_process(
     finally:
         process.stdin.close()
         await process.wait()
+
+
+MIGRATIONS = Path(__file__).resolve().parent.parent / "stello" / "migrations"
+
+
+def migration_function(migration: str, name: str, as_name: str) -> str:
+    """The CREATE statement of the function `name` as the migration file `migration`
+    defined it, named `as_name` (a pg_temp name: an earlier version to time beside the
+    current one)."""
+    sql = (MIGRATIONS / migration).read_text()
+    found = re.search(rf"CREATE (?:OR REPLACE )?FUNCTION {name}\b.*?\n\$\$;", sql, re.S)
+    assert found, f"{migration} defines no function {name}"
+    return found.group().replace(f"FUNCTION {name}", f"FUNCTION {as_name}", 1)
 
 
 @asynccontextmanager
