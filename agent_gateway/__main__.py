@@ -1,7 +1,7 @@
 """`python -m agent_gateway`: serve the gateway until SIGTERM/SIGINT.
 
 ``--help`` lists the flags and every variable it reads, and exits; ``--workers N``
-serves the port from N processes (`stello.workers`).
+serves the port from N processes (`stello.serving.workers`).
 """
 
 from __future__ import annotations
@@ -14,13 +14,13 @@ from agent_gateway.files import GatewayFiles
 from agent_gateway.forks.profiles import ProfilesFileError
 from agent_gateway.llm.prompt_config import PromptsFileError
 from agent_gateway.tools.skills import SkillsFileError
-from stello.entry import parse_flags, settings_checked
 from stello.errors import FailedPrecondition
-from stello.logs import LogSettings
-from stello.runner import launch_of
-from stello.runner import main as run
+from stello.serving.entry import parse_flags, settings_checked
+from stello.serving.runner import launch_of
+from stello.serving.runner import main as run
 from stello.settings import StelloSettings
-from stello.tracing import TracingSettings
+from stello.telemetry.logs import LogSettings
+from stello.telemetry.tracing import TracingSettings
 
 
 def main() -> None:

@@ -50,8 +50,8 @@ from agent_gateway.turns.service import TurnService
 from stello.agent.v1 import agent_pb2_grpc
 from stello.auth import KeyStore
 from stello.channels import ClientTls, open_channel, read_pem
-from stello.inproc import LocalChannel, LocalServer
-from stello.server import ServiceApp, raw_replies
+from stello.serving.inproc import LocalChannel, LocalServer
+from stello.serving.server import ServiceApp, raw_replies
 from stello.settings import StelloSettings
 
 SERVICE_NAME = "stello.agent.v1.AgentGateway"
@@ -78,7 +78,7 @@ class GatewayClients:
         in turn; the caller's key is added per call.
 
         A service in `local` ("storage", "tree": its server runs in this process) is called
-        in-process for its unary methods (`stello.inproc.LocalChannel`), the rest over its
+        in-process for its unary methods (`stello.serving.inproc.LocalChannel`), the rest over its
         channel.
 
         Raises:

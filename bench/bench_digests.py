@@ -33,7 +33,7 @@ from harness import cpu_seconds, database, run_main, served_process, wait_for_st
 from stello.agent.v1 import agent_pb2, agent_pb2_grpc
 from stello.auth import KeyStore
 from stello.channels import open_channel
-from stello.db import create_pool
+from stello.db.pool import create_pool
 from stello.settings import StelloSettings
 
 
@@ -45,7 +45,7 @@ def _settings(dsn: str) -> StelloSettings:
 
 async def serve(kind: str, dsn: str, storage: str, tree: str) -> None:
     """Serve one service of this checkout on a free port until stdin closes."""
-    from stello.server import create_server, shutdown
+    from stello.serving.server import create_server, shutdown
 
     settings = _settings(dsn)
     async with create_pool(dsn, settings) as pool:

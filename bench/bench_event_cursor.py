@@ -36,7 +36,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from harness import Result, run_main
 
-from stello.embedded import embedded_server, ensure_database
+from stello.db.embedded import embedded_server, ensure_database
 
 SCHEMA = """
 CREATE TABLE b_sessions (space_id uuid, id uuid, last_seq bigint NOT NULL DEFAULT 0,

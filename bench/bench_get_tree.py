@@ -39,8 +39,8 @@ from harness import cpu_seconds, database, run_main, served_process, wait_for_st
 from stello.agent.v1 import agent_pb2, agent_pb2_grpc
 from stello.auth import KeyStore
 from stello.channels import open_channel
-from stello.db import create_pool
-from stello.server import ServiceApp, create_server, shutdown
+from stello.db.pool import create_pool
+from stello.serving.server import ServiceApp, create_server, shutdown
 from stello.settings import StelloSettings
 from stello.tree.v1 import tree_pb2, tree_pb2_grpc
 from tests.tree.seed import seed_topology

@@ -51,8 +51,8 @@ from agent_gateway.llm.prompt_texts import COMPRESSOR, PRESETS
 from stello.agent.v1 import agent_pb2, agent_pb2_grpc
 from stello.auth import KeyStore
 from stello.channels import open_channel
-from stello.db import create_pool
-from stello.server import create_server, shutdown
+from stello.db.pool import create_pool
+from stello.serving.server import create_server, shutdown
 from stello.storage.v1 import storage_pb2, storage_pb2_grpc
 from tests.support.history import seed_history
 

@@ -42,8 +42,8 @@ from stello.agent.v1 import agent_pb2, agent_pb2_grpc
 from stello.auth import KeyStore
 from stello.channels import open_channel
 from stello.common.v1 import common_pb2
-from stello.db import create_pool
-from stello.server import create_server, shutdown
+from stello.db.pool import create_pool
+from stello.serving.server import create_server, shutdown
 from stello.settings import StelloSettings
 
 

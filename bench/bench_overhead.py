@@ -77,11 +77,11 @@ from stello.agent.v1 import agent_pb2, agent_pb2_grpc
 from stello.auth import KeyStore
 from stello.channels import open_channel
 from stello.common.v1 import common_pb2
-from stello.db import create_pool, in_transaction
-from stello.embedded import embedded_server, ensure_database
+from stello.db.embedded import embedded_server, ensure_database
+from stello.db.migrate import migrate_dsn
+from stello.db.pool import create_pool, in_transaction
 from stello.events import Event, Outbox
-from stello.migrate import migrate_dsn
-from stello.server import ServiceApp, create_server, shutdown
+from stello.serving.server import ServiceApp, create_server, shutdown
 from stello.settings import StelloSettings
 from stello.storage.v1 import storage_pb2, storage_pb2_grpc
 from stello.timestamps import set_timestamp

@@ -40,10 +40,10 @@ from harness import Call, Result, load, run_main, wait_for_stdin_close
 from stello.auth import KeyStore
 from stello.channels import open_channel
 from stello.common.v1 import common_pb2
-from stello.db import create_pool
-from stello.embedded import embedded_server, ensure_database
-from stello.migrate import migrate_dsn
-from stello.server import create_server, shutdown
+from stello.db.embedded import embedded_server, ensure_database
+from stello.db.migrate import migrate_dsn
+from stello.db.pool import create_pool
+from stello.serving.server import create_server, shutdown
 from stello.settings import StelloSettings
 from stello.storage.v1 import storage_pb2, storage_pb2_grpc
 from stello.tree.v1 import tree_pb2, tree_pb2_grpc

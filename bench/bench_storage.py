@@ -34,8 +34,8 @@ from harness import Call, Result, database, load, run_main, server_process, wait
 from stello.auth import KeyStore
 from stello.channels import open_channel
 from stello.common.v1 import common_pb2
-from stello.db import create_pool
-from stello.server import create_server, shutdown
+from stello.db.pool import create_pool
+from stello.serving.server import create_server, shutdown
 from stello.settings import StelloSettings
 from stello.storage.v1 import storage_pb2, storage_pb2_grpc
 from stello.timestamps import set_timestamp

@@ -43,8 +43,8 @@ from harness import (
 from stello.auth import KeyStore
 from stello.channels import open_channel
 from stello.common.v1 import common_pb2
-from stello.db import create_pool
-from stello.server import create_server
+from stello.db.pool import create_pool
+from stello.serving.server import create_server
 from stello.settings import StelloSettings
 from stello.tree.v1 import tree_pb2, tree_pb2_grpc
 from tests.tree.seed import seed_topology  # the tests' COPY seeding, shared

@@ -1,7 +1,7 @@
 """The `stello up` shape: storage, tree and gateway in one process, in-process calls or not.
 
 `stello up` runs the three servers in one process; by default the gateway calls
-storage and tree in-process (`stello.inproc`: the same interceptors and
+storage and tree in-process (`stello.serving.inproc`: the same interceptors and
 handlers, no HTTP/2 or loopback socket), with ``--network-calls`` over loopback
 gRPC. This measures, in one run, two such processes started by the real
 `stello_cli.up.start_servers` (one of each kind) over one database:
@@ -46,8 +46,8 @@ from stello.agent.v1 import agent_pb2, agent_pb2_grpc
 from stello.auth import KeyStore
 from stello.channels import open_channel
 from stello.common.v1 import common_pb2
-from stello.db import create_pool
-from stello.server import ServiceApp, shutdown
+from stello.db.pool import create_pool
+from stello.serving.server import ServiceApp, shutdown
 from stello.settings import StelloSettings
 from stello.tree.v1 import tree_pb2, tree_pb2_grpc
 from stello_cli.up import Ports, start_servers

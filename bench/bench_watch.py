@@ -39,8 +39,8 @@ from stello.agent.v1 import agent_pb2, agent_pb2_grpc
 from stello.auth import KeyStore
 from stello.channels import open_channel
 from stello.common.v1 import common_pb2
-from stello.db import create_pool
-from stello.server import ServiceApp, create_server, shutdown
+from stello.db.pool import create_pool
+from stello.serving.server import ServiceApp, create_server, shutdown
 from stello.settings import StelloSettings
 from stello.storage.v1 import storage_pb2, storage_pb2_grpc
 from storage_service import create_app as storage_app

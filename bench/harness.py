@@ -21,8 +21,8 @@ from typing import Any
 
 import grpc
 
-from stello.embedded import embedded_server, ensure_database
-from stello.migrate import migrate_dsn
+from stello.db.embedded import embedded_server, ensure_database
+from stello.db.migrate import migrate_dsn
 
 Call = Callable[[int], Awaitable[Any]]
 
@@ -242,7 +242,7 @@ def run_main(main: Coroutine[Any, Any, Any]) -> None:
     platformdirs warns when XDG_RUNTIME_DIR is unset (containers); the embedded server
     reads it, and nothing here acts on it.
     """
-    from stello.runner import event_loop_factory
+    from stello.serving.runner import event_loop_factory
 
     warnings.filterwarnings("ignore", message=".*XDG_RUNTIME_DIR.*")
     with asyncio.Runner(loop_factory=event_loop_factory()) as runner:

@@ -31,8 +31,8 @@ from harness import wait_for_stdin_close
 from stello.agent.v1 import agent_pb2
 from stello.channels import open_channel
 from stello.common.v1 import common_pb2
-from stello.db import create_pool
-from stello.runner import event_loop_factory
+from stello.db.pool import create_pool
+from stello.serving.runner import event_loop_factory
 from stello.settings import MAX_MESSAGE_BYTES, StelloSettings
 from stello.storage.v1 import storage_pb2, storage_pb2_grpc
 from stello.timestamps import set_timestamp

@@ -24,9 +24,9 @@ from typing import Literal
 
 import asyncpg
 
-from stello.db import in_statement, in_transaction
+from stello.db.maintenance import across_spaces
+from stello.db.pool import in_statement, in_transaction
 from stello.errors import space_not_found
-from stello.maintenance import across_spaces
 
 Scope = Literal["tenant", "admin"]
 KEY_PREFIX = "stello_"

@@ -23,7 +23,7 @@ Every error may carry a stable ``reason`` (sent as google.rpc.ErrorInfo).
 Servers translate with `to_rpc_status`; clients translate back with
 `from_rpc_error` (a status no class maps, UNKNOWN included, becomes
 `Internal`). Exceptions that are no StelloError reach the kernel's error
-boundary (`stello.interceptors`), which answers INTERNAL with an error id and
+boundary (`stello.serving.interceptors`), which answers INTERNAL with an error id and
 logs them: nothing a client sees carries an exception class or driver text.
 """
 

@@ -36,8 +36,8 @@ from typing import Protocol
 
 import asyncpg
 
+from stello.db.maintenance import across_spaces, bulk
 from stello.errors import AlreadyExists, NotFound
-from stello.maintenance import across_spaces, bulk
 from stello.reasons import REQUEST_ERASED, REQUEST_ID_REUSED
 
 TTL_HOURS = 24

@@ -24,7 +24,7 @@ from stello_client.errors import ClientError, UsageError, rpc_error_line
 from stello_client.flags import pick, resolve_tls
 
 if TYPE_CHECKING:  # the database commands import these when they run (a client needs none)
-    from stello.migrate import Migration
+    from stello.db.migrate import Migration
 
 
 def _positive(text: str) -> int:
@@ -65,9 +65,9 @@ def host(text: str) -> str:
 
 async def cmd_migrate(args: argparse.Namespace) -> int:
     """Apply pending migrations; with --distribute, then distribute the schema on Citus."""
-    from stello.distribution_plan import DEFAULT_SHARD_COUNT
-    from stello.distribution_runs import migrate_and_distribute_dsn, migrate_on_any_dsn
-    from stello.embedded import database_url
+    from stello.db.embedded import database_url
+    from stello.distribution.plan import DEFAULT_SHARD_COUNT
+    from stello.distribution.runs import migrate_and_distribute_dsn, migrate_on_any_dsn
 
     settings = admin_settings(settings_of(args))
     steps: list[str] | None = None
@@ -149,7 +149,7 @@ async def _list_pending(dsn: str, *, as_json: bool) -> int:
     """Print the migrations the database has not applied, a line each; apply none. As JSON
     {"pending": [{"version", "title", "notes": [what it makes wait]}], "newer": [versions
     this release does not know]}."""
-    from stello.migrate import newer_line, pending_dsn
+    from stello.db.migrate import newer_line, pending_dsn
 
     waiting, newer = await pending_dsn(dsn)
     if as_json:
@@ -182,8 +182,8 @@ async def _list_pending(dsn: str, *, as_json: bool) -> int:
 
 async def cmd_up(args: argparse.Namespace) -> int:
     """Run the whole suite locally until Ctrl-C; quiet but for errors (DESIGN §8)."""
-    from stello.logs import LogSettings, configure_logging
-    from stello.tracing import TracingSettings, setup_tracing
+    from stello.telemetry.logs import LogSettings, configure_logging
+    from stello.telemetry.tracing import TracingSettings, setup_tracing
     from stello_cli.up import Ports, run_up
     from stello_cli.up_workers import quiet_calls
 

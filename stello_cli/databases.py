@@ -41,7 +41,7 @@ def with_database(credentials: Credentials, settings: StelloSettings) -> Credent
     if settings.database_url:
         url, password = without_password(settings.database_url)
         return dataclasses.replace(credentials, database_url=url, database_password=password)
-    from stello.embedded import default_data_dir
+    from stello.db.embedded import default_data_dir
 
     folder = Path(settings.data_dir) if settings.data_dir else default_data_dir()
     return dataclasses.replace(credentials, data_dir=str(folder.expanduser().resolve()))
@@ -73,15 +73,15 @@ def admin_settings(settings: StelloSettings) -> StelloSettings:
 
 def settings_of(args: argparse.Namespace) -> StelloSettings:
     """The kernel settings, with --database-url over STELLO_DATABASE_URL; first a warning
-    on stderr for each STELLO_ variable nothing reads (`stello.env_names`).
+    on stderr for each STELLO_ variable nothing reads (`stello.config.env_names`).
 
     Raises:
         ValueError: a refused value, naming its flag or variable.
     """
     from pydantic import ValidationError
 
-    from stello.entry import settings_problem
-    from stello.env_names import unknown_variables
+    from stello.config.env_names import unknown_variables
+    from stello.serving.entry import settings_problem
     from stello.settings import StelloSettings
 
     for line in unknown_variables():  # misspelt: the setting meant stays at its default

@@ -44,10 +44,10 @@ async def _with_keys(
 
 @contextmanager
 def _pool_warnings_muted() -> Iterator[None]:
-    """Keep the pool's outage warnings (`stello.db`, a service's log lines) off the
+    """Keep the pool's outage warnings (`stello.db.pool`, a service's log lines) off the
     command's stderr: a command that fails says so in its one line, which names the node
     out of reach; printed too, the warning came first, as a second message."""
-    logger = logging.getLogger("stello.db")
+    logger = logging.getLogger("stello.db.pool")
     before = logger.level
     logger.setLevel(logging.ERROR)
     try:
@@ -58,9 +58,9 @@ def _pool_warnings_muted() -> Iterator[None]:
 
 async def _work_on(settings: StelloSettings, work: Callable[[KeyStore], Awaitable[int]]) -> int:
     from stello.auth import KeyStore
-    from stello.db import create_pool
-    from stello.embedded import database_url
-    from stello.migrate import migrate_dsn
+    from stello.db.embedded import database_url
+    from stello.db.migrate import migrate_dsn
+    from stello.db.pool import create_pool
 
     async with database_url(settings.database_url, settings.data_dir) as dsn:
         await migrate_dsn(settings.direct_dsn(dsn))

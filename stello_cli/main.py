@@ -38,7 +38,7 @@ def _loop_factory(args: argparse.Namespace) -> Callable[[], asyncio.AbstractEven
     """uvloop for `stello up` (it serves); asyncio's own loop for a command (starts sooner)."""
     if args.command != "up":
         return None
-    from stello.runner import event_loop_factory
+    from stello.serving.runner import event_loop_factory
 
     return event_loop_factory()
 
@@ -117,7 +117,7 @@ def failure_line(exc: Exception, args: argparse.Namespace) -> str | None:
     flags = getattr(args, "flags", None)
     pydantic = sys.modules.get("pydantic")
     if pydantic is not None and isinstance(exc, pydantic.ValidationError):
-        from stello.entry import settings_problem
+        from stello.serving.entry import settings_problem
 
         line = settings_problem(exc)  # a setting's variable, not pydantic's field and URL
         if line is not None:

@@ -27,21 +27,21 @@ import asyncpg
 import grpc
 from pydantic import SecretStr
 
-from stello import tracing
 from stello.auth import KeyStore
-from stello.db import create_pool
-from stello.embedded import (
+from stello.db.embedded import (
     EmbeddedLost,
     EmbeddedPostgres,
     database,
     resolved_data_dir,
     supervised,
 )
+from stello.db.migrate import migrate_dsn
+from stello.db.pool import create_pool
 from stello.errors import FailedPrecondition
-from stello.inproc import LocalServer
-from stello.migrate import migrate_dsn
-from stello.server import MetricsPortInUse, ServiceApp, create_server, shutdown
+from stello.serving.inproc import LocalServer
+from stello.serving.server import MetricsPortInUse, ServiceApp, create_server, shutdown
 from stello.settings import StelloSettings
+from stello.telemetry import tracing
 from stello_cli.databases import with_database
 from stello_cli.up_process import one_up, stop_on_signals
 from stello_client.credentials import (
@@ -157,7 +157,7 @@ def _factories(
     ports: Ports, configs: ServiceConfigs, local_calls: bool, jobs_key: str | None
 ) -> list[tuple[str, int, Factory]]:
     """The three services in start order, each with its `configs`; the gateway learns the
-    others' addresses and, with `local_calls`, calls them in-process (`stello.inproc`)
+    others' addresses and, with `local_calls`, calls them in-process (`stello.serving.inproc`)
     instead of over loopback, unless tracing is installed (in-process calls would make no
     spans)."""
     from agent_gateway.app import GatewayClients
@@ -224,7 +224,7 @@ async def run_up(
     With `workers` above 1 the servers run in that many worker processes sharing
     the ports (`stello_cli.up_workers`); this process supervises them.
 
-    With `local_calls` the gateway calls storage and tree in-process (`stello.inproc`),
+    With `local_calls` the gateway calls storage and tree in-process (`stello.serving.inproc`),
     else over loopback gRPC, as separate deployments do; both still listen for clients.
 
     The signal handlers are installed before anything starts, so a signal during
@@ -256,7 +256,7 @@ async def run_up(
 
 def embedded_data_dir(settings: StelloSettings) -> Path | None:
     """The data directory of the embedded PostgreSQL `stello up` runs (as
-    `stello.embedded` resolves it); None with a database of STELLO_DATABASE_URL."""
+    `stello.db.embedded` resolves it); None with a database of STELLO_DATABASE_URL."""
     if settings.database_url:
         return None
     return resolved_data_dir(Path(settings.data_dir) if settings.data_dir else None)
@@ -316,7 +316,7 @@ async def _run_up(
 
 
 async def kept_up(main: Awaitable[object], embedded: EmbeddedPostgres | None) -> None:
-    """Await `main` while the embedded PostgreSQL is kept running (`stello.embedded`).
+    """Await `main` while the embedded PostgreSQL is kept running (`stello.db.embedded`).
 
     Raises:
         FailedPrecondition: it died and could not be started again (one line: why, and

@@ -1,8 +1,8 @@
 """`stello up --workers N`: the three services in N worker processes, one port each.
 
-The process the user started is the supervisor (`stello.workers`): it starts
+The process the user started is the supervisor (`stello.serving.workers`): it starts
 the embedded PostgreSQL (unless a database URL is given), migrates, claims the
-three ports (`stello.ports`), makes or reuses the local key, starts the
+three ports (`stello.serving.ports`), makes or reuses the local key, starts the
 workers, then serves the console and prints the banner — each of these once.
 Every worker (``python -m stello_cli.up_workers SPEC``) runs storage, tree and
 the gateway as `stello up` does in one process (the gateway calling the other
@@ -25,15 +25,15 @@ from typing import Any
 import grpc
 
 from stello.auth import KeyStore
-from stello.db import create_pool
-from stello.embedded import database
+from stello.db.embedded import database
+from stello.db.migrate import migrate_dsn
+from stello.db.pool import create_pool
 from stello.errors import FailedPrecondition
-from stello.migrate import migrate_dsn
-from stello.ports import PortClaim, PortTaken
-from stello.runner import event_loop_factory
-from stello.server import ServiceApp, shutdown
+from stello.serving.ports import PortClaim, PortTaken
+from stello.serving.runner import event_loop_factory
+from stello.serving.server import ServiceApp, shutdown
+from stello.serving.workers import Supervisor, WorkerFailed, WorkerPlan, WorkerRole, split_pool
 from stello.settings import StelloSettings
-from stello.workers import Supervisor, WorkerFailed, WorkerPlan, WorkerRole, split_pool
 from stello_cli.databases import with_database
 from stello_cli.up import (
     CONSOLE_SECRET_FILE,
@@ -115,7 +115,7 @@ def _serve_metrics(supervisor: Supervisor, host: str, configs: ServiceConfigs) -
     Raises:
         FailedPrecondition: a port is taken (naming its variable).
     """
-    from stello.metrics import serve_merged
+    from stello.telemetry.metrics import serve_merged
 
     for place, port, variable in metrics_wanted(configs):
         try:
@@ -203,8 +203,8 @@ def quiet_calls(level: str, *, access_log: bool) -> None:
 
 def main() -> None:
     """``python -m stello_cli.up_workers SPEC``: a worker of `stello up --workers N`."""
-    from stello.logs import LogSettings, configure_logging
-    from stello.tracing import TracingSettings, setup_tracing
+    from stello.telemetry.logs import LogSettings, configure_logging
+    from stello.telemetry.tracing import TracingSettings, setup_tracing
 
     role = WorkerRole.from_environment()
     if role is None:

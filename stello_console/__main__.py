@@ -16,10 +16,10 @@ import signal
 import sys
 from collections.abc import Sequence
 
-from stello.env_names import warn_unknown
+from stello.config.env_names import warn_unknown
 from stello.errors import StelloError
-from stello.logs import LogSettings, configure_logging
-from stello.runner import event_loop_factory
+from stello.serving.runner import event_loop_factory
+from stello.telemetry.logs import LogSettings, configure_logging
 from stello_client.errors import ClientError
 from stello_client.flags import resolve_tls, tls_options
 from stello_console.app import DEFAULT_PORT, ConsoleOptions, running_console

@@ -1,18 +1,18 @@
 """``python -m storage_service``: serve SessionStorage on STELLO_STORAGE_HOST:PORT.
 
 ``--help`` lists the flags and every variable it reads, and exits; ``--workers N``
-serves the port from N processes (`stello.workers`).
+serves the port from N processes (`stello.serving.workers`).
 """
 
 from __future__ import annotations
 
 import functools
 
-from stello.entry import parse_flags, settings_checked
-from stello.logs import LogSettings
-from stello.runner import launch_of, main
+from stello.serving.entry import parse_flags, settings_checked
+from stello.serving.runner import launch_of, main
 from stello.settings import StelloSettings
-from stello.tracing import TracingSettings
+from stello.telemetry.logs import LogSettings
+from stello.telemetry.tracing import TracingSettings
 from storage_service.app import create_app
 from storage_service.config import StorageSettings
 

@@ -7,7 +7,7 @@ import grpc
 from prometheus_client import CollectorRegistry
 
 from stello.auth import KeyStore
-from stello.server import ServiceApp
+from stello.serving.server import ServiceApp
 from stello.settings import StelloSettings
 from stello.storage.v1 import storage_pb2_grpc
 from storage_service.config import StorageSettings

@@ -16,9 +16,9 @@ from typing import TypeVar
 
 import asyncpg
 
-from stello.db import in_statement, in_transaction
+from stello.db.maintenance import SpaceNode, space_ids
+from stello.db.pool import in_statement, in_transaction
 from stello.events import Outbox
-from stello.maintenance import SpaceNode, space_ids
 from storage_service.events.repository import EventRepository
 from storage_service.guard.repository import GuardRepository
 from storage_service.jobs.repository import JobRepository

@@ -1,18 +1,18 @@
 """``python -m tree_service``: serve SessionTree (STELLO_* and STELLO_TREE_* settings).
 
 ``--help`` lists the flags and every variable it reads, and exits; ``--workers N``
-serves the port from N processes (`stello.workers`).
+serves the port from N processes (`stello.serving.workers`).
 """
 
 from __future__ import annotations
 
 from functools import partial
 
-from stello import runner
-from stello.entry import parse_flags, settings_checked
-from stello.logs import LogSettings
+from stello.serving import runner
+from stello.serving.entry import parse_flags, settings_checked
 from stello.settings import StelloSettings
-from stello.tracing import TracingSettings
+from stello.telemetry.logs import LogSettings
+from stello.telemetry.tracing import TracingSettings
 from tree_service.app import create_app
 from tree_service.config import TreeSettings
 

@@ -16,7 +16,7 @@ import asyncpg
 import grpc
 
 from stello.auth import KeyStore
-from stello.server import ServiceApp, raw_replies
+from stello.serving.server import ServiceApp, raw_replies
 from stello.settings import MAX_MESSAGE_BYTES, StelloSettings
 from stello.tree.v1 import tree_pb2_grpc
 from tree_service.config import TreeSettings

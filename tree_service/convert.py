@@ -188,7 +188,7 @@ def tree_reply(rows: Sequence[TreeRow]) -> bytes:
     then serializing them cost more than reading the rows (profiled: about half a
     10,000-node call's CPU). The fields are written here as protobuf does, in
     field order, defaults left out — the same bytes (tests compare them with
-    protobuf's); the server sends them as they are (`stello.server.raw_replies`).
+    protobuf's); the server sends them as they are (`stello.serving.server.raw_replies`).
     Each node is one f-string of text whose characters are its bytes (U+0000-U+00FF:
     ids and ASCII labels as they are, another label as its UTF-8 bytes), the
     whole reply one latin-1 encoding (a third of the CPU of joining bytes per field).

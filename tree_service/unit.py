@@ -20,10 +20,10 @@ from typing import TypeVar
 import asyncpg
 
 from stello import idempotency
-from stello.db import in_transaction
+from stello.db.maintenance import SpaceNode, space_ids
+from stello.db.pool import in_transaction
 from stello.errors import DeadlineExceeded
 from stello.events import Outbox
-from stello.maintenance import SpaceNode, space_ids
 from tree_service import sql
 from tree_service.erasure.job import EraseRepository
 from tree_service.erasure.repository import SubtreeStatements

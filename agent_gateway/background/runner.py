@@ -49,8 +49,8 @@ from agent_gateway.background.running import JobRuns
 from agent_gateway.background.takeover import JobFactory, Takeover
 from agent_gateway.clients import Caller, StorageClient
 from stello.common.v1 import common_pb2
+from stello.db.periodic import Periodic
 from stello.errors import DeadlineExceeded, Unavailable
-from stello.periodic import Periodic
 
 log = logging.getLogger(__name__)
 
@@ -262,7 +262,7 @@ class BackgroundRunner(JobRuns):
 
     def periodic(self) -> tuple[Periodic, ...]:
         """Its periodic task, the takeover (when it has one): counted with the server's
-        background tasks (`stello.periodic.RunsPeriodic`)."""
+        background tasks (`stello.db.periodic.RunsPeriodic`)."""
         return () if self._takeover is None else (self._takeover,)
 
     def start(self) -> None:

@@ -21,9 +21,9 @@ from typing import TYPE_CHECKING
 
 from agent_gateway.background.jobs import Job
 from agent_gateway.clients import Caller
+from stello.db.periodic import Periodic, Refused
 from stello.errors import Unauthenticated
-from stello.log_every import WarnEvery
-from stello.periodic import Periodic, Refused
+from stello.telemetry.log_every import WarnEvery
 
 if TYPE_CHECKING:
     from agent_gateway.background.runner import BackgroundRunner

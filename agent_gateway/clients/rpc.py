@@ -63,7 +63,7 @@ from stello.errors import (
     precondition_violations,
     reply_too_large,
 )
-from stello.log_every import WarnEvery
+from stello.telemetry.log_every import WarnEvery
 
 log = logging.getLogger(__name__)
 

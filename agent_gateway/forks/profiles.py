@@ -39,7 +39,7 @@ from agent_gateway.forks.compose import ContextMode, ProfileLayer, PromptMode
 from agent_gateway.llm import PromptKey, template_problem
 from agent_gateway.llm.prompt_texts import COMPRESSOR, CONSOLIDATOR
 from agent_gateway.llm.templates import render_template, template_variables
-from stello.config_files import Entry, named_entries, parse_toml, read_config_file
+from stello.config.files import Entry, named_entries, parse_toml, read_config_file
 from stello.errors import MAX_VIOLATIONS, FailedPrecondition, InvalidArgument, cut
 from stello.reasons import PROFILE_NOT_FOUND
 

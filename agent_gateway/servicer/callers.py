@@ -9,7 +9,7 @@ import grpc
 
 from agent_gateway.clients import Caller
 from stello.errors import Unauthenticated
-from stello.interceptors import api_key_var, request_id_var
+from stello.serving.interceptors import api_key_var, request_id_var
 
 if TYPE_CHECKING:
     Context: TypeAlias = grpc.aio.ServicerContext[Any, Any]

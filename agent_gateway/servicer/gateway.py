@@ -40,7 +40,7 @@ from stello import validation
 from stello.agent.v1 import agent_pb2, agent_pb2_grpc
 from stello.auth import KeyStore
 from stello.errors import Violations
-from stello.interceptors import current_principal
+from stello.serving.interceptors import current_principal
 
 if TYPE_CHECKING:
     Context: TypeAlias = grpc.aio.ServicerContext[Any, Any]

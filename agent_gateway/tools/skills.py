@@ -31,7 +31,7 @@ from pydantic import BaseModel, ConfigDict, Field, field_validator
 from agent_gateway.clients import Caller
 from agent_gateway.llm import RAW_ARGUMENTS_KEY, ToolCallSpec, ToolSpec
 from agent_gateway.tools.base import ACTIVATE_SKILL, ToolOutcome
-from stello.config_files import named_entries, parse_toml, read_config_file
+from stello.config.files import named_entries, parse_toml, read_config_file
 from stello.validation import SKILL_NAME, SKILL_NAME_RULE
 
 

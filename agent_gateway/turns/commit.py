@@ -49,6 +49,7 @@ from agent_gateway.clients import Caller, RequestKey, StorageClient, remember_op
 from agent_gateway.history.context import Summary
 from agent_gateway.turns.state import Plan, Turn
 from stello.agent.v1 import agent_pb2
+from stello.db.tasks import to_the_end
 from stello.errors import (
     Aborted,
     FailedPrecondition,
@@ -61,7 +62,6 @@ from stello.reasons import (
     SESSION_ARCHIVED,
 )
 from stello.storage.v1 import storage_pb2
-from stello.tasks import to_the_end
 
 log = logging.getLogger(__name__)
 
@@ -119,7 +119,7 @@ class TurnCommitter:
                 # No request_id of its own: the lease precondition already makes a
                 # retried commit unable to write twice.
                 # Once sent, the commit ends as storage decides, whatever the client
-                # does meanwhile (stello.tasks).
+                # does meanwhile (stello.db.tasks).
                 results = await to_the_end(
                     self._storage.transact(
                         caller, plan.space_id, ops, preconditions=checks, request_id=""

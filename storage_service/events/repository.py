@@ -14,8 +14,8 @@ from typing import cast
 
 import asyncpg
 
+from stello.db.maintenance import across_spaces, bounded, bulk
 from stello.events import EventKind
-from stello.maintenance import across_spaces, bounded, bulk
 
 # One statement, one snapshot: the space's newest position, its purge mark
 # and the page agree. A space without events has neither row: 0 and 0.
@@ -61,7 +61,7 @@ RETURNING marks.n
 """
 
 # PURGE in space $2 alone, every table pinned to it (routed to its worker): the purge's
-# fallback when a node is out of reach (`Purger`, `stello.periodic.Periodic.by_space`).
+# fallback when a node is out of reach (`Purger`, `stello.db.periodic.Periodic.by_space`).
 PURGE_IN_SPACE = """
 WITH purged AS (
     DELETE FROM space_events e

@@ -8,8 +8,8 @@ from __future__ import annotations
 
 import uuid
 
+from stello.db.periodic import Periodic
 from stello.errors import FailedPrecondition, InvalidArgument
-from stello.periodic import Periodic
 from stello.reasons import CURSOR_EXPIRED
 from storage_service.events.repository import EventRows
 from storage_service.unit import Database

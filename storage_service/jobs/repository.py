@@ -15,7 +15,7 @@ from datetime import datetime, timedelta
 
 import asyncpg
 
-from stello.maintenance import across_spaces, bounded
+from stello.db.maintenance import across_spaces, bounded
 from storage_service.models import JobKindName, JobStatusName
 from storage_service.transact.operations import UpdateJobOp
 

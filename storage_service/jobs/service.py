@@ -12,7 +12,7 @@ import logging
 import uuid
 from datetime import datetime
 
-from stello.periodic import OUT_OF_REACH, reachable_spaces
+from stello.db.periodic import OUT_OF_REACH, reachable_spaces
 from storage_service.jobs.repository import JobClaim, OrphanedJob, claim_token
 from storage_service.models import JobKindName, session_not_found
 from storage_service.unit import Database, UnitOfWork
@@ -52,7 +52,7 @@ class JobService:
     async def orphaned(self, space_id: uuid.UUID | None, limit: int) -> list[OrphanedJob]:
         """Jobs left without a gateway: in the space, or (None) in every space. When the
         read across spaces fails for a node out of reach (Citus, a worker down), those of
-        the spaces that answer, space by space (`stello.periodic.reachable_spaces`): the
+        the spaces that answer, space by space (`stello.db.periodic.reachable_spaces`): the
         takeover goes on for them."""
         if space_id is not None:
             return await self._db.statement(lambda uow: uow.jobs.orphaned(space_id, limit))

@@ -26,7 +26,7 @@ from collections.abc import Callable
 
 from prometheus_client import CollectorRegistry, Counter
 
-from stello.periodic import OUT_OF_REACH, Periodic
+from stello.db.periodic import OUT_OF_REACH, Periodic
 from storage_service.search.backfill_repository import Batch
 from storage_service.unit import Database
 

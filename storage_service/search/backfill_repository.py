@@ -9,7 +9,7 @@ workers), the space's row locked, the next keys read, the rows among them whose
 stored vector is not the function's rewritten (`content = content` recomputes a
 STORED generated column; an UPDATE that names no column it reads does not), the
 cursor saved. Every statement pins the space but `PENDING`, the job's look for
-work across spaces (maintenance, `stello.maintenance.across_spaces`), one probe of the
+work across spaces (maintenance, `stello.db.maintenance.across_spaces`), one probe of the
 partial index `search_backfill_pending`, empty once every pass is finished.
 """
 
@@ -21,7 +21,7 @@ from datetime import datetime
 
 import asyncpg
 
-from stello.maintenance import across_spaces, bounded
+from stello.db.maintenance import across_spaces, bounded
 from storage_service.search.letters import SQL_CASED
 from storage_service.search.symbols import SQL_SYMBOLS
 

@@ -141,7 +141,7 @@ LIMIT $6
 
 # Run first in a search's transaction, as SET LOCAL statements: PgBouncer's transaction
 # mode keeps working, and on Citus they reach the worker that runs the search
-# (citus.propagate_set_commands = 'local', stello.distribution), which set_config() does
+# (citus.propagate_set_commands = 'local', stello.distribution.apply), which set_config() does
 # not (docs/scaling.md, GetTree).
 # - plan_cache_mode: a plan is made for each call. A generic plan knows neither the query's
 #   words nor the page's position, and scans `records` instead of `records_search`

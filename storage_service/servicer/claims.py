@@ -10,7 +10,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from stello.errors import Violations
-from stello.interceptors import current_principal
+from stello.serving.interceptors import current_principal
 from stello.storage.v1 import storage_pb2
 from stello.timestamps import timestamp
 from stello.validation import parse_uuid

@@ -4,7 +4,7 @@
 records, search, Transact and the event log; the slots', shared memory's, claims'
 and turns' RPCs are mixed in from `slots`, `memory`, `claims` and `turns`.
 No SQL, no rules, no try blocks: domain errors raised below are mapped to
-status codes by the kernel's call chain (`stello.interceptors`).
+status codes by the kernel's call chain (`stello.serving.interceptors`).
 """
 
 from __future__ import annotations

@@ -22,8 +22,8 @@ import grpc
 from agent_gateway.app import create_app as gateway_app
 from agent_gateway.config import GatewaySettings
 from stello.auth import KeyStore
-from stello.runner import AppFactory
-from stello.server import ServiceApp, create_server, shutdown
+from stello.serving.runner import AppFactory
+from stello.serving.server import ServiceApp, create_server, shutdown
 from stello.settings import StelloSettings
 from storage_service.app import create_app as storage_app
 from tests.cli.processes import private_env, run_cli

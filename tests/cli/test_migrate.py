@@ -10,8 +10,8 @@ from pathlib import Path
 import asyncpg
 import pytest
 
-from stello.migrate import Migration, load_migrations, pending
-from stello.runner import warn_unmigrated
+from stello.db.migrate import Migration, load_migrations, pending
+from stello.serving.runner import warn_unmigrated
 from stello_cli.admin import OUTSIDE_NOTE, lock_notes, migrate_reply
 from tests.cli.processes import private_env, run_cli
 from tests.support.database import create_test_database, drop_test_database

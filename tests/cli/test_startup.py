@@ -14,7 +14,7 @@ import sys
 
 import pytest
 
-from stello.distribution_plan import DEFAULT_SHARD_COUNT
+from stello.distribution.plan import DEFAULT_SHARD_COUNT
 from stello_cli.parser import build_parser
 
 pytestmark = pytest.mark.subprocess

@@ -282,7 +282,7 @@ def test_a_killed_embedded_postgres_is_started_again(home: Path, workers: str) -
         assert cli_json(env, "root", "--label", "After")["label"] == "After"
         logged = up.stderr
         assert " ERROR " not in logged, logged[-3000:]
-        periodic = [line for line in logged.splitlines() if " stello.periodic " in line]
+        periodic = [line for line in logged.splitlines() if " stello.db.periodic " in line]
         assert all(" WARNING " in line or " INFO " in line for line in periodic), periodic
         assert_stopped(up, again)
     finally:

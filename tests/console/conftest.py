@@ -36,7 +36,7 @@ from playwright.async_api import (
 from agent_gateway.app import create_app
 from agent_gateway.llm import Completion, Done, LLMMessage, StreamEvent, TextDelta, ToolSpec, Usage
 from stello.auth import KeyStore
-from stello.server import create_server, shutdown
+from stello.serving.server import create_server, shutdown
 from stello.settings import StelloSettings
 from stello_console import Caller, ConsoleOptions, RunningConsole, running_console
 from tests.cli.conftest import _home  # noqa: F401 (a fixture used by name)

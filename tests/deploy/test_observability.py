@@ -19,9 +19,9 @@ import grpc
 import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
-from stello.interceptors import request_id_var
-from stello.logs import LogSettings, build_handler
+from stello.serving.interceptors import request_id_var
 from stello.storage.v1 import storage_pb2, storage_pb2_grpc
+from stello.telemetry.logs import LogSettings, build_handler
 from stello.tree.v1 import tree_pb2, tree_pb2_grpc
 from storage_service.app import create_app as storage_app
 from tests.support.fixtures import ServerStarter, TestSpace
@@ -34,7 +34,7 @@ SERVICES = {"storage": "stello.storage.v1.SessionStorage", "tree": "stello.tree.
 
 
 class CapturedLogs:
-    """A handler of `stello.logs` on a logger, writing into a string."""
+    """A handler of `stello.telemetry.logs` on a logger, writing into a string."""
 
     def __init__(self, logger: str, log_format: Literal["text", "json"]) -> None:
         self.stream = io.StringIO()

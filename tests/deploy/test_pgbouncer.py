@@ -27,10 +27,10 @@ from agent_gateway.config import GatewaySettings
 from stello.agent.v1 import agent_pb2, agent_pb2_grpc
 from stello.auth import KeyStore
 from stello.common.v1 import common_pb2
-from stello.db import create_pool
-from stello.migrate import load_migrations, migrate_dsn
-from stello.runner import AppFactory
-from stello.server import create_server, shutdown
+from stello.db.migrate import load_migrations, migrate_dsn
+from stello.db.pool import create_pool
+from stello.serving.runner import AppFactory
+from stello.serving.server import create_server, shutdown
 from stello.settings import StelloSettings
 from storage_service.app import create_app as storage_app
 from tests.support import fixtures

@@ -19,10 +19,10 @@ from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanE
 from stello.agent.v1 import agent_pb2, agent_pb2_grpc
 from stello.auth import KeyStore
 from stello.channels import open_channel
-from stello.db import create_pool
-from stello.server import ServiceApp, shutdown
+from stello.db.pool import create_pool
+from stello.serving.server import ServiceApp, shutdown
 from stello.settings import StelloSettings
-from stello.tracing import TracingSettings, setup_tracing
+from stello.telemetry.tracing import TracingSettings, setup_tracing
 from stello_cli.up import Ports, start_servers
 
 

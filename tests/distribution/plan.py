@@ -2,7 +2,7 @@
 
 The tests take the table lists from the document, so the document and the
 schema cannot drift apart: a new table that is not in it fails the catalog test.
-The lists' source is the code (`stello.distribution`, which applies them):
+The lists' source is the code (`stello.distribution.apply`, which applies them):
 `code_plan()` is the same plan read from it, and test_distribution_plan.py
 checks that the document's block says the same.
 """
@@ -13,7 +13,7 @@ import re
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from stello import distribution_plan
+from stello.distribution import plan as distribution_plan
 
 DOC = Path(__file__).resolve().parents[2] / "docs" / "scaling.md"
 MARKER = "<!-- citus plan: read by tests/distribution/test_catalog.py -->"
@@ -56,7 +56,7 @@ def read_plan(doc: Path = DOC) -> CitusPlan:
 
 
 def code_plan() -> CitusPlan:
-    """The plan `stello.distribution.distribute` applies."""
+    """The plan `stello.distribution.apply.distribute` applies."""
     return CitusPlan(
         frozenset(distribution_plan.DISTRIBUTED_TABLES),
         frozenset(distribution_plan.REFERENCE_TABLES),

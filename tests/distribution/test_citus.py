@@ -20,12 +20,13 @@ from pathlib import Path
 import asyncpg
 import pytest
 
-from stello import distribution_plan, distribution_runs
-from stello.db import create_pool
-from stello.distribution import distribute
-from stello.distribution_runs import is_distributed
+from stello.db.migrate import load_migrations, migrate
+from stello.db.pool import create_pool
+from stello.distribution import plan as distribution_plan
+from stello.distribution import runs as distribution_runs
+from stello.distribution.apply import distribute
+from stello.distribution.runs import is_distributed
 from stello.errors import FailedPrecondition
-from stello.migrate import load_migrations, migrate
 from storage_service.search.backfill import SearchBackfill
 from storage_service.unit import Database
 from tests.support.citus import (
@@ -343,7 +344,7 @@ class TestDistribute:
         self, con: asyncpg.Connection, distributed: Distributed
     ) -> None:
         """The database's defaults turn JIT off and list the services' application_name in
-        citus.show_shards_for_app_name_prefixes: a service's connection (stello.db's pool)
+        citus.show_shards_for_app_name_prefixes: a service's connection (stello.db.pool's pool)
         has both, and Citus adds no shard filter to its queries of pg_class."""
         defaults = set(await con.fetchval(DATABASE_DEFAULTS))
         assert {"jit=off", "citus.show_shards_for_app_name_prefixes=stello"} <= defaults

@@ -13,7 +13,7 @@ DeleteSession (the release to the heirs), each replayed with its request_id
 INTERNAL), and writes again once the worker is back. The maintenance goes on for the
 other worker's spaces: a subtree DeleteSubtree hid there is erased by the tree app's
 erasure job, whose look across spaces fails, space by space, the stopped worker's spaces
-skipped and counted (`stello.periodic.Periodic.by_space`). What the nodes logged is
+skipped and counted (`stello.db.periodic.Periodic.by_space`). What the nodes logged is
 checked as the Citus pass checks its own (`ALLOWED_ERRORS`).
 """
 
@@ -34,10 +34,10 @@ import pytest
 from stello import idempotency
 from stello.agent.v1 import agent_pb2, agent_pb2_grpc
 from stello.common.v1 import common_pb2
-from stello.distribution import distribute
-from stello.maintenance import space_ids
-from stello.migrate import migrate
-from stello.periodic import Periodic
+from stello.db.maintenance import space_ids
+from stello.db.migrate import migrate
+from stello.db.periodic import Periodic
+from stello.distribution.apply import distribute
 from stello.storage.v1 import storage_pb2, storage_pb2_grpc
 from stello.tree.v1 import tree_pb2, tree_pb2_grpc
 from storage_service.events.service import Purger

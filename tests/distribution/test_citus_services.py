@@ -20,8 +20,8 @@ from dataclasses import dataclass
 import asyncpg
 import pytest
 
-from stello import distribution_plan
 from stello.agent.v1 import agent_pb2_grpc
+from stello.distribution import plan as distribution_plan
 from tests.distribution.services import (
     Services,
     drive_every_rpc,

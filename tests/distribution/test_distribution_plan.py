@@ -1,14 +1,15 @@
-"""One source for the distribution plan: docs/scaling.md says what stello.distribution does."""
+"""One source for the distribution plan: docs/scaling.md says what stello.distribution.apply
+does."""
 
 from __future__ import annotations
 
-from stello import distribution_plan
+from stello.distribution import plan as distribution_plan
 from tests.distribution.plan import code_plan, read_plan
 
 
 class TestPlan:
     def test_document_block_is_the_code(self) -> None:
-        """The tables and functions of docs/scaling.md's plan block are stello.distribution's."""
+        """docs/scaling.md's plan block holds stello.distribution.apply's tables and functions."""
         assert read_plan() == code_plan()
 
     def test_sessions_comes_first(self) -> None:

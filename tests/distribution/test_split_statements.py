@@ -6,8 +6,8 @@ import pytest
 from pglast import parse_sql, split
 from pglast.parser import fingerprint
 
-from stello.migrate import Migration, load_migrations
-from stello.sql_script import split_statements
+from stello.db.migrate import Migration, load_migrations
+from stello.db.sql_script import split_statements
 
 
 class TestSplit:

@@ -1,5 +1,5 @@
 """README.md, docs/*.md and the other READMEs name only what exists: every backticked repository
-path (`tests/...::Test`, globs too), every dotted name of our packages (`stello.maintenance.x`) or
+path (`tests/...::Test`, globs too), every dotted name of our packages (`stello.db.pool.x`) or
 proto (`stello.agent.v1.AgentGateway`), every bare module (`running.py`: some file of ours), every
 name said to live in a file (`file.py` `name`) and every `Class.method` of a class of ours.
 
@@ -275,8 +275,8 @@ class TestExtraction:
         """A moved file, a name gone from its module and a renamed function are all reported."""
         doc = tmp_path / "doc.md"
         doc.write_text(
-            "See `stello/nothing_here.py`, `stello.db.no_such_name` and"
-            " `stello/db.py` `no_such_function`; `stello/db.py` is fine.\n"
+            "See `stello/nothing_here.py`, `stello.db.pool.no_such_name` and"
+            " `stello/db/pool.py` `no_such_function`; `stello/db/pool.py` is fine.\n"
         )
         found = problems(doc)
         assert len(found) == 3, found
@@ -284,9 +284,9 @@ class TestExtraction:
     @pytest.mark.parametrize(
         "text",
         [
-            pytest.param("`NO_SUCH` in `stello/db.py`", id="in"),
-            pytest.param("`no_such` (`stello/db.py`: its pool)", id="name-then-file"),
-            pytest.param("`stello/db.py` (`NoSuch`: a class)", id="file-then-name"),
+            pytest.param("`NO_SUCH` in `stello/db/pool.py`", id="in"),
+            pytest.param("`no_such` (`stello/db/pool.py`: its pool)", id="name-then-file"),
+            pytest.param("`stello/db/pool.py` (`NoSuch`: a class)", id="file-then-name"),
             pytest.param("`running.py` `JobRuns.no_such`", id="bare-module"),
             pytest.param("`BackgroundRunner.no_such`", id="method"),
             pytest.param("`no_such_module.py`", id="bare-file"),

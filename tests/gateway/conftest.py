@@ -200,7 +200,7 @@ async def _backends(
 
 @pytest.fixture(name="local_calls")
 def _local_calls() -> bool:
-    """Whether the stacks' gateways call storage and tree in-process (`stello.inproc`), as
+    """Whether the stacks' gateways call storage and tree in-process (`stello.serving.inproc`), as
     `stello up` does; tests/gateway/test_local_calls.py reruns test classes with True."""
     return False
 

@@ -2,7 +2,7 @@
 
 The classes below are the ones of the modules they come from, collected again
 here with the `local_calls` fixture True: the gateway's clients reach the
-backends through `stello.inproc.LocalChannel` (their interceptors and handlers,
+backends through `stello.serving.inproc.LocalChannel` (their interceptors and handlers,
 no network). Chosen to cover every shape of internal call: reads that fan out
 and the calls they count (pages of slots past storage's reply limit too), forks
 (the saga), turns and their streams, leases, consolidation, the error boundary

@@ -9,8 +9,8 @@ import asyncpg
 import pytest
 
 from stello import idempotency
+from stello.db.migrate import CITUS_INSTALLED
 from stello.errors import AlreadyExists
-from stello.migrate import CITUS_INSTALLED
 from stello.reasons import REQUEST_ID_REUSED
 from tests.support.fixtures import TestSpace
 

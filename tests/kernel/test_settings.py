@@ -8,7 +8,7 @@ import pydantic
 import pytest
 
 from agent_gateway.config import GatewaySettings
-from stello.entry import settings_problem
+from stello.serving.entry import settings_problem
 from stello.settings import MAX_STATEMENT_TIMEOUT_S, StelloSettings
 from storage_service.config import StorageSettings
 from tree_service.config import TreeSettings

@@ -13,8 +13,8 @@ from pydantic import ValidationError
 from stello.auth import KeyStore
 from stello.channels import ClientTls, open_channel
 from stello.errors import FailedPrecondition
-from stello.runner import AppFactory
-from stello.server import create_server
+from stello.serving.runner import AppFactory
+from stello.serving.server import create_server
 from stello.settings import StelloSettings
 from stello.storage.v1 import storage_pb2
 from tests.support import probe

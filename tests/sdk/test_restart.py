@@ -18,7 +18,7 @@ from agent_gateway.llm import Completion, LLMMessage, ToolSpec
 from agent_gateway.llm.echo import EchoProvider
 from stello.auth import KeyStore
 from stello.common.v1 import common_pb2
-from stello.server import create_server, shutdown
+from stello.serving.server import create_server, shutdown
 from stello.settings import StelloSettings
 from stello.storage.v1 import storage_pb2, storage_pb2_grpc
 from stello_cli.parser import build_parser

@@ -1,6 +1,6 @@
 """After PostgreSQL terminates its connections (a restart), storage answers the next
 AppendRecords and BeginTurn, never UNKNOWN: a pooled connection the server ended is retried
-on another (`stello.db`)."""
+on another (`stello.db.pool`)."""
 
 from __future__ import annotations
 
@@ -12,8 +12,8 @@ import pytest
 
 from stello.auth import KeyStore
 from stello.channels import open_channel
-from stello.db import create_pool
-from stello.server import create_server, shutdown
+from stello.db.pool import create_pool
+from stello.serving.server import create_server, shutdown
 from stello.settings import StelloSettings
 from stello.storage.v1 import storage_pb2, storage_pb2_grpc
 from storage_service import create_app

@@ -20,8 +20,8 @@ from cryptography.x509.oid import ExtendedKeyUsageOID, NameOID
 
 from stello.auth import KeyStore
 from stello.channels import ClientTls
-from stello.runner import AppFactory
-from stello.server import ServiceApp
+from stello.serving.runner import AppFactory
+from stello.serving.server import ServiceApp
 from stello.settings import StelloSettings
 
 VALID_FOR = datetime.timedelta(days=1)

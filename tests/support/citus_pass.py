@@ -6,7 +6,7 @@ Loaded as a plugin, this module starts one cluster for the run
 (tests/support/citus.py) and points the suite at it: STELLO_TEST_DATABASE_URL
 becomes the coordinator's, and every test database (tests/support/database.py)
 is created on all nodes with citus, migrated and distributed
-(`stello.distribution.distribute`); the `citus` tests use the same cluster.
+(`stello.distribution.apply.distribute`); the `citus` tests use the same cluster.
 A test marked `plain_postgres(reason)` reads what only a plain PostgreSQL
 shows (a plan's shape, the statistics of the tables it read): it is skipped
 with its reason, never silently. Where Citus cannot be made available, every
@@ -49,7 +49,7 @@ PASS_SHARD_COUNT = 4  # shards of each table in the pass's databases (fast to cr
 # (an INSERT in a CTE; any intermediate result of a row or more is refused). A statement
 # that is not routed whole to its space's worker fails the test that ran it, and the run
 # (its ERROR is in the log). The maintenance statements across spaces allow both in their
-# own transaction (stello.maintenance.across_spaces).
+# own transaction (stello.db.maintenance.across_spaces).
 ROUTER_ONLY = {
     "citus.multi_task_query_log_level": "error",
     "citus.max_intermediate_result_size": "0",
@@ -162,10 +162,10 @@ ALLOWED_ERRORS: tuple[Allowed, ...] = (
         r"^canceling statement due to statement timeout$",
         r"^\s*(SELECT DISTINCT d\.space_id\s+FROM \(SELECT space_id FROM sessions"
         r"|SELECT id FROM spaces ORDER BY id$)",
-        "the maintenance transactions are bounded (stello.maintenance.MAINTENANCE_TIMEOUT_S): "
+        "the maintenance transactions are bounded (stello.db.maintenance.MAINTENANCE_TIMEOUT_S): "
         "tests/tree/test_maintenance_bound.py holds what the erasure's look across spaces "
         "(tree_service/erasure/job.py's ERASE_SPACES) and its fallback's listing of the spaces "
-        "(stello.maintenance.SPACES) read, and the round ends at the bound",
+        "(stello.db.maintenance.SPACES) read, and the round ends at the bound",
     ),
 )
 
@@ -182,8 +182,8 @@ def pass_cluster() -> CitusCluster | None:
 
 async def create_distributed_database(cluster: CitusCluster) -> str:
     """A fresh database on `cluster`, migrated and distributed; its coordinator DSN."""
-    from stello.distribution import distribute
-    from stello.migrate import migrate
+    from stello.db.migrate import migrate
+    from stello.distribution.apply import distribute
 
     dsn = await cluster.create_database()
     con = await asyncpg.connect(dsn)

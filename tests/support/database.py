@@ -21,8 +21,8 @@ from pathlib import Path
 
 import asyncpg
 
-from stello.embedded import embedded_server, with_database
-from stello.migrate import migrate
+from stello.db.embedded import embedded_server, with_database
+from stello.db.migrate import migrate
 
 # The embedded server records every statement (tests/distribution reads them
 # to prove each one filters by space_id). It is a throwaway cluster, so it skips

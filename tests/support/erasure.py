@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING, Any, TypeAlias, cast
 
 import asyncpg
 
-from stello.maintenance import across_spaces
+from stello.db.maintenance import across_spaces
 
 if TYPE_CHECKING:
     from asyncpg.pool import PoolConnectionProxy

@@ -21,9 +21,9 @@ import pytest
 
 from stello.auth import KeyStore
 from stello.channels import open_channel
-from stello.db import create_pool
-from stello.runner import AppFactory
-from stello.server import ServiceApp, create_server, shutdown
+from stello.db.pool import create_pool
+from stello.serving.runner import AppFactory
+from stello.serving.server import ServiceApp, create_server, shutdown
 from stello.settings import StelloSettings
 from tests.support.bouncer import (
     STARTED,

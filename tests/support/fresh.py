@@ -23,9 +23,9 @@ import asyncpg
 import pytest
 
 from stello.auth import KeyStore
-from stello.db import create_pool
-from stello.runner import AppFactory
-from stello.server import create_server, shutdown
+from stello.db.pool import create_pool
+from stello.serving.runner import AppFactory
+from stello.serving.server import create_server, shutdown
 from stello.settings import StelloSettings
 from tests.support.database import create_test_database, drop_test_database
 from tests.support.fixtures import RunningServer, TestSpace, new_space

@@ -20,7 +20,7 @@ from typing import Any
 import asyncpg
 import asyncpg.pool
 
-from stello.migrate import CITUS_INSTALLED
+from stello.db.migrate import CITUS_INSTALLED
 from stello.tokens import record_tokens
 from storage_service.records.lineage import LineageRepository
 

@@ -16,7 +16,7 @@ import asyncpg
 import grpc
 
 from stello.auth import KeyStore
-from stello.server import ServiceApp
+from stello.serving.server import ServiceApp
 from stello.settings import StelloSettings
 from stello.storage.v1 import storage_pb2
 from stello.validation import checked_space
@@ -180,8 +180,8 @@ def raw_call(
 
 if __name__ == "__main__":
     # Subprocess mode for the SIGTERM test: serve on port 0, print the port.
-    from stello.db import create_pool
-    from stello.server import serve
+    from stello.db.pool import create_pool
+    from stello.serving.server import serve
 
     async def main() -> None:
         settings = StelloSettings(database_url=sys.argv[1], shutdown_grace_s=10)

@@ -14,7 +14,7 @@ from typing import Any
 
 import asyncpg
 
-from stello.maintenance import across_spaces
+from stello.db.maintenance import across_spaces
 
 TABLES = """
 SELECT c.table_name

@@ -6,7 +6,7 @@ import asyncpg
 import grpc
 import pytest
 
-from stello.maintenance import ACROSS_SPACES
+from stello.db.maintenance import ACROSS_SPACES
 from stello.tree.v1 import tree_pb2
 from tests.tree.conftest import TreeClient, session_count
 

@@ -1,5 +1,5 @@
 """A maintenance round's statements are bounded (explore13 F4): a node that never answers
-ends the round after `stello.maintenance.MAINTENANCE_TIMEOUT_S` (an outage, tried again),
+ends the round after `stello.db.maintenance.MAINTENANCE_TIMEOUT_S` (an outage, tried again),
 never holds it, and its pool connection, for as long as the node stays silent.
 
 The silent node is played by a lock the round needs, held by another transaction (a
@@ -15,8 +15,8 @@ import time
 import asyncpg
 import pytest
 
-from stello import maintenance
-from stello.periodic import OUTAGES
+from stello.db import maintenance
+from stello.db.periodic import OUTAGES
 from tree_service.app import create_eraser
 
 pytestmark = pytest.mark.sql

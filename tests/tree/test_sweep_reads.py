@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import pytest
 
-from stello.db import create_pool
+from stello.db.pool import create_pool
 from tests.support.fresh import GENERIC_PLAN_READS, FreshDatabase, grown_after_analyze
 from tree_service.unit import TreeRepository
 

@@ -14,9 +14,9 @@ import pytest
 from stello.auth import KeyStore
 from stello.channels import open_channel
 from stello.common.v1 import common_pb2
-from stello.db import create_pool
+from stello.db.pool import create_pool
 from stello.errors import error_info_reason
-from stello.server import create_server, shutdown
+from stello.serving.server import create_server, shutdown
 from stello.settings import StelloSettings
 from stello.tree.v1 import tree_pb2, tree_pb2_grpc
 from tests.support.database import create_test_database, drop_test_database
@@ -76,7 +76,7 @@ class TestGetTree:
         for statement, args in ((FOREST, ()), (ROOT_TREE, (ids[0],))):
             async with pool.acquire() as con, con.transaction():
                 await con.execute(tree_settings(60_000))
-                plan = await con.fetchval(  # json: decoded by the pool (stello.db)
+                plan = await con.fetchval(  # json: decoded by the pool (stello.db.pool)
                     f"EXPLAIN (ANALYZE, FORMAT JSON) {statement}", tree.space.id, 2_003, *args
                 )
             loops = [node["Actual Loops"] for node in _scans_of_sessions(plan)]

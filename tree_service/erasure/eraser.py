@@ -16,7 +16,7 @@ erased whatever another node's state.
 
 from __future__ import annotations
 
-from stello.periodic import Periodic
+from stello.db.periodic import Periodic
 from tree_service.erasure.service import ErasureService
 
 

@@ -9,10 +9,10 @@ import uuid
 from collections.abc import Callable
 from dataclasses import dataclass
 
+from stello.db.maintenance import SpaceNode
+from stello.db.tasks import ended_well, to_the_end
 from stello.errors import DeadlineExceeded, ResourceExhausted, session_not_found
-from stello.maintenance import SpaceNode
 from stello.settings import MAX_MESSAGE_BYTES
-from stello.tasks import ended_well, to_the_end
 from tree_service.unit import TreeRepository, TreeTx, deadline_passed
 
 log = logging.getLogger(__name__)
@@ -90,7 +90,7 @@ class ErasureService:
         for a row lock ends at it: `TreeRepository.transaction`) and is checked before the
         commit: passed, the transaction rolls back (DEADLINE_EXCEEDED, nothing hidden) and
         its connection goes back to the pool. The caller
-        leaving meanwhile does not cut the transaction (`stello.tasks.to_the_end`): it ends
+        leaving meanwhile does not cut the transaction (`stello.db.tasks.to_the_end`): it ends
         rolled back, or committed when the deadline passed during the commit itself, and
         the log says which.
         """

@@ -14,7 +14,7 @@ from typing import Any, cast
 
 import asyncpg
 
-from stello.db import fetch, in_transaction
+from stello.db.pool import fetch, in_transaction
 from tree_service.models import STATUSES, Node, SessionFilter, Status, Summary, TreeEntry
 from tree_service.nodes import listing
 from tree_service.nodes.listing import LISTING_PLANS, PAIR_MATCHES, list_statement

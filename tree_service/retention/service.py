@@ -31,11 +31,11 @@ from typing import Literal
 
 import asyncpg
 
-from stello.db import in_transaction
+from stello.db.maintenance import SpaceNode, across_spaces, bounded, space_ids
+from stello.db.periodic import Periodic
+from stello.db.pool import in_transaction
 from stello.errors import FailedPrecondition, session_not_found
 from stello.events import Event, Outbox
-from stello.maintenance import SpaceNode, across_spaces, bounded, space_ids
-from stello.periodic import Periodic
 from stello.reasons import NO_RETENTION_POLICY
 from tree_service.retention.repository import (
     Cursor,

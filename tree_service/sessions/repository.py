@@ -15,7 +15,7 @@ from typing import Any, cast
 
 import asyncpg
 
-from stello.db import fetch
+from stello.db.pool import fetch
 from stello.errors import session_not_found
 from stello.events import Event, EventKind, Outbox
 from tree_service.models import Node, SessionSpec, Status

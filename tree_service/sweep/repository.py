@@ -8,8 +8,8 @@ import uuid
 import asyncpg
 
 from stello import idempotency, reply_erasure
-from stello.db import in_transaction
-from stello.maintenance import across_spaces, bounded, within_space
+from stello.db.maintenance import across_spaces, bounded, within_space
+from stello.db.pool import in_transaction
 from tree_service.erasure import release
 from tree_service.models import SweptSession
 from tree_service.sql import ERASING
@@ -37,7 +37,7 @@ LIMIT $2
 SWEEP_DUE = _SWEEP_DUE.format(space="", order="d.space_id, ")
 
 # SWEEP_DUE in space $3 alone: a sweep's fallback when the read across spaces failed (a
-# node out of reach: `stello.periodic.Periodic.by_space`), routed to the space's worker.
+# node out of reach: `stello.db.periodic.Periodic.by_space`), routed to the space's worker.
 SWEEP_DUE_IN_SPACE = _SWEEP_DUE.format(space="d.space_id = $3\n  AND ", order="")
 
 # The sweep goes space by space over the due pairs SWEEP_DUE read (unlocked):

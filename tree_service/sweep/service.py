@@ -6,7 +6,7 @@ from __future__ import annotations
 import logging
 import uuid
 
-from stello.maintenance import SpaceNode
+from stello.db.maintenance import SpaceNode
 from tree_service.models import SweepQuery, SweptSession
 from tree_service.unit import TreeRepository
 

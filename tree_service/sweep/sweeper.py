@@ -13,7 +13,7 @@ purged with it, skipping the spaces on that node.
 
 from __future__ import annotations
 
-from stello.periodic import Periodic
+from stello.db.periodic import Periodic
 from tree_service.models import SweptSession
 from tree_service.sweep.service import SweepService
 

@@ -13,7 +13,7 @@ from typing import cast
 
 import asyncpg
 
-from stello.db import in_transaction
+from stello.db.pool import in_transaction
 from stello.errors import Unavailable
 from tree_service import sql
 from tree_service.models import ROW_ID, ROW_TOP_AT, TreeReadTooLong, TreeRow, TreeRows
@@ -60,7 +60,7 @@ LIMIT $3
 # index), and a statement timeout bounds what is left (milliseconds, an integer the
 # service computes: a SET takes no parameter). SET LOCAL statements, not set_config():
 # on Citus they reach the worker that runs the walk (the database's default
-# citus.propagate_set_commands = 'local', stello.distribution_plan), which otherwise plans it
+# citus.propagate_set_commands = 'local', stello.distribution.plan), which otherwise plans it
 # from statistics taken while the shard was small (10 s for 2,001 rows of a chain, measured).
 _TREE_SETTINGS = """
 SET LOCAL plan_cache_mode = force_custom_plan;

@@ -13,7 +13,7 @@ from typing import Any
 import asyncpg
 import pytest
 
-from stello.health import READ_ONLY_PROBE
+from stello.serving.health import READ_ONLY_PROBE
 from tests.gateway.conftest import Stack
 
 pytestmark = pytest.mark.sql
@@ -44,7 +44,7 @@ OTHER_MARKS = (
     "FROM api_keys k",
     "typeinfo_tree",
     "set_config(",
-    # The servers' health monitors (stello.health, over connections of their own: a check
+    # The servers' health monitors (stello.serving.health, over connections of their own: a check
     # every 0.2 s in the tests, so the three runs of a count all met one now and then).
     READ_ONLY_PROBE,
     "schema_migrations",

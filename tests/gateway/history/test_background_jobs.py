@@ -28,7 +28,7 @@ from stello.agent.v1 import agent_pb2, agent_pb2_grpc
 from stello.auth import KeyStore
 from stello.common.v1 import common_pb2
 from stello.errors import Unavailable
-from stello.server import shutdown
+from stello.serving.server import shutdown
 from stello.storage.v1 import storage_pb2
 from tests.gateway.conftest import Backends, Stack, StackMaker, rpc_error
 from tests.gateway.history.test_consolidate import SUCCEEDED, counted

@@ -18,7 +18,7 @@ from stello.auth import KeyStore
 from stello.channels import WATCH_CURSOR_METADATA, open_channel
 from stello.common.v1 import common_pb2
 from stello.errors import error_info_reason, field_violations
-from stello.server import shutdown
+from stello.serving.server import shutdown
 from stello.settings import StelloSettings
 from stello.tree.v1 import tree_pb2
 from storage_service.app import create_purger

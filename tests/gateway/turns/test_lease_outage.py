@@ -30,9 +30,9 @@ from agent_gateway.tools.base import CREATE_SESSION
 from stello.agent.v1 import agent_pb2, agent_pb2_grpc
 from stello.auth import KeyStore
 from stello.channels import open_channel
-from stello.db import create_pool
+from stello.db.pool import create_pool
 from stello.errors import error_info_reason
-from stello.server import ServiceApp, create_server, shutdown
+from stello.serving.server import ServiceApp, create_server, shutdown
 from stello.settings import StelloSettings
 from stello.storage.v1 import storage_pb2, storage_pb2_grpc
 from storage_service.app import create_app as storage_app

@@ -28,7 +28,7 @@ from stello.agent.v1 import agent_pb2
 from stello.auth import KeyStore
 from stello.common.v1 import common_pb2
 from stello.errors import error_info_reason
-from stello.server import ServiceApp
+from stello.serving.server import ServiceApp
 from stello.settings import StelloSettings
 from stello.storage.v1 import storage_pb2
 from tests.gateway.conftest import (

@@ -12,7 +12,7 @@ from contextlib import asynccontextmanager
 import asyncpg
 import pytest
 
-from stello.migrate import migrate
+from stello.db.migrate import migrate
 from storage_service.models import MAX_SEQ
 from storage_service.records.lineage import SEGMENT_CAP
 from storage_service.records.repository import LIST_RECORDS_OLDEST

@@ -15,7 +15,7 @@ from typing import Any
 import asyncpg
 import pytest
 
-from stello import db
+from stello.db import pool as db
 from stello.settings import StelloSettings
 from stello.storage.v1 import storage_pb2, storage_pb2_grpc
 from storage_service import create_app as create_storage

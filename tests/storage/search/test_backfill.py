@@ -15,7 +15,7 @@ import pytest
 from prometheus_client import CollectorRegistry
 
 from stello.auth import KeyStore
-from stello.migrate import migrate
+from stello.db.migrate import migrate
 from storage_service import create_app
 from storage_service.config import StorageSettings
 from storage_service.search.backfill import SearchBackfill

@@ -1,0 +1,65 @@
+"""`stello.db.tasks.to_the_end`: work its caller's cancellation must not cut."""
+
+from __future__ import annotations
+
+import asyncio
+import gc
+
+import pytest
+
+from stello.db.tasks import to_the_end
+
+
+async def failing(release: asyncio.Event) -> None:
+    """Work that fails once released."""
+    await release.wait()
+    raise RuntimeError("the work failed")
+
+
+async def test_a_cancelled_caller_waits_and_says_how_it_ended() -> None:
+    release = asyncio.Event()
+    ended: list[asyncio.Future[None]] = []
+    caller = asyncio.ensure_future(to_the_end(failing(release), ended.append))
+    await asyncio.sleep(0.01)
+    caller.cancel()
+    await asyncio.sleep(0.01)
+    assert not caller.done()  # waits for the work's end
+    release.set()
+    with pytest.raises(asyncio.CancelledError):
+        await caller
+    assert len(ended) == 1 and isinstance(ended[0].exception(), RuntimeError)
+
+
+async def test_a_second_cancellation_still_says_how_the_work_ended() -> None:
+    """Cancelled twice (the caller leaves, then gives up waiting), the caller goes at once
+    and the work runs on; its end is still said when it comes, its error consumed: never
+    "Task exception was never retrieved" (explore14 F7)."""
+    loop = asyncio.get_running_loop()
+    unhandled: list[dict[str, object]] = []
+    loop.set_exception_handler(lambda _, context: unhandled.append(context))
+    try:
+        release = asyncio.Event()
+        ended: list[asyncio.Future[None]] = []
+
+        def said(done: asyncio.Future[None]) -> None:
+            done.exception()  # what a `said` reads
+            ended.append(done)
+
+        caller = asyncio.ensure_future(to_the_end(failing(release), said))
+        await asyncio.sleep(0.01)
+        caller.cancel()
+        await asyncio.sleep(0.01)
+        caller.cancel()
+        with pytest.raises(asyncio.CancelledError):
+            await caller
+        assert ended == []
+        release.set()
+        for _ in range(10):
+            await asyncio.sleep(0)
+        assert len(ended) == 1 and isinstance(ended[0].exception(), RuntimeError)
+        ended.clear()
+        gc.collect()
+        await asyncio.sleep(0)
+        assert unhandled == []
+    finally:
+        loop.set_exception_handler(None)

@@ -1,0 +1,282 @@
+"""The server factory: auth and tenancy, health following the database, graceful stop."""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import signal
+import sys
+import time
+from collections.abc import Sequence
+
+import grpc
+import pytest
+from grpc_health.v1 import health_pb2, health_pb2_grpc
+from grpc_reflection.v1alpha import reflection_pb2, reflection_pb2_grpc
+
+from stello.auth import KeyStore
+from stello.db.pool import create_pool
+from stello.errors import error_info_reason, field_violations
+from stello.serving.server import ServiceApp, create_server, shutdown
+from stello.settings import StelloSettings
+from stello.storage.v1 import storage_pb2
+from tests.support import probe
+from tests.support.fixtures import ServerStarter, TestSpace
+from tests.support.proxy import PgProxy
+
+pytestmark = pytest.mark.sql
+
+SESSION = "00000000-0000-4000-8000-000000000001"
+
+
+def request(space: TestSpace | str) -> storage_pb2.GetSessionRequest:
+    sid = space if isinstance(space, str) else space.sid
+    return storage_pb2.GetSessionRequest(space_id=sid, session_id=SESSION)
+
+
+async def status_of(
+    channel: grpc.aio.Channel,
+    method: str,
+    req: storage_pb2.GetSessionRequest,
+    md: Sequence[tuple[str, str]],
+) -> grpc.StatusCode:
+    try:
+        await probe.call(channel, method)(req, metadata=md)
+    except grpc.aio.AioRpcError as err:
+        return err.code()
+    return grpc.StatusCode.OK
+
+
+class TestAuth:
+    async def test_own_space_passes(self, start_server: ServerStarter, space: TestSpace) -> None:
+        """A tenant key reaches its own space and the call runs."""
+        running = await start_server(probe.probe_app)
+        async with running.channel() as channel:
+            reply = await probe.call(channel, probe.ECHO)(request(space), metadata=space.metadata)
+        assert reply.session.id == SESSION
+
+    @pytest.mark.parametrize(
+        "header",
+        [
+            pytest.param(None, id="missing"),
+            pytest.param("Bearer stello_000000000000_nope", id="unknown"),
+            pytest.param("Basic abc", id="wrong-scheme"),
+        ],
+    )
+    async def test_bad_key_is_unauthenticated(
+        self, start_server: ServerStarter, space: TestSpace, header: str | None
+    ) -> None:
+        """A missing, unknown or malformed key answers UNAUTHENTICATED."""
+        running = await start_server(probe.probe_app)
+        md = () if header is None else (("authorization", header),)
+        async with running.channel() as channel:
+            assert await status_of(channel, probe.ECHO, request(space), md) == (
+                grpc.StatusCode.UNAUTHENTICATED
+            )
+
+    async def test_revoked_key_is_unauthenticated(
+        self, start_server: ServerStarter, space: TestSpace, keys: KeyStore
+    ) -> None:
+        """A key stops working once revoked (cache TTL 0 in tests)."""
+        running = await start_server(probe.probe_app)
+        async with running.channel() as channel:
+            assert await status_of(channel, probe.ECHO, request(space), space.metadata) == (
+                grpc.StatusCode.OK
+            )
+            assert await keys.revoke(space.key_id)
+            assert await status_of(channel, probe.ECHO, request(space), space.metadata) == (
+                grpc.StatusCode.UNAUTHENTICATED
+            )
+
+    async def test_other_space_is_not_found(
+        self, start_server: ServerStarter, space: TestSpace, other_space: TestSpace
+    ) -> None:
+        """A tenant key naming another space's id gets NOT_FOUND, never PERMISSION_DENIED."""
+        running = await start_server(probe.probe_app)
+        async with running.channel() as channel:
+            assert await status_of(channel, probe.ECHO, request(other_space), space.metadata) == (
+                grpc.StatusCode.NOT_FOUND
+            )
+
+    async def test_malformed_space_is_invalid(
+        self, start_server: ServerStarter, space: TestSpace
+    ) -> None:
+        """A space_id that is not a UUID is INVALID_ARGUMENT naming the field."""
+        running = await start_server(probe.probe_app)
+        async with running.channel() as channel:
+            with pytest.raises(grpc.aio.AioRpcError) as caught:
+                await probe.call(channel, probe.ECHO)(request("nope"), metadata=space.metadata)
+        assert caught.value.code() == grpc.StatusCode.INVALID_ARGUMENT
+        assert [v.field for v in field_violations(caught.value)] == ["space_id"]
+
+    async def test_tenant_key_on_admin_rpc_is_denied(
+        self, start_server: ServerStarter, space: TestSpace
+    ) -> None:
+        """A tenant key calling an admin RPC is PERMISSION_DENIED."""
+        running = await start_server(probe.probe_app)
+        async with running.channel() as channel:
+            assert await status_of(channel, probe.ADMIN, request(space), space.metadata) == (
+                grpc.StatusCode.PERMISSION_DENIED
+            )
+
+    async def test_admin_key_reaches_admin_rpc_and_any_space(
+        self, start_server: ServerStarter, space: TestSpace, admin_key: str
+    ) -> None:
+        """An admin key may call admin RPCs and name any space."""
+        running = await start_server(probe.probe_app)
+        md = (("authorization", f"Bearer {admin_key}"),)
+        async with running.channel() as channel:
+            assert await status_of(channel, probe.ADMIN, request(space), md) == grpc.StatusCode.OK
+
+
+class TestChannelKey:
+    async def test_key_reaches_unary_and_streaming_calls(
+        self, start_server: ServerStarter, space: TestSpace
+    ) -> None:
+        """open_channel(key=...) authenticates unary and server-streaming calls alike."""
+        running = await start_server(probe.probe_app)
+        async with running.channel(space.key) as channel:
+            reply = await probe.call(channel, probe.ECHO)(request(space))
+            stream = channel.unary_stream(
+                probe.STREAM,
+                request_serializer=storage_pb2.GetSessionRequest.SerializeToString,
+                response_deserializer=storage_pb2.GetSessionResponse.FromString,
+            )
+            replies = [r.session.id async for r in stream(request(space))]
+        assert reply.session.id == SESSION
+        assert replies == [SESSION, SESSION]
+
+
+class TestHealthAndReflection:
+    async def test_health_needs_no_key(self, start_server: ServerStarter) -> None:
+        """Health answers SERVING without a key, for the server and the service."""
+        running = await start_server(probe.probe_app)
+        async with running.channel() as channel:
+            stub = health_pb2_grpc.HealthStub(channel)
+            for name in ("", probe.SERVICE):
+                reply = await stub.Check(health_pb2.HealthCheckRequest(service=name))
+                assert reply.status == health_pb2.HealthCheckResponse.SERVING
+
+    async def test_reflection_lists_services(self, start_server: ServerStarter) -> None:
+        """Reflection lists the app's services without a key."""
+        running = await start_server(probe.probe_app)
+        async with running.channel() as channel:
+            stub = reflection_pb2_grpc.ServerReflectionStub(channel)
+            call = stub.ServerReflectionInfo(
+                iter([reflection_pb2.ServerReflectionRequest(list_services="")])
+            )
+            names = [s.name async for r in call for s in r.list_services_response.service]
+        assert probe.SERVICE in names
+
+    async def test_health_follows_database(self, settings: StelloSettings, keys: KeyStore) -> None:
+        """Health goes NOT_SERVING while the database is unreachable and SERVING once it returns."""
+        assert settings.database_url is not None
+        proxy = PgProxy(settings.database_url)
+        await proxy.open()
+        async with create_pool(
+            proxy.dsn, settings.model_copy(update={"db_pool_min_size": 0})
+        ) as pool:
+            app: ServiceApp = probe.probe_app(settings, pool, keys)
+            server, port = await create_server(app, "127.0.0.1:0")
+            await server.start()
+            try:
+                async with grpc.aio.insecure_channel(f"127.0.0.1:{port}") as channel:
+                    stub = health_pb2_grpc.HealthStub(channel)
+                    assert await _status(stub) == health_pb2.HealthCheckResponse.SERVING
+                    await proxy.cut()
+                    assert await _wait_for(stub, health_pb2.HealthCheckResponse.NOT_SERVING)
+                    await proxy.open()
+                    assert await _wait_for(stub, health_pb2.HealthCheckResponse.SERVING)
+            finally:
+                await shutdown(app, server, 0)
+                await proxy.cut()
+
+
+async def _status(stub: health_pb2_grpc.HealthStub) -> int:
+    reply = await stub.Check(health_pb2.HealthCheckRequest(service=""))
+    return int(reply.status)
+
+
+async def _wait_for(stub: health_pb2_grpc.HealthStub, wanted: int, within_s: float = 10) -> bool:
+    deadline = time.monotonic() + within_s
+    while time.monotonic() < deadline:
+        if await _status(stub) == wanted:
+            return True
+        await asyncio.sleep(0.1)
+    return False
+
+
+class TestGracefulShutdown:
+    async def test_sigterm_lets_in_flight_calls_finish(
+        self, database_url: str, database_env: dict[str, str], space: TestSpace
+    ) -> None:
+        """On SIGTERM a call already running completes OK, then the process exits cleanly."""
+        proc = await asyncio.create_subprocess_exec(
+            sys.executable,
+            "-m",
+            "tests.support.probe",
+            database_url,
+            env={**os.environ, **database_env},
+            stdout=asyncio.subprocess.PIPE,
+            stderr=asyncio.subprocess.PIPE,
+        )
+        try:
+            assert proc.stdout is not None
+            port = int((await asyncio.wait_for(proc.stdout.readline(), 30)).strip())
+            async with grpc.aio.insecure_channel(f"127.0.0.1:{port}") as channel:
+                slow = asyncio.ensure_future(
+                    probe.call(channel, probe.SLOW)(request(space), metadata=space.metadata)
+                )
+                await asyncio.sleep(0.5)
+                proc.send_signal(signal.SIGTERM)
+                reply = await asyncio.wait_for(slow, 10)
+            assert reply.session.id == SESSION
+            assert await asyncio.wait_for(proc.wait(), 15) == 0
+        finally:
+            if proc.returncode is None:
+                proc.kill()
+                await proc.wait()
+
+
+def test_error_reason_helper_handles_plain_errors() -> None:
+    """error_info_reason is None for an error with no details (not a crash)."""
+
+    class Plain(grpc.RpcError):
+        def trailing_metadata(self) -> tuple[()]:
+            return ()
+
+        def code(self) -> grpc.StatusCode:
+            return grpc.StatusCode.INTERNAL
+
+        def details(self) -> str:
+            return "x"
+
+    assert error_info_reason(Plain()) is None
+
+
+class TestMetrics:
+    async def test_calls_are_counted_by_code(
+        self, start_server: ServerStarter, space: TestSpace
+    ) -> None:
+        """Each RPC is counted under its method and final status code, and timed."""
+        running = await start_server(probe.probe_app)
+        async with running.channel() as channel:
+            assert await status_of(channel, probe.ECHO, request(space), space.metadata) == (
+                grpc.StatusCode.OK
+            )
+            assert await status_of(channel, probe.ECHO, request(space), ()) == (
+                grpc.StatusCode.UNAUTHENTICATED
+            )
+        metrics = running.app.metrics
+        assert metrics is not None
+
+        def count(code: str) -> float | None:
+            labels = {"service": "probe", "method": probe.ECHO, "code": code}
+            return metrics.registry.get_sample_value("stello_rpc_calls_total", labels)
+
+        assert count("OK") == 1
+        assert count("UNAUTHENTICATED") == 1
+        timed = metrics.registry.get_sample_value(
+            "stello_rpc_duration_seconds_count", {"service": "probe", "method": probe.ECHO}
+        )
+        assert timed == 2
