@@ -27,7 +27,7 @@ from agent_gateway.forks.faults import FAULT_POINTS, ExitFaults, Faults, NoFault
 from agent_gateway.forks.profiles import Profile, ProfileRegistry, load_profiles
 from agent_gateway.history.consolidation import Consolidator
 from agent_gateway.llm.lazy import LazyProvider
-from agent_gateway.llm.prompt_config import SessionPrompts, load_prompts
+from agent_gateway.llm.prompts.config import SessionPrompts, load_prompts
 from agent_gateway.tools.builtins import BuiltinTools
 from agent_gateway.turns.lease_keeper import LeaseKeeper, LeaseTimes
 from agent_gateway.turns.service import TurnService

@@ -12,7 +12,7 @@ from agent_gateway.app import create_app, services_tls
 from agent_gateway.config import GatewaySettings
 from agent_gateway.files import GatewayFiles
 from agent_gateway.forks.profiles import ProfilesFileError
-from agent_gateway.llm.prompt_config import PromptsFileError
+from agent_gateway.llm.prompts.config import PromptsFileError
 from agent_gateway.tools.skills import SkillsFileError
 from stello.errors import FailedPrecondition
 from stello.serving.entry import parse_flags, settings_checked

@@ -32,7 +32,7 @@ from agent_gateway.llm import (
     Prompts,
 )
 from agent_gateway.llm.lazy import LazyProvider
-from agent_gateway.llm.prompt_config import SessionPrompts, load_prompts
+from agent_gateway.llm.prompts.config import SessionPrompts, load_prompts
 from agent_gateway.memory.index import IndexCaps
 from agent_gateway.memory.shared import SharedMemory
 from agent_gateway.servicer import AgentGatewayServicer

@@ -16,7 +16,7 @@ from agent_gateway.config_checks import (
     zero_or_at_least,
 )
 from agent_gateway.forks.faults import parse_fault
-from agent_gateway.llm.prompt_texts import PresetName
+from agent_gateway.llm.prompts.texts import PresetName
 from stello.settings import MIB, check_pair
 
 

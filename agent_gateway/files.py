@@ -8,7 +8,7 @@ from dataclasses import dataclass
 from agent_gateway.config import GatewaySettings
 from agent_gateway.forks.profiles import ProfileRegistry, ProfilesFileError, load_profiles
 from agent_gateway.llm import Prompts
-from agent_gateway.llm.prompt_config import load_prompts
+from agent_gateway.llm.prompts.config import load_prompts
 from agent_gateway.tools.skills import SkillRegistry, SkillsFileError, load_skills
 from stello.settings import StelloSettings
 

@@ -47,7 +47,7 @@ from agent_gateway.app import GatewayClients
 from agent_gateway.app import create_app as gateway_app
 from agent_gateway.config import GatewaySettings
 from agent_gateway.llm import Completion, EchoProvider, LLMMessage, ToolSpec
-from agent_gateway.llm.prompt_texts import COMPRESSOR, PRESETS
+from agent_gateway.llm.prompts.texts import COMPRESSOR, PRESETS
 from stello.agent.v1 import agent_pb2, agent_pb2_grpc
 from stello.auth import KeyStore
 from stello.channels import open_channel

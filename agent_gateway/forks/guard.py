@@ -17,7 +17,7 @@ import uuid
 
 from agent_gateway.clients import Caller, StorageClient
 from agent_gateway.llm import Prompts
-from agent_gateway.llm.prompt_texts import FORK_COOLING_DOWN, FORK_TOO_EARLY
+from agent_gateway.llm.prompts.texts import FORK_COOLING_DOWN, FORK_TOO_EARLY
 from stello.errors import NotFound, StelloError
 from stello.storage.v1 import storage_pb2
 

@@ -19,7 +19,7 @@ dropped unnoticed); ``{{`` and ``}}`` are literal braces; any other brace is
 kept as written.
 
 ``compressor_prompt`` and ``consolidator_prompt`` replace the gateway's
-``compressor`` / ``consolidator`` texts (`agent_gateway.llm.prompt_texts`)
+``compressor`` / ``consolidator`` texts (`agent_gateway.llm.prompts.texts`)
 for the sessions made with the profile: they are kept in the session's
 frozen config, so its later compressions and consolidations use them, and
 forks of it inherit them. They have no variables (a ``{name}`` in them is
@@ -37,8 +37,8 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from agent_gateway.forks.compose import ContextMode, ProfileLayer, PromptMode
 from agent_gateway.llm import PromptKey, template_problem
-from agent_gateway.llm.prompt_texts import COMPRESSOR, CONSOLIDATOR
-from agent_gateway.llm.templates import render_template, template_variables
+from agent_gateway.llm.prompts.templates import render_template, template_variables
+from agent_gateway.llm.prompts.texts import COMPRESSOR, CONSOLIDATOR
 from stello.config.files import Entry, named_entries, parse_toml, read_config_file
 from stello.errors import MAX_VIOLATIONS, FailedPrecondition, InvalidArgument, cut
 from stello.reasons import PROFILE_NOT_FOUND

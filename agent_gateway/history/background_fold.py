@@ -33,7 +33,7 @@ from agent_gateway.background.jobs import BUDGET_SPENT, DONE, BudgetSpent, JobKi
 from agent_gateway.background.runner import BackgroundRunner
 from agent_gateway.clients import Caller, StorageClient
 from agent_gateway.history.folding import Folder
-from agent_gateway.llm.prompt_config import SessionPrompts
+from agent_gateway.llm.prompts.config import SessionPrompts
 from stello.common.v1 import common_pb2
 from stello.storage.v1 import storage_pb2
 

@@ -40,7 +40,7 @@ from agent_gateway.history.context import Record, Summary, TurnContext
 from agent_gateway.history.folding import CallBudget, Folder, Packer
 from agent_gateway.history.records import context_record
 from agent_gateway.llm.deadlines import bounded
-from agent_gateway.llm.prompt_config import SessionPrompts
+from agent_gateway.llm.prompts.config import SessionPrompts
 from stello.storage.v1 import storage_pb2
 
 CALLS_PER_TURN = 3

@@ -29,7 +29,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from agent_gateway.llm.base import LLMMessage, Role, ToolCallSpec, ToolSpec
-from agent_gateway.llm.prompts import Prompts
+from agent_gateway.llm.prompts.messages import Prompts
 from stello.tool_groups import remove_incomplete_tool_groups
 
 __all__ = [

@@ -32,7 +32,7 @@ from agent_gateway.history.budget import MESSAGE_OVERHEAD, Counter, Window
 from agent_gateway.history.context import Record
 from agent_gateway.history.records import context_record
 from agent_gateway.llm import Completion, LLMMessage, LLMProvider, Prompts, Usage, strip_think
-from agent_gateway.llm.prompt_texts import MEMORY_HEADER, OMITTED_RECORDS, TRANSCRIPT_HEADER
+from agent_gateway.llm.prompts.texts import MEMORY_HEADER, OMITTED_RECORDS, TRANSCRIPT_HEADER
 from stello.errors import FailedPrecondition, ResourceExhausted, Unavailable, new_error_id
 from stello.reasons import LLM_ANSWER_TOO_LARGE, LLM_UNAVAILABLE, WINDOW_TOO_SMALL
 from stello.storage.v1 import storage_pb2

@@ -19,7 +19,7 @@ from collections.abc import Callable, Sequence
 from agent_gateway.history.folding import Folder, Packer
 from agent_gateway.history.records import context_record
 from agent_gateway.llm import Prompts
-from agent_gateway.llm.prompt_texts import FORK_COMPRESSOR
+from agent_gateway.llm.prompts.texts import FORK_COMPRESSOR
 from stello.common.v1 import common_pb2
 
 CALLS = 3

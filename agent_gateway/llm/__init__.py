@@ -1,7 +1,7 @@
 """LLM providers behind one interface (DESIGN §6), and the helper calls that use them.
 
-The network providers live in `agent_gateway.llm.openai_provider` and
-`agent_gateway.llm.anthropic_provider`; `build_provider` imports them only when
+The network providers live in `agent_gateway.llm.network.openai_provider` and
+`agent_gateway.llm.network.anthropic_provider`; `build_provider` imports them only when
 they are configured, so the SDKs cost nothing to a gateway running `echo`.
 """
 
@@ -27,8 +27,7 @@ from agent_gateway.llm.base import (
     estimate_tokens,
 )
 from agent_gateway.llm.echo import DEFAULT_MAX_CONTEXT_TOKENS, EchoProvider, parse_tool_commands
-from agent_gateway.llm.prompt_texts import KEYS, PRESETS, PresetName, PromptKey
-from agent_gateway.llm.prompts import (
+from agent_gateway.llm.prompts.messages import (
     PromptError,
     Prompts,
     compress_records,
@@ -38,6 +37,7 @@ from agent_gateway.llm.prompts import (
     template_problem,
     transcript,
 )
+from agent_gateway.llm.prompts.texts import KEYS, PRESETS, PresetName, PromptKey
 from agent_gateway.llm.tool_arguments import RAW_ARGUMENTS_KEY, parse_tool_arguments
 from stello.errors import FailedPrecondition
 from stello.reasons import LLM_API_KEY_MISSING
@@ -107,7 +107,7 @@ def build_provider(
     if missing is not None:
         raise FailedPrecondition(missing, reason=LLM_API_KEY_MISSING)
     if settings.llm_provider == "openai":
-        from agent_gateway.llm.openai_provider import OpenAIProvider
+        from agent_gateway.llm.network.openai_provider import OpenAIProvider
 
         return OpenAIProvider(
             model=settings.openai_model,
@@ -121,7 +121,7 @@ def build_provider(
             record_bytes=settings.max_record_bytes,
         )
     if settings.llm_provider == "anthropic":
-        from agent_gateway.llm.anthropic_provider import AnthropicProvider
+        from agent_gateway.llm.network.anthropic_provider import AnthropicProvider
 
         return AnthropicProvider(
             model=settings.anthropic_model,

@@ -24,7 +24,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from agent_gateway.llm import Prompts
-from agent_gateway.llm.prompt_texts import SHARED_MEMORY_HINT, SHARED_MEMORY_MORE
+from agent_gateway.llm.prompts.texts import SHARED_MEMORY_HINT, SHARED_MEMORY_MORE
 from stello.common.v1 import common_pb2
 from stello.memory_rules import index_line
 from stello.storage.v1 import storage_pb2

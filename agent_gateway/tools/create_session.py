@@ -28,7 +28,7 @@ from agent_gateway.forks.guard import ForkGuard
 from agent_gateway.forks.inputs import ForkInput
 from agent_gateway.forks.profiles import ProfileRegistry
 from agent_gateway.llm import RAW_ARGUMENTS_KEY, Prompts, ToolCallSpec, ToolSpec
-from agent_gateway.llm.prompt_texts import UNKNOWN_PROFILE
+from agent_gateway.llm.prompts.texts import UNKNOWN_PROFILE
 from agent_gateway.tools.base import CREATE_SESSION, ToolOutcome
 from agent_gateway.tools.skills import SkillRegistry
 from stello.errors import StelloError

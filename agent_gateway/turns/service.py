@@ -67,7 +67,7 @@ from agent_gateway.history.context import Summary, TurnContext, context_prefix
 from agent_gateway.history.folding import CallBudget
 from agent_gateway.history.records import context_record, tool_call_proto
 from agent_gateway.llm import LLMProvider
-from agent_gateway.llm.prompt_config import SessionPrompts
+from agent_gateway.llm.prompts.config import SessionPrompts
 from agent_gateway.memory.index import IndexCaps, render_index
 from agent_gateway.tools.builtins import BuiltinTools
 from agent_gateway.turns.commit import Lease, TurnCommitter

@@ -24,7 +24,7 @@ from agent_gateway.llm import (
     ToolSpec,
     Usage,
 )
-from agent_gateway.llm.prompt_texts import COMPRESSOR, CONSOLIDATOR
+from agent_gateway.llm.prompts.texts import COMPRESSOR, CONSOLIDATOR
 from stello.agent.v1 import agent_pb2
 from stello.common.v1 import common_pb2
 from stello.storage.v1 import storage_pb2

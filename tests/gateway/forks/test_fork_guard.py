@@ -17,7 +17,7 @@ import pytest
 
 from agent_gateway.clients.rpc import Caller
 from agent_gateway.forks.guard import ForkGuard
-from agent_gateway.llm.prompts import Prompts
+from agent_gateway.llm.prompts.messages import Prompts
 from agent_gateway.tools.base import CREATE_SESSION
 from stello.agent.v1 import agent_pb2, agent_pb2_grpc
 from tests.gateway.conftest import Backends, Counted, Stack, StackMaker

@@ -16,7 +16,7 @@ from agent_gateway.forks.profiles import (
     load_profiles,
     parse_profiles,
 )
-from agent_gateway.llm.templates import render_template, template_variables
+from agent_gateway.llm.prompts.templates import render_template, template_variables
 from stello.errors import FailedPrecondition, InvalidArgument
 from stello.reasons import PROFILE_NOT_FOUND
 from tests.gateway.conftest import PROFILES_TOML

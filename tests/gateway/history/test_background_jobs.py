@@ -23,7 +23,7 @@ import grpc
 import pytest
 
 from agent_gateway.llm import Completion, LLMMessage, ToolSpec
-from agent_gateway.llm.prompt_texts import CONSOLIDATOR
+from agent_gateway.llm.prompts.texts import CONSOLIDATOR
 from stello.agent.v1 import agent_pb2, agent_pb2_grpc
 from stello.auth import KeyStore
 from stello.common.v1 import common_pb2

@@ -20,7 +20,7 @@ import pytest
 
 from agent_gateway.history.budget import Calibration, Counter, Window
 from agent_gateway.llm import LLMMessage
-from agent_gateway.llm.prompt_texts import COMPRESSOR
+from agent_gateway.llm.prompts.texts import COMPRESSOR
 from stello.agent.v1 import agent_pb2
 from stello.errors import Unavailable, error_info_reason, field_violations
 from stello.reasons import LLM_UNAVAILABLE

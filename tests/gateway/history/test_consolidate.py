@@ -13,7 +13,7 @@ import logging
 import grpc
 import pytest
 
-from agent_gateway.llm.prompt_texts import COMPRESSOR, CONSOLIDATOR
+from agent_gateway.llm.prompts.texts import COMPRESSOR, CONSOLIDATOR
 from stello.agent.v1 import agent_pb2
 from stello.common.v1 import common_pb2
 from stello.errors import Unavailable, error_info_reason

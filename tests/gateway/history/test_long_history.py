@@ -16,8 +16,8 @@ from collections.abc import AsyncIterator, Callable
 import asyncpg
 import pytest
 
-from agent_gateway.llm.openai_provider import OpenAIProvider
-from agent_gateway.llm.prompt_texts import COMPRESSOR
+from agent_gateway.llm.network.openai_provider import OpenAIProvider
+from agent_gateway.llm.prompts.texts import COMPRESSOR
 from stello.agent.v1 import agent_pb2
 from stello.common.v1 import common_pb2
 from stello.storage.v1 import storage_pb2

@@ -13,7 +13,7 @@ from typing import Any
 import pytest
 
 from agent_gateway.app import GatewayClients
-from agent_gateway.llm.openai_provider import OpenAIProvider
+from agent_gateway.llm.network.openai_provider import OpenAIProvider
 from stello.agent.v1 import agent_pb2, agent_pb2_grpc
 from stello.settings import StelloSettings
 from tests.gateway.conftest import (

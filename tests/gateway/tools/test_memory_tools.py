@@ -14,7 +14,7 @@ from typing import Any
 import grpc
 import pytest
 
-from agent_gateway.llm.openai_provider import OpenAIProvider
+from agent_gateway.llm.network.openai_provider import OpenAIProvider
 from agent_gateway.tools.base import (
     CREATE_SESSION,
     MEMORY_FORGET,

@@ -25,14 +25,14 @@ import asyncpg
 import grpc
 import pytest
 
-from agent_gateway.llm.anthropic_provider import AnthropicProvider
-from agent_gateway.llm.openai_provider import OpenAIProvider
+from agent_gateway.llm.network.anthropic_provider import AnthropicProvider
+from agent_gateway.llm.network.openai_provider import OpenAIProvider
 from stello.agent.v1 import agent_pb2
 from stello.errors import error_info_metadata, error_info_reason
 from stello.reasons import LLM_ANSWER_TOO_LARGE, LLM_UNAVAILABLE
 from stello.storage.v1 import storage_pb2
 from tests.gateway.conftest import StackMaker, row_counts, rpc_error
-from tests.gateway.llm.providers.support import NETWORK, fake_server, network_provider
+from tests.gateway.llm.network.support import NETWORK, fake_server, network_provider
 from tests.gateway.turns_support import send, stream_events
 from tests.support.fake_anthropic import FakeAnthropic
 from tests.support.fake_http import FakeAnswer, Reply

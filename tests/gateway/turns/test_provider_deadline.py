@@ -20,14 +20,14 @@ import asyncpg
 import grpc
 import pytest
 
-from agent_gateway.llm.anthropic_provider import AnthropicProvider
-from agent_gateway.llm.openai_provider import OpenAIProvider
+from agent_gateway.llm.network.anthropic_provider import AnthropicProvider
+from agent_gateway.llm.network.openai_provider import OpenAIProvider
 from stello.agent.v1 import agent_pb2
 from stello.common.v1 import common_pb2
 from stello.errors import error_info_reason, retry_delay
 from stello.reasons import LLM_TIMEOUT, LLM_UNAVAILABLE
 from tests.gateway.conftest import Stack, StackMaker, record, row_counts, rpc_error
-from tests.gateway.llm.providers.support import (
+from tests.gateway.llm.network.support import (
     NETWORK,
     busy,
     closer,

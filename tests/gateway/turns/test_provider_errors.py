@@ -20,11 +20,11 @@ import pytest
 from google.rpc import error_details_pb2
 from grpc_status import rpc_status
 
-from agent_gateway.llm.anthropic_provider import AnthropicProvider
-from agent_gateway.llm.error_bodies import ERROR_BODY_LIMIT
-from agent_gateway.llm.openai_provider import OpenAIProvider
+from agent_gateway.llm.network.anthropic_provider import AnthropicProvider
+from agent_gateway.llm.network.error_bodies import ERROR_BODY_LIMIT
+from agent_gateway.llm.network.openai_provider import OpenAIProvider
 from tests.gateway.conftest import StackMaker, rpc_error
-from tests.gateway.llm.providers.support import NETWORK, fake_server, network_provider
+from tests.gateway.llm.network.support import NETWORK, fake_server, network_provider
 from tests.gateway.turns_support import send, stream_events
 from tests.support.fake_anthropic import FakeAnthropic
 from tests.support.fake_http import FakeToolCall, Reply

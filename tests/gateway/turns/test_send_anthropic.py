@@ -16,7 +16,7 @@ import grpc
 import pytest
 
 from agent_gateway.llm import RAW_ARGUMENTS_KEY
-from agent_gateway.llm.anthropic_provider import AnthropicProvider
+from agent_gateway.llm.network.anthropic_provider import AnthropicProvider
 from stello import json_text
 from stello.agent.v1 import agent_pb2
 from stello.errors import error_info_reason

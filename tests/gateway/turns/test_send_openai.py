@@ -13,7 +13,7 @@ from collections.abc import AsyncIterator
 import pytest
 
 from agent_gateway.llm import RAW_ARGUMENTS_KEY
-from agent_gateway.llm.openai_provider import OpenAIProvider
+from agent_gateway.llm.network.openai_provider import OpenAIProvider
 from agent_gateway.tools.base import CREATE_SESSION
 from stello.agent.v1 import agent_pb2
 from tests.gateway.conftest import Stack, StackMaker, rpc_error

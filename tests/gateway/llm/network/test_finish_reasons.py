@@ -9,13 +9,13 @@ from dataclasses import dataclass
 import pytest
 
 from agent_gateway.llm import Completion, EchoProvider, LLMMessage, collect
-from agent_gateway.llm.answers import answer_limit
-from agent_gateway.llm.anthropic_provider import AnthropicProvider
 from agent_gateway.llm.base import FinishReason
-from agent_gateway.llm.openai_provider import OpenAIProvider
+from agent_gateway.llm.network.answers import answer_limit
+from agent_gateway.llm.network.anthropic_provider import AnthropicProvider
+from agent_gateway.llm.network.openai_provider import OpenAIProvider
 from stello.errors import ResourceExhausted
 from stello.reasons import LLM_ANSWER_TOO_LARGE
-from tests.gateway.llm.providers.support import NETWORK, remote
+from tests.gateway.llm.network.support import NETWORK, remote
 from tests.support.fake_anthropic import FakeAnthropic
 from tests.support.fake_http import FakeAnswer, FakeToolCall, Reply
 from tests.support.fake_openai import FakeOpenAI

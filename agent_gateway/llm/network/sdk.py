@@ -14,9 +14,9 @@ from typing import Generic, Protocol, Self, TypeVar
 import httpx2
 import pydantic
 
-from agent_gateway.llm.answers import AnswerBound
-from agent_gateway.llm.remote import Endpoint
-from agent_gateway.llm.retries import retries_sent
+from agent_gateway.llm.network.answers import AnswerBound
+from agent_gateway.llm.network.remote import Endpoint
+from agent_gateway.llm.network.retries import retries_sent
 from stello.errors import StelloError
 
 

@@ -16,8 +16,8 @@ import pytest
 
 from agent_gateway.history.context import Record, context_prefix
 from agent_gateway.llm import Completion, LLMMessage, LLMProvider, ToolCallSpec, ToolSpec, collect
-from agent_gateway.llm.anthropic_provider import AnthropicProvider
-from agent_gateway.llm.openai_provider import OpenAIProvider
+from agent_gateway.llm.network.anthropic_provider import AnthropicProvider
+from agent_gateway.llm.network.openai_provider import OpenAIProvider
 from stello.errors import StelloError
 from tests.gateway.llm.support import ENGLISH
 from tests.support.fake_anthropic import FakeAnthropic

@@ -21,8 +21,8 @@ from typing import Any
 import pytest
 
 from agent_gateway.llm import KEYS, Prompts
-from agent_gateway.llm.openai_provider import OpenAIProvider
-from agent_gateway.llm.prompt_texts import (
+from agent_gateway.llm.network.openai_provider import OpenAIProvider
+from agent_gateway.llm.prompts.texts import (
     COMPRESSOR,
     CONSOLIDATOR,
     FORK_COMPRESSOR,

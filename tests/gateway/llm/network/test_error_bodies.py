@@ -8,9 +8,9 @@ from collections.abc import AsyncIterator
 
 import pytest
 
-from agent_gateway.llm.error_bodies import ERROR_BODY_LIMIT
+from agent_gateway.llm.network.error_bodies import ERROR_BODY_LIMIT
 from stello.errors import DeadlineExceeded, FailedPrecondition, StelloError, Unavailable
-from tests.gateway.llm.providers.support import (
+from tests.gateway.llm.network.support import (
     HI,
     MODES,
     NETWORK,

@@ -7,9 +7,9 @@ import asyncio
 import pytest
 
 from agent_gateway.llm import LLMMessage
-from agent_gateway.llm.openai_provider import OpenAIProvider
+from agent_gateway.llm.network.openai_provider import OpenAIProvider
 from stello.errors import Unavailable
-from tests.gateway.llm.providers.support import MODEL, logged
+from tests.gateway.llm.network.support import MODEL, logged
 from tests.support.fake_http import FakeAnswer
 from tests.support.fake_openai import FakeOpenAI
 

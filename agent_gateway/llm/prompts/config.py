@@ -4,12 +4,12 @@
 the reference's Chinese texts); ``STELLO_GATEWAY_PROMPTS_FILE`` a TOML file
 whose top-level keys replace the preset's texts, one key each::
 
-    # prompts.toml: any subset of the keys of agent_gateway.llm.prompt_texts
+    # prompts.toml: any subset of the keys of agent_gateway.llm.prompts.texts
     session_identity = "<session_identity>\\nYou are working on {label}.\\n</session_identity>"
     compressor = \"\"\"Summarise the conversation below for a colleague taking over.
     Keep decisions, facts and open questions.\"\"\"
 
-Values are ``{name}`` templates (`agent_gateway.llm.templates`) that may use
+Values are ``{name}`` templates (`agent_gateway.llm.prompts.templates`) that may use
 only their key's variables. An unreadable file, bad TOML, an unknown key, a
 value that is not a string, or a variable the key does not have stops the
 process with a message naming the file, line, key and variable.
@@ -27,8 +27,8 @@ import uuid
 from pathlib import Path
 
 from agent_gateway.clients import Caller, TreeClient
-from agent_gateway.llm import PresetName, PromptError, Prompts, prompt_key, template_problem
-from agent_gateway.llm.prompt_texts import COMPRESSOR, CONSOLIDATOR
+from agent_gateway.llm.prompts.messages import PromptError, Prompts, prompt_key, template_problem
+from agent_gateway.llm.prompts.texts import COMPRESSOR, CONSOLIDATOR, PresetName
 
 
 class PromptsFileError(ValueError):

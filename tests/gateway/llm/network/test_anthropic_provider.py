@@ -20,9 +20,9 @@ from agent_gateway.llm import (
     Usage,
     collect,
 )
-from agent_gateway.llm.anthropic_provider import AnthropicProvider
+from agent_gateway.llm.network.anthropic_provider import AnthropicProvider
 from stello.errors import DeadlineExceeded, FailedPrecondition, ResourceExhausted, Unavailable
-from tests.gateway.llm.providers.support import (
+from tests.gateway.llm.network.support import (
     KEY,
     MODEL,
     MODES,

@@ -21,7 +21,7 @@ from agent_gateway.llm import (
     Usage,
     collect,
 )
-from agent_gateway.llm.openai_provider import OpenAIProvider
+from agent_gateway.llm.network.openai_provider import OpenAIProvider
 from stello.errors import (
     DeadlineExceeded,
     FailedPrecondition,
@@ -29,7 +29,7 @@ from stello.errors import (
     StelloError,
     Unavailable,
 )
-from tests.gateway.llm.providers.support import (
+from tests.gateway.llm.network.support import (
     KEY,
     MODEL,
     MODES,

@@ -45,16 +45,6 @@ from anthropic.types import (
 from anthropic.types import TextDelta as AnthropicTextDelta
 from anthropic.types import Usage as AnthropicUsage
 
-from agent_gateway.llm.answers import (
-    NO_EVENT,
-    RECORD_BYTES,
-    AnswerBound,
-    EventReading,
-    finish_of,
-    text_of,
-    unique,
-    unique_ids,
-)
 from agent_gateway.llm.base import (
     Completion,
     JsonObject,
@@ -63,6 +53,16 @@ from agent_gateway.llm.base import (
     ToolCallEvent,
     ToolCallSpec,
     Usage,
+)
+from agent_gateway.llm.network.answers import (
+    NO_EVENT,
+    RECORD_BYTES,
+    AnswerBound,
+    EventReading,
+    finish_of,
+    text_of,
+    unique,
+    unique_ids,
 )
 from agent_gateway.llm.tool_arguments import parse_tool_arguments
 

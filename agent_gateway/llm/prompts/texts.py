@@ -2,11 +2,11 @@
 
 The gateway adds these texts to model calls (DESIGN §5.16). Each is a
 `PromptKey`: the name a prompts file (or a profile) sets it by, the
-``{name}`` variables its template may use (`agent_gateway.llm.templates`), the
+``{name}`` variables its template may use (`agent_gateway.llm.prompts.templates`), the
 ones it must use, and what it is for. `PRESETS` gives every key a text in
 English (``en``, the default) and in the reference's Chinese (``zh``,
 STELLO-SPEC §4.5.1, §4.9 — exactly its texts). Where the texts go, and the
-message structures around them, are fixed by `agent_gateway.llm.prompts`.
+message structures around them, are fixed by `agent_gateway.llm.prompts.messages`.
 
 To add a text: a `PromptKey` in `KEYS`, its text in every preset (a test
 checks each preset has exactly the keys), and its use through

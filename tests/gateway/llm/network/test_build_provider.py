@@ -11,11 +11,11 @@ import pytest
 from pydantic import SecretStr
 
 from agent_gateway.llm import LLMMessage, build_provider
-from agent_gateway.llm.anthropic_provider import AnthropicProvider
-from agent_gateway.llm.openai_provider import OpenAIProvider
+from agent_gateway.llm.network.anthropic_provider import AnthropicProvider
+from agent_gateway.llm.network.openai_provider import OpenAIProvider
 from stello.errors import FailedPrecondition
 from stello.settings import StelloSettings
-from tests.gateway.llm.providers.support import KEY
+from tests.gateway.llm.network.support import KEY
 from tests.support.fake_anthropic import FakeAnthropic
 from tests.support.fake_openai import FakeOpenAI
 

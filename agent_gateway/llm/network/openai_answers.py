@@ -37,7 +37,12 @@ from openai.types.chat import (
 )
 from openai.types.chat.chat_completion_chunk import ChoiceDeltaToolCall
 
-from agent_gateway.llm.answers import (
+from agent_gateway.llm.base import (
+    Completion,
+    ToolCallSpec,
+    Usage,
+)
+from agent_gateway.llm.network.answers import (
     NO_EVENT,
     RECORD_BYTES,
     AnswerBound,
@@ -45,11 +50,6 @@ from agent_gateway.llm.answers import (
     finish_of,
     text_of,
     unique_ids,
-)
-from agent_gateway.llm.base import (
-    Completion,
-    ToolCallSpec,
-    Usage,
 )
 from agent_gateway.llm.tool_arguments import parse_tool_arguments
 from stello import json_text

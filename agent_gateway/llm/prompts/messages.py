@@ -1,7 +1,7 @@
 """The configured built-in texts (`Prompts`) and the helper LLM calls that use them.
 
-The texts come from the registry (`agent_gateway.llm.prompt_texts`): a
-preset, with a prompts file's overrides (`agent_gateway.llm.prompt_config`).
+The texts come from the registry (`agent_gateway.llm.prompts.texts`): a
+preset, with a prompts file's overrides (`agent_gateway.llm.prompts.config`).
 Whatever the texts, the message structures are those of STELLO-SPEC §4.9:
 
 - session identity: one system message, the ``session_identity`` text;
@@ -30,7 +30,8 @@ from dataclasses import dataclass, field
 from typing import Protocol
 
 from agent_gateway.llm.base import LLMMessage, LLMProvider
-from agent_gateway.llm.prompt_texts import (
+from agent_gateway.llm.prompts.templates import render_template, template_variables
+from agent_gateway.llm.prompts.texts import (
     COMPRESSOR,
     CONSOLIDATOR,
     KEYS,
@@ -43,7 +44,6 @@ from agent_gateway.llm.prompt_texts import (
     PresetName,
     PromptKey,
 )
-from agent_gateway.llm.templates import render_template, template_variables
 
 _THINK = re.compile(r"<think>.*?(?:</think>\s*|\Z)", re.DOTALL)
 """A reasoning block: closed, or unclosed to the end (an answer cut inside its reasoning by

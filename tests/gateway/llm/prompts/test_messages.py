@@ -29,7 +29,7 @@ from agent_gateway.llm import (
     template_problem,
     transcript,
 )
-from agent_gateway.llm.prompt_texts import (
+from agent_gateway.llm.prompts.texts import (
     COMPRESSOR,
     CONSOLIDATOR,
     FORK_COMPRESSOR,

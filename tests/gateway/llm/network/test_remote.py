@@ -9,13 +9,13 @@ import pytest
 from google.rpc import error_details_pb2
 
 from agent_gateway.llm import RAW_ARGUMENTS_KEY, parse_tool_arguments
-from agent_gateway.llm.remote import (
+from agent_gateway.llm.network.remote import (
     MAX_DETAIL_CHARS,
     Endpoint,
     error_detail,
     mask_secret,
 )
-from agent_gateway.llm.retries import MAX_RETRY_AFTER_S, retry_after
+from agent_gateway.llm.network.retries import MAX_RETRY_AFTER_S, retry_after
 from stello.errors import (
     DeadlineExceeded,
     FailedPrecondition,
@@ -24,7 +24,7 @@ from stello.errors import (
     Unavailable,
     to_rpc_status,
 )
-from tests.gateway.llm.providers.support import logged
+from tests.gateway.llm.network.support import logged
 
 ENDPOINT = Endpoint("openai", "http://llm:8000/v1", "m", 30.0, 2, secret="sk-secret-1234")
 

@@ -47,7 +47,7 @@ from dataclasses import dataclass, field
 from typing import TypeVar
 
 from agent_gateway.llm.deadlines import time_left
-from agent_gateway.llm.retries import (
+from agent_gateway.llm.network.retries import (
     LONGEST_RETRY_WAIT_S,
     backoff,
     longest_wait,

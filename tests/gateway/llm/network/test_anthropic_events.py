@@ -8,9 +8,9 @@ from collections.abc import AsyncIterator
 import pytest
 
 from agent_gateway.llm import Completion, LLMMessage, ToolCallSpec, Usage, collect
-from agent_gateway.llm.anthropic_provider import AnthropicProvider
+from agent_gateway.llm.network.anthropic_provider import AnthropicProvider
 from stello.errors import Unavailable
-from tests.gateway.llm.providers.support import logged
+from tests.gateway.llm.network.support import logged
 from tests.support.fake_anthropic import FakeAnthropic
 from tests.support.fake_http import FakeAnswer, FakeToolCall, Reply
 

@@ -69,7 +69,6 @@ from openai.types.chat import (
     ChatCompletionMessageParam,
 )
 
-from agent_gateway.llm.answers import NO_EVENT, RECORD_BYTES, AnswerBound, finish_of, log_stop
 from agent_gateway.llm.base import (
     Completion,
     Done,
@@ -80,20 +79,27 @@ from agent_gateway.llm.base import (
     ToolCallEvent,
     ToolSpec,
 )
-from agent_gateway.llm.error_bodies import cut_detail, http_hooks
-from agent_gateway.llm.openai_answers import (
+from agent_gateway.llm.network.answers import (
+    NO_EVENT,
+    RECORD_BYTES,
+    AnswerBound,
+    finish_of,
+    log_stop,
+)
+from agent_gateway.llm.network.error_bodies import cut_detail, http_hooks
+from agent_gateway.llm.network.openai_answers import (
     DoneMarking,
     StreamedAnswer,
     error_in,
     read_completion,
     status_of_error,
 )
-from agent_gateway.llm.remote import (
+from agent_gateway.llm.network.remote import (
     Endpoint,
     error_detail,
 )
-from agent_gateway.llm.retries import RetryPolicy, retries_made, retry_after
-from agent_gateway.llm.sdk import SdkProvider, tls_context
+from agent_gateway.llm.network.retries import RetryPolicy, retries_made, retry_after
+from agent_gateway.llm.network.sdk import SdkProvider, tls_context
 from stello.errors import StelloError
 
 DEFAULT_BASE_URL = "https://api.openai.com/v1"

@@ -11,9 +11,9 @@ import openai._constants
 import pytest
 
 from agent_gateway.llm.deadlines import bounded, caller_deadline
-from agent_gateway.llm.retries import FIRST_BACKOFF_S, LONGEST_BACKOFF_S, backoff
+from agent_gateway.llm.network.retries import FIRST_BACKOFF_S, LONGEST_BACKOFF_S, backoff
 from stello.errors import ResourceExhausted, StelloError, Unavailable
-from tests.gateway.llm.providers.support import (
+from tests.gateway.llm.network.support import (
     HI,
     MODES,
     NETWORK,

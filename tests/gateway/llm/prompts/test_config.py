@@ -12,8 +12,8 @@ from pydantic import ValidationError
 
 from agent_gateway.config import GatewaySettings
 from agent_gateway.llm import KEYS, PRESETS, Prompts
-from agent_gateway.llm.prompt_config import PromptsFileError, load_prompts, parse_prompts
-from agent_gateway.llm.prompt_texts import COMPRESSOR, CONSOLIDATOR, SESSION_IDENTITY
+from agent_gateway.llm.prompts.config import PromptsFileError, load_prompts, parse_prompts
+from agent_gateway.llm.prompts.texts import COMPRESSOR, CONSOLIDATOR, SESSION_IDENTITY
 from tests.gateway.llm.support import CHINESE, ENGLISH
 
 EXAMPLE = '''\
@@ -141,7 +141,7 @@ class TestFile:
 
 def readme_block(marker: str) -> str:
     """The fenced block after `marker` in README.md."""
-    readme = (Path(__file__).resolve().parents[3] / "README.md").read_text(encoding="utf-8")
+    readme = (Path(__file__).resolve().parents[4] / "README.md").read_text(encoding="utf-8")
     after = readme.split(marker, 1)[1]
     return after.split("```toml\n", 1)[1].split("```", 1)[0]
 
@@ -165,7 +165,7 @@ class TestReadme:
 
     def test_every_key_documented(self) -> None:
         """The keys table names every key."""
-        readme = (Path(__file__).resolve().parents[3] / "README.md").read_text(encoding="utf-8")
+        readme = (Path(__file__).resolve().parents[4] / "README.md").read_text(encoding="utf-8")
         assert [key.name for key in KEYS if f"| `{key.name}` |" not in readme] == []
 
 
