@@ -1,18 +1,18 @@
-"""The caller's deadline, for the SDKs' retries of a model call (`retries`).
+"""The caller's deadline, for the network providers' retries of a model call (`retries`).
 
-A turn's model call is made for a client whose RPC has a deadline; the SDKs' retry
-loops do not know it. The turn sets it, for the call only, in `caller_deadline` (a
+A turn's model call is made for a client whose RPC has a deadline; a provider's retry
+loop would not know it. The turn sets it, for the call only, in `caller_deadline` (a
 context variable: `bounded` around an awaited call, `bounded_steps` around each step
 of a stream, so that it never outlives the call nor leaks into the caller's code or
-into tasks started elsewhere). The network providers' `_should_retry` then refuses
-to sleep a wait that does not fit in what is left of it (`retries.not_waited`): a Retry-After
+into tasks started elsewhere). The network providers' retries (`retries.Retries`) then
+refuse to sleep a wait that does not fit in what is left of it (`retries.not_waited`): a Retry-After
 (the call fails at once with the provider's status, telling the client when to retry,
-RetryInfo), or, when the answer asks none, the SDK's own backoff before its next retry
+RetryInfo), or, when the answer asks none, the backoff before the next retry
 (`retries.backoff`: the call fails at once with the provider's status), instead of the
 client's deadline passing during the sleep.
 
-A COMPRESS fork's summary is made under it too (`forks.creator`), and so is the SDKs'
-backoff after a request that got no answer (`retries.RetryPolicy._sleep_for_retry`).
+A COMPRESS fork's summary is made under it too (`forks.creator`), and so is the
+backoff after a request that got no answer (`retries.unanswered_wait`).
 
 Work with no caller deadline (a background fold, a consolidation) leaves it unset and
 keeps the gateway's own limit on a wait (`retries.longest_wait`). So does the manual

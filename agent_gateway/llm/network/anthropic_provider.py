@@ -49,10 +49,12 @@ from __future__ import annotations
 
 import json
 from collections.abc import AsyncGenerator, Sequence
+from contextlib import AbstractAsyncContextManager, AsyncExitStack
 from typing import Literal, TypeAlias
 
 import anthropic
 import httpx2
+from anthropic import AsyncAPIResponse
 from anthropic.types import (
     Message,
     MessageParam,
@@ -88,7 +90,7 @@ from agent_gateway.llm.network.remote import (
     Endpoint,
     error_detail,
 )
-from agent_gateway.llm.network.retries import RetryPolicy, retries_made, retry_after
+from agent_gateway.llm.network.retries import Retries, retries_made, retry_after
 from agent_gateway.llm.network.sdk import SdkProvider, tls_context
 from stello.errors import StelloError
 
@@ -174,7 +176,12 @@ def to_anthropic_tools(tools: Sequence[ToolSpec] | None) -> list[ToolParam]:
     ]
 
 
-class _Client(RetryPolicy, anthropic.AsyncAnthropic):
+def _error_answer(exc: Exception) -> httpx2.Response | None:
+    """The error answer (an HTTP status of 4xx, 5xx) the SDK's exception `exc` stands for."""
+    return exc.response if isinstance(exc, anthropic.APIStatusError) else None
+
+
+class _Client(anthropic.AsyncAnthropic):
     """The SDK's client, its streams decoded by `NoEventMarking` (a proxy's answer told)."""
 
     record_bytes: int = RECORD_BYTES
@@ -228,13 +235,19 @@ class AnthropicProvider(SdkProvider[anthropic.AsyncAnthropic]):
             api_key=api_key,
             base_url=base_url,
             timeout=timeout_s,
-            max_retries=max_retries,
+            max_retries=0,  # the retries are ours (`retries.Retries`)
             http_client=anthropic.DefaultAsyncHttpxClient(
                 verify=tls_context(), event_hooks=http_hooks()
             ),
         )
         self._client.record_bytes = record_bytes
-        self._client.longest_wait_s = self._endpoint.longest_wait_s
+        self._retries = Retries(
+            self.name,
+            max_retries,
+            self._endpoint.longest_wait_s,
+            _error_answer,
+            anthropic.APIConnectionError,
+        )
         self._record_bytes = record_bytes
 
     async def complete(
@@ -249,15 +262,23 @@ class AnthropicProvider(SdkProvider[anthropic.AsyncAnthropic]):
         offered = to_anthropic_tools(tools) or anthropic.omit
         limit = self._limit(max_tokens)
         began = False
-        try:
-            async with self._client.messages.with_streaming_response.create(
+
+        def request(
+            headers: dict[str, str],
+        ) -> AbstractAsyncContextManager[AsyncAPIResponse[Message]]:
+            return self._client.messages.with_streaming_response.create(
                 model=self._endpoint.model,
                 max_tokens=limit,
                 messages=wire,
                 system=system or anthropic.omit,
                 tools=offered,
-            ) as answered:
-                began = True  # from here on, the SDK retries nothing
+                extra_headers=headers,
+            )
+
+        try:
+            async with AsyncExitStack() as stack:
+                answered = await self._opened(stack, request)
+                began = True  # from here on, nothing is retried
                 response = await self._whole(answered, Message)
         except (anthropic.AnthropicError, httpx2.HTTPError) as exc:
             raise self._translate(exc, mid_answer=began) from exc
@@ -282,15 +303,18 @@ class AnthropicProvider(SdkProvider[anthropic.AsyncAnthropic]):
         answer = StreamedMessage(bound=AnswerBound(self.name, self._record_bytes))
         began = False
         try:
-            response = await self._client.messages.create(
-                model=self._endpoint.model,
-                max_tokens=limit,
-                messages=wire,
-                system=system or anthropic.omit,
-                tools=offered,
-                stream=True,
+            response = await self._retries.run(
+                lambda headers: self._client.messages.create(
+                    model=self._endpoint.model,
+                    max_tokens=limit,
+                    messages=wire,
+                    system=system or anthropic.omit,
+                    tools=offered,
+                    stream=True,
+                    extra_headers=headers,
+                )
             )
-            began = True  # from here on, the SDK retries nothing
+            began = True  # from here on, nothing is retried
             async with response:
                 async for event in response:
                     out = self._read_event(answer, event)

@@ -10,7 +10,7 @@ line's detail starting `CUT_NOTE` (`cut_detail`).
 
 A body that breaks off once the status came (no more of it within the provider's timeout,
 a connection reset) is likewise left as the bytes read, noted in the log (`broken_note`):
-the status decides whether the SDK retries, as for a whole body. Raised from the hook, the
+the status decides whether the call is retried, as for a whole body. Raised from the hook, the
 read's error was taken by the SDKs for a request that got no answer: they retried any
 status (a 401 as a 503, ignoring its Retry-After and the caller's deadline), each attempt
 waiting the timeout again, and the call failed as a timeout or an unreachable server.

@@ -29,8 +29,9 @@ JSON object are kept raw (see `tool_arguments.parse_tool_arguments`); arguments 
 as a JSON object rather than as JSON text (Hugging Face TGI) are read as text is. A server that
 reports no usage gives zero usage.
 
-Errors map as `remote` describes; the SDK retries 408/409/429/5xx, timeouts
-and connection errors `max_retries` times before they surface. An error object
+Errors map as `remote` describes; 408/409/429/5xx, timeouts
+and connection errors are retried `max_retries` times before they surface (`retries`: the
+gateway's own loop, the SDK's client retries nothing). An error object
 where the answer should be (a body of HTTP 200, an event of a stream) is the
 error its type or its HTTP status code says (`openai_answers.status_of_error`). An answer that
 does not follow the protocol is UNAVAILABLE (`Endpoint.unreadable_answer`): a
@@ -57,10 +58,12 @@ from __future__ import annotations
 
 import json
 from collections.abc import AsyncGenerator, Sequence
+from contextlib import AbstractAsyncContextManager, AsyncExitStack
 from typing import Literal, TypeAlias
 
 import httpx2
 import openai
+from openai import AsyncAPIResponse
 from openai.types.chat import (
     ChatCompletion,
     ChatCompletionChunk,
@@ -98,7 +101,7 @@ from agent_gateway.llm.network.remote import (
     Endpoint,
     error_detail,
 )
-from agent_gateway.llm.network.retries import RetryPolicy, retries_made, retry_after
+from agent_gateway.llm.network.retries import Retries, retries_made, retry_after
 from agent_gateway.llm.network.sdk import SdkProvider, tls_context
 from stello.errors import StelloError
 
@@ -115,7 +118,12 @@ NO_KEY = "no-key"
 EMPTY_SCHEMA: JsonObject = {"type": "object", "properties": {}}
 
 
-class _Client(RetryPolicy, openai.AsyncOpenAI):
+def _error_answer(exc: Exception) -> httpx2.Response | None:
+    """The error answer (an HTTP status of 4xx, 5xx) the SDK's exception `exc` stands for."""
+    return exc.response if isinstance(exc, openai.APIStatusError) else None
+
+
+class _Client(openai.AsyncOpenAI):
     """The SDK's client, its streams decoded by `DoneMarking` (a stream's ``[DONE]`` seen, an
     event past the answer's bound stopped)."""
 
@@ -179,13 +187,19 @@ class OpenAIProvider(SdkProvider[openai.AsyncOpenAI]):
             api_key=api_key or NO_KEY,
             base_url=base_url,
             timeout=timeout_s,
-            max_retries=max_retries,
+            max_retries=0,  # the retries are ours (`retries.Retries`)
             http_client=openai.DefaultAsyncHttpxClient(
                 verify=tls_context(), event_hooks=http_hooks()
             ),
         )
         self._client.record_bytes = record_bytes
-        self._client.longest_wait_s = self._endpoint.longest_wait_s
+        self._retries = Retries(
+            self.name,
+            max_retries,
+            self._endpoint.longest_wait_s,
+            _error_answer,
+            openai.APIConnectionError,
+        )
         self._record_bytes = record_bytes
 
     async def complete(
@@ -201,15 +215,23 @@ class OpenAIProvider(SdkProvider[openai.AsyncOpenAI]):
         cap = self._cap(max_tokens)
         limit, completion_limit = self._limits(cap)
         began = False
-        try:
-            async with self._client.chat.completions.with_streaming_response.create(
+
+        def request(
+            headers: dict[str, str],
+        ) -> AbstractAsyncContextManager[AsyncAPIResponse[ChatCompletion]]:
+            return self._client.chat.completions.with_streaming_response.create(
                 model=self._endpoint.model,
                 messages=wire,
                 tools=offered,
                 max_tokens=limit,
                 max_completion_tokens=completion_limit,
-            ) as answered:
-                began = True  # from here on, the SDK retries nothing
+                extra_headers=headers,
+            )
+
+        try:
+            async with AsyncExitStack() as stack:
+                answered = await self._opened(stack, request)
+                began = True  # from here on, nothing is retried
                 response = await self._whole(answered, ChatCompletion)
         except (openai.OpenAIError, httpx2.HTTPError) as exc:
             raise self._translate(exc, mid_answer=began) from exc
@@ -235,16 +257,19 @@ class OpenAIProvider(SdkProvider[openai.AsyncOpenAI]):
         answer = StreamedAnswer(bound=AnswerBound(self.name, self._record_bytes))
         began = False
         try:
-            response = await self._client.chat.completions.create(
-                model=self._endpoint.model,
-                messages=wire,
-                tools=offered,
-                max_tokens=limit,
-                max_completion_tokens=completion_limit,
-                stream=True,
-                stream_options={"include_usage": True},
+            response = await self._retries.run(
+                lambda headers: self._client.chat.completions.create(
+                    model=self._endpoint.model,
+                    messages=wire,
+                    tools=offered,
+                    max_tokens=limit,
+                    max_completion_tokens=completion_limit,
+                    stream=True,
+                    stream_options={"include_usage": True},
+                    extra_headers=headers,
+                )
             )
-            began = True  # from here on, the SDK retries nothing
+            began = True  # from here on, nothing is retried
             async with response:
                 async for chunk in response:
                     piece = self._read_chunk(answer, chunk)

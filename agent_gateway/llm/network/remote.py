@@ -9,10 +9,10 @@ provider's own message, the retries made and the setting to check — go to the
 gateway's log under that error id. Any piece of 8 or more characters of the
 API key is masked (``***``) in what is logged (`mask_secret`).
 
-- no connection, HTTP 408/409/5xx (after the SDK's retries) -> `Unavailable`;
+- no connection, HTTP 408/409/5xx (after the retries, `retries`) -> `Unavailable`;
 - a connection that broke off while an answer that had begun was read (a
   stream, or a body) -> `Unavailable` ("the answer broke off"), never retried
-  (the SDKs retry a request, not an answer once it began); an answer that sent
+  (a request is retried, not an answer once it began); an answer that sent
   nothing more within the timeout -> `DeadlineExceeded`, likewise;
 - an answer that is not the protocol's (not JSON, an HTML page, a body said to
   be gzip that is not) -> `Unavailable` (`Endpoint.unreadable_answer`);
@@ -20,7 +20,7 @@ API key is masked (``***``) in what is logged (`mask_secret`).
   Retry-After is longer than the gateway waits for one, or than what is left of
   the caller's deadline (a turn's, `deadlines`), fails at once, not retried,
   saying when to retry (`retries`); one that asks no wait fails at once, not
-  retried (again), when the SDK's backoff before its next retry does not fit in
+  retried (again), when the backoff before the next retry does not fit in
   what is left of the caller's deadline (`retries.backoff`);
 - HTTP 401/403 -> `FailedPrecondition` ("the LLM provider rejected the API key");
 - HTTP 404 -> `FailedPrecondition` `LLM_MODEL_NOT_FOUND`: an unknown model when
@@ -169,7 +169,7 @@ class Endpoint:
         return text
 
     def _retries(self, count: int | None = None) -> str:
-        """ " after N retries" (`count`, else all the SDK makes), for the log; "" for none."""
+        """ " after N retries" (`count`, else all that are made), for the log; "" for none."""
         count = self.max_retries if count is None else count
         if not count:
             return ""
@@ -202,9 +202,9 @@ class Endpoint:
         `retry_after_s` (the provider's Retry-After) to the client as RetryInfo.
 
         `retried` False: the error came in an answer of HTTP 200 (an event of a stream
-        under way, or a body that is an error object), which the SDK does not retry
+        under way, or a body that is an error object), which is not retried
         (`status` then stands for the error's type or code). `retries_made`: the retries
-        the SDK had made when the answer came (`retries.retries_made`), when known.
+        made when the answer came (`retries.retries_made`), when known.
         """
         said = self._said(
             status, detail, retried=retried, retry_after_s=retry_after_s, made=retries_made
@@ -216,7 +216,7 @@ class Endpoint:
 
     @property
     def longest_wait_s(self) -> float:
-        """The longest Retry-After the SDK's retries wait (`retries.longest_wait`)."""
+        """The longest Retry-After the retries wait (`retries.longest_wait`)."""
         return longest_wait(self.timeout_s)
 
     def _said(
@@ -232,7 +232,7 @@ class Endpoint:
         said = f"HTTP {status}" + (f": {self.redact(detail)}" if detail else "")
         if not retried:
             return f"error in an answer of HTTP 200, as {said}"
-        if not retried_status(status):  # the SDKs retry these statuses only
+        if not retried_status(status):  # only these statuses are retried
             return said
         if retry_after_s is not None and retry_after_s > self.longest_wait_s:
             return (
@@ -251,7 +251,7 @@ class Endpoint:
 
     def _unanswered_retries(self, made: int | None) -> str:
         """ " after N retries" for a request that got no answer (`made` retries made before
-        it, None: all the SDK makes), and, when the SDK stopped before its last because its
+        it, None: all that are made), and, when the retries stopped before the last because the
         next backoff does not fit in what is left of the caller's deadline, that; for the log."""
         left = time_left()
         unfit = self._unfit_backoff(None, made, left)
@@ -263,8 +263,8 @@ class Endpoint:
     def _unfit_backoff(
         self, retry_after_s: float | None, made: int | None, left: float | None
     ) -> float | None:
-        """The SDK's backoff before its next retry (`retries.backoff`), when an answer that
-        asked no wait was not retried (`made` retries made, fewer than it makes) because that
+        """The backoff before the next retry (`retries.backoff`), when an answer that
+        asked no wait was not retried (`made` retries made, fewer than are made) because that
         backoff does not fit in what is left of the caller's deadline (`left`); else None."""
         if retry_after_s is not None or made is None or made >= self.max_retries:
             return None
@@ -340,7 +340,7 @@ class Endpoint:
     ) -> Unavailable:
         """The domain error for a server that cannot be reached or dropped the connection;
         `mid_answer`: it dropped it while an answer that had begun was read (never retried);
-        `made`: the retries the SDK made before the last request (None: all it makes)."""
+        `made`: the retries made before the last request (None: all that are made)."""
         if mid_answer:
             error_id = self._logged(
                 "the connection broke off mid-answer (an answer is not retried once it began)",
@@ -393,7 +393,7 @@ class Endpoint:
     ) -> DeadlineExceeded:
         """The domain error for a server that did not answer within the timeout; `mid_answer`:
         an answer that had begun sent nothing more within it (never retried); `made`: the
-        retries the SDK made before the last request (None: all it makes)."""
+        retries made before the last request (None: all that are made)."""
         waited = (
             f"no next piece of the answer within {self.timeout_s:g}s "
             "(an answer is not retried once it began)"

@@ -1,119 +1,144 @@
-"""When the network providers' SDKs retry a call, and how long a provider asks to wait.
+"""When the network providers retry a call, and how long a provider asks to wait.
 
-The SDKs retry a timeout, a conflict, a rate limit and a server error
-(STELLO_LLM_MAX_RETRIES times, `retried_status`), waiting what the answer's
-Retry-After asks: Anthropic's SDK any length, OpenAI's up to two minutes. A wait
-longer than the gateway waits for one (`longest_wait`: the provider's timeout,
-STELLO_LLM_TIMEOUT_S, at most `LONGEST_RETRY_WAIT_S`) is not slept: the SDK
-clients' `_should_retry` refuses it (`not_waited`, mixed into both SDKs' clients by
-`RetryPolicy`), and the call fails at
-once with the provider's status, telling the client when to retry (RetryInfo).
-Nor is a wait that does not fit in what is left of the caller's deadline, when the
-call is made for one (a turn's: `deadlines`): the Retry-After's, or, when the answer
-asks none, the SDKs' own backoff before their next retry (`backoff`, after the retries
-made so far, `retries_made`). A request that got no answer at all (a timeout, a connection
-closed or refused) the SDKs retry without asking `_should_retry`: `RetryPolicy`'s
-`_sleep_for_retry` then refuses the backoff that does not fit, raising the failure the SDK
-was handling (`unanswered_not_waited`), which the providers map as the SDK's own
-(a timeout DEADLINE_EXCEEDED, an unreachable server UNAVAILABLE).
+The retries are the gateway's own loop around each request (`Retries.run`); the SDKs'
+clients are made with ``max_retries=0`` and retry nothing. Their retry loops decide and
+sleep in private methods (``_should_retry``, ``_sleep_for_retry``): overriding those to
+bound the waits made our retries depend on names an SDK release may change without
+notice, and then silently sleep past the caller's deadline. The loop uses only what the
+SDKs publish: their error classes, and ``extra_headers`` to send the retry count
+(`RETRY_COUNT_HEADER`, which the SDKs' own retries sent and `remote`'s log reads back).
+
+A timeout, a conflict, a rate limit and a server error (`retried_status`, unless the
+answer's ``x-should-retry`` says otherwise) are retried STELLO_LLM_MAX_RETRIES times,
+waiting what the answer's Retry-After asks. A wait longer than the gateway waits for one
+(`longest_wait`: the provider's timeout, STELLO_LLM_TIMEOUT_S, at most
+`LONGEST_RETRY_WAIT_S`) is not slept (`not_waited`): the call fails at once with the
+provider's status, telling the client when to retry (RetryInfo). Nor is a wait that does
+not fit in what is left of the caller's deadline, when the call is made for one (a turn's:
+`deadlines`): the Retry-After's, or, when the answer asks none, the backoff before the
+next retry (`backoff`, after the retries made so far, `retries_made`). A request that got
+no answer at all (a timeout, a connection closed or refused) is retried after the backoff
+too, and fails at once with its own failure when that backoff does not fit
+(`unanswered_wait`), which the providers map as before (a timeout DEADLINE_EXCEEDED, an
+unreachable server UNAVAILABLE).
 """
 
 from __future__ import annotations
 
+import asyncio
 import email.utils
-import sys
+import logging
+import random
 import time
-from collections.abc import Mapping
-from typing import TYPE_CHECKING, Any
+from collections.abc import Awaitable, Callable, Mapping
+from dataclasses import dataclass
+from typing import TypeVar
 
 import httpx2
 
 from agent_gateway.llm.deadlines import past_deadline
 
-if TYPE_CHECKING:
+logger = logging.getLogger(__name__)
 
-    class _SdkClient:
-        """What `RetryPolicy` overrides of the SDKs' clients (for the type checker only)."""
-
-        def _should_retry(self, response: httpx2.Response) -> bool: ...
-
-        async def _sleep_for_retry(
-            self,
-            *,
-            retries_taken: int,
-            max_retries: int,
-            options: Any,
-            response: httpx2.Response | None,
-        ) -> None: ...
-
-else:
-    _SdkClient = object
+T = TypeVar("T")
 
 LONGEST_RETRY_WAIT_S = 60.0
-"""The longest Retry-After the SDKs' retries wait, whatever the provider's timeout."""
+"""The longest Retry-After the retries wait, whatever the provider's timeout."""
 MAX_RETRY_AFTER_S = 600.0
 """The longest wait a provider's Retry-After is passed on as (a longer one is told as this)."""
 FIRST_BACKOFF_S = 0.5
-"""The SDKs' wait before their first retry of an answer that asks none (INITIAL_RETRY_DELAY)."""
+"""The wait before the first retry of an answer that asks none (the SDKs' INITIAL_RETRY_DELAY)."""
 LONGEST_BACKOFF_S = 8.0
-"""The SDKs' longest wait before a retry of an answer that asks none (MAX_RETRY_DELAY)."""
+"""The longest wait before a retry of an answer that asks none (the SDKs' MAX_RETRY_DELAY)."""
 RETRY_COUNT_HEADER = "x-stainless-retry-count"
-"""The header of the SDKs' requests that says how many retries they made before it."""
+"""The header of a request that says how many retries were made before it (the SDKs'
+name; `Retries.run` sends it through their public ``extra_headers``)."""
 
 
-class RetryPolicy(_SdkClient):
-    """The gateway's limits on the SDKs' retries, mixed into both SDKs' clients (before
-    the SDK's class): `longest_wait_s` is the provider's `longest_wait`."""
+@dataclass(frozen=True, slots=True)
+class Retries:
+    """A provider's retries of a request: `max_retries` of them, a Retry-After waited up to
+    `longest_wait_s`; `answer_of` is the error answer an SDK's exception carries (its
+    APIStatusError's response, else None) and `unanswered` the SDK's class for a request
+    that got no answer (its APIConnectionError, of which its timeout is a kind)."""
 
-    longest_wait_s: float = LONGEST_RETRY_WAIT_S
+    provider: str
+    max_retries: int
+    longest_wait_s: float
+    answer_of: Callable[[Exception], httpx2.Response | None]
+    unanswered: type[Exception]
 
-    def _should_retry(self, response: httpx2.Response) -> bool:
-        """Not when the answer asks to wait longer than the gateway waits, nor when the wait
-        before the retry (asked, or the SDK's backoff) would pass the caller's deadline
-        (`not_waited`); else as the SDK decides."""
-        if not_waited(response, self.longest_wait_s):
-            return False
-        return super()._should_retry(response)
+    async def run(self, attempt: Callable[[dict[str, str]], Awaitable[T]]) -> T:
+        """`attempt` (one request, sent with the headers it is given), retried as the module
+        says; the last failure is raised as it came."""
+        made = 0
+        while True:
+            try:
+                return await attempt({RETRY_COUNT_HEADER: str(made)})
+            except Exception as exc:
+                wait = self._wait(exc, made)
+                if wait is None:
+                    raise
+            made += 1
+            logger.info(
+                "%s: retrying the request in %.2fs (retry %d of %d)",
+                self.provider,
+                wait,
+                made,
+                self.max_retries,
+            )
+            await asyncio.sleep(wait)
 
-    async def _sleep_for_retry(
-        self,
-        *,
-        retries_taken: int,
-        max_retries: int,
-        options: Any,
-        response: httpx2.Response | None,
-    ) -> None:
-        """Not after a request that got no answer when the SDK's backoff would pass the
-        caller's deadline (`unanswered_not_waited`: the failure is raised at once); else
-        as the SDK sleeps."""
-        failure = unanswered_not_waited(response, retries_taken)
-        if failure is not None:
-            raise failure
-        await super()._sleep_for_retry(
-            retries_taken=retries_taken,
-            max_retries=max_retries,
-            options=options,
-            response=response,
-        )
-
-
-def unanswered_not_waited(
-    response: httpx2.Response | None, retries_taken: int
-) -> BaseException | None:
-    """The failure the SDKs' retry must raise instead of sleeping: when the request got no
-    answer (`response` None: a timeout, a connection error) and the SDK's backoff after
-    `retries_taken` retries (`backoff`) does not fit in what is left of the caller's
-    deadline, the failure the SDK is handling (both SDKs sleep inside its ``except``);
-    None to sleep as the SDK does (also when the SDK handles no failure there)."""
-    if response is not None or not past_deadline(backoff(retries_taken)):
+    def _wait(self, exc: Exception, made: int) -> float | None:
+        """The wait before retrying a request that failed with `exc` after `made` retries;
+        None when it is not retried."""
+        if made >= self.max_retries:
+            return None
+        answer = self.answer_of(exc)
+        if answer is not None:
+            return answered_wait(answer, made, self.longest_wait_s)
+        if isinstance(exc, self.unanswered):
+            return unanswered_wait(made)
         return None
-    return sys.exception()
+
+
+def answered_wait(response: httpx2.Response, made: int, longest_s: float) -> float | None:
+    """The wait before retrying the request the error answer `response` answers, `made`
+    retries made: its Retry-After, else the jittered `backoff`; None when it is not retried
+    (`retried_answer`, `not_waited`)."""
+    if not retried_answer(response) or not_waited(response, longest_s):
+        return None
+    asked = asked_wait(response.headers)
+    return asked if asked is not None else jittered(backoff(made))
+
+
+def unanswered_wait(made: int) -> float | None:
+    """The wait before retrying a request that got no answer (a timeout, a connection error),
+    `made` retries made: the jittered `backoff`; None when that backoff does not fit in what
+    is left of the caller's deadline."""
+    longest = backoff(made)
+    return None if past_deadline(longest) else jittered(longest)
+
+
+def retried_answer(response: httpx2.Response) -> bool:
+    """Whether an error answer is one to retry: as its ``x-should-retry`` header says
+    (``true`` or ``false``), else as its status does (`retried_status`)."""
+    said = response.headers.get("x-should-retry")
+    if said in ("true", "false"):
+        return said == "true"
+    return retried_status(response.status_code)
+
+
+def jittered(backoff_s: float) -> float:
+    """`backoff_s` shortened by up to a quarter, at random (as the SDKs did), so that the
+    retries of many calls failed at once do not come back at once."""
+    return backoff_s * (1 - 0.25 * random.random())
 
 
 def not_waited(response: httpx2.Response, longest_s: float) -> bool:
-    """Whether the SDKs' retry must not sleep before retrying after the error answer
-    `response`: its Retry-After is longer than the gateway waits for one (`longest_s`), or
-    what the SDK would sleep (that Retry-After, else its backoff at its longest, `backoff`)
+    """Whether the retry after the error answer `response` must not be waited for: its
+    Retry-After is longer than the gateway waits for one (`longest_s`), or what would be
+    slept (that Retry-After, else the backoff at its longest, `backoff`)
     does not fit in what is left of the caller's deadline (`deadlines.past_deadline`)."""
     asked = asked_wait(response.headers)
     if asked is not None and asked > longest_s:
@@ -122,8 +147,9 @@ def not_waited(response: httpx2.Response, longest_s: float) -> bool:
 
 
 def retried_status(status: int) -> bool:
-    """Whether the providers' SDKs retry an answer of HTTP `status` (STELLO_LLM_MAX_RETRIES
-    times): a timeout, a conflict, a rate limit, a server error; never a refusal."""
+    """Whether the providers retry an answer of HTTP `status` (STELLO_LLM_MAX_RETRIES
+    times, as the SDKs did): a timeout, a conflict, a rate limit, a server error; never a
+    refusal."""
     return status in (408, 409, 429) or status >= 500
 
 
@@ -133,14 +159,14 @@ def longest_wait(timeout_s: float) -> float:
 
 
 def backoff(retries_made: int) -> float:
-    """The longest the SDKs wait before their next retry of an answer that asks no wait,
+    """The longest wait before the next retry of a request whose failure asks no wait,
     `retries_made` retries made: `FIRST_BACKOFF_S` doubled per retry made, at most
-    `LONGEST_BACKOFF_S` (their jitter then shortens it by up to a quarter)."""
+    `LONGEST_BACKOFF_S` (as the SDKs'; `jittered` then shortens it by up to a quarter)."""
     return min(FIRST_BACKOFF_S * 2.0 ** min(retries_made, 64), LONGEST_BACKOFF_S)
 
 
 def retries_made(response: httpx2.Response) -> int:
-    """How many retries the SDK had made when it sent the request `response` answers (its
+    """How many retries had been made when the request `response` answers was sent (its
     `RETRY_COUNT_HEADER`); 0 when it does not say."""
     try:
         request = response.request
@@ -150,7 +176,7 @@ def retries_made(response: httpx2.Response) -> int:
 
 
 def retries_sent(request: httpx2.Request) -> int | None:
-    """How many retries the SDK had made when it sent `request` (its `RETRY_COUNT_HEADER`);
+    """How many retries had been made when `request` was sent (its `RETRY_COUNT_HEADER`);
     None when it does not say."""
     try:
         return max(0, int(request.headers[RETRY_COUNT_HEADER]))

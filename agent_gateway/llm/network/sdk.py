@@ -1,13 +1,15 @@
 """What the SDK-backed network providers (openai, anthropic) share: their endpoint's
-facts, the errors of a request that got no answer (`remote` maps them), the reading of
-a call's body with a bound (`SdkProvider._whole`), `aclose` and ``async with``."""
+facts, a request retried until it is answered (`SdkProvider._opened`, `retries`), the errors
+of a request that got no answer (`remote` maps them), the reading of a call's body with a
+bound (`SdkProvider._whole`), `aclose` and ``async with``."""
 
 from __future__ import annotations
 
 import functools
 import json
 import ssl
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable
+from contextlib import AbstractAsyncContextManager, AsyncExitStack
 from types import TracebackType
 from typing import Generic, Protocol, Self, TypeVar
 
@@ -16,7 +18,7 @@ import pydantic
 
 from agent_gateway.llm.network.answers import AnswerBound
 from agent_gateway.llm.network.remote import Endpoint
-from agent_gateway.llm.network.retries import retries_sent
+from agent_gateway.llm.network.retries import Retries, retries_sent
 from stello.errors import StelloError
 
 
@@ -44,6 +46,7 @@ class _Body(Protocol):
 
 ClientT = TypeVar("ClientT", bound=_Closable)
 Model = TypeVar("Model", bound=pydantic.BaseModel)
+Opened = TypeVar("Opened")
 
 
 class SdkProvider(Generic[ClientT]):
@@ -52,6 +55,7 @@ class SdkProvider(Generic[ClientT]):
 
     _client: ClientT
     _endpoint: Endpoint
+    _retries: Retries
     _max_context_tokens: int
     _record_bytes: int
 
@@ -78,7 +82,7 @@ class SdkProvider(Generic[ClientT]):
         did not decode; None when the server answered.
 
         `mid_answer`: the failure came while an answer that had begun was read, a stream
-        or a body (the SDK retries a request, never an answer once it began): a server
+        or a body (a request is retried, never an answer once it began): a server
         that stopped sending, or a connection that broke off.
         """
         if _undecodable(exc):
@@ -91,6 +95,15 @@ class SdkProvider(Generic[ClientT]):
         if isinstance(exc, connection | httpx2.HTTPError):
             return self._endpoint.connection_error(_cause(exc), mid_answer=mid_answer, made=made)
         return None
+
+    async def _opened(
+        self,
+        stack: AsyncExitStack,
+        request: Callable[[dict[str, str]], AbstractAsyncContextManager[Opened]],
+    ) -> Opened:
+        """The answer of `request` (sent with the headers it is given), its request retried
+        (`retries.Retries`) until it is answered, entered on `stack`."""
+        return await self._retries.run(lambda headers: stack.enter_async_context(request(headers)))
 
     async def _whole(self, response: _Body, kind: type[Model]) -> Model | object:
         """The body of a call's answer (not streamed), read as the SDK reads one, up to
@@ -144,7 +157,7 @@ def _cause(exc: BaseException) -> str:
 
 
 def _retries_before(exc: BaseException) -> int | None:
-    """The retries the SDK had made before the request that failed with `exc` (the SDKs'
+    """The retries made before the request that failed with `exc` (the SDKs'
     errors and httpx's carry their request); None when it does not say."""
     try:
         request = getattr(exc, "request", None)

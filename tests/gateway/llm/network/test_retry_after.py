@@ -11,7 +11,12 @@ import openai._constants
 import pytest
 
 from agent_gateway.llm.deadlines import bounded, caller_deadline
-from agent_gateway.llm.network.retries import FIRST_BACKOFF_S, LONGEST_BACKOFF_S, backoff
+from agent_gateway.llm.network.retries import (
+    FIRST_BACKOFF_S,
+    LONGEST_BACKOFF_S,
+    RETRY_COUNT_HEADER,
+    backoff,
+)
 from stello.errors import ResourceExhausted, StelloError, Unavailable
 from tests.gateway.llm.network.support import (
     HI,
@@ -27,6 +32,7 @@ from tests.gateway.llm.network.support import (
     refusal,
     remote,
 )
+from tests.support.fake_http import Reply
 
 TIMEOUT_S = 2.0
 """The providers' timeout: the longest Retry-After their retries wait."""
@@ -214,3 +220,87 @@ class TestBackoff:
         for constants in (openai._constants, anthropic._constants):
             assert constants.INITIAL_RETRY_DELAY == FIRST_BACKOFF_S
             assert constants.MAX_RETRY_DELAY == LONGEST_BACKOFF_S
+
+
+SDK_RETRY_METHODS = ("_should_retry", "_sleep_for_retry", "_calculate_retry_timeout")
+"""The SDKs' private methods their own retry loop decides and sleeps with."""
+
+
+@pytest.fixture(name="sdk_retries_refused")
+def _sdk_retries_refused(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Both SDKs' private retry methods raise if called: an SDK version that renamed them."""
+
+    def refused(*args: object, **kwargs: object) -> None:
+        raise AssertionError("the SDK's private retry method was called")
+
+    for client in (openai.AsyncOpenAI, anthropic.AsyncAnthropic):
+        for name in SDK_RETRY_METHODS:
+            monkeypatch.setattr(client, name, refused)
+
+
+@pytest.mark.usefixtures("sdk_retries_refused")
+class TestRetriesWithoutTheSdksPrivateMethods:
+    """The retries are the gateway's own loop around each request (`retries.Retries`): the
+    SDKs' clients make none, and nothing of theirs that is private decides or sleeps one."""
+
+    @pytest.mark.parametrize("mode", MODES)
+    async def test_a_retry_after_within_the_wait_is_retried(
+        self, remote: Remote, mode: Mode
+    ) -> None:
+        """A 429 whose Retry-After fits is waited and the call retried (it went through the
+        SDK's `_should_retry` and `_sleep_for_retry`)."""
+        remote.fake.push(refusal(429, "0.01"))
+        remote.fake.reply("fine")
+        await call(remote.provider, mode, HI)
+        assert len(remote.fake.requests) == 2
+
+    async def test_a_retry_after_past_the_wait_fails_at_once(self, remote: Remote) -> None:
+        """A Retry-After longer than the gateway waits still fails at once, not retried."""
+        remote.fake.push(refusal(503, "10"), refusal(503, "10"))
+        with pytest.raises(Unavailable) as caught:
+            await remote.provider.complete(HI)
+        assert len(remote.fake.requests) == 1
+        assert caught.value.retry_after_s == 10.0
+
+    @pytest.mark.parametrize("name", NETWORK)
+    async def test_a_request_with_no_answer_is_retried(self, name: str) -> None:
+        """A connection closed unanswered is retried, the backoff slept (it went through the
+        SDK's `_sleep_for_retry`)."""
+        async with closer() as server:
+            async with network_provider(
+                name, server.base_url(name), timeout_s=TIMEOUT_S, max_retries=1
+            ) as provider:
+                with pytest.raises(Unavailable):
+                    await provider.complete(HI)
+        assert server.connections == 2
+
+    async def test_each_request_says_the_retries_made_before_it(self, remote: Remote) -> None:
+        """The retry count goes with each request (`retries.RETRY_COUNT_HEADER`), as the
+        SDKs sent it: what the log's "after N retries" is read from."""
+        remote.fake.push(refusal(429, "0.01"))
+        remote.fake.reply("fine")
+        await remote.provider.complete(HI)
+        assert [r.headers[RETRY_COUNT_HEADER] for r in remote.fake.requests] == ["0", "1"]
+
+    async def test_an_answer_saying_not_to_retry_is_not_retried(self, remote: Remote) -> None:
+        """An error answer's ``x-should-retry: false`` wins over its status (a 503), as it
+        did in the SDKs (the fake servers send it with a request they could not read)."""
+        remote.fake.push(should_retry(503, "false"))
+        remote.fake.reply("fine")
+        with pytest.raises(Unavailable):
+            await remote.provider.complete(HI)
+        assert len(remote.fake.requests) == 1
+
+    async def test_an_answer_saying_to_retry_is_retried(self, remote: Remote) -> None:
+        """An error answer's ``x-should-retry: true`` wins over its status (a 400)."""
+        remote.fake.push(should_retry(400, "true"))
+        remote.fake.reply("fine")
+        assert (await remote.provider.complete(HI)).content == "fine"
+        assert len(remote.fake.requests) == 2
+
+
+def should_retry(status: int, said: str) -> Reply:
+    """An error answer of `status` whose ``x-should-retry`` header says `said`."""
+    body = {"error": {"message": "no", "type": "api_error"}}
+    headers = (("x-should-retry", said), ("retry-after-ms", "1"))
+    return Reply.json(body, status=status, headers=headers)
