@@ -162,14 +162,18 @@ class Identity:
     spaces: tuple[tuple[uuid.UUID, str], ...]
 
 
-# A tenant key reaches its one space ($2); an admin key every space of its principal.
-IDENTITY = """
+# An admin key reaches every space of its principal (IDENTITY), a tenant key its one
+# space ($2: TENANT_IDENTITY, one probe of its key; `$2 IS NULL OR s.id = $2` made a plan
+# that knows no parameter read every space of the principal).
+_IDENTITY = """
 SELECT p.name AS principal, s.id, s.name
 FROM principals p
-LEFT JOIN spaces s ON s.principal_id = p.id AND ($2::uuid IS NULL OR s.id = $2)
+LEFT JOIN spaces s ON s.principal_id = p.id{space}
 WHERE p.id = $1
 ORDER BY s.created_at, s.id
 """
+IDENTITY = _IDENTITY.format(space="")
+TENANT_IDENTITY = _IDENTITY.format(space=" AND s.id = $2")
 
 REVOKE = "UPDATE api_keys SET revoked_at = now() WHERE id = $1 AND revoked_at IS NULL"
 
@@ -250,7 +254,11 @@ class KeyStore:
         """The principal's name and the spaces `principal`'s key reaches."""
 
         async def lookup(con: asyncpg.Connection) -> list[asyncpg.Record]:
-            return list(await con.fetch(IDENTITY, principal.principal_id, principal.space_id))
+            if principal.space_id is None:
+                return list(await con.fetch(IDENTITY, principal.principal_id))
+            return list(
+                await con.fetch(TENANT_IDENTITY, principal.principal_id, principal.space_id)
+            )
 
         rows = await in_statement(self._pool, lookup)
         name = rows[0]["principal"] if rows else ""

@@ -210,13 +210,17 @@ class TreeServicer(tree_pb2_grpc.SessionTreeServicer):
     async def Archive(
         self, request: tree_pb2.ArchiveRequest, context: Context
     ) -> tree_pb2.ArchiveResponse:
-        node = await self._service.sessions.set_status(*_session(request), "archived")
+        node = await self._service.sessions.set_status(
+            *_session(request), "archived", linked=not request.without_links
+        )
         return tree_pb2.ArchiveResponse(node=node_to_proto(node))
 
     async def Unarchive(
         self, request: tree_pb2.UnarchiveRequest, context: Context
     ) -> tree_pb2.UnarchiveResponse:
-        node = await self._service.sessions.set_status(*_session(request), "active")
+        node = await self._service.sessions.set_status(
+            *_session(request), "active", linked=not request.without_links
+        )
         return tree_pb2.UnarchiveResponse(node=node_to_proto(node))
 
     async def UpdateLabel(
@@ -227,7 +231,9 @@ class TreeServicer(tree_pb2_grpc.SessionTreeServicer):
         session_id = parse_uuid(request.session_id, "session_id", violations)
         new_label = label(request.label, violations)
         violations.raise_if_any()
-        node = await self._service.sessions.update_label(space_id, session_id, new_label)
+        node = await self._service.sessions.update_label(
+            space_id, session_id, new_label, linked=not request.without_links
+        )
         return tree_pb2.UpdateLabelResponse(node=node_to_proto(node))
 
     async def GetConfig(

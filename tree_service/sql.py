@@ -30,6 +30,14 @@ NODE_COLUMNS = """
           ORDER BY r.position) AS refs
 """
 
+# A topology node without its children and refs, neither read (empty arrays): for a
+# caller that asked for neither (`without_links`); a session has as many as the forks
+# and refs made of it.
+UNLINKED_NODE_COLUMNS = """
+    s.id, s.parent_id, s.depth, s.sibling_index, s.label, s.status, s.source_session_id,
+    '{}'::uuid[] AS children, '{}'::uuid[] AS refs
+"""
+
 
 # A transaction bound by its caller's deadline (DeleteSubtree's, DESIGN §8): each statement
 # after this may run (or wait for a row lock) for what is left of it, then the database

@@ -184,8 +184,11 @@ class TreeClient(ServiceClient):
     async def archive(
         self, caller: Caller, space_id: UUID, session_id: UUID
     ) -> common_pb2.TopologyNode:
-        """Archive the session (idempotent, never cascades)."""
-        request = tree_pb2.ArchiveRequest(space_id=str(space_id), session_id=str(session_id))
+        """Archive the session (idempotent, never cascades); its node without its children
+        and refs (neither read: a SessionSummary names neither)."""
+        request = tree_pb2.ArchiveRequest(
+            space_id=str(space_id), session_id=str(session_id), without_links=True
+        )
         reply = await self._call(
             "Archive", self._stub.Archive, request, tree_pb2.ArchiveResponse, caller
         )
@@ -194,8 +197,11 @@ class TreeClient(ServiceClient):
     async def unarchive(
         self, caller: Caller, space_id: UUID, session_id: UUID
     ) -> common_pb2.TopologyNode:
-        """Make the session active again (idempotent, never cascades)."""
-        request = tree_pb2.UnarchiveRequest(space_id=str(space_id), session_id=str(session_id))
+        """Make the session active again (idempotent, never cascades); its node without its
+        children and refs (as `archive`)."""
+        request = tree_pb2.UnarchiveRequest(
+            space_id=str(space_id), session_id=str(session_id), without_links=True
+        )
         reply = await self._call(
             "Unarchive", self._stub.Unarchive, request, tree_pb2.UnarchiveResponse, caller
         )
@@ -250,9 +256,10 @@ class TreeClient(ServiceClient):
     async def update_label(
         self, caller: Caller, space_id: UUID, session_id: UUID, label: str
     ) -> common_pb2.TopologyNode:
-        """Rename the session (SESSION_ARCHIVED when it is archived)."""
+        """Rename the session (SESSION_ARCHIVED when it is archived); its node without its
+        children and refs (as `archive`)."""
         request = tree_pb2.UpdateLabelRequest(
-            space_id=str(space_id), session_id=str(session_id), label=label
+            space_id=str(space_id), session_id=str(session_id), label=label, without_links=True
         )
         reply = await self._call(
             "UpdateLabel", self._stub.UpdateLabel, request, tree_pb2.UpdateLabelResponse, caller

@@ -266,8 +266,10 @@ class SessionCreator:
         )
         parent = request.topology_parent_id
         if parent is not None and parent != source:
-            # Fails early (NOT_FOUND) before any LLM call when the parent is unknown.
-            reads.append(self._tree.get_node(caller, space, parent))
+            # Fails early (NOT_FOUND) before any LLM call when the parent is unknown: its
+            # config, two key probes (its node would read its children and refs, as many
+            # as forks were placed under it).
+            reads.append(self._tree.get_config(caller, space, parent))
         config, found, last, *_ = await asyncio.gather(*reads)
         if until is not None and last is not None:
             check_cut(until, last)  # before any write: the saga has not started (issue 36)

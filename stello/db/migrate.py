@@ -194,6 +194,12 @@ async def migrate(con: asyncpg.Connection, *, until: str | None = None) -> list[
         if until not in versions:
             raise ValueError(f"no migration {until!r} (known: {', '.join(versions)})")
         migrations = migrations[: versions.index(until) + 1]
+    # One read of what was applied: an up-to-date schema is read once, not probed per file
+    # (each still pending is probed again under the lock, as another run may apply it).
+    done = await _applied(con)
+    migrations = [m for m in migrations if m.version not in done]
+    if not migrations:
+        return applied
     citus = bool(await con.fetchval(CITUS_INSTALLED))
     for migration in migrations:
         if await _apply(con, migration, citus):
@@ -280,20 +286,32 @@ async def _connect_like(con: asyncpg.Connection) -> asyncpg.Connection:
 async def pending(con: asyncpg.Connection) -> list[str]:
     """The versions of the packaged migrations `con`'s database has not applied, in order
     (every one on a database never migrated); no migration's text is read."""
+    return (await pending_and_unknown(con))[0]
+
+
+async def pending_and_unknown(con: asyncpg.Connection) -> tuple[list[str], list[str]]:
+    """`pending`, and the versions `con`'s database records as applied that this release
+    does not have, in order: a newer release migrated it (after an upgrade was rolled back,
+    this older code runs on a schema it was not written for); one read of
+    `schema_migrations`."""
     applied = await _applied(con)
+    return _pending_of(applied), _unknown_of(applied)
+
+
+def _pending_of(applied: set[str]) -> list[str]:
+    """The packaged versions not in `applied`, in order."""
     return [version for version in packaged_versions() if version not in applied]
 
 
-async def unknown(con: asyncpg.Connection) -> list[str]:
-    """The versions `con`'s database records as applied that this release does not have,
-    in order: a newer release migrated it (after an upgrade was rolled back, this older
-    code runs on a schema it was not written for)."""
+def _unknown_of(applied: set[str]) -> list[str]:
+    """The versions of `applied` this release does not have, in order."""
     packaged = set(packaged_versions())
-    return sorted(version for version in await _applied(con) if version not in packaged)
+    return sorted(version for version in applied if version not in packaged)
 
 
 def newer_line(versions: list[str]) -> str:
-    """What an operator is told of `unknown` versions."""
+    """What an operator is told of the versions this release does not know
+    (`pending_and_unknown`)."""
     named = versions[0] if len(versions) == 1 else f"{versions[0]} to {versions[-1]}"
     return (
         f"the database holds {len(versions)} migration{'s' if len(versions) > 1 else ''} "
@@ -302,10 +320,10 @@ def newer_line(versions: list[str]) -> str:
     )
 
 
-async def pending_migrations(con: asyncpg.Connection) -> list[Migration]:
-    """The packaged migrations `con`'s database has not applied, in order."""
-    applied = await _applied(con)
-    return [m for m in load_migrations() if m.version not in applied]
+def _migrations_of(versions: list[str]) -> list[Migration]:
+    """The packaged migrations of `versions`, in order."""
+    wanted = set(versions)
+    return [m for m in load_migrations() if m.version in wanted]
 
 
 async def _applied(con: asyncpg.Connection) -> set[str]:
@@ -317,10 +335,11 @@ async def _applied(con: asyncpg.Connection) -> set[str]:
 
 async def pending_dsn(dsn: str) -> tuple[list[Migration], list[str]]:
     """Connect to `dsn` and read which migrations it has not applied, and which it has
-    that this release does not know (`unknown`); apply none."""
+    that this release does not know (`pending_and_unknown`); apply none."""
     con = await connecting(asyncpg.connect(dsn, statement_cache_size=0), dsn)
     try:
-        return await pending_migrations(con), await unknown(con)
+        waiting, newer = await pending_and_unknown(con)
+        return _migrations_of(waiting), newer
     finally:
         await con.close()
 

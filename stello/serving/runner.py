@@ -25,7 +25,7 @@ from stello.auth import KeyStore
 from stello.channels import read_pem
 from stello.config.env_names import warn_unknown
 from stello.db.embedded import database_url
-from stello.db.migrate import migrate_dsn, newer_line, pending, unknown
+from stello.db.migrate import migrate_dsn, newer_line, pending_and_unknown
 from stello.db.pool import DatabaseUnreachable, create_pool
 from stello.errors import FailedPrecondition
 from stello.serving.ports import PortClaim, PortTaken
@@ -108,10 +108,10 @@ async def run_service(
 async def warn_unmigrated(pool: asyncpg.Pool) -> None:
     """Log a warning naming `stello migrate` when the database lacks migrations (a service
     does not migrate: the calls that need them would fail with the SQL's error alone), and
-    one when it holds migrations this release does not know (`stello.db.migrate.unknown`)."""
+    one when it holds migrations this release does not know; one read of what it holds
+    (`stello.db.migrate.pending_and_unknown`)."""
     async with pool.acquire() as con:
-        missing = await pending(cast(asyncpg.Connection, con))
-        newer = await unknown(cast(asyncpg.Connection, con))
+        missing, newer = await pending_and_unknown(cast(asyncpg.Connection, con))
     if newer:
         log.warning("%s", newer_line(newer))
     if missing:

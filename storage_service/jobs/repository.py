@@ -109,7 +109,9 @@ RETURNING true
 # Every table is pinned by the parameters themselves, not by a join on the
 # session's columns: Citus routes a query to one worker only when each
 # distributed table in it is restricted to the same `space_id` value, and the
-# LATERAL form ran one task per shard of every worker (explore5 F4).
+# LATERAL form ran one task per shard of every worker (explore5 F4). The newest
+# complete summary is one probe of `compression_caches_complete` (migration 0047), not
+# a walk past every catch-up summary newer than it.
 PROGRESS = """
 SELECT s.last_seq, c.covered_until_seq AS summary_seq, c.lossy AS summary_lossy,
        (SELECT covered_until_seq FROM compression_caches

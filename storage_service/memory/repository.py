@@ -27,21 +27,27 @@ from storage_service.models import SharedMemoryEntry, Upserted
 
 # One statement, one snapshot: the space's count and the page agree. A space
 # without entries answers one row with NULL entry columns. Reads the count's
-# row and at most $4 entries, however many the space holds.
-LIST_ENTRIES = """
+# row and at most $2 entries, however many the space holds: the first page, or
+# (LIST_ENTRIES_AFTER) the page after the key ($3, $4), written out so that a
+# plan that knows no parameter starts its walk of `shared_memory_order` there
+# (`$3 IS NULL OR ...` made it walk from the space's first entry).
+_LIST_ENTRIES = """
 SELECT m.total, e.slug, e.summary, e.created_at, e.updated_at, e.entry_id
 FROM (SELECT COALESCE((SELECT entries FROM shared_memory_counts WHERE space_id = $1), 0)
              AS total) m
 LEFT JOIN LATERAL (
     SELECT slug, summary, created_at, updated_at, entry_id
     FROM shared_memory
-    WHERE space_id = $1
-      AND ($2::timestamptz IS NULL OR (created_at, slug) > ($2, $3::text))
+    WHERE space_id = $1{after}
     ORDER BY created_at, slug
-    LIMIT $4
+    LIMIT $2
 ) e ON true
 ORDER BY e.created_at, e.slug
 """
+LIST_ENTRIES = _LIST_ENTRIES.format(after="")
+LIST_ENTRIES_AFTER = _LIST_ENTRIES.format(
+    after="\n      AND (created_at, slug) > ($3::timestamptz, $4::text)"
+)
 
 GET_ENTRY = """
 SELECT slug, summary, body, created_at, updated_at, entry_id
@@ -97,8 +103,10 @@ class MemoryRepository:
         self, space_id: uuid.UUID, after: tuple[datetime, str] | None, limit: int
     ) -> tuple[list[SharedMemoryEntry], int]:
         """Up to `limit` entries (no bodies) after the key `after`, and the space's count."""
-        after_at, after_slug = after if after is not None else (None, None)
-        rows = await self._con.fetch(LIST_ENTRIES, space_id, after_at, after_slug, limit)
+        if after is None:
+            rows = await self._con.fetch(LIST_ENTRIES, space_id, limit)
+        else:
+            rows = await self._con.fetch(LIST_ENTRIES_AFTER, space_id, limit, *after)
         entries = [_entry(row, None) for row in rows if row["slug"] is not None]
         return entries, int(rows[0]["total"])
 

@@ -40,16 +40,36 @@ WHERE space_id = $1 AND id = $2 AND provisional_until IS DISTINCT FROM 'infinity
 RETURNING id, label, status, turn_count, created_at, updated_at, last_active_at, pinned
 """
 
-LIST_SESSIONS = """
+# A page of ListSessions: $1 the space, $2 the limit, then the status ($3) when one is
+# asked for, then the position (created_at, id) the page starts after. One statement per
+# combination, each condition written out only when it applies: a plan that knows no
+# parameter (a pooler's long-lived connection) takes the index on status
+# (`sessions_status_created`) and starts its walk at the position only for conditions it
+# can see; `$n IS NULL OR ...` made it walk the space from its start, filtering.
+_LIST_SESSIONS = """
 SELECT id, label, status, turn_count, created_at, updated_at, last_active_at, pinned
 FROM sessions
 WHERE space_id = $1
-  AND provisional_until IS NULL
-  AND ($2::text IS NULL OR status = $2)
-  AND ($3::timestamptz IS NULL OR (created_at, id) > ($3, $4::uuid))
+  AND provisional_until IS NULL{status}{after}
 ORDER BY created_at, id
-LIMIT $5
+LIMIT $2
 """
+
+
+def _list_sessions(*, by_status: bool, after: bool) -> str:
+    """The page statement for a status filter or none, and a first page or a later one."""
+    at = 4 if by_status else 3
+    return _LIST_SESSIONS.format(
+        status="\n  AND status = $3" if by_status else "",
+        after=f"\n  AND (created_at, id) > (${at}::timestamptz, ${at + 1}::uuid)" if after else "",
+    )
+
+
+LIST_SESSIONS = {
+    (by_status, after): _list_sessions(by_status=by_status, after=after)
+    for by_status in (False, True)
+    for after in (False, True)
+}
 
 SESSION_EXISTS = """
 SELECT true FROM sessions WHERE space_id = $1 AND id = $2
@@ -250,8 +270,13 @@ class SessionRepository:
         limit: int,
     ) -> list[SessionMeta]:
         """Visible sessions ordered by (created_at, id), strictly after `after`."""
-        after_at, after_id = after if after is not None else (None, None)
-        rows = await self._con.fetch(LIST_SESSIONS, space_id, status, after_at, after_id, limit)
+        args: list[object] = [space_id, limit]
+        if status is not None:
+            args.append(status)
+        if after is not None:
+            args.extend(after)
+        query = LIST_SESSIONS[status is not None, after is not None]
+        rows = await self._con.fetch(query, *args)
         return [meta_of(row) for row in rows]
 
     async def exists(self, space_id: uuid.UUID, session_id: uuid.UUID) -> bool:

@@ -14,21 +14,26 @@ from stello.errors import OutOfRange
 from storage_service.models import MAX_SEQ, CompressionCache, session_not_found
 
 # Summaries are kept by the seq they cover (migration 0006); the cache is the
-# newest of them ($3: at or below that seq; $4: complete ones only). Both tables
-# pinned by the parameters, so Citus routes it to the space's worker (joined on
-# the session's columns, the LATERAL ran a task per shard: explore5 F4).
-GET_CACHE = """
+# newest of them ($3: at or below that seq). Both tables pinned by the parameters,
+# so Citus routes it to the space's worker (joined on the session's columns, the
+# LATERAL ran a task per shard: explore5 F4). `{complete}` narrows it to the
+# complete ones in GET_COMPLETE_CACHE: `NOT lossy` written out, so that every plan
+# takes `compression_caches_complete` (migration 0047) and reads one summary, not
+# every catch-up summary newer than it.
+_GET_CACHE = """
 SELECT s.id AS session_id, c.summary, c.covered_until_seq, c.lossy
 FROM sessions s
 LEFT JOIN (
     SELECT summary, covered_until_seq, lossy FROM compression_caches
     WHERE space_id = $1 AND session_id = $2
-      AND covered_until_seq <= $3 AND NOT ($4 AND lossy)
+      AND covered_until_seq <= $3{complete}
     ORDER BY covered_until_seq DESC
     LIMIT 1
 ) c ON true
 WHERE s.space_id = $1 AND s.id = $2 AND s.provisional_until IS NULL
 """
+GET_CACHE = _GET_CACHE.format(complete="")
+GET_COMPLETE_CACHE = _GET_CACHE.format(complete=" AND NOT lossy")
 
 # The session locked against its erasure (its key share), and the summary upserted at its seq;
 # none past the session's last seq (it would stand in for records not yet written, and a turn
@@ -84,7 +89,8 @@ class CacheRepository:
     ) -> tuple[bool, CompressionCache | None]:
         """(visible, the newest summary at or below a seq, complete if asked, or None)."""
         below = MAX_SEQ if at_or_below is None else at_or_below
-        row = await self._con.fetchrow(GET_CACHE, space_id, session_id, below, complete_only)
+        query = GET_COMPLETE_CACHE if complete_only else GET_CACHE
+        row = await self._con.fetchrow(query, space_id, session_id, below)
         if row is None:
             return False, None
         if row["summary"] is None:

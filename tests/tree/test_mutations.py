@@ -5,6 +5,7 @@ from __future__ import annotations
 import uuid
 from collections.abc import Awaitable, Callable
 from datetime import datetime
+from typing import TypedDict
 
 import asyncpg
 import grpc
@@ -145,6 +146,48 @@ class TestUpdateLabel:
         with pytest.raises(grpc.aio.AioRpcError) as caught:
             await relabel(tree, str(uuid.uuid4()), "x")
         assert caught.value.code() == grpc.StatusCode.NOT_FOUND
+
+
+class TestWithoutLinks:
+    async def test_the_node_comes_without_children_and_refs(self, tree: TreeClient) -> None:
+        """With `without_links`, Archive, Unarchive and UpdateLabel (a change or none) answer
+        the node with no children and no refs (neither read); without it, both."""
+        root = await tree.create(label="kept")
+        child = await tree.child(root.id)
+        other = await tree.create()
+        await tree.stub.AddRef(
+            tree_pb2.AddRefRequest(space_id=tree.space.sid, from_id=root.id, to_id=other.id)
+        )
+        sid, rid = tree.space.sid, root.id
+        bare = [
+            (await tree.stub.Archive(tree_pb2.ArchiveRequest(**bare_of(sid, rid)))).node,
+            (await tree.stub.Unarchive(tree_pb2.UnarchiveRequest(**bare_of(sid, rid)))).node,
+        ]
+        for label in ("new", "new"):  # a change, then none
+            request = tree_pb2.UpdateLabelRequest(label=label, **bare_of(sid, rid))
+            bare.append((await tree.stub.UpdateLabel(request)).node)
+        assert [(n.id, n.status, n.label) for n in bare] == [
+            (rid, ARCHIVED, "kept"),
+            (rid, ACTIVE, "kept"),
+            (rid, ACTIVE, "new"),
+            (rid, ACTIVE, "new"),
+        ]
+        assert [(list(n.children), list(n.refs)) for n in bare] == [([], [])] * 4
+        linked = await relabel(tree, rid, "newer")
+        assert (list(linked.children), list(linked.refs)) == ([child.id], [other.id])
+
+
+class Bare(TypedDict):
+    """The fields of a request that asks for the node without its links."""
+
+    space_id: str
+    session_id: str
+    without_links: bool
+
+
+def bare_of(space_id: str, session_id: str) -> Bare:
+    """The fields of a request that asks for the node without its links."""
+    return Bare(space_id=space_id, session_id=session_id, without_links=True)
 
 
 class TestConfig:

@@ -18,10 +18,17 @@ from stello.db.pool import fetch, in_transaction
 from tree_service.models import STATUSES, Node, SessionFilter, Status, Summary, TreeEntry
 from tree_service.nodes import listing
 from tree_service.nodes.listing import LISTING_PLANS, PAIR_MATCHES, list_statement
-from tree_service.sql import NODE_COLUMNS
+from tree_service.sql import NODE_COLUMNS, UNLINKED_NODE_COLUMNS
 
 GET_NODE = f"""
 SELECT {NODE_COLUMNS}
+FROM sessions s
+WHERE s.space_id = $1 AND s.id = $2 AND s.provisional_until IS NULL
+"""
+
+# GET_NODE without the children and refs (`without_links`).
+GET_UNLINKED_NODE = f"""
+SELECT {UNLINKED_NODE_COLUMNS}
 FROM sessions s
 WHERE s.space_id = $1 AND s.id = $2 AND s.provisional_until IS NULL
 """
@@ -299,9 +306,13 @@ class NodeStatements:
     def __init__(self, con: asyncpg.Connection) -> None:
         self._con = con
 
-    async def node(self, space_id: uuid.UUID, session_id: uuid.UUID) -> Node | None:
-        """A visible session's node, or None."""
-        row = await self._con.fetchrow(GET_NODE, space_id, session_id)
+    async def node(
+        self, space_id: uuid.UUID, session_id: uuid.UUID, *, linked: bool = True
+    ) -> Node | None:
+        """A visible session's node (without its children and refs unless `linked`), or
+        None."""
+        query = GET_NODE if linked else GET_UNLINKED_NODE
+        row = await self._con.fetchrow(query, space_id, session_id)
         return to_node(row) if row else None
 
     async def visible_parent(

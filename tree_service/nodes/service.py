@@ -164,9 +164,12 @@ class NodeService:
         return await self._repo.nodes.by_prefix(space_id, low, high, limit)
 
 
-async def visible_node(tx: TreeTx, space_id: uuid.UUID, session_id: uuid.UUID) -> Node:
-    """A visible session's node, in the unit of work (NOT_FOUND when it is not)."""
-    node = await tx.nodes.node(space_id, session_id)
+async def visible_node(
+    tx: TreeTx, space_id: uuid.UUID, session_id: uuid.UUID, *, linked: bool = True
+) -> Node:
+    """A visible session's node (without its children and refs unless `linked`), in the
+    unit of work (NOT_FOUND when it is not)."""
+    node = await tx.nodes.node(space_id, session_id, linked=linked)
     if node is None:
         raise session_not_found(session_id)
     return node

@@ -60,13 +60,15 @@ WHERE archive_after_days IS NOT NULL OR delete_after_days IS NOT NULL
 ORDER BY space_id
 """
 
-# The next roots after the cursor ($2, $3; NULL: from the first), $4 of them,
-# each with its subtree's facts, one probe each. "Is there one" is a scalar
+# The first $2 roots (ROOTS), or the next $2 after the cursor ($3, $4: ROOTS_AFTER,
+# written out so that a plan that knows no parameter starts its walk of the roots
+# there; `$3 IS NULL OR ...` made every batch read the roots before it), each with
+# its subtree's facts, one probe each. "Is there one" is a scalar
 # subquery with LIMIT 1, not an EXISTS: the planner may run an EXISTS as a
 # hashed subplan, which reads every active (or pinned) session of the space
 # once to probe each root (20,001 tuples for one root of 20,000 children,
 # with the statistics of a table holding many small trees).
-ROOTS = """
+_ROOTS = """
 SELECT r.id, r.created_at, r.label,
        GREATEST(
            (SELECT max(x.last_active_day) FROM sessions x
@@ -87,11 +89,12 @@ SELECT r.id, r.created_at, r.label,
         WHERE x.space_id = $1 AND x.root_id = r.id AND x.archived_at IS NOT NULL
           AND x.provisional_until IS NULL) AS archived_at
 FROM sessions r
-WHERE r.space_id = $1 AND r.parent_id IS NULL AND r.provisional_until IS NULL
-  AND ($2::timestamptz IS NULL OR (r.created_at, r.id) > ($2::timestamptz, $3::uuid))
+WHERE r.space_id = $1 AND r.parent_id IS NULL AND r.provisional_until IS NULL{after}
 ORDER BY r.created_at, r.id
-LIMIT $4
+LIMIT $2
 """
+ROOTS = _ROOTS.format(after="")
+ROOTS_AFTER = _ROOTS.format(after="\n  AND (r.created_at, r.id) > ($3::timestamptz, $4::uuid)")
 
 # At most $3 of the subtree's active sessions, then their archive (in the same
 # transaction; the sessions of a subtree larger than a batch take several).
@@ -229,13 +232,10 @@ class RetentionStatements:
         EXISTS over a subtree that looks big is otherwise a scan of the table from its
         start)."""
         await self._con.execute(WALK_PLANS)
-        rows = await self._con.fetch(
-            ROOTS,
-            space_id,
-            after.created_at if after else None,
-            after.id if after else None,
-            limit,
-        )
+        if after is None:
+            rows = await self._con.fetch(ROOTS, space_id, limit)
+        else:
+            rows = await self._con.fetch(ROOTS_AFTER, space_id, limit, after.created_at, after.id)
         return [
             RootFacts(
                 r["id"],

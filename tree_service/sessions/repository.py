@@ -20,7 +20,7 @@ from stello.errors import session_not_found
 from stello.events import Event, EventKind, Outbox
 from tree_service.models import Node, SessionSpec, Status
 from tree_service.nodes.repository import STATUS_OF, to_node
-from tree_service.sql import ERASING, NODE_COLUMNS
+from tree_service.sql import ERASING, NODE_COLUMNS, UNLINKED_NODE_COLUMNS
 
 # -- CreateSession / CommitSession ---------------------------------------------
 
@@ -153,11 +153,13 @@ FOR NO KEY UPDATE
 """
 
 # No-op (no bump, no row) when the label is already $3, as SET_STATUS.
-SET_LABEL = f"""
+_SET_LABEL = """
 UPDATE sessions s SET label = $3, updated_at = now()
 WHERE s.space_id = $1 AND s.id = $2 AND s.label <> $3
-RETURNING {NODE_COLUMNS}
+RETURNING {columns}
 """
+SET_LABEL = _SET_LABEL.format(columns=NODE_COLUMNS)
+SET_LABEL_UNLINKED = _SET_LABEL.format(columns=UNLINKED_NODE_COLUMNS)
 
 # -- Config --------------------------------------------------------------------
 
@@ -324,11 +326,12 @@ class SessionStatements:
         return cast("Status | None", await self._con.fetchval(LOCK_STATUS, space_id, session_id))
 
     async def set_label(
-        self, space_id: uuid.UUID, session_id: uuid.UUID, label: str
+        self, space_id: uuid.UUID, session_id: uuid.UUID, label: str, *, linked: bool = True
     ) -> Node | None:
-        """Replace a locked session's label; its node, or None (no bump and no event) when
-        the label was already `label`."""
-        row = await self._con.fetchrow(SET_LABEL, space_id, session_id, label)
+        """Replace a locked session's label; its node (without its children and refs unless
+        `linked`), or None (no bump and no event) when the label was already `label`."""
+        query = SET_LABEL if linked else SET_LABEL_UNLINKED
+        row = await self._con.fetchrow(query, space_id, session_id, label)
         if row is None:
             return None
         self._changed(space_id, "session_updated", session_id)

@@ -112,17 +112,23 @@ class SessionService:
 
         return await self._repo.transaction(work)
 
-    async def set_status(self, space_id: uuid.UUID, session_id: uuid.UUID, status: Status) -> Node:
-        """Archive or unarchive one session (never cascades); idempotent."""
+    async def set_status(
+        self, space_id: uuid.UUID, session_id: uuid.UUID, status: Status, *, linked: bool = True
+    ) -> Node:
+        """Archive or unarchive one session (never cascades); idempotent. Its node, without
+        its children and refs unless `linked`."""
 
         async def work(tx: TreeTx) -> Node:
             await tx.sessions.set_status(space_id, session_id, status)
-            return await visible_node(tx, space_id, session_id)
+            return await visible_node(tx, space_id, session_id, linked=linked)
 
         return await self._repo.transaction(work)
 
-    async def update_label(self, space_id: uuid.UUID, session_id: uuid.UUID, label: str) -> Node:
-        """Replace the label of an active session."""
+    async def update_label(
+        self, space_id: uuid.UUID, session_id: uuid.UUID, label: str, *, linked: bool = True
+    ) -> Node:
+        """Replace the label of an active session; its node, without its children and refs
+        unless `linked`."""
 
         async def work(tx: TreeTx) -> Node:
             status = await tx.sessions.lock_status(space_id, session_id)
@@ -134,8 +140,8 @@ class SessionService:
                     reason=SESSION_ARCHIVED,
                     metadata={"subject": f"session/{session_id}"},
                 )
-            node = await tx.sessions.set_label(space_id, session_id, label)
-            return node or await visible_node(tx, space_id, session_id)
+            node = await tx.sessions.set_label(space_id, session_id, label, linked=linked)
+            return node or await visible_node(tx, space_id, session_id, linked=linked)
 
         return await self._repo.transaction(work)
 

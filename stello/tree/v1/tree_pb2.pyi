@@ -237,12 +237,14 @@ class RemoveRefResponse(_message.Message):
     def __init__(self, node: _Optional[_Union[_common_pb2.TopologyNode, _Mapping]] = ...) -> None: ...
 
 class ArchiveRequest(_message.Message):
-    __slots__ = ("space_id", "session_id")
+    __slots__ = ("space_id", "session_id", "without_links")
     SPACE_ID_FIELD_NUMBER: _ClassVar[int]
     SESSION_ID_FIELD_NUMBER: _ClassVar[int]
+    WITHOUT_LINKS_FIELD_NUMBER: _ClassVar[int]
     space_id: str
     session_id: str
-    def __init__(self, space_id: _Optional[str] = ..., session_id: _Optional[str] = ...) -> None: ...
+    without_links: bool
+    def __init__(self, space_id: _Optional[str] = ..., session_id: _Optional[str] = ..., without_links: _Optional[bool] = ...) -> None: ...
 
 class ArchiveResponse(_message.Message):
     __slots__ = ("node",)
@@ -251,12 +253,14 @@ class ArchiveResponse(_message.Message):
     def __init__(self, node: _Optional[_Union[_common_pb2.TopologyNode, _Mapping]] = ...) -> None: ...
 
 class UnarchiveRequest(_message.Message):
-    __slots__ = ("space_id", "session_id")
+    __slots__ = ("space_id", "session_id", "without_links")
     SPACE_ID_FIELD_NUMBER: _ClassVar[int]
     SESSION_ID_FIELD_NUMBER: _ClassVar[int]
+    WITHOUT_LINKS_FIELD_NUMBER: _ClassVar[int]
     space_id: str
     session_id: str
-    def __init__(self, space_id: _Optional[str] = ..., session_id: _Optional[str] = ...) -> None: ...
+    without_links: bool
+    def __init__(self, space_id: _Optional[str] = ..., session_id: _Optional[str] = ..., without_links: _Optional[bool] = ...) -> None: ...
 
 class UnarchiveResponse(_message.Message):
     __slots__ = ("node",)
@@ -265,14 +269,16 @@ class UnarchiveResponse(_message.Message):
     def __init__(self, node: _Optional[_Union[_common_pb2.TopologyNode, _Mapping]] = ...) -> None: ...
 
 class UpdateLabelRequest(_message.Message):
-    __slots__ = ("space_id", "session_id", "label")
+    __slots__ = ("space_id", "session_id", "label", "without_links")
     SPACE_ID_FIELD_NUMBER: _ClassVar[int]
     SESSION_ID_FIELD_NUMBER: _ClassVar[int]
     LABEL_FIELD_NUMBER: _ClassVar[int]
+    WITHOUT_LINKS_FIELD_NUMBER: _ClassVar[int]
     space_id: str
     session_id: str
     label: str
-    def __init__(self, space_id: _Optional[str] = ..., session_id: _Optional[str] = ..., label: _Optional[str] = ...) -> None: ...
+    without_links: bool
+    def __init__(self, space_id: _Optional[str] = ..., session_id: _Optional[str] = ..., label: _Optional[str] = ..., without_links: _Optional[bool] = ...) -> None: ...
 
 class UpdateLabelResponse(_message.Message):
     __slots__ = ("node",)

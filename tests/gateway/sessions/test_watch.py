@@ -92,7 +92,7 @@ class TestStream:
             tree_pb2.RemoveRefRequest(**ids, from_id=other.id, to_id=child.id)
         )
         await stack.tree.UpdateLabel(
-            tree_pb2.UpdateLabelRequest(**ids, session_id=child.id, label="x")
+            tree_pb2.UpdateLabelRequest(space_id=ids["space_id"], session_id=child.id, label="x")
         )
         await stack.tree.PutConfig(
             tree_pb2.PutConfigRequest(**ids, session_id=child.id, config=common_pb2.SessionConfig())

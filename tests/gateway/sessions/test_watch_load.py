@@ -128,7 +128,9 @@ class Writer:
     async def label(self, session: str) -> None:
         self.labels += 1  # a new label each time: the same one again writes no event
         label = f"renamed {self.labels}"
-        request = tree_pb2.UpdateLabelRequest(**self.ids, session_id=session, label=label)
+        request = tree_pb2.UpdateLabelRequest(
+            space_id=self.ids["space_id"], session_id=session, label=label
+        )
         if session in self.archived:
             await self.refused(
                 self.stack.tree.UpdateLabel(request), grpc.StatusCode.FAILED_PRECONDITION

@@ -6,11 +6,12 @@ import asyncio
 import logging
 import sys
 import uuid
+from collections.abc import Awaitable, Callable
 
 import asyncpg
 import pytest
 
-from stello.db.migrate import CREATE_TABLE, load_migrations, migrate, pending
+from stello.db.migrate import CREATE_TABLE, load_migrations, migrate, pending, pending_dsn
 from stello.db.pool import create_pool
 from stello.serving.runner import warn_unmigrated
 from stello.settings import StelloSettings
@@ -20,7 +21,7 @@ from tests.support.database import (
     create_test_database,
     drop_test_database,
 )
-from tests.support.history import WAITING_ON_A_LOCK
+from tests.support.history import WAITING_ON_A_LOCK, end_other_backends
 
 pytestmark = pytest.mark.sql
 
@@ -69,6 +70,57 @@ class TestMigrate:
             assert tables == 1
         finally:
             await drop_test_database(admin_dsn, fresh)
+
+
+SCANS = """
+SELECT seq_scan + COALESCE(idx_scan, 0) FROM pg_stat_user_tables
+WHERE relname = 'schema_migrations'
+"""
+
+
+async def scans(dsn: str, call: Callable[[], Awaitable[object]]) -> int:
+    """The scans of `schema_migrations` while `call()` ran (every other backend ended
+    before each count, so their statistics are flushed)."""
+    counter = await asyncpg.connect(dsn)
+    try:
+        await end_other_backends(counter)
+        before = await counter.fetchval(SCANS)
+        await call()
+        await end_other_backends(counter)
+        return int(await counter.fetchval(SCANS)) - int(before)
+    finally:
+        await counter.close()
+
+
+async def migrate_at(dsn: str, until: str | None = None) -> list[str]:
+    """`migrate` on a connection of its own, closed after."""
+    con = await asyncpg.connect(dsn)
+    try:
+        return await migrate(con, until=until)
+    finally:
+        await con.close()
+
+
+class TestUpToDate:
+    """An up-to-date schema is read once whatever the number of migrations it holds
+    (STYLE §17): `stello migrate` probed each of them in a transaction of its own, 5 at
+    the fifth migration, 46 at the 46th."""
+
+    async def test_migrate_reads_the_record_once_however_many_migrations(
+        self, admin_dsn: str
+    ) -> None:
+        versions = [m.version for m in load_migrations()]
+        dsn = await create_test_database(admin_dsn, until=versions[4])
+        try:
+            short = await scans(dsn, lambda: migrate_at(dsn, until=versions[4]))
+            assert await migrate_at(dsn) == versions[5:]
+            full = await scans(dsn, lambda: migrate_at(dsn))
+            listed = await scans(dsn, lambda: pending_dsn(dsn))
+            async with create_pool(dsn, StelloSettings(db_pool_min_size=1)) as pool:
+                warned = await scans(dsn, lambda: warn_unmigrated(pool))
+        finally:
+            await drop_test_database(admin_dsn, dsn)
+        assert (short, full, listed, warned) == (1, 1, 1, 1)
 
 
 class TestTenantLocalOrder:

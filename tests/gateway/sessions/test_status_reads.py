@@ -1,0 +1,79 @@
+"""Archive, Unarchive and UpdateLabel read the session, not its children (STYLE §17).
+
+The gateway answers a SessionSummary, which names no child and no ref; the tree
+answered each of these calls with the session's node, children and refs included,
+which it read whole: Archive read 406 tuples of `sessions` on a session of 200
+children, 4,006 on one of 2,000 (UpdateLabel 408 and 4,008). The gateway asks for the
+node without them now (`without_links`): 6 and 6 (8 and 8). Tuples read are counted in
+PostgreSQL's statistics (pg_stat), not time.
+"""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import Awaitable, Callable
+from functools import partial
+from typing import Any
+
+import pytest
+
+from agent_gateway.app import create_app as gateway_app
+from agent_gateway.config import GatewaySettings
+from stello.agent.v1 import agent_pb2, agent_pb2_grpc
+from storage_service.app import create_app as storage_app
+from tests.support.fresh import LONE_ROOTS, FreshDatabase
+from tree_service.app import create_app as tree_app
+
+pytestmark = [
+    pytest.mark.sql,
+    pytest.mark.plain_postgres(
+        "counts the tuples read in the statistics of the database it connects to; on Citus "
+        "the coordinator reads none, the workers' shards do"
+    ),
+]
+
+# $4 more children of the root $2 (after its $3 first), as forks would have left them.
+CHILDREN = """
+INSERT INTO sessions (space_id, id, parent_id, root_id, depth, sibling_index, label)
+SELECT $1, gen_random_uuid(), $2, $2, 1, $3 + i, 'kid' FROM generate_series(0, $4 - 1) i
+"""
+
+
+async def test_status_and_label_read_the_same_whatever_the_children(
+    fresh: FreshDatabase,
+) -> None:
+    """Archive, Unarchive and UpdateLabel of a session of 200 children, then of 2,000, in a
+    space of 5,000 more sessions (analyzed: no plan scans the table), read as many tuples
+    of `sessions` (within a few)."""
+    storage = await fresh.start(storage_app)
+    tree = await fresh.start(tree_app)
+    config = GatewaySettings(storage_address=storage.address, tree_address=tree.address)
+    gateway = await fresh.start(partial(gateway_app, config=config))
+    sid = fresh.space.sid
+    async with gateway.channel(fresh.space.key) as channel:
+        stub = agent_pb2_grpc.AgentGatewayStub(channel)
+        reply = await stub.CreateRoot(agent_pb2.CreateRootRequest(space_id=sid))
+        session = str(reply.session.id)
+        async with fresh.pool.acquire() as con:
+            await con.execute(LONE_ROOTS, fresh.space.id, 5_000)
+        calls: dict[str, Callable[[], Awaitable[Any]]] = {
+            "archive": lambda: stub.Archive(
+                agent_pb2.ArchiveRequest(space_id=sid, session_id=session)
+            ),
+            "unarchive": lambda: stub.Unarchive(
+                agent_pb2.UnarchiveRequest(space_id=sid, session_id=session)
+            ),
+            "rename": lambda: stub.UpdateLabel(
+                agent_pb2.UpdateLabelRequest(space_id=sid, session_id=session, label="renamed")
+            ),
+        }
+        reads: dict[str, list[int]] = {name: [] for name in calls}
+        for before, more in ((0, 200), (200, 1_800)):
+            async with fresh.pool.acquire() as con:
+                await con.execute(CHILDREN, fresh.space.id, uuid.UUID(session), before, more)
+                await con.execute("ANALYZE sessions")
+            for name, call in calls.items():
+                await call()  # past the first connections' own reads
+                reads[name].append((await fresh.reads("sessions", call))[0])
+    grown = {name: large - small for name, (small, large) in reads.items()}
+    assert all(more < 100 for more in grown.values()), reads
