@@ -105,7 +105,8 @@ class ToolRounds:
             messages, max_tokens = self._fitted(ctx, window)
             completion: Completion | None = None
             # A model call is cut short once the lease is lost (it could not commit), and
-            # its SDK's retries sleep no Retry-After past the caller's deadline.
+            # its provider's retries (`retries.Retries`) sleep no Retry-After or backoff past
+            # the caller's deadline.
             if stream:
                 model = _streamed(self._provider, messages, ctx.tools, max_tokens)
                 async for event in bounded_steps(kept.guarded(model), caller.deadline):

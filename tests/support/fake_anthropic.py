@@ -44,7 +44,8 @@ from tests.support.fake_http import (
 __all__ = ["FakeAnswer", "FakeAnthropic", "FakeToolCall", "Reply"]
 
 RETRY_FAST = (("retry-after-ms", "1"),)
-"""Sent with every scripted error so the SDK's retries do not slow tests down."""
+"""Sent with every scripted error so that the providers' retries (`retries.Retries`, which
+honour ``retry-after-ms``) wait 1 ms, not their backoff, and do not slow tests down."""
 
 _ERROR_TYPES = {
     400: "invalid_request_error",

@@ -175,6 +175,8 @@ class FakeHTTPServer:
         the connection broke before (the client closed it, or a `Reply.reset`)."""
         self._wrote = asyncio.Event()
         self.port = 0
+        self.connections = 0
+        """Connections accepted so far (a client that keeps one alive makes one)."""
 
     @property
     def url(self) -> str:
@@ -251,6 +253,7 @@ class FakeHTTPServer:
     async def _serve(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
         # The connection runs in a task of our own, so `close` can cancel it (a
         # sleeping reply) without asyncio logging the cancelled callback task.
+        self.connections += 1
         task = asyncio.ensure_future(self._converse(reader, writer))
         self._tasks.add(task)
         self._writers.add(writer)

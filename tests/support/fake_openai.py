@@ -48,7 +48,8 @@ __all__ = ["FakeAnswer", "FakeOpenAI", "FakeToolCall", "Reply", "chunk"]
 
 CREATED = 1_700_000_000
 RETRY_FAST = (("retry-after-ms", "1"),)
-"""Sent with every scripted error so the SDK's retries do not slow tests down."""
+"""Sent with every scripted error so that the providers' retries (`retries.Retries`, which
+honour ``retry-after-ms``) wait 1 ms, not their backoff, and do not slow tests down."""
 
 _ERROR_TYPES = {
     400: "invalid_request_error",

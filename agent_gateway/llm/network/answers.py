@@ -15,8 +15,8 @@ Anthropic's ``refusal``): what came before the stop is kept, and the stop logged
 
 A streamed call answered (HTTP 200) with no server-sent event at all is a
 proxy's answer: an error object in JSON, or a page. `StreamHead` keeps the
-start of a stream's bytes so that the providers' SSE decoders can end such a
-stream with the error object (the SDK raises it) or with a `NO_EVENT` mark
+start of a stream's bytes so that the providers' stream readers can end such a
+stream with the error object (the provider raises it) or with a `NO_EVENT` mark
 whose detail, logged, is what came.
 
 An answer's size is bounded (`AnswerBound`): the gateway stores an answer
@@ -26,12 +26,10 @@ whose text and tool-call arguments pass `answer_limit` (twice that, plus
 stored form does not) cannot be stored, whatever follows. Its reading stops
 there, the connection is closed, and the call is RESOURCE_EXHAUSTED
 LLM_ANSWER_TOO_LARGE, as an answer found too large once whole is
-(`turns.answer_size`). The SDKs' SSE decoders keep a line, and an event's
-``data:`` lines, with no bound: the providers' decoders (`DoneMarking`,
-`NoEventMarking`) count the bytes read since the last event (`AnswerBound.raw`)
-and stop an event that grows past the same limit (one endless line); both
-decoders read their events through one `EventReading`, which keeps the stream's
-head and bounds its bytes. The SDKs
+(`turns.answer_size`). The providers read a stream's events themselves
+(`EventReading`, through `sse.Parser`, not the SDKs' decoders, which keep a line and
+an event's ``data:`` lines with no bound): an event that grows past the same limit (one
+endless line) is stopped. The SDKs
 read the body of a call that is not streamed whole, with no bound either: the
 providers read it themselves (`AnswerBound.whole`, its bytes as decompressed) and
 stop it past the same limit, JSON and all.
@@ -41,11 +39,14 @@ from __future__ import annotations
 
 import json
 import logging
-from collections.abc import AsyncIterator, Callable, Iterable
+from collections.abc import AsyncIterator, Iterable
 from dataclasses import replace
-from typing import Protocol, TypeVar
+from typing import TypeVar
+
+import pydantic
 
 from agent_gateway.llm.base import FinishReason, ToolCallSpec
+from agent_gateway.llm.network import sse
 from stello.errors import ResourceExhausted, new_error_id
 from stello.reasons import LLM_ANSWER_TOO_LARGE
 from stello.settings import MIB
@@ -103,6 +104,16 @@ def unique_ids(calls: Iterable[ToolCallSpec]) -> tuple[ToolCallSpec, ...]:
     return tuple(unique(call, taken) for call in calls)
 
 
+Model = TypeVar("Model", bound=pydantic.BaseModel)
+
+
+def built(kind: type[Model], value: object) -> Model | object:
+    """`value` (JSON, read) built as `kind` when it is an object, leniently as the SDKs build
+    an answer (their models' ``model_construct``: a part of another type is kept as it came);
+    any other value as it is."""
+    return kind.model_construct(**value) if isinstance(value, dict) else value
+
+
 def text_of(value: object) -> str:
     """`value` when it is text ('' for none): an answer's text field as the protocol types it.
 
@@ -135,7 +146,7 @@ def log_stop(provider: str, reason: str | None, max_tokens: int | None) -> None:
 
 
 NO_EVENT = "stello.no_event"
-"""The type (`object`) of the event a provider's SSE decoder ends a stream with no event with."""
+"""The type (`object`) of the mark a provider's stream reader ends a stream with no event with."""
 HEAD_BYTES = 4096
 """How much of a stream's start `StreamHead` keeps."""
 
@@ -211,23 +222,6 @@ class AnswerBound:
         if self.received > self.limit:
             raise self.too_large(self.received, "its text and tool-call arguments")
 
-    async def raw(self, pieces: AsyncIterator[bytes], events: list[int]) -> AsyncIterator[bytes]:
-        """`pieces`, stopped once more than the limit came since the last event: `events`
-        holds one count, which the decoder bumps each time it yields an event.
-
-        Raises:
-            ResourceExhausted: reason LLM_ANSWER_TOO_LARGE, one event passed the limit.
-        """
-        pending = 0
-        seen = events[0]
-        async for piece in pieces:
-            if events[0] != seen:
-                seen, pending = events[0], 0
-            pending += len(piece)
-            if pending > self.limit:
-                raise self.too_large(pending, "one server-sent event")
-            yield piece
-
     async def whole(self, pieces: AsyncIterator[bytes]) -> bytes:
         """The body of a call's answer, of `pieces` (as decompressed), whole.
 
@@ -264,44 +258,32 @@ class AnswerBound:
         )
 
 
-class _Event(Protocol):
-    """A server-sent event as an SDK's SSE decoder reads it."""
-
-    @property
-    def data(self) -> str: ...
-
-
-EventT = TypeVar("EventT", bound=_Event)
-
-
 class EventReading:
-    """The reading of one stream's events by an SDK's SSE decoder, its bytes bounded
-    (`AnswerBound.raw`) and its start kept (`StreamHead`): what the providers' decoders
-    (`DoneMarking`, `NoEventMarking`) share."""
+    """The reading of one stream's events (`sse.Parser`), its bytes bounded and its start
+    kept (`StreamHead`): what the providers' stream readers (`openai_answers.read_chunks`,
+    `anthropic_answers.read_events`) share."""
 
     def __init__(self, bound: AnswerBound) -> None:
         self._bound = bound
         self._head = StreamHead()
         self._seen = False
 
-    async def events(
-        self,
-        decode: Callable[[AsyncIterator[bytes]], AsyncIterator[EventT]],
-        pieces: AsyncIterator[bytes],
-    ) -> AsyncIterator[EventT]:
-        """The events `decode` (the SDK's decoder) reads of `pieces`.
+    async def events(self, pieces: AsyncIterator[bytes]) -> AsyncIterator[sse.Event]:
+        """The events of `pieces` (a stream's body, as decompressed).
 
         Raises:
             ResourceExhausted: reason LLM_ANSWER_TOO_LARGE, one event passed the limit.
         """
-        events = [0]
-        async for event in decode(self._bound.raw(self._head.kept(pieces), events)):
-            events[0] += 1
-            self._seen = self._seen or bool(event.data)
-            yield event
+        parser = sse.Parser()
+        async for piece in self._head.kept(pieces):
+            for event in parser.feed(piece):
+                self._seen = True
+                yield event
+            if parser.pending > self._bound.limit:
+                raise self._bound.too_large(parser.pending, "one server-sent event")
 
     def without_event(self) -> tuple[str, str | None] | None:
-        """Once read, for a stream that held no event with data and was not empty: what it
+        """Once read, for a stream that held no event and was not empty: what it
         began with, for the log (`StreamHead.detail`), and the error object it is, if it is
         one (`StreamHead.error_object`); None otherwise."""
         detail = None if self._seen else self._head.detail()

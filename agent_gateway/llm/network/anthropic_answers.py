@@ -1,25 +1,25 @@
 """How the `anthropic` provider reads an answer: a Message, or a stream's
 events (`anthropic_provider` builds the requests and calls the API).
 
-A stream's events of a type this reading does not know are skipped, as Anthropic's
-versioning policy asks of clients (new event types may be added): the SDK reads
-such an event as a message_start without its message. A ``usage`` of null (in a
-message_start or a message_delta, as some Anthropic-compatible servers send it)
-leaves the usage as it was.
+The provider reads a stream's bytes itself (`read_events`, through `answers.EventReading`),
+not through the SDK. A stream's events of a type this reading does not know are
+skipped, as Anthropic's versioning policy asks of clients (new event types may be
+added), and so are its pings. A ``usage`` of null (in a message_start or a
+message_delta, as some Anthropic-compatible servers send it) leaves the usage as it
+was.
 
 A tool_use block's ``input`` sent whole in its content_block_start (as some
 Anthropic-compatible servers send it, with no input_json_delta) counts toward the
 answer's bound (`answers.AnswerBound`) as its deltas would.
 
 Some Anthropic-compatible servers send a stream's events without their ``event:``
-line, the event's type in its data's ``type`` only; the SDK skips an event with no
-name, so such a stream read as no event at all. `NoEventMarking` names each such
-event by that ``type`` (`named`).
+line, the event's type in its data's ``type`` only: such an event is named by that
+``type`` (`type_in`); unnamed data that is not a JSON object with a type is skipped.
 
-`NoEventMarking` (the SDK client's SSE decoder, `anthropic_provider`) ends a
-streamed call answered with no event at all (a proxy's answer) with the error
-object it is, as an ``error`` event the SDK raises, or with an `answers.NO_EVENT`
-event whose ``detail`` is its start (`answers.StreamHead`).
+An ``error`` event is handed on as a `StreamError`, which the provider raises. A
+streamed call answered with no event at all (a proxy's answer) ends with the error
+object it is, as a `StreamError`, or with a `NoEvent` whose ``detail`` is its start
+(`answers.StreamHead`).
 """
 
 from __future__ import annotations
@@ -28,7 +28,7 @@ import json
 from collections.abc import AsyncIterator
 from dataclasses import dataclass, field
 
-from anthropic._streaming import ServerSentEvent, SSEDecoder
+from anthropic import BaseModel as AnthropicModel
 from anthropic.types import (
     InputJSONDelta,
     Message,
@@ -59,6 +59,7 @@ from agent_gateway.llm.network.answers import (
     RECORD_BYTES,
     AnswerBound,
     EventReading,
+    built,
     finish_of,
     text_of,
     unique,
@@ -67,44 +68,67 @@ from agent_gateway.llm.network.answers import (
 from agent_gateway.llm.tool_arguments import parse_tool_arguments
 
 
-class NoEventMarking(SSEDecoder):
-    """The SDK's SSE decoder, an event without its ``event:`` line named by its data's type,
-    a stream with no event ended as the module docstring says, an event that grows past
-    `answers.answer_limit` of `record_bytes` (one endless line) stopped: RESOURCE_EXHAUSTED
-    LLM_ANSWER_TOO_LARGE (`answers.AnswerBound.raw`)."""
+@dataclass(frozen=True, slots=True)
+class StreamError:
+    """An ``error`` event of a stream (or the error object a stream with no event is): its
+    data, read as JSON when it is JSON."""
 
-    def __init__(self, record_bytes: int = RECORD_BYTES) -> None:
-        super().__init__()
-        self._bound = AnswerBound("anthropic", record_bytes)
-
-    async def aiter_bytes(self, iterator: AsyncIterator[bytes]) -> AsyncIterator[ServerSentEvent]:
-        """The events of the stream's bytes (see the module docstring)."""
-        reading = EventReading(self._bound)
-        async for event in reading.events(super().aiter_bytes, iterator):
-            yield named(event)
-        ending = reading.without_event()
-        if ending is not None:
-            detail, error = ending
-            if error is not None:
-                yield ServerSentEvent(event="error", data=error)
-            else:
-                mark = json.dumps({"type": NO_EVENT, "detail": detail})
-                yield ServerSentEvent(event=NO_EVENT, data=mark)
+    body: object
 
 
-def named(event: ServerSentEvent) -> ServerSentEvent:
-    """`event`, named by its data's ``type`` when it came without an ``event:`` line (the
-    SDK skips an event with no name); as it is when its data is not a JSON object with one."""
-    if event.event is not None or not event.data:
-        return event
+@dataclass(frozen=True, slots=True)
+class NoEvent:
+    """The end of a stream with no event that is not an error object (see the module
+    docstring): `detail`, what it began with."""
+
+    detail: str
+    type: str = NO_EVENT
+
+
+async def read_events(pieces: AsyncIterator[bytes], bound: AnswerBound) -> AsyncIterator[object]:
+    """The events of a stream's bytes (`pieces`): each of a type `StreamedMessage` reads
+    built as its event type (`answers.built`), an error event as a `StreamError`, and a
+    stream with no event ended as the module docstring says; pings, events of another type
+    and unnamed data that is not an event are skipped.
+
+    Raises:
+        ResourceExhausted: reason LLM_ANSWER_TOO_LARGE, one event passed `bound`'s limit
+            (`answers.EventReading`).
+        json.JSONDecodeError, RecursionError: a named event's data is not JSON.
+    """
+    reading = EventReading(bound)
+    async for event in reading.events(pieces):
+        name = event.name or type_in(event.data)
+        if name == "error":
+            yield StreamError(_json_or_text(event.data))
+        elif name is not None and name != "ping":
+            data = json.loads(event.data)
+            kind = _EVENT_TYPES.get(data.get("type")) if isinstance(data, dict) else None
+            if kind is not None:
+                yield built(kind, data)
+    ending = reading.without_event()
+    if ending is not None:
+        detail, error = ending
+        yield NoEvent(detail) if error is None else StreamError(json.loads(error))
+
+
+def type_in(data: str) -> str | None:
+    """The ``type`` of an event's `data` when it is a JSON object with one (an event sent
+    without its ``event:`` line is named by it); None otherwise."""
     try:
-        value = json.loads(event.data)
+        value = json.loads(data)
     except (ValueError, RecursionError):
-        return event
+        return None
     kind = value.get("type") if isinstance(value, dict) else None
-    if not isinstance(kind, str) or not kind:
-        return event
-    return ServerSentEvent(event=kind, data=event.data, id=event.id, retry=event.retry)
+    return kind if isinstance(kind, str) and kind else None
+
+
+def _json_or_text(data: str) -> object:
+    """`data` read as JSON, or as it is when it is not JSON."""
+    try:
+        return json.loads(data)
+    except (ValueError, RecursionError):
+        return data
 
 
 def read_message(response: Message) -> Completion:
@@ -148,16 +172,14 @@ def _usage(usage: AnthropicUsage) -> Usage:
     return Usage(prompt, completion, prompt + completion)
 
 
-STREAM_EVENTS = frozenset(
-    {
-        "message_start",
-        "content_block_start",
-        "content_block_delta",
-        "content_block_stop",
-        "message_delta",
-        "message_stop",
-    }
-)
+_EVENT_TYPES: dict[object, type[AnthropicModel]] = {
+    "message_start": RawMessageStartEvent,
+    "content_block_start": RawContentBlockStartEvent,
+    "content_block_delta": RawContentBlockDeltaEvent,
+    "content_block_stop": RawContentBlockStopEvent,
+    "message_delta": RawMessageDeltaEvent,
+    "message_stop": RawMessageStopEvent,
+}
 """The types of the stream events an answer is read from (any other is skipped)."""
 
 
@@ -216,7 +238,7 @@ class StreamedMessage:
         Raises:
             AttributeError, TypeError: a part of it is not of the protocol's type.
         """
-        if getattr(event, "type", None) not in STREAM_EVENTS:
+        if getattr(event, "type", None) not in _EVENT_TYPES:
             return None  # an event type added after this was written (module docstring)
         if isinstance(event, RawMessageStartEvent):
             self.usage.start(event.message.usage)

@@ -39,7 +39,8 @@ why the answer ended (`base.FinishReason`: ``refusal`` is a content filter's sto
 
 An answer is read up to a bound derived from the record limit (``record_bytes``,
 `answers.AnswerBound`), streamed (its text and arguments, and each event) or not (its
-body, which the provider reads itself through the SDK's ``with_streaming_response``):
+body). The provider reads both itself, the answer opened through the SDK's public
+``with_streaming_response`` (a stream's events with `sse.Parser`, not the SDK's decoder):
 past it, the connection is closed and the call is RESOURCE_EXHAUSTED
 LLM_ANSWER_TOO_LARGE. A body that broke off once it began is not retried, as a stream
 is not.
@@ -54,10 +55,11 @@ from typing import Literal, TypeAlias
 
 import anthropic
 import httpx2
-from anthropic import AsyncAPIResponse
+from anthropic import AsyncAPIResponse, AsyncStream
 from anthropic.types import (
     Message,
     MessageParam,
+    RawMessageStreamEvent,
     TextBlockParam,
     ToolParam,
     ToolResultBlockParam,
@@ -74,15 +76,16 @@ from agent_gateway.llm.base import (
     ToolSpec,
 )
 from agent_gateway.llm.network.answers import (
-    NO_EVENT,
     RECORD_BYTES,
     AnswerBound,
     finish_of,
     log_stop,
 )
 from agent_gateway.llm.network.anthropic_answers import (
-    NoEventMarking,
+    NoEvent,
     StreamedMessage,
+    StreamError,
+    read_events,
     read_message,
 )
 from agent_gateway.llm.network.error_bodies import cut_detail, http_hooks
@@ -181,15 +184,6 @@ def _error_answer(exc: Exception) -> httpx2.Response | None:
     return exc.response if isinstance(exc, anthropic.APIStatusError) else None
 
 
-class _Client(anthropic.AsyncAnthropic):
-    """The SDK's client, its streams decoded by `NoEventMarking` (a proxy's answer told)."""
-
-    record_bytes: int = RECORD_BYTES
-
-    def _make_sse_decoder(self) -> NoEventMarking:
-        return NoEventMarking(self.record_bytes)
-
-
 class AnthropicProvider(SdkProvider[anthropic.AsyncAnthropic]):
     """Anthropic's Messages API, through the official SDK."""
 
@@ -231,7 +225,7 @@ class AnthropicProvider(SdkProvider[anthropic.AsyncAnthropic]):
         self._endpoint = Endpoint(
             "anthropic", base_url, model, timeout_s, max_retries, secret=api_key
         )
-        self._client = _Client(
+        self._client = anthropic.AsyncAnthropic(
             api_key=api_key,
             base_url=base_url,
             timeout=timeout_s,
@@ -240,7 +234,6 @@ class AnthropicProvider(SdkProvider[anthropic.AsyncAnthropic]):
                 verify=tls_context(), event_hooks=http_hooks()
             ),
         )
-        self._client.record_bytes = record_bytes
         self._retries = Retries(
             self.name,
             max_retries,
@@ -302,28 +295,32 @@ class AnthropicProvider(SdkProvider[anthropic.AsyncAnthropic]):
         limit = self._limit(max_tokens)
         answer = StreamedMessage(bound=AnswerBound(self.name, self._record_bytes))
         began = False
-        try:
-            response = await self._retries.run(
-                lambda headers: self._client.messages.create(
-                    model=self._endpoint.model,
-                    max_tokens=limit,
-                    messages=wire,
-                    system=system or anthropic.omit,
-                    tools=offered,
-                    stream=True,
-                    extra_headers=headers,
-                )
+
+        def request(
+            headers: dict[str, str],
+        ) -> AbstractAsyncContextManager[AsyncAPIResponse[AsyncStream[RawMessageStreamEvent]]]:
+            return self._client.messages.with_streaming_response.create(
+                model=self._endpoint.model,
+                max_tokens=limit,
+                messages=wire,
+                system=system or anthropic.omit,
+                tools=offered,
+                stream=True,
+                extra_headers=headers,
             )
-            began = True  # from here on, nothing is retried
-            async with response:
-                async for event in response:
+
+        try:
+            async with AsyncExitStack() as stack:
+                answered = await self._opened(stack, request)
+                began = True  # from here on, nothing is retried
+                async for event in read_events(answered.iter_bytes(), answer.bound):
                     out = self._read_event(answer, event)
                     if out is not None:
                         yield out
         except (anthropic.AnthropicError, httpx2.HTTPError) as exc:
             raise self._translate(exc, mid_answer=began) from exc
         except (json.JSONDecodeError, RecursionError) as exc:
-            # An event whose data is not JSON, or nests past what the SDK's json reads.
+            # An event whose data is not JSON, or nests past what json reads.
             raise self._endpoint.unreadable_answer(
                 f"a server-sent event is not JSON ({exc})"
             ) from exc
@@ -345,9 +342,10 @@ class AnthropicProvider(SdkProvider[anthropic.AsyncAnthropic]):
 
     def _read_event(self, answer: StreamedMessage, event: object) -> StreamEvent | None:
         """Fold one streamed event into `answer`; the text delta or tool call it completes."""
-        if getattr(event, "type", None) == NO_EVENT:
-            detail = getattr(event, "detail", None)
-            raise self._endpoint.unreadable_answer(str(detail))
+        if isinstance(event, NoEvent):
+            raise self._endpoint.unreadable_answer(event.detail)
+        if isinstance(event, StreamError):
+            raise self._error_object(event.body)
         try:
             return answer.add(event)
         except (AttributeError, TypeError, ValueError) as exc:
@@ -360,11 +358,16 @@ class AnthropicProvider(SdkProvider[anthropic.AsyncAnthropic]):
         by its type, not retried."""
         if not isinstance(response, Message) or str(response.type) != "error":
             return
-        error = (response.model_extra or {}).get("error")
+        raise self._error_object({"error": (response.model_extra or {}).get("error")})
+
+    def _error_object(self, body: object) -> StelloError:
+        """The error an error object of an answer of HTTP 200 (a stream's ``error`` event, a
+        proxy's body) stands for, by its type, not retried."""
+        error = body.get("error") if isinstance(body, dict) else body
         kind = error.get("type") if isinstance(error, dict) else None
         status = _STATUS_OF_ERROR_TYPE.get(str(kind), 500)
-        detail = error_detail({"error": error}) or repr(error)[:200]
-        raise self._endpoint.status_error(status, detail, retried=False)
+        detail = error_detail(body) or repr(error)[:200]
+        return self._endpoint.status_error(status, detail, retried=False)
 
     def _limit(self, max_tokens: int | None) -> int:
         """The call's max_tokens: the configured one, or the caller's when that is lower."""
@@ -383,9 +386,6 @@ class AnthropicProvider(SdkProvider[anthropic.AsyncAnthropic]):
         endpoint = self._endpoint
         if isinstance(exc, anthropic.APIStatusError):
             detail = exc.api_message or error_detail(exc.body)
-            if exc.status_code < 400:  # an error event inside a stream that answered 200
-                status = _STATUS_OF_ERROR_TYPE.get(exc.type or "", 500)
-                return endpoint.status_error(status, detail, retried=False)
             return endpoint.status_error(
                 exc.status_code,
                 cut_detail(exc.response, detail),

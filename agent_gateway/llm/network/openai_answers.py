@@ -7,10 +7,9 @@ the stream with ``data: [DONE]`` alone: after at least one chunk, and with
 every tool call whole (a name, and arguments that are blank or a JSON object),
 that ``[DONE]`` ends the answer as ``stop`` (``tool_calls`` when calls came).
 A stream that ends with neither (a connection closed mid-answer) is not whole.
-The SDK swallows ``[DONE]``, so `DoneMarking` (the SDK client's SSE decoder,
-`openai_provider`) puts a `DONE_MARK` chunk before it for `StreamedAnswer` to see.
-It also drops the events with no data the SDK hands on and the SSE standard does
-not dispatch (a ``retry:`` or ``id:`` alone, an empty ``data:``).
+`read_chunks` (the provider reads a stream's bytes with it, not through the SDK)
+hands ``[DONE]`` on as a `DONE_MARK` chunk for `StreamedAnswer` to see, then reads
+what is left of the stream for a short while (`DRAIN_S`), for its connection's sake.
 
 An error in an answer of HTTP 200. Some proxies answer a call with a body that
 is an error object, and vLLM and SGLang end a stream with an error event whose
@@ -23,13 +22,15 @@ stands for: 429 for a rate limit or quota, its code when that is an error status
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
 import json
 from collections.abc import AsyncIterator
 from dataclasses import dataclass, field
 from typing import Any
 
+import httpx2
 from openai import BaseModel
-from openai._streaming import ServerSentEvent, SSEDecoder
 from openai.types import CompletionUsage
 from openai.types.chat import (
     ChatCompletion,
@@ -47,17 +48,21 @@ from agent_gateway.llm.network.answers import (
     RECORD_BYTES,
     AnswerBound,
     EventReading,
+    built,
     finish_of,
     text_of,
     unique_ids,
 )
 from agent_gateway.llm.tool_arguments import parse_tool_arguments
 from stello import json_text
+from stello.errors import ResourceExhausted
 
 DONE_MARK = "stello.done"
-"""The `object` of the chunk `DoneMarking` puts before a stream's ``[DONE]``."""
+"""The `object` of the chunk `read_chunks` hands a stream's ``[DONE]`` on as."""
 DONE_FINISH = "stop"
 """The finish a ``[DONE]`` without any finish_reason gives an answer with no tool call."""
+DRAIN_S = 0.1
+"""The longest a stream is read after its ``[DONE]`` (the SDK's drain timeout)."""
 RATE_LIMITED = frozenset({"rate_limit_exceeded", "insufficient_quota"})
 """The error types (or codes) of a rate limit or of a spent quota."""
 
@@ -89,36 +94,45 @@ def status_of_error(kind: object, code: object) -> int:
     return status if 400 <= status <= 599 else 500
 
 
-class DoneMarking(SSEDecoder):
-    """The SDK's SSE decoder, with a `DONE_MARK` chunk before each ``[DONE]`` event, and
-    without events that have no data (a ``retry:`` or ``id:`` alone, an empty ``data:``
-    keep-alive): the SSE standard does not dispatch those, the SDK hands them on.
+async def read_chunks(pieces: AsyncIterator[bytes], bound: AnswerBound) -> AsyncIterator[object]:
+    """The chunks of a stream's bytes (`pieces`): each event's JSON built as a
+    `ChatCompletionChunk` (`answers.built`: any other JSON value as it is), and a `DONE_MARK`
+    chunk for its ``[DONE]``, the last (what follows is read and dropped, `_drained`).
 
     An answer with no event at all (HTTP 200 from a proxy: a page, a JSON error object)
-    ends with one event: the error object itself, when it is one (the SDK and `error_in`
-    read it), else an `answers.NO_EVENT` chunk whose ``detail`` is its start.
+    ends with one chunk: the error object itself, when it is one (`error_in` reads it),
+    else an `answers.NO_EVENT` chunk whose ``detail`` is its start.
 
-    An event that grows past `answers.answer_limit` of `record_bytes` (one endless line)
-    stops the stream: RESOURCE_EXHAUSTED LLM_ANSWER_TOO_LARGE (`answers.AnswerBound.raw`)."""
+    Raises:
+        ResourceExhausted: reason LLM_ANSWER_TOO_LARGE, one event passed `bound`'s limit
+            (`answers.EventReading`).
+        json.JSONDecodeError, RecursionError: an event's data is not JSON.
+    """
+    reading = EventReading(bound)
+    events = reading.events(pieces)
+    async for event in events:
+        if event.data.startswith("[DONE]"):
+            yield ChatCompletionChunk.model_construct(object=DONE_MARK, choices=[])
+            await _drained(events)
+            return
+        yield built(ChatCompletionChunk, json.loads(event.data))
+    ending = reading.without_event()
+    if ending is not None:
+        detail, error = ending
+        mark = {"object": NO_EVENT, "choices": [], "detail": detail}
+        yield built(ChatCompletionChunk, mark if error is None else json.loads(error))
 
-    def __init__(self, record_bytes: int = RECORD_BYTES) -> None:
-        super().__init__()
-        self._bound = AnswerBound("openai", record_bytes)
 
-    async def aiter_bytes(self, iterator: AsyncIterator[bytes]) -> AsyncIterator[ServerSentEvent]:
-        """The events of the stream's bytes (see the class docstring)."""
-        reading = EventReading(self._bound)
-        async for event in reading.events(super().aiter_bytes, iterator):
-            if not event.data:
-                continue
-            if event.data.startswith("[DONE]"):
-                yield ServerSentEvent(data=json.dumps({"object": DONE_MARK, "choices": []}))
-            yield event
-        ending = reading.without_event()
-        if ending is not None:
-            detail, error = ending
-            mark = {"object": NO_EVENT, "choices": [], "detail": detail}
-            yield ServerSentEvent(data=error or json.dumps(mark))
+async def _drained(events: AsyncIterator[object]) -> None:
+    """`events` read to their end and dropped, for at most `DRAIN_S`: what is left of a
+    stream after its ``[DONE]`` (its body's end, mostly), read as the SDK read it so that
+    the connection takes the next call (HTTP/1.1 keeps only a connection whose answer was
+    read to its end). A stream that sends more, or that stays open, is closed with its
+    connection; the answer is whole whatever comes, or breaks, after its ``[DONE]``."""
+    with contextlib.suppress(TimeoutError, httpx2.HTTPError, ResourceExhausted):
+        async with asyncio.timeout(DRAIN_S):
+            async for _ in events:
+                pass
 
 
 def read_completion(response: ChatCompletion) -> tuple[Completion, str | None]:

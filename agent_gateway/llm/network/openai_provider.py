@@ -38,7 +38,7 @@ does not follow the protocol is UNAVAILABLE (`Endpoint.unreadable_answer`): a
 body that is not a chat completion (an HTML page from a proxy, JSON that does not
 parse), a server-sent event that is not a chunk, a streamed call answered with no event
 at all (a proxy's page; its start is logged, and an error object there is the
-error it says, `openai_answers.DoneMarking`), and a stream that ends without
+error it says, `openai_answers.read_chunks`), and a stream that ends without
 the answer's ``finish_reason`` (a connection closed cleanly mid-answer: half an
 answer is not stored as a whole one) — but for a ``data: [DONE]`` after whole
 content, which some compatible servers send instead of any finish_reason
@@ -48,7 +48,8 @@ answer ended (`base.FinishReason`: a content filter's stop told apart).
 
 An answer is read up to a bound derived from the record limit (``record_bytes``,
 `answers.AnswerBound`), streamed (its text and arguments, and each event) or not (its
-body, which the provider reads itself through the SDK's ``with_streaming_response``):
+body). The provider reads both itself, the answer opened through the SDK's public
+``with_streaming_response`` (a stream's events with `sse.Parser`, not the SDK's decoder):
 past it, the connection is closed and the call is RESOURCE_EXHAUSTED
 LLM_ANSWER_TOO_LARGE. A body that broke off once it began is not retried, as a stream
 is not.
@@ -63,7 +64,7 @@ from typing import Literal, TypeAlias
 
 import httpx2
 import openai
-from openai import AsyncAPIResponse
+from openai import AsyncAPIResponse, AsyncStream
 from openai.types.chat import (
     ChatCompletion,
     ChatCompletionChunk,
@@ -91,9 +92,9 @@ from agent_gateway.llm.network.answers import (
 )
 from agent_gateway.llm.network.error_bodies import cut_detail, http_hooks
 from agent_gateway.llm.network.openai_answers import (
-    DoneMarking,
     StreamedAnswer,
     error_in,
+    read_chunks,
     read_completion,
     status_of_error,
 )
@@ -121,16 +122,6 @@ EMPTY_SCHEMA: JsonObject = {"type": "object", "properties": {}}
 def _error_answer(exc: Exception) -> httpx2.Response | None:
     """The error answer (an HTTP status of 4xx, 5xx) the SDK's exception `exc` stands for."""
     return exc.response if isinstance(exc, openai.APIStatusError) else None
-
-
-class _Client(openai.AsyncOpenAI):
-    """The SDK's client, its streams decoded by `DoneMarking` (a stream's ``[DONE]`` seen, an
-    event past the answer's bound stopped)."""
-
-    record_bytes: int = RECORD_BYTES
-
-    def _make_sse_decoder(self) -> DoneMarking:
-        return DoneMarking(self.record_bytes)
 
 
 def _unfinished(answer: StreamedAnswer) -> str:
@@ -183,7 +174,7 @@ class OpenAIProvider(SdkProvider[openai.AsyncOpenAI]):
         self._max_tokens = max_tokens
         self._max_tokens_param = max_tokens_param
         self._endpoint = Endpoint("openai", base_url, model, timeout_s, max_retries, secret=api_key)
-        self._client = _Client(
+        self._client = openai.AsyncOpenAI(
             api_key=api_key or NO_KEY,
             base_url=base_url,
             timeout=timeout_s,
@@ -192,7 +183,6 @@ class OpenAIProvider(SdkProvider[openai.AsyncOpenAI]):
                 verify=tls_context(), event_hooks=http_hooks()
             ),
         )
-        self._client.record_bytes = record_bytes
         self._retries = Retries(
             self.name,
             max_retries,
@@ -256,29 +246,33 @@ class OpenAIProvider(SdkProvider[openai.AsyncOpenAI]):
         limit, completion_limit = self._limits(cap)
         answer = StreamedAnswer(bound=AnswerBound(self.name, self._record_bytes))
         began = False
-        try:
-            response = await self._retries.run(
-                lambda headers: self._client.chat.completions.create(
-                    model=self._endpoint.model,
-                    messages=wire,
-                    tools=offered,
-                    max_tokens=limit,
-                    max_completion_tokens=completion_limit,
-                    stream=True,
-                    stream_options={"include_usage": True},
-                    extra_headers=headers,
-                )
+
+        def request(
+            headers: dict[str, str],
+        ) -> AbstractAsyncContextManager[AsyncAPIResponse[AsyncStream[ChatCompletionChunk]]]:
+            return self._client.chat.completions.with_streaming_response.create(
+                model=self._endpoint.model,
+                messages=wire,
+                tools=offered,
+                max_tokens=limit,
+                max_completion_tokens=completion_limit,
+                stream=True,
+                stream_options={"include_usage": True},
+                extra_headers=headers,
             )
-            began = True  # from here on, nothing is retried
-            async with response:
-                async for chunk in response:
+
+        try:
+            async with AsyncExitStack() as stack:
+                answered = await self._opened(stack, request)
+                began = True  # from here on, nothing is retried
+                async for chunk in read_chunks(answered.iter_bytes(), answer.bound):
                     piece = self._read_chunk(answer, chunk)
                     if piece:
                         yield TextDelta(piece)
         except (openai.OpenAIError, httpx2.HTTPError) as exc:
             raise self._translate(exc, mid_answer=began) from exc
         except (json.JSONDecodeError, RecursionError) as exc:
-            # A `data:` line that is not JSON, or nests past what the SDK's json reads.
+            # A `data:` line that is not JSON, or nests past what json reads.
             raise self._endpoint.unreadable_answer(
                 f"a server-sent event is not JSON ({exc})"
             ) from exc
@@ -352,11 +346,6 @@ class OpenAIProvider(SdkProvider[openai.AsyncOpenAI]):
                 retry_after_s=retry_after(exc.response.headers),
                 retries_made=retries_made(exc.response),
             )
-        if isinstance(exc, openai.APIError):
-            # An error event inside a stream: its type, maybe an HTTP status as its code.
-            status = status_of_error(exc.type, exc.code)
-            detail = error_detail(exc.body) or exc.message
-            return endpoint.status_error(status, detail, retried=False)
         return endpoint.status_error(500, str(exc))
 
 

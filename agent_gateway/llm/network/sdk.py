@@ -14,9 +14,8 @@ from types import TracebackType
 from typing import Generic, Protocol, Self, TypeVar
 
 import httpx2
-import pydantic
 
-from agent_gateway.llm.network.answers import AnswerBound
+from agent_gateway.llm.network.answers import AnswerBound, Model, built
 from agent_gateway.llm.network.remote import Endpoint
 from agent_gateway.llm.network.retries import Retries, retries_sent
 from stello.errors import StelloError
@@ -45,7 +44,6 @@ class _Body(Protocol):
 
 
 ClientT = TypeVar("ClientT", bound=_Closable)
-Model = TypeVar("Model", bound=pydantic.BaseModel)
 Opened = TypeVar("Opened")
 
 
@@ -124,7 +122,7 @@ class SdkProvider(Generic[ClientT]):
             if media.endswith("json"):
                 raise self._endpoint.unreadable_answer(f"the body is not JSON ({exc})") from exc
             return body.decode("utf-8", "replace")
-        return kind.model_construct(**data) if isinstance(data, dict) else data
+        return built(kind, data)
 
     async def aclose(self) -> None:
         """Close the SDK client and its connections."""

@@ -218,9 +218,9 @@ class TestForkSummaryPastTheDeadline:
 
 
 class TestNoAnswerPastTheDeadline:
-    """A request that got no HTTP answer: the SDK retries it after its backoff without
-    asking `_should_retry`; a backoff that does not fit in the client's deadline is not
-    slept either."""
+    """A request that got no HTTP answer: the provider's retries (`retries.Retries`) retry it
+    after their backoff; a backoff that does not fit in the client's deadline is not slept
+    either (`retries.unanswered_wait`)."""
 
     async def test_a_timeout_fails_as_one(self, make_stack: StackMaker, endpoint: Endpoint) -> None:
         """A provider that answers nothing within its 0.4s timeout, against a Send of 2s

@@ -1,5 +1,5 @@
 """The anthropic provider's reading of a stream's events as Anthropic-compatible servers send
-them (`anthropic_answers.NoEventMarking`), against the loopback fake server."""
+them (`anthropic_answers.read_events`), against the loopback fake server."""
 
 from __future__ import annotations
 
