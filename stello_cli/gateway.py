@@ -20,8 +20,8 @@ import uuid
 from collections.abc import AsyncIterator, Mapping
 from typing import TYPE_CHECKING
 
+from stello_cli.output.style import one_line
 from stello_cli.parser import call_timeout, typed_names
-from stello_cli.style import one_line
 from stello_client.errors import (
     FLAGS,
     ClientError,
