@@ -77,7 +77,6 @@ def connect(args: argparse.Namespace) -> AsyncClient:
 async def gateway(args: argparse.Namespace, *, settle: bool = True) -> AsyncIterator[AsyncClient]:
     """The command's client, its space settled (unless `settle` is false: a command that
     needs no space); a failed call inside becomes a ClientError."""
-    from stello import reasons
     from stello_client.exceptions import ConfigurationError, RpcError
 
     client = connect(args)
@@ -90,13 +89,26 @@ async def gateway(args: argparse.Namespace, *, settle: bool = True) -> AsyncIter
         line = rpc_error_line(err, client.gateway, getattr(args, "flags", {}))
         if err.code.name == "UNAUTHENTICATED":  # by name: grpc loads with the SDK only
             line = f"{line} ({key_source(args)})"
-        if err.reason == reasons.PROFILE_NOT_FOUND and "--profile" in typed_names(args):
-            raise UsageError(f"--profile: {line}") from None  # a name typed, as a bad choice
+        usage = unknown_profile(err, line, "--profile", typed="--profile" in typed_names(args))
+        if usage is not None:
+            raise usage from None
         if refused_typed_value(err, args):
             raise UsageError(line) from None
         raise ClientError(line) from None
     except ConfigurationError as exc:
         raise ClientError(configuration_line(exc)) from None
+
+
+def unknown_profile(err: RpcError, line: str, option: str, *, typed: bool) -> UsageError | None:
+    """PROFILE_NOT_FOUND for a profile name the user `typed` (with `option`: `--profile`,
+    chat's `/fork --profile`) is a wrong command line, as argparse's bad choice is: the usage
+    error naming `option` (exit 2), `line` saying which profiles there are. None otherwise.
+    """
+    from stello import reasons
+
+    if typed and err.reason == reasons.PROFILE_NOT_FOUND:
+        return UsageError(f"{option}: {line}")
+    return None
 
 
 REFUSED_VALUE = ("INVALID_ARGUMENT", "OUT_OF_RANGE")

@@ -24,7 +24,7 @@ from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, NoReturn
 
-from stello_cli.gateway import gateway, session_id
+from stello_cli.gateway import gateway, session_id, unknown_profile
 from stello_cli.output import format as fmt
 from stello_cli.output.style import Style, ago, one_line, plural, short_id, write
 from stello_cli.parser import Commands, int64, session_argument
@@ -241,7 +241,6 @@ class Chat:
     ) -> SessionSummary:
         """The child /fork asked for; a value of its options the gateway refuses names that
         option (`/fork --profile: ...`), not a flag of `stello chat`."""
-        from stello import reasons
         from stello_client.exceptions import RpcError
 
         try:
@@ -256,9 +255,9 @@ class Chat:
             )
         except RpcError as err:
             line = rpc_error_line(err, self.client.gateway, FORK_OPTIONS)
-            if err.reason == reasons.PROFILE_NOT_FOUND and options.profile is not None:
-                raise UsageError(f"/fork --profile: {line}") from None
-            raise ClientError(line) from None
+            typed = options.profile is not None
+            usage = unknown_profile(err, line, "/fork --profile", typed=typed)
+            raise usage or ClientError(line) from None
 
     async def switch(self, session: str) -> None:
         """Talk to `session` from now on (it must exist: checked first)."""
