@@ -7,7 +7,9 @@ stops that reply only (nothing of the turn is stored, and the chat says so),
 Ctrl-C at the prompt clears the line, Ctrl-D or ``/quit`` leaves. Lines that
 start with ``/`` are commands (``/help`` lists them; ``//`` sends a line that
 starts with ``/`` to the model). Without a terminal (a pipe) the lines of stdin
-are read as they come, commands included, with no banner and no prompt.
+are read as they come, commands included, with no banner and no prompt: not after
+``/fork`` or ``/switch`` either, so stdout carries the replies and what ``/tree``,
+``/history`` and ``/help`` show, and stderr the chat's errors.
 """
 
 from __future__ import annotations
@@ -260,9 +262,11 @@ class Chat:
             raise usage or ClientError(line) from None
 
     async def switch(self, session: str) -> None:
-        """Talk to `session` from now on (it must exist: checked first)."""
+        """Talk to `session` from now on (it must exist: checked first); its banner on a
+        terminal only (a piped chat prints the replies and what its commands show)."""
         self.view = await self.client.get_session(session)
-        await self.banner()
+        if self.interactive:
+            await self.banner()
 
     def say(self, message: str) -> None:
         """A message of the chat itself, on stderr."""

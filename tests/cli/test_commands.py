@@ -489,6 +489,21 @@ class TestSessionCommands:
         assert len(said) == 6, said
         assert [n["id"] for n in await as_json(env, "tree")] == [root]
 
+    async def test_a_piped_chat_prints_only_the_replies(self, env: dict[str, str]) -> None:
+        """Without a terminal a chat prints no banner: not at its start, and not after /fork
+        or /switch either (they printed the session's banner, its label, turns and newest
+        records, into the replies a script reads)."""
+        root = (await ok(env, "root", "-q", "--label", "top")).strip()
+        lines = ["hello", "/fork child", "there", f"/switch {root}", "again"]
+        done = await stello(env, "chat", root, stdin="\n".join(lines) + "\n")
+        assert (done.returncode, done.stderr) == (0, "")
+        assert done.stdout == "echo: hello\necho: there\necho: again\n"
+        child = [n for n in await as_json(env, "tree") if n["id"] != root]
+        assert [n["label"] for n in child] == ["child"]
+        assert [r["content"] for r in await as_json(env, "records", child[0]["id"])][-1] == (
+            "echo: there"
+        )
+
     async def test_a_send_failing_mid_reply_ends_its_line_and_says_not_stored(
         self, suite: Suite, home: Path, space: TestSpace, gw: Any
     ) -> None:
