@@ -153,8 +153,11 @@ def names_space(args: argparse.Namespace) -> bool:
     return bool(resolve_target(args.gateway, args.key, args.space, plaintext=True).space)
 
 
-async def session_id(client: AsyncClient, text: str, what: str = "SESSION") -> str:
-    """The id of the session `text` names: a whole id, or its first digits.
+async def session_id(
+    client: AsyncClient, text: str, what: str = "SESSION", lists: str = "`stello tree`"
+) -> str:
+    """The id of the session `text` names: a whole id, or its first digits (`what`: the
+    argument or command it was typed for; `lists`: what shows the sessions there).
 
     Raises:
         UsageError: `text` is neither an id nor hex digits.
@@ -170,7 +173,7 @@ async def session_id(client: AsyncClient, text: str, what: str = "SESSION") -> s
     found = await client.resolve_session_prefix(digits, limit=CANDIDATES_SHOWN + 1)
     if not found:
         raise ClientError(
-            f"{what}: no session id starts with {text!r} in this space (`stello tree` lists them)"
+            f"{what}: no session id starts with {text!r} in this space ({lists} lists them)"
         )
     if len(found) > 1:
         listed = ", ".join(f"{s.id[:12]} ({one_line(s.label)})" for s in found[:CANDIDATES_SHOWN])

@@ -203,7 +203,7 @@ class Chat:
         elif name == "/switch":
             if not rest.strip():
                 raise UsageError("/switch: which session? /switch SESSION (id or first digits)")
-            await self.switch(await session_id(self.client, rest.strip(), "/switch"))
+            await self.switch_to(rest.strip())
         elif name == "/tree":
             nodes = await tree_nodes(self.client)
             write("\n".join(await draw_tree(self.client, nodes, mark=self.session_id)))
@@ -260,6 +260,22 @@ class Chat:
             typed = options.profile is not None
             usage = unknown_profile(err, line, "/fork --profile", typed=typed)
             raise usage or ClientError(line) from None
+
+    async def switch_to(self, text: str) -> None:
+        """/switch: talk to the session `text` names (its id or first digits) from now on.
+
+        Raises:
+            ClientError: no such session in this space, as /switch's error.
+        """
+        from stello_client.exceptions import NotFound
+
+        session = await session_id(self.client, text, "/switch", lists="/tree")
+        try:
+            await self.switch(session)
+        except NotFound:
+            raise ClientError(
+                f"/switch: no session {session} in this space (/tree lists them)"
+            ) from None
 
     async def switch(self, session: str) -> None:
         """Talk to `session` from now on (it must exist: checked first); its banner on a

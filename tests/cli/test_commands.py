@@ -504,6 +504,21 @@ class TestSessionCommands:
             "echo: there"
         )
 
+    async def test_switch_to_an_unknown_session_names_switch(self, env: dict[str, str]) -> None:
+        """/switch to a whole id that names no session says so as /switch's error and what to
+        do (it said the gateway's words alone, naming no command), as to digits no id starts
+        with, and the chat goes on in the session it was in."""
+        root = (await ok(env, "root", "-q")).strip()
+        unknown = "00000000-0000-4000-8000-000000000000"
+        lines = f"/switch {unknown}\n/switch 0000\nhello\n"
+        done = await stello(env, "chat", root, stdin=lines)
+        assert done.returncode == 0, done.stderr
+        assert done.stderr.splitlines() == [
+            f"stello: /switch: no session {unknown} in this space (/tree lists them)",
+            "stello: /switch: no session id starts with '0000' in this space (/tree lists them)",
+        ]
+        assert done.stdout == "echo: hello\n"
+
     async def test_a_send_failing_mid_reply_ends_its_line_and_says_not_stored(
         self, suite: Suite, home: Path, space: TestSpace, gw: Any
     ) -> None:
