@@ -89,6 +89,7 @@ async def gateway(args: argparse.Namespace, *, settle: bool = True) -> AsyncIter
         line = rpc_error_line(err, client.gateway, getattr(args, "flags", {}))
         if err.code.name == "UNAUTHENTICATED":  # by name: grpc loads with the SDK only
             line = f"{line} ({key_source(args)})"
+        line = missing_session_line(err, args) or line
         usage = unknown_profile(err, line, "--profile", typed="--profile" in typed_names(args))
         if usage is not None:
             raise usage from None
@@ -109,6 +110,32 @@ def unknown_profile(err: RpcError, line: str, option: str, *, typed: bool) -> Us
     if typed and err.reason == reasons.PROFILE_NOT_FOUND:
         return UsageError(f"{option}: {line}")
     return None
+
+
+def missing_session_line(err: RpcError, args: argparse.Namespace) -> str | None:
+    """A session the gateway does not find (SESSION_NOT_FOUND) whose whole id was typed on
+    this command line, said as that argument's or flag's error with what to do, as digits
+    no id starts with are (`session_id`); None for any other error."""
+    from stello import reasons
+
+    missing = err.info.get("session_id")
+    if err.reason != reasons.SESSION_NOT_FOUND or not missing:
+        return None
+    parser = getattr(args, "parser", None)
+    for action in parser._actions if parser is not None else ():
+        typed = getattr(args, action.dest, None)
+        if isinstance(typed, str) and _whole_id(typed) == missing:
+            name = max(action.option_strings, key=len, default=action.metavar or action.dest)
+            return f"{name}: no session {missing} in this space (`stello tree` lists them)"
+    return None
+
+
+def _whole_id(text: str) -> str | None:
+    """`text` as a session id, when it is a whole one."""
+    try:
+        return str(uuid.UUID(text))
+    except ValueError:
+        return None
 
 
 REFUSED_VALUE = ("INVALID_ARGUMENT", "OUT_OF_RANGE")
@@ -163,8 +190,9 @@ async def session_id(
         UsageError: `text` is neither an id nor hex digits.
         ClientError: no session, or several, start with those digits.
     """
-    with contextlib.suppress(ValueError):
-        return str(uuid.UUID(text))
+    whole = _whole_id(text)
+    if whole is not None:
+        return whole
     digits = text.replace("-", "").lower()
     if not digits or len(digits) > 32 or not _HEX.issuperset(digits):
         raise UsageError(

@@ -392,8 +392,23 @@ class TestSessionCommands:
         line = await failed(env, "meta", root, "bad key=1", code=2)
         assert line.startswith('stello meta: K=V "bad key": key must match'), line
         assert line.endswith(" (see `stello meta --help`)"), line
+        assert [n["id"] for n in await as_json(env, "tree")] == [root]
+
+    async def test_a_whole_id_of_no_session_names_its_argument(self, env: dict[str, str]) -> None:
+        """A whole session id that names no session in the space fails (exit 1) naming the
+        argument or flag it was typed as, and what to do, as digits no id starts with do:
+        it said the gateway's 'session ID not found' alone, with no flag (`search
+        --session ID`, `fork SOURCE`) and nothing to do."""
+        root = (await ok(env, "root", "-q")).strip()
         missing = "00000000-0000-0000-0000-000000000000"
-        assert await failed(env, "show", missing) == f"stello: session {missing} not found"
+        tail = f"no session {missing} in this space (`stello tree` lists them)"
+        assert await failed(env, "show", missing) == f"stello: SESSION: {tail}"
+        forked = await failed(env, "fork", missing.replace("-", ""), "--label", "x")
+        assert forked == f"stello: SOURCE: {tail}"
+        assert await failed(env, "search", "hi", "--session", missing) == (
+            f"stello: --session: {tail}"
+        )
+        assert await failed(env, "chat", missing, stdin="") == f"stello: SESSION: {tail}"
         assert [n["id"] for n in await as_json(env, "tree")] == [root]
 
     async def test_var_the_profile_does_not_use(self, env: dict[str, str]) -> None:

@@ -115,7 +115,7 @@ def test_up_client_session_and_restart(home: Path) -> None:
         unknown = run_cli(env, "fork", "0" * 32, "--label", "x")
         assert unknown.returncode == 1
         assert unknown.stderr.startswith(
-            "stello: session 00000000-0000-0000-0000-000000000000 not found"
+            "stello: SOURCE: no session 00000000-0000-0000-0000-000000000000 in this space"
         )
         assert_stopped(up, postmaster)
 
