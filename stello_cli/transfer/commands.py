@@ -161,6 +161,8 @@ async def cmd_import(args: argparse.Namespace) -> int:
     planned = plans(sessions, order)
     async with gateway(args) as client:
         parent = await session_id(client, args.parent, "--parent") if args.parent else None
+        if parent is not None:  # one that is no session fails as --parent's, before any import
+            await client.get_session(parent)
         run = Importer(client, digest, parent, datetime.now(UTC))
         for count, position in enumerate(order, 1):
             entry = sessions[position]

@@ -247,6 +247,24 @@ async def test_bad_files_are_one_line(suite: Suite, home: Path, space: TestSpace
     )
 
 
+async def test_a_parent_that_is_no_session_names_parent(
+    suite: Suite, home: Path, space: TestSpace
+) -> None:
+    """`import --parent ID` with a whole id that names no session fails before the first
+    session, naming --parent and what to do: it said "importing session 1 of 1 ('L'):
+    parent session ID not found", as if the file's first session were at fault."""
+    env = suite.env(home, space)
+    missing = "00000000-0000-4000-8000-000000000000"
+    document = export_of({"id": "a", "label": "L", "records": []})
+    done = await stello(env, "import", "-", "--parent", missing, stdin=document)
+    assert (done.returncode, done.stdout, done.stderr) == (
+        1,
+        "",
+        f"stello: --parent: no session {missing} in this space (`stello tree` lists them)\n",
+    )
+    assert await sessions_in(env) == 0
+
+
 async def test_a_file_name_that_is_not_utf8_is_read_and_written(
     suite: Suite, home: Path, space: TestSpace
 ) -> None:
