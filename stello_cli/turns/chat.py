@@ -26,10 +26,11 @@ from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, NoReturn
 
+from stello.file_names import shown_name
 from stello_cli.gateway import gateway, session_id, unknown_profile
 from stello_cli.output import format as fmt
 from stello_cli.output.style import Style, ago, one_line, plural, short_id, write
-from stello_cli.parser import Commands, int64, session_argument
+from stello_cli.parser import Commands, has_undecoded, int64, session_argument
 from stello_cli.sessions.fork_options import (
     CONTEXTS,
     check_template_values,
@@ -172,6 +173,10 @@ class Chat:
         """Do what `line` says; False when the chat should end."""
         text = line.strip()
         if not text:
+            return True
+        if has_undecoded(text):  # no call can carry it: said, as a turn that failed
+            self.failed += 1
+            self.say(f"this line is not valid UTF-8, so it was not sent: '{shown_name(text)}'")
             return True
         if text.startswith("//"):
             await self.turn(text[1:])

@@ -519,6 +519,29 @@ class TestSessionCommands:
             "echo: there"
         )
 
+    async def test_a_piped_line_that_is_not_utf8_is_said_and_the_chat_goes_on(
+        self, env: dict[str, str]
+    ) -> None:
+        """A line of a piped chat holding bytes that are not UTF-8 is not sent: the chat says
+        so on stderr, showing the line, and reads on (the turn failed: exit 1). It ended the
+        whole chat at that line, in the SDK's words about a field the user never typed
+        ('content: is not valid Unicode text (a lone surrogate U+DCFF ...)')."""
+        root = (await ok(env, "root", "-q")).strip()
+        done = await asyncio.to_thread(
+            subprocess.run,
+            [sys.executable, "-m", "stello_cli", "chat", root],
+            env=client_env(env),
+            input=b"hello\n\xff\xfe bad\nagain\n",
+            capture_output=True,
+            timeout=60,
+            check=False,
+        )
+        assert (done.returncode, done.stdout, done.stderr) == (
+            1,
+            b"echo: hello\necho: again\n",
+            b"stello: this line is not valid UTF-8, so it was not sent: '\\xff\\xfe bad'\n",
+        )
+
     async def test_switch_to_an_unknown_session_names_switch(self, env: dict[str, str]) -> None:
         """/switch to a whole id that names no session says so as /switch's error and what to
         do (it said the gateway's words alone, naming no command), as to digits no id starts
