@@ -4,7 +4,7 @@
 storage and tree in-process (`stello.serving.inproc`: the same interceptors and
 handlers, no HTTP/2 or loopback socket), with ``--network-calls`` over loopback
 gRPC. This measures, in one run, two such processes started by the real
-`stello_cli.up.start_servers` (one of each kind) over one database:
+`stello_cli.up.suite.start_servers` (one of each kind) over one database:
 
 - the gateway's GetSession (meta, slots, node and config of one session);
 - a direct tree GetNode of the same session on the same process (one hop, one
@@ -50,7 +50,7 @@ from stello.db.pool import create_pool
 from stello.serving.server import ServiceApp, shutdown
 from stello.settings import StelloSettings
 from stello.tree.v1 import tree_pb2, tree_pb2_grpc
-from stello_cli.up import Ports, start_servers
+from stello_cli.up.suite import Ports, start_servers
 
 SCRIPT = str(Path(__file__).resolve())
 KINDS = ("in-process", "network")

@@ -1,9 +1,11 @@
 """The `stello` command line: the composition roots on the top floor (STYLE §16).
 
-`stello up` (`stello_cli.up`) wires the three services together in one
-process; the client commands (one module per group: `sessions`, `talk`,
-`chat`, `views`, `transfer`, and the operator ones in `admin`) talk to a
-running gateway. This package is the only place that imports the services.
+`stello up` (`stello_cli.up.suite`) wires the three services together in one
+process; the client commands (one module per group, registered in `parser`:
+`sessions/`, `turns/` (send, records, chat), `space/` (tree, search, watch,
+retention), `transfer/`, and the operator ones in `admin/`) talk to a running
+gateway (`gateway`); `output/` is how they print. This package is the only place
+that imports the services.
 
 gRPC's C core logs to stderr on its own (``fork_posix.cc``, ``add_port.cc``):
 the variables that silence it are set here, before anything imports grpc, and

@@ -20,8 +20,8 @@ import uuid
 from collections.abc import AsyncIterator, Mapping
 from typing import TYPE_CHECKING
 
+from stello_cli.output.style import one_line
 from stello_cli.parser import call_timeout, typed_names
-from stello_cli.style import one_line
 from stello_client.errors import (
     FLAGS,
     ClientError,
@@ -77,7 +77,6 @@ def connect(args: argparse.Namespace) -> AsyncClient:
 async def gateway(args: argparse.Namespace, *, settle: bool = True) -> AsyncIterator[AsyncClient]:
     """The command's client, its space settled (unless `settle` is false: a command that
     needs no space); a failed call inside becomes a ClientError."""
-    from stello import reasons
     from stello_client.exceptions import ConfigurationError, RpcError
 
     client = connect(args)
@@ -90,13 +89,53 @@ async def gateway(args: argparse.Namespace, *, settle: bool = True) -> AsyncIter
         line = rpc_error_line(err, client.gateway, getattr(args, "flags", {}))
         if err.code.name == "UNAUTHENTICATED":  # by name: grpc loads with the SDK only
             line = f"{line} ({key_source(args)})"
-        if err.reason == reasons.PROFILE_NOT_FOUND and "--profile" in typed_names(args):
-            raise UsageError(f"--profile: {line}") from None  # a name typed, as a bad choice
+        line = missing_session_line(err, args) or line
+        usage = unknown_profile(err, line, "--profile", typed="--profile" in typed_names(args))
+        if usage is not None:
+            raise usage from None
         if refused_typed_value(err, args):
             raise UsageError(line) from None
         raise ClientError(line) from None
     except ConfigurationError as exc:
         raise ClientError(configuration_line(exc)) from None
+
+
+def unknown_profile(err: RpcError, line: str, option: str, *, typed: bool) -> UsageError | None:
+    """PROFILE_NOT_FOUND for a profile name the user `typed` (with `option`: `--profile`,
+    chat's `/fork --profile`) is a wrong command line, as argparse's bad choice is: the usage
+    error naming `option` (exit 2), `line` saying which profiles there are. None otherwise.
+    """
+    from stello import reasons
+
+    if typed and err.reason == reasons.PROFILE_NOT_FOUND:
+        return UsageError(f"{option}: {line}")
+    return None
+
+
+def missing_session_line(err: RpcError, args: argparse.Namespace) -> str | None:
+    """A session the gateway does not find (SESSION_NOT_FOUND) whose whole id was typed on
+    this command line, said as that argument's or flag's error with what to do, as digits
+    no id starts with are (`session_id`); None for any other error."""
+    from stello import reasons
+
+    missing = err.info.get("session_id")
+    if err.reason != reasons.SESSION_NOT_FOUND or not missing:
+        return None
+    parser = getattr(args, "parser", None)
+    for action in parser._actions if parser is not None else ():
+        typed = getattr(args, action.dest, None)
+        if isinstance(typed, str) and _whole_id(typed) == missing:
+            name = max(action.option_strings, key=len, default=action.metavar or action.dest)
+            return f"{name}: no session {missing} in this space (`stello tree` lists them)"
+    return None
+
+
+def _whole_id(text: str) -> str | None:
+    """`text` as a session id, when it is a whole one."""
+    try:
+        return str(uuid.UUID(text))
+    except ValueError:
+        return None
 
 
 REFUSED_VALUE = ("INVALID_ARGUMENT", "OUT_OF_RANGE")
@@ -141,15 +180,19 @@ def names_space(args: argparse.Namespace) -> bool:
     return bool(resolve_target(args.gateway, args.key, args.space, plaintext=True).space)
 
 
-async def session_id(client: AsyncClient, text: str, what: str = "SESSION") -> str:
-    """The id of the session `text` names: a whole id, or its first digits.
+async def session_id(
+    client: AsyncClient, text: str, what: str = "SESSION", lists: str = "`stello tree`"
+) -> str:
+    """The id of the session `text` names: a whole id, or its first digits (`what`: the
+    argument or command it was typed for; `lists`: what shows the sessions there).
 
     Raises:
         UsageError: `text` is neither an id nor hex digits.
         ClientError: no session, or several, start with those digits.
     """
-    with contextlib.suppress(ValueError):
-        return str(uuid.UUID(text))
+    whole = _whole_id(text)
+    if whole is not None:
+        return whole
     digits = text.replace("-", "").lower()
     if not digits or len(digits) > 32 or not _HEX.issuperset(digits):
         raise UsageError(
@@ -158,7 +201,7 @@ async def session_id(client: AsyncClient, text: str, what: str = "SESSION") -> s
     found = await client.resolve_session_prefix(digits, limit=CANDIDATES_SHOWN + 1)
     if not found:
         raise ClientError(
-            f"{what}: no session id starts with {text!r} in this space (`stello tree` lists them)"
+            f"{what}: no session id starts with {text!r} in this space ({lists} lists them)"
         )
     if len(found) > 1:
         listed = ", ".join(f"{s.id[:12]} ({one_line(s.label)})" for s in found[:CANDIDATES_SHOWN])

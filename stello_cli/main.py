@@ -17,8 +17,8 @@ import warnings
 from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING
 
+from stello_cli.output.style import Style, one_line
 from stello_cli.parser import argument_name, build_parser, has_undecoded
-from stello_cli.style import Style, one_line
 from stello_client.errors import ClientError, UsageError, configuration_line, rpc_error_line
 from stello_client.flags import FileName
 

@@ -23,7 +23,7 @@ from typing import Any, ClassVar, NoReturn
 
 from stello import __version__
 from stello.file_names import shown_name
-from stello_cli.style import read_stdin
+from stello_cli.output.style import read_stdin
 from stello_client.errors import UsageError
 from stello_client.flags import MAX_DEADLINE_S, gateway_address, tls_options
 
@@ -32,15 +32,15 @@ UNDECODED = re.compile("[\udc80-\udcff]")
 """A byte that was not UTF-8, as Python keeps it (surrogateescape)."""
 
 COMMAND_GROUPS = (
-    "stello_cli.admin",
-    "stello_cli.sessions",
-    "stello_cli.talk",
-    "stello_cli.search",
-    "stello_cli.chat",
-    "stello_cli.views",
-    "stello_cli.transfer",
-    "stello_cli.watch",
-    "stello_cli.retention",
+    "stello_cli.admin.commands",
+    "stello_cli.sessions.commands",
+    "stello_cli.turns.talk",
+    "stello_cli.space.search",
+    "stello_cli.turns.chat",
+    "stello_cli.space.views",
+    "stello_cli.transfer.commands",
+    "stello_cli.space.watch",
+    "stello_cli.space.retention",
 )
 SESSION_HELP = (
     "the session: its id, or the first digits of it as `stello tree` shows them "

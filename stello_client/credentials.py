@@ -13,7 +13,7 @@ The database `stello up` runs on is kept too, so the admin commands (`stello key
 the URL it was given less any password (`database_password` then says one was given,
 and the admin commands ask for the URL again rather than guess).
 
-Kept apart from `stello_cli.up` so a client command loads no server code.
+Kept apart from `stello_cli.up.suite` so a client command loads no server code.
 """
 
 from __future__ import annotations

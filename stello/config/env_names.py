@@ -173,7 +173,7 @@ CLIENT_VARIABLES = {
     "STELLO_TEST_DATABASE_URL": "tests: an existing PostgreSQL instead of the embedded one",
 }
 """Read with ``os.environ`` by the client commands and the SDK (stello_client.target,
-.flags, .credentials, stello_cli.admin, stello_console): README's table lists them."""
+.flags, .credentials, stello_cli.admin.commands, stello_console): README's table lists them."""
 
 OTHER_VARIABLES = {
     "STELLO_WORKER": "internal: set by a service's supervisor in its workers' environment "

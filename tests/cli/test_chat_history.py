@@ -10,8 +10,8 @@ from pathlib import Path
 import pytest
 from prompt_toolkit.history import FileHistory, InMemoryHistory
 
-from stello_cli.chat import chat_history, history_path
 from stello_cli.parser import build_parser
+from stello_cli.turns.chat import chat_history, history_path
 
 
 @pytest.fixture(name="config_dir")

@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 
 from stello.common.v1 import common_pb2
-from stello_cli.format import MAX_COLUMN, digests_lines, tree_lines
+from stello_cli.output.format import MAX_COLUMN, digests_lines, tree_lines
 from tests.cli.processes import client_env, private_env, run_cli
 
 ACTIVE = common_pb2.SESSION_STATUS_ACTIVE

@@ -392,8 +392,23 @@ class TestSessionCommands:
         line = await failed(env, "meta", root, "bad key=1", code=2)
         assert line.startswith('stello meta: K=V "bad key": key must match'), line
         assert line.endswith(" (see `stello meta --help`)"), line
+        assert [n["id"] for n in await as_json(env, "tree")] == [root]
+
+    async def test_a_whole_id_of_no_session_names_its_argument(self, env: dict[str, str]) -> None:
+        """A whole session id that names no session in the space fails (exit 1) naming the
+        argument or flag it was typed as, and what to do, as digits no id starts with do:
+        it said the gateway's 'session ID not found' alone, with no flag (`search
+        --session ID`, `fork SOURCE`) and nothing to do."""
+        root = (await ok(env, "root", "-q")).strip()
         missing = "00000000-0000-0000-0000-000000000000"
-        assert await failed(env, "show", missing) == f"stello: session {missing} not found"
+        tail = f"no session {missing} in this space (`stello tree` lists them)"
+        assert await failed(env, "show", missing) == f"stello: SESSION: {tail}"
+        forked = await failed(env, "fork", missing.replace("-", ""), "--label", "x")
+        assert forked == f"stello: SOURCE: {tail}"
+        assert await failed(env, "search", "hi", "--session", missing) == (
+            f"stello: --session: {tail}"
+        )
+        assert await failed(env, "chat", missing, stdin="") == f"stello: SESSION: {tail}"
         assert [n["id"] for n in await as_json(env, "tree")] == [root]
 
     async def test_var_the_profile_does_not_use(self, env: dict[str, str]) -> None:
@@ -488,6 +503,59 @@ class TestSessionCommands:
         assert said[5] == "/fork --up-to: must not be negative, got -1"
         assert len(said) == 6, said
         assert [n["id"] for n in await as_json(env, "tree")] == [root]
+
+    async def test_a_piped_chat_prints_only_the_replies(self, env: dict[str, str]) -> None:
+        """Without a terminal a chat prints no banner: not at its start, and not after /fork
+        or /switch either (they printed the session's banner, its label, turns and newest
+        records, into the replies a script reads)."""
+        root = (await ok(env, "root", "-q", "--label", "top")).strip()
+        lines = ["hello", "/fork child", "there", f"/switch {root}", "again"]
+        done = await stello(env, "chat", root, stdin="\n".join(lines) + "\n")
+        assert (done.returncode, done.stderr) == (0, "")
+        assert done.stdout == "echo: hello\necho: there\necho: again\n"
+        child = [n for n in await as_json(env, "tree") if n["id"] != root]
+        assert [n["label"] for n in child] == ["child"]
+        assert [r["content"] for r in await as_json(env, "records", child[0]["id"])][-1] == (
+            "echo: there"
+        )
+
+    async def test_a_piped_line_that_is_not_utf8_is_said_and_the_chat_goes_on(
+        self, env: dict[str, str]
+    ) -> None:
+        """A line of a piped chat holding bytes that are not UTF-8 is not sent: the chat says
+        so on stderr, showing the line, and reads on (the turn failed: exit 1). It ended the
+        whole chat at that line, in the SDK's words about a field the user never typed
+        ('content: is not valid Unicode text (a lone surrogate U+DCFF ...)')."""
+        root = (await ok(env, "root", "-q")).strip()
+        done = await asyncio.to_thread(
+            subprocess.run,
+            [sys.executable, "-m", "stello_cli", "chat", root],
+            env=client_env(env),
+            input=b"hello\n\xff\xfe bad\nagain\n",
+            capture_output=True,
+            timeout=60,
+            check=False,
+        )
+        assert (done.returncode, done.stdout, done.stderr) == (
+            1,
+            b"echo: hello\necho: again\n",
+            b"stello: this line is not valid UTF-8, so it was not sent: '\\xff\\xfe bad'\n",
+        )
+
+    async def test_switch_to_an_unknown_session_names_switch(self, env: dict[str, str]) -> None:
+        """/switch to a whole id that names no session says so as /switch's error and what to
+        do (it said the gateway's words alone, naming no command), as to digits no id starts
+        with, and the chat goes on in the session it was in."""
+        root = (await ok(env, "root", "-q")).strip()
+        unknown = "00000000-0000-4000-8000-000000000000"
+        lines = f"/switch {unknown}\n/switch 0000\nhello\n"
+        done = await stello(env, "chat", root, stdin=lines)
+        assert done.returncode == 0, done.stderr
+        assert done.stderr.splitlines() == [
+            f"stello: /switch: no session {unknown} in this space (/tree lists them)",
+            "stello: /switch: no session id starts with '0000' in this space (/tree lists them)",
+        ]
+        assert done.stdout == "echo: hello\n"
 
     async def test_a_send_failing_mid_reply_ends_its_line_and_says_not_stored(
         self, suite: Suite, home: Path, space: TestSpace, gw: Any

@@ -25,10 +25,10 @@ from stello.errors import (
     Violations,
     to_rpc_status,
 )
-from stello_cli import format as fmt
-from stello_cli.retention import action_line
-from stello_cli.style import PLAIN, Style, ago, display_width, one_line
-from stello_cli.talk import failed_turn
+from stello_cli.output import format as fmt
+from stello_cli.output.style import PLAIN, Style, ago, display_width, one_line
+from stello_cli.space.retention import action_line
+from stello_cli.turns.talk import failed_turn
 from stello_client import dicts
 from stello_client.errors import SHUT_DOWN, flag_names, rpc_error_line
 from stello_client.exceptions import RpcError

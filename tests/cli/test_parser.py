@@ -15,6 +15,7 @@ import pytest
 
 from stello import __version__
 from stello_cli.main import main
+from stello_cli.output.style import confirm
 from stello_cli.parser import (
     CALL_TIMEOUT_S,
     HEALTH_TIMEOUT_S,
@@ -24,7 +25,6 @@ from stello_cli.parser import (
     command_names,
     text_argument,
 )
-from stello_cli.style import confirm
 from tests.cli.processes import private_env, run_cli
 
 BAD = os.fsdecode(b"bad\xffx")

@@ -9,9 +9,9 @@ from pathlib import Path
 
 import pytest
 
+from stello_cli.output.style import Style
 from stello_cli.parser import build_parser
-from stello_cli.search import hit_lines
-from stello_cli.style import Style
+from stello_cli.space.search import hit_lines
 from stello_client.errors import ClientError, UsageError
 from tests.gateway.conftest import (  # noqa: F401 (fixtures used by name)
     Stack,

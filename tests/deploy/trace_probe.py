@@ -23,7 +23,7 @@ from stello.db.pool import create_pool
 from stello.serving.server import ServiceApp, shutdown
 from stello.settings import StelloSettings
 from stello.telemetry.tracing import TracingSettings, setup_tracing
-from stello_cli.up import Ports, start_servers
+from stello_cli.up.suite import Ports, start_servers
 
 
 def finished(exporter: InMemorySpanExporter) -> list[dict[str, str | None]]:

@@ -24,7 +24,7 @@ from stello.channels import open_channel
 from stello.common.v1 import common_pb2
 from stello.errors import DeadlineExceeded, NotFound, PermissionDenied, Unavailable
 from stello.tree.v1 import tree_pb2, tree_pb2_grpc
-from stello_cli.reconcile import reconcile
+from stello_cli.admin.reconcile import reconcile
 from tests.gateway.conftest import Backends
 from tests.support.fixtures import TestSpace
 

@@ -17,7 +17,7 @@ from agent_gateway.config import GatewaySettings
 from stello.agent.v1 import agent_pb2, agent_pb2_grpc
 from stello.errors import FailedPrecondition, Unavailable
 from stello.settings import StelloSettings
-from stello_cli.reconcile import reconcile
+from stello_cli.admin.reconcile import reconcile
 from storage_service.app import create_app as storage_app
 from tests.gateway.conftest import TTL_S, Backends, FakeSummarizer, row_counts, rpc_error
 from tests.support.certs import TlsFiles, serving_tls

@@ -11,7 +11,7 @@ import pytest
 
 from stello.agent.v1 import agent_pb2
 from stello.common.v1 import common_pb2
-from stello_cli.watch import event_dict, event_line
+from stello_cli.space.watch import event_dict, event_line
 from tests.cli.processes import client_env, private_env
 from tests.gateway.conftest import Stack
 

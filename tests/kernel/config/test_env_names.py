@@ -15,7 +15,7 @@ from types import ModuleType
 import pytest
 
 from stello.config.env_names import EXEMPT_PREFIXES, known_variables, unknown_variables
-from stello_cli.databases import settings_of
+from stello_cli.admin.databases import settings_of
 
 REPO = Path(__file__).resolve().parents[3]
 NAME = re.compile(r"STELLO_[A-Z0-9_]*")

@@ -2,7 +2,7 @@
 another socket, ends the supervised work with one line saying so.
 
 The restart itself, on a real embedded PostgreSQL whose postmaster is killed, is in
-tests/cli/test_up.py.
+tests/cli/up/test_up.py.
 """
 
 from __future__ import annotations
@@ -15,7 +15,7 @@ import pytest
 
 from stello.db.embedded import EmbeddedLost, EmbeddedPostgres, supervised
 from stello.errors import FailedPrecondition
-from stello_cli.up import kept_up
+from stello_cli.up.suite import kept_up
 
 
 class DeadCluster(EmbeddedPostgres):

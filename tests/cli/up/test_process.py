@@ -1,0 +1,55 @@
+"""`stello up`'s locks (`stello_cli.up.process`): one `stello up` per config dir and data dir."""
+
+from __future__ import annotations
+
+import fcntl
+import os
+import types
+from pathlib import Path
+
+import pytest
+
+from stello_cli.up import process
+from stello_cli.up.process import LOCK_FILE, data_lock, one_up
+from stello_client.errors import ClientError
+
+
+def test_a_lock_file_removed_between_its_open_and_its_lock_is_opened_again(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A refused `stello up` removes the lock file it made (`_unmake`) while another one may
+    have opened that file and not yet locked it: the lock then taken is on a file no longer
+    at the path, and a third `stello up` would make a new file there, lock it and run beside
+    it. The one that lost the race opens the file at the path again and locks that one, so
+    a later `stello up` on the same config dir and data dir is refused."""
+    config_dir, data_dir = tmp_path / "config", tmp_path / "pgdata"
+    paths = (config_dir / LOCK_FILE, data_lock(data_dir))
+    removed: list[Path] = []
+
+    def flock(fd: int, operation: int) -> None:
+        """Between the open and the lock of each file, the other one's `_unmake` removes it."""
+        for path in paths:
+            if (
+                path not in removed
+                and path.exists()
+                and os.path.samestat(os.fstat(fd), path.stat())
+            ):
+                removed.append(path)
+                path.unlink()
+        fcntl.flock(fd, operation)
+
+    monkeypatch.setattr(
+        process,
+        "fcntl",
+        types.SimpleNamespace(flock=flock, LOCK_EX=fcntl.LOCK_EX, LOCK_NB=fcntl.LOCK_NB),
+    )
+    with one_up(config_dir, data_dir):
+        assert removed == list(paths)  # both lock files were removed once, as the race does
+        monkeypatch.undo()
+        with pytest.raises(ClientError, match="another `stello up`"):
+            with one_up(config_dir, tmp_path / "elsewhere"):
+                pass
+        with pytest.raises(ClientError, match="another `stello up`"):
+            with one_up(tmp_path / "other-config", data_dir):
+                pass
+        assert all(path.exists() for path in paths)  # the files locked are the ones there
