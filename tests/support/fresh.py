@@ -17,19 +17,24 @@ import uuid
 from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
 from contextlib import asynccontextmanager
 from dataclasses import dataclass, field
+from functools import partial
 from typing import TypeVar
 
 import asyncpg
 import pytest
 
+from agent_gateway.app import create_app as gateway_app
+from agent_gateway.config import GatewaySettings
 from stello.auth import KeyStore
 from stello.db.pool import create_pool
 from stello.serving.runner import AppFactory
 from stello.serving.server import create_server, shutdown
 from stello.settings import StelloSettings
+from storage_service.app import create_app as storage_app
 from tests.support.database import create_test_database, drop_test_database
 from tests.support.fixtures import RunningServer, TestSpace, new_space
 from tests.support.history import READS, end_other_backends
+from tree_service.app import create_app as tree_app
 
 GENERIC_PLAN_READS = (
     "counts the tuples read in the statistics of the database it connects to (on Citus "
@@ -69,6 +74,13 @@ class FreshDatabase:
         running = RunningServer(app, server, port)
         self.servers.append(running)
         return running
+
+    async def start_gateway(self) -> RunningServer:
+        """Storage and tree servers over this database and a gateway over them; the gateway."""
+        storage = await self.start(storage_app)
+        tree = await self.start(tree_app)
+        config = GatewaySettings(storage_address=storage.address, tree_address=tree.address)
+        return await self.start(partial(gateway_app, config=config))
 
     async def in_transaction(self, call: Callable[[asyncpg.Connection], Awaitable[T]]) -> T:
         """`call` in a transaction of a new connection (custom plans first under `auto`,
@@ -144,6 +156,13 @@ INSERT INTO sessions (space_id, id, root_id, sibling_index, label)
 SELECT $1, g.id, g.id, 0, 'root' FROM (SELECT gen_random_uuid() AS id
                                        FROM generate_series(1, $2)) g
 RETURNING id
+"""
+
+
+# $4 more children of the root $2 in space $1 (after its $3 first), as forks would have left them.
+CHILDREN = """
+INSERT INTO sessions (space_id, id, parent_id, root_id, depth, sibling_index, label)
+SELECT $1, gen_random_uuid(), $2, $2, 1, $3 + i, 'kid' FROM generate_series(0, $4 - 1) i
 """
 
 

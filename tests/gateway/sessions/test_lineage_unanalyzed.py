@@ -12,21 +12,15 @@ On PostgreSQL 15 with custom plans the page read all 60,000 sessions twice
 
 from __future__ import annotations
 
-from functools import partial
-
 import pytest
 
-from agent_gateway.app import create_app as gateway_app
-from agent_gateway.config import GatewaySettings
 from stello.agent.v1 import agent_pb2, agent_pb2_grpc
-from storage_service.app import create_app as storage_app
 from tests.support.fresh import (
     GENERIC_PLAN_READS,
     FreshDatabase,
     chain_with_crowd,
 )
 from tests.tree.seed import COLUMNS
-from tree_service.app import create_app as tree_app
 
 pytestmark = [
     pytest.mark.sql,
@@ -56,10 +50,7 @@ class TestUnanalyzedSpace:
                 columns=["space_id", "session_id", "memory", "insight"],
             )
         await fresh.never_analyzed(TABLES)
-        storage = await fresh.start(storage_app)
-        tree = await fresh.start(tree_app)
-        config = GatewaySettings(storage_address=storage.address, tree_address=tree.address)
-        gateway = await fresh.start(partial(gateway_app, config=config))
+        gateway = await fresh.start_gateway()
         leaf, sid = str(chain[-1]), fresh.space.sid
         async with gateway.channel(fresh.space.key) as channel:
             stub = agent_pb2_grpc.AgentGatewayStub(channel)

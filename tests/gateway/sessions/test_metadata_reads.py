@@ -17,13 +17,9 @@ from typing import Any
 import pytest
 from google.protobuf import timestamp_pb2
 
-from agent_gateway.app import create_app as gateway_app
-from agent_gateway.config import GatewaySettings
 from stello.agent.v1 import agent_pb2, agent_pb2_grpc
 from stello.common.v1 import common_pb2
-from storage_service.app import create_app as storage_app
 from tests.support.fresh import FreshDatabase
-from tree_service.app import create_app as tree_app
 
 pytestmark = [
     pytest.mark.sql,
@@ -127,10 +123,7 @@ class TestFilteredDigestReads:
             await con.execute("ALTER TABLE sessions ALTER COLUMN label SET STATISTICS 10")
             await con.execute("ANALYZE sessions")
             await con.execute("ANALYZE session_metadata")
-        storage = await fresh.start(storage_app)
-        tree = await fresh.start(tree_app)
-        config = GatewaySettings(storage_address=storage.address, tree_address=tree.address)
-        gateway = await fresh.start(partial(gateway_app, config=config))
+        gateway = await fresh.start_gateway()
         late = BASE + timedelta(days=400)
         window = (BASE + timedelta(seconds=1000), BASE + timedelta(seconds=1020))
         root = seeded.roots[3]

@@ -12,17 +12,12 @@ from __future__ import annotations
 
 import uuid
 from collections.abc import Awaitable, Callable
-from functools import partial
 from typing import Any
 
 import pytest
 
-from agent_gateway.app import create_app as gateway_app
-from agent_gateway.config import GatewaySettings
 from stello.agent.v1 import agent_pb2, agent_pb2_grpc
-from storage_service.app import create_app as storage_app
-from tests.support.fresh import LONE_ROOTS, FreshDatabase
-from tree_service.app import create_app as tree_app
+from tests.support.fresh import CHILDREN, LONE_ROOTS, FreshDatabase
 
 pytestmark = [
     pytest.mark.sql,
@@ -32,12 +27,6 @@ pytestmark = [
     ),
 ]
 
-# $4 more children of the root $2 (after its $3 first), as forks would have left them.
-CHILDREN = """
-INSERT INTO sessions (space_id, id, parent_id, root_id, depth, sibling_index, label)
-SELECT $1, gen_random_uuid(), $2, $2, 1, $3 + i, 'kid' FROM generate_series(0, $4 - 1) i
-"""
-
 
 async def test_status_and_label_read_the_same_whatever_the_children(
     fresh: FreshDatabase,
@@ -45,10 +34,7 @@ async def test_status_and_label_read_the_same_whatever_the_children(
     """Archive, Unarchive and UpdateLabel of a session of 200 children, then of 2,000, in a
     space of 5,000 more sessions (analyzed: no plan scans the table), read as many tuples
     of `sessions` (within a few)."""
-    storage = await fresh.start(storage_app)
-    tree = await fresh.start(tree_app)
-    config = GatewaySettings(storage_address=storage.address, tree_address=tree.address)
-    gateway = await fresh.start(partial(gateway_app, config=config))
+    gateway = await fresh.start_gateway()
     sid = fresh.space.sid
     async with gateway.channel(fresh.space.key) as channel:
         stub = agent_pb2_grpc.AgentGatewayStub(channel)
