@@ -160,13 +160,20 @@ async function answer(response) {
     if (response.ok) return data;
     const error = data.error || {};
     const failure = new ApiError(error.code || String(response.status), error.message || "", error.reason);
-    if (failure.reason === SIGNED_OUT) signedOutHandler?.(failure);
-    else if (keyMode && keyRefused(failure)) keyRefusedHandler?.(failure);
+    refused(failure);
     throw failure;
   }
   const text = (await response.text()).trim();
   if (!response.ok) throw new ApiError(String(response.status), text || response.statusText);
   return text;
+}
+
+/** Run the handler a refused sign-in calls for (the console's sign-out, a deployed
+ * console's refused key) when `failure` is one: a call's answer, or the live stream's end. */
+/** @param {ApiError} failure */
+export function refused(failure) {
+  if (failure.reason === SIGNED_OUT) signedOutHandler?.(failure);
+  else if (keyMode && keyRefused(failure)) keyRefusedHandler?.(failure);
 }
 
 /** Whether a deployed console's call failed for its key: refused by the gateway, or a

@@ -84,8 +84,9 @@ export class App {
    * the tab forgets it and the sign-in form says why, no dialog left over it. */
   /** @param {ApiError} error */
   keyRefused(error) {
+    if (!signedIn()) return; // asked already: the first refusal's words stay
     signOut();
-    this.askKey(error.message);
+    this.askKey(`The gateway refused this sign-in: ${error.message}`);
   }
 
   askKey(message = "", note = "") {
@@ -141,7 +142,8 @@ export class App {
     const waited = new Promise((resolve) => {
       setTimeout(() => resolve(false), FIRST_CONTACT_MS);
     });
-    if (!(await Promise.race([this.live.start(), waited]))) await this.resync();
+    const contact = await Promise.race([this.live.start(), waited]);
+    if (!contact && signedIn()) await this.resync();
     if (!signedIn()) return; // the key was refused: the sign-in form shows why
     // Navigation follows the address from now on (the first view took it as it was).
     if (!this.routing) {
