@@ -23,6 +23,8 @@ const SESSION_ID = /^[0-9a-f][0-9a-f-]{0,35}$/i;
 const FIRST_CONTACT_MS = 5000;
 // Events that change a forest node's label, status or turn count: the node is refetched.
 const NODE_KINDS = new Set(["session_committed", "session_updated", "turn_committed"]);
+// The bar's controls of a signed-in space (hidden on a sign-in form).
+const SPACE_CONTROLS = ["new-root", "refresh", "sign-out", "search-form"];
 // What "Sign out" covers: a deployed console's key is this tab's (sessionStorage); the local
 // console's cookie is the browser's, shared by its tabs.
 const SIGN_OUT_TITLE = {
@@ -91,11 +93,7 @@ export class App {
 
   askKey(message = "", note = "") {
     this.live?.stop();
-    closeDialogs(); // a dialog left open would cover the sign-in form
-    setTitle();
-    this.view = null;
-    for (const id of ["new-root", "refresh", "sign-out", "search-form"]) $(id).hidden = true;
-    replace($("forest-pane"));
+    this.clearSpace();
     const key = el("input", { id: "sign-in-key", type: "password", required: true, autocomplete: "off" });
     const spaceId = el("input", { id: "sign-in-space", required: true, placeholder: "space id (a UUID)" });
     replace(
@@ -125,13 +123,12 @@ export class App {
     this.showSpace(this.config.space_id || space() || "");
     this.tree = new Forest($("forest-pane"), (/** @type {string} */ id) => this.open(id));
     this.tree.addTool(this.goTo());
-    for (const id of ["new-root", "refresh", "search-form"]) $(id).hidden = false;
+    for (const id of SPACE_CONTROLS) $(id).hidden = false;
     $("search-form").onsubmit = (event) => {
       event.preventDefault();
       const query = input$("search").value.trim();
       if (query) location.hash = `#/search/${encodeURIComponent(query)}`;
     };
-    $("sign-out").hidden = false;
     $("sign-out").title = SIGN_OUT_TITLE[/** @type {"key" | "local"} */ (this.config.mode)] || "";
     $("refresh").onclick = () => this.refresh();
     $("new-root").onclick = () => this.newRoot();
@@ -258,13 +255,9 @@ export class App {
   /** @param {boolean} mine */
   showSignedOut(mine) {
     this.view?.leave?.();
-    setTitle();
-    closeDialogs(); // a dialog left open would cover the signed-out page
-    this.view = null;
-    for (const id of ["new-root", "refresh", "sign-out", "search-form"]) $(id).hidden = true;
+    this.clearSpace();
     this.hideError();
     document.body.dataset.view = "detail";
-    replace($("forest-pane"));
     const why = mine
       ? el("p", {}, "You signed out: this browser no longer holds the console's sign-in cookie, so every tab of it on this console is signed out (the others say so too).")
       : el("p", {}, "This browser signed out (in this tab or another), or the console's sign-in token was renewed (", el("code", {}, "stello up --new-console-token"), "), so the address this tab opened no longer signs in.");
@@ -279,6 +272,16 @@ export class App {
         tokenForm(),
       ),
     );
+  }
+
+  /** Leave the space for a sign-in form: no dialog over it (one left open would cover it),
+   * no view, title or forest, none of the bar's controls of a space. */
+  clearSpace() {
+    closeDialogs();
+    setTitle();
+    this.view = null;
+    for (const id of SPACE_CONTROLS) $(id).hidden = true;
+    replace($("forest-pane"));
   }
 
   /** Reload the forest and the open view (one at a time); false when the forest failed. */
