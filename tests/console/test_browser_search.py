@@ -166,7 +166,8 @@ class TestRecordSearch:
     ) -> None:
         """The bar's search box lists the hits, newest first, the match marked (a Chinese
         one too, cut by code points after an emoji); a hit opens its session scrolled to
-        the record, in a window read around it; "More" reads the next page."""
+        the record, in a window read around it; "More" reads the next page. The count reads
+        as English: "1 record matches" (it said "1 records match")."""
         stack = console.stack
         old = await stack.root(label="Old talk")
         await stack.append(
@@ -182,14 +183,17 @@ class TestRecordSearch:
         await page.locator("#search").press("Enter")
         hits = page.locator("#hits .hit")
         await expect(hits).to_have_count(1)
+        await expect(page.locator("#search-count")).to_have_text("1 record matches “茶壶”")
         await expect(hits.locator("mark")).to_have_text(["茶壶"])
         await expect(hits.locator(".label")).to_have_text("Old talk")
         await page.locator("#search").fill("kettle")
         await page.locator("#search").press("Enter")
         await expect(hits).to_have_count(20)
+        await expect(page.locator("#search-count")).to_have_text("20+ records match “kettle”")
         await expect(hits.first.locator(".label")).to_have_text("New talk")
         await page.locator("#search-more").click()
         await expect(hits).to_have_count(26)
+        await expect(page.locator("#search-count")).to_have_text("26 records match “kettle”")
         await expect(page.locator("#search-more")).to_have_count(0)
         await hits.last.click()
         await expect(page.locator("#session-label")).to_have_text("Old talk")
