@@ -555,14 +555,16 @@ export class SessionView {
   /** @param {number | null} seq */
   async fork(seq) {
     const profiles = await this.profiles();
+    const open = seq === null ? null : this.records.openCall(seq);
+    const until = open ? open.caller - 1 : seq; // where the gateway cuts a fork at `seq`
     const context = el(
       "select",
       { name: "context", id: "fork-context" },
-      el("option", { value: "inherit" }, seq === null ? "inherit all records" : `inherit records up to #${seq}`),
+      el("option", { value: "inherit" }, until === null ? "inherit all records" : `inherit records up to #${until}`),
       el("option", { value: "none" }, "none (start empty)"),
       el("option", { value: "compress" }, "compress (summary in the system prompt)"),
     );
-    const upTo = el("input", { name: "inherit_until_seq", id: "fork-up-to", type: "number", min: "0", value: seq === null ? "" : String(seq), placeholder: "all" });
+    const upTo = el("input", { name: "inherit_until_seq", id: "fork-up-to", type: "number", min: "0", value: until === null ? "" : String(until), placeholder: "all" });
     context.addEventListener("change", () => {
       upTo.disabled = context.value !== "inherit";
     });
@@ -575,6 +577,7 @@ export class SessionView {
         el("label", {}, "Label", el("input", { name: "label", id: "fork-label", required: true, value: forkLabel(this.view.label) })),
         el("label", {}, "Context", context),
         el("label", {}, "Up to seq", upTo),
+        open ? cutNote(/** @type {number} */ (seq), open) : null,
         el("label", {}, "Profile", profile),
         el("label", {}, "Variables (name=value, one a line)", el("textarea", { name: "profile_vars", id: "fork-vars", rows: 2 })),
         el("label", {}, "System prompt", el("textarea", { name: "system_prompt", id: "fork-system-prompt", rows: 2 })),
@@ -667,6 +670,21 @@ export class SessionView {
 /** @param {string} text */
 function quoted(text) {
   return /^[^\s="\\\p{C}]+$/u.test(text) ? text : JSON.stringify(text);
+}
+
+/**
+ * Why a fork at record `seq` inherits less: the tool calls of record `open.caller` are not all
+ * answered by `seq`, and a fork never keeps a tool call without its answer.
+ * @param {number} seq
+ * @param {{caller: number, answered: number | null}} open
+ */
+function cutNote(seq, open) {
+  return el(
+    "p",
+    { class: "muted", id: "fork-cut" },
+    `#${open.caller}'s tool calls are not all answered by #${seq}, and a fork never keeps a tool call without its answer: this one inherits the records up to #${open.caller - 1}.`,
+    open.answered === null ? "" : ` Fork at #${open.answered} to keep the calls and their answers.`,
+  );
 }
 
 const FORK_SUFFIX = " fork";
