@@ -24,7 +24,8 @@ class TestFilter:
         """Typing "alp" keeps Alpha and Alpine route (with its parent Beta for context), also
         under a collapsed node; a word's start matches too, its accents and strokes read as
         their base letters as search reads them ("cafe" keeps "café", "lodz" "Łódź");
-        clearing shows every session."""
+        clearing shows every session. A match whose children the filter hides shows no fold
+        toggle (it showed "▾", expanded, over nothing)."""
         stack = console.stack
         alpha = await stack.root(label="Alpha")
         beta = await stack.root(label="Beta")
@@ -43,6 +44,10 @@ class TestFilter:
         await expect(page.locator(f'#forest .node[data-id="{beta.id}"]')).to_have_class(
             "node context"
         )
+        await expect(page.locator(f'#forest .node[data-id="{beta.id}"] .toggle')).to_have_text("▾")
+        alpine_row = page.locator(f'#forest .node[data-id="{alpine.id}"]')
+        await expect(alpine_row.locator(".toggle")).to_have_text("")
+        assert await alpine_row.get_attribute("aria-expanded") is None
         await page.locator("#forest-filter").fill("ROUTE")
         await expect(rows.locator(".label")).to_have_text(["Beta", "Alpine route"])
         for typed in ("cafe", "LODZ", "Café"):
