@@ -405,14 +405,7 @@ export class App {
       // a malformed %-escape: said below, like an address naming no session
     }
     const [id, at] = path?.startsWith("#/session/") ? path.slice("#/session/".length).split("/at/") : [];
-    const bad =
-      path === null
-        ? "This address is not valid (a malformed %-escape in it)"
-        : path.startsWith("#/session/") && !id
-          ? "This address names no session (#/session/ needs its id)"
-          : id !== undefined && !SESSION_ID.test(id)
-            ? "This address names no session (a session id is hex digits and hyphens)"
-            : null;
+    const bad = badAddress(path, id);
     if (bad) {
       this.clearError(); // the view says what is wrong; an earlier view's banner is stale
       this.view = null;
@@ -528,6 +521,20 @@ function tokenForm() {
     el("label", {}, "Console URL or token", input),
     el("button", { type: "submit", class: "primary", id: "sign-in" }, "Sign in"),
   );
+}
+
+/**
+ * What is wrong with the address (its decoded `path`, null when it did not decode; `id`, the
+ * session it names), or null when nothing is.
+ * @param {string | null} path
+ * @param {string | undefined} id
+ */
+function badAddress(path, id) {
+  if (path === null) return "This address is not valid (a malformed %-escape in it)";
+  if (path.startsWith("#/session/") && !id) return "This address names no session (#/session/ needs its id)";
+  if (id !== undefined && !SESSION_ID.test(id)) return "This address names no session (a session id is hex digits and hyphens)";
+  if (path.startsWith("#/search/") && !path.slice("#/search/".length).trim()) return "This address names no search (#/search/ needs words to look for)";
+  return null;
 }
 
 /** The token of a pasted console URL, or the text itself when it is no URL. */

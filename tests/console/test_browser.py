@@ -449,9 +449,9 @@ class TestAddresses:
     async def test_a_bad_address_says_so_and_a_later_success_clears_the_banner(
         self, console: ConsoleStack, browser_page: BrowserPage
     ) -> None:
-        """A malformed %-escape or an empty session id says so (no uncaught error, no stale
-        view, no "404"); a session that failed to open leaves a banner that the next view
-        opened clears."""
+        """A malformed %-escape, an empty session id or search says so (no uncaught error, no
+        stale view, no "404", no raw INVALID_ARGUMENT in a banner); a session that failed to
+        open leaves a banner that the next view opened clears."""
         root = await console.stack.root(label="Fine")
         page = browser_page.page
         await open_console(console, browser_page, f"#/session/{root.id}")
@@ -461,10 +461,13 @@ class TestAddresses:
             ("#/session/%E0%A4%A", "This address is not valid"),
             ("#/search/%", "This address is not valid"),
             ("#/session/", "This address names no session"),
+            ("#/search/", "This address names no search (#/search/ needs words to look for)"),
+            ("#/search/%20", "This address names no search"),
         ]:
             await page.goto(console.base + fragment)
             await expect(error).to_contain_text(said)
             await expect(page.locator("#session-label")).to_have_count(0)
+            await expect(page.locator("#error")).to_be_hidden()  # not INVALID_ARGUMENT twice
         await page.goto(f"{console.base}#/session/{uuid.uuid4()}")
         await expect(page.locator("#error-text")).to_contain_text("NOT_FOUND")
         await page.goto(f"{console.base}#/session/{root.id}")
