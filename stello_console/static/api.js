@@ -176,6 +176,22 @@ export function refused(failure) {
   else if (keyMode && keyRefused(failure)) keyRefusedHandler?.(failure);
 }
 
+/** The live stream refused a deployed console's key: a call of this tab's asks for a key
+ * again with the gateway's words for this key (the watch's may be about every watcher's:
+ * "no key of a watcher of this space is valid"); the stream's `failure` when the call is not
+ * refused. The local console's refusal is handled as any other. */
+/** @param {ApiError} failure */
+export async function refusedOnStream(failure) {
+  if (keyMode) {
+    try {
+      await call("GET", "/api/space");
+    } catch (error) {
+      if (error instanceof ApiError && keyRefused(error)) return; // answer() asked already
+    }
+  }
+  refused(failure);
+}
+
 /** Whether a deployed console's call failed for its key: refused by the gateway, or a
  * space the key does not reach (the sign-in form's fields to fix). */
 /** @param {ApiError} error */

@@ -14,7 +14,7 @@
 // A sign-out of the local console is the browser's: the tab that signs out tells the others
 // over the same channel's name, and each stops at once (the console also ends the streams).
 
-import { ApiError, keyRefused, refused, stream } from "./api.js";
+import { ApiError, keyRefused, refusedOnStream, stream } from "./api.js";
 
 const RETRY_MS = [250, 500, 1000, 2000, 5000, 10000];
 const LABELS = {
@@ -119,7 +119,7 @@ export class Live {
       this.shown(message.state, message.detail);
       if (message.state === "off" && refusesSignIn(message.detail)) {
         this.stop(message.detail);
-        refused(asError(message.detail)); // the key is this tab's too: it asks for one again
+        refusedOnStream(asError(message.detail)); // the key is this tab's too: it asks again
       }
     } else this.event(message.name, message.data);
   }
@@ -183,7 +183,7 @@ export class Live {
     // A refused key ends the watch as it refuses a call (whose answer already said so): the
     // page asks for a key again, though the user made no call.
     const said = /** @type {Detail | null} */ (told); // set in the callback, which tsc does not follow
-    if (said?.then === "stop") refused(asError(said));
+    if (said?.then === "stop") refusedOnStream(asError(said));
   }
 
   /** An event of the stream, read here or relayed by the leader. */
