@@ -28,9 +28,8 @@ from stello_client.exceptions import ConfigurationError, RpcError
 from stello_console.errors import (
     ConsoleInputError,
     configuration_error,
+    page_error,
     rpc_error_body,
-    rpc_error_status,
-    unreached_space,
 )
 from stello_console.gateway import (
     CONTEXTS,
@@ -125,12 +124,7 @@ class ConsoleApi:
         """A gateway or input error as the page's JSON error."""
         if isinstance(exc, RpcError):
             space = "" if self._local else request.headers.get("x-stello-space", "").strip()
-            unreached = unreached_space(exc, space) if space else None
-            if unreached is None:
-                return JSONResponse(
-                    rpc_error_body(exc, self._address, local=self._local), rpc_error_status(exc)
-                )
-            exc = unreached
+            return JSONResponse(*page_error(exc, self._address, space, local=self._local))
         if isinstance(exc, ConfigurationError):
             exc = configuration_error(exc)
         assert isinstance(exc, ConsoleInputError)

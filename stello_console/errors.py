@@ -114,3 +114,15 @@ def unreached_space(error: RpcError, space: str) -> ConsoleInputError | None:
         "(and the API key field)",
         reason=SIGN_IN,
     )
+
+
+def page_error(
+    error: RpcError, gateway: str, space: str, *, local: bool
+) -> tuple[dict[str, Any], int]:
+    """A failed gateway call as the page's JSON error and its HTTP status, a call's or the
+    live stream's alike: NOT_FOUND for `space`, the space the page signed in with ("" for the
+    local console's), is a space the key does not reach (SIGN_IN)."""
+    unreached = unreached_space(error, space) if space else None
+    if unreached is not None:
+        return unreached.body(), unreached.status
+    return rpc_error_body(error, gateway, local=local), rpc_error_status(error)

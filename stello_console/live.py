@@ -10,7 +10,8 @@ gets its own space's events and nothing else. The stream says:
 - ``error`` as the last event when the watch failed, with what the page should
   do next: ``resume`` (reconnect with its last cursor: the gateway restarted or
   storage is unreachable), ``restart`` (reload its state and watch from now: the
-  cursor expired) or ``stop`` (the key or space is refused).
+  cursor expired) or ``stop`` (the key or space is refused: UNAUTHENTICATED, or SIGN_IN
+  as a call's refusal says it, and the page asks to sign in again as for a refused call).
 
 A page resumes by cursor with the SSE ``Last-Event-ID`` header (or ``?after=``)
 and loses or repeats nothing. The relay never retries by itself, so every
@@ -33,7 +34,7 @@ from typing import Any
 import grpc
 
 from stello_client.exceptions import ConfigurationError, RpcError
-from stello_console.errors import configuration_error, rpc_error_body
+from stello_console.errors import configuration_error, page_error
 from stello_console.gateway import Caller, ConsoleGateway
 
 log = logging.getLogger("stello_console")
@@ -140,7 +141,8 @@ class LiveRelay:
             async for name, data in self._gateway.watch(caller, after):
                 await queue.put(sse(name, data, data["cursor"]))
         except RpcError as err:  # a watch ends only so (the SDK raises for a closed one too)
-            body = rpc_error_body(err, self._address, local=self._local)["error"]
+            space = "" if self._local else caller.space_id
+            body = page_error(err, self._address, space, local=self._local)[0]["error"]
             body["then"] = next_step(err, body["reason"], after is not None)
             await queue.put(sse("error", body))
         except ConfigurationError as exc:

@@ -160,13 +160,36 @@ async function answer(response) {
     if (response.ok) return data;
     const error = data.error || {};
     const failure = new ApiError(error.code || String(response.status), error.message || "", error.reason);
-    if (failure.reason === SIGNED_OUT) signedOutHandler?.(failure);
-    else if (keyMode && keyRefused(failure)) keyRefusedHandler?.(failure);
+    refused(failure);
     throw failure;
   }
   const text = (await response.text()).trim();
   if (!response.ok) throw new ApiError(String(response.status), text || response.statusText);
   return text;
+}
+
+/** Run the handler a refused sign-in calls for (the console's sign-out, a deployed
+ * console's refused key) when `failure` is one: a call's answer, or the live stream's end. */
+/** @param {ApiError} failure */
+export function refused(failure) {
+  if (failure.reason === SIGNED_OUT) signedOutHandler?.(failure);
+  else if (keyMode && keyRefused(failure)) keyRefusedHandler?.(failure);
+}
+
+/** The live stream refused a deployed console's key: a call of this tab's asks for a key
+ * again with the gateway's words for this key (the watch's may be about every watcher's:
+ * "no key of a watcher of this space is valid"); the stream's `failure` when the call is not
+ * refused. The local console's refusal is handled as any other. */
+/** @param {ApiError} failure */
+export async function refusedOnStream(failure) {
+  if (keyMode) {
+    try {
+      await call("GET", "/api/space");
+    } catch (error) {
+      if (error instanceof ApiError && keyRefused(error)) return; // answer() asked already
+    }
+  }
+  refused(failure);
 }
 
 /** Whether a deployed console's call failed for its key: refused by the gateway, or a

@@ -23,6 +23,8 @@ const SESSION_ID = /^[0-9a-f][0-9a-f-]{0,35}$/i;
 const FIRST_CONTACT_MS = 5000;
 // Events that change a forest node's label, status or turn count: the node is refetched.
 const NODE_KINDS = new Set(["session_committed", "session_updated", "turn_committed"]);
+// The bar's controls of a signed-in space (hidden on a sign-in form).
+const SPACE_CONTROLS = ["new-root", "refresh", "sign-out", "search-form"];
 // What "Sign out" covers: a deployed console's key is this tab's (sessionStorage); the local
 // console's cookie is the browser's, shared by its tabs.
 const SIGN_OUT_TITLE = {
@@ -84,17 +86,14 @@ export class App {
    * the tab forgets it and the sign-in form says why, no dialog left over it. */
   /** @param {ApiError} error */
   keyRefused(error) {
+    if (!signedIn()) return; // asked already: the first refusal's words stay
     signOut();
-    this.askKey(error.message);
+    this.askKey(`The gateway refused this sign-in: ${error.message}`);
   }
 
   askKey(message = "", note = "") {
     this.live?.stop();
-    closeDialogs(); // a dialog left open would cover the sign-in form
-    setTitle();
-    this.view = null;
-    for (const id of ["new-root", "refresh", "sign-out", "search-form"]) $(id).hidden = true;
-    replace($("forest-pane"));
+    this.clearSpace();
     const key = el("input", { id: "sign-in-key", type: "password", required: true, autocomplete: "off" });
     const spaceId = el("input", { id: "sign-in-space", required: true, placeholder: "space id (a UUID)" });
     replace(
@@ -124,13 +123,12 @@ export class App {
     this.showSpace(this.config.space_id || space() || "");
     this.tree = new Forest($("forest-pane"), (/** @type {string} */ id) => this.open(id));
     this.tree.addTool(this.goTo());
-    for (const id of ["new-root", "refresh", "search-form"]) $(id).hidden = false;
+    for (const id of SPACE_CONTROLS) $(id).hidden = false;
     $("search-form").onsubmit = (event) => {
       event.preventDefault();
       const query = input$("search").value.trim();
       if (query) location.hash = `#/search/${encodeURIComponent(query)}`;
     };
-    $("sign-out").hidden = false;
     $("sign-out").title = SIGN_OUT_TITLE[/** @type {"key" | "local"} */ (this.config.mode)] || "";
     $("refresh").onclick = () => this.refresh();
     $("new-root").onclick = () => this.newRoot();
@@ -141,7 +139,8 @@ export class App {
     const waited = new Promise((resolve) => {
       setTimeout(() => resolve(false), FIRST_CONTACT_MS);
     });
-    if (!(await Promise.race([this.live.start(), waited]))) await this.resync();
+    const contact = await Promise.race([this.live.start(), waited]);
+    if (!contact && signedIn()) await this.resync();
     if (!signedIn()) return; // the key was refused: the sign-in form shows why
     // Navigation follows the address from now on (the first view took it as it was).
     if (!this.routing) {
@@ -256,13 +255,9 @@ export class App {
   /** @param {boolean} mine */
   showSignedOut(mine) {
     this.view?.leave?.();
-    setTitle();
-    closeDialogs(); // a dialog left open would cover the signed-out page
-    this.view = null;
-    for (const id of ["new-root", "refresh", "sign-out", "search-form"]) $(id).hidden = true;
+    this.clearSpace();
     this.hideError();
     document.body.dataset.view = "detail";
-    replace($("forest-pane"));
     const why = mine
       ? el("p", {}, "You signed out: this browser no longer holds the console's sign-in cookie, so every tab of it on this console is signed out (the others say so too).")
       : el("p", {}, "This browser signed out (in this tab or another), or the console's sign-in token was renewed (", el("code", {}, "stello up --new-console-token"), "), so the address this tab opened no longer signs in.");
@@ -277,6 +272,16 @@ export class App {
         tokenForm(),
       ),
     );
+  }
+
+  /** Leave the space for a sign-in form: no dialog over it (one left open would cover it),
+   * no view, title or forest, none of the bar's controls of a space. */
+  clearSpace() {
+    closeDialogs();
+    setTitle();
+    this.view = null;
+    for (const id of SPACE_CONTROLS) $(id).hidden = true;
+    replace($("forest-pane"));
   }
 
   /** Reload the forest and the open view (one at a time); false when the forest failed. */
@@ -400,14 +405,7 @@ export class App {
       // a malformed %-escape: said below, like an address naming no session
     }
     const [id, at] = path?.startsWith("#/session/") ? path.slice("#/session/".length).split("/at/") : [];
-    const bad =
-      path === null
-        ? "This address is not valid (a malformed %-escape in it)"
-        : path.startsWith("#/session/") && !id
-          ? "This address names no session (#/session/ needs its id)"
-          : id !== undefined && !SESSION_ID.test(id)
-            ? "This address names no session (a session id is hex digits and hyphens)"
-            : null;
+    const bad = badAddress(path, id);
     if (bad) {
       this.clearError(); // the view says what is wrong; an earlier view's banner is stale
       this.view = null;
@@ -523,6 +521,20 @@ function tokenForm() {
     el("label", {}, "Console URL or token", input),
     el("button", { type: "submit", class: "primary", id: "sign-in" }, "Sign in"),
   );
+}
+
+/**
+ * What is wrong with the address (its decoded `path`, null when it did not decode; `id`, the
+ * session it names), or null when nothing is.
+ * @param {string | null} path
+ * @param {string | undefined} id
+ */
+function badAddress(path, id) {
+  if (path === null) return "This address is not valid (a malformed %-escape in it)";
+  if (path.startsWith("#/session/") && !id) return "This address names no session (#/session/ needs its id)";
+  if (id !== undefined && !SESSION_ID.test(id)) return "This address names no session (a session id is hex digits and hyphens)";
+  if (path.startsWith("#/search/") && !path.slice("#/search/".length).trim()) return "This address names no search (#/search/ needs words to look for)";
+  return null;
 }
 
 /** The token of a pasted console URL, or the text itself when it is no URL. */

@@ -265,6 +265,14 @@ export class Forest {
     this.render();
   }
 
+  /** The children a row of `id` folds: all of them, or those a filter keeps (a match whose
+   * children it hides has nothing to show below it). */
+  /** @param {string} id */
+  folds(id) {
+    const kids = this.children.get(id) || [];
+    return this.matches === null ? kids : kids.filter((kid) => this.positions.has(kid));
+  }
+
   /** @param {string} id */
   toggle(id) {
     if (this.matches !== null) return; // a filter shows every match: nothing to fold
@@ -338,7 +346,7 @@ export class Forest {
     const at = this.positions.get(id);
     if (id === null || at === undefined || event.altKey || event.ctrlKey || event.metaKey) return;
     const node = this.known(id);
-    const kids = this.children.get(id) || [];
+    const kids = this.folds(id);
     const open = kids.length > 0 && (this.matches !== null || !this.collapsed.has(id));
     /** @type {Record<string, () => void>} */
     const moves = {
@@ -370,7 +378,7 @@ export class Forest {
    */
   row(id, offset = null) {
     const node = this.known(id);
-    const kids = this.children.get(id) || [];
+    const kids = this.folds(id);
     const open = this.matches !== null || !this.collapsed.has(id);
     // For the pointer (mouse or finger): the keyboard folds with Left and Right.
     const toggle = kids.length

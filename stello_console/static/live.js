@@ -14,7 +14,7 @@
 // A sign-out of the local console is the browser's: the tab that signs out tells the others
 // over the same channel's name, and each stops at once (the console also ends the streams).
 
-import { ApiError, stream } from "./api.js";
+import { ApiError, keyRefused, refusedOnStream, stream } from "./api.js";
 
 const RETRY_MS = [250, 500, 1000, 2000, 5000, 10000];
 const LABELS = {
@@ -26,7 +26,7 @@ const LABELS = {
 
 /**
  * Why the stream is not live (a refusal, a break), and what comes next.
- * @typedef {{code: string, message: string, then?: string}} Detail
+ * @typedef {{code: string, message: string, reason?: string | null, then?: string}} Detail
  */
 /** @typedef {keyof typeof LABELS} State */
 
@@ -117,7 +117,10 @@ export class Live {
       if (message.state) this.shown(message.state, message.detail);
     } else if (message.name === "state") {
       this.shown(message.state, message.detail);
-      if (message.state === "off" && message.detail?.code === "UNAUTHENTICATED") this.stop(message.detail);
+      if (message.state === "off" && refusesSignIn(message.detail)) {
+        this.stop(message.detail);
+        refusedOnStream(asError(message.detail)); // the key is this tab's too: it asks again
+      }
     } else this.event(message.name, message.data);
   }
 
@@ -141,7 +144,7 @@ export class Live {
   /** @param {Detail | null} detail */
   stop(detail = null) {
     // A refusal holds for every tab of this sign-in; a tab that goes only hands over.
-    if (detail?.code === "UNAUTHENTICATED" && this.leading) this.post({ name: "state", state: "off", detail });
+    if (refusesSignIn(detail) && this.leading) this.post({ name: "state", state: "off", detail });
     this.shown("off", detail);
     this.stopped = true;
     clearTimeout(this.timer);
@@ -160,10 +163,12 @@ export class Live {
     this.show(this.failures ? "reconnecting" : "connecting");
     /** @type {Detail | null} */
     let ending = null;
+    /** @type {Detail | null} the relay's last event, when it says why the watch failed */
+    let told = null;
     try {
       await stream("/api/events", undefined, (name, data) => {
         if (generation !== this.generation) return;
-        if (name === "error") ending = data;
+        if (name === "error") ending = told = data;
         else {
           this.post({ name, data });
           this.event(name, data);
@@ -175,6 +180,10 @@ export class Live {
     }
     if (this.stopped || generation !== this.generation) return;
     this.after(ending || { code: "UNAVAILABLE", message: "the live stream ended", then: "resume" });
+    // A refused key ends the watch as it refuses a call (whose answer already said so): the
+    // page asks for a key again, though the user made no call.
+    const said = /** @type {Detail | null} */ (told); // set in the callback, which tsc does not follow
+    if (said?.then === "stop") refusedOnStream(asError(said));
   }
 
   /** An event of the stream, read here or relayed by the leader. */
@@ -309,6 +318,19 @@ export class Live {
     this.indicator.dataset.state = state;
     this.indicator.classList.toggle("live-on", state === "live");
   }
+}
+
+/** `detail` as the error it tells of. */
+/** @param {Detail} detail */
+function asError(detail) {
+  return new ApiError(detail.code, detail.message, detail.reason ?? null);
+}
+
+/** Whether `detail` refuses this sign-in (a key revoked, a space it no longer reaches): it
+ * holds for every tab of the sign-in. */
+/** @param {Detail | null | undefined} detail */
+function refusesSignIn(detail) {
+  return Boolean(detail) && keyRefused(asError(/** @type {Detail} */ (detail)));
 }
 
 /** What a failed request to the relay means: a refusal stops, a bad cursor restarts. */

@@ -58,6 +58,31 @@ export class RecordList {
       "Load newer records",
     );
     this.notice = el("p", { class: "error-text", id: "records-notice", role: "status", hidden: true });
+    /** @type {WeakMap<Element, Record_>} each item's record */
+    this.shown = new WeakMap();
+  }
+
+  /**
+   * The assistant record whose tool calls are still open at record `seq` (not all answered
+   * by then), as the records shown tell, else null: a fork cut at `seq` leaves that group out
+   * (storage's _closed_cut). `answered`: the seq by which they are all answered, if shown.
+   * @param {number} seq
+   * @returns {{caller: number, answered: number | null} | null}
+   */
+  openCall(seq) {
+    const records = [...this.list.querySelectorAll("li[data-seq]")].flatMap((item) => this.shown.get(item) ?? []);
+    let start = records.findIndex((record) => record.seq === seq);
+    if (start < 0 || (records[start].role !== "tool" && !records[start].tool_calls.length)) return null;
+    while (start >= 0 && records[start].role === "tool") start -= 1;
+    const caller = records[start];
+    if (!caller?.tool_calls.length) return null; // answers of no call shown: kept as they are
+    const left = new Set(caller.tool_calls.map((made) => made.id));
+    for (const record of records.slice(start + 1)) {
+      if (record.role !== "tool") break;
+      left.delete(record.tool_call_id);
+      if (!left.size) return record.seq <= seq ? null : { caller: caller.seq, answered: record.seq };
+    }
+    return { caller: caller.seq, answered: null };
   }
 
   /**
@@ -281,7 +306,7 @@ export class RecordList {
         "Fork here",
       ),
     );
-    return el(
+    const item = el(
       "li",
       { class: `record role-${record.role}${record.inherited ? " inherited" : ""}`, dataset: { seq: String(record.seq) } },
       head,
@@ -294,5 +319,7 @@ export class RecordList {
           )
         : null,
     );
+    this.shown.set(item, record);
+    return item;
   }
 }

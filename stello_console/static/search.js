@@ -4,7 +4,7 @@
 // in code points: the text is never parsed as HTML); a hit opens its session at the record.
 
 import { call } from "./api.js";
-import { el, replace } from "./dom.js";
+import { el, replace, userText } from "./dom.js";
 
 const PAGE_SIZE = 20;
 
@@ -94,12 +94,19 @@ export class SearchView {
     );
   }
 
+  /** "1 record matches", "20+ records match" (a page more to read), "No record matches". */
+  /** @param {number} count */
+  counted(count) {
+    if (!count) return "No record matches";
+    return count === 1 && !this.next ? "1 record matches" : `${count}${this.next ? "+" : ""} records match`;
+  }
+
   draw() {
     const count = this.hits.length;
     replace(
       this.container,
       el("h2", {}, "Search"),
-      el("p", { class: "muted", id: "search-count" }, count ? `${count}${this.next ? "+" : ""} records match “${this.query}”` : `No record matches “${this.query}”.`),
+      el("p", { class: "muted", id: "search-count" }, this.counted(count), " “", userText(this.query), count ? "”" : "”."),
       el("ol", { class: "hits", id: "hits" }, this.hits.map((hit) => this.item(hit))),
       this.next
         ? el("button", { type: "button", id: "search-more", onclick: () => this.more(this.next).then(() => this.app.clearError(), (/** @type {unknown} */ error) => this.app.reportError(error)) }, "More")

@@ -27,6 +27,8 @@ const VIEW_KINDS = new Set([
   "config_put",
   "metadata_changed",
 ]);
+// The reason of a NOT_FOUND for a session that is gone (deleted, by another client too).
+const SESSION_NOT_FOUND = "SESSION_NOT_FOUND";
 // What takes the focus in a part of the view (swap() keeps it on the same one).
 const CONTROLS = "a[href], button, input, select, textarea, summary";
 // Events that change what the lineage shows of an ancestor: the lineage is re-read.
@@ -364,14 +366,29 @@ export class SessionView {
     ]);
   }
 
-  markGone() {
+  markGone(why = "This session was deleted. ") {
     this.gone = true;
     this.dialogs.abort(); // a dialog about a session that is gone: the view says so once
     setTitle();
-    replace(
-      this.container,
-      el("p", { class: "muted", id: "view-gone" }, "This session was deleted. ", el("a", { href: "#/" }, "Back to the forest")),
-    );
+    replace(this.container, el("p", { class: "muted", id: "view-gone" }, why, el("a", { href: "#/" }, "Back to the forest")));
+  }
+
+  /**
+   * `pending`, an action's call on this session; null when the session turns out deleted
+   * elsewhere, its deletion event not here yet: the page then shows it as that event will
+   * (gone from the forest with its subtree, this view saying so, its dialogs closed).
+   * @param {Promise<any>} pending
+   * @param {string} action what the user pressed, as the view names it
+   */
+  async acted(pending, action) {
+    try {
+      return await pending;
+    } catch (error) {
+      if (!(error instanceof ApiError && error.reason === SESSION_NOT_FOUND)) throw error;
+      this.markGone(`This session was deleted elsewhere before your ${action} reached it. `);
+      await this.app.apply([{ kind: "subtree_deleted", session_ids: [this.id] }]);
+      return null;
+    }
   }
 
   /** @param {boolean} archived */
@@ -538,14 +555,16 @@ export class SessionView {
   /** @param {number | null} seq */
   async fork(seq) {
     const profiles = await this.profiles();
+    const open = seq === null ? null : this.records.openCall(seq);
+    const until = open ? open.caller - 1 : seq; // where the gateway cuts a fork at `seq`
     const context = el(
       "select",
       { name: "context", id: "fork-context" },
-      el("option", { value: "inherit" }, seq === null ? "inherit all records" : `inherit records up to #${seq}`),
+      el("option", { value: "inherit" }, until === null ? "inherit all records" : `inherit records up to #${until}`),
       el("option", { value: "none" }, "none (start empty)"),
       el("option", { value: "compress" }, "compress (summary in the system prompt)"),
     );
-    const upTo = el("input", { name: "inherit_until_seq", id: "fork-up-to", type: "number", min: "0", value: seq === null ? "" : String(seq), placeholder: "all" });
+    const upTo = el("input", { name: "inherit_until_seq", id: "fork-up-to", type: "number", min: "0", value: until === null ? "" : String(until), placeholder: "all" });
     context.addEventListener("change", () => {
       upTo.disabled = context.value !== "inherit";
     });
@@ -558,6 +577,7 @@ export class SessionView {
         el("label", {}, "Label", el("input", { name: "label", id: "fork-label", required: true, value: forkLabel(this.view.label) })),
         el("label", {}, "Context", context),
         el("label", {}, "Up to seq", upTo),
+        open ? cutNote(/** @type {number} */ (seq), open) : null,
         el("label", {}, "Profile", profile),
         el("label", {}, "Variables (name=value, one a line)", el("textarea", { name: "profile_vars", id: "fork-vars", rows: 2 })),
         el("label", {}, "System prompt", el("textarea", { name: "system_prompt", id: "fork-system-prompt", rows: 2 })),
@@ -568,7 +588,7 @@ export class SessionView {
         signal: this.dialogs.signal,
         act: (form) => {
           checkLabel(form.get("label"));
-          return call("POST", `/api/sessions/${this.id}/fork`, forkBody(form));
+          return this.acted(call("POST", `/api/sessions/${this.id}/fork`, forkBody(form)), "Fork");
         },
       },
     );
@@ -589,7 +609,7 @@ export class SessionView {
         act: (form) => {
           const label = form.get("label");
           checkLabel(label);
-          return call("PUT", `/api/sessions/${this.id}/label`, { label });
+          return this.acted(call("PUT", `/api/sessions/${this.id}/label`, { label }), "Rename");
         },
       },
     );
@@ -611,7 +631,8 @@ export class SessionView {
   /** @param {boolean} archived */
   async setArchived(archived) {
     try {
-      await call("POST", `/api/sessions/${this.id}/${archived ? "archive" : "unarchive"}`, {});
+      await this.acted(call("POST", `/api/sessions/${this.id}/${archived ? "archive" : "unarchive"}`, {}), archived ? "Archive" : "Unarchive");
+      if (this.gone) return;
       this.app.clearError();
       await Promise.all([this.app.refreshNodes([this.id]), this.refreshView()]);
     } catch (error) {
@@ -630,7 +651,9 @@ export class SessionView {
     );
     if (!confirmed) return;
     try {
-      const { deleted_ids: deleted } = await call("DELETE", `/api/sessions/${this.id}`);
+      const answer = await this.acted(call("DELETE", `/api/sessions/${this.id}`), "Delete");
+      if (!answer) return;
+      const { deleted_ids: deleted } = answer;
       this.app.clearError();
       const forest = this.app.forest();
       forest.remove(deleted);
@@ -647,6 +670,21 @@ export class SessionView {
 /** @param {string} text */
 function quoted(text) {
   return /^[^\s="\\\p{C}]+$/u.test(text) ? text : JSON.stringify(text);
+}
+
+/**
+ * Why a fork at record `seq` inherits less: the tool calls of record `open.caller` are not all
+ * answered by `seq`, and a fork never keeps a tool call without its answer.
+ * @param {number} seq
+ * @param {{caller: number, answered: number | null}} open
+ */
+function cutNote(seq, open) {
+  return el(
+    "p",
+    { class: "muted", id: "fork-cut" },
+    `#${open.caller}'s tool calls are not all answered by #${seq}, and a fork never keeps a tool call without its answer: this one inherits the records up to #${open.caller - 1}.`,
+    open.answered === null ? "" : ` Fork at #${open.answered} to keep the calls and their answers.`,
+  );
 }
 
 const FORK_SUFFIX = " fork";

@@ -13,6 +13,7 @@ import pytest
 from playwright.async_api import expect
 
 from stello.agent.v1 import agent_pb2
+from stello.common.v1 import common_pb2
 from tests.console.conftest import REPLY_HEAD, BrowserPage, ConsoleStack, seeded_forest
 from tests.gateway.conftest import record
 from tests.tree.seed import chain, seed_topology
@@ -231,6 +232,43 @@ class TestSession:
         await browser_page.shot("forest-session")
         assert browser_page.console_errors(r"Failed to load resource.*400") == []  # the refusal
 
+    async def test_fork_here_on_an_open_tool_call_says_where_the_fork_ends(
+        self, console: ConsoleStack, browser_page: BrowserPage
+    ) -> None:
+        """ "Fork here" on an assistant record whose tool call is answered after it: the
+        gateway leaves a tool call open at the cut out, so the dialog offers the records up to
+        the one before it and says why, and the child has exactly those (the dialog offered
+        "up to #2" and the child silently ended at #1); at the answer, nothing is left out."""
+        root = await console.stack.root(label="Tools")
+        call = common_pb2.ToolCall(id="call_1", name="lookup", arguments_json="{}")
+        await console.stack.append(
+            root.id,
+            record("user", "look it up"),
+            record("assistant", "", tool_calls=[call]),
+            record("tool", "found", tool_call_id="call_1"),
+            record("assistant", "it is found"),
+        )
+        page = browser_page.page
+        await open_console(console, browser_page, f"#/session/{root.id}")
+        await page.locator('#records li[data-seq="3"] .fork-here').click()
+        await expect(page.locator("#fork-up-to")).to_have_value("3")
+        await expect(page.locator("#fork-cut")).to_have_count(0)
+        await page.get_by_role("button", name="Cancel").click()
+        await page.locator('#records li[data-seq="2"] .fork-here').click()
+        await expect(page.locator("#fork-up-to")).to_have_value("1")
+        await expect(page.locator("#fork-context option[value=inherit]")).to_have_text(
+            "inherit records up to #1"
+        )
+        await expect(page.locator("#fork-cut")).to_have_text(
+            "#2's tool calls are not all answered by #2, and a fork never keeps a tool call "
+            "without its answer: this one inherits the records up to #1. Fork at #3 to keep "
+            "the calls and their answers."
+        )
+        await page.get_by_role("button", name="Fork", exact=True).click()
+        await expect(page.locator("#session-label")).to_have_text("Tools fork")
+        await expect(page.locator("#records li[data-seq]")).to_have_count(1)
+        assert browser_page.console_errors() == []
+
     async def test_archive_dims_the_node_and_unarchive_restores_it(
         self, console: ConsoleStack, browser_page: BrowserPage
     ) -> None:
@@ -411,9 +449,9 @@ class TestAddresses:
     async def test_a_bad_address_says_so_and_a_later_success_clears_the_banner(
         self, console: ConsoleStack, browser_page: BrowserPage
     ) -> None:
-        """A malformed %-escape or an empty session id says so (no uncaught error, no stale
-        view, no "404"); a session that failed to open leaves a banner that the next view
-        opened clears."""
+        """A malformed %-escape, an empty session id or search says so (no uncaught error, no
+        stale view, no "404", no raw INVALID_ARGUMENT in a banner); a session that failed to
+        open leaves a banner that the next view opened clears."""
         root = await console.stack.root(label="Fine")
         page = browser_page.page
         await open_console(console, browser_page, f"#/session/{root.id}")
@@ -423,10 +461,13 @@ class TestAddresses:
             ("#/session/%E0%A4%A", "This address is not valid"),
             ("#/search/%", "This address is not valid"),
             ("#/session/", "This address names no session"),
+            ("#/search/", "This address names no search (#/search/ needs words to look for)"),
+            ("#/search/%20", "This address names no search"),
         ]:
             await page.goto(console.base + fragment)
             await expect(error).to_contain_text(said)
             await expect(page.locator("#session-label")).to_have_count(0)
+            await expect(page.locator("#error")).to_be_hidden()  # not INVALID_ARGUMENT twice
         await page.goto(f"{console.base}#/session/{uuid.uuid4()}")
         await expect(page.locator("#error-text")).to_contain_text("NOT_FOUND")
         await page.goto(f"{console.base}#/session/{root.id}")

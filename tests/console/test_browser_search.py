@@ -24,7 +24,8 @@ class TestFilter:
         """Typing "alp" keeps Alpha and Alpine route (with its parent Beta for context), also
         under a collapsed node; a word's start matches too, its accents and strokes read as
         their base letters as search reads them ("cafe" keeps "café", "lodz" "Łódź");
-        clearing shows every session."""
+        clearing shows every session. A match whose children the filter hides shows no fold
+        toggle (it showed "▾", expanded, over nothing)."""
         stack = console.stack
         alpha = await stack.root(label="Alpha")
         beta = await stack.root(label="Beta")
@@ -43,6 +44,10 @@ class TestFilter:
         await expect(page.locator(f'#forest .node[data-id="{beta.id}"]')).to_have_class(
             "node context"
         )
+        await expect(page.locator(f'#forest .node[data-id="{beta.id}"] .toggle')).to_have_text("▾")
+        alpine_row = page.locator(f'#forest .node[data-id="{alpine.id}"]')
+        await expect(alpine_row.locator(".toggle")).to_have_text("")
+        assert await alpine_row.get_attribute("aria-expanded") is None
         await page.locator("#forest-filter").fill("ROUTE")
         await expect(rows.locator(".label")).to_have_text(["Beta", "Alpine route"])
         for typed in ("cafe", "LODZ", "Café"):
@@ -166,7 +171,8 @@ class TestRecordSearch:
     ) -> None:
         """The bar's search box lists the hits, newest first, the match marked (a Chinese
         one too, cut by code points after an emoji); a hit opens its session scrolled to
-        the record, in a window read around it; "More" reads the next page."""
+        the record, in a window read around it; "More" reads the next page. The count reads
+        as English: "1 record matches" (it said "1 records match")."""
         stack = console.stack
         old = await stack.root(label="Old talk")
         await stack.append(
@@ -182,14 +188,17 @@ class TestRecordSearch:
         await page.locator("#search").press("Enter")
         hits = page.locator("#hits .hit")
         await expect(hits).to_have_count(1)
+        await expect(page.locator("#search-count")).to_have_text("1 record matches “茶壶”")
         await expect(hits.locator("mark")).to_have_text(["茶壶"])
         await expect(hits.locator(".label")).to_have_text("Old talk")
         await page.locator("#search").fill("kettle")
         await page.locator("#search").press("Enter")
         await expect(hits).to_have_count(20)
+        await expect(page.locator("#search-count")).to_have_text("20+ records match “kettle”")
         await expect(hits.first.locator(".label")).to_have_text("New talk")
         await page.locator("#search-more").click()
         await expect(hits).to_have_count(26)
+        await expect(page.locator("#search-count")).to_have_text("26 records match “kettle”")
         await expect(page.locator("#search-more")).to_have_count(0)
         await hits.last.click()
         await expect(page.locator("#session-label")).to_have_text("Old talk")

@@ -244,3 +244,30 @@ async def test_a_refused_key_closes_the_dialogs_left_open(
     await expect(page.locator("dialog")).to_have_count(0)
     await expect(page.locator(".sign-in")).to_contain_text("revoked")
     assert browser_page.console_errors("Failed to load resource.*401") == []
+
+
+async def test_a_key_revoked_while_idle_asks_every_tab_for_a_key_again(
+    key_console: ConsoleStack, browser_page: BrowserPage, keys: KeyStore
+) -> None:
+    """A deployed console's key is revoked while its tabs make no call (one with its fork
+    dialog open): the live stream's refusal closes the dialog and brings back the sign-in
+    form saying why, in the tab that reads the stream and in the one that follows it (the
+    badge said "live updates: off" under the open dialog until the user's next call); the
+    form gives the gateway's words for this key (revoked), not the watch's."""
+    root = await key_console.stack.root(label="Idle")
+    page = browser_page.page
+    other = await browser_page.context.new_page()
+    await signed_in_with_key(page, key_console)
+    await expect(page.locator("#live")).to_have_attribute("data-state", "live")  # it leads
+    await signed_in_with_key(other, key_console)
+    await expect(other.locator("#live")).to_have_attribute("data-state", "live")
+    await page.goto(f"{key_console.base}#/session/{root.id}")
+    await page.get_by_role("button", name="Fork…").click()
+    await expect(page.locator("dialog[open] #fork-label")).to_be_visible()
+    assert await keys.revoke(key_console.stack.space.key_id)
+    for tab in (page, other):
+        await expect(tab.locator("#sign-in-key")).to_be_editable()
+        await expect(tab.locator(".sign-in .error-text")).to_contain_text("revoked")
+        await expect(tab.locator("dialog")).to_have_count(0)
+        assert await tab.evaluate("() => sessionStorage.getItem('stello_console.key')") is None
+    assert browser_page.console_errors("Failed to load resource.*401") == []

@@ -326,7 +326,9 @@ class TestTenancy:
     async def test_a_key_cannot_watch_another_space(
         self, key_console: ConsoleStack, other_space: TestSpace
     ) -> None:
-        """Another space's key naming this space: NOT_FOUND, "stop", no event of it."""
+        """Another space's key naming this space: "stop", no event of it, and the page asked to
+        sign in again as a call's refusal asks it (SIGN_IN; it said NOT_FOUND, and the page
+        only turned its badge off)."""
         await key_console.stack.root(label="private")
         headers = {
             "Authorization": f"Bearer {other_space.key}",
@@ -335,9 +337,10 @@ class TestTenancy:
         stream = await EventStream.open(key_console.port, "/api/events?after=0", headers)
         events = await stream.rest()
         await stream.close()
-        assert [(e.name, e.data["code"], e.data["then"]) for e in events] == [
-            ("error", "NOT_FOUND", "stop")
+        assert [(e.name, e.data["reason"], e.data["then"]) for e in events] == [
+            ("error", "SIGN_IN", "stop")
         ]
+        assert "Space id field" in events[0].data["message"]
 
     async def test_without_a_key_it_asks_to_sign_in(self, key_console: ConsoleStack) -> None:
         """The deployed console's relay needs the key like every endpoint: 401."""
