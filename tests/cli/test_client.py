@@ -329,7 +329,7 @@ class TestErrors:
         done = run_cli(env, "up", "--workers", "0")
         assert (done.returncode, done.stderr) == (
             2,
-            "stello up: --workers must be at least 1, got 0 (see `stello up --help`)\n",
+            "stello up: --workers: must be at least 1, got 0 (see `stello up --help`)\n",
         )
         assert not Path(env["STELLO_DATA_DIR"]).exists()
 
