@@ -24,11 +24,14 @@ from stello_cli.output.style import one_line
 from stello_cli.parser import call_timeout, typed_names
 from stello_client.errors import (
     FLAGS,
+    SHUT_DOWN,
     ClientError,
     UsageError,
     configuration_line,
+    connection_hint,
     field_flag,
     rpc_error_line,
+    unanswered,
 )
 from stello_client.flags import resolve_tls
 
@@ -89,6 +92,8 @@ async def gateway(args: argparse.Namespace, *, settle: bool = True) -> AsyncIter
         line = rpc_error_line(err, client.gateway, getattr(args, "flags", {}))
         if err.code.name == "UNAUTHENTICATED":  # by name: grpc loads with the SDK only
             line = f"{line} ({key_source(args)})"
+        elif nothing_at(err, client.gateway):
+            line = f"{line} ({gateway_source(args)})"
         line = missing_session_line(err, args) or line
         usage = unknown_profile(err, line, "--profile", typed="--profile" in typed_names(args))
         if usage is not None:
@@ -170,6 +175,26 @@ def key_source(args: argparse.Namespace) -> str:
         f"the key `stello up` saved in {credentials_path()}: run `stello up` again, which "
         "saves one its gateway takes"
     )
+
+
+def nothing_at(err: RpcError, address: str) -> bool:
+    """Whether nothing answered at `address`: it did not resolve, or nothing listens there
+    (not a server that shut down, nor one whose TLS handshake failed: the address is right)."""
+    if not unanswered(err) or err.details.strip() == SHUT_DOWN:
+        return False
+    return err.cause is None or connection_hint(err.cause, address) is None
+
+
+def gateway_source(args: argparse.Namespace) -> str:
+    """Where the command's gateway address came from (as `stello_client.target` picks it),
+    for an address that did not resolve or where nothing answered."""
+    from stello_client.credentials import credentials_path
+
+    if args.gateway:
+        return "the address given with --gateway"
+    if os.environ.get("STELLO_GATEWAY", "").strip():
+        return "the address in STELLO_GATEWAY: fix it, or unset it to use the one `stello up` saved"
+    return f"the address `stello up` saved in {credentials_path()}"
 
 
 def names_space(args: argparse.Namespace) -> bool:

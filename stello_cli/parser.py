@@ -236,6 +236,20 @@ def _whole(text: str, most: int) -> int:
     return value
 
 
+def check_count(flag: str, value: int | None, most: int | None = None, instead: str = "") -> None:
+    """A count given with `flag` (None: not given) is at least 1 (and at most `most`).
+
+    Raises:
+        UsageError: it is not, in the flags' words (`--limit: must be at least 1, got 0`),
+            `instead` (what to do instead) in parentheses after.
+    """
+    if value is None or (value >= 1 and (most is None or value <= most)):
+        return
+    bounds = "at least 1" if most is None else f"from 1 to {most}"
+    line = f"{flag}: must be {bounds}, got {value}"
+    raise UsageError(f"{line} ({instead})" if instead else line)
+
+
 def seconds(text: str) -> float:
     """An argparse type: a finite number of seconds above 0, at most a year (0, negative,
     inf, nan and a number past gRPC's range would all end in a deadline passed before the

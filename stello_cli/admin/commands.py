@@ -17,7 +17,7 @@ from stello_cli.admin.health import register_health
 from stello_cli.admin.keys import register_keys
 from stello_cli.admin.nodes import migrate_node_out_of_reach
 from stello_cli.output.style import one_line, plural, write
-from stello_cli.parser import Commands, call_timeout, int32
+from stello_cli.parser import Commands, call_timeout, check_count, int32
 from stello_client.credentials import load_credentials
 from stello_client.dicts import dumps
 from stello_client.errors import ClientError, UsageError, rpc_error_line
@@ -187,8 +187,7 @@ async def cmd_up(args: argparse.Namespace) -> int:
     from stello_cli.up.suite import Ports, run_up
     from stello_cli.up.workers import quiet_calls
 
-    if args.workers < 1:  # a wrong command line: exit 2, as argparse's (it was 1)
-        raise UsageError(f"--workers must be at least 1, got {args.workers}")
+    check_count("--workers", args.workers)  # a wrong command line: exit 2, as argparse's
     logs = LogSettings()
     settings = settings_of(args)
     configure_logging(logs)

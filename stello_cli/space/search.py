@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING
 
 from stello_cli.gateway import gateway, session_id
 from stello_cli.output.style import Style, ago, one_line, short_id, shown, write
-from stello_cli.parser import Commands, int32
+from stello_cli.parser import Commands, check_count, int32
 from stello_client import dicts
 from stello_client.errors import UsageError
 
@@ -58,8 +58,7 @@ def hit_lines(hit: RecordHit, style: Style) -> list[str]:
 
 async def cmd_search(args: argparse.Namespace) -> int:
     """Print the hits of QUERY, newest first (or best first), up to --limit."""
-    if args.limit < 1:
-        raise UsageError("--limit must be at least 1")
+    check_count("--limit", args.limit)
     if args.session and args.root:
         raise UsageError("give --session or --root, not both")
     style = Style.of(sys.stdout)

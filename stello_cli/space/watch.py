@@ -15,9 +15,8 @@ from typing import TYPE_CHECKING, Any
 from stello.common.v1 import common_pb2
 from stello_cli.gateway import RETRY_ATTEMPTS, gateway
 from stello_cli.output.style import write
-from stello_cli.parser import Commands
+from stello_cli.parser import Commands, check_count
 from stello_client import dicts
-from stello_client.errors import UsageError
 
 if TYPE_CHECKING:  # the SDK (and grpc) load when the command connects
     from stello_client.calls import Retry
@@ -85,10 +84,7 @@ def event_line(event: common_pb2.SpaceEvent) -> str:
 
 async def cmd_watch(args: argparse.Namespace) -> int:
     """Print each event of the space as it commits, after --after (default: from now)."""
-    if args.count is not None and args.count < 1:
-        raise UsageError(
-            f"--count must be at least 1, got {args.count} (leave it out to watch until Ctrl-C)"
-        )
+    check_count("--count", args.count, instead="leave it out to watch until Ctrl-C")
     seen = 0
     async with (
         gateway(args) as client,

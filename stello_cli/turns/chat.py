@@ -9,7 +9,9 @@ start with ``/`` are commands (``/help`` lists them; ``//`` sends a line that
 starts with ``/`` to the model). Without a terminal (a pipe) the lines of stdin
 are read as they come, commands included, with no banner and no prompt: not after
 ``/fork`` or ``/switch`` either, so stdout carries the replies and what ``/tree``,
-``/history`` and ``/help`` show, and stderr the chat's errors.
+``/history`` and ``/help`` show, and stderr the chat's errors. A failed turn ends
+the chat with exit 1 (after its other lines); piped, so does any failed line, a command's
+too, so a script can tell.
 """
 
 from __future__ import annotations
@@ -144,6 +146,14 @@ class Chat:
         self.interactive = interactive
         self.style = Style.of(sys.stdout)
         self.failed = 0
+        self.failed_commands = 0
+
+    @property
+    def exit_code(self) -> int:
+        """1 when a turn failed or, piped, any line did (a script learns it at the end);
+        else 0. On a terminal a failed command was said at once, before the next line."""
+        piped_failures = 0 if self.interactive else self.failed_commands
+        return 1 if self.failed or piped_failures else 0
 
     @property
     def session_id(self) -> str:
@@ -191,12 +201,14 @@ class Chat:
 
         try:
             await self.command(name, rest)
-        except UsageError as exc:
-            self.say(str(exc))
-        except ClientError as exc:
-            self.say(str(exc))
+        except ClientError as exc:  # a UsageError too
+            line = str(exc)
         except RpcError as err:
-            self.say(rpc_error_line(err, self.client.gateway, self.flags))
+            line = rpc_error_line(err, self.client.gateway, self.flags)
+        else:
+            return True
+        self.failed_commands += 1
+        self.say(line)
         return True
 
     async def command(self, name: str, rest: str) -> None:
@@ -405,7 +417,7 @@ async def cmd_chat(args: argparse.Namespace) -> int:
             async for line in _stdin_lines():
                 if not await chat.handle(line):
                     break
-    return 1 if chat.failed else 0
+    return chat.exit_code
 
 
 def register(commands: Commands) -> None:
@@ -420,7 +432,8 @@ def register(commands: Commands) -> None:
         "storing it; Ctrl-D leaves. The typed lines are kept for the arrows in\n"
         "chat_history in the config dir (STELLO_CONFIG_DIR), readable by you only,\n"
         "and no deletion of a session touches it: --no-history keeps them in memory\n"
-        "only; delete the file to clear it.\n\n" + HELP,
+        "only; delete the file to clear it. With stdin piped it reads the lines\n"
+        "(commands too) to the end and exits 1 if any failed, else 0.\n\n" + HELP,
         flags={"content": "the message", "busy": "--busy"},
     )
     session_argument(chat)

@@ -19,9 +19,16 @@ from typing import TYPE_CHECKING
 from stello_cli.gateway import gateway, session_id
 from stello_cli.output import format as fmt
 from stello_cli.output.style import Style, short_id, write
-from stello_cli.parser import Commands, int32, seconds, session_argument, text_argument
+from stello_cli.parser import (
+    Commands,
+    check_count,
+    int32,
+    seconds,
+    session_argument,
+    text_argument,
+)
 from stello_client import dicts
-from stello_client.errors import ClientError, UsageError, own_deadline_line, rpc_error_line
+from stello_client.errors import ClientError, own_deadline_line, rpc_error_line
 
 if TYPE_CHECKING:
     from stello_client.aio import AsyncClient
@@ -210,12 +217,8 @@ async def newest_records(client: AsyncClient, session: str, count: int) -> list[
 
 async def cmd_records(args: argparse.Namespace) -> int:
     """Show every record of a session page by page, or the newest N with --limit."""
-    if not 1 <= args.page_size <= MAX_PAGE:
-        raise UsageError(f"--page-size must be between 1 and {MAX_PAGE}")
-    if args.limit is not None and args.limit < 1:
-        raise UsageError(
-            f"--limit must be at least 1, got {args.limit} (leave it out for every record)"
-        )
+    check_count("--page-size", args.page_size, MAX_PAGE)
+    check_count("--limit", args.limit, instead="leave it out for every record")
     style = Style.of(sys.stdout)
     async with gateway(args) as client:
         session = await session_id(client, args.session)

@@ -17,6 +17,9 @@ from tests.cli.processes import client_env, private_env, run_cli
 
 ACTIVE = common_pb2.SESSION_STATUS_ACTIVE
 ARCHIVED = common_pb2.SESSION_STATUS_ARCHIVED
+FROM_VARIABLE = (
+    "the address in STELLO_GATEWAY: fix it, or unset it to use the one `stello up` saved"
+)
 
 
 def node(
@@ -158,7 +161,7 @@ class TestErrors:
         assert (done.returncode, done.stderr) == (
             1,
             "stello: cannot resolve host 'nohost.invalid' (in the gateway's address "
-            "nohost.invalid:1): check the name\n",
+            "nohost.invalid:1): check the name (the address given with --gateway)\n",
         )
 
     def test_a_key_longer_than_any_key_is_one_line(self, home: Path) -> None:
@@ -261,9 +264,39 @@ class TestErrors:
         done = run_cli(env, "digests", "--timeout", "5")
         assert done.returncode == 1
         assert done.stderr == (
-            "stello: cannot reach the gateway at 127.0.0.1:1: is `stello up` running?\n"
+            "stello: cannot reach the gateway at 127.0.0.1:1: is `stello up` running? "
+            f"({FROM_VARIABLE})\n"
         )
         assert len(done.stderr.splitlines()) == 1
+
+    def test_an_unreachable_gateway_says_where_its_address_came_from(self, home: Path) -> None:
+        """A gateway address that does not resolve or does not answer says where the command
+        took it from, as a refused key does (it said only the address: a STELLO_GATEWAY left
+        set from another setup looked like a gateway that is down)."""
+        env = private_env(home)
+        env.update(STELLO_GATEWAY="nohost.invalid:1", STELLO_KEY="k", STELLO_SPACE_ID="s")
+        done = run_cli(env, "tree")
+        assert (done.returncode, done.stderr) == (
+            1,
+            "stello: cannot resolve host 'nohost.invalid' (in the gateway's address "
+            f"nohost.invalid:1): check the name ({FROM_VARIABLE})\n",
+        )
+        done = run_cli(env, "tree", "--gateway", "127.0.0.1:1")
+        assert (done.returncode, done.stderr) == (
+            1,
+            "stello: cannot reach the gateway at 127.0.0.1:1: is `stello up` running? "
+            "(the address given with --gateway)\n",
+        )
+        saved = Path(env["STELLO_CONFIG_DIR"]) / "credentials.json"
+        saved.parent.mkdir(parents=True)
+        saved.write_text(json.dumps({"space_id": "s", "key": "k", "gateway": "127.0.0.1:1"}))
+        del env["STELLO_GATEWAY"]
+        done = run_cli(env, "tree")
+        assert (done.returncode, done.stderr) == (
+            1,
+            "stello: cannot reach the gateway at 127.0.0.1:1: is `stello up` running? "
+            f"(the address `stello up` saved in {saved})\n",
+        )
 
     def test_flags_override_saved_credentials(self, home: Path) -> None:
         """--gateway wins over the saved file (here pointing nowhere), and a bad --var is named."""
@@ -296,7 +329,7 @@ class TestErrors:
         done = run_cli(env, "up", "--workers", "0")
         assert (done.returncode, done.stderr) == (
             2,
-            "stello up: --workers must be at least 1, got 0 (see `stello up --help`)\n",
+            "stello up: --workers: must be at least 1, got 0 (see `stello up --help`)\n",
         )
         assert not Path(env["STELLO_DATA_DIR"]).exists()
 

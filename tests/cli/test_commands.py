@@ -489,7 +489,7 @@ class TestSessionCommands:
             "hello",
         ]
         done = await stello(env, "chat", root, stdin="\n".join(lines) + "\n")
-        assert done.returncode == 0, done.stderr
+        assert done.returncode == 1, done.stderr  # a command failed: a piped chat ends with 1
         assert "echo: hello" in done.stdout
         said = [line.removeprefix("stello: ") for line in done.stderr.splitlines()]
         assert said[0] == (
@@ -542,6 +542,20 @@ class TestSessionCommands:
             b"stello: this line is not valid UTF-8, so it was not sent: '\\xff\\xfe bad'\n",
         )
 
+    async def test_a_piped_chat_whose_command_failed_ends_with_exit_1(
+        self, env: dict[str, str]
+    ) -> None:
+        """A piped chat in which a command failed (/switch to no session, /history 0, a
+        command there is none of) reads on and does the next lines, then ends with exit 1, as
+        one whose turn failed does: it ended with 0, so a script could not tell."""
+        root = (await ok(env, "root", "-q")).strip()
+        for failing in ("/switch 0000", "/history 0", "/nope"):
+            done = await stello(env, "chat", root, stdin=f"{failing}\n/history 1\nhello\n")
+            assert (done.returncode, len(done.stderr.splitlines())) == (1, 1), done.stderr
+            assert done.stdout.endswith("echo: hello\n")
+        done = await stello(env, "chat", root, stdin="/history 1\n/tree\nhello\n")
+        assert (done.returncode, done.stderr) == (0, "")
+
     async def test_switch_to_an_unknown_session_names_switch(self, env: dict[str, str]) -> None:
         """/switch to a whole id that names no session says so as /switch's error and what to
         do (it said the gateway's words alone, naming no command), as to digits no id starts
@@ -550,7 +564,7 @@ class TestSessionCommands:
         unknown = "00000000-0000-4000-8000-000000000000"
         lines = f"/switch {unknown}\n/switch 0000\nhello\n"
         done = await stello(env, "chat", root, stdin=lines)
-        assert done.returncode == 0, done.stderr
+        assert done.returncode == 1, done.stderr  # a command failed: a piped chat ends with 1
         assert done.stderr.splitlines() == [
             f"stello: /switch: no session {unknown} in this space (/tree lists them)",
             "stello: /switch: no session id starts with '0000' in this space (/tree lists them)",

@@ -292,14 +292,22 @@ class TestUsageErrors:
 
     def test_zero_counts_are_refused(self, capsys: pytest.CaptureFixture[str]) -> None:
         """`watch --count 0` and `records --limit 0` are refused (0 is not "unlimited": leaving
-        the flag out is), before any call."""
+        the flag out is), before any call; each names its flag as every flag error does,
+        `--count: ...` (search's said `--limit must be at least 1` without the value)."""
         assert usage_error(capsys, "watch", "--count", "0") == (
-            "stello watch: --count must be at least 1, got 0 (leave it out to watch until "
+            "stello watch: --count: must be at least 1, got 0 (leave it out to watch until "
             "Ctrl-C) (see `stello watch --help`)\n"
         )
         assert usage_error(capsys, "records", "abc", "--limit", "0") == (
-            "stello records: --limit must be at least 1, got 0 (leave it out for every record) "
+            "stello records: --limit: must be at least 1, got 0 (leave it out for every record) "
             "(see `stello records --help`)\n"
+        )
+        assert usage_error(capsys, "records", "abc", "--page-size", "1001") == (
+            "stello records: --page-size: must be from 1 to 1000, got 1001 "
+            "(see `stello records --help`)\n"
+        )
+        assert usage_error(capsys, "search", "kettle", "--limit", "0") == (
+            "stello search: --limit: must be at least 1, got 0 (see `stello search --help`)\n"
         )
 
     @pytest.mark.parametrize(
