@@ -277,10 +277,17 @@ async def _connect_like(con: asyncpg.Connection) -> asyncpg.Connection:
         loop=asyncio.get_running_loop(),
         params=con._params,  # type: ignore[attr-defined]
         config=con._config,  # type: ignore[attr-defined]
-        connection_class=type(con),
+        connection_class=_connection_class(con),
         record_class=con._protocol.get_record_class(),  # type: ignore[attr-defined]
     )
     return opened
+
+
+def _connection_class(con: asyncpg.Connection) -> type[asyncpg.Connection]:
+    """`con`'s class, or asyncpg's own when `con` is a pool's proxy of a connection (a
+    class that wraps one, and takes none of a connection's arguments)."""
+    kind = type(con)
+    return kind if issubclass(kind, asyncpg.Connection) else asyncpg.Connection
 
 
 async def pending(con: asyncpg.Connection) -> list[str]:

@@ -7,6 +7,7 @@ import logging
 import sys
 import uuid
 from collections.abc import Awaitable, Callable
+from typing import cast
 
 import asyncpg
 import pytest
@@ -364,4 +365,19 @@ class TestOutsideATransaction:
         finally:
             for opened in (writer, other, con):
                 await opened.close()
+            await drop_test_database(admin_dsn, dsn)
+
+    async def test_a_pools_connection_migrates_too(self, admin_dsn: str) -> None:
+        """`migrate` on a connection of a pool (as the tests that migrate a database
+        forward take one) runs a migration outside a transaction on a second connection
+        opened as the pool's was: it was opened with the pool's proxy class, which takes
+        no connection's arguments (TypeError)."""
+        dsn = await create_test_database(admin_dsn, until="0026_orphaned_jobs_by_space")
+        pool = await asyncpg.create_pool(dsn, min_size=1, max_size=1)
+        try:
+            async with pool.acquire() as con:
+                applied = await migrate(cast(asyncpg.Connection, con))
+            assert OUTSIDE_VERSION in applied
+        finally:
+            await pool.close()
             await drop_test_database(admin_dsn, dsn)
