@@ -84,16 +84,6 @@ class TreeClient(ServiceClient):
         )
         return reply
 
-    async def get_node(
-        self, caller: Caller, space_id: UUID, session_id: UUID
-    ) -> common_pb2.TopologyNode:
-        """One visible session as a topology node."""
-        request = tree_pb2.GetNodeRequest(space_id=str(space_id), session_id=str(session_id))
-        reply = await self._call(
-            "GetNode", self._stub.GetNode, request, tree_pb2.GetNodeResponse, caller
-        )
-        return reply.node
-
     async def get_node_with_config(
         self, caller: Caller, space_id: UUID, session_id: UUID
     ) -> tuple[common_pb2.TopologyNode, common_pb2.SessionConfig | None, dict[str, str]]:

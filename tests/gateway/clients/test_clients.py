@@ -80,7 +80,7 @@ class TestForwarding:
         """The caller's key, request id and remaining deadline travel with the call."""
         servicer, client = scripted
         caller = Caller("secret-key", time.monotonic() + 2.0, "req-1")
-        await client.get_node(caller, SPACE, SESSION)
+        await client.get_node_with_config(caller, SPACE, SESSION)
         [call] = servicer.seen
         assert call["metadata"]["authorization"] == "Bearer secret-key"
         assert call["metadata"]["x-request-id"] == "req-1"
@@ -89,14 +89,14 @@ class TestForwarding:
     async def test_timeout_capped(self, scripted: tuple[ScriptedTree, TreeClient]) -> None:
         """Without a caller deadline each call still gets the per-call timeout."""
         servicer, client = scripted
-        await client.get_node(Caller("k"), SPACE, SESSION)
+        await client.get_node_with_config(Caller("k"), SPACE, SESSION)
         assert 4.0 < servicer.seen[0]["remaining"] < 5.1
 
     async def test_deadline_passed(self, scripted: tuple[ScriptedTree, TreeClient]) -> None:
         """A caller whose deadline has passed gets DEADLINE_EXCEEDED and no call is made."""
         servicer, client = scripted
         with pytest.raises(DeadlineExceeded, match="GetNode"):
-            await client.get_node(Caller("k", time.monotonic() - 1), SPACE, SESSION)
+            await client.get_node_with_config(Caller("k", time.monotonic() - 1), SPACE, SESSION)
         assert servicer.seen == []
 
 
@@ -107,7 +107,7 @@ class TestRetries:
         """Two UNAVAILABLE answers then OK: the call succeeds after three attempts."""
         servicer, client = scripted
         servicer.failures = [grpc.StatusCode.UNAVAILABLE] * 2
-        node = await client.get_node(Caller("k"), SPACE, SESSION)
+        node, _, _ = await client.get_node_with_config(Caller("k"), SPACE, SESSION)
         assert node.id == str(SESSION)
         assert len(servicer.seen) == 3
         assert client.calls["GetNode"] == 3
@@ -117,7 +117,7 @@ class TestRetries:
         servicer, client = scripted
         servicer.failures = [grpc.StatusCode.UNAVAILABLE] * 5
         with pytest.raises(Unavailable):
-            await client.get_node(Caller("k"), SPACE, SESSION)
+            await client.get_node_with_config(Caller("k"), SPACE, SESSION)
         assert len(servicer.seen) == 3
 
     async def test_other_errors_mapped_without_retry(
@@ -127,7 +127,7 @@ class TestRetries:
         servicer, client = scripted
         servicer.failures = [grpc.StatusCode.NOT_FOUND]
         with pytest.raises(NotFound, match="scripted"):
-            await client.get_node(Caller("k"), SPACE, SESSION)
+            await client.get_node_with_config(Caller("k"), SPACE, SESSION)
         assert len(servicer.seen) == 1
 
     async def test_delete_not_retried(self, scripted: tuple[ScriptedTree, TreeClient]) -> None:
@@ -146,7 +146,7 @@ class TestRetries:
         async with open_channel(f"127.0.0.1:{port}") as channel:
             client = TreeClient(channel, CallPolicy(timeout_s=2.0, max_retries=2, backoff_s=0.01))
             with pytest.raises(Unavailable):
-                await client.get_node(Caller("k"), SPACE, SESSION)
+                await client.get_node_with_config(Caller("k"), SPACE, SESSION)
         assert client.calls["GetNode"] == 3
 
 
