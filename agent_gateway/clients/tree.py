@@ -229,20 +229,6 @@ class TreeClient(ServiceClient):
         )
         return reply
 
-    async def sweep_provisional(
-        self, caller: Caller, *, older_than_s: int, dry_run: bool
-    ) -> Sequence[str]:
-        """Admin: remove (or list, with dry_run) expired provisional sessions."""
-        request = tree_pb2.SweepProvisionalRequest(older_than_s=older_than_s, dry_run=dry_run)
-        reply = await self._call(
-            "SweepProvisional",
-            self._stub.SweepProvisional,
-            request,
-            tree_pb2.SweepProvisionalResponse,
-            caller,
-        )
-        return reply.removed_ids
-
     async def update_label(
         self, caller: Caller, space_id: UUID, session_id: UUID, label: str
     ) -> common_pb2.TopologyNode:

@@ -49,15 +49,6 @@ async def distribute_in_use(
     )
 
 
-async def distribute_dsn(dsn: str, *, shard_count: int = DEFAULT_SHARD_COUNT) -> list[str]:
-    """Connect to the coordinator at `dsn` (a direct URL), distribute, disconnect."""
-    con = await asyncpg.connect(dsn, statement_cache_size=0)
-    try:
-        return await distribute_in_use(con, shard_count=shard_count)
-    finally:
-        await con.close()
-
-
 async def migrate_on_any_dsn(dsn: str) -> tuple[list[str], list[str]]:
     """Plain `stello migrate`: apply pending migrations; where the citus extension is
     installed (a coordinator, distributed or not yet), also set the database's session

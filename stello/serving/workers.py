@@ -35,7 +35,6 @@ import json
 import logging
 import os
 import signal
-import sys
 import time
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
@@ -301,8 +300,3 @@ def _ended(code: int) -> str:
         with contextlib.suppress(ValueError):
             return f"was killed by {signal.Signals(-code).name}"
     return f"exited with status {code}"
-
-
-def worker_command(module: str) -> list[str]:
-    """The command that runs ``python -m module`` with this interpreter."""
-    return [sys.executable, "-m", module]

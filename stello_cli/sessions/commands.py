@@ -25,8 +25,7 @@ from stello_client import dicts
 from stello_client.errors import ClientError, UsageError
 
 if TYPE_CHECKING:
-    from stello_client.aio import AsyncClient
-    from stello_client.types import SessionSummary, SessionView
+    from stello_client.types import SessionSummary
 
 
 def show_session(args: argparse.Namespace, session: SessionSummary) -> None:
@@ -84,11 +83,6 @@ async def cmd_fork(args: argparse.Namespace) -> int:
         )
     show_session(args, session)
     return 0
-
-
-async def view_of(client: AsyncClient, session: str) -> SessionView:
-    """GetSession's joined view."""
-    return await client.get_session(session)
 
 
 async def cmd_show(args: argparse.Namespace) -> int:
