@@ -6,6 +6,8 @@ isolation between tests comes from a fresh space per test.
 
 from __future__ import annotations
 
+import asyncio
+import atexit
 import contextlib
 import os
 import shutil
@@ -23,6 +25,7 @@ import asyncpg
 
 from stello.db.embedded import embedded_server, with_database
 from stello.db.migrate import migrate
+from tests.support.bouncer import database_of
 
 # The embedded server records every statement (tests/distribution reads them
 # to prove each one filters by space_id). It is a throwaway cluster, so it skips
@@ -117,13 +120,14 @@ def restartable_postgres() -> Iterator[RestartablePostgres]:
         shutil.rmtree(folder, ignore_errors=True)
 
 
-async def create_empty_database(admin_dsn: str) -> str:
+async def create_empty_database(admin_dsn: str, *, template: str | None = None) -> str:
     """Create a database of its own, not migrated (a schema of no release, or one a test
-    migrates itself); its DSN (drop it with `drop_test_database`)."""
+    migrates itself), or a copy of `template`; its DSN (drop it with `drop_test_database`)."""
     name = f"stello_test_{uuid.uuid4().hex[:12]}"
+    copying = f' TEMPLATE "{template}"' if template else ""
     con = await asyncpg.connect(admin_dsn)
     try:
-        await con.execute(f'CREATE DATABASE "{name}"')
+        await con.execute(f'CREATE DATABASE "{name}"{copying}')
         # A throwaway database's commits need not wait for the WAL's flush: the embedded
         # cluster runs so (`SETTINGS`); on a server of the machine (CI's PostgreSQL 15,
         # durable) this database's setting does the same, and changes nothing else of
@@ -135,8 +139,26 @@ async def create_empty_database(admin_dsn: str) -> str:
 
 
 async def create_test_database(admin_dsn: str, until: str | None = None) -> str:
-    """Create and migrate a fresh database (through `until` only, when given: an older
-    release's schema); return its DSN."""
+    """Create a fresh database at the latest schema (a copy of the run's migrated
+    template), or migrated through `until` only, when given (an older release's schema);
+    return its DSN."""
+    if until is not None:
+        return await _migrated(admin_dsn, until)
+    template = _TEMPLATES.get(admin_dsn)
+    if template is None:
+        template = _TEMPLATES[admin_dsn] = await _new_template(admin_dsn)
+    return await create_empty_database(admin_dsn, template=template)
+
+
+# The run's template of each server: a database migrated once, which every test database
+# at the latest schema copies (CREATE DATABASE ... TEMPLATE: 0.5 s, where migrating took
+# 2.3 s on this machine's PostgreSQL 15, for each of the run's hundred-odd databases).
+# It takes no connection (so no autovacuum worker holds it while a copy is made), and is
+# dropped when the run's process exits.
+_TEMPLATES: dict[str, str] = {}
+
+
+async def _migrated(admin_dsn: str, until: str | None) -> str:
     dsn = await create_empty_database(admin_dsn)
     con = await asyncpg.connect(dsn)
     try:
@@ -146,9 +168,35 @@ async def create_test_database(admin_dsn: str, until: str | None = None) -> str:
     return dsn
 
 
+async def _new_template(admin_dsn: str) -> str:
+    name = database_of(await _migrated(admin_dsn, None))
+    con = await asyncpg.connect(admin_dsn)
+    try:
+        await con.execute(f'ALTER DATABASE "{name}" WITH IS_TEMPLATE true ALLOW_CONNECTIONS false')
+    finally:
+        await con.close()
+    atexit.register(_drop_template, admin_dsn, name)
+    return name
+
+
+def _drop_template(admin_dsn: str, name: str) -> None:
+    """At the process's exit; the embedded server may be gone already (nothing to drop)."""
+
+    async def drop() -> None:
+        con = await asyncio.wait_for(asyncpg.connect(admin_dsn), 5)
+        try:
+            await con.execute(f'ALTER DATABASE "{name}" WITH IS_TEMPLATE false')
+            await con.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
+        finally:
+            await con.close()
+
+    with contextlib.suppress(Exception):
+        asyncio.run(drop())
+
+
 async def drop_test_database(admin_dsn: str, dsn: str) -> None:
     """Drop the database behind `dsn`, closing any connection left to it."""
-    name = dsn.partition("?")[0].rpartition("/")[2]
+    name = database_of(dsn)
     con = await asyncpg.connect(admin_dsn)
     try:
         await con.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
