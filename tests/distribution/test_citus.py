@@ -29,6 +29,7 @@ from stello.distribution.runs import is_distributed
 from stello.errors import FailedPrecondition
 from storage_service.search.backfill import SearchBackfill
 from storage_service.unit import Database
+from tests.support.bouncer import database_of
 from tests.support.citus import (
     SCRIPT,
     SKIPPED,
@@ -324,7 +325,7 @@ class TestDistribute:
                 assert row["argument"] is None, signature
             else:
                 assert (row["argument"], row["colocationid"]) == (0, group), signature
-        name = distributed.dsn.rpartition("/")[2]
+        name = database_of(distributed.dsn)
         for worker in cluster.workers:
             there = await asyncpg.connect(worker.dsn(name))
             try:
@@ -461,7 +462,7 @@ class TestRefusals:
             assert await con.fetchval("SELECT count(*) FROM pg_dist_partition") == 0
         finally:
             await con.close()
-            await cluster.drop_database(dsn.rpartition("/")[2])
+            await cluster.drop_database(database_of(dsn))
 
     async def test_schema_too_old(self, cluster: CitusCluster) -> None:
         """A database not migrated, or migrated to before 0004 (a SET NULL key, a sequence)
@@ -479,7 +480,7 @@ class TestRefusals:
             assert not await is_distributed(con)
         finally:
             await con.close()
-            await cluster.drop_database(dsn.rpartition("/")[2])
+            await cluster.drop_database(database_of(dsn))
 
     async def test_no_citus_extension(self, cluster: CitusCluster) -> None:
         """A database without the citus extension migrates as on plain PostgreSQL, and the
@@ -585,7 +586,7 @@ class TestPlacement:
                 assert len(await con.fetch(SPACE_NODES, space, tables)) == 1, space
         finally:
             await con.close()
-            await cluster.drop_database(dsn.rpartition("/")[2])
+            await cluster.drop_database(database_of(dsn))
 
     async def test_a_space_gets_a_shard_of_its_own(self, cluster: CitusCluster) -> None:
         """isolate_tenant_to_new_shard with CASCADE gives one space a shard of its own in every
@@ -611,7 +612,7 @@ class TestPlacement:
                 assert len(await con.fetch(SPACE_NODES, space, tables)) == 1, space
         finally:
             await con.close()
-            await cluster.drop_database(dsn.rpartition("/")[2])
+            await cluster.drop_database(database_of(dsn))
 
 
 class TestLaterMigrations:
@@ -652,7 +653,7 @@ class TestLaterMigrations:
                 await reference.close()
         finally:
             await con.close()
-            await cluster.drop_database(dsn.rpartition("/")[2])
+            await cluster.drop_database(database_of(dsn))
 
     async def test_0035_replaces_the_search_functions_on_the_workers(
         self, cluster: CitusCluster
@@ -681,7 +682,7 @@ class TestLaterMigrations:
             assert await con.fetchval(TAGGED, space)
         finally:
             await con.close()
-            await cluster.drop_database(dsn.rpartition("/")[2])
+            await cluster.drop_database(database_of(dsn))
 
 
 TAGGED = """
@@ -774,7 +775,7 @@ class TestCommand:
                 "--shard-count 8: not applied, the shard count stays as it was set"
             )
         finally:
-            await cluster.drop_database(dsn.rpartition("/")[2])
+            await cluster.drop_database(database_of(dsn))
 
     async def test_plain_migrate_sets_the_session_defaults(self, cluster: CitusCluster) -> None:
         """Plain `stello migrate` on a coordinator not distributed yet sets the database's
@@ -799,7 +800,7 @@ class TestCommand:
             again = _stello("migrate", "--database-url", dsn)
             assert again.stdout.splitlines() == ["applied: nothing (up to date)"]
         finally:
-            await cluster.drop_database(dsn.rpartition("/")[2])
+            await cluster.drop_database(database_of(dsn))
 
     async def test_a_deadlock_with_a_write_is_tried_again(
         self, cluster: CitusCluster, caplog: pytest.LogCaptureFixture
@@ -832,7 +833,7 @@ class TestCommand:
         finally:
             await writer.close()
             await con.close()
-            await cluster.drop_database(dsn.rpartition("/")[2])
+            await cluster.drop_database(database_of(dsn))
 
     @pytest.mark.parametrize("refusal", ["no worker", "no citus extension"])
     async def test_refused_with_nothing_changed(self, cluster: CitusCluster, refusal: str) -> None:
@@ -861,4 +862,4 @@ class TestCommand:
             finally:
                 await con.close()
         finally:
-            await cluster.drop_database(dsn.rpartition("/")[2])
+            await cluster.drop_database(database_of(dsn))

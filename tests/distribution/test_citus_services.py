@@ -29,6 +29,7 @@ from tests.distribution.services import (
     not_called,
     recorded_services,
 )
+from tests.support.bouncer import database_of
 from tests.support.citus import CitusCluster, LoggedError, logged_errors
 from tests.support.citus_pass import create_distributed_database, unexpected_errors
 
@@ -113,7 +114,7 @@ async def _rows(
 @pytest.fixture(name="served", scope="module")
 async def _served(cluster: CitusCluster) -> AsyncIterator[Pass]:
     dsn = await create_distributed_database(cluster)
-    database = dsn.rpartition("/")[2]
+    database = database_of(dsn)
     logged = {node.name: len(node.log()) for node in cluster.nodes}
     try:
         async with recorded_services(dsn) as services:
