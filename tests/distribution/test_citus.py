@@ -227,7 +227,8 @@ class TestLog:
 
     def test_only_provoked_errors_are_allowed(self) -> None:
         """The pass's allow-list drops the errors tests provoke on purpose (each with its
-        statement where it names one) and keeps any other, a refused statement above all."""
+        statement where it names one; a statement timeout, a bound of ours met, with any or
+        none) and keeps any other, a refused statement above all."""
         refused = LoggedError("db", "could not run distributed query with FOR UPDATE", "SELECT 1")
         cancelled = LoggedError("db", "canceling statement due to user request", "SELECT 1")
         timeout_elsewhere = LoggedError(
@@ -260,7 +261,14 @@ class TestLog:
                 timeout_unlogged,
             ]
         )
-        assert found == [refused, timeout_elsewhere]
+        assert found == [refused]
+        unprovoked_key = LoggedError(
+            "db",
+            'insert or update on table "idempotency_key_sessions" violates foreign key '
+            'constraint "idempotency_key_sessions_space_id_session_id_fkey"',
+            "UPDATE sessions SET label = $3",
+        )
+        assert unexpected_errors([unprovoked_key]) == [unprovoked_key]
 
 
 class TestDistribute:
