@@ -146,4 +146,5 @@ async def test_a_live_deletion_keeps_what_was_typed(
     await expect(page.locator("#kept-message-text")).to_have_value("half a thought")
     await expect(page.locator("#kept-memory-text")).to_have_value("a note to keep")
     await expect(page.locator(".kept")).to_have_count(2)
+    await browser_page.shot("deleted-kept")
     assert browser_page.console_errors() == []
