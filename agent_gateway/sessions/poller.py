@@ -23,6 +23,7 @@ from dataclasses import replace
 from uuid import UUID
 
 from agent_gateway.clients import Caller, StorageClient
+from agent_gateway.sessions.watch_ends import REVOKED
 from stello import reasons
 from stello.common.v1 import common_pb2
 from stello.errors import InvalidArgument, NotFound, StelloError, Unauthenticated
@@ -113,7 +114,7 @@ class SpacePoller:
     async def _run(self) -> None:
         while True:
             if not self._callers:
-                await self._fail(Unauthenticated("no key of a watcher of this space is valid"))
+                await self._fail(Unauthenticated(REVOKED))  # each watcher's key was refused
                 return
             try:
                 full = await self._poll()

@@ -27,6 +27,12 @@ log = logging.getLogger(__name__)
 KeyCheck = Callable[[Caller, UUID], Awaitable[None]]
 BLOCKED_SEND_S = 30.0
 """A stream past its age whose send has waited this long on its client is cancelled."""
+REVOKED = (
+    "the API key of this stream was revoked; watch again with a live key "
+    "(after_cursor = the last cursor received loses nothing)"
+)
+"""What ends a stream whose key was revoked: said by its own check, or by its space's poller
+when every watcher's key, its own among them, was refused."""
 AGED = (
     "this watch has been open for STELLO_GATEWAY_WATCH_MAX_AGE_S ({max_age:g} s); watch again "
     "with after_cursor = the last cursor received (nothing is lost)"
@@ -82,10 +88,7 @@ def key_check(keys: KeyStore) -> KeyCheck:
     async def check(caller: Caller, space_id: UUID) -> None:
         principal = await keys.resolve(caller.key)
         if principal is None:
-            raise Unauthenticated(
-                "the API key of this stream was revoked; watch again with a live key "
-                "(after_cursor = the last cursor received loses nothing)"
-            )
+            raise Unauthenticated(REVOKED)
         await keys.check_space(principal, space_id)
 
     return check

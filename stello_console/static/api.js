@@ -177,9 +177,9 @@ export function refused(failure) {
 }
 
 /** The live stream refused a deployed console's key: a call of this tab's asks for a key
- * again with the gateway's words for this key (the watch's may be about every watcher's:
- * "no key of a watcher of this space is valid"); the stream's `failure` when the call is not
- * refused. The local console's refusal is handled as any other. */
+ * again with the gateway's words for this key (the watch's speak of a stream and its cursor:
+ * "the API key of this stream was revoked; watch again ..."); the stream's `failure` when the
+ * call is not refused. The local console's refusal is handled as any other. */
 /** @param {ApiError} failure */
 export async function refusedOnStream(failure) {
   if (keyMode) {

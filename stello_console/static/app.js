@@ -21,6 +21,8 @@ const NODES_PER_CALL = 100;
 // into an API path ("../" or "?" would reach other endpoints).
 const SESSION_ID = /^[0-9a-f][0-9a-f-]{0,35}$/i;
 const FIRST_CONTACT_MS = 5000;
+// The hex digits of a session id (a UUID): the Go to id box takes 1 to this many of them.
+const ID_DIGITS = 32;
 // Events that change a forest node's label, status or turn count: the node is refetched.
 const NODE_KINDS = new Set(["session_committed", "session_updated", "turn_committed"]);
 // The bar's controls of a signed-in space (hidden on a sign-in form).
@@ -187,6 +189,10 @@ export class App {
           replace(found);
           const text = input.value.trim();
           if (!text) return;
+          if (!idStart(text)) {
+            replace(found, el("p", { class: "error-text" }, "Go to id: “", userText(text), `” is not a session id nor its start: type 1 to ${ID_DIGITS} of its hex digits (0-9, a-f; hyphens are ignored).`));
+            return;
+          }
           try {
             const { sessions } = await call("GET", `/api/resolve?${new URLSearchParams({ prefix: text })}`);
             // typed on meanwhile: the answer is for text no longer there, and what was typed stays
@@ -490,6 +496,14 @@ export class App {
     $("error-text").textContent = String(error);
     $("error").hidden = false;
   }
+}
+
+/** Whether `text` can be a session id or its start, as /api/resolve takes it: 1 to 32 hex
+ * digits, hyphens ignored, any case. */
+/** @param {string} text */
+function idStart(text) {
+  const digits = text.replaceAll("-", "");
+  return digits.length > 0 && digits.length <= ID_DIGITS && /^[0-9a-f]+$/i.test(digits);
 }
 
 /** Create the root the new-root dialog's fields ask for (a label checked as the gateway

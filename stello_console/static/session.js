@@ -366,11 +366,30 @@ export class SessionView {
     ]);
   }
 
+  /** The session is gone: the view says so, keeping what the user typed and had not sent
+   * or saved (the message box, an edited insight or memory) to copy. */
   markGone(why = "This session was deleted. ") {
+    const unsent = this.unsent();
     this.gone = true;
     this.dialogs.abort(); // a dialog about a session that is gone: the view says so once
     setTitle();
-    replace(this.container, el("p", { class: "muted", id: "view-gone" }, why, el("a", { href: "#/" }, "Back to the forest")));
+    replace(
+      this.container,
+      el("p", { class: "muted", id: "view-gone" }, why, el("a", { href: "#/" }, "Back to the forest")),
+      unsent.map(([name, words, text]) => keptText(name, words, text)),
+    );
+  }
+
+  /** What the user typed here and the session has not taken: [name, words, text] each. */
+  unsent() {
+    /** @type {[string, string, string][]} */
+    const kept = [];
+    if (!this.message) return kept;
+    if (this.message.value.trim()) kept.push(["message", "Your message was not sent.", this.message.value]);
+    for (const [name, editor] of Object.entries(this.editors)) {
+      if (editor.text.value !== editor.saved) kept.push([name, `Your ${name} was not saved.`, editor.text.value]);
+    }
+    return kept;
   }
 
   /**
@@ -385,10 +404,17 @@ export class SessionView {
       return await pending;
     } catch (error) {
       if (!(error instanceof ApiError && error.reason === SESSION_NOT_FOUND)) throw error;
-      this.markGone(`This session was deleted elsewhere before your ${action} reached it. `);
-      await this.app.apply([{ kind: "subtree_deleted", session_ids: [this.id] }]);
+      await this.deletedElsewhere(action);
       return null;
     }
+  }
+
+  /** The session was deleted elsewhere before `action` reached it, its deletion event not
+   * here yet: shown as that event will show it. */
+  /** @param {string} action */
+  async deletedElsewhere(action) {
+    this.markGone(`This session was deleted elsewhere before your ${action} reached it. `);
+    await this.app.apply([{ kind: "subtree_deleted", session_ids: [this.id] }]);
   }
 
   /** @param {boolean} archived */
@@ -451,6 +477,7 @@ export class SessionView {
     const controller = (this.streaming = new AbortController());
     this.setSending(true);
     let done = null;
+    /** @type {{code: string, message: string, reason?: string | null} | null} */
     let failure = null;
     try {
       await stream(`/api/sessions/${this.id}/send`, { content, request_id: requestId() }, (name, data) => {
@@ -463,12 +490,13 @@ export class SessionView {
       // An ApiError (the console refused or is gone), or the browser's TypeError when the
       // connection broke mid-reply ("network error"): that one has no code of its own.
       if (!controller.signal.aborted) {
-        failure = error instanceof ApiError ? { code: error.code, message: error.message } : { code: "UNAVAILABLE", message: `the reply's stream broke (${error})` };
+        failure = error instanceof ApiError ? { code: error.code, message: error.message, reason: error.reason } : { code: "UNAVAILABLE", message: `the reply's stream broke (${error})` };
       }
     }
     this.streaming = null;
     this.setSending(false);
-    if (done) await this.stored(done, turn);
+    if (failure?.reason === SESSION_NOT_FOUND) await this.deletedElsewhere("Send"); // the message is kept
+    else if (done) await this.stored(done, turn);
     else if (failure || !controller.signal.aborted) this.failed(turn, failure);
     else await this.stopped(turn);
   }
@@ -507,7 +535,7 @@ export class SessionView {
   /** The turn failed: the gateway stored nothing of it; the message stays in the box. */
   /**
    * @param {Turn} turn
-   * @param {{code: string, message: string} | null} failure
+   * @param {{code: string, message: string, reason?: string | null} | null} failure
    */
   failed(turn, failure) {
     const message = failure ? `${failure.code}: ${failure.message}` : "the stream ended without a reply";
@@ -663,6 +691,28 @@ export class SessionView {
       this.app.reportError(error);
     }
   }
+}
+
+/**
+ * What the user typed and the session never took, kept where a gone session's view was: a
+ * box to select it in and a Copy button.
+ * @param {string} name
+ * @param {string} words
+ * @param {string} text
+ */
+function keptText(name, words, text) {
+  const box = el("textarea", { id: `kept-${name}-text`, readOnly: true, rows: 4, value: text, "aria-label": words });
+  const copy = el("button", { type: "button", id: `kept-${name}-copy` }, "Copy");
+  copy.addEventListener("click", async () => {
+    box.select();
+    try {
+      await navigator.clipboard.writeText(text);
+      copy.textContent = "Copied";
+    } catch {
+      copy.textContent = "Selected: press Ctrl+C to copy";
+    }
+  });
+  return el("div", { class: "kept", id: `kept-${name}` }, el("p", {}, words, " Here it is to copy:"), box, copy);
 }
 
 /** A metadata key or value as it reads unambiguously in `key=value key=value`: quoted (as

@@ -20,7 +20,7 @@ export class SlotEditor {
       this.save.disabled = true;
       const content = this.text.value;
       try {
-        await call("PUT", `/api/sessions/${session.id}/${name}`, { content });
+        if (!(await session.acted(call("PUT", `/api/sessions/${session.id}/${name}`, { content }), "Save"))) return;
         this.saved = content;
         this.save.textContent = "Saved";
         session.app.clearError();

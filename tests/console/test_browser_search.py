@@ -65,12 +65,21 @@ class TestFilter:
         assert browser_page.console_errors() == []
 
 
+# What the Go to id box says of text that is no session id nor its start (the API's `prefix`,
+# which it said, is no word of the page).
+NOT_AN_ID = (
+    "Go to id: “{}” is not a session id nor its start: type 1 to 32 of its hex digits"
+    " (0-9, a-f; hyphens are ignored)."
+)
+
+
 class TestGoTo:
     async def test_an_id_prefix_opens_its_session_or_lists_the_candidates(
         self, console: ConsoleStack, browser_page: BrowserPage
     ) -> None:
         """Eight digits open that session; one digit that several ids start with lists them
-        (a click opens one); digits no id starts with, and text that is not hex, say so."""
+        (a click opens one); digits no id starts with say so, and text that is not hex, or too
+        long, is said naming the Go to id box (it named the API's field, `prefix`)."""
         stack = console.stack
         made = [await stack.root(label=f"Root {n}") for n in range(17)]  # 17 > 16 digits
         by_digit = defaultdict(list)
@@ -103,8 +112,12 @@ class TestGoTo:
         )
         await goto.fill("not-hex")
         await goto.press("Enter")
-        await expect(page.locator("#goto-found")).to_contain_text("prefix: give 1 to 32 hex")
-        assert browser_page.console_errors("the server responded with a status of 400") == []
+        await expect(page.locator("#goto-found")).to_have_text(NOT_AN_ID.format("not-hex"))
+        await goto.fill(target.id + "0")  # 33 digits
+        await goto.press("Enter")
+        await expect(page.locator("#goto-found")).to_have_text(NOT_AN_ID.format(f"{target.id}0"))
+        await expect(page.get_by_text("prefix")).to_have_count(0)
+        assert browser_page.console_errors() == []
 
     async def test_a_late_answer_keeps_what_was_typed_since(
         self, console: ConsoleStack, browser_page: BrowserPage

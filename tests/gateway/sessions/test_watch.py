@@ -476,6 +476,27 @@ class TestRevocation:
                 mine.close()
                 admin.close()
 
+    async def test_the_only_watchers_revoked_key_is_named(
+        self, stack: Stack, keys: KeyStore
+    ) -> None:
+        """The space's only watcher, whose key serves the poller's reads, has its key revoked:
+        its stream ends UNAUTHENTICATED saying that its key was revoked and what to do, as a
+        stream fed by another key's reads is told (it said "no key of a watcher of this space
+        is valid")."""
+        root = await stack.root(label="r")
+        mine = Watch(stack.gw, stack.space.sid, "0")
+        try:
+            assert (await mine.next()).session_id == root.id
+            assert await keys.revoke(stack.space.key_id)
+            error = await mine.error(within_s=5.0)
+            assert error.code() == grpc.StatusCode.UNAUTHENTICATED
+            assert error.details() == (
+                "the API key of this stream was revoked; watch again with a live key "
+                "(after_cursor = the last cursor received loses nothing)"
+            )
+        finally:
+            mine.close()
+
     async def test_a_stream_of_a_deleted_space_ends_not_found(
         self, stack: Stack, keys: KeyStore, admin_key: str
     ) -> None:
