@@ -138,8 +138,11 @@ class Watchers:
             await self._leave(space_id, poller, member)
 
     def _poller(self, space_id: UUID) -> SpacePoller:
+        """The space's poller; a new one in place of one that failed (its failure is its
+        members' to hear: a turn waiting in line stays in it until its own timer, and a
+        watcher coming meanwhile, its key live, was told of the others' revoked keys)."""
         poller = self._pollers.get(space_id)
-        if poller is None:
+        if poller is None or poller.failure is not None:
             poller = self._pollers[space_id] = SpacePoller(
                 self._storage, space_id, self._interval_s, self._ring_events
             )

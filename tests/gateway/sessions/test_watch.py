@@ -6,13 +6,16 @@ import asyncio
 import logging
 import signal
 import time
+from uuid import UUID
 
 import asyncpg
 import grpc
 import pytest
 
+from agent_gateway.clients import Caller
 from agent_gateway.forks.faults import FAULT_POINTS
 from agent_gateway.sessions import watch as watch_module
+from agent_gateway.sessions.watch import Watchers, WatchInput
 from stello.agent.v1 import agent_pb2, agent_pb2_grpc
 from stello.auth import KeyStore
 from stello.channels import WATCH_CURSOR_METADATA, open_channel
@@ -30,6 +33,7 @@ from tests.gateway.conftest import (
     Stack,
     StackMaker,
     close_stack,
+    gateway_clients,
     new_id,
     open_stack,
     record,
@@ -607,3 +611,50 @@ class TestKeepalive:
             event = await asyncio.wait_for(watch.read(), 10)
             assert event.event.session_id == root.id
             watch.cancel()
+
+
+class TestAFailedPoller:
+    async def test_a_new_watcher_is_not_told_of_keys_revoked_before_it_came(
+        self,
+        backends: Backends,
+        settings: StelloSettings,
+        stack: Stack,
+        keys: KeyStore,
+        admin_key: str,
+    ) -> None:
+        """The only member of a space's poller, a turn waiting in line, has its key revoked:
+        the poller fails, and stays registered while the turn waits out its timer. A watcher
+        that comes then with a live key gets a poller of its own and the space's live events:
+        after the backlog it was told that its key was revoked (the failed poller's error)."""
+        clients = gateway_clients(backends.gateway_config(), backends, settings, False)
+        watchers = Watchers(clients.storage, interval_s=0.05)
+        space = stack.space.id
+        root = await stack.root(label="r")
+        ask = WatchInput(space, after=0, kinds=frozenset())
+        try:
+            async with watchers.session_changes(
+                Caller(stack.space.key), space, UUID(root.id)
+            ) as changes:
+                await changes.ready(10)
+                assert await keys.revoke(stack.space.key_id)
+                await _failed(watchers, space)
+                watch = watchers.watch(Caller(admin_key), ask)
+                assert (await asyncio.wait_for(anext(watch), 10)).session_id == root.id
+                async with stack.gateway.channel(admin_key) as channel:
+                    later = await agent_pb2_grpc.AgentGatewayStub(channel).CreateRoot(
+                        agent_pb2.CreateRootRequest(space_id=stack.space.sid, label="later")
+                    )
+                assert (await asyncio.wait_for(anext(watch), 10)).session_id == later.session.id
+                await watch.aclose()
+        finally:
+            await watchers.stop()
+
+
+async def _failed(watchers: Watchers, space: UUID) -> None:
+    """Wait until the space's poller failed (no RPC shows it while no watcher is in)."""
+    for _ in range(200):
+        poller = watchers._pollers.get(space)
+        if poller is not None and poller.failure is not None:
+            return
+        await asyncio.sleep(0.05)
+    raise AssertionError("the poller did not fail within 10 s")
