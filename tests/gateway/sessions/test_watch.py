@@ -6,6 +6,7 @@ import asyncio
 import logging
 import signal
 import time
+from collections.abc import AsyncGenerator
 from uuid import UUID
 
 import asyncpg
@@ -639,6 +640,7 @@ class TestAFailedPoller:
                 assert await keys.revoke(stack.space.key_id)
                 await _failed(watchers, space)
                 watch = watchers.watch(Caller(admin_key), ask)
+                assert isinstance(watch, AsyncGenerator)
                 assert (await asyncio.wait_for(anext(watch), 10)).session_id == root.id
                 async with stack.gateway.channel(admin_key) as channel:
                     later = await agent_pb2_grpc.AgentGatewayStub(channel).CreateRoot(
