@@ -571,6 +571,41 @@ class TestSessionCommands:
         ]
         assert done.stdout == "echo: hello\n"
 
+    async def test_a_gateway_lost_mid_chat_says_where_its_address_came_from(
+        self,
+        settings: StelloSettings,
+        pool: asyncpg.Pool,
+        keys: KeyStore,
+        home: Path,
+        space: TestSpace,
+    ) -> None:
+        """A gateway that stops answering in the middle of a piped chat: the turn and the
+        command after say it cannot be reached and where its address came from (--gateway),
+        as a command that cannot reach it at its start says (they said the address only)."""
+        servers = Servers(settings, pool, keys)
+        try:
+            address = await start_chain(servers)
+            env = {**private_env(home), "STELLO_KEY": space.key}
+            root = (await ok(env, "--gateway", address, "root", "-q")).strip()
+            process = await asyncio.create_subprocess_exec(
+                *(sys.executable, "-m", "stello_cli", "chat", root, "--gateway", address),
+                env=client_env(env),
+                stdin=asyncio.subprocess.PIPE,
+                stdout=asyncio.subprocess.PIPE,
+                stderr=asyncio.subprocess.PIPE,
+            )
+            assert process.stdin is not None and process.stdout is not None
+            process.stdin.write(b"hello\n")
+            assert await asyncio.wait_for(process.stdout.readline(), 30) == b"echo: hello\n"
+        finally:
+            await servers.stop()
+        out, err = await asyncio.wait_for(process.communicate(b"again\n/tree\n"), 60)
+        lost = (
+            f"stello: cannot reach the gateway at {address}: is `stello up` running? "
+            "(the address given with --gateway)"
+        )
+        assert (process.returncode, out, err.decode().splitlines()) == (1, b"", [lost, lost])
+
     async def test_a_send_failing_mid_reply_ends_its_line_and_says_not_stored(
         self, suite: Suite, home: Path, space: TestSpace, gw: Any
     ) -> None:
