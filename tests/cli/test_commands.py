@@ -307,7 +307,7 @@ class TestSessionCommands:
         """With stdin not a terminal, delete refuses to ask and erases nothing (exit 2)."""
         root = (await ok(env, "root", "-q")).strip()
         line = await failed(env, "delete", root, code=2)
-        assert "refusing to erase without --yes" in line
+        assert "--yes: required when stdin is not a terminal" in line
         assert [n["id"] for n in await as_json(env, "tree")] == [root]
 
     async def test_prefixes(self, env: dict[str, str], gw: Any, space: TestSpace) -> None:
@@ -415,7 +415,7 @@ class TestSessionCommands:
         """--var without --profile, or one the profile has no variable for, is a usage error
         (exit 2) made before anything is created."""
         root = (await ok(env, "root", "-q")).strip()
-        alone = "--var NAME=VALUE fills a profile's {NAME}: it needs --profile NAME"
+        alone = "--var: fills a profile's {NAME}, so it needs --profile NAME"
         assert await failed(env, "root", "--var", "k=v", code=2) == (
             f"stello root: {alone} (see `stello root --help`)"
         )
@@ -499,7 +499,7 @@ class TestSessionCommands:
         assert said[1] == "/fork --label: must be at most 200 characters, got 201"
         assert said[2] == "/fork --up-to: 99 is beyond the source's last seq (0)"
         assert said[3].startswith("/fork --var: profile 'researcher' has no variable nope")
-        assert said[4].startswith("/fork --var NAME=VALUE fills a profile's {NAME}")
+        assert said[4].startswith("/fork --var: fills a profile's {NAME}")
         assert said[5] == "/fork --up-to: must not be negative, got -1"
         assert len(said) == 6, said
         assert [n["id"] for n in await as_json(env, "tree")] == [root]
@@ -679,7 +679,7 @@ class TestSessionCommands:
         assert "--archive-after" in refused
         # --none with a step set no policy and kept the step, without a word.
         refused = await failed(env, "retention", "set", "--archive-after", "30", "--none", code=2)
-        assert "--none sets no policy: give it alone" in refused
+        assert "--none: not with --archive-after or --delete-after" in refused
 
     async def test_retention_apply_without_a_policy(self, env: dict[str, str]) -> None:
         """`retention apply` on a space that never had a policy, and after `set --none`,
