@@ -73,11 +73,14 @@ def admin_settings(settings: StelloSettings) -> StelloSettings:
 
 
 def settings_of(args: argparse.Namespace) -> StelloSettings:
-    """The kernel settings, with --database-url over STELLO_DATABASE_URL; first a warning
-    on stderr for each STELLO_ variable nothing reads (`stello.config.env_names`).
+    """The kernel settings, with --database-url over STELLO_DATABASE_URL and `stello up`'s
+    --data-dir over STELLO_DATA_DIR; first a warning on stderr for each STELLO_ variable
+    nothing reads (`stello.config.env_names`).
 
     Raises:
         ValueError: a refused value, naming its flag or variable.
+        UsageError: a --data-dir that cannot be one (`usable_data_dir`), or one given with
+            a database URL.
     """
     from pydantic import ValidationError
 
@@ -117,7 +120,10 @@ def usable_data_dir(text: str) -> Path:
     if not text.strip():
         raise UsageError("--data-dir: empty: give a folder (a relative one is from here)")
     folder = Path(text).expanduser().resolve()
-    there = next(place for place in (folder, *folder.parents) if place.exists())
+    try:
+        there = next(place for place in (folder, *folder.parents) if place.exists())
+    except OSError as exc:  # a folder on the way that this user may not look into
+        raise UsageError(f"--data-dir: cannot use {folder}: {exc.strerror}") from None
     if not there.is_dir():
         raise UsageError(f"--data-dir: {there} is a file, not a folder")
     # PostgreSQL writes in the folder, `stello up` its lock beside it (`process.data_lock`).
