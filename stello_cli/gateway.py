@@ -89,11 +89,7 @@ async def gateway(args: argparse.Namespace, *, settle: bool = True) -> AsyncIter
                 await client.space_id()
             yield client
     except RpcError as err:
-        line = rpc_error_line(err, client.gateway, getattr(args, "flags", {}))
-        if err.code.name == "UNAUTHENTICATED":  # by name: grpc loads with the SDK only
-            line = f"{line} ({key_source(args)})"
-        elif nothing_at(err, client.gateway):
-            line = f"{line} ({gateway_source(args)})"
+        line = failed_call_line(err, args, client.gateway, getattr(args, "flags", {}))
         line = missing_session_line(err, args) or line
         usage = unknown_profile(err, line, "--profile", typed="--profile" in typed_names(args))
         if usage is not None:
@@ -103,6 +99,20 @@ async def gateway(args: argparse.Namespace, *, settle: bool = True) -> AsyncIter
         raise ClientError(line) from None
     except ConfigurationError as exc:
         raise ClientError(configuration_line(exc)) from None
+
+
+def failed_call_line(
+    err: RpcError, args: argparse.Namespace, address: str, flags: Mapping[str, str]
+) -> str:
+    """A failed call's line (`rpc_error_line`, the request fields named as `flags`), saying
+    where the command took its key when the gateway refused it, or its gateway's address
+    when nothing answered there: at the command's start or in the middle of a chat."""
+    line = rpc_error_line(err, address, flags)
+    if err.code.name == "UNAUTHENTICATED":  # by name: grpc loads with the SDK only
+        return f"{line} ({key_source(args)})"
+    if nothing_at(err, address):
+        return f"{line} ({gateway_source(args)})"
+    return line
 
 
 def unknown_profile(err: RpcError, line: str, option: str, *, typed: bool) -> UsageError | None:

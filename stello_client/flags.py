@@ -118,19 +118,24 @@ def resolve_tls(args: argparse.Namespace) -> ClientTls | None:
     ca = pick(getattr(args, "ca_file", None), "STELLO_CA_FILE", None)
     cert = pick(getattr(args, "cert_file", None), "STELLO_CERT_FILE", None)
     key = pick(getattr(args, "key_file", None), "STELLO_KEY_FILE", None)
-    if bool(cert) != bool(key):
+    if cert and not key:
         raise ClientError(
-            "a client certificate needs its private key: pass both --cert-file and --key-file "
-            "(STELLO_CERT_FILE, STELLO_KEY_FILE), or neither"
+            "--key-file: required with --cert-file (a client certificate needs its private "
+            "key): pass both (STELLO_KEY_FILE, STELLO_CERT_FILE), or neither"
+        )
+    if key and not cert:
+        raise ClientError(
+            "--cert-file: required with --key-file (a private key goes with its client "
+            "certificate): pass both (STELLO_CERT_FILE, STELLO_KEY_FILE), or neither"
         )
     if cert and not ca:
         raise ClientError(
-            "--cert-file needs --ca-file (STELLO_CA_FILE): the CA that verifies the server"
+            "--cert-file: needs --ca-file (STELLO_CA_FILE): the CA that verifies the server"
         )
     server_name = pick(getattr(args, "server_name", None), "STELLO_SERVER_NAME", None)
     if server_name and not ca:
         raise ClientError(
-            "--server-name needs --ca-file (STELLO_CA_FILE): it is checked against the "
+            "--server-name: needs --ca-file (STELLO_CA_FILE): it is checked against the "
             "server's certificate"
         )
     if not ca:

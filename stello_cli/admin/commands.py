@@ -12,7 +12,7 @@ import argparse
 import logging
 from typing import TYPE_CHECKING
 
-from stello_cli.admin.databases import admin_settings, settings_of
+from stello_cli.admin.databases import admin_settings, data_dir_source, settings_of
 from stello_cli.admin.health import register_health
 from stello_cli.admin.keys import register_keys
 from stello_cli.admin.nodes import migrate_node_out_of_reach
@@ -213,7 +213,12 @@ async def cmd_up(args: argparse.Namespace) -> int:
 
     try:
         await run_up(
-            settings, ports, ready, local_calls=not args.network_calls, workers=args.workers
+            settings,
+            ports,
+            ready,
+            local_calls=not args.network_calls,
+            workers=args.workers,
+            data_dir_source=data_dir_source(args),
         )
     finally:
         if tracing is not None:
@@ -284,9 +289,15 @@ def register(commands: Commands) -> None:
         "Start the three services and the web console on loopback over the embedded\n"
         "PostgreSQL (or --database-url), make a local space and key on first run, save\n"
         "them with the endpoints for the client commands, and run until Ctrl-C.\n\n"
-        "Where: STELLO_DATA_DIR sets where the embedded PostgreSQL keeps its data,\n"
-        "STELLO_CONFIG_DIR where the key and endpoints are saved (credentials.json);\n"
-        "each defaults to the user's data or config directory.",
+        "Where: --data-dir (else STELLO_DATA_DIR) sets where the embedded PostgreSQL\n"
+        "keeps its data, STELLO_CONFIG_DIR where the key and endpoints are saved\n"
+        "(credentials.json); each defaults to the user's data or config directory.",
+    )
+    up.add_argument(
+        "--data-dir",
+        metavar="PATH",
+        help="where the embedded PostgreSQL keeps its data (default: STELLO_DATA_DIR, else "
+        "the user's data directory); a relative PATH is from the current directory",
     )
     up.add_argument(
         "--host",

@@ -11,13 +11,14 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
+import os
 import sys
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
 
 from stello_client.credentials import Credentials, load_credentials
-from stello_client.errors import ClientError
+from stello_client.errors import ClientError, UsageError
 
 if TYPE_CHECKING:
     from stello.settings import StelloSettings
@@ -72,11 +73,14 @@ def admin_settings(settings: StelloSettings) -> StelloSettings:
 
 
 def settings_of(args: argparse.Namespace) -> StelloSettings:
-    """The kernel settings, with --database-url over STELLO_DATABASE_URL; first a warning
-    on stderr for each STELLO_ variable nothing reads (`stello.config.env_names`).
+    """The kernel settings, with --database-url over STELLO_DATABASE_URL and `stello up`'s
+    --data-dir over STELLO_DATA_DIR; first a warning on stderr for each STELLO_ variable
+    nothing reads (`stello.config.env_names`).
 
     Raises:
         ValueError: a refused value, naming its flag or variable.
+        UsageError: a --data-dir that cannot be one (`usable_data_dir`), or one given with
+            a database URL.
     """
     from pydantic import ValidationError
 
@@ -89,8 +93,52 @@ def settings_of(args: argparse.Namespace) -> StelloSettings:
     overrides: dict[str, Any] = {}
     if getattr(args, "database_url", None):
         overrides["database_url"] = args.database_url
+    if getattr(args, "data_dir", None) is not None:
+        overrides["data_dir"] = str(usable_data_dir(args.data_dir))
     try:
-        return StelloSettings(**overrides)
+        settings = StelloSettings(**overrides)
     except ValidationError as exc:
-        flags = {"database_url": "--database-url"} if overrides else {}
+        flags = {"database_url": "--database-url"} if "database_url" in overrides else {}
         raise ValueError(settings_problem(exc, flags)) from None
+    if "data_dir" in overrides and settings.database_url:
+        url = "--database-url" if "database_url" in overrides else "STELLO_DATABASE_URL"
+        raise UsageError(
+            f"--data-dir: not with {url}: the embedded PostgreSQL's folder, and with a "
+            "database URL none runs"
+        )
+    return settings
+
+
+def usable_data_dir(text: str) -> Path:
+    """`stello up --data-dir`'s folder, a relative one from the current directory: one
+    there, or one this user can make.
+
+    Raises:
+        UsageError: it is empty, a file (or under one), or in a folder this user cannot
+            write in (naming --data-dir), before anything starts.
+    """
+    if not text.strip():
+        raise UsageError("--data-dir: empty: give a folder (a relative one is from here)")
+    folder = Path(text).expanduser().resolve()
+    try:
+        there = next(place for place in (folder, *folder.parents) if place.exists())
+    except OSError as exc:  # a folder on the way that this user may not look into
+        raise UsageError(f"--data-dir: cannot use {folder}: {exc.strerror}") from None
+    if not there.is_dir():
+        raise UsageError(f"--data-dir: {there} is a file, not a folder")
+    # PostgreSQL writes in the folder, `stello up` its lock beside it (`process.data_lock`).
+    for place in (there, folder.parent) if there == folder else (there,):
+        if not os.access(place, os.W_OK | os.X_OK):
+            made = "use" if there == folder else "make"
+            raise UsageError(
+                f"--data-dir: cannot {made} {folder}: {place} is not writable by this user"
+            )
+    return folder
+
+
+def data_dir_source(args: argparse.Namespace) -> str:
+    """What chose `stello up`'s data dir, as its messages name it: "--data-dir",
+    "STELLO_DATA_DIR", or "" (the default folder)."""
+    if getattr(args, "data_dir", None) is not None:
+        return "--data-dir"
+    return "STELLO_DATA_DIR" if os.environ.get("STELLO_DATA_DIR") else ""

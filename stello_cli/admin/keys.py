@@ -92,7 +92,7 @@ def check_names(args: argparse.Namespace) -> None:
 async def cmd_keys_create(args: argparse.Namespace) -> int:
     """Create a key (and the space when missing); print it once."""
     if not args.admin and not args.space:
-        raise UsageError("--space NAME is required for a tenant key")
+        raise UsageError("--space: required for a tenant key (or --admin for an admin key)")
     if args.admin and args.space:
         raise UsageError(
             "--space: an admin key reaches every space, so it takes none: leave --space out, "
@@ -223,7 +223,9 @@ async def cmd_spaces_delete(args: argparse.Namespace) -> int:
     """Erase a space and all of its data (sessions, records, keys), after asking (or with
     --yes); as `stello delete`, it refuses to ask where stdin is not a terminal."""
     if not args.yes and not sys.stdin.isatty():
-        raise UsageError("refusing to erase without --yes (stdin is not a terminal to ask on)")
+        raise UsageError(
+            "--yes: required when stdin is not a terminal to ask on (nothing was erased)"
+        )
 
     async def work(keys: KeyStore) -> int:
         found = await keys.find_spaces(args.space, most_sessions=SESSIONS_COUNTED)

@@ -59,7 +59,7 @@ async def cmd_root(args: argparse.Namespace) -> int:
 async def cmd_fork(args: argparse.Namespace) -> int:
     """Fork a session into a new child."""
     if args.label is None:
-        raise UsageError("--label is required (the new session's label)")
+        raise UsageError("--label: required (the new session's label)")
     context = fork_context(args)
     values = template_values(args)
     pairs = profile_vars(args.meta, "--meta")
@@ -101,7 +101,7 @@ async def cmd_meta(args: argparse.Namespace) -> int:
     pairs = profile_vars(args.pairs, "K=V")
     both = [key for key in args.remove or () if key in pairs]
     if both:  # the gateway's refusal named its field ("is also in set")
-        raise UsageError(f"--remove {both[0]}: K=V sets that key too: give one or the other")
+        raise UsageError(f"--remove: {both[0]} is set by a K=V too: give one or the other")
     async with gateway(args) as client:
         found = await session_id(client, args.session)
         if pairs or args.remove:
@@ -171,7 +171,9 @@ async def cmd_unarchive(args: argparse.Namespace) -> int:
 async def cmd_delete(args: argparse.Namespace) -> int:
     """Erase a session and its whole subtree, after asking (or with --yes)."""
     if not args.yes and not sys.stdin.isatty():
-        raise UsageError("refusing to erase without --yes (stdin is not a terminal to ask on)")
+        raise UsageError(
+            "--yes: required when stdin is not a terminal to ask on (nothing was erased)"
+        )
     async with gateway(args) as client:
         found = await session_id(client, args.session)
         if not args.yes:

@@ -31,7 +31,7 @@ def template_values(args: argparse.Namespace) -> dict[str, str]:
     """The --var values; refused without --profile (nothing would read them)."""
     values = profile_vars(args.var)
     if values and not args.profile:
-        raise UsageError("--var NAME=VALUE fills a profile's {NAME}: it needs --profile NAME")
+        raise UsageError("--var: fills a profile's {NAME}, so it needs --profile NAME")
     return values
 
 
@@ -61,7 +61,7 @@ def fork_context(args: argparse.Namespace) -> ContextName | None:
     """The context of --context (None: the profile's); --up-to alone means inherit."""
     if args.up_to is not None and args.context not in (None, "inherit"):
         raise UsageError(
-            f"--up-to SEQ inherits the records up to SEQ, so it needs --context inherit "
+            f"--up-to: inherits the records up to SEQ, so it needs --context inherit "
             f"(or no --context), not --context {args.context}"
         )
     if args.up_to is not None and args.up_to < 0:

@@ -53,7 +53,9 @@ def _slug(args: argparse.Namespace) -> str:
 async def cmd_shared_memory(args: argparse.Namespace) -> int:
     """`stello memory ACTION ...` on the space's shared memory."""
     if args.summary is not None and args.target != "put":
-        raise UsageError("--summary goes with `stello memory put`")
+        raise UsageError("--summary: only with `stello memory put`")
+    if args.summary is None and args.target == "put":  # before any call
+        raise UsageError("--summary: required by `stello memory put` (the line the index shows)")
     async with gateway(args) as client:
         if args.target == "list":
             if args.rest:
@@ -89,8 +91,6 @@ async def _get(args: argparse.Namespace, client: AsyncClient, slug: str) -> None
 async def _put(args: argparse.Namespace, client: AsyncClient) -> None:
     if len(args.rest) != 2:
         raise UsageError("memory put takes SLUG and BODY (- reads stdin), and --summary TEXT")
-    if args.summary is None:
-        raise UsageError("memory put needs --summary TEXT (the line the index shows)")
     slug, body = args.rest
     reply = await client.upsert_shared_memory_entry(
         slug, summary=args.summary, body=text_argument(body)

@@ -82,9 +82,14 @@ async def cmd_set(args: argparse.Namespace) -> int:
     """Set the space's retention policy (a step left out never happens)."""
     steps = args.archive_after is not None or args.delete_after is not None
     if not steps and not args.none:
-        raise UsageError("give --archive-after DAYS, --delete-after DAYS, or --none")
+        raise UsageError(
+            "--archive-after, --delete-after or --none: give one (the policy's steps, or no policy)"
+        )
     if steps and args.none:
-        raise UsageError("--none sets no policy: give it alone, or the steps without it")
+        raise UsageError(
+            "--none: not with --archive-after or --delete-after (it sets no policy: give it "
+            "alone, or the steps without it)"
+        )
     async with gateway(args) as client:
         policy = await client.put_retention(
             archive_after_days=args.archive_after, delete_after_days=args.delete_after

@@ -60,7 +60,7 @@ async def cmd_search(args: argparse.Namespace) -> int:
     """Print the hits of QUERY, newest first (or best first), up to --limit."""
     check_count("--limit", args.limit)
     if args.session and args.root:
-        raise UsageError("give --session or --root, not both")
+        raise UsageError("--root: not with --session: give one or the other")
     style = Style.of(sys.stdout)
     hits: list[RecordHit] = []
     async with gateway(args) as client:

@@ -29,7 +29,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, NoReturn
 
 from stello.file_names import shown_name
-from stello_cli.gateway import gateway, session_id, unknown_profile
+from stello_cli.gateway import failed_call_line, gateway, session_id, unknown_profile
 from stello_cli.output import format as fmt
 from stello_cli.output.style import Style, ago, one_line, plural, short_id, write
 from stello_cli.parser import Commands, has_undecoded, int64, session_argument
@@ -49,7 +49,7 @@ from stello_cli.turns.talk import (
     stream_turn,
 )
 from stello_client.credentials import credentials_path
-from stello_client.errors import ClientError, UsageError, rpc_error_line
+from stello_client.errors import ClientError, UsageError
 
 if TYPE_CHECKING:
     from collections.abc import Mapping
@@ -57,6 +57,7 @@ if TYPE_CHECKING:
     from prompt_toolkit.history import History
 
     from stello_client.aio import AsyncClient
+    from stello_client.exceptions import RpcError
     from stello_client.types import BusyName, ContextName, SessionSummary, SessionView
 
 BANNER_RECORDS = 4
@@ -136,13 +137,13 @@ class Chat:
         client: AsyncClient,
         view: SessionView,
         interactive: bool,
-        flags: Mapping[str, str],
-        busy: BusyName | None = None,
+        args: argparse.Namespace,
     ) -> None:
         self.client = client
-        self.busy = busy
+        self.args = args  # where its gateway and key came from, for a call that fails
+        self.busy: BusyName | None = args.busy
         self.view = view
-        self.flags = flags
+        self.flags: Mapping[str, str] = args.flags
         self.interactive = interactive
         self.style = Style.of(sys.stdout)
         self.failed = 0
@@ -204,7 +205,7 @@ class Chat:
         except ClientError as exc:  # a UsageError too
             line = str(exc)
         except RpcError as err:
-            line = rpc_error_line(err, self.client.gateway, self.flags)
+            line = self.failed_line(err, self.flags)
         else:
             return True
         self.failed_commands += 1
@@ -273,7 +274,7 @@ class Chat:
                 profile=options.profile,
             )
         except RpcError as err:
-            line = rpc_error_line(err, self.client.gateway, FORK_OPTIONS)
+            line = self.failed_line(err, FORK_OPTIONS)
             typed = options.profile is not None
             usage = unknown_profile(err, line, "/fork --profile", typed=typed)
             raise usage or ClientError(line) from None
@@ -301,6 +302,11 @@ class Chat:
         if self.interactive:
             await self.banner()
 
+    def failed_line(self, err: RpcError, flags: Mapping[str, str]) -> str:
+        """What a failed call of the chat says: a gateway lost meanwhile with where its
+        address came from, as at the chat's start (`failed_call_line`)."""
+        return failed_call_line(err, self.args, self.client.gateway, flags)
+
     def say(self, message: str) -> None:
         """A message of the chat itself, on stderr."""
         write(f"{self.style.paint('stello:', 'red')} {message}", stream=sys.stderr)
@@ -326,7 +332,7 @@ class Chat:
                 self.say(f"stopped: {stored}")
             except RpcError as err:
                 self.failed += 1
-                line = rpc_error_line(err, self.client.gateway, self.flags)
+                line = self.failed_line(err, self.flags)
                 if state.shown:
                     end_shown_line(state)
                     line = f"{line}; {failed_turn(err, self.session_id)}"
@@ -409,7 +415,7 @@ async def cmd_chat(args: argparse.Namespace) -> int:
     interactive = sys.stdin.isatty() and sys.stdout.isatty()
     async with gateway(args) as client:
         view = await client.get_session(await session_id(client, args.session))  # fails now
-        chat = Chat(client, view, interactive, args.flags, args.busy)
+        chat = Chat(client, view, interactive, args)
         if interactive:
             await chat.banner()
             await _prompted(chat, not args.no_history)

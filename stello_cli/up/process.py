@@ -19,7 +19,7 @@ import json
 import logging
 import os
 import signal
-from collections.abc import AsyncIterator, Iterator
+from collections.abc import AsyncIterator, Callable, Iterator
 from pathlib import Path
 
 from stello_client.errors import ClientError
@@ -46,9 +46,12 @@ class UpLock:
 
 
 @contextlib.contextmanager
-def one_up(config_dir: Path, data_dir: Path | None = None) -> Iterator[UpLock]:
+def one_up(
+    config_dir: Path, data_dir: Path | None = None, source: str = "STELLO_DATA_DIR"
+) -> Iterator[UpLock]:
     """Hold `config_dir`'s lock, and `data_dir`'s (the embedded PostgreSQL's data
-    directory; None for a database of STELLO_DATABASE_URL), while the block runs.
+    directory; None for a database of STELLO_DATABASE_URL), while the block runs; `source`
+    says what chose `data_dir` (`sharing_line`).
 
     Raises:
         ClientError: another live `stello up` holds either (one line: its pid and
@@ -59,11 +62,18 @@ def one_up(config_dir: Path, data_dir: Path | None = None) -> Iterator[UpLock]:
     config_lock = config_dir / LOCK_FILE
     made_lock = not config_lock.exists()
     with contextlib.ExitStack() as held:
-        fds = [held.enter_context(_locked(config_lock, config_dir, None))]
+        fds = [
+            held.enter_context(_locked(config_lock, lambda said: running_line(config_dir, said)))
+        ]
         if data_dir is not None:
             try:
                 data_dir.parent.mkdir(parents=True, exist_ok=True)
-                fds.append(held.enter_context(_locked(data_lock(data_dir), config_dir, data_dir)))
+                shared = data_dir
+
+                def sharing(said: bytes) -> str:
+                    return sharing_line(shared, said, source)
+
+                fds.append(held.enter_context(_locked(data_lock(data_dir), sharing)))
             except ClientError:
                 _unmake(config_lock if made_lock else None, config_dir if made_dir else None)
                 raise
@@ -90,10 +100,10 @@ def data_lock(data_dir: Path) -> Path:
 
 
 @contextlib.contextmanager
-def _locked(path: Path, config_dir: Path, data_dir: Path | None) -> Iterator[int]:
+def _locked(path: Path, refusal: Callable[[bytes], str]) -> Iterator[int]:
     """The lock file at `path`, held (its descriptor) until the block ends; a ClientError
-    naming its holder when another process holds it."""
-    fd = _lock(path, config_dir, data_dir)
+    naming its holder (`refusal` of what its lock says) when another process holds it."""
+    fd = _lock(path, refusal)
     try:
         try:
             yield fd
@@ -103,9 +113,9 @@ def _locked(path: Path, config_dir: Path, data_dir: Path | None) -> Iterator[int
         os.close(fd)  # ends the lock
 
 
-def _lock(path: Path, config_dir: Path, data_dir: Path | None) -> int:
-    """A descriptor of the file at `path`, locked; a ClientError naming its holder when
-    another process holds it. A file removed between its open and its lock (a refused
+def _lock(path: Path, refusal: Callable[[bytes], str]) -> int:
+    """A descriptor of the file at `path`, locked; a ClientError naming its holder (`refusal`)
+    when another process holds it. A file removed between its open and its lock (a refused
     `stello up` removes the lock file it made, `_unmake`) is opened again: the lock is the
     one file at `path`'s."""
     while True:
@@ -115,10 +125,7 @@ def _lock(path: Path, config_dir: Path, data_dir: Path | None) -> int:
         except BlockingIOError:
             said = os.pread(fd, 4096, 0)
             os.close(fd)
-            line = (
-                running_line(config_dir, said) if data_dir is None else sharing_line(data_dir, said)
-            )
-            raise ClientError(line) from None
+            raise ClientError(refusal(said)) from None
         if _is_file_at(fd, path):
             return fd
         os.close(fd)
@@ -157,15 +164,26 @@ def running_line(config_dir: Path, said: bytes) -> str:
     )
 
 
-def sharing_line(data_dir: Path, said: bytes) -> str:
+CHOSEN = {"--data-dir": "given with --data-dir", "STELLO_DATA_DIR": "from STELLO_DATA_DIR"}
+"""What chose a data dir, as `sharing_line` says it (else: the default)."""
+
+
+def sharing_line(data_dir: Path, said: bytes, source: str = "STELLO_DATA_DIR") -> str:
     """Why this `stello up` does not start: another one runs the embedded PostgreSQL of
-    `data_dir` (from its own config dir), and what to do."""
+    `data_dir` (from its own config dir), which `source` chose ("--data-dir",
+    "STELLO_DATA_DIR", "": the default), and what to do."""
     who, config = _holder(said)
     if config:
         who = f"{who}, config dir {config}"
+    chosen = CHOSEN.get(source, "the default")
+    another = (
+        "another --data-dir"
+        if source == "--data-dir"
+        else "another data dir (--data-dir, or STELLO_DATA_DIR)"
+    )
     return (
         f"another `stello up` ({who}) runs the embedded PostgreSQL of the data dir "
-        f"{data_dir}: stop it first, or start this one with another data dir (STELLO_DATA_DIR)"
+        f"{data_dir} ({chosen}): stop it first, or start this one with {another}"
     )
 
 

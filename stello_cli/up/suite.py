@@ -217,12 +217,17 @@ async def run_up(
     *,
     local_calls: bool = True,
     workers: int = 1,
+    data_dir_source: str | None = None,
 ) -> None:
     """Run everything until SIGINT/SIGTERM; `on_ready` gets the printed lines as a dict
     (endpoints, provider, space_id, key, and `saved`: the credentials file's path).
 
     With `workers` above 1 the servers run in that many worker processes sharing
     the ports (`stello_cli.up.workers`); this process supervises them.
+
+    `data_dir_source` says what chose the embedded PostgreSQL's data dir ("--data-dir",
+    "STELLO_DATA_DIR", "": the default; None: the variable when the settings name one), as a
+    second `stello up` there is told (`stello_cli.up.process.sharing_line`).
 
     With `local_calls` the gateway calls storage and tree in-process (`stello.serving.inproc`),
     else over loopback gRPC, as separate deployments do; both still listen for clients.
@@ -237,7 +242,10 @@ async def run_up(
         pydantic.ValidationError, ValueError: a refused setting or file
             (`service_configs`), before anything starts.
     """
-    with one_up(credentials_path().parent, embedded_data_dir(settings)) as lock:
+    if data_dir_source is None:
+        data_dir_source = "STELLO_DATA_DIR" if settings.data_dir else ""
+    data_dir = embedded_data_dir(settings)
+    with one_up(credentials_path().parent, data_dir, data_dir_source) as lock:
 
         def ready(lines: dict[str, str]) -> None:
             lock.say(lines["gateway"])

@@ -228,7 +228,7 @@ class TestTlsErrors:
         done = run_cli(private_env(home), "health", "127.0.0.1:1", "--server-name", "x")
         assert (done.returncode, done.stdout) == (1, "")
         assert done.stderr == (
-            "stello: --server-name needs --ca-file (STELLO_CA_FILE): it is checked against "
+            "stello: --server-name: needs --ca-file (STELLO_CA_FILE): it is checked against "
             "the server's certificate\n"
         )
 
@@ -272,13 +272,29 @@ class TestTlsErrors:
         )
 
     def test_certificate_without_key_is_one_line(self, home: Path, tls_files: TlsFiles) -> None:
-        """STELLO_CERT_FILE without STELLO_KEY_FILE: one line saying to pass both, exit 1."""
+        """STELLO_CERT_FILE without STELLO_KEY_FILE (or the other way round, or either
+        without a CA file): one line naming the flag missing or refused first, exit 1."""
         env = private_env(home)
         env.update(STELLO_GATEWAY="127.0.0.1:1", STELLO_KEY="k", STELLO_SPACE_ID="s")
         env.update(STELLO_CA_FILE=str(tls_files.ca), STELLO_CERT_FILE=str(tls_files.client_cert))
         done = run_cli(env, "tree")
-        assert done.returncode == 1
-        assert done.stderr == (
-            "stello: a client certificate needs its private key: pass both --cert-file and "
-            "--key-file (STELLO_CERT_FILE, STELLO_KEY_FILE), or neither\n"
+        assert (done.returncode, done.stderr) == (
+            1,
+            "stello: --key-file: required with --cert-file (a client certificate needs its "
+            "private key): pass both (STELLO_KEY_FILE, STELLO_CERT_FILE), or neither\n",
+        )
+        del env["STELLO_CERT_FILE"]
+        done = run_cli(env, "tree", "--key-file", str(tls_files.client_key))
+        assert (done.returncode, done.stderr) == (
+            1,
+            "stello: --cert-file: required with --key-file (a private key goes with its "
+            "client certificate): pass both (STELLO_CERT_FILE, STELLO_KEY_FILE), or neither\n",
+        )
+        del env["STELLO_CA_FILE"]
+        cert = ("--cert-file", str(tls_files.client_cert), "--key-file", str(tls_files.client_key))
+        done = run_cli(env, "tree", *cert)
+        assert (done.returncode, done.stderr) == (
+            1,
+            "stello: --cert-file: needs --ca-file (STELLO_CA_FILE): the CA that verifies the "
+            "server\n",
         )

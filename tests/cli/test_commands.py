@@ -307,7 +307,7 @@ class TestSessionCommands:
         """With stdin not a terminal, delete refuses to ask and erases nothing (exit 2)."""
         root = (await ok(env, "root", "-q")).strip()
         line = await failed(env, "delete", root, code=2)
-        assert "refusing to erase without --yes" in line
+        assert "--yes: required when stdin is not a terminal" in line
         assert [n["id"] for n in await as_json(env, "tree")] == [root]
 
     async def test_prefixes(self, env: dict[str, str], gw: Any, space: TestSpace) -> None:
@@ -415,7 +415,7 @@ class TestSessionCommands:
         """--var without --profile, or one the profile has no variable for, is a usage error
         (exit 2) made before anything is created."""
         root = (await ok(env, "root", "-q")).strip()
-        alone = "--var NAME=VALUE fills a profile's {NAME}: it needs --profile NAME"
+        alone = "--var: fills a profile's {NAME}, so it needs --profile NAME"
         assert await failed(env, "root", "--var", "k=v", code=2) == (
             f"stello root: {alone} (see `stello root --help`)"
         )
@@ -499,7 +499,7 @@ class TestSessionCommands:
         assert said[1] == "/fork --label: must be at most 200 characters, got 201"
         assert said[2] == "/fork --up-to: 99 is beyond the source's last seq (0)"
         assert said[3].startswith("/fork --var: profile 'researcher' has no variable nope")
-        assert said[4].startswith("/fork --var NAME=VALUE fills a profile's {NAME}")
+        assert said[4].startswith("/fork --var: fills a profile's {NAME}")
         assert said[5] == "/fork --up-to: must not be negative, got -1"
         assert len(said) == 6, said
         assert [n["id"] for n in await as_json(env, "tree")] == [root]
@@ -570,6 +570,41 @@ class TestSessionCommands:
             "stello: /switch: no session id starts with '0000' in this space (/tree lists them)",
         ]
         assert done.stdout == "echo: hello\n"
+
+    async def test_a_gateway_lost_mid_chat_says_where_its_address_came_from(
+        self,
+        settings: StelloSettings,
+        pool: asyncpg.Pool,
+        keys: KeyStore,
+        home: Path,
+        space: TestSpace,
+    ) -> None:
+        """A gateway that stops answering in the middle of a piped chat: the turn and the
+        command after say it cannot be reached and where its address came from (--gateway),
+        as a command that cannot reach it at its start says (they said the address only)."""
+        servers = Servers(settings, pool, keys)
+        try:
+            address = await start_chain(servers)
+            env = {**private_env(home), "STELLO_KEY": space.key}
+            root = (await ok(env, "--gateway", address, "root", "-q")).strip()
+            process = await asyncio.create_subprocess_exec(
+                *(sys.executable, "-m", "stello_cli", "chat", root, "--gateway", address),
+                env=client_env(env),
+                stdin=asyncio.subprocess.PIPE,
+                stdout=asyncio.subprocess.PIPE,
+                stderr=asyncio.subprocess.PIPE,
+            )
+            assert process.stdin is not None and process.stdout is not None
+            process.stdin.write(b"hello\n")
+            assert await asyncio.wait_for(process.stdout.readline(), 30) == b"echo: hello\n"
+        finally:
+            await servers.stop()
+        out, err = await asyncio.wait_for(process.communicate(b"again\n/tree\n"), 60)
+        lost = (
+            f"stello: cannot reach the gateway at {address}: is `stello up` running? "
+            "(the address given with --gateway)"
+        )
+        assert (process.returncode, out, err.decode().splitlines()) == (1, b"", [lost, lost])
 
     async def test_a_send_failing_mid_reply_ends_its_line_and_says_not_stored(
         self, suite: Suite, home: Path, space: TestSpace, gw: Any
@@ -644,7 +679,7 @@ class TestSessionCommands:
         assert "--archive-after" in refused
         # --none with a step set no policy and kept the step, without a word.
         refused = await failed(env, "retention", "set", "--archive-after", "30", "--none", code=2)
-        assert "--none sets no policy: give it alone" in refused
+        assert "--none: not with --archive-after or --delete-after" in refused
 
     async def test_retention_apply_without_a_policy(self, env: dict[str, str]) -> None:
         """`retention apply` on a space that never had a policy, and after `set --none`,

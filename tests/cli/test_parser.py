@@ -192,12 +192,11 @@ class TestUsageErrors:
         done = run_cli(env, "fork", "abc")
         assert (done.returncode, done.stderr) == (
             2,
-            "stello fork: --label is required (the new session's label) "
-            "(see `stello fork --help`)\n",
+            "stello fork: --label: required (the new session's label) (see `stello fork --help`)\n",
         )
         done = run_cli(env, "fork", "abc", "--label", "x", "--context", "none", "--up-to", "2")
         assert done.returncode == 2
-        assert "--up-to SEQ inherits the records up to SEQ, so it needs --context inherit" in (
+        assert "--up-to: inherits the records up to SEQ, so it needs --context inherit" in (
             done.stderr
         )
 
@@ -281,8 +280,91 @@ class TestUsageErrors:
         gateway refused it (exit 1) as "--remove #1: key 'k' is also in set", naming its
         request's field."""
         assert usage_error(capsys, "meta", "abc", "j=1", "k=v", "--remove", "k") == (
-            "stello meta: --remove k: K=V sets that key too: give one or the other "
+            "stello meta: --remove: k is set by a K=V too: give one or the other "
             "(see `stello meta --help`)\n"
+        )
+
+    @pytest.mark.parametrize(
+        ("argv", "said"),
+        [
+            pytest.param(
+                ("keys", "create"),
+                "--space: required for a tenant key (or --admin for an admin key)",
+                id="keys-create",
+            ),
+            pytest.param(
+                ("delete", "abc"),
+                "--yes: required when stdin is not a terminal to ask on (nothing was erased)",
+                id="delete",
+            ),
+            pytest.param(
+                ("spaces", "delete", "team"),
+                "--yes: required when stdin is not a terminal to ask on (nothing was erased)",
+                id="spaces-delete",
+            ),
+            pytest.param(
+                ("root", "--var", "k=v"),
+                "--var: fills a profile's {NAME}, so it needs --profile NAME",
+                id="var",
+            ),
+            pytest.param(("fork", "abc"), "--label: required (the new session's label)", id="fork"),
+            pytest.param(
+                ("fork", "abc", "--label", "x", "--context", "none", "--up-to", "2"),
+                "--up-to: inherits the records up to SEQ, so it needs --context inherit "
+                "(or no --context), not --context none",
+                id="up-to",
+            ),
+            pytest.param(
+                ("meta", "abc", "j=1", "k=v", "--remove", "k"),
+                "--remove: k is set by a K=V too: give one or the other",
+                id="meta",
+            ),
+            pytest.param(
+                ("memory", "list", "--summary", "s"),
+                "--summary: only with `stello memory put`",
+                id="memory-list",
+            ),
+            pytest.param(
+                ("memory", "put", "slug", "body"),
+                "--summary: required by `stello memory put` (the line the index shows)",
+                id="memory-put",
+            ),
+            pytest.param(
+                ("search", "q", "--session", "a", "--root", "b"),
+                "--root: not with --session: give one or the other",
+                id="search",
+            ),
+            pytest.param(
+                ("retention", "set"),
+                "--archive-after, --delete-after or --none: give one (the policy's steps, or "
+                "no policy)",
+                id="retention-none",
+            ),
+            pytest.param(
+                ("retention", "set", "--archive-after", "30", "--none"),
+                "--none: not with --archive-after or --delete-after (it sets no policy: give it "
+                "alone, or the steps without it)",
+                id="retention-both",
+            ),
+        ],
+    )
+    def test_a_combination_of_flags_names_the_flag_first(
+        self,
+        capsys: pytest.CaptureFixture[str],
+        monkeypatch: pytest.MonkeyPatch,
+        argv: tuple[str, ...],
+        said: str,
+    ) -> None:
+        """A flag wrong for the others given with it (or missing for them) is named first,
+        as a flag's own bad value is (`--limit: must be at least 1, got 0`), exit 2, before
+        any call (they read `--label is required ...`, `give --session or --root, not
+        both`)."""
+        monkeypatch.setenv("STELLO_GATEWAY", "127.0.0.1:1")
+        monkeypatch.setenv("STELLO_KEY", "k")
+        monkeypatch.setattr(sys.stdin, "isatty", lambda: False)
+        command = " ".join(argv[:2]) if argv[0] in ("keys", "spaces", "retention") else argv[0]
+        assert usage_error(capsys, *argv) == (
+            f"stello {command}: {said} (see `stello {command} --help`)\n"
         )
 
     def test_bad_choice(self, capsys: pytest.CaptureFixture[str]) -> None:

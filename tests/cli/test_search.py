@@ -86,7 +86,7 @@ class TestSearchCommand:
     async def test_bad_input_is_one_line(self, stack: Stack, roots: list[str]) -> None:
         with pytest.raises(ClientError, match="QUERY"):
             await run_search(stack, "--", "-kettle")
-        with pytest.raises(UsageError, match="--session or --root"):
+        with pytest.raises(UsageError, match="--root: not with --session"):
             await run_search(stack, "kettle", "--session", roots[0], "--root", roots[1])
 
 

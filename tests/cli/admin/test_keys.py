@@ -295,7 +295,7 @@ class TestSpacesDelete:
         await stello_ok(env, "keys", "create", "--space", "team-b", *db)
         done = await asyncio.to_thread(run_cli, env, "spaces", "delete", "team-b", *db, stdin="y\n")
         assert done.returncode == 2, done.stderr
-        assert "refusing to erase without --yes" in done.stderr
+        assert "--yes: required when stdin is not a terminal" in done.stderr
         assert await space_names(fresh) == ["team-b"]
         out = await stello_ok(env, "spaces", "delete", "team-b", "--yes", *db)
         assert out.startswith("deleted: ")

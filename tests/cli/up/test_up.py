@@ -388,38 +388,75 @@ def test_a_second_up_on_one_config_dir_refuses_and_a_dead_ones_lock_is_taken_ove
         first.kill()
 
 
-def test_a_second_up_on_one_data_dir_refuses(home: Path) -> None:
-    """A `stello up` with a config dir of its own but the data dir (STELLO_DATA_DIR)
-    another one runs its embedded PostgreSQL on ends at once with one line naming that
-    one (pid, gateway, config dir) and what to do, leaving nothing behind (its config dir
-    kept an empty up.lock): it joined the other's PostgreSQL, made a second key in the
-    same local space and served beside it, both supervising the one server (a restart
-    after it died raced the other's `pg_ctl start` on one data directory)."""
-    env = private_env(home)
-    other = dict(env, STELLO_CONFIG_DIR=str(home / "other-config"))
-    first = StelloUp.start(env, "--no-console")
+def second_up(env: dict[str, str], *flags: str, cwd: Path | None = None) -> tuple[int, str, str]:
+    """A second `stello up` (FLAGS) that must end at once: its exit code, stdout, stderr."""
+    second = subprocess.Popen(
+        [sys.executable, "-m", "stello_cli", "up", *FREE_PORTS, "--no-console", *flags],
+        env=client_env(env),
+        cwd=cwd,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
     try:
-        second = subprocess.Popen(
-            [sys.executable, "-m", "stello_cli", "up", *FREE_PORTS, "--no-console"],
-            env=client_env(other),
-            stdout=subprocess.PIPE,
-            stderr=subprocess.PIPE,
-            text=True,
-        )
-        try:
-            out, err = second.communicate(timeout=READY_TIMEOUT_S)
-        except subprocess.TimeoutExpired:
-            second.send_signal(signal.SIGINT)
-            out, err = second.communicate(timeout=30)
-        assert (second.returncode, out, err) == (
-            1,
-            "",
+        out, err = second.communicate(timeout=READY_TIMEOUT_S)
+    except subprocess.TimeoutExpired:
+        second.send_signal(signal.SIGINT)
+        out, err = second.communicate(timeout=30)
+    return second.returncode, out, err
+
+
+def test_a_second_up_on_one_data_dir_refuses(home: Path) -> None:
+    """A `stello up` with a config dir of its own but the data dir another one runs its
+    embedded PostgreSQL on (the first's chosen with --data-dir) ends at once with one line
+    naming that one (pid, gateway, config dir), what chose the data dir (STELLO_DATA_DIR,
+    or --data-dir, a relative one from the current directory) and what to do, leaving
+    nothing behind (its config dir kept an empty up.lock): it joined the other's
+    PostgreSQL, made a second key in the same local space and served beside it, both
+    supervising the one server (a restart after it died raced the other's `pg_ctl start`
+    on one data directory)."""
+    env = private_env(home)
+    data_dir = env.pop("STELLO_DATA_DIR")
+    other = dict(env, STELLO_CONFIG_DIR=str(home / "other-config"))
+    first = StelloUp.start(env, "--no-console", "--data-dir", data_dir)
+    try:
+        assert (Path(data_dir) / "postmaster.pid").exists()
+        saved = json.loads((Path(env["STELLO_CONFIG_DIR"]) / "credentials.json").read_text())
+        assert saved["data_dir"] == data_dir
+        running = (
             f"stello: another `stello up` (pid {first.process.pid}, gateway "
             f"{first.lines['gateway']}, config dir {env['STELLO_CONFIG_DIR']}) runs the "
-            f"embedded PostgreSQL of the data dir {env['STELLO_DATA_DIR']}: stop it first, "
-            "or start this one with another data dir (STELLO_DATA_DIR)\n",
+            f"embedded PostgreSQL of the data dir {data_dir}"
+        )
+        assert second_up(dict(other, STELLO_DATA_DIR=data_dir)) == (
+            1,
+            "",
+            f"{running} (from STELLO_DATA_DIR): stop it first, or start this one with another "
+            "data dir (--data-dir, or STELLO_DATA_DIR)\n",
+        )
+        assert second_up(other, "--data-dir", "pgdata", cwd=Path(data_dir).parent) == (
+            1,
+            "",
+            f"{running} (given with --data-dir): stop it first, or start this one with "
+            "another --data-dir\n",
         )
         assert not (home / "other-config").exists()  # not even an empty up.lock
         assert run_cli(env, "tree").returncode == 0
     finally:
         first.kill()
+
+
+def test_a_data_dir_that_is_a_file_is_refused_before_anything_starts(home: Path) -> None:
+    """`stello up --data-dir` naming a file: one usage line naming the flag, exit 2, and
+    nothing made (no config dir, no lock beside the file)."""
+    env = private_env(home)
+    taken = home / "taken"
+    taken.write_text("a file\n")
+    done = run_cli(env, "up", *FREE_PORTS, "--data-dir", str(taken))
+    assert (done.returncode, done.stdout, done.stderr) == (
+        2,
+        "",
+        f"stello up: --data-dir: {taken} is a file, not a folder (see `stello up --help`)\n",
+    )
+    assert not Path(env["STELLO_CONFIG_DIR"]).exists()
+    assert sorted(path.name for path in home.iterdir()) == ["config", "data", "run", "taken"]
