@@ -1,5 +1,6 @@
 """What the SDK-backed network providers (openai, anthropic) share: their endpoint's
-facts, a request retried until it is answered (`SdkProvider._opened`, `retries`), the errors
+facts, their retries (`sdk_retries`), a request retried until it is answered
+(`SdkProvider._opened`, `retries`), the errors
 of a request that got no answer (`remote` maps them), the reading of a call's body with a
 bound (`SdkProvider._whole`), `aclose` and ``async with``."""
 
@@ -11,7 +12,7 @@ import ssl
 from collections.abc import AsyncIterator, Callable
 from contextlib import AbstractAsyncContextManager, AsyncExitStack
 from types import TracebackType
-from typing import Generic, Protocol, Self, TypeVar
+from typing import Generic, Protocol, Self, TypeAlias, TypeVar
 
 import httpx2
 
@@ -34,7 +35,7 @@ class _Closable(Protocol):
     async def close(self) -> None: ...
 
 
-class _Body(Protocol):
+class Body(Protocol):
     """An answer of the SDK whose body is not read yet (``with_streaming_response``)."""
 
     @property
@@ -43,8 +44,34 @@ class _Body(Protocol):
     def iter_bytes(self, chunk_size: int | None = None) -> AsyncIterator[bytes]: ...
 
 
+class _StatusError(Protocol):
+    """An SDK's exception for an error answer (its APIStatusError)."""
+
+    @property
+    def response(self) -> httpx2.Response: ...
+
+
 ClientT = TypeVar("ClientT", bound=_Closable)
-Opened = TypeVar("Opened")
+StatusErrorT = TypeVar("StatusErrorT", bound=_StatusError)
+
+Request: TypeAlias = Callable[[dict[str, str]], AbstractAsyncContextManager[Body]]
+"""One request of a call, sent with the headers it is given (`retries.Retries.run`), its
+answer opened through the SDK's ``with_streaming_response``."""
+
+
+def sdk_retries(
+    endpoint: Endpoint, answered: type[StatusErrorT], unanswered: type[Exception]
+) -> Retries:
+    """The retries of the provider of `endpoint` through an SDK whose class for an error
+    answer is `answered` (its APIStatusError) and for a request that got no answer
+    `unanswered` (its APIConnectionError)."""
+
+    def answer_of(exc: Exception) -> httpx2.Response | None:
+        return exc.response if isinstance(exc, answered) else None
+
+    return Retries(
+        endpoint.provider, endpoint.max_retries, endpoint.longest_wait_s, answer_of, unanswered
+    )
 
 
 class SdkProvider(Generic[ClientT]):
@@ -94,16 +121,12 @@ class SdkProvider(Generic[ClientT]):
             return self._endpoint.connection_error(_cause(exc), mid_answer=mid_answer, made=made)
         return None
 
-    async def _opened(
-        self,
-        stack: AsyncExitStack,
-        request: Callable[[dict[str, str]], AbstractAsyncContextManager[Opened]],
-    ) -> Opened:
+    async def _opened(self, stack: AsyncExitStack, request: Request) -> Body:
         """The answer of `request` (sent with the headers it is given), its request retried
         (`retries.Retries`) until it is answered, entered on `stack`."""
         return await self._retries.run(lambda headers: stack.enter_async_context(request(headers)))
 
-    async def _whole(self, response: _Body, kind: type[Model]) -> Model | object:
+    async def _whole(self, response: Body, kind: type[Model]) -> Model | object:
         """The body of a call's answer (not streamed), read as the SDK reads one, up to
         `answers.answer_limit` of its bytes (`AnswerBound.whole`): a JSON object built as
         `kind` (leniently, as the SDK builds it), any other JSON value as it is, and a body
