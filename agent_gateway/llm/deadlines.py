@@ -11,6 +11,12 @@ RetryInfo), or, when the answer asks none, the backoff before the next retry
 (`retries.backoff`: the call fails at once with the provider's status), instead of the
 client's deadline passing during the sleep.
 
+Each request of the call waits for its answer no longer than that either: its timeout
+is the provider's (STELLO_LLM_TIMEOUT_S), at most what is left of the caller's deadline
+(`attempt_timeout`), so that a request to a slow server ends by the caller's deadline
+(DEADLINE_EXCEEDED, `remote.Endpoint.timeout_error`) rather than running on after the
+caller gave up; so does the reading of its answer, each piece waited for that long.
+
 A COMPRESS fork's summary is made under it too (`forks.creator`), and so is the
 backoff after a request that got no answer (`retries.unanswered_wait`).
 
@@ -47,6 +53,13 @@ def past_deadline(wait_s: float) -> bool:
     (False with no deadline set)."""
     left = time_left()
     return left is not None and wait_s >= left
+
+
+def attempt_timeout(timeout_s: float) -> float:
+    """The timeout of one request of a model call: the provider's `timeout_s`, at most what
+    is left of the caller's deadline (0 when nothing is left)."""
+    left = time_left()
+    return timeout_s if left is None else max(0.0, min(timeout_s, left))
 
 
 @contextmanager

@@ -201,7 +201,8 @@ class AnthropicProvider(SdkProvider[anthropic.AsyncAnthropic]):
             api_key: the API key (sent as ``x-api-key``).
             base_url: the API root (None: Anthropic's).
             max_tokens: most tokens one answer may have.
-            timeout_s: longest wait to connect or for the next piece of an answer.
+            timeout_s: longest wait to connect or for the next piece of an answer (at
+                most what is left of the caller's deadline, `deadlines.attempt_timeout`).
             max_retries: retries of a call that failed with 408/409/429/5xx, a
                 timeout or no connection.
             max_context_tokens: the model's context window, in tokens.
@@ -316,7 +317,7 @@ class AnthropicProvider(SdkProvider[anthropic.AsyncAnthropic]):
         """The call's request (`stream`: a streamed one)."""
         streamed: Literal[True] | anthropic.Omit = True if stream else anthropic.omit
 
-        def request(headers: dict[str, str]) -> AbstractAsyncContextManager[Body]:
+        def request(headers: dict[str, str], timeout_s: float) -> AbstractAsyncContextManager[Body]:
             return self._client.messages.with_streaming_response.create(
                 model=self._endpoint.model,
                 max_tokens=limit,
@@ -325,6 +326,7 @@ class AnthropicProvider(SdkProvider[anthropic.AsyncAnthropic]):
                 tools=offered,
                 stream=streamed,
                 extra_headers=headers,
+                timeout=timeout_s,
             )
 
         return request

@@ -151,7 +151,8 @@ class OpenAIProvider(SdkProvider[openai.AsyncOpenAI]):
             api_key: the bearer key; None sends a placeholder, for local servers.
             base_url: the API root, e.g. ``http://localhost:11434/v1``
                 (None: OpenAI's).
-            timeout_s: longest wait to connect or for the next piece of an answer.
+            timeout_s: longest wait to connect or for the next piece of an answer (at
+                most what is left of the caller's deadline, `deadlines.attempt_timeout`).
             max_retries: retries of a call that failed with 408/409/429/5xx, a
                 timeout or no connection.
             max_context_tokens: the model's context window, in tokens.
@@ -269,7 +270,7 @@ class OpenAIProvider(SdkProvider[openai.AsyncOpenAI]):
             {"include_usage": True} if stream else openai.omit
         )
 
-        def request(headers: dict[str, str]) -> AbstractAsyncContextManager[Body]:
+        def request(headers: dict[str, str], timeout_s: float) -> AbstractAsyncContextManager[Body]:
             return self._client.chat.completions.with_streaming_response.create(
                 model=self._endpoint.model,
                 messages=wire,
@@ -279,6 +280,7 @@ class OpenAIProvider(SdkProvider[openai.AsyncOpenAI]):
                 stream=streamed,
                 stream_options=usage,
                 extra_headers=headers,
+                timeout=timeout_s,
             )
 
         return request

@@ -16,6 +16,7 @@ from typing import Generic, Protocol, Self, TypeAlias, TypeVar
 
 import httpx2
 
+from agent_gateway.llm.deadlines import attempt_timeout
 from agent_gateway.llm.network.answers import AnswerBound, Model, built
 from agent_gateway.llm.network.remote import Endpoint
 from agent_gateway.llm.network.retries import Retries, retries_sent
@@ -54,9 +55,10 @@ class _StatusError(Protocol):
 ClientT = TypeVar("ClientT", bound=_Closable)
 StatusErrorT = TypeVar("StatusErrorT", bound=_StatusError)
 
-Request: TypeAlias = Callable[[dict[str, str]], AbstractAsyncContextManager[Body]]
-"""One request of a call, sent with the headers it is given (`retries.Retries.run`), its
-answer opened through the SDK's ``with_streaming_response``."""
+Request: TypeAlias = Callable[[dict[str, str], float], AbstractAsyncContextManager[Body]]
+"""One request of a call, sent with the headers (`retries.Retries.run`) and the timeout
+(`deadlines.attempt_timeout`) it is given, its answer opened through the SDK's
+``with_streaming_response``."""
 
 
 def sdk_retries(
@@ -116,15 +118,22 @@ class SdkProvider(Generic[ClientT]):
             )
         made = _retries_before(exc)
         if isinstance(exc, timeout | httpx2.TimeoutException):
-            return self._endpoint.timeout_error(mid_answer=mid_answer, made=made)
+            return self._endpoint.timeout_error(
+                mid_answer=mid_answer, made=made, waited_s=_timeout_of(exc)
+            )
         if isinstance(exc, connection | httpx2.HTTPError):
             return self._endpoint.connection_error(_cause(exc), mid_answer=mid_answer, made=made)
         return None
 
     async def _opened(self, stack: AsyncExitStack, request: Request) -> Body:
-        """The answer of `request` (sent with the headers it is given), its request retried
-        (`retries.Retries`) until it is answered, entered on `stack`."""
-        return await self._retries.run(lambda headers: stack.enter_async_context(request(headers)))
+        """The answer of `request`, its request retried (`retries.Retries`) until it is
+        answered, entered on `stack`; each request sent with the headers the retries give
+        it, and the provider's timeout at most what is left of the caller's deadline
+        (`deadlines.attempt_timeout`: the timeout of the reading of its answer too)."""
+        timeout_s = self._endpoint.timeout_s
+        return await self._retries.run(
+            lambda headers: stack.enter_async_context(request(headers, attempt_timeout(timeout_s)))
+        )
 
     async def _whole(self, response: Body, kind: type[Model]) -> Model | object:
         """The body of a call's answer (not streamed), read as the SDK reads one, up to
@@ -178,13 +187,29 @@ def _cause(exc: BaseException) -> str:
 
 
 def _retries_before(exc: BaseException) -> int | None:
-    """The retries made before the request that failed with `exc` (the SDKs'
-    errors and httpx's carry their request); None when it does not say."""
+    """The retries made before the request that failed with `exc`; None when it does not
+    say."""
+    request = _request_of(exc)
+    return None if request is None else retries_sent(request)
+
+
+def _timeout_of(exc: BaseException) -> float | None:
+    """The timeout of the request that timed out with `exc` (of its answer's reading);
+    None when it does not say."""
+    request = _request_of(exc)
+    timeouts = request.extensions.get("timeout") if request is not None else None
+    read = timeouts.get("read") if isinstance(timeouts, dict) else None
+    return float(read) if isinstance(read, int | float) else None
+
+
+def _request_of(exc: BaseException) -> httpx2.Request | None:
+    """The request that failed with `exc` (the SDKs' errors and httpx's carry theirs);
+    None when it has none."""
     try:
         request = getattr(exc, "request", None)
     except RuntimeError:  # an httpx error made without its request
         return None
-    return retries_sent(request) if isinstance(request, httpx2.Request) else None
+    return request if isinstance(request, httpx2.Request) else None
 
 
 def _undecodable(exc: BaseException) -> bool:
