@@ -123,7 +123,7 @@ class StelloSettings(BaseSettings):
         gt=0,
         description=(
             "Longest LLM wait for a connection or the next piece of an answer "
-            "(at most what is left of a client's deadline)."
+            "(at most what a client's deadline leaves when the request is sent)."
         ),
     )
     llm_max_retries: int = Field(

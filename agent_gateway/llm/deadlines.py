@@ -1,4 +1,4 @@
-"""The caller's deadline, for the network providers' retries of a model call (`retries`).
+"""The caller's deadline, for the network providers' retries and requests of a model call.
 
 A turn's model call is made for a client whose RPC has a deadline; a provider's retry
 loop would not know it. The turn sets it, for the call only, in `caller_deadline` (a
@@ -11,11 +11,12 @@ RetryInfo), or, when the answer asks none, the backoff before the next retry
 (`retries.backoff`: the call fails at once with the provider's status), instead of the
 client's deadline passing during the sleep.
 
-Each request of the call waits for its answer no longer than that either: its timeout
+Nor does a request of the call wait for its answer past that deadline: its timeout
 is the provider's (STELLO_LLM_TIMEOUT_S), at most what is left of the caller's deadline
 (`attempt_timeout`), so that a request to a slow server ends by the caller's deadline
 (DEADLINE_EXCEEDED, `remote.Endpoint.timeout_error`) rather than running on after the
-caller gave up; so does the reading of its answer, each piece waited for that long.
+caller gave up. Its answer's reading has the same timeout, each piece waited for that long
+at most (what was left when the request was sent, not what is left as it is read).
 
 A COMPRESS fork's summary is made under it too (`forks.creator`), and so is the
 backoff after a request that got no answer (`retries.unanswered_wait`).
