@@ -1,6 +1,7 @@
 """What the SDK-backed network providers (openai, anthropic) share: their endpoint's
-facts, their retries (`sdk_retries`), a request retried until it is answered
-(`SdkProvider._opened`, `retries`), the errors
+facts, their retries (`sdk_retries`), a request retried until it is answered, each
+attempt waiting no longer than the caller's deadline leaves (`SdkProvider._opened`,
+`retries`, `deadlines.attempt_timeout`), the errors
 of a request that got no answer (`remote` maps them), the reading of a call's body with a
 bound (`SdkProvider._whole`), `aclose` and ``async with``."""
 

@@ -234,7 +234,9 @@ class TestAnAttemptPastTheCallersDeadline:
         assert "what was left of the caller's deadline" in line, line
 
     @pytest.mark.parametrize("name", NETWORK)
-    async def test_the_stream_it_opened_reads_within_it(self, name: str) -> None:
+    async def test_the_stream_it_opened_reads_within_it(
+        self, caplog: pytest.LogCaptureFixture, name: str
+    ) -> None:
         """A stream whose head comes at once and its events 1s apart, a provider whose
         timeout is 30s, a caller with 0.5s left: the stream breaks off by the caller's
         deadline, DEADLINE_EXCEEDED, not retried (it was read to its end, past the
@@ -246,6 +248,23 @@ class TestAnAttemptPastTheCallersDeadline:
                     with bounded(time.monotonic() + 0.5):
                         await call(provider, "stream", HI)
             assert len(fake.requests) == 1
+        assert caught.value.reason == LLM_TIMEOUT
+        line = logged(caplog, caught.value)
+        assert "no next piece of the answer within" in line, line
+        assert "what was left of the caller's deadline" in line, line
+
+    @pytest.mark.parametrize("mode", MODES)
+    @pytest.mark.parametrize("name", NETWORK)
+    async def test_with_nothing_left_no_request_is_sent(self, name: str, mode: Mode) -> None:
+        """A call made once the caller's deadline has passed sends no request: it is
+        DEADLINE_EXCEEDED at once (it was sent, and its answer read, for no one)."""
+        async with fake_server(name) as fake:
+            fake.reply("too late")
+            async with network_provider(name, fake.base_url, timeout_s=30.0) as provider:
+                with pytest.raises(DeadlineExceeded) as caught:
+                    with bounded(time.monotonic() - 1):
+                        await call(provider, mode, HI)
+            assert fake.requests == []
         assert caught.value.reason == LLM_TIMEOUT
 
     @pytest.mark.parametrize("name", NETWORK)
