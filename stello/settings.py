@@ -121,7 +121,10 @@ class StelloSettings(BaseSettings):
     llm_timeout_s: float = Field(
         default=60.0,
         gt=0,
-        description="Longest LLM wait for a connection or the next piece of an answer.",
+        description=(
+            "Longest LLM wait for a connection or the next piece of an answer "
+            "(at most what a client's deadline leaves when the request is sent)."
+        ),
     )
     llm_max_retries: int = Field(
         default=2,

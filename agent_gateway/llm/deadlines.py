@@ -1,4 +1,4 @@
-"""The caller's deadline, for the network providers' retries of a model call (`retries`).
+"""The caller's deadline, for the network providers' retries and requests of a model call.
 
 A turn's model call is made for a client whose RPC has a deadline; a provider's retry
 loop would not know it. The turn sets it, for the call only, in `caller_deadline` (a
@@ -10,6 +10,13 @@ refuse to sleep a wait that does not fit in what is left of it (`retries.not_wai
 RetryInfo), or, when the answer asks none, the backoff before the next retry
 (`retries.backoff`: the call fails at once with the provider's status), instead of the
 client's deadline passing during the sleep.
+
+Nor does a request of the call wait for its answer past that deadline: its timeout
+is the provider's (STELLO_LLM_TIMEOUT_S), at most what is left of the caller's deadline
+(`attempt_timeout`), so that a request to a slow server ends by the caller's deadline
+(DEADLINE_EXCEEDED, `remote.Endpoint.timeout_error`) rather than running on after the
+caller gave up. Its answer's reading has the same timeout, each piece waited for that long
+at most (what was left when the request was sent, not what is left as it is read).
 
 A COMPRESS fork's summary is made under it too (`forks.creator`), and so is the
 backoff after a request that got no answer (`retries.unanswered_wait`).
@@ -47,6 +54,13 @@ def past_deadline(wait_s: float) -> bool:
     (False with no deadline set)."""
     left = time_left()
     return left is not None and wait_s >= left
+
+
+def attempt_timeout(timeout_s: float) -> float:
+    """The timeout of one request of a model call: the provider's `timeout_s`, at most what
+    is left of the caller's deadline (0 when nothing is left)."""
+    left = time_left()
+    return timeout_s if left is None else max(0.0, min(timeout_s, left))
 
 
 @contextmanager

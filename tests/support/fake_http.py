@@ -56,7 +56,8 @@ class Reply:
 
     `chunks` None: `body` is sent with a Content-Length. Otherwise each chunk
     is sent as it comes (chunked transfer encoding), `chunk_delay_s` apart.
-    `delay_s` is waited before the status line (a slow server). `reset`: after the
+    `delay_s` is waited before the status line (a slow server; a client that closes the
+    connection meanwhile ends the reply unwritten, `FakeHTTPServer.written`). `reset`: after the
     chunks, the connection is reset (TCP RST) instead of the body ending, as a crashed
     server or a proxy drops a stream mid-answer. `hang_after`: after that many chunks
     the server sends nothing more (a server hung mid-answer) until it is closed.
@@ -278,7 +279,7 @@ class FakeHTTPServer:
                 self.requests.append(request)
                 reply = self._reply_to(request)
                 try:
-                    await _write_reply(writer, reply)
+                    await _write_reply(reader, writer, reply)
                 except ConnectionError:
                     self._ended(False)
                     raise
@@ -287,6 +288,22 @@ class FakeHTTPServer:
                     return
         except (ConnectionError, asyncio.IncompleteReadError):
             return
+
+
+HANG_UP_POLL_S = 0.01
+"""How often a slow reply looks whether its client hung up (`_waited`)."""
+
+
+async def _waited(reader: asyncio.StreamReader, seconds: float) -> bool:
+    """Wait `seconds`, as a slow server does; False, at once, when the client closes the
+    connection meanwhile (looked at every `HANG_UP_POLL_S`, nothing of it read)."""
+    loop = asyncio.get_running_loop()
+    end = loop.time() + seconds
+    while (left := end - loop.time()) > 0:
+        if reader.at_eof() or reader.exception() is not None:
+            return False
+        await asyncio.sleep(min(left, HANG_UP_POLL_S))
+    return True
 
 
 def _ack_at_once(writer: asyncio.StreamWriter) -> None:
@@ -340,9 +357,11 @@ async def _read_chunked(reader: asyncio.StreamReader) -> bytes:
         await reader.readline()
 
 
-async def _write_reply(writer: asyncio.StreamWriter, reply: Reply) -> None:
-    if reply.delay_s > 0:
-        await asyncio.sleep(reply.delay_s)
+async def _write_reply(
+    reader: asyncio.StreamReader, writer: asyncio.StreamWriter, reply: Reply
+) -> None:
+    if reply.delay_s > 0 and not await _waited(reader, reply.delay_s):
+        raise ConnectionResetError("the client closed the connection before the answer")
     try:
         reason = HTTPStatus(reply.status).phrase
     except ValueError:  # e.g. Anthropic's 529

@@ -14,7 +14,8 @@ answer's bound (`answers.AnswerBound`) as its deltas would.
 
 Some Anthropic-compatible servers send a stream's events without their ``event:``
 line, the event's type in its data's ``type`` only: such an event is named by that
-``type`` (`type_in`); unnamed data that is not a JSON object with a type is skipped.
+``type``, its data parsed once (`_unnamed`); unnamed data that is not a JSON object with a
+type is skipped.
 
 An ``error`` event is handed on as a `StreamError`, which the provider raises. A
 streamed call answered with no event at all (a proxy's answer) ends with the error
@@ -98,29 +99,45 @@ async def read_events(pieces: AsyncIterator[bytes], bound: AnswerBound) -> Async
     """
     reading = EventReading(bound)
     async for event in reading.events(pieces):
-        name = event.name or type_in(event.data)
-        if name == "error":
-            yield StreamError(_json_or_text(event.data))
-        elif name is not None and name != "ping":
-            data = json.loads(event.data)
-            kind = _EVENT_TYPES.get(data.get("type")) if isinstance(data, dict) else None
-            if kind is not None:
-                yield built(kind, data)
+        read = _unnamed(event.data) if event.name is None else _named(event.name, event.data)
+        if read is not None:
+            yield read
     ending = reading.without_event()
     if ending is not None:
         detail, error = ending
         yield NoEvent(detail) if error is None else StreamError(json.loads(error))
 
 
-def type_in(data: str) -> str | None:
-    """The ``type`` of an event's `data` when it is a JSON object with one (an event sent
-    without its ``event:`` line is named by it); None otherwise."""
+def _named(name: str, data: str) -> object | None:
+    """The event `name` whose data is `data`, as `read_events` yields it (None: skipped).
+
+    Raises:
+        json.JSONDecodeError, RecursionError: `data` is not JSON.
+    """
+    if name == "error":
+        return StreamError(_json_or_text(data))
+    return None if name == "ping" else _event(json.loads(data))
+
+
+def _unnamed(data: str) -> object | None:
+    """The event sent without its ``event:`` line whose data is `data`, named by the
+    ``type`` in it, as `read_events` yields it; None when `data` is not a JSON object with
+    a type (skipped), or it names a ping."""
     try:
         value = json.loads(data)
     except (ValueError, RecursionError):
         return None
     kind = value.get("type") if isinstance(value, dict) else None
-    return kind if isinstance(kind, str) and kind else None
+    if not isinstance(kind, str) or kind == "ping":
+        return None
+    return StreamError(value) if kind == "error" else _event(value)
+
+
+def _event(data: object) -> object | None:
+    """`data` built as the event type its ``type`` says (`answers.built`); None for a type
+    `StreamedMessage` does not read."""
+    kind = _EVENT_TYPES.get(data.get("type")) if isinstance(data, dict) else None
+    return None if kind is None else built(kind, data)
 
 
 def _json_or_text(data: str) -> object:

@@ -55,11 +55,9 @@ from typing import Literal, TypeAlias
 
 import anthropic
 import httpx2
-from anthropic import AsyncAPIResponse, AsyncStream
 from anthropic.types import (
     Message,
     MessageParam,
-    RawMessageStreamEvent,
     TextBlockParam,
     ToolParam,
     ToolResultBlockParam,
@@ -93,8 +91,8 @@ from agent_gateway.llm.network.remote import (
     Endpoint,
     error_detail,
 )
-from agent_gateway.llm.network.retries import Retries, retries_made, retry_after
-from agent_gateway.llm.network.sdk import SdkProvider, tls_context
+from agent_gateway.llm.network.retries import retries_made, retry_after
+from agent_gateway.llm.network.sdk import Body, Request, SdkProvider, sdk_retries, tls_context
 from stello.errors import StelloError
 
 DEFAULT_BASE_URL = "https://api.anthropic.com"
@@ -179,11 +177,6 @@ def to_anthropic_tools(tools: Sequence[ToolSpec] | None) -> list[ToolParam]:
     ]
 
 
-def _error_answer(exc: Exception) -> httpx2.Response | None:
-    """The error answer (an HTTP status of 4xx, 5xx) the SDK's exception `exc` stands for."""
-    return exc.response if isinstance(exc, anthropic.APIStatusError) else None
-
-
 class AnthropicProvider(SdkProvider[anthropic.AsyncAnthropic]):
     """Anthropic's Messages API, through the official SDK."""
 
@@ -208,7 +201,8 @@ class AnthropicProvider(SdkProvider[anthropic.AsyncAnthropic]):
             api_key: the API key (sent as ``x-api-key``).
             base_url: the API root (None: Anthropic's).
             max_tokens: most tokens one answer may have.
-            timeout_s: longest wait to connect or for the next piece of an answer.
+            timeout_s: longest wait to connect or for the next piece of an answer (at
+                most what is left of the caller's deadline, `deadlines.attempt_timeout`).
             max_retries: retries of a call that failed with 408/409/429/5xx, a
                 timeout or no connection.
             max_context_tokens: the model's context window, in tokens.
@@ -234,12 +228,8 @@ class AnthropicProvider(SdkProvider[anthropic.AsyncAnthropic]):
                 verify=tls_context(), event_hooks=http_hooks()
             ),
         )
-        self._retries = Retries(
-            self.name,
-            max_retries,
-            self._endpoint.longest_wait_s,
-            _error_answer,
-            anthropic.APIConnectionError,
+        self._retries = sdk_retries(
+            self._endpoint, anthropic.APIStatusError, anthropic.APIConnectionError
         )
         self._record_bytes = record_bytes
 
@@ -255,21 +245,9 @@ class AnthropicProvider(SdkProvider[anthropic.AsyncAnthropic]):
         offered = to_anthropic_tools(tools) or anthropic.omit
         limit = self._limit(max_tokens)
         began = False
-
-        def request(
-            headers: dict[str, str],
-        ) -> AbstractAsyncContextManager[AsyncAPIResponse[Message]]:
-            return self._client.messages.with_streaming_response.create(
-                model=self._endpoint.model,
-                max_tokens=limit,
-                messages=wire,
-                system=system or anthropic.omit,
-                tools=offered,
-                extra_headers=headers,
-            )
-
         try:
             async with AsyncExitStack() as stack:
+                request = self._request(system, wire, offered, limit)
                 answered = await self._opened(stack, request)
                 began = True  # from here on, nothing is retried
                 response = await self._whole(answered, Message)
@@ -295,22 +273,9 @@ class AnthropicProvider(SdkProvider[anthropic.AsyncAnthropic]):
         limit = self._limit(max_tokens)
         answer = StreamedMessage(bound=AnswerBound(self.name, self._record_bytes))
         began = False
-
-        def request(
-            headers: dict[str, str],
-        ) -> AbstractAsyncContextManager[AsyncAPIResponse[AsyncStream[RawMessageStreamEvent]]]:
-            return self._client.messages.with_streaming_response.create(
-                model=self._endpoint.model,
-                max_tokens=limit,
-                messages=wire,
-                system=system or anthropic.omit,
-                tools=offered,
-                stream=True,
-                extra_headers=headers,
-            )
-
         try:
             async with AsyncExitStack() as stack:
+                request = self._request(system, wire, offered, limit, stream=True)
                 answered = await self._opened(stack, request)
                 began = True  # from here on, nothing is retried
                 async for event in read_events(answered.iter_bytes(), answer.bound):
@@ -339,6 +304,32 @@ class AnthropicProvider(SdkProvider[anthropic.AsyncAnthropic]):
                 finish_of(answer.stop_reason),
             )
         )
+
+    def _request(
+        self,
+        system: str,
+        wire: list[MessageParam],
+        offered: list[ToolParam] | anthropic.Omit,
+        limit: int,
+        *,
+        stream: bool = False,
+    ) -> Request:
+        """The call's request (`stream`: a streamed one)."""
+        streamed: Literal[True] | anthropic.Omit = True if stream else anthropic.omit
+
+        def request(headers: dict[str, str], timeout_s: float) -> AbstractAsyncContextManager[Body]:
+            return self._client.messages.with_streaming_response.create(
+                model=self._endpoint.model,
+                max_tokens=limit,
+                messages=wire,
+                system=system or anthropic.omit,
+                tools=offered,
+                stream=streamed,
+                extra_headers=headers,
+                timeout=timeout_s,
+            )
+
+        return request
 
     def _read_event(self, answer: StreamedMessage, event: object) -> StreamEvent | None:
         """Fold one streamed event into `answer`; the text delta or tool call it completes."""

@@ -64,13 +64,13 @@ from typing import Literal, TypeAlias
 
 import httpx2
 import openai
-from openai import AsyncAPIResponse, AsyncStream
 from openai.types.chat import (
     ChatCompletion,
     ChatCompletionChunk,
     ChatCompletionFunctionToolParam,
     ChatCompletionMessageFunctionToolCallParam,
     ChatCompletionMessageParam,
+    ChatCompletionStreamOptionsParam,
 )
 
 from agent_gateway.llm.base import (
@@ -102,8 +102,8 @@ from agent_gateway.llm.network.remote import (
     Endpoint,
     error_detail,
 )
-from agent_gateway.llm.network.retries import Retries, retries_made, retry_after
-from agent_gateway.llm.network.sdk import SdkProvider, tls_context
+from agent_gateway.llm.network.retries import retries_made, retry_after
+from agent_gateway.llm.network.sdk import Body, Request, SdkProvider, sdk_retries, tls_context
 from stello.errors import StelloError
 
 DEFAULT_BASE_URL = "https://api.openai.com/v1"
@@ -117,11 +117,6 @@ NO_KEY = "no-key"
 """The key sent to a compatible server that needs none (the SDK always sends one)."""
 
 EMPTY_SCHEMA: JsonObject = {"type": "object", "properties": {}}
-
-
-def _error_answer(exc: Exception) -> httpx2.Response | None:
-    """The error answer (an HTTP status of 4xx, 5xx) the SDK's exception `exc` stands for."""
-    return exc.response if isinstance(exc, openai.APIStatusError) else None
 
 
 def _unfinished(answer: StreamedAnswer) -> str:
@@ -156,7 +151,8 @@ class OpenAIProvider(SdkProvider[openai.AsyncOpenAI]):
             api_key: the bearer key; None sends a placeholder, for local servers.
             base_url: the API root, e.g. ``http://localhost:11434/v1``
                 (None: OpenAI's).
-            timeout_s: longest wait to connect or for the next piece of an answer.
+            timeout_s: longest wait to connect or for the next piece of an answer (at
+                most what is left of the caller's deadline, `deadlines.attempt_timeout`).
             max_retries: retries of a call that failed with 408/409/429/5xx, a
                 timeout or no connection.
             max_context_tokens: the model's context window, in tokens.
@@ -183,12 +179,8 @@ class OpenAIProvider(SdkProvider[openai.AsyncOpenAI]):
                 verify=tls_context(), event_hooks=http_hooks()
             ),
         )
-        self._retries = Retries(
-            self.name,
-            max_retries,
-            self._endpoint.longest_wait_s,
-            _error_answer,
-            openai.APIConnectionError,
+        self._retries = sdk_retries(
+            self._endpoint, openai.APIStatusError, openai.APIConnectionError
         )
         self._record_bytes = record_bytes
 
@@ -203,24 +195,10 @@ class OpenAIProvider(SdkProvider[openai.AsyncOpenAI]):
         wire = to_openai_messages(messages)
         offered = to_openai_tools(tools) or openai.omit
         cap = self._cap(max_tokens)
-        limit, completion_limit = self._limits(cap)
         began = False
-
-        def request(
-            headers: dict[str, str],
-        ) -> AbstractAsyncContextManager[AsyncAPIResponse[ChatCompletion]]:
-            return self._client.chat.completions.with_streaming_response.create(
-                model=self._endpoint.model,
-                messages=wire,
-                tools=offered,
-                max_tokens=limit,
-                max_completion_tokens=completion_limit,
-                extra_headers=headers,
-            )
-
         try:
             async with AsyncExitStack() as stack:
-                answered = await self._opened(stack, request)
+                answered = await self._opened(stack, self._request(wire, offered, cap))
                 began = True  # from here on, nothing is retried
                 response = await self._whole(answered, ChatCompletion)
         except (openai.OpenAIError, httpx2.HTTPError) as exc:
@@ -243,26 +221,11 @@ class OpenAIProvider(SdkProvider[openai.AsyncOpenAI]):
         wire = to_openai_messages(messages)
         offered = to_openai_tools(tools) or openai.omit
         cap = self._cap(max_tokens)
-        limit, completion_limit = self._limits(cap)
         answer = StreamedAnswer(bound=AnswerBound(self.name, self._record_bytes))
         began = False
-
-        def request(
-            headers: dict[str, str],
-        ) -> AbstractAsyncContextManager[AsyncAPIResponse[AsyncStream[ChatCompletionChunk]]]:
-            return self._client.chat.completions.with_streaming_response.create(
-                model=self._endpoint.model,
-                messages=wire,
-                tools=offered,
-                max_tokens=limit,
-                max_completion_tokens=completion_limit,
-                stream=True,
-                stream_options={"include_usage": True},
-                extra_headers=headers,
-            )
-
         try:
             async with AsyncExitStack() as stack:
+                request = self._request(wire, offered, cap, stream=True)
                 answered = await self._opened(stack, request)
                 began = True  # from here on, nothing is retried
                 async for chunk in read_chunks(answered.iter_bytes(), answer.bound):
@@ -291,6 +254,36 @@ class OpenAIProvider(SdkProvider[openai.AsyncOpenAI]):
                 finish_reason=finish_of(finish),
             )
         )
+
+    def _request(
+        self,
+        wire: list[ChatCompletionMessageParam],
+        offered: list[ChatCompletionFunctionToolParam] | openai.Omit,
+        cap: int | None,
+        *,
+        stream: bool = False,
+    ) -> Request:
+        """The call's request (`stream`: a streamed one, its usage included)."""
+        limit, completion_limit = self._limits(cap)
+        streamed: Literal[True] | openai.Omit = True if stream else openai.omit
+        usage: ChatCompletionStreamOptionsParam | openai.Omit = (
+            {"include_usage": True} if stream else openai.omit
+        )
+
+        def request(headers: dict[str, str], timeout_s: float) -> AbstractAsyncContextManager[Body]:
+            return self._client.chat.completions.with_streaming_response.create(
+                model=self._endpoint.model,
+                messages=wire,
+                tools=offered,
+                max_tokens=limit,
+                max_completion_tokens=completion_limit,
+                stream=streamed,
+                stream_options=usage,
+                extra_headers=headers,
+                timeout=timeout_s,
+            )
+
+        return request
 
     def _cap(self, max_tokens: int | None) -> int | None:
         """The call's cap: the caller's, at most the configured one (None when the caller

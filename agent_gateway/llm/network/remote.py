@@ -27,7 +27,9 @@ API key is masked (``***``) in what is logged (`mask_secret`).
   the provider's message names the model (every provider's does), else a base
   URL whose path is likely wrong (a page, FastAPI's ``{"detail": "Not Found"}``,
   an error naming the path: OpenAI's base URL without its ``/v1``);
-- a timeout (after retries) -> `DeadlineExceeded`;
+- a timeout (after retries) -> `DeadlineExceeded`: a request's timeout is the provider's, at
+  most what is left of the caller's deadline (`deadlines.attempt_timeout`), its log saying
+  which it was;
 - an error answer's body is read up to a bound (`error_bodies`): past it, or
   when it breaks off (no more of it within the timeout, a reset), the error is
   the one its status says (retried as that status is), its logged detail noting
@@ -389,22 +391,30 @@ class Endpoint:
             raise self.unreadable_answer(f"{name} of unexpected shape ({exc})") from exc
 
     def timeout_error(
-        self, *, mid_answer: bool = False, made: int | None = None
+        self, *, mid_answer: bool = False, made: int | None = None, waited_s: float | None = None
     ) -> DeadlineExceeded:
         """The domain error for a server that did not answer within the timeout; `mid_answer`:
         an answer that had begun sent nothing more within it (never retried); `made`: the
-        retries made before the last request (None: all that are made)."""
+        retries made before the last request (None: all that are made); `waited_s`: the
+        request's timeout, when less than the provider's what was left of the caller's
+        deadline (`deadlines.attempt_timeout`; None: the provider's)."""
+        cut = waited_s if waited_s is not None and waited_s < self.timeout_s else None
+        within = (
+            f"within {self.timeout_s:g}s"
+            if cut is None
+            else f"within {cut:.2f}s, what was left of the caller's deadline"
+        )
         waited = (
-            f"no next piece of the answer within {self.timeout_s:g}s "
-            "(an answer is not retried once it began)"
+            f"no next piece of the answer {within} (an answer is not retried once it began)"
             if mid_answer
-            else f"no answer within {self.timeout_s:g}s{self._unanswered_retries(made)}"
+            else f"no answer {within}{self._unanswered_retries(made)}"
         )
-        error_id = self._logged(
-            waited,
-            "timeout",
-            "the provider, or raise STELLO_LLM_TIMEOUT_S",
+        check = (
+            "the provider, or raise STELLO_LLM_TIMEOUT_S"
+            if cut is None
+            else "the provider, or the caller's deadline"
         )
+        error_id = self._logged(waited, "timeout", check)
         return DeadlineExceeded(
             f"the LLM provider did not answer in time; retry later (error id {error_id})",
             reason=LLM_TIMEOUT,

@@ -20,7 +20,9 @@ next retry (`backoff`, after the retries made so far, `retries_made`). A request
 no answer at all (a timeout, a connection closed or refused) is retried after the backoff
 too, and fails at once with its own failure when that backoff does not fit
 (`unanswered_wait`), which the providers map as before (a timeout DEADLINE_EXCEEDED, an
-unreachable server UNAVAILABLE).
+unreachable server UNAVAILABLE). Each request waits for its answer the provider's timeout,
+at most what is left of the caller's deadline (`deadlines.attempt_timeout`, which the
+providers give each request `run` sends).
 """
 
 from __future__ import annotations

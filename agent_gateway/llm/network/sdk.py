@@ -1,5 +1,7 @@
 """What the SDK-backed network providers (openai, anthropic) share: their endpoint's
-facts, a request retried until it is answered (`SdkProvider._opened`, `retries`), the errors
+facts, their retries (`sdk_retries`), a request retried until it is answered, each
+attempt waiting no longer than the caller's deadline leaves (`SdkProvider._opened`,
+`retries`, `deadlines.attempt_timeout`), the errors
 of a request that got no answer (`remote` maps them), the reading of a call's body with a
 bound (`SdkProvider._whole`), `aclose` and ``async with``."""
 
@@ -11,10 +13,11 @@ import ssl
 from collections.abc import AsyncIterator, Callable
 from contextlib import AbstractAsyncContextManager, AsyncExitStack
 from types import TracebackType
-from typing import Generic, Protocol, Self, TypeVar
+from typing import Generic, Protocol, Self, TypeAlias, TypeVar
 
 import httpx2
 
+from agent_gateway.llm.deadlines import attempt_timeout
 from agent_gateway.llm.network.answers import AnswerBound, Model, built
 from agent_gateway.llm.network.remote import Endpoint
 from agent_gateway.llm.network.retries import Retries, retries_sent
@@ -34,7 +37,7 @@ class _Closable(Protocol):
     async def close(self) -> None: ...
 
 
-class _Body(Protocol):
+class Body(Protocol):
     """An answer of the SDK whose body is not read yet (``with_streaming_response``)."""
 
     @property
@@ -43,8 +46,35 @@ class _Body(Protocol):
     def iter_bytes(self, chunk_size: int | None = None) -> AsyncIterator[bytes]: ...
 
 
+class _StatusError(Protocol):
+    """An SDK's exception for an error answer (its APIStatusError)."""
+
+    @property
+    def response(self) -> httpx2.Response: ...
+
+
 ClientT = TypeVar("ClientT", bound=_Closable)
-Opened = TypeVar("Opened")
+StatusErrorT = TypeVar("StatusErrorT", bound=_StatusError)
+
+Request: TypeAlias = Callable[[dict[str, str], float], AbstractAsyncContextManager[Body]]
+"""One request of a call, sent with the headers (`retries.Retries.run`) and the timeout
+(`deadlines.attempt_timeout`) it is given, its answer opened through the SDK's
+``with_streaming_response``."""
+
+
+def sdk_retries(
+    endpoint: Endpoint, answered: type[StatusErrorT], unanswered: type[Exception]
+) -> Retries:
+    """The retries of the provider of `endpoint` through an SDK whose class for an error
+    answer is `answered` (its APIStatusError) and for a request that got no answer
+    `unanswered` (its APIConnectionError)."""
+
+    def answer_of(exc: Exception) -> httpx2.Response | None:
+        return exc.response if isinstance(exc, answered) else None
+
+    return Retries(
+        endpoint.provider, endpoint.max_retries, endpoint.longest_wait_s, answer_of, unanswered
+    )
 
 
 class SdkProvider(Generic[ClientT]):
@@ -89,21 +119,24 @@ class SdkProvider(Generic[ClientT]):
             )
         made = _retries_before(exc)
         if isinstance(exc, timeout | httpx2.TimeoutException):
-            return self._endpoint.timeout_error(mid_answer=mid_answer, made=made)
+            return self._endpoint.timeout_error(
+                mid_answer=mid_answer, made=made, waited_s=_timeout_of(exc)
+            )
         if isinstance(exc, connection | httpx2.HTTPError):
             return self._endpoint.connection_error(_cause(exc), mid_answer=mid_answer, made=made)
         return None
 
-    async def _opened(
-        self,
-        stack: AsyncExitStack,
-        request: Callable[[dict[str, str]], AbstractAsyncContextManager[Opened]],
-    ) -> Opened:
-        """The answer of `request` (sent with the headers it is given), its request retried
-        (`retries.Retries`) until it is answered, entered on `stack`."""
-        return await self._retries.run(lambda headers: stack.enter_async_context(request(headers)))
+    async def _opened(self, stack: AsyncExitStack, request: Request) -> Body:
+        """The answer of `request`, its request retried (`retries.Retries`) until it is
+        answered, entered on `stack`; each request sent with the headers the retries give
+        it, and the provider's timeout at most what is left of the caller's deadline
+        (`deadlines.attempt_timeout`: the timeout of the reading of its answer too)."""
+        timeout_s = self._endpoint.timeout_s
+        return await self._retries.run(
+            lambda headers: stack.enter_async_context(request(headers, attempt_timeout(timeout_s)))
+        )
 
-    async def _whole(self, response: _Body, kind: type[Model]) -> Model | object:
+    async def _whole(self, response: Body, kind: type[Model]) -> Model | object:
         """The body of a call's answer (not streamed), read as the SDK reads one, up to
         `answers.answer_limit` of its bytes (`AnswerBound.whole`): a JSON object built as
         `kind` (leniently, as the SDK builds it), any other JSON value as it is, and a body
@@ -155,13 +188,29 @@ def _cause(exc: BaseException) -> str:
 
 
 def _retries_before(exc: BaseException) -> int | None:
-    """The retries made before the request that failed with `exc` (the SDKs'
-    errors and httpx's carry their request); None when it does not say."""
+    """The retries made before the request that failed with `exc`; None when it does not
+    say."""
+    request = _request_of(exc)
+    return None if request is None else retries_sent(request)
+
+
+def _timeout_of(exc: BaseException) -> float | None:
+    """The timeout of the request that timed out with `exc` (of its answer's reading);
+    None when it does not say."""
+    request = _request_of(exc)
+    timeouts = request.extensions.get("timeout") if request is not None else None
+    read = timeouts.get("read") if isinstance(timeouts, dict) else None
+    return float(read) if isinstance(read, int | float) else None
+
+
+def _request_of(exc: BaseException) -> httpx2.Request | None:
+    """The request that failed with `exc` (the SDKs' errors and httpx's carry theirs);
+    None when it has none."""
     try:
         request = getattr(exc, "request", None)
     except RuntimeError:  # an httpx error made without its request
         return None
-    return retries_sent(request) if isinstance(request, httpx2.Request) else None
+    return request if isinstance(request, httpx2.Request) else None
 
 
 def _undecodable(exc: BaseException) -> bool:

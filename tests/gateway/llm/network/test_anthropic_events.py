@@ -3,11 +3,14 @@ them (`anthropic_answers.read_events`), against the loopback fake server."""
 
 from __future__ import annotations
 
+import json
 from collections.abc import AsyncIterator
+from types import SimpleNamespace
 
 import pytest
 
 from agent_gateway.llm import Completion, LLMMessage, ToolCallSpec, Usage, collect
+from agent_gateway.llm.network import anthropic_answers
 from agent_gateway.llm.network.anthropic_provider import AnthropicProvider
 from stello.errors import Unavailable
 from tests.gateway.llm.network.support import logged
@@ -47,6 +50,23 @@ class TestEventsWithoutName:
             Usage(7, 5, 12),
             "tool_calls",
         )
+
+    async def test_each_events_data_is_parsed_once(
+        self, fake: FakeAnthropic, provider: AnthropicProvider, monkeypatch: pytest.MonkeyPatch
+    ) -> None:
+        """An event with no ``event:`` line has its data parsed once, as a named event's is
+        (it was parsed twice: once to find its type, once to build it)."""
+        parsed: list[str] = []
+
+        def loads(data: str) -> object:
+            parsed.append(data)
+            return json.loads(data)
+
+        monkeypatch.setattr(anthropic_answers, "json", SimpleNamespace(loads=loads))
+        fake.reply_unnamed(FakeAnswer("hello there", prompt_tokens=7))
+        assert (await collect(provider.stream(HI))).content == "hello there"
+        assert parsed
+        assert len(parsed) == len(set(parsed)), parsed
 
     async def test_an_unnamed_error_event_is_the_error(
         self, fake: FakeAnthropic, provider: AnthropicProvider, caplog: pytest.LogCaptureFixture

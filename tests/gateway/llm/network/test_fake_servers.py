@@ -77,3 +77,18 @@ class TestFakeOpenAI:
             writer.close()
             await writer.wait_closed()
             assert (fake.requests, fake.rejected) == ([], [])
+
+    async def test_a_slow_reply_sees_its_client_hang_up(self) -> None:
+        """A reply waiting its `delay_s` ends unwritten when the client closes the
+        connection meanwhile (`FakeHTTPServer.written`), as a server notices a client that
+        gave up; it was written once the delay passed."""
+        async with FakeOpenAI() as fake:
+            fake.stall(30.0)
+            _, writer = await asyncio.open_connection("127.0.0.1", fake.port)
+            body = b'{"model": "m", "messages": []}'
+            head = f"POST /v1/chat/completions HTTP/1.1\r\ncontent-length: {len(body)}\r\n\r\n"
+            writer.write(head.encode() + body)
+            writer.close()
+            await writer.wait_closed()
+            assert not await fake.written_whole(0)
+            assert len(fake.requests) == 1

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import AsyncIterator
+from dataclasses import replace
 
 import anthropic._constants
 import openai._constants
@@ -17,7 +18,8 @@ from agent_gateway.llm.network.retries import (
     RETRY_COUNT_HEADER,
     backoff,
 )
-from stello.errors import ResourceExhausted, StelloError, Unavailable
+from stello.errors import DeadlineExceeded, ResourceExhausted, StelloError, Unavailable
+from stello.reasons import LLM_TIMEOUT
 from tests.gateway.llm.network.support import (
     HI,
     MODES,
@@ -27,12 +29,13 @@ from tests.gateway.llm.network.support import (
     busy,
     call,
     closer,
+    fake_server,
     logged,
     network_provider,
     refusal,
     remote,
 )
-from tests.support.fake_http import Reply
+from tests.support.fake_http import FakeAnswer, Reply
 
 TIMEOUT_S = 2.0
 """The providers' timeout: the longest Retry-After their retries wait."""
@@ -200,6 +203,83 @@ class TestBackoffPastTheCallersDeadline:
         with bounded(time.monotonic() + 30):
             assert (await remote.provider.complete(HI)).content == "fine"
         assert len(remote.fake.requests) == 2
+
+
+class TestAnAttemptPastTheCallersDeadline:
+    """A request the server answers slowly: the attempt waits for it the provider's timeout
+    at most, and no longer than what is left of the caller's deadline."""
+
+    @pytest.mark.parametrize("mode", MODES)
+    @pytest.mark.parametrize("name", NETWORK)
+    async def test_it_ends_by_the_callers_deadline(
+        self, caplog: pytest.LogCaptureFixture, name: str, mode: Mode
+    ) -> None:
+        """A server that would answer in 3s, a provider whose timeout is 30s, a caller with
+        0.3s left: the attempt ends by the caller's deadline, the connection closed before
+        the answer, not retried (no backoff fits), and the call is DEADLINE_EXCEEDED,
+        LLM_TIMEOUT; the log says the wait was what was left of the caller's deadline. The
+        attempt waited the 30s timeout, past the deadline, and got the answer."""
+        async with fake_server(name) as fake:
+            fake.stall(3.0)
+            fake.stall(3.0)
+            async with network_provider(name, fake.base_url, timeout_s=30.0) as provider:
+                with pytest.raises(DeadlineExceeded) as caught:
+                    with bounded(time.monotonic() + 0.3):
+                        await call(provider, mode, HI)
+            assert len(fake.requests) == 1
+            assert not await fake.written_whole(0)
+        assert caught.value.reason == LLM_TIMEOUT
+        assert "did not answer in time" in caught.value.message
+        line = logged(caplog, caught.value)
+        assert "what was left of the caller's deadline" in line, line
+
+    @pytest.mark.parametrize("name", NETWORK)
+    async def test_the_stream_it_opened_reads_within_it(
+        self, caplog: pytest.LogCaptureFixture, name: str
+    ) -> None:
+        """A stream whose head comes at once and its events 1s apart, a provider whose
+        timeout is 30s, a caller with 0.5s left: the stream breaks off by the caller's
+        deadline, DEADLINE_EXCEEDED, not retried (it was read to its end, past the
+        deadline)."""
+        async with fake_server(name) as fake:
+            fake.push(lambda request: slowed(fake.render(FakeAnswer("hello there"), request)))
+            async with network_provider(name, fake.base_url, timeout_s=30.0) as provider:
+                with pytest.raises(DeadlineExceeded) as caught:
+                    with bounded(time.monotonic() + 0.5):
+                        await call(provider, "stream", HI)
+            assert len(fake.requests) == 1
+        assert caught.value.reason == LLM_TIMEOUT
+        line = logged(caplog, caught.value)
+        assert "no next piece of the answer within" in line, line
+        assert "what was left of the caller's deadline" in line, line
+
+    @pytest.mark.parametrize("mode", MODES)
+    @pytest.mark.parametrize("name", NETWORK)
+    async def test_with_nothing_left_no_request_is_sent(self, name: str, mode: Mode) -> None:
+        """A call made once the caller's deadline has passed sends no request: it is
+        DEADLINE_EXCEEDED at once (it was sent, and its answer read, for no one)."""
+        async with fake_server(name) as fake:
+            fake.reply("too late")
+            async with network_provider(name, fake.base_url, timeout_s=30.0) as provider:
+                with pytest.raises(DeadlineExceeded) as caught:
+                    with bounded(time.monotonic() - 1):
+                        await call(provider, mode, HI)
+            assert fake.requests == []
+        assert caught.value.reason == LLM_TIMEOUT
+
+    @pytest.mark.parametrize("name", NETWORK)
+    async def test_a_fast_answer_within_it_is_read(self, name: str) -> None:
+        """An answer within what is left of the caller's deadline is read as before."""
+        async with fake_server(name) as fake:
+            fake.reply("fine")
+            async with network_provider(name, fake.base_url, timeout_s=30.0) as provider:
+                with bounded(time.monotonic() + 30):
+                    assert (await provider.complete(HI)).content == "fine"
+
+
+def slowed(reply: Reply) -> Reply:
+    """`reply` (a stream) sending its head at once, then each of its events 1s apart."""
+    return replace(reply, chunk_delay_s=1.0)
 
 
 class TestBackoff:
