@@ -363,19 +363,7 @@ def test_a_second_up_on_one_config_dir_refuses_and_a_dead_ones_lock_is_taken_ove
     first = StelloUp.start(env, "--no-console")
     try:
         before = {path.name: path.read_bytes() for path in config.iterdir()}
-        second = subprocess.Popen(
-            [sys.executable, "-m", "stello_cli", "up", *FREE_PORTS, "--no-console"],
-            env=client_env(env),
-            stdout=subprocess.PIPE,
-            stderr=subprocess.PIPE,
-            text=True,
-        )
-        try:
-            out, err = second.communicate(timeout=READY_TIMEOUT_S)
-        except subprocess.TimeoutExpired:
-            second.send_signal(signal.SIGINT)
-            out, err = second.communicate(timeout=30)
-        assert (second.returncode, out, err) == (
+        assert second_up(env) == (
             1,
             "",
             f"stello: another `stello up` (pid {first.process.pid}, gateway "
