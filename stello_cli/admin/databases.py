@@ -81,6 +81,7 @@ def settings_of(args: argparse.Namespace) -> StelloSettings:
         ValueError: a refused value, naming its flag or variable.
         UsageError: a --data-dir that cannot be one (`usable_data_dir`), or one given with
             a database URL.
+        ClientError: a STELLO_DATA_DIR that cannot be one, with no database URL.
     """
     from pydantic import ValidationError
 
@@ -100,6 +101,11 @@ def settings_of(args: argparse.Namespace) -> StelloSettings:
     except ValidationError as exc:
         flags = {"database_url": "--database-url"} if "database_url" in overrides else {}
         raise ValueError(settings_problem(exc, flags)) from None
+    if "data_dir" not in overrides and settings.data_dir and not settings.database_url:
+        try:  # the variable's folder, checked as the flag's is (not a usage error: exit 1)
+            usable_data_dir(settings.data_dir, "STELLO_DATA_DIR")
+        except UsageError as exc:
+            raise ClientError(str(exc)) from None
     if "data_dir" in overrides and settings.database_url:
         url = "--database-url" if "database_url" in overrides else "STELLO_DATABASE_URL"
         raise UsageError(
@@ -109,29 +115,30 @@ def settings_of(args: argparse.Namespace) -> StelloSettings:
     return settings
 
 
-def usable_data_dir(text: str) -> Path:
-    """`stello up --data-dir`'s folder, a relative one from the current directory: one
-    there, or one this user can make.
+def usable_data_dir(text: str, name: str = "--data-dir") -> Path:
+    """The embedded PostgreSQL's folder as `name` gives it (`stello up --data-dir`, or
+    STELLO_DATA_DIR), a relative one from the current directory: one there, or one this
+    user can make.
 
     Raises:
         UsageError: it is empty, a file (or under one), or in a folder this user cannot
-            write in (naming --data-dir), before anything starts.
+            write in (naming `name`), before anything starts.
     """
     if not text.strip():
-        raise UsageError("--data-dir: empty: give a folder (a relative one is from here)")
+        raise UsageError(f"{name}: empty: give a folder (a relative one is from here)")
     folder = Path(text).expanduser().resolve()
     try:
         there = next(place for place in (folder, *folder.parents) if place.exists())
     except OSError as exc:  # a folder on the way that this user may not look into
-        raise UsageError(f"--data-dir: cannot use {folder}: {exc.strerror}") from None
+        raise UsageError(f"{name}: cannot use {folder}: {exc.strerror}") from None
     if not there.is_dir():
-        raise UsageError(f"--data-dir: {there} is a file, not a folder")
+        raise UsageError(f"{name}: {there} is a file, not a folder")
     # PostgreSQL writes in the folder, `stello up` its lock beside it (`process.data_lock`).
     for place in (there, folder.parent) if there == folder else (there,):
         if not os.access(place, os.W_OK | os.X_OK):
             made = "use" if there == folder else "make"
             raise UsageError(
-                f"--data-dir: cannot {made} {folder}: {place} is not writable by this user"
+                f"{name}: cannot {made} {folder}: {place} is not writable by this user"
             )
     return folder
 

@@ -13,7 +13,7 @@ from stello.settings import StelloSettings
 from stello_cli.admin.databases import data_dir_source, settings_of
 from stello_cli.parser import build_parser
 from stello_cli.up.process import sharing_line
-from stello_client.errors import UsageError
+from stello_client.errors import ClientError, UsageError
 
 
 def up_settings(*flags: str) -> StelloSettings:
@@ -112,3 +112,19 @@ def test_sharing_says_where_the_data_dir_came_from(source: str, chosen: str, ano
         f"PostgreSQL of the data dir /d/pg ({chosen}): stop it first, or start this one with "
         f"{another}"
     )
+
+
+def test_a_variable_data_dir_that_cannot_be_one_is_refused(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """STELLO_DATA_DIR naming a file is refused as the flag's folder is, naming the variable
+    (exit 1: no command line is wrong); it was a traceback of initdb's failure. With a
+    database URL the folder is not used, so not checked."""
+    (tmp_path / "a-file").write_text("not a folder\n")
+    monkeypatch.setenv("STELLO_DATA_DIR", str(tmp_path / "a-file"))
+    with pytest.raises(ClientError) as caught:
+        up_settings()
+    assert not isinstance(caught.value, UsageError)
+    assert str(caught.value) == f"STELLO_DATA_DIR: {tmp_path}/a-file is a file, not a folder"
+    monkeypatch.setenv("STELLO_DATABASE_URL", "postgresql://db.example/stello")
+    assert up_settings().database_url == "postgresql://db.example/stello"

@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from stello.db.embedded import EmbeddedLost, EmbeddedPostgres, supervised
+from stello.db.embedded import EmbeddedLost, EmbeddedPostgres, embedded_cluster, supervised
 from stello.errors import FailedPrecondition
 from stello_cli.up.suite import kept_up
 
@@ -82,3 +82,31 @@ async def test_without_an_embedded_server_the_work_runs_alone() -> None:
     main = asyncio.ensure_future(asyncio.sleep(0, "done"))
     await supervised(main, None)
     assert main.result() == "done"
+
+
+class TestAFolderItCannotUse:
+    """A data dir that is no cluster and cannot become one ends with one line naming it and
+    what initdb said; it was initdb's CalledProcessError, a traceback."""
+
+    def test_a_folder_holding_other_files(self, tmp_path: Path) -> None:
+        folder = tmp_path / "not-postgres"
+        folder.mkdir()
+        (folder / "notes.txt").write_text("mine\n")
+        with pytest.raises(FailedPrecondition) as caught, embedded_cluster(folder):
+            pass
+        assert str(caught.value) == (
+            f'the embedded PostgreSQL cannot use {folder}: directory "{folder}" exists but is '
+            "not empty; its data dir must be an empty folder, or one an earlier `stello up` "
+            "made (STELLO_DATA_DIR, `stello up --data-dir`)"
+        )
+        assert (folder / "notes.txt").read_text() == "mine\n"
+
+    def test_a_file(self, tmp_path: Path) -> None:
+        file = tmp_path / "a-file"
+        file.write_text("not a folder\n")
+        with pytest.raises(FailedPrecondition) as caught, embedded_cluster(file):
+            pass
+        assert str(caught.value).startswith(
+            f'the embedded PostgreSQL cannot use {file}: could not access directory "{file}": '
+            "Not a directory;"
+        )
