@@ -58,7 +58,7 @@ def one_up(
             gateway, and what to do); its files are left as they are.
     """
     made_dir = not config_dir.exists()
-    config_dir.mkdir(parents=True, exist_ok=True, mode=0o700)
+    _make_config_dir(config_dir)
     config_lock = config_dir / LOCK_FILE
     made_lock = not config_lock.exists()
     with contextlib.ExitStack() as held:
@@ -80,6 +80,18 @@ def one_up(
         lock = UpLock(fds, config_dir)
         lock.say()
         yield lock
+
+
+def _make_config_dir(config_dir: Path) -> None:
+    """Make `config_dir` (one there is fine); one line naming it (and STELLO_CONFIG_DIR when
+    that chose it) when it is a file or cannot be made, where `[Errno 17] File exists` was."""
+    name = "STELLO_CONFIG_DIR" if os.environ.get("STELLO_CONFIG_DIR") else "the config dir"
+    if config_dir.exists() and not config_dir.is_dir():
+        raise ClientError(f"{name}: {config_dir} is a file, not a folder")
+    try:
+        config_dir.mkdir(parents=True, exist_ok=True, mode=0o700)
+    except OSError as exc:
+        raise ClientError(f"{name}: cannot make {config_dir}: {exc.strerror}") from None
 
 
 def _unmake(lock_file: Path | None, config_dir: Path | None) -> None:

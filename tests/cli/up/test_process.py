@@ -53,3 +53,24 @@ def test_a_lock_file_removed_between_its_open_and_its_lock_is_opened_again(
             with one_up(tmp_path / "other-config", data_dir):
                 pass
         assert all(path.exists() for path in paths)  # the files locked are the ones there
+
+
+@pytest.mark.parametrize(
+    ("where", "said"),
+    [
+        pytest.param("a-file", "{path} is a file, not a folder", id="file"),
+        pytest.param("a-file/config", "cannot make {path}: Not a directory", id="under-a-file"),
+    ],
+)
+def test_a_config_dir_that_cannot_be_one_is_named(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, where: str, said: str
+) -> None:
+    """STELLO_CONFIG_DIR naming a file, or a folder under one: one line naming the variable
+    and the path (it was `[Errno 17] File exists: ...`), and nothing made."""
+    (tmp_path / "a-file").write_text("not a folder\n")
+    config_dir = tmp_path / where
+    monkeypatch.setenv("STELLO_CONFIG_DIR", str(config_dir))
+    with pytest.raises(ClientError) as caught, one_up(config_dir, tmp_path / "pgdata"):
+        pass
+    assert str(caught.value) == f"STELLO_CONFIG_DIR: {said.format(path=config_dir)}"
+    assert sorted(path.name for path in tmp_path.iterdir()) == ["a-file"]
