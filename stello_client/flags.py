@@ -57,6 +57,17 @@ def gateway_address(text: str) -> str:
     return text.strip()
 
 
+def port(text: str) -> int:
+    """An argparse type: a TCP port, 0 to 65535 (0: any free one)."""
+    try:
+        value = int(text)
+    except ValueError:
+        value = -1
+    if not 0 <= value <= 65535:
+        raise argparse.ArgumentTypeError(f"expected a port from 0 to 65535, got {text!r}")
+    return value
+
+
 def pick(given: str | None, env: str, saved: str | None) -> str:
     """The given value, else the variable's, else the saved one ("" when none)."""
     return given or os.environ.get(env, "").strip() or (saved or "")

@@ -21,7 +21,7 @@ from stello.errors import StelloError
 from stello.serving.runner import event_loop_factory
 from stello.telemetry.logs import LogSettings, configure_logging
 from stello_client.errors import ClientError
-from stello_client.flags import resolve_tls, tls_options
+from stello_client.flags import port, resolve_tls, tls_options
 from stello_console.app import DEFAULT_PORT, ConsoleOptions, running_console
 
 log = logging.getLogger("stello_console")
@@ -36,7 +36,7 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--gateway", help="gateway host:port (STELLO_GATEWAY)")
     parser.add_argument("--host", default="127.0.0.1", help="interface to listen on")
     parser.add_argument(
-        "--port", type=int, default=DEFAULT_PORT, help=f"default {DEFAULT_PORT}; 0 = any free"
+        "--port", type=port, default=DEFAULT_PORT, help=f"default {DEFAULT_PORT}; 0 = any free"
     )
     parser.add_argument(
         "--allowed-host",

@@ -21,7 +21,7 @@ from stello_cli.parser import Commands, call_timeout, check_count, int32
 from stello_client.credentials import load_credentials
 from stello_client.dicts import dumps
 from stello_client.errors import ClientError, UsageError, rpc_error_line
-from stello_client.flags import pick, resolve_tls
+from stello_client.flags import pick, port, resolve_tls
 
 if TYPE_CHECKING:  # the database commands import these when they run (a client needs none)
     from stello.db.migrate import Migration
@@ -35,17 +35,6 @@ def _positive(text: str) -> int:
         value = 0
     if value < 1:
         raise argparse.ArgumentTypeError(f"expected a whole number above 0, got {text!r}")
-    return value
-
-
-def port(text: str) -> int:
-    """An argparse type: a TCP port, 0 to 65535 (0: any free one)."""
-    try:
-        value = int(text)
-    except ValueError:
-        value = -1
-    if not 0 <= value <= 65535:
-        raise argparse.ArgumentTypeError(f"expected a port from 0 to 65535, got {text!r}")
     return value
 
 

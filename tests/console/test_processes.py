@@ -11,6 +11,7 @@ from pathlib import Path
 
 import pytest
 
+from stello_console.__main__ import build_parser
 from tests.cli.processes import FREE_PORTS, StelloUp, postgres_processes, private_env, run_cli
 from tests.console.conftest import ConsoleStack
 from tests.console.http import fetch, signed_headers
@@ -144,6 +145,20 @@ class TestDeployment:
         )
         assert done.returncode == 2, done.stderr
         assert "unrecognized arguments: --key sk-a-key" in done.stderr
+
+    @pytest.mark.parametrize("given", ["99999", "-1", "http"])
+    def test_a_port_out_of_range_is_the_flags_error(
+        self, given: str, capsys: pytest.CaptureFixture[str]
+    ) -> None:
+        """`--port 99999` was an OverflowError's traceback from the socket's bind; now the
+        flag's error, as `stello up --console-port` says it, exit 2."""
+        with pytest.raises(SystemExit) as ended:
+            build_parser().parse_args(["--gateway", "x:1", "--port", given])
+        assert ended.value.code == 2
+        assert capsys.readouterr().err.splitlines()[-1] == (
+            "python -m stello_console: error: argument --port: expected a port from 0 to "
+            f"65535, got '{given}'"
+        )
 
     async def test_it_serves_the_page_for_a_key(
         self, key_console: ConsoleStack, home: Path
