@@ -46,6 +46,9 @@ GENERIC_PLAN_READS = (
 tree's ancestors and the gateway's lineage."""
 
 T = TypeVar("T")
+WARM_RUNS = 6
+"""Runs that take a prepared statement past its custom plans (PostgreSQL plans the first five
+custom; from the sixth it may keep a generic one)."""
 
 UNANALYZED = """
 SELECT relname FROM pg_stat_user_tables
@@ -92,21 +95,27 @@ class FreshDatabase:
         finally:
             await con.close()
 
-    async def reads(self, table: str, call: Callable[[], Awaitable[T]]) -> tuple[int, T]:
+    async def reads(
+        self, table: str, call: Callable[[], Awaitable[T]], *, warm: bool = False
+    ) -> tuple[int, T]:
         """The tuples read from `table` while `call()` ran, and its result (`reads_of`)."""
-        counts, result = await self.reads_of((table,), call)
+        counts, result = await self.reads_of((table,), call, warm=warm)
         return counts[table], result
 
     async def reads_of(
-        self, tables: Sequence[str], call: Callable[[], Awaitable[T]]
+        self, tables: Sequence[str], call: Callable[[], Awaitable[T]], *, warm: bool = False
     ) -> tuple[dict[str, int], T]:
         """The tuples read from each of `tables` while `call()` ran (heap and index, as
         `RowReads` counts them), and its result; `call` starts once the first count is taken.
+        With `warm`, `call()` runs WARM_RUNS times first, uncounted: past the custom plans of
+        a prepared statement.
 
         Counting ends every other backend of the database (they flush their counters as
         they exit); the servers' pools reconnect, as after a database restart, before a
         count returns (`end_other_backends`).
         """
+        for _ in range(WARM_RUNS if warm else 0):
+            await call()
         counter = await asyncpg.connect(self.dsn)
         try:
             before = await _counts(counter, tables)
