@@ -9,6 +9,7 @@ from __future__ import annotations
 import asyncio
 import os
 import re
+import signal
 import sys
 import tempfile
 import time
@@ -168,11 +169,11 @@ async def database() -> AsyncIterator[str]:
         await migrate_dsn(configured)
         yield configured
         return
-    folder = Path(tempfile.mkdtemp(prefix="stello-bench-pg-"))
-    with embedded_server(folder / "data", delete=True) as admin_dsn:
-        dsn = await ensure_database(admin_dsn, "stello_bench")
-        await migrate_dsn(dsn)
-        yield dsn
+    with tempfile.TemporaryDirectory(prefix="stello-bench-pg-") as folder:
+        with embedded_server(Path(folder) / "data", delete=True) as admin_dsn:
+            dsn = await ensure_database(admin_dsn, "stello_bench")
+            await migrate_dsn(dsn)
+            yield dsn
 
 
 # ---------------------------------------------------------------- the yardstick
@@ -241,10 +242,15 @@ def run_main(main: Coroutine[Any, Any, Any]) -> None:
 
     platformdirs warns when XDG_RUNTIME_DIR is unset (containers); the embedded server
     reads it, and nothing here acts on it.
+
+    SIGTERM stops it as Ctrl-C does: the main coroutine is cancelled, so its embedded
+    PostgreSQL stops and its folder goes (killed by the default handler, a benchmark left
+    its server running, still busy with its statement).
     """
     from stello.serving.runner import event_loop_factory
 
     warnings.filterwarnings("ignore", message=".*XDG_RUNTIME_DIR.*")
+    signal.signal(signal.SIGTERM, signal.default_int_handler)
     with asyncio.Runner(loop_factory=event_loop_factory()) as runner:
         runner.run(main)
 
