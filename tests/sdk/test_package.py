@@ -5,9 +5,13 @@ from __future__ import annotations
 import importlib
 import inspect
 import pkgutil
+import re
 import subprocess
 import sys
 from pathlib import Path
+
+import mypy.api
+import pytest
 
 import stello
 import stello_client
@@ -83,3 +87,25 @@ def test_importing_the_package_loads_no_grpc() -> None:
         [sys.executable, "-c", code], capture_output=True, text=True, check=True, timeout=60
     )
     assert done.stdout.strip() == "[]"
+
+
+ROOT = Path(__file__).resolve().parents[2]
+PROGRAMS = (
+    "<!-- quick start: tests/sdk/test_examples.py runs this block -->",
+    "<!-- streamed tools: tests/sdk/test_methods.py runs this block -->",
+)
+
+
+@pytest.mark.parametrize("marker", PROGRAMS, ids=["quick start", "streamed tools"])
+def test_the_docs_programs_pass_mypy_strict(marker: str, tmp_path: Path) -> None:
+    """docs/python.md's whole programs type-check as a user's script, `mypy --strict`: the
+    streamed tools' loop gave `events` the stream's type and then assigned it
+    submit_tool_results_stream's, which mypy refused (found by sdk8)."""
+    text = (ROOT / "docs" / "python.md").read_text().partition(marker)[2]
+    found = re.search(r"```python\n(.*?)```", text, flags=re.DOTALL)
+    assert found, f"docs/python.md lost the block after {marker}"
+    script = tmp_path / "user_script.py"
+    script.write_text(found.group(1))
+    cache = str(tmp_path / "cache")
+    out, err, status = mypy.api.run(["--strict", "--cache-dir", cache, str(script)])
+    assert status == 0, out + err
