@@ -16,7 +16,7 @@ import enum
 import math
 import uuid
 from types import TracebackType
-from typing import Any, Self, TypeAlias, TypeVar
+from typing import Any, NoReturn, Self, TypeAlias, TypeVar
 
 from stello.agent.v1 import agent_pb2
 from stello.channels import ClientTls
@@ -60,8 +60,19 @@ Timeout: TypeAlias = float | Default | None
 """Seconds a call may take, its retries included; None = no deadline; DEFAULT = the client's."""
 
 
+NOT_PICKLED = (
+    "cannot pickle a stello_client {name}: it holds a channel to the gateway and its API key, "
+    "which belong to the process that made it; make the client in each process instead (from "
+    "the same arguments, or STELLO_GATEWAY, STELLO_KEY and STELLO_SPACE_ID there)"
+)
+"""What pickling a client (multiprocessing's arguments, a task queue's) raises, by its class."""
+
+
 class ClientBase:
     """The connection and the caller every method group uses."""
+
+    def __getstate__(self) -> NoReturn:
+        raise TypeError(NOT_PICKLED.format(name=type(self).__name__))
 
     def __init__(
         self,

@@ -31,11 +31,11 @@ import sys
 import threading
 from collections.abc import AsyncIterator, Awaitable, Callable, Coroutine, Iterator, Sequence
 from types import TracebackType
-from typing import Any, ClassVar, Concatenate, Generic, ParamSpec, Self, TypeVar
+from typing import Any, ClassVar, Concatenate, Generic, NoReturn, ParamSpec, Self, TypeVar
 
 from stello.channels import ClientTls
 from stello_client.aio import AsyncClient
-from stello_client.base import DEFAULT_TIMEOUT_S, DEFAULT_TURN_TIMEOUT_S
+from stello_client.base import DEFAULT_TIMEOUT_S, DEFAULT_TURN_TIMEOUT_S, NOT_PICKLED
 from stello_client.calls import Retry
 from stello_client.exceptions.base import ConfigurationError
 from stello_client.types import EventKind, SpaceEvent
@@ -277,6 +277,9 @@ class Client(_Closing):
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         self._client = AsyncClient(*args, **kwargs)  # no I/O: the channel opens on the loop
         self._loop = _Loop.shared()
+
+    def __getstate__(self) -> NoReturn:
+        raise TypeError(NOT_PICKLED.format(name=type(self).__name__))
 
     @classmethod
     def _over(cls, client: AsyncClient) -> Self:
